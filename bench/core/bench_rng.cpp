@@ -1,0 +1,51 @@
+// RNG throughput: one Philox4x32-10 block, uniforms, normals (DESIGN.md §4 "normals are the
+// hot spot"), against std::mt19937_64 + std::normal_distribution as the same-run baseline.
+#include <random>
+
+#include <benchmark/benchmark.h>
+
+#include "herd/core/rng.hpp"
+
+static void BM_philox_block(benchmark::State& st) {
+  const herd::RngStream s(1, 2, herd::RngPurpose::kProposal);
+  std::uint64_t i = 0;
+  for (auto _ : st) benchmark::DoNotOptimize(s.block(i++));
+  st.SetItemsProcessed(st.iterations());
+}
+BENCHMARK(BM_philox_block);
+
+static void BM_uniform(benchmark::State& st) {
+  const herd::RngStream s(1, 2, herd::RngPurpose::kAcceptance);
+  std::uint64_t i = 0;
+  for (auto _ : st) benchmark::DoNotOptimize(s.uniform(i++));
+  st.SetItemsProcessed(st.iterations());
+}
+BENCHMARK(BM_uniform);
+
+// Ten normals per index, as one 10-D proposal.
+static void BM_normals_10d(benchmark::State& st) {
+  const herd::RngStream s(1, 2, herd::RngPurpose::kProposal);
+  std::uint64_t i = 0;
+  double z[10];
+  for (auto _ : st) {
+    auto c = s.at(i++);
+    c.normals(z, 10);
+    benchmark::DoNotOptimize(z);
+  }
+  st.SetItemsProcessed(st.iterations() * 10);
+}
+BENCHMARK(BM_normals_10d);
+
+static void BM_baseline_mt19937_normals_10d(benchmark::State& st) {
+  std::mt19937_64 g(1);
+  std::normal_distribution<double> nd;
+  double z[10];
+  for (auto _ : st) {
+    for (double& v : z) v = nd(g);
+    benchmark::DoNotOptimize(z);
+  }
+  st.SetItemsProcessed(st.iterations() * 10);
+}
+BENCHMARK(BM_baseline_mt19937_normals_10d);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,88 @@
+# Helpers shared by every herd module (DESIGN.md §2, §3, §5).
+
+# Warnings for C++ targets; CUDA sources get host-compiler warnings through -Xcompiler.
+function(herd_set_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${HERD_WARNINGS_AS_ERRORS}>>:-Werror>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+endfunction()
+
+# CUDA objects of a module: a separate static library, so that cxx_std_20 (which
+# CMake 3.25 cannot map for CUDA 13) is never asked of nvcc; it gets -std=c++20 directly.
+function(herd_add_cuda_objects target)
+  add_library(${target} STATIC ${ARGN})
+  set_target_properties(${target} PROPERTIES
+    POSITION_INDEPENDENT_CODE ON
+    CUDA_SEPARABLE_COMPILATION OFF
+    EXPORT_NAME ${target})
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr>)
+  herd_set_warnings(${target})
+endfunction()
+
+# herd_add_library(<module> SOURCES ... [PUBLIC ...] [PRIVATE ...])
+# Creates target herd_<module>, alias herd::<module>, include root <module>/include,
+# and adds it to herd::herd.
+function(herd_add_library module)
+  cmake_parse_arguments(A "" "" "SOURCES;PUBLIC;PRIVATE" ${ARGN})
+  set(target herd_${module})
+  add_library(${target} ${A_SOURCES})
+  add_library(herd::${module} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES
+    EXPORT_NAME ${module}
+    OUTPUT_NAME herd_${module}
+    POSITION_INDEPENDENT_CODE ON)
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(${target} PUBLIC ${A_PUBLIC} PRIVATE ${A_PRIVATE})
+  herd_set_warnings(${target})
+  target_link_libraries(herd_all INTERFACE ${target})
+  set_property(GLOBAL APPEND PROPERTY HERD_EXPORTED_TARGETS ${target})
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endfunction()
+
+# herd_add_catch_test(<name> SOURCES ... LIBS ... [MPI <n>...] [GPU] [ARGS ...]
+#                     [LABELS ...] [TIMEOUT s])
+# One Catch2 executable, registered with CTest:
+#  - plain: one test running the executable with ARGS;
+#  - MPI:   one test per rank count, through ${MPIEXEC_EXECUTABLE} -n <n>, label mpi;
+#  - GPU:   label gpu, exit code 77 means "skipped: no CUDA device".
+function(herd_add_catch_test name)
+  cmake_parse_arguments(A "GPU" "TIMEOUT" "SOURCES;LIBS;MPI;ARGS;LABELS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  herd_set_warnings(${name})
+  target_compile_features(${name} PRIVATE cxx_std_20)
+  if(A_MPI)
+    target_link_libraries(${name} PRIVATE herd_test_mpi_main)
+  elseif(A_GPU)
+    target_link_libraries(${name} PRIVATE herd_test_gpu_main)
+  else()
+    target_link_libraries(${name} PRIVATE herd_test_main)
+  endif()
+  target_link_libraries(${name} PRIVATE ${A_LIBS} Catch2::Catch2)
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 600)
+  endif()
+  set(labels ${A_LABELS})
+  if(A_MPI)
+    foreach(n IN LISTS A_MPI)
+      add_test(NAME ${name}_np${n}
+        COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} $<TARGET_FILE:${name}> ${A_ARGS})
+      set_tests_properties(${name}_np${n} PROPERTIES
+        PROCESSORS ${n} LABELS "mpi;${labels}" TIMEOUT ${A_TIMEOUT})
+    endforeach()
+  else()
+    add_test(NAME ${name} COMMAND ${name} ${A_ARGS})
+    if(A_GPU)
+      list(APPEND labels gpu)
+      set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
+    endif()
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${A_TIMEOUT})
+    if(labels)
+      set_tests_properties(${name} PROPERTIES LABELS "${labels}")
+    endif()
+  endif()
+endfunction()

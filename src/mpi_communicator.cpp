@@ -1,0 +1,219 @@
+#include "herd/core/mpi_communicator.hpp"
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "herd/core/error.hpp"
+
+#if HERD_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace herd {
+
+bool launched_by_mpi() {
+  // Hydra (MPICH), Open MPI, Slurm's PMI and PMIx all export one of these to each process.
+  for (const char* v : {"PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE",
+                        "MPI_LOCALNRANKS", "HYDI_CONTROL_FD", "PMI_FD"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
+#if HERD_HAVE_MPI
+
+namespace {
+
+bool g_herd_initialised_mpi = false;
+
+[[noreturn]] void throw_mpi(const char* what, int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, buf, &len);
+  throw CommunicationError(fmt::format("MPI: {} failed: {}", what, std::string(buf, len)));
+}
+
+#define HERD_MPI_CALL(what, call)          \
+  do {                                     \
+    const int herd_mpi_rc_ = (call);       \
+    if (herd_mpi_rc_ != MPI_SUCCESS)       \
+      throw_mpi(what, herd_mpi_rc_);       \
+  } while (0)
+
+MPI_Datatype mpi_type(DataType t) {
+  switch (t) {
+    case DataType::kFloat64: return MPI_DOUBLE;
+    case DataType::kFloat32: return MPI_FLOAT;
+    case DataType::kInt64: return MPI_INT64_T;
+    case DataType::kInt32: return MPI_INT32_T;
+    case DataType::kUint8: return MPI_UINT8_T;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return MPI_SUM;
+    case ReduceOp::kMin: return MPI_MIN;
+    case ReduceOp::kMax: return MPI_MAX;
+  }
+  return MPI_SUM;
+}
+
+int checked_count(std::size_t count, const char* what) {
+  HERD_CHECK_AS(CommunicationError, count <= static_cast<std::size_t>(INT_MAX),
+                "MpiCommunicator::{}: count is {}, but must be at most {}", what, count, INT_MAX);
+  return static_cast<int>(count);
+}
+
+constexpr std::size_t kChunk = std::size_t{1} << 30;
+
+class MpiRequest final : public CommRequest {
+ public:
+  explicit MpiRequest(MPI_Request r) : req_(r) {}
+  ~MpiRequest() override {
+    if (req_ != MPI_REQUEST_NULL && MpiEnvironment::active()) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+  }
+  void wait() override {
+    if (req_ != MPI_REQUEST_NULL) HERD_MPI_CALL("MPI_Wait", MPI_Wait(&req_, MPI_STATUS_IGNORE));
+  }
+  bool test() override {
+    if (req_ == MPI_REQUEST_NULL) return true;
+    int flag = 0;
+    HERD_MPI_CALL("MPI_Test", MPI_Test(&req_, &flag, MPI_STATUS_IGNORE));
+    return flag != 0;
+  }
+
+ private:
+  MPI_Request req_;
+};
+
+}  // namespace
+
+void MpiEnvironment::ensure() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  HERD_CHECK_AS(CommunicationError, !fin, "MpiEnvironment: MPI was already finalised");
+  if (init) return;
+  int provided = 0;
+  HERD_MPI_CALL("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+  g_herd_initialised_mpi = true;
+  std::atexit([] { MpiEnvironment::finalize(); });
+}
+
+bool MpiEnvironment::active() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+void MpiEnvironment::finalize() {
+  if (g_herd_initialised_mpi && active()) MPI_Finalize();
+}
+
+struct MpiCommunicator::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+MpiCommunicator::MpiCommunicator() : impl_(std::make_unique<Impl>()) {
+  MpiEnvironment::ensure();
+  HERD_MPI_CALL("MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm));
+  MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(impl_->comm, &rank_);
+  MPI_Comm_size(impl_->comm, &size_);
+}
+
+MpiCommunicator::MpiCommunicator(long fortran_handle) : impl_(std::make_unique<Impl>()) {
+  MpiEnvironment::ensure();
+  MPI_Comm given = MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_handle));
+  HERD_MPI_CALL("MPI_Comm_dup", MPI_Comm_dup(given, &impl_->comm));
+  MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(impl_->comm, &rank_);
+  MPI_Comm_size(impl_->comm, &size_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  if (impl_ && impl_->comm != MPI_COMM_NULL && MpiEnvironment::active()) MPI_Comm_free(&impl_->comm);
+}
+
+void MpiCommunicator::barrier() { HERD_MPI_CALL("MPI_Barrier", MPI_Barrier(impl_->comm)); }
+
+void MpiCommunicator::broadcast(void* data, std::size_t count, DataType type, int root) {
+  HERD_REQUIRE(root >= 0 && root < size_, "MpiCommunicator::broadcast: root is {}, but must be in [0, {})", root, size_);
+  auto* p = static_cast<char*>(data);
+  const std::size_t es = data_type_size(type);
+  for (std::size_t off = 0; off < count; off += kChunk) {
+    const std::size_t n = std::min(kChunk, count - off);
+    HERD_MPI_CALL("MPI_Bcast", MPI_Bcast(p + off * es, static_cast<int>(n), mpi_type(type), root, impl_->comm));
+  }
+}
+
+void MpiCommunicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
+  auto* p = static_cast<char*>(data);
+  const std::size_t es = data_type_size(type);
+  for (std::size_t off = 0; off < count; off += kChunk) {
+    const std::size_t n = std::min(kChunk, count - off);
+    HERD_MPI_CALL("MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, p + off * es, static_cast<int>(n),
+                                                 mpi_type(type), mpi_op(op), impl_->comm));
+  }
+}
+
+std::unique_ptr<CommRequest> MpiCommunicator::allreduce_async(void* data, std::size_t count,
+                                                              DataType type, ReduceOp op) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  HERD_MPI_CALL("MPI_Iallreduce",
+                MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(count, "allreduce_async"),
+                               mpi_type(type), mpi_op(op), impl_->comm, &req));
+  return std::make_unique<MpiRequest>(req);
+}
+
+void MpiCommunicator::allgather(const void* send, void* recv, std::size_t count, DataType type) {
+  const int n = checked_count(count, "allgather");
+  HERD_MPI_CALL("MPI_Allgather", MPI_Allgather(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm));
+}
+
+void MpiCommunicator::gather(const void* send, void* recv, std::size_t count, DataType type, int root) {
+  HERD_REQUIRE(root >= 0 && root < size_, "MpiCommunicator::gather: root is {}, but must be in [0, {})", root, size_);
+  const int n = checked_count(count, "gather");
+  HERD_MPI_CALL("MPI_Gather", MPI_Gather(send, n, mpi_type(type), rank_ == root ? recv : nullptr, n,
+                                         mpi_type(type), root, impl_->comm));
+}
+
+void MpiCommunicator::abort(int code) {
+  MPI_Abort(impl_->comm, code);
+  std::_Exit(code);
+}
+
+std::unique_ptr<Communicator> make_world_communicator() {
+  if (launched_by_mpi() || MpiEnvironment::active()) return std::make_unique<MpiCommunicator>();
+  return std::make_unique<SelfCommunicator>();
+}
+
+#else  // !HERD_HAVE_MPI
+
+void MpiEnvironment::ensure() {
+  throw CommunicationError("MpiEnvironment: herd was built without MPI (HERD_ENABLE_MPI=OFF)");
+}
+bool MpiEnvironment::active() { return false; }
+void MpiEnvironment::finalize() {}
+struct MpiCommunicator::Impl {};
+MpiCommunicator::MpiCommunicator() { MpiEnvironment::ensure(); }
+MpiCommunicator::MpiCommunicator(long) { MpiEnvironment::ensure(); }
+MpiCommunicator::~MpiCommunicator() = default;
+void MpiCommunicator::barrier() {}
+void MpiCommunicator::broadcast(void*, std::size_t, DataType, int) {}
+void MpiCommunicator::allreduce(void*, std::size_t, DataType, ReduceOp) {}
+std::unique_ptr<CommRequest> MpiCommunicator::allreduce_async(void*, std::size_t, DataType, ReduceOp) {
+  return nullptr;
+}
+void MpiCommunicator::allgather(const void*, void*, std::size_t, DataType) {}
+void MpiCommunicator::gather(const void*, void*, std::size_t, DataType, int) {}
+void MpiCommunicator::abort(int code) { std::_Exit(code); }
+std::unique_ptr<Communicator> make_world_communicator() { return std::make_unique<SelfCommunicator>(); }
+
+#endif
+
+}  // namespace herd

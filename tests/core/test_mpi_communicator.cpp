@@ -1,0 +1,81 @@
+// MpiCommunicator tests; run by CTest under mpiexec -n 1, 2 and 3.
+#include <numeric>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/error.hpp"
+#include "herd/core/mpi_communicator.hpp"
+
+using herd::DataType;
+using herd::ReduceOp;
+
+TEST_CASE("MpiCommunicator: rank, size, barrier", "[core][mpi]") {
+  herd::MpiCommunicator c;
+  CHECK(c.backend() == "mpi");
+  CHECK(c.size() >= 1);
+  CHECK(c.rank() >= 0);
+  CHECK(c.rank() < c.size());
+  c.barrier();
+  CHECK(herd::make_world_communicator()->backend() == "mpi");
+}
+
+TEST_CASE("MpiCommunicator: allreduce sum/min/max on double, float, int64, int32",
+          "[core][mpi]") {
+  herd::MpiCommunicator c;
+  const int r = c.rank(), n = c.size();
+  std::vector<double> d{1.0 * r, 0.5, -1.0 * r};
+  c.allreduce(std::span<double>(d), ReduceOp::kSum);
+  CHECK(d[0] == n * (n - 1) / 2.0);
+  CHECK(d[1] == 0.5 * n);
+  CHECK(d[2] == -n * (n - 1) / 2.0);
+  std::vector<float> f{static_cast<float>(r) + 0.25f};
+  c.allreduce(std::span<float>(f), ReduceOp::kMax);
+  CHECK(f[0] == static_cast<float>(n - 1) + 0.25f);
+  std::vector<std::int64_t> i64{(std::int64_t{1} << 40) + r};
+  c.allreduce(std::span<std::int64_t>(i64), ReduceOp::kMin);
+  CHECK(i64[0] == (std::int64_t{1} << 40));
+  CHECK(c.allreduce_value<std::int32_t>(r + 1, ReduceOp::kSum) == n * (n + 1) / 2);
+  CHECK(c.allreduce_value<std::int32_t>(10 - r, ReduceOp::kMin) == 10 - (n - 1));
+}
+
+TEST_CASE("MpiCommunicator: non-blocking allreduce with a wait handle", "[core][mpi]") {
+  herd::MpiCommunicator c;
+  const int r = c.rank(), n = c.size();
+  std::vector<double> a(1000, 1.0 + r), b(17, 2.0 * r);
+  auto ra = c.allreduce_async(std::span<double>(a), ReduceOp::kSum);
+  auto rb = c.allreduce_async(std::span<double>(b), ReduceOp::kMax);
+  rb->wait();
+  ra->wait();
+  CHECK(ra->test());
+  const double sa = n + n * (n - 1) / 2.0;
+  for (double x : a) REQUIRE(x == sa);
+  for (double x : b) REQUIRE(x == 2.0 * (n - 1));
+}
+
+TEST_CASE("MpiCommunicator: broadcast, allgather, gather", "[core][mpi]") {
+  herd::MpiCommunicator c;
+  const int r = c.rank(), n = c.size();
+  const int root = n - 1;
+  std::vector<std::int32_t> v(5, r == root ? 42 : -1);
+  c.broadcast(std::span<std::int32_t>(v), root);
+  for (auto x : v) CHECK(x == 42);
+  std::string s = r == 0 ? std::string(100000, 'x') + "end" : "";
+  c.broadcast_string(s, 0);
+  CHECK(s.size() == 100003);
+  CHECK(s.substr(100000) == "end");
+  const std::vector<double> mine{1.0 * r, 10.0 * r};
+  const auto all = c.allgather(std::span<const double>(mine));
+  REQUIRE(all.size() == 2u * n);
+  for (int k = 0; k < n; ++k) {
+    CHECK(all[2 * k] == k);
+    CHECK(all[2 * k + 1] == 10.0 * k);
+  }
+  std::vector<std::int64_t> g(r == 0 ? n : 0);
+  const std::int64_t val = 100 + r;
+  c.gather(&val, g.data(), 1, DataType::kInt64, 0);
+  if (r == 0) {
+    for (int k = 0; k < n; ++k) CHECK(g[k] == 100 + k);
+  }
+  CHECK_THROWS_AS(c.broadcast(v.data(), 1, DataType::kInt32, n), herd::InputError);
+}
