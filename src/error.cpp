@@ -16,3 +16,11 @@ void throw_cuda_error(const char* call, const char* error_name, const char* erro
 }
 
 }  // namespace herd::detail
+
+namespace herd::detail {
+
+void throw_nccl_error(const char* call, const char* error_string, const char* file, int line) {
+  throw CommunicationError(fmt::format("NCCL: {} failed: {} at {}:{}", call, error_string, file, line));
+}
+
+}  // namespace herd::detail

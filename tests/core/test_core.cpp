@@ -11,6 +11,13 @@
 #include "herd/core/log.hpp"
 #include "herd/core/mpi_communicator.hpp"
 
+#if HERD_HAVE_CUDA
+#include "herd/core/cuda/cuda_check.hpp"
+#endif
+#if HERD_HAVE_NCCL
+#include "herd/core/cuda/nccl_check.hpp"
+#endif
+
 using Catch::Matchers::Contains;
 
 namespace {
@@ -106,4 +113,21 @@ TEST_CASE("a process not started by mpiexec gets a SelfCommunicator", "[core][co
   auto w = herd::make_world_communicator();
   CHECK(w->backend() == "self");
   CHECK(w->size() == 1);
+}
+
+TEST_CASE("CUDA and NCCL status checks throw with the call and the error", "[core]") {
+#if HERD_HAVE_CUDA
+  // Device -1 never exists, with or without a driver.
+  const auto bad_cuda = [] { HERD_CUDA_CHECK(cudaSetDevice(-1)); };
+  CHECK_THROWS_AS(bad_cuda(), herd::CudaError);
+  CHECK_THROWS_WITH(bad_cuda(), Contains("cudaSetDevice(-1)") && Contains("CUDA: "));
+#endif
+#if HERD_HAVE_NCCL
+  const auto bad_nccl = [] { HERD_NCCL_CHECK(ncclInvalidArgument); };
+  CHECK_THROWS_AS(bad_nccl(), herd::CommunicationError);
+  CHECK_THROWS_WITH(bad_nccl(), Contains("NCCL: ncclInvalidArgument failed"));
+#endif
+#if !HERD_HAVE_CUDA
+  CHECK(herd::cuda_device_count() == 0);  // nothing to check in a CPU-only build but this
+#endif
 }
