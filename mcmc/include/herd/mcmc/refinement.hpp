@@ -49,7 +49,8 @@ struct RefinedSample {
 
 /// Refined weights of a weighted chain thinned with a (real) skip >= 1: the k-th kept
 /// verbose draw is the one at verbose position ceil(k skip) (k = 1, 2, ...).
-/// Example: weights 5 0 1 3 1 with skip 2 give 3 0 0 2 0; with skip 3, 2 0 0 1 1.
+/// Example: weights 5 0 1 3 1 with skip 2 give 2 0 1 1 1; with skip 3, 1 0 1 1 0 (this is
+/// what ParaMonte's code computes; the example in its doc comment starts at position 1).
 /// @throws herd::InputError when skip < 1 or is not finite, or a weight is negative.
 std::vector<std::int64_t> refined_weights(std::span<const std::int64_t> weights, double skip);
 
