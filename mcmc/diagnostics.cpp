@@ -1,0 +1,689 @@
+// Convergence diagnostics (Vehtari et al. 2021, as R posterior 1.4), see diagnostics.hpp.
+#include "herd/mcmc/diagnostics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include <Eigen/Core>
+#include <boost/math/distributions/beta.hpp>
+#include <boost/math/distributions/normal.hpp>
+
+#include "diagnostics_detail.hpp"
+#include "herd/core/error.hpp"
+
+namespace herd::mcmc {
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// MCSE(quantile) uses the Beta quantiles at Phi(-1) and Phi(1), rounded as posterior does.
+constexpr double kBetaLo = 0.1586553;
+constexpr double kBetaHi = 0.8413447;
+// Lags computed directly (O(S) each) before switching to the FFT for all lags.
+constexpr std::size_t kDirectLags = 96;
+
+using BoostPolicy = boost::math::policies::policy<
+    boost::math::policies::domain_error<boost::math::policies::ignore_error>,
+    boost::math::policies::overflow_error<boost::math::policies::ignore_error>,
+    boost::math::policies::evaluation_error<boost::math::policies::ignore_error>>;
+
+using Pair = std::pair<double, std::uint32_t>;
+
+/// NaN-propagating max (R's max).
+double nan_max(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return kNaN;
+  return std::max(a, b);
+}
+
+double nan_min(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return kNaN;
+  return std::min(a, b);
+}
+
+double sum_of(const double* x, std::size_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += x[i];
+    s1 += x[i + 1];
+    s2 += x[i + 2];
+    s3 += x[i + 3];
+  }
+  for (; i < n; ++i) s0 += x[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+double mean_of(const double* x, std::size_t n) { return sum_of(x, n) / static_cast<double>(n); }
+
+/// R's quantile(type = 7) on sorted data (n >= 1).
+double quantile7_sorted(const double* xs, std::size_t n, double p) {
+  const double index = 1.0 + static_cast<double>(n - 1) * p;
+  const double lo = std::floor(index);
+  const double hi = std::ceil(index);
+  const auto ilo = static_cast<std::size_t>(lo) - 1;
+  const auto ihi = static_cast<std::size_t>(hi) - 1;
+  double q = xs[ilo];
+  if (index > lo && xs[ihi] != q) {
+    const double h = index - lo;
+    q = (1.0 - h) * q + h * xs[ihi];
+  }
+  return q;
+}
+
+/// posterior's MCSE of a quantile from the indicator ESS and the sorted draws.
+double mcse_quantile_sorted(const double* xs, std::size_t s, double prob, double ess) {
+  if (!std::isfinite(ess)) return kNaN;
+  const double a1 = ess * prob + 1.0;
+  const double b1 = ess * (1.0 - prob) + 1.0;
+  const boost::math::beta_distribution<double, BoostPolicy> beta(a1, b1);
+  const double a = boost::math::quantile(beta, kBetaLo);
+  const double b = boost::math::quantile(beta, kBetaHi);
+  if (!std::isfinite(a) || !std::isfinite(b)) return kNaN;
+  const double sd = static_cast<double>(s);
+  const double i1 = std::max(std::floor(a * sd), 1.0);
+  const double i2 = std::min(std::ceil(b * sd), sd);
+  return (xs[static_cast<std::size_t>(i2) - 1] - xs[static_cast<std::size_t>(i1) - 1]) / 2.0;
+}
+
+void check_prob(const char* fn, double prob) {
+  HERD_REQUIRE(prob >= 0.0 && prob <= 1.0, "{}: prob is {}, but must be in [0, 1]", fn, prob);
+}
+
+/// Normal quantiles of Blom-offset ranks (r - 3/8) / (S + 1/4), cached by 2r (ranks may be
+/// half-integers with ties).
+class ZTable {
+ public:
+  explicit ZTable(std::size_t s) : s_(s), z_(2 * s + 3, kNaN) {}
+  double operator()(std::size_t two_r) {
+    double& z = z_[two_r];
+    if (std::isnan(z)) {
+      const double r = 0.5 * static_cast<double>(two_r);
+      const double p = (r - 0.375) / (static_cast<double>(s_) + 0.25);
+      z = boost::math::quantile(boost::math::normal_distribution<double, BoostPolicy>(), p);
+    }
+    return z;
+  }
+
+ private:
+  std::size_t s_;
+  std::vector<double> z_;
+};
+
+/// Maps a flat index c*N + t of the [M, N] draws to its index in the split layout [2M, h],
+/// or -1 for the dropped middle draw of an odd N.
+struct SplitMap {
+  std::size_t n, h;
+  std::int64_t operator()(std::uint32_t flat) const {
+    const std::size_t c = flat / n, t = flat % n;
+    if (t < h) return static_cast<std::int64_t>(2 * c * h + t);
+    if (t >= n - h) return static_cast<std::int64_t>((2 * c + 1) * h + (t - (n - h)));
+    return -1;
+  }
+};
+
+/// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds (value,
+/// flat index) pairs of all draws sorted by value; the middle draws of odd chains are skipped.
+void z_scale_sorted(const Pair* sorted, std::size_t count, const SplitMap& map, double* out,
+                    ZTable& ztab) {
+  std::size_t rank = 0;
+  std::size_t i = 0;
+  while (i < count) {
+    std::size_t j = i + 1;
+    while (j < count && sorted[j].first == sorted[i].first) ++j;
+    std::size_t included = 0;
+    for (std::size_t k = i; k < j; ++k) included += map(sorted[k].second) >= 0 ? 1 : 0;
+    if (included > 0) {
+      const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
+      for (std::size_t k = i; k < j; ++k) {
+        const std::int64_t p = map(sorted[k].second);
+        if (p >= 0) out[p] = z;
+      }
+      rank += included;
+    }
+    i = j;
+  }
+}
+
+/// Sorted (|x - med|, flat index) of all draws, merged outward from the median of `sorted`.
+void fold_sorted(const std::vector<Pair>& sorted, double med, std::vector<Pair>& out) {
+  const std::size_t s = sorted.size();
+  out.resize(s);
+  std::size_t right = static_cast<std::size_t>(
+      std::lower_bound(sorted.begin(), sorted.end(), med,
+                       [](const Pair& p, double v) { return p.first < v; }) -
+      sorted.begin());
+  std::size_t left = right;  // elements [0, left) remain on the left
+  for (std::size_t k = 0; k < s; ++k) {
+    const bool has_l = left > 0, has_r = right < s;
+    double fl = has_l ? std::fabs(sorted[left - 1].first - med) : 0;
+    double fr = has_r ? std::fabs(sorted[right].first - med) : 0;
+    if (has_r && (!has_l || fr <= fl)) {
+      out[k] = {fr, sorted[right].second};
+      ++right;
+    } else {
+      out[k] = {fl, sorted[left - 1].second};
+      --left;
+    }
+  }
+}
+
+/// The shared state of one quantity's analysis: verbose draws, sizes, sorted pairs.
+struct Prepared {
+  const double* x = nullptr;  // [M, N]
+  std::size_t m = 0, n = 0, s = 0, h = 0;
+  bool finite = true;
+};
+
+Prepared prepare(const DrawsView& v, detail::Workspace& ws) {
+  Prepared p;
+  p.x = detail::verbose_values(v, ws);
+  p.m = v.chains();
+  p.n = v.verbose_draws();
+  p.s = p.m * p.n;
+  p.h = p.n / 2;
+  p.finite = detail::all_finite(p.x, p.s);
+  return p;
+}
+
+/// ws.sorted <- all draws sorted.
+void sort_all(const Prepared& p, detail::Workspace& ws) {
+  ws.sorted.assign(p.x, p.x + p.s);
+  std::sort(ws.sorted.begin(), ws.sorted.end());
+}
+
+/// ws.pairs <- all draws sorted by value with their flat indices.
+void sort_pairs(const Prepared& p, detail::Workspace& ws) {
+  ws.pairs.resize(p.s);
+  for (std::size_t i = 0; i < p.s; ++i) ws.pairs[i] = {p.x[i], static_cast<std::uint32_t>(i)};
+  std::sort(ws.pairs.begin(), ws.pairs.end(),
+            [](const Pair& a, const Pair& b) { return a.first < b.first; });
+  ws.sorted.resize(p.s);
+  for (std::size_t i = 0; i < p.s; ++i) ws.sorted[i] = ws.pairs[i].first;
+}
+
+/// ESS of the indicator I(x <= q) of the split draws.
+double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
+  ws.split.resize(2 * p.m * p.h);
+  const SplitMap map{p.n, p.h};
+  for (std::size_t i = 0; i < p.s; ++i) {
+    const std::int64_t k = map(static_cast<std::uint32_t>(i));
+    if (k >= 0) ws.split[static_cast<std::size_t>(k)] = p.x[i] <= q ? 1.0 : 0.0;
+  }
+  return detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+}
+
+/// Bulk and tail R-hat and bulk-ESS from the sorted pairs (needs sort_pairs).
+void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b,
+                      double* rhat_t, double* ess_b) {
+  const std::size_t s2 = 2 * p.m * p.h;
+  const SplitMap map{p.n, p.h};
+  ZTable ztab(s2);
+  ws.split.resize(s2);
+  z_scale_sorted(ws.pairs.data(), p.s, map, ws.split.data(), ztab);
+  if (rhat_b) *rhat_b = detail::rhat_chains(ws.split.data(), 2 * p.m, p.h);
+  if (ess_b) *ess_b = detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  if (rhat_t) {
+    std::vector<Pair> folded;
+    fold_sorted(ws.pairs, median, folded);
+    ws.split2.resize(s2);
+    z_scale_sorted(folded.data(), p.s, map, ws.split2.data(), ztab);
+    *rhat_t = detail::rhat_chains(ws.split2.data(), 2 * p.m, p.h);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+namespace detail {
+
+Workspace& workspace() {
+  thread_local Workspace ws;
+  return ws;
+}
+
+std::size_t fft_length(std::size_t n) {
+  std::size_t k = std::max<std::size_t>((n + 3) / 4, 1);
+  for (;; ++k) {
+    std::size_t r = k;
+    for (std::size_t f : {2, 3, 5})
+      while (r % f == 0) r /= f;
+    if (r == 1) return 4 * k;
+  }
+}
+
+bool all_finite(const double* x, std::size_t n) {
+  bool ok = true;
+  for (std::size_t i = 0; i < n; ++i) ok &= std::isfinite(x[i]);
+  return ok;
+}
+
+bool is_constant(const double* x, std::size_t n) {
+  if (n == 0) return true;
+  const auto [lo, hi] = std::minmax_element(x, x + n);
+  return std::fabs(*hi - *lo) < std::numeric_limits<double>::epsilon();
+}
+
+void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& ws) {
+  const std::size_t len = fft_length(2 * n);
+  ws.pad.assign(len, 0.0);
+  std::copy(x, x + n, ws.pad.begin());
+  ws.spec.resize(len / 2 + 1);
+  ws.fft.fwd(ws.spec.data(), ws.pad.data(), static_cast<Eigen::Index>(len));
+  for (auto& c : ws.spec) c = std::complex<double>(std::norm(c), 0.0);
+  ws.acf.resize(len);
+  ws.fft.inv(ws.acf.data(), ws.spec.data(), static_cast<Eigen::Index>(len));
+  const double inv_n = 1.0 / static_cast<double>(n);
+  for (std::size_t k = 0; k < n; ++k) out[k] = ws.acf[k] * inv_n;
+}
+
+double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws) {
+  if (n < 3 || m == 0) return kNaN;
+  const std::size_t s = m * n;
+  if (!all_finite(y, s) || is_constant(y, s)) return kNaN;
+  ws.means.resize(m);
+  ws.centered.resize(s);
+  for (std::size_t c = 0; c < m; ++c) {
+    const double mu = mean_of(y + c * n, n);
+    ws.means[c] = mu;
+    for (std::size_t t = 0; t < n; ++t) ws.centered[c * n + t] = y[c * n + t] - mu;
+  }
+  ws.acov.assign(n, 0.0);
+  std::size_t have = 0;  // lags [0, have) of ws.acov are final
+  const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
+  auto ensure = [&](std::size_t lag) {
+    if (lag < have) return;
+    if (lag < kDirectLags) {
+      const std::size_t upto = std::min(n, std::max({lag + 1, 2 * have, std::size_t{8}}));
+      for (std::size_t c = 0; c < m; ++c) {
+        const double* z = ws.centered.data() + c * n;
+        for (std::size_t k = have; k < upto; ++k) {
+          const auto len = static_cast<Eigen::Index>(n - k);
+          ws.acov[k] += Eigen::Map<const Eigen::VectorXd>(z, len)
+                            .dot(Eigen::Map<const Eigen::VectorXd>(z + k, len));
+        }
+      }
+      for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
+      have = upto;
+    } else {
+      std::vector<double> tmp(n);
+      std::fill(ws.acov.begin(), ws.acov.end(), 0.0);
+      for (std::size_t c = 0; c < m; ++c) {
+        autocovariance_fft(ws.centered.data() + c * n, n, tmp.data(), ws);
+        for (std::size_t k = 0; k < n; ++k) ws.acov[k] += tmp[k];
+      }
+      const double inv_m = 1.0 / static_cast<double>(m);
+      for (double& a : ws.acov) a *= inv_m;
+      have = n;
+    }
+  };
+  const double nd = static_cast<double>(n);
+  ensure(1);
+  const double mean_var = ws.acov[0] * nd / (nd - 1.0);
+  double var_plus = mean_var * (nd - 1.0) / nd;
+  if (m > 1) {
+    const double mm = mean_of(ws.means.data(), m);
+    double v = 0;
+    for (double mu : ws.means) v += (mu - mm) * (mu - mm);
+    var_plus += v / static_cast<double>(m - 1);
+  }
+  auto rho_at = [&](std::size_t k) {
+    ensure(k);
+    return 1.0 - (mean_var - ws.acov[k]) / var_plus;
+  };
+  // Geyer's initial positive sequence (posterior's .ess, 0-based).
+  std::vector<double>& rho = ws.rho;
+  rho.assign(n, 0.0);
+  std::int64_t t = 0;
+  double rho_even = 1.0;
+  double rho_odd = rho_at(1);
+  rho[0] = rho_even;
+  rho[1] = rho_odd;
+  const auto ni = static_cast<std::int64_t>(n);
+  while (t < ni - 5 && !std::isnan(rho_even + rho_odd) && rho_even + rho_odd > 0) {
+    t += 2;
+    rho_even = rho_at(static_cast<std::size_t>(t));
+    rho_odd = rho_at(static_cast<std::size_t>(t + 1));
+    if (rho_even + rho_odd >= 0) {
+      rho[static_cast<std::size_t>(t)] = rho_even;
+      rho[static_cast<std::size_t>(t + 1)] = rho_odd;
+    }
+  }
+  const std::int64_t max_t = t;
+  if (rho_even > 0) rho[static_cast<std::size_t>(max_t)] = rho_even;
+  // Geyer's initial monotone sequence.
+  t = 0;
+  while (t <= max_t - 4) {
+    t += 2;
+    const auto u = static_cast<std::size_t>(t);
+    if (rho[u] + rho[u + 1] > rho[u - 2] + rho[u - 1]) {
+      rho[u] = (rho[u - 2] + rho[u - 1]) / 2.0;
+      rho[u + 1] = rho[u];
+    }
+  }
+  double sum = 0;
+  for (std::int64_t k = 0; k < max_t; ++k) sum += rho[static_cast<std::size_t>(k)];
+  double tau = -1.0 + 2.0 * sum + rho[static_cast<std::size_t>(max_t)];
+  const double total = static_cast<double>(s);
+  tau = std::max(tau, 1.0 / std::log10(total));
+  return total / tau;
+}
+
+double rhat_chains(const double* y, std::size_t m, std::size_t n) {
+  if (m < 2 || n < 2) return kNaN;
+  const std::size_t s = m * n;
+  if (!all_finite(y, s) || is_constant(y, s)) return kNaN;
+  std::vector<double> means(m), vars(m);
+  for (std::size_t c = 0; c < m; ++c) {
+    const double* z = y + c * n;
+    const double mu = mean_of(z, n);
+    double v = 0;
+    for (std::size_t t = 0; t < n; ++t) v += (z[t] - mu) * (z[t] - mu);
+    means[c] = mu;
+    vars[c] = v / static_cast<double>(n - 1);
+  }
+  const double mm = mean_of(means.data(), m);
+  double vb = 0;
+  for (double mu : means) vb += (mu - mm) * (mu - mm);
+  const double nd = static_cast<double>(n);
+  const double var_between = nd * vb / static_cast<double>(m - 1);
+  const double var_within = mean_of(vars.data(), m);
+  return std::sqrt((var_between / var_within + nd - 1.0) / nd);
+}
+
+const double* verbose_values(const DrawsView& v, Workspace& ws) {
+  if (!v.weighted()) return v.values().data();
+  const std::size_t m = v.chains(), d = v.draws(), n = v.verbose_draws();
+  ws.expanded.resize(m * n);
+  const double* x = v.values().data();
+  const std::int64_t* w = v.weights().data();
+  double* out = ws.expanded.data();
+  for (std::size_t i = 0; i < m * d; ++i) out = std::fill_n(out, w[i], x[i]);
+  return ws.expanded.data();
+}
+
+void split_chains(const double* x, std::size_t m, std::size_t n, double* out) {
+  const std::size_t h = n / 2;
+  for (std::size_t c = 0; c < m; ++c) {
+    std::copy(x + c * n, x + c * n + h, out + 2 * c * h);
+    std::copy(x + c * n + (n - h), x + c * n + n, out + (2 * c + 1) * h);
+  }
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------
+DrawsView::DrawsView(std::span<const double> values, std::size_t chains, std::size_t draws)
+    : values_(values), chains_(chains), draws_(draws), verbose_draws_(draws) {
+  HERD_REQUIRE(chains > 0 && draws > 0, "DrawsView: chains is {} and draws is {}, but both must be positive",
+               chains, draws);
+  HERD_REQUIRE(values.size() == chains * draws,
+               "DrawsView: values has {} elements, but chains * draws is {}", values.size(),
+               chains * draws);
+  HERD_REQUIRE(chains * draws <= std::numeric_limits<std::uint32_t>::max(),
+               "DrawsView: {} draws in all, but at most 2^32 - 1 are supported", chains * draws);
+}
+
+DrawsView::DrawsView(std::span<const double> values, std::span<const std::int64_t> weights,
+                     std::size_t chains, std::size_t draws)
+    : DrawsView(values, chains, draws) {
+  HERD_REQUIRE(weights.size() == values.size(),
+               "DrawsView: weights has {} elements, but values has {}", weights.size(),
+               values.size());
+  std::int64_t first = -1;
+  for (std::size_t c = 0; c < chains; ++c) {
+    std::int64_t total = 0;
+    for (std::size_t t = 0; t < draws; ++t) {
+      const std::int64_t w = weights[c * draws + t];
+      HERD_REQUIRE(w >= 0, "DrawsView: weights[{}][{}] is {}, but must be >= 0", c, t, w);
+      total += w;
+    }
+    HERD_REQUIRE(total > 0, "DrawsView: the weights of chain {} sum to 0, but must be positive", c);
+    if (first < 0) first = total;
+    HERD_REQUIRE(total == first,
+                 "DrawsView: the weights of chain {} sum to {}, but chain 0's sum to {}; all "
+                 "chains must have the same verbose length", c, total, first);
+  }
+  HERD_REQUIRE(static_cast<std::uint64_t>(first) * chains <= std::numeric_limits<std::uint32_t>::max(),
+               "DrawsView: {} verbose draws in all, but at most 2^32 - 1 are supported",
+               static_cast<std::uint64_t>(first) * chains);
+  weights_ = weights;
+  verbose_draws_ = static_cast<std::size_t>(first);
+}
+
+DiagnosticSummary summarize(const DrawsView& v) {
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  DiagnosticSummary r;
+  if (!p.finite) {
+    return DiagnosticSummary{kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN,
+                             kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN};
+  }
+  const double sd_s = static_cast<double>(p.s);
+  r.mean = mean_of(p.x, p.s);
+  double m2 = 0, m4 = 0;
+  for (std::size_t i = 0; i < p.s; ++i) {
+    const double d2 = (p.x[i] - r.mean) * (p.x[i] - r.mean);
+    m2 += d2;
+    m4 += d2 * d2;
+  }
+  r.sd = p.s > 1 ? std::sqrt(m2 / (sd_s - 1.0)) : kNaN;
+  sort_pairs(p, ws);
+  r.q5 = quantile7_sorted(ws.sorted.data(), p.s, 0.05);
+  r.q50 = quantile7_sorted(ws.sorted.data(), p.s, 0.5);
+  r.q95 = quantile7_sorted(ws.sorted.data(), p.s, 0.95);
+  const bool constant = detail::is_constant(p.x, p.s);
+  if (constant) {
+    r.mcse_mean = r.mcse_sd = r.mcse_q5 = r.mcse_q95 = kNaN;
+    r.ess_bulk = r.ess_tail = r.ess_mean = r.ess_sd = kNaN;
+    r.rhat = r.rhat_bulk = r.rhat_tail = r.rhat_basic = kNaN;
+    return r;
+  }
+  rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk);
+  r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
+  const std::size_t s2 = 2 * p.m * p.h;
+  ws.split.resize(s2);
+  detail::split_chains(p.x, p.m, p.n, ws.split.data());
+  r.rhat_basic = detail::rhat_chains(ws.split.data(), 2 * p.m, p.h);
+  r.ess_mean = detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
+  for (double& z : ws.split) z = (z - r.mean) * (z - r.mean);
+  r.ess_sd = detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  const double evar = m2 / sd_s;
+  const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;
+  r.mcse_sd = std::sqrt(varvar / evar / 4.0);
+  const double e05 = ess_indicator(p, r.q5, ws);
+  const double e95 = ess_indicator(p, r.q95, ws);
+  r.ess_tail = nan_min(e05, e95);
+  r.mcse_q5 = mcse_quantile_sorted(ws.sorted.data(), p.s, 0.05, e05);
+  r.mcse_q95 = mcse_quantile_sorted(ws.sorted.data(), p.s, 0.95, e95);
+  return r;
+}
+
+double rhat(const DrawsView& v) { return summarize(v).rhat; }
+
+double rhat_bulk(const DrawsView& v) {
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
+  sort_pairs(p, ws);
+  double rb = kNaN;
+  rank_diagnostics(p, 0.0, ws, &rb, nullptr, nullptr);
+  return rb;
+}
+
+double rhat_tail(const DrawsView& v) {
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
+  sort_pairs(p, ws);
+  double rt = kNaN;
+  rank_diagnostics(p, quantile7_sorted(ws.sorted.data(), p.s, 0.5), ws, nullptr, &rt, nullptr);
+  return rt;
+}
+
+double rhat_basic(const DrawsView& v, bool split) {
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!split) return detail::rhat_chains(p.x, p.m, p.n);
+  ws.split.resize(2 * p.m * p.h);
+  detail::split_chains(p.x, p.m, p.n, ws.split.data());
+  return detail::rhat_chains(ws.split.data(), 2 * p.m, p.h);
+}
+
+double ess_bulk(const DrawsView& v) {
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
+  sort_pairs(p, ws);
+  double eb = kNaN;
+  rank_diagnostics(p, 0.0, ws, nullptr, nullptr, &eb);
+  return eb;
+}
+
+double ess_quantile(const DrawsView& v, double prob) {
+  check_prob("ess_quantile", prob);
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
+  sort_all(p, ws);
+  return ess_indicator(p, quantile7_sorted(ws.sorted.data(), p.s, prob), ws);
+}
+
+double ess_tail(const DrawsView& v) {
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
+  sort_all(p, ws);
+  const double q05 = quantile7_sorted(ws.sorted.data(), p.s, 0.05);
+  const double q95 = quantile7_sorted(ws.sorted.data(), p.s, 0.95);
+  return nan_min(ess_indicator(p, q05, ws), ess_indicator(p, q95, ws));
+}
+
+double ess_mean(const DrawsView& v) {
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  ws.split.resize(2 * p.m * p.h);
+  detail::split_chains(p.x, p.m, p.n, ws.split.data());
+  return detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+}
+
+double ess_sd(const DrawsView& v) {
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!p.finite) return kNaN;
+  const double mu = mean_of(p.x, p.s);
+  ws.split.resize(2 * p.m * p.h);
+  detail::split_chains(p.x, p.m, p.n, ws.split.data());
+  for (double& z : ws.split) z = (z - mu) * (z - mu);
+  return detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+}
+
+double mcse_mean(const DrawsView& v) {
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!p.finite || p.s < 2) return kNaN;
+  const double mu = mean_of(p.x, p.s);
+  double m2 = 0;
+  for (std::size_t i = 0; i < p.s; ++i) m2 += (p.x[i] - mu) * (p.x[i] - mu);
+  const double sd = std::sqrt(m2 / static_cast<double>(p.s - 1));
+  return sd / std::sqrt(ess_mean(v));
+}
+
+double mcse_sd(const DrawsView& v) {
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!p.finite) return kNaN;
+  const double mu = mean_of(p.x, p.s);
+  double m2 = 0, m4 = 0;
+  for (std::size_t i = 0; i < p.s; ++i) {
+    const double d2 = (p.x[i] - mu) * (p.x[i] - mu);
+    m2 += d2;
+    m4 += d2 * d2;
+  }
+  const double sd_s = static_cast<double>(p.s);
+  const double evar = m2 / sd_s;
+  const double varvar = (m4 / sd_s - evar * evar) / ess_sd(v);
+  return std::sqrt(varvar / evar / 4.0);
+}
+
+double mcse_quantile(const DrawsView& v, double prob) {
+  check_prob("mcse_quantile", prob);
+  const double ess = ess_quantile(v, prob);
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!p.finite) return kNaN;
+  sort_all(p, ws);
+  return mcse_quantile_sorted(ws.sorted.data(), p.s, prob, ess);
+}
+
+double quantile(const DrawsView& v, double prob) {
+  check_prob("quantile", prob);
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!p.finite) return kNaN;
+  sort_all(p, ws);
+  return quantile7_sorted(ws.sorted.data(), p.s, prob);
+}
+
+std::vector<double> quantiles(std::span<const double> sample, std::span<const double> probs) {
+  HERD_REQUIRE(!sample.empty(), "quantiles: the sample is empty");
+  for (double pr : probs) check_prob("quantiles", pr);
+  std::vector<double> out(probs.size(), kNaN);
+  if (!detail::all_finite(sample.data(), sample.size())) {
+    bool has_nan = false;
+    for (double x : sample) has_nan |= std::isnan(x);
+    if (has_nan) return out;
+  }
+  std::vector<double> xs(sample.begin(), sample.end());
+  std::sort(xs.begin(), xs.end());
+  for (std::size_t i = 0; i < probs.size(); ++i)
+    out[i] = quantile7_sorted(xs.data(), xs.size(), probs[i]);
+  return out;
+}
+
+double nested_rhat(const DrawsView& v, std::size_t num_superchains) {
+  const std::size_t k = num_superchains;
+  HERD_REQUIRE(k >= 2, "nested_rhat: num_superchains is {}, but must be >= 2", k);
+  HERD_REQUIRE(v.chains() % k == 0,
+               "nested_rhat: num_superchains is {}, but must divide the {} chains", k,
+               v.chains());
+  detail::Workspace& ws = detail::workspace();
+  const Prepared p = prepare(v, ws);
+  if (!p.finite) return kNaN;
+  const std::size_t m = p.m / k, n = p.n;
+  std::vector<double> super_means(k);
+  double w_total = 0;
+  for (std::size_t sk = 0; sk < k; ++sk) {
+    std::vector<double> cm(m);
+    double within = 0;
+    for (std::size_t j = 0; j < m; ++j) {
+      const double* z = p.x + (sk * m + j) * n;
+      const double mu = mean_of(z, n);
+      cm[j] = mu;
+      if (n > 1) {
+        double s2 = 0;
+        for (std::size_t t = 0; t < n; ++t) s2 += (z[t] - mu) * (z[t] - mu);
+        within += s2 / static_cast<double>(n - 1);
+      }
+    }
+    within /= static_cast<double>(m);
+    const double smu = mean_of(cm.data(), m);
+    double between = 0;
+    if (m > 1) {
+      for (double mu : cm) between += (mu - smu) * (mu - smu);
+      between /= static_cast<double>(m - 1);
+    }
+    super_means[sk] = smu;
+    w_total += between + within;
+  }
+  const double w = w_total / static_cast<double>(k);
+  const double grand = mean_of(super_means.data(), k);
+  double b = 0;
+  for (double mu : super_means) b += (mu - grand) * (mu - grand);
+  b /= static_cast<double>(k - 1);
+  if (!(w > 0)) return kNaN;
+  return std::sqrt(1.0 + b / w);
+}
+
+}  // namespace herd::mcmc

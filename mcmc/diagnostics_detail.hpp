@@ -1,0 +1,65 @@
+#pragma once
+// Internal helpers shared by the diagnostics sources (not installed): the thread-local
+// workspace, FFT autocovariance, Geyer's ESS, split R-hat.
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <unsupported/Eigen/FFT>
+
+#include "herd/mcmc/diagnostics.hpp"
+
+namespace herd::mcmc::detail {
+
+/// Scratch buffers and FFT plans, one per thread.
+struct Workspace {
+  Eigen::FFT<double> fft;
+  std::vector<double> expanded;   // verbose [M, N] of a weighted view
+  std::vector<double> split;      // [2M, h] split layout
+  std::vector<double> split2;     // second split buffer
+  std::vector<double> sorted;     // sorted values
+  std::vector<std::uint32_t> order;
+  std::vector<std::pair<double, std::uint32_t>> pairs;
+  std::vector<double> centered;   // [m, n] centred chains
+  std::vector<double> acov;       // chain-averaged autocovariance
+  std::vector<double> rho;        // Geyer's sequence
+  std::vector<double> pad;        // FFT input
+  std::vector<double> acf;        // FFT output
+  std::vector<std::complex<double>> spec;
+  std::vector<double> means;
+  Workspace() { fft.SetFlag(Eigen::FFT<double>::HalfSpectrum); }
+};
+
+/// The calling thread's workspace.
+Workspace& workspace();
+
+/// Smallest even length >= n whose prime factors are 2, 3, 5 and that is a multiple of 4
+/// (Eigen's kissfft takes its fast real path then).
+std::size_t fft_length(std::size_t n);
+
+/// Whether every value is finite.
+bool all_finite(const double* x, std::size_t n);
+/// Whether max - min < DBL_EPSILON (posterior's is_constant).
+bool is_constant(const double* x, std::size_t n);
+
+/// Biased (divisor n) autocovariance of one series at lags 0..n-1 by FFT, into `out` (size n).
+void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& ws);
+
+/// ESS of m chains of n draws stored contiguously ([m, n] row-major), posterior's `.ess`.
+/// NaN when n < 3, a value is non-finite or the values are constant.
+double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws);
+
+/// posterior's `.rhat` of m chains of n draws, [m, n] row-major. NaN when m < 2, n < 2,
+/// a value is non-finite or the values are constant.
+double rhat_chains(const double* y, std::size_t m, std::size_t n);
+
+/// The verbose [M, N] draws of a view: the values themselves when unweighted, else the
+/// expansion in ws.expanded.
+const double* verbose_values(const DrawsView& v, Workspace& ws);
+
+/// Copies [M, N] to the split layout [2M, h], h = N / 2 (odd N drops the middle draw).
+void split_chains(const double* x, std::size_t m, std::size_t n, double* out);
+
+}  // namespace herd::mcmc::detail

@@ -1,0 +1,156 @@
+#pragma once
+/// @file diagnostics.hpp
+/// Convergence diagnostics of one scalar quantity: rank-normalized split R-hat (bulk, tail,
+/// their max), the legacy split R-hat, bulk-/tail-ESS, ESS of the mean and of the sd, MCSE of
+/// the mean, sd and quantiles, type-7 quantiles, and nested R-hat for many short chains.
+///
+/// Definitions follow Vehtari, Gelman, Simpson, Carpenter & Buerkner (2021), "Rank-
+/// normalization, folding, and localization: an improved R-hat", Bayesian Analysis 16(2),
+/// exactly as R `posterior` 1.4 computes them (ArviZ >= 0.21 agrees): ranks pooled over the
+/// split chains with average ties and Blom's offset (r - 3/8)/(S + 1/4); Geyer's (1992)
+/// initial positive and monotone sequences on the chain-averaged autocovariance, with the
+/// lower bound tau >= 1/log10(S); MCSE(sd) by the Kenney & Keeping delta method. Splitting a
+/// chain of odd length drops its middle draw. Nested R-hat follows Margossian, Hoffman,
+/// Sountsov, Riou-Durand, Vehtari & Gelman (2024), "Nested R-hat: assessing the convergence
+/// of Markov chain Monte Carlo when running many short chains", Bayesian Analysis.
+///
+/// Layout: one quantity's draws are `[chains, draws]` row-major (chain c's draw t at
+/// `values[c * draws + t]`). A compact chain (ParaDRAM style) adds one integer weight per
+/// entry (>= 0); it is expanded one quantity at a time, so a weighted view gives exactly the
+/// results of the expanded ("verbose") chain. All chains must have the same verbose length.
+///
+/// NaN/Inf: any non-finite draw makes every estimate of that quantity NaN (no exception).
+/// Constant draws (max - min below machine epsilon) give NaN R-hat and ESS (as `posterior`),
+/// while mean, sd (0) and quantiles stay finite; MCSEs are then NaN.
+/// Too few draws: ESS needs at least 3 draws per split chain (6 per chain), R-hat at least 2
+/// per split chain; below that the result is NaN.
+///
+/// Thread-safety: every function is reentrant; scratch buffers and FFT plans live in a
+/// thread-local workspace, so concurrent calls from different threads are safe and repeated
+/// calls on one thread do not allocate once the buffers have grown.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace herd::mcmc {
+
+/// Non-owning view of one scalar quantity's draws, `[chains, draws]` row-major, with
+/// optional integer weights of the same shape (a compact chain).
+///
+/// The caller keeps the arrays alive while the view is used. Cheap to copy.
+class DrawsView {
+ public:
+  /// Unweighted draws.
+  /// @throws herd::InputError when `values.size() != chains * draws` or chains or draws is 0.
+  DrawsView(std::span<const double> values, std::size_t chains, std::size_t draws);
+
+  /// Compact draws: entry (c, t) stands for `weights[c * draws + t]` repeated draws.
+  /// Weights may be 0 (padding of shorter compact chains).
+  /// @throws herd::InputError on a size mismatch, a negative weight, or chains whose
+  ///         weights do not sum to the same (positive) verbose length.
+  DrawsView(std::span<const double> values, std::span<const std::int64_t> weights,
+            std::size_t chains, std::size_t draws);
+
+  /// Number of chains.
+  std::size_t chains() const { return chains_; }
+  /// Stored entries per chain (compact length when weighted).
+  std::size_t draws() const { return draws_; }
+  /// Draws per chain after expanding the weights (== draws() when unweighted).
+  std::size_t verbose_draws() const { return verbose_draws_; }
+  /// Whether the view carries weights.
+  bool weighted() const { return !weights_.empty(); }
+  /// The values, `[chains, draws]` row-major.
+  std::span<const double> values() const { return values_; }
+  /// The weights, `[chains, draws]` row-major; empty when unweighted.
+  std::span<const std::int64_t> weights() const { return weights_; }
+
+ private:
+  std::span<const double> values_;
+  std::span<const std::int64_t> weights_;
+  std::size_t chains_ = 0;
+  std::size_t draws_ = 0;
+  std::size_t verbose_draws_ = 0;
+};
+
+/// Every diagnostic of one quantity, as `posterior::summarise_draws` / `az.summary` report
+/// them plus the ingredients. Fields are NaN where the estimate is undefined (see the file
+/// comment).
+struct DiagnosticSummary {
+  double mean = 0;        ///< mean of all draws
+  double sd = 0;          ///< standard deviation of all draws (divisor S - 1)
+  double q5 = 0;          ///< 5% quantile (type 7)
+  double q50 = 0;         ///< median (type 7)
+  double q95 = 0;         ///< 95% quantile (type 7)
+  double mcse_mean = 0;   ///< sd / sqrt(ess_mean)
+  double mcse_sd = 0;     ///< Kenney & Keeping delta method
+  double mcse_q5 = 0;     ///< MCSE of the 5% quantile
+  double mcse_q95 = 0;    ///< MCSE of the 95% quantile
+  double ess_bulk = 0;    ///< ESS of the rank-normalized split draws
+  double ess_tail = 0;    ///< min of the ESS of the 5% and 95% quantile indicators
+  double ess_mean = 0;    ///< ESS of the split draws
+  double ess_sd = 0;      ///< ESS of (x - mean)^2
+  double rhat = 0;        ///< max(rhat_bulk, rhat_tail)
+  double rhat_bulk = 0;   ///< rank-normalized split R-hat
+  double rhat_tail = 0;   ///< rank-normalized split R-hat of |x - median|
+  double rhat_basic = 0;  ///< legacy split R-hat (Gelman et al. BDA3)
+};
+
+/// All diagnostics of one quantity in one pass (one sort, shared buffers); what the
+/// sampler's report, `herd-diagnose` and the benchmark use.
+/// @param draws `[chains, draws]` row-major, optionally weighted.
+DiagnosticSummary summarize(const DrawsView& draws);
+
+/// Rank-normalized split R-hat: max of bulk and tail (folded) R-hat. Needs >= 2 draws per chain.
+double rhat(const DrawsView& draws);
+/// Bulk R-hat: split R-hat of the rank-normalized (z-scaled) split draws.
+double rhat_bulk(const DrawsView& draws);
+/// Tail R-hat: bulk R-hat of |x - median(x)|, the median taken over all draws.
+double rhat_tail(const DrawsView& draws);
+/// The legacy R-hat (BDA3) of the split chains (`split = true`) or of the chains as given
+/// (`split = false`, needs >= 2 chains).
+double rhat_basic(const DrawsView& draws, bool split = true);
+
+/// Bulk effective sample size: ESS of the rank-normalized split draws.
+double ess_bulk(const DrawsView& draws);
+/// Tail effective sample size: min(ess_quantile(0.05), ess_quantile(0.95)).
+double ess_tail(const DrawsView& draws);
+/// ESS of the quantile indicator I(x <= q_p) (q_p: type-7 quantile of all draws).
+/// @throws herd::InputError when `prob` is not in [0, 1].
+double ess_quantile(const DrawsView& draws, double prob);
+/// ESS of the mean: Geyer's initial monotone sequence estimate on the split draws.
+double ess_mean(const DrawsView& draws);
+/// ESS of the sd: ESS of the split (x - mean(x))^2.
+double ess_sd(const DrawsView& draws);
+
+/// MCSE of the mean: sd(x) / sqrt(ess_mean(x)).
+double mcse_mean(const DrawsView& draws);
+/// MCSE of the sd by the delta method (Kenney & Keeping 1951), as `posterior` >= 1.4:
+/// sqrt((mean(d^4) - mean(d^2)^2) / ess_sd / mean(d^2) / 4), d = x - mean(x).
+double mcse_sd(const DrawsView& draws);
+/// MCSE of the `prob` quantile: half the distance between the order statistics at
+/// floor(a S) and ceil(b S) (1-based, clamped to [1, S]), a, b the 0.1586553 and 0.8413447
+/// quantiles of Beta(ess p + 1, ess (1 - p) + 1), ess = ess_quantile(prob).
+/// @throws herd::InputError when `prob` is not in [0, 1].
+double mcse_quantile(const DrawsView& draws, double prob);
+
+/// Type-7 quantile (R's default, numpy's "linear") of all draws.
+/// @throws herd::InputError when `prob` is not in [0, 1].
+double quantile(const DrawsView& draws, double prob);
+
+/// Type-7 quantiles of a sample; `probs` in [0, 1]. NaN results when the sample holds a NaN.
+/// @throws herd::InputError when a prob is outside [0, 1] or the sample is empty.
+std::vector<double> quantiles(std::span<const double> sample, std::span<const double> probs);
+
+/// Nested R-hat (Margossian et al. 2024) for `chains` = K superchains x M chains, the chains
+/// of superchain k being the contiguous rows k*M .. k*M + M - 1:
+/// sqrt(1 + B / W) with B the variance (divisor K - 1) of the superchain means and W the mean
+/// over superchains of (between-chain variance of the chain means within the superchain,
+/// divisor M - 1, 0 when M = 1) + (mean within-chain variance, divisor N - 1, 0 when N = 1).
+/// With M = 1 it is sqrt(1 + var(chain means) / mean(chain variances)); superchains with
+/// equal means give exactly 1. Chains are not split. NaN when a draw is not finite or W = 0.
+/// @throws herd::InputError when `num_superchains < 2` or does not divide `chains`.
+double nested_rhat(const DrawsView& draws, std::size_t num_superchains);
+
+}  // namespace herd::mcmc

@@ -1,0 +1,117 @@
+// ParaDRAM's sample refinement (see refinement.hpp).
+#include "herd/mcmc/refinement.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "herd/core/error.hpp"
+#include "herd/mcmc/autocorrelation.hpp"
+
+namespace herd::mcmc {
+
+std::vector<std::int64_t> refined_weights(std::span<const std::int64_t> weights, double skip) {
+  HERD_REQUIRE(std::isfinite(skip) && skip >= 1.0,
+               "refined_weights: skip is {}, but must be finite and >= 1", skip);
+  std::vector<std::int64_t> out(weights.size(), 0);
+  double next = skip;  // verbose position (1-based, real) of the next kept draw
+  double cum = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    HERD_REQUIRE(weights[i] >= 0, "refined_weights: weights[{}] is {}, but must be >= 0", i,
+                 weights[i]);
+    cum += static_cast<double>(weights[i]);
+    while (next <= cum) {
+      ++out[i];
+      next += skip;
+    }
+  }
+  return out;
+}
+
+namespace {
+double summarize_iac(std::vector<double> v, IacSummary how) {
+  switch (how) {
+    case IacSummary::kAverage: {
+      double s = 0;
+      for (double x : v) s += x;
+      return s / static_cast<double>(v.size());
+    }
+    case IacSummary::kMax: return *std::max_element(v.begin(), v.end());
+    case IacSummary::kMin: return *std::min_element(v.begin(), v.end());
+    case IacSummary::kMedian: {
+      std::sort(v.begin(), v.end());
+      const std::size_t n = v.size();
+      return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    }
+  }
+  return v.front();
+}
+}  // namespace
+
+RefinedSample refine_sample(std::span<const double> states, std::span<const std::int64_t> weights,
+                            std::size_t num_vars, const RefinementOptions& options) {
+  HERD_REQUIRE(num_vars > 0, "refine_sample: num_vars is 0, but must be positive");
+  HERD_REQUIRE(states.size() % num_vars == 0 && !states.empty(),
+               "refine_sample: states has {} elements, but must be a positive multiple of "
+               "num_vars = {}", states.size(), num_vars);
+  const std::size_t n = states.size() / num_vars;
+  HERD_REQUIRE(weights.empty() || weights.size() == n,
+               "refine_sample: weights has {} elements, but there are {} states",
+               weights.size(), n);
+  RefinedSample r;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t w = weights.empty() ? 1 : weights[i];
+    HERD_REQUIRE(w >= 0, "refine_sample: weights[{}] is {}, but must be >= 0", i, w);
+    if (w > 0) {
+      r.index.push_back(i);
+      r.weight.push_back(w);
+    }
+  }
+  HERD_REQUIRE(!r.index.empty(), "refine_sample: the weights sum to 0");
+  if (r.index.size() == 1) return r;  // nothing to refine (ParaMonte: IAC 0)
+
+  bool verbose = false;
+  std::size_t limit = options.max_rounds;
+  std::size_t thinnings = 0;
+  std::vector<double> column;
+  for (;;) {
+    RefinementRound round;
+    round.verbose_stage = verbose;
+    round.compact_size = r.index.size();
+    round.verbose_size = 0;
+    for (std::int64_t w : r.weight) round.verbose_size += w;
+    round.iac.resize(num_vars);
+    for (std::size_t v = 0; v < num_vars; ++v) {
+      column.resize(r.index.size());
+      for (std::size_t k = 0; k < r.index.size(); ++k) column[k] = states[r.index[k] * num_vars + v];
+      round.iac[v] = verbose ? batch_means_iac(column, r.weight) : batch_means_iac(column);
+    }
+    round.iac_summary = summarize_iac(round.iac, options.summary);
+    const double skip = round.iac_summary;
+    r.rounds.push_back(std::move(round));
+    // NaN (constant columns) compares false: treated as "no refinement needed".
+    const bool done = !(skip >= 2.0) || thinnings >= limit;
+    if (done) {
+      if (!verbose) {
+        verbose = true;
+        limit *= 2;
+        continue;
+      }
+      break;
+    }
+    const std::vector<std::int64_t> nw = refined_weights(r.weight, skip);
+    std::vector<std::size_t> index;
+    std::vector<std::int64_t> weight;
+    for (std::size_t k = 0; k < nw.size(); ++k)
+      if (nw[k] > 0) {
+        index.push_back(r.index[k]);
+        weight.push_back(nw[k]);
+      }
+    r.index = std::move(index);
+    r.weight = std::move(weight);
+    ++thinnings;
+    if (r.index.size() <= 1) break;
+  }
+  return r;
+}
+
+}  // namespace herd::mcmc

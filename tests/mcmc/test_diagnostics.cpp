@@ -1,0 +1,367 @@
+// Tests of the convergence diagnostics against R posterior 1.4.0, emcee and R's ks.test
+// (tests/mcmc/data/diagnostics_reference.md), plus edge cases and identities.
+#include <cmath>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "diagnostics_vectors.hpp"
+#include "herd/core/error.hpp"
+#include "herd/mcmc/autocorrelation.hpp"
+#include "herd/mcmc/diagnostics.hpp"
+#include "herd/mcmc/ks_test.hpp"
+#include "herd/mcmc/refinement.hpp"
+
+using herd::mcmc::DrawsView;
+using herd_test::kReference;
+using herd_test::test_vector;
+
+namespace {
+constexpr double kRel = 1e-9;
+#define CHECK_REL(a, b) CHECK_THAT((a), Catch::Matchers::WithinRel((b), kRel))
+}  // namespace
+
+TEST_CASE("summarize matches R posterior on the five test vectors", "[mcmc]") {
+  for (int k = 1; k <= 5; ++k) {
+    INFO("TV" << k);
+    const auto tv = test_vector(k);
+    const DrawsView v(tv.x, tv.m, tv.n);
+    const auto s = herd::mcmc::summarize(v);
+    const auto& ref = kReference[k - 1];
+    CHECK_REL(s.rhat, ref.rhat);
+    CHECK_REL(s.rhat_tail, ref.rhat_tail);
+    CHECK_REL(s.ess_bulk, ref.ess_bulk);
+    CHECK_REL(s.ess_tail, ref.ess_tail);
+    CHECK_REL(s.ess_mean, ref.ess_mean);
+    CHECK_REL(s.mcse_mean, ref.mcse_mean);
+    CHECK_REL(s.mcse_sd, ref.mcse_sd);
+    CHECK_REL(s.mcse_q5, ref.mcse_q05);
+    CHECK_REL(s.rhat_basic, ref.rhat_basic);
+  }
+}
+
+TEST_CASE("single-purpose functions agree with summarize", "[mcmc]") {
+  namespace m = herd::mcmc;
+  for (int k = 1; k <= 5; ++k) {
+    INFO("TV" << k);
+    const auto tv = test_vector(k);
+    const DrawsView v(tv.x, tv.m, tv.n);
+    const auto s = m::summarize(v);
+    CHECK(m::rhat(v) == s.rhat);
+    CHECK(m::rhat_bulk(v) == s.rhat_bulk);
+    CHECK(m::rhat_tail(v) == s.rhat_tail);
+    CHECK(m::rhat_basic(v) == s.rhat_basic);
+    CHECK(m::ess_bulk(v) == s.ess_bulk);
+    CHECK(m::ess_tail(v) == s.ess_tail);
+    CHECK(m::ess_mean(v) == s.ess_mean);
+    CHECK(m::ess_sd(v) == s.ess_sd);
+    CHECK(m::mcse_mean(v) == s.mcse_mean);
+    CHECK(m::mcse_sd(v) == s.mcse_sd);
+    CHECK(m::mcse_quantile(v, 0.05) == s.mcse_q5);
+    CHECK(m::mcse_quantile(v, 0.95) == s.mcse_q95);
+    CHECK(m::quantile(v, 0.05) == s.q5);
+    CHECK(m::quantile(v, 0.5) == s.q50);
+    CHECK(m::quantile(v, 0.95) == s.q95);
+    CHECK(std::min(m::ess_quantile(v, 0.05), m::ess_quantile(v, 0.95)) == s.ess_tail);
+  }
+}
+
+TEST_CASE("TV1 sanity: sum, first draws, type-7 quantiles", "[mcmc]") {
+  const auto tv = test_vector(1);
+  CHECK(tv.x[0] == Approx(-0.479597314144485).epsilon(1e-14));
+  CHECK(tv.x[1] == Approx(-0.915089734375943).epsilon(1e-14));
+  CHECK(tv.x[2] == Approx(-0.780424966324354).epsilon(1e-14));
+  double sum = 0;
+  for (double x : tv.x) sum += x;
+  CHECK(sum == Approx(543.741784903179).epsilon(1e-12));
+  // Type 7 on a small sample: R quantile(c(1,2,3,4,10), c(0, .1, .5, .95, 1)).
+  const std::vector<double> s{10, 2, 4, 1, 3}, p{0, 0.1, 0.5, 0.95, 1};
+  const auto q = herd::mcmc::quantiles(s, p);
+  CHECK(q[0] == 1.0);
+  CHECK(q[1] == Approx(1.4));
+  CHECK(q[2] == 3.0);
+  CHECK(q[3] == Approx(8.8));
+  CHECK(q[4] == 10.0);
+}
+
+TEST_CASE("FFT autocovariance equals the direct O(n^2) sum", "[mcmc]") {
+  const auto tv = test_vector(2);
+  const std::vector<double> x(tv.x.begin(), tv.x.begin() + 999);
+  const auto a = herd::mcmc::autocovariance(x);
+  double mu = 0;
+  for (double v : x) mu += v;
+  mu /= 999.0;
+  for (std::size_t k : {0u, 1u, 2u, 7u, 100u, 500u, 998u}) {
+    double s = 0;
+    for (std::size_t t = 0; t + k < 999; ++t) s += (x[t] - mu) * (x[t + k] - mu);
+    CHECK(a[k] == Approx(s / 999.0).margin(1e-14));
+  }
+  const auto r = herd::mcmc::autocorrelation(x);
+  CHECK(r[0] == 1.0);
+}
+
+TEST_CASE("emcee integrated autocorrelation times", "[mcmc]") {
+  const auto tv1 = test_vector(1);
+  const auto t0 = herd::mcmc::integrated_time(DrawsView(std::span(tv1.x).first(1000), 1, 1000));
+  CHECK_REL(t0.tau, 13.404608268077887);
+  CHECK(t0.window == 68);
+  CHECK_FALSE(t0.too_short);
+  const auto t4 = herd::mcmc::integrated_time(DrawsView(tv1.x, 4, 1000));
+  CHECK_REL(t4.tau, 29.15332198502599);
+  CHECK(t4.window == 147);
+  CHECK(t4.too_short);  // 50 * 29.15 > 1000
+  const auto tv2 = test_vector(2);
+  const auto t2 = herd::mcmc::integrated_time(DrawsView(std::span(tv2.x).first(999), 1, 999));
+  CHECK_REL(t2.tau, 2.4473648418220324);
+  CHECK(t2.window == 13);
+  // A constant walker: NaN, no crash.
+  const std::vector<double> c(100, 1.5);
+  CHECK(std::isnan(herd::mcmc::integrated_time(DrawsView(c, 1, 100)).tau));
+}
+
+TEST_CASE("two-sample Kolmogorov-Smirnov against R", "[mcmc]") {
+  const auto tv = test_vector(1);
+  const std::span<const double> x(tv.x);
+  const auto a = herd::mcmc::ks_two_sample(x.subspan(0, 1000), x.subspan(1000, 1000));
+  CHECK(a.statistic == Approx(0.138).epsilon(1e-15));
+  CHECK_FALSE(a.exact);
+  CHECK_REL(a.p_value, 1.0723236447634352e-08);
+  const auto b = herd::mcmc::ks_two_sample(x.subspan(0, 60), x.subspan(2000, 40));
+  CHECK(b.statistic == Approx(0.3).epsilon(1e-15));
+  CHECK(b.exact);
+  CHECK_REL(b.p_value, 0.02254577544632308);
+  // Symmetric in its arguments; identical samples give D = 0, p = 1.
+  const auto b2 = herd::mcmc::ks_two_sample(x.subspan(2000, 40), x.subspan(0, 60));
+  CHECK(b2.p_value == Approx(b.p_value).epsilon(1e-14));
+  const auto same = herd::mcmc::ks_two_sample(x.subspan(0, 50), x.subspan(0, 50),
+                                              herd::mcmc::KsMethod::kAsymptotic);
+  CHECK(same.statistic == 0.0);
+  CHECK(same.p_value == 1.0);
+  // Kolmogorov's Q: both series forms agree around l = 1; Q(0) = 1.
+  CHECK(herd::mcmc::kolmogorov_q(0.0) == 1.0);
+  CHECK(herd::mcmc::kolmogorov_q(1.0 - 1e-12) ==
+        Approx(herd::mcmc::kolmogorov_q(1.0)).epsilon(1e-10));
+  CHECK_REL(herd::mcmc::kolmogorov_q(1.0), 0.26999967167735456);  // R: 1 - pkolmogorov1x(1)
+  // Exact small case by hand: n = m = 1, D = 1 always, p = 1.
+  CHECK(herd::mcmc::smirnov_p_exact(1, 1, 1) == Approx(1.0));
+  // n = m = 2, D = 1: paths xx yy and yy xx out of 6 -> 1/3.
+  CHECK(herd::mcmc::smirnov_p_exact(2, 2, 4) == Approx(1.0 / 3.0).epsilon(1e-15));
+}
+
+TEST_CASE("ties switch the KS test to the asymptotic p-value; weights equal expansion",
+          "[mcmc]") {
+  const std::vector<double> x{1, 2, 2, 3, 5}, y{2, 4, 6, 7};
+  const auto t = herd::mcmc::ks_two_sample(x, y);
+  CHECK_FALSE(t.exact);
+  const std::vector<double> xc{1, 2, 3, 5};
+  const std::vector<std::int64_t> wx{1, 2, 1, 1}, wy{1, 1, 1, 1};
+  const auto tw = herd::mcmc::ks_two_sample(xc, wx, y, wy);
+  CHECK(tw.statistic == t.statistic);
+  CHECK(tw.p_value == t.p_value);
+  CHECK(tw.exact == t.exact);
+  // Pairwise table over weighted chains: symmetric, diagonal 0/1.
+  const std::vector<double> vals{1, 2, 3, 5, 2, 4, 6, 7};
+  const std::vector<std::int64_t> w{1, 2, 1, 1, 1, 1, 2, 1};
+  const auto table = herd::mcmc::ks_pairwise(DrawsView(vals, w, 2, 4));
+  REQUIRE(table.size() == 4);
+  CHECK(table[0].statistic == 0.0);
+  CHECK(table[1].statistic == table[2].statistic);
+  const std::vector<double> nan_x{1, std::nan(""), 3};
+  CHECK(std::isnan(herd::mcmc::ks_two_sample(nan_x, y).p_value));
+}
+
+TEST_CASE("compact (weighted) input gives the results of the expanded chain", "[mcmc]") {
+  // Compact chains of different lengths: chain c repeats draw t (t % (c + 2)) + 1 times,
+  // truncated to a common verbose length; padding entries have weight 0.
+  const auto tv = test_vector(1);
+  const std::size_t m = 4, nv = 700, d = 700;
+  std::vector<double> compact(m * d, 0.0), verbose(m * nv);
+  std::vector<std::int64_t> w(m * d, 0);
+  for (std::size_t c = 0; c < m; ++c) {
+    std::size_t pos = 0;
+    for (std::size_t t = 0; pos < nv; ++t) {
+      const auto rep = static_cast<std::int64_t>(std::min<std::size_t>(t % (c + 2) + 1, nv - pos));
+      compact[c * d + t] = tv.x[c * 1000 + t];
+      w[c * d + t] = rep;
+      for (std::int64_t r = 0; r < rep; ++r) verbose[c * nv + pos++] = tv.x[c * 1000 + t];
+    }
+  }
+  const DrawsView wv(compact, w, m, d), ev(verbose, m, nv);
+  CHECK(wv.verbose_draws() == nv);
+  const auto a = herd::mcmc::summarize(wv), b = herd::mcmc::summarize(ev);
+  CHECK(a.mean == b.mean);
+  CHECK(a.sd == b.sd);
+  CHECK(a.rhat == b.rhat);
+  CHECK(a.ess_bulk == b.ess_bulk);
+  CHECK(a.ess_tail == b.ess_tail);
+  CHECK(a.mcse_sd == b.mcse_sd);
+  CHECK(a.mcse_q95 == b.mcse_q95);
+  CHECK(herd::mcmc::nested_rhat(wv, 2) == herd::mcmc::nested_rhat(ev, 2));
+  const auto ia = herd::mcmc::integrated_time(wv), ib = herd::mcmc::integrated_time(ev);
+  CHECK(ia.tau == ib.tau);
+  const std::span<const double> c0(compact.data(), d), v0(verbose.data(), nv);
+  CHECK(herd::mcmc::batch_means_iac(c0, std::span<const std::int64_t>(w.data(), d)) ==
+        Approx(herd::mcmc::batch_means_iac(v0)).epsilon(1e-12));
+  // Unequal verbose lengths or negative weights are input errors.
+  std::vector<std::int64_t> bad = w;
+  bad[0] += 1;
+  CHECK_THROWS_AS(DrawsView(compact, bad, m, d), herd::InputError);
+  bad = w;
+  bad[1] = -1;
+  CHECK_THROWS_AS(DrawsView(compact, bad, m, d), herd::InputError);
+}
+
+TEST_CASE("edge cases: 1 chain, few draws, constant, NaN/Inf, ties, monotone maps", "[mcmc]") {
+  namespace m = herd::mcmc;
+  const auto tv = test_vector(1);
+  // One chain: split R-hat and ESS are defined (two split halves); unsplit basic R-hat is not.
+  const DrawsView one(std::span(tv.x).first(1000), 1, 1000);
+  const auto s1 = m::summarize(one);
+  CHECK(std::isfinite(s1.rhat));
+  CHECK(std::isfinite(s1.ess_bulk));
+  CHECK(std::isnan(m::rhat_basic(one, false)));
+  // 2, 3, 4, 5 draws per chain: ESS needs 3 per split chain (6 draws); R-hat 2 per split chain.
+  for (std::size_t n : {2u, 3u, 4u, 5u, 6u}) {
+    INFO("draws " << n);
+    std::vector<double> x;
+    for (std::size_t c = 0; c < 3; ++c)
+      for (std::size_t t = 0; t < n; ++t) x.push_back(tv.x[c * 1000 + t]);
+    const auto s = m::summarize(DrawsView(x, 3, n));
+    CHECK(std::isfinite(s.mean));
+    CHECK(std::isfinite(s.q50));
+    CHECK(std::isnan(s.ess_bulk) == (n < 6));
+    CHECK(std::isnan(s.rhat) == (n < 4));
+  }
+  // Constant chains: mean and quantiles exact, sd 0, R-hat/ESS/MCSE NaN, no throw.
+  const std::vector<double> c(4 * 50, 2.5);
+  const auto sc = m::summarize(DrawsView(c, 4, 50));
+  CHECK(sc.mean == 2.5);
+  CHECK(sc.sd == 0.0);
+  CHECK(sc.q5 == 2.5);
+  CHECK(std::isnan(sc.rhat));
+  CHECK(std::isnan(sc.ess_bulk));
+  CHECK(std::isnan(sc.mcse_mean));
+  // NaN or Inf anywhere: every field NaN.
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+    std::vector<double> x = tv.x;
+    x[1234] = bad;
+    const DrawsView v(x, 4, 1000);
+    const auto s = m::summarize(v);
+    CHECK(std::isnan(s.mean));
+    CHECK(std::isnan(s.rhat));
+    CHECK(std::isnan(s.ess_bulk));
+    CHECK(std::isnan(m::ess_mean(v)));
+    CHECK(std::isnan(m::rhat_basic(v)));
+    CHECK(std::isnan(m::quantile(v, 0.5)));
+    CHECK(std::isnan(m::nested_rhat(v, 2)));
+  }
+  // Bulk-ESS and bulk R-hat are invariant under a strictly increasing map (ranks only).
+  std::vector<double> e = tv.x;
+  for (double& v : e) v = std::exp(3.0 * v) + 7.0;
+  const auto a = m::summarize(DrawsView(tv.x, 4, 1000));
+  const auto b = m::summarize(DrawsView(e, 4, 1000));
+  CHECK(b.ess_bulk == a.ess_bulk);
+  CHECK(b.rhat_bulk == a.rhat_bulk);
+  CHECK(b.ess_tail == a.ess_tail);
+  // Arguments outside their domain.
+  CHECK_THROWS_AS(m::quantile(DrawsView(tv.x, 4, 1000), 1.5), herd::InputError);
+  CHECK_THROWS_AS(DrawsView(tv.x, 3, 1000), herd::InputError);
+}
+
+TEST_CASE("nested R-hat: defining identities and many short chains", "[mcmc]") {
+  namespace m = herd::mcmc;
+  const auto tv = test_vector(1);
+  // One chain per superchain: sqrt(1 + var(chain means) / mean(chain variances)).
+  double means[4], vars[4];
+  for (int c = 0; c < 4; ++c) {
+    double s = 0;
+    for (int t = 0; t < 1000; ++t) s += tv.x[c * 1000 + t];
+    means[c] = s / 1000;
+    double v = 0;
+    for (int t = 0; t < 1000; ++t) v += (tv.x[c * 1000 + t] - means[c]) * (tv.x[c * 1000 + t] - means[c]);
+    vars[c] = v / 999;
+  }
+  const double mm = (means[0] + means[1] + means[2] + means[3]) / 4;
+  double vb = 0;
+  for (double mu : means) vb += (mu - mm) * (mu - mm);
+  vb /= 3;
+  const double wv = (vars[0] + vars[1] + vars[2] + vars[3]) / 4;
+  CHECK_REL(m::nested_rhat(DrawsView(tv.x, 4, 1000), 4), std::sqrt(1 + vb / wv));
+  // Superchains with equal means (the same chains in another order): exactly 1.
+  std::vector<double> x;
+  for (int c : {0, 1, 1, 0}) x.insert(x.end(), tv.x.begin() + c * 1000, tv.x.begin() + c * 1000 + 1000);
+  CHECK(m::nested_rhat(DrawsView(x, 4, 1000), 2) == 1.0);
+  // Many short chains (1024 chains x 10 draws): 16 superchains of 64 chains. Converged
+  // (all from one AR(1)) gives ~1; superchains started apart (offsets) give >> 1.
+  const auto conv = herd_test::lcg_ar1(1024, 10, 0.3, 99, 0.0);
+  const double r_conv = m::nested_rhat(DrawsView(conv, 1024, 10), 16);
+  CHECK(r_conv < 1.01);
+  auto apart = conv;
+  for (std::size_t c = 0; c < 1024; ++c)
+    for (std::size_t t = 0; t < 10; ++t) apart[c * 10 + t] += 0.5 * static_cast<double>(c / 64);
+  CHECK(m::nested_rhat(DrawsView(apart, 1024, 10), 16) > 1.5);
+  // One draw per chain (N = 1): within-chain variance is 0, the between-chain part remains.
+  CHECK(std::isfinite(m::nested_rhat(DrawsView(conv, 1024 * 10 / 4, 4), 10)));
+  CHECK_THROWS_AS(m::nested_rhat(DrawsView(conv, 1024, 10), 3), herd::InputError);
+  CHECK_THROWS_AS(m::nested_rhat(DrawsView(conv, 1024, 10), 1), herd::InputError);
+}
+
+TEST_CASE("ParaDRAM refinement: weights, rounds, stopping rule", "[mcmc]") {
+  namespace m = herd::mcmc;
+  const std::vector<std::int64_t> w{5, 0, 1, 3, 1};
+  CHECK(m::refined_weights(w, 1.0) == w);
+  // ParaMonte's getRefinedWeight keeps verbose positions skip, 2 skip, ... (its doc comment's
+  // example, 3 0 0 2 0, starts at position 1 instead; its code, followed here, does not).
+  CHECK(m::refined_weights(w, 2.0) == std::vector<std::int64_t>{2, 0, 1, 1, 1});
+  CHECK(m::refined_weights(w, 3.0) == std::vector<std::int64_t>{1, 0, 1, 1, 0});
+  CHECK(m::refined_weights(w, 2.5) == std::vector<std::int64_t>{2, 0, 0, 1, 1});
+  CHECK_THROWS_AS(m::refined_weights(w, 0.5), herd::InputError);
+  // A strongly correlated AR(1) chain (2 variables), compact with weights 1..3.
+  const auto x = herd_test::lcg_ar1(2, 20000, 0.95, 5, 0.0);
+  std::vector<double> states(2 * 20000);
+  std::vector<std::int64_t> wt(20000);
+  for (std::size_t i = 0; i < 20000; ++i) {
+    states[2 * i] = x[i];
+    states[2 * i + 1] = x[20000 + i];
+    wt[i] = static_cast<std::int64_t>(i % 3 + 1);
+  }
+  const auto r = m::refine_sample(states, wt, 2);
+  REQUIRE(r.rounds.size() >= 3);
+  CHECK_FALSE(r.rounds.front().verbose_stage);
+  CHECK(r.rounds.back().verbose_stage);
+  CHECK(r.rounds.front().iac_summary > 2.0);
+  CHECK(r.rounds.back().iac_summary < 2.0);
+  CHECK(r.rounds.front().compact_size == 20000);
+  CHECK(r.rounds.front().verbose_size == 39999);
+  std::int64_t total = 0;
+  for (std::int64_t v : r.weight) total += v;
+  CHECK(total == r.rounds.back().verbose_size);
+  CHECK(r.index.size() == r.rounds.back().compact_size);
+  for (std::size_t k = 1; k < r.index.size(); ++k) CHECK(r.index[k] > r.index[k - 1]);
+  // Every round's IAC is the batch-means IAC of that round's chain; the sample shrinks.
+  for (std::size_t k = 1; k < r.rounds.size(); ++k)
+    CHECK(r.rounds[k].verbose_size <= r.rounds[k - 1].verbose_size);
+  // Batch means against the formula written out (b = floor(W^0.666666666666666) = 2154,
+  // 46 batches); numpy gives 1.64442216507178 on this LCG stream.
+  const auto wn = herd_test::lcg_ar1(1, 100000, 0.0, 3, 0.0);
+  CHECK(m::batch_means_iac(wn) == Approx(1.64442216507178).epsilon(1e-12));
+  CHECK(m::batch_means_iac(std::span(wn).first(3)) == 1.0);
+}
+
+TEST_CASE("concurrent calls on several threads give the serial results", "[mcmc]") {
+  std::vector<herd::mcmc::DiagnosticSummary> serial(5), par(5);
+  std::vector<herd_test::TestVector> tvs;
+  for (int k = 1; k <= 5; ++k) tvs.push_back(test_vector(k));
+  for (int k = 0; k < 5; ++k) serial[k] = herd::mcmc::summarize(DrawsView(tvs[k].x, tvs[k].m, tvs[k].n));
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 5; ++k)
+    threads.emplace_back([&, k] { par[k] = herd::mcmc::summarize(DrawsView(tvs[k].x, tvs[k].m, tvs[k].n)); });
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < 5; ++k) {
+    CHECK(par[k].rhat == serial[k].rhat);
+    CHECK(par[k].ess_bulk == serial[k].ess_bulk);
+    CHECK(par[k].mcse_q95 == serial[k].mcse_q95);
+  }
+}
