@@ -1,0 +1,121 @@
+#include "herd/io/atomic_file.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "herd/core/error.hpp"
+
+namespace herd::io {
+
+namespace {
+
+[[noreturn]] void throw_errno(const char* what, const std::string& path) {
+  const int e = errno;
+  throw IoError(fmt::format("{}: {} failed: {}", path, what, std::strerror(e)));
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string parent_folder(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+std::string temp_path_for(const std::string& path) {
+  static std::atomic<unsigned long> counter{0};
+  return fmt::format("{}.tmp.{}.{}", path, static_cast<long>(::getpid()), counter++);
+}
+
+void fsync_path(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw_errno("open", path);
+  if (::fsync(fd.get()) != 0) throw_errno("fsync", path);
+}
+
+void fsync_parent_folder(const std::string& path) {
+  const std::string dir = parent_folder(path);
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) throw_errno("open folder", dir);
+  if (::fsync(fd.get()) != 0) throw_errno("fsync folder", dir);
+}
+
+void publish_file(const std::string& temp_path, const std::string& final_path) {
+  fsync_path(temp_path);
+  if (::rename(temp_path.c_str(), final_path.c_str()) != 0) throw_errno(("rename to " + final_path).c_str(), temp_path);
+  fsync_parent_folder(final_path);
+}
+
+void write_file_atomic(const std::string& path, std::span<const std::byte> bytes) {
+  const std::string tmp = temp_path_for(path);
+  try {
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (fd.get() < 0) throw_errno("create", tmp);
+    const auto* p = reinterpret_cast<const char*>(bytes.data());
+    std::size_t left = bytes.size();
+    while (left > 0) {
+      const ssize_t w = ::write(fd.get(), p, left);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        throw_errno("write", tmp);
+      }
+      p += w;
+      left -= static_cast<std::size_t>(w);
+    }
+    if (::fsync(fd.get()) != 0) throw_errno("fsync", tmp);
+    if (::close(fd.release()) != 0) throw_errno("close", tmp);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(("rename to " + path).c_str(), tmp);
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  fsync_parent_folder(path);
+}
+
+std::vector<std::byte> read_file_bytes(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw_errno("open", path);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw_errno("stat", path);
+  if (!S_ISREG(st.st_mode)) throw IoError(fmt::format("{}: not a regular file", path));
+  std::vector<std::byte> out(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t r = ::read(fd.get(), out.data() + got, out.size() - got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("read", path);
+    }
+    if (r == 0) break;  // shrank while reading
+    got += static_cast<std::size_t>(r);
+  }
+  out.resize(got);
+  return out;
+}
+
+}  // namespace herd::io

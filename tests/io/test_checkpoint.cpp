@@ -1,0 +1,177 @@
+// Checkpoints: CRC-32 known answers, round trips, rejection of truncated/foreign/corrupt
+// files, and a writer SIGKILLed mid-write leaving the previous checkpoint readable.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "herd/core/error.hpp"
+#include "herd/io/checkpoint.hpp"
+#include "temp_dir.hpp"
+
+using namespace herd::io;
+using herd::test::TempDir;
+
+namespace {
+
+std::span<const std::byte> as_bytes_of(std::string_view s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+void write_raw(const std::string& path, const std::vector<std::byte>& b, std::size_t n) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(n));
+}
+
+CheckpointWriter sample_writer() {
+  CheckpointWriter w("herd.test", 3);
+  w.add("state", std::vector<double>{1.5, -2.5, 3.25});
+  w.add_value("step", std::uint64_t{42});
+  w.add_string("note", "hello checkpoint!");
+  w.add("empty", std::vector<float>{});
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: crc32 known answers", "[io]") {
+  CHECK(crc32(as_bytes_of("")) == 0u);
+  CHECK(crc32(as_bytes_of("123456789")) == 0xCBF43926u);
+  CHECK(crc32(as_bytes_of("The quick brown fox jumps over the lazy dog")) == 0x414FA339u);
+  // Running checksum equals one-shot checksum.
+  CHECK(crc32(as_bytes_of("6789"), crc32(as_bytes_of("12345"))) == 0xCBF43926u);
+}
+
+TEST_CASE("checkpoint: round trip", "[io]") {
+  TempDir tmp;
+  const std::string path = tmp.file("run.ckpt");
+  sample_writer().commit(path);
+  CheckpointReader r(path);
+  CHECK(r.kind() == "herd.test");
+  CHECK(r.kind_version() == 3);
+  CHECK_NOTHROW(r.expect_kind("herd.test", 3));
+  CHECK_THROWS_WITH(r.expect_kind("herd.rl.ppo", 1), Catch::Contains("\"herd.rl.ppo\" was expected"));
+  CHECK_THROWS_WITH(r.expect_kind("herd.test", 2), Catch::Contains("state version 3"));
+  CHECK(r.get<double>("state") == std::vector<double>{1.5, -2.5, 3.25});
+  CHECK(r.value<std::uint64_t>("step") == 42u);
+  CHECK(r.string("note") == "hello checkpoint!");
+  CHECK(r.get<float>("empty").empty());
+  CHECK(r.names() == std::vector<std::string>{"empty", "note", "state", "step"});
+  CHECK_THROWS_WITH(r.bytes("nope"), Catch::Contains("no section \"nope\""));
+  CHECK_THROWS_WITH(r.value<std::uint32_t>("step"), Catch::Contains("8 bytes, but 4 were expected"));
+  CHECK_THROWS_AS(r.get<double>("note"), herd::IoError);
+  // Same content, same bytes.
+  CHECK(sample_writer().serialize() == sample_writer().serialize());
+}
+
+TEST_CASE("checkpoint: every truncation is rejected clearly", "[io]") {
+  const auto bytes = sample_writer().serialize();
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    INFO("truncated to " << n << " bytes");
+    std::span<const std::byte> part(bytes.data(), n);
+    try {
+      CheckpointReader r(part, "cut.ckpt");
+      FAIL("accepted a truncated checkpoint");
+    } catch (const herd::IoError& e) {
+      const std::string msg = e.what();
+      CHECK(msg.rfind("cut.ckpt: ", 0) == 0);
+      CHECK((msg.find("truncated") != std::string::npos || msg.find("not a herd checkpoint") != std::string::npos));
+    }
+  }
+}
+
+TEST_CASE("checkpoint: every single-bit flip is rejected", "[io]") {
+  const auto bytes = sample_writer().serialize();
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    for (int bit : {0, 5}) {
+      auto bad = bytes;
+      bad[i] ^= std::byte(1u << bit);
+      INFO("byte " << i << " bit " << bit);
+      CHECK_THROWS_AS(CheckpointReader(bad, "bad.ckpt"), herd::IoError);
+    }
+  }
+  // Appended garbage is rejected too.
+  auto longer = bytes;
+  longer.push_back(std::byte{0});
+  CHECK_THROWS_WITH(CheckpointReader(longer, "long.ckpt"), Catch::Contains("corrupt"));
+}
+
+TEST_CASE("checkpoint: foreign, newer and missing files are rejected", "[io]") {
+  TempDir tmp;
+  {
+    std::ofstream(tmp.file("foreign.ckpt")) << "{\"json\": true, \"not\": \"a checkpoint\"}\n";
+  }
+  CHECK_THROWS_WITH(CheckpointReader(tmp.file("foreign.ckpt")), Catch::Contains("not a herd checkpoint"));
+  CHECK_THROWS_WITH(CheckpointReader(tmp.file("missing.ckpt")),
+                    Catch::Contains("missing.ckpt") && Catch::Contains("No such file"));
+  auto bytes = sample_writer().serialize();
+  bytes[8] = std::byte{9};  // format version 9
+  write_raw(tmp.file("newer.ckpt"), bytes, bytes.size());
+  CHECK_THROWS_WITH(CheckpointReader(tmp.file("newer.ckpt")), Catch::Contains("format version 9"));
+  // A flipped payload byte: checksum mismatch.
+  bytes = sample_writer().serialize();
+  bytes[40] ^= std::byte{0x10};
+  write_raw(tmp.file("flip.ckpt"), bytes, bytes.size());
+  CHECK_THROWS_WITH(CheckpointReader(tmp.file("flip.ckpt")), Catch::Contains("CRC-32"));
+  write_raw(tmp.file("cut.ckpt"), bytes, bytes.size() / 2);
+  CHECK_THROWS_WITH(CheckpointReader(tmp.file("cut.ckpt")), Catch::Contains("truncated"));
+  CHECK_THROWS_AS(CheckpointReader(tmp.path().string()), herd::IoError);  // a folder
+}
+
+TEST_CASE("checkpoint: a writer killed mid-write leaves the previous checkpoint", "[io]") {
+  TempDir tmp;
+  const std::string path = tmp.file("live.ckpt");
+  // Each generation g holds 2 MiB of doubles that are a function of g, so a reader can
+  // check that what it reads is exactly one completely written generation.
+  constexpr std::size_t kValues = 256 * 1024;
+  auto make = [&](std::uint64_t g) {
+    CheckpointWriter w("herd.test.kill", 1);
+    std::vector<double> v(kValues);
+    for (std::size_t i = 0; i < kValues; ++i) v[i] = static_cast<double>(g) * 1e6 + static_cast<double>(i);
+    w.add("values", v);
+    w.add_value("generation", g);
+    return w;
+  };
+  make(0).commit(path);
+
+  std::mt19937 rng(20261129);  // fixed seed: kill times are reproducible
+  std::uniform_int_distribution<int> delay_us(0, 40000);
+  std::uint64_t max_seen = 0;
+  const int kKills = 12;
+  for (int k = 0; k < kKills; ++k) {
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // The child writes checkpoints forever, continuing from the last one.
+      std::uint64_t g = CheckpointReader(path).value<std::uint64_t>("generation");
+      for (;;) make(++g).commit(path);
+    }
+    ::usleep(static_cast<useconds_t>(5000 + delay_us(rng)));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK(WIFSIGNALED(status));
+
+    CheckpointReader r(path);  // must not throw
+    const auto g = r.value<std::uint64_t>("generation");
+    const auto v = r.get<double>("values");
+    REQUIRE(v.size() == kValues);
+    bool ok = true;
+    for (std::size_t i = 0; i < kValues; i += 997)
+      ok = ok && v[i] == static_cast<double>(g) * 1e6 + static_cast<double>(i);
+    CHECK(ok);
+    CHECK(g >= max_seen);
+    max_seen = g;
+    // Leftover temporary files of the killed writer are harmless; remove them.
+    for (const auto& e : std::filesystem::directory_iterator(tmp.path()))
+      if (e.path().filename().string().find(".tmp.") != std::string::npos) std::filesystem::remove(e.path());
+  }
+  INFO("generations written across kills: " << max_seen);
+  CHECK(max_seen > 0);
+}
