@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include "herd/core/rng.hpp"
+#include "herd/core/ziggurat.hpp"
 
 static void BM_philox_block(benchmark::State& st) {
   const herd::RngStream s(1, 2, herd::RngPurpose::kProposal);
@@ -35,6 +36,21 @@ static void BM_normals_10d(benchmark::State& st) {
   st.SetItemsProcessed(st.iterations() * 10);
 }
 BENCHMARK(BM_normals_10d);
+
+// Ten ziggurat normals per index (herd/core/ziggurat.hpp), the sampler's generator.
+static void BM_ziggurat_normals_10d(benchmark::State& st) {
+  const herd::RngStream s(1, 2, herd::RngPurpose::kProposal);
+  const auto& t = herd::ziggurat_tables();
+  std::uint64_t i = 0;
+  double z[10];
+  for (auto _ : st) {
+    auto c = s.at(i++);
+    herd::ziggurat_normals(c, t, z, 10);
+    benchmark::DoNotOptimize(z);
+  }
+  st.SetItemsProcessed(st.iterations() * 10);
+}
+BENCHMARK(BM_ziggurat_normals_10d);
 
 static void BM_baseline_mt19937_normals_10d(benchmark::State& st) {
   std::mt19937_64 g(1);

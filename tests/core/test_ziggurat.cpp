@@ -1,0 +1,142 @@
+// Tests of the ziggurat normal generator on Philox cursors (herd/core/ziggurat.hpp).
+//
+// Statistical assertions use fixed seeds and are each designed for a false-failure rate of
+// 1e-4 (5-sigma z-tests have 6e-7; KS and chi-square thresholds are at p = 1e-4), so the
+// whole file fails by chance with probability below 1e-3 for an exact generator.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/rng.hpp"
+#include "herd/core/ziggurat.hpp"
+
+using herd::RngPurpose;
+using herd::RngStream;
+
+namespace {
+
+double phi_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+// Asymptotic Kolmogorov distribution: P(sqrt(n) D > x).
+double kolmogorov_sf(double x) {
+  if (x < 0.2) return 1.0;
+  double s = 0.0;
+  for (int k = 1; k <= 100; ++k) s += (k % 2 ? 2.0 : -2.0) * std::exp(-2.0 * k * k * x * x);
+  return std::clamp(s, 0.0, 1.0);
+}
+
+template <class Cdf>
+double ks_pvalue(std::vector<double> v, Cdf cdf) {
+  std::sort(v.begin(), v.end());
+  const double n = static_cast<double>(v.size());
+  double d = 0.0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const double f = cdf(v[i]);
+    d = std::max({d, f - i / n, (i + 1) / n - f});
+  }
+  return kolmogorov_sf(std::sqrt(n) * d);
+}
+
+// Wilson-Hilferty upper quantile of chi-square with k degrees of freedom at normal z.
+double chi2_quantile(double k, double z) {
+  const double a = 2.0 / (9.0 * k);
+  const double t = 1.0 - a + z * std::sqrt(a);
+  return k * t * t * t;
+}
+
+std::vector<double> draw(const RngStream& s, std::size_t n, int per_index) {
+  const auto& t = herd::ziggurat_tables();
+  std::vector<double> z;
+  z.reserve(n + per_index);
+  for (std::uint64_t i = 0; z.size() < n; ++i) {
+    auto c = s.at(i);
+    for (int k = 0; k < per_index; ++k) z.push_back(herd::ziggurat_normal(c, t));
+  }
+  z.resize(n);
+  return z;
+}
+
+}  // namespace
+
+TEST_CASE("ziggurat tables: Marsaglia-Tsang r and equal layer areas", "[core][rng][ziggurat]") {
+  const auto& t = herd::ziggurat_tables();
+  CHECK(t.r == Approx(3.6541528853610088).epsilon(1e-13));
+  CHECK(t.x[1] == t.r);
+  CHECK(t.x[256] == 0.0);
+  CHECK(t.f[256] == 1.0);
+  // Common area v: the base layer (rectangle to r plus the tail) and every other layer.
+  const double v = t.r * t.f[1] + std::sqrt(M_PI / 2.0) * std::erfc(t.r / std::sqrt(2.0));
+  CHECK(t.x[0] * t.f[1] == Approx(v).epsilon(1e-14));
+  for (int i = 1; i < 256; ++i) {
+    INFO("layer " << i);
+    CHECK(t.x[i] * (t.f[i + 1] - t.f[i]) == Approx(v).epsilon(1e-10));
+    CHECK(t.x[i + 1] < t.x[i]);
+    CHECK(t.f[i] == Approx(std::exp(-0.5 * t.x[i] * t.x[i])).epsilon(1e-14));
+  }
+}
+
+TEST_CASE("ziggurat normals are addressed by (seed, stream, purpose, index)",
+          "[core][rng][ziggurat]") {
+  const RngStream s(7, 3, RngPurpose::kProposal);
+  const auto& t = herd::ziggurat_tables();
+  double a[16], b[16];
+  auto c1 = s.at(12345);
+  herd::ziggurat_normals(c1, t, a, 16);
+  auto c2 = s.at(12345);
+  herd::ziggurat_normals(c2, b, 16);
+  for (int k = 0; k < 16; ++k) CHECK(a[k] == b[k]);
+  auto c3 = RngStream(7, 4, RngPurpose::kProposal).at(12345);
+  CHECK(herd::ziggurat_normal(c3, t) != a[0]);
+  for (double x : a) CHECK(std::isfinite(x));
+}
+
+TEST_CASE("ziggurat normals: moments, KS and fine-bin chi-square", "[core][rng][ziggurat]") {
+  const std::size_t n = 2000000;
+  const auto z = draw(RngStream(20261129, 17, RngPurpose::kProposal), n, 10);
+  double m = 0, m2 = 0, m3 = 0, m4 = 0;
+  for (double x : z) m += x;
+  m /= n;
+  for (double x : z) {
+    const double d = x - m;
+    m2 += d * d;
+    m3 += d * d * d;
+    m4 += d * d * d * d;
+  }
+  m2 /= n;
+  m3 /= n;
+  m4 /= n;
+  CHECK(std::abs(m) < 5.0 / std::sqrt(n));
+  CHECK(std::abs(m2 - 1.0) < 5.0 * std::sqrt(2.0 / n));
+  CHECK(std::abs(m3) < 5.0 * std::sqrt(15.0 / n));
+  CHECK(std::abs(m4 - 3.0) < 5.0 * std::sqrt(96.0 / n));
+  CHECK(ks_pvalue(z, phi_cdf) > 1e-4);
+
+  // 512 equiprobable bins resolve the layers (about 2 bins per layer edge) and wedges.
+  const int bins = 512;
+  std::vector<double> count(bins, 0.0);
+  for (double x : z) {
+    const int b = std::min(bins - 1, static_cast<int>(phi_cdf(x) * bins));
+    count[b] += 1;
+  }
+  const double e = static_cast<double>(n) / bins;
+  double chi2 = 0;
+  for (double c : count) chi2 += (c - e) * (c - e) / e;
+  CHECK(chi2 < chi2_quantile(bins - 1, 3.719));  // p = 1e-4
+}
+
+TEST_CASE("ziggurat tail beyond r has the right mass and shape", "[core][rng][ziggurat]") {
+  const auto& t = herd::ziggurat_tables();
+  const std::size_t n = 4000000;
+  const auto z = draw(RngStream(424242, 5, RngPurpose::kDelayedRejection), n, 3);
+  std::vector<double> tail;
+  for (double x : z)
+    if (std::abs(x) > t.r) tail.push_back(std::abs(x));
+  const double p = 2.0 * phi_cdf(-t.r);
+  const double expected = p * n;
+  CHECK(std::abs(tail.size() - expected) < 5.0 * std::sqrt(expected * (1 - p)));
+  // Conditional law of |z| given |z| > r.
+  const double tail_mass = phi_cdf(-t.r);
+  CHECK(ks_pvalue(tail, [&](double x) { return 1.0 - phi_cdf(-x) / tail_mass; }) > 1e-4);
+}
