@@ -1,0 +1,207 @@
+// herd-sample: ParaDRAM-style DRAM sampling from a TOML or ParaMonte namelist input file.
+//
+//   herd-sample [FILE] [--set key=value]... [--output PREFIX] [--seed N] [--quiet]
+//
+// Without FILE it runs its embedded default input (a posteriordb model). Exit codes: 0 on
+// success, 2 for bad input (nothing is written), 1 when the run fails.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "herd/core/error.hpp"
+#include "herd/core/log.hpp"
+#include "herd/examples/posteriordb.hpp"
+#include "herd/io/config.hpp"
+#include "herd/io/schema.hpp"
+#include "herd/io/toml_reader.hpp"
+#include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
+#include "herd/mcmc/targets.hpp"
+
+namespace {
+
+/// The embedded default input: the README's first quick-start command runs exactly this.
+constexpr const char* kDefaultInput = R"toml(# herd-sample's embedded default input.
+description = "posteriordb kidiq-kidscore_interaction: linear regression with an interaction term"
+chain_size = 20000
+random_seed = 20261129
+output_prefix = "out/kidscore_interaction"
+overwrite = true
+
+[target]
+model = "kidscore_interaction"
+)toml";
+
+void declare_target_keys(herd::io::Schema& s) {
+  using std::nullopt;
+  s.add_string("target.model", nullopt, "posteriordb example model: " + [] {
+    std::string v;
+    for (const auto& n : herd::examples::model_names()) v += (v.empty() ? "" : ", ") + n;
+    return v;
+  }()).choices([] {
+    auto v = herd::examples::model_names();
+    for (const auto& n : herd::examples::model_names()) v.push_back(herd::examples::make_model(n)->posteriordb_name());
+    return v;
+  }());
+  s.add_string("target.builtin", nullopt, "built-in analytic target").choices({"normal", "banana", "rosenbrock", "mixture", "funnel"});
+  s.add_int("target.ndim", nullopt, "dimension of a built-in target").min(1);
+  s.add_float_list("target.mean", nullopt, "mean of the normal target [ndim] (default 0)");
+  s.add_float_list("target.cov", nullopt, "covariance of the normal target [ndim, ndim] row-major");
+  s.add_float("target.rho", 0.0, "AR(1) correlation rho^|i-j| of the normal target when no cov is given").range(-0.999999, 0.999999);
+  s.add_float("target.b", 0.03, "curvature of the banana target");
+  s.add_float_list("target.weights", nullopt, "mixture weights [K]");
+  s.add_float_list("target.means", nullopt, "mixture means [K, ndim] row-major");
+  s.add_float_list("target.sigmas", nullopt, "mixture standard deviations [K]");
+  s.add_string("data.file", nullopt, "JSON file with the model's data (replaces the embedded data)");
+}
+
+/// Builds the target from resolved settings. @throws herd::InputError
+herd::mcmc::SampleTarget make_target(const herd::io::Settings& st) {
+  using herd::InputError;
+  herd::mcmc::SampleTarget t;
+  const bool has_model = st.has("target.model"), has_builtin = st.has("target.builtin");
+  if (has_model && has_builtin)
+    throw InputError(fmt::format("{}: target.model and target.builtin are both given, but only one may be",
+                                 st.origin("target.builtin")));
+  if (!has_builtin) {
+    const std::string name = has_model ? st.get_string("target.model") : std::string("kidscore_interaction");
+    std::shared_ptr<herd::examples::PosteriorModel> m;
+    if (st.has("data.file")) {
+      const std::string path = st.get_string("data.file");
+      std::ifstream in(path);
+      if (!in) throw InputError(fmt::format("{}: data.file \"{}\" cannot be opened", st.origin("data.file"), path));
+      nlohmann::json data;
+      try {
+        data = nlohmann::json::parse(in);
+      } catch (const nlohmann::json::exception& e) {
+        throw InputError(fmt::format("{}: data.file \"{}\" is not valid JSON: {}", st.origin("data.file"), path, e.what()));
+      }
+      m = herd::examples::make_model(name, data);
+    } else {
+      m = herd::examples::make_model(name);
+    }
+    t.ndim = m->dim();
+    t.log_density = [m](const double* x, int) { return m->log_density(x); };
+    t.thread_safe = true;
+    t.names = m->coordinate_names();
+    t.quantity_names = m->quantity_names();
+    t.quantities = [m](const double* x, double* q) { m->quantities(x, q); };
+    t.description = fmt::format("posteriordb model {} ({})", m->name(), m->posteriordb_name());
+    return t;
+  }
+  const std::string kind = st.get_string("target.builtin");
+  if (!st.has("target.ndim") && kind != "normal")
+    throw InputError(fmt::format("target.builtin is \"{}\", but target.ndim is not given", kind));
+  int d = st.has("target.ndim") ? static_cast<int>(st.get_int("target.ndim")) : 0;
+  if (kind == "normal") {
+    std::vector<double> mean = st.has("target.mean") ? st.get_float_list("target.mean") : std::vector<double>{};
+    if (d == 0) d = static_cast<int>(mean.size());
+    if (d == 0) throw InputError("target.builtin is \"normal\", but neither target.ndim nor target.mean is given");
+    if (mean.empty()) mean.assign(static_cast<std::size_t>(d), 0.0);
+    if (static_cast<int>(mean.size()) != d)
+      throw InputError(fmt::format("{}: target.mean has {} values, but target.ndim is {}", st.origin("target.mean"), mean.size(), d));
+    Eigen::MatrixXd cov(d, d);
+    if (st.has("target.cov")) {
+      const auto c = st.get_float_list("target.cov");
+      if (static_cast<int>(c.size()) != d * d)
+        throw InputError(fmt::format("{}: target.cov has {} values, but must have {} (ndim x ndim)", st.origin("target.cov"), c.size(), d * d));
+      for (int i = 0; i < d; ++i)
+        for (int j = 0; j < d; ++j) cov(i, j) = c[static_cast<std::size_t>(i * d + j)];
+    } else {
+      const double rho = st.get_float("target.rho");
+      for (int i = 0; i < d; ++i)
+        for (int j = 0; j < d; ++j) cov(i, j) = std::pow(rho, std::abs(i - j));
+    }
+    auto mvn = std::make_shared<herd::mcmc::MultivariateNormal>(Eigen::Map<Eigen::VectorXd>(mean.data(), d), cov);
+    t.log_density = [mvn](const double* x, int n) { return (*mvn)(x, n); };
+    t.description = fmt::format("built-in multivariate normal, ndim {}", d);
+  } else if (kind == "banana") {
+    auto b = std::make_shared<herd::mcmc::Banana>(d, st.get_float("target.b"));
+    t.log_density = [b](const double* x, int n) { return (*b)(x, n); };
+    t.description = fmt::format("built-in banana (Haario et al. 1999), ndim {}", d);
+  } else if (kind == "rosenbrock") {
+    auto r = std::make_shared<herd::mcmc::Rosenbrock>(d);
+    t.log_density = [r](const double* x, int n) { return (*r)(x, n); };
+    t.description = fmt::format("built-in Rosenbrock density, ndim {}", d);
+  } else if (kind == "funnel") {
+    auto f = std::make_shared<herd::mcmc::NealFunnel>(d);
+    t.log_density = [f](const double* x, int n) { return (*f)(x, n); };
+    t.description = fmt::format("built-in Neal's funnel, ndim {}", d);
+  } else {  // mixture
+    if (!st.has("target.weights") || !st.has("target.means") || !st.has("target.sigmas"))
+      throw InputError("target.builtin is \"mixture\", but target.weights, target.means and target.sigmas are not all given");
+    auto g = std::make_shared<herd::mcmc::GaussianMixture>(st.get_float_list("target.weights"), st.get_float_list("target.means"),
+                                                           st.get_float_list("target.sigmas"), d);
+    t.log_density = [g](const double* x, int n) { return (*g)(x, n); };
+    t.description = fmt::format("built-in Gaussian mixture, ndim {}", d);
+  }
+  t.ndim = d;
+  t.thread_safe = true;
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"herd-sample: delayed-rejection adaptive Metropolis (DRAM) sampling, ParaDRAM-compatible"};
+  std::string file;
+  std::vector<std::string> sets;
+  std::string output;
+  long long seed = -1;
+  bool quiet = false;
+  app.add_option("file", file, "input file: TOML, or a ParaMonte &ParaDRAM namelist (default: the embedded default input)");
+  app.add_option("--set", sets, "override a specification: key=value (repeatable)");
+  app.add_option("--output", output, "output prefix (overrides output_prefix)");
+  app.add_option("--seed", seed, "random seed (overrides random_seed)")->check(CLI::NonNegativeNumber);
+  app.add_flag("--quiet", quiet, "print nothing but errors");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  try {
+    herd::io::Config config = file.empty() ? herd::io::parse_toml(kDefaultInput, "(embedded default input)")
+                                           : herd::io::read_config(file, "ParaDRAM");
+    if (!output.empty()) sets.push_back("output_prefix=" + output);
+    if (seed >= 0) sets.push_back("random_seed=" + std::to_string(seed));
+    herd::io::Schema schema("herd-sample");
+    herd::mcmc::declare_sampler_specs(schema);
+    declare_target_keys(schema);
+    const herd::io::Settings settings = schema.apply(config, sets);
+    const herd::mcmc::SampleTarget target = make_target(settings);
+    const herd::mcmc::SamplerSpecs specs = herd::mcmc::resolve_sampler_specs(settings, target.ndim, target.names);
+    // Validate the kernel options before anything is written.
+    herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(specs, target.ndim), target.log_density);
+    herd::mcmc::prepare_outputs(specs);
+
+    herd::mcmc::SampleRunOptions opts;
+    opts.quiet = quiet;
+    opts.resolved_input = settings.describe();
+    opts.input_source = file.empty() ? "(embedded default input)" : file;
+    for (const auto& key : schema.keys()) {
+      if (settings.has(key.name())) opts.input_attributes.emplace_back(key.name(), settings.value(key.name()).to_string());
+    }
+    if (!quiet && !specs.silent_mode) {
+      std::printf("herd-sample: %s, %d variables, chain_size %lld, seed %llu\n", target.description.c_str(), target.ndim,
+                  static_cast<long long>(specs.chain_size), static_cast<unsigned long long>(specs.random_seed));
+      std::fflush(stdout);
+    }
+    herd::mcmc::run_paradram(specs, target, opts);
+    return 0;
+  } catch (const herd::InputError& e) {
+    std::fprintf(stderr, "herd-sample: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "herd-sample: error: %s\n", e.what());
+    return 1;
+  }
+}

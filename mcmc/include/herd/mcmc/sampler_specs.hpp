@@ -1,0 +1,71 @@
+#pragma once
+/// @file sampler_specs.hpp
+/// ParaDRAM's simulation specifications (ParaMonte 1.x, Shahmoradi & Bagheri 2020) under
+/// snake_case names, with ParaMonte's v1 names and v2 names as aliases, so one schema reads
+/// herd TOML files and ParaMonte `&ParaDRAM ... /` namelists alike.
+///
+/// Thread-safety: plain functions and values.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "herd/io/schema.hpp"
+#include "herd/mcmc/dram.hpp"
+
+namespace herd::mcmc {
+
+/// Declares every sampler specification in `schema` (top-level keys, with aliases such as
+/// `chainSize` / `outputChainSize` for `chain_size`). @throws herd::InputError if a key is
+/// already declared.
+void declare_sampler_specs(io::Schema& schema);
+
+/// The resolved specifications of a run; see `declare_sampler_specs` for each key's doc.
+struct SamplerSpecs {
+  std::int64_t chain_size = 100000;
+  std::int64_t sample_size = -1;
+  std::vector<double> start_point;
+  bool random_start_point = false;
+  std::vector<double> random_start_point_domain_lower, random_start_point_domain_upper;
+  std::vector<double> domain_lower, domain_upper;
+  std::string proposal_model = "normal";
+  std::vector<double> proposal_cov, proposal_cor, proposal_std;
+  std::int64_t adaptive_update_period = 0;  ///< 0: 4 d
+  std::int64_t adaptive_update_count = 0;
+  std::int64_t greedy_adaptation_count = 0;
+  double burnin_adaptation_measure = 1.0;
+  std::int64_t delayed_rejection_count = 0;
+  std::vector<double> delayed_rejection_scale_factors;
+  std::string scale_factor = "gelman";
+  std::vector<double> target_acceptance_rate;
+  std::uint64_t random_seed = 0;
+  std::string output_prefix;
+  std::string chain_file_format = "compact";
+  bool overwrite = false;
+  std::int64_t progress_report_period = 1000;
+  std::int64_t sample_refinement_count = 20;
+  std::string sample_refinement_method = "batch_means";
+  std::vector<std::string> variable_names;
+  std::string description;
+  std::string output_delimiter = ",";
+  int output_real_precision = 17;
+  int output_column_width = 0;
+  bool silent_mode = false;
+  std::string parallelization_model = "single_chain";
+  std::int64_t max_num_domain_check_to_warn = 1000;
+  std::int64_t max_num_domain_check_to_stop = 100000;
+};
+
+/// Reads the specifications from resolved settings and checks what depends on the
+/// dimension `ndim` (vector lengths, box order, positive-definite inputs are checked by the
+/// kernel). `variable_names` defaults to `default_names` (or "x1", "x2", ...).
+/// @throws herd::InputError naming the key, its value, and what was expected.
+SamplerSpecs resolve_sampler_specs(const io::Settings& settings, int ndim,
+                                   const std::vector<std::string>& default_names = {});
+
+/// The kernel options for the specifications (start point drawn when
+/// `random_start_point`, from the seed's start-point stream of `chain_id`).
+/// @throws herd::InputError on inconsistent values.
+DramOptions to_dram_options(const SamplerSpecs& specs, int ndim, std::uint32_t chain_id = 0);
+
+}  // namespace herd::mcmc

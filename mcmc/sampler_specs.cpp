@@ -1,0 +1,277 @@
+#include "herd/mcmc/sampler_specs.hpp"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "herd/core/error.hpp"
+#include "herd/core/rng.hpp"
+
+namespace herd::mcmc {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}
+
+void declare_sampler_specs(io::Schema& s) {
+  using std::nullopt;
+  s.add_int("chain_size", 100000, "accepted (unique) states of each chain, as ParaDRAM counts them")
+      .min(1).alias("chainSize").alias("outputChainSize");
+  s.add_int("sample_size", -1,
+            "size of the final sample: -1 the refined sample; n > 0 n evenly spaced draws of the post-burn-in chain")
+      .alias("sampleSize").alias("outputSampleSize");
+  s.add_float_list("start_point", nullopt, "start point of each chain [ndim]; default: centre of the domain box, or 0")
+      .alias("startPointVec").alias("proposalStart");
+  s.add_bool("random_start_point", false, "draw the start point uniformly in the random-start-point box")
+      .alias("randomStartPointRequested").alias("proposalStartRandomized");
+  s.add_float_list("random_start_point_domain_lower", nullopt, "lower corner of the random start box [ndim]")
+      .alias("randomStartPointDomainLowerLimitVec").alias("proposalStartDomainCubeLimitLower");
+  s.add_float_list("random_start_point_domain_upper", nullopt, "upper corner of the random start box [ndim]")
+      .alias("randomStartPointDomainUpperLimitVec").alias("proposalStartDomainCubeLimitUpper");
+  s.add_float_list("domain_lower", nullopt, "lower corner of the domain box [ndim]; proposals outside are rejected")
+      .alias("domainLowerLimitVec").alias("domainCubeLimitLower");
+  s.add_float_list("domain_upper", nullopt, "upper corner of the domain box [ndim]")
+      .alias("domainUpperLimitVec").alias("domainCubeLimitUpper");
+  s.add_string("proposal_model", "normal", "proposal distribution").choices({"normal", "uniform"})
+      .alias("proposalModel").alias("proposal");
+  s.add_float_list("proposal_cov", nullopt, "initial proposal covariance [ndim, ndim] row-major")
+      .alias("proposalStartCovMat").alias("proposalCov");
+  s.add_float_list("proposal_cor", nullopt, "initial proposal correlation [ndim, ndim] (with proposal_std)")
+      .alias("proposalStartCorMat").alias("proposalCor");
+  s.add_float_list("proposal_std", nullopt, "initial proposal standard deviations [ndim]")
+      .alias("proposalStartStdVec").alias("proposalStd").min(0.0, true);
+  s.add_int("adaptive_update_period", 0, "proposals between adaptive updates; 0 means 4 ndim")
+      .min(0).alias("adaptiveUpdatePeriod").alias("proposalAdaptationPeriod");
+  s.add_int("adaptive_update_count", std::numeric_limits<std::int32_t>::max(), "maximum number of adaptive updates")
+      .min(0).alias("adaptiveUpdateCount").alias("proposalAdaptationCount");
+  s.add_int("greedy_adaptation_count", 0, "early updates that use unique states only")
+      .min(0).alias("greedyAdaptationCount").alias("proposalAdaptationCountGreedy");
+  s.add_float("burnin_adaptation_measure", 1.0, "burn-in ends after the last state whose adaptation measure exceeds this")
+      .range(0.0, 1.0).alias("burninAdaptationMeasure").alias("proposalAdaptationBurnin");
+  s.add_int("delayed_rejection_count", 0, "delayed-rejection stages after the first")
+      .range(0, 1000).alias("delayedRejectionCount").alias("proposalDelayedRejectionCount");
+  s.add_float_list("delayed_rejection_scale_factors", nullopt,
+                   "per-stage factors of the previous stage's Cholesky factor; default 0.5^(1/ndim)")
+      .min(0.0, true).alias("delayedRejectionScaleFactorVec").alias("proposalDelayedRejectionScale");
+  s.add_string("scale_factor", "gelman", "scale of the adapted covariance: a number, \"gelman\" (2.38/sqrt(ndim)) or \"a*gelman\"")
+      .alias("scaleFactor").alias("proposalScale");
+  s.add_float_list("target_acceptance_rate", nullopt, "desired acceptance rate: a value or a [lo, hi] range in (0, 1]")
+      .range(0.0, 1.0).length(1, 2).alias("targetAcceptanceRate").alias("outputAcceptanceRate");
+  s.add_int("random_seed", nullopt, "seed of the run (64-bit); default: drawn from the system and reported")
+      .min(0).alias("randomSeed").alias("outputSeed");
+  s.add_string("output_prefix", "out/herd_sample", "path prefix of the output files; missing folders are created")
+      .alias("outputFileName");
+  s.add_string("chain_file_format", "compact", "format of <prefix>_chain.txt: compact, verbose or binary")
+      .choices({"compact", "verbose", "binary"}).alias("chainFileFormat").alias("outputChainFileFormat");
+  s.add_bool("overwrite", false, "replace existing output files").alias("overwriteRequested");
+  s.add_int("progress_report_period", 1000, "proposals between progress reports")
+      .min(1).alias("progressReportPeriod").alias("outputReportPeriod");
+  s.add_int("sample_refinement_count", 20, "maximum thinning rounds of the sample refinement (0: no refinement)")
+      .min(0).alias("sampleRefinementCount").alias("outputRefinementCount");
+  s.add_string("sample_refinement_method", "batch_means", "autocorrelation estimator of the refinement")
+      .choices({"batch_means", "BatchMeans", "batchmeans"}).alias("sampleRefinementMethod").alias("outputRefinementMethod");
+  s.add_string_list("variable_names", nullopt, "names of the variables [ndim]")
+      .alias("variableNameList").alias("domainAxisName");
+  s.add_string("description", "", "free text copied to the report and the HDF5 file").alias("description");
+  s.add_string("output_delimiter", ",", "column separator of the text files").alias("outputDelimiter").alias("outputSeparator");
+  s.add_int("output_real_precision", 17, "significant digits of real numbers in text files")
+      .range(1, 17).alias("outputRealPrecision").alias("outputPrecision");
+  s.add_int("output_column_width", 0, "minimum column width of text files (0: no padding)")
+      .range(0, 1000).alias("outputColumnWidth");
+  s.add_bool("silent_mode", false, "write no progress or summary to the terminal").alias("silentModeRequested");
+  s.add_string("parallelization_model", "single_chain", "ParaDRAM's parallelism model")
+      .choices({"single_chain", "multi_chain", "singleChain", "multiChain"}).alias("parallelizationModel").alias("parallelism");
+  s.add_int("max_num_domain_check_to_warn", 1000, "out-of-domain proposals in a row before a warning")
+      .min(1).alias("maxNumDomainCheckToWarn");
+  s.add_int("max_num_domain_check_to_stop", 100000, "out-of-domain proposals in a row before the run stops")
+      .min(1).alias("maxNumDomainCheckToStop");
+  s.add_bool("mpi_finalize_requested", true, "finalise MPI at the end of a C/Fortran API call").alias("mpiFinalizeRequested");
+}
+
+namespace {
+
+std::vector<double> floats_or_empty(const io::Settings& st, const char* key) {
+  return st.has(key) ? st.get_float_list(key) : std::vector<double>{};
+}
+
+void check_length(const io::Settings& st, const char* key, const std::vector<double>& v, std::size_t n,
+                  const char* what) {
+  if (!v.empty() && v.size() != n) {
+    throw InputError(fmt::format("{}: key \"{}\" has {} values, but must have {} ({})", st.origin(key), key,
+                                 v.size(), n, what));
+  }
+}
+
+}  // namespace
+
+SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::vector<std::string>& default_names) {
+  HERD_REQUIRE(ndim >= 1, "sampler: ndim is {}, but must be at least 1", ndim);
+  const auto d = static_cast<std::size_t>(ndim);
+  SamplerSpecs s;
+  s.chain_size = st.get_int("chain_size");
+  s.sample_size = st.get_int("sample_size");
+  if (s.sample_size == 0 || s.sample_size < -1)
+    throw InputError(fmt::format("{}: key \"sample_size\" is {}, but must be -1 or a positive integer",
+                                 st.origin("sample_size"), s.sample_size));
+  s.start_point = floats_or_empty(st, "start_point");
+  s.random_start_point = st.get_bool("random_start_point");
+  s.random_start_point_domain_lower = floats_or_empty(st, "random_start_point_domain_lower");
+  s.random_start_point_domain_upper = floats_or_empty(st, "random_start_point_domain_upper");
+  s.domain_lower = floats_or_empty(st, "domain_lower");
+  s.domain_upper = floats_or_empty(st, "domain_upper");
+  s.proposal_model = st.get_string("proposal_model");
+  s.proposal_cov = floats_or_empty(st, "proposal_cov");
+  s.proposal_cor = floats_or_empty(st, "proposal_cor");
+  s.proposal_std = floats_or_empty(st, "proposal_std");
+  s.adaptive_update_period = st.get_int("adaptive_update_period");
+  s.adaptive_update_count = st.get_int("adaptive_update_count");
+  s.greedy_adaptation_count = st.get_int("greedy_adaptation_count");
+  s.burnin_adaptation_measure = st.get_float("burnin_adaptation_measure");
+  s.delayed_rejection_count = st.get_int("delayed_rejection_count");
+  s.delayed_rejection_scale_factors = floats_or_empty(st, "delayed_rejection_scale_factors");
+  s.scale_factor = st.get_string("scale_factor");
+  s.target_acceptance_rate = floats_or_empty(st, "target_acceptance_rate");
+  if (st.has("random_seed")) {
+    s.random_seed = static_cast<std::uint64_t>(st.get_int("random_seed"));
+  } else {
+    std::random_device rd;
+    s.random_seed = (static_cast<std::uint64_t>(rd()) << 31) ^ rd();
+  }
+  s.output_prefix = st.get_string("output_prefix");
+  if (s.output_prefix.empty() || s.output_prefix.back() == '/')
+    throw InputError(fmt::format("{}: key \"output_prefix\" is \"{}\", but must name a file prefix, not a folder",
+                                 st.origin("output_prefix"), s.output_prefix));
+  s.chain_file_format = st.get_string("chain_file_format");
+  s.overwrite = st.get_bool("overwrite");
+  s.progress_report_period = st.get_int("progress_report_period");
+  s.sample_refinement_count = st.get_int("sample_refinement_count");
+  s.sample_refinement_method = "batch_means";
+  s.variable_names = st.has("variable_names") ? st.get_string_list("variable_names") : default_names;
+  if (s.variable_names.empty()) {
+    for (int i = 1; i <= ndim; ++i) s.variable_names.push_back(fmt::format("x{}", i));
+  }
+  if (s.variable_names.size() != d)
+    throw InputError(fmt::format("{}: key \"variable_names\" has {} names, but must have {} (ndim)",
+                                 st.origin("variable_names"), s.variable_names.size(), d));
+  s.description = st.get_string("description");
+  s.output_delimiter = st.get_string("output_delimiter");
+  if (s.output_delimiter.empty()) s.output_delimiter = " ";
+  s.output_real_precision = static_cast<int>(st.get_int("output_real_precision"));
+  s.output_column_width = static_cast<int>(st.get_int("output_column_width"));
+  s.silent_mode = st.get_bool("silent_mode");
+  s.parallelization_model = st.get_string("parallelization_model");
+  if (s.parallelization_model == "singleChain") s.parallelization_model = "single_chain";
+  if (s.parallelization_model == "multiChain") s.parallelization_model = "multi_chain";
+  s.max_num_domain_check_to_warn = st.get_int("max_num_domain_check_to_warn");
+  s.max_num_domain_check_to_stop = st.get_int("max_num_domain_check_to_stop");
+
+  check_length(st, "start_point", s.start_point, d, "ndim");
+  check_length(st, "domain_lower", s.domain_lower, d, "ndim");
+  check_length(st, "domain_upper", s.domain_upper, d, "ndim");
+  check_length(st, "random_start_point_domain_lower", s.random_start_point_domain_lower, d, "ndim");
+  check_length(st, "random_start_point_domain_upper", s.random_start_point_domain_upper, d, "ndim");
+  check_length(st, "proposal_cov", s.proposal_cov, d * d, "ndim x ndim");
+  check_length(st, "proposal_cor", s.proposal_cor, d * d, "ndim x ndim");
+  check_length(st, "proposal_std", s.proposal_std, d, "ndim");
+  if (!s.domain_lower.empty() && !s.domain_upper.empty()) {
+    for (std::size_t i = 0; i < d; ++i) {
+      if (!(s.domain_lower[i] < s.domain_upper[i]))
+        throw InputError(fmt::format("{}: domain_lower[{}] is {}, but must be below domain_upper[{}] = {}",
+                                     st.origin("domain_lower"), i + 1, s.domain_lower[i], i + 1, s.domain_upper[i]));
+    }
+  }
+  if (!s.start_point.empty()) {
+    for (std::size_t i = 0; i < d; ++i) {
+      const double lo = s.domain_lower.empty() ? -kInf : s.domain_lower[i];
+      const double hi = s.domain_upper.empty() ? kInf : s.domain_upper[i];
+      if (!(s.start_point[i] >= lo && s.start_point[i] <= hi))
+        throw InputError(fmt::format("{}: start_point[{}] is {}, but must be inside the domain [{}, {}]",
+                                     st.origin("start_point"), i + 1, s.start_point[i], lo, hi));
+    }
+  }
+  const auto dr = static_cast<std::size_t>(s.delayed_rejection_count);
+  if (!s.delayed_rejection_scale_factors.empty() && s.delayed_rejection_scale_factors.size() != 1 &&
+      s.delayed_rejection_scale_factors.size() != dr)
+    throw InputError(fmt::format(
+        "{}: key \"delayed_rejection_scale_factors\" has {} values, but must have 1 or delayed_rejection_count = {}",
+        st.origin("delayed_rejection_scale_factors"), s.delayed_rejection_scale_factors.size(), dr));
+  // Let the kernel parse the scale factor now, so that a bad expression names the key.
+  try {
+    DramSampler::parse_scale_factor(s.scale_factor, ndim);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: key \"scale_factor\" is \"{}\", but must be a positive number, \"gelman\" or "
+                                 "\"<number>*gelman\"", st.origin("scale_factor"), s.scale_factor));
+  }
+  return s;
+}
+
+DramOptions to_dram_options(const SamplerSpecs& s, int ndim, std::uint32_t chain_id) {
+  const auto d = static_cast<std::size_t>(ndim);
+  DramOptions o;
+  o.seed = s.random_seed;
+  o.chain_id = chain_id;
+  o.chain_size = s.chain_size;
+  o.proposal = s.proposal_model == "uniform" ? ProposalKind::kUniform : ProposalKind::kNormal;
+  o.domain_lower = s.domain_lower;
+  o.domain_upper = s.domain_upper;
+  if (!o.domain_lower.empty() && o.domain_upper.empty()) o.domain_upper.assign(d, kInf);
+  if (!o.domain_upper.empty() && o.domain_lower.empty()) o.domain_lower.assign(d, -kInf);
+
+  // Start point: given, random in a box, the domain's centre, or the origin.
+  if (s.random_start_point) {
+    std::vector<double> lo = s.random_start_point_domain_lower, hi = s.random_start_point_domain_upper;
+    if (lo.empty()) lo = s.domain_lower;
+    if (hi.empty()) hi = s.domain_upper;
+    HERD_REQUIRE(lo.size() == d && hi.size() == d,
+                 "sampler: random_start_point is true, but random_start_point_domain_lower/upper (or domain_lower/upper) "
+                 "are not given for all {} dimensions", d);
+    auto c = RngStream(s.random_seed, chain_id, RngPurpose::kStartPoint).at(0);
+    o.start_point.resize(d);
+    for (std::size_t i = 0; i < d; ++i) {
+      HERD_REQUIRE(std::isfinite(lo[i]) && std::isfinite(hi[i]) && lo[i] < hi[i],
+                   "sampler: the random start box [{}, {}] of dimension {} must be finite and non-empty", lo[i], hi[i], i + 1);
+      o.start_point[i] = lo[i] + (hi[i] - lo[i]) * c.uniform();
+    }
+  } else if (!s.start_point.empty()) {
+    o.start_point = s.start_point;
+  } else {
+    o.start_point.assign(d, 0.0);
+    for (std::size_t i = 0; i < d; ++i) {
+      const double lo = s.domain_lower.empty() ? -kInf : s.domain_lower[i];
+      const double hi = s.domain_upper.empty() ? kInf : s.domain_upper[i];
+      if (std::isfinite(lo) && std::isfinite(hi)) o.start_point[i] = 0.5 * (lo + hi);
+      else if (std::isfinite(lo) && lo > 0) o.start_point[i] = lo + 1.0;
+      else if (std::isfinite(hi) && hi < 0) o.start_point[i] = hi - 1.0;
+    }
+  }
+
+  if (!s.proposal_cov.empty()) {
+    o.proposal_start_cov = s.proposal_cov;
+  } else if (!s.proposal_cor.empty()) {
+    o.proposal_start_cov = s.proposal_cor;
+    for (std::size_t i = 0; i < d; ++i) {
+      for (std::size_t j = 0; j < d; ++j) {
+        const double si = s.proposal_std.empty() ? 1.0 : s.proposal_std[i];
+        const double sj = s.proposal_std.empty() ? 1.0 : s.proposal_std[j];
+        o.proposal_start_cov[i * d + j] *= si * sj;
+      }
+    }
+  } else {
+    o.proposal_start_std = s.proposal_std;
+  }
+  o.scale_factor = s.scale_factor;
+  o.adaptive_update_period = s.adaptive_update_period;
+  o.adaptive_update_count = s.adaptive_update_count;
+  o.greedy_adaptation_count = s.greedy_adaptation_count;
+  o.target_acceptance_rate = s.target_acceptance_rate;
+  if (o.target_acceptance_rate.size() == 1) o.target_acceptance_rate.push_back(o.target_acceptance_rate[0]);
+  o.delayed_rejection_count = static_cast<int>(s.delayed_rejection_count);
+  o.delayed_rejection_scale_factors = s.delayed_rejection_scale_factors;
+  o.burnin_adaptation_measure = s.burnin_adaptation_measure;
+  return o;
+}
+
+}  // namespace herd::mcmc

@@ -1,0 +1,244 @@
+// herd-sample end to end: outputs, reproducibility, namelist = TOML, input errors.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "herd/io/hdf5.hpp"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct Run {
+  int rc;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// A fresh working folder per test case.
+fs::path workdir(const std::string& name) {
+  const fs::path d = fs::path(HERD_TEST_WORK_DIR) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+Run run(const fs::path& dir, const std::string& args) {
+  const std::string cmd = "cd '" + dir.string() + "' && '" HERD_SAMPLE_EXE "' " + args + " > stdout.txt 2> stderr.txt";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "stdout.txt"), slurp(dir / "stderr.txt")};
+}
+
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+}
+
+const char* kToml = R"(description = "2-D correlated normal"
+chain_size = 3000
+random_seed = 7
+output_prefix = "out/run"
+proposal_std = [0.5, 0.5]
+delayed_rejection_count = 2
+delayed_rejection_scale_factors = [0.5, 0.3]
+variable_names = ["a", "b"]
+
+[target]
+builtin = "normal"
+ndim = 2
+rho = 0.6
+)";
+
+const char* kNamelist = R"(! The same run as a ParaMonte namelist (v1 names, and one v2 alias).
+&ParaDRAM
+    description = '2-D correlated normal'
+    chainSize = 3000
+    randomSeed = 7
+    outputFileName = "out/run"
+    proposalStartStdVec = 2*0.5d0
+    proposalDelayedRejectionCount = 2
+    delayedRejectionScaleFactorVec = 0.5, 0.3
+    variableNameList = 'a', 'b'
+/
+)";
+
+const std::string kTarget = " --set target.builtin=normal --set target.ndim=2 --set target.rho=0.6";
+
+}  // namespace
+
+TEST_CASE("herd-sample writes ParaDRAM text files and an ArviZ-style HDF5 file", "[apps][mcmc]") {
+  const auto dir = workdir("outputs");
+  write(dir / "run.toml", kToml);
+  const Run r = run(dir, "run.toml");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("ess_bulk") && Contains("out/run.h5"));
+  for (const char* f : {"run_chain.txt", "run_sample.txt", "run_progress.txt", "run_report.txt", "run.h5"})
+    CHECK(fs::exists(dir / "out" / f));
+  // Chain file: ParaDRAM's columns, 17 significant digits.
+  std::ifstream chain(dir / "out" / "run_chain.txt");
+  std::string header, first;
+  std::getline(chain, header);
+  std::getline(chain, first);
+  CHECK(header ==
+        "ProcessID,DelayedRejectionStage,MeanAcceptanceRate,AdaptationMeasure,BurninLocation,SampleWeight,SampleLogFunc,a,b");
+  CHECK(std::count(first.begin(), first.end(), ',') == 8);
+  CHECK_THAT(first, Contains("e+00") || Contains("e-0"));
+  std::size_t rows = 1, weight_sum = 0;
+  {
+    std::ifstream c2(dir / "out" / "run_chain.txt");
+    std::string line;
+    std::getline(c2, line);
+    rows = 0;
+    while (std::getline(c2, line)) {
+      ++rows;
+      std::vector<std::string> cells;
+      std::stringstream ss(line);
+      std::string cell;
+      while (std::getline(ss, cell, ',')) cells.push_back(cell);
+      REQUIRE(cells.size() == 9);
+      CHECK(cells[0] == "1");
+      weight_sum += std::stoul(cells[5]);
+    }
+  }
+  CHECK(rows == 3000);  // chain_size counts accepted (unique) states
+  std::ifstream sample(dir / "out" / "run_sample.txt");
+  std::getline(sample, header);
+  CHECK(header == "SampleLogFunc,a,b");
+
+  // HDF5: groups, shapes, dimension scales, attributes.
+  auto f = herd::io::H5File::open((dir / "out" / "run.h5").string());
+  for (const char* g : {"posterior", "sample_stats", "chain_compact", "sample", "diagnostics", "input"})
+    CHECK(f.root().is_group(g));
+  auto a = f.open_dataset("posterior/a");
+  REQUIRE(a.shape().size() == 2);
+  CHECK(a.shape()[0] == 1);
+  CHECK(a.dimension_names() == std::vector<std::string>{"chain", "draw"});
+  const auto w = f.open_dataset("chain_compact/weight").read<std::int64_t>();
+  CHECK(w.size() == 3000);
+  std::int64_t total = 0;
+  for (auto x : w) total += x;
+  CHECK(static_cast<std::size_t>(total) == weight_sum);
+  const auto burnin = f.open_group("chain_compact").attribute<std::int64_t>("burnin");
+  std::int64_t post = 0;
+  for (std::size_t i = static_cast<std::size_t>(burnin); i < w.size(); ++i) post += w[i];
+  CHECK(a.shape()[1] == static_cast<hsize_t>(post));
+  CHECK(f.open_dataset("sample_stats/lp").shape() == a.shape());
+  CHECK(f.open_group("input").attribute_string("chain_size") == "3000");
+  CHECK(f.open_group("input").attribute_string("target.builtin") == "\"normal\"");
+  const auto names = f.open_dataset("diagnostics/variable").read_strings();
+  CHECK(names == std::vector<std::string>{"a", "b"});
+  const auto ess = f.open_dataset("diagnostics/ess_bulk").read<double>();
+  CHECK(ess[0] > 100);
+}
+
+TEST_CASE("herd-sample: same seed, same input => byte-identical chain, sample and datasets; "
+          "namelist = TOML", "[apps][mcmc]") {
+  const auto d1 = workdir("repro1"), d2 = workdir("repro2"), d3 = workdir("repro3");
+  write(d1 / "run.toml", kToml);
+  write(d2 / "run.toml", kToml);
+  write(d3 / "run.nml", kNamelist);
+  REQUIRE(run(d1, "run.toml --quiet").rc == 0);
+  REQUIRE(run(d2, "run.toml --quiet").rc == 0);
+  const Run r3 = run(d3, "run.nml --quiet" + kTarget);
+  INFO(r3.err);
+  REQUIRE(r3.rc == 0);
+  for (const char* f : {"run_chain.txt", "run_sample.txt"}) {
+    INFO(f);
+    const std::string a = slurp(d1 / "out" / f);
+    CHECK(a.size() > 1000);
+    CHECK(a == slurp(d2 / "out" / f));
+    CHECK(a == slurp(d3 / "out" / f));
+  }
+  auto f1 = herd::io::H5File::open((d1 / "out" / "run.h5").string());
+  auto f3 = herd::io::H5File::open((d3 / "out" / "run.h5").string());
+  for (const char* ds : {"posterior/a", "posterior/b", "sample_stats/lp", "chain_compact/state", "sample/a",
+                         "diagnostics/ess_bulk"}) {
+    INFO(ds);
+    CHECK(f1.open_dataset(ds).read<double>() == f3.open_dataset(ds).read<double>());
+  }
+  // Different seed: different chain.
+  const auto d4 = workdir("repro4");
+  write(d4 / "run.toml", kToml);
+  REQUIRE(run(d4, "run.toml --quiet --seed 8").rc == 0);
+  CHECK(slurp(d1 / "out" / "run_chain.txt") != slurp(d4 / "out" / "run_chain.txt"));
+}
+
+TEST_CASE("herd-sample: input errors exit 2 with one clear line and write nothing", "[apps][mcmc]") {
+  struct Case {
+    std::string file_text, args, expect;
+  };
+  const std::vector<Case> cases = {
+      {"chain_sise = 10\n[target]\nbuiltin = \"normal\"\nndim = 2\n", "", "did you mean \"chain_size\""},
+      {"chain_size = \"many\"\n", "", "chain_size"},
+      {"chain_size = 0\n", "", "chain_size"},
+      {"[target]\nmodel = \"nope\"\n", "", "target.model"},
+      {"start_point = [1.0]\n[target]\nbuiltin = \"normal\"\nndim = 2\n", "", "start_point"},
+      {"proposal_model = \"cauchy\"\n", "", "proposal_model"},
+      {"chain_size = 10\n", "--set delayed_rejection_count=-1", "delayed_rejection_count"},
+      {"scale_factor = \"huge\"\n", "", "scale_factor"},
+      {"&ParaDRAM chainSize = 10, nosuchKey = 3 /\n", "", "nosuchkey"},
+      {"chain_size = [\n", "", "run.in"},
+  };
+  int k = 0;
+  for (const auto& c : cases) {
+    const auto dir = workdir("err" + std::to_string(k++));
+    write(dir / "run.in", c.file_text);
+    const Run r = run(dir, "run.in --output out/x " + c.args);
+    INFO(c.file_text << c.args << "\nstderr: " << r.err);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Contains(c.expect) && Contains("herd-sample: error:"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir / "out"));
+  }
+  // A missing input file.
+  const auto dir = workdir("err_missing");
+  const Run r = run(dir, "nofile.toml");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("nofile.toml"));
+}
+
+TEST_CASE("herd-sample never overwrites outputs unless overwrite = true", "[apps][mcmc]") {
+  const auto dir = workdir("overwrite");
+  write(dir / "run.toml", std::string(kToml));
+  REQUIRE(run(dir, "run.toml --quiet --set chain_size=200").rc == 0);
+  const std::string before = slurp(dir / "out" / "run_chain.txt");
+  const Run again = run(dir, "run.toml --quiet --set chain_size=300");
+  CHECK(again.rc == 2);
+  CHECK_THAT(again.err, Contains("exists") && Contains("overwrite"));
+  CHECK(slurp(dir / "out" / "run_chain.txt") == before);
+  REQUIRE(run(dir, "run.toml --quiet --set chain_size=300 --set overwrite=true").rc == 0);
+  CHECK(slurp(dir / "out" / "run_chain.txt") != before);
+}
+
+TEST_CASE("herd-sample's posterior group opens in xarray (h5netcdf)", "[apps][mcmc]") {
+  const auto dir = workdir("xarray");
+  write(dir / "run.toml", kToml);
+  REQUIRE(run(dir, "run.toml --quiet --set chain_size=500").rc == 0);
+  write(dir / "check.py", R"(import sys, xarray as xr
+ds = xr.open_dataset(sys.argv[1], group="posterior", engine="h5netcdf")
+assert ds["a"].dims == ("chain", "draw"), ds["a"].dims
+assert ds.sizes["chain"] == 1 and ds.sizes["draw"] > 100
+st = xr.open_dataset(sys.argv[1], group="sample_stats", engine="h5netcdf")
+assert st["lp"].shape == ds["a"].shape
+s = xr.open_dataset(sys.argv[1], group="sample", engine="h5netcdf")
+assert s["a"].dims == ("sample",)
+print("ok")
+)");
+  const std::string cmd = "/usr/bin/python3 '" + (dir / "check.py").string() + "' '" + (dir / "out" / "run.h5").string() +
+                          "' > '" + (dir / "py.txt").string() + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  INFO(slurp(dir / "py.txt"));
+  CHECK(rc == 0);
+}
