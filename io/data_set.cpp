@@ -31,7 +31,8 @@ double DataSet::scalar(std::string_view name) const {
 std::int64_t DataSet::integer(std::string_view name) const {
   const DataArray& a = at(name);
   const double x = scalar(name);
-  if (!a.integer) throw InputError(fmt::format("{}: \"{}\" is {}, but an integer was expected", source_, name, x));
+  if (!a.integer || !(x >= -9.2e18 && x <= 9.2e18))
+    throw InputError(fmt::format("{}: \"{}\" is {}, but a 64-bit integer was expected", source_, name, x));
   return static_cast<std::int64_t>(x);
 }
 

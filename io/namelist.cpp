@@ -363,7 +363,7 @@ class Parser {
         bool ok = !rs.empty() && rs.size() <= 7;
         for (char d : rs) {
           ok = ok && std::isdigit(static_cast<unsigned char>(d));
-          r = r * 10 + (d - '0');
+          if (ok) r = r * 10 + (d - '0');
         }
         if (!ok || r < 1 || r > kMaxIndex)
           fail(at, fmt::format("bad repeat count in \"{}\": expected r*value with 1 <= r <= {}", printable(word),

@@ -38,6 +38,8 @@ TEST_CASE("data: JSON numbers and rectangular arrays", "[io]") {
   CHECK_THROWS_WITH(d.scalar("y"), Catch::Contains("3 elements, but a scalar"));
   CHECK_THROWS_WITH(d.integer("y"), Catch::Contains("scalar"));
   CHECK_THROWS_WITH(d.vector("X"), Catch::Contains("rank 2"));
+  const DataSet huge = parse_json_data(R"({"u": 18446744073709551615})", "data.json");
+  CHECK_THROWS_WITH(huge.integer("u"), Catch::Contains("but a 64-bit integer was expected"));
 }
 
 TEST_CASE("data: JSON mistakes are one-line errors", "[io]") {

@@ -158,6 +158,7 @@ TEST_CASE("namelist: errors name the file, the line and the problem", "[io]") {
         "in.nml:1: bad repeat count in \"0*1\": expected r*value with 1 <= r <= 1000000");
   CHECK(error_of("&ParaDRAM x = 4 * 1 /") ==
         "in.nml:1: bad repeat count in \"*\": expected r*value with 1 <= r <= 1000000");
+  CHECK(error_of("&ParaDRAM x = 99999999999999999999999*1 /").find("bad repeat count") != std::string::npos);
   CHECK(error_of("&ParaDRAM x = 99999999*1 /").find("bad repeat count") != std::string::npos);
   CHECK(error_of("&ParaDRAM x = (1.0, 2.0) /") == "in.nml:1: complex values like (1.0, 2.0) are not supported");
   CHECK(error_of("&ParaDRAM x = 99999999999999999999 /") == "in.nml:1: integer 99999999999999999999 is out of range");
