@@ -108,6 +108,12 @@ DataSet parse_json_data(std::string_view text, const std::string& source) {
     if (colon != std::string::npos) what = what.substr(colon + 2);
     throw InputError(fmt::format("{}:{}: JSON syntax error: {}", source, line_of(text, e.byte == 0 ? 0 : e.byte - 1),
                                  what));
+  } catch (const json::exception& e) {
+    // For example out_of_range.406, a number that overflows a double.
+    std::string what = e.what();
+    const auto bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    throw InputError(fmt::format("{}: JSON error: {}", source, what));
   }
   if (!doc.is_object())
     throw InputError(fmt::format("{}: JSON model data must be an object of named arrays, not {}", source,

@@ -53,6 +53,7 @@ TEST_CASE("data: JSON mistakes are one-line errors", "[io]") {
   CHECK(error_of("[1, 2]") == "data.json: JSON model data must be an object of named arrays, not an array");
   CHECK(error_of("{\"y\": [1, 2,\n]}").rfind("data.json:2: JSON syntax error:", 0) == 0);
   CHECK(error_of("").rfind("data.json:1: JSON syntax error:", 0) == 0);
+  CHECK(error_of("{\"big\": 1e305808}") == "data.json: JSON error: number overflow parsing '1e305808'");
 }
 
 TEST_CASE("data: HDF5 datasets as data", "[io]") {
