@@ -139,8 +139,9 @@ CheckpointReader::CheckpointReader(std::span<const std::byte> bytes, std::string
 
 void CheckpointReader::parse(std::span<const std::byte> b) {
   const std::size_t n = b.size();
+  if (n == 0) throw IoError(fmt::format("{}: empty file, not a herd checkpoint", source_));
   if (n < sizeof kMagic || std::memcmp(b.data(), kMagic, sizeof kMagic) != 0) {
-    if (n < sizeof kMagic && std::memcmp(b.data(), kMagic, n) == 0)
+    if (n > 0 && n < sizeof kMagic && std::memcmp(b.data(), kMagic, n) == 0)
       throw IoError(fmt::format("{}: truncated checkpoint ({} bytes, the header alone needs {})", source_, n,
                                 kHeaderSize));
     throw IoError(fmt::format("{}: not a herd checkpoint (no HERDCKPT magic; {} bytes)", source_, n));

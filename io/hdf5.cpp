@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <fmt/ranges.h>
 #include <hdf5_hl.h>
 
 #include "herd/core/error.hpp"
@@ -571,6 +572,19 @@ void H5Group::attach_dimensions(H5Dataset& ds, const std::vector<std::string>& d
     H5Dataset scale = open_dataset(dims[d]);
     ds.attach_scale(scale, d);
   }
+}
+
+std::vector<hsize_t> H5Group::dimension_shape(std::string_view name, std::size_t size,
+                                              const std::vector<std::string>& dims) const {
+  std::vector<hsize_t> shape;
+  for (const auto& d : dims) {
+    const auto s = open_dataset(d).shape();
+    HERD_REQUIRE(s.size() == 1, "hdf5: dimension {} of {} is not 1-D", d, child_path(name));
+    shape.push_back(s[0]);
+  }
+  HERD_REQUIRE(product(shape) == size, "hdf5: {} has {} elements, but its dimensions ({}) hold {}", child_path(name),
+               size, fmt::join(dims, ", "), product(shape));
+  return shape;
 }
 
 // --- H5File -----------------------------------------------------------------------------

@@ -143,8 +143,10 @@ TEST_CASE("checkpoint: a writer killed mid-write leaves the previous checkpoint"
   std::mt19937 rng(20261129);  // fixed seed: kill times are reproducible
   std::uniform_int_distribution<int> delay_us(0, 40000);
   std::uint64_t max_seen = 0;
-  const int kKills = 12;
-  for (int k = 0; k < kKills; ++k) {
+  int mid_write = 0;  // kills that left a temporary file: the writer was inside commit()
+  // At least 12 kills, and more (with longer waits) until a few generations got through,
+  // so that a slow, busy machine still exercises kills after successful commits.
+  for (int k = 0; (k < 12 || max_seen < 3) && k < 60; ++k) {
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) {
@@ -152,7 +154,7 @@ TEST_CASE("checkpoint: a writer killed mid-write leaves the previous checkpoint"
       std::uint64_t g = CheckpointReader(path).value<std::uint64_t>("generation");
       for (;;) make(++g).commit(path);
     }
-    ::usleep(static_cast<useconds_t>(5000 + delay_us(rng)));
+    ::usleep(static_cast<useconds_t>(5000 + 4000 * k + delay_us(rng)));
     ::kill(child, SIGKILL);
     int status = 0;
     ::waitpid(child, &status, 0);
@@ -170,8 +172,11 @@ TEST_CASE("checkpoint: a writer killed mid-write leaves the previous checkpoint"
     max_seen = g;
     // Leftover temporary files of the killed writer are harmless; remove them.
     for (const auto& e : std::filesystem::directory_iterator(tmp.path()))
-      if (e.path().filename().string().find(".tmp.") != std::string::npos) std::filesystem::remove(e.path());
+      if (e.path().filename().string().find(".tmp.") != std::string::npos) {
+        std::filesystem::remove(e.path());
+        ++mid_write;
+      }
   }
-  INFO("generations written across kills: " << max_seen);
+  INFO("generations written across kills: " << max_seen << ", kills inside a write: " << mid_write);
   CHECK(max_seen > 0);
 }

@@ -197,6 +197,11 @@ TEST_CASE("hdf5: dimension scales are attached and named", "[io]") {
     post.create_dimension("theta_dim_0", 4);
     H5Dataset x = post.write("theta", std::vector<double>(24, 1.0), {2, 3, 4});
     post.attach_dimensions(x, {"chain", "draw", "theta_dim_0"});
+    post.write_variable("v", std::vector<std::int32_t>(6, 7), {"chain", "draw"});
+    CHECK_THROWS_WITH(post.write_variable("v2", std::vector<double>(5, 1.0), {"chain", "draw"}),
+                      Catch::Contains("/posterior/v2 has 5 elements, but its dimensions (chain, draw) hold 6"));
+    CHECK_THROWS_WITH(post.write_variable("v3", std::vector<double>(6, 1.0), {"chain", "drw"}),
+                      Catch::Contains("/posterior/drw: no such dataset"));
     H5Dataset bad = post.write("bad", std::vector<double>(6, 1.0), {3, 2});
     CHECK_THROWS_AS(post.attach_dimensions(bad, {"chain"}), herd::InputError);
     CHECK_THROWS_AS(post.attach_dimensions(bad, {"chain", "draw"}), herd::InputError);  // lengths 2, 3 vs 3, 2
@@ -210,6 +215,8 @@ TEST_CASE("hdf5: dimension scales are attached and named", "[io]") {
   CHECK(names[0] == "chain");
   CHECK(names[1] == "draw");
   CHECK(names[2].rfind("This is a netCDF dimension but not a netCDF variable.", 0) == 0);
+  CHECK(f.open_dataset("posterior/v").dimension_names() == std::vector<std::string>{"chain", "draw"});
+  CHECK(f.open_dataset("posterior/v").read<std::int32_t>() == std::vector<std::int32_t>(6, 7));
 }
 
 TEST_CASE("hdf5: atomic files appear only on commit", "[io]") {

@@ -34,8 +34,7 @@ int main(int argc, char** argv) {
         for (hsize_t j = 0; j < d; ++j)
           theta[(c * draws + i) * d + j] = 100.0 * static_cast<double>(c) + static_cast<double>(i) + 0.1 * static_cast<double>(j);
       }
-    H5Dataset xs = post.write("x", x, {chains, draws});
-    post.attach_dimensions(xs, {"chain", "draw"});
+    post.write_variable("x", x, {"chain", "draw"});
     post.create_coordinate("theta_dim_0", std::vector<std::int64_t>{0, 1, 2});
     H5Dataset ts = post.write("theta", theta, {chains, draws, d});
     post.attach_dimensions(ts, {"chain", "draw", "theta_dim_0"});

@@ -5,6 +5,8 @@
 #include <herd/core/communicator.hpp>
 #include <herd/core/rng.hpp>
 #include <herd/core/thread_pool.hpp>
+#include <herd/io/checkpoint.hpp>
+#include <herd/io/hdf5.hpp>
 
 int main() {
   const std::uint32_t ctr[4] = {0, 0, 0, 0}, key[2] = {0, 0};
@@ -19,6 +21,9 @@ int main() {
   herd::SelfCommunicator comm;
   double x = 2.5;
   comm.allreduce(std::span<double>(&x, 1), herd::ReduceOp::kSum);
-  std::printf("philox %08x sum %ld x %.1f\n", b.v[0], sum, x);
-  return (b.v[0] == 0x6627e8d5u && sum == 4950 && x == 2.5) ? 0 : 1;
+  const char digits[] = "123456789";
+  const std::uint32_t crc = herd::io::crc32(std::as_bytes(std::span<const char>(digits, 9)));
+  const bool h5 = !herd::io::H5File::is_hdf5("/nonexistent.h5");
+  std::printf("philox %08x sum %ld x %.1f crc32 %08x\n", b.v[0], sum, x, crc);
+  return (b.v[0] == 0x6627e8d5u && sum == 4950 && x == 2.5 && crc == 0xCBF43926u && h5) ? 0 : 1;
 }

@@ -374,6 +374,27 @@ class H5Group : public H5Object {
   /// of `ds`, in order; `dims.size()` must equal the rank of `ds`.
   /// @throws InputError on a rank or length mismatch, IoError when a scale is missing.
   void attach_dimensions(H5Dataset& ds, const std::vector<std::string>& dims);
+  /// Writes a netCDF-4 / ArviZ variable: a dataset whose shape is the lengths of the
+  /// dimension scales `dims` of this group (e.g. `{"chain", "draw", "x_dim_0"}`), with the
+  /// scales attached, so xarray sees `name(chain, draw, x_dim_0)`. `data` is row-major.
+  /// @throws InputError when `data.size()` differs from the product of the lengths,
+  /// IoError when a scale is missing.
+  template <class T>
+    requires detail::is_h5_numeric_v<T>
+  H5Dataset write_variable(std::string_view name, std::span<const T> data, const std::vector<std::string>& dims,
+                           const DatasetOptions& options = {}) {
+    H5Dataset ds = create_dataset<T>(name, dimension_shape(name, data.size(), dims), options);
+    ds.write(data);
+    attach_dimensions(ds, dims);
+    return ds;
+  }
+  /// As above, from a vector.
+  template <class T>
+    requires detail::is_h5_numeric_v<T>
+  H5Dataset write_variable(std::string_view name, const std::vector<T>& data, const std::vector<std::string>& dims,
+                           const DatasetOptions& options = {}) {
+    return write_variable(name, std::span<const T>(data), dims, options);
+  }
 
  private:
   friend class H5File;
@@ -381,6 +402,8 @@ class H5Group : public H5Object {
   H5Dataset create_dataset_raw(std::string_view name, hid_t mem_type,
                                const std::vector<hsize_t>& shape, const DatasetOptions& options);
   std::string child_path(std::string_view name) const;
+  std::vector<hsize_t> dimension_shape(std::string_view name, std::size_t size,
+                                       const std::vector<std::string>& dims) const;
 };
 
 /// An HDF5 file. Move-only; closing happens in the destructor (errors ignored) or in

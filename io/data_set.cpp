@@ -1,0 +1,156 @@
+#include "herd/io/data_set.hpp"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "herd/core/error.hpp"
+#include "herd/io/atomic_file.hpp"
+#include "herd/io/hdf5.hpp"
+
+namespace herd::io {
+
+const DataArray& DataSet::at(std::string_view name) const {
+  auto it = arrays_.find(name);
+  if (it == arrays_.end()) {
+    std::string have;
+    for (const auto& [n, a] : arrays_) have += (have.empty() ? "" : ", ") + n;
+    throw InputError(fmt::format("{}: no data named \"{}\" (have: {})", source_, name, have.empty() ? "none" : have));
+  }
+  return it->second;
+}
+
+double DataSet::scalar(std::string_view name) const {
+  const DataArray& a = at(name);
+  if (a.values.size() != 1)
+    throw InputError(fmt::format("{}: \"{}\" has {} elements, but a scalar was expected", source_, name,
+                                 a.values.size()));
+  return a.values[0];
+}
+
+std::int64_t DataSet::integer(std::string_view name) const {
+  const DataArray& a = at(name);
+  const double x = scalar(name);
+  if (!a.integer || !(x >= -9.2e18 && x <= 9.2e18))
+    throw InputError(fmt::format("{}: \"{}\" is {}, but a 64-bit integer was expected", source_, name, x));
+  return static_cast<std::int64_t>(x);
+}
+
+std::vector<double> DataSet::vector(std::string_view name) const {
+  const DataArray& a = at(name);
+  if (a.shape.size() > 1)
+    throw InputError(fmt::format("{}: \"{}\" has rank {}, but a vector was expected", source_, name, a.shape.size()));
+  return a.values;
+}
+
+std::vector<std::string> DataSet::names() const {
+  std::vector<std::string> out;
+  for (const auto& [n, a] : arrays_) out.push_back(n);
+  return out;
+}
+
+namespace {
+
+using nlohmann::json;
+
+const char* json_kind(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    default: return "a number";
+  }
+}
+
+int line_of(std::string_view text, std::size_t byte) {
+  int line = 1;
+  for (std::size_t i = 0; i < byte && i < text.size(); ++i) line += text[i] == '\n';
+  return line;
+}
+
+/// Finds the shape from the first elements, then flattens, checking every sub-array.
+void flatten(const json& j, std::size_t depth, std::vector<std::size_t>& shape, DataArray& out,
+             const std::string& where, const std::string& path) {
+  if (j.is_array()) {
+    if (depth == shape.size()) {
+      if (depth >= 32) throw InputError(fmt::format("{}: \"{}\" is nested deeper than 32 levels", where, path));
+      // First visit at this depth defines the extent.
+      shape.push_back(j.size());
+    } else if (depth > shape.size() || shape[depth] != j.size()) {
+      throw InputError(fmt::format("{}: \"{}\" is ragged: {} elements where {} were expected", where, path, j.size(),
+                                   depth < shape.size() ? shape[depth] : 0));
+    }
+    for (std::size_t i = 0; i < j.size(); ++i)
+      flatten(j[i], depth + 1, shape, out, where, fmt::format("{}[{}]", path, i));
+    return;
+  }
+  if (!j.is_number())
+    throw InputError(fmt::format("{}: \"{}\" is {}, but model data must be numbers or rectangular arrays of numbers",
+                                 where, path, json_kind(j)));
+  if (depth != shape.size())
+    throw InputError(fmt::format("{}: \"{}\" is a number where an array was expected (ragged nesting)", where, path));
+  if (j.is_number_float()) out.integer = false;
+  out.values.push_back(j.get<double>());
+}
+
+}  // namespace
+
+DataSet parse_json_data(std::string_view text, const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> keep the tail.
+    const auto colon = what.find(": ");
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    throw InputError(fmt::format("{}:{}: JSON syntax error: {}", source, line_of(text, e.byte == 0 ? 0 : e.byte - 1),
+                                 what));
+  } catch (const json::exception& e) {
+    // For example out_of_range.406, a number that overflows a double.
+    std::string what = e.what();
+    const auto bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    throw InputError(fmt::format("{}: JSON error: {}", source, what));
+  }
+  if (!doc.is_object())
+    throw InputError(fmt::format("{}: JSON model data must be an object of named arrays, not {}", source,
+                                 json_kind(doc)));
+  DataSet out(source);
+  for (const auto& [name, value] : doc.items()) {
+    DataArray a;
+    std::vector<std::size_t> shape;
+    flatten(value, 0, shape, a, source, name);
+    // An empty innermost array leaves deeper extents unknown; they are zero-sized.
+    a.shape = std::move(shape);
+    out.set(name, std::move(a));
+  }
+  return out;
+}
+
+DataSet read_json_data(const std::string& path) {
+  const auto bytes = read_file_bytes(path);
+  return parse_json_data(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
+}
+
+DataSet read_h5_data(const std::string& path, const std::string& group) {
+  H5File f = H5File::open(path);
+  H5Group g = group == "/" || group.empty() ? f.root() : f.open_group(group);
+  DataSet out(group == "/" || group.empty() ? path : path + ":" + group);
+  for (const auto& name : g.members()) {
+    if (!g.is_dataset(name)) continue;
+    H5Dataset ds = g.open_dataset(name);
+    const H5Kind k = ds.kind();
+    if (k != H5Kind::kInteger && k != H5Kind::kFloat) continue;
+    DataArray a;
+    a.integer = k == H5Kind::kInteger;
+    for (auto d : ds.shape()) a.shape.push_back(static_cast<std::size_t>(d));
+    a.values = ds.read<double>();
+    out.set(name, std::move(a));
+  }
+  return out;
+}
+
+}  // namespace herd::io

@@ -1,0 +1,152 @@
+#pragma once
+/// @file schema.hpp
+/// `herd::io::Schema`: an application declares its input keys once (type, default, allowed
+/// range or choices, one-line doc, aliases) and gets validation of TOML and namelist input,
+/// `--set key=value` overrides, resolved values with their origin for reports, and one-line
+/// error messages that name the file, the line, the key, the value and what was expected:
+/// ```
+///   run.toml:7: unknown key "chain_sise"; did you mean "chain_size"?
+///   run.toml:3: key "chain_size" is "abc" (a string), but must be an integer >= 1
+///   --set scale=-1: key "scale" is -1 (text), but must be a float > 0
+/// ```
+/// Keys are dotted paths ("proposal.scale" = table `[proposal]`, key `scale`). With a
+/// case-insensitive `Config` (a Fortran namelist) names and aliases match in any case, so
+/// a key `chain_size` with alias `chainSize` accepts ParaMonte's `chainSize = 1000`.
+///
+/// Conversions: integers are accepted where floats are expected, and floats with an exact
+/// integer value where integers are expected; a single value where a list is expected is a
+/// list of one. Null list elements (holes a namelist leaves) take the default's element.
+///
+/// Thread-safety: a built schema is immutable in use; `apply` and `check` are const and may
+/// run concurrently.
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "herd/io/config.hpp"
+
+namespace herd::io {
+
+/// The type a key's value must have.
+enum class ValueType { kBool, kInt, kFloat, kString, kBoolList, kIntList, kFloatList, kStringList };
+
+/// One declared key. Configure it with the fluent setters after `Schema::add_*`.
+class SchemaKey {
+ public:
+  /// Allowed closed interval [lo, hi] (for numbers and numeric list elements).
+  SchemaKey& range(double lo, double hi);
+  /// Lower bound: value >= lo, or > lo when `exclusive`.
+  SchemaKey& min(double lo, bool exclusive = false);
+  /// Upper bound: value <= hi, or < hi when `exclusive`.
+  SchemaKey& max(double hi, bool exclusive = false);
+  /// Allowed strings (matched exactly; for string lists, per element).
+  SchemaKey& choices(std::vector<std::string> allowed);
+  /// Another accepted name (e.g. ParaMonte's "chainSize" for "chain_size").
+  SchemaKey& alias(std::string name);
+  /// The key must be given (no default).
+  SchemaKey& required();
+  /// List length limits (inclusive).
+  SchemaKey& length(std::size_t min_len, std::size_t max_len);
+
+  const std::string& name() const noexcept { return name_; }
+  const std::string& doc() const noexcept { return doc_; }
+  ValueType type() const noexcept { return type_; }
+  const std::vector<std::string>& aliases() const noexcept { return aliases_; }
+  /// The default value (null when there is none).
+  const ConfigValue& default_value() const noexcept { return default_; }
+  /// The expected form for messages: "an integer >= 1", "one of \"dram\", \"am\"",
+  /// "a list of 2 to 3 floats in [0, 1]".
+  std::string expected() const;
+
+ private:
+  friend class Schema;
+  std::string name_, doc_;
+  ValueType type_ = ValueType::kString;
+  ConfigValue default_;
+  bool required_ = false;
+  std::optional<double> lo_, hi_;
+  bool lo_open_ = false, hi_open_ = false;
+  std::vector<std::string> choices_;
+  std::vector<std::string> aliases_;
+  std::size_t min_len_ = 0, max_len_ = std::numeric_limits<std::size_t>::max();
+};
+
+/// Resolved settings: every key of the schema with its typed value and origin.
+class Settings {
+ public:
+  /// True when `key` has a value (given, or defaulted).
+  bool has(std::string_view key) const;
+  /// True when `key` took its default.
+  bool is_default(std::string_view key) const;
+  /// Typed getters. @throws InputError when the key is unknown, unset or of another type.
+  bool get_bool(std::string_view key) const;
+  std::int64_t get_int(std::string_view key) const;
+  double get_float(std::string_view key) const;
+  const std::string& get_string(std::string_view key) const;
+  std::vector<bool> get_bool_list(std::string_view key) const;
+  std::vector<std::int64_t> get_int_list(std::string_view key) const;
+  std::vector<double> get_float_list(std::string_view key) const;
+  std::vector<std::string> get_string_list(std::string_view key) const;
+  /// The resolved value node (its `where` is the origin). @throws InputError when unknown.
+  const ConfigValue& value(std::string_view key) const;
+  /// Where the value came from: "run.toml:7", "--set chain_size=10", or "default".
+  std::string origin(std::string_view key) const;
+  /// A report of every key, one per line in declaration order, in TOML syntax with the
+  /// origin and doc as a comment: `chain_size = 1000  # run.toml:3; accepted states`.
+  std::string describe() const;
+
+ private:
+  friend class Schema;
+  struct Entry {
+    std::string name, doc;
+    ConfigValue value;
+    bool is_default = false;
+  };
+  const Entry& entry(std::string_view key) const;
+  std::vector<Entry> entries_;
+};
+
+/// A set of declared keys.
+class Schema {
+ public:
+  /// `name` prefixes messages that have no file ("sampler").
+  explicit Schema(std::string name = "input");
+
+  /// Declare keys. `def` empty: no default (the key is optional and unset, or `required()`).
+  /// @throws InputError when a key or alias is declared twice or a default violates nothing
+  /// yet (defaults are checked in `apply`).
+  SchemaKey& add_bool(std::string name, std::optional<bool> def, std::string doc);
+  SchemaKey& add_int(std::string name, std::optional<std::int64_t> def, std::string doc);
+  SchemaKey& add_float(std::string name, std::optional<double> def, std::string doc);
+  SchemaKey& add_string(std::string name, std::optional<std::string> def, std::string doc);
+  SchemaKey& add_bool_list(std::string name, std::optional<std::vector<bool>> def, std::string doc);
+  SchemaKey& add_int_list(std::string name, std::optional<std::vector<std::int64_t>> def, std::string doc);
+  SchemaKey& add_float_list(std::string name, std::optional<std::vector<double>> def, std::string doc);
+  SchemaKey& add_string_list(std::string name, std::optional<std::vector<std::string>> def, std::string doc);
+
+  /// Every problem of `config` (plus `overrides`, each "key=value"), one line each, in
+  /// file order; empty when it is valid.
+  std::vector<std::string> check(const Config& config, const std::vector<std::string>& overrides = {}) const;
+  /// Validates `config` with `overrides` applied and resolves every key.
+  /// @throws InputError with the first problem (and a count of the others).
+  Settings apply(const Config& config, const std::vector<std::string>& overrides = {}) const;
+  /// Help text: one line per key with type, default, allowed values and doc.
+  std::string help() const;
+  /// The declared keys, in declaration order.
+  const std::vector<SchemaKey>& keys() const noexcept { return keys_; }
+
+ private:
+  SchemaKey& add(std::string name, ValueType type, ConfigValue def, std::string doc);
+  Settings resolve(const Config& config, const std::vector<std::string>& overrides,
+                   std::vector<std::string>& errors) const;
+
+  std::string name_;
+  std::vector<SchemaKey> keys_;
+};
+
+}  // namespace herd::io

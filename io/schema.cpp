@@ -1,0 +1,579 @@
+#include "herd/io/schema.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "herd/core/error.hpp"
+
+namespace herd::io {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+bool is_list(ValueType t) {
+  return t == ValueType::kBoolList || t == ValueType::kIntList || t == ValueType::kFloatList ||
+         t == ValueType::kStringList;
+}
+
+ValueType element_type(ValueType t) {
+  switch (t) {
+    case ValueType::kBoolList: return ValueType::kBool;
+    case ValueType::kIntList: return ValueType::kInt;
+    case ValueType::kFloatList: return ValueType::kFloat;
+    case ValueType::kStringList: return ValueType::kString;
+    default: return t;
+  }
+}
+
+std::string num(double x) { return fmt::format("{}", x); }
+
+std::string quoted_list(const std::vector<std::string>& v) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", \"" : "\"") + v[i] + "\"";
+  return out;
+}
+
+/// The nearest of `names` to `s` by edit distance (ties: the first declared).
+std::string nearest(std::string_view s, const std::vector<std::string>& names, bool fold, std::size_t* dist = nullptr) {
+  std::string best;
+  std::size_t best_d = std::numeric_limits<std::size_t>::max();
+  const std::string a = fold ? lower(s) : std::string(s);
+  for (const auto& n : names) {
+    const std::size_t d = edit_distance(a, fold ? lower(n) : n);
+    if (d < best_d) best_d = d, best = n;
+  }
+  if (dist != nullptr) *dist = best_d;
+  return best;
+}
+
+}  // namespace
+
+// --- SchemaKey --------------------------------------------------------------------------
+
+SchemaKey& SchemaKey::range(double lo, double hi) {
+  lo_ = lo;
+  hi_ = hi;
+  lo_open_ = hi_open_ = false;
+  return *this;
+}
+SchemaKey& SchemaKey::min(double lo, bool exclusive) {
+  lo_ = lo;
+  lo_open_ = exclusive;
+  return *this;
+}
+SchemaKey& SchemaKey::max(double hi, bool exclusive) {
+  hi_ = hi;
+  hi_open_ = exclusive;
+  return *this;
+}
+SchemaKey& SchemaKey::choices(std::vector<std::string> allowed) {
+  choices_ = std::move(allowed);
+  return *this;
+}
+SchemaKey& SchemaKey::alias(std::string name) {
+  aliases_.push_back(std::move(name));
+  return *this;
+}
+SchemaKey& SchemaKey::required() {
+  required_ = true;
+  return *this;
+}
+SchemaKey& SchemaKey::length(std::size_t min_len, std::size_t max_len) {
+  min_len_ = min_len;
+  max_len_ = max_len;
+  return *this;
+}
+
+std::string SchemaKey::expected() const {
+  const ValueType et = element_type(type_);
+  std::string base;
+  const bool list = is_list(type_);
+  switch (et) {
+    case ValueType::kBool: base = list ? "logicals" : "a logical (true or false)"; break;
+    case ValueType::kInt: base = list ? "integers" : "an integer"; break;
+    case ValueType::kFloat: base = list ? "floats" : "a float"; break;
+    default: base = list ? "strings" : "a string"; break;
+  }
+  if (!choices_.empty()) base = list ? "strings from " + quoted_list(choices_) : "one of " + quoted_list(choices_);
+  if (lo_ && hi_)
+    base += fmt::format(" in {}{}, {}{}", lo_open_ ? "(" : "[", num(*lo_), num(*hi_), hi_open_ ? ")" : "]");
+  else if (lo_)
+    base += fmt::format(" {} {}", lo_open_ ? ">" : ">=", num(*lo_));
+  else if (hi_)
+    base += fmt::format(" {} {}", hi_open_ ? "<" : "<=", num(*hi_));
+  if (!list) return base;
+  const std::size_t kMax = std::numeric_limits<std::size_t>::max();
+  if (min_len_ == max_len_) return fmt::format("a list of {} {}", min_len_, base);
+  if (max_len_ != kMax && min_len_ > 0) return fmt::format("a list of {} to {} {}", min_len_, max_len_, base);
+  if (max_len_ != kMax) return fmt::format("a list of at most {} {}", max_len_, base);
+  if (min_len_ > 0) return fmt::format("a list of at least {} {}", min_len_, base);
+  return "a list of " + base;
+}
+
+// --- Settings ---------------------------------------------------------------------------
+
+const Settings::Entry& Settings::entry(std::string_view key) const {
+  for (const auto& e : entries_)
+    if (e.name == key) return e;
+  throw InputError(fmt::format("settings: no key \"{}\" in the schema", key));
+}
+
+bool Settings::has(std::string_view key) const { return !entry(key).value.is_null(); }
+bool Settings::is_default(std::string_view key) const { return entry(key).is_default; }
+const ConfigValue& Settings::value(std::string_view key) const { return entry(key).value; }
+std::string Settings::origin(std::string_view key) const { return entry(key).value.where.str(); }
+
+namespace {
+const ConfigValue& set_value(const ConfigValue& v, std::string_view key) {
+  if (v.is_null()) throw InputError(fmt::format("settings: key \"{}\" is not set", key));
+  return v;
+}
+}  // namespace
+
+bool Settings::get_bool(std::string_view key) const { return set_value(value(key), key).as_bool(); }
+std::int64_t Settings::get_int(std::string_view key) const { return set_value(value(key), key).as_int(); }
+double Settings::get_float(std::string_view key) const { return set_value(value(key), key).as_float(); }
+const std::string& Settings::get_string(std::string_view key) const {
+  return set_value(value(key), key).as_string();
+}
+std::vector<bool> Settings::get_bool_list(std::string_view key) const {
+  std::vector<bool> out;
+  for (const auto& v : set_value(value(key), key).as_array()) out.push_back(v.as_bool());
+  return out;
+}
+std::vector<std::int64_t> Settings::get_int_list(std::string_view key) const {
+  std::vector<std::int64_t> out;
+  for (const auto& v : set_value(value(key), key).as_array()) out.push_back(v.as_int());
+  return out;
+}
+std::vector<double> Settings::get_float_list(std::string_view key) const {
+  std::vector<double> out;
+  for (const auto& v : set_value(value(key), key).as_array()) out.push_back(v.as_float());
+  return out;
+}
+std::vector<std::string> Settings::get_string_list(std::string_view key) const {
+  std::vector<std::string> out;
+  for (const auto& v : set_value(value(key), key).as_array()) out.push_back(v.as_string());
+  return out;
+}
+
+std::string Settings::describe() const {
+  std::string out;
+  for (const auto& e : entries_) {
+    if (e.value.is_null())
+      out += fmt::format("# {} = (unset)  # {}\n", e.name, e.doc);
+    else
+      out += fmt::format("{} = {}  # {}; {}\n", e.name, e.value.to_string(), e.value.where.str(), e.doc);
+  }
+  return out;
+}
+
+// --- Schema -----------------------------------------------------------------------------
+
+Schema::Schema(std::string name) : name_(std::move(name)) {}
+
+SchemaKey& Schema::add(std::string name, ValueType type, ConfigValue def, std::string doc) {
+  HERD_REQUIRE(!name.empty(), "{}: schema key with an empty name", name_);
+  for (const auto& k : keys_) {
+    HERD_REQUIRE(lower(k.name_) != lower(name), "{}: schema key \"{}\" declared twice", name_, name);
+    for (const auto& a : k.aliases_)
+      HERD_REQUIRE(lower(a) != lower(name), "{}: schema key \"{}\" is an alias of \"{}\"", name_, name, k.name_);
+  }
+  SchemaKey k;
+  k.name_ = std::move(name);
+  k.type_ = type;
+  k.doc_ = std::move(doc);
+  k.default_ = std::move(def);
+  k.default_.where = SourceLocation{"default", 0};
+  keys_.push_back(std::move(k));
+  return keys_.back();
+}
+
+SchemaKey& Schema::add_bool(std::string name, std::optional<bool> def, std::string doc) {
+  return add(std::move(name), ValueType::kBool, def ? ConfigValue::boolean(*def) : ConfigValue(), std::move(doc));
+}
+SchemaKey& Schema::add_int(std::string name, std::optional<std::int64_t> def, std::string doc) {
+  return add(std::move(name), ValueType::kInt, def ? ConfigValue::integer(*def) : ConfigValue(), std::move(doc));
+}
+SchemaKey& Schema::add_float(std::string name, std::optional<double> def, std::string doc) {
+  return add(std::move(name), ValueType::kFloat, def ? ConfigValue::real(*def) : ConfigValue(), std::move(doc));
+}
+SchemaKey& Schema::add_string(std::string name, std::optional<std::string> def, std::string doc) {
+  return add(std::move(name), ValueType::kString, def ? ConfigValue::string(*def) : ConfigValue(), std::move(doc));
+}
+
+namespace {
+template <class T, class Make>
+ConfigValue list_of(const std::optional<std::vector<T>>& def, Make make) {
+  if (!def) return ConfigValue();
+  ConfigValue::Array a;
+  for (const auto& x : *def) a.push_back(make(x));
+  return ConfigValue::array(std::move(a));
+}
+}  // namespace
+
+SchemaKey& Schema::add_bool_list(std::string name, std::optional<std::vector<bool>> def, std::string doc) {
+  return add(std::move(name), ValueType::kBoolList,
+             list_of(def, [](bool b) { return ConfigValue::boolean(b); }), std::move(doc));
+}
+SchemaKey& Schema::add_int_list(std::string name, std::optional<std::vector<std::int64_t>> def, std::string doc) {
+  return add(std::move(name), ValueType::kIntList,
+             list_of(def, [](std::int64_t i) { return ConfigValue::integer(i); }), std::move(doc));
+}
+SchemaKey& Schema::add_float_list(std::string name, std::optional<std::vector<double>> def, std::string doc) {
+  return add(std::move(name), ValueType::kFloatList,
+             list_of(def, [](double d) { return ConfigValue::real(d); }), std::move(doc));
+}
+SchemaKey& Schema::add_string_list(std::string name, std::optional<std::vector<std::string>> def,
+                                   std::string doc) {
+  return add(std::move(name), ValueType::kStringList,
+             list_of(def, [](const std::string& s) { return ConfigValue::string(s); }), std::move(doc));
+}
+
+namespace {
+
+/// Parses override text as one element of type `t`; nullopt when it does not parse.
+std::optional<ConfigValue> parse_text(const std::string& text, ValueType t, const SourceLocation& where) {
+  const std::string s = trim(text);
+  switch (t) {
+    case ValueType::kBool: {
+      const std::string l = lower(s);
+      if (l == "true" || l == "yes" || l == "on" || l == "1" || l == ".true." || l == "t" || l == ".t.")
+        return ConfigValue::boolean(true, where);
+      if (l == "false" || l == "no" || l == "off" || l == "0" || l == ".false." || l == "f" || l == ".f.")
+        return ConfigValue::boolean(false, where);
+      return std::nullopt;
+    }
+    case ValueType::kInt:
+    case ValueType::kFloat: {
+      if (s.empty()) return std::nullopt;
+      std::string r = s;
+      for (auto& c : r)
+        if (c == 'd' || c == 'D') c = 'e';
+      errno = 0;
+      char* end = nullptr;
+      const long long i = std::strtoll(r.c_str(), &end, 10);
+      if (end == r.c_str() + r.size() && errno == 0) return ConfigValue::integer(i, where);
+      const double d = std::strtod(r.c_str(), &end);
+      if (end == r.c_str() + r.size()) return ConfigValue::real(d, where);
+      return std::nullopt;
+    }
+    default: {
+      std::string v = s;
+      if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
+        v = v.substr(1, v.size() - 2);
+      return ConfigValue::string(v, where);
+    }
+  }
+}
+
+/// Converts `v` to an element of type `t`; nullopt when the kind does not fit.
+std::optional<ConfigValue> convert_scalar(const ConfigValue& v, ValueType t) {
+  if (v.is_raw_text()) return parse_text(v.as_string(), t, v.where);
+  switch (t) {
+    case ValueType::kBool:
+      if (v.kind() == ConfigValue::Kind::kBool) return v;
+      return std::nullopt;
+    case ValueType::kInt:
+      if (v.kind() == ConfigValue::Kind::kInt) return v;
+      if (v.kind() == ConfigValue::Kind::kFloat) {
+        const double d = v.as_float();
+        if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18)
+          return ConfigValue::integer(static_cast<std::int64_t>(d), v.where);
+      }
+      return std::nullopt;
+    case ValueType::kFloat:
+      if (v.kind() == ConfigValue::Kind::kFloat) return v;
+      if (v.kind() == ConfigValue::Kind::kInt) return ConfigValue::real(v.as_float(), v.where);
+      return std::nullopt;
+    default:
+      if (v.kind() == ConfigValue::Kind::kString) return v;
+      return std::nullopt;
+  }
+}
+
+struct Problem {
+  long order;
+  std::string message;
+};
+
+class Resolver {
+ public:
+  Resolver(const std::vector<SchemaKey>& keys, const Config& config) : keys_(keys), fold_(config.case_insensitive()) {
+    for (const auto& k : keys_) {
+      names_.push_back(k.name());
+      for (const auto& a : k.aliases()) names_.push_back(a);
+    }
+    // Table names are candidates for "did you mean" too.
+    candidates_ = names_;
+    for (const auto& n : names_)
+      for (std::size_t dot = n.find('.'); dot != std::string::npos; dot = n.find('.', dot + 1))
+        if (std::find(candidates_.begin(), candidates_.end(), n.substr(0, dot)) == candidates_.end())
+          candidates_.push_back(n.substr(0, dot));
+  }
+
+  /// Keys directly or indirectly under table `path`, relative to it, for messages.
+  std::string members_of(const std::string& path) const {
+    const std::string p = (fold_ ? lower(path) : path) + ".";
+    std::vector<std::string> out;
+    for (const auto& k : keys_)
+      if ((fold_ ? lower(k.name()) : k.name()).rfind(p, 0) == 0) out.push_back(k.name().substr(p.size()));
+    return quoted_list(out);
+  }
+
+  void problem(const SourceLocation& where, std::string msg) {
+    long order = 2000000000L + static_cast<long>(problems.size());
+    if (where.line > 0) order = where.line;
+    else if (where.file.rfind("--set", 0) == 0) order = 1000000000L + static_cast<long>(problems.size());
+    const std::string prefix = where.str();
+    problems.push_back({order, prefix.empty() ? std::move(msg) : prefix + ": " + msg});
+  }
+
+  /// The index of the key that `path` names, or -1.
+  int match(const std::string& path) const {
+    const std::string p = fold_ ? lower(path) : path;
+    for (std::size_t i = 0; i < keys_.size(); ++i) {
+      if ((fold_ ? lower(keys_[i].name()) : keys_[i].name()) == p) return static_cast<int>(i);
+      for (const auto& a : keys_[i].aliases())
+        if ((fold_ ? lower(a) : a) == p) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  bool is_prefix(const std::string& path) const {
+    const std::string p = (fold_ ? lower(path) : path) + ".";
+    for (const auto& n : names_)
+      if ((fold_ ? lower(n) : n).rfind(p, 0) == 0) return true;
+    return false;
+  }
+
+  void walk(const ConfigValue& table, const std::string& prefix, const std::string& written_prefix) {
+    for (const auto& [k, v] : table.as_table()) {
+      const std::string path = prefix.empty() ? k : prefix + "." + k;
+      const std::string shown_leaf = (fold_ && !v.written_name.empty()) ? v.written_name : k;
+      const std::string written = v.is_raw_text() && !v.written_name.empty()
+                                      ? v.written_name
+                                      : (written_prefix.empty() ? shown_leaf : written_prefix + "." + shown_leaf);
+      const int idx = match(path);
+      if (idx >= 0) {
+        auto& slot = assigned[static_cast<std::size_t>(idx)];
+        if (slot.value != nullptr && !v.is_raw_text() && !slot.value->is_raw_text()) {
+          problem(v.where, fmt::format("key \"{}\" is also given as \"{}\" (line {})", written, slot.written,
+                                       slot.value->where.line));
+        } else if (slot.value == nullptr || v.is_raw_text()) {
+          slot.value = &v;
+          slot.written = written;
+        }
+      } else if (v.is_table() && is_prefix(path)) {
+        walk(v, path, written);
+      } else if (is_prefix(path)) {
+        problem(v.where, fmt::format("key \"{}\" is {}, but must be a table with keys {}", written, v.describe(),
+                                     members_of(path)));
+      } else {
+        problem(v.where,
+                fmt::format("unknown key \"{}\"; did you mean \"{}\"?", written, nearest(written, candidates_, fold_)));
+      }
+    }
+  }
+
+  struct Slot {
+    const ConfigValue* value = nullptr;
+    std::string written;
+  };
+  std::vector<Slot> assigned;
+  std::vector<Problem> problems;
+
+ private:
+  const std::vector<SchemaKey>& keys_;
+  bool fold_;
+  std::vector<std::string> names_, candidates_;
+};
+
+}  // namespace
+
+Settings Schema::resolve(const Config& config_in, const std::vector<std::string>& overrides,
+                         std::vector<std::string>& errors) const {
+  Config config = config_in;
+  Resolver r(keys_, config);
+  for (const auto& o : overrides) {
+    try {
+      config.set_override(o);
+    } catch (const InputError& e) {
+      r.problem({}, e.what());
+    }
+  }
+  r.assigned.resize(keys_.size());
+  r.walk(config.root(), "", "");
+
+  Settings out;
+  for (std::size_t i = 0; i < keys_.size(); ++i) {
+    const SchemaKey& key = keys_[i];
+    Settings::Entry e{key.name(), key.doc(), {}, false};
+    const ConfigValue* given = r.assigned[i].value;
+    const std::string shown = given != nullptr ? r.assigned[i].written : key.name();
+    if (given == nullptr || given->is_null()) {
+      if (!key.default_value().is_null()) {
+        e.value = key.default_value();
+        e.is_default = true;
+      } else if (key.required_) {
+        r.problem({config.source(), 0},
+                  fmt::format("missing required key \"{}\" ({}; {})", key.name(), key.expected(), key.doc()));
+      } else {
+        e.value = ConfigValue::null({"unset", 0});
+      }
+      out.entries_.push_back(std::move(e));
+      continue;
+    }
+    auto bad = [&](const ConfigValue& v, const std::string& what) {
+      r.problem(v.where, fmt::format("key \"{}\"{} is {}, but must be {}", shown, what, v.describe(), key.expected()));
+    };
+    // Range and choice checks of one converted element.
+    auto in_bounds = [&](const ConfigValue& v) {
+      if (v.kind() == ConfigValue::Kind::kInt || v.kind() == ConfigValue::Kind::kFloat) {
+        const double x = v.as_float();
+        if (key.lo_ && !(key.lo_open_ ? x > *key.lo_ : x >= *key.lo_)) return false;
+        if (key.hi_ && !(key.hi_open_ ? x < *key.hi_ : x <= *key.hi_)) return false;
+        if (std::isnan(x) && (key.lo_ || key.hi_)) return false;
+      }
+      if (v.kind() == ConfigValue::Kind::kString && !key.choices_.empty())
+        return std::find(key.choices_.begin(), key.choices_.end(), v.as_string()) != key.choices_.end();
+      return true;
+    };
+    auto choice_hint = [&](const ConfigValue& v) -> std::string {
+      if (v.kind() != ConfigValue::Kind::kString || key.choices_.empty()) return "";
+      std::size_t d = 0;
+      const std::string n = nearest(v.as_string(), key.choices_, false, &d);
+      return d <= std::max<std::size_t>(2, v.as_string().size() / 3) ? fmt::format("; did you mean \"{}\"?", n) : "";
+    };
+    const ValueType et = element_type(key.type());
+    if (!is_list(key.type())) {
+      if (given->is_array() || given->is_table()) {
+        bad(*given, "");
+        out.entries_.push_back(std::move(e));
+        continue;
+      }
+      auto v = convert_scalar(*given, et);
+      if (!v) {
+        bad(*given, "");
+      } else if (!in_bounds(*v)) {
+        r.problem(given->where, fmt::format("key \"{}\" is {}, but must be {}{}", shown, given->describe(),
+                                            key.expected(), choice_hint(*v)));
+      } else {
+        e.value = std::move(*v);
+        e.value.where = given->where;
+      }
+      out.entries_.push_back(std::move(e));
+      continue;
+    }
+    // Lists.
+    ConfigValue::Array items;
+    if (given->is_raw_text()) {
+      std::string text = trim(given->as_string());
+      if (text.size() >= 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
+      if (!trim(text).empty()) {
+        std::size_t i = 0;
+        while (true) {
+          const std::size_t j = text.find(',', i);
+          items.push_back(ConfigValue::raw_text(text.substr(i, j == std::string::npos ? std::string::npos : j - i),
+                                                given->where));
+          if (j == std::string::npos) break;
+          i = j + 1;
+        }
+      }
+    } else if (given->is_array()) {
+      items = given->as_array();
+    } else if (given->is_table()) {
+      bad(*given, "");
+      out.entries_.push_back(std::move(e));
+      continue;
+    } else {
+      items.push_back(*given);
+    }
+    bool ok = true;
+    ConfigValue::Array typed;
+    const auto& def = key.default_value();
+    for (std::size_t i = 0; i < items.size() && ok; ++i) {
+      const ConfigValue& item = items[i];
+      const std::string what = fmt::format(" element {}", i + 1);
+      if (item.is_null()) {
+        if (def.is_array() && i < def.as_array().size()) {
+          typed.push_back(def.as_array()[i]);
+          continue;
+        }
+        r.problem(item.where.line > 0 ? item.where : given->where,
+                  fmt::format("key \"{}\" element {} is not set and has no default", shown, i + 1));
+        ok = false;
+        break;
+      }
+      auto v = item.is_array() || item.is_table() ? std::nullopt : convert_scalar(item, et);
+      if (!v) {
+        bad(item.where.line > 0 || item.is_raw_text() ? item : *given, what);
+        ok = false;
+      } else if (!in_bounds(*v)) {
+        r.problem(item.where.line > 0 ? item.where : given->where,
+                  fmt::format("key \"{}\"{} is {}, but must be {}{}", shown, what, item.describe(), key.expected(),
+                              choice_hint(*v)));
+        ok = false;
+      } else {
+        typed.push_back(std::move(*v));
+      }
+    }
+    if (ok && (typed.size() < key.min_len_ || typed.size() > key.max_len_)) {
+      r.problem(given->where, fmt::format("key \"{}\" has {} elements, but must be {}", shown, typed.size(),
+                                          key.expected()));
+      ok = false;
+    }
+    if (ok) e.value = ConfigValue::array(std::move(typed), given->where);
+    out.entries_.push_back(std::move(e));
+  }
+
+  std::stable_sort(r.problems.begin(), r.problems.end(),
+                   [](const Problem& a, const Problem& b) { return a.order < b.order; });
+  for (auto& p : r.problems) errors.push_back(std::move(p.message));
+  return out;
+}
+
+std::vector<std::string> Schema::check(const Config& config, const std::vector<std::string>& overrides) const {
+  std::vector<std::string> errors;
+  resolve(config, overrides, errors);
+  return errors;
+}
+
+Settings Schema::apply(const Config& config, const std::vector<std::string>& overrides) const {
+  std::vector<std::string> errors;
+  Settings s = resolve(config, overrides, errors);
+  if (!errors.empty()) {
+    if (errors.size() == 1) throw InputError(errors[0]);
+    throw InputError(fmt::format("{} (and {} more problem{})", errors[0], errors.size() - 1,
+                                 errors.size() > 2 ? "s" : ""));
+  }
+  return s;
+}
+
+std::string Schema::help() const {
+  std::string out;
+  for (const auto& k : keys_) {
+    out += fmt::format("{} : {}", k.name(), k.expected());
+    if (!k.default_value().is_null()) out += fmt::format(" (default {})", k.default_value().to_string());
+    if (k.required_) out += " (required)";
+    if (!k.aliases().empty()) out += " (also " + quoted_list(k.aliases()) + ")";
+    out += "\n    " + k.doc() + "\n";
+  }
+  return out;
+}
+
+}  // namespace herd::io

@@ -1,0 +1,224 @@
+// The ParaMonte namelist parser: every construct of namelist.hpp, and clear errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+
+#include "herd/core/error.hpp"
+#include "herd/io/namelist.hpp"
+#include "herd/io/schema.hpp"
+#include "temp_dir.hpp"
+
+using namespace herd::io;
+using Kind = ConfigValue::Kind;
+
+namespace {
+
+Config nml(std::string_view text, std::string_view group = "ParaDRAM") {
+  return parse_namelist(text, "in.nml", group);
+}
+
+const ConfigValue& at(const Config& c, std::string_view key) {
+  const ConfigValue* v = c.find(key);
+  INFO("key " << key);
+  REQUIRE(v != nullptr);
+  return *v;
+}
+
+std::vector<double> floats(const ConfigValue& v) {
+  std::vector<double> out;
+  for (const auto& e : v.as_array()) out.push_back(e.is_null() ? -999.0 : e.as_float());
+  return out;
+}
+
+std::string error_of(std::string_view text, std::string_view group = "ParaDRAM") {
+  try {
+    nml(text, group);
+  } catch (const herd::InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A ParaMonte-style input file with every construct.
+constexpr const char* kParaDram = R"NML(
+! ParaMonte ParaDRAM input file: text before the group is ignored.
+This line is outside any group & has an ampersand.
+&ParaDRAM
+    ! comments everywhere
+    ChainSize                       = 30000   ! trailing comment
+    outputFileName                  = "./out/run_""quoted""" , description = 'it''s a test / with slash'
+    randomSeed = 2136275,
+    targetAcceptanceRate = 0.23d0
+    domainLowerLimitVec = 4*-1.e300
+    domainUpperLimitVec = 4 1.e300     ! blanks separate values
+    startPointVec(3:4) = 1.5, -2
+    startPointVec(1) = .5D1
+    proposalStartStdVec = 3*, 0.5
+    scaleFactor = "gelman"
+    adaptiveUpdateCount = 1.5e+3
+    greedyAdaptationCount = -7
+    burninAdaptationMeasure = 1.e-3
+    overwriteRequested = .true.
+    mpiFinalizeRequested = F
+    silentModeRequested = .f.
+    restartFileFormat = T
+    parallelizationModel = 'singleChain'
+    proposalStartCovMat(1,1) = 1.0
+    proposalStartCovMat(2,2) = 2.0
+    proposalStartCovMat(1:2, 3) = 0.1, 0.2
+    spec%maxNumDomainCheckToWarn = 100
+    blanks = 1 2
+      3
+    nulls = 1,,3
+/
+&other
+    ignored = 1
+/
+)NML";
+
+}  // namespace
+
+TEST_CASE("namelist: every ParaMonte construct", "[io]") {
+  const Config c = nml(kParaDram);
+  CHECK(c.case_insensitive());
+  CHECK(at(c, "chainsize").as_int() == 30000);
+  CHECK(at(c, "chainsize").written_name == "ChainSize");
+  CHECK(at(c, "chainsize").where.str() == "in.nml:6");
+  CHECK(at(c, "outputfilename").as_string() == "./out/run_\"quoted\"");
+  CHECK(at(c, "description").as_string() == "it's a test / with slash");
+  CHECK(at(c, "randomseed").as_int() == 2136275);
+  CHECK(at(c, "targetacceptancerate").as_float() == 0.23);
+  CHECK(floats(at(c, "domainlowerlimitvec")) == std::vector<double>(4, -1e300));
+  CHECK(floats(at(c, "domainupperlimitvec")) == std::vector<double>{4.0, 1e300});
+  CHECK(floats(at(c, "startpointvec")) == std::vector<double>{5.0, -999.0, 1.5, -2.0});
+  const auto& std_vec = at(c, "proposalstartstdvec").as_array();
+  REQUIRE(std_vec.size() == 4);
+  CHECK(std_vec[0].is_null());
+  CHECK(std_vec[2].is_null());
+  CHECK(std_vec[3].as_float() == 0.5);
+  CHECK(at(c, "scalefactor").as_string() == "gelman");
+  CHECK(at(c, "adaptiveupdatecount").kind() == Kind::kFloat);
+  CHECK(at(c, "adaptiveupdatecount").as_float() == 1500.0);
+  CHECK(at(c, "greedyadaptationcount").as_int() == -7);
+  CHECK(at(c, "burninadaptationmeasure").as_float() == 1e-3);
+  CHECK(at(c, "overwriterequested").as_bool());
+  CHECK_FALSE(at(c, "mpifinalizerequested").as_bool());
+  CHECK_FALSE(at(c, "silentmoderequested").as_bool());
+  CHECK(at(c, "restartfileformat").as_bool());
+  CHECK(at(c, "parallelizationmodel").as_string() == "singleChain");
+  const auto& m = at(c, "proposalstartcovmat").as_array();
+  REQUIRE(m.size() == 2);
+  CHECK(m[0].as_array()[0].as_float() == 1.0);
+  CHECK(m[1].as_array()[1].as_float() == 2.0);
+  CHECK(m[0].as_array()[2].as_float() == 0.1);
+  CHECK(m[1].as_array()[2].as_float() == 0.2);
+  CHECK(m[0].as_array()[1].is_null());
+  CHECK(at(c, "spec.maxnumdomainchecktowarn").as_int() == 100);
+  CHECK(floats(at(c, "blanks")) == std::vector<double>{1, 2, 3});
+  CHECK(floats(at(c, "nulls")) == std::vector<double>{1, -999.0, 3});
+  CHECK(c.find("ignored") == nullptr);
+}
+
+TEST_CASE("namelist: groups, case and terminators", "[io]") {
+  CHECK(nml("&paradram x = 1 /", "PARADRAM").find("x")->as_int() == 1);
+  CHECK(nml("$ParaDRAM x = 2 $end").find("x")->as_int() == 2);
+  CHECK(nml("&ParaDRAM x = 3 &end").find("x")->as_int() == 3);
+  CHECK(nml("&first a=1 /\n&ParaDRAM b='/' /").find("b")->as_string() == "/");
+  CHECK(nml("&first a=1 /", "").find("a")->as_int() == 1);  // first group
+  CHECK(nml("&ParaDRAM /").root().as_table().empty());
+  // Later assignments win, element-wise for arrays.
+  const Config c = nml("&ParaDRAM x = 1, 2, 3\n x(2) = 20\n y = 1\n y = 2 /");
+  CHECK(floats(*c.find("x")) == std::vector<double>{1, 20, 3});
+  CHECK(c.find("y")->as_int() == 2);
+  // Repeat counts of strings and logicals; scalars with repeat counts.
+  const Config r = nml("&ParaDRAM s = 2*'ab' , b = 3*.true. , n = 2*-0.5d+1 /");
+  CHECK(r.find("s")->as_array().size() == 2);
+  CHECK(r.find("s")->as_array()[1].as_string() == "ab");
+  CHECK(r.find("b")->as_array()[2].as_bool());
+  CHECK(floats(*r.find("n")) == std::vector<double>{-5.0, -5.0});
+  // inf and nan, as Fortran reads them.
+  const Config f = nml("&ParaDRAM a = -Inf, b = NaN /");
+  CHECK(std::isinf(f.find("a")->as_float()));
+  CHECK(std::isnan(f.find("b")->as_float()));
+}
+
+TEST_CASE("namelist: errors name the file, the line and the problem", "[io]") {
+  CHECK(error_of("&ParaDRAM x = 1\n") == "in.nml:1: namelist group &ParaDRAM is not closed by '/'");
+  CHECK(error_of("&Other x = 1 /") == "in.nml: no namelist group &ParaDRAM found");
+  CHECK(error_of("&ParaDRAM\n x = abc /") ==
+        "in.nml:2: \"abc\" is not a value: expected a number, a logical (.true./.false.) or a quoted string");
+  CHECK(error_of("&ParaDRAM\n\n x 1 /") == "in.nml:3: expected '=' after \"x\", found '1'");
+  CHECK(error_of("&ParaDRAM\n x = 'open /") == "in.nml:2: string is not closed");
+  CHECK(error_of("&ParaDRAM x(0) = 1 /") == "in.nml:1: subscript 0 of \"x\": indices start at 1");
+  CHECK(error_of("&ParaDRAM x(3:2) = 1 /") == "in.nml:1: empty section 3:2 of \"x\"");
+  CHECK(error_of("&ParaDRAM x(1:2) = 1, 2, 3 /") == "in.nml:1: 3 values for x(1:2), which has 2 elements");
+  CHECK(error_of("&ParaDRAM x(1,2,3) = 1 /") == "in.nml:1: \"x\" has 3 subscripts; at most 2 are supported");
+  CHECK(error_of("&ParaDRAM x = 0*1 /") ==
+        "in.nml:1: bad repeat count in \"0*1\": expected r*value with 1 <= r <= 1000000");
+  CHECK(error_of("&ParaDRAM x = 4 * 1 /") ==
+        "in.nml:1: bad repeat count in \"*\": expected r*value with 1 <= r <= 1000000");
+  CHECK(error_of("&ParaDRAM x = 99999999999999999999999*1 /").find("bad repeat count") != std::string::npos);
+  CHECK(error_of("&ParaDRAM x = 99999999*1 /").find("bad repeat count") != std::string::npos);
+  CHECK(error_of("&ParaDRAM x = (1.0, 2.0) /") == "in.nml:1: complex values like (1.0, 2.0) are not supported");
+  CHECK(error_of("&ParaDRAM x = 99999999999999999999 /") == "in.nml:1: integer 99999999999999999999 is out of range");
+  CHECK(error_of("&ParaDRAM 1x = 2 /") == "in.nml:1: expected a variable name in &ParaDRAM, found '1'");
+  CHECK(error_of("&ParaDRAM x = 1 &other y = 2 /") ==
+        "in.nml:1: namelist group &ParaDRAM (line 1) is not closed by '/' before &other");
+  CHECK(error_of("&ParaDRAM x(1000001) = 1 /").find("exceeds the limit 1000000") != std::string::npos);
+  CHECK(error_of("&ParaDRAM m(1,1) = 1\n m(2) = 3 /") == "in.nml:2: \"m\" was assigned with 2 subscripts, now with 1");
+}
+
+TEST_CASE("namelist: a ParaMonte file through a schema with aliases", "[io]") {
+  Schema s("ParaDRAM");
+  s.add_int("chain_size", 100000, "accepted states to collect").min(1).alias("chainSize");
+  s.add_float("target_acceptance_rate", std::nullopt, "target acceptance").range(0, 1).alias("targetAcceptanceRate");
+  s.add_float_list("domain_lower_limit", std::vector<double>{-1, -1, -1, -1}, "lower limits")
+      .alias("domainLowerLimitVec");
+  s.add_float_list("start_point", std::vector<double>{0, 0, 0, 0}, "start point").alias("startPointVec");
+  s.add_bool("overwrite", false, "overwrite outputs").alias("overwriteRequested");
+  s.add_string("scale_factor", "gelman", "proposal scale").alias("scaleFactor");
+
+  const Config c = nml(R"(&ParaDRAM
+    chainSize = 500
+    targetAcceptanceRate = 0.3
+    domainLowerLimitVec = 4*-1.e300
+    startPointVec(3:4) = 1, 2
+    OVERWRITEREQUESTED = .true.
+/)");
+  const Settings r = s.apply(c);
+  CHECK(r.get_int("chain_size") == 500);
+  CHECK(r.get_float("target_acceptance_rate") == 0.3);
+  CHECK(r.get_float_list("domain_lower_limit") == std::vector<double>(4, -1e300));
+  // Holes take the default's elements.
+  CHECK(r.get_float_list("start_point") == std::vector<double>{0, 0, 1, 2});
+  CHECK(r.get_bool("overwrite"));
+  CHECK(r.is_default("scale_factor"));
+  CHECK(r.origin("chain_size") == "in.nml:2");
+
+  try {
+    s.apply(nml("&ParaDRAM\n chainSise = 5 /"));
+    FAIL("no error");
+  } catch (const herd::InputError& e) {
+    CHECK(std::string(e.what()) == "in.nml:2: unknown key \"chainSise\"; did you mean \"chainSize\"?");
+  }
+  try {
+    s.apply(nml("&ParaDRAM\n targetAcceptanceRate = 1.5 /"));
+    FAIL("no error");
+  } catch (const herd::InputError& e) {
+    CHECK(std::string(e.what()) ==
+          "in.nml:2: key \"targetAcceptanceRate\" is 1.5 (a float), but must be a float in [0, 1]");
+  }
+}
+
+TEST_CASE("namelist: files are read and auto-detected", "[io]") {
+  herd::test::TempDir tmp;
+  {
+    std::ofstream(tmp.file("in.nml")) << "! a ParaMonte input\n\n&ParaDRAM chainSize = 7 /\n";
+  }
+  const Config c = read_config(tmp.file("in.nml"), "ParaDRAM");
+  CHECK(c.case_insensitive());
+  CHECK(c.find("chainsize")->as_int() == 7);
+  CHECK(read_namelist(tmp.file("in.nml")).find("chainsize")->where.str() == tmp.file("in.nml") + ":3");
+  CHECK_THROWS_AS(read_namelist(tmp.file("missing.nml")), herd::IoError);
+}

@@ -1,0 +1,174 @@
+// TOML input through a schema: typed keys, defaults, ranges, choices, overrides, reports,
+// and the one-line message of each kind of mistake.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "herd/core/error.hpp"
+#include "herd/io/schema.hpp"
+#include "herd/io/toml_reader.hpp"
+#include "temp_dir.hpp"
+
+using namespace herd::io;
+
+namespace {
+
+Schema sampler_schema() {
+  Schema s("sampler");
+  s.add_int("chain_size", 1000, "accepted states to collect").min(1);
+  s.add_float("target_acceptance", 0.234, "target acceptance rate").range(0, 1);
+  s.add_string("method", "dram", "sampling method").choices({"dram", "am", "dr", "mh"});
+  s.add_bool("overwrite", false, "overwrite existing outputs");
+  s.add_string("model", std::nullopt, "model name").required();
+  s.add_float_list("start", std::vector<double>{0.0, 0.0}, "start point").length(1, 8);
+  s.add_int_list("seeds", std::nullopt, "optional per-chain seeds");
+  s.add_string_list("outputs", std::vector<std::string>{"chain"}, "outputs to write")
+      .choices({"chain", "sample", "report"});
+  s.add_float("proposal.scale", 2.38, "proposal scale factor").min(0, true);
+  s.add_int("proposal.delayed_rejection_stages", 1, "DR stages").range(0, 10);
+  return s;
+}
+
+Config toml(std::string_view text) { return parse_toml(text, "run.toml"); }
+
+std::string error_of(std::string_view text, const std::vector<std::string>& overrides = {}) {
+  try {
+    sampler_schema().apply(toml(text), overrides);
+  } catch (const herd::InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("schema: TOML values resolve with defaults and origins", "[io]") {
+  const Config c = toml(R"(model = "gauss"
+chain_size = 5000
+start = [1, 2.5, -3]
+
+[proposal]
+scale = 1.5
+)");
+  const Settings r = sampler_schema().apply(c);
+  CHECK(r.get_int("chain_size") == 5000);
+  CHECK(r.origin("chain_size") == "run.toml:2");
+  CHECK(r.get_float("target_acceptance") == 0.234);
+  CHECK(r.is_default("target_acceptance"));
+  CHECK(r.origin("target_acceptance") == "default");
+  CHECK(r.get_string("method") == "dram");
+  CHECK(r.get_float_list("start") == std::vector<double>{1.0, 2.5, -3.0});
+  CHECK(r.get_float("proposal.scale") == 1.5);
+  CHECK(r.origin("proposal.scale") == "run.toml:6");
+  CHECK(r.get_int("proposal.delayed_rejection_stages") == 1);
+  CHECK_FALSE(r.has("seeds"));
+  CHECK_THROWS_AS(r.get_int_list("seeds"), herd::InputError);
+  CHECK(r.get_string_list("outputs") == std::vector<std::string>{"chain"});
+  const std::string report = r.describe();
+  CHECK(report.find("chain_size = 5000  # run.toml:2; accepted states to collect\n") != std::string::npos);
+  CHECK(report.find("target_acceptance = 0.234  # default; target acceptance rate\n") != std::string::npos);
+  CHECK(report.find("# seeds = (unset)  # optional per-chain seeds\n") != std::string::npos);
+  CHECK(report.find("start = [1.0, 2.5, -3.0]  # run.toml:3") != std::string::npos);
+  const std::string help = sampler_schema().help();
+  CHECK(help.find("chain_size : an integer >= 1 (default 1000)") != std::string::npos);
+  CHECK(help.find("model : a string (required)") != std::string::npos);
+}
+
+TEST_CASE("schema: --set overrides are typed by the schema", "[io]") {
+  const Config c = toml("model = \"gauss\"\nchain_size = 10\n");
+  const Settings r = sampler_schema().apply(
+      c, {"chain_size=20", "proposal.scale = 0.5", "start=[1, 2, 3]", "overwrite=yes", "method=am",
+          "outputs=chain,report", "seeds=1,2"});
+  CHECK(r.get_int("chain_size") == 20);
+  CHECK(r.origin("chain_size") == "--set chain_size=20");
+  CHECK(r.get_float("proposal.scale") == 0.5);
+  CHECK(r.get_float_list("start") == std::vector<double>{1, 2, 3});
+  CHECK(r.get_bool("overwrite"));
+  CHECK(r.get_string("method") == "am");
+  CHECK(r.get_string_list("outputs") == std::vector<std::string>{"chain", "report"});
+  CHECK(r.get_int_list("seeds") == std::vector<std::int64_t>{1, 2});
+  // Integral floats are accepted as integers, integers as floats.
+  const Settings r2 = sampler_schema().apply(toml("model = 'm'\nchain_size = 1e4\ntarget_acceptance = 0"));
+  CHECK(r2.get_int("chain_size") == 10000);
+  CHECK(r2.get_float("target_acceptance") == 0.0);
+}
+
+TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
+  // Unknown key, with the nearest valid name.
+  CHECK(error_of("model = 'm'\n\n\n\n\n\nchain_sise = 3\n") ==
+        "run.toml:7: unknown key \"chain_sise\"; did you mean \"chain_size\"?");
+  CHECK(error_of("model = 'm'\n[proposal]\nscal = 3\n") ==
+        "run.toml:3: unknown key \"proposal.scal\"; did you mean \"proposal.scale\"?");
+  CHECK(error_of("model = 'm'\n[proposa]\nscale = 3\n") ==
+        "run.toml:2: unknown key \"proposa\"; did you mean \"proposal\"?");
+  // Wrong type.
+  CHECK(error_of("model = 'm'\nchain_size = \"abc\"\n") ==
+        "run.toml:2: key \"chain_size\" is \"abc\" (a string), but must be an integer >= 1");
+  CHECK(error_of("model = 'm'\nchain_size = 2.5\n") ==
+        "run.toml:2: key \"chain_size\" is 2.5 (a float), but must be an integer >= 1");
+  CHECK(error_of("model = 'm'\noverwrite = 1\n") ==
+        "run.toml:2: key \"overwrite\" is 1 (an integer), but must be a logical (true or false)");
+  CHECK(error_of("model = 'm'\nstart = [1, \"x\"]\n") ==
+        "run.toml:2: key \"start\" element 2 is \"x\" (a string), but must be a list of 1 to 8 floats");
+  CHECK(error_of("model = 'm'\nchain_size = [1, 2]\n") ==
+        "run.toml:2: key \"chain_size\" is [1, 2] (a list), but must be an integer >= 1");
+  CHECK(error_of("model = 'm'\nproposal = 3\n") ==
+        "run.toml:2: key \"proposal\" is 3 (an integer), but must be a table with keys \"scale\", "
+        "\"delayed_rejection_stages\"");
+  // Range.
+  CHECK(error_of("model = 'm'\nchain_size = 0\n") ==
+        "run.toml:2: key \"chain_size\" is 0 (an integer), but must be an integer >= 1");
+  CHECK(error_of("model = 'm'\ntarget_acceptance = 1.5\n") ==
+        "run.toml:2: key \"target_acceptance\" is 1.5 (a float), but must be a float in [0, 1]");
+  CHECK(error_of("model = 'm'\ntarget_acceptance = nan\n") ==
+        "run.toml:2: key \"target_acceptance\" is nan (a float), but must be a float in [0, 1]");
+  CHECK(error_of("model = 'm'\n[proposal]\nscale = 0.0\n") ==
+        "run.toml:3: key \"proposal.scale\" is 0.0 (a float), but must be a float > 0");
+  // Choices, with a suggestion.
+  CHECK(error_of("model = 'm'\nmethod = \"drma\"\n") ==
+        "run.toml:2: key \"method\" is \"drma\" (a string), but must be one of \"dram\", \"am\", \"dr\", \"mh\"; "
+        "did you mean \"dram\"?");
+  CHECK(error_of("model = 'm'\noutputs = ['chain', 'samples']\n") ==
+        "run.toml:2: key \"outputs\" element 2 is \"samples\" (a string), but must be a list of strings from "
+        "\"chain\", \"sample\", \"report\"; did you mean \"sample\"?");
+  // List length.
+  CHECK(error_of("model = 'm'\nstart = []\n") ==
+        "run.toml:2: key \"start\" has 0 elements, but must be a list of 1 to 8 floats");
+  // Missing required key.
+  CHECK(error_of("chain_size = 3\n") ==
+        "run.toml: missing required key \"model\" (a string; model name)");
+  // Overrides.
+  CHECK(error_of("model = 'm'\n", {"chain_size=abc"}) ==
+        "--set chain_size=abc: key \"chain_size\" is \"abc\" (text), but must be an integer >= 1");
+  CHECK(error_of("model = 'm'\n", {"chain_sise=3"}) ==
+        "--set chain_sise=3: unknown key \"chain_sise\"; did you mean \"chain_size\"?");
+  CHECK(error_of("model = 'm'\n", {"chain_size"}) ==
+        "--set \"chain_size\": expected key=value, e.g. --set chain_size=1000");
+  // Several problems: the first in file order, and a count.
+  CHECK(error_of("chain_size = 0\nmethod = 'x'\n") ==
+        "run.toml:1: key \"chain_size\" is 0 (an integer), but must be an integer >= 1 (and 2 more problems)");
+  CHECK(sampler_schema().check(toml("chain_size = 0\nmethod = 'x'\n")).size() == 3);
+  // TOML syntax errors carry file, line and column.
+  CHECK_THROWS_WITH(toml("a = 1\nb = = 2\n"), Catch::StartsWith("run.toml:2:"));
+  CHECK_THROWS_AS(toml("a = [1, 2\n"), herd::InputError);
+}
+
+TEST_CASE("schema: declaration mistakes are caught", "[io]") {
+  Schema s;
+  s.add_int("a", 1, "doc").alias("b");
+  CHECK_THROWS_AS(s.add_int("a", 1, "again"), herd::InputError);
+  CHECK_THROWS_AS(s.add_float("B", 1.0, "alias clash"), herd::InputError);
+}
+
+TEST_CASE("schema: TOML files are read with locations", "[io]") {
+  herd::test::TempDir tmp;
+  {
+    std::ofstream(tmp.file("run.toml")) << "# comment\nmodel = \"gauss\"\n[proposal]\nscale = 2\n";
+  }
+  const Config c = read_config(tmp.file("run.toml"));
+  CHECK_FALSE(c.case_insensitive());
+  CHECK(c.find("proposal.scale")->where.str() == tmp.file("run.toml") + ":4");
+  const Settings r = sampler_schema().apply(c);
+  CHECK(r.get_float("proposal.scale") == 2.0);
+  CHECK_THROWS_AS(read_toml(tmp.file("nope.toml")), herd::IoError);
+}
