@@ -1,0 +1,686 @@
+// The DRAM kernel (dram.hpp).
+#include "herd/mcmc/dram.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cmath>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include <Eigen/Dense>
+
+#include "herd/core/error.hpp"
+#include "herd/core/log.hpp"
+#include "herd/core/thread_pool.hpp"
+#include "herd/core/timer.hpp"
+
+namespace herd::mcmc {
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr int kMaxStages = 15;  // 1 + 14 delayed-rejection stages
+constexpr int kMaxPath = kMaxStages + 1;
+// A factor is rejected as numerically singular when some conditional variance is below
+// this fraction of the marginal one (|correlation| of 1 - 5e-13 or more).
+constexpr double kSingularRatio = 1e-12;
+
+// log(1 - exp(la)) for la <= 0 (Maechler 2012); -inf for la == 0.
+double log1m_exp(double la) {
+  if (la >= 0.0) return kNegInf;
+  return la > -0.6931471805599453 ? std::log(-std::expm1(la)) : std::log1p(-std::exp(la));
+}
+
+// Memoised recursion over the sub-paths of one delayed-rejection path. Every sub-path
+// met by the recursion is a contiguous run of the path's points, forwards or backwards,
+// so it is named by (start, end).
+struct DrRecursion {
+  int d;
+  const double* w;
+  const double* lp;
+  const double* scale;
+  ProposalKind kind;
+  double dist2[kMaxPath][kMaxPath];
+  double memo[kMaxPath][kMaxPath];
+  bool have_dist[kMaxPath][kMaxPath] = {};
+  bool have_memo[kMaxPath][kMaxPath] = {};
+
+  double dist(int a, int b) {
+    if (!have_dist[a][b]) {
+      const double* pa = w + static_cast<std::size_t>(a) * d;
+      const double* pb = w + static_cast<std::size_t>(b) * d;
+      double s = 0.0;
+      for (int i = 0; i < d; ++i) s += (pa[i] - pb[i]) * (pa[i] - pb[i]);
+      dist2[a][b] = dist2[b][a] = s;
+      have_dist[a][b] = have_dist[b][a] = true;
+    }
+    return dist2[a][b];
+  }
+  // log q_j(a -> b) up to the normalising constant (equal on both sides of the ratio).
+  double log_q(int j, int a, int b) {
+    const double c = scale[j - 1];
+    const double r2 = dist(a, b) / (c * c);
+    if (kind == ProposalKind::kNormal) return -0.5 * r2;
+    return r2 <= 1.0 ? 0.0 : kNegInf;
+  }
+  double log_alpha(int s, int e) {
+    if (have_memo[s][e]) return memo[s][e];
+    const int dir = e > s ? 1 : -1;
+    const int m = (e - s) * dir;
+    double res;
+    if (lp[e] == kNegInf) {
+      res = kNegInf;
+    } else {
+      double num = lp[e], den = lp[s];
+      for (int j = 1; j < m && num != kNegInf; ++j) {
+        den += log_q(j, s, s + dir * j) + log1m_exp(log_alpha(s, s + dir * j));
+        num += log_q(j, e, e - dir * j) + log1m_exp(log_alpha(e, e - dir * j));
+      }
+      if (num == kNegInf)
+        res = kNegInf;
+      else if (den == kNegInf)
+        res = 0.0;
+      else
+        res = std::min(0.0, num - den);
+    }
+    have_memo[s][e] = true;
+    memo[s][e] = res;
+    return res;
+  }
+};
+
+std::string lower_no_space(const std::string& s) {
+  std::string r;
+  for (char c : s)
+    if (!std::isspace(static_cast<unsigned char>(c))) r += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+// log det of A from its Cholesky factor.
+double log_det_chol(const Eigen::MatrixXd& l) {
+  double s = 0.0;
+  for (int i = 0; i < l.rows(); ++i) s += 2.0 * std::log(l(i, i));
+  return s;
+}
+
+}  // namespace
+
+double dr_log_acceptance(int m, int d, const double* w, const double* lp, const double* scale,
+                         ProposalKind kind, DrRule rule) {
+  HERD_CHECK(m >= 1 && m < kMaxPath, "dr_log_acceptance: m is {}, but must be in [1, {}]", m, kMaxPath - 1);
+  if (lp[m] == kNegInf) return kNegInf;
+  if (m == 1) return std::min(0.0, lp[1] - lp[0]);
+  if (rule == DrRule::kParaDramSimplified) {
+    double mx = kNegInf;
+    for (int j = 1; j < m; ++j) mx = std::max(mx, lp[j]);
+    if (lp[m] <= mx) return kNegInf;
+    // log(e^lp_m - e^mx) - log(e^lp_0 - e^mx)
+    const double num = lp[m] + log1m_exp(mx - lp[m]);
+    const double den = lp[0] + log1m_exp(mx - lp[0]);
+    return std::min(0.0, num - den);
+  }
+  DrRecursion r{d, w, lp, scale, kind, {}, {}};
+  return r.log_alpha(0, m);
+}
+
+double DramSampler::parse_scale_factor(const std::string& text, int d) {
+  const std::string s = lower_no_space(text);
+  HERD_REQUIRE(!s.empty(), "dram: scale_factor is empty, but must be a number, \"gelman\" or a product");
+  double v = 1.0;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    const std::size_t star = s.find('*', pos);
+    const std::string term = s.substr(pos, star == std::string::npos ? std::string::npos : star - pos);
+    if (term == "gelman") {
+      v *= 2.38 / std::sqrt(static_cast<double>(d));
+    } else {
+      std::size_t used = 0;
+      double x = 0.0;
+      try {
+        x = std::stod(term, &used);
+      } catch (...) {
+        used = 0;
+      }
+      HERD_REQUIRE(used == term.size() && !term.empty(),
+                   "dram: scale_factor is \"{}\"; the term \"{}\" is neither a number nor \"gelman\"", text, term);
+      v *= x;
+    }
+    if (star == std::string::npos) break;
+    pos = star + 1;
+  }
+  HERD_REQUIRE(std::isfinite(v) && v > 0, "dram: scale_factor \"{}\" is {}, but must be positive and finite", text, v);
+  return v;
+}
+
+DramSampler::DramSampler(DramOptions options, PointLogDensity log_density)
+    : options_(std::move(options)), f_(std::move(log_density)) {
+  HERD_REQUIRE(static_cast<bool>(f_), "dram: the log density is empty");
+  validate();
+  reset();
+}
+
+DramSampler::DramSampler(DramOptions options, BatchLogDensity log_density)
+    : options_(std::move(options)) {
+  HERD_REQUIRE(static_cast<bool>(log_density), "dram: the log density is empty");
+  f_ = [b = std::move(log_density)](const double* x, int d) {
+    double out = 0.0;
+    b(x, 1, d, &out);
+    return out;
+  };
+  validate();
+  reset();
+}
+
+void DramSampler::validate() {
+  const DramOptions& o = options_;
+  d_ = static_cast<int>(o.start_point.size());
+  const int d = d_;
+  HERD_REQUIRE(d > 0, "dram: start_point is empty, but must hold the d coordinates of the start");
+  for (int i = 0; i < d; ++i)
+    HERD_REQUIRE(std::isfinite(o.start_point[i]), "dram: start_point[{}] is {}, but must be finite", i,
+                 o.start_point[i]);
+  HERD_REQUIRE(o.chain_size >= 1, "dram: chain_size is {}, but must be >= 1", o.chain_size);
+  HERD_REQUIRE(o.max_proposals >= 0, "dram: max_proposals is {}, but must be >= 0", o.max_proposals);
+  if (!o.proposal_start_cov.empty()) {
+    HERD_REQUIRE(o.proposal_start_cov.size() == static_cast<std::size_t>(d) * d,
+                 "dram: proposal_start_cov has {} values, but must have d*d = {}", o.proposal_start_cov.size(),
+                 d * d);
+    HERD_REQUIRE(o.proposal_start_std.empty(), "dram: give proposal_start_cov or proposal_start_std, not both");
+  }
+  if (!o.proposal_start_std.empty()) {
+    HERD_REQUIRE(o.proposal_start_std.size() == static_cast<std::size_t>(d),
+                 "dram: proposal_start_std has {} values, but must have d = {}", o.proposal_start_std.size(), d);
+    for (int i = 0; i < d; ++i)
+      HERD_REQUIRE(o.proposal_start_std[i] > 0 && std::isfinite(o.proposal_start_std[i]),
+                   "dram: proposal_start_std[{}] is {}, but must be positive and finite", i,
+                   o.proposal_start_std[i]);
+  }
+  scale0_ = parse_scale_factor(o.scale_factor, d);
+  period_ = o.adaptive_update_period == 0 ? 4 * static_cast<std::int64_t>(d) : o.adaptive_update_period;
+  HERD_REQUIRE(period_ > 0, "dram: adaptive_update_period is {}, but must be >= 0 (0: 4*d)",
+               o.adaptive_update_period);
+  HERD_REQUIRE(o.adaptive_update_count >= 0, "dram: adaptive_update_count is {}, but must be >= 0",
+               o.adaptive_update_count);
+  HERD_REQUIRE(o.greedy_adaptation_count >= 0, "dram: greedy_adaptation_count is {}, but must be >= 0",
+               o.greedy_adaptation_count);
+  if (!o.target_acceptance_rate.empty()) {
+    HERD_REQUIRE(o.target_acceptance_rate.size() <= 2,
+                 "dram: target_acceptance_rate has {} values, but must have 1 or 2", o.target_acceptance_rate.size());
+    const double lo = o.target_acceptance_rate.front(), hi = o.target_acceptance_rate.back();
+    HERD_REQUIRE(lo > 0 && hi <= 1 && lo <= hi,
+                 "dram: target_acceptance_rate is [{}, {}], but must satisfy 0 < lo <= hi <= 1", lo, hi);
+  }
+  HERD_REQUIRE(o.delayed_rejection_count >= 0 && o.delayed_rejection_count < kMaxStages,
+               "dram: delayed_rejection_count is {}, but must be in [0, {}]", o.delayed_rejection_count,
+               kMaxStages - 1);
+  const auto& f = o.delayed_rejection_scale_factors;
+  HERD_REQUIRE(f.empty() || f.size() == 1 || static_cast<int>(f.size()) == o.delayed_rejection_count,
+               "dram: delayed_rejection_scale_factors has {} values, but must have 0, 1 or "
+               "delayed_rejection_count = {}",
+               f.size(), o.delayed_rejection_count);
+  for (std::size_t i = 0; i < f.size(); ++i)
+    HERD_REQUIRE(f[i] > 0 && std::isfinite(f[i]),
+                 "dram: delayed_rejection_scale_factors[{}] is {}, but must be positive and finite", i, f[i]);
+  stage_scale_.assign(1, 1.0);
+  for (int s = 0; s < o.delayed_rejection_count; ++s) {
+    const double fs = f.empty() ? std::pow(0.5, 1.0 / d) : (f.size() == 1 ? f[0] : f[s]);
+    stage_scale_.push_back(stage_scale_.back() * fs);
+  }
+  has_box_ = !o.domain_lower.empty() || !o.domain_upper.empty();
+  lower_.assign(d, kNegInf);
+  upper_.assign(d, std::numeric_limits<double>::infinity());
+  if (!o.domain_lower.empty()) {
+    HERD_REQUIRE(o.domain_lower.size() == static_cast<std::size_t>(d),
+                 "dram: domain_lower has {} values, but must have d = {}", o.domain_lower.size(), d);
+    lower_ = o.domain_lower;
+  }
+  if (!o.domain_upper.empty()) {
+    HERD_REQUIRE(o.domain_upper.size() == static_cast<std::size_t>(d),
+                 "dram: domain_upper has {} values, but must have d = {}", o.domain_upper.size(), d);
+    upper_ = o.domain_upper;
+  }
+  for (int i = 0; i < d; ++i) {
+    HERD_REQUIRE(!(lower_[i] >= upper_[i]) && !std::isnan(lower_[i]) && !std::isnan(upper_[i]),
+                 "dram: domain_lower[{}] = {} and domain_upper[{}] = {}, but lower must be < upper", i,
+                 lower_[i], i, upper_[i]);
+    HERD_REQUIRE(o.start_point[i] >= lower_[i] && o.start_point[i] <= upper_[i],
+                 "dram: start_point[{}] is {}, but must lie in the domain [{}, {}]", i, o.start_point[i],
+                 lower_[i], upper_[i]);
+  }
+  HERD_REQUIRE(o.burnin_adaptation_measure >= 0 && o.burnin_adaptation_measure <= 1,
+               "dram: burnin_adaptation_measure is {}, but must be in [0, 1]", o.burnin_adaptation_measure);
+  zig_ = &ziggurat_tables();
+  const std::size_t np = stage_scale_.size() + 1;
+  z_.resize(d);
+  y_.resize(d);
+  wpath_.assign(np * d, 0.0);
+  ypath_.assign(np * d, 0.0);
+  lpath_.assign(np, 0.0);
+}
+
+void DramSampler::reset() {
+  const int d = d_;
+  DramState s;
+  s.ndim = d;
+  s.chain_id = options_.chain_id;
+  s.point = options_.start_point;
+  s.scale = scale0_;
+  s.stage_accepted.assign(stage_scale_.size(), 0);
+  // Initial proposal factor.
+  Eigen::MatrixXd c = Eigen::MatrixXd::Identity(d, d);
+  if (!options_.proposal_start_cov.empty()) {
+    for (int i = 0; i < d; ++i)
+      for (int j = 0; j < d; ++j) c(i, j) = options_.proposal_start_cov[static_cast<std::size_t>(i) * d + j];
+    HERD_REQUIRE((c - c.transpose()).cwiseAbs().maxCoeff() <= 1e-12 * c.cwiseAbs().maxCoeff(),
+                 "dram: proposal_start_cov is not symmetric");
+  } else if (!options_.proposal_start_std.empty()) {
+    for (int i = 0; i < d; ++i) c(i, i) = options_.proposal_start_std[i] * options_.proposal_start_std[i];
+  }
+  Eigen::LLT<Eigen::MatrixXd> llt(c);
+  HERD_REQUIRE(llt.info() == Eigen::Success, "dram: proposal_start_cov is not positive definite");
+  const Eigen::MatrixXd l = llt.matrixL();
+  s.chol.assign(static_cast<std::size_t>(d) * d, 0.0);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j <= i; ++j) s.chol[static_cast<std::size_t>(i) * d + j] = l(i, j);
+  s.mean.assign(d, 0.0);
+  s.m2.assign(static_cast<std::size_t>(d) * d, 0.0);
+  state_ = std::move(s);
+  prop_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kProposal);
+  acc_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kAcceptance);
+  dr_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kDelayedRejection);
+  nan_warned_ = chol_warned_ = false;
+  const double lp = evaluate(state_.point.data());
+  HERD_REQUIRE(lp > kNegInf, "dram: the log density at start_point is -inf (or NaN); the start must be "
+               "inside the support of the target");
+  state_.log_density = lp;
+  state_.best_index.push_back(0);
+  state_.best_log_density.push_back(lp);
+}
+
+void DramSampler::set_state(DramState s) {
+  HERD_REQUIRE(s.ndim == d_ && s.point.size() == static_cast<std::size_t>(d_) &&
+                   s.chol.size() == static_cast<std::size_t>(d_) * d_,
+               "dram: set_state: the state has dimension {}, but the sampler has {}", s.ndim, d_);
+  HERD_REQUIRE(s.stage_accepted.size() == stage_scale_.size(),
+               "dram: set_state: the state has {} stages, but the options give {}", s.stage_accepted.size(),
+               stage_scale_.size());
+  state_ = std::move(s);
+  prop_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kProposal);
+  acc_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kAcceptance);
+  dr_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kDelayedRejection);
+}
+
+double DramSampler::evaluate(const double* y) {
+  ++state_.evaluations;
+  double v;
+  try {
+    v = f_(y, d_);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("dram: chain {}: the log density threw at proposal {}: {}", state_.chain_id,
+                            state_.proposal_number, e.what()));
+  } catch (...) {
+    throw Error(fmt::format("dram: chain {}: the log density threw an unknown exception at proposal {}",
+                            state_.chain_id, state_.proposal_number));
+  }
+  if (std::isnan(v)) [[unlikely]] {
+    ++state_.nan_count;
+    if (!nan_warned_) {
+      nan_warned_ = true;
+      HERD_LOG_WARN("dram: chain {}: the log density is NaN at proposal {}; NaN counts as -inf (further "
+                    "NaNs are counted silently; the total is in the result)",
+                    state_.chain_id, state_.proposal_number);
+    }
+    return kNegInf;
+  }
+  if (v == std::numeric_limits<double>::infinity()) [[unlikely]]
+    throw NumericalError(fmt::format("dram: chain {}: the log density is +inf at proposal {}, but must be "
+                                     "finite or -inf",
+                                     state_.chain_id, state_.proposal_number));
+  return v;
+}
+
+void DramSampler::draw_direction(RngCursor& c, double* z) const {
+  ziggurat_normals(c, *zig_, z, d_);
+  if (options_.proposal == ProposalKind::kUniform) {
+    double n2 = 0.0;
+    for (int i = 0; i < d_; ++i) n2 += z[i] * z[i];
+    const double r = std::pow(c.uniform(), 1.0 / d_) / std::sqrt(n2);
+    for (int i = 0; i < d_; ++i) z[i] *= r;
+  }
+}
+
+void DramSampler::propose(std::uint64_t k, int stage, const double* point, const double* chol,
+                          double* out) const {
+  HERD_REQUIRE(stage >= 1 && stage <= static_cast<int>(stage_scale_.size()),
+               "dram: propose: stage is {}, but must be in [1, {}]", stage, stage_scale_.size());
+  const int d = d_;
+  std::vector<double> z(d);
+  if (stage == 1) {
+    auto c = prop_rng_.at(k);
+    draw_direction(c, z.data());
+  } else {
+    auto c = dr_rng_.at(k);
+    for (int s = 2; s <= stage; ++s) draw_direction(c, z.data());
+  }
+  // Same arithmetic as step(): w = c_s z, then y = x + L w.
+  const double cs = stage_scale_[stage - 1];
+  if (stage > 1)
+    for (int i = 0; i < d; ++i) z[i] *= cs;
+  for (int i = 0; i < d; ++i) {
+    const double* l = chol + static_cast<std::size_t>(i) * d;
+    double s = 0.0;
+    for (int j = 0; j <= i; ++j) s += l[j] * z[j];
+    out[i] = point[i] + s;
+  }
+}
+
+void DramSampler::write_current(ChainSink& sink) {
+  DramState& s = state_;
+  ChainRecord r;
+  r.chain_id = s.chain_id;
+  r.step = s.record_step;
+  r.weight = s.weight;
+  r.log_density = s.log_density;
+  r.dr_stage = s.record_stage;
+  r.accept_prob = s.record_accept_prob;
+  r.adapt_measure = s.record_adapt_measure;
+  r.point = s.point.data();
+  r.ndim = d_;
+  sink.write(r);
+  if (s.record_adapt_measure > options_.burnin_adaptation_measure) s.last_index_over_measure = s.records_written;
+  ++s.records_written;
+}
+
+void DramSampler::accept(const double* y, double lp, int stage, double alpha, ChainSink& sink) {
+  DramState& s = state_;
+  write_current(sink);
+  if (s.updates_done < options_.adaptive_update_count) {
+    const std::int64_t w = s.weight - s.current_counted;
+    if (w > 0 || s.current_counted == 0) {
+      s.pending_points.insert(s.pending_points.end(), s.point.begin(), s.point.end());
+      s.pending_weights.push_back(static_cast<double>(w));
+      s.pending_new.push_back(s.current_counted == 0 ? 1 : 0);
+    }
+  }
+  std::copy(y, y + d_, s.point.begin());
+  s.log_density = lp;
+  s.weight = 1;
+  s.record_step = s.proposal_number + 1;
+  s.record_stage = stage;
+  s.record_accept_prob = alpha;
+  s.record_adapt_measure = 0.0;
+  s.current_counted = 0;
+  ++s.accepted;
+  ++s.stage_accepted[stage - 1];
+  ++s.accepted_since_update;
+  if (lp > s.best_log_density.back()) {
+    s.best_index.push_back(s.records_written);
+    s.best_log_density.push_back(lp);
+  }
+}
+
+void DramSampler::step(ChainSink& sink) {
+  DramState& s = state_;
+  const int d = d_;
+  const std::uint64_t k = s.proposal_number;
+  const double* x = s.point.data();
+  const double* l = s.chol.data();
+  double* z = z_.data();
+  double* y = y_.data();
+
+  auto pc = prop_rng_.at(k);
+  draw_direction(pc, z);
+  bool inside = true;
+  for (int i = 0; i < d; ++i) {
+    const double* li = l + static_cast<std::size_t>(i) * d;
+    double v = 0.0;
+    for (int j = 0; j <= i; ++j) v += li[j] * z[j];
+    y[i] = x[i] + v;
+    if (has_box_) inside &= (y[i] >= lower_[i]) & (y[i] <= upper_[i]);
+  }
+  double lpy = kNegInf;
+  if (inside)
+    lpy = evaluate(y);
+  else
+    ++s.out_of_domain;
+  auto ac = acc_rng_.at(k);
+  const double u = ac.uniform();
+  const double la = std::min(0.0, lpy - s.log_density);
+  const int nst = static_cast<int>(stage_scale_.size());
+  if (la == 0.0 || std::log(u) < la) {
+    accept(y, lpy, 1, std::exp(la), sink);
+  } else if (nst > 1) {
+    // Delayed rejection: the path x = p_0, p_1, ..., in whitened coordinates w (p = x + L w).
+    double* w = wpath_.data();
+    double* lpp = lpath_.data();
+    std::fill(w, w + d, 0.0);
+    std::copy(z, z + d, w + d);
+    lpp[0] = s.log_density;
+    lpp[1] = lpy;
+    auto dc = dr_rng_.at(k);
+    bool accepted = false;
+    for (int st = 2; st <= nst && !accepted; ++st) {
+      draw_direction(dc, z);
+      const double cs = stage_scale_[st - 1];
+      double* ws = w + static_cast<std::size_t>(st) * d;
+      inside = true;
+      for (int i = 0; i < d; ++i) {
+        ws[i] = cs * z[i];
+        const double* li = l + static_cast<std::size_t>(i) * d;
+        double v = 0.0;
+        for (int j = 0; j <= i; ++j) v += li[j] * ws[j];
+        y[i] = x[i] + v;
+        if (has_box_) inside &= (y[i] >= lower_[i]) & (y[i] <= upper_[i]);
+      }
+      double lps = kNegInf;
+      if (inside)
+        lps = evaluate(y);
+      else
+        ++s.out_of_domain;
+      lpp[st] = lps;
+      const double las =
+          dr_log_acceptance(st, d, w, lpp, stage_scale_.data(), options_.proposal, options_.dr_rule);
+      const double us = ac.uniform();
+      if (las == 0.0 || std::log(us) < las) {
+        accept(y, lps, st, std::exp(las), sink);
+        accepted = true;
+      }
+    }
+    if (!accepted) ++s.weight;
+  } else {
+    ++s.weight;
+  }
+  ++s.proposal_number;
+  ++s.proposals_since_update;
+  if (s.proposals_since_update >= period_ && s.updates_done < options_.adaptive_update_count) adapt();
+}
+
+void DramSampler::merge_pending(bool greedy) {
+  DramState& s = state_;
+  const int d = d_;
+  // The current state's weight not yet merged joins the batch.
+  {
+    const std::int64_t w = s.weight - s.current_counted;
+    if (w > 0) {
+      s.pending_points.insert(s.pending_points.end(), s.point.begin(), s.point.end());
+      s.pending_weights.push_back(static_cast<double>(w));
+      s.pending_new.push_back(s.current_counted == 0 ? 1 : 0);
+    }
+    s.current_counted = s.weight;
+  }
+  const std::size_t m = s.pending_weights.size();
+  if (m == 0) return;
+  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> pts(
+      s.pending_points.data(), static_cast<Eigen::Index>(m), d);
+  Eigen::VectorXd wt(static_cast<Eigen::Index>(m));
+  std::int64_t fresh = 0;
+  for (std::size_t i = 0; i < m; ++i) {
+    wt(static_cast<Eigen::Index>(i)) = greedy ? static_cast<double>(s.pending_new[i]) : s.pending_weights[i];
+    fresh += s.pending_new[i];
+  }
+  const double wb = wt.sum();
+  if (wb > 0) {
+    const Eigen::VectorXd mb = (pts.transpose() * wt) / wb;
+    const Eigen::MatrixXd cen = pts.rowwise() - mb.transpose();
+    const Eigen::MatrixXd m2b = cen.transpose() * wt.asDiagonal() * cen;
+    Eigen::Map<Eigen::VectorXd> mean(s.mean.data(), d);
+    Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> m2(s.m2.data(), d, d);
+    // Chan, Golub & LeVeque's pairwise update, weighted.
+    const double wa = s.cov_weight, wn = wa + wb;
+    const Eigen::VectorXd delta = mb - mean;
+    m2 += m2b + (wa * wb / wn) * (delta * delta.transpose());
+    mean += (wb / wn) * delta;
+    s.cov_weight = wn;
+  }
+  s.cov_unique += fresh;
+  s.pending_points.clear();
+  s.pending_weights.clear();
+  s.pending_new.clear();
+}
+
+void DramSampler::adapt() {
+  DramState& s = state_;
+  const int d = d_;
+  merge_pending(s.updates_done < options_.greedy_adaptation_count);
+  if (!options_.target_acceptance_rate.empty() && s.proposals_since_update > 0) {
+    const double lo = options_.target_acceptance_rate.front(), hi = options_.target_acceptance_rate.back();
+    const double r = static_cast<double>(s.accepted_since_update) / static_cast<double>(s.proposals_since_update);
+    if (r < lo || r > hi) s.scale *= std::clamp(std::sqrt(r / (0.5 * (lo + hi))), 0.8, 1.25);
+  }
+  s.accepted_since_update = 0;
+  s.proposals_since_update = 0;
+  if (s.cov_unique < d + 1 || !(s.cov_weight > 0)) {
+    ++s.updates_deferred;
+    return;
+  }
+  ++s.updates_done;
+  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> m2(s.m2.data(), d, d);
+  const Eigen::MatrixXd cov = (s.scale * s.scale / s.cov_weight) * m2;
+  Eigen::LLT<Eigen::MatrixXd> llt(cov);
+  bool ok = llt.info() == Eigen::Success && cov.allFinite();
+  Eigen::MatrixXd lnew;
+  if (ok) {
+    lnew = llt.matrixL();
+    for (int i = 0; i < d && ok; ++i)
+      ok = std::isfinite(lnew(i, i)) && lnew(i, i) * lnew(i, i) > kSingularRatio * cov(i, i);
+  }
+  if (!ok) {
+    ++s.chol_failures;
+    if (!chol_warned_) {
+      chol_warned_ = true;
+      HERD_LOG_WARN("dram: chain {}: the adapted proposal covariance at proposal {} is not positive definite "
+                    "(numerically); the previous proposal is kept (further failures are counted silently; "
+                    "the total is in the result)",
+                    s.chain_id, s.proposal_number);
+    }
+    return;
+  }
+  // Adaptation measure: Hellinger distance between the old and new proposal Gaussians.
+  Eigen::MatrixXd lold = Eigen::MatrixXd::Zero(d, d);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j <= i; ++j) lold(i, j) = s.chol[static_cast<std::size_t>(i) * d + j];
+  const Eigen::MatrixXd cold = lold * lold.transpose();
+  Eigen::LLT<Eigen::MatrixXd> lmid(0.5 * (cold + cov));
+  double h = 1.0;
+  if (lmid.info() == Eigen::Success) {
+    const double lbc = 0.25 * log_det_chol(lold) + 0.25 * log_det_chol(lnew) -
+                       0.5 * log_det_chol(Eigen::MatrixXd(lmid.matrixL()));
+    h = std::sqrt(std::max(0.0, 1.0 - std::exp(std::min(0.0, lbc))));
+  }
+  s.record_adapt_measure = std::max(s.record_adapt_measure, h);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j <= i; ++j) s.chol[static_cast<std::size_t>(i) * d + j] = lnew(i, j);
+}
+
+DramResult DramSampler::finish_result(double seconds) const {
+  const DramState& s = state_;
+  const int d = d_;
+  DramResult r;
+  r.chain_id = s.chain_id;
+  r.proposals = static_cast<std::int64_t>(s.proposal_number);
+  r.chain_size = s.records_written;
+  r.acceptance_rate = r.proposals > 0 ? static_cast<double>(s.accepted) / static_cast<double>(r.proposals) : 0.0;
+  r.stage_accepted = s.stage_accepted;
+  r.evaluations = s.evaluations;
+  r.nan_count = s.nan_count;
+  r.out_of_domain = s.out_of_domain;
+  r.adaptive_updates = s.updates_done;
+  r.adaptive_updates_deferred = s.updates_deferred;
+  r.chol_failures = s.chol_failures;
+  // Likelihood rule: first state with log density >= best - log(n); it is a prefix maximum.
+  const double best = s.best_log_density.back();
+  const double thr = best - std::log(static_cast<double>(std::max<std::int64_t>(1, s.records_written)));
+  for (std::size_t i = 0; i < s.best_index.size(); ++i)
+    if (s.best_log_density[i] >= thr) {
+      r.burnin_likelihood = s.best_index[i];
+      break;
+    }
+  r.burnin_adaptation = s.last_index_over_measure + 1;
+  r.burnin = std::max(r.burnin_likelihood, r.burnin_adaptation);
+  r.proposal_cov.assign(static_cast<std::size_t>(d) * d, 0.0);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j < d; ++j) {
+      double v = 0.0;
+      for (int k = 0; k <= std::min(i, j); ++k)
+        v += s.chol[static_cast<std::size_t>(i) * d + k] * s.chol[static_cast<std::size_t>(j) * d + k];
+      r.proposal_cov[static_cast<std::size_t>(i) * d + j] = v;
+    }
+  if (s.cov_weight > 0) {
+    r.adapted_cov.resize(static_cast<std::size_t>(d) * d);
+    for (std::size_t i = 0; i < r.adapted_cov.size(); ++i) r.adapted_cov[i] = s.m2[i] / s.cov_weight;
+  }
+  r.seconds = seconds;
+  return r;
+}
+
+DramResult DramSampler::run(ChainSink& sink) {
+  Timer timer;
+  DramState& s = state_;
+  sink.begin(s.chain_id, d_);
+  const auto max_prop = static_cast<std::uint64_t>(options_.max_proposals);
+  try {
+    while (s.records_written + 1 < options_.chain_size && (max_prop == 0 || s.proposal_number < max_prop))
+      step(sink);
+  } catch (...) {
+    // Flush what was sampled (the current state with its weight so far), then report.
+    try {
+      write_current(sink);
+      sink.flush();
+    } catch (...) {
+    }
+    throw;
+  }
+  write_current(sink);
+  sink.flush();
+  return finish_result(timer.seconds());
+}
+
+std::vector<DramResult> DramSampler::run_chains(const std::vector<ChainSink*>& sinks, int num_threads) {
+  const std::size_t n = sinks.size();
+  std::vector<DramResult> results(n);
+  for (std::size_t i = 0; i < n; ++i)
+    HERD_REQUIRE(sinks[i] != nullptr, "dram: run_chains: sinks[{}] is null", i);
+  auto run_one = [&](std::size_t i) {
+    DramOptions o = options_;
+    o.chain_id = options_.chain_id + static_cast<std::uint32_t>(i);
+    DramSampler chain(std::move(o), f_);
+    results[i] = chain.run(*sinks[i]);
+  };
+  std::size_t threads = num_threads > 0 ? static_cast<std::size_t>(num_threads)
+                                        : std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min(threads, n);
+  if (!options_.log_density_thread_safe || threads <= 1) {
+    for (std::size_t i = 0; i < n; ++i) run_one(i);
+    return results;
+  }
+  // The calling thread works too, so a pool of threads - 1 workers gives `threads` in all.
+  ThreadPool pool(threads - 1);
+  pool.parallel_for_each(0, n, run_one, 1);
+  return results;
+}
+
+}  // namespace herd::mcmc

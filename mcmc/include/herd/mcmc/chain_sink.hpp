@@ -1,0 +1,122 @@
+#pragma once
+/// @file chain_sink.hpp
+/// Streaming of compact MCMC chains (DESIGN.md §4 "chains are stored compactly"): the
+/// sampler hands each unique state, with its integer weight, to a `ChainSink` when the
+/// chain leaves it (and the current state when a run ends or stops on an error), so a
+/// chain is never held whole in memory unless the sink chooses to.
+///
+/// Sinks provided: `MemoryChainSink` (vectors; tests and small runs) and
+/// `BinaryChainSink` (an append-only little-endian binary file; the checkpoint of a run
+/// will store its length). `read_binary_chain` reads such a file back.
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace herd::mcmc {
+
+/// One state of a compact chain: a unique accepted point and its bookkeeping.
+/// `point` points to `ndim` doubles owned by the sampler, valid only during the
+/// `ChainSink::write` call.
+struct ChainRecord {
+  std::uint32_t chain_id = 0;  ///< global chain id (the RNG stream id)
+  std::uint64_t step = 0;      ///< proposals made before this state became current (0: start point)
+  std::int64_t weight = 0;     ///< number of steps the chain stayed in this state (>= 1)
+  double log_density = 0.0;    ///< log target density at `point` (natural log)
+  std::int32_t dr_stage = 0;   ///< stage that accepted it: 0 start point, 1 first stage, 2.. delayed-rejection stages
+  double accept_prob = 1.0;    ///< acceptance probability with which it was accepted (1 for the start point)
+  double adapt_measure = 0.0;  ///< largest Hellinger distance of the proposal adaptations made while it was current
+  const double* point = nullptr;  ///< the state, `ndim` values
+  int ndim = 0;
+};
+
+/// Receives the compact chain of one MCMC chain, in chain order.
+/// Thread-safety: a sink is written by one chain, from one thread at a time; use one sink
+/// per chain when chains run in parallel.
+class ChainSink {
+ public:
+  virtual ~ChainSink() = default;
+  /// Called once before the first record. @throws herd::IoError (file sinks)
+  virtual void begin(std::uint32_t chain_id, int ndim) {
+    (void)chain_id;
+    (void)ndim;
+  }
+  /// Appends one record. @throws herd::IoError (file sinks)
+  virtual void write(const ChainRecord& r) = 0;
+  /// Makes everything written so far durable/visible (called at the end of a run and
+  /// before an error propagates). @throws herd::IoError (file sinks)
+  virtual void flush() {}
+};
+
+/// A sink that discards records (benchmarks of the kernel alone).
+class NullChainSink final : public ChainSink {
+ public:
+  void write(const ChainRecord&) override {}
+};
+
+/// Keeps the compact chain in memory: column vectors, states row-major `[size, ndim]`.
+/// Not thread-safe.
+class MemoryChainSink final : public ChainSink {
+ public:
+  void begin(std::uint32_t chain_id, int ndim) override;
+  void write(const ChainRecord& r) override;
+
+  /// Number of unique states.
+  std::size_t size() const { return weight.size(); }
+  /// Pointer to state `i` (`ndim` values).
+  const double* point(std::size_t i) const { return points.data() + i * static_cast<std::size_t>(ndim); }
+  /// Sum of weights (= number of steps represented).
+  std::int64_t total_weight() const;
+  /// Expands the compact chain into the verbose one, `[total_weight, ndim]` row-major,
+  /// skipping the first `burnin_steps` verbose steps.
+  std::vector<double> verbose(std::int64_t burnin_steps = 0) const;
+
+  std::uint32_t chain_id = 0;
+  int ndim = 0;
+  std::vector<std::uint64_t> step;
+  std::vector<std::int64_t> weight;
+  std::vector<double> log_density;
+  std::vector<std::int32_t> dr_stage;
+  std::vector<double> accept_prob;
+  std::vector<double> adapt_measure;
+  std::vector<double> points;  ///< `[size, ndim]` row-major
+};
+
+/// Appends records to a binary file (little-endian, as the host writes it).
+///
+/// Layout: a 24-byte header `"HERDCHN1"`, u32 version (1), i32 ndim, u32 chain id,
+/// u32 record size in bytes; then fixed-size records of u64 step, i64 weight, f64 log
+/// density, i32 DR stage, u32 chain id, f64 acceptance probability, f64 adaptation
+/// measure, f64 point[ndim] (48 + 8 ndim bytes). Writes go through a 1 MiB buffer.
+/// Not thread-safe. The destructor flushes and closes, swallowing errors.
+class BinaryChainSink final : public ChainSink {
+ public:
+  /// Opens `path` for writing (truncates). @throws herd::IoError
+  explicit BinaryChainSink(std::string path);
+  ~BinaryChainSink() override;
+  BinaryChainSink(const BinaryChainSink&) = delete;
+  BinaryChainSink& operator=(const BinaryChainSink&) = delete;
+
+  void begin(std::uint32_t chain_id, int ndim) override;
+  void write(const ChainRecord& r) override;
+  void flush() override;
+  /// Records written so far.
+  std::uint64_t records() const { return records_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void put(const void* p, std::size_t n);
+  void drain();
+
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  std::vector<unsigned char> buf_;
+  std::size_t used_ = 0;
+  std::uint64_t records_ = 0;
+};
+
+/// Reads a file written by `BinaryChainSink`. @throws herd::IoError on a bad or truncated file.
+MemoryChainSink read_binary_chain(const std::string& path);
+
+}  // namespace herd::mcmc

@@ -1,0 +1,275 @@
+#pragma once
+/// @file dram.hpp
+/// The DRAM kernel: delayed-rejection adaptive Metropolis in the style of ParaMonte's
+/// ParaDRAM (Shahmoradi & Bagheri 2020), with ParaDRAM's known flaws fixed.
+///
+/// - Random-walk Metropolis from a start point, Gaussian or uniform-in-ellipsoid proposal.
+/// - Adaptive covariance (Haario, Saksman & Tamminen 2001) on ParaDRAM's schedule: every
+///   `adaptive_update_period` proposals, up to `adaptive_update_count` times, the weighted
+///   covariance of the states visited since the last update is merged into the running
+///   covariance; the proposal covariance is that times scale_factor^2.
+/// - Delayed rejection (Tierney & Mira 1999; Mira 2001; Haario et al. 2006) with any
+///   number of stages and per-stage scales and the *full* Hastings acceptance
+///   probability, so detailed balance holds for any scales (ParaDRAM's simplified rule,
+///   available as `DrRule::kParaDramSimplified` for comparison, does not).
+/// - A domain box: a proposal outside it is a rejected step, never redrawn.
+/// - Random numbers addressed by (seed, global chain id, purpose, proposal number)
+///   (DESIGN.md §4), so a chain is the same whatever the threads or ranks that run it.
+/// - The compact chain is streamed to a `ChainSink`.
+///
+/// Random-number layout of proposal number k of chain c (never change; it is part of
+/// the reproducibility contract): stage-1 normals (ziggurat, then one uniform for the
+/// radius of the uniform proposal) from `RngStream(seed, c, kProposal).at(k)`; the
+/// acceptance uniforms of all stages, in stage order, from `(seed, c, kAcceptance).at(k)`;
+/// the normals (and radius uniforms) of stages 2.. in stage order from
+/// `(seed, c, kDelayedRejection).at(k)`.
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "herd/core/rng.hpp"
+#include "herd/core/ziggurat.hpp"
+#include "herd/mcmc/chain_sink.hpp"
+
+namespace herd::mcmc {
+
+/// Log density of one point: `x` has `d` values; returns the natural log of the
+/// (unnormalised) target density. NaN counts as -inf (with a counted warning); +inf or an
+/// exception stops the run.
+using PointLogDensity = std::function<double(const double* x, int d)>;
+/// Batched log density: `x` is `[n, d]` row-major, `out` receives `[n]` values.
+using BatchLogDensity = std::function<void(const double* x, int n, int d, double* out)>;
+
+/// Shape of the proposal distribution (ParaDRAM's `proposalModel`).
+enum class ProposalKind {
+  kNormal,   ///< Gaussian N(x, C), C = L L^T
+  kUniform,  ///< uniform in the ellipsoid {x + L u : |u| <= 1}
+};
+
+/// Acceptance rule of delayed-rejection stages >= 2.
+enum class DrRule {
+  kExact,               ///< full Hastings ratio (Mira 2001): detailed balance for any scales
+  kParaDramSimplified,  ///< ParaDRAM's rule (ignores the proposal-density ratios); for comparison only
+};
+
+/// Options of a DRAM run; plain data, validated by `DramSampler`'s constructor.
+/// Defaults follow ParaDRAM where it has one.
+struct DramOptions {
+  /// Start point `[d]`; its size sets the dimension. Required.
+  std::vector<double> start_point;
+  /// Number of unique states (compact chain records) to collect (ParaDRAM's chainSize),
+  /// the start point included. The run also stops after `max_proposals` proposals if > 0.
+  std::int64_t chain_size = 100000;
+  std::int64_t max_proposals = 0;
+  /// The run's 64-bit seed (Philox key).
+  std::uint64_t seed = 1;
+  /// Global id of the (first) chain: its RNG stream id. `run_chains` uses chain_id + i.
+  std::uint32_t chain_id = 0;
+
+  ProposalKind proposal = ProposalKind::kNormal;
+  /// Initial proposal covariance `[d, d]` row-major (used as is, not scaled). Empty:
+  /// diagonal with `proposal_start_std`^2 (empty: all ones).
+  std::vector<double> proposal_start_cov;
+  std::vector<double> proposal_start_std;
+
+  /// Scale factor of the adapted covariance: a number, "gelman" (2.38/sqrt(d)) or a
+  /// product such as "0.5*gelman".
+  std::string scale_factor = "gelman";
+  /// Proposals between adaptive updates (rejected steps count, DR stages do not);
+  /// 0 means 4*d.
+  std::int64_t adaptive_update_period = 0;
+  /// Maximum number of adaptive updates (0 disables adaptation).
+  std::int64_t adaptive_update_count = std::numeric_limits<std::int64_t>::max();
+  /// The first this-many updates weigh each unique state once (ParaDRAM's greedy adaptation).
+  std::int64_t greedy_adaptation_count = 0;
+  /// Desired acceptance rate range [lo, hi] (both in (0, 1], lo <= hi; lo == hi for a
+  /// single value); empty: no rescaling. At each update the scale factor is multiplied
+  /// by (observed / target)^(1/2), clamped to [0.8, 1.25], when the observed rate since the
+  /// previous update is outside the range.
+  std::vector<double> target_acceptance_rate;
+
+  /// Number of delayed-rejection stages after the first (0: plain Metropolis).
+  int delayed_rejection_count = 0;
+  /// Per-stage factors, each multiplying the previous stage's Cholesky factor; size
+  /// `delayed_rejection_count`, or 1 (used for every stage), or empty (0.5^(1/d)).
+  std::vector<double> delayed_rejection_scale_factors;
+  DrRule dr_rule = DrRule::kExact;
+
+  /// Domain box `[d]` each; empty: unbounded. A proposal outside is a rejected step.
+  std::vector<double> domain_lower;
+  std::vector<double> domain_upper;
+
+  /// Burn-in by adaptation: the burn-in ends after the last state whose adaptation
+  /// measure exceeds this (ParaDRAM's burninAdaptationMeasure; 1 disables the rule).
+  double burnin_adaptation_measure = 1.0;
+
+  /// The log density may be called from several threads at once (`run_chains`).
+  bool log_density_thread_safe = false;
+};
+
+/// The complete state of one chain, enough for an exact restart (checkpoints, later).
+/// Plain data: every field is a scalar or a vector of scalars.
+struct DramState {
+  int ndim = 0;
+  std::uint32_t chain_id = 0;
+  std::uint64_t proposal_number = 0;  ///< proposals made so far (= next proposal's number)
+
+  // Current state and its compact record in progress.
+  std::vector<double> point;
+  double log_density = 0.0;
+  std::int64_t weight = 1;
+  std::uint64_t record_step = 0;
+  std::int32_t record_stage = 0;
+  double record_accept_prob = 1.0;
+  double record_adapt_measure = 0.0;
+  std::int64_t records_written = 0;  ///< compact records already handed to the sink
+
+  // Adaptation.
+  double scale = 1.0;                 ///< current scale factor (after acceptance-rate rescaling)
+  std::vector<double> chol;           ///< stage-1 proposal factor L, `[d, d]` row-major, lower
+  std::vector<double> mean;           ///< running weighted mean `[d]`
+  std::vector<double> m2;             ///< running sum w (x - mean)(x - mean)^T `[d, d]`
+  double cov_weight = 0.0;            ///< total weight in the running estimate
+  std::int64_t cov_unique = 0;        ///< unique states in the running estimate
+  std::vector<double> pending_points; ///< states left since the last update `[m, d]`
+  std::vector<double> pending_weights; ///< their weights not yet merged
+  std::vector<std::uint8_t> pending_new;  ///< 1 when the state was never merged before
+  std::int64_t current_counted = 0;   ///< weight of the current state already merged
+  std::int64_t updates_done = 0;
+  std::int64_t updates_deferred = 0;  ///< skipped: fewer than d + 1 unique states so far
+  std::int64_t chol_failures = 0;
+  std::int64_t accepted_since_update = 0;
+  std::int64_t proposals_since_update = 0;
+
+  // Counters.
+  std::int64_t accepted = 0;              ///< accepted proposals (all stages)
+  std::vector<std::int64_t> stage_accepted;  ///< accepted per stage (index 0 = stage 1)
+  std::int64_t nan_count = 0;             ///< NaN log densities treated as -inf
+  std::int64_t out_of_domain = 0;         ///< proposals outside the box (all stages)
+  std::int64_t evaluations = 0;           ///< log-density calls
+
+  // Burn-in trackers: prefix-maximum records (compact index, log density) and the last
+  // compact index whose adaptation measure exceeded the threshold (-1: none).
+  std::vector<std::int64_t> best_index;
+  std::vector<double> best_log_density;
+  std::int64_t last_index_over_measure = -1;
+};
+
+/// Summary of a finished run of one chain.
+struct DramResult {
+  std::uint32_t chain_id = 0;
+  std::int64_t proposals = 0;    ///< steps (proposal numbers used)
+  std::int64_t chain_size = 0;   ///< unique states written (compact records)
+  double acceptance_rate = 0.0;  ///< accepted / proposals
+  std::vector<std::int64_t> stage_accepted;
+  std::int64_t evaluations = 0;
+  std::int64_t nan_count = 0;
+  std::int64_t out_of_domain = 0;
+  std::int64_t adaptive_updates = 0;
+  std::int64_t adaptive_updates_deferred = 0;
+  std::int64_t chol_failures = 0;
+  /// Burn-in: compact index (records before it are burn-in) by the likelihood rule
+  /// (first state within log(n) of the best log density, n = chain_size), by the
+  /// adaptation-measure rule, and the later of the two.
+  std::int64_t burnin_likelihood = 0;
+  std::int64_t burnin_adaptation = 0;
+  std::int64_t burnin = 0;
+  std::vector<double> proposal_cov;  ///< final stage-1 proposal covariance `[d, d]`
+  std::vector<double> adapted_cov;   ///< running (weighted) covariance `[d, d]`; empty if never adapted
+  double seconds = 0.0;              ///< wall time of the run
+};
+
+/// A DRAM sampler: options, a log density, and the kernel state of one chain.
+///
+/// Thread-safety: a sampler object is used by one thread. `run_chains` runs independent
+/// chains on a thread pool when the log density is declared thread-safe, otherwise on the
+/// calling thread; the results are identical either way.
+class DramSampler {
+ public:
+  /// @throws herd::InputError when the options are inconsistent (message names the field).
+  DramSampler(DramOptions options, PointLogDensity log_density);
+  /// Batched log density: the kernel calls it with n = 1 (DR stages one at a time).
+  DramSampler(DramOptions options, BatchLogDensity log_density);
+
+  /// Runs chain `options.chain_id` from its start point (or from the state given to
+  /// `set_state`) until `chain_size` records or `max_proposals`, streaming the compact
+  /// chain to `sink` (which gets `begin`, the records, and `flush`).
+  /// @throws herd::NumericalError when the log density is +inf; herd::Error wrapping the
+  ///   message of an exception from the log density. Both after flushing what was sampled.
+  DramResult run(ChainSink& sink);
+
+  /// Runs `sinks.size()` chains with global ids `chain_id + i`, each from the start point,
+  /// on up to `num_threads` threads (0: hardware concurrency) when the log density is
+  /// thread-safe. Results in chain order. @throws as `run` (the first error).
+  std::vector<DramResult> run_chains(const std::vector<ChainSink*>& sinks, int num_threads = 0);
+
+  /// Makes one proposal (all its stages) from the current state: the kernel step.
+  /// Records that become final are written to `sink`.
+  void step(ChainSink& sink);
+
+  /// Trial point of `stage` (1-based) of proposal number `k` from `point`, with the
+  /// stage-1 factor `chol` (`[d, d]` row-major lower): what the fork-join model needs
+  /// to propose on any rank. Writes `[d]` values to `out`. Pure; thread-safe.
+  void propose(std::uint64_t k, int stage, const double* point, const double* chol,
+               double* out) const;
+
+  /// The kernel state (for checkpoints); `set_state` restores one.
+  const DramState& state() const { return state_; }
+  /// @throws herd::InputError when the state's dimension does not match.
+  void set_state(DramState s);
+  /// Re-initialises the state from the options (start point, initial proposal).
+  void reset();
+
+  const DramOptions& options() const { return options_; }
+  int ndim() const { return d_; }
+  /// The resolved scale factor (e.g. 2.38/sqrt(d) for "gelman").
+  double scale_factor() const { return scale0_; }
+  /// Cumulative scale of each stage relative to stage 1 (`[1 + delayed_rejection_count]`).
+  const std::vector<double>& stage_scales() const { return stage_scale_; }
+
+  /// Parses a scale-factor expression ("gelman", "0.5*gelman", "1.3") for dimension `d`.
+  /// @throws herd::InputError
+  static double parse_scale_factor(const std::string& s, int d);
+
+ private:
+  void validate();
+  double evaluate(const double* y);
+  void accept(const double* y, double lp, int stage, double alpha, ChainSink& sink);
+  void write_current(ChainSink& sink);
+  void adapt();
+  void merge_pending(bool greedy);
+  DramResult finish_result(double seconds) const;
+  void draw_direction(RngCursor& c, double* z) const;
+
+  DramOptions options_;
+  PointLogDensity f_;
+  int d_ = 0;
+  double scale0_ = 1.0;
+  std::int64_t period_ = 1;
+  std::vector<double> stage_scale_;
+  std::vector<double> lower_, upper_;
+  bool has_box_ = false;
+  DramState state_;
+  RngStream prop_rng_, acc_rng_, dr_rng_;
+  const ZigguratTables* zig_ = nullptr;
+  bool nan_warned_ = false, chol_warned_ = false;
+  // Scratch (kept to avoid allocation in the hot loop).
+  std::vector<double> z_, y_, wpath_, ypath_, lpath_;
+};
+
+/// Log of the delayed-rejection acceptance probability of the last point of a path
+/// (Mira 2001), for proposals centred at the path's first point.
+///
+/// The path is x = p_0, p_1, ..., p_m (m >= 1 stages); `w` holds the points in whitened
+/// coordinates (`[m + 1, d]` row-major; the stage-1 factor L maps them back: p = x + L w,
+/// so w_0 = 0), `lp` their log densities (-inf allowed except lp[0]), `scale` the stage
+/// scales c_1 = 1, c_2, ... (the stage-j proposal is centred at the path's start with
+/// factor c_j L). Returns log alpha_m(p_0, ..., p_m) <= 0, -inf when the move is impossible.
+/// Cost O(m^3 + m^2 d) with memoisation of the sub-paths. Thread-safe (pure).
+double dr_log_acceptance(int m, int d, const double* w, const double* lp, const double* scale,
+                         ProposalKind kind, DrRule rule = DrRule::kExact);
+
+}  // namespace herd::mcmc

@@ -1,0 +1,102 @@
+#pragma once
+/// @file targets.hpp
+/// Built-in analytic log densities for tests, benchmarks and examples: multivariate
+/// normal, the banana (Haario et al. 1999 twisted Gaussian) and Rosenbrock, a Gaussian
+/// mixture, and Neal's funnel (Neal 2003). Each has a point form `operator()(x, d)` and a
+/// batched form `batch(x, n, d, out)` on `[n, d]` row-major input and `[n]` output.
+/// Log densities are natural logs and normalised unless stated otherwise.
+///
+/// Thread-safety: targets are immutable after construction; every member function is
+/// const and may be called concurrently. NaN inputs give NaN; infinite inputs give -inf
+/// or NaN, as the formulas do.
+
+#include <vector>
+
+#include <Eigen/Dense>
+
+namespace herd::mcmc {
+
+/// Multivariate normal N(mean, cov). The precision is precomputed (Cholesky of `cov`).
+class MultivariateNormal {
+ public:
+  /// @param mean `[d]`; @param cov `[d, d]`, symmetric positive definite.
+  /// @throws herd::InputError when shapes disagree or `cov` is not positive definite.
+  MultivariateNormal(Eigen::VectorXd mean, const Eigen::MatrixXd& cov);
+  /// Zero mean, unit variances and AR(1) correlation `rho^|i-j|` (|rho| < 1).
+  static MultivariateNormal ar1(int d, double rho);
+
+  /// Log density at `x` (`d` values; `d` must equal `ndim()`).
+  double operator()(const double* x, int d) const;
+  /// Log densities of the `n` rows of `x` (`[n, d]` row-major) into `out[n]`.
+  void batch(const double* x, int n, int d, double* out) const;
+
+  int ndim() const { return static_cast<int>(mean_.size()); }
+  const Eigen::VectorXd& mean() const { return mean_; }
+  const Eigen::MatrixXd& covariance() const { return cov_; }
+
+ private:
+  Eigen::VectorXd mean_;
+  Eigen::MatrixXd cov_;
+  std::vector<double> prec_;  ///< precision, `[d, d]` row-major
+  double log_norm_ = 0.0;
+};
+
+/// Haario's banana ("twisted Gaussian", Haario, Saksman & Tamminen 1999):
+/// y = (x1, x2 + b x1^2 - 100 b, x3, ...) is N(0, diag(100, 1, ..., 1)). The map has unit
+/// Jacobian, so x1 ~ N(0, 100) and x3.. ~ N(0, 1) exactly; E[x2] = 0. d >= 2.
+class Banana {
+ public:
+  explicit Banana(int d = 2, double b = 0.03);
+  double operator()(const double* x, int d) const;
+  void batch(const double* x, int n, int d, double* out) const;
+  int ndim() const { return d_; }
+
+ private:
+  int d_;
+  double b_;
+};
+
+/// Rosenbrock's density, unnormalised: log p = -[(a - x1)^2 + b (x2 - x1^2)^2] / s, with
+/// the same terms summed over consecutive pairs for d > 2.
+class Rosenbrock {
+ public:
+  explicit Rosenbrock(int d = 2, double a = 1.0, double b = 100.0, double s = 20.0);
+  double operator()(const double* x, int d) const;
+  void batch(const double* x, int n, int d, double* out) const;
+  int ndim() const { return d_; }
+
+ private:
+  int d_;
+  double a_, b_, s_;
+};
+
+/// A mixture of isotropic Gaussians: sum_k w_k N(mu_k, sigma_k^2 I). Weights are
+/// normalised by the constructor.
+class GaussianMixture {
+ public:
+  /// @param weights `[K]` positive; @param means `[K, d]` row-major; @param sigmas `[K]` positive.
+  /// @throws herd::InputError on bad shapes or values.
+  GaussianMixture(std::vector<double> weights, std::vector<double> means, std::vector<double> sigmas,
+                  int d);
+  double operator()(const double* x, int d) const;
+  void batch(const double* x, int n, int d, double* out) const;
+  int ndim() const { return d_; }
+
+ private:
+  int d_;
+  std::vector<double> logw_, means_, sigmas_;
+};
+
+/// Neal's funnel (Neal 2003, "Slice sampling"): v = x1 ~ N(0, 3^2), x2..xd | v ~ N(0, e^v).
+class NealFunnel {
+ public:
+  explicit NealFunnel(int d = 10);
+  double operator()(const double* x, int d) const;
+  void batch(const double* x, int n, int d, double* out) const;
+  int ndim() const { return d_; }
+
+ private:
+  int d_;
+};
+
+}  // namespace herd::mcmc

@@ -1,0 +1,418 @@
+// Unit tests of the DRAM kernel (issue #5): options, the delayed-rejection acceptance,
+// reproducibility, the fork-join proposal API, sinks, error handling, adaptation fallback.
+// Statistical validations are in test_dram_stats.cpp ([slow]).
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/error.hpp"
+#include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/targets.hpp"
+
+using namespace herd::mcmc;
+
+namespace {
+
+double std_normal_2d(const double* x, int d) {
+  double q = 0;
+  for (int i = 0; i < d; ++i) q += x[i] * x[i];
+  return -0.5 * q;
+}
+
+DramOptions small_options(int d = 2) {
+  DramOptions o;
+  o.start_point.assign(d, 0.5);
+  o.chain_size = 2000;
+  o.seed = 42;
+  return o;
+}
+
+bool same_chain(const MemoryChainSink& a, const MemoryChainSink& b) {
+  return a.step == b.step && a.weight == b.weight && a.log_density == b.log_density &&
+         a.dr_stage == b.dr_stage && a.accept_prob == b.accept_prob && a.adapt_measure == b.adapt_measure &&
+         a.points == b.points;
+}
+
+}  // namespace
+
+TEST_CASE("scale factor expressions", "[mcmc][dram]") {
+  CHECK(DramSampler::parse_scale_factor("gelman", 4) == Approx(2.38 / 2.0));
+  CHECK(DramSampler::parse_scale_factor(" 0.5 * Gelman ", 4) == Approx(0.5 * 2.38 / 2.0));
+  CHECK(DramSampler::parse_scale_factor("1.5", 9) == Approx(1.5));
+  CHECK(DramSampler::parse_scale_factor("2*3", 1) == Approx(6.0));
+  CHECK_THROWS_AS(DramSampler::parse_scale_factor("fast", 2), herd::InputError);
+  CHECK_THROWS_AS(DramSampler::parse_scale_factor("-1", 2), herd::InputError);
+  CHECK_THROWS_AS(DramSampler::parse_scale_factor("0.5*", 2), herd::InputError);
+}
+
+TEST_CASE("options are validated with messages naming the field", "[mcmc][dram]") {
+  auto expect_error = [](DramOptions o, const std::string& field) {
+    try {
+      DramSampler s(std::move(o), std_normal_2d);
+      FAIL("no error for " << field);
+    } catch (const herd::InputError& e) {
+      CHECK_THAT(e.what(), Catch::Contains(field));
+    }
+  };
+  DramOptions o = small_options();
+  o.start_point.clear();
+  expect_error(o, "start_point");
+  o = small_options();
+  o.proposal_start_cov = {1, 2, 2, 1};
+  expect_error(o, "proposal_start_cov");
+  o = small_options();
+  o.delayed_rejection_count = 2;
+  o.delayed_rejection_scale_factors = {0.5, 0.5, 0.5};
+  expect_error(o, "delayed_rejection_scale_factors");
+  o = small_options();
+  o.domain_lower = {1.0, 1.0};
+  expect_error(o, "start_point");
+  o = small_options();
+  o.target_acceptance_rate = {0.5, 0.2};
+  expect_error(o, "target_acceptance_rate");
+  o = small_options();
+  o.chain_size = 0;
+  expect_error(o, "chain_size");
+  // A start point outside the support.
+  CHECK_THROWS_AS(DramSampler(small_options(), [](const double*, int) { return -INFINITY; }),
+                  herd::InputError);
+}
+
+TEST_CASE("delayed-rejection stage scales multiply", "[mcmc][dram]") {
+  DramOptions o = small_options(4);
+  o.delayed_rejection_count = 3;
+  o.delayed_rejection_scale_factors = {0.3, 0.3, 0.3};
+  DramSampler s(o, std_normal_2d);
+  REQUIRE(s.stage_scales().size() == 4);
+  CHECK(s.stage_scales()[1] == Approx(0.3));
+  CHECK(s.stage_scales()[2] == Approx(0.09));
+  CHECK(s.stage_scales()[3] == Approx(0.027));
+  o.delayed_rejection_scale_factors.clear();
+  DramSampler t(o, std_normal_2d);
+  CHECK(t.stage_scales()[1] == Approx(std::pow(0.5, 0.25)));
+  CHECK(t.stage_scales()[3] == Approx(std::pow(0.5, 0.75)));
+}
+
+// Stage 2 by hand: alpha_2 = min(1, pi(y2) q1(y2, y1) (1 - a1(y2, y1)) / (pi(x) q1(x, y1) (1 - a1(x, y1)))).
+TEST_CASE("delayed-rejection acceptance: stage 2 by hand", "[mcmc][dram]") {
+  const int d = 2;
+  const double w[] = {0, 0, 1.2, -0.4, -0.3, 0.5};  // whitened path x, y1, y2
+  const double lp[] = {-1.0, -3.0, -1.4};
+  const double scale[] = {1.0, 0.4};
+  auto lq1 = [&](int a, int b) {
+    const double dx = w[2 * a] - w[2 * b], dy = w[2 * a + 1] - w[2 * b + 1];
+    return -0.5 * (dx * dx + dy * dy);
+  };
+  const double a1_fwd = std::min(1.0, std::exp(lp[1] - lp[0]));
+  const double a1_rev = std::min(1.0, std::exp(lp[1] - lp[2]));
+  const double expect = std::min(
+      0.0, (lp[2] + lq1(2, 1) + std::log(1 - a1_rev)) - (lp[0] + lq1(0, 1) + std::log(1 - a1_fwd)));
+  CHECK(dr_log_acceptance(2, d, w, lp, scale, ProposalKind::kNormal) == Approx(expect).epsilon(1e-12));
+  CHECK(dr_log_acceptance(1, d, w, lp, scale, ProposalKind::kNormal) == Approx(-2.0));
+  // An impossible end point.
+  const double lp_inf[] = {-1.0, -3.0, -std::numeric_limits<double>::infinity()};
+  CHECK(dr_log_acceptance(2, d, w, lp_inf, scale, ProposalKind::kNormal) ==
+        -std::numeric_limits<double>::infinity());
+}
+
+// Detailed balance of each stage's kernel: for every path,
+// pi(x) prod_j q_j(x, y_j) (1 - a_j(x..y_j)) a_m(x..y_m) equals the same of the reversed path.
+TEST_CASE("delayed-rejection acceptance satisfies detailed balance for unequal scales", "[mcmc][dram]") {
+  const int d = 3;
+  const double scale[] = {1.0, 2.5, 0.3, 1.7};
+  unsigned seed = 1;
+  auto rnd = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return (seed >> 8) / double(1 << 24) - 0.5;
+  };
+  for (ProposalKind kind : {ProposalKind::kNormal, ProposalKind::kUniform}) {
+    for (int m = 2; m <= 4; ++m) {
+      for (int trial = 0; trial < 50; ++trial) {
+        std::vector<double> w((m + 1) * d), lp(m + 1);
+        for (int i = 0; i <= m; ++i) {
+          for (int k = 0; k < d; ++k) w[i * d + k] = i == 0 ? 0.0 : 0.6 * rnd() * scale[i - 1];
+          lp[i] = -2.0 + 3.0 * rnd();
+        }
+        // Reversed path re-centred at its start (the kernel works relative to the start).
+        std::vector<double> wr((m + 1) * d), lpr(m + 1);
+        for (int i = 0; i <= m; ++i) {
+          for (int k = 0; k < d; ++k) wr[i * d + k] = w[(m - i) * d + k] - w[m * d + k];
+          lpr[i] = lp[m - i];
+        }
+        auto kernel = [&](const std::vector<double>& p, const std::vector<double>& l) {
+          double s = l[0];
+          for (int j = 1; j < m; ++j) {
+            double r2 = 0;
+            for (int k = 0; k < d; ++k) r2 += p[j * d + k] * p[j * d + k];
+            r2 /= scale[j - 1] * scale[j - 1];
+            s += kind == ProposalKind::kNormal ? -0.5 * r2 : (r2 <= 1 ? 0.0 : -INFINITY);
+            const double la = dr_log_acceptance(j, d, p.data(), l.data(), scale, kind);
+            s += std::log1p(-std::exp(la));
+          }
+          return s + dr_log_acceptance(m, d, p.data(), l.data(), scale, kind);
+        };
+        const double f = kernel(w, lp), b = kernel(wr, lpr);
+        INFO("kind " << int(kind) << " m " << m << " trial " << trial);
+        if (std::isfinite(f) || std::isfinite(b))
+          CHECK(f == Approx(b).epsilon(1e-9).margin(1e-12));
+      }
+    }
+  }
+}
+
+TEST_CASE("compact chain bookkeeping", "[mcmc][dram]") {
+  DramOptions o = small_options(3);
+  o.delayed_rejection_count = 2;
+  DramSampler s(o, std_normal_2d);
+  MemoryChainSink m;
+  const auto r = s.run(m);
+  REQUIRE(static_cast<std::int64_t>(m.size()) == o.chain_size);
+  CHECK(r.chain_size == o.chain_size);
+  CHECK(m.total_weight() == r.proposals + 1);
+  CHECK(m.step[0] == 0u);
+  CHECK(m.dr_stage[0] == 0);
+  for (std::size_t i = 0; i + 1 < m.size(); ++i) {
+    CHECK(m.step[i + 1] == m.step[i] + static_cast<std::uint64_t>(m.weight[i]));
+    CHECK(m.dr_stage[i + 1] >= 1);
+    CHECK(m.dr_stage[i + 1] <= 3);
+    CHECK(m.accept_prob[i + 1] > 0.0);
+    CHECK(m.accept_prob[i + 1] <= 1.0);
+  }
+  std::int64_t acc = 0;
+  for (auto a : r.stage_accepted) acc += a;
+  CHECK(acc == r.chain_size - 1);
+  CHECK(r.stage_accepted[1] > 0);  // the DR stages did accept something
+}
+
+TEST_CASE("same seed, same chain; other chain id, other chain; thread count irrelevant", "[mcmc][dram]") {
+  DramOptions o = small_options(3);
+  o.delayed_rejection_count = 1;
+  o.log_density_thread_safe = true;
+  MemoryChainSink a, b;
+  DramSampler(o, std_normal_2d).run(a);
+  DramSampler(o, std_normal_2d).run(b);
+  CHECK(same_chain(a, b));
+  o.chain_id = 1;
+  MemoryChainSink c;
+  DramSampler(o, std_normal_2d).run(c);
+  CHECK_FALSE(same_chain(a, c));
+
+  o.chain_id = 0;
+  std::vector<MemoryChainSink> s1(5), s3(5);
+  std::vector<ChainSink*> p1, p3;
+  for (int i = 0; i < 5; ++i) {
+    p1.push_back(&s1[i]);
+    p3.push_back(&s3[i]);
+  }
+  DramSampler(o, std_normal_2d).run_chains(p1, 1);
+  const auto res = DramSampler(o, std_normal_2d).run_chains(p3, 3);
+  for (int i = 0; i < 5; ++i) {
+    CHECK(same_chain(s1[i], s3[i]));
+    CHECK(res[i].chain_id == static_cast<std::uint32_t>(i));
+  }
+  CHECK(same_chain(s1[0], a));
+  CHECK(same_chain(s1[1], c));
+  // The batched interface gives the same chain.
+  MemoryChainSink bt;
+  DramSampler(o, BatchLogDensity([](const double* x, int n, int d, double* out) {
+                for (int i = 0; i < n; ++i) out[i] = std_normal_2d(x + i * d, d);
+              })).run(bt);
+  CHECK(same_chain(bt, a));
+}
+
+TEST_CASE("propose() reproduces the kernel's trial points (fork-join)", "[mcmc][dram]") {
+  DramOptions o = small_options(3);
+  o.delayed_rejection_count = 2;
+  o.delayed_rejection_scale_factors = {0.3, 2.0};
+  o.adaptive_update_period = 5;
+  std::vector<std::vector<double>> evaluated;
+  DramSampler s(o, [&](const double* x, int d) {
+    evaluated.emplace_back(x, x + d);
+    return std_normal_2d(x, d);
+  });
+  NullChainSink sink;
+  int checked = 0;
+  for (int k = 0; k < 200; ++k) {
+    const DramState before = s.state();
+    evaluated.clear();
+    s.step(sink);
+    for (std::size_t st = 0; st < evaluated.size(); ++st) {
+      std::vector<double> y(3);
+      s.propose(before.proposal_number, static_cast<int>(st) + 1, before.point.data(), before.chol.data(),
+                y.data());
+      CHECK(y == evaluated[st]);
+      ++checked;
+    }
+  }
+  CHECK(checked > 250);
+}
+
+TEST_CASE("set_state restores a chain exactly (restart)", "[mcmc][dram]") {
+  DramOptions o = small_options(2);
+  o.delayed_rejection_count = 1;
+  o.adaptive_update_period = 7;
+  o.greedy_adaptation_count = 2;
+  DramSampler whole(o, std_normal_2d);
+  MemoryChainSink all;
+  NullChainSink null;
+  for (int k = 0; k < 300; ++k) whole.step(all);
+  DramSampler first(o, std_normal_2d);
+  MemoryChainSink part1, part2;
+  for (int k = 0; k < 123; ++k) first.step(part1);
+  const DramState saved = first.state();
+  DramSampler second(o, std_normal_2d);
+  second.set_state(saved);
+  for (int k = 123; k < 300; ++k) second.step(part2);
+  CHECK(part1.size() + part2.size() == all.size());
+  CHECK(second.state().point == whole.state().point);
+  CHECK(second.state().chol == whole.state().chol);
+  CHECK(second.state().proposal_number == 300u);
+}
+
+TEST_CASE("binary chain file round trip", "[mcmc][dram]") {
+  DramOptions o = small_options(4);
+  MemoryChainSink mem;
+  DramSampler(o, std_normal_2d).run(mem);
+  const std::string path = "test_dram_chain.bin";
+  {
+    BinaryChainSink bin(path);
+    DramSampler(o, std_normal_2d).run(bin);
+    CHECK(bin.records() == mem.size());
+  }
+  const auto back = read_binary_chain(path);
+  CHECK(back.ndim == 4);
+  CHECK(same_chain(back, mem));
+  std::remove(path.c_str());
+  CHECK_THROWS_AS(read_binary_chain("no_such_file.bin"), herd::IoError);
+}
+
+TEST_CASE("NaN counts as -inf; +inf and exceptions stop the run after flushing", "[mcmc][dram]") {
+  DramOptions o = small_options(2);
+  o.chain_size = 500;
+  {
+    DramSampler s(o, [](const double* x, int d) { return x[0] > 1.5 ? NAN : std_normal_2d(x, d); });
+    MemoryChainSink m;
+    const auto r = s.run(m);
+    CHECK(r.nan_count > 0);
+    for (std::size_t i = 0; i < m.size(); ++i) CHECK(m.point(i)[0] <= 1.5);
+  }
+  {
+    DramSampler s(o, [](const double* x, int d) {
+      return x[0] > 1.5 ? std::numeric_limits<double>::infinity() : std_normal_2d(x, d);
+    });
+    MemoryChainSink m;
+    CHECK_THROWS_AS(s.run(m), herd::NumericalError);
+    CHECK(m.size() >= 1);
+    CHECK(m.total_weight() == static_cast<std::int64_t>(s.state().proposal_number) + 1);
+  }
+  {
+    DramSampler s(o, [](const double* x, int d) {
+      if (x[1] > 1.5) throw std::runtime_error("model blew up");
+      return std_normal_2d(x, d);
+    });
+    MemoryChainSink m;
+    try {
+      s.run(m);
+      FAIL("no exception");
+    } catch (const herd::Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("model blew up"));
+    }
+    CHECK(m.size() >= 1);
+  }
+}
+
+TEST_CASE("a proposal outside the domain is a rejected step, not redrawn", "[mcmc][dram]") {
+  DramOptions o = small_options(2);
+  o.domain_lower = {0.0, 0.0};
+  o.domain_upper = {1.0, 1.0};
+  o.proposal_start_std = {2.0, 2.0};
+  o.adaptive_update_count = 0;
+  std::int64_t calls = 0;
+  DramSampler s(o, [&](const double*, int) {
+    ++calls;
+    return 0.0;
+  });
+  MemoryChainSink m;
+  const auto r = s.run(m);
+  CHECK(r.out_of_domain > 0);
+  CHECK(r.out_of_domain + r.evaluations == r.proposals + 1);
+  CHECK(calls == r.evaluations);
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    CHECK(m.point(i)[0] >= 0.0);
+    CHECK(m.point(i)[1] <= 1.0);
+  }
+  CHECK(m.total_weight() == r.proposals + 1);
+}
+
+TEST_CASE("a singular adapted covariance keeps the previous proposal", "[mcmc][dram]") {
+  DramOptions o = small_options(3);
+  o.adaptive_update_period = 10;
+  DramSampler s(o, std_normal_2d);
+  DramState st = s.state();
+  // Running estimate of collinear points: rank 1, with enough unique states to attempt it.
+  st.mean = {0, 0, 0};
+  st.m2 = {1, 2, 3, 2, 4, 6, 3, 6, 9};
+  st.cov_weight = 100;
+  st.cov_unique = 50;
+  st.weight = 1;
+  st.current_counted = 1;  // the current state is already in the estimate
+  s.set_state(st);
+  const auto chol_before = s.state().chol;
+  NullChainSink sink;
+  // Reject everything for one period so that nothing new enters the estimate.
+  DramSampler t(o, [](const double* x, int d) { return x[0] == 0.5 ? std_normal_2d(x, d) : -INFINITY; });
+  t.set_state(st);
+  for (int k = 0; k < 10; ++k) t.step(sink);
+  CHECK(t.state().chol_failures == 1);
+  CHECK(t.state().updates_done == 1);
+  CHECK(t.state().chol == chol_before);
+  // Then it keeps sampling.
+  for (int k = 0; k < 100; ++k) s.step(sink);
+  CHECK(s.state().proposal_number == 100u);
+}
+
+TEST_CASE("burn-in: a far start is detected by the likelihood rule", "[mcmc][dram]") {
+  DramOptions o = small_options(2);
+  o.start_point = {40.0, -40.0};
+  o.chain_size = 3000;
+  DramSampler s(o, std_normal_2d);
+  MemoryChainSink m;
+  const auto r = s.run(m);
+  REQUIRE(r.burnin_likelihood > 0);
+  CHECK(r.burnin == std::max(r.burnin_likelihood, r.burnin_adaptation));
+  const double best = *std::max_element(m.log_density.begin(), m.log_density.end());
+  const double thr = best - std::log(static_cast<double>(m.size()));
+  CHECK(m.log_density[r.burnin_likelihood] >= thr);
+  for (std::int64_t i = 0; i < r.burnin_likelihood; ++i) CHECK(m.log_density[i] < thr);
+}
+
+TEST_CASE("built-in targets: values and batches", "[mcmc][targets]") {
+  const auto mvn = MultivariateNormal::ar1(3, 0.5);
+  const double x[] = {0.1, -0.2, 0.3, 1.0, 2.0, -1.0};
+  double out[2];
+  mvn.batch(x, 2, 3, out);
+  CHECK(out[0] == Approx(mvn(x, 3)));
+  CHECK(out[1] == Approx(mvn(x + 3, 3)));
+  // At the mean: -d/2 log(2 pi) - 1/2 log det; det of AR(1) = (1 - rho^2)^(d-1).
+  const double zero[] = {0, 0, 0};
+  CHECK(mvn(zero, 3) == Approx(-1.5 * std::log(2 * M_PI) - 0.5 * 2 * std::log(0.75)));
+  const Banana banana(2);
+  const double bx[] = {0.0, 3.0};
+  CHECK(banana(bx, 2) == Approx(-std::log(2 * M_PI) - std::log(10.0)));
+  const GaussianMixture gm({1.0, 3.0}, {-2.0, 2.0}, {1.0, 0.5}, 1);
+  const double g0[] = {2.0};
+  CHECK(gm(g0, 1) == Approx(std::log(0.25 * std::exp(-8.0) / std::sqrt(2 * M_PI) +
+                                     0.75 / (0.5 * std::sqrt(2 * M_PI)))));
+  const NealFunnel funnel(3);
+  const double f0[] = {0.0, 0.0, 0.0};
+  CHECK(funnel(f0, 3) == Approx(-std::log(3.0) - 1.5 * std::log(2 * M_PI)));
+  const Rosenbrock rb(2);
+  const double r1[] = {1.0, 1.0};
+  CHECK(rb(r1, 2) == 0.0);
+}
