@@ -2,6 +2,7 @@
 #include "herd/mcmc/diagnostics.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -26,9 +27,20 @@ constexpr std::size_t kDirectLags = 96;
 using BoostPolicy = boost::math::policies::policy<
     boost::math::policies::domain_error<boost::math::policies::ignore_error>,
     boost::math::policies::overflow_error<boost::math::policies::ignore_error>,
-    boost::math::policies::evaluation_error<boost::math::policies::ignore_error>>;
+    boost::math::policies::evaluation_error<boost::math::policies::ignore_error>,
+    boost::math::policies::promote_double<false>>;
 
-using Pair = std::pair<double, std::uint32_t>;
+using Rec = detail::Workspace::Rec;
+
+/// Order-preserving map of a (non-NaN) double to an unsigned key; -0 maps like +0, so equal
+/// doubles have equal keys.
+inline std::uint64_t sort_key(double x) {
+  const auto b = std::bit_cast<std::uint64_t>(x + 0.0);
+  return (b >> 63) ? ~b : (b | (std::uint64_t{1} << 63));
+}
+inline double from_key(std::uint64_t k) {
+  return std::bit_cast<double>((k >> 63) ? (k & ~(std::uint64_t{1} << 63)) : ~k);
+}
 
 /// NaN-propagating max (R's max).
 double nan_max(double a, double b) {
@@ -56,23 +68,25 @@ double sum_of(const double* x, std::size_t n) {
 
 double mean_of(const double* x, std::size_t n) { return sum_of(x, n) / static_cast<double>(n); }
 
-/// R's quantile(type = 7) on sorted data (n >= 1).
-double quantile7_sorted(const double* xs, std::size_t n, double p) {
+/// R's quantile(type = 7) on sorted data (n >= 1); xs(i) is the i-th smallest (0-based).
+template <class At>
+double quantile7(At xs, std::size_t n, double p) {
   const double index = 1.0 + static_cast<double>(n - 1) * p;
   const double lo = std::floor(index);
   const double hi = std::ceil(index);
   const auto ilo = static_cast<std::size_t>(lo) - 1;
   const auto ihi = static_cast<std::size_t>(hi) - 1;
-  double q = xs[ilo];
-  if (index > lo && xs[ihi] != q) {
+  double q = xs(ilo);
+  if (index > lo && xs(ihi) != q) {
     const double h = index - lo;
-    q = (1.0 - h) * q + h * xs[ihi];
+    q = (1.0 - h) * q + h * xs(ihi);
   }
   return q;
 }
 
 /// posterior's MCSE of a quantile from the indicator ESS and the sorted draws.
-double mcse_quantile_sorted(const double* xs, std::size_t s, double prob, double ess) {
+template <class At>
+double mcse_quantile7(At xs, std::size_t s, double prob, double ess) {
   if (!std::isfinite(ess)) return kNaN;
   const double a1 = ess * prob + 1.0;
   const double b1 = ess * (1.0 - prob) + 1.0;
@@ -83,7 +97,7 @@ double mcse_quantile_sorted(const double* xs, std::size_t s, double prob, double
   const double sd = static_cast<double>(s);
   const double i1 = std::max(std::floor(a * sd), 1.0);
   const double i2 = std::min(std::ceil(b * sd), sd);
-  return (xs[static_cast<std::size_t>(i2) - 1] - xs[static_cast<std::size_t>(i1) - 1]) / 2.0;
+  return (xs(static_cast<std::size_t>(i2) - 1) - xs(static_cast<std::size_t>(i1) - 1)) / 2.0;
 }
 
 void check_prob(const char* fn, double prob) {
@@ -91,11 +105,15 @@ void check_prob(const char* fn, double prob) {
 }
 
 /// Normal quantiles of Blom-offset ranks (r - 3/8) / (S + 1/4), cached by 2r (ranks may be
-/// half-integers with ties).
+/// half-integers with ties) in the workspace; z(S + 1 - r) = -z(r) halves the evaluations.
 class ZTable {
  public:
-  explicit ZTable(std::size_t s) : s_(s), z_(2 * s + 3, kNaN) {}
+  ZTable(std::size_t s, std::vector<double>& cache) : s_(s), z_(cache) {
+    z_.assign(s + 2, kNaN);  // entries 2r <= S + 1
+  }
   double operator()(std::size_t two_r) {
+    const std::size_t mirror = 2 * (s_ + 1) - two_r;
+    if (two_r > mirror) return -(*this)(mirror);
     double& z = z_[two_r];
     if (std::isnan(z)) {
       const double r = 0.5 * static_cast<double>(two_r);
@@ -107,62 +125,53 @@ class ZTable {
 
  private:
   std::size_t s_;
-  std::vector<double> z_;
+  std::vector<double>& z_;
 };
 
-/// Maps a flat index c*N + t of the [M, N] draws to its index in the split layout [2M, h],
-/// or -1 for the dropped middle draw of an odd N.
-struct SplitMap {
-  std::size_t n, h;
-  std::int64_t operator()(std::uint32_t flat) const {
-    const std::size_t c = flat / n, t = flat % n;
-    if (t < h) return static_cast<std::int64_t>(2 * c * h + t);
-    if (t >= n - h) return static_cast<std::int64_t>((2 * c + 1) * h + (t - (n - h)));
-    return -1;
-  }
-};
+constexpr std::uint32_t kDropped = 0xffffffffu;
 
-/// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds (value,
-/// flat index) pairs of all draws sorted by value; the middle draws of odd chains are skipped.
-void z_scale_sorted(const Pair* sorted, std::size_t count, const SplitMap& map, double* out,
-                    ZTable& ztab) {
+/// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds (key,
+/// split position) records of all draws sorted by key; the middle draws of odd chains carry
+/// kDropped and are skipped. Ties (equal keys) get their average rank.
+void z_scale_sorted(const Rec* sorted, std::size_t count, double* out, ZTable& ztab) {
   std::size_t rank = 0;
   std::size_t i = 0;
   while (i < count) {
     std::size_t j = i + 1;
-    while (j < count && sorted[j].first == sorted[i].first) ++j;
-    std::size_t included = 0;
-    for (std::size_t k = i; k < j; ++k) included += map(sorted[k].second) >= 0 ? 1 : 0;
+    std::size_t included = sorted[i].pos != kDropped ? 1 : 0;
+    while (j < count && sorted[j].key == sorted[i].key) {
+      included += sorted[j].pos != kDropped ? 1 : 0;
+      ++j;
+    }
     if (included > 0) {
       const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
-      for (std::size_t k = i; k < j; ++k) {
-        const std::int64_t p = map(sorted[k].second);
-        if (p >= 0) out[p] = z;
-      }
+      for (std::size_t k = i; k < j; ++k)
+        if (sorted[k].pos != kDropped) out[sorted[k].pos] = z;
       rank += included;
     }
     i = j;
   }
 }
 
-/// Sorted (|x - med|, flat index) of all draws, merged outward from the median of `sorted`.
-void fold_sorted(const std::vector<Pair>& sorted, double med, std::vector<Pair>& out) {
+/// Sorted (key of |x - med|, split position) of all draws, merged outward from the median.
+void fold_sorted(const std::vector<Rec>& sorted, double med, std::vector<Rec>& out) {
   const std::size_t s = sorted.size();
   out.resize(s);
-  std::size_t right = static_cast<std::size_t>(
-      std::lower_bound(sorted.begin(), sorted.end(), med,
-                       [](const Pair& p, double v) { return p.first < v; }) -
+  const std::uint64_t kmed = sort_key(med);
+  const std::size_t right0 = static_cast<std::size_t>(
+      std::lower_bound(sorted.begin(), sorted.end(), kmed,
+                       [](const Rec& r, std::uint64_t k) { return r.key < k; }) -
       sorted.begin());
-  std::size_t left = right;  // elements [0, left) remain on the left
+  std::size_t right = right0, left = right0;  // [0, left) and [right, s) remain
   for (std::size_t k = 0; k < s; ++k) {
     const bool has_l = left > 0, has_r = right < s;
-    double fl = has_l ? std::fabs(sorted[left - 1].first - med) : 0;
-    double fr = has_r ? std::fabs(sorted[right].first - med) : 0;
+    const double fl = has_l ? std::fabs(from_key(sorted[left - 1].key) - med) : 0;
+    const double fr = has_r ? std::fabs(from_key(sorted[right].key) - med) : 0;
     if (has_r && (!has_l || fr <= fl)) {
-      out[k] = {fr, sorted[right].second};
+      out[k] = {sort_key(fr), sorted[right].pos};
       ++right;
     } else {
-      out[k] = {fl, sorted[left - 1].second};
+      out[k] = {sort_key(fl), sorted[left - 1].pos};
       --left;
     }
   }
@@ -192,43 +201,85 @@ void sort_all(const Prepared& p, detail::Workspace& ws) {
   std::sort(ws.sorted.begin(), ws.sorted.end());
 }
 
-/// ws.pairs <- all draws sorted by value with their flat indices.
-void sort_pairs(const Prepared& p, detail::Workspace& ws) {
-  ws.pairs.resize(p.s);
-  for (std::size_t i = 0; i < p.s; ++i) ws.pairs[i] = {p.x[i], static_cast<std::uint32_t>(i)};
-  std::sort(ws.pairs.begin(), ws.pairs.end(),
-            [](const Pair& a, const Pair& b) { return a.first < b.first; });
-  ws.sorted.resize(p.s);
-  for (std::size_t i = 0; i < p.s; ++i) ws.sorted[i] = ws.pairs[i].first;
+/// ws.recs <- all draws' keys sorted, each with its split position (kDropped for the
+/// middle draw of an odd chain).
+void sort_recs(const Prepared& p, detail::Workspace& ws) {
+  const std::size_t s = p.s;
+  auto& a = ws.recs;
+  auto& b = ws.recs2;
+  a.resize(s);
+  b.resize(s);
+  for (std::size_t c = 0, i = 0; c < p.m; ++c) {
+    for (std::size_t t = 0; t < p.n; ++t, ++i) {
+      std::uint32_t pos = kDropped;
+      if (t < p.h) pos = static_cast<std::uint32_t>(2 * c * p.h + t);
+      else if (t >= p.n - p.h) pos = static_cast<std::uint32_t>((2 * c + 1) * p.h + (t - (p.n - p.h)));
+      a[i] = {sort_key(p.x[i]), pos};
+    }
+  }
+  // LSD radix sort, four 16-bit digits, all histograms in one pass; a pass whose digit is
+  // the same for every key is skipped.
+  constexpr std::size_t kBuckets = std::size_t{1} << 16;
+  auto& count = ws.radix_count;
+  count.assign(4 * kBuckets, 0);
+  for (const auto& r : a)
+    for (int d = 0; d < 4; ++d) ++count[d * kBuckets + ((r.key >> (16 * d)) & 0xffff)];
+  for (int d = 0; d < 4; ++d) {
+    std::uint32_t* c = count.data() + d * kBuckets;
+    const int shift = 16 * d;
+    if (c[(a[0].key >> shift) & 0xffff] == s) continue;
+    std::uint32_t sum = 0;
+    for (std::size_t k = 0; k < kBuckets; ++k) {
+      const std::uint32_t v = c[k];
+      c[k] = sum;
+      sum += v;
+    }
+    for (const auto& r : a) b[c[(r.key >> shift) & 0xffff]++] = r;
+    std::swap(a, b);
+  }
 }
+
+/// Accessors of the i-th smallest value.
+struct FromRecs {
+  const Rec* r;
+  double operator()(std::size_t i) const { return from_key(r[i].key); }
+};
+struct FromSorted {
+  const double* x;
+  double operator()(std::size_t i) const { return x[i]; }
+};
 
 /// ESS of the indicator I(x <= q) of the split draws.
 double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
-  ws.split.resize(2 * p.m * p.h);
-  const SplitMap map{p.n, p.h};
-  for (std::size_t i = 0; i < p.s; ++i) {
-    const std::int64_t k = map(static_cast<std::uint32_t>(i));
-    if (k >= 0) ws.split[static_cast<std::size_t>(k)] = p.x[i] <= q ? 1.0 : 0.0;
+  const std::size_t s2 = 2 * p.m * p.h;
+  ws.split.resize(s2);
+  double ones = 0;
+  for (std::size_t c = 0; c < p.m; ++c) {
+    const double* x = p.x + c * p.n;
+    double* lo = ws.split.data() + 2 * c * p.h;
+    double* hi = lo + p.h;
+    for (std::size_t t = 0; t < p.h; ++t) ones += lo[t] = x[t] <= q ? 1.0 : 0.0;
+    for (std::size_t t = 0; t < p.h; ++t) ones += hi[t] = x[p.n - p.h + t] <= q ? 1.0 : 0.0;
   }
-  return detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  if (ones == 0.0 || ones == static_cast<double>(s2)) return kNaN;  // constant indicator
+  return detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true);
 }
 
 /// Bulk and tail R-hat and bulk-ESS from the sorted pairs (needs sort_pairs).
 void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b,
                       double* rhat_t, double* ess_b) {
   const std::size_t s2 = 2 * p.m * p.h;
-  const SplitMap map{p.n, p.h};
-  ZTable ztab(s2);
+  ZTable ztab(s2, ws.ztab);
   ws.split.resize(s2);
-  z_scale_sorted(ws.pairs.data(), p.s, map, ws.split.data(), ztab);
-  if (rhat_b) *rhat_b = detail::rhat_chains(ws.split.data(), 2 * p.m, p.h);
-  if (ess_b) *ess_b = detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  z_scale_sorted(ws.recs.data(), p.s, ws.split.data(), ztab);
+  // z of non-constant finite draws is finite and not constant: no checks needed.
+  if (rhat_b) *rhat_b = detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true);
+  if (ess_b) *ess_b = detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true);
   if (rhat_t) {
-    std::vector<Pair> folded;
-    fold_sorted(ws.pairs, median, folded);
+    fold_sorted(ws.recs, median, ws.folded);
     ws.split2.resize(s2);
-    z_scale_sorted(folded.data(), p.s, map, ws.split2.data(), ztab);
-    *rhat_t = detail::rhat_chains(ws.split2.data(), 2 * p.m, p.h);
+    z_scale_sorted(ws.folded.data(), p.s, ws.split2.data(), ztab);
+    *rhat_t = detail::rhat_chains(ws.split2.data(), 2 * p.m, p.h, !detail::is_constant(ws.split2.data(), s2));
   }
 }
 
@@ -253,15 +304,13 @@ std::size_t fft_length(std::size_t n) {
 }
 
 bool all_finite(const double* x, std::size_t n) {
-  bool ok = true;
-  for (std::size_t i = 0; i < n; ++i) ok &= std::isfinite(x[i]);
-  return ok;
+  return Eigen::Map<const Eigen::ArrayXd>(x, static_cast<Eigen::Index>(n)).allFinite();
 }
 
 bool is_constant(const double* x, std::size_t n) {
   if (n == 0) return true;
-  const auto [lo, hi] = std::minmax_element(x, x + n);
-  return std::fabs(*hi - *lo) < std::numeric_limits<double>::epsilon();
+  const Eigen::Map<const Eigen::ArrayXd> a(x, static_cast<Eigen::Index>(n));
+  return std::fabs(a.maxCoeff() - a.minCoeff()) < std::numeric_limits<double>::epsilon();
 }
 
 void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& ws) {
@@ -277,10 +326,10 @@ void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& 
   for (std::size_t k = 0; k < n; ++k) out[k] = ws.acf[k] * inv_n;
 }
 
-double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws) {
+double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
   if (n < 3 || m == 0) return kNaN;
   const std::size_t s = m * n;
-  if (!all_finite(y, s) || is_constant(y, s)) return kNaN;
+  if (!checked && (!all_finite(y, s) || is_constant(y, s))) return kNaN;
   ws.means.resize(m);
   ws.centered.resize(s);
   for (std::size_t c = 0; c < m; ++c) {
@@ -369,10 +418,10 @@ double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws) 
   return total / tau;
 }
 
-double rhat_chains(const double* y, std::size_t m, std::size_t n) {
+double rhat_chains(const double* y, std::size_t m, std::size_t n, bool checked) {
   if (m < 2 || n < 2) return kNaN;
   const std::size_t s = m * n;
-  if (!all_finite(y, s) || is_constant(y, s)) return kNaN;
+  if (!checked && (!all_finite(y, s) || is_constant(y, s))) return kNaN;
   std::vector<double> means(m), vars(m);
   for (std::size_t c = 0; c < m; ++c) {
     const double* z = y + c * n;
@@ -468,10 +517,10 @@ DiagnosticSummary summarize(const DrawsView& v) {
     m4 += d2 * d2;
   }
   r.sd = p.s > 1 ? std::sqrt(m2 / (sd_s - 1.0)) : kNaN;
-  sort_pairs(p, ws);
-  r.q5 = quantile7_sorted(ws.sorted.data(), p.s, 0.05);
-  r.q50 = quantile7_sorted(ws.sorted.data(), p.s, 0.5);
-  r.q95 = quantile7_sorted(ws.sorted.data(), p.s, 0.95);
+  sort_recs(p, ws);
+  r.q5 = quantile7(FromRecs{ws.recs.data()}, p.s, 0.05);
+  r.q50 = quantile7(FromRecs{ws.recs.data()}, p.s, 0.5);
+  r.q95 = quantile7(FromRecs{ws.recs.data()}, p.s, 0.95);
   const bool constant = detail::is_constant(p.x, p.s);
   if (constant) {
     r.mcse_mean = r.mcse_sd = r.mcse_q5 = r.mcse_q95 = kNaN;
@@ -495,8 +544,8 @@ DiagnosticSummary summarize(const DrawsView& v) {
   const double e05 = ess_indicator(p, r.q5, ws);
   const double e95 = ess_indicator(p, r.q95, ws);
   r.ess_tail = nan_min(e05, e95);
-  r.mcse_q5 = mcse_quantile_sorted(ws.sorted.data(), p.s, 0.05, e05);
-  r.mcse_q95 = mcse_quantile_sorted(ws.sorted.data(), p.s, 0.95, e95);
+  r.mcse_q5 = mcse_quantile7(FromRecs{ws.recs.data()}, p.s, 0.05, e05);
+  r.mcse_q95 = mcse_quantile7(FromRecs{ws.recs.data()}, p.s, 0.95, e95);
   return r;
 }
 
@@ -506,7 +555,7 @@ double rhat_bulk(const DrawsView& v) {
   detail::Workspace& ws = detail::workspace();
   const Prepared p = prepare(v, ws);
   if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
-  sort_pairs(p, ws);
+  sort_recs(p, ws);
   double rb = kNaN;
   rank_diagnostics(p, 0.0, ws, &rb, nullptr, nullptr);
   return rb;
@@ -516,9 +565,9 @@ double rhat_tail(const DrawsView& v) {
   detail::Workspace& ws = detail::workspace();
   const Prepared p = prepare(v, ws);
   if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
-  sort_pairs(p, ws);
+  sort_recs(p, ws);
   double rt = kNaN;
-  rank_diagnostics(p, quantile7_sorted(ws.sorted.data(), p.s, 0.5), ws, nullptr, &rt, nullptr);
+  rank_diagnostics(p, quantile7(FromRecs{ws.recs.data()}, p.s, 0.5), ws, nullptr, &rt, nullptr);
   return rt;
 }
 
@@ -535,7 +584,7 @@ double ess_bulk(const DrawsView& v) {
   detail::Workspace& ws = detail::workspace();
   const Prepared p = prepare(v, ws);
   if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
-  sort_pairs(p, ws);
+  sort_recs(p, ws);
   double eb = kNaN;
   rank_diagnostics(p, 0.0, ws, nullptr, nullptr, &eb);
   return eb;
@@ -547,7 +596,7 @@ double ess_quantile(const DrawsView& v, double prob) {
   const Prepared p = prepare(v, ws);
   if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
   sort_all(p, ws);
-  return ess_indicator(p, quantile7_sorted(ws.sorted.data(), p.s, prob), ws);
+  return ess_indicator(p, quantile7(FromSorted{ws.sorted.data()}, p.s, prob), ws);
 }
 
 double ess_tail(const DrawsView& v) {
@@ -555,8 +604,8 @@ double ess_tail(const DrawsView& v) {
   const Prepared p = prepare(v, ws);
   if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
   sort_all(p, ws);
-  const double q05 = quantile7_sorted(ws.sorted.data(), p.s, 0.05);
-  const double q95 = quantile7_sorted(ws.sorted.data(), p.s, 0.95);
+  const double q05 = quantile7(FromSorted{ws.sorted.data()}, p.s, 0.05);
+  const double q95 = quantile7(FromSorted{ws.sorted.data()}, p.s, 0.95);
   return nan_min(ess_indicator(p, q05, ws), ess_indicator(p, q95, ws));
 }
 
@@ -614,7 +663,7 @@ double mcse_quantile(const DrawsView& v, double prob) {
   const Prepared p = prepare(v, ws);
   if (!p.finite) return kNaN;
   sort_all(p, ws);
-  return mcse_quantile_sorted(ws.sorted.data(), p.s, prob, ess);
+  return mcse_quantile7(FromSorted{ws.sorted.data()}, p.s, prob, ess);
 }
 
 double quantile(const DrawsView& v, double prob) {
@@ -623,7 +672,7 @@ double quantile(const DrawsView& v, double prob) {
   const Prepared p = prepare(v, ws);
   if (!p.finite) return kNaN;
   sort_all(p, ws);
-  return quantile7_sorted(ws.sorted.data(), p.s, prob);
+  return quantile7(FromSorted{ws.sorted.data()}, p.s, prob);
 }
 
 std::vector<double> quantiles(std::span<const double> sample, std::span<const double> probs) {
@@ -638,7 +687,7 @@ std::vector<double> quantiles(std::span<const double> sample, std::span<const do
   std::vector<double> xs(sample.begin(), sample.end());
   std::sort(xs.begin(), xs.end());
   for (std::size_t i = 0; i < probs.size(); ++i)
-    out[i] = quantile7_sorted(xs.data(), xs.size(), probs[i]);
+    out[i] = quantile7(FromSorted{xs.data()}, xs.size(), probs[i]);
   return out;
 }
 

@@ -20,8 +20,15 @@ struct Workspace {
   std::vector<double> split;      // [2M, h] split layout
   std::vector<double> split2;     // second split buffer
   std::vector<double> sorted;     // sorted values
-  std::vector<std::uint32_t> order;
-  std::vector<std::pair<double, std::uint32_t>> pairs;
+  /// A draw's order-preserving sort key and its position in the split layout.
+  struct Rec {
+    std::uint64_t key;
+    std::uint32_t pos;
+  };
+  std::vector<Rec> recs, recs2;   // radix sort buffers; recs ends sorted
+  std::vector<Rec> folded;        // sorted (key of |x - med|, split position)
+  std::vector<double> ztab;       // normal quantiles of ranks
+  std::vector<std::uint32_t> radix_count;
   std::vector<double> centered;   // [m, n] centred chains
   std::vector<double> acov;       // chain-averaged autocovariance
   std::vector<double> rho;        // Geyer's sequence
@@ -48,12 +55,14 @@ bool is_constant(const double* x, std::size_t n);
 void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& ws);
 
 /// ESS of m chains of n draws stored contiguously ([m, n] row-major), posterior's `.ess`.
-/// NaN when n < 3, a value is non-finite or the values are constant.
-double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws);
+/// NaN when n < 3, a value is non-finite or the values are constant; `checked` = true
+/// skips those two checks (the caller knows the values are finite and not constant).
+double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws,
+                  bool checked = false);
 
 /// posterior's `.rhat` of m chains of n draws, [m, n] row-major. NaN when m < 2, n < 2,
-/// a value is non-finite or the values are constant.
-double rhat_chains(const double* y, std::size_t m, std::size_t n);
+/// a value is non-finite or the values are constant (`checked` as for ess_chains).
+double rhat_chains(const double* y, std::size_t m, std::size_t n, bool checked = false);
 
 /// The verbose [M, N] draws of a view: the values themselves when unweighted, else the
 /// expansion in ws.expanded.
