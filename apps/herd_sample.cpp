@@ -168,6 +168,10 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
+  // Everything up to the first output file is input validation: its errors exit with 2.
+  herd::mcmc::SampleTarget target;
+  herd::mcmc::SamplerSpecs specs;
+  herd::mcmc::SampleRunOptions opts;
   try {
     herd::io::Config config = file.empty() ? herd::io::parse_toml(kDefaultInput, "(embedded default input)")
                                            : herd::io::read_config(file, "ParaDRAM");
@@ -177,13 +181,11 @@ int main(int argc, char** argv) {
     herd::mcmc::declare_sampler_specs(schema);
     declare_target_keys(schema);
     const herd::io::Settings settings = schema.apply(config, sets);
-    const herd::mcmc::SampleTarget target = make_target(settings);
-    const herd::mcmc::SamplerSpecs specs = herd::mcmc::resolve_sampler_specs(settings, target.ndim, target.names);
+    target = make_target(settings);
+    specs = herd::mcmc::resolve_sampler_specs(settings, target.ndim, target.names);
     // Validate the kernel options before anything is written.
     herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(specs, target.ndim), target.log_density);
     herd::mcmc::prepare_outputs(specs);
-
-    herd::mcmc::SampleRunOptions opts;
     opts.quiet = quiet;
     opts.resolved_input = settings.describe();
     opts.input_source = file.empty() ? "(embedded default input)" : file;
@@ -195,11 +197,13 @@ int main(int argc, char** argv) {
                   static_cast<long long>(specs.chain_size), static_cast<unsigned long long>(specs.random_seed));
       std::fflush(stdout);
     }
-    herd::mcmc::run_paradram(specs, target, opts);
-    return 0;
-  } catch (const herd::InputError& e) {
+  } catch (const std::exception& e) {  // InputError, an unreadable input file, bad data
     std::fprintf(stderr, "herd-sample: error: %s\n", e.what());
     return 2;
+  }
+  try {
+    herd::mcmc::run_paradram(specs, target, opts);
+    return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "herd-sample: error: %s\n", e.what());
     return 1;

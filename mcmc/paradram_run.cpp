@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <memory>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "herd/core/config.hpp"
@@ -254,17 +256,26 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   // --- Sampling -----------------------------------------------------------------------
   MemoryChainSink memory;
   RunSink sink(specs, tf, memory, 1);
+  bool clear_line = false;
   sink.open_files(paths[0], paths[2], specs.variable_names);
   if (!quiet && options.terminal) {
-    sink.on_progress = [&](std::uint64_t steps, std::int64_t accepted, double secs) {
-      const double eta = accepted > 0 ? secs / static_cast<double>(accepted) * static_cast<double>(specs.chain_size - accepted) : 0.0;
-      std::fprintf(options.terminal, "\r%-80s", fmt::format("steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {:.1f} s",
-                                                            steps, accepted, specs.chain_size,
-                                                            static_cast<double>(accepted) / static_cast<double>(steps),
-                                                            static_cast<double>(steps) / std::max(secs, 1e-9), eta)
-                                                    .c_str());
+    // On a terminal: one line rewritten in place, at most 4 times a second. Otherwise (a
+    // log file, CI): a plain line every 10 seconds.
+    const bool tty = isatty(fileno(options.terminal)) != 0;
+    sink.on_progress = [&options, &specs, tty, last = -1e9](std::uint64_t steps, std::int64_t accepted,
+                                                            double secs) mutable {
+      if (secs - last < (tty ? 0.25 : 10.0)) return;
+      last = secs;
+      const double eta =
+          accepted > 0 ? secs / static_cast<double>(accepted) * static_cast<double>(specs.chain_size - accepted) : 0.0;
+      const std::string line = fmt::format(
+          "steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {:.1f} s", steps, accepted,
+          specs.chain_size, static_cast<double>(accepted) / static_cast<double>(steps),
+          static_cast<double>(steps) / std::max(secs, 1e-9), eta);
+      std::fprintf(options.terminal, tty ? "\r%-100s" : "%s\n", line.c_str());
       std::fflush(options.terminal);
     };
+    if (tty) clear_line = true;
   }
   DramOptions dopt = to_dram_options(specs, d, 0);
   DramSampler sampler(std::move(dopt), target.log_density);
@@ -279,7 +290,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     throw;
   }
   sink.close();
-  if (!quiet && options.terminal) std::fprintf(options.terminal, "\r%-80s\r", "");
+  if (clear_line) std::fprintf(options.terminal, "\r%-100s\r", "");
 
   // --- Post-processing ------------------------------------------------------------------
   SampleRunSummary out;

@@ -158,7 +158,7 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
                                  st.origin("variable_names"), s.variable_names.size(), d));
   s.description = st.get_string("description");
   s.output_delimiter = st.get_string("output_delimiter");
-  if (s.output_delimiter.empty()) s.output_delimiter = " ";
+  if (s.output_delimiter.empty()) s.output_delimiter.push_back(' ');
   s.output_real_precision = static_cast<int>(st.get_int("output_real_precision"));
   s.output_column_width = static_cast<int>(st.get_int("output_column_width"));
   s.silent_mode = st.get_bool("silent_mode");

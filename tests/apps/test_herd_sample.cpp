@@ -188,7 +188,7 @@ TEST_CASE("herd-sample: input errors exit 2 with one clear line and write nothin
       {"proposal_model = \"cauchy\"\n", "", "proposal_model"},
       {"chain_size = 10\n", "--set delayed_rejection_count=-1", "delayed_rejection_count"},
       {"scale_factor = \"huge\"\n", "", "scale_factor"},
-      {"&ParaDRAM chainSize = 10, nosuchKey = 3 /\n", "", "nosuchkey"},
+      {"&ParaDRAM chainSize = 10, nosuchKey = 3 /\n", "", "unknown key \"nosuchKey\""},
       {"chain_size = [\n", "", "run.in"},
   };
   int k = 0;
