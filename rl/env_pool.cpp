@@ -174,7 +174,11 @@ void EnvPool::step(std::span<const double> actions) {
                "EnvPool::step: actions has {} values, but must have num_envs * action_dim = "
                "{} * {} = {}", actions.size(), n, action_dim_, n * action_dim_);
   validate_actions(actions.data(), nullptr, n, "step");
-  const double* a = actions.data();
+  step_validated(actions.data());
+}
+
+void EnvPool::step_validated(const double* a) {
+  const std::size_t n = envs_.size();
   if (pool_ && n > 1) {
     const std::size_t chunks = 2 * (pool_->size() + 1);
     const std::size_t grain = std::max<std::size_t>(1, (n + chunks - 1) / chunks);
@@ -194,15 +198,17 @@ void EnvPool::step(std::span<const std::int64_t> actions) {
   HERD_REQUIRE(actions.size() == n, "EnvPool::step: actions has {} values, but must have "
                "num_envs = {}", actions.size(), n);
   action_scratch_.resize(n);
+  const std::int64_t lo = space.start(), hi = space.start() + space.n();
   for (std::size_t k = 0; k < n; ++k) {
     const std::int64_t a = actions[k];
-    HERD_REQUIRE(a >= space.start() && a < space.start() + space.n(),
+    HERD_REQUIRE(a >= lo && a < hi,
                  "EnvPool::step: {} (env {}): action is {}, but must be an integer in [{}, {})",
                  envs_[k]->id(), envs_[k]->global_id(), a, space.start(),
                  space.start() + space.n());
     action_scratch_[k] = static_cast<double>(a);
   }
-  step(std::span<const double>(action_scratch_));
+  check_sync_idle("step");
+  step_validated(action_scratch_.data());
 }
 
 EnvBatch EnvPool::batch() const {
@@ -252,7 +258,9 @@ void EnvPool::dispatch(const std::int32_t* ids, std::size_t m) {
     for (std::size_t i = 0; i < m; ++i) run_one(ids[i]);
     return;
   }
-  const std::size_t chunks = 4 * pool_->size();
+  // One task per worker and two per worker for large sends: few queue operations, and
+  // each task publishes its envs' results one by one as they finish.
+  const std::size_t chunks = (m >= 64 ? 2 : 1) * pool_->size();
   const std::size_t grain = std::max<std::size_t>(1, (m + chunks - 1) / chunks);
   for (std::size_t b = 0; b < m; b += grain) {
     const std::size_t e = std::min(m, b + grain);

@@ -26,9 +26,8 @@ Space cartpole_obs_space() {
                     {high[0], high[1], high[2], high[3]});
 }
 
-}  // namespace
-
-bool cartpole_transition(CartPoleState& s, std::int64_t action) {
+/// The transition, inlined into both the exported function and the batched loop.
+inline bool transition(CartPoleState& s, std::int64_t action) {
   const double force = action == 1 ? kForceMag : -kForceMag;
   const double costheta = std::cos(s.theta);
   const double sintheta = std::sin(s.theta);
@@ -44,6 +43,10 @@ bool cartpole_transition(CartPoleState& s, std::int64_t action) {
   return s.x < -kXThreshold || s.x > kXThreshold || s.theta < -kThetaThreshold ||
          s.theta > kThetaThreshold;
 }
+
+}  // namespace
+
+bool cartpole_transition(CartPoleState& s, std::int64_t action) { return transition(s, action); }
 
 CartPoleState cartpole_reset_state(RngCursor& rng) {
   constexpr double kLow = -0.05, kHigh = 0.05;
@@ -83,7 +86,7 @@ void CartPole::step_batch(Env* const* envs, std::size_t n, const double* actions
                           std::uint8_t* truncated) const {
   for (std::size_t i = 0; i < n; ++i) {
     auto* e = static_cast<CartPole*>(envs[i]);
-    const bool term = cartpole_transition(e->s_, static_cast<std::int64_t>(actions[i]));
+    const bool term = transition(e->s_, static_cast<std::int64_t>(actions[i]));
     rewards[i] = (term && e->after_terminal_) ? 0.0 : 1.0;
     if (term) e->after_terminal_ = true;
     terminated[i] = term;

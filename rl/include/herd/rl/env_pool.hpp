@@ -144,6 +144,7 @@ class EnvPool {
   void validate_actions(const double* actions, const std::int32_t* ids, std::size_t m,
                         const char* what) const;
   void step_range(std::size_t b, std::size_t e, const double* actions);
+  void step_validated(const double* actions);
   void dispatch(const std::int32_t* ids, std::size_t m);
   void run_one(std::int32_t id);
 
