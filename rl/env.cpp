@@ -38,6 +38,12 @@ void Env::reset(std::uint64_t seed, float* obs) {
   reset_impl(rng, obs);
 }
 
+void Env::restore_stream(std::uint64_t seed, std::uint64_t episode) {
+  stream_ = RngStream(seed, global_id_, RngPurpose::kEnvReset);
+  episode_ = episode;
+  has_reset_ = true;
+}
+
 void Env::reset(float* obs) {
   if (!has_reset_) {
     reset(0, obs);

@@ -76,6 +76,11 @@ class Env {
   std::uint64_t seed() const { return stream_.seed(); }
   /// Episode number within the current stream (0 after a seeded reset).
   std::uint64_t episode() const { return episode_; }
+  /// Restores the reset stream position (for checkpoints): the seed and the episode
+  /// number of the current episode, so the next unseeded reset draws episode + 1. With
+  /// `set_state` and `set_elapsed_steps` it restores an env exactly (a run resumed from a
+  /// checkpoint continues bit-identically). Takes the current global id.
+  void restore_stream(std::uint64_t seed, std::uint64_t episode);
 
   /// Seeds the reset stream with `seed` and starts episode 0.
   /// @param obs `[obs_dim]` output: the first observation.

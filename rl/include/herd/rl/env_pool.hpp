@@ -39,6 +39,7 @@ struct EnvBatch {
   std::span<const std::uint8_t> terminated;  ///< `[B]` 0 or 1
   std::span<const std::uint8_t> truncated;   ///< `[B]` 0 or 1
   std::span<const float> final_obs;          ///< `[B, obs_dim]`, meaningful where done
+  /// Number of rows B.
   std::size_t size() const { return env_ids.size(); }
 };
 
@@ -86,14 +87,23 @@ class EnvPool {
   EnvPool(const EnvPool&) = delete;
   EnvPool& operator=(const EnvPool&) = delete;
 
+  /// Number of environments N.
   std::size_t num_envs() const { return envs_.size(); }
+  /// Results per `recv` (N in sync mode).
   std::size_t batch_size() const { return batch_size_; }
+  /// Threads stepping environments (sync mode: num_threads - 1 workers plus the caller;
+  /// async mode: num_threads workers).
   std::size_t num_threads() const { return num_threads_; }
+  /// Components of one observation (row length of the obs buffers).
   std::size_t obs_dim() const { return obs_dim_; }
+  /// Components of one action (1 for `Discrete`).
   std::size_t action_dim() const { return action_dim_; }
+  /// Observation space of every env.
   const Space& observation_space() const { return envs_[0]->observation_space(); }
+  /// Action space of every env.
   const Space& action_space() const { return envs_[0]->action_space(); }
-  /// Environment k (for inspection, get_state/set_state between steps).
+  /// Environment k (for inspection, get_state/set_state between steps; not while it is in
+  /// flight). @throws std::out_of_range when k >= N.
   Env& env(std::size_t k) { return *envs_.at(k); }
 
   // --- sync mode -------------------------------------------------------------------------

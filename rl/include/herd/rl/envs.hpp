@@ -44,8 +44,11 @@ CartPoleState cartpole_reset_state(RngCursor& rng);
 /// State: `[x, x_dot, theta, theta_dot]`.
 class CartPole final : public Env {
  public:
+  /// A fresh instance (reset before stepping) with Gymnasium's registered time limit.
   CartPole();
+  /// The internal state (see the class summary for the layout).
   std::vector<double> get_state() const override;
+  /// Writes the float32 observation of the current state.
   void observe(float* obs) const override;
   /// The state as the batched kernel sees it.
   const CartPoleState& state() const { return s_; }
@@ -70,8 +73,11 @@ class CartPole final : public Env {
 /// limit. State: `[theta1, theta2, dtheta1, dtheta2]`; reset states are float32 values.
 class Acrobot final : public Env {
  public:
+  /// A fresh instance (reset before stepping) with Gymnasium's registered time limit.
   Acrobot();
+  /// The internal state (see the class summary for the layout).
   std::vector<double> get_state() const override;
+  /// Writes the float32 observation of the current state.
   void observe(float* obs) const override;
 
  protected:
@@ -87,8 +93,11 @@ class Acrobot final : public Env {
 /// observation `[position, velocity]`, reward -1 per step, 200-step limit.
 class MountainCar final : public Env {
  public:
+  /// A fresh instance (reset before stepping) with Gymnasium's registered time limit.
   MountainCar();
+  /// The internal state (see the class summary for the layout).
   std::vector<double> get_state() const override;
+  /// Writes the float32 observation of the current state.
   void observe(float* obs) const override;
 
  protected:
@@ -107,8 +116,11 @@ class MountainCar final : public Env {
 /// semantics, where `3 * np.float32` is float64).
 class MountainCarContinuous final : public Env {
  public:
+  /// A fresh instance (reset before stepping) with Gymnasium's registered time limit.
   MountainCarContinuous();
+  /// The internal state (see the class summary for the layout).
   std::vector<double> get_state() const override;
+  /// Writes the float32 observation of the current state.
   void observe(float* obs) const override;
 
  protected:
@@ -125,8 +137,11 @@ class MountainCarContinuous final : public Env {
 /// never terminates, 200-step limit. State: `[th, thdot]`.
 class Pendulum final : public Env {
  public:
+  /// A fresh instance (reset before stepping) with Gymnasium's registered time limit.
   Pendulum();
+  /// The internal state (see the class summary for the layout).
   std::vector<double> get_state() const override;
+  /// Writes the float32 observation of the current state.
   void observe(float* obs) const override;
 
  protected:

@@ -31,8 +31,11 @@ class Space {
   /// @throws herd::InputError when n < 1.
   static Space discrete(std::int64_t n, std::int64_t start = 0);
 
+  /// `kBox` or `kDiscrete`.
   SpaceKind kind() const { return kind_; }
+  /// Whether this is a `Box`.
   bool is_box() const { return kind_ == SpaceKind::kBox; }
+  /// Whether this is a `Discrete`.
   bool is_discrete() const { return kind_ == SpaceKind::kDiscrete; }
   /// Number of components of one value: d for a `Box`, 1 for a `Discrete`.
   std::size_t dim() const { return kind_ == SpaceKind::kBox ? low_.size() : 1; }
