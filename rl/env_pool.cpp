@@ -1,6 +1,7 @@
 #include "herd/rl/env_pool.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -50,8 +51,11 @@ void EnvPool::init(const EnvPoolOptions& o) {
   HERD_REQUIRE(o.max_episode_steps >= -1,
                "EnvPool: max_episode_steps is {}, but must be >= 0 (or -1: registered)",
                o.max_episode_steps);
+  HERD_REQUIRE(o.min_task_seconds >= 0, "EnvPool: min_task_seconds is {}, but must be >= 0",
+               o.min_task_seconds);
   num_threads_ = o.num_threads;
   seed_ = o.seed;
+  min_task_ns_ = o.min_task_seconds * 1e9;
   const Env& e0 = *envs_[0];
   obs_dim_ = e0.obs_dim();
   action_dim_ = e0.action_dim();
@@ -179,13 +183,31 @@ void EnvPool::step(std::span<const double> actions) {
 
 void EnvPool::step_validated(const double* a) {
   const std::size_t n = envs_.size();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t threads_used = 1;
   if (pool_ && n > 1) {
-    const std::size_t chunks = 2 * (pool_->size() + 1);
-    const std::size_t grain = std::max<std::size_t>(1, (n + chunks - 1) / chunks);
-    pool_->parallel_for(0, n, [this, a](std::size_t b, std::size_t e) { step_range(b, e, a); },
-                        grain);
+    const std::size_t threads = pool_->size() + 1;
+    std::size_t grain = std::max<std::size_t>(1, (n + 2 * threads - 1) / (2 * threads));
+    if (min_task_ns_ > 0 && env_step_ns_ > 0) {
+      grain = std::max(grain, static_cast<std::size_t>(std::ceil(min_task_ns_ / env_step_ns_)));
+    }
+    if (grain < n) {
+      pool_->parallel_for(0, n, [this, a](std::size_t b, std::size_t e) { step_range(b, e, a); },
+                          grain);
+      threads_used = std::min(threads, (n + grain - 1) / grain);
+    } else {
+      step_range(0, n, a);
+    }
   } else {
     step_range(0, n, a);
+  }
+  if (pool_ && min_task_ns_ > 0) {
+    // Cost per env step; parallel steps overestimate it (handoffs), which only errs
+    // towards fewer, larger tasks.
+    const double ns = std::chrono::duration<double, std::nano>(
+                          std::chrono::steady_clock::now() - t0).count();
+    const double c = ns * static_cast<double>(threads_used) / static_cast<double>(n);
+    env_step_ns_ = env_step_ns_ == 0 ? c : 0.75 * env_step_ns_ + 0.25 * c;
   }
 }
 

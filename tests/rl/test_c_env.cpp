@@ -74,6 +74,7 @@ TEST_CASE("a C environment plugs into the EnvPool unchanged", "[rl][c_env][pool]
     o.num_envs = 16;
     o.num_threads = threads;
     o.seed = 4;
+    o.min_task_seconds = 0;  // spread even these cheap steps over the threads
     herd::rl::EnvPool pool(o);
     c_point_env_clear_max_active();
     pool.reset();

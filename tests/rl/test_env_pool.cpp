@@ -85,6 +85,8 @@ TEST_CASE("sync EnvPool equals standalone envs with same-step auto-reset", "[rl]
         o.seed = 123;
         o.first_global_id = 100;
         o.max_episode_steps = limit;
+        // Every thread used (0), or the adaptive default that keeps cheap steps serial.
+        o.min_task_seconds = threads == 3 ? 20e-6 : 0.0;
         EnvPool pool(o);
         const int steps = limit > 0 ? 40 : 520;
         std::vector<Trajectory> ref;

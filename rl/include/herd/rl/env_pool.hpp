@@ -28,6 +28,12 @@ struct EnvPoolOptions {
   std::uint64_t seed = 0;       ///< seed of every env's reset stream
   std::uint32_t first_global_id = 0;  ///< env k has global id first_global_id + k
   std::int64_t max_episode_steps = -1;  ///< time limit override (-1: registered; 0: none)
+  /// Sync steps: the least work (seconds) worth handing to another thread. The pool
+  /// measures the cost of an env step as it runs and gives each task at least this much,
+  /// so cheap envs in small pools (16 CartPoles) step on the calling thread alone while
+  /// costly ones spread over all threads. Thread use never changes results. 0: always use
+  /// every thread.
+  double min_task_seconds = 20e-6;
 };
 
 /// One batch of results: row j belongs to environment `env_ids[j]`. Views into the pool's
@@ -163,6 +169,8 @@ class EnvPool {
   bool homogeneous_ = true;  // same dynamic type: use Env::step_batch per chunk
   std::size_t batch_size_ = 0, num_threads_ = 1, obs_dim_ = 0, action_dim_ = 0;
   std::uint64_t seed_ = 0;
+  double min_task_ns_ = 0;   // from options.min_task_seconds
+  double env_step_ns_ = 0;   // running estimate of one env step (0: not yet measured)
 
   // sync buffers
   std::vector<float> obs_, final_obs_;
