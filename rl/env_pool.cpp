@@ -241,7 +241,10 @@ EnvBatch EnvPool::batch() const {
 // Async mode
 
 void EnvPool::run_one(std::int32_t id) {
-  const std::uint64_t row = next_row_.fetch_add(1, std::memory_order_relaxed);
+  // acq_rel: the claims form a chain of synchronisation, so a row of a reused slot is
+  // written only after the caller released that slot (its recv of the next batch): enough
+  // claims precede this one that one of them comes from a send made after that recv.
+  const std::uint64_t row = next_row_.fetch_add(1, std::memory_order_acq_rel);
   const std::size_t slot = static_cast<std::size_t>((row / batch_size_) % num_slots_);
   const std::size_t r = slot * batch_size_ + static_cast<std::size_t>(row % batch_size_);
   Env& env = *envs_[static_cast<std::size_t>(id)];
