@@ -51,7 +51,8 @@ struct EnvBatch {
 
 /// N environments of one kind, stepped by `num_threads` threads.
 ///
-/// **Sync mode** (`batch_size == num_envs`): `reset()` then `step(actions)` with actions
+/// **Sync mode** (`batch_size == num_envs`; the sync calls also work in async mode while
+/// no env is in flight): `reset()` then `step(actions)` with actions
 /// `[N, action_dim]`; results are in env order in `obs()` `[N, obs_dim]`, `rewards()`,
 /// `terminated()`, `truncated()`, `final_obs()` — contiguous buffers owned by the pool that
 /// a network reads without copying (stable addresses for the pool's lifetime).
