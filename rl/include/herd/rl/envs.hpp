@@ -71,6 +71,9 @@ class CartPole final : public Env {
 /// with dt = 0.2 s): Discrete(3) torques {-1, 0, +1}, observation
 /// `[cos t1, sin t1, cos t2, sin t2, dt1, dt2]`, reward -1 per non-terminal step, 500-step
 /// limit. State: `[theta1, theta2, dtheta1, dtheta2]`; reset states are float32 values.
+/// The first observation of an episode is float32(cos(double(s))), where NumPy takes the
+/// cosine of the float32 state in float32; the two agree on every reference reset, but
+/// may differ in the last bit elsewhere (steps are float64 in both).
 class Acrobot final : public Env {
  public:
   /// A fresh instance (reset before stepping) with Gymnasium's registered time limit.
