@@ -1,0 +1,175 @@
+#include "herd/rl/c_env.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "herd/core/error.hpp"
+#include "herd/rl/registry.hpp"
+
+namespace herd::rl {
+namespace {
+
+void validate(const herd_env_spec& s, const std::string& id) {
+  HERD_REQUIRE(s.obs_dim >= 1, "c_env \"{}\": obs_dim is {}, but must be >= 1", id, s.obs_dim);
+  HERD_REQUIRE(s.action_kind == HERD_ACTION_DISCRETE || s.action_kind == HERD_ACTION_BOX,
+               "c_env \"{}\": action_kind is {}, but must be HERD_ACTION_DISCRETE (0) or "
+               "HERD_ACTION_BOX (1)", id, s.action_kind);
+  if (s.action_kind == HERD_ACTION_DISCRETE) {
+    HERD_REQUIRE(s.num_actions >= 1, "c_env \"{}\": num_actions is {}, but must be >= 1", id,
+                 s.num_actions);
+  } else {
+    HERD_REQUIRE(s.action_dim >= 1, "c_env \"{}\": action_dim is {}, but must be >= 1", id,
+                 s.action_dim);
+    HERD_REQUIRE(s.action_low && s.action_high,
+                 "c_env \"{}\": action_low/action_high are NULL, but a Box needs bounds", id);
+  }
+  HERD_REQUIRE(s.max_episode_steps >= 0, "c_env \"{}\": max_episode_steps is {}, but must be >= 0",
+               id, s.max_episode_steps);
+  HERD_REQUIRE(s.create && s.reset && s.step,
+               "c_env \"{}\": create, reset and step callbacks are required", id);
+  HERD_REQUIRE(s.state_dim >= 0, "c_env \"{}\": state_dim is {}, but must be >= 0", id,
+               s.state_dim);
+  HERD_REQUIRE(s.state_dim == 0 || (s.get_state && s.set_state),
+               "c_env \"{}\": state_dim is {}, but get_state/set_state are NULL", id, s.state_dim);
+}
+
+Space spec_obs_space(const herd_env_spec& s) {
+  std::vector<double> lo(s.obs_dim, -HUGE_VAL), hi(s.obs_dim, HUGE_VAL);
+  if (s.obs_low) lo.assign(s.obs_low, s.obs_low + s.obs_dim);
+  if (s.obs_high) hi.assign(s.obs_high, s.obs_high + s.obs_dim);
+  return Space::box(std::move(lo), std::move(hi));
+}
+
+Space spec_action_space(const herd_env_spec& s) {
+  if (s.action_kind == HERD_ACTION_DISCRETE) return Space::discrete(s.num_actions);
+  return Space::box(std::vector<double>(s.action_low, s.action_low + s.action_dim),
+                    std::vector<double>(s.action_high, s.action_high + s.action_dim));
+}
+
+/// An `Env` over C callbacks.
+class CEnv final : public Env {
+ public:
+  CEnv(const herd_env_spec& spec, const std::string& id, std::shared_ptr<std::mutex> lock)
+      : Env(id, spec_obs_space(spec), spec_action_space(spec), static_cast<std::size_t>(spec.state_dim),
+            spec.max_episode_steps),
+        spec_(spec),
+        lock_(std::move(lock)),
+        last_obs_(static_cast<std::size_t>(spec.obs_dim), 0.0f),
+        action_(action_dim(), 0.0) {}
+
+  ~CEnv() override {
+    if (handle_ && spec_.destroy) {
+      auto g = guard();
+      spec_.destroy(handle_);
+    }
+  }
+
+  std::vector<double> get_state() const override {
+    HERD_REQUIRE(spec_.state_dim > 0, "{} (env {}): get_state is not provided by the C spec",
+                 id(), global_id());
+    const_cast<CEnv*>(this)->ensure_instance();
+    std::vector<double> s(static_cast<std::size_t>(spec_.state_dim));
+    auto g = guard();
+    check(spec_.get_state(handle_, s.data()), "get_state");
+    return s;
+  }
+
+  void observe(float* obs) const override { std::copy(last_obs_.begin(), last_obs_.end(), obs); }
+
+ protected:
+  void reset_impl(RngCursor& rng, float* obs) override {
+    ensure_instance();
+    const std::uint64_t episode_seed = rng.next_u64();
+    {
+      auto g = guard();
+      check(spec_.reset(handle_, episode_seed, last_obs_.data()), "reset");
+    }
+    observe(obs);
+  }
+
+  StepResult step_impl(const double* action, float* obs) override {
+    const double* a = action;
+    if (spec_.action_kind == HERD_ACTION_BOX) {
+      for (std::size_t i = 0; i < action_.size(); ++i) {
+        action_[i] = std::clamp(action[i], spec_.action_low[i], spec_.action_high[i]);
+      }
+      a = action_.data();
+    }
+    double reward = 0.0;
+    std::int32_t term = 0, trunc = 0;
+    {
+      auto g = guard();
+      check(spec_.step(handle_, a, last_obs_.data(), &reward, &term, &trunc), "step");
+    }
+    observe(obs);
+    StepResult r;
+    r.reward = reward;
+    r.terminated = term != 0;
+    r.truncated = trunc != 0;  // the base class adds the time limit
+    return r;
+  }
+
+  void set_state_impl(const double* state) override {
+    HERD_REQUIRE(spec_.state_dim > 0, "{} (env {}): set_state is not provided by the C spec",
+                 id(), global_id());
+    ensure_instance();
+    auto g = guard();
+    check(spec_.set_state(handle_, state), "set_state");
+  }
+
+ private:
+  std::unique_lock<std::mutex> guard() const {
+    return lock_ ? std::unique_lock<std::mutex>(*lock_) : std::unique_lock<std::mutex>();
+  }
+
+  void check(std::int32_t status, const char* what) const {
+    if (status != 0) {
+      throw Error(fmt::format("{} (env {}): the C callback {} returned status {}", id(),
+                              global_id(), what, status));
+    }
+  }
+
+  void ensure_instance() {
+    if (handle_) return;
+    const std::uint64_t s =
+        RngStream(seed(), global_id(), RngPurpose::kEnvReset).u64(std::uint64_t{1} << 47);
+    {
+      auto g = guard();
+      handle_ = spec_.create(spec_.user, s);
+    }
+    if (!handle_) {
+      throw Error(fmt::format("{} (env {}): the C callback create returned NULL", id(),
+                              global_id()));
+    }
+  }
+
+  herd_env_spec spec_;
+  std::shared_ptr<std::mutex> lock_;
+  void* handle_ = nullptr;
+  std::vector<float> last_obs_;
+  std::vector<double> action_;
+};
+
+/// The lock of every non-thread-safe C environment: their callbacks never run together.
+std::shared_ptr<std::mutex> serial_lock() {
+  static const auto lock = std::make_shared<std::mutex>();
+  return lock;
+}
+
+}  // namespace
+
+std::unique_ptr<Env> make_c_env(const herd_env_spec& spec, const std::string& id) {
+  validate(spec, id);
+  return std::make_unique<CEnv>(spec, id, spec.thread_safe ? nullptr : serial_lock());
+}
+
+void register_c_env(const std::string& id, const herd_env_spec& spec) {
+  validate(spec, id);
+  auto lock = spec.thread_safe ? nullptr : serial_lock();
+  register_env(id, [spec, id, lock] { return std::make_unique<CEnv>(spec, id, lock); });
+}
+
+}  // namespace herd::rl

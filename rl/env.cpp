@@ -1,0 +1,115 @@
+#include "herd/rl/env.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "herd/core/error.hpp"
+
+namespace herd::rl {
+
+Env::Env(std::string id, Space observation_space, Space action_space, std::size_t state_dim,
+         std::int64_t max_episode_steps)
+    : id_(std::move(id)),
+      obs_space_(std::move(observation_space)),
+      action_space_(std::move(action_space)),
+      state_dim_(state_dim),
+      max_episode_steps_(max_episode_steps) {
+  HERD_REQUIRE(max_episode_steps >= 0, "{}: max_episode_steps is {}, but must be >= 0", id_,
+               max_episode_steps);
+}
+
+void Env::set_max_episode_steps(std::int64_t steps) {
+  HERD_REQUIRE(steps >= 0, "{}: max_episode_steps is {}, but must be >= 0", id_, steps);
+  max_episode_steps_ = steps;
+}
+
+void Env::set_elapsed_steps(std::int64_t steps) {
+  HERD_REQUIRE(steps >= 0, "{}: elapsed_steps is {}, but must be >= 0", id_, steps);
+  elapsed_ = steps;
+}
+
+void Env::reset(std::uint64_t seed, float* obs) {
+  stream_ = RngStream(seed, global_id_, RngPurpose::kEnvReset);
+  episode_ = 0;
+  has_reset_ = true;
+  elapsed_ = 0;
+  RngCursor rng = stream_.at(episode_);
+  reset_impl(rng, obs);
+}
+
+void Env::restore_stream(std::uint64_t seed, std::uint64_t episode) {
+  stream_ = RngStream(seed, global_id_, RngPurpose::kEnvReset);
+  episode_ = episode;
+  has_reset_ = true;
+}
+
+void Env::reset(float* obs) {
+  if (!has_reset_) {
+    reset(0, obs);
+    return;
+  }
+  ++episode_;
+  elapsed_ = 0;
+  RngCursor rng = stream_.at(episode_);
+  reset_impl(rng, obs);
+}
+
+std::string Env::check_action(const double* action) const {
+  if (action_space_.is_discrete()) {
+    const double v = action[0];
+    if (action_space_.contains(&v)) return {};
+    return fmt::format("{} (env {}): action is {}, but must be an integer in [{}, {})", id_,
+                       global_id_, v, action_space_.start(),
+                       action_space_.start() + action_space_.n());
+  }
+  for (std::size_t i = 0; i < action_space_.dim(); ++i) {
+    if (std::isnan(action[i])) {
+      return fmt::format("{} (env {}): action[{}] is NaN, but must be a number (out-of-bounds "
+                         "values are clipped)", id_, global_id_, i);
+    }
+  }
+  return {};
+}
+
+StepResult Env::step(std::span<const double> action, float* obs) {
+  HERD_REQUIRE(action.size() == action_dim(),
+               "{} (env {}): action has {} components, but the action space {} has {}", id_,
+               global_id_, action.size(), action_space_.to_string(), action_dim());
+  const std::string msg = check_action(action.data());
+  if (!msg.empty()) throw InputError(msg);
+  HERD_REQUIRE(has_reset_, "{} (env {}): step called before reset", id_, global_id_);
+  return step_unchecked(action.data(), obs);
+}
+
+StepResult Env::step(std::int64_t action, float* obs) {
+  HERD_REQUIRE(action_space_.is_discrete(),
+               "{} (env {}): an integer action was given, but the action space is {}", id_,
+               global_id_, action_space_.to_string());
+  HERD_REQUIRE(action >= action_space_.start() && action < action_space_.start() + action_space_.n(),
+               "{} (env {}): action is {}, but must be an integer in [{}, {})", id_, global_id_,
+               action, action_space_.start(), action_space_.start() + action_space_.n());
+  HERD_REQUIRE(has_reset_, "{} (env {}): step called before reset", id_, global_id_);
+  const double a = static_cast<double>(action);
+  return step_unchecked(&a, obs);
+}
+
+void Env::step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
+                     double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const {
+  const std::size_t ad = action_dim(), od = obs_dim();
+  for (std::size_t i = 0; i < n; ++i) {
+    const StepResult r = envs[i]->step_unchecked(actions + i * ad, obs + i * od);
+    rewards[i] = r.reward;
+    terminated[i] = r.terminated;
+    truncated[i] = r.truncated;
+  }
+}
+
+void Env::set_state(std::span<const double> state) {
+  HERD_REQUIRE(state.size() == state_dim_, "{} (env {}): state has {} values, but must have {}",
+               id_, global_id_, state.size(), state_dim_);
+  set_state_impl(state.data());
+  has_reset_ = true;
+}
+
+}  // namespace herd::rl

@@ -1,0 +1,165 @@
+#pragma once
+/// @file env.hpp
+/// The environment interface (Gymnasium 1.4.0's `Env` with its `TimeLimit` wrapper), with
+/// reset draws from herd's counter-based RNG streams.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "herd/core/rng.hpp"
+#include "herd/rl/spaces.hpp"
+
+namespace herd::rl {
+
+/// Outcome of one step, besides the observation (written to the caller's buffer).
+struct StepResult {
+  double reward = 0.0;      ///< reward of the step (float64, as Gymnasium's Python floats)
+  bool terminated = false;  ///< the MDP reached a terminal state
+  bool truncated = false;   ///< the time limit ended the episode (Gymnasium `TimeLimit`)
+};
+
+/// One environment instance: spaces, `reset`, `step`, internal state, time limit.
+///
+/// Observations are float32 vectors `[obs_dim]` written into a caller-owned buffer (so a
+/// pool writes straight into its batch). Actions are float64 vectors `[action_dim]`; a
+/// `Discrete` action is one float64 holding an integer (or use the `int64` overload).
+///
+/// Time limit: `step` counts the steps of the episode and sets `truncated` when the count
+/// reaches `max_episode_steps()` (0: no limit), as Gymnasium's `TimeLimit` does; both flags
+/// may be set on the same step.
+///
+/// Randomness: the reset distribution (as Gymnasium's) is drawn from
+/// `RngStream(seed, global_id(), RngPurpose::kEnvReset).at(episode)`, where `episode` counts
+/// the resets since the last seeded reset (0, 1, 2, ...). So an episode's start depends only
+/// on (seed, global id, episode number), never on threads or call order. An unseeded first
+/// reset uses seed 0.
+///
+/// Thread-safety: one instance must not be used by two threads at once; distinct instances
+/// are independent (user C environments may declare otherwise, see `c_env.h`).
+class Env {
+ public:
+  virtual ~Env() = default;
+  Env(const Env&) = delete;
+  Env& operator=(const Env&) = delete;
+
+  /// Registered id, for example "CartPole-v1".
+  const std::string& id() const { return id_; }
+  /// Observation space (a float32 `Box`).
+  const Space& observation_space() const { return obs_space_; }
+  /// Action space (`Discrete` or `Box`).
+  const Space& action_space() const { return action_space_; }
+  /// Components of one observation.
+  std::size_t obs_dim() const { return obs_space_.dim(); }
+  /// Components of one action (1 for `Discrete`).
+  std::size_t action_dim() const { return action_space_.dim(); }
+  /// Number of float64 values of the internal state (`get_state`).
+  std::size_t state_dim() const { return state_dim_; }
+
+  /// Steps after which `step` reports `truncated` (0: no limit).
+  std::int64_t max_episode_steps() const { return max_episode_steps_; }
+  /// Sets the time limit (0: none). @throws herd::InputError when negative.
+  void set_max_episode_steps(std::int64_t steps);
+  /// Steps taken in the current episode.
+  std::int64_t elapsed_steps() const { return elapsed_; }
+  /// Sets the step count of the current episode (for checkpoints and tests).
+  /// @throws herd::InputError when negative.
+  void set_elapsed_steps(std::int64_t steps);
+
+  /// Global id of this instance: the stream id of its reset draws.
+  std::uint32_t global_id() const { return global_id_; }
+  /// Sets the global id; takes effect at the next seeded reset.
+  void set_global_id(std::uint32_t id) { global_id_ = id; }
+  /// Seed of the current reset stream.
+  std::uint64_t seed() const { return stream_.seed(); }
+  /// Episode number within the current stream (0 after a seeded reset).
+  std::uint64_t episode() const { return episode_; }
+  /// Restores the reset stream position (for checkpoints): the seed and the episode
+  /// number of the current episode, so the next unseeded reset draws episode + 1. With
+  /// `set_state` and `set_elapsed_steps` it restores an env exactly (a run resumed from a
+  /// checkpoint continues bit-identically). Takes the current global id.
+  void restore_stream(std::uint64_t seed, std::uint64_t episode);
+
+  /// Seeds the reset stream with `seed` and starts episode 0.
+  /// @param obs `[obs_dim]` output: the first observation.
+  void reset(std::uint64_t seed, float* obs);
+  /// Starts the next episode of the current stream (episode 0 of seed 0 if never reset).
+  /// @param obs `[obs_dim]` output: the first observation.
+  void reset(float* obs);
+
+  /// One step. `Box` actions outside the bounds are clipped inside the environment exactly
+  /// where Gymnasium's environment clips them; NaN is rejected.
+  /// @param action `[action_dim]` float64
+  /// @param obs    `[obs_dim]` output: the next observation
+  /// @throws herd::InputError naming the env and value when the action is not valid (a
+  ///         `Discrete` action out of range or not integral, NaN) or no reset came first.
+  StepResult step(std::span<const double> action, float* obs);
+  /// One step of a `Discrete` environment. @throws herd::InputError as above.
+  StepResult step(std::int64_t action, float* obs);
+  /// `step` without validation, for pools that validate a whole batch first. The caller
+  /// guarantees a valid action of `action_dim` components and a previous reset.
+  StepResult step_unchecked(const double* action, float* obs) {
+    StepResult r = step_impl(action, obs);
+    r.truncated = count_step() || r.truncated;
+    return r;
+  }
+
+  /// Steps `envs[0..n)`, all of the same dynamic type as `*this`, by `step_unchecked`
+  /// (pools call it per chunk; environments override it with a tight, non-virtual loop
+  /// that must give bit-identical results).
+  /// @param actions `[n, action_dim]` valid actions
+  /// @param obs `[n, obs_dim]` output rows
+  /// @param rewards, terminated, truncated `[n]` outputs (flags 0 or 1)
+  virtual void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
+                          double* rewards, std::uint8_t* terminated,
+                          std::uint8_t* truncated) const;
+
+  /// Message "<id> (env <global id>): action ... is <value>, but must be ..." when the
+  /// action is not valid; empty when it is. Thread-safe (reads only the spaces).
+  std::string check_action(const double* action) const;
+
+  /// The internal state, `[state_dim]` float64, in Gymnasium's layout (`env.unwrapped.state`).
+  virtual std::vector<double> get_state() const = 0;
+  /// Replaces the internal state (time-limit count and episode number unchanged); the
+  /// environment behaves as Gymnasium's after `env.unwrapped.state = state`.
+  /// @throws herd::InputError when `state.size() != state_dim()`.
+  void set_state(std::span<const double> state);
+  /// Writes the observation of the current state to `obs[0..obs_dim)`.
+  virtual void observe(float* obs) const = 0;
+
+ protected:
+  /// @param state_dim components of `get_state`
+  /// @param max_episode_steps Gymnasium's registered limit (0: none)
+  Env(std::string id, Space observation_space, Space action_space, std::size_t state_dim,
+      std::int64_t max_episode_steps);
+
+  /// Counts one step of the episode; returns whether the time limit is reached.
+  bool count_step() {
+    ++elapsed_;
+    return max_episode_steps_ > 0 && elapsed_ >= max_episode_steps_;
+  }
+
+  /// Draws a start state from `rng` and writes its observation.
+  virtual void reset_impl(RngCursor& rng, float* obs) = 0;
+  /// Advances the dynamics by one valid action; writes the observation; sets `reward`,
+  /// `terminated` and (for environments with their own truncation) `truncated`; the base
+  /// class adds the time limit to `truncated`.
+  virtual StepResult step_impl(const double* action, float* obs) = 0;
+  /// Replaces the internal state (size already checked).
+  virtual void set_state_impl(const double* state) = 0;
+
+ private:
+  std::string id_;
+  Space obs_space_, action_space_;
+  std::size_t state_dim_;
+  std::int64_t max_episode_steps_;
+  std::int64_t elapsed_ = 0;
+  std::uint32_t global_id_ = 0;
+  RngStream stream_{0, 0, RngPurpose::kEnvReset};
+  std::uint64_t episode_ = 0;
+  bool has_reset_ = false;
+};
+
+}  // namespace herd::rl

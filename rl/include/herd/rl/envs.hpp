@@ -1,0 +1,159 @@
+#pragma once
+/// @file envs.hpp
+/// Gymnasium 1.4.0's classic-control environments, bit-exact with its Python source given
+/// the same start state and float64 actions (observations, internal state, rewards, flags).
+///
+/// Exactness needs the environment sources compiled with `-ffp-contract=off`, without
+/// `-march`, and glibc's `sin`, `cos` and `pow` (NumPy 1.24 on x86-64 uses the same libm
+/// results for float64 scalars). Operations follow Gymnasium's order of evaluation.
+/// Reset distributions are Gymnasium's, with uniforms drawn from herd's RNG streams
+/// (`low + (high - low) * u`, u in (0, 1), as NumPy's `Generator.uniform`).
+/// Thread-safety: as `Env`.
+
+#include <cstdint>
+#include <vector>
+
+#include "herd/rl/env.hpp"
+
+namespace herd::rl {
+
+/// Internal state of one CartPole: x [m], x_dot [m/s], theta [rad], theta_dot [rad/s].
+struct CartPoleState {
+  double x, x_dot, theta, theta_dot;
+};
+
+/// One CartPole transition (Euler integrator, tau = 0.02 s, force +-10 N) of `s` under
+/// action 0 (push left) or 1 (push right); returns whether the new state is terminal
+/// (|x| > 2.4 or |theta| > 12 degrees). The shared kernel of `CartPole` and of the
+/// pool's batched CartPole path, so both are bit-identical.
+bool cartpole_transition(CartPoleState& s, std::int64_t action);
+
+/// Writes the float32 observation of a CartPole state (the state cast to float32).
+inline void cartpole_observe(const CartPoleState& s, float* obs) {
+  obs[0] = static_cast<float>(s.x);
+  obs[1] = static_cast<float>(s.x_dot);
+  obs[2] = static_cast<float>(s.theta);
+  obs[3] = static_cast<float>(s.theta_dot);
+}
+
+/// Draws a CartPole start state: four uniforms in (-0.05, 0.05).
+CartPoleState cartpole_reset_state(RngCursor& rng);
+
+/// CartPole-v1 (Barto, Sutton & Anderson 1983; Gymnasium `cartpole.py`): Discrete(2),
+/// observation Box(4), reward 1 per step including the terminating one, 500-step limit.
+/// State: `[x, x_dot, theta, theta_dot]`.
+class CartPole final : public Env {
+ public:
+  /// A fresh instance (reset before stepping) with Gymnasium's registered time limit.
+  CartPole();
+  /// The internal state (see the class summary for the layout).
+  std::vector<double> get_state() const override;
+  /// Writes the float32 observation of the current state.
+  void observe(float* obs) const override;
+  /// The state as the batched kernel sees it.
+  const CartPoleState& state() const { return s_; }
+  /// Tight loop over `cartpole_transition`, bit-identical with `step_unchecked`.
+  void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
+                  double* rewards, std::uint8_t* terminated,
+                  std::uint8_t* truncated) const override;
+
+ protected:
+  void reset_impl(RngCursor& rng, float* obs) override;
+  StepResult step_impl(const double* action, float* obs) override;
+  void set_state_impl(const double* state) override;
+
+ private:
+  CartPoleState s_{};
+  bool after_terminal_ = false;  // Gymnasium's steps_beyond_terminated is not None
+};
+
+/// Acrobot-v1 (Sutton 1996; Sutton & Barto's book dynamics; Gymnasium `acrobot.py`, RK4
+/// with dt = 0.2 s): Discrete(3) torques {-1, 0, +1}, observation
+/// `[cos t1, sin t1, cos t2, sin t2, dt1, dt2]`, reward -1 per non-terminal step, 500-step
+/// limit. State: `[theta1, theta2, dtheta1, dtheta2]`; reset states are float32 values.
+/// The first observation of an episode is float32(cos(double(s))), where NumPy takes the
+/// cosine of the float32 state in float32; the two agree on every reference reset, but
+/// may differ in the last bit elsewhere (steps are float64 in both).
+class Acrobot final : public Env {
+ public:
+  /// A fresh instance (reset before stepping) with Gymnasium's registered time limit.
+  Acrobot();
+  /// The internal state (see the class summary for the layout).
+  std::vector<double> get_state() const override;
+  /// Writes the float32 observation of the current state.
+  void observe(float* obs) const override;
+
+ protected:
+  void reset_impl(RngCursor& rng, float* obs) override;
+  StepResult step_impl(const double* action, float* obs) override;
+  void set_state_impl(const double* state) override;
+
+ private:
+  double s_[4] = {0, 0, 0, 0};
+};
+
+/// MountainCar-v0 (Moore 1990; Gymnasium `mountain_car.py`): Discrete(3) pushes, state and
+/// observation `[position, velocity]`, reward -1 per step, 200-step limit.
+class MountainCar final : public Env {
+ public:
+  /// A fresh instance (reset before stepping) with Gymnasium's registered time limit.
+  MountainCar();
+  /// The internal state (see the class summary for the layout).
+  std::vector<double> get_state() const override;
+  /// Writes the float32 observation of the current state.
+  void observe(float* obs) const override;
+
+ protected:
+  void reset_impl(RngCursor& rng, float* obs) override;
+  StepResult step_impl(const double* action, float* obs) override;
+  void set_state_impl(const double* state) override;
+
+ private:
+  double position_ = 0, velocity_ = 0;
+};
+
+/// MountainCarContinuous-v0 (Gymnasium `continuous_mountain_car.py`): Box(1) force in
+/// [-1, 1] (the force is clipped, the reward penalty 0.1 a^2 uses the action as given),
+/// reward +100 on reaching the goal, 999-step limit. The state is stored as float32 after
+/// each step, as Gymnasium stores it; arithmetic is float64 (Gymnasium under NumPy 1.x
+/// semantics, where `3 * np.float32` is float64).
+class MountainCarContinuous final : public Env {
+ public:
+  /// A fresh instance (reset before stepping) with Gymnasium's registered time limit.
+  MountainCarContinuous();
+  /// The internal state (see the class summary for the layout).
+  std::vector<double> get_state() const override;
+  /// Writes the float32 observation of the current state.
+  void observe(float* obs) const override;
+
+ protected:
+  void reset_impl(RngCursor& rng, float* obs) override;
+  StepResult step_impl(const double* action, float* obs) override;
+  void set_state_impl(const double* state) override;
+
+ private:
+  double position_ = 0, velocity_ = 0;
+};
+
+/// Pendulum-v1 (Gymnasium `pendulum.py`, g = 10): Box(1) torque clipped to [-2, 2],
+/// observation `[cos th, sin th, thdot]`, reward -(angle^2 + 0.1 thdot^2 + 0.001 u^2),
+/// never terminates, 200-step limit. State: `[th, thdot]`.
+class Pendulum final : public Env {
+ public:
+  /// A fresh instance (reset before stepping) with Gymnasium's registered time limit.
+  Pendulum();
+  /// The internal state (see the class summary for the layout).
+  std::vector<double> get_state() const override;
+  /// Writes the float32 observation of the current state.
+  void observe(float* obs) const override;
+
+ protected:
+  void reset_impl(RngCursor& rng, float* obs) override;
+  StepResult step_impl(const double* action, float* obs) override;
+  void set_state_impl(const double* state) override;
+
+ private:
+  double th_ = 0, thdot_ = 0;
+};
+
+}  // namespace herd::rl

@@ -1,0 +1,299 @@
+// EnvPool: sync steps against standalone envs (auto-reset, final observation, flags) on all
+// envs, async mode (each result exactly once, trajectories independent of thread count and
+// batch size, equal to sync mode), zero-copy buffers and action validation.
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/error.hpp"
+#include "herd/core/rng.hpp"
+#include "herd/rl/env_pool.hpp"
+#include "herd/rl/registry.hpp"
+
+using herd::rl::EnvBatch;
+using herd::rl::EnvPool;
+using herd::rl::EnvPoolOptions;
+
+namespace {
+
+const char* const kIds[] = {"CartPole-v1", "Acrobot-v1", "MountainCar-v0",
+                            "MountainCarContinuous-v0", "Pendulum-v1"};
+
+/// Deterministic action of env k (global id) at its t-th step: a valid discrete action, or
+/// a torque/force in [-3, 3] (outside the bounds, to exercise clipping).
+double action_of(const herd::rl::Space& space, std::uint32_t k, std::uint64_t t) {
+  const herd::RngStream s(77, k);
+  if (space.is_discrete()) return static_cast<double>(s.u32(t) % space.n());
+  return -3.0 + 6.0 * s.uniform(t);
+}
+
+/// One env's results, step by step.
+struct Trajectory {
+  std::vector<std::vector<float>> obs, final_obs;
+  std::vector<double> reward;
+  std::vector<int> term, trunc;
+};
+
+bool same(const std::vector<float>& a, const float* b) {
+  return std::memcmp(a.data(), b, a.size() * sizeof(float)) == 0;
+}
+
+/// Standalone env k stepped by hand with the documented auto-reset rule.
+Trajectory reference(const std::string& id, std::uint32_t k, std::uint64_t seed, int steps,
+                     std::int64_t limit) {
+  auto env = herd::rl::make_env(id);
+  if (limit >= 0) env->set_max_episode_steps(limit);
+  env->set_global_id(k);
+  Trajectory tr;
+  std::vector<float> obs(env->obs_dim());
+  env->reset(seed, obs.data());
+  tr.obs.push_back(obs);
+  for (int t = 0; t < steps; ++t) {
+    const double a = action_of(env->action_space(), k, t);
+    const auto r = env->step(std::span<const double>(&a, 1), obs.data());
+    tr.reward.push_back(r.reward);
+    tr.term.push_back(r.terminated);
+    tr.trunc.push_back(r.truncated);
+    if (r.terminated || r.truncated) {
+      tr.final_obs.push_back(obs);
+      env->reset(obs.data());
+      // The new episode starts from the env's own stream, episode number + 1.
+      REQUIRE(env->elapsed_steps() == 0);
+    } else {
+      tr.final_obs.push_back({});
+    }
+    tr.obs.push_back(obs);
+  }
+  return tr;
+}
+
+}  // namespace
+
+TEST_CASE("sync EnvPool equals standalone envs with same-step auto-reset", "[rl][pool]") {
+  for (const char* id : kIds) {
+    for (std::int64_t limit : {-1, 7}) {
+      for (std::size_t threads : {1u, 2u, 3u}) {
+        INFO(id << " limit " << limit << " threads " << threads);
+        EnvPoolOptions o;
+        o.env_id = id;
+        o.num_envs = 9;
+        o.num_threads = threads;
+        o.seed = 123;
+        o.first_global_id = 100;
+        o.max_episode_steps = limit;
+        // Every thread used (0), or the adaptive default that keeps cheap steps serial.
+        o.min_task_seconds = threads == 3 ? 20e-6 : 0.0;
+        EnvPool pool(o);
+        const int steps = limit > 0 ? 40 : 520;
+        std::vector<Trajectory> ref;
+        for (std::uint32_t k = 0; k < 9; ++k) ref.push_back(reference(id, 100 + k, 123, steps, limit));
+        pool.reset();
+        const float* obs_ptr = pool.obs().data();
+        const std::size_t od = pool.obs_dim();
+        for (std::size_t k = 0; k < 9; ++k) REQUIRE(same(ref[k].obs[0], pool.obs().data() + k * od));
+        std::vector<double> actions(9 * pool.action_dim());
+        int ends = 0, truncs = 0;
+        for (int t = 0; t < steps; ++t) {
+          for (std::uint32_t k = 0; k < 9; ++k) actions[k] = action_of(pool.action_space(), 100 + k, t);
+          pool.step(actions);
+          REQUIRE(pool.obs().data() == obs_ptr);  // the caller-visible buffer stays put
+          for (std::size_t k = 0; k < 9; ++k) {
+            INFO("env " << k << " step " << t);
+            REQUIRE(same(ref[k].obs[t + 1], pool.obs().data() + k * od));
+            REQUIRE(pool.rewards()[k] == ref[k].reward[t]);
+            REQUIRE(pool.terminated()[k] == ref[k].term[t]);
+            REQUIRE(pool.truncated()[k] == ref[k].trunc[t]);
+            if (ref[k].term[t] || ref[k].trunc[t]) {
+              REQUIRE(same(ref[k].final_obs[t], pool.final_obs().data() + k * od));
+              ++ends;
+              truncs += ref[k].trunc[t];
+            }
+            if (limit > 0) REQUIRE(bool(pool.truncated()[k]) == (pool.env(k).elapsed_steps() == 0 &&
+                                                                   !pool.terminated()[k]));
+          }
+        }
+        CHECK(ends > 0);
+        // Registered limits within 520 steps: Acrobot 500, MountainCar and Pendulum 200
+        // (CartPole's random episodes terminate first; MountainCarContinuous's limit is 999).
+        const std::string sid = id;
+        if (limit > 0 || (sid != "CartPole-v1" && sid != "MountainCarContinuous-v0")) {
+          CHECK(truncs > 0);
+        }
+        const EnvBatch b = pool.batch();
+        CHECK(b.size() == 9);
+        CHECK(b.env_ids[8] == 8);
+        CHECK(b.obs.data() == obs_ptr);
+      }
+    }
+  }
+}
+
+TEST_CASE("async EnvPool: each result once, trajectories as in sync mode", "[rl][pool]") {
+  for (const char* id : {"CartPole-v1", "Pendulum-v1", "MountainCar-v0"}) {
+    const int n = 10, rounds = 300;
+    const std::int64_t limit = 25;
+    // Sync reference trajectories, long enough for any env.
+    std::vector<Trajectory> ref;
+    for (std::uint32_t k = 0; k < n; ++k) ref.push_back(reference(id, k, 5, rounds + 1, limit));
+    for (std::size_t batch : {1u, 3u, 10u}) {
+      for (std::size_t threads : {1u, 2u, 4u}) {
+        INFO(id << " batch " << batch << " threads " << threads);
+        EnvPoolOptions o;
+        o.env_id = id;
+        o.num_envs = n;
+        o.batch_size = batch;
+        o.num_threads = threads;
+        o.seed = 5;
+        o.max_episode_steps = limit;
+        EnvPool pool(o);
+        const std::size_t od = pool.obs_dim();
+        std::vector<int> sent(n, 0), received(n, 0);  // results expected / seen per env
+        pool.async_reset();
+        for (int k = 0; k < n; ++k) sent[k] = 1;
+        std::vector<int> step_of(n, -1);  // -1: reset result pending
+        for (int r = 0; r < rounds; ++r) {
+          const EnvBatch b = pool.recv();
+          REQUIRE(b.size() == batch);
+          std::set<int> ids(b.env_ids.begin(), b.env_ids.end());
+          REQUIRE(ids.size() == batch);
+          std::vector<double> actions;
+          std::vector<std::int32_t> send_ids;
+          for (std::size_t j = 0; j < batch; ++j) {
+            const int k = b.env_ids[j];
+            ++received[k];
+            REQUIRE(received[k] == sent[k]);  // exactly once per reset/action sent
+            const int t = step_of[k];
+            const Trajectory& tr = ref[k];
+            REQUIRE(same(tr.obs[t + 1], b.obs.data() + j * od));
+            if (t >= 0) {
+              REQUIRE(b.rewards[j] == tr.reward[t]);
+              REQUIRE(b.terminated[j] == tr.term[t]);
+              REQUIRE(b.truncated[j] == tr.trunc[t]);
+              if (tr.term[t] || tr.trunc[t]) REQUIRE(same(tr.final_obs[t], b.final_obs.data() + j * od));
+            } else {
+              REQUIRE(b.rewards[j] == 0.0);
+              REQUIRE(b.terminated[j] == 0);
+            }
+            step_of[k] = t + 1;
+            actions.push_back(action_of(pool.action_space(), k, t + 1));
+            send_ids.push_back(k);
+          }
+          if (r == 5) {
+            // An env whose result has not been received cannot be sent again.
+            for (int k = 0; k < n; ++k) {
+              if (sent[k] > received[k] && !ids.count(k)) {
+                const double a = action_of(pool.action_space(), k, 0);
+                const std::int32_t kid = k;
+                CHECK_THROWS_WITH(pool.send(std::span<const double>(&a, 1),
+                                            std::span<const std::int32_t>(&kid, 1)),
+                                  Catch::Contains("in flight"));
+                break;
+              }
+            }
+            const std::vector<std::int32_t> dup{send_ids[0], send_ids[0]};
+            const std::vector<double> da{actions[0], actions[0]};
+            CHECK_THROWS_WITH(pool.send(da, dup), Catch::Contains("twice"));
+          }
+          pool.send(actions, send_ids);
+          for (int k : send_ids) ++sent[k];
+        }
+        // Every env stepped; total results = total sent minus those still in flight.
+        int total_sent = 0, total_received = 0;
+        for (int k = 0; k < n; ++k) {
+          total_sent += sent[k];
+          total_received += received[k];
+          CHECK(step_of[k] > 0);
+        }
+        CHECK(static_cast<std::size_t>(total_sent - total_received) == pool.in_flight());
+      }
+    }
+  }
+}
+
+TEST_CASE("EnvPool validates actions and calls, naming env and value", "[rl][pool]") {
+  EnvPoolOptions o;
+  o.env_id = "CartPole-v1";
+  o.num_envs = 4;
+  o.first_global_id = 10;
+  EnvPool pool(o);
+  pool.reset();
+  CHECK_THROWS_WITH(pool.step(std::vector<double>{0, 1, 2, 0}),
+                    Catch::Contains("env 12") && Catch::Contains("is 2"));
+  CHECK_THROWS_WITH(pool.step(std::vector<double>{0, 1, NAN, 0}), Catch::Contains("nan"));
+  CHECK_THROWS_WITH(pool.step(std::vector<double>{0, 1, 1}), Catch::Contains("has 3 values"));
+  CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{0, 1, 1, -1}),
+                    Catch::Contains("env 13") && Catch::Contains("is -1"));
+  CHECK_NOTHROW(pool.step(std::vector<std::int64_t>{0, 1, 1, 0}));
+  CHECK_THROWS_WITH(pool.recv(), Catch::Contains("in flight"));
+  std::vector<std::int32_t> ids{0, 1};
+  CHECK_THROWS_WITH(pool.send(std::vector<double>{0, 1}, std::vector<std::int32_t>{0, 4}),
+                    Catch::Contains("env_ids[1] is 4"));
+  pool.send(std::vector<std::int64_t>{0, 1}, ids);
+  CHECK(pool.in_flight() == 2);
+  CHECK_THROWS_WITH(pool.step(std::vector<double>{0, 1, 1, 0}), Catch::Contains("in flight"));
+  CHECK_THROWS_WITH(pool.recv(), Catch::Contains("batch_size = 4"));
+
+  EnvPoolOptions p = o;
+  p.env_id = "Pendulum-v1";
+  EnvPool pend(p);
+  pend.reset();
+  CHECK_THROWS_WITH(pend.step(std::vector<double>{0, 0, 0, NAN}),
+                    Catch::Contains("Pendulum-v1 (env 13)") && Catch::Contains("NaN"));
+  CHECK_THROWS_AS(pend.step(std::vector<std::int64_t>{0, 0, 0, 0}), herd::InputError);
+  CHECK_NOTHROW(pend.step(std::vector<double>{-1e9, 1e9, 0, 2}));  // clipped to the bounds
+
+  EnvPoolOptions bad = o;
+  bad.batch_size = 5;
+  CHECK_THROWS_WITH(EnvPool(bad), Catch::Contains("batch_size is 5"));
+  bad = o;
+  bad.num_threads = 0;
+  CHECK_THROWS_AS(EnvPool(bad), herd::InputError);
+  bad = o;
+  bad.env_id = "Nope-v0";
+  CHECK_THROWS_WITH(EnvPool(bad), Catch::Contains("Nope-v0"));
+}
+
+TEST_CASE("a pool restored from env states continues bit-identically", "[rl][pool]") {
+  for (const char* id : kIds) {
+    INFO(id);
+    EnvPoolOptions o;
+    o.env_id = id;
+    o.num_envs = 6;
+    o.seed = 31;
+    o.max_episode_steps = 9;
+    EnvPool a(o), b(o);
+    a.reset();
+    std::vector<double> actions(6 * a.action_dim());
+    auto fill = [&](int t) {
+      for (std::uint32_t k = 0; k < 6; ++k) actions[k] = action_of(a.action_space(), k, t);
+    };
+    for (int t = 0; t < 23; ++t) {
+      fill(t);
+      a.step(actions);
+    }
+    // Checkpoint a into b: state, step count and stream position of every env.
+    b.reset();
+    for (std::size_t k = 0; k < 6; ++k) {
+      herd::rl::Env& ea = a.env(k);
+      herd::rl::Env& eb = b.env(k);
+      eb.set_state(ea.get_state());
+      eb.set_elapsed_steps(ea.elapsed_steps());
+      eb.restore_stream(ea.seed(), ea.episode());
+    }
+    for (int t = 23; t < 60; ++t) {
+      fill(t);
+      a.step(actions);
+      b.step(actions);
+      REQUIRE(std::memcmp(a.obs().data(), b.obs().data(), a.obs().size() * sizeof(float)) == 0);
+      for (std::size_t k = 0; k < 6; ++k) {
+        REQUIRE(a.rewards()[k] == b.rewards()[k]);
+        REQUIRE(a.terminated()[k] == b.terminated()[k]);
+        REQUIRE(a.truncated()[k] == b.truncated()[k]);
+      }
+    }
+  }
+}
