@@ -178,6 +178,8 @@ TEST_CASE("namelist: a ParaMonte file through a schema with aliases", "[io]") {
   s.add_float_list("start_point", std::vector<double>{0, 0, 0, 0}, "start point").alias("startPointVec");
   s.add_bool("overwrite", false, "overwrite outputs").alias("overwriteRequested");
   s.add_string("scale_factor", "gelman", "proposal scale").alias("scaleFactor");
+  s.add_float_matrix("cov", std::vector<std::vector<double>>{{1, 0}, {0, 1}}, "start covariance")
+      .alias("proposalStartCovMat");
 
   const Config c = nml(R"(&ParaDRAM
     chainSize = 500
@@ -185,6 +187,8 @@ TEST_CASE("namelist: a ParaMonte file through a schema with aliases", "[io]") {
     domainLowerLimitVec = 4*-1.e300
     startPointVec(3:4) = 1, 2
     OVERWRITEREQUESTED = .true.
+    proposalStartCovMat(1,2) = 0.5
+    proposalStartCovMat(2,1) = 0.5
 /)");
   const Settings r = s.apply(c);
   CHECK(r.get_int("chain_size") == 500);
@@ -195,6 +199,12 @@ TEST_CASE("namelist: a ParaMonte file through a schema with aliases", "[io]") {
   CHECK(r.get_bool("overwrite"));
   CHECK(r.is_default("scale_factor"));
   CHECK(r.origin("chain_size") == "in.nml:2");
+  CHECK(r.get_float_matrix("cov") == std::vector<std::vector<double>>{{1, 0.5}, {0.5, 1}});
+  CHECK_THROWS_WITH(s.apply(nml("&ParaDRAM\n proposalStartCovMat(3,3) = 2 /")),
+                    "in.nml:2: key \"proposalStartCovMat\" element (1,3) is not set and has no default");
+  CHECK_THROWS_WITH(s.apply(nml("&ParaDRAM\n proposalStartCovMat = 1, 0, 0, 1 /")),
+                    "in.nml:2: key \"proposalStartCovMat\" is [1, 0, 0, 1] (a list), but must be a matrix (a list "
+                    "of rows) of floats");
 
   try {
     s.apply(nml("&ParaDRAM\n chainSise = 5 /"));
