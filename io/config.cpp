@@ -229,6 +229,10 @@ const ConfigValue* Config::find(std::string_view dotted) const {
   return cur;
 }
 
+ConfigValue* Config::find(std::string_view dotted) {
+  return const_cast<ConfigValue*>(static_cast<const Config*>(this)->find(dotted));
+}
+
 ConfigValue& Config::set(std::string_view dotted, ConfigValue value) {
   ConfigValue* cur = &root_;
   const auto parts = split_dots(dotted);

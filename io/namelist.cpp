@@ -402,8 +402,16 @@ class Parser {
   void assign(const std::string& key, const std::string& written, const std::vector<Dim>& subs,
               std::vector<ConfigValue> values, int at) {
     const SourceLocation where{src_, at};
-    const ConfigValue* found = cfg_.find(key);
-    ConfigValue cur = found != nullptr ? *found : ConfigValue::null(where);
+    // Work in place: copying a large array for every element assignment would be quadratic.
+    ConfigValue* slot = cfg_.find(key);
+    if (slot == nullptr) {
+      try {
+        slot = &cfg_.set(key, ConfigValue::null(where));
+      } catch (const InputError&) {
+        fail(at, fmt::format("\"{}\": a component of a variable that is not a derived type", written));
+      }
+    }
+    ConfigValue& cur = *slot;
     if (cur.is_table()) cur = ConfigValue::null(where);
 
     if (subs.empty()) {
@@ -471,11 +479,6 @@ class Parser {
     }
     cur.written_name = written;
     if (cur.where.line == 0) cur.where = where;
-    try {
-      cfg_.set(key, std::move(cur));
-    } catch (const InputError&) {
-      fail(at, fmt::format("\"{}\": a component of a variable that is not a derived type", written));
-    }
   }
 
   std::string_view t_;

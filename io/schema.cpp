@@ -437,15 +437,20 @@ class Resolver {
 
 Settings Schema::resolve(const Config& config_in, const std::vector<std::string>& overrides,
                          std::vector<std::string>& errors) const {
-  Config config = config_in;
-  Resolver r(keys_, config);
-  for (const auto& o : overrides) {
-    try {
-      config.set_override(o);
-    } catch (const InputError& e) {
-      r.problem({}, e.what());
+  Resolver r(keys_, config_in);
+  // Overrides go into a copy; without them, no copy of a possibly large tree.
+  Config with_overrides;
+  if (!overrides.empty()) {
+    with_overrides = config_in;
+    for (const auto& o : overrides) {
+      try {
+        with_overrides.set_override(o);
+      } catch (const InputError& e) {
+        r.problem({}, e.what());
+      }
     }
   }
+  const Config& config = overrides.empty() ? config_in : with_overrides;
   r.assigned.resize(keys_.size());
   r.walk(config.root(), "", "");
 

@@ -1,6 +1,7 @@
 // The ParaMonte namelist parser: every construct of namelist.hpp, and clear errors.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 
@@ -141,6 +142,23 @@ TEST_CASE("namelist: groups, case and terminators", "[io]") {
   const Config f = nml("&ParaDRAM a = -Inf, b = NaN /");
   CHECK(std::isinf(f.find("a")->as_float()));
   CHECK(std::isnan(f.find("b")->as_float()));
+}
+
+TEST_CASE("namelist: element assignments to a large array stay linear", "[io]") {
+  // 3000 element assignments to a 200000-element array: quadratic copying would take
+  // seconds; in place it takes milliseconds.
+  std::string text = "&ParaDRAM\n x(200000) = 1\n";
+  for (int i = 1; i <= 3000; ++i) text += " x(" + std::to_string(i) + ") = " + std::to_string(i) + "\n";
+  text += "/\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Config c = nml(text);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto& x = c.find("x")->as_array();
+  REQUIRE(x.size() == 200000);
+  CHECK(x[2999].as_int() == 3000);
+  CHECK(x[199999].as_int() == 1);
+  CHECK(x[5000].is_null());
+  CHECK(seconds < 1.0);
 }
 
 TEST_CASE("namelist: errors name the file, the line and the problem", "[io]") {

@@ -110,6 +110,7 @@ class Config {
 
   /// The value at a dotted path, or nullptr.
   const ConfigValue* find(std::string_view dotted) const;
+  ConfigValue* find(std::string_view dotted);
   /// Sets the value at a dotted path, creating tables on the way.
   /// @throws InputError when a prefix of the path is a non-table value.
   ConfigValue& set(std::string_view dotted, ConfigValue value);
