@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "herd/core/error.hpp"
+#include "herd/io/atomic_file.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "temp_dir.hpp"
 
@@ -179,4 +180,28 @@ TEST_CASE("checkpoint: a writer killed mid-write leaves the previous checkpoint"
   }
   INFO("generations written across kills: " << max_seen << ", kills inside a write: " << mid_write);
   CHECK(max_seen > 0);
+}
+
+TEST_CASE("append file: resume drops what came after the checkpoint", "[io]") {
+  TempDir tmp;
+  const std::string path = tmp.file("chain.txt");
+  std::uint64_t recorded = 0;
+  {
+    AppendFile f = AppendFile::create(path);
+    f.append(std::string_view("state 1\n"));
+    f.append(std::string_view("state 2\n"));
+    f.sync();
+    recorded = f.size();  // what a checkpoint would store
+    f.append(std::string_view("state 3 (after the checkpoint)\n"));
+  }
+  {
+    AppendFile f = AppendFile::resume(path, recorded);
+    CHECK(f.size() == recorded);
+    f.append(std::string_view("state 3\n"));
+    f.sync();
+  }
+  const auto bytes = read_file_bytes(path);
+  CHECK(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()) == "state 1\nstate 2\nstate 3\n");
+  CHECK_THROWS_WITH(AppendFile::resume(path, 1000), Catch::Contains("the checkpoint records 1000"));
+  CHECK_THROWS_AS(AppendFile::resume(tmp.file("missing.txt"), 0), herd::IoError);
 }
