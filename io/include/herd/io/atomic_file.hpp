@@ -44,6 +44,7 @@ std::vector<std::byte> read_file_bytes(const std::string& path);
 /// Move-only; not shared between threads without locking.
 class AppendFile {
  public:
+  /// A closed file; move-only.
   AppendFile() = default;
   AppendFile(AppendFile&& o) noexcept;
   AppendFile& operator=(AppendFile&& o) noexcept;

@@ -39,7 +39,9 @@ namespace detail {
 /// Owns one HDF5 identifier and closes it with the matching `H5?close`. Move-only.
 class H5Handle {
  public:
+  /// The matching close function (H5Fclose, H5Gclose, ...).
   using Closer = herr_t (*)(hid_t);
+  /// An empty handle; takes ownership of `id` otherwise.
   H5Handle() = default;
   H5Handle(hid_t id, Closer closer) noexcept : id_(id), closer_(closer) {}
   H5Handle(H5Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
