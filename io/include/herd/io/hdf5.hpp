@@ -186,7 +186,10 @@ class H5Object {
 
  protected:
   H5Object() = default;
-  H5Object(detail::H5Handle h, std::string path) : handle_(std::move(h)), path_(std::move(path)) {}
+  H5Object(detail::H5Handle h, std::string path);
+  /// "file.h5:/object/path", for messages.
+  std::string where() const { return where_of(path_); }
+  std::string where_of(const std::string& object_path) const;
   void write_attribute_raw(std::string_view name, hid_t mem_type, const void* data,
                            std::size_t n, bool scalar);
   void read_attribute_raw(std::string_view name, hid_t mem_type, void* data, std::size_t n,
@@ -194,6 +197,7 @@ class H5Object {
 
   detail::H5Handle handle_;
   std::string path_;
+  std::string file_;  // the file name, for messages
 };
 
 /// An HDF5 dataset. Obtained from `H5Group::create_dataset` or `H5Group::open_dataset`.
