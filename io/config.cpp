@@ -146,6 +146,12 @@ ConfigValue& ConfigValue::set(std::string key, ConfigValue value) {
   return t_.back().second;
 }
 
+ConfigValue& ConfigValue::append(std::string key, ConfigValue value) {
+  if (kind_ != Kind::kTable) wrong_kind(*this, "a table");
+  t_.emplace_back(std::move(key), std::move(value));
+  return t_.back().second;
+}
+
 namespace {
 std::string quote(const std::string& s) {
   std::string out = "\"";

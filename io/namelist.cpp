@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <unordered_map>
 
 #include "herd/core/error.hpp"
 #include "herd/io/atomic_file.hpp"
@@ -403,12 +404,33 @@ class Parser {
               std::vector<ConfigValue> values, int at) {
     const SourceLocation where{src_, at};
     // Work in place: copying a large array for every element assignment would be quadratic.
-    ConfigValue* slot = cfg_.find(key);
-    if (slot == nullptr) {
-      try {
-        slot = &cfg_.set(key, ConfigValue::null(where));
-      } catch (const InputError&) {
-        fail(at, fmt::format("\"{}\": a component of a variable that is not a derived type", written));
+    // Top-level names (all but derived-type components) are found through an index, as a
+    // linear search per assignment would be quadratic in the number of names.
+    ConfigValue* slot = nullptr;
+    auto& root = cfg_.root();
+    if (key.find('.') == std::string::npos) {
+      auto it = top_index_.find(key);
+      if (it != top_index_.end()) {
+        slot = &root.as_table()[it->second].second;
+      } else {
+        slot = &root.append(key, ConfigValue::null(where));
+        top_index_.emplace(key, root.as_table().size() - 1);
+      }
+    } else {
+      slot = cfg_.find(key);
+      if (slot == nullptr) {
+        try {
+          slot = &cfg_.set(key, ConfigValue::null(where));
+        } catch (const InputError&) {
+          fail(at, fmt::format("\"{}\": a component of a variable that is not a derived type", written));
+        }
+        // Index the top-level table that set() may have created.
+        const std::string head = key.substr(0, key.find('.'));
+        if (top_index_.find(head) == top_index_.end()) {
+          const auto& t = root.as_table();
+          for (std::size_t i = 0; i < t.size(); ++i)
+            if (t[i].first == head) top_index_.emplace(head, i);
+        }
       }
     }
     ConfigValue& cur = *slot;
@@ -489,6 +511,7 @@ class Parser {
   std::string group_;
   int group_line_ = 0;
   std::size_t elements_ = 0;
+  std::unordered_map<std::string, std::size_t> top_index_;  // top-level name -> root table index
 };
 
 }  // namespace

@@ -138,6 +138,14 @@ TEST_CASE("namelist: groups, case and terminators", "[io]") {
   CHECK(r.find("s")->as_array()[1].as_string() == "ab");
   CHECK(r.find("b")->as_array()[2].as_bool());
   CHECK(floats(*r.find("n")) == std::vector<double>{-5.0, -5.0});
+  // Derived-type components and plain names side by side.
+  const Config d = nml("&ParaDRAM spec%a = 1, x = 5, spec%b = 2, spec%a = 3, y(2) = 4 /");
+  CHECK(d.find("spec.a")->as_int() == 3);
+  CHECK(d.find("spec.b")->as_int() == 2);
+  CHECK(d.find("x")->as_int() == 5);
+  CHECK(d.root().as_table().size() == 3);  // spec, x, y
+  CHECK(error_of("&ParaDRAM x = 1, x%a = 2 /") ==
+        "in.nml:1: \"x%a\": a component of a variable that is not a derived type");
   // inf and nan, as Fortran reads them.
   const Config f = nml("&ParaDRAM a = -Inf, b = NaN /");
   CHECK(std::isinf(f.find("a")->as_float()));

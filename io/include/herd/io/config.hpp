@@ -75,6 +75,10 @@ class ConfigValue {
   /// Inserts or replaces a direct child of a table; returns it. @throws InputError when
   /// this is not a table.
   ConfigValue& set(std::string key, ConfigValue value);
+  /// Appends a child to a table without looking for an existing one, in O(1): for readers
+  /// that know the key is new (a duplicate would shadow nothing and confuse lookups).
+  /// @throws InputError when this is not a table.
+  ConfigValue& append(std::string key, ConfigValue value);
 
   /// The value as it would be written in TOML: `3`, `1.5`, `"text"`, `[1, 2]`, `true`.
   std::string to_string() const;
