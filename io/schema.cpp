@@ -414,8 +414,13 @@ class Resolver {
         problem(v.where, fmt::format("key \"{}\" is {}, but must be a table with keys {}", written, v.describe(),
                                      members_of(path)));
       } else {
-        problem(v.where,
-                fmt::format("unknown key \"{}\"; did you mean \"{}\"?", written, nearest(written, candidates_, fold_)));
+        // Suggestions cost an edit distance per candidate; a file of thousands of unknown
+        // keys (not a typo) gets them for the first 100 only.
+        if (problems.size() < 100)
+          problem(v.where, fmt::format("unknown key \"{}\"; did you mean \"{}\"?", written,
+                                       nearest(written, candidates_, fold_)));
+        else
+          problem(v.where, fmt::format("unknown key \"{}\"", written));
       }
     }
   }
