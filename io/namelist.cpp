@@ -224,7 +224,9 @@ class Parser {
     if (!is_name_start(peek()))
       fail(at, fmt::format("expected a variable name in &{}, found '{}'", group_, printable(t_.substr(p_, 1))));
     std::string key = lower(read_name());
+    int components = 0;
     while (peek() == '%') {
+      if (++components > 16) fail(at, "more than 16 nested derived-type components");
       advance();
       const auto part = read_name();
       if (part.empty()) fail(at, "expected a component name after '%'");

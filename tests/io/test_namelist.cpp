@@ -146,6 +146,9 @@ TEST_CASE("namelist: groups, case and terminators", "[io]") {
   CHECK(d.root().as_table().size() == 3);  // spec, x, y
   CHECK(error_of("&ParaDRAM x = 1, x%a = 2 /") ==
         "in.nml:1: \"x%a\": a component of a variable that is not a derived type");
+  std::string deep = "&ParaDRAM a";
+  for (int i = 0; i < 17; ++i) deep += "%a";
+  CHECK(error_of(deep + " = 1 /") == "in.nml:1: more than 16 nested derived-type components");
   // inf and nan, as Fortran reads them.
   const Config f = nml("&ParaDRAM a = -Inf, b = NaN /");
   CHECK(std::isinf(f.find("a")->as_float()));
