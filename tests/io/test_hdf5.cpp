@@ -237,7 +237,10 @@ TEST_CASE("hdf5: atomic files appear only on commit", "[io]") {
     H5File f = H5File::create_atomic(path);
     H5Group g = f.require_group("g");
     g.write("v", std::vector<double>{2});
-    f.commit();
+    H5File moved = std::move(f);  // moving keeps the temporary file
+    H5File again;
+    again = std::move(moved);
+    again.commit();
   }
   CHECK(H5File::open(path).root().read<double>("g/v") == std::vector<double>{2});
   std::size_t files = 0;

@@ -417,7 +417,10 @@ class H5Group : public H5Object {
 class H5File {
  public:
   H5File() = default;
-  H5File(H5File&&) noexcept = default;
+  H5File(H5File&& o) noexcept
+      : handle_(std::move(o.handle_)), path_(std::move(o.path_)), temp_path_(std::move(o.temp_path_)) {
+    o.temp_path_.clear();  // the moved-from object must not remove the temporary file
+  }
   H5File& operator=(H5File&&) noexcept;
   H5File(const H5File&) = delete;
   H5File& operator=(const H5File&) = delete;
