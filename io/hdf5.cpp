@@ -168,9 +168,15 @@ H5I_type_t object_type(hid_t loc, std::string_view name) {
   return t;
 }
 
+// Links and attributes track creation order, as netCDF-4 files written by netCDF-C do
+// (its reader expects it); no time is recorded, so files stay byte-identical.
+constexpr unsigned kCreationOrder = H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED;
+
 H5Handle group_create_plist() {
   hid_t p = H5Pcreate(H5P_GROUP_CREATE);
   H5Pset_obj_track_times(p, false);
+  H5Pset_link_creation_order(p, kCreationOrder);
+  H5Pset_attr_creation_order(p, kCreationOrder);
   return H5Handle(p, H5Pclose);
 }
 
@@ -520,6 +526,7 @@ H5Dataset H5Group::create_dataset_raw(std::string_view name, hid_t type, const s
 
   H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   H5Pset_obj_track_times(dcpl.get(), false);
+  H5Pset_attr_creation_order(dcpl.get(), kCreationOrder);
   std::vector<hsize_t> maxdims = shape;
   if (opt.extendible) maxdims[0] = H5S_UNLIMITED;
   if (chunked) {
@@ -611,6 +618,8 @@ H5Handle file_access_plist(bool strong) {
 H5Handle file_create_plist() {
   hid_t p = H5Pcreate(H5P_FILE_CREATE);
   H5Pset_obj_track_times(p, false);
+  H5Pset_link_creation_order(p, kCreationOrder);
+  H5Pset_attr_creation_order(p, kCreationOrder);
   return H5Handle(p, H5Pclose);
 }
 }  // namespace
