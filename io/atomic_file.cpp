@@ -118,4 +118,70 @@ std::vector<std::byte> read_file_bytes(const std::string& path) {
   return out;
 }
 
+// --- AppendFile -------------------------------------------------------------------------
+
+AppendFile::AppendFile(AppendFile&& o) noexcept : fd_(o.fd_), size_(o.size_), path_(std::move(o.path_)) {
+  o.fd_ = -1;
+}
+
+AppendFile& AppendFile::operator=(AppendFile&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    size_ = o.size_;
+    path_ = std::move(o.path_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+AppendFile AppendFile::create(const std::string& path) {
+  AppendFile f;
+  f.path_ = path;
+  f.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (f.fd_ < 0) throw_errno("create", path);
+  return f;
+}
+
+AppendFile AppendFile::resume(const std::string& path, std::uint64_t length) {
+  AppendFile f;
+  f.path_ = path;
+  f.fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (f.fd_ < 0) throw_errno("open", path);
+  struct stat st {};
+  if (::fstat(f.fd_, &st) != 0) throw_errno("stat", path);
+  if (static_cast<std::uint64_t>(st.st_size) < length)
+    throw IoError(fmt::format("{}: {} bytes, but the checkpoint records {}; the file does not belong to this "
+                              "checkpoint",
+                              path, static_cast<long long>(st.st_size), length));
+  if (::ftruncate(f.fd_, static_cast<off_t>(length)) != 0) throw_errno("truncate", path);
+  f.size_ = length;
+  return f;
+}
+
+void AppendFile::append(std::span<const std::byte> bytes) {
+  if (fd_ < 0) throw IoError(fmt::format("{}: append to a closed file", path_));
+  const auto* p = reinterpret_cast<const char*>(bytes.data());
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t w = ::write(fd_, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("write", path_);
+    }
+    p += w;
+    left -= static_cast<std::size_t>(w);
+    size_ += static_cast<std::uint64_t>(w);
+  }
+}
+
+void AppendFile::sync() {
+  if (fd_ < 0) throw IoError(fmt::format("{}: sync of a closed file", path_));
+  if (::fsync(fd_) != 0) throw_errno("fsync", path_);
+}
+
 }  // namespace herd::io

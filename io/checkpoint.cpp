@@ -14,16 +14,20 @@ constexpr char kEndMagic[8] = {'T', 'P', 'K', 'C', 'D', 'R', 'E', 'H'};
 constexpr std::size_t kHeaderSize = 24;
 constexpr std::size_t kTrailerSize = 12;
 
-constexpr std::array<std::uint32_t, 256> make_crc_table() {
-  std::array<std::uint32_t, 256> t{};
+/// Tables for CRC-32 "slicing by 8": table[0] is the classic byte-wise table; table[k][b]
+/// is the CRC of byte b followed by k zero bytes, so 8 bytes are folded per step.
+constexpr std::array<std::array<std::uint32_t, 256>, 8> make_crc_tables() {
+  std::array<std::array<std::uint32_t, 256>, 8> t{};
   for (std::uint32_t i = 0; i < 256; ++i) {
     std::uint32_t c = i;
     for (int k = 0; k < 8; ++k) c = (c & 1u) ? (0xEDB88320u ^ (c >> 1)) : (c >> 1);
-    t[i] = c;
+    t[0][i] = c;
   }
+  for (std::uint32_t i = 0; i < 256; ++i)
+    for (std::size_t k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFFu];
   return t;
 }
-constexpr auto kCrcTable = make_crc_table();
+constexpr auto kCrcTables = make_crc_tables();
 
 /// Appends little-endian fields to a buffer sized in advance.
 class Output {
@@ -81,8 +85,21 @@ class Cursor {
 }  // namespace
 
 std::uint32_t crc32(std::span<const std::byte> data, std::uint32_t crc) noexcept {
+  const auto& t = kCrcTables;
   crc = ~crc;
-  for (std::byte b : data) crc = kCrcTable[(crc ^ static_cast<std::uint32_t>(b)) & 0xFFu] ^ (crc >> 8);
+  const std::byte* p = data.data();
+  std::size_t n = data.size();
+  while (n >= 8) {
+    std::uint32_t lo, hi;  // little-endian host (static_assert in the header)
+    std::memcpy(&lo, p, 4);
+    std::memcpy(&hi, p + 4, 4);
+    lo ^= crc;
+    crc = t[7][lo & 0xFFu] ^ t[6][(lo >> 8) & 0xFFu] ^ t[5][(lo >> 16) & 0xFFu] ^ t[4][lo >> 24] ^
+          t[3][hi & 0xFFu] ^ t[2][(hi >> 8) & 0xFFu] ^ t[1][(hi >> 16) & 0xFFu] ^ t[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  for (; n > 0; --n, ++p) crc = t[0][(crc ^ static_cast<std::uint32_t>(*p)) & 0xFFu] ^ (crc >> 8);
   return ~crc;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "herd/core/error.hpp"
 #include "herd/io/atomic_file.hpp"
@@ -145,6 +146,12 @@ ConfigValue& ConfigValue::set(std::string key, ConfigValue value) {
   return t_.back().second;
 }
 
+ConfigValue& ConfigValue::append(std::string key, ConfigValue value) {
+  if (kind_ != Kind::kTable) wrong_kind(*this, "a table");
+  t_.emplace_back(std::move(key), std::move(value));
+  return t_.back().second;
+}
+
 namespace {
 std::string quote(const std::string& s) {
   std::string out = "\"";
@@ -172,30 +179,51 @@ std::string format_double(double d) {
 }
 }  // namespace
 
-std::string ConfigValue::to_string() const {
-  switch (kind_) {
-    case Kind::kNull: return "(unset)";
-    case Kind::kBool: return b_ ? "true" : "false";
-    case Kind::kInt: return fmt::format("{}", i_);
-    case Kind::kFloat: return format_double(d_);
-    case Kind::kString: return quote(s_);
-    case Kind::kArray: {
-      std::string out = "[";
-      for (std::size_t i = 0; i < a_.size(); ++i) out += (i ? ", " : "") + a_[i].to_string();
-      return out + "]";
+namespace {
+/// Appends the TOML rendering of `v` to `out`, stopping once `out` exceeds `limit`.
+void render(const ConfigValue& v, std::string& out, std::size_t limit) {
+  if (out.size() > limit) return;
+  switch (v.kind()) {
+    case ConfigValue::Kind::kNull: out += "(unset)"; return;
+    case ConfigValue::Kind::kBool: out += v.as_bool() ? "true" : "false"; return;
+    case ConfigValue::Kind::kInt: out += fmt::format("{}", v.as_int()); return;
+    case ConfigValue::Kind::kFloat: out += format_double(v.as_float()); return;
+    case ConfigValue::Kind::kString: out += quote(v.as_string()); return;
+    case ConfigValue::Kind::kArray: {
+      out += '[';
+      const auto& a = v.as_array();
+      for (std::size_t i = 0; i < a.size() && out.size() <= limit; ++i) {
+        if (i) out += ", ";
+        render(a[i], out, limit);
+      }
+      out += ']';
+      return;
     }
-    case Kind::kTable: {
-      std::string out = "{";
-      for (std::size_t i = 0; i < t_.size(); ++i)
-        out += (i ? ", " : " ") + t_[i].first + " = " + t_[i].second.to_string();
-      return out + " }";
+    case ConfigValue::Kind::kTable: {
+      out += '{';
+      const auto& t = v.as_table();
+      for (std::size_t i = 0; i < t.size() && out.size() <= limit; ++i) {
+        out += i ? ", " : " ";
+        out += t[i].first;
+        out += " = ";
+        render(t[i].second, out, limit);
+      }
+      out += " }";
+      return;
     }
   }
-  return "?";
+}
+}  // namespace
+
+std::string ConfigValue::to_string() const {
+  std::string out;
+  render(*this, out, std::numeric_limits<std::size_t>::max());
+  return out;
 }
 
 std::string ConfigValue::describe() const {
-  std::string text = to_string();
+  std::string text;
+  render(*this, text, 60);
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   return fmt::format("{} ({})", text, raw_ ? "text" : kind_name(kind_));
 }
@@ -227,6 +255,10 @@ const ConfigValue* Config::find(std::string_view dotted) const {
     if (cur == nullptr) return nullptr;
   }
   return cur;
+}
+
+ConfigValue* Config::find(std::string_view dotted) {
+  return const_cast<ConfigValue*>(static_cast<const Config*>(this)->find(dotted));
 }
 
 ConfigValue& Config::set(std::string_view dotted, ConfigValue value) {

@@ -70,27 +70,38 @@ int line_of(std::string_view text, std::size_t byte) {
   return line;
 }
 
-/// Finds the shape from the first elements, then flattens, checking every sub-array.
-void flatten(const json& j, std::size_t depth, std::vector<std::size_t>& shape, DataArray& out,
+/// The shape implied by the first elements: descend through first elements while arrays.
+std::vector<std::size_t> shape_of(const json& j, const std::string& where, const std::string& name) {
+  std::vector<std::size_t> shape;
+  const json* cur = &j;
+  while (cur->is_array()) {
+    if (shape.size() >= 32) throw InputError(fmt::format("{}: \"{}\" is nested deeper than 32 levels", where, name));
+    shape.push_back(cur->size());
+    if (cur->empty()) break;
+    cur = &(*cur)[0];
+  }
+  return shape;
+}
+
+/// Flattens row-major, checking that every sub-array matches `shape`.
+void flatten(const json& j, std::size_t depth, const std::vector<std::size_t>& shape, DataArray& out,
              const std::string& where, const std::string& path) {
-  if (j.is_array()) {
-    if (depth == shape.size()) {
-      if (depth >= 32) throw InputError(fmt::format("{}: \"{}\" is nested deeper than 32 levels", where, path));
-      // First visit at this depth defines the extent.
-      shape.push_back(j.size());
-    } else if (depth > shape.size() || shape[depth] != j.size()) {
+  if (depth < shape.size()) {
+    if (!j.is_array())
+      throw InputError(fmt::format("{}: \"{}\" is {} where an array of {} was expected (ragged nesting)", where, path,
+                                   json_kind(j), shape[depth]));
+    if (j.size() != shape[depth])
       throw InputError(fmt::format("{}: \"{}\" is ragged: {} elements where {} were expected", where, path, j.size(),
-                                   depth < shape.size() ? shape[depth] : 0));
-    }
+                                   shape[depth]));
     for (std::size_t i = 0; i < j.size(); ++i)
       flatten(j[i], depth + 1, shape, out, where, fmt::format("{}[{}]", path, i));
     return;
   }
+  if (j.is_array())
+    throw InputError(fmt::format("{}: \"{}\" is an array where a number was expected (ragged nesting)", where, path));
   if (!j.is_number())
     throw InputError(fmt::format("{}: \"{}\" is {}, but model data must be numbers or rectangular arrays of numbers",
                                  where, path, json_kind(j)));
-  if (depth != shape.size())
-    throw InputError(fmt::format("{}: \"{}\" is a number where an array was expected (ragged nesting)", where, path));
   if (j.is_number_float()) out.integer = false;
   out.values.push_back(j.get<double>());
 }
@@ -121,10 +132,8 @@ DataSet parse_json_data(std::string_view text, const std::string& source) {
   DataSet out(source);
   for (const auto& [name, value] : doc.items()) {
     DataArray a;
-    std::vector<std::size_t> shape;
-    flatten(value, 0, shape, a, source, name);
-    // An empty innermost array leaves deeper extents unknown; they are zero-sized.
-    a.shape = std::move(shape);
+    a.shape = shape_of(value, source, name);
+    flatten(value, 0, a.shape, a, source, name);
     out.set(name, std::move(a));
   }
   return out;

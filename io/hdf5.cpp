@@ -168,9 +168,15 @@ H5I_type_t object_type(hid_t loc, std::string_view name) {
   return t;
 }
 
+// Links and attributes track creation order, as netCDF-4 files written by netCDF-C do
+// (its reader expects it); no time is recorded, so files stay byte-identical.
+constexpr unsigned kCreationOrder = H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED;
+
 H5Handle group_create_plist() {
   hid_t p = H5Pcreate(H5P_GROUP_CREATE);
   H5Pset_obj_track_times(p, false);
+  H5Pset_link_creation_order(p, kCreationOrder);
+  H5Pset_attr_creation_order(p, kCreationOrder);
   return H5Handle(p, H5Pclose);
 }
 
@@ -178,9 +184,20 @@ H5Handle group_create_plist() {
 
 // --- H5Object ---------------------------------------------------------------------------
 
+H5Object::H5Object(detail::H5Handle h, std::string path) : handle_(std::move(h)), path_(std::move(path)) {
+  char buf[4096];
+  const ssize_t n = handle_.valid() ? H5Fget_name(handle_.get(), buf, sizeof buf) : -1;
+  if (n > 0) file_.assign(buf, static_cast<std::size_t>(std::min<ssize_t>(n, sizeof buf - 1)));
+  H5Eclear2(H5E_DEFAULT);
+}
+
+std::string H5Object::where_of(const std::string& object_path) const {
+  return file_.empty() ? object_path : file_ + ":" + object_path;
+}
+
 bool H5Object::has_attribute(std::string_view name) const {
   const htri_t r = H5Aexists(id(), std::string(name).c_str());
-  if (r < 0) h5_fail(path_, "H5Aexists");
+  if (r < 0) h5_fail(where(), "H5Aexists");
   return r > 0;
 }
 
@@ -194,7 +211,7 @@ herr_t collect_attr_name(hid_t, const char* name, const H5A_info_t*, void* data)
 std::vector<std::string> H5Object::attribute_names() const {
   std::vector<std::string> names;
   hsize_t idx = 0;
-  check(H5Aiterate2(id(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr_name, &names), path_,
+  check(H5Aiterate2(id(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr_name, &names), where(),
         "list attributes");
   return names;
 }
@@ -211,88 +228,88 @@ H5Handle open_attribute(hid_t obj, std::string_view name, const std::string& whe
 }  // namespace
 
 H5Kind H5Object::attribute_kind(std::string_view name) const {
-  H5Handle a = open_attribute(id(), name, path_);
+  H5Handle a = open_attribute(id(), name, where());
   H5Handle t(H5Aget_type(a.get()), H5Tclose);
   return kind_of_type(t.get());
 }
 
 std::size_t H5Object::attribute_size(std::string_view name) const {
-  H5Handle a = open_attribute(id(), name, path_);
+  H5Handle a = open_attribute(id(), name, where());
   H5Handle s(H5Aget_space(a.get()), H5Sclose);
   const hssize_t n = H5Sget_simple_extent_npoints(s.get());
-  if (n < 0) h5_fail(path_, "attribute size");
+  if (n < 0) h5_fail(where(), "attribute size");
   return static_cast<std::size_t>(n);
 }
 
 void H5Object::write_attribute_raw(std::string_view name, hid_t mem_type, const void* data,
                                    std::size_t n, bool scalar) {
   const std::string n_str(name);
-  if (has_attribute(name)) check(H5Adelete(id(), n_str.c_str()), path_, "replace attribute " + n_str);
+  if (has_attribute(name)) check(H5Adelete(id(), n_str.c_str()), where(), "replace attribute " + n_str);
   H5Handle space = scalar ? make_space({}) : make_space({static_cast<hsize_t>(n)});
   H5Handle a = check_id(H5Acreate2(id(), n_str.c_str(), mem_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                        H5Aclose, path_, "create attribute " + n_str);
-  check(H5Awrite(a.get(), mem_type, data), path_, "write attribute " + n_str);
+                        H5Aclose, where(), "create attribute " + n_str);
+  check(H5Awrite(a.get(), mem_type, data), where(), "write attribute " + n_str);
 }
 
 void H5Object::read_attribute_raw(std::string_view name, hid_t mem_type, void* data, std::size_t n,
                                   bool scalar) const {
-  H5Handle a = open_attribute(id(), name, path_);
+  H5Handle a = open_attribute(id(), name, where());
   H5Handle t(H5Aget_type(a.get()), H5Tclose);
   const H5Kind k = kind_of_type(t.get());
   if (k != H5Kind::kInteger && k != H5Kind::kFloat)
-    throw IoError(fmt::format("{}: attribute \"{}\" is not numeric", path_, name));
+    throw IoError(fmt::format("{}: attribute \"{}\" is not numeric", where(), name));
   H5Handle s(H5Aget_space(a.get()), H5Sclose);
   const auto count = static_cast<std::size_t>(H5Sget_simple_extent_npoints(s.get()));
   if (count != n)
-    throw IoError(fmt::format("{}: attribute \"{}\" has {} elements, but {} {} expected", path_, name,
+    throw IoError(fmt::format("{}: attribute \"{}\" has {} elements, but {} {} expected", where(), name,
                               count, n, scalar ? "(a scalar) was" : "were"));
-  check(H5Aread(a.get(), mem_type, data), path_, fmt::format("read attribute \"{}\"", name));
+  check(H5Aread(a.get(), mem_type, data), where(), fmt::format("read attribute \"{}\"", name));
 }
 
 void H5Object::set_attribute(std::string_view name, std::string_view value) {
   const std::string n_str(name);
-  if (has_attribute(name)) check(H5Adelete(id(), n_str.c_str()), path_, "replace attribute " + n_str);
+  if (has_attribute(name)) check(H5Adelete(id(), n_str.c_str()), where(), "replace attribute " + n_str);
   H5Handle type = vlen_string_type();
   H5Handle space = make_space({});
   H5Handle a = check_id(H5Acreate2(id(), n_str.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                        H5Aclose, path_, "create attribute " + n_str);
+                        H5Aclose, where(), "create attribute " + n_str);
   const std::string v(value);
   const char* p = v.c_str();
-  check(H5Awrite(a.get(), type.get(), &p), path_, "write attribute " + n_str);
+  check(H5Awrite(a.get(), type.get(), &p), where(), "write attribute " + n_str);
 }
 
 void H5Object::set_attribute(std::string_view name, const std::vector<std::string>& values) {
   const std::string n_str(name);
-  if (has_attribute(name)) check(H5Adelete(id(), n_str.c_str()), path_, "replace attribute " + n_str);
+  if (has_attribute(name)) check(H5Adelete(id(), n_str.c_str()), where(), "replace attribute " + n_str);
   H5Handle type = vlen_string_type();
   H5Handle space = make_space({static_cast<hsize_t>(values.size())});
   H5Handle a = check_id(H5Acreate2(id(), n_str.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                        H5Aclose, path_, "create attribute " + n_str);
+                        H5Aclose, where(), "create attribute " + n_str);
   std::vector<const char*> ptrs;
   ptrs.reserve(values.size());
   for (const auto& s : values) ptrs.push_back(s.c_str());
-  check(H5Awrite(a.get(), type.get(), ptrs.data()), path_, "write attribute " + n_str);
+  check(H5Awrite(a.get(), type.get(), ptrs.data()), where(), "write attribute " + n_str);
 }
 
 std::string H5Object::attribute_string(std::string_view name) const {
   auto v = attribute_strings(name);
   if (v.size() != 1)
-    throw IoError(fmt::format("{}: attribute \"{}\" has {} strings, but one was expected", path_, name, v.size()));
+    throw IoError(fmt::format("{}: attribute \"{}\" has {} strings, but one was expected", where(), name, v.size()));
   return v[0];
 }
 
 std::vector<std::string> H5Object::attribute_strings(std::string_view name) const {
-  H5Handle a = open_attribute(id(), name, path_);
+  H5Handle a = open_attribute(id(), name, where());
   H5Handle s(H5Aget_space(a.get()), H5Sclose);
   const auto count = static_cast<std::size_t>(H5Sget_simple_extent_npoints(s.get()));
-  return read_strings_from(a.get(), true, count, fmt::format("{} attribute \"{}\"", path_, name));
+  return read_strings_from(a.get(), true, count, fmt::format("{} attribute \"{}\"", where(), name));
 }
 
 // --- H5Dataset --------------------------------------------------------------------------
 
 std::vector<hsize_t> H5Dataset::shape() const {
   H5Handle s(H5Dget_space(id()), H5Sclose);
-  if (!s.valid()) h5_fail(path_, "get shape");
+  if (!s.valid()) h5_fail(where(), "get shape");
   return space_shape(s.get());
 }
 
@@ -307,92 +324,92 @@ H5Kind H5Dataset::kind() const {
 
 void H5Dataset::write_raw(hid_t mem_type, const void* data, std::size_t n) {
   const std::size_t expected = size();
-  HERD_REQUIRE(n == expected, "hdf5: writing {} elements to {}, which holds {}", n, path_, expected);
+  HERD_REQUIRE(n == expected, "hdf5: writing {} elements to {}, which holds {}", n, where(), expected);
   if (n == 0) return;
-  check(H5Dwrite(id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path_, "write");
+  check(H5Dwrite(id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where(), "write");
 }
 
 void H5Dataset::read_raw(hid_t mem_type, void* data, std::size_t n) const {
   if (n == 0) return;
   const H5Kind k = kind();
   if (k != H5Kind::kInteger && k != H5Kind::kFloat)
-    throw IoError(fmt::format("{}: dataset is not numeric", path_));
-  check(H5Dread(id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), path_, "read");
+    throw IoError(fmt::format("{}: dataset is not numeric", where()));
+  check(H5Dread(id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where(), "read");
 }
 
 void H5Dataset::read_rows_raw(hid_t mem_type, hsize_t first, hsize_t count, void* data) const {
   std::vector<hsize_t> dims = shape();
-  HERD_REQUIRE(!dims.empty(), "hdf5: read_rows on scalar dataset {}", path_);
+  HERD_REQUIRE(!dims.empty(), "hdf5: read_rows on scalar dataset {}", where());
   HERD_REQUIRE(first <= dims[0] && count <= dims[0] - first,
-               "hdf5: read_rows({}, {}) on {} with {} rows", first, count, path_, dims[0]);
+               "hdf5: read_rows({}, {}) on {} with {} rows", first, count, where(), dims[0]);
   if (count == 0 || product(dims, 1) == 0) return;
   H5Handle fspace(H5Dget_space(id()), H5Sclose);
   std::vector<hsize_t> start(dims.size(), 0), cnt = dims;
   start[0] = first;
   cnt[0] = count;
-  check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr), path_,
+  check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr), where(),
         "select rows");
   H5Handle mspace = make_space(cnt);
-  check(H5Dread(id(), mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, data), path_, "read rows");
+  check(H5Dread(id(), mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, data), where(), "read rows");
 }
 
 void H5Dataset::append_raw(hid_t mem_type, const void* data, std::size_t n) {
   std::vector<hsize_t> dims = shape();
-  HERD_REQUIRE(!dims.empty(), "hdf5: append to scalar dataset {}", path_);
+  HERD_REQUIRE(!dims.empty(), "hdf5: append to scalar dataset {}", where());
   {
     H5Handle s(H5Dget_space(id()), H5Sclose);
     std::vector<hsize_t> maxd(dims.size());
     H5Sget_simple_extent_dims(s.get(), nullptr, maxd.data());
-    HERD_REQUIRE(maxd[0] == H5S_UNLIMITED, "hdf5: append to {}, which was not created extendible", path_);
+    HERD_REQUIRE(maxd[0] == H5S_UNLIMITED, "hdf5: append to {}, which was not created extendible", where());
   }
   const std::size_t row = product(dims, 1);
   HERD_REQUIRE(row > 0 && n % row == 0,
-               "hdf5: appending {} elements to {}, but rows hold {} elements", n, path_, row);
+               "hdf5: appending {} elements to {}, but rows hold {} elements", n, where(), row);
   if (n == 0) return;
   const hsize_t new_rows = n / row;
   std::vector<hsize_t> ext = dims;
   ext[0] += new_rows;
-  check(H5Dset_extent(id(), ext.data()), path_, "extend");
+  check(H5Dset_extent(id(), ext.data()), where(), "extend");
   H5Handle fspace(H5Dget_space(id()), H5Sclose);
   std::vector<hsize_t> start(dims.size(), 0), cnt = dims;
   start[0] = dims[0];
   cnt[0] = new_rows;
-  check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr), path_,
+  check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr), where(),
         "select rows");
   H5Handle mspace = make_space(cnt);
-  check(H5Dwrite(id(), mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, data), path_, "append");
+  check(H5Dwrite(id(), mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, data), where(), "append");
 }
 
 void H5Dataset::write_strings(const std::vector<std::string>& data) {
   const std::size_t expected = size();
-  HERD_REQUIRE(data.size() == expected, "hdf5: writing {} strings to {}, which holds {}", data.size(), path_,
+  HERD_REQUIRE(data.size() == expected, "hdf5: writing {} strings to {}, which holds {}", data.size(), where(),
                expected);
   if (data.empty()) return;
   H5Handle type = vlen_string_type();
   std::vector<const char*> ptrs;
   ptrs.reserve(data.size());
   for (const auto& s : data) ptrs.push_back(s.c_str());
-  check(H5Dwrite(id(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), path_, "write strings");
+  check(H5Dwrite(id(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), where(), "write strings");
 }
 
-std::vector<std::string> H5Dataset::read_strings() const { return read_strings_from(id(), false, size(), path_); }
+std::vector<std::string> H5Dataset::read_strings() const { return read_strings_from(id(), false, size(), where()); }
 
 void H5Dataset::make_scale(std::string_view dim_name) {
-  check(H5DSset_scale(id(), std::string(dim_name).c_str()), path_, "H5DSset_scale");
+  check(H5DSset_scale(id(), std::string(dim_name).c_str()), where(), "H5DSset_scale");
 }
 
 bool H5Dataset::is_scale() const { return H5DSis_scale(id()) > 0; }
 
 void H5Dataset::attach_scale(const H5Dataset& scale, unsigned dim) {
   const auto dims = shape();
-  HERD_REQUIRE(dim < dims.size(), "hdf5: attach_scale: dimension {} of {}, which has rank {}", dim, path_,
+  HERD_REQUIRE(dim < dims.size(), "hdf5: attach_scale: dimension {} of {}, which has rank {}", dim, where(),
                dims.size());
   const auto sdims = scale.shape();
   HERD_REQUIRE(sdims.size() == 1, "hdf5: attach_scale: scale {} is not 1-D", scale.path());
   HERD_REQUIRE(sdims[0] == dims[dim],
                "hdf5: attach_scale: scale {} has length {}, but dimension {} of {} has length {}", scale.path(),
-               sdims[0], dim, path_, dims[dim]);
-  check(H5DSattach_scale(id(), scale.id(), dim), path_, "H5DSattach_scale " + scale.path());
+               sdims[0], dim, where(), dims[dim]);
+  check(H5DSattach_scale(id(), scale.id(), dim), where(), "H5DSattach_scale " + scale.path());
 }
 
 namespace {
@@ -426,7 +443,7 @@ std::string H5Group::child_path(std::string_view name) const {
 }
 
 H5Group H5Group::create_group(std::string_view name) {
-  HERD_REQUIRE(!name.empty(), "hdf5: empty group name in {}", path_);
+  HERD_REQUIRE(!name.empty(), "hdf5: empty group name in {}", where());
   const auto parts = split_path(name);
   H5Group parent;
   hid_t loc = id();
@@ -436,25 +453,25 @@ H5Group H5Group::create_group(std::string_view name) {
     parent = require_group(head);
     loc = parent.id();
   }
-  const std::string full = child_path(name);
+  const std::string full = where_of(child_path(name));
   if (H5Lexists(loc, leaf.c_str(), H5P_DEFAULT) > 0)
     throw IoError(fmt::format("{}: cannot create group, it exists", full));
   H5Eclear2(H5E_DEFAULT);
   H5Handle gcpl = group_create_plist();
   return H5Group(check_id(H5Gcreate2(loc, leaf.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), H5Gclose, full,
                           "create group"),
-                 full);
+                 child_path(name));
 }
 
 H5Group H5Group::open_group(std::string_view name) const {
-  const std::string full = child_path(name);
+  const std::string full = where_of(child_path(name));
   if (object_type(id(), name) != H5I_GROUP) throw IoError(fmt::format("{}: no such group", full));
   return H5Group(check_id(H5Gopen2(id(), std::string(name).c_str(), H5P_DEFAULT), H5Gclose, full, "open group"),
-                 full);
+                 child_path(name));
 }
 
 H5Group H5Group::require_group(std::string_view name) {
-  H5Group cur(check_id(H5Oopen(id(), ".", H5P_DEFAULT), H5Oclose, path_, "reopen"), path_);
+  H5Group cur(check_id(H5Oopen(id(), ".", H5P_DEFAULT), H5Oclose, where(), "reopen"), path_);
   for (const auto& part : split_path(name)) {
     if (cur.contains(part))
       cur = cur.open_group(part);
@@ -480,14 +497,14 @@ herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* data) {
 std::vector<std::string> H5Group::members() const {
   std::vector<std::string> names;
   hsize_t idx = 0;
-  check(H5Literate(id(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect_link, &names), path_, "list members");
+  check(H5Literate(id(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect_link, &names), where(), "list members");
   return names;
 }
 
 H5Dataset H5Group::create_dataset_raw(std::string_view name, hid_t type, const std::vector<hsize_t>& shape,
                                       const DatasetOptions& opt) {
-  HERD_REQUIRE(!name.empty(), "hdf5: empty dataset name in {}", path_);
-  const std::string full = child_path(name);
+  HERD_REQUIRE(!name.empty(), "hdf5: empty dataset name in {}", where());
+  const std::string full = where_of(child_path(name));
   HERD_REQUIRE(opt.compression >= 0 && opt.compression <= 9,
                "hdf5: {}: compression is {}, but must be 0 (off) to 9", full, opt.compression);
   const bool chunked = opt.extendible || opt.compression > 0 || !opt.chunk.empty();
@@ -509,6 +526,7 @@ H5Dataset H5Group::create_dataset_raw(std::string_view name, hid_t type, const s
 
   H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   H5Pset_obj_track_times(dcpl.get(), false);
+  H5Pset_attr_creation_order(dcpl.get(), kCreationOrder);
   std::vector<hsize_t> maxdims = shape;
   if (opt.extendible) maxdims[0] = H5S_UNLIMITED;
   if (chunked) {
@@ -536,7 +554,7 @@ H5Dataset H5Group::create_dataset_raw(std::string_view name, hid_t type, const s
   return H5Dataset(check_id(H5Dcreate2(loc, parts.back().c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(),
                                        H5P_DEFAULT),
                             H5Dclose, full, "create dataset"),
-                   full);
+                   child_path(name));
 }
 
 H5Dataset H5Group::create_string_dataset(std::string_view name, const std::vector<hsize_t>& shape,
@@ -546,10 +564,11 @@ H5Dataset H5Group::create_string_dataset(std::string_view name, const std::vecto
 }
 
 H5Dataset H5Group::open_dataset(std::string_view name) const {
-  const std::string full = child_path(name);
+  const std::string full = where_of(child_path(name));
   if (object_type(id(), name) != H5I_DATASET) throw IoError(fmt::format("{}: no such dataset", full));
   return H5Dataset(
-      check_id(H5Dopen2(id(), std::string(name).c_str(), H5P_DEFAULT), H5Dclose, full, "open dataset"), full);
+      check_id(H5Dopen2(id(), std::string(name).c_str(), H5P_DEFAULT), H5Dclose, full, "open dataset"),
+      child_path(name));
 }
 
 H5Dataset H5Group::write_strings(std::string_view name, const std::vector<std::string>& data) {
@@ -579,10 +598,11 @@ std::vector<hsize_t> H5Group::dimension_shape(std::string_view name, std::size_t
   std::vector<hsize_t> shape;
   for (const auto& d : dims) {
     const auto s = open_dataset(d).shape();
-    HERD_REQUIRE(s.size() == 1, "hdf5: dimension {} of {} is not 1-D", d, child_path(name));
+    HERD_REQUIRE(s.size() == 1, "hdf5: dimension {} of {} is not 1-D", d, where_of(child_path(name)));
     shape.push_back(s[0]);
   }
-  HERD_REQUIRE(product(shape) == size, "hdf5: {} has {} elements, but its dimensions ({}) hold {}", child_path(name),
+  HERD_REQUIRE(product(shape) == size, "hdf5: {} has {} elements, but its dimensions ({}) hold {}",
+               where_of(child_path(name)),
                size, fmt::join(dims, ", "), product(shape));
   return shape;
 }
@@ -598,6 +618,8 @@ H5Handle file_access_plist(bool strong) {
 H5Handle file_create_plist() {
   hid_t p = H5Pcreate(H5P_FILE_CREATE);
   H5Pset_obj_track_times(p, false);
+  H5Pset_link_creation_order(p, kCreationOrder);
+  H5Pset_attr_creation_order(p, kCreationOrder);
   return H5Handle(p, H5Pclose);
 }
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <unordered_map>
 
 #include "herd/core/error.hpp"
 #include "herd/io/atomic_file.hpp"
@@ -223,7 +224,9 @@ class Parser {
     if (!is_name_start(peek()))
       fail(at, fmt::format("expected a variable name in &{}, found '{}'", group_, printable(t_.substr(p_, 1))));
     std::string key = lower(read_name());
+    int components = 0;
     while (peek() == '%') {
+      if (++components > 16) fail(at, "more than 16 nested derived-type components");
       advance();
       const auto part = read_name();
       if (part.empty()) fail(at, "expected a component name after '%'");
@@ -402,8 +405,37 @@ class Parser {
   void assign(const std::string& key, const std::string& written, const std::vector<Dim>& subs,
               std::vector<ConfigValue> values, int at) {
     const SourceLocation where{src_, at};
-    const ConfigValue* found = cfg_.find(key);
-    ConfigValue cur = found != nullptr ? *found : ConfigValue::null(where);
+    // Work in place: copying a large array for every element assignment would be quadratic.
+    // Top-level names (all but derived-type components) are found through an index, as a
+    // linear search per assignment would be quadratic in the number of names.
+    ConfigValue* slot = nullptr;
+    auto& root = cfg_.root();
+    if (key.find('.') == std::string::npos) {
+      auto it = top_index_.find(key);
+      if (it != top_index_.end()) {
+        slot = &root.as_table()[it->second].second;
+      } else {
+        slot = &root.append(key, ConfigValue::null(where));
+        top_index_.emplace(key, root.as_table().size() - 1);
+      }
+    } else {
+      slot = cfg_.find(key);
+      if (slot == nullptr) {
+        try {
+          slot = &cfg_.set(key, ConfigValue::null(where));
+        } catch (const InputError&) {
+          fail(at, fmt::format("\"{}\": a component of a variable that is not a derived type", written));
+        }
+        // Index the top-level table that set() may have created.
+        const std::string head = key.substr(0, key.find('.'));
+        if (top_index_.find(head) == top_index_.end()) {
+          const auto& t = root.as_table();
+          for (std::size_t i = 0; i < t.size(); ++i)
+            if (t[i].first == head) top_index_.emplace(head, i);
+        }
+      }
+    }
+    ConfigValue& cur = *slot;
     if (cur.is_table()) cur = ConfigValue::null(where);
 
     if (subs.empty()) {
@@ -471,11 +503,6 @@ class Parser {
     }
     cur.written_name = written;
     if (cur.where.line == 0) cur.where = where;
-    try {
-      cfg_.set(key, std::move(cur));
-    } catch (const InputError&) {
-      fail(at, fmt::format("\"{}\": a component of a variable that is not a derived type", written));
-    }
   }
 
   std::string_view t_;
@@ -486,6 +513,7 @@ class Parser {
   std::string group_;
   int group_line_ = 0;
   std::size_t elements_ = 0;
+  std::unordered_map<std::string, std::size_t> top_index_;  // top-level name -> root table index
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "herd/core/error.hpp"
+#include "herd/io/toml_reader.hpp"
 
 namespace herd::io {
 
@@ -35,6 +36,7 @@ ValueType element_type(ValueType t) {
     case ValueType::kIntList: return ValueType::kInt;
     case ValueType::kFloatList: return ValueType::kFloat;
     case ValueType::kStringList: return ValueType::kString;
+    case ValueType::kFloatMatrix: return ValueType::kFloat;
     default: return t;
   }
 }
@@ -115,8 +117,15 @@ std::string SchemaKey::expected() const {
     base += fmt::format(" {} {}", lo_open_ ? ">" : ">=", num(*lo_));
   else if (hi_)
     base += fmt::format(" {} {}", hi_open_ ? "<" : "<=", num(*hi_));
-  if (!list) return base;
   const std::size_t kMax = std::numeric_limits<std::size_t>::max();
+  if (type_ == ValueType::kFloatMatrix) {
+    base = "a matrix (a list of rows) of floats" + base.substr(std::string("a float").size());
+    if (min_len_ == max_len_) return fmt::format("{} with {} rows", base, min_len_);
+    if (max_len_ != kMax) return fmt::format("{} with {} to {} rows", base, min_len_, max_len_);
+    if (min_len_ > 0) return fmt::format("{} with at least {} rows", base, min_len_);
+    return base;
+  }
+  if (!list) return base;
   if (min_len_ == max_len_) return fmt::format("a list of {} {}", min_len_, base);
   if (max_len_ != kMax && min_len_ > 0) return fmt::format("a list of {} to {} {}", min_len_, max_len_, base);
   if (max_len_ != kMax) return fmt::format("a list of at most {} {}", max_len_, base);
@@ -168,6 +177,15 @@ std::vector<double> Settings::get_float_list(std::string_view key) const {
 std::vector<std::string> Settings::get_string_list(std::string_view key) const {
   std::vector<std::string> out;
   for (const auto& v : set_value(value(key), key).as_array()) out.push_back(v.as_string());
+  return out;
+}
+
+std::vector<std::vector<double>> Settings::get_float_matrix(std::string_view key) const {
+  std::vector<std::vector<double>> out;
+  for (const auto& row : set_value(value(key), key).as_array()) {
+    out.emplace_back();
+    for (const auto& v : row.as_array()) out.back().push_back(v.as_float());
+  }
   return out;
 }
 
@@ -242,6 +260,18 @@ SchemaKey& Schema::add_string_list(std::string name, std::optional<std::vector<s
                                    std::string doc) {
   return add(std::move(name), ValueType::kStringList,
              list_of(def, [](const std::string& s) { return ConfigValue::string(s); }), std::move(doc));
+}
+
+SchemaKey& Schema::add_float_matrix(std::string name, std::optional<std::vector<std::vector<double>>> def,
+                                    std::string doc) {
+  ConfigValue d;
+  if (def) {
+    ConfigValue::Array rows;
+    for (const auto& row : *def) rows.push_back(list_of(std::optional<std::vector<double>>(row),
+                                                        [](double x) { return ConfigValue::real(x); }));
+    d = ConfigValue::array(std::move(rows));
+  }
+  return add(std::move(name), ValueType::kFloatMatrix, std::move(d), std::move(doc));
 }
 
 namespace {
@@ -384,8 +414,13 @@ class Resolver {
         problem(v.where, fmt::format("key \"{}\" is {}, but must be a table with keys {}", written, v.describe(),
                                      members_of(path)));
       } else {
-        problem(v.where,
-                fmt::format("unknown key \"{}\"; did you mean \"{}\"?", written, nearest(written, candidates_, fold_)));
+        // Suggestions cost an edit distance per candidate; a file of thousands of unknown
+        // keys (not a typo) gets them for the first 100 only.
+        if (problems.size() < 100)
+          problem(v.where, fmt::format("unknown key \"{}\"; did you mean \"{}\"?", written,
+                                       nearest(written, candidates_, fold_)));
+        else
+          problem(v.where, fmt::format("unknown key \"{}\"", written));
       }
     }
   }
@@ -407,15 +442,20 @@ class Resolver {
 
 Settings Schema::resolve(const Config& config_in, const std::vector<std::string>& overrides,
                          std::vector<std::string>& errors) const {
-  Config config = config_in;
-  Resolver r(keys_, config);
-  for (const auto& o : overrides) {
-    try {
-      config.set_override(o);
-    } catch (const InputError& e) {
-      r.problem({}, e.what());
+  Resolver r(keys_, config_in);
+  // Overrides go into a copy; without them, no copy of a possibly large tree.
+  Config with_overrides;
+  if (!overrides.empty()) {
+    with_overrides = config_in;
+    for (const auto& o : overrides) {
+      try {
+        with_overrides.set_override(o);
+      } catch (const InputError& e) {
+        r.problem({}, e.what());
+      }
     }
   }
+  const Config& config = overrides.empty() ? config_in : with_overrides;
   r.assigned.resize(keys_.size());
   r.walk(config.root(), "", "");
 
@@ -460,6 +500,76 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       return d <= std::max<std::size_t>(2, v.as_string().size() / 3) ? fmt::format("; did you mean \"{}\"?", n) : "";
     };
     const ValueType et = element_type(key.type());
+    if (key.type() == ValueType::kFloatMatrix) {
+      ConfigValue parsed;
+      const ConfigValue* m = given;
+      if (given->is_raw_text()) {
+        try {
+          parsed = *parse_toml("v = " + given->as_string(), "--set").find("v");
+          parsed.where = given->where;
+          m = &parsed;
+        } catch (const InputError&) {
+          bad(*given, "");
+          out.entries_.push_back(std::move(e));
+          continue;
+        }
+      }
+      bool ok = m->is_array();
+      std::size_t cols = 0;
+      if (ok)
+        for (const auto& row : m->as_array()) {
+          if (!row.is_array()) {
+            ok = false;
+            break;
+          }
+          cols = std::max(cols, row.as_array().size());
+        }
+      if (!ok) {
+        bad(*m, "");
+        out.entries_.push_back(std::move(e));
+        continue;
+      }
+      const auto& def = key.default_value();
+      ConfigValue::Array rows;
+      for (std::size_t i = 0; i < m->as_array().size() && ok; ++i) {
+        const auto& row = m->as_array()[i].as_array();
+        ConfigValue::Array typed_row;
+        for (std::size_t j = 0; j < cols && ok; ++j) {
+          const std::string what = fmt::format(" element ({},{})", i + 1, j + 1);
+          const ConfigValue* item = j < row.size() && !row[j].is_null() ? &row[j] : nullptr;
+          if (item == nullptr) {
+            if (def.is_array() && i < def.as_array().size() && j < def.as_array()[i].as_array().size()) {
+              typed_row.push_back(def.as_array()[i].as_array()[j]);
+              continue;
+            }
+            r.problem(m->where, fmt::format("key \"{}\"{} is not set and has no default", shown, what));
+            ok = false;
+            break;
+          }
+          auto v = item->is_array() || item->is_table() ? std::nullopt : convert_scalar(*item, et);
+          const ConfigValue& at = item->where.line > 0 ? *item : *m;
+          if (!v) {
+            r.problem(at.where, fmt::format("key \"{}\"{} is {}, but must be {}", shown, what, item->describe(),
+                                            key.expected()));
+            ok = false;
+          } else if (!in_bounds(*v)) {
+            r.problem(at.where, fmt::format("key \"{}\"{} is {}, but must be {}", shown, what, item->describe(),
+                                            key.expected()));
+            ok = false;
+          } else {
+            typed_row.push_back(std::move(*v));
+          }
+        }
+        rows.push_back(ConfigValue::array(std::move(typed_row), m->where));
+      }
+      if (ok && (rows.size() < key.min_len_ || rows.size() > key.max_len_)) {
+        r.problem(m->where, fmt::format("key \"{}\" has {} rows, but must be {}", shown, rows.size(), key.expected()));
+        ok = false;
+      }
+      if (ok) e.value = ConfigValue::array(std::move(rows), m->where);
+      out.entries_.push_back(std::move(e));
+      continue;
+    }
     if (!is_list(key.type())) {
       if (given->is_array() || given->is_table()) {
         bad(*given, "");

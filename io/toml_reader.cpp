@@ -21,7 +21,8 @@ ConfigValue convert(const toml::node& n, const std::string& source, int depth) {
   if (const auto* t = n.as_table()) {
     ConfigValue out = ConfigValue::table(where);
     for (const auto& [k, v] : *t) {
-      ConfigValue& child = out.set(std::string(k.str()), convert(v, source, depth + 1));
+      // toml++ has already rejected duplicate keys.
+      ConfigValue& child = out.append(std::string(k.str()), convert(v, source, depth + 1));
       child.written_name = std::string(k.str());
     }
     return out;

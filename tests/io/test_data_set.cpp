@@ -49,7 +49,11 @@ TEST_CASE("data: JSON mistakes are one-line errors", "[io]") {
         "data.json: \"y[1]\" is a string, but model data must be numbers or rectangular arrays of numbers");
   CHECK(error_of("{\"y\": true}") ==
         "data.json: \"y\" is a boolean, but model data must be numbers or rectangular arrays of numbers");
-  CHECK(error_of("{\"y\": [[1], 2]}") == "data.json: \"y[1]\" is a number where an array was expected (ragged nesting)");
+  CHECK(error_of("{\"y\": [[1], 2]}") ==
+        "data.json: \"y[1]\" is a number where an array of 1 was expected (ragged nesting)");
+  CHECK(error_of("{\"y\": [1.5, [2, 8], [4, 0]]}") ==
+        "data.json: \"y[1]\" is an array where a number was expected (ragged nesting)");
+  CHECK(error_of("{\"y\": [[], [1]]}") == "data.json: \"y[1]\" is ragged: 1 elements where 0 were expected");
   CHECK(error_of("[1, 2]") == "data.json: JSON model data must be an object of named arrays, not an array");
   CHECK(error_of("{\"y\": [1, 2,\n]}").rfind("data.json:2: JSON syntax error:", 0) == 0);
   CHECK(error_of("").rfind("data.json:1: JSON syntax error:", 0) == 0);

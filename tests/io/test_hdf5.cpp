@@ -237,7 +237,10 @@ TEST_CASE("hdf5: atomic files appear only on commit", "[io]") {
     H5File f = H5File::create_atomic(path);
     H5Group g = f.require_group("g");
     g.write("v", std::vector<double>{2});
-    f.commit();
+    H5File moved = std::move(f);  // moving keeps the temporary file
+    H5File again;
+    again = std::move(moved);
+    again.commit();
   }
   CHECK(H5File::open(path).root().read<double>("g/v") == std::vector<double>{2});
   std::size_t files = 0;
@@ -265,3 +268,30 @@ TEST_CASE("hdf5: bad use gives clear errors, not crashes", "[io]") {
   CHECK_THROWS_AS(root.create_dataset<double>("s", {}, DatasetOptions{true, {}, 0, true}), herd::InputError);
   CHECK_THROWS_AS(H5File::create(tmp.file("ok.h5"), false), herd::IoError);
 }
+
+TEST_CASE("hdf5: truncated files are errors, not crashes", "[io]") {
+  TempDir tmp;
+  const std::string path = tmp.file("full.h5");
+  {
+    H5File f = H5File::create(path);
+    f.require_group("g").write("x", std::vector<double>(5000, 1.5));
+  }
+  const std::string bytes = slurp(path);
+  for (std::size_t keep : {std::size_t{0}, std::size_t{100}, bytes.size() / 2, bytes.size() - 8}) {
+    INFO("kept " << keep << " of " << bytes.size() << " bytes");
+    const std::string cut = tmp.file("cut.h5");
+    {
+      std::ofstream(cut, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(keep));
+    }
+    bool threw = false;
+    try {
+      H5File f = H5File::open(cut);
+      (void)f.open_group("g").read<double>("x");
+    } catch (const herd::IoError& e) {
+      threw = true;
+      CHECK(std::string(e.what()).find("cut.h5") != std::string::npos);
+    }
+    CHECK(threw);
+  }
+}
+

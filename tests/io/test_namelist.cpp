@@ -1,6 +1,7 @@
 // The ParaMonte namelist parser: every construct of namelist.hpp, and clear errors.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 
@@ -137,10 +138,38 @@ TEST_CASE("namelist: groups, case and terminators", "[io]") {
   CHECK(r.find("s")->as_array()[1].as_string() == "ab");
   CHECK(r.find("b")->as_array()[2].as_bool());
   CHECK(floats(*r.find("n")) == std::vector<double>{-5.0, -5.0});
+  // Derived-type components and plain names side by side.
+  const Config d = nml("&ParaDRAM spec%a = 1, x = 5, spec%b = 2, spec%a = 3, y(2) = 4 /");
+  CHECK(d.find("spec.a")->as_int() == 3);
+  CHECK(d.find("spec.b")->as_int() == 2);
+  CHECK(d.find("x")->as_int() == 5);
+  CHECK(d.root().as_table().size() == 3);  // spec, x, y
+  CHECK(error_of("&ParaDRAM x = 1, x%a = 2 /") ==
+        "in.nml:1: \"x%a\": a component of a variable that is not a derived type");
+  std::string deep = "&ParaDRAM a";
+  for (int i = 0; i < 17; ++i) deep += "%a";
+  CHECK(error_of(deep + " = 1 /") == "in.nml:1: more than 16 nested derived-type components");
   // inf and nan, as Fortran reads them.
   const Config f = nml("&ParaDRAM a = -Inf, b = NaN /");
   CHECK(std::isinf(f.find("a")->as_float()));
   CHECK(std::isnan(f.find("b")->as_float()));
+}
+
+TEST_CASE("namelist: element assignments to a large array stay linear", "[io]") {
+  // 3000 element assignments to a 200000-element array: quadratic copying would take
+  // seconds; in place it takes milliseconds.
+  std::string text = "&ParaDRAM\n x(200000) = 1\n";
+  for (int i = 1; i <= 3000; ++i) text += " x(" + std::to_string(i) + ") = " + std::to_string(i) + "\n";
+  text += "/\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Config c = nml(text);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto& x = c.find("x")->as_array();
+  REQUIRE(x.size() == 200000);
+  CHECK(x[2999].as_int() == 3000);
+  CHECK(x[199999].as_int() == 1);
+  CHECK(x[5000].is_null());
+  CHECK(seconds < 1.0);
 }
 
 TEST_CASE("namelist: errors name the file, the line and the problem", "[io]") {
@@ -178,6 +207,8 @@ TEST_CASE("namelist: a ParaMonte file through a schema with aliases", "[io]") {
   s.add_float_list("start_point", std::vector<double>{0, 0, 0, 0}, "start point").alias("startPointVec");
   s.add_bool("overwrite", false, "overwrite outputs").alias("overwriteRequested");
   s.add_string("scale_factor", "gelman", "proposal scale").alias("scaleFactor");
+  s.add_float_matrix("cov", std::vector<std::vector<double>>{{1, 0}, {0, 1}}, "start covariance")
+      .alias("proposalStartCovMat");
 
   const Config c = nml(R"(&ParaDRAM
     chainSize = 500
@@ -185,6 +216,8 @@ TEST_CASE("namelist: a ParaMonte file through a schema with aliases", "[io]") {
     domainLowerLimitVec = 4*-1.e300
     startPointVec(3:4) = 1, 2
     OVERWRITEREQUESTED = .true.
+    proposalStartCovMat(1,2) = 0.5
+    proposalStartCovMat(2,1) = 0.5
 /)");
   const Settings r = s.apply(c);
   CHECK(r.get_int("chain_size") == 500);
@@ -195,6 +228,12 @@ TEST_CASE("namelist: a ParaMonte file through a schema with aliases", "[io]") {
   CHECK(r.get_bool("overwrite"));
   CHECK(r.is_default("scale_factor"));
   CHECK(r.origin("chain_size") == "in.nml:2");
+  CHECK(r.get_float_matrix("cov") == std::vector<std::vector<double>>{{1, 0.5}, {0.5, 1}});
+  CHECK_THROWS_WITH(s.apply(nml("&ParaDRAM\n proposalStartCovMat(3,3) = 2 /")),
+                    "in.nml:2: key \"proposalStartCovMat\" element (1,3) is not set and has no default");
+  CHECK_THROWS_WITH(s.apply(nml("&ParaDRAM\n proposalStartCovMat = 1, 0, 0, 1 /")),
+                    "in.nml:2: key \"proposalStartCovMat\" is [1, 0, 0, 1] (a list), but must be a matrix (a list "
+                    "of rows) of floats");
 
   try {
     s.apply(nml("&ParaDRAM\n chainSise = 5 /"));

@@ -26,6 +26,7 @@ Schema sampler_schema() {
       .choices({"chain", "sample", "report"});
   s.add_float("proposal.scale", 2.38, "proposal scale factor").min(0, true);
   s.add_int("proposal.delayed_rejection_stages", 1, "DR stages").range(0, 10);
+  s.add_float_matrix("proposal.cov", std::nullopt, "start covariance").length(1, 4).min(-10);
   return s;
 }
 
@@ -114,7 +115,7 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
         "run.toml:2: key \"chain_size\" is [1, 2] (a list), but must be an integer >= 1");
   CHECK(error_of("model = 'm'\nproposal = 3\n") ==
         "run.toml:2: key \"proposal\" is 3 (an integer), but must be a table with keys \"scale\", "
-        "\"delayed_rejection_stages\"");
+        "\"delayed_rejection_stages\", \"cov\"");
   // Range.
   CHECK(error_of("model = 'm'\nchain_size = 0\n") ==
         "run.toml:2: key \"chain_size\" is 0 (an integer), but must be an integer >= 1");
@@ -151,6 +152,24 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
   // TOML syntax errors carry file, line and column.
   CHECK_THROWS_WITH(toml("a = 1\nb = = 2\n"), Catch::StartsWith("run.toml:2:"));
   CHECK_THROWS_AS(toml("a = [1, 2\n"), herd::InputError);
+}
+
+TEST_CASE("schema: matrices are lists of rows", "[io]") {
+  const Settings r = sampler_schema().apply(toml("model = 'm'\n[proposal]\ncov = [[1, 0.5], [0.5, 2]]\n"));
+  CHECK(r.get_float_matrix("proposal.cov") == std::vector<std::vector<double>>{{1, 0.5}, {0.5, 2}});
+  const Settings o = sampler_schema().apply(toml("model = 'm'\n"), {"proposal.cov=[[4]]"});
+  CHECK(o.get_float_matrix("proposal.cov") == std::vector<std::vector<double>>{{4}});
+  CHECK(error_of("model = 'm'\n[proposal]\ncov = [[1, 0.5], [0.5]]\n") ==
+        "run.toml:3: key \"proposal.cov\" element (2,2) is not set and has no default");
+  CHECK(error_of("model = 'm'\n[proposal]\ncov = [[1, -11]]\n") ==
+        "run.toml:3: key \"proposal.cov\" element (1,2) is -11 (an integer), but must be a matrix (a list of rows) "
+        "of floats >= -10 with 1 to 4 rows");
+  CHECK(error_of("model = 'm'\n", {"proposal.cov=[[1,"}) ==
+        "--set proposal.cov=[[1,: key \"proposal.cov\" is \"[[1,\" (text), but must be a matrix (a list of rows) of "
+        "floats >= -10 with 1 to 4 rows");
+  CHECK(error_of("model = 'm'\n[proposal]\ncov = []\n") ==
+        "run.toml:3: key \"proposal.cov\" has 0 rows, but must be a matrix (a list of rows) of floats >= -10 with 1 "
+        "to 4 rows");
 }
 
 TEST_CASE("schema: declaration mistakes are caught", "[io]") {

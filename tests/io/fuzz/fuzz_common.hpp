@@ -18,6 +18,9 @@ inline const herd::io::Schema& schema() {
     sc.add_string_list("outputs", std::vector<std::string>{"chain"}, "outputs").choices({"chain", "sample"});
     sc.add_float("proposal.scale", 2.38, "scale").min(0, true);
     sc.add_string("model", std::nullopt, "model").required();
+    sc.add_float_matrix("cov", std::vector<std::vector<double>>{{1, 0}, {0, 1}}, "covariance")
+        .length(1, 4)
+        .alias("proposalStartCovMat");
     return sc;
   }();
   return s;

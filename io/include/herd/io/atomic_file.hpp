@@ -9,8 +9,10 @@
 /// (the last rename wins, both files complete).
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace herd::io {
@@ -34,5 +36,44 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
 
 /// Reads a whole file. @throws IoError when it cannot be opened or read.
 std::vector<std::byte> read_file_bytes(const std::string& path);
+
+/// An append-only file (a chain file, a log) whose durable length a checkpoint records
+/// (DESIGN.md §4): after `sync()` the checkpoint stores `size()`; a resumed run calls
+/// `resume(path, stored_size)`, which drops whatever was appended after that checkpoint,
+/// so the file and the checkpoint agree again and the resumed output is byte-identical.
+/// Move-only; not shared between threads without locking.
+class AppendFile {
+ public:
+  /// A closed file; move-only.
+  AppendFile() = default;
+  AppendFile(AppendFile&& o) noexcept;
+  AppendFile& operator=(AppendFile&& o) noexcept;
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+  /// Closes the file (without fsync; call `sync()` for durability).
+  ~AppendFile();
+
+  /// Creates (or truncates) `path`. @throws IoError
+  static AppendFile create(const std::string& path);
+  /// Opens `path` for appending after truncating it to `length` bytes.
+  /// @throws IoError when it is missing or shorter than `length` (then the checkpoint and
+  /// the file do not belong together).
+  static AppendFile resume(const std::string& path, std::uint64_t length);
+
+  /// Appends bytes. @throws IoError (for example, disk full)
+  void append(std::span<const std::byte> bytes);
+  /// Appends text. @throws IoError
+  void append(std::string_view text) { append(std::as_bytes(std::span<const char>(text.data(), text.size()))); }
+  /// fsyncs: everything appended so far survives a crash. @throws IoError
+  void sync();
+  /// Bytes in the file (what was there at open plus what was appended).
+  std::uint64_t size() const noexcept { return size_; }
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  std::string path_;
+};
 
 }  // namespace herd::io

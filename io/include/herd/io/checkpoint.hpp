@@ -51,6 +51,7 @@ std::uint32_t crc32(std::span<const std::byte> data, std::uint32_t crc = 0) noex
 /// state layout version, both checked by `CheckpointReader::expect_kind`.
 class CheckpointWriter {
  public:
+  /// An empty checkpoint of producer `kind`, state layout version `kind_version`.
   explicit CheckpointWriter(std::string kind = "herd", std::uint32_t kind_version = 1);
 
   /// Adds (or replaces) a section of raw bytes.

@@ -19,8 +19,8 @@ namespace herd::io {
 /// Where a value came from: a file and a 1-based line (0: unknown), or a command-line
 /// override ("--set key=value"), or a schema default ("default").
 struct SourceLocation {
-  std::string file;
-  int line = 0;
+  std::string file;  ///< file name, "--set key=value", or "default"
+  int line = 0;      ///< 1-based line; 0 when unknown or not from a file
   /// "run.toml:7", "run.toml" (line unknown), or the file text alone for overrides.
   std::string str() const;
 };
@@ -29,12 +29,16 @@ struct SourceLocation {
 /// Arrays may hold nulls: the holes a namelist leaves with `3*` or `x(5) = 1`.
 class ConfigValue {
  public:
+  /// The kinds of node.
   enum class Kind { kNull, kBool, kInt, kFloat, kString, kArray, kTable };
+  /// Array elements, in order.
   using Array = std::vector<ConfigValue>;
   /// Table entries in insertion order (tables are small; lookups are linear).
   using Table = std::vector<std::pair<std::string, ConfigValue>>;
 
+  /// A null value.
   ConfigValue() = default;
+  /// Factories, one per kind; `where` records the origin.
   static ConfigValue null(SourceLocation where = {});
   static ConfigValue boolean(bool v, SourceLocation where = {});
   static ConfigValue integer(std::int64_t v, SourceLocation where = {});
@@ -53,7 +57,8 @@ class ConfigValue {
   /// True for an override string that the schema still has to parse.
   bool is_raw_text() const noexcept { return raw_; }
 
-  /// Typed access. @throws InputError when the kind differs (as_float accepts integers).
+  /// Typed access (mutable overloads for arrays and tables).
+  /// @throws InputError naming the location when the kind differs (as_float accepts integers).
   bool as_bool() const;
   std::int64_t as_int() const;
   double as_float() const;
@@ -64,11 +69,16 @@ class ConfigValue {
   Table& as_table();
 
   /// Direct child of a table by exact name; nullptr when absent or not a table.
+  /// Pointers stay valid until the table is modified.
   const ConfigValue* find(std::string_view key) const;
   ConfigValue* find(std::string_view key);
   /// Inserts or replaces a direct child of a table; returns it. @throws InputError when
   /// this is not a table.
   ConfigValue& set(std::string key, ConfigValue value);
+  /// Appends a child to a table without looking for an existing one, in O(1): for readers
+  /// that know the key is new (a duplicate would shadow nothing and confuse lookups).
+  /// @throws InputError when this is not a table.
+  ConfigValue& append(std::string key, ConfigValue value);
 
   /// The value as it would be written in TOML: `3`, `1.5`, `"text"`, `[1, 2]`, `true`.
   std::string to_string() const;
@@ -96,6 +106,7 @@ class ConfigValue {
 /// A configuration: a root table plus the name of its source.
 class Config {
  public:
+  /// An empty configuration named "<config>".
   Config();
   /// An empty configuration read from `source` (a file name, for messages).
   explicit Config(std::string source);
@@ -108,8 +119,9 @@ class Config {
   bool case_insensitive() const noexcept { return case_insensitive_; }
   void set_case_insensitive(bool v) noexcept { case_insensitive_ = v; }
 
-  /// The value at a dotted path, or nullptr.
+  /// The value at a dotted path, or nullptr (const and mutable).
   const ConfigValue* find(std::string_view dotted) const;
+  ConfigValue* find(std::string_view dotted);
   /// Sets the value at a dotted path, creating tables on the way.
   /// @throws InputError when a prefix of the path is a non-table value.
   ConfigValue& set(std::string_view dotted, ConfigValue value);

@@ -27,6 +27,7 @@ struct DataArray {
 /// Named arrays, with the source for messages.
 class DataSet {
  public:
+  /// An empty data set; `source` names it in messages.
   DataSet() = default;
   explicit DataSet(std::string source) : source_(std::move(source)) {}
 

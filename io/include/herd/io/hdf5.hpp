@@ -39,7 +39,9 @@ namespace detail {
 /// Owns one HDF5 identifier and closes it with the matching `H5?close`. Move-only.
 class H5Handle {
  public:
+  /// The matching close function (H5Fclose, H5Gclose, ...).
   using Closer = herr_t (*)(hid_t);
+  /// An empty handle; takes ownership of `id` otherwise.
   H5Handle() = default;
   H5Handle(hid_t id, Closer closer) noexcept : id_(id), closer_(closer) {}
   H5Handle(H5Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
@@ -184,7 +186,10 @@ class H5Object {
 
  protected:
   H5Object() = default;
-  H5Object(detail::H5Handle h, std::string path) : handle_(std::move(h)), path_(std::move(path)) {}
+  H5Object(detail::H5Handle h, std::string path);
+  /// "file.h5:/object/path", for messages.
+  std::string where() const { return where_of(path_); }
+  std::string where_of(const std::string& object_path) const;
   void write_attribute_raw(std::string_view name, hid_t mem_type, const void* data,
                            std::size_t n, bool scalar);
   void read_attribute_raw(std::string_view name, hid_t mem_type, void* data, std::size_t n,
@@ -192,6 +197,7 @@ class H5Object {
 
   detail::H5Handle handle_;
   std::string path_;
+  std::string file_;  // the file name, for messages
 };
 
 /// An HDF5 dataset. Obtained from `H5Group::create_dataset` or `H5Group::open_dataset`.
@@ -411,7 +417,10 @@ class H5Group : public H5Object {
 class H5File {
  public:
   H5File() = default;
-  H5File(H5File&&) noexcept = default;
+  H5File(H5File&& o) noexcept
+      : handle_(std::move(o.handle_)), path_(std::move(o.path_)), temp_path_(std::move(o.temp_path_)) {
+    o.temp_path_.clear();  // the moved-from object must not remove the temporary file
+  }
   H5File& operator=(H5File&&) noexcept;
   H5File(const H5File&) = delete;
   H5File& operator=(const H5File&) = delete;

@@ -17,10 +17,13 @@
 ///   fastest; stored as rows, `m[i-1][j-1]`);
 /// - derived-type components `spec%chainSize = 10` (stored as "spec.chainsize").
 /// Indices are 1-based. Arrays hold nulls where nothing was assigned. A whole-name
-/// assignment of one value gives a scalar, of several values an array.
+/// assignment of one value gives a scalar, of several values an array (for a 2-D variable a
+/// flat array in Fortran order; `Schema` matrices want the `m(i,j)` form). Later assignments
+/// overwrite earlier ones element by element; a null (`,,` or `r*`) leaves an element as it was.
 ///
-/// Limits that guard against hostile input: indices and repeat counts up to 10^6, at most
-/// 10^7 values in all. Thread-safe (no shared state).
+/// Limits that guard against hostile input: indices and repeat counts up to 10^6, and at
+/// most 10^6 values and array elements in all. Parsing is linear in the input size.
+/// Thread-safe (no shared state).
 
 #include <string>
 #include <string_view>

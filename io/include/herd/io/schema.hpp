@@ -33,7 +33,8 @@
 namespace herd::io {
 
 /// The type a key's value must have.
-enum class ValueType { kBool, kInt, kFloat, kString, kBoolList, kIntList, kFloatList, kStringList };
+/// Matrices are lists of rows (TOML `[[1, 0], [0, 1]]`, namelist `m(i,j) = ...`).
+enum class ValueType { kBool, kInt, kFloat, kString, kBoolList, kIntList, kFloatList, kStringList, kFloatMatrix };
 
 /// One declared key. Configure it with the fluent setters after `Schema::add_*`.
 class SchemaKey {
@@ -50,7 +51,7 @@ class SchemaKey {
   SchemaKey& alias(std::string name);
   /// The key must be given (no default).
   SchemaKey& required();
-  /// List length limits (inclusive).
+  /// List length limits (inclusive); for matrices, limits of the number of rows.
   SchemaKey& length(std::size_t min_len, std::size_t max_len);
 
   const std::string& name() const noexcept { return name_; }
@@ -92,6 +93,8 @@ class Settings {
   std::vector<std::int64_t> get_int_list(std::string_view key) const;
   std::vector<double> get_float_list(std::string_view key) const;
   std::vector<std::string> get_string_list(std::string_view key) const;
+  /// A matrix as rows, all of the same length.
+  std::vector<std::vector<double>> get_float_matrix(std::string_view key) const;
   /// The resolved value node (its `where` is the origin). @throws InputError when unknown.
   const ConfigValue& value(std::string_view key) const;
   /// Where the value came from: "run.toml:7", "--set chain_size=10", or "default".
@@ -128,6 +131,10 @@ class Schema {
   SchemaKey& add_int_list(std::string name, std::optional<std::vector<std::int64_t>> def, std::string doc);
   SchemaKey& add_float_list(std::string name, std::optional<std::vector<double>> def, std::string doc);
   SchemaKey& add_string_list(std::string name, std::optional<std::vector<std::string>> def, std::string doc);
+  /// A matrix of floats given as rows; missing elements (namelist holes, short rows) take
+  /// the default's elements. Overrides use TOML syntax: `--set m=[[1,0],[0,1]]`.
+  SchemaKey& add_float_matrix(std::string name, std::optional<std::vector<std::vector<double>>> def,
+                              std::string doc);
 
   /// Every problem of `config` (plus `overrides`, each "key=value"), one line each, in
   /// file order; empty when it is valid.
