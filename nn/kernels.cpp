@@ -12,7 +12,7 @@ std::unique_ptr<ThreadPool> g_pool;
 
 // Products below this many multiply-adds run on the calling thread: the pool's hand-off
 // costs a few microseconds.
-constexpr double kParallelWork = 1.5e6;
+constexpr double kParallelWork = 4e6;
 
 template <class T, class AM, class BM>
 void gemm_rows(const AM& a, const BM& b, T* C, std::int64_t N, std::int64_t r0, std::int64_t r1,

@@ -1,0 +1,80 @@
+// Steady-state forward/backward/Adam steps allocate nothing (issue #8: small RL minibatches
+// are dominated by overhead). Counts calls of malloc (which Eigen, operator new and
+// shared_ptr all reach on glibc) by interposing it in this executable.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "herd/core/rng.hpp"
+#include "herd/nn/activations.hpp"
+#include "herd/nn/conv2d.hpp"
+#include "herd/nn/layer_norm.hpp"
+#include "herd/nn/linear.hpp"
+#include "herd/nn/losses.hpp"
+#include "herd/nn/mlp.hpp"
+#include "herd/nn/optimizer.hpp"
+
+extern "C" void* __libc_malloc(std::size_t);  // glibc
+namespace {
+std::atomic<long> g_mallocs{0};
+std::atomic<bool> g_counting{false};
+}  // namespace
+extern "C" void* malloc(std::size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) g_mallocs.fetch_add(1, std::memory_order_relaxed);
+  return __libc_malloc(n);
+}
+
+using namespace herd;
+using namespace herd::nn;
+
+namespace {
+Tensor filled(const Shape& s, std::uint32_t stream) {
+  Tensor t(s, DType::kFloat32);
+  RngCursor c = RngStream(1, stream, RngPurpose::kUser).at(0);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.set_item(i, c.normal());
+  return t;
+}
+
+template <class Model>
+long mallocs_per_step(Model& net, const Tensor& x, const Tensor& y) {
+  Adam adam(net.named_parameters(), 1e-3);
+  MseLoss mse;
+  auto step = [&] {
+    adam.zero_grad();
+    mse.forward(net.forward(x), y);
+    net.backward(mse.backward());
+    clip_grad_norm(net.parameters(), 1.0);
+    adam.step();
+  };
+  step();
+  step();
+  std::vector<Parameter*> ps = net.parameters();  // allocate outside the counted region
+  g_mallocs = 0;
+  g_counting = true;
+  adam.zero_grad();
+  mse.forward(net.forward(x), y);
+  net.backward(mse.backward());
+  clip_grad_norm(ps, 1.0);
+  adam.step();
+  g_counting = false;
+  return g_mallocs.load();
+}
+}  // namespace
+
+TEST_CASE("no allocation after the first call (1 thread)", "[nn]") {
+  for (std::int64_t batch : {32, 256}) {
+    MlpOptions o;
+    o.sizes = {64, 256, 256, 16};
+    Mlp mlp(o);
+    CHECK(mallocs_per_step(mlp, filled({batch, 64}, 1), filled({batch, 16}, 2)) == 0);
+  }
+  Sequential net;
+  net.emplace<Conv2d>(3, 8, 3, 3, 2, 1);
+  net.emplace<ReLU>();
+  net.emplace<Flatten>();
+  net.emplace<Linear>(8 * 8 * 8, 16);
+  net.emplace<LayerNorm>(16);
+  net.emplace<ELU>();
+  CHECK(mallocs_per_step(net, filled({5, 3, 16, 16}, 3), filled({5, 16}, 4)) == 0);
+}
