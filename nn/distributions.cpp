@@ -9,7 +9,6 @@ namespace herd::nn {
 
 using detail::CMapA;
 using detail::MapA;
-using detail::ArrXT;
 
 namespace {
 
@@ -88,28 +87,37 @@ void Categorical::sample(const RngStream& rng, std::uint64_t index, Tensor& acti
   const std::int64_t B = probs_.dim(0), C = probs_.dim(1);
   actions.resize({B}, DType::kInt64);
   std::int64_t* a = actions.data<std::int64_t>();
-  for (std::int64_t i = 0; i < B; ++i) {
-    const double u = row_stream(rng, i).uniform(index);
-    double c = 0;
-    std::int64_t k = 0;
-    for (; k < C - 1; ++k) {
-      c += probs_.item(i * C + k);
-      if (u < c) break;
+  detail::dispatch(probs_.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    for (std::int64_t i = 0; i < B; ++i) {
+      const T* p = probs_.data<T>() + i * C;
+      const double u = row_stream(rng, i).uniform(index);
+      double c = 0;
+      std::int64_t k = 0;
+      for (; k < C - 1; ++k) {
+        c += static_cast<double>(p[k]);
+        if (u < c) break;
+      }
+      a[i] = k;
     }
-    a[i] = k;
-  }
+  });
 }
 
 void Categorical::mode(Tensor& actions) const {
   HERD_REQUIRE(probs_.defined(), "nn::Categorical::mode: set_logits was not called");
   const std::int64_t B = probs_.dim(0), C = probs_.dim(1);
   actions.resize({B}, DType::kInt64);
-  for (std::int64_t i = 0; i < B; ++i) {
-    std::int64_t best = 0;
-    for (std::int64_t k = 1; k < C; ++k)
-      if (log_probs_.item(i * C + k) > log_probs_.item(i * C + best)) best = k;
-    actions.data<std::int64_t>()[i] = best;
-  }
+  std::int64_t* a = actions.data<std::int64_t>();
+  detail::dispatch(probs_.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    for (std::int64_t i = 0; i < B; ++i) {
+      const T* l = log_probs_.data<T>() + i * C;
+      std::int64_t best = 0;
+      for (std::int64_t k = 1; k < C; ++k)
+        if (l[k] > l[best]) best = k;
+      a[i] = best;
+    }
+  });
 }
 
 void Categorical::backward_log_prob(const Tensor& g) {
@@ -187,11 +195,13 @@ const Tensor& Gaussian::log_prob(const Tensor& actions) {
   actions_ = actions;
   const std::int64_t B = mean_.dim(0), D = dim_;
   log_prob_.resize({B}, dtype());
+  inv_var_.resize({D}, dtype());
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     CMapA<T> ls(log_std_->value.data<T>(), D);
-    const ArrXT<T> inv_var = (T(-2) * ls).exp();
-    const T c = ls.sum() + static_cast<T>(0.5 * D * std::log(2 * std::numbers::pi));
+    MapA<T> inv_var(inv_var_.data<T>(), D);
+    inv_var = (T(-2) * ls).exp();
+    const T c = ls.sum() + static_cast<T>(0.5 * static_cast<double>(D) * std::log(2 * std::numbers::pi));
     for (std::int64_t i = 0; i < B; ++i) {
       const auto d = CMapA<T>(actions.data<T>() + i * D, D) - CMapA<T>(mean_.data<T>() + i * D, D);
       log_prob_.data<T>()[i] = T(-0.5) * (d.square() * inv_var).sum() - c;
@@ -230,19 +240,18 @@ void Gaussian::backward_log_prob(const Tensor& g) {
   HERD_REQUIRE(actions_.defined(), "{}: log_prob was not called after forward", who);
   const std::int64_t B = mean_.dim(0), D = dim_;
   check_weights(g, mean_, B, who);
+  inv_var_.resize({D}, dtype());
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
-    CMapA<T> ls(log_std_->value.data<T>(), D);
-    const ArrXT<T> inv_var = (T(-2) * ls).exp();
+    MapA<T> inv_var(inv_var_.data<T>(), D);
+    inv_var = (T(-2) * CMapA<T>(log_std_->value.data<T>(), D)).exp();
     MapA<T> gls(log_std_->grad.data<T>(), D);
     for (std::int64_t i = 0; i < B; ++i) {
       const T gi = g.data<T>()[i];
-      const ArrXT<T> z = (CMapA<T>(actions_.data<T>() + i * D, D) -
-                          CMapA<T>(mean_.data<T>() + i * D, D)) * inv_var;  // (a - mu) / var
-      MapA<T>(grad_mean_.data<T>() + i * D, D) += gi * z;
-      // d/d log_std: (a - mu)^2 / var - 1
-      const ArrXT<T> d = CMapA<T>(actions_.data<T>() + i * D, D) - CMapA<T>(mean_.data<T>() + i * D, D);
-      gls += gi * (d * z - T(1));
+      const auto d = CMapA<T>(actions_.data<T>() + i * D, D) - CMapA<T>(mean_.data<T>() + i * D, D);
+      // d log p / d mean = (a - mu) / var; d log p / d log_std = (a - mu)^2 / var - 1
+      MapA<T>(grad_mean_.data<T>() + i * D, D) += gi * d * inv_var;
+      gls += gi * (d.square() * inv_var - T(1));
     }
   });
 }

@@ -9,6 +9,7 @@
 #include "herd/core/rng.hpp"
 #include "herd/nn/activations.hpp"
 #include "herd/nn/conv2d.hpp"
+#include "herd/nn/distributions.hpp"
 #include "herd/nn/layer_norm.hpp"
 #include "herd/nn/linear.hpp"
 #include "herd/nn/losses.hpp"
@@ -77,4 +78,40 @@ TEST_CASE("no allocation after the first call (1 thread)", "[nn]") {
   net.emplace<LayerNorm>(16);
   net.emplace<ELU>();
   CHECK(mallocs_per_step(net, filled({5, 3, 16, 16}, 3), filled({5, 16}, 4)) == 0);
+}
+
+TEST_CASE("no allocation in steady-state PPO-style head updates", "[nn]") {
+  MlpOptions o;
+  o.sizes = {8, 32, 4};
+  Mlp pi(o);
+  Gaussian head(4);
+  Categorical cat;
+  const Tensor obs = filled({64, 8}, 5), act = filled({64, 4}, 6), weights = filled({64}, 7);
+  Tensor disc_actions, sampled;
+  const RngStream rng(1, 0, RngPurpose::kPolicy);
+  auto step = [&](std::uint64_t k) {
+    pi.zero_grad();
+    head.zero_grad();
+    const Tensor& mean = head.forward(pi.forward(obs));
+    head.log_prob(act);
+    head.entropy();
+    head.sample(rng, k, sampled);
+    head.backward_log_prob(weights);
+    head.backward_entropy(weights);
+    pi.backward(head.backward(mean));  // any downstream gradient of the mean's shape
+    cat.set_logits(pi.forward(obs));
+    cat.sample(rng, k, disc_actions);
+    cat.log_prob(disc_actions);
+    cat.entropy();
+    cat.backward_log_prob(weights);
+    cat.backward_entropy(weights);
+    pi.backward(cat.grad_logits());
+  };
+  step(0);
+  step(1);
+  g_mallocs = 0;
+  g_counting = true;
+  step(2);
+  g_counting = false;
+  CHECK(g_mallocs.load() == 0);
 }

@@ -88,7 +88,7 @@ class Gaussian : public Module {
  private:
   std::int64_t dim_;
   Parameter* log_std_;
-  Tensor mean_, actions_, log_prob_, entropy_, grad_mean_, grad_input_;
+  Tensor mean_, actions_, log_prob_, entropy_, grad_mean_, grad_input_, inv_var_;
 };
 
 }  // namespace herd::nn
