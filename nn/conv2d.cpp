@@ -119,8 +119,10 @@ const Tensor& Conv2d::backward(const Tensor& g) {
                g.shape().str(), output_.shape().str());
   const std::int64_t N = input_.dim(0), H = input_.dim(2), W = input_.dim(3);
   const std::int64_t K = cin_ * kh_ * kw_, P = ho_ * wo_;
-  grad_input_.resize(input_.shape(), dtype(), device());
-  dcol_.resize({K, P}, dtype(), device());
+  if (input_grad()) {
+    grad_input_.resize(input_.shape(), dtype(), device());
+    dcol_.resize({K, P}, dtype(), device());
+  }
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     for (std::int64_t n = 0; n < N; ++n) {
@@ -135,12 +137,17 @@ const Tensor& Conv2d::backward(const Tensor& g) {
           for (std::int64_t q = 0; q < P; ++q) s += gy[o * P + q];
           bias_->grad.data<T>()[o] += s;
         }
+      if (!input_grad()) continue;
       // dcol[K, P] = W^T[K, O] dY[O, P]
       detail::gemm<T>(true, false, K, P, cout_, weight_->value.data<T>(), gy, dcol_.data<T>(), false);
       col2im<T>(dcol_.data<T>(), cin_, H, W, kh_, kw_, stride_, pad_, ho_, wo_,
                 grad_input_.data<T>() + n * cin_ * H * W);
     }
   });
+  if (!input_grad()) {
+    static const Tensor kNone;
+    return kNone;
+  }
   return grad_input_;
 }
 

@@ -54,7 +54,6 @@ const Tensor& Linear::backward(const Tensor& gy) {
   HERD_REQUIRE(gy.dim(0) == B && gy.dim(1) == out_,
                "nn::Linear::backward: grad_output has shape {}, but the output was [{}, {}]",
                gy.shape().str(), B, out_);
-  grad_input_.resize({B, in_}, dtype(), device());
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* g = gy.data<T>();
@@ -64,10 +63,16 @@ const Tensor& Linear::backward(const Tensor& gy) {
       auto db = detail::MapRMu<T>(bias_->grad.data<T>(), 1, out_);
       db.noalias() += detail::cmat<T>(gy, B, out_).colwise().sum();
     }
+    if (!input_grad()) return;
     // dX[B, in] = dY[B, out] W[out, in]
+    grad_input_.resize({B, in_}, dtype(), device());
     detail::gemm<T>(false, false, B, in_, out_, g, weight_->value.data<T>(),
                     grad_input_.data<T>(), false);
   });
+  if (!input_grad()) {
+    static const Tensor kNone;
+    return kNone;
+  }
   return grad_input_;
 }
 

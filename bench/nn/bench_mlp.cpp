@@ -3,10 +3,14 @@
 // PyTorch CPU on the same work in the same run (bench_mlp_torch.py) when it is importable.
 // Prints Google Benchmark's table, then a ratio table and one JSON object (medians).
 // Flags: --no_torch (skip the baseline), --python=PATH (default /usr/bin/python3),
-// --quick (fewer repetitions), plus Google Benchmark's own flags.
+// --quick (fewer repetitions), --torch_passive (baseline with OMP_WAIT_POLICY=PASSIVE),
+// plus Google Benchmark's own flags. The herd train step turns off the input gradient of
+// the first layer (`set_input_grad(false)`), matching PyTorch, whose input has no
+// requires_grad.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -54,6 +58,7 @@ void bm_forward(benchmark::State& st, std::int64_t batch, int threads) {
 void bm_train(benchmark::State& st, std::int64_t batch, int threads) {
   set_num_threads(threads);
   Mlp mlp(mlp_options());
+  mlp.set_input_grad(false);  // the input is data, as in PyTorch (no requires_grad)
   Adam adam(mlp.named_parameters(), 1e-4);
   MseLoss mse;
   const Tensor x = random_tensor({batch, 64}, 1);
@@ -94,12 +99,13 @@ std::string run_capture(const std::string& cmd) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool torch = true, quick = false;
+  bool torch = true, quick = false, torch_passive = false;
   std::string python = "/usr/bin/python3";
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no_torch")) torch = false;
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--torch_passive")) torch_passive = true;
     else if (!std::strncmp(argv[i], "--python=", 9)) python = argv[i] + 9;
     else args.push_back(argv[i]);
   }
@@ -122,7 +128,13 @@ int main(int argc, char** argv) {
   nlohmann::json out;
   out["herd_ms"] = rep.medians;
   if (torch) {
-    const std::string cmd = fmt::format("{} {}{} 2>/dev/null", python, HERD_BENCH_TORCH_SCRIPT, quick ? " --quick" : "");
+    // PyTorch's OpenMP threads spin while they wait (libgomp's default), which on a shared,
+    // loaded machine can make its 2-thread runs pathologically slow; --torch_passive runs
+    // the baseline with OMP_WAIT_POLICY=PASSIVE (which in turn slows its 1-thread runs).
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    out["torch_omp_wait_policy"] = torch_passive ? "PASSIVE" : (policy ? policy : "default");
+    const std::string cmd = fmt::format("{}{} {}{} 2>/dev/null", torch_passive ? "OMP_WAIT_POLICY=PASSIVE " : "",
+                                        python, HERD_BENCH_TORCH_SCRIPT, quick ? " --quick" : "");
     const std::string text = run_capture(cmd);
     nlohmann::json tj = nlohmann::json::parse(text, nullptr, false);
     if (tj.is_discarded() || !tj.is_object()) {

@@ -332,3 +332,20 @@ TEST_CASE("distribution heads: sampling", "[nn]") {
   // Entropy of N(mu, 0.5^2) per dim: 0.5 log(2 pi e 0.25)
   CHECK(g.entropy().item(0) == Approx(2 * 0.5 * std::log(2 * M_PI * M_E * 0.25)));
 }
+
+TEST_CASE("set_input_grad(false) skips the input gradient only", "[nn]") {
+  MlpOptions o;
+  o.sizes = {3, 5, 2};
+  o.dtype = DType::kFloat64;
+  Mlp a(o), b(o);
+  b.set_input_grad(false);
+  CHECK_FALSE(b[0].input_grad());
+  CHECK(b[2].input_grad());
+  const Tensor x = randn({4, 3}, 1), g = randn({4, 2}, 2);
+  a.forward(x);
+  CHECK(a.backward(g).defined());
+  b.forward(x);
+  CHECK_FALSE(b.backward(g).defined());
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  for (std::size_t i = 0; i < pa.size(); ++i) CHECK(pa[i].param->grad.to_vector() == pb[i].param->grad.to_vector());
+}

@@ -77,6 +77,13 @@ class Module {
   /// Same as `train(false)`.
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  /// Whether `backward` must compute dL/d(input) (default true). Turning it off for a
+  /// network whose input is data (observations) lets `Linear` and `Conv2d` skip that
+  /// product, as PyTorch skips inputs without `requires_grad`; their `backward` then
+  /// returns an undefined tensor (other layers compute it anyway). Parameter gradients
+  /// are unaffected. Containers pass it on to their first child.
+  virtual void set_input_grad(bool on) { input_grad_ = on; }
+  bool input_grad() const { return input_grad_; }
 
   /// Deep copies of the parameters under their names (PyTorch's `state_dict`).
   std::vector<NamedTensor> state_dict();
@@ -101,6 +108,7 @@ class Module {
   DType dtype_;
   Device device_;
   bool training_ = true;
+  bool input_grad_ = true;
   std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> params_;
   std::vector<std::pair<std::string, Module*>> children_;
 };

@@ -33,6 +33,8 @@ class Sequential : public Module {
   const Tensor& forward(const Tensor& input) override;
   const Tensor& backward(const Tensor& grad_output) override;
   std::string type_name() const override { return "Sequential"; }
+  /// Applies to the first child (later children always pass gradients on).
+  void set_input_grad(bool on) override;
 
  private:
   std::vector<std::unique_ptr<Module>> layers_;
