@@ -349,3 +349,25 @@ TEST_CASE("set_input_grad(false) skips the input gradient only", "[nn]") {
   auto pa = a.named_parameters(), pb = b.named_parameters();
   for (std::size_t i = 0; i < pa.size(); ++i) CHECK(pa[i].param->grad.to_vector() == pb[i].param->grad.to_vector());
 }
+
+TEST_CASE("two threads give the same results as one", "[nn]") {
+  MlpOptions o;
+  o.sizes = {64, 256, 256, 16};
+  Mlp mlp(o);
+  const Tensor x = randn({300, 64}, 3).to(DType::kFloat32), g = randn({300, 16}, 4).to(DType::kFloat32);
+  auto run = [&](int threads) {
+    set_num_threads(threads);
+    CHECK(num_threads() == threads);
+    mlp.zero_grad();
+    std::vector<std::vector<double>> out{mlp.forward(x).to_vector(), mlp.backward(g).to_vector()};
+    for (auto& p : mlp.parameters()) out.push_back(p->grad.to_vector());
+    set_num_threads(1);
+    return out;
+  };
+  const auto one = run(1), two = run(2);
+  REQUIRE(one.size() == two.size());
+  for (std::size_t k = 0; k < one.size(); ++k)
+    for (std::size_t i = 0; i < one[k].size(); ++i)
+      REQUIRE(std::abs(one[k][i] - two[k][i]) <= 1e-5 * (1 + std::abs(one[k][i])));
+  CHECK_THROWS_AS(set_num_threads(0), InputError);
+}
