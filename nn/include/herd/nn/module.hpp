@@ -17,7 +17,8 @@
 ///
 /// Thread-safety: a module instance is used by one thread at a time; distinct instances are
 /// independent. Internally large matrix products may run on the nn thread pool
-/// (`set_num_threads`).
+/// (`set_num_threads`). The calling thread needs about 2 MiB of stack (Eigen's product
+/// blocking buffers live there; default thread stacks on Linux are 8 MiB).
 
 #include <cstdint>
 #include <memory>
