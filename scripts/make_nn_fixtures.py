@@ -5,7 +5,8 @@ For an MLP and a small convnet with fixed weights and inputs it records, in floa
 the parameters (PyTorch state_dict names, which herd's Sequential/Mlp reproduce), the
 input, the target, the output, the loss, the gradients of the loss with respect to the
 input and every parameter, and the parameters after one Adam step. Also log-probs and
-entropies of the Categorical and diagonal Gaussian heads. The C++ test
+entropies of the Categorical and diagonal Gaussian heads, and for the MLP three Huber-loss
+training steps with gradient-norm clipping under SGD (momentum), Adam and RMSprop. The C++ test
 (tests/nn/test_parity.cpp) compares against these to 1e-5 relative or 1e-6 absolute.
 
 Needs PyTorch (Debian python3-torch under /usr/bin/python3, or pip); CI does not: the JSON
@@ -83,6 +84,27 @@ def main():
         "gauss_log_prob": tolist(gauss.log_prob(act).sum(-1)),
         "gauss_entropy": tolist(gauss.entropy().sum(-1)),
     }
+    # Three training steps with gradient clipping for each optimizer, from the same weights.
+    init = {k: v.clone() for k, v in mlp.state_dict().items()}
+    rec["multi_step_init"] = {k: dump_tensor(v) for k, v in init.items()}
+    rec["multi_step"] = {}
+    huber = torch.nn.HuberLoss(delta=0.5)
+    for name, make in (("sgd", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
+                       ("adam", lambda p: torch.optim.Adam(p, lr=0.01)),
+                       ("rmsprop", lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.99, eps=1e-8))):
+        mlp.load_state_dict(init)
+        opt = make(mlp.parameters())
+        norms = []
+        for k in range(3):
+            opt.zero_grad()
+            loss = huber(mlp(x + 0.1 * k), y)
+            loss.backward()
+            norms.append(float(torch.nn.utils.clip_grad_norm_(mlp.parameters(), 0.5)))
+            opt.step()
+        rec["multi_step"][name] = {
+            "params": {k: dump_tensor(v) for k, v in mlp.state_dict().items()},
+            "norms": norms,
+        }
     (out_dir / "parity_mlp.json").write_text(json.dumps(rec))
 
     # Small convnet, NCHW: conv(2->3, 3x3, s1, p1), ReLU, conv(3->4, 3x3, s2, p1), ELU,
