@@ -158,6 +158,13 @@ Tensor Tensor::to(DType dtype) const {
   return t;
 }
 
+Tensor Tensor::to(Device device) const {
+  require_cpu(*this, "nn::Tensor::to");
+  Tensor t(shape_, dtype_, device);  // throws for CUDA in a CPU-only build
+  t.copy_from(*this);
+  return t;
+}
+
 void Tensor::copy_from(const Tensor& src) {
   require_cpu(*this, "nn::Tensor::copy_from");
   require_cpu(src, "nn::Tensor::copy_from");

@@ -47,6 +47,8 @@ TEST_CASE("Tensor: shapes, views, dtypes", "[nn]") {
   // A CUDA tensor needs the GPU backend in this build.
   CHECK_THROWS_WITH(Tensor({2}, DType::kFloat32, Device::cuda(0)), Contains("cuda:0"));
   CHECK_THROWS_AS(Linear(2, 2, DType::kFloat32, Device::cuda(0)), InputError);
+  CHECK_THROWS_AS(t.to(Device::cuda(0)), InputError);
+  CHECK(t.to(Device::cpu()).item(11) == 11.0);
 }
 
 TEST_CASE("Tensor: resize reuses storage", "[nn]") {

@@ -154,6 +154,10 @@ class Tensor {
   Tensor clone() const;
   /// A deep copy converted to `dtype` (host only).
   Tensor to(DType dtype) const;
+  /// A deep copy on `device` (host to host in this build; host <-> CUDA copies arrive with
+  /// the GPU backend).
+  /// @throws InputError when `device` is a CUDA device in this CPU-only build.
+  Tensor to(Device device) const;
   /// Copies the elements of `src` (same numel; dtype converted; host only).
   /// @throws InputError when the numel differs.
   void copy_from(const Tensor& src);
