@@ -30,8 +30,9 @@ class Conv2d : public Module {
   const Tensor& backward(const Tensor& grad_output) override;
   std::string type_name() const override { return "Conv2d"; }
 
+  /// "weight" `[C_out, C_in, kernel_h, kernel_w]`.
   Parameter& weight() { return *weight_; }
-  /// @throws Error when built without bias.
+  /// "bias" `[C_out]`. @throws Error when built without bias.
   Parameter& bias();
 
  private:
@@ -46,6 +47,7 @@ class Conv2d : public Module {
 /// (a view, no copy); backward reshapes the gradient back.
 class Flatten : public Module {
  public:
+  /// @throws InputError for int64 or a CUDA device in this build.
   explicit Flatten(DType dtype = DType::kFloat32, Device device = Device::cpu()) : Module(dtype, device) {}
   const Tensor& forward(const Tensor& input) override;
   const Tensor& backward(const Tensor& grad_output) override;

@@ -82,7 +82,9 @@ class Gaussian : public Module {
   void backward_entropy(const Tensor& grad);
   /// The accumulated dL/d(mean), `[batch, dim]`.
   const Tensor& grad_mean() const { return grad_mean_; }
+  /// The "log_std" parameter `[dim]`.
   Parameter& log_std() { return *log_std_; }
+  /// Action dimension.
   std::int64_t dim() const { return dim_; }
 
  private:

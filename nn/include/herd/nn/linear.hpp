@@ -29,10 +29,13 @@ class Linear : public Module {
   const Tensor& backward(const Tensor& grad_output) override;
   std::string type_name() const override { return "Linear"; }
 
+  /// Input width.
   std::int64_t in_features() const { return in_; }
+  /// Output width.
   std::int64_t out_features() const { return out_; }
+  /// "weight" `[out, in]`.
   Parameter& weight() { return *weight_; }
-  /// @throws Error when built without bias.
+  /// "bias" `[out]`. @throws Error when built without bias.
   Parameter& bias();
 
  private:

@@ -31,9 +31,12 @@ class HuberLoss {
  public:
   /// @throws InputError unless delta > 0.
   explicit HuberLoss(double delta = 1.0);
+  /// @param pred, target the same shape and float dtype.
+  /// @throws InputError on a shape or dtype mismatch or an empty input.
   double forward(const Tensor& pred, const Tensor& target);
   /// scale * clamp(d, -delta, delta) / numel.
   const Tensor& backward(double scale = 1.0);
+  /// The delta given at construction.
   double delta() const { return delta_; }
 
  private:

@@ -12,7 +12,11 @@
 namespace herd::nn {
 
 /// Hidden-layer nonlinearity of an `Mlp`.
-enum class Activation { kTanh, kReLU, kELU };
+enum class Activation {
+  kTanh,  ///< `Tanh`
+  kReLU,  ///< `ReLU`
+  kELU,   ///< `ELU` with alpha 1
+};
 
 /// How an `Mlp` initialises its Linear layers.
 enum class MlpInit {
@@ -24,11 +28,15 @@ enum class MlpInit {
 struct MlpOptions {
   /// Layer widths: input, hidden..., output (at least 2 entries), e.g. {64, 256, 256, 16}.
   std::vector<std::int64_t> sizes;
+  /// Nonlinearity between Linear layers.
   Activation activation = Activation::kTanh;
   /// Also apply the activation after the last Linear layer.
   bool activate_output = false;
+  /// Parameter and activation dtype (float32 or float64).
   DType dtype = DType::kFloat32;
+  /// Where the network lives (host only in this build).
   Device device = Device::cpu();
+  /// Initialisation of the Linear layers.
   MlpInit init = MlpInit::kDefault;
   double hidden_gain = std::sqrt(2.0);  ///< orthogonal gain of hidden layers
   double output_gain = 1.0;             ///< orthogonal gain of the last layer

@@ -32,14 +32,14 @@ namespace herd::nn {
 
 /// A trainable tensor and its gradient (same shape, dtype, device).
 struct Parameter {
-  Tensor value;
-  Tensor grad;
+  Tensor value;  ///< the trainable values
+  Tensor grad;   ///< dL/d(value), accumulated by `backward`, zeroed by `zero_grad`
 };
 
 /// A parameter with its dotted name ("0.weight", "pi.2.bias").
 struct NamedParameter {
-  std::string name;
-  Parameter* param = nullptr;
+  std::string name;            ///< dotted name
+  Parameter* param = nullptr;  ///< owned by its module
 };
 
 /// Base class of layers (see the file comment).
@@ -49,6 +49,7 @@ class Module {
   /// @throws InputError for kInt64.
   Module(DType dtype, Device device);
   virtual ~Module();
+  /// Modules own buffers and hand out pointers to their parameters: not copyable.
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
@@ -62,7 +63,9 @@ class Module {
   /// The layer's kind, for messages: "Linear", "Sequential".
   virtual std::string type_name() const = 0;
 
+  /// Dtype of parameters, inputs and outputs.
   DType dtype() const { return dtype_; }
+  /// Device of parameters, inputs and outputs.
   Device device() const { return device_; }
 
   /// All parameters, depth first, with dotted names (children prefixed by their names).
@@ -77,6 +80,7 @@ class Module {
   void train(bool on = true);
   /// Same as `train(false)`.
   void eval() { train(false); }
+  /// True in training mode (the default).
   bool is_training() const { return training_; }
   /// Whether `backward` must compute dL/d(input) (default true). Turning it off for a
   /// network whose input is data (observations) lets `Linear` and `Conv2d` skip that
@@ -84,6 +88,7 @@ class Module {
   /// returns an undefined tensor (other layers compute it anyway). Parameter gradients
   /// are unaffected. Containers pass it on to their first child.
   virtual void set_input_grad(bool on) { input_grad_ = on; }
+  /// See `set_input_grad`.
   bool input_grad() const { return input_grad_; }
 
   /// Deep copies of the parameters under their names (PyTorch's `state_dict`).

@@ -28,6 +28,7 @@ class Optimizer {
   /// @throws InputError for a negative lr or duplicate names.
   Optimizer(std::vector<NamedParameter> params, double lr);
   virtual ~Optimizer();
+  /// Holds state per parameter pointer: not copyable.
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 

@@ -14,6 +14,7 @@ namespace herd::nn {
 /// Host only in this build; thread-safety as `Module`.
 class Sequential : public Module {
  public:
+  /// An empty container for children of `dtype` on `device`.
   explicit Sequential(DType dtype = DType::kFloat32, Device device = Device::cpu())
       : Module(dtype, device) {}
 
@@ -26,7 +27,9 @@ class Sequential : public Module {
     return static_cast<M&>(add(std::make_unique<M>(std::forward<Args>(args)...)));
   }
 
+  /// Number of children.
   std::size_t size() const { return layers_.size(); }
+  /// Child `i`. @throws std::out_of_range past the end.
   Module& operator[](std::size_t i) { return *layers_.at(i); }
 
   /// @throws InputError when empty or a child rejects its input.

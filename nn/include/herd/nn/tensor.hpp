@@ -54,20 +54,24 @@ class Shape {
   /// Maximum number of dimensions.
   static constexpr int kMaxDims = 4;
 
+  /// A 0-d shape (one element).
   Shape() = default;
   /// @throws InputError for more than 4 dimensions or a negative extent.
   Shape(std::initializer_list<std::int64_t> dims);
   /// @throws InputError for more than 4 dimensions or a negative extent.
   explicit Shape(std::span<const std::int64_t> dims);
 
+  /// Number of dimensions (0 to 4).
   int ndim() const { return ndim_; }
   /// Extent of dimension `i`; negative `i` counts from the end (-1 is the last).
   std::int64_t operator[](int i) const { return dims_[static_cast<std::size_t>(i < 0 ? i + ndim_ : i)]; }
   /// Product of the extents (1 for a 0-d shape).
   std::int64_t numel() const;
+  /// The extents.
   std::span<const std::int64_t> dims() const { return {dims_.data(), static_cast<std::size_t>(ndim_)}; }
   /// "[2, 3]".
   std::string str() const;
+  /// Same number of dimensions and extents.
   friend bool operator==(const Shape& a, const Shape& b);
 
  private:
@@ -108,14 +112,21 @@ class Tensor {
   /// A new host tensor of int64 values.
   static Tensor from_indices(const Shape& shape, std::span<const std::int64_t> values);
 
+  /// False for a default-constructed tensor.
   bool defined() const { return storage_ != nullptr; }
+  /// The extents.
   const Shape& shape() const { return shape_; }
+  /// Number of dimensions.
   int ndim() const { return shape_.ndim(); }
   /// Extent of dimension `i` (negative counts from the end).
   std::int64_t dim(int i) const { return shape_[i]; }
+  /// Number of elements.
   std::int64_t numel() const { return numel_; }
+  /// Element type.
   DType dtype() const { return dtype_; }
+  /// Where the storage lives (cpu when undefined).
   Device device() const { return storage_ ? storage_->device : Device::cpu(); }
+  /// True for host storage.
   bool is_cpu() const { return device().is_cpu(); }
 
   /// Typed pointer to the first element (host or device memory).
@@ -125,6 +136,7 @@ class Tensor {
     check_type(dtype_of<T>());
     return static_cast<T*>(raw()) ;
   }
+  /// Const overload of `data`.
   template <class T>
   const T* data() const {
     check_type(dtype_of<T>());
@@ -132,6 +144,7 @@ class Tensor {
   }
   /// Untyped pointer to the first element (nullptr when undefined).
   void* raw() { return storage_ ? static_cast<char*>(storage_->data) + offset_ : nullptr; }
+  /// Const overload of `raw`.
   const void* raw() const {
     return storage_ ? static_cast<const char*>(storage_->data) + offset_ : nullptr;
   }
@@ -198,8 +211,8 @@ void require_cpu(const Tensor& t, const char* what);
 /// A named tensor of a state: model parameters or optimizer state, as saved to HDF5 or a
 /// binary file. The shape and dtype are those of `tensor`.
 struct NamedTensor {
-  std::string name;
-  Tensor tensor;
+  std::string name;  ///< dotted name, e.g. "0.weight" or "0.weight.exp_avg"
+  Tensor tensor;     ///< values, shape and dtype
 };
 
 }  // namespace herd::nn
