@@ -206,10 +206,12 @@ void Tensor::zero() {
 
 void Tensor::resize(const Shape& shape, DType dtype, Device device) {
   const std::size_t need = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
-  if (!storage_ || storage_->device != device || storage_->bytes < need) {
+  // Reuse the storage from this tensor's offset when it fits, so a view (for example a
+  // slice of a rollout buffer given as an output argument) is written in place.
+  if (!storage_ || storage_->device != device || offset_ + need > storage_->bytes) {
     storage_ = std::make_shared<detail::Storage>(need, device);
+    offset_ = 0;
   }
-  offset_ = 0;
   shape_ = shape;
   numel_ = shape.numel();
   dtype_ = dtype;

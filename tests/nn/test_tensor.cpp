@@ -59,6 +59,21 @@ TEST_CASE("Tensor: resize reuses storage", "[nn]") {
   CHECK(t.raw() == p);
   t.resize({4, 4}, DType::kFloat64);  // same bytes
   CHECK(t.raw() == p);
+  // An output argument that is a view (a rollout-buffer row) is written in place.
+  Tensor buf({10, 3}, DType::kFloat64);
+  Tensor row = buf.slice(4, 6);
+  row.resize({2, 3}, DType::kFloat64);
+  CHECK(row.raw() == buf.slice(4, 6).raw());
+  Tensor logits({2, 3}, DType::kFloat64);
+  nn::Categorical cat;
+  cat.set_logits(logits);
+  Tensor acts({10}, DType::kInt64);
+  Tensor part = acts.slice(6, 8);
+  cat.sample(RngStream(1, 0, RngPurpose::kPolicy), 0, part);
+  CHECK(part.raw() == acts.slice(6, 8).raw());
+  // Too small for the new shape: fresh storage, the original untouched.
+  row.resize({8, 3}, DType::kFloat64);
+  CHECK(row.raw() != buf.slice(4, 6).raw());
 }
 
 TEST_CASE("Modules do not reallocate after the first call", "[nn]") {

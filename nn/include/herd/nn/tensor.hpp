@@ -179,9 +179,10 @@ class Tensor {
   /// Sets every element to zero (host or, later, device).
   void zero();
 
-  /// Makes this tensor `shape` with `dtype` on `device`, reusing its storage when it is
-  /// large enough (so module buffers stop allocating after the first call); otherwise it
-  /// gets new storage and other handles keep the old one. The contents are unspecified
+  /// Makes this tensor `shape` with `dtype` on `device`, reusing its storage (from its
+  /// offset, so a view stays a view) when it is large enough, so module buffers stop
+  /// allocating after the first call; otherwise it gets new storage and other handles keep
+  /// the old one. The contents are unspecified
   /// afterwards, and other handles of reused storage see the same memory (module outputs
   /// are valid until the module's next call).
   void resize(const Shape& shape, DType dtype, Device device = Device::cpu());
