@@ -69,21 +69,6 @@ template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, 
 template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const double*,
                            const double*, double*, bool);
 
-void parallel_rows(std::int64_t n, double work, void (*body)(void*, std::int64_t, std::int64_t),
-                   void* ctx) {
-  if (g_threads <= 1 || work < kParallelWork || n < 2 * g_threads) {
-    body(ctx, 0, n);
-    return;
-  }
-  const std::int64_t per = (n + g_threads - 1) / g_threads;
-  g_pool->parallel_for(
-      0, static_cast<std::size_t>(n),
-      [&](std::size_t r0, std::size_t r1) {
-        body(ctx, static_cast<std::int64_t>(r0), static_cast<std::int64_t>(r1));
-      },
-      static_cast<std::size_t>(per));
-}
-
 void set_pool_threads(int n) {
   if (n == g_threads) return;
   g_pool.reset();

@@ -15,8 +15,6 @@ namespace herd::nn::detail {
 template <class T>
 using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <class T>
-using MapRM = Eigen::Map<RowMat<T>, Eigen::Aligned16>;
-template <class T>
 using CMapRM = Eigen::Map<const RowMat<T>>;
 template <class T>
 using MapRMu = Eigen::Map<RowMat<T>>;
@@ -41,10 +39,6 @@ template <class T>
 CMapRM<T> cmat(const Tensor& t, std::int64_t rows, std::int64_t cols) {
   return CMapRM<T>(t.data<T>(), rows, cols);
 }
-template <class T>
-MapRMu<T> mat(Tensor& t, std::int64_t rows, std::int64_t cols) {
-  return MapRMu<T>(t.data<T>(), rows, cols);
-}
 
 /// C[M,N] (=|+=) op(A) op(B), all row-major contiguous; op(A) is [M,K], op(B) is [K,N].
 /// trans_a: A is stored [K,M]; trans_b: B is stored [N,K]. Splits rows of C over the nn
@@ -52,11 +46,6 @@ MapRMu<T> mat(Tensor& t, std::int64_t rows, std::int64_t cols) {
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A,
           const T* B, T* C, bool accumulate);
-
-/// Runs body(begin, end) over [0, n) in chunks on the nn pool (or inline with 1 thread or
-/// when `work` is below the threshold).
-void parallel_rows(std::int64_t n, double work, void (*body)(void*, std::int64_t, std::int64_t),
-                   void* ctx);
 
 void set_pool_threads(int n);
 int pool_threads();
