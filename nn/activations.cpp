@@ -1,0 +1,166 @@
+#include "herd/nn/activations.hpp"
+
+#include <cmath>
+
+#include "kernels.hpp"
+
+namespace herd::nn {
+namespace {
+
+void check_grad(const Tensor& out, const Tensor& g, const char* who) {
+  HERD_REQUIRE(out.defined(), "{}: called before forward", who);
+  HERD_REQUIRE(g.shape() == out.shape() && g.dtype() == out.dtype(),
+               "{}: grad_output is {}, but the output was {}", who, g.str(), out.str());
+  require_cpu(g, who);
+}
+
+}  // namespace
+
+using detail::CMapA;
+using detail::MapA;
+
+const Tensor& ReLU::forward(const Tensor& x) {
+  check_input(x, -1, "nn::ReLU::forward");
+  output_.resize_like(x);
+  detail::dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    MapA<T>(output_.data<T>(), x.numel()) = CMapA<T>(x.data<T>(), x.numel()).max(T(0));
+  });
+  return output_;
+}
+
+const Tensor& ReLU::backward(const Tensor& g) {
+  check_grad(output_, g, "nn::ReLU::backward");
+  grad_input_.resize_like(g);
+  detail::dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto n = g.numel();
+    CMapA<T> y(output_.data<T>(), n), gy(g.data<T>(), n);
+    MapA<T>(grad_input_.data<T>(), n) = (y > T(0)).select(gy, T(0));
+  });
+  return grad_input_;
+}
+
+const Tensor& Tanh::forward(const Tensor& x) {
+  check_input(x, -1, "nn::Tanh::forward");
+  output_.resize_like(x);
+  detail::dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    MapA<T>(output_.data<T>(), x.numel()) = CMapA<T>(x.data<T>(), x.numel()).tanh();
+  });
+  return output_;
+}
+
+const Tensor& Tanh::backward(const Tensor& g) {
+  check_grad(output_, g, "nn::Tanh::backward");
+  grad_input_.resize_like(g);
+  detail::dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto n = g.numel();
+    CMapA<T> y(output_.data<T>(), n), gy(g.data<T>(), n);
+    MapA<T>(grad_input_.data<T>(), n) = gy * (T(1) - y.square());
+  });
+  return grad_input_;
+}
+
+const Tensor& ELU::forward(const Tensor& x) {
+  check_input(x, -1, "nn::ELU::forward");
+  input_ = x;
+  output_.resize_like(x);
+  detail::dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto n = x.numel();
+    CMapA<T> xi(x.data<T>(), n);
+    const T a = static_cast<T>(alpha_);
+    MapA<T>(output_.data<T>(), n) = (xi > T(0)).select(xi, a * (xi.exp() - T(1)));
+  });
+  return output_;
+}
+
+const Tensor& ELU::backward(const Tensor& g) {
+  check_grad(output_, g, "nn::ELU::backward");
+  grad_input_.resize_like(g);
+  detail::dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto n = g.numel();
+    CMapA<T> x(input_.data<T>(), n), y(output_.data<T>(), n), gy(g.data<T>(), n);
+    const T a = static_cast<T>(alpha_);
+    MapA<T>(grad_input_.data<T>(), n) = (x > T(0)).select(gy, gy * (y + a));
+  });
+  return grad_input_;
+}
+
+namespace {
+template <class T>
+void softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t cols, bool log) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    CMapA<T> xr(x + r * cols, cols);
+    MapA<T> yr(y + r * cols, cols);
+    const T m = xr.maxCoeff();
+    yr = (xr - m).exp();
+    const T s = yr.sum();
+    if (log)
+      yr = xr - (m + std::log(s));
+    else
+      yr /= s;
+  }
+}
+}  // namespace
+
+const Tensor& Softmax::forward(const Tensor& x) {
+  check_input(x, -1, "nn::Softmax::forward");
+  HERD_REQUIRE(x.ndim() >= 1, "nn::Softmax::forward: input is 0-d");
+  output_.resize_like(x);
+  detail::dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto cols = x.dim(-1);
+    softmax_rows<T>(x.data<T>(), output_.data<T>(), cols ? x.numel() / cols : 0, cols, false);
+  });
+  return output_;
+}
+
+const Tensor& Softmax::backward(const Tensor& g) {
+  check_grad(output_, g, "nn::Softmax::backward");
+  grad_input_.resize_like(g);
+  detail::dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto cols = g.dim(-1);
+    const auto rows = cols ? g.numel() / cols : 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      CMapA<T> y(output_.data<T>() + r * cols, cols), gy(g.data<T>() + r * cols, cols);
+      const T dot = (y * gy).sum();
+      MapA<T>(grad_input_.data<T>() + r * cols, cols) = y * (gy - dot);
+    }
+  });
+  return grad_input_;
+}
+
+const Tensor& LogSoftmax::forward(const Tensor& x) {
+  check_input(x, -1, "nn::LogSoftmax::forward");
+  HERD_REQUIRE(x.ndim() >= 1, "nn::LogSoftmax::forward: input is 0-d");
+  output_.resize_like(x);
+  detail::dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto cols = x.dim(-1);
+    softmax_rows<T>(x.data<T>(), output_.data<T>(), cols ? x.numel() / cols : 0, cols, true);
+  });
+  return output_;
+}
+
+const Tensor& LogSoftmax::backward(const Tensor& g) {
+  check_grad(output_, g, "nn::LogSoftmax::backward");
+  grad_input_.resize_like(g);
+  detail::dispatch(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto cols = g.dim(-1);
+    const auto rows = cols ? g.numel() / cols : 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      CMapA<T> y(output_.data<T>() + r * cols, cols), gy(g.data<T>() + r * cols, cols);
+      const T s = gy.sum();
+      MapA<T>(grad_input_.data<T>() + r * cols, cols) = gy - y.exp() * s;
+    }
+  });
+  return grad_input_;
+}
+
+}  // namespace herd::nn

@@ -1,0 +1,144 @@
+#pragma once
+/// @file optimizer.hpp
+/// Optimizers (PyTorch `torch.optim` update rules): `Sgd` with momentum, `Adam`
+/// (Kingma & Ba 2015), `RMSprop` (Tieleman & Hinton 2012, PyTorch's non-centred form);
+/// clipping by global gradient norm; linear learning-rate annealing.
+///
+/// State: `state()` returns deep copies of everything an update depends on ("step",
+/// "lr" and per-parameter buffers named "<param>.<buffer>", e.g. "0.weight.exp_avg"), and
+/// `load_state` restores it exactly, so training resumed from a saved model and optimizer
+/// state continues bit-identically.
+/// Updates run in the parameters' dtype on the host in this build. An optimizer is used by
+/// one thread at a time. NaN gradients propagate into the parameters (clip_grad_norm
+/// reports a NaN norm).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "herd/nn/module.hpp"
+
+namespace herd::nn {
+
+/// Base of the optimizers: owns the parameter list (not the parameters) and the state.
+class Optimizer {
+ public:
+  /// @param params the parameters to update (e.g. `model.named_parameters()`); they must
+  ///        outlive the optimizer. @param lr learning rate
+  /// @throws InputError for a negative lr or duplicate names.
+  Optimizer(std::vector<NamedParameter> params, double lr);
+  virtual ~Optimizer();
+  /// Holds state per parameter pointer: not copyable.
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// Applies one update from the current gradients.
+  void step();
+  /// Zeroes the gradients of the optimised parameters.
+  void zero_grad();
+  double lr() const { return lr_; }
+  /// @throws InputError for a negative lr.
+  void set_lr(double lr);
+  /// Number of `step()` calls so far (restored by `load_state`).
+  std::int64_t steps() const { return steps_; }
+  /// "SGD", "Adam", "RMSprop".
+  virtual std::string type_name() const = 0;
+
+  /// Deep copies of the state: "step" and "lr" (float64 `[1]`) and the buffers.
+  std::vector<NamedTensor> state() const;
+  /// Restores `state()` output.
+  /// @throws InputError naming the entry when one is missing, unexpected, or of another
+  ///         shape than the parameter (both shapes named).
+  void load_state(const std::vector<NamedTensor>& state);
+
+ protected:
+  /// Declares per-parameter buffers (zero-initialised, parameter-shaped), e.g. "exp_avg".
+  void add_buffers(const std::string& kind);
+  /// Buffer `kind` (index of declaration) of parameter `i`.
+  Tensor& buffer(std::size_t kind, std::size_t i) { return buffers_[kind][i]; }
+  /// Updates parameter `i`; `steps()` already counts this step.
+  virtual void update(std::size_t i, Parameter& p) = 0;
+
+  std::vector<NamedParameter> params_;
+
+ private:
+  double lr_;
+  std::int64_t steps_ = 0;
+  std::vector<std::string> kinds_;
+  std::vector<std::vector<Tensor>> buffers_;
+};
+
+/// SGD with momentum (PyTorch): buf = momentum buf + (1 - dampening) g (buf = g on the
+/// first step), then p -= lr buf (or lr (g + momentum buf) with Nesterov).
+class Sgd : public Optimizer {
+ public:
+  /// @throws InputError for negative lr or momentum.
+  Sgd(std::vector<NamedParameter> params, double lr, double momentum = 0.0, double dampening = 0.0,
+      bool nesterov = false);
+  std::string type_name() const override { return "SGD"; }
+
+ protected:
+  void update(std::size_t i, Parameter& p) override;
+
+ private:
+  double momentum_, dampening_;
+  bool nesterov_;
+};
+
+/// Adam (Kingma & Ba 2015, PyTorch's form): m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
+/// p -= lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps). Buffers "exp_avg",
+/// "exp_avg_sq".
+class Adam : public Optimizer {
+ public:
+  /// @throws InputError unless 0 <= beta < 1 and eps >= 0.
+  Adam(std::vector<NamedParameter> params, double lr = 1e-3, double beta1 = 0.9,
+       double beta2 = 0.999, double eps = 1e-8);
+  std::string type_name() const override { return "Adam"; }
+
+ protected:
+  void update(std::size_t i, Parameter& p) override;
+
+ private:
+  double beta1_, beta2_, eps_;
+};
+
+/// RMSprop (PyTorch, non-centred, no momentum): v = alpha v + (1 - alpha) g^2,
+/// p -= lr g / (sqrt(v) + eps). Buffer "square_avg".
+class RmsProp : public Optimizer {
+ public:
+  /// @throws InputError unless 0 <= alpha < 1 and eps >= 0.
+  RmsProp(std::vector<NamedParameter> params, double lr = 1e-2, double alpha = 0.99,
+          double eps = 1e-8);
+  std::string type_name() const override { return "RMSprop"; }
+
+ protected:
+  void update(std::size_t i, Parameter& p) override;
+
+ private:
+  double alpha_, eps_;
+};
+
+/// Scales all gradients by max_norm / (norm + 1e-6) when the global L2 norm exceeds
+/// max_norm (PyTorch `clip_grad_norm_`). Returns the norm before clipping.
+/// @throws InputError for max_norm <= 0.
+double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm);
+/// Overload for named parameters.
+double clip_grad_norm(const std::vector<NamedParameter>& params, double max_norm);
+
+/// Linear annealing of a value from `start` at step 0 to `end` at `total_steps` (held at
+/// `end` afterwards): the usual PPO/A2C learning-rate schedule.
+class LinearSchedule {
+ public:
+  /// @throws InputError unless total_steps > 0.
+  LinearSchedule(double start, double end, std::int64_t total_steps);
+  /// The value at `step` (>= 0).
+  double at(std::int64_t step) const;
+  /// Sets the optimizer's learning rate to `at(step)`.
+  void apply(Optimizer& opt, std::int64_t step) const { opt.set_lr(at(step)); }
+
+ private:
+  double start_, end_;
+  std::int64_t total_;
+};
+
+}  // namespace herd::nn

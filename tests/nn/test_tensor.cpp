@@ -1,0 +1,390 @@
+// Tensor, init, optimizers, state save/load (issue #8).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "gradcheck.hpp"
+#include "herd/nn/activations.hpp"
+#include "herd/nn/distributions.hpp"
+#include "herd/nn/init.hpp"
+#include "herd/nn/linear.hpp"
+#include "herd/nn/losses.hpp"
+#include "herd/nn/mlp.hpp"
+#include "herd/nn/optimizer.hpp"
+#include "herd/nn/serialize.hpp"
+
+using namespace herd;
+using namespace herd::nn;
+using herd::nn::test::randn;
+using Catch::Matchers::Contains;
+
+TEST_CASE("Tensor: shapes, views, dtypes", "[nn]") {
+  Tensor t({4, 3}, DType::kFloat32);
+  CHECK(t.numel() == 12);
+  CHECK(t.ndim() == 2);
+  CHECK(t.item(5) == 0.0);
+  for (int i = 0; i < 12; ++i) t.set_item(i, i);
+  Tensor s = t.slice(1, 3);
+  CHECK(s.shape() == Shape{2, 3});
+  CHECK(s.item(0) == 3.0);
+  s.set_item(0, 42);  // a view: writes through
+  CHECK(t.item(3) == 42.0);
+  Tensor r = t.reshape({2, 6});
+  CHECK(r.item(3) == 42.0);
+  Tensor c = t.clone();
+  c.set_item(0, -1);
+  CHECK(t.item(0) == 0.0);
+  Tensor d = t.to(DType::kFloat64);
+  CHECK(d.dtype() == DType::kFloat64);
+  CHECK(d.item(11) == 11.0);
+  CHECK_THROWS_AS(t.data<double>(), Error);
+  CHECK_THROWS_AS(t.slice(2, 5), InputError);
+  CHECK_THROWS_AS(t.reshape({5}), InputError);
+  CHECK_THROWS_AS(Shape({1, 2, 3, 4, 5}), InputError);
+  CHECK(t.str() == "Tensor[float32, [4, 3], cpu]");
+  // A CUDA tensor needs the GPU backend in this build.
+  CHECK_THROWS_WITH(Tensor({2}, DType::kFloat32, Device::cuda(0)), Contains("cuda:0"));
+  CHECK_THROWS_AS(Linear(2, 2, DType::kFloat32, Device::cuda(0)), InputError);
+  CHECK_THROWS_AS(t.to(Device::cuda(0)), InputError);
+  CHECK(t.to(Device::cpu()).item(11) == 11.0);
+}
+
+TEST_CASE("Tensor: resize reuses storage", "[nn]") {
+  Tensor t;
+  t.resize({8, 4}, DType::kFloat32);
+  const void* p = t.raw();
+  t.resize({2, 4}, DType::kFloat32);
+  CHECK(t.raw() == p);
+  t.resize({4, 4}, DType::kFloat64);  // same bytes
+  CHECK(t.raw() == p);
+  // An output argument that is a view (a rollout-buffer row) is written in place.
+  Tensor buf({10, 3}, DType::kFloat64);
+  Tensor row = buf.slice(4, 6);
+  row.resize({2, 3}, DType::kFloat64);
+  CHECK(row.raw() == buf.slice(4, 6).raw());
+  Tensor logits({2, 3}, DType::kFloat64);
+  nn::Categorical cat;
+  cat.set_logits(logits);
+  Tensor acts({10}, DType::kInt64);
+  Tensor part = acts.slice(6, 8);
+  cat.sample(RngStream(1, 0, RngPurpose::kPolicy), 0, part);
+  CHECK(part.raw() == acts.slice(6, 8).raw());
+  // Too small for the new shape: fresh storage, the original untouched.
+  row.resize({8, 3}, DType::kFloat64);
+  CHECK(row.raw() != buf.slice(4, 6).raw());
+}
+
+TEST_CASE("Modules do not reallocate after the first call", "[nn]") {
+  MlpOptions o;
+  o.sizes = {5, 16, 16, 3};
+  Mlp mlp(o);
+  MseLoss mse;
+  Adam adam(mlp.named_parameters());
+  const Tensor x = randn({32, 5}, 1).to(DType::kFloat32);
+  const Tensor y = randn({32, 3}, 2).to(DType::kFloat32);
+  auto step = [&] {
+    adam.zero_grad();
+    const Tensor& out = mlp.forward(x);
+    mse.forward(out, y);
+    return std::pair{out.raw(), mlp.backward(mse.backward()).raw()};
+  };
+  const auto first = step();
+  adam.step();
+  const auto second = step();
+  CHECK(first == second);
+  // Smaller batches reuse the buffers too.
+  mlp.forward(x.slice(0, 7));
+  CHECK(mlp.forward(x.slice(0, 7)).raw() == first.first);
+}
+
+TEST_CASE("Module: names, counts, train/eval, state dict errors", "[nn]") {
+  MlpOptions o;
+  o.sizes = {4, 8, 2};
+  Mlp mlp(o);
+  auto np = mlp.named_parameters();
+  REQUIRE(np.size() == 4);
+  CHECK(np[0].name == "0.weight");
+  CHECK(np[1].name == "0.bias");
+  CHECK(np[2].name == "2.weight");
+  CHECK(np[3].name == "2.bias");
+  CHECK(mlp.parameter_count() == 4 * 8 + 8 + 8 * 2 + 2);
+  mlp.eval();
+  CHECK_FALSE(mlp.is_training());
+  CHECK_FALSE(mlp[0].is_training());
+  mlp.train();
+  CHECK(mlp[1].is_training());
+
+  auto state = mlp.state_dict();
+  Mlp other(o);
+  other.load_state_dict(state);
+  CHECK(other.named_parameters()[2].param->value.item(5) == np[2].param->value.item(5));
+
+  auto wrong = state;
+  wrong[2].tensor = Tensor({3, 8}, DType::kFloat32);
+  CHECK_THROWS_WITH(other.load_state_dict(wrong),
+                    Contains("'2.weight'") && Contains("[2, 8] in the model") && Contains("[3, 8] in the state"));
+  auto missing = state;
+  missing.erase(missing.begin() + 1);
+  CHECK_THROWS_WITH(other.load_state_dict(missing), Contains("'0.bias'") && Contains("missing"));
+  auto extra = state;
+  extra.push_back({"9.weight", Tensor({1}, DType::kFloat32)});
+  CHECK_THROWS_WITH(other.load_state_dict(extra), Contains("'9.weight'"));
+  CHECK_NOTHROW(other.load_state_dict(extra, false));
+  // dtype conversion on load
+  MlpOptions o64 = o;
+  o64.dtype = DType::kFloat64;
+  Mlp m64(o64);
+  m64.load_state_dict(state);
+  CHECK(m64.named_parameters()[0].param->value.item(3) == np[0].param->value.item(3));
+  // wrong input dtype / shape are named
+  CHECK_THROWS_WITH(mlp.forward(Tensor({2, 4}, DType::kFloat64)), Contains("float64"));
+  CHECK_THROWS_WITH(mlp.forward(Tensor({2, 5}, DType::kFloat32)), Contains("in_features is 4"));
+}
+
+TEST_CASE("init: deterministic, orthogonal, bounds", "[nn]") {
+  const RngStream rng(11, 3, RngPurpose::kInit);
+  Tensor a({6, 4}, DType::kFloat64), b({6, 4}, DType::kFloat64);
+  RngCursor c1 = rng.at(0), c2 = rng.at(0);
+  orthogonal_(a, 2.0, c1);
+  orthogonal_(b, 2.0, c2);
+  CHECK(a.to_vector() == b.to_vector());
+  // Columns orthogonal with norm gain (6 >= 4): A^T A = 4 I.
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      double s = 0;
+      for (int k = 0; k < 6; ++k) s += a.item(k * 4 + i) * a.item(k * 4 + j);
+      CHECK(s == Approx(i == j ? 4.0 : 0.0).margin(1e-12));
+    }
+  Tensor w({3, 7}, DType::kFloat32);  // wide: rows orthonormal
+  RngCursor c3 = rng.at(1);
+  orthogonal_(w, 1.0, c3);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double s = 0;
+      for (int k = 0; k < 7; ++k) s += w.item(i * 7 + k) * w.item(j * 7 + k);
+      CHECK(s == Approx(i == j ? 1.0 : 0.0).margin(1e-6));
+    }
+  Tensor x({50, 20}, DType::kFloat64);
+  RngCursor c4 = rng.at(2);
+  xavier_uniform_(x, 1.0, c4);
+  const double bound = std::sqrt(6.0 / 70.0);
+  for (double v : x.to_vector()) CHECK(std::abs(v) <= bound);
+  RngCursor c5 = rng.at(3);
+  kaiming_uniform_(x, std::sqrt(2.0), c5);
+  for (double v : x.to_vector()) CHECK(std::abs(v) <= std::sqrt(6.0 / 20.0));
+  CHECK(calculate_gain("tanh") == Approx(5.0 / 3.0));
+  CHECK_THROWS_AS(calculate_gain("swish"), InputError);
+  // Different streams give different Mlp parameters; equal streams equal ones.
+  MlpOptions o;
+  o.sizes = {3, 4, 2};
+  o.init = MlpInit::kOrthogonal;
+  Mlp m1(o), m2(o);
+  o.rng = RngStream(0, 1, RngPurpose::kInit);
+  Mlp m3(o);
+  CHECK(m1.state_dict()[0].tensor.to_vector() == m2.state_dict()[0].tensor.to_vector());
+  CHECK(m1.state_dict()[0].tensor.to_vector() != m3.state_dict()[0].tensor.to_vector());
+  CHECK(m1.state_dict()[1].tensor.item(0) == 0.0);  // zero bias
+}
+
+TEST_CASE("optimizers: known updates, clipping, schedule", "[nn]") {
+  Parameter p;
+  p.value = Tensor::from_vector({2}, std::vector<double>{1.0, -2.0});
+  p.grad = Tensor::from_vector({2}, std::vector<double>{0.5, -1.0});
+  std::vector<NamedParameter> ps{{"p", &p}};
+  SECTION("Adam first step moves by lr * sign") {
+    Adam adam(ps, 0.1);
+    adam.step();
+    CHECK(p.value.item(0) == Approx(0.9).epsilon(1e-6));
+    CHECK(p.value.item(1) == Approx(-1.9).epsilon(1e-6));
+  }
+  SECTION("SGD with momentum") {
+    Sgd sgd(ps, 0.1, 0.9);
+    sgd.step();  // buf = g
+    CHECK(p.value.item(0) == Approx(0.95));
+    sgd.step();  // buf = 0.9 g + g
+    CHECK(p.value.item(0) == Approx(0.95 - 0.1 * 1.9 * 0.5));
+  }
+  SECTION("RMSprop") {
+    RmsProp rms(ps, 0.01, 0.99, 0.0);
+    rms.step();  // v = 0.01 g^2 -> step = lr g / (0.1 |g|) = 0.1 sign(g)
+    CHECK(p.value.item(0) == Approx(0.9));
+  }
+  SECTION("clip_grad_norm") {
+    const double n = clip_grad_norm(ps, 0.5);
+    CHECK(n == Approx(std::sqrt(1.25)));
+    CHECK(std::hypot(p.grad.item(0), p.grad.item(1)) == Approx(0.5).epsilon(1e-5));
+    CHECK(clip_grad_norm(ps, 10.0) == Approx(0.5).epsilon(1e-5));
+  }
+  SECTION("LinearSchedule") {
+    LinearSchedule s(3e-4, 0.0, 100);
+    CHECK(s.at(0) == 3e-4);
+    CHECK(s.at(50) == Approx(1.5e-4));
+    CHECK(s.at(1000) == 0.0);
+    Adam adam(ps, 1.0);
+    s.apply(adam, 25);
+    CHECK(adam.lr() == Approx(2.25e-4));
+  }
+}
+
+TEST_CASE("optimizer state errors name the entry", "[nn]") {
+  MlpOptions o;
+  o.sizes = {2, 3, 1};
+  Mlp mlp(o);
+  Adam adam(mlp.named_parameters());
+  auto st = adam.state();
+  REQUIRE(st.size() == 2 + 2 * 4);
+  CHECK(st[2].name == "0.weight.exp_avg");
+  auto bad = st;
+  bad[3].tensor = Tensor({7}, DType::kFloat32);
+  CHECK_THROWS_WITH(adam.load_state(bad), Contains("'0.bias.exp_avg'") && Contains("[3] in the optimizer") &&
+                                              Contains("[7] in the state"));
+  auto missing = st;
+  missing.pop_back();
+  CHECK_THROWS_WITH(adam.load_state(missing), Contains("'2.bias.exp_avg_sq'") && Contains("missing"));
+  RmsProp rms(mlp.named_parameters());
+  CHECK_THROWS_WITH(rms.load_state(st), Contains("exp_avg"));
+}
+
+namespace {
+
+struct Trainer {
+  explicit Trainer(std::int64_t seed_stream) {
+    MlpOptions o;
+    o.sizes = {3, 16, 16, 2};
+    o.init = MlpInit::kOrthogonal;
+    o.rng = RngStream(1, static_cast<std::uint32_t>(seed_stream), RngPurpose::kInit);
+    mlp = std::make_unique<Mlp>(o);
+    adam = std::make_unique<Adam>(mlp->named_parameters(), 1e-2);
+  }
+  void step(int k) {
+    const Tensor x = randn({17, 3}, static_cast<std::uint32_t>(100 + k)).to(DType::kFloat32);
+    const Tensor y = randn({17, 2}, static_cast<std::uint32_t>(200 + k)).to(DType::kFloat32);
+    adam->zero_grad();
+    mse.forward(mlp->forward(x), y);
+    mlp->backward(mse.backward());
+    clip_grad_norm(mlp->named_parameters(), 0.5);
+    LinearSchedule(1e-2, 1e-3, 10).apply(*adam, k);
+    adam->step();
+  }
+  std::unique_ptr<Mlp> mlp;
+  std::unique_ptr<Adam> adam;
+  MseLoss mse;
+};
+
+}  // namespace
+
+TEST_CASE("save, load, continue training is identical to training without the break", "[nn]") {
+  Trainer straight(0);
+  for (int k = 0; k < 10; ++k) straight.step(k);
+
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string model_path = (dir / "herd_nn_test_model.bin").string();
+  const std::string opt_path = (dir / "herd_nn_test_opt.bin").string();
+  {
+    Trainer first(0);
+    for (int k = 0; k < 4; ++k) first.step(k);
+    save_binary(model_path, first.mlp->state_dict());
+    save_binary(opt_path, first.adam->state());
+  }
+  Trainer resumed(7);  // different init: everything must come from the files
+  resumed.mlp->load_state_dict(load_binary(model_path));
+  resumed.adam->load_state(load_binary(opt_path));
+  CHECK(resumed.adam->steps() == 4);
+  for (int k = 4; k < 10; ++k) resumed.step(k);
+
+  const auto a = straight.mlp->state_dict(), b = resumed.mlp->state_dict();
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].name);
+    CHECK(a[i].tensor.to_vector() == b[i].tensor.to_vector());  // bit-identical
+  }
+  std::filesystem::remove(model_path);
+  std::filesystem::remove(opt_path);
+  CHECK_THROWS_AS(load_binary(model_path), IoError);
+}
+
+TEST_CASE("distribution heads: sampling", "[nn]") {
+  // Categorical: frequencies follow the probabilities; rows draw from their own streams.
+  const int B = 4000;
+  Tensor logits({B, 3}, DType::kFloat64);
+  for (int i = 0; i < B; ++i) {
+    logits.set_item(i * 3 + 0, std::log(0.2));
+    logits.set_item(i * 3 + 1, std::log(0.5));
+    logits.set_item(i * 3 + 2, std::log(0.3));
+  }
+  Categorical cat;
+  cat.set_logits(logits);
+  const RngStream rng(3, 1000, RngPurpose::kPolicy);
+  Tensor a;
+  cat.sample(rng, 5, a);
+  int counts[3] = {0, 0, 0};
+  for (int i = 0; i < B; ++i) ++counts[static_cast<int>(a.item(i))];
+  // 5 sigma bounds (false-failure rate < 1e-6 per class).
+  CHECK(std::abs(counts[1] - 2000) < 5 * std::sqrt(B * 0.25));
+  CHECK(std::abs(counts[0] - 800) < 5 * std::sqrt(B * 0.16));
+  // Row 7 of the batch equals row 0 of a batch starting at stream 1007.
+  Categorical one;
+  one.set_logits(logits.slice(7, 8));
+  Tensor a1;
+  one.sample(RngStream(3, 1007, RngPurpose::kPolicy), 5, a1);
+  CHECK(a1.item(0) == a.item(7));
+  cat.mode(a1);
+  CHECK(a1.item(0) == 1.0);
+
+  Gaussian g(2, DType::kFloat64, Device::cpu(), std::log(0.5));
+  Tensor mean({B, 2}, DType::kFloat64);
+  mean.fill(1.0);
+  g.forward(mean);
+  Tensor s;
+  g.sample(rng, 9, s);
+  double m = 0, v = 0;
+  for (int i = 0; i < B; ++i) m += s.item(2 * i + 1);
+  m /= B;
+  for (int i = 0; i < B; ++i) v += (s.item(2 * i + 1) - m) * (s.item(2 * i + 1) - m);
+  v /= B - 1;
+  CHECK(std::abs(m - 1.0) < 5 * 0.5 / std::sqrt(B));
+  CHECK(std::abs(v - 0.25) < 5 * 0.25 * std::sqrt(2.0 / B));
+  // Entropy of N(mu, 0.5^2) per dim: 0.5 log(2 pi e 0.25)
+  CHECK(g.entropy().item(0) == Approx(2 * 0.5 * std::log(2 * M_PI * M_E * 0.25)));
+}
+
+TEST_CASE("set_input_grad(false) skips the input gradient only", "[nn]") {
+  MlpOptions o;
+  o.sizes = {3, 5, 2};
+  o.dtype = DType::kFloat64;
+  Mlp a(o), b(o);
+  b.set_input_grad(false);
+  CHECK_FALSE(b[0].input_grad());
+  CHECK(b[2].input_grad());
+  const Tensor x = randn({4, 3}, 1), g = randn({4, 2}, 2);
+  a.forward(x);
+  CHECK(a.backward(g).defined());
+  b.forward(x);
+  CHECK_FALSE(b.backward(g).defined());
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  for (std::size_t i = 0; i < pa.size(); ++i) CHECK(pa[i].param->grad.to_vector() == pb[i].param->grad.to_vector());
+}
+
+TEST_CASE("two threads give the same results as one", "[nn]") {
+  MlpOptions o;
+  o.sizes = {64, 256, 256, 16};
+  Mlp mlp(o);
+  const Tensor x = randn({300, 64}, 3).to(DType::kFloat32), g = randn({300, 16}, 4).to(DType::kFloat32);
+  auto run = [&](int threads) {
+    set_num_threads(threads);
+    CHECK(num_threads() == threads);
+    mlp.zero_grad();
+    std::vector<std::vector<double>> out{mlp.forward(x).to_vector(), mlp.backward(g).to_vector()};
+    for (auto& p : mlp.parameters()) out.push_back(p->grad.to_vector());
+    set_num_threads(1);
+    return out;
+  };
+  const auto one = run(1), two = run(2);
+  REQUIRE(one.size() == two.size());
+  for (std::size_t k = 0; k < one.size(); ++k)
+    for (std::size_t i = 0; i < one[k].size(); ++i)
+      REQUIRE(std::abs(one[k][i] - two[k][i]) <= 1e-5 * (1 + std::abs(one[k][i])));
+  CHECK_THROWS_AS(set_num_threads(0), InputError);
+}
