@@ -1,11 +1,13 @@
 // All diagnostics (summarize) for chains x draws x params draws, against ArviZ's az.summary
 // on the same draws in the same run when ArviZ is importable (bench/mcmc/arviz_baseline.py).
-// Prints one JSON object; "ratio" is ArviZ's median time over ours.
+// Prints one JSON object; "ratio" is ArviZ's median wall time over ours, "ratio_cpu" the same
+// for process CPU time (steadier on a shared machine).
 //
 // Usage: bench_diagnostics [--chains 64] [--draws 100000] [--params 10] [--reps 3]
 //                          [--threads 1] [--arviz-reps 1] [--python python3] [--no-arviz]
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -81,9 +83,10 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < chains * draws; ++i) slice[i] = x[i * params + p];
     result[p] = herd::mcmc::summarize(herd::mcmc::DrawsView(slice, chains, draws));
   };
-  std::vector<double> times;
+  std::vector<double> times, cpu;
   for (std::size_t r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t c0 = std::clock();
     if (threads <= 1) {
       for (std::size_t p = 0; p < params; ++p) run_param(p, slices[0]);
     } else {
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
       pool.parallel_for_each(0, params, [&](std::size_t p) { run_param(p, local[p]); }, 1);
     }
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    cpu.push_back(static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
   }
   nlohmann::json out;
   out["benchmark"] = "diagnostics_summary";
@@ -100,6 +104,8 @@ int main(int argc, char** argv) {
   out["threads"] = threads;
   out["herd_seconds"] = times;
   out["herd_median_s"] = median(times);
+  out["herd_cpu_seconds"] = cpu;
+  out["herd_cpu_median_s"] = median(cpu);
   const auto& s0 = result[0];
   out["herd_param0"] = {{"mean", s0.mean},         {"sd", s0.sd},
                         {"mcse_mean", s0.mcse_mean}, {"mcse_sd", s0.mcse_sd},
@@ -123,6 +129,9 @@ int main(int argc, char** argv) {
           const double az = median(j["seconds"].get<std::vector<double>>());
           out["arviz_median_s"] = az;
           out["ratio"] = az / median(times);
+          const double az_cpu = median(j["cpu_seconds"].get<std::vector<double>>());
+          out["arviz_cpu_median_s"] = az_cpu;
+          out["ratio_cpu"] = az_cpu / median(cpu);
           // Cross-check: ArviZ's numbers for parameter 0 against ours.
           double worst = 0;
           for (const char* k : {"mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat"}) {
