@@ -21,9 +21,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // MCSE(quantile) uses the Beta quantiles at Phi(-1) and Phi(1), rounded as posterior does.
 constexpr double kBetaLo = 0.1586553;
 constexpr double kBetaHi = 0.8413447;
-// Lags summed directly (O(S) each) before switching to the FFT for all lags; with Eigen's
-// FFT one chain's transform costs about as much as 50 direct lags.
-constexpr std::size_t kDirectLags = 64;
+// Lags summed directly (O(S) each, in blocks growing by 1.5) before switching to the FFT for
+// all lags; with Eigen's (kiss) FFT one chain's forward transform costs about as much as
+// 60 (SSE2) to 150 (AVX2) direct lags.
+constexpr std::size_t kDirectLags = 160;
 
 using BoostPolicy = boost::math::policies::policy<
     boost::math::policies::domain_error<boost::math::policies::ignore_error>,
@@ -273,9 +274,11 @@ void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, d
   ZTable ztab(s2, ws.ztab);
   ws.split.resize(s2);
   z_scale_sorted(ws.recs.data(), p.s, ws.split.data(), ztab);
-  // z of non-constant finite draws is finite and not constant: no checks needed.
-  if (rhat_b) *rhat_b = detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true);
-  if (ess_b) *ess_b = detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true);
+  // z of non-constant finite draws is finite and not constant, unless an odd draw count
+  // dropped the only varying (middle) draws.
+  const bool ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
+  if (rhat_b) *rhat_b = ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
+  if (ess_b) *ess_b = ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   if (rhat_t) {
     fold_sorted(ws.recs, median, ws.folded);
     ws.split2.resize(s2);
@@ -368,7 +371,8 @@ double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, 
     if (lag < have) return;
     if (lag < kDirectLags) {
       // Direct sums for a block of lags (Geyer's sequence usually stops after a few).
-      const std::size_t upto = std::min(n, std::max({lag + 1, 2 * have, std::size_t{16}}));
+      const std::size_t upto =
+          std::min({n, kDirectLags, std::max({lag + 1, have + have / 2, std::size_t{16}})});
       for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, have, upto, ws.acov.data());
       for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
       have = upto;
@@ -561,11 +565,22 @@ DiagnosticSummary summarize(const DrawsView& v) {
   const std::size_t s2 = 2 * p.m * p.h;
   ws.split.resize(s2);
   detail::split_chains(p.x, p.m, p.n, ws.split.data());
-  r.rhat_basic = detail::rhat_chains(ws.split.data(), 2 * p.m, p.h);
-  r.ess_mean = detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  // With an even draw count the split draws are all draws: finite and not constant (checked
+  // above); an odd count drops the middle draws, which may leave constant split draws.
+  const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
+  r.rhat_basic = split_ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
+  r.ess_mean = split_ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
-  for (double& z : ws.split) z = (z - r.mean) * (z - r.mean);
-  r.ess_sd = detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (double& z : ws.split) {
+    z = (z - r.mean) * (z - r.mean);
+    lo = z < lo ? z : lo;
+    hi = z > hi ? z : hi;
+  }
+  // (x - mean)^2 is constant when x takes two values symmetric about the mean; it overflows
+  // only for |x| > 1e154.
+  const bool sq_ok = std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon());
+  r.ess_sd = sq_ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   const double evar = m2 / sd_s;
   const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;
   r.mcse_sd = std::sqrt(varvar / evar / 4.0);

@@ -78,10 +78,13 @@ int main(int argc, char** argv) {
   herd::ThreadPool pool(threads > 1 ? threads - 1 : 1);
 
   // One quantity at a time: gather its [chains, draws] slice, then summarize.
+  std::vector<double> param_wall(params);
   auto run_param = [&](std::size_t p, std::vector<double>& slice) {
+    const auto t0 = std::chrono::steady_clock::now();
     slice.resize(chains * draws);
     for (std::size_t i = 0; i < chains * draws; ++i) slice[i] = x[i * params + p];
     result[p] = herd::mcmc::summarize(herd::mcmc::DrawsView(slice, chains, draws));
+    param_wall[p] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   std::vector<double> times, cpu;
   for (std::size_t r = 0; r < reps; ++r) {
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
   out["herd_seconds"] = times;
   out["herd_median_s"] = median(times);
   out["herd_cpu_seconds"] = cpu;
+  out["herd_param_wall_s_last_rep"] = param_wall;
   out["herd_cpu_median_s"] = median(cpu);
   const auto& s0 = result[0];
   out["herd_param0"] = {{"mean", s0.mean},         {"sd", s0.sd},

@@ -243,6 +243,25 @@ TEST_CASE("edge cases: 1 chain, few draws, constant, NaN/Inf, ties, monotone map
   CHECK(std::isnan(sc.rhat));
   CHECK(std::isnan(sc.ess_bulk));
   CHECK(std::isnan(sc.mcse_mean));
+  // Two values symmetric about the mean: (x - mean)^2 is constant, so ESS(sd) and MCSE(sd)
+  // are NaN, while the rest is defined.
+  std::vector<double> pm(4 * 50);
+  for (std::size_t i = 0; i < pm.size(); ++i) pm[i] = ((i * 7919) % 13) < 6 ? -1.0 : 1.0;
+  for (std::size_t i = 0; i < 100; ++i) pm[2 * i] = -1.0, pm[2 * i + 1] = 1.0;
+  const auto spm = m::summarize(DrawsView(pm, 4, 50));
+  CHECK(spm.mean == 0.0);
+  CHECK(std::isnan(spm.ess_sd));
+  CHECK(std::isnan(spm.mcse_sd));
+  CHECK(std::isfinite(spm.ess_bulk));
+  // Odd draw count whose only varying draws are the dropped middle ones.
+  std::vector<double> mid(3 * 7, 1.0);
+  mid[3] = 2.0;
+  const auto smid = m::summarize(DrawsView(mid, 3, 7));
+  CHECK(std::isnan(smid.rhat_basic));
+  CHECK(std::isnan(smid.ess_mean));
+  CHECK(std::isnan(smid.rhat));
+  CHECK(std::isnan(smid.ess_bulk));
+  CHECK(smid.mean == Approx(22.0 / 21.0));
   // NaN or Inf anywhere: every field NaN.
   for (double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
     std::vector<double> x = tv.x;
