@@ -134,8 +134,19 @@ constexpr std::uint32_t kDropped = 0xffffffffu;
 
 /// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds (key,
 /// split position) records of all draws sorted by key; the middle draws of odd chains carry
-/// kDropped and are skipped. Ties (equal keys) get their average rank.
-void z_scale_sorted(const Rec* sorted, std::size_t count, double* out, ZTable& ztab) {
+/// kDropped and are skipped. Ties (equal keys) get their average rank. `out` has the s2
+/// split positions, each written once. For large inputs the random writes go through
+/// `stage`, grouped by 32768-position windows, so the final scatter stays in cache.
+void z_scale_sorted(const Rec* sorted, std::size_t count, std::size_t s2, double* out,
+                    ZTable& ztab, std::vector<detail::Workspace::Staged>& stage) {
+  constexpr std::size_t kShift = 15;
+  const bool staged = s2 >= (std::size_t{1} << 18);
+  std::vector<std::size_t> cursor;
+  if (staged) {
+    stage.resize(s2);
+    cursor.resize((s2 >> kShift) + 1);
+    for (std::size_t k = 0; k < cursor.size(); ++k) cursor[k] = k << kShift;
+  }
   std::size_t rank = 0;
   std::size_t i = 0;
   while (i < count) {
@@ -147,12 +158,20 @@ void z_scale_sorted(const Rec* sorted, std::size_t count, double* out, ZTable& z
     }
     if (included > 0) {
       const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
-      for (std::size_t k = i; k < j; ++k)
-        if (sorted[k].pos != kDropped) out[sorted[k].pos] = z;
+      for (std::size_t k = i; k < j; ++k) {
+        const std::uint32_t pos = sorted[k].pos;
+        if (pos == kDropped) continue;
+        if (staged)
+          stage[cursor[pos >> kShift]++] = {z, pos};
+        else
+          out[pos] = z;
+      }
       rank += included;
     }
     i = j;
   }
+  if (staged)
+    for (const auto& e : stage) out[e.pos] = e.z;
 }
 
 /// Sorted (key of |x - med|, split position) of all draws, merged outward from the median.
@@ -273,7 +292,7 @@ void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, d
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws.ztab);
   ws.split.resize(s2);
-  z_scale_sorted(ws.recs.data(), p.s, ws.split.data(), ztab);
+  z_scale_sorted(ws.recs.data(), p.s, s2, ws.split.data(), ztab, ws.stage);
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
   const bool ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
@@ -282,7 +301,7 @@ void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, d
   if (rhat_t) {
     fold_sorted(ws.recs, median, ws.folded);
     ws.split2.resize(s2);
-    z_scale_sorted(ws.folded.data(), p.s, ws.split2.data(), ztab);
+    z_scale_sorted(ws.folded.data(), p.s, s2, ws.split2.data(), ztab, ws.stage);
     *rhat_t = detail::rhat_chains(ws.split2.data(), 2 * p.m, p.h, !detail::is_constant(ws.split2.data(), s2));
   }
 }

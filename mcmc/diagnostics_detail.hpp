@@ -31,6 +31,13 @@ struct Workspace {
   static_assert(sizeof(Rec) == 12);
   std::vector<Rec> recs, recs2;   // radix sort buffers; recs ends sorted
   std::vector<Rec> folded;        // sorted (key of |x - med|, split position)
+#pragma pack(push, 4)
+  struct Staged {
+    double z;
+    std::uint32_t pos;
+  };
+#pragma pack(pop)
+  std::vector<Staged> stage;      // z values grouped by destination window
   std::vector<double> ztab;       // normal quantiles of ranks
   std::vector<std::uint32_t> radix_count;
   std::vector<double> centered;   // one centred chain
