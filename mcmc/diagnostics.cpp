@@ -611,6 +611,8 @@ DiagnosticSummary summarize(const DrawsView& v) {
   return r;
 }
 
+void release_diagnostics_workspace() { detail::workspace() = detail::Workspace(); }
+
 double rhat(const DrawsView& v) { return summarize(v).rhat; }
 
 double rhat_bulk(const DrawsView& v) {

@@ -380,6 +380,8 @@ TEST_CASE("concurrent calls on several threads give the serial results", "[mcmc]
   for (int k = 0; k < 5; ++k)
     threads.emplace_back([&, k] { par[k] = herd::mcmc::summarize(DrawsView(tvs[k].x, tvs[k].m, tvs[k].n)); });
   for (auto& t : threads) t.join();
+  herd::mcmc::release_diagnostics_workspace();
+  CHECK(herd::mcmc::summarize(DrawsView(tvs[4].x, tvs[4].m, tvs[4].n)).ess_bulk == serial[4].ess_bulk);
   for (int k = 0; k < 5; ++k) {
     CHECK(par[k].rhat == serial[k].rhat);
     CHECK(par[k].ess_bulk == serial[k].ess_bulk);
