@@ -21,7 +21,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // MCSE(quantile) uses the Beta quantiles at Phi(-1) and Phi(1), rounded as posterior does.
 constexpr double kBetaLo = 0.1586553;
 constexpr double kBetaHi = 0.8413447;
-// Lags summed directly (O(S) each, in blocks growing by 1.5) before switching to the FFT for
+// Lags summed directly (O(S) each, in blocks growing by 1.25) before switching to the FFT for
 // all lags; with Eigen's (kiss) FFT one chain's forward transform costs about as much as
 // 60 (SSE2) to 150 (AVX2) direct lags.
 constexpr std::size_t kDirectLags = 160;
@@ -391,7 +391,7 @@ double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, 
     if (lag < kDirectLags) {
       // Direct sums for a block of lags (Geyer's sequence usually stops after a few).
       const std::size_t upto =
-          std::min({n, kDirectLags, std::max({lag + 1, have + have / 2, std::size_t{16}})});
+          std::min({n, kDirectLags, std::max({lag + 1, have + have / 4, std::size_t{16}})});
       for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, have, upto, ws.acov.data());
       for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
       have = upto;
