@@ -238,25 +238,52 @@ void sort_recs(const Prepared& p, detail::Workspace& ws) {
       a[i] = {sort_key(p.x[i]), pos};
     }
   }
-  // LSD radix sort, four 16-bit digits, all histograms in one pass; a pass whose digit is
-  // the same for every key is skipped.
-  constexpr std::size_t kBuckets = std::size_t{1} << 16;
-  auto& count = ws.radix_count;
-  count.assign(4 * kBuckets, 0);
-  for (const auto& r : a)
-    for (int d = 0; d < 4; ++d) ++count[d * kBuckets + ((r.key >> (16 * d)) & 0xffff)];
-  for (int d = 0; d < 4; ++d) {
-    std::uint32_t* c = count.data() + d * kBuckets;
-    const int shift = 16 * d;
-    if (c[(a[0].key >> shift) & 0xffff] == s) continue;
-    std::uint32_t sum = 0;
-    for (std::size_t k = 0; k < kBuckets; ++k) {
-      const std::uint32_t v = c[k];
-      c[k] = sum;
-      sum += v;
+  // Radix sort: one MSD pass on the top 16 bits (into b), then, inside each bucket, LSD
+  // passes on the low 48 bits (four 12-bit digits, histograms in one pass, a pass whose digit
+  // is the same for every key skipped) while the bucket is in cache; the result ends in a.
+  constexpr std::size_t kTop = std::size_t{1} << 16;
+  auto& start = ws.radix_count;
+  start.assign(kTop + 1, 0);
+  for (const auto& r : a) ++start[(r.key >> 48) + 1];
+  for (std::size_t k = 0; k < kTop; ++k) start[k + 1] += start[k];
+  {
+    std::vector<std::uint32_t> cur(start.begin(), start.end() - 1);
+    for (const auto& r : a) b[cur[r.key >> 48]++] = r;
+  }
+  constexpr std::size_t kDigit = std::size_t{1} << 12;
+  std::uint32_t cnt[4 * kDigit];
+  for (std::size_t k = 0; k < kTop; ++k) {
+    const std::size_t lo = start[k], n = start[k + 1] - lo;
+    if (n == 0) continue;
+    Rec* src = b.data() + lo;
+    Rec* dst = a.data() + lo;
+    if (n <= 64) {  // insertion sort
+      for (std::size_t i = 1; i < n; ++i) {
+        const Rec r = src[i];
+        std::size_t q = i;
+        for (; q > 0 && src[q - 1].key > r.key; --q) src[q] = src[q - 1];
+        src[q] = r;
+      }
+      std::copy(src, src + n, dst);
+      continue;
     }
-    for (const auto& r : a) b[c[(r.key >> shift) & 0xffff]++] = r;
-    std::swap(a, b);
+    std::fill(std::begin(cnt), std::end(cnt), 0u);
+    for (std::size_t i = 0; i < n; ++i)
+      for (int d = 0; d < 4; ++d) ++cnt[d * kDigit + ((src[i].key >> (12 * d)) & (kDigit - 1))];
+    for (int d = 0; d < 4; ++d) {
+      std::uint32_t* c = cnt + d * kDigit;
+      const int shift = 12 * d;
+      if (c[(src[0].key >> shift) & (kDigit - 1)] == n) continue;
+      std::uint32_t sum = 0;
+      for (std::size_t q = 0; q < kDigit; ++q) {
+        const std::uint32_t v = c[q];
+        c[q] = sum;
+        sum += v;
+      }
+      for (std::size_t i = 0; i < n; ++i) dst[c[(src[i].key >> shift) & (kDigit - 1)]++] = src[i];
+      std::swap(src, dst);
+    }
+    if (src != a.data() + lo) std::copy(src, src + n, a.data() + lo);
   }
 }
 
