@@ -21,8 +21,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // MCSE(quantile) uses the Beta quantiles at Phi(-1) and Phi(1), rounded as posterior does.
 constexpr double kBetaLo = 0.1586553;
 constexpr double kBetaHi = 0.8413447;
-// Lags computed directly (O(S) each) before switching to the FFT for all lags.
-constexpr std::size_t kDirectLags = 96;
+// Lags summed directly (O(S) each, in blocks growing by 1.25) before switching to the FFT for
+// all lags; with Eigen's (kiss) FFT one chain's forward transform costs about as much as
+// 60 (SSE2) to 150 (AVX2) direct lags.
+constexpr std::size_t kDirectLags = 160;
 
 using BoostPolicy = boost::math::policies::policy<
     boost::math::policies::domain_error<boost::math::policies::ignore_error>,
@@ -132,8 +134,19 @@ constexpr std::uint32_t kDropped = 0xffffffffu;
 
 /// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds (key,
 /// split position) records of all draws sorted by key; the middle draws of odd chains carry
-/// kDropped and are skipped. Ties (equal keys) get their average rank.
-void z_scale_sorted(const Rec* sorted, std::size_t count, double* out, ZTable& ztab) {
+/// kDropped and are skipped. Ties (equal keys) get their average rank. `out` has the s2
+/// split positions, each written once. For large inputs the random writes go through
+/// `stage`, grouped by 32768-position windows, so the final scatter stays in cache.
+void z_scale_sorted(const Rec* sorted, std::size_t count, std::size_t s2, double* out,
+                    ZTable& ztab, std::vector<detail::Workspace::Staged>& stage) {
+  constexpr std::size_t kShift = 15;
+  const bool staged = s2 >= (std::size_t{1} << 18);
+  std::vector<std::size_t> cursor;
+  if (staged) {
+    stage.resize(s2);
+    cursor.resize((s2 >> kShift) + 1);
+    for (std::size_t k = 0; k < cursor.size(); ++k) cursor[k] = k << kShift;
+  }
   std::size_t rank = 0;
   std::size_t i = 0;
   while (i < count) {
@@ -145,12 +158,20 @@ void z_scale_sorted(const Rec* sorted, std::size_t count, double* out, ZTable& z
     }
     if (included > 0) {
       const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
-      for (std::size_t k = i; k < j; ++k)
-        if (sorted[k].pos != kDropped) out[sorted[k].pos] = z;
+      for (std::size_t k = i; k < j; ++k) {
+        const std::uint32_t pos = sorted[k].pos;
+        if (pos == kDropped) continue;
+        if (staged)
+          stage[cursor[pos >> kShift]++] = {z, pos};
+        else
+          out[pos] = z;
+      }
       rank += included;
     }
     i = j;
   }
+  if (staged)
+    for (const auto& e : stage) out[e.pos] = e.z;
 }
 
 /// Sorted (key of |x - med|, split position) of all draws, merged outward from the median.
@@ -217,25 +238,52 @@ void sort_recs(const Prepared& p, detail::Workspace& ws) {
       a[i] = {sort_key(p.x[i]), pos};
     }
   }
-  // LSD radix sort, four 16-bit digits, all histograms in one pass; a pass whose digit is
-  // the same for every key is skipped.
-  constexpr std::size_t kBuckets = std::size_t{1} << 16;
-  auto& count = ws.radix_count;
-  count.assign(4 * kBuckets, 0);
-  for (const auto& r : a)
-    for (int d = 0; d < 4; ++d) ++count[d * kBuckets + ((r.key >> (16 * d)) & 0xffff)];
-  for (int d = 0; d < 4; ++d) {
-    std::uint32_t* c = count.data() + d * kBuckets;
-    const int shift = 16 * d;
-    if (c[(a[0].key >> shift) & 0xffff] == s) continue;
-    std::uint32_t sum = 0;
-    for (std::size_t k = 0; k < kBuckets; ++k) {
-      const std::uint32_t v = c[k];
-      c[k] = sum;
-      sum += v;
+  // Radix sort: one MSD pass on the top 16 bits (into b), then, inside each bucket, LSD
+  // passes on the low 48 bits (four 12-bit digits, histograms in one pass, a pass whose digit
+  // is the same for every key skipped) while the bucket is in cache; the result ends in a.
+  constexpr std::size_t kTop = std::size_t{1} << 16;
+  auto& start = ws.radix_count;
+  start.assign(kTop + 1, 0);
+  for (const auto& r : a) ++start[(r.key >> 48) + 1];
+  for (std::size_t k = 0; k < kTop; ++k) start[k + 1] += start[k];
+  {
+    std::vector<std::uint32_t> cur(start.begin(), start.end() - 1);
+    for (const auto& r : a) b[cur[r.key >> 48]++] = r;
+  }
+  constexpr std::size_t kDigit = std::size_t{1} << 12;
+  std::uint32_t cnt[4 * kDigit];
+  for (std::size_t k = 0; k < kTop; ++k) {
+    const std::size_t lo = start[k], n = start[k + 1] - lo;
+    if (n == 0) continue;
+    Rec* src = b.data() + lo;
+    Rec* dst = a.data() + lo;
+    if (n <= 64) {  // insertion sort
+      for (std::size_t i = 1; i < n; ++i) {
+        const Rec r = src[i];
+        std::size_t q = i;
+        for (; q > 0 && src[q - 1].key > r.key; --q) src[q] = src[q - 1];
+        src[q] = r;
+      }
+      std::copy(src, src + n, dst);
+      continue;
     }
-    for (const auto& r : a) b[c[(r.key >> shift) & 0xffff]++] = r;
-    std::swap(a, b);
+    std::fill(std::begin(cnt), std::end(cnt), 0u);
+    for (std::size_t i = 0; i < n; ++i)
+      for (int d = 0; d < 4; ++d) ++cnt[d * kDigit + ((src[i].key >> (12 * d)) & (kDigit - 1))];
+    for (int d = 0; d < 4; ++d) {
+      std::uint32_t* c = cnt + d * kDigit;
+      const int shift = 12 * d;
+      if (c[(src[0].key >> shift) & (kDigit - 1)] == n) continue;
+      std::uint32_t sum = 0;
+      for (std::size_t q = 0; q < kDigit; ++q) {
+        const std::uint32_t v = c[q];
+        c[q] = sum;
+        sum += v;
+      }
+      for (std::size_t i = 0; i < n; ++i) dst[c[(src[i].key >> shift) & (kDigit - 1)]++] = src[i];
+      std::swap(src, dst);
+    }
+    if (src != a.data() + lo) std::copy(src, src + n, a.data() + lo);
   }
 }
 
@@ -271,14 +319,16 @@ void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, d
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws.ztab);
   ws.split.resize(s2);
-  z_scale_sorted(ws.recs.data(), p.s, ws.split.data(), ztab);
-  // z of non-constant finite draws is finite and not constant: no checks needed.
-  if (rhat_b) *rhat_b = detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true);
-  if (ess_b) *ess_b = detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true);
+  z_scale_sorted(ws.recs.data(), p.s, s2, ws.split.data(), ztab, ws.stage);
+  // z of non-constant finite draws is finite and not constant, unless an odd draw count
+  // dropped the only varying (middle) draws.
+  const bool ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
+  if (rhat_b) *rhat_b = ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
+  if (ess_b) *ess_b = ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   if (rhat_t) {
     fold_sorted(ws.recs, median, ws.folded);
     ws.split2.resize(s2);
-    z_scale_sorted(ws.folded.data(), p.s, ws.split2.data(), ztab);
+    z_scale_sorted(ws.folded.data(), p.s, s2, ws.split2.data(), ztab, ws.stage);
     *rhat_t = detail::rhat_chains(ws.split2.data(), 2 * p.m, p.h, !detail::is_constant(ws.split2.data(), s2));
   }
 }
@@ -326,43 +376,69 @@ void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& 
   for (std::size_t k = 0; k < n; ++k) out[k] = ws.acf[k] * inv_n;
 }
 
+/// acc[k] += sum_{t < n - k} z[t] z[t + k] for k in [k0, k1): one matrix-vector product over
+/// the common length (columns are z shifted by k, overlapping in memory) plus the short tails.
+void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1, double* acc) {
+  if (k1 <= k0) return;
+  const std::size_t b = k1 - k0;
+  const std::size_t len = n - (k1 - 1);
+  using Shifted = Eigen::Map<const Eigen::MatrixXd, 0, Eigen::OuterStride<>>;
+  const Shifted shifted(z + k0, static_cast<Eigen::Index>(len), static_cast<Eigen::Index>(b),
+                        Eigen::OuterStride<>(1));
+  const Eigen::Map<const Eigen::VectorXd> head(z, static_cast<Eigen::Index>(len));
+  Eigen::Map<Eigen::VectorXd> out(acc + k0, static_cast<Eigen::Index>(b));
+  out.noalias() += shifted.transpose() * head;
+  for (std::size_t j = 0; j + 1 < b; ++j) {
+    const std::size_t k = k0 + j;
+    double tail = 0;
+    for (std::size_t t = len; t + k < n; ++t) tail += z[t] * z[t + k];
+    acc[k] += tail;
+  }
+}
+
 double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
   if (n < 3 || m == 0) return kNaN;
   const std::size_t s = m * n;
   if (!checked && (!all_finite(y, s) || is_constant(y, s))) return kNaN;
   ws.means.resize(m);
-  ws.centered.resize(s);
-  for (std::size_t c = 0; c < m; ++c) {
-    const double mu = mean_of(y + c * n, n);
-    ws.means[c] = mu;
-    for (std::size_t t = 0; t < n; ++t) ws.centered[c * n + t] = y[c * n + t] - mu;
-  }
+  for (std::size_t c = 0; c < m; ++c) ws.means[c] = mean_of(y + c * n, n);
+  // One chain at a time, centred into a buffer that stays in cache while its lags are summed.
+  ws.centered.resize(n);
+  auto center = [&](std::size_t c) {
+    const double mu = ws.means[c];
+    const double* yc = y + c * n;
+    for (std::size_t t = 0; t < n; ++t) ws.centered[t] = yc[t] - mu;
+    return ws.centered.data();
+  };
   ws.acov.assign(n, 0.0);
   std::size_t have = 0;  // lags [0, have) of ws.acov are final
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   auto ensure = [&](std::size_t lag) {
     if (lag < have) return;
     if (lag < kDirectLags) {
-      const std::size_t upto = std::min(n, std::max({lag + 1, 2 * have, std::size_t{8}}));
-      for (std::size_t c = 0; c < m; ++c) {
-        const double* z = ws.centered.data() + c * n;
-        for (std::size_t k = have; k < upto; ++k) {
-          const auto len = static_cast<Eigen::Index>(n - k);
-          ws.acov[k] += Eigen::Map<const Eigen::VectorXd>(z, len)
-                            .dot(Eigen::Map<const Eigen::VectorXd>(z + k, len));
-        }
-      }
+      // Direct sums for a block of lags (Geyer's sequence usually stops after a few).
+      const std::size_t upto =
+          std::min({n, kDirectLags, std::max({lag + 1, have + have / 4, std::size_t{16}})});
+      for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, have, upto, ws.acov.data());
       for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
       have = upto;
     } else {
-      std::vector<double> tmp(n);
-      std::fill(ws.acov.begin(), ws.acov.end(), 0.0);
+      // All lags at once: the chain-averaged autocovariance is the inverse FFT of the
+      // averaged power spectra, so one inverse transform serves every chain.
+      const std::size_t len = fft_length(2 * n);
+      ws.power.assign(len / 2 + 1, std::complex<double>(0.0, 0.0));
+      ws.pad.resize(len);
+      ws.spec.resize(len / 2 + 1);
       for (std::size_t c = 0; c < m; ++c) {
-        autocovariance_fft(ws.centered.data() + c * n, n, tmp.data(), ws);
-        for (std::size_t k = 0; k < n; ++k) ws.acov[k] += tmp[k];
+        const double* z = center(c);
+        std::copy(z, z + n, ws.pad.begin());
+        std::fill(ws.pad.begin() + static_cast<std::ptrdiff_t>(n), ws.pad.end(), 0.0);
+        ws.fft.fwd(ws.spec.data(), ws.pad.data(), static_cast<Eigen::Index>(len));
+        for (std::size_t k = 0; k < ws.spec.size(); ++k) ws.power[k] += std::norm(ws.spec[k]);
       }
-      const double inv_m = 1.0 / static_cast<double>(m);
-      for (double& a : ws.acov) a *= inv_m;
+      ws.acf.resize(len);
+      ws.fft.inv(ws.acf.data(), ws.power.data(), static_cast<Eigen::Index>(len));
+      for (std::size_t k = 0; k < n; ++k) ws.acov[k] = ws.acf[k] * inv_mn;
       have = n;
     }
   };
@@ -521,7 +597,9 @@ DiagnosticSummary summarize(const DrawsView& v) {
   r.q5 = quantile7(FromRecs{ws.recs.data()}, p.s, 0.05);
   r.q50 = quantile7(FromRecs{ws.recs.data()}, p.s, 0.5);
   r.q95 = quantile7(FromRecs{ws.recs.data()}, p.s, 0.95);
-  const bool constant = detail::is_constant(p.x, p.s);
+  // posterior's is_constant from the sorted extremes.
+  const bool constant = std::fabs(from_key(ws.recs[p.s - 1].key) - from_key(ws.recs[0].key)) <
+                        std::numeric_limits<double>::epsilon();
   if (constant) {
     r.mcse_mean = r.mcse_sd = r.mcse_q5 = r.mcse_q95 = kNaN;
     r.ess_bulk = r.ess_tail = r.ess_mean = r.ess_sd = kNaN;
@@ -533,11 +611,22 @@ DiagnosticSummary summarize(const DrawsView& v) {
   const std::size_t s2 = 2 * p.m * p.h;
   ws.split.resize(s2);
   detail::split_chains(p.x, p.m, p.n, ws.split.data());
-  r.rhat_basic = detail::rhat_chains(ws.split.data(), 2 * p.m, p.h);
-  r.ess_mean = detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  // With an even draw count the split draws are all draws: finite and not constant (checked
+  // above); an odd count drops the middle draws, which may leave constant split draws.
+  const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
+  r.rhat_basic = split_ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
+  r.ess_mean = split_ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
-  for (double& z : ws.split) z = (z - r.mean) * (z - r.mean);
-  r.ess_sd = detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (double& z : ws.split) {
+    z = (z - r.mean) * (z - r.mean);
+    lo = z < lo ? z : lo;
+    hi = z > hi ? z : hi;
+  }
+  // (x - mean)^2 is constant when x takes two values symmetric about the mean; it overflows
+  // only for |x| > 1e154.
+  const bool sq_ok = std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon());
+  r.ess_sd = sq_ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   const double evar = m2 / sd_s;
   const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;
   r.mcse_sd = std::sqrt(varvar / evar / 4.0);
@@ -548,6 +637,8 @@ DiagnosticSummary summarize(const DrawsView& v) {
   r.mcse_q95 = mcse_quantile7(FromRecs{ws.recs.data()}, p.s, 0.95, e95);
   return r;
 }
+
+void release_diagnostics_workspace() { detail::workspace() = detail::Workspace(); }
 
 double rhat(const DrawsView& v) { return summarize(v).rhat; }
 

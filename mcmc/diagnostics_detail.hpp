@@ -20,21 +20,33 @@ struct Workspace {
   std::vector<double> split;      // [2M, h] split layout
   std::vector<double> split2;     // second split buffer
   std::vector<double> sorted;     // sorted values
-  /// A draw's order-preserving sort key and its position in the split layout.
+  /// A draw's order-preserving sort key and its position in the split layout (12 bytes:
+  /// the radix sort moves these records, so their size is its memory traffic).
+#pragma pack(push, 4)
   struct Rec {
     std::uint64_t key;
     std::uint32_t pos;
   };
+#pragma pack(pop)
+  static_assert(sizeof(Rec) == 12);
   std::vector<Rec> recs, recs2;   // radix sort buffers; recs ends sorted
   std::vector<Rec> folded;        // sorted (key of |x - med|, split position)
+#pragma pack(push, 4)
+  struct Staged {
+    double z;
+    std::uint32_t pos;
+  };
+#pragma pack(pop)
+  std::vector<Staged> stage;      // z values grouped by destination window
   std::vector<double> ztab;       // normal quantiles of ranks
   std::vector<std::uint32_t> radix_count;
-  std::vector<double> centered;   // [m, n] centred chains
+  std::vector<double> centered;   // one centred chain
   std::vector<double> acov;       // chain-averaged autocovariance
   std::vector<double> rho;        // Geyer's sequence
   std::vector<double> pad;        // FFT input
   std::vector<double> acf;        // FFT output
   std::vector<std::complex<double>> spec;
+  std::vector<std::complex<double>> power;  // chain-averaged power spectrum
   std::vector<double> means;
   Workspace() { fft.SetFlag(Eigen::FFT<double>::HalfSpectrum); }
 };

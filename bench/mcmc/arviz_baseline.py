@@ -2,7 +2,8 @@
 """ArviZ baseline for bench_diagnostics: the same deterministic draws, through az.summary.
 
 Usage: arviz_baseline.py CHAINS DRAWS PARAMS REPS
-Prints one JSON object: {"arviz": version, "seconds": [...], "param0": {...}}.
+Prints one JSON object: {"arviz": version, "seconds": [wall...], "cpu_seconds": [...],
+"param0": {...}}.
 Exits 77 when numpy or arviz cannot be imported (the benchmark then skips the baseline).
 """
 import json
@@ -40,16 +41,18 @@ def main():
     chains, draws, params, reps = (int(v) for v in sys.argv[1:5])
     x = make_draws(chains, draws, params)
     idata = az.from_dict(posterior={"theta": x})
-    times = []
+    times, cpu = [], []
     summary = None
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         summary = az.summary(idata, round_to="none")
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     row = summary.iloc[0]
     print(json.dumps({
         "arviz": az.__version__,
         "seconds": times,
+        "cpu_seconds": cpu,
         "param0": {k: float(row[k]) for k in
                    ("mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat")},
         "x000": float(x[0, 0, 0]), "sum": float(math.fsum(x.ravel())),

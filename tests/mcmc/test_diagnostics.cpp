@@ -1,10 +1,12 @@
 // Tests of the convergence diagnostics against R posterior 1.4.0, emcee and R's ks.test
 // (tests/mcmc/data/diagnostics_reference.md), plus edge cases and identities.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <thread>
 #include <vector>
 
+#include <boost/math/distributions/normal.hpp>
 #include <catch2/catch.hpp>
 
 #include "diagnostics_vectors.hpp"
@@ -243,6 +245,25 @@ TEST_CASE("edge cases: 1 chain, few draws, constant, NaN/Inf, ties, monotone map
   CHECK(std::isnan(sc.rhat));
   CHECK(std::isnan(sc.ess_bulk));
   CHECK(std::isnan(sc.mcse_mean));
+  // Two values symmetric about the mean: (x - mean)^2 is constant, so ESS(sd) and MCSE(sd)
+  // are NaN, while the rest is defined.
+  std::vector<double> pm(4 * 50);
+  for (std::size_t i = 0; i < pm.size(); ++i) pm[i] = ((i * 7919) % 13) < 6 ? -1.0 : 1.0;
+  for (std::size_t i = 0; i < 100; ++i) pm[2 * i] = -1.0, pm[2 * i + 1] = 1.0;
+  const auto spm = m::summarize(DrawsView(pm, 4, 50));
+  CHECK(spm.mean == 0.0);
+  CHECK(std::isnan(spm.ess_sd));
+  CHECK(std::isnan(spm.mcse_sd));
+  CHECK(std::isfinite(spm.ess_bulk));
+  // Odd draw count whose only varying draws are the dropped middle ones.
+  std::vector<double> mid(3 * 7, 1.0);
+  mid[3] = 2.0;
+  const auto smid = m::summarize(DrawsView(mid, 3, 7));
+  CHECK(std::isnan(smid.rhat_basic));
+  CHECK(std::isnan(smid.ess_mean));
+  CHECK(std::isnan(smid.rhat));
+  CHECK(std::isnan(smid.ess_bulk));
+  CHECK(smid.mean == Approx(22.0 / 21.0));
   // NaN or Inf anywhere: every field NaN.
   for (double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
     std::vector<double> x = tv.x;
@@ -359,9 +380,57 @@ TEST_CASE("concurrent calls on several threads give the serial results", "[mcmc]
   for (int k = 0; k < 5; ++k)
     threads.emplace_back([&, k] { par[k] = herd::mcmc::summarize(DrawsView(tvs[k].x, tvs[k].m, tvs[k].n)); });
   for (auto& t : threads) t.join();
+  herd::mcmc::release_diagnostics_workspace();
+  CHECK(herd::mcmc::summarize(DrawsView(tvs[4].x, tvs[4].m, tvs[4].n)).ess_bulk == serial[4].ess_bulk);
   for (int k = 0; k < 5; ++k) {
     CHECK(par[k].rhat == serial[k].rhat);
     CHECK(par[k].ess_bulk == serial[k].ess_bulk);
     CHECK(par[k].mcse_q95 == serial[k].mcse_q95);
   }
+}
+
+TEST_CASE("bulk R-hat of a large input (staged scatter) equals the formula written out",
+          "[mcmc]") {
+  // 8 chains x 40001 draws (odd: middle draws dropped), rounded to 1/64 so there are ties.
+  const std::size_t m = 8, n = 40001, h = n / 2;
+  auto x = herd_test::lcg_ar1(m, n, 0.7, 2024, 0.01);
+  for (double& v : x) v = std::round(v * 64.0) / 64.0;
+  // Split, rank with average ties, z = qnorm((r - 3/8) / (S + 1/4)), split R-hat.
+  std::vector<double> sp(2 * m * h);
+  for (std::size_t c = 0; c < m; ++c)
+    for (std::size_t t = 0; t < h; ++t) {
+      sp[2 * c * h + t] = x[c * n + t];
+      sp[(2 * c + 1) * h + t] = x[c * n + n - h + t];
+    }
+  std::vector<std::size_t> idx(sp.size());
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return sp[a] < sp[b]; });
+  std::vector<double> z(sp.size());
+  const double s = static_cast<double>(sp.size());
+  for (std::size_t i = 0; i < idx.size();) {
+    std::size_t j = i;
+    while (j < idx.size() && sp[idx[j]] == sp[idx[i]]) ++j;
+    const double r = 0.5 * static_cast<double>(i + 1 + j);
+    const double zz = boost::math::quantile(boost::math::normal(), (r - 0.375) / (s + 0.25));
+    for (std::size_t k = i; k < j; ++k) z[idx[k]] = zz;
+    i = j;
+  }
+  std::vector<double> means(2 * m), vars(2 * m);
+  for (std::size_t c = 0; c < 2 * m; ++c) {
+    double mu = 0;
+    for (std::size_t t = 0; t < h; ++t) mu += z[c * h + t];
+    mu /= static_cast<double>(h);
+    double v = 0;
+    for (std::size_t t = 0; t < h; ++t) v += (z[c * h + t] - mu) * (z[c * h + t] - mu);
+    means[c] = mu;
+    vars[c] = v / static_cast<double>(h - 1);
+  }
+  double mm = 0, w = 0;
+  for (std::size_t c = 0; c < 2 * m; ++c) mm += means[c] / static_cast<double>(2 * m), w += vars[c] / static_cast<double>(2 * m);
+  double b = 0;
+  for (double mu : means) b += (mu - mm) * (mu - mm);
+  b = static_cast<double>(h) * b / static_cast<double>(2 * m - 1);
+  const double nd = static_cast<double>(h);
+  const double expected = std::sqrt((b / w + nd - 1.0) / nd);
+  CHECK_THAT(herd::mcmc::rhat_bulk(DrawsView(x, m, n)), Catch::Matchers::WithinRel(expected, 1e-12));
 }

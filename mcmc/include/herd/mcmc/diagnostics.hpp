@@ -99,8 +99,16 @@ struct DiagnosticSummary {
 
 /// All diagnostics of one quantity in one pass (one sort, shared buffers); what the
 /// sampler's report, `herd-diagnose` and the benchmark use.
+///
+/// Cost: one LSD radix sort of the S draws plus O(S) passes, and O(S L) for the L
+/// autocovariance lags Geyer's sequences need (by FFT when L is large). The calling
+/// thread's workspace grows to about 70 bytes per draw and is kept for the next call
+/// (release it with release_diagnostics_workspace()).
 /// @param draws `[chains, draws]` row-major, optionally weighted.
 DiagnosticSummary summarize(const DrawsView& draws);
+
+/// Frees the calling thread's scratch buffers and FFT plans (they are rebuilt on demand).
+void release_diagnostics_workspace();
 
 /// Rank-normalized split R-hat: max of bulk and tail (folded) R-hat. Needs >= 2 draws per chain.
 double rhat(const DrawsView& draws);

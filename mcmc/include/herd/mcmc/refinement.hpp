@@ -11,7 +11,8 @@
 /// ceil(k skip) (k = 1, 2, ...), and a state's new weight counts how many kept positions fall
 /// in its verbose range (ParaMonte's getRefinedWeight). The compact stage ends when its IAC
 /// is below 2 or after `max_rounds` thinnings; the verbose stage then runs with up to twice
-/// that many rounds in all (ParaMonte doubles its limit at the switch).
+/// that many rounds in all (ParaMonte doubles its limit at the switch). A NaN summary (a
+/// constant or non-finite column) counts as "below 2": the stage stops.
 /// Thread-safety: reentrant.
 
 #include <cstddef>
