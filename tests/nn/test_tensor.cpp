@@ -13,6 +13,7 @@
 #include "herd/nn/losses.hpp"
 #include "herd/nn/mlp.hpp"
 #include "herd/nn/optimizer.hpp"
+#include "herd/nn/hdf5_state.hpp"
 #include "herd/nn/serialize.hpp"
 
 using namespace herd;
@@ -303,6 +304,45 @@ TEST_CASE("save, load, continue training is identical to training without the br
   std::filesystem::remove(model_path);
   std::filesystem::remove(opt_path);
   CHECK_THROWS_AS(load_binary(model_path), IoError);
+}
+
+TEST_CASE("HDF5: save, load, continue training is identical; load errors name both sides", "[nn][io]") {
+  Trainer straight(0);
+  for (int k = 0; k < 10; ++k) straight.step(k);
+  const std::string path = (std::filesystem::temp_directory_path() / "herd_nn_test_state.h5").string();
+  {
+    Trainer first(0);
+    for (int k = 0; k < 4; ++k) first.step(k);
+    save_hdf5(path, first.mlp->state_dict(), first.adam->state());
+  }
+  const Hdf5State st = load_hdf5(path);
+  Trainer resumed(7);
+  resumed.mlp->load_state_dict(st.parameters);
+  resumed.adam->load_state(st.optimizer);
+  CHECK(resumed.adam->steps() == 4);
+  for (int k = 4; k < 10; ++k) resumed.step(k);
+  const auto a = straight.mlp->state_dict(), b = resumed.mlp->state_dict();
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].name);
+    CHECK(a[i].tensor.dtype() == b[i].tensor.dtype());
+    CHECK(a[i].tensor.to_vector() == b[i].tensor.to_vector());  // bit-identical
+  }
+  // Names, shapes and dtypes in the file; a model of another shape cannot load it.
+  {
+    auto f = herd::io::H5File::open(path);
+    CHECK(f.open_dataset("parameters/0.weight").shape() == std::vector<hsize_t>{16, 3});
+    CHECK(f.open_dataset("parameters/0.weight").attribute_string("dtype") == "float32");
+  }
+  MlpOptions o;
+  o.sizes = {3, 8, 16, 2};
+  Mlp other(o);
+  CHECK_THROWS_WITH(other.load_state_dict(st.parameters), Contains("0.weight") && Contains("[8, 3]") && Contains("[16, 3]"));
+  auto missing = st.parameters;
+  missing.erase(missing.begin());
+  CHECK_THROWS_WITH(straight.mlp->load_state_dict(missing), Contains("0.weight") && Contains("missing"));
+  std::filesystem::remove(path);
+  CHECK_THROWS_AS(load_hdf5(path), IoError);
 }
 
 TEST_CASE("distribution heads: sampling", "[nn]") {
