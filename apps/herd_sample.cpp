@@ -19,6 +19,8 @@
 #include "herd/core/log.hpp"
 #include "herd/examples/posteriordb.hpp"
 #include "herd/io/config.hpp"
+#include "herd/io/data_set.hpp"
+#include "herd/io/hdf5.hpp"
 #include "herd/io/schema.hpp"
 #include "herd/io/toml_reader.hpp"
 #include "herd/mcmc/paradram_run.hpp"
@@ -59,7 +61,34 @@ void declare_target_keys(herd::io::Schema& s) {
   s.add_float_list("target.weights", nullopt, "mixture weights [K]");
   s.add_float_list("target.means", nullopt, "mixture means [K, ndim] row-major");
   s.add_float_list("target.sigmas", nullopt, "mixture standard deviations [K]");
-  s.add_string("data.file", nullopt, "JSON file with the model's data (replaces the embedded data)");
+  s.add_string("data.file", nullopt, "JSON or HDF5 file with the model's data (replaces the embedded data)");
+  s.add_string("data.group", "/", "HDF5 group whose numeric datasets are the data (HDF5 data files)");
+}
+
+/// Model data from a JSON file, or from the numeric datasets of an HDF5 group, as the JSON
+/// object the posteriordb models take. @throws herd::InputError naming the file.
+nlohmann::json load_model_data(const std::string& path, const std::string& group, const std::string& origin) {
+  using herd::InputError;
+  try {
+    const herd::io::DataSet ds = herd::io::H5File::is_hdf5(path) ? herd::io::read_h5_data(path, group)
+                                                                 : herd::io::read_json_data(path);
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& name : ds.names()) {
+      const herd::io::DataArray& a = ds.at(name);
+      if (a.shape.empty()) {
+        if (a.integer) j[name] = static_cast<std::int64_t>(a.values[0]);
+        else j[name] = a.values[0];
+      } else if (a.integer) {
+        std::vector<std::int64_t> v(a.values.begin(), a.values.end());
+        j[name] = v;
+      } else {
+        j[name] = a.values;
+      }
+    }
+    return j;
+  } catch (const herd::Error& e) {
+    throw InputError(fmt::format("{}: data.file \"{}\": {}", origin, path, e.what()));
+  }
 }
 
 /// Builds the target from resolved settings. @throws herd::InputError
@@ -75,15 +104,7 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st) {
     std::shared_ptr<herd::examples::PosteriorModel> m;
     if (st.has("data.file")) {
       const std::string path = st.get_string("data.file");
-      std::ifstream in(path);
-      if (!in) throw InputError(fmt::format("{}: data.file \"{}\" cannot be opened", st.origin("data.file"), path));
-      nlohmann::json data;
-      try {
-        data = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::exception& e) {
-        throw InputError(fmt::format("{}: data.file \"{}\" is not valid JSON: {}", st.origin("data.file"), path, e.what()));
-      }
-      m = herd::examples::make_model(name, data);
+      m = herd::examples::make_model(name, load_model_data(path, st.get_string("data.group"), st.origin("data.file")));
     } else {
       m = herd::examples::make_model(name);
     }

@@ -242,3 +242,37 @@ print("ok")
   INFO(slurp(dir / "py.txt"));
   CHECK(rc == 0);
 }
+
+TEST_CASE("herd-sample: model data from JSON and HDF5 files equal the embedded data", "[apps][mcmc]") {
+  const auto dir = workdir("data");
+  // eight schools' data, as JSON and as an HDF5 group.
+  write(dir / "data.json", R"({"J": 8, "y": [28, 8, -3, 7, -1, 1, 18, 12], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]})");
+  {
+    auto f = herd::io::H5File::create((dir / "data.h5").string());
+    auto g = f.root().create_group("schools");
+    g.write_scalar<std::int64_t>("J", 8);
+    g.write<double>("y", std::vector<double>{28, 8, -3, 7, -1, 1, 18, 12});
+    g.write<double>("sigma", std::vector<double>{15, 10, 16, 11, 9, 11, 10, 18});
+    f.close();
+  }
+  const std::string common = "--quiet --set chain_size=500 --set random_seed=3 --set target.model=eight_schools_noncentered";
+  REQUIRE(run(dir, common + " --output out/embedded").rc == 0);
+  const Run rj = run(dir, common + " --output out/json --set data.file=data.json");
+  INFO(rj.err);
+  REQUIRE(rj.rc == 0);
+  const Run rh = run(dir, common + " --output out/h5 --set data.file=data.h5 --set data.group=schools");
+  INFO(rh.err);
+  REQUIRE(rh.rc == 0);
+  const std::string a = slurp(dir / "out" / "embedded_chain.txt");
+  CHECK(a == slurp(dir / "out" / "json_chain.txt"));
+  CHECK(a == slurp(dir / "out" / "h5_chain.txt"));
+  // Bad data: a missing field and a missing file are input errors.
+  write(dir / "bad.json", R"({"J": 8, "y": [1, 2]})");
+  const Run bad = run(dir, common + " --output out/bad --set data.file=bad.json");
+  CHECK(bad.rc == 2);
+  CHECK_THAT(bad.err, Contains("eight_schools_noncentered") && Contains("\"y\""));
+  const Run none = run(dir, common + " --output out/none --set data.file=nope.json");
+  CHECK(none.rc == 2);
+  CHECK_THAT(none.err, Contains("nope.json"));
+  CHECK_FALSE(fs::exists(dir / "out" / "bad_chain.txt"));
+}
