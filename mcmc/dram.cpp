@@ -166,7 +166,8 @@ DramSampler::DramSampler(DramOptions options, PointLogDensity log_density)
 DramSampler::DramSampler(DramOptions options, BatchLogDensity log_density)
     : options_(std::move(options)) {
   HERD_REQUIRE(static_cast<bool>(log_density), "dram: the log density is empty");
-  f_ = [b = std::move(log_density)](const double* x, int d) {
+  batch_ = std::move(log_density);
+  f_ = [b = batch_](const double* x, int d) {
     double out = 0.0;
     b(x, 1, d, &out);
     return out;
@@ -315,17 +316,23 @@ void DramSampler::set_state(DramState s) {
 }
 
 double DramSampler::evaluate(const double* y) {
-  ++state_.evaluations;
   double v;
   try {
     v = f_(y, d_);
   } catch (const std::exception& e) {
+    ++state_.evaluations;
     throw Error(fmt::format("dram: chain {}: the log density threw at proposal {}: {}", state_.chain_id,
                             state_.proposal_number, e.what()));
   } catch (...) {
+    ++state_.evaluations;
     throw Error(fmt::format("dram: chain {}: the log density threw an unknown exception at proposal {}",
                             state_.chain_id, state_.proposal_number));
   }
+  return check_value(v);
+}
+
+double DramSampler::check_value(double v) {
+  ++state_.evaluations;
   if (std::isnan(v)) [[unlikely]] {
     ++state_.nan_count;
     if (!nan_warned_) {
@@ -423,80 +430,91 @@ void DramSampler::accept(const double* y, double lp, int stage, double alpha, Ch
   }
 }
 
-void DramSampler::step(ChainSink& sink) {
-  DramState& s = state_;
+// y = x + L w for the current state; returns whether y is inside the domain box.
+bool DramSampler::trial_point(const double* w, double* y) const {
   const int d = d_;
-  const std::uint64_t k = s.proposal_number;
-  const double* x = s.point.data();
-  const double* l = s.chol.data();
-  double* z = z_.data();
-  double* y = y_.data();
-
-  auto pc = prop_rng_.at(k);
-  draw_direction(pc, z);
+  const double* x = state_.point.data();
+  const double* l = state_.chol.data();
   bool inside = true;
   for (int i = 0; i < d; ++i) {
     const double* li = l + static_cast<std::size_t>(i) * d;
     double v = 0.0;
-    for (int j = 0; j <= i; ++j) v += li[j] * z[j];
+    for (int j = 0; j <= i; ++j) v += li[j] * w[j];
     y[i] = x[i] + v;
     if (has_box_) inside &= (y[i] >= lower_[i]) & (y[i] <= upper_[i]);
   }
-  double lpy = kNegInf;
-  if (inside)
-    lpy = evaluate(y);
-  else
-    ++s.out_of_domain;
-  auto ac = acc_rng_.at(k);
-  const double u = ac.uniform();
-  const double la = std::min(0.0, lpy - s.log_density);
+  return inside;
+}
+
+void DramSampler::begin_proposal() {
+  DramState& s = state_;
+  const std::uint64_t k = s.proposal_number;
+  auto pc = prop_rng_.at(k);
+  draw_direction(pc, z_.data());
+  cur_inside_ = trial_point(z_.data(), y_.data());
+  if (!cur_inside_) ++s.out_of_domain;
+  acc_cur_ = acc_rng_.at(k);
+  cur_stage_ = 1;
+}
+
+bool DramSampler::finish_stage(double lp, ChainSink& sink) {
+  DramState& s = state_;
+  const int d = d_;
+  const int st = cur_stage_;
   const int nst = static_cast<int>(stage_scale_.size());
-  if (la == 0.0 || std::log(u) < la) {
-    accept(y, lpy, 1, std::exp(la), sink);
-  } else if (nst > 1) {
-    // Delayed rejection: the path x = p_0, p_1, ..., in whitened coordinates w (p = x + L w).
-    double* w = wpath_.data();
-    double* lpp = lpath_.data();
-    std::fill(w, w + d, 0.0);
-    std::copy(z, z + d, w + d);
-    lpp[0] = s.log_density;
-    lpp[1] = lpy;
-    auto dc = dr_rng_.at(k);
-    bool accepted = false;
-    for (int st = 2; st <= nst && !accepted; ++st) {
-      draw_direction(dc, z);
-      const double cs = stage_scale_[st - 1];
-      double* ws = w + static_cast<std::size_t>(st) * d;
-      inside = true;
-      for (int i = 0; i < d; ++i) {
-        ws[i] = cs * z[i];
-        const double* li = l + static_cast<std::size_t>(i) * d;
-        double v = 0.0;
-        for (int j = 0; j <= i; ++j) v += li[j] * ws[j];
-        y[i] = x[i] + v;
-        if (has_box_) inside &= (y[i] >= lower_[i]) & (y[i] <= upper_[i]);
-      }
-      double lps = kNegInf;
-      if (inside)
-        lps = evaluate(y);
-      else
-        ++s.out_of_domain;
-      lpp[st] = lps;
-      const double las =
-          dr_log_acceptance(st, d, w, lpp, stage_scale_.data(), options_.proposal, options_.dr_rule);
-      const double us = ac.uniform();
-      if (las == 0.0 || std::log(us) < las) {
-        accept(y, lps, st, std::exp(las), sink);
-        accepted = true;
-      }
-    }
-    if (!accepted) ++s.weight;
+  if (!cur_inside_) lp = kNegInf;
+  double la;
+  if (st == 1) {
+    la = std::min(0.0, lp - s.log_density);
   } else {
-    ++s.weight;
+    lpath_[st] = lp;
+    la = dr_log_acceptance(st, d, wpath_.data(), lpath_.data(), stage_scale_.data(), options_.proposal,
+                           options_.dr_rule);
   }
+  const double u = acc_cur_.uniform();
+  if (la == 0.0 || std::log(u) < la) {
+    accept(y_.data(), lp, st, std::exp(la), sink);
+    end_proposal();
+    return false;
+  }
+  if (st == nst) {
+    ++s.weight;
+    end_proposal();
+    return false;
+  }
+  // Delayed rejection: the path x = p_0, p_1, ... in whitened coordinates w (p = x + L w).
+  double* w = wpath_.data();
+  if (st == 1) {
+    std::fill(w, w + d, 0.0);
+    std::copy(z_.begin(), z_.end(), w + d);
+    lpath_[0] = s.log_density;
+    lpath_[1] = lp;
+    dr_cur_ = dr_rng_.at(s.proposal_number);
+  }
+  draw_direction(dr_cur_, z_.data());
+  const double cs = stage_scale_[st];
+  double* ws = w + static_cast<std::size_t>(st + 1) * d;
+  for (int i = 0; i < d; ++i) ws[i] = cs * z_[i];
+  cur_inside_ = trial_point(ws, y_.data());
+  if (!cur_inside_) ++s.out_of_domain;
+  cur_stage_ = st + 1;
+  return true;
+}
+
+void DramSampler::end_proposal() {
+  DramState& s = state_;
+  cur_stage_ = 0;
   ++s.proposal_number;
   ++s.proposals_since_update;
   if (s.proposals_since_update >= period_ && s.updates_done < options_.adaptive_update_count) adapt();
+}
+
+void DramSampler::step(ChainSink& sink) {
+  begin_proposal();
+  for (;;) {
+    const double lp = cur_inside_ ? evaluate(y_.data()) : kNegInf;
+    if (!finish_stage(lp, sink)) break;
+  }
 }
 
 void DramSampler::merge_pending(bool greedy) {
@@ -637,16 +655,19 @@ DramResult DramSampler::finish_result(double seconds) const {
   return r;
 }
 
+bool DramSampler::done() const {
+  const auto max_prop = static_cast<std::uint64_t>(options_.max_proposals);
+  return state_.records_written + 1 >= options_.chain_size || (max_prop != 0 && state_.proposal_number >= max_prop);
+}
+
 DramResult DramSampler::run(ChainSink& sink) {
   Timer timer;
-  DramState& s = state_;
-  sink.begin(s.chain_id, d_);
-  const auto max_prop = static_cast<std::uint64_t>(options_.max_proposals);
+  sink.begin(state_.chain_id, d_);
   try {
-    while (s.records_written + 1 < options_.chain_size && (max_prop == 0 || s.proposal_number < max_prop))
-      step(sink);
+    while (!done()) step(sink);
   } catch (...) {
     // Flush what was sampled (the current state with its weight so far), then report.
+    cur_stage_ = 0;
     try {
       write_current(sink);
       sink.flush();
@@ -670,6 +691,7 @@ std::vector<DramResult> DramSampler::run_chains(const std::vector<ChainSink*>& s
     DramSampler chain(std::move(o), f_);
     results[i] = chain.run(*sinks[i]);
   };
+  if (batch_) return run_chains_batched(sinks);
   std::size_t threads = num_threads > 0 ? static_cast<std::size_t>(num_threads)
                                         : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min(threads, n);
@@ -680,6 +702,78 @@ std::vector<DramResult> DramSampler::run_chains(const std::vector<ChainSink*>& s
   // The calling thread works too, so a pool of threads - 1 workers gives `threads` in all.
   ThreadPool pool(threads - 1);
   pool.parallel_for_each(0, n, run_one, 1);
+  return results;
+}
+
+std::vector<DramResult> DramSampler::run_chains_batched(const std::vector<ChainSink*>& sinks) {
+  Timer timer;
+  const std::size_t n = sinks.size();
+  const int d = d_;
+  std::vector<std::unique_ptr<DramSampler>> chains;
+  chains.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    DramOptions o = options_;
+    o.chain_id = options_.chain_id + static_cast<std::uint32_t>(i);
+    chains.push_back(std::make_unique<DramSampler>(std::move(o), batch_));
+    sinks[i]->begin(chains[i]->state_.chain_id, d);
+  }
+  std::vector<std::size_t> waiting;
+  std::vector<double> x, lp;
+  try {
+    for (;;) {
+      // Advance every chain to its next trial that needs the log density (trials outside
+      // the domain are decided on the spot).
+      waiting.clear();
+      for (std::size_t i = 0; i < n; ++i) {
+        DramSampler& c = *chains[i];
+        for (;;) {
+          if (c.cur_stage_ == 0) {
+            if (c.done()) break;
+            c.begin_proposal();
+          }
+          if (c.cur_inside_) {
+            waiting.push_back(i);
+            break;
+          }
+          c.finish_stage(kNegInf, *sinks[i]);
+        }
+      }
+      if (waiting.empty()) break;
+      const int m = static_cast<int>(waiting.size());
+      x.resize(static_cast<std::size_t>(m) * d);
+      lp.assign(static_cast<std::size_t>(m), 0.0);
+      for (int j = 0; j < m; ++j)
+        std::copy(chains[waiting[j]]->y_.begin(), chains[waiting[j]]->y_.end(), x.begin() + static_cast<std::ptrdiff_t>(j) * d);
+      try {
+        batch_(x.data(), m, d, lp.data());
+      } catch (const std::exception& e) {
+        throw Error(fmt::format("dram: the batched log density threw ({} chains, {} points): {}", n, m, e.what()));
+      } catch (...) {
+        throw Error(fmt::format("dram: the batched log density threw an unknown exception ({} points)", m));
+      }
+      for (int j = 0; j < m; ++j) {
+        DramSampler& c = *chains[waiting[j]];
+        c.finish_stage(c.check_value(lp[j]), *sinks[waiting[j]]);
+      }
+    }
+  } catch (...) {
+    for (std::size_t i = 0; i < n; ++i) {
+      try {
+        chains[i]->cur_stage_ = 0;
+        chains[i]->write_current(*sinks[i]);
+        sinks[i]->flush();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  std::vector<DramResult> results(n);
+  const double secs = timer.seconds();
+  for (std::size_t i = 0; i < n; ++i) {
+    chains[i]->write_current(*sinks[i]);
+    sinks[i]->flush();
+    results[i] = chains[i]->finish_result(secs);
+  }
   return results;
 }
 

@@ -191,7 +191,9 @@ class DramSampler {
  public:
   /// @throws herd::InputError when the options are inconsistent (message names the field).
   DramSampler(DramOptions options, PointLogDensity log_density);
-  /// Batched log density: the kernel calls it with n = 1 (DR stages one at a time).
+  /// Batched log density. `run` and `step` call it with n = 1; `run_chains` advances all
+  /// its chains in lockstep and evaluates their pending trials (stage-1 or DR) together,
+  /// one call per round with n <= number of chains, on the calling thread.
   DramSampler(DramOptions options, BatchLogDensity log_density);
 
   /// Runs chain `options.chain_id` from its start point (or from the state given to
@@ -201,9 +203,12 @@ class DramSampler {
   ///   message of an exception from the log density. Both after flushing what was sampled.
   DramResult run(ChainSink& sink);
 
-  /// Runs `sinks.size()` chains with global ids `chain_id + i`, each from the start point,
-  /// on up to `num_threads` threads (0: hardware concurrency) when the log density is
-  /// thread-safe. Results in chain order. @throws as `run` (the first error).
+  /// Runs `sinks.size()` chains with global ids `chain_id + i`, each from the start point.
+  /// With a point log density: on up to `num_threads` threads (0: hardware concurrency)
+  /// when it is declared thread-safe, else one chain after another. With a batched log
+  /// density: in lockstep on the calling thread, one batched call per round. Every chain
+  /// is identical to a single-chain `run` of its id in all cases. Results in chain order.
+  /// @throws as `run` (the first error), after flushing every chain's sink.
   std::vector<DramResult> run_chains(const std::vector<ChainSink*>& sinks, int num_threads = 0);
 
   /// Makes one proposal (all its stages) from the current state: the kernel step.
@@ -237,6 +242,16 @@ class DramSampler {
  private:
   void validate();
   double evaluate(const double* y);
+  double check_value(double v);
+  bool trial_point(const double* w, double* y) const;
+  // The step as phases, so that many chains can share batched evaluations: begin a
+  // proposal (stage-1 trial in y_), then feed the log density of each trial to
+  // finish_stage, which returns true while a further (DR) trial awaits evaluation.
+  void begin_proposal();
+  bool finish_stage(double lp, ChainSink& sink);
+  void end_proposal();
+  bool done() const;
+  std::vector<DramResult> run_chains_batched(const std::vector<ChainSink*>& sinks);
   void accept(const double* y, double lp, int stage, double alpha, ChainSink& sink);
   void write_current(ChainSink& sink);
   void adapt();
@@ -254,6 +269,10 @@ class DramSampler {
   bool has_box_ = false;
   DramState state_;
   RngStream prop_rng_, acc_rng_, dr_rng_;
+  BatchLogDensity batch_;  // set when constructed with a batched log density
+  RngCursor acc_cur_{0, 0, 0, 0, 0}, dr_cur_{0, 0, 0, 0, 0};
+  int cur_stage_ = 0;  // stage of the trial in y_ (0: no proposal in progress)
+  bool cur_inside_ = true;
   const ZigguratTables* zig_ = nullptr;
   bool nan_warned_ = false, chol_warned_ = false;
   // Scratch (kept to avoid allocation in the hot loop).
