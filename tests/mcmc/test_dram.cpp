@@ -425,6 +425,35 @@ TEST_CASE("burn-in: a far start is detected by the likelihood rule", "[mcmc][dra
   for (std::int64_t i = 0; i < r.burnin_likelihood; ++i) CHECK(m.log_density[i] < thr);
 }
 
+TEST_CASE("greedy adaptation and the adaptation-measure burn-in rule", "[mcmc][dram]") {
+  DramOptions o = small_options(2);
+  o.chain_size = 3000;
+  o.adaptive_update_period = 8;
+  MemoryChainSink plain, greedy;
+  const auto rp = DramSampler(o, std_normal_2d).run(plain);
+  o.greedy_adaptation_count = 50;
+  const auto rg = DramSampler(o, std_normal_2d).run(greedy);
+  CHECK(rg.adaptive_updates > 50);
+  CHECK(rp.proposal_cov != rg.proposal_cov);  // the early updates weighed states differently
+  // Every record's adaptation measure is a Hellinger distance; with threshold 0 the
+  // burn-in by adaptation ends after the last state that saw an adaptation.
+  std::int64_t last = -1;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    CHECK(plain.adapt_measure[i] >= 0.0);
+    CHECK(plain.adapt_measure[i] <= 1.0);
+    if (plain.adapt_measure[i] > 0.0) last = static_cast<std::int64_t>(i);
+  }
+  REQUIRE(last > 0);
+  o.greedy_adaptation_count = 0;
+  o.burnin_adaptation_measure = 0.0;
+  MemoryChainSink again;
+  const auto r0 = DramSampler(o, std_normal_2d).run(again);
+  CHECK(same_chain(again, plain));
+  CHECK(r0.burnin_adaptation == last + 1);
+  CHECK(r0.burnin == std::max(r0.burnin_adaptation, r0.burnin_likelihood));
+  CHECK(rp.burnin_adaptation == 0);  // threshold 1 (default) disables the rule
+}
+
 TEST_CASE("built-in targets: values and batches", "[mcmc][targets]") {
   const auto mvn = MultivariateNormal::ar1(3, 0.5);
   const double x[] = {0.1, -0.2, 0.3, 1.0, 2.0, -1.0};
