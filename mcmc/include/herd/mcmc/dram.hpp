@@ -7,7 +7,13 @@
 /// - Adaptive covariance (Haario, Saksman & Tamminen 2001) on ParaDRAM's schedule: every
 ///   `adaptive_update_period` proposals, up to `adaptive_update_count` times, the weighted
 ///   covariance of the states visited since the last update is merged into the running
-///   covariance; the proposal covariance is that times scale_factor^2.
+///   covariance (Chan et al.'s pairwise update); the proposal covariance is that times
+///   scale_factor^2, Cholesky-factorised. A factor that fails, or is numerically singular
+///   (a conditional variance below 1e-12 of the marginal one), is not used: the previous
+///   proposal stays, the failure is counted and the first one logged. An update is
+///   deferred (not counted) while the running estimate holds fewer than d + 1 unique
+///   states, whose covariance is singular by construction. The adaptation measure of an
+///   update is the Hellinger distance between the old and new proposal Gaussians.
 /// - Delayed rejection (Tierney & Mira 1999; Mira 2001; Haario et al. 2006) with any
 ///   number of stages and per-stage scales and the *full* Hastings acceptance
 ///   probability, so detailed balance holds for any scales (ParaDRAM's simplified rule,
@@ -113,18 +119,18 @@ struct DramOptions {
 /// The complete state of one chain, enough for an exact restart (checkpoints, later).
 /// Plain data: every field is a scalar or a vector of scalars.
 struct DramState {
-  int ndim = 0;
-  std::uint32_t chain_id = 0;
+  int ndim = 0;                       ///< dimension d
+  std::uint32_t chain_id = 0;         ///< global chain id (RNG stream id)
   std::uint64_t proposal_number = 0;  ///< proposals made so far (= next proposal's number)
 
   // Current state and its compact record in progress.
-  std::vector<double> point;
-  double log_density = 0.0;
-  std::int64_t weight = 1;
-  std::uint64_t record_step = 0;
-  std::int32_t record_stage = 0;
-  double record_accept_prob = 1.0;
-  double record_adapt_measure = 0.0;
+  std::vector<double> point;          ///< current state `[d]`
+  double log_density = 0.0;           ///< log density at `point`
+  std::int64_t weight = 1;            ///< steps spent in `point` so far
+  std::uint64_t record_step = 0;      ///< `ChainRecord::step` of the current state
+  std::int32_t record_stage = 0;      ///< `ChainRecord::dr_stage` of the current state
+  double record_accept_prob = 1.0;    ///< `ChainRecord::accept_prob` of the current state
+  double record_adapt_measure = 0.0;  ///< `ChainRecord::adapt_measure` so far
   std::int64_t records_written = 0;  ///< compact records already handed to the sink
 
   // Adaptation.
@@ -138,11 +144,11 @@ struct DramState {
   std::vector<double> pending_weights; ///< their weights not yet merged
   std::vector<std::uint8_t> pending_new;  ///< 1 when the state was never merged before
   std::int64_t current_counted = 0;   ///< weight of the current state already merged
-  std::int64_t updates_done = 0;
+  std::int64_t updates_done = 0;      ///< adaptive updates attempted (failures included)
   std::int64_t updates_deferred = 0;  ///< skipped: fewer than d + 1 unique states so far
-  std::int64_t chol_failures = 0;
-  std::int64_t accepted_since_update = 0;
-  std::int64_t proposals_since_update = 0;
+  std::int64_t chol_failures = 0;     ///< updates whose factorisation failed (previous proposal kept)
+  std::int64_t accepted_since_update = 0;   ///< for acceptance-rate targeting
+  std::int64_t proposals_since_update = 0;  ///< proposals since the last update (schedule)
 
   // Counters.
   std::int64_t accepted = 0;              ///< accepted proposals (all stages)
@@ -153,24 +159,24 @@ struct DramState {
 
   // Burn-in trackers: prefix-maximum records (compact index, log density) and the last
   // compact index whose adaptation measure exceeded the threshold (-1: none).
-  std::vector<std::int64_t> best_index;
-  std::vector<double> best_log_density;
-  std::int64_t last_index_over_measure = -1;
+  std::vector<std::int64_t> best_index;      ///< compact indices of prefix maxima
+  std::vector<double> best_log_density;      ///< their log densities (increasing)
+  std::int64_t last_index_over_measure = -1;  ///< see above
 };
 
 /// Summary of a finished run of one chain.
 struct DramResult {
-  std::uint32_t chain_id = 0;
+  std::uint32_t chain_id = 0;    ///< global chain id
   std::int64_t proposals = 0;    ///< steps (proposal numbers used)
   std::int64_t chain_size = 0;   ///< unique states written (compact records)
   double acceptance_rate = 0.0;  ///< accepted / proposals
-  std::vector<std::int64_t> stage_accepted;
-  std::int64_t evaluations = 0;
-  std::int64_t nan_count = 0;
-  std::int64_t out_of_domain = 0;
-  std::int64_t adaptive_updates = 0;
-  std::int64_t adaptive_updates_deferred = 0;
-  std::int64_t chol_failures = 0;
+  std::vector<std::int64_t> stage_accepted;  ///< accepted proposals per stage (index 0 = stage 1)
+  std::int64_t evaluations = 0;              ///< log-density evaluations (start point included)
+  std::int64_t nan_count = 0;                ///< NaN log densities counted as -inf
+  std::int64_t out_of_domain = 0;            ///< trials outside the domain box (not evaluated)
+  std::int64_t adaptive_updates = 0;         ///< adaptive updates attempted
+  std::int64_t adaptive_updates_deferred = 0;  ///< updates skipped for want of d + 1 unique states
+  std::int64_t chol_failures = 0;            ///< updates that kept the previous proposal
   /// Burn-in: compact index (records before it are burn-in) by the likelihood rule
   /// (first state within log(n) of the best log density, n = chain_size), by the
   /// adaptation-measure rule, and the later of the two.
@@ -228,7 +234,9 @@ class DramSampler {
   /// Re-initialises the state from the options (start point, initial proposal).
   void reset();
 
+  /// The options (validated).
   const DramOptions& options() const { return options_; }
+  /// Dimension d.
   int ndim() const { return d_; }
   /// The resolved scale factor (e.g. 2.38/sqrt(d) for "gelman").
   double scale_factor() const { return scale0_; }
