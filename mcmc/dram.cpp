@@ -385,6 +385,15 @@ void DramSampler::propose(std::uint64_t k, int stage, const double* point, const
   }
 }
 
+double DramSampler::acceptance_uniform(std::uint64_t k, int stage) const {
+  HERD_REQUIRE(stage >= 1 && stage <= static_cast<int>(stage_scale_.size()),
+               "dram: acceptance_uniform: stage is {}, but must be in [1, {}]", stage, stage_scale_.size());
+  auto c = acc_rng_.at(k);
+  double u = c.uniform();
+  for (int s = 2; s <= stage; ++s) u = c.uniform();
+  return u;
+}
+
 void DramSampler::write_current(ChainSink& sink) {
   DramState& s = state_;
   ChainRecord r;

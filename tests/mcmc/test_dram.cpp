@@ -286,6 +286,45 @@ TEST_CASE("propose() reproduces the kernel's trial points (fork-join)", "[mcmc][
   CHECK(checked > 250);
 }
 
+// A fork-join scheduler evaluates proposal k elsewhere and decides it from the log
+// densities, `dr_log_acceptance` and `acceptance_uniform`: replay the kernel that way.
+TEST_CASE("propose + acceptance_uniform decide each step as the kernel does", "[mcmc][dram]") {
+  DramOptions o = small_options(2);
+  o.delayed_rejection_count = 2;
+  o.delayed_rejection_scale_factors = {0.2, 4.0};
+  o.adaptive_update_count = 0;  // fixed proposal: the replay needs no adaptation
+  DramSampler s(o, std_normal_2d);
+  NullChainSink sink;
+  const double* chol = s.state().chol.data();
+  for (int k = 0; k < 300; ++k) {
+    const DramState before = s.state();
+    s.step(sink);
+    // Replay: whitened path w_j = c_j L^{-1}(y_j - x) is recomputed from propose().
+    std::vector<double> w(4 * 2, 0.0), lp(4);
+    lp[0] = before.log_density;
+    int accepted_stage = 0;
+    std::vector<double> y(2);
+    for (int st = 1; st <= 3 && accepted_stage == 0; ++st) {
+      s.propose(before.proposal_number, st, before.point.data(), chol, y.data());
+      // L is lower triangular: forward substitution.
+      const double w0 = (y[0] - before.point[0]) / chol[0];
+      const double w1 = (y[1] - before.point[1] - chol[2] * w0) / chol[3];
+      w[2 * st] = w0;
+      w[2 * st + 1] = w1;
+      lp[st] = std_normal_2d(y.data(), 2);
+      const double la = dr_log_acceptance(st, 2, w.data(), lp.data(), s.stage_scales().data(),
+                                          ProposalKind::kNormal);
+      if (std::log(s.acceptance_uniform(before.proposal_number, st)) < la || la == 0.0) accepted_stage = st;
+    }
+    if (accepted_stage > 0) {
+      CHECK(s.state().record_stage == accepted_stage);
+      CHECK(s.state().record_step == before.proposal_number + 1);
+    } else {
+      CHECK(s.state().weight == before.weight + 1);
+    }
+  }
+}
+
 TEST_CASE("set_state restores a chain exactly (restart)", "[mcmc][dram]") {
   DramOptions o = small_options(2);
   o.delayed_rejection_count = 1;

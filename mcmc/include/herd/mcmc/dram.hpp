@@ -227,6 +227,12 @@ class DramSampler {
   void propose(std::uint64_t k, int stage, const double* point, const double* chol,
                double* out) const;
 
+  /// The acceptance uniform in (0, 1) of `stage` (1-based) of proposal number `k`: stage
+  /// s of proposal k is accepted iff this is below its acceptance probability. With
+  /// `propose`, all a fork-join scheduler needs to evaluate proposal k on any rank and
+  /// decide it exactly as `step` would. Pure; thread-safe.
+  double acceptance_uniform(std::uint64_t k, int stage) const;
+
   /// The kernel state (for checkpoints); `set_state` restores one.
   const DramState& state() const { return state_; }
   /// @throws herd::InputError when the state's dimension does not match.
