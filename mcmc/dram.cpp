@@ -100,13 +100,6 @@ std::string lower_no_space(const std::string& s) {
   return r;
 }
 
-// log det of A from its Cholesky factor.
-double log_det_chol(const Eigen::MatrixXd& l) {
-  double s = 0.0;
-  for (int i = 0; i < l.rows(); ++i) s += 2.0 * std::log(l(i, i));
-  return s;
-}
-
 }  // namespace
 
 double dr_log_acceptance(int m, int d, const double* w, const double* lp, const double* scale,
@@ -261,6 +254,7 @@ void DramSampler::validate() {
   wpath_.assign(np * d, 0.0);
   ypath_.assign(np * d, 0.0);
   lpath_.assign(np, 0.0);
+  scratch_.assign(2 * static_cast<std::size_t>(d) + 4 * static_cast<std::size_t>(d) * d, 0.0);
 }
 
 void DramSampler::reset() {
@@ -290,6 +284,7 @@ void DramSampler::reset() {
   s.mean.assign(d, 0.0);
   s.m2.assign(static_cast<std::size_t>(d) * d, 0.0);
   state_ = std::move(s);
+  refresh_proposal_cov();
   prop_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kProposal);
   acc_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kAcceptance);
   dr_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kDelayedRejection);
@@ -310,6 +305,8 @@ void DramSampler::set_state(DramState s) {
                "dram: set_state: the state has {} stages, but the options give {}", s.stage_accepted.size(),
                stage_scale_.size());
   state_ = std::move(s);
+  cur_stage_ = 0;
+  refresh_proposal_cov();
   prop_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kProposal);
   acc_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kAcceptance);
   dr_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kDelayedRejection);
@@ -529,6 +526,7 @@ void DramSampler::step(ChainSink& sink) {
 void DramSampler::merge_pending(bool greedy) {
   DramState& s = state_;
   const int d = d_;
+  const auto du = static_cast<std::size_t>(d);
   // The current state's weight not yet merged joins the batch.
   {
     const std::int64_t w = s.weight - s.current_counted;
@@ -541,26 +539,43 @@ void DramSampler::merge_pending(bool greedy) {
   }
   const std::size_t m = s.pending_weights.size();
   if (m == 0) return;
-  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> pts(
-      s.pending_points.data(), static_cast<Eigen::Index>(m), d);
-  Eigen::VectorXd wt(static_cast<Eigen::Index>(m));
+  // Weighted batch mean and scatter, then Chan, Golub & LeVeque's pairwise update.
+  // Plain loops on preallocated buffers: this runs every few dozen steps.
+  double* mb = scratch_.data();  // [d]
+  std::fill(mb, mb + d, 0.0);
+  double wb = 0.0;
   std::int64_t fresh = 0;
   for (std::size_t i = 0; i < m; ++i) {
-    wt(static_cast<Eigen::Index>(i)) = greedy ? static_cast<double>(s.pending_new[i]) : s.pending_weights[i];
+    const double w = greedy ? static_cast<double>(s.pending_new[i]) : s.pending_weights[i];
     fresh += s.pending_new[i];
+    if (w == 0.0) continue;
+    wb += w;
+    const double* x = s.pending_points.data() + i * du;
+    for (int k = 0; k < d; ++k) mb[k] += w * x[k];
   }
-  const double wb = wt.sum();
   if (wb > 0) {
-    const Eigen::VectorXd mb = (pts.transpose() * wt) / wb;
-    const Eigen::MatrixXd cen = pts.rowwise() - mb.transpose();
-    const Eigen::MatrixXd m2b = cen.transpose() * wt.asDiagonal() * cen;
-    Eigen::Map<Eigen::VectorXd> mean(s.mean.data(), d);
-    Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> m2(s.m2.data(), d, d);
-    // Chan, Golub & LeVeque's pairwise update, weighted.
-    const double wa = s.cov_weight, wn = wa + wb;
-    const Eigen::VectorXd delta = mb - mean;
-    m2 += m2b + (wa * wb / wn) * (delta * delta.transpose());
-    mean += (wb / wn) * delta;
+    for (int k = 0; k < d; ++k) mb[k] /= wb;
+    double* c = mb + d;  // [d] centred point
+    for (std::size_t i = 0; i < m; ++i) {
+      const double w = greedy ? static_cast<double>(s.pending_new[i]) : s.pending_weights[i];
+      if (w == 0.0) continue;
+      const double* x = s.pending_points.data() + i * du;
+      for (int k = 0; k < d; ++k) c[k] = x[k] - mb[k];
+      for (int r = 0; r < d; ++r) {
+        const double wr = w * c[r];
+        double* row = s.m2.data() + static_cast<std::size_t>(r) * du;
+        for (int k = 0; k <= r; ++k) row[k] += wr * c[k];
+      }
+    }
+    const double wa = s.cov_weight, wn = wa + wb, f = wa * wb / wn;
+    for (int k = 0; k < d; ++k) c[k] = mb[k] - s.mean[k];
+    for (int r = 0; r < d; ++r) {
+      double* row = s.m2.data() + static_cast<std::size_t>(r) * du;
+      for (int k = 0; k <= r; ++k) row[k] += f * c[r] * c[k];
+    }
+    for (int r = 0; r < d; ++r)  // mirror the lower triangle
+      for (int k = r + 1; k < d; ++k) s.m2[static_cast<std::size_t>(r) * du + k] = s.m2[static_cast<std::size_t>(k) * du + r];
+    for (int k = 0; k < d; ++k) s.mean[k] += (wb / wn) * c[k];
     s.cov_weight = wn;
   }
   s.cov_unique += fresh;
@@ -569,9 +584,53 @@ void DramSampler::merge_pending(bool greedy) {
   s.pending_new.clear();
 }
 
+namespace {
+// In-place Cholesky of the symmetric `a` (`[d, d]` row-major, lower triangle read) into
+// `l` (lower, upper zeroed). False when a pivot is not positive and finite, or when a
+// conditional variance is below kSingularRatio of the marginal one (numerically singular).
+bool cholesky(const double* a, int d, double* l) {
+  const auto du = static_cast<std::size_t>(d);
+  for (int j = 0; j < d; ++j) {
+    double* lj = l + static_cast<std::size_t>(j) * du;
+    double sjj = a[static_cast<std::size_t>(j) * du + j];
+    for (int k = 0; k < j; ++k) sjj -= lj[k] * lj[k];
+    if (!(sjj > kSingularRatio * a[static_cast<std::size_t>(j) * du + j]) || !std::isfinite(sjj)) return false;
+    const double djj = std::sqrt(sjj);
+    lj[j] = djj;
+    for (int k = j + 1; k < d; ++k) lj[k] = 0.0;
+    for (int i = j + 1; i < d; ++i) {
+      double* li = l + static_cast<std::size_t>(i) * du;
+      double v = a[static_cast<std::size_t>(i) * du + j];
+      for (int k = 0; k < j; ++k) v -= li[k] * lj[k];
+      li[j] = v / djj;
+    }
+  }
+  return true;
+}
+
+double log_det_lower(const double* l, int d) {
+  double s = 0.0;
+  for (int i = 0; i < d; ++i) s += 2.0 * std::log(l[static_cast<std::size_t>(i) * d + i]);
+  return s;
+}
+}  // namespace
+
+void DramSampler::refresh_proposal_cov() {
+  const int d = d_;
+  const auto du = static_cast<std::size_t>(d);
+  prop_cov_.assign(du * du, 0.0);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j <= i; ++j) {
+      double v = 0.0;
+      for (int k = 0; k <= j; ++k) v += state_.chol[i * du + k] * state_.chol[j * du + k];
+      prop_cov_[i * du + j] = prop_cov_[j * du + i] = v;
+    }
+}
+
 void DramSampler::adapt() {
   DramState& s = state_;
   const int d = d_;
+  const auto dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d);
   merge_pending(s.updates_done < options_.greedy_adaptation_count);
   if (!options_.target_acceptance_rate.empty() && s.proposals_since_update > 0) {
     const double lo = options_.target_acceptance_rate.front(), hi = options_.target_acceptance_rate.back();
@@ -585,17 +644,11 @@ void DramSampler::adapt() {
     return;
   }
   ++s.updates_done;
-  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> m2(s.m2.data(), d, d);
-  const Eigen::MatrixXd cov = (s.scale * s.scale / s.cov_weight) * m2;
-  Eigen::LLT<Eigen::MatrixXd> llt(cov);
-  bool ok = llt.info() == Eigen::Success && cov.allFinite();
-  Eigen::MatrixXd lnew;
-  if (ok) {
-    lnew = llt.matrixL();
-    for (int i = 0; i < d && ok; ++i)
-      ok = std::isfinite(lnew(i, i)) && lnew(i, i) * lnew(i, i) > kSingularRatio * cov(i, i);
-  }
-  if (!ok) {
+  double* cov = scratch_.data() + 2 * static_cast<std::size_t>(d);  // [d, d]
+  double* lnew = cov + dd;                                          // [d, d]
+  const double f = s.scale * s.scale / s.cov_weight;
+  for (std::size_t i = 0; i < dd; ++i) cov[i] = f * s.m2[i];
+  if (!cholesky(cov, d, lnew)) {
     ++s.chol_failures;
     if (!chol_warned_) {
       chol_warned_ = true;
@@ -606,21 +659,20 @@ void DramSampler::adapt() {
     }
     return;
   }
-  // Adaptation measure: Hellinger distance between the old and new proposal Gaussians.
-  Eigen::MatrixXd lold = Eigen::MatrixXd::Zero(d, d);
-  for (int i = 0; i < d; ++i)
-    for (int j = 0; j <= i; ++j) lold(i, j) = s.chol[static_cast<std::size_t>(i) * d + j];
-  const Eigen::MatrixXd cold = lold * lold.transpose();
-  Eigen::LLT<Eigen::MatrixXd> lmid(0.5 * (cold + cov));
+  // Adaptation measure: Hellinger distance between the old and new proposal Gaussians,
+  // H^2 = 1 - |C0|^(1/4) |C1|^(1/4) / |(C0 + C1)/2|^(1/2).
+  double* mid = lnew + dd;   // [d, d]
+  double* lmid = mid + dd;   // [d, d]
+  for (std::size_t i = 0; i < dd; ++i) mid[i] = 0.5 * (prop_cov_[i] + cov[i]);
   double h = 1.0;
-  if (lmid.info() == Eigen::Success) {
-    const double lbc = 0.25 * log_det_chol(lold) + 0.25 * log_det_chol(lnew) -
-                       0.5 * log_det_chol(Eigen::MatrixXd(lmid.matrixL()));
+  if (cholesky(mid, d, lmid)) {
+    const double lbc = 0.25 * log_det_lower(s.chol.data(), d) + 0.25 * log_det_lower(lnew, d) -
+                       0.5 * log_det_lower(lmid, d);
     h = std::sqrt(std::max(0.0, 1.0 - std::exp(std::min(0.0, lbc))));
   }
   s.record_adapt_measure = std::max(s.record_adapt_measure, h);
-  for (int i = 0; i < d; ++i)
-    for (int j = 0; j <= i; ++j) s.chol[static_cast<std::size_t>(i) * d + j] = lnew(i, j);
+  std::copy(lnew, lnew + dd, s.chol.begin());
+  std::copy(cov, cov + dd, prop_cov_.begin());
 }
 
 DramResult DramSampler::finish_result(double seconds) const {

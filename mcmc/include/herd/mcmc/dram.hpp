@@ -269,6 +269,7 @@ class DramSampler {
   void accept(const double* y, double lp, int stage, double alpha, ChainSink& sink);
   void write_current(ChainSink& sink);
   void adapt();
+  void refresh_proposal_cov();
   void merge_pending(bool greedy);
   DramResult finish_result(double seconds) const;
   void draw_direction(RngCursor& c, double* z) const;
@@ -290,7 +291,8 @@ class DramSampler {
   const ZigguratTables* zig_ = nullptr;
   bool nan_warned_ = false, chol_warned_ = false;
   // Scratch (kept to avoid allocation in the hot loop).
-  std::vector<double> z_, y_, wpath_, ypath_, lpath_;
+  std::vector<double> z_, y_, wpath_, ypath_, lpath_, scratch_;
+  std::vector<double> prop_cov_;  // current stage-1 proposal covariance L L^T, [d, d]
 };
 
 /// Log of the delayed-rejection acceptance probability of the last point of a path
