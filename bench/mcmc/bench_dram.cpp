@@ -5,9 +5,10 @@
 // The same-run baseline is the log density itself, timed on the chain's own points;
 // ParaDRAM 1.5.1's figures measured on this workload (690 ns/step, 20k ESS/s with binary
 // output) are printed for the ratios. Prints one JSON object; median of `repeats` runs.
-// On a loaded machine every time stretches; the overhead in units of the log-density time
-// (thread CPU time, both measured in the same run) is the robust figure, and
-// `overhead_ns_at_21ns_log_density` converts it to the quiet machine's 21 ns log density.
+// On a loaded machine every wall time stretches; thread CPU times stretch less, and the
+// overhead in units of the same-run log-density time is the most stable figure. Compare
+// against the reference numbers (ParaDRAM, the goal) only from a quiet machine: check that
+// bench_rng's Philox block takes about 11 ns there.
 //
 // Usage: bench_dram [steps=2000000] [repeats=3] [chain_file=bench_dram_chain.bin]
 #include <algorithm>
@@ -146,9 +147,9 @@ int main(int argc, char** argv) {
       "  \"goal_overhead_ns\": 120,\n  \"paradram_ns_per_step\": %.0f,\n  \"paradram_ess_per_s\": %.0f,\n"
       "  \"speedup_vs_paradram_steps\": %.2f,\n  \"ess_per_s_ratio_vs_paradram\": %.2f,\n"
       "  \"cpu_ns_per_step\": %.1f,\n  \"cpu_log_density_ns\": %.1f,\n"
-      "  \"overhead_over_log_density\": %.2f,\n  \"overhead_ns_at_21ns_log_density\": %.1f\n}\n",
+      "  \"cpu_overhead_ns_per_step\": %.1f,\n  \"overhead_over_log_density\": %.2f\n}\n",
       steps, repeats, median(t_step), median(steps_s), median(t_ld), median(t_over), median(ess_s),
       median(acc), paradram_ns, paradram_ess_s, paradram_ns / median(t_step), median(ess_s) / paradram_ess_s,
-      median(cpu_step), median(cpu_ld), median(ratio), 21.0 * median(ratio));
+      median(cpu_step), median(cpu_ld), median(ratio) * median(cpu_ld), median(ratio));
   return 0;
 }

@@ -40,7 +40,7 @@ class MultivariateNormal {
  private:
   Eigen::VectorXd mean_;
   Eigen::MatrixXd cov_;
-  std::vector<double> prec_;  ///< precision, `[d, d]` row-major
+  std::vector<double> prec2_;  ///< its lower triangle, off-diagonal doubled (quadratic form)
   double log_norm_ = 0.0;
 };
 
