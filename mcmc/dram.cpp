@@ -599,13 +599,14 @@ bool cholesky(const double* a, int d, double* l) {
     for (int k = 0; k < j; ++k) sjj -= lj[k] * lj[k];
     if (!(sjj > kSingularRatio * a[static_cast<std::size_t>(j) * du + j]) || !std::isfinite(sjj)) return false;
     const double djj = std::sqrt(sjj);
+    const double inv = 1.0 / djj;  // one division per column
     lj[j] = djj;
     for (int k = j + 1; k < d; ++k) lj[k] = 0.0;
     for (int i = j + 1; i < d; ++i) {
       double* li = l + static_cast<std::size_t>(i) * du;
       double v = a[static_cast<std::size_t>(i) * du + j];
       for (int k = 0; k < j; ++k) v -= li[k] * lj[k];
-      li[j] = v / djj;
+      li[j] = v * inv;
     }
   }
   return true;
