@@ -2,12 +2,10 @@
 #include "herd/mcmc/dram.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -265,7 +263,6 @@ void DramSampler::validate() {
   z_.resize(d);
   y_.resize(d);
   wpath_.assign(np * d, 0.0);
-  ypath_.assign(np * d, 0.0);
   lpath_.assign(np, 0.0);
   scratch_.assign(2 * static_cast<std::size_t>(d) + 4 * static_cast<std::size_t>(d) * d, 0.0);
 }

@@ -291,7 +291,7 @@ class DramSampler {
   const ZigguratTables* zig_ = nullptr;
   bool nan_warned_ = false, chol_warned_ = false;
   // Scratch (kept to avoid allocation in the hot loop).
-  std::vector<double> z_, y_, wpath_, ypath_, lpath_, scratch_;
+  std::vector<double> z_, y_, wpath_, lpath_, scratch_;
   std::vector<double> prop_cov_;  // current stage-1 proposal covariance L L^T, [d, d]
 };
 
