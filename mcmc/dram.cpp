@@ -13,6 +13,7 @@
 
 #include "herd/core/error.hpp"
 #include "herd/core/log.hpp"
+#include "herd/core/philox_lanes.hpp"
 #include "herd/core/thread_pool.hpp"
 #include "herd/core/timer.hpp"
 
@@ -265,6 +266,29 @@ void DramSampler::validate() {
   wpath_.assign(np * d, 0.0);
   lpath_.assign(np, 0.0);
   scratch_.assign(2 * static_cast<std::size_t>(d) + 4 * static_cast<std::size_t>(d) * d, 0.0);
+  // Draw-ahead of proposal words: Gaussian proposals of up to 16 dimensions (one
+  // ziggurat chunk); the uniform proposal draws a radius after its normals.
+  use_ahead_ = o.proposal == ProposalKind::kNormal && d <= 16;
+  ahead_words_ = 4 * ((2 * d + 3) / 4);
+  if (use_ahead_) {
+    ahead_prop_.assign(static_cast<std::size_t>(kAhead) * ahead_words_, 0u);
+    ahead_acc_.assign(4 * kAhead, 0u);
+    ahead_tmp_.assign(4 * kAhead, 0u);
+  }
+  ahead_valid_ = false;
+}
+
+void DramSampler::refill_ahead(std::uint64_t k0) {
+  const int blocks = ahead_words_ / 4;
+  for (int b = 0; b < blocks; ++b) {
+    philox_blocks_by_index(prop_rng_, k0, static_cast<std::uint32_t>(b), kAhead, ahead_tmp_.data());
+    for (int lane = 0; lane < kAhead; ++lane)
+      for (int q = 0; q < 4; ++q)
+        ahead_prop_[static_cast<std::size_t>(lane) * ahead_words_ + 4 * b + q] = ahead_tmp_[4 * lane + q];
+  }
+  philox_blocks_by_index(acc_rng_, k0, 0, kAhead, ahead_acc_.data());
+  ahead_k0_ = k0;
+  ahead_valid_ = true;
 }
 
 void DramSampler::reset() {
@@ -294,6 +318,7 @@ void DramSampler::reset() {
   s.mean.assign(d, 0.0);
   s.m2.assign(static_cast<std::size_t>(d) * d, 0.0);
   state_ = std::move(s);
+  ahead_valid_ = false;
   refresh_proposal_cov();
   prop_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kProposal);
   acc_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kAcceptance);
@@ -316,6 +341,7 @@ void DramSampler::set_state(DramState s) {
                stage_scale_.size());
   state_ = std::move(s);
   cur_stage_ = 0;
+  ahead_valid_ = false;
   refresh_proposal_cov();
   prop_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kProposal);
   acc_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kAcceptance);
@@ -454,11 +480,25 @@ bool DramSampler::trial_point(const double* w, double* y) const {
 void DramSampler::begin_proposal() {
   DramState& s = state_;
   const std::uint64_t k = s.proposal_number;
-  auto pc = prop_rng_.at(k);
-  draw_direction(pc, z_.data());
+  if (use_ahead_) {
+    if (!ahead_valid_ || k < ahead_k0_ || k - ahead_k0_ >= static_cast<std::uint64_t>(kAhead)) refill_ahead(k);
+    const std::size_t lane = static_cast<std::size_t>(k - ahead_k0_);
+    const std::uint32_t* w = ahead_prop_.data() + lane * static_cast<std::size_t>(ahead_words_);
+    ziggurat_normals_from_words(w, d_, *zig_, z_.data(), [&] {
+      RngCursor c = prop_rng_.at(k);
+      std::uint32_t skip[32];
+      c.fill_u32(skip, 2 * d_);
+      return c;
+    });
+    const std::uint32_t* a = ahead_acc_.data() + 4 * lane;
+    acc_u1_ = u64_to_uniform(static_cast<std::uint64_t>(a[0]) | (static_cast<std::uint64_t>(a[1]) << 32));
+  } else {
+    auto pc = prop_rng_.at(k);
+    draw_direction(pc, z_.data());
+    acc_cur_ = acc_rng_.at(k);
+  }
   cur_inside_ = trial_point(z_.data(), y_.data());
   if (!cur_inside_) ++s.out_of_domain;
-  acc_cur_ = acc_rng_.at(k);
   cur_stage_ = 1;
 }
 
@@ -476,7 +516,7 @@ bool DramSampler::finish_stage(double lp, ChainSink& sink) {
     la = dr_log_acceptance(st, d, wpath_.data(), lpath_.data(), stage_scale_.data(), options_.proposal,
                            options_.dr_rule);
   }
-  const double u = acc_cur_.uniform();
+  const double u = (st == 1 && use_ahead_) ? acc_u1_ : acc_cur_.uniform();
   const double alpha = la == 0.0 ? 1.0 : std::exp(la);
   if (u < alpha) {
     accept(y_.data(), lp, st, alpha, sink);
@@ -496,6 +536,10 @@ bool DramSampler::finish_stage(double lp, ChainSink& sink) {
     lpath_[0] = s.log_density;
     lpath_[1] = lp;
     dr_cur_ = dr_rng_.at(s.proposal_number);
+    if (use_ahead_) {  // the DR stages' uniforms follow the first one
+      acc_cur_ = acc_rng_.at(s.proposal_number);
+      (void)acc_cur_.uniform();
+    }
   }
   draw_direction(dr_cur_, z_.data());
   const double cs = stage_scale_[st];

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "herd/core/rng.hpp"
+#include "herd/core/philox_lanes.hpp"
 #include "herd/core/ziggurat.hpp"
 
 using herd::RngPurpose;
@@ -179,4 +180,48 @@ TEST_CASE("ziggurat tail beyond r has the right mass and shape", "[core][rng][zi
   // Conditional law of |z| given |z| > r.
   const double tail_mass = phi_cdf(-t.r);
   CHECK(ks_pvalue(tail, [&](double x) { return 1.0 - phi_cdf(-x) / tail_mass; }) > 1e-4);
+}
+
+TEST_CASE("philox_blocks_by_index equals RngStream::block for every width path", "[core][rng]") {
+  const RngStream s(0x0123456789abcdefull, 99, RngPurpose::kAcceptance);
+  // Indices crossing the 2^32 boundary exercise the high-index word.
+  for (std::uint64_t base : {std::uint64_t{0}, std::uint64_t{0xfffffff5u}}) {
+    for (int count : {1, 7, 8, 15, 16, 17, 40}) {
+      std::vector<std::uint32_t> out(4 * count);
+      herd::philox_blocks_by_index(s, base, 3, count, out.data());
+      for (int i = 0; i < count; ++i) {
+        const auto b = s.block(base + i, 3);
+        for (int k = 0; k < 4; ++k) CHECK(out[4 * i + k] == b.v[k]);
+      }
+    }
+  }
+  CHECK((herd::philox_lanes_width() == 1 || herd::philox_lanes_width() == 8 ||
+         herd::philox_lanes_width() == 16));
+}
+
+TEST_CASE("ziggurat_normals_from_words equals ziggurat_normals, retries included", "[core][rng][ziggurat]") {
+  const RngStream s(2718, 28, RngPurpose::kProposal);
+  const auto& t = herd::ziggurat_tables();
+  int retries = 0;
+  for (int n : {1, 3, 10, 16}) {
+    for (std::uint64_t k = 0; k < 3000; ++k) {
+      double a[16], b[16];
+      auto c = s.at(k);
+      herd::ziggurat_normals(c, t, a, n);
+      std::uint32_t w[32];
+      auto d = s.at(k);
+      d.fill_u32(w, 2 * n);
+      bool used = false;
+      herd::ziggurat_normals_from_words(w, n, t, b, [&] {
+        used = true;
+        auto e = s.at(k);
+        std::uint32_t skip[32];
+        e.fill_u32(skip, 2 * n);
+        return e;
+      });
+      retries += used;
+      for (int i = 0; i < n; ++i) CHECK(a[i] == b[i]);
+    }
+  }
+  CHECK(retries > 100);
 }

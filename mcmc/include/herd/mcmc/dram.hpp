@@ -288,6 +288,17 @@ class DramSampler {
   RngCursor acc_cur_{0, 0, 0, 0, 0}, dr_cur_{0, 0, 0, 0, 0};
   int cur_stage_ = 0;  // stage of the trial in y_ (0: no proposal in progress)
   bool cur_inside_ = true;
+  // Words of the next kAhead proposals (stage-1 normals' first attempts and the first
+  // acceptance block), drawn together across indices with SIMD (`philox_blocks_by_index`);
+  // the chain is bit-identical to drawing them one proposal at a time.
+  static constexpr int kAhead = 16;
+  bool use_ahead_ = false;
+  bool ahead_valid_ = false;
+  std::uint64_t ahead_k0_ = 0;
+  int ahead_words_ = 0;  // words per proposal (2d rounded up to whole blocks)
+  std::vector<std::uint32_t> ahead_prop_, ahead_acc_, ahead_tmp_;
+  double acc_u1_ = 0.5;  // stage-1 acceptance uniform of the current proposal (ahead path)
+  void refill_ahead(std::uint64_t k0);
   const ZigguratTables* zig_ = nullptr;
   bool nan_warned_ = false, chol_warned_ = false;
   // Scratch (kept to avoid allocation in the hot loop).

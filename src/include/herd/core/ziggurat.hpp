@@ -190,6 +190,32 @@ HERD_HOST_DEVICE inline void ziggurat_normals(RngCursor& c, const ZigguratTables
   }
 }
 
+/// As `ziggurat_normals(c, t, out, n)` for n <= 16 (one chunk), but with the chunk's 2n
+/// first-attempt words given in `w` (drawn ahead of time, e.g. by
+/// `philox_blocks_by_index`); `cursor_after()` must return a cursor positioned just after
+/// those words and is called only when an attempt fails. Same output, bit for bit.
+template <class CursorAfter>
+HERD_HOST_DEVICE inline void ziggurat_normals_from_words(const std::uint32_t* w, int n, const ZigguratTables& t,
+                                                         double* out, CursorAfter&& cursor_after) {
+  bool have_cursor = false;
+  RngCursor c(0, 0, 0, 0, 0);
+  for (int k = 0; k < n; ++k) {
+    const std::uint64_t bits =
+        static_cast<std::uint64_t>(w[2 * k]) | (static_cast<std::uint64_t>(w[2 * k + 1]) << 32);
+    double v, x, sign;
+    int i;
+    if (!ziggurat_try(bits, t, v, i, x, sign)) [[unlikely]] {
+      if (!have_cursor) {
+        c = cursor_after();
+        have_cursor = true;
+      }
+      double tail;
+      v = detail::ziggurat_slow(c, t, i, x, tail) ? sign * tail : ziggurat_normal(c, t);
+    }
+    out[k] = v;
+  }
+}
+
 /// Host convenience: `n` standard normals with the process-wide tables.
 inline void ziggurat_normals(RngCursor& c, double* out, int n) {
   ziggurat_normals(c, ziggurat_tables(), out, n);
