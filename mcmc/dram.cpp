@@ -2,12 +2,10 @@
 #include "herd/mcmc/dram.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -15,6 +13,7 @@
 
 #include "herd/core/error.hpp"
 #include "herd/core/log.hpp"
+#include "herd/core/philox_lanes.hpp"
 #include "herd/core/thread_pool.hpp"
 #include "herd/core/timer.hpp"
 
@@ -93,18 +92,24 @@ struct DrRecursion {
   }
 };
 
+// y = x + L w with L lower triangular, row-major (`l[i*d + j]`, j <= i read): the one
+// arithmetic for trial points, shared by the kernel and `propose`, so both give
+// bit-identical points. (Row dot products beat column axpys here: the axpys' short,
+// variable-length loops cost twice as much at d = 10.)
+void apply_factor(const double* l, const double* w, const double* x, double* y, int d) {
+  for (int i = 0; i < d; ++i) {
+    const double* li = l + static_cast<std::size_t>(i) * d;
+    double v = 0.0;
+    for (int j = 0; j <= i; ++j) v += li[j] * w[j];
+    y[i] = x[i] + v;
+  }
+}
+
 std::string lower_no_space(const std::string& s) {
   std::string r;
   for (char c : s)
     if (!std::isspace(static_cast<unsigned char>(c))) r += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return r;
-}
-
-// log det of A from its Cholesky factor.
-double log_det_chol(const Eigen::MatrixXd& l) {
-  double s = 0.0;
-  for (int i = 0; i < l.rows(); ++i) s += 2.0 * std::log(l(i, i));
-  return s;
 }
 
 }  // namespace
@@ -166,7 +171,8 @@ DramSampler::DramSampler(DramOptions options, PointLogDensity log_density)
 DramSampler::DramSampler(DramOptions options, BatchLogDensity log_density)
     : options_(std::move(options)) {
   HERD_REQUIRE(static_cast<bool>(log_density), "dram: the log density is empty");
-  f_ = [b = std::move(log_density)](const double* x, int d) {
+  batch_ = std::move(log_density);
+  f_ = [b = batch_](const double* x, int d) {
     double out = 0.0;
     b(x, 1, d, &out);
     return out;
@@ -258,8 +264,31 @@ void DramSampler::validate() {
   z_.resize(d);
   y_.resize(d);
   wpath_.assign(np * d, 0.0);
-  ypath_.assign(np * d, 0.0);
   lpath_.assign(np, 0.0);
+  scratch_.assign(2 * static_cast<std::size_t>(d) + 4 * static_cast<std::size_t>(d) * d, 0.0);
+  // Draw-ahead of proposal words: Gaussian proposals of up to 16 dimensions (one
+  // ziggurat chunk); the uniform proposal draws a radius after its normals.
+  use_ahead_ = o.proposal == ProposalKind::kNormal && d <= 16;
+  ahead_words_ = 4 * ((2 * d + 3) / 4);
+  if (use_ahead_) {
+    ahead_prop_.assign(static_cast<std::size_t>(kAhead) * ahead_words_, 0u);
+    ahead_acc_.assign(4 * kAhead, 0u);
+    ahead_tmp_.assign(4 * kAhead, 0u);
+  }
+  ahead_valid_ = false;
+}
+
+void DramSampler::refill_ahead(std::uint64_t k0) {
+  const int blocks = ahead_words_ / 4;
+  for (int b = 0; b < blocks; ++b) {
+    philox_blocks_by_index(prop_rng_, k0, static_cast<std::uint32_t>(b), kAhead, ahead_tmp_.data());
+    for (int lane = 0; lane < kAhead; ++lane)
+      for (int q = 0; q < 4; ++q)
+        ahead_prop_[static_cast<std::size_t>(lane) * ahead_words_ + 4 * b + q] = ahead_tmp_[4 * lane + q];
+  }
+  philox_blocks_by_index(acc_rng_, k0, 0, kAhead, ahead_acc_.data());
+  ahead_k0_ = k0;
+  ahead_valid_ = true;
 }
 
 void DramSampler::reset() {
@@ -289,6 +318,8 @@ void DramSampler::reset() {
   s.mean.assign(d, 0.0);
   s.m2.assign(static_cast<std::size_t>(d) * d, 0.0);
   state_ = std::move(s);
+  ahead_valid_ = false;
+  refresh_proposal_cov();
   prop_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kProposal);
   acc_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kAcceptance);
   dr_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kDelayedRejection);
@@ -309,23 +340,32 @@ void DramSampler::set_state(DramState s) {
                "dram: set_state: the state has {} stages, but the options give {}", s.stage_accepted.size(),
                stage_scale_.size());
   state_ = std::move(s);
+  cur_stage_ = 0;
+  ahead_valid_ = false;
+  refresh_proposal_cov();
   prop_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kProposal);
   acc_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kAcceptance);
   dr_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kDelayedRejection);
 }
 
 double DramSampler::evaluate(const double* y) {
-  ++state_.evaluations;
   double v;
   try {
     v = f_(y, d_);
   } catch (const std::exception& e) {
+    ++state_.evaluations;
     throw Error(fmt::format("dram: chain {}: the log density threw at proposal {}: {}", state_.chain_id,
                             state_.proposal_number, e.what()));
   } catch (...) {
+    ++state_.evaluations;
     throw Error(fmt::format("dram: chain {}: the log density threw an unknown exception at proposal {}",
                             state_.chain_id, state_.proposal_number));
   }
+  return check_value(v);
+}
+
+double DramSampler::check_value(double v) {
+  ++state_.evaluations;
   if (std::isnan(v)) [[unlikely]] {
     ++state_.nan_count;
     if (!nan_warned_) {
@@ -370,12 +410,16 @@ void DramSampler::propose(std::uint64_t k, int stage, const double* point, const
   const double cs = stage_scale_[stage - 1];
   if (stage > 1)
     for (int i = 0; i < d; ++i) z[i] *= cs;
-  for (int i = 0; i < d; ++i) {
-    const double* l = chol + static_cast<std::size_t>(i) * d;
-    double s = 0.0;
-    for (int j = 0; j <= i; ++j) s += l[j] * z[j];
-    out[i] = point[i] + s;
-  }
+  apply_factor(chol, z.data(), point, out, d);
+}
+
+double DramSampler::acceptance_uniform(std::uint64_t k, int stage) const {
+  HERD_REQUIRE(stage >= 1 && stage <= static_cast<int>(stage_scale_.size()),
+               "dram: acceptance_uniform: stage is {}, but must be in [1, {}]", stage, stage_scale_.size());
+  auto c = acc_rng_.at(k);
+  double u = c.uniform();
+  for (int s = 2; s <= stage; ++s) u = c.uniform();
+  return u;
 }
 
 void DramSampler::write_current(ChainSink& sink) {
@@ -423,85 +467,110 @@ void DramSampler::accept(const double* y, double lp, int stage, double alpha, Ch
   }
 }
 
-void DramSampler::step(ChainSink& sink) {
+// y = x + L w for the current state; returns whether y is inside the domain box.
+bool DramSampler::trial_point(const double* w, double* y) const {
+  const int d = d_;
+  apply_factor(state_.chol.data(), w, state_.point.data(), y, d);
+  if (!has_box_) return true;
+  bool inside = true;
+  for (int i = 0; i < d; ++i) inside &= (y[i] >= lower_[i]) & (y[i] <= upper_[i]);
+  return inside;
+}
+
+void DramSampler::begin_proposal() {
+  DramState& s = state_;
+  const std::uint64_t k = s.proposal_number;
+  if (use_ahead_) {
+    if (!ahead_valid_ || k < ahead_k0_ || k - ahead_k0_ >= static_cast<std::uint64_t>(kAhead)) refill_ahead(k);
+    const std::size_t lane = static_cast<std::size_t>(k - ahead_k0_);
+    const std::uint32_t* w = ahead_prop_.data() + lane * static_cast<std::size_t>(ahead_words_);
+    ziggurat_normals_from_words(w, d_, *zig_, z_.data(), [&] {
+      RngCursor c = prop_rng_.at(k);
+      std::uint32_t skip[32];
+      c.fill_u32(skip, 2 * d_);
+      return c;
+    });
+    const std::uint32_t* a = ahead_acc_.data() + 4 * lane;
+    acc_u1_ = u64_to_uniform(static_cast<std::uint64_t>(a[0]) | (static_cast<std::uint64_t>(a[1]) << 32));
+  } else {
+    auto pc = prop_rng_.at(k);
+    draw_direction(pc, z_.data());
+    acc_cur_ = acc_rng_.at(k);
+  }
+  cur_inside_ = trial_point(z_.data(), y_.data());
+  if (!cur_inside_) ++s.out_of_domain;
+  cur_stage_ = 1;
+}
+
+bool DramSampler::finish_stage(double lp, ChainSink& sink) {
   DramState& s = state_;
   const int d = d_;
-  const std::uint64_t k = s.proposal_number;
-  const double* x = s.point.data();
-  const double* l = s.chol.data();
-  double* z = z_.data();
-  double* y = y_.data();
-
-  auto pc = prop_rng_.at(k);
-  draw_direction(pc, z);
-  bool inside = true;
-  for (int i = 0; i < d; ++i) {
-    const double* li = l + static_cast<std::size_t>(i) * d;
-    double v = 0.0;
-    for (int j = 0; j <= i; ++j) v += li[j] * z[j];
-    y[i] = x[i] + v;
-    if (has_box_) inside &= (y[i] >= lower_[i]) & (y[i] <= upper_[i]);
-  }
-  double lpy = kNegInf;
-  if (inside)
-    lpy = evaluate(y);
-  else
-    ++s.out_of_domain;
-  auto ac = acc_rng_.at(k);
-  const double u = ac.uniform();
-  const double la = std::min(0.0, lpy - s.log_density);
+  const int st = cur_stage_;
   const int nst = static_cast<int>(stage_scale_.size());
-  if (la == 0.0 || std::log(u) < la) {
-    accept(y, lpy, 1, std::exp(la), sink);
-  } else if (nst > 1) {
-    // Delayed rejection: the path x = p_0, p_1, ..., in whitened coordinates w (p = x + L w).
-    double* w = wpath_.data();
-    double* lpp = lpath_.data();
-    std::fill(w, w + d, 0.0);
-    std::copy(z, z + d, w + d);
-    lpp[0] = s.log_density;
-    lpp[1] = lpy;
-    auto dc = dr_rng_.at(k);
-    bool accepted = false;
-    for (int st = 2; st <= nst && !accepted; ++st) {
-      draw_direction(dc, z);
-      const double cs = stage_scale_[st - 1];
-      double* ws = w + static_cast<std::size_t>(st) * d;
-      inside = true;
-      for (int i = 0; i < d; ++i) {
-        ws[i] = cs * z[i];
-        const double* li = l + static_cast<std::size_t>(i) * d;
-        double v = 0.0;
-        for (int j = 0; j <= i; ++j) v += li[j] * ws[j];
-        y[i] = x[i] + v;
-        if (has_box_) inside &= (y[i] >= lower_[i]) & (y[i] <= upper_[i]);
-      }
-      double lps = kNegInf;
-      if (inside)
-        lps = evaluate(y);
-      else
-        ++s.out_of_domain;
-      lpp[st] = lps;
-      const double las =
-          dr_log_acceptance(st, d, w, lpp, stage_scale_.data(), options_.proposal, options_.dr_rule);
-      const double us = ac.uniform();
-      if (las == 0.0 || std::log(us) < las) {
-        accept(y, lps, st, std::exp(las), sink);
-        accepted = true;
-      }
-    }
-    if (!accepted) ++s.weight;
+  if (!cur_inside_) lp = kNegInf;
+  double la;
+  if (st == 1) {
+    la = std::min(0.0, lp - s.log_density);
   } else {
-    ++s.weight;
+    lpath_[st] = lp;
+    la = dr_log_acceptance(st, d, wpath_.data(), lpath_.data(), stage_scale_.data(), options_.proposal,
+                           options_.dr_rule);
   }
+  const double u = (st == 1 && use_ahead_) ? acc_u1_ : acc_cur_.uniform();
+  const double alpha = la == 0.0 ? 1.0 : std::exp(la);
+  if (u < alpha) {
+    accept(y_.data(), lp, st, alpha, sink);
+    end_proposal();
+    return false;
+  }
+  if (st == nst) {
+    ++s.weight;
+    end_proposal();
+    return false;
+  }
+  // Delayed rejection: the path x = p_0, p_1, ... in whitened coordinates w (p = x + L w).
+  double* w = wpath_.data();
+  if (st == 1) {
+    std::fill(w, w + d, 0.0);
+    std::copy(z_.begin(), z_.end(), w + d);
+    lpath_[0] = s.log_density;
+    lpath_[1] = lp;
+    dr_cur_ = dr_rng_.at(s.proposal_number);
+    if (use_ahead_) {  // the DR stages' uniforms follow the first one
+      acc_cur_ = acc_rng_.at(s.proposal_number);
+      (void)acc_cur_.uniform();
+    }
+  }
+  draw_direction(dr_cur_, z_.data());
+  const double cs = stage_scale_[st];
+  double* ws = w + static_cast<std::size_t>(st + 1) * d;
+  for (int i = 0; i < d; ++i) ws[i] = cs * z_[i];
+  cur_inside_ = trial_point(ws, y_.data());
+  if (!cur_inside_) ++s.out_of_domain;
+  cur_stage_ = st + 1;
+  return true;
+}
+
+void DramSampler::end_proposal() {
+  DramState& s = state_;
+  cur_stage_ = 0;
   ++s.proposal_number;
   ++s.proposals_since_update;
   if (s.proposals_since_update >= period_ && s.updates_done < options_.adaptive_update_count) adapt();
 }
 
+void DramSampler::step(ChainSink& sink) {
+  begin_proposal();
+  for (;;) {
+    const double lp = cur_inside_ ? evaluate(y_.data()) : kNegInf;
+    if (!finish_stage(lp, sink)) break;
+  }
+}
+
 void DramSampler::merge_pending(bool greedy) {
   DramState& s = state_;
   const int d = d_;
+  const auto du = static_cast<std::size_t>(d);
   // The current state's weight not yet merged joins the batch.
   {
     const std::int64_t w = s.weight - s.current_counted;
@@ -514,26 +583,43 @@ void DramSampler::merge_pending(bool greedy) {
   }
   const std::size_t m = s.pending_weights.size();
   if (m == 0) return;
-  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> pts(
-      s.pending_points.data(), static_cast<Eigen::Index>(m), d);
-  Eigen::VectorXd wt(static_cast<Eigen::Index>(m));
+  // Weighted batch mean and scatter, then Chan, Golub & LeVeque's pairwise update.
+  // Plain loops on preallocated buffers: this runs every few dozen steps.
+  double* mb = scratch_.data();  // [d]
+  std::fill(mb, mb + d, 0.0);
+  double wb = 0.0;
   std::int64_t fresh = 0;
   for (std::size_t i = 0; i < m; ++i) {
-    wt(static_cast<Eigen::Index>(i)) = greedy ? static_cast<double>(s.pending_new[i]) : s.pending_weights[i];
+    const double w = greedy ? static_cast<double>(s.pending_new[i]) : s.pending_weights[i];
     fresh += s.pending_new[i];
+    if (w == 0.0) continue;
+    wb += w;
+    const double* x = s.pending_points.data() + i * du;
+    for (int k = 0; k < d; ++k) mb[k] += w * x[k];
   }
-  const double wb = wt.sum();
   if (wb > 0) {
-    const Eigen::VectorXd mb = (pts.transpose() * wt) / wb;
-    const Eigen::MatrixXd cen = pts.rowwise() - mb.transpose();
-    const Eigen::MatrixXd m2b = cen.transpose() * wt.asDiagonal() * cen;
-    Eigen::Map<Eigen::VectorXd> mean(s.mean.data(), d);
-    Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> m2(s.m2.data(), d, d);
-    // Chan, Golub & LeVeque's pairwise update, weighted.
-    const double wa = s.cov_weight, wn = wa + wb;
-    const Eigen::VectorXd delta = mb - mean;
-    m2 += m2b + (wa * wb / wn) * (delta * delta.transpose());
-    mean += (wb / wn) * delta;
+    for (int k = 0; k < d; ++k) mb[k] /= wb;
+    double* c = mb + d;  // [d] centred point
+    for (std::size_t i = 0; i < m; ++i) {
+      const double w = greedy ? static_cast<double>(s.pending_new[i]) : s.pending_weights[i];
+      if (w == 0.0) continue;
+      const double* x = s.pending_points.data() + i * du;
+      for (int k = 0; k < d; ++k) c[k] = x[k] - mb[k];
+      for (int r = 0; r < d; ++r) {
+        const double wr = w * c[r];
+        double* row = s.m2.data() + static_cast<std::size_t>(r) * du;
+        for (int k = 0; k <= r; ++k) row[k] += wr * c[k];
+      }
+    }
+    const double wa = s.cov_weight, wn = wa + wb, f = wa * wb / wn;
+    for (int k = 0; k < d; ++k) c[k] = mb[k] - s.mean[k];
+    for (int r = 0; r < d; ++r) {
+      double* row = s.m2.data() + static_cast<std::size_t>(r) * du;
+      for (int k = 0; k <= r; ++k) row[k] += f * c[r] * c[k];
+    }
+    for (int r = 0; r < d; ++r)  // mirror the lower triangle
+      for (int k = r + 1; k < d; ++k) s.m2[static_cast<std::size_t>(r) * du + k] = s.m2[static_cast<std::size_t>(k) * du + r];
+    for (int k = 0; k < d; ++k) s.mean[k] += (wb / wn) * c[k];
     s.cov_weight = wn;
   }
   s.cov_unique += fresh;
@@ -542,9 +628,55 @@ void DramSampler::merge_pending(bool greedy) {
   s.pending_new.clear();
 }
 
+namespace {
+// In-place Cholesky of the symmetric `a` (`[d, d]` row-major, lower triangle read) into
+// `l` (lower, upper zeroed). False when a pivot is not positive and finite, or when a
+// conditional variance is below kSingularRatio of the marginal one (numerically singular).
+bool cholesky(const double* a, int d, double* l) {
+  const auto du = static_cast<std::size_t>(d);
+  for (int j = 0; j < d; ++j) {
+    double* lj = l + static_cast<std::size_t>(j) * du;
+    double sjj = a[static_cast<std::size_t>(j) * du + j];
+    for (int k = 0; k < j; ++k) sjj -= lj[k] * lj[k];
+    if (!(sjj > kSingularRatio * a[static_cast<std::size_t>(j) * du + j]) || !std::isfinite(sjj)) return false;
+    const double djj = std::sqrt(sjj);
+    const double inv = 1.0 / djj;  // one division per column
+    lj[j] = djj;
+    for (int k = j + 1; k < d; ++k) lj[k] = 0.0;
+    for (int i = j + 1; i < d; ++i) {
+      double* li = l + static_cast<std::size_t>(i) * du;
+      double v = a[static_cast<std::size_t>(i) * du + j];
+      for (int k = 0; k < j; ++k) v -= li[k] * lj[k];
+      li[j] = v * inv;
+    }
+  }
+  return true;
+}
+
+double log_det_lower(const double* l, int d) {
+  double s = 0.0;
+  for (int i = 0; i < d; ++i) s += 2.0 * std::log(l[static_cast<std::size_t>(i) * d + i]);
+  return s;
+}
+}  // namespace
+
+void DramSampler::refresh_proposal_cov() {
+  const int d = d_;
+  const auto du = static_cast<std::size_t>(d);
+
+  prop_cov_.assign(du * du, 0.0);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j <= i; ++j) {
+      double v = 0.0;
+      for (int k = 0; k <= j; ++k) v += state_.chol[i * du + k] * state_.chol[j * du + k];
+      prop_cov_[i * du + j] = prop_cov_[j * du + i] = v;
+    }
+}
+
 void DramSampler::adapt() {
   DramState& s = state_;
   const int d = d_;
+  const auto dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d);
   merge_pending(s.updates_done < options_.greedy_adaptation_count);
   if (!options_.target_acceptance_rate.empty() && s.proposals_since_update > 0) {
     const double lo = options_.target_acceptance_rate.front(), hi = options_.target_acceptance_rate.back();
@@ -558,17 +690,11 @@ void DramSampler::adapt() {
     return;
   }
   ++s.updates_done;
-  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> m2(s.m2.data(), d, d);
-  const Eigen::MatrixXd cov = (s.scale * s.scale / s.cov_weight) * m2;
-  Eigen::LLT<Eigen::MatrixXd> llt(cov);
-  bool ok = llt.info() == Eigen::Success && cov.allFinite();
-  Eigen::MatrixXd lnew;
-  if (ok) {
-    lnew = llt.matrixL();
-    for (int i = 0; i < d && ok; ++i)
-      ok = std::isfinite(lnew(i, i)) && lnew(i, i) * lnew(i, i) > kSingularRatio * cov(i, i);
-  }
-  if (!ok) {
+  double* cov = scratch_.data() + 2 * static_cast<std::size_t>(d);  // [d, d]
+  double* lnew = cov + dd;                                          // [d, d]
+  const double f = s.scale * s.scale / s.cov_weight;
+  for (std::size_t i = 0; i < dd; ++i) cov[i] = f * s.m2[i];
+  if (!cholesky(cov, d, lnew)) {
     ++s.chol_failures;
     if (!chol_warned_) {
       chol_warned_ = true;
@@ -579,21 +705,21 @@ void DramSampler::adapt() {
     }
     return;
   }
-  // Adaptation measure: Hellinger distance between the old and new proposal Gaussians.
-  Eigen::MatrixXd lold = Eigen::MatrixXd::Zero(d, d);
-  for (int i = 0; i < d; ++i)
-    for (int j = 0; j <= i; ++j) lold(i, j) = s.chol[static_cast<std::size_t>(i) * d + j];
-  const Eigen::MatrixXd cold = lold * lold.transpose();
-  Eigen::LLT<Eigen::MatrixXd> lmid(0.5 * (cold + cov));
+  // Adaptation measure: Hellinger distance between the old and new proposal Gaussians,
+  // H^2 = 1 - |C0|^(1/4) |C1|^(1/4) / |(C0 + C1)/2|^(1/2).
+  double* mid = lnew + dd;   // [d, d]
+  double* lmid = mid + dd;   // [d, d]
+  for (std::size_t i = 0; i < dd; ++i) mid[i] = 0.5 * (prop_cov_[i] + cov[i]);
   double h = 1.0;
-  if (lmid.info() == Eigen::Success) {
-    const double lbc = 0.25 * log_det_chol(lold) + 0.25 * log_det_chol(lnew) -
-                       0.5 * log_det_chol(Eigen::MatrixXd(lmid.matrixL()));
+  if (cholesky(mid, d, lmid)) {
+    const double lbc = 0.25 * log_det_lower(s.chol.data(), d) + 0.25 * log_det_lower(lnew, d) -
+                       0.5 * log_det_lower(lmid, d);
     h = std::sqrt(std::max(0.0, 1.0 - std::exp(std::min(0.0, lbc))));
   }
   s.record_adapt_measure = std::max(s.record_adapt_measure, h);
-  for (int i = 0; i < d; ++i)
-    for (int j = 0; j <= i; ++j) s.chol[static_cast<std::size_t>(i) * d + j] = lnew(i, j);
+  std::copy(lnew, lnew + dd, s.chol.begin());
+  std::copy(cov, cov + dd, prop_cov_.begin());
+
 }
 
 DramResult DramSampler::finish_result(double seconds) const {
@@ -637,16 +763,19 @@ DramResult DramSampler::finish_result(double seconds) const {
   return r;
 }
 
+bool DramSampler::done() const {
+  const auto max_prop = static_cast<std::uint64_t>(options_.max_proposals);
+  return state_.records_written + 1 >= options_.chain_size || (max_prop != 0 && state_.proposal_number >= max_prop);
+}
+
 DramResult DramSampler::run(ChainSink& sink) {
   Timer timer;
-  DramState& s = state_;
-  sink.begin(s.chain_id, d_);
-  const auto max_prop = static_cast<std::uint64_t>(options_.max_proposals);
+  sink.begin(state_.chain_id, d_);
   try {
-    while (s.records_written + 1 < options_.chain_size && (max_prop == 0 || s.proposal_number < max_prop))
-      step(sink);
+    while (!done()) step(sink);
   } catch (...) {
     // Flush what was sampled (the current state with its weight so far), then report.
+    cur_stage_ = 0;
     try {
       write_current(sink);
       sink.flush();
@@ -670,6 +799,7 @@ std::vector<DramResult> DramSampler::run_chains(const std::vector<ChainSink*>& s
     DramSampler chain(std::move(o), f_);
     results[i] = chain.run(*sinks[i]);
   };
+  if (batch_) return run_chains_batched(sinks);
   std::size_t threads = num_threads > 0 ? static_cast<std::size_t>(num_threads)
                                         : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min(threads, n);
@@ -680,6 +810,78 @@ std::vector<DramResult> DramSampler::run_chains(const std::vector<ChainSink*>& s
   // The calling thread works too, so a pool of threads - 1 workers gives `threads` in all.
   ThreadPool pool(threads - 1);
   pool.parallel_for_each(0, n, run_one, 1);
+  return results;
+}
+
+std::vector<DramResult> DramSampler::run_chains_batched(const std::vector<ChainSink*>& sinks) {
+  Timer timer;
+  const std::size_t n = sinks.size();
+  const int d = d_;
+  std::vector<std::unique_ptr<DramSampler>> chains;
+  chains.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    DramOptions o = options_;
+    o.chain_id = options_.chain_id + static_cast<std::uint32_t>(i);
+    chains.push_back(std::make_unique<DramSampler>(std::move(o), batch_));
+    sinks[i]->begin(chains[i]->state_.chain_id, d);
+  }
+  std::vector<std::size_t> waiting;
+  std::vector<double> x, lp;
+  try {
+    for (;;) {
+      // Advance every chain to its next trial that needs the log density (trials outside
+      // the domain are decided on the spot).
+      waiting.clear();
+      for (std::size_t i = 0; i < n; ++i) {
+        DramSampler& c = *chains[i];
+        for (;;) {
+          if (c.cur_stage_ == 0) {
+            if (c.done()) break;
+            c.begin_proposal();
+          }
+          if (c.cur_inside_) {
+            waiting.push_back(i);
+            break;
+          }
+          c.finish_stage(kNegInf, *sinks[i]);
+        }
+      }
+      if (waiting.empty()) break;
+      const int m = static_cast<int>(waiting.size());
+      x.resize(static_cast<std::size_t>(m) * d);
+      lp.assign(static_cast<std::size_t>(m), 0.0);
+      for (int j = 0; j < m; ++j)
+        std::copy(chains[waiting[j]]->y_.begin(), chains[waiting[j]]->y_.end(), x.begin() + static_cast<std::ptrdiff_t>(j) * d);
+      try {
+        batch_(x.data(), m, d, lp.data());
+      } catch (const std::exception& e) {
+        throw Error(fmt::format("dram: the batched log density threw ({} chains, {} points): {}", n, m, e.what()));
+      } catch (...) {
+        throw Error(fmt::format("dram: the batched log density threw an unknown exception ({} points)", m));
+      }
+      for (int j = 0; j < m; ++j) {
+        DramSampler& c = *chains[waiting[j]];
+        c.finish_stage(c.check_value(lp[j]), *sinks[waiting[j]]);
+      }
+    }
+  } catch (...) {
+    for (std::size_t i = 0; i < n; ++i) {
+      try {
+        chains[i]->cur_stage_ = 0;
+        chains[i]->write_current(*sinks[i]);
+        sinks[i]->flush();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  std::vector<DramResult> results(n);
+  const double secs = timer.seconds();
+  for (std::size_t i = 0; i < n; ++i) {
+    chains[i]->write_current(*sinks[i]);
+    sinks[i]->flush();
+    results[i] = chains[i]->finish_result(secs);
+  }
   return results;
 }
 

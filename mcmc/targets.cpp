@@ -27,9 +27,14 @@ MultivariateNormal::MultivariateNormal(Eigen::VectorXd mean, const Eigen::Matrix
   Eigen::LLT<Eigen::MatrixXd> llt(cov);
   HERD_REQUIRE(llt.info() == Eigen::Success, "MultivariateNormal: cov is not positive definite");
   const Eigen::MatrixXd prec = llt.solve(Eigen::MatrixXd::Identity(d, d));
-  prec_.resize(static_cast<std::size_t>(d) * d);
+  prec2_.assign(static_cast<std::size_t>(d) * d, 0.0);
   for (int i = 0; i < d; ++i)
-    for (int j = 0; j < d; ++j) prec_[static_cast<std::size_t>(i) * d + j] = 0.5 * (prec(i, j) + prec(j, i));
+    for (int j = 0; j < d; ++j) {
+      const double v = 0.5 * (prec(i, j) + prec(j, i));
+      // Strict lower triangle doubled, diagonal as is (for the symmetric quadratic form).
+      if (j < i) prec2_[static_cast<std::size_t>(i) * d + j] = 2.0 * v;
+      if (j == i) prec2_[static_cast<std::size_t>(i) * d + j] = v;
+    }
   double logdet = 0.0;
   for (int i = 0; i < d; ++i) logdet += 2.0 * std::log(llt.matrixL()(i, i));
   log_norm_ = -0.5 * (d * kLog2Pi + logdet);
@@ -55,14 +60,25 @@ double MultivariateNormal::operator()(const double* x, int d) const {
   }
   const double* m = mean_.data();
   for (int i = 0; i < d; ++i) r[i] = x[i] - m[i];
-  double q = 0.0;
+  // Symmetric form: q = sum_i r_i (P_ii r_i + 2 sum_{j<i} P_ij r_j), half the products,
+  // with two accumulators per row (short sums are latency-bound).
+  double q0 = 0.0, q1 = 0.0;
   for (int i = 0; i < d; ++i) {
-    const double* p = prec_.data() + static_cast<std::size_t>(i) * d;
-    double s = 0.0;
-    for (int j = 0; j < d; ++j) s += p[j] * r[j];
-    q += r[i] * s;
+    const double* p = prec2_.data() + static_cast<std::size_t>(i) * d;
+    double s0 = p[i] * r[i], s1 = 0.0;
+    int j = 0;
+    for (; j + 2 <= i; j += 2) {
+      s0 += p[j] * r[j];
+      s1 += p[j + 1] * r[j + 1];
+    }
+    if (j < i) s0 += p[j] * r[j];
+    const double t = r[i] * (s0 + s1);
+    if (i & 1)
+      q1 += t;
+    else
+      q0 += t;
   }
-  return log_norm_ - 0.5 * q;
+  return log_norm_ - 0.5 * (q0 + q1);
 }
 
 void MultivariateNormal::batch(const double* x, int n, int d, double* out) const {

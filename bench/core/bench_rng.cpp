@@ -4,6 +4,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "herd/core/philox_lanes.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/core/ziggurat.hpp"
 
@@ -14,6 +15,21 @@ static void BM_philox_block(benchmark::State& st) {
   st.SetItemsProcessed(st.iterations());
 }
 BENCHMARK(BM_philox_block);
+
+// Sixteen consecutive indices' block 0 at once (AVX-512/AVX2 lanes); items are blocks.
+static void BM_philox_blocks_by_index_16(benchmark::State& st) {
+  const herd::RngStream s(1, 2, herd::RngPurpose::kProposal);
+  std::uint64_t i = 0;
+  std::uint32_t out[64];
+  for (auto _ : st) {
+    herd::philox_blocks_by_index(s, i, 0, 16, out);
+    i += 16;
+    benchmark::DoNotOptimize(out);
+  }
+  st.SetItemsProcessed(st.iterations() * 16);
+  st.SetLabel("width " + std::to_string(herd::philox_lanes_width()));
+}
+BENCHMARK(BM_philox_blocks_by_index_16);
 
 static void BM_uniform(benchmark::State& st) {
   const herd::RngStream s(1, 2, herd::RngPurpose::kAcceptance);

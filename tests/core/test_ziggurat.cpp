@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "herd/core/rng.hpp"
+#include "herd/core/philox_lanes.hpp"
 #include "herd/core/ziggurat.hpp"
 
 using herd::RngPurpose;
@@ -46,13 +47,20 @@ double chi2_quantile(double k, double z) {
   return k * t * t * t;
 }
 
-std::vector<double> draw(const RngStream& s, std::size_t n, int per_index) {
+// `per_index` normals per index, by the bulk function (`bulk`) or one at a time.
+std::vector<double> draw(const RngStream& s, std::size_t n, int per_index, bool bulk) {
   const auto& t = herd::ziggurat_tables();
   std::vector<double> z;
   z.reserve(n + per_index);
+  std::vector<double> buf(per_index);
   for (std::uint64_t i = 0; z.size() < n; ++i) {
     auto c = s.at(i);
-    for (int k = 0; k < per_index; ++k) z.push_back(herd::ziggurat_normal(c, t));
+    if (bulk) {
+      herd::ziggurat_normals(c, t, buf.data(), per_index);
+      z.insert(z.end(), buf.begin(), buf.end());
+    } else {
+      for (int k = 0; k < per_index; ++k) z.push_back(herd::ziggurat_normal(c, t));
+    }
   }
   z.resize(n);
   return z;
@@ -92,9 +100,42 @@ TEST_CASE("ziggurat normals are addressed by (seed, stream, purpose, index)",
   for (double x : a) CHECK(std::isfinite(x));
 }
 
+TEST_CASE("RngCursor::fill_u32 returns the words of next_u32, from any position",
+          "[core][rng][ziggurat]") {
+  const RngStream s(99, 7, RngPurpose::kProposal);
+  for (int skip : {0, 1, 3, 4, 6}) {
+    for (int n : {0, 1, 5, 16, 20, 37, 70}) {
+      auto a = s.at(123), b = s.at(123);
+      for (int k = 0; k < skip; ++k) {
+        a.next_u32();
+        b.next_u32();
+      }
+      std::vector<std::uint32_t> w(n + 3);
+      a.fill_u32(w.data(), n);
+      for (int k = 0; k < n; ++k) CHECK(w[k] == b.next_u32());
+      // The cursors continue in step.
+      CHECK(a.next_u32() == b.next_u32());
+      CHECK(a.blocks_used() == b.blocks_used());
+    }
+  }
+  const std::uint32_t ctr[4] = {5, 6, 7, 8}, key[2] = {9, 10};
+  std::uint32_t out[16];
+  herd::philox4x32_10_x4(ctr, key, out);
+  for (int l = 0; l < 4; ++l) {
+    const std::uint32_t c[4] = {5u + l, 6, 7, 8};
+    const auto blk = herd::philox4x32_10(c, key);
+    for (int k = 0; k < 4; ++k) CHECK(out[4 * l + k] == blk.v[k]);
+  }
+}
+
+TEST_CASE("single ziggurat normals: KS", "[core][rng][ziggurat]") {
+  const auto z = draw(RngStream(31, 4, RngPurpose::kProposal), 400000, 1, false);
+  CHECK(ks_pvalue(z, phi_cdf) > 1e-4);
+}
+
 TEST_CASE("ziggurat normals: moments, KS and fine-bin chi-square", "[core][rng][ziggurat]") {
   const std::size_t n = 2000000;
-  const auto z = draw(RngStream(20261129, 17, RngPurpose::kProposal), n, 10);
+  const auto z = draw(RngStream(20261129, 17, RngPurpose::kProposal), n, 10, true);
   double m = 0, m2 = 0, m3 = 0, m4 = 0;
   for (double x : z) m += x;
   m /= n;
@@ -129,7 +170,7 @@ TEST_CASE("ziggurat normals: moments, KS and fine-bin chi-square", "[core][rng][
 TEST_CASE("ziggurat tail beyond r has the right mass and shape", "[core][rng][ziggurat]") {
   const auto& t = herd::ziggurat_tables();
   const std::size_t n = 4000000;
-  const auto z = draw(RngStream(424242, 5, RngPurpose::kDelayedRejection), n, 3);
+  const auto z = draw(RngStream(424242, 5, RngPurpose::kDelayedRejection), n, 3, false);
   std::vector<double> tail;
   for (double x : z)
     if (std::abs(x) > t.r) tail.push_back(std::abs(x));
@@ -139,4 +180,48 @@ TEST_CASE("ziggurat tail beyond r has the right mass and shape", "[core][rng][zi
   // Conditional law of |z| given |z| > r.
   const double tail_mass = phi_cdf(-t.r);
   CHECK(ks_pvalue(tail, [&](double x) { return 1.0 - phi_cdf(-x) / tail_mass; }) > 1e-4);
+}
+
+TEST_CASE("philox_blocks_by_index equals RngStream::block for every width path", "[core][rng]") {
+  const RngStream s(0x0123456789abcdefull, 99, RngPurpose::kAcceptance);
+  // Indices crossing the 2^32 boundary exercise the high-index word.
+  for (std::uint64_t base : {std::uint64_t{0}, std::uint64_t{0xfffffff5u}}) {
+    for (int count : {1, 7, 8, 15, 16, 17, 40}) {
+      std::vector<std::uint32_t> out(4 * count);
+      herd::philox_blocks_by_index(s, base, 3, count, out.data());
+      for (int i = 0; i < count; ++i) {
+        const auto b = s.block(base + i, 3);
+        for (int k = 0; k < 4; ++k) CHECK(out[4 * i + k] == b.v[k]);
+      }
+    }
+  }
+  CHECK((herd::philox_lanes_width() == 1 || herd::philox_lanes_width() == 8 ||
+         herd::philox_lanes_width() == 16));
+}
+
+TEST_CASE("ziggurat_normals_from_words equals ziggurat_normals, retries included", "[core][rng][ziggurat]") {
+  const RngStream s(2718, 28, RngPurpose::kProposal);
+  const auto& t = herd::ziggurat_tables();
+  int retries = 0;
+  for (int n : {1, 3, 10, 16}) {
+    for (std::uint64_t k = 0; k < 3000; ++k) {
+      double a[16], b[16];
+      auto c = s.at(k);
+      herd::ziggurat_normals(c, t, a, n);
+      std::uint32_t w[32];
+      auto d = s.at(k);
+      d.fill_u32(w, 2 * n);
+      bool used = false;
+      herd::ziggurat_normals_from_words(w, n, t, b, [&] {
+        used = true;
+        auto e = s.at(k);
+        std::uint32_t skip[32];
+        e.fill_u32(skip, 2 * n);
+        return e;
+      });
+      retries += used;
+      for (int i = 0; i < n; ++i) CHECK(a[i] == b[i]);
+    }
+  }
+  CHECK(retries > 100);
 }

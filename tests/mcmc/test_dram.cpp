@@ -226,6 +226,39 @@ TEST_CASE("same seed, same chain; other chain id, other chain; thread count irre
   CHECK(same_chain(bt, a));
 }
 
+TEST_CASE("batched lockstep chains equal single-chain runs", "[mcmc][dram]") {
+  DramOptions o = small_options(3);
+  o.delayed_rejection_count = 2;
+  o.delayed_rejection_scale_factors = {3.0, 0.2};
+  o.domain_lower = {-1.0, -1.0, -1.0};
+  o.domain_upper = {1.5, 1.5, 1.5};
+  o.chain_size = 700;
+  const int n = 6;
+  std::vector<MemoryChainSink> single(n), batched(n);
+  std::vector<ChainSink*> ps, pb;
+  for (int i = 0; i < n; ++i) {
+    ps.push_back(&single[i]);
+    pb.push_back(&batched[i]);
+  }
+  DramSampler(o, std_normal_2d).run_chains(ps, 1);
+  int max_n = 0;
+  std::int64_t points = 0;
+  DramSampler b(o, BatchLogDensity([&](const double* x, int m, int d, double* out) {
+    max_n = std::max(max_n, m);
+    points += m;
+    for (int i = 0; i < m; ++i) out[i] = std_normal_2d(x + i * d, d);
+  }));
+  const auto res = b.run_chains(pb);
+  CHECK(max_n == n);
+  std::int64_t evals = 0;
+  for (int i = 0; i < n; ++i) {
+    INFO("chain " << i);
+    CHECK(same_chain(single[i], batched[i]));
+    evals += res[i].evaluations;
+  }
+  CHECK(evals + 1 == points);  // the batch also saw the start point of b's own constructor
+}
+
 TEST_CASE("propose() reproduces the kernel's trial points (fork-join)", "[mcmc][dram]") {
   DramOptions o = small_options(3);
   o.delayed_rejection_count = 2;
@@ -251,6 +284,45 @@ TEST_CASE("propose() reproduces the kernel's trial points (fork-join)", "[mcmc][
     }
   }
   CHECK(checked > 250);
+}
+
+// A fork-join scheduler evaluates proposal k elsewhere and decides it from the log
+// densities, `dr_log_acceptance` and `acceptance_uniform`: replay the kernel that way.
+TEST_CASE("propose + acceptance_uniform decide each step as the kernel does", "[mcmc][dram]") {
+  DramOptions o = small_options(2);
+  o.delayed_rejection_count = 2;
+  o.delayed_rejection_scale_factors = {0.2, 4.0};
+  o.adaptive_update_count = 0;  // fixed proposal: the replay needs no adaptation
+  DramSampler s(o, std_normal_2d);
+  NullChainSink sink;
+  const double* chol = s.state().chol.data();
+  for (int k = 0; k < 300; ++k) {
+    const DramState before = s.state();
+    s.step(sink);
+    // Replay: whitened path w_j = c_j L^{-1}(y_j - x) is recomputed from propose().
+    std::vector<double> w(4 * 2, 0.0), lp(4);
+    lp[0] = before.log_density;
+    int accepted_stage = 0;
+    std::vector<double> y(2);
+    for (int st = 1; st <= 3 && accepted_stage == 0; ++st) {
+      s.propose(before.proposal_number, st, before.point.data(), chol, y.data());
+      // L is lower triangular: forward substitution.
+      const double w0 = (y[0] - before.point[0]) / chol[0];
+      const double w1 = (y[1] - before.point[1] - chol[2] * w0) / chol[3];
+      w[2 * st] = w0;
+      w[2 * st + 1] = w1;
+      lp[st] = std_normal_2d(y.data(), 2);
+      const double la = dr_log_acceptance(st, 2, w.data(), lp.data(), s.stage_scales().data(),
+                                          ProposalKind::kNormal);
+      if (std::log(s.acceptance_uniform(before.proposal_number, st)) < la || la == 0.0) accepted_stage = st;
+    }
+    if (accepted_stage > 0) {
+      CHECK(s.state().record_stage == accepted_stage);
+      CHECK(s.state().record_step == before.proposal_number + 1);
+    } else {
+      CHECK(s.state().weight == before.weight + 1);
+    }
+  }
 }
 
 TEST_CASE("set_state restores a chain exactly (restart)", "[mcmc][dram]") {
@@ -390,6 +462,35 @@ TEST_CASE("burn-in: a far start is detected by the likelihood rule", "[mcmc][dra
   const double thr = best - std::log(static_cast<double>(m.size()));
   CHECK(m.log_density[r.burnin_likelihood] >= thr);
   for (std::int64_t i = 0; i < r.burnin_likelihood; ++i) CHECK(m.log_density[i] < thr);
+}
+
+TEST_CASE("greedy adaptation and the adaptation-measure burn-in rule", "[mcmc][dram]") {
+  DramOptions o = small_options(2);
+  o.chain_size = 3000;
+  o.adaptive_update_period = 8;
+  MemoryChainSink plain, greedy;
+  const auto rp = DramSampler(o, std_normal_2d).run(plain);
+  o.greedy_adaptation_count = 50;
+  const auto rg = DramSampler(o, std_normal_2d).run(greedy);
+  CHECK(rg.adaptive_updates > 50);
+  CHECK(rp.proposal_cov != rg.proposal_cov);  // the early updates weighed states differently
+  // Every record's adaptation measure is a Hellinger distance; with threshold 0 the
+  // burn-in by adaptation ends after the last state that saw an adaptation.
+  std::int64_t last = -1;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    CHECK(plain.adapt_measure[i] >= 0.0);
+    CHECK(plain.adapt_measure[i] <= 1.0);
+    if (plain.adapt_measure[i] > 0.0) last = static_cast<std::int64_t>(i);
+  }
+  REQUIRE(last > 0);
+  o.greedy_adaptation_count = 0;
+  o.burnin_adaptation_measure = 0.0;
+  MemoryChainSink again;
+  const auto r0 = DramSampler(o, std_normal_2d).run(again);
+  CHECK(same_chain(again, plain));
+  CHECK(r0.burnin_adaptation == last + 1);
+  CHECK(r0.burnin == std::max(r0.burnin_adaptation, r0.burnin_likelihood));
+  CHECK(rp.burnin_adaptation == 0);  // threshold 1 (default) disables the rule
 }
 
 TEST_CASE("built-in targets: values and batches", "[mcmc][targets]") {

@@ -252,3 +252,34 @@ TEST_CASE("target acceptance rate rescales the proposal", "[mcmc][dram][slow]") 
   CHECK(late < 0.17);
   CHECK(t.state().scale > s.scale_factor());
 }
+
+// Haario's banana, whose map has unit Jacobian: x1 ~ N(0, 100) exactly and E[x2] = 0.
+// Adaptation and two DR stages together on a curved target. One KS (1e-4) and two
+// batch-means moments (1e-4 each): false-failure rate < 3e-4.
+TEST_CASE("banana target: exact marginal of x1 with adaptation and delayed rejection", "[mcmc][dram][slow]") {
+  const Banana banana(2, 0.03);
+  DramOptions o;
+  o.start_point = {0.0, 3.0};
+  o.chain_size = std::int64_t{1} << 40;
+  o.max_proposals = 1000000;
+  o.seed = 8080;
+  o.delayed_rejection_count = 2;
+  o.delayed_rejection_scale_factors = {0.5, 0.5};
+  DramSampler s(o, [&](const double* x, int n) { return banana(x, n); });
+  MemoryChainSink m;
+  const auto r = s.run(m);
+  const std::int64_t skip = skip_steps(m, r, 0.1);
+  const auto x1 = verbose_coord(m, 0, skip);
+  const auto x2 = verbose_coord(m, 1, skip);
+  const double thr = t_threshold(1e-4, kBatches - 1);
+  const double t1 = batch_t(x1, 0.0, kBatches);
+  const double t2 = batch_t(x2, 0.0, kBatches);
+  const double tau = geyer_tau(x1);
+  const double p = ks_pvalue(thin(x1, static_cast<std::size_t>(std::ceil(2 * tau))),
+                             [](double v) { return normal_cdf(v / 10.0); });
+  INFO("t(x1) = " << t1 << ", t(x2) = " << t2 << ", KS p = " << p << ", tau = " << tau
+                  << ", acceptance " << r.acceptance_rate);
+  CHECK(std::abs(t1) < thr);
+  CHECK(std::abs(t2) < thr);
+  CHECK(p > 1e-4);
+}

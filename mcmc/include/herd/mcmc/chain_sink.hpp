@@ -52,6 +52,7 @@ class ChainSink {
 /// A sink that discards records (benchmarks of the kernel alone).
 class NullChainSink final : public ChainSink {
  public:
+  /// Discards `r`.
   void write(const ChainRecord&) override {}
 };
 
@@ -59,7 +60,9 @@ class NullChainSink final : public ChainSink {
 /// Not thread-safe.
 class MemoryChainSink final : public ChainSink {
  public:
+  /// Records the chain id and dimension (keeps earlier records).
   void begin(std::uint32_t chain_id, int ndim) override;
+  /// Appends `r` to the columns.
   void write(const ChainRecord& r) override;
 
   /// Number of unique states.
@@ -72,15 +75,15 @@ class MemoryChainSink final : public ChainSink {
   /// skipping the first `burnin_steps` verbose steps.
   std::vector<double> verbose(std::int64_t burnin_steps = 0) const;
 
-  std::uint32_t chain_id = 0;
-  int ndim = 0;
-  std::vector<std::uint64_t> step;
-  std::vector<std::int64_t> weight;
-  std::vector<double> log_density;
-  std::vector<std::int32_t> dr_stage;
-  std::vector<double> accept_prob;
-  std::vector<double> adapt_measure;
-  std::vector<double> points;  ///< `[size, ndim]` row-major
+  std::uint32_t chain_id = 0;           ///< from `begin`
+  int ndim = 0;                         ///< from `begin`
+  std::vector<std::uint64_t> step;      ///< `ChainRecord::step` of each state
+  std::vector<std::int64_t> weight;     ///< `ChainRecord::weight` of each state
+  std::vector<double> log_density;      ///< `ChainRecord::log_density` of each state
+  std::vector<std::int32_t> dr_stage;   ///< `ChainRecord::dr_stage` of each state
+  std::vector<double> accept_prob;      ///< `ChainRecord::accept_prob` of each state
+  std::vector<double> adapt_measure;    ///< `ChainRecord::adapt_measure` of each state
+  std::vector<double> points;           ///< `[size, ndim]` row-major
 };
 
 /// Appends records to a binary file (little-endian, as the host writes it).
@@ -98,11 +101,15 @@ class BinaryChainSink final : public ChainSink {
   BinaryChainSink(const BinaryChainSink&) = delete;
   BinaryChainSink& operator=(const BinaryChainSink&) = delete;
 
+  /// Writes the header. @throws herd::IoError
   void begin(std::uint32_t chain_id, int ndim) override;
+  /// Appends one fixed-size record (buffered). @throws herd::IoError
   void write(const ChainRecord& r) override;
+  /// Writes the buffer and `fflush`es the file. @throws herd::IoError
   void flush() override;
   /// Records written so far.
   std::uint64_t records() const { return records_; }
+  /// The file's path.
   const std::string& path() const { return path_; }
 
  private:

@@ -7,7 +7,13 @@
 /// - Adaptive covariance (Haario, Saksman & Tamminen 2001) on ParaDRAM's schedule: every
 ///   `adaptive_update_period` proposals, up to `adaptive_update_count` times, the weighted
 ///   covariance of the states visited since the last update is merged into the running
-///   covariance; the proposal covariance is that times scale_factor^2.
+///   covariance (Chan et al.'s pairwise update); the proposal covariance is that times
+///   scale_factor^2, Cholesky-factorised. A factor that fails, or is numerically singular
+///   (a conditional variance below 1e-12 of the marginal one), is not used: the previous
+///   proposal stays, the failure is counted and the first one logged. An update is
+///   deferred (not counted) while the running estimate holds fewer than d + 1 unique
+///   states, whose covariance is singular by construction. The adaptation measure of an
+///   update is the Hellinger distance between the old and new proposal Gaussians.
 /// - Delayed rejection (Tierney & Mira 1999; Mira 2001; Haario et al. 2006) with any
 ///   number of stages and per-stage scales and the *full* Hastings acceptance
 ///   probability, so detailed balance holds for any scales (ParaDRAM's simplified rule,
@@ -113,18 +119,18 @@ struct DramOptions {
 /// The complete state of one chain, enough for an exact restart (checkpoints, later).
 /// Plain data: every field is a scalar or a vector of scalars.
 struct DramState {
-  int ndim = 0;
-  std::uint32_t chain_id = 0;
+  int ndim = 0;                       ///< dimension d
+  std::uint32_t chain_id = 0;         ///< global chain id (RNG stream id)
   std::uint64_t proposal_number = 0;  ///< proposals made so far (= next proposal's number)
 
   // Current state and its compact record in progress.
-  std::vector<double> point;
-  double log_density = 0.0;
-  std::int64_t weight = 1;
-  std::uint64_t record_step = 0;
-  std::int32_t record_stage = 0;
-  double record_accept_prob = 1.0;
-  double record_adapt_measure = 0.0;
+  std::vector<double> point;          ///< current state `[d]`
+  double log_density = 0.0;           ///< log density at `point`
+  std::int64_t weight = 1;            ///< steps spent in `point` so far
+  std::uint64_t record_step = 0;      ///< `ChainRecord::step` of the current state
+  std::int32_t record_stage = 0;      ///< `ChainRecord::dr_stage` of the current state
+  double record_accept_prob = 1.0;    ///< `ChainRecord::accept_prob` of the current state
+  double record_adapt_measure = 0.0;  ///< `ChainRecord::adapt_measure` so far
   std::int64_t records_written = 0;  ///< compact records already handed to the sink
 
   // Adaptation.
@@ -138,11 +144,11 @@ struct DramState {
   std::vector<double> pending_weights; ///< their weights not yet merged
   std::vector<std::uint8_t> pending_new;  ///< 1 when the state was never merged before
   std::int64_t current_counted = 0;   ///< weight of the current state already merged
-  std::int64_t updates_done = 0;
+  std::int64_t updates_done = 0;      ///< adaptive updates attempted (failures included)
   std::int64_t updates_deferred = 0;  ///< skipped: fewer than d + 1 unique states so far
-  std::int64_t chol_failures = 0;
-  std::int64_t accepted_since_update = 0;
-  std::int64_t proposals_since_update = 0;
+  std::int64_t chol_failures = 0;     ///< updates whose factorisation failed (previous proposal kept)
+  std::int64_t accepted_since_update = 0;   ///< for acceptance-rate targeting
+  std::int64_t proposals_since_update = 0;  ///< proposals since the last update (schedule)
 
   // Counters.
   std::int64_t accepted = 0;              ///< accepted proposals (all stages)
@@ -153,24 +159,24 @@ struct DramState {
 
   // Burn-in trackers: prefix-maximum records (compact index, log density) and the last
   // compact index whose adaptation measure exceeded the threshold (-1: none).
-  std::vector<std::int64_t> best_index;
-  std::vector<double> best_log_density;
-  std::int64_t last_index_over_measure = -1;
+  std::vector<std::int64_t> best_index;      ///< compact indices of prefix maxima
+  std::vector<double> best_log_density;      ///< their log densities (increasing)
+  std::int64_t last_index_over_measure = -1;  ///< see above
 };
 
 /// Summary of a finished run of one chain.
 struct DramResult {
-  std::uint32_t chain_id = 0;
+  std::uint32_t chain_id = 0;    ///< global chain id
   std::int64_t proposals = 0;    ///< steps (proposal numbers used)
   std::int64_t chain_size = 0;   ///< unique states written (compact records)
   double acceptance_rate = 0.0;  ///< accepted / proposals
-  std::vector<std::int64_t> stage_accepted;
-  std::int64_t evaluations = 0;
-  std::int64_t nan_count = 0;
-  std::int64_t out_of_domain = 0;
-  std::int64_t adaptive_updates = 0;
-  std::int64_t adaptive_updates_deferred = 0;
-  std::int64_t chol_failures = 0;
+  std::vector<std::int64_t> stage_accepted;  ///< accepted proposals per stage (index 0 = stage 1)
+  std::int64_t evaluations = 0;              ///< log-density evaluations (start point included)
+  std::int64_t nan_count = 0;                ///< NaN log densities counted as -inf
+  std::int64_t out_of_domain = 0;            ///< trials outside the domain box (not evaluated)
+  std::int64_t adaptive_updates = 0;         ///< adaptive updates attempted
+  std::int64_t adaptive_updates_deferred = 0;  ///< updates skipped for want of d + 1 unique states
+  std::int64_t chol_failures = 0;            ///< updates that kept the previous proposal
   /// Burn-in: compact index (records before it are burn-in) by the likelihood rule
   /// (first state within log(n) of the best log density, n = chain_size), by the
   /// adaptation-measure rule, and the later of the two.
@@ -191,7 +197,9 @@ class DramSampler {
  public:
   /// @throws herd::InputError when the options are inconsistent (message names the field).
   DramSampler(DramOptions options, PointLogDensity log_density);
-  /// Batched log density: the kernel calls it with n = 1 (DR stages one at a time).
+  /// Batched log density. `run` and `step` call it with n = 1; `run_chains` advances all
+  /// its chains in lockstep and evaluates their pending trials (stage-1 or DR) together,
+  /// one call per round with n <= number of chains, on the calling thread.
   DramSampler(DramOptions options, BatchLogDensity log_density);
 
   /// Runs chain `options.chain_id` from its start point (or from the state given to
@@ -201,9 +209,12 @@ class DramSampler {
   ///   message of an exception from the log density. Both after flushing what was sampled.
   DramResult run(ChainSink& sink);
 
-  /// Runs `sinks.size()` chains with global ids `chain_id + i`, each from the start point,
-  /// on up to `num_threads` threads (0: hardware concurrency) when the log density is
-  /// thread-safe. Results in chain order. @throws as `run` (the first error).
+  /// Runs `sinks.size()` chains with global ids `chain_id + i`, each from the start point.
+  /// With a point log density: on up to `num_threads` threads (0: hardware concurrency)
+  /// when it is declared thread-safe, else one chain after another. With a batched log
+  /// density: in lockstep on the calling thread, one batched call per round. Every chain
+  /// is identical to a single-chain `run` of its id in all cases. Results in chain order.
+  /// @throws as `run` (the first error), after flushing every chain's sink.
   std::vector<DramResult> run_chains(const std::vector<ChainSink*>& sinks, int num_threads = 0);
 
   /// Makes one proposal (all its stages) from the current state: the kernel step.
@@ -216,6 +227,12 @@ class DramSampler {
   void propose(std::uint64_t k, int stage, const double* point, const double* chol,
                double* out) const;
 
+  /// The acceptance uniform in (0, 1) of `stage` (1-based) of proposal number `k`: stage
+  /// s of proposal k is accepted iff this is below its acceptance probability. With
+  /// `propose`, all a fork-join scheduler needs to evaluate proposal k on any rank and
+  /// decide it exactly as `step` would. Pure; thread-safe.
+  double acceptance_uniform(std::uint64_t k, int stage) const;
+
   /// The kernel state (for checkpoints); `set_state` restores one.
   const DramState& state() const { return state_; }
   /// @throws herd::InputError when the state's dimension does not match.
@@ -223,7 +240,9 @@ class DramSampler {
   /// Re-initialises the state from the options (start point, initial proposal).
   void reset();
 
+  /// The options (validated).
   const DramOptions& options() const { return options_; }
+  /// Dimension d.
   int ndim() const { return d_; }
   /// The resolved scale factor (e.g. 2.38/sqrt(d) for "gelman").
   double scale_factor() const { return scale0_; }
@@ -237,9 +256,20 @@ class DramSampler {
  private:
   void validate();
   double evaluate(const double* y);
+  double check_value(double v);
+  bool trial_point(const double* w, double* y) const;
+  // The step as phases, so that many chains can share batched evaluations: begin a
+  // proposal (stage-1 trial in y_), then feed the log density of each trial to
+  // finish_stage, which returns true while a further (DR) trial awaits evaluation.
+  void begin_proposal();
+  bool finish_stage(double lp, ChainSink& sink);
+  void end_proposal();
+  bool done() const;
+  std::vector<DramResult> run_chains_batched(const std::vector<ChainSink*>& sinks);
   void accept(const double* y, double lp, int stage, double alpha, ChainSink& sink);
   void write_current(ChainSink& sink);
   void adapt();
+  void refresh_proposal_cov();
   void merge_pending(bool greedy);
   DramResult finish_result(double seconds) const;
   void draw_direction(RngCursor& c, double* z) const;
@@ -254,10 +284,26 @@ class DramSampler {
   bool has_box_ = false;
   DramState state_;
   RngStream prop_rng_, acc_rng_, dr_rng_;
+  BatchLogDensity batch_;  // set when constructed with a batched log density
+  RngCursor acc_cur_{0, 0, 0, 0, 0}, dr_cur_{0, 0, 0, 0, 0};
+  int cur_stage_ = 0;  // stage of the trial in y_ (0: no proposal in progress)
+  bool cur_inside_ = true;
+  // Words of the next kAhead proposals (stage-1 normals' first attempts and the first
+  // acceptance block), drawn together across indices with SIMD (`philox_blocks_by_index`);
+  // the chain is bit-identical to drawing them one proposal at a time.
+  static constexpr int kAhead = 16;
+  bool use_ahead_ = false;
+  bool ahead_valid_ = false;
+  std::uint64_t ahead_k0_ = 0;
+  int ahead_words_ = 0;  // words per proposal (2d rounded up to whole blocks)
+  std::vector<std::uint32_t> ahead_prop_, ahead_acc_, ahead_tmp_;
+  double acc_u1_ = 0.5;  // stage-1 acceptance uniform of the current proposal (ahead path)
+  void refill_ahead(std::uint64_t k0);
   const ZigguratTables* zig_ = nullptr;
   bool nan_warned_ = false, chol_warned_ = false;
   // Scratch (kept to avoid allocation in the hot loop).
-  std::vector<double> z_, y_, wpath_, ypath_, lpath_;
+  std::vector<double> z_, y_, wpath_, lpath_, scratch_;
+  std::vector<double> prop_cov_;  // current stage-1 proposal covariance L L^T, [d, d]
 };
 
 /// Log of the delayed-rejection acceptance probability of the last point of a path

@@ -30,14 +30,17 @@ class MultivariateNormal {
   /// Log densities of the `n` rows of `x` (`[n, d]` row-major) into `out[n]`.
   void batch(const double* x, int n, int d, double* out) const;
 
+  /// Dimension d.
   int ndim() const { return static_cast<int>(mean_.size()); }
+  /// Mean `[d]`.
   const Eigen::VectorXd& mean() const { return mean_; }
+  /// Covariance `[d, d]`.
   const Eigen::MatrixXd& covariance() const { return cov_; }
 
  private:
   Eigen::VectorXd mean_;
   Eigen::MatrixXd cov_;
-  std::vector<double> prec_;  ///< precision, `[d, d]` row-major
+  std::vector<double> prec2_;  ///< its lower triangle, off-diagonal doubled (quadratic form)
   double log_norm_ = 0.0;
 };
 
@@ -46,9 +49,13 @@ class MultivariateNormal {
 /// Jacobian, so x1 ~ N(0, 100) and x3.. ~ N(0, 1) exactly; E[x2] = 0. d >= 2.
 class Banana {
  public:
+  /// @param d dimension (>= 2); @param b twist. @throws herd::InputError when d < 2.
   explicit Banana(int d = 2, double b = 0.03);
+  /// Log density at `x` (`d` values).
   double operator()(const double* x, int d) const;
+  /// Log densities of the `n` rows of `x` (`[n, d]` row-major) into `out[n]`.
   void batch(const double* x, int n, int d, double* out) const;
+  /// Dimension d.
   int ndim() const { return d_; }
 
  private:
@@ -60,9 +67,14 @@ class Banana {
 /// the same terms summed over consecutive pairs for d > 2.
 class Rosenbrock {
  public:
+  /// @param d dimension (>= 2); @param a, b the usual parameters; @param s temperature.
+  /// @throws herd::InputError when d < 2 or b, s are not positive.
   explicit Rosenbrock(int d = 2, double a = 1.0, double b = 100.0, double s = 20.0);
+  /// Log density at `x` (`d` values).
   double operator()(const double* x, int d) const;
+  /// Log densities of the `n` rows of `x` (`[n, d]` row-major) into `out[n]`.
   void batch(const double* x, int n, int d, double* out) const;
+  /// Dimension d.
   int ndim() const { return d_; }
 
  private:
@@ -78,8 +90,11 @@ class GaussianMixture {
   /// @throws herd::InputError on bad shapes or values.
   GaussianMixture(std::vector<double> weights, std::vector<double> means, std::vector<double> sigmas,
                   int d);
+  /// Log density at `x` (`d` values).
   double operator()(const double* x, int d) const;
+  /// Log densities of the `n` rows of `x` (`[n, d]` row-major) into `out[n]`.
   void batch(const double* x, int n, int d, double* out) const;
+  /// Dimension d.
   int ndim() const { return d_; }
 
  private:
@@ -90,9 +105,13 @@ class GaussianMixture {
 /// Neal's funnel (Neal 2003, "Slice sampling"): v = x1 ~ N(0, 3^2), x2..xd | v ~ N(0, e^v).
 class NealFunnel {
  public:
+  /// @param d dimension (>= 2). @throws herd::InputError when d < 2.
   explicit NealFunnel(int d = 10);
+  /// Log density at `x` (`d` values).
   double operator()(const double* x, int d) const;
+  /// Log densities of the `n` rows of `x` (`[n, d]` row-major) into `out[n]`.
   void batch(const double* x, int n, int d, double* out) const;
+  /// Dimension d.
   int ndim() const { return d_; }
 
  private:

@@ -23,6 +23,10 @@
 
 #include <Random123/philox.h>
 
+#if defined(__SSE2__) && !defined(__CUDA_ARCH__)
+#include <emmintrin.h>
+#endif
+
 #include "herd/core/host_device.hpp"
 
 namespace herd {
@@ -63,7 +67,80 @@ HERD_HOST_DEVICE inline RngBlock philox4x32_10(const std::uint32_t counter[4],
 /// centred in their cell ((k + 1/2) 2^-52), so 0 and 1 never occur (the extremes are
 /// 2^-53 and 1 - 2^-53, both exact). Host and device; bit-identical on both.
 HERD_HOST_DEVICE inline double u64_to_uniform(std::uint64_t x) {
-  return (static_cast<double>(x >> 12) + 0.5) * 0x1.0p-52;
+  // x >> 12 < 2^52 fits a signed integer: the signed conversion is one instruction.
+  return (static_cast<double>(static_cast<std::int64_t>(x >> 12)) + 0.5) * 0x1.0p-52;
+}
+
+/// Four consecutive Philox4x32-10 blocks, sub-indices `ctr[0] .. ctr[0] + 3` of one
+/// counter, written to `out[16]` in block order: the same words as four calls of
+/// `philox4x32_10`. Written lane-parallel so that compilers vectorise it (the bulk path
+/// of `RngCursor::fill_u32`). Host and device; thread-safe (pure).
+HERD_HOST_DEVICE inline void philox4x32_10_x4(const std::uint32_t ctr[4], const std::uint32_t key[2],
+                                              std::uint32_t out[16]) {
+#if defined(__SSE2__) && !defined(__CUDA_ARCH__)
+  // SSE2 (every x86-64): the four blocks are the four lanes; _mm_mul_epu32 multiplies
+  // lanes 0 and 2, so odd lanes are shifted down for a second multiply.
+  const __m128i m0 = _mm_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m128i m1 = _mm_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  const __m128i lo_mask = _mm_set1_epi64x(0xffffffffll);
+  __m128i a = _mm_add_epi32(_mm_set1_epi32(static_cast<int>(ctr[0])), _mm_set_epi32(3, 2, 1, 0));
+  __m128i b = _mm_set1_epi32(static_cast<int>(ctr[1]));
+  __m128i c = _mm_set1_epi32(static_cast<int>(ctr[2]));
+  __m128i d = _mm_set1_epi32(static_cast<int>(ctr[3]));
+  std::uint32_t k0 = key[0], k1 = key[1];
+  for (int r = 0; r < 10; ++r) {
+    const __m128i pa_even = _mm_mul_epu32(a, m0);
+    const __m128i pa_odd = _mm_mul_epu32(_mm_srli_epi64(a, 32), m0);
+    const __m128i pc_even = _mm_mul_epu32(c, m1);
+    const __m128i pc_odd = _mm_mul_epu32(_mm_srli_epi64(c, 32), m1);
+    const __m128i lo0 = _mm_or_si128(_mm_and_si128(pa_even, lo_mask), _mm_slli_epi64(pa_odd, 32));
+    const __m128i hi0 = _mm_or_si128(_mm_srli_epi64(pa_even, 32), _mm_andnot_si128(lo_mask, pa_odd));
+    const __m128i lo1 = _mm_or_si128(_mm_and_si128(pc_even, lo_mask), _mm_slli_epi64(pc_odd, 32));
+    const __m128i hi1 = _mm_or_si128(_mm_srli_epi64(pc_even, 32), _mm_andnot_si128(lo_mask, pc_odd));
+    a = _mm_xor_si128(_mm_xor_si128(hi1, b), _mm_set1_epi32(static_cast<int>(k0)));
+    b = lo1;
+    c = _mm_xor_si128(_mm_xor_si128(hi0, d), _mm_set1_epi32(static_cast<int>(k1)));
+    d = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  // Transpose lanes (blocks) to block-major words.
+  const __m128i ab_lo = _mm_unpacklo_epi32(a, b), ab_hi = _mm_unpackhi_epi32(a, b);
+  const __m128i cd_lo = _mm_unpacklo_epi32(c, d), cd_hi = _mm_unpackhi_epi32(c, d);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi64(ab_lo, cd_lo));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 4), _mm_unpackhi_epi64(ab_lo, cd_lo));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 8), _mm_unpacklo_epi64(ab_hi, cd_hi));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 12), _mm_unpackhi_epi64(ab_hi, cd_hi));
+#else
+  std::uint32_t a[4], b[4], c[4], d[4];
+  for (int l = 0; l < 4; ++l) {
+    a[l] = ctr[0] + static_cast<std::uint32_t>(l);
+    b[l] = ctr[1];
+    c[l] = ctr[2];
+    d[l] = ctr[3];
+  }
+  std::uint32_t k0 = key[0], k1 = key[1];
+  for (int r = 0; r < 10; ++r) {
+    for (int l = 0; l < 4; ++l) {
+      const std::uint64_t p0 = static_cast<std::uint64_t>(0xD2511F53u) * a[l];
+      const std::uint64_t p1 = static_cast<std::uint64_t>(0xCD9E8D57u) * c[l];
+      const auto hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
+      const auto hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
+      a[l] = hi1 ^ b[l] ^ k0;
+      b[l] = lo1;
+      c[l] = hi0 ^ d[l] ^ k1;
+      d[l] = lo0;
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  for (int l = 0; l < 4; ++l) {
+    out[4 * l] = a[l];
+    out[4 * l + 1] = b[l];
+    out[4 * l + 2] = c[l];
+    out[4 * l + 3] = d[l];
+  }
+#endif
 }
 
 /// Uniform float in the open interval (0, 1) from a 32-bit integer: the top 23 bits,
@@ -134,6 +211,28 @@ class RngCursor {
       }
     }
     return static_cast<std::uint32_t>(m >> 32);
+  }
+  /// Fills `out[0..n)` with the next `n` words: exactly what `n` calls of `next_u32`
+  /// would return, and the cursor ends in the same position. Whole blocks are generated
+  /// four at a time (`philox4x32_10_x4`), which is several times faster than one by one.
+  HERD_HOST_DEVICE void fill_u32(std::uint32_t* out, int n) {
+    int i = 0;
+    while (i < n && pos_ < 4) out[i++] = buf_.v[pos_++];
+    while (n - i >= 16) {
+      philox4x32_10_x4(ctr_, key_, out + i);
+      ctr_[0] += 4;
+      i += 16;
+    }
+    while (n - i >= 4) {
+      const RngBlock b = philox4x32_10(ctr_, key_);
+      ++ctr_[0];
+      for (int k = 0; k < 4; ++k) out[i + k] = b.v[k];
+      i += 4;
+    }
+    if (i < n) {
+      refill();
+      while (i < n) out[i++] = buf_.v[pos_++];
+    }
   }
   /// Number of blocks generated so far (each 4 words).
   HERD_HOST_DEVICE std::uint32_t blocks_used() const { return ctr_[0]; }

@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "herd/core/host_device.hpp"
 #include "herd/core/rng.hpp"
@@ -95,6 +96,13 @@ inline ZigguratTables make_ziggurat_tables() {
   return t;
 }
 
+/// The double with bit pattern `b` (memcpy: valid on host and device, compiles to a move).
+HERD_HOST_DEVICE HERD_FORCE_INLINE double bit_cast_double(std::uint64_t b) {
+  double v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+
 /// The slow path of `ziggurat_normal`: wedge test or tail. Returns true and sets `out`
 /// when the attempt is accepted.
 HERD_HOST_DEVICE inline bool ziggurat_slow(RngCursor& c, const ZigguratTables& t, int i,
@@ -128,26 +136,84 @@ inline const ZigguratTables& ziggurat_tables() {
   return t;
 }
 
+/// The fast path of one attempt from a 64-bit draw: true (and `out`) when the point falls
+/// in the layer's rectangle; otherwise `layer` and `x` for the slow path.
+HERD_HOST_DEVICE HERD_FORCE_INLINE bool ziggurat_try(std::uint64_t bits, const ZigguratTables& t,
+                                                    double& out, int& layer, double& x, double& sign) {
+  layer = static_cast<int>(bits & 0xffu);
+  // Branch-free sign (a branch on a random bit mispredicts half the time): bit 8 of
+  // `bits` moved to the sign bit of a double 1.0.
+  sign = detail::bit_cast_double(0x3FF0000000000000ull | ((bits & 0x100u) << 55));
+  // bits >> 12 < 2^52: the signed conversion is exact and one instruction.
+  const double u = (static_cast<double>(static_cast<std::int64_t>(bits >> 12)) + 0.5) * 0x1.0p-52;
+  x = u * t.x[layer];
+  out = sign * x;
+  return u < t.ratio[layer];
+}
+
 /// One standard normal from the words of `c` (one 64-bit draw per attempt, about 1.013
 /// attempts per normal on average). Never NaN or Inf. Host and device (pass tables that
 /// live in memory the caller can read).
 HERD_HOST_DEVICE HERD_FORCE_INLINE double ziggurat_normal(RngCursor& c, const ZigguratTables& t) {
   for (;;) {
-    const std::uint64_t bits = c.next_u64();
-    const int i = static_cast<int>(bits & 0xffu);
-    const double sign = (bits & 0x100u) ? -1.0 : 1.0;
-    const double u = (static_cast<double>(bits >> 12) + 0.5) * 0x1.0p-52;  // (0, 1)
-    const double x = u * t.x[i];
-    if (u < t.ratio[i]) return sign * x;  // inside the layer's rectangle: ~98.8%
-    double out;
+    double out, x, sign;
+    int i;
+    if (ziggurat_try(c.next_u64(), t, out, i, x, sign)) return out;
     if (detail::ziggurat_slow(c, t, i, x, out)) return sign * out;
   }
 }
 
-/// Fills `out[0..n)` with standard normals (ziggurat) from `c`. Host and device.
+/// Fills `out[0..n)` with standard normals (ziggurat) from `c`, in chunks of up to 16:
+/// the first attempts of a chunk's m normals use the cursor's next 2m words (normal k:
+/// words 2k, 2k+1, the first one low), generated in bulk; retries, wedge and tail draws
+/// use the words after them, in order. So the result depends only on the cursor's
+/// position, as with `ziggurat_normal`, though the word order differs from n calls of it.
+/// Host and device.
 HERD_HOST_DEVICE inline void ziggurat_normals(RngCursor& c, const ZigguratTables& t, double* out,
                                               int n) {
-  for (int k = 0; k < n; ++k) out[k] = ziggurat_normal(c, t);
+  constexpr int kChunk = 16;
+  std::uint32_t w[2 * kChunk];
+  for (int base = 0; base < n; base += kChunk) {
+    const int m = n - base < kChunk ? n - base : kChunk;
+    c.fill_u32(w, 2 * m);
+    for (int k = 0; k < m; ++k) {
+      const std::uint64_t bits =
+          static_cast<std::uint64_t>(w[2 * k]) | (static_cast<std::uint64_t>(w[2 * k + 1]) << 32);
+      double v, x, sign;
+      int i;
+      if (!ziggurat_try(bits, t, v, i, x, sign)) [[unlikely]] {
+        double tail;
+        v = detail::ziggurat_slow(c, t, i, x, tail) ? sign * tail : ziggurat_normal(c, t);
+      }
+      out[base + k] = v;
+    }
+  }
+}
+
+/// As `ziggurat_normals(c, t, out, n)` for n <= 16 (one chunk), but with the chunk's 2n
+/// first-attempt words given in `w` (drawn ahead of time, e.g. by
+/// `philox_blocks_by_index`); `cursor_after()` must return a cursor positioned just after
+/// those words and is called only when an attempt fails. Same output, bit for bit.
+template <class CursorAfter>
+HERD_HOST_DEVICE inline void ziggurat_normals_from_words(const std::uint32_t* w, int n, const ZigguratTables& t,
+                                                         double* out, CursorAfter&& cursor_after) {
+  bool have_cursor = false;
+  RngCursor c(0, 0, 0, 0, 0);
+  for (int k = 0; k < n; ++k) {
+    const std::uint64_t bits =
+        static_cast<std::uint64_t>(w[2 * k]) | (static_cast<std::uint64_t>(w[2 * k + 1]) << 32);
+    double v, x, sign;
+    int i;
+    if (!ziggurat_try(bits, t, v, i, x, sign)) [[unlikely]] {
+      if (!have_cursor) {
+        c = cursor_after();
+        have_cursor = true;
+      }
+      double tail;
+      v = detail::ziggurat_slow(c, t, i, x, tail) ? sign * tail : ziggurat_normal(c, t);
+    }
+    out[k] = v;
+  }
 }
 
 /// Host convenience: `n` standard normals with the process-wide tables.

@@ -1,0 +1,142 @@
+// Bulk Philox4x32-10 across indices (philox_lanes.hpp), with run-time dispatch.
+#include "herd/core/philox_lanes.hpp"
+
+#include <immintrin.h>
+
+namespace herd {
+
+namespace {
+
+struct Lanes {
+  std::uint32_t c0, c3, k0, k1;
+  std::uint32_t c1[16], c2[16];
+};
+
+void fill_lanes(const RngStream& s, std::uint64_t index0, std::uint32_t sub, int n, Lanes& l) {
+  l.c0 = sub;
+  l.c3 = s.stream();
+  l.k0 = static_cast<std::uint32_t>(s.seed());
+  l.k1 = static_cast<std::uint32_t>(s.seed() >> 32);
+  const auto purpose = static_cast<std::uint32_t>(s.purpose());
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t idx = index0 + static_cast<std::uint64_t>(i);
+    l.c1[i] = static_cast<std::uint32_t>(idx);
+    l.c2[i] = static_cast<std::uint32_t>((idx >> 32) & 0xffffu) | (purpose << 16);
+  }
+}
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), which -Wall reports as
+// uninitialised (a known false positive of the headers).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) void blocks_avx512(const Lanes& l, std::uint32_t* out) {
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  const __m512i lo_mask = _mm512_set1_epi64(0xffffffffll);
+  __m512i a = _mm512_set1_epi32(static_cast<int>(l.c0));
+  __m512i b = _mm512_loadu_si512(l.c1);
+  __m512i c = _mm512_loadu_si512(l.c2);
+  __m512i d = _mm512_set1_epi32(static_cast<int>(l.c3));
+  std::uint32_t k0 = l.k0, k1 = l.k1;
+  for (int r = 0; r < 10; ++r) {
+    const __m512i pa_e = _mm512_mul_epu32(a, m0);
+    const __m512i pa_o = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m0);
+    const __m512i pc_e = _mm512_mul_epu32(c, m1);
+    const __m512i pc_o = _mm512_mul_epu32(_mm512_srli_epi64(c, 32), m1);
+    const __m512i lo0 = _mm512_or_si512(_mm512_and_si512(pa_e, lo_mask), _mm512_slli_epi64(pa_o, 32));
+    const __m512i hi0 = _mm512_or_si512(_mm512_srli_epi64(pa_e, 32), _mm512_andnot_si512(lo_mask, pa_o));
+    const __m512i lo1 = _mm512_or_si512(_mm512_and_si512(pc_e, lo_mask), _mm512_slli_epi64(pc_o, 32));
+    const __m512i hi1 = _mm512_or_si512(_mm512_srli_epi64(pc_e, 32), _mm512_andnot_si512(lo_mask, pc_o));
+    a = _mm512_xor_si512(_mm512_xor_si512(hi1, b), _mm512_set1_epi32(static_cast<int>(k0)));
+    b = lo1;
+    c = _mm512_xor_si512(_mm512_xor_si512(hi0, d), _mm512_set1_epi32(static_cast<int>(k1)));
+    d = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  alignas(64) std::uint32_t w[4][16];
+  _mm512_store_si512(w[0], a);
+  _mm512_store_si512(w[1], b);
+  _mm512_store_si512(w[2], c);
+  _mm512_store_si512(w[3], d);
+  for (int i = 0; i < 16; ++i)
+    for (int k = 0; k < 4; ++k) out[4 * i + k] = w[k][i];
+}
+
+#pragma GCC diagnostic pop
+
+__attribute__((target("avx2"))) void blocks_avx2(const Lanes& l, int offset, std::uint32_t* out) {
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  const __m256i lo_mask = _mm256_set1_epi64x(0xffffffffll);
+  __m256i a = _mm256_set1_epi32(static_cast<int>(l.c0));
+  __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l.c1 + offset));
+  __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l.c2 + offset));
+  __m256i d = _mm256_set1_epi32(static_cast<int>(l.c3));
+  std::uint32_t k0 = l.k0, k1 = l.k1;
+  for (int r = 0; r < 10; ++r) {
+    const __m256i pa_e = _mm256_mul_epu32(a, m0);
+    const __m256i pa_o = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m0);
+    const __m256i pc_e = _mm256_mul_epu32(c, m1);
+    const __m256i pc_o = _mm256_mul_epu32(_mm256_srli_epi64(c, 32), m1);
+    const __m256i lo0 = _mm256_or_si256(_mm256_and_si256(pa_e, lo_mask), _mm256_slli_epi64(pa_o, 32));
+    const __m256i hi0 = _mm256_or_si256(_mm256_srli_epi64(pa_e, 32), _mm256_andnot_si256(lo_mask, pa_o));
+    const __m256i lo1 = _mm256_or_si256(_mm256_and_si256(pc_e, lo_mask), _mm256_slli_epi64(pc_o, 32));
+    const __m256i hi1 = _mm256_or_si256(_mm256_srli_epi64(pc_e, 32), _mm256_andnot_si256(lo_mask, pc_o));
+    a = _mm256_xor_si256(_mm256_xor_si256(hi1, b), _mm256_set1_epi32(static_cast<int>(k0)));
+    b = lo1;
+    c = _mm256_xor_si256(_mm256_xor_si256(hi0, d), _mm256_set1_epi32(static_cast<int>(k1)));
+    d = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  alignas(32) std::uint32_t w[4][8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(w[0]), a);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(w[1]), b);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(w[2]), c);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(w[3]), d);
+  for (int i = 0; i < 8; ++i)
+    for (int k = 0; k < 4; ++k) out[4 * i + k] = w[k][i];
+}
+
+int detect_width() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return 16;
+  if (__builtin_cpu_supports("avx2")) return 8;
+#endif
+  return 1;
+}
+
+}  // namespace
+
+int philox_lanes_width() {
+  static const int w = detect_width();
+  return w;
+}
+
+void philox_blocks_by_index(const RngStream& s, std::uint64_t index0, std::uint32_t sub, int count,
+                            std::uint32_t* out) {
+  const int width = philox_lanes_width();
+  int done = 0;
+  while (done < count) {
+    const int left = count - done;
+    if (width >= 8 && left >= 8) {
+      Lanes l;
+      const int n = (width == 16 && left >= 16) ? 16 : 8;
+      fill_lanes(s, index0 + static_cast<std::uint64_t>(done), sub, n, l);
+      if (n == 16)
+        blocks_avx512(l, out + 4 * done);
+      else
+        blocks_avx2(l, 0, out + 4 * done);
+      done += n;
+    } else {
+      const RngBlock b = s.block(index0 + static_cast<std::uint64_t>(done), sub);
+      for (int k = 0; k < 4; ++k) out[4 * done + k] = b.v[k];
+      ++done;
+    }
+  }
+}
+
+}  // namespace herd
