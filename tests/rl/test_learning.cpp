@@ -47,7 +47,7 @@ TEST_CASE("A2C learns CartPole-v1 (4 of 5 seeds >= 475)", "[rl][slow][ci]") {
   CHECK(passes("cartpole_a2c", 475.0) >= 4);
 }
 
-TEST_CASE("PPO learns Acrobot-v1 (4 of 5 seeds >= -100)", "[rl][slow][full]") {
+TEST_CASE("PPO learns Acrobot-v1 (4 of 5 seeds >= -100)", "[rl][slow][ci]") {
   CHECK(passes("acrobot_ppo", -100.0) >= 4);
 }
 
