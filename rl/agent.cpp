@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "herd/core/error.hpp"
+#include "herd/nn/init.hpp"
 
 namespace herd::rl {
 namespace {
@@ -42,8 +43,32 @@ ActorCriticAgent::ActorCriticAgent(std::size_t obs_dim, const Space& space, cons
   for (auto h : opt.hidden)
     if (h < 1) throw InputError("rl::ActorCriticAgent: a hidden width is " + std::to_string(h) + ", but must be >= 1");
   const std::int64_t outputs = discrete_ ? space.n() : static_cast<std::int64_t>(action_dim_);
-  actor_ = make_mlp(obs_dim, opt.hidden, outputs, opt.activation, 0.01, opt.seed, 0);
-  critic_ = make_mlp(obs_dim, opt.hidden, 1, opt.activation, 1.0, opt.seed, 1);
+  if (opt.shared_trunk) {
+    nn::MlpOptions o;
+    o.sizes.push_back(static_cast<std::int64_t>(obs_dim));
+    for (auto h : opt.hidden) o.sizes.push_back(h);
+    if (o.sizes.size() < 2) o.sizes.push_back(opt.hidden.back());
+    o.activation = opt.activation;
+    o.activate_output = true;
+    o.init = nn::MlpInit::kOrthogonal;
+    o.hidden_gain = std::sqrt(2.0);
+    o.output_gain = std::sqrt(2.0);
+    o.rng = RngStream(opt.seed, 0, RngPurpose::kInit);
+    trunk_ = std::make_unique<nn::Mlp>(o);
+    trunk_->set_input_grad(false);
+    const std::int64_t h = opt.hidden.back();
+    const RngStream heads(opt.seed, 2, RngPurpose::kInit);
+    pi_head_ = std::make_unique<nn::Linear>(h, outputs);
+    vf_head_ = std::make_unique<nn::Linear>(h, 1);
+    RngCursor c0 = heads.at(0), c1 = heads.at(1);
+    nn::orthogonal_(pi_head_->weight().value, 0.01, c0);
+    nn::constant_(pi_head_->bias().value, 0.0);
+    nn::orthogonal_(vf_head_->weight().value, 1.0, c1);
+    nn::constant_(vf_head_->bias().value, 0.0);
+  } else {
+    actor_ = make_mlp(obs_dim, opt.hidden, outputs, opt.activation, 0.01, opt.seed, 0);
+    critic_ = make_mlp(obs_dim, opt.hidden, 1, opt.activation, 1.0, opt.seed, 1);
+  }
   if (!discrete_)
     gauss_ = std::make_unique<nn::Gaussian>(static_cast<std::int64_t>(action_dim_), nn::DType::kFloat32,
                                             Device::cpu(), opt.init_log_std);
@@ -54,7 +79,8 @@ ActorCriticAgent::~ActorCriticAgent() = default;
 const nn::Tensor& ActorCriticAgent::actor_forward(const float* obs, std::size_t n) {
   obs_t_.resize({static_cast<std::int64_t>(n), static_cast<std::int64_t>(obs_dim_)}, nn::DType::kFloat32);
   std::memcpy(obs_t_.data<float>(), obs, n * obs_dim_ * sizeof(float));
-  const nn::Tensor& out = actor_->forward(obs_t_);
+  if (trunk_) h_ = &trunk_->forward(obs_t_);
+  const nn::Tensor& out = trunk_ ? pi_head_->forward(*h_) : actor_->forward(obs_t_);
   if (discrete_) {
     cat_.set_logits(out);
     return out;
@@ -86,7 +112,8 @@ void ActorCriticAgent::act(const float* obs, std::size_t n, const RngStream* rng
 void ActorCriticAgent::value(const float* obs, std::size_t n, float* values) {
   obs_t_.resize({static_cast<std::int64_t>(n), static_cast<std::int64_t>(obs_dim_)}, nn::DType::kFloat32);
   std::memcpy(obs_t_.data<float>(), obs, n * obs_dim_ * sizeof(float));
-  copy_out(critic_->forward(obs_t_), values, n);
+  if (trunk_) copy_out(vf_head_->forward(trunk_->forward(obs_t_)), values, n);
+  else copy_out(critic_->forward(obs_t_), values, n);
 }
 
 void ActorCriticAgent::evaluate(const float* obs, const double* actions, std::size_t n) {
@@ -108,6 +135,10 @@ void ActorCriticAgent::evaluate(const float* obs, const double* actions, std::si
     copy_out(gauss_->log_prob(act_t_), logp_.data(), n);
     copy_out(gauss_->entropy(), ent_.data(), n);
   }
+  if (trunk_) {  // the trunk's output (still valid) feeds the value head
+    copy_out(vf_head_->forward(*h_), val_.data(), n);
+    return;
+  }
   // obs_t_ still holds the observations (the actor's input must stay unchanged until
   // backward, so the critic gets its own copy).
   critic_in_.resize(obs_t_.shape(), nn::DType::kFloat32);
@@ -124,23 +155,48 @@ void ActorCriticAgent::backward(const float* g_logp, const float* g_ent, const f
     cat_.backward_log_prob(grad_t_);
     std::memcpy(g, g_ent, static_cast<std::size_t>(n) * sizeof(float));
     cat_.backward_entropy(grad_t_);
-    actor_->backward(cat_.grad_logits());
+    policy_backward(cat_.grad_logits());
   } else {
     std::memcpy(g, g_logp, static_cast<std::size_t>(n) * sizeof(float));
     gauss_->backward_log_prob(grad_t_);
     std::memcpy(g, g_ent, static_cast<std::size_t>(n) * sizeof(float));
     gauss_->backward_entropy(grad_t_);
-    actor_->backward(gauss_->grad_mean());
+    policy_backward(gauss_->grad_mean());
   }
   nn::Tensor gv({n, 1}, nn::DType::kFloat32);
   std::memcpy(gv.data<float>(), g_val, static_cast<std::size_t>(n) * sizeof(float));
-  critic_->backward(gv);
+  if (!trunk_) {
+    critic_->backward(gv);
+    return;
+  }
+  // Shared trunk: dL/dh = policy head's + value head's input gradients.
+  const nn::Tensor& gvh = vf_head_->backward(gv);
+  float* a = gh_.data<float>();
+  const float* b = gvh.data<float>();
+  for (std::int64_t i = 0; i < gh_.numel(); ++i) a[i] += b[i];
+  trunk_->backward(gh_);
+}
+
+void ActorCriticAgent::policy_backward(const nn::Tensor& grad_out) {
+  if (!trunk_) {
+    actor_->backward(grad_out);
+    return;
+  }
+  const nn::Tensor& g = pi_head_->backward(grad_out);
+  gh_.resize(g.shape(), nn::DType::kFloat32);
+  gh_.copy_from(g);
 }
 
 std::vector<nn::NamedParameter> ActorCriticAgent::named_parameters() {
   std::vector<nn::NamedParameter> out;
-  for (auto& p : actor_->named_parameters()) out.push_back({"pi." + p.name, p.param});
-  for (auto& p : critic_->named_parameters()) out.push_back({"vf." + p.name, p.param});
+  if (trunk_) {
+    for (auto& p : trunk_->named_parameters()) out.push_back({"trunk." + p.name, p.param});
+    for (auto& p : pi_head_->named_parameters()) out.push_back({"pi." + p.name, p.param});
+    for (auto& p : vf_head_->named_parameters()) out.push_back({"vf." + p.name, p.param});
+  } else {
+    for (auto& p : actor_->named_parameters()) out.push_back({"pi." + p.name, p.param});
+    for (auto& p : critic_->named_parameters()) out.push_back({"vf." + p.name, p.param});
+  }
   if (gauss_)
     for (auto& p : gauss_->named_parameters()) out.push_back({"dist." + p.name, p.param});
   return out;

@@ -29,6 +29,7 @@ const io::Schema& train_schema() {
         .length(1, 8)
         .min(1);
     s.add_string("network.activation", "tanh", "hidden nonlinearity").choices({"tanh", "relu", "elu"});
+    s.add_bool("network.shared_trunk", false, "one trunk with policy and value heads");
     s.add_float("network.init_log_std", 0.0, "initial log std of a Gaussian policy").range(-20, 5);
     s.add_float("algo.gamma", 0.98, "discount").range(0, 1);
     s.add_float("algo.gae_lambda", 0.8, "GAE lambda").range(0, 1);
@@ -97,6 +98,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   const std::string act = st.get_string("network.activation");
   c.agent.activation = act == "relu" ? nn::Activation::kReLU : act == "elu" ? nn::Activation::kELU : nn::Activation::kTanh;
   c.agent.init_log_std = st.get_float("network.init_log_std");
+  c.agent.shared_trunk = st.get_bool("network.shared_trunk");
   c.agent.seed = c.seed;
   PpoOptions& p = c.ppo;
   p.learning_rate = st.get_float("algo.learning_rate");

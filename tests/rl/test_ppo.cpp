@@ -38,10 +38,11 @@ RolloutBuffer make_buffer(ActorCriticAgent& agent, const Space& space, std::size
   return b;
 }
 
-void check_gradient(const std::string& env_id, double clip_vf) {
+void check_gradient(const std::string& env_id, double clip_vf, bool shared = false) {
   auto env = make_env(env_id);
   AgentOptions ao;
   ao.hidden = {8};
+  ao.shared_trunk = shared;
   ao.seed = 3;
   ActorCriticAgent agent(env->obs_dim(), env->action_space(), ao);
   RolloutBuffer b = make_buffer(agent, env->action_space(), env->obs_dim());
@@ -77,11 +78,13 @@ void check_gradient(const std::string& env_id, double clip_vf) {
 TEST_CASE("PPO loss gradient matches finite differences (categorical)", "[rl]") {
   check_gradient("CartPole-v1", 0.0);
   check_gradient("CartPole-v1", 0.1);
+  check_gradient("CartPole-v1", 0.1, true);
 }
 
 TEST_CASE("PPO loss gradient matches finite differences (Gaussian)", "[rl]") {
   check_gradient("Pendulum-v1", 0.0);
   check_gradient("Pendulum-v1", 0.1);
+  check_gradient("Pendulum-v1", 0.0, true);
 }
 
 TEST_CASE("PPO loss: hand-computed case", "[rl]") {

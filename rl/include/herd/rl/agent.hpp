@@ -13,6 +13,7 @@
 
 #include "herd/core/rng.hpp"
 #include "herd/nn/distributions.hpp"
+#include "herd/nn/linear.hpp"
 #include "herd/nn/mlp.hpp"
 #include "herd/nn/tensor.hpp"
 #include "herd/rl/spaces.hpp"
@@ -24,14 +25,19 @@ struct AgentOptions {
   std::vector<std::int64_t> hidden = {64, 64};  ///< hidden widths of actor and critic
   nn::Activation activation = nn::Activation::kTanh;  ///< hidden nonlinearity
   double init_log_std = 0.0;  ///< initial log standard deviation of a Gaussian policy
+  /// One MLP trunk shared by a linear policy head and a linear value head (the value loss
+  /// then also trains the trunk), instead of separate actor and critic MLPs.
+  bool shared_trunk = false;
   std::uint64_t seed = 0;     ///< initialisation draws: `RngStream(seed, 0 or 1, kInit)`
 };
 
-/// An actor-critic agent with separate actor and critic MLPs (float32, host).
+/// An actor-critic agent with separate actor and critic MLPs, or one shared trunk with two
+/// linear heads (`AgentOptions::shared_trunk`), float32 on the host.
 ///
 /// Discrete action spaces get a `Categorical` over `n` logits; `Box` spaces a diagonal
 /// `Gaussian` with a state-independent learned log standard deviation ("dist.log_std").
-/// Parameters are named "pi.*" (actor), "vf.*" (critic) and "dist.log_std".
+/// Parameters are named "pi.*" (actor or policy head), "vf.*" (critic or value head),
+/// "trunk.*" (shared trunk) and "dist.log_std".
 ///
 /// Actions are float64 rows `[n, action_dim]`; a discrete action is its index (0-based;
 /// the sampler adds the space's start). Gaussian samples are not clipped (the environment
@@ -84,10 +90,15 @@ class ActorCriticAgent {
 
  private:
   const nn::Tensor& actor_forward(const float* obs, std::size_t n);
+  void policy_backward(const nn::Tensor& grad_out);
   std::size_t obs_dim_, action_dim_;
   bool discrete_;
   std::unique_ptr<nn::Mlp> actor_, critic_;
   std::unique_ptr<nn::Gaussian> gauss_;
+  std::unique_ptr<nn::Mlp> trunk_;
+  std::unique_ptr<nn::Linear> pi_head_, vf_head_;
+  nn::Tensor gh_;
+  const nn::Tensor* h_ = nullptr;
   nn::Categorical cat_;
   nn::Tensor obs_t_, act_t_, sample_t_, grad_t_, critic_in_;
   std::vector<float> logp_, ent_, val_;
