@@ -1,0 +1,36 @@
+#pragma once
+/// @file a2c.hpp
+/// `A2c`: synchronous advantage actor-critic (Mnih et al. 2016, "Asynchronous methods for
+/// deep reinforcement learning", in the batched synchronous form of Stooke & Abbeel 2018
+/// and Stable-Baselines3).
+
+#include "herd/rl/ppo.hpp"
+
+namespace herd::rl {
+
+/// Options of `A2c` (defaults: SB3's A2C).
+struct A2cOptions {
+  double learning_rate = 7e-4;     ///< initial learning rate
+  bool anneal_lr = false;          ///< lr * progress_remaining
+  double ent_coef = 0.0;           ///< entropy bonus coefficient
+  double vf_coef = 0.5;            ///< value loss coefficient
+  double max_grad_norm = 0.5;      ///< global gradient-norm clip (<= 0: off)
+  bool normalize_advantage = false;  ///< normalise advantages over the rollout
+  OptimizerKind optimizer = OptimizerKind::kRmsProp;  ///< RMSprop (alpha 0.99) or Adam
+  double optimizer_eps = 1e-5;     ///< optimizer epsilon
+};
+
+/// A2C: one gradient step per rollout on the whole `[T, B]` batch of
+/// L = -mean(A log pi(a|s)) + vf_coef mean((V - R)^2) - ent_coef mean(H).
+/// It is computed as PPO's loss with one epoch, one minibatch and no clipping: at the
+/// parameters that collected the rollout the ratio is 1, so the gradient of the surrogate
+/// r A is exactly A grad log pi. Not thread-safe.
+class A2c : public Ppo {
+ public:
+  /// @throws herd::InputError for a non-positive learning rate.
+  A2c(ActorCriticAgent& agent, const A2cOptions& options);
+  /// PPO options equivalent to `options`.
+  static PpoOptions as_ppo(const A2cOptions& options);
+};
+
+}  // namespace herd::rl

@@ -1,0 +1,107 @@
+#pragma once
+/// @file agent.hpp
+/// `ActorCriticAgent`: MLP actor and critic with a categorical or diagonal-Gaussian policy,
+/// the agent of A2C (Mnih et al. 2016) and PPO (Schulman et al. 2017), initialised as in
+/// Andrychowicz et al. 2021 ("What matters in on-policy RL"): orthogonal weights with gain
+/// sqrt(2) in hidden layers, 0.01 on the policy output, 1 on the value output, zero biases.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "herd/core/rng.hpp"
+#include "herd/nn/distributions.hpp"
+#include "herd/nn/linear.hpp"
+#include "herd/nn/mlp.hpp"
+#include "herd/nn/tensor.hpp"
+#include "herd/rl/spaces.hpp"
+
+namespace herd::rl {
+
+/// Options of an `ActorCriticAgent`.
+struct AgentOptions {
+  std::vector<std::int64_t> hidden = {64, 64};  ///< hidden widths of actor and critic
+  nn::Activation activation = nn::Activation::kTanh;  ///< hidden nonlinearity
+  double init_log_std = 0.0;  ///< initial log standard deviation of a Gaussian policy
+  /// One MLP trunk shared by a linear policy head and a linear value head (the value loss
+  /// then also trains the trunk), instead of separate actor and critic MLPs.
+  bool shared_trunk = false;
+  std::uint64_t seed = 0;     ///< initialisation draws: `RngStream(seed, 0 or 1, kInit)`
+};
+
+/// An actor-critic agent with separate actor and critic MLPs, or one shared trunk with two
+/// linear heads (`AgentOptions::shared_trunk`), float32 on the host.
+///
+/// Discrete action spaces get a `Categorical` over `n` logits; `Box` spaces a diagonal
+/// `Gaussian` with a state-independent learned log standard deviation ("dist.log_std").
+/// Parameters are named "pi.*" (actor or policy head), "vf.*" (critic or value head),
+/// "trunk.*" (shared trunk) and "dist.log_std".
+///
+/// Actions are float64 rows `[n, action_dim]`; a discrete action is its index (0-based;
+/// the sampler adds the space's start). Gaussian samples are not clipped (the environment
+/// clips them, and the log-probability is of the unclipped sample, as in SB3).
+///
+/// Thread-safety: one thread at a time (the modules keep buffers).
+class ActorCriticAgent {
+ public:
+  /// @throws herd::InputError for obs_dim 0, empty or non-positive hidden sizes.
+  ActorCriticAgent(std::size_t obs_dim, const Space& action_space, const AgentOptions& options);
+  ~ActorCriticAgent();
+  ActorCriticAgent(const ActorCriticAgent&) = delete;
+  ActorCriticAgent& operator=(const ActorCriticAgent&) = delete;
+
+  /// Components of one observation.
+  std::size_t obs_dim() const { return obs_dim_; }
+  /// Components of one action row (1 for a discrete space).
+  std::size_t action_dim() const { return action_dim_; }
+  /// True for a categorical policy.
+  bool discrete() const { return discrete_; }
+
+  /// Acts on `n` observations `obs` `[n, obs_dim]`: writes actions `[n, action_dim]`,
+  /// log-probabilities `[n]` and values `[n]` (either may be null). With `rng` the actions
+  /// are sampled (row i from stream `rng.stream() + i` at `index`); without it they are the
+  /// distribution's mode (deterministic evaluation, as SB3).
+  void act(const float* obs, std::size_t n, const RngStream* rng, std::uint64_t index,
+           double* actions, float* log_probs, float* values);
+  /// Critic values V(obs) `[n]` for `obs` `[n, obs_dim]`.
+  void value(const float* obs, std::size_t n, float* values);
+
+  /// Training forward pass on a minibatch: observations `[n, obs_dim]`, actions
+  /// `[n, action_dim]`; afterwards `log_probs()`, `entropies()` and `values()` hold `[n]`.
+  void evaluate(const float* obs, const double* actions, std::size_t n);
+  /// log pi(a|s) of the last `evaluate`, `[n]`.
+  const std::vector<float>& log_probs() const { return logp_; }
+  /// Policy entropies of the last `evaluate`, `[n]`.
+  const std::vector<float>& entropies() const { return ent_; }
+  /// Values of the last `evaluate`, `[n]`.
+  const std::vector<float>& values() const { return val_; }
+  /// Accumulates parameter gradients of L given dL/d(log_prob), dL/d(entropy) and
+  /// dL/d(value), each `[n]`, for the last `evaluate`.
+  void backward(const float* grad_log_prob, const float* grad_entropy, const float* grad_value);
+
+  /// All parameters with their names (see the class comment), for the optimizer.
+  std::vector<nn::NamedParameter> named_parameters();
+  /// Deep copies of the parameters.
+  std::vector<nn::NamedTensor> state_dict();
+  /// Restores `state_dict()` output. @throws herd::InputError on a missing or misshaped entry.
+  void load_state_dict(const std::vector<nn::NamedTensor>& state);
+
+ private:
+  const nn::Tensor& actor_forward(const float* obs, std::size_t n);
+  void policy_backward(const nn::Tensor& grad_out);
+  std::size_t obs_dim_, action_dim_;
+  bool discrete_;
+  std::unique_ptr<nn::Mlp> actor_, critic_;
+  std::unique_ptr<nn::Gaussian> gauss_;
+  std::unique_ptr<nn::Mlp> trunk_;
+  std::unique_ptr<nn::Linear> pi_head_, vf_head_;
+  nn::Tensor gh_;
+  const nn::Tensor* h_ = nullptr;
+  nn::Categorical cat_;
+  nn::Tensor obs_t_, act_t_, sample_t_, grad_t_, critic_in_;
+  std::vector<float> logp_, ent_, val_;
+};
+
+}  // namespace herd::rl

@@ -1,0 +1,110 @@
+#pragma once
+/// @file ppo.hpp
+/// `Ppo`: proximal policy optimisation with the clipped surrogate (Schulman et al. 2017,
+/// "Proximal policy optimization algorithms"), with the implementation details of
+/// Stable-Baselines3 and Andrychowicz et al. 2021: per-minibatch advantage normalisation,
+/// optional value clipping, entropy bonus, global gradient-norm clipping, several epochs of
+/// shuffled minibatches, linear annealing of learning rate and clip range, approximate KL
+/// ((r - 1) - log r) and clip fraction.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "herd/nn/optimizer.hpp"
+#include "herd/rl/agent.hpp"
+#include "herd/rl/rollout_buffer.hpp"
+
+namespace herd::rl {
+
+/// Which optimizer an algorithm uses.
+enum class OptimizerKind {
+  kAdam,     ///< Adam (PPO's default)
+  kRmsProp,  ///< RMSprop, alpha 0.99 (A2C's default)
+};
+
+/// Options of `Ppo` (defaults: SB3's PPO, except where noted).
+struct PpoOptions {
+  double learning_rate = 3e-4;   ///< initial learning rate
+  bool anneal_lr = true;         ///< lr * progress_remaining (linear to 0)
+  double clip_range = 0.2;       ///< initial clip range epsilon (> 0)
+  bool anneal_clip = true;       ///< clip_range * progress_remaining
+  double clip_range_vf = 0.0;    ///< value clipping around the old values (0: off)
+  int epochs = 10;               ///< passes over the rollout per update
+  int minibatch_size = 64;       ///< samples per gradient step (0: the whole rollout)
+  double ent_coef = 0.0;         ///< entropy bonus coefficient
+  double vf_coef = 0.5;          ///< value loss coefficient
+  double max_grad_norm = 0.5;    ///< global gradient-norm clip (<= 0: off)
+  bool normalize_advantage = true;  ///< per-minibatch advantage normalisation
+  OptimizerKind optimizer = OptimizerKind::kAdam;  ///< Adam or RMSprop
+  double optimizer_eps = 1e-5;   ///< epsilon of Adam/RMSprop (SB3 uses 1e-5)
+  std::uint64_t seed = 0;        ///< minibatch permutations: `RngStream(seed, 0, kShuffle)`
+};
+
+/// Diagnostics of one update (means over its minibatches; losses as minimised).
+struct UpdateStats {
+  double policy_loss = 0;         ///< clipped surrogate loss
+  double value_loss = 0;          ///< (clipped) squared error of the value
+  double entropy = 0;             ///< mean policy entropy (nats)
+  double approx_kl = 0;           ///< mean (r - 1) - log r
+  double clip_fraction = 0;       ///< fraction of samples with |r - 1| > clip
+  double explained_variance = 0;  ///< 1 - Var(R - V) / Var(R) over the rollout
+  double learning_rate = 0;       ///< learning rate used
+  double clip_range = 0;          ///< clip range used
+};
+
+/// Per-minibatch loss terms (see `Ppo::minibatch_loss`).
+struct MinibatchLoss {
+  double total = 0;          ///< policy + vf_coef value - ent_coef entropy
+  double policy = 0;         ///< clipped surrogate loss
+  double value = 0;          ///< value loss
+  double entropy = 0;        ///< mean entropy
+  double approx_kl = 0;      ///< mean (r - 1) - log r
+  double clip_fraction = 0;  ///< fraction clipped
+};
+
+/// PPO on an `ActorCriticAgent` (which it references and must outlive it).
+/// One update: `epochs` passes of shuffled minibatches over the T*B samples of a rollout
+/// whose advantages were computed (`RolloutBuffer::compute_advantages`). Not thread-safe.
+class Ppo {
+ public:
+  /// @throws herd::InputError for a non-positive learning rate, clip range or epochs,
+  ///         or a negative minibatch size.
+  Ppo(ActorCriticAgent& agent, const PpoOptions& options);
+  virtual ~Ppo();
+  Ppo(const Ppo&) = delete;
+  Ppo& operator=(const Ppo&) = delete;
+
+  /// Runs one update. `progress_remaining` in [0, 1] (1 at the start of training) scales
+  /// the annealed lr and clip range; `iteration` (0-based) selects the permutations.
+  /// @throws herd::NumericalError "iteration <i>: the loss is nan ..." when a minibatch
+  ///         loss is not finite (before any parameter is changed by that minibatch).
+  UpdateStats update(const RolloutBuffer& buffer, double progress_remaining, std::int64_t iteration);
+
+  /// The loss of the samples `idx` of `buffer` with clip range `clip` (advantages
+  /// normalised over these samples when enabled; one sample gives advantage 0, not NaN);
+  /// with `accumulate_grad` the parameter gradients of `total` are accumulated.
+  MinibatchLoss minibatch_loss(const RolloutBuffer& buffer, std::span<const std::uint32_t> idx, double clip,
+                               bool accumulate_grad);
+
+  /// The optimizer (state for checkpoints).
+  nn::Optimizer& optimizer() { return *opt_; }
+  /// The options.
+  const PpoOptions& options() const { return opt_options_; }
+
+ private:
+  ActorCriticAgent& agent_;
+  PpoOptions opt_options_;
+  std::vector<nn::NamedParameter> params_;
+  std::unique_ptr<nn::Optimizer> opt_;
+  std::vector<float> obs_, adv_, g_logp_, g_ent_, g_val_;
+  std::vector<double> act_;
+  std::vector<std::uint32_t> perm_;
+};
+
+/// Explained variance 1 - Var(y - y_pred) / Var(y) of n values (NaN when Var(y) = 0, as SB3).
+double explained_variance(const float* y_pred, const float* y, std::size_t n);
+
+}  // namespace herd::rl

@@ -1,0 +1,68 @@
+#pragma once
+/// @file train_config.hpp
+/// `TrainConfig`: everything `herd-rl train` reads from its TOML input and `--set`
+/// overrides, declared once through `herd::io::Schema` (docs/io.md), so bad input gets a
+/// one-line error naming the key, the value and the requirement.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "herd/io/schema.hpp"
+#include "herd/rl/a2c.hpp"
+#include "herd/rl/agent.hpp"
+#include "herd/rl/ppo.hpp"
+#include "herd/rl/sampler.hpp"
+
+namespace herd::rl {
+
+/// A resolved training configuration (defaults: RL Zoo's PPO settings for CartPole-v1:
+/// 8 envs x 32 steps, 20 epochs, minibatch 256, gamma 0.98, lambda 0.8, lr 1e-3 and clip
+/// 0.2 annealed linearly, 1e5 env steps).
+struct TrainConfig {
+  std::string env = "CartPole-v1";   ///< registry id
+  std::string algorithm = "ppo";     ///< "ppo" or "a2c"
+  std::uint64_t seed = 0;            ///< seed of every random stream
+  std::int64_t total_steps = 100000;  ///< env steps to train (rounded up to whole rollouts)
+  std::string output_prefix = "herd_rl";  ///< writes `<prefix>.h5` and `<prefix>.ckpt`
+  std::int64_t checkpoint_period = 0;  ///< iterations between checkpoints (0: only at the end)
+  std::int64_t progress_period = 10;   ///< iterations between progress lines (0: none)
+  std::string sampler = "serial";    ///< "serial" or "parallel"
+  SamplerOptions sampler_options;    ///< env, sizes, threads, normalisation
+  AgentOptions agent;                ///< network
+  double gamma = 0.98;               ///< discount
+  double gae_lambda = 0.8;           ///< GAE lambda
+  PpoOptions ppo;                    ///< PPO hyperparameters (A2C uses a subset)
+
+  /// Env steps per iteration: num_envs * num_steps.
+  std::int64_t steps_per_iteration() const {
+    return static_cast<std::int64_t>(sampler_options.num_envs) * sampler_options.num_steps;
+  }
+  /// Iterations to run: ceil(total_steps / steps_per_iteration).
+  std::int64_t num_iterations() const {
+    return (total_steps + steps_per_iteration() - 1) / steps_per_iteration();
+  }
+  /// The A2C options this configuration implies.
+  A2cOptions a2c() const;
+};
+
+/// The schema of `herd-rl train` (keys, types, defaults, ranges, docs).
+const io::Schema& train_schema();
+
+/// Resolves `config` with `overrides` ("key=value") into a `TrainConfig`; `text` receives
+/// the resolved settings as TOML (for the HDF5 output and checkpoints) when not null.
+/// @throws herd::InputError with a one-line message naming the key, the value and the
+///         requirement (e.g. an unknown env id, a minibatch larger than the rollout).
+TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
+                                 std::string* text = nullptr);
+
+/// As above from a TOML file (empty path: the defaults).
+/// @throws herd::InputError, herd::IoError when the file cannot be read.
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                              std::string* text = nullptr);
+
+/// Resolves a configuration from the TOML text `resolve_train_config` wrote.
+/// @throws herd::InputError
+TrainConfig parse_train_config(const std::string& text, std::string* resolved = nullptr);
+
+}  // namespace herd::rl

@@ -1,0 +1,125 @@
+#pragma once
+/// @file trainer.hpp
+/// `Trainer`: the training loop of `herd-rl train` (sample a `[T, B]` rollout, GAE,
+/// PPO/A2C update), with its learning curve, atomic checkpoints from which training resumes
+/// bit-identically, and the `<prefix>.h5` output; plus deterministic policy evaluation.
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "herd/rl/agent.hpp"
+#include "herd/rl/ppo.hpp"
+#include "herd/rl/rollout_buffer.hpp"
+#include "herd/rl/sampler.hpp"
+#include "herd/rl/train_config.hpp"
+
+namespace herd::rl {
+
+/// Columns of the learning curve, one row per iteration (names of the HDF5 datasets under
+/// `/curve`). Returns are over the last 100 finished training episodes (NaN before the
+/// first); losses and diagnostics are means over the iteration's minibatches.
+inline constexpr std::array<const char*, 16> kCurveColumns = {
+    "iteration", "env_steps", "wall_seconds", "return_mean", "return_min", "return_max",
+    "episode_length", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
+    "explained_variance", "steps_per_second", "learning_rate", "clip_range"};
+
+/// One row of the learning curve, in the order of `kCurveColumns` (env steps, seconds).
+using CurveRow = std::array<double, kCurveColumns.size()>;
+
+/// Trains an `ActorCriticAgent` with PPO or A2C as configured. Not thread-safe.
+///
+/// Checkpoints (`herd::io::CheckpointWriter`, kind "herd.rl.trainer") hold the resolved
+/// configuration, network parameters, optimizer state, normaliser states, env states and
+/// reset-stream positions, current observations, episode accumulators, the policy-draw
+/// counter, the iteration counter and the learning curve so far; every other random draw
+/// is addressed by these counters (DESIGN.md §4), so a resumed run is bit-identical to an
+/// uninterrupted one (except wall-clock columns).
+class Trainer {
+ public:
+  /// Builds sampler, agent and algorithm. `config_text` is the resolved configuration
+  /// (TOML) stored in checkpoints and the output. @throws herd::InputError
+  Trainer(const TrainConfig& config, std::string config_text);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// Runs one iteration (collect, advantages, update) and appends a curve row.
+  /// @throws herd::NumericalError naming the iteration when a loss is not finite.
+  void iterate();
+  /// True when `num_iterations()` iterations are done.
+  bool done() const { return iteration_ >= config_.num_iterations(); }
+  /// Iterates until done or until `stop_after` more iterations (< 0: no limit), writing a
+  /// checkpoint every `checkpoint_period` iterations and, when done, the checkpoint and
+  /// `<prefix>.h5`. Prints a progress line every `progress_period` iterations to
+  /// `progress` (may be null). @throws as `iterate`; herd::IoError when writing fails.
+  void run(std::ostream* progress, std::int64_t stop_after = -1);
+
+  /// Writes the checkpoint atomically. @throws herd::IoError
+  void save_checkpoint(const std::string& path) const;
+  /// Restores a checkpoint of a run with the same configuration.
+  /// @throws herd::IoError for a bad file, herd::InputError when it does not match.
+  void load_checkpoint(const std::string& path);
+  /// Writes `<prefix>.h5`-style output to `path` atomically: `/curve/<column>` `[iterations]`,
+  /// the attribute `config` (TOML text), `/policy/<param>` tensors, `/obs_rms/{mean,var,count}`.
+  /// @throws herd::IoError
+  void write_output(const std::string& path) const;
+
+  /// Iterations done.
+  std::int64_t iteration() const { return iteration_; }
+  /// Env steps done.
+  std::int64_t env_steps() const { return iteration_ * config_.steps_per_iteration(); }
+  /// Mean return of the last 100 finished training episodes (NaN before the first).
+  double recent_mean_return() const;
+  /// Number of finished episodes in the recent window (at most 100).
+  std::size_t recent_episodes() const { return recent_.size(); }
+  /// The learning curve so far.
+  const std::vector<CurveRow>& curve() const { return curve_; }
+  /// The agent.
+  ActorCriticAgent& agent() { return *agent_; }
+  /// The sampler.
+  Sampler& sampler() { return *sampler_; }
+  /// The configuration.
+  const TrainConfig& config() const { return config_; }
+  /// `<prefix>.ckpt`.
+  std::string checkpoint_path() const { return config_.output_prefix + ".ckpt"; }
+  /// `<prefix>.h5`.
+  std::string output_path() const { return config_.output_prefix + ".h5"; }
+
+ private:
+  TrainConfig config_;
+  std::string config_text_;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<ActorCriticAgent> agent_;
+  std::unique_ptr<Ppo> algo_;
+  RolloutBuffer buffer_;
+  std::int64_t iteration_ = 0;
+  double wall_offset_ = 0;  // seconds of earlier sessions (resumed runs)
+  double wall_start_ = 0;
+  std::deque<EpisodeInfo> recent_;
+  std::vector<CurveRow> curve_;
+};
+
+/// Result of `evaluate_policy`: per-episode returns, their mean and population std.
+struct EvalResult {
+  std::vector<double> returns;  ///< undiscounted returns
+  double mean = 0;              ///< mean return
+  double std = 0;               ///< standard deviation of the returns
+};
+
+/// Runs `episodes` episodes of `env_id` one after another with the agent's mode action
+/// (deterministic, as SB3 evaluates) or sampled actions (`stochastic`), observations
+/// normalised by `obs_rms` when given. Env global id 1<<20 (disjoint from training envs),
+/// reset stream `seed`. @throws herd::InputError for an unknown env or episodes < 1.
+EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, const RunningMeanStd* obs_rms,
+                           int episodes, bool stochastic, std::uint64_t seed);
+
+/// Loads the agent of a checkpoint written by `Trainer` and evaluates it.
+/// @throws herd::IoError for a bad file; herd::InputError
+EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stochastic);
+
+}  // namespace herd::rl

@@ -1,0 +1,154 @@
+#include "herd/rl/ppo.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "herd/core/error.hpp"
+#include "herd/core/rng.hpp"
+#include "herd/rl/advantage.hpp"
+
+namespace herd::rl {
+
+Ppo::Ppo(ActorCriticAgent& agent, const PpoOptions& o) : agent_(agent), opt_options_(o) {
+  if (!(o.learning_rate > 0)) throw InputError("rl::Ppo: learning_rate must be > 0");
+  if (!(o.clip_range > 0)) throw InputError("rl::Ppo: clip_range must be > 0");
+  if (o.epochs < 1) throw InputError("rl::Ppo: epochs must be >= 1");
+  if (o.minibatch_size < 0) throw InputError("rl::Ppo: minibatch_size must be >= 0");
+  params_ = agent.named_parameters();
+  if (o.optimizer == OptimizerKind::kAdam)
+    opt_ = std::make_unique<nn::Adam>(params_, o.learning_rate, 0.9, 0.999, o.optimizer_eps);
+  else
+    opt_ = std::make_unique<nn::RmsProp>(params_, o.learning_rate, 0.99, o.optimizer_eps);
+}
+
+Ppo::~Ppo() = default;
+
+MinibatchLoss Ppo::minibatch_loss(const RolloutBuffer& buf, std::span<const std::uint32_t> idx, double clip,
+                                  bool accumulate_grad) {
+  const std::size_t n = idx.size(), D = buf.obs_dim, A = buf.action_dim;
+  obs_.resize(n * D);
+  act_.resize(n * A);
+  adv_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t j = idx[i];
+    std::memcpy(obs_.data() + i * D, buf.obs.data() + j * D, D * sizeof(float));
+    std::memcpy(act_.data() + i * A, buf.actions.data() + j * A, A * sizeof(double));
+    adv_[i] = buf.advantages[j];
+  }
+  if (opt_options_.normalize_advantage) normalize_advantages(adv_.data(), n);
+  agent_.evaluate(obs_.data(), act_.data(), n);
+  const auto& logp = agent_.log_probs();
+  const auto& ent = agent_.entropies();
+  const auto& val = agent_.values();
+  g_logp_.resize(n);
+  g_ent_.resize(n);
+  g_val_.resize(n);
+  const double inv_n = 1.0 / static_cast<double>(n);
+  const double cvf = opt_options_.clip_range_vf;
+  const double vf = opt_options_.vf_coef, ec = opt_options_.ent_coef;
+  MinibatchLoss L;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t j = idx[i];
+    const double a = adv_[i];
+    const double log_ratio = static_cast<double>(logp[i]) - buf.log_probs[j];
+    const double ratio = std::exp(log_ratio);
+    const double s1 = ratio * a;
+    const double s2 = std::clamp(ratio, 1.0 - clip, 1.0 + clip) * a;
+    L.policy -= std::min(s1, s2);
+    // d(-min(s1, s2))/d log pi: the unclipped branch carries the gradient r A.
+    g_logp_[i] = static_cast<float>(s1 <= s2 ? -a * ratio * inv_n : 0.0);
+    L.entropy += ent[i];
+    g_ent_[i] = static_cast<float>(-ec * inv_n);
+    double v = val[i], dv = 1.0;
+    if (cvf > 0) {
+      const double old = buf.values[j];
+      const double d = v - old;
+      if (d > cvf || d < -cvf) dv = 0.0;
+      v = old + std::clamp(d, -cvf, cvf);
+    }
+    const double err = v - buf.returns[j];
+    L.value += err * err;
+    g_val_[i] = static_cast<float>(vf * 2.0 * err * dv * inv_n);
+    L.approx_kl += (ratio - 1.0) - log_ratio;
+    if (std::abs(ratio - 1.0) > clip) L.clip_fraction += 1.0;
+  }
+  L.policy *= inv_n;
+  L.value *= inv_n;
+  L.entropy *= inv_n;
+  L.approx_kl *= inv_n;
+  L.clip_fraction *= inv_n;
+  L.total = L.policy + vf * L.value - ec * L.entropy;
+  if (accumulate_grad) agent_.backward(g_logp_.data(), g_ent_.data(), g_val_.data());
+  return L;
+}
+
+UpdateStats Ppo::update(const RolloutBuffer& buf, double progress, std::int64_t iteration) {
+  const PpoOptions& o = opt_options_;
+  progress = std::clamp(progress, 0.0, 1.0);
+  UpdateStats st;
+  st.learning_rate = o.anneal_lr ? o.learning_rate * progress : o.learning_rate;
+  st.clip_range = o.anneal_clip ? o.clip_range * progress : o.clip_range;
+  opt_->set_lr(st.learning_rate);
+  const auto n = static_cast<std::uint32_t>(buf.size());
+  const std::uint32_t mb = o.minibatch_size > 0 ? std::min<std::uint32_t>(n, static_cast<std::uint32_t>(o.minibatch_size)) : n;
+  perm_.resize(n);
+  const RngStream shuffle(o.seed, 0, RngPurpose::kShuffle);
+  std::int64_t count = 0;
+  for (int e = 0; e < o.epochs; ++e) {
+    for (std::uint32_t i = 0; i < n; ++i) perm_[i] = i;
+    if (mb < n) {
+      RngCursor c = shuffle.at(static_cast<std::uint64_t>(iteration) * static_cast<std::uint64_t>(o.epochs) +
+                               static_cast<std::uint64_t>(e));
+      for (std::uint32_t i = n - 1; i > 0; --i) std::swap(perm_[i], perm_[c.below(i + 1)]);
+    }
+    for (std::uint32_t s = 0; s < n; s += mb) {
+      const std::uint32_t len = std::min(mb, n - s);
+      opt_->zero_grad();
+      const MinibatchLoss L = minibatch_loss(buf, std::span<const std::uint32_t>(perm_.data() + s, len),
+                                             st.clip_range, true);
+      if (!std::isfinite(L.total)) {
+        std::ostringstream m;
+        m << "iteration " << iteration << ": the loss is " << L.total << " (policy " << L.policy << ", value "
+          << L.value << ", entropy " << L.entropy << "), training stopped";
+        throw NumericalError(m.str());
+      }
+      if (o.max_grad_norm > 0) nn::clip_grad_norm(params_, o.max_grad_norm);
+      opt_->step();
+      st.policy_loss += L.policy;
+      st.value_loss += L.value;
+      st.entropy += L.entropy;
+      st.approx_kl += L.approx_kl;
+      st.clip_fraction += L.clip_fraction;
+      ++count;
+    }
+  }
+  const double c = static_cast<double>(count);
+  st.policy_loss /= c;
+  st.value_loss /= c;
+  st.entropy /= c;
+  st.approx_kl /= c;
+  st.clip_fraction /= c;
+  st.explained_variance = explained_variance(buf.values.data(), buf.returns.data(), buf.size());
+  return st;
+}
+
+double explained_variance(const float* yp, const float* y, std::size_t n) {
+  double my = 0, md = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    my += y[i];
+    md += static_cast<double>(y[i]) - yp[i];
+  }
+  my /= static_cast<double>(n);
+  md /= static_cast<double>(n);
+  double vy = 0, vd = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(y[i]) - yp[i] - md;
+    vy += (y[i] - my) * (y[i] - my);
+    vd += d * d;
+  }
+  return vy == 0 ? std::nan("") : 1.0 - vd / vy;
+}
+
+}  // namespace herd::rl

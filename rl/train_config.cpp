@@ -1,0 +1,138 @@
+#include "herd/rl/train_config.hpp"
+
+#include <sstream>
+
+#include "herd/core/error.hpp"
+#include "herd/io/config.hpp"
+#include "herd/io/toml_reader.hpp"
+#include "herd/rl/registry.hpp"
+
+namespace herd::rl {
+
+const io::Schema& train_schema() {
+  static const io::Schema schema = [] {
+    io::Schema s("herd-rl");
+    s.add_string("env", "CartPole-v1", "environment id (registry)");
+    s.add_string("algorithm", "ppo", "training algorithm").choices({"ppo", "a2c"});
+    s.add_int("seed", 0, "seed of every random stream").min(0);
+    s.add_int("total_steps", 100000, "env steps to train").min(1);
+    s.add_string("output_prefix", "herd_rl", "writes <prefix>.h5 and <prefix>.ckpt");
+    s.add_int("checkpoint_period", 0, "iterations between checkpoints (0: at the end only)").min(0);
+    s.add_int("progress_period", 10, "iterations between progress lines (0: none)").min(0);
+    s.add_string("sampler.kind", "serial", "sampler").choices({"serial", "parallel"});
+    s.add_int("sampler.num_envs", 8, "environments B").range(1, 65536);
+    s.add_int("sampler.num_steps", 32, "steps per env per rollout T").range(1, 1 << 20);
+    s.add_int("sampler.num_threads", 1, "env-stepping threads of the parallel sampler").range(1, 256);
+    s.add_bool("normalize.obs", false, "running observation normalisation");
+    s.add_bool("normalize.reward", false, "reward scaling by the std of the discounted return");
+    s.add_int_list("network.hidden", std::vector<std::int64_t>{64, 64}, "hidden widths of actor and critic")
+        .length(1, 8)
+        .min(1);
+    s.add_string("network.activation", "tanh", "hidden nonlinearity").choices({"tanh", "relu", "elu"});
+    s.add_bool("network.shared_trunk", false, "one trunk with policy and value heads");
+    s.add_float("network.init_log_std", 0.0, "initial log std of a Gaussian policy").range(-20, 5);
+    s.add_float("algo.gamma", 0.98, "discount").range(0, 1);
+    s.add_float("algo.gae_lambda", 0.8, "GAE lambda").range(0, 1);
+    s.add_float("algo.learning_rate", 1e-3, "initial learning rate").min(0, true);
+    s.add_bool("algo.anneal_lr", true, "anneal the learning rate linearly to 0");
+    s.add_float("algo.clip_range", 0.2, "PPO clip range").min(0, true);
+    s.add_bool("algo.anneal_clip", true, "anneal the clip range linearly to 0");
+    s.add_float("algo.clip_range_vf", 0.0, "value clipping (0: off)").min(0);
+    s.add_int("algo.epochs", 20, "PPO epochs per rollout").range(1, 1000);
+    s.add_int("algo.minibatch_size", 256, "PPO minibatch size").min(1);
+    s.add_float("algo.ent_coef", 0.0, "entropy bonus coefficient").min(0);
+    s.add_float("algo.vf_coef", 0.5, "value loss coefficient").min(0);
+    s.add_float("algo.max_grad_norm", 0.5, "gradient-norm clip (0: off)").min(0);
+    s.add_bool("algo.normalize_advantage", true, "per-minibatch advantage normalisation");
+    s.add_string("algo.optimizer", "adam", "optimizer").choices({"adam", "rmsprop"});
+    s.add_float("algo.optimizer_eps", 1e-5, "optimizer epsilon").min(0);
+    return s;
+  }();
+  return schema;
+}
+
+A2cOptions TrainConfig::a2c() const {
+  A2cOptions a;
+  a.learning_rate = ppo.learning_rate;
+  a.anneal_lr = ppo.anneal_lr;
+  a.ent_coef = ppo.ent_coef;
+  a.vf_coef = ppo.vf_coef;
+  a.max_grad_norm = ppo.max_grad_norm;
+  a.normalize_advantage = ppo.normalize_advantage;
+  a.optimizer = ppo.optimizer;
+  a.optimizer_eps = ppo.optimizer_eps;
+  return a;
+}
+
+TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
+                                 std::string* text) {
+  const io::Settings st = train_schema().apply(config, overrides);
+  TrainConfig c;
+  c.env = st.get_string("env");
+  if (!is_registered(c.env)) {
+    std::string ids;
+    for (const auto& id : registered_env_ids()) ids += (ids.empty() ? "\"" : ", \"") + id + "\"";
+    throw InputError(st.origin("env") + ": key \"env\" is \"" + c.env + "\", but must be one of " + ids);
+  }
+  c.algorithm = st.get_string("algorithm");
+  c.seed = static_cast<std::uint64_t>(st.get_int("seed"));
+  c.total_steps = st.get_int("total_steps");
+  c.output_prefix = st.get_string("output_prefix");
+  if (c.output_prefix.empty())
+    throw InputError(st.origin("output_prefix") + ": key \"output_prefix\" is \"\", but must not be empty");
+  c.checkpoint_period = st.get_int("checkpoint_period");
+  c.progress_period = st.get_int("progress_period");
+  c.sampler = st.get_string("sampler.kind");
+  SamplerOptions& so = c.sampler_options;
+  so.env_id = c.env;
+  so.num_envs = static_cast<int>(st.get_int("sampler.num_envs"));
+  so.num_steps = static_cast<int>(st.get_int("sampler.num_steps"));
+  so.num_threads = static_cast<int>(st.get_int("sampler.num_threads"));
+  so.seed = c.seed;
+  so.normalize_obs = st.get_bool("normalize.obs");
+  so.normalize_reward = st.get_bool("normalize.reward");
+  c.gamma = st.get_float("algo.gamma");
+  c.gae_lambda = st.get_float("algo.gae_lambda");
+  so.gamma = c.gamma;
+  c.agent.hidden = st.get_int_list("network.hidden");
+  const std::string act = st.get_string("network.activation");
+  c.agent.activation = act == "relu" ? nn::Activation::kReLU : act == "elu" ? nn::Activation::kELU : nn::Activation::kTanh;
+  c.agent.init_log_std = st.get_float("network.init_log_std");
+  c.agent.shared_trunk = st.get_bool("network.shared_trunk");
+  c.agent.seed = c.seed;
+  PpoOptions& p = c.ppo;
+  p.learning_rate = st.get_float("algo.learning_rate");
+  p.anneal_lr = st.get_bool("algo.anneal_lr");
+  p.clip_range = st.get_float("algo.clip_range");
+  p.anneal_clip = st.get_bool("algo.anneal_clip");
+  p.clip_range_vf = st.get_float("algo.clip_range_vf");
+  p.epochs = static_cast<int>(st.get_int("algo.epochs"));
+  p.minibatch_size = static_cast<int>(st.get_int("algo.minibatch_size"));
+  p.ent_coef = st.get_float("algo.ent_coef");
+  p.vf_coef = st.get_float("algo.vf_coef");
+  p.max_grad_norm = st.get_float("algo.max_grad_norm");
+  p.normalize_advantage = st.get_bool("algo.normalize_advantage");
+  p.optimizer = st.get_string("algo.optimizer") == "rmsprop" ? OptimizerKind::kRmsProp : OptimizerKind::kAdam;
+  p.optimizer_eps = st.get_float("algo.optimizer_eps");
+  p.seed = c.seed;
+  if (c.algorithm == "ppo" && p.minibatch_size > c.steps_per_iteration()) {
+    std::ostringstream m;
+    m << st.origin("algo.minibatch_size") << ": key \"algo.minibatch_size\" is " << p.minibatch_size
+      << ", but must be <= sampler.num_envs * sampler.num_steps = " << c.steps_per_iteration();
+    throw InputError(m.str());
+  }
+  if (text) *text = st.describe();
+  return c;
+}
+
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                              std::string* text) {
+  if (path.empty()) return resolve_train_config(io::Config("<defaults>"), overrides, text);
+  return resolve_train_config(io::read_config(path), overrides, text);
+}
+
+TrainConfig parse_train_config(const std::string& text, std::string* resolved) {
+  return resolve_train_config(io::parse_toml(text, "<checkpoint config>"), {}, resolved);
+}
+
+}  // namespace herd::rl

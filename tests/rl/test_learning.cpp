@@ -1,0 +1,56 @@
+// Learning results of issue #10, judged on k of n fixed seeds (DESIGN.md §5): seeds 0..4
+// are fixed in advance; a preset passes when at least 4 of the 5 trained policies reach the
+// threshold on 100 deterministic evaluation episodes. Tagged [slow]; "[ci]" cases run under
+// the CTest label rl-slow, the others under the label slow (by hand).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "herd/rl/trainer.hpp"
+
+using namespace herd::rl;
+
+namespace {
+
+int passes(const std::string& preset, double threshold, const std::vector<std::string>& extra = {}) {
+  int ok = 0;
+  for (int seed = 0; seed < 5; ++seed) {
+    std::vector<std::string> sets = extra;
+    sets.push_back("seed=" + std::to_string(seed));
+    sets.push_back("output_prefix=test_learning_" + preset + "_" + std::to_string(seed));
+    std::string text;
+    const TrainConfig c = load_train_config(std::string(HERD_EXAMPLES_DIR) + "/" + preset + ".toml", sets, &text);
+    Trainer t(c, text);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!t.done()) t.iterate();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto r = evaluate_policy(t.agent(), c.env, c.sampler_options.normalize_obs ? &t.sampler().obs_rms() : nullptr,
+                                   100, false, 12345);
+    std::printf("%s seed %d: %lld env steps, %.1f s, eval mean %.1f (std %.1f)\n", preset.c_str(), seed,
+                static_cast<long long>(t.env_steps()), secs, r.mean, r.std);
+    std::fflush(stdout);
+    if (r.mean >= threshold) ++ok;
+  }
+  std::printf("%s: %d of 5 seeds >= %g\n", preset.c_str(), ok, threshold);
+  return ok;
+}
+
+}  // namespace
+
+TEST_CASE("PPO learns CartPole-v1 (4 of 5 seeds >= 475)", "[rl][slow][ci]") {
+  CHECK(passes("cartpole_ppo", 475.0) >= 4);
+}
+
+TEST_CASE("A2C learns CartPole-v1 (4 of 5 seeds >= 475)", "[rl][slow][ci]") {
+  CHECK(passes("cartpole_a2c", 475.0) >= 4);
+}
+
+TEST_CASE("PPO learns Acrobot-v1 (4 of 5 seeds >= -100)", "[rl][slow][ci]") {
+  CHECK(passes("acrobot_ppo", -100.0) >= 4);
+}
+
+TEST_CASE("PPO learns Pendulum-v1 (4 of 5 seeds >= -250)", "[rl][slow][full]") {
+  CHECK(passes("pendulum_ppo", -250.0) >= 4);
+}

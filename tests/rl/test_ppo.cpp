@@ -1,0 +1,235 @@
+// PPO/A2C: loss gradients against finite differences, minibatches of one, GAE with time
+// limits through the sampler, bit-identical resume (issue #10).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <numeric>
+
+#include "herd/rl/a2c.hpp"
+#include "herd/rl/agent.hpp"
+#include "herd/rl/ppo.hpp"
+#include "herd/rl/registry.hpp"
+#include "herd/rl/sampler.hpp"
+#include "herd/rl/trainer.hpp"
+
+using namespace herd;
+using namespace herd::rl;
+
+namespace {
+
+// A rollout of n = 6 samples with old log-probs offset from the current ones so that some
+// ratios are clipped (offsets +-0.5) and others are not (0, 0.05).
+RolloutBuffer make_buffer(ActorCriticAgent& agent, const Space& space, std::size_t obs_dim) {
+  RolloutBuffer b;
+  b.resize(2, 3, obs_dim, space.dim());
+  RngCursor c = RngStream(7, 0).at(0);
+  for (auto& x : b.obs) x = static_cast<float>(c.normal());
+  for (std::size_t i = 0; i < b.size(); ++i)
+    for (std::size_t j = 0; j < space.dim(); ++j)
+      b.actions[i * space.dim() + j] = space.is_discrete() ? static_cast<double>(c.below(2)) : c.normal();
+  agent.evaluate(b.obs.data(), b.actions.data(), b.size());
+  const double offs[6] = {0.5, 0.0, 0.05, -0.5, 0.02, -0.03};
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    b.log_probs[i] = agent.log_probs()[i] + static_cast<float>(offs[i]);
+    b.values[i] = agent.values()[i] + static_cast<float>(i % 2 ? 0.3 : 0.01);
+    b.advantages[i] = static_cast<float>(c.normal());
+    b.returns[i] = static_cast<float>(c.normal());
+  }
+  return b;
+}
+
+void check_gradient(const std::string& env_id, double clip_vf, bool shared = false) {
+  auto env = make_env(env_id);
+  AgentOptions ao;
+  ao.hidden = {8};
+  ao.shared_trunk = shared;
+  ao.seed = 3;
+  ActorCriticAgent agent(env->obs_dim(), env->action_space(), ao);
+  RolloutBuffer b = make_buffer(agent, env->action_space(), env->obs_dim());
+  PpoOptions po;
+  po.ent_coef = 0.05;
+  po.clip_range_vf = clip_vf;
+  Ppo ppo(agent, po);
+  std::vector<std::uint32_t> idx(b.size());
+  std::iota(idx.begin(), idx.end(), 0u);
+  ppo.optimizer().zero_grad();
+  ppo.minibatch_loss(b, idx, 0.2, true);
+  int checked = 0;
+  for (auto& p : agent.named_parameters()) {
+    nn::Tensor& v = p.param->value;
+    for (std::int64_t k = 0; k < v.numel(); k += 3) {
+      const double x = v.item(k), h = 1e-2;
+      v.set_item(k, x + h);
+      const double lp = ppo.minibatch_loss(b, idx, 0.2, false).total;
+      v.set_item(k, x - h);
+      const double lm = ppo.minibatch_loss(b, idx, 0.2, false).total;
+      v.set_item(k, x);
+      const double fd = (lp - lm) / (2 * h);
+      INFO(p.name << "[" << k << "]");
+      CHECK(p.param->grad.item(k) == Approx(fd).margin(2e-3).epsilon(0.03));
+      ++checked;
+    }
+  }
+  CHECK(checked > 10);
+}
+
+}  // namespace
+
+TEST_CASE("PPO loss gradient matches finite differences (categorical)", "[rl]") {
+  check_gradient("CartPole-v1", 0.0);
+  check_gradient("CartPole-v1", 0.1);
+  check_gradient("CartPole-v1", 0.1, true);
+}
+
+TEST_CASE("PPO loss gradient matches finite differences (Gaussian)", "[rl]") {
+  check_gradient("Pendulum-v1", 0.0);
+  check_gradient("Pendulum-v1", 0.1);
+  check_gradient("Pendulum-v1", 0.0, true);
+}
+
+TEST_CASE("PPO loss: hand-computed case", "[rl]") {
+  // One sample: ratio r = exp(logp - old), A = 2 (normalisation off), clip 0.2.
+  auto env = make_env("CartPole-v1");
+  AgentOptions ao;
+  ao.hidden = {4};
+  ActorCriticAgent agent(4, env->action_space(), ao);
+  RolloutBuffer b;
+  b.resize(1, 1, 4, 1);
+  b.obs = {0.1f, -0.2f, 0.3f, 0.0f};
+  b.actions = {1.0};
+  agent.evaluate(b.obs.data(), b.actions.data(), 1);
+  const double logp = agent.log_probs()[0], v = agent.values()[0];
+  b.log_probs = {static_cast<float>(logp - 0.5)};  // r = e^0.5 > 1.2: clipped
+  b.values = {static_cast<float>(v)};
+  b.advantages = {2.0f};
+  b.returns = {static_cast<float>(v + 1.0)};
+  PpoOptions po;
+  po.normalize_advantage = false;
+  po.ent_coef = 0.0;
+  Ppo ppo(agent, po);
+  const std::uint32_t i0 = 0;
+  const auto L = ppo.minibatch_loss(b, std::span<const std::uint32_t>(&i0, 1), 0.2, false);
+  CHECK(L.policy == Approx(-1.2 * 2.0).epsilon(1e-5));
+  CHECK(L.value == Approx(1.0).epsilon(1e-5));
+  CHECK(L.total == Approx(-2.4 + 0.5).epsilon(1e-5));
+  CHECK(L.clip_fraction == 1.0);
+  CHECK(L.approx_kl == Approx(std::exp(0.5) - 1 - 0.5).epsilon(1e-4));
+}
+
+TEST_CASE("A PPO minibatch of one sample gives no NaN", "[rl]") {
+  auto env = make_env("CartPole-v1");
+  ActorCriticAgent agent(4, env->action_space(), AgentOptions{});
+  SamplerOptions so;
+  so.num_envs = 1;
+  so.num_steps = 1;
+  SerialSampler s(so);
+  RolloutBuffer b;
+  s.collect(agent, b);
+  b.compute_advantages(0.99, 0.95);
+  PpoOptions po;
+  po.minibatch_size = 1;
+  po.epochs = 3;
+  Ppo ppo(agent, po);
+  const UpdateStats st = ppo.update(b, 1.0, 0);
+  CHECK(std::isfinite(st.policy_loss));
+  CHECK(std::isfinite(st.value_loss));
+  for (auto& t : agent.state_dict())
+    for (double x : t.tensor.to_vector()) REQUIRE(std::isfinite(x));
+}
+
+TEST_CASE("Sampler: truncated steps bootstrap from V(final obs), terminated ones do not", "[rl]") {
+  auto env = make_env("CartPole-v1");
+  ActorCriticAgent agent(4, env->action_space(), AgentOptions{});
+  SamplerOptions so;
+  so.num_envs = 2;
+  so.num_steps = 64;
+  so.max_episode_steps = 5;
+  SerialSampler s(so);
+  RolloutBuffer b;
+  s.collect(agent, b);
+  b.compute_advantages(0.9, 0.7);
+  int truncs = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if (b.truncated[i] && !b.terminated[i]) {
+      ++truncs;
+      CHECK(b.final_values[i] != 0.0f);
+      // The trace is cut: R_t = r_t + gamma V(final obs).
+      CHECK(b.returns[i] == Approx(b.rewards[i] + 0.9 * b.final_values[i]).epsilon(1e-5));
+    } else if (b.terminated[i]) {
+      CHECK(b.returns[i] == Approx(b.rewards[i]).epsilon(1e-6));
+    } else {
+      CHECK(b.final_values[i] == 0.0f);
+    }
+  }
+  CHECK(truncs >= 10);
+  CHECK(s.episodes().size() >= 10u);
+}
+
+TEST_CASE("Sampler: results do not depend on the thread count", "[rl]") {
+  auto env = make_env("CartPole-v1");
+  AgentOptions ao;
+  ActorCriticAgent a1(4, env->action_space(), ao), a2(4, env->action_space(), ao);
+  SamplerOptions so;
+  so.num_envs = 8;
+  so.num_steps = 50;
+  so.normalize_obs = true;
+  SerialSampler s1(so);
+  so.num_threads = 2;
+  ParallelSampler s2(so);
+  RolloutBuffer b1, b2;
+  s1.collect(a1, b1);
+  s2.collect(a2, b2);
+  CHECK(b1.obs == b2.obs);
+  CHECK(b1.actions == b2.actions);
+  CHECK(b1.rewards == b2.rewards);
+}
+
+namespace {
+TrainConfig small_config(const std::string& algo) {
+  std::string text;
+  TrainConfig c = resolve_train_config(
+      io::Config("<test>"),
+      {"algorithm=" + algo, "sampler.num_envs=4", "sampler.num_steps=16", "total_steps=384", "algo.epochs=2",
+       "algo.minibatch_size=32", "normalize.obs=true", "normalize.reward=true", "seed=5",
+       "output_prefix=test_rl_resume_" + algo},
+      &text);
+  return c;
+}
+}  // namespace
+
+TEST_CASE("Trainer: a resumed run is bit-identical to an uninterrupted one", "[rl]") {
+  for (std::string algo : {"ppo", "a2c"}) {
+    const TrainConfig c = small_config(algo);
+    REQUIRE(c.num_iterations() == 6);
+    Trainer full(c, "x");
+    while (!full.done()) full.iterate();
+    Trainer first(c, "x");
+    for (int i = 0; i < 3; ++i) first.iterate();
+    const std::string path = "test_rl_resume_" + algo + ".ckpt";
+    first.save_checkpoint(path);
+    Trainer second(c, "x");
+    second.load_checkpoint(path);
+    CHECK(second.iteration() == 3);
+    while (!second.done()) second.iterate();
+    const auto p1 = full.agent().state_dict(), p2 = second.agent().state_dict();
+    REQUIRE(p1.size() == p2.size());
+    for (std::size_t i = 0; i < p1.size(); ++i) CHECK(p1[i].tensor.to_vector() == p2[i].tensor.to_vector());
+    REQUIRE(full.curve().size() == second.curve().size());
+    for (std::size_t r = 0; r < full.curve().size(); ++r)
+      for (std::size_t k = 0; k < kCurveColumns.size(); ++k) {
+        const std::string col = kCurveColumns[k];
+        if (col == "wall_seconds" || col == "steps_per_second") continue;
+        const double x = full.curve()[r][k], y = second.curve()[r][k];
+        INFO(algo << " row " << r << " " << col);
+        CHECK(((std::isnan(x) && std::isnan(y)) || x == y));
+      }
+  }
+}
+
+TEST_CASE("Config errors name the key and the value", "[rl]") {
+  CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"env=Nope-v0"}),
+                    Catch::Contains("\"env\"") && Catch::Contains("Nope-v0"));
+  CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"algo.minibatch_size=1000"}),
+                    Catch::Contains("algo.minibatch_size") && Catch::Contains("1000"));
+  CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"algo.gamma=1.5"}), Catch::Contains("algo.gamma"));
+}
