@@ -24,6 +24,7 @@
 #include "herd/io/schema.hpp"
 #include "herd/io/toml_reader.hpp"
 #include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/plugin.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #include "herd/mcmc/targets.hpp"
 
@@ -36,7 +37,10 @@ chain_size = 20000
 random_seed = 20261129
 output_prefix = "out/kidscore_interaction"
 overwrite = true
+)toml";
 
+/// The embedded default's target, left out when `--set target.*` chooses another.
+constexpr const char* kDefaultTarget = R"toml(
 [target]
 model = "kidscore_interaction"
 )toml";
@@ -52,6 +56,9 @@ void declare_target_keys(herd::io::Schema& s) {
     for (const auto& n : herd::examples::model_names()) v.push_back(herd::examples::make_model(n)->posteriordb_name());
     return v;
   }());
+  s.add_string("target.library", nullopt, "shared library (plugin) with a ParaMonte C log density double f(int32_t ndim, double point[])");
+  s.add_string("target.symbol", "getLogFunc", "symbol of the plugin's log density");
+  s.add_bool("target.thread_safe", false, "the plugin's log density may be called from several threads at once");
   s.add_string("target.builtin", nullopt, "built-in analytic target").choices({"normal", "banana", "rosenbrock", "mixture", "funnel"});
   s.add_int("target.ndim", nullopt, "dimension of a built-in target").min(1);
   s.add_float_list("target.mean", nullopt, "mean of the normal target [ndim] (default 0)");
@@ -95,10 +102,21 @@ nlohmann::json load_model_data(const std::string& path, const std::string& group
 herd::mcmc::SampleTarget make_target(const herd::io::Settings& st) {
   using herd::InputError;
   herd::mcmc::SampleTarget t;
-  const bool has_model = st.has("target.model"), has_builtin = st.has("target.builtin");
-  if (has_model && has_builtin)
-    throw InputError(fmt::format("{}: target.model and target.builtin are both given, but only one may be",
-                                 st.origin("target.builtin")));
+  const bool has_model = st.has("target.model"), has_builtin = st.has("target.builtin"),
+             has_library = st.has("target.library");
+  if (int(has_model) + int(has_builtin) + int(has_library) > 1)
+    throw InputError("[target]: target.model, target.builtin and target.library are exclusive, but more than one is given");
+  if (has_library) {
+    if (!st.has("target.ndim"))
+      throw InputError(fmt::format("{}: target.library is given, but target.ndim is not", st.origin("target.library")));
+    auto plugin = std::make_shared<herd::mcmc::PluginLogDensity>(st.get_string("target.library"),
+                                                                 st.get_string("target.symbol"));
+    t.ndim = static_cast<int>(st.get_int("target.ndim"));
+    t.log_density = [plugin](const double* x, int n) { return (*plugin)(x, n); };
+    t.thread_safe = st.get_bool("target.thread_safe");
+    t.description = fmt::format("plugin {} ({})", st.get_string("target.symbol"), st.get_string("target.library"));
+    return t;
+  }
   if (!has_builtin) {
     const std::string name = has_model ? st.get_string("target.model") : std::string("kidscore_interaction");
     std::shared_ptr<herd::examples::PosteriorModel> m;
@@ -194,8 +212,12 @@ int main(int argc, char** argv) {
   herd::mcmc::SamplerSpecs specs;
   herd::mcmc::SampleRunOptions opts;
   try {
-    herd::io::Config config = file.empty() ? herd::io::parse_toml(kDefaultInput, "(embedded default input)")
-                                           : herd::io::read_config(file, "ParaDRAM");
+    bool sets_target = false;
+    for (const auto& kv : sets) sets_target = sets_target || kv.rfind("target.", 0) == 0;
+    herd::io::Config config =
+        file.empty() ? herd::io::parse_toml(std::string(kDefaultInput) + (sets_target ? "" : kDefaultTarget),
+                                            "(embedded default input)")
+                     : herd::io::read_config(file, "ParaDRAM");
     if (!output.empty()) sets.push_back("output_prefix=" + output);
     if (seed >= 0) sets.push_back("random_seed=" + std::to_string(seed));
     herd::io::Schema schema("herd-sample");
