@@ -1,0 +1,52 @@
+// Helper of the kill-and-resume test (issue #7): runs chains_per_rank chains per rank of
+// a 10-D Gaussian with a slowed log density, resumably (checkpoints every period
+// proposals) under <dir>/run_<id>.chain|.ckpt; rank 0 writes <dir>/done at the end.
+// Usage: par_resume_tool <dir> <chains_per_rank> <period_steps> <chain_size> [fork]
+// With "fork" the files are not used: the fork-join chain is written by rank 0 to
+// <dir>/forkjoin.chain (for the fork-join kill test; not resumable, only a smoke test).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "herd/core/mpi_communicator.hpp"
+#include "herd/mcmc/parallel.hpp"
+
+namespace {
+double slow_gauss(const double* x, int d) {
+  // About 20 microseconds: the run lasts long enough to be killed at random moments.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(20)) {
+  }
+  double q = 0.0;
+  for (int i = 0; i < d; ++i) q += x[i] * x[i] / (1.0 + i);
+  return -0.5 * q;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s dir chains_per_rank period_steps chain_size\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  auto comm = herd::make_world_communicator();
+  int rc = 0;
+  herd::mcmc::abort_all_on_error(*comm, [&] {
+    herd::mcmc::check_launch(comm->size());
+    herd::mcmc::DramOptions o;
+    o.start_point.assign(10, 1.0);
+    o.chain_size = std::atoll(argv[4]);
+    o.seed = 2026;
+    o.delayed_rejection_count = 1;
+    herd::mcmc::check_same_input(*comm, herd::mcmc::dram_options_hash(o));
+    herd::mcmc::run_multi_chain(o, slow_gauss, true, *comm, std::atoi(argv[2]), 0, dir + "/run",
+                                std::atoll(argv[3]));
+    comm->barrier();
+    if (comm->rank() == 0) std::ofstream(dir + "/done") << "done\n";
+  });
+  comm.reset();
+  herd::MpiEnvironment::finalize();
+  return rc;
+}
