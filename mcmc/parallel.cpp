@@ -614,10 +614,13 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
   out.result = sampler.finish(sink, timer.seconds());
   out.seconds = timer.seconds();
   // Model prediction from the mean evaluation and communication times over ranks.
-  double t[3] = {out.eval_seconds, static_cast<double>(my_evals), out.comm_seconds};
-  comm.allreduce(t, 3, DataType::kFloat64, ReduceOp::kSum);
+  // The allgather time of a rank includes waiting for slower ranks' evaluations; the
+  // smallest over ranks is the closest to the communication itself.
+  double t[2] = {out.eval_seconds, static_cast<double>(my_evals)};
+  comm.allreduce(t, 2, DataType::kFloat64, ReduceOp::kSum);
+  const double cmin = comm.allreduce_value(out.comm_seconds, ReduceOp::kMin);
   const double tf = t[1] > 0 ? t[0] / t[1] : 0.0;
-  const double tcomm = out.rounds > 0 ? t[2] / size / static_cast<double>(out.rounds) : 0.0;
+  const double tcomm = out.rounds > 0 ? cmin / static_cast<double>(out.rounds) : 0.0;
   out.predicted_speedup = fork_join_predicted_speedup(out.result.acceptance_rate, size, tf, tcomm);
   return out;
 }

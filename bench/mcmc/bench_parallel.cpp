@@ -6,9 +6,10 @@
 //     of about `ms` milliseconds (busy wait), against the serial chain measured first in
 //     the same run (on rank 0 while the other ranks wait) and against ParaDRAM's
 //     cyclic-geometric prediction (Shahmoradi & Bagheri 2020).
-//   checkpoint [chain_size=300000] [period_steps=100000]: checkpoint cost as a share of run
-//     time (serial; the chain file and state written every period_steps proposals) against
-//     the same chain streamed to a sink that keeps nothing.
+//   checkpoint [chain_size=2000000] [period=5s]: checkpoint cost as a share of run time
+//     (serial; the chain file and state written every `period` proposals, or seconds with
+//     an "s" suffix; default: the default period of `ResumableOptions`), against the same
+//     chain streamed to a sink that keeps nothing.
 // Prints one JSON object on rank 0.
 #include <chrono>
 #include <cmath>
@@ -108,26 +109,31 @@ int main(int argc, char** argv) {
         std::printf("]}\n");
       }
     } else if (mode == "checkpoint") {
-      const std::int64_t n = argc > 2 ? std::atoll(argv[2]) : 300000;
-      const std::int64_t period = argc > 3 ? std::atoll(argv[3]) : 100000;
+      const std::int64_t n = argc > 2 ? std::atoll(argv[2]) : 2000000;
+      const std::string ps = argc > 3 ? argv[3] : "";
+      ResumableOptions f;
+      if (!ps.empty() && ps.back() == 's') {
+        f.period_seconds = std::atof(ps.c_str());
+      } else if (!ps.empty()) {
+        f.period_steps = std::atoll(ps.c_str());
+        f.period_seconds = 0.0;
+      }
       if (rank == 0) {
         DramOptions o = base(n);
         NullChainSink s;
         const double plain = DramSampler(o, gauss10).run(s).seconds;
         const auto dir = std::filesystem::temp_directory_path() / ("herd_bench_ckpt_" + std::to_string(::getpid()));
         std::filesystem::create_directories(dir);
-        ResumableOptions f;
         f.chain_path = (dir / "c.chain").string();
         f.checkpoint_path = (dir / "c.ckpt").string();
-        f.period_steps = period;
         herd::Timer t;
         const ResumableRun r = run_resumable(o, gauss10, f);
         const double total = t.seconds();
         std::filesystem::remove_all(dir);
-        std::printf("{\"mode\": \"checkpoint\", \"proposals\": %lld, \"period_steps\": %lld, \"checkpoints\": %lld, "
+        std::printf("{\"mode\": \"checkpoint\", \"proposals\": %lld, \"period_steps\": %lld, \"period_s\": %g, \"checkpoints\": %lld, "
                     "\"plain_s\": %.4g, \"resumable_s\": %.4g, \"checkpoint_s\": %.4g, \"checkpoint_share\": %.4f, "
                     "\"overhead_vs_plain\": %.4f}\n",
-                    static_cast<long long>(r.result.proposals), static_cast<long long>(period),
+                    static_cast<long long>(r.result.proposals), static_cast<long long>(f.period_steps), f.period_seconds,
                     static_cast<long long>(r.checkpoints), plain, total, r.checkpoint_seconds,
                     r.checkpoint_seconds / total, total / plain - 1.0);
       }

@@ -94,7 +94,10 @@ struct MultiChainRun {
 /// `options.chain_id + rank * chains_per_rank + i`, on up to `threads` threads (0: one per
 /// chain) when `thread_safe`, else one after the other. When `checkpoint_prefix` is
 /// non-empty every chain runs through `run_resumable` with files
-/// `<checkpoint_prefix>_<id>.chain` / `.ckpt` (so a rerun resumes). Collective.
+/// `<checkpoint_prefix>_<id>.chain` / `.ckpt` (so a rerun resumes), a checkpoint every
+/// `checkpoint_period_steps` proposals (0: `ResumableOptions`'s default period of time);
+/// each rank writes its own chains' files (a shared file system is assumed, as ParaDRAM's
+/// multi-chain output does). Collective.
 /// @throws as `DramSampler::run` (the first error of this rank's chains); a failure on
 ///   another rank is not reported here (wrap the call in `abort_all_on_error`).
 MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity& log_density,
@@ -115,8 +118,9 @@ struct ForkJoinRun {
   double comm_seconds = 0.0;  ///< this rank's time in the per-round allgather
   double seconds = 0.0;       ///< wall time
   /// Shahmoradi & Bagheri (2020)'s cyclic-geometric prediction of the speedup for the
-  /// measured acceptance rate, mean evaluation time per round and communication time
-  /// (`fork_join_predicted_speedup`).
+  /// measured acceptance rate, the mean stage-1 evaluation time over ranks and the
+  /// communication time per round (the smallest allgather time over ranks, since the others
+  /// include waiting for slower evaluations) (`fork_join_predicted_speedup`).
   double predicted_speedup = 1.0;
 };
 
@@ -142,8 +146,11 @@ double fork_join_predicted_speedup(double p, int ranks, double eval_seconds, dou
 struct ResumableOptions {
   std::string chain_path;       ///< append-only compact chain (fixed-size binary records)
   std::string checkpoint_path;  ///< atomic checkpoint (state + chain file length)
-  std::int64_t period_steps = 0;  ///< proposals between checkpoints (0: by time only)
-  double period_seconds = 0.0;    ///< seconds between checkpoints (0: by steps only)
+  /// Proposals between checkpoints (0: by time only).
+  std::int64_t period_steps = 0;
+  /// Seconds of wall time between checkpoints (0: by steps only; both 0: only at the end).
+  /// The default, 5 s, keeps the checkpoint cost (tens of ms for the fsyncs) under 1%.
+  double period_seconds = 5.0;
   bool overwrite = false;         ///< start fresh even when a checkpoint exists
 };
 
