@@ -24,6 +24,9 @@ namespace herd::mcmc {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Records are appended to the chain file in chunks of this many bytes; the file is synced
+// (and its length recorded) only at checkpoints, and truncated back to it on resume.
+constexpr std::size_t kAppendChunk = std::size_t{1} << 20;
 
 // --- hashing ---
 struct Fnv {
@@ -409,6 +412,10 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
   double next_time = files.period_seconds > 0 ? files.period_seconds : kInf;
   while (!sampler.finished()) {
     sampler.step(sink);
+    if (sink.buf.size() >= kAppendChunk) {  // bounded memory; synced at the next checkpoint
+      file.append(std::span<const std::byte>(sink.buf));
+      sink.buf.clear();
+    }
     const std::uint64_t k = sampler.state().proposal_number;
     if (k >= next) {
       commit(false);

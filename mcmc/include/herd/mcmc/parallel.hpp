@@ -160,7 +160,7 @@ struct ResumableRun {
   bool resumed = false;          ///< started from a checkpoint
   bool already_complete = false; ///< the checkpoint says the run had finished: nothing done
   std::int64_t checkpoints = 0;  ///< checkpoints written by this call
-  double checkpoint_seconds = 0.0;  ///< time spent writing them (chain data and state)
+  double checkpoint_seconds = 0.0;  ///< time spent in them (fsync of the chain file, state)
 };
 
 /// Runs one chain with checkpoints (see the file comment). The chain file holds records of
