@@ -5,7 +5,8 @@
 //   forkjoin [chain_size=1500] [ms=1]: single_chain (fork-join) speedup for a log density
 //     of about `ms` milliseconds (busy wait), against the serial chain measured first in
 //     the same run (on rank 0 while the other ranks wait) and against ParaDRAM's
-//     cyclic-geometric prediction (Shahmoradi & Bagheri 2020).
+//     cyclic-geometric prediction (Shahmoradi & Bagheri 2020), both of the speedup (with the
+//     measured communication time) and of the proposals decided per round (load-independent).
 //   checkpoint [chain_size=2000000] [period=5s]: checkpoint cost as a share of run time
 //     (serial; the chain file and state written every `period` proposals, or seconds with
 //     an "s" suffix; default: the default period of `ResumableOptions`), against the same
@@ -100,9 +101,12 @@ int main(int argc, char** argv) {
       if (rank == 0) {
         std::printf("{\"mode\": \"forkjoin\", \"ranks\": %d, \"eval_ms\": %.3g, \"proposals\": %lld, \"rounds\": %lld, "
                     "\"acceptance_rate\": %.4f, \"serial_s\": %.4g, \"forkjoin_s\": %.4g, \"speedup\": %.3f, "
-                    "\"predicted_speedup\": %.3f, \"comm_ms_per_round\": %.4g, \"rank_accepted\": [",
+                    "\"predicted_speedup\": %.3f, \"proposals_per_round\": %.4f, "
+                    "\"predicted_proposals_per_round\": %.4f, \"comm_ms_per_round_rank0\": %.4g, \"rank_accepted\": [",
                     size, g_ms, static_cast<long long>(r.result.proposals), static_cast<long long>(r.rounds),
                     r.result.acceptance_rate, serial, r.seconds, serial / r.seconds, r.predicted_speedup,
+                    static_cast<double>(r.result.proposals) / static_cast<double>(std::max<std::int64_t>(1, r.rounds)),
+                    fork_join_predicted_speedup(r.result.acceptance_rate, size, 1.0, 0.0),
                     1e3 * r.comm_seconds / static_cast<double>(std::max<std::int64_t>(1, r.rounds)));
         for (int i = 0; i < size; ++i)
           std::printf("%s%lld", i ? ", " : "", static_cast<long long>(r.rank_accepted[static_cast<std::size_t>(i)]));
