@@ -1,6 +1,7 @@
 // MPI tests of parallel.hpp (issue #7), run by CTest under mpiexec -n 2 and -n 3:
 // multi-chain layouts give bit-identical chains; fork-join equals the serial chain;
 // different inputs on different ranks are detected.
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -88,4 +89,26 @@ TEST_CASE("parallel MPI: different inputs on different ranks are detected", "[mc
   CHECK_NOTHROW(check_same_input(comm, dram_options_hash(o)));
   if (comm.rank() == comm.size() - 1) o.seed = 99;
   CHECK_THROWS_AS(check_same_input(comm, dram_options_hash(o)), herd::InputError);
+}
+
+TEST_CASE("parallel MPI: fork-join ends on every rank when one rank's log density throws", "[mcmc][mpi]") {
+  herd::MpiCommunicator comm;
+  const bool bad_rank = comm.rank() == comm.size() - 1;
+  long calls = 0;
+  auto f = [&](const double* x, int d) {
+    if (bad_rank && ++calls > 50) throw std::runtime_error("injected");
+    return banana(x, d);
+  };
+  DramOptions o = opts(0);
+  NullChainSink sink;
+  try {
+    run_fork_join(o, f, comm, sink);
+    FAIL("no exception");
+  } catch (const herd::Error& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("rank " + std::to_string(comm.size() - 1)) != std::string::npos);
+    if (bad_rank) CHECK(what.find("injected") != std::string::npos);
+  }
+  comm.barrier();
 }
