@@ -507,6 +507,41 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
   return out;
 }
 
+MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>& chains,
+                                              const std::vector<std::int64_t>& burnin) {
+  HERD_REQUIRE(!chains.empty(), "multi_chain_diagnostics: no chains");
+  HERD_REQUIRE(burnin.size() == chains.size(), "multi_chain_diagnostics: {} burn-in values for {} chains",
+               burnin.size(), chains.size());
+  const int d = chains[0].ndim;
+  const std::size_t m = chains.size();
+  // Verbose length after burn-in per chain; the cut is the shortest.
+  std::size_t len = std::numeric_limits<std::size_t>::max();
+  for (std::size_t c = 0; c < m; ++c) {
+    HERD_REQUIRE(chains[c].ndim == d, "multi_chain_diagnostics: chain {} has dimension {}, chain 0 has {}", c,
+                 chains[c].ndim, d);
+    const auto b = static_cast<std::size_t>(std::clamp<std::int64_t>(burnin[c], 0, static_cast<std::int64_t>(chains[c].size())));
+    std::size_t n = 0;
+    for (std::size_t i = b; i < chains[c].size(); ++i) n += static_cast<std::size_t>(chains[c].weight[i]);
+    HERD_REQUIRE(n > 0, "multi_chain_diagnostics: chain {} has no draw after its burn-in", c);
+    len = std::min(len, n);
+  }
+  MultiChainDiagnostics out;
+  out.draws = len;
+  std::vector<double> values(m * len);
+  for (int j = 0; j < d; ++j) {
+    for (std::size_t c = 0; c < m; ++c) {
+      const auto b = static_cast<std::size_t>(std::clamp<std::int64_t>(burnin[c], 0, static_cast<std::int64_t>(chains[c].size())));
+      std::size_t t = 0;
+      for (std::size_t i = b; i < chains[c].size() && t < len; ++i)
+        for (std::int64_t w = 0; w < chains[c].weight[i] && t < len; ++w) values[c * len + t++] = chains[c].point(i)[j];
+    }
+    const DrawsView view(values, m, len);
+    out.summary.push_back(summarize(view));
+    if (m >= 2 && m <= 16) out.ks.push_back(ks_pairwise(view));
+  }
+  return out;
+}
+
 // --- fork-join ------------------------------------------------------------------------------
 
 double fork_join_predicted_speedup(double p, int ranks, double eval_seconds, double comm_seconds) {

@@ -1,6 +1,8 @@
 // Serial tests of parallel.hpp (issue #7): checkpoints of the kernel state, exact restart
 // of a resumable run after a crash, fork-join with one rank, and the fault checks.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -183,4 +185,32 @@ TEST_CASE("parallel: a foreign launcher is detected from its environment", "[mcm
   CHECK_NOTHROW(check_same_input(comm, 123));
   CHECK(dram_options_hash(opts(0)) != dram_options_hash(opts(1)));
   CHECK(dram_options_hash(opts(1)) == dram_options_hash(opts(1)));
+}
+
+TEST_CASE("parallel: diagnostics across chains cut to a common length", "[mcmc][parallel]") {
+  herd::SelfCommunicator comm;
+  DramOptions o = opts(1);
+  o.chain_size = 3000;
+  const MultiChainRun m = run_multi_chain(o, banana, true, comm, 4, 2);
+  std::vector<std::int64_t> burnin;
+  std::size_t shortest = SIZE_MAX;
+  for (const auto& r : m.results) burnin.push_back(r.burnin);
+  for (std::size_t c = 0; c < 4; ++c) {
+    std::size_t n = 0;
+    for (std::size_t i = static_cast<std::size_t>(burnin[c]); i < m.chains[c].size(); ++i)
+      n += static_cast<std::size_t>(m.chains[c].weight[i]);
+    shortest = std::min(shortest, n);
+  }
+  const MultiChainDiagnostics g = multi_chain_diagnostics(m.chains, burnin);
+  CHECK(g.draws == shortest);
+  REQUIRE(g.summary.size() == 3);
+  REQUIRE(g.ks.size() == 3);
+  for (const auto& s : g.summary) {
+    CHECK(s.rhat < 1.1);
+    CHECK(s.ess_bulk > 100);
+  }
+  REQUIRE(g.ks[0].size() == 16);
+  CHECK(g.ks[0][0].statistic == 0.0);
+  CHECK(g.ks[0][1].statistic == g.ks[0][4].statistic);
+  CHECK_THROWS_AS(multi_chain_diagnostics(m.chains, {0, 0}), herd::InputError);
 }

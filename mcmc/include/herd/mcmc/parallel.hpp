@@ -32,7 +32,9 @@
 #include "herd/core/communicator.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/ks_test.hpp"
 
 namespace herd::mcmc {
 
@@ -104,6 +106,24 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
                               bool thread_safe, Communicator& comm, int chains_per_rank,
                               int threads = 0, const std::string& checkpoint_prefix = "",
                               std::int64_t checkpoint_period_steps = 0);
+
+/// Diagnostics across the chains of a multi-chain run (what a report adds for them).
+struct MultiChainDiagnostics {
+  std::size_t draws = 0;  ///< common verbose length per chain after burn-in (the cut)
+  /// Per variable: mean, sd, quantiles, MCSE, bulk/tail ESS and R-hat over `[chains, draws]`.
+  std::vector<DiagnosticSummary> summary;
+  /// Per variable (only for 2..16 chains; else empty): ParaDRAM's pairwise two-sample KS
+  /// table, `[chains, chains]` row-major (`ks_pairwise`).
+  std::vector<std::vector<KsResult>> ks;
+};
+
+/// Cuts each chain's verbose chain after its burn-in (`burnin[c]`, a compact index) to the
+/// common length of the shortest, then computes the diagnostics across chains
+/// (`summarize`, `ks_pairwise`). Pure; thread-safe.
+/// @throws herd::InputError when the chains differ in dimension, `burnin` has the wrong size,
+///   or a chain has no draw after its burn-in.
+MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>& chains,
+                                              const std::vector<std::int64_t>& burnin);
 
 // --- Fork-join (single chain) -------------------------------------------------------------
 
