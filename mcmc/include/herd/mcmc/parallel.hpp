@@ -87,8 +87,8 @@ struct MultiChainRun {
   /// travel (proposals, chain_size, acceptance_rate, evaluations, nan_count,
   /// out_of_domain, adaptive updates, burn-in, seconds); covariances stay empty.
   std::vector<DramResult> results;
-  int ranks = 1;
-  int chains_per_rank = 1;
+  int ranks = 1;            ///< ranks of the communicator
+  int chains_per_rank = 1;  ///< chains run by each rank
   double seconds = 0.0;  ///< wall time of the run on this rank, gathering included
 };
 
