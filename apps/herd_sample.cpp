@@ -23,6 +23,7 @@
 #include "herd/io/hdf5.hpp"
 #include "herd/io/schema.hpp"
 #include "herd/io/toml_reader.hpp"
+#include "herd/mcmc/parallel.hpp"
 #include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/plugin.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
@@ -205,6 +206,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+
+  // herd-sample runs as one process; under a launcher of several, each would write the same
+  // chain to the same files. Refuse instead (parallel runs: herd/mcmc/parallel.hpp).
+  if (const int n = herd::mcmc::launcher_process_count(); n > 1) {
+    std::fprintf(stderr,
+                 "herd-sample: error: started as one of %d processes by an MPI launcher, but herd-sample runs as "
+                 "one process only and would write %d identical chains; run it without mpiexec\n",
+                 n, n);
+    return 2;
   }
 
   // Everything up to the first output file is input validation: its errors exit with 2.

@@ -788,6 +788,17 @@ DramResult DramSampler::run(ChainSink& sink) {
   return finish_result(timer.seconds());
 }
 
+bool DramSampler::finished() const {
+  const auto max_prop = static_cast<std::uint64_t>(options_.max_proposals);
+  return state_.records_written + 1 >= options_.chain_size || (max_prop != 0 && state_.proposal_number >= max_prop);
+}
+
+DramResult DramSampler::finish(ChainSink& sink, double seconds) {
+  write_current(sink);
+  sink.flush();
+  return finish_result(seconds);
+}
+
 std::vector<DramResult> DramSampler::run_chains(const std::vector<ChainSink*>& sinks, int num_threads) {
   const std::size_t n = sinks.size();
   std::vector<DramResult> results(n);

@@ -221,6 +221,15 @@ class DramSampler {
   /// Records that become final are written to `sink`.
   void step(ChainSink& sink);
 
+  /// True when the run's stopping rule holds: `chain_size` records (the current state
+  /// counted) or `max_proposals` proposals made. For drivers that call `step` themselves.
+  bool finished() const;
+
+  /// Ends a run driven by `step` (checkpointed, fork-join): writes the current state to
+  /// `sink`, flushes it, and returns the summary with `seconds` as its wall time.
+  /// @throws herd::IoError from the sink.
+  DramResult finish(ChainSink& sink, double seconds);
+
   /// Trial point of `stage` (1-based) of proposal number `k` from `point`, with the
   /// stage-1 factor `chol` (`[d, d]` row-major lower): what the fork-join model needs
   /// to propose on any rank. Writes `[d]` values to `out`. Pure; thread-safe.

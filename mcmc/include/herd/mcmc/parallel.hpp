@@ -1,0 +1,199 @@
+#pragma once
+/// @file parallel.hpp
+/// Parallel DRAM chains over a `Communicator` (MPI ranks) and threads, exact restart from
+/// checkpoints, and fault handling (DESIGN.md §4; ParaDRAM's parallelism models,
+/// Shahmoradi & Bagheri 2020).
+///
+/// - `run_multi_chain`: ParaDRAM's `multiChain` model. `chains_per_rank` independent
+///   chains per rank, on the rank's threads; chain `rank * chains_per_rank + i` is the
+///   global id (its RNG stream), so every rank/thread layout of the same total gives
+///   bit-identical chains. Rank 0 gathers the compact chains.
+/// - `run_fork_join`: ParaDRAM's `singleChain` model. In each round every rank evaluates
+///   the log density of the next stage-1 proposal (numbers k + rank) from the same state;
+///   every rank then replays the serial kernel on these values, so the first acceptance in
+///   rank order wins, the proposals after it are discarded (their numbers are used again by
+///   the next round, as the serial chain uses them), and a round never crosses an
+///   adaptation boundary. The chain is bit-identical to the serial chain with the same
+///   seed (ParaDRAM only promises the same law).
+/// - `run_resumable`: one chain with an append-only compact chain file and an atomic
+///   checkpoint (`io::CheckpointWriter`) every `period_steps` proposals or
+///   `period_seconds`; running it again resumes from the checkpoint, truncating the chain
+///   file back to the checkpointed length, and the outputs are byte-identical to an
+///   uninterrupted run's. Resume cost is O(state), not O(chain length).
+/// - Faults: `check_launch` (a foreign MPI launcher), `check_same_input` (different
+///   inputs on different ranks), `abort_all_on_error` (an exception on one rank ends all).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "herd/core/communicator.hpp"
+#include "herd/io/checkpoint.hpp"
+#include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/diagnostics.hpp"
+#include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/ks_test.hpp"
+
+namespace herd::mcmc {
+
+// --- Checkpoints of the kernel state ---------------------------------------------------
+
+/// Adds every field of `s` to `w` as sections named `<prefix><field>`.
+/// Thread-safety: as the writer's (one thread per writer).
+void save_dram_state(io::CheckpointWriter& w, const DramState& s, std::string_view prefix = "dram.");
+
+/// Reads a state written by `save_dram_state`.
+/// @throws herd::IoError when a section is missing or has the wrong size.
+DramState load_dram_state(const io::CheckpointReader& r, std::string_view prefix = "dram.");
+
+/// A 64-bit FNV-1a hash of every option that changes a chain (all of `DramOptions`),
+/// for the start-up comparison across ranks and for matching a checkpoint to its input.
+std::uint64_t dram_options_hash(const DramOptions& o);
+
+// --- Faults -----------------------------------------------------------------------------
+
+/// The launcher's claimed number of processes from its environment (`PMI_SIZE` of
+/// MPICH's Hydra and Intel MPI, `OMPI_COMM_WORLD_SIZE` of Open MPI, `MV2_COMM_WORLD_SIZE`
+/// of MVAPICH; the largest), or 0 when none is set. Thread-safe (reads the environment).
+int launcher_process_count();
+
+/// Detects a launch where every process believes it is alone: the launcher says more
+/// than one process but MPI reports `mpi_size` == 1 (for example Open MPI's `mpiexec` with
+/// an MPICH build), which would otherwise run N duplicate chains.
+/// @throws herd::InputError with the launcher's count and a hint.
+void check_launch(int mpi_size);
+
+/// Compares `hash` across ranks at start-up. Collective.
+/// @throws herd::InputError on every rank, naming the ranks whose `what` differs from
+///   rank 0's.
+void check_same_input(Communicator& comm, std::uint64_t hash, std::string_view what = "input");
+
+/// Runs `body`; when it throws on a run with more than one rank, prints
+/// "herd: rank R of N failed: <message>" to stderr and ends every rank with
+/// `comm.abort(code)` (MPI_Abort), so no rank waits for it in a collective. With one rank
+/// the exception propagates. The last checkpoint is never touched by the abort.
+/// Returns normally only when `body` does.
+void abort_all_on_error(Communicator& comm, const std::function<void()>& body, int code = 1);
+
+// --- Multi-chain --------------------------------------------------------------------------
+
+/// Outcome of `run_multi_chain`.
+struct MultiChainRun {
+  /// Rank 0: every chain, in global id order; other ranks: their own chains.
+  std::vector<MemoryChainSink> chains;
+  /// Summaries, same order as `chains`. For chains of other ranks only the scalar counters
+  /// travel (proposals, chain_size, acceptance_rate, evaluations, nan_count,
+  /// out_of_domain, adaptive updates, burn-in, seconds); covariances stay empty.
+  std::vector<DramResult> results;
+  int ranks = 1;            ///< ranks of the communicator
+  int chains_per_rank = 1;  ///< chains run by each rank
+  double seconds = 0.0;  ///< wall time of the run on this rank, gathering included
+};
+
+/// Runs `comm.size() * chains_per_rank` independent chains; this rank runs global ids
+/// `options.chain_id + rank * chains_per_rank + i`, on up to `threads` threads (0: one per
+/// chain) when `thread_safe`, else one after the other. When `checkpoint_prefix` is
+/// non-empty every chain runs through `run_resumable` with files
+/// `<checkpoint_prefix>_<id>.chain` / `.ckpt` (so a rerun resumes), a checkpoint every
+/// `checkpoint_period_steps` proposals (0: `ResumableOptions`'s default period of time);
+/// each rank writes its own chains' files (a shared file system is assumed, as ParaDRAM's
+/// multi-chain output does). Collective.
+/// @throws as `DramSampler::run` (the first error of this rank's chains); a failure on
+///   another rank is not reported here (wrap the call in `abort_all_on_error`).
+MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity& log_density,
+                              bool thread_safe, Communicator& comm, int chains_per_rank,
+                              int threads = 0, const std::string& checkpoint_prefix = "",
+                              std::int64_t checkpoint_period_steps = 0);
+
+/// Diagnostics across the chains of a multi-chain run (what a report adds for them).
+struct MultiChainDiagnostics {
+  std::size_t draws = 0;  ///< common verbose length per chain after burn-in (the cut)
+  /// Per variable: mean, sd, quantiles, MCSE, bulk/tail ESS and R-hat over `[chains, draws]`.
+  std::vector<DiagnosticSummary> summary;
+  /// Per variable (only for 2..16 chains; else empty): ParaDRAM's pairwise two-sample KS
+  /// table, `[chains, chains]` row-major (`ks_pairwise`).
+  std::vector<std::vector<KsResult>> ks;
+};
+
+/// Cuts each chain's verbose chain after its burn-in (`burnin[c]`, a compact index) to the
+/// common length of the shortest, then computes the diagnostics across chains
+/// (`summarize`, `ks_pairwise`). Pure; thread-safe.
+/// @throws herd::InputError when the chains differ in dimension, `burnin` has the wrong size,
+///   or a chain has no draw after its burn-in.
+MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>& chains,
+                                              const std::vector<std::int64_t>& burnin);
+
+// --- Fork-join (single chain) -------------------------------------------------------------
+
+/// Outcome of `run_fork_join`.
+struct ForkJoinRun {
+  DramResult result;                 ///< the chain's summary (same on every rank)
+  std::int64_t rounds = 0;           ///< fork-join rounds
+  std::vector<std::int64_t> rank_accepted;  ///< stage-1 acceptances won by each rank's proposal `[size]`
+  std::vector<std::int64_t> rank_proposals; ///< proposals each rank's value decided `[size]`
+  std::int64_t fallback_evaluations = 0;  ///< evaluations done by every rank (DR stages, start point)
+  double eval_seconds = 0.0;  ///< this rank's time in stage-1 log densities
+  double comm_seconds = 0.0;  ///< this rank's time in the per-round allgather
+  double seconds = 0.0;       ///< wall time
+  /// Shahmoradi & Bagheri (2020)'s cyclic-geometric prediction of the speedup for the
+  /// measured acceptance rate, the mean stage-1 evaluation time over ranks and the
+  /// communication time per round (the smallest allgather time over ranks, since the others
+  /// include waiting for slower evaluations) (`fork_join_predicted_speedup`).
+  double predicted_speedup = 1.0;
+};
+
+/// Runs chain `options.chain_id` in the fork-join model on all ranks of `comm`; every rank
+/// keeps the whole chain state and streams the compact chain to `sink` (pass a
+/// `NullChainSink` on ranks that write nothing). The log density is called from this
+/// thread only. Collective (every rank with the same options).
+/// @throws as `DramSampler::run`; herd::Error naming the rank when the log density threw
+///   there for a proposal the chain reached.
+ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log_density,
+                          Communicator& comm, ChainSink& sink);
+
+/// ParaDRAM's fork-join speedup model (Shahmoradi & Bagheri 2020): with acceptance rate
+/// `p` the number of proposals a round decides is a geometric variable cut at `ranks`
+/// (cyclic geometric), whose mean is (1 - (1 - p)^N) / p; a round costs one evaluation
+/// (`eval_seconds`) plus the communication (`comm_seconds`), a serial step one
+/// evaluation. Returns mean * eval / (eval + comm). Pure.
+double fork_join_predicted_speedup(double p, int ranks, double eval_seconds, double comm_seconds);
+
+// --- Restart ------------------------------------------------------------------------------
+
+/// Files and period of a resumable run.
+struct ResumableOptions {
+  std::string chain_path;       ///< append-only compact chain (fixed-size binary records)
+  std::string checkpoint_path;  ///< atomic checkpoint (state + chain file length)
+  /// Proposals between checkpoints (0: by time only).
+  std::int64_t period_steps = 0;
+  /// Seconds of wall time between checkpoints (0: by steps only; both 0: only at the end).
+  /// The default, 5 s, keeps the checkpoint cost (tens of ms for the fsyncs) under 1%.
+  double period_seconds = 5.0;
+  bool overwrite = false;         ///< start fresh even when a checkpoint exists
+};
+
+/// Outcome of `run_resumable`.
+struct ResumableRun {
+  DramResult result;
+  bool resumed = false;          ///< started from a checkpoint
+  bool already_complete = false; ///< the checkpoint says the run had finished: nothing done
+  std::int64_t checkpoints = 0;  ///< checkpoints written by this call
+  double checkpoint_seconds = 0.0;  ///< time spent in them (fsync of the chain file, state)
+};
+
+/// Runs one chain with checkpoints (see the file comment). The chain file holds records of
+/// 48 + 8 d bytes: u64 step, i64 weight, f64 log density, i32 DR stage, u32 chain id, f64
+/// acceptance probability, f64 adaptation measure, f64 point[d] (little-endian); read it
+/// with `read_resumable_chain`. When a checkpoint for different options exists the run
+/// refuses to resume. Thread-safety: one call per chain and file pair.
+/// @throws herd::InputError (checkpoint of other options), herd::IoError, and as
+///   `DramSampler::run`.
+ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& log_density,
+                           const ResumableOptions& files);
+
+/// Reads a chain file of `run_resumable` (`ndim` variables). @throws herd::IoError
+MemoryChainSink read_resumable_chain(const std::string& path, int ndim);
+
+}  // namespace herd::mcmc

@@ -1,0 +1,216 @@
+// Serial tests of parallel.hpp (issue #7): checkpoints of the kernel state, exact restart
+// of a resumable run after a crash, fork-join with one rank, and the fault checks.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/communicator.hpp"
+#include "herd/core/error.hpp"
+#include "herd/mcmc/parallel.hpp"
+
+using namespace herd::mcmc;
+namespace fs = std::filesystem;
+
+namespace {
+
+double banana(const double* x, int d) {
+  double q = 0.0;
+  for (int i = 0; i < d; ++i) q += x[i] * x[i];
+  const double b = x[1] + 0.1 * x[0] * x[0];
+  return -0.5 * (q - x[1] * x[1] + b * b);
+}
+
+DramOptions opts(int dr = 0) {
+  DramOptions o;
+  o.start_point = {0.3, -0.2, 0.1};
+  o.chain_size = 600;
+  o.seed = 7;
+  o.delayed_rejection_count = dr;
+  o.target_acceptance_rate = {0.2, 0.3};
+  return o;
+}
+
+bool same_chain(const MemoryChainSink& a, const MemoryChainSink& b) {
+  return a.chain_id == b.chain_id && a.step == b.step && a.weight == b.weight && a.log_density == b.log_density &&
+         a.dr_stage == b.dr_stage && a.accept_prob == b.accept_prob && a.adapt_measure == b.adapt_measure &&
+         a.points == b.points;
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("herd_par_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("parallel: a saved and restored kernel state continues the chain exactly", "[mcmc][parallel]") {
+  for (int dr : {0, 2}) {
+    DramOptions o = opts(dr);
+    MemoryChainSink whole;
+    DramSampler ref(o, banana);
+    ref.run(whole);
+
+    MemoryChainSink part;
+    DramSampler a(o, banana);
+    part.begin(0, 3);
+    for (int i = 0; i < 237; ++i) a.step(part);
+    herd::io::CheckpointWriter w("test", 1);
+    save_dram_state(w, a.state());
+    const auto bytes = w.serialize();
+    herd::io::CheckpointReader r(bytes, "memory");
+    DramSampler b(o, banana);
+    b.set_state(load_dram_state(r));
+    while (!b.finished()) b.step(part);
+    b.finish(part, 0.0);
+    CHECK(same_chain(part, whole));
+  }
+}
+
+TEST_CASE("parallel: a resumable run killed by an error resumes byte-identically", "[mcmc][parallel]") {
+  const fs::path dir = temp_dir("resume");
+  DramOptions o = opts(1);
+  o.chain_size = 3000;
+  ResumableOptions ref;
+  ref.chain_path = (dir / "ref.chain").string();
+  ref.checkpoint_path = (dir / "ref.ckpt").string();
+  ref.period_steps = 97;
+  const ResumableRun whole = run_resumable(o, banana, ref);
+  CHECK(whole.checkpoints > 1);
+  CHECK_FALSE(whole.resumed);
+
+  ResumableOptions f = ref;
+  f.chain_path = (dir / "x.chain").string();
+  f.checkpoint_path = (dir / "x.ckpt").string();
+  // Crash after a given number of evaluations, several times, resuming each time.
+  int crashes = 0;
+  for (long limit : {500L, 1300L, 2100L, 1000000L}) {
+    long calls = 0;
+    auto crashing = [&](const double* x, int d) {
+      if (++calls > limit) throw std::runtime_error("simulated crash");
+      return banana(x, d);
+    };
+    try {
+      const ResumableRun r = run_resumable(o, crashing, f);
+      CHECK(r.resumed);
+      CHECK(r.result.proposals == whole.result.proposals);
+    } catch (const herd::Error&) {
+      ++crashes;
+    }
+  }
+  CHECK(crashes == 3);
+  CHECK(slurp(f.chain_path) == slurp(ref.chain_path));
+  const MemoryChainSink c = read_resumable_chain(f.chain_path, 3);
+  CHECK(static_cast<std::int64_t>(c.size()) == o.chain_size);
+  // A completed run is reported, not redone.
+  const ResumableRun again = run_resumable(o, [](const double*, int) -> double { throw std::runtime_error("no"); }, f);
+  CHECK(again.already_complete);
+  // Other options refuse to resume; overwrite starts afresh.
+  DramOptions other = o;
+  other.seed = 8;
+  CHECK_THROWS_AS(run_resumable(other, banana, f), herd::InputError);
+  ResumableOptions fresh = f;
+  fresh.overwrite = true;
+  CHECK_FALSE(run_resumable(o, banana, fresh).resumed);
+  CHECK(slurp(f.chain_path) == slurp(ref.chain_path));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("parallel: fork-join on one rank is the serial chain", "[mcmc][parallel]") {
+  herd::SelfCommunicator comm;
+  for (int dr : {0, 2}) {
+    DramOptions o = opts(dr);
+    MemoryChainSink serial, fj;
+    DramSampler ref(o, banana);
+    const DramResult rs = ref.run(serial);
+    const ForkJoinRun r = run_fork_join(o, banana, comm, fj);
+    CHECK(same_chain(serial, fj));
+    CHECK(r.result.evaluations == rs.evaluations);
+    CHECK(r.rank_proposals[0] == rs.proposals);
+  }
+}
+
+TEST_CASE("parallel: multi-chain on one rank equals run_chains, threads or not", "[mcmc][parallel]") {
+  herd::SelfCommunicator comm;
+  DramOptions o = opts(1);
+  std::vector<MemoryChainSink> ref(4);
+  std::vector<ChainSink*> ptr;
+  for (auto& s : ref) ptr.push_back(&s);
+  DramSampler(o, banana).run_chains(ptr, 1);
+  for (int threads : {1, 2}) {
+    const MultiChainRun m = run_multi_chain(o, banana, true, comm, 4, threads);
+    REQUIRE(m.chains.size() == 4);
+    for (int i = 0; i < 4; ++i) CHECK(same_chain(m.chains[i], ref[i]));
+  }
+}
+
+TEST_CASE("parallel: fork-join speedup model", "[mcmc][parallel]") {
+  CHECK(fork_join_predicted_speedup(0.3, 1, 1e-3, 0.0) == 1.0);
+  // p -> 0: every rank's proposal is used.
+  CHECK(fork_join_predicted_speedup(1e-12, 4, 1e-3, 0.0) == Approx(4.0));
+  // p = 0.5, N = 2: mean 1.5; with communication equal to the evaluation, 0.75.
+  CHECK(fork_join_predicted_speedup(0.5, 2, 1e-3, 0.0) == Approx(1.5));
+  CHECK(fork_join_predicted_speedup(0.5, 2, 1e-3, 1e-3) == Approx(0.75));
+}
+
+TEST_CASE("parallel: a foreign launcher is detected from its environment", "[mcmc][parallel]") {
+  const char* old = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const std::string saved = old ? old : "";
+  ::setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  CHECK(launcher_process_count() >= 4);
+  CHECK_THROWS_AS(check_launch(1), herd::InputError);
+  CHECK_NOTHROW(check_launch(4));
+  if (old)
+    ::setenv("OMPI_COMM_WORLD_SIZE", saved.c_str(), 1);
+  else
+    ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  herd::SelfCommunicator comm;
+  CHECK_NOTHROW(check_same_input(comm, 123));
+  CHECK(dram_options_hash(opts(0)) != dram_options_hash(opts(1)));
+  CHECK(dram_options_hash(opts(1)) == dram_options_hash(opts(1)));
+}
+
+TEST_CASE("parallel: diagnostics across chains cut to a common length", "[mcmc][parallel]") {
+  herd::SelfCommunicator comm;
+  DramOptions o = opts(1);
+  o.chain_size = 3000;
+  const MultiChainRun m = run_multi_chain(o, banana, true, comm, 4, 2);
+  std::vector<std::int64_t> burnin;
+  std::size_t shortest = SIZE_MAX;
+  for (const auto& r : m.results) burnin.push_back(r.burnin);
+  for (std::size_t c = 0; c < 4; ++c) {
+    std::size_t n = 0;
+    for (std::size_t i = static_cast<std::size_t>(burnin[c]); i < m.chains[c].size(); ++i)
+      n += static_cast<std::size_t>(m.chains[c].weight[i]);
+    shortest = std::min(shortest, n);
+  }
+  const MultiChainDiagnostics g = multi_chain_diagnostics(m.chains, burnin);
+  CHECK(g.draws == shortest);
+  REQUIRE(g.summary.size() == 3);
+  REQUIRE(g.ks.size() == 3);
+  for (const auto& s : g.summary) {
+    CHECK(s.rhat < 1.1);
+    CHECK(s.ess_bulk > 100);
+  }
+  REQUIRE(g.ks[0].size() == 16);
+  CHECK(g.ks[0][0].statistic == 0.0);
+  CHECK(g.ks[0][1].statistic == g.ks[0][4].statistic);
+  CHECK_THROWS_AS(multi_chain_diagnostics(m.chains, {0, 0}), herd::InputError);
+}
