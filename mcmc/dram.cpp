@@ -718,8 +718,9 @@ void DramSampler::adapt() {
   }
   s.record_adapt_measure = std::max(s.record_adapt_measure, h);
   std::copy(lnew, lnew + dd, s.chol.begin());
-  std::copy(cov, cov + dd, prop_cov_.begin());
-
+  // The cached proposal covariance is recomputed from the factor (not copied from `cov`), so
+  // that it is a function of the state alone and `set_state` restores it bit for bit.
+  refresh_proposal_cov();
 }
 
 DramResult DramSampler::finish_result(double seconds) const {
