@@ -54,6 +54,17 @@ void Module::zero_grad() {
   for (auto& [n, c] : children_) c->zero_grad();
 }
 
+void Module::set_grad_ready_hook(GradReadyHook hook) {
+  for (auto& [n, c] : children_) c->set_grad_ready_hook(hook);
+  grad_ready_hook_ = std::move(hook);
+}
+
+void Module::notify_grads_ready() {
+  if (!grad_ready_hook_) return;
+  auto params = parameters();
+  for (auto it = params.rbegin(); it != params.rend(); ++it) grad_ready_hook_(**it);
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [n, c] : children_) c->train(on);
