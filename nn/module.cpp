@@ -8,7 +8,9 @@ namespace herd::nn {
 
 Module::Module(DType dtype, Device device) : dtype_(dtype), device_(device) {
   HERD_REQUIRE(dtype != DType::kInt64, "nn::Module: dtype is int64, but must be float32 or float64");
-  HERD_REQUIRE(device.is_cpu(), "nn::Module: device {} needs the CUDA backend, which this build lacks",
+  HERD_REQUIRE(device.is_cpu(),
+               "nn::Module: device {} needs the CUDA backend, which this build lacks (modules run on "
+               "the CPU only so far; on a GPU use nn::cuda::DeviceMlp, see docs/nn.md)",
                device.str());
 }
 

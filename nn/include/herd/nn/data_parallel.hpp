@@ -17,6 +17,10 @@
 /// starts what is left, waits, divides by the world size and copies the averages back
 /// into `Parameter::grad`.
 ///
+/// Every backward pass must be completed by `finish()` (which `backward` calls) before the
+/// next one: gradient accumulation over several passes without synchronisation (PyTorch's
+/// `no_sync`) is not supported. If the module's backward throws, destroy this object.
+///
 /// Devices: host (CPU) modules, with any host communicator (`MpiCommunicator`: non-blocking
 /// `MPI_Iallreduce`; `SelfCommunicator`). Device (CUDA) modules need the CUDA nn backend
 /// and an `NcclCommunicator`; this build rejects them with `InputError`.
