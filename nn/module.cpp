@@ -8,7 +8,9 @@ namespace herd::nn {
 
 Module::Module(DType dtype, Device device) : dtype_(dtype), device_(device) {
   HERD_REQUIRE(dtype != DType::kInt64, "nn::Module: dtype is int64, but must be float32 or float64");
-  HERD_REQUIRE(device.is_cpu(), "nn::Module: device {} needs the CUDA backend, which this build lacks",
+  HERD_REQUIRE(device.is_cpu(),
+               "nn::Module: device {} needs the CUDA backend, which this build lacks (modules run on "
+               "the CPU only so far; on a GPU use nn::cuda::DeviceMlp, see docs/nn.md)",
                device.str());
 }
 
@@ -52,6 +54,17 @@ std::int64_t Module::parameter_count() {
 void Module::zero_grad() {
   for (auto& [n, p] : params_) p->grad.zero();
   for (auto& [n, c] : children_) c->zero_grad();
+}
+
+void Module::set_grad_ready_hook(GradReadyHook hook) {
+  for (auto& [n, c] : children_) c->set_grad_ready_hook(hook);
+  grad_ready_hook_ = std::move(hook);
+}
+
+void Module::notify_grads_ready() {
+  if (!grad_ready_hook_) return;
+  auto params = parameters();
+  for (auto it = params.rbegin(); it != params.rend(); ++it) grad_ready_hook_(**it);
 }
 
 void Module::train(bool on) {

@@ -30,7 +30,10 @@ const Tensor& Sequential::forward(const Tensor& x) {
 const Tensor& Sequential::backward(const Tensor& g) {
   HERD_REQUIRE(!layers_.empty(), "nn::Sequential::backward: the container is empty");
   const Tensor* h = &g;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) h = &(*it)->backward(*h);
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+    h = &(*it)->backward(*h);
+    (*it)->notify_grads_ready();
+  }
   return *h;
 }
 

@@ -4,6 +4,13 @@
 #include <cstring>
 #include <new>
 
+#include "herd/core/config.hpp"
+#if HERD_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "herd/core/cuda/cuda_check.hpp"
+#endif
+
 namespace herd::nn {
 
 const char* dtype_name(DType t) {
@@ -51,8 +58,59 @@ bool operator==(const Shape& a, const Shape& b) {
   return true;
 }
 
+namespace {
+
+#if HERD_HAVE_CUDA
+// Makes `index` the current device for the scope and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index) {
+    HERD_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != index) HERD_CUDA_CHECK(cudaSetDevice(index));
+    changed_ = previous_ != index;
+  }
+  ~DeviceGuard() {
+    if (changed_) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+#endif
+
+// Same-dtype byte copy between any two devices; synchronous.
+void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (dd.is_cpu() && sd.is_cpu()) {
+    std::memmove(dst, src, bytes);
+    return;
+  }
+#if HERD_HAVE_CUDA
+  HERD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+#else
+  (void)dst;
+  (void)src;
+  throw InputError("nn::Tensor: CUDA copies need a CUDA build");
+#endif
+}
+
+}  // namespace
+
 namespace detail {
 Storage::Storage(std::size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
+#if HERD_HAVE_CUDA
+  if (dev.is_cuda()) {
+    // Device memory: cudaMalloc on the tensor's device (no managed memory), zeroed.
+    if (nbytes == 0) return;
+    DeviceGuard guard(dev.index);
+    HERD_CUDA_CHECK(cudaMalloc(&data, nbytes));
+    HERD_CUDA_CHECK(cudaMemset(data, 0, nbytes));
+    return;
+  }
+#endif
   HERD_REQUIRE(dev.is_cpu(),
                "nn::Tensor: device {} needs the CUDA backend, which this build does not have",
                dev.str());
@@ -61,7 +119,15 @@ Storage::Storage(std::size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
   if (rounded && !data) throw std::bad_alloc();
   if (data) std::memset(data, 0, rounded);
 }
-Storage::~Storage() { std::free(data); }
+Storage::~Storage() {
+#if HERD_HAVE_CUDA
+  if (device.is_cuda()) {
+    if (data) cudaFree(data);
+    return;
+  }
+#endif
+  std::free(data);
+}
 }  // namespace detail
 
 Tensor::Tensor(const Shape& shape, DType dtype, Device device)
@@ -148,7 +214,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
 Tensor Tensor::clone() const {
   if (!defined()) return {};
   Tensor t(shape_, dtype_, device());
-  if (numel_) std::memcpy(t.raw(), raw(), static_cast<std::size_t>(numel_) * dtype_size(dtype_));
+  copy_bytes(t.raw(), t.device(), raw(), device(), static_cast<std::size_t>(numel_) * dtype_size(dtype_));
   return t;
 }
 
@@ -159,17 +225,21 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 Tensor Tensor::to(Device device) const {
-  require_cpu(*this, "nn::Tensor::to");
   Tensor t(shape_, dtype_, device);  // throws for CUDA in a CPU-only build
   t.copy_from(*this);
   return t;
 }
 
 void Tensor::copy_from(const Tensor& src) {
-  require_cpu(*this, "nn::Tensor::copy_from");
-  require_cpu(src, "nn::Tensor::copy_from");
   HERD_REQUIRE(src.numel() == numel_, "nn::Tensor::copy_from: source {} has {} elements, target {} has {}",
                src.shape().str(), src.numel(), shape_.str(), numel_);
+  if (!is_cpu() || !src.is_cpu()) {
+    HERD_REQUIRE(src.dtype() == dtype_,
+                 "nn::Tensor::copy_from: {} to {} involves {}, but conversion is host only",
+                 dtype_name(src.dtype()), dtype_name(dtype_), is_cpu() ? src.device().str() : device().str());
+    copy_bytes(raw(), device(), src.raw(), src.device(), static_cast<std::size_t>(numel_) * dtype_size(dtype_));
+    return;
+  }
   if (numel_ == 0) return;
   if (src.dtype() == dtype_) {
     std::memmove(raw(), src.raw(), static_cast<std::size_t>(numel_) * dtype_size(dtype_));
@@ -199,7 +269,30 @@ void Tensor::fill(double v) {
   }
 }
 
+void Tensor::copy_from_async(const Tensor& src, CUstream_st* stream) {
+  HERD_REQUIRE(src.numel() == numel_ && src.dtype() == dtype_,
+               "nn::Tensor::copy_from_async: source {} {} and target {} {} differ in numel or dtype",
+               dtype_name(src.dtype()), src.shape().str(), dtype_name(dtype_), shape_.str());
+  const std::size_t bytes = static_cast<std::size_t>(numel_) * dtype_size(dtype_);
+  if (is_cpu() && src.is_cpu()) {
+    if (bytes) std::memmove(raw(), src.raw(), bytes);
+    return;
+  }
+#if HERD_HAVE_CUDA
+  if (bytes) HERD_CUDA_CHECK(cudaMemcpyAsync(raw(), src.raw(), bytes, cudaMemcpyDefault, stream));
+#else
+  (void)stream;
+  throw InputError("nn::Tensor::copy_from_async: CUDA copies need a CUDA build");
+#endif
+}
+
 void Tensor::zero() {
+#if HERD_HAVE_CUDA
+  if (is_cuda() && numel_) {
+    HERD_CUDA_CHECK(cudaMemset(raw(), 0, static_cast<std::size_t>(numel_) * dtype_size(dtype_)));
+    return;
+  }
+#endif
   require_cpu(*this, "nn::Tensor::zero");
   if (numel_) std::memset(raw(), 0, static_cast<std::size_t>(numel_) * dtype_size(dtype_));
 }

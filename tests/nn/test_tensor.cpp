@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "gradcheck.hpp"
+#include "herd/core/config.hpp"
 #include "herd/nn/activations.hpp"
 #include "herd/nn/distributions.hpp"
 #include "herd/nn/init.hpp"
@@ -45,11 +46,20 @@ TEST_CASE("Tensor: shapes, views, dtypes", "[nn]") {
   CHECK_THROWS_AS(t.reshape({5}), InputError);
   CHECK_THROWS_AS(Shape({1, 2, 3, 4, 5}), InputError);
   CHECK(t.str() == "Tensor[float32, [4, 3], cpu]");
-  // A CUDA tensor needs the GPU backend in this build.
-  CHECK_THROWS_WITH(Tensor({2}, DType::kFloat32, Device::cuda(0)), Contains("cuda:0"));
+  // Modules run on the CPU only so far, in every build.
   CHECK_THROWS_AS(Linear(2, 2, DType::kFloat32, Device::cuda(0)), InputError);
+#if !HERD_HAVE_CUDA
+  // A CUDA tensor needs a CUDA build (device tensors: tests/nn/test_cuda_kernels_gpu.cpp).
+  CHECK_THROWS_WITH(Tensor({2}, DType::kFloat32, Device::cuda(0)), Contains("cuda:0"));
   CHECK_THROWS_AS(t.to(Device::cuda(0)), InputError);
+#endif
+  Tensor u({4, 3}, DType::kFloat64);
+  CHECK_THROWS_AS(u.copy_from_async(t, nullptr), InputError);  // dtype differs
   CHECK(t.to(Device::cpu()).item(11) == 11.0);
+  // Host to host copy_from_async copies at once.
+  Tensor w({4, 3}, DType::kFloat32);
+  w.copy_from_async(t, nullptr);
+  CHECK(w.item(11) == 11.0);
 }
 
 TEST_CASE("Tensor: resize reuses storage", "[nn]") {

@@ -21,6 +21,7 @@
 /// blocking buffers live there; default thread stacks on Linux are 8 MiB).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -41,6 +42,10 @@ struct NamedParameter {
   std::string name;            ///< dotted name
   Parameter* param = nullptr;  ///< owned by its module
 };
+
+/// Callback run when a parameter's gradient for the current backward pass is complete
+/// (see `Module::set_grad_ready_hook`).
+using GradReadyHook = std::function<void(Parameter&)>;
 
 /// Base class of layers (see the file comment).
 class Module {
@@ -91,6 +96,20 @@ class Module {
   /// See `set_input_grad`.
   bool input_grad() const { return input_grad_; }
 
+  /// Installs `hook` (empty: removes it) on this module and all its descendants. During
+  /// `backward`, a container (`Sequential`) calls `notify_grads_ready()` on each child as
+  /// soon as that child's backward has returned, so the hook sees the parameters of the
+  /// last layers first (reverse layer order) while earlier layers are still being
+  /// differentiated; this is what `DataParallel` uses to start all-reduces during backward
+  /// (Li et al. 2020, "PyTorch Distributed", §3.2). A parameter can be reported more than
+  /// once per pass (nested containers report their subtree again); modules that are not
+  /// containers report nothing, so users of the hook must treat parameters never reported
+  /// as ready when `backward` returns. The hook runs on the thread calling `backward`.
+  void set_grad_ready_hook(GradReadyHook hook);
+  /// Runs the hook on every parameter of this module's subtree, in reverse order of
+  /// `named_parameters()`. No-op without a hook.
+  void notify_grads_ready();
+
   /// Deep copies of the parameters under their names (PyTorch's `state_dict`).
   std::vector<NamedTensor> state_dict();
   /// Copies parameters from `state` by name; dtypes are converted.
@@ -117,6 +136,7 @@ class Module {
   bool input_grad_ = true;
   std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> params_;
   std::vector<std::pair<std::string, Module*>> children_;
+  GradReadyHook grad_ready_hook_;
 };
 
 /// Sets the number of threads the nn CPU backend uses for large matrix products

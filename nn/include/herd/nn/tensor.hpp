@@ -6,9 +6,10 @@
 /// Layouts follow PyTorch: dense layers take `[batch, features]`, convolutions NCHW.
 /// A tensor is a handle to shared storage: copying a `Tensor` is cheap and aliases the
 /// same memory (use `clone()` for a deep copy); `slice()` and `reshape()` return views.
-/// Only host (`Device::cpu()`) storage exists in this build; CUDA storage arrives with the
-/// GPU backend behind the same API, and host-only operations on a CUDA tensor throw
-/// `herd::Error`.
+/// Storage lives on the host (`Device::cpu()`) or, in CUDA builds, on a CUDA device
+/// (`Device::cuda(i)`, cudaMalloc). Construction, `clone`, `to(Device)`, `copy_from`,
+/// `copy_from_async`, `zero`, `slice` and `reshape` work on both; element access and the
+/// other host-only operations throw `herd::Error` on a CUDA tensor.
 ///
 /// Thread-safety: distinct tensors may be used from distinct threads; concurrent writes to
 /// one storage (through any view) must be synchronised by the caller.
@@ -25,6 +26,10 @@
 
 #include "herd/core/device.hpp"
 #include "herd/core/error.hpp"
+
+/// The CUDA runtime's stream struct (`cudaStream_t` is `CUstream_st*`), declared here so
+/// that the nn headers need no CUDA header.
+struct CUstream_st;
 
 namespace herd::nn {
 
@@ -80,7 +85,8 @@ class Shape {
 };
 
 namespace detail {
-/// Owned, 64-byte aligned memory of one device. Internal to `Tensor`.
+/// Owned memory of one device, zero-filled: 64-byte aligned host memory, or cudaMalloc'ed
+/// device memory (CUDA builds; never managed memory). Internal to `Tensor`.
 struct Storage {
   Storage(std::size_t bytes, Device device);
   ~Storage();
@@ -128,6 +134,8 @@ class Tensor {
   Device device() const { return storage_ ? storage_->device : Device::cpu(); }
   /// True for host storage.
   bool is_cpu() const { return device().is_cpu(); }
+  /// True when the storage is on a CUDA device.
+  bool is_cuda() const { return device().is_cuda(); }
 
   /// Typed pointer to the first element (host or device memory).
   /// @throws Error when `T` does not match the dtype.
@@ -167,13 +175,22 @@ class Tensor {
   Tensor clone() const;
   /// A deep copy converted to `dtype` (host only).
   Tensor to(DType dtype) const;
-  /// A deep copy on `device` (host to host in this build; host <-> CUDA copies arrive with
-  /// the GPU backend).
-  /// @throws InputError when `device` is a CUDA device in this CPU-only build.
+  /// A deep copy on `device`. Host <-> CUDA and CUDA <-> CUDA copies (CUDA builds) are
+  /// synchronous (cudaMemcpy); use `copy_from_async` to copy on a stream.
+  /// @throws InputError when `device` is a CUDA device in a CPU-only build;
+  ///         CudaError when a CUDA call fails.
   Tensor to(Device device) const;
-  /// Copies the elements of `src` (same numel; dtype converted; host only).
-  /// @throws InputError when the numel differs.
+  /// Copies the elements of `src` (same numel). On the host the dtype is converted; a copy
+  /// involving a CUDA tensor needs the same dtype and is synchronous (cudaMemcpy).
+  /// @throws InputError when the numel differs (or the dtype, for a device copy).
   void copy_from(const Tensor& src);
+  /// Copies `src` (same numel and dtype) with cudaMemcpyAsync on `stream` (a
+  /// `cudaStream_t`): returns at once; both tensors must stay alive and untouched until the
+  /// stream reaches the copy, and host memory should be pinned for the copy to be truly
+  /// asynchronous. Host to host copies are done at once.
+  /// @throws InputError on a numel or dtype mismatch or a CUDA tensor in a CPU-only build;
+  ///         CudaError when the CUDA call fails.
+  void copy_from_async(const Tensor& src, CUstream_st* stream);
   /// Sets every element to `v` (host only).
   void fill(double v);
   /// Sets every element to zero (host or, later, device).

@@ -1,0 +1,162 @@
+#include "herd/nn/data_parallel.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "herd/core/error.hpp"
+
+namespace herd::nn {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+herd::DataType comm_type(DType t) {
+  return t == DType::kFloat64 ? herd::DataType::kFloat64 : herd::DataType::kFloat32;
+}
+
+}  // namespace
+
+DataParallel::DataParallel(Module& module, Communicator& comm, DataParallelOptions options)
+    : module_(module), comm_(comm), options_(options), dtype_(module.dtype()) {
+  HERD_REQUIRE(module.device().is_cpu(),
+               "nn::DataParallel: the module is on {}, but this build supports host modules only",
+               module.device().str());
+  elem_size_ = dtype_size(dtype_);
+  const std::size_t per_bucket = options_.bucket_bytes / elem_size_;
+  HERD_REQUIRE(per_bucket >= 1, "nn::DataParallel: bucket_bytes is {}, but must hold one {} element",
+               options_.bucket_bytes, dtype_name(dtype_));
+  auto params = module.parameters();
+  HERD_REQUIRE(!params.empty(), "nn::DataParallel: the {} has no parameters", module.type_name());
+
+  // Reverse registration order: the order in which backward completes gradients.
+  std::size_t offset = 0;
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    Slot s;
+    s.param = *it;
+    s.offset = offset;
+    s.count = static_cast<std::size_t>((*it)->value.numel());
+    offset += s.count;
+    slots_.push_back(s);
+  }
+  const std::size_t total = offset;
+  for (std::size_t b = 0; b * per_bucket < total; ++b) {
+    Bucket k;
+    k.offset = b * per_bucket;
+    k.count = std::min(per_bucket, total - k.offset);
+    buckets_.push_back(std::move(k));
+  }
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (s.count == 0) {  // empty parameter: belongs to no bucket
+      s.first_bucket = 1;
+      s.last_bucket = 0;
+    } else {
+      s.first_bucket = s.offset / per_bucket;
+      s.last_bucket = (s.offset + s.count - 1) / per_bucket;
+      for (std::size_t b = s.first_bucket; b <= s.last_bucket; ++b) ++buckets_[b].pending_total;
+    }
+    slot_of_[s.param] = i;
+  }
+  flat_.assign(total * elem_size_, 0);
+
+  if (options_.broadcast_parameters && comm_.size() > 1) {
+    for (Parameter* p : params)
+      comm_.broadcast(p->value.raw(), static_cast<std::size_t>(p->value.numel()), comm_type(dtype_), 0);
+  }
+  module_.set_grad_ready_hook([this](Parameter& p) { on_ready(p); });
+}
+
+DataParallel::~DataParallel() {
+  for (auto& b : buckets_) {
+    try {
+      if (b.request) b.request->wait();
+    } catch (...) {
+    }
+    b.request.reset();
+  }
+  module_.set_grad_ready_hook({});
+}
+
+void DataParallel::begin_pass() {
+  for (auto& s : slots_) s.ready = false;
+  for (auto& b : buckets_) b.pending = b.pending_total;
+  next_launch_ = 0;
+  stats_ = {};
+  in_pass_ = true;
+  pass_start_ = Clock::now();
+}
+
+void DataParallel::on_ready(Parameter& p) {
+  if (!in_pass_) begin_pass();
+  auto it = slot_of_.find(&p);
+  if (it == slot_of_.end()) return;  // not ours (a module added after construction)
+  mark_ready(slots_[it->second]);
+  launch_ready_buckets();
+  // Drive the progress of requests in flight (MPI progresses non-blocking collectives
+  // only inside MPI calls unless it runs a progress thread).
+  for (std::size_t b = 0; b < next_launch_; ++b)
+    if (buckets_[b].request) buckets_[b].request->test();
+}
+
+void DataParallel::mark_ready(Slot& s) {
+  if (s.ready) return;
+  s.ready = true;
+  if (s.count == 0) return;
+  std::memcpy(flat_.data() + s.offset * elem_size_, s.param->grad.raw(), s.count * elem_size_);
+  for (std::size_t b = s.first_bucket; b <= s.last_bucket; ++b) --buckets_[b].pending;
+}
+
+void DataParallel::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Bucket& b = buckets_[next_launch_];
+    if (comm_.size() > 1)
+      b.request = comm_.allreduce_async(flat_.data() + b.offset * elem_size_, b.count,
+                                        comm_type(dtype_), ReduceOp::kSum);
+    ++next_launch_;
+  }
+}
+
+const Tensor& DataParallel::backward(const Tensor& grad_output) {
+  if (!in_pass_) begin_pass();
+  const Tensor& gin = module_.backward(grad_output);
+  stats_.backward_seconds = seconds_since(pass_start_);
+  stats_.buckets_in_backward = next_launch_;
+  finish();
+  return gin;
+}
+
+void DataParallel::finish() {
+  const auto t0 = Clock::now();
+  if (!in_pass_) begin_pass();
+  for (auto& s : slots_) mark_ready(s);  // parameters the hook never reported
+  launch_ready_buckets();
+  const auto tw = Clock::now();
+  for (auto& b : buckets_) {
+    if (b.request) b.request->wait();
+    b.request.reset();
+  }
+  stats_.wait_seconds = seconds_since(tw);
+  const double inv = 1.0 / comm_.size();
+  for (const auto& s : slots_) {
+    if (s.count == 0) continue;
+    const unsigned char* src = flat_.data() + s.offset * elem_size_;
+    if (dtype_ == DType::kFloat64) {
+      const auto* f = reinterpret_cast<const double*>(src);
+      double* g = s.param->grad.data<double>();
+      for (std::size_t i = 0; i < s.count; ++i) g[i] = f[i] * inv;
+    } else {
+      const auto* f = reinterpret_cast<const float*>(src);
+      float* g = s.param->grad.data<float>();
+      const auto invf = static_cast<float>(inv);
+      for (std::size_t i = 0; i < s.count; ++i) g[i] = f[i] * invf;
+    }
+  }
+  in_pass_ = false;
+  stats_.finish_seconds = seconds_since(t0);
+}
+
+}  // namespace herd::nn
