@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "herd/io/hdf5.hpp"
+#include "herd/mcmc/chain_sink.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
@@ -301,4 +302,29 @@ TEST_CASE("herd-sample: a plugin log density from a shared library (ParaMonte C 
   const Run nolib = run(dir, "--quiet --set target.ndim=3 --set target.library=/nonexistent/lib.so --output out/bad");
   CHECK(nolib.rc == 2);
   CHECK_THAT(nolib.err, Contains("/nonexistent/lib.so"));
+}
+
+TEST_CASE("herd-sample: chain_file_format = binary and verbose", "[apps][mcmc]") {
+  const auto dir = workdir("formats");
+  write(dir / "run.toml", kToml);
+  REQUIRE(run(dir, "run.toml --quiet --set chain_size=400 --output out/c").rc == 0);
+  REQUIRE(run(dir, "run.toml --quiet --set chain_size=400 --output out/b --set chain_file_format=binary").rc == 0);
+  REQUIRE(run(dir, "run.toml --quiet --set chain_size=400 --output out/v --set chain_file_format=verbose").rc == 0);
+  CHECK_FALSE(fs::exists(dir / "out" / "b_chain.txt"));
+  const auto bin = herd::mcmc::read_binary_chain((dir / "out" / "b_chain.bin").string());
+  CHECK(bin.size() == 400);
+  CHECK(bin.ndim == 2);
+  // The binary chain holds the same states as the compact text chain and the HDF5 file.
+  auto f = herd::io::H5File::open((dir / "out" / "c.h5").string());
+  CHECK(f.open_dataset("chain_compact/state").read<double>() == bin.points);
+  CHECK(f.open_dataset("chain_compact/weight").read<std::int64_t>() == bin.weight);
+  // Verbose: one row per step, each of weight 1.
+  std::ifstream v(dir / "out" / "v_chain.txt");
+  std::string line;
+  std::getline(v, line);
+  std::int64_t rows = 0;
+  while (std::getline(v, line)) ++rows;
+  std::int64_t steps = 0;
+  for (auto w : bin.weight) steps += w;
+  CHECK(rows == steps);
 }
