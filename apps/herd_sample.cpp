@@ -38,14 +38,14 @@ chain_size = 20000
 random_seed = 20261129
 output_prefix = "out/kidscore_interaction"
 overwrite = true
-# Start at the least-squares fit (beta[1..4], log sigma), with proposal scales of the order
-# of the posterior's; the proposal covariance then adapts.
-start_point = [-11.48, 51.27, 0.969, -0.484, 2.884]
-proposal_std = [1.0, 1.0, 0.01, 0.01, 0.01]
 )toml";
 
 /// The embedded default's target, left out when `--set target.*` chooses another.
-constexpr const char* kDefaultTarget = R"toml(
+constexpr const char* kDefaultTarget = R"toml(# Start at the least-squares fit (beta[1..4], log sigma),
+# with proposal scales of the order of the posterior's; the proposal covariance then adapts.
+start_point = [-11.48, 51.27, 0.969, -0.484, 2.884]
+proposal_std = [1.0, 1.0, 0.01, 0.01, 0.01]
+
 [target]
 model = "kidscore_interaction"
 )toml";

@@ -51,6 +51,6 @@ TEST_CASE("PPO learns Acrobot-v1 (4 of 5 seeds >= -100)", "[rl][slow][ci]") {
   CHECK(passes("acrobot_ppo", -100.0) >= 4);
 }
 
-TEST_CASE("PPO learns Pendulum-v1 (4 of 5 seeds >= -250)", "[rl][slow][full]") {
+TEST_CASE("PPO learns Pendulum-v1 (4 of 5 seeds >= -250)", "[rl][slow][ci]") {
   CHECK(passes("pendulum_ppo", -250.0) >= 4);
 }
