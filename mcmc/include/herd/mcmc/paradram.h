@@ -1,0 +1,45 @@
+/* herd/mcmc/paradram.h: the C interface of herd's DRAM sampler, compatible with ParaMonte 1.x.
+ *
+ * An existing ParaMonte C model and driver relink unchanged: `runParaDRAM` has ParaMonte's
+ * exact signature. The input is a ParaMonte `&ParaDRAM ... /` namelist (v1 and v2 names) or
+ * a herd TOML file; outputs are `<outputFileName>_chain.txt`, `_sample.txt`, `_report.txt`,
+ * `_progress.txt` and `<outputFileName>.h5` (missing folders are created; existing outputs are
+ * never overwritten unless `overwrite = true`).
+ *
+ * The log density is called from the calling thread only, with a private copy of the point
+ * (it may scribble on it). Not re-entrant: one run at a time per process (HDF5 is serial).
+ * Reference: Shahmoradi & Bagheri (2020), ParaMonte's C interface.
+ */
+#ifndef HERD_MCMC_PARADRAM_H
+#define HERD_MCMC_PARADRAM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ParaMonte's C log-density signature: natural log of the (unnormalised) target at
+ * `point[0..ndim)`. */
+typedef double (*herd_log_func)(int32_t ndim, double point[]);
+
+/* Runs DRAM on `logfunc` in `ndim` dimensions. `input` is a path to an input file, or the
+ * namelist or TOML text itself, or NULL/"" for the defaults. Returns 0 on success, 2 on bad
+ * input (nothing written; the reason is printed to stderr in one line), 1 when the run fails
+ * (e.g. +inf log density; what was sampled is flushed). */
+int herd_run_dram(int32_t ndim, herd_log_func logfunc, const char* input);
+
+/* ParaMonte 1.x's entry point: `inputFile` (of length `inputFileLen`, not necessarily
+ * NUL-terminated) is a path or the namelist text. Errors are printed to stderr; the status
+ * is available from `herd_last_status()`. */
+void runParaDRAM(int32_t ndim, double (*getLogFunc)(int32_t ndim, double Point[]), char* inputFile,
+                 int32_t inputFileLen);
+
+/* Status of the last `runParaDRAM` call in this process (0, 1 or 2 as `herd_run_dram`). */
+int herd_last_status(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HERD_MCMC_PARADRAM_H */
