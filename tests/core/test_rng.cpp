@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "ks.hpp"
+
 #include "herd/core/rng.hpp"
 #include "herd/core/thread_pool.hpp"
 
@@ -14,26 +16,7 @@ using herd::RngStream;
 
 namespace {
 
-// Asymptotic Kolmogorov distribution: P(sqrt(n) D > x) = 2 sum_k (-1)^(k-1) exp(-2 k^2 x^2).
-double kolmogorov_sf(double x) {
-  if (x < 0.2) return 1.0;
-  double s = 0.0;
-  for (int k = 1; k <= 100; ++k) s += (k % 2 ? 2.0 : -2.0) * std::exp(-2.0 * k * k * x * x);
-  return std::clamp(s, 0.0, 1.0);
-}
-
-// One-sample KS p-value of `v` against `cdf`.
-template <class Cdf>
-double ks_pvalue(std::vector<double> v, Cdf cdf) {
-  std::sort(v.begin(), v.end());
-  const double n = static_cast<double>(v.size());
-  double d = 0.0;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const double f = cdf(v[i]);
-    d = std::max({d, f - i / n, (i + 1) / n - f});
-  }
-  return kolmogorov_sf(std::sqrt(n) * d);
-}
+using herd::testing::ks_pvalue;
 
 }  // namespace
 

@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "ks.hpp"
+
 #include "herd/core/rng.hpp"
 #include "herd/core/philox_lanes.hpp"
 #include "herd/core/ziggurat.hpp"
@@ -18,27 +20,9 @@ using herd::RngStream;
 
 namespace {
 
+using herd::testing::ks_pvalue;
+
 double phi_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-
-// Asymptotic Kolmogorov distribution: P(sqrt(n) D > x).
-double kolmogorov_sf(double x) {
-  if (x < 0.2) return 1.0;
-  double s = 0.0;
-  for (int k = 1; k <= 100; ++k) s += (k % 2 ? 2.0 : -2.0) * std::exp(-2.0 * k * k * x * x);
-  return std::clamp(s, 0.0, 1.0);
-}
-
-template <class Cdf>
-double ks_pvalue(std::vector<double> v, Cdf cdf) {
-  std::sort(v.begin(), v.end());
-  const double n = static_cast<double>(v.size());
-  double d = 0.0;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const double f = cdf(v[i]);
-    d = std::max({d, f - i / n, (i + 1) / n - f});
-  }
-  return kolmogorov_sf(std::sqrt(n) * d);
-}
 
 // Wilson-Hilferty upper quantile of chi-square with k degrees of freedom at normal z.
 double chi2_quantile(double k, double z) {

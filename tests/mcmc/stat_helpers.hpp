@@ -12,8 +12,12 @@
 #include <unsupported/Eigen/FFT>
 
 #include "herd/mcmc/chain_sink.hpp"
+#include "ks.hpp"
 
 namespace herd::mcmc::testing {
+
+using herd::testing::kolmogorov_sf;
+using herd::testing::ks_pvalue;
 
 /// Coordinate `j` of the verbose chain from verbose step `skip` on.
 inline std::vector<double> verbose_coord(const MemoryChainSink& c, int j, std::int64_t skip = 0) {
@@ -65,27 +69,6 @@ inline double geyer_tau(const std::vector<double>& x) {
     sum += g;
   }
   return std::max(1.0, -1.0 + 2.0 * sum);
-}
-
-/// Asymptotic Kolmogorov survival function P(sqrt(n) D > x).
-inline double kolmogorov_sf(double x) {
-  if (x < 0.2) return 1.0;
-  double s = 0.0;
-  for (int k = 1; k <= 100; ++k) s += (k % 2 ? 2.0 : -2.0) * std::exp(-2.0 * k * k * x * x);
-  return std::clamp(s, 0.0, 1.0);
-}
-
-/// One-sample KS p-value of `v` against `cdf`.
-template <class Cdf>
-double ks_pvalue(std::vector<double> v, Cdf cdf) {
-  std::sort(v.begin(), v.end());
-  const double n = static_cast<double>(v.size());
-  double d = 0.0;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const double f = cdf(v[i]);
-    d = std::max({d, f - i / n, (i + 1) / n - f});
-  }
-  return kolmogorov_sf(std::sqrt(n) * d);
 }
 
 /// Every `thin`-th value.
