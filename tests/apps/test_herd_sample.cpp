@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "app_runner.hpp"
+
 #include "herd/io/hdf5.hpp"
 #include "herd/mcmc/chain_sink.hpp"
 
@@ -16,31 +18,13 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-struct Run {
-  int rc;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using Run = herd::testing::AppRun;
+using herd::testing::slurp;
 
 /// A fresh working folder per test case.
-fs::path workdir(const std::string& name) {
-  const fs::path d = fs::path(HERD_TEST_WORK_DIR) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path workdir(const std::string& name) { return herd::testing::fresh_dir(HERD_TEST_WORK_DIR, name); }
 
-Run run(const fs::path& dir, const std::string& args) {
-  const std::string cmd = "cd '" + dir.string() + "' && '" HERD_SAMPLE_EXE "' " + args + " > stdout.txt 2> stderr.txt";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "stdout.txt"), slurp(dir / "stderr.txt")};
-}
+Run run(const fs::path& dir, const std::string& args) { return herd::testing::run_app(HERD_SAMPLE_EXE, dir, args); }
 
 void write(const fs::path& p, const std::string& text) {
   std::ofstream(p) << text;
