@@ -1,5 +1,6 @@
 #include "herd/rl/agent.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "herd/core/error.hpp"
@@ -34,7 +35,40 @@ std::unique_ptr<nn::Mlp> make_mlp(std::size_t in, const std::vector<std::int64_t
   return m;
 }
 
+// The agent's networks as children of one container (see ActorCriticAgent::module).
+class AgentModule final : public nn::Module {
+ public:
+  AgentModule(const std::vector<std::pair<std::string, nn::Module*>>& children)
+      : nn::Module(nn::DType::kFloat32, Device::cpu()) {
+    for (const auto& [name, m] : children) register_module(name, m);
+  }
+  const nn::Tensor& forward(const nn::Tensor&) override {
+    throw InputError("rl::ActorCriticAgent::module: forward is not supported; call the agent's act/evaluate");
+  }
+  const nn::Tensor& backward(const nn::Tensor&) override {
+    throw InputError("rl::ActorCriticAgent::module: backward is not supported; call the agent's backward");
+  }
+  std::string type_name() const override { return "ActorCriticAgent"; }
+};
+
 }  // namespace
+
+nn::Module& ActorCriticAgent::module() {
+  if (!module_) {
+    std::vector<std::pair<std::string, nn::Module*>> c;
+    if (trunk_) {
+      c.emplace_back("trunk", trunk_.get());
+      c.emplace_back("pi", pi_head_.get());
+      c.emplace_back("vf", vf_head_.get());
+    } else {
+      c.emplace_back("pi", actor_.get());
+      c.emplace_back("vf", critic_.get());
+    }
+    if (gauss_) c.emplace_back("dist", gauss_.get());
+    module_ = std::make_unique<AgentModule>(c);
+  }
+  return *module_;
+}
 
 ActorCriticAgent::ActorCriticAgent(std::size_t obs_dim, const Space& space, const AgentOptions& opt)
     : obs_dim_(obs_dim), action_dim_(space.dim()), discrete_(space.is_discrete()) {
@@ -76,9 +110,20 @@ ActorCriticAgent::ActorCriticAgent(std::size_t obs_dim, const Space& space, cons
 
 ActorCriticAgent::~ActorCriticAgent() = default;
 
-const nn::Tensor& ActorCriticAgent::actor_forward(const float* obs, std::size_t n) {
-  obs_t_.resize({static_cast<std::int64_t>(n), static_cast<std::int64_t>(obs_dim_)}, nn::DType::kFloat32);
-  std::memcpy(obs_t_.data<float>(), obs, n * obs_dim_ * sizeof(float));
+void ActorCriticAgent::load_obs(const float* obs, std::size_t n, bool pad) {
+  // Inference pads the batch with zero rows to a multiple of kRowBlock, so every row takes
+  // the same full-packet path through the matrix products whatever n is: row i's outputs
+  // then do not depend on the batch it is in (the alternating sampler's two half batches
+  // give the parallel sampler's results bit for bit).
+  const std::size_t m = pad ? (n + kRowBlock - 1) / kRowBlock * kRowBlock : n;
+  obs_t_.resize({static_cast<std::int64_t>(m), static_cast<std::int64_t>(obs_dim_)}, nn::DType::kFloat32);
+  float* x = obs_t_.data<float>();
+  std::memcpy(x, obs, n * obs_dim_ * sizeof(float));
+  std::fill(x + n * obs_dim_, x + m * obs_dim_, 0.0f);
+}
+
+const nn::Tensor& ActorCriticAgent::actor_forward(const float* obs, std::size_t n, bool pad) {
+  load_obs(obs, n, pad);
   if (trunk_) h_ = &trunk_->forward(obs_t_);
   const nn::Tensor& out = trunk_ ? pi_head_->forward(*h_) : actor_->forward(obs_t_);
   if (discrete_) {
@@ -90,7 +135,7 @@ const nn::Tensor& ActorCriticAgent::actor_forward(const float* obs, std::size_t 
 
 void ActorCriticAgent::act(const float* obs, std::size_t n, const RngStream* rng, std::uint64_t index,
                            double* actions, float* log_probs, float* values) {
-  const nn::Tensor& head = actor_forward(obs, n);
+  const nn::Tensor& head = actor_forward(obs, n, true);
   if (discrete_) {
     if (rng) cat_.sample(*rng, index, sample_t_);
     else cat_.mode(sample_t_);
@@ -110,14 +155,13 @@ void ActorCriticAgent::act(const float* obs, std::size_t n, const RngStream* rng
 }
 
 void ActorCriticAgent::value(const float* obs, std::size_t n, float* values) {
-  obs_t_.resize({static_cast<std::int64_t>(n), static_cast<std::int64_t>(obs_dim_)}, nn::DType::kFloat32);
-  std::memcpy(obs_t_.data<float>(), obs, n * obs_dim_ * sizeof(float));
+  load_obs(obs, n, true);
   if (trunk_) copy_out(vf_head_->forward(trunk_->forward(obs_t_)), values, n);
   else copy_out(critic_->forward(obs_t_), values, n);
 }
 
 void ActorCriticAgent::evaluate(const float* obs, const double* actions, std::size_t n) {
-  actor_forward(obs, n);
+  actor_forward(obs, n, false);
   logp_.resize(n);
   ent_.resize(n);
   val_.resize(n);

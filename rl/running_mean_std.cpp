@@ -38,6 +38,23 @@ void RunningMeanStd::update(const float* x, std::size_t n) {
   merge(b);
 }
 
+void RunningMeanStd::update(const float* x, std::size_t n, Communicator* comm) {
+  if (comm == nullptr || comm->size() == 1) {
+    update(x, n);
+    return;
+  }
+  RunningMeanStd batch(dim());
+  batch.update(x, n);
+  const std::vector<double> mine = batch.state();
+  const std::vector<double> all = comm->allgather(std::span<const double>(mine));
+  const std::size_t w = mine.size();
+  for (int r = 0; r < comm->size(); ++r) {
+    batch.set_state(std::vector<double>(all.begin() + static_cast<std::ptrdiff_t>(r * w),
+                                        all.begin() + static_cast<std::ptrdiff_t>((r + 1) * w)));
+    merge(batch);
+  }
+}
+
 void RunningMeanStd::merge(const RunningMeanStd& o) {
   HERD_REQUIRE(o.dim() == dim(), "RunningMeanStd::merge: dim is {}, but must be {}", o.dim(), dim());
   if (o.count_ == 0.0) return;
@@ -104,7 +121,7 @@ void RewardNormalizer::step(const float* rewards, const std::uint8_t* dones, flo
     returns_[i] = returns_[i] * gamma_ + rewards[i];
     ret[i] = static_cast<float>(returns_[i]);
   }
-  stats_.update(ret.data(), b);
+  stats_.update(ret.data(), b, comm_);
   const double inv = 1.0 / std::sqrt(stats_.var()[0] + eps);
   for (std::size_t i = 0; i < b; ++i) {
     out[i] = static_cast<float>(std::clamp(rewards[i] * inv, -clip, clip));

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "herd/core/error.hpp"
+#include "herd/rl/alternating_sampler.hpp"
 
 namespace herd::rl {
 
@@ -20,6 +21,7 @@ EnvPoolSampler::EnvPoolSampler(const SamplerOptions& o)
   po.first_global_id = o.first_global_id;
   po.max_episode_steps = o.max_episode_steps;
   pool_ = std::make_unique<EnvPool>(po);
+  rew_norm_.set_communicator(o.comm);
   const std::size_t B = pool_->num_envs(), D = pool_->obs_dim();
   obs_rms_ = RunningMeanStd(D);
   raw_obs_.resize(B * D);
@@ -40,7 +42,7 @@ void EnvPoolSampler::new_obs(const float* raw, bool update) {
   const std::size_t B = pool_->num_envs(), D = pool_->obs_dim();
   std::memcpy(raw_obs_.data(), raw, B * D * sizeof(float));
   if (opt_.normalize_obs) {
-    if (update) obs_rms_.update(raw_obs_.data(), B);
+    if (update) obs_rms_.update(raw_obs_.data(), B, opt_.comm);
     obs_rms_.normalize(raw_obs_.data(), norm_obs_.data(), B, opt_.clip_obs);
   } else {
     norm_obs_ = raw_obs_;
@@ -155,7 +157,9 @@ void EnvPoolSampler::load(const io::CheckpointReader& r, const std::string& p) {
 std::unique_ptr<Sampler> make_sampler(const std::string& kind, const SamplerOptions& o) {
   if (kind == "serial") return std::make_unique<SerialSampler>(o);
   if (kind == "parallel") return std::make_unique<ParallelSampler>(o);
-  throw InputError("rl::make_sampler: sampler is \"" + kind + "\", but must be \"serial\" or \"parallel\"");
+  if (kind == "alternating") return std::make_unique<AlternatingSampler>(o);
+  throw InputError("rl::make_sampler: sampler is \"" + kind +
+                   "\", but must be \"serial\", \"parallel\" or \"alternating\"");
 }
 
 }  // namespace herd::rl

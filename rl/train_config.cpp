@@ -19,7 +19,7 @@ const io::Schema& train_schema() {
     s.add_string("output_prefix", "herd_rl", "writes <prefix>.h5 and <prefix>.ckpt");
     s.add_int("checkpoint_period", 0, "iterations between checkpoints (0: at the end only)").min(0);
     s.add_int("progress_period", 10, "iterations between progress lines (0: none)").min(0);
-    s.add_string("sampler.kind", "serial", "sampler").choices({"serial", "parallel"});
+    s.add_string("sampler.kind", "serial", "sampler").choices({"serial", "parallel", "alternating"});
     s.add_int("sampler.num_envs", 8, "environments B").range(1, 65536);
     s.add_int("sampler.num_steps", 32, "steps per env per rollout T").range(1, 1 << 20);
     s.add_int("sampler.num_threads", 1, "env-stepping threads of the parallel sampler").range(1, 256);

@@ -61,8 +61,8 @@ std::string format_eta(double s) {
 
 Trainer::Trainer(const TrainConfig& c, std::string text) : config_(c), config_text_(std::move(text)) {
   sampler_ = make_sampler(c.sampler, c.sampler_options);
-  auto* ps = dynamic_cast<EnvPoolSampler*>(sampler_.get());
-  agent_ = std::make_unique<ActorCriticAgent>(ps->pool().obs_dim(), ps->pool().action_space(), c.agent);
+  const auto probe = make_env(c.env);  // spaces of the agent
+  agent_ = std::make_unique<ActorCriticAgent>(probe->obs_dim(), probe->action_space(), c.agent);
   if (c.algorithm == "a2c") algo_ = std::make_unique<A2c>(*agent_, c.a2c());
   else if (c.algorithm == "ppo") algo_ = std::make_unique<Ppo>(*agent_, c.ppo);
   else throw InputError("rl::Trainer: algorithm is \"" + c.algorithm + "\", but must be \"ppo\" or \"a2c\"");

@@ -62,7 +62,10 @@ class ActorCriticAgent {
   /// Acts on `n` observations `obs` `[n, obs_dim]`: writes actions `[n, action_dim]`,
   /// log-probabilities `[n]` and values `[n]` (either may be null). With `rng` the actions
   /// are sampled (row i from stream `rng.stream() + i` at `index`); without it they are the
-  /// distribution's mode (deterministic evaluation, as SB3).
+  /// distribution's mode (deterministic evaluation, as SB3). Row i's outputs depend only
+  /// on row i's observation (and draws), not on n or the other rows, bit for bit: the
+  /// batch is padded to a multiple of 8 rows so every row takes the same path through the
+  /// matrix products. Same for `value`.
   void act(const float* obs, std::size_t n, const RngStream* rng, std::uint64_t index,
            double* actions, float* log_probs, float* values);
   /// Critic values V(obs) `[n]` for `obs` `[n, obs_dim]`.
@@ -88,8 +91,16 @@ class ActorCriticAgent {
   /// Restores `state_dict()` output. @throws herd::InputError on a missing or misshaped entry.
   void load_state_dict(const std::vector<nn::NamedTensor>& state);
 
+  /// The agent's networks as one `nn::Module` container (children "trunk", "pi", "vf",
+  /// "dist" as present), whose `named_parameters()` equal the agent's, for
+  /// `nn::DataParallel` (its grad-ready hook sees each layer as the agent's `backward`
+  /// finishes it). Its own `forward`/`backward` throw `herd::InputError`: run the agent's.
+  nn::Module& module();
+
  private:
-  const nn::Tensor& actor_forward(const float* obs, std::size_t n);
+  static constexpr std::size_t kRowBlock = 8;  // inference batches padded to a multiple
+  void load_obs(const float* obs, std::size_t n, bool pad);
+  const nn::Tensor& actor_forward(const float* obs, std::size_t n, bool pad);
   void policy_backward(const nn::Tensor& grad_out);
   std::size_t obs_dim_, action_dim_;
   bool discrete_;
@@ -102,6 +113,7 @@ class ActorCriticAgent {
   nn::Categorical cat_;
   nn::Tensor obs_t_, act_t_, sample_t_, grad_t_, critic_in_;
   std::vector<float> logp_, ent_, val_;
+  std::unique_ptr<nn::Module> module_;
 };
 
 }  // namespace herd::rl

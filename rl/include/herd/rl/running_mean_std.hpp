@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "herd/core/communicator.hpp"
+
 namespace herd::rl {
 
 /// Per-dimension running mean and (population) variance in double precision.
@@ -20,6 +22,13 @@ class RunningMeanStd {
   /// Adds a batch `x` of `n` rows, row-major `[n, dim]`. Non-finite values are an error.
   /// @throws herd::NumericalError naming the row and column of a NaN or Inf.
   void update(const float* x, std::size_t n);
+  /// Adds every rank's batch: each rank's `[n, dim]` batch statistics (count, mean, M2) are
+  /// all-gathered and merged in rank order (Chan, Golub & LeVeque 1979), so every rank ends
+  /// with the same statistics, equal (up to rounding) to one update with the union of the
+  /// batches. `comm` null or of one rank: `update(x, n)`. Collective when `comm` has more
+  /// than one rank (`n` may differ between ranks; `dim` may not).
+  /// @throws herd::NumericalError as `update`; herd::CommunicationError
+  void update(const float* x, std::size_t n, Communicator* comm);
   /// Merges another statistic of the same dimension (exact parallel update).
   /// @throws herd::InputError on a dimension mismatch
   void merge(const RunningMeanStd& other);
@@ -58,6 +67,9 @@ class RewardNormalizer {
   /// the scaled rewards, clipped to [-clip, clip], to `out` `[B]` (may alias `rewards`).
   void step(const float* rewards, const std::uint8_t* dones, float* out, double clip = 10.0,
             double eps = 1e-8);
+  /// Merges the return statistics across the ranks of `comm` at every `step` (see
+  /// `RunningMeanStd::update`; `step` becomes collective). Null: this process alone.
+  void set_communicator(Communicator* comm) { comm_ = comm; }
   RunningMeanStd& stats() { return stats_; }
   const RunningMeanStd& stats() const { return stats_; }
   /// Discounted returns in progress, `[B]` (part of a checkpoint).
@@ -65,6 +77,7 @@ class RewardNormalizer {
 
  private:
   double gamma_;
+  Communicator* comm_ = nullptr;
   std::vector<double> returns_;
   RunningMeanStd stats_;
 };

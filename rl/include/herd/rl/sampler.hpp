@@ -8,13 +8,15 @@
 /// current observations, the observation/reward normalisers and episode statistics, and
 /// fills the buffer. An alternating sampler (two env groups, one simulated while the
 /// agent runs inference for the other) fits the same interface: it would own two
-/// `EnvPool`s of B/2 envs each and interleave `send`/`recv` inside `collect`.
+/// `EnvPool`s of B/2 envs each and interleave `send`/`recv` inside `collect`: see
+/// `AlternatingSampler` (alternating_sampler.hpp).
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "herd/core/communicator.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/rl/agent.hpp"
@@ -38,6 +40,10 @@ struct SamplerOptions {
   double clip_obs = 10.0;              ///< clip of normalised observations
   double clip_reward = 10.0;           ///< clip of scaled rewards
   std::int64_t max_episode_steps = -1;  ///< time limit override (-1: registered; 0: none)
+  /// Ranks of a data-parallel run whose observation/reward normaliser statistics are
+  /// merged at every step, so that every rank normalises the same (not owned; null: this
+  /// process alone). With more than one rank and normalisation on, `collect` is collective.
+  Communicator* comm = nullptr;
 };
 
 /// A finished episode: undiscounted raw return and length in env steps.
@@ -115,7 +121,8 @@ class ParallelSampler : public EnvPoolSampler {
   explicit ParallelSampler(const SamplerOptions& options) : EnvPoolSampler(options) {}
 };
 
-/// "serial" or "parallel". @throws herd::InputError naming `kind` otherwise.
+/// "serial", "parallel" or "alternating" (`AlternatingSampler`).
+/// @throws herd::InputError naming `kind` otherwise, and as the sampler's constructor.
 std::unique_ptr<Sampler> make_sampler(const std::string& kind, const SamplerOptions& options);
 
 }  // namespace herd::rl

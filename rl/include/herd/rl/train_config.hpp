@@ -27,7 +27,7 @@ struct TrainConfig {
   std::string output_prefix = "herd_rl";  ///< writes `<prefix>.h5` and `<prefix>.ckpt`
   std::int64_t checkpoint_period = 0;  ///< iterations between checkpoints (0: only at the end)
   std::int64_t progress_period = 10;   ///< iterations between progress lines (0: none)
-  std::string sampler = "serial";    ///< "serial" or "parallel"
+  std::string sampler = "serial";    ///< "serial", "parallel" or "alternating"
   SamplerOptions sampler_options;    ///< env, sizes, threads, normalisation
   AgentOptions agent;                ///< network
   double gamma = 0.98;               ///< discount
