@@ -1,8 +1,11 @@
-// herd-rl: train and evaluate PPO/A2C agents (issue #10).
-//   herd-rl train [CONFIG.toml] [--set key=value]... [--resume] [--stop-after N] [--quiet]
+// herd-rl: train and evaluate PPO/A2C agents (issues #10, #11).
+//   [mpiexec -n N] herd-rl train [CONFIG.toml] [--set key=value]... [--resume] [--stop-after N] [--quiet]
 //   herd-rl eval CHECKPOINT [--episodes N] [--stochastic]
 // Exit codes: 0 success; 2 bad input (nothing written); 1 other errors; 3 a non-finite
 // loss stopped training (the last good checkpoint is kept).
+// Under an MPI launcher `train` runs data-parallel over the ranks (rl::Trainer); a launcher
+// that claims several processes while MPI reports one is refused; a rank that fails ends
+// every rank (MPI_Abort) with a message naming it.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -11,7 +14,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
+#if HERD_HAVE_MPI
+#include "herd/core/mpi_communicator.hpp"
+#endif
+#include "herd/mcmc/parallel.hpp"  // launcher_process_count, abort_all_on_error
 #include "herd/rl/trainer.hpp"
 #include "herd/rl/train_config.hpp"
 
@@ -57,12 +65,33 @@ int main(int argc, char** argv) {
     }
   }
 
+  // MPI only under a launcher (a plain run never initialises it).
+  std::unique_ptr<herd::Communicator> comm;
+  try {
+#if HERD_HAVE_MPI
+    if (herd::mcmc::launcher_process_count() > 0) comm = std::make_unique<herd::MpiCommunicator>();
+#endif
+    if (!comm) comm = std::make_unique<herd::SelfCommunicator>();
+    if (const int n = herd::mcmc::launcher_process_count(); comm->size() == 1 && n > 1)
+      throw herd::InputError(
+          "the launcher started " + std::to_string(n) +
+          " processes, but MPI reports this process alone (size 1): each would train the same agent and write "
+          "the same files. The program was probably launched with the mpiexec of another MPI library (herd is "
+          "built with MPICH: use its mpiexec, e.g. mpiexec.mpich), or built without MPI");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+    return 2;
+  }
+  const bool root = comm->rank() == 0;
+  if (!root) quiet = true;
+
   // Everything before the first file written is input validation: its errors exit with 2.
   std::unique_ptr<herd::rl::Trainer> trainer;
+  std::string input_error;
   try {
     std::string text;
-    const herd::rl::TrainConfig config = herd::rl::load_train_config(file, sets, &text);
-    trainer = std::make_unique<herd::rl::Trainer>(config, text);
+    const herd::rl::TrainConfig config = herd::rl::load_train_config(file, sets, &text, comm->size());
+    trainer = std::make_unique<herd::rl::Trainer>(config, text, comm.get());
     if (resume && std::filesystem::exists(trainer->checkpoint_path())) {
       trainer->load_checkpoint(trainer->checkpoint_path());
       if (!quiet)
@@ -70,26 +99,43 @@ int main(int argc, char** argv) {
                     static_cast<long long>(trainer->iteration()));
     }
     if (!quiet) {
-      std::printf("herd-rl: %s on %s, %lld env steps (%lld iterations of %d envs x %d steps), seed %llu\n",
-                  config.algorithm.c_str(), config.env.c_str(), static_cast<long long>(config.total_steps),
-                  static_cast<long long>(config.num_iterations()), config.sampler_options.num_envs,
-                  config.sampler_options.num_steps, static_cast<unsigned long long>(config.seed));
+      const herd::rl::TrainConfig& rc = trainer->config();
+      std::printf("herd-rl: %s on %s, %lld env steps (%lld iterations of %d rank(s) x %d envs x %d steps), seed %llu\n",
+                  rc.algorithm.c_str(), rc.env.c_str(), static_cast<long long>(rc.total_steps),
+                  static_cast<long long>(rc.num_iterations()), rc.ranks, rc.sampler_options.num_envs,
+                  rc.sampler_options.num_steps, static_cast<unsigned long long>(rc.seed));
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+    input_error = e.what();
+    if (input_error.empty()) input_error = "unknown error";
+  }
+  // Every rank learns whether any rank's input failed, so none waits in a collective.
+  const int failed = comm->allreduce_value<std::int32_t>(input_error.empty() ? 0 : 1, herd::ReduceOp::kMax);
+  if (failed) {
+    if (comm->size() == 1) std::fprintf(stderr, "herd-rl: error: %s\n", input_error.c_str());
+    else if (!input_error.empty())
+      std::fprintf(stderr, "herd-rl: error (rank %d of %d): %s\n", comm->rank(), comm->size(), input_error.c_str());
     return 2;
   }
+  int rc = 0;
   try {
-    trainer->run(quiet ? nullptr : &std::cout, stop_after);
-    if (!quiet && trainer->done())
-      std::printf("herd-rl: wrote %s and %s\n", trainer->output_path().c_str(), trainer->checkpoint_path().c_str());
-    return 0;
-  } catch (const herd::NumericalError& e) {
-    std::fprintf(stderr, "herd-rl: error: %s; the last good checkpoint is kept\n", e.what());
-    return 3;
-  } catch (const std::exception& e) {
+    // With several ranks an exception on one rank prints "herd: rank R of N failed: ..."
+    // and ends every rank (MPI_Abort); the last checkpoint (atomic) stays intact.
+    herd::mcmc::abort_all_on_error(*comm, [&] {
+    try {
+      trainer->run(quiet ? nullptr : &std::cout, stop_after);
+      if (!quiet && trainer->done())
+        std::printf("herd-rl: wrote %s and %s\n", trainer->output_path().c_str(), trainer->checkpoint_path().c_str());
+    } catch (const herd::NumericalError& e) {
+      // Seen by every rank in the same minibatch (losses are averaged over ranks).
+      if (root) std::fprintf(stderr, "herd-rl: error: %s; the last good checkpoint is kept\n", e.what());
+      rc = 3;
+    }
+  });
+  } catch (const std::exception& e) {  // one rank: the exception comes back here
     std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
     return 1;
   }
+  return rc;
 }

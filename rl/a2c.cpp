@@ -20,6 +20,7 @@ PpoOptions A2c::as_ppo(const A2cOptions& a) {
   return p;
 }
 
-A2c::A2c(ActorCriticAgent& agent, const A2cOptions& options) : Ppo(agent, as_ppo(options)) {}
+A2c::A2c(ActorCriticAgent& agent, const A2cOptions& options, Communicator* comm)
+    : Ppo(agent, as_ppo(options), comm) {}
 
 }  // namespace herd::rl

@@ -11,11 +11,17 @@
 
 namespace herd::rl {
 
-Ppo::Ppo(ActorCriticAgent& agent, const PpoOptions& o) : agent_(agent), opt_options_(o) {
+Ppo::Ppo(ActorCriticAgent& agent, const PpoOptions& o, Communicator* comm)
+    : agent_(agent), opt_options_(o), comm_(comm && comm->size() > 1 ? comm : nullptr) {
   if (!(o.learning_rate > 0)) throw InputError("rl::Ppo: learning_rate must be > 0");
   if (!(o.clip_range > 0)) throw InputError("rl::Ppo: clip_range must be > 0");
   if (o.epochs < 1) throw InputError("rl::Ppo: epochs must be >= 1");
   if (o.minibatch_size < 0) throw InputError("rl::Ppo: minibatch_size must be >= 0");
+  if (comm_ && o.minibatch_size % comm_->size() != 0)
+    throw InputError("rl::Ppo: algo.minibatch_size is " + std::to_string(o.minibatch_size) + ", but with " +
+                     std::to_string(comm_->size()) + " ranks it must be divisible by " +
+                     std::to_string(comm_->size()) + " (each rank takes an equal share)");
+  if (comm_) dp_ = std::make_unique<nn::DataParallel>(agent.module(), *comm_);
   params_ = agent.named_parameters();
   if (o.optimizer == OptimizerKind::kAdam)
     opt_ = std::make_unique<nn::Adam>(params_, o.learning_rate, 0.9, 0.999, o.optimizer_eps);
@@ -37,7 +43,21 @@ MinibatchLoss Ppo::minibatch_loss(const RolloutBuffer& buf, std::span<const std:
     std::memcpy(act_.data() + i * A, buf.actions.data() + j * A, A * sizeof(double));
     adv_[i] = buf.advantages[j];
   }
-  if (opt_options_.normalize_advantage) normalize_advantages(adv_.data(), n);
+  if (opt_options_.normalize_advantage && comm_) {
+    // Statistics of the union minibatch over ranks (see the class comment).
+    double s[3] = {static_cast<double>(n), 0.0, 0.0};
+    for (std::size_t i = 0; i < n; ++i) {
+      s[1] += adv_[i];
+      s[2] += static_cast<double>(adv_[i]) * adv_[i];
+    }
+    comm_->allreduce(s, 3, DataType::kFloat64, ReduceOp::kSum);
+    const double mean = s[1] / s[0];
+    const double var = std::max(0.0, s[2] / s[0] - mean * mean);
+    const double inv = 1.0 / (std::sqrt(var) + 1e-8);
+    for (std::size_t i = 0; i < n; ++i) adv_[i] = static_cast<float>((adv_[i] - mean) * inv);
+  } else if (opt_options_.normalize_advantage) {
+    normalize_advantages(adv_.data(), n);
+  }
   agent_.evaluate(obs_.data(), act_.data(), n);
   const auto& logp = agent_.log_probs();
   const auto& ent = agent_.entropies();
@@ -80,7 +100,10 @@ MinibatchLoss Ppo::minibatch_loss(const RolloutBuffer& buf, std::span<const std:
   L.approx_kl *= inv_n;
   L.clip_fraction *= inv_n;
   L.total = L.policy + vf * L.value - ec * L.entropy;
-  if (accumulate_grad) agent_.backward(g_logp_.data(), g_ent_.data(), g_val_.data());
+  if (accumulate_grad) {
+    agent_.backward(g_logp_.data(), g_ent_.data(), g_val_.data());
+    if (dp_) dp_->finish();  // gradients averaged over ranks
+  }
   return L;
 }
 
@@ -92,9 +115,11 @@ UpdateStats Ppo::update(const RolloutBuffer& buf, double progress, std::int64_t 
   st.clip_range = o.anneal_clip ? o.clip_range * progress : o.clip_range;
   opt_->set_lr(st.learning_rate);
   const auto n = static_cast<std::uint32_t>(buf.size());
-  const std::uint32_t mb = o.minibatch_size > 0 ? std::min<std::uint32_t>(n, static_cast<std::uint32_t>(o.minibatch_size)) : n;
+  // This rank's share of a minibatch (every rank has the same rollout size).
+  const auto local_mb = static_cast<std::uint32_t>(o.minibatch_size / ranks());
+  const std::uint32_t mb = local_mb > 0 ? std::min<std::uint32_t>(n, local_mb) : n;
   perm_.resize(n);
-  const RngStream shuffle(o.seed, 0, RngPurpose::kShuffle);
+  const RngStream shuffle(o.seed, comm_ ? static_cast<std::uint32_t>(comm_->rank()) : 0u, RngPurpose::kShuffle);
   std::int64_t count = 0;
   for (int e = 0; e < o.epochs; ++e) {
     for (std::uint32_t i = 0; i < n; ++i) perm_[i] = i;
@@ -106,8 +131,14 @@ UpdateStats Ppo::update(const RolloutBuffer& buf, double progress, std::int64_t 
     for (std::uint32_t s = 0; s < n; s += mb) {
       const std::uint32_t len = std::min(mb, n - s);
       opt_->zero_grad();
-      const MinibatchLoss L = minibatch_loss(buf, std::span<const std::uint32_t>(perm_.data() + s, len),
-                                             st.clip_range, true);
+      MinibatchLoss L = minibatch_loss(buf, std::span<const std::uint32_t>(perm_.data() + s, len),
+                                       st.clip_range, true);
+      if (comm_) {  // averages over ranks: every rank sees the same terms (and NaN)
+        double t[6] = {L.total, L.policy, L.value, L.entropy, L.approx_kl, L.clip_fraction};
+        comm_->allreduce(t, 6, DataType::kFloat64, ReduceOp::kSum);
+        const double inv = 1.0 / comm_->size();
+        L = {t[0] * inv, t[1] * inv, t[2] * inv, t[3] * inv, t[4] * inv, t[5] * inv};
+      }
       if (!std::isfinite(L.total)) {
         std::ostringstream m;
         m << "iteration " << iteration << ": the loss is " << L.total << " (policy " << L.policy << ", value "
@@ -130,7 +161,7 @@ UpdateStats Ppo::update(const RolloutBuffer& buf, double progress, std::int64_t 
   st.entropy /= c;
   st.approx_kl /= c;
   st.clip_fraction /= c;
-  st.explained_variance = explained_variance(buf.values.data(), buf.returns.data(), buf.size());
+  st.explained_variance = explained_variance(buf.values.data(), buf.returns.data(), buf.size(), comm_);
   return st;
 }
 
@@ -149,6 +180,26 @@ double explained_variance(const float* yp, const float* y, std::size_t n) {
     vd += d * d;
   }
   return vy == 0 ? std::nan("") : 1.0 - vd / vy;
+}
+
+}  // namespace herd::rl
+
+namespace herd::rl {
+
+double explained_variance(const float* yp, const float* y, std::size_t n, Communicator* comm) {
+  if (comm == nullptr || comm->size() == 1) return explained_variance(yp, y, n);
+  double s[5] = {static_cast<double>(n), 0, 0, 0, 0};  // n, sum y, sum y^2, sum d, sum d^2
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(y[i]) - yp[i];
+    s[1] += y[i];
+    s[2] += static_cast<double>(y[i]) * y[i];
+    s[3] += d;
+    s[4] += d * d;
+  }
+  comm->allreduce(s, 5, DataType::kFloat64, ReduceOp::kSum);
+  const double my = s[1] / s[0], md = s[3] / s[0];
+  const double vy = s[2] / s[0] - my * my, vd = s[4] / s[0] - md * md;
+  return vy <= 0 ? std::nan("") : 1.0 - vd / vy;
 }
 
 }  // namespace herd::rl

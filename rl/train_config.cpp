@@ -65,7 +65,8 @@ A2cOptions TrainConfig::a2c() const {
 }
 
 TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
-                                 std::string* text) {
+                                 std::string* text, int ranks) {
+  if (ranks < 1) throw InputError("rl::resolve_train_config: ranks is " + std::to_string(ranks) + ", but must be >= 1");
   const io::Settings st = train_schema().apply(config, overrides);
   TrainConfig c;
   c.env = st.get_string("env");
@@ -115,10 +116,25 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   p.optimizer = st.get_string("algo.optimizer") == "rmsprop" ? OptimizerKind::kRmsProp : OptimizerKind::kAdam;
   p.optimizer_eps = st.get_float("algo.optimizer_eps");
   p.seed = c.seed;
+  c.ranks = ranks;
   if (c.algorithm == "ppo" && p.minibatch_size > c.steps_per_iteration()) {
     std::ostringstream m;
     m << st.origin("algo.minibatch_size") << ": key \"algo.minibatch_size\" is " << p.minibatch_size
-      << ", but must be <= sampler.num_envs * sampler.num_steps = " << c.steps_per_iteration();
+      << ", but must be <= sampler.num_envs * sampler.num_steps";
+    if (ranks > 1) m << " * ranks";
+    m << " = " << c.steps_per_iteration();
+    throw InputError(m.str());
+  }
+  if (c.algorithm == "ppo" && p.minibatch_size % ranks != 0) {
+    std::ostringstream m;
+    m << st.origin("algo.minibatch_size") << ": key \"algo.minibatch_size\" is " << p.minibatch_size
+      << ", but with " << ranks << " ranks it must be divisible by " << ranks << " (each rank takes an equal share)";
+    throw InputError(m.str());
+  }
+  if (c.sampler == "alternating" && c.sampler_options.num_envs % 2 != 0) {
+    std::ostringstream m;
+    m << st.origin("sampler.num_envs") << ": key \"sampler.num_envs\" is " << c.sampler_options.num_envs
+      << ", but the alternating sampler needs an even number (two groups of num_envs / 2)";
     throw InputError(m.str());
   }
   if (text) *text = st.describe();
@@ -126,13 +142,13 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
 }
 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
-                              std::string* text) {
-  if (path.empty()) return resolve_train_config(io::Config("<defaults>"), overrides, text);
-  return resolve_train_config(io::read_config(path), overrides, text);
+                              std::string* text, int ranks) {
+  if (path.empty()) return resolve_train_config(io::Config("<defaults>"), overrides, text, ranks);
+  return resolve_train_config(io::read_config(path), overrides, text, ranks);
 }
 
-TrainConfig parse_train_config(const std::string& text, std::string* resolved) {
-  return resolve_train_config(io::parse_toml(text, "<checkpoint config>"), {}, resolved);
+TrainConfig parse_train_config(const std::string& text, std::string* resolved, int ranks) {
+  return resolve_train_config(io::parse_toml(text, "<checkpoint config>"), {}, resolved, ranks);
 }
 
 }  // namespace herd::rl

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <ostream>
 #include <sstream>
@@ -59,12 +60,26 @@ std::string format_eta(double s) {
 
 }  // namespace
 
-Trainer::Trainer(const TrainConfig& c, std::string text) : config_(c), config_text_(std::move(text)) {
-  sampler_ = make_sampler(c.sampler, c.sampler_options);
+Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
+    : config_(c), config_text_(std::move(text)) {
+  if (comm == nullptr) {
+    own_comm_ = std::make_unique<SelfCommunicator>();
+    comm = own_comm_.get();
+  }
+  comm_ = comm;
+  config_.ranks = comm_->size();
+  SamplerOptions so = c.sampler_options;
+  if (comm_->size() > 1) {
+    so.comm = comm_;
+    so.first_global_id = static_cast<std::uint32_t>(comm_->rank()) * static_cast<std::uint32_t>(so.num_envs);
+  }
+  config_.sampler_options = so;
+  sampler_ = make_sampler(c.sampler, so);
   const auto probe = make_env(c.env);  // spaces of the agent
   agent_ = std::make_unique<ActorCriticAgent>(probe->obs_dim(), probe->action_space(), c.agent);
-  if (c.algorithm == "a2c") algo_ = std::make_unique<A2c>(*agent_, c.a2c());
-  else if (c.algorithm == "ppo") algo_ = std::make_unique<Ppo>(*agent_, c.ppo);
+  Communicator* dp = comm_->size() > 1 ? comm_ : nullptr;
+  if (c.algorithm == "a2c") algo_ = std::make_unique<A2c>(*agent_, c.a2c(), dp);
+  else if (c.algorithm == "ppo") algo_ = std::make_unique<Ppo>(*agent_, c.ppo, dp);
   else throw InputError("rl::Trainer: algorithm is \"" + c.algorithm + "\", but must be \"ppo\" or \"a2c\"");
   wall_start_ = now_seconds();
 }
@@ -82,10 +97,7 @@ void Trainer::iterate() {
   const double t0 = now_seconds();
   sampler_->clear_episodes();
   sampler_->collect(*agent_, buffer_);
-  for (const auto& e : sampler_->episodes()) {
-    recent_.push_back(e);
-    if (recent_.size() > kWindow) recent_.pop_front();
-  }
+  gather_episodes();
   buffer_.compute_advantages(config_.gamma, config_.gae_lambda);
   const double progress =
       1.0 - static_cast<double>(iteration_) / static_cast<double>(config_.num_iterations());
@@ -113,7 +125,36 @@ void Trainer::iterate() {
   curve_.push_back(row);
 }
 
+// Every rank's finished episodes (rank order) into the recent window, on every rank.
+void Trainer::gather_episodes() {
+  const auto& mine = sampler_->episodes();
+  std::vector<EpisodeInfo> all;
+  if (comm_->size() == 1) {
+    all = mine;
+  } else {
+    const std::int64_t n = static_cast<std::int64_t>(mine.size());
+    const auto counts = comm_->allgather(std::span<const std::int64_t>(&n, 1));
+    const std::int64_t most = *std::max_element(counts.begin(), counts.end());
+    std::vector<double> send(static_cast<std::size_t>(2 * most), 0.0);
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      send[2 * i] = mine[i].ret;
+      send[2 * i + 1] = static_cast<double>(mine[i].length);
+    }
+    const auto recv = comm_->allgather(std::span<const double>(send));
+    for (std::size_t r = 0; r < counts.size(); ++r)
+      for (std::int64_t i = 0; i < counts[r]; ++i) {
+        const std::size_t at = r * static_cast<std::size_t>(2 * most) + static_cast<std::size_t>(2 * i);
+        all.push_back({recv[at], static_cast<std::int64_t>(recv[at + 1])});
+      }
+  }
+  for (const auto& e : all) {
+    recent_.push_back(e);
+    if (recent_.size() > kWindow) recent_.pop_front();
+  }
+}
+
 void Trainer::run(std::ostream* progress, std::int64_t stop_after) {
+  if (comm_->rank() != 0) progress = nullptr;
   const std::int64_t first = iteration_;
   const double start = now_seconds();
   while (!done() && (stop_after < 0 || iteration_ - first < stop_after)) {
@@ -134,7 +175,7 @@ void Trainer::run(std::ostream* progress, std::int64_t stop_after) {
   }
   if (done()) {
     save_checkpoint(checkpoint_path());
-    write_output(output_path());
+    if (comm_->rank() == 0) write_output(output_path());
   } else if (stop_after >= 0) {
     save_checkpoint(checkpoint_path());
   }
@@ -147,7 +188,28 @@ void Trainer::save_checkpoint(const std::string& path) const {
   w.add_value("wall_seconds", wall_offset_ + (now_seconds() - wall_start_));
   save_tensors(w, "params/", agent_->state_dict());
   save_tensors(w, "optimizer/", algo_->optimizer().state());
-  sampler_->save(w, "sampler/");
+  w.add_value("ranks", static_cast<std::int64_t>(comm_->size()));
+  if (comm_->size() == 1) {
+    sampler_->save(w, "sampler/");
+  } else {
+    // Every rank's sampler state as one section "sampler/rank<r>" (a nested checkpoint),
+    // gathered on rank 0; the merged (identical) observation statistics for `eval`.
+    io::CheckpointWriter sw("herd.rl.sampler", 1);
+    sampler_->save(sw, "");
+    const std::vector<std::byte> mine = sw.serialize();
+    const auto n = static_cast<std::int64_t>(mine.size());
+    const auto sizes = comm_->allgather(std::span<const std::int64_t>(&n, 1));
+    const auto most = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
+    std::vector<std::uint8_t> send(most, 0), recv(comm_->rank() == 0 ? most * sizes.size() : 0);
+    std::memcpy(send.data(), mine.data(), mine.size());
+    comm_->gather(send.data(), recv.data(), most, DataType::kUint8, 0);
+    if (comm_->rank() != 0) return;
+    for (std::size_t r = 0; r < sizes.size(); ++r)
+      w.add_bytes("sampler/rank" + std::to_string(r),
+                  std::span<const std::byte>(reinterpret_cast<const std::byte*>(recv.data() + r * most),
+                                             static_cast<std::size_t>(sizes[r])));
+    w.add("sampler/obs_rms", sampler_->obs_rms().state());
+  }
   std::vector<double> recent;
   for (const auto& e : recent_) {
     recent.push_back(e.ret);
@@ -166,9 +228,23 @@ void Trainer::load_checkpoint(const std::string& path) {
   iteration_ = r.value<std::int64_t>("iteration");
   wall_offset_ = r.value<double>("wall_seconds");
   wall_start_ = now_seconds();
+  std::int64_t ranks = 1;
+  for (const auto& name : r.names())
+    if (name == "ranks") ranks = r.value<std::int64_t>("ranks");
+  if (ranks != comm_->size())
+    throw InputError("rl::Trainer::load_checkpoint: " + path + " was written by a run of " + std::to_string(ranks) +
+                     " rank(s), but this run has " + std::to_string(comm_->size()) +
+                     "; resume it with the same number of ranks (mpiexec -n " + std::to_string(ranks) + ")");
   agent_->load_state_dict(load_tensors(r, "params/", agent_->state_dict()));
   algo_->optimizer().load_state(load_tensors(r, "optimizer/", algo_->optimizer().state()));
-  sampler_->load(r, "sampler/");
+  if (ranks == 1) {
+    sampler_->load(r, "sampler/");
+  } else {
+    const std::string section = "sampler/rank" + std::to_string(comm_->rank());
+    const io::CheckpointReader sr(r.bytes(section), path + ":" + section);
+    sr.expect_kind("herd.rl.sampler", 1);
+    sampler_->load(sr, "");
+  }
   const auto recent = r.get<double>("recent_episodes");
   recent_.clear();
   for (std::size_t i = 0; i + 1 < recent.size(); i += 2)
@@ -255,7 +331,10 @@ EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stoch
   io::CheckpointReader r(path);
   r.expect_kind(kKind, kKindVersion);
   std::string text;
-  const TrainConfig c = parse_train_config(r.string("config"), &text);
+  std::int64_t ranks = 1;  // the run's rank count (its minibatch checks depend on it)
+  for (const auto& name : r.names())
+    if (name == "ranks") ranks = r.value<std::int64_t>("ranks");
+  const TrainConfig c = parse_train_config(r.string("config"), &text, static_cast<int>(ranks));
   TrainConfig small = c;
   small.sampler_options.num_envs = 1;
   small.sampler = "serial";

@@ -27,8 +27,9 @@ struct A2cOptions {
 /// r A is exactly A grad log pi. Not thread-safe.
 class A2c : public Ppo {
  public:
-  /// @throws herd::InputError for a non-positive learning rate.
-  A2c(ActorCriticAgent& agent, const A2cOptions& options);
+  /// `comm`: data-parallel training as `Ppo` (the whole rollout of every rank is one
+  /// minibatch). @throws herd::InputError for a non-positive learning rate.
+  A2c(ActorCriticAgent& agent, const A2cOptions& options, Communicator* comm = nullptr);
   /// PPO options equivalent to `options`.
   static PpoOptions as_ppo(const A2cOptions& options);
 };

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "herd/core/communicator.hpp"
+#include "herd/nn/data_parallel.hpp"
 #include "herd/nn/optimizer.hpp"
 #include "herd/rl/agent.hpp"
 #include "herd/rl/rollout_buffer.hpp"
@@ -33,14 +35,14 @@ struct PpoOptions {
   bool anneal_clip = true;       ///< clip_range * progress_remaining
   double clip_range_vf = 0.0;    ///< value clipping around the old values (0: off)
   int epochs = 10;               ///< passes over the rollout per update
-  int minibatch_size = 64;       ///< samples per gradient step (0: the whole rollout)
+  int minibatch_size = 64;       ///< samples per gradient step, over all ranks (0: the whole rollout)
   double ent_coef = 0.0;         ///< entropy bonus coefficient
   double vf_coef = 0.5;          ///< value loss coefficient
   double max_grad_norm = 0.5;    ///< global gradient-norm clip (<= 0: off)
   bool normalize_advantage = true;  ///< per-minibatch advantage normalisation
   OptimizerKind optimizer = OptimizerKind::kAdam;  ///< Adam or RMSprop
   double optimizer_eps = 1e-5;   ///< epsilon of Adam/RMSprop (SB3 uses 1e-5)
-  std::uint64_t seed = 0;        ///< minibatch permutations: `RngStream(seed, 0, kShuffle)`
+  std::uint64_t seed = 0;        ///< minibatch permutations: `RngStream(seed, rank, kShuffle)`
 };
 
 /// Diagnostics of one update (means over its minibatches; losses as minimised).
@@ -68,11 +70,29 @@ struct MinibatchLoss {
 /// PPO on an `ActorCriticAgent` (which it references and must outlive it).
 /// One update: `epochs` passes of shuffled minibatches over the T*B samples of a rollout
 /// whose advantages were computed (`RolloutBuffer::compute_advantages`). Not thread-safe.
+///
+/// **Data-parallel** (a communicator of N > 1 ranks; Stooke & Abbeel 2018 §4, synchronous
+/// data parallelism): every rank holds its own rollout and the same parameters (rank 0's
+/// are broadcast by the constructor, through `nn::DataParallel`). A minibatch of
+/// `minibatch_size` samples is the union of N rank-local minibatches of
+/// `minibatch_size / N` samples (each rank shuffles its own rollout with
+/// `RngStream(seed, rank, kShuffle)`; rank 0's permutation is the single-process one).
+/// Advantage normalisation uses *global* statistics: the mean and variance of the union
+/// minibatch (one all-reduce of count, sum and sum of squares, in double precision), so
+/// that the loss each rank computes is its share of the single-process loss on the union;
+/// the gradients, all-reduced in buckets during backward and averaged by
+/// `nn::DataParallel`, then equal the single-process gradient on the union up to rounding
+/// (tested). Loss terms and diagnostics are averaged over ranks (one more all-reduce per
+/// minibatch), so a non-finite loss on any rank stops every rank in the same minibatch.
+/// Every rank then clips and steps identically: parameters stay identical across ranks
+/// (tested bit for bit). `update` and `minibatch_loss` are then collective.
 class Ppo {
  public:
+  /// `comm` (not owned, may be null: one process) selects data-parallel training when it
+  /// has more than one rank (collective then: broadcasts rank 0's parameters).
   /// @throws herd::InputError for a non-positive learning rate, clip range or epochs,
-  ///         or a negative minibatch size.
-  Ppo(ActorCriticAgent& agent, const PpoOptions& options);
+  ///         a negative minibatch size, or one not divisible by the number of ranks.
+  Ppo(ActorCriticAgent& agent, const PpoOptions& options, Communicator* comm = nullptr);
   virtual ~Ppo();
   Ppo(const Ppo&) = delete;
   Ppo& operator=(const Ppo&) = delete;
@@ -85,18 +105,25 @@ class Ppo {
 
   /// The loss of the samples `idx` of `buffer` with clip range `clip` (advantages
   /// normalised over these samples when enabled; one sample gives advantage 0, not NaN);
-  /// with `accumulate_grad` the parameter gradients of `total` are accumulated.
+  /// with `accumulate_grad` the parameter gradients of `total` are accumulated. Data-
+  /// parallel: advantages are normalised with the statistics of the union of every rank's
+  /// `idx`, and with `accumulate_grad` the gradients are averaged over ranks; the returned
+  /// terms are this rank's (collective).
   MinibatchLoss minibatch_loss(const RolloutBuffer& buffer, std::span<const std::uint32_t> idx, double clip,
                                bool accumulate_grad);
 
   /// The optimizer (state for checkpoints).
   nn::Optimizer& optimizer() { return *opt_; }
+  /// Ranks of data-parallel training (1: one process).
+  int ranks() const { return comm_ ? comm_->size() : 1; }
   /// The options.
   const PpoOptions& options() const { return opt_options_; }
 
  private:
   ActorCriticAgent& agent_;
   PpoOptions opt_options_;
+  Communicator* comm_ = nullptr;                // null or one rank: single process
+  std::unique_ptr<nn::DataParallel> dp_;      // data-parallel gradient averaging
   std::vector<nn::NamedParameter> params_;
   std::unique_ptr<nn::Optimizer> opt_;
   std::vector<float> obs_, adv_, g_logp_, g_ent_, g_val_;
@@ -106,5 +133,8 @@ class Ppo {
 
 /// Explained variance 1 - Var(y - y_pred) / Var(y) of n values (NaN when Var(y) = 0, as SB3).
 double explained_variance(const float* y_pred, const float* y, std::size_t n);
+/// As above over the union of every rank's values (sums all-reduced; collective when
+/// `comm` has more than one rank, else the function above).
+double explained_variance(const float* y_pred, const float* y, std::size_t n, Communicator* comm);
 
 }  // namespace herd::rl

@@ -34,9 +34,13 @@ struct TrainConfig {
   double gae_lambda = 0.8;           ///< GAE lambda
   PpoOptions ppo;                    ///< PPO hyperparameters (A2C uses a subset)
 
-  /// Env steps per iteration: num_envs * num_steps.
+  /// Ranks of a data-parallel run (set by `Trainer` from its communicator, not read from
+  /// the input): each rank runs `sampler.num_envs` envs, so a run of N ranks has N * B envs.
+  int ranks = 1;
+
+  /// Env steps per iteration over all ranks: ranks * num_envs * num_steps.
   std::int64_t steps_per_iteration() const {
-    return static_cast<std::int64_t>(sampler_options.num_envs) * sampler_options.num_steps;
+    return static_cast<std::int64_t>(ranks) * sampler_options.num_envs * sampler_options.num_steps;
   }
   /// Iterations to run: ceil(total_steps / steps_per_iteration).
   std::int64_t num_iterations() const {
@@ -49,20 +53,22 @@ struct TrainConfig {
 /// The schema of `herd-rl train` (keys, types, defaults, ranges, docs).
 const io::Schema& train_schema();
 
-/// Resolves `config` with `overrides` ("key=value") into a `TrainConfig`; `text` receives
-/// the resolved settings as TOML (for the HDF5 output and checkpoints) when not null.
+/// Resolves `config` with `overrides` ("key=value") into a `TrainConfig` for a run of
+/// `ranks` data-parallel ranks (sets `TrainConfig::ranks`); `text` receives the resolved
+/// settings as TOML (for the HDF5 output and checkpoints) when not null.
 /// @throws herd::InputError with a one-line message naming the key, the value and the
-///         requirement (e.g. an unknown env id, a minibatch larger than the rollout).
+///         requirement (e.g. an unknown env id, a minibatch larger than the rollout of all
+///         ranks or not divisible by `ranks`, an odd num_envs for the alternating sampler).
 TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
-                                 std::string* text = nullptr);
+                                 std::string* text = nullptr, int ranks = 1);
 
 /// As above from a TOML file (empty path: the defaults).
 /// @throws herd::InputError, herd::IoError when the file cannot be read.
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
-                              std::string* text = nullptr);
+                              std::string* text = nullptr, int ranks = 1);
 
 /// Resolves a configuration from the TOML text `resolve_train_config` wrote.
 /// @throws herd::InputError
-TrainConfig parse_train_config(const std::string& text, std::string* resolved = nullptr);
+TrainConfig parse_train_config(const std::string& text, std::string* resolved = nullptr, int ranks = 1);
 
 }  // namespace herd::rl

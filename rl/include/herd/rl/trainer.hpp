@@ -39,11 +39,28 @@ using CurveRow = std::array<double, kCurveColumns.size()>;
 /// counter, the iteration counter and the learning curve so far; every other random draw
 /// is addressed by these counters (DESIGN.md §4), so a resumed run is bit-identical to an
 /// uninterrupted one (except wall-clock columns).
+///
+/// **Data-parallel over MPI ranks** (a communicator of N > 1 ranks, e.g. `mpiexec -n N
+/// herd-rl train`; Stooke & Abbeel 2018 §4): rank r runs its own sampler of B =
+/// `sampler.num_envs` envs with global ids r*B + k (the union of the ranks' envs is one
+/// process with N*B envs); `total_steps` and the curve's env steps count all ranks; rank
+/// 0's initial parameters are broadcast; `Ppo` averages gradients every minibatch (global
+/// advantage normalisation; `algo.minibatch_size` is the union minibatch, divisible by N);
+/// normaliser statistics are merged across ranks at every step (so every rank normalises
+/// the same); finished episodes are all-gathered every iteration, so every rank holds the
+/// same curve. Checkpoints: `save_checkpoint` is collective, rank 0 writes the file with
+/// every rank's sampler state (gathered) and the rank count; `load_checkpoint` refuses a
+/// checkpoint of a different rank count. `run`, `iterate` and `save_checkpoint` are
+/// collective; only rank 0 writes files. If one rank throws, the others block in the next
+/// collective: the caller must end the job (herd-rl calls MPI_Abort naming the rank).
 class Trainer {
  public:
   /// Builds sampler, agent and algorithm. `config_text` is the resolved configuration
-  /// (TOML) stored in checkpoints and the output. @throws herd::InputError
-  Trainer(const TrainConfig& config, std::string config_text);
+  /// (TOML) stored in checkpoints and the output. `comm` (not owned; null: one process)
+  /// with N > 1 ranks makes a data-parallel run (see the class comment); the constructor
+  /// is then collective. @throws herd::InputError (also: a minibatch size not divisible
+  /// by N)
+  Trainer(const TrainConfig& config, std::string config_text, Communicator* comm = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -59,10 +76,11 @@ class Trainer {
   /// `progress` (may be null). @throws as `iterate`; herd::IoError when writing fails.
   void run(std::ostream* progress, std::int64_t stop_after = -1);
 
-  /// Writes the checkpoint atomically. @throws herd::IoError
+  /// Writes the checkpoint atomically (rank 0 writes; collective). @throws herd::IoError
   void save_checkpoint(const std::string& path) const;
-  /// Restores a checkpoint of a run with the same configuration.
-  /// @throws herd::IoError for a bad file, herd::InputError when it does not match.
+  /// Restores a checkpoint of a run with the same configuration (every rank reads it).
+  /// @throws herd::IoError for a bad file, herd::InputError when it does not match (also a
+  ///         checkpoint written by a different number of ranks, naming both counts).
   void load_checkpoint(const std::string& path);
   /// Writes `<prefix>.h5`-style output to `path` atomically: `/curve/<column>` `[iterations]`,
   /// the attribute `config` (TOML text), `/policy/<param>` tensors, `/obs_rms/{mean,var,count}`.
@@ -85,14 +103,20 @@ class Trainer {
   Sampler& sampler() { return *sampler_; }
   /// The configuration.
   const TrainConfig& config() const { return config_; }
+  /// This process's rank and the number of ranks.
+  int rank() const { return comm_->rank(); }
+  int ranks() const { return comm_->size(); }
   /// `<prefix>.ckpt`.
   std::string checkpoint_path() const { return config_.output_prefix + ".ckpt"; }
   /// `<prefix>.h5`.
   std::string output_path() const { return config_.output_prefix + ".h5"; }
 
  private:
+  void gather_episodes();
   TrainConfig config_;
   std::string config_text_;
+  std::unique_ptr<Communicator> own_comm_;  // SelfCommunicator when none was given
+  Communicator* comm_ = nullptr;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<ActorCriticAgent> agent_;
   std::unique_ptr<Ppo> algo_;
