@@ -115,3 +115,92 @@ TEST_CASE("herd-rl: a NaN loss stops training naming the iteration; the checkpoi
   CHECK(slurp(d / "run.ckpt") == before);
   CHECK_FALSE(fs::exists(d / "run.h5"));
 }
+
+// --- mpiexec (issue #11) -----------------------------------------------------------------
+
+#ifdef HERD_MPIEXEC
+namespace {
+Run run_np(const fs::path& dir, int n, const std::string& args) {
+  return herd::testing::run_app(HERD_MPIEXEC, dir, "-n " + std::to_string(n) + " '" + HERD_RL_EXE + "' " + args);
+}
+double eval_mean(const fs::path& dir, const std::string& ckpt) {
+  const Run e = run(dir, "eval " + ckpt);
+  INFO(e.err);
+  REQUIRE(e.rc == 0);
+  const auto at = e.out.find("mean_return = ");
+  REQUIRE(at != std::string::npos);
+  return std::stod(e.out.substr(at + 14));
+}
+}  // namespace
+
+TEST_CASE("mpiexec -n 2 herd-rl train: one output, curve over all ranks, resume, rank-count check", "[rl][apps][mpi]") {
+  const fs::path d = workdir("mpi");
+  std::ofstream(d / "small.toml") << kSmall;  // 4 envs per rank, 2 ranks: 256 env steps per iteration
+  const Run r = run_np(d, 2, "train small.toml --stop-after 2");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("2 rank(s) x 4 envs"));
+  REQUIRE(fs::exists(d / "run.ckpt"));
+  const Run r2 = run_np(d, 2, "train small.toml --resume --quiet");
+  INFO(r2.err);
+  REQUIRE(r2.rc == 0);
+  auto f = herd::io::H5File::open((d / "run.h5").string());
+  const auto steps = f.root().read<double>("curve/env_steps");
+  REQUIRE(steps.size() == 4u);
+  CHECK(steps.back() == 1024.0);
+  // The same run in one go gives the same parameters (resume across launches).
+  const fs::path d2 = workdir("mpi_once");
+  std::ofstream(d2 / "small.toml") << kSmall;
+  REQUIRE(run_np(d2, 2, "train small.toml --quiet").rc == 0);
+  auto g = herd::io::H5File::open((d2 / "run.h5").string());
+  CHECK(f.root().read<float>("policy/pi.0.weight") == g.root().read<float>("policy/pi.0.weight"));
+  CHECK(f.root().read<double>("curve/return_mean").back() == g.root().read<double>("curve/return_mean").back());
+  // A checkpoint of 2 ranks is refused by one process (exit 2, naming both counts).
+  const Run one = run(d, "train small.toml --resume --set total_steps=2048");
+  CHECK(one.rc == 2);
+  CHECK_THAT(one.err, Contains("2 rank(s)") && Contains("this run has 1"));
+  CHECK(eval_mean(d, "run.ckpt") > 0);
+  // A minibatch not divisible by the rank count is refused at input (exit 2).
+  const Run odd = run_np(d2, 3, "train small.toml --quiet --set algo.minibatch_size=64");
+  CHECK(odd.rc == 2);
+  CHECK_THAT(odd.err, Contains("algo.minibatch_size") && Contains("divisible by 3"));
+}
+
+TEST_CASE("mpiexec -n 2 herd-rl: a failing rank ends the job naming it; the checkpoint stays intact",
+          "[rl][apps][mpi]") {
+  const fs::path d = workdir("mpi_fail");
+  std::ofstream(d / "small.toml") << kSmall;
+  fs::create_directories(d / "run.h5");  // rank 0 cannot write its output after the last checkpoint
+  const Run r = run_np(d, 2, "train small.toml --quiet");
+  CHECK(r.rc != 0);
+  CHECK_THAT(r.err, Contains("herd: rank 0 of 2 failed") && Contains("run.h5"));
+  REQUIRE(fs::exists(d / "run.ckpt"));
+  CHECK(eval_mean(d, "run.ckpt") > 0);  // loads and runs
+}
+
+// Learning: 2 ranks x 4 envs against 1 process x 8 envs (RL Zoo's CartPole PPO preset, same
+// union minibatch), seeds 0-4 fixed in advance. One process reaches >= 475 on 4 of 5 seeds
+// (issue #10); the rule here: the 2-rank runs reach >= 475 on at least 3 of 5 seeds and on
+// no fewer than the one-process runs minus 1. With a per-seed success rate of 0.8 for both,
+// the false-failure rate is about 6%; about 1% at 0.9. rl-slow (runs in CI, ~60 s).
+TEST_CASE("mpiexec -n 2 herd-rl train learns CartPole as well as one process with the same envs",
+          "[.][rl-slow]") {
+  const fs::path d = workdir("mpi_learn");
+  int one = 0, two = 0;
+  for (int seed = 0; seed < 5; ++seed) {
+    const std::string s = std::to_string(seed);
+    const Run a = run(d, "train --quiet --set seed=" + s + " --set output_prefix=one" + s);
+    const Run b = run_np(d, 2, "train --quiet --set sampler.num_envs=4 --set seed=" + s + " --set output_prefix=two" + s);
+    INFO(a.err << b.err);
+    REQUIRE(a.rc == 0);
+    REQUIRE(b.rc == 0);
+    const double ma = eval_mean(d, "one" + s + ".ckpt"), mb = eval_mean(d, "two" + s + ".ckpt");
+    std::printf("seed %d: 1 x 8 envs %.1f, 2 x 4 envs %.1f\n", seed, ma, mb);
+    one += ma >= 475;
+    two += mb >= 475;
+  }
+  std::printf("reached 475: one process %d/5, 2 ranks %d/5\n", one, two);
+  CHECK(two >= 3);
+  CHECK(two >= one - 1);
+}
+#endif
