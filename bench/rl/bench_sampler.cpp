@@ -1,0 +1,113 @@
+// Sampler throughput (issue #11): env steps/s including policy inference (64-64 tanh MLP
+// actor and critic, sampled actions) for the serial, parallel and alternating samplers on
+// Acrobot-v1, where one env step costs about as much as one row of inference. Prints one
+// JSON document: per configuration the median steps/s over the repeats, the costs of the
+// two halves measured alone (env step per env, inference per row), and the ratio
+// alternating / parallel at the same thread count, measured in the same run.
+//
+// Usage: bench_sampler [--seconds S] [--repeats R] [--env ID]
+//   S: seconds per configuration (default 1.0), split into R timed repeats (default 5).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "herd/rl/alternating_sampler.hpp"
+#include "herd/rl/registry.hpp"
+#include "herd/rl/sampler.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace herd::rl;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Median over `repeats` of (work per call) / (seconds per call), each repeat ~seconds/repeats.
+template <class F>
+std::vector<double> rates(F&& call, double work, double seconds, int repeats) {
+  call();  // warm-up (buffers, thread start)
+  std::vector<double> out;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = Clock::now();
+    int calls = 0;
+    do {
+      call();
+      ++calls;
+    } while (seconds_since(t0) < seconds / repeats);
+    out.push_back(work * calls / seconds_since(t0));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double seconds = 1.0;
+  int repeats = 5;
+  std::string env_id = "Acrobot-v1";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--seconds")) seconds = std::stod(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--repeats")) repeats = std::stoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--env")) env_id = argv[i + 1];
+  }
+  const int T = 32;
+  auto probe = make_env(env_id);
+  AgentOptions ao;  // 64-64 tanh, separate actor and critic
+  ActorCriticAgent agent(probe->obs_dim(), probe->action_space(), ao);
+  std::string rows;
+  for (int B : {16, 64, 256}) {
+    // The two halves alone: env steps (sync pool, 1 thread) and inference (act on B rows).
+    EnvPoolOptions po;
+    po.env_id = env_id;
+    po.num_envs = static_cast<std::size_t>(B);
+    EnvPool pool(po);
+    pool.reset();
+    std::vector<std::int64_t> acts(static_cast<std::size_t>(B), 0);
+    const double env_rate = median(rates([&] { pool.step(std::span<const std::int64_t>(acts)); }, B, seconds, repeats));
+    std::vector<float> obs(static_cast<std::size_t>(B) * probe->obs_dim(), 0.1f), lp(B), val(B);
+    std::vector<double> act(static_cast<std::size_t>(B) * probe->action_dim());
+    const herd::RngStream rng(1, 0, herd::RngPurpose::kPolicy);
+    std::uint64_t idx = 0;
+    const double inf_rate = median(rates(
+        [&] { agent.act(obs.data(), static_cast<std::size_t>(B), &rng, idx++, act.data(), lp.data(), val.data()); },
+        B, seconds, repeats));
+    double par[3] = {0, 0, 0};
+    for (const std::string kind : {"serial", "parallel", "alternating"}) {
+      for (int threads : {1, 2}) {
+        if (kind == "serial" && threads > 1) continue;
+        SamplerOptions so;
+        so.env_id = env_id;
+        so.num_envs = B;
+        so.num_steps = T;
+        so.num_threads = threads;
+        auto s = make_sampler(kind, so);
+        RolloutBuffer buf;
+        const auto r = rates([&] { s->collect(agent, buf); }, static_cast<double>(B) * T, seconds, repeats);
+        const double m = median(r);
+        if (kind == "parallel") par[threads] = m;
+        std::string extra;
+        if (kind == "alternating") extra = fmt::format(", \"ratio_vs_parallel\": {:.3f}", m / par[threads]);
+        if (!rows.empty()) rows += ",\n";
+        rows += fmt::format(
+            "    {{\"num_envs\": {}, \"sampler\": \"{}\", \"threads\": {}, \"steps_per_s\": {:.0f}{}, "
+            "\"env_ns_per_step\": {:.1f}, \"inference_ns_per_row\": {:.1f}}}",
+            B, kind, threads, m, extra, 1e9 / env_rate, 1e9 / inf_rate);
+      }
+    }
+  }
+  std::printf("{\n  \"benchmark\": \"sampler throughput (env steps/s incl. inference)\",\n  \"env\": \"%s\",\n"
+              "  \"policy\": \"64-64 tanh MLP actor + critic\",\n  \"num_steps\": %d,\n  \"results\": [\n%s\n  ]\n}\n",
+              env_id.c_str(), T, rows.c_str());
+  return 0;
+}
