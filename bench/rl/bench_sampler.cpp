@@ -5,8 +5,9 @@
 // two halves measured alone (env step per env, inference per row), and the ratio
 // alternating / parallel at the same thread count, measured in the same run.
 //
-// Usage: bench_sampler [--seconds S] [--repeats R] [--env ID]
-//   S: seconds per configuration (default 1.0), split into R timed repeats (default 5).
+// Usage: bench_sampler [--seconds S] [--repeats R] [--env ID] [--envs B] [--threads N]
+//   S: seconds per configuration (default 1.0), split into R timed repeats (default 5);
+//   B: one env count instead of 16, 64, 256; N: one thread count instead of 1, 2.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -56,17 +57,20 @@ int main(int argc, char** argv) {
   double seconds = 1.0;
   int repeats = 5;
   std::string env_id = "Acrobot-v1";
+  std::vector<int> envs = {16, 64, 256}, thread_counts = {1, 2};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--seconds")) seconds = std::stod(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--repeats")) repeats = std::stoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--env")) env_id = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--envs")) envs = {std::stoi(argv[i + 1])};
+    else if (!std::strcmp(argv[i], "--threads")) thread_counts = {std::stoi(argv[i + 1])};
   }
   const int T = 32;
   auto probe = make_env(env_id);
   AgentOptions ao;  // 64-64 tanh, separate actor and critic
   ActorCriticAgent agent(probe->obs_dim(), probe->action_space(), ao);
   std::string rows;
-  for (int B : {16, 64, 256}) {
+  for (int B : envs) {
     // The two halves alone: env steps (sync pool, 1 thread) and inference (act on B rows).
     EnvPoolOptions po;
     po.env_id = env_id;
@@ -82,9 +86,9 @@ int main(int argc, char** argv) {
     const double inf_rate = median(rates(
         [&] { agent.act(obs.data(), static_cast<std::size_t>(B), &rng, idx++, act.data(), lp.data(), val.data()); },
         B, seconds, repeats));
-    double par[3] = {0, 0, 0};
+    double par[257] = {};
     for (const std::string kind : {"serial", "parallel", "alternating"}) {
-      for (int threads : {1, 2}) {
+      for (int threads : thread_counts) {
         if (kind == "serial" && threads > 1) continue;
         SamplerOptions so;
         so.env_id = env_id;
