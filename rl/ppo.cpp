@@ -44,13 +44,18 @@ MinibatchLoss Ppo::minibatch_loss(const RolloutBuffer& buf, std::span<const std:
     adv_[i] = buf.advantages[j];
   }
   if (opt_options_.normalize_advantage && comm_) {
-    // Statistics of the union minibatch over ranks (see the class comment).
+    // Statistics of the union minibatch over ranks (see the class comment); `update`
+    // all-reduces those of all its minibatches at once beforehand.
     double s[3] = {static_cast<double>(n), 0.0, 0.0};
-    for (std::size_t i = 0; i < n; ++i) {
-      s[1] += adv_[i];
-      s[2] += static_cast<double>(adv_[i]) * adv_[i];
+    if (adv_stats_) {
+      std::copy(adv_stats_, adv_stats_ + 3, s);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        s[1] += adv_[i];
+        s[2] += static_cast<double>(adv_[i]) * adv_[i];
+      }
+      comm_->allreduce(s, 3, DataType::kFloat64, ReduceOp::kSum);
     }
-    comm_->allreduce(s, 3, DataType::kFloat64, ReduceOp::kSum);
     const double mean = s[1] / s[0];
     const double var = std::max(0.0, s[2] / s[0] - mean * mean);
     const double inv = 1.0 / (std::sqrt(var) + 1e-8);
@@ -100,10 +105,17 @@ MinibatchLoss Ppo::minibatch_loss(const RolloutBuffer& buf, std::span<const std:
   L.approx_kl *= inv_n;
   L.clip_fraction *= inv_n;
   L.total = L.policy + vf * L.value - ec * L.entropy;
-  if (accumulate_grad) {
+  if (accumulate_grad && dp_) {
+    // Loss terms averaged over ranks alongside the gradients (one synchronisation).
+    terms_ = {L.total, L.policy, L.value, L.entropy, L.approx_kl, L.clip_fraction};
+    auto req = comm_->allreduce_async(std::span<double>(terms_), ReduceOp::kSum);
     agent_.backward(g_logp_.data(), g_ent_.data(), g_val_.data());
-    if (dp_) dp_->finish();  // gradients averaged over ranks
+    dp_->finish();  // gradients averaged over ranks
+    req->wait();
+    const double inv = 1.0 / comm_->size();
+    return {terms_[0] * inv, terms_[1] * inv, terms_[2] * inv, terms_[3] * inv, terms_[4] * inv, terms_[5] * inv};
   }
+  if (accumulate_grad) agent_.backward(g_logp_.data(), g_ent_.data(), g_val_.data());
   return L;
 }
 
@@ -118,27 +130,47 @@ UpdateStats Ppo::update(const RolloutBuffer& buf, double progress, std::int64_t 
   // This rank's share of a minibatch (every rank has the same rollout size).
   const auto local_mb = static_cast<std::uint32_t>(o.minibatch_size / ranks());
   const std::uint32_t mb = local_mb > 0 ? std::min<std::uint32_t>(n, local_mb) : n;
-  perm_.resize(n);
+  // Every epoch's permutation first: data-parallel advantage statistics of all minibatches
+  // then take one all-reduce for the whole update.
+  const std::size_t E = static_cast<std::size_t>(o.epochs);
+  perm_.resize(E * n);
   const RngStream shuffle(o.seed, comm_ ? static_cast<std::uint32_t>(comm_->rank()) : 0u, RngPurpose::kShuffle);
-  std::int64_t count = 0;
-  for (int e = 0; e < o.epochs; ++e) {
-    for (std::uint32_t i = 0; i < n; ++i) perm_[i] = i;
+  for (std::size_t e = 0; e < E; ++e) {
+    std::uint32_t* p = perm_.data() + e * n;
+    for (std::uint32_t i = 0; i < n; ++i) p[i] = i;
     if (mb < n) {
-      RngCursor c = shuffle.at(static_cast<std::uint64_t>(iteration) * static_cast<std::uint64_t>(o.epochs) +
-                               static_cast<std::uint64_t>(e));
-      for (std::uint32_t i = n - 1; i > 0; --i) std::swap(perm_[i], perm_[c.below(i + 1)]);
+      RngCursor c = shuffle.at(static_cast<std::uint64_t>(iteration) * static_cast<std::uint64_t>(o.epochs) + e);
+      for (std::uint32_t i = n - 1; i > 0; --i) std::swap(p[i], p[c.below(i + 1)]);
     }
+  }
+  const std::size_t per_epoch = (n + mb - 1) / mb;
+  stats_.clear();
+  if (comm_ && o.normalize_advantage) {
+    stats_.assign(3 * E * per_epoch, 0.0);
+    for (std::size_t e = 0; e < E; ++e)
+      for (std::size_t k = 0; k < per_epoch; ++k) {
+        double* t = stats_.data() + 3 * (e * per_epoch + k);
+        const std::uint32_t s = static_cast<std::uint32_t>(k) * mb, len = std::min(mb, n - s);
+        t[0] = len;
+        for (std::uint32_t i = 0; i < len; ++i) {
+          const double a = buf.advantages[perm_[e * n + s + i]];
+          t[1] += a;
+          t[2] += a * a;
+        }
+      }
+    comm_->allreduce(std::span<double>(stats_), ReduceOp::kSum);
+  }
+  std::int64_t count = 0;
+  for (std::size_t e = 0; e < E; ++e) {
     for (std::uint32_t s = 0; s < n; s += mb) {
       const std::uint32_t len = std::min(mb, n - s);
       opt_->zero_grad();
-      MinibatchLoss L = minibatch_loss(buf, std::span<const std::uint32_t>(perm_.data() + s, len),
-                                       st.clip_range, true);
-      if (comm_) {  // averages over ranks: every rank sees the same terms (and NaN)
-        double t[6] = {L.total, L.policy, L.value, L.entropy, L.approx_kl, L.clip_fraction};
-        comm_->allreduce(t, 6, DataType::kFloat64, ReduceOp::kSum);
-        const double inv = 1.0 / comm_->size();
-        L = {t[0] * inv, t[1] * inv, t[2] * inv, t[3] * inv, t[4] * inv, t[5] * inv};
-      }
+      // Data-parallel: the terms come back averaged over ranks, so every rank sees the
+      // same (and the same NaN).
+      adv_stats_ = stats_.empty() ? nullptr : stats_.data() + 3 * (e * per_epoch + s / mb);
+      const MinibatchLoss L = minibatch_loss(buf, std::span<const std::uint32_t>(perm_.data() + e * n + s, len),
+                                             st.clip_range, true);
+      adv_stats_ = nullptr;
       if (!std::isfinite(L.total)) {
         std::ostringstream m;
         m << "iteration " << iteration << ": the loss is " << L.total << " (policy " << L.policy << ", value "

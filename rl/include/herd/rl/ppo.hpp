@@ -7,6 +7,7 @@
 /// shuffled minibatches, linear annealing of learning rate and clip range, approximate KL
 /// ((r - 1) - log r) and clip fraction.
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -82,8 +83,11 @@ struct MinibatchLoss {
 /// that the loss each rank computes is its share of the single-process loss on the union;
 /// the gradients, all-reduced in buckets during backward and averaged by
 /// `nn::DataParallel`, then equal the single-process gradient on the union up to rounding
-/// (tested). Loss terms and diagnostics are averaged over ranks (one more all-reduce per
-/// minibatch), so a non-finite loss on any rank stops every rank in the same minibatch.
+/// (tested). Loss terms and diagnostics are averaged over ranks (a non-blocking all-reduce
+/// beside the gradients'), so a non-finite loss on any rank stops every rank in the same
+/// minibatch. Synchronisation points: one all-reduce per update for the advantage
+/// statistics of all its minibatches (`update` draws every epoch's permutation first),
+/// then one per minibatch (gradients and loss terms together).
 /// Every rank then clips and steps identically: parameters stay identical across ranks
 /// (tested bit for bit). `update` and `minibatch_loss` are then collective.
 class Ppo {
@@ -107,8 +111,8 @@ class Ppo {
   /// normalised over these samples when enabled; one sample gives advantage 0, not NaN);
   /// with `accumulate_grad` the parameter gradients of `total` are accumulated. Data-
   /// parallel: advantages are normalised with the statistics of the union of every rank's
-  /// `idx`, and with `accumulate_grad` the gradients are averaged over ranks; the returned
-  /// terms are this rank's (collective).
+  /// `idx`, and with `accumulate_grad` the gradients and the returned terms are averaged
+  /// over ranks (collective).
   MinibatchLoss minibatch_loss(const RolloutBuffer& buffer, std::span<const std::uint32_t> idx, double clip,
                                bool accumulate_grad);
 
@@ -128,7 +132,10 @@ class Ppo {
   std::unique_ptr<nn::Optimizer> opt_;
   std::vector<float> obs_, adv_, g_logp_, g_ent_, g_val_;
   std::vector<double> act_;
-  std::vector<std::uint32_t> perm_;
+  std::vector<std::uint32_t> perm_;   // [epochs, n] permutations of one update
+  std::vector<double> stats_;          // data-parallel: [epochs * minibatches, 3] advantage sums
+  const double* adv_stats_ = nullptr;  // this minibatch's global (count, sum, sum of squares)
+  std::array<double, 6> terms_{};      // loss terms being all-reduced
 };
 
 /// Explained variance 1 - Var(y - y_pred) / Var(y) of n values (NaN when Var(y) = 0, as SB3).
