@@ -3,7 +3,8 @@
 // Acrobot-v1, where one env step costs about as much as one row of inference. Prints one
 // JSON document: per configuration the median steps/s over the repeats, the costs of the
 // two halves measured alone (env step per env, inference per row), and the ratio
-// alternating / parallel at the same thread count, measured in the same run.
+// alternating / parallel at the same thread count, measured in the same run, and the
+// process CPU time per wall second (how many cores the configuration actually got).
 //
 // Usage: bench_sampler [--seconds S] [--repeats R] [--env ID] [--envs B] [--threads N]
 //   S: seconds per configuration (default 1.0), split into R timed repeats (default 5);
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -34,11 +36,15 @@ double median(std::vector<double> v) {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+double g_cpu_per_wall = 0;  // process CPU seconds / wall seconds of the last `rates`
+
 // Median over `repeats` of (work per call) / (seconds per call), each repeat ~seconds/repeats.
 template <class F>
 std::vector<double> rates(F&& call, double work, double seconds, int repeats) {
   call();  // warm-up (buffers, thread start)
   std::vector<double> out;
+  const std::clock_t c0 = std::clock();
+  const auto w0 = Clock::now();
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = Clock::now();
     int calls = 0;
@@ -48,6 +54,7 @@ std::vector<double> rates(F&& call, double work, double seconds, int repeats) {
     } while (seconds_since(t0) < seconds / repeats);
     out.push_back(work * calls / seconds_since(t0));
   }
+  g_cpu_per_wall = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC / seconds_since(w0);
   return out;
 }
 
@@ -105,8 +112,8 @@ int main(int argc, char** argv) {
         if (!rows.empty()) rows += ",\n";
         rows += fmt::format(
             "    {{\"num_envs\": {}, \"sampler\": \"{}\", \"threads\": {}, \"steps_per_s\": {:.0f}{}, "
-            "\"env_ns_per_step\": {:.1f}, \"inference_ns_per_row\": {:.1f}}}",
-            B, kind, threads, m, extra, 1e9 / env_rate, 1e9 / inf_rate);
+            "\"cpu_per_wall\": {:.2f}, \"env_ns_per_step\": {:.1f}, \"inference_ns_per_row\": {:.1f}}}",
+            B, kind, threads, m, extra, g_cpu_per_wall, 1e9 / env_rate, 1e9 / inf_rate);
       }
     }
   }
