@@ -6,6 +6,7 @@
 // Under an MPI launcher `train` runs data-parallel over the ranks (rl::Trainer); a launcher
 // that claims several processes while MPI reports one is refused; a rank that fails ends
 // every rank (MPI_Abort) with a message naming it.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -110,11 +111,13 @@ int main(int argc, char** argv) {
     input_error = e.what();
     if (input_error.empty()) input_error = "unknown error";
   }
-  // Every rank learns whether any rank's input failed, so none waits in a collective.
-  const int failed = comm->allreduce_value<std::int32_t>(input_error.empty() ? 0 : 1, herd::ReduceOp::kMax);
-  if (failed) {
+  // Every rank learns which ranks' input failed, so none waits in a collective. The same
+  // input fails the same way everywhere: rank 0 speaks for all unless it succeeded.
+  const std::int32_t mine = input_error.empty() ? 0 : 1;
+  const auto failed = comm->allgather(std::span<const std::int32_t>(&mine, 1));
+  if (std::find(failed.begin(), failed.end(), 1) != failed.end()) {
     if (comm->size() == 1) std::fprintf(stderr, "herd-rl: error: %s\n", input_error.c_str());
-    else if (!input_error.empty())
+    else if (mine && (root || failed[0] == 0))
       std::fprintf(stderr, "herd-rl: error (rank %d of %d): %s\n", comm->rank(), comm->size(), input_error.c_str());
     return 2;
   }
@@ -123,16 +126,17 @@ int main(int argc, char** argv) {
     // With several ranks an exception on one rank prints "herd: rank R of N failed: ..."
     // and ends every rank (MPI_Abort); the last checkpoint (atomic) stays intact.
     herd::mcmc::abort_all_on_error(*comm, [&] {
-    try {
-      trainer->run(quiet ? nullptr : &std::cout, stop_after);
-      if (!quiet && trainer->done())
-        std::printf("herd-rl: wrote %s and %s\n", trainer->output_path().c_str(), trainer->checkpoint_path().c_str());
-    } catch (const herd::NumericalError& e) {
-      // Seen by every rank in the same minibatch (losses are averaged over ranks).
-      if (root) std::fprintf(stderr, "herd-rl: error: %s; the last good checkpoint is kept\n", e.what());
-      rc = 3;
-    }
-  });
+      try {
+        trainer->run(quiet ? nullptr : &std::cout, stop_after);
+        if (!quiet && trainer->done())
+          std::printf("herd-rl: wrote %s and %s\n", trainer->output_path().c_str(),
+                      trainer->checkpoint_path().c_str());
+      } catch (const herd::NumericalError& e) {
+        // Seen by every rank in the same minibatch (losses are averaged over ranks).
+        if (root) std::fprintf(stderr, "herd-rl: error: %s; the last good checkpoint is kept\n", e.what());
+        rc = 3;
+      }
+    });
   } catch (const std::exception& e) {  // one rank: the exception comes back here
     std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
     return 1;
