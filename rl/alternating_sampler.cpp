@@ -20,7 +20,8 @@ AlternatingSampler::AlternatingSampler(const SamplerOptions& o)
     EnvPoolOptions po;
     po.env_id = o.env_id;
     po.num_envs = half_;
-    po.batch_size = half_;  // async mode: one recv returns the whole group
+    po.batch_size = half_;     // one recv returns the whole group
+    po.async_workers = true;   // num_threads workers: send returns at once
     po.num_threads = static_cast<std::size_t>(o.num_threads);
     po.seed = o.seed;
     po.first_global_id = o.first_global_id + static_cast<std::uint32_t>(g * half_);

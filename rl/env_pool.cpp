@@ -98,7 +98,7 @@ void EnvPool::init(const EnvPoolOptions& o) {
   for (std::size_t s = 0; s < num_slots_; ++s) filled_[s].store(0);
 
   // Sync steps run on the workers and the calling thread; async steps on workers only.
-  const std::size_t workers = batch_size_ == n ? num_threads_ - 1 : num_threads_;
+  const std::size_t workers = batch_size_ == n && !o.async_workers ? num_threads_ - 1 : num_threads_;
   if (workers > 0) pool_ = std::make_unique<ThreadPool>(workers);
 }
 

@@ -7,14 +7,20 @@
 // process CPU time per wall second (how many cores the configuration actually got).
 //
 // Usage: bench_sampler [--seconds S] [--repeats R] [--env ID] [--envs B] [--threads N]
+//                      [--sleep-us D] [--hidden H]
 //   S: seconds per configuration (default 1.0), split into R timed repeats (default 5);
-//   B: one env count instead of 16, 64, 256; N: one thread count instead of 1, 2.
+//   B: one env count instead of 16, 64, 256; N: one thread count instead of 1, 2;
+//   D > 0: a latency-bound env instead ("Sleepy-v0": 6 observations, 3 actions, each step
+//   sleeps D microseconds, as a simulator waiting on I/O or another process would), which
+//   needs no core while it waits, so the overlap shows even on a machine without a spare
+//   core; H: hidden width of the two-layer MLPs (default 64).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -58,6 +64,37 @@ std::vector<double> rates(F&& call, double work, double seconds, int repeats) {
   return out;
 }
 
+// A latency-bound environment: 6 observations, 3 actions, each step sleeps `g_sleep_us`.
+int g_sleep_us = 0;
+class SleepyEnv final : public Env {
+ public:
+  SleepyEnv()
+      : Env("Sleepy-v0", Space::box(std::vector<double>(6, -10.0), std::vector<double>(6, 10.0)), Space::discrete(3),
+            6, 500) {}
+  std::vector<double> get_state() const override { return {s_, s_ + 6}; }
+  void observe(float* obs) const override {
+    for (int i = 0; i < 6; ++i) obs[i] = static_cast<float>(s_[i]);
+  }
+
+ protected:
+  void reset_impl(herd::RngCursor& rng, float* obs) override {
+    for (double& x : s_) x = rng.uniform() - 0.5;
+    observe(obs);
+  }
+  StepResult step_impl(const double* action, float* obs) override {
+    std::this_thread::sleep_for(std::chrono::microseconds(g_sleep_us));
+    for (int i = 0; i < 6; ++i) s_[i] = 0.9 * s_[i] + 0.1 * (action[0] - 1.0);
+    observe(obs);
+    StepResult r;
+    r.reward = -1.0;
+    return r;
+  }
+  void set_state_impl(const double* state) override { std::copy(state, state + 6, s_); }
+
+ private:
+  double s_[6] = {};
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,16 +102,24 @@ int main(int argc, char** argv) {
   int repeats = 5;
   std::string env_id = "Acrobot-v1";
   std::vector<int> envs = {16, 64, 256}, thread_counts = {1, 2};
+  int hidden = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--seconds")) seconds = std::stod(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--repeats")) repeats = std::stoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--env")) env_id = argv[i + 1];
     else if (!std::strcmp(argv[i], "--envs")) envs = {std::stoi(argv[i + 1])};
     else if (!std::strcmp(argv[i], "--threads")) thread_counts = {std::stoi(argv[i + 1])};
+    else if (!std::strcmp(argv[i], "--sleep-us")) g_sleep_us = std::stoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--hidden")) hidden = std::stoi(argv[i + 1]);
   }
   const int T = 32;
+  if (g_sleep_us > 0) {
+    register_env("Sleepy-v0", [] { return std::make_unique<SleepyEnv>(); });
+    env_id = "Sleepy-v0";
+  }
   auto probe = make_env(env_id);
-  AgentOptions ao;  // 64-64 tanh, separate actor and critic
+  AgentOptions ao;  // two tanh layers of `hidden`, separate actor and critic
+  ao.hidden = {hidden, hidden};
   ActorCriticAgent agent(probe->obs_dim(), probe->action_space(), ao);
   std::string rows;
   for (int B : envs) {
@@ -118,7 +163,8 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("{\n  \"benchmark\": \"sampler throughput (env steps/s incl. inference)\",\n  \"env\": \"%s\",\n"
-              "  \"policy\": \"64-64 tanh MLP actor + critic\",\n  \"num_steps\": %d,\n  \"results\": [\n%s\n  ]\n}\n",
-              env_id.c_str(), T, rows.c_str());
+              "  \"sleep_us_per_env_step\": %d,\n  \"policy\": \"%d-%d tanh MLP actor + critic\",\n"
+              "  \"num_steps\": %d,\n  \"results\": [\n%s\n  ]\n}\n",
+              env_id.c_str(), g_sleep_us, hidden, hidden, T, rows.c_str());
   return 0;
 }

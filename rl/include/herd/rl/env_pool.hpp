@@ -25,6 +25,11 @@ struct EnvPoolOptions {
   std::size_t num_envs = 1;     ///< number of environments N (>= 1)
   std::size_t batch_size = 0;   ///< results per `recv` (0: N, sync mode); 1 <= B <= N
   std::size_t num_threads = 1;  ///< threads that step environments (>= 1)
+  /// Async mode even when batch_size == num_envs: `num_threads` worker threads, so `send`
+  /// returns at once and the envs step while the caller works (the alternating sampler's
+  /// groups). Otherwise batch_size == num_envs means sync mode: num_threads - 1 workers
+  /// plus the calling thread, and with one thread `send` steps the envs before returning.
+  bool async_workers = false;
   std::uint64_t seed = 0;       ///< seed of every env's reset stream
   std::uint32_t first_global_id = 0;  ///< env k has global id first_global_id + k
   std::int64_t max_episode_steps = -1;  ///< time limit override (-1: registered; 0: none)
