@@ -6,10 +6,10 @@
 ///
 /// The interface is `collect(agent, buffer)`: a sampler owns its environments, their
 /// current observations, the observation/reward normalisers and episode statistics, and
-/// fills the buffer. An alternating sampler (two env groups, one simulated while the
-/// agent runs inference for the other) fits the same interface: it would own two
-/// `EnvPool`s of B/2 envs each and interleave `send`/`recv` inside `collect`: see
-/// `AlternatingSampler` (alternating_sampler.hpp).
+/// fills the buffer. The alternating sampler (two env groups, one simulated while the
+/// agent runs inference for the other; `AlternatingSampler` in alternating_sampler.hpp)
+/// fits the same interface: it owns two async `EnvPool`s of B/2 envs each and interleaves
+/// `send`/`recv` inside `collect`.
 
 #include <cstdint>
 #include <memory>

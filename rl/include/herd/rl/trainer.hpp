@@ -103,8 +103,9 @@ class Trainer {
   Sampler& sampler() { return *sampler_; }
   /// The configuration.
   const TrainConfig& config() const { return config_; }
-  /// This process's rank and the number of ranks.
+  /// This process's rank (0 without a communicator).
   int rank() const { return comm_->rank(); }
+  /// The number of data-parallel ranks (1 without a communicator).
   int ranks() const { return comm_->size(); }
   /// `<prefix>.ckpt`.
   std::string checkpoint_path() const { return config_.output_prefix + ".ckpt"; }
