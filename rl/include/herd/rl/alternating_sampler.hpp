@@ -28,8 +28,10 @@ namespace herd::rl {
 /// in `EnvPoolSampler`; rewards are scaled (reward normalisation) once both groups of a
 /// step are in, over all B envs as there. So without observation normalisation, for fixed
 /// agent parameters, `collect` fills the same `[T, B]` buffer bit for bit as the parallel
-/// sampler (tested), provided the agent's per-row outputs do not depend on the batch (true
-/// of this nn backend's row-wise products at the batch sizes tested). With observation
+/// sampler (tested for B = 2 to 48 on three envs), because `ActorCriticAgent::act` and
+/// `value` give each row the same outputs whatever the batch (they pad batches to a
+/// multiple of 8 rows; without that, Eigen's products take different kernels for
+/// different row counts and the last bits differ). With observation
 /// normalisation each group's observations update the running statistics when they arrive
 /// (group A's step-t rows are normalised before group B's step-t rows are in the
 /// statistics; at the end of `collect` both groups are re-normalised with the final
@@ -38,8 +40,11 @@ namespace herd::rl {
 /// Preconditions (rlpyt's): an even number of envs, checked. Recurrent agents would need
 /// one recurrent state per group; `ActorCriticAgent` is feed-forward, so there is none.
 ///
-/// Threads: each group's pool has `num_threads` worker threads (async mode); usually only
-/// one group is stepping at a time. Checkpoint sections are those of `EnvPoolSampler`
+/// Threads: each group's pool has `num_threads` worker threads (async mode,
+/// `EnvPoolOptions::async_workers`), so `send` returns at once. Each step hands both groups
+/// to their workers and back: the sampler pays off when a group's env work is well above
+/// a thread wake-up (tens of microseconds on a loaded machine) and a core is free to
+/// overlap (bench/rl/bench_sampler.cpp, docs/rl.md). Checkpoint sections are those of `EnvPoolSampler`
 /// (interchangeable between the two). Not thread-safe: one owner thread.
 class AlternatingSampler : public Sampler {
  public:
