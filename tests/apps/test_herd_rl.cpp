@@ -178,6 +178,22 @@ TEST_CASE("mpiexec -n 2 herd-rl: a failing rank ends the job naming it; the chec
   CHECK(eval_mean(d, "run.ckpt") > 0);  // loads and runs
 }
 
+TEST_CASE("mpiexec -n 2 herd-rl: a NaN loss stops every rank (exit 3), the checkpoint is kept", "[rl][apps][mpi]") {
+  const fs::path d = workdir("mpi_nan");
+  std::ofstream(d / "small.toml") << kSmall;
+  REQUIRE(run_np(d, 2, "train small.toml --quiet --stop-after 2").rc == 0);
+  const std::string before = slurp(d / "run.ckpt");
+  REQUIRE(!before.empty());
+  const Run r =
+      run_np(d, 2, "train small.toml --quiet --resume --set algo.learning_rate=1e30 --set algo.max_grad_norm=0");
+  INFO(r.err);
+  CHECK(r.rc == 3);
+  CHECK_THAT(r.err, Contains("iteration") && Contains("nan"));
+  CHECK_THAT(r.err, !Contains("failed"));  // no rank aborted: all stopped at the same minibatch
+  CHECK(slurp(d / "run.ckpt") == before);
+  CHECK_FALSE(fs::exists(d / "run.h5"));
+}
+
 // Learning: 2 ranks x 4 envs against 1 process x 8 envs (RL Zoo's CartPole PPO preset, same
 // union minibatch), seeds 0-4 fixed in advance. One process reaches >= 475 on 4 of 5 seeds
 // (issue #10); the rule here: the 2-rank runs reach >= 475 on at least 3 of 5 seeds and on
