@@ -3,6 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <string>
+
+#include <unistd.h>
 
 #include "herd/rl/alternating_sampler.hpp"
 #include "herd/rl/registry.hpp"
@@ -124,10 +128,12 @@ TEST_CASE("Trainer with the alternating sampler equals the parallel one and resu
     Trainer alt(config_with("alternating", algo), "x");
     while (!par.done()) par.iterate();
     for (int i = 0; i < 3; ++i) alt.iterate();
-    const std::string path = "test_rl_alt_" + algo + ".ckpt";
+    const std::string path =
+        (std::filesystem::temp_directory_path() / ("herd_test_rl_alt_" + algo + "_" + std::to_string(::getpid()) + ".ckpt")).string();
     alt.save_checkpoint(path);
     Trainer resumed(config_with("alternating", algo), "x");
     resumed.load_checkpoint(path);
+    std::filesystem::remove(path);
     while (!resumed.done()) resumed.iterate();
     const auto p1 = par.agent().state_dict(), p2 = resumed.agent().state_dict();
     REQUIRE(p1.size() == p2.size());
