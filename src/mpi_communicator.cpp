@@ -1,5 +1,6 @@
 #include "herd/core/mpi_communicator.hpp"
 
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,8 @@ bool launched_by_mpi() {
 namespace {
 
 bool g_herd_initialised_mpi = false;
+/// Set by `MpiCommunicator::abort`: the exit handlers must not finalise MPI then.
+std::atomic<bool> g_herd_aborting{false};
 
 [[noreturn]] void throw_mpi(const char* what, int code) {
   char buf[MPI_MAX_ERROR_STRING];
@@ -111,7 +114,9 @@ bool MpiEnvironment::active() {
 }
 
 void MpiEnvironment::finalize() {
-  if (g_herd_initialised_mpi && active()) MPI_Finalize();
+  // Never from inside an abort: MPICH's MPI_Abort may run the exit handlers, and finalising
+  // there can trip assertions in the transport (UCX) while the job is being torn down.
+  if (g_herd_initialised_mpi && !g_herd_aborting && active()) MPI_Finalize();
 }
 
 struct MpiCommunicator::Impl {
@@ -183,6 +188,7 @@ void MpiCommunicator::gather(const void* send, void* recv, std::size_t count, Da
 }
 
 void MpiCommunicator::abort(int code) {
+  g_herd_aborting = true;
   MPI_Abort(impl_->comm, code);
   std::_Exit(code);
 }
