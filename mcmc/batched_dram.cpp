@@ -59,8 +59,13 @@ struct detail::BatchedEngine::Impl {
 
   void adapt_update();
   void check_posinf(std::uint64_t k) const;
+  template <class Seg, class Adapt, class Sync>
+  BatchedDramResult schedule(Seg&& seg, Adapt&& adapt, Sync&& sync, BatchedDrawSink& sink);
   template <class Seg>
-  BatchedDramResult schedule(Seg&& seg, BatchedDrawSink& sink);
+  BatchedDramResult schedule(Seg&& seg, BatchedDrawSink& sink) {
+    return schedule(seg, [this] { adapt_update(); }, [] {}, sink);
+  }
+  int pooled_merge(double n, const double* s1, const double* s2);
 };
 
 detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -283,14 +288,21 @@ void detail::BatchedEngine::Impl::adapt_update() {
     for (std::size_t j = 0; j < du; ++j) s1[j] += ad_s1[i * du + j];
     for (std::size_t j = 0; j < du * du; ++j) s2[j] += ad_s2[i * du * du + j];
   }
-  const int r = batched::merge_and_factor(d, n, s1.data(), s2.data(), ad_ref.data(), run_n[0], run_mean.data(),
-                                          run_m2.data(), scale, chol.data(), s2.data());
-  updates += r == 1;
-  failures += r == -1;
+  pooled_merge(n, s1.data(), s2.data());
   std::fill(ad_n.begin(), ad_n.end(), 0.0);
   std::fill(ad_s1.begin(), ad_s1.end(), 0.0);
   std::fill(ad_s2.begin(), ad_s2.end(), 0.0);
+}
+
+int detail::BatchedEngine::Impl::pooled_merge(double n, const double* s1, const double* s2) {
+  const auto du = static_cast<std::size_t>(d);
+  std::vector<double> work(du * du);
+  const int r = batched::merge_and_factor(d, n, s1, s2, ad_ref.data(), run_n[0], run_mean.data(), run_m2.data(), scale,
+                                          chol.data(), work.data());
+  updates += r == 1;
+  failures += r == -1;
   std::copy(run_mean.begin(), run_mean.end(), ad_ref.begin());
+  return r;
 }
 
 void detail::BatchedEngine::Impl::check_posinf(std::uint64_t k) const {
@@ -304,8 +316,9 @@ void detail::BatchedEngine::Impl::check_posinf(std::uint64_t k) const {
 // The schedule: warm-up segments between adaptive updates, then blocks of thinned draws.
 // seg(k0, per, nd, bx, blp) advances every chain through proposals k0 .. k0 + nd*per - 1,
 // recording the state after each `per` proposals into bx[i, t], blp[i, t] when bx != null.
-template <class Seg>
-BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, BatchedDrawSink& sink) {
+template <class Seg, class Adapt, class Sync>
+BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt_fn, Sync&& sync,
+                                                        BatchedDrawSink& sink) {
   Timer timer;
   const auto du = static_cast<std::size_t>(d);
   const std::int64_t ndraws = o.steps / o.thin;
@@ -320,10 +333,12 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, BatchedDrawSi
     p.adapting = adapt;
     seg(k, k1 - k, std::int64_t{1}, nullptr, nullptr);
     k = k1;
+    sync();
     check_posinf(k);
-    if (adapt && k % per == 0) adapt_update();
+    if (adapt && k % per == 0) adapt_fn();
   }
   p.adapting = false;
+  sync();
   std::vector<std::int64_t> acc0 = accepted;
   const auto bmax = static_cast<std::size_t>(std::min<std::int64_t>(o.block_draws, std::max<std::int64_t>(ndraws, 1)));
   std::vector<double> bx(m * bmax * du), blp(m * bmax);
@@ -333,6 +348,7 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, BatchedDrawSi
       const std::int64_t nd = std::min<std::int64_t>(o.block_draws, ndraws - drawn);
       seg(k, static_cast<std::uint64_t>(o.thin), nd, bx.data(), blp.data());
       k += static_cast<std::uint64_t>(nd * o.thin);
+      sync();
       check_posinf(k);
       sink.write_block(drawn, nd, bx.data(), blp.data());
       drawn += nd;
@@ -340,6 +356,7 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, BatchedDrawSi
     if (k < total) {
       seg(k, total - k, std::int64_t{1}, nullptr, nullptr);
       k = total;
+      sync();
       check_posinf(k);
     }
   } catch (...) {
@@ -470,6 +487,26 @@ BatchedDramResult detail::BatchedEngine::run_staged(const BatchedLogDensity& f, 
   };
   return s.schedule(seg, sink);
 }
+
+BatchedDramResult detail::BatchedEngine::run_device(const DeviceHooks& h, BatchedDrawSink& sink) {
+  Impl& s = *impl_;
+  HERD_REQUIRE(h.segment && h.adapt_update && h.sync, "batched_dram: run_device: a device hook is empty");
+  auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp) {
+    h.segment(k0, per, nd, bx, blp, s.p.adapting);
+  };
+  return s.schedule(seg, h.adapt_update, h.sync, sink);
+}
+
+int detail::BatchedEngine::pooled_merge(double n, const double* s1, const double* s2) {
+  return impl_->pooled_merge(n, s1, s2);
+}
+const double* detail::BatchedEngine::pooled_reference() const { return impl_->ad_ref.data(); }
+void detail::BatchedEngine::count_updates(std::int64_t replaced, std::int64_t failed) {
+  impl_->updates += replaced;
+  impl_->failures += failed;
+}
+double detail::BatchedEngine::scale() const { return impl_->scale; }
+std::int64_t detail::BatchedEngine::period() const { return impl_->period; }
 
 void detail::throw_no_cuda_path(const char* what) {
   throw InputError(fmt::format("batched_dram: {}: device = cuda needs a CUDA build with a device and the target "

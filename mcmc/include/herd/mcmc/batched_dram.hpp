@@ -188,7 +188,36 @@ class BatchedEngine {
   /// round evaluates the pending trials of all chains in one call (on the calling thread).
   BatchedDramResult run_staged(const BatchedLogDensity& f, BatchedDrawSink& sink);
 
+  /// What a device backend supplies to run the same schedule on a device: `segment`
+  /// advances every chain through proposals k0 .. k0 + nd*per - 1 (accumulating warm-up
+  /// statistics when `adapting`) and writes the state after each `per` proposals to the
+  /// host buffers bx `[M, nd, d]`, blp `[M, nd]` when they are non-null; `adapt_update`
+  /// performs an adaptive update (pooled: reduce on the device, then `pooled_merge`);
+  /// `sync` copies the counters (accepted, NaN, +inf, out of domain) and the factor(s) back
+  /// into the host arrays.
+  struct DeviceHooks {
+    std::function<void(std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp, bool adapting)>
+        segment;
+    std::function<void()> adapt_update;
+    std::function<void()> sync;
+  };
+  /// Runs the schedule through a device backend (see `DeviceHooks`).
+  BatchedDramResult run_device(const DeviceHooks& hooks, BatchedDrawSink& sink);
+  /// The pooled update from statistics summed over chains (n, s1 `[d]`, s2 `[d, d]` lower,
+  /// about `pooled_reference()`): merges, refactors the host factor, moves the reference to
+  /// the running mean, counts the update. Returns 1 (replaced), 0 (deferred), -1 (failed).
+  int pooled_merge(double n, const double* s1, const double* s2);
+  /// The shared reference point `[d]` of the warm-up statistics (pooled mode).
+  const double* pooled_reference() const;
+  /// Records the outcome of per-chain updates done on a device (factor replacements, failures).
+  void count_updates(std::int64_t replaced, std::int64_t failed);
+  /// The scale factor of the adapted covariance.
+  double scale() const;
+  /// Proposals between adaptive updates.
+  std::int64_t period() const;
+
   const batched::KernelParams& params() const;
+  /// The host arrays (the state a device backend uploads and the counters it syncs into).
   const batched::ChainArrays& arrays() const;
   int threads() const;
 
