@@ -4,7 +4,8 @@
 // chain after it. Counter `chain_steps_per_s` = chains * 1200 / wall time (goal 1e10 with
 // 1M chains on one H200; `vs_goal` is the ratio). Variants: draws thinned by 10 copied back
 // to the host in blocks (the sink discards them: the device-to-host copy is measured, the
-// file system is not), and thin = 1000 (one draw per chain: the kernel alone). Prints
+// file system is not), and thin = 1000 (one draw per chain: the kernel alone). Also the
+// neural-surrogate target (BM_BatchedSurrogate10). Prints
 // "SKIPPED" and exits 0 without a CUDA device.
 #include <cstdio>
 
@@ -14,6 +15,8 @@
 #include "herd/mcmc/batched_dram.hpp"
 #include "herd/mcmc/batched_targets.hpp"
 #include "herd/mcmc/cuda/batched_dram_cuda.hpp"
+#include "herd/mcmc/cuda/batched_surrogate_cuda.hpp"
+#include "herd/nn/mlp.hpp"
 
 using namespace herd::mcmc;
 
@@ -58,6 +61,35 @@ BENCHMARK(BM_BatchedGaussian10)
     ->Args({1 << 20, 1000})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2);
+
+// The neural-surrogate target (MLP 10-64-64-1, tanh, float32; goal 1e9 chain-steps/s with
+// 1M chains): one DeviceMlp forward over all chains per stage round, 2 rounds per proposal.
+void BM_BatchedSurrogate10(benchmark::State& state) {
+  const auto chains = static_cast<std::int64_t>(state.range(0));
+  herd::nn::MlpOptions mo;
+  mo.sizes = {10, 64, 64, 1};
+  mo.activation = herd::nn::Activation::kTanh;
+  mo.dtype = herd::nn::DType::kFloat32;
+  herd::nn::Mlp net(mo);
+  BatchedDramOptions o;
+  o.ndim = 10;
+  o.num_chains = chains;
+  o.seed = 6;
+  o.start_points.assign(10, 0.0);
+  o.domain_lower.assign(10, -3.0);
+  o.domain_upper.assign(10, 3.0);
+  o.warmup = 40;
+  o.steps = 160;
+  o.thin = 10;
+  o.delayed_rejection_count = 1;
+  o.block_draws = 16;
+  NullSink sink;
+  double steps_per_s = 0.0;
+  for (auto _ : state) steps_per_s = cuda::run_batched_surrogate(o, net, mo, {}, {}, 0.1, 0.0, sink).chain_steps_per_second;
+  state.counters["chain_steps_per_s"] = steps_per_s;
+  state.counters["vs_goal"] = steps_per_s / 1e9;
+}
+BENCHMARK(BM_BatchedSurrogate10)->Arg(1 << 16)->Arg(1 << 20)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 

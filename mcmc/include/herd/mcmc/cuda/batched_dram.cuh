@@ -163,6 +163,159 @@ __global__ inline void per_chain_update(batched::ChainArrays a, std::size_t m, i
 
 }  // namespace kernels
 
+/// The device mirror of a `detail::BatchedEngine`'s chains: every array of
+/// `batched::ChainArrays` in device memory (uploaded from the engine's host arrays), the
+/// kernel parameters with device pointers, the draw buffers, and the engine hooks for
+/// adaptive updates and counter syncs. Host code; used by the runners.
+class DeviceChains {
+ public:
+  DeviceChains(detail::BatchedEngine& engine, const BatchedDramOptions& o, cudaStream_t stream)
+      : engine_(engine), stream_(stream), hp_(engine.params()), ha_(engine.arrays()) {
+    m = static_cast<std::size_t>(o.num_chains);
+    d = o.ndim;
+    du_ = static_cast<std::size_t>(d);
+    dd_ = du_ * du_;
+    const std::size_t np = static_cast<std::size_t>(hp_.stages) + 1;
+    blocks = static_cast<unsigned>((m + threads - 1) / threads);
+    zig_ = DeviceArray<ZigguratTables>(&ziggurat_tables(), 1, stream);
+    lower_ = DeviceArray<double>(hp_.lower, du_, stream);
+    upper_ = DeviceArray<double>(hp_.upper, du_, stream);
+    x_ = DeviceArray<double>(ha_.x, m * du_, stream);
+    lp_ = DeviceArray<double>(m);
+    y_ = DeviceArray<double>(m * du_);
+    w_ = DeviceArray<double>(m * np * du_);
+    lpath_ = DeviceArray<double>(m * np);
+    nchol_ = hp_.chol_per_chain ? m * dd_ : dd_;
+    chol_ = DeviceArray<double>(ha_.chol, nchol_, stream);
+    stage_ = DeviceArray<std::int32_t>(m);
+    inside_ = DeviceArray<std::uint8_t>(m);
+    dr_cursor_ = DeviceArray<RngCursor>(m);
+    accepted_ = DeviceArray<std::int64_t>(m * static_cast<std::size_t>(hp_.stages));
+    ood_ = DeviceArray<std::int64_t>(m);
+    nan_ = DeviceArray<std::int64_t>(m);
+    posinf_ = DeviceArray<std::int64_t>(m);
+    for (auto* arr : {&accepted_, &ood_, &nan_, &posinf_}) arr->zero(stream);
+    stage_.zero(stream);
+    adapt_ = ha_.ad_n != nullptr;
+    const bool pc = adapt_ && hp_.chol_per_chain;
+    ad_n_ = DeviceArray<double>(adapt_ ? m : 0);
+    ad_s1_ = DeviceArray<double>(adapt_ ? m * du_ : 0);
+    ad_s2_ = DeviceArray<double>(adapt_ ? m * dd_ : 0);
+    ad_ref_ = DeviceArray<double>(adapt_ ? (hp_.chol_per_chain ? m * du_ : du_) : 0);
+    run_n_ = DeviceArray<double>(pc ? m : 0);
+    run_mean_ = DeviceArray<double>(pc ? m * du_ : 0);
+    run_m2_ = DeviceArray<double>(pc ? m * dd_ : 0);
+    sums_ = DeviceArray<double>(adapt_ ? 1 + du_ + dd_ : 0);
+    result_ = DeviceArray<int>(pc ? m : 0);
+    if (adapt_) {
+      for (auto* arr : {&ad_n_, &ad_s1_, &ad_s2_, &run_n_, &run_mean_, &run_m2_}) arr->zero(stream);
+      ad_ref_.upload(ha_.ad_ref, ad_ref_.size(), stream);
+    }
+    const std::size_t bmax = static_cast<std::size_t>(o.block_draws);
+    bx = DeviceArray<double>(m * bmax * du_);
+    blp = DeviceArray<double>(m * bmax);
+    dp = hp_;
+    dp.lower = lower_.get();
+    dp.upper = upper_.get();
+    dp.zig = zig_.get();
+    da.x = x_.get();
+    da.lp = lp_.get();
+    da.y = y_.get();
+    da.w = w_.get();
+    da.lpath = lpath_.get();
+    da.chol = chol_.get();
+    da.stage = stage_.get();
+    da.inside = inside_.get();
+    da.dr_cursor = dr_cursor_.get();
+    da.accepted = accepted_.get();
+    da.out_of_domain = ood_.get();
+    da.nan_count = nan_.get();
+    da.posinf_count = posinf_.get();
+    da.ad_n = adapt_ ? ad_n_.get() : nullptr;
+    da.ad_s1 = adapt_ ? ad_s1_.get() : nullptr;
+    da.ad_s2 = adapt_ ? ad_s2_.get() : nullptr;
+    da.ad_ref = adapt_ ? ad_ref_.get() : nullptr;
+  }
+
+  /// Uploads the start log densities from the engine's host array.
+  void upload_lp() { lp_.upload(ha_.lp, m, stream_); }
+  /// Copies the recorded block (nd draws per chain) to the host buffers and waits.
+  void download_block(std::int64_t nd, double* hbx, double* hblp) {
+    if (hbx) {
+      bx.download(hbx, m * static_cast<std::size_t>(nd) * du_, stream_);
+      blp.download(hblp, m * static_cast<std::size_t>(nd), stream_);
+    }
+    HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  /// The engine hook: one adaptive update on the device (see the file comment).
+  void adapt_update() {
+    if (hp_.chol_per_chain) {
+      kernels::per_chain_update<<<blocks, threads, 0, stream_>>>(da, m, d, engine_.scale(), run_n_.get(),
+                                                                 run_mean_.get(), run_m2_.get(), ad_ref_.get(),
+                                                                 result_.get());
+      HERD_CUDA_CHECK(cudaGetLastError());
+      std::vector<int> r(m);
+      result_.download(r.data(), m, stream_);
+      HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      std::int64_t rep = 0, fail = 0;
+      for (int v : r) {
+        rep += v == 1;
+        fail += v == -1;
+      }
+      engine_.count_updates(rep, fail);
+      return;
+    }
+    const unsigned rt = 256;
+    kernels::reduce_stats<<<static_cast<unsigned>(1 + du_ + dd_), rt, rt * sizeof(double), stream_>>>(da, m, d,
+                                                                                                     sums_.get());
+    HERD_CUDA_CHECK(cudaGetLastError());
+    std::vector<double> hs(1 + du_ + dd_);
+    sums_.download(hs.data(), hs.size(), stream_);
+    HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    engine_.pooled_merge(hs[0], hs.data() + 1, hs.data() + 1 + du_);
+    chol_.upload(ha_.chol, dd_, stream_);
+    ad_ref_.upload(engine_.pooled_reference(), du_, stream_);
+    ad_n_.zero(stream_);
+    ad_s1_.zero(stream_);
+    ad_s2_.zero(stream_);
+  }
+
+  /// The engine hook: counters and factor(s) back to the host arrays.
+  void sync() {
+    accepted_.download(ha_.accepted, accepted_.size(), stream_);
+    ood_.download(ha_.out_of_domain, m, stream_);
+    nan_.download(ha_.nan_count, m, stream_);
+    posinf_.download(ha_.posinf_count, m, stream_);
+    chol_.download(ha_.chol, nchol_, stream_);
+    HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  std::size_t m = 0;
+  int d = 0;
+  static constexpr unsigned threads = 128;
+  unsigned blocks = 0;
+  batched::KernelParams dp;   ///< parameters with device pointers
+  batched::ChainArrays da;    ///< device arrays
+  DeviceArray<double> bx, blp;  ///< device draw buffers `[M, block, d]`, `[M, block]`
+
+ private:
+  detail::BatchedEngine& engine_;
+  cudaStream_t stream_;
+  batched::KernelParams hp_;
+  const batched::ChainArrays& ha_;
+  std::size_t du_ = 0, dd_ = 0, nchol_ = 0;
+  bool adapt_ = false;
+  DeviceArray<ZigguratTables> zig_;
+  DeviceArray<double> lower_, upper_, x_, lp_, y_, w_, lpath_, chol_;
+  DeviceArray<std::int32_t> stage_;
+  DeviceArray<std::uint8_t> inside_;
+  DeviceArray<RngCursor> dr_cursor_;
+  DeviceArray<std::int64_t> accepted_, ood_, nan_, posinf_;
+  DeviceArray<double> ad_n_, ad_s1_, ad_s2_, ad_ref_, run_n_, run_mean_, run_m2_, sums_;
+  DeviceArray<int> result_;
+};
+
 /// Runs the batched sampler on the current CUDA device with a device-callable functor
 /// (see the file comment). Ziggurat tables, the domain box and all chain arrays are copied
 /// to the device; thinned draws come back in blocks of `options.block_draws`.
@@ -171,126 +324,27 @@ BatchedDramResult run_batched_dram(BatchedDramOptions options, const F& f, Batch
                                    cudaStream_t stream = nullptr) {
   options.device = BatchedDevice::kHost;  // the engine validates and keeps the host mirror
   detail::BatchedEngine engine(options);
-  const batched::KernelParams hp = engine.params();
-  const batched::ChainArrays& ha = engine.arrays();
-  const std::size_t m = static_cast<std::size_t>(options.num_chains);
+  DeviceChains dc(engine, options, stream);
   const int d = options.ndim;
-  const std::size_t du = static_cast<std::size_t>(d), dd = du * du;
-  const std::size_t np = static_cast<std::size_t>(hp.stages) + 1;
-  const unsigned threads = 128;
-  const unsigned blocks = static_cast<unsigned>((m + threads - 1) / threads);
-
-  // Device copies of the parameters' arrays and the chains' state.
-  DeviceArray<ZigguratTables> zig(&ziggurat_tables(), 1, stream);
-  DeviceArray<double> lower(hp.lower, du, stream), upper(hp.upper, du, stream);
-  DeviceArray<double> x(ha.x, m * du, stream), lp(m), y(m * du), w(m * np * du), lpath(m * np);
-  const std::size_t nchol = hp.chol_per_chain ? m * dd : dd;
-  DeviceArray<double> chol(ha.chol, nchol, stream);
-  DeviceArray<std::int32_t> stage(m);
-  DeviceArray<std::uint8_t> inside(m);
-  DeviceArray<RngCursor> dr_cursor(m);
-  DeviceArray<std::int64_t> accepted(m * static_cast<std::size_t>(hp.stages)), ood(m), nan(m), posinf(m);
-  for (auto* arr : {&accepted, &ood, &nan, &posinf}) arr->zero(stream);
-  stage.zero(stream);
-  const bool adapt = ha.ad_n != nullptr;
-  DeviceArray<double> ad_n(adapt ? m : 0), ad_s1(adapt ? m * du : 0), ad_s2(adapt ? m * dd : 0);
-  DeviceArray<double> ad_ref(adapt ? (hp.chol_per_chain ? m * du : du) : 0);
-  DeviceArray<double> run_n(adapt && hp.chol_per_chain ? m : 0), run_mean(adapt && hp.chol_per_chain ? m * du : 0),
-      run_m2(adapt && hp.chol_per_chain ? m * dd : 0), sums(adapt ? 1 + du + dd : 0);
-  DeviceArray<int> result(adapt && hp.chol_per_chain ? m : 0);
-  if (adapt) {
-    ad_n.zero(stream);
-    ad_s1.zero(stream);
-    ad_s2.zero(stream);
-    ad_ref.upload(ha.ad_ref, ad_ref.size(), stream);
-    run_n.zero(stream);
-    run_mean.zero(stream);
-    run_m2.zero(stream);
-  }
-  batched::KernelParams dp = hp;
-  dp.lower = lower.get();
-  dp.upper = upper.get();
-  dp.zig = zig.get();
-  batched::ChainArrays da;
-  da.x = x.get();
-  da.lp = lp.get();
-  da.y = y.get();
-  da.w = w.get();
-  da.lpath = lpath.get();
-  da.chol = chol.get();
-  da.stage = stage.get();
-  da.inside = inside.get();
-  da.dr_cursor = dr_cursor.get();
-  da.accepted = accepted.get();
-  da.out_of_domain = ood.get();
-  da.nan_count = nan.get();
-  da.posinf_count = posinf.get();
-  da.ad_n = adapt ? ad_n.get() : nullptr;
-  da.ad_s1 = adapt ? ad_s1.get() : nullptr;
-  da.ad_s2 = adapt ? ad_s2.get() : nullptr;
-  da.ad_ref = adapt ? ad_ref.get() : nullptr;
-
   // Start log densities on the device (the host engine checks them).
   engine.init_log_density([&](const double*, std::size_t n, double* out) {
-    kernels::eval_rows<<<blocks, threads, 0, stream>>>(f, x.get(), d, n, lp.get());
+    kernels::eval_rows<<<dc.blocks, dc.threads, 0, stream>>>(f, dc.da.x, d, n, dc.da.lp);
     HERD_CUDA_CHECK(cudaGetLastError());
-    lp.download(out, n, stream);
+    HERD_CUDA_CHECK(cudaMemcpyAsync(out, dc.da.lp, n * sizeof(double), cudaMemcpyDeviceToHost, stream));
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
   });
-  lp.upload(ha.lp, m, stream);
-
-  const std::size_t bmax = static_cast<std::size_t>(options.block_draws);
-  DeviceArray<double> bx(m * bmax * du), blp(m * bmax);
+  dc.upload_lp();
   detail::BatchedEngine::DeviceHooks hooks;
   hooks.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* hbx, double* hblp, bool adapting) {
-    batched::KernelParams p = dp;
+    batched::KernelParams p = dc.dp;
     p.adapting = adapting;
-    kernels::segment<<<blocks, threads, 0, stream>>>(p, da, m, k0, per, nd, f, hbx ? bx.get() : nullptr,
-                                                     hbx ? blp.get() : nullptr);
+    kernels::segment<<<dc.blocks, dc.threads, 0, stream>>>(p, dc.da, dc.m, k0, per, nd, f,
+                                                           hbx ? dc.bx.get() : nullptr, hbx ? dc.blp.get() : nullptr);
     HERD_CUDA_CHECK(cudaGetLastError());
-    if (hbx) {
-      bx.download(hbx, m * static_cast<std::size_t>(nd) * du, stream);
-      blp.download(hblp, m * static_cast<std::size_t>(nd), stream);
-    }
-    HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
+    dc.download_block(nd, hbx, hblp);
   };
-  hooks.adapt_update = [&] {
-    if (hp.chol_per_chain) {
-      kernels::per_chain_update<<<blocks, threads, 0, stream>>>(da, m, d, engine.scale(), run_n.get(), run_mean.get(),
-                                                                run_m2.get(), ad_ref.get(), result.get());
-      HERD_CUDA_CHECK(cudaGetLastError());
-      std::vector<int> r(m);
-      result.download(r.data(), m, stream);
-      HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
-      std::int64_t rep = 0, fail = 0;
-      for (int v : r) {
-        rep += v == 1;
-        fail += v == -1;
-      }
-      engine.count_updates(rep, fail);
-      return;
-    }
-    const unsigned rt = 256;
-    kernels::reduce_stats<<<static_cast<unsigned>(1 + du + dd), rt, rt * sizeof(double), stream>>>(da, m, d, sums.get());
-    HERD_CUDA_CHECK(cudaGetLastError());
-    std::vector<double> hs(1 + du + dd);
-    sums.download(hs.data(), hs.size(), stream);
-    HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
-    engine.pooled_merge(hs[0], hs.data() + 1, hs.data() + 1 + du);
-    chol.upload(ha.chol, dd, stream);
-    ad_ref.upload(engine.pooled_reference(), du, stream);
-    ad_n.zero(stream);
-    ad_s1.zero(stream);
-    ad_s2.zero(stream);
-  };
-  hooks.sync = [&] {
-    accepted.download(ha.accepted, accepted.size(), stream);
-    ood.download(ha.out_of_domain, m, stream);
-    nan.download(ha.nan_count, m, stream);
-    posinf.download(ha.posinf_count, m, stream);
-    chol.download(ha.chol, nchol, stream);
-    HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
-  };
+  hooks.adapt_update = [&] { dc.adapt_update(); };
+  hooks.sync = [&] { dc.sync(); };
   return engine.run_device(hooks, sink);
 }
 

@@ -9,6 +9,7 @@
 /// per stream.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -30,6 +31,20 @@ BatchedDramResult run_batched_funnel(const BatchedDramOptions& options, const Fu
 /// Batched DRAM on Rosenbrock's density.
 BatchedDramResult run_batched_rosenbrock(const BatchedDramOptions& options, const RosenbrockLogDensity& target,
                                          BatchedDrawSink& sink, cudaStream_t stream = nullptr);
+
+/// A network's forward pass on the device: input `[n, d]` float32 (device), returns its
+/// output `[n, 1]` (device memory it owns), enqueued on the runner's stream.
+using DeviceForward = std::function<const float*(const float* x, std::int64_t n)>;
+
+/// Batched DRAM on a device network as the log density (the staged path): each stage round
+/// standardises the trial points of all M chains ((y - shift) / width, float32), runs one
+/// `forward` over `[M, d]`, and decides every pending chain with log density
+/// `scale * out + offset`. `shift`, `width` `[d]` or empty. Not validated on a GPU yet.
+/// @throws herd::InputError on bad options; as above otherwise.
+BatchedDramResult run_batched_device_network(const BatchedDramOptions& options, const DeviceForward& forward,
+                                             const std::vector<double>& shift, const std::vector<double>& width,
+                                             double scale, double offset, BatchedDrawSink& sink,
+                                             cudaStream_t stream = nullptr);
 
 /// The random draws of proposal `k` of chains `first_chain_id .. + n` computed on the
 /// device with the kernel's own functions: the first Philox block of each purpose
