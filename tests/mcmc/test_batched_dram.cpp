@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -11,6 +12,7 @@
 #include "herd/core/error.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/mcmc/batched_dram.hpp"
+#include "herd/mcmc/batched_run.hpp"
 #include "herd/mcmc/batched_targets.hpp"
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/dram.hpp"
@@ -272,4 +274,28 @@ TEST_CASE("batched report: R-hat, ESS and nested R-hat per coordinate", "[mcmc][
   const std::string rep = batched_report(bo, r, diag);
   CHECK_THAT(rep, Catch::Contains("nested R-hat"));
   CHECK_THAT(rep, Catch::Contains("64 chains"));
+}
+
+TEST_CASE("run_batched: one entry point for applications, host dispatch", "[mcmc][batched]") {
+  BatchedDramOptions o;
+  o.ndim = 3;
+  o.num_chains = 6;
+  o.start_points = {0.0, 0.0, 0.0};
+  o.warmup = 100;
+  o.steps = 100;
+  o.num_threads = 1;
+  auto g = std::make_shared<const GaussianTarget>(GaussianTarget::ar1(3, 0.2));
+  MemoryBatchedSink a, b, c;
+  run_batched(o, BatchedTarget::gaussian_target(g), a);
+  run_batched_dram(o, g->view(), b);
+  CHECK(a.x == b.x);
+  const auto gv = g->view();
+  run_batched(o, BatchedTarget::host_batched([&](const double* x, int n, int d, double* out) {
+                for (int i = 0; i < n; ++i) out[i] = gv(x + static_cast<std::size_t>(i) * d, d);
+              }),
+              c);
+  CHECK(c.x == b.x);
+  o.device = BatchedDevice::kCuda;
+  CHECK_THROWS_WITH(run_batched(o, BatchedTarget::host_batched([](const double*, int, int, double*) {}), c),
+                    Catch::Contains("device = cuda"));
 }
