@@ -611,7 +611,7 @@ Hdf5BatchedSink::~Hdf5BatchedSink() {
 
 void Hdf5BatchedSink::begin(std::int64_t m, std::uint32_t first, int nd, std::int64_t draws_per_chain) {
   Impl& s = *impl_;
-  s.close_sets();
+  HERD_REQUIRE(s.g.valid() && s.x < 0, "Hdf5BatchedSink: {}: begin called twice; use one sink per run", s.path);
   s.m = m;
   s.d = nd;
   s.draws = draws_per_chain;

@@ -7,7 +7,7 @@
 // of a near-stationary start) is far below what these sample sizes resolve.
 //
 // Seeds fixed before looking at results. Each assertion states its false-failure rate; the
-// whole file fails by chance with probability < 2e-3.
+// whole file fails by chance with probability < 3e-3.
 #include <cmath>
 #include <random>
 #include <vector>

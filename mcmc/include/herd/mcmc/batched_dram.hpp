@@ -128,7 +128,8 @@ class MemoryBatchedSink final : public BatchedDrawSink {
 /// `[chain, draw]` in group `group`, chunked (one block of draws of up to 64 chains per
 /// chunk) and extendible along the draw dimension, with netCDF dimension scales `chain`
 /// (global ids), `draw` and `dim`. Each `write_block` extends and writes one hyperslab.
-/// Not thread-safe (HDF5 is the serial build). @throws herd::IoError on HDF5 failures.
+/// One run per sink (a second `begin` throws herd::InputError). Not thread-safe (HDF5 is the
+/// serial build). @throws herd::IoError on HDF5 failures.
 class Hdf5BatchedSink final : public BatchedDrawSink {
  public:
   /// Creates (overwrites) `path`. @throws herd::IoError
