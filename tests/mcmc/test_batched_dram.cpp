@@ -15,6 +15,7 @@
 #include "herd/mcmc/batched_run.hpp"
 #include "herd/mcmc/batched_targets.hpp"
 #include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/dram.hpp"
 
 using namespace herd::mcmc;
@@ -298,4 +299,23 @@ TEST_CASE("run_batched: one entry point for applications, host dispatch", "[mcmc
   o.device = BatchedDevice::kCuda;
   CHECK_THROWS_WITH(run_batched(o, BatchedTarget::host_batched([](const double*, int, int, double*) {}), c),
                     Catch::Contains("device = cuda"));
+}
+
+TEST_CASE("nested R-hat: a known answer computed by hand (K = 2 superchains of M = 2 chains)", "[mcmc][batched]") {
+  // Chains c0 = (1, 2, 3), c1 = (2, 4, 6), c2 = (0, 1, 5), c3 = (3, 3, 3); superchains {c0, c1}
+  // and {c2, c3}. Chain means 2, 4, 2, 3; chain variances (divisor N - 1) 1, 4, 7, 0.
+  // Superchain 0: mean 3, between-chain variance (divisor M - 1) 2, mean within 2.5: W_0 = 4.5.
+  // Superchain 1: mean 2.5, between 0.5, mean within 3.5: W_1 = 4. W = 4.25.
+  // B = variance of the superchain means (divisor K - 1) = 0.125.
+  // nested R-hat = sqrt(1 + 0.125 / 4.25); numpy:
+  //   x = np.array([[1,2,3],[2,4,6],[0,1,5],[3,3,3]], float); cm = x.mean(1); cv = x.var(1, ddof=1)
+  //   W = (cm.reshape(2,2).var(1, ddof=1) + cv.reshape(2,2).mean(1)).mean()
+  //   B = cm.reshape(2,2).mean(1).var(ddof=1); np.sqrt(1 + B/W) -> 1.0145993123917847
+  const std::vector<double> x = {1, 2, 3, 2, 4, 6, 0, 1, 5, 3, 3, 3};
+  CHECK(nested_rhat(DrawsView(x, 4, 3), 2) == Approx(1.0145993123917847).epsilon(1e-14));
+  // Through the batched report's path (MemoryBatchedSink layout [M, draws, d], d = 1).
+  MemoryBatchedSink s;
+  s.begin(4, 0, 1, 3);
+  s.write_block(0, 3, x.data(), x.data());
+  CHECK(batched_diagnostics(s, 2)[0].nested_rhat == Approx(1.0145993123917847).epsilon(1e-14));
 }
