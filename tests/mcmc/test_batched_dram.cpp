@@ -319,3 +319,67 @@ TEST_CASE("nested R-hat: a known answer computed by hand (K = 2 superchains of M
   s.write_block(0, 3, x.data(), x.data());
   CHECK(batched_diagnostics(s, 2)[0].nested_rhat == Approx(1.0145993123917847).epsilon(1e-14));
 }
+
+TEST_CASE("batched kernel: segment_local (the GPU kernel's thread-local state) gives bit-identical chains",
+          "[mcmc][batched]") {
+  const int d = 6;
+  const GaussianTarget g = GaussianTarget::ar1(d, 0.4);
+  const auto gv = g.view();
+  for (auto mode : {BatchedAdaptation::kPooled, BatchedAdaptation::kPerChain, BatchedAdaptation::kNone}) {
+    BatchedDramOptions o;
+    o.ndim = d;
+    o.num_chains = 7;
+    o.first_chain_id = 99;
+    o.seed = 3;
+    o.start_points.assign(d, 0.1);
+    o.warmup = 150;
+    o.steps = 230;
+    o.thin = 3;
+    o.block_draws = 11;
+    o.adaptation = mode;
+    o.delayed_rejection_count = 2;
+    o.domain_lower.assign(d, -2.5);
+    o.domain_upper.assign(d, 2.5);
+    o.num_threads = 2;
+    MemoryBatchedSink want, got;
+    const auto rw = run_batched_dram(o, gv, want);
+    detail::BatchedEngine e(o);
+    e.init_log_density([&](const double* x, std::size_t n, double* out) {
+      for (std::size_t i = 0; i < n; ++i) out[i] = gv(x + i * d, d);
+    });
+    const auto* p = &e.params();
+    const auto* a = &e.arrays();
+    detail::BatchedEngine::DeviceHooks h;  // the device runner's structure, run on the host
+    h.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp, bool adapting) {
+      batched::KernelParams q = *p;
+      q.adapting = adapting;
+      for (std::size_t i = 0; i < 7; ++i) batched::segment_local<8>(q, *a, i, k0, per, nd, gv, bx, blp);
+    };
+    h.adapt_update = [] {};  // replaced below: the host engine's own update is not reachable
+    h.sync = [] {};
+    if (mode == BatchedAdaptation::kNone) {
+      const auto rg = e.run_device(h, got);
+      CHECK(got.x == want.x);
+      CHECK(got.lp == want.lp);
+      CHECK(rg.stage_accepted == rw.stage_accepted);
+      CHECK(rg.out_of_domain == rw.out_of_domain);
+    } else {
+      // With adaptation, run the host engine's schedule with segment_local as the advance.
+      detail::BatchedEngine e2(o);
+      e2.init_log_density([&](const double* x, std::size_t n, double* out) {
+        for (std::size_t i = 0; i < n; ++i) out[i] = gv(x + i * d, d);
+      });
+      const auto* p2 = &e2.params();
+      const auto* a2 = &e2.arrays();
+      const auto rg = e2.run(
+          [&](std::size_t b, std::size_t en, std::uint64_t k0, std::uint64_t k1) {
+            const batched::KernelParams q = *p2;
+            for (std::size_t i = b; i < en; ++i) batched::segment_local<8>(q, *a2, i, k0, k1 - k0, 1, gv, nullptr, nullptr);
+          },
+          got, true);
+      CHECK(got.x == want.x);
+      CHECK(rg.proposal_cov == rw.proposal_cov);
+      CHECK(rg.stage_accepted == rw.stage_accepted);
+    }
+  }
+}

@@ -303,6 +303,81 @@ HERD_HOST_DEVICE inline void fused_proposal(const KernelParams& p, const ChainAr
   if (p.adapting) accumulate(p, a, i);
 }
 
+/// One chain's hot state in thread-local arrays of a compile-time maximum dimension D
+/// (>= d): what `segment_local` advances. On the GPU, local arrays are interleaved across
+/// the threads of a warp, so their accesses coalesce, unlike rows of the `[M, d]` arrays.
+template <int D>
+struct LocalChain {
+  double x[D];
+  double y[D];
+  double w[kMaxPath * D];
+  double lpath[kMaxPath];
+  double lp;
+  std::int32_t stage;
+  std::uint8_t inside;
+  RngCursor dr{0, 0, 0, 0, 0};
+  std::int64_t accepted[kMaxStages];
+  std::int64_t out_of_domain, nan_count, posinf_count;
+};
+
+/// Advances chain i through `nd` blocks of `per` proposals from k0 with its state copied
+/// into a `LocalChain<D>` (d <= D), recording the state after each block into bx[i, t]
+/// (`[M, nd, d]`) and blp[i, t] when bx is non-null, then writes the state and the counter
+/// increments back. The same per-chain functions on the same numbers in the same order as
+/// `fused_proposal` on the arrays, so the chain is bit-identical (tested on the host).
+template <int D, class F>
+HERD_HOST_DEVICE inline void segment_local(const KernelParams& p, const ChainArrays& a, std::size_t i,
+                                           std::uint64_t k0, std::uint64_t per, std::int64_t nd, const F& f,
+                                           double* bx, double* blp) {
+  const int d = p.d;
+  const std::size_t du = static_cast<std::size_t>(d);
+  LocalChain<D> c;
+  for (int j = 0; j < d; ++j) c.x[j] = a.x[i * du + j];
+  c.lp = a.lp[i];
+  c.stage = 0;
+  c.inside = 1;
+  for (int s = 0; s < kMaxStages; ++s) c.accepted[s] = 0;
+  c.out_of_domain = c.nan_count = c.posinf_count = 0;
+  KernelParams q = p;
+  q.first_chain_id = p.first_chain_id + static_cast<std::uint32_t>(i);
+  q.chol_per_chain = false;
+  ChainArrays la;
+  la.x = c.x;
+  la.lp = &c.lp;
+  la.y = c.y;
+  la.w = c.w;
+  la.lpath = c.lpath;
+  la.chol = const_cast<double*>(chain_chol(p, a, i));
+  la.stage = &c.stage;
+  la.inside = &c.inside;
+  la.dr_cursor = &c.dr;
+  la.accepted = c.accepted;
+  la.out_of_domain = &c.out_of_domain;
+  la.nan_count = &c.nan_count;
+  la.posinf_count = &c.posinf_count;
+  if (a.ad_n) {
+    la.ad_n = a.ad_n + i;
+    la.ad_s1 = a.ad_s1 + i * du;
+    la.ad_s2 = a.ad_s2 + i * du * du;
+    la.ad_ref = p.chol_per_chain ? a.ad_ref + i * du : a.ad_ref;
+  }
+  for (std::int64_t t = 0; t < nd; ++t) {
+    const std::uint64_t ka = k0 + static_cast<std::uint64_t>(t) * per;
+    for (std::uint64_t k = ka; k < ka + per; ++k) fused_proposal(q, la, 0, k, f);
+    if (bx) {
+      const std::size_t slot = i * static_cast<std::size_t>(nd) + static_cast<std::size_t>(t);
+      for (int j = 0; j < d; ++j) bx[slot * du + j] = c.x[j];
+      blp[slot] = c.lp;
+    }
+  }
+  for (int j = 0; j < d; ++j) a.x[i * du + j] = c.x[j];
+  a.lp[i] = c.lp;
+  for (int s = 0; s < p.stages; ++s) a.accepted[i * static_cast<std::size_t>(p.stages) + s] += c.accepted[s];
+  a.out_of_domain[i] += c.out_of_domain;
+  a.nan_count[i] += c.nan_count;
+  a.posinf_count[i] += c.posinf_count;
+}
+
 /// In-place Cholesky of the symmetric `a` (`[d, d]` row-major, lower triangle read) into
 /// `l` (may equal `a`; lower, upper zeroed). False when a pivot is not positive and finite or
 /// a conditional variance is below 1e-12 of the marginal one (dram.cpp's rule).

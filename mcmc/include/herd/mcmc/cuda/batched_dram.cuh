@@ -7,6 +7,9 @@
 /// One thread per chain runs the same `HERD_HOST_DEVICE` per-chain functions as the host
 /// path (batched_dram_kernel.hpp) for a whole segment of proposals (up to the next adaptive
 /// update or the next block of thinned draws), so the per-step cost is the kernel's alone.
+/// For d <= 32 the chain's hot state lives in thread-local arrays during the segment
+/// (`batched::segment_local`, bit-identical to the array form; tested on the host), whose
+/// accesses coalesce across a warp.
 /// The host engine (`detail::BatchedEngine`) runs the schedule: validation, initial
 /// factor, pooled merges (from a deterministic on-device reduction over chains: one block per
 /// statistic, fixed summation order), per-chain updates (a kernel running
@@ -117,6 +120,31 @@ __global__ void segment(batched::KernelParams p, batched::ChainArrays a, std::si
       blp[slot] = a.lp[i];
     }
   }
+}
+
+// As `segment`, with each thread's chain in thread-local arrays of dimension D >= d
+// (`batched::segment_local`): local memory is interleaved across a warp's threads, so the
+// hot state's accesses coalesce.
+template <int D, class F>
+__global__ void segment_local_kernel(batched::KernelParams p, batched::ChainArrays a, std::size_t m, std::uint64_t k0,
+                              std::uint64_t per, std::int64_t nd, F f, double* bx, double* blp) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < m) batched::segment_local<D>(p, a, i, k0, per, nd, f, bx, blp);
+}
+
+// Launches the segment kernel: thread-local state for d <= 32, the arrays otherwise.
+template <class F>
+void launch_segment(unsigned blocks, unsigned threads, cudaStream_t s, const batched::KernelParams& p,
+                    const batched::ChainArrays& a, std::size_t m, std::uint64_t k0, std::uint64_t per,
+                    std::int64_t nd, const F& f, double* bx, double* blp) {
+  if (p.d <= 8)
+    segment_local_kernel<8><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+  else if (p.d <= 16)
+    segment_local_kernel<16><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+  else if (p.d <= 32)
+    segment_local_kernel<32><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+  else
+    segment<<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
 }
 
 // out[q] = sum over chains of stat q, q in [0, 1 + d + d*d): n, s1, s2 (one block per q,
@@ -338,8 +366,8 @@ BatchedDramResult run_batched_dram(BatchedDramOptions options, const F& f, Batch
   hooks.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* hbx, double* hblp, bool adapting) {
     batched::KernelParams p = dc.dp;
     p.adapting = adapting;
-    kernels::segment<<<dc.blocks, dc.threads, 0, stream>>>(p, dc.da, dc.m, k0, per, nd, f,
-                                                           hbx ? dc.bx.get() : nullptr, hbx ? dc.blp.get() : nullptr);
+    kernels::launch_segment(dc.blocks, dc.threads, stream, p, dc.da, dc.m, k0, per, nd, f,
+                            hbx ? dc.bx.get() : nullptr, hbx ? dc.blp.get() : nullptr);
     HERD_CUDA_CHECK(cudaGetLastError());
     dc.download_block(nd, hbx, hblp);
   };
