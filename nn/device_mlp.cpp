@@ -92,6 +92,22 @@ struct DeviceMlp::Impl {
   }
   const float* out_of(std::size_t k) const { return layers[k].act ? h[k] : z[k]; }
 
+  // Forward: z = x W^T + b; h = act(z).
+  void run_forward(const float* x, std::int64_t b) {
+    const float one = 1.0f, zero = 0.0f;
+    const float* in = x;
+    for (std::size_t k = 0; k < layers.size(); ++k) {
+      const Layer& l = layers[k];
+      cublas_check(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(l.out), static_cast<int>(b),
+                               static_cast<int>(l.in), &one, w + l.w, static_cast<int>(l.in), in,
+                               static_cast<int>(l.in), &zero, z[k], static_cast<int>(l.out)),
+                   "cublasSgemm (forward)");
+      bias_add(z[k], w + l.b, b, l.out, stream);
+      if (l.act) activation_forward(act, z[k], h[k], b * l.out, 1.0, stream);
+      in = out_of(k);
+    }
+  }
+
   void run(const float* x, const float* y, std::int64_t b) {
     const float one = 1.0f, zero = 0.0f;
     HERD_CUDA_CHECK(cudaMemsetAsync(g, 0, total * sizeof(float), stream));
@@ -212,6 +228,14 @@ void DeviceMlp::forward_backward(const float* x, const float* y, std::int64_t ba
   }
   s.ensure_batch(batch);
   s.run(x, y, batch);
+}
+
+const float* DeviceMlp::forward(const float* x, std::int64_t batch) {
+  HERD_REQUIRE(batch > 0, "nn::DeviceMlp::forward: batch is {}, but must be positive", batch);
+  Impl& s = *impl_;
+  s.ensure_batch(batch);
+  s.run_forward(x, batch);
+  return s.out_of(s.layers.size() - 1);
 }
 
 void DeviceMlp::capture(const float* x, const float* y, std::int64_t batch) {

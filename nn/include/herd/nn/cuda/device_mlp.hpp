@@ -41,6 +41,10 @@ class DeviceMlp {
   /// device), backward. The loss is kept on the device (`loss()` reads it). Replays the
   /// captured graph when `batch` equals the captured batch.
   void forward_backward(const float* x, const float* y, std::int64_t batch);
+  /// Forward pass only (inference): `x` `[batch, in]` (device) through the layers; returns
+  /// the output `[batch, out]` in a device buffer this object owns (valid until the next
+  /// call that changes the batch size or runs a forward). Enqueued on the stream; no sync.
+  const float* forward(const float* x, std::int64_t batch);
   /// One Adam update of all parameters from the gradients (one kernel).
   void adam_step();
   /// `forward_backward` then `adam_step`.

@@ -1,0 +1,709 @@
+// Batched DRAM: the host engine, sinks, diagnostics and report (batched_dram.hpp).
+#include "herd/mcmc/batched_dram.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+#include <Eigen/Dense>
+#include <fmt/format.h>
+#include <hdf5.h>
+
+#include "herd/core/error.hpp"
+#include "herd/core/thread_pool.hpp"
+#include "herd/core/timer.hpp"
+#include "herd/io/hdf5.hpp"
+#include "herd/mcmc/diagnostics.hpp"
+
+namespace herd::mcmc {
+
+namespace {
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+}
+
+// ---------------------------------------------------------------------------------------
+// Engine
+
+struct detail::BatchedEngine::Impl {
+  BatchedDramOptions o;
+  batched::KernelParams p;
+  batched::ChainArrays a;
+  std::size_t m = 0;
+  int d = 0;
+  double scale = 1.0;
+  std::int64_t period = 1;
+  std::unique_ptr<ThreadPool> pool;
+  int threads = 1;
+  // Storage behind the arrays.
+  std::vector<double> x, lp, y, w, lpath, chol, ad_n, ad_s1, ad_s2, ad_ref, lower, upper;
+  std::vector<std::int32_t> stage;
+  std::vector<std::uint8_t> inside;
+  std::vector<RngCursor> dr_cursor;
+  std::vector<std::int64_t> accepted, out_of_domain, nan_count, posinf_count;
+  // Running adaptation estimates: pooled (one) or per chain (M).
+  std::vector<double> run_n, run_mean, run_m2;
+  std::int64_t updates = 0, failures = 0;
+  // Staged evaluation scratch.
+  std::vector<double> ex, elp;
+  std::vector<std::int64_t> row_of;
+
+  void parallel(const std::function<void(std::size_t, std::size_t)>& body) {
+    if (pool && m > 1)
+      pool->parallel_for(0, m, body);
+    else
+      body(0, m);
+  }
+
+  void adapt_update();
+  void check_posinf(std::uint64_t k) const;
+  template <class Seg, class Adapt, class Sync>
+  BatchedDramResult schedule(Seg&& seg, Adapt&& adapt, Sync&& sync, BatchedDrawSink& sink);
+  template <class Seg>
+  BatchedDramResult schedule(Seg&& seg, BatchedDrawSink& sink) {
+    return schedule(seg, [this] { adapt_update(); }, [] {}, sink);
+  }
+  int pooled_merge(double n, const double* s1, const double* s2);
+};
+
+detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.o = options;
+  const BatchedDramOptions& o = s.o;
+  const int d = o.ndim;
+  HERD_REQUIRE(d >= 1, "batched_dram: ndim is {}, but must be >= 1", d);
+  HERD_REQUIRE(o.num_chains >= 1, "batched_dram: num_chains is {}, but must be >= 1", o.num_chains);
+  HERD_REQUIRE(static_cast<std::uint64_t>(o.first_chain_id) + static_cast<std::uint64_t>(o.num_chains) <=
+                   (std::uint64_t{1} << 32),
+               "batched_dram: first_chain_id {} + num_chains {} exceeds 2^32 global chain ids", o.first_chain_id,
+               o.num_chains);
+  const auto m = static_cast<std::size_t>(o.num_chains);
+  const auto du = static_cast<std::size_t>(d);
+  HERD_REQUIRE(o.start_points.size() == du || o.start_points.size() == m * du,
+               "batched_dram: start_points has {} values, but must have d = {} or num_chains*d = {}",
+               o.start_points.size(), d, m * du);
+  for (std::size_t i = 0; i < o.start_points.size(); ++i)
+    HERD_REQUIRE(std::isfinite(o.start_points[i]), "batched_dram: start_points[{}] is {}, but must be finite", i,
+                 o.start_points[i]);
+  HERD_REQUIRE(o.warmup >= 0, "batched_dram: warmup is {}, but must be >= 0", o.warmup);
+  HERD_REQUIRE(o.steps >= 0, "batched_dram: steps is {}, but must be >= 0", o.steps);
+  HERD_REQUIRE(o.thin >= 1, "batched_dram: thin is {}, but must be >= 1", o.thin);
+  HERD_REQUIRE(o.block_draws >= 1, "batched_dram: block_draws is {}, but must be >= 1", o.block_draws);
+  HERD_REQUIRE(o.adaptive_update_period >= 0, "batched_dram: adaptive_update_period is {}, but must be >= 0 (0: 4*d)",
+               o.adaptive_update_period);
+  HERD_REQUIRE(o.delayed_rejection_count >= 0 && o.delayed_rejection_count < batched::kMaxStages,
+               "batched_dram: delayed_rejection_count is {}, but must be in [0, {}]", o.delayed_rejection_count,
+               batched::kMaxStages - 1);
+  const auto& f = o.delayed_rejection_scale_factors;
+  HERD_REQUIRE(f.empty() || f.size() == 1 || static_cast<int>(f.size()) == o.delayed_rejection_count,
+               "batched_dram: delayed_rejection_scale_factors has {} values, but must have 0, 1 or "
+               "delayed_rejection_count = {}",
+               f.size(), o.delayed_rejection_count);
+  for (std::size_t i = 0; i < f.size(); ++i)
+    HERD_REQUIRE(f[i] > 0 && std::isfinite(f[i]),
+                 "batched_dram: delayed_rejection_scale_factors[{}] is {}, but must be positive and finite", i, f[i]);
+  HERD_REQUIRE(o.num_threads >= 0, "batched_dram: num_threads is {}, but must be >= 0", o.num_threads);
+  s.m = m;
+  s.d = d;
+  s.scale = DramSampler::parse_scale_factor(o.scale_factor, d);
+  s.period = o.adaptive_update_period == 0 ? 4 * static_cast<std::int64_t>(d) : o.adaptive_update_period;
+
+  batched::KernelParams& p = s.p;
+  p.d = d;
+  p.stages = 1 + o.delayed_rejection_count;
+  p.stage_scale[0] = 1.0;
+  for (int st = 1; st < p.stages; ++st) {
+    const double fs = f.empty() ? std::pow(0.5, 1.0 / d) : (f.size() == 1 ? f[0] : f[st - 1]);
+    p.stage_scale[st] = p.stage_scale[st - 1] * fs;
+  }
+  p.seed = o.seed;
+  p.first_chain_id = o.first_chain_id;
+  p.zig = &ziggurat_tables();
+  p.chol_per_chain = o.adaptation == BatchedAdaptation::kPerChain;
+  p.has_box = !o.domain_lower.empty() || !o.domain_upper.empty();
+  s.lower.assign(du, kNegInf);
+  s.upper.assign(du, std::numeric_limits<double>::infinity());
+  if (!o.domain_lower.empty()) {
+    HERD_REQUIRE(o.domain_lower.size() == du, "batched_dram: domain_lower has {} values, but must have d = {}",
+                 o.domain_lower.size(), d);
+    s.lower = o.domain_lower;
+  }
+  if (!o.domain_upper.empty()) {
+    HERD_REQUIRE(o.domain_upper.size() == du, "batched_dram: domain_upper has {} values, but must have d = {}",
+                 o.domain_upper.size(), d);
+    s.upper = o.domain_upper;
+  }
+  for (int i = 0; i < d; ++i)
+    HERD_REQUIRE(s.lower[i] < s.upper[i], "batched_dram: domain_lower[{}] = {} and domain_upper[{}] = {}, but lower must be < upper",
+                 i, s.lower[i], i, s.upper[i]);
+  p.lower = s.lower.data();
+  p.upper = s.upper.data();
+
+  // Initial proposal factor (as the serial kernel: the start covariance used as is).
+  Eigen::MatrixXd c = Eigen::MatrixXd::Identity(d, d);
+  if (!o.proposal_start_cov.empty()) {
+    HERD_REQUIRE(o.proposal_start_cov.size() == du * du,
+                 "batched_dram: proposal_start_cov has {} values, but must have d*d = {}", o.proposal_start_cov.size(),
+                 du * du);
+    HERD_REQUIRE(o.proposal_start_std.empty(), "batched_dram: give proposal_start_cov or proposal_start_std, not both");
+    for (int i = 0; i < d; ++i)
+      for (int j = 0; j < d; ++j) c(i, j) = o.proposal_start_cov[static_cast<std::size_t>(i) * du + j];
+    HERD_REQUIRE((c - c.transpose()).cwiseAbs().maxCoeff() <= 1e-12 * c.cwiseAbs().maxCoeff(),
+                 "batched_dram: proposal_start_cov is not symmetric");
+  } else if (!o.proposal_start_std.empty()) {
+    HERD_REQUIRE(o.proposal_start_std.size() == du,
+                 "batched_dram: proposal_start_std has {} values, but must have d = {}", o.proposal_start_std.size(), d);
+    for (int i = 0; i < d; ++i) {
+      HERD_REQUIRE(o.proposal_start_std[i] > 0 && std::isfinite(o.proposal_start_std[i]),
+                   "batched_dram: proposal_start_std[{}] is {}, but must be positive and finite", i,
+                   o.proposal_start_std[i]);
+      c(i, i) = o.proposal_start_std[i] * o.proposal_start_std[i];
+    }
+  }
+  Eigen::LLT<Eigen::MatrixXd> llt(c);
+  HERD_REQUIRE(llt.info() == Eigen::Success, "batched_dram: proposal_start_cov is not positive definite");
+  const Eigen::MatrixXd l = llt.matrixL();
+  std::vector<double> l0(du * du, 0.0);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j <= i; ++j) l0[static_cast<std::size_t>(i) * du + j] = l(i, j);
+
+  const std::size_t np = static_cast<std::size_t>(p.stages) + 1;
+  s.x.resize(m * du);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < du; ++j)
+      s.x[i * du + j] = o.start_points.size() == du ? o.start_points[j] : o.start_points[i * du + j];
+  for (std::size_t i = 0; i < m; ++i)
+    for (int j = 0; j < d; ++j)
+      HERD_REQUIRE(s.x[i * du + j] >= s.lower[j] && s.x[i * du + j] <= s.upper[j],
+                   "batched_dram: the start point of chain {} has coordinate {} = {}, outside the domain [{}, {}]", i,
+                   j, s.x[i * du + j], s.lower[j], s.upper[j]);
+  s.lp.assign(m, 0.0);
+  s.y.assign(m * du, 0.0);
+  s.w.assign(m * np * du, 0.0);
+  s.lpath.assign(m * np, 0.0);
+  if (p.chol_per_chain) {
+    s.chol.resize(m * du * du);
+    for (std::size_t i = 0; i < m; ++i) std::copy(l0.begin(), l0.end(), s.chol.begin() + static_cast<std::ptrdiff_t>(i * du * du));
+  } else {
+    s.chol = l0;
+  }
+  s.stage.assign(m, 0);
+  s.inside.assign(m, 1);
+  s.dr_cursor.assign(m, RngCursor(0, 0, 0, 0, 0));
+  s.accepted.assign(m * static_cast<std::size_t>(p.stages), 0);
+  s.out_of_domain.assign(m, 0);
+  s.nan_count.assign(m, 0);
+  s.posinf_count.assign(m, 0);
+  const bool adapt = o.adaptation != BatchedAdaptation::kNone && o.warmup > 0;
+  if (adapt) {
+    s.ad_n.assign(m, 0.0);
+    s.ad_s1.assign(m * du, 0.0);
+    s.ad_s2.assign(m * du * du, 0.0);
+    if (p.chol_per_chain) {
+      s.ad_ref = s.x;  // each chain's start
+      s.run_n.assign(m, 0.0);
+      s.run_mean.assign(m * du, 0.0);
+      s.run_m2.assign(m * du * du, 0.0);
+    } else {
+      s.ad_ref.assign(s.x.begin(), s.x.begin() + static_cast<std::ptrdiff_t>(du));  // chain 0's start
+      s.run_n.assign(1, 0.0);
+      s.run_mean.assign(du, 0.0);
+      s.run_m2.assign(du * du, 0.0);
+    }
+  }
+  batched::ChainArrays& a = s.a;
+  a.x = s.x.data();
+  a.lp = s.lp.data();
+  a.y = s.y.data();
+  a.w = s.w.data();
+  a.lpath = s.lpath.data();
+  a.chol = s.chol.data();
+  a.stage = s.stage.data();
+  a.inside = s.inside.data();
+  a.dr_cursor = s.dr_cursor.data();
+  a.accepted = s.accepted.data();
+  a.out_of_domain = s.out_of_domain.data();
+  a.nan_count = s.nan_count.data();
+  a.posinf_count = s.posinf_count.data();
+  a.ad_n = adapt ? s.ad_n.data() : nullptr;
+  a.ad_s1 = adapt ? s.ad_s1.data() : nullptr;
+  a.ad_s2 = adapt ? s.ad_s2.data() : nullptr;
+  a.ad_ref = adapt ? s.ad_ref.data() : nullptr;
+
+  std::size_t threads = o.num_threads > 0 ? static_cast<std::size_t>(o.num_threads)
+                                          : std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min(threads, m);
+  s.threads = static_cast<int>(threads);
+  if (threads > 1) s.pool = std::make_unique<ThreadPool>(threads - 1);
+}
+
+detail::BatchedEngine::~BatchedEngine() = default;
+
+const batched::KernelParams& detail::BatchedEngine::params() const { return impl_->p; }
+const batched::ChainArrays& detail::BatchedEngine::arrays() const { return impl_->a; }
+int detail::BatchedEngine::threads() const { return impl_->threads; }
+
+void detail::BatchedEngine::init_log_density(
+    const std::function<void(const double*, std::size_t, double*)>& eval_rows) {
+  Impl& s = *impl_;
+  eval_rows(s.x.data(), s.m, s.lp.data());
+  for (std::size_t i = 0; i < s.m; ++i)
+    HERD_REQUIRE(s.lp[i] > kNegInf && s.lp[i] < std::numeric_limits<double>::infinity(),
+                 "batched_dram: the log density at the start point of chain {} (global id {}) is {}, but must be "
+                 "finite (the start must be inside the support of the target)",
+                 i, s.o.first_chain_id + i, s.lp[i]);
+}
+
+void detail::BatchedEngine::Impl::adapt_update() {
+  const auto du = static_cast<std::size_t>(d);
+  if (p.chol_per_chain) {
+    std::vector<int> res(m, 0);
+    parallel([&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        double* s2 = ad_s2.data() + i * du * du;
+        res[i] = batched::merge_and_factor(d, ad_n[i], ad_s1.data() + i * du, s2, ad_ref.data() + i * du, run_n[i],
+                                           run_mean.data() + i * du, run_m2.data() + i * du * du, scale,
+                                           chol.data() + i * du * du, s2);
+        ad_n[i] = 0.0;
+        std::fill(ad_s1.begin() + static_cast<std::ptrdiff_t>(i * du), ad_s1.begin() + static_cast<std::ptrdiff_t>((i + 1) * du), 0.0);
+        std::fill(s2, s2 + du * du, 0.0);
+        std::copy(run_mean.begin() + static_cast<std::ptrdiff_t>(i * du),
+                  run_mean.begin() + static_cast<std::ptrdiff_t>((i + 1) * du),
+                  ad_ref.begin() + static_cast<std::ptrdiff_t>(i * du));
+      }
+    });
+    for (int r : res) {
+      updates += r == 1;
+      failures += r == -1;
+    }
+    return;
+  }
+  // Pooled: sums over chains in chain order (deterministic), one merge, one factor.
+  double n = 0.0;
+  std::vector<double> s1(du, 0.0), s2(du * du, 0.0);
+  for (std::size_t i = 0; i < m; ++i) {
+    n += ad_n[i];
+    for (std::size_t j = 0; j < du; ++j) s1[j] += ad_s1[i * du + j];
+    for (std::size_t j = 0; j < du * du; ++j) s2[j] += ad_s2[i * du * du + j];
+  }
+  pooled_merge(n, s1.data(), s2.data());
+  std::fill(ad_n.begin(), ad_n.end(), 0.0);
+  std::fill(ad_s1.begin(), ad_s1.end(), 0.0);
+  std::fill(ad_s2.begin(), ad_s2.end(), 0.0);
+}
+
+int detail::BatchedEngine::Impl::pooled_merge(double n, const double* s1, const double* s2) {
+  const auto du = static_cast<std::size_t>(d);
+  std::vector<double> work(du * du);
+  const int r = batched::merge_and_factor(d, n, s1, s2, ad_ref.data(), run_n[0], run_mean.data(), run_m2.data(), scale,
+                                          chol.data(), work.data());
+  updates += r == 1;
+  failures += r == -1;
+  std::copy(run_mean.begin(), run_mean.end(), ad_ref.begin());
+  return r;
+}
+
+void detail::BatchedEngine::Impl::check_posinf(std::uint64_t k) const {
+  for (std::size_t i = 0; i < m; ++i)
+    if (posinf_count[i] != 0)
+      throw NumericalError(fmt::format("batched_dram: chain {} (global id {}): the log density is +inf before "
+                                       "proposal {}, but must be finite or -inf",
+                                       i, o.first_chain_id + i, k));
+}
+
+// The schedule: warm-up segments between adaptive updates, then blocks of thinned draws.
+// seg(k0, per, nd, bx, blp) advances every chain through proposals k0 .. k0 + nd*per - 1,
+// recording the state after each `per` proposals into bx[i, t], blp[i, t] when bx != null.
+template <class Seg, class Adapt, class Sync>
+BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt_fn, Sync&& sync,
+                                                        BatchedDrawSink& sink) {
+  Timer timer;
+  const auto du = static_cast<std::size_t>(d);
+  const std::int64_t ndraws = o.steps / o.thin;
+  const auto total = static_cast<std::uint64_t>(o.warmup + o.steps);
+  const bool adapt = o.adaptation != BatchedAdaptation::kNone && o.warmup > 0;
+  sink.begin(o.num_chains, o.first_chain_id, d, ndraws);
+  std::uint64_t k = 0;
+  const auto warm = static_cast<std::uint64_t>(o.warmup);
+  const auto per = static_cast<std::uint64_t>(period);
+  while (k < warm) {
+    const std::uint64_t k1 = adapt ? std::min(warm, (k / per + 1) * per) : warm;
+    p.adapting = adapt;
+    seg(k, k1 - k, std::int64_t{1}, nullptr, nullptr);
+    k = k1;
+    sync();
+    check_posinf(k);
+    if (adapt && k % per == 0) adapt_fn();
+  }
+  p.adapting = false;
+  sync();
+  std::vector<std::int64_t> acc0 = accepted;
+  const auto bmax = static_cast<std::size_t>(std::min<std::int64_t>(o.block_draws, std::max<std::int64_t>(ndraws, 1)));
+  std::vector<double> bx(m * bmax * du), blp(m * bmax);
+  std::int64_t drawn = 0;
+  try {
+    while (drawn < ndraws) {
+      const std::int64_t nd = std::min<std::int64_t>(o.block_draws, ndraws - drawn);
+      seg(k, static_cast<std::uint64_t>(o.thin), nd, bx.data(), blp.data());
+      k += static_cast<std::uint64_t>(nd * o.thin);
+      sync();
+      check_posinf(k);
+      sink.write_block(drawn, nd, bx.data(), blp.data());
+      drawn += nd;
+    }
+    if (k < total) {
+      seg(k, total - k, std::int64_t{1}, nullptr, nullptr);
+      k = total;
+      sync();
+      check_posinf(k);
+    }
+  } catch (...) {
+    try {
+      sink.finish();
+    } catch (...) {
+    }
+    throw;
+  }
+  sink.finish();
+  BatchedDramResult r;
+  r.num_chains = o.num_chains;
+  r.proposals_per_chain = o.warmup + o.steps;
+  r.draws_per_chain = ndraws;
+  r.stage_accepted.assign(static_cast<std::size_t>(p.stages), 0);
+  std::int64_t acc = 0;
+  for (std::size_t i = 0; i < m; ++i)
+    for (int st = 0; st < p.stages; ++st) {
+      const std::size_t q = i * static_cast<std::size_t>(p.stages) + st;
+      r.stage_accepted[st] += accepted[q] - acc0[q];
+      acc += accepted[q] - acc0[q];
+    }
+  const double post = static_cast<double>(o.steps) * static_cast<double>(m);
+  r.acceptance_rate = post > 0 ? static_cast<double>(acc) / post : 0.0;
+  for (std::size_t i = 0; i < m; ++i) {
+    r.nan_count += nan_count[i];
+    r.out_of_domain += out_of_domain[i];
+  }
+  r.adaptive_updates = updates;
+  r.chol_failures = failures;
+  r.proposal_cov.assign(du * du, 0.0);
+  for (std::size_t i = 0; i < du; ++i)
+    for (std::size_t j = 0; j < du; ++j) {
+      double v = 0.0;
+      for (std::size_t q = 0; q <= std::min(i, j); ++q) v += chol[i * du + q] * chol[j * du + q];
+      r.proposal_cov[i * du + j] = v;
+    }
+  r.seconds = timer.seconds();
+  r.chain_steps_per_second = r.seconds > 0 ? static_cast<double>(m) * static_cast<double>(total) / r.seconds : 0.0;
+  return r;
+}
+
+BatchedDramResult detail::BatchedEngine::run(
+    const std::function<void(std::size_t, std::size_t, std::uint64_t, std::uint64_t)>& advance, BatchedDrawSink& sink,
+    bool parallel) {
+  Impl& s = *impl_;
+  const auto du = static_cast<std::size_t>(s.d);
+  auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp) {
+    auto body = [&](std::size_t b, std::size_t e) {
+      for (std::int64_t t = 0; t < nd; ++t) {
+        const std::uint64_t ka = k0 + static_cast<std::uint64_t>(t) * per;
+        advance(b, e, ka, ka + per);
+        if (bx)
+          for (std::size_t i = b; i < e; ++i) {
+            const std::size_t slot = i * static_cast<std::size_t>(nd) + static_cast<std::size_t>(t);
+            std::copy(s.x.begin() + static_cast<std::ptrdiff_t>(i * du), s.x.begin() + static_cast<std::ptrdiff_t>((i + 1) * du),
+                      bx + slot * du);
+            blp[slot] = s.lp[i];
+          }
+      }
+    };
+    if (parallel)
+      s.parallel(body);
+    else
+      body(0, s.m);
+  };
+  return s.schedule(seg, sink);
+}
+
+BatchedDramResult detail::BatchedEngine::run_staged(const BatchedLogDensity& f, BatchedDrawSink& sink) {
+  Impl& s = *impl_;
+  const int d = s.d;
+  const auto du = static_cast<std::size_t>(d);
+  s.row_of.assign(s.m, -1);
+  auto one_proposal = [&](std::uint64_t k) {
+    s.parallel([&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) batched::begin_proposal(s.p, s.a, i, k);
+    });
+    for (;;) {
+      // Gather the pending trials inside the box (in chain order).
+      std::size_t n = 0, pending = 0;
+      s.ex.resize(s.m * du);
+      for (std::size_t i = 0; i < s.m; ++i) {
+        s.row_of[i] = -1;
+        if (s.stage[i] == 0) continue;
+        ++pending;
+        if (!s.inside[i]) continue;
+        std::copy(s.y.begin() + static_cast<std::ptrdiff_t>(i * du), s.y.begin() + static_cast<std::ptrdiff_t>((i + 1) * du),
+                  s.ex.begin() + static_cast<std::ptrdiff_t>(n * du));
+        s.row_of[i] = static_cast<std::int64_t>(n++);
+      }
+      if (pending == 0) break;
+      s.elp.assign(n, 0.0);
+      if (n > 0) {
+        try {
+          f(s.ex.data(), static_cast<int>(n), d, s.elp.data());
+        } catch (const std::exception& e) {
+          throw Error(fmt::format("batched_dram: the batched log density threw at proposal {} ({} points): {}", k, n,
+                                  e.what()));
+        }
+      }
+      s.parallel([&](std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i) {
+          if (s.stage[i] == 0) continue;
+          const double v = s.row_of[i] >= 0 ? batched::checked_log_density(s.a, i, s.elp[static_cast<std::size_t>(s.row_of[i])])
+                                            : kNegInf;
+          batched::finish_stage(s.p, s.a, i, k, v);
+        }
+      });
+    }
+    if (s.p.adapting)
+      s.parallel([&](std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i) batched::accumulate(s.p, s.a, i);
+      });
+  };
+  auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp) {
+    for (std::int64_t t = 0; t < nd; ++t) {
+      const std::uint64_t ka = k0 + static_cast<std::uint64_t>(t) * per;
+      for (std::uint64_t k = ka; k < ka + per; ++k) one_proposal(k);
+      if (bx)
+        for (std::size_t i = 0; i < s.m; ++i) {
+          const std::size_t slot = i * static_cast<std::size_t>(nd) + static_cast<std::size_t>(t);
+          std::copy(s.x.begin() + static_cast<std::ptrdiff_t>(i * du), s.x.begin() + static_cast<std::ptrdiff_t>((i + 1) * du),
+                    bx + slot * du);
+          blp[slot] = s.lp[i];
+        }
+    }
+  };
+  return s.schedule(seg, sink);
+}
+
+BatchedDramResult detail::BatchedEngine::run_device(const DeviceHooks& h, BatchedDrawSink& sink) {
+  Impl& s = *impl_;
+  HERD_REQUIRE(h.segment && h.adapt_update && h.sync, "batched_dram: run_device: a device hook is empty");
+  auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp) {
+    h.segment(k0, per, nd, bx, blp, s.p.adapting);
+  };
+  return s.schedule(seg, h.adapt_update, h.sync, sink);
+}
+
+int detail::BatchedEngine::pooled_merge(double n, const double* s1, const double* s2) {
+  return impl_->pooled_merge(n, s1, s2);
+}
+const double* detail::BatchedEngine::pooled_reference() const { return impl_->ad_ref.data(); }
+void detail::BatchedEngine::count_updates(std::int64_t replaced, std::int64_t failed) {
+  impl_->updates += replaced;
+  impl_->failures += failed;
+}
+double detail::BatchedEngine::scale() const { return impl_->scale; }
+std::int64_t detail::BatchedEngine::period() const { return impl_->period; }
+
+void detail::throw_no_cuda_path(const char* what) {
+  throw InputError(fmt::format("batched_dram: {}: device = cuda needs a CUDA build with a device and the target "
+                               "compiled by nvcc (include herd/mcmc/cuda/batched_dram.cuh in a .cu file and call "
+                               "herd::mcmc::cuda::run_batched_dram); use device = host otherwise",
+                               what));
+}
+
+BatchedDramResult run_batched_dram(const BatchedDramOptions& options, const BatchedLogDensity& f,
+                                   BatchedDrawSink& sink) {
+  HERD_REQUIRE(static_cast<bool>(f), "batched_dram: the batched log density is empty");
+  if (options.device == BatchedDevice::kCuda) detail::throw_no_cuda_path("run_batched_dram(batched log density)");
+  detail::BatchedEngine engine(options);
+  const int d = options.ndim;
+  engine.init_log_density([&](const double* x, std::size_t n, double* out) { f(x, static_cast<int>(n), d, out); });
+  return engine.run_staged(f, sink);
+}
+
+// ---------------------------------------------------------------------------------------
+// Sinks
+
+void MemoryBatchedSink::begin(std::int64_t m, std::uint32_t first, int nd, std::int64_t draws_per_chain) {
+  num_chains = m;
+  first_chain_id = first;
+  ndim = nd;
+  draws = draws_per_chain;
+  x.assign(static_cast<std::size_t>(m * draws_per_chain * nd), 0.0);
+  lp.assign(static_cast<std::size_t>(m * draws_per_chain), 0.0);
+}
+
+void MemoryBatchedSink::write_block(std::int64_t first, std::int64_t n, const double* bx, const double* blp) {
+  const auto du = static_cast<std::size_t>(ndim);
+  for (std::int64_t i = 0; i < num_chains; ++i)
+    for (std::int64_t t = 0; t < n; ++t) {
+      const auto src = static_cast<std::size_t>(i * n + t);
+      const auto dst = static_cast<std::size_t>(i * draws + first + t);
+      std::copy(bx + src * du, bx + (src + 1) * du, x.begin() + static_cast<std::ptrdiff_t>(dst * du));
+      lp[dst] = blp[src];
+    }
+}
+
+std::vector<double> MemoryBatchedSink::coordinate(int j) const {
+  HERD_REQUIRE(j >= 0 && j < ndim, "MemoryBatchedSink::coordinate: j is {}, but must be in [0, {})", j, ndim);
+  std::vector<double> v(static_cast<std::size_t>(num_chains * draws));
+  for (std::size_t q = 0; q < v.size(); ++q) v[q] = x[q * static_cast<std::size_t>(ndim) + static_cast<std::size_t>(j)];
+  return v;
+}
+
+struct Hdf5BatchedSink::Impl {
+  std::string path, group;
+  io::H5File file;
+  io::H5Group g;
+  hid_t x = -1, lp = -1;
+  std::int64_t m = 0, draws = 0, written = 0;
+  int d = 0;
+  void close_sets() {
+    if (x >= 0) H5Dclose(x);
+    if (lp >= 0) H5Dclose(lp);
+    x = lp = -1;
+  }
+  void check(herr_t e, const char* what) const {
+    if (e < 0) throw IoError(fmt::format("batched_dram: {}: {} failed in group {}", path, what, group));
+  }
+  hid_t create(const char* name, int rank, const hsize_t* chunk) {
+    hsize_t dims[3] = {static_cast<hsize_t>(m), 0, static_cast<hsize_t>(d)};
+    hsize_t maxd[3] = {static_cast<hsize_t>(m), H5S_UNLIMITED, static_cast<hsize_t>(d)};
+    const hid_t space = H5Screate_simple(rank, dims, maxd);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, rank, chunk);
+    H5Pset_obj_track_times(dcpl, false);
+    const hid_t id = H5Dcreate2(g.id(), name, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    if (id < 0) throw IoError(fmt::format("batched_dram: {}: cannot create dataset {}/{}", path, group, name));
+    return id;
+  }
+  void write(hid_t id, int rank, std::int64_t first, std::int64_t n, const double* data) {
+    hsize_t dims[3] = {static_cast<hsize_t>(m), static_cast<hsize_t>(first + n), static_cast<hsize_t>(d)};
+    check(H5Dset_extent(id, dims), "H5Dset_extent");
+    const hid_t fs = H5Dget_space(id);
+    hsize_t start[3] = {0, static_cast<hsize_t>(first), 0};
+    hsize_t count[3] = {static_cast<hsize_t>(m), static_cast<hsize_t>(n), static_cast<hsize_t>(d)};
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    const hid_t ms = H5Screate_simple(rank, count, nullptr);
+    const herr_t e = H5Dwrite(id, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, data);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    check(e, "H5Dwrite");
+  }
+};
+
+Hdf5BatchedSink::Hdf5BatchedSink(const std::string& path, const std::string& group) : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  impl_->group = group;
+  impl_->file = io::H5File::create(path, true);
+  impl_->g = impl_->file.require_group(group);
+}
+
+Hdf5BatchedSink::~Hdf5BatchedSink() {
+  if (impl_) impl_->close_sets();
+}
+
+void Hdf5BatchedSink::begin(std::int64_t m, std::uint32_t first, int nd, std::int64_t draws_per_chain) {
+  Impl& s = *impl_;
+  HERD_REQUIRE(s.g.valid() && s.x < 0, "Hdf5BatchedSink: {}: begin called twice; use one sink per run", s.path);
+  s.m = m;
+  s.d = nd;
+  s.draws = draws_per_chain;
+  s.written = 0;
+  const hsize_t cm = static_cast<hsize_t>(std::min<std::int64_t>(m, 64));
+  const hsize_t cd = static_cast<hsize_t>(std::clamp<std::int64_t>(draws_per_chain, 1, 256));
+  const hsize_t cx[3] = {cm, cd, static_cast<hsize_t>(nd)};
+  s.x = s.create("x", 3, cx);
+  s.lp = s.create("lp", 2, cx);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(m));
+  for (std::int64_t i = 0; i < m; ++i) ids[static_cast<std::size_t>(i)] = first + i;
+  s.g.write<std::int64_t>("chain", std::span<const std::int64_t>(ids)).make_scale("chain");
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(nd));
+  for (int j = 0; j < nd; ++j) dims[static_cast<std::size_t>(j)] = j;
+  s.g.write<std::int64_t>("dim", std::span<const std::int64_t>(dims)).make_scale("dim");
+}
+
+void Hdf5BatchedSink::write_block(std::int64_t first, std::int64_t n, const double* bx, const double* blp) {
+  Impl& s = *impl_;
+  HERD_REQUIRE(s.x >= 0, "Hdf5BatchedSink: write_block before begin");
+  s.write(s.x, 3, first, n, bx);
+  s.write(s.lp, 2, first, n, blp);
+  s.written = std::max(s.written, first + n);
+}
+
+void Hdf5BatchedSink::finish() {
+  Impl& s = *impl_;
+  if (s.x < 0) return;
+  s.close_sets();
+  std::vector<std::int64_t> draws(static_cast<std::size_t>(s.written));
+  for (std::int64_t t = 0; t < s.written; ++t) draws[static_cast<std::size_t>(t)] = t;
+  io::H5Dataset dr = s.g.write<std::int64_t>("draw", std::span<const std::int64_t>(draws));
+  dr.make_scale("draw");
+  io::H5Dataset chain = s.g.open_dataset("chain"), dim = s.g.open_dataset("dim");
+  io::H5Dataset x = s.g.open_dataset("x"), lp = s.g.open_dataset("lp");
+  if (s.written > 0) {
+    x.attach_scale(chain, 0);
+    x.attach_scale(dr, 1);
+    x.attach_scale(dim, 2);
+    lp.attach_scale(chain, 0);
+    lp.attach_scale(dr, 1);
+  }
+  s.g = io::H5Group();
+  s.file = io::H5File();
+}
+
+// ---------------------------------------------------------------------------------------
+// Diagnostics and report
+
+std::vector<BatchedDiagnostics> batched_diagnostics(const MemoryBatchedSink& s, std::size_t superchains) {
+  std::vector<BatchedDiagnostics> out;
+  const auto m = static_cast<std::size_t>(s.num_chains);
+  const auto n = static_cast<std::size_t>(s.draws);
+  HERD_REQUIRE(m >= 1 && n >= 1, "batched_diagnostics: the sink holds {} chains of {} draws, but needs at least 1 of each",
+               m, n);
+  for (int j = 0; j < s.ndim; ++j) {
+    const std::vector<double> v = s.coordinate(j);
+    const DrawsView view(v, m, n);
+    const DiagnosticSummary sum = summarize(view);
+    BatchedDiagnostics b;
+    b.rhat = sum.rhat;
+    b.ess_bulk = sum.ess_bulk;
+    b.mean = sum.mean;
+    b.sd = sum.sd;
+    b.nested_rhat = (superchains >= 2 && m % superchains == 0) ? nested_rhat(view, superchains)
+                                                                 : std::numeric_limits<double>::quiet_NaN();
+    out.push_back(b);
+  }
+  return out;
+}
+
+std::string batched_report(const BatchedDramOptions& o, const BatchedDramResult& r,
+                           const std::vector<BatchedDiagnostics>& diag) {
+  std::ostringstream s;
+  const char* mode = o.adaptation == BatchedAdaptation::kPooled     ? "pooled, then frozen"
+                     : o.adaptation == BatchedAdaptation::kPerChain ? "per chain, then frozen"
+                                                                    : "none";
+  s << fmt::format("batched DRAM: {} chains (global ids {}..{}), d = {}, {} warm-up + {} proposals per chain, thin {}\n",
+                   r.num_chains, o.first_chain_id, o.first_chain_id + r.num_chains - 1, o.ndim, o.warmup, o.steps,
+                   o.thin);
+  s << fmt::format("adaptation: {} ({} updates, {} kept the previous factor); delayed-rejection stages: {}\n", mode,
+                   r.adaptive_updates, r.chol_failures, o.delayed_rejection_count);
+  s << fmt::format("acceptance after warm-up: {:.4f}; per stage:", r.acceptance_rate);
+  for (auto a : r.stage_accepted) s << ' ' << a;
+  s << fmt::format("\nNaN log densities: {}; trials outside the domain: {}\n", r.nan_count, r.out_of_domain);
+  s << fmt::format("wall time {:.3f} s; {:.4g} chain-steps/s\n", r.seconds, r.chain_steps_per_second);
+  s << fmt::format("{:>5} {:>12} {:>12} {:>10} {:>12} {:>12}\n", "dim", "mean", "sd", "R-hat", "ESS bulk",
+                   "nested R-hat");
+  for (std::size_t j = 0; j < diag.size(); ++j)
+    s << fmt::format("{:>5} {:>12.5g} {:>12.5g} {:>10.4f} {:>12.1f} {:>12.4f}\n", j, diag[j].mean, diag[j].sd,
+                     diag[j].rhat, diag[j].ess_bulk, diag[j].nested_rhat);
+  return s.str();
+}
+
+}  // namespace herd::mcmc

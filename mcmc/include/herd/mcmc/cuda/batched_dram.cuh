@@ -1,0 +1,379 @@
+#pragma once
+/// @file batched_dram.cuh
+/// The CUDA path of the batched DRAM sampler (batched_dram.hpp), header-only so that a user
+/// functor target compiles into the kernel: include this file in a `.cu` file and call
+/// `herd::mcmc::cuda::run_batched_dram(options, functor, sink, stream)`. CUDA builds only.
+///
+/// One thread per chain runs the same `HERD_HOST_DEVICE` per-chain functions as the host
+/// path (batched_dram_kernel.hpp) for a whole segment of proposals (up to the next adaptive
+/// update or the next block of thinned draws), so the per-step cost is the kernel's alone.
+/// For d <= 32 the chain's hot state lives in thread-local arrays during the segment
+/// (`batched::segment_local`, bit-identical to the array form; tested on the host), whose
+/// accesses coalesce across a warp.
+/// The host engine (`detail::BatchedEngine`) runs the schedule: validation, initial
+/// factor, pooled merges (from a deterministic on-device reduction over chains: one block per
+/// statistic, fixed summation order), per-chain updates (a kernel running
+/// `batched::merge_and_factor` per chain), and the blocks of thinned draws copied back to
+/// the host and handed to the sink.
+///
+/// The functor must be trivially copyable and callable on the device
+/// (`HERD_HOST_DEVICE double operator()(const double* x, int d) const`); any pointers it
+/// holds must be device memory (see `DeviceGaussian`). Integers and uniforms are
+/// bit-identical to the host path; normals may differ in the last bits (exp/log), so chains
+/// are statistically equivalent to the host path's, not identical.
+///
+/// Memory (device): about M (5 d + 2 + (1 + d + d^2) [adapting] + d^2 [per-chain factor])
+/// doubles plus a draw buffer of M * block_draws * (d + 1) doubles. Streams: everything is
+/// enqueued on `stream`; the call returns after the last draws were handed to the sink.
+/// Thread-safety: one call at a time per stream. @throws herd::CudaError on CUDA failures,
+/// herd::InputError on bad options, herd::NumericalError on a +inf log density.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "herd/core/cuda/cuda_check.hpp"
+#include "herd/mcmc/batched_dram.hpp"
+#include "herd/mcmc/batched_targets.hpp"
+
+namespace herd::mcmc::cuda {
+
+/// A device array of `T` (RAII; move-only). Host code.
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  explicit DeviceArray(std::size_t n) : n_(n) {
+    if (n > 0) HERD_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+  }
+  DeviceArray(const T* host, std::size_t n, cudaStream_t s) : DeviceArray(n) { upload(host, n, s); }
+  ~DeviceArray() {
+    if (p_) cudaFree(p_);
+  }
+  DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    if (this != &o) {
+      if (p_) cudaFree(p_);
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
+    return *this;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  void upload(const T* host, std::size_t n, cudaStream_t s) {
+    if (n > 0) HERD_CUDA_CHECK(cudaMemcpyAsync(p_, host, n * sizeof(T), cudaMemcpyHostToDevice, s));
+  }
+  void download(T* host, std::size_t n, cudaStream_t s) const {
+    if (n > 0) HERD_CUDA_CHECK(cudaMemcpyAsync(host, p_, n * sizeof(T), cudaMemcpyDeviceToHost, s));
+  }
+  void zero(cudaStream_t s) {
+    if (n_ > 0) HERD_CUDA_CHECK(cudaMemsetAsync(p_, 0, n_ * sizeof(T), s));
+  }
+  T* get() const { return p_; }
+  std::size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+/// A multivariate normal on the device: `GaussianTarget`'s arrays copied to device memory,
+/// and a `GaussianLogDensity` view of them for kernels. Host code; keep it alive while the
+/// view is used.
+class DeviceGaussian {
+ public:
+  DeviceGaussian(const GaussianTarget& g, cudaStream_t s)
+      : mean_(g.mean().data(), g.mean().size(), s), prec_(g.precision().data(), g.precision().size(), s),
+        view_{g.ndim(), mean_.get(), prec_.get(), g.log_norm()} {}
+  GaussianLogDensity view() const { return view_; }
+
+ private:
+  DeviceArray<double> mean_, prec_;
+  GaussianLogDensity view_;
+};
+
+namespace kernels {
+
+template <class F>
+__global__ void eval_rows(F f, const double* x, int d, std::size_t n, double* out) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = f(x + i * d, d);
+}
+
+// One thread per chain: nd blocks of `per` proposals, recording the state after each.
+template <class F>
+__global__ void segment(batched::KernelParams p, batched::ChainArrays a, std::size_t m, std::uint64_t k0,
+                        std::uint64_t per, std::int64_t nd, F f, double* bx, double* blp) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= m) return;
+  const int d = p.d;
+  for (std::int64_t t = 0; t < nd; ++t) {
+    const std::uint64_t ka = k0 + static_cast<std::uint64_t>(t) * per;
+    for (std::uint64_t k = ka; k < ka + per; ++k) batched::fused_proposal(p, a, i, k, f);
+    if (bx) {
+      const std::size_t slot = i * static_cast<std::size_t>(nd) + static_cast<std::size_t>(t);
+      for (int j = 0; j < d; ++j) bx[slot * d + j] = a.x[i * d + j];
+      blp[slot] = a.lp[i];
+    }
+  }
+}
+
+// As `segment`, with each thread's chain in thread-local arrays of dimension D >= d
+// (`batched::segment_local`): local memory is interleaved across a warp's threads, so the
+// hot state's accesses coalesce.
+template <int D, class F>
+__global__ void segment_local_kernel(batched::KernelParams p, batched::ChainArrays a, std::size_t m, std::uint64_t k0,
+                              std::uint64_t per, std::int64_t nd, F f, double* bx, double* blp) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < m) batched::segment_local<D>(p, a, i, k0, per, nd, f, bx, blp);
+}
+
+// Launches the segment kernel: thread-local state for d <= 32, the arrays otherwise.
+template <class F>
+void launch_segment(unsigned blocks, unsigned threads, cudaStream_t s, const batched::KernelParams& p,
+                    const batched::ChainArrays& a, std::size_t m, std::uint64_t k0, std::uint64_t per,
+                    std::int64_t nd, const F& f, double* bx, double* blp) {
+  if (p.d <= 8)
+    segment_local_kernel<8><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+  else if (p.d <= 16)
+    segment_local_kernel<16><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+  else if (p.d <= 32)
+    segment_local_kernel<32><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+  else
+    segment<<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+}
+
+// out[q] = sum over chains of stat q, q in [0, 1 + d + d*d): n, s1, s2 (one block per q,
+// fixed order: deterministic).
+__global__ inline void reduce_stats(batched::ChainArrays a, std::size_t m, int d, double* out) {
+  extern __shared__ double sh[];
+  const int q = blockIdx.x;
+  const std::size_t dd = static_cast<std::size_t>(d) * d;
+  double s = 0.0;
+  for (std::size_t i = threadIdx.x; i < m; i += blockDim.x) {
+    if (q == 0)
+      s += a.ad_n[i];
+    else if (q <= d)
+      s += a.ad_s1[i * d + (q - 1)];
+    else
+      s += a.ad_s2[i * dd + static_cast<std::size_t>(q - 1 - d)];
+  }
+  sh[threadIdx.x] = s;
+  __syncthreads();
+  for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[q] = sh[0];
+}
+
+// Per-chain adaptive update; result[i] = 1 replaced, 0 deferred, -1 failed. Resets the
+// statistics and moves each chain's reference to its running mean.
+__global__ inline void per_chain_update(batched::ChainArrays a, std::size_t m, int d, double scale, double* run_n,
+                                        double* run_mean, double* run_m2, double* ref, int* result) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= m) return;
+  const std::size_t du = static_cast<std::size_t>(d), dd = du * du;
+  double* s2 = a.ad_s2 + i * dd;
+  result[i] = batched::merge_and_factor(d, a.ad_n[i], a.ad_s1 + i * du, s2, ref + i * du, run_n[i],
+                                        run_mean + i * du, run_m2 + i * dd, scale, a.chol + i * dd, s2);
+  a.ad_n[i] = 0.0;
+  for (std::size_t j = 0; j < du; ++j) {
+    a.ad_s1[i * du + j] = 0.0;
+    ref[i * du + j] = run_mean[i * du + j];
+  }
+  for (std::size_t j = 0; j < dd; ++j) s2[j] = 0.0;
+}
+
+}  // namespace kernels
+
+/// The device mirror of a `detail::BatchedEngine`'s chains: every array of
+/// `batched::ChainArrays` in device memory (uploaded from the engine's host arrays), the
+/// kernel parameters with device pointers, the draw buffers, and the engine hooks for
+/// adaptive updates and counter syncs. Host code; used by the runners.
+class DeviceChains {
+ public:
+  DeviceChains(detail::BatchedEngine& engine, const BatchedDramOptions& o, cudaStream_t stream)
+      : engine_(engine), stream_(stream), hp_(engine.params()), ha_(engine.arrays()) {
+    m = static_cast<std::size_t>(o.num_chains);
+    d = o.ndim;
+    du_ = static_cast<std::size_t>(d);
+    dd_ = du_ * du_;
+    const std::size_t np = static_cast<std::size_t>(hp_.stages) + 1;
+    blocks = static_cast<unsigned>((m + threads - 1) / threads);
+    zig_ = DeviceArray<ZigguratTables>(&ziggurat_tables(), 1, stream);
+    lower_ = DeviceArray<double>(hp_.lower, du_, stream);
+    upper_ = DeviceArray<double>(hp_.upper, du_, stream);
+    x_ = DeviceArray<double>(ha_.x, m * du_, stream);
+    lp_ = DeviceArray<double>(m);
+    y_ = DeviceArray<double>(m * du_);
+    w_ = DeviceArray<double>(m * np * du_);
+    lpath_ = DeviceArray<double>(m * np);
+    nchol_ = hp_.chol_per_chain ? m * dd_ : dd_;
+    chol_ = DeviceArray<double>(ha_.chol, nchol_, stream);
+    stage_ = DeviceArray<std::int32_t>(m);
+    inside_ = DeviceArray<std::uint8_t>(m);
+    dr_cursor_ = DeviceArray<RngCursor>(m);
+    accepted_ = DeviceArray<std::int64_t>(m * static_cast<std::size_t>(hp_.stages));
+    ood_ = DeviceArray<std::int64_t>(m);
+    nan_ = DeviceArray<std::int64_t>(m);
+    posinf_ = DeviceArray<std::int64_t>(m);
+    for (auto* arr : {&accepted_, &ood_, &nan_, &posinf_}) arr->zero(stream);
+    stage_.zero(stream);
+    adapt_ = ha_.ad_n != nullptr;
+    const bool pc = adapt_ && hp_.chol_per_chain;
+    ad_n_ = DeviceArray<double>(adapt_ ? m : 0);
+    ad_s1_ = DeviceArray<double>(adapt_ ? m * du_ : 0);
+    ad_s2_ = DeviceArray<double>(adapt_ ? m * dd_ : 0);
+    ad_ref_ = DeviceArray<double>(adapt_ ? (hp_.chol_per_chain ? m * du_ : du_) : 0);
+    run_n_ = DeviceArray<double>(pc ? m : 0);
+    run_mean_ = DeviceArray<double>(pc ? m * du_ : 0);
+    run_m2_ = DeviceArray<double>(pc ? m * dd_ : 0);
+    sums_ = DeviceArray<double>(adapt_ ? 1 + du_ + dd_ : 0);
+    result_ = DeviceArray<int>(pc ? m : 0);
+    if (adapt_) {
+      for (auto* arr : {&ad_n_, &ad_s1_, &ad_s2_, &run_n_, &run_mean_, &run_m2_}) arr->zero(stream);
+      ad_ref_.upload(ha_.ad_ref, ad_ref_.size(), stream);
+    }
+    const std::size_t bmax = static_cast<std::size_t>(o.block_draws);
+    bx = DeviceArray<double>(m * bmax * du_);
+    blp = DeviceArray<double>(m * bmax);
+    dp = hp_;
+    dp.lower = lower_.get();
+    dp.upper = upper_.get();
+    dp.zig = zig_.get();
+    da.x = x_.get();
+    da.lp = lp_.get();
+    da.y = y_.get();
+    da.w = w_.get();
+    da.lpath = lpath_.get();
+    da.chol = chol_.get();
+    da.stage = stage_.get();
+    da.inside = inside_.get();
+    da.dr_cursor = dr_cursor_.get();
+    da.accepted = accepted_.get();
+    da.out_of_domain = ood_.get();
+    da.nan_count = nan_.get();
+    da.posinf_count = posinf_.get();
+    da.ad_n = adapt_ ? ad_n_.get() : nullptr;
+    da.ad_s1 = adapt_ ? ad_s1_.get() : nullptr;
+    da.ad_s2 = adapt_ ? ad_s2_.get() : nullptr;
+    da.ad_ref = adapt_ ? ad_ref_.get() : nullptr;
+  }
+
+  /// Uploads the start log densities from the engine's host array.
+  void upload_lp() { lp_.upload(ha_.lp, m, stream_); }
+  /// Copies the recorded block (nd draws per chain) to the host buffers and waits.
+  void download_block(std::int64_t nd, double* hbx, double* hblp) {
+    if (hbx) {
+      bx.download(hbx, m * static_cast<std::size_t>(nd) * du_, stream_);
+      blp.download(hblp, m * static_cast<std::size_t>(nd), stream_);
+    }
+    HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  /// The engine hook: one adaptive update on the device (see the file comment).
+  void adapt_update() {
+    if (hp_.chol_per_chain) {
+      kernels::per_chain_update<<<blocks, threads, 0, stream_>>>(da, m, d, engine_.scale(), run_n_.get(),
+                                                                 run_mean_.get(), run_m2_.get(), ad_ref_.get(),
+                                                                 result_.get());
+      HERD_CUDA_CHECK(cudaGetLastError());
+      std::vector<int> r(m);
+      result_.download(r.data(), m, stream_);
+      HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      std::int64_t rep = 0, fail = 0;
+      for (int v : r) {
+        rep += v == 1;
+        fail += v == -1;
+      }
+      engine_.count_updates(rep, fail);
+      return;
+    }
+    const unsigned rt = 256;
+    kernels::reduce_stats<<<static_cast<unsigned>(1 + du_ + dd_), rt, rt * sizeof(double), stream_>>>(da, m, d,
+                                                                                                     sums_.get());
+    HERD_CUDA_CHECK(cudaGetLastError());
+    std::vector<double> hs(1 + du_ + dd_);
+    sums_.download(hs.data(), hs.size(), stream_);
+    HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    engine_.pooled_merge(hs[0], hs.data() + 1, hs.data() + 1 + du_);
+    chol_.upload(ha_.chol, dd_, stream_);
+    ad_ref_.upload(engine_.pooled_reference(), du_, stream_);
+    ad_n_.zero(stream_);
+    ad_s1_.zero(stream_);
+    ad_s2_.zero(stream_);
+  }
+
+  /// The engine hook: counters and factor(s) back to the host arrays.
+  void sync() {
+    accepted_.download(ha_.accepted, accepted_.size(), stream_);
+    ood_.download(ha_.out_of_domain, m, stream_);
+    nan_.download(ha_.nan_count, m, stream_);
+    posinf_.download(ha_.posinf_count, m, stream_);
+    chol_.download(ha_.chol, nchol_, stream_);
+    HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  std::size_t m = 0;
+  int d = 0;
+  static constexpr unsigned threads = 128;
+  unsigned blocks = 0;
+  batched::KernelParams dp;   ///< parameters with device pointers
+  batched::ChainArrays da;    ///< device arrays
+  DeviceArray<double> bx, blp;  ///< device draw buffers `[M, block, d]`, `[M, block]`
+
+ private:
+  detail::BatchedEngine& engine_;
+  cudaStream_t stream_;
+  batched::KernelParams hp_;
+  const batched::ChainArrays& ha_;
+  std::size_t du_ = 0, dd_ = 0, nchol_ = 0;
+  bool adapt_ = false;
+  DeviceArray<ZigguratTables> zig_;
+  DeviceArray<double> lower_, upper_, x_, lp_, y_, w_, lpath_, chol_;
+  DeviceArray<std::int32_t> stage_;
+  DeviceArray<std::uint8_t> inside_;
+  DeviceArray<RngCursor> dr_cursor_;
+  DeviceArray<std::int64_t> accepted_, ood_, nan_, posinf_;
+  DeviceArray<double> ad_n_, ad_s1_, ad_s2_, ad_ref_, run_n_, run_mean_, run_m2_, sums_;
+  DeviceArray<int> result_;
+};
+
+/// Runs the batched sampler on the current CUDA device with a device-callable functor
+/// (see the file comment). Ziggurat tables, the domain box and all chain arrays are copied
+/// to the device; thinned draws come back in blocks of `options.block_draws`.
+template <class F>
+BatchedDramResult run_batched_dram(BatchedDramOptions options, const F& f, BatchedDrawSink& sink,
+                                   cudaStream_t stream = nullptr) {
+  options.device = BatchedDevice::kHost;  // the engine validates and keeps the host mirror
+  detail::BatchedEngine engine(options);
+  DeviceChains dc(engine, options, stream);
+  const int d = options.ndim;
+  // Start log densities on the device (the host engine checks them).
+  engine.init_log_density([&](const double*, std::size_t n, double* out) {
+    kernels::eval_rows<<<dc.blocks, dc.threads, 0, stream>>>(f, dc.da.x, d, n, dc.da.lp);
+    HERD_CUDA_CHECK(cudaGetLastError());
+    HERD_CUDA_CHECK(cudaMemcpyAsync(out, dc.da.lp, n * sizeof(double), cudaMemcpyDeviceToHost, stream));
+    HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  });
+  dc.upload_lp();
+  detail::BatchedEngine::DeviceHooks hooks;
+  hooks.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* hbx, double* hblp, bool adapting) {
+    batched::KernelParams p = dc.dp;
+    p.adapting = adapting;
+    kernels::launch_segment(dc.blocks, dc.threads, stream, p, dc.da, dc.m, k0, per, nd, f,
+                            hbx ? dc.bx.get() : nullptr, hbx ? dc.blp.get() : nullptr);
+    HERD_CUDA_CHECK(cudaGetLastError());
+    dc.download_block(nd, hbx, hblp);
+  };
+  hooks.adapt_update = [&] { dc.adapt_update(); };
+  hooks.sync = [&] { dc.sync(); };
+  return engine.run_device(hooks, sink);
+}
+
+}  // namespace herd::mcmc::cuda

@@ -1,0 +1,385 @@
+// Batched DRAM (issue #13), host path: the same random numbers as the serial kernel for the
+// same global chain id, bit-identical chains with the same (frozen) proposal, option
+// errors, the HDF5 sink and the report.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/error.hpp"
+#include "herd/io/hdf5.hpp"
+#include "herd/mcmc/batched_dram.hpp"
+#include "herd/mcmc/batched_run.hpp"
+#include "herd/mcmc/batched_targets.hpp"
+#include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/diagnostics.hpp"
+#include "herd/mcmc/dram.hpp"
+
+using namespace herd::mcmc;
+
+namespace {
+
+// A correlated start covariance (not diagonal, so L has off-diagonal terms).
+std::vector<double> start_cov(int d) {
+  std::vector<double> c(static_cast<std::size_t>(d) * d);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j < d; ++j) c[static_cast<std::size_t>(i) * d + j] = 0.3 * std::pow(0.4, std::abs(i - j)) * (1 + 0.1 * i) * (1 + 0.1 * j);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("batched kernel: acceptance uniforms, stage-1 and DR trials equal the serial kernel's", "[mcmc][batched]") {
+  const int d = 5;
+  const std::uint64_t seed = 0x1234567890abcdefull;
+  DramOptions so;
+  so.start_point.assign(d, 0.25);
+  so.seed = seed;
+  so.proposal_start_cov = start_cov(d);
+  so.delayed_rejection_count = 3;
+  so.delayed_rejection_scale_factors = {0.5, 0.7, 0.9};
+  const GaussianTarget g = GaussianTarget::ar1(d, 0.5);
+  const auto gv = g.view();
+
+  BatchedDramOptions bo;
+  bo.ndim = d;
+  bo.num_chains = 3;
+  bo.seed = seed;
+  bo.start_points = so.start_point;
+  bo.proposal_start_cov = so.proposal_start_cov;
+  bo.delayed_rejection_count = 3;
+  bo.delayed_rejection_scale_factors = so.delayed_rejection_scale_factors;
+  bo.adaptation = BatchedAdaptation::kNone;
+  bo.num_threads = 1;
+  for (std::uint32_t first : {0u, 77u, 4000000000u}) {
+    bo.first_chain_id = first;
+    detail::BatchedEngine engine(bo);
+    engine.init_log_density([&](const double* x, std::size_t n, double* out) {
+      for (std::size_t i = 0; i < n; ++i) out[i] = gv(x + i * d, d);
+    });
+    const auto& p = engine.params();
+    const auto& a = engine.arrays();
+    for (std::size_t i = 0; i < 3; ++i) {
+      so.chain_id = first + static_cast<std::uint32_t>(i);
+      DramSampler serial(so, [&](const double* x, int dd) { return gv(x, dd); });
+      for (std::uint64_t k : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{999}, (std::uint64_t{1} << 40) + 5}) {
+        // Raw words of the three streams (the same Philox counters) and the uniforms.
+        for (auto purpose : {herd::RngPurpose::kProposal, herd::RngPurpose::kAcceptance,
+                             herd::RngPurpose::kDelayedRejection}) {
+          const auto b1 = herd::RngStream(seed, batched::chain_id(p, i), purpose).block(k);
+          const auto b2 = herd::RngStream(seed, so.chain_id, purpose).block(k);
+          for (int q = 0; q < 4; ++q) CHECK(b1.v[q] == b2.v[q]);
+        }
+        for (int s = 1; s <= 4; ++s) CHECK(batched::acceptance_uniform(p, batched::chain_id(p, i), k, s) ==
+                                           serial.acceptance_uniform(k, s));
+        // Stage-1 trial, then DR trials forced by -inf log densities (always rejected).
+        batched::begin_proposal(p, a, i, k);
+        std::vector<double> want(d);
+        serial.propose(k, 1, a.x + i * d, a.chol, want.data());
+        for (int j = 0; j < d; ++j) CHECK(a.y[i * d + j] == want[j]);
+        for (int s = 2; s <= 4; ++s) {
+          REQUIRE(batched::finish_stage(p, a, i, k, -std::numeric_limits<double>::infinity()));
+          serial.propose(k, s, a.x + i * d, a.chol, want.data());
+          for (int j = 0; j < d; ++j) CHECK(a.y[i * d + j] == want[j]);
+        }
+        CHECK_FALSE(batched::finish_stage(p, a, i, k, -std::numeric_limits<double>::infinity()));
+      }
+    }
+  }
+}
+
+TEST_CASE("batched host path: chains bit-identical to the serial kernel with the same frozen proposal",
+          "[mcmc][batched]") {
+  const int d = 4;
+  const GaussianTarget g = GaussianTarget::ar1(d, 0.6);
+  const auto gv = g.view();
+  const std::int64_t warm = 37, steps = 400;
+  for (int dr : {0, 1, 3}) {
+    for (bool box : {false, true}) {
+      INFO("delayed_rejection_count = " << dr << ", box = " << box);
+      BatchedDramOptions bo;
+      bo.ndim = d;
+      bo.num_chains = 5;
+      bo.first_chain_id = 1000;
+      bo.seed = 42;
+      bo.start_points.assign(static_cast<std::size_t>(5 * d), 0.0);
+      for (int i = 0; i < 5 * d; ++i) bo.start_points[static_cast<std::size_t>(i)] = 0.1 * (i % 7) - 0.3;
+      bo.proposal_start_cov = start_cov(d);
+      bo.delayed_rejection_count = dr;
+      if (dr == 3) bo.delayed_rejection_scale_factors = {0.3, 0.8, 0.5};
+      if (box) {
+        bo.domain_lower.assign(d, -1.5);
+        bo.domain_upper.assign(d, 1.0);
+      }
+      bo.adaptation = BatchedAdaptation::kNone;
+      bo.warmup = warm;
+      bo.steps = steps;
+      bo.thin = 1;
+      bo.block_draws = 64;
+      bo.num_threads = 2;
+      MemoryBatchedSink sink;
+      const auto res = run_batched_dram(bo, gv, sink);
+      REQUIRE(sink.draws == steps);
+      CHECK(res.adaptive_updates == 0);
+      for (int i = 0; i < 5; ++i) {
+        DramOptions so;
+        so.start_point.assign(bo.start_points.begin() + i * d, bo.start_points.begin() + (i + 1) * d);
+        so.chain_id = 1000 + static_cast<std::uint32_t>(i);
+        so.seed = 42;
+        so.proposal_start_cov = bo.proposal_start_cov;
+        so.delayed_rejection_count = dr;
+        so.delayed_rejection_scale_factors = bo.delayed_rejection_scale_factors;
+        so.domain_lower = bo.domain_lower;
+        so.domain_upper = bo.domain_upper;
+        so.adaptive_update_count = 0;
+        so.chain_size = std::int64_t{1} << 40;
+        so.max_proposals = warm + steps;
+        DramSampler serial(so, [&](const double* x, int dd) { return gv(x, dd); });
+        MemoryChainSink ms;
+        serial.run(ms);
+        const auto v = ms.verbose();  // [1 + proposals, d]: the start, then after each proposal
+        REQUIRE(v.size() == static_cast<std::size_t>((1 + warm + steps) * d));
+        std::size_t mismatches = 0;
+        for (std::int64_t t = 0; t < steps; ++t)
+          for (int j = 0; j < d; ++j)
+            mismatches += v[static_cast<std::size_t>((1 + warm + t) * d + j)] !=
+                          sink.x[static_cast<std::size_t>((i * steps + t) * d + j)];
+        CHECK(mismatches == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("batched host path: thinning, blocks, threads and the batched-density path agree", "[mcmc][batched]") {
+  const int d = 3;
+  const BananaLogDensity banana{d, 0.05};
+  BatchedDramOptions bo;
+  bo.ndim = d;
+  bo.num_chains = 9;
+  bo.seed = 7;
+  bo.start_points = {1.0, -0.5, 0.2};
+  bo.warmup = 200;
+  bo.steps = 300;
+  bo.thin = 7;  // 42 draws and 6 trailing proposals
+  bo.block_draws = 5;
+  bo.adaptation = BatchedAdaptation::kPooled;
+  bo.num_threads = 1;
+  MemoryBatchedSink a1, a3, b1;
+  run_batched_dram(bo, banana, a1);
+  bo.num_threads = 3;
+  bo.block_draws = 100;
+  const auto r3 = run_batched_dram(bo, banana, a3);
+  // The batched-density (staged) path: the same chains.
+  const auto r = run_batched_dram(
+      bo,
+      BatchedLogDensity([&](const double* x, int n, int dd, double* out) {
+        for (int i = 0; i < n; ++i) out[i] = banana(x + static_cast<std::size_t>(i) * dd, dd);
+      }),
+      b1);
+  REQUIRE(a1.draws == 42);
+  CHECK(a1.x == a3.x);
+  CHECK(a1.lp == a3.lp);
+  CHECK(a1.x == b1.x);
+  CHECK(r.proposal_cov == r3.proposal_cov);
+  CHECK(r3.adaptive_updates > 0);
+  CHECK(r3.proposals_per_chain == 500);
+  // Each recorded draw is the state after proposal warmup + 7 (t + 1) - 1: its lp is the target's.
+  for (std::size_t q = 0; q < a1.lp.size(); ++q) CHECK(a1.lp[q] == banana(a1.x.data() + q * d, d));
+}
+
+TEST_CASE("batched options: bad input names the field", "[mcmc][batched]") {
+  BatchedDramOptions o;
+  o.ndim = 2;
+  o.num_chains = 4;
+  o.start_points = {0.0, 0.0};
+  const BananaLogDensity f{2, 0.03};
+  MemoryBatchedSink s;
+  auto bad = [&](auto edit, const char* needle) {
+    BatchedDramOptions b = o;
+    edit(b);
+    CHECK_THROWS_WITH(run_batched_dram(b, f, s), Catch::Contains(needle));
+  };
+  bad([](auto& b) { b.start_points = {0.0, 0.0, 1.0}; }, "start_points has 3 values");
+  bad([](auto& b) { b.thin = 0; }, "thin is 0");
+  bad([](auto& b) { b.delayed_rejection_count = 5; }, "delayed_rejection_count is 5");
+  bad([](auto& b) { b.num_chains = 0; }, "num_chains is 0");
+  bad([](auto& b) { b.scale_factor = "fast"; }, "scale_factor");
+  bad([](auto& b) { b.device = BatchedDevice::kCuda; }, "device = cuda");
+  bad([](auto& b) {
+    b.domain_lower = {1.0, 1.0};
+    b.domain_upper = {2.0, 2.0};
+  }, "outside the domain");
+  CHECK_THROWS_WITH(run_batched_dram(o, [](const double*, int) { return -std::numeric_limits<double>::infinity(); }, s),
+                    Catch::Contains("start point of chain 0"));
+  CHECK_THROWS_AS(run_batched_dram(o, [](const double* x, int) { return x[0] > 0.5 ? std::numeric_limits<double>::infinity() : 0.0; }, s),
+                  herd::NumericalError);
+}
+
+TEST_CASE("batched HDF5 sink: [chain, draw, d] streamed in blocks, with dimension scales", "[mcmc][batched][io]") {
+  const auto path = (std::filesystem::temp_directory_path() / "herd_test_batched_sink.h5").string();
+  const int d = 2;
+  BatchedDramOptions bo;
+  bo.ndim = d;
+  bo.num_chains = 70;  // more than one chunk of chains
+  bo.first_chain_id = 5;
+  bo.start_points = {0.0, 0.0};
+  bo.warmup = 50;
+  bo.steps = 230;
+  bo.thin = 10;  // 23 draws, written in blocks of 4
+  bo.block_draws = 4;
+  bo.num_threads = 2;
+  const BananaLogDensity f{d, 0.03};
+  MemoryBatchedSink mem;
+  run_batched_dram(bo, f, mem);
+  {
+    Hdf5BatchedSink h5(path);
+    run_batched_dram(bo, f, h5);
+  }
+  const auto file = herd::io::H5File::open(path);
+  const auto g = file.open_group("posterior");
+  const auto x = g.open_dataset("x");
+  CHECK(x.shape() == std::vector<hsize_t>{70, 23, 2});
+  CHECK(x.read<double>() == mem.x);
+  CHECK(g.open_dataset("lp").read<double>() == mem.lp);
+  CHECK(x.dimension_names() == std::vector<std::string>{"chain", "draw", "dim"});
+  const auto ids = g.open_dataset("chain").read<std::int64_t>();
+  CHECK(ids.front() == 5);
+  CHECK(ids.back() == 74);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("batched report: R-hat, ESS and nested R-hat per coordinate", "[mcmc][batched]") {
+  const int d = 2;
+  BatchedDramOptions bo;
+  bo.ndim = d;
+  bo.num_chains = 64;
+  bo.start_points = {0.0, 0.0};
+  bo.warmup = 500;
+  bo.steps = 1000;
+  bo.thin = 5;
+  bo.num_threads = 2;
+  const GaussianTarget g = GaussianTarget::ar1(d, 0.3);
+  MemoryBatchedSink mem;
+  const auto r = run_batched_dram(bo, g.view(), mem);
+  const auto diag = batched_diagnostics(mem, 16);
+  REQUIRE(diag.size() == 2);
+  for (const auto& q : diag) {
+    CHECK(q.rhat < 1.05);
+    CHECK(q.nested_rhat < 1.05);
+    CHECK(q.ess_bulk > 1000);
+  }
+  CHECK(std::isnan(batched_diagnostics(mem, 5)[0].nested_rhat));  // 5 does not divide 64
+  const std::string rep = batched_report(bo, r, diag);
+  CHECK_THAT(rep, Catch::Contains("nested R-hat"));
+  CHECK_THAT(rep, Catch::Contains("64 chains"));
+}
+
+TEST_CASE("run_batched: one entry point for applications, host dispatch", "[mcmc][batched]") {
+  BatchedDramOptions o;
+  o.ndim = 3;
+  o.num_chains = 6;
+  o.start_points = {0.0, 0.0, 0.0};
+  o.warmup = 100;
+  o.steps = 100;
+  o.num_threads = 1;
+  auto g = std::make_shared<const GaussianTarget>(GaussianTarget::ar1(3, 0.2));
+  MemoryBatchedSink a, b, c;
+  run_batched(o, BatchedTarget::gaussian_target(g), a);
+  run_batched_dram(o, g->view(), b);
+  CHECK(a.x == b.x);
+  const auto gv = g->view();
+  run_batched(o, BatchedTarget::host_batched([&](const double* x, int n, int d, double* out) {
+                for (int i = 0; i < n; ++i) out[i] = gv(x + static_cast<std::size_t>(i) * d, d);
+              }),
+              c);
+  CHECK(c.x == b.x);
+  o.device = BatchedDevice::kCuda;
+  CHECK_THROWS_WITH(run_batched(o, BatchedTarget::host_batched([](const double*, int, int, double*) {}), c),
+                    Catch::Contains("device = cuda"));
+}
+
+TEST_CASE("nested R-hat: a known answer computed by hand (K = 2 superchains of M = 2 chains)", "[mcmc][batched]") {
+  // Chains c0 = (1, 2, 3), c1 = (2, 4, 6), c2 = (0, 1, 5), c3 = (3, 3, 3); superchains {c0, c1}
+  // and {c2, c3}. Chain means 2, 4, 2, 3; chain variances (divisor N - 1) 1, 4, 7, 0.
+  // Superchain 0: mean 3, between-chain variance (divisor M - 1) 2, mean within 2.5: W_0 = 4.5.
+  // Superchain 1: mean 2.5, between 0.5, mean within 3.5: W_1 = 4. W = 4.25.
+  // B = variance of the superchain means (divisor K - 1) = 0.125.
+  // nested R-hat = sqrt(1 + 0.125 / 4.25); numpy:
+  //   x = np.array([[1,2,3],[2,4,6],[0,1,5],[3,3,3]], float); cm = x.mean(1); cv = x.var(1, ddof=1)
+  //   W = (cm.reshape(2,2).var(1, ddof=1) + cv.reshape(2,2).mean(1)).mean()
+  //   B = cm.reshape(2,2).mean(1).var(ddof=1); np.sqrt(1 + B/W) -> 1.0145993123917847
+  const std::vector<double> x = {1, 2, 3, 2, 4, 6, 0, 1, 5, 3, 3, 3};
+  CHECK(nested_rhat(DrawsView(x, 4, 3), 2) == Approx(1.0145993123917847).epsilon(1e-14));
+  // Through the batched report's path (MemoryBatchedSink layout [M, draws, d], d = 1).
+  MemoryBatchedSink s;
+  s.begin(4, 0, 1, 3);
+  s.write_block(0, 3, x.data(), x.data());
+  CHECK(batched_diagnostics(s, 2)[0].nested_rhat == Approx(1.0145993123917847).epsilon(1e-14));
+}
+
+TEST_CASE("batched kernel: segment_local (the GPU kernel's thread-local state) gives bit-identical chains",
+          "[mcmc][batched]") {
+  const int d = 6;
+  const GaussianTarget g = GaussianTarget::ar1(d, 0.4);
+  const auto gv = g.view();
+  for (auto mode : {BatchedAdaptation::kPooled, BatchedAdaptation::kPerChain, BatchedAdaptation::kNone}) {
+    BatchedDramOptions o;
+    o.ndim = d;
+    o.num_chains = 7;
+    o.first_chain_id = 99;
+    o.seed = 3;
+    o.start_points.assign(d, 0.1);
+    o.warmup = 150;
+    o.steps = 230;
+    o.thin = 3;
+    o.block_draws = 11;
+    o.adaptation = mode;
+    o.delayed_rejection_count = 2;
+    o.domain_lower.assign(d, -2.5);
+    o.domain_upper.assign(d, 2.5);
+    o.num_threads = 2;
+    MemoryBatchedSink want, got;
+    const auto rw = run_batched_dram(o, gv, want);
+    detail::BatchedEngine e(o);
+    e.init_log_density([&](const double* x, std::size_t n, double* out) {
+      for (std::size_t i = 0; i < n; ++i) out[i] = gv(x + i * d, d);
+    });
+    const auto* p = &e.params();
+    const auto* a = &e.arrays();
+    detail::BatchedEngine::DeviceHooks h;  // the device runner's structure, run on the host
+    h.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp, bool adapting) {
+      batched::KernelParams q = *p;
+      q.adapting = adapting;
+      for (std::size_t i = 0; i < 7; ++i) batched::segment_local<8>(q, *a, i, k0, per, nd, gv, bx, blp);
+    };
+    h.adapt_update = [] {};  // replaced below: the host engine's own update is not reachable
+    h.sync = [] {};
+    if (mode == BatchedAdaptation::kNone) {
+      const auto rg = e.run_device(h, got);
+      CHECK(got.x == want.x);
+      CHECK(got.lp == want.lp);
+      CHECK(rg.stage_accepted == rw.stage_accepted);
+      CHECK(rg.out_of_domain == rw.out_of_domain);
+    } else {
+      // With adaptation, run the host engine's schedule with segment_local as the advance.
+      detail::BatchedEngine e2(o);
+      e2.init_log_density([&](const double* x, std::size_t n, double* out) {
+        for (std::size_t i = 0; i < n; ++i) out[i] = gv(x + i * d, d);
+      });
+      const auto* p2 = &e2.params();
+      const auto* a2 = &e2.arrays();
+      const auto rg = e2.run(
+          [&](std::size_t b, std::size_t en, std::uint64_t k0, std::uint64_t k1) {
+            const batched::KernelParams q = *p2;
+            for (std::size_t i = b; i < en; ++i) batched::segment_local<8>(q, *a2, i, k0, k1 - k0, 1, gv, nullptr, nullptr);
+          },
+          got, true);
+      CHECK(got.x == want.x);
+      CHECK(rg.proposal_cov == rw.proposal_cov);
+      CHECK(rg.stage_accepted == rw.stage_accepted);
+    }
+  }
+}
