@@ -749,7 +749,9 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     r += fmt::format("sampling time                     {:.3f} s\n", sampling_seconds);
     r += fmt::format("total time                        {:.3f} s\n", out.seconds);
     r += fmt::format("steps per second                  {:.4g}\n", static_cast<double>(proposals) / std::max(sampling_seconds, 1e-9));
-    if (checkpointing)
+    if (checkpointing && multi)
+      r += fmt::format("restart record                    {} (each rank checkpoints its own chains)\n", rdir);
+    else if (checkpointing)
       r += fmt::format("checkpoints (this process)        {} in {:.3f} s ({:.2f}% of the sampling time); record in {}\n",
                        checkpoints, checkpoint_seconds, 100.0 * checkpoint_seconds / std::max(sampling_seconds, 1e-9), rdir);
     r += "\n";
