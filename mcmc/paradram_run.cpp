@@ -48,9 +48,18 @@ struct TextFormat {
 /// A buffered text file that throws IoError on failure.
 class TextFile {
  public:
-  explicit TextFile(std::string path) : path_(std::move(path)) {
-    f_ = std::fopen(path_.c_str(), "wb");
-    if (!f_) throw IoError(fmt::format("cannot create \"{}\"", path_));
+  /// Creates `path`, or with `append` opens it for appending.
+  explicit TextFile(std::string path, bool append = false) : path_(std::move(path)) {
+    f_ = std::fopen(path_.c_str(), append ? "ab" : "wb");
+    if (!f_) throw IoError(fmt::format("cannot {} \"{}\"", append ? "open" : "create", path_));
+  }
+  /// Flushes and fsyncs; returns the file's length. @throws IoError
+  std::uint64_t sync() {
+    flush();
+    if (::fsync(fileno(f_)) != 0) throw IoError(fmt::format("cannot fsync \"{}\"", path_));
+    const long n = std::ftell(f_);
+    if (n < 0) throw IoError(fmt::format("cannot tell the length of \"{}\"", path_));
+    return static_cast<std::uint64_t>(n);
   }
   ~TextFile() {
     if (f_) std::fclose(f_);
@@ -91,10 +100,102 @@ class RunningBurnin {
     const auto it = std::lower_bound(max_lp_.begin(), max_lp_.end(), threshold);
     return max_idx_[static_cast<std::size_t>(it - max_lp_.begin())];
   }
+  /// The prefix maxima (rows, log densities), for checkpoints.
+  const std::vector<std::int64_t>& rows() const { return max_idx_; }
+  const std::vector<double>& values() const { return max_lp_; }
+  /// Restores the prefix maxima of a checkpoint.
+  void restore(std::vector<std::int64_t> rows, std::vector<double> values) {
+    max_idx_ = std::move(rows);
+    max_lp_ = std::move(values);
+  }
 
  private:
   std::vector<std::int64_t> max_idx_;
   std::vector<double> max_lp_;
+};
+
+/// ParaDRAM's chain-file header line.
+std::string chain_header(const SamplerSpecs& specs, const TextFormat& tf) {
+  std::string h = "ProcessID" + tf.delim + "DelayedRejectionStage" + tf.delim + "MeanAcceptanceRate" + tf.delim +
+                  "AdaptationMeasure" + tf.delim + "BurninLocation" + tf.delim + "SampleWeight" + tf.delim +
+                  "SampleLogFunc";
+  for (const auto& n : specs.variable_names) h += tf.delim + n;
+  return h + "\n";
+}
+
+/// Row(s) of ParaDRAM's chain file for record number `i` (0-based) of a chain (verbose:
+/// the row repeated `weight` times with weight 1).
+std::string chain_rows(const SamplerSpecs& specs, const TextFormat& tf, RunningBurnin& burnin, std::int64_t i,
+                       const ChainRecord& r, int process_id) {
+  const std::int64_t b = burnin.add(i, r.log_density) + 1;  // 1-based, as ParaDRAM
+  // Mean acceptance rate when this state became current: i acceptances in r.step proposals.
+  const double rate = r.step == 0 ? 1.0 : static_cast<double>(i) / static_cast<double>(r.step);
+  const bool verbose = specs.chain_file_format == "verbose";
+  const std::int64_t reps = verbose ? r.weight : 1;
+  const std::int64_t weight = verbose ? 1 : r.weight;
+  std::string row = tf.integer(process_id) + tf.delim + tf.integer(r.dr_stage) + tf.delim + tf.real(rate) + tf.delim +
+                    tf.real(r.adapt_measure) + tf.delim + tf.integer(b) + tf.delim + tf.integer(weight) + tf.delim +
+                    tf.real(r.log_density);
+  for (int k = 0; k < r.ndim; ++k) row += tf.delim + tf.real(r.point[k]);
+  row += '\n';
+  if (reps == 1) return row;
+  std::string out;
+  for (std::int64_t k = 0; k < reps; ++k) out += row;
+  return out;
+}
+
+/// The text chain file of a single-chain run, written while it samples (users watch it
+/// grow). With checkpoints its length, row count and burn-in state go into each
+/// checkpoint (after an fsync), and a resumed run truncates it back to that length.
+class TextChainStream final : public ChainSink {
+ public:
+  TextChainStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf)
+      : path_(std::move(path)), specs_(specs), tf_(tf) {}
+
+  /// Opens the file afresh (header) unless `resume` opened it.
+  void begin(std::uint32_t, int) override {
+    if (file_) return;
+    file_ = std::make_unique<TextFile>(path_);
+    file_->write(chain_header(specs_, tf_));
+  }
+  void write(const ChainRecord& r) override { file_->write(chain_rows(specs_, tf_, burnin_, rows_++, r, 1)); }
+  void flush() override {
+    if (file_) file_->flush();
+  }
+  /// Adds the file's state to a checkpoint (fsyncs the file first).
+  void checkpoint(io::CheckpointWriter& w) {
+    w.add_value("text.bytes", file_->sync());
+    w.add_value("text.rows", rows_);
+    w.add("text.burnin_rows", burnin_.rows());
+    w.add("text.burnin_values", burnin_.values());
+  }
+  /// Truncates the file to the checkpoint's length and continues it.
+  /// @throws IoError when the file is shorter than the checkpoint says.
+  void resume(const io::CheckpointReader& r) {
+    const auto bytes = r.value<std::uint64_t>("text.bytes");
+    std::error_code ec;
+    const auto size = fs::file_size(path_, ec);
+    if (ec || size < bytes)
+      throw IoError(fmt::format("the chain file \"{}\" is shorter than its checkpoint records ({} bytes); set "
+                                "overwrite = true to start afresh",
+                                path_, bytes));
+    fs::resize_file(path_, bytes);
+    rows_ = r.value<std::int64_t>("text.rows");
+    burnin_.restore(r.get<std::int64_t>("text.burnin_rows"), r.get<double>("text.burnin_values"));
+    file_ = std::make_unique<TextFile>(path_, true);
+  }
+  void close() {
+    if (file_) file_->close();
+    file_.reset();
+  }
+
+ private:
+  std::string path_;
+  const SamplerSpecs& specs_;
+  TextFormat tf_;
+  std::unique_ptr<TextFile> file_;
+  RunningBurnin burnin_;
+  std::int64_t rows_ = 0;
 };
 
 /// Progress of the sampling: rows of <prefix>_progress.txt and the terminal line. Gets the
@@ -125,8 +226,18 @@ class ProgressSink final : public ChainSink {
     progress_.reset();
   }
 
-  /// Terminal progress is printed through this callback (may be empty).
-  std::function<void(std::uint64_t steps, std::int64_t accepted, double seconds)> on_progress;
+  /// A resumed run: `rows` records and `steps` proposals were made before this process
+  /// (rates and the time remaining count from here).
+  void resume(std::int64_t rows, std::uint64_t steps) {
+    rows_ = rows0_ = last_accepted_ = rows;
+    last_report_ = steps0_ = steps;
+  }
+
+  /// Terminal progress is printed through this callback (may be empty): totals, then the
+  /// steps and acceptances made by this process (they differ after a resume).
+  std::function<void(std::uint64_t steps, std::int64_t accepted, double seconds, std::uint64_t new_steps,
+                     std::int64_t new_accepted)>
+      on_progress;
 
  private:
   void progress(std::uint64_t steps, std::int64_t accepted) {
@@ -136,12 +247,13 @@ class ProgressSink final : public ChainSink {
     const double rate = static_cast<double>(accepted) / static_cast<double>(std::max<std::uint64_t>(steps, 1));
     const double rate_last = static_cast<double>(accepted - last_accepted_) /
                              static_cast<double>(std::max<std::uint64_t>(steps - last_report_, 1));
+    const auto new_accepted = static_cast<double>(std::max<std::int64_t>(accepted - rows0_, 1));
     const double remaining =
-        specs_.chain_size > accepted ? now / static_cast<double>(accepted) * static_cast<double>(specs_.chain_size - accepted) : 0.0;
+        specs_.chain_size > accepted ? now / new_accepted * static_cast<double>(specs_.chain_size - accepted) : 0.0;
     progress_->write(fmt_.integer(steps) + fmt_.delim + fmt_.integer(accepted) + fmt_.delim + fmt_.real(rate) +
                      fmt_.delim + fmt_.real(rate_last) + fmt_.delim + fmt_.real(now - last_time_) + fmt_.delim +
                      fmt_.real(now) + fmt_.delim + fmt_.real(remaining) + "\n");
-    if (on_progress) on_progress(steps, accepted, now);
+    if (on_progress) on_progress(steps, accepted, now, steps - steps0_, accepted - rows0_);
     last_report_ = steps;
     last_accepted_ = accepted;
     last_time_ = now;
@@ -150,7 +262,8 @@ class ProgressSink final : public ChainSink {
   const SamplerSpecs& specs_;
   TextFormat fmt_;
   std::unique_ptr<TextFile> progress_;
-  std::int64_t rows_ = 0;
+  std::int64_t rows_ = 0, rows0_ = 0;
+  std::uint64_t steps0_ = 0;
   Timer clock_;
   std::uint64_t last_report_ = 0;
   std::int64_t last_accepted_ = 0;
@@ -184,29 +297,10 @@ void write_chain_file(const std::string& path, const SamplerSpecs& specs, const 
     return;
   }
   TextFile f(path);
-  std::string h = "ProcessID" + tf.delim + "DelayedRejectionStage" + tf.delim + "MeanAcceptanceRate" + tf.delim +
-                  "AdaptationMeasure" + tf.delim + "BurninLocation" + tf.delim + "SampleWeight" + tf.delim +
-                  "SampleLogFunc";
-  for (const auto& n : specs.variable_names) h += tf.delim + n;
-  f.write(h + "\n");
+  f.write(chain_header(specs, tf));
   RunningBurnin burnin;
-  const bool verbose = specs.chain_file_format == "verbose";
-  std::string row;
-  for (std::size_t idx = 0; idx < c.size(); ++idx) {
-    const ChainRecord r = record(idx);
-    const auto i = static_cast<std::int64_t>(idx);
-    const std::int64_t b = burnin.add(i, r.log_density) + 1;  // 1-based, as ParaDRAM
-    // Mean acceptance rate when this state became current: i acceptances in r.step proposals.
-    const double rate = r.step == 0 ? 1.0 : static_cast<double>(i) / static_cast<double>(r.step);
-    const std::int64_t reps = verbose ? r.weight : 1;
-    const std::int64_t weight = verbose ? 1 : r.weight;
-    row = tf.integer(process_id) + tf.delim + tf.integer(r.dr_stage) + tf.delim + tf.real(rate) + tf.delim +
-          tf.real(r.adapt_measure) + tf.delim + tf.integer(b) + tf.delim + tf.integer(weight) + tf.delim +
-          tf.real(r.log_density);
-    for (int k = 0; k < r.ndim; ++k) row += tf.delim + tf.real(r.point[k]);
-    row += '\n';
-    for (std::int64_t k = 0; k < reps; ++k) f.write(row);
-  }
+  for (std::size_t idx = 0; idx < c.size(); ++idx)
+    f.write(chain_rows(specs, tf, burnin, static_cast<std::int64_t>(idx), record(idx), process_id));
   f.close();
 }
 
@@ -407,21 +501,33 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     // log file, CI): a plain line every 10 seconds.
     const bool tty = isatty(fileno(options.terminal)) != 0;
     progress.on_progress = [&options, &specs, tty, last = -1e9](std::uint64_t steps, std::int64_t accepted,
-                                                                double secs) mutable {
+                                                                double secs, std::uint64_t new_steps,
+                                                                std::int64_t new_accepted) mutable {
       if (secs - last < (tty ? 0.25 : 10.0)) return;
       last = secs;
-      const double eta =
-          accepted > 0 ? secs / static_cast<double>(accepted) * static_cast<double>(specs.chain_size - accepted) : 0.0;
+      const double eta = new_accepted > 0 ? secs / static_cast<double>(new_accepted) *
+                                                static_cast<double>(specs.chain_size - accepted)
+                                          : 0.0;
       const std::string line = fmt::format(
           "steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {:.1f} s", steps, accepted,
           specs.chain_size, static_cast<double>(accepted) / static_cast<double>(steps),
-          static_cast<double>(steps) / std::max(secs, 1e-9), eta);
+          static_cast<double>(new_steps) / std::max(secs, 1e-9), eta);
       std::fprintf(options.terminal, tty ? "\r%-100s" : "%s\n", line.c_str());
       std::fflush(options.terminal);
     };
     if (tty) clear_line = true;
   }
-  ChainSink& tee = root ? static_cast<ChainSink&>(progress) : static_cast<ChainSink&>(null_sink);
+  // A single chain's text chain file is written while it samples (rank 0).
+  std::unique_ptr<TextChainStream> text;
+  std::unique_ptr<FanSink> progress_text;
+  if (root && !multi && specs.chain_file_format != "binary") {
+    text = std::make_unique<TextChainStream>(chain_file_path(specs, 1, 1), specs, tf);
+    progress_text = std::make_unique<FanSink>(progress, *text);
+  }
+  bool text_done = false;  // the streamed text chain is complete
+  ChainSink& tee = progress_text ? static_cast<ChainSink&>(*progress_text)
+                   : root        ? static_cast<ChainSink&>(progress)
+                                 : static_cast<ChainSink&>(null_sink);
   std::vector<MemoryChainSink> chains;
   std::vector<DramResult> results;
   std::string parallel_report;
@@ -433,6 +539,12 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   files.checkpoint_path = rdir + "/chain_0.ckpt";
   files.period_steps = specs.checkpoint_period;
   files.period_seconds = specs.checkpoint_period_seconds;
+  if (text) files.on_checkpoint = [&text](io::CheckpointWriter& w) { text->checkpoint(w); };
+  if (root)
+    files.on_resume = [&text, &progress](const io::CheckpointReader& r) {
+      if (text) text->resume(r);
+      progress.resume(r.value<std::int64_t>("dram.records_written"), r.value<std::uint64_t>("dram.proposal_number"));
+    };
   const DramOptions dopt = to_dram_options(specs, d, 0);
   try {
     if (multi) {
@@ -454,6 +566,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       FanSink fan(memory, tee);
       ChainSink& sink = root && !checkpointing ? static_cast<ChainSink&>(fan) : tee;
       ForkJoinRun f = run_fork_join(dopt, target.log_density, comm, sink, checkpointing ? &files : nullptr);
+      text_done = !f.already_complete;
       checkpoints = f.checkpoints;
       checkpoint_seconds = f.checkpoint_seconds;
       if (root && checkpointing) memory = read_resumable_chain(files.chain_path, d);
@@ -482,6 +595,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     } else if (checkpointing) {
       files.tee = &tee;
       const ResumableRun r = run_resumable(dopt, target.log_density, files);
+      text_done = !r.already_complete;
       checkpoints = r.checkpoints;
       checkpoint_seconds = r.checkpoint_seconds;
       chains.push_back(read_resumable_chain(files.chain_path, d));
@@ -492,16 +606,20 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       DramSampler sampler(dopt, target.log_density);
       results.push_back(sampler.run(fan));
       chains.push_back(std::move(memory));
+      text_done = true;
     }
   } catch (...) {
     try {
       progress.close();
+      if (text) text->close();
     } catch (...) {
     }
     throw;
   }
   const double sampling_seconds = sampling.seconds();
   progress.close();
+  if (text) text->close();
+  text_done = text_done && text != nullptr;
   if (clear_line) std::fprintf(options.terminal, "\r%-100s\r", "");
   SampleRunSummary out;
   if (!root) return out;
@@ -540,7 +658,8 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   if (text_files) {
     for (std::size_t c = 0; c < m; ++c) {
       const int k = static_cast<int>(chains[c].chain_id) + 1;
-      write_chain_file(chain_file_path(specs, static_cast<int>(m), k), specs, tf, chains[c], m == 1 ? 1 : k);
+      if (!(c == 0 && text_done))  // else streamed while sampling
+        write_chain_file(chain_file_path(specs, static_cast<int>(m), k), specs, tf, chains[c], m == 1 ? 1 : k);
       TextFile f(sample_file_path(specs, static_cast<int>(m), k));
       std::string h = "SampleLogFunc";
       for (const auto& name : specs.variable_names) h += tf.delim + name;

@@ -168,6 +168,7 @@ ChainFileState open_record(const ResumableOptions& files, std::uint64_t hash) {
   }
   out.state = std::make_unique<DramState>(load_dram_state(r));
   out.chain_bytes = r.value<std::uint64_t>("chain_bytes");
+  if (files.on_resume) files.on_resume(r);
   return out;
 }
 
@@ -183,6 +184,7 @@ void commit_record(const ResumableOptions& files, std::uint64_t hash, io::Append
   w.add_value("complete", static_cast<std::uint8_t>(final_result ? 1 : 0));
   save_dram_state(w, state);
   if (final_result) save_result(w, *final_result);
+  if (files.on_checkpoint) files.on_checkpoint(w);
   w.commit(files.checkpoint_path);
 }
 

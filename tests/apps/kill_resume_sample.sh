@@ -4,6 +4,7 @@
 # from its restart record, then run to the end; the chain and sample text files and every
 # HDF5 dataset must be byte-identical to the uninterrupted run's, and one more run must
 # report the run as complete (exit 0) without redoing it.
+# The kill points follow the record's progress, so the test holds on a loaded machine.
 # Usage: kill_resume_sample.sh <herd-sample> <workdir> <parallelization_model> <chain_size>
 #        <checkpoint_period> [launcher...]
 set -u
@@ -29,17 +30,30 @@ timeout 120 "${launch[@]}" "$exe" run.toml --quiet --output ref/run || { echo "r
 t1=$(date +%s.%N)
 span=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) * 1000 }')
 echo "uninterrupted run: ${span} ms"
+total=$(stat -c %s ref/run_restart/*.chain | awk '{ s += $1 } END { print s + 0 }')
+record_bytes() { stat -c %s x/run_restart/*.chain 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
 kills=0
 for i in 1 2 3 4 5; do
-  # A random moment within the length of an uninterrupted run (printed, to replay a failure).
-  ms=$(( 50 + RANDOM % (span > 300 ? span / 3 : 100) ))
+  # Kill points by progress, not time (the machine's load varies the speed 50-fold): once
+  # the record has grown by a random amount (up to a third of the chain), plus a random
+  # 0-99 ms; the last run at a random 50-349 ms after its start (start-up, or early).
+  # Printed, to replay a failure.
   setsid "${launch[@]}" "$exe" run.toml --quiet --output x/run > log.$i 2>&1 &
   pid=$!
-  sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -9 -- -"$pid" 2>/dev/null && kills=$((kills + 1)) && echo "killed at ${ms} ms"
+  extra=$(( RANDOM % 100 ))
+  if [ $i -lt 5 ]; then
+    target=$(( $(record_bytes) + 1 + RANDOM % (total / 3 + 1) ))
+    while kill -0 "$pid" 2>/dev/null && [ "$(record_bytes)" -lt "$target" ]; do sleep 0.01; done
+    what="record at $(record_bytes) of $total bytes, +${extra} ms"
   else
-    echo "run $i had ended before ${ms} ms"
+    extra=$(( 50 + RANDOM % 300 ))
+    what="${extra} ms after the start"
+  fi
+  sleep "$(awk -v m="$extra" 'BEGIN { printf "%.3f", m / 1000 }')"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -9 -- -"$pid" 2>/dev/null && kills=$((kills + 1)) && echo "killed: $what"
+  else
+    echo "run $i had ended ($what)"
   fi
   wait "$pid" 2>/dev/null
 done

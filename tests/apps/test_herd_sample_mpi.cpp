@@ -3,6 +3,7 @@
 // layout); different inputs on different ranks and a failing rank end every rank; the
 // restart record resumes, refuses another input, and reports a completed run.
 // The test itself is one process; it starts herd-sample through mpiexec (MPICH).
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -209,6 +210,9 @@ TEST_CASE("herd-sample restart: another input is refused, the same resumes, a co
   const Run bad = sample(dir, 0, "run.toml --quiet --output x/run", "HERD_TEST_FAIL_RANK=0 HERD_TEST_FAIL_AFTER=9000 ");
   CHECK(bad.rc == 1);
   CHECK(fs::exists(dir / "x" / "run_restart" / "run.ckpt"));
+  // The text chain is streamed while sampling: the interrupted run's rows are there.
+  const std::string partial = slurp(dir / "x" / "run_chain.txt");
+  CHECK(std::count(partial.begin(), partial.end(), '\n') > 500);
   // Another input on its record: refused, saying how to start afresh; nothing changed.
   const Run other = sample(dir, 0, "run.toml --quiet --output x/run --set chain_size=25000");
   CHECK(other.rc == 2);

@@ -20,7 +20,9 @@
 /// ranks is the fork-join model and writes the files of a serial run, byte-identical to
 /// them. With checkpoints (`checkpoint_period`, `checkpoint_period_seconds`) the record of
 /// the run is kept in `<prefix>_restart/` (append-only binary chains + atomic checkpoints,
-/// `run_resumable`), and the text and HDF5 outputs are written from it at the end.
+/// `run_resumable`); a single chain's text chain file is streamed while sampling and
+/// truncated back to its checkpointed length on resume, the other outputs are written from
+/// the record at the end.
 /// Thread-safety: one run per thread; HDF5 calls are serialised by the caller.
 
 #include <cstdint>

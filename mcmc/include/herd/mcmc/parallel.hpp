@@ -196,6 +196,12 @@ struct ResumableOptions {
   /// When given, also receives every record as it is made (`begin`, `write`, `flush`),
   /// e.g. for progress output; after a resume only the new records. Not owned.
   ChainSink* tee = nullptr;
+  /// Hooks for a file kept beside the chain file (herd-sample's streamed text chain):
+  /// `on_checkpoint` adds its sections to every checkpoint (after the chain file is synced,
+  /// before the commit); `on_resume` gets the checkpoint a run resumes from (not called for
+  /// a fresh start or a complete checkpoint). Both optional; called on this thread.
+  std::function<void(io::CheckpointWriter&)> on_checkpoint;
+  std::function<void(const io::CheckpointReader&)> on_resume;
 };
 
 /// Outcome of `run_resumable`.
