@@ -93,8 +93,15 @@ TEST_CASE("parallel MPI: resumable fork-join resumes a serial checkpoint and wri
   const fs::path dir = fs::temp_directory_path() / ("herd_test_fj_resume_np" + std::to_string(comm.size()));
   DramOptions o = opts(1);
   o.chain_size = 600;
-  ResumableOptions ref{(dir / "ref.chain").string(), (dir / "ref.ckpt").string(), 50, 0.0};
-  ResumableOptions x{(dir / "x.chain").string(), (dir / "x.ckpt").string(), 50, 0.0};
+  auto files = [&dir](const char* name) {
+    ResumableOptions f;
+    f.chain_path = (dir / (std::string(name) + ".chain")).string();
+    f.checkpoint_path = (dir / (std::string(name) + ".ckpt")).string();
+    f.period_steps = 50;
+    f.period_seconds = 0.0;
+    return f;
+  };
+  const ResumableOptions ref = files("ref"), x = files("x");
   if (comm.rank() == 0) {
     fs::remove_all(dir);
     fs::create_directories(dir);
