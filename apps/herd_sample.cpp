@@ -3,7 +3,10 @@
 //   herd-sample [FILE] [--set key=value]... [--output PREFIX] [--seed N] [--quiet]
 //
 // Without FILE it runs its embedded default input (a posteriordb model). Exit codes: 0 on
-// success, 2 for bad input (nothing is written), 1 when the run fails.
+// success (or when the run recorded in <prefix>_restart/ is already complete), 2 for bad
+// input (nothing is written), 1 when the run fails. Under `mpiexec -n N` (MPICH) it runs
+// the parallelization_model over N processes; rerunning an interrupted run resumes it
+// from its last checkpoint (docs/parallel.md).
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -17,6 +20,7 @@
 
 #include "herd/core/error.hpp"
 #include "herd/core/log.hpp"
+#include "herd/core/mpi_communicator.hpp"
 #include "herd/examples/posteriordb.hpp"
 #include "herd/io/config.hpp"
 #include "herd/io/data_set.hpp"
@@ -212,58 +216,52 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
-  // herd-sample runs as one process; under a launcher of several, each would write the same
-  // chain to the same files. Refuse instead (parallel runs: herd/mcmc/parallel.hpp).
-  if (const int n = herd::mcmc::launcher_process_count(); n > 1) {
-    std::fprintf(stderr,
-                 "herd-sample: error: started as one of %d processes by an MPI launcher, but herd-sample runs as "
-                 "one process only and would write %d identical chains; run it without mpiexec\n",
-                 n, n);
-    return 2;
-  }
-
-  // Everything up to the first output file is input validation: its errors exit with 2.
-  herd::mcmc::SampleTarget target;
-  herd::mcmc::SamplerSpecs specs;
-  herd::mcmc::SampleRunOptions opts;
-  try {
-    bool sets_target = false;
-    for (const auto& kv : sets) sets_target = sets_target || kv.rfind("target.", 0) == 0;
-    herd::io::Config config =
-        file.empty() ? herd::io::parse_toml(std::string(kDefaultInput) + (sets_target ? "" : kDefaultTarget),
-                                            "(embedded default input)")
-                     : herd::io::read_config(file, "ParaDRAM");
-    if (!output.empty()) sets.push_back("output_prefix=" + output);
-    if (seed >= 0) sets.push_back("random_seed=" + std::to_string(seed));
-    herd::io::Schema schema("herd-sample");
-    herd::mcmc::declare_sampler_specs(schema);
-    declare_target_keys(schema);
-    const herd::io::Settings settings = schema.apply(config, sets);
-    target = make_target(settings);
-    specs = herd::mcmc::resolve_sampler_specs(settings, target.ndim, target.names);
-    // Validate the kernel options before anything is written.
-    herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(specs, target.ndim), target.log_density);
-    herd::mcmc::prepare_outputs(specs);
-    opts.quiet = quiet;
-    opts.resolved_input = settings.describe();
-    opts.input_source = file.empty() ? "(embedded default input)" : file;
-    for (const auto& key : schema.keys()) {
-      if (settings.has(key.name())) opts.input_attributes.emplace_back(key.name(), settings.value(key.name()).to_string());
+  // Under `mpiexec -n N` (MPICH) the ranks run the model's parallel form (multi_chain, or
+  // fork-join for single_chain); without a launcher, one process (no MPI initialisation).
+  int rc = 0;
+  {
+    std::unique_ptr<herd::Communicator> comm;
+    try {
+      comm = herd::make_world_communicator();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "herd-sample: error: %s\n", e.what());
+      return 1;
     }
-    if (!quiet && !specs.silent_mode) {
-      std::printf("herd-sample: %s, %d variables, chain_size %lld, seed %llu\n", target.description.c_str(), target.ndim,
-                  static_cast<long long>(specs.chain_size), static_cast<unsigned long long>(specs.random_seed));
-      std::fflush(stdout);
-    }
-  } catch (const std::exception& e) {  // InputError, an unreadable input file, bad data
-    std::fprintf(stderr, "herd-sample: error: %s\n", e.what());
-    return 2;
-  }
-  try {
-    herd::mcmc::run_paradram(specs, target, opts);
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "herd-sample: error: %s\n", e.what());
-    return 1;
-  }
+    auto resolve = [&]() {
+      herd::mcmc::SamplerProgramInput in;
+      std::vector<std::string> all_sets = sets;
+      bool sets_target = false;
+      for (const auto& kv : all_sets) sets_target = sets_target || kv.rfind("target.", 0) == 0;
+      herd::io::Config config =
+          file.empty() ? herd::io::parse_toml(std::string(kDefaultInput) + (sets_target ? "" : kDefaultTarget),
+                                              "(embedded default input)")
+                       : herd::io::read_config(file, "ParaDRAM");
+      if (!output.empty()) all_sets.push_back("output_prefix=" + output);
+      if (seed >= 0) all_sets.push_back("random_seed=" + std::to_string(seed));
+      herd::io::Schema schema("herd-sample");
+      herd::mcmc::declare_sampler_specs(schema);
+      declare_target_keys(schema);
+      const herd::io::Settings settings = schema.apply(config, all_sets);
+      in.target = make_target(settings);
+      in.specs = herd::mcmc::resolve_sampler_specs(settings, in.target.ndim, in.target.names);
+      in.seed_given = settings.has("random_seed");
+      // Validate the kernel options before anything is written.
+      herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(in.specs, in.target.ndim), in.target.log_density);
+      in.options.quiet = quiet;
+      in.options.resolved_input = settings.describe();
+      in.options.input_source = file.empty() ? "(embedded default input)" : file;
+      for (const auto& key : schema.keys()) {
+        if (settings.has(key.name()))
+          in.options.input_attributes.emplace_back(key.name(), settings.value(key.name()).to_string());
+      }
+      in.banner = fmt::format("herd-sample: {}, {} variables, chain_size {}, seed {}{}", in.target.description,
+                              in.target.ndim, in.specs.chain_size, in.specs.random_seed,
+                              comm->size() > 1 ? fmt::format(", {} on {} processes", in.specs.parallelization_model,
+                                                             comm->size())
+                                               : std::string());
+      return in;
+    };
+    rc = herd::mcmc::run_sampler_program(*comm, resolve, "herd-sample");
+  }  // the communicator goes before MPI is finalised (at exit)
+  return rc;
 }

@@ -120,7 +120,8 @@ std::vector<std::byte> read_file_bytes(const std::string& path) {
 
 // --- AppendFile -------------------------------------------------------------------------
 
-AppendFile::AppendFile(AppendFile&& o) noexcept : fd_(o.fd_), size_(o.size_), path_(std::move(o.path_)) {
+AppendFile::AppendFile(AppendFile&& o) noexcept
+    : fd_(o.fd_), size_(o.size_), writeback_(o.writeback_), path_(std::move(o.path_)) {
   o.fd_ = -1;
 }
 
@@ -129,6 +130,7 @@ AppendFile& AppendFile::operator=(AppendFile&& o) noexcept {
     if (fd_ >= 0) ::close(fd_);
     fd_ = o.fd_;
     size_ = o.size_;
+    writeback_ = o.writeback_;
     path_ = std::move(o.path_);
     o.fd_ = -1;
   }
@@ -160,6 +162,7 @@ AppendFile AppendFile::resume(const std::string& path, std::uint64_t length) {
                               path, static_cast<long long>(st.st_size), length));
   if (::ftruncate(f.fd_, static_cast<off_t>(length)) != 0) throw_errno("truncate", path);
   f.size_ = length;
+  f.writeback_ = length;
   return f;
 }
 
@@ -177,6 +180,15 @@ void AppendFile::append(std::span<const std::byte> bytes) {
     left -= static_cast<std::size_t>(w);
     size_ += static_cast<std::uint64_t>(w);
   }
+}
+
+void AppendFile::start_writeback() noexcept {
+  if (fd_ < 0 || size_ <= writeback_) return;
+#if defined(__linux__)
+  (void)::sync_file_range(fd_, static_cast<off_t>(writeback_), static_cast<off_t>(size_ - writeback_),
+                          SYNC_FILE_RANGE_WRITE);
+#endif
+  writeback_ = size_;
 }
 
 void AppendFile::sync() {

@@ -2,10 +2,12 @@
 // herd-sample pipeline (specifications -> DRAM kernel -> ParaDRAM outputs).
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "herd/core/error.hpp"
+#include "herd/core/mpi_communicator.hpp"
 #include "herd/io/config.hpp"
 #include "herd/io/namelist.hpp"
 #include "herd/io/schema.hpp"
@@ -37,46 +39,57 @@ herd::io::Config input_config(std::string_view input) {
 }
 
 int run(std::int32_t ndim, herd_log_func f, std::string_view input) {
-  herd::mcmc::SampleTarget target;
-  herd::mcmc::SamplerSpecs specs;
-  herd::mcmc::SampleRunOptions opts;
-  try {
-    if (ndim < 1) throw herd::InputError(fmt::format("herd_run_dram: ndim is {}, but must be at least 1", ndim));
-    if (f == nullptr) throw herd::InputError("herd_run_dram: the log function is NULL");
-    const herd::io::Config config = input_config(input);
-    herd::io::Schema schema("ParaDRAM");
-    herd::mcmc::declare_sampler_specs(schema);
-    const herd::io::Settings settings = schema.apply(config);
-    target.ndim = ndim;
-    target.log_density = [f](const double* x, int d) {
-      double copy[64];
-      if (d <= 64) {
-        for (int i = 0; i < d; ++i) copy[i] = x[i];
-        return f(d, copy);
-      }
-      std::vector<double> v(x, x + d);
-      return f(d, v.data());
+  // MPI: under an MPI launcher, or when the caller has initialised MPI, the run is parallel
+  // over MPI_COMM_WORLD (a duplicate); herd initialises MPI (MPI_Init_thread, FUNNELED)
+  // when the caller has not. At the end, when mpi_finalize_requested (default true, as
+  // ParaMonte's mpiFinalizeRequested) herd finalises MPI only if herd initialised it: a
+  // caller that initialised MPI itself keeps it (finalising it under the caller would make
+  // its later MPI calls fail); otherwise MPI stays up and is finalised at exit.
+  bool finalize = true;
+  int rc = 0;
+  {
+    std::unique_ptr<herd::Communicator> comm;
+    try {
+      comm = herd::make_world_communicator();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "herd: error: %s\n", e.what());
+      return 1;
+    }
+    auto resolve = [&]() {
+      herd::mcmc::SamplerProgramInput in;
+      if (ndim < 1) throw herd::InputError(fmt::format("herd_run_dram: ndim is {}, but must be at least 1", ndim));
+      if (f == nullptr) throw herd::InputError("herd_run_dram: the log function is NULL");
+      const herd::io::Config config = input_config(input);
+      herd::io::Schema schema("ParaDRAM");
+      herd::mcmc::declare_sampler_specs(schema);
+      const herd::io::Settings settings = schema.apply(config);
+      in.target.ndim = ndim;
+      in.target.log_density = [f](const double* x, int d) {
+        double copy[64];
+        if (d <= 64) {
+          for (int i = 0; i < d; ++i) copy[i] = x[i];
+          return f(d, copy);
+        }
+        std::vector<double> v(x, x + d);
+        return f(d, v.data());
+      };
+      in.target.description = "C log function (ParaMonte signature)";
+      in.specs = herd::mcmc::resolve_sampler_specs(settings, ndim);
+      in.seed_given = settings.has("random_seed");
+      finalize = in.specs.mpi_finalize_requested;
+      herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(in.specs, ndim), in.target.log_density);
+      in.options.resolved_input = settings.describe();
+      in.options.input_source = config.source();
+      for (const auto& key : schema.keys())
+        if (settings.has(key.name()))
+          in.options.input_attributes.emplace_back(key.name(), settings.value(key.name()).to_string());
+      in.options.quiet = in.specs.silent_mode;
+      return in;
     };
-    target.description = "C log function (ParaMonte signature)";
-    specs = herd::mcmc::resolve_sampler_specs(settings, ndim);
-    herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(specs, ndim), target.log_density);
-    herd::mcmc::prepare_outputs(specs);
-    opts.resolved_input = settings.describe();
-    opts.input_source = config.source();
-    for (const auto& key : schema.keys())
-      if (settings.has(key.name())) opts.input_attributes.emplace_back(key.name(), settings.value(key.name()).to_string());
-    opts.quiet = specs.silent_mode;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "herd: error: %s\n", e.what());
-    return 2;
-  }
-  try {
-    herd::mcmc::run_paradram(specs, target, opts);
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "herd: error: %s\n", e.what());
-    return 1;
-  }
+    rc = herd::mcmc::run_sampler_program(*comm, resolve, "herd");
+  }  // the communicator is freed before MPI is finalised
+  if (finalize) herd::MpiEnvironment::finalize();
+  return rc;
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <numeric>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -13,7 +16,10 @@
 #include "herd/core/error.hpp"
 #include "herd/core/timer.hpp"
 #include "herd/io/hdf5.hpp"
+#include "herd/io/checkpoint.hpp"
 #include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/ks_test.hpp"
+#include "herd/mcmc/parallel.hpp"
 #include "herd/mcmc/refinement.hpp"
 
 namespace herd::mcmc {
@@ -43,9 +49,30 @@ struct TextFormat {
 /// A buffered text file that throws IoError on failure.
 class TextFile {
  public:
-  explicit TextFile(std::string path) : path_(std::move(path)) {
-    f_ = std::fopen(path_.c_str(), "wb");
-    if (!f_) throw IoError(fmt::format("cannot create \"{}\"", path_));
+  /// Creates `path`, or with `append` opens it for appending.
+  explicit TextFile(std::string path, bool append = false) : path_(std::move(path)) {
+    f_ = std::fopen(path_.c_str(), append ? "ab" : "wb");
+    if (!f_) throw IoError(fmt::format("cannot {} \"{}\"", append ? "open" : "create", path_));
+  }
+  /// Flushes and fsyncs; returns the file's length. @throws IoError
+  std::uint64_t sync() {
+    flush();
+    if (::fsync(fileno(f_)) != 0) throw IoError(fmt::format("cannot fsync \"{}\"", path_));
+    const long n = std::ftell(f_);
+    if (n < 0) throw IoError(fmt::format("cannot tell the length of \"{}\"", path_));
+    return static_cast<std::uint64_t>(n);
+  }
+  /// Flushes and starts the disk writes of what was written since the last call, without
+  /// waiting (Linux sync_file_range; a hint: errors are left for `sync`).
+  void start_writeback() {
+    flush();
+    const long n = std::ftell(f_);
+#if defined(__linux__)
+    if (n > static_cast<long>(written_back_))
+      (void)::sync_file_range(fileno(f_), static_cast<off_t>(written_back_), static_cast<off_t>(n) - static_cast<off_t>(written_back_),
+                              SYNC_FILE_RANGE_WRITE);
+#endif
+    if (n > 0) written_back_ = static_cast<std::uint64_t>(n);
   }
   ~TextFile() {
     if (f_) std::fclose(f_);
@@ -69,6 +96,7 @@ class TextFile {
  private:
   std::string path_;
   std::FILE* f_ = nullptr;
+  std::uint64_t written_back_ = 0;
 };
 
 /// Running likelihood burn-in of ParaDRAM's chain file: at row i (0-based) the first row j
@@ -86,30 +114,129 @@ class RunningBurnin {
     const auto it = std::lower_bound(max_lp_.begin(), max_lp_.end(), threshold);
     return max_idx_[static_cast<std::size_t>(it - max_lp_.begin())];
   }
+  /// The prefix maxima (rows, log densities), for checkpoints.
+  const std::vector<std::int64_t>& rows() const { return max_idx_; }
+  const std::vector<double>& values() const { return max_lp_; }
+  /// Restores the prefix maxima of a checkpoint.
+  void restore(std::vector<std::int64_t> rows, std::vector<double> values) {
+    max_idx_ = std::move(rows);
+    max_lp_ = std::move(values);
+  }
 
  private:
   std::vector<std::int64_t> max_idx_;
   std::vector<double> max_lp_;
 };
 
-/// Fans records out to the memory sink, the chain file, and the progress file.
-class RunSink final : public ChainSink {
- public:
-  RunSink(const SamplerSpecs& specs, const TextFormat& fmt, MemoryChainSink& memory, int process_id)
-      : specs_(specs), fmt_(fmt), memory_(memory), process_id_(process_id) {}
+/// ParaDRAM's chain-file header line.
+std::string chain_header(const SamplerSpecs& specs, const TextFormat& tf) {
+  std::string h = "ProcessID" + tf.delim + "DelayedRejectionStage" + tf.delim + "MeanAcceptanceRate" + tf.delim +
+                  "AdaptationMeasure" + tf.delim + "BurninLocation" + tf.delim + "SampleWeight" + tf.delim +
+                  "SampleLogFunc";
+  for (const auto& n : specs.variable_names) h += tf.delim + n;
+  return h + "\n";
+}
 
-  void open_files(const std::string& chain_path, const std::string& progress_path,
-                  const std::vector<std::string>& names) {
-    if (specs_.chain_file_format == "binary") {
-      binary_ = std::make_unique<BinaryChainSink>(chain_path);
-    } else {
-      text_ = std::make_unique<TextFile>(chain_path);
-      std::string h = "ProcessID" + fmt_.delim + "DelayedRejectionStage" + fmt_.delim + "MeanAcceptanceRate" +
-                      fmt_.delim + "AdaptationMeasure" + fmt_.delim + "BurninLocation" + fmt_.delim +
-                      "SampleWeight" + fmt_.delim + "SampleLogFunc";
-      for (const auto& n : names) h += fmt_.delim + n;
-      text_->write(h + "\n");
+/// Row(s) of ParaDRAM's chain file for record number `i` (0-based) of a chain (verbose:
+/// the row repeated `weight` times with weight 1).
+std::string chain_rows(const SamplerSpecs& specs, const TextFormat& tf, RunningBurnin& burnin, std::int64_t i,
+                       const ChainRecord& r, int process_id) {
+  const std::int64_t b = burnin.add(i, r.log_density) + 1;  // 1-based, as ParaDRAM
+  // Mean acceptance rate when this state became current: i acceptances in r.step proposals.
+  const double rate = r.step == 0 ? 1.0 : static_cast<double>(i) / static_cast<double>(r.step);
+  const bool verbose = specs.chain_file_format == "verbose";
+  const std::int64_t reps = verbose ? r.weight : 1;
+  const std::int64_t weight = verbose ? 1 : r.weight;
+  std::string row = tf.integer(process_id) + tf.delim + tf.integer(r.dr_stage) + tf.delim + tf.real(rate) + tf.delim +
+                    tf.real(r.adapt_measure) + tf.delim + tf.integer(b) + tf.delim + tf.integer(weight) + tf.delim +
+                    tf.real(r.log_density);
+  for (int k = 0; k < r.ndim; ++k) row += tf.delim + tf.real(r.point[k]);
+  row += '\n';
+  if (reps == 1) return row;
+  std::string out;
+  for (std::int64_t k = 0; k < reps; ++k) out += row;
+  return out;
+}
+
+/// The text chain file of a single-chain run, written while it samples (users watch it
+/// grow). With checkpoints its length, row count and burn-in state go into each
+/// checkpoint (after an fsync), and a resumed run truncates it back to that length.
+class TextChainStream final : public ChainSink {
+ public:
+  TextChainStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf)
+      : path_(std::move(path)), specs_(specs), tf_(tf) {}
+
+  /// Opens the file afresh (header) unless `resume` opened it.
+  void begin(std::uint32_t, int) override {
+    if (file_) return;
+    file_ = std::make_unique<TextFile>(path_);
+    file_->write(chain_header(specs_, tf_));
+  }
+  void write(const ChainRecord& r) override {
+    const std::string rows = chain_rows(specs_, tf_, burnin_, rows_++, r, 1);
+    file_->write(rows);
+    pending_ += rows.size();
+    if (durable_ && pending_ >= (std::size_t{1} << 20)) {
+      // Start the disk writes now, so that the checkpoint's fsync waits less (as for the
+      // binary record); the time counts as checkpoint time.
+      Timer t;
+      file_->start_writeback();
+      pending_ = 0;
+      writeback_seconds += t.seconds();
     }
+  }
+  /// Checkpoints will fsync the file: start its writeback every 1 MiB.
+  void set_durable() { durable_ = true; }
+  /// Seconds spent starting writebacks.
+  double writeback_seconds = 0.0;
+  void flush() override {
+    if (file_) file_->flush();
+  }
+  /// Adds the file's state to a checkpoint (fsyncs the file first).
+  void checkpoint(io::CheckpointWriter& w) {
+    w.add_value("text.bytes", file_->sync());
+    w.add_value("text.rows", rows_);
+    w.add("text.burnin_rows", burnin_.rows());
+    w.add("text.burnin_values", burnin_.values());
+  }
+  /// Truncates the file to the checkpoint's length and continues it.
+  /// @throws IoError when the file is shorter than the checkpoint says.
+  void resume(const io::CheckpointReader& r) {
+    const auto bytes = r.value<std::uint64_t>("text.bytes");
+    std::error_code ec;
+    const auto size = fs::file_size(path_, ec);
+    if (ec || size < bytes)
+      throw IoError(fmt::format("the chain file \"{}\" is shorter than its checkpoint records ({} bytes); set "
+                                "overwrite = true to start afresh",
+                                path_, bytes));
+    fs::resize_file(path_, bytes);
+    rows_ = r.value<std::int64_t>("text.rows");
+    burnin_.restore(r.get<std::int64_t>("text.burnin_rows"), r.get<double>("text.burnin_values"));
+    file_ = std::make_unique<TextFile>(path_, true);
+  }
+  void close() {
+    if (file_) file_->close();
+    file_.reset();
+  }
+
+ private:
+  std::string path_;
+  const SamplerSpecs& specs_;
+  TextFormat tf_;
+  std::unique_ptr<TextFile> file_;
+  RunningBurnin burnin_;
+  std::int64_t rows_ = 0;
+  std::size_t pending_ = 0;
+  bool durable_ = false;
+};
+
+/// Progress of the sampling: rows of <prefix>_progress.txt and the terminal line. Gets the
+/// records of one chain (rank 0's first chain) as they are made.
+class ProgressSink final : public ChainSink {
+ public:
+  ProgressSink(const SamplerSpecs& specs, const TextFormat& fmt) : specs_(specs), fmt_(fmt) {}
+
+  void open(const std::string& progress_path) {
     progress_ = std::make_unique<TextFile>(progress_path);
     progress_->write("NumFuncCallTotal" + fmt_.delim + "NumFuncCallAccepted" + fmt_.delim +
                      "MeanAcceptanceRateSinceStart" + fmt_.delim + "MeanAcceptanceRateSinceLastReport" +
@@ -117,48 +244,32 @@ class RunSink final : public ChainSink {
                      "TimeRemainedToFinish\n");
   }
 
-  void begin(std::uint32_t chain_id, int ndim) override {
-    memory_.begin(chain_id, ndim);
-    if (binary_) binary_->begin(chain_id, ndim);
-  }
-
   void write(const ChainRecord& r) override {
-    memory_.write(r);
     const std::int64_t i = rows_++;
-    const std::int64_t burnin = burnin_.add(i, r.log_density) + 1;  // 1-based, as ParaDRAM
-    // Mean acceptance rate when this state became current: i acceptances in r.step proposals.
-    const double rate = r.step == 0 ? 1.0 : static_cast<double>(i) / static_cast<double>(r.step);
-    if (binary_) {
-      binary_->write(r);
-    } else {
-      std::string row;
-      const std::int64_t reps = specs_.chain_file_format == "verbose" ? r.weight : 1;
-      const std::int64_t weight = specs_.chain_file_format == "verbose" ? 1 : r.weight;
-      row += fmt_.integer(process_id_) + fmt_.delim + fmt_.integer(r.dr_stage) + fmt_.delim + fmt_.real(rate) +
-             fmt_.delim + fmt_.real(r.adapt_measure) + fmt_.delim + fmt_.integer(burnin) + fmt_.delim +
-             fmt_.integer(weight) + fmt_.delim + fmt_.real(r.log_density);
-      for (int k = 0; k < r.ndim; ++k) row += fmt_.delim + fmt_.real(r.point[k]);
-      row += '\n';
-      for (std::int64_t k = 0; k < reps; ++k) text_->write(row);
-    }
-    progress(r.step + static_cast<std::uint64_t>(r.weight), i + 1);
+    if (progress_) progress(r.step + static_cast<std::uint64_t>(r.weight), i + 1);
   }
 
   void flush() override {
-    if (binary_) binary_->flush();
-    if (text_) text_->flush();
     if (progress_) progress_->flush();
   }
 
   void close() {
-    flush();
-    if (text_) text_->close();
     if (progress_) progress_->close();
-    binary_.reset();
+    progress_.reset();
   }
 
-  /// Terminal progress is printed through this callback (may be empty).
-  std::function<void(std::uint64_t steps, std::int64_t accepted, double seconds)> on_progress;
+  /// A resumed run: `rows` records and `steps` proposals were made before this process
+  /// (rates and the time remaining count from here).
+  void resume(std::int64_t rows, std::uint64_t steps) {
+    rows_ = rows0_ = last_accepted_ = rows;
+    last_report_ = steps0_ = steps;
+  }
+
+  /// Terminal progress is printed through this callback (may be empty): totals, then the
+  /// steps and acceptances made by this process (they differ after a resume).
+  std::function<void(std::uint64_t steps, std::int64_t accepted, double seconds, std::uint64_t new_steps,
+                     std::int64_t new_accepted)>
+      on_progress;
 
  private:
   void progress(std::uint64_t steps, std::int64_t accepted) {
@@ -168,12 +279,13 @@ class RunSink final : public ChainSink {
     const double rate = static_cast<double>(accepted) / static_cast<double>(std::max<std::uint64_t>(steps, 1));
     const double rate_last = static_cast<double>(accepted - last_accepted_) /
                              static_cast<double>(std::max<std::uint64_t>(steps - last_report_, 1));
+    const auto new_accepted = static_cast<double>(std::max<std::int64_t>(accepted - rows0_, 1));
     const double remaining =
-        specs_.chain_size > accepted ? now / static_cast<double>(accepted) * static_cast<double>(specs_.chain_size - accepted) : 0.0;
+        specs_.chain_size > accepted ? now / new_accepted * static_cast<double>(specs_.chain_size - accepted) : 0.0;
     progress_->write(fmt_.integer(steps) + fmt_.delim + fmt_.integer(accepted) + fmt_.delim + fmt_.real(rate) +
                      fmt_.delim + fmt_.real(rate_last) + fmt_.delim + fmt_.real(now - last_time_) + fmt_.delim +
                      fmt_.real(now) + fmt_.delim + fmt_.real(remaining) + "\n");
-    if (on_progress) on_progress(steps, accepted, now);
+    if (on_progress) on_progress(steps, accepted, now, steps - steps0_, accepted - rows0_);
     last_report_ = steps;
     last_accepted_ = accepted;
     last_time_ = now;
@@ -181,17 +293,48 @@ class RunSink final : public ChainSink {
 
   const SamplerSpecs& specs_;
   TextFormat fmt_;
-  MemoryChainSink& memory_;
-  int process_id_;
-  std::unique_ptr<TextFile> text_, progress_;
-  std::unique_ptr<BinaryChainSink> binary_;
-  RunningBurnin burnin_;
-  std::int64_t rows_ = 0;
+  std::unique_ptr<TextFile> progress_;
+  std::int64_t rows_ = 0, rows0_ = 0;
+  std::uint64_t steps0_ = 0;
   Timer clock_;
   std::uint64_t last_report_ = 0;
   std::int64_t last_accepted_ = 0;
   double last_time_ = 0.0;
 };
+
+/// Writes ParaDRAM's chain file of one chain (compact, verbose or binary) from its compact
+/// records: the same bytes as writing them while sampling.
+void write_chain_file(const std::string& path, const SamplerSpecs& specs, const TextFormat& tf,
+                      const MemoryChainSink& c, int process_id) {
+  const int d = c.ndim;
+  std::vector<double> pt(static_cast<std::size_t>(d));
+  auto record = [&](std::size_t i) {
+    ChainRecord r;
+    r.chain_id = c.chain_id;
+    r.step = c.step[i];
+    r.weight = c.weight[i];
+    r.log_density = c.log_density[i];
+    r.dr_stage = c.dr_stage[i];
+    r.accept_prob = c.accept_prob[i];
+    r.adapt_measure = c.adapt_measure[i];
+    r.point = c.point(i);
+    r.ndim = d;
+    return r;
+  };
+  if (specs.chain_file_format == "binary") {
+    BinaryChainSink b(path);
+    b.begin(c.chain_id, d);
+    for (std::size_t i = 0; i < c.size(); ++i) b.write(record(i));
+    b.flush();
+    return;
+  }
+  TextFile f(path);
+  f.write(chain_header(specs, tf));
+  RunningBurnin burnin;
+  for (std::size_t idx = 0; idx < c.size(); ++idx)
+    f.write(chain_rows(specs, tf, burnin, static_cast<std::int64_t>(idx), record(idx), process_id));
+  f.close();
+}
 
 /// Values of one reported quantity on the compact states (`[compact]`).
 struct Column {
@@ -210,16 +353,48 @@ std::string cell(double v) { return fmt::format("{:.6g}", v); }
 
 }  // namespace
 
-std::vector<std::string> output_paths(const SamplerSpecs& s) {
-  const std::string& p = s.output_prefix;
-  return {p + (s.chain_file_format == "binary" ? "_chain.bin" : "_chain.txt"), p + "_sample.txt", p + "_progress.txt",
-          p + "_report.txt", p + ".h5"};
+namespace {
+
+constexpr int kMaxTextChains = 64;  // per-chain text files up to this many chains (DESIGN.md §4)
+constexpr int kMaxKsChains = 16;    // pairwise KS table up to this many chains
+
+int chain_count(const SamplerSpecs& s, int ranks) {
+  return s.parallelization_model == "multi_chain" ? ranks * static_cast<int>(s.chains_per_rank) : 1;
 }
 
-void prepare_outputs(const SamplerSpecs& s) {
-  for (const auto& path : output_paths(s)) {
-    if (!s.overwrite && fs::exists(path)) {
-      throw InputError(fmt::format("output file \"{}\" exists; set overwrite = true or choose another output_prefix", path));
+std::string chain_file_path(const SamplerSpecs& s, int chains, int k) {
+  const char* ext = s.chain_file_format == "binary" ? "_chain.bin" : "_chain.txt";
+  return chains == 1 ? s.output_prefix + ext : fmt::format("{}_process_{}{}", s.output_prefix, k, ext);
+}
+
+std::string sample_file_path(const SamplerSpecs& s, int chains, int k) {
+  return chains == 1 ? s.output_prefix + "_sample.txt" : fmt::format("{}_process_{}_sample.txt", s.output_prefix, k);
+}
+
+std::string restart_folder(const SamplerSpecs& s) { return s.output_prefix + "_restart"; }
+
+}  // namespace
+
+std::vector<std::string> output_paths(const SamplerSpecs& s, int ranks) {
+  const std::string& p = s.output_prefix;
+  const int m = chain_count(s, ranks);
+  std::vector<std::string> out;
+  if (m <= kMaxTextChains) {
+    for (int k = 1; k <= m; ++k) out.push_back(chain_file_path(s, m, k));
+    for (int k = 1; k <= m; ++k) out.push_back(sample_file_path(s, m, k));
+  }
+  out.push_back(p + "_progress.txt");
+  out.push_back(p + "_report.txt");
+  out.push_back(p + ".h5");
+  return out;
+}
+
+void prepare_outputs(const SamplerSpecs& s, int ranks, bool resuming) {
+  if (!resuming) {
+    for (const auto& path : output_paths(s, ranks)) {
+      if (!s.overwrite && fs::exists(path)) {
+        throw InputError(fmt::format("output file \"{}\" exists; set overwrite = true or choose another output_prefix", path));
+      }
     }
   }
   const fs::path parent = fs::path(s.output_prefix).parent_path();
@@ -244,68 +419,29 @@ std::string format_summary_table(const std::vector<QuantitySummary>& rows) {
   return out;
 }
 
-SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& target, const SampleRunOptions& options) {
-  HERD_REQUIRE(target.ndim >= 1 && target.log_density, "sampler: the target has ndim {} and {} log density",
-               target.ndim, target.log_density ? "a" : "no");
-  const Timer total;
+namespace {
+
+/// Everything a chain contributes to the outputs, computed on rank 0.
+struct ChainOutputs {
+  std::vector<Column> columns;                 // variables, then derived quantities (compact)
+  std::vector<std::vector<double>> posterior;  // per column: verbose chain after burn-in
+  std::vector<double> lp_post;                 // log density, same draws
+  std::int64_t burnin = 0;
+  std::vector<std::size_t> sample_rows;        // compact rows of the refined sample
+  RefinedSample refined;
+};
+
+ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target, const MemoryChainSink& memory,
+                           const DramResult& kr) {
+  ChainOutputs o;
   const int d = target.ndim;
-  const bool quiet = options.quiet || specs.silent_mode;
-  const auto paths = output_paths(specs);
-  TextFormat tf{specs.output_delimiter, specs.output_real_precision, specs.output_column_width};
-
-  // --- Sampling -----------------------------------------------------------------------
-  MemoryChainSink memory;
-  RunSink sink(specs, tf, memory, 1);
-  bool clear_line = false;
-  sink.open_files(paths[0], paths[2], specs.variable_names);
-  if (!quiet && options.terminal) {
-    // On a terminal: one line rewritten in place, at most 4 times a second. Otherwise (a
-    // log file, CI): a plain line every 10 seconds.
-    const bool tty = isatty(fileno(options.terminal)) != 0;
-    sink.on_progress = [&options, &specs, tty, last = -1e9](std::uint64_t steps, std::int64_t accepted,
-                                                            double secs) mutable {
-      if (secs - last < (tty ? 0.25 : 10.0)) return;
-      last = secs;
-      const double eta =
-          accepted > 0 ? secs / static_cast<double>(accepted) * static_cast<double>(specs.chain_size - accepted) : 0.0;
-      const std::string line = fmt::format(
-          "steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {:.1f} s", steps, accepted,
-          specs.chain_size, static_cast<double>(accepted) / static_cast<double>(steps),
-          static_cast<double>(steps) / std::max(secs, 1e-9), eta);
-      std::fprintf(options.terminal, tty ? "\r%-100s" : "%s\n", line.c_str());
-      std::fflush(options.terminal);
-    };
-    if (tty) clear_line = true;
-  }
-  DramOptions dopt = to_dram_options(specs, d, 0);
-  DramSampler sampler(std::move(dopt), target.log_density);
-  DramResult kr;
-  try {
-    kr = sampler.run(sink);
-  } catch (...) {
-    try {
-      sink.close();
-    } catch (...) {
-    }
-    throw;
-  }
-  sink.close();
-  if (clear_line) std::fprintf(options.terminal, "\r%-100s\r", "");
-
-  // --- Post-processing ------------------------------------------------------------------
-  SampleRunSummary out;
-  out.kernel = kr;
-  out.compact_size = static_cast<std::int64_t>(memory.size());
-  out.verbose_size = memory.total_weight();
-  out.burnin = std::clamp<std::int64_t>(kr.burnin, 0, out.compact_size - 1);
-  const auto first = static_cast<std::size_t>(out.burnin);
   const std::size_t n = memory.size();
-
-  std::vector<Column> columns;
+  o.burnin = std::clamp<std::int64_t>(kr.burnin, 0, static_cast<std::int64_t>(n) - 1);
+  const auto first = static_cast<std::size_t>(o.burnin);
   for (int j = 0; j < d; ++j) {
     Column c{specs.variable_names[static_cast<std::size_t>(j)], std::vector<double>(n)};
     for (std::size_t i = 0; i < n; ++i) c.compact[i] = memory.point(i)[j];
-    columns.push_back(std::move(c));
+    o.columns.push_back(std::move(c));
   }
   if (target.quantities && !target.quantity_names.empty()) {
     const std::size_t nq = target.quantity_names.size();
@@ -317,147 +453,382 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       for (std::size_t k = 0; k < nq; ++k) qc[k].compact[i] = q[k];
     }
     for (auto& c : qc) {
-      const bool dup = std::any_of(columns.begin(), columns.begin() + d, [&](const Column& v) { return v.name == c.name; });
-      if (!dup) columns.push_back(std::move(c));
+      const bool dup = std::any_of(o.columns.begin(), o.columns.begin() + d, [&](const Column& v) { return v.name == c.name; });
+      if (!dup) o.columns.push_back(std::move(c));
     }
   }
+  for (const auto& c : o.columns) o.posterior.push_back(expand(c.compact, memory.weight, first));
+  o.lp_post = expand(memory.log_density, memory.weight, first);
+  // Refined sample (ParaDRAM's batch-means refinement of the post-burn-in compact chain).
+  const std::size_t m = n - first;
+  std::vector<double> states(m * static_cast<std::size_t>(d + 1));
+  std::vector<std::int64_t> w(m);
+  for (std::size_t i = 0; i < m; ++i) {
+    states[i * (d + 1)] = memory.log_density[first + i];
+    std::copy(memory.point(first + i), memory.point(first + i) + d, states.begin() + static_cast<std::ptrdiff_t>(i * (d + 1) + 1));
+    w[i] = memory.weight[first + i];
+  }
+  if (specs.sample_size > 0) {
+    // n evenly spaced draws of the post-burn-in verbose chain.
+    std::vector<std::int64_t> cum(m + 1, 0);
+    for (std::size_t i = 0; i < m; ++i) cum[i + 1] = cum[i] + w[i];
+    const auto total_w = static_cast<double>(cum[m]);
+    for (std::int64_t k = 0; k < specs.sample_size; ++k) {
+      const auto pos = static_cast<std::int64_t>(std::floor((static_cast<double>(k) + 0.5) * total_w / static_cast<double>(specs.sample_size)));
+      const auto it = std::upper_bound(cum.begin(), cum.end(), pos);
+      o.sample_rows.push_back(first + static_cast<std::size_t>(it - cum.begin() - 1));
+    }
+  } else if (specs.sample_refinement_count == 0) {
+    for (std::size_t i = 0; i < m; ++i) o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(w[i]), first + i);
+  } else {
+    RefinementOptions ro;
+    ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
+    o.refined = refine_sample(states, w, static_cast<std::size_t>(d + 1), ro);
+    for (std::size_t k = 0; k < o.refined.index.size(); ++k)
+      o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(o.refined.weight[k]), first + o.refined.index[k]);
+  }
+  return o;
+}
 
-  // Posterior: the verbose chain after burn-in.
-  std::vector<std::vector<double>> posterior;
-  for (const auto& c : columns) posterior.push_back(expand(c.compact, memory.weight, first));
-  const std::vector<double> lp_post = expand(memory.log_density, memory.weight, first);
-  const std::size_t ndraw = lp_post.size();
-  out.posterior_draws = static_cast<std::int64_t>(ndraw);
-  for (std::size_t k = 0; k < columns.size(); ++k) {
-    QuantitySummary qs{columns[k].name, {}};
-    qs.stats = summarize(DrawsView(posterior[k], 1, ndraw));
+}  // namespace
+
+SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& target, const SampleRunOptions& options) {
+  SelfCommunicator self;
+  return run_paradram(specs, target, options, self);
+}
+
+SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& target, const SampleRunOptions& options,
+                              Communicator& comm) {
+  HERD_REQUIRE(target.ndim >= 1 && target.log_density, "sampler: the target has ndim {} and {} log density",
+               target.ndim, target.log_density ? "a" : "no");
+  const Timer total;
+  const int d = target.ndim;
+  const int rank = comm.rank(), ranks = comm.size();
+  const bool root = rank == 0;
+  const bool quiet = options.quiet || specs.silent_mode || !root;
+  const bool multi = specs.parallelization_model == "multi_chain";
+  const int nchains = chain_count(specs, ranks);
+  const bool text_files = nchains <= kMaxTextChains;
+  const std::string progress_path = specs.output_prefix + "_progress.txt";
+  const std::string report_path = specs.output_prefix + "_report.txt";
+  const std::string h5_path = specs.output_prefix + ".h5";
+  const std::vector<std::string> paths = output_paths(specs, ranks);
+  TextFormat tf{specs.output_delimiter, specs.output_real_precision, specs.output_column_width};
+  const bool checkpointing = specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0;
+  const std::string rdir = restart_folder(specs);
+  if (checkpointing && root) {
+    std::error_code ec;
+    fs::create_directories(rdir, ec);
+    if (ec) throw IoError(fmt::format("cannot create the restart folder \"{}\": {}", rdir, ec.message()));
+  }
+  if (checkpointing && ranks > 1) comm.barrier();
+
+  // --- Sampling -----------------------------------------------------------------------
+  ProgressSink progress(specs, tf);
+  NullChainSink null_sink;
+  bool clear_line = false;
+  if (root) progress.open(progress_path);
+  if (!quiet && options.terminal) {
+    // On a terminal: one line rewritten in place, at most 4 times a second. Otherwise (a
+    // log file, CI): a plain line every 10 seconds.
+    const bool tty = isatty(fileno(options.terminal)) != 0;
+    progress.on_progress = [&options, &specs, tty, last = -1e9](std::uint64_t steps, std::int64_t accepted,
+                                                                double secs, std::uint64_t new_steps,
+                                                                std::int64_t new_accepted) mutable {
+      if (secs - last < (tty ? 0.25 : 10.0)) return;
+      last = secs;
+      const double eta = new_accepted > 0 ? secs / static_cast<double>(new_accepted) *
+                                                static_cast<double>(specs.chain_size - accepted)
+                                          : 0.0;
+      const std::string line = fmt::format(
+          "steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {:.1f} s", steps, accepted,
+          specs.chain_size, static_cast<double>(accepted) / static_cast<double>(steps),
+          static_cast<double>(new_steps) / std::max(secs, 1e-9), eta);
+      std::fprintf(options.terminal, tty ? "\r%-100s" : "%s\n", line.c_str());
+      std::fflush(options.terminal);
+    };
+    if (tty) clear_line = true;
+  }
+  // A single chain's text chain file is written while it samples (rank 0).
+  std::unique_ptr<TextChainStream> text;
+  std::unique_ptr<FanSink> progress_text;
+  if (root && !multi && specs.chain_file_format != "binary") {
+    text = std::make_unique<TextChainStream>(chain_file_path(specs, 1, 1), specs, tf);
+    progress_text = std::make_unique<FanSink>(progress, *text);
+  }
+  bool text_done = false;  // the streamed text chain is complete
+  ChainSink& tee = progress_text ? static_cast<ChainSink&>(*progress_text)
+                   : root        ? static_cast<ChainSink&>(progress)
+                                 : static_cast<ChainSink&>(null_sink);
+  std::vector<MemoryChainSink> chains;
+  std::vector<DramResult> results;
+  std::string parallel_report;
+  double checkpoint_seconds = 0.0;
+  std::int64_t checkpoints = 0;
+  const Timer sampling;
+  ResumableOptions files;
+  files.chain_path = rdir + "/chain_0.chain";
+  files.checkpoint_path = rdir + "/chain_0.ckpt";
+  files.period_steps = specs.checkpoint_period;
+  files.period_seconds = specs.checkpoint_period_seconds;
+  if (text && checkpointing) {
+    text->set_durable();
+    files.on_checkpoint = [&text](io::CheckpointWriter& w) { text->checkpoint(w); };
+  }
+  if (root)
+    files.on_resume = [&text, &progress](const io::CheckpointReader& r) {
+      if (text) text->resume(r);
+      progress.resume(r.value<std::int64_t>("dram.records_written"), r.value<std::uint64_t>("dram.proposal_number"));
+    };
+  const DramOptions dopt = to_dram_options(specs, d, 0);
+  try {
+    if (multi) {
+      MultiChainRun m = run_multi_chain(dopt, target.log_density, target.thread_safe, comm,
+                                        static_cast<int>(specs.chains_per_rank), 0, checkpointing ? rdir + "/chain" : "",
+                                        specs.checkpoint_period, specs.checkpoint_period_seconds, false,
+                                        root ? &tee : nullptr);
+      chains = std::move(m.chains);
+      results = std::move(m.results);
+      parallel_report += fmt::format("parallelization model             multi_chain\n");
+      parallel_report += fmt::format("ranks x chains per rank           {} x {} = {} chains\n", ranks,
+                                     specs.chains_per_rank, nchains);
+      parallel_report += fmt::format("sampling wall time                {:.3f} s\n", m.seconds);
+      std::int64_t props = 0;
+      for (const auto& r : results) props += r.proposals;
+      parallel_report += fmt::format("proposals per second (all chains) {:.4g}\n", static_cast<double>(props) / std::max(m.seconds, 1e-9));
+    } else if (ranks > 1) {
+      MemoryChainSink memory;
+      FanSink fan(memory, tee);
+      ChainSink& sink = root && !checkpointing ? static_cast<ChainSink&>(fan) : tee;
+      ForkJoinRun f = run_fork_join(dopt, target.log_density, comm, sink, checkpointing ? &files : nullptr);
+      text_done = !f.already_complete;
+      checkpoints = f.checkpoints;
+      checkpoint_seconds = f.checkpoint_seconds;
+      if (root && checkpointing) memory = read_resumable_chain(files.chain_path, d);
+      chains.push_back(std::move(memory));
+      results.push_back(f.result);
+      parallel_report += "parallelization model             single_chain (fork-join)\n";
+      if (f.already_complete) {
+        parallel_report += "(the chain was complete in the restart record: nothing sampled)\n";
+      } else {
+        const double tf_eval = f.mean_eval_seconds;
+        const double measured = f.seconds > 0 ? static_cast<double>(f.result.proposals) * tf_eval / f.seconds : 0.0;
+        parallel_report += fmt::format("ranks                             {}\n", ranks);
+        parallel_report += fmt::format("rounds                            {}\n", f.rounds);
+        parallel_report += fmt::format("proposals decided per round       {:.4f}\n",
+                                       f.rounds > 0 ? static_cast<double>(std::accumulate(f.rank_proposals.begin(), f.rank_proposals.end(), std::int64_t{0})) / static_cast<double>(f.rounds) : 0.0);
+        parallel_report += fmt::format("mean log-density time             {:.4g} s\n", tf_eval);
+        parallel_report += fmt::format("communication time per round      {:.4g} s\n", f.comm_seconds_per_round);
+        parallel_report += fmt::format("measured speedup                  {:.3f} (proposals x mean log-density time / wall time {:.3f} s)\n", measured, f.seconds);
+        parallel_report += fmt::format("predicted speedup                 {:.3f} (cyclic-geometric model, Shahmoradi & Bagheri 2020)\n", f.predicted_speedup);
+        parallel_report += "per-rank contributions (this run or, after a resume, its last part):\n";
+        parallel_report += fmt::format("{:>6} {:>20} {:>20}\n", "rank", "proposals decided", "stage-1 acceptances");
+        for (int r = 0; r < ranks; ++r)
+          parallel_report += fmt::format("{:>6} {:>20} {:>20}\n", r, f.rank_proposals[static_cast<std::size_t>(r)],
+                                         f.rank_accepted[static_cast<std::size_t>(r)]);
+      }
+    } else if (checkpointing) {
+      files.tee = &tee;
+      const ResumableRun r = run_resumable(dopt, target.log_density, files);
+      text_done = !r.already_complete;
+      checkpoints = r.checkpoints;
+      checkpoint_seconds = r.checkpoint_seconds;
+      chains.push_back(read_resumable_chain(files.chain_path, d));
+      results.push_back(r.result);
+    } else {
+      MemoryChainSink memory;
+      FanSink fan(memory, tee);
+      DramSampler sampler(dopt, target.log_density);
+      results.push_back(sampler.run(fan));
+      chains.push_back(std::move(memory));
+      text_done = true;
+    }
+  } catch (...) {
+    try {
+      progress.close();
+      if (text) text->close();
+    } catch (...) {
+    }
+    throw;
+  }
+  const double sampling_seconds = sampling.seconds();
+  progress.close();
+  if (text) {
+    checkpoint_seconds += text->writeback_seconds;
+    text->close();
+  }
+  text_done = text_done && text != nullptr;
+  if (clear_line) std::fprintf(options.terminal, "\r%-100s\r", "");
+  SampleRunSummary out;
+  if (!root) return out;
+
+  // --- Post-processing (rank 0) -----------------------------------------------------------
+  const auto m = chains.size();
+  std::vector<ChainOutputs> co;
+  for (std::size_t c = 0; c < m; ++c) co.push_back(chain_outputs(specs, target, chains[c], results[c]));
+  const DramResult& kr = results[0];
+  out.kernel = kr;
+  out.chains = results;
+  for (std::size_t c = 0; c < m; ++c) {
+    out.compact_size += static_cast<std::int64_t>(chains[c].size());
+    out.verbose_size += chains[c].total_weight();
+    out.sample_size += static_cast<std::int64_t>(co[c].sample_rows.size());
+  }
+  out.burnin = co[0].burnin;
+  // The posterior: the post-burn-in verbose chains cut to a common length.
+  std::size_t ndraw = co[0].lp_post.size();
+  for (const auto& x : co) ndraw = std::min(ndraw, x.lp_post.size());
+  out.posterior_draws = static_cast<std::int64_t>(ndraw * m);
+  const std::size_t ncol = co[0].columns.size();
+  std::vector<std::vector<double>> cut(ncol);  // [column][chain * ndraw + t]
+  for (std::size_t k = 0; k < ncol; ++k) {
+    cut[k].reserve(m * ndraw);
+    for (std::size_t c = 0; c < m; ++c) cut[k].insert(cut[k].end(), co[c].posterior[k].begin(), co[c].posterior[k].begin() + static_cast<std::ptrdiff_t>(ndraw));
+    QuantitySummary qs{co[0].columns[k].name, {}};
+    qs.stats = summarize(DrawsView(cut[k], m, ndraw));
     out.summary.push_back(std::move(qs));
   }
+  std::vector<std::vector<KsResult>> ks;
+  if (m >= 2 && m <= static_cast<std::size_t>(kMaxKsChains))
+    for (int j = 0; j < d; ++j) ks.push_back(ks_pairwise(DrawsView(cut[static_cast<std::size_t>(j)], m, ndraw)));
 
-  // Refined sample (ParaDRAM's batch-means refinement of the post-burn-in compact chain).
-  std::vector<std::size_t> sample_rows;  // compact rows, repeated by refined weight
-  RefinedSample refined;
-  {
-    const std::size_t m = n - first;
-    std::vector<double> states(m * static_cast<std::size_t>(d + 1));
-    std::vector<std::int64_t> w(m);
-    for (std::size_t i = 0; i < m; ++i) {
-      states[i * (d + 1)] = memory.log_density[first + i];
-      std::copy(memory.point(first + i), memory.point(first + i) + d, states.begin() + static_cast<std::ptrdiff_t>(i * (d + 1) + 1));
-      w[i] = memory.weight[first + i];
-    }
-    if (specs.sample_size > 0) {
-      // n evenly spaced draws of the post-burn-in verbose chain.
-      std::vector<std::int64_t> cum(m + 1, 0);
-      for (std::size_t i = 0; i < m; ++i) cum[i + 1] = cum[i] + w[i];
-      const auto total_w = static_cast<double>(cum[m]);
-      for (std::int64_t k = 0; k < specs.sample_size; ++k) {
-        const auto pos = static_cast<std::int64_t>(std::floor((static_cast<double>(k) + 0.5) * total_w / static_cast<double>(specs.sample_size)));
-        const auto it = std::upper_bound(cum.begin(), cum.end(), pos);
-        sample_rows.push_back(first + static_cast<std::size_t>(it - cum.begin() - 1));
+  // Chain and sample text files.
+  if (text_files) {
+    for (std::size_t c = 0; c < m; ++c) {
+      const int k = static_cast<int>(chains[c].chain_id) + 1;
+      if (!(c == 0 && text_done))  // else streamed while sampling
+        write_chain_file(chain_file_path(specs, static_cast<int>(m), k), specs, tf, chains[c], m == 1 ? 1 : k);
+      TextFile f(sample_file_path(specs, static_cast<int>(m), k));
+      std::string h = "SampleLogFunc";
+      for (const auto& name : specs.variable_names) h += tf.delim + name;
+      f.write(h + "\n");
+      const MemoryChainSink& memory = chains[c];
+      for (std::size_t r : co[c].sample_rows) {
+        std::string row = tf.real(memory.log_density[r]);
+        for (int j = 0; j < d; ++j) row += tf.delim + tf.real(memory.point(r)[j]);
+        f.write(row + "\n");
       }
-    } else if (specs.sample_refinement_count == 0) {
-      for (std::size_t i = 0; i < m; ++i) sample_rows.insert(sample_rows.end(), static_cast<std::size_t>(w[i]), first + i);
-    } else {
-      RefinementOptions ro;
-      ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
-      refined = refine_sample(states, w, static_cast<std::size_t>(d + 1), ro);
-      for (std::size_t k = 0; k < refined.index.size(); ++k)
-        sample_rows.insert(sample_rows.end(), static_cast<std::size_t>(refined.weight[k]), first + refined.index[k]);
+      f.close();
     }
-  }
-  out.sample_size = static_cast<std::int64_t>(sample_rows.size());
-
-  // _sample.txt
-  {
-    TextFile f(paths[1]);
-    std::string h = "SampleLogFunc";
-    for (const auto& name : specs.variable_names) h += tf.delim + name;
-    f.write(h + "\n");
-    for (std::size_t r : sample_rows) {
-      std::string row = tf.real(memory.log_density[r]);
-      for (int j = 0; j < d; ++j) row += tf.delim + tf.real(memory.point(r)[j]);
-      f.write(row + "\n");
-    }
-    f.close();
   }
 
   // <prefix>.h5, written atomically.
   {
-    io::H5File h5 = io::H5File::create_atomic(paths[4]);
-    io::H5Group root = h5.root();
-    root.set_attribute("herd_version", HERD_VERSION_STRING);
-    root.set_attribute("sampler", "DRAM (herd, ParaDRAM-compatible)");
-    root.set_attribute("target", target.description);
-    root.set_attribute("input_source", options.input_source);
-    root.set_attribute("random_seed", static_cast<std::uint64_t>(specs.random_seed));
-    root.set_attribute("description", specs.description);
+    io::H5File h5 = io::H5File::create_atomic(h5_path);
+    io::H5Group rootg = h5.root();
+    rootg.set_attribute("herd_version", HERD_VERSION_STRING);
+    rootg.set_attribute("sampler", "DRAM (herd, ParaDRAM-compatible)");
+    rootg.set_attribute("target", target.description);
+    rootg.set_attribute("input_source", options.input_source);
+    rootg.set_attribute("random_seed", static_cast<std::uint64_t>(specs.random_seed));
+    rootg.set_attribute("description", specs.description);
+    rootg.set_attribute("parallelization_model", specs.parallelization_model);
     {
-      io::H5Group input = root.create_group("input");
+      io::H5Group input = rootg.create_group("input");
       for (const auto& [k, v] : options.input_attributes) input.set_attribute(k, v);
     }
-    // posterior: (chain, draw)
-    io::H5Group post = root.create_group("posterior");
-    post.create_coordinate<std::int64_t>("chain", std::vector<std::int64_t>{0});
+    std::vector<std::int64_t> chain_idx(m);
+    for (std::size_t c = 0; c < m; ++c) chain_idx[c] = static_cast<std::int64_t>(chains[c].chain_id);
     std::vector<std::int64_t> draw_idx(ndraw);
     for (std::size_t i = 0; i < ndraw; ++i) draw_idx[i] = static_cast<std::int64_t>(i);
+    // posterior: (chain, draw)
+    io::H5Group post = rootg.create_group("posterior");
+    post.create_coordinate<std::int64_t>("chain", chain_idx);
     post.create_coordinate<std::int64_t>("draw", draw_idx);
-    for (std::size_t k = 0; k < columns.size(); ++k) {
-      io::H5Dataset ds = post.write<double>(columns[k].name, posterior[k], {1, ndraw});
+    for (std::size_t k = 0; k < ncol; ++k) {
+      io::H5Dataset ds = post.write<double>(co[0].columns[k].name, cut[k], {m, ndraw});
       post.attach_dimensions(ds, {"chain", "draw"});
     }
     // sample_stats: lp, accepted, delayed-rejection stage, acceptance probability.
-    io::H5Group stats = root.create_group("sample_stats");
-    stats.create_coordinate<std::int64_t>("chain", std::vector<std::int64_t>{0});
+    io::H5Group stats = rootg.create_group("sample_stats");
+    stats.create_coordinate<std::int64_t>("chain", chain_idx);
     stats.create_coordinate<std::int64_t>("draw", draw_idx);
+    std::vector<double> lp;
     std::vector<std::uint8_t> accepted;
     std::vector<std::int32_t> stage;
     std::vector<double> aprob;
-    for (std::size_t i = first; i < n; ++i) {
-      for (std::int64_t k = 0; k < memory.weight[i]; ++k) {
-        accepted.push_back(k == 0 && memory.step[i] > 0 ? 1 : 0);
-        stage.push_back(k == 0 ? memory.dr_stage[i] : 0);
-        aprob.push_back(k == 0 ? memory.accept_prob[i] : 0.0);
+    for (std::size_t c = 0; c < m; ++c) {
+      const MemoryChainSink& memory = chains[c];
+      const std::size_t before = accepted.size();
+      for (std::size_t i = static_cast<std::size_t>(co[c].burnin); i < memory.size() && accepted.size() - before < ndraw; ++i) {
+        for (std::int64_t k = 0; k < memory.weight[i] && accepted.size() - before < ndraw; ++k) {
+          accepted.push_back(k == 0 && memory.step[i] > 0 ? 1 : 0);
+          stage.push_back(k == 0 ? memory.dr_stage[i] : 0);
+          aprob.push_back(k == 0 ? memory.accept_prob[i] : 0.0);
+        }
       }
+      lp.insert(lp.end(), co[c].lp_post.begin(), co[c].lp_post.begin() + static_cast<std::ptrdiff_t>(ndraw));
     }
     auto put_stat = [&](const char* name, auto values) {
       using T = typename decltype(values)::value_type;
-      io::H5Dataset ds = stats.write<T>(name, values, {1, ndraw});
+      io::H5Dataset ds = stats.write<T>(name, values, {m, ndraw});
       stats.attach_dimensions(ds, {"chain", "draw"});
     };
-    put_stat("lp", lp_post);
+    put_stat("lp", lp);
     put_stat("accepted", accepted);
     put_stat("dr_stage", stage);
     put_stat("acceptance_probability", aprob);
-    // chain_compact: the compact chain, every state (burn-in included).
-    io::H5Group cc = root.create_group("chain_compact");
-    cc.write<std::uint64_t>("step", memory.step);
-    cc.write<std::int64_t>("weight", memory.weight);
-    cc.write<double>("log_density", memory.log_density);
-    cc.write<std::int32_t>("dr_stage", memory.dr_stage);
-    cc.write<double>("acceptance_probability", memory.accept_prob);
-    cc.write<double>("adaptation_measure", memory.adapt_measure);
-    cc.write<double>("state", memory.points, {n, static_cast<hsize_t>(d)});
-    cc.write_strings("variable", specs.variable_names);
-    cc.set_attribute("burnin", out.burnin);
-    // sample: the refined sample, with its own dimension.
-    io::H5Group sg = root.create_group("sample");
-    std::vector<std::int64_t> sidx(sample_rows.size());
+    // chain_compact: the compact chains, every state (burn-in included), concatenated in
+    // chain order; with several chains `chain` gives each row's chain and `burnin` [chains].
+    io::H5Group cc = rootg.create_group("chain_compact");
+    {
+      std::vector<std::uint64_t> step;
+      std::vector<std::int64_t> weight, chain_of, burnins;
+      std::vector<double> logd, ap, am, pts;
+      std::vector<std::int32_t> st;
+      for (std::size_t c = 0; c < m; ++c) {
+        const MemoryChainSink& memory = chains[c];
+        step.insert(step.end(), memory.step.begin(), memory.step.end());
+        weight.insert(weight.end(), memory.weight.begin(), memory.weight.end());
+        logd.insert(logd.end(), memory.log_density.begin(), memory.log_density.end());
+        st.insert(st.end(), memory.dr_stage.begin(), memory.dr_stage.end());
+        ap.insert(ap.end(), memory.accept_prob.begin(), memory.accept_prob.end());
+        am.insert(am.end(), memory.adapt_measure.begin(), memory.adapt_measure.end());
+        pts.insert(pts.end(), memory.points.begin(), memory.points.end());
+        chain_of.insert(chain_of.end(), memory.size(), static_cast<std::int64_t>(memory.chain_id));
+        burnins.push_back(co[c].burnin);
+      }
+      cc.write<std::uint64_t>("step", step);
+      cc.write<std::int64_t>("weight", weight);
+      cc.write<double>("log_density", logd);
+      cc.write<std::int32_t>("dr_stage", st);
+      cc.write<double>("acceptance_probability", ap);
+      cc.write<double>("adaptation_measure", am);
+      cc.write<double>("state", pts, {weight.size(), static_cast<hsize_t>(d)});
+      cc.write_strings("variable", specs.variable_names);
+      cc.set_attribute("burnin", out.burnin);
+      if (m > 1) {
+        cc.write<std::int64_t>("chain", chain_of);
+        cc.write<std::int64_t>("burnin", burnins);
+      }
+    }
+    // sample: the refined samples (of every chain, in chain order), with their own dimension.
+    io::H5Group sg = rootg.create_group("sample");
+    std::vector<std::int64_t> sidx(static_cast<std::size_t>(out.sample_size));
     for (std::size_t i = 0; i < sidx.size(); ++i) sidx[i] = static_cast<std::int64_t>(i);
     sg.create_coordinate<std::int64_t>("sample", sidx);
     {
-      std::vector<double> v(sample_rows.size());
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = memory.log_density[sample_rows[i]];
+      std::vector<double> v;
+      for (std::size_t c = 0; c < m; ++c)
+        for (std::size_t r : co[c].sample_rows) v.push_back(chains[c].log_density[r]);
       io::H5Dataset ds = sg.write<double>("lp", v);
       sg.attach_dimensions(ds, {"sample"});
-      for (std::size_t k = 0; k < columns.size(); ++k) {
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] = columns[k].compact[sample_rows[i]];
-        io::H5Dataset dk = sg.write<double>(columns[k].name, v);
+      for (std::size_t k = 0; k < ncol; ++k) {
+        v.clear();
+        for (std::size_t c = 0; c < m; ++c)
+          for (std::size_t r : co[c].sample_rows) v.push_back(co[c].columns[k].compact[r]);
+        io::H5Dataset dk = sg.write<double>(co[0].columns[k].name, v);
         sg.attach_dimensions(dk, {"sample"});
       }
+      if (m > 1) {
+        std::vector<std::int64_t> ch;
+        for (std::size_t c = 0; c < m; ++c) ch.insert(ch.end(), co[c].sample_rows.size(), static_cast<std::int64_t>(chains[c].chain_id));
+        io::H5Dataset dc = sg.write<std::int64_t>("chain_id", ch);
+        sg.attach_dimensions(dc, {"sample"});
+      }
     }
-    // diagnostics: per quantity.
-    io::H5Group dg = root.create_group("diagnostics");
+    // diagnostics: per quantity (across chains).
+    io::H5Group dg = rootg.create_group("diagnostics");
     std::vector<std::string> names;
     for (const auto& q : out.summary) names.push_back(q.name);
     dg.write_strings("variable", names);
@@ -476,13 +847,34 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     put_diag("ess_bulk", &DiagnosticSummary::ess_bulk);
     put_diag("ess_tail", &DiagnosticSummary::ess_tail);
     put_diag("rhat", &DiagnosticSummary::rhat);
+    if (!ks.empty()) {
+      // ParaDRAM's pairwise KS table per variable: [variable, chain, chain].
+      std::vector<double> stat, pval;
+      for (const auto& t : ks)
+        for (const auto& x : t) {
+          stat.push_back(x.statistic);
+          pval.push_back(x.p_value);
+        }
+      dg.write<double>("ks_statistic", stat, {static_cast<hsize_t>(d), m, m});
+      dg.write<double>("ks_p_value", pval, {static_cast<hsize_t>(d), m, m});
+    }
     h5.commit();
   }
 
   // _report.txt (times vary: excluded from reproducibility).
   out.seconds = total.seconds();
+  std::int64_t proposals = 0, evaluations = 0, nan_count = 0, ood = 0;
+  for (const auto& r : results) {
+    proposals += r.proposals;
+    evaluations += r.evaluations;
+    nan_count += r.nan_count;
+    ood += r.out_of_domain;
+  }
+  double acceptance = 0.0;
+  for (const auto& r : results) acceptance += r.acceptance_rate * static_cast<double>(r.proposals);
+  acceptance /= std::max<double>(1.0, static_cast<double>(proposals));
   {
-    TextFile f(paths[3]);
+    TextFile f(report_path);
     std::string r;
     r += fmt::format("herd {} — DRAM sampler report (ParaDRAM-compatible)\n\n", HERD_VERSION_STRING);
     r += fmt::format("description: {}\ntarget: {}\ninput: {}\n\n", specs.description, target.description, options.input_source);
@@ -490,40 +882,77 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     r += "== run ==\n";
     r += fmt::format("dimension                         {}\n", d);
     r += fmt::format("random seed                       {}\n", specs.random_seed);
-    r += fmt::format("proposals (steps)                 {}\n", kr.proposals);
-    r += fmt::format("log-density evaluations           {}\n", kr.evaluations);
+    r += fmt::format("chains                            {}\n", m);
+    r += fmt::format("proposals (steps)                 {}\n", proposals);
+    r += fmt::format("log-density evaluations           {}\n", evaluations);
     r += fmt::format("accepted states (chain_size)      {}\n", out.compact_size);
-    r += fmt::format("mean acceptance rate              {:.6f}\n", kr.acceptance_rate);
-    for (std::size_t k = 0; k < kr.stage_accepted.size(); ++k)
-      r += fmt::format("  accepted at stage {}             {}\n", k + 1, kr.stage_accepted[k]);
-    r += fmt::format("adaptive updates                  {} ({} deferred, {} Cholesky failures)\n", kr.adaptive_updates,
-                     kr.adaptive_updates_deferred, kr.chol_failures);
-    r += fmt::format("NaN log densities (as -inf)       {}\n", kr.nan_count);
-    r += fmt::format("proposals outside the domain      {}\n", kr.out_of_domain);
-    r += fmt::format("burn-in (likelihood rule)         {}\n", kr.burnin_likelihood);
-    r += fmt::format("burn-in (adaptation measure rule) {}\n", kr.burnin_adaptation);
-    r += fmt::format("burn-in used (compact index)      {}\n", out.burnin);
-    r += fmt::format("posterior draws (verbose)         {}\n", out.posterior_draws);
+    r += fmt::format("mean acceptance rate              {:.6f}\n", acceptance);
+    if (m == 1) {
+      for (std::size_t k = 0; k < kr.stage_accepted.size(); ++k)
+        r += fmt::format("  accepted at stage {}             {}\n", k + 1, kr.stage_accepted[k]);
+      r += fmt::format("adaptive updates                  {} ({} deferred, {} Cholesky failures)\n", kr.adaptive_updates,
+                       kr.adaptive_updates_deferred, kr.chol_failures);
+    }
+    r += fmt::format("NaN log densities (as -inf)       {}\n", nan_count);
+    r += fmt::format("proposals outside the domain      {}\n", ood);
+    if (m == 1) {
+      r += fmt::format("burn-in (likelihood rule)         {}\n", kr.burnin_likelihood);
+      r += fmt::format("burn-in (adaptation measure rule) {}\n", kr.burnin_adaptation);
+      r += fmt::format("burn-in used (compact index)      {}\n", out.burnin);
+    }
+    r += fmt::format("posterior draws (verbose)         {}{}\n", out.posterior_draws,
+                     m > 1 ? fmt::format(" ({} chains x {}: cut to the shortest)", m, ndraw) : std::string());
     r += fmt::format("refined sample size               {}\n", out.sample_size);
-    r += fmt::format("sampling time                     {:.3f} s\n", kr.seconds);
+    r += fmt::format("sampling time                     {:.3f} s\n", sampling_seconds);
     r += fmt::format("total time                        {:.3f} s\n", out.seconds);
-    r += fmt::format("steps per second                  {:.4g}\n\n", static_cast<double>(kr.proposals) / std::max(kr.seconds, 1e-9));
-    r += "== final proposal covariance ==\n";
-    for (int i = 0; i < d; ++i) {
-      for (int j = 0; j < d; ++j) r += fmt::format("{:>14.6e}", kr.proposal_cov[static_cast<std::size_t>(i * d + j)]);
+    r += fmt::format("steps per second                  {:.4g}\n", static_cast<double>(proposals) / std::max(sampling_seconds, 1e-9));
+    if (checkpointing && multi)
+      r += fmt::format("restart record                    {} (each rank checkpoints its own chains)\n", rdir);
+    else if (checkpointing)
+      r += fmt::format("checkpoints (this process)        {} in {:.3f} s ({:.2f}% of the sampling time); record in {}\n",
+                       checkpoints, checkpoint_seconds, 100.0 * checkpoint_seconds / std::max(sampling_seconds, 1e-9), rdir);
+    r += "\n";
+    if (!parallel_report.empty()) r += "== parallelism ==\n" + parallel_report + "\n";
+    if (m > 1) {
+      r += "== chains ==\n";
+      r += fmt::format("{:>6} {:>12} {:>12} {:>10} {:>10} {:>12}\n", "chain", "proposals", "chain_size", "acceptance", "burn-in",
+                       "post draws");
+      for (std::size_t c = 0; c < m; ++c)
+        r += fmt::format("{:>6} {:>12} {:>12} {:>10.4f} {:>10} {:>12}\n", chains[c].chain_id + 1, results[c].proposals,
+                         chains[c].size(), results[c].acceptance_rate, co[c].burnin, co[c].lp_post.size());
       r += "\n";
     }
-    r += "\n== posterior (verbose chain after burn-in): statistics and diagnostics ==\n";
+    r += "== final proposal covariance" + std::string(m > 1 ? " (chain 1)" : "") + " ==\n";
+    if (kr.proposal_cov.size() == static_cast<std::size_t>(d * d)) {
+      for (int i = 0; i < d; ++i) {
+        for (int j = 0; j < d; ++j) r += fmt::format("{:>14.6e}", kr.proposal_cov[static_cast<std::size_t>(i * d + j)]);
+        r += "\n";
+      }
+    }
+    r += m > 1 ? "\n== posterior (verbose chains after burn-in, cut to a common length): statistics and diagnostics "
+                 "across chains ==\n"
+               : "\n== posterior (verbose chain after burn-in): statistics and diagnostics ==\n";
     r += format_summary_table(out.summary);
+    if (!ks.empty()) {
+      r += "\n== pairwise two-sample Kolmogorov-Smirnov tests between chains (ParaDRAM): p-values ==\n";
+      for (int j = 0; j < d; ++j) {
+        r += specs.variable_names[static_cast<std::size_t>(j)] + ":\n";
+        for (std::size_t a = 0; a < m; ++a) {
+          for (std::size_t b = 0; b < m; ++b) r += fmt::format("{:>10.4f}", ks[static_cast<std::size_t>(j)][a * m + b].p_value);
+          r += "\n";
+        }
+      }
+    }
     // Covariance and correlation of the variables.
     r += "\n== posterior covariance ==\n";
     std::vector<double> mean(d, 0.0);
     for (int j = 0; j < d; ++j) mean[j] = out.summary[static_cast<std::size_t>(j)].stats.mean;
     std::vector<double> cov(static_cast<std::size_t>(d * d), 0.0);
-    for (std::size_t t = 0; t < ndraw; ++t)
+    const std::size_t nall = m * ndraw;
+    for (std::size_t t = 0; t < nall; ++t)
       for (int i = 0; i < d; ++i)
-        for (int j = 0; j < d; ++j) cov[i * d + j] += (posterior[i][t] - mean[i]) * (posterior[j][t] - mean[j]);
-    for (auto& c : cov) c /= std::max<double>(1.0, static_cast<double>(ndraw) - 1.0);
+        for (int j = 0; j < d; ++j) cov[i * d + j] += (cut[i][t] - mean[i]) * (cut[j][t] - mean[j]);
+    for (auto& c : cov) c /= std::max<double>(1.0, static_cast<double>(nall) - 1.0);
     for (int i = 0; i < d; ++i) {
       for (int j = 0; j < d; ++j) r += fmt::format("{:>14.6e}", cov[i * d + j]);
       r += "\n";
@@ -533,11 +962,11 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       for (int j = 0; j < d; ++j) r += fmt::format("{:>10.4f}", cov[i * d + j] / std::sqrt(cov[i * d + i] * cov[j * d + j]));
       r += "\n";
     }
-    if (!refined.rounds.empty()) {
+    if (m == 1 && !co[0].refined.rounds.empty()) {
       r += "\n== sample refinement (batch-means integrated autocorrelation) ==\n";
       r += fmt::format("{:>6} {:>8} {:>14} {:>14} {:>12}\n", "round", "stage", "compact size", "verbose size", "IAC summary");
-      for (std::size_t k = 0; k < refined.rounds.size(); ++k) {
-        const auto& rd = refined.rounds[k];
+      for (std::size_t k = 0; k < co[0].refined.rounds.size(); ++k) {
+        const auto& rd = co[0].refined.rounds[k];
         r += fmt::format("{:>6} {:>8} {:>14} {:>14} {:>12.4f}\n", k + 1, rd.verbose_stage ? "verbose" : "compact",
                          rd.compact_size, rd.verbose_size, rd.iac_summary);
       }
@@ -551,13 +980,185 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
 
   if (!quiet && options.terminal) {
     std::fprintf(options.terminal, "%s", format_summary_table(out.summary).c_str());
-    std::fprintf(options.terminal, "\n%lld steps, acceptance rate %.3f, burn-in %lld, %lld posterior draws, %lld in the refined sample, %.2f s\n",
-                 static_cast<long long>(kr.proposals), kr.acceptance_rate, static_cast<long long>(out.burnin),
-                 static_cast<long long>(out.posterior_draws), static_cast<long long>(out.sample_size), out.seconds);
+    std::fprintf(options.terminal,
+                 "\n%lld chain%s, %lld steps, acceptance rate %.3f, burn-in %lld, %lld posterior draws, %lld in the refined sample, %.2f s\n",
+                 static_cast<long long>(m), m == 1 ? "" : "s", static_cast<long long>(proposals),
+                 acceptance,
+                 static_cast<long long>(out.burnin), static_cast<long long>(out.posterior_draws),
+                 static_cast<long long>(out.sample_size), out.seconds);
     std::fprintf(options.terminal, "outputs:\n");
     for (const auto& p : paths) std::fprintf(options.terminal, "  %s\n", p.c_str());
   }
   return out;
 }
 
+// --- the program around a run (herd-sample, the C API) -------------------------------------
+
+namespace {
+
+constexpr const char* kRunRecordKind = "herd-sample-run";
+
+std::string run_record_path(const SamplerSpecs& s) { return restart_folder(s) + "/run.ckpt"; }
+
+void write_run_record(const SamplerSpecs& s, std::uint64_t hash, int chains, bool complete) {
+  io::CheckpointWriter w(kRunRecordKind, 1);
+  w.add_value("input_hash", hash);
+  w.add_value("random_seed", s.random_seed);
+  w.add_value("chains", static_cast<std::int64_t>(chains));
+  w.add_string("parallelization_model", s.parallelization_model);
+  w.add_value("complete", static_cast<std::uint8_t>(complete ? 1 : 0));
+  w.commit(run_record_path(s));
+}
+
+enum class RestartStatus { kFresh = 0, kResume = 1, kComplete = 2 };
+
+/// What the restart record of this output prefix says; the seed of the recorded run.
+/// @throws herd::InputError when the record belongs to another input.
+RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, int chains, std::uint64_t& seed) {
+  const std::string path = run_record_path(s);
+  if (s.overwrite || !fs::exists(path)) return RestartStatus::kFresh;
+  io::CheckpointReader r(path);
+  r.expect_kind(kRunRecordKind, 1);
+  const bool complete = r.value<std::uint8_t>("complete") != 0;
+  // A finished run of another input: its outputs are what the overwrite check protects.
+  if (r.value<std::uint64_t>("input_hash") != hash && complete) return RestartStatus::kFresh;
+  if (r.value<std::uint64_t>("input_hash") != hash)
+    throw InputError(fmt::format("the restart record \"{}\" belongs to a run with another input (specifications or "
+                                 "target); set overwrite = true to start afresh (this deletes \"{}\"), restore the "
+                                 "original input, or choose another output_prefix",
+                                 path, restart_folder(s)));
+  const auto rc = r.value<std::int64_t>("chains");
+  const std::string model = r.string("parallelization_model");
+  if (rc != chains || model != s.parallelization_model)
+    throw InputError(fmt::format("the restart record \"{}\" is of a {} run with {} chain(s), but this run is {} with {} "
+                                 "chain(s) (ranks x chains_per_rank); resume with the same number of processes, or "
+                                 "set overwrite = true to start afresh",
+                                 path, model, rc, s.parallelization_model, chains));
+  seed = r.value<std::uint64_t>("random_seed");
+  return complete ? RestartStatus::kComplete : RestartStatus::kResume;
+}
+
+}  // namespace
+
+std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTarget& target) {
+  // FNV-1a over the resolved (key, value) pairs that change what a run computes.
+  std::uint64_t h = 1469598103934665603ULL;
+  auto add = [&h](std::string_view s) {
+    for (const char c : s) {
+      h ^= static_cast<unsigned char>(c);
+      h *= 1099511628211ULL;
+    }
+    h ^= 0xff;
+    h *= 1099511628211ULL;
+  };
+  static const char* const kIgnored[] = {"overwrite", "silent_mode", "progress_report_period", "checkpoint_period",
+                                         "checkpoint_period_seconds", "mpi_finalize_requested"};
+  for (const auto& [k, v] : options.input_attributes) {
+    if (std::find_if(std::begin(kIgnored), std::end(kIgnored), [&](const char* x) { return k == x; }) != std::end(kIgnored))
+      continue;
+    add(k);
+    add(v);
+  }
+  add(target.description);
+  add(std::to_string(target.ndim));
+  return h;
+}
+
+int run_sampler_program(Communicator& comm, const std::function<SamplerProgramInput()>& resolve,
+                        const std::string& program) {
+  const int rank = comm.rank(), size = comm.size();
+  auto error = [&](const std::string& msg) {
+    const std::string who = size > 1 ? fmt::format("rank {}: ", rank) : std::string();
+    std::fprintf(stderr, "%s: error: %s%s\n", program.c_str(), who.c_str(), msg.c_str());
+    std::fflush(stderr);
+  };
+  // 1. Every rank reads the input; an error on any rank ends every rank with exit code 2.
+  SamplerProgramInput in;
+  std::string err;
+  try {
+    check_launch(size);
+    in = resolve();
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  if (size > 1) {
+    const int bad = comm.allreduce_value<int>(err.empty() ? 0 : 1, ReduceOp::kMax);
+    if (bad != 0) {
+      if (!err.empty()) error(err);
+      else if (rank == 0) error("another rank could not read its input (see its message)");
+      return 2;
+    }
+  } else if (!err.empty()) {
+    error(err);
+    return 2;
+  }
+  SamplerSpecs& specs = in.specs;
+  SampleRunOptions& opts = in.options;
+  opts.input_hash = sampler_input_hash(opts, in.target);
+  // 2. The same input on every rank.
+  try {
+    check_same_input(comm, opts.input_hash, "resolved input");
+  } catch (const std::exception& e) {
+    if (rank == 0) error(e.what());
+    return 2;
+  }
+  // 3. Rank 0: restart record, output files; broadcast the decision and the seed.
+  const int chains = chain_count(specs, size);
+  const bool checkpointing = specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0;
+  std::int64_t dec[3] = {0, 0, static_cast<std::int64_t>(specs.random_seed)};
+  if (rank == 0) {
+    try {
+      std::uint64_t seed = specs.random_seed;
+      const RestartStatus st = check_restart(specs, opts.input_hash, chains, seed);
+      if (st != RestartStatus::kFresh && !in.seed_given) specs.random_seed = seed;
+      dec[1] = static_cast<std::int64_t>(st);
+      dec[2] = static_cast<std::int64_t>(specs.random_seed);
+      prepare_outputs(specs, size, st != RestartStatus::kFresh);
+      if (st == RestartStatus::kFresh) {
+        std::error_code ec;
+        fs::remove_all(restart_folder(specs), ec);
+        if (checkpointing) {
+          fs::create_directories(restart_folder(specs), ec);
+          if (ec)
+            throw IoError(fmt::format("cannot create the restart folder \"{}\": {}", restart_folder(specs), ec.message()));
+          write_run_record(specs, opts.input_hash, chains, false);
+        }
+      }
+    } catch (const std::exception& e) {
+      err = e.what();
+      dec[0] = 1;
+    }
+  }
+  comm.broadcast(dec, 3, DataType::kInt64, 0);
+  if (dec[0] != 0) {
+    if (rank == 0) error(err);
+    return 2;
+  }
+  specs.random_seed = static_cast<std::uint64_t>(dec[2]);
+  const auto status = static_cast<RestartStatus>(dec[1]);
+  const bool quiet = opts.quiet || specs.silent_mode || rank != 0;
+  if (status == RestartStatus::kComplete) {
+    if (!quiet)
+      std::printf("%s: the run recorded in %s is complete; its outputs are %s.* (set overwrite = true to run it again)\n",
+                  program.c_str(), restart_folder(specs).c_str(), specs.output_prefix.c_str());
+    return 0;
+  }
+  if (!quiet) {
+    if (!in.banner.empty()) std::printf("%s\n", in.banner.c_str());
+    if (status == RestartStatus::kResume)
+      std::printf("%s: resuming from the restart record in %s\n", program.c_str(), restart_folder(specs).c_str());
+    std::fflush(stdout);
+  }
+  // 4. The run; an error on one rank ends every rank (the checkpoints stay intact).
+  try {
+    abort_all_on_error(comm, [&] {
+      run_paradram(specs, in.target, opts, comm);
+      if (rank == 0 && checkpointing) write_run_record(specs, opts.input_hash, chains, true);
+    });
+  } catch (const std::exception& e) {
+    error(e.what());
+    return 1;
+  }
+  return 0;
+}
 }  // namespace herd::mcmc

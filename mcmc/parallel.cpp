@@ -73,19 +73,120 @@ T get(const std::byte*& p) {
 /// Buffers records as bytes until the driver appends them to the chain file.
 class ByteSink final : public ChainSink {
  public:
+  explicit ByteSink(ChainSink* tee_sink = nullptr) : tee(tee_sink) {}
+  void begin(std::uint32_t chain_id, int ndim) override {
+    if (tee) tee->begin(chain_id, ndim);
+  }
+  void flush() override {
+    if (tee) tee->flush();
+  }
   void write(const ChainRecord& r) override {
-    put(buf, r.step);
-    put(buf, r.weight);
-    put(buf, r.log_density);
-    put(buf, r.dr_stage);
-    put(buf, r.chain_id);
-    put(buf, r.accept_prob);
-    put(buf, r.adapt_measure);
-    const auto* p = reinterpret_cast<const std::byte*>(r.point);
-    buf.insert(buf.end(), p, p + 8 * static_cast<std::size_t>(r.ndim));
+    if (tee) tee->write(r);
+    const std::size_t n0 = buf.size();
+    buf.resize(n0 + record_bytes(r.ndim));
+    std::byte* p = buf.data() + n0;
+    auto put_at = [&p](const void* v, std::size_t n) {
+      std::memcpy(p, v, n);
+      p += n;
+    };
+    put_at(&r.step, 8);
+    put_at(&r.weight, 8);
+    put_at(&r.log_density, 8);
+    put_at(&r.dr_stage, 4);
+    put_at(&r.chain_id, 4);
+    put_at(&r.accept_prob, 8);
+    put_at(&r.adapt_measure, 8);
+    put_at(r.point, 8 * static_cast<std::size_t>(r.ndim));
   }
   std::vector<std::byte> buf;
+  ChainSink* tee = nullptr;
 };
+
+// --- the durable record of one chain: append-only chain file + atomic checkpoint ---
+
+void save_result(io::CheckpointWriter& w, const DramResult& r) {
+  w.add_value("result.burnin_likelihood", r.burnin_likelihood);
+  w.add_value("result.burnin_adaptation", r.burnin_adaptation);
+  w.add_value("result.burnin", r.burnin);
+  w.add_value("result.chol_failures", r.chol_failures);
+  w.add(std::string("result.proposal_cov"), r.proposal_cov);
+  w.add(std::string("result.adapted_cov"), r.adapted_cov);
+  w.add_value("result.seconds", r.seconds);
+}
+
+/// The result of a finished run from its checkpoint.
+DramResult load_result(const io::CheckpointReader& r) {
+  const DramState s = load_dram_state(r);
+  DramResult out;
+  out.chain_id = s.chain_id;
+  out.proposals = static_cast<std::int64_t>(s.proposal_number);
+  out.chain_size = s.records_written;
+  out.acceptance_rate =
+      s.proposal_number > 0 ? static_cast<double>(s.accepted) / static_cast<double>(s.proposal_number) : 0.0;
+  out.stage_accepted = s.stage_accepted;
+  out.evaluations = s.evaluations;
+  out.nan_count = s.nan_count;
+  out.out_of_domain = s.out_of_domain;
+  out.adaptive_updates = s.updates_done;
+  out.adaptive_updates_deferred = s.updates_deferred;
+  out.chol_failures = s.chol_failures;
+  if (r.has("result.burnin")) {
+    out.burnin_likelihood = r.value<std::int64_t>("result.burnin_likelihood");
+    out.burnin_adaptation = r.value<std::int64_t>("result.burnin_adaptation");
+    out.burnin = r.value<std::int64_t>("result.burnin");
+    out.chol_failures = r.value<std::int64_t>("result.chol_failures");
+    out.proposal_cov = r.get<double>("result.proposal_cov");
+    out.adapted_cov = r.get<double>("result.adapted_cov");
+  }
+  return out;
+}
+
+/// Opens the record of a chain: resumes from its checkpoint (state to restore, chain file
+/// truncated to the checkpointed length) or starts it afresh.
+struct ChainFileState {
+  bool resumed = false;
+  bool complete = false;
+  DramResult result;              // when complete
+  std::unique_ptr<DramState> state;  // when resumed and not complete
+  std::uint64_t chain_bytes = 0;
+};
+
+ChainFileState open_record(const ResumableOptions& files, std::uint64_t hash) {
+  ChainFileState out;
+  if (files.overwrite || !std::filesystem::exists(files.checkpoint_path)) return out;
+  io::CheckpointReader r(files.checkpoint_path);
+  r.expect_kind("herd-dram-chain", 1);
+  HERD_REQUIRE(r.value<std::uint64_t>("options_hash") == hash,
+               "the checkpoint \"{}\" belongs to a run with other options; give overwrite = true to start "
+               "afresh, or restore the original input",
+               files.checkpoint_path);
+  out.resumed = true;
+  if (r.value<std::uint8_t>("complete") != 0) {
+    out.complete = true;
+    out.result = load_result(r);
+    return out;
+  }
+  out.state = std::make_unique<DramState>(load_dram_state(r));
+  out.chain_bytes = r.value<std::uint64_t>("chain_bytes");
+  if (files.on_resume) files.on_resume(r);
+  return out;
+}
+
+/// Appends the buffered records, syncs the chain file, and commits the checkpoint.
+void commit_record(const ResumableOptions& files, std::uint64_t hash, io::AppendFile& file, ByteSink& sink,
+                   const DramState& state, const DramResult* final_result) {
+  if (!sink.buf.empty()) file.append(std::span<const std::byte>(sink.buf));
+  sink.buf.clear();
+  file.sync();
+  io::CheckpointWriter w("herd-dram-chain", 1);
+  w.add_value("options_hash", hash);
+  w.add_value("chain_bytes", file.size());
+  w.add_value("complete", static_cast<std::uint8_t>(final_result ? 1 : 0));
+  save_dram_state(w, state);
+  if (final_result) save_result(w, *final_result);
+  if (files.on_checkpoint) files.on_checkpoint(w);
+  w.commit(files.checkpoint_path);
+}
 
 // --- multi-chain packing: everything as doubles (integers < 2^53 are exact) ---
 constexpr int kResultScalars = 12;
@@ -357,76 +458,65 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
   Timer timer;
   ResumableRun out;
   const std::uint64_t hash = dram_options_hash(options);
-  io::AppendFile file;
-  namespace fs = std::filesystem;
-  std::unique_ptr<io::CheckpointReader> ckpt;
-  if (!files.overwrite && fs::exists(files.checkpoint_path)) {
-    ckpt = std::make_unique<io::CheckpointReader>(files.checkpoint_path);
-    io::CheckpointReader& r = *ckpt;
-    r.expect_kind("herd-dram-chain", 1);
-    HERD_REQUIRE(r.value<std::uint64_t>("options_hash") == hash,
-                 "the checkpoint \"{}\" belongs to a run with other options; give overwrite = true to start "
-                 "afresh, or restore the original input",
-                 files.checkpoint_path);
-    out.resumed = true;
-    if (r.value<std::uint8_t>("complete") != 0) {
-      // Reported, not redone: the log density is not called.
-      out.already_complete = true;
-      const DramState s = load_dram_state(r);
-      out.result.chain_id = s.chain_id;
-      out.result.proposals = static_cast<std::int64_t>(s.proposal_number);
-      out.result.chain_size = s.records_written;
-      out.result.acceptance_rate =
-          s.proposal_number > 0 ? static_cast<double>(s.accepted) / static_cast<double>(s.proposal_number) : 0.0;
-      out.result.stage_accepted = s.stage_accepted;
-      out.result.evaluations = s.evaluations;
-      return out;
-    }
+  ChainFileState rec = open_record(files, hash);
+  out.resumed = rec.resumed;
+  if (rec.complete) {  // reported, not redone: the log density is not called
+    out.already_complete = true;
+    out.result = std::move(rec.result);
+    out.result.seconds = 0.0;
+    return out;
   }
   DramSampler sampler(options, log_density);
-  if (ckpt) {
-    sampler.set_state(load_dram_state(*ckpt));
-    file = io::AppendFile::resume(files.chain_path, ckpt->value<std::uint64_t>("chain_bytes"));
-    ckpt.reset();
+  io::AppendFile file;
+  if (rec.state) {
+    sampler.set_state(std::move(*rec.state));
+    file = io::AppendFile::resume(files.chain_path, rec.chain_bytes);
   } else {
     file = io::AppendFile::create(files.chain_path);
   }
-  ByteSink sink;
+  ByteSink sink(files.tee);
   sink.begin(sampler.state().chain_id, sampler.ndim());
-  auto commit = [&](bool complete) {
+  auto commit = [&](const DramResult* final_result) {
     Timer t;
-    if (!sink.buf.empty()) file.append(std::span<const std::byte>(sink.buf));
-    sink.buf.clear();
-    file.sync();
-    io::CheckpointWriter w("herd-dram-chain", 1);
-    w.add_value("options_hash", hash);
-    w.add_value("chain_bytes", file.size());
-    w.add_value("complete", static_cast<std::uint8_t>(complete ? 1 : 0));
-    save_dram_state(w, sampler.state());
-    w.commit(files.checkpoint_path);
+    commit_record(files, hash, file, sink, sampler.state(), final_result);
     ++out.checkpoints;
     out.checkpoint_seconds += t.seconds();
   };
   std::uint64_t next = files.period_steps > 0 ? sampler.state().proposal_number + static_cast<std::uint64_t>(files.period_steps)
                                               : std::numeric_limits<std::uint64_t>::max();
   double next_time = files.period_seconds > 0 ? files.period_seconds : kInf;
-  while (!sampler.finished()) {
-    sampler.step(sink);
-    if (sink.buf.size() >= kAppendChunk) {  // bounded memory; synced at the next checkpoint
-      file.append(std::span<const std::byte>(sink.buf));
-      sink.buf.clear();
+  try {
+    while (!sampler.finished()) {
+      sampler.step(sink);
+      if (sink.buf.size() >= kAppendChunk) {  // bounded memory; synced at the next checkpoint
+        file.append(std::span<const std::byte>(sink.buf));
+        sink.buf.clear();
+        // The disk writes while we sample, so the checkpoint's fsync waits less; the call
+        // can block when the disk falls behind, so it counts as checkpoint time.
+        Timer t;
+        file.start_writeback();
+        out.checkpoint_seconds += t.seconds();
+      }
+      const std::uint64_t k = sampler.state().proposal_number;
+      if (k >= next) {
+        commit(nullptr);
+        next = k + static_cast<std::uint64_t>(files.period_steps);
+      } else if (next_time < kInf && (k & 63) == 0 && timer.seconds() >= next_time) {
+        commit(nullptr);
+        next_time = timer.seconds() + files.period_seconds;
+      }
     }
-    const std::uint64_t k = sampler.state().proposal_number;
-    if (k >= next) {
-      commit(false);
-      next = k + static_cast<std::uint64_t>(files.period_steps);
-    } else if (next_time < kInf && (k & 63) == 0 && timer.seconds() >= next_time) {
-      commit(false);
-      next_time = timer.seconds() + files.period_seconds;
+  } catch (...) {
+    if (files.tee) {
+      try {
+        files.tee->flush();
+      } catch (...) {
+      }
     }
+    throw;
   }
   out.result = sampler.finish(sink, timer.seconds());
-  commit(true);
+  commit(&out.result);
   return out;
 }
 
@@ -434,7 +524,8 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
 
 MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity& log_density, bool thread_safe,
                               Communicator& comm, int chains_per_rank, int threads,
-                              const std::string& checkpoint_prefix, std::int64_t checkpoint_period_steps) {
+                              const std::string& checkpoint_prefix, std::int64_t checkpoint_period_steps,
+                              double checkpoint_period_seconds, bool overwrite, ChainSink* first_chain_tee) {
   HERD_REQUIRE(chains_per_rank >= 1, "chains_per_rank is {}, but must be >= 1", chains_per_rank);
   Timer timer;
   const int rank = comm.rank(), size = comm.size();
@@ -446,14 +537,23 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
     DramOptions o = options;
     o.chain_id = options.chain_id + static_cast<std::uint32_t>(rank) * static_cast<std::uint32_t>(m) +
                  static_cast<std::uint32_t>(i);
+    ChainSink* tee = i == 0 ? first_chain_tee : nullptr;
     if (checkpoint_prefix.empty()) {
       DramSampler s(std::move(o), log_density);
-      local_res[i] = s.run(local[i]);
+      if (tee) {
+        FanSink fan(local[i], *tee);
+        local_res[i] = s.run(fan);
+      } else {
+        local_res[i] = s.run(local[i]);
+      }
     } else {
       ResumableOptions f;
       f.chain_path = fmt::format("{}_{}.chain", checkpoint_prefix, o.chain_id);
       f.checkpoint_path = fmt::format("{}_{}.ckpt", checkpoint_prefix, o.chain_id);
       f.period_steps = checkpoint_period_steps;
+      f.period_seconds = checkpoint_period_seconds;
+      f.overwrite = overwrite;
+      f.tee = tee;
       local_res[i] = run_resumable(o, log_density, f).result;
       local[i] = read_resumable_chain(f.chain_path, d);
     }
@@ -555,10 +655,42 @@ double fork_join_predicted_speedup(double p, int ranks, double eval_seconds, dou
 }
 
 ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log_density, Communicator& comm,
-                          ChainSink& sink) {
+                          ChainSink& sink, const ResumableOptions* files) {
   Timer timer;
   const int rank = comm.rank(), size = comm.size();
   const int d = static_cast<int>(options.start_point.size());
+  ForkJoinRun out;
+  out.rank_accepted.assign(size, 0);
+  out.rank_proposals.assign(size, 0);
+  // Resumable: every rank reads the checkpoint (the same state), rank 0 writes the record.
+  const std::uint64_t hash = dram_options_hash(options);
+  ChainFileState rec;
+  io::AppendFile file;
+  std::unique_ptr<ByteSink> bytes;
+  std::unique_ptr<FanSink> fan;
+  if (files) {
+    HERD_REQUIRE(!files->chain_path.empty() && !files->checkpoint_path.empty(),
+                 "run_fork_join: chain_path and checkpoint_path must be given");
+    HERD_REQUIRE(files->period_steps >= 0 && files->period_seconds >= 0,
+                 "run_fork_join: the checkpoint period must be >= 0");
+    rec = open_record(*files, hash);
+    // Every rank must have read the checkpoint before rank 0 may replace it.
+    comm.barrier();
+    out.resumed = rec.resumed;
+    if (rec.complete) {
+      out.already_complete = true;
+      out.result = std::move(rec.result);
+      out.result.seconds = 0.0;
+      return out;
+    }
+    if (rank == 0) {
+      file = rec.state ? io::AppendFile::resume(files->chain_path, rec.chain_bytes)
+                       : io::AppendFile::create(files->chain_path);
+      bytes = std::make_unique<ByteSink>();
+      fan = std::make_unique<FanSink>(*bytes, sink);
+    }
+  }
+  ChainSink& out_sink = fan ? static_cast<ChainSink&>(*fan) : sink;
   // The round's stage-1 trial points and their values; the kernel's log density looks them
   // up (bitwise) and evaluates anything else itself (start point, DR stages).
   struct Round {
@@ -582,17 +714,27 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
     return log_density(x, dim);
   };
   DramSampler sampler(options, lookup);
+  if (rec.state) sampler.set_state(std::move(*rec.state));
+  std::uint64_t next_ckpt = std::numeric_limits<std::uint64_t>::max();
+  double next_time = kInf;
+  if (files && rank == 0) {
+    if (files->period_steps > 0) next_ckpt = sampler.state().proposal_number + static_cast<std::uint64_t>(files->period_steps);
+    if (files->period_seconds > 0) next_time = files->period_seconds;
+  }
+  auto commit = [&](const DramResult* final_result) {
+    Timer t;
+    commit_record(*files, hash, file, *bytes, sampler.state(), final_result);
+    ++out.checkpoints;
+    out.checkpoint_seconds += t.seconds();
+  };
   const std::int64_t period =
       options.adaptive_update_period == 0 ? 4 * static_cast<std::int64_t>(d) : options.adaptive_update_period;
   const auto max_prop = static_cast<std::uint64_t>(options.max_proposals);
   std::vector<double> lo = options.domain_lower, hi = options.domain_upper;
   lo.resize(d, -kInf);
   hi.resize(d, kInf);
-  ForkJoinRun out;
-  out.rank_accepted.assign(size, 0);
-  out.rank_proposals.assign(size, 0);
   std::int64_t my_evals = 0;
-  sink.begin(sampler.state().chain_id, d);
+  out_sink.begin(sampler.state().chain_id, d);
   try {
     while (!sampler.finished()) {
       const DramState& s = sampler.state();
@@ -636,7 +778,7 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
       ++out.rounds;
       for (int j = 0; j < n && !sampler.finished(); ++j) {
         const std::int64_t before = sampler.state().accepted;
-        sampler.step(sink);
+        sampler.step(out_sink);
         ++out.rank_proposals[j];
         if (sampler.state().accepted != before) {
           ++out.rank_accepted[j];
@@ -644,16 +786,39 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
         }
       }
       round.n = 0;
+      if (bytes) {  // rank 0 of a resumable run: checkpoints at round boundaries
+        if (bytes->buf.size() >= kAppendChunk) {
+          file.append(std::span<const std::byte>(bytes->buf));
+          bytes->buf.clear();
+          file.start_writeback();
+        }
+        const std::uint64_t k1 = sampler.state().proposal_number;
+        if (k1 >= next_ckpt) {
+          commit(nullptr);
+          next_ckpt = k1 + static_cast<std::uint64_t>(files->period_steps);
+        } else if (next_time < kInf && timer.seconds() >= next_time) {
+          commit(nullptr);
+          next_time = timer.seconds() + files->period_seconds;
+        }
+      }
     }
   } catch (...) {
-    try {
-      sampler.finish(sink, timer.seconds());
-    } catch (...) {
+    if (!files) {
+      try {
+        sampler.finish(sink, timer.seconds());
+      } catch (...) {
+      }
+    } else {
+      try {
+        sink.flush();
+      } catch (...) {
+      }
     }
     throw;
   }
   out.fallback_evaluations = round.fallback;
-  out.result = sampler.finish(sink, timer.seconds());
+  out.result = sampler.finish(out_sink, timer.seconds());
+  if (bytes) commit(&out.result);
   out.seconds = timer.seconds();
   // Model prediction from the mean evaluation and communication times over ranks.
   // The allgather time of a rank includes waiting for slower ranks' evaluations; the
@@ -663,6 +828,8 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
   const double cmin = comm.allreduce_value(out.comm_seconds, ReduceOp::kMin);
   const double tf = t[1] > 0 ? t[0] / t[1] : 0.0;
   const double tcomm = out.rounds > 0 ? cmin / static_cast<double>(out.rounds) : 0.0;
+  out.mean_eval_seconds = tf;
+  out.comm_seconds_per_round = tcomm;
   out.predicted_speedup = fork_join_predicted_speedup(out.result.acceptance_rate, size, tf, tcomm);
   return out;
 }

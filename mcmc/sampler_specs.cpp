@@ -84,6 +84,13 @@ void declare_sampler_specs(io::Schema& s) {
   s.add_bool("silent_mode", false, "write no progress or summary to the terminal").alias("silentModeRequested");
   s.add_string("parallelization_model", "single_chain", "ParaDRAM's parallelism model")
       .choices({"single_chain", "multi_chain", "singleChain", "multiChain"}).alias("parallelizationModel").alias("parallelism");
+  s.add_int("chains_per_rank", 1, "multi_chain: chains run by each process, on its threads (total: processes x this)")
+      .min(1).range(1, 4096).alias("chainsPerRank");
+  s.add_int("checkpoint_period", 0, "proposals between checkpoints of the restart record <prefix>_restart/ (0: by time only)")
+      .min(0);
+  s.add_float("checkpoint_period_seconds", 5.0,
+              "seconds between checkpoints of the restart record (0 with checkpoint_period = 0: no checkpoints, no restart)")
+      .min(0.0);
   s.add_int("max_num_domain_check_to_warn", 1000, "out-of-domain proposals in a row before a warning")
       .min(1).alias("maxNumDomainCheckToWarn");
   s.add_int("max_num_domain_check_to_stop", 100000, "out-of-domain proposals in a row before the run stops")
@@ -165,6 +172,10 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.parallelization_model = st.get_string("parallelization_model");
   if (s.parallelization_model == "singleChain") s.parallelization_model = "single_chain";
   if (s.parallelization_model == "multiChain") s.parallelization_model = "multi_chain";
+  s.chains_per_rank = st.get_int("chains_per_rank");
+  s.checkpoint_period = st.get_int("checkpoint_period");
+  s.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
+  s.mpi_finalize_requested = st.get_bool("mpi_finalize_requested");
   s.max_num_domain_check_to_warn = st.get_int("max_num_domain_check_to_warn");
   s.max_num_domain_check_to_stop = st.get_int("max_num_domain_check_to_stop");
 

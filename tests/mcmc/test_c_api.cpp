@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -39,7 +40,18 @@ TEST_CASE("C API: runParaDRAM from a namelist file and herd_run_dram from text",
     CHECK(std::abs(ma - 1.0) < 0.3);
     CHECK(std::abs(mb + 2.0) < 0.9);
   }
-  // Running the same input again does not overwrite: status 2.
+  // Running the same input again: the run is complete (its restart record says so), so it is
+  // reported, not redone (ParaDRAM's restart behaviour): status 0, outputs untouched.
+  {
+    std::ifstream in(prefix + "_report.txt");
+    const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(c_driver_paramonte(path.data()) == 0);
+    std::ifstream again(prefix + "_report.txt");
+    CHECK(std::string((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>()) == report);
+  }
+  // Another input on the same outputs does not overwrite them: status 2.
+  std::ofstream(nml) << "&ParaDRAM\n  chainSize = 4000\n  randomSeed = 11\n  outputFileName = '" << prefix
+                     << "'\n  startPointVec = 0.0d0, 0.0d0\n  variableNameList = 'a', 'b'\n/\n";
   CHECK(c_driver_paramonte(path.data()) == 2);
   // TOML text as input, with overwrite.
   const std::string toml = "chain_size = 500\nrandom_seed = 3\noverwrite = true\noutput_prefix = \"" + prefix + "\"\n";

@@ -1,6 +1,9 @@
 // MPI tests of parallel.hpp (issue #7), run by CTest under mpiexec -n 2 and -n 3:
 // multi-chain layouts give bit-identical chains; fork-join equals the serial chain;
 // different inputs on different ranks are detected.
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -80,6 +83,56 @@ TEST_CASE("parallel MPI: fork-join is bit-identical to the serial chain", "[mcmc
     std::int64_t total = 0;
     for (auto v : r.rank_proposals) total += v;
     CHECK(total == rs.proposals);
+  }
+}
+
+TEST_CASE("parallel MPI: resumable fork-join resumes a serial checkpoint and writes the serial record",
+          "[mcmc][mpi]") {
+  herd::MpiCommunicator comm;
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("herd_test_fj_resume_np" + std::to_string(comm.size()));
+  DramOptions o = opts(1);
+  o.chain_size = 600;
+  auto files = [&dir](const char* name) {
+    ResumableOptions f;
+    f.chain_path = (dir / (std::string(name) + ".chain")).string();
+    f.checkpoint_path = (dir / (std::string(name) + ".ckpt")).string();
+    f.period_steps = 50;
+    f.period_seconds = 0.0;
+    return f;
+  };
+  const ResumableOptions ref = files("ref"), x = files("x");
+  if (comm.rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    run_resumable(o, banana, ref);
+    // A serial run that stops (the log density throws) after its checkpoints at 50, 100, ...
+    int calls = 0;
+    auto crashing = [&calls](const double* p, int d) -> double {
+      if (++calls > 400) throw std::runtime_error("stop");
+      return banana(p, d);
+    };
+    CHECK_THROWS(run_resumable(o, crashing, x));
+  }
+  comm.barrier();
+  NullChainSink none;
+  const ForkJoinRun r = run_fork_join(o, banana, comm, none, &x);
+  CHECK(r.resumed);
+  CHECK_FALSE(r.already_complete);
+  const ForkJoinRun again = run_fork_join(o, banana, comm, none, &x);
+  CHECK(again.already_complete);
+  CHECK(again.result.proposals == r.result.proposals);
+  CHECK(again.result.burnin == r.result.burnin);
+  if (comm.rank() == 0) {
+    CHECK(r.checkpoints > 1);
+    const auto read = [](const fs::path& p) {
+      std::ifstream in(p, std::ios::binary);
+      return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    const std::string a = read(dir / "ref.chain");
+    CHECK(a.size() > 1000);
+    CHECK(a == read(dir / "x.chain"));
+    fs::remove_all(dir);
   }
 }
 

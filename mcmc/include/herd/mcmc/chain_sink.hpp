@@ -56,6 +56,33 @@ class NullChainSink final : public ChainSink {
   void write(const ChainRecord&) override {}
 };
 
+/// Hands every call to two sinks, `a` first (e.g. memory and progress output). Holds
+/// references; thread-safety as the two sinks'.
+class FanSink final : public ChainSink {
+ public:
+  /// Both sinks must outlive this one.
+  FanSink(ChainSink& a, ChainSink& b) : a_(a), b_(b) {}
+  /// Calls `begin` on both.
+  void begin(std::uint32_t chain_id, int ndim) override {
+    a_.begin(chain_id, ndim);
+    b_.begin(chain_id, ndim);
+  }
+  /// Writes `r` to both.
+  void write(const ChainRecord& r) override {
+    a_.write(r);
+    b_.write(r);
+  }
+  /// Flushes both.
+  void flush() override {
+    a_.flush();
+    b_.flush();
+  }
+
+ private:
+  ChainSink& a_;
+  ChainSink& b_;
+};
+
 /// Keeps the compact chain in memory: column vectors, states row-major `[size, ndim]`.
 /// Not thread-safe.
 class MemoryChainSink final : public ChainSink {

@@ -11,6 +11,18 @@
 ///   <prefix>.h5           posterior (chain, draw), sample_stats, chain_compact, sample,
 ///                         diagnostics, and the resolved input as attributes; written
 ///                         atomically at the end.
+///
+/// Parallel runs (issue #7, docs/parallel.md): with `parallelization_model = "multi_chain"`
+/// the run has ranks x `chains_per_rank` chains; its text files are per chain,
+/// `<prefix>_process_<k>_chain.txt` (`.bin`) and `<prefix>_process_<k>_sample.txt` with k
+/// the 1-based global chain id (ParaDRAM's per-process names; up to 64 chains, beyond that
+/// HDF5 only), and `<prefix>.h5` has a real `chain` dimension. `single_chain` over several
+/// ranks is the fork-join model and writes the files of a serial run, byte-identical to
+/// them. With checkpoints (`checkpoint_period`, `checkpoint_period_seconds`) the record of
+/// the run is kept in `<prefix>_restart/` (append-only binary chains + atomic checkpoints,
+/// `run_resumable`); a single chain's text chain file is streamed while sampling and
+/// truncated back to its checkpointed length on resume, the other outputs are written from
+/// the record at the end.
 /// Thread-safety: one run per thread; HDF5 calls are serialised by the caller.
 
 #include <cstdint>
@@ -20,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "herd/core/communicator.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/dram.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
@@ -55,6 +68,9 @@ struct SampleRunOptions {
   std::vector<std::pair<std::string, std::string>> input_attributes;
   /// Name of the input file ("(embedded default)" when none).
   std::string input_source;
+  /// `sampler_input_hash` of the input (set by `run_sampler_program`): matches a restart
+  /// record to its input.
+  std::uint64_t input_hash = 0;
 };
 
 /// Statistics of one reported quantity over the post-burn-in verbose chain.
@@ -66,29 +82,72 @@ struct QuantitySummary {
 /// The outcome of a run.
 struct SampleRunSummary {
   std::vector<std::string> paths;  ///< files written
-  DramResult kernel;               ///< the kernel's counters
-  std::int64_t compact_size = 0;   ///< unique states
-  std::int64_t verbose_size = 0;   ///< steps (sum of weights)
-  std::int64_t burnin = 0;         ///< compact index where the posterior starts
-  std::int64_t posterior_draws = 0;
-  std::int64_t sample_size = 0;    ///< rows of the refined sample
-  std::vector<QuantitySummary> summary;  ///< variables, then derived quantities
+  DramResult kernel;               ///< the kernel's counters (the first chain's)
+  std::vector<DramResult> chains;  ///< every chain's counters, in global id order (rank 0)
+  std::int64_t compact_size = 0;   ///< unique states (all chains)
+  std::int64_t verbose_size = 0;   ///< steps (sum of weights, all chains)
+  std::int64_t burnin = 0;         ///< compact index where the posterior starts (first chain)
+  std::int64_t posterior_draws = 0;  ///< chains x common post-burn-in length
+  std::int64_t sample_size = 0;    ///< rows of the refined samples (all chains)
+  /// Variables, then derived quantities; across chains (R-hat, bulk/tail ESS over
+  /// `[chains, draws]`) when there are several.
+  std::vector<QuantitySummary> summary;
   double seconds = 0.0;
 };
 
-/// The output files a run with these specifications writes (for overwrite checks).
-std::vector<std::string> output_paths(const SamplerSpecs& specs);
+/// The output files a run with these specifications writes on `ranks` ranks (for
+/// overwrite checks): the chain and sample text files (one pair, or one per chain for
+/// multi_chain: `<prefix>_process_<k>_chain.txt|.bin`, `<prefix>_process_<k>_sample.txt`,
+/// k = 1..chains, for up to 64 chains), `_progress.txt`, `_report.txt`, `.h5`. The restart
+/// folder `<prefix>_restart/` is not listed (it is the run's record, see the file comment).
+std::vector<std::string> output_paths(const SamplerSpecs& specs, int ranks = 1);
 
-/// Checks that no output file exists unless `specs.overwrite`, and creates missing folders.
+/// Checks that no output file exists unless `specs.overwrite` or `resuming` (the files of
+/// the interrupted run are rewritten), and creates missing folders.
 /// @throws herd::InputError naming an existing file; herd::IoError when a folder cannot be made.
-void prepare_outputs(const SamplerSpecs& specs);
+void prepare_outputs(const SamplerSpecs& specs, int ranks = 1, bool resuming = false);
 
-/// Runs the sampler and writes every output. Call `prepare_outputs` first.
+/// Runs the sampler and writes every output, on one process. Call `prepare_outputs` first.
 /// @throws herd::InputError (bad specifications for this target), herd::NumericalError
-/// (+inf log density), herd::IoError; what was sampled before an error is flushed to the
-/// chain file.
+/// (+inf log density), herd::IoError.
 SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& target,
                               const SampleRunOptions& options);
+
+/// The run over the ranks of `comm` (collective): `multi_chain` (`run_multi_chain`), or
+/// `single_chain` as fork-join (`run_fork_join`) on more than one rank, else serial; with
+/// checkpoints when `checkpoint_period` or `checkpoint_period_seconds` is > 0, resuming
+/// from `<prefix>_restart/` when it holds a record of this run. Only rank 0 writes outputs
+/// and prints; the summary is filled on rank 0 only.
+/// @throws as above; an error on another rank is not seen here (`abort_all_on_error`).
+SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& target,
+                              const SampleRunOptions& options, Communicator& comm);
+
+/// What a program (herd-sample, the C API) resolved from its input on one rank.
+struct SamplerProgramInput {
+  SamplerSpecs specs;
+  SampleTarget target;
+  SampleRunOptions options;
+  bool seed_given = false;  ///< the input gave random_seed (else a resumed run keeps its recorded seed)
+  std::string banner;       ///< one line printed by rank 0 before the run (may be empty)
+};
+
+/// A 64-bit FNV-1a hash of the resolved input (`options.input_attributes` minus the keys
+/// that do not change the outputs: overwrite, silent_mode, progress_report_period,
+/// checkpoint_period[_seconds], mpi_finalize_requested) and the target's description and
+/// dimension. Pure.
+std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTarget& target);
+
+/// The whole program around a run, on every rank of `comm` (collective):
+/// `check_launch`; `resolve` on every rank (any exception there: every rank returns 2, the
+/// failing ranks print "<program>: error: [rank R: ]<message>"); `check_same_input` on
+/// `sampler_input_hash`; rank 0 reads the restart record (`<prefix>_restart/run.ckpt`):
+/// none or `overwrite`: fresh start (the folder is deleted); of this input: resume (or, when
+/// complete, print that and return 0); of another input: an error saying how to start
+/// afresh (2); rank 0's seed is used on every rank. Then `run_paradram` inside
+/// `abort_all_on_error` (a failure on one rank ends all with "herd: rank R of N failed").
+/// Returns the exit code: 0 done, 1 the run failed (one rank), 2 bad input.
+int run_sampler_program(Communicator& comm, const std::function<SamplerProgramInput()>& resolve,
+                        const std::string& program);
 
 /// The summary table printed at the end of a run: one row per quantity with mean, sd, q5,
 /// q50, q95, MCSE of the mean and sd, bulk and tail ESS, R-hat.

@@ -77,6 +77,8 @@ void check_same_input(Communicator& comm, std::uint64_t hash, std::string_view w
 /// Returns normally only when `body` does.
 void abort_all_on_error(Communicator& comm, const std::function<void()>& body, int code = 1);
 
+struct ResumableOptions;
+
 // --- Multi-chain --------------------------------------------------------------------------
 
 /// Outcome of `run_multi_chain`.
@@ -99,13 +101,18 @@ struct MultiChainRun {
 /// `<checkpoint_prefix>_<id>.chain` / `.ckpt` (so a rerun resumes), a checkpoint every
 /// `checkpoint_period_steps` proposals (0: `ResumableOptions`'s default period of time);
 /// each rank writes its own chains' files (a shared file system is assumed, as ParaDRAM's
-/// multi-chain output does). Collective.
+/// multi-chain output does). `checkpoint_period_seconds` is the period of time (0: by
+/// proposals only) and `overwrite` starts every chain afresh. `first_chain_tee`, when
+/// given, also receives the records of this rank's first chain as they are made (progress
+/// output; it is written from that chain's thread only). Collective.
 /// @throws as `DramSampler::run` (the first error of this rank's chains); a failure on
 ///   another rank is not reported here (wrap the call in `abort_all_on_error`).
 MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity& log_density,
                               bool thread_safe, Communicator& comm, int chains_per_rank,
                               int threads = 0, const std::string& checkpoint_prefix = "",
-                              std::int64_t checkpoint_period_steps = 0);
+                              std::int64_t checkpoint_period_steps = 0,
+                              double checkpoint_period_seconds = 5.0, bool overwrite = false,
+                              ChainSink* first_chain_tee = nullptr);
 
 /// Diagnostics across the chains of a multi-chain run (what a report adds for them).
 struct MultiChainDiagnostics {
@@ -142,16 +149,30 @@ struct ForkJoinRun {
   /// communication time per round (the smallest allgather time over ranks, since the others
   /// include waiting for slower evaluations) (`fork_join_predicted_speedup`).
   double predicted_speedup = 1.0;
+  double mean_eval_seconds = 0.0;      ///< mean stage-1 log-density time over ranks
+  double comm_seconds_per_round = 0.0; ///< communication time per round used by the prediction
+  bool resumed = false;           ///< started from a checkpoint (`files` given)
+  bool already_complete = false;  ///< the checkpoint says the run had finished: nothing done
+  std::int64_t checkpoints = 0;   ///< checkpoints written by this call (rank 0)
+  double checkpoint_seconds = 0.0;  ///< time spent in them (rank 0)
 };
 
 /// Runs chain `options.chain_id` in the fork-join model on all ranks of `comm`; every rank
 /// keeps the whole chain state and streams the compact chain to `sink` (pass a
 /// `NullChainSink` on ranks that write nothing). The log density is called from this
 /// thread only. Collective (every rank with the same options).
+///
+/// With `files` (resumable fork-join): rank 0 appends the compact chain to
+/// `files->chain_path` and writes checkpoints at round boundaries, in the format of
+/// `run_resumable` (so a serial run and a fork-join run over any number of ranks resume
+/// each other's checkpoints); every rank reads the checkpoint at start and resumes from
+/// the same state (a shared file system is assumed); `files->tee` is ignored (`sink`
+/// receives the records). A completed checkpoint returns at once with `already_complete`
+/// and `result` from the checkpoint (the log density is not called).
 /// @throws as `DramSampler::run`; herd::Error naming the rank when the log density threw
-///   there for a proposal the chain reached.
+///   there for a proposal the chain reached; as `run_resumable` for the files.
 ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log_density,
-                          Communicator& comm, ChainSink& sink);
+                          Communicator& comm, ChainSink& sink, const ResumableOptions* files = nullptr);
 
 /// ParaDRAM's fork-join speedup model (Shahmoradi & Bagheri 2020): with acceptance rate
 /// `p` the number of proposals a round decides is a geometric variable cut at `ranks`
@@ -172,13 +193,24 @@ struct ResumableOptions {
   /// The default, 5 s, keeps the checkpoint cost (tens of ms for the fsyncs) under 1%.
   double period_seconds = 5.0;
   bool overwrite = false;         ///< start fresh even when a checkpoint exists
+  /// When given, also receives every record as it is made (`begin`, `write`, `flush`),
+  /// e.g. for progress output; after a resume only the new records. Not owned.
+  ChainSink* tee = nullptr;
+  /// Hooks for a file kept beside the chain file (herd-sample's streamed text chain):
+  /// `on_checkpoint` adds its sections to every checkpoint (after the chain file is synced,
+  /// before the commit); `on_resume` gets the checkpoint a run resumes from (not called for
+  /// a fresh start or a complete checkpoint). Both optional; called on this thread.
+  std::function<void(io::CheckpointWriter&)> on_checkpoint;
+  std::function<void(const io::CheckpointReader&)> on_resume;
 };
 
 /// Outcome of `run_resumable`.
 struct ResumableRun {
   DramResult result;
   bool resumed = false;          ///< started from a checkpoint
-  bool already_complete = false; ///< the checkpoint says the run had finished: nothing done
+  /// The checkpoint says the run had finished: nothing done, `result` is the finished
+  /// run's (from the checkpoint, `seconds` 0).
+  bool already_complete = false;
   std::int64_t checkpoints = 0;  ///< checkpoints written by this call
   double checkpoint_seconds = 0.0;  ///< time spent in them (fsync of the chain file, state)
 };

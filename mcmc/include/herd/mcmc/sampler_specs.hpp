@@ -52,6 +52,10 @@ struct SamplerSpecs {
   int output_column_width = 0;
   bool silent_mode = false;
   std::string parallelization_model = "single_chain";
+  std::int64_t chains_per_rank = 1;         ///< multi_chain: chains per process (threads)
+  std::int64_t checkpoint_period = 0;       ///< proposals between checkpoints (0: by time only)
+  double checkpoint_period_seconds = 5.0;   ///< seconds between checkpoints (both 0: no checkpoints)
+  bool mpi_finalize_requested = true;       ///< C API: finalise MPI at the end if herd initialised it
   std::int64_t max_num_domain_check_to_warn = 1000;
   std::int64_t max_num_domain_check_to_stop = 100000;
 };

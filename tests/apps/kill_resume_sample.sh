@@ -1,0 +1,92 @@
+#!/bin/bash
+# Kill-and-resume test of herd-sample (issue #7): an uninterrupted run, then the same input
+# run again and again, each SIGKILLed (whole process group) at a random moment and resumed
+# from its restart record, then run to the end; the chain and sample text files and every
+# HDF5 dataset must be byte-identical to the uninterrupted run's, and one more run must
+# report the run as complete (exit 0) without redoing it.
+# The kill points follow the record's progress, so the test holds on a loaded machine.
+# Usage: kill_resume_sample.sh <herd-sample> <workdir> <parallelization_model> <chain_size>
+#        <checkpoint_period> [launcher...]
+set -u
+exe=$1; work=$2; model=$3; size=$4; period=$5; shift 5
+launch=("$@")
+rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
+cat > run.toml <<EOF
+chain_size = $size
+random_seed = 11
+start_point = [0.1, 0.2, 0.3]
+proposal_std = [0.5, 0.5, 0.5]
+delayed_rejection_count = 1
+parallelization_model = "$model"
+chains_per_rank = 2
+checkpoint_period = $period
+sample_refinement_count = 2
+[target]
+builtin = "banana"
+ndim = 3
+EOF
+t0=$(date +%s.%N)
+timeout 120 "${launch[@]}" "$exe" run.toml --quiet --output ref/run || { echo "reference run failed"; exit 1; }
+t1=$(date +%s.%N)
+span=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) * 1000 }')
+echo "uninterrupted run: ${span} ms"
+total=$(stat -c %s ref/run_restart/*.chain | awk '{ s += $1 } END { print s + 0 }')
+record_bytes() { stat -c %s x/run_restart/*.chain 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+kills=0
+for i in 1 2 3 4 5; do
+  # Kill points by progress, not time (the machine's load varies the speed 50-fold): once
+  # the record has grown by a random amount (up to a third of the chain), plus a random
+  # 0-99 ms; the last run at a random 50-349 ms after its start (start-up, or early).
+  # Printed, to replay a failure.
+  setsid "${launch[@]}" "$exe" run.toml --quiet --output x/run > log.$i 2>&1 &
+  pid=$!
+  extra=$(( RANDOM % 100 ))
+  if [ $i -lt 5 ]; then
+    target=$(( $(record_bytes) + 1 + RANDOM % (total / 3 + 1) ))
+    while kill -0 "$pid" 2>/dev/null && [ "$(record_bytes)" -lt "$target" ]; do sleep 0.01; done
+    what="record at $(record_bytes) of $total bytes, +${extra} ms"
+  else
+    extra=$(( 50 + RANDOM % 300 ))
+    what="${extra} ms after the start"
+  fi
+  sleep "$(awk -v m="$extra" 'BEGIN { printf "%.3f", m / 1000 }')"
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -9 -- -"$pid" 2>/dev/null && kills=$((kills + 1)) && echo "killed: $what"
+  else
+    echo "run $i had ended ($what)"
+  fi
+  wait "$pid" 2>/dev/null
+done
+before=$(cat x/run_restart/*.chain 2>/dev/null | wc -c)
+echo "record bytes before the final resume: $before"
+timeout 120 "${launch[@]}" "$exe" run.toml --output x/run > final.log 2>&1 || { echo "final resumed run failed"; cat final.log; exit 1; }
+status=0
+grep -q "resuming from the restart record\|is complete" final.log || { echo "the final run did not resume"; cat final.log; status=1; }
+again=$(timeout 60 "${launch[@]}" "$exe" run.toml --output x/run 2>&1)
+rc=$?
+if [ $rc -ne 0 ] || ! grep -q "is complete" <<< "$again"; then
+  echo "a completed run was not reported as complete (rc $rc): $again"; status=1
+fi
+n=0
+for f in ref/*_chain.txt ref/*_sample.txt; do
+  cmp "$f" "x/$(basename "$f")" || status=1
+  n=$((n + 1))
+done
+/usr/bin/python3 - ref/run.h5 x/run.h5 <<'EOF' || status=1
+import sys, h5py
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+def same(x, y):
+    x, y = x[()], y[()]
+    if getattr(x, "dtype", None) is not None and x.dtype.kind == "O":
+        return x.shape == y.shape and list(x.ravel()) == list(y.ravel())
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+bad = [n for n in names if n not in b or not same(a[n], b[n])]
+print(f"{len(names)} HDF5 datasets compared, {len(bad)} differ {bad[:5]}")
+sys.exit(1 if bad or not names else 0)
+EOF
+[ "$kills" -ge 1 ] || { echo "every run finished before its kill: nothing tested"; status=1; }
+[ "$before" -gt 0 ] || { echo "no checkpoint was reached before the kills: resume not tested"; status=1; }
+[ $status -eq 0 ] && echo "killed $kills times; $n text files and the HDF5 datasets are byte-identical" && cd / && rm -rf "$work"
+exit $status
