@@ -2,16 +2,21 @@
 
 #include <set>
 
+#include "herd/core/config.hpp"
 #include "kernels.hpp"
 
 namespace herd::nn {
 
 Module::Module(DType dtype, Device device) : dtype_(dtype), device_(device) {
   HERD_REQUIRE(dtype != DType::kInt64, "nn::Module: dtype is int64, but must be float32 or float64");
+#if HERD_HAVE_CUDA
+  HERD_REQUIRE(device.is_cpu() || device.is_cuda(), "nn::Module: device {} is not supported", device.str());
+#else
   HERD_REQUIRE(device.is_cpu(),
-               "nn::Module: device {} needs the CUDA backend, which this build lacks (modules run on "
-               "the CPU only so far; on a GPU use nn::cuda::DeviceMlp, see docs/nn.md)",
+               "nn::Module: device {} needs the CUDA backend, which this build lacks (configure "
+               "with CUDA, see docs/nn.md)",
                device.str());
+#endif
 }
 
 Module::~Module() = default;
