@@ -15,7 +15,9 @@
 
 #include "herd/core/rng.hpp"
 #include "herd/nn/activations.hpp"
+#include "herd/core/communicator.hpp"
 #include "herd/nn/conv2d.hpp"
+#include "herd/nn/data_parallel.hpp"
 #include "herd/nn/distributions.hpp"
 #include "herd/nn/layer_norm.hpp"
 #include "herd/nn/linear.hpp"
@@ -350,4 +352,34 @@ TEST_CASE("device Mlp trained with Adam, SGD and RMSprop matches the CPU", "[gpu
   for (std::size_t i = 0; i < sc.size(); ++i) check_close(sg[i].tensor, sc[i].tensor, dt, sg[i].name.c_str());
   og->load_state(sc);
   for (std::size_t i = 0; i < sc.size(); ++i) check_close(og->state()[i].tensor, sc[i].tensor, dt, "reloaded");
+}
+
+TEST_CASE("DataParallel on a device module (one rank) leaves the gradients of a plain backward", "[gpu][nn]") {
+  // The device path (device flat buffer, copies on the nn stream, an event per bucket,
+  // scale and copy back) with a communicator of size 1; odd bucket sizes so that
+  // parameters span buckets. The NCCL all-reduce itself needs 2 GPUs and is not run here.
+  BOTH_DTYPES;
+  const std::size_t bucket = GENERATE(std::size_t{1}, std::size_t{13}, std::size_t{25} << 20);
+  auto build = [&] {
+    MlpOptions o;
+    o.sizes = {7, 16, 5};
+    o.dtype = dt;
+    o.device = kGpu;
+    return std::make_unique<Mlp>(o);
+  };
+  auto plain = build();
+  auto wrapped = build();
+  SelfCommunicator comm;
+  DataParallel dp(*wrapped, comm, {.bucket_bytes = bucket * dtype_size(dt)});
+  const Tensor x = rand_host({9, 7}, dt, 70).to(kGpu);
+  const Tensor g = rand_host({9, 5}, dt, 71).to(kGpu);
+  for (int pass = 0; pass < 2; ++pass) {
+    plain->zero_grad();
+    wrapped->zero_grad();
+    plain->forward(x);
+    plain->backward(g);
+    dp.forward(x);
+    dp.backward(g);
+    check_params(*wrapped, *plain, dt, true);
+  }
 }
