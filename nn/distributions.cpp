@@ -140,17 +140,25 @@ const Tensor& Categorical::entropy() {
 void Categorical::sample(const RngStream& rng, std::uint64_t index, Tensor& actions) const {
   HERD_REQUIRE(probs_.defined(), "nn::Categorical::sample: set_logits was not called");
   const std::int64_t B = probs_.dim(0), C = probs_.dim(1);
-  // On a GPU the draws are made on a host copy of the probabilities (the same draws as
-  // the CPU path) and the actions copied back.
-  const Tensor probs = probs_.is_cuda() ? probs_.to(Device::cpu()) : probs_;
-  Tensor host_actions;
-  Tensor& out = probs_.is_cuda() ? host_actions : actions;
-  out.resize({B}, DType::kInt64);
-  std::int64_t* a = out.data<std::int64_t>();
-  detail::dispatch(probs.dtype(), [&](auto tag) {
+#if HERD_HAVE_CUDA
+  if (probs_.is_cuda()) {
+    // On the device with the same Philox counters: the same actions as the CPU path.
+    actions.resize({B}, DType::kInt64, probs_.device());
+    detail::DevGuard guard(probs_.device());
+    detail::dispatch(probs_.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::categorical_sample<T>(probs_.data<T>(), actions.data<std::int64_t>(), B, C, rng.seed(), rng.stream(),
+                                  static_cast<int>(rng.purpose()), index, dev_stream_of(probs_));
+    });
+    return;
+  }
+#endif
+  actions.resize({B}, DType::kInt64);
+  std::int64_t* a = actions.data<std::int64_t>();
+  detail::dispatch(probs_.dtype(), [&](auto tag) {
     using T = decltype(tag);
     for (std::int64_t i = 0; i < B; ++i) {
-      const T* p = probs.data<T>() + i * C;
+      const T* p = probs_.data<T>() + i * C;
       const double u = row_stream(rng, i).uniform(index);
       double c = 0;
       std::int64_t k = 0;
@@ -161,10 +169,6 @@ void Categorical::sample(const RngStream& rng, std::uint64_t index, Tensor& acti
       a[i] = k;
     }
   });
-  if (probs_.is_cuda()) {
-    actions.resize({B}, DType::kInt64, probs_.device());
-    actions.copy_from(host_actions);
-  }
 }
 
 void Categorical::mode(Tensor& actions) const {
@@ -352,22 +356,26 @@ const Tensor& Gaussian::entropy() {
 void Gaussian::sample(const RngStream& rng, std::uint64_t index, Tensor& actions) const {
   HERD_REQUIRE(mean_.defined(), "nn::Gaussian::sample: forward was not called");
   const std::int64_t B = mean_.dim(0), D = dim_;
-  // On a GPU the draws are made on host copies of the mean and log-std (the same draws as
-  // the CPU path) and the actions copied back.
-  const bool dev = mean_.is_cuda();
-  const Tensor mean = dev ? mean_.to(Device::cpu()) : mean_;
-  const Tensor ls = dev ? log_std_->value.to(Device::cpu()) : log_std_->value;
-  Tensor host_actions;
-  Tensor& out = dev ? host_actions : actions;
-  out.resize(mean_.shape(), dtype());
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    // On the device with the same Philox counters (normals may differ from the host's in
+    // the last bits: device log/sincospi).
+    actions.resize(mean_.shape(), dtype(), device());
+    detail::DevGuard guard(device());
+    detail::dispatch(dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::gaussian_sample<T>(mean_.data<T>(), log_std_->value.data<T>(), actions.data<T>(), B, D, rng.seed(),
+                               rng.stream(), static_cast<int>(rng.purpose()), index, dev_stream_of(mean_));
+    });
+    return;
+  }
+#endif
+  actions.resize(mean_.shape(), dtype());
   for (std::int64_t i = 0; i < B; ++i) {
     RngCursor cur = row_stream(rng, i).at(index);
     for (std::int64_t j = 0; j < D; ++j)
-      out.set_item(i * D + j, mean.item(i * D + j) + std::exp(ls.item(j)) * cur.normal());
-  }
-  if (dev) {
-    actions.resize(mean_.shape(), dtype(), device());
-    actions.copy_from(host_actions);
+      actions.set_item(i * D + j,
+                       mean_.item(i * D + j) + std::exp(log_std_->value.item(j)) * cur.normal());
   }
 }
 

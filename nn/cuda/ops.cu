@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "herd/core/cuda/cuda_check.hpp"
+#include "herd/core/rng.hpp"
 #include "herd/nn/cuda/ops.hpp"
 
 namespace herd::nn::cuda {
@@ -249,6 +250,35 @@ __global__ void sum_squares_kernel(const T* x, double* acc, std::int64_t n) {
   block_sum_atomic(s, acc);
 }
 
+template <class T>
+__global__ void cat_sample_kernel(const T* p, std::int64_t* out, std::int64_t rows, std::int64_t cols,
+                                  std::uint64_t seed, std::uint32_t stream, int purpose, std::uint64_t index) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    const RngStream rs(seed, stream + static_cast<std::uint32_t>(r), static_cast<RngPurpose>(purpose));
+    const double u = rs.uniform(index);
+    const T* pr = p + r * cols;
+    double c = 0;
+    std::int64_t k = 0;
+    for (; k < cols - 1; ++k) {
+      c += static_cast<double>(pr[k]);
+      if (u < c) break;
+    }
+    out[r] = k;
+  }
+}
+
+template <class T>
+__global__ void gauss_sample_kernel(const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim,
+                                    std::uint64_t seed, std::uint32_t stream, int purpose, std::uint64_t index) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    RngCursor cur =
+        RngStream(seed, stream + static_cast<std::uint32_t>(r), static_cast<RngPurpose>(purpose)).at(index);
+    for (std::int64_t d = 0; d < dim; ++d)
+      out[r * dim + d] =
+          static_cast<T>(static_cast<double>(mu[r * dim + d]) + ::exp(static_cast<double>(ls[d])) * cur.normal());
+  }
+}
+
 void zero_double(double* p, cudaStream_t s) { HERD_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(double), s)); }
 
 }  // namespace
@@ -401,6 +431,22 @@ void sum_squares(const T* x, double* acc, std::int64_t n, cudaStream_t s) {
   check_launch();
 }
 
+template <class T>
+void categorical_sample(const T* p, std::int64_t* out, std::int64_t rows, std::int64_t cols, std::uint64_t seed,
+                        std::uint32_t stream, int purpose, std::uint64_t index, cudaStream_t s) {
+  if (rows == 0) return;
+  cat_sample_kernel<<<blocks_for(rows), kThreads, 0, s>>>(p, out, rows, cols, seed, stream, purpose, index);
+  check_launch();
+}
+
+template <class T>
+void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim, std::uint64_t seed,
+                     std::uint32_t stream, int purpose, std::uint64_t index, cudaStream_t s) {
+  if (rows == 0) return;
+  gauss_sample_kernel<<<blocks_for(rows), kThreads, 0, s>>>(mu, ls, out, rows, dim, seed, stream, purpose, index);
+  check_launch();
+}
+
 #define HERD_NN_OPS_INSTANTIATE(T)                                                                   \
   template void diff_sq_sum<T>(const T*, const T*, T*, double*, std::int64_t, cudaStream_t);        \
   template void huber_sum<T>(const T*, double*, std::int64_t, double, cudaStream_t);                \
@@ -432,7 +478,12 @@ void sum_squares(const T* x, double* acc, std::int64_t n, cudaStream_t s) {
                                        std::int64_t, std::int64_t, cudaStream_t);                   \
   template void rmsprop_update<T>(T*, const T*, T*, std::int64_t, double, double, double,           \
                                   cudaStream_t);                                                    \
-  template void sum_squares<T>(const T*, double*, std::int64_t, cudaStream_t);
+  template void sum_squares<T>(const T*, double*, std::int64_t, cudaStream_t);                      \
+  template void categorical_sample<T>(const T*, std::int64_t*, std::int64_t, std::int64_t,          \
+                                      std::uint64_t, std::uint32_t, int, std::uint64_t,             \
+                                      cudaStream_t);                                                \
+  template void gaussian_sample<T>(const T*, const T*, T*, std::int64_t, std::int64_t,              \
+                                   std::uint64_t, std::uint32_t, int, std::uint64_t, cudaStream_t);
 
 HERD_NN_OPS_INSTANTIATE(float)
 HERD_NN_OPS_INSTANTIATE(double)

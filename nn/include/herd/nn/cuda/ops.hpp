@@ -99,4 +99,23 @@ void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double al
 template <class T>
 void sum_squares(const T* x, double* acc, std::int64_t n, cudaStream_t s);
 
+/// Categorical sampling by inversion on the device, the draws of `Categorical::sample`:
+/// row r takes the uniform `RngStream(seed, stream + r, purpose).uniform(index)` and the
+/// first class whose running sum of `p` (in double, in class order) exceeds it (the last
+/// class otherwise). Philox and the uniform conversion are bit-identical on host and
+/// device, so the actions equal the CPU's exactly. `out` is int64 `[rows]`.
+template <class T>
+void categorical_sample(const T* p, std::int64_t* out, std::int64_t rows, std::int64_t cols,
+                        std::uint64_t seed, std::uint32_t stream, int purpose, std::uint64_t index,
+                        cudaStream_t s);
+/// Diagonal Gaussian sampling on the device, the draws of `Gaussian::sample`: row r walks
+/// `RngStream(seed, stream + r, purpose).at(index)` and sets
+/// `out[r, d] = mu[r, d] + exp(ls[d]) z_d` (in double, then rounded to T) with the
+/// cursor's standard normals in order. The normals use the device's log/sincospi, which
+/// may differ from the host's in the last bits of a double (see herd/core/rng.hpp).
+template <class T>
+void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim,
+                     std::uint64_t seed, std::uint32_t stream, int purpose, std::uint64_t index,
+                     cudaStream_t s);
+
 }  // namespace herd::nn::cuda
