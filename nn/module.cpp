@@ -121,7 +121,14 @@ void load_named(const std::vector<NamedParameter>& targets, const std::vector<Na
     HERD_REQUIRE(src[i]->dtype() != DType::kInt64, "{}: '{}' is int64 in the state", who,
                  targets[i].name);
   }
-  for (std::size_t i = 0; i < targets.size(); ++i) targets[i].param->value.copy_from(*src[i]);
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    Tensor& v = targets[i].param->value;
+    // Copies to or from a device need one dtype: convert on the host first.
+    if ((v.is_cuda() || src[i]->is_cuda()) && src[i]->dtype() != v.dtype())
+      v.copy_from(src[i]->to(Device::cpu()).to(v.dtype()));
+    else
+      v.copy_from(*src[i]);
+  }
 }
 
 }  // namespace detail

@@ -9,6 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <string>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "herd/nn/mlp.hpp"
 #include "herd/nn/optimizer.hpp"
 #include "herd/nn/sequential.hpp"
+#include "herd/nn/serialize.hpp"
 
 using namespace herd;
 using namespace herd::nn;
@@ -395,4 +398,27 @@ TEST_CASE("DataParallel on a device module (one rank) leaves the gradients of a 
     dp.backward(g);
     check_params(*wrapped, *plain, dt, true);
   }
+}
+
+TEST_CASE("device modules save, convert and load state", "[gpu][nn]") {
+  MlpOptions o;
+  o.sizes = {4, 8, 2};
+  o.device = kGpu;
+  Mlp gpu(o);
+  // Saved from the device (host copies are written), loaded into a CPU model.
+  const std::string path = (std::filesystem::temp_directory_path() / "herd_nn_device_state.bin").string();
+  save_binary(path, gpu.state_dict());
+  MlpOptions oc = o;
+  oc.device = Device::cpu();
+  oc.rng = RngStream(99, 0, RngPurpose::kInit);  // different initial values
+  Mlp cpu(oc);
+  cpu.load_state_dict(load_binary(path));
+  std::filesystem::remove(path);
+  check_params(gpu, cpu, DType::kFloat32, false);
+  // A float64 host state loads into the float32 device model (converted on the host).
+  std::vector<NamedTensor> st = cpu.state_dict();
+  for (auto& t : st) t.tensor = t.tensor.to(DType::kFloat64);
+  Mlp gpu2(o);
+  gpu2.load_state_dict(st);
+  check_params(gpu2, cpu, DType::kFloat32, false);
 }
