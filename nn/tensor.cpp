@@ -91,7 +91,9 @@ void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t by
   }
 #if HERD_HAVE_CUDA
   // On the nn stream of the CUDA side, after the work already queued there.
-  cudaStream_t s = detail::dev_stream(dd.is_cuda() ? dd : sd);
+  const Device cd = dd.is_cuda() ? dd : sd;
+  DeviceGuard guard(cd.index);
+  cudaStream_t s = detail::dev_stream(cd);
   HERD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
   HERD_CUDA_CHECK(cudaStreamSynchronize(s));
 #else
@@ -299,6 +301,7 @@ void Tensor::copy_from_async(const Tensor& src, CUstream_st* stream) {
 void Tensor::zero() {
 #if HERD_HAVE_CUDA
   if (is_cuda()) {
+    DeviceGuard guard(device().index);
     if (numel_)
       HERD_CUDA_CHECK(cudaMemsetAsync(raw(), 0, static_cast<std::size_t>(numel_) * dtype_size(dtype_),
                                       detail::dev_stream(device())));
