@@ -2,7 +2,13 @@
 
 #include <cmath>
 
+#include "herd/core/config.hpp"
 #include "kernels.hpp"
+#if HERD_HAVE_CUDA
+#include "device_ops.hpp"
+#include "herd/nn/cuda/kernels.hpp"
+#include "herd/nn/cuda/ops.hpp"
+#endif
 
 namespace herd::nn {
 namespace {
@@ -11,8 +17,47 @@ void check_grad(const Tensor& out, const Tensor& g, const char* who) {
   HERD_REQUIRE(out.defined(), "{}: called before forward", who);
   HERD_REQUIRE(g.shape() == out.shape() && g.dtype() == out.dtype(),
                "{}: grad_output is {}, but the output was {}", who, g.str(), out.str());
-  require_cpu(g, who);
+  HERD_REQUIRE(g.device() == out.device(), "{}: grad_output is on {}, but the output is on {}", who,
+               g.device().str(), out.device().str());
 }
+
+#if HERD_HAVE_CUDA
+// Device paths: the element-wise activations and the row-wise (log-)softmax.
+void dev_act_forward(cuda::Act act, const Tensor& x, Tensor& y, double alpha) {
+  detail::DevGuard guard(x.device());
+  detail::dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cuda::activation_forward(act, x.data<T>(), y.data<T>(), x.numel(), alpha, detail::dev_stream(x.device()));
+  });
+}
+void dev_act_backward(cuda::Act act, const Tensor& x, const Tensor& y, const Tensor& g, Tensor& gx,
+                      double alpha) {
+  detail::DevGuard guard(g.device());
+  detail::dispatch(g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cuda::activation_backward(act, x.defined() ? x.data<T>() : nullptr, y.data<T>(), g.data<T>(),
+                              gx.data<T>(), g.numel(), alpha, detail::dev_stream(g.device()));
+  });
+}
+void dev_softmax(const Tensor& x, Tensor& y, bool log) {
+  detail::DevGuard guard(x.device());
+  detail::dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto cols = x.dim(-1);
+    cuda::softmax_rows(x.data<T>(), y.data<T>(), cols ? x.numel() / cols : 0, cols, log,
+                       detail::dev_stream(x.device()));
+  });
+}
+void dev_softmax_backward(const Tensor& y, const Tensor& g, Tensor& gx, bool log) {
+  detail::DevGuard guard(g.device());
+  detail::dispatch(g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto cols = g.dim(-1);
+    cuda::softmax_backward(y.data<T>(), g.data<T>(), gx.data<T>(), cols ? g.numel() / cols : 0, cols,
+                           log, detail::dev_stream(g.device()));
+  });
+}
+#endif
 
 }  // namespace
 
@@ -22,6 +67,12 @@ using detail::MapA;
 const Tensor& ReLU::forward(const Tensor& x) {
   check_input(x, -1, "nn::ReLU::forward");
   output_.resize_like(x);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    dev_act_forward(cuda::Act::kReLU, x, output_, 0.0);
+    return output_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     MapA<T>(output_.data<T>(), x.numel()) = CMapA<T>(x.data<T>(), x.numel()).max(T(0));
@@ -32,6 +83,12 @@ const Tensor& ReLU::forward(const Tensor& x) {
 const Tensor& ReLU::backward(const Tensor& g) {
   check_grad(output_, g, "nn::ReLU::backward");
   grad_input_.resize_like(g);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    dev_act_backward(cuda::Act::kReLU, Tensor(), output_, g, grad_input_, 0.0);
+    return grad_input_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = g.numel();
@@ -44,6 +101,12 @@ const Tensor& ReLU::backward(const Tensor& g) {
 const Tensor& Tanh::forward(const Tensor& x) {
   check_input(x, -1, "nn::Tanh::forward");
   output_.resize_like(x);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    dev_act_forward(cuda::Act::kTanh, x, output_, 0.0);
+    return output_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     MapA<T>(output_.data<T>(), x.numel()) = CMapA<T>(x.data<T>(), x.numel()).tanh();
@@ -54,6 +117,12 @@ const Tensor& Tanh::forward(const Tensor& x) {
 const Tensor& Tanh::backward(const Tensor& g) {
   check_grad(output_, g, "nn::Tanh::backward");
   grad_input_.resize_like(g);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    dev_act_backward(cuda::Act::kTanh, Tensor(), output_, g, grad_input_, 0.0);
+    return grad_input_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = g.numel();
@@ -67,6 +136,12 @@ const Tensor& ELU::forward(const Tensor& x) {
   check_input(x, -1, "nn::ELU::forward");
   input_ = x;
   output_.resize_like(x);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    dev_act_forward(cuda::Act::kELU, x, output_, alpha_);
+    return output_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = x.numel();
@@ -80,6 +155,12 @@ const Tensor& ELU::forward(const Tensor& x) {
 const Tensor& ELU::backward(const Tensor& g) {
   check_grad(output_, g, "nn::ELU::backward");
   grad_input_.resize_like(g);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    dev_act_backward(cuda::Act::kELU, input_, output_, g, grad_input_, alpha_);
+    return grad_input_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = g.numel();
@@ -111,6 +192,12 @@ const Tensor& Softmax::forward(const Tensor& x) {
   check_input(x, -1, "nn::Softmax::forward");
   HERD_REQUIRE(x.ndim() >= 1, "nn::Softmax::forward: input is 0-d");
   output_.resize_like(x);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    dev_softmax(x, output_, false);
+    return output_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto cols = x.dim(-1);
@@ -122,6 +209,12 @@ const Tensor& Softmax::forward(const Tensor& x) {
 const Tensor& Softmax::backward(const Tensor& g) {
   check_grad(output_, g, "nn::Softmax::backward");
   grad_input_.resize_like(g);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    dev_softmax_backward(output_, g, grad_input_, false);
+    return grad_input_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto cols = g.dim(-1);
@@ -139,6 +232,12 @@ const Tensor& LogSoftmax::forward(const Tensor& x) {
   check_input(x, -1, "nn::LogSoftmax::forward");
   HERD_REQUIRE(x.ndim() >= 1, "nn::LogSoftmax::forward: input is 0-d");
   output_.resize_like(x);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    dev_softmax(x, output_, true);
+    return output_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto cols = x.dim(-1);
@@ -150,6 +249,12 @@ const Tensor& LogSoftmax::forward(const Tensor& x) {
 const Tensor& LogSoftmax::backward(const Tensor& g) {
   check_grad(output_, g, "nn::LogSoftmax::backward");
   grad_input_.resize_like(g);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    dev_softmax_backward(output_, g, grad_input_, true);
+    return grad_input_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto cols = g.dim(-1);

@@ -66,6 +66,10 @@ Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t
       kw_(kernel_w),
       stride_(stride),
       pad_(padding) {
+  HERD_REQUIRE(device.is_cpu(),
+               "nn::Conv2d: device {} is not supported: Conv2d has only the CPU backend (build the "
+               "convnet on Device::cpu(); Flatten and the other layers run on CUDA)",
+               device.str());
   HERD_REQUIRE(cin_ > 0 && cout_ > 0, "nn::Conv2d: channels ({}, {}) must be positive", cin_, cout_);
   HERD_REQUIRE(kh_ > 0 && kw_ > 0, "nn::Conv2d: kernel {}x{} must be positive", kh_, kw_);
   HERD_REQUIRE(stride_ > 0, "nn::Conv2d: stride is {}, but must be positive", stride_);

@@ -3,8 +3,18 @@
 #include <algorithm>
 #include <cstring>
 
+#include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
+#if HERD_HAVE_CUDA
+#include <cuda_runtime_api.h>
 
+#include "device_ops.hpp"
+#include "herd/core/cuda/cuda_check.hpp"
+#include "herd/nn/cuda/kernels.hpp"
+#endif
+#if HERD_HAVE_NCCL
+#include "herd/core/nccl_communicator.hpp"
+#endif
 namespace herd::nn {
 namespace {
 
@@ -22,9 +32,23 @@ herd::DataType comm_type(DType t) {
 
 DataParallel::DataParallel(Module& module, Communicator& comm, DataParallelOptions options)
     : module_(module), comm_(comm), options_(options), dtype_(module.dtype()) {
-  HERD_REQUIRE(module.device().is_cpu(),
-               "nn::DataParallel: the module is on {}, but this build supports host modules only",
-               module.device().str());
+  on_device_ = module.device().is_cuda();
+  if (on_device_) {
+#if HERD_HAVE_CUDA
+    nn_stream_ = compute_stream(module.device());
+    comm_stream_ = nn_stream_;
+#if HERD_HAVE_NCCL
+    if (auto* nccl = dynamic_cast<NcclCommunicator*>(&comm)) comm_stream_ = nccl->stream();
+    const bool nccl_ok = dynamic_cast<NcclCommunicator*>(&comm) != nullptr;
+#else
+    const bool nccl_ok = false;
+#endif
+    HERD_REQUIRE(nccl_ok || comm.size() == 1,
+                 "nn::DataParallel: the module is on {}, which needs an NcclCommunicator, but the "
+                 "communicator is '{}' with {} ranks",
+                 module.device().str(), comm.backend(), comm.size());
+#endif
+  }
   elem_size_ = dtype_size(dtype_);
   const std::size_t per_bucket = options_.bucket_bytes / elem_size_;
   HERD_REQUIRE(per_bucket >= 1, "nn::DataParallel: bucket_bytes is {}, but must hold one {} element",
@@ -61,8 +85,18 @@ DataParallel::DataParallel(Module& module, Communicator& comm, DataParallelOptio
     }
     slot_of_[s.param] = i;
   }
-  flat_.assign(total * elem_size_, 0);
-
+  if (on_device_) {
+#if HERD_HAVE_CUDA
+    detail::DevGuard guard(module.device());
+    flat_dev_ = Tensor({static_cast<std::int64_t>(total)}, dtype_, module.device());
+    bucket_events_.assign(buckets_.size(), nullptr);
+    for (auto& e : bucket_events_) HERD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    HERD_CUDA_CHECK(cudaEventCreateWithFlags(&done_event_, cudaEventDisableTiming));
+    synchronize(module.device());  // parameters complete before the broadcast reads them
+#endif
+  } else {
+    flat_.assign(total * elem_size_, 0);
+  }
   if (options_.broadcast_parameters && comm_.size() > 1) {
     for (Parameter* p : params)
       comm_.broadcast(p->value.raw(), static_cast<std::size_t>(p->value.numel()), comm_type(dtype_), 0);
@@ -79,6 +113,14 @@ DataParallel::~DataParallel() {
     b.request.reset();
   }
   module_.set_grad_ready_hook({});
+#if HERD_HAVE_CUDA
+  if (on_device_) {
+    if (comm_stream_) cudaStreamSynchronize(comm_stream_);
+    for (auto* e : bucket_events_)
+      if (e) cudaEventDestroy(e);
+    if (done_event_) cudaEventDestroy(done_event_);
+  }
+#endif
 }
 
 void DataParallel::begin_pass() {
@@ -106,16 +148,32 @@ void DataParallel::mark_ready(Slot& s) {
   if (s.ready) return;
   s.ready = true;
   if (s.count == 0) return;
-  std::memcpy(flat_.data() + s.offset * elem_size_, s.param->grad.raw(), s.count * elem_size_);
+  if (on_device_) {
+#if HERD_HAVE_CUDA
+    HERD_CUDA_CHECK(cudaMemcpyAsync(static_cast<unsigned char*>(flat_dev_.raw()) + s.offset * elem_size_,
+                                    s.param->grad.raw(), s.count * elem_size_, cudaMemcpyDeviceToDevice,
+                                    nn_stream_));
+#endif
+  } else {
+    std::memcpy(flat_.data() + s.offset * elem_size_, s.param->grad.raw(), s.count * elem_size_);
+  }
   for (std::size_t b = s.first_bucket; b <= s.last_bucket; ++b) --buckets_[b].pending;
 }
 
 void DataParallel::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_];
+    unsigned char* base = flat_.data();
+#if HERD_HAVE_CUDA
+    if (on_device_) {
+      // The communicator's stream waits (on the device) for this bucket's copies.
+      base = static_cast<unsigned char*>(flat_dev_.raw());
+      HERD_CUDA_CHECK(cudaEventRecord(bucket_events_[next_launch_], nn_stream_));
+      HERD_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, bucket_events_[next_launch_], 0));
+    }
+#endif
     if (comm_.size() > 1)
-      b.request = comm_.allreduce_async(flat_.data() + b.offset * elem_size_, b.count,
-                                        comm_type(dtype_), ReduceOp::kSum);
+      b.request = comm_.allreduce_async(base + b.offset * elem_size_, b.count, comm_type(dtype_), ReduceOp::kSum);
     ++next_launch_;
   }
 }
@@ -135,6 +193,32 @@ void DataParallel::finish() {
   for (auto& s : slots_) mark_ready(s);  // parameters the hook never reported
   launch_ready_buckets();
   const auto tw = Clock::now();
+#if HERD_HAVE_CUDA
+  if (on_device_) {
+    // Device path: the nn stream waits for every all-reduce, then averages and copies
+    // back; no host wait.
+    HERD_CUDA_CHECK(cudaEventRecord(done_event_, comm_stream_));
+    HERD_CUDA_CHECK(cudaStreamWaitEvent(nn_stream_, done_event_, 0));
+    for (auto& b : buckets_) b.request.reset();
+    stats_.wait_seconds = 0;
+    detail::DevGuard guard(module_.device());
+    const double inv = 1.0 / comm_.size();
+    const auto n = flat_dev_.numel();
+    if (dtype_ == DType::kFloat64)
+      cuda::scale(flat_dev_.data<double>(), inv, n, nn_stream_);
+    else
+      cuda::scale(flat_dev_.data<float>(), inv, n, nn_stream_);
+    for (const auto& s : slots_) {
+      if (s.count == 0) continue;
+      HERD_CUDA_CHECK(cudaMemcpyAsync(s.param->grad.raw(),
+                                      static_cast<const unsigned char*>(flat_dev_.raw()) + s.offset * elem_size_,
+                                      s.count * elem_size_, cudaMemcpyDeviceToDevice, nn_stream_));
+    }
+    in_pass_ = false;
+    stats_.finish_seconds = seconds_since(t0);
+    return;
+  }
+#endif
   for (auto& b : buckets_) {
     if (b.request) b.request->wait();
     b.request.reset();

@@ -10,13 +10,13 @@ void write_state(io::H5Group& group, const std::vector<NamedTensor>& tensors) {
   std::vector<std::string> names;
   for (const auto& nt : tensors) {
     const Tensor& t = nt.tensor;
-    HERD_REQUIRE(t.defined() && t.is_cpu(), "nn::write_state: tensor \"{}\" is {}, but must be a host tensor", nt.name,
-                 t.defined() ? t.device().str() : std::string("undefined"));
+    HERD_REQUIRE(t.defined(), "nn::write_state: tensor \"{}\" is undefined", nt.name);
     HERD_REQUIRE(!nt.name.empty() && nt.name.find('/') == std::string::npos,
                  "nn::write_state: tensor name \"{}\" must be non-empty and contain no '/'", nt.name);
     std::vector<hsize_t> shape;
     for (auto d : t.shape().dims()) shape.push_back(static_cast<hsize_t>(d));
-    const Tensor c = t.clone();  // contiguous copy of a possible view
+    // Contiguous host copy of a possible view (device tensors are copied to the host).
+    const Tensor c = t.is_cpu() ? t.clone() : t.to(Device::cpu());
     io::H5Dataset ds;
     switch (t.dtype()) {
       case DType::kFloat32: {

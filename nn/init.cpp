@@ -10,7 +10,6 @@ namespace herd::nn {
 namespace {
 
 void check_float_host(const Tensor& t, const char* who) {
-  require_cpu(t, who);
   HERD_REQUIRE(t.dtype() != DType::kInt64, "{}: tensor is int64, but must be float32 or float64", who);
 }
 
@@ -26,15 +25,28 @@ Fans fans(const Tensor& t, const char* who) {
   return {static_cast<double>(t.dim(1)) * receptive, static_cast<double>(t.dim(0)) * receptive};
 }
 
+// Runs `init` on a host copy of a CUDA tensor and copies the result back (initialisation
+// draws on the host RNG streams, so a module built for a GPU gets the CPU's values).
+template <class F>
+bool via_host(Tensor& t, F&& init) {
+  if (!t.is_cuda()) return false;
+  Tensor h(t.shape(), t.dtype());
+  init(h);
+  t.copy_from(h);
+  return true;
+}
+
 }  // namespace
 
 void uniform_(Tensor& t, double lo, double hi, RngCursor& rng) {
   check_float_host(t, "nn::uniform_");
+  if (via_host(t, [&](Tensor& h) { uniform_(h, lo, hi, rng); })) return;
   for (std::int64_t i = 0; i < t.numel(); ++i) t.set_item(i, lo + (hi - lo) * rng.uniform());
 }
 
 void normal_(Tensor& t, double mean, double std, RngCursor& rng) {
   check_float_host(t, "nn::normal_");
+  if (via_host(t, [&](Tensor& h) { normal_(h, mean, std, rng); })) return;
   for (std::int64_t i = 0; i < t.numel(); ++i) t.set_item(i, mean + std * rng.normal());
 }
 
@@ -77,6 +89,7 @@ void kaiming_normal_(Tensor& t, double gain, RngCursor& rng) {
 
 void orthogonal_(Tensor& t, double gain, RngCursor& rng) {
   check_float_host(t, "nn::orthogonal_");
+  if (via_host(t, [&](Tensor& h) { orthogonal_(h, gain, rng); })) return;
   fans(t, "nn::orthogonal_");
   const Eigen::Index rows = t.dim(0);
   const Eigen::Index cols = t.numel() / rows;

@@ -2,7 +2,13 @@
 
 #include <cmath>
 
+#include "herd/core/config.hpp"
 #include "kernels.hpp"
+#if HERD_HAVE_CUDA
+#include "device_ops.hpp"
+#include "herd/nn/cuda/kernels.hpp"
+#include "herd/nn/cuda/ops.hpp"
+#endif
 
 namespace herd::nn {
 
@@ -29,6 +35,18 @@ const Tensor& LayerNorm::forward(const Tensor& x) {
   xhat_.resize_like(x);
   output_.resize_like(x);
   rstd_.resize({R}, dtype(), device());
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    detail::DevGuard guard(device());
+    detail::dispatch(dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::layer_norm_forward<T>(x.data<T>(), weight_ ? weight_->value.data<T>() : nullptr,
+                                  bias_ ? bias_->value.data<T>() : nullptr, output_.data<T>(),
+                                  xhat_.data<T>(), rstd_.data<T>(), R, F, eps_, detail::dev_stream(device()));
+    });
+    return output_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     for (std::int64_t r = 0; r < R; ++r) {
@@ -54,9 +72,24 @@ const Tensor& LayerNorm::backward(const Tensor& g) {
   HERD_REQUIRE(xhat_.defined(), "nn::LayerNorm::backward: called before forward");
   HERD_REQUIRE(g.shape() == xhat_.shape() && g.dtype() == dtype(),
                "nn::LayerNorm::backward: grad_output is {}, but the output was {}", g.str(), xhat_.str());
-  require_cpu(g, "nn::LayerNorm::backward");
+  HERD_REQUIRE(g.device() == device(), "nn::LayerNorm::backward: grad_output is on {}, but the module is on {}",
+               g.device().str(), device().str());
   const std::int64_t F = features_, R = g.numel() / F;
   grad_input_.resize_like(g);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    detail::DevGuard guard(device());
+    detail::dispatch(dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::layer_norm_backward<T>(g.data<T>(), xhat_.data<T>(), rstd_.data<T>(),
+                                   weight_ ? weight_->value.data<T>() : nullptr,
+                                   weight_ ? weight_->grad.data<T>() : nullptr,
+                                   bias_ ? bias_->grad.data<T>() : nullptr, grad_input_.data<T>(), R, F,
+                                   detail::dev_stream(device()));
+    });
+    return grad_input_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     for (std::int64_t r = 0; r < R; ++r) {

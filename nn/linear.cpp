@@ -3,7 +3,12 @@
 #include <cmath>
 
 #include "herd/nn/init.hpp"
+#include "herd/core/config.hpp"
 #include "kernels.hpp"
+#if HERD_HAVE_CUDA
+#include "device_ops.hpp"
+#include "herd/nn/cuda/kernels.hpp"
+#endif
 
 namespace herd::nn {
 
@@ -32,6 +37,18 @@ const Tensor& Linear::forward(const Tensor& x) {
   input_ = x;
   const std::int64_t B = x.dim(0);
   output_.resize({B, out_}, dtype(), device());
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    detail::DevGuard guard(device());
+    detail::dispatch(dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* y = output_.data<T>();
+      detail::dev_gemm<T>(device(), false, true, B, out_, in_, x.data<T>(), weight_->value.data<T>(), y, false);
+      if (bias_) cuda::bias_add(y, bias_->value.data<T>(), B, out_, detail::dev_stream(device()));
+    });
+    return output_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* y = output_.data<T>();
@@ -54,6 +71,26 @@ const Tensor& Linear::backward(const Tensor& gy) {
   HERD_REQUIRE(gy.dim(0) == B && gy.dim(1) == out_,
                "nn::Linear::backward: grad_output has shape {}, but the output was [{}, {}]",
                gy.shape().str(), B, out_);
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    detail::DevGuard guard(device());
+    detail::dispatch(dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* g = gy.data<T>();
+      detail::dev_gemm<T>(device(), true, false, out_, in_, B, g, input_.data<T>(), weight_->grad.data<T>(), true);
+      if (bias_) cuda::bias_grad(g, bias_->grad.data<T>(), B, out_, detail::dev_stream(device()));
+      if (!input_grad()) return;
+      grad_input_.resize({B, in_}, dtype(), device());
+      detail::dev_gemm<T>(device(), false, false, B, in_, out_, g, weight_->value.data<T>(),
+                          grad_input_.data<T>(), false);
+    });
+    if (!input_grad()) {
+      static const Tensor kNone;
+      return kNone;
+    }
+    return grad_input_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* g = gy.data<T>();

@@ -2,20 +2,47 @@
 
 #include <cmath>
 
+#include "herd/core/config.hpp"
 #include "kernels.hpp"
+#if HERD_HAVE_CUDA
+#include "device_ops.hpp"
+#include "herd/nn/cuda/kernels.hpp"
+#include "herd/nn/cuda/ops.hpp"
+#endif
 
 namespace herd::nn {
 namespace {
 
 void check_pair(const Tensor& p, const Tensor& t, const char* who) {
   HERD_REQUIRE(p.defined() && t.defined(), "{}: undefined input", who);
-  require_cpu(p, who);
-  require_cpu(t, who);
+  HERD_REQUIRE(p.device() == t.device(), "{}: pred is on {} but target on {}; they must match", who,
+               p.device().str(), t.device().str());
   HERD_REQUIRE(p.dtype() != DType::kInt64, "{}: pred is int64, but must be float", who);
   HERD_REQUIRE(p.shape() == t.shape() && p.dtype() == t.dtype(),
                "{}: pred is {} but target is {}; they must match", who, p.str(), t.str());
   HERD_REQUIRE(p.numel() > 0, "{}: empty input", who);
 }
+
+#if HERD_HAVE_CUDA
+// d = p - t on the device; returns sum d^2 (waits for the stream: the loss is a host double).
+double dev_diff_sq(const Tensor& p, const Tensor& t, Tensor& d) {
+  detail::DevGuard guard(p.device());
+  double* sum = detail::dev_scratch(p.device());
+  detail::dispatch(p.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cuda::diff_sq_sum<T>(p.data<T>(), t.data<T>(), d.data<T>(), sum, p.numel(), detail::dev_stream(p.device()));
+  });
+  return detail::dev_read(p.device(), sum);
+}
+// g = k clamp(d, -delta, delta) (delta <= 0: no clamp).
+void dev_scaled_clamp(const Tensor& d, Tensor& g, double k, double delta) {
+  detail::DevGuard guard(d.device());
+  detail::dispatch(d.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    cuda::scaled_clamp<T>(d.data<T>(), g.data<T>(), d.numel(), k, delta, detail::dev_stream(d.device()));
+  });
+}
+#endif
 
 }  // namespace
 
@@ -25,6 +52,9 @@ using detail::MapA;
 double MseLoss::forward(const Tensor& p, const Tensor& t) {
   check_pair(p, t, "nn::MseLoss::forward");
   diff_.resize_like(p);
+#if HERD_HAVE_CUDA
+  if (p.is_cuda()) return dev_diff_sq(p, t, diff_) / static_cast<double>(p.numel());
+#endif
   return detail::dispatch(p.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = p.numel();
@@ -37,6 +67,12 @@ double MseLoss::forward(const Tensor& p, const Tensor& t) {
 const Tensor& MseLoss::backward(double scale) {
   HERD_REQUIRE(diff_.defined(), "nn::MseLoss::backward: called before forward");
   grad_.resize_like(diff_);
+#if HERD_HAVE_CUDA
+  if (diff_.is_cuda()) {
+    dev_scaled_clamp(diff_, grad_, 2.0 * scale / static_cast<double>(diff_.numel()), 0.0);
+    return grad_;
+  }
+#endif
   detail::dispatch(diff_.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = diff_.numel();
@@ -53,6 +89,18 @@ HuberLoss::HuberLoss(double delta) : delta_(delta) {
 double HuberLoss::forward(const Tensor& p, const Tensor& t) {
   check_pair(p, t, "nn::HuberLoss::forward");
   diff_.resize_like(p);
+#if HERD_HAVE_CUDA
+  if (p.is_cuda()) {
+    dev_diff_sq(p, t, diff_);
+    detail::DevGuard guard(p.device());
+    double* sum = detail::dev_scratch(p.device());
+    detail::dispatch(p.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::huber_sum<T>(diff_.data<T>(), sum, p.numel(), delta_, detail::dev_stream(p.device()));
+    });
+    return detail::dev_read(p.device(), sum) / static_cast<double>(p.numel());
+  }
+#endif
   return detail::dispatch(p.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = p.numel();
@@ -70,6 +118,12 @@ double HuberLoss::forward(const Tensor& p, const Tensor& t) {
 const Tensor& HuberLoss::backward(double scale) {
   HERD_REQUIRE(diff_.defined(), "nn::HuberLoss::backward: called before forward");
   grad_.resize_like(diff_);
+#if HERD_HAVE_CUDA
+  if (diff_.is_cuda()) {
+    dev_scaled_clamp(diff_, grad_, scale / static_cast<double>(diff_.numel()), delta_);
+    return grad_;
+  }
+#endif
   detail::dispatch(diff_.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = diff_.numel();
@@ -83,14 +137,34 @@ const Tensor& HuberLoss::backward(double scale) {
 double CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets) {
   const char* who = "nn::CrossEntropyLoss::forward";
   HERD_REQUIRE(logits.defined() && targets.defined(), "{}: undefined input", who);
-  require_cpu(logits, who);
-  require_cpu(targets, who);
+  HERD_REQUIRE(logits.device() == targets.device(), "{}: logits are on {} but targets on {}; they must match",
+               who, logits.device().str(), targets.device().str());
   HERD_REQUIRE(logits.ndim() == 2 && logits.dtype() != DType::kInt64 && logits.dim(0) > 0 &&
                    logits.dim(1) > 0,
                "{}: logits are {}, but must be float [batch, classes], non-empty", who, logits.str());
   HERD_REQUIRE(targets.dtype() == DType::kInt64 && targets.ndim() == 1 && targets.dim(0) == logits.dim(0),
                "{}: targets are {}, but must be int64 [{}]", who, targets.str(), logits.dim(0));
   const std::int64_t B = logits.dim(0), C = logits.dim(1);
+#if HERD_HAVE_CUDA
+  if (logits.is_cuda()) {
+    // Targets are validated on a host copy (one small synchronous copy per call).
+    const Tensor host_targets = targets.to(Device::cpu());
+    const std::int64_t* ht = host_targets.data<std::int64_t>();
+    for (std::int64_t i = 0; i < B; ++i)
+      HERD_REQUIRE(ht[i] >= 0 && ht[i] < C, "{}: targets[{}] is {}, but must be in [0, {})", who, i, ht[i], C);
+    targets_ = targets;
+    log_probs_.resize_like(logits);
+    detail::DevGuard guard(logits.device());
+    double* sum = detail::dev_scratch(logits.device());
+    detail::dispatch(logits.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cudaStream_t st = detail::dev_stream(logits.device());
+      cuda::softmax_rows(logits.data<T>(), log_probs_.data<T>(), B, C, true, st);
+      cuda::gather_rows<T>(log_probs_.data<T>(), targets.data<std::int64_t>(), nullptr, sum, B, C, st);
+    });
+    return -detail::dev_read(logits.device(), sum) / static_cast<double>(B);
+  }
+#endif
   const std::int64_t* tg = targets.data<std::int64_t>();
   for (std::int64_t i = 0; i < B; ++i)
     HERD_REQUIRE(tg[i] >= 0 && tg[i] < C, "{}: targets[{}] is {}, but must be in [0, {})", who, i,
@@ -114,6 +188,18 @@ double CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets) {
 const Tensor& CrossEntropyLoss::backward(double scale) {
   HERD_REQUIRE(log_probs_.defined(), "nn::CrossEntropyLoss::backward: called before forward");
   grad_.resize_like(log_probs_);
+#if HERD_HAVE_CUDA
+  if (log_probs_.is_cuda()) {
+    detail::DevGuard guard(log_probs_.device());
+    detail::dispatch(log_probs_.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const std::int64_t B = log_probs_.dim(0), C = log_probs_.dim(1);
+      cuda::cross_entropy_backward<T>(log_probs_.data<T>(), targets_.data<std::int64_t>(), grad_.data<T>(), B, C,
+                                      scale / static_cast<double>(B), detail::dev_stream(log_probs_.device()));
+    });
+    return grad_;
+  }
+#endif
   detail::dispatch(log_probs_.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const std::int64_t B = log_probs_.dim(0), C = log_probs_.dim(1);

@@ -2,16 +2,21 @@
 
 #include <set>
 
+#include "herd/core/config.hpp"
 #include "kernels.hpp"
 
 namespace herd::nn {
 
 Module::Module(DType dtype, Device device) : dtype_(dtype), device_(device) {
   HERD_REQUIRE(dtype != DType::kInt64, "nn::Module: dtype is int64, but must be float32 or float64");
+#if HERD_HAVE_CUDA
+  HERD_REQUIRE(device.is_cpu() || device.is_cuda(), "nn::Module: device {} is not supported", device.str());
+#else
   HERD_REQUIRE(device.is_cpu(),
-               "nn::Module: device {} needs the CUDA backend, which this build lacks (modules run on "
-               "the CPU only so far; on a GPU use nn::cuda::DeviceMlp, see docs/nn.md)",
+               "nn::Module: device {} needs the CUDA backend, which this build lacks (configure "
+               "with CUDA, see docs/nn.md)",
                device.str());
+#endif
 }
 
 Module::~Module() = default;
@@ -116,7 +121,14 @@ void load_named(const std::vector<NamedParameter>& targets, const std::vector<Na
     HERD_REQUIRE(src[i]->dtype() != DType::kInt64, "{}: '{}' is int64 in the state", who,
                  targets[i].name);
   }
-  for (std::size_t i = 0; i < targets.size(); ++i) targets[i].param->value.copy_from(*src[i]);
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    Tensor& v = targets[i].param->value;
+    // Copies to or from a device need one dtype: convert on the host first.
+    if ((v.is_cuda() || src[i]->is_cuda()) && src[i]->dtype() != v.dtype())
+      v.copy_from(src[i]->to(Device::cpu()).to(v.dtype()));
+    else
+      v.copy_from(*src[i]);
+  }
 }
 
 }  // namespace detail

@@ -4,8 +4,14 @@
 #include <cmath>
 #include <set>
 
+#include "herd/core/config.hpp"
 #include "kernels.hpp"
-
+#if HERD_HAVE_CUDA
+#include "device_ops.hpp"
+#include "herd/core/cuda/cuda_check.hpp"
+#include "herd/nn/cuda/kernels.hpp"
+#include "herd/nn/cuda/ops.hpp"
+#endif
 namespace herd::nn {
 
 using detail::CMapA;
@@ -17,7 +23,10 @@ Optimizer::Optimizer(std::vector<NamedParameter> params, double lr) : params_(st
   for (const auto& p : params_) {
     HERD_REQUIRE(p.param != nullptr, "nn::Optimizer: parameter '{}' is null", p.name);
     HERD_REQUIRE(names.insert(p.name).second, "nn::Optimizer: parameter name '{}' appears twice", p.name);
-    require_cpu(p.param->value, "nn::Optimizer");
+    HERD_REQUIRE(p.param->value.device() == params_.front().param->value.device(),
+                 "nn::Optimizer: parameter '{}' is on {}, but '{}' is on {}; one optimizer takes one device",
+                 p.name, p.param->value.device().str(), params_.front().name,
+                 params_.front().param->value.device().str());
   }
 }
 
@@ -31,7 +40,7 @@ void Optimizer::set_lr(double lr) {
 void Optimizer::add_buffers(const std::string& kind) {
   kinds_.push_back(kind);
   std::vector<Tensor> b;
-  for (const auto& p : params_) b.emplace_back(p.param->value.shape(), p.param->value.dtype());
+  for (const auto& p : params_) b.emplace_back(p.param->value.shape(), p.param->value.dtype(), p.param->value.device());
   buffers_.push_back(std::move(b));
 }
 
@@ -83,7 +92,15 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
   set_lr(lr);
   std::size_t n = 0;
   for (std::size_t k = 0; k < kinds_.size(); ++k)
-    for (std::size_t i = 0; i < params_.size(); ++i) buffers_[k][i].copy_from(*src[n++]);
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const Tensor& t = *src[n++];
+      Tensor& b = buffers_[k][i];
+      // Device copies need equal dtypes: convert on the host first.
+      if (b.is_cuda() && (t.dtype() != b.dtype() || !t.is_cpu()))
+        b.copy_from(t.to(Device::cpu()).to(b.dtype()));
+      else
+        b.copy_from(t);
+    }
 }
 
 // ---------------------------------------------------------------- SGD
@@ -94,6 +111,18 @@ Sgd::Sgd(std::vector<NamedParameter> params, double lr, double momentum, double 
 }
 
 void Sgd::update(std::size_t i, Parameter& p) {
+#if HERD_HAVE_CUDA
+  if (p.value.is_cuda()) {
+    detail::DevGuard guard(p.value.device());
+    detail::dispatch(p.value.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::sgd_update(p.value.data<T>(), p.grad.data<T>(), momentum_ == 0 ? nullptr : buffer(0, i).data<T>(),
+                       p.value.numel(), lr(), momentum_, dampening_, nesterov_, steps() == 1,
+                       detail::dev_stream(p.value.device()));
+    });
+    return;
+  }
+#endif
   detail::dispatch(p.value.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = p.value.numel();
@@ -128,6 +157,17 @@ Adam::Adam(std::vector<NamedParameter> params, double lr, double beta1, double b
 }
 
 void Adam::update(std::size_t i, Parameter& p) {
+#if HERD_HAVE_CUDA
+  if (p.value.is_cuda()) {
+    detail::DevGuard guard(p.value.device());
+    detail::dispatch(p.value.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::adam_update(p.value.data<T>(), p.grad.data<T>(), buffer(0, i).data<T>(), buffer(1, i).data<T>(),
+                        p.value.numel(), lr(), beta1_, beta2_, eps_, steps(), detail::dev_stream(p.value.device()));
+    });
+    return;
+  }
+#endif
   detail::dispatch(p.value.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = p.value.numel();
@@ -154,6 +194,17 @@ RmsProp::RmsProp(std::vector<NamedParameter> params, double lr, double alpha, do
 }
 
 void RmsProp::update(std::size_t i, Parameter& p) {
+#if HERD_HAVE_CUDA
+  if (p.value.is_cuda()) {
+    detail::DevGuard guard(p.value.device());
+    detail::dispatch(p.value.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::rmsprop_update<T>(p.value.data<T>(), p.grad.data<T>(), buffer(0, i).data<T>(), p.value.numel(), lr(),
+                              alpha_, eps_, detail::dev_stream(p.value.device()));
+    });
+    return;
+  }
+#endif
   detail::dispatch(p.value.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = p.value.numel();
@@ -169,8 +220,31 @@ void RmsProp::update(std::size_t i, Parameter& p) {
 double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm) {
   HERD_REQUIRE(max_norm > 0, "nn::clip_grad_norm: max_norm is {}, but must be positive", max_norm);
   double sq = 0;
+#if HERD_HAVE_CUDA
+  // Device gradients: sums of squares accumulate into one device double per device, read
+  // back once (one synchronisation per device).
+  {
+    std::vector<Device> devs;
+    for (const Parameter* p : params)
+      if (p->grad.is_cuda() && std::find(devs.begin(), devs.end(), p->grad.device()) == devs.end())
+        devs.push_back(p->grad.device());
+    for (const Device d : devs) {
+      detail::DevGuard guard(d);
+      double* acc = detail::dev_scratch(d);
+      cudaStream_t st = detail::dev_stream(d);
+      HERD_CUDA_CHECK(cudaMemsetAsync(acc, 0, sizeof(double), st));
+      for (const Parameter* p : params)
+        if (p->grad.device() == d)
+          detail::dispatch(p->grad.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            cuda::sum_squares<T>(p->grad.data<T>(), acc, p->grad.numel(), st);
+          });
+      sq += detail::dev_read(d, acc);
+    }
+  }
+#endif
   for (const Parameter* p : params) {
-    require_cpu(p->grad, "nn::clip_grad_norm");
+    if (p->grad.is_cuda()) continue;
     sq += detail::dispatch(p->grad.dtype(), [&](auto tag) {
       using T = decltype(tag);
       return CMapA<T>(p->grad.data<T>(), p->grad.numel()).template cast<double>().square().sum();
@@ -179,11 +253,22 @@ double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm) {
   const double norm = std::sqrt(sq);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1) {
-    for (Parameter* p : params)
+    for (Parameter* p : params) {
+#if HERD_HAVE_CUDA
+      if (p->grad.is_cuda()) {
+        detail::DevGuard guard(p->grad.device());
+        detail::dispatch(p->grad.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          cuda::scale(p->grad.data<T>(), coef, p->grad.numel(), detail::dev_stream(p->grad.device()));
+        });
+        continue;
+      }
+#endif
       detail::dispatch(p->grad.dtype(), [&](auto tag) {
         using T = decltype(tag);
         MapA<T>(p->grad.data<T>(), p->grad.numel()) *= static_cast<T>(coef);
       });
+    }
   }
   return norm;
 }

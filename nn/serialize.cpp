@@ -33,13 +33,14 @@ void save_binary(const std::string& path, const std::vector<NamedTensor>& tensor
     f.write(kMagic, sizeof kMagic);
     put<std::uint64_t>(f, tensors.size());
     for (const auto& nt : tensors) {
-      require_cpu(nt.tensor, "nn::save_binary");
+      // Device tensors are written from a host copy.
+      const Tensor host = nt.tensor.is_cpu() ? nt.tensor : nt.tensor.to(Device::cpu());
       put<std::uint64_t>(f, nt.name.size());
       f.write(nt.name.data(), static_cast<std::streamsize>(nt.name.size()));
       put<std::uint8_t>(f, static_cast<std::uint8_t>(nt.tensor.dtype()));
       put<std::uint8_t>(f, static_cast<std::uint8_t>(nt.tensor.ndim()));
       for (int i = 0; i < nt.tensor.ndim(); ++i) put<std::int64_t>(f, nt.tensor.dim(i));
-      f.write(static_cast<const char*>(nt.tensor.raw()),
+      f.write(static_cast<const char*>(host.raw()),
               static_cast<std::streamsize>(static_cast<std::size_t>(nt.tensor.numel()) *
                                            dtype_size(nt.tensor.dtype())));
     }

@@ -8,6 +8,7 @@
 #if HERD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "device_ops.hpp"
 #include "herd/core/cuda/cuda_check.hpp"
 #endif
 
@@ -89,7 +90,12 @@ void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t by
     return;
   }
 #if HERD_HAVE_CUDA
-  HERD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  // On the nn stream of the CUDA side, after the work already queued there.
+  const Device cd = dd.is_cuda() ? dd : sd;
+  DeviceGuard guard(cd.index);
+  cudaStream_t s = detail::dev_stream(cd);
+  HERD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+  HERD_CUDA_CHECK(cudaStreamSynchronize(s));
 #else
   (void)dst;
   (void)src;
@@ -249,7 +255,13 @@ void Tensor::copy_from(const Tensor& src) {
 }
 
 void Tensor::fill(double v) {
-  require_cpu(*this, "nn::Tensor::fill");
+  if (is_cuda()) {
+    // Filled on the host and copied: fills happen at construction, not per step.
+    Tensor h(shape_, dtype_);
+    h.fill(v);
+    copy_from(h);
+    return;
+  }
   switch (dtype_) {
     case DType::kFloat32: {
       auto* p = static_cast<float*>(raw());
@@ -288,8 +300,11 @@ void Tensor::copy_from_async(const Tensor& src, CUstream_st* stream) {
 
 void Tensor::zero() {
 #if HERD_HAVE_CUDA
-  if (is_cuda() && numel_) {
-    HERD_CUDA_CHECK(cudaMemset(raw(), 0, static_cast<std::size_t>(numel_) * dtype_size(dtype_)));
+  if (is_cuda()) {
+    DeviceGuard guard(device().index);
+    if (numel_)
+      HERD_CUDA_CHECK(cudaMemsetAsync(raw(), 0, static_cast<std::size_t>(numel_) * dtype_size(dtype_),
+                                      detail::dev_stream(device())));
     return;
   }
 #endif
@@ -312,6 +327,24 @@ void Tensor::resize(const Shape& shape, DType dtype, Device device) {
 
 std::string Tensor::str() const {
   return "Tensor[" + std::string(dtype_name(dtype_)) + ", " + shape_.str() + ", " + device().str() + "]";
+}
+
+CUstream_st* compute_stream(Device device) {
+  if (device.is_cpu()) return nullptr;
+#if HERD_HAVE_CUDA
+  return detail::dev_stream(device);
+#else
+  throw InputError("nn::compute_stream: device " + device.str() + " needs a CUDA build");
+#endif
+}
+
+void synchronize(Device device) {
+  if (device.is_cpu()) return;
+#if HERD_HAVE_CUDA
+  HERD_CUDA_CHECK(cudaStreamSynchronize(detail::dev_stream(device)));
+#else
+  throw InputError("nn::synchronize: device " + device.str() + " needs a CUDA build");
+#endif
 }
 
 void require_cpu(const Tensor& t, const char* what) {

@@ -15,7 +15,7 @@ namespace herd::nn {
 /// "weight" `[C_out, C_in, kernel_h, kernel_w]` and "bias" `[C_out]`. Default
 /// initialisation as PyTorch: uniform +-1/sqrt(C_in kernel_h kernel_w), from
 /// `rng.at(init_index)`. Computed by im2col and a matrix product per sample (no batch-sized
-/// scratch). Host only in this build; thread-safety as `Module`.
+/// scratch). `Conv2d` is host only (built for a CUDA device it throws InputError); `Flatten` runs on both; thread-safety as `Module`.
 class Conv2d : public Module {
  public:
   /// @throws InputError for a non-positive channel count, kernel size or stride, or a

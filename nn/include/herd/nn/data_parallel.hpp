@@ -22,8 +22,14 @@
 /// `no_sync`) is not supported. If the module's backward throws, destroy this object.
 ///
 /// Devices: host (CPU) modules, with any host communicator (`MpiCommunicator`: non-blocking
-/// `MPI_Iallreduce`; `SelfCommunicator`). Device (CUDA) modules need the CUDA nn backend
-/// and an `NcclCommunicator`; this build rejects them with `InputError`.
+/// `MPI_Iallreduce`; `SelfCommunicator`). Device (CUDA) modules (CUDA builds) need an
+/// `NcclCommunicator` on the module's GPU (or any communicator of size 1): the flat buffer
+/// is device memory; gradients are copied into it on the nn stream (`compute_stream`);
+/// each bucket records a CUDA event there when its last gradient is in, the
+/// communicator's stream waits for that event and runs `ncclAllReduce`, so the
+/// all-reduces overlap the rest of backward; `finish` makes the nn stream wait for the
+/// communicator's stream, then scales and copies back on the nn stream, without a host
+/// wait (`stats().wait_seconds` is then 0: the wait happens on the device).
 ///
 /// Thread-safety: one thread drives the module, this object and the communicator.
 /// Collective: the constructor, `backward` and `finish` must be called on every rank in the
@@ -39,6 +45,9 @@
 #include "herd/core/communicator.hpp"
 #include "herd/nn/module.hpp"
 
+/// The CUDA runtime's event struct (`cudaEvent_t` is `CUevent_st*`), declared here so
+/// that this header needs no CUDA header.
+struct CUevent_st;
 namespace herd::nn {
 
 /// Options of `DataParallel`.
@@ -66,8 +75,9 @@ class DataParallel {
  public:
   /// Installs the hook, plans the buckets and (by default) broadcasts rank 0's parameters.
   /// Collective.
-  /// @throws InputError for a module on a CUDA device, a module without parameters or a
-  ///         bucket size under one element; CommunicationError from the broadcast.
+  /// @throws InputError for a CUDA module with a communicator of size > 1 that is not an
+  ///         `NcclCommunicator`, a module without parameters or a bucket size under one
+  ///         element; CommunicationError from the broadcast; CudaError on CUDA failures.
   DataParallel(Module& module, Communicator& comm, DataParallelOptions options = {});
   /// Waits for any all-reduce still in flight (never throws) and removes the hook.
   ~DataParallel();
@@ -121,7 +131,16 @@ class DataParallel {
   std::vector<Slot> slots_;
   std::unordered_map<const Parameter*, std::size_t> slot_of_;
   std::vector<Bucket> buckets_;
-  std::vector<unsigned char> flat_;  // host flat gradient buffer
+  std::vector<unsigned char> flat_;  // host flat gradient buffer (host modules)
+  // Device modules: flat gradient buffer in device memory, one event per bucket (its
+  // gradients are in, recorded on the nn stream) and one for "all buckets reduced"
+  // (recorded on the communicator's stream).
+  bool on_device_ = false;
+  Tensor flat_dev_;
+  std::vector<CUevent_st*> bucket_events_;
+  CUevent_st* done_event_ = nullptr;
+  CUstream_st* nn_stream_ = nullptr;
+  CUstream_st* comm_stream_ = nullptr;
   std::size_t next_launch_ = 0;
   bool in_pass_ = false;
   std::chrono::steady_clock::time_point pass_start_{};

@@ -13,7 +13,8 @@
 /// Sampling: row i draws from the stream with id `rng.stream() + i` (same seed and
 /// purpose) at `index`, so a batch of environments with consecutive global ids draws the
 /// same actions however it is split (DESIGN.md §4).
-/// Host only in this build; one instance per thread.
+/// Host or CUDA device (inputs on the distribution's device; on a GPU, sampling runs on the
+/// device with the same Philox counters, docs/nn.md "CUDA"); one instance per thread.
 
 #include <cstdint>
 

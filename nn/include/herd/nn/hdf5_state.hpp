@@ -19,7 +19,9 @@
 namespace herd::nn {
 
 /// Writes `tensors` as datasets of `group` (which must not already hold those names).
-/// @throws InputError for a device tensor or a name containing '/'; IoError on HDF5 failure.
+/// Device tensors are written from host copies (their values; they are read back as host
+/// tensors). @throws InputError for an undefined tensor or a name containing '/'; IoError on
+/// HDF5 failure.
 void write_state(io::H5Group& group, const std::vector<NamedTensor>& tensors);
 
 /// Reads the tensors `write_state` wrote, in their original order.

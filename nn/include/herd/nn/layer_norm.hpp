@@ -11,7 +11,7 @@ namespace herd::nn {
 
 /// y = (x - mean) / sqrt(var + eps) * weight + bias, with mean and the biased variance over
 /// the last dimension (`features`). Parameters "weight" (ones) and "bias" (zeros), `[features]`,
-/// when `affine`. Input of 1 to 4 dimensions, last = features. Host only in this build;
+/// when `affine`. Input of 1 to 4 dimensions, last = features. Host or CUDA device;
 /// thread-safety as `Module`.
 class LayerNorm : public Module {
  public:

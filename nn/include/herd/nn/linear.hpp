@@ -15,7 +15,7 @@ namespace herd::nn {
 /// Default initialisation follows PyTorch: weight and bias uniform in
 /// (-1/sqrt(in), 1/sqrt(in)), drawn from `rng.at(init_index)` (weight first, row-major,
 /// then bias), so it is deterministic. Use the functions of init.hpp to re-initialise.
-/// Host only in this build; thread-safety as for `Module`.
+/// Host, or CUDA device (cuBLAS GEMMs on the device's nn stream); thread-safety as for `Module`.
 class Linear : public Module {
  public:
   /// @throws InputError when `in` or `out` is not positive.

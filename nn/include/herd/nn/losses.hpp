@@ -5,7 +5,8 @@
 /// Protocol: `forward(...)` returns the loss as a double (accumulated in double precision)
 /// and caches what `backward` needs; `backward(scale)` returns d(scale * loss)/d(input)
 /// in a buffer owned by the loss (valid until its next call), so weighted sums of losses
-/// (PPO's policy + c * value terms) need no extra pass. Host only in this build;
+/// (PPO's policy + c * value terms) need no extra pass. Host or CUDA device (inputs on one device; on a GPU
+/// `forward` waits for the device's nn stream to return the loss);
 /// one instance per thread. NaN inputs give NaN losses and gradients.
 
 #include "herd/nn/tensor.hpp"

@@ -34,7 +34,7 @@ struct MlpOptions {
   bool activate_output = false;
   /// Parameter and activation dtype (float32 or float64).
   DType dtype = DType::kFloat32;
-  /// Where the network lives (host only in this build).
+  /// Where the network lives (host, or a CUDA device in CUDA builds).
   Device device = Device::cpu();
   /// Initialisation of the Linear layers.
   MlpInit init = MlpInit::kDefault;

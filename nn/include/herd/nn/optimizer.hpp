@@ -8,7 +8,11 @@
 /// "lr" and per-parameter buffers named "<param>.<buffer>", e.g. "0.weight.exp_avg"), and
 /// `load_state` restores it exactly, so training resumed from a saved model and optimizer
 /// state continues bit-identically.
-/// Updates run in the parameters' dtype on the host in this build. An optimizer is used by
+/// Updates run in the parameters' dtype on the parameters' device: the host, or (CUDA
+/// builds) one element-wise kernel per parameter on the device's nn stream, with the state
+/// buffers in device memory (`state()` clones them there; `load_state` takes tensors from
+/// any device, converting the dtype on the host). All parameters of one optimizer share a
+/// device. An optimizer is used by
 /// one thread at a time. NaN gradients propagate into the parameters (clip_grad_norm
 /// reports a NaN norm).
 
@@ -25,7 +29,8 @@ class Optimizer {
  public:
   /// @param params the parameters to update (e.g. `model.named_parameters()`); they must
   ///        outlive the optimizer. @param lr learning rate
-  /// @throws InputError for a negative lr or duplicate names.
+  /// @throws InputError for a negative lr, duplicate names or parameters on different
+  ///         devices.
   Optimizer(std::vector<NamedParameter> params, double lr);
   virtual ~Optimizer();
   /// Holds state per parameter pointer: not copyable.
@@ -119,7 +124,9 @@ class RmsProp : public Optimizer {
 };
 
 /// Scales all gradients by max_norm / (norm + 1e-6) when the global L2 norm exceeds
-/// max_norm (PyTorch `clip_grad_norm_`). Returns the norm before clipping.
+/// max_norm (PyTorch `clip_grad_norm_`). Returns the norm before clipping. Gradients may
+/// live on the host and on CUDA devices: each device's squares are summed on the device
+/// in double (one wait per device), then scaled there.
 /// @throws InputError for max_norm <= 0.
 double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm);
 /// Overload for named parameters.

@@ -11,7 +11,7 @@
 namespace herd::nn {
 
 /// Runs its children in order in `forward` and in reverse in `backward`; owns them.
-/// Host only in this build; thread-safety as `Module`.
+/// Host or CUDA device (children on the container's device); thread-safety as `Module`.
 class Sequential : public Module {
  public:
   /// An empty container for children of `dtype` on `device`.

@@ -16,7 +16,7 @@
 
 namespace herd::nn {
 
-/// Writes `tensors` (host tensors) to `path`.
+/// Writes `tensors` to `path` (device tensors from host copies; read back as host tensors).
 /// @throws IoError when the file cannot be written or renamed.
 void save_binary(const std::string& path, const std::vector<NamedTensor>& tensors);
 /// Reads a file written by `save_binary`.

@@ -8,7 +8,7 @@
 /// same memory (use `clone()` for a deep copy); `slice()` and `reshape()` return views.
 /// Storage lives on the host (`Device::cpu()`) or, in CUDA builds, on a CUDA device
 /// (`Device::cuda(i)`, cudaMalloc). Construction, `clone`, `to(Device)`, `copy_from`,
-/// `copy_from_async`, `zero`, `slice` and `reshape` work on both; element access and the
+/// `copy_from_async`, `zero`, `fill`, `slice` and `reshape` work on both; element access and the
 /// other host-only operations throw `herd::Error` on a CUDA tensor.
 ///
 /// Thread-safety: distinct tensors may be used from distinct threads; concurrent writes to
@@ -191,9 +191,11 @@ class Tensor {
   /// @throws InputError on a numel or dtype mismatch or a CUDA tensor in a CPU-only build;
   ///         CudaError when the CUDA call fails.
   void copy_from_async(const Tensor& src, CUstream_st* stream);
-  /// Sets every element to `v` (host only).
+  /// Sets every element to `v` (on a CUDA tensor: filled on the host and copied,
+  /// synchronously).
   void fill(double v);
-  /// Sets every element to zero (host or, later, device).
+  /// Sets every element to zero (on a CUDA tensor: cudaMemsetAsync on the device's nn
+  /// stream, see `compute_stream`).
   void zero();
 
   /// Makes this tensor `shape` with `dtype` on `device`, reusing its storage (from its
@@ -222,6 +224,19 @@ class Tensor {
   std::int64_t numel_ = 0;
   DType dtype_ = DType::kFloat32;
 };
+
+/// The stream (a `cudaStream_t`) on which the nn layer enqueues all work on CUDA device
+/// `device`: module, loss, head and optimizer kernels, cuBLAS calls, `zero()` and the
+/// copies of `to`/`copy_from`/`clone` (which then wait for it). One blocking stream per
+/// device and process, created on first use; nullptr for the host. Module calls return
+/// before their device work is done; wait with `synchronize` (or copy the result to the
+/// host) before timing or reading device memory by other means. Thread-safe.
+/// @throws InputError for a CUDA device in a CPU-only build; CudaError on CUDA failures.
+CUstream_st* compute_stream(Device device);
+/// Blocks until the work queued on `compute_stream(device)` is done (no-op for the host).
+/// @throws InputError for a CUDA device in a CPU-only build; CudaError (also for an
+///         earlier asynchronous kernel failure) on CUDA failures.
+void synchronize(Device device);
 
 /// Throws `herd::Error` naming `what` unless `t` lives on the host: the CPU backend's guard.
 void require_cpu(const Tensor& t, const char* what);

@@ -1,0 +1,492 @@
+// CUDA kernels behind the device paths of the nn modules (issue #12); launchers and CPU
+// references in herd/nn/cuda/ops.hpp.
+#include <cmath>
+
+#include "herd/core/cuda/cuda_check.hpp"
+#include "herd/core/rng.hpp"
+#include "herd/nn/cuda/ops.hpp"
+
+namespace herd::nn::cuda {
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr double kLog2Pi = 1.8378770664093454835606594728112;
+
+unsigned blocks_for(std::int64_t n) {
+  const std::int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
+}
+
+void check_launch() { HERD_CUDA_CHECK(cudaGetLastError()); }
+
+__device__ inline std::int64_t gid() {
+  return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ inline std::int64_t gstride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+
+// Adds `v` of every thread of the block into *out (one atomicAdd per block).
+__device__ inline void block_sum_atomic(double v, double* out) {
+  __shared__ double buf[kThreads];
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(out, buf[0]);
+}
+
+template <class T>
+__global__ void diff_sq_kernel(const T* p, const T* t, T* d, double* sum, std::int64_t n) {
+  double acc = 0;
+  for (std::int64_t i = gid(); i < n; i += gstride()) {
+    const T di = p[i] - t[i];
+    d[i] = di;
+    acc += static_cast<double>(di) * static_cast<double>(di);
+  }
+  block_sum_atomic(acc, sum);
+}
+
+template <class T>
+__global__ void huber_kernel(const T* d, double* sum, std::int64_t n, double delta) {
+  double acc = 0;
+  for (std::int64_t i = gid(); i < n; i += gstride()) {
+    const double a = fabs(static_cast<double>(d[i]));
+    acc += a < delta ? 0.5 * a * a : delta * (a - 0.5 * delta);
+  }
+  block_sum_atomic(acc, sum);
+}
+
+template <class T>
+__global__ void scaled_clamp_kernel(const T* d, T* g, std::int64_t n, T k, T delta) {
+  for (std::int64_t i = gid(); i < n; i += gstride()) {
+    T v = d[i];
+    if (delta > T(0)) v = v < -delta ? -delta : (v > delta ? delta : v);
+    g[i] = v * k;
+  }
+}
+
+template <class T>
+__global__ void add_kernel(const T* a, const T* b, T* y, std::int64_t n) {
+  for (std::int64_t i = gid(); i < n; i += gstride()) y[i] = a[i] + b[i];
+}
+
+template <class T>
+__global__ void exp_kernel(const T* x, T* y, std::int64_t n) {
+  for (std::int64_t i = gid(); i < n; i += gstride()) y[i] = ::exp(x[i]);
+}
+
+template <class T>
+__global__ void softmax_backward_kernel(const T* y, const T* gy, T* gx, std::int64_t rows,
+                                        std::int64_t cols, bool log) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    const T* yr = y + r * cols;
+    const T* gr = gy + r * cols;
+    T* xr = gx + r * cols;
+    T s = 0;
+    if (log) {
+      for (std::int64_t c = 0; c < cols; ++c) s += gr[c];
+      for (std::int64_t c = 0; c < cols; ++c) xr[c] = gr[c] - ::exp(yr[c]) * s;
+    } else {
+      for (std::int64_t c = 0; c < cols; ++c) s += yr[c] * gr[c];
+      for (std::int64_t c = 0; c < cols; ++c) xr[c] = yr[c] * (gr[c] - s);
+    }
+  }
+}
+
+template <class T>
+__global__ void gather_kernel(const T* lp, const std::int64_t* idx, T* out, double* sum,
+                              std::int64_t rows, std::int64_t cols) {
+  double acc = 0;
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    const T v = lp[r * cols + idx[r]];
+    if (out) out[r] = v;
+    acc += static_cast<double>(v);
+  }
+  if (sum) block_sum_atomic(acc, sum);
+}
+
+template <class T>
+__global__ void ce_backward_kernel(const T* lp, const std::int64_t* t, T* g, std::int64_t rows,
+                                   std::int64_t cols, T k) {
+  for (std::int64_t i = gid(); i < rows * cols; i += gstride()) {
+    const std::int64_t r = i / cols, c = i % cols;
+    g[i] = ::exp(lp[i]) * k - (c == t[r] ? k : T(0));
+  }
+}
+
+template <class T>
+__global__ void cat_entropy_kernel(const T* p, const T* lp, T* h, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    T s = 0;
+    for (std::int64_t c = 0; c < cols; ++c) s += p[r * cols + c] * lp[r * cols + c];
+    h[r] = -s;
+  }
+}
+
+template <class T>
+__global__ void cat_lp_backward_kernel(const T* p, const std::int64_t* a, const T* g, T* gl,
+                                       std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t i = gid(); i < rows * cols; i += gstride()) {
+    const std::int64_t r = i / cols, c = i % cols;
+    gl[i] += g[r] * ((c == a[r] ? T(1) : T(0)) - p[i]);
+  }
+}
+
+template <class T>
+__global__ void cat_ent_backward_kernel(const T* p, const T* lp, const T* g, T* gl,
+                                        std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    const T* pr = p + r * cols;
+    const T* lr = lp + r * cols;
+    T h = 0;
+    for (std::int64_t c = 0; c < cols; ++c) h -= pr[c] * lr[c];
+    for (std::int64_t c = 0; c < cols; ++c) gl[r * cols + c] -= g[r] * pr[c] * (lr[c] + h);
+  }
+}
+
+template <class T>
+__global__ void gauss_lp_kernel(const T* a, const T* mu, const T* ls, T* out, std::int64_t rows,
+                                std::int64_t dim) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    T q = 0, sls = 0;
+    for (std::int64_t d = 0; d < dim; ++d) {
+      const T e = a[r * dim + d] - mu[r * dim + d];
+      q += e * e * ::exp(T(-2) * ls[d]);
+      sls += ls[d];
+    }
+    out[r] = T(-0.5) * q - (sls + static_cast<T>(0.5 * static_cast<double>(dim) * kLog2Pi));
+  }
+}
+
+template <class T>
+__global__ void gauss_entropy_kernel(const T* ls, T* out, std::int64_t rows, std::int64_t dim) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    T sls = 0;
+    for (std::int64_t d = 0; d < dim; ++d) sls += ls[d];
+    out[r] = sls + static_cast<T>(static_cast<double>(dim) * 0.5 * (1.0 + kLog2Pi));
+  }
+}
+
+template <class T>
+__global__ void gauss_lp_backward_kernel(const T* a, const T* mu, const T* ls, const T* g, T* gmu,
+                                         T* gls, std::int64_t rows, std::int64_t dim) {
+  for (std::int64_t i = gid(); i < rows * dim; i += gstride()) {
+    const std::int64_t r = i / dim, d = i % dim;
+    const T inv_var = ::exp(T(-2) * ls[d]);
+    const T e = a[i] - mu[i];
+    gmu[i] += g[r] * e * inv_var;
+    atomicAdd(gls + d, g[r] * (e * e * inv_var - T(1)));
+  }
+}
+
+template <class T>
+__global__ void gauss_ent_backward_kernel(const T* g, T* gls, std::int64_t rows, std::int64_t dim) {
+  for (std::int64_t i = gid(); i < rows * dim; i += gstride()) atomicAdd(gls + i % dim, g[i / dim]);
+}
+
+template <class T>
+__global__ void ln_forward_kernel(const T* x, const T* w, const T* b, T* y, T* xhat, T* rstd,
+                                  std::int64_t rows, std::int64_t F, T eps) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    const T* xr = x + r * F;
+    T* hr = xhat + r * F;
+    T mean = 0;
+    for (std::int64_t c = 0; c < F; ++c) mean += xr[c];
+    mean /= static_cast<T>(F);
+    T var = 0;
+    for (std::int64_t c = 0; c < F; ++c) {
+      hr[c] = xr[c] - mean;
+      var += hr[c] * hr[c];
+    }
+    var /= static_cast<T>(F);
+    const T rs = T(1) / ::sqrt(var + eps);
+    rstd[r] = rs;
+    for (std::int64_t c = 0; c < F; ++c) {
+      hr[c] *= rs;
+      y[r * F + c] = w ? hr[c] * w[c] + b[c] : hr[c];
+    }
+  }
+}
+
+template <class T>
+__global__ void ln_backward_kernel(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw,
+                                   T* gb, T* gx, std::int64_t rows, std::int64_t F) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    const T* g = gy + r * F;
+    const T* h = xhat + r * F;
+    T* o = gx + r * F;
+    T m1 = 0, m2 = 0;
+    for (std::int64_t c = 0; c < F; ++c) {
+      T d = g[c];
+      if (w) {
+        atomicAdd(gw + c, g[c] * h[c]);
+        atomicAdd(gb + c, g[c]);
+        d *= w[c];
+      }
+      o[c] = d;
+      m1 += d;
+      m2 += d * h[c];
+    }
+    m1 /= static_cast<T>(F);
+    m2 /= static_cast<T>(F);
+    for (std::int64_t c = 0; c < F; ++c) o[c] = rstd[r] * (o[c] - m1 - h[c] * m2);
+  }
+}
+
+template <class T>
+__global__ void rmsprop_kernel(T* w, const T* g, T* v, std::int64_t n, T lr, T a, T eps) {
+  for (std::int64_t i = gid(); i < n; i += gstride()) {
+    const T vi = a * v[i] + (T(1) - a) * g[i] * g[i];
+    v[i] = vi;
+    w[i] -= lr * g[i] / (::sqrt(vi) + eps);
+  }
+}
+
+template <class T>
+__global__ void sum_squares_kernel(const T* x, double* acc, std::int64_t n) {
+  double s = 0;
+  for (std::int64_t i = gid(); i < n; i += gstride()) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  block_sum_atomic(s, acc);
+}
+
+template <class T>
+__global__ void cat_sample_kernel(const T* p, std::int64_t* out, std::int64_t rows, std::int64_t cols,
+                                  std::uint64_t seed, std::uint32_t stream, int purpose, std::uint64_t index) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    const RngStream rs(seed, stream + static_cast<std::uint32_t>(r), static_cast<RngPurpose>(purpose));
+    const double u = rs.uniform(index);
+    const T* pr = p + r * cols;
+    double c = 0;
+    std::int64_t k = 0;
+    for (; k < cols - 1; ++k) {
+      c += static_cast<double>(pr[k]);
+      if (u < c) break;
+    }
+    out[r] = k;
+  }
+}
+
+template <class T>
+__global__ void gauss_sample_kernel(const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim,
+                                    std::uint64_t seed, std::uint32_t stream, int purpose, std::uint64_t index) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    RngCursor cur =
+        RngStream(seed, stream + static_cast<std::uint32_t>(r), static_cast<RngPurpose>(purpose)).at(index);
+    for (std::int64_t d = 0; d < dim; ++d)
+      out[r * dim + d] =
+          static_cast<T>(static_cast<double>(mu[r * dim + d]) + ::exp(static_cast<double>(ls[d])) * cur.normal());
+  }
+}
+
+void zero_double(double* p, cudaStream_t s) { HERD_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(double), s)); }
+
+}  // namespace
+
+template <class T>
+void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s) {
+  zero_double(sum, s);
+  if (n == 0) return;
+  diff_sq_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, t, d, sum, n);
+  check_launch();
+}
+
+template <class T>
+void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream_t s) {
+  zero_double(sum, s);
+  if (n == 0) return;
+  huber_kernel<<<blocks_for(n), kThreads, 0, s>>>(d, sum, n, delta);
+  check_launch();
+}
+
+template <class T>
+void scaled_clamp(const T* d, T* g, std::int64_t n, double k, double delta, cudaStream_t s) {
+  if (n == 0) return;
+  scaled_clamp_kernel<<<blocks_for(n), kThreads, 0, s>>>(d, g, n, static_cast<T>(k), static_cast<T>(delta));
+  check_launch();
+}
+
+template <class T>
+void add(const T* a, const T* b, T* y, std::int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
+  check_launch();
+}
+
+template <class T>
+void exp(const T* x, T* y, std::int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  exp_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+  check_launch();
+}
+
+template <class T>
+void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::int64_t cols, bool log,
+                      cudaStream_t s) {
+  if (rows == 0 || cols == 0) return;
+  softmax_backward_kernel<<<blocks_for(rows), kThreads, 0, s>>>(y, gy, gx, rows, cols, log);
+  check_launch();
+}
+
+template <class T>
+void gather_rows(const T* lp, const std::int64_t* idx, T* out, double* sum, std::int64_t rows,
+                 std::int64_t cols, cudaStream_t s) {
+  if (sum) zero_double(sum, s);
+  if (rows == 0) return;
+  gather_kernel<<<blocks_for(rows), kThreads, 0, s>>>(lp, idx, out, sum, rows, cols);
+  check_launch();
+}
+
+template <class T>
+void cross_entropy_backward(const T* lp, const std::int64_t* t, T* g, std::int64_t rows,
+                            std::int64_t cols, double k, cudaStream_t s) {
+  if (rows * cols == 0) return;
+  ce_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(lp, t, g, rows, cols, static_cast<T>(k));
+  check_launch();
+}
+
+template <class T>
+void categorical_entropy(const T* p, const T* lp, T* h, std::int64_t rows, std::int64_t cols,
+                         cudaStream_t s) {
+  if (rows == 0) return;
+  cat_entropy_kernel<<<blocks_for(rows), kThreads, 0, s>>>(p, lp, h, rows, cols);
+  check_launch();
+}
+
+template <class T>
+void categorical_log_prob_backward(const T* p, const std::int64_t* a, const T* g, T* gl,
+                                   std::int64_t rows, std::int64_t cols, cudaStream_t s) {
+  if (rows * cols == 0) return;
+  cat_lp_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(p, a, g, gl, rows, cols);
+  check_launch();
+}
+
+template <class T>
+void categorical_entropy_backward(const T* p, const T* lp, const T* g, T* gl, std::int64_t rows,
+                                  std::int64_t cols, cudaStream_t s) {
+  if (rows == 0) return;
+  cat_ent_backward_kernel<<<blocks_for(rows), kThreads, 0, s>>>(p, lp, g, gl, rows, cols);
+  check_launch();
+}
+
+template <class T>
+void gaussian_log_prob(const T* a, const T* mu, const T* ls, T* out, std::int64_t rows,
+                       std::int64_t dim, cudaStream_t s) {
+  if (rows == 0) return;
+  gauss_lp_kernel<<<blocks_for(rows), kThreads, 0, s>>>(a, mu, ls, out, rows, dim);
+  check_launch();
+}
+
+template <class T>
+void gaussian_entropy(const T* ls, T* out, std::int64_t rows, std::int64_t dim, cudaStream_t s) {
+  if (rows == 0) return;
+  gauss_entropy_kernel<<<blocks_for(rows), kThreads, 0, s>>>(ls, out, rows, dim);
+  check_launch();
+}
+
+template <class T>
+void gaussian_log_prob_backward(const T* a, const T* mu, const T* ls, const T* g, T* gmu, T* gls,
+                                std::int64_t rows, std::int64_t dim, cudaStream_t s) {
+  if (rows * dim == 0) return;
+  gauss_lp_backward_kernel<<<blocks_for(rows * dim), kThreads, 0, s>>>(a, mu, ls, g, gmu, gls, rows, dim);
+  check_launch();
+}
+
+template <class T>
+void gaussian_entropy_backward(const T* g, T* gls, std::int64_t rows, std::int64_t dim, cudaStream_t s) {
+  if (rows * dim == 0) return;
+  gauss_ent_backward_kernel<<<blocks_for(rows * dim), kThreads, 0, s>>>(g, gls, rows, dim);
+  check_launch();
+}
+
+template <class T>
+void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* xhat, T* rstd, std::int64_t rows,
+                        std::int64_t F, double eps, cudaStream_t s) {
+  if (rows == 0) return;
+  ln_forward_kernel<<<blocks_for(rows), kThreads, 0, s>>>(x, w, b, y, xhat, rstd, rows, F, static_cast<T>(eps));
+  check_launch();
+}
+
+template <class T>
+void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw, T* gb, T* gx,
+                         std::int64_t rows, std::int64_t F, cudaStream_t s) {
+  if (rows == 0) return;
+  ln_backward_kernel<<<blocks_for(rows), kThreads, 0, s>>>(gy, xhat, rstd, w, gw, gb, gx, rows, F);
+  check_launch();
+}
+
+template <class T>
+void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double alpha, double eps,
+                    cudaStream_t s) {
+  if (n == 0) return;
+  rmsprop_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, v, n, static_cast<T>(lr), static_cast<T>(alpha),
+                                                   static_cast<T>(eps));
+  check_launch();
+}
+
+template <class T>
+void sum_squares(const T* x, double* acc, std::int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  sum_squares_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, acc, n);
+  check_launch();
+}
+
+template <class T>
+void categorical_sample(const T* p, std::int64_t* out, std::int64_t rows, std::int64_t cols, std::uint64_t seed,
+                        std::uint32_t stream, int purpose, std::uint64_t index, cudaStream_t s) {
+  if (rows == 0) return;
+  cat_sample_kernel<<<blocks_for(rows), kThreads, 0, s>>>(p, out, rows, cols, seed, stream, purpose, index);
+  check_launch();
+}
+
+template <class T>
+void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim, std::uint64_t seed,
+                     std::uint32_t stream, int purpose, std::uint64_t index, cudaStream_t s) {
+  if (rows == 0) return;
+  gauss_sample_kernel<<<blocks_for(rows), kThreads, 0, s>>>(mu, ls, out, rows, dim, seed, stream, purpose, index);
+  check_launch();
+}
+
+#define HERD_NN_OPS_INSTANTIATE(T)                                                                   \
+  template void diff_sq_sum<T>(const T*, const T*, T*, double*, std::int64_t, cudaStream_t);        \
+  template void huber_sum<T>(const T*, double*, std::int64_t, double, cudaStream_t);                \
+  template void scaled_clamp<T>(const T*, T*, std::int64_t, double, double, cudaStream_t);          \
+  template void add<T>(const T*, const T*, T*, std::int64_t, cudaStream_t);                         \
+  template void exp<T>(const T*, T*, std::int64_t, cudaStream_t);                                   \
+  template void softmax_backward<T>(const T*, const T*, T*, std::int64_t, std::int64_t, bool,       \
+                                    cudaStream_t);                                                  \
+  template void gather_rows<T>(const T*, const std::int64_t*, T*, double*, std::int64_t,            \
+                               std::int64_t, cudaStream_t);                                         \
+  template void cross_entropy_backward<T>(const T*, const std::int64_t*, T*, std::int64_t,          \
+                                          std::int64_t, double, cudaStream_t);                      \
+  template void categorical_entropy<T>(const T*, const T*, T*, std::int64_t, std::int64_t,          \
+                                       cudaStream_t);                                               \
+  template void categorical_log_prob_backward<T>(const T*, const std::int64_t*, const T*, T*,       \
+                                                 std::int64_t, std::int64_t, cudaStream_t);         \
+  template void categorical_entropy_backward<T>(const T*, const T*, const T*, T*, std::int64_t,     \
+                                                std::int64_t, cudaStream_t);                        \
+  template void gaussian_log_prob<T>(const T*, const T*, const T*, T*, std::int64_t, std::int64_t,  \
+                                     cudaStream_t);                                                 \
+  template void gaussian_entropy<T>(const T*, T*, std::int64_t, std::int64_t, cudaStream_t);        \
+  template void gaussian_log_prob_backward<T>(const T*, const T*, const T*, const T*, T*, T*,       \
+                                              std::int64_t, std::int64_t, cudaStream_t);            \
+  template void gaussian_entropy_backward<T>(const T*, T*, std::int64_t, std::int64_t,              \
+                                             cudaStream_t);                                         \
+  template void layer_norm_forward<T>(const T*, const T*, const T*, T*, T*, T*, std::int64_t,       \
+                                      std::int64_t, double, cudaStream_t);                          \
+  template void layer_norm_backward<T>(const T*, const T*, const T*, const T*, T*, T*, T*,          \
+                                       std::int64_t, std::int64_t, cudaStream_t);                   \
+  template void rmsprop_update<T>(T*, const T*, T*, std::int64_t, double, double, double,           \
+                                  cudaStream_t);                                                    \
+  template void sum_squares<T>(const T*, double*, std::int64_t, cudaStream_t);                      \
+  template void categorical_sample<T>(const T*, std::int64_t*, std::int64_t, std::int64_t,          \
+                                      std::uint64_t, std::uint32_t, int, std::uint64_t,             \
+                                      cudaStream_t);                                                \
+  template void gaussian_sample<T>(const T*, const T*, T*, std::int64_t, std::int64_t,              \
+                                   std::uint64_t, std::uint32_t, int, std::uint64_t, cudaStream_t);
+
+HERD_NN_OPS_INSTANTIATE(float)
+HERD_NN_OPS_INSTANTIATE(double)
+#undef HERD_NN_OPS_INSTANTIATE
+
+}  // namespace herd::nn::cuda

@@ -1,0 +1,121 @@
+#pragma once
+/// @file ops.hpp
+/// Host-callable launchers of the CUDA kernels behind the device paths of the nn modules,
+/// losses, heads and optimizers (CUDA builds only; complements kernels.hpp, whose
+/// conventions hold here: every launcher enqueues on stream `s` and returns at once;
+/// pointers are device memory of the current device; tensors are contiguous row-major;
+/// a failed launch throws `herd::CudaError`; launchers are reentrant).
+/// Each kernel mirrors a CPU reference named in its comment; the `[gpu]` differential
+/// tests (tests/nn/test_nn_device_gpu.cpp) compare the module paths with the CPU ones.
+/// Reductions over rows use one thread per row (RL widths are small); reductions into
+/// parameter gradients use atomicAdd, so their summation order differs from the CPU's.
+/// All templates are instantiated for float and double.
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace herd::nn::cuda {
+
+/// `d = p - t` over `n` elements; `*sum = sum d^2` (a device double, overwritten).
+/// CPU reference: `MseLoss::forward`.
+template <class T>
+void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s);
+/// `*sum = sum_i huber(d_i)` with 0.5 d^2 for |d| < delta, delta (|d| - delta/2) otherwise
+/// (a device double, overwritten). CPU reference: `HuberLoss::forward`.
+template <class T>
+void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream_t s);
+/// `g = k * clamp(d, -delta, delta)` (delta <= 0: no clamp, `g = k d`).
+template <class T>
+void scaled_clamp(const T* d, T* g, std::int64_t n, double k, double delta, cudaStream_t s);
+/// `y = a + b` over `n` elements.
+template <class T>
+void add(const T* a, const T* b, T* y, std::int64_t n, cudaStream_t s);
+/// `y = exp(x)` over `n` elements.
+template <class T>
+void exp(const T* x, T* y, std::int64_t n, cudaStream_t s);
+/// Softmax backward per row: `gx = y (gy - sum(y gy))` (`log`: `gx = gy - exp(y) sum(gy)`,
+/// `y` being the log-softmax). CPU reference: `Softmax`/`LogSoftmax::backward`.
+template <class T>
+void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::int64_t cols,
+                      bool log, cudaStream_t s);
+/// `out[r] = lp[r, idx[r]]` for `lp` `[rows, cols]`; `*sum = sum_r out[r]` in double when
+/// `sum` is not null. Indices must be in range (checked on the host by the callers).
+template <class T>
+void gather_rows(const T* lp, const std::int64_t* idx, T* out, double* sum, std::int64_t rows,
+                 std::int64_t cols, cudaStream_t s);
+/// Cross-entropy gradient: `g[r, c] = k (exp(lp[r, c]) - [c == t[r]])`.
+/// CPU reference: `CrossEntropyLoss::backward`.
+template <class T>
+void cross_entropy_backward(const T* lp, const std::int64_t* t, T* g, std::int64_t rows,
+                            std::int64_t cols, double k, cudaStream_t s);
+/// Categorical entropy per row: `h[r] = -sum_c p lp`. CPU reference: `Categorical::entropy`.
+template <class T>
+void categorical_entropy(const T* p, const T* lp, T* h, std::int64_t rows, std::int64_t cols,
+                         cudaStream_t s);
+/// `gl[r, :] += g[r] (onehot(a[r]) - p[r, :])` (d log p(a)/d logits).
+template <class T>
+void categorical_log_prob_backward(const T* p, const std::int64_t* a, const T* g, T* gl,
+                                   std::int64_t rows, std::int64_t cols, cudaStream_t s);
+/// `gl[r, :] -= g[r] p (lp + H_r)` (dH/d logits). CPU reference: `Categorical::backward_entropy`.
+template <class T>
+void categorical_entropy_backward(const T* p, const T* lp, const T* g, T* gl, std::int64_t rows,
+                                  std::int64_t cols, cudaStream_t s);
+/// Diagonal Gaussian log-density per row of actions `a` `[rows, dim]` around `mu` with
+/// log-std `ls` `[dim]`: `out[r] = -1/2 sum_d (a - mu)^2 exp(-2 ls) - sum ls - dim log(2 pi)/2`.
+/// CPU reference: `Gaussian::log_prob`.
+template <class T>
+void gaussian_log_prob(const T* a, const T* mu, const T* ls, T* out, std::int64_t rows,
+                       std::int64_t dim, cudaStream_t s);
+/// Gaussian entropy, the same for every row: `out[r] = sum ls + dim (1 + log(2 pi))/2`.
+template <class T>
+void gaussian_entropy(const T* ls, T* out, std::int64_t rows, std::int64_t dim, cudaStream_t s);
+/// `gmu += g[r] (a - mu) exp(-2 ls)`; `gls[d] += sum_r g[r] ((a - mu)^2 exp(-2 ls) - 1)`.
+/// CPU reference: `Gaussian::backward_log_prob`.
+template <class T>
+void gaussian_log_prob_backward(const T* a, const T* mu, const T* ls, const T* g, T* gmu, T* gls,
+                                std::int64_t rows, std::int64_t dim, cudaStream_t s);
+/// `gls[d] += sum_r g[r]` for every d. CPU reference: `Gaussian::backward_entropy`.
+template <class T>
+void gaussian_entropy_backward(const T* g, T* gls, std::int64_t rows, std::int64_t dim,
+                               cudaStream_t s);
+/// LayerNorm forward over rows of `F` features: `xhat = (x - mean) rstd`,
+/// `rstd = 1/sqrt(var + eps)` (biased variance), `y = xhat w + b` (w, b null: `y = xhat`).
+/// CPU reference: `LayerNorm::forward`.
+template <class T>
+void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* xhat, T* rstd,
+                        std::int64_t rows, std::int64_t F, double eps, cudaStream_t s);
+/// LayerNorm backward: accumulates `gw += sum_r gy xhat`, `gb += sum_r gy` (when w is not
+/// null) and writes `gx = rstd (d - mean(d) - xhat mean(d xhat))`, `d = gy w` (or gy).
+template <class T>
+void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw, T* gb,
+                         T* gx, std::int64_t rows, std::int64_t F, cudaStream_t s);
+/// One RMSprop step (as `nn::RmsProp`): `v = a v + (1 - a) g^2`, `w -= lr g / (sqrt(v) + eps)`.
+template <class T>
+void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double alpha, double eps,
+                    cudaStream_t s);
+/// `*acc += sum x^2` in double (`acc` one device double, not reset: clip_grad_norm sums
+/// every parameter into it).
+template <class T>
+void sum_squares(const T* x, double* acc, std::int64_t n, cudaStream_t s);
+
+/// Categorical sampling by inversion on the device, the draws of `Categorical::sample`:
+/// row r takes the uniform `RngStream(seed, stream + r, purpose).uniform(index)` and the
+/// first class whose running sum of `p` (in double, in class order) exceeds it (the last
+/// class otherwise). Philox and the uniform conversion are bit-identical on host and
+/// device, so the actions equal the CPU's exactly. `out` is int64 `[rows]`.
+template <class T>
+void categorical_sample(const T* p, std::int64_t* out, std::int64_t rows, std::int64_t cols,
+                        std::uint64_t seed, std::uint32_t stream, int purpose, std::uint64_t index,
+                        cudaStream_t s);
+/// Diagonal Gaussian sampling on the device, the draws of `Gaussian::sample`: row r walks
+/// `RngStream(seed, stream + r, purpose).at(index)` and sets
+/// `out[r, d] = mu[r, d] + exp(ls[d]) z_d` (in double, then rounded to T) with the
+/// cursor's standard normals in order. The normals use the device's log/sincospi, which
+/// may differ from the host's in the last bits of a double (see herd/core/rng.hpp).
+template <class T>
+void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim,
+                     std::uint64_t seed, std::uint32_t stream, int purpose, std::uint64_t index,
+                     cudaStream_t s);
+
+}  // namespace herd::nn::cuda

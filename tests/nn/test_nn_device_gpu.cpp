@@ -1,0 +1,424 @@
+// Differential tests of the nn modules, losses, heads and optimizers built for
+// Device::cuda(0) against the same objects on the CPU ([gpu]; exit code 77 without a CUDA
+// device: tests/support/gpu_main.cpp).
+//
+// Tolerances: float64 runs compare to 1e-9 relative + 1e-11 absolute (cuBLAS and our
+// kernels only reorder sums; a wrong index, transpose or formula gives O(1) errors);
+// float32 runs to 2e-4 relative + 2e-5 absolute (reordered float sums of up to a few
+// hundred terms). Sampling is done on host copies on the GPU path and must match exactly.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "herd/core/rng.hpp"
+#include "herd/nn/activations.hpp"
+#include "herd/core/communicator.hpp"
+#include "herd/nn/conv2d.hpp"
+#include "herd/nn/data_parallel.hpp"
+#include "herd/nn/distributions.hpp"
+#include "herd/nn/layer_norm.hpp"
+#include "herd/nn/linear.hpp"
+#include "herd/nn/losses.hpp"
+#include "herd/nn/mlp.hpp"
+#include "herd/nn/optimizer.hpp"
+#include "herd/nn/sequential.hpp"
+#include "herd/nn/serialize.hpp"
+
+using namespace herd;
+using namespace herd::nn;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+double rtol(DType t) { return t == DType::kFloat64 ? 1e-9 : 2e-4; }
+double atol(DType t) { return t == DType::kFloat64 ? 1e-11 : 2e-5; }
+
+// A host tensor of uniforms in [lo, hi) from a fixed stream.
+Tensor rand_host(const Shape& s, DType dt, std::uint32_t stream, double lo = -1, double hi = 1) {
+  RngCursor c = RngStream(77, stream, RngPurpose::kUser).at(0);
+  Tensor t(s, dt);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.set_item(i, lo + (hi - lo) * c.uniform());
+  return t;
+}
+
+// Compares a (device or host) tensor with a host reference element-wise.
+void check_close(const Tensor& got, const Tensor& want, DType dt, const char* what) {
+  INFO(what);
+  REQUIRE(got.defined());
+  REQUIRE(got.shape() == want.shape());
+  const std::vector<double> g = got.to(Device::cpu()).to_vector();
+  const std::vector<double> w = want.to(Device::cpu()).to_vector();
+  int bad = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const bool ok = std::abs(g[i] - w[i]) <= atol(dt) + rtol(dt) * std::abs(w[i]);
+    if (!ok && bad++ < 5) {
+      INFO("element " << i << ": gpu " << g[i] << " cpu " << w[i]);
+      CHECK(ok);
+    }
+  }
+  CHECK(bad == 0);
+}
+
+void check_params(Module& gpu, Module& cpu, DType dt, bool grads) {
+  auto a = gpu.named_parameters();
+  auto b = cpu.named_parameters();
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].name == b[i].name);
+    CHECK(a[i].param->value.is_cuda());
+    check_close(a[i].param->value, b[i].param->value, dt, a[i].name.c_str());
+    if (grads) check_close(a[i].param->grad, b[i].param->grad, dt, (a[i].name + ".grad").c_str());
+  }
+}
+
+// Runs forward and backward of the same module on both devices (parameters copied from
+// the CPU one) and compares output, input gradient and parameter gradients.
+void differential(Module& gpu, Module& cpu, const Shape& in, DType dt, std::uint32_t stream) {
+  gpu.load_state_dict(cpu.state_dict());
+  check_params(gpu, cpu, dt, false);
+  const Tensor x = rand_host(in, dt, stream);
+  const Tensor xd = x.to(kGpu);
+  const Tensor& yc = cpu.forward(x);
+  const Tensor& yg = gpu.forward(xd);
+  CHECK(yg.is_cuda());
+  check_close(yg, yc, dt, "output");
+  const Tensor gy = rand_host(yc.shape(), dt, stream + 1000);
+  const Tensor gyd = gy.to(kGpu);
+  cpu.zero_grad();
+  gpu.zero_grad();
+  // Twice, so accumulation into parameter gradients is exercised.
+  for (int rep = 0; rep < 2; ++rep) {
+    const Tensor& gc = cpu.backward(gy);
+    const Tensor& gg = gpu.backward(gyd);
+    if (gc.defined()) check_close(gg, gc, dt, "grad_input");
+  }
+  check_params(gpu, cpu, dt, true);
+}
+
+#define BOTH_DTYPES                                                   \
+  const DType dt = GENERATE(DType::kFloat32, DType::kFloat64);       \
+  INFO(dtype_name(dt))
+
+}  // namespace
+
+TEST_CASE("device Tensor: copies, zero, fill, views, streams", "[gpu][nn]") {
+  const Tensor h = rand_host({5, 3}, DType::kFloat32, 1);
+  Tensor d = h.to(kGpu);
+  CHECK(d.is_cuda());
+  CHECK(d.device() == kGpu);
+  check_close(d, h, DType::kFloat32, "round trip");
+  check_close(d.clone(), h, DType::kFloat32, "clone");
+  check_close(d.slice(1, 4), h.slice(1, 4), DType::kFloat32, "slice");
+  Tensor e(h.shape(), DType::kFloat32, kGpu);
+  e.copy_from(d);
+  check_close(e, h, DType::kFloat32, "device to device");
+  e.fill(2.5);
+  check_close(e, Tensor::from_vector({5, 3}, std::vector<double>(15, 2.5), DType::kFloat32), DType::kFloat32,
+              "fill");
+  e.zero();
+  check_close(e, Tensor({5, 3}, DType::kFloat32), DType::kFloat32, "zero");
+  CHECK(compute_stream(kGpu) != nullptr);
+  CHECK(compute_stream(Device::cpu()) == nullptr);
+  synchronize(kGpu);
+  CHECK_THROWS_AS(d.item(0), Error);
+}
+
+TEST_CASE("device Linear matches the CPU", "[gpu][nn]") {
+  BOTH_DTYPES;
+  const std::int64_t B = GENERATE(1, 7, 300);
+  Linear cpu(13, 9, dt, Device::cpu(), true, RngStream(5, 0, RngPurpose::kInit));
+  Linear gpu(13, 9, dt, kGpu, true, RngStream(5, 0, RngPurpose::kInit));
+  // Same initial values from the host RNG streams, without load_state_dict.
+  check_params(gpu, cpu, dt, false);
+  differential(gpu, cpu, {B, 13}, dt, 2);
+  Linear nb_cpu(4, 6, dt, Device::cpu(), false);
+  Linear nb_gpu(4, 6, dt, kGpu, false);
+  differential(nb_gpu, nb_cpu, {B, 4}, dt, 3);
+  // Without the input gradient both return an undefined tensor.
+  gpu.set_input_grad(false);
+  gpu.forward(rand_host({B, 13}, dt, 4).to(kGpu));
+  CHECK_FALSE(gpu.backward(rand_host({B, 9}, dt, 5).to(kGpu)).defined());
+  // A host input to a GPU module is an InputError naming both devices.
+  CHECK_THROWS_WITH(gpu.forward(rand_host({B, 13}, dt, 4)), Catch::Contains("cuda:0") && Catch::Contains("cpu"));
+}
+
+TEST_CASE("device activations, softmax and LayerNorm match the CPU", "[gpu][nn]") {
+  BOTH_DTYPES;
+  {
+    ReLU c(dt), g(dt, kGpu);
+    differential(g, c, {7, 11}, dt, 10);
+  }
+  {
+    Tanh c(dt), g(dt, kGpu);
+    differential(g, c, {7, 11}, dt, 11);
+  }
+  {
+    ELU c(0.7, dt), g(0.7, dt, kGpu);
+    differential(g, c, {7, 11}, dt, 12);
+  }
+  {
+    Softmax c(dt), g(dt, kGpu);
+    differential(g, c, {7, 11}, dt, 13);
+  }
+  {
+    LogSoftmax c(dt), g(dt, kGpu);
+    differential(g, c, {7, 11}, dt, 14);
+  }
+  {
+    LayerNorm c(11, 1e-5, true, dt), g(11, 1e-5, true, dt, kGpu);
+    // Non-trivial affine parameters.
+    c.named_parameters()[0].param->value.copy_from(rand_host({11}, dt, 15, 0.5, 1.5));
+    c.named_parameters()[1].param->value.copy_from(rand_host({11}, dt, 16));
+    differential(g, c, {9, 11}, dt, 17);
+  }
+  {
+    LayerNorm c(11, 1e-5, false, dt), g(11, 1e-5, false, dt, kGpu);
+    differential(g, c, {3, 5, 11}, dt, 18);
+  }
+  {
+    Flatten c(dt), g(dt, kGpu);
+    differential(g, c, {3, 2, 4}, dt, 19);
+  }
+}
+
+TEST_CASE("device losses match the CPU", "[gpu][nn]") {
+  BOTH_DTYPES;
+  const Tensor p = rand_host({33, 5}, dt, 20, -3, 3), t = rand_host({33, 5}, dt, 21, -3, 3);
+  const Tensor pd = p.to(kGpu), td = t.to(kGpu);
+  const double tol = dt == DType::kFloat64 ? 1e-12 : 1e-5;
+  {
+    MseLoss c, g;
+    CHECK(g.forward(pd, td) == Approx(c.forward(p, t)).epsilon(tol));
+    check_close(g.backward(0.7), c.backward(0.7), dt, "mse grad");
+  }
+  {
+    HuberLoss c(0.8), g(0.8);
+    CHECK(g.forward(pd, td) == Approx(c.forward(p, t)).epsilon(tol));
+    check_close(g.backward(1.3), c.backward(1.3), dt, "huber grad");
+  }
+  {
+    std::vector<std::int64_t> idx(33);
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>((i * 7) % 5);
+    const Tensor tg = Tensor::from_indices({33}, idx);
+    CrossEntropyLoss c, g;
+    CHECK(g.forward(pd, tg.to(kGpu)) == Approx(c.forward(p, tg)).epsilon(tol));
+    check_close(g.backward(0.9), c.backward(0.9), dt, "cross-entropy grad");
+    idx[4] = 5;
+    CHECK_THROWS_WITH(g.forward(pd, Tensor::from_indices({33}, idx).to(kGpu)), Catch::Contains("targets[4] is 5"));
+    // Mixed devices are an InputError.
+    CHECK_THROWS_AS(MseLoss().forward(pd, t), InputError);
+  }
+}
+
+TEST_CASE("device Categorical head matches the CPU", "[gpu][nn]") {
+  BOTH_DTYPES;
+  const std::int64_t B = 37, C = 6;
+  const Tensor logits = rand_host({B, C}, dt, 30, -2, 2);
+  Categorical c, g;
+  c.set_logits(logits);
+  g.set_logits(logits.to(kGpu));
+  check_close(g.probs(), c.probs(), dt, "probs");
+  check_close(g.log_probs(), c.log_probs(), dt, "log_probs");
+  Tensor ac, ag;
+  const RngStream rng(9, 100, RngPurpose::kUser);
+  c.sample(rng, 3, ac);
+  g.sample(rng, 3, ag);
+  CHECK(ag.is_cuda());
+  // Exact: the device draws the same Philox uniforms. (A row could differ only if its
+  // uniform fell within the float rounding of the probabilities, about 1e-7 apart on the
+  // two devices: false-failure rate about 37 rows * 1e-7 for float32, ~1e-14 for float64.)
+  CHECK(ag.to(Device::cpu()).to_vector() == ac.to_vector());
+  Tensor mc, mg;
+  c.mode(mc);
+  g.mode(mg);
+  CHECK(mg.to(Device::cpu()).to_vector() == mc.to_vector());
+  check_close(g.log_prob(ag), c.log_prob(ac), dt, "log_prob");
+  check_close(g.entropy(), c.entropy(), dt, "entropy");
+  const Tensor w1 = rand_host({B}, dt, 31), w2 = rand_host({B}, dt, 32);
+  c.backward_log_prob(w1);
+  g.backward_log_prob(w1.to(kGpu));
+  c.backward_entropy(w2);
+  g.backward_entropy(w2.to(kGpu));
+  check_close(g.grad_logits(), c.grad_logits(), dt, "grad_logits");
+}
+
+TEST_CASE("device Gaussian head and a PPO-style loss backward match the CPU", "[gpu][nn]") {
+  BOTH_DTYPES;
+  const std::int64_t B = 41, obs = 6, act = 3;
+  auto build = [&](Device d) {
+    MlpOptions o;
+    o.sizes = {obs, 32, 32, act};
+    o.dtype = dt;
+    o.device = d;
+    o.init = MlpInit::kOrthogonal;
+    o.rng = RngStream(4, 0, RngPurpose::kInit);
+    auto s = std::make_unique<Sequential>(dt, d);
+    s->emplace<Mlp>(o);
+    s->emplace<Gaussian>(act, dt, d, -0.3);
+    return s;
+  };
+  auto cpu = build(Device::cpu());
+  auto gpu = build(kGpu);
+  check_params(*gpu, *cpu, dt, false);  // same orthogonal init on both
+  const Tensor x = rand_host({B, obs}, dt, 40);
+  const Tensor adv = rand_host({B}, dt, 41);
+  const Tensor old_lp = rand_host({B}, dt, 42, -4, -2);
+  const double clip = 0.2, ent_coef = 0.01;
+  Tensor a_cpu, a_gpu;
+  // The head is the container's last layer.
+  auto head_of = [](Sequential& s) -> Gaussian& { return static_cast<Gaussian&>(s[s.size() - 1]); };
+  auto step = [&](Sequential& net, Device d, Tensor& actions) {
+    net.zero_grad();
+    net.forward(d.is_cpu() ? x : x.to(d));
+    Gaussian& head = head_of(net);
+    head.sample(RngStream(3, 0, RngPurpose::kUser), 7, actions);
+    // Both devices continue from the CPU's actions (device normals may differ from the
+    // host's in the last bits; compared below).
+    if (!d.is_cpu()) actions = a_cpu.to(d);
+    const Tensor lp = head.log_prob(actions).to(Device::cpu());
+    // PPO clipped surrogate -mean(min(r A, clip(r) A)) - c_e mean(H): per-sample weights
+    // dL/d log_prob on the host, as the RL engine computes them.
+    Tensor w({B}, dt), we({B}, dt);
+    double l = 0;
+    for (std::int64_t i = 0; i < B; ++i) {
+      const double r = std::exp(lp.item(i) - old_lp.item(i)), a = adv.item(i);
+      const double rc = std::min(std::max(r, 1 - clip), 1 + clip);
+      const bool unclipped = r * a <= rc * a;
+      l -= std::min(r * a, rc * a) / static_cast<double>(B);
+      w.set_item(i, unclipped ? -r * a / static_cast<double>(B) : 0.0);
+      we.set_item(i, -ent_coef / static_cast<double>(B));
+    }
+    head.backward_log_prob(d.is_cpu() ? w : w.to(d));
+    head.entropy();
+    head.backward_entropy(d.is_cpu() ? we : we.to(d));
+    net.backward(Tensor({B, act}, dt, d));
+    return l;
+  };
+  const double lc = step(*cpu, Device::cpu(), a_cpu);
+  Tensor a_dev;
+  {
+    // Sampling on the device: the same Philox counters as the host.
+    gpu->forward(x.to(kGpu));
+    head_of(*gpu).sample(RngStream(3, 0, RngPurpose::kUser), 7, a_dev);
+    CHECK(a_dev.is_cuda());
+    check_close(a_dev, a_cpu, dt, "device samples");
+  }
+  const double lg = step(*gpu, kGpu, a_gpu);
+  CHECK(lg == Approx(lc).epsilon(dt == DType::kFloat64 ? 1e-9 : 1e-4));
+  check_close(head_of(*gpu).entropy(), head_of(*cpu).entropy(), dt, "entropy");
+  check_params(*gpu, *cpu, dt, true);
+  // Clipping by global norm: same norm, same clipped gradients.
+  const double nc = clip_grad_norm(cpu->parameters(), 0.05);
+  const double ng = clip_grad_norm(gpu->parameters(), 0.05);
+  CHECK(ng == Approx(nc).epsilon(dt == DType::kFloat64 ? 1e-10 : 1e-5));
+  check_params(*gpu, *cpu, dt, true);
+}
+
+TEST_CASE("device Mlp trained with Adam, SGD and RMSprop matches the CPU", "[gpu][nn]") {
+  BOTH_DTYPES;
+  const int which = GENERATE(0, 1, 2, 3);
+  INFO("optimizer " << which);
+  auto build = [&](Device d) {
+    MlpOptions o;
+    o.sizes = {5, 32, 32, 3};
+    o.dtype = dt;
+    o.device = d;
+    o.activation = Activation::kTanh;
+    o.rng = RngStream(6, 0, RngPurpose::kInit);
+    return std::make_unique<Mlp>(o);
+  };
+  auto make_opt = [&](Module& m) -> std::unique_ptr<Optimizer> {
+    switch (which) {
+      case 0: return std::make_unique<Adam>(m.named_parameters(), 1e-2);
+      case 1: return std::make_unique<Sgd>(m.named_parameters(), 5e-2, 0.9);
+      case 2: return std::make_unique<Sgd>(m.named_parameters(), 5e-2, 0.9, 0.0, true);
+      default: return std::make_unique<RmsProp>(m.named_parameters(), 1e-2);
+    }
+  };
+  auto cpu = build(Device::cpu());
+  auto gpu = build(kGpu);
+  auto oc = make_opt(*cpu);
+  auto og = make_opt(*gpu);
+  MseLoss lc, lg;
+  for (int s = 0; s < 5; ++s) {
+    const Tensor x = rand_host({64, 5}, dt, 50 + static_cast<std::uint32_t>(s));
+    const Tensor y = rand_host({64, 3}, dt, 60 + static_cast<std::uint32_t>(s));
+    oc->zero_grad();
+    og->zero_grad();
+    const double a = lc.forward(cpu->forward(x), y);
+    const double b = lg.forward(gpu->forward(x.to(kGpu)), y.to(kGpu));
+    CHECK(b == Approx(a).epsilon(dt == DType::kFloat64 ? 1e-9 : 1e-4));
+    cpu->backward(lc.backward());
+    gpu->backward(lg.backward());
+    oc->step();
+    og->step();
+  }
+  // Float32 drifts apart a little over steps: a looser bound for it.
+  check_params(*gpu, *cpu, dt, true);
+  // Optimizer state saved from the GPU equals the CPU's and loads back.
+  const auto sc = oc->state();
+  const auto sg = og->state();
+  REQUIRE(sc.size() == sg.size());
+  for (std::size_t i = 0; i < sc.size(); ++i) check_close(sg[i].tensor, sc[i].tensor, dt, sg[i].name.c_str());
+  og->load_state(sc);
+  for (std::size_t i = 0; i < sc.size(); ++i) check_close(og->state()[i].tensor, sc[i].tensor, dt, "reloaded");
+}
+
+TEST_CASE("DataParallel on a device module (one rank) leaves the gradients of a plain backward", "[gpu][nn]") {
+  // The device path (device flat buffer, copies on the nn stream, an event per bucket,
+  // scale and copy back) with a communicator of size 1; odd bucket sizes so that
+  // parameters span buckets. The NCCL all-reduce itself needs 2 GPUs and is not run here.
+  BOTH_DTYPES;
+  const std::size_t bucket = GENERATE(std::size_t{1}, std::size_t{13}, std::size_t{25} << 20);
+  auto build = [&] {
+    MlpOptions o;
+    o.sizes = {7, 16, 5};
+    o.dtype = dt;
+    o.device = kGpu;
+    return std::make_unique<Mlp>(o);
+  };
+  auto plain = build();
+  auto wrapped = build();
+  SelfCommunicator comm;
+  DataParallel dp(*wrapped, comm, {.bucket_bytes = bucket * dtype_size(dt)});
+  const Tensor x = rand_host({9, 7}, dt, 70).to(kGpu);
+  const Tensor g = rand_host({9, 5}, dt, 71).to(kGpu);
+  for (int pass = 0; pass < 2; ++pass) {
+    plain->zero_grad();
+    wrapped->zero_grad();
+    plain->forward(x);
+    plain->backward(g);
+    dp.forward(x);
+    dp.backward(g);
+    check_params(*wrapped, *plain, dt, true);
+  }
+}
+
+TEST_CASE("device modules save, convert and load state", "[gpu][nn]") {
+  MlpOptions o;
+  o.sizes = {4, 8, 2};
+  o.device = kGpu;
+  Mlp gpu(o);
+  // Saved from the device (host copies are written), loaded into a CPU model.
+  const std::string path = (std::filesystem::temp_directory_path() / "herd_nn_device_state.bin").string();
+  save_binary(path, gpu.state_dict());
+  MlpOptions oc = o;
+  oc.device = Device::cpu();
+  oc.rng = RngStream(99, 0, RngPurpose::kInit);  // different initial values
+  Mlp cpu(oc);
+  cpu.load_state_dict(load_binary(path));
+  std::filesystem::remove(path);
+  check_params(gpu, cpu, DType::kFloat32, false);
+  // A float64 host state loads into the float32 device model (converted on the host).
+  std::vector<NamedTensor> st = cpu.state_dict();
+  for (auto& t : st) t.tensor = t.tensor.to(DType::kFloat64);
+  Mlp gpu2(o);
+  gpu2.load_state_dict(st);
+  check_params(gpu2, cpu, DType::kFloat32, false);
+}
