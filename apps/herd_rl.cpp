@@ -1,6 +1,6 @@
 // herd-rl: train and evaluate PPO/A2C agents (issues #10, #11).
 //   [mpiexec -n N] herd-rl train [CONFIG.toml] [--set key=value]... [--resume] [--stop-after N] [--quiet]
-//   herd-rl eval CHECKPOINT [--episodes N] [--stochastic]
+//   [mpiexec -n N] herd-rl eval CHECKPOINT [--episodes N] [--stochastic]   (rank 0 evaluates; others exit 0)
 // Exit codes: 0 success; 2 bad input (nothing written); 1 other errors; 3 a non-finite
 // loss stopped training (the last good checkpoint is kept).
 // Under an MPI launcher `train` runs data-parallel over the ranks (rl::Trainer); a launcher
@@ -52,7 +52,29 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
+  // MPI only under a launcher (a plain run never initialises it).
+  std::unique_ptr<herd::Communicator> comm;
+  try {
+#if HERD_HAVE_MPI
+    if (herd::mcmc::launcher_process_count() > 0) comm = std::make_unique<herd::MpiCommunicator>();
+#endif
+    if (!comm) comm = std::make_unique<herd::SelfCommunicator>();
+    if (const int n = herd::mcmc::launcher_process_count(); train->parsed() && comm->size() == 1 && n > 1)
+      throw herd::InputError(
+          "the launcher started " + std::to_string(n) +
+          " processes, but MPI reports this process alone (size 1): each would train the same agent and write "
+          "the same files. The program was probably launched with the mpiexec of another MPI library (herd is "
+          "built with MPICH: use its mpiexec, e.g. mpiexec.mpich), or built without MPI");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+    return 2;
+  }
+  const bool root = comm->rank() == 0;
+  if (!root) quiet = true;
+
   if (eval->parsed()) {
+    // Under mpiexec rank 0 evaluates and prints; the other ranks have nothing to do.
+    if (!root) return 0;
     try {
       const auto r = herd::rl::evaluate_checkpoint(ckpt, episodes, stochastic);
       std::printf("episodes = %zu\nmean_return = %.6g\nstd_return = %.6g\n", r.returns.size(), r.mean, r.std);
@@ -65,26 +87,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-
-  // MPI only under a launcher (a plain run never initialises it).
-  std::unique_ptr<herd::Communicator> comm;
-  try {
-#if HERD_HAVE_MPI
-    if (herd::mcmc::launcher_process_count() > 0) comm = std::make_unique<herd::MpiCommunicator>();
-#endif
-    if (!comm) comm = std::make_unique<herd::SelfCommunicator>();
-    if (const int n = herd::mcmc::launcher_process_count(); comm->size() == 1 && n > 1)
-      throw herd::InputError(
-          "the launcher started " + std::to_string(n) +
-          " processes, but MPI reports this process alone (size 1): each would train the same agent and write "
-          "the same files. The program was probably launched with the mpiexec of another MPI library (herd is "
-          "built with MPICH: use its mpiexec, e.g. mpiexec.mpich), or built without MPI");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
-    return 2;
-  }
-  const bool root = comm->rank() == 0;
-  if (!root) quiet = true;
 
   // Everything before the first file written is input validation: its errors exit with 2.
   std::unique_ptr<herd::rl::Trainer> trainer;
@@ -105,6 +107,10 @@ int main(int argc, char** argv) {
                   rc.algorithm.c_str(), rc.env.c_str(), static_cast<long long>(rc.total_steps),
                   static_cast<long long>(rc.num_iterations()), rc.ranks, rc.sampler_options.num_envs,
                   rc.sampler_options.num_steps, static_cast<unsigned long long>(rc.seed));
+      if (rc.lr_scaling != "none")
+        std::printf("herd-rl: learning rate %.4g (%s scaling x%.4g from a reference batch of %lld), warm-up %d iterations\n",
+                    rc.ppo.learning_rate, rc.lr_scaling.c_str(), rc.lr_scale,
+                    static_cast<long long>(rc.lr_reference_batch), rc.ppo.lr_warmup_iterations);
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

@@ -17,6 +17,8 @@ PpoOptions A2c::as_ppo(const A2cOptions& a) {
   p.normalize_advantage = a.normalize_advantage;
   p.optimizer = a.optimizer;
   p.optimizer_eps = a.optimizer_eps;
+  p.lr_warmup_iterations = a.lr_warmup_iterations;
+  p.lr_warmup_start = a.lr_warmup_start;
   return p;
 }
 

@@ -16,6 +16,9 @@ Ppo::Ppo(ActorCriticAgent& agent, const PpoOptions& o, Communicator* comm)
   if (!(o.learning_rate > 0)) throw InputError("rl::Ppo: learning_rate must be > 0");
   if (!(o.clip_range > 0)) throw InputError("rl::Ppo: clip_range must be > 0");
   if (o.epochs < 1) throw InputError("rl::Ppo: epochs must be >= 1");
+  if (o.lr_warmup_iterations < 0) throw InputError("rl::Ppo: lr_warmup_iterations must be >= 0");
+  if (!(o.lr_warmup_start > 0 && o.lr_warmup_start <= 1))
+    throw InputError("rl::Ppo: lr_warmup_start is " + std::to_string(o.lr_warmup_start) + ", but must be in (0, 1]");
   if (o.minibatch_size < 0) throw InputError("rl::Ppo: minibatch_size must be >= 0");
   if (comm_ && o.minibatch_size % comm_->size() != 0)
     throw InputError("rl::Ppo: algo.minibatch_size is " + std::to_string(o.minibatch_size) + ", but with " +
@@ -123,7 +126,7 @@ UpdateStats Ppo::update(const RolloutBuffer& buf, double progress, std::int64_t 
   const PpoOptions& o = opt_options_;
   progress = std::clamp(progress, 0.0, 1.0);
   UpdateStats st;
-  st.learning_rate = o.anneal_lr ? o.learning_rate * progress : o.learning_rate;
+  st.learning_rate = (o.anneal_lr ? o.learning_rate * progress : o.learning_rate) * lr_warmup_factor(o, iteration);
   st.clip_range = o.anneal_clip ? o.clip_range * progress : o.clip_range;
   opt_->set_lr(st.learning_rate);
   const auto n = static_cast<std::uint32_t>(buf.size());
@@ -195,6 +198,12 @@ UpdateStats Ppo::update(const RolloutBuffer& buf, double progress, std::int64_t 
   st.clip_fraction /= c;
   st.explained_variance = explained_variance(buf.values.data(), buf.returns.data(), buf.size(), comm_);
   return st;
+}
+
+double lr_warmup_factor(const PpoOptions& o, std::int64_t iteration) {
+  if (o.lr_warmup_iterations <= 0 || iteration >= o.lr_warmup_iterations || iteration < 0) return 1.0;
+  return o.lr_warmup_start +
+         (1.0 - o.lr_warmup_start) * static_cast<double>(iteration) / static_cast<double>(o.lr_warmup_iterations);
 }
 
 double explained_variance(const float* yp, const float* y, std::size_t n) {

@@ -1,5 +1,6 @@
 #include "herd/rl/train_config.hpp"
 
+#include <cmath>
 #include <sstream>
 
 #include "herd/core/error.hpp"
@@ -39,7 +40,20 @@ const io::Schema& train_schema() {
     s.add_bool("algo.anneal_clip", true, "anneal the clip range linearly to 0");
     s.add_float("algo.clip_range_vf", 0.0, "value clipping (0: off)").min(0);
     s.add_int("algo.epochs", 20, "PPO epochs per rollout").range(1, 1000);
-    s.add_int("algo.minibatch_size", 256, "PPO minibatch size").min(1);
+    s.add_int("algo.minibatch_size", 256, "PPO minibatch size (over all ranks)").min(1);
+    s.add_int("algo.num_minibatches", 0,
+              "PPO minibatches per epoch; when > 0 it sets the minibatch size to the steps per iteration / "
+              "num_minibatches (0: use algo.minibatch_size)")
+        .min(0);
+    s.add_string("algo.lr_scaling", "none",
+                 "scale algo.learning_rate by (steps per iteration / algo.lr_reference_batch) to the power 1 "
+                 "(linear) or 1/2 (sqrt)")
+        .choices({"none", "sqrt", "linear"});
+    s.add_int("algo.lr_reference_batch", 256, "env steps per iteration (all ranks) at which algo.learning_rate is tuned")
+        .min(1);
+    s.add_int("algo.lr_warmup_iterations", 0,
+              "iterations of linear warm-up from the unscaled to the scaled learning rate (0: none)")
+        .min(0);
     s.add_float("algo.ent_coef", 0.0, "entropy bonus coefficient").min(0);
     s.add_float("algo.vf_coef", 0.5, "value loss coefficient").min(0);
     s.add_float("algo.max_grad_norm", 0.5, "gradient-norm clip (0: off)").min(0);
@@ -61,6 +75,8 @@ A2cOptions TrainConfig::a2c() const {
   a.normalize_advantage = ppo.normalize_advantage;
   a.optimizer = ppo.optimizer;
   a.optimizer_eps = ppo.optimizer_eps;
+  a.lr_warmup_iterations = ppo.lr_warmup_iterations;
+  a.lr_warmup_start = ppo.lr_warmup_start;
   return a;
 }
 
@@ -117,6 +133,25 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   p.optimizer_eps = st.get_float("algo.optimizer_eps");
   p.seed = c.seed;
   c.ranks = ranks;
+  if (const std::int64_t nmb = st.get_int("algo.num_minibatches"); nmb > 0) {
+    const std::int64_t spi = c.steps_per_iteration();
+    if (spi % nmb != 0) {
+      std::ostringstream m;
+      m << st.origin("algo.num_minibatches") << ": key \"algo.num_minibatches\" is " << nmb
+        << ", but must divide sampler.num_envs * sampler.num_steps" << (ranks > 1 ? " * ranks" : "") << " = " << spi;
+      throw InputError(m.str());
+    }
+    p.minibatch_size = static_cast<int>(spi / nmb);
+  }
+  c.lr_scaling = st.get_string("algo.lr_scaling");
+  c.lr_reference_batch = st.get_int("algo.lr_reference_batch");
+  const double k = static_cast<double>(c.steps_per_iteration()) / static_cast<double>(c.lr_reference_batch);
+  c.lr_scale = c.lr_scaling == "linear" ? k : c.lr_scaling == "sqrt" ? std::sqrt(k) : 1.0;
+  p.learning_rate *= c.lr_scale;
+  p.lr_warmup_iterations = static_cast<int>(st.get_int("algo.lr_warmup_iterations"));
+  // Goyal et al. (2017): warm up from the unscaled rate (only when scaling raised it).
+  p.lr_warmup_start = c.lr_scale > 1.0 ? 1.0 / c.lr_scale : 1.0;
+  if (p.lr_warmup_start >= 1.0) p.lr_warmup_iterations = 0;
   if (c.algorithm == "ppo" && p.minibatch_size > c.steps_per_iteration()) {
     std::ostringstream m;
     m << st.origin("algo.minibatch_size") << ": key \"algo.minibatch_size\" is " << p.minibatch_size

@@ -102,6 +102,19 @@ TEST_CASE("herd-rl: bad input exits 2 naming key and value, nothing overwritten"
   CHECK_FALSE(fs::exists(d / "herd_rl.ckpt"));
 }
 
+TEST_CASE("herd-rl: algo.lr_scaling is reported and algo.num_minibatches is checked", "[rl][apps]") {
+  const fs::path d = workdir("lr_scaling");
+  std::ofstream(d / "small.toml") << kSmall;  // 4 envs x 32 steps = 128 steps per iteration
+  Run r = run(d, "train small.toml --stop-after 1 --set algo.lr_scaling=linear --set algo.lr_reference_batch=64 "
+                 "--set algo.lr_warmup_iterations=3");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("learning rate 0.002 (linear scaling x2 from a reference batch of 64), warm-up 3"));
+  r = run(d, "train small.toml --quiet --set algo.num_minibatches=3");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("algo.num_minibatches") && Contains("is 3") && Contains("= 128"));
+}
+
 TEST_CASE("herd-rl: a NaN loss stops training naming the iteration; the checkpoint is kept", "[rl][apps]") {
   const fs::path d = workdir("nan");
   std::ofstream(d / "small.toml") << kSmall;
@@ -164,6 +177,26 @@ TEST_CASE("mpiexec -n 2 herd-rl train: one output, curve over all ranks, resume,
   const Run odd = run_np(d2, 3, "train small.toml --quiet --set algo.minibatch_size=64");
   CHECK(odd.rc == 2);
   CHECK_THAT(odd.err, Contains("algo.minibatch_size") && Contains("divisible by 3"));
+}
+
+TEST_CASE("mpiexec -n 2 herd-rl eval: rank 0 evaluates and prints once, the other rank exits 0 quietly",
+          "[rl][apps][mpi]") {
+  const fs::path d = workdir("mpi_eval");
+  std::ofstream(d / "small.toml") << kSmall;
+  REQUIRE(run(d, "train small.toml --quiet").rc == 0);
+  const Run one = run(d, "eval run.ckpt --episodes 3");
+  REQUIRE(one.rc == 0);
+  const Run two = run_np(d, 2, "eval run.ckpt --episodes 3");
+  INFO(two.out << two.err);
+  REQUIRE(two.rc == 0);
+  CHECK(two.out == one.out);  // one block of output, the same numbers as one process
+  CHECK(two.err.empty());
+  // A bad checkpoint: rank 0 reports it (exit 2), once.
+  const Run bad = run_np(d, 2, "eval missing.ckpt");
+  CHECK(bad.rc == 2);
+  const auto first = bad.err.find("missing.ckpt");
+  REQUIRE(first != std::string::npos);
+  CHECK(bad.err.find("herd-rl: error", bad.err.find("herd-rl: error") + 1) == std::string::npos);
 }
 
 TEST_CASE("mpiexec -n 2 herd-rl: a failing rank ends the job naming it; the checkpoint stays intact",

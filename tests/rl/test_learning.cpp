@@ -54,3 +54,25 @@ TEST_CASE("PPO learns Acrobot-v1 (4 of 5 seeds >= -100)", "[rl][slow][ci]") {
 TEST_CASE("PPO learns Pendulum-v1 (4 of 5 seeds >= -250)", "[rl][slow][ci]") {
   CHECK(passes("pendulum_ppo", -250.0) >= 4);
 }
+
+// Large-batch presets (issue #14): PPO with 256-4096 envs, learning-rate scaling with the
+// batch (sqrt rule, warm-up) and a fixed number of minibatches; budget = the preset's
+// total_steps (CartPole 3e5 / 5e5 / 2e6, Acrobot 5e5 / 5e5 / 1e6 env steps). The 1024-env
+// cases run in CI (about 4 s of CPU per seed each); 256 and 4096 by hand.
+TEST_CASE("PPO with 1024 envs learns CartPole-v1 in 5e5 env steps (4 of 5 seeds >= 475)", "[rl][slow][ci]") {
+  CHECK(passes("cartpole_ppo_1024", 475.0) >= 4);
+}
+
+TEST_CASE("PPO with 1024 envs learns Acrobot-v1 in 5e5 env steps (4 of 5 seeds >= -100)", "[rl][slow][ci]") {
+  CHECK(passes("acrobot_ppo_1024", -100.0) >= 4);
+}
+
+TEST_CASE("PPO with 256 and 4096 envs learns CartPole-v1 (4 of 5 seeds >= 475)", "[rl][slow]") {
+  CHECK(passes("cartpole_ppo_256", 475.0) >= 4);
+  CHECK(passes("cartpole_ppo_4096", 475.0) >= 4);
+}
+
+TEST_CASE("PPO with 256 and 4096 envs learns Acrobot-v1 (4 of 5 seeds >= -100)", "[rl][slow]") {
+  CHECK(passes("acrobot_ppo_256", -100.0) >= 4);
+  CHECK(passes("acrobot_ppo_4096", -100.0) >= 4);
+}

@@ -2,6 +2,7 @@
 // limits through the sampler, bit-identical resume (issue #10).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -232,4 +233,54 @@ TEST_CASE("Config errors name the key and the value", "[rl]") {
   CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"algo.minibatch_size=1000"}),
                     Catch::Contains("algo.minibatch_size") && Catch::Contains("1000"));
   CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"algo.gamma=1.5"}), Catch::Contains("algo.gamma"));
+}
+
+TEST_CASE("Learning-rate scaling with the batch, num_minibatches, warm-up (issue #14)", "[rl]") {
+  // 16 envs x 32 steps = 512 steps per iteration, reference batch 128: k = 4.
+  const std::vector<std::string> base = {"sampler.num_envs=16", "sampler.num_steps=32", "algo.learning_rate=1e-3",
+                                         "algo.lr_reference_batch=128", "algo.minibatch_size=64"};
+  auto with = [&](std::vector<std::string> extra, int ranks = 1) {
+    std::vector<std::string> s = base;
+    s.insert(s.end(), extra.begin(), extra.end());
+    return resolve_train_config(io::Config("<t>"), s, nullptr, ranks);
+  };
+  CHECK(with({}).ppo.learning_rate == 1e-3);
+  CHECK(with({}).lr_scale == 1.0);
+  CHECK(with({"algo.lr_scaling=linear"}).ppo.learning_rate == Approx(4e-3).epsilon(1e-12));
+  CHECK(with({"algo.lr_scaling=sqrt"}).ppo.learning_rate == Approx(2e-3).epsilon(1e-12));
+  // Under MPI the batch counts every rank: 2 ranks double it.
+  CHECK(with({"algo.lr_scaling=linear"}, 2).ppo.learning_rate == Approx(8e-3).epsilon(1e-12));
+  // A smaller batch than the reference scales down.
+  CHECK(with({"algo.lr_scaling=linear", "algo.lr_reference_batch=1024"}).ppo.learning_rate ==
+        Approx(5e-4).epsilon(1e-12));
+  // A2C gets the scaled rate and the warm-up too.
+  const TrainConfig a = with({"algorithm=a2c", "algo.lr_scaling=linear", "algo.lr_warmup_iterations=4"});
+  CHECK(a.a2c().learning_rate == Approx(4e-3).epsilon(1e-12));
+  CHECK(a.a2c().lr_warmup_iterations == 4);
+  CHECK(a.a2c().lr_warmup_start == Approx(0.25).epsilon(1e-12));
+  // num_minibatches sets the minibatch size from the batch (Stooke & Abbeel's PPO).
+  CHECK(with({"algo.num_minibatches=4"}).ppo.minibatch_size == 128);
+  CHECK(with({"algo.num_minibatches=4"}, 2).ppo.minibatch_size == 256);
+  CHECK_THROWS_WITH(with({"algo.num_minibatches=3"}),
+                    Catch::Contains("algo.num_minibatches") && Catch::Contains("is 3") && Catch::Contains("512"));
+  CHECK_THROWS_WITH(with({"algo.lr_scaling=cubic"}), Catch::Contains("algo.lr_scaling") && Catch::Contains("cubic"));
+  // Warm-up: from the unscaled rate (factor 1/k) linearly to the scaled one at iteration W.
+  const TrainConfig w = with({"algo.lr_scaling=linear", "algo.lr_warmup_iterations=4", "algo.anneal_lr=false"});
+  CHECK(lr_warmup_factor(w.ppo, 0) == Approx(0.25).epsilon(1e-12));
+  CHECK(lr_warmup_factor(w.ppo, 2) == Approx(0.625).epsilon(1e-12));
+  CHECK(lr_warmup_factor(w.ppo, 4) == 1.0);
+  CHECK(lr_warmup_factor(w.ppo, 100) == 1.0);
+  // ... as the learning rate the update reports (curve column learning_rate).
+  const TrainConfig t = with({"algo.lr_scaling=linear", "algo.lr_warmup_iterations=2", "algo.anneal_lr=false",
+                              "total_steps=1536", "algo.epochs=1", "output_prefix=test_rl_lr_scaling"});
+  Trainer tr(t, "x");
+  while (!tr.done()) tr.iterate();
+  const std::size_t lr_col = static_cast<std::size_t>(
+      std::find(kCurveColumns.begin(), kCurveColumns.end(), std::string("learning_rate")) - kCurveColumns.begin());
+  REQUIRE(tr.curve().size() == 3u);
+  CHECK(tr.curve()[0][lr_col] == Approx(1e-3).epsilon(1e-12));
+  CHECK(tr.curve()[1][lr_col] == Approx(2.5e-3).epsilon(1e-12));
+  CHECK(tr.curve()[2][lr_col] == Approx(4e-3).epsilon(1e-12));
+  // Without scaling the warm-up does nothing (it starts at the unscaled rate).
+  CHECK(lr_warmup_factor(with({"algo.lr_warmup_iterations=4"}).ppo, 0) == 1.0);
 }

@@ -18,6 +18,8 @@ struct A2cOptions {
   bool normalize_advantage = false;  ///< normalise advantages over the rollout
   OptimizerKind optimizer = OptimizerKind::kRmsProp;  ///< RMSprop (alpha 0.99) or Adam
   double optimizer_eps = 1e-5;     ///< optimizer epsilon
+  int lr_warmup_iterations = 0;    ///< gradual warm-up iterations (see `PpoOptions`; 0: none)
+  double lr_warmup_start = 1.0;    ///< warm-up factor at iteration 0
 };
 
 /// A2C: one gradient step per rollout on the whole `[T, B]` batch of

@@ -44,7 +44,16 @@ struct PpoOptions {
   OptimizerKind optimizer = OptimizerKind::kAdam;  ///< Adam or RMSprop
   double optimizer_eps = 1e-5;   ///< epsilon of Adam/RMSprop (SB3 uses 1e-5)
   std::uint64_t seed = 0;        ///< minibatch permutations: `RngStream(seed, rank, kShuffle)`
+  /// Gradual warm-up (Goyal et al. 2017, §2.2): for iteration i < `lr_warmup_iterations`
+  /// the learning rate is multiplied by `lr_warmup_start + (1 - lr_warmup_start) * i /
+  /// lr_warmup_iterations` (on top of annealing), reaching the full rate at iteration
+  /// `lr_warmup_iterations`. 0: no warm-up.
+  int lr_warmup_iterations = 0;
+  double lr_warmup_start = 1.0;  ///< warm-up factor at iteration 0, in (0, 1]
 };
+
+/// The warm-up factor of `o` at `iteration` (1 after the warm-up; see `PpoOptions`).
+double lr_warmup_factor(const PpoOptions& o, std::int64_t iteration);
 
 /// Diagnostics of one update (means over its minibatches; losses as minimised).
 struct UpdateStats {

@@ -32,7 +32,19 @@ struct TrainConfig {
   AgentOptions agent;                ///< network
   double gamma = 0.98;               ///< discount
   double gae_lambda = 0.8;           ///< GAE lambda
-  PpoOptions ppo;                    ///< PPO hyperparameters (A2C uses a subset)
+  PpoOptions ppo;                    ///< PPO hyperparameters (A2C uses a subset); `ppo.learning_rate` is scaled
+  /// Learning-rate scaling with the batch (`algo.lr_scaling`: "none", "sqrt" or "linear").
+  /// With k = steps_per_iteration() / lr_reference_batch, `ppo.learning_rate` is
+  /// `algo.learning_rate` * k (linear) or * sqrt(k) (sqrt), and `lr_scale` holds that factor.
+  /// References: Goyal et al. 2017 (linear scaling with gradual warm-up, SGD); Hoffer et al.
+  /// 2017 and Malladi et al. 2022 (square-root scaling, the rule that matches adaptive
+  /// optimizers such as Adam and RMSprop); Stooke & Abbeel 2018 §4 (A2C and PPO keep
+  /// learning at large batches when A2C's learning rate grows with the batch and PPO keeps
+  /// its number of minibatches, `algo.num_minibatches`, fixed so that its minibatches grow).
+  /// The warm-up (`algo.lr_warmup_iterations`, in `ppo`) starts at the unscaled rate.
+  std::string lr_scaling = "none";
+  std::int64_t lr_reference_batch = 256;  ///< steps per iteration (all ranks) of the tuned rate
+  double lr_scale = 1.0;                  ///< factor applied to `algo.learning_rate`
 
   /// Ranks of a data-parallel run (set by `Trainer` from its communicator, not read from
   /// the input): each rank runs `sampler.num_envs` envs, so a run of N ranks has N * B envs.
@@ -58,7 +70,9 @@ const io::Schema& train_schema();
 /// settings as TOML (for the HDF5 output and checkpoints) when not null.
 /// @throws herd::InputError with a one-line message naming the key, the value and the
 ///         requirement (e.g. an unknown env id, a minibatch larger than the rollout of all
-///         ranks or not divisible by `ranks`, an odd num_envs for the alternating sampler).
+///         ranks or not divisible by `ranks`, `algo.num_minibatches` not dividing the steps
+///         per iteration, an odd num_envs for the alternating sampler). The learning-rate
+///         scale depends on `ranks`: resolve with the rank count of the run.
 TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
                                  std::string* text = nullptr, int ranks = 1);
 
