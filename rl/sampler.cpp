@@ -4,6 +4,7 @@
 
 #include "herd/core/error.hpp"
 #include "herd/rl/alternating_sampler.hpp"
+#include "sampler_state.hpp"
 
 namespace herd::rl {
 
@@ -105,51 +106,19 @@ void EnvPoolSampler::collect(ActorCriticAgent& agent, RolloutBuffer& buf) {
   agent.value(norm_obs_.data(), B, buf.last_values.data());
 }
 
+detail::SamplerStateRefs EnvPoolSampler::state_refs() const {
+  auto& self = const_cast<EnvPoolSampler&>(*this);  // save reads through the same references
+  return {"rl::EnvPoolSampler", pool_->num_envs(), [&self](std::size_t k) -> Env& { return self.pool_->env(k); },
+          self.raw_obs_, self.obs_rms_, self.rew_norm_, self.ep_ret_, self.ep_len_, self.step_count_};
+}
+
 void EnvPoolSampler::save(io::CheckpointWriter& w, const std::string& p) const {
-  const std::size_t B = pool_->num_envs();
-  std::vector<double> states;
-  std::vector<std::uint64_t> streams;  // per env: seed, episode, elapsed
-  for (std::size_t k = 0; k < B; ++k) {
-    Env& e = pool_->env(k);
-    auto s = e.get_state();
-    states.insert(states.end(), s.begin(), s.end());
-    streams.push_back(e.seed());
-    streams.push_back(e.episode());
-    streams.push_back(static_cast<std::uint64_t>(e.elapsed_steps()));
-  }
-  w.add(p + "env_states", states);
-  w.add(p + "env_streams", streams);
-  w.add(p + "raw_obs", raw_obs_);
-  w.add(p + "obs_rms", obs_rms_.state());
-  w.add(p + "rew_rms", rew_norm_.stats().state());
-  w.add(p + "rew_returns", const_cast<RewardNormalizer&>(rew_norm_).returns());
-  w.add(p + "ep_ret", ep_ret_);
-  w.add(p + "ep_len", ep_len_);
-  w.add_value(p + "step_count", step_count_);
+  detail::save_sampler_state(w, p, state_refs());
 }
 
 void EnvPoolSampler::load(const io::CheckpointReader& r, const std::string& p) {
-  const std::size_t B = pool_->num_envs();
-  const auto states = r.get<double>(p + "env_states");
-  const auto streams = r.get<std::uint64_t>(p + "env_streams");
-  const std::size_t S = pool_->env(0).state_dim();
-  if (states.size() != B * S || streams.size() != 3 * B)
-    throw InputError("rl::EnvPoolSampler::load: the checkpoint holds " + std::to_string(streams.size() / 3) +
-                     " environments, but this sampler has " + std::to_string(B));
-  for (std::size_t k = 0; k < B; ++k) {
-    Env& e = pool_->env(k);
-    e.restore_stream(streams[3 * k], streams[3 * k + 1]);
-    e.set_state(std::span<const double>(states.data() + k * S, S));
-    e.set_elapsed_steps(static_cast<std::int64_t>(streams[3 * k + 2]));
-  }
-  obs_rms_.set_state(r.get<double>(p + "obs_rms"));
-  rew_norm_.stats().set_state(r.get<double>(p + "rew_rms"));
-  rew_norm_.returns() = r.get<double>(p + "rew_returns");
-  ep_ret_ = r.get<double>(p + "ep_ret");
-  ep_len_ = r.get<std::int64_t>(p + "ep_len");
-  step_count_ = r.value<std::uint64_t>(p + "step_count");
-  const auto raw = r.get<float>(p + "raw_obs");
-  if (raw.size() != raw_obs_.size()) throw InputError("rl::EnvPoolSampler::load: observation size mismatch");
+  detail::load_sampler_state(r, p, state_refs());
+  const std::vector<float> raw = raw_obs_;
   new_obs(raw.data(), false);
   episodes_.clear();
 }

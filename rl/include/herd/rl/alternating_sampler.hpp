@@ -70,6 +70,7 @@ class AlternatingSampler : public Sampler {
   void act_and_send(int g, ActorCriticAgent& agent, RolloutBuffer& buf, int t);
   void receive(int g, ActorCriticAgent& agent, RolloutBuffer& buf, int t);
   void finish_row(RolloutBuffer& buf, int t);
+  detail::SamplerStateRefs state_refs() const;
 
   SamplerOptions opt_;
   std::size_t half_ = 0, obs_dim_ = 0, action_dim_ = 0;

@@ -26,6 +26,10 @@
 
 namespace herd::rl {
 
+namespace detail {
+struct SamplerStateRefs;  // rl/sampler_state.hpp
+}  // namespace detail
+
 /// Options of a sampler.
 struct SamplerOptions {
   std::string env_id = "CartPole-v1";  ///< registry id
@@ -94,6 +98,7 @@ class EnvPoolSampler : public Sampler {
 
  private:
   void new_obs(const float* raw, bool update);
+  detail::SamplerStateRefs state_refs() const;
   SamplerOptions opt_;
   std::unique_ptr<EnvPool> pool_;
   RunningMeanStd obs_rms_;
