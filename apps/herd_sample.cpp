@@ -266,8 +266,7 @@ int main(int argc, char** argv) {
       in.specs = herd::mcmc::resolve_sampler_specs(settings, in.target.ndim, in.target.names);
       if (in.specs.device != "cpu") {
         // device = "cpu_batched" | "cuda" (issue #13): the batched sampler, no restart record.
-        herd::apps::check_batched_device(in.specs, batched.get());
-        (void)herd::apps::batched_options(in.specs, in.target.ndim, comm->size() - 1);
+        herd::apps::check_batched_device(in.specs, batched.get(), in.target.ndim, comm->size());
         in.run = [batched](herd::mcmc::SamplerProgramInput& p, herd::Communicator& c) {
           herd::apps::run_batched_sample(p.specs, p.target, batched, p.options, c);
         };

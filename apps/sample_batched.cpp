@@ -187,7 +187,17 @@ mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& s, int ndim, 
   return o;
 }
 
-void check_batched_device(const mcmc::SamplerSpecs& s, const mcmc::BatchedTarget* batched) {
+void check_batched_device(const mcmc::SamplerSpecs& s, const mcmc::BatchedTarget* batched, int ndim, int ranks) {
+  if (s.device == "cpu") return;
+  mcmc::BatchedDramOptions probe = batched_options(s, ndim, ranks - 1);
+  probe.num_chains = 1;
+  probe.start_points.resize(static_cast<std::size_t>(ndim));
+  probe.device = mcmc::BatchedDevice::kHost;
+  try {
+    mcmc::detail::BatchedEngine engine(probe);
+  } catch (const Error& e) {
+    throw InputError(fmt::format("device = \"{}\": {}", s.device, e.what()));
+  }
   if (s.device != "cuda") return;
   if (batched == nullptr)
     throw InputError(
@@ -287,8 +297,9 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                      specs.chains_per_rank);
   rep += "\n== resolved input ==\n" + options.resolved_input + "\n";
   rep += "\n== run ==\n" + mcmc::batched_report(og, t, diag);
-  rep += fmt::format("pooled adaptation pools the chains of each process separately; nested R-hat: {} superchains of "
-                     "contiguous global chain ids\n", k);
+  rep += fmt::format("pooled adaptation pools the chains of each process separately; nested R-hat: {}\n",
+                     k > 0 ? fmt::format("{} superchains of contiguous global chain ids", k)
+                           : std::string("not computed (needs a chain count divisible by 2, 4, 8 or 16, >= 4)"));
   rep += "checkpoints: none (checkpoint_period and checkpoint_period_seconds are ignored for batched devices; an "
          "interrupted run starts afresh)\n";
   rep += "not used by batched devices: parallelization_model, sample_size and the refinement, adaptive_update_count, "

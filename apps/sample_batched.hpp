@@ -23,9 +23,12 @@ namespace herd::apps {
 mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& specs, int ndim, int rank);
 
 /// Throws herd::InputError (exit code 2 in herd-sample) when `specs.device` cannot run
-/// `target` here: cuda needs a built-in target other than the mixture (`batched` non-null)
-/// and a CUDA build with a usable device. Call while resolving the input (nothing written).
-void check_batched_device(const mcmc::SamplerSpecs& specs, const mcmc::BatchedTarget* batched);
+/// `target` (dimension `ndim`) on `ranks` processes: cuda needs a built-in target other than
+/// the mixture (`batched` non-null) and a CUDA build with a usable device; the batched
+/// options must be valid (checked on a one-chain probe, e.g. delayed_rejection_count <= 4)
+/// and the global chain ids must fit 32 bits. Call while resolving the input (nothing
+/// written).
+void check_batched_device(const mcmc::SamplerSpecs& specs, const mcmc::BatchedTarget* batched, int ndim, int ranks);
 
 /// Runs the batched sampler on every rank of `comm` (collective; every rank runs the same
 /// number of chains, so the blocks of draws are gathered in lock-step). Rank 0 writes
