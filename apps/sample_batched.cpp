@@ -267,13 +267,21 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   og.first_chain_id = 0;
 
   const std::size_t k = superchains(t.num_chains);
-  const std::vector<mcmc::BatchedDiagnostics> diag = mcmc::batched_diagnostics(sink.memory, k);
+  // One pass per coordinate: the summary row and `batched_diagnostics`' fields from it.
+  std::vector<mcmc::BatchedDiagnostics> diag;
   std::vector<mcmc::QuantitySummary> rows;
   for (int j = 0; j < d; ++j) {
     const std::vector<double> v = sink.memory.coordinate(j);
-    rows.push_back({specs.variable_names[static_cast<std::size_t>(j)],
-                    mcmc::summarize(mcmc::DrawsView(v, static_cast<std::size_t>(t.num_chains),
-                                                    static_cast<std::size_t>(sink.memory.draws)))});
+    const mcmc::DrawsView view(v, static_cast<std::size_t>(t.num_chains), static_cast<std::size_t>(sink.memory.draws));
+    rows.push_back({specs.variable_names[static_cast<std::size_t>(j)], mcmc::summarize(view)});
+    const mcmc::DiagnosticSummary& sum = rows.back().stats;
+    mcmc::BatchedDiagnostics b;
+    b.rhat = sum.rhat;
+    b.ess_bulk = sum.ess_bulk;
+    b.mean = sum.mean;
+    b.sd = sum.sd;
+    b.nested_rhat = k > 0 ? mcmc::nested_rhat(view, k) : std::numeric_limits<double>::quiet_NaN();
+    diag.push_back(b);
   }
   const std::string table = mcmc::format_summary_table(rows);
 
