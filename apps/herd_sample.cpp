@@ -32,6 +32,7 @@
 #include "herd/mcmc/plugin.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #include "herd/mcmc/targets.hpp"
+#include "sample_batched.hpp"
 
 namespace {
 
@@ -107,8 +108,9 @@ nlohmann::json load_model_data(const std::string& path, const std::string& group
   }
 }
 
-/// Builds the target from resolved settings. @throws herd::InputError
-herd::mcmc::SampleTarget make_target(const herd::io::Settings& st) {
+/// Builds the target from resolved settings; `batched` receives the device-callable form of
+/// a built-in target (all but the mixture), else stays null. @throws herd::InputError
+herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_ptr<const herd::mcmc::BatchedTarget>& batched) {
   using herd::InputError;
   herd::mcmc::SampleTarget t;
   const bool has_model = st.has("target.model"), has_builtin = st.has("target.builtin"),
@@ -169,18 +171,35 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st) {
     }
     auto mvn = std::make_shared<herd::mcmc::MultivariateNormal>(Eigen::Map<Eigen::VectorXd>(mean.data(), d), cov);
     t.log_density = [mvn](const double* x, int n) { return (*mvn)(x, n); };
+    std::vector<double> cv(static_cast<std::size_t>(d) * static_cast<std::size_t>(d));
+    for (int i = 0; i < d; ++i)
+      for (int j = 0; j < d; ++j) cv[static_cast<std::size_t>(i * d + j)] = cov(i, j);
+    batched = std::make_shared<herd::mcmc::BatchedTarget>(
+        herd::mcmc::BatchedTarget::gaussian_target(std::make_shared<herd::mcmc::GaussianTarget>(mean, cv)));
     t.description = fmt::format("built-in multivariate normal, ndim {}", d);
   } else if (kind == "banana") {
     auto b = std::make_shared<herd::mcmc::Banana>(d, st.get_float("target.b"));
     t.log_density = [b](const double* x, int n) { return (*b)(x, n); };
+    auto bt = std::make_shared<herd::mcmc::BatchedTarget>();
+    bt->kind = herd::mcmc::BatchedTarget::Kind::kBanana;
+    bt->banana = herd::mcmc::BananaLogDensity{d, st.get_float("target.b")};
+    batched = bt;
     t.description = fmt::format("built-in banana (Haario et al. 1999), ndim {}", d);
   } else if (kind == "rosenbrock") {
     auto r = std::make_shared<herd::mcmc::Rosenbrock>(d);
     t.log_density = [r](const double* x, int n) { return (*r)(x, n); };
+    auto bt = std::make_shared<herd::mcmc::BatchedTarget>();
+    bt->kind = herd::mcmc::BatchedTarget::Kind::kRosenbrock;
+    bt->rosenbrock = herd::mcmc::RosenbrockLogDensity{d};
+    batched = bt;
     t.description = fmt::format("built-in Rosenbrock density, ndim {}", d);
   } else if (kind == "funnel") {
     auto f = std::make_shared<herd::mcmc::NealFunnel>(d);
     t.log_density = [f](const double* x, int n) { return (*f)(x, n); };
+    auto bt = std::make_shared<herd::mcmc::BatchedTarget>();
+    bt->kind = herd::mcmc::BatchedTarget::Kind::kFunnel;
+    bt->funnel = herd::mcmc::FunnelLogDensity{d};
+    batched = bt;
     t.description = fmt::format("built-in Neal's funnel, ndim {}", d);
   } else {  // mixture
     if (!st.has("target.weights") || !st.has("target.means") || !st.has("target.sigmas"))
@@ -242,8 +261,16 @@ int main(int argc, char** argv) {
       herd::mcmc::declare_sampler_specs(schema);
       declare_target_keys(schema);
       const herd::io::Settings settings = schema.apply(config, all_sets);
-      in.target = make_target(settings);
+      std::shared_ptr<const herd::mcmc::BatchedTarget> batched;
+      in.target = make_target(settings, batched);
       in.specs = herd::mcmc::resolve_sampler_specs(settings, in.target.ndim, in.target.names);
+      if (in.specs.device != "cpu") {
+        // device = "cpu_batched" | "cuda" (issue #13): the batched sampler, no restart record.
+        herd::apps::check_batched_device(in.specs, batched.get(), in.target.ndim, comm->size());
+        in.run = [batched](herd::mcmc::SamplerProgramInput& p, herd::Communicator& c) {
+          herd::apps::run_batched_sample(p.specs, p.target, batched, p.options, c);
+        };
+      }
       in.seed_given = settings.has("random_seed");
       // Validate the kernel options before anything is written.
       herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(in.specs, in.target.ndim), in.target.log_density);
@@ -254,7 +281,12 @@ int main(int argc, char** argv) {
         if (settings.has(key.name()))
           in.options.input_attributes.emplace_back(key.name(), settings.value(key.name()).to_string());
       }
-      in.banner = fmt::format("herd-sample: {}, {} variables, chain_size {}, seed {}{}", in.target.description,
+      in.banner = in.specs.device != "cpu"
+                      ? fmt::format("herd-sample: {}, {} variables, device {}, {} x {} chains, warmup {}, chain_size {}, "
+                                    "thin {}, seed {}", in.target.description, in.target.ndim, in.specs.device,
+                                    comm->size(), in.specs.chains_per_rank, in.specs.warmup, in.specs.chain_size,
+                                    in.specs.thin, in.specs.random_seed)
+                      : fmt::format("herd-sample: {}, {} variables, chain_size {}, seed {}{}", in.target.description,
                               in.target.ndim, in.specs.chain_size, in.specs.random_seed,
                               comm->size() > 1 ? fmt::format(", {} on {} processes", in.specs.parallelization_model,
                                                              comm->size())

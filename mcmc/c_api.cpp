@@ -76,6 +76,10 @@ int run(std::int32_t ndim, herd_log_func f, std::string_view input) {
       in.target.description = "C log function (ParaMonte signature)";
       in.specs = herd::mcmc::resolve_sampler_specs(settings, ndim);
       in.seed_given = settings.has("random_seed");
+      if (in.specs.device != "cpu")
+        throw herd::InputError(fmt::format("{}: key \"device\" is \"{}\", but the C/Fortran API runs the serial "
+                                           "kernel only (\"cpu\"); use herd-sample for batched devices",
+                                           settings.origin("device"), in.specs.device));
       finalize = in.specs.mpi_finalize_requested;
       herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(in.specs, ndim), in.target.log_density);
       in.options.resolved_input = settings.describe();

@@ -377,6 +377,7 @@ std::string restart_folder(const SamplerSpecs& s) { return s.output_prefix + "_r
 
 std::vector<std::string> output_paths(const SamplerSpecs& s, int ranks) {
   const std::string& p = s.output_prefix;
+  if (s.device != "cpu") return {p + "_report.txt", p + ".h5"};  // batched runs (herd-sample)
   const int m = chain_count(s, ranks);
   std::vector<std::string> out;
   if (m <= kMaxTextChains) {
@@ -1104,17 +1105,18 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   }
   // 3. Rank 0: restart record, output files; broadcast the decision and the seed.
   const int chains = chain_count(specs, size);
-  const bool checkpointing = specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0;
+  const bool custom = static_cast<bool>(in.run);  // e.g. a batched run: no restart record
+  const bool checkpointing = !custom && (specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0);
   std::int64_t dec[3] = {0, 0, static_cast<std::int64_t>(specs.random_seed)};
   if (rank == 0) {
     try {
       std::uint64_t seed = specs.random_seed;
-      const RestartStatus st = check_restart(specs, opts.input_hash, chains, seed);
+      const RestartStatus st = custom ? RestartStatus::kFresh : check_restart(specs, opts.input_hash, chains, seed);
       if (st != RestartStatus::kFresh && !in.seed_given) specs.random_seed = seed;
       dec[1] = static_cast<std::int64_t>(st);
       dec[2] = static_cast<std::int64_t>(specs.random_seed);
       prepare_outputs(specs, size, st != RestartStatus::kFresh);
-      if (st == RestartStatus::kFresh) {
+      if (st == RestartStatus::kFresh && !custom) {
         std::error_code ec;
         fs::remove_all(restart_folder(specs), ec);
         if (checkpointing) {
@@ -1152,7 +1154,8 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   // 4. The run; an error on one rank ends every rank (the checkpoints stay intact).
   try {
     abort_all_on_error(comm, [&] {
-      run_paradram(specs, in.target, opts, comm);
+      if (custom) in.run(in, comm);
+      else run_paradram(specs, in.target, opts, comm);
       if (rank == 0 && checkpointing) write_run_record(specs, opts.input_hash, chains, true);
     });
   } catch (const std::exception& e) {

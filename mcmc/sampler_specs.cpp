@@ -18,7 +18,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void declare_sampler_specs(io::Schema& s) {
   using std::nullopt;
-  s.add_int("chain_size", 100000, "accepted (unique) states of each chain, as ParaDRAM counts them")
+  s.add_int("chain_size", 100000, "accepted (unique) states of each chain, as ParaDRAM counts them (device cpu_batched/cuda: proposals per chain after the warm-up)")
       .min(1).alias("chainSize").alias("outputChainSize");
   s.add_int("sample_size", -1,
             "size of the final sample: -1 the refined sample; n > 0 n evenly spaced draws of the post-burn-in chain")
@@ -84,8 +84,20 @@ void declare_sampler_specs(io::Schema& s) {
   s.add_bool("silent_mode", false, "write no progress or summary to the terminal").alias("silentModeRequested");
   s.add_string("parallelization_model", "single_chain", "ParaDRAM's parallelism model")
       .choices({"single_chain", "multi_chain", "singleChain", "multiChain"}).alias("parallelizationModel").alias("parallelism");
-  s.add_int("chains_per_rank", 1, "multi_chain: chains run by each process, on its threads (total: processes x this)")
-      .min(1).range(1, 4096).alias("chainsPerRank");
+  s.add_int("chains_per_rank", 1,
+            "multi_chain: chains run by each process, on its threads (total: processes x this; at most 4096); "
+            "device cpu_batched/cuda: chains run in lock-step by each process (at most 16777216)")
+      .min(1).range(1, 16777216).alias("chainsPerRank");
+  s.add_string("device", "cpu",
+               "cpu: the serial DRAM kernel (parallelization_model applies); cpu_batched: the batched DRAM sampler on "
+               "the host threads; cuda: the batched DRAM sampler on one CUDA device per process (built-in targets)")
+      .choices({"cpu", "cpu_batched", "cuda"});
+  s.add_int("warmup", 1000, "cpu_batched/cuda: proposals per chain before chain_size, adapting, discarded").min(0);
+  s.add_int("thin", 1, "cpu_batched/cuda: keep every thin-th proposal's state after the warm-up").min(1);
+  s.add_string("batched_adaptation", "pooled",
+               "cpu_batched/cuda: proposal adaptation during the warm-up, frozen after it: pooled over the chains of a "
+               "process, per_chain, or none")
+      .choices({"pooled", "per_chain", "none"});
   s.add_int("checkpoint_period", 0, "proposals between checkpoints of the restart record <prefix>_restart/ (0: by time only)")
       .min(0);
   s.add_float("checkpoint_period_seconds", 5.0,
@@ -173,6 +185,20 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   if (s.parallelization_model == "singleChain") s.parallelization_model = "single_chain";
   if (s.parallelization_model == "multiChain") s.parallelization_model = "multi_chain";
   s.chains_per_rank = st.get_int("chains_per_rank");
+  s.device = st.get_string("device");
+  s.warmup = st.get_int("warmup");
+  s.thin = st.get_int("thin");
+  s.batched_adaptation = st.get_string("batched_adaptation");
+  if (s.device == "cpu" && s.parallelization_model == "multi_chain" && s.chains_per_rank > 4096)
+    throw InputError(fmt::format("{}: key \"chains_per_rank\" is {}, but must be at most 4096 with device = \"cpu\" "
+                                 "(use device = \"cpu_batched\" or \"cuda\" for more chains)",
+                                 st.origin("chains_per_rank"), s.chains_per_rank));
+  if (s.device != "cpu" && s.thin > s.chain_size)
+    throw InputError(fmt::format("{}: key \"thin\" is {}, but must be at most chain_size = {} (no draws otherwise)",
+                                 st.origin("thin"), s.thin, s.chain_size));
+  if (s.device != "cpu" && s.proposal_model != "normal")
+    throw InputError(fmt::format("{}: key \"proposal_model\" is \"{}\", but device = \"{}\" needs \"normal\"",
+                                 st.origin("proposal_model"), s.proposal_model, s.device));
   s.checkpoint_period = st.get_int("checkpoint_period");
   s.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
   s.mpi_finalize_requested = st.get_bool("mpi_finalize_requested");

@@ -98,7 +98,8 @@ struct SampleRunSummary {
 /// The output files a run with these specifications writes on `ranks` ranks (for
 /// overwrite checks): the chain and sample text files (one pair, or one per chain for
 /// multi_chain: `<prefix>_process_<k>_chain.txt|.bin`, `<prefix>_process_<k>_sample.txt`,
-/// k = 1..chains, for up to 64 chains), `_progress.txt`, `_report.txt`, `.h5`. The restart
+/// k = 1..chains, for up to 64 chains), `_progress.txt`, `_report.txt`, `.h5`; with
+/// `device` "cpu_batched" or "cuda" only `_report.txt` and `.h5`. The restart
 /// folder `<prefix>_restart/` is not listed (it is the run's record, see the file comment).
 std::vector<std::string> output_paths(const SamplerSpecs& specs, int ranks = 1);
 
@@ -129,6 +130,9 @@ struct SamplerProgramInput {
   SampleRunOptions options;
   bool seed_given = false;  ///< the input gave random_seed (else a resumed run keeps its recorded seed)
   std::string banner;       ///< one line printed by rank 0 before the run (may be empty)
+  /// When set, runs instead of `run_paradram` (collective, on every rank; herd-sample's
+  /// batched devices): `run_sampler_program` then neither reads nor writes a restart record.
+  std::function<void(SamplerProgramInput& input, Communicator& comm)> run;
 };
 
 /// A 64-bit FNV-1a hash of the resolved input (`options.input_attributes` minus the keys

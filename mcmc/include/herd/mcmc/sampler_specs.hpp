@@ -52,7 +52,12 @@ struct SamplerSpecs {
   int output_column_width = 0;
   bool silent_mode = false;
   std::string parallelization_model = "single_chain";
-  std::int64_t chains_per_rank = 1;         ///< multi_chain: chains per process (threads)
+  std::int64_t chains_per_rank = 1;         ///< multi_chain: chains per process (threads); batched: chains per process
+  /// "cpu" (serial DRAM kernel), "cpu_batched" or "cuda" (batched DRAM, docs/batched.md).
+  std::string device = "cpu";
+  std::int64_t warmup = 1000;               ///< batched: adapting proposals per chain, discarded
+  std::int64_t thin = 1;                    ///< batched: keep every thin-th post-warm-up state
+  std::string batched_adaptation = "pooled";  ///< batched: "pooled", "per_chain" or "none"
   std::int64_t checkpoint_period = 0;       ///< proposals between checkpoints (0: by time only)
   double checkpoint_period_seconds = 5.0;   ///< seconds between checkpoints (both 0: no checkpoints)
   bool mpi_finalize_requested = true;       ///< C API: finalise MPI at the end if herd initialised it

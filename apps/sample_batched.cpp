@@ -1,0 +1,337 @@
+// herd-sample's batched devices (sample_batched.hpp).
+#include "sample_batched.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+#include <hdf5.h>
+
+#include "herd/core/config.hpp"
+#include "herd/core/device.hpp"
+#include "herd/core/error.hpp"
+#include "herd/io/hdf5.hpp"
+#include "herd/mcmc/diagnostics.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
+#if HERD_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace herd::apps {
+
+namespace {
+
+/// Gathers each block of draws from the ranks to rank 0 (global chain order: rank-major),
+/// which streams it into fixed-size chunked datasets `posterior/<name>` and
+/// `sample_stats/lp` `[chain, draw]` and keeps it in memory for the diagnostics.
+class GatherSink final : public mcmc::BatchedDrawSink {
+ public:
+  GatherSink(Communicator& comm, io::H5File* file, std::vector<std::string> names)
+      : comm_(comm), file_(file), names_(std::move(names)) {}
+  ~GatherSink() override { close_sets(); }
+
+  void begin(std::int64_t m, std::uint32_t /*first*/, int d, std::int64_t draws) override {
+    m_ = m;
+    d_ = d;
+    total_ = m * comm_.size();
+    if (file_ == nullptr) return;
+    memory.begin(total_, 0, d, draws);
+    io::H5Group root = file_->root();
+    post_ = root.create_group("posterior");
+    stats_ = root.create_group("sample_stats");
+    for (const auto& n : names_) ids_.push_back(create(post_, n, draws));
+    ids_.push_back(create(stats_, "lp", draws));
+  }
+
+  void write_block(std::int64_t first, std::int64_t n, const double* x, const double* lp) override {
+    const auto nx = static_cast<std::size_t>(m_ * n * d_), nl = static_cast<std::size_t>(m_ * n);
+    const bool root = file_ != nullptr;
+    if (root) {
+      gx_.resize(nx * static_cast<std::size_t>(comm_.size()));
+      glp_.resize(nl * static_cast<std::size_t>(comm_.size()));
+    }
+    comm_.gather(x, root ? gx_.data() : nullptr, nx, DataType::kFloat64, 0);
+    comm_.gather(lp, root ? glp_.data() : nullptr, nl, DataType::kFloat64, 0);
+    if (!root) return;
+    memory.write_block(first, n, gx_.data(), glp_.data());
+    // gx_ is [total, n, d]: one [total, n] slab per variable.
+    std::vector<double> slab(static_cast<std::size_t>(total_ * n));
+    for (int j = 0; j < d_; ++j) {
+      for (std::size_t q = 0; q < slab.size(); ++q) slab[q] = gx_[q * static_cast<std::size_t>(d_) + static_cast<std::size_t>(j)];
+      write(ids_[static_cast<std::size_t>(j)], first, n, slab.data());
+    }
+    write(ids_.back(), first, n, glp_.data());
+  }
+
+  void finish() override {
+    if (file_ == nullptr) return;
+    close_sets();
+    std::vector<std::int64_t> chain(static_cast<std::size_t>(total_)), draw(static_cast<std::size_t>(memory.draws));
+    for (std::size_t i = 0; i < chain.size(); ++i) chain[i] = static_cast<std::int64_t>(i);
+    for (std::size_t i = 0; i < draw.size(); ++i) draw[i] = static_cast<std::int64_t>(i);
+    for (io::H5Group* g : {&post_, &stats_}) {
+      g->create_coordinate<std::int64_t>("chain", chain);
+      g->create_coordinate<std::int64_t>("draw", draw);
+    }
+    for (const auto& n : names_) {
+      io::H5Dataset ds = post_.open_dataset(n);
+      post_.attach_dimensions(ds, {"chain", "draw"});
+    }
+    io::H5Dataset ds = stats_.open_dataset("lp");
+    stats_.attach_dimensions(ds, {"chain", "draw"});
+  }
+
+  mcmc::MemoryBatchedSink memory;  ///< rank 0: every chain's draws (for the diagnostics)
+
+ private:
+  hid_t create(const io::H5Group& g, const std::string& name, std::int64_t draws) {
+    const hsize_t dims[2] = {static_cast<hsize_t>(total_), static_cast<hsize_t>(draws)};
+    const hsize_t chunk[2] = {static_cast<hsize_t>(std::min<std::int64_t>(total_, 64)),
+                              static_cast<hsize_t>(std::clamp<std::int64_t>(draws, 1, 256))};
+    const hid_t space = H5Screate_simple(2, dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 2, chunk);
+    H5Pset_obj_track_times(dcpl, false);
+    const hid_t id = H5Dcreate2(g.id(), name.c_str(), H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    if (id < 0) throw IoError(fmt::format("herd-sample: cannot create the dataset {}/{}", g.path(), name));
+    return id;
+  }
+  void write(hid_t id, std::int64_t first, std::int64_t n, const double* data) const {
+    const hid_t fs = H5Dget_space(id);
+    const hsize_t start[2] = {0, static_cast<hsize_t>(first)};
+    const hsize_t count[2] = {static_cast<hsize_t>(total_), static_cast<hsize_t>(n)};
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    const hid_t ms = H5Screate_simple(2, count, nullptr);
+    const herr_t e = H5Dwrite(id, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, data);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    if (e < 0) throw IoError("herd-sample: writing a block of draws to the HDF5 file failed");
+  }
+  void close_sets() {
+    for (hid_t id : ids_) H5Dclose(id);
+    ids_.clear();
+  }
+
+  Communicator& comm_;
+  io::H5File* file_;
+  std::vector<std::string> names_;
+  io::H5Group post_, stats_;
+  std::vector<hid_t> ids_;
+  std::int64_t m_ = 0, total_ = 0;
+  int d_ = 0;
+  std::vector<double> gx_, glp_;
+};
+
+/// A point log density as a host functor for the fused (thread-pool) path.
+struct HostPoint {
+  const mcmc::PointLogDensity* f;
+  double operator()(const double* x, int d) const { return (*f)(x, d); }
+};
+
+int local_rank(int rank) {
+  for (const char* v : {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  }
+  return rank;
+}
+
+/// Superchains for nested R-hat: the largest K in {16, 8, 4, 2} dividing M with at least
+/// two chains each (0: none).
+std::size_t superchains(std::int64_t m) {
+  for (std::int64_t k : {16, 8, 4, 2})
+    if (m % k == 0 && m / k >= 2) return static_cast<std::size_t>(k);
+  return 0;
+}
+
+}  // namespace
+
+mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& s, int ndim, int rank) {
+  mcmc::BatchedDramOptions o;
+  const auto d = static_cast<std::size_t>(ndim);
+  const std::int64_t first = static_cast<std::int64_t>(rank) * s.chains_per_rank;
+  if (first + s.chains_per_rank > std::numeric_limits<std::uint32_t>::max())
+    throw InputError(fmt::format("chains_per_rank is {}: processes x chains_per_rank must stay below 2^32 (chain ids)",
+                                 s.chains_per_rank));
+  o.ndim = ndim;
+  o.num_chains = s.chains_per_rank;
+  o.first_chain_id = static_cast<std::uint32_t>(first);
+  o.seed = s.random_seed;
+  o.start_points.resize(static_cast<std::size_t>(s.chains_per_rank) * d);
+  mcmc::DramOptions k;
+  for (std::int64_t i = 0; i < s.chains_per_rank; ++i) {
+    // Only a random start point depends on the chain id.
+    if (i == 0 || s.random_start_point) k = mcmc::to_dram_options(s, ndim, static_cast<std::uint32_t>(first + i));
+    std::copy(k.start_point.begin(), k.start_point.end(), o.start_points.begin() + static_cast<std::ptrdiff_t>(i) * ndim);
+  }
+  o.proposal_start_cov = k.proposal_start_cov;
+  o.proposal_start_std = k.proposal_start_std;
+  o.scale_factor = s.scale_factor;
+  o.warmup = s.warmup;
+  o.steps = s.chain_size;
+  o.thin = s.thin;
+  o.adaptation = s.batched_adaptation == "per_chain" ? mcmc::BatchedAdaptation::kPerChain
+                 : s.batched_adaptation == "none"    ? mcmc::BatchedAdaptation::kNone
+                                                     : mcmc::BatchedAdaptation::kPooled;
+  o.adaptive_update_period = s.adaptive_update_period;
+  o.delayed_rejection_count = static_cast<int>(s.delayed_rejection_count);
+  o.delayed_rejection_scale_factors = s.delayed_rejection_scale_factors;
+  o.domain_lower = k.domain_lower;
+  o.domain_upper = k.domain_upper;
+  o.device = s.device == "cuda" ? mcmc::BatchedDevice::kCuda : mcmc::BatchedDevice::kHost;
+  return o;
+}
+
+void check_batched_device(const mcmc::SamplerSpecs& s, const mcmc::BatchedTarget* batched, int ndim, int ranks) {
+  if (s.device == "cpu") return;
+  mcmc::BatchedDramOptions probe = batched_options(s, ndim, ranks - 1);
+  probe.num_chains = 1;
+  probe.start_points.resize(static_cast<std::size_t>(ndim));
+  probe.device = mcmc::BatchedDevice::kHost;
+  try {
+    mcmc::detail::BatchedEngine engine(probe);
+  } catch (const Error& e) {
+    throw InputError(fmt::format("device = \"{}\": {}", s.device, e.what()));
+  }
+  if (s.device != "cuda") return;
+  if (batched == nullptr)
+    throw InputError(
+        "key \"device\" is \"cuda\", but device = \"cuda\" needs a built-in target (normal, banana, rosenbrock, funnel); "
+        "use device = \"cpu_batched\" for this target");
+  if (!HERD_HAVE_CUDA)
+    throw InputError("key \"device\" is \"cuda\", but this build of herd has no CUDA support; use device = \"cpu_batched\"");
+  if (cuda_device_count() == 0)
+    throw InputError(fmt::format("key \"device\" is \"cuda\", but no CUDA device is usable here ({}); use device = "
+                                 "\"cpu_batched\"", describe_devices()));
+}
+
+void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarget& target,
+                        const std::shared_ptr<const mcmc::BatchedTarget>& batched,
+                        const mcmc::SampleRunOptions& options, Communicator& comm) {
+  const int rank = comm.rank(), size = comm.size();
+  const bool root = rank == 0;
+  const int d = target.ndim;
+  const mcmc::BatchedDramOptions o = batched_options(specs, d, rank);
+#if HERD_HAVE_CUDA
+  if (o.device == mcmc::BatchedDevice::kCuda) {
+    const int n = cuda_device_count();
+    if (n > 0 && cudaSetDevice(local_rank(rank) % n) != cudaSuccess)
+      throw Error(fmt::format("herd-sample: rank {}: cannot select CUDA device {}", rank, local_rank(rank) % n));
+  }
+#else
+  (void)local_rank;
+#endif
+  const std::string h5_path = specs.output_prefix + ".h5";
+  io::H5File h5;
+  if (root) h5 = io::H5File::create_atomic(h5_path);
+  GatherSink sink(comm, root ? &h5 : nullptr, specs.variable_names);
+  mcmc::BatchedDramResult r;
+  if (batched) {
+    r = mcmc::run_batched(o, *batched, sink);
+  } else if (target.thread_safe) {
+    r = mcmc::run_batched_dram(o, HostPoint{&target.log_density}, sink);
+  } else {
+    const mcmc::PointLogDensity& f = target.log_density;
+    r = mcmc::run_batched_dram(o,
+                               mcmc::BatchedLogDensity([&f](const double* x, int n, int dd, double* out) {
+                                 for (int i = 0; i < n; ++i) out[i] = f(x + static_cast<std::ptrdiff_t>(i) * dd, dd);
+                               }),
+                               sink);
+  }
+  // Totals over the ranks (every rank runs the same number of chains).
+  std::vector<double> sums = {r.acceptance_rate, static_cast<double>(r.nan_count), static_cast<double>(r.out_of_domain),
+                              static_cast<double>(r.adaptive_updates), static_cast<double>(r.chol_failures)};
+  for (auto a : r.stage_accepted) sums.push_back(static_cast<double>(a));
+  comm.allreduce(sums.data(), sums.size(), DataType::kFloat64, ReduceOp::kSum);
+  double seconds = r.seconds;
+  comm.allreduce(&seconds, 1, DataType::kFloat64, ReduceOp::kMax);
+  if (!root) return;
+
+  mcmc::BatchedDramResult t = r;
+  t.num_chains = r.num_chains * size;
+  t.acceptance_rate = sums[0] / size;
+  t.nan_count = static_cast<std::int64_t>(sums[1]);
+  t.out_of_domain = static_cast<std::int64_t>(sums[2]);
+  t.adaptive_updates = static_cast<std::int64_t>(sums[3]);
+  t.chol_failures = static_cast<std::int64_t>(sums[4]);
+  for (std::size_t i = 0; i < t.stage_accepted.size(); ++i) t.stage_accepted[i] = static_cast<std::int64_t>(sums[5 + i]);
+  t.seconds = seconds;
+  t.chain_steps_per_second = static_cast<double>(t.num_chains * t.proposals_per_chain) / std::max(seconds, 1e-12);
+  mcmc::BatchedDramOptions og = o;
+  og.num_chains = t.num_chains;
+  og.first_chain_id = 0;
+
+  const std::size_t k = superchains(t.num_chains);
+  // One pass per coordinate: the summary row and `batched_diagnostics`' fields from it.
+  std::vector<mcmc::BatchedDiagnostics> diag;
+  std::vector<mcmc::QuantitySummary> rows;
+  for (int j = 0; j < d; ++j) {
+    const std::vector<double> v = sink.memory.coordinate(j);
+    const mcmc::DrawsView view(v, static_cast<std::size_t>(t.num_chains), static_cast<std::size_t>(sink.memory.draws));
+    rows.push_back({specs.variable_names[static_cast<std::size_t>(j)], mcmc::summarize(view)});
+    const mcmc::DiagnosticSummary& sum = rows.back().stats;
+    mcmc::BatchedDiagnostics b;
+    b.rhat = sum.rhat;
+    b.ess_bulk = sum.ess_bulk;
+    b.mean = sum.mean;
+    b.sd = sum.sd;
+    b.nested_rhat = k > 0 ? mcmc::nested_rhat(view, k) : std::numeric_limits<double>::quiet_NaN();
+    diag.push_back(b);
+  }
+  const std::string table = mcmc::format_summary_table(rows);
+
+  {
+    io::H5Group rootg = h5.root();
+    rootg.set_attribute("herd_version", HERD_VERSION_STRING);
+    rootg.set_attribute("sampler", "batched DRAM (herd, docs/batched.md)");
+    rootg.set_attribute("device", specs.device);
+    rootg.set_attribute("target", target.description);
+    rootg.set_attribute("input_source", options.input_source);
+    rootg.set_attribute("random_seed", static_cast<std::uint64_t>(specs.random_seed));
+    rootg.set_attribute("description", specs.description);
+    io::H5Group input = rootg.create_group("input");
+    for (const auto& [key, v] : options.input_attributes) input.set_attribute(key, v);
+  }
+  h5.commit();
+
+  std::string rep = "herd-sample report (batched DRAM, docs/batched.md)\n";
+  rep += fmt::format("target: {}\ndevice: {} on {} process{}, {} chains each (global chain ids rank x {} + i)\n",
+                     target.description, specs.device, size, size > 1 ? "es" : "", specs.chains_per_rank,
+                     specs.chains_per_rank);
+  rep += "\n== resolved input ==\n" + options.resolved_input + "\n";
+  rep += "\n== run ==\n" + mcmc::batched_report(og, t, diag);
+  rep += fmt::format("pooled adaptation pools the chains of each process separately; nested R-hat: {}\n",
+                     k > 0 ? fmt::format("{} superchains of contiguous global chain ids", k)
+                           : std::string("not computed (needs a chain count divisible by 2, 4, 8 or 16, >= 4)"));
+  rep += "checkpoints: none (checkpoint_period and checkpoint_period_seconds are ignored for batched devices; an "
+         "interrupted run starts afresh)\n";
+  rep += "not used by batched devices: parallelization_model, sample_size and the refinement, adaptive_update_count, "
+         "greedy_adaptation_count, burnin_adaptation_measure, target_acceptance_rate, chain_file_format\n";
+  rep += "\n== posterior (thinned draws after the warm-up): statistics and diagnostics ==\n" + table;
+  rep += fmt::format("\noutputs: {} (posterior, sample_stats/lp [chain, draw]), {}_report.txt\n", h5_path,
+                     specs.output_prefix);
+  {
+    const std::string path = specs.output_prefix + "_report.txt";
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) throw IoError(fmt::format("herd-sample: cannot write \"{}\"", path));
+    const bool ok = std::fwrite(rep.data(), 1, rep.size(), f) == rep.size();
+    if (std::fclose(f) != 0 || !ok) throw IoError(fmt::format("herd-sample: writing \"{}\" failed", path));
+  }
+  if (!options.quiet && !specs.silent_mode) {
+    std::FILE* out = options.terminal != nullptr ? options.terminal : stdout;
+    std::fprintf(out, "\n%s", table.c_str());
+    std::fprintf(out, "\n%lld chains x %lld draws (thin %lld after %lld warm-up proposals), acceptance rate %.3f, "
+                      "%.4g chain-steps/s, %.2f s\n",
+                 static_cast<long long>(t.num_chains), static_cast<long long>(sink.memory.draws),
+                 static_cast<long long>(specs.thin), static_cast<long long>(specs.warmup), t.acceptance_rate,
+                 t.chain_steps_per_second, t.seconds);
+    std::fflush(out);
+  }
+}
+
+}  // namespace herd::apps

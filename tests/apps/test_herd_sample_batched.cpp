@@ -1,0 +1,238 @@
+// herd-sample with device = "cpu_batched" (issue #13): one <prefix>.h5 with posterior
+// [chain, draw] per variable and sample_stats/lp, the report, moments of a known target,
+// reproducibility, global chain ids under mpiexec (2 x 128 chains == 1 x 256 chains), a
+// posteriordb target, and the input errors (cuda without a device, bad keys, overwrite).
+// The test itself is one process; it starts herd-sample (through mpiexec when available).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+
+#include "app_runner.hpp"
+
+#include "herd/io/hdf5.hpp"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace {
+
+using Run = herd::testing::AppRun;
+using herd::testing::slurp;
+
+fs::path workdir(const std::string& name) { return herd::testing::fresh_dir(HERD_TEST_WORK_DIR, name); }
+
+/// Runs the shell command line `cmd` in `dir` (stdout, stderr to files there).
+Run shell(const fs::path& dir, const std::string& cmd) {
+  const std::string line = "cd '" + dir.string() + "' && " + cmd + " > stdout.txt 2> stderr.txt";
+  const int status = std::system(line.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "stdout.txt"), slurp(dir / "stderr.txt")};
+}
+
+/// herd-sample with `args` in `dir`, under `mpiexec -n ranks` when ranks > 0.
+Run sample(const fs::path& dir, int ranks, const std::string& args, const std::string& env = "") {
+  const std::string exe = std::string("'") + HERD_SAMPLE_EXE + "' ";
+#ifdef HERD_MPIEXEC
+  if (ranks > 0) return shell(dir, env + "'" + HERD_MPIEXEC + "' -n " + std::to_string(ranks) + " " + exe + args);
+#endif
+  return shell(dir, env + exe + args);
+}
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+// A 5-D normal, mean mu, unit variances, AR(1) correlation 0.5; one DR stage.
+const char* kToml = R"(device = "cpu_batched"
+chains_per_rank = 256
+warmup = 500
+chain_size = 1000
+thin = 5
+random_seed = 2026
+output_prefix = "out/run"
+start_point = [0.5, 0.5, 0.5, 0.5, 0.5]
+delayed_rejection_count = 1
+[target]
+builtin = "normal"
+ndim = 5
+mean = [1.0, -1.0, 0.0, 2.0, 0.5]
+rho = 0.5
+)";
+const double kMu[5] = {1.0, -1.0, 0.0, 2.0, 0.5};
+const char* const kVars[5] = {"x1", "x2", "x3", "x4", "x5"};
+
+/// Every dataset of the run's posterior and sample_stats/lp, in a fixed order.
+std::vector<std::vector<double>> datasets(const fs::path& h5) {
+  const auto f = herd::io::H5File::open(h5.string());
+  std::vector<std::vector<double>> out;
+  for (const char* v : kVars) out.push_back(f.open_dataset(std::string("posterior/") + v).read<double>());
+  out.push_back(f.open_dataset("sample_stats/lp").read<double>());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the target's moments", "[apps][mcmc]") {
+  const auto dir = workdir("normal");
+  write(dir / "run.toml", kToml);
+  const Run r = sample(dir, 0, "run.toml");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("ess_bulk") && Contains("256 chains x 200 draws") && Contains("chain-steps/s"));
+  // Exactly the listed outputs.
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir / "out")) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  CHECK(files == std::vector<std::string>{"run.h5", "run_report.txt"});
+  const std::string rep = slurp(dir / "out" / "run_report.txt");
+  CHECK_THAT(rep, Contains("== resolved input ==") && Contains("device = \"cpu_batched\"") &&
+                      Contains("nested R-hat") && Contains("chain-steps/s") && Contains("acceptance after warm-up") &&
+                      Contains("checkpoints: none") && Contains("rhat"));
+
+  const auto f = herd::io::H5File::open((dir / "out" / "run.h5").string());
+  const std::size_t m = 256, n = 200;
+  CHECK(f.open_dataset("posterior/chain").read<std::int64_t>() == [] {
+    std::vector<std::int64_t> v(256);
+    std::iota(v.begin(), v.end(), 0);
+    return v;
+  }());
+  CHECK(f.open_dataset("posterior/draw").read<std::int64_t>().size() == n);
+  CHECK(f.open_dataset("sample_stats/lp").shape() == std::vector<hsize_t>{m, n});
+  // Moments: chains are independent given the frozen proposal, so the spread of the chain
+  // means (variances) gives the standard error of their average. |error| < 5 SE: a
+  // false-failure rate below 6e-7 per check (10 checks).
+  for (int j = 0; j < 5; ++j) {
+    const auto ds = f.open_dataset(std::string("posterior/") + kVars[j]);
+    REQUIRE(ds.shape() == std::vector<hsize_t>{m, n});
+    const std::vector<double> v = ds.read<double>();
+    std::vector<double> cm(m), cv(m);
+    double sum = 0.0, sq = 0.0;
+    for (std::size_t c = 0; c < m; ++c) {
+      double s = 0.0, s2 = 0.0;
+      for (std::size_t t = 0; t < n; ++t) {
+        s += v[c * n + t];
+        s2 += (v[c * n + t] - kMu[j]) * (v[c * n + t] - kMu[j]);
+      }
+      cm[c] = s / n;
+      cv[c] = s2 / n;
+      sum += s;
+      sq += s2;
+    }
+    auto se = [&](const std::vector<double>& x) {
+      const double mu = std::accumulate(x.begin(), x.end(), 0.0) / x.size();
+      double q = 0.0;
+      for (double a : x) q += (a - mu) * (a - mu);
+      return std::sqrt(q / (x.size() - 1) / x.size());
+    };
+    INFO("variable " << kVars[j]);
+    CHECK(std::abs(sum / (m * n) - kMu[j]) < 5.0 * se(cm));
+    CHECK(std::abs(sq / (m * n) - 1.0) < 5.0 * se(cv));
+  }
+
+  // h5py (ArviZ's reader), when this machine has it: the netCDF dimensions are (chain, draw).
+  if (std::system("python3 -c 'import h5py' > /dev/null 2>&1") == 0) {
+    const Run p = shell(dir, "python3 -c \"import h5py; f = h5py.File('out/run.h5', 'r'); d = f['posterior/x3']; "
+                             "assert d.shape == (256, 200), d.shape; "
+                             "assert [s[0].name for s in d.dims] == ['/posterior/chain', '/posterior/draw']; "
+                             "assert f['sample_stats/lp'].shape == (256, 200)\"");
+    INFO(p.err);
+    CHECK(p.rc == 0);
+  }
+
+  SECTION("the same seed gives byte-identical datasets; another seed does not") {
+    const Run again = sample(dir, 0, "run.toml --output out2/run");
+    REQUIRE(again.rc == 0);
+    CHECK(datasets(dir / "out" / "run.h5") == datasets(dir / "out2" / "run.h5"));
+    const Run other = sample(dir, 0, "run.toml --output out3/run --seed 5");
+    REQUIRE(other.rc == 0);
+    CHECK(datasets(dir / "out" / "run.h5") != datasets(dir / "out3" / "run.h5"));
+  }
+  SECTION("existing outputs are not replaced without overwrite") {
+    const auto before = slurp(dir / "out" / "run_report.txt");
+    const Run again = sample(dir, 0, "run.toml");
+    CHECK(again.rc == 2);
+    CHECK_THAT(again.err, Contains("out/run_report.txt") && Contains("overwrite"));
+    CHECK(slurp(dir / "out" / "run_report.txt") == before);
+  }
+}
+
+#ifdef HERD_MPIEXEC
+TEST_CASE("herd-sample device = cpu_batched: 2 processes x 128 chains == 1 process x 256 chains", "[apps][mcmc][mpi]") {
+  // Per-chain (or no) adaptation: a chain depends only on its global id. (Pooled adaptation
+  // pools over each process's chains, so its chains depend on the layout.)
+  const auto dir = workdir("mpi");
+  write(dir / "run.toml", kToml);
+  for (const char* mode : {"per_chain", "none"}) {
+    INFO(mode);
+    const std::string common = std::string("run.toml --quiet --set batched_adaptation=") + mode;
+    const Run one = sample(dir, 1, common + " --set chains_per_rank=256 --output one_" + mode + "/run");
+    INFO(one.err);
+    REQUIRE(one.rc == 0);
+    const Run two = sample(dir, 2, common + " --set chains_per_rank=128 --output two_" + mode + "/run");
+    INFO(two.err);
+    REQUIRE(two.rc == 0);
+    CHECK(datasets(dir / ("one_" + std::string(mode)) / "run.h5") ==
+          datasets(dir / ("two_" + std::string(mode)) / "run.h5"));
+    CHECK_THAT(slurp(dir / ("two_" + std::string(mode)) / "run_report.txt"), Contains("on 2 processes"));
+  }
+}
+#endif
+
+TEST_CASE("herd-sample device = cpu_batched runs a posteriordb model and a plugin", "[apps][mcmc]") {
+  const auto dir = workdir("posteriordb");
+  // The embedded default input: posteriordb kidiq-kidscore_interaction (thread-safe: pool).
+  const Run r = sample(dir, 0,
+                       "--set device=cpu_batched --set chains_per_rank=16 --set warmup=300 --set chain_size=300 "
+                       "--set thin=3 --output pdb/run");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("beta[1]") && Contains("log_sigma"));
+  const auto f = herd::io::H5File::open((dir / "pdb" / "run.h5").string());
+  CHECK(f.open_dataset("posterior/beta[1]").shape() == std::vector<hsize_t>{16, 100});
+  CHECK(f.open_dataset("posterior/log_sigma").shape() == std::vector<hsize_t>{16, 100});
+  // The posterior of log sigma is near the least-squares fit's (2.884; posteriordb's
+  // reference posterior mean 2.89, sd 0.034): a loose check that the chains moved right.
+  const auto ls = f.open_dataset("posterior/log_sigma").read<double>();
+  const double mean = std::accumulate(ls.begin(), ls.end(), 0.0) / ls.size();
+  CHECK(std::abs(mean - 2.89) < 0.05);
+
+  // A plugin that is not declared thread-safe: evaluated in stage rounds on one thread.
+  const Run p = sample(dir, 0,
+                       std::string("--set device=cpu_batched --set chains_per_rank=8 --set warmup=200 "
+                                   "--set chain_size=200 --set target.library='") +
+                           HERD_TEST_PLUGIN_PATH + "' --set target.ndim=2 --output plugin/run --quiet");
+  INFO(p.err);
+  REQUIRE(p.rc == 0);
+  CHECK(herd::io::H5File::open((dir / "plugin" / "run.h5").string()).open_dataset("posterior/x1").shape() ==
+        std::vector<hsize_t>{8, 200});
+}
+
+TEST_CASE("herd-sample batched devices: input errors exit 2 and write nothing", "[apps][mcmc]") {
+  const auto dir = workdir("errors");
+  write(dir / "run.toml", kToml);
+  struct Case {
+    std::string args, env, message;
+  };
+  const std::vector<Case> cases = {
+      // No usable device (CUDA_VISIBLE_DEVICES empty hides any), or a CPU-only build.
+      {"run.toml --set device=cuda", "CUDA_VISIBLE_DEVICES= ", "key \"device\" is \"cuda\""},
+      {"--set device=cuda", "", "device = \"cuda\" needs a built-in target (normal, banana, rosenbrock, funnel)"},
+      {"run.toml --set batched_adaptation=pool", "", "\"batched_adaptation\" is \"pool\""},
+      {"run.toml --set thin=5000", "", "key \"thin\" is 5000, but must be at most chain_size = 1000"},
+      {"run.toml --set proposal_model=uniform", "", "needs \"normal\""},
+      {"run.toml --set delayed_rejection_count=5", "", "delayed_rejection_count is 5"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args);
+    const Run r = sample(dir, 0, c.args, c.env);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Contains(c.message));
+    CHECK(!fs::exists(dir / "out"));
+  }
+}
