@@ -17,10 +17,10 @@
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/faults.hpp"
 #if HERD_HAVE_MPI
 #include "herd/core/mpi_communicator.hpp"
 #endif
-#include "herd/mcmc/parallel.hpp"  // launcher_process_count, abort_all_on_error
 #include "herd/rl/trainer.hpp"
 #include "herd/rl/train_config.hpp"
 
@@ -56,10 +56,10 @@ int main(int argc, char** argv) {
   std::unique_ptr<herd::Communicator> comm;
   try {
 #if HERD_HAVE_MPI
-    if (herd::mcmc::launcher_process_count() > 0) comm = std::make_unique<herd::MpiCommunicator>();
+    if (herd::launcher_process_count() > 0) comm = std::make_unique<herd::MpiCommunicator>();
 #endif
     if (!comm) comm = std::make_unique<herd::SelfCommunicator>();
-    if (const int n = herd::mcmc::launcher_process_count(); train->parsed() && comm->size() == 1 && n > 1)
+    if (const int n = herd::launcher_process_count(); train->parsed() && comm->size() == 1 && n > 1)
       throw herd::InputError(
           "the launcher started " + std::to_string(n) +
           " processes, but MPI reports this process alone (size 1): each would train the same agent and write "
@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
   try {
     // With several ranks an exception on one rank prints "herd: rank R of N failed: ..."
     // and ends every rank (MPI_Abort); the last checkpoint (atomic) stays intact.
-    herd::mcmc::abort_all_on_error(*comm, [&] {
+    herd::abort_all_on_error(*comm, [&] {
       try {
         trainer->run(quiet ? nullptr : &std::cout, stop_after);
         if (!quiet && trainer->done())

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "herd/core/communicator.hpp"
+#include "herd/core/faults.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/diagnostics.hpp"
@@ -54,28 +55,12 @@ std::uint64_t dram_options_hash(const DramOptions& o);
 
 // --- Faults -----------------------------------------------------------------------------
 
-/// The launcher's claimed number of processes from its environment (`PMI_SIZE` of
-/// MPICH's Hydra and Intel MPI, `OMPI_COMM_WORLD_SIZE` of Open MPI, `MV2_COMM_WORLD_SIZE`
-/// of MVAPICH; the largest), or 0 when none is set. Thread-safe (reads the environment).
-int launcher_process_count();
-
-/// Detects a launch where every process believes it is alone: the launcher says more
-/// than one process but MPI reports `mpi_size` == 1 (for example Open MPI's `mpiexec` with
-/// an MPICH build), which would otherwise run N duplicate chains.
-/// @throws herd::InputError with the launcher's count and a hint.
-void check_launch(int mpi_size);
-
-/// Compares `hash` across ranks at start-up. Collective.
-/// @throws herd::InputError on every rank, naming the ranks whose `what` differs from
-///   rank 0's.
-void check_same_input(Communicator& comm, std::uint64_t hash, std::string_view what = "input");
-
-/// Runs `body`; when it throws on a run with more than one rank, prints
-/// "herd: rank R of N failed: <message>" to stderr and ends every rank with
-/// `comm.abort(code)` (MPI_Abort), so no rank waits for it in a collective. With one rank
-/// the exception propagates. The last checkpoint is never touched by the abort.
-/// Returns normally only when `body` does.
-void abort_all_on_error(Communicator& comm, const std::function<void()>& body, int code = 1);
+// `launcher_process_count`, `check_launch`, `check_same_input` and `abort_all_on_error`
+// live in the core layer (herd/core/faults.hpp); these names keep older callers compiling.
+using herd::abort_all_on_error;
+using herd::check_launch;
+using herd::check_same_input;
+using herd::launcher_process_count;
 
 struct ResumableOptions;
 
