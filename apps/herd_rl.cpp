@@ -30,11 +30,12 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "train an agent (default: PPO on CartPole-v1)");
   std::string file;
   std::vector<std::string> sets;
-  bool resume = false, quiet = false;
+  bool resume = false, quiet = false, overwrite = false;
   long long stop_after = -1;
   train->add_option("config", file, "TOML configuration (default: PPO on CartPole-v1 with RL Zoo settings)");
   train->add_option("--set", sets, "override a key: key=value (repeatable)");
   train->add_flag("--resume", resume, "continue from <output_prefix>.ckpt when it exists");
+  train->add_flag("--overwrite", overwrite, "replace the outputs of an earlier run instead of refusing");
   train->add_option("--stop-after", stop_after, "stop after N more iterations, writing a checkpoint")
       ->check(CLI::NonNegativeNumber);
   train->add_flag("--quiet", quiet, "no progress lines");
@@ -95,11 +96,34 @@ int main(int argc, char** argv) {
     std::string text;
     const herd::rl::TrainConfig config = herd::rl::load_train_config(file, sets, &text, comm->size());
     trainer = std::make_unique<herd::rl::Trainer>(config, text, comm.get());
-    if (resume && std::filesystem::exists(trainer->checkpoint_path())) {
+    namespace fs = std::filesystem;
+    const bool have_ckpt = fs::exists(trainer->checkpoint_path());
+    if (!resume && !overwrite) {
+      for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path()})
+        if (fs::exists(p))
+          throw herd::InputError("output file " + p + " exists (an earlier run of output_prefix \"" +
+                                 trainer->config().output_prefix +
+                                 "\"); pass --resume to continue it, --overwrite to replace it, or choose another "
+                                 "output_prefix");
+    }
+    // Missing folders of the output prefix are made now, so that a run never fails at its end.
+    if (const fs::path dir = fs::path(trainer->checkpoint_path()).parent_path(); !dir.empty() && root) {
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      if (ec || !fs::is_directory(dir))
+        throw herd::InputError("output_prefix \"" + trainer->config().output_prefix + "\": cannot create the folder " +
+                               dir.string() + (ec ? ": " + ec.message() : std::string(": a file has that name")));
+    }
+    if (resume && have_ckpt) {
       trainer->load_checkpoint(trainer->checkpoint_path());
-      if (!quiet)
+      if (!quiet) {
         std::printf("herd-rl: resumed from %s at iteration %lld\n", trainer->checkpoint_path().c_str(),
                     static_cast<long long>(trainer->iteration()));
+        for (const auto& c : trainer->changed_on_resume())
+          std::printf("herd-rl: warning: resumed with a changed setting: %s\n", c.c_str());
+      }
+    } else if (resume && !quiet) {
+      std::printf("herd-rl: no checkpoint %s yet: training from the start\n", trainer->checkpoint_path().c_str());
     }
     if (!quiet) {
       const herd::rl::TrainConfig& rc = trainer->config();

@@ -594,6 +594,9 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
     if (given->is_raw_text()) {
       std::string text = trim(given->as_string());
       if (text.size() >= 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
+      // A matrix given as rows, "[[a, b], [c, d]]": its elements in row-major order.
+      if (!text.empty() && trim(text).front() == '[')
+        std::erase_if(text, [](char c) { return c == '[' || c == ']'; });
       if (!trim(text).empty()) {
         std::size_t i = 0;
         while (true) {
@@ -606,6 +609,18 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       }
     } else if (given->is_array()) {
       items = given->as_array();
+      // A matrix given as rows (TOML [[a, b], [c, d]], a namelist m(1:2,1:2) = ...): a list key
+      // takes its elements in row-major order.
+      const bool rows = !items.empty() && std::all_of(items.begin(), items.end(), [](const ConfigValue& v) {
+        return v.is_array() && std::none_of(v.as_array().begin(), v.as_array().end(),
+                                            [](const ConfigValue& x) { return x.is_array() || x.is_table(); });
+      });
+      if (rows) {
+        ConfigValue::Array flat;
+        for (const auto& row : items)
+          for (const auto& x : row.as_array()) flat.push_back(x);
+        items = std::move(flat);
+      }
     } else if (given->is_table()) {
       bad(*given, "");
       out.entries_.push_back(std::move(e));

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <ostream>
+#include <set>
 #include <sstream>
 
 #include "herd/core/error.hpp"
@@ -56,6 +58,30 @@ std::string format_eta(double s) {
   else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
   else std::snprintf(buf, sizeof buf, "%lds", t);
   return buf;
+}
+
+// "key = value" pairs of a resolved configuration (`Settings::describe` lines, comments cut).
+std::map<std::string, std::string> config_values(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (const auto c = line.find("  # "); c != std::string::npos) line.resize(c);
+    const auto eq = line.find(" = ");
+    if (eq == std::string::npos || line.empty() || line[0] == '#') continue;
+    out[line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return out;
+}
+
+// Settings a resumed run may change: they do not change the trajectory of the training.
+bool may_change_on_resume(const std::string& key) {
+  static const std::set<std::string> keys = {"total_steps",  "output_prefix",  "checkpoint_period",
+                                             "progress_period", "sampler.kind", "sampler.num_threads"};
+  return keys.count(key) != 0;
 }
 
 }  // namespace
@@ -225,6 +251,15 @@ void Trainer::save_checkpoint(const std::string& path) const {
 void Trainer::load_checkpoint(const std::string& path) {
   io::CheckpointReader r(path);
   r.expect_kind(kKind, kKindVersion);
+  changed_on_resume_.clear();
+  {
+    const auto saved = config_values(r.string("config")), now = config_values(config_text_);
+    for (const auto& [key, value] : saved) {
+      const auto it = now.find(key);
+      if (it != now.end() && it->second != value && !may_change_on_resume(key))
+        changed_on_resume_.push_back(key + " = " + it->second + " (the checkpoint has " + value + ")");
+    }
+  }
   iteration_ = r.value<std::int64_t>("iteration");
   wall_offset_ = r.value<double>("wall_seconds");
   wall_start_ = now_seconds();

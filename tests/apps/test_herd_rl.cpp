@@ -64,6 +64,37 @@ TEST_CASE("herd-rl train writes the curve, config and policy; eval prints the fo
   CHECK(run(d, "eval missing.ckpt").rc == 2);
 }
 
+TEST_CASE("herd-rl train: folders made, earlier outputs refused or replaced, changed settings on resume named",
+          "[rl][apps]") {
+  const fs::path d = workdir("outputs");
+  std::ofstream(d / "small.toml") << kSmall;
+  // A missing folder of the output prefix is made before training.
+  REQUIRE(run(d, "train small.toml --quiet --stop-after 1 --set output_prefix=sub/dir/run").rc == 0);
+  REQUIRE(fs::exists(d / "sub/dir/run.ckpt"));
+  // A folder that cannot be made (a file has its name) is an input error, before training.
+  std::ofstream(d / "file") << "x";
+  const Run bad = run(d, "train small.toml --quiet --set output_prefix=file/run");
+  CHECK(bad.rc == 2);
+  CHECK_THAT(bad.err, Contains("output_prefix \"file/run\"") && Contains("cannot create the folder"));
+  // Running again without --resume refuses and leaves the earlier checkpoint as it was.
+  const auto before = fs::last_write_time(d / "sub/dir/run.ckpt");
+  const Run again = run(d, "train small.toml --quiet --set output_prefix=sub/dir/run");
+  CHECK(again.rc == 2);
+  CHECK_THAT(again.err, Contains("sub/dir/run.ckpt exists") && Contains("--resume") && Contains("--overwrite"));
+  CHECK(fs::last_write_time(d / "sub/dir/run.ckpt") == before);
+  // --resume with a changed learning rate resumes and names the change.
+  const Run changed = run(d, "train small.toml --stop-after 1 --set output_prefix=sub/dir/run --resume "
+                             "--set algo.learning_rate=0.0001");
+  REQUIRE(changed.rc == 0);
+  CHECK_THAT(changed.out, Contains("warning: resumed with a changed setting: algo.learning_rate = 0.0001"));
+  // --overwrite starts afresh.
+  CHECK(run(d, "train small.toml --quiet --stop-after 1 --set output_prefix=sub/dir/run --overwrite").rc == 0);
+  // --resume without a checkpoint says that it starts from the beginning.
+  const Run fresh = run(d, "train small.toml --stop-after 1 --set output_prefix=new --resume");
+  CHECK(fresh.rc == 0);
+  CHECK_THAT(fresh.out, Contains("no checkpoint new.ckpt yet"));
+}
+
 TEST_CASE("herd-rl train --resume continues to the same result", "[rl][apps]") {
   const fs::path d = workdir("resume");
   std::ofstream(d / "small.toml") << kSmall;
@@ -204,7 +235,8 @@ TEST_CASE("mpiexec -n 2 herd-rl: a failing rank ends the job naming it; the chec
   const fs::path d = workdir("mpi_fail");
   std::ofstream(d / "small.toml") << kSmall;
   fs::create_directories(d / "run.h5");  // rank 0 cannot write its output after the last checkpoint
-  const Run r = run_np(d, 2, "train small.toml --quiet");
+  // --overwrite: past the start-up check that refuses an existing output, to fail at the end.
+  const Run r = run_np(d, 2, "train small.toml --quiet --overwrite");
   CHECK(r.rc != 0);
   CHECK_THAT(r.err, Contains("herd: rank 0 of 2 failed") && Contains("run.h5"));
   REQUIRE(fs::exists(d / "run.ckpt"));

@@ -8,6 +8,7 @@
 #include "herd/core/error.hpp"
 #include "herd/io/namelist.hpp"
 #include "herd/io/schema.hpp"
+#include "herd/io/toml_reader.hpp"
 #include "temp_dir.hpp"
 
 using namespace herd::io;
@@ -260,4 +261,20 @@ TEST_CASE("namelist: files are read and auto-detected", "[io]") {
   CHECK(c.find("chainsize")->as_int() == 7);
   CHECK(read_namelist(tmp.file("in.nml")).find("chainsize")->where.str() == tmp.file("in.nml") + ":3");
   CHECK_THROWS_AS(read_namelist(tmp.file("missing.nml")), herd::IoError);
+}
+
+TEST_CASE("namelist and TOML: a matrix given as rows fills a list key in row-major order", "[io]") {
+  Schema s("ParaDRAM");
+  s.add_float_list("proposal_cov", std::nullopt, "covariance [d, d] row-major").alias("proposalStartCovMat");
+  // Fortran order: m(1,1), m(2,1), m(1,2), m(2,2).
+  const Settings a = s.apply(nml("&ParaDRAM\n proposalStartCovMat(1:2,1:2) = 1.0, 0.5, 0.3, 2.0 /"));
+  CHECK(a.get_float_list("proposal_cov") == std::vector<double>{1.0, 0.3, 0.5, 2.0});
+  const Settings b = s.apply(herd::io::parse_toml("proposal_cov = [[1.0, 0.3], [0.5, 2.0]]", "in.toml"));
+  CHECK(b.get_float_list("proposal_cov") == std::vector<double>{1.0, 0.3, 0.5, 2.0});
+  const Settings c = s.apply(herd::io::parse_toml("", "in.toml"), {"proposal_cov=[[1.0,0.3],[0.5,2.0]]"});
+  CHECK(c.get_float_list("proposal_cov") == std::vector<double>{1.0, 0.3, 0.5, 2.0});
+  // A flat list still works; a list mixing rows and numbers is still an error.
+  CHECK(s.apply(herd::io::parse_toml("proposal_cov = [1.0, 2.0]", "in.toml")).get_float_list("proposal_cov") ==
+        std::vector<double>{1.0, 2.0});
+  CHECK_THROWS_AS(s.apply(herd::io::parse_toml("proposal_cov = [[1.0], 2.0]", "in.toml")), herd::InputError);
 }

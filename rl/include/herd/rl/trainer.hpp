@@ -87,6 +87,11 @@ class Trainer {
   /// @throws herd::IoError
   void write_output(const std::string& path) const;
 
+  /// Settings of this run that differ from those of the checkpoint last loaded, each as
+  /// "key = new (the checkpoint has old)", leaving out those that do not change the
+  /// training's trajectory (total_steps, output_prefix, checkpoint_period, progress_period,
+  /// sampler.kind, sampler.num_threads). Empty before `load_checkpoint`.
+  const std::vector<std::string>& changed_on_resume() const { return changed_on_resume_; }
   /// Iterations done.
   std::int64_t iteration() const { return iteration_; }
   /// Env steps done.
@@ -116,6 +121,7 @@ class Trainer {
   void gather_episodes();
   TrainConfig config_;
   std::string config_text_;
+  std::vector<std::string> changed_on_resume_;
   std::unique_ptr<Communicator> own_comm_;  // SelfCommunicator when none was given
   Communicator* comm_ = nullptr;
   std::unique_ptr<Sampler> sampler_;
