@@ -1,5 +1,5 @@
 // herd-rl: train and evaluate PPO/A2C agents (issues #10, #11).
-//   [mpiexec -n N] herd-rl train [CONFIG.toml] [--set key=value]... [--resume] [--stop-after N] [--quiet]
+//   [mpiexec -n N] herd-rl train [CONFIG.toml] [--set key=value]... [--resume | --overwrite] [--stop-after N] [--quiet]
 //   [mpiexec -n N] herd-rl eval CHECKPOINT [--episodes N] [--stochastic]   (rank 0 evaluates; others exit 0)
 // Exit codes: 0 success; 2 bad input (nothing written); 1 other errors; 3 a non-finite
 // loss stopped training (the last good checkpoint is kept).
