@@ -283,6 +283,28 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
     b.nested_rhat = k > 0 ? mcmc::nested_rhat(view, k) : std::numeric_limits<double>::quiet_NaN();
     diag.push_back(b);
   }
+  // Derived quantities (e.g. sigma beside a sampled log sigma), from the gathered draws:
+  // `posterior/<name>` `[chain, draw]` and a summary row each, as the serial run reports them.
+  if (target.quantities && !target.quantity_names.empty()) {
+    const std::size_t nq = target.quantity_names.size(), M = static_cast<std::size_t>(t.num_chains),
+                      D = static_cast<std::size_t>(sink.memory.draws), dd = static_cast<std::size_t>(d);
+    std::vector<double> q(nq), all(nq * M * D);
+    for (std::size_t c = 0; c < M * D; ++c) {
+      target.quantities(sink.memory.x.data() + c * dd, q.data());
+      for (std::size_t i = 0; i < nq; ++i) all[i * M * D + c] = q[i];
+    }
+    io::H5Group post = h5.root().open_group("posterior");
+    for (std::size_t i = 0; i < nq; ++i) {
+      const std::string& name = target.quantity_names[i];
+      if (std::find(specs.variable_names.begin(), specs.variable_names.end(), name) != specs.variable_names.end())
+        continue;
+      const std::vector<double> v(all.begin() + static_cast<std::ptrdiff_t>(i * M * D),
+                                  all.begin() + static_cast<std::ptrdiff_t>((i + 1) * M * D));
+      io::H5Dataset ds = post.write(name, v, {static_cast<hsize_t>(M), static_cast<hsize_t>(D)});
+      post.attach_dimensions(ds, {"chain", "draw"});
+      rows.push_back({name, mcmc::summarize(mcmc::DrawsView(v, M, D))});
+    }
+  }
   const std::string table = mcmc::format_summary_table(rows);
 
   {

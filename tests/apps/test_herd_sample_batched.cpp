@@ -201,6 +201,11 @@ TEST_CASE("herd-sample device = cpu_batched runs a posteriordb model and a plugi
   const auto ls = f.open_dataset("posterior/log_sigma").read<double>();
   const double mean = std::accumulate(ls.begin(), ls.end(), 0.0) / ls.size();
   CHECK(std::abs(mean - 2.89) < 0.05);
+  // The derived quantity sigma = exp(log_sigma), draw for draw, as the serial run reports it.
+  const auto sg = f.open_dataset("posterior/sigma").read<double>();
+  REQUIRE(sg.size() == ls.size());
+  for (std::size_t i = 0; i < sg.size(); ++i) CHECK(sg[i] == Approx(std::exp(ls[i])).epsilon(1e-12));
+  CHECK_THAT(r.out, Contains("sigma "));
 
   // A plugin that is not declared thread-safe: evaluated in stage rounds on one thread.
   const Run p = sample(dir, 0,
