@@ -30,20 +30,15 @@ using herd::testing::slurp;
 
 fs::path workdir(const std::string& name) { return herd::testing::fresh_dir(HERD_TEST_WORK_DIR, name); }
 
-/// Runs the shell command line `cmd` in `dir` (stdout, stderr to files there).
-Run shell(const fs::path& dir, const std::string& cmd) {
-  const std::string line = "cd '" + dir.string() + "' && " + cmd + " > stdout.txt 2> stderr.txt";
-  const int status = std::system(line.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "stdout.txt"), slurp(dir / "stderr.txt")};
-}
+using herd::testing::run_shell;
 
 /// herd-sample with `args` in `dir`, under `mpiexec -n ranks` when ranks > 0.
 Run sample(const fs::path& dir, int ranks, const std::string& args, const std::string& env = "") {
   const std::string exe = std::string("'") + HERD_SAMPLE_EXE + "' ";
 #ifdef HERD_MPIEXEC
-  if (ranks > 0) return shell(dir, env + "'" + HERD_MPIEXEC + "' -n " + std::to_string(ranks) + " " + exe + args);
+  if (ranks > 0) return run_shell(dir, env + "'" + HERD_MPIEXEC + "' -n " + std::to_string(ranks) + " " + exe + args);
 #endif
-  return shell(dir, env + exe + args);
+  return run_shell(dir, env + exe + args);
 }
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
@@ -137,7 +132,7 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
 
   // h5py (ArviZ's reader), when this machine has it: the netCDF dimensions are (chain, draw).
   if (std::system("python3 -c 'import h5py' > /dev/null 2>&1") == 0) {
-    const Run p = shell(dir, "python3 -c \"import h5py; f = h5py.File('out/run.h5', 'r'); d = f['posterior/x3']; "
+    const Run p = run_shell(dir, "python3 -c \"import h5py; f = h5py.File('out/run.h5', 'r'); d = f['posterior/x3']; "
                              "assert d.shape == (256, 200), d.shape; "
                              "assert [s[0].name for s in d.dims] == ['/posterior/chain', '/posterior/draw']; "
                              "assert f['sample_stats/lp'].shape == (256, 200)\"");

@@ -29,19 +29,14 @@ using herd::testing::slurp;
 
 fs::path workdir(const std::string& name) { return herd::testing::fresh_dir(HERD_TEST_WORK_DIR, name); }
 
-/// Runs the shell command line `cmd` in `dir` (stdout, stderr to files there).
-Run shell(const fs::path& dir, const std::string& cmd) {
-  const std::string line = "cd '" + dir.string() + "' && " + cmd + " > stdout.txt 2> stderr.txt";
-  const int status = std::system(line.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "stdout.txt"), slurp(dir / "stderr.txt")};
-}
+using herd::testing::run_shell;
 
 /// herd-sample with `args` in `dir`, under `mpiexec -n ranks` when ranks > 0, with the
 /// environment assignments `env` ("A=1 B=2 ").
 Run sample(const fs::path& dir, int ranks, const std::string& args, const std::string& env = "") {
   const std::string exe = std::string("'") + HERD_SAMPLE_EXE + "' ";
-  if (ranks == 0) return shell(dir, env + exe + args);
-  return shell(dir, env + "'" + HERD_MPIEXEC + "' -n " + std::to_string(ranks) + " " + exe + args);
+  if (ranks == 0) return run_shell(dir, env + exe + args);
+  return run_shell(dir, env + "'" + HERD_MPIEXEC + "' -n " + std::to_string(ranks) + " " + exe + args);
 }
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
@@ -165,7 +160,7 @@ TEST_CASE("herd-sample: different inputs on different ranks are refused at start
   write(dir / "a.toml", kToml);
   write(dir / "b.toml", std::string(kToml) + "\n");
   // MPMD launch: rank 0 and rank 1 read different seeds.
-  const Run r = shell(dir, std::string(HERD_MPIEXEC) + " -n 1 " + HERD_SAMPLE_EXE + " a.toml --seed 1 : -n 1 " +
+  const Run r = run_shell(dir, std::string(HERD_MPIEXEC) + " -n 1 " + HERD_SAMPLE_EXE + " a.toml --seed 1 : -n 1 " +
                                HERD_SAMPLE_EXE + " a.toml --seed 2");
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Contains("differs between ranks") && Contains("rank(s) 1"));

@@ -35,11 +35,17 @@ inline std::filesystem::path fresh_dir(const std::filesystem::path& root, const 
   return d;
 }
 
-/// Runs `exe args` in `dir`; stdout and stderr go to dir/stdout.txt and dir/stderr.txt.
-inline AppRun run_app(const std::string& exe, const std::filesystem::path& dir, const std::string& args) {
-  const std::string cmd = "cd '" + dir.string() + "' && '" + exe + "' " + args + " > stdout.txt 2> stderr.txt";
-  const int status = std::system(cmd.c_str());
+/// Runs the shell command line `cmd` in `dir`; stdout and stderr go to dir/stdout.txt and
+/// dir/stderr.txt.
+inline AppRun run_shell(const std::filesystem::path& dir, const std::string& cmd) {
+  const std::string line = "cd '" + dir.string() + "' && " + cmd + " > stdout.txt 2> stderr.txt";
+  const int status = std::system(line.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "stdout.txt"), slurp(dir / "stderr.txt")};
+}
+
+/// Runs `exe args` in `dir` (`run_shell`).
+inline AppRun run_app(const std::string& exe, const std::filesystem::path& dir, const std::string& args) {
+  return run_shell(dir, "'" + exe + "' " + args);
 }
 
 }  // namespace herd::testing
