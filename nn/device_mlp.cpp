@@ -111,18 +111,7 @@ struct DeviceMlp::Impl {
   void run(const float* x, const float* y, std::int64_t b) {
     const float one = 1.0f, zero = 0.0f;
     HERD_CUDA_CHECK(cudaMemsetAsync(g, 0, total * sizeof(float), stream));
-    // Forward: z = x W^T + b; h = act(z).
-    const float* in = x;
-    for (std::size_t k = 0; k < layers.size(); ++k) {
-      const Layer& l = layers[k];
-      cublas_check(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(l.out), static_cast<int>(b),
-                               static_cast<int>(l.in), &one, w + l.w, static_cast<int>(l.in), in,
-                               static_cast<int>(l.in), &zero, z[k], static_cast<int>(l.out)),
-                   "cublasSgemm (forward)");
-      bias_add(z[k], w + l.b, b, l.out, stream);
-      if (l.act) activation_forward(act, z[k], h[k], b * l.out, 1.0, stream);
-      in = out_of(k);
-    }
+    run_forward(x, b);
     // MSE: loss and dL/d(out).
     const Layer& last = layers.back();
     const std::int64_t n_out = b * last.out;
