@@ -127,10 +127,12 @@ int main(int argc, char** argv) {
     }
     if (!quiet) {
       const herd::rl::TrainConfig& rc = trainer->config();
-      std::printf("herd-rl: %s on %s, %lld env steps (%lld iterations of %d rank(s) x %d envs x %d steps), seed %llu\n",
+      std::printf("herd-rl: %s on %s, %lld env steps (%lld iterations of %d rank(s) x %d envs x %d steps), seed %llu, "
+                  "device %s\n",
                   rc.algorithm.c_str(), rc.env.c_str(), static_cast<long long>(rc.total_steps),
                   static_cast<long long>(rc.num_iterations()), rc.ranks, rc.sampler_options.num_envs,
-                  rc.sampler_options.num_steps, static_cast<unsigned long long>(rc.seed));
+                  rc.sampler_options.num_steps, static_cast<unsigned long long>(rc.seed),
+                  trainer->device().str().c_str());
       if (rc.lr_scaling != "none")
         std::printf("herd-rl: learning rate %.4g (%s scaling x%.4g from a reference batch of %lld), warm-up %d iterations\n",
                     rc.ppo.learning_rate, rc.lr_scaling.c_str(), rc.lr_scale,

@@ -22,7 +22,7 @@ PpoOptions A2c::as_ppo(const A2cOptions& a) {
   return p;
 }
 
-A2c::A2c(ActorCriticAgent& agent, const A2cOptions& options, Communicator* comm)
-    : Ppo(agent, as_ppo(options), comm) {}
+A2c::A2c(ActorCriticAgent& agent, const A2cOptions& options, Communicator* comm, Communicator* grad_comm)
+    : Ppo(agent, as_ppo(options), comm, grad_comm) {}
 
 }  // namespace herd::rl

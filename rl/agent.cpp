@@ -1,12 +1,137 @@
 #include "herd/rl/agent.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
 
+#include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/nn/init.hpp"
+#if HERD_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "herd/core/cuda/cuda_check.hpp"
+#include "herd/nn/cuda/ops.hpp"
+#endif
 
 namespace herd::rl {
+
+#if HERD_HAVE_CUDA
+// Pinned host staging of a CUDA agent (see the class comment): input slots (observations,
+// actions, gradients), output slots (one per pending device->host copy of a call) and the
+// event that marks the end of `backward`'s uploads.
+struct ActorCriticAgent::DeviceIo {
+  struct Pinned {
+    void* p = nullptr;
+    std::size_t cap = 0;
+    Pinned() = default;
+    Pinned(const Pinned&) = delete;
+    Pinned& operator=(const Pinned&) = delete;
+    ~Pinned() {
+      if (p) cudaFreeHost(p);
+    }
+    // At least `bytes` of pinned memory (contents lost when it grows).
+    void* get(std::size_t bytes) {
+      if (bytes > cap) {
+        if (p) HERD_CUDA_CHECK(cudaFreeHost(p));
+        p = nullptr;
+        cap = 0;
+        const std::size_t want = std::max<std::size_t>(bytes, 4096);
+        HERD_CUDA_CHECK(cudaHostAlloc(&p, want, cudaHostAllocPortable));
+        cap = want;
+      }
+      return p;
+    }
+  };
+  enum class Kind { kFloat, kFloatToDouble, kInt64ToDouble };
+  struct Fetch {
+    Kind kind;
+    void* dst;
+    std::size_t n;
+  };
+  // Makes the agent's device current for a scope.
+  struct Guard {
+    int previous = 0;
+    bool changed = false;
+    explicit Guard(int device) {
+      HERD_CUDA_CHECK(cudaGetDevice(&previous));
+      if (previous != device) {
+        HERD_CUDA_CHECK(cudaSetDevice(device));
+        changed = true;
+      }
+    }
+    ~Guard() {
+      if (changed) cudaSetDevice(previous);
+    }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+  };
+
+  explicit DeviceIo(Device d) : device(d), stream(nn::compute_stream(d)) {
+    Guard g(d.index);
+    HERD_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming));
+  }
+  ~DeviceIo() {
+    if (uploaded) {
+      cudaEventSynchronize(uploaded);
+      cudaEventDestroy(uploaded);
+    }
+  }
+  DeviceIo(const DeviceIo&) = delete;
+  DeviceIo& operator=(const DeviceIo&) = delete;
+
+  // An input slot of `bytes`, once the uploads of an earlier `backward` are done.
+  void* stage_in(int slot, std::size_t bytes) {
+    if (upload_pending) {
+      HERD_CUDA_CHECK(cudaEventSynchronize(uploaded));
+      upload_pending = false;
+    }
+    return in[slot].get(bytes);
+  }
+  void upload(nn::Tensor& dst, const void* src, std::size_t bytes) {
+    if (bytes) HERD_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src, bytes, cudaMemcpyHostToDevice, stream));
+  }
+  // Enqueues the copy of `bytes` of `src` into the next output slot.
+  void fetch(const nn::Tensor& src, std::size_t bytes, Kind kind, void* dst, std::size_t n) {
+    if (fetches.size() >= out.size()) throw Error("rl::ActorCriticAgent: too many pending device copies");
+    void* p = out[fetches.size()].get(bytes);
+    if (bytes) HERD_CUDA_CHECK(cudaMemcpyAsync(p, src.raw(), bytes, cudaMemcpyDeviceToHost, stream));
+    fetches.push_back({kind, dst, n});
+  }
+  // Waits for the stream, then converts the fetched values into their destinations.
+  void finish() {
+    HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (std::size_t k = 0; k < fetches.size(); ++k) {
+      const Fetch& f = fetches[k];
+      const void* p = out[k].p;
+      if (f.kind == Kind::kFloat) {
+        std::memcpy(f.dst, p, f.n * sizeof(float));
+      } else if (f.kind == Kind::kFloatToDouble) {
+        const float* a = static_cast<const float*>(p);
+        double* d = static_cast<double*>(f.dst);
+        for (std::size_t i = 0; i < f.n; ++i) d[i] = a[i];
+      } else {
+        const std::int64_t* a = static_cast<const std::int64_t*>(p);
+        double* d = static_cast<double*>(f.dst);
+        for (std::size_t i = 0; i < f.n; ++i) d[i] = static_cast<double>(a[i]);
+      }
+    }
+    fetches.clear();
+  }
+
+  Device device;
+  cudaStream_t stream;
+  std::array<Pinned, 3> in;   // 0 observations, 1 actions, 2 gradients
+  std::array<Pinned, 4> out;  // one per fetch of a call
+  std::vector<Fetch> fetches;
+  cudaEvent_t uploaded = nullptr;
+  bool upload_pending = false;
+};
+#else
+struct ActorCriticAgent::DeviceIo {};
+#endif
+
 namespace {
 
 // Copies a float tensor of n elements to `out` (float32 or float64 storage).
@@ -20,7 +145,8 @@ void copy_out(const nn::Tensor& t, float* out, std::size_t n) {
 }
 
 std::unique_ptr<nn::Mlp> make_mlp(std::size_t in, const std::vector<std::int64_t>& hidden, std::int64_t out,
-                                  nn::Activation act, double out_gain, std::uint64_t seed, std::uint32_t stream) {
+                                  nn::Activation act, double out_gain, std::uint64_t seed, std::uint32_t stream,
+                                  Device device) {
   nn::MlpOptions o;
   o.sizes.push_back(static_cast<std::int64_t>(in));
   for (auto h : hidden) o.sizes.push_back(h);
@@ -30,6 +156,7 @@ std::unique_ptr<nn::Mlp> make_mlp(std::size_t in, const std::vector<std::int64_t
   o.hidden_gain = std::sqrt(2.0);
   o.output_gain = out_gain;
   o.rng = RngStream(seed, stream, RngPurpose::kInit);
+  o.device = device;
   auto m = std::make_unique<nn::Mlp>(o);
   m->set_input_grad(false);
   return m;
@@ -38,8 +165,8 @@ std::unique_ptr<nn::Mlp> make_mlp(std::size_t in, const std::vector<std::int64_t
 // The agent's networks as children of one container (see ActorCriticAgent::module).
 class AgentModule final : public nn::Module {
  public:
-  AgentModule(const std::vector<std::pair<std::string, nn::Module*>>& children)
-      : nn::Module(nn::DType::kFloat32, Device::cpu()) {
+  AgentModule(const std::vector<std::pair<std::string, nn::Module*>>& children, Device device)
+      : nn::Module(nn::DType::kFloat32, device) {
     for (const auto& [name, m] : children) register_module(name, m);
   }
   const nn::Tensor& forward(const nn::Tensor&) override {
@@ -65,13 +192,24 @@ nn::Module& ActorCriticAgent::module() {
       c.emplace_back("vf", critic_.get());
     }
     if (gauss_) c.emplace_back("dist", gauss_.get());
-    module_ = std::make_unique<AgentModule>(c);
+    module_ = std::make_unique<AgentModule>(c, device_);
   }
   return *module_;
 }
 
 ActorCriticAgent::ActorCriticAgent(std::size_t obs_dim, const Space& space, const AgentOptions& opt)
-    : obs_dim_(obs_dim), action_dim_(space.dim()), discrete_(space.is_discrete()) {
+    : obs_dim_(obs_dim), action_dim_(space.dim()), discrete_(space.is_discrete()), device_(opt.device) {
+  if (device_.is_cuda()) {
+    if (!HERD_HAVE_CUDA)
+      throw InputError("rl::ActorCriticAgent: device is " + device_.str() + ", but this build of herd has no CUDA support");
+    const int count = cuda_device_count();
+    if (device_.index < 0 || device_.index >= count)
+      throw InputError("rl::ActorCriticAgent: device is " + device_.str() + ", but " + std::to_string(count) +
+                       " CUDA device(s) are usable here (" + describe_devices() + ")");
+#if HERD_HAVE_CUDA
+    io_ = std::make_unique<DeviceIo>(device_);
+#endif
+  }
   if (obs_dim == 0) throw InputError("rl::ActorCriticAgent: obs_dim is 0, but must be >= 1");
   if (opt.hidden.empty()) throw InputError("rl::ActorCriticAgent: hidden is empty, but needs at least one layer");
   for (auto h : opt.hidden)
@@ -88,24 +226,25 @@ ActorCriticAgent::ActorCriticAgent(std::size_t obs_dim, const Space& space, cons
     o.hidden_gain = std::sqrt(2.0);
     o.output_gain = std::sqrt(2.0);
     o.rng = RngStream(opt.seed, 0, RngPurpose::kInit);
+    o.device = device_;
     trunk_ = std::make_unique<nn::Mlp>(o);
     trunk_->set_input_grad(false);
     const std::int64_t h = opt.hidden.back();
     const RngStream heads(opt.seed, 2, RngPurpose::kInit);
-    pi_head_ = std::make_unique<nn::Linear>(h, outputs);
-    vf_head_ = std::make_unique<nn::Linear>(h, 1);
+    pi_head_ = std::make_unique<nn::Linear>(h, outputs, nn::DType::kFloat32, device_);
+    vf_head_ = std::make_unique<nn::Linear>(h, 1, nn::DType::kFloat32, device_);
     RngCursor c0 = heads.at(0), c1 = heads.at(1);
     nn::orthogonal_(pi_head_->weight().value, 0.01, c0);
     nn::constant_(pi_head_->bias().value, 0.0);
     nn::orthogonal_(vf_head_->weight().value, 1.0, c1);
     nn::constant_(vf_head_->bias().value, 0.0);
   } else {
-    actor_ = make_mlp(obs_dim, opt.hidden, outputs, opt.activation, 0.01, opt.seed, 0);
-    critic_ = make_mlp(obs_dim, opt.hidden, 1, opt.activation, 1.0, opt.seed, 1);
+    actor_ = make_mlp(obs_dim, opt.hidden, outputs, opt.activation, 0.01, opt.seed, 0, device_);
+    critic_ = make_mlp(obs_dim, opt.hidden, 1, opt.activation, 1.0, opt.seed, 1, device_);
   }
   if (!discrete_)
     gauss_ = std::make_unique<nn::Gaussian>(static_cast<std::int64_t>(action_dim_), nn::DType::kFloat32,
-                                            Device::cpu(), opt.init_log_std);
+                                            device_, opt.init_log_std);
 }
 
 ActorCriticAgent::~ActorCriticAgent() = default;
@@ -116,10 +255,36 @@ void ActorCriticAgent::load_obs(const float* obs, std::size_t n, bool pad) {
   // then do not depend on the batch it is in (the alternating sampler's two half batches
   // give the parallel sampler's results bit for bit).
   const std::size_t m = pad ? (n + kRowBlock - 1) / kRowBlock * kRowBlock : n;
-  obs_t_.resize({static_cast<std::int64_t>(m), static_cast<std::int64_t>(obs_dim_)}, nn::DType::kFloat32);
+  obs_t_.resize({static_cast<std::int64_t>(m), static_cast<std::int64_t>(obs_dim_)}, nn::DType::kFloat32, device_);
+#if HERD_HAVE_CUDA
+  if (io_) {
+    const std::size_t bytes = m * obs_dim_ * sizeof(float);
+    float* x = static_cast<float*>(io_->stage_in(0, bytes));
+    std::memcpy(x, obs, n * obs_dim_ * sizeof(float));
+    std::fill(x + n * obs_dim_, x + m * obs_dim_, 0.0f);
+    io_->upload(obs_t_, x, bytes);
+    return;
+  }
+#endif
   float* x = obs_t_.data<float>();
   std::memcpy(x, obs, n * obs_dim_ * sizeof(float));
   std::fill(x + n * obs_dim_, x + m * obs_dim_, 0.0f);
+}
+
+void ActorCriticAgent::fetch(const nn::Tensor& t, float* out, std::size_t n) {
+#if HERD_HAVE_CUDA
+  if (io_) {
+    io_->fetch(t, n * sizeof(float), DeviceIo::Kind::kFloat, out, n);
+    return;
+  }
+#endif
+  copy_out(t, out, n);
+}
+
+void ActorCriticAgent::wait_fetches() {
+#if HERD_HAVE_CUDA
+  if (io_) io_->finish();
+#endif
 }
 
 const nn::Tensor& ActorCriticAgent::actor_forward(const float* obs, std::size_t n, bool pad) {
@@ -139,25 +304,39 @@ void ActorCriticAgent::act(const float* obs, std::size_t n, const RngStream* rng
   if (discrete_) {
     if (rng) cat_.sample(*rng, index, sample_t_);
     else cat_.mode(sample_t_);
-    const std::int64_t* a = sample_t_.data<std::int64_t>();
-    if (actions)
+#if HERD_HAVE_CUDA
+    if (io_ && actions)
+      io_->fetch(sample_t_, n * sizeof(std::int64_t), DeviceIo::Kind::kInt64ToDouble, actions, n);
+#endif
+    if (!io_ && actions) {
+      const std::int64_t* a = sample_t_.data<std::int64_t>();
       for (std::size_t i = 0; i < n; ++i) actions[i] = static_cast<double>(a[i]);
-    if (log_probs) copy_out(cat_.log_prob(sample_t_), log_probs, n);
+    }
+    if (log_probs) fetch(cat_.log_prob(sample_t_), log_probs, n);
   } else {
     if (rng) gauss_->sample(*rng, index, sample_t_);
     else sample_t_ = head.clone();
-    const float* a = sample_t_.data<float>();
-    if (actions)
+#if HERD_HAVE_CUDA
+    if (io_ && actions)
+      io_->fetch(sample_t_, n * action_dim_ * sizeof(float), DeviceIo::Kind::kFloatToDouble, actions, n * action_dim_);
+#endif
+    if (!io_ && actions) {
+      const float* a = sample_t_.data<float>();
       for (std::size_t i = 0; i < n * action_dim_; ++i) actions[i] = a[i];
-    if (log_probs) copy_out(gauss_->log_prob(sample_t_), log_probs, n);
+    }
+    if (log_probs) fetch(gauss_->log_prob(sample_t_), log_probs, n);
   }
-  if (values) value(obs, n, values);
+  // The critic reads the same (padded) observations; the actor's input is not needed
+  // after `act`, so no copy is made.
+  if (values) fetch(trunk_ ? vf_head_->forward(*h_) : critic_->forward(obs_t_), values, n);
+  wait_fetches();
 }
 
 void ActorCriticAgent::value(const float* obs, std::size_t n, float* values) {
   load_obs(obs, n, true);
-  if (trunk_) copy_out(vf_head_->forward(trunk_->forward(obs_t_)), values, n);
-  else copy_out(critic_->forward(obs_t_), values, n);
+  if (trunk_) fetch(vf_head_->forward(trunk_->forward(obs_t_)), values, n);
+  else fetch(critic_->forward(obs_t_), values, n);
+  wait_fetches();
 }
 
 void ActorCriticAgent::evaluate(const float* obs, const double* actions, std::size_t n) {
@@ -167,58 +346,99 @@ void ActorCriticAgent::evaluate(const float* obs, const double* actions, std::si
   val_.resize(n);
   const auto N = static_cast<std::int64_t>(n);
   if (discrete_) {
-    act_t_.resize({N}, nn::DType::kInt64);
-    std::int64_t* a = act_t_.data<std::int64_t>();
-    for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<std::int64_t>(actions[i]);
-    copy_out(cat_.log_prob(act_t_), logp_.data(), n);
-    copy_out(cat_.entropy(), ent_.data(), n);
+    act_t_.resize({N}, nn::DType::kInt64, device_);
+#if HERD_HAVE_CUDA
+    if (io_) {
+      auto* a = static_cast<std::int64_t*>(io_->stage_in(1, n * sizeof(std::int64_t)));
+      for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<std::int64_t>(actions[i]);
+      io_->upload(act_t_, a, n * sizeof(std::int64_t));
+    }
+#endif
+    if (!io_) {
+      std::int64_t* a = act_t_.data<std::int64_t>();
+      for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<std::int64_t>(actions[i]);
+    }
+    fetch(cat_.log_prob(act_t_), logp_.data(), n);
+    fetch(cat_.entropy(), ent_.data(), n);
   } else {
-    act_t_.resize({N, static_cast<std::int64_t>(action_dim_)}, nn::DType::kFloat32);
-    float* a = act_t_.data<float>();
+    act_t_.resize({N, static_cast<std::int64_t>(action_dim_)}, nn::DType::kFloat32, device_);
+    float* a = nullptr;
+#if HERD_HAVE_CUDA
+    if (io_) a = static_cast<float*>(io_->stage_in(1, n * action_dim_ * sizeof(float)));
+#endif
+    if (!io_) a = act_t_.data<float>();
     for (std::size_t i = 0; i < n * action_dim_; ++i) a[i] = static_cast<float>(actions[i]);
-    copy_out(gauss_->log_prob(act_t_), logp_.data(), n);
-    copy_out(gauss_->entropy(), ent_.data(), n);
+#if HERD_HAVE_CUDA
+    if (io_) io_->upload(act_t_, a, n * action_dim_ * sizeof(float));
+#endif
+    fetch(gauss_->log_prob(act_t_), logp_.data(), n);
+    fetch(gauss_->entropy(), ent_.data(), n);
   }
   if (trunk_) {  // the trunk's output (still valid) feeds the value head
-    copy_out(vf_head_->forward(*h_), val_.data(), n);
+    fetch(vf_head_->forward(*h_), val_.data(), n);
+    wait_fetches();
     return;
   }
   // obs_t_ still holds the observations (the actor's input must stay unchanged until
   // backward, so the critic gets its own copy).
-  critic_in_.resize(obs_t_.shape(), nn::DType::kFloat32);
-  critic_in_.copy_from(obs_t_);
-  copy_out(critic_->forward(critic_in_), val_.data(), n);
+  critic_in_.resize(obs_t_.shape(), nn::DType::kFloat32, device_);
+  if (io_) critic_in_.copy_from_async(obs_t_, nn::compute_stream(device_));
+  else critic_in_.copy_from(obs_t_);
+  fetch(critic_->forward(critic_in_), val_.data(), n);
+  wait_fetches();
 }
 
 void ActorCriticAgent::backward(const float* g_logp, const float* g_ent, const float* g_val) {
   const auto n = static_cast<std::int64_t>(logp_.size());
-  grad_t_.resize({n}, nn::DType::kFloat32);
-  float* g = grad_t_.data<float>();
+  const auto un = static_cast<std::size_t>(n);
+  // dL/d(log_prob), dL/d(entropy), dL/d(value) end to end in one [3n] tensor (one upload).
+  grad_t_.resize({3 * n}, nn::DType::kFloat32, device_);
+  float* g = nullptr;
+#if HERD_HAVE_CUDA
+  if (io_) g = static_cast<float*>(io_->stage_in(2, 3 * un * sizeof(float)));
+#endif
+  if (!io_) g = grad_t_.data<float>();
+  std::memcpy(g, g_logp, un * sizeof(float));
+  std::memcpy(g + un, g_ent, un * sizeof(float));
+  std::memcpy(g + 2 * un, g_val, un * sizeof(float));
+#if HERD_HAVE_CUDA
+  if (io_) io_->upload(grad_t_, g, 3 * un * sizeof(float));
+#endif
+  const nn::Tensor gl = grad_t_.slice(0, n), ge = grad_t_.slice(n, 2 * n);
+  gv_ = grad_t_.slice(2 * n, 3 * n).reshape({n, 1});
   if (discrete_) {
-    std::memcpy(g, g_logp, static_cast<std::size_t>(n) * sizeof(float));
-    cat_.backward_log_prob(grad_t_);
-    std::memcpy(g, g_ent, static_cast<std::size_t>(n) * sizeof(float));
-    cat_.backward_entropy(grad_t_);
+    cat_.backward_log_prob(gl);
+    cat_.backward_entropy(ge);
     policy_backward(cat_.grad_logits());
   } else {
-    std::memcpy(g, g_logp, static_cast<std::size_t>(n) * sizeof(float));
-    gauss_->backward_log_prob(grad_t_);
-    std::memcpy(g, g_ent, static_cast<std::size_t>(n) * sizeof(float));
-    gauss_->backward_entropy(grad_t_);
+    gauss_->backward_log_prob(gl);
+    gauss_->backward_entropy(ge);
     policy_backward(gauss_->grad_mean());
   }
-  nn::Tensor gv({n, 1}, nn::DType::kFloat32);
-  std::memcpy(gv.data<float>(), g_val, static_cast<std::size_t>(n) * sizeof(float));
   if (!trunk_) {
-    critic_->backward(gv);
-    return;
+    critic_->backward(gv_);
+  } else {
+    // Shared trunk: dL/dh = policy head's + value head's input gradients.
+    const nn::Tensor& gvh = vf_head_->backward(gv_);
+#if HERD_HAVE_CUDA
+    if (io_) {
+      nn::cuda::add<float>(gh_.data<float>(), gvh.data<float>(), gh_.data<float>(), gh_.numel(), io_->stream);
+    }
+#endif
+    if (!io_) {
+      float* a = gh_.data<float>();
+      const float* b = gvh.data<float>();
+      for (std::int64_t i = 0; i < gh_.numel(); ++i) a[i] += b[i];
+    }
+    trunk_->backward(gh_);
   }
-  // Shared trunk: dL/dh = policy head's + value head's input gradients.
-  const nn::Tensor& gvh = vf_head_->backward(gv);
-  float* a = gh_.data<float>();
-  const float* b = gvh.data<float>();
-  for (std::int64_t i = 0; i < gh_.numel(); ++i) a[i] += b[i];
-  trunk_->backward(gh_);
+#if HERD_HAVE_CUDA
+  if (io_) {
+    // The next call that refills the staging buffers waits for this event.
+    HERD_CUDA_CHECK(cudaEventRecord(io_->uploaded, io_->stream));
+    io_->upload_pending = true;
+  }
+#endif
 }
 
 void ActorCriticAgent::policy_backward(const nn::Tensor& grad_out) {
@@ -227,8 +447,9 @@ void ActorCriticAgent::policy_backward(const nn::Tensor& grad_out) {
     return;
   }
   const nn::Tensor& g = pi_head_->backward(grad_out);
-  gh_.resize(g.shape(), nn::DType::kFloat32);
-  gh_.copy_from(g);
+  gh_.resize(g.shape(), nn::DType::kFloat32, device_);
+  if (io_) gh_.copy_from_async(g, nn::compute_stream(device_));
+  else gh_.copy_from(g);
 }
 
 std::vector<nn::NamedParameter> ActorCriticAgent::named_parameters() {
@@ -261,7 +482,13 @@ void ActorCriticAgent::load_state_dict(const std::vector<nn::NamedTensor>& state
     if (found->tensor.numel() != p.param->value.numel())
       throw InputError("rl::ActorCriticAgent::load_state_dict: parameter \"" + p.name + "\" has shape " +
                        found->tensor.shape().str() + ", but must have " + p.param->value.shape().str());
-    p.param->value.copy_from(found->tensor);
+    // Checkpoints hold float64 host tensors; device copies need float32 on both sides.
+    nn::Tensor src = found->tensor;
+    if (src.dtype() != nn::DType::kFloat32 && (src.is_cuda() || p.param->value.is_cuda())) {
+      if (src.is_cuda()) src = src.to(Device::cpu());
+      src = src.to(nn::DType::kFloat32);
+    }
+    p.param->value.copy_from(src);
   }
 }
 

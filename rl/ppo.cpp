@@ -11,7 +11,7 @@
 
 namespace herd::rl {
 
-Ppo::Ppo(ActorCriticAgent& agent, const PpoOptions& o, Communicator* comm)
+Ppo::Ppo(ActorCriticAgent& agent, const PpoOptions& o, Communicator* comm, Communicator* grad_comm)
     : agent_(agent), opt_options_(o), comm_(comm && comm->size() > 1 ? comm : nullptr) {
   if (!(o.learning_rate > 0)) throw InputError("rl::Ppo: learning_rate must be > 0");
   if (!(o.clip_range > 0)) throw InputError("rl::Ppo: clip_range must be > 0");
@@ -24,7 +24,10 @@ Ppo::Ppo(ActorCriticAgent& agent, const PpoOptions& o, Communicator* comm)
     throw InputError("rl::Ppo: algo.minibatch_size is " + std::to_string(o.minibatch_size) + ", but with " +
                      std::to_string(comm_->size()) + " ranks it must be divisible by " +
                      std::to_string(comm_->size()) + " (each rank takes an equal share)");
-  if (comm_) dp_ = std::make_unique<nn::DataParallel>(agent.module(), *comm_);
+  if (comm_ && grad_comm && grad_comm->size() != comm_->size())
+    throw InputError("rl::Ppo: grad_comm has " + std::to_string(grad_comm->size()) + " ranks, but comm has " +
+                     std::to_string(comm_->size()) + "; they must be the same ranks");
+  if (comm_) dp_ = std::make_unique<nn::DataParallel>(agent.module(), grad_comm ? *grad_comm : *comm_);
   params_ = agent.named_parameters();
   if (o.optimizer == OptimizerKind::kAdam)
     opt_ = std::make_unique<nn::Adam>(params_, o.learning_rate, 0.9, 0.999, o.optimizer_eps);

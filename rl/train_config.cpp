@@ -3,6 +3,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "herd/core/config.hpp"
+#include "herd/core/device.hpp"
 #include "herd/core/error.hpp"
 #include "herd/io/config.hpp"
 #include "herd/io/toml_reader.hpp"
@@ -20,6 +22,7 @@ const io::Schema& train_schema() {
     s.add_string("output_prefix", "herd_rl", "writes <prefix>.h5 and <prefix>.ckpt");
     s.add_int("checkpoint_period", 0, "iterations between checkpoints (0: at the end only)").min(0);
     s.add_int("progress_period", 10, "iterations between progress lines (0: none)").min(0);
+    s.add_string("device", "cpu", "where the networks run and train: \"cpu\", \"cuda\" or \"cuda:<index>\"");
     s.add_string("sampler.kind", "serial", "sampler").choices({"serial", "parallel", "alternating"});
     s.add_int("sampler.num_envs", 8, "environments B").range(1, 65536);
     s.add_int("sampler.num_steps", 32, "steps per env per rollout T").range(1, 1 << 20);
@@ -81,7 +84,7 @@ A2cOptions TrainConfig::a2c() const {
 }
 
 TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
-                                 std::string* text, int ranks) {
+                                 std::string* text, int ranks, bool check_device) {
   if (ranks < 1) throw InputError("rl::resolve_train_config: ranks is " + std::to_string(ranks) + ", but must be >= 1");
   const io::Settings st = train_schema().apply(config, overrides);
   TrainConfig c;
@@ -99,6 +102,24 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     throw InputError(st.origin("output_prefix") + ": key \"output_prefix\" is \"\", but must not be empty");
   c.checkpoint_period = st.get_int("checkpoint_period");
   c.progress_period = st.get_int("progress_period");
+  c.device = st.get_string("device");
+  {
+    const std::string where = st.origin("device") + ": key \"device\" is \"" + c.device + "\", but ";
+    try {
+      c.agent.device = parse_device(c.device);
+    } catch (const InputError&) {
+      throw InputError(where + "must be \"cpu\", \"cuda\" or \"cuda:<index>\"");
+    }
+    if (c.agent.device.is_cuda() && check_device) {
+      if (!HERD_HAVE_CUDA) throw InputError(where + "this build of herd has no CUDA support; use device = \"cpu\"");
+      const int count = cuda_device_count();
+      if (count == 0)
+        throw InputError(where + "no CUDA device is usable here (" + describe_devices() + "); use device = \"cpu\"");
+      if (c.agent.device.index >= count)
+        throw InputError(where + "only " + std::to_string(count) + " CUDA device(s) are usable here (cuda:0 to cuda:" +
+                         std::to_string(count - 1) + ")");
+    }
+  }
   c.sampler = st.get_string("sampler.kind");
   SamplerOptions& so = c.sampler_options;
   so.env_id = c.env;
@@ -183,7 +204,7 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
 }
 
 TrainConfig parse_train_config(const std::string& text, std::string* resolved, int ranks) {
-  return resolve_train_config(io::parse_toml(text, "<checkpoint config>"), {}, resolved, ranks);
+  return resolve_train_config(io::parse_toml(text, "<checkpoint config>"), {}, resolved, ranks, false);
 }
 
 }  // namespace herd::rl

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -11,13 +12,54 @@
 #include <set>
 #include <sstream>
 
+#include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/rl/registry.hpp"
+#if HERD_HAVE_NCCL
+#include <cuda_runtime_api.h>
+
+#include "herd/core/cuda/cuda_check.hpp"
+#include "herd/core/nccl_communicator.hpp"
+#endif
 
 namespace herd::rl {
+
+#if HERD_HAVE_NCCL
+// The gradients' NCCL communicator of a CUDA agent under several ranks, on its own stream
+// (so that DataParallel's bucket all-reduces overlap the rest of backward on the nn stream).
+struct Trainer::DeviceComm {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<NcclCommunicator> comm;
+  DeviceComm(Communicator& bootstrap, int device) {
+    int previous = 0;
+    HERD_CUDA_CHECK(cudaGetDevice(&previous));
+    HERD_CUDA_CHECK(cudaSetDevice(device));
+    HERD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    comm = std::make_unique<NcclCommunicator>(bootstrap, stream, device);
+    (void)previous;  // NcclCommunicator makes `device` current for this thread, as wanted
+  }
+  ~DeviceComm() {
+    comm.reset();
+    if (stream) cudaStreamDestroy(stream);
+  }
+  DeviceComm(const DeviceComm&) = delete;
+  DeviceComm& operator=(const DeviceComm&) = delete;
+};
+#else
+struct Trainer::DeviceComm {};
+#endif
+
 namespace {
+
+// The node-local rank of `rank` (MPICH's MPI_LOCALRANKID, Open MPI's
+// OMPI_COMM_WORLD_LOCAL_RANK; else the rank itself), as herd-sample picks GPUs.
+int local_rank(int rank) {
+  for (const char* v : {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"})
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  return rank;
+}
 
 constexpr const char* kKind = "herd.rl.trainer";
 constexpr std::uint32_t kKindVersion = 1;
@@ -32,7 +74,7 @@ void save_tensors(io::CheckpointWriter& w, const std::string& p, const std::vect
   std::string names;
   for (const auto& t : ts) {
     names += t.name + "\n";
-    w.add(p + t.name, t.tensor.to_vector());
+    w.add(p + t.name, t.tensor.is_cuda() ? t.tensor.to(Device::cpu()).to_vector() : t.tensor.to_vector());
   }
   w.add_string(p + "names", names);
 }
@@ -102,10 +144,31 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
   config_.sampler_options = so;
   sampler_ = make_sampler(c.sampler, so);
   const auto probe = make_env(c.env);  // spaces of the agent
-  agent_ = std::make_unique<ActorCriticAgent>(probe->obs_dim(), probe->action_space(), c.agent);
+  AgentOptions ao = c.agent;
+  if (ao.device.is_cuda() && comm_->size() > 1 && c.device == "cuda") {
+    // One rank per GPU: a plain "cuda" means this rank's local GPU.
+    const int count = cuda_device_count();
+    if (count == 0)
+      throw InputError("rl::Trainer: device is \"cuda\", but no CUDA device is usable on rank " +
+                       std::to_string(comm_->rank()) + " (" + describe_devices() + ")");
+    ao.device = Device::cuda(local_rank(comm_->rank()) % count);
+  }
+  config_.agent.device = ao.device;
+  agent_ = std::make_unique<ActorCriticAgent>(probe->obs_dim(), probe->action_space(), ao);
   Communicator* dp = comm_->size() > 1 ? comm_ : nullptr;
-  if (c.algorithm == "a2c") algo_ = std::make_unique<A2c>(*agent_, c.a2c(), dp);
-  else if (c.algorithm == "ppo") algo_ = std::make_unique<Ppo>(*agent_, c.ppo, dp);
+  Communicator* grads = nullptr;
+  if (dp && ao.device.is_cuda()) {
+#if HERD_HAVE_NCCL
+    dev_comm_ = std::make_unique<DeviceComm>(*comm_, ao.device.index);
+    grads = dev_comm_->comm.get();
+#else
+    throw InputError("rl::Trainer: device is \"" + c.device + "\" with " + std::to_string(comm_->size()) +
+                     " ranks, but this build of herd has no NCCL (gradients of GPU agents are averaged over NCCL); "
+                     "run one rank, or device = \"cpu\"");
+#endif
+  }
+  if (c.algorithm == "a2c") algo_ = std::make_unique<A2c>(*agent_, c.a2c(), dp, grads);
+  else if (c.algorithm == "ppo") algo_ = std::make_unique<Ppo>(*agent_, c.ppo, dp, grads);
   else throw InputError("rl::Trainer: algorithm is \"" + c.algorithm + "\", but must be \"ppo\" or \"a2c\"");
   wall_start_ = now_seconds();
 }
@@ -311,7 +374,7 @@ void Trainer::write_output(const std::string& path) const {
   for (const auto& t : agent_->state_dict()) {
     std::vector<hsize_t> shape;
     for (auto d : t.tensor.shape().dims()) shape.push_back(static_cast<hsize_t>(d));
-    const auto v = t.tensor.to_vector();
+    const auto v = t.tensor.is_cuda() ? t.tensor.to(Device::cpu()).to_vector() : t.tensor.to_vector();
     std::vector<float> fv(v.begin(), v.end());
     pol.write(t.name, fv, shape);
   }
@@ -374,7 +437,9 @@ EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stoch
   small.sampler_options.num_envs = 1;
   small.sampler = "serial";
   auto env = make_env(c.env);
-  ActorCriticAgent agent(env->obs_dim(), env->action_space(), c.agent);
+  AgentOptions ao = c.agent;
+  ao.device = Device::cpu();  // one env at a time: the host (a CUDA run's checkpoint works too)
+  ActorCriticAgent agent(env->obs_dim(), env->action_space(), ao);
   agent.load_state_dict(load_tensors(r, "params/", agent.state_dict()));
   RunningMeanStd rms(env->obs_dim());
   const bool norm = c.sampler_options.normalize_obs;

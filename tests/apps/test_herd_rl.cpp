@@ -1,5 +1,6 @@
 // herd-rl end to end: training outputs, resume, eval output format, input errors (exit 2,
 // nothing overwritten), a NaN loss stops training and keeps the last checkpoint.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "app_runner.hpp"
 
+#include "herd/core/device.hpp"
 #include "herd/io/hdf5.hpp"
 
 namespace fs = std::filesystem;
@@ -129,6 +131,16 @@ TEST_CASE("herd-rl: bad input exits 2 naming key and value, nothing overwritten"
   CHECK_THAT(r.err, Contains("bad.toml:2") && Contains("num_envz"));
   r = run(d, "train missing.toml");
   CHECK(r.rc == 2);
+  // device (issue #14): a bad value, and "cuda" where no GPU is usable (CI) or none exists.
+  r = run(d, "train --set device=gpu");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("\"device\"") && Contains("gpu") && Contains("cuda:<index>"));
+  if (herd::cuda_device_count() == 0) {
+    r = run(d, "train --set device=cuda");
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Contains("\"device\"") && Contains("cuda"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
   CHECK(slurp(d / "herd_rl.h5") == "keep");
   CHECK_FALSE(fs::exists(d / "herd_rl.ckpt"));
 }

@@ -235,6 +235,39 @@ TEST_CASE("Config errors name the key and the value", "[rl]") {
   CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"algo.gamma=1.5"}), Catch::Contains("algo.gamma"));
 }
 
+TEST_CASE("Config key device: cpu, cuda, cuda:<index>; bad values and unusable devices named (issue #14)", "[rl]") {
+  const TrainConfig c = resolve_train_config(io::Config("<t>"), {});
+  CHECK(c.device == "cpu");
+  CHECK(c.agent.device == Device::cpu());
+  CHECK(resolve_train_config(io::Config("<t>"), {"device=cpu"}).agent.device.is_cpu());
+  for (const std::string bad : {"gpu", "cuda:", "cuda:x", "CUDA", "cuda:-1"})
+    CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"device=" + bad}),
+                      Catch::Contains("key \"device\" is \"" + bad + "\"") && Catch::Contains("cuda:<index>"));
+  // Without the availability check (a checkpoint's configuration) any well-formed device parses.
+  {
+    std::string text;
+    const TrainConfig r = resolve_train_config(io::Config("<t>"), {"device=cuda:3"}, &text, 1, false);
+    CHECK(r.agent.device == Device::cuda(3));
+    CHECK(text.find("device = \"cuda:3\"") != std::string::npos);
+  }
+  const int n = cuda_device_count();
+  if (n == 0) {  // CPU-only build or no GPU: one-line errors naming the key and the value
+    CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"device=cuda"}),
+                      Catch::Contains("key \"device\" is \"cuda\"") &&
+                          (Catch::Contains("no CUDA support") || Catch::Contains("no CUDA device is usable")));
+    CHECK_THROWS_AS(resolve_train_config(io::Config("<t>"), {"device=cuda:0"}), InputError);
+    // The agent refuses a CUDA device too.
+    auto env = make_env("CartPole-v1");
+    AgentOptions ao;
+    ao.device = Device::cuda(0);
+    CHECK_THROWS_AS(ActorCriticAgent(env->obs_dim(), env->action_space(), ao), InputError);
+  } else {
+    CHECK(resolve_train_config(io::Config("<t>"), {"device=cuda"}).agent.device == Device::cuda(0));
+    CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"device=cuda:" + std::to_string(n)}),
+                      Catch::Contains("CUDA device(s) are usable"));
+  }
+}
+
 TEST_CASE("Learning-rate scaling with the batch, num_minibatches, warm-up (issue #14)", "[rl]") {
   // 16 envs x 32 steps = 512 steps per iteration, reference batch 128: k = 4.
   const std::vector<std::string> base = {"sampler.num_envs=16", "sampler.num_steps=32", "algo.learning_rate=1e-3",

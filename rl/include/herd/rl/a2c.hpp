@@ -31,7 +31,9 @@ class A2c : public Ppo {
  public:
   /// `comm`: data-parallel training as `Ppo` (the whole rollout of every rank is one
   /// minibatch). @throws herd::InputError for a non-positive learning rate.
-  A2c(ActorCriticAgent& agent, const A2cOptions& options, Communicator* comm = nullptr);
+  /// `grad_comm`: the gradients' communicator, as for `Ppo` (null: `comm`).
+  A2c(ActorCriticAgent& agent, const A2cOptions& options, Communicator* comm = nullptr,
+      Communicator* grad_comm = nullptr);
   /// PPO options equivalent to `options`.
   static PpoOptions as_ppo(const A2cOptions& options);
 };

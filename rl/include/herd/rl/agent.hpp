@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "herd/core/device.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/nn/distributions.hpp"
 #include "herd/nn/linear.hpp"
@@ -29,6 +30,9 @@ struct AgentOptions {
   /// then also trains the trunk), instead of separate actor and critic MLPs.
   bool shared_trunk = false;
   std::uint64_t seed = 0;     ///< initialisation draws: `RngStream(seed, 0 or 1, kInit)`
+  /// Where the networks, heads and (through `named_parameters`) the optimizer state live:
+  /// `Device::cpu()` or, in CUDA builds, `Device::cuda(i)` (see the class comment).
+  Device device = Device::cpu();
 };
 
 /// An actor-critic agent with separate actor and critic MLPs, or one shared trunk with two
@@ -43,10 +47,28 @@ struct AgentOptions {
 /// the sampler adds the space's start). Gaussian samples are not clipped (the environment
 /// clips them, and the log-probability is of the unclipped sample, as in SB3).
 ///
+/// **Devices.** With `AgentOptions::device` a CUDA device (CUDA builds), the networks,
+/// heads and parameter gradients live on that GPU and every forward/backward pass, the
+/// softmax/Gaussian head and action sampling run there (on the nn stream,
+/// `nn::compute_stream`); the API stays host pointers. Each call stages its host inputs in
+/// pinned (page-locked) buffers, copies them host->device with cudaMemcpyAsync on the nn
+/// stream, enqueues the work, copies the outputs device->host into pinned buffers on the
+/// same stream and waits once for the stream before returning (`backward` only enqueues
+/// its uploads and returns; the next call that refills the staging buffers waits for
+/// them). Sampling uses the same Philox counters as the host (docs/nn.md "CUDA"), so for
+/// the same seeds a CUDA agent draws the same discrete actions as a CPU agent (barring a
+/// uniform within float rounding of a class boundary) and its log-probabilities and values
+/// agree within float32 rounding (cuBLAS sums in another order). Row padding is kept.
+/// The per-sample loss arithmetic of PPO/A2C on the `[n]` vectors stays on the host (three
+/// `[n]` vectors each way per minibatch: cheaper than kernels and their launches for RL
+/// widths). `state_dict` returns tensors on the agent's device; `load_state_dict` takes
+/// tensors of any device and float dtype, so checkpoints move between CPU and CUDA runs.
+///
 /// Thread-safety: one thread at a time (the modules keep buffers).
 class ActorCriticAgent {
  public:
-  /// @throws herd::InputError for obs_dim 0, empty or non-positive hidden sizes.
+  /// @throws herd::InputError for obs_dim 0, empty or non-positive hidden sizes, or a CUDA
+  ///         device in a CPU-only build; herd::CudaError when the device cannot be used.
   ActorCriticAgent(std::size_t obs_dim, const Space& action_space, const AgentOptions& options);
   ~ActorCriticAgent();
   ActorCriticAgent(const ActorCriticAgent&) = delete;
@@ -58,6 +80,8 @@ class ActorCriticAgent {
   std::size_t action_dim() const { return action_dim_; }
   /// True for a categorical policy.
   bool discrete() const { return discrete_; }
+  /// The device of the networks (`AgentOptions::device`).
+  Device device() const { return device_; }
 
   /// Acts on `n` observations `obs` `[n, obs_dim]`: writes actions `[n, action_dim]`,
   /// log-probabilities `[n]` and values `[n]` (either may be null). With `rng` the actions
@@ -86,9 +110,11 @@ class ActorCriticAgent {
 
   /// All parameters with their names (see the class comment), for the optimizer.
   std::vector<nn::NamedParameter> named_parameters();
-  /// Deep copies of the parameters.
+  /// Deep copies of the parameters (float32, on the agent's device).
   std::vector<nn::NamedTensor> state_dict();
-  /// Restores `state_dict()` output. @throws herd::InputError on a missing or misshaped entry.
+  /// Restores `state_dict()` output, from tensors on any device and of any float dtype
+  /// (converted to float32 on the host first when needed).
+  /// @throws herd::InputError on a missing or misshaped entry.
   void load_state_dict(const std::vector<nn::NamedTensor>& state);
 
   /// The agent's networks as one `nn::Module` container (children "trunk", "pi", "vf",
@@ -99,11 +125,16 @@ class ActorCriticAgent {
 
  private:
   static constexpr std::size_t kRowBlock = 8;  // inference batches padded to a multiple
+  struct DeviceIo;  // pinned staging buffers and pending copies (CUDA agents)
   void load_obs(const float* obs, std::size_t n, bool pad);
+  void fetch(const nn::Tensor& t, float* out, std::size_t n);
+  void wait_fetches();
   const nn::Tensor& actor_forward(const float* obs, std::size_t n, bool pad);
   void policy_backward(const nn::Tensor& grad_out);
   std::size_t obs_dim_, action_dim_;
   bool discrete_;
+  Device device_;
+  std::unique_ptr<DeviceIo> io_;
   std::unique_ptr<nn::Mlp> actor_, critic_;
   std::unique_ptr<nn::Gaussian> gauss_;
   std::unique_ptr<nn::Mlp> trunk_;
@@ -111,7 +142,7 @@ class ActorCriticAgent {
   nn::Tensor gh_;
   const nn::Tensor* h_ = nullptr;
   nn::Categorical cat_;
-  nn::Tensor obs_t_, act_t_, sample_t_, grad_t_, critic_in_;
+  nn::Tensor obs_t_, act_t_, sample_t_, grad_t_, critic_in_, gv_;
   std::vector<float> logp_, ent_, val_;
   std::unique_ptr<nn::Module> module_;
 };

@@ -102,10 +102,17 @@ struct MinibatchLoss {
 class Ppo {
  public:
   /// `comm` (not owned, may be null: one process) selects data-parallel training when it
-  /// has more than one rank (collective then: broadcasts rank 0's parameters).
+  /// has more than one rank (collective then: broadcasts rank 0's parameters); it carries
+  /// the host collectives (advantage statistics, loss terms, explained variance).
+  /// `grad_comm` (not owned; null: `comm`) is the communicator `nn::DataParallel` averages
+  /// the gradients over: for an agent on a CUDA device an `NcclCommunicator` on that GPU
+  /// with the same ranks as `comm` (the gradients are device memory), for a host agent
+  /// `comm` itself.
   /// @throws herd::InputError for a non-positive learning rate, clip range or epochs,
-  ///         a negative minibatch size, or one not divisible by the number of ranks.
-  Ppo(ActorCriticAgent& agent, const PpoOptions& options, Communicator* comm = nullptr);
+  ///         a negative minibatch size, or one not divisible by the number of ranks, or a
+  ///         `grad_comm` whose size differs from `comm`'s.
+  Ppo(ActorCriticAgent& agent, const PpoOptions& options, Communicator* comm = nullptr,
+      Communicator* grad_comm = nullptr);
   virtual ~Ppo();
   Ppo(const Ppo&) = delete;
   Ppo& operator=(const Ppo&) = delete;

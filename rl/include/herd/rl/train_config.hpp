@@ -27,6 +27,10 @@ struct TrainConfig {
   std::string output_prefix = "herd_rl";  ///< writes `<prefix>.h5` and `<prefix>.ckpt`
   std::int64_t checkpoint_period = 0;  ///< iterations between checkpoints (0: only at the end)
   std::int64_t progress_period = 10;   ///< iterations between progress lines (0: none)
+  /// Where the agent's networks run and train (`device`): "cpu", "cuda" or "cuda:<index>"
+  /// (`agent.device` holds it parsed). Under `mpiexec` a plain "cuda" gives each rank GPU
+  /// (local rank mod device count), chosen by `Trainer`.
+  std::string device = "cpu";
   std::string sampler = "serial";    ///< "serial", "parallel" or "alternating"
   SamplerOptions sampler_options;    ///< env, sizes, threads, normalisation
   AgentOptions agent;                ///< network
@@ -67,21 +71,25 @@ const io::Schema& train_schema();
 
 /// Resolves `config` with `overrides` ("key=value") into a `TrainConfig` for a run of
 /// `ranks` data-parallel ranks (sets `TrainConfig::ranks`); `text` receives the resolved
-/// settings as TOML (for the HDF5 output and checkpoints) when not null.
+/// settings as TOML (for the HDF5 output and checkpoints) when not null. With
+/// `check_device` a CUDA `device` must be usable here (a CUDA build with that device).
 /// @throws herd::InputError with a one-line message naming the key, the value and the
 ///         requirement (e.g. an unknown env id, a minibatch larger than the rollout of all
 ///         ranks or not divisible by `ranks`, `algo.num_minibatches` not dividing the steps
-///         per iteration, an odd num_envs for the alternating sampler). The learning-rate
+///         per iteration, an odd num_envs for the alternating sampler, a `device` that is
+///         not "cpu", "cuda" or "cuda:<index>", or, with `check_device`, "cuda" in a
+///         CPU-only build or without a usable CUDA device). The learning-rate
 ///         scale depends on `ranks`: resolve with the rank count of the run.
 TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
-                                 std::string* text = nullptr, int ranks = 1);
+                                 std::string* text = nullptr, int ranks = 1, bool check_device = true);
 
 /// As above from a TOML file (empty path: the defaults).
 /// @throws herd::InputError, herd::IoError when the file cannot be read.
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
                               std::string* text = nullptr, int ranks = 1);
 
-/// Resolves a configuration from the TOML text `resolve_train_config` wrote.
+/// Resolves a configuration from the TOML text `resolve_train_config` wrote (the device is
+/// not checked: a checkpoint of a CUDA run can be evaluated on a CPU-only machine).
 /// @throws herd::InputError
 TrainConfig parse_train_config(const std::string& text, std::string* resolved = nullptr, int ranks = 1);
 

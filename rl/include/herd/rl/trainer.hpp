@@ -53,13 +53,25 @@ using CurveRow = std::array<double, kCurveColumns.size()>;
 /// checkpoint of a different rank count. `run`, `iterate` and `save_checkpoint` are
 /// collective; only rank 0 writes files. If one rank throws, the others block in the next
 /// collective: the caller must end the job (herd-rl calls MPI_Abort naming the rank).
+///
+/// **Devices** (`device`, issue #14): the agent, its optimizer state and the whole update
+/// run on the configured device; environments, normalisers, GAE and the per-sample loss
+/// arithmetic stay on the host. A plain "cuda" under N > 1 ranks gives rank r the GPU
+/// (local rank mod device count), the local rank read from `MPI_LOCALRANKID` (MPICH) or
+/// `OMPI_COMM_WORLD_LOCAL_RANK` (else the rank), one rank per GPU as herd-sample does;
+/// gradients are then averaged by `nn::DataParallel` over an `NcclCommunicator` (its own
+/// stream, unique id over `comm`), and the host collectives stay on `comm`. Checkpoints
+/// hold float64 host copies of the parameters and optimizer state, so a checkpoint of a
+/// CPU run resumes on a GPU and the other way round (the trajectory then differs in float
+/// rounding only; the change of `device` is reported by `changed_on_resume`).
 class Trainer {
  public:
   /// Builds sampler, agent and algorithm. `config_text` is the resolved configuration
   /// (TOML) stored in checkpoints and the output. `comm` (not owned; null: one process)
   /// with N > 1 ranks makes a data-parallel run (see the class comment); the constructor
   /// is then collective. @throws herd::InputError (also: a minibatch size not divisible
-  /// by N)
+  /// by N; a CUDA device that is not usable; "cuda" with N > 1 ranks in a build without
+  /// NCCL); herd::CommunicationError when NCCL cannot start.
   Trainer(const TrainConfig& config, std::string config_text, Communicator* comm = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
@@ -108,6 +120,8 @@ class Trainer {
   Sampler& sampler() { return *sampler_; }
   /// The configuration.
   const TrainConfig& config() const { return config_; }
+  /// The device the agent runs on (for "cuda" under several ranks: this rank's GPU).
+  Device device() const { return agent_->device(); }
   /// This process's rank (0 without a communicator).
   int rank() const { return comm_->rank(); }
   /// The number of data-parallel ranks (1 without a communicator).
@@ -126,6 +140,8 @@ class Trainer {
   Communicator* comm_ = nullptr;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<ActorCriticAgent> agent_;
+  struct DeviceComm;  // NCCL communicator and its stream (CUDA agents under several ranks)
+  std::unique_ptr<DeviceComm> dev_comm_;
   std::unique_ptr<Ppo> algo_;
   RolloutBuffer buffer_;
   std::int64_t iteration_ = 0;
