@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ using namespace herd;
 using namespace herd::rl;
 
 namespace {
+
+// The presets: $HERD_EXAMPLES_DIR when set (scripts/gpu-check sets it: the GPU machine has
+// the tree at another path), else the source tree's examples/rl.
+std::string examples_dir() {
+  if (const char* e = std::getenv("HERD_EXAMPLES_DIR"); e && *e) return e;
+  return HERD_EXAMPLES_DIR;
+}
 
 const Device kGpu = Device::cuda(0);
 
@@ -259,7 +267,7 @@ TEST_CASE("PPO on CartPole-v1 with 256 envs on the GPU reaches the CPU's return 
   int ok = 0;
   for (int seed = 0; seed < 5; ++seed) {
     std::string text;
-    const TrainConfig c = load_train_config(std::string(HERD_EXAMPLES_DIR) + "/cartpole_ppo_256.toml",
+    const TrainConfig c = load_train_config(examples_dir() + "/cartpole_ppo_256.toml",
                                             {"device=cuda", "seed=" + std::to_string(seed),
                                              "output_prefix=test_rl_gpu_learn_" + std::to_string(seed)},
                                             &text);
