@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
@@ -130,6 +131,15 @@ struct ActorCriticAgent::DeviceIo {
 };
 #else
 struct ActorCriticAgent::DeviceIo {};
+#endif
+
+// Makes a CUDA agent's device current for the rest of the scope (kernel launches, events).
+#if HERD_HAVE_CUDA
+#define HERD_AGENT_DEVICE_SCOPE()                                   \
+  std::optional<DeviceIo::Guard> herd_agent_guard_;                 \
+  if (io_) herd_agent_guard_.emplace(device_.index)
+#else
+#define HERD_AGENT_DEVICE_SCOPE() (void)0
 #endif
 
 namespace {
@@ -300,6 +310,7 @@ const nn::Tensor& ActorCriticAgent::actor_forward(const float* obs, std::size_t 
 
 void ActorCriticAgent::act(const float* obs, std::size_t n, const RngStream* rng, std::uint64_t index,
                            double* actions, float* log_probs, float* values) {
+  HERD_AGENT_DEVICE_SCOPE();
   const nn::Tensor& head = actor_forward(obs, n, true);
   if (discrete_) {
     if (rng) cat_.sample(*rng, index, sample_t_);
@@ -333,6 +344,7 @@ void ActorCriticAgent::act(const float* obs, std::size_t n, const RngStream* rng
 }
 
 void ActorCriticAgent::value(const float* obs, std::size_t n, float* values) {
+  HERD_AGENT_DEVICE_SCOPE();
   load_obs(obs, n, true);
   if (trunk_) fetch(vf_head_->forward(trunk_->forward(obs_t_)), values, n);
   else fetch(critic_->forward(obs_t_), values, n);
@@ -340,6 +352,7 @@ void ActorCriticAgent::value(const float* obs, std::size_t n, float* values) {
 }
 
 void ActorCriticAgent::evaluate(const float* obs, const double* actions, std::size_t n) {
+  HERD_AGENT_DEVICE_SCOPE();
   actor_forward(obs, n, false);
   logp_.resize(n);
   ent_.resize(n);
@@ -389,6 +402,7 @@ void ActorCriticAgent::evaluate(const float* obs, const double* actions, std::si
 }
 
 void ActorCriticAgent::backward(const float* g_logp, const float* g_ent, const float* g_val) {
+  HERD_AGENT_DEVICE_SCOPE();
   const auto n = static_cast<std::int64_t>(logp_.size());
   const auto un = static_cast<std::size_t>(n);
   // dL/d(log_prob), dL/d(entropy), dL/d(value) end to end in one [3n] tensor (one upload).

@@ -123,8 +123,8 @@ TEST_CASE("CUDA agent: act matches the CPU agent (actions, log-probs, values; pa
           p.cpu->act(obs.data(), n, mode ? nullptr : &rng, 7, a1.data(), l1.data(), v1.data());
           p.gpu->act(obs.data(), n, mode ? nullptr : &rng, 7, a2.data(), l2.data(), v2.data());
           if (p.cpu->discrete()) {
-            // Bit-identical uniforms: the same classes (a uniform within float rounding of a
-            // class boundary could differ; none does for these seeds).
+            // Bit-identical uniforms: the same classes. Only a uniform within float rounding
+            // (~1e-7) of a class boundary could differ: about 1e-3 for all rows here together.
             CHECK(a1 == a2);
           } else {
             check_close(a1, a2, 2e-4, 2e-5, "actions");
@@ -200,7 +200,7 @@ TEST_CASE("CUDA agent: one PPO update gives the CPU parameters", "[gpu][rl]") {
     Ppo ppo_cpu(*p.cpu, po), ppo_gpu(*p.gpu, po);
     const UpdateStats s1 = ppo_cpu.update(buf, 1.0, 0);
     const UpdateStats s2 = ppo_gpu.update(buf, 1.0, 0);
-    CHECK(s2.policy_loss == Approx(s1.policy_loss).epsilon(1e-3).margin(1e-6));
+    CHECK(s2.policy_loss == Approx(s1.policy_loss).epsilon(1e-3).margin(1e-5));
     CHECK(s2.value_loss == Approx(s1.value_loss).epsilon(1e-3));
     CHECK(s2.entropy == Approx(s1.entropy).epsilon(1e-4));
     CHECK(s2.approx_kl == Approx(s1.approx_kl).epsilon(2e-2).margin(1e-7));
