@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
   std::printf("%s\nenv threads: %d\n", describe_devices().c_str(), threads);
 
   // 1. End to end, cuda against cpu.
-  const EndToEnd g = end_to_end("cuda", threads, steps, 30.0);
+  const EndToEnd g = end_to_end("cuda", threads, steps, 15.0);
   nn::set_num_threads(threads);
   const EndToEnd h = end_to_end("cpu", threads, steps, 8.0);
   nn::set_num_threads(1);

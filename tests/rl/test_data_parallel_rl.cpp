@@ -55,8 +55,11 @@ RolloutBuffer slice(const RolloutBuffer& u, std::size_t r0, std::size_t n) {
   return b;
 }
 
-void check_gradient(const std::string& env_id, bool shared, double clip_vf) {
+void check_gradient(const std::string& env_id, bool shared, double clip_vf, bool separate_grad_comm = false) {
   MpiCommunicator comm;
+  // CUDA agents average gradients over NCCL and keep the host collectives on MPI: the same
+  // split with a second MPI communicator (a dup of MPI_COMM_WORLD) for the gradients.
+  MpiCommunicator grads;
   const int N = comm.size(), m = 5;  // m samples per rank
   auto env = make_env(env_id);
   AgentOptions ao;
@@ -70,7 +73,7 @@ void check_gradient(const std::string& env_id, bool shared, double clip_vf) {
   po.clip_range_vf = clip_vf;
   po.minibatch_size = N * m;
   Ppo ref(single, po);  // one process, the union
-  Ppo dp(replica, po, &comm);
+  Ppo dp(replica, po, &comm, separate_grad_comm ? &grads : nullptr);
   std::vector<std::uint32_t> all(static_cast<std::size_t>(N * m)), mine(static_cast<std::size_t>(m));
   std::iota(all.begin(), all.end(), 0u);
   std::iota(mine.begin(), mine.end(), 0u);
@@ -131,6 +134,18 @@ TEST_CASE("Data-parallel PPO: the averaged gradient equals the one-process gradi
   check_gradient("CartPole-v1", false, 0.0);
   check_gradient("CartPole-v1", true, 0.1);
   check_gradient("Pendulum-v1", false, 0.1);
+  check_gradient("CartPole-v1", true, 0.1, true);  // gradients over their own communicator (issue #14)
+}
+
+TEST_CASE("Data-parallel PPO: a gradient communicator of another size is refused (issue #14)", "[rl][mpi]") {
+  MpiCommunicator comm;
+  SelfCommunicator self;
+  auto env = make_env("CartPole-v1");
+  ActorCriticAgent agent(env->obs_dim(), env->action_space(), AgentOptions{});
+  PpoOptions po;
+  po.minibatch_size = 6 * comm.size();
+  CHECK_THROWS_WITH(Ppo(agent, po, &comm, &self), Catch::Contains("grad_comm has 1 ranks") &&
+                                                      Catch::Contains("comm has " + std::to_string(comm.size())));
 }
 
 TEST_CASE("Data-parallel Trainer: identical parameters, statistics and curves on every rank", "[rl][mpi][np3]") {
