@@ -216,7 +216,8 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   const int rank = comm.rank(), size = comm.size();
   const bool root = rank == 0;
   const int d = target.ndim;
-  const mcmc::BatchedDramOptions o = batched_options(specs, d, rank);
+  mcmc::BatchedDramOptions o = batched_options(specs, d, rank);
+  o.communicator = &comm;  // pooled adaptation pools every rank's chains (layout-independent)
 #if HERD_HAVE_CUDA
   if (o.device == mcmc::BatchedDevice::kCuda) {
     const int n = cuda_device_count();
@@ -257,8 +258,10 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   t.acceptance_rate = sums[0] / size;
   t.nan_count = static_cast<std::int64_t>(sums[1]);
   t.out_of_domain = static_cast<std::int64_t>(sums[2]);
-  t.adaptive_updates = static_cast<std::int64_t>(sums[3]);
-  t.chol_failures = static_cast<std::int64_t>(sums[4]);
+  // Pooled updates are collective: every rank counts the same ones.
+  const bool pooled = o.adaptation == mcmc::BatchedAdaptation::kPooled;
+  t.adaptive_updates = pooled ? r.adaptive_updates : static_cast<std::int64_t>(sums[3]);
+  t.chol_failures = pooled ? r.chol_failures : static_cast<std::int64_t>(sums[4]);
   for (std::size_t i = 0; i < t.stage_accepted.size(); ++i) t.stage_accepted[i] = static_cast<std::int64_t>(sums[5 + i]);
   t.seconds = seconds;
   t.chain_steps_per_second = static_cast<double>(t.num_chains * t.proposals_per_chain) / std::max(seconds, 1e-12);
@@ -327,7 +330,8 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                      specs.chains_per_rank);
   rep += "\n== resolved input ==\n" + options.resolved_input + "\n";
   rep += "\n== run ==\n" + mcmc::batched_report(og, t, diag);
-  rep += fmt::format("pooled adaptation pools the chains of each process separately; nested R-hat: {}\n",
+  rep += fmt::format("pooled adaptation pools the chains of all processes (a fixed summation tree over global chain "
+                     "ids: the same chains for every layout of processes); nested R-hat: {}\n",
                      k > 0 ? fmt::format("{} superchains of contiguous global chain ids", k)
                            : std::string("not computed (needs a chain count divisible by 2, 4, 8 or 16, >= 4)"));
   rep += "checkpoints: none (checkpoint_period and checkpoint_period_seconds are ignored for batched devices; an "

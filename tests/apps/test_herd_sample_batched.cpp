@@ -1,6 +1,7 @@
 // herd-sample with device = "cpu_batched" (issue #13): one <prefix>.h5 with posterior
 // [chain, draw] per variable and sample_stats/lp, the report, moments of a known target,
-// reproducibility, global chain ids under mpiexec (2 x 128 chains == 1 x 256 chains), a
+// reproducibility, global chain ids under mpiexec (2 x 128 chains == 1 x 256 chains; pooled
+// adaptation 1 x 192 == 2 x 96 == 3 x 64), a
 // posteriordb target, and the input errors (cuda without a device, bad keys, overwrite).
 // The test itself is one process; it starts herd-sample (through mpiexec when available).
 #include <algorithm>
@@ -159,8 +160,7 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
 
 #ifdef HERD_MPIEXEC
 TEST_CASE("herd-sample device = cpu_batched: 2 processes x 128 chains == 1 process x 256 chains", "[apps][mcmc][mpi]") {
-  // Per-chain (or no) adaptation: a chain depends only on its global id. (Pooled adaptation
-  // pools over each process's chains, so its chains depend on the layout.)
+  // Per-chain (or no) adaptation: a chain depends only on its global id (pooled: below).
   const auto dir = workdir("mpi");
   write(dir / "run.toml", kToml);
   for (const char* mode : {"per_chain", "none"}) {
@@ -176,6 +176,29 @@ TEST_CASE("herd-sample device = cpu_batched: 2 processes x 128 chains == 1 proce
           datasets(dir / ("two_" + std::string(mode)) / "run.h5"));
     CHECK_THAT(slurp(dir / ("two_" + std::string(mode)) / "run_report.txt"), Contains("on 2 processes"));
   }
+}
+
+TEST_CASE("herd-sample device = cpu_batched: pooled adaptation gives the same chains on 1, 2 and 3 processes",
+          "[apps][mcmc][mpi]") {
+  // Pooled adaptation over all ranks through a fixed summation tree over global chain ids:
+  // 1 x 192, 2 x 96 and 3 x 64 chains give byte-identical datasets.
+  const auto dir = workdir("mpi_pooled");
+  write(dir / "run.toml", kToml);
+  const std::string common = "run.toml --quiet --set batched_adaptation=pooled";
+  std::vector<std::vector<std::vector<double>>> got;
+  for (const int ranks : {1, 2, 3}) {
+    INFO(ranks << " processes");
+    const std::string out = "pooled_" + std::to_string(ranks);
+    const Run r = sample(dir, ranks, common + " --set chains_per_rank=" + std::to_string(192 / ranks) + " --output " +
+                                         out + "/run");
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    got.push_back(datasets(dir / out / "run.h5"));
+    const std::string rep = slurp(dir / out / "run_report.txt");
+    CHECK_THAT(rep, Contains("pooled adaptation pools the chains of all processes"));
+  }
+  CHECK(got[0] == got[1]);
+  CHECK(got[0] == got[2]);
 }
 #endif
 

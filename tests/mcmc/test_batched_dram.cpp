@@ -1,7 +1,9 @@
 // Batched DRAM (issue #13), host path: the same random numbers as the serial kernel for the
 // same global chain id, bit-identical chains with the same (frozen) proposal, option
 // errors, the HDF5 sink and the report.
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -382,4 +384,98 @@ TEST_CASE("batched kernel: segment_local (the GPU kernel's thread-local state) g
       CHECK(rg.stage_accepted == rw.stage_accepted);
     }
   }
+}
+
+namespace {
+
+// Warm-up statistics of `rows` chains (d = 2): n, s1 [rows, 2], s2 [rows, 2, 2] (lower).
+struct Stats {
+  std::vector<double> n, s1, s2;
+  batched::ChainArrays arrays() {
+    batched::ChainArrays a;
+    a.ad_n = n.data();
+    a.ad_s1 = s1.data();
+    a.ad_s2 = s2.data();
+    return a;
+  }
+};
+
+// The pooled tree's value of node (level, j) over chain ids [lo, hi), by its definition:
+// left + right when both children hold chains in range, else the one that does.
+bool tree_value(const Stats& leaves, std::uint64_t lo, std::uint64_t hi, int level, std::uint64_t j,
+                std::vector<double>& out) {
+  const std::uint64_t b = j << level, e = (j + 1) << level;
+  if (e <= lo || b >= hi) return false;
+  if (level == 0) {
+    const std::size_t i = b - lo;
+    out = {leaves.n[i], leaves.s1[2 * i], leaves.s1[2 * i + 1], leaves.s2[4 * i], leaves.s2[4 * i + 1],
+           leaves.s2[4 * i + 2], leaves.s2[4 * i + 3]};
+    return true;
+  }
+  std::vector<double> l, r;
+  const bool hl = tree_value(leaves, lo, hi, level - 1, 2 * j, l), hr = tree_value(leaves, lo, hi, level - 1, 2 * j + 1, r);
+  if (hl && hr)
+    for (std::size_t t = 0; t < l.size(); ++t) l[t] += r[t];
+  out = hl ? l : r;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("batched pooled adaptation: the summation tree is the same however the chains are split", "[mcmc][batched]") {
+  // Any split of the chain ids over processes (the plan of each part, in place, then the
+  // combination of every part's maximal nodes) gives the tree's root bit for bit (the
+  // leaves span 12 orders of magnitude, so a different order of additions would show).
+  std::mt19937_64 gen(20261130);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (std::uint64_t lo : {0u, 3u, 1000u}) {
+    for (std::uint64_t m : {1u, 2u, 5u, 13u, 64u, 100u, 257u}) {
+      Stats all;
+      for (std::uint64_t i = 0; i < m; ++i) {
+        const double scale = std::pow(10.0, 12.0 * (u(gen) + 1.0) / 2.0);
+        all.n.push_back(1.0 + static_cast<double>(i % 3));
+        for (int t = 0; t < 2; ++t) all.s1.push_back(scale * u(gen));
+        all.s2.insert(all.s2.end(), {scale * u(gen), 0.0, scale * u(gen), scale * u(gen)});
+      }
+      int top = 0;
+      while ((std::uint64_t{1} << top) < lo + m) ++top;
+      std::vector<double> want;
+      REQUIRE(tree_value(all, lo, lo + m, top, 0, want));
+      for (int parts : {1, 2, 3, 7}) {
+        if (static_cast<std::uint64_t>(parts) > m) continue;
+        // Random cut points.
+        std::vector<std::uint64_t> cuts = {0, m};
+        while (cuts.size() < static_cast<std::size_t>(parts) + 1) {
+          const std::uint64_t c = 1 + gen() % (m - 1 ? m - 1 : 1);
+          if (std::find(cuts.begin(), cuts.end(), c) == cuts.end()) cuts.push_back(c);
+        }
+        std::sort(cuts.begin(), cuts.end());
+        std::vector<detail::PooledNode> nodes;
+        for (std::size_t p = 0; p + 1 < cuts.size(); ++p) {
+          const std::uint64_t b = cuts[p], e = cuts[p + 1];
+          Stats part{{all.n.begin() + b, all.n.begin() + e},
+                     {all.s1.begin() + 2 * b, all.s1.begin() + 2 * e},
+                     {all.s2.begin() + 4 * b, all.s2.begin() + 4 * e}};
+          const auto plan = detail::pooled_tree_plan(lo + b, e - b);
+          const auto a = part.arrays();
+          for (std::size_t lv = 0; lv < plan.parents.size(); ++lv)
+            for (std::uint64_t j = plan.parents[lv].first; j < plan.parents[lv].second; ++j) {
+              const std::uint64_t left = (j << (lv + 1)) - (lo + b);
+              batched::pooled_pair_add(a, 2, left, left + (std::uint64_t{1} << lv));
+            }
+          for (const auto& [lv, j] : plan.emitted) {
+            const std::size_t row = (j << lv) - (lo + b);
+            nodes.push_back({lv, j,
+                             {part.n[row], part.s1[2 * row], part.s1[2 * row + 1], part.s2[4 * row],
+                              part.s2[4 * row + 1], part.s2[4 * row + 2], part.s2[4 * row + 3]}});
+          }
+        }
+        INFO("chain ids [" << lo << ", " << lo + m << ") in " << parts << " parts");
+        CHECK(detail::pooled_combine(nodes, lo, lo + m) == want);
+      }
+    }
+  }
+  // Nodes that do not partition the range are refused.
+  std::vector<detail::PooledNode> gap = {{0, 0, std::vector<double>(7, 1.0)}, {0, 2, std::vector<double>(7, 1.0)}};
+  CHECK_THROWS_WITH(detail::pooled_combine(gap, 0, 3), Catch::Contains("cover 2 chain ids"));
 }

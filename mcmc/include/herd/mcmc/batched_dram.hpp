@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "herd/core/communicator.hpp"
 #include "herd/mcmc/batched_dram_kernel.hpp"
 #include "herd/mcmc/dram.hpp"
 
@@ -89,6 +90,14 @@ struct BatchedDramOptions {
   int num_threads = 0;
   /// Draws per chain buffered before they are handed to the sink (>= 1).
   std::int64_t block_draws = 256;
+  /// Pooled adaptation over the chains of every rank of this communicator (not owned; null:
+  /// this process's chains only). The ranks' chain ids must form one contiguous range. The
+  /// warm-up statistics are summed by a fixed pairwise tree over global chain ids
+  /// (`detail::pooled_tree_plan`), so the factor, and every chain, is bit-identical for every
+  /// layout of the same chains over ranks (1 x 256 == 2 x 128 == 4 x 64). With it, the
+  /// engine's constructor and every adaptive update are collective (all ranks, same
+  /// warm-up schedule); the shared reference point is rank 0's first start point.
+  Communicator* communicator = nullptr;
 };
 
 /// Receives the thinned draws of a batched run. Called from the thread that runs the
@@ -169,6 +178,34 @@ using BatchedLogDensity = std::function<void(const double* x, int n, int d, doub
 
 namespace detail {
 
+/// A node of the fixed summation tree of pooled adaptation: node (`level` L, `index` j)
+/// covers the global chain ids [j 2^L, (j+1) 2^L); its value is the sum of its two
+/// children (left + right), or the one child inside the run's range of chain ids.
+struct PooledNode {
+  int level = 0;
+  std::uint64_t index = 0;
+  std::vector<double> stats;  ///< `[1 + d + d*d]`: n, s1 `[d]`, s2 `[d, d]` (lower triangle)
+};
+
+/// How one process reduces its chains [first, first + m) in place to the maximal tree nodes
+/// that lie inside its range: level L >= 1 computes the nodes j in `parents[L-1]` =
+/// [lo, hi), each from its children at the local rows (j 2^L - first) and
+/// (j 2^L + 2^(L-1) - first), into the first of them (`batched::pooled_pair_add`); the nodes
+/// in `emitted` (level, index) are left at row (index 2^level - first). Pure.
+struct PooledTreePlan {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> parents;
+  std::vector<std::pair<int, std::uint64_t>> emitted;
+};
+/// The plan for chain ids [first, first + m) (m >= 1). Pure; O(log m).
+PooledTreePlan pooled_tree_plan(std::uint64_t first, std::uint64_t m);
+
+/// Combines nodes that partition the chain ids [lo, hi) into the tree's root value (the
+/// pooled statistics): level by level, a node with its sibling, or alone when its sibling
+/// lies outside [lo, hi). The result depends on the leaves and [lo, hi) only, not on how the
+/// nodes were split between processes. @throws herd::Error when the nodes do not partition
+/// [lo, hi).
+std::vector<double> pooled_combine(std::vector<PooledNode> nodes, std::uint64_t lo, std::uint64_t hi);
+
 /// The host engine: owns the chains' arrays, runs segments of proposals, adapts and
 /// records. Used by `run_batched_dram`; not a public API.
 class BatchedEngine {
@@ -208,6 +245,13 @@ class BatchedEngine {
   /// about `pooled_reference()`): merges, refactors the host factor, moves the reference to
   /// the running mean, counts the update. Returns 1 (replaced), 0 (deferred), -1 (failed).
   int pooled_merge(double n, const double* s1, const double* s2);
+  /// The pooled update from this process's maximal tree nodes (`pooled_plan().emitted`,
+  /// their statistics): gathers every rank's nodes (collective when
+  /// `options.communicator` is set), combines them (`pooled_combine`) and calls
+  /// `pooled_merge`. Returns as `pooled_merge`.
+  int pooled_update(const std::vector<PooledNode>& local_nodes);
+  /// The summation plan of this process's chains (pooled mode).
+  const PooledTreePlan& pooled_plan() const;
   /// The shared reference point `[d]` of the warm-up statistics (pooled mode).
   const double* pooled_reference() const;
   /// Records the outcome of per-chain updates done on a device (factor replacements, failures).

@@ -287,6 +287,20 @@ HERD_HOST_DEVICE inline void accumulate(const KernelParams& p, const ChainArrays
   }
 }
 
+/// One pairwise step of the pooled-adaptation summation tree (docs/batched.md "Pooled across
+/// ranks"): adds the warm-up statistics of row `r` (n, s1 `[d]`, s2 lower triangle `[d, d]`)
+/// into row `l`, in place. Row `l` then holds the node covering both rows' chains. Touches
+/// rows l and r only, so distinct pairs may be added concurrently.
+HERD_HOST_DEVICE inline void pooled_pair_add(const ChainArrays& a, int d, std::size_t l, std::size_t r) {
+  const std::size_t du = static_cast<std::size_t>(d);
+  a.ad_n[l] += a.ad_n[r];
+  for (std::size_t j = 0; j < du; ++j) a.ad_s1[l * du + j] += a.ad_s1[r * du + j];
+  double* sl = a.ad_s2 + l * du * du;
+  const double* sr = a.ad_s2 + r * du * du;
+  for (std::size_t row = 0; row < du; ++row)
+    for (std::size_t c = 0; c <= row; ++c) sl[row * du + c] += sr[row * du + c];
+}
+
 /// One whole proposal (all stages) of chain i with a point log density `f` evaluated
 /// inline (`double f(const double* x, int d)`, host/device callable), then the warm-up
 /// accumulation when adapting. The fused path of functor targets.
