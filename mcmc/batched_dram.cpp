@@ -46,6 +46,14 @@ struct detail::BatchedEngine::Impl {
   // Running adaptation estimates: pooled (one) or per chain (M).
   std::vector<double> run_n, run_mean, run_m2;
   std::int64_t updates = 0, failures = 0;
+  // Resume point (from options.checkpointer) and the warm-up's end counters.
+  bool resumed = false;
+  std::uint64_t k_start = 0;
+  std::int64_t drawn_start = 0;
+  double seconds_before = 0.0;
+  std::vector<std::int64_t> acc0;
+  bool have_acc0 = false;
+  std::function<void()> download_state;  // device backends: state to the host arrays
   // Pooled adaptation: this process's summation plan.
   detail::PooledTreePlan plan;
   // Staged evaluation scratch.
@@ -69,6 +77,8 @@ struct detail::BatchedEngine::Impl {
   }
   int pooled_merge(double n, const double* s1, const double* s2);
   int pooled_update(const std::vector<detail::PooledNode>& local);
+  void restore(const BatchedSnapshot& st);
+  void maybe_checkpoint(std::uint64_t k, std::int64_t drawn, double seconds);
 };
 
 detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -239,6 +249,9 @@ detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(
   a.ad_s2 = adapt ? s.ad_s2.data() : nullptr;
   a.ad_ref = adapt ? s.ad_ref.data() : nullptr;
 
+  if (o.checkpointer != nullptr)
+    if (const BatchedSnapshot* st = o.checkpointer->resume_state()) s.restore(*st);
+
   std::size_t threads = o.num_threads > 0 ? static_cast<std::size_t>(o.num_threads)
                                           : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min(threads, m);
@@ -252,9 +265,77 @@ const batched::KernelParams& detail::BatchedEngine::params() const { return impl
 const batched::ChainArrays& detail::BatchedEngine::arrays() const { return impl_->a; }
 int detail::BatchedEngine::threads() const { return impl_->threads; }
 
+void detail::BatchedEngine::Impl::restore(const BatchedSnapshot& st) {
+  const auto du = static_cast<std::size_t>(d);
+  const auto stages = static_cast<std::size_t>(p.stages);
+  auto need = [&](const char* what, std::size_t have, std::size_t want) {
+    HERD_REQUIRE(have == want, "batched_dram: the resume state's {} has {} values, but this run needs {}", what, have,
+                 want);
+  };
+  need("x", st.x.size(), m * du);
+  need("lp", st.lp.size(), m);
+  need("accepted", st.accepted.size(), m * stages);
+  need("out_of_domain", st.out_of_domain.size(), m);
+  need("nan_count", st.nan_count.size(), m);
+  need("chol", st.chol.size(), chol.size());
+  need("run_n", st.run_n.size(), run_n.size());
+  need("run_mean", st.run_mean.size(), run_mean.size());
+  need("run_m2", st.run_m2.size(), run_m2.size());
+  need("ad_ref", st.ad_ref.size(), ad_ref.size());
+  const auto total = static_cast<std::uint64_t>(o.warmup + o.steps);
+  HERD_REQUIRE(st.next_proposal <= total && st.draws_done >= 0 && st.draws_done <= o.steps / o.thin,
+               "batched_dram: the resume state is at proposal {} with {} draws, beyond this run's {} proposals",
+               st.next_proposal, st.draws_done, total);
+  if (!st.accepted_warmup.empty()) need("accepted_warmup", st.accepted_warmup.size(), m * stages);
+  // Copied into the existing storage (same sizes), so the pointers in `a` stay valid.
+  auto put = [](const auto& src, auto& dst) { std::copy(src.begin(), src.end(), dst.begin()); };
+  put(st.x, x);
+  put(st.lp, lp);
+  put(st.accepted, accepted);
+  put(st.out_of_domain, out_of_domain);
+  put(st.nan_count, nan_count);
+  put(st.chol, chol);
+  put(st.run_n, run_n);
+  put(st.run_mean, run_mean);
+  put(st.run_m2, run_m2);
+  put(st.ad_ref, ad_ref);
+  updates = st.adaptive_updates;
+  failures = st.chol_failures;
+  k_start = st.next_proposal;
+  drawn_start = st.draws_done;
+  seconds_before = st.seconds;
+  have_acc0 = !st.accepted_warmup.empty();
+  acc0 = st.accepted_warmup;
+  resumed = true;
+}
+
+void detail::BatchedEngine::Impl::maybe_checkpoint(std::uint64_t k, std::int64_t drawn, double seconds) {
+  if (o.checkpointer == nullptr || !o.checkpointer->due(k)) return;
+  if (download_state) download_state();
+  BatchedSnapshot st;
+  st.next_proposal = k;
+  st.draws_done = drawn;
+  st.seconds = seconds;
+  st.adaptive_updates = updates;
+  st.chol_failures = failures;
+  st.x = x;
+  st.lp = lp;
+  st.accepted = accepted;
+  if (have_acc0) st.accepted_warmup = acc0;
+  st.out_of_domain = out_of_domain;
+  st.nan_count = nan_count;
+  st.chol = chol;
+  st.run_n = run_n;
+  st.run_mean = run_mean;
+  st.run_m2 = run_m2;
+  st.ad_ref = ad_ref;
+  o.checkpointer->save(st);
+}
+
 void detail::BatchedEngine::init_log_density(
     const std::function<void(const double*, std::size_t, double*)>& eval_rows) {
   Impl& s = *impl_;
+  if (s.resumed) return;  // the checkpoint's log densities
   eval_rows(s.x.data(), s.m, s.lp.data());
   for (std::size_t i = 0; i < s.m; ++i)
     HERD_REQUIRE(s.lp[i] > kNegInf && s.lp[i] < std::numeric_limits<double>::infinity(),
@@ -467,24 +548,35 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
   const auto total = static_cast<std::uint64_t>(o.warmup + o.steps);
   const bool adapt = o.adaptation != BatchedAdaptation::kNone && o.warmup > 0;
   sink.begin(o.num_chains, o.first_chain_id, d, ndraws);
-  std::uint64_t k = 0;
+  // A resumed run continues at a boundary of the same schedule (warm-up segments end at
+  // multiples of the update period, blocks at multiples of block_draws), so it makes the
+  // same proposals in the same segments as an uninterrupted run.
+  std::uint64_t k = k_start;
   const auto warm = static_cast<std::uint64_t>(o.warmup);
   const auto per = static_cast<std::uint64_t>(period);
+  const bool ckpt = o.checkpointer != nullptr;
+  auto elapsed = [&] { return seconds_before + timer.seconds(); };
   while (k < warm) {
-    const std::uint64_t k1 = adapt ? std::min(warm, (k / per + 1) * per) : warm;
+    // With checkpoints the warm-up ends a segment every period also without adaptation.
+    const std::uint64_t k1 = adapt || ckpt ? std::min(warm, (k / per + 1) * per) : warm;
     p.adapting = adapt;
     seg(k, k1 - k, std::int64_t{1}, nullptr, nullptr);
     k = k1;
     sync();
     check_posinf(k);
     if (adapt && k % per == 0) adapt_fn();
+    // Only where the warm-up statistics are empty (they are not checkpointed).
+    if (k < warm && (!adapt || k % per == 0)) maybe_checkpoint(k, 0, elapsed());
   }
   p.adapting = false;
   sync();
-  std::vector<std::int64_t> acc0 = accepted;
+  if (!have_acc0) {
+    acc0 = accepted;
+    have_acc0 = true;
+  }
   const auto bmax = static_cast<std::size_t>(std::min<std::int64_t>(o.block_draws, std::max<std::int64_t>(ndraws, 1)));
   std::vector<double> bx(m * bmax * du), blp(m * bmax);
-  std::int64_t drawn = 0;
+  std::int64_t drawn = drawn_start;
   try {
     while (drawn < ndraws) {
       const std::int64_t nd = std::min<std::int64_t>(o.block_draws, ndraws - drawn);
@@ -494,6 +586,7 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
       check_posinf(k);
       sink.write_block(drawn, nd, bx.data(), blp.data());
       drawn += nd;
+      if (k < total) maybe_checkpoint(k, drawn, elapsed());
     }
     if (k < total) {
       seg(k, total - k, std::int64_t{1}, nullptr, nullptr);
@@ -536,7 +629,7 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
       for (std::size_t q = 0; q <= std::min(i, j); ++q) v += chol[i * du + q] * chol[j * du + q];
       r.proposal_cov[i * du + j] = v;
     }
-  r.seconds = timer.seconds();
+  r.seconds = elapsed();
   r.chain_steps_per_second = r.seconds > 0 ? static_cast<double>(m) * static_cast<double>(total) / r.seconds : 0.0;
   return r;
 }
@@ -633,6 +726,9 @@ BatchedDramResult detail::BatchedEngine::run_staged(const BatchedLogDensity& f, 
 BatchedDramResult detail::BatchedEngine::run_device(const DeviceHooks& h, BatchedDrawSink& sink) {
   Impl& s = *impl_;
   HERD_REQUIRE(h.segment && h.adapt_update && h.sync, "batched_dram: run_device: a device hook is empty");
+  HERD_REQUIRE(s.o.checkpointer == nullptr || h.download_state,
+               "batched_dram: run_device: checkpoints need the download_state hook");
+  s.download_state = h.download_state;
   auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp) {
     h.segment(k0, per, nd, bx, blp, s.p.adapting);
   };
@@ -651,6 +747,18 @@ void detail::BatchedEngine::count_updates(std::int64_t replaced, std::int64_t fa
   impl_->updates += replaced;
   impl_->failures += failed;
 }
+detail::BatchedEngine::AdaptationArrays detail::BatchedEngine::adaptation_arrays() {
+  Impl& s = *impl_;
+  AdaptationArrays r;
+  if (s.run_n.empty()) return r;
+  r.run_n = s.run_n.data();
+  r.run_mean = s.run_mean.data();
+  r.run_m2 = s.run_m2.data();
+  r.ad_ref = s.ad_ref.data();
+  r.count = s.run_n.size();
+  return r;
+}
+bool detail::BatchedEngine::resumed() const { return impl_->resumed; }
 double detail::BatchedEngine::scale() const { return impl_->scale; }
 std::int64_t detail::BatchedEngine::period() const { return impl_->period; }
 

@@ -85,11 +85,15 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir / "out")) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  CHECK(files == std::vector<std::string>{"run.h5", "run_report.txt"});
+  CHECK(files == std::vector<std::string>{"run.h5", "run_report.txt", "run_restart"});  // checkpoints by default
+  std::vector<std::string> record;
+  for (const auto& e : fs::directory_iterator(dir / "out" / "run_restart")) record.push_back(e.path().filename().string());
+  std::sort(record.begin(), record.end());
+  CHECK(record == std::vector<std::string>{"draws.bin", "run.ckpt"});  // no checkpoint yet in a run under 5 s
   const std::string rep = slurp(dir / "out" / "run_report.txt");
   CHECK_THAT(rep, Contains("== resolved input ==") && Contains("device = \"cpu_batched\"") &&
                       Contains("nested R-hat") && Contains("chain-steps/s") && Contains("acceptance after warm-up") &&
-                      Contains("checkpoints: none") && Contains("rhat"));
+                      Contains("checkpoints: ") && Contains("_restart/ (every 5 s)") && Contains("rhat"));
 
   const auto f = herd::io::H5File::open((dir / "out" / "run.h5").string());
   const std::size_t m = 256, n = 200;
@@ -142,16 +146,23 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
   }
 
   SECTION("the same seed gives byte-identical datasets; another seed does not") {
-    const Run again = sample(dir, 0, "run.toml --output out2/run");
+    // Without checkpoints: no restart record, the same datasets.
+    const Run again = sample(dir, 0, "run.toml --output out2/run --set checkpoint_period_seconds=0");
     REQUIRE(again.rc == 0);
     CHECK(datasets(dir / "out" / "run.h5") == datasets(dir / "out2" / "run.h5"));
+    CHECK(!fs::exists(dir / "out2" / "run_restart"));
+    CHECK_THAT(slurp(dir / "out2" / "run_report.txt"), Contains("checkpoints: none"));
     const Run other = sample(dir, 0, "run.toml --output out3/run --seed 5");
     REQUIRE(other.rc == 0);
     CHECK(datasets(dir / "out" / "run.h5") != datasets(dir / "out3" / "run.h5"));
   }
-  SECTION("existing outputs are not replaced without overwrite") {
+  SECTION("a complete run is not redone; another input does not replace its outputs without overwrite") {
     const auto before = slurp(dir / "out" / "run_report.txt");
-    const Run again = sample(dir, 0, "run.toml");
+    const Run same = sample(dir, 0, "run.toml");
+    CHECK(same.rc == 0);
+    CHECK_THAT(same.out, Contains("is complete"));
+    CHECK(slurp(dir / "out" / "run_report.txt") == before);
+    const Run again = sample(dir, 0, "run.toml --seed 5");
     CHECK(again.rc == 2);
     CHECK_THAT(again.err, Contains("out/run_report.txt") && Contains("overwrite"));
     CHECK(slurp(dir / "out" / "run_report.txt") == before);

@@ -209,7 +209,11 @@ class DeviceChains {
     ood_ = DeviceArray<std::int64_t>(m);
     nan_ = DeviceArray<std::int64_t>(m);
     posinf_ = DeviceArray<std::int64_t>(m);
-    for (auto* arr : {&accepted_, &ood_, &nan_, &posinf_}) arr->zero(stream);
+    // Counters from the host arrays (zero at a fresh start, a resumed run's otherwise).
+    accepted_.upload(ha_.accepted, accepted_.size(), stream);
+    ood_.upload(ha_.out_of_domain, m, stream);
+    nan_.upload(ha_.nan_count, m, stream);
+    posinf_.upload(ha_.posinf_count, m, stream);
     stage_.zero(stream);
     adapt_ = ha_.ad_n != nullptr;
     const bool pc = adapt_ && hp_.chol_per_chain;
@@ -222,8 +226,14 @@ class DeviceChains {
     run_m2_ = DeviceArray<double>(pc ? m * dd_ : 0);
     result_ = DeviceArray<int>(pc ? m : 0);
     if (adapt_) {
-      for (auto* arr : {&ad_n_, &ad_s1_, &ad_s2_, &run_n_, &run_mean_, &run_m2_}) arr->zero(stream);
+      for (auto* arr : {&ad_n_, &ad_s1_, &ad_s2_}) arr->zero(stream);
       ad_ref_.upload(ha_.ad_ref, ad_ref_.size(), stream);
+      if (pc) {  // the running estimates live on the device (a resumed run's from the host)
+        const detail::BatchedEngine::AdaptationArrays r = engine_.adaptation_arrays();
+        run_n_.upload(r.run_n, m, stream);
+        run_mean_.upload(r.run_mean, m * du_, stream);
+        run_m2_.upload(r.run_m2, m * dd_, stream);
+      }
     }
     const std::size_t bmax = static_cast<std::size_t>(o.block_draws);
     bx = DeviceArray<double>(m * bmax * du_);
@@ -313,6 +323,21 @@ class DeviceChains {
     ad_s2_.zero(stream_);
   }
 
+  /// The engine hook before a checkpoint: states, log densities and (per chain) the
+  /// adaptation estimates and references back to the host arrays.
+  void download_state() {
+    x_.download(ha_.x, m * du_, stream_);
+    lp_.download(ha_.lp, m, stream_);
+    if (adapt_ && hp_.chol_per_chain) {
+      const detail::BatchedEngine::AdaptationArrays r = engine_.adaptation_arrays();
+      run_n_.download(r.run_n, m, stream_);
+      run_mean_.download(r.run_mean, m * du_, stream_);
+      run_m2_.download(r.run_m2, m * dd_, stream_);
+      ad_ref_.download(r.ad_ref, m * du_, stream_);
+    }
+    HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
   /// The engine hook: counters and factor(s) back to the host arrays.
   void sync() {
     accepted_.download(ha_.accepted, accepted_.size(), stream_);
@@ -358,7 +383,8 @@ BatchedDramResult run_batched_dram(BatchedDramOptions options, const F& f, Batch
   detail::BatchedEngine engine(options);
   DeviceChains dc(engine, options, stream);
   const int d = options.ndim;
-  // Start log densities on the device (the host engine checks them).
+  // Start log densities on the device (the host engine checks them; a resumed engine has
+  // them from its checkpoint and does not call this).
   engine.init_log_density([&](const double*, std::size_t n, double* out) {
     kernels::eval_rows<<<dc.blocks, dc.threads, 0, stream>>>(f, dc.da.x, d, n, dc.da.lp);
     HERD_CUDA_CHECK(cudaGetLastError());
@@ -377,6 +403,7 @@ BatchedDramResult run_batched_dram(BatchedDramOptions options, const F& f, Batch
   };
   hooks.adapt_update = [&] { dc.adapt_update(); };
   hooks.sync = [&] { dc.sync(); };
+  hooks.download_state = [&] { dc.download_state(); };
   return engine.run_device(hooks, sink);
 }
 
