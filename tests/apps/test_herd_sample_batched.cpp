@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -146,9 +147,19 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
   }
 
   SECTION("the same seed gives byte-identical datasets; another seed does not") {
+    // A temporary of a killed run (its process is gone: pid above any pid_max) is removed;
+    // one of a live process (this test) is kept.
+    fs::create_directories(dir / "out2");
+    const fs::path stale = dir / "out2" / "run.h5.tmp.2147483000.0";
+    const fs::path live = dir / "out2" / ("run.h5.tmp." + std::to_string(::getpid()) + ".7");
+    write(stale, "x");
+    write(live, "x");
     // Without checkpoints: no restart record, the same datasets.
     const Run again = sample(dir, 0, "run.toml --output out2/run --set checkpoint_period_seconds=0");
     REQUIRE(again.rc == 0);
+    CHECK(!fs::exists(stale));
+    CHECK(fs::exists(live));
+    fs::remove(live);
     CHECK(datasets(dir / "out" / "run.h5") == datasets(dir / "out2" / "run.h5"));
     CHECK(!fs::exists(dir / "out2" / "run_restart"));
     CHECK_THAT(slurp(dir / "out2" / "run_report.txt"), Contains("checkpoints: none"));
