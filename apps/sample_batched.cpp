@@ -315,6 +315,16 @@ class BatchedRecord final : public mcmc::BatchedCheckpointer {
     since_ = Timer();
   }
 
+  /// Rank 0, once the outputs are written: removes the bulk of the record (batched.ckpt
+  /// first, then draws.bin), which the `.h5` now holds; the program's run.ckpt says the
+  /// run is complete. A kill in between leaves a record that restarts from the beginning.
+  void discard() {
+    draws_.reset();
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+    std::filesystem::remove(specs_.output_prefix + "_restart/draws.bin", ec);
+  }
+
   DrawRecord* draws() { return draws_.get(); }
   std::int64_t draws_done() const { return have_ ? snap_.draws_done : 0; }
   std::uint64_t resumed_at() const { return have_ ? snap_.next_proposal : 0; }
@@ -620,6 +630,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
     const bool ok = std::fwrite(rep.data(), 1, rep.size(), f) == rep.size();
     if (std::fclose(f) != 0 || !ok) throw IoError(fmt::format("herd-sample: writing \"{}\" failed", path));
   }
+  if (record) record->discard();
   if (!options.quiet && !specs.silent_mode) {
     std::FILE* out = options.terminal != nullptr ? options.terminal : stdout;
     std::fprintf(out, "\n%s", table.c_str());
