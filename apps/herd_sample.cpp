@@ -265,10 +265,11 @@ int main(int argc, char** argv) {
       in.target = make_target(settings, batched);
       in.specs = herd::mcmc::resolve_sampler_specs(settings, in.target.ndim, in.target.names);
       if (in.specs.device != "cpu") {
-        // device = "cpu_batched" | "cuda" (issue #13): the batched sampler, no restart record.
+        // device = "cpu_batched" | "cuda" (issue #13): the batched sampler, with its own restart record.
         herd::apps::check_batched_device(in.specs, batched.get(), in.target.ndim, comm->size());
+        in.run_restartable = true;
         in.run = [batched](herd::mcmc::SamplerProgramInput& p, herd::Communicator& c) {
-          herd::apps::run_batched_sample(p.specs, p.target, batched, p.options, c);
+          herd::apps::run_batched_sample(p.specs, p.target, batched, p.options, c, p.resuming);
         };
       }
       in.seed_given = settings.has("random_seed");

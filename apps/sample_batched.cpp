@@ -8,12 +8,22 @@
 #include <limits>
 #include <vector>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <hdf5.h>
 
 #include "herd/core/config.hpp"
 #include "herd/core/device.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/timer.hpp"
+#include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
@@ -25,13 +35,81 @@ namespace herd::apps {
 
 namespace {
 
+/// `<prefix>_restart/draws.bin` (rank 0): the gathered blocks of draws, each `x` `[chains,
+/// n, d]` then `lp` `[chains, n]` (doubles), appended as they come; a checkpoint records the
+/// length that belongs to it, and a resumed run cuts the file back to that length.
+class DrawRecord {
+ public:
+  /// Opens (creates) `path` and cuts it to `keep` bytes. @throws IoError
+  DrawRecord(std::string path, std::uint64_t keep) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail("open");
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) fail("fstat");
+    if (static_cast<std::uint64_t>(st.st_size) < keep)
+      throw IoError(fmt::format("herd-sample: the restart record \"{}\" has {} bytes, but its checkpoint needs {}; set "
+                                "overwrite = true to start afresh",
+                                path_, static_cast<long long>(st.st_size), keep));
+    if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0) fail("ftruncate");
+    size_ = keep;
+  }
+  ~DrawRecord() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  DrawRecord(const DrawRecord&) = delete;
+  DrawRecord& operator=(const DrawRecord&) = delete;
+
+  void append(const double* data, std::size_t n) {
+    const char* p = reinterpret_cast<const char*>(data);
+    std::size_t left = n * sizeof(double);
+    while (left > 0) {
+      const ssize_t w = ::pwrite(fd_, p, left, static_cast<off_t>(size_));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail("write");
+      p += w;
+      left -= static_cast<std::size_t>(w);
+      size_ += static_cast<std::uint64_t>(w);
+    }
+  }
+  void read(std::uint64_t offset, double* data, std::size_t n) const {
+    char* p = reinterpret_cast<char*>(data);
+    std::size_t left = n * sizeof(double);
+    while (left > 0) {
+      const ssize_t r = ::pread(fd_, p, left, static_cast<off_t>(offset));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) fail("read");
+      p += r;
+      offset += static_cast<std::uint64_t>(r);
+      left -= static_cast<std::size_t>(r);
+    }
+  }
+  /// Makes the appended blocks durable (before a checkpoint that counts them).
+  void sync() {
+    if (::fsync(fd_) != 0) fail("fsync");
+  }
+  std::uint64_t size() const { return size_; }
+
+ private:
+  [[noreturn]] void fail(const char* what) const {
+    throw IoError(fmt::format("herd-sample: {} of the restart record \"{}\" failed: {}", what, path_,
+                              std::strerror(errno)));
+  }
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
 /// Gathers each block of draws from the ranks to rank 0 (global chain order: rank-major),
 /// which streams it into fixed-size chunked datasets `posterior/<name>` and
 /// `sample_stats/lp` `[chain, draw]` and keeps it in memory for the diagnostics.
 class GatherSink final : public mcmc::BatchedDrawSink {
  public:
-  GatherSink(Communicator& comm, io::H5File* file, std::vector<std::string> names)
-      : comm_(comm), file_(file), names_(std::move(names)) {}
+  /// `record` (rank 0, may be null) receives every gathered block; `replay` draws per chain
+  /// are read back from it at `begin` (a resumed run's), in blocks of `block_draws`.
+  GatherSink(Communicator& comm, io::H5File* file, std::vector<std::string> names, DrawRecord* record = nullptr,
+             std::int64_t replay = 0, std::int64_t block_draws = 256)
+      : comm_(comm), file_(file), names_(std::move(names)), record_(record), replay_(replay),
+        block_draws_(block_draws) {}
   ~GatherSink() override { close_sets(); }
 
   void begin(std::int64_t m, std::uint32_t /*first*/, int d, std::int64_t draws) override {
@@ -45,6 +123,19 @@ class GatherSink final : public mcmc::BatchedDrawSink {
     stats_ = root.create_group("sample_stats");
     for (const auto& n : names_) ids_.push_back(create(post_, n, draws));
     ids_.push_back(create(stats_, "lp", draws));
+    // A resumed run: the recorded blocks (the same blocks the engine wrote) into the file.
+    std::uint64_t offset = 0;
+    for (std::int64_t first = 0; first < replay_;) {
+      const std::int64_t n = std::min(block_draws_, draws - first);
+      const auto nx = static_cast<std::size_t>(total_ * n * d_), nl = static_cast<std::size_t>(total_ * n);
+      gx_.resize(nx);
+      glp_.resize(nl);
+      record_->read(offset, gx_.data(), nx);
+      record_->read(offset + nx * sizeof(double), glp_.data(), nl);
+      offset += (nx + nl) * sizeof(double);
+      store(first, n);
+      first += n;
+    }
   }
 
   void write_block(std::int64_t first, std::int64_t n, const double* x, const double* lp) override {
@@ -57,6 +148,15 @@ class GatherSink final : public mcmc::BatchedDrawSink {
     comm_.gather(x, root ? gx_.data() : nullptr, nx, DataType::kFloat64, 0);
     comm_.gather(lp, root ? glp_.data() : nullptr, nl, DataType::kFloat64, 0);
     if (!root) return;
+    if (record_ != nullptr) {
+      record_->append(gx_.data(), nx * static_cast<std::size_t>(comm_.size()));
+      record_->append(glp_.data(), nl * static_cast<std::size_t>(comm_.size()));
+    }
+    store(first, n);
+  }
+
+  /// Rank 0: the gathered block in gx_, glp_ into memory and the datasets.
+  void store(std::int64_t first, std::int64_t n) {
     memory.write_block(first, n, gx_.data(), glp_.data());
     // gx_ is [total, n, d]: one [total, n] slab per variable.
     std::vector<double> slab(static_cast<std::size_t>(total_ * n));
@@ -121,11 +221,170 @@ class GatherSink final : public mcmc::BatchedDrawSink {
   Communicator& comm_;
   io::H5File* file_;
   std::vector<std::string> names_;
+  DrawRecord* record_;
+  std::int64_t replay_, block_draws_;
   io::H5Group post_, stats_;
   std::vector<hid_t> ids_;
   std::int64_t m_ = 0, total_ = 0;
   int d_ = 0;
   std::vector<double> gx_, glp_;
+};
+
+/// The batched run's checkpoints in `<prefix>_restart/` (docs/batched.md "Restart"):
+/// `batched.ckpt`, written atomically by rank 0, holds every rank's chains (gathered in
+/// global chain order), the shared adaptation state, the proposal index, the draws already
+/// recorded and the length of `draws.bin` that holds them; every rank reads its own rows
+/// back on resume. Collective: `due` and `save` on every rank at the same boundaries.
+class BatchedRecord final : public mcmc::BatchedCheckpointer {
+ public:
+  static constexpr const char* kKind = "herd-sample-batched";
+
+  BatchedRecord(Communicator& comm, const mcmc::SamplerSpecs& specs, const mcmc::BatchedDramOptions& o,
+                std::uint64_t input_hash, bool resuming)
+      : comm_(comm), specs_(specs), hash_(input_hash), m_(o.num_chains), d_(o.ndim),
+        stages_(1 + o.delayed_rejection_count), per_chain_(o.adaptation == mcmc::BatchedAdaptation::kPerChain),
+        adapt_(o.adaptation != mcmc::BatchedAdaptation::kNone && o.warmup > 0) {
+    const std::string dir = specs.output_prefix + "_restart";
+    path_ = dir + "/batched.ckpt";
+    std::uint64_t keep = 0;
+    if (resuming && std::filesystem::exists(path_)) {
+      read(path_);
+      keep = draw_bytes_;
+    }
+    if (comm_.rank() == 0) draws_ = std::make_unique<DrawRecord>(dir + "/draws.bin", keep);
+    last_k_ = have_ ? snap_.next_proposal : 0;
+  }
+
+  const mcmc::BatchedSnapshot* resume_state() override { return have_ ? &snap_ : nullptr; }
+
+  bool due(std::uint64_t k) override {
+    std::int32_t yes = 0;
+    if (comm_.rank() == 0) {
+      const bool steps = specs_.checkpoint_period > 0 &&
+                         k - last_k_ >= static_cast<std::uint64_t>(specs_.checkpoint_period);
+      const bool time = specs_.checkpoint_period_seconds > 0 && since_.seconds() >= specs_.checkpoint_period_seconds;
+      yes = steps || time ? 1 : 0;
+    }
+    if (comm_.size() > 1) comm_.broadcast(&yes, 1, DataType::kInt32, 0);
+    if (yes != 0) last_k_ = k;
+    return yes != 0;
+  }
+
+  void save(const mcmc::BatchedSnapshot& st) override {
+    Timer t;
+    const bool root = comm_.rank() == 0;
+    io::CheckpointWriter w(kKind, 1);
+    // Per-chain arrays, gathered in global chain order (rank-major).
+    auto rows = [&](const char* name, const auto& v) {
+      using T = typename std::decay_t<decltype(v)>::value_type;
+      std::vector<T> all(root ? v.size() * static_cast<std::size_t>(comm_.size()) : 0);
+      comm_.gather(v.data(), root ? all.data() : nullptr, v.size(), data_type_of<T>(), 0);
+      if (root) w.add(name, all);
+    };
+    rows("x", st.x);
+    rows("lp", st.lp);
+    rows("accepted", st.accepted);
+    rows("out_of_domain", st.out_of_domain);
+    rows("nan_count", st.nan_count);
+    if (!st.accepted_warmup.empty()) rows("accepted_warmup", st.accepted_warmup);
+    // The factor(s) and the adaptation state: per chain, or shared (the same on every rank).
+    for (const auto& [name, v] : {std::pair<const char*, const std::vector<double>*>{"chol", &st.chol},
+                                  {"run_n", &st.run_n}, {"run_mean", &st.run_mean}, {"run_m2", &st.run_m2},
+                                  {"ad_ref", &st.ad_ref}}) {
+      if (per_chain_ && (adapt_ || v == &st.chol))
+        rows(name, *v);
+      else if (root)
+        w.add(name, *v);
+    }
+    if (!root) return;
+    draws_->sync();
+    w.add_value("input_hash", hash_);
+    w.add_value("chains", m_ * comm_.size());
+    w.add_value("chains_per_rank", m_);
+    w.add_value("ndim", static_cast<std::int64_t>(d_));
+    w.add_value("stages", static_cast<std::int64_t>(stages_));
+    w.add_value("next_proposal", st.next_proposal);
+    w.add_value("draws_done", st.draws_done);
+    w.add_value("draw_bytes", draws_->size());
+    w.add_value("seconds", st.seconds);
+    w.add_value("adaptive_updates", st.adaptive_updates);
+    w.add_value("chol_failures", st.chol_failures);
+    w.commit(path_);
+    ++checkpoints;
+    checkpoint_seconds += t.seconds();
+    since_ = Timer();
+  }
+
+  /// Rank 0, once the outputs are written: removes the bulk of the record (batched.ckpt
+  /// first, then draws.bin), which the `.h5` now holds; the program's run.ckpt says the
+  /// run is complete. A kill in between leaves a record that restarts from the beginning.
+  void discard() {
+    draws_.reset();
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+    std::filesystem::remove(specs_.output_prefix + "_restart/draws.bin", ec);
+  }
+
+  DrawRecord* draws() { return draws_.get(); }
+  std::int64_t draws_done() const { return have_ ? snap_.draws_done : 0; }
+  std::uint64_t resumed_at() const { return have_ ? snap_.next_proposal : 0; }
+  std::int64_t checkpoints = 0;     ///< written by this session (rank 0)
+  double checkpoint_seconds = 0.0;  ///< their wall time (rank 0)
+
+ private:
+  void read(const std::string& path) {
+    io::CheckpointReader r(path);
+    r.expect_kind(kKind, 1);
+    const std::int64_t n = m_ * comm_.size();
+    if (r.value<std::uint64_t>("input_hash") != hash_ || r.value<std::int64_t>("chains") != n ||
+        r.value<std::int64_t>("chains_per_rank") != m_ || r.value<std::int64_t>("ndim") != d_ ||
+        r.value<std::int64_t>("stages") != stages_)
+      throw InputError(fmt::format("the restart record \"{}\" is of another batched run ({} chains, {} per process); "
+                                   "resume with the same input and number of processes, or set overwrite = true",
+                                   path, r.value<std::int64_t>("chains"), r.value<std::int64_t>("chains_per_rank")));
+    const auto rank = static_cast<std::size_t>(comm_.rank());
+    auto mine = [&](const char* name, auto& out) {
+      using T = typename std::decay_t<decltype(out)>::value_type;
+      const std::vector<T> all = r.get<T>(name);
+      const std::size_t per = all.size() / static_cast<std::size_t>(comm_.size());
+      out.assign(all.begin() + static_cast<std::ptrdiff_t>(rank * per),
+                 all.begin() + static_cast<std::ptrdiff_t>((rank + 1) * per));
+    };
+    mine("x", snap_.x);
+    mine("lp", snap_.lp);
+    mine("accepted", snap_.accepted);
+    mine("out_of_domain", snap_.out_of_domain);
+    mine("nan_count", snap_.nan_count);
+    if (r.has("accepted_warmup")) mine("accepted_warmup", snap_.accepted_warmup);
+    for (const auto& [name, v] : {std::pair<const char*, std::vector<double>*>{"chol", &snap_.chol},
+                                  {"run_n", &snap_.run_n}, {"run_mean", &snap_.run_mean}, {"run_m2", &snap_.run_m2},
+                                  {"ad_ref", &snap_.ad_ref}}) {
+      if (per_chain_ && (adapt_ || v == &snap_.chol))
+        mine(name, *v);
+      else
+        *v = r.get<double>(name);
+    }
+    snap_.next_proposal = r.value<std::uint64_t>("next_proposal");
+    snap_.draws_done = r.value<std::int64_t>("draws_done");
+    snap_.seconds = r.value<double>("seconds");
+    snap_.adaptive_updates = r.value<std::int64_t>("adaptive_updates");
+    snap_.chol_failures = r.value<std::int64_t>("chol_failures");
+    draw_bytes_ = r.value<std::uint64_t>("draw_bytes");
+    have_ = true;
+  }
+
+  Communicator& comm_;
+  const mcmc::SamplerSpecs& specs_;
+  std::uint64_t hash_;
+  std::int64_t m_;
+  int d_, stages_;
+  bool per_chain_, adapt_;
+  std::string path_;
+  std::unique_ptr<DrawRecord> draws_;
+  mcmc::BatchedSnapshot snap_;
+  bool have_ = false;
+  std::uint64_t draw_bytes_ = 0, last_k_ = 0;
+  Timer since_;
 };
 
 /// A point log density as a host functor for the fused (thread-pool) path.
@@ -212,11 +471,13 @@ void check_batched_device(const mcmc::SamplerSpecs& s, const mcmc::BatchedTarget
 
 void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarget& target,
                         const std::shared_ptr<const mcmc::BatchedTarget>& batched,
-                        const mcmc::SampleRunOptions& options, Communicator& comm) {
+                        const mcmc::SampleRunOptions& options, Communicator& comm, bool resuming) {
+  const Timer session;
   const int rank = comm.rank(), size = comm.size();
   const bool root = rank == 0;
   const int d = target.ndim;
-  const mcmc::BatchedDramOptions o = batched_options(specs, d, rank);
+  mcmc::BatchedDramOptions o = batched_options(specs, d, rank);
+  o.communicator = &comm;  // pooled adaptation pools every rank's chains (layout-independent)
 #if HERD_HAVE_CUDA
   if (o.device == mcmc::BatchedDevice::kCuda) {
     const int n = cuda_device_count();
@@ -226,10 +487,17 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
 #else
   (void)local_rank;
 #endif
+  // Checkpoints (the serial run's settings): the restart record in <prefix>_restart/.
+  std::unique_ptr<BatchedRecord> record;
+  if (specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0) {
+    record = std::make_unique<BatchedRecord>(comm, specs, o, options.input_hash, resuming);
+    o.checkpointer = record.get();
+  }
   const std::string h5_path = specs.output_prefix + ".h5";
   io::H5File h5;
   if (root) h5 = io::H5File::create_atomic(h5_path);
-  GatherSink sink(comm, root ? &h5 : nullptr, specs.variable_names);
+  GatherSink sink(comm, root ? &h5 : nullptr, specs.variable_names, record ? record->draws() : nullptr,
+                  record ? record->draws_done() : 0, o.block_draws);
   mcmc::BatchedDramResult r;
   if (batched) {
     r = mcmc::run_batched(o, *batched, sink);
@@ -257,8 +525,10 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   t.acceptance_rate = sums[0] / size;
   t.nan_count = static_cast<std::int64_t>(sums[1]);
   t.out_of_domain = static_cast<std::int64_t>(sums[2]);
-  t.adaptive_updates = static_cast<std::int64_t>(sums[3]);
-  t.chol_failures = static_cast<std::int64_t>(sums[4]);
+  // Pooled updates are collective: every rank counts the same ones.
+  const bool pooled = o.adaptation == mcmc::BatchedAdaptation::kPooled;
+  t.adaptive_updates = pooled ? r.adaptive_updates : static_cast<std::int64_t>(sums[3]);
+  t.chol_failures = pooled ? r.chol_failures : static_cast<std::int64_t>(sums[4]);
   for (std::size_t i = 0; i < t.stage_accepted.size(); ++i) t.stage_accepted[i] = static_cast<std::int64_t>(sums[5 + i]);
   t.seconds = seconds;
   t.chain_steps_per_second = static_cast<double>(t.num_chains * t.proposals_per_chain) / std::max(seconds, 1e-12);
@@ -327,11 +597,27 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                      specs.chains_per_rank);
   rep += "\n== resolved input ==\n" + options.resolved_input + "\n";
   rep += "\n== run ==\n" + mcmc::batched_report(og, t, diag);
-  rep += fmt::format("pooled adaptation pools the chains of each process separately; nested R-hat: {}\n",
+  rep += fmt::format("pooled adaptation pools the chains of all processes (a fixed summation tree over global chain "
+                     "ids: the same chains for every layout of processes); nested R-hat: {}\n",
                      k > 0 ? fmt::format("{} superchains of contiguous global chain ids", k)
                            : std::string("not computed (needs a chain count divisible by 2, 4, 8 or 16, >= 4)"));
-  rep += "checkpoints: none (checkpoint_period and checkpoint_period_seconds are ignored for batched devices; an "
-         "interrupted run starts afresh)\n";
+  if (record) {
+    const std::string every =
+        specs.checkpoint_period > 0 && specs.checkpoint_period_seconds > 0
+            ? fmt::format("every {} proposals or {} s", specs.checkpoint_period, specs.checkpoint_period_seconds)
+        : specs.checkpoint_period > 0 ? fmt::format("every {} proposals", specs.checkpoint_period)
+                                      : fmt::format("every {} s", specs.checkpoint_period_seconds);
+    rep += fmt::format("checkpoints: {} written to {}_restart/ ({}), {:.3f} s in all ({:.2f}% of this session's wall "
+                       "time {:.3f} s)",
+                       record->checkpoints, specs.output_prefix, every, record->checkpoint_seconds,
+                       100.0 * record->checkpoint_seconds / std::max(session.seconds(), 1e-12), session.seconds());
+    if (record->resume_state() != nullptr)
+      rep += fmt::format("; resumed at proposal {} with {} draws per chain recorded", record->resumed_at(),
+                         record->draws_done());
+    rep += "\n";
+  } else {
+    rep += "checkpoints: none (checkpoint_period = checkpoint_period_seconds = 0; an interrupted run starts afresh)\n";
+  }
   rep += "not used by batched devices: parallelization_model, sample_size and the refinement, adaptive_update_count, "
          "greedy_adaptation_count, burnin_adaptation_measure, target_acceptance_rate, chain_file_format\n";
   rep += "\n== posterior (thinned draws after the warm-up): statistics and diagnostics ==\n" + table;
@@ -344,6 +630,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
     const bool ok = std::fwrite(rep.data(), 1, rep.size(), f) == rep.size();
     if (std::fclose(f) != 0 || !ok) throw IoError(fmt::format("herd-sample: writing \"{}\" failed", path));
   }
+  if (record) record->discard();
   if (!options.quiet && !specs.silent_mode) {
     std::FILE* out = options.terminal != nullptr ? options.terminal : stdout;
     std::fprintf(out, "\n%s", table.c_str());

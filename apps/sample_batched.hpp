@@ -4,7 +4,9 @@
 /// docs/batched.md "Using it from herd-sample"): the batched DRAM sampler over the ranks of
 /// a communicator, chains with global ids rank * chains_per_rank + i, thinned draws gathered
 /// block by block to rank 0 and streamed into one `<prefix>.h5`, plus `<prefix>_report.txt`
-/// and the summary table. No checkpoints (see the report's note).
+/// and the summary table. With checkpoints (`checkpoint_period`, `checkpoint_period_seconds`)
+/// the run's record is kept in `<prefix>_restart/` (`batched.ckpt` + `draws.bin`) and a run of
+/// the same input resumes from it (docs/batched.md "Restart").
 
 #include <memory>
 #include <string>
@@ -40,9 +42,19 @@ void check_batched_device(const mcmc::SamplerSpecs& specs, const mcmc::BatchedTa
 /// `target.thread_safe`, else on the calling thread). Under CUDA the device is
 /// local rank mod device count (local rank from MPI_LOCALRANKID or
 /// OMPI_COMM_WORLD_LOCAL_RANK, else the rank).
-/// @throws herd::InputError, herd::NumericalError, herd::IoError (as `run_batched`).
+/// Checkpoints (when a checkpoint period is > 0): at segment boundaries (after an adaptive
+/// update, after a block of draws) once the period has passed, rank 0 appends every gathered
+/// block to `<prefix>_restart/draws.bin` and atomically writes `batched.ckpt` (every rank's
+/// chains, the adaptation state, the proposal index, the draws recorded, the length of
+/// draws.bin, `options.input_hash`). `resuming` (the program's run record is of this input):
+/// every rank restarts from `batched.ckpt` when there is one, rank 0 cuts draws.bin back to
+/// its length and replays it into the new `.h5`; the outputs are byte-identical to an
+/// uninterrupted run's. Call `mcmc::prepare_outputs` and manage `run.ckpt` around it
+/// (`mcmc::run_sampler_program` with `run_restartable`).
+/// @throws herd::InputError (also: a record of another layout), herd::NumericalError,
+/// herd::IoError (as `run_batched`).
 void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarget& target,
                         const std::shared_ptr<const mcmc::BatchedTarget>& batched,
-                        const mcmc::SampleRunOptions& options, Communicator& comm);
+                        const mcmc::SampleRunOptions& options, Communicator& comm, bool resuming = false);
 
 }  // namespace herd::apps

@@ -46,6 +46,16 @@ struct detail::BatchedEngine::Impl {
   // Running adaptation estimates: pooled (one) or per chain (M).
   std::vector<double> run_n, run_mean, run_m2;
   std::int64_t updates = 0, failures = 0;
+  // Resume point (from options.checkpointer) and the warm-up's end counters.
+  bool resumed = false;
+  std::uint64_t k_start = 0;
+  std::int64_t drawn_start = 0;
+  double seconds_before = 0.0;
+  std::vector<std::int64_t> acc0;
+  bool have_acc0 = false;
+  std::function<void()> download_state;  // device backends: state to the host arrays
+  // Pooled adaptation: this process's summation plan.
+  detail::PooledTreePlan plan;
   // Staged evaluation scratch.
   std::vector<double> ex, elp;
   std::vector<std::int64_t> row_of;
@@ -66,6 +76,9 @@ struct detail::BatchedEngine::Impl {
     return schedule(seg, [this] { adapt_update(); }, [] {}, sink);
   }
   int pooled_merge(double n, const double* s1, const double* s2);
+  int pooled_update(const std::vector<detail::PooledNode>& local);
+  void restore(const BatchedSnapshot& st);
+  void maybe_checkpoint(std::uint64_t k, std::int64_t drawn, double seconds);
 };
 
 detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -208,6 +221,10 @@ detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(
       s.run_m2.assign(m * du * du, 0.0);
     } else {
       s.ad_ref.assign(s.x.begin(), s.x.begin() + static_cast<std::ptrdiff_t>(du));  // chain 0's start
+      // Across ranks: rank 0's first start (the same reference whatever the layout).
+      if (o.communicator != nullptr && o.communicator->size() > 1)
+        o.communicator->broadcast(s.ad_ref.data(), du, DataType::kFloat64, 0);
+      s.plan = detail::pooled_tree_plan(o.first_chain_id, m);
       s.run_n.assign(1, 0.0);
       s.run_mean.assign(du, 0.0);
       s.run_m2.assign(du * du, 0.0);
@@ -232,6 +249,9 @@ detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(
   a.ad_s2 = adapt ? s.ad_s2.data() : nullptr;
   a.ad_ref = adapt ? s.ad_ref.data() : nullptr;
 
+  if (o.checkpointer != nullptr)
+    if (const BatchedSnapshot* st = o.checkpointer->resume_state()) s.restore(*st);
+
   std::size_t threads = o.num_threads > 0 ? static_cast<std::size_t>(o.num_threads)
                                           : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min(threads, m);
@@ -245,9 +265,77 @@ const batched::KernelParams& detail::BatchedEngine::params() const { return impl
 const batched::ChainArrays& detail::BatchedEngine::arrays() const { return impl_->a; }
 int detail::BatchedEngine::threads() const { return impl_->threads; }
 
+void detail::BatchedEngine::Impl::restore(const BatchedSnapshot& st) {
+  const auto du = static_cast<std::size_t>(d);
+  const auto stages = static_cast<std::size_t>(p.stages);
+  auto need = [&](const char* what, std::size_t have, std::size_t want) {
+    HERD_REQUIRE(have == want, "batched_dram: the resume state's {} has {} values, but this run needs {}", what, have,
+                 want);
+  };
+  need("x", st.x.size(), m * du);
+  need("lp", st.lp.size(), m);
+  need("accepted", st.accepted.size(), m * stages);
+  need("out_of_domain", st.out_of_domain.size(), m);
+  need("nan_count", st.nan_count.size(), m);
+  need("chol", st.chol.size(), chol.size());
+  need("run_n", st.run_n.size(), run_n.size());
+  need("run_mean", st.run_mean.size(), run_mean.size());
+  need("run_m2", st.run_m2.size(), run_m2.size());
+  need("ad_ref", st.ad_ref.size(), ad_ref.size());
+  const auto total = static_cast<std::uint64_t>(o.warmup + o.steps);
+  HERD_REQUIRE(st.next_proposal <= total && st.draws_done >= 0 && st.draws_done <= o.steps / o.thin,
+               "batched_dram: the resume state is at proposal {} with {} draws, beyond this run's {} proposals",
+               st.next_proposal, st.draws_done, total);
+  if (!st.accepted_warmup.empty()) need("accepted_warmup", st.accepted_warmup.size(), m * stages);
+  // Copied into the existing storage (same sizes), so the pointers in `a` stay valid.
+  auto put = [](const auto& src, auto& dst) { std::copy(src.begin(), src.end(), dst.begin()); };
+  put(st.x, x);
+  put(st.lp, lp);
+  put(st.accepted, accepted);
+  put(st.out_of_domain, out_of_domain);
+  put(st.nan_count, nan_count);
+  put(st.chol, chol);
+  put(st.run_n, run_n);
+  put(st.run_mean, run_mean);
+  put(st.run_m2, run_m2);
+  put(st.ad_ref, ad_ref);
+  updates = st.adaptive_updates;
+  failures = st.chol_failures;
+  k_start = st.next_proposal;
+  drawn_start = st.draws_done;
+  seconds_before = st.seconds;
+  have_acc0 = !st.accepted_warmup.empty();
+  acc0 = st.accepted_warmup;
+  resumed = true;
+}
+
+void detail::BatchedEngine::Impl::maybe_checkpoint(std::uint64_t k, std::int64_t drawn, double seconds) {
+  if (o.checkpointer == nullptr || !o.checkpointer->due(k)) return;
+  if (download_state) download_state();
+  BatchedSnapshot st;
+  st.next_proposal = k;
+  st.draws_done = drawn;
+  st.seconds = seconds;
+  st.adaptive_updates = updates;
+  st.chol_failures = failures;
+  st.x = x;
+  st.lp = lp;
+  st.accepted = accepted;
+  if (have_acc0) st.accepted_warmup = acc0;
+  st.out_of_domain = out_of_domain;
+  st.nan_count = nan_count;
+  st.chol = chol;
+  st.run_n = run_n;
+  st.run_mean = run_mean;
+  st.run_m2 = run_m2;
+  st.ad_ref = ad_ref;
+  o.checkpointer->save(st);
+}
+
 void detail::BatchedEngine::init_log_density(
     const std::function<void(const double*, std::size_t, double*)>& eval_rows) {
   Impl& s = *impl_;
+  if (s.resumed) return;  // the checkpoint's log densities
   eval_rows(s.x.data(), s.m, s.lp.data());
   for (std::size_t i = 0; i < s.m; ++i)
     HERD_REQUIRE(s.lp[i] > kNegInf && s.lp[i] < std::numeric_limits<double>::infinity(),
@@ -280,15 +368,37 @@ void detail::BatchedEngine::Impl::adapt_update() {
     }
     return;
   }
-  // Pooled: sums over chains in chain order (deterministic), one merge, one factor.
-  double n = 0.0;
-  std::vector<double> s1(du, 0.0), s2(du * du, 0.0);
-  for (std::size_t i = 0; i < m; ++i) {
-    n += ad_n[i];
-    for (std::size_t j = 0; j < du; ++j) s1[j] += ad_s1[i * du + j];
-    for (std::size_t j = 0; j < du * du; ++j) s2[j] += ad_s2[i * du * du + j];
+  // Pooled: the fixed pairwise tree over global chain ids (in place), then every rank's
+  // maximal nodes combined in the same tree: one merge, one factor, whatever the layout.
+  const std::uint64_t f = o.first_chain_id;
+  for (std::size_t lv = 0; lv < plan.parents.size(); ++lv) {
+    const auto [lo, hi] = plan.parents[lv];
+    const std::uint64_t half = std::uint64_t{1} << lv;
+    auto body = [&, lo = lo, lv = lv](std::size_t b, std::size_t e) {
+      for (std::size_t q = b; q < e; ++q) {
+        const std::uint64_t left = ((lo + q) << (lv + 1)) - f;
+        batched::pooled_pair_add(a, d, left, left + half);
+      }
+    };
+    const std::size_t count = hi - lo;
+    if (pool && count >= 256)
+      pool->parallel_for(0, count, body);
+    else
+      body(0, count);
   }
-  pooled_merge(n, s1.data(), s2.data());
+  std::vector<detail::PooledNode> nodes;
+  for (const auto& [lv, j] : plan.emitted) {
+    const std::size_t row = (j << lv) - f;
+    detail::PooledNode nd;
+    nd.level = lv;
+    nd.index = j;
+    nd.stats.resize(1 + du + du * du);
+    nd.stats[0] = ad_n[row];
+    std::copy_n(ad_s1.begin() + static_cast<std::ptrdiff_t>(row * du), du, nd.stats.begin() + 1);
+    std::copy_n(ad_s2.begin() + static_cast<std::ptrdiff_t>(row * du * du), du * du, nd.stats.begin() + 1 + static_cast<std::ptrdiff_t>(du));
+    nodes.push_back(std::move(nd));
+  }
+  pooled_update(nodes);
   std::fill(ad_n.begin(), ad_n.end(), 0.0);
   std::fill(ad_s1.begin(), ad_s1.end(), 0.0);
   std::fill(ad_s2.begin(), ad_s2.end(), 0.0);
@@ -303,6 +413,119 @@ int detail::BatchedEngine::Impl::pooled_merge(double n, const double* s1, const 
   failures += r == -1;
   std::copy(run_mean.begin(), run_mean.end(), ad_ref.begin());
   return r;
+}
+
+int detail::BatchedEngine::Impl::pooled_update(const std::vector<detail::PooledNode>& local) {
+  const auto du = static_cast<std::size_t>(d);
+  const std::size_t ns = 1 + du + du * du;
+  std::vector<detail::PooledNode> all = local;
+  std::uint64_t lo = o.first_chain_id, hi = o.first_chain_id + m;
+  Communicator* comm = o.communicator;
+  if (comm != nullptr && comm->size() > 1) {
+    // Every rank's nodes, as rows [level, index, stats...] padded to the longest list.
+    const std::int64_t mine[3] = {static_cast<std::int64_t>(local.size()), static_cast<std::int64_t>(lo),
+                                  static_cast<std::int64_t>(hi)};
+    const auto info = comm->allgather(std::span<const std::int64_t>(mine, 3));
+    std::int64_t kmax = 0;
+    std::uint64_t chains = 0;
+    lo = std::numeric_limits<std::uint64_t>::max();
+    hi = 0;
+    for (int r = 0; r < comm->size(); ++r) {
+      kmax = std::max(kmax, info[3 * r]);
+      lo = std::min(lo, static_cast<std::uint64_t>(info[3 * r + 1]));
+      hi = std::max(hi, static_cast<std::uint64_t>(info[3 * r + 2]));
+      chains += static_cast<std::uint64_t>(info[3 * r + 2] - info[3 * r + 1]);
+    }
+    HERD_REQUIRE(chains == hi - lo, "batched_dram: pooled adaptation over ranks needs one contiguous range of global "
+                 "chain ids, but the ranks hold {} chains in [{}, {})", chains, lo, hi);
+    const std::size_t row = 2 + ns;
+    std::vector<double> send(static_cast<std::size_t>(kmax) * row, -1.0);
+    for (std::size_t q = 0; q < local.size(); ++q) {
+      send[q * row] = local[q].level;
+      send[q * row + 1] = static_cast<double>(local[q].index);
+      std::copy(local[q].stats.begin(), local[q].stats.end(), send.begin() + static_cast<std::ptrdiff_t>(q * row + 2));
+    }
+    const auto recv = comm->allgather(std::span<const double>(send));
+    all.clear();
+    for (std::size_t q = 0; q * row < recv.size(); ++q) {
+      if (recv[q * row] < 0) continue;
+      detail::PooledNode nd;
+      nd.level = static_cast<int>(recv[q * row]);
+      nd.index = static_cast<std::uint64_t>(recv[q * row + 1]);
+      nd.stats.assign(recv.begin() + static_cast<std::ptrdiff_t>(q * row + 2),
+                      recv.begin() + static_cast<std::ptrdiff_t>((q + 1) * row));
+      all.push_back(std::move(nd));
+    }
+  }
+  const std::vector<double> sum = detail::pooled_combine(std::move(all), lo, hi);
+  return pooled_merge(sum[0], sum.data() + 1, sum.data() + 1 + du);
+}
+
+detail::PooledTreePlan detail::pooled_tree_plan(std::uint64_t first, std::uint64_t m) {
+  HERD_REQUIRE(m >= 1, "pooled_tree_plan: m is 0, but must be >= 1");
+  PooledTreePlan plan;
+  std::uint64_t lo = first, hi = first + m;  // nodes [lo, hi) of the current level
+  for (int level = 0; lo < hi; ++level) {
+    const std::uint64_t plo = (lo + 1) / 2, phi = hi / 2;  // parents with both children inside
+    if (lo < 2 * plo) plan.emitted.emplace_back(level, lo);
+    if (hi - 1 >= 2 * phi && !(hi - 1 == lo && lo < 2 * plo)) plan.emitted.emplace_back(level, hi - 1);
+    if (plo >= phi) break;
+    plan.parents.emplace_back(plo, phi);
+    lo = plo;
+    hi = phi;
+  }
+  return plan;
+}
+
+std::vector<double> detail::pooled_combine(std::vector<PooledNode> nodes, std::uint64_t lo, std::uint64_t hi) {
+  HERD_REQUIRE(!nodes.empty() && lo < hi, "pooled_combine: no nodes for the chain ids [{}, {})", lo, hi);
+  std::uint64_t covered = 0;
+  for (const auto& nd : nodes) {
+    HERD_REQUIRE(nd.level >= 0 && nd.level < 63, "pooled_combine: a node has level {}", nd.level);
+    const std::uint64_t b = nd.index << nd.level, e = (nd.index + 1) << nd.level;
+    HERD_REQUIRE(b >= lo && e <= hi, "pooled_combine: node ({}, {}) lies outside the chain ids [{}, {})", nd.level,
+                 nd.index, lo, hi);
+    covered += e - b;
+  }
+  HERD_REQUIRE(covered == hi - lo, "pooled_combine: the nodes cover {} chain ids, but [{}, {}) has {}", covered, lo,
+               hi, hi - lo);
+  auto key = [](const PooledNode& a, const PooledNode& b) {
+    return a.level != b.level ? a.level < b.level : a.index < b.index;
+  };
+  while (nodes.size() > 1) {
+    std::sort(nodes.begin(), nodes.end(), key);
+    // Combine the lowest level: a node with its sibling, or alone when the sibling's
+    // chain ids lie outside [lo, hi).
+    const int lv = nodes.front().level;
+    std::vector<PooledNode> next;
+    std::size_t q = 0;
+    for (; q < nodes.size() && nodes[q].level == lv; ++q) {
+      PooledNode& a = nodes[q];
+      const std::uint64_t span = std::uint64_t{1} << lv;
+      PooledNode up;
+      up.level = lv + 1;
+      up.index = a.index / 2;
+      if (a.index % 2 == 0) {
+        if (q + 1 < nodes.size() && nodes[q + 1].level == lv && nodes[q + 1].index == a.index + 1) {
+          up.stats = std::move(a.stats);
+          const auto& b = nodes[q + 1].stats;
+          for (std::size_t t = 0; t < up.stats.size(); ++t) up.stats[t] += b[t];
+          ++q;
+        } else {
+          HERD_REQUIRE((a.index + 1) * span >= hi, "pooled_combine: node ({}, {}) lacks its right sibling", lv,
+                       a.index);
+          up.stats = std::move(a.stats);
+        }
+      } else {
+        HERD_REQUIRE(a.index * span <= lo, "pooled_combine: node ({}, {}) lacks its left sibling", lv, a.index);
+        up.stats = std::move(a.stats);
+      }
+      next.push_back(std::move(up));
+    }
+    for (; q < nodes.size(); ++q) next.push_back(std::move(nodes[q]));
+    nodes = std::move(next);
+  }
+  return std::move(nodes.front().stats);
 }
 
 void detail::BatchedEngine::Impl::check_posinf(std::uint64_t k) const {
@@ -325,24 +548,35 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
   const auto total = static_cast<std::uint64_t>(o.warmup + o.steps);
   const bool adapt = o.adaptation != BatchedAdaptation::kNone && o.warmup > 0;
   sink.begin(o.num_chains, o.first_chain_id, d, ndraws);
-  std::uint64_t k = 0;
+  // A resumed run continues at a boundary of the same schedule (warm-up segments end at
+  // multiples of the update period, blocks at multiples of block_draws), so it makes the
+  // same proposals in the same segments as an uninterrupted run.
+  std::uint64_t k = k_start;
   const auto warm = static_cast<std::uint64_t>(o.warmup);
   const auto per = static_cast<std::uint64_t>(period);
+  const bool ckpt = o.checkpointer != nullptr;
+  auto elapsed = [&] { return seconds_before + timer.seconds(); };
   while (k < warm) {
-    const std::uint64_t k1 = adapt ? std::min(warm, (k / per + 1) * per) : warm;
+    // With checkpoints the warm-up ends a segment every period also without adaptation.
+    const std::uint64_t k1 = adapt || ckpt ? std::min(warm, (k / per + 1) * per) : warm;
     p.adapting = adapt;
     seg(k, k1 - k, std::int64_t{1}, nullptr, nullptr);
     k = k1;
     sync();
     check_posinf(k);
     if (adapt && k % per == 0) adapt_fn();
+    // Only where the warm-up statistics are empty (they are not checkpointed).
+    if (k < warm && (!adapt || k % per == 0)) maybe_checkpoint(k, 0, elapsed());
   }
   p.adapting = false;
   sync();
-  std::vector<std::int64_t> acc0 = accepted;
+  if (!have_acc0) {
+    acc0 = accepted;
+    have_acc0 = true;
+  }
   const auto bmax = static_cast<std::size_t>(std::min<std::int64_t>(o.block_draws, std::max<std::int64_t>(ndraws, 1)));
   std::vector<double> bx(m * bmax * du), blp(m * bmax);
-  std::int64_t drawn = 0;
+  std::int64_t drawn = drawn_start;
   try {
     while (drawn < ndraws) {
       const std::int64_t nd = std::min<std::int64_t>(o.block_draws, ndraws - drawn);
@@ -352,6 +586,7 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
       check_posinf(k);
       sink.write_block(drawn, nd, bx.data(), blp.data());
       drawn += nd;
+      if (k < total) maybe_checkpoint(k, drawn, elapsed());
     }
     if (k < total) {
       seg(k, total - k, std::int64_t{1}, nullptr, nullptr);
@@ -394,7 +629,7 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
       for (std::size_t q = 0; q <= std::min(i, j); ++q) v += chol[i * du + q] * chol[j * du + q];
       r.proposal_cov[i * du + j] = v;
     }
-  r.seconds = timer.seconds();
+  r.seconds = elapsed();
   r.chain_steps_per_second = r.seconds > 0 ? static_cast<double>(m) * static_cast<double>(total) / r.seconds : 0.0;
   return r;
 }
@@ -491,6 +726,9 @@ BatchedDramResult detail::BatchedEngine::run_staged(const BatchedLogDensity& f, 
 BatchedDramResult detail::BatchedEngine::run_device(const DeviceHooks& h, BatchedDrawSink& sink) {
   Impl& s = *impl_;
   HERD_REQUIRE(h.segment && h.adapt_update && h.sync, "batched_dram: run_device: a device hook is empty");
+  HERD_REQUIRE(s.o.checkpointer == nullptr || h.download_state,
+               "batched_dram: run_device: checkpoints need the download_state hook");
+  s.download_state = h.download_state;
   auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp) {
     h.segment(k0, per, nd, bx, blp, s.p.adapting);
   };
@@ -500,11 +738,27 @@ BatchedDramResult detail::BatchedEngine::run_device(const DeviceHooks& h, Batche
 int detail::BatchedEngine::pooled_merge(double n, const double* s1, const double* s2) {
   return impl_->pooled_merge(n, s1, s2);
 }
+int detail::BatchedEngine::pooled_update(const std::vector<PooledNode>& local_nodes) {
+  return impl_->pooled_update(local_nodes);
+}
+const detail::PooledTreePlan& detail::BatchedEngine::pooled_plan() const { return impl_->plan; }
 const double* detail::BatchedEngine::pooled_reference() const { return impl_->ad_ref.data(); }
 void detail::BatchedEngine::count_updates(std::int64_t replaced, std::int64_t failed) {
   impl_->updates += replaced;
   impl_->failures += failed;
 }
+detail::BatchedEngine::AdaptationArrays detail::BatchedEngine::adaptation_arrays() {
+  Impl& s = *impl_;
+  AdaptationArrays r;
+  if (s.run_n.empty()) return r;
+  r.run_n = s.run_n.data();
+  r.run_mean = s.run_mean.data();
+  r.run_m2 = s.run_m2.data();
+  r.ad_ref = s.ad_ref.data();
+  r.count = s.run_n.size();
+  return r;
+}
+bool detail::BatchedEngine::resumed() const { return impl_->resumed; }
 double detail::BatchedEngine::scale() const { return impl_->scale; }
 std::int64_t detail::BatchedEngine::period() const { return impl_->period; }
 

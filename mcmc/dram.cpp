@@ -16,6 +16,7 @@
 #include "herd/core/philox_lanes.hpp"
 #include "herd/core/thread_pool.hpp"
 #include "herd/core/timer.hpp"
+#include "herd/mcmc/batched_dram_kernel.hpp"
 
 namespace herd::mcmc {
 
@@ -28,82 +29,13 @@ constexpr int kMaxPath = kMaxStages + 1;
 // this fraction of the marginal one (|correlation| of 1 - 5e-13 or more).
 constexpr double kSingularRatio = 1e-12;
 
-// log(1 - exp(la)) for la <= 0 (Maechler 2012); -inf for la == 0.
-double log1m_exp(double la) {
-  if (la >= 0.0) return kNegInf;
-  return la > -0.6931471805599453 ? std::log(-std::expm1(la)) : std::log1p(-std::exp(la));
-}
-
-// Memoised recursion over the sub-paths of one delayed-rejection path. Every sub-path
-// met by the recursion is a contiguous run of the path's points, forwards or backwards,
-// so it is named by (start, end).
-struct DrRecursion {
-  int d;
-  const double* w;
-  const double* lp;
-  const double* scale;
-  ProposalKind kind;
-  double dist2[kMaxPath][kMaxPath];
-  double memo[kMaxPath][kMaxPath];
-  bool have_dist[kMaxPath][kMaxPath] = {};
-  bool have_memo[kMaxPath][kMaxPath] = {};
-
-  double dist(int a, int b) {
-    if (!have_dist[a][b]) {
-      const double* pa = w + static_cast<std::size_t>(a) * d;
-      const double* pb = w + static_cast<std::size_t>(b) * d;
-      double s = 0.0;
-      for (int i = 0; i < d; ++i) s += (pa[i] - pb[i]) * (pa[i] - pb[i]);
-      dist2[a][b] = dist2[b][a] = s;
-      have_dist[a][b] = have_dist[b][a] = true;
-    }
-    return dist2[a][b];
-  }
-  // log q_j(a -> b) up to the normalising constant (equal on both sides of the ratio).
-  double log_q(int j, int a, int b) {
-    const double c = scale[j - 1];
-    const double r2 = dist(a, b) / (c * c);
-    if (kind == ProposalKind::kNormal) return -0.5 * r2;
-    return r2 <= 1.0 ? 0.0 : kNegInf;
-  }
-  double log_alpha(int s, int e) {
-    if (have_memo[s][e]) return memo[s][e];
-    const int dir = e > s ? 1 : -1;
-    const int m = (e - s) * dir;
-    double res;
-    if (lp[e] == kNegInf) {
-      res = kNegInf;
-    } else {
-      double num = lp[e], den = lp[s];
-      for (int j = 1; j < m && num != kNegInf; ++j) {
-        den += log_q(j, s, s + dir * j) + log1m_exp(log_alpha(s, s + dir * j));
-        num += log_q(j, e, e - dir * j) + log1m_exp(log_alpha(e, e - dir * j));
-      }
-      if (num == kNegInf)
-        res = kNegInf;
-      else if (den == kNegInf)
-        res = 0.0;
-      else
-        res = std::min(0.0, num - den);
-    }
-    have_memo[s][e] = true;
-    memo[s][e] = res;
-    return res;
-  }
-};
-
-// y = x + L w with L lower triangular, row-major (`l[i*d + j]`, j <= i read): the one
-// arithmetic for trial points, shared by the kernel and `propose`, so both give
-// bit-identical points. (Row dot products beat column axpys here: the axpys' short,
-// variable-length loops cost twice as much at d = 10.)
-void apply_factor(const double* l, const double* w, const double* x, double* y, int d) {
-  for (int i = 0; i < d; ++i) {
-    const double* li = l + static_cast<std::size_t>(i) * d;
-    double v = 0.0;
-    for (int j = 0; j <= i; ++j) v += li[j] * w[j];
-    y[i] = x[i] + v;
-  }
-}
+// The shared per-chain math of the batched kernel (batched_dram_kernel.hpp): log1m_exp,
+// the delayed-rejection recursion and y = x + L w (row dot products: the one arithmetic for
+// trial points, shared by the kernel, `propose` and the batched kernel, so all give
+// bit-identical points; the axpy form's short, variable-length loops cost twice as much at
+// d = 10).
+using batched::apply_factor;
+using batched::log1m_exp;
 
 std::string lower_no_space(const std::string& s) {
   std::string r;
@@ -128,7 +60,12 @@ double dr_log_acceptance(int m, int d, const double* w, const double* lp, const 
     const double den = lp[0] + log1m_exp(mx - lp[0]);
     return std::min(0.0, num - den);
   }
-  DrRecursion r{d, w, lp, scale, kind, {}, {}};
+  batched::DrRecursion<kMaxPath> r;
+  r.d = d;
+  r.w = w;
+  r.lp = lp;
+  r.scale = scale;
+  r.uniform = kind == ProposalKind::kUniform;
   return r.log_alpha(0, m);
 }
 

@@ -7,6 +7,9 @@
 #include <memory>
 #include <numeric>
 
+#include <cerrno>
+#include <csignal>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -373,6 +376,28 @@ std::string sample_file_path(const SamplerSpecs& s, int chains, int k) {
 
 std::string restart_folder(const SamplerSpecs& s) { return s.output_prefix + "_restart"; }
 
+/// Removes the temporaries `<file>.tmp.<pid>.<n>` (io::temp_path_for) of the files in
+/// `names` (every file when empty) in folder `dir` whose process is gone: what a killed run
+/// left behind. A live process's temporaries are kept.
+void remove_stale_temporaries(const fs::path& dir, const std::vector<std::string>& names) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    const std::size_t t = n.rfind(".tmp.");
+    if (t == std::string::npos || t == 0) continue;
+    const std::string rest = n.substr(t + 5);
+    const std::size_t dot = rest.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size() ||
+        rest.find_first_not_of("0123456789.") != std::string::npos || rest.find('.', dot + 1) != std::string::npos)
+      continue;
+    if (!names.empty() && std::find(names.begin(), names.end(), n.substr(0, t)) == names.end()) continue;
+    const long pid = std::stol(rest.substr(0, dot));
+    if (pid == static_cast<long>(::getpid()) || (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;
+    fs::remove(e.path(), ec);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> output_paths(const SamplerSpecs& s, int ranks) {
@@ -404,6 +429,11 @@ void prepare_outputs(const SamplerSpecs& s, int ranks, bool resuming) {
     fs::create_directories(parent, ec);
     if (ec) throw IoError(fmt::format("cannot create the output folder \"{}\": {}", parent.string(), ec.message()));
   }
+  // Temporaries of an earlier run of this prefix that was killed while writing a file.
+  std::vector<std::string> names;
+  for (const auto& path : output_paths(s, ranks)) names.push_back(fs::path(path).filename().string());
+  remove_stale_temporaries(parent.empty() ? fs::path(".") : parent, names);
+  remove_stale_temporaries(restart_folder(s), {});
 }
 
 std::string format_summary_table(const std::vector<QuantitySummary>& rows) {
@@ -1001,11 +1031,11 @@ constexpr const char* kRunRecordKind = "herd-sample-run";
 
 std::string run_record_path(const SamplerSpecs& s) { return restart_folder(s) + "/run.ckpt"; }
 
-void write_run_record(const SamplerSpecs& s, std::uint64_t hash, int chains, bool complete) {
+void write_run_record(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, bool complete) {
   io::CheckpointWriter w(kRunRecordKind, 1);
   w.add_value("input_hash", hash);
   w.add_value("random_seed", s.random_seed);
-  w.add_value("chains", static_cast<std::int64_t>(chains));
+  w.add_value("chains", chains);
   w.add_string("parallelization_model", s.parallelization_model);
   w.add_value("complete", static_cast<std::uint8_t>(complete ? 1 : 0));
   w.commit(run_record_path(s));
@@ -1015,7 +1045,7 @@ enum class RestartStatus { kFresh = 0, kResume = 1, kComplete = 2 };
 
 /// What the restart record of this output prefix says; the seed of the recorded run.
 /// @throws herd::InputError when the record belongs to another input.
-RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, int chains, std::uint64_t& seed) {
+RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, std::uint64_t& seed) {
   const std::string path = run_record_path(s);
   if (s.overwrite || !fs::exists(path)) return RestartStatus::kFresh;
   io::CheckpointReader r(path);
@@ -1104,19 +1134,22 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
     return 2;
   }
   // 3. Rank 0: restart record, output files; broadcast the decision and the seed.
-  const int chains = chain_count(specs, size);
-  const bool custom = static_cast<bool>(in.run);  // e.g. a batched run: no restart record
-  const bool checkpointing = !custom && (specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0);
+  // Batched devices: every rank's chains (the model's chain count is the serial kernel's).
+  const std::int64_t chains = specs.device != "cpu" ? static_cast<std::int64_t>(size) * specs.chains_per_rank
+                                                     : chain_count(specs, size);
+  const bool custom = static_cast<bool>(in.run);  // e.g. a batched run
+  const bool recorded = !custom || in.run_restartable;  // a restart record is read and written
+  const bool checkpointing = recorded && (specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0);
   std::int64_t dec[3] = {0, 0, static_cast<std::int64_t>(specs.random_seed)};
   if (rank == 0) {
     try {
       std::uint64_t seed = specs.random_seed;
-      const RestartStatus st = custom ? RestartStatus::kFresh : check_restart(specs, opts.input_hash, chains, seed);
+      const RestartStatus st = !recorded ? RestartStatus::kFresh : check_restart(specs, opts.input_hash, chains, seed);
       if (st != RestartStatus::kFresh && !in.seed_given) specs.random_seed = seed;
       dec[1] = static_cast<std::int64_t>(st);
       dec[2] = static_cast<std::int64_t>(specs.random_seed);
       prepare_outputs(specs, size, st != RestartStatus::kFresh);
-      if (st == RestartStatus::kFresh && !custom) {
+      if (st == RestartStatus::kFresh && recorded) {
         std::error_code ec;
         fs::remove_all(restart_folder(specs), ec);
         if (checkpointing) {
@@ -1151,6 +1184,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
       std::printf("%s: resuming from the restart record in %s\n", program.c_str(), restart_folder(specs).c_str());
     std::fflush(stdout);
   }
+  in.resuming = status == RestartStatus::kResume;
   // 4. The run; an error on one rank ends every rank (the checkpoints stay intact).
   try {
     abort_all_on_error(comm, [&] {

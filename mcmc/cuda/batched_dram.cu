@@ -123,6 +123,7 @@ BatchedDramResult run_batched_device_network(const BatchedDramOptions& options_i
   };
   hooks.adapt_update = [&] { dc.adapt_update(); };
   hooks.sync = [&] { dc.sync(); };
+  hooks.download_state = [&] { dc.download_state(); };
   return engine.run_device(hooks, sink);
 }
 

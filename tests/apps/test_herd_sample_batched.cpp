@@ -1,6 +1,7 @@
 // herd-sample with device = "cpu_batched" (issue #13): one <prefix>.h5 with posterior
 // [chain, draw] per variable and sample_stats/lp, the report, moments of a known target,
-// reproducibility, global chain ids under mpiexec (2 x 128 chains == 1 x 256 chains), a
+// reproducibility, global chain ids under mpiexec (2 x 128 chains == 1 x 256 chains; pooled
+// adaptation 1 x 192 == 2 x 96 == 3 x 64), a
 // posteriordb target, and the input errors (cuda without a device, bad keys, overwrite).
 // The test itself is one process; it starts herd-sample (through mpiexec when available).
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -84,11 +86,15 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir / "out")) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  CHECK(files == std::vector<std::string>{"run.h5", "run_report.txt"});
+  CHECK(files == std::vector<std::string>{"run.h5", "run_report.txt", "run_restart"});  // checkpoints by default
+  std::vector<std::string> record;
+  for (const auto& e : fs::directory_iterator(dir / "out" / "run_restart")) record.push_back(e.path().filename().string());
+  std::sort(record.begin(), record.end());
+  CHECK(record == std::vector<std::string>{"run.ckpt"});  // complete: draws.bin and batched.ckpt removed
   const std::string rep = slurp(dir / "out" / "run_report.txt");
   CHECK_THAT(rep, Contains("== resolved input ==") && Contains("device = \"cpu_batched\"") &&
                       Contains("nested R-hat") && Contains("chain-steps/s") && Contains("acceptance after warm-up") &&
-                      Contains("checkpoints: none") && Contains("rhat"));
+                      Contains("checkpoints: ") && Contains("_restart/ (every 5 s)") && Contains("rhat"));
 
   const auto f = herd::io::H5File::open((dir / "out" / "run.h5").string());
   const std::size_t m = 256, n = 200;
@@ -141,16 +147,33 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
   }
 
   SECTION("the same seed gives byte-identical datasets; another seed does not") {
-    const Run again = sample(dir, 0, "run.toml --output out2/run");
+    // A temporary of a killed run (its process is gone: pid above any pid_max) is removed;
+    // one of a live process (this test) is kept.
+    fs::create_directories(dir / "out2");
+    const fs::path stale = dir / "out2" / "run.h5.tmp.2147483000.0";
+    const fs::path live = dir / "out2" / ("run.h5.tmp." + std::to_string(::getpid()) + ".7");
+    write(stale, "x");
+    write(live, "x");
+    // Without checkpoints: no restart record, the same datasets.
+    const Run again = sample(dir, 0, "run.toml --output out2/run --set checkpoint_period_seconds=0");
     REQUIRE(again.rc == 0);
+    CHECK(!fs::exists(stale));
+    CHECK(fs::exists(live));
+    fs::remove(live);
     CHECK(datasets(dir / "out" / "run.h5") == datasets(dir / "out2" / "run.h5"));
+    CHECK(!fs::exists(dir / "out2" / "run_restart"));
+    CHECK_THAT(slurp(dir / "out2" / "run_report.txt"), Contains("checkpoints: none"));
     const Run other = sample(dir, 0, "run.toml --output out3/run --seed 5");
     REQUIRE(other.rc == 0);
     CHECK(datasets(dir / "out" / "run.h5") != datasets(dir / "out3" / "run.h5"));
   }
-  SECTION("existing outputs are not replaced without overwrite") {
+  SECTION("a complete run is not redone; another input does not replace its outputs without overwrite") {
     const auto before = slurp(dir / "out" / "run_report.txt");
-    const Run again = sample(dir, 0, "run.toml");
+    const Run same = sample(dir, 0, "run.toml");
+    CHECK(same.rc == 0);
+    CHECK_THAT(same.out, Contains("is complete"));
+    CHECK(slurp(dir / "out" / "run_report.txt") == before);
+    const Run again = sample(dir, 0, "run.toml --seed 5");
     CHECK(again.rc == 2);
     CHECK_THAT(again.err, Contains("out/run_report.txt") && Contains("overwrite"));
     CHECK(slurp(dir / "out" / "run_report.txt") == before);
@@ -159,8 +182,7 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
 
 #ifdef HERD_MPIEXEC
 TEST_CASE("herd-sample device = cpu_batched: 2 processes x 128 chains == 1 process x 256 chains", "[apps][mcmc][mpi]") {
-  // Per-chain (or no) adaptation: a chain depends only on its global id. (Pooled adaptation
-  // pools over each process's chains, so its chains depend on the layout.)
+  // Per-chain (or no) adaptation: a chain depends only on its global id (pooled: below).
   const auto dir = workdir("mpi");
   write(dir / "run.toml", kToml);
   for (const char* mode : {"per_chain", "none"}) {
@@ -176,6 +198,29 @@ TEST_CASE("herd-sample device = cpu_batched: 2 processes x 128 chains == 1 proce
           datasets(dir / ("two_" + std::string(mode)) / "run.h5"));
     CHECK_THAT(slurp(dir / ("two_" + std::string(mode)) / "run_report.txt"), Contains("on 2 processes"));
   }
+}
+
+TEST_CASE("herd-sample device = cpu_batched: pooled adaptation gives the same chains on 1, 2 and 3 processes",
+          "[apps][mcmc][mpi]") {
+  // Pooled adaptation over all ranks through a fixed summation tree over global chain ids:
+  // 1 x 192, 2 x 96 and 3 x 64 chains give byte-identical datasets.
+  const auto dir = workdir("mpi_pooled");
+  write(dir / "run.toml", kToml);
+  const std::string common = "run.toml --quiet --set batched_adaptation=pooled";
+  std::vector<std::vector<std::vector<double>>> got;
+  for (const int ranks : {1, 2, 3}) {
+    INFO(ranks << " processes");
+    const std::string out = "pooled_" + std::to_string(ranks);
+    const Run r = sample(dir, ranks, common + " --set chains_per_rank=" + std::to_string(192 / ranks) + " --output " +
+                                         out + "/run");
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    got.push_back(datasets(dir / out / "run.h5"));
+    const std::string rep = slurp(dir / out / "run_report.txt");
+    CHECK_THAT(rep, Contains("pooled adaptation pools the chains of all processes"));
+  }
+  CHECK(got[0] == got[1]);
+  CHECK(got[0] == got[2]);
 }
 #endif
 

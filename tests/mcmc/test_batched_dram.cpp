@@ -1,7 +1,9 @@
 // Batched DRAM (issue #13), host path: the same random numbers as the serial kernel for the
 // same global chain id, bit-identical chains with the same (frozen) proposal, option
 // errors, the HDF5 sink and the report.
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -382,4 +384,241 @@ TEST_CASE("batched kernel: segment_local (the GPU kernel's thread-local state) g
       CHECK(rg.stage_accepted == rw.stage_accepted);
     }
   }
+}
+
+namespace {
+
+// Warm-up statistics of `rows` chains (d = 2): n, s1 [rows, 2], s2 [rows, 2, 2] (lower).
+struct Stats {
+  std::vector<double> n, s1, s2;
+  batched::ChainArrays arrays() {
+    batched::ChainArrays a;
+    a.ad_n = n.data();
+    a.ad_s1 = s1.data();
+    a.ad_s2 = s2.data();
+    return a;
+  }
+};
+
+// The pooled tree's value of node (level, j) over chain ids [lo, hi), by its definition:
+// left + right when both children hold chains in range, else the one that does.
+bool tree_value(const Stats& leaves, std::uint64_t lo, std::uint64_t hi, int level, std::uint64_t j,
+                std::vector<double>& out) {
+  const std::uint64_t b = j << level, e = (j + 1) << level;
+  if (e <= lo || b >= hi) return false;
+  if (level == 0) {
+    const std::size_t i = b - lo;
+    out = {leaves.n[i], leaves.s1[2 * i], leaves.s1[2 * i + 1], leaves.s2[4 * i], leaves.s2[4 * i + 1],
+           leaves.s2[4 * i + 2], leaves.s2[4 * i + 3]};
+    return true;
+  }
+  std::vector<double> l, r;
+  const bool hl = tree_value(leaves, lo, hi, level - 1, 2 * j, l), hr = tree_value(leaves, lo, hi, level - 1, 2 * j + 1, r);
+  if (hl && hr)
+    for (std::size_t t = 0; t < l.size(); ++t) l[t] += r[t];
+  out = hl ? l : r;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("batched pooled adaptation: the summation tree is the same however the chains are split", "[mcmc][batched]") {
+  // Any split of the chain ids over processes (the plan of each part, in place, then the
+  // combination of every part's maximal nodes) gives the tree's root bit for bit (the
+  // leaves span 12 orders of magnitude, so a different order of additions would show).
+  std::mt19937_64 gen(20261130);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (std::uint64_t lo : {0u, 3u, 1000u}) {
+    for (std::uint64_t m : {1u, 2u, 5u, 13u, 64u, 100u, 257u}) {
+      Stats all;
+      for (std::uint64_t i = 0; i < m; ++i) {
+        const double scale = std::pow(10.0, 12.0 * (u(gen) + 1.0) / 2.0);
+        all.n.push_back(1.0 + static_cast<double>(i % 3));
+        for (int t = 0; t < 2; ++t) all.s1.push_back(scale * u(gen));
+        all.s2.insert(all.s2.end(), {scale * u(gen), 0.0, scale * u(gen), scale * u(gen)});
+      }
+      int top = 0;
+      while ((std::uint64_t{1} << top) < lo + m) ++top;
+      std::vector<double> want;
+      REQUIRE(tree_value(all, lo, lo + m, top, 0, want));
+      for (int parts : {1, 2, 3, 7}) {
+        if (static_cast<std::uint64_t>(parts) > m) continue;
+        // Random cut points.
+        std::vector<std::uint64_t> cuts = {0, m};
+        while (cuts.size() < static_cast<std::size_t>(parts) + 1) {
+          const std::uint64_t c = 1 + gen() % (m - 1 ? m - 1 : 1);
+          if (std::find(cuts.begin(), cuts.end(), c) == cuts.end()) cuts.push_back(c);
+        }
+        std::sort(cuts.begin(), cuts.end());
+        std::vector<detail::PooledNode> nodes;
+        for (std::size_t p = 0; p + 1 < cuts.size(); ++p) {
+          const std::uint64_t b = cuts[p], e = cuts[p + 1];
+          Stats part{{all.n.begin() + b, all.n.begin() + e},
+                     {all.s1.begin() + 2 * b, all.s1.begin() + 2 * e},
+                     {all.s2.begin() + 4 * b, all.s2.begin() + 4 * e}};
+          const auto plan = detail::pooled_tree_plan(lo + b, e - b);
+          const auto a = part.arrays();
+          for (std::size_t lv = 0; lv < plan.parents.size(); ++lv)
+            for (std::uint64_t j = plan.parents[lv].first; j < plan.parents[lv].second; ++j) {
+              const std::uint64_t left = (j << (lv + 1)) - (lo + b);
+              batched::pooled_pair_add(a, 2, left, left + (std::uint64_t{1} << lv));
+            }
+          for (const auto& [lv, j] : plan.emitted) {
+            const std::size_t row = (j << lv) - (lo + b);
+            nodes.push_back({lv, j,
+                             {part.n[row], part.s1[2 * row], part.s1[2 * row + 1], part.s2[4 * row],
+                              part.s2[4 * row + 1], part.s2[4 * row + 2], part.s2[4 * row + 3]}});
+          }
+        }
+        INFO("chain ids [" << lo << ", " << lo + m << ") in " << parts << " parts");
+        CHECK(detail::pooled_combine(nodes, lo, lo + m) == want);
+      }
+    }
+  }
+  // Nodes that do not partition the range are refused.
+  std::vector<detail::PooledNode> gap = {{0, 0, std::vector<double>(7, 1.0)}, {0, 2, std::vector<double>(7, 1.0)}};
+  CHECK_THROWS_WITH(detail::pooled_combine(gap, 0, 3), Catch::Contains("cover 2 chain ids"));
+}
+
+namespace {
+
+// Keeps every snapshot; resumes from `from` when set.
+struct MemoryCheckpointer final : BatchedCheckpointer {
+  std::vector<BatchedSnapshot> saved;
+  const BatchedSnapshot* from = nullptr;
+  const BatchedSnapshot* resume_state() override { return from; }
+  bool due(std::uint64_t) override { return true; }
+  void save(const BatchedSnapshot& s) override { saved.push_back(s); }
+};
+
+// Draws t >= first of every chain of `part` equal `full`'s.
+bool same_tail(const MemoryBatchedSink& full, const MemoryBatchedSink& part, std::int64_t first) {
+  for (std::int64_t c = 0; c < full.num_chains; ++c)
+    for (std::int64_t t = first; t < full.draws; ++t) {
+      const auto q = static_cast<std::size_t>(c * full.draws + t);
+      if (full.lp[q] != part.lp[q]) return false;
+      for (int j = 0; j < full.ndim; ++j)
+        if (full.x[q * full.ndim + j] != part.x[q * full.ndim + j]) return false;
+    }
+  return true;
+}
+
+// The device runner's structure on the host (segment_local segments; pooled updates through
+// pooled_plan / pooled_update as cuda/batched_dram.cuh does them; state already on the host).
+BatchedDramResult run_like_device(const BatchedDramOptions& o, const GaussianLogDensity& gv, BatchedDrawSink& sink) {
+  detail::BatchedEngine e(o);
+  const int d = o.ndim;
+  e.init_log_density([&](const double* x, std::size_t n, double* out) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = gv(x + i * d, d);
+  });
+  const auto* p = &e.params();
+  const auto a = e.arrays();
+  const auto m = static_cast<std::size_t>(o.num_chains), du = static_cast<std::size_t>(d);
+  detail::BatchedEngine::DeviceHooks h;
+  h.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp, bool adapting) {
+    batched::KernelParams q = *p;
+    q.adapting = adapting;
+    for (std::size_t i = 0; i < m; ++i) batched::segment_local<8>(q, a, i, k0, per, nd, gv, bx, blp);
+  };
+  h.adapt_update = [&] {
+    const auto& plan = e.pooled_plan();
+    const std::uint64_t f = o.first_chain_id;
+    for (std::size_t lv = 0; lv < plan.parents.size(); ++lv)
+      for (std::uint64_t j = plan.parents[lv].first; j < plan.parents[lv].second; ++j)
+        batched::pooled_pair_add(a, d, (j << (lv + 1)) - f, (j << (lv + 1)) - f + (std::uint64_t{1} << lv));
+    std::vector<detail::PooledNode> nodes;
+    for (const auto& [lv, j] : plan.emitted) {
+      const std::size_t row = (j << lv) - f;
+      detail::PooledNode nd{lv, j, {a.ad_n[row]}};
+      nd.stats.insert(nd.stats.end(), a.ad_s1 + row * du, a.ad_s1 + (row + 1) * du);
+      nd.stats.insert(nd.stats.end(), a.ad_s2 + row * du * du, a.ad_s2 + (row + 1) * du * du);
+      nodes.push_back(std::move(nd));
+    }
+    e.pooled_update(nodes);
+    std::fill(a.ad_n, a.ad_n + m, 0.0);
+    std::fill(a.ad_s1, a.ad_s1 + m * du, 0.0);
+    std::fill(a.ad_s2, a.ad_s2 + m * du * du, 0.0);
+  };
+  h.sync = [] {};
+  h.download_state = [] {};
+  return e.run_device(h, sink);
+}
+
+}  // namespace
+
+TEST_CASE("batched engine: a run resumed from any checkpoint continues bit for bit", "[mcmc][batched]") {
+  const int d = 3;
+  const BananaLogDensity banana{d, 0.05};
+  const GaussianTarget g = GaussianTarget::ar1(d, 0.4);
+  const auto gv = g.view();
+  for (auto mode : {BatchedAdaptation::kPooled, BatchedAdaptation::kPerChain, BatchedAdaptation::kNone}) {
+    for (const char* path : {"fused", "staged", "device hooks"}) {
+      const std::string ps = path;
+      if (ps == "device hooks" && mode == BatchedAdaptation::kPerChain) continue;  // per-chain updates run on the device
+      INFO("adaptation " << static_cast<int>(mode) << ", " << path << " path");
+      BatchedDramOptions o;
+      o.ndim = d;
+      o.num_chains = 5;
+      o.first_chain_id = 7;
+      o.seed = 41;
+      o.start_points = {1.0, -0.5, 0.2};
+      o.warmup = 120;
+      o.steps = 300;
+      o.thin = 4;  // 75 draws
+      o.block_draws = 10;
+      o.adaptation = mode;
+      o.num_threads = 2;
+      auto run = [&](BatchedDrawSink& sink) {
+        if (ps == "fused") return run_batched_dram(o, banana, sink);
+        if (ps == "device hooks") return run_like_device(o, gv, sink);
+        return run_batched_dram(o, BatchedLogDensity([&](const double* x, int n, int dd, double* out) {
+                                  for (int i = 0; i < n; ++i) out[i] = banana(x + static_cast<std::size_t>(i) * dd, dd);
+                                }),
+                                sink);
+      };
+      MemoryBatchedSink plain, full;
+      const auto r0 = run(plain);
+      MemoryCheckpointer all;
+      o.checkpointer = &all;
+      const auto r = run(full);
+      // Checkpoints change nothing; one after every update in the warm-up (none: every
+      // period) and after every block but the last.
+      CHECK(full.x == plain.x);
+      CHECK(full.lp == plain.lp);
+      CHECK(r.proposal_cov == r0.proposal_cov);
+      CHECK(all.saved.size() == 9 + 7);
+      for (const std::size_t q : {std::size_t{0}, std::size_t{5}, std::size_t{9}, std::size_t{12}, all.saved.size() - 1}) {
+        const BatchedSnapshot& st = all.saved[q];
+        INFO("resumed from checkpoint " << q << " (proposal " << st.next_proposal << ", " << st.draws_done << " draws)");
+        MemoryCheckpointer res;
+        res.from = &st;
+        o.checkpointer = &res;
+        MemoryBatchedSink part;
+        const auto rr = run(part);
+        CHECK(same_tail(full, part, st.draws_done));
+        CHECK(rr.proposal_cov == r.proposal_cov);
+        CHECK(rr.stage_accepted == r.stage_accepted);
+        CHECK(rr.adaptive_updates == r.adaptive_updates);
+        CHECK(rr.acceptance_rate == r.acceptance_rate);
+        // Its own checkpoints repeat the uninterrupted run's.
+        REQUIRE(res.saved.size() == all.saved.size() - q - 1);
+        if (!res.saved.empty()) {
+          CHECK(res.saved.back().x == all.saved.back().x);
+          CHECK(res.saved.back().chol == all.saved.back().chol);
+        }
+      }
+      o.checkpointer = nullptr;
+    }
+  }
+  // A state that does not fit the run is refused.
+  BatchedDramOptions o;
+  o.ndim = 2;
+  o.num_chains = 4;
+  o.start_points = {0.0, 0.0};
+  MemoryCheckpointer bad;
+  BatchedSnapshot st;
+  st.x.assign(6, 0.0);
+  bad.from = &st;
+  o.checkpointer = &bad;
+  CHECK_THROWS_WITH(detail::BatchedEngine(o), Catch::Contains("resume state's x has 6 values, but this run needs 8"));
 }

@@ -30,10 +30,13 @@
 #include <string>
 #include <vector>
 
+#include "herd/core/communicator.hpp"
 #include "herd/mcmc/batched_dram_kernel.hpp"
 #include "herd/mcmc/dram.hpp"
 
 namespace herd::mcmc {
+
+class BatchedCheckpointer;
 
 /// How the proposal covariance adapts during the warm-up (frozen afterwards in every mode).
 enum class BatchedAdaptation {
@@ -89,6 +92,56 @@ struct BatchedDramOptions {
   int num_threads = 0;
   /// Draws per chain buffered before they are handed to the sink (>= 1).
   std::int64_t block_draws = 256;
+  /// Pooled adaptation over the chains of every rank of this communicator (not owned; null:
+  /// this process's chains only). The ranks' chain ids must form one contiguous range. The
+  /// warm-up statistics are summed by a fixed pairwise tree over global chain ids
+  /// (`detail::pooled_tree_plan`), so the factor, and every chain, is bit-identical for every
+  /// layout of the same chains over ranks (1 x 256 == 2 x 128 == 4 x 64). With it, the
+  /// engine's constructor and every adaptive update are collective (all ranks, same
+  /// warm-up schedule); the shared reference point is rank 0's first start point.
+  Communicator* communicator = nullptr;
+  /// Checkpoints and resume (not owned; null: none); see `BatchedCheckpointer`.
+  BatchedCheckpointer* checkpointer = nullptr;
+};
+
+/// This process's part of a batched run's state at a segment boundary: what a checkpoint
+/// holds and a resumed run starts from. The random numbers need no state: proposal k of a
+/// chain draws from counters (seed, global chain id, purpose, k), so `next_proposal` is the
+/// RNG position. Taken only where the warm-up statistics are empty (after an adaptive
+/// update, or after the warm-up), so they are not part of it.
+struct BatchedSnapshot {
+  std::uint64_t next_proposal = 0;  ///< proposals done by every chain
+  std::int64_t draws_done = 0;      ///< thinned draws per chain already handed to the sink
+  double seconds = 0.0;             ///< wall time of the run so far (every session)
+  std::int64_t adaptive_updates = 0, chol_failures = 0;
+  std::vector<double> x;            ///< states `[M, d]`
+  std::vector<double> lp;           ///< their log densities `[M]`
+  std::vector<std::int64_t> accepted;        ///< accepted per stage `[M, stages]`
+  std::vector<std::int64_t> accepted_warmup; ///< `accepted` at the end of the warm-up (empty before it)
+  std::vector<std::int64_t> out_of_domain;   ///< `[M]`
+  std::vector<std::int64_t> nan_count;       ///< `[M]`
+  /// Proposal factor(s): `[d, d]` (pooled, none) or `[M, d, d]` (per chain).
+  std::vector<double> chol;
+  /// Running adaptation estimates and the statistics' reference point: pooled `[1]`, `[d]`,
+  /// `[d, d]`, `[d]`; per chain `[M]`, `[M, d]`, `[M, d, d]`, `[M, d]`; empty without adaptation.
+  std::vector<double> run_n, run_mean, run_m2, ad_ref;
+};
+
+/// Checkpoints of a batched run (herd-sample's restart record). The engine calls
+/// `resume_state` once when it is built, then `due` at every segment boundary where a
+/// checkpoint may be taken (after each adaptive update, after each block of draws has been
+/// handed to the sink), and `save` when `due` said yes. With several ranks `due` and `save`
+/// are collective (every rank reaches the same boundaries in the same order) and `due` must
+/// give the same answer on every rank. Called on the thread that runs the sampler.
+class BatchedCheckpointer {
+ public:
+  virtual ~BatchedCheckpointer() = default;
+  /// The state to resume from (this process's chains; sizes as for this run), or null.
+  virtual const BatchedSnapshot* resume_state() = 0;
+  /// Whether to checkpoint now, after `proposals` proposals per chain.
+  virtual bool due(std::uint64_t proposals) = 0;
+  /// Saves the state; every draw before `s.draws_done` was handed to the sink before.
+  virtual void save(const BatchedSnapshot& s) = 0;
 };
 
 /// Receives the thinned draws of a batched run. Called from the thread that runs the
@@ -169,15 +222,47 @@ using BatchedLogDensity = std::function<void(const double* x, int n, int d, doub
 
 namespace detail {
 
+/// A node of the fixed summation tree of pooled adaptation: node (`level` L, `index` j)
+/// covers the global chain ids [j 2^L, (j+1) 2^L); its value is the sum of its two
+/// children (left + right), or the one child inside the run's range of chain ids.
+struct PooledNode {
+  int level = 0;
+  std::uint64_t index = 0;
+  std::vector<double> stats;  ///< `[1 + d + d*d]`: n, s1 `[d]`, s2 `[d, d]` (lower triangle)
+};
+
+/// How one process reduces its chains [first, first + m) in place to the maximal tree nodes
+/// that lie inside its range: level L >= 1 computes the nodes j in `parents[L-1]` =
+/// [lo, hi), each from its children at the local rows (j 2^L - first) and
+/// (j 2^L + 2^(L-1) - first), into the first of them (`batched::pooled_pair_add`); the nodes
+/// in `emitted` (level, index) are left at row (index 2^level - first). Pure.
+struct PooledTreePlan {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> parents;
+  std::vector<std::pair<int, std::uint64_t>> emitted;
+};
+/// The plan for chain ids [first, first + m) (m >= 1). Pure; O(log m).
+PooledTreePlan pooled_tree_plan(std::uint64_t first, std::uint64_t m);
+
+/// Combines nodes that partition the chain ids [lo, hi) into the tree's root value (the
+/// pooled statistics): level by level, a node with its sibling, or alone when its sibling
+/// lies outside [lo, hi). The result depends on the leaves and [lo, hi) only, not on how the
+/// nodes were split between processes. @throws herd::Error when the nodes do not partition
+/// [lo, hi).
+std::vector<double> pooled_combine(std::vector<PooledNode> nodes, std::uint64_t lo, std::uint64_t hi);
+
 /// The host engine: owns the chains' arrays, runs segments of proposals, adapts and
 /// records. Used by `run_batched_dram`; not a public API.
 class BatchedEngine {
  public:
-  /// @throws herd::InputError naming the option when the options are inconsistent.
+  /// Collective with `options.communicator` (pooled). Resumes from
+  /// `options.checkpointer->resume_state()` when it gives a state.
+  /// @throws herd::InputError naming the option when the options are inconsistent, or when
+  /// the resume state does not fit them.
   explicit BatchedEngine(const BatchedDramOptions& options);
   ~BatchedEngine();
 
-  /// Sets the chains' start log densities with `eval_rows(x, n, out)` over `[n, d]`.
+  /// Sets the chains' start log densities with `eval_rows(x, n, out)` over `[n, d]` (not
+  /// called when the engine resumed: the checkpoint holds them).
   /// @throws herd::InputError when a start has log density -inf or NaN.
   void init_log_density(const std::function<void(const double*, std::size_t, double*)>& eval_rows);
   /// Runs the whole schedule. `advance(b, e, k0, k1)` must advance chains [b, e) through
@@ -201,6 +286,10 @@ class BatchedEngine {
         segment;
     std::function<void()> adapt_update;
     std::function<void()> sync;
+    /// Copies the chains' states and log densities into the host arrays (`arrays().x`,
+    /// `.lp`) and, per chain, the adaptation estimates into `adaptation_arrays()`: called
+    /// before a checkpoint (needed only with `options.checkpointer`).
+    std::function<void()> download_state;
   };
   /// Runs the schedule through a device backend (see `DeviceHooks`).
   BatchedDramResult run_device(const DeviceHooks& hooks, BatchedDrawSink& sink);
@@ -208,10 +297,32 @@ class BatchedEngine {
   /// about `pooled_reference()`): merges, refactors the host factor, moves the reference to
   /// the running mean, counts the update. Returns 1 (replaced), 0 (deferred), -1 (failed).
   int pooled_merge(double n, const double* s1, const double* s2);
+  /// The pooled update from this process's maximal tree nodes (`pooled_plan().emitted`,
+  /// their statistics): gathers every rank's nodes (collective when
+  /// `options.communicator` is set), combines them (`pooled_combine`) and calls
+  /// `pooled_merge`. Returns as `pooled_merge`.
+  int pooled_update(const std::vector<PooledNode>& local_nodes);
+  /// The summation plan of this process's chains (pooled mode).
+  const PooledTreePlan& pooled_plan() const;
   /// The shared reference point `[d]` of the warm-up statistics (pooled mode).
   const double* pooled_reference() const;
   /// Records the outcome of per-chain updates done on a device (factor replacements, failures).
   void count_updates(std::int64_t replaced, std::int64_t failed);
+  /// The running adaptation estimates and the statistics' reference point on the host
+  /// (pooled: one estimate; per chain: M; none: all null): `run_n [count]`, `run_mean
+  /// [count, d]`, `run_m2 [count, d, d]`, `ad_ref [count, d]`. A device backend uploads them
+  /// when it starts (a resumed run's) and downloads them in `download_state`.
+  struct AdaptationArrays {
+    double* run_n = nullptr;
+    double* run_mean = nullptr;
+    double* run_m2 = nullptr;
+    double* ad_ref = nullptr;
+    std::size_t count = 0;
+  };
+  AdaptationArrays adaptation_arrays();
+  /// True when the engine resumed from `options.checkpointer`'s state (the log densities
+  /// are then restored, and `init_log_density` does not evaluate the target).
+  bool resumed() const;
   /// The scale factor of the adapted covariance.
   double scale() const;
   /// Proposals between adaptive updates.

@@ -104,17 +104,29 @@ HERD_HOST_DEVICE inline void apply_factor(const double* l, const double* w, cons
   }
 }
 
-/// Memoised full-Hastings recursion over the sub-paths of one delayed-rejection path, for
-/// Gaussian proposals (dram.cpp's `DrRecursion`, operation for operation).
+/// Memoised full-Hastings delayed-rejection recursion over the sub-paths of one path of up
+/// to `MaxPath` points (Tierney & Mira 1999; Mira 2001; Haario et al. 2006): the one
+/// implementation, used by the serial kernel (`dr_log_acceptance` in dram.cpp, 16 points)
+/// and the batched kernel (`dr_log_alpha`, kMaxPath points, host and device). The path is
+/// whitened (w_j = L^-1 (y_j - x)), so the proposal density of stage j from a to b is, up to
+/// its normalising constant (equal on both sides of the ratio), exp(-|w_b - w_a|^2 / (2 c_j^2))
+/// for Gaussian proposals, or the indicator of |w_b - w_a| <= c_j when `uniform` (the
+/// serial kernel's uniform-ellipsoid proposal). Every sub-path met by the recursion is a
+/// contiguous run of the path's points, forwards or backwards, so it is named by (start,
+/// end). Fill `d`, `w` `[m + 1, d]`, `lp` `[m + 1]`, `scale` (c_1 = 1, c_2, ...) and
+/// `uniform`, then call `log_alpha(0, m)`. NaN: none arise from finite inputs; -inf log
+/// densities are handled (a -inf end gives -inf, a -inf denominator gives 0).
+template <int MaxPath>
 struct DrRecursion {
-  int d;
-  const double* w;      ///< `[m + 1, d]` whitened path
-  const double* lp;     ///< `[m + 1]`
-  const double* scale;  ///< stage scales c_1 = 1, c_2, ...
-  double dist2[kMaxPath][kMaxPath];
-  double memo[kMaxPath][kMaxPath];
-  bool have_dist[kMaxPath][kMaxPath];
-  bool have_memo[kMaxPath][kMaxPath];
+  int d = 0;
+  const double* w = nullptr;      ///< `[m + 1, d]` whitened path
+  const double* lp = nullptr;     ///< `[m + 1]`
+  const double* scale = nullptr;  ///< stage scales c_1 = 1, c_2, ...
+  bool uniform = false;           ///< uniform (ellipsoid) proposals instead of Gaussian ones
+  double dist2[MaxPath][MaxPath];
+  double memo[MaxPath][MaxPath];
+  bool have_dist[MaxPath][MaxPath] = {};
+  bool have_memo[MaxPath][MaxPath] = {};
 
   HERD_HOST_DEVICE double dist(int a, int b) {
     if (!have_dist[a][b]) {
@@ -127,11 +139,14 @@ struct DrRecursion {
     }
     return dist2[a][b];
   }
+  /// log q_j(a -> b) up to the normalising constant.
   HERD_HOST_DEVICE double log_q(int j, int a, int b) {
     const double c = scale[j - 1];
     const double r2 = dist(a, b) / (c * c);
-    return -0.5 * r2;
+    if (!uniform) return -0.5 * r2;
+    return r2 <= 1.0 ? 0.0 : -std::numeric_limits<double>::infinity();
   }
+  /// log of the acceptance probability of the sub-path from point s to point e.
   HERD_HOST_DEVICE double log_alpha(int s, int e) {
     constexpr double kNegInf = -std::numeric_limits<double>::infinity();
     if (have_memo[s][e]) return memo[s][e];
@@ -151,7 +166,7 @@ struct DrRecursion {
       else if (den == kNegInf)
         res = 0.0;
       else
-        res = num - den < 0.0 ? num - den : 0.0;
+        res = num - den < 0.0 ? num - den : 0.0;  // min(0, num - den); NaN -> 0 as std::min(0.0, .)
     }
     have_memo[s][e] = true;
     memo[s][e] = res;
@@ -160,9 +175,10 @@ struct DrRecursion {
 };
 
 /// Log of the full-Hastings delayed-rejection acceptance probability of the last point of
-/// the path w_0 .. w_m (`m` in [2, kMaxStages]); see `dr_log_acceptance` in dram.hpp.
+/// the path w_0 .. w_m (`m` in [2, kMaxStages]), Gaussian proposals; see `dr_log_acceptance`
+/// in dram.hpp.
 HERD_HOST_DEVICE inline double dr_log_alpha(int m, int d, const double* w, const double* lp, const double* scale) {
-  DrRecursion r{};
+  DrRecursion<kMaxPath> r;
   r.d = d;
   r.w = w;
   r.lp = lp;
@@ -285,6 +301,20 @@ HERD_HOST_DEVICE inline void accumulate(const KernelParams& p, const ChainArrays
     double* row = s2 + static_cast<std::size_t>(r) * du;
     for (int c = 0; c <= r; ++c) row[c] += cr * (x[c] - ref[c]);
   }
+}
+
+/// One pairwise step of the pooled-adaptation summation tree (docs/batched.md "Pooled across
+/// ranks"): adds the warm-up statistics of row `r` (n, s1 `[d]`, s2 lower triangle `[d, d]`)
+/// into row `l`, in place. Row `l` then holds the node covering both rows' chains. Touches
+/// rows l and r only, so distinct pairs may be added concurrently.
+HERD_HOST_DEVICE inline void pooled_pair_add(const ChainArrays& a, int d, std::size_t l, std::size_t r) {
+  const std::size_t du = static_cast<std::size_t>(d);
+  a.ad_n[l] += a.ad_n[r];
+  for (std::size_t j = 0; j < du; ++j) a.ad_s1[l * du + j] += a.ad_s1[r * du + j];
+  double* sl = a.ad_s2 + l * du * du;
+  const double* sr = a.ad_s2 + r * du * du;
+  for (std::size_t row = 0; row < du; ++row)
+    for (std::size_t c = 0; c <= row; ++c) sl[row * du + c] += sr[row * du + c];
 }
 
 /// One whole proposal (all stages) of chain i with a point log density `f` evaluated

@@ -9,7 +9,8 @@
 /// `options.first_chain_id = rank * chains_per_rank` (global chain ids; one rank per GPU
 /// under MPI), a `Hdf5BatchedSink` per rank (or a `MemoryBatchedSink` for the report), then
 /// `batched_diagnostics` / `batched_report`. Pooled adaptation pools over the chains of one
-/// rank. A user callback that is not thread-safe needs `options.num_threads = 1`.
+/// rank, or of every rank when `options.communicator` is set (collective then). A user
+/// callback that is not thread-safe needs `options.num_threads = 1`.
 /// Thread-safety: as `run_batched_dram`. @throws as `run_batched_dram`; herd::InputError
 /// when the target cannot run on the requested device.
 

@@ -323,7 +323,9 @@ class DramSampler {
 /// so w_0 = 0), `lp` their log densities (-inf allowed except lp[0]), `scale` the stage
 /// scales c_1 = 1, c_2, ... (the stage-j proposal is centred at the path's start with
 /// factor c_j L). Returns log alpha_m(p_0, ..., p_m) <= 0, -inf when the move is impossible.
-/// Cost O(m^3 + m^2 d) with memoisation of the sub-paths. Thread-safe (pure).
+/// Cost O(m^3 + m^2 d) with memoisation of the sub-paths. Thread-safe (pure). The exact
+/// rule is `batched::DrRecursion` (batched_dram_kernel.hpp), the one `HERD_HOST_DEVICE`
+/// implementation the batched kernel runs too.
 double dr_log_acceptance(int m, int d, const double* w, const double* lp, const double* scale,
                          ProposalKind kind, DrRule rule = DrRule::kExact);
 

@@ -104,7 +104,9 @@ struct SampleRunSummary {
 std::vector<std::string> output_paths(const SamplerSpecs& specs, int ranks = 1);
 
 /// Checks that no output file exists unless `specs.overwrite` or `resuming` (the files of
-/// the interrupted run are rewritten), and creates missing folders.
+/// the interrupted run are rewritten), creates missing folders, and removes the temporaries
+/// (`<output file>.tmp.<pid>.<n>`, and those in `<prefix>_restart/`) that a killed run of this
+/// prefix left behind (of processes that no longer exist).
 /// @throws herd::InputError naming an existing file; herd::IoError when a folder cannot be made.
 void prepare_outputs(const SamplerSpecs& specs, int ranks = 1, bool resuming = false);
 
@@ -131,8 +133,16 @@ struct SamplerProgramInput {
   bool seed_given = false;  ///< the input gave random_seed (else a resumed run keeps its recorded seed)
   std::string banner;       ///< one line printed by rank 0 before the run (may be empty)
   /// When set, runs instead of `run_paradram` (collective, on every rank; herd-sample's
-  /// batched devices): `run_sampler_program` then neither reads nor writes a restart record.
+  /// batched devices): `run_sampler_program` then neither reads nor writes a restart record,
+  /// unless `run_restartable`.
   std::function<void(SamplerProgramInput& input, Communicator& comm)> run;
+  /// `run` keeps its own state in `<prefix>_restart/` and honours the checkpoint settings:
+  /// `run_sampler_program` manages the run record (`run.ckpt`: resume, complete, another
+  /// input) for it as for `run_paradram`, and sets `resuming`.
+  bool run_restartable = false;
+  /// Set by `run_sampler_program` before `run`: the restart record is of this input and the
+  /// run is resumed (else the restart folder is new and empty, or absent without checkpoints).
+  bool resuming = false;
 };
 
 /// A 64-bit FNV-1a hash of the resolved input (`options.input_attributes` minus the keys

@@ -11,8 +11,9 @@
 /// (`batched::segment_local`, bit-identical to the array form; tested on the host), whose
 /// accesses coalesce across a warp.
 /// The host engine (`detail::BatchedEngine`) runs the schedule: validation, initial
-/// factor, pooled merges (from a deterministic on-device reduction over chains: one block per
-/// statistic, fixed summation order), per-chain updates (a kernel running
+/// factor, pooled merges (the statistics summed on the device by the engine's fixed pairwise
+/// tree over global chain ids, one kernel per level, then combined over the ranks by
+/// `BatchedEngine::pooled_update`), per-chain updates (a kernel running
 /// `batched::merge_and_factor` per chain), and the blocks of thinned draws copied back to
 /// the host and handed to the sink.
 ///
@@ -147,28 +148,14 @@ void launch_segment(unsigned blocks, unsigned threads, cudaStream_t s, const bat
     segment<<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
 }
 
-// out[q] = sum over chains of stat q, q in [0, 1 + d + d*d): n, s1, s2 (one block per q,
-// fixed order: deterministic).
-__global__ inline void reduce_stats(batched::ChainArrays a, std::size_t m, int d, double* out) {
-  extern __shared__ double sh[];
-  const int q = blockIdx.x;
-  const std::size_t dd = static_cast<std::size_t>(d) * d;
-  double s = 0.0;
-  for (std::size_t i = threadIdx.x; i < m; i += blockDim.x) {
-    if (q == 0)
-      s += a.ad_n[i];
-    else if (q <= d)
-      s += a.ad_s1[i * d + (q - 1)];
-    else
-      s += a.ad_s2[i * dd + static_cast<std::size_t>(q - 1 - d)];
-  }
-  sh[threadIdx.x] = s;
-  __syncthreads();
-  for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) out[q] = sh[0];
+// One level of the pooled summation tree (detail::pooled_tree_plan): parent node
+// lo + t of level `level` (>= 1) adds its right child's statistics into its left child's row.
+__global__ inline void pooled_tree_level(batched::ChainArrays a, int d, std::uint64_t first, int level,
+                                         std::uint64_t lo, std::uint64_t hi) {
+  const std::uint64_t j = lo + blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x;
+  if (j >= hi) return;
+  const std::uint64_t left = (j << level) - first;
+  batched::pooled_pair_add(a, d, left, left + (std::uint64_t{1} << (level - 1)));
 }
 
 // Per-chain adaptive update; result[i] = 1 replaced, 0 deferred, -1 failed. Resets the
@@ -222,7 +209,11 @@ class DeviceChains {
     ood_ = DeviceArray<std::int64_t>(m);
     nan_ = DeviceArray<std::int64_t>(m);
     posinf_ = DeviceArray<std::int64_t>(m);
-    for (auto* arr : {&accepted_, &ood_, &nan_, &posinf_}) arr->zero(stream);
+    // Counters from the host arrays (zero at a fresh start, a resumed run's otherwise).
+    accepted_.upload(ha_.accepted, accepted_.size(), stream);
+    ood_.upload(ha_.out_of_domain, m, stream);
+    nan_.upload(ha_.nan_count, m, stream);
+    posinf_.upload(ha_.posinf_count, m, stream);
     stage_.zero(stream);
     adapt_ = ha_.ad_n != nullptr;
     const bool pc = adapt_ && hp_.chol_per_chain;
@@ -233,11 +224,16 @@ class DeviceChains {
     run_n_ = DeviceArray<double>(pc ? m : 0);
     run_mean_ = DeviceArray<double>(pc ? m * du_ : 0);
     run_m2_ = DeviceArray<double>(pc ? m * dd_ : 0);
-    sums_ = DeviceArray<double>(adapt_ ? 1 + du_ + dd_ : 0);
     result_ = DeviceArray<int>(pc ? m : 0);
     if (adapt_) {
-      for (auto* arr : {&ad_n_, &ad_s1_, &ad_s2_, &run_n_, &run_mean_, &run_m2_}) arr->zero(stream);
+      for (auto* arr : {&ad_n_, &ad_s1_, &ad_s2_}) arr->zero(stream);
       ad_ref_.upload(ha_.ad_ref, ad_ref_.size(), stream);
+      if (pc) {  // the running estimates live on the device (a resumed run's from the host)
+        const detail::BatchedEngine::AdaptationArrays r = engine_.adaptation_arrays();
+        run_n_.upload(r.run_n, m, stream);
+        run_mean_.upload(r.run_mean, m * du_, stream);
+        run_m2_.upload(r.run_m2, m * dd_, stream);
+      }
     }
     const std::size_t bmax = static_cast<std::size_t>(o.block_draws);
     bx = DeviceArray<double>(m * bmax * du_);
@@ -294,19 +290,52 @@ class DeviceChains {
       engine_.count_updates(rep, fail);
       return;
     }
-    const unsigned rt = 256;
-    kernels::reduce_stats<<<static_cast<unsigned>(1 + du_ + dd_), rt, rt * sizeof(double), stream_>>>(da, m, d,
-                                                                                                     sums_.get());
-    HERD_CUDA_CHECK(cudaGetLastError());
-    std::vector<double> hs(1 + du_ + dd_);
-    sums_.download(hs.data(), hs.size(), stream_);
+    // The fixed summation tree over global chain ids, level by level in place (as the
+    // host engine; the same additions in the same order), then the maximal nodes to the host.
+    const detail::PooledTreePlan& plan = engine_.pooled_plan();
+    const std::uint64_t first = hp_.first_chain_id;
+    for (std::size_t lv = 0; lv < plan.parents.size(); ++lv) {
+      const auto [lo, hi] = plan.parents[lv];
+      const auto nb = static_cast<unsigned>((hi - lo + threads - 1) / threads);
+      kernels::pooled_tree_level<<<nb, threads, 0, stream_>>>(da, d, first, static_cast<int>(lv) + 1, lo, hi);
+      HERD_CUDA_CHECK(cudaGetLastError());
+    }
+    std::vector<detail::PooledNode> nodes(plan.emitted.size());
+    for (std::size_t q = 0; q < nodes.size(); ++q) {
+      const auto [lv, j] = plan.emitted[q];
+      const std::size_t row = static_cast<std::size_t>((j << lv) - first);
+      detail::PooledNode& nd = nodes[q];
+      nd.level = lv;
+      nd.index = j;
+      nd.stats.resize(1 + du_ + dd_);
+      HERD_CUDA_CHECK(cudaMemcpyAsync(nd.stats.data(), ad_n_.get() + row, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+      HERD_CUDA_CHECK(cudaMemcpyAsync(nd.stats.data() + 1, ad_s1_.get() + row * du_, du_ * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream_));
+      HERD_CUDA_CHECK(cudaMemcpyAsync(nd.stats.data() + 1 + du_, ad_s2_.get() + row * dd_, dd_ * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream_));
+    }
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    engine_.pooled_merge(hs[0], hs.data() + 1, hs.data() + 1 + du_);
+    engine_.pooled_update(nodes);  // collective over the ranks when the options name a communicator
     chol_.upload(ha_.chol, dd_, stream_);
     ad_ref_.upload(engine_.pooled_reference(), du_, stream_);
     ad_n_.zero(stream_);
     ad_s1_.zero(stream_);
     ad_s2_.zero(stream_);
+  }
+
+  /// The engine hook before a checkpoint: states, log densities and (per chain) the
+  /// adaptation estimates and references back to the host arrays.
+  void download_state() {
+    x_.download(ha_.x, m * du_, stream_);
+    lp_.download(ha_.lp, m, stream_);
+    if (adapt_ && hp_.chol_per_chain) {
+      const detail::BatchedEngine::AdaptationArrays r = engine_.adaptation_arrays();
+      run_n_.download(r.run_n, m, stream_);
+      run_mean_.download(r.run_mean, m * du_, stream_);
+      run_m2_.download(r.run_m2, m * dd_, stream_);
+      ad_ref_.download(r.ad_ref, m * du_, stream_);
+    }
+    HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
   /// The engine hook: counters and factor(s) back to the host arrays.
@@ -340,7 +369,7 @@ class DeviceChains {
   DeviceArray<std::uint8_t> inside_;
   DeviceArray<RngCursor> dr_cursor_;
   DeviceArray<std::int64_t> accepted_, ood_, nan_, posinf_;
-  DeviceArray<double> ad_n_, ad_s1_, ad_s2_, ad_ref_, run_n_, run_mean_, run_m2_, sums_;
+  DeviceArray<double> ad_n_, ad_s1_, ad_s2_, ad_ref_, run_n_, run_mean_, run_m2_;
   DeviceArray<int> result_;
 };
 
@@ -354,7 +383,8 @@ BatchedDramResult run_batched_dram(BatchedDramOptions options, const F& f, Batch
   detail::BatchedEngine engine(options);
   DeviceChains dc(engine, options, stream);
   const int d = options.ndim;
-  // Start log densities on the device (the host engine checks them).
+  // Start log densities on the device (the host engine checks them; a resumed engine has
+  // them from its checkpoint and does not call this).
   engine.init_log_density([&](const double*, std::size_t n, double* out) {
     kernels::eval_rows<<<dc.blocks, dc.threads, 0, stream>>>(f, dc.da.x, d, n, dc.da.lp);
     HERD_CUDA_CHECK(cudaGetLastError());
@@ -373,6 +403,7 @@ BatchedDramResult run_batched_dram(BatchedDramOptions options, const F& f, Batch
   };
   hooks.adapt_update = [&] { dc.adapt_update(); };
   hooks.sync = [&] { dc.sync(); };
+  hooks.download_state = [&] { dc.download_state(); };
   return engine.run_device(hooks, sink);
 }
 
