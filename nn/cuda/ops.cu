@@ -279,6 +279,72 @@ __global__ void gauss_sample_kernel(const T* mu, const T* ls, T* out, std::int64
   }
 }
 
+template <class T>
+__global__ void im2col_kernel(const T* x, T* col, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
+                              std::int64_t kw, std::int64_t stride, std::int64_t pad, std::int64_t ho,
+                              std::int64_t wo) {
+  const std::int64_t P = ho * wo, total = C * kh * kw * P;
+  for (std::int64_t e = gid(); e < total; e += gstride()) {
+    const std::int64_t k = e / P, q = e % P;
+    const std::int64_t c = k / (kh * kw), ij = k % (kh * kw), i = ij / kw, j = ij % kw;
+    const std::int64_t y = q / wo, xo = q % wo;
+    const std::int64_t iy = y * stride - pad + i, ix = xo * stride - pad + j;
+    col[e] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[(c * H + iy) * W + ix] : T(0);
+  }
+}
+
+template <class T>
+__global__ void col2im_kernel(const T* col, T* x, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
+                              std::int64_t kw, std::int64_t stride, std::int64_t pad, std::int64_t ho,
+                              std::int64_t wo) {
+  const std::int64_t P = ho * wo, total = C * H * W;
+  for (std::int64_t e = gid(); e < total; e += gstride()) {
+    const std::int64_t c = e / (H * W), iy = (e / W) % H, ix = e % W;
+    T acc = 0;
+    // Output row y reads input row iy through kernel row i when y stride - pad + i == iy.
+    for (std::int64_t i = 0; i < kh; ++i) {
+      const std::int64_t ty = iy + pad - i;
+      if (ty < 0 || ty % stride != 0) continue;
+      const std::int64_t y = ty / stride;
+      if (y >= ho) continue;
+      for (std::int64_t j = 0; j < kw; ++j) {
+        const std::int64_t tx = ix + pad - j;
+        if (tx < 0 || tx % stride != 0) continue;
+        const std::int64_t xo = tx / stride;
+        if (xo >= wo) continue;
+        acc += col[((c * kh + i) * kw + j) * P + y * wo + xo];
+      }
+    }
+    x[e] = acc;
+  }
+}
+
+template <class T>
+__global__ void conv_bias_add_kernel(T* y, const T* b, std::int64_t N, std::int64_t O, std::int64_t P) {
+  for (std::int64_t e = gid(); e < N * O * P; e += gstride()) y[e] += b[(e / P) % O];
+}
+
+// One block per output channel o (grid-stride over channels); the block sums gy[n, o, :].
+template <class T>
+__global__ void conv_bias_grad_kernel(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int64_t P) {
+  __shared__ double buf[kThreads];
+  for (std::int64_t o = blockIdx.x; o < O; o += gridDim.x) {
+    double acc = 0;
+    for (std::int64_t e = threadIdx.x; e < N * P; e += blockDim.x) {
+      const std::int64_t n = e / P, q = e % P;
+      acc += static_cast<double>(gy[(n * O + o) * P + q]);
+    }
+    buf[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) gb[o] += static_cast<T>(buf[0]);
+    __syncthreads();
+  }
+}
+
 void zero_double(double* p, cudaStream_t s) { HERD_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(double), s)); }
 
 }  // namespace
@@ -447,6 +513,39 @@ void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::i
   check_launch();
 }
 
+template <class T>
+void conv_im2col(const T* x, T* col, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh, std::int64_t kw,
+                 std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo, cudaStream_t s) {
+  const std::int64_t n = C * kh * kw * ho * wo;
+  if (n == 0) return;
+  im2col_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, col, C, H, W, kh, kw, stride, pad, ho, wo);
+  check_launch();
+}
+
+template <class T>
+void conv_col2im(const T* col, T* x, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh, std::int64_t kw,
+                 std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo, cudaStream_t s) {
+  const std::int64_t n = C * H * W;
+  if (n == 0) return;
+  col2im_kernel<<<blocks_for(n), kThreads, 0, s>>>(col, x, C, H, W, kh, kw, stride, pad, ho, wo);
+  check_launch();
+}
+
+template <class T>
+void conv_bias_add(T* y, const T* b, std::int64_t N, std::int64_t O, std::int64_t P, cudaStream_t s) {
+  if (N * O * P == 0) return;
+  conv_bias_add_kernel<<<blocks_for(N * O * P), kThreads, 0, s>>>(y, b, N, O, P);
+  check_launch();
+}
+
+template <class T>
+void conv_bias_grad(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int64_t P, cudaStream_t s) {
+  if (O == 0) return;
+  const unsigned blocks = static_cast<unsigned>(O < 65535 ? O : 65535);
+  conv_bias_grad_kernel<<<blocks, kThreads, 0, s>>>(gy, gb, N, O, P);
+  check_launch();
+}
+
 #define HERD_NN_OPS_INSTANTIATE(T)                                                                   \
   template void diff_sq_sum<T>(const T*, const T*, T*, double*, std::int64_t, cudaStream_t);        \
   template void huber_sum<T>(const T*, double*, std::int64_t, double, cudaStream_t);                \
@@ -479,6 +578,14 @@ void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::i
   template void rmsprop_update<T>(T*, const T*, T*, std::int64_t, double, double, double,           \
                                   cudaStream_t);                                                    \
   template void sum_squares<T>(const T*, double*, std::int64_t, cudaStream_t);                      \
+  template void conv_im2col<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,       \
+                              std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,        \
+                              cudaStream_t);                                                                \
+  template void conv_col2im<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,       \
+                              std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,        \
+                              cudaStream_t);                                                                \
+  template void conv_bias_add<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);   \
+  template void conv_bias_grad<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);  \
   template void categorical_sample<T>(const T*, std::int64_t*, std::int64_t, std::int64_t,          \
                                       std::uint64_t, std::uint32_t, int, std::uint64_t,             \
                                       cudaStream_t);                                                \

@@ -148,6 +148,88 @@ TEST_CASE("device Linear matches the CPU", "[gpu][nn]") {
   CHECK_THROWS_WITH(gpu.forward(rand_host({B, 13}, dt, 4)), Catch::Contains("cuda:0") && Catch::Contains("cpu"));
 }
 
+TEST_CASE("device Conv2d matches the CPU: forward, input, weight and bias gradients", "[gpu][nn]") {
+  BOTH_DTYPES;
+  struct Case {
+    std::int64_t cin, cout, kh, kw, stride, pad, h, w;
+  };
+  // Square and non-square kernels and images, stride 1 to 3 (stride 3 > kernel 2 leaves
+  // input positions no output reads: their gradient must be exactly zero), padding 0 to 2,
+  // 1x1 kernels, a kernel as large as the padded image (one output position).
+  const Case c = GENERATE(Case{3, 8, 3, 3, 1, 1, 7, 6}, Case{2, 5, 3, 2, 2, 0, 9, 8}, Case{1, 4, 5, 5, 3, 2, 11, 13},
+                          Case{4, 3, 1, 1, 1, 0, 5, 5}, Case{3, 2, 2, 2, 3, 1, 10, 7}, Case{2, 3, 4, 3, 1, 0, 4, 3});
+  const std::int64_t batch = GENERATE(1, 17);
+  const bool bias = GENERATE(true, false);
+  INFO("cin " << c.cin << " cout " << c.cout << " kernel " << c.kh << "x" << c.kw << " stride " << c.stride
+              << " pad " << c.pad << " image " << c.h << "x" << c.w << " batch " << batch << " bias " << bias);
+  const RngStream init(11, 3, RngPurpose::kInit);
+  Conv2d cpu(c.cin, c.cout, c.kh, c.kw, c.stride, c.pad, dt, Device::cpu(), bias, init, 2);
+  Conv2d gpu(c.cin, c.cout, c.kh, c.kw, c.stride, c.pad, dt, kGpu, bias, init, 2);
+  check_params(gpu, cpu, dt, false);  // same initial values from the host streams
+  differential(gpu, cpu, {batch, c.cin, c.h, c.w}, dt, 400 + static_cast<std::uint32_t>(c.h));
+  // A second forward/backward at another batch size reuses (and regrows) the buffers.
+  differential(gpu, cpu, {batch + 2, c.cin, c.h, c.w}, dt, 500 + static_cast<std::uint32_t>(c.w));
+  if (c.stride > c.kh) {
+    // Rows that no output reads get an exactly zero input gradient.
+    const Tensor x = rand_host({batch, c.cin, c.h, c.w}, dt, 9).to(kGpu);
+    const Tensor& y = gpu.forward(x);
+    const Tensor& gx = gpu.backward(rand_host(y.shape(), dt, 10).to(kGpu));
+    const std::vector<double> v = gx.to(Device::cpu()).to_vector();
+    // Stride 3, kernel 2, padding 1 reads input rows 3y - 1 and 3y: row 1 never (nor column 1).
+    const std::int64_t row = 1;
+    for (std::int64_t q = 0; q < c.w; ++q) CHECK(v[static_cast<std::size_t>(row * c.w + q)] == 0.0);
+    for (std::int64_t r = 0; r < c.h; ++r) CHECK(v[static_cast<std::size_t>(r * c.w + 1)] == 0.0);
+    CHECK(v[0] != 0.0);  // ... while a row and column that are read get a gradient
+  }
+  // Without the input gradient the weight and bias gradients are unchanged.
+  Conv2d cpu2(c.cin, c.cout, c.kh, c.kw, c.stride, c.pad, dt, Device::cpu(), bias, init, 2);
+  Conv2d gpu2(c.cin, c.cout, c.kh, c.kw, c.stride, c.pad, dt, kGpu, bias, init, 2);
+  cpu2.set_input_grad(false);
+  gpu2.set_input_grad(false);
+  differential(gpu2, cpu2, {batch, c.cin, c.h, c.w}, dt, 600);
+  CHECK_FALSE(gpu2.backward(gpu2.forward(rand_host({batch, c.cin, c.h, c.w}, dt, 1).to(kGpu))).defined());
+  // A host input is rejected by the device module.
+  CHECK_THROWS_AS(gpu.forward(rand_host({batch, c.cin, c.h, c.w}, dt, 1)), InputError);
+}
+
+TEST_CASE("device convnet (Conv2d, ReLU, Conv2d, Flatten, Linear) trained with Adam matches the CPU", "[gpu][nn]") {
+  BOTH_DTYPES;
+  auto build = [&](Device d) {
+    auto net = std::make_unique<Sequential>(dt, d);
+    const RngStream init(12, 0, RngPurpose::kInit);
+    net->emplace<Conv2d>(2, 4, 3, 3, 1, 1, dt, d, true, init, 0);
+    net->emplace<ReLU>(dt, d);
+    net->emplace<Conv2d>(4, 3, 3, 3, 2, 1, dt, d, true, init, 1);
+    net->emplace<Tanh>(dt, d);
+    net->emplace<Flatten>(dt, d);
+    net->emplace<Linear>(3 * 4 * 3, 5, dt, d, true, init, 2);
+    return net;
+  };
+  auto cpu = build(Device::cpu());
+  auto gpu = build(kGpu);
+  check_params(*gpu, *cpu, dt, false);
+  Adam oc(cpu->named_parameters(), 1e-2), og(gpu->named_parameters(), 1e-2);
+  CrossEntropyLoss lc, lg;
+  std::vector<std::int64_t> labels(17);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>((i * 3) % 5);
+  const Tensor t = Tensor::from_indices({17}, labels);
+  const Tensor td = t.to(kGpu);
+  for (int s = 0; s < 4; ++s) {
+    const Tensor x = rand_host({17, 2, 8, 6}, dt, 700 + static_cast<std::uint32_t>(s));
+    oc.zero_grad();
+    og.zero_grad();
+    const double a = lc.forward(cpu->forward(x), t);
+    const double b = lg.forward(gpu->forward(x.to(kGpu)), td);
+    CHECK(b == Approx(a).epsilon(dt == DType::kFloat64 ? 1e-9 : 1e-4));
+    cpu->backward(lc.backward());
+    gpu->backward(lg.backward());
+    check_params(*gpu, *cpu, dt, true);
+    oc.step();
+    og.step();
+  }
+  check_params(*gpu, *cpu, dt, false);
+}
+
 TEST_CASE("device activations, softmax and LayerNorm match the CPU", "[gpu][nn]") {
   BOTH_DTYPES;
   {

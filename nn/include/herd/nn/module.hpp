@@ -13,7 +13,7 @@
 /// forward/backward pair does not allocate (with 1 thread).
 ///
 /// Devices: a module is built for one `Device` and dtype; its inputs must match them.
-/// CUDA builds run every module except `Conv2d` on `Device::cuda(i)` too: the work
+/// CUDA builds run every module on `Device::cuda(i)` too: the work
 /// is enqueued on the device's nn stream (`compute_stream`) and calls return before it is
 /// done (docs/nn.md "CUDA"). CPU-only builds reject CUDA devices with InputError.
 ///

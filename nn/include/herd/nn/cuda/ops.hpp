@@ -99,6 +99,30 @@ void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double al
 template <class T>
 void sum_squares(const T* x, double* acc, std::int64_t n, cudaStream_t s);
 
+/// Conv2d im2col of one sample: `col[(c kh + i) kw + j, y wo + x] = x[c, y s - p + i, x s - p + j]`
+/// (zero outside the image) for an input `[C, H, W]` and `col` `[C kh kw, ho wo]`; one
+/// thread per element of `col`. CPU reference: `im2col` in nn/conv2d.cpp.
+template <class T>
+void conv_im2col(const T* x, T* col, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
+                 std::int64_t kw, std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo,
+                 cudaStream_t s);
+/// Conv2d col2im of one sample, the adjoint of `conv_im2col`: `x[c, iy, ix]` is *set* to
+/// the sum of the `col` entries that `conv_im2col` reads from that position (gather form:
+/// one thread per input element, no atomics, so the sum order is fixed: i, then j).
+/// CPU reference: `col2im` in nn/conv2d.cpp.
+template <class T>
+void conv_col2im(const T* col, T* x, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
+                 std::int64_t kw, std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo,
+                 cudaStream_t s);
+/// `y[n, o, q] += b[o]` for `y` `[N, O, P]` (NCHW with P = H W). CPU reference: the bias
+/// broadcast of `Conv2d::forward`.
+template <class T>
+void conv_bias_add(T* y, const T* b, std::int64_t N, std::int64_t O, std::int64_t P, cudaStream_t s);
+/// `gb[o] += sum_{n, q} gy[n, o, q]` for `gy` `[N, O, P]`: one block per channel, the sum
+/// in double (deterministic). CPU reference: the bias gradient of `Conv2d::backward`.
+template <class T>
+void conv_bias_grad(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int64_t P, cudaStream_t s);
+
 /// Categorical sampling by inversion on the device, the draws of `Categorical::sample`:
 /// row r takes the uniform `RngStream(seed, stream + r, purpose).uniform(index)` and the
 /// first class whose running sum of `p` (in double, in class order) exceeds it (the last
