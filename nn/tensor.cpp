@@ -96,6 +96,7 @@ void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t by
   cudaStream_t s = detail::dev_stream(cd);
   HERD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
   HERD_CUDA_CHECK(cudaStreamSynchronize(s));
+  detail::check_dev_errors(cd);  // a synchronisation: report input errors found on the device
 #else
   (void)dst;
   (void)src;
@@ -342,6 +343,7 @@ void synchronize(Device device) {
   if (device.is_cpu()) return;
 #if HERD_HAVE_CUDA
   HERD_CUDA_CHECK(cudaStreamSynchronize(detail::dev_stream(device)));
+  detail::check_dev_errors(device);
 #else
   throw InputError("nn::synchronize: device " + device.str() + " needs a CUDA build");
 #endif

@@ -37,24 +37,24 @@ __device__ inline void block_sum_atomic(double v, double* out) {
 }
 
 template <class T>
-__global__ void diff_sq_kernel(const T* p, const T* t, T* d, double* sum, std::int64_t n) {
+__global__ void diff_sq_kernel(const T* p, const T* t, T* d, double* sum, std::int64_t n, double k) {
   double acc = 0;
   for (std::int64_t i = gid(); i < n; i += gstride()) {
     const T di = p[i] - t[i];
     d[i] = di;
     acc += static_cast<double>(di) * static_cast<double>(di);
   }
-  block_sum_atomic(acc, sum);
+  block_sum_atomic(acc * k, sum);
 }
 
 template <class T>
-__global__ void huber_kernel(const T* d, double* sum, std::int64_t n, double delta) {
+__global__ void huber_kernel(const T* d, double* sum, std::int64_t n, double delta, double k) {
   double acc = 0;
   for (std::int64_t i = gid(); i < n; i += gstride()) {
     const double a = fabs(static_cast<double>(d[i]));
     acc += a < delta ? 0.5 * a * a : delta * (a - 0.5 * delta);
   }
-  block_sum_atomic(acc, sum);
+  block_sum_atomic(acc * k, sum);
 }
 
 template <class T>
@@ -94,16 +94,48 @@ __global__ void softmax_backward_kernel(const T* y, const T* gy, T* gx, std::int
   }
 }
 
+// Claims the error record `err` ({code, index, value, bound}) for the first offender.
+__device__ inline void report_index_error(std::int64_t* err, int code, std::int64_t index, std::int64_t value,
+                                          std::int64_t bound) {
+  if (!err) return;
+  auto* c = reinterpret_cast<unsigned long long*>(err);
+  if (atomicCAS(c, 0ULL, static_cast<unsigned long long>(code)) == 0ULL) {
+    err[1] = index;
+    err[2] = value;
+    err[3] = bound;
+    __threadfence_system();
+  }
+}
+
 template <class T>
 __global__ void gather_kernel(const T* lp, const std::int64_t* idx, T* out, double* sum,
-                              std::int64_t rows, std::int64_t cols) {
+                              std::int64_t rows, std::int64_t cols, double k, std::int64_t* err, int code) {
   double acc = 0;
   for (std::int64_t r = gid(); r < rows; r += gstride()) {
-    const T v = lp[r * cols + idx[r]];
+    const std::int64_t c = idx[r];
+    T v;
+    if (c >= 0 && c < cols) {
+      v = lp[r * cols + c];
+    } else {
+      v = static_cast<T>(nan(""));
+      report_index_error(err, code, r, c, cols);
+    }
     if (out) out[r] = v;
     acc += static_cast<double>(v);
   }
-  if (sum) block_sum_atomic(acc, sum);
+  // Every thread of the block takes part in the reduction (it has __syncthreads).
+  if (sum) block_sum_atomic(acc * k, sum);
+}
+
+template <class T>
+__global__ void argmax_rows_kernel(const T* x, std::int64_t* out, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    const T* xr = x + r * cols;
+    std::int64_t best = 0;
+    for (std::int64_t c = 1; c < cols; ++c)
+      if (xr[c] > xr[best]) best = c;
+    out[r] = best;
+  }
 }
 
 template <class T>
@@ -350,18 +382,18 @@ void zero_double(double* p, cudaStream_t s) { HERD_CUDA_CHECK(cudaMemsetAsync(p,
 }  // namespace
 
 template <class T>
-void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s) {
+void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s, double k) {
   zero_double(sum, s);
   if (n == 0) return;
-  diff_sq_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, t, d, sum, n);
+  diff_sq_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, t, d, sum, n, k);
   check_launch();
 }
 
 template <class T>
-void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream_t s) {
+void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream_t s, double k) {
   zero_double(sum, s);
   if (n == 0) return;
-  huber_kernel<<<blocks_for(n), kThreads, 0, s>>>(d, sum, n, delta);
+  huber_kernel<<<blocks_for(n), kThreads, 0, s>>>(d, sum, n, delta, k);
   check_launch();
 }
 
@@ -396,10 +428,17 @@ void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::in
 
 template <class T>
 void gather_rows(const T* lp, const std::int64_t* idx, T* out, double* sum, std::int64_t rows,
-                 std::int64_t cols, cudaStream_t s) {
+                 std::int64_t cols, cudaStream_t s, double k, std::int64_t* err, int err_code) {
   if (sum) zero_double(sum, s);
   if (rows == 0) return;
-  gather_kernel<<<blocks_for(rows), kThreads, 0, s>>>(lp, idx, out, sum, rows, cols);
+  gather_kernel<<<blocks_for(rows), kThreads, 0, s>>>(lp, idx, out, sum, rows, cols, k, err, err_code);
+  check_launch();
+}
+
+template <class T>
+void argmax_rows(const T* x, std::int64_t* out, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
+  if (rows == 0) return;
+  argmax_rows_kernel<<<blocks_for(rows), kThreads, 0, s>>>(x, out, rows, cols);
   check_launch();
 }
 
@@ -547,15 +586,16 @@ void conv_bias_grad(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int
 }
 
 #define HERD_NN_OPS_INSTANTIATE(T)                                                                   \
-  template void diff_sq_sum<T>(const T*, const T*, T*, double*, std::int64_t, cudaStream_t);        \
-  template void huber_sum<T>(const T*, double*, std::int64_t, double, cudaStream_t);                \
+  template void diff_sq_sum<T>(const T*, const T*, T*, double*, std::int64_t, cudaStream_t, double);\
+  template void huber_sum<T>(const T*, double*, std::int64_t, double, cudaStream_t, double);        \
+  template void argmax_rows<T>(const T*, std::int64_t*, std::int64_t, std::int64_t, cudaStream_t);  \
   template void scaled_clamp<T>(const T*, T*, std::int64_t, double, double, cudaStream_t);          \
   template void add<T>(const T*, const T*, T*, std::int64_t, cudaStream_t);                         \
   template void exp<T>(const T*, T*, std::int64_t, cudaStream_t);                                   \
   template void softmax_backward<T>(const T*, const T*, T*, std::int64_t, std::int64_t, bool,       \
                                     cudaStream_t);                                                  \
   template void gather_rows<T>(const T*, const std::int64_t*, T*, double*, std::int64_t,            \
-                               std::int64_t, cudaStream_t);                                         \
+                               std::int64_t, cudaStream_t, double, std::int64_t*, int);             \
   template void cross_entropy_backward<T>(const T*, const std::int64_t*, T*, std::int64_t,          \
                                           std::int64_t, double, cudaStream_t);                      \
   template void categorical_entropy<T>(const T*, const T*, T*, std::int64_t, std::int64_t,          \

@@ -292,9 +292,124 @@ TEST_CASE("device losses match the CPU", "[gpu][nn]") {
     CHECK(g.forward(pd, tg.to(kGpu)) == Approx(c.forward(p, tg)).epsilon(tol));
     check_close(g.backward(0.9), c.backward(0.9), dt, "cross-entropy grad");
     idx[4] = 5;
-    CHECK_THROWS_WITH(g.forward(pd, Tensor::from_indices({33}, idx).to(kGpu)), Catch::Contains("targets[4] is 5"));
+    // Checked on the device: reported when the value is read.
+    CHECK_THROWS_WITH(g.forward(pd, Tensor::from_indices({33}, idx).to(kGpu)).value(),
+                      Catch::Contains("targets[4] is 5"));
     // Mixed devices are an InputError.
     CHECK_THROWS_AS(MseLoss().forward(pd, t), InputError);
+  }
+}
+
+TEST_CASE("device losses and Categorical: no host wait in forward, input errors reported at the next sync",
+          "[gpu][nn]") {
+  BOTH_DTYPES;
+  const std::int64_t B = 29, C = 4;
+  const Tensor logits = rand_host({B, C}, dt, 80, -2, 2);
+  const Tensor ld = logits.to(kGpu);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(B));
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>((i * 5) % 4);
+  const Tensor good = Tensor::from_indices({B}, idx);
+  const Tensor good_d = good.to(kGpu);
+  std::vector<std::int64_t> bad_idx = idx;
+  bad_idx[11] = 4;  // == classes
+  const Tensor bad_hi = Tensor::from_indices({B}, bad_idx).to(kGpu);
+  bad_idx[11] = idx[11];
+  bad_idx[3] = -1;
+  const Tensor bad_lo = Tensor::from_indices({B}, bad_idx).to(kGpu);
+  synchronize(kGpu);  // a clean start
+
+  CrossEntropyLoss ce_cpu, ce;
+  const double want = ce_cpu.forward(logits, good);
+  SECTION("the loss value stays on the device until read") {
+    const LossValue v = ce.forward(ld, good_d);
+    CHECK_FALSE(v.ready());
+    REQUIRE(v.tensor().defined());
+    CHECK(v.tensor().is_cuda());
+    CHECK(v.tensor().dtype() == DType::kFloat64);
+    CHECK(v.tensor().to(Device::cpu()).item(0) == Approx(want).epsilon(1e-6));
+    CHECK(v.value() == Approx(want).epsilon(dt == DType::kFloat64 ? 1e-12 : 1e-6));
+    CHECK(v.ready());
+    const double as_double = v;  // the implicit conversion of the old API
+    CHECK(as_double == v.value());
+    // Host losses are ready at once and have no device tensor.
+    const LossValue h = ce_cpu.forward(logits, good);
+    CHECK(h.ready());
+    CHECK_FALSE(h.tensor().defined());
+    CHECK(h.value() == want);
+  }
+  SECTION("a device value read after the loss's next forward is an error, not a silently newer value") {
+    const LossValue a = ce.forward(ld, good_d);
+    const LossValue b = ce.forward(ld, good_d);
+    CHECK_THROWS_AS(a.value(), Error);
+    CHECK(b.value() == Approx(want).epsilon(1e-6));
+    // MSE and Huber: the same protocol.
+    MseLoss mse;
+    HuberLoss huber;
+    const Tensor t = rand_host({B, C}, dt, 81).to(kGpu);
+    const LossValue m = mse.forward(ld, t);
+    const LossValue hv = huber.forward(ld, t);
+    CHECK_FALSE(m.ready());
+    MseLoss mse_cpu;
+    HuberLoss huber_cpu;
+    CHECK(m.value() == Approx(mse_cpu.forward(logits, t.to(Device::cpu()))).epsilon(1e-6));
+    CHECK(hv.value() == Approx(huber_cpu.forward(logits, t.to(Device::cpu()))).epsilon(1e-6));
+  }
+  SECTION("a target out of range is an InputError when the value is read") {
+    const LossValue v = ce.forward(ld, bad_hi);  // no throw, no wait
+    CHECK_THROWS_WITH(v.value(), Catch::Contains("nn::CrossEntropyLoss::forward") &&
+                                     Catch::Contains("targets[11] is 4") && Catch::Contains("[0, 4)"));
+    // Reported once: the next call with good targets is fine.
+    CHECK(ce.forward(ld, good_d).value() == Approx(want).epsilon(1e-6));
+    CHECK_THROWS_WITH(ce.forward(ld, bad_lo).value(), Catch::Contains("targets[3] is -1"));
+  }
+  SECTION("... or at nn::synchronize, or at a copy from the device, when the value is never read") {
+    ce.forward(ld, bad_hi);
+    ce.backward();  // the gradient kernel reads no out-of-range memory
+    CHECK_THROWS_AS(synchronize(kGpu), InputError);
+    synchronize(kGpu);  // cleared once reported
+    ce.forward(ld, bad_lo);
+    CHECK_THROWS_WITH(ld.to(Device::cpu()), Catch::Contains("targets[3] is -1"));
+    CHECK(ld.to(Device::cpu()).to_vector() == logits.to(Device::cpu()).to_vector());
+  }
+  SECTION("Categorical::log_prob checks actions on the device") {
+    Categorical cat_cpu, cat;
+    cat_cpu.set_logits(logits);
+    cat.set_logits(ld);
+    const Tensor& lp = cat.log_prob(bad_hi);  // no throw, no wait
+    CHECK_THROWS_WITH(synchronize(kGpu), Catch::Contains("nn::Categorical::log_prob") &&
+                                             Catch::Contains("actions[11] is 4") && Catch::Contains("[0, 4)"));
+    // The bad row is NaN, the others are right.
+    const std::vector<double> got = lp.to(Device::cpu()).to_vector();
+    const std::vector<double> ref = cat_cpu.log_prob(good).to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (i == 11)
+        CHECK(std::isnan(got[i]));
+      else
+        CHECK(got[i] == Approx(ref[i]).epsilon(1e-6));
+    }
+    cat.log_prob(bad_lo);
+    CHECK_THROWS_WITH(cat.entropy().to(Device::cpu()), Catch::Contains("actions[3] is -1"));
+    // Good actions: no error.
+    check_close(cat.log_prob(good_d), cat_cpu.log_prob(good), dt, "log_prob");
+    synchronize(kGpu);
+    // The CPU path still throws at once.
+    CHECK_THROWS_WITH(cat_cpu.log_prob(bad_hi.to(Device::cpu())), Catch::Contains("actions[11] is 4"));
+  }
+  SECTION("Categorical::mode on the device: first index on ties, as the CPU") {
+    std::vector<double> v(static_cast<std::size_t>(B * C), 0.0);
+    for (std::int64_t r = 0; r < B; ++r) {
+      v[static_cast<std::size_t>(r * C + (r % C))] = 1.0;
+      v[static_cast<std::size_t>(r * C + ((r + 2) % C))] = 1.0;  // a tie: the smaller index wins
+    }
+    const Tensor tie = Tensor::from_vector({B, C}, v, dt);
+    Categorical cat_cpu, cat;
+    cat_cpu.set_logits(tie);
+    cat.set_logits(tie.to(kGpu));
+    Tensor mc, mg;
+    cat_cpu.mode(mc);
+    cat.mode(mg);
+    CHECK(mg.is_cuda());
+    CHECK(mg.to(Device::cpu()).to_vector() == mc.to_vector());
   }
 }
 

@@ -233,8 +233,12 @@ class Tensor {
 /// host) before timing or reading device memory by other means. Thread-safe.
 /// @throws InputError for a CUDA device in a CPU-only build; CudaError on CUDA failures.
 CUstream_st* compute_stream(Device device);
-/// Blocks until the work queued on `compute_stream(device)` is done (no-op for the host).
-/// @throws InputError for a CUDA device in a CPU-only build; CudaError (also for an
+/// Blocks until the work queued on `compute_stream(device)` is done (no-op for the host),
+/// then reports input errors that kernels found on the device since the last
+/// synchronisation (a cross-entropy target or categorical action out of range; the
+/// synchronous copies of `to`/`copy_from`/`clone` report them too).
+/// @throws InputError for a CUDA device in a CPU-only build or a deferred input error
+///         (naming the function, entry, value and range); CudaError (also for an
 ///         earlier asynchronous kernel failure) on CUDA failures.
 void synchronize(Device device);
 

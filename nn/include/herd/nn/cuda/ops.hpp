@@ -17,14 +17,15 @@
 
 namespace herd::nn::cuda {
 
-/// `d = p - t` over `n` elements; `*sum = sum d^2` (a device double, overwritten).
-/// CPU reference: `MseLoss::forward`.
+/// `d = p - t` over `n` elements; `*sum = k sum d^2` (a device double, overwritten; the
+/// scale `k` is applied to each block's partial sum, so `k = 1/n` gives the mean without
+/// another launch). CPU reference: `MseLoss::forward`.
 template <class T>
-void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s);
-/// `*sum = sum_i huber(d_i)` with 0.5 d^2 for |d| < delta, delta (|d| - delta/2) otherwise
+void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s, double k = 1.0);
+/// `*sum = k sum_i huber(d_i)` with 0.5 d^2 for |d| < delta, delta (|d| - delta/2) otherwise
 /// (a device double, overwritten). CPU reference: `HuberLoss::forward`.
 template <class T>
-void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream_t s);
+void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream_t s, double k = 1.0);
 /// `g = k * clamp(d, -delta, delta)` (delta <= 0: no clamp, `g = k d`).
 template <class T>
 void scaled_clamp(const T* d, T* g, std::int64_t n, double k, double delta, cudaStream_t s);
@@ -39,11 +40,22 @@ void exp(const T* x, T* y, std::int64_t n, cudaStream_t s);
 template <class T>
 void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::int64_t cols,
                       bool log, cudaStream_t s);
-/// `out[r] = lp[r, idx[r]]` for `lp` `[rows, cols]`; `*sum = sum_r out[r]` in double when
-/// `sum` is not null. Indices must be in range (checked on the host by the callers).
+/// `out[r] = lp[r, idx[r]]` for `lp` `[rows, cols]` (when `out` is not null);
+/// `*sum = k sum_r lp[r, idx[r]]` in double when `sum` is not null (overwritten).
+/// Indices are checked on the device: an index outside [0, cols) reads nothing, gives NaN
+/// (in `out` and the sum) and, when `err` is not null, is written to the error record
+/// `err` (four int64 {code, index, value, bound}, claimed with atomicCAS on `code` by the
+/// first offender: `{err_code, r, idx[r], cols}`), which the host reports at its next
+/// synchronisation (nn/device_ops.hpp `check_dev_errors`).
 template <class T>
 void gather_rows(const T* lp, const std::int64_t* idx, T* out, double* sum, std::int64_t rows,
-                 std::int64_t cols, cudaStream_t s);
+                 std::int64_t cols, cudaStream_t s, double k = 1.0, std::int64_t* err = nullptr,
+                 int err_code = 0);
+/// Index of the largest entry per row of `x` `[rows, cols]` (the first on ties; NaN never
+/// wins, as the CPU's `>` comparison) into int64 `out` `[rows]`.
+/// CPU reference: `Categorical::mode`.
+template <class T>
+void argmax_rows(const T* x, std::int64_t* out, std::int64_t rows, std::int64_t cols, cudaStream_t s);
 /// Cross-entropy gradient: `g[r, c] = k (exp(lp[r, c]) - [c == t[r]])`.
 /// CPU reference: `CrossEntropyLoss::backward`.
 template <class T>
