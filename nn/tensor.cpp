@@ -1,5 +1,6 @@
 #include "herd/nn/tensor.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -13,6 +14,15 @@
 #endif
 
 namespace herd::nn {
+
+namespace detail {
+namespace {
+std::atomic<std::uint64_t> g_storage_replacements{0};
+}  // namespace
+void note_storage_replacement() { g_storage_replacements.fetch_add(1, std::memory_order_relaxed); }
+std::uint64_t storage_replacements() { return g_storage_replacements.load(std::memory_order_relaxed); }
+}  // namespace detail
+
 
 const char* dtype_name(DType t) {
   switch (t) {
@@ -318,6 +328,7 @@ void Tensor::resize(const Shape& shape, DType dtype, Device device) {
   // Reuse the storage from this tensor's offset when it fits, so a view (for example a
   // slice of a rollout buffer given as an output argument) is written in place.
   if (!storage_ || storage_->device != device || offset_ + need > storage_->bytes) {
+    if (storage_ && storage_->device.is_cuda()) detail::note_storage_replacement();
     storage_ = std::make_shared<detail::Storage>(need, device);
     offset_ = 0;
   }

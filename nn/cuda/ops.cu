@@ -377,6 +377,29 @@ __global__ void conv_bias_grad_kernel(const T* gy, T* gb, std::int64_t N, std::i
   }
 }
 
+__global__ void adam_tick_kernel(double* hyper, double b1, double b2) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  const double t = hyper[1] + 1.0;
+  hyper[1] = t;
+  hyper[2] = hyper[0] / (1.0 - ::pow(b1, t));
+  hyper[3] = 1.0 / ::sqrt(1.0 - ::pow(b2, t));
+}
+
+template <class T>
+__global__ void adam_hyper_kernel(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, T b1, T b2,
+                                  T eps) {
+  const T step_size = static_cast<T>(hyper[2]);
+  const T inv_bc2_sqrt = static_cast<T>(hyper[3]);
+  for (std::int64_t i = gid(); i < n; i += gstride()) {
+    const T gi = g[i];
+    const T mi = b1 * m[i] + (T(1) - b1) * gi;
+    const T vi = b2 * v[i] + (T(1) - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] -= step_size * mi / (::sqrt(vi) * inv_bc2_sqrt + eps);
+  }
+}
+
 void zero_double(double* p, cudaStream_t s) { HERD_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(double), s)); }
 
 }  // namespace
@@ -585,6 +608,20 @@ void conv_bias_grad(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int
   check_launch();
 }
 
+void adam_tick(double* hyper, double beta1, double beta2, cudaStream_t s) {
+  adam_tick_kernel<<<1, 1, 0, s>>>(hyper, beta1, beta2);
+  check_launch();
+}
+
+template <class T>
+void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, double beta1, double beta2,
+                       double eps, cudaStream_t s) {
+  if (n == 0) return;
+  adam_hyper_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, m, v, n, hyper, static_cast<T>(beta1),
+                                                       static_cast<T>(beta2), static_cast<T>(eps));
+  check_launch();
+}
+
 #define HERD_NN_OPS_INSTANTIATE(T)                                                                   \
   template void diff_sq_sum<T>(const T*, const T*, T*, double*, std::int64_t, cudaStream_t, double);\
   template void huber_sum<T>(const T*, double*, std::int64_t, double, cudaStream_t, double);        \
@@ -626,6 +663,8 @@ void conv_bias_grad(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int
                               cudaStream_t);                                                                \
   template void conv_bias_add<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);   \
   template void conv_bias_grad<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);  \
+  template void adam_update_hyper<T>(T*, const T*, T*, T*, std::int64_t, const double*, double, double,    \
+                                     double, cudaStream_t);                                                \
   template void categorical_sample<T>(const T*, std::int64_t*, std::int64_t, std::int64_t,          \
                                       std::uint64_t, std::uint32_t, int, std::uint64_t,             \
                                       cudaStream_t);                                                \

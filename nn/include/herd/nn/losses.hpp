@@ -22,6 +22,8 @@
 
 namespace herd::nn {
 
+class GraphedTrainStep;
+
 /// The value of a loss returned by `forward`: a host double, or (CUDA) a float64 `[1]`
 /// device tensor read lazily. Copying is cheap; copies share the device value.
 /// A device value is valid until its loss runs `forward` again: read it before that
@@ -70,6 +72,7 @@ class MseLoss {
   const Tensor& backward(double scale = 1.0);
 
  private:
+  friend class GraphedTrainStep;  // replays forward in a CUDA graph: the same value_, a new generation
   Tensor diff_, grad_, value_;
   std::shared_ptr<std::uint64_t> generation_ = std::make_shared<std::uint64_t>(0);
 };

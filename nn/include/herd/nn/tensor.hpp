@@ -96,6 +96,13 @@ struct Storage {
   std::size_t bytes = 0;
   Device device;
 };
+/// How many times `Tensor::resize` has replaced the CUDA storage of a tensor with new
+/// storage (a module buffer outgrew its memory), process-wide. Captured CUDA graphs
+/// (`GraphedTrainStep`) hold raw device pointers to module buffers: a change of this
+/// count means one of them may have been freed, so they are captured again. Thread-safe.
+std::uint64_t storage_replacements();
+/// Counts one replacement (called by `Tensor::resize`).
+void note_storage_replacement();
 }  // namespace detail
 
 /// A contiguous row-major tensor (see the file comment).

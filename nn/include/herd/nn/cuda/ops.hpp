@@ -135,6 +135,18 @@ void conv_bias_add(T* y, const T* b, std::int64_t N, std::int64_t O, std::int64_
 template <class T>
 void conv_bias_grad(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int64_t P, cudaStream_t s);
 
+/// Adam with its step-dependent scalars on the device, for CUDA graphs (a replayed graph
+/// cannot take new kernel arguments). `hyper` is float64 `[4]`: {lr, step, step_size,
+/// inv_bc2_sqrt}. `adam_tick` (one thread) advances `step` by one and sets
+/// `step_size = lr / (1 - beta1^step)`, `inv_bc2_sqrt = 1 / sqrt(1 - beta2^step)` in double,
+/// as `nn::Adam` does on the host (the device's pow may differ in the last bit of a double).
+void adam_tick(double* hyper, double beta1, double beta2, cudaStream_t s);
+/// The update of `adam_update` (herd/nn/cuda/kernels.hpp) with `step_size` and
+/// `inv_bc2_sqrt` read from `hyper` (set by `adam_tick`) and rounded to T.
+template <class T>
+void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, double beta1,
+                       double beta2, double eps, cudaStream_t s);
+
 /// Categorical sampling by inversion on the device, the draws of `Categorical::sample`:
 /// row r takes the uniform `RngStream(seed, stream + r, purpose).uniform(index)` and the
 /// first class whose running sum of `p` (in double, in class order) exceeds it (the last
