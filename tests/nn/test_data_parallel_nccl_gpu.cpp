@@ -118,7 +118,7 @@ TEST_CASE("DataParallel over NCCL: averaged device gradients equal a host all-re
     }
     CHECK(bad == 0);
     // The data differ between ranks, so the averaged gradient is not this rank's own.
-    CHECK(got != flat(ref, true));
+    if (r.boot.size() > 1) CHECK(got != flat(ref, true));
   }
 }
 
