@@ -64,8 +64,10 @@ struct Pair {
   }
   // One step of each; returns {eager loss, graphed loss}.
   std::pair<double, double> run(const Tensor& x, const Tensor& y) {
+    // The written-out step needs device tensors; the graphed one also takes host tensors.
+    const Tensor xd = x.is_cpu() ? x.to(kGpu) : x, yd = y.is_cpu() ? y.to(kGpu) : y;
     oe.zero_grad();
-    const double a = le.forward(eager.forward(x), y);
+    const double a = le.forward(eager.forward(xd), yd);
     eager.backward(le.backward());
     oe.step();
     const double b = step.step(x, y);
