@@ -34,7 +34,7 @@ class Categorical {
   /// @throws InputError on a shape mismatch or an action out of range. On a GPU the range
   ///         is checked on the device without a host wait: a bad action gives a NaN
   ///         log-prob and is reported as InputError at the next synchronisation of the nn
-  ///         stream (`nn::synchronize`, a copy to or from the device, reading a loss).
+  ///         stream (`nn::synchronize`, a copy from the device to the host, reading a loss).
   const Tensor& log_prob(const Tensor& actions);
   /// Entropy -sum p log p per row, `[batch]`.
   const Tensor& entropy();

@@ -12,7 +12,7 @@
 /// host when first read (`value()` or the conversion to double), which waits for the
 /// device's nn stream. Input checks that need the data (cross-entropy targets in range)
 /// run on the device too and are reported as `InputError` at the next synchronisation of
-/// that stream (reading a loss value, `nn::synchronize`, a copy to or from the device).
+/// that stream (reading a loss value, `nn::synchronize`, a copy from the device to the host).
 /// One instance per thread. NaN inputs give NaN losses and gradients.
 
 #include <cstdint>

@@ -243,7 +243,7 @@ CUstream_st* compute_stream(Device device);
 /// Blocks until the work queued on `compute_stream(device)` is done (no-op for the host),
 /// then reports input errors that kernels found on the device since the last
 /// synchronisation (a cross-entropy target or categorical action out of range; the
-/// synchronous copies of `to`/`copy_from`/`clone` report them too).
+/// synchronous copies of `to`/`copy_from` from a device to the host report them too).
 /// @throws InputError for a CUDA device in a CPU-only build or a deferred input error
 ///         (naming the function, entry, value and range); CudaError (also for an
 ///         earlier asynchronous kernel failure) on CUDA failures.
