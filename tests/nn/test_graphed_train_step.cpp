@@ -42,6 +42,7 @@ TEST_CASE("GraphedTrainStep on the host equals the written-out step bit for bit"
     const LossValue got = step.step(x, y);
     CHECK(got.ready());
     CHECK(got.value() == want);
+    CHECK(fmt::format("{:.6f}", got) == fmt::format("{:.6f}", want));  // formats as its double
   }
   CHECK(step.eager_steps() == 6);
   CHECK(step.graph_steps() == 0);

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "herd/nn/tensor.hpp"
 
 namespace herd::nn {
@@ -116,3 +118,13 @@ class CrossEntropyLoss {
 };
 
 }  // namespace herd::nn
+
+/// Formats a `LossValue` as its double (`fmt::format("{:.4f}", loss.forward(p, t))`);
+/// reads a device value (see `LossValue::value`).
+template <>
+struct fmt::formatter<herd::nn::LossValue> : fmt::formatter<double> {
+  template <class Ctx>
+  auto format(const herd::nn::LossValue& v, Ctx& ctx) const {
+    return fmt::formatter<double>::format(v.value(), ctx);
+  }
+};
