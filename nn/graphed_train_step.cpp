@@ -96,6 +96,12 @@ LossValue GraphedTrainStep::step(const Tensor& input, const Tensor& target) {
   HERD_REQUIRE((input.device() == d || input.is_cpu()) && (target.device() == d || target.is_cpu()),
                "{}: input is {} and target is {}, but the model is on {} (inputs on the host are copied)", who,
                input.str(), target.str(), d.str());
+  // DataParallel (a grad-ready hook) needs its finish() after backward, which this step
+  // does not call: refuse rather than train on unreduced gradients.
+  HERD_REQUIRE(!model_.has_grad_ready_hook(),
+               "{}: the model has a grad-ready hook (DataParallel); GraphedTrainStep does not run its "
+               "finish(), so use the DataParallel step instead",
+               who);
   if (!d.is_cuda() || !use_graph_ || !graph_error_.empty()) return eager(input, target);
 #if HERD_HAVE_CUDA
   Graph& g = *graph_;

@@ -55,4 +55,13 @@ TEST_CASE("GraphedTrainStep on the host equals the written-out step bit for bit"
   CHECK_THROWS_WITH(step.step(Tensor({2, 5}, other), Tensor({2, 3}, other)),
                     Catch::Contains("GraphedTrainStep") && Catch::Contains(dtype_name(dt)));
   CHECK_THROWS_AS(step.step(Tensor({2, 4}, dt), Tensor({2, 3}, dt)), InputError);
+  // A model wrapped by DataParallel (a grad-ready hook) is refused: the step would skip
+  // DataParallel::finish and train on unreduced gradients.
+  b.set_grad_ready_hook([](Parameter&) {});
+  const auto steps_before = ob.steps();
+  CHECK_THROWS_WITH(step.step(rand_host({2, 5}, dt, 1), rand_host({2, 3}, dt, 2)),
+                    Catch::Contains("DataParallel"));
+  CHECK(ob.steps() == steps_before);  // nothing ran
+  b.set_grad_ready_hook({});
+  CHECK_NOTHROW(step.step(rand_host({2, 5}, dt, 1), rand_host({2, 3}, dt, 2)));
 }

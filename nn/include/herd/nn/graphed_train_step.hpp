@@ -36,9 +36,10 @@ namespace herd::nn {
 /// - Adam's learning rate and step count live on the device for the graph: `set_lr`,
 ///   `load_state` and eager `step()` calls between graphed steps are picked up (a 32-byte
 ///   copy before the launch when they changed). `Optimizer::steps()` counts graphed steps.
-/// - If capture fails (a module that waits for the host inside forward/backward, a grad-
-///   ready hook such as `DataParallel`'s), the step runs eagerly instead and the object
-///   stays eager (`graph_error()` says why).
+/// - If capture fails (a module that waits for the host inside forward/backward), the step
+///   runs eagerly instead and the object stays eager (`graph_error()` says why).
+/// - A model with a grad-ready hook (wrapped by `DataParallel`) is refused: the step does
+///   not call `DataParallel::finish`.
 /// Results equal the eager step's within float rounding: the same kernels run in the same
 /// order, except that Adam's bias corrections use the device's pow (last bit of a double).
 /// On the host (a CPU model) every step is the eager step, bit-identical to writing it out.
@@ -65,7 +66,8 @@ class GraphedTrainStep {
   /// reused or freed once `step` returns). Returns the
   /// loss before the update (a device value on a GPU: no host wait unless it is read; see
   /// `LossValue`). Returns before the device work is done.
-  /// @throws InputError on a dtype/shape mismatch (from the model or loss);
+  /// @throws InputError on a dtype/shape mismatch (from the model or loss) or a model with
+  ///         a grad-ready hook (`DataParallel`);
   ///         CudaError on CUDA failures.
   LossValue step(const Tensor& input, const Tensor& target);
 

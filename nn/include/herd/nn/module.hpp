@@ -111,6 +111,8 @@ class Module {
   /// Runs the hook on every parameter of this module's subtree, in reverse order of
   /// `named_parameters()`. No-op without a hook.
   void notify_grads_ready();
+  /// True when a grad-ready hook is installed on this module (see `set_grad_ready_hook`).
+  bool has_grad_ready_hook() const { return static_cast<bool>(grad_ready_hook_); }
 
   /// Deep copies of the parameters under their names (PyTorch's `state_dict`).
   std::vector<NamedTensor> state_dict();
