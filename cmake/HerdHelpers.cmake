@@ -50,12 +50,16 @@ endfunction()
 #  - plain: one test running the executable with ARGS;
 #  - MPI:   one test per rank count, through ${MPIEXEC_EXECUTABLE} -n <n>, label mpi;
 #  - GPU:   label gpu, exit code 77 means "skipped: no CUDA device".
+#  - MPI and GPU: one test per rank count, labels mpi and gpu, exit code 77 means
+#           "skipped: fewer CUDA devices than ranks" (tests/support/mpi_gpu_main.cpp).
 function(herd_add_catch_test name)
   cmake_parse_arguments(A "GPU" "TIMEOUT" "SOURCES;LIBS;MPI;ARGS;LABELS" ${ARGN})
   add_executable(${name} ${A_SOURCES})
   herd_set_warnings(${name})
   target_compile_features(${name} PRIVATE cxx_std_20)
-  if(A_MPI)
+  if(A_MPI AND A_GPU)
+    target_link_libraries(${name} PRIVATE herd_test_mpi_gpu_main)
+  elseif(A_MPI)
     target_link_libraries(${name} PRIVATE herd_test_mpi_main)
   elseif(A_GPU)
     target_link_libraries(${name} PRIVATE herd_test_gpu_main)
@@ -72,8 +76,13 @@ function(herd_add_catch_test name)
     foreach(n IN LISTS A_MPI)
       add_test(NAME ${name}_np${n}
         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} $<TARGET_FILE:${name}> ${A_ARGS})
-      set_tests_properties(${name}_np${n} PROPERTIES
-        PROCESSORS ${n} LABELS "mpi;${labels}" TIMEOUT ${A_TIMEOUT})
+      if(A_GPU)
+        set_tests_properties(${name}_np${n} PROPERTIES
+          PROCESSORS ${n} LABELS "mpi;gpu;${labels}" TIMEOUT ${A_TIMEOUT} SKIP_RETURN_CODE 77)
+      else()
+        set_tests_properties(${name}_np${n} PROPERTIES
+          PROCESSORS ${n} LABELS "mpi;${labels}" TIMEOUT ${A_TIMEOUT})
+      endif()
     endforeach()
   else()
     add_test(NAME ${name} COMMAND ${name} ${A_ARGS})

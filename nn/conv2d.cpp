@@ -2,8 +2,13 @@
 
 #include <cmath>
 
+#include "herd/core/config.hpp"
 #include "herd/nn/init.hpp"
 #include "kernels.hpp"
+#if HERD_HAVE_CUDA
+#include "device_ops.hpp"
+#include "herd/nn/cuda/ops.hpp"
+#endif
 
 namespace herd::nn {
 namespace {
@@ -66,10 +71,6 @@ Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t
       kw_(kernel_w),
       stride_(stride),
       pad_(padding) {
-  HERD_REQUIRE(device.is_cpu(),
-               "nn::Conv2d: device {} is not supported: Conv2d has only the CPU backend (build the "
-               "convnet on Device::cpu(); Flatten and the other layers run on CUDA)",
-               device.str());
   HERD_REQUIRE(cin_ > 0 && cout_ > 0, "nn::Conv2d: channels ({}, {}) must be positive", cin_, cout_);
   HERD_REQUIRE(kh_ > 0 && kw_ > 0, "nn::Conv2d: kernel {}x{} must be positive", kh_, kw_);
   HERD_REQUIRE(stride_ > 0, "nn::Conv2d: stride is {}, but must be positive", stride_);
@@ -101,6 +102,25 @@ const Tensor& Conv2d::forward(const Tensor& x) {
   output_.resize({N, cout_, ho_, wo_}, dtype(), device());
   const std::int64_t K = cin_ * kh_ * kw_, P = ho_ * wo_;
   col_.resize({K, P}, dtype(), device());
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    // Per sample: im2col into col_, then Y_n[O, P] = W[O, K] col[K, P] (cuBLAS); the bias
+    // is added to the whole output at the end. All on the nn stream, so col_ is reused safely.
+    detail::DevGuard guard(device());
+    cudaStream_t st = detail::dev_stream(device());
+    detail::dispatch(dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      for (std::int64_t n = 0; n < N; ++n) {
+        cuda::conv_im2col<T>(x.data<T>() + n * cin_ * H * W, col_.data<T>(), cin_, H, W, kh_, kw_, stride_, pad_,
+                             ho_, wo_, st);
+        detail::dev_gemm<T>(device(), false, false, cout_, P, K, weight_->value.data<T>(), col_.data<T>(),
+                            output_.data<T>() + n * cout_ * P, false);
+      }
+      if (bias_) cuda::conv_bias_add<T>(output_.data<T>(), bias_->value.data<T>(), N, cout_, P, st);
+    });
+    return output_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     for (std::int64_t n = 0; n < N; ++n) {
@@ -127,6 +147,33 @@ const Tensor& Conv2d::backward(const Tensor& g) {
     grad_input_.resize(input_.shape(), dtype(), device());
     dcol_.resize({K, P}, dtype(), device());
   }
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    detail::DevGuard guard(device());
+    cudaStream_t st = detail::dev_stream(device());
+    detail::dispatch(dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if (bias_) cuda::conv_bias_grad<T>(g.data<T>(), bias_->grad.data<T>(), N, cout_, P, st);
+      for (std::int64_t n = 0; n < N; ++n) {
+        const T* gy = g.data<T>() + n * cout_ * P;
+        cuda::conv_im2col<T>(input_.data<T>() + n * cin_ * H * W, col_.data<T>(), cin_, H, W, kh_, kw_, stride_,
+                             pad_, ho_, wo_, st);
+        // dW[O, K] += dY_n[O, P] col^T[P, K]
+        detail::dev_gemm<T>(device(), false, true, cout_, K, P, gy, col_.data<T>(), weight_->grad.data<T>(), true);
+        if (!input_grad()) continue;
+        // dcol[K, P] = W^T[K, O] dY_n[O, P], then scattered back onto the input positions.
+        detail::dev_gemm<T>(device(), true, false, K, P, cout_, weight_->value.data<T>(), gy, dcol_.data<T>(), false);
+        cuda::conv_col2im<T>(dcol_.data<T>(), grad_input_.data<T>() + n * cin_ * H * W, cin_, H, W, kh_, kw_,
+                             stride_, pad_, ho_, wo_, st);
+      }
+    });
+    if (!input_grad()) {
+      static const Tensor kNone;
+      return kNone;
+    }
+    return grad_input_;
+  }
+#endif
   detail::dispatch(dtype(), [&](auto tag) {
     using T = decltype(tag);
     for (std::int64_t n = 0; n < N; ++n) {

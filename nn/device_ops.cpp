@@ -1,6 +1,7 @@
 #include "device_ops.hpp"
 
 #include <array>
+#include <cstring>
 #include <mutex>
 #include <type_traits>
 
@@ -49,16 +50,56 @@ DevGuard::~DevGuard() {
   if (changed_) cudaSetDevice(previous_);
 }
 
-cudaStream_t dev_stream(Device d) {
+namespace {
+
+// The nn stream and the error record of each device, created together on first use (so
+// the record exists before any stream capture).
+struct DeviceState {
+  cudaStream_t stream = nullptr;
+  std::int64_t* record_host = nullptr;  // mapped pinned memory, 4 int64
+  std::int64_t* record_dev = nullptr;   // its device address
+};
+
+DeviceState& device_state(Device d) {
   static std::mutex mu;
-  static std::array<cudaStream_t, kMaxDevices> streams{};
+  static std::array<DeviceState, kMaxDevices> states{};
   const int i = index_of(d);
   std::lock_guard<std::mutex> lock(mu);
-  if (!streams[static_cast<std::size_t>(i)]) {
+  DeviceState& st = states[static_cast<std::size_t>(i)];
+  if (!st.stream) {
     DevGuard g(d);
-    HERD_CUDA_CHECK(cudaStreamCreate(&streams[static_cast<std::size_t>(i)]));
+    void* host = nullptr;
+    HERD_CUDA_CHECK(cudaHostAlloc(&host, 4 * sizeof(std::int64_t), cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(host, 0, 4 * sizeof(std::int64_t));
+    void* dev = nullptr;
+    HERD_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host, 0));
+    st.record_host = static_cast<std::int64_t*>(host);
+    st.record_dev = static_cast<std::int64_t*>(dev);
+    HERD_CUDA_CHECK(cudaStreamCreate(&st.stream));
   }
-  return streams[static_cast<std::size_t>(i)];
+  return st;
+}
+
+}  // namespace
+
+cudaStream_t dev_stream(Device d) { return device_state(d).stream; }
+
+std::int64_t* dev_error_record(Device d) { return device_state(d).record_dev; }
+
+void check_dev_errors(Device d) {
+  volatile std::int64_t* r = device_state(d).record_host;
+  const std::int64_t code = r[0];
+  if (code == kDevErrNone) return;
+  const std::int64_t index = r[1], value = r[2], bound = r[3];
+  r[1] = 0;
+  r[2] = 0;
+  r[3] = 0;
+  r[0] = 0;
+  const char* who = code == kDevErrCrossEntropyTarget ? "nn::CrossEntropyLoss::forward" : "nn::Categorical::log_prob";
+  const char* what = code == kDevErrCrossEntropyTarget ? "targets" : "actions";
+  throw InputError(fmt::format("{}: {}[{}] is {}, but must be in [0, {}) (found on {} and reported at the next "
+                               "synchronisation)",
+                               who, what, index, value, bound, d.str()));
 }
 
 cublasHandle_t dev_blas(Device d) {
@@ -85,6 +126,7 @@ double dev_read(Device d, const double* p) {
   cudaStream_t s = dev_stream(d);
   HERD_CUDA_CHECK(cudaMemcpyAsync(&v, p, sizeof(double), cudaMemcpyDeviceToHost, s));
   HERD_CUDA_CHECK(cudaStreamSynchronize(s));
+  check_dev_errors(d);
   return v;
 }
 

@@ -46,8 +46,25 @@ void dev_gemm(Device d, bool trans_a, bool trans_b, std::int64_t M, std::int64_t
 /// One device double of scratch per thread and device (for reductions), valid until the
 /// thread's next call.
 double* dev_scratch(Device d);
-/// Waits for the nn stream of `d` and returns the device double `*p`.
+/// Waits for the nn stream of `d`, reports deferred input errors (`check_dev_errors`) and
+/// returns the device double `*p`.
 double dev_read(Device d, const double* p);
+
+/// Codes of the input errors that kernels find on the device (`dev_error_record`).
+enum DevErrorCode : int { kDevErrNone = 0, kDevErrCrossEntropyTarget = 1, kDevErrCategoricalAction = 2 };
+
+/// The deferred input-error record of device `d`: four int64 {code, index, value, bound}
+/// in mapped pinned host memory (zero-copy), as a device pointer kernels write to. A
+/// kernel that finds a bad input (a class index out of range) claims the record with
+/// atomicCAS on `code` (the first finder wins) and fills the rest; the host reports it at
+/// the next synchronisation of the nn stream (`check_dev_errors`), so input checks need no
+/// host wait of their own. Allocated with the device's nn stream. Thread-safe.
+std::int64_t* dev_error_record(Device d);
+/// Reports and clears the error record of `d`; call after a synchronisation of its nn
+/// stream. No-op when the record is clear.
+/// @throws InputError naming the function, the argument entry, its value and the range,
+///         e.g. "nn::CrossEntropyLoss::forward: targets[4] is 5, but must be in [0, 5)".
+void check_dev_errors(Device d);
 
 /// Throws InputError naming `who` unless `t` is on `d` (or undefined when `allow_empty`).
 void require_device(const Tensor& t, Device d, const char* who);

@@ -29,14 +29,6 @@ RngStream row_stream(const RngStream& rng, std::int64_t i) {
   return RngStream(rng.seed(), rng.stream() + static_cast<std::uint32_t>(i), rng.purpose());
 }
 
-// Validates int64 indices in [0, classes) (on a host copy for a device tensor).
-[[maybe_unused]] void check_indices(const Tensor& a, std::int64_t classes, const char* who, const char* what) {
-  const Tensor h = a.is_cuda() ? a.to(Device::cpu()) : a;
-  const std::int64_t* p = h.data<std::int64_t>();
-  for (std::int64_t i = 0; i < h.numel(); ++i)
-    HERD_REQUIRE(p[i] >= 0 && p[i] < classes, "{}: {}[{}] is {}, but must be in [0, {})", who, what, i, p[i],
-                 classes);
-}
 #if HERD_HAVE_CUDA
 cudaStream_t dev_stream_of(const Tensor& t) { return detail::dev_stream(t.device()); }
 #endif
@@ -89,14 +81,16 @@ const Tensor& Categorical::log_prob(const Tensor& actions) {
                log_probs_.device().str());
 #if HERD_HAVE_CUDA
   if (actions.is_cuda()) {
-    check_indices(actions, C, who, "actions");
+    // Actions are range-checked on the device (the first bad one goes to the device's
+    // error record and is reported at the next synchronisation): no host wait here.
     actions_ = actions;
     log_prob_.resize({B}, log_probs_.dtype(), log_probs_.device());
     detail::DevGuard guard(actions.device());
     detail::dispatch(log_probs_.dtype(), [&](auto tag) {
       using T = decltype(tag);
       cuda::gather_rows<T>(log_probs_.data<T>(), actions.data<std::int64_t>(), log_prob_.data<T>(), nullptr, B, C,
-                           dev_stream_of(actions));
+                           dev_stream_of(actions), 1.0, detail::dev_error_record(actions.device()),
+                           detail::kDevErrCategoricalAction);
     });
     return log_prob_;
   }
@@ -174,11 +168,20 @@ void Categorical::sample(const RngStream& rng, std::uint64_t index, Tensor& acti
 void Categorical::mode(Tensor& actions) const {
   HERD_REQUIRE(probs_.defined(), "nn::Categorical::mode: set_logits was not called");
   const std::int64_t B = probs_.dim(0), C = probs_.dim(1);
-  const Tensor lp = log_probs_.is_cuda() ? log_probs_.to(Device::cpu()) : log_probs_;
-  Tensor host_actions;
-  Tensor& out = log_probs_.is_cuda() ? host_actions : actions;
-  out.resize({B}, DType::kInt64);
-  std::int64_t* a = out.data<std::int64_t>();
+#if HERD_HAVE_CUDA
+  if (log_probs_.is_cuda()) {
+    actions.resize({B}, DType::kInt64, log_probs_.device());
+    detail::DevGuard guard(log_probs_.device());
+    detail::dispatch(log_probs_.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::argmax_rows<T>(log_probs_.data<T>(), actions.data<std::int64_t>(), B, C, dev_stream_of(log_probs_));
+    });
+    return;
+  }
+#endif
+  const Tensor& lp = log_probs_;
+  actions.resize({B}, DType::kInt64);
+  std::int64_t* a = actions.data<std::int64_t>();
   detail::dispatch(lp.dtype(), [&](auto tag) {
     using T = decltype(tag);
     for (std::int64_t i = 0; i < B; ++i) {
@@ -189,10 +192,6 @@ void Categorical::mode(Tensor& actions) const {
       a[i] = best;
     }
   });
-  if (log_probs_.is_cuda()) {
-    actions.resize({B}, DType::kInt64, log_probs_.device());
-    actions.copy_from(host_actions);
-  }
 }
 
 void Categorical::backward_log_prob(const Tensor& g) {

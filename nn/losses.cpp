@@ -24,15 +24,11 @@ void check_pair(const Tensor& p, const Tensor& t, const char* who) {
 }
 
 #if HERD_HAVE_CUDA
-// d = p - t on the device; returns sum d^2 (waits for the stream: the loss is a host double).
-double dev_diff_sq(const Tensor& p, const Tensor& t, Tensor& d) {
-  detail::DevGuard guard(p.device());
-  double* sum = detail::dev_scratch(p.device());
-  detail::dispatch(p.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    cuda::diff_sq_sum<T>(p.data<T>(), t.data<T>(), d.data<T>(), sum, p.numel(), detail::dev_stream(p.device()));
-  });
-  return detail::dev_read(p.device(), sum);
+// The loss's float64 [1] device value (allocated once per device), and the next
+// generation: earlier LossValues of this loss become stale.
+LossValue device_value(Tensor& value, std::shared_ptr<std::uint64_t>& generation, Device d) {
+  value.resize({1}, DType::kFloat64, d);
+  return LossValue(value, generation, ++*generation);
 }
 // g = k clamp(d, -delta, delta) (delta <= 0: no clamp).
 void dev_scaled_clamp(const Tensor& d, Tensor& g, double k, double delta) {
@@ -49,11 +45,34 @@ void dev_scaled_clamp(const Tensor& d, Tensor& g, double k, double delta) {
 using detail::CMapA;
 using detail::MapA;
 
-double MseLoss::forward(const Tensor& p, const Tensor& t) {
+double LossValue::value() const {
+  if (ready_) return host_;
+  HERD_CHECK(current_ && *current_ == generation_,
+             "nn::LossValue::value: the loss ran forward again after this value was returned; read a device "
+             "loss value (or convert it to double) before the loss's next forward");
+#if HERD_HAVE_CUDA
+  const Device d = device_.device();
+  detail::DevGuard guard(d);
+  host_ = detail::dev_read(d, device_.data<double>());  // waits; reports deferred input errors
+  ready_ = true;
+#endif
+  return host_;
+}
+
+LossValue MseLoss::forward(const Tensor& p, const Tensor& t) {
   check_pair(p, t, "nn::MseLoss::forward");
   diff_.resize_like(p);
 #if HERD_HAVE_CUDA
-  if (p.is_cuda()) return dev_diff_sq(p, t, diff_) / static_cast<double>(p.numel());
+  if (p.is_cuda()) {
+    LossValue v = device_value(value_, generation_, p.device());
+    detail::DevGuard guard(p.device());
+    detail::dispatch(p.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::diff_sq_sum<T>(p.data<T>(), t.data<T>(), diff_.data<T>(), value_.data<double>(), p.numel(),
+                           detail::dev_stream(p.device()), 1.0 / static_cast<double>(p.numel()));
+    });
+    return v;
+  }
 #endif
   return detail::dispatch(p.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -86,19 +105,22 @@ HuberLoss::HuberLoss(double delta) : delta_(delta) {
   HERD_REQUIRE(delta > 0, "nn::HuberLoss: delta is {}, but must be positive", delta);
 }
 
-double HuberLoss::forward(const Tensor& p, const Tensor& t) {
+LossValue HuberLoss::forward(const Tensor& p, const Tensor& t) {
   check_pair(p, t, "nn::HuberLoss::forward");
   diff_.resize_like(p);
 #if HERD_HAVE_CUDA
   if (p.is_cuda()) {
-    dev_diff_sq(p, t, diff_);
+    LossValue v = device_value(value_, generation_, p.device());
     detail::DevGuard guard(p.device());
-    double* sum = detail::dev_scratch(p.device());
     detail::dispatch(p.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      cuda::huber_sum<T>(diff_.data<T>(), sum, p.numel(), delta_, detail::dev_stream(p.device()));
+      cudaStream_t st = detail::dev_stream(p.device());
+      // d = p - t (its sum of squares goes to value_, then is overwritten by the Huber sum).
+      cuda::diff_sq_sum<T>(p.data<T>(), t.data<T>(), diff_.data<T>(), value_.data<double>(), p.numel(), st);
+      cuda::huber_sum<T>(diff_.data<T>(), value_.data<double>(), p.numel(), delta_, st,
+                         1.0 / static_cast<double>(p.numel()));
     });
-    return detail::dev_read(p.device(), sum) / static_cast<double>(p.numel());
+    return v;
   }
 #endif
   return detail::dispatch(p.dtype(), [&](auto tag) {
@@ -134,7 +156,7 @@ const Tensor& HuberLoss::backward(double scale) {
   return grad_;
 }
 
-double CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets) {
+LossValue CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets) {
   const char* who = "nn::CrossEntropyLoss::forward";
   HERD_REQUIRE(logits.defined() && targets.defined(), "{}: undefined input", who);
   HERD_REQUIRE(logits.device() == targets.device(), "{}: logits are on {} but targets on {}; they must match",
@@ -147,22 +169,21 @@ double CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets) {
   const std::int64_t B = logits.dim(0), C = logits.dim(1);
 #if HERD_HAVE_CUDA
   if (logits.is_cuda()) {
-    // Targets are validated on a host copy (one small synchronous copy per call).
-    const Tensor host_targets = targets.to(Device::cpu());
-    const std::int64_t* ht = host_targets.data<std::int64_t>();
-    for (std::int64_t i = 0; i < B; ++i)
-      HERD_REQUIRE(ht[i] >= 0 && ht[i] < C, "{}: targets[{}] is {}, but must be in [0, {})", who, i, ht[i], C);
+    // Targets are range-checked on the device (gather_rows writes the first bad one to the
+    // device's error record, reported at the next synchronisation): no host wait here.
     targets_ = targets;
     log_probs_.resize_like(logits);
+    LossValue v = device_value(value_, generation_, logits.device());
     detail::DevGuard guard(logits.device());
-    double* sum = detail::dev_scratch(logits.device());
     detail::dispatch(logits.dtype(), [&](auto tag) {
       using T = decltype(tag);
       cudaStream_t st = detail::dev_stream(logits.device());
       cuda::softmax_rows(logits.data<T>(), log_probs_.data<T>(), B, C, true, st);
-      cuda::gather_rows<T>(log_probs_.data<T>(), targets.data<std::int64_t>(), nullptr, sum, B, C, st);
+      cuda::gather_rows<T>(log_probs_.data<T>(), targets.data<std::int64_t>(), nullptr, value_.data<double>(), B, C,
+                           st, -1.0 / static_cast<double>(B), detail::dev_error_record(logits.device()),
+                           detail::kDevErrCrossEntropyTarget);
     });
-    return -detail::dev_read(logits.device(), sum) / static_cast<double>(B);
+    return v;
   }
 #endif
   const std::int64_t* tg = targets.data<std::int64_t>();

@@ -1,5 +1,6 @@
 #include "herd/nn/tensor.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -13,6 +14,15 @@
 #endif
 
 namespace herd::nn {
+
+namespace detail {
+namespace {
+std::atomic<std::uint64_t> g_storage_replacements{0};
+}  // namespace
+void note_storage_replacement() { g_storage_replacements.fetch_add(1, std::memory_order_relaxed); }
+std::uint64_t storage_replacements() { return g_storage_replacements.load(std::memory_order_relaxed); }
+}  // namespace detail
+
 
 const char* dtype_name(DType t) {
   switch (t) {
@@ -96,6 +106,10 @@ void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t by
   cudaStream_t s = detail::dev_stream(cd);
   HERD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
   HERD_CUDA_CHECK(cudaStreamSynchronize(s));
+  // A read back to the host is a natural synchronisation point: report input errors found
+  // on the device (not on copies to or within the device, so loading a state is never cut
+  // short by an earlier, unrelated error).
+  if (dd.is_cpu()) detail::check_dev_errors(cd);
 #else
   (void)dst;
   (void)src;
@@ -317,6 +331,7 @@ void Tensor::resize(const Shape& shape, DType dtype, Device device) {
   // Reuse the storage from this tensor's offset when it fits, so a view (for example a
   // slice of a rollout buffer given as an output argument) is written in place.
   if (!storage_ || storage_->device != device || offset_ + need > storage_->bytes) {
+    if (storage_ && storage_->device.is_cuda()) detail::note_storage_replacement();
     storage_ = std::make_shared<detail::Storage>(need, device);
     offset_ = 0;
   }
@@ -342,6 +357,7 @@ void synchronize(Device device) {
   if (device.is_cpu()) return;
 #if HERD_HAVE_CUDA
   HERD_CUDA_CHECK(cudaStreamSynchronize(detail::dev_stream(device)));
+  detail::check_dev_errors(device);
 #else
   throw InputError("nn::synchronize: device " + device.str() + " needs a CUDA build");
 #endif

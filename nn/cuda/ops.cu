@@ -37,24 +37,24 @@ __device__ inline void block_sum_atomic(double v, double* out) {
 }
 
 template <class T>
-__global__ void diff_sq_kernel(const T* p, const T* t, T* d, double* sum, std::int64_t n) {
+__global__ void diff_sq_kernel(const T* p, const T* t, T* d, double* sum, std::int64_t n, double k) {
   double acc = 0;
   for (std::int64_t i = gid(); i < n; i += gstride()) {
     const T di = p[i] - t[i];
     d[i] = di;
     acc += static_cast<double>(di) * static_cast<double>(di);
   }
-  block_sum_atomic(acc, sum);
+  block_sum_atomic(acc * k, sum);
 }
 
 template <class T>
-__global__ void huber_kernel(const T* d, double* sum, std::int64_t n, double delta) {
+__global__ void huber_kernel(const T* d, double* sum, std::int64_t n, double delta, double k) {
   double acc = 0;
   for (std::int64_t i = gid(); i < n; i += gstride()) {
     const double a = fabs(static_cast<double>(d[i]));
     acc += a < delta ? 0.5 * a * a : delta * (a - 0.5 * delta);
   }
-  block_sum_atomic(acc, sum);
+  block_sum_atomic(acc * k, sum);
 }
 
 template <class T>
@@ -94,16 +94,48 @@ __global__ void softmax_backward_kernel(const T* y, const T* gy, T* gx, std::int
   }
 }
 
+// Claims the error record `err` ({code, index, value, bound}) for the first offender.
+__device__ inline void report_index_error(std::int64_t* err, int code, std::int64_t index, std::int64_t value,
+                                          std::int64_t bound) {
+  if (!err) return;
+  auto* c = reinterpret_cast<unsigned long long*>(err);
+  if (atomicCAS(c, 0ULL, static_cast<unsigned long long>(code)) == 0ULL) {
+    err[1] = index;
+    err[2] = value;
+    err[3] = bound;
+    __threadfence_system();
+  }
+}
+
 template <class T>
 __global__ void gather_kernel(const T* lp, const std::int64_t* idx, T* out, double* sum,
-                              std::int64_t rows, std::int64_t cols) {
+                              std::int64_t rows, std::int64_t cols, double k, std::int64_t* err, int code) {
   double acc = 0;
   for (std::int64_t r = gid(); r < rows; r += gstride()) {
-    const T v = lp[r * cols + idx[r]];
+    const std::int64_t c = idx[r];
+    T v;
+    if (c >= 0 && c < cols) {
+      v = lp[r * cols + c];
+    } else {
+      v = static_cast<T>(nan(""));
+      report_index_error(err, code, r, c, cols);
+    }
     if (out) out[r] = v;
     acc += static_cast<double>(v);
   }
-  if (sum) block_sum_atomic(acc, sum);
+  // Every thread of the block takes part in the reduction (it has __syncthreads).
+  if (sum) block_sum_atomic(acc * k, sum);
+}
+
+template <class T>
+__global__ void argmax_rows_kernel(const T* x, std::int64_t* out, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = gid(); r < rows; r += gstride()) {
+    const T* xr = x + r * cols;
+    std::int64_t best = 0;
+    for (std::int64_t c = 1; c < cols; ++c)
+      if (xr[c] > xr[best]) best = c;
+    out[r] = best;
+  }
 }
 
 template <class T>
@@ -279,23 +311,112 @@ __global__ void gauss_sample_kernel(const T* mu, const T* ls, T* out, std::int64
   }
 }
 
+template <class T>
+__global__ void im2col_kernel(const T* x, T* col, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
+                              std::int64_t kw, std::int64_t stride, std::int64_t pad, std::int64_t ho,
+                              std::int64_t wo) {
+  const std::int64_t P = ho * wo, total = C * kh * kw * P;
+  for (std::int64_t e = gid(); e < total; e += gstride()) {
+    const std::int64_t k = e / P, q = e % P;
+    const std::int64_t c = k / (kh * kw), ij = k % (kh * kw), i = ij / kw, j = ij % kw;
+    const std::int64_t y = q / wo, xo = q % wo;
+    const std::int64_t iy = y * stride - pad + i, ix = xo * stride - pad + j;
+    col[e] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[(c * H + iy) * W + ix] : T(0);
+  }
+}
+
+template <class T>
+__global__ void col2im_kernel(const T* col, T* x, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
+                              std::int64_t kw, std::int64_t stride, std::int64_t pad, std::int64_t ho,
+                              std::int64_t wo) {
+  const std::int64_t P = ho * wo, total = C * H * W;
+  for (std::int64_t e = gid(); e < total; e += gstride()) {
+    const std::int64_t c = e / (H * W), iy = (e / W) % H, ix = e % W;
+    T acc = 0;
+    // Output row y reads input row iy through kernel row i when y stride - pad + i == iy.
+    for (std::int64_t i = 0; i < kh; ++i) {
+      const std::int64_t ty = iy + pad - i;
+      if (ty < 0 || ty % stride != 0) continue;
+      const std::int64_t y = ty / stride;
+      if (y >= ho) continue;
+      for (std::int64_t j = 0; j < kw; ++j) {
+        const std::int64_t tx = ix + pad - j;
+        if (tx < 0 || tx % stride != 0) continue;
+        const std::int64_t xo = tx / stride;
+        if (xo >= wo) continue;
+        acc += col[((c * kh + i) * kw + j) * P + y * wo + xo];
+      }
+    }
+    x[e] = acc;
+  }
+}
+
+template <class T>
+__global__ void conv_bias_add_kernel(T* y, const T* b, std::int64_t N, std::int64_t O, std::int64_t P) {
+  for (std::int64_t e = gid(); e < N * O * P; e += gstride()) y[e] += b[(e / P) % O];
+}
+
+// One block per output channel o (grid-stride over channels); the block sums gy[n, o, :].
+template <class T>
+__global__ void conv_bias_grad_kernel(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int64_t P) {
+  __shared__ double buf[kThreads];
+  for (std::int64_t o = blockIdx.x; o < O; o += gridDim.x) {
+    double acc = 0;
+    for (std::int64_t e = threadIdx.x; e < N * P; e += blockDim.x) {
+      const std::int64_t n = e / P, q = e % P;
+      acc += static_cast<double>(gy[(n * O + o) * P + q]);
+    }
+    buf[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) gb[o] += static_cast<T>(buf[0]);
+    __syncthreads();
+  }
+}
+
+__global__ void adam_tick_kernel(double* hyper, double b1, double b2) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  const double t = hyper[1] + 1.0;
+  hyper[1] = t;
+  hyper[2] = hyper[0] / (1.0 - ::pow(b1, t));
+  hyper[3] = 1.0 / ::sqrt(1.0 - ::pow(b2, t));
+}
+
+template <class T>
+__global__ void adam_hyper_kernel(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, T b1, T b2,
+                                  T eps) {
+  const T step_size = static_cast<T>(hyper[2]);
+  const T inv_bc2_sqrt = static_cast<T>(hyper[3]);
+  for (std::int64_t i = gid(); i < n; i += gstride()) {
+    const T gi = g[i];
+    const T mi = b1 * m[i] + (T(1) - b1) * gi;
+    const T vi = b2 * v[i] + (T(1) - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] -= step_size * mi / (::sqrt(vi) * inv_bc2_sqrt + eps);
+  }
+}
+
 void zero_double(double* p, cudaStream_t s) { HERD_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(double), s)); }
 
 }  // namespace
 
 template <class T>
-void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s) {
+void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s, double k) {
   zero_double(sum, s);
   if (n == 0) return;
-  diff_sq_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, t, d, sum, n);
+  diff_sq_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, t, d, sum, n, k);
   check_launch();
 }
 
 template <class T>
-void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream_t s) {
+void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream_t s, double k) {
   zero_double(sum, s);
   if (n == 0) return;
-  huber_kernel<<<blocks_for(n), kThreads, 0, s>>>(d, sum, n, delta);
+  huber_kernel<<<blocks_for(n), kThreads, 0, s>>>(d, sum, n, delta, k);
   check_launch();
 }
 
@@ -330,10 +451,17 @@ void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::in
 
 template <class T>
 void gather_rows(const T* lp, const std::int64_t* idx, T* out, double* sum, std::int64_t rows,
-                 std::int64_t cols, cudaStream_t s) {
+                 std::int64_t cols, cudaStream_t s, double k, std::int64_t* err, int err_code) {
   if (sum) zero_double(sum, s);
   if (rows == 0) return;
-  gather_kernel<<<blocks_for(rows), kThreads, 0, s>>>(lp, idx, out, sum, rows, cols);
+  gather_kernel<<<blocks_for(rows), kThreads, 0, s>>>(lp, idx, out, sum, rows, cols, k, err, err_code);
+  check_launch();
+}
+
+template <class T>
+void argmax_rows(const T* x, std::int64_t* out, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
+  if (rows == 0) return;
+  argmax_rows_kernel<<<blocks_for(rows), kThreads, 0, s>>>(x, out, rows, cols);
   check_launch();
 }
 
@@ -447,16 +575,64 @@ void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::i
   check_launch();
 }
 
+template <class T>
+void conv_im2col(const T* x, T* col, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh, std::int64_t kw,
+                 std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo, cudaStream_t s) {
+  const std::int64_t n = C * kh * kw * ho * wo;
+  if (n == 0) return;
+  im2col_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, col, C, H, W, kh, kw, stride, pad, ho, wo);
+  check_launch();
+}
+
+template <class T>
+void conv_col2im(const T* col, T* x, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh, std::int64_t kw,
+                 std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo, cudaStream_t s) {
+  const std::int64_t n = C * H * W;
+  if (n == 0) return;
+  col2im_kernel<<<blocks_for(n), kThreads, 0, s>>>(col, x, C, H, W, kh, kw, stride, pad, ho, wo);
+  check_launch();
+}
+
+template <class T>
+void conv_bias_add(T* y, const T* b, std::int64_t N, std::int64_t O, std::int64_t P, cudaStream_t s) {
+  if (N * O * P == 0) return;
+  conv_bias_add_kernel<<<blocks_for(N * O * P), kThreads, 0, s>>>(y, b, N, O, P);
+  check_launch();
+}
+
+template <class T>
+void conv_bias_grad(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int64_t P, cudaStream_t s) {
+  if (O == 0) return;
+  const unsigned blocks = static_cast<unsigned>(O < 65535 ? O : 65535);
+  conv_bias_grad_kernel<<<blocks, kThreads, 0, s>>>(gy, gb, N, O, P);
+  check_launch();
+}
+
+void adam_tick(double* hyper, double beta1, double beta2, cudaStream_t s) {
+  adam_tick_kernel<<<1, 1, 0, s>>>(hyper, beta1, beta2);
+  check_launch();
+}
+
+template <class T>
+void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, double beta1, double beta2,
+                       double eps, cudaStream_t s) {
+  if (n == 0) return;
+  adam_hyper_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, m, v, n, hyper, static_cast<T>(beta1),
+                                                       static_cast<T>(beta2), static_cast<T>(eps));
+  check_launch();
+}
+
 #define HERD_NN_OPS_INSTANTIATE(T)                                                                   \
-  template void diff_sq_sum<T>(const T*, const T*, T*, double*, std::int64_t, cudaStream_t);        \
-  template void huber_sum<T>(const T*, double*, std::int64_t, double, cudaStream_t);                \
+  template void diff_sq_sum<T>(const T*, const T*, T*, double*, std::int64_t, cudaStream_t, double);\
+  template void huber_sum<T>(const T*, double*, std::int64_t, double, cudaStream_t, double);        \
+  template void argmax_rows<T>(const T*, std::int64_t*, std::int64_t, std::int64_t, cudaStream_t);  \
   template void scaled_clamp<T>(const T*, T*, std::int64_t, double, double, cudaStream_t);          \
   template void add<T>(const T*, const T*, T*, std::int64_t, cudaStream_t);                         \
   template void exp<T>(const T*, T*, std::int64_t, cudaStream_t);                                   \
   template void softmax_backward<T>(const T*, const T*, T*, std::int64_t, std::int64_t, bool,       \
                                     cudaStream_t);                                                  \
   template void gather_rows<T>(const T*, const std::int64_t*, T*, double*, std::int64_t,            \
-                               std::int64_t, cudaStream_t);                                         \
+                               std::int64_t, cudaStream_t, double, std::int64_t*, int);             \
   template void cross_entropy_backward<T>(const T*, const std::int64_t*, T*, std::int64_t,          \
                                           std::int64_t, double, cudaStream_t);                      \
   template void categorical_entropy<T>(const T*, const T*, T*, std::int64_t, std::int64_t,          \
@@ -479,6 +655,16 @@ void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::i
   template void rmsprop_update<T>(T*, const T*, T*, std::int64_t, double, double, double,           \
                                   cudaStream_t);                                                    \
   template void sum_squares<T>(const T*, double*, std::int64_t, cudaStream_t);                      \
+  template void conv_im2col<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,       \
+                              std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,        \
+                              cudaStream_t);                                                                \
+  template void conv_col2im<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,       \
+                              std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,        \
+                              cudaStream_t);                                                                \
+  template void conv_bias_add<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);   \
+  template void conv_bias_grad<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);  \
+  template void adam_update_hyper<T>(T*, const T*, T*, T*, std::int64_t, const double*, double, double,    \
+                                     double, cudaStream_t);                                                \
   template void categorical_sample<T>(const T*, std::int64_t*, std::int64_t, std::int64_t,          \
                                       std::uint64_t, std::uint32_t, int, std::uint64_t,             \
                                       cudaStream_t);                                                \

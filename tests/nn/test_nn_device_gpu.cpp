@@ -148,6 +148,88 @@ TEST_CASE("device Linear matches the CPU", "[gpu][nn]") {
   CHECK_THROWS_WITH(gpu.forward(rand_host({B, 13}, dt, 4)), Catch::Contains("cuda:0") && Catch::Contains("cpu"));
 }
 
+TEST_CASE("device Conv2d matches the CPU: forward, input, weight and bias gradients", "[gpu][nn]") {
+  BOTH_DTYPES;
+  struct Case {
+    std::int64_t cin, cout, kh, kw, stride, pad, h, w;
+  };
+  // Square and non-square kernels and images, stride 1 to 3 (stride 3 > kernel 2 leaves
+  // input positions no output reads: their gradient must be exactly zero), padding 0 to 2,
+  // 1x1 kernels, a kernel as large as the padded image (one output position).
+  const Case c = GENERATE(Case{3, 8, 3, 3, 1, 1, 7, 6}, Case{2, 5, 3, 2, 2, 0, 9, 8}, Case{1, 4, 5, 5, 3, 2, 11, 13},
+                          Case{4, 3, 1, 1, 1, 0, 5, 5}, Case{3, 2, 2, 2, 3, 1, 10, 7}, Case{2, 3, 4, 3, 1, 0, 4, 3});
+  const std::int64_t batch = GENERATE(1, 17);
+  const bool bias = GENERATE(true, false);
+  INFO("cin " << c.cin << " cout " << c.cout << " kernel " << c.kh << "x" << c.kw << " stride " << c.stride
+              << " pad " << c.pad << " image " << c.h << "x" << c.w << " batch " << batch << " bias " << bias);
+  const RngStream init(11, 3, RngPurpose::kInit);
+  Conv2d cpu(c.cin, c.cout, c.kh, c.kw, c.stride, c.pad, dt, Device::cpu(), bias, init, 2);
+  Conv2d gpu(c.cin, c.cout, c.kh, c.kw, c.stride, c.pad, dt, kGpu, bias, init, 2);
+  check_params(gpu, cpu, dt, false);  // same initial values from the host streams
+  differential(gpu, cpu, {batch, c.cin, c.h, c.w}, dt, 400 + static_cast<std::uint32_t>(c.h));
+  // A second forward/backward at another batch size reuses (and regrows) the buffers.
+  differential(gpu, cpu, {batch + 2, c.cin, c.h, c.w}, dt, 500 + static_cast<std::uint32_t>(c.w));
+  if (c.stride > c.kh) {
+    // Rows that no output reads get an exactly zero input gradient.
+    const Tensor x = rand_host({batch, c.cin, c.h, c.w}, dt, 9).to(kGpu);
+    const Tensor& y = gpu.forward(x);
+    const Tensor& gx = gpu.backward(rand_host(y.shape(), dt, 10).to(kGpu));
+    const std::vector<double> v = gx.to(Device::cpu()).to_vector();
+    // Stride 3, kernel 2, padding 1 reads input rows 3y - 1 and 3y: row 1 never (nor column 1).
+    const std::int64_t row = 1;
+    for (std::int64_t q = 0; q < c.w; ++q) CHECK(v[static_cast<std::size_t>(row * c.w + q)] == 0.0);
+    for (std::int64_t r = 0; r < c.h; ++r) CHECK(v[static_cast<std::size_t>(r * c.w + 1)] == 0.0);
+    CHECK(v[0] != 0.0);  // ... while a row and column that are read get a gradient
+  }
+  // Without the input gradient the weight and bias gradients are unchanged.
+  Conv2d cpu2(c.cin, c.cout, c.kh, c.kw, c.stride, c.pad, dt, Device::cpu(), bias, init, 2);
+  Conv2d gpu2(c.cin, c.cout, c.kh, c.kw, c.stride, c.pad, dt, kGpu, bias, init, 2);
+  cpu2.set_input_grad(false);
+  gpu2.set_input_grad(false);
+  differential(gpu2, cpu2, {batch, c.cin, c.h, c.w}, dt, 600);
+  CHECK_FALSE(gpu2.backward(gpu2.forward(rand_host({batch, c.cin, c.h, c.w}, dt, 1).to(kGpu))).defined());
+  // A host input is rejected by the device module.
+  CHECK_THROWS_AS(gpu.forward(rand_host({batch, c.cin, c.h, c.w}, dt, 1)), InputError);
+}
+
+TEST_CASE("device convnet (Conv2d, ReLU, Conv2d, Flatten, Linear) trained with Adam matches the CPU", "[gpu][nn]") {
+  BOTH_DTYPES;
+  auto build = [&](Device d) {
+    auto net = std::make_unique<Sequential>(dt, d);
+    const RngStream init(12, 0, RngPurpose::kInit);
+    net->emplace<Conv2d>(2, 4, 3, 3, 1, 1, dt, d, true, init, 0);
+    net->emplace<ReLU>(dt, d);
+    net->emplace<Conv2d>(4, 3, 3, 3, 2, 1, dt, d, true, init, 1);
+    net->emplace<Tanh>(dt, d);
+    net->emplace<Flatten>(dt, d);
+    net->emplace<Linear>(3 * 4 * 3, 5, dt, d, true, init, 2);
+    return net;
+  };
+  auto cpu = build(Device::cpu());
+  auto gpu = build(kGpu);
+  check_params(*gpu, *cpu, dt, false);
+  Adam oc(cpu->named_parameters(), 1e-2), og(gpu->named_parameters(), 1e-2);
+  CrossEntropyLoss lc, lg;
+  std::vector<std::int64_t> labels(17);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>((i * 3) % 5);
+  const Tensor t = Tensor::from_indices({17}, labels);
+  const Tensor td = t.to(kGpu);
+  for (int s = 0; s < 4; ++s) {
+    const Tensor x = rand_host({17, 2, 8, 6}, dt, 700 + static_cast<std::uint32_t>(s));
+    oc.zero_grad();
+    og.zero_grad();
+    const double a = lc.forward(cpu->forward(x), t);
+    const double b = lg.forward(gpu->forward(x.to(kGpu)), td);
+    CHECK(b == Approx(a).epsilon(dt == DType::kFloat64 ? 1e-9 : 1e-4));
+    cpu->backward(lc.backward());
+    gpu->backward(lg.backward());
+    check_params(*gpu, *cpu, dt, true);
+    oc.step();
+    og.step();
+  }
+  check_params(*gpu, *cpu, dt, false);
+}
+
 TEST_CASE("device activations, softmax and LayerNorm match the CPU", "[gpu][nn]") {
   BOTH_DTYPES;
   {
@@ -210,9 +292,124 @@ TEST_CASE("device losses match the CPU", "[gpu][nn]") {
     CHECK(g.forward(pd, tg.to(kGpu)) == Approx(c.forward(p, tg)).epsilon(tol));
     check_close(g.backward(0.9), c.backward(0.9), dt, "cross-entropy grad");
     idx[4] = 5;
-    CHECK_THROWS_WITH(g.forward(pd, Tensor::from_indices({33}, idx).to(kGpu)), Catch::Contains("targets[4] is 5"));
+    // Checked on the device: reported when the value is read.
+    CHECK_THROWS_WITH(g.forward(pd, Tensor::from_indices({33}, idx).to(kGpu)).value(),
+                      Catch::Contains("targets[4] is 5"));
     // Mixed devices are an InputError.
     CHECK_THROWS_AS(MseLoss().forward(pd, t), InputError);
+  }
+}
+
+TEST_CASE("device losses and Categorical: no host wait in forward, input errors reported at the next sync",
+          "[gpu][nn]") {
+  BOTH_DTYPES;
+  const std::int64_t B = 29, C = 4;
+  const Tensor logits = rand_host({B, C}, dt, 80, -2, 2);
+  const Tensor ld = logits.to(kGpu);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(B));
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>((i * 5) % 4);
+  const Tensor good = Tensor::from_indices({B}, idx);
+  const Tensor good_d = good.to(kGpu);
+  std::vector<std::int64_t> bad_idx = idx;
+  bad_idx[11] = 4;  // == classes
+  const Tensor bad_hi = Tensor::from_indices({B}, bad_idx).to(kGpu);
+  bad_idx[11] = idx[11];
+  bad_idx[3] = -1;
+  const Tensor bad_lo = Tensor::from_indices({B}, bad_idx).to(kGpu);
+  synchronize(kGpu);  // a clean start
+
+  CrossEntropyLoss ce_cpu, ce;
+  const double want = ce_cpu.forward(logits, good);
+  SECTION("the loss value stays on the device until read") {
+    const LossValue v = ce.forward(ld, good_d);
+    CHECK_FALSE(v.ready());
+    REQUIRE(v.tensor().defined());
+    CHECK(v.tensor().is_cuda());
+    CHECK(v.tensor().dtype() == DType::kFloat64);
+    CHECK(v.tensor().to(Device::cpu()).item(0) == Approx(want).epsilon(1e-6));
+    CHECK(v.value() == Approx(want).epsilon(dt == DType::kFloat64 ? 1e-12 : 1e-6));
+    CHECK(v.ready());
+    const double as_double = v;  // the implicit conversion of the old API
+    CHECK(as_double == v.value());
+    // Host losses are ready at once and have no device tensor.
+    const LossValue h = ce_cpu.forward(logits, good);
+    CHECK(h.ready());
+    CHECK_FALSE(h.tensor().defined());
+    CHECK(h.value() == want);
+  }
+  SECTION("a device value read after the loss's next forward is an error, not a silently newer value") {
+    const LossValue a = ce.forward(ld, good_d);
+    const LossValue b = ce.forward(ld, good_d);
+    CHECK_THROWS_AS(a.value(), Error);
+    CHECK(b.value() == Approx(want).epsilon(1e-6));
+    // MSE and Huber: the same protocol.
+    MseLoss mse;
+    HuberLoss huber;
+    const Tensor t = rand_host({B, C}, dt, 81).to(kGpu);
+    const LossValue m = mse.forward(ld, t);
+    const LossValue hv = huber.forward(ld, t);
+    CHECK_FALSE(m.ready());
+    MseLoss mse_cpu;
+    HuberLoss huber_cpu;
+    CHECK(m.value() == Approx(mse_cpu.forward(logits, t.to(Device::cpu()))).epsilon(1e-6));
+    CHECK(hv.value() == Approx(huber_cpu.forward(logits, t.to(Device::cpu()))).epsilon(1e-6));
+  }
+  SECTION("a target out of range is an InputError when the value is read") {
+    const LossValue v = ce.forward(ld, bad_hi);  // no throw, no wait
+    CHECK_THROWS_WITH(v.value(), Catch::Contains("nn::CrossEntropyLoss::forward") &&
+                                     Catch::Contains("targets[11] is 4") && Catch::Contains("[0, 4)"));
+    // Reported once: the next call with good targets is fine.
+    CHECK(ce.forward(ld, good_d).value() == Approx(want).epsilon(1e-6));
+    CHECK_THROWS_WITH(ce.forward(ld, bad_lo).value(), Catch::Contains("targets[3] is -1"));
+  }
+  SECTION("... or at nn::synchronize, or at a copy from the device, when the value is never read") {
+    ce.forward(ld, bad_hi);
+    ce.backward();  // the gradient kernel reads no out-of-range memory
+    CHECK_THROWS_AS(synchronize(kGpu), InputError);
+    synchronize(kGpu);  // cleared once reported
+    ce.forward(ld, bad_lo);
+    CHECK_THROWS_WITH(ld.to(Device::cpu()), Catch::Contains("targets[3] is -1"));
+    CHECK(ld.to(Device::cpu()).to_vector() == logits.to(Device::cpu()).to_vector());
+  }
+  SECTION("Categorical::log_prob checks actions on the device") {
+    Categorical cat_cpu, cat;
+    cat_cpu.set_logits(logits);
+    cat.set_logits(ld);
+    const Tensor& lp = cat.log_prob(bad_hi);  // no throw, no wait
+    CHECK_THROWS_WITH(synchronize(kGpu), Catch::Contains("nn::Categorical::log_prob") &&
+                                             Catch::Contains("actions[11] is 4") && Catch::Contains("[0, 4)"));
+    // The bad row is NaN, the others are right.
+    const std::vector<double> got = lp.to(Device::cpu()).to_vector();
+    const std::vector<double> ref = cat_cpu.log_prob(good).to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (i == 11)
+        CHECK(std::isnan(got[i]));
+      else
+        CHECK(got[i] == Approx(ref[i]).epsilon(1e-6));
+    }
+    cat.log_prob(bad_lo);
+    CHECK_THROWS_WITH(cat.entropy().to(Device::cpu()), Catch::Contains("actions[3] is -1"));
+    // Good actions: no error.
+    check_close(cat.log_prob(good_d), cat_cpu.log_prob(good), dt, "log_prob");
+    synchronize(kGpu);
+    // The CPU path still throws at once.
+    CHECK_THROWS_WITH(cat_cpu.log_prob(bad_hi.to(Device::cpu())), Catch::Contains("actions[11] is 4"));
+  }
+  SECTION("Categorical::mode on the device: first index on ties, as the CPU") {
+    std::vector<double> v(static_cast<std::size_t>(B * C), 0.0);
+    for (std::int64_t r = 0; r < B; ++r) {
+      v[static_cast<std::size_t>(r * C + (r % C))] = 1.0;
+      v[static_cast<std::size_t>(r * C + ((r + 2) % C))] = 1.0;  // a tie: the smaller index wins
+    }
+    const Tensor tie = Tensor::from_vector({B, C}, v, dt);
+    Categorical cat_cpu, cat;
+    cat_cpu.set_logits(tie);
+    cat.set_logits(tie.to(kGpu));
+    Tensor mc, mg;
+    cat_cpu.mode(mc);
+    cat.mode(mg);
+    CHECK(mg.is_cuda());
+    CHECK(mg.to(Device::cpu()).to_vector() == mc.to_vector());
   }
 }
 

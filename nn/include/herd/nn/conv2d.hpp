@@ -15,7 +15,11 @@ namespace herd::nn {
 /// "weight" `[C_out, C_in, kernel_h, kernel_w]` and "bias" `[C_out]`. Default
 /// initialisation as PyTorch: uniform +-1/sqrt(C_in kernel_h kernel_w), from
 /// `rng.at(init_index)`. Computed by im2col and a matrix product per sample (no batch-sized
-/// scratch). `Conv2d` is host only (built for a CUDA device it throws InputError); `Flatten` runs on both; thread-safety as `Module`.
+/// scratch), on the host (Eigen) or, built for a CUDA device, with im2col/col2im kernels and
+/// cuBLAS GEMMs on the device's nn stream (float32 and float64; the bias gradient is a
+/// per-channel block reduction in double). `Flatten` runs on both (a view). Thread-safety
+/// as `Module`. Reference: PyTorch `torch.nn.Conv2d`; im2col as in Chellapilla et al. 2006,
+/// "High performance convolutional neural networks for document processing".
 class Conv2d : public Module {
  public:
   /// @throws InputError for a non-positive channel count, kernel size or stride, or a

@@ -31,7 +31,10 @@ class Categorical {
   /// @throws InputError unless the logits are a non-empty float 2-D host tensor.
   void set_logits(const Tensor& logits);
   /// log p(action) per row, `[batch]`. @param actions int64 `[batch]` in [0, classes)
-  /// @throws InputError on a shape mismatch or an action out of range.
+  /// @throws InputError on a shape mismatch or an action out of range. On a GPU the range
+  ///         is checked on the device without a host wait: a bad action gives a NaN
+  ///         log-prob and is reported as InputError at the next synchronisation of the nn
+  ///         stream (`nn::synchronize`, a copy from the device to the host, reading a loss).
   const Tensor& log_prob(const Tensor& actions);
   /// Entropy -sum p log p per row, `[batch]`.
   const Tensor& entropy();
@@ -42,7 +45,8 @@ class Categorical {
   /// Draws one action per row by inversion of one uniform (see the file comment);
   /// `actions` becomes int64 `[batch]`.
   void sample(const RngStream& rng, std::uint64_t index, Tensor& actions) const;
-  /// The most probable action per row (first on ties); `actions` becomes int64 `[batch]`.
+  /// The most probable action per row (first on ties); `actions` becomes int64 `[batch]`
+  /// on the distribution's device (on a GPU: a row kernel, no host wait).
   void mode(Tensor& actions) const;
   /// Accumulates g_i * d log p(a_i) / d logits_i, for the actions of the last `log_prob`.
   void backward_log_prob(const Tensor& grad);

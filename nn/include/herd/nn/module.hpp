@@ -13,7 +13,7 @@
 /// forward/backward pair does not allocate (with 1 thread).
 ///
 /// Devices: a module is built for one `Device` and dtype; its inputs must match them.
-/// CUDA builds run every module except `Conv2d` on `Device::cuda(i)` too: the work
+/// CUDA builds run every module on `Device::cuda(i)` too: the work
 /// is enqueued on the device's nn stream (`compute_stream`) and calls return before it is
 /// done (docs/nn.md "CUDA"). CPU-only builds reject CUDA devices with InputError.
 ///
@@ -111,6 +111,8 @@ class Module {
   /// Runs the hook on every parameter of this module's subtree, in reverse order of
   /// `named_parameters()`. No-op without a hook.
   void notify_grads_ready();
+  /// True when a grad-ready hook is installed on this module (see `set_grad_ready_hook`).
+  bool has_grad_ready_hook() const { return static_cast<bool>(grad_ready_hook_); }
 
   /// Deep copies of the parameters under their names (PyTorch's `state_dict`).
   std::vector<NamedTensor> state_dict();

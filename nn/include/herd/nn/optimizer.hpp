@@ -24,6 +24,8 @@
 
 namespace herd::nn {
 
+class GraphedTrainStep;
+
 /// Base of the optimizers: owns the parameter list (not the parameters) and the state.
 class Optimizer {
  public:
@@ -67,6 +69,7 @@ class Optimizer {
   std::vector<NamedParameter> params_;
 
  private:
+  friend class GraphedTrainStep;  // replays Adam's update in a CUDA graph and counts its steps
   double lr_;
   std::int64_t steps_ = 0;
   std::vector<std::string> kinds_;
@@ -104,6 +107,7 @@ class Adam : public Optimizer {
   void update(std::size_t i, Parameter& p) override;
 
  private:
+  friend class GraphedTrainStep;
   double beta1_, beta2_, eps_;
 };
 

@@ -96,6 +96,13 @@ struct Storage {
   std::size_t bytes = 0;
   Device device;
 };
+/// How many times `Tensor::resize` has replaced the CUDA storage of a tensor with new
+/// storage (a module buffer outgrew its memory), process-wide. Captured CUDA graphs
+/// (`GraphedTrainStep`) hold raw device pointers to module buffers: a change of this
+/// count means one of them may have been freed, so they are captured again. Thread-safe.
+std::uint64_t storage_replacements();
+/// Counts one replacement (called by `Tensor::resize`).
+void note_storage_replacement();
 }  // namespace detail
 
 /// A contiguous row-major tensor (see the file comment).
@@ -233,8 +240,12 @@ class Tensor {
 /// host) before timing or reading device memory by other means. Thread-safe.
 /// @throws InputError for a CUDA device in a CPU-only build; CudaError on CUDA failures.
 CUstream_st* compute_stream(Device device);
-/// Blocks until the work queued on `compute_stream(device)` is done (no-op for the host).
-/// @throws InputError for a CUDA device in a CPU-only build; CudaError (also for an
+/// Blocks until the work queued on `compute_stream(device)` is done (no-op for the host),
+/// then reports input errors that kernels found on the device since the last
+/// synchronisation (a cross-entropy target or categorical action out of range; the
+/// synchronous copies of `to`/`copy_from` from a device to the host report them too).
+/// @throws InputError for a CUDA device in a CPU-only build or a deferred input error
+///         (naming the function, entry, value and range); CudaError (also for an
 ///         earlier asynchronous kernel failure) on CUDA failures.
 void synchronize(Device device);
 

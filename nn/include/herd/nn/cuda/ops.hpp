@@ -17,14 +17,15 @@
 
 namespace herd::nn::cuda {
 
-/// `d = p - t` over `n` elements; `*sum = sum d^2` (a device double, overwritten).
-/// CPU reference: `MseLoss::forward`.
+/// `d = p - t` over `n` elements; `*sum = k sum d^2` (a device double, overwritten; the
+/// scale `k` is applied to each block's partial sum, so `k = 1/n` gives the mean without
+/// another launch). CPU reference: `MseLoss::forward`.
 template <class T>
-void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s);
-/// `*sum = sum_i huber(d_i)` with 0.5 d^2 for |d| < delta, delta (|d| - delta/2) otherwise
+void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s, double k = 1.0);
+/// `*sum = k sum_i huber(d_i)` with 0.5 d^2 for |d| < delta, delta (|d| - delta/2) otherwise
 /// (a device double, overwritten). CPU reference: `HuberLoss::forward`.
 template <class T>
-void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream_t s);
+void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream_t s, double k = 1.0);
 /// `g = k * clamp(d, -delta, delta)` (delta <= 0: no clamp, `g = k d`).
 template <class T>
 void scaled_clamp(const T* d, T* g, std::int64_t n, double k, double delta, cudaStream_t s);
@@ -39,11 +40,22 @@ void exp(const T* x, T* y, std::int64_t n, cudaStream_t s);
 template <class T>
 void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::int64_t cols,
                       bool log, cudaStream_t s);
-/// `out[r] = lp[r, idx[r]]` for `lp` `[rows, cols]`; `*sum = sum_r out[r]` in double when
-/// `sum` is not null. Indices must be in range (checked on the host by the callers).
+/// `out[r] = lp[r, idx[r]]` for `lp` `[rows, cols]` (when `out` is not null);
+/// `*sum = k sum_r lp[r, idx[r]]` in double when `sum` is not null (overwritten).
+/// Indices are checked on the device: an index outside [0, cols) reads nothing, gives NaN
+/// (in `out` and the sum) and, when `err` is not null, is written to the error record
+/// `err` (four int64 {code, index, value, bound}, claimed with atomicCAS on `code` by the
+/// first offender: `{err_code, r, idx[r], cols}`), which the host reports at its next
+/// synchronisation (nn/device_ops.hpp `check_dev_errors`).
 template <class T>
 void gather_rows(const T* lp, const std::int64_t* idx, T* out, double* sum, std::int64_t rows,
-                 std::int64_t cols, cudaStream_t s);
+                 std::int64_t cols, cudaStream_t s, double k = 1.0, std::int64_t* err = nullptr,
+                 int err_code = 0);
+/// Index of the largest entry per row of `x` `[rows, cols]` (the first on ties; NaN never
+/// wins, as the CPU's `>` comparison) into int64 `out` `[rows]`.
+/// CPU reference: `Categorical::mode`.
+template <class T>
+void argmax_rows(const T* x, std::int64_t* out, std::int64_t rows, std::int64_t cols, cudaStream_t s);
 /// Cross-entropy gradient: `g[r, c] = k (exp(lp[r, c]) - [c == t[r]])`.
 /// CPU reference: `CrossEntropyLoss::backward`.
 template <class T>
@@ -98,6 +110,42 @@ void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double al
 /// every parameter into it).
 template <class T>
 void sum_squares(const T* x, double* acc, std::int64_t n, cudaStream_t s);
+
+/// Conv2d im2col of one sample: `col[(c kh + i) kw + j, y wo + x] = x[c, y s - p + i, x s - p + j]`
+/// (zero outside the image) for an input `[C, H, W]` and `col` `[C kh kw, ho wo]`; one
+/// thread per element of `col`. CPU reference: `im2col` in nn/conv2d.cpp.
+template <class T>
+void conv_im2col(const T* x, T* col, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
+                 std::int64_t kw, std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo,
+                 cudaStream_t s);
+/// Conv2d col2im of one sample, the adjoint of `conv_im2col`: `x[c, iy, ix]` is *set* to
+/// the sum of the `col` entries that `conv_im2col` reads from that position (gather form:
+/// one thread per input element, no atomics, so the sum order is fixed: i, then j).
+/// CPU reference: `col2im` in nn/conv2d.cpp.
+template <class T>
+void conv_col2im(const T* col, T* x, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
+                 std::int64_t kw, std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo,
+                 cudaStream_t s);
+/// `y[n, o, q] += b[o]` for `y` `[N, O, P]` (NCHW with P = H W). CPU reference: the bias
+/// broadcast of `Conv2d::forward`.
+template <class T>
+void conv_bias_add(T* y, const T* b, std::int64_t N, std::int64_t O, std::int64_t P, cudaStream_t s);
+/// `gb[o] += sum_{n, q} gy[n, o, q]` for `gy` `[N, O, P]`: one block per channel, the sum
+/// in double (deterministic). CPU reference: the bias gradient of `Conv2d::backward`.
+template <class T>
+void conv_bias_grad(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int64_t P, cudaStream_t s);
+
+/// Adam with its step-dependent scalars on the device, for CUDA graphs (a replayed graph
+/// cannot take new kernel arguments). `hyper` is float64 `[4]`: {lr, step, step_size,
+/// inv_bc2_sqrt}. `adam_tick` (one thread) advances `step` by one and sets
+/// `step_size = lr / (1 - beta1^step)`, `inv_bc2_sqrt = 1 / sqrt(1 - beta2^step)` in double,
+/// as `nn::Adam` does on the host (the device's pow may differ in the last bit of a double).
+void adam_tick(double* hyper, double beta1, double beta2, cudaStream_t s);
+/// The update of `adam_update` (herd/nn/cuda/kernels.hpp) with `step_size` and
+/// `inv_bc2_sqrt` read from `hyper` (set by `adam_tick`) and rounded to T.
+template <class T>
+void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, double beta1,
+                       double beta2, double eps, cudaStream_t s);
 
 /// Categorical sampling by inversion on the device, the draws of `Categorical::sample`:
 /// row r takes the uniform `RngStream(seed, stream + r, purpose).uniform(index)` and the
