@@ -356,6 +356,21 @@ std::string cell(double v) { return fmt::format("{:.6g}", v); }
 namespace {
 
 constexpr int kMaxTextChains = 64;  // per-chain text files up to this many chains (DESIGN.md §4)
+
+// Below this mean acceptance rate the chain barely moved: the report and the terminal say so
+// (the terminal also during the run, once kHintSteps proposals are made).
+constexpr double kLowAcceptance = 1e-3;
+constexpr std::uint64_t kHintSteps = 20000;
+
+/// What to do about a mean acceptance rate below kLowAcceptance (one paragraph).
+std::string low_acceptance_hint(double rate) {
+  return fmt::format(
+      "WARNING: the mean acceptance rate is {:.3g}, below {:g}: the chain barely moved, so its draws and "
+      "statistics are not a usable sample. Give proposal_std (or proposal_cov) of the order of the posterior's "
+      "standard deviations, or a smaller scale_factor (e.g. \"0.1*gelman\"); check start_point and that the log "
+      "density is finite (not -inf or NaN) around it.",
+      rate, kLowAcceptance);
+}
 constexpr int kMaxKsChains = 16;    // pairwise KS table up to this many chains
 
 int chain_count(const SamplerSpecs& s, int ranks) {
@@ -533,9 +548,15 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     // On a terminal: one line rewritten in place, at most 4 times a second. Otherwise (a
     // log file, CI): a plain line every 10 seconds.
     const bool tty = isatty(fileno(options.terminal)) != 0;
-    progress.on_progress = [&options, &specs, tty, last = -1e9](std::uint64_t steps, std::int64_t accepted,
+    progress.on_progress = [&options, &specs, tty, last = -1e9, hinted = false](std::uint64_t steps, std::int64_t accepted,
                                                                 double secs, std::uint64_t new_steps,
                                                                 std::int64_t new_accepted) mutable {
+      if (!hinted && steps >= kHintSteps &&
+          static_cast<double>(accepted) < kLowAcceptance * static_cast<double>(steps)) {
+        hinted = true;  // once per run, on its own line
+        std::fprintf(options.terminal, "%s%s\n", tty ? "\n" : "",
+                     low_acceptance_hint(static_cast<double>(accepted) / static_cast<double>(steps)).c_str());
+      }
       if (secs - last < (tty ? 0.25 : 10.0)) return;
       last = secs;
       const double eta = new_accepted > 0 ? secs / static_cast<double>(new_accepted) *
@@ -888,6 +909,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     r += fmt::format("log-density evaluations           {}\n", evaluations);
     r += fmt::format("accepted states (chain_size)      {}\n", out.compact_size);
     r += fmt::format("mean acceptance rate              {:.6f}\n", acceptance);
+    if (acceptance < kLowAcceptance) r += low_acceptance_hint(acceptance) + "\n";
     if (m == 1) {
       for (std::size_t k = 0; k < kr.stage_accepted.size(); ++k)
         r += fmt::format("  accepted at stage {}             {}\n", k + 1, kr.stage_accepted[k]);
@@ -987,6 +1009,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
                  acceptance,
                  static_cast<long long>(out.burnin), static_cast<long long>(out.posterior_draws),
                  static_cast<long long>(out.sample_size), out.seconds);
+    if (acceptance < kLowAcceptance) std::fprintf(options.terminal, "%s\n", low_acceptance_hint(acceptance).c_str());
     std::fprintf(options.terminal, "outputs:\n");
     for (const auto& p : paths) std::fprintf(options.terminal, "  %s\n", p.c_str());
   }

@@ -37,11 +37,13 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("domainUpperLimitVec").alias("domainCubeLimitUpper");
   s.add_string("proposal_model", "normal", "proposal distribution").choices({"normal", "uniform"})
       .alias("proposalModel").alias("proposal");
-  s.add_float_list("proposal_cov", nullopt, "initial proposal covariance [ndim, ndim] row-major")
+  s.add_float_list("proposal_cov", nullopt,
+                   "initial proposal covariance [ndim, ndim] row-major, times scale_factor^2 (as ParaDRAM's "
+                   "proposalStartCovMat); default: the identity")
       .alias("proposalStartCovMat").alias("proposalCov");
-  s.add_float_list("proposal_cor", nullopt, "initial proposal correlation [ndim, ndim] (with proposal_std)")
+  s.add_float_list("proposal_cor", nullopt, "initial proposal correlation [ndim, ndim] (with proposal_std; times scale_factor^2)")
       .alias("proposalStartCorMat").alias("proposalCor");
-  s.add_float_list("proposal_std", nullopt, "initial proposal standard deviations [ndim]")
+  s.add_float_list("proposal_std", nullopt, "initial proposal standard deviations [ndim] (default 1; times scale_factor)")
       .alias("proposalStartStdVec").alias("proposalStd").min(0.0, true);
   s.add_int("adaptive_update_period", 0, "proposals between adaptive updates; 0 means 4 ndim")
       .min(0).alias("adaptiveUpdatePeriod").alias("proposalAdaptationPeriod");
@@ -56,7 +58,8 @@ void declare_sampler_specs(io::Schema& s) {
   s.add_float_list("delayed_rejection_scale_factors", nullopt,
                    "per-stage factors of the previous stage's Cholesky factor; default 0.5^(1/ndim)")
       .min(0.0, true).alias("delayedRejectionScaleFactorVec").alias("proposalDelayedRejectionScale");
-  s.add_string("scale_factor", "gelman", "scale of the adapted covariance: a number, \"gelman\" (2.38/sqrt(ndim)) or \"a*gelman\"")
+  s.add_string("scale_factor", "gelman", "scale of the proposal: the start and the adapted covariance are multiplied by its square; a "
+             "number, \"gelman\" (2.38/sqrt(ndim)) or \"a*gelman\"")
       .alias("scaleFactor").alias("proposalScale");
   s.add_float_list("target_acceptance_rate", nullopt, "desired acceptance rate: a value or a [lo, hi] range in (0, 1]")
       .range(0.0, 1.0).length(1, 2).alias("targetAcceptanceRate").alias("outputAcceptanceRate");
@@ -285,19 +288,26 @@ DramOptions to_dram_options(const SamplerSpecs& s, int ndim, std::uint32_t chain
     }
   }
 
+  // ParaDRAM's start proposal: proposalStartCovMat (given, or from proposalStartCorMat and
+  // proposalStartStdVec, default the identity) times scaleFactor^2, as its proposal's
+  // constructor does (ParaMonte 1.x, ParaDRAMProposal_mod.inc.f90). Unscaled, the identity
+  // of a 100-D target gets no acceptances at all.
+  const double sf = DramSampler::parse_scale_factor(s.scale_factor, ndim);
   if (!s.proposal_cov.empty()) {
     o.proposal_start_cov = s.proposal_cov;
+    for (double& v : o.proposal_start_cov) v *= sf * sf;
   } else if (!s.proposal_cor.empty()) {
     o.proposal_start_cov = s.proposal_cor;
     for (std::size_t i = 0; i < d; ++i) {
       for (std::size_t j = 0; j < d; ++j) {
         const double si = s.proposal_std.empty() ? 1.0 : s.proposal_std[i];
         const double sj = s.proposal_std.empty() ? 1.0 : s.proposal_std[j];
-        o.proposal_start_cov[i * d + j] *= si * sj;
+        o.proposal_start_cov[i * d + j] *= si * sj * sf * sf;
       }
     }
   } else {
-    o.proposal_start_std = s.proposal_std;
+    o.proposal_start_std = s.proposal_std.empty() ? std::vector<double>(d, 1.0) : s.proposal_std;
+    for (double& v : o.proposal_start_std) v *= sf;
   }
   o.scale_factor = s.scale_factor;
   o.adaptive_update_period = s.adaptive_update_period;

@@ -312,3 +312,40 @@ TEST_CASE("herd-sample: chain_file_format = binary and verbose", "[apps][mcmc]")
   for (auto w : bin.weight) steps += w;
   CHECK(rows == steps);
 }
+
+TEST_CASE("herd-sample: a chain that barely moves says so and what to do (report and terminal)", "[apps][mcmc]") {
+  // A proposal 100 times too wide, adaptation off: about one proposal in 10^4 is accepted.
+  const auto dir = workdir("low_acceptance");
+  write(dir / "run.toml", "chain_size = 3\nrandom_seed = 3\noutput_prefix = \"out/stuck\"\nadaptive_update_count = 0\n"
+                          "proposal_std = [100, 100]\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run r = run(dir, "run.toml");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("WARNING: the mean acceptance rate is") && Contains("proposal_std"));
+  CHECK_THAT(slurp(dir / "out/stuck_report.txt"), Contains("WARNING: the mean acceptance rate is") &&
+                                                      Contains("scale_factor"));
+  // A healthy run has no such line.
+  const auto ok = workdir("ok_acceptance");
+  write(ok / "run.toml", std::string(kToml));
+  const Run r2 = run(ok, "run.toml --set chain_size=500");
+  REQUIRE(r2.rc == 0);
+  CHECK_THAT(r2.out, !Contains("WARNING: the mean acceptance rate"));
+}
+
+TEST_CASE("herd-sample: a 100-D standard normal with the default proposal samples it", "[apps][mcmc]") {
+  // The identity start proposal, unscaled, accepted nothing in 100-D (the run never ended);
+  // ParaDRAM's rule (times scale_factor^2) gives a normal acceptance. Fixed seed; the
+  // acceptance of a 100-D random walk at 2.38/sqrt(d) is about 0.23, far inside [0.1, 0.5].
+  const auto dir = workdir("normal100");
+  write(dir / "run.toml", "chain_size = 1000\nrandom_seed = 5\noutput_prefix = \"out/n\"\ncheckpoint_period_seconds = 0\n"
+                          "[target]\nbuiltin = \"normal\"\nndim = 100\n");
+  const Run r = run(dir, "run.toml --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string rep = slurp(dir / "out/n_report.txt");
+  const auto pos = rep.find("mean acceptance rate");
+  REQUIRE(pos != std::string::npos);
+  const double acc = std::stod(rep.substr(pos + 20));
+  CHECK(acc > 0.1);
+  CHECK(acc < 0.5);
+}
