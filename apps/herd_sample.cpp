@@ -95,11 +95,24 @@ nlohmann::json load_model_data(const std::string& path, const std::string& group
       if (a.shape.empty()) {
         if (a.integer) j[name] = static_cast<std::int64_t>(a.values[0]);
         else j[name] = a.values[0];
-      } else if (a.integer) {
-        std::vector<std::int64_t> v(a.values.begin(), a.values.end());
-        j[name] = v;
       } else {
-        j[name] = a.values;
+        // Nested arrays of the array's own shape (row-major), so that a model rejects a
+        // [3, 1] matrix where it needs a vector instead of reading it flattened.
+        std::size_t next = 0;
+        auto nest = [&](auto&& self, std::size_t depth) -> nlohmann::json {
+          nlohmann::json v = nlohmann::json::array();
+          for (std::size_t i = 0; i < a.shape[depth]; ++i) {
+            if (depth + 1 < a.shape.size()) {
+              v.push_back(self(self, depth + 1));
+            } else {
+              const double x = a.values[next++];
+              if (a.integer) v.push_back(static_cast<std::int64_t>(x));
+              else v.push_back(x);
+            }
+          }
+          return v;
+        };
+        j[name] = nest(nest, 0);
       }
     }
     return j;
@@ -133,7 +146,12 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_p
     std::shared_ptr<herd::examples::PosteriorModel> m;
     if (st.has("data.file")) {
       const std::string path = st.get_string("data.file");
-      m = herd::examples::make_model(name, load_model_data(path, st.get_string("data.group"), st.origin("data.file")));
+      const nlohmann::json data = load_model_data(path, st.get_string("data.group"), st.origin("data.file"));
+      try {
+        m = herd::examples::make_model(name, data);
+      } catch (const herd::InputError& e) {
+        throw InputError(fmt::format("{}: data.file \"{}\": {}", st.origin("data.file"), path, e.what()));
+      }
     } else {
       m = herd::examples::make_model(name);
     }

@@ -349,3 +349,44 @@ TEST_CASE("herd-sample: a 100-D standard normal with the default proposal sample
   CHECK(acc > 0.1);
   CHECK(acc < 0.5);
 }
+
+TEST_CASE("herd-sample: model data of the wrong shape is rejected naming file, key and shapes", "[apps][mcmc]") {
+  // Before: a [8, 1] matrix or a [2, 4] matrix where a vector is expected was read flattened.
+  const auto dir = workdir("data_shape");
+  struct Case {
+    std::string file, text, expect;
+  };
+  const std::vector<Case> cases = {
+      {"col.json", R"({"J": 8, "y": [[28], [8], [-3], [7], [-1], [1], [18], [12]], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]})",
+       "data field \"y\" has shape [8, 1], but must be a vector of J = 8 numbers (shape [8])"},
+      {"mat.json", R"({"J": 8, "y": [28, 8, -3, 7, -1, 1, 18, 12], "sigma": [[15, 10, 16, 11], [9, 11, 10, 18]]})",
+       "data field \"sigma\" has shape [2, 4], but must be a vector of J = 8 numbers (shape [8])"},
+      {"ragged.json", R"({"J": 8, "y": [[28, 8, -3], [7, -1, 1, 18, 12]], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]})",
+       "\"y[1]\" is ragged: 5 elements, but must have 3"},
+      {"scalar.json", R"({"J": [8], "y": [28, 8, -3, 7, -1, 1, 18, 12], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]})",
+       "data field \"J\" is an array of shape [1], but must be an integer scalar (shape [])"},
+  };
+  const std::string common = "--quiet --set chain_size=100 --set target.model=eight_schools_noncentered";
+  for (const auto& c : cases) {
+    write(dir / c.file, c.text);
+    const Run r = run(dir, common + " --output out/x --set data.file=" + c.file);
+    INFO(c.file << "\nstderr: " << r.err);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Contains("herd-sample: error:") && Contains("data.file \"" + c.file + "\"") && Contains(c.expect));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir / "out"));
+  }
+  // The same from an HDF5 group: y written as [8, 1].
+  {
+    auto f = herd::io::H5File::create((dir / "col.h5").string());
+    f.root().write_scalar<std::int64_t>("J", 8);
+    f.root().write<double>("y", std::vector<double>{28, 8, -3, 7, -1, 1, 18, 12}, {8, 1});
+    f.root().write<double>("sigma", std::vector<double>{15, 10, 16, 11, 9, 11, 10, 18});
+    f.close();
+  }
+  const Run r = run(dir, common + " --output out/x --set data.file=col.h5");
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("data.file \"col.h5\"") && Contains("data field \"y\" has shape [8, 1]"));
+  CHECK_FALSE(fs::exists(dir / "out"));
+}
