@@ -390,3 +390,57 @@ TEST_CASE("herd-sample: model data of the wrong shape is rejected naming file, k
   CHECK_THAT(r.err, Contains("data.file \"col.h5\"") && Contains("data field \"y\" has shape [8, 1]"));
   CHECK_FALSE(fs::exists(dir / "out"));
 }
+
+TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's key, the value and the rule",
+          "[apps][mcmc]") {
+  struct Case {
+    std::string file_text, args, expect;
+  };
+  const std::string normal2 = "[target]\nbuiltin = \"normal\"\nndim = 2\n";
+  const std::vector<Case> cases = {
+      // Before: "dram: proposal_start_cov is not symmetric" (kernel names, no file).
+      {"chain_size = 10\nproposal_cov = [1, 2, 0.5, 1]\n" + normal2, "",
+       "run.in:2: key \"proposal_cov\" is not symmetric: element (2,1) is 0.5, but element (1,2) is 2"},
+      {"&ParaDRAM\n  chainSize = 10\n  proposalStartCovMat = 1, 2, 0.5, 1\n/\n", kTarget,
+       "run.in:3: key \"proposalStartCovMat\" is not symmetric"},
+      {"chain_size = 10\n" + normal2, "--set proposal_cov=[1,2,2,1]",
+       "--set proposal_cov=[1,2,2,1]: key \"proposal_cov\" is not positive definite"},
+      {"chain_size = 10\n" + normal2, "--set proposal_cor=[1,0.5,0.5,2]",
+       "key \"proposal_cor\" element (2,2) is 2, but a correlation matrix has 1 on its diagonal"},
+      // Before: "(text)" instead of the number, and no key for a too large integer.
+      {"chain_size = 10\n" + normal2, "--set output_real_precision=40",
+       "--set output_real_precision=40: key \"output_real_precision\" is 40 (an integer), but must be an integer in [1, 17]"},
+      {"chain_size = 10\n" + normal2, "--set chain_size=99999999999999999999",
+       "key \"chain_size\" is 1e+20 (a float), but must be an integer >= 1"},
+      // Before: CLI11's "Value -1 not in range 0.000000 to 1797693134862315708...".
+      {"chain_size = 10\n" + normal2, "--seed -1", "--seed is \"-1\", but must be an integer in [0, 9223372036854775807]"},
+      // Before: the kernel's "dram: delayed_rejection_count is 20, but must be in [0, 14]".
+      {"chain_size = 10\n" + normal2, "--set delayed_rejection_count=20",
+       "--set delayed_rejection_count=20: key \"delayed_rejection_count\" is 20, but must be at most 14"},
+      {"&ParaDRAM\n  chainSize = 10\n  targetAcceptanceRate = 0.5, 0.2\n/\n", kTarget,
+       "run.in:3: key \"targetAcceptanceRate\" is [0.5, 0.2], but must be a range [lo, hi] with 0 < lo <= hi <= 1"},
+      {"chain_size = 10\nrandom_start_point = true\n" + normal2, "",
+       "run.in:2: key \"random_start_point\" is true, but random_start_point_domain_lower/upper"},
+      {"chain_size = 10\n[target]\nbuiltin = \"banana\"\n", "",
+       "run.in:3: target.builtin is \"banana\", but target.ndim is not given"},
+      {"chain_size = 10\n" + normal2, "--set target.model=arK",
+       "target.model, target.builtin and target.library are exclusive, but more than one is given (target.model, "
+       "target.builtin)"},
+      {"chain_size = 10\n" + normal2, "--set target.cov=[1,2,2,1]", "--set target.cov=[1,2,2,1]: target.cov:"},
+      {"chain_size = 10\n[target]\nlibrary = \"nope.so\"\nndim = 2\n", "", "run.in:3: target.library \"nope.so\""},
+  };
+  int k = 0;
+  for (const auto& c : cases) {
+    const auto dir = workdir("err_names" + std::to_string(k++));
+    write(dir / "run.in", c.file_text);
+    const Run r = run(dir, "run.in --output out/x " + c.args);
+    INFO(c.file_text << c.args << "\nstderr: " << r.err);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Contains("herd-sample: error: " + (c.expect.rfind("--", 0) == 0 || c.expect.rfind("run.in", 0) == 0
+                                                             ? c.expect
+                                                             : std::string())) &&
+                          Contains(c.expect));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir / "out"));
+  }
+}
