@@ -28,11 +28,14 @@ constexpr int kMaxPath = kMaxStages + 1;
 // this fraction of the marginal one (|correlation| of 1 - 5e-13 or more).
 constexpr double kSingularRatio = 1e-12;
 // Adaptation without a target acceptance rate: an update period with an acceptance rate
-// below kStuckRate halves the scale; one above kRecoverRate doubles it back (never above
-// the scale factor). The adapted covariance is shrunk towards the start proposal's guess with
+// below kStuckRate, in a chain whose acceptance rate so far is below kStuckOverall, halves
+// the scale; one above kRecoverRate doubles it back (never above the scale factor). (A
+// healthy chain's short stuck stretches, as in a funnel's neck, are left alone: halving
+// there cost gp_pois_regr four fifths of its ESS.) The adapted covariance is shrunk towards the start proposal's guess with
 // the weight of kPriorWeight x d^2 steps: an estimate from an autocorrelated random walk needs
 // an effective size well above d, and a random walk's autocorrelation time grows with d.
 constexpr double kStuckRate = 0.01;
+constexpr double kStuckOverall = 0.05;
 constexpr double kRecoverRate = 0.5;
 constexpr double kPriorWeight = 3.0;
 
@@ -697,7 +700,7 @@ void DramSampler::adapt() {
     if (!options_.target_acceptance_rate.empty()) {
       const double lo = options_.target_acceptance_rate.front(), hi = options_.target_acceptance_rate.back();
       if (r < lo || r > hi) s.scale *= std::clamp(std::sqrt(r / (0.5 * (lo + hi))), 0.8, 1.25);
-    } else if (r < kStuckRate) {
+    } else if (r < kStuckRate && static_cast<double>(s.accepted) < kStuckOverall * static_cast<double>(s.proposal_number)) {
       // A chain that accepts (almost) nothing never collects the d + 1 unique states an
       // update needs, and its covariance estimate would be degenerate: halve the scale.
       s.scale *= 0.5;

@@ -11,8 +11,9 @@
 ///   towards the start proposal's guess C0 / scale_factor^2 with the weight of 3 d^2 steps
 ///   (W C + 3 d^2 C0 / s0^2) / (W + 3 d^2) (so that an estimate from about d autocorrelated
 ///   states is not degenerate), times scale^2, Cholesky-factorised. Without a target
-///   acceptance rate, an update period whose acceptance rate is below 1% halves the scale
-///   (a chain that accepts nothing cannot collect states to adapt to; while no estimate
+///   acceptance rate, an update period whose acceptance rate is below 1%, in a chain whose
+///   acceptance rate so far is below 5%, halves the scale (a chain that accepts nothing
+///   cannot collect states to adapt to; while no estimate
 ///   exists the current factor itself is halved), and one above 50% doubles it back, never
 ///   above the scale factor. A factor that fails, or is numerically singular
 ///   (a conditional variance below 1e-12 of the marginal one), is not used: the previous
