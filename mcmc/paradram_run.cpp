@@ -587,6 +587,10 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   std::string parallel_report;
   double checkpoint_seconds = 0.0;
   std::int64_t checkpoints = 0;
+  // A resumed single chain: what the earlier invocations did (as of the checkpoint).
+  bool resumed = false;
+  std::uint64_t proposals_before = 0;
+  double seconds_before = 0.0;
   const Timer sampling;
   ResumableOptions files;
   files.chain_path = rdir + "/chain_0.chain";
@@ -611,19 +615,27 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
                                         root ? &tee : nullptr);
       chains = std::move(m.chains);
       results = std::move(m.results);
+      resumed = m.proposals_before > 0;
+      proposals_before = m.proposals_before;
+      seconds_before = m.seconds_before;
       parallel_report += fmt::format("parallelization model             multi_chain\n");
       parallel_report += fmt::format("ranks x chains per rank           {} x {} = {} chains\n", ranks,
                                      specs.chains_per_rank, nchains);
       parallel_report += fmt::format("sampling wall time                {:.3f} s\n", m.seconds);
       std::int64_t props = 0;
       for (const auto& r : results) props += r.proposals;
-      parallel_report += fmt::format("proposals per second (all chains) {:.4g}\n", static_cast<double>(props) / std::max(m.seconds, 1e-9));
+      parallel_report += fmt::format("proposals per second (all chains, this invocation) {:.4g}\n",
+                                     static_cast<double>(static_cast<std::uint64_t>(props) - m.proposals_before) /
+                                         std::max(m.seconds, 1e-9));
     } else if (ranks > 1) {
       MemoryChainSink memory;
       FanSink fan(memory, tee);
       ChainSink& sink = root && !checkpointing ? static_cast<ChainSink&>(fan) : tee;
       ForkJoinRun f = run_fork_join(dopt, target.log_density, comm, sink, checkpointing ? &files : nullptr);
       text_done = !f.already_complete;
+      resumed = f.resumed;
+      proposals_before = f.proposals_before;
+      seconds_before = f.seconds_before;
       checkpoints = f.checkpoints;
       checkpoint_seconds = f.checkpoint_seconds;
       if (root && checkpointing) memory = read_resumable_chain(files.chain_path, d);
@@ -634,14 +646,14 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
         parallel_report += "(the chain was complete in the restart record: nothing sampled)\n";
       } else {
         const double tf_eval = f.mean_eval_seconds;
-        const double measured = f.seconds > 0 ? static_cast<double>(f.result.proposals) * tf_eval / f.seconds : 0.0;
+        const double measured = f.seconds > 0 ? static_cast<double>(f.result.proposals - static_cast<std::int64_t>(f.proposals_before)) * tf_eval / f.seconds : 0.0;
         parallel_report += fmt::format("ranks                             {}\n", ranks);
         parallel_report += fmt::format("rounds                            {}\n", f.rounds);
         parallel_report += fmt::format("proposals decided per round       {:.4f}\n",
                                        f.rounds > 0 ? static_cast<double>(std::accumulate(f.rank_proposals.begin(), f.rank_proposals.end(), std::int64_t{0})) / static_cast<double>(f.rounds) : 0.0);
         parallel_report += fmt::format("mean log-density time             {:.4g} s\n", tf_eval);
         parallel_report += fmt::format("communication time per round      {:.4g} s\n", f.comm_seconds_per_round);
-        parallel_report += fmt::format("measured speedup                  {:.3f} (proposals x mean log-density time / wall time {:.3f} s)\n", measured, f.seconds);
+        parallel_report += fmt::format("measured speedup                  {:.3f} (this invocation's proposals x mean log-density time / wall time {:.3f} s)\n", measured, f.seconds);
         parallel_report += fmt::format("predicted speedup                 {:.3f} (cyclic-geometric model, Shahmoradi & Bagheri 2020)\n", f.predicted_speedup);
         parallel_report += "per-rank contributions (this run or, after a resume, its last part):\n";
         parallel_report += fmt::format("{:>6} {:>20} {:>20}\n", "rank", "proposals decided", "stage-1 acceptances");
@@ -653,6 +665,9 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       files.tee = &tee;
       const ResumableRun r = run_resumable(dopt, target.log_density, files);
       text_done = !r.already_complete;
+      resumed = r.resumed;
+      proposals_before = r.proposals_before;
+      seconds_before = r.seconds_before;
       checkpoints = r.checkpoints;
       checkpoint_seconds = r.checkpoint_seconds;
       chains.push_back(read_resumable_chain(files.chain_path, d));
@@ -926,9 +941,23 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     r += fmt::format("posterior draws (verbose)         {}{}\n", out.posterior_draws,
                      m > 1 ? fmt::format(" ({} chains x {}: cut to the shortest)", m, ndraw) : std::string());
     r += fmt::format("refined sample size               {}\n", out.sample_size);
-    r += fmt::format("sampling time                     {:.3f} s\n", sampling_seconds);
-    r += fmt::format("total time                        {:.3f} s\n", out.seconds);
-    r += fmt::format("steps per second                  {:.4g}\n", static_cast<double>(proposals) / std::max(sampling_seconds, 1e-9));
+    // Times: this invocation's, and after a resume also the whole chain's (the earlier
+    // invocations' sampling time as of the checkpoint resumed from, plus this one's).
+    const auto props_now = static_cast<std::int64_t>(static_cast<std::uint64_t>(proposals) - proposals_before);
+    r += fmt::format("sampling time (this invocation)   {:.3f} s\n", sampling_seconds);
+    r += fmt::format("total time (this invocation)      {:.3f} s\n", out.seconds);
+    if (resumed) {
+      r += fmt::format("resumed from the restart record at proposal {}{} (earlier invocations: {:.3f} s of sampling)\n",
+                       proposals_before, m > 1 ? " (all chains)" : "", seconds_before);
+      r += fmt::format("proposals (this invocation)       {}\n", props_now);
+    }
+    r += fmt::format("steps per second (this invocation) {:.4g}\n",
+                     static_cast<double>(props_now) / std::max(sampling_seconds, 1e-9));
+    if (resumed) {
+      const double whole = seconds_before + sampling_seconds;
+      r += fmt::format("sampling time (whole chain)       {:.3f} s\n", whole);
+      r += fmt::format("steps per second (whole chain)    {:.4g}\n", static_cast<double>(proposals) / std::max(whole, 1e-9));
+    }
     if (checkpointing && multi)
       r += fmt::format("restart record                    {} (each rank checkpoints its own chains)\n", rdir);
     else if (checkpointing)

@@ -444,3 +444,62 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
     CHECK_FALSE(fs::exists(dir / "out"));
   }
 }
+
+namespace {
+
+/// The number after `label` in a report (the first occurrence); NaN when missing.
+double report_value(const std::string& report, const std::string& label) {
+  const auto pos = report.find(label);
+  if (pos == std::string::npos) return std::nan("");
+  return std::stod(report.substr(pos + label.size()));
+}
+
+}  // namespace
+
+TEST_CASE("herd-sample: a resumed run reports this invocation's and the whole chain's times consistently",
+          "[apps][mcmc]") {
+  // Before: the resumed run's "steps per second" divided the whole chain's proposals by the
+  // resumed part's time, and the earlier invocations' time was lost.
+  const auto dir = workdir("resume_times");
+  write(dir / "run.toml", std::string("chain_size = 30000\nrandom_seed = 4\noutput_prefix = \"out/r\"\n"
+                                      "checkpoint_period = 10000\ncheckpoint_period_seconds = 0\n"
+                                      "sample_refinement_count = 1\n[target]\nlibrary = \"") +
+                              HERD_TEST_KILL_PLUGIN + "\"\nndim = 2\n");
+  // Killed (SIGKILL) at its 45001st evaluation: the last checkpoint is at proposal 40000.
+  const Run killed = herd::testing::run_shell(
+      dir, std::string("HERD_TEST_SPIN_US=4 HERD_TEST_KILL_AFTER=45000 '") + HERD_SAMPLE_EXE + "' run.toml --quiet");
+  REQUIRE(killed.rc != 0);
+  REQUIRE(fs::exists(dir / "out/r_restart"));
+  const Run resumed =
+      herd::testing::run_shell(dir, std::string("HERD_TEST_SPIN_US=4 '") + HERD_SAMPLE_EXE + "' run.toml --quiet");
+  INFO(resumed.err);
+  REQUIRE(resumed.rc == 0);
+  const std::string rep = slurp(dir / "out/r_report.txt");
+  INFO(rep.substr(rep.find("== run ==")));
+  const double total = report_value(rep, "proposals (steps)");
+  const double at = report_value(rep, "resumed from the restart record at proposal");
+  const double now = report_value(rep, "proposals (this invocation)");
+  const double t_now = report_value(rep, "sampling time (this invocation)");
+  const double rate_now = report_value(rep, "steps per second (this invocation)");
+  const double t_whole = report_value(rep, "sampling time (whole chain)");
+  const double rate_whole = report_value(rep, "steps per second (whole chain)");
+  CHECK(at == 40000);
+  CHECK(now == total - at);
+  CHECK(total > 60000);  // 30000 unique states of a 2-D normal: about 80000 proposals
+  // Rates are the proposals over the time of the same span (up to the printed digits).
+  CHECK(rate_now == Approx(now / t_now).epsilon(0.01));
+  CHECK(rate_whole == Approx(total / t_whole).epsilon(0.01));
+  // The whole chain's time holds the earlier invocation's 40000 proposals' time: per
+  // proposal, within a factor of 5 of this invocation's (the machine's load varies).
+  REQUIRE(t_whole > t_now);
+  const double per_before = (t_whole - t_now) / at, per_now = t_now / now;
+  CHECK(per_before < 5 * per_now);
+  CHECK(per_now < 5 * per_before);
+  // A fresh, uninterrupted run reports no resume and no whole-chain lines.
+  const auto fresh = workdir("resume_times_fresh");
+  write(fresh / "run.toml", slurp(dir / "run.toml"));
+  REQUIRE(herd::testing::run_shell(fresh, std::string("'") + HERD_SAMPLE_EXE + "' run.toml --quiet").rc == 0);
+  const std::string rep2 = slurp(fresh / "out/r_report.txt");
+  CHECK(rep2.find("resumed from") == std::string::npos);
+  CHECK(report_value(rep2, "proposals (steps)") == total);  // the same chain
+}
