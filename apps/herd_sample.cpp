@@ -357,7 +357,21 @@ int main(int argc, char** argv) {
                                                : std::string());
       return in;
     };
-    rc = herd::mcmc::run_sampler_program(*comm, resolve, "herd-sample");
+    // --output and --seed travel as --set overrides; a message about them names the option
+    // the user typed.
+    auto resolve_named = [&]() {
+      try {
+        return resolve();
+      } catch (const herd::InputError& e) {
+        std::string m = e.what();
+        const std::string from = "--set output_prefix=" + output;
+        if (!output.empty() && m.rfind(from, 0) == 0) m = "--output " + output + m.substr(from.size());
+        const std::string seed_from = "--set random_seed=" + seed;
+        if (!seed.empty() && m.rfind(seed_from, 0) == 0) m = "--seed " + seed + m.substr(seed_from.size());
+        throw herd::InputError(m);
+      }
+    };
+    rc = herd::mcmc::run_sampler_program(*comm, resolve_named, "herd-sample");
   }  // the communicator goes before MPI is finalised (at exit)
   return rc;
 }

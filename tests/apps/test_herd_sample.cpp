@@ -428,12 +428,16 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
        "target.builtin)"},
       {"chain_size = 10\n" + normal2, "--set target.cov=[1,2,2,1]", "--set target.cov=[1,2,2,1]: target.cov:"},
       {"chain_size = 10\n[target]\nlibrary = \"nope.so\"\nndim = 2\n", "", "run.in:3: target.library \"nope.so\""},
+      // --output travels as an override; the message names the option typed.
+      {"chain_size = 10\n" + normal2, "--output out/",
+       "--output out/: key \"output_prefix\" is \"out/\", but must name a file prefix, not a folder"},
   };
   int k = 0;
   for (const auto& c : cases) {
     const auto dir = workdir("err_names" + std::to_string(k++));
     write(dir / "run.in", c.file_text);
-    const Run r = run(dir, "run.in --output out/x " + c.args);
+    const Run r = run(dir, std::string("run.in ") + (c.args.find("--output") == std::string::npos ? "--output out/x " : "") +
+                               c.args);
     INFO(c.file_text << c.args << "\nstderr: " << r.err);
     CHECK(r.rc == 2);
     CHECK_THAT(r.err, Contains("herd-sample: error: " + (c.expect.rfind("--", 0) == 0 || c.expect.rfind("run.in", 0) == 0
