@@ -7,6 +7,7 @@
 // input (nothing is written), 1 when the run fails. Under `mpiexec -n N` (MPICH) it runs
 // the parallelization_model over N processes; rerunning an interrupted run resumes it
 // from its last checkpoint (docs/parallel.md).
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -95,11 +96,24 @@ nlohmann::json load_model_data(const std::string& path, const std::string& group
       if (a.shape.empty()) {
         if (a.integer) j[name] = static_cast<std::int64_t>(a.values[0]);
         else j[name] = a.values[0];
-      } else if (a.integer) {
-        std::vector<std::int64_t> v(a.values.begin(), a.values.end());
-        j[name] = v;
       } else {
-        j[name] = a.values;
+        // Nested arrays of the array's own shape (row-major), so that a model rejects a
+        // [3, 1] matrix where it needs a vector instead of reading it flattened.
+        std::size_t next = 0;
+        auto nest = [&](auto&& self, std::size_t depth) -> nlohmann::json {
+          nlohmann::json v = nlohmann::json::array();
+          for (std::size_t i = 0; i < a.shape[depth]; ++i) {
+            if (depth + 1 < a.shape.size()) {
+              v.push_back(self(self, depth + 1));
+            } else {
+              const double x = a.values[next++];
+              if (a.integer) v.push_back(static_cast<std::int64_t>(x));
+              else v.push_back(x);
+            }
+          }
+          return v;
+        };
+        j[name] = nest(nest, 0);
       }
     }
     return j;
@@ -116,12 +130,25 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_p
   const bool has_model = st.has("target.model"), has_builtin = st.has("target.builtin"),
              has_library = st.has("target.library");
   if (int(has_model) + int(has_builtin) + int(has_library) > 1)
-    throw InputError("[target]: target.model, target.builtin and target.library are exclusive, but more than one is given");
+    throw InputError(fmt::format("{}: target.model, target.builtin and target.library are exclusive, but more than one "
+                                 "is given ({})",
+                                 st.origin(has_library ? "target.library" : "target.builtin"), [&] {
+                                   std::string given;
+                                   for (const char* k : {"target.model", "target.builtin", "target.library"})
+                                     if (st.has(k)) given += (given.empty() ? "" : ", ") + std::string(k);
+                                   return given;
+                                 }()));
   if (has_library) {
     if (!st.has("target.ndim"))
       throw InputError(fmt::format("{}: target.library is given, but target.ndim is not", st.origin("target.library")));
-    auto plugin = std::make_shared<herd::mcmc::PluginLogDensity>(st.get_string("target.library"),
-                                                                 st.get_string("target.symbol"));
+    std::shared_ptr<herd::mcmc::PluginLogDensity> plugin;
+    try {
+      plugin = std::make_shared<herd::mcmc::PluginLogDensity>(st.get_string("target.library"),
+                                                              st.get_string("target.symbol"));
+    } catch (const herd::InputError& e) {
+      throw InputError(fmt::format("{}: target.library \"{}\" (target.symbol \"{}\"): {}", st.origin("target.library"),
+                                   st.get_string("target.library"), st.get_string("target.symbol"), e.what()));
+    }
     t.ndim = static_cast<int>(st.get_int("target.ndim"));
     t.log_density = [plugin](const double* x, int n) { return (*plugin)(x, n); };
     t.thread_safe = st.get_bool("target.thread_safe");
@@ -133,7 +160,12 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_p
     std::shared_ptr<herd::examples::PosteriorModel> m;
     if (st.has("data.file")) {
       const std::string path = st.get_string("data.file");
-      m = herd::examples::make_model(name, load_model_data(path, st.get_string("data.group"), st.origin("data.file")));
+      const nlohmann::json data = load_model_data(path, st.get_string("data.group"), st.origin("data.file"));
+      try {
+        m = herd::examples::make_model(name, data);
+      } catch (const herd::InputError& e) {
+        throw InputError(fmt::format("{}: data.file \"{}\": {}", st.origin("data.file"), path, e.what()));
+      }
     } else {
       m = herd::examples::make_model(name);
     }
@@ -148,12 +180,15 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_p
   }
   const std::string kind = st.get_string("target.builtin");
   if (!st.has("target.ndim") && kind != "normal")
-    throw InputError(fmt::format("target.builtin is \"{}\", but target.ndim is not given", kind));
+    throw InputError(fmt::format("{}: target.builtin is \"{}\", but target.ndim is not given (an integer >= 1)",
+                                 st.origin("target.builtin"), kind));
   int d = st.has("target.ndim") ? static_cast<int>(st.get_int("target.ndim")) : 0;
   if (kind == "normal") {
     std::vector<double> mean = st.has("target.mean") ? st.get_float_list("target.mean") : std::vector<double>{};
     if (d == 0) d = static_cast<int>(mean.size());
-    if (d == 0) throw InputError("target.builtin is \"normal\", but neither target.ndim nor target.mean is given");
+    if (d == 0)
+      throw InputError(fmt::format("{}: target.builtin is \"normal\", but neither target.ndim nor target.mean is given",
+                                   st.origin("target.builtin")));
     if (mean.empty()) mean.assign(static_cast<std::size_t>(d), 0.0);
     if (static_cast<int>(mean.size()) != d)
       throw InputError(fmt::format("{}: target.mean has {} values, but target.ndim is {}", st.origin("target.mean"), mean.size(), d));
@@ -169,7 +204,13 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_p
       for (int i = 0; i < d; ++i)
         for (int j = 0; j < d; ++j) cov(i, j) = std::pow(rho, std::abs(i - j));
     }
-    auto mvn = std::make_shared<herd::mcmc::MultivariateNormal>(Eigen::Map<Eigen::VectorXd>(mean.data(), d), cov);
+    std::shared_ptr<herd::mcmc::MultivariateNormal> mvn;
+    try {
+      mvn = std::make_shared<herd::mcmc::MultivariateNormal>(Eigen::Map<Eigen::VectorXd>(mean.data(), d), cov);
+    } catch (const herd::Error& e) {
+      const char* key = st.has("target.cov") ? "target.cov" : "target.rho";
+      throw InputError(fmt::format("{}: {}: {}", st.origin(key), key, e.what()));
+    }
     t.log_density = [mvn](const double* x, int n) { return (*mvn)(x, n); };
     std::vector<double> cv(static_cast<std::size_t>(d) * static_cast<std::size_t>(d));
     for (int i = 0; i < d; ++i)
@@ -203,9 +244,16 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_p
     t.description = fmt::format("built-in Neal's funnel, ndim {}", d);
   } else {  // mixture
     if (!st.has("target.weights") || !st.has("target.means") || !st.has("target.sigmas"))
-      throw InputError("target.builtin is \"mixture\", but target.weights, target.means and target.sigmas are not all given");
-    auto g = std::make_shared<herd::mcmc::GaussianMixture>(st.get_float_list("target.weights"), st.get_float_list("target.means"),
-                                                           st.get_float_list("target.sigmas"), d);
+      throw InputError(fmt::format("{}: target.builtin is \"mixture\", but target.weights, target.means and "
+                                   "target.sigmas are not all given",
+                                   st.origin("target.builtin")));
+    std::shared_ptr<herd::mcmc::GaussianMixture> g;
+    try {
+      g = std::make_shared<herd::mcmc::GaussianMixture>(st.get_float_list("target.weights"), st.get_float_list("target.means"),
+                                                        st.get_float_list("target.sigmas"), d);
+    } catch (const herd::Error& e) {
+      throw InputError(fmt::format("{}: target.weights/means/sigmas: {}", st.origin("target.means"), e.what()));
+    }
     t.log_density = [g](const double* x, int n) { return (*g)(x, n); };
     t.description = fmt::format("built-in Gaussian mixture, ndim {}", d);
   }
@@ -221,18 +269,28 @@ int main(int argc, char** argv) {
   std::string file;
   std::vector<std::string> sets;
   std::string output;
-  long long seed = -1;
+  std::string seed;
   bool quiet = false;
   app.add_option("file", file, "input file: TOML, or a ParaMonte &ParaDRAM namelist (default: the embedded default input)");
   app.add_option("--set", sets, "override a specification: key=value (repeatable)");
   app.add_option("--output", output, "output prefix (overrides output_prefix)");
-  app.add_option("--seed", seed, "random seed (overrides random_seed)")->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", seed, "random seed (overrides random_seed): an integer in [0, 2^63 - 1]");
   app.add_flag("--quiet", quiet, "print nothing but errors");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+  if (!seed.empty()) {
+    // Checked here rather than by CLI11, whose range message prints the limits of a double.
+    long long v = -1;
+    const auto [end, ec] = std::from_chars(seed.data(), seed.data() + seed.size(), v);
+    if (ec != std::errc() || end != seed.data() + seed.size() || v < 0) {
+      std::fprintf(stderr, "herd-sample: error: --seed is \"%s\", but must be an integer in [0, 9223372036854775807]\n",
+                   seed.c_str());
+      return 2;
+    }
   }
 
   // Under `mpiexec -n N` (MPICH) the ranks run the model's parallel form (multi_chain, or
@@ -256,7 +314,7 @@ int main(int argc, char** argv) {
                                               "(embedded default input)")
                        : herd::io::read_config(file, "ParaDRAM");
       if (!output.empty()) all_sets.push_back("output_prefix=" + output);
-      if (seed >= 0) all_sets.push_back("random_seed=" + std::to_string(seed));
+      if (!seed.empty()) all_sets.push_back("random_seed=" + seed);
       herd::io::Schema schema("herd-sample");
       herd::mcmc::declare_sampler_specs(schema);
       declare_target_keys(schema);
@@ -274,7 +332,13 @@ int main(int argc, char** argv) {
       }
       in.seed_given = settings.has("random_seed");
       // Validate the kernel options before anything is written.
-      herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(in.specs, in.target.ndim), in.target.log_density);
+      try {
+        herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(in.specs, in.target.ndim), in.target.log_density);
+      } catch (const herd::InputError& e) {
+        // What the specifications' checks leave to the kernel (e.g. a start point outside
+        // the target's support): name the input.
+        throw herd::InputError(fmt::format("{}: {}", file.empty() ? "(embedded default input)" : file, e.what()));
+      }
       in.options.quiet = quiet;
       in.options.resolved_input = settings.describe();
       in.options.input_source = file.empty() ? "(embedded default input)" : file;
@@ -294,7 +358,21 @@ int main(int argc, char** argv) {
                                                : std::string());
       return in;
     };
-    rc = herd::mcmc::run_sampler_program(*comm, resolve, "herd-sample");
+    // --output and --seed travel as --set overrides; a message about them names the option
+    // the user typed.
+    auto resolve_named = [&]() {
+      try {
+        return resolve();
+      } catch (const herd::InputError& e) {
+        std::string m = e.what();
+        const std::string from = "--set output_prefix=" + output;
+        if (!output.empty() && m.rfind(from, 0) == 0) m = "--output " + output + m.substr(from.size());
+        const std::string seed_from = "--set random_seed=" + seed;
+        if (!seed.empty() && m.rfind(seed_from, 0) == 0) m = "--seed " + seed + m.substr(seed_from.size());
+        throw herd::InputError(m);
+      }
+    };
+    rc = herd::mcmc::run_sampler_program(*comm, resolve_named, "herd-sample");
   }  // the communicator goes before MPI is finalised (at exit)
   return rc;
 }

@@ -90,9 +90,13 @@ void flatten(const json& j, std::size_t depth, const std::vector<std::size_t>& s
     if (!j.is_array())
       throw InputError(fmt::format("{}: \"{}\" is {} where an array of {} was expected (ragged nesting)", where, path,
                                    json_kind(j), shape[depth]));
-    if (j.size() != shape[depth])
-      throw InputError(fmt::format("{}: \"{}\" is ragged: {} elements where {} were expected", where, path, j.size(),
-                                   shape[depth]));
+    if (j.size() != shape[depth]) {
+      std::string sh;
+      for (auto n : shape) sh += (sh.empty() ? "" : ", ") + std::to_string(n);
+      throw InputError(fmt::format("{}: \"{}\" is ragged: {} elements, but must have {} (model data arrays are "
+                                   "rectangular; the first elements give shape [{}])",
+                                   where, path, j.size(), shape[depth], sh));
+    }
     for (std::size_t i = 0; i < j.size(); ++i)
       flatten(j[i], depth + 1, shape, out, where, fmt::format("{}[{}]", path, i));
     return;

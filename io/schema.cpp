@@ -146,6 +146,8 @@ bool Settings::is_default(std::string_view key) const { return entry(key).is_def
 const ConfigValue& Settings::value(std::string_view key) const { return entry(key).value; }
 std::string Settings::origin(std::string_view key) const { return entry(key).value.where.str(); }
 
+const std::string& Settings::written(std::string_view key) const { return entry(key).written; }
+
 namespace {
 const ConfigValue& set_value(const ConfigValue& v, std::string_view key) {
   if (v.is_null()) throw InputError(fmt::format("settings: key \"{}\" is not set", key));
@@ -311,9 +313,21 @@ std::optional<ConfigValue> parse_text(const std::string& text, ValueType t, cons
   }
 }
 
+/// `v` for messages: override text that parses as a number shows as that number ("40 (an
+/// integer)", not "\"40\" (text)"); anything else as `describe` gives it.
+std::string shown_value(const ConfigValue& v, ValueType t) {
+  if (v.is_raw_text() && (t == ValueType::kInt || t == ValueType::kFloat))
+    if (auto p = parse_text(v.as_string(), t, v.where)) return p->describe();
+  return v.describe();
+}
+
 /// Converts `v` to an element of type `t`; nullopt when the kind does not fit.
 std::optional<ConfigValue> convert_scalar(const ConfigValue& v, ValueType t) {
-  if (v.is_raw_text()) return parse_text(v.as_string(), t, v.where);
+  if (v.is_raw_text()) {
+    auto p = parse_text(v.as_string(), t, v.where);
+    if (!p || t != ValueType::kInt || p->kind() != ConfigValue::Kind::kFloat) return p;
+    return convert_scalar(*p, t);  // "1e3" is 1000; "1e20" and "2.5" are no integers
+  }
   switch (t) {
     case ValueType::kBool:
       if (v.kind() == ConfigValue::Kind::kBool) return v;
@@ -462,9 +476,9 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
   Settings out;
   for (std::size_t i = 0; i < keys_.size(); ++i) {
     const SchemaKey& key = keys_[i];
-    Settings::Entry e{key.name(), key.doc(), {}, false};
     const ConfigValue* given = r.assigned[i].value;
     const std::string shown = given != nullptr ? r.assigned[i].written : key.name();
+    Settings::Entry e{key.name(), key.doc(), {}, false, shown};
     if (given == nullptr || given->is_null()) {
       if (!key.default_value().is_null()) {
         e.value = key.default_value();
@@ -478,8 +492,9 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       out.entries_.push_back(std::move(e));
       continue;
     }
+    const ValueType et = element_type(key.type());
     auto bad = [&](const ConfigValue& v, const std::string& what) {
-      r.problem(v.where, fmt::format("key \"{}\"{} is {}, but must be {}", shown, what, v.describe(), key.expected()));
+      r.problem(v.where, fmt::format("key \"{}\"{} is {}, but must be {}", shown, what, shown_value(v, et), key.expected()));
     };
     // Range and choice checks of one converted element.
     auto in_bounds = [&](const ConfigValue& v) {
@@ -499,7 +514,6 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       const std::string n = nearest(v.as_string(), key.choices_, false, &d);
       return d <= std::max<std::size_t>(2, v.as_string().size() / 3) ? fmt::format("; did you mean \"{}\"?", n) : "";
     };
-    const ValueType et = element_type(key.type());
     if (key.type() == ValueType::kFloatMatrix) {
       ConfigValue parsed;
       const ConfigValue* m = given;
@@ -553,8 +567,8 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
                                             key.expected()));
             ok = false;
           } else if (!in_bounds(*v)) {
-            r.problem(at.where, fmt::format("key \"{}\"{} is {}, but must be {}", shown, what, item->describe(),
-                                            key.expected()));
+            r.problem(at.where, fmt::format("key \"{}\"{} is {}, but must be {}", shown, what,
+                                            item->is_raw_text() ? v->describe() : item->describe(), key.expected()));
             ok = false;
           } else {
             typed_row.push_back(std::move(*v));
@@ -580,8 +594,9 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       if (!v) {
         bad(*given, "");
       } else if (!in_bounds(*v)) {
-        r.problem(given->where, fmt::format("key \"{}\" is {}, but must be {}{}", shown, given->describe(),
-                                            key.expected(), choice_hint(*v)));
+        r.problem(given->where, fmt::format("key \"{}\" is {}, but must be {}{}", shown,
+                                            given->is_raw_text() ? v->describe() : given->describe(), key.expected(),
+                                            choice_hint(*v)));
       } else {
         e.value = std::move(*v);
         e.value.where = given->where;
@@ -601,7 +616,7 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
         std::size_t i = 0;
         while (true) {
           const std::size_t j = text.find(',', i);
-          items.push_back(ConfigValue::raw_text(text.substr(i, j == std::string::npos ? std::string::npos : j - i),
+          items.push_back(ConfigValue::raw_text(trim(text.substr(i, j == std::string::npos ? std::string::npos : j - i)),
                                                 given->where));
           if (j == std::string::npos) break;
           i = j + 1;
@@ -650,8 +665,8 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
         ok = false;
       } else if (!in_bounds(*v)) {
         r.problem(item.where.line > 0 ? item.where : given->where,
-                  fmt::format("key \"{}\"{} is {}, but must be {}{}", shown, what, item.describe(), key.expected(),
-                              choice_hint(*v)));
+                  fmt::format("key \"{}\"{} is {}, but must be {}{}", shown, what,
+                              item.is_raw_text() ? v->describe() : item.describe(), key.expected(), choice_hint(*v)));
         ok = false;
       } else {
         typed.push_back(std::move(*v));

@@ -28,6 +28,17 @@ constexpr int kMaxPath = kMaxStages + 1;
 // A factor is rejected as numerically singular when some conditional variance is below
 // this fraction of the marginal one (|correlation| of 1 - 5e-13 or more).
 constexpr double kSingularRatio = 1e-12;
+// Adaptation without a target acceptance rate: an update period with an acceptance rate
+// below kStuckRate, in a chain whose acceptance rate so far is below kStuckOverall, halves
+// the scale; one above kRecoverRate doubles it back (never above the scale factor). (A
+// healthy chain's short stuck stretches, as in a funnel's neck, are left alone: halving
+// there cost gp_pois_regr four fifths of its ESS.) The adapted covariance is shrunk towards the start proposal's guess with
+// the weight of kPriorWeight x d^2 steps: an estimate from an autocorrelated random walk needs
+// an effective size well above d, and a random walk's autocorrelation time grows with d.
+constexpr double kStuckRate = 0.01;
+constexpr double kStuckOverall = 0.05;
+constexpr double kRecoverRate = 0.5;
+constexpr double kPriorWeight = 3.0;
 
 // The shared per-chain math of the batched kernel (batched_dram_kernel.hpp): log1m_exp,
 // the delayed-rejection recursion and y = x + L w (row dot products: the one arithmetic for
@@ -249,6 +260,11 @@ void DramSampler::reset() {
   Eigen::LLT<Eigen::MatrixXd> llt(c);
   HERD_REQUIRE(llt.info() == Eigen::Success, "dram: proposal_start_cov is not positive definite");
   const Eigen::MatrixXd l = llt.matrixL();
+  // The start proposal's implied guess of the target covariance, C0 / scale_factor^2: the
+  // prior the adapted covariance is shrunk towards while few unique states are known.
+  prior_cov_.assign(static_cast<std::size_t>(d) * d, 0.0);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j < d; ++j) prior_cov_[static_cast<std::size_t>(i) * d + j] = c(i, j) / (scale0_ * scale0_);
   s.chol.assign(static_cast<std::size_t>(d) * d, 0.0);
   for (int i = 0; i < d; ++i)
     for (int j = 0; j <= i; ++j) s.chol[static_cast<std::size_t>(i) * d + j] = l(i, j);
@@ -615,22 +631,47 @@ void DramSampler::adapt() {
   const int d = d_;
   const auto dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d);
   merge_pending(s.updates_done < options_.greedy_adaptation_count);
-  if (!options_.target_acceptance_rate.empty() && s.proposals_since_update > 0) {
-    const double lo = options_.target_acceptance_rate.front(), hi = options_.target_acceptance_rate.back();
+  const double scale_before = s.scale;
+  if (s.proposals_since_update > 0) {
     const double r = static_cast<double>(s.accepted_since_update) / static_cast<double>(s.proposals_since_update);
-    if (r < lo || r > hi) s.scale *= std::clamp(std::sqrt(r / (0.5 * (lo + hi))), 0.8, 1.25);
+    if (!options_.target_acceptance_rate.empty()) {
+      const double lo = options_.target_acceptance_rate.front(), hi = options_.target_acceptance_rate.back();
+      if (r < lo || r > hi) s.scale *= std::clamp(std::sqrt(r / (0.5 * (lo + hi))), 0.8, 1.25);
+    } else if (r < kStuckRate && static_cast<double>(s.accepted) < kStuckOverall * static_cast<double>(s.proposal_number)) {
+      // A chain that accepts (almost) nothing never collects the d + 1 unique states an
+      // update needs, and its covariance estimate would be degenerate: halve the scale.
+      s.scale *= 0.5;
+    } else if (r > kRecoverRate && s.scale < scale0_) {
+      s.scale = std::min(scale0_, 2.0 * s.scale);  // undo such halvings once it accepts freely
+    }
   }
   s.accepted_since_update = 0;
   s.proposals_since_update = 0;
   if (s.cov_unique < d + 1 || !(s.cov_weight > 0)) {
     ++s.updates_deferred;
+    if (s.scale != scale_before) {
+      // No covariance estimate yet: rescale the current proposal itself.
+      const double ratio = s.scale / scale_before;
+      for (double& v : s.chol) v *= ratio;
+      refresh_proposal_cov();
+      // Hellinger distance of N(0, C) and N(0, ratio^2 C).
+      const double h2 = 1.0 - std::exp(0.5 * d * std::log(2.0 * ratio / (1.0 + ratio * ratio)));
+      s.record_adapt_measure = std::max(s.record_adapt_measure, std::sqrt(std::max(0.0, h2)));
+    }
     return;
   }
   ++s.updates_done;
   double* cov = scratch_.data() + 2 * static_cast<std::size_t>(d);  // [d, d]
   double* lnew = cov + dd;                                          // [d, d]
-  const double f = s.scale * s.scale / s.cov_weight;
-  for (std::size_t i = 0; i < dd; ++i) cov[i] = f * s.m2[i];
+  // Shrinkage towards the start proposal's covariance guess while few unique states are
+  // known: with n ~ d states the sample covariance's smallest eigenvalues are near 0
+  // (Marchenko-Pastur), and a proposal built on it stops moving in those directions.
+  // Weight of the guess: kPriorWeight d^2 steps.
+  const double n0 = kPriorWeight * static_cast<double>(d) * static_cast<double>(d);
+  const double lambda = n0 / (s.cov_weight + n0);
+  const double f = s.scale * s.scale * (1.0 - lambda) / s.cov_weight;
+  const double g = s.scale * s.scale * lambda;
+  for (std::size_t i = 0; i < dd; ++i) cov[i] = f * s.m2[i] + g * prior_cov_[i];
   if (!cholesky(cov, d, lnew)) {
     ++s.chol_failures;
     if (!chol_warned_) {

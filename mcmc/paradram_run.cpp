@@ -359,6 +359,21 @@ std::string cell(double v) { return fmt::format("{:.6g}", v); }
 namespace {
 
 constexpr int kMaxTextChains = 64;  // per-chain text files up to this many chains (DESIGN.md §4)
+
+// Below this mean acceptance rate the chain barely moved: the report and the terminal say so
+// (the terminal also during the run, once kHintSteps proposals are made).
+constexpr double kLowAcceptance = 1e-3;
+constexpr std::uint64_t kHintSteps = 20000;
+
+/// What to do about a mean acceptance rate below kLowAcceptance (one paragraph).
+std::string low_acceptance_hint(double rate) {
+  return fmt::format(
+      "WARNING: the mean acceptance rate is {:.3g}, below {:g}: the chain barely moved, so its draws and "
+      "statistics are not a usable sample. Give proposal_std (or proposal_cov) of the order of the posterior's "
+      "standard deviations, or a smaller scale_factor (e.g. \"0.1*gelman\"); check start_point and that the log "
+      "density is finite (not -inf or NaN) around it.",
+      rate, kLowAcceptance);
+}
 constexpr int kMaxKsChains = 16;    // pairwise KS table up to this many chains
 
 int chain_count(const SamplerSpecs& s, int ranks) {
@@ -563,9 +578,15 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     // On a terminal: one line rewritten in place, at most 4 times a second. Otherwise (a
     // log file, CI): a plain line every 10 seconds.
     const bool tty = isatty(fileno(options.terminal)) != 0;
-    progress.on_progress = [&options, &specs, tty, last = -1e9](std::uint64_t steps, std::int64_t accepted,
+    progress.on_progress = [&options, &specs, tty, last = -1e9, hinted = false](std::uint64_t steps, std::int64_t accepted,
                                                                 double secs, std::uint64_t new_steps,
                                                                 std::int64_t new_accepted) mutable {
+      if (!hinted && steps >= kHintSteps &&
+          static_cast<double>(accepted) < kLowAcceptance * static_cast<double>(steps)) {
+        hinted = true;  // once per run, on its own line
+        std::fprintf(options.terminal, "%s%s\n", tty ? "\n" : "",
+                     low_acceptance_hint(static_cast<double>(accepted) / static_cast<double>(steps)).c_str());
+      }
       if (secs - last < (tty ? 0.25 : 10.0)) return;
       last = secs;
       const double eta = new_accepted > 0 ? secs / static_cast<double>(new_accepted) *
@@ -596,6 +617,10 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   std::string parallel_report;
   double checkpoint_seconds = 0.0;
   std::int64_t checkpoints = 0;
+  // A resumed single chain: what the earlier invocations did (as of the checkpoint).
+  bool resumed = false;
+  std::uint64_t proposals_before = 0;
+  double seconds_before = 0.0;
   const Timer sampling;
   ResumableOptions files;
   files.chain_path = rdir + "/chain_0.chain";
@@ -620,19 +645,27 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
                                         root ? &tee : nullptr);
       chains = std::move(m.chains);
       results = std::move(m.results);
+      resumed = m.proposals_before > 0;
+      proposals_before = m.proposals_before;
+      seconds_before = m.seconds_before;
       parallel_report += fmt::format("parallelization model             multi_chain\n");
       parallel_report += fmt::format("ranks x chains per rank           {} x {} = {} chains\n", ranks,
                                      specs.chains_per_rank, nchains);
       parallel_report += fmt::format("sampling wall time                {:.3f} s\n", m.seconds);
       std::int64_t props = 0;
       for (const auto& r : results) props += r.proposals;
-      parallel_report += fmt::format("proposals per second (all chains) {:.4g}\n", static_cast<double>(props) / std::max(m.seconds, 1e-9));
+      parallel_report += fmt::format("proposals per second (all chains, this invocation) {:.4g}\n",
+                                     static_cast<double>(static_cast<std::uint64_t>(props) - m.proposals_before) /
+                                         std::max(m.seconds, 1e-9));
     } else if (ranks > 1) {
       MemoryChainSink memory;
       FanSink fan(memory, tee);
       ChainSink& sink = root && !checkpointing ? static_cast<ChainSink&>(fan) : tee;
       ForkJoinRun f = run_fork_join(dopt, target.log_density, comm, sink, checkpointing ? &files : nullptr);
       text_done = !f.already_complete;
+      resumed = f.resumed;
+      proposals_before = f.proposals_before;
+      seconds_before = f.seconds_before;
       checkpoints = f.checkpoints;
       checkpoint_seconds = f.checkpoint_seconds;
       if (root && checkpointing) memory = read_resumable_chain(files.chain_path, d);
@@ -643,14 +676,14 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
         parallel_report += "(the chain was complete in the restart record: nothing sampled)\n";
       } else {
         const double tf_eval = f.mean_eval_seconds;
-        const double measured = f.seconds > 0 ? static_cast<double>(f.result.proposals) * tf_eval / f.seconds : 0.0;
+        const double measured = f.seconds > 0 ? static_cast<double>(f.result.proposals - static_cast<std::int64_t>(f.proposals_before)) * tf_eval / f.seconds : 0.0;
         parallel_report += fmt::format("ranks                             {}\n", ranks);
         parallel_report += fmt::format("rounds                            {}\n", f.rounds);
         parallel_report += fmt::format("proposals decided per round       {:.4f}\n",
                                        f.rounds > 0 ? static_cast<double>(std::accumulate(f.rank_proposals.begin(), f.rank_proposals.end(), std::int64_t{0})) / static_cast<double>(f.rounds) : 0.0);
         parallel_report += fmt::format("mean log-density time             {:.4g} s\n", tf_eval);
         parallel_report += fmt::format("communication time per round      {:.4g} s\n", f.comm_seconds_per_round);
-        parallel_report += fmt::format("measured speedup                  {:.3f} (proposals x mean log-density time / wall time {:.3f} s)\n", measured, f.seconds);
+        parallel_report += fmt::format("measured speedup                  {:.3f} (this invocation's proposals x mean log-density time / wall time {:.3f} s)\n", measured, f.seconds);
         parallel_report += fmt::format("predicted speedup                 {:.3f} (cyclic-geometric model, Shahmoradi & Bagheri 2020)\n", f.predicted_speedup);
         parallel_report += "per-rank contributions (this run or, after a resume, its last part):\n";
         parallel_report += fmt::format("{:>6} {:>20} {:>20}\n", "rank", "proposals decided", "stage-1 acceptances");
@@ -662,6 +695,9 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       files.tee = &tee;
       const ResumableRun r = run_resumable(dopt, target.log_density, files);
       text_done = !r.already_complete;
+      resumed = r.resumed;
+      proposals_before = r.proposals_before;
+      seconds_before = r.seconds_before;
       checkpoints = r.checkpoints;
       checkpoint_seconds = r.checkpoint_seconds;
       chains.push_back(read_resumable_chain(files.chain_path, d));
@@ -918,6 +954,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     r += fmt::format("log-density evaluations           {}\n", evaluations);
     r += fmt::format("accepted states (chain_size)      {}\n", out.compact_size);
     r += fmt::format("mean acceptance rate              {:.6f}\n", acceptance);
+    if (acceptance < kLowAcceptance) r += low_acceptance_hint(acceptance) + "\n";
     if (m == 1) {
       for (std::size_t k = 0; k < kr.stage_accepted.size(); ++k)
         r += fmt::format("  accepted at stage {}             {}\n", k + 1, kr.stage_accepted[k]);
@@ -934,9 +971,23 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     r += fmt::format("posterior draws (verbose)         {}{}\n", out.posterior_draws,
                      m > 1 ? fmt::format(" ({} chains x {}: cut to the shortest)", m, ndraw) : std::string());
     r += fmt::format("refined sample size               {}\n", out.sample_size);
-    r += fmt::format("sampling time                     {:.3f} s\n", sampling_seconds);
-    r += fmt::format("total time                        {:.3f} s\n", out.seconds);
-    r += fmt::format("steps per second                  {:.4g}\n", static_cast<double>(proposals) / std::max(sampling_seconds, 1e-9));
+    // Times: this invocation's, and after a resume also the whole chain's (the earlier
+    // invocations' sampling time as of the checkpoint resumed from, plus this one's).
+    const auto props_now = static_cast<std::int64_t>(static_cast<std::uint64_t>(proposals) - proposals_before);
+    r += fmt::format("sampling time (this invocation)   {:.3f} s\n", sampling_seconds);
+    r += fmt::format("total time (this invocation)      {:.3f} s\n", out.seconds);
+    if (resumed) {
+      r += fmt::format("resumed from the restart record at proposal {}{} (earlier invocations: {:.3f} s of sampling)\n",
+                       proposals_before, m > 1 ? " (all chains)" : "", seconds_before);
+      r += fmt::format("proposals (this invocation)       {}\n", props_now);
+    }
+    r += fmt::format("steps per second (this invocation) {:.4g}\n",
+                     static_cast<double>(props_now) / std::max(sampling_seconds, 1e-9));
+    if (resumed) {
+      const double whole = seconds_before + sampling_seconds;
+      r += fmt::format("sampling time (whole chain)       {:.3f} s\n", whole);
+      r += fmt::format("steps per second (whole chain)    {:.4g}\n", static_cast<double>(proposals) / std::max(whole, 1e-9));
+    }
     if (checkpointing && multi)
       r += fmt::format("restart record                    {} (each rank checkpoints its own chains)\n", rdir);
     else if (checkpointing)
@@ -1017,6 +1068,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
                  acceptance,
                  static_cast<long long>(out.burnin), static_cast<long long>(out.posterior_draws),
                  static_cast<long long>(out.sample_size), out.seconds);
+    if (acceptance < kLowAcceptance) std::fprintf(options.terminal, "%s\n", low_acceptance_hint(acceptance).c_str());
     std::fprintf(options.terminal, "outputs:\n");
     for (const auto& p : paths) std::fprintf(options.terminal, "  %s\n", p.c_str());
   }

@@ -149,6 +149,8 @@ struct ChainFileState {
   DramResult result;              // when complete
   std::unique_ptr<DramState> state;  // when resumed and not complete
   std::uint64_t chain_bytes = 0;
+  double seconds_before = 0.0;          // sampling seconds of the earlier invocations
+  std::uint64_t proposals_before = 0;   // proposals made by them
 };
 
 ChainFileState open_record(const ResumableOptions& files, std::uint64_t hash) {
@@ -161,12 +163,16 @@ ChainFileState open_record(const ResumableOptions& files, std::uint64_t hash) {
                "afresh, or restore the original input",
                files.checkpoint_path);
   out.resumed = true;
+  // Records written before the elapsed time was kept have none: 0.
+  out.seconds_before = r.has("elapsed_seconds") ? r.value<double>("elapsed_seconds") : 0.0;
   if (r.value<std::uint8_t>("complete") != 0) {
     out.complete = true;
     out.result = load_result(r);
+    out.proposals_before = static_cast<std::uint64_t>(out.result.proposals);
     return out;
   }
   out.state = std::make_unique<DramState>(load_dram_state(r));
+  out.proposals_before = out.state->proposal_number;
   out.chain_bytes = r.value<std::uint64_t>("chain_bytes");
   if (files.on_resume) files.on_resume(r);
   return out;
@@ -174,7 +180,7 @@ ChainFileState open_record(const ResumableOptions& files, std::uint64_t hash) {
 
 /// Appends the buffered records, syncs the chain file, and commits the checkpoint.
 void commit_record(const ResumableOptions& files, std::uint64_t hash, io::AppendFile& file, ByteSink& sink,
-                   const DramState& state, const DramResult* final_result) {
+                   const DramState& state, const DramResult* final_result, double elapsed_seconds) {
   if (!sink.buf.empty()) file.append(std::span<const std::byte>(sink.buf));
   sink.buf.clear();
   file.sync();
@@ -182,6 +188,7 @@ void commit_record(const ResumableOptions& files, std::uint64_t hash, io::Append
   w.add_value("options_hash", hash);
   w.add_value("chain_bytes", file.size());
   w.add_value("complete", static_cast<std::uint8_t>(final_result ? 1 : 0));
+  w.add_value("elapsed_seconds", elapsed_seconds);  // sampling time of all invocations so far
   save_dram_state(w, state);
   if (final_result) save_result(w, *final_result);
   if (files.on_checkpoint) files.on_checkpoint(w);
@@ -406,6 +413,8 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
   const std::uint64_t hash = dram_options_hash(options);
   ChainFileState rec = open_record(files, hash);
   out.resumed = rec.resumed;
+  out.seconds_before = rec.seconds_before;
+  out.proposals_before = rec.proposals_before;
   if (rec.complete) {  // reported, not redone: the log density is not called
     out.already_complete = true;
     out.result = std::move(rec.result);
@@ -424,7 +433,7 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
   sink.begin(sampler.state().chain_id, sampler.ndim());
   auto commit = [&](const DramResult* final_result) {
     Timer t;
-    commit_record(files, hash, file, sink, sampler.state(), final_result);
+    commit_record(files, hash, file, sink, sampler.state(), final_result, rec.seconds_before + timer.seconds());
     ++out.checkpoints;
     out.checkpoint_seconds += t.seconds();
   };
@@ -479,6 +488,8 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
   const int d = static_cast<int>(options.start_point.size());
   std::vector<MemoryChainSink> local(m);
   std::vector<DramResult> local_res(m);
+  std::vector<std::uint64_t> before_props(m, 0);
+  std::vector<double> before_secs(m, 0.0);
   auto run_one = [&](std::size_t i) {
     DramOptions o = options;
     o.chain_id = options.chain_id + static_cast<std::uint32_t>(rank) * static_cast<std::uint32_t>(m) +
@@ -500,7 +511,10 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
       f.period_seconds = checkpoint_period_seconds;
       f.overwrite = overwrite;
       f.tee = tee;
-      local_res[i] = run_resumable(o, log_density, f).result;
+      ResumableRun rr = run_resumable(o, log_density, f);
+      before_props[i] = rr.proposals_before;
+      before_secs[i] = rr.seconds_before;
+      local_res[i] = std::move(rr.result);
       local[i] = read_resumable_chain(f.chain_path, d);
     }
   };
@@ -515,6 +529,17 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
   MultiChainRun out;
   out.ranks = size;
   out.chains_per_rank = chains_per_rank;
+  double props_before = 0.0, secs_before = 0.0;  // exact as a double below 2^53 proposals
+  for (std::size_t i = 0; i < m; ++i) {
+    props_before += static_cast<double>(before_props[i]);
+    secs_before = std::max(secs_before, before_secs[i]);
+  }
+  if (size > 1) {
+    props_before = comm.allreduce_value(props_before, ReduceOp::kSum);
+    secs_before = comm.allreduce_value(secs_before, ReduceOp::kMax);
+  }
+  out.proposals_before = static_cast<std::uint64_t>(props_before);
+  out.seconds_before = secs_before;
   if (size == 1) {
     out.chains = std::move(local);
     out.results = std::move(local_res);
@@ -623,6 +648,8 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
     // Every rank must have read the checkpoint before rank 0 may replace it.
     comm.barrier();
     out.resumed = rec.resumed;
+    out.seconds_before = rec.seconds_before;
+    out.proposals_before = rec.proposals_before;
     if (rec.complete) {
       out.already_complete = true;
       out.result = std::move(rec.result);
@@ -669,7 +696,7 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
   }
   auto commit = [&](const DramResult* final_result) {
     Timer t;
-    commit_record(*files, hash, file, *bytes, sampler.state(), final_result);
+    commit_record(*files, hash, file, *bytes, sampler.state(), final_result, rec.seconds_before + timer.seconds());
     ++out.checkpoints;
     out.checkpoint_seconds += t.seconds();
   };

@@ -1,9 +1,11 @@
 #include "herd/mcmc/sampler_specs.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 
+#include <Eigen/Dense>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -37,11 +39,13 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("domainUpperLimitVec").alias("domainCubeLimitUpper");
   s.add_string("proposal_model", "normal", "proposal distribution").choices({"normal", "uniform"})
       .alias("proposalModel").alias("proposal");
-  s.add_float_list("proposal_cov", nullopt, "initial proposal covariance [ndim, ndim] row-major")
+  s.add_float_list("proposal_cov", nullopt,
+                   "initial proposal covariance [ndim, ndim] row-major, times scale_factor^2 (as ParaDRAM's "
+                   "proposalStartCovMat); default: the identity")
       .alias("proposalStartCovMat").alias("proposalCov");
-  s.add_float_list("proposal_cor", nullopt, "initial proposal correlation [ndim, ndim] (with proposal_std)")
+  s.add_float_list("proposal_cor", nullopt, "initial proposal correlation [ndim, ndim] (with proposal_std; times scale_factor^2)")
       .alias("proposalStartCorMat").alias("proposalCor");
-  s.add_float_list("proposal_std", nullopt, "initial proposal standard deviations [ndim]")
+  s.add_float_list("proposal_std", nullopt, "initial proposal standard deviations [ndim] (default 1; times scale_factor)")
       .alias("proposalStartStdVec").alias("proposalStd").min(0.0, true);
   s.add_int("adaptive_update_period", 0, "proposals between adaptive updates; 0 means 4 ndim")
       .min(0).alias("adaptiveUpdatePeriod").alias("proposalAdaptationPeriod");
@@ -56,7 +60,8 @@ void declare_sampler_specs(io::Schema& s) {
   s.add_float_list("delayed_rejection_scale_factors", nullopt,
                    "per-stage factors of the previous stage's Cholesky factor; default 0.5^(1/ndim)")
       .min(0.0, true).alias("delayedRejectionScaleFactorVec").alias("proposalDelayedRejectionScale");
-  s.add_string("scale_factor", "gelman", "scale of the adapted covariance: a number, \"gelman\" (2.38/sqrt(ndim)) or \"a*gelman\"")
+  s.add_string("scale_factor", "gelman", "scale of the proposal: the start and the adapted covariance are multiplied by its square; a "
+             "number, \"gelman\" (2.38/sqrt(ndim)) or \"a*gelman\"")
       .alias("scaleFactor").alias("proposalScale");
   s.add_float_list("target_acceptance_rate", nullopt, "desired acceptance rate: a value or a [lo, hi] range in (0, 1]")
       .range(0.0, 1.0).length(1, 2).alias("targetAcceptanceRate").alias("outputAcceptanceRate");
@@ -119,9 +124,44 @@ std::vector<double> floats_or_empty(const io::Settings& st, const char* key) {
 void check_length(const io::Settings& st, const char* key, const std::vector<double>& v, std::size_t n,
                   const char* what) {
   if (!v.empty() && v.size() != n) {
-    throw InputError(fmt::format("{}: key \"{}\" has {} values, but must have {} ({})", st.origin(key), key,
+    throw InputError(fmt::format("{}: key \"{}\" has {} values, but must have {} ({})", st.origin(key), st.written(key),
                                  v.size(), n, what));
   }
+}
+
+/// A start covariance (or correlation) matrix `[d, d]` row-major: symmetric, positive
+/// definite (and for a correlation, a unit diagonal). @throws InputError naming the key.
+void check_matrix(const io::Settings& st, const char* key, const std::vector<double>& v, std::size_t d,
+                  bool correlation) {
+  if (v.empty()) return;
+  const std::string where = st.origin(key), name = st.written(key);
+  Eigen::MatrixXd m(static_cast<Eigen::Index>(d), static_cast<Eigen::Index>(d));
+  double big = 0.0;
+  for (std::size_t i = 0; i < d; ++i)
+    for (std::size_t j = 0; j < d; ++j) {
+      const double x = v[i * d + j];
+      if (!std::isfinite(x))
+        throw InputError(fmt::format("{}: key \"{}\" element ({},{}) is {}, but must be finite", where, name, i + 1,
+                                     j + 1, x));
+      m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = x;
+      big = std::max(big, std::fabs(x));
+    }
+  for (std::size_t i = 0; i < d; ++i) {
+    if (correlation && v[i * d + i] != 1.0)
+      throw InputError(fmt::format("{}: key \"{}\" element ({},{}) is {}, but a correlation matrix has 1 on its diagonal",
+                                   where, name, i + 1, i + 1, v[i * d + i]));
+    for (std::size_t j = 0; j < i; ++j)
+      if (std::fabs(v[i * d + j] - v[j * d + i]) > 1e-12 * big)
+        throw InputError(fmt::format("{}: key \"{}\" is not symmetric: element ({},{}) is {}, but element ({},{}) is {} "
+                                     "(a {} matrix [ndim, ndim], row-major, is symmetric)",
+                                     where, name, i + 1, j + 1, v[i * d + j], j + 1, i + 1, v[j * d + i],
+                                     correlation ? "correlation" : "covariance"));
+  }
+  Eigen::LLT<Eigen::MatrixXd> llt(m);
+  if (llt.info() != Eigen::Success)
+    throw InputError(fmt::format("{}: key \"{}\" is not positive definite (its Cholesky factorisation fails), but a {} "
+                                 "matrix must be",
+                                 where, name, correlation ? "correlation" : "covariance"));
 }
 
 }  // namespace
@@ -133,8 +173,8 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.chain_size = st.get_int("chain_size");
   s.sample_size = st.get_int("sample_size");
   if (s.sample_size == 0 || s.sample_size < -1)
-    throw InputError(fmt::format("{}: key \"sample_size\" is {}, but must be -1 or a positive integer",
-                                 st.origin("sample_size"), s.sample_size));
+    throw InputError(fmt::format("{}: key \"{}\" is {}, but must be -1 or a positive integer",
+                                 st.origin("sample_size"), st.written("sample_size"), s.sample_size));
   s.start_point = floats_or_empty(st, "start_point");
   s.random_start_point = st.get_bool("random_start_point");
   s.random_start_point_domain_lower = floats_or_empty(st, "random_start_point_domain_lower");
@@ -161,8 +201,8 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   }
   s.output_prefix = st.get_string("output_prefix");
   if (s.output_prefix.empty() || s.output_prefix.back() == '/')
-    throw InputError(fmt::format("{}: key \"output_prefix\" is \"{}\", but must name a file prefix, not a folder",
-                                 st.origin("output_prefix"), s.output_prefix));
+    throw InputError(fmt::format("{}: key \"{}\" is \"{}\", but must name a file prefix, not a folder",
+                                 st.origin("output_prefix"), st.written("output_prefix"), s.output_prefix));
   s.chain_file_format = st.get_string("chain_file_format");
   s.overwrite = st.get_bool("overwrite");
   s.progress_report_period = st.get_int("progress_report_period");
@@ -173,8 +213,8 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
     for (int i = 1; i <= ndim; ++i) s.variable_names.push_back(fmt::format("x{}", i));
   }
   if (s.variable_names.size() != d)
-    throw InputError(fmt::format("{}: key \"variable_names\" has {} names, but must have {} (ndim)",
-                                 st.origin("variable_names"), s.variable_names.size(), d));
+    throw InputError(fmt::format("{}: key \"{}\" has {} names, but must have {} (ndim)",
+                                 st.origin("variable_names"), st.written("variable_names"), s.variable_names.size(), d));
   s.description = st.get_string("description");
   s.output_delimiter = st.get_string("output_delimiter");
   if (s.output_delimiter.empty()) s.output_delimiter.push_back(' ');
@@ -190,15 +230,15 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.thin = st.get_int("thin");
   s.batched_adaptation = st.get_string("batched_adaptation");
   if (s.device == "cpu" && s.parallelization_model == "multi_chain" && s.chains_per_rank > 4096)
-    throw InputError(fmt::format("{}: key \"chains_per_rank\" is {}, but must be at most 4096 with device = \"cpu\" "
+    throw InputError(fmt::format("{}: key \"{}\" is {}, but must be at most 4096 with device = \"cpu\" "
                                  "(use device = \"cpu_batched\" or \"cuda\" for more chains)",
-                                 st.origin("chains_per_rank"), s.chains_per_rank));
+                                 st.origin("chains_per_rank"), st.written("chains_per_rank"), s.chains_per_rank));
   if (s.device != "cpu" && s.thin > s.chain_size)
-    throw InputError(fmt::format("{}: key \"thin\" is {}, but must be at most chain_size = {} (no draws otherwise)",
-                                 st.origin("thin"), s.thin, s.chain_size));
+    throw InputError(fmt::format("{}: key \"{}\" is {}, but must be at most chain_size = {} (no draws otherwise)",
+                                 st.origin("thin"), st.written("thin"), s.thin, s.chain_size));
   if (s.device != "cpu" && s.proposal_model != "normal")
-    throw InputError(fmt::format("{}: key \"proposal_model\" is \"{}\", but device = \"{}\" needs \"normal\"",
-                                 st.origin("proposal_model"), s.proposal_model, s.device));
+    throw InputError(fmt::format("{}: key \"{}\" is \"{}\", but device = \"{}\" needs \"normal\"",
+                                 st.origin("proposal_model"), st.written("proposal_model"), s.proposal_model, s.device));
   s.checkpoint_period = st.get_int("checkpoint_period");
   s.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
   s.mpi_finalize_requested = st.get_bool("mpi_finalize_requested");
@@ -213,11 +253,45 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   check_length(st, "proposal_cov", s.proposal_cov, d * d, "ndim x ndim");
   check_length(st, "proposal_cor", s.proposal_cor, d * d, "ndim x ndim");
   check_length(st, "proposal_std", s.proposal_std, d, "ndim");
+  check_matrix(st, "proposal_cov", s.proposal_cov, d, false);
+  check_matrix(st, "proposal_cor", s.proposal_cor, d, true);
+  for (std::size_t i = 0; i < s.start_point.size(); ++i)
+    if (!std::isfinite(s.start_point[i]))
+      throw InputError(fmt::format("{}: {}[{}] is {}, but must be finite", st.origin("start_point"),
+                                   st.written("start_point"), i + 1, s.start_point[i]));
+  if (s.delayed_rejection_count > 14)
+    throw InputError(fmt::format("{}: key \"{}\" is {}, but must be at most 14", st.origin("delayed_rejection_count"),
+                                 st.written("delayed_rejection_count"), s.delayed_rejection_count));
+  if (s.target_acceptance_rate.size() == 2 &&
+      !(s.target_acceptance_rate[0] > 0 && s.target_acceptance_rate[0] <= s.target_acceptance_rate[1]))
+    throw InputError(fmt::format("{}: key \"{}\" is [{}, {}], but must be a range [lo, hi] with 0 < lo <= hi <= 1",
+                                 st.origin("target_acceptance_rate"), st.written("target_acceptance_rate"),
+                                 s.target_acceptance_rate[0], s.target_acceptance_rate[1]));
+  if (s.target_acceptance_rate.size() == 1 && !(s.target_acceptance_rate[0] > 0))
+    throw InputError(fmt::format("{}: key \"{}\" is {}, but must be in (0, 1]", st.origin("target_acceptance_rate"),
+                                 st.written("target_acceptance_rate"), s.target_acceptance_rate[0]));
+  if (s.random_start_point) {
+    const bool lo_given = !s.random_start_point_domain_lower.empty() || !s.domain_lower.empty();
+    const bool hi_given = !s.random_start_point_domain_upper.empty() || !s.domain_upper.empty();
+    if (!lo_given || !hi_given)
+      throw InputError(fmt::format("{}: key \"{}\" is true, but random_start_point_domain_lower/upper (or "
+                                   "domain_lower/upper) are not both given: the start box must be finite",
+                                   st.origin("random_start_point"), st.written("random_start_point")));
+    const auto& lo = s.random_start_point_domain_lower.empty() ? s.domain_lower : s.random_start_point_domain_lower;
+    const auto& hi = s.random_start_point_domain_upper.empty() ? s.domain_upper : s.random_start_point_domain_upper;
+    const char* lo_key = s.random_start_point_domain_lower.empty() ? "domain_lower" : "random_start_point_domain_lower";
+    for (std::size_t i = 0; i < d; ++i)
+      if (!(std::isfinite(lo[i]) && std::isfinite(hi[i]) && lo[i] < hi[i]))
+        throw InputError(fmt::format("{}: the random start box's dimension {} is [{}, {}], but must be finite and "
+                                     "non-empty ({} and its upper counterpart)",
+                                     st.origin(lo_key), i + 1, lo[i], hi[i], st.written(lo_key)));
+  }
   if (!s.domain_lower.empty() && !s.domain_upper.empty()) {
     for (std::size_t i = 0; i < d; ++i) {
       if (!(s.domain_lower[i] < s.domain_upper[i]))
-        throw InputError(fmt::format("{}: domain_lower[{}] is {}, but must be below domain_upper[{}] = {}",
-                                     st.origin("domain_lower"), i + 1, s.domain_lower[i], i + 1, s.domain_upper[i]));
+        throw InputError(fmt::format("{}: {}[{}] is {}, but must be below {}[{}] = {}", st.origin("domain_lower"),
+                                     st.written("domain_lower"), i + 1, s.domain_lower[i], st.written("domain_upper"),
+                                     i + 1, s.domain_upper[i]));
     }
   }
   if (!s.start_point.empty()) {
@@ -225,22 +299,22 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
       const double lo = s.domain_lower.empty() ? -kInf : s.domain_lower[i];
       const double hi = s.domain_upper.empty() ? kInf : s.domain_upper[i];
       if (!(s.start_point[i] >= lo && s.start_point[i] <= hi))
-        throw InputError(fmt::format("{}: start_point[{}] is {}, but must be inside the domain [{}, {}]",
-                                     st.origin("start_point"), i + 1, s.start_point[i], lo, hi));
+        throw InputError(fmt::format("{}: {}[{}] is {}, but must be inside the domain [{}, {}]",
+                                     st.origin("start_point"), st.written("start_point"), i + 1, s.start_point[i], lo, hi));
     }
   }
   const auto dr = static_cast<std::size_t>(s.delayed_rejection_count);
   if (!s.delayed_rejection_scale_factors.empty() && s.delayed_rejection_scale_factors.size() != 1 &&
       s.delayed_rejection_scale_factors.size() != dr)
     throw InputError(fmt::format(
-        "{}: key \"delayed_rejection_scale_factors\" has {} values, but must have 1 or delayed_rejection_count = {}",
-        st.origin("delayed_rejection_scale_factors"), s.delayed_rejection_scale_factors.size(), dr));
+        "{}: key \"{}\" has {} values, but must have 1 or delayed_rejection_count = {}",
+        st.origin("delayed_rejection_scale_factors"), st.written("delayed_rejection_scale_factors"), s.delayed_rejection_scale_factors.size(), dr));
   // Let the kernel parse the scale factor now, so that a bad expression names the key.
   try {
     DramSampler::parse_scale_factor(s.scale_factor, ndim);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: key \"scale_factor\" is \"{}\", but must be a positive number, \"gelman\" or "
-                                 "\"<number>*gelman\"", st.origin("scale_factor"), s.scale_factor));
+    throw InputError(fmt::format("{}: key \"{}\" is \"{}\", but must be a positive number, \"gelman\" or "
+                                 "\"<number>*gelman\"", st.origin("scale_factor"), st.written("scale_factor"), s.scale_factor));
   }
   return s;
 }
@@ -285,19 +359,26 @@ DramOptions to_dram_options(const SamplerSpecs& s, int ndim, std::uint32_t chain
     }
   }
 
+  // ParaDRAM's start proposal: proposalStartCovMat (given, or from proposalStartCorMat and
+  // proposalStartStdVec, default the identity) times scaleFactor^2, as its proposal's
+  // constructor does (ParaMonte 1.x, ParaDRAMProposal_mod.inc.f90). Unscaled, the identity
+  // of a 100-D target gets no acceptances at all.
+  const double sf = DramSampler::parse_scale_factor(s.scale_factor, ndim);
   if (!s.proposal_cov.empty()) {
     o.proposal_start_cov = s.proposal_cov;
+    for (double& v : o.proposal_start_cov) v *= sf * sf;
   } else if (!s.proposal_cor.empty()) {
     o.proposal_start_cov = s.proposal_cor;
     for (std::size_t i = 0; i < d; ++i) {
       for (std::size_t j = 0; j < d; ++j) {
         const double si = s.proposal_std.empty() ? 1.0 : s.proposal_std[i];
         const double sj = s.proposal_std.empty() ? 1.0 : s.proposal_std[j];
-        o.proposal_start_cov[i * d + j] *= si * sj;
+        o.proposal_start_cov[i * d + j] *= si * sj * sf * sf;
       }
     }
   } else {
-    o.proposal_start_std = s.proposal_std;
+    o.proposal_start_std = s.proposal_std.empty() ? std::vector<double>(d, 1.0) : s.proposal_std;
+    for (double& v : o.proposal_start_std) v *= sf;
   }
   o.scale_factor = s.scale_factor;
   o.adaptive_update_period = s.adaptive_update_period;

@@ -47,27 +47,40 @@ inline double log_sum_exp(double a, double b) {
 /// log of the logistic function, stable for large |u|: log(1/(1+e^-u))
 inline double log_logistic(double u) { return u >= 0 ? -std::log1p(std::exp(-u)) : u - std::log1p(std::exp(u)); }
 
-std::vector<double> vec(const json& data, const char* model, const char* key, std::size_t n) {
+/// The shape of a JSON value as "[8, 1]" ("[]" for a scalar), following first elements.
+std::string shape_text(const json& v) {
+  std::string s;
+  for (const json* cur = &v; cur->is_array(); cur = &(*cur)[0]) {
+    s += (s.empty() ? "" : ", ") + std::to_string(cur->size());
+    if (cur->empty()) break;
+  }
+  return "[" + s + "]";
+}
+
+/// Data field `key`: a vector of `n` numbers (`n_key` names the size's field).
+std::vector<double> vec(const json& data, const char* model, const char* key, std::size_t n, const char* n_key) {
   HERD_REQUIRE(data.contains(key), "{}: data has no field \"{}\"", model, key);
   const json& v = data.at(key);
-  HERD_REQUIRE(v.is_array(), "{}: data field \"{}\" must be an array", model, key);
+  bool flat = v.is_array();
+  if (flat)
+    for (const auto& x : v) flat = flat && x.is_number();
+  HERD_REQUIRE(flat && v.size() == n, "{}: data field \"{}\" has shape {}{}, but must be a vector of {} = {} numbers (shape [{}])",
+               model, key, shape_text(v), v.is_array() && !flat && !v.empty() && !v[0].is_array() ? " with non-numbers" : "",
+               n_key, n, n);
   std::vector<double> out;
   out.reserve(v.size());
-  for (const auto& x : v) {
-    HERD_REQUIRE(x.is_number(), "{}: data field \"{}\" has a non-numeric entry", model, key);
-    out.push_back(x.get<double>());
-  }
-  HERD_REQUIRE(out.size() == n, "{}: data field \"{}\" has {} values, but the data says {}", model, key,
-               out.size(), n);
+  for (const auto& x : v) out.push_back(x.get<double>());
   return out;
 }
 
 long integer(const json& data, const char* model, const char* key) {
-  HERD_REQUIRE(data.contains(key) && data.at(key).is_number_integer(),
-               "{}: data field \"{}\" must be an integer", model, key);
-  const long v = data.at(key).get<long>();
-  HERD_REQUIRE(v > 0, "{}: data field \"{}\" is {}, but must be positive", model, key, v);
-  return v;
+  HERD_REQUIRE(data.contains(key), "{}: data has no field \"{}\"", model, key);
+  const json& v = data.at(key);
+  HERD_REQUIRE(v.is_number_integer(), "{}: data field \"{}\" is {} of shape {}, but must be an integer scalar (shape [])",
+               model, key, v.is_number() ? "a real number" : v.is_array() ? "an array" : "not a number", shape_text(v));
+  const long x = v.get<long>();
+  HERD_REQUIRE(x > 0, "{}: data field \"{}\" is {}, but must be positive", model, key, x);
+  return x;
 }
 
 std::vector<std::string> indexed(const std::string& base, int n) {
@@ -83,9 +96,9 @@ class KidscoreInteraction final : public PosteriorModel {
  public:
   explicit KidscoreInteraction(const json& d) {
     const long n = integer(d, "kidscore_interaction", "N");
-    score_ = vec(d, "kidscore_interaction", "kid_score", n);
-    hs_ = vec(d, "kidscore_interaction", "mom_hs", n);
-    iq_ = vec(d, "kidscore_interaction", "mom_iq", n);
+    score_ = vec(d, "kidscore_interaction", "kid_score", n, "N");
+    hs_ = vec(d, "kidscore_interaction", "mom_hs", n, "N");
+    iq_ = vec(d, "kidscore_interaction", "mom_iq", n, "N");
   }
   std::string name() const override { return "kidscore_interaction"; }
   std::string posteriordb_name() const override { return "kidiq-kidscore_interaction"; }
@@ -127,7 +140,7 @@ class ArK final : public PosteriorModel {
   explicit ArK(const json& d) {
     k_ = static_cast<int>(integer(d, "arK", "K"));
     const long t = integer(d, "arK", "T");
-    y_ = vec(d, "arK", "y", t);
+    y_ = vec(d, "arK", "y", t, "T");
     HERD_REQUIRE(t > k_, "arK: T is {}, but must exceed K = {}", t, k_);
   }
   std::string name() const override { return "arK"; }
@@ -180,8 +193,8 @@ class EightSchoolsNoncentered final : public PosteriorModel {
  public:
   explicit EightSchoolsNoncentered(const json& d) {
     j_ = static_cast<int>(integer(d, "eight_schools_noncentered", "J"));
-    y_ = vec(d, "eight_schools_noncentered", "y", j_);
-    sigma_ = vec(d, "eight_schools_noncentered", "sigma", j_);
+    y_ = vec(d, "eight_schools_noncentered", "y", j_, "J");
+    sigma_ = vec(d, "eight_schools_noncentered", "sigma", j_, "J");
     for (double s : sigma_) HERD_REQUIRE(s > 0, "eight_schools_noncentered: sigma has {}, but must be positive", s);
   }
   std::string name() const override { return "eight_schools_noncentered"; }
@@ -226,7 +239,7 @@ class Garch11 final : public PosteriorModel {
  public:
   explicit Garch11(const json& d) {
     const long t = integer(d, "garch11", "T");
-    y_ = vec(d, "garch11", "y", t);
+    y_ = vec(d, "garch11", "y", t, "T");
     HERD_REQUIRE(d.contains("sigma1") && d.at("sigma1").is_number(), "garch11: data field \"sigma1\" must be a number");
     sigma1_ = d.at("sigma1").get<double>();
   }
@@ -276,8 +289,8 @@ class GpPoisRegr final : public PosteriorModel {
  public:
   explicit GpPoisRegr(const json& d) {
     const long n = integer(d, "gp_pois_regr", "N");
-    x_ = vec(d, "gp_pois_regr", "x", n);
-    k_ = vec(d, "gp_pois_regr", "k", n);
+    x_ = vec(d, "gp_pois_regr", "x", n, "N");
+    k_ = vec(d, "gp_pois_regr", "k", n, "N");
     log_k_factorial_ = 0.0;
     for (double k : k_) log_k_factorial_ += std::lgamma(k + 1.0);
     sum_k_ = 0.0;
@@ -349,7 +362,7 @@ class LowDimGaussMix final : public PosteriorModel {
  public:
   explicit LowDimGaussMix(const json& d) {
     const long n = integer(d, "low_dim_gauss_mix", "N");
-    y_ = vec(d, "low_dim_gauss_mix", "y", n);
+    y_ = vec(d, "low_dim_gauss_mix", "y", n, "N");
   }
   std::string name() const override { return "low_dim_gauss_mix"; }
   std::string posteriordb_name() const override { return "low_dim_gauss_mix-low_dim_gauss_mix"; }

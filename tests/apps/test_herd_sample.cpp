@@ -312,3 +312,198 @@ TEST_CASE("herd-sample: chain_file_format = binary and verbose", "[apps][mcmc]")
   for (auto w : bin.weight) steps += w;
   CHECK(rows == steps);
 }
+
+TEST_CASE("herd-sample: a chain that barely moves says so and what to do (report and terminal)", "[apps][mcmc]") {
+  // A proposal 100 times too wide, adaptation off: about one proposal in 10^4 is accepted.
+  const auto dir = workdir("low_acceptance");
+  write(dir / "run.toml", "chain_size = 3\nrandom_seed = 3\noutput_prefix = \"out/stuck\"\nadaptive_update_count = 0\n"
+                          "proposal_std = [100, 100]\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run r = run(dir, "run.toml");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("WARNING: the mean acceptance rate is") && Contains("proposal_std"));
+  CHECK_THAT(slurp(dir / "out/stuck_report.txt"), Contains("WARNING: the mean acceptance rate is") &&
+                                                      Contains("scale_factor"));
+  // A healthy run has no such line.
+  const auto ok = workdir("ok_acceptance");
+  write(ok / "run.toml", std::string(kToml));
+  const Run r2 = run(ok, "run.toml --set chain_size=500");
+  REQUIRE(r2.rc == 0);
+  CHECK_THAT(r2.out, !Contains("WARNING: the mean acceptance rate"));
+}
+
+TEST_CASE("herd-sample: a 100-D standard normal with the default proposal samples it", "[apps][mcmc]") {
+  // The identity start proposal, unscaled, accepted nothing in 100-D (the run never ended);
+  // ParaDRAM's rule (times scale_factor^2) gives a normal acceptance. Fixed seed; the
+  // acceptance of a 100-D random walk at 2.38/sqrt(d) is about 0.23, far inside [0.1, 0.5].
+  const auto dir = workdir("normal100");
+  write(dir / "run.toml", "chain_size = 1000\nrandom_seed = 5\noutput_prefix = \"out/n\"\ncheckpoint_period_seconds = 0\n"
+                          "[target]\nbuiltin = \"normal\"\nndim = 100\n");
+  const Run r = run(dir, "run.toml --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string rep = slurp(dir / "out/n_report.txt");
+  const auto pos = rep.find("mean acceptance rate");
+  REQUIRE(pos != std::string::npos);
+  const double acc = std::stod(rep.substr(pos + 20));
+  CHECK(acc > 0.1);
+  CHECK(acc < 0.5);
+}
+
+TEST_CASE("herd-sample: model data of the wrong shape is rejected naming file, key and shapes", "[apps][mcmc]") {
+  // Before: a [8, 1] matrix or a [2, 4] matrix where a vector is expected was read flattened.
+  const auto dir = workdir("data_shape");
+  struct Case {
+    std::string file, text, expect;
+  };
+  const std::vector<Case> cases = {
+      {"col.json", R"({"J": 8, "y": [[28], [8], [-3], [7], [-1], [1], [18], [12]], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]})",
+       "data field \"y\" has shape [8, 1], but must be a vector of J = 8 numbers (shape [8])"},
+      {"mat.json", R"({"J": 8, "y": [28, 8, -3, 7, -1, 1, 18, 12], "sigma": [[15, 10, 16, 11], [9, 11, 10, 18]]})",
+       "data field \"sigma\" has shape [2, 4], but must be a vector of J = 8 numbers (shape [8])"},
+      {"ragged.json", R"({"J": 8, "y": [[28, 8, -3], [7, -1, 1, 18, 12]], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]})",
+       "\"y[1]\" is ragged: 5 elements, but must have 3"},
+      {"scalar.json", R"({"J": [8], "y": [28, 8, -3, 7, -1, 1, 18, 12], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]})",
+       "data field \"J\" is an array of shape [1], but must be an integer scalar (shape [])"},
+  };
+  const std::string common = "--quiet --set chain_size=100 --set target.model=eight_schools_noncentered";
+  for (const auto& c : cases) {
+    write(dir / c.file, c.text);
+    const Run r = run(dir, common + " --output out/x --set data.file=" + c.file);
+    INFO(c.file << "\nstderr: " << r.err);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Contains("herd-sample: error:") && Contains("data.file \"" + c.file + "\"") && Contains(c.expect));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir / "out"));
+  }
+  // The same from an HDF5 group: y written as [8, 1].
+  {
+    auto f = herd::io::H5File::create((dir / "col.h5").string());
+    f.root().write_scalar<std::int64_t>("J", 8);
+    f.root().write<double>("y", std::vector<double>{28, 8, -3, 7, -1, 1, 18, 12}, {8, 1});
+    f.root().write<double>("sigma", std::vector<double>{15, 10, 16, 11, 9, 11, 10, 18});
+    f.close();
+  }
+  const Run r = run(dir, common + " --output out/x --set data.file=col.h5");
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("data.file \"col.h5\"") && Contains("data field \"y\" has shape [8, 1]"));
+  CHECK_FALSE(fs::exists(dir / "out"));
+}
+
+TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's key, the value and the rule",
+          "[apps][mcmc]") {
+  struct Case {
+    std::string file_text, args, expect;
+  };
+  const std::string normal2 = "[target]\nbuiltin = \"normal\"\nndim = 2\n";
+  const std::vector<Case> cases = {
+      // Before: "dram: proposal_start_cov is not symmetric" (kernel names, no file).
+      {"chain_size = 10\nproposal_cov = [1, 2, 0.5, 1]\n" + normal2, "",
+       "run.in:2: key \"proposal_cov\" is not symmetric: element (2,1) is 0.5, but element (1,2) is 2"},
+      {"&ParaDRAM\n  chainSize = 10\n  proposalStartCovMat = 1, 2, 0.5, 1\n/\n", kTarget,
+       "run.in:3: key \"proposalStartCovMat\" is not symmetric"},
+      {"chain_size = 10\n" + normal2, "--set proposal_cov=[1,2,2,1]",
+       "--set proposal_cov=[1,2,2,1]: key \"proposal_cov\" is not positive definite"},
+      {"chain_size = 10\n" + normal2, "--set proposal_cor=[1,0.5,0.5,2]",
+       "key \"proposal_cor\" element (2,2) is 2, but a correlation matrix has 1 on its diagonal"},
+      // Before: "(text)" instead of the number, and no key for a too large integer.
+      {"chain_size = 10\n" + normal2, "--set output_real_precision=40",
+       "--set output_real_precision=40: key \"output_real_precision\" is 40 (an integer), but must be an integer in [1, 17]"},
+      {"chain_size = 10\n" + normal2, "--set chain_size=99999999999999999999",
+       "key \"chain_size\" is 1e+20 (a float), but must be an integer >= 1"},
+      // Before: CLI11's "Value -1 not in range 0.000000 to 1797693134862315708...".
+      {"chain_size = 10\n" + normal2, "--seed -1", "--seed is \"-1\", but must be an integer in [0, 9223372036854775807]"},
+      // Before: the kernel's "dram: delayed_rejection_count is 20, but must be in [0, 14]".
+      {"chain_size = 10\n" + normal2, "--set delayed_rejection_count=20",
+       "--set delayed_rejection_count=20: key \"delayed_rejection_count\" is 20, but must be at most 14"},
+      {"&ParaDRAM\n  chainSize = 10\n  targetAcceptanceRate = 0.5, 0.2\n/\n", kTarget,
+       "run.in:3: key \"targetAcceptanceRate\" is [0.5, 0.2], but must be a range [lo, hi] with 0 < lo <= hi <= 1"},
+      {"chain_size = 10\nrandom_start_point = true\n" + normal2, "",
+       "run.in:2: key \"random_start_point\" is true, but random_start_point_domain_lower/upper"},
+      {"chain_size = 10\n[target]\nbuiltin = \"banana\"\n", "",
+       "run.in:3: target.builtin is \"banana\", but target.ndim is not given"},
+      {"chain_size = 10\n" + normal2, "--set target.model=arK",
+       "target.model, target.builtin and target.library are exclusive, but more than one is given (target.model, "
+       "target.builtin)"},
+      {"chain_size = 10\n" + normal2, "--set target.cov=[1,2,2,1]", "--set target.cov=[1,2,2,1]: target.cov:"},
+      {"chain_size = 10\n[target]\nlibrary = \"nope.so\"\nndim = 2\n", "", "run.in:3: target.library \"nope.so\""},
+      // --output travels as an override; the message names the option typed.
+      {"chain_size = 10\n" + normal2, "--output out/",
+       "--output out/: key \"output_prefix\" is \"out/\", but must name a file prefix, not a folder"},
+  };
+  int k = 0;
+  for (const auto& c : cases) {
+    const auto dir = workdir("err_names" + std::to_string(k++));
+    write(dir / "run.in", c.file_text);
+    const Run r = run(dir, std::string("run.in ") + (c.args.find("--output") == std::string::npos ? "--output out/x " : "") +
+                               c.args);
+    INFO(c.file_text << c.args << "\nstderr: " << r.err);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Contains("herd-sample: error: " + (c.expect.rfind("--", 0) == 0 || c.expect.rfind("run.in", 0) == 0
+                                                             ? c.expect
+                                                             : std::string())) &&
+                          Contains(c.expect));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir / "out"));
+  }
+}
+
+namespace {
+
+/// The number after `label` in a report (the first occurrence); NaN when missing.
+double report_value(const std::string& report, const std::string& label) {
+  const auto pos = report.find(label);
+  if (pos == std::string::npos) return std::nan("");
+  return std::stod(report.substr(pos + label.size()));
+}
+
+}  // namespace
+
+TEST_CASE("herd-sample: a resumed run reports this invocation's and the whole chain's times consistently",
+          "[apps][mcmc]") {
+  // Before: the resumed run's "steps per second" divided the whole chain's proposals by the
+  // resumed part's time, and the earlier invocations' time was lost.
+  const auto dir = workdir("resume_times");
+  write(dir / "run.toml", std::string("chain_size = 30000\nrandom_seed = 4\noutput_prefix = \"out/r\"\n"
+                                      "checkpoint_period = 10000\ncheckpoint_period_seconds = 0\n"
+                                      "sample_refinement_count = 1\n[target]\nlibrary = \"") +
+                              HERD_TEST_KILL_PLUGIN + "\"\nndim = 2\n");
+  // Killed (SIGKILL) at its 45001st evaluation: the last checkpoint is at proposal 40000.
+  const Run killed = herd::testing::run_shell(
+      dir, std::string("HERD_TEST_SPIN_US=4 HERD_TEST_KILL_AFTER=45000 '") + HERD_SAMPLE_EXE + "' run.toml --quiet");
+  REQUIRE(killed.rc != 0);
+  REQUIRE(fs::exists(dir / "out/r_restart"));
+  const Run resumed =
+      herd::testing::run_shell(dir, std::string("HERD_TEST_SPIN_US=4 '") + HERD_SAMPLE_EXE + "' run.toml --quiet");
+  INFO(resumed.err);
+  REQUIRE(resumed.rc == 0);
+  const std::string rep = slurp(dir / "out/r_report.txt");
+  INFO(rep.substr(rep.find("== run ==")));
+  const double total = report_value(rep, "proposals (steps)");
+  const double at = report_value(rep, "resumed from the restart record at proposal");
+  const double now = report_value(rep, "proposals (this invocation)");
+  const double t_now = report_value(rep, "sampling time (this invocation)");
+  const double rate_now = report_value(rep, "steps per second (this invocation)");
+  const double t_whole = report_value(rep, "sampling time (whole chain)");
+  const double rate_whole = report_value(rep, "steps per second (whole chain)");
+  CHECK(at == 40000);
+  CHECK(now == total - at);
+  CHECK(total > 60000);  // 30000 unique states of a 2-D normal: about 80000 proposals
+  // Rates are the proposals over the time of the same span (up to the printed digits).
+  CHECK(rate_now == Approx(now / t_now).epsilon(0.01));
+  CHECK(rate_whole == Approx(total / t_whole).epsilon(0.01));
+  // The whole chain's time holds the earlier invocation's 40000 proposals' time: per
+  // proposal, within a factor of 5 of this invocation's (the machine's load varies).
+  REQUIRE(t_whole > t_now);
+  const double per_before = (t_whole - t_now) / at, per_now = t_now / now;
+  CHECK(per_before < 5 * per_now);
+  CHECK(per_now < 5 * per_before);
+  // A fresh, uninterrupted run reports no resume and no whole-chain lines.
+  const auto fresh = workdir("resume_times_fresh");
+  write(fresh / "run.toml", slurp(dir / "run.toml"));
+  REQUIRE(herd::testing::run_shell(fresh, std::string("'") + HERD_SAMPLE_EXE + "' run.toml --quiet").rc == 0);
+  const std::string rep2 = slurp(fresh / "out/r_report.txt");
+  CHECK(rep2.find("resumed from") == std::string::npos);
+  CHECK(report_value(rep2, "proposals (steps)") == total);  // the same chain
+}

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "herd/core/error.hpp"
@@ -48,7 +49,20 @@ TEST_CASE("posteriordb models: names, data errors", "[examples]") {
   d["y"].erase(0);
   CHECK_THROWS_AS(herd::examples::make_model("arK", d), herd::InputError);
   CHECK_THROWS_WITH(herd::examples::make_model("arK", json::parse(R"({"K": 5})")),
-                    Catch::Contains("arK: data field \"T\""));
+                    Catch::Contains("arK: data has no field \"T\""));
+  // Shapes: a [T, 1] matrix where a vector is needed, an array where a scalar is.
+  json col = json::parse(herd::examples::embedded_data("arK"));
+  json nested = json::array();
+  for (const auto& v : col["y"]) nested.push_back(json::array({v}));
+  const auto t = col["y"].size();
+  col["y"] = nested;
+  CHECK_THROWS_WITH(herd::examples::make_model("arK", col),
+                    Catch::Contains(fmt::format("arK: data field \"y\" has shape [{}, 1], but must be a vector of T = {} "
+                                                "numbers (shape [{}])", t, t, t)));
+  json arr = json::parse(herd::examples::embedded_data("arK"));
+  arr["K"] = json::array({arr["K"]});
+  CHECK_THROWS_WITH(herd::examples::make_model("arK", arr),
+                    Catch::Contains("arK: data field \"K\" is an array of shape [1], but must be an integer scalar"));
   // Quantities of eight schools are derived: theta = mu + tau * theta_trans.
   auto m = herd::examples::make_model("eight_schools_noncentered");
   std::vector<double> u(10, 0.5), q(10);

@@ -191,3 +191,32 @@ TEST_CASE("schema: TOML files are read with locations", "[io]") {
   CHECK(r.get_float("proposal.scale") == 2.0);
   CHECK_THROWS_AS(read_toml(tmp.file("nope.toml")), herd::IoError);
 }
+
+TEST_CASE("schema: --set values in messages are the numbers given, and every message names the key", "[io]") {
+  // Before: "--set ...: key \"x\" is \"40\" (text), ..." and, for an integer too large for
+  // 64 bits, "value 1e+20 (a float), but an integer was expected" without the key.
+  CHECK(error_of("model = 'm'\n", {"proposal.delayed_rejection_stages=40"}) ==
+        "--set proposal.delayed_rejection_stages=40: key \"proposal.delayed_rejection_stages\" is 40 (an integer), but "
+        "must be an integer in [0, 10]");
+  CHECK(error_of("model = 'm'\n", {"chain_size=99999999999999999999"}) ==
+        "--set chain_size=99999999999999999999: key \"chain_size\" is 1e+20 (a float), but must be an integer >= 1");
+  CHECK(error_of("model = 'm'\n", {"chain_size=2.5"}) ==
+        "--set chain_size=2.5: key \"chain_size\" is 2.5 (a float), but must be an integer >= 1");
+  CHECK(error_of("model = 'm'\n", {"start=[1, 2, x]"}) ==
+        "--set start=[1, 2, x]: key \"start\" element 3 is \"x\" (text), but must be a list of 1 to 8 floats");
+  CHECK(error_of("model = 'm'\n", {"target_acceptance=1.5"}) ==
+        "--set target_acceptance=1.5: key \"target_acceptance\" is 1.5 (a float), but must be a float in [0, 1]");
+  // An integral float is an integer.
+  const Settings s = sampler_schema().apply(toml("model = 'm'\n"), {"chain_size=1e3"});
+  CHECK(s.get_int("chain_size") == 1000);
+}
+
+TEST_CASE("schema: written() gives the key as the input spelled it", "[io]") {
+  Schema s("t");
+  s.add_float_list("proposal_cov", std::nullopt, "start covariance").alias("proposalStartCovMat");
+  s.add_int("chain_size", 10, "size").alias("chainSize");
+  Config nml = parse_toml("proposalStartCovMat = [1.0]\n", "run.toml");
+  const Settings st = s.apply(nml);
+  CHECK(st.written("proposal_cov") == "proposalStartCovMat");
+  CHECK(st.written("chain_size") == "chain_size");  // default
+}

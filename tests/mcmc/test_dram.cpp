@@ -12,7 +12,10 @@
 
 #include "herd/core/error.hpp"
 #include "herd/mcmc/chain_sink.hpp"
+#include "herd/io/schema.hpp"
+#include "herd/io/toml_reader.hpp"
 #include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
 #include "herd/mcmc/targets.hpp"
 
 using namespace herd::mcmc;
@@ -422,7 +425,8 @@ TEST_CASE("a proposal outside the domain is a rejected step, not redrawn", "[mcm
   CHECK(m.total_weight() == r.proposals + 1);
 }
 
-TEST_CASE("a singular adapted covariance keeps the previous proposal", "[mcmc][dram]") {
+TEST_CASE("a degenerate covariance estimate is shrunk to the start guess; a failed factor keeps the proposal",
+          "[mcmc][dram]") {
   DramOptions o = small_options(3);
   o.adaptive_update_period = 10;
   DramSampler s(o, std_normal_2d);
@@ -438,12 +442,45 @@ TEST_CASE("a singular adapted covariance keeps the previous proposal", "[mcmc][d
   const auto chol_before = s.state().chol;
   NullChainSink sink;
   // Reject everything for one period so that nothing new enters the estimate.
-  DramSampler t(o, [](const double* x, int d) { return x[0] == 0.5 ? std_normal_2d(x, d) : -INFINITY; });
-  t.set_state(st);
-  for (int k = 0; k < 10; ++k) t.step(sink);
-  CHECK(t.state().chol_failures == 1);
-  CHECK(t.state().updates_done == 1);
-  CHECK(t.state().chol == chol_before);
+  auto reject = [](const double* x, int d) { return x[0] == 0.5 ? std_normal_2d(x, d) : -INFINITY; };
+  {
+    DramSampler t(o, reject);
+    t.set_state(st);
+    for (int k = 0; k < 10; ++k) t.step(sink);
+    CHECK(t.state().chol_failures == 0);
+    CHECK(t.state().updates_done == 1);
+    CHECK(t.state().scale == Approx(0.5 * s.scale_factor()));  // no acceptance in the period: halved
+    // C = scale^2 ((1 - l) M2 / W + l C0 / scale_factor^2) with C0 = I, l = 3 d^2 / (W + 3 d^2):
+    // every direction keeps at least scale^2 l / scale_factor^2 of variance.
+    const double w = t.state().cov_weight, l = 27.0 / (w + 27.0);
+    const double floor = t.state().scale * t.state().scale * l / (s.scale_factor() * s.scale_factor());
+    const auto& c = t.state().chol;
+    auto var_along = [&](std::vector<double> v) {
+      double n = 0, q = 0;
+      for (double x : v) n += x * x;
+      for (int i = 0; i < 3; ++i) {  // |L^T v|^2
+        double y = 0;
+        for (int k = i; k < 3; ++k) y += c[static_cast<std::size_t>(k) * 3 + i] * v[static_cast<std::size_t>(k)];
+        q += y * y;
+      }
+      return q / n;
+    };
+    CHECK(var_along({2, -1, 0}) >= 0.999 * floor);
+    CHECK(var_along({3, 0, -1}) >= 0.999 * floor);
+    CHECK(var_along({0, 3, -2}) >= 0.999 * floor);
+    CHECK(var_along({2, -1, 0}) < 2 * floor);
+  }
+  {
+    // An estimate that overflowed: the factorisation fails and the previous proposal stays.
+    DramState bad = st;
+    bad.m2[0] = bad.m2[4] = bad.m2[8] = std::numeric_limits<double>::infinity();
+    DramSampler t(o, reject);
+    t.set_state(bad);
+    for (int k = 0; k < 10; ++k) t.step(sink);
+    CHECK(t.state().chol_failures == 1);
+    CHECK(t.state().updates_done == 1);
+    CHECK(t.state().chol == chol_before);
+  }
   // Then it keeps sampling.
   for (int k = 0; k < 100; ++k) s.step(sink);
   CHECK(s.state().proposal_number == 100u);
@@ -516,4 +553,84 @@ TEST_CASE("built-in targets: values and batches", "[mcmc][targets]") {
   const Rosenbrock rb(2);
   const double r1[] = {1.0, 1.0};
   CHECK(rb(r1, 2) == 0.0);
+}
+
+namespace {
+
+/// Kernel options of herd-sample's defaults (the sampler schema's) for `toml` and `ndim`.
+DramOptions options_from_specs(const std::string& toml, int ndim) {
+  herd::io::Schema schema("test");
+  declare_sampler_specs(schema);
+  const herd::io::Settings st = schema.apply(herd::io::parse_toml(toml, "test.toml"), {});
+  return to_dram_options(resolve_sampler_specs(st, ndim), ndim);
+}
+
+/// Acceptance rate and the mean over coordinates of the sample variance of the verbose
+/// chain after its first `burn` proposals.
+std::pair<double, double> run_and_measure(DramOptions o, std::int64_t proposals, std::int64_t burn) {
+  o.max_proposals = proposals;
+  o.chain_size = proposals + 1;
+  DramSampler s(o, std_normal_2d);
+  MemoryChainSink sink;
+  const DramResult r = s.run(sink);
+  const int d = static_cast<int>(o.start_point.size());
+  const std::vector<double> v = sink.verbose(burn);
+  const std::size_t n = v.size() / static_cast<std::size_t>(d);
+  double mean_var = 0.0;
+  for (int k = 0; k < d; ++k) {
+    double m = 0.0, q = 0.0;
+    for (std::size_t i = 0; i < n; ++i) m += v[i * d + k];
+    m /= static_cast<double>(n);
+    for (std::size_t i = 0; i < n; ++i) q += (v[i * d + k] - m) * (v[i * d + k] - m);
+    mean_var += q / static_cast<double>(n - 1) / d;
+  }
+  return {r.acceptance_rate, mean_var};
+}
+
+}  // namespace
+
+TEST_CASE("ParaDRAM's start proposal: the start covariance times scale_factor^2", "[mcmc][dram]") {
+  // ParaMonte 1.x (ParaDRAMProposal_mod.inc.f90) multiplies proposalStartCovMat (given, from
+  // proposalStartCorMat and proposalStartStdVec, or the identity) by scaleFactor^2.
+  const double g2 = 2.38 * 2.38 / 4.0;
+  DramOptions o = options_from_specs("", 4);
+  REQUIRE(o.proposal_start_cov.empty());
+  REQUIRE(o.proposal_start_std.size() == 4);
+  CHECK(o.proposal_start_std[2] == Approx(std::sqrt(g2)));
+  o = options_from_specs("proposal_std = [1, 2, 3, 4]\nscale_factor = \"0.5\"", 4);
+  CHECK(o.proposal_start_std[3] == Approx(2.0));
+  o = options_from_specs("proposal_cov = [4,1,0,0, 1,4,0,0, 0,0,4,0, 0,0,0,4]", 4);
+  CHECK(o.proposal_start_cov[0] == Approx(4 * g2));
+  CHECK(o.proposal_start_cov[1] == Approx(g2));
+  o = options_from_specs("proposal_cor = [1,0.5,0,0, 0.5,1,0,0, 0,0,1,0, 0,0,0,1]\nproposal_std = [2, 2, 1, 1]", 4);
+  CHECK(o.proposal_start_cov[1] == Approx(0.5 * 4 * g2));
+}
+
+TEST_CASE("100-D standard normal with the default proposal: sane acceptance, right variance", "[mcmc][dram]") {
+  // Before the start covariance was scaled, the identity proposal of a 100-D target
+  // accepted nothing (acceptance ~ exp(-d/4)). 20000 proposals from the mode: the chain's
+  // integrated autocorrelation time of x^2 is a few hundred steps, so the mean over the
+  // 100 coordinates of the sample variance has a standard error of about 0.03; the band
+  // [0.85, 1.15] is 5 standard errors wide on each side (false failures < 1e-6 if the
+  // coordinates' errors were independent; they are positively correlated through the
+  // shared adaptation, so the design rate is about 1e-3). Seed fixed before looking.
+  DramOptions o = options_from_specs("random_seed = 20261130", 100);
+  const auto [acceptance, mean_var] = run_and_measure(o, 20000, 2000);
+  INFO("acceptance " << acceptance << ", mean variance " << mean_var);
+  CHECK(acceptance > 0.1);
+  CHECK(acceptance < 0.5);
+  CHECK(mean_var > 0.85);
+  CHECK(mean_var < 1.15);
+}
+
+TEST_CASE("a start proposal far too wide: the chain shrinks it and moves", "[mcmc][dram]") {
+  // proposal_std = 30 on a 10-D standard normal: acceptance ~ 1e-8 without the stuck rule
+  // (an update period with acceptance below 1% halves the scale); with it the chain
+  // reaches a normal acceptance within a few hundred proposals and samples the target.
+  DramOptions o = options_from_specs("random_seed = 11\nproposal_std = [30,30,30,30,30,30,30,30,30,30]", 10);
+  const auto [acceptance, mean_var] = run_and_measure(o, 20000, 2000);
+  INFO("acceptance " << acceptance << ", mean variance " << mean_var);
+  CHECK(acceptance > 0.1);
+  CHECK(mean_var > 0.8);
+  CHECK(mean_var < 1.2);
 }

@@ -99,6 +99,10 @@ class Settings {
   const ConfigValue& value(std::string_view key) const;
   /// Where the value came from: "run.toml:7", "--set chain_size=10", or "default".
   std::string origin(std::string_view key) const;
+  /// The key as the input spelled it (e.g. the namelist's `proposalStartCovMat` for
+  /// `proposal_cov`), else its schema name: what messages about its value should say.
+  /// @throws InputError when unknown.
+  const std::string& written(std::string_view key) const;
   /// A report of every key, one per line in declaration order, in TOML syntax with the
   /// origin and doc as a comment: `chain_size = 1000  # run.toml:3; accepted states`.
   std::string describe() const;
@@ -109,6 +113,7 @@ class Settings {
     std::string name, doc;
     ConfigValue value;
     bool is_default = false;
+    std::string written;  // the key as the input spelled it (an alias, any case), else the name
   };
   const Entry& entry(std::string_view key) const;
   std::vector<Entry> entries_;

@@ -7,8 +7,15 @@
 /// - Adaptive covariance (Haario, Saksman & Tamminen 2001) on ParaDRAM's schedule: every
 ///   `adaptive_update_period` proposals, up to `adaptive_update_count` times, the weighted
 ///   covariance of the states visited since the last update is merged into the running
-///   covariance (Chan et al.'s pairwise update); the proposal covariance is that times
-///   scale_factor^2, Cholesky-factorised. A factor that fails, or is numerically singular
+///   covariance (Chan et al.'s pairwise update); the proposal covariance is that, shrunk
+///   towards the start proposal's guess C0 / scale_factor^2 with the weight of 3 d^2 steps
+///   (W C + 3 d^2 C0 / s0^2) / (W + 3 d^2) (so that an estimate from about d autocorrelated
+///   states is not degenerate), times scale^2, Cholesky-factorised. Without a target
+///   acceptance rate, an update period whose acceptance rate is below 1%, in a chain whose
+///   acceptance rate so far is below 5%, halves the scale (a chain that accepts nothing
+///   cannot collect states to adapt to; while no estimate
+///   exists the current factor itself is halved), and one above 50% doubles it back, never
+///   above the scale factor. A factor that fails, or is numerically singular
 ///   (a conditional variance below 1e-12 of the marginal one), is not used: the previous
 ///   proposal stays, the failure is counted and the first one logged. An update is
 ///   deferred (not counted) while the running estimate holds fewer than d + 1 unique
@@ -76,8 +83,10 @@ struct DramOptions {
   std::uint32_t chain_id = 0;
 
   ProposalKind proposal = ProposalKind::kNormal;
-  /// Initial proposal covariance `[d, d]` row-major (used as is, not scaled). Empty:
-  /// diagonal with `proposal_start_std`^2 (empty: all ones).
+  /// Initial proposal covariance `[d, d]` row-major (used as is, not scaled; ParaDRAM's
+  /// specifications give it times scale_factor^2, see `to_dram_options`). Empty:
+  /// diagonal with `proposal_start_std`^2 (empty: all ones). Divided by scale_factor^2, it
+  /// is also the guess the adapted covariance is shrunk towards.
   std::vector<double> proposal_start_cov;
   std::vector<double> proposal_start_std;
 
@@ -313,6 +322,7 @@ class DramSampler {
   // Scratch (kept to avoid allocation in the hot loop).
   std::vector<double> z_, y_, wpath_, lpath_, scratch_;
   std::vector<double> prop_cov_;  // current stage-1 proposal covariance L L^T, [d, d]
+  std::vector<double> prior_cov_;  // start proposal covariance / scale_factor^2, [d, d]
 };
 
 /// Log of the delayed-rejection acceptance probability of the last point of a path

@@ -77,6 +77,11 @@ struct MultiChainRun {
   int ranks = 1;            ///< ranks of the communicator
   int chains_per_rank = 1;  ///< chains run by each rank
   double seconds = 0.0;  ///< wall time of the run on this rank, gathering included
+  /// Resumed chains (checkpointed runs): proposals the earlier invocations made, summed over
+  /// all chains of all ranks, and their sampling seconds (the longest chain's, as of its
+  /// checkpoint); 0 for a fresh start. Same on every rank.
+  std::uint64_t proposals_before = 0;
+  double seconds_before = 0.0;
 };
 
 /// Runs `comm.size() * chains_per_rank` independent chains; this rank runs global ids
@@ -140,6 +145,10 @@ struct ForkJoinRun {
   bool already_complete = false;  ///< the checkpoint says the run had finished: nothing done
   std::int64_t checkpoints = 0;   ///< checkpoints written by this call (rank 0)
   double checkpoint_seconds = 0.0;  ///< time spent in them (rank 0)
+  /// Resumed: the proposals made and the sampling seconds spent by the earlier calls (as of
+  /// the checkpoint resumed from); 0 for a fresh start. `seconds` is this call's.
+  std::uint64_t proposals_before = 0;
+  double seconds_before = 0.0;
 };
 
 /// Runs chain `options.chain_id` in the fork-join model on all ranks of `comm`; every rank
@@ -198,6 +207,11 @@ struct ResumableRun {
   bool already_complete = false;
   std::int64_t checkpoints = 0;  ///< checkpoints written by this call
   double checkpoint_seconds = 0.0;  ///< time spent in them (fsync of the chain file, state)
+  /// Resumed: the proposals made and the sampling seconds spent by the earlier calls (as of
+  /// the checkpoint resumed from; every checkpoint stores the total so far as
+  /// `elapsed_seconds`); 0 for a fresh start. `result.seconds` is this call's wall time.
+  std::uint64_t proposals_before = 0;
+  double seconds_before = 0.0;
 };
 
 /// Runs one chain with checkpoints (see the file comment). The chain file holds records of

@@ -73,7 +73,11 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& settings, int ndim,
                                    const std::vector<std::string>& default_names = {});
 
 /// The kernel options for the specifications (start point drawn when
-/// `random_start_point`, from the seed's start-point stream of `chain_id`).
+/// `random_start_point`, from the seed's start-point stream of `chain_id`). The start
+/// proposal covariance follows ParaDRAM (ParaMonte 1.x `proposalStartCovMat`): `proposal_cov`,
+/// or `proposal_cor` scaled by `proposal_std`, or diag(`proposal_std`^2), or the identity,
+/// always multiplied by scale_factor^2 (gelman: 2.38^2/ndim); the kernel uses the result
+/// as is (`DramOptions::proposal_start_cov`/`proposal_start_std`).
 /// @throws herd::InputError on inconsistent values.
 DramOptions to_dram_options(const SamplerSpecs& specs, int ndim, std::uint32_t chain_id = 0);
 
