@@ -1,5 +1,7 @@
 #include "herd/rl/train_config.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <sstream>
 
@@ -108,7 +110,26 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     try {
       c.agent.device = parse_device(c.device);
     } catch (const InputError&) {
-      throw InputError(where + "must be \"cpu\", \"cuda\" or \"cuda:<index>\"");
+      // A near miss ("cdua", "CPU", "cuda0", "gpu:1") gets a suggestion.
+      std::string head = c.device.substr(0, c.device.find(':'));
+      for (char& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      std::string hint;
+      if (head == "gpu") hint = "cuda";
+      // The nearest of "cpu" and "cuda" within 2 edits; a transposition ("cdua") counts as one.
+      auto distance = [&head](std::string n) {
+        std::string a = head;
+        const std::size_t d = io::edit_distance(head, n);
+        std::sort(a.begin(), a.end());
+        std::sort(n.begin(), n.end());
+        return a == n ? std::min<std::size_t>(d, 1) : d;
+      };
+      if (hint.empty() && head.size() >= 2) {
+        const std::size_t dc = distance("cpu"), dg = distance("cuda");
+        if (std::min(dc, dg) <= 2) hint = dc < dg ? "cpu" : "cuda";
+      }
+      if (!hint.empty() && hint != "cpu" && c.device.find(':') != std::string::npos) hint += ":<index>";
+      throw InputError(where + "must be \"cpu\", \"cuda\" or \"cuda:<index>\" (<index> a GPU number >= 0, e.g. "
+                       "\"cuda:0\")" + (hint.empty() ? std::string() : "; did you mean \"" + hint + "\"?"));
     }
     if (c.agent.device.is_cuda() && check_device) {
       if (!HERD_HAVE_CUDA) throw InputError(where + "this build of herd has no CUDA support; use device = \"cpu\"");

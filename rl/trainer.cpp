@@ -126,6 +126,14 @@ bool may_change_on_resume(const std::string& key) {
   return keys.count(key) != 0;
 }
 
+// Settings a resumed run cannot change: they fix the shapes of the state in the checkpoint
+// (the networks' parameters, the optimizer's state, the environments' states).
+const std::vector<std::string>& fixed_on_resume() {
+  static const std::vector<std::string> keys = {"env", "sampler.num_envs", "network.hidden", "network.shared_trunk",
+                                                "algo.optimizer"};
+  return keys;
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
@@ -311,7 +319,26 @@ void Trainer::save_checkpoint(const std::string& path) const {
   w.commit(path);
 }
 
+std::vector<std::string> Trainer::resume_conflicts(const std::string& path) const {
+  io::CheckpointReader r(path);
+  r.expect_kind(kKind, kKindVersion);
+  const auto saved = config_values(r.string("config")), now = config_values(config_text_);
+  std::vector<std::string> out;
+  for (const std::string& key : fixed_on_resume()) {
+    const auto s = saved.find(key), n = now.find(key);
+    if (s != saved.end() && n != now.end() && s->second != n->second)
+      out.push_back(key + " = " + n->second + " (the checkpoint has " + s->second + ")");
+  }
+  return out;
+}
+
 void Trainer::load_checkpoint(const std::string& path) {
+  if (const auto c = resume_conflicts(path); !c.empty()) {
+    std::string list;
+    for (const auto& x : c) list += (list.empty() ? "" : ", ") + x;
+    throw InputError("rl::Trainer::load_checkpoint: " + path + " cannot be resumed with " + list +
+                     ": these settings fix the shapes of the saved state and cannot change on resume");
+  }
   io::CheckpointReader r(path);
   r.expect_kind(kKind, kKindVersion);
   changed_on_resume_.clear();

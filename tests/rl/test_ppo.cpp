@@ -227,6 +227,55 @@ TEST_CASE("Trainer: a resumed run is bit-identical to an uninterrupted one", "[r
   }
 }
 
+TEST_CASE("Trainer: settings that fix the saved state's shapes cannot change on resume", "[rl]") {
+  auto config = [](std::vector<std::string> extra, std::string* text) {
+    // later overrides win: the test's changes come last
+    extra.insert(extra.begin(), {"sampler.num_envs=4", "sampler.num_steps=16", "total_steps=128", "algo.epochs=1",
+                                 "algo.minibatch_size=32"});
+    return resolve_train_config(io::Config("<test>"), extra, text);
+  };
+  std::string text;
+  const TrainConfig c = config({}, &text);
+  const std::string path = "test_rl_resume_conflicts.ckpt";
+  {
+    Trainer t(c, text);
+    t.iterate();
+    t.save_checkpoint(path);
+  }
+  {
+    Trainer same(c, text);
+    CHECK(same.resume_conflicts(path).empty());
+  }
+  {  // a learning rate may change (a warning), the optimizer may not
+    std::string t2;
+    const TrainConfig c2 = config({"algo.learning_rate=0.01"}, &t2);
+    Trainer other(c2, t2);
+    CHECK(other.resume_conflicts(path).empty());
+    other.load_checkpoint(path);
+    CHECK(other.iteration() == 1);
+  }
+  {
+    std::string t2;
+    const TrainConfig c2 = config({"sampler.num_envs=8", "network.hidden=[32]", "algo.optimizer=rmsprop"}, &t2);
+    Trainer other(c2, t2);
+    const auto conflicts = other.resume_conflicts(path);
+    REQUIRE(conflicts.size() == 3);
+    CHECK(conflicts[0] == "sampler.num_envs = 8 (the checkpoint has 4)");
+    CHECK(conflicts[1] == "network.hidden = [32] (the checkpoint has [64, 64])");
+    CHECK(conflicts[2] == "algo.optimizer = \"rmsprop\" (the checkpoint has \"adam\")");
+    CHECK_THROWS_WITH(other.load_checkpoint(path), Catch::Contains(path) && Catch::Contains("sampler.num_envs = 8") &&
+                                                       Catch::Contains("cannot change on resume"));
+  }
+  {
+    std::string t2;
+    const TrainConfig c2 = config({"env=Acrobot-v1"}, &t2);
+    Trainer other(c2, t2);
+    CHECK_THROWS_WITH(other.load_checkpoint(path), Catch::Contains("env = \"Acrobot-v1\" (the checkpoint has "
+                                                                   "\"CartPole-v1\")"));
+  }
+  std::remove(path.c_str());
+}
+
 TEST_CASE("Config errors name the key and the value", "[rl]") {
   CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"env=Nope-v0"}),
                     Catch::Contains("\"env\"") && Catch::Contains("Nope-v0"));
@@ -243,6 +292,13 @@ TEST_CASE("Config key device: cpu, cuda, cuda:<index>; bad values and unusable d
   for (const std::string bad : {"gpu", "cuda:", "cuda:x", "CUDA", "cuda:-1"})
     CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"device=" + bad}),
                       Catch::Contains("key \"device\" is \"" + bad + "\"") && Catch::Contains("cuda:<index>"));
+  // A near miss gets the nearest valid form.
+  CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"device=cdua"}),
+                    Catch::Contains("did you mean \"cuda\"?"));
+  CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"device=CPU"}), Catch::Contains("did you mean \"cpu\"?"));
+  CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"device=cuda:x"}),
+                    Catch::Contains("did you mean \"cuda:<index>\"?"));
+  CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"device=xyz"}), !Catch::Contains("did you mean"));
   // Without the availability check (a checkpoint's configuration) any well-formed device parses.
   {
     std::string text;

@@ -91,9 +91,17 @@ class Trainer {
   /// Writes the checkpoint atomically (rank 0 writes; collective). @throws herd::IoError
   void save_checkpoint(const std::string& path) const;
   /// Restores a checkpoint of a run with the same configuration (every rank reads it).
-  /// @throws herd::IoError for a bad file, herd::InputError when it does not match (also a
-  ///         checkpoint written by a different number of ranks, naming both counts).
+  /// @throws herd::IoError for a bad file, herd::InputError when it does not match: a
+  ///         setting of `resume_conflicts` changed (naming each, both values and `path`), or
+  ///         a checkpoint written by a different number of ranks (naming both counts).
   void load_checkpoint(const std::string& path);
+  /// The settings of this run that differ from those stored in the checkpoint `path` and
+  /// cannot change on resume, because they fix the shapes of the saved state: env,
+  /// sampler.num_envs, network.hidden, network.shared_trunk, algo.optimizer. Each entry is
+  /// "key = new (the checkpoint has old)"; empty when the checkpoint can be resumed (the
+  /// rank count is checked by `load_checkpoint`). Reads the file only; thread-safe with
+  /// respect to other readers; not collective. @throws herd::IoError for a bad file.
+  std::vector<std::string> resume_conflicts(const std::string& path) const;
   /// Writes `<prefix>.h5`-style output to `path` atomically: `/curve/<column>` `[iterations]`,
   /// the attribute `config` (TOML text), `/policy/<param>` tensors, `/obs_rms/{mean,var,count}`.
   /// @throws herd::IoError
