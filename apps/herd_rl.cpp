@@ -1,5 +1,8 @@
 // herd-rl: train and evaluate PPO/A2C agents (issues #10, #11).
 //   [mpiexec -n N] herd-rl train [CONFIG.toml] [--set key=value]... [--resume | --overwrite] [--stop-after N] [--quiet]
+//     --resume and --overwrite exclude each other; --resume of a complete run (total_steps
+//     done) changes nothing and exits 0; env, sampler.num_envs, network.hidden,
+//     network.shared_trunk and algo.optimizer cannot change on resume (exit 2).
 //   [mpiexec -n N] herd-rl eval CHECKPOINT [--episodes N] [--stochastic]   (rank 0 evaluates; others exit 0)
 // Exit codes: 0 success; 2 bad input (nothing written); 1 other errors; 3 a non-finite
 // loss stopped training (the last good checkpoint is kept).
@@ -7,9 +10,11 @@
 // that claims several processes while MPI reports one is refused; a rank that fails ends
 // every rank (MPI_Abort) with a message naming it.
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -24,6 +29,29 @@
 #include "herd/rl/trainer.hpp"
 #include "herd/rl/train_config.hpp"
 
+namespace {
+
+// Reads the value of an integer option (CLI11 takes it as text): a decimal integer in
+// [lo, hi], else a one-line message "--name value: must be ...".
+long long int_option(const std::string& name, const std::string& text, long long lo, long long hi,
+                     std::string* error) {
+  long long v = 0;
+  const char* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || p != end || v < lo || v > hi) {
+    // The upper bound is named only when the value is an integer above it.
+    if (error->empty())
+      *error = name + " " + (text.empty() ? std::string("\"\"") : text) + ": must be an integer " +
+               (ec == std::errc() && p == end && v > hi
+                    ? "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"
+                    : ">= " + std::to_string(lo));
+    return lo;
+  }
+  return v;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"herd-rl: deep reinforcement learning (PPO, A2C) on batched environments"};
   app.require_subcommand(1);
@@ -31,26 +59,49 @@ int main(int argc, char** argv) {
   std::string file;
   std::vector<std::string> sets;
   bool resume = false, quiet = false, overwrite = false;
-  long long stop_after = -1;
+  std::string stop_after_text;
   train->add_option("config", file, "TOML configuration (default: PPO on CartPole-v1 with RL Zoo settings)");
   train->add_option("--set", sets, "override a key: key=value (repeatable)");
-  train->add_flag("--resume", resume, "continue from <output_prefix>.ckpt when it exists");
-  train->add_flag("--overwrite", overwrite, "replace the outputs of an earlier run instead of refusing");
-  train->add_option("--stop-after", stop_after, "stop after N more iterations, writing a checkpoint")
-      ->check(CLI::NonNegativeNumber);
+  train->add_flag("--resume", resume, "continue from <output_prefix>.ckpt when it exists (not with --overwrite)");
+  train->add_flag("--overwrite", overwrite,
+                  "replace the outputs of an earlier run instead of refusing (not with --resume)");
+  train->add_option("--stop-after", stop_after_text, "stop after N (>= 0) more iterations, writing a checkpoint");
   train->add_flag("--quiet", quiet, "no progress lines");
   auto* eval = app.add_subcommand("eval", "evaluate the policy of a checkpoint");
   std::string ckpt;
-  int episodes = 100;
+  std::string episodes_text = "100";
   bool stochastic = false;
-  eval->add_option("checkpoint", ckpt, "checkpoint written by herd-rl train")->required();
-  eval->add_option("--episodes", episodes, "episodes to run")->check(CLI::PositiveNumber);
+  eval->add_option("checkpoint", ckpt, "checkpoint written by herd-rl train");
+  eval->add_option("--episodes", episodes_text, "episodes to run (>= 1)");
   eval->add_flag("--stochastic", stochastic, "sample actions instead of the distribution's mode");
+  // Command-line mistakes are one line "herd-rl: error: ..." (exit 2), printed by rank 0
+  // once the communicator exists; --help prints the help and exits 0.
+  std::string cli_error;
+  long long stop_after = -1;
+  int episodes = 100;
   try {
     app.parse(argc, argv);
+    if (train->parsed()) {
+      if (resume && overwrite)
+        cli_error = "--resume and --overwrite cannot be combined: --resume continues the run of output_prefix from "
+                    "its checkpoint, --overwrite replaces its outputs and starts afresh; pass one of them";
+      if (train->count("--stop-after") > 0)
+        stop_after = int_option("--stop-after", stop_after_text, 0, std::numeric_limits<long long>::max(), &cli_error);
+    }
+    if (eval->parsed()) {
+      if (ckpt.empty()) cli_error = "eval needs a checkpoint: herd-rl eval CHECKPOINT [--episodes N] [--stochastic]";
+      episodes = static_cast<int>(
+          int_option("--episodes", episodes_text, 1, std::numeric_limits<int>::max(), &cli_error));
+    }
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    cli_error = e.what();
+    if (e.get_name() == "RequiredError" && !train->parsed() && !eval->parsed())
+      cli_error = "a command is required: herd-rl train [CONFIG.toml] ... or herd-rl eval CHECKPOINT ...";
+    else if (e.get_name() == "ArgumentMismatch" && cli_error.rfind("--set", 0) == 0)
+      cli_error = "--set needs a value: --set key=value";
+    std::replace(cli_error.begin(), cli_error.end(), '\n', ' ');
+    cli_error += " (see herd-rl --help)";
   }
 
   // MPI only under a launcher (a plain run never initialises it).
@@ -68,6 +119,10 @@ int main(int argc, char** argv) {
           "built with MPICH: use its mpiexec, e.g. mpiexec.mpich), or built without MPI");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+    return 2;
+  }
+  if (!cli_error.empty()) {
+    if (comm->rank() == 0) std::fprintf(stderr, "herd-rl: error: %s\n", cli_error.c_str());
     return 2;
   }
   const bool root = comm->rank() == 0;
@@ -92,6 +147,7 @@ int main(int argc, char** argv) {
   // Everything before the first file written is input validation: its errors exit with 2.
   std::unique_ptr<herd::rl::Trainer> trainer;
   std::string input_error;
+  bool complete = false;  // --resume of a run that has done total_steps
   try {
     std::string text;
     const herd::rl::TrainConfig config = herd::rl::load_train_config(file, sets, &text, comm->size());
@@ -115,8 +171,18 @@ int main(int argc, char** argv) {
                                dir.string() + (ec ? ": " + ec.message() : std::string(": a file has that name")));
     }
     if (resume && have_ckpt) {
+      // Settings that fix the shapes of the saved state are compared before anything is loaded.
+      if (const auto conflicts = trainer->resume_conflicts(trainer->checkpoint_path()); !conflicts.empty()) {
+        std::string list;
+        for (const auto& c : conflicts) list += (list.empty() ? "" : ", ") + c;
+        throw herd::InputError("cannot resume " + trainer->checkpoint_path() + " with " + list +
+                               ": env, sampler.num_envs, network.hidden, network.shared_trunk and algo.optimizer "
+                               "cannot change on resume; use the checkpoint's values, or pass --overwrite (instead "
+                               "of --resume) to start afresh, or choose another output_prefix");
+      }
       trainer->load_checkpoint(trainer->checkpoint_path());
-      if (!quiet) {
+      complete = trainer->done();
+      if (!complete && !quiet) {
         std::printf("herd-rl: resumed from %s at iteration %lld\n", trainer->checkpoint_path().c_str(),
                     static_cast<long long>(trainer->iteration()));
         for (const auto& c : trainer->changed_on_resume())
@@ -125,7 +191,7 @@ int main(int argc, char** argv) {
     } else if (resume && !quiet) {
       std::printf("herd-rl: no checkpoint %s yet: training from the start\n", trainer->checkpoint_path().c_str());
     }
-    if (!quiet) {
+    if (!quiet && !complete) {
       const herd::rl::TrainConfig& rc = trainer->config();
       std::printf("herd-rl: %s on %s, %lld env steps (%lld iterations of %d rank(s) x %d envs x %d steps), seed %llu, "
                   "device %s\n",
@@ -152,6 +218,26 @@ int main(int argc, char** argv) {
     else if (mine && (root || failed[0] == 0))
       std::fprintf(stderr, "herd-rl: error (rank %d of %d): %s\n", comm->rank(), comm->size(), input_error.c_str());
     return 2;
+  }
+  if (complete) {
+    // Nothing is rewritten; only an output lost to a kill between the final checkpoint and
+    // the output file is written again (rank 0).
+    if (!quiet)
+      std::printf("herd-rl: %s is complete (%lld iterations done; total_steps = %lld needs %lld): nothing to train; "
+                  "raise total_steps to train further, or pass --overwrite (instead of --resume) to start afresh\n",
+                  trainer->checkpoint_path().c_str(), static_cast<long long>(trainer->iteration()),
+                  static_cast<long long>(trainer->config().total_steps),
+                  static_cast<long long>(trainer->config().num_iterations()));
+    if (root && !std::filesystem::exists(trainer->output_path())) {
+      try {
+        trainer->write_output(trainer->output_path());
+        if (!quiet) std::printf("herd-rl: wrote the missing %s\n", trainer->output_path().c_str());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+        return 1;
+      }
+    }
+    return 0;
   }
   int rc = 0;
   try {

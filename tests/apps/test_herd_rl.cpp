@@ -116,6 +116,79 @@ TEST_CASE("herd-rl train --resume continues to the same result", "[rl][apps]") {
   CHECK(a.root().read<double>("curve/return_mean").size() == b.root().read<double>("curve/return_mean").size());
 }
 
+TEST_CASE("herd-rl train --resume: settings that cannot change are named; a complete run is left alone",
+          "[rl][apps]") {
+  const fs::path d = workdir("resume_checks");
+  std::ofstream(d / "small.toml") << kSmall;
+  REQUIRE(run(d, "train small.toml --quiet --stop-after 2").rc == 0);
+  const std::string part = slurp(d / "run.ckpt");
+  // env, sampler.num_envs and the network shape fix the saved state's shapes: one line naming
+  // each key with both values, the checkpoint and --overwrite; exit 2, nothing written.
+  Run r = run(d, "train small.toml --resume --set env=Acrobot-v1");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("herd-rl: error: cannot resume run.ckpt with env = \"Acrobot-v1\" (the checkpoint has "
+                             "\"CartPole-v1\")") &&
+                        Contains("--overwrite"));
+  CHECK_THAT(r.err, !Contains("pi.0.weight"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  r = run(d, "train small.toml --resume --set sampler.num_envs=8 --set network.hidden=[32]");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("sampler.num_envs = 8 (the checkpoint has 4)") &&
+                        Contains("network.hidden = [32] (the checkpoint has [64, 64])"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  r = run(d, "train small.toml --resume --set network.shared_trunk=true --set algo.optimizer=rmsprop");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("network.shared_trunk = true") && Contains("algo.optimizer = \"rmsprop\""));
+  // --resume and --overwrite exclude each other.
+  r = run(d, "train small.toml --resume --overwrite");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("herd-rl: error: --resume and --overwrite cannot be combined"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(slurp(d / "run.ckpt") == part);
+  CHECK_FALSE(fs::exists(d / "run.h5"));
+  // Finish the run; --resume of the complete run says so, exits 0 and changes no file.
+  REQUIRE(run(d, "train small.toml --quiet --resume").rc == 0);
+  const std::string ckpt = slurp(d / "run.ckpt"), h5 = slurp(d / "run.h5");
+  r = run(d, "train small.toml --resume");
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Contains("run.ckpt is complete (8 iterations done; total_steps = 1024 needs 8)"));
+  CHECK_THAT(r.out, !Contains("wrote"));
+  CHECK(slurp(d / "run.ckpt") == ckpt);
+  CHECK(slurp(d / "run.h5") == h5);
+  // An output lost after the final checkpoint is written again; the checkpoint is kept.
+  fs::remove(d / "run.h5");
+  r = run(d, "train small.toml --resume --quiet");
+  CHECK(r.rc == 0);
+  CHECK(slurp(d / "run.ckpt") == ckpt);
+  CHECK(fs::exists(d / "run.h5"));
+  // A raised total_steps continues the run.
+  r = run(d, "train small.toml --resume --set total_steps=1280");
+  CHECK(r.rc == 0);
+  CHECK_THAT(r.out, Contains("resumed from run.ckpt at iteration 8") && Contains("iter 10/10"));
+}
+
+TEST_CASE("herd-rl: command-line mistakes are one line with the herd-rl prefix, exit 2", "[rl][apps]") {
+  const fs::path d = workdir("cli_errors");
+  auto one_line = [&](const std::string& args, const std::string& what) {
+    const Run r = run(d, args);
+    INFO(args << " -> " << r.err);
+    CHECK(r.rc == 2);
+    CHECK(r.err.rfind("herd-rl: error: ", 0) == 0);
+    CHECK_THAT(r.err, Contains(what) && !Contains("0000000"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  };
+  one_line("eval", "eval needs a checkpoint");
+  one_line("eval run.ckpt --episodes 0", "--episodes 0: must be an integer >= 1");
+  one_line("eval run.ckpt --episodes -1", "--episodes -1: must be an integer >= 1");
+  one_line("eval run.ckpt --episodes abc", "--episodes abc: must be an integer >= 1");
+  one_line("train --stop-after -2", "--stop-after -2: must be an integer >= 0");
+  one_line("train --set", "--set needs a value");
+  one_line("", "a command is required");
+  one_line("train --no-such-option", "--no-such-option");
+  CHECK(run(d, "eval --help").rc == 0);
+  CHECK_FALSE(fs::exists(d / "herd_rl.ckpt"));
+}
+
 TEST_CASE("herd-rl: bad input exits 2 naming key and value, nothing overwritten", "[rl][apps]") {
   const fs::path d = workdir("errors");
   std::ofstream(d / "herd_rl.h5") << "keep";
@@ -135,6 +208,14 @@ TEST_CASE("herd-rl: bad input exits 2 naming key and value, nothing overwritten"
   r = run(d, "train --set device=gpu");
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Contains("\"device\"") && Contains("gpu") && Contains("cuda:<index>"));
+  // A misspelt device lists the valid forms and suggests the nearest.
+  r = run(d, "train --set device=cdua");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("must be \"cpu\", \"cuda\" or \"cuda:<index>\"") && Contains("did you mean \"cuda\"?"));
+  r = run(d, "train --set device=CPU");
+  CHECK_THAT(r.err, Contains("did you mean \"cpu\"?"));
+  r = run(d, "train --set device=cuda:x");
+  CHECK_THAT(r.err, Contains("did you mean \"cuda:<index>\"?"));
   if (herd::cuda_device_count() == 0) {
     r = run(d, "train --set device=cuda");
     CHECK(r.rc == 2);
