@@ -278,9 +278,16 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", quiet, "print nothing but errors");
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    // One line in the herd form (CLI11's own text is two lines without the program name).
+    std::fprintf(stderr, "herd-sample: error: %s (run herd-sample --help for the options)\n", e.what());
+    return 2;
   }
   if (!seed.empty()) {
     // Checked here rather than by CLI11, whose range message prints the limits of a double.
