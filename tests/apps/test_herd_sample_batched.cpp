@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -328,5 +330,26 @@ TEST_CASE("herd-sample device = cpu_batched: a restart record of another layout 
   INFO(r.err);
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Contains("is of a cpu_batched run with 64 chain(s), but this run is cpu_batched with 32 chain(s)"));
+}
+#endif
+
+#ifdef HERD_MPIEXEC
+TEST_CASE("herd-sample under mpiexec: a prefix in use is refused by rank 0 in one line; every rank exits 2",
+          "[apps][mcmc][mpi]") {
+  // New-user report item 10: a second `mpiexec -n 2 herd-sample` of a running prefix
+  // resumed from the same record. The test holds the lock a running herd-sample would.
+  const auto dir = workdir("lock_np2");
+  write(dir / "run.toml", kToml);
+  fs::create_directories(dir / "out");
+  const int fd = ::open((dir / "out/run.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  const Run r = sample(dir, 2, "run.toml --set chains_per_rank=16");
+  ::close(fd);
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("herd-sample: error: rank 0: output_prefix \"out/run\" is in use by another herd-sample run"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(dir / "out/run.h5"));
 }
 #endif
