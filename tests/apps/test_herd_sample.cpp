@@ -419,6 +419,17 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
        "key \"chain_size\" is 1e+20 (a float), but must be an integer >= 1"},
       // Before: CLI11's "Value -1 not in range 0.000000 to 1797693134862315708...".
       {"chain_size = 10\n" + normal2, "--seed -1", "--seed is \"-1\", but must be an integer in [0, 9223372036854775807]"},
+      // New-user report item 3: 2^63 and above were clamped to 2^63-1 (distinct seeds, one
+      // chain); --set random_seed=2^63 was "a float".
+      {"chain_size = 10\n" + normal2, "--seed 9223372036854775808",
+       "--seed is \"9223372036854775808\", but must be an integer in [0, 9223372036854775807]"},
+      {"chain_size = 10\n" + normal2, "--seed 18446744073709551616",
+       "--seed is \"18446744073709551616\", but must be an integer in [0, 9223372036854775807]"},
+      {"chain_size = 10\n" + normal2, "--set random_seed=9223372036854775808",
+       "--set random_seed=9223372036854775808: key \"random_seed\" is \"9223372036854775808\", but must be an integer "
+       "in [0, 9223372036854775807]"},
+      {"chain_size = 10\n" + normal2, "--set random_seed=1.5",
+       "key \"random_seed\" is \"1.5\", but must be an integer in [0, 9223372036854775807]"},
       // Before: the kernel's "dram: delayed_rejection_count is 20, but must be in [0, 14]".
       {"chain_size = 10\n" + normal2, "--set delayed_rejection_count=20",
        "--set delayed_rejection_count=20: key \"delayed_rejection_count\" is 20, but must be at most 14"},
