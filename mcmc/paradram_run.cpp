@@ -1290,10 +1290,11 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
     err = e.what();
   }
   if (size > 1) {
-    const int bad = comm.allreduce_value<int>(err.empty() ? 0 : 1, ReduceOp::kMax);
-    if (bad != 0) {
-      if (!err.empty()) error(err);
-      else if (rank == 0) error("another rank could not read its input (see its message)");
+    // One line, not one per rank: the lowest rank with an error prints it (usually rank 0,
+    // and every rank reads the same input).
+    const int first_bad = comm.allreduce_value<int>(err.empty() ? size : rank, ReduceOp::kMin);
+    if (first_bad < size) {
+      if (rank == first_bad) error(err);
       return 2;
     }
   } else if (!err.empty()) {

@@ -353,3 +353,20 @@ TEST_CASE("herd-sample under mpiexec: a prefix in use is refused by rank 0 in on
   CHECK_FALSE(fs::exists(dir / "out/run.h5"));
 }
 #endif
+
+#ifdef HERD_MPIEXEC
+TEST_CASE("herd-sample under mpiexec: an input error is one line, not one per rank", "[apps][mcmc][mpi]") {
+  // New-user report item 5: "rank 0: ..." and "rank 1: ..." for the same input error.
+  const auto dir = workdir("input_error_np2");
+  write(dir / "run.toml", std::string("proposal_cov = [[1, 0.5], [0.1, 1]]\n") +
+                              "chain_size = 10\noutput_prefix = \"out/e\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  for (const char* device : {"cpu", "cpu_batched"}) {
+    const Run r = sample(dir, 2, std::string("run.toml --set device=") + device);
+    INFO(device << "\n" << r.err);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Contains("key \"proposal_cov\" is not symmetric"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir / "out"));
+  }
+}
+#endif
