@@ -261,6 +261,12 @@ class ProgressSink final : public ChainSink {
     if (progress_) progress_->flush();
   }
 
+  /// A chain that accepts nothing writes no records: progress every period all the same
+  /// (the current state counts as accepted, as in the records' rows).
+  void tick(std::uint64_t proposals, std::int64_t) override {
+    if (progress_) progress(proposals, rows_ + 1);
+  }
+
   void close() {
     if (progress_) progress_->close();
     progress_.reset();
@@ -649,6 +655,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
         hinted = true;  // once per run, on its own line
         std::fprintf(options.terminal, "%s%s\n", tty ? "\n" : "",
                      low_acceptance_hint(static_cast<double>(accepted) / static_cast<double>(steps)).c_str());
+        std::fflush(options.terminal);
       }
       if (secs - last < (tty ? 0.25 : 10.0)) return;
       last = secs;

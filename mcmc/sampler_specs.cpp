@@ -72,8 +72,8 @@ void declare_sampler_specs(io::Schema& s) {
   s.add_string("chain_file_format", "compact", "format of <prefix>_chain.txt: compact, verbose or binary")
       .choices({"compact", "verbose", "binary"}).alias("chainFileFormat").alias("outputChainFileFormat");
   s.add_bool("overwrite", false, "replace existing output files").alias("overwriteRequested");
-  s.add_int("progress_report_period", 1000, "proposals between rows of _progress.txt; a row is written at the first "
-            "accepted state after each multiple (ParaDRAM), so a chain that accepts nothing writes none")
+  s.add_int("progress_report_period", 1000, "proposals between rows of _progress.txt: a row at the first accepted state after each "
+            "multiple (ParaDRAM), or at the next multiple of 4096 proposals when nothing is accepted")
       .min(1).alias("progressReportPeriod").alias("outputReportPeriod");
   s.add_int("sample_refinement_count", 20, "maximum thinning rounds of the sample refinement (0: no refinement)")
       .min(0).alias("sampleRefinementCount").alias("outputRefinementCount");

@@ -617,3 +617,34 @@ TEST_CASE("herd-sample: command-line syntax errors are one line in the herd form
   }
   CHECK(run(dir, "--help").rc == 0);
 }
+
+TEST_CASE("herd-sample: progress is reported while a chain accepts nothing", "[apps][mcmc]") {
+  // New-user report item 4: rows of _progress.txt (and terminal lines) were written only at
+  // accepted states, so a stuck chain showed nothing at all. Now also every 4096 proposals
+  // (ChainSink::tick). A proposal 100 times too wide without adaptation: about 20000
+  // proposals between the 1st and 2nd recorded states (fixed seed), so several rows show
+  // the same accepted count with growing proposal counts.
+  const auto dir = workdir("progress_stuck");
+  write(dir / "run.toml", "chain_size = 3\nrandom_seed = 3\noutput_prefix = \"out/stuck\"\nadaptive_update_count = 0\n"
+                          "proposal_std = [100, 100]\nprogress_report_period = 10\n"
+                          "[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run r = run(dir, "run.toml --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  std::ifstream in(dir / "out/stuck_progress.txt");
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<std::pair<long, long>> rows;
+  while (std::getline(in, line)) {
+    const auto c = line.find(',');
+    rows.emplace_back(std::stol(line.substr(0, c)), std::stol(line.substr(c + 1)));
+  }
+  INFO(slurp(dir / "out/stuck_progress.txt"));
+  // Rows at multiples of 4096 proposals between acceptances.
+  const auto ticks = std::count_if(rows.begin(), rows.end(), [](const auto& p) { return p.first % 4096 == 0; });
+  CHECK(ticks >= 3);
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    CHECK(rows[i].first > rows[i - 1].first);
+    CHECK(rows[i].second >= rows[i - 1].second);
+  }
+}
