@@ -659,11 +659,14 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       }
       if (secs - last < (tty ? 0.25 : 10.0)) return;
       last = secs;
-      const double eta = new_accepted > 0 ? secs / static_cast<double>(new_accepted) *
-                                                static_cast<double>(specs.chain_size - accepted)
-                                          : 0.0;
+      // The time left, from this invocation's acceptances; none yet beyond the start (or
+      // resumed) state: unknown, not a guess from one state.
+      const std::string eta =
+          new_accepted > 1 ? fmt::format("{:.1f} s", secs / static_cast<double>(new_accepted) *
+                                                          static_cast<double>(specs.chain_size - accepted))
+                           : std::string("unknown");
       const std::string line = fmt::format(
-          "steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {:.1f} s", steps, accepted,
+          "steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {}", steps, accepted,
           specs.chain_size, static_cast<double>(accepted) / static_cast<double>(steps),
           static_cast<double>(new_steps) / std::max(secs, 1e-9), eta);
       std::fprintf(options.terminal, tty ? "\r%-100s" : "%s\n", line.c_str());
