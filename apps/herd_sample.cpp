@@ -274,21 +274,46 @@ int main(int argc, char** argv) {
   app.add_option("file", file, "input file: TOML, or a ParaMonte &ParaDRAM namelist (default: the embedded default input)");
   app.add_option("--set", sets, "override a specification: key=value (repeatable)");
   app.add_option("--output", output, "output prefix (overrides output_prefix)");
-  app.add_option("--seed", seed, "random seed (overrides random_seed): an integer in [0, 2^63 - 1]");
+  app.add_option("--seed", seed, "random seed (overrides random_seed): an integer in [0, 2^63 - 1] (9223372036854775807); larger values are refused");
   app.add_flag("--quiet", quiet, "print nothing but errors");
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    // One line in the herd form (CLI11's own text is two lines without the program name).
+    std::fprintf(stderr, "herd-sample: error: %s (run herd-sample --help for the options)\n", e.what());
+    return 2;
   }
-  if (!seed.empty()) {
-    // Checked here rather than by CLI11, whose range message prints the limits of a double.
+  // Seeds are checked here rather than by CLI11 (whose range message prints the limits of a
+  // double) or the schema (which reads 2^63 as a float): the range is TOML's integers,
+  // [0, 2^63-1], for --seed, --set random_seed and the input file alike; nothing is clamped.
+  auto seed_ok = [](const std::string& text) {
     long long v = -1;
-    const auto [end, ec] = std::from_chars(seed.data(), seed.data() + seed.size(), v);
-    if (ec != std::errc() || end != seed.data() + seed.size() || v < 0) {
-      std::fprintf(stderr, "herd-sample: error: --seed is \"%s\", but must be an integer in [0, 9223372036854775807]\n",
-                   seed.c_str());
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    return ec == std::errc() && end == text.data() + text.size() && v >= 0;
+  };
+  if (!seed.empty() && !seed_ok(seed)) {
+    std::fprintf(stderr, "herd-sample: error: --seed is \"%s\", but must be an integer in [0, 9223372036854775807]\n",
+                 seed.c_str());
+    return 2;
+  }
+  for (const auto& kv : sets) {
+    const std::size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = kv.substr(0, eq);
+    std::string value = kv.substr(eq + 1);
+    while (!value.empty() && value.back() == ' ') value.pop_back();
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    if ((key == "random_seed" || key == "randomSeed" || key == "outputSeed") && !seed_ok(value)) {
+      std::fprintf(stderr,
+                   "herd-sample: error: --set %s: key \"%s\" is \"%s\", but must be an integer in [0, "
+                   "9223372036854775807]\n",
+                   kv.c_str(), key.c_str(), value.c_str());
       return 2;
     }
   }

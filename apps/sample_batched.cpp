@@ -26,6 +26,7 @@
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/mcmc/diagnostics.hpp"
+#include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #if HERD_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -597,6 +598,10 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                      specs.chains_per_rank);
   rep += "\n== resolved input ==\n" + options.resolved_input + "\n";
   rep += "\n== run ==\n" + mcmc::batched_report(og, t, diag);
+  // Nothing (or next to nothing) accepted: the draws are the start points (item 2 of the
+  // new-user report); say so in the report and on the terminal, as the serial run does.
+  const std::string low = mcmc::low_acceptance_warning(t.acceptance_rate);
+  if (!low.empty()) rep += low + "\n";
   rep += fmt::format("pooled adaptation pools the chains of all processes (a fixed summation tree over global chain "
                      "ids: the same chains for every layout of processes); nested R-hat: {}\n",
                      k > 0 ? fmt::format("{} superchains of contiguous global chain ids", k)
@@ -639,6 +644,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                  static_cast<long long>(t.num_chains), static_cast<long long>(sink.memory.draws),
                  static_cast<long long>(specs.thin), static_cast<long long>(specs.warmup), t.acceptance_rate,
                  t.chain_steps_per_second, t.seconds);
+    if (!low.empty()) std::fprintf(out, "%s\n", low.c_str());
     std::fflush(out);
   }
 }

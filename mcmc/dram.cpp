@@ -518,6 +518,8 @@ void DramSampler::step(ChainSink& sink) {
     const double lp = cur_inside_ ? evaluate(y_.data()) : kNegInf;
     if (!finish_stage(lp, sink)) break;
   }
+  if ((state_.proposal_number & (ChainSink::kTickProposals - 1)) == 0)
+    sink.tick(state_.proposal_number, state_.records_written);
 }
 
 void DramSampler::merge_pending(bool greedy) {

@@ -11,6 +11,11 @@
 #include <csignal>
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <cstring>
+#include <fstream>
+#include <string>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -256,6 +261,12 @@ class ProgressSink final : public ChainSink {
     if (progress_) progress_->flush();
   }
 
+  /// A chain that accepts nothing writes no records: progress every period all the same
+  /// (the current state counts as accepted, as in the records' rows).
+  void tick(std::uint64_t proposals, std::int64_t) override {
+    if (progress_) progress(proposals, rows_ + 1);
+  }
+
   void close() {
     if (progress_) progress_->close();
     progress_.reset();
@@ -365,8 +376,10 @@ constexpr int kMaxTextChains = 64;  // per-chain text files up to this many chai
 constexpr double kLowAcceptance = 1e-3;
 constexpr std::uint64_t kHintSteps = 20000;
 
-/// What to do about a mean acceptance rate below kLowAcceptance (one paragraph).
-std::string low_acceptance_hint(double rate) {
+}  // namespace
+
+std::string low_acceptance_warning(double rate) {
+  if (rate >= kLowAcceptance) return {};
   return fmt::format(
       "WARNING: the mean acceptance rate is {:.3g}, below {:g}: the chain barely moved, so its draws and "
       "statistics are not a usable sample. Give proposal_std (or proposal_cov) of the order of the posterior's "
@@ -374,6 +387,62 @@ std::string low_acceptance_hint(double rate) {
       "density is finite (not -inf or NaN) around it.",
       rate, kLowAcceptance);
 }
+
+bool process_alive(long pid) {
+  if (pid <= 0) return false;
+  if (!(::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) return false;
+  // A zombie (killed, not yet reaped by its parent, e.g. mpiexec) holds no files any more.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const std::size_t close = line.rfind(')');  // comm may hold spaces and parentheses
+  if (close == std::string::npos || close + 2 >= line.size()) return true;
+  return line[close + 2] != 'Z' && line[close + 2] != 'X';
+}
+
+OutputPrefixLock::OutputPrefixLock(const std::string& prefix) : path_(prefix + ".lock") {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw IoError(fmt::format("cannot create the lock file \"{}\": {}", path_, std::strerror(errno)));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ::close(fd);
+      if (err != EWOULDBLOCK && err != EINTR)
+        throw IoError(fmt::format("cannot lock \"{}\": {}", path_, std::strerror(err)));
+      std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("?");
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+      throw InputError(fmt::format("output_prefix \"{}\" is in use by another herd-sample run (pid {}, lock file "
+                                   "\"{}\"); wait for it to finish or choose another output_prefix",
+                                   prefix, holder, path_));
+    }
+    // The holder may have removed the file between our open and flock: then the lock is on
+    // an unlinked inode, and a third run could lock a new file. Retry until they agree.
+    struct stat a {}, b {};
+    if (::fstat(fd, &a) == 0 && ::stat(path_.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
+      const std::string pid = std::to_string(static_cast<long>(::getpid())) + "\n";
+      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+        // The pid is only for the message; the lock itself holds.
+      }
+      fd_ = fd;
+      return;
+    }
+    ::close(fd);
+  }
+  throw IoError(fmt::format("cannot lock \"{}\": it keeps being replaced", path_));
+}
+
+OutputPrefixLock::~OutputPrefixLock() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());  // while still held: a waiting run sees the inode change and retries
+  ::close(fd_);
+}
+
+namespace {
+
+/// What to do about a mean acceptance rate below kLowAcceptance (one paragraph).
+std::string low_acceptance_hint(double rate) { return low_acceptance_warning(rate); }
 constexpr int kMaxKsChains = 16;    // pairwise KS table up to this many chains
 
 int chain_count(const SamplerSpecs& s, int ranks) {
@@ -408,7 +477,7 @@ void remove_stale_temporaries(const fs::path& dir, const std::vector<std::string
       continue;
     if (!names.empty() && std::find(names.begin(), names.end(), n.substr(0, t)) == names.end()) continue;
     const long pid = std::stol(rest.substr(0, dot));
-    if (pid == static_cast<long>(::getpid()) || (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;
+    if (pid == static_cast<long>(::getpid()) || process_alive(pid)) continue;
     fs::remove(e.path(), ec);
   }
 }
@@ -586,14 +655,18 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
         hinted = true;  // once per run, on its own line
         std::fprintf(options.terminal, "%s%s\n", tty ? "\n" : "",
                      low_acceptance_hint(static_cast<double>(accepted) / static_cast<double>(steps)).c_str());
+        std::fflush(options.terminal);
       }
       if (secs - last < (tty ? 0.25 : 10.0)) return;
       last = secs;
-      const double eta = new_accepted > 0 ? secs / static_cast<double>(new_accepted) *
-                                                static_cast<double>(specs.chain_size - accepted)
-                                          : 0.0;
+      // The time left, from this invocation's acceptances; none yet beyond the start (or
+      // resumed) state: unknown, not a guess from one state.
+      const std::string eta =
+          new_accepted > 1 ? fmt::format("{:.1f} s", secs / static_cast<double>(new_accepted) *
+                                                          static_cast<double>(specs.chain_size - accepted))
+                           : std::string("unknown");
       const std::string line = fmt::format(
-          "steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {:.1f} s", steps, accepted,
+          "steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {}", steps, accepted,
           specs.chain_size, static_cast<double>(accepted) / static_cast<double>(steps),
           static_cast<double>(new_steps) / std::max(secs, 1e-9), eta);
       std::fprintf(options.terminal, tty ? "\r%-100s" : "%s\n", line.c_str());
@@ -1083,12 +1156,69 @@ constexpr const char* kRunRecordKind = "herd-sample-run";
 
 std::string run_record_path(const SamplerSpecs& s) { return restart_folder(s) + "/run.ckpt"; }
 
-void write_run_record(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, bool complete) {
+// Settings that do not change what a run computes: left out of the input hash.
+const char* const kIgnoredInHash[] = {"overwrite", "silent_mode", "progress_report_period", "checkpoint_period",
+                                      "checkpoint_period_seconds", "mpi_finalize_requested"};
+
+bool ignored_in_hash(const std::string& key) {
+  return std::find_if(std::begin(kIgnoredInHash), std::end(kIgnoredInHash),
+                      [&](const char* x) { return key == x; }) != std::end(kIgnoredInHash);
+}
+
+/// The record's layout name: the batched device, or the serial kernel's parallelization_model.
+std::string run_layout(const SamplerSpecs& s) { return s.device != "cpu" ? s.device : s.parallelization_model; }
+
+/// The resolved input as "key\tvalue\n" lines (the settings the input hash covers).
+std::string recorded_input(const std::vector<std::pair<std::string, std::string>>& attrs) {
+  std::string out;
+  for (const auto& [k, v] : attrs)
+    if (!ignored_in_hash(k)) out += k + '\t' + v + '\n';
+  return out;
+}
+
+/// Which recorded settings differ from this run's (`recorded_input` form each), e.g.
+/// "chain_size (40000 in the record, 40001 now)"; empty when none differs.
+std::string input_differences(const std::string& before, const std::string& now) {
+  auto parse = [](const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> kv;
+    std::size_t p = 0;
+    while (p < text.size()) {
+      std::size_t e = text.find('\n', p);
+      if (e == std::string::npos) e = text.size();
+      const std::string line = text.substr(p, e - p);
+      const std::size_t t = line.find('\t');
+      if (t != std::string::npos) kv.emplace_back(line.substr(0, t), line.substr(t + 1));
+      p = e + 1;
+    }
+    return kv;
+  };
+  const auto a = parse(before), b = parse(now);
+  auto find = [](const auto& v, const std::string& k) -> const std::string* {
+    for (const auto& [kk, vv] : v)
+      if (kk == k) return &vv;
+    return nullptr;
+  };
+  std::string out;
+  auto add = [&](const std::string& k, const std::string* x, const std::string* y) {
+    out += fmt::format("{}{} ({} in the record, {} now)", out.empty() ? "" : ", ", k, x ? *x : "unset", y ? *y : "unset");
+  };
+  for (const auto& [k, v] : a) {
+    const std::string* y = find(b, k);
+    if (y == nullptr || *y != v) add(k, &v, y);
+  }
+  for (const auto& [k, v] : b)
+    if (find(a, k) == nullptr) add(k, nullptr, &v);
+  return out;
+}
+
+void write_run_record(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, bool complete,
+                      const std::vector<std::pair<std::string, std::string>>& attrs) {
   io::CheckpointWriter w(kRunRecordKind, 1);
   w.add_value("input_hash", hash);
   w.add_value("random_seed", s.random_seed);
   w.add_value("chains", chains);
-  w.add_string("parallelization_model", s.parallelization_model);
+  w.add_string("parallelization_model", run_layout(s));
+  w.add_string("input", recorded_input(attrs));
   w.add_value("complete", static_cast<std::uint8_t>(complete ? 1 : 0));
   w.commit(run_record_path(s));
 }
@@ -1097,7 +1227,8 @@ enum class RestartStatus { kFresh = 0, kResume = 1, kComplete = 2 };
 
 /// What the restart record of this output prefix says; the seed of the recorded run.
 /// @throws herd::InputError when the record belongs to another input.
-RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, std::uint64_t& seed) {
+RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, std::uint64_t& seed,
+                            const std::vector<std::pair<std::string, std::string>>& attrs) {
   const std::string path = run_record_path(s);
   if (s.overwrite || !fs::exists(path)) return RestartStatus::kFresh;
   io::CheckpointReader r(path);
@@ -1105,18 +1236,25 @@ RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::int6
   const bool complete = r.value<std::uint8_t>("complete") != 0;
   // A finished run of another input: its outputs are what the overwrite check protects.
   if (r.value<std::uint64_t>("input_hash") != hash && complete) return RestartStatus::kFresh;
-  if (r.value<std::uint64_t>("input_hash") != hash)
-    throw InputError(fmt::format("the restart record \"{}\" belongs to a run with another input (specifications or "
-                                 "target); set overwrite = true to start afresh (this deletes \"{}\"), restore the "
-                                 "original input, or choose another output_prefix",
-                                 path, restart_folder(s)));
+  if (r.value<std::uint64_t>("input_hash") != hash) {
+    std::string what = "the record does not store its input, so the changed settings are not known";
+    if (r.has("input")) {
+      const std::string diff = input_differences(r.string("input"), recorded_input(attrs));
+      what = diff.empty() ? std::string("the settings are the same, so the target (its file, data or library) differs")
+                          : "changed: " + diff;
+    }
+    throw InputError(fmt::format("the restart record \"{}\" belongs to a run with another input ({}); set overwrite = "
+                                 "true to start afresh (this deletes \"{}\"), restore the original input, or choose "
+                                 "another output_prefix",
+                                 path, what, restart_folder(s)));
+  }
   const auto rc = r.value<std::int64_t>("chains");
   const std::string model = r.string("parallelization_model");
-  if (rc != chains || model != s.parallelization_model)
+  if (rc != chains || model != run_layout(s))
     throw InputError(fmt::format("the restart record \"{}\" is of a {} run with {} chain(s), but this run is {} with {} "
                                  "chain(s) (ranks x chains_per_rank); resume with the same number of processes, or "
                                  "set overwrite = true to start afresh",
-                                 path, model, rc, s.parallelization_model, chains));
+                                 path, model, rc, run_layout(s), chains));
   seed = r.value<std::uint64_t>("random_seed");
   return complete ? RestartStatus::kComplete : RestartStatus::kResume;
 }
@@ -1134,11 +1272,8 @@ std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTa
     h ^= 0xff;
     h *= 1099511628211ULL;
   };
-  static const char* const kIgnored[] = {"overwrite", "silent_mode", "progress_report_period", "checkpoint_period",
-                                         "checkpoint_period_seconds", "mpi_finalize_requested"};
   for (const auto& [k, v] : options.input_attributes) {
-    if (std::find_if(std::begin(kIgnored), std::end(kIgnored), [&](const char* x) { return k == x; }) != std::end(kIgnored))
-      continue;
+    if (ignored_in_hash(k)) continue;
     add(k);
     add(v);
   }
@@ -1165,10 +1300,11 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
     err = e.what();
   }
   if (size > 1) {
-    const int bad = comm.allreduce_value<int>(err.empty() ? 0 : 1, ReduceOp::kMax);
-    if (bad != 0) {
-      if (!err.empty()) error(err);
-      else if (rank == 0) error("another rank could not read its input (see its message)");
+    // One line, not one per rank: the lowest rank with an error prints it (usually rank 0,
+    // and every rank reads the same input).
+    const int first_bad = comm.allreduce_value<int>(err.empty() ? size : rank, ReduceOp::kMin);
+    if (first_bad < size) {
+      if (rank == first_bad) error(err);
       return 2;
     }
   } else if (!err.empty()) {
@@ -1193,10 +1329,22 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   const bool recorded = !custom || in.run_restartable;  // a restart record is read and written
   const bool checkpointing = recorded && (specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0);
   std::int64_t dec[3] = {0, 0, static_cast<std::int64_t>(specs.random_seed)};
+  // Rank 0 holds an exclusive lock on <prefix>.lock for the whole run: a second run of the
+  // same prefix (which would share the restart record) is refused.
+  std::unique_ptr<OutputPrefixLock> prefix_lock;
   if (rank == 0) {
+    const fs::path parent = fs::path(specs.output_prefix).parent_path();
+    bool made_parent = false;
     try {
+      std::error_code ec;
+      if (!parent.empty() && !fs::exists(parent, ec)) {
+        fs::create_directories(parent, ec);
+        if (ec) throw IoError(fmt::format("cannot create the output folder \"{}\": {}", parent.string(), ec.message()));
+        made_parent = true;
+      }
+      prefix_lock = std::make_unique<OutputPrefixLock>(specs.output_prefix);
       std::uint64_t seed = specs.random_seed;
-      const RestartStatus st = !recorded ? RestartStatus::kFresh : check_restart(specs, opts.input_hash, chains, seed);
+      const RestartStatus st = !recorded ? RestartStatus::kFresh : check_restart(specs, opts.input_hash, chains, seed, opts.input_attributes);
       if (st != RestartStatus::kFresh && !in.seed_given) specs.random_seed = seed;
       dec[1] = static_cast<std::int64_t>(st);
       dec[2] = static_cast<std::int64_t>(specs.random_seed);
@@ -1208,12 +1356,15 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
           fs::create_directories(restart_folder(specs), ec);
           if (ec)
             throw IoError(fmt::format("cannot create the restart folder \"{}\": {}", restart_folder(specs), ec.message()));
-          write_run_record(specs, opts.input_hash, chains, false);
+          write_run_record(specs, opts.input_hash, chains, false, opts.input_attributes);
         }
       }
     } catch (const std::exception& e) {
       err = e.what();
       dec[0] = 1;
+      prefix_lock.reset();
+      std::error_code ec;
+      if (made_parent) fs::remove(parent, ec);  // only when still empty: nothing earlier is touched
     }
   }
   comm.broadcast(dec, 3, DataType::kInt64, 0);
@@ -1242,7 +1393,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
     abort_all_on_error(comm, [&] {
       if (custom) in.run(in, comm);
       else run_paradram(specs, in.target, opts, comm);
-      if (rank == 0 && checkpointing) write_run_record(specs, opts.input_hash, chains, true);
+      if (rank == 0 && checkpointing) write_run_record(specs, opts.input_hash, chains, true, opts.input_attributes);
     });
   } catch (const std::exception& e) {
     error(e.what());

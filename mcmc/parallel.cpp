@@ -80,6 +80,9 @@ class ByteSink final : public ChainSink {
   void flush() override {
     if (tee) tee->flush();
   }
+  void tick(std::uint64_t proposals, std::int64_t records) override {
+    if (tee) tee->tick(proposals, records);
+  }
   void write(const ChainRecord& r) override {
     if (tee) tee->write(r);
     const std::size_t n0 = buf.size();

@@ -65,14 +65,15 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("scaleFactor").alias("proposalScale");
   s.add_float_list("target_acceptance_rate", nullopt, "desired acceptance rate: a value or a [lo, hi] range in (0, 1]")
       .range(0.0, 1.0).length(1, 2).alias("targetAcceptanceRate").alias("outputAcceptanceRate");
-  s.add_int("random_seed", nullopt, "seed of the run (64-bit); default: drawn from the system and reported")
+  s.add_int("random_seed", nullopt, "seed of the run: an integer in [0, 2^63-1] (TOML's integer range); default: drawn from the system and reported")
       .min(0).alias("randomSeed").alias("outputSeed");
   s.add_string("output_prefix", "out/herd_sample", "path prefix of the output files; missing folders are created")
       .alias("outputFileName");
   s.add_string("chain_file_format", "compact", "format of <prefix>_chain.txt: compact, verbose or binary")
       .choices({"compact", "verbose", "binary"}).alias("chainFileFormat").alias("outputChainFileFormat");
   s.add_bool("overwrite", false, "replace existing output files").alias("overwriteRequested");
-  s.add_int("progress_report_period", 1000, "proposals between progress reports")
+  s.add_int("progress_report_period", 1000, "proposals between rows of _progress.txt: a row at the first accepted state after each "
+            "multiple (ParaDRAM), or at the next multiple of 4096 proposals when nothing is accepted")
       .min(1).alias("progressReportPeriod").alias("outputReportPeriod");
   s.add_int("sample_refinement_count", 20, "maximum thinning rounds of the sample refinement (0: no refinement)")
       .min(0).alias("sampleRefinementCount").alias("outputRefinementCount");
@@ -100,8 +101,8 @@ void declare_sampler_specs(io::Schema& s) {
   s.add_int("warmup", 1000, "cpu_batched/cuda: proposals per chain before chain_size, adapting, discarded").min(0);
   s.add_int("thin", 1, "cpu_batched/cuda: keep every thin-th proposal's state after the warm-up").min(1);
   s.add_string("batched_adaptation", "pooled",
-               "cpu_batched/cuda: proposal adaptation during the warm-up, frozen after it: pooled over the chains of a "
-               "process, per_chain, or none")
+               "cpu_batched/cuda: proposal adaptation during the warm-up, frozen after it: pooled over the chains of all "
+               "processes, per_chain, or none")
       .choices({"pooled", "per_chain", "none"});
   s.add_int("checkpoint_period", 0, "proposals between checkpoints of the restart record <prefix>_restart/ (0: by time only)")
       .min(0);

@@ -8,6 +8,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "app_runner.hpp"
 
 #include "herd/io/hdf5.hpp"
@@ -414,6 +419,17 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
        "key \"chain_size\" is 1e+20 (a float), but must be an integer >= 1"},
       // Before: CLI11's "Value -1 not in range 0.000000 to 1797693134862315708...".
       {"chain_size = 10\n" + normal2, "--seed -1", "--seed is \"-1\", but must be an integer in [0, 9223372036854775807]"},
+      // New-user report item 3: 2^63 and above were clamped to 2^63-1 (distinct seeds, one
+      // chain); --set random_seed=2^63 was "a float".
+      {"chain_size = 10\n" + normal2, "--seed 9223372036854775808",
+       "--seed is \"9223372036854775808\", but must be an integer in [0, 9223372036854775807]"},
+      {"chain_size = 10\n" + normal2, "--seed 18446744073709551616",
+       "--seed is \"18446744073709551616\", but must be an integer in [0, 9223372036854775807]"},
+      {"chain_size = 10\n" + normal2, "--set random_seed=9223372036854775808",
+       "--set random_seed=9223372036854775808: key \"random_seed\" is \"9223372036854775808\", but must be an integer "
+       "in [0, 9223372036854775807]"},
+      {"chain_size = 10\n" + normal2, "--set random_seed=1.5",
+       "key \"random_seed\" is \"1.5\", but must be an integer in [0, 9223372036854775807]"},
       // Before: the kernel's "dram: delayed_rejection_count is 20, but must be in [0, 14]".
       {"chain_size = 10\n" + normal2, "--set delayed_rejection_count=20",
        "--set delayed_rejection_count=20: key \"delayed_rejection_count\" is 20, but must be at most 14"},
@@ -506,4 +522,132 @@ TEST_CASE("herd-sample: a resumed run reports this invocation's and the whole ch
   const std::string rep2 = slurp(fresh / "out/r_report.txt");
   CHECK(rep2.find("resumed from") == std::string::npos);
   CHECK(report_value(rep2, "proposals (steps)") == total);  // the same chain
+}
+
+TEST_CASE("herd-sample: a resume with another input names the settings that changed", "[apps][mcmc]") {
+  // New-user report item 12: the refusal did not say which key differed.
+  const auto dir = workdir("changed_input");
+  write(dir / "run.toml", std::string("chain_size = 3000\nrandom_seed = 4\noutput_prefix = \"out/r\"\n"
+                                      "checkpoint_period = 1000\ncheckpoint_period_seconds = 0\n[target]\nlibrary = \"") +
+                              HERD_TEST_KILL_PLUGIN + "\"\nndim = 2\n");
+  const Run killed = herd::testing::run_shell(
+      dir, std::string("HERD_TEST_KILL_AFTER=5000 '") + HERD_SAMPLE_EXE + "' run.toml --quiet");
+  REQUIRE(killed.rc != 0);
+  REQUIRE(fs::exists(dir / "out/r_restart/run.ckpt"));
+  const std::string record = slurp(dir / "out/r_restart/run.ckpt");
+  const Run r = run(dir, "run.toml --quiet --set chain_size=3001 --seed 5");
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("belongs to a run with another input (changed: chain_size (3000 in the record, 3001 now), "
+                             "random_seed (4 in the record, 5 now))"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(slurp(dir / "out/r_restart/run.ckpt") == record);  // nothing earlier destroyed
+  // The same input resumes (the killed run's lock file is taken over).
+  const Run ok = run(dir, "run.toml --quiet");
+  INFO(ok.err);
+  CHECK(ok.rc == 0);
+  CHECK_FALSE(fs::exists(dir / "out/r.lock"));
+}
+
+TEST_CASE("herd-sample: a second run of an output prefix in use is refused", "[apps][mcmc]") {
+  // New-user report item 10: two runs of one prefix both ran and appended to one record.
+  // Here the test holds the lock (flock) a running herd-sample would hold.
+  const auto dir = workdir("prefix_lock");
+  write(dir / "run.toml", std::string(kToml));
+  fs::create_directories(dir / "out");
+  const int fd = ::open((dir / "out/run.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  REQUIRE(::write(fd, "4242\n", 5) == 5);
+  const Run r = run(dir, "run.toml");
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("herd-sample: error: output_prefix \"out/run\" is in use by another herd-sample run "
+                             "(pid 4242, lock file \"out/run.lock\")"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(dir / "out/run.h5"));
+  ::close(fd);  // released: the run goes ahead and removes the lock file at the end
+  const Run ok = run(dir, "run.toml --quiet");
+  INFO(ok.err);
+  CHECK(ok.rc == 0);
+  CHECK(fs::exists(dir / "out/run.h5"));
+  CHECK_FALSE(fs::exists(dir / "out/run.lock"));
+}
+
+TEST_CASE("herd-sample: a temporary of a zombie process is stale and removed; a live process's is kept",
+          "[apps][mcmc]") {
+  // New-user report item 9: a killed rank not yet reaped by mpiexec (state Z) kept its
+  // 42 MB .h5 temporary next to the final file.
+  const auto dir = workdir("zombie_tmp");
+  write(dir / "run.toml", std::string(kToml));
+  fs::create_directories(dir / "out");
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(0);  // a zombie until waitpid below
+  // Wait until the child has exited (state Z), without reaping it.
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream st("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    std::getline(st, line);
+    if (line.find(") Z") != std::string::npos) break;
+    ::usleep(10000);
+  }
+  const std::string zombie = "out/run.h5.tmp." + std::to_string(child) + ".1";
+  const std::string live = "out/run.h5.tmp." + std::to_string(::getpid()) + ".1";
+  write(dir / zombie, "stale");
+  write(dir / live, "live");
+  const Run r = run(dir, "run.toml --quiet");
+  ::waitpid(child, nullptr, 0);
+  INFO(r.err);
+  CHECK(r.rc == 0);
+  CHECK_FALSE(fs::exists(dir / zombie));
+  CHECK(fs::exists(dir / live));
+}
+
+TEST_CASE("herd-sample: command-line syntax errors are one line in the herd form", "[apps][mcmc]") {
+  // New-user report item 14: CLI11's two lines without the program's name.
+  const auto dir = workdir("cli_errors");
+  write(dir / "run.toml", std::string(kToml));
+  for (const char* args : {"run.toml --set", "run.toml --bogus", "run.toml --seed"}) {
+    const Run r = run(dir, args);
+    INFO(args << "\nstderr: " << r.err);
+    CHECK(r.rc == 2);
+    CHECK(r.err.rfind("herd-sample: error: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  CHECK(run(dir, "--help").rc == 0);
+}
+
+TEST_CASE("herd-sample: progress is reported while a chain accepts nothing", "[apps][mcmc]") {
+  // New-user report item 4: rows of _progress.txt (and terminal lines) were written only at
+  // accepted states, so a stuck chain showed nothing at all. Now also every 4096 proposals
+  // (ChainSink::tick). A proposal 100 times too wide without adaptation: about 20000
+  // proposals between the 1st and 2nd recorded states (fixed seed), so several rows show
+  // the same accepted count with growing proposal counts.
+  const auto dir = workdir("progress_stuck");
+  write(dir / "run.toml", "chain_size = 3\nrandom_seed = 3\noutput_prefix = \"out/stuck\"\nadaptive_update_count = 0\n"
+                          "proposal_std = [100, 100]\nprogress_report_period = 10\n"
+                          "[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run r = run(dir, "run.toml");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  // The first terminal line comes before any acceptance: no time left is guessed from the
+  // start state alone (it said "ETA 0.1 s" for a chain that had accepted nothing).
+  CHECK_THAT(r.out, Contains("ETA unknown"));
+  std::ifstream in(dir / "out/stuck_progress.txt");
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<std::pair<long, long>> rows;
+  while (std::getline(in, line)) {
+    const auto c = line.find(',');
+    rows.emplace_back(std::stol(line.substr(0, c)), std::stol(line.substr(c + 1)));
+  }
+  INFO(slurp(dir / "out/stuck_progress.txt"));
+  // Rows at multiples of 4096 proposals between acceptances.
+  const auto ticks = std::count_if(rows.begin(), rows.end(), [](const auto& p) { return p.first % 4096 == 0; });
+  CHECK(ticks >= 3);
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    CHECK(rows[i].first > rows[i - 1].first);
+    CHECK(rows[i].second >= rows[i - 1].second);
+  }
 }

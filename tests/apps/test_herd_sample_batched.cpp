@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -281,3 +283,90 @@ TEST_CASE("herd-sample batched devices: input errors exit 2 and write nothing", 
     CHECK(!fs::exists(dir / "out"));
   }
 }
+
+TEST_CASE("herd-sample device = cpu_batched: a 100-D normal with the default proposal samples it; a stuck run warns",
+          "[apps][mcmc]") {
+  // New-user report item 2: the default start proposal (the identity) accepted nothing in
+  // 100-D and the run ended with exit 0 and no warning. The batched path starts from
+  // ParaDRAM's scaled proposal (identity x (2.38/sqrt(d))^2): at 100-D a random walk at that
+  // scale accepts about 0.23; fixed seed, so [0.05, 0.6] cannot fail by chance.
+  const auto dir = workdir("normal100");
+  write(dir / "run.toml", "device = \"cpu_batched\"\nchains_per_rank = 16\nwarmup = 400\nchain_size = 400\n"
+                          "random_seed = 11\noutput_prefix = \"out/n\"\n[target]\nbuiltin = \"normal\"\nndim = 100\n");
+  const Run r = sample(dir, 0, "run.toml");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  const std::string rep = slurp(dir / "out/n_report.txt");
+  const auto pos = rep.find("acceptance after warm-up: ");
+  REQUIRE(pos != std::string::npos);
+  const double acc = std::stod(rep.substr(pos + 26));
+  CHECK(acc > 0.05);
+  CHECK(acc < 0.6);
+  CHECK_THAT(r.out + rep, !Contains("WARNING: the mean acceptance rate"));
+  // A proposal 10^4 times too wide without adaptation accepts (next to) nothing: the
+  // terminal and the report say so.
+  const auto stuck = workdir("stuck");
+  write(stuck / "run.toml", "device = \"cpu_batched\"\nchains_per_rank = 8\nwarmup = 100\nchain_size = 200\n"
+                            "random_seed = 3\noutput_prefix = \"out/s\"\nbatched_adaptation = \"none\"\n"
+                            "delayed_rejection_count = 0\nproposal_std = [1e4, 1e4, 1e4, 1e4]\n"
+                            "[target]\nbuiltin = \"normal\"\nndim = 4\n");
+  const Run s = sample(stuck, 0, "run.toml");
+  INFO(s.out << s.err);
+  REQUIRE(s.rc == 0);
+  CHECK_THAT(s.out, Contains("WARNING: the mean acceptance rate is") && Contains("proposal_std"));
+  CHECK_THAT(slurp(stuck / "out/s_report.txt"), Contains("WARNING: the mean acceptance rate is"));
+}
+
+#ifdef HERD_MPIEXEC
+TEST_CASE("herd-sample device = cpu_batched: a restart record of another layout names the device, not single_chain",
+          "[apps][mcmc][mpi]") {
+  // New-user report item 11: "... is of a single_chain run with 512 chain(s), but this run
+  // is single_chain with 256 chain(s)" for a batched record. A complete 2 x 32 record, then
+  // the same input on one process (32 chains).
+  const auto dir = workdir("layout");
+  write(dir / "run.toml", std::string("checkpoint_period = 100\n") + kToml);
+  REQUIRE(sample(dir, 2, "run.toml --quiet --set chains_per_rank=32").rc == 0);
+  const Run r = sample(dir, 0, "run.toml --quiet --set chains_per_rank=32");
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("is of a cpu_batched run with 64 chain(s), but this run is cpu_batched with 32 chain(s)"));
+}
+#endif
+
+#ifdef HERD_MPIEXEC
+TEST_CASE("herd-sample under mpiexec: a prefix in use is refused by rank 0 in one line; every rank exits 2",
+          "[apps][mcmc][mpi]") {
+  // New-user report item 10: a second `mpiexec -n 2 herd-sample` of a running prefix
+  // resumed from the same record. The test holds the lock a running herd-sample would.
+  const auto dir = workdir("lock_np2");
+  write(dir / "run.toml", kToml);
+  fs::create_directories(dir / "out");
+  const int fd = ::open((dir / "out/run.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  const Run r = sample(dir, 2, "run.toml --set chains_per_rank=16");
+  ::close(fd);
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("herd-sample: error: rank 0: output_prefix \"out/run\" is in use by another herd-sample run"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(dir / "out/run.h5"));
+}
+#endif
+
+#ifdef HERD_MPIEXEC
+TEST_CASE("herd-sample under mpiexec: an input error is one line, not one per rank", "[apps][mcmc][mpi]") {
+  // New-user report item 5: "rank 0: ..." and "rank 1: ..." for the same input error.
+  const auto dir = workdir("input_error_np2");
+  write(dir / "run.toml", std::string("proposal_cov = [[1, 0.5], [0.1, 1]]\n") +
+                              "chain_size = 10\noutput_prefix = \"out/e\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  for (const char* device : {"cpu", "cpu_batched"}) {
+    const Run r = sample(dir, 2, std::string("run.toml --set device=") + device);
+    INFO(device << "\n" << r.err);
+    CHECK(r.rc == 2);
+    CHECK_THAT(r.err, Contains("key \"proposal_cov\" is not symmetric"));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir / "out"));
+  }
+}
+#endif

@@ -47,6 +47,15 @@ class ChainSink {
   /// Makes everything written so far durable/visible (called at the end of a run and
   /// before an error propagates). @throws herd::IoError (file sinks)
   virtual void flush() {}
+  /// Called by `DramSampler::step` every `kTickProposals` proposals of the chain, accepted or
+  /// not: `proposals` made so far and `records` written so far. Lets a progress display
+  /// move while a chain accepts nothing (no record is written then). Default: nothing.
+  virtual void tick(std::uint64_t proposals, std::int64_t records) {
+    (void)proposals;
+    (void)records;
+  }
+  /// Proposals between two `tick` calls.
+  static constexpr std::uint64_t kTickProposals = 4096;
 };
 
 /// A sink that discards records (benchmarks of the kernel alone).
@@ -76,6 +85,11 @@ class FanSink final : public ChainSink {
   void flush() override {
     a_.flush();
     b_.flush();
+  }
+  /// Ticks both.
+  void tick(std::uint64_t proposals, std::int64_t records) override {
+    a_.tick(proposals, records);
+    b_.tick(proposals, records);
   }
 
  private:

@@ -167,4 +167,38 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
 /// q50, q95, MCSE of the mean and sd, bulk and tail ESS, R-hat.
 std::string format_summary_table(const std::vector<QuantitySummary>& rows);
 
+/// The warning printed (terminal and report) when a run's mean acceptance rate `rate` (in
+/// [0, 1]) is below 1e-3, so that its draws are not a usable sample: one paragraph saying
+/// what to change (proposal_std/proposal_cov, scale_factor, start_point). Empty when `rate`
+/// is at least 1e-3 (NaN counts as below). Pure function, thread-safe, throws nothing
+/// beyond std::bad_alloc.
+std::string low_acceptance_warning(double rate);
+
+/// True when process `pid` exists and is not a zombie (state Z in /proc/<pid>/stat, Linux
+/// proc(5)): a killed process whose parent has not reaped it yet counts as gone. Where
+/// /proc is unavailable, existence alone (kill(pid, 0)) decides. Thread-safe, throws nothing.
+bool process_alive(long pid);
+
+/// An exclusive advisory lock (flock(2), LOCK_EX | LOCK_NB) on `<prefix>.lock`, held while
+/// the object lives, so that two herd-sample runs of one output prefix cannot run at once
+/// (the second would append to the same restart record). The lock file is removed when the
+/// lock is released; a lock file left by a killed run is taken over (flock is released by
+/// the kernel when its holder dies). Not thread-safe (one owner); not collective (rank 0
+/// takes it).
+class OutputPrefixLock {
+ public:
+  /// Takes the lock for `prefix`; the prefix's folder must exist.
+  /// @throws herd::InputError "output_prefix \"P\" is in use by another herd-sample run
+  ///   (pid N, lock file P.lock)" when another process holds it; herd::IoError when the lock
+  ///   file cannot be created.
+  explicit OutputPrefixLock(const std::string& prefix);
+  ~OutputPrefixLock();
+  OutputPrefixLock(const OutputPrefixLock&) = delete;
+  OutputPrefixLock& operator=(const OutputPrefixLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 }  // namespace herd::mcmc
