@@ -115,16 +115,9 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       for (char& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       std::string hint;
       if (head == "gpu") hint = "cuda";
-      // The nearest of "cpu" and "cuda" within 2 edits; a transposition ("cdua") counts as one.
-      auto distance = [&head](std::string n) {
-        std::string a = head;
-        const std::size_t d = io::edit_distance(head, n);
-        std::sort(a.begin(), a.end());
-        std::sort(n.begin(), n.end());
-        return a == n ? std::min<std::size_t>(d, 1) : d;
-      };
+      // The nearest of "cpu" and "cuda" within 2 edits (a transposition, "cdua", is one).
       if (hint.empty() && head.size() >= 2) {
-        const std::size_t dc = distance("cpu"), dg = distance("cuda");
+        const std::size_t dc = io::edit_distance(head, "cpu"), dg = io::edit_distance(head, "cuda");
         if (std::min(dc, dg) <= 2) hint = dc < dg ? "cpu" : "cuda";
       }
       if (!hint.empty() && hint != "cpu" && c.device.find(':') != std::string::npos) hint += ":<index>";

@@ -142,7 +142,9 @@ class Config {
 /// first group), else TOML. @throws IoError when unreadable, InputError on a syntax error.
 Config read_config(const std::string& path, std::string_view namelist_group = "");
 
-/// Edit distance (Levenshtein) between two strings, for "did you mean" suggestions.
+/// Edit distance between two strings, for "did you mean" suggestions: insertions, deletions,
+/// substitutions and transpositions of adjacent characters ("cdua" -> "cuda") each count 1
+/// (optimal string alignment, a restricted Damerau-Levenshtein distance).
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
 }  // namespace herd::io
