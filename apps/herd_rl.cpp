@@ -5,13 +5,18 @@
 //     network.shared_trunk and algo.optimizer cannot change on resume (exit 2).
 //   [mpiexec -n N] herd-rl eval CHECKPOINT [--episodes N] [--stochastic]   (rank 0 evaluates; others exit 0)
 // Exit codes: 0 success; 2 bad input (nothing written); 1 other errors; 3 a non-finite
-// loss stopped training (the last good checkpoint is kept).
+// loss stopped training (the last good checkpoint is kept); 130 / 143 interrupted by
+// SIGINT / SIGTERM (the current iteration finished, a checkpoint written, the command that
+// resumes printed).
 // Under an MPI launcher `train` runs data-parallel over the ranks (rl::Trainer); a launcher
 // that claims several processes while MPI reports one is refused; a rank that fails ends
 // every rank (MPI_Abort) with a message naming it.
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -19,6 +24,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
@@ -48,6 +54,48 @@ long long int_option(const std::string& name, const std::string& text, long long
     return lo;
   }
   return v;
+}
+
+// The signal that asked training to stop (0: none), set by `on_stop_signal`.
+volatile std::sig_atomic_t g_stop_signal = 0;
+// Whether this process prints the acknowledgement (rank 0, not --quiet).
+volatile std::sig_atomic_t g_announce = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal == 0) g_stop_signal = sig;
+  if (g_announce) {
+    static const char msg[] =
+        "\nherd-rl: interrupted: finishing the current iteration and writing a checkpoint "
+        "(interrupt again to stop at once)\n";
+    (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+  }
+}
+
+// SIGINT and SIGTERM finish the current iteration and checkpoint (Trainer::run polls the
+// flag); the handler is reset by its first delivery (SA_RESETHAND), so a second signal
+// ends the process at once. A SIGINT ignored at start (a background job of a script,
+// nohup) stays ignored, as shells expect.
+void install_stop_handlers() {
+  for (const int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN && sig == SIGINT) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+// `s` quoted for a POSIX shell when it holds anything but plain characters.
+std::string shell_quote(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_-./=:,+@%", c) != nullptr;
+  });
+  if (plain) return s;
+  std::string q = "'";
+  for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 }  // namespace
@@ -144,6 +192,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  // A signal from here on stops training after its first iteration, with a checkpoint.
+  g_announce = root && !quiet ? 1 : 0;
+  install_stop_handlers();
+
   // Everything before the first file written is input validation: its errors exit with 2.
   std::unique_ptr<herd::rl::Trainer> trainer;
   std::string input_error;
@@ -155,7 +207,7 @@ int main(int argc, char** argv) {
     namespace fs = std::filesystem;
     const bool have_ckpt = fs::exists(trainer->checkpoint_path());
     if (!resume && !overwrite) {
-      for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path()})
+      for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path(), trainer->progress_path()})
         if (fs::exists(p))
           throw herd::InputError("output file " + p + " exists (an earlier run of output_prefix \"" +
                                  trainer->config().output_prefix +
@@ -245,10 +297,30 @@ int main(int argc, char** argv) {
     // and ends every rank (MPI_Abort); the last checkpoint (atomic) stays intact.
     herd::abort_all_on_error(*comm, [&] {
       try {
-        trainer->run(quiet ? nullptr : &std::cout, stop_after);
+        const herd::rl::RunEnd end = trainer->run(quiet ? nullptr : &std::cout, stop_after, &g_stop_signal);
         if (!quiet && trainer->done())
           std::printf("herd-rl: wrote %s and %s\n", trainer->output_path().c_str(),
                       trainer->checkpoint_path().c_str());
+        if (end == herd::rl::RunEnd::kInterrupted) {
+          // Every rank stops after the same iteration; the signal may have reached some only.
+          const int sig = g_stop_signal != 0 ? static_cast<int>(g_stop_signal) : SIGINT;
+          rc = 128 + sig;
+          if (root) {
+            std::string cmd = comm->size() > 1 ? "mpiexec -n " + std::to_string(comm->size()) + " " : "";
+            cmd += shell_quote(argv[0]) + " train";
+            if (!file.empty()) cmd += " " + shell_quote(file);
+            for (const auto& kv : sets) cmd += " --set " + shell_quote(kv);
+            cmd += " --resume";
+            if (quiet) cmd += " --quiet";
+            std::fflush(stdout);
+            std::fprintf(stderr,
+                         "herd-rl: interrupted by %s after iteration %lld of %lld; checkpoint written to %s\n"
+                         "herd-rl: resume with: %s\n",
+                         sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(trainer->iteration()),
+                         static_cast<long long>(trainer->config().num_iterations()),
+                         trainer->checkpoint_path().c_str(), cmd.c_str());
+          }
+        }
       } catch (const herd::NumericalError& e) {
         // Seen by every rank in the same minibatch (losses are averaged over ranks).
         if (root) std::fprintf(stderr, "herd-rl: error: %s; the last good checkpoint is kept\n", e.what());

@@ -23,7 +23,13 @@ const io::Schema& train_schema() {
     s.add_int("total_steps", 100000, "env steps to train").min(1);
     s.add_string("output_prefix", "herd_rl", "writes <prefix>.h5 and <prefix>.ckpt");
     s.add_int("checkpoint_period", 0, "iterations between checkpoints (0: at the end only)").min(0);
+    s.add_float("checkpoint_period_seconds", 120,
+                "wall-clock seconds between checkpoints: one after each iteration that ends at least this long after "
+                "the last (0: none by time)")
+        .min(0);
     s.add_int("progress_period", 10, "iterations between progress lines (0: none)").min(0);
+    s.add_bool("logging.tensorboard", false,
+               "also write TensorBoard event files (scalars of every iteration) to <prefix>_tb/");
     s.add_string("device", "cpu", "where the networks run and train: \"cpu\", \"cuda\" or \"cuda:<index>\"");
     s.add_string("sampler.kind", "serial", "sampler").choices({"serial", "parallel", "alternating"});
     s.add_int("sampler.num_envs", 8, "environments B").range(1, 65536);
@@ -103,7 +109,9 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   if (c.output_prefix.empty())
     throw InputError(st.origin("output_prefix") + ": key \"output_prefix\" is \"\", but must not be empty");
   c.checkpoint_period = st.get_int("checkpoint_period");
+  c.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
   c.progress_period = st.get_int("progress_period");
+  c.tensorboard = st.get_bool("logging.tensorboard");
   c.device = st.get_string("device");
   {
     const std::string where = st.origin("device") + ": key \"device\" is \"" + c.device + "\", but ";

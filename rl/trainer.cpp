@@ -121,8 +121,9 @@ std::map<std::string, std::string> config_values(const std::string& text) {
 
 // Settings a resumed run may change: they do not change the trajectory of the training.
 bool may_change_on_resume(const std::string& key) {
-  static const std::set<std::string> keys = {"total_steps",  "output_prefix",  "checkpoint_period",
-                                             "progress_period", "sampler.kind", "sampler.num_threads"};
+  static const std::set<std::string> keys = {"total_steps",     "output_prefix",       "checkpoint_period",
+                                             "checkpoint_period_seconds", "progress_period", "logging.tensorboard",
+                                             "sampler.kind",    "sampler.num_threads"};
   return keys.count(key) != 0;
 }
 
@@ -134,7 +135,54 @@ const std::vector<std::string>& fixed_on_resume() {
   return keys;
 }
 
+// The curve's columns before the episode count, length range and the sampling and training
+// rates were added (checkpoints without "curve_columns").
+const std::vector<std::string>& legacy_curve_columns() {
+  static const std::vector<std::string> c(kCurveColumns.begin(), kCurveColumns.begin() + 16);
+  return c;
+}
+
+std::size_t curve_index(const char* name) {
+  for (std::size_t c = 0; c < kCurveColumns.size(); ++c)
+    if (std::strcmp(kCurveColumns[c], name) == 0) return c;
+  throw Error(std::string("rl::Trainer: no curve column ") + name);
+}
+
 }  // namespace
+
+bool is_wall_clock_column(const std::string& name) {
+  return name == "wall_seconds" || name == "steps_per_second" || name == "sample_steps_per_second" ||
+         name == "train_steps_per_second";
+}
+
+ProgressRow Trainer::progress_row(const CurveRow& r) {
+  // CSV column -> curve column.
+  static const std::array<std::size_t, kProgressColumns.size()> from = [] {
+    std::array<std::size_t, kProgressColumns.size()> f{};
+    const char* names[] = {"iteration",          "env_steps",        "wall_seconds",    "episodes",
+                           "return_mean",        "return_min",       "return_max",      "episode_length",
+                           "episode_length_min", "episode_length_max", "policy_loss",   "value_loss",
+                           "entropy",            "approx_kl",        "clip_fraction",   "explained_variance",
+                           "learning_rate",      "sample_steps_per_second", "train_steps_per_second"};
+    for (std::size_t c = 0; c < f.size(); ++c) f[c] = curve_index(names[c]);
+    return f;
+  }();
+  ProgressRow p{};
+  for (std::size_t c = 0; c < p.size(); ++c) p[c] = r[from[c]];
+  return p;
+}
+
+std::vector<io::TbScalar> Trainer::tensorboard_scalars(const CurveRow& r) const {
+  const ProgressRow p = progress_row(r);
+  std::vector<io::TbScalar> out;
+  for (std::size_t c = 2; c < p.size(); ++c) {  // iteration and env steps: the step
+    const std::string name = kProgressColumns[c];
+    if (config_.algorithm == "a2c" && (name == "approx_kl" || name == "clip_fraction")) continue;
+    const char* section = c <= 3 || c >= 17 ? "time/" : c <= 9 ? "rollout/" : "train/";
+    out.push_back({section + name, p[c]});
+  }
+  return out;
+}
 
 Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
     : config_(c), config_text_(std::move(text)) {
@@ -195,6 +243,7 @@ void Trainer::iterate() {
   sampler_->clear_episodes();
   sampler_->collect(*agent_, buffer_);
   gather_episodes();
+  const double t_sampled = now_seconds();
   buffer_.compute_advantages(config_.gamma, config_.gae_lambda);
   const double progress =
       1.0 - static_cast<double>(iteration_) / static_cast<double>(config_.num_iterations());
@@ -203,22 +252,26 @@ void Trainer::iterate() {
   const double t1 = now_seconds();
   CurveRow row;
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  double mn = nan, mx = nan, len = nan;
+  double mn = nan, mx = nan, len = nan, len_min = nan, len_max = nan;
   if (!recent_.empty()) {
     mn = mx = recent_.front().ret;
+    len_min = len_max = static_cast<double>(recent_.front().length);
     len = 0;
     for (const auto& e : recent_) {
       mn = std::min(mn, e.ret);
       mx = std::max(mx, e.ret);
       len += static_cast<double>(e.length);
+      len_min = std::min(len_min, static_cast<double>(e.length));
+      len_max = std::max(len_max, static_cast<double>(e.length));
     }
     len /= static_cast<double>(recent_.size());
   }
+  const auto spi = static_cast<double>(config_.steps_per_iteration());
   row = {static_cast<double>(iteration_), static_cast<double>(env_steps()), wall_offset_ + (t1 - wall_start_),
          recent_mean_return(), mn, mx, len, st.policy_loss, st.value_loss, st.entropy, st.approx_kl,
-         st.clip_fraction, st.explained_variance,
-         static_cast<double>(config_.steps_per_iteration()) / std::max(t1 - t0, 1e-9), st.learning_rate,
-         st.clip_range};
+         st.clip_fraction, st.explained_variance, spi / std::max(t1 - t0, 1e-9), st.learning_rate,
+         st.clip_range, episodes_total_, len_min, len_max, spi / std::max(t_sampled - t0, 1e-9),
+         spi / std::max(t1 - t_sampled, 1e-9)};
   curve_.push_back(row);
 }
 
@@ -244,22 +297,63 @@ void Trainer::gather_episodes() {
         all.push_back({recv[at], static_cast<std::int64_t>(recv[at + 1])});
       }
   }
+  episodes_total_ += static_cast<double>(all.size());
   for (const auto& e : all) {
     recent_.push_back(e);
     if (recent_.size() > kWindow) recent_.pop_front();
   }
 }
 
-void Trainer::run(std::ostream* progress, std::int64_t stop_after) {
+void Trainer::open_logs() {
+  csv_.reset();
+  tb_.reset();
+  if (comm_->rank() != 0) return;
+  std::vector<std::string> blank;
+  if (config_.algorithm == "a2c") blank = {"approx_kl", "clip_fraction"};  // one step at ratio 1: no such quantity
+  csv_ = std::make_unique<ProgressCsv>(progress_path(), blank);
+  if (iteration_ == 0) {
+    csv_->start();
+  } else {
+    std::vector<ProgressRow> rows;
+    rows.reserve(curve_.size());
+    for (const auto& r : curve_) rows.push_back(progress_row(r));
+    csv_->resume(rows);
+  }
+  if (config_.tensorboard) {
+    tb_ = std::make_unique<io::TensorBoardWriter>(tensorboard_dir());
+    tb_->add_session_start(env_steps() + 1);
+  }
+}
+
+void Trainer::log_row(const CurveRow& row) {
+  if (csv_) csv_->append(progress_row(row));
+  if (tb_) tb_->add_scalars(static_cast<std::int64_t>(row[1]), tensorboard_scalars(row));
+}
+
+RunEnd Trainer::run(std::ostream* progress, std::int64_t stop_after, const volatile std::sig_atomic_t* interrupt) {
   if (comm_->rank() != 0) progress = nullptr;
   const std::int64_t first = iteration_;
   const double start = now_seconds();
-  while (!done() && (stop_after < 0 || iteration_ - first < stop_after)) {
+  double last_checkpoint = start;
+  open_logs();
+  RunEnd end = RunEnd::kDone;
+  while (!done()) {
+    if (stop_after >= 0 && iteration_ - first >= stop_after) {
+      end = RunEnd::kStopped;
+      break;
+    }
     iterate();
-    if (config_.checkpoint_period > 0 && iteration_ % config_.checkpoint_period == 0 && !done())
-      save_checkpoint(checkpoint_path());
+    log_row(curve_.back());
+    // Rank 0's clock decides a checkpoint by time; a stop requested on any rank stops all.
+    std::array<std::int32_t, 2> flags = {
+        interrupt && *interrupt ? 1 : 0,
+        comm_->rank() == 0 && config_.checkpoint_period_seconds > 0 &&
+                now_seconds() - last_checkpoint >= config_.checkpoint_period_seconds
+            ? 1
+            : 0};
+    if (comm_->size() > 1) comm_->allreduce(std::span<std::int32_t>(flags), ReduceOp::kMax);
     if (progress && config_.progress_period > 0 &&
-        (iteration_ % config_.progress_period == 0 || done())) {
+        (iteration_ % config_.progress_period == 0 || done() || flags[0])) {
       const double el = now_seconds() - start;
       const double sps = static_cast<double>((iteration_ - first) * config_.steps_per_iteration()) / std::max(el, 1e-9);
       const double left = static_cast<double>((config_.num_iterations() - iteration_) * config_.steps_per_iteration());
@@ -269,13 +363,25 @@ void Trainer::run(std::ostream* progress, std::int64_t stop_after) {
                     static_cast<long long>(env_steps()), sps, recent_mean_return(), format_eta(left / sps).c_str());
       *progress << buf << std::flush;
     }
+    if (done()) break;
+    if (flags[0]) {
+      end = RunEnd::kInterrupted;
+      break;
+    }
+    if ((config_.checkpoint_period > 0 && iteration_ % config_.checkpoint_period == 0) || flags[1]) {
+      save_checkpoint(checkpoint_path());
+      last_checkpoint = now_seconds();
+    }
   }
-  if (done()) {
+  if (end == RunEnd::kDone) {
     save_checkpoint(checkpoint_path());
     if (comm_->rank() == 0) write_output(output_path());
-  } else if (stop_after >= 0) {
+  } else {
     save_checkpoint(checkpoint_path());
   }
+  csv_.reset();
+  tb_.reset();
+  return end;
 }
 
 void Trainer::save_checkpoint(const std::string& path) const {
@@ -316,6 +422,10 @@ void Trainer::save_checkpoint(const std::string& path) const {
   std::vector<double> curve;
   for (const auto& r : curve_) curve.insert(curve.end(), r.begin(), r.end());
   w.add("curve", curve);
+  std::string columns;
+  for (const char* c : kCurveColumns) columns += std::string(c) + "\n";
+  w.add_string("curve_columns", columns);
+  w.add_value("episodes_total", episodes_total_);
   w.commit(path);
 }
 
@@ -374,12 +484,31 @@ void Trainer::load_checkpoint(const std::string& path) {
   recent_.clear();
   for (std::size_t i = 0; i + 1 < recent.size(); i += 2)
     recent_.push_back({recent[i], static_cast<std::int64_t>(recent[i + 1])});
+  // The curve by column name (a checkpoint of an older version has fewer columns: the
+  // others are NaN), and the episode count (unknown in such a checkpoint).
+  bool has_columns = false;
+  episodes_total_ = std::numeric_limits<double>::quiet_NaN();
+  for (const auto& name : r.names()) {
+    if (name == "curve_columns") has_columns = true;
+    if (name == "episodes_total") episodes_total_ = r.value<double>("episodes_total");
+  }
+  std::vector<std::string> saved = legacy_curve_columns();
+  if (has_columns) {
+    saved.clear();
+    std::istringstream in(r.string("curve_columns"));
+    for (std::string line; std::getline(in, line);) saved.push_back(line);
+  }
+  std::vector<std::ptrdiff_t> to(saved.size(), -1);  // saved column -> current column
+  for (std::size_t k = 0; k < saved.size(); ++k)
+    for (std::size_t c = 0; c < kCurveColumns.size(); ++c)
+      if (saved[k] == kCurveColumns[c]) to[k] = static_cast<std::ptrdiff_t>(c);
   const auto curve = r.get<double>("curve");
   curve_.clear();
-  for (std::size_t i = 0; i + kCurveColumns.size() <= curve.size(); i += kCurveColumns.size()) {
+  for (std::size_t i = 0; !saved.empty() && i + saved.size() <= curve.size(); i += saved.size()) {
     CurveRow row;
-    std::copy(curve.begin() + static_cast<std::ptrdiff_t>(i),
-              curve.begin() + static_cast<std::ptrdiff_t>(i + kCurveColumns.size()), row.begin());
+    row.fill(std::numeric_limits<double>::quiet_NaN());
+    for (std::size_t k = 0; k < saved.size(); ++k)
+      if (to[k] >= 0) row[static_cast<std::size_t>(to[k])] = curve[i + k];
     curve_.push_back(row);
   }
 }

@@ -26,6 +26,10 @@ struct TrainConfig {
   std::int64_t total_steps = 100000;  ///< env steps to train (rounded up to whole rollouts)
   std::string output_prefix = "herd_rl";  ///< writes `<prefix>.h5` and `<prefix>.ckpt`
   std::int64_t checkpoint_period = 0;  ///< iterations between checkpoints (0: only at the end)
+  /// Wall-clock seconds between checkpoints (0: none by time): after each iteration that
+  /// ends at least this long after the last checkpoint, so an interrupted run loses little.
+  double checkpoint_period_seconds = 120;
+  bool tensorboard = false;  ///< `logging.tensorboard`: also write TensorBoard event files
   std::int64_t progress_period = 10;   ///< iterations between progress lines (0: none)
   /// Where the agent's networks run and train (`device`): "cpu", "cuda" or "cuda:<index>"
   /// (`agent.device` holds it parsed). Under `mpiexec` a plain "cuda" gives each rank GPU

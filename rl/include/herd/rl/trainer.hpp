@@ -5,6 +5,7 @@
 /// bit-identically, and the `<prefix>.h5` output; plus deterministic policy evaluation.
 
 #include <array>
+#include <csignal>
 #include <cstdint>
 #include <deque>
 #include <iosfwd>
@@ -12,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "herd/io/tensorboard.hpp"
 #include "herd/rl/agent.hpp"
 #include "herd/rl/ppo.hpp"
+#include "herd/rl/progress_log.hpp"
 #include "herd/rl/rollout_buffer.hpp"
 #include "herd/rl/sampler.hpp"
 #include "herd/rl/train_config.hpp"
@@ -21,15 +24,31 @@
 namespace herd::rl {
 
 /// Columns of the learning curve, one row per iteration (names of the HDF5 datasets under
-/// `/curve`). Returns are over the last 100 finished training episodes (NaN before the
-/// first); losses and diagnostics are means over the iteration's minibatches.
-inline constexpr std::array<const char*, 16> kCurveColumns = {
+/// `/curve`). Returns and episode lengths are over the last 100 finished training episodes
+/// (NaN before the first); losses and diagnostics are means over the iteration's
+/// minibatches; `episodes` counts the training episodes finished so far (all ranks);
+/// `steps_per_second` is the iteration's env steps over its wall time, the sampling and
+/// training rates the same steps over the time of collecting the rollout and of the
+/// advantages plus update.
+inline constexpr std::array<const char*, 21> kCurveColumns = {
     "iteration", "env_steps", "wall_seconds", "return_mean", "return_min", "return_max",
     "episode_length", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
-    "explained_variance", "steps_per_second", "learning_rate", "clip_range"};
+    "explained_variance", "steps_per_second", "learning_rate", "clip_range", "episodes",
+    "episode_length_min", "episode_length_max", "sample_steps_per_second", "train_steps_per_second"};
+
+/// True for the curve columns measured by the wall clock (they differ between runs that
+/// are otherwise bit-identical, e.g. a resumed run and an uninterrupted one).
+bool is_wall_clock_column(const std::string& name);
 
 /// One row of the learning curve, in the order of `kCurveColumns` (env steps, seconds).
 using CurveRow = std::array<double, kCurveColumns.size()>;
+
+/// Why `Trainer::run` returned.
+enum class RunEnd {
+  kDone,         ///< all iterations done; checkpoint and `<prefix>.h5` written
+  kStopped,      ///< `stop_after` iterations done; checkpoint written
+  kInterrupted,  ///< an interrupt was requested; the current iteration finished, checkpoint written
+};
 
 /// Trains an `ActorCriticAgent` with PPO or A2C as configured. Not thread-safe.
 ///
@@ -82,11 +101,23 @@ class Trainer {
   void iterate();
   /// True when `num_iterations()` iterations are done.
   bool done() const { return iteration_ >= config_.num_iterations(); }
-  /// Iterates until done or until `stop_after` more iterations (< 0: no limit), writing a
-  /// checkpoint every `checkpoint_period` iterations and, when done, the checkpoint and
-  /// `<prefix>.h5`. Prints a progress line every `progress_period` iterations to
-  /// `progress` (may be null). @throws as `iterate`; herd::IoError when writing fails.
-  void run(std::ostream* progress, std::int64_t stop_after = -1);
+  /// Iterates until done, until `stop_after` more iterations (< 0: no limit), or until
+  /// `*interrupt` (may be null; set e.g. by a signal handler) is non-zero on any rank
+  /// after an iteration. Writes a checkpoint every `checkpoint_period` iterations, after
+  /// each iteration that ends at least `checkpoint_period_seconds` after the last
+  /// checkpoint of this call (or its start), when stopped or interrupted, and when done,
+  /// then also `<prefix>.h5`; a run interrupted in its last iteration completes (kDone).
+  /// Rank 0 writes `<prefix>_progress.csv` (a row per iteration, `ProgressCsv`; a resumed
+  /// run continues the file from the checkpoint's iteration) and, with
+  /// `logging.tensorboard`, a TensorBoard event file in `<prefix>_tb/` (a new file per
+  /// call; it starts with a SessionLog START at step env_steps + 1, so that TensorBoard
+  /// drops the points an interrupted earlier call wrote after this checkpoint). Prints a
+  /// progress line every `progress_period` iterations to `progress` (may be null; rank 0).
+  /// Collective: under several ranks the decisions to checkpoint and to stop are agreed
+  /// every iteration (one all-reduce), so all ranks stop after the same iteration.
+  /// @throws as `iterate`; herd::IoError when writing fails.
+  RunEnd run(std::ostream* progress, std::int64_t stop_after = -1,
+             const volatile std::sig_atomic_t* interrupt = nullptr);
 
   /// Writes the checkpoint atomically (rank 0 writes; collective). @throws herd::IoError
   void save_checkpoint(const std::string& path) const;
@@ -109,8 +140,9 @@ class Trainer {
 
   /// Settings of this run that differ from those of the checkpoint last loaded, each as
   /// "key = new (the checkpoint has old)", leaving out those that do not change the
-  /// training's trajectory (total_steps, output_prefix, checkpoint_period, progress_period,
-  /// sampler.kind, sampler.num_threads). Empty before `load_checkpoint`.
+  /// training's trajectory (total_steps, output_prefix, checkpoint_period,
+  /// checkpoint_period_seconds, progress_period, logging.tensorboard, sampler.kind,
+  /// sampler.num_threads). Empty before `load_checkpoint`.
   const std::vector<std::string>& changed_on_resume() const { return changed_on_resume_; }
   /// Iterations done.
   std::int64_t iteration() const { return iteration_; }
@@ -138,9 +170,20 @@ class Trainer {
   std::string checkpoint_path() const { return config_.output_prefix + ".ckpt"; }
   /// `<prefix>.h5`.
   std::string output_path() const { return config_.output_prefix + ".h5"; }
+  /// `<prefix>_progress.csv`.
+  std::string progress_path() const { return config_.output_prefix + "_progress.csv"; }
+  /// `<prefix>_tb`, the folder of TensorBoard event files.
+  std::string tensorboard_dir() const { return config_.output_prefix + "_tb"; }
+  /// A learning-curve row as a row of the progress CSV.
+  static ProgressRow progress_row(const CurveRow& row);
+  /// The TensorBoard scalars of a learning-curve row (tags "<section>/<CSV column>"; the
+  /// algorithm's not-applicable quantities left out), the event's step its env steps.
+  std::vector<io::TbScalar> tensorboard_scalars(const CurveRow& row) const;
 
  private:
   void gather_episodes();
+  void open_logs();
+  void log_row(const CurveRow& row);
   TrainConfig config_;
   std::string config_text_;
   std::vector<std::string> changed_on_resume_;
@@ -156,7 +199,10 @@ class Trainer {
   double wall_offset_ = 0;  // seconds of earlier sessions (resumed runs)
   double wall_start_ = 0;
   std::deque<EpisodeInfo> recent_;
+  double episodes_total_ = 0;  // finished training episodes, all ranks (NaN: unknown, an older checkpoint)
   std::vector<CurveRow> curve_;
+  std::unique_ptr<ProgressCsv> csv_;                // rank 0, during `run`
+  std::unique_ptr<io::TensorBoardWriter> tb_;       // rank 0 with logging.tensorboard, during `run`
 };
 
 /// Result of `evaluate_policy`: per-episode returns, their mean and population std.

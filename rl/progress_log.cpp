@@ -1,0 +1,101 @@
+#include "herd/rl/progress_log.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "herd/core/error.hpp"
+
+namespace herd::rl {
+
+namespace {
+
+// Columns written as integers.
+bool integer_column(std::size_t c) { return c == 0 || c == 1 || c == 3; }
+
+std::string format_value(double v, bool integer) {
+  if (std::isnan(v)) return "nan";
+  if (integer && std::isfinite(v) && std::abs(v) < 9.0e15) return fmt::format("{}", static_cast<long long>(v));
+  return fmt::format("{}", v);  // shortest representation that reads back to v
+}
+
+}  // namespace
+
+std::string progress_csv_header() {
+  std::string h;
+  for (std::size_t c = 0; c < kProgressColumns.size(); ++c) {
+    if (c) h += ',';
+    h += kProgressColumns[c];
+  }
+  h += '\n';
+  return h;
+}
+
+ProgressCsv::ProgressCsv(std::string path, const std::vector<std::string>& blank) : path_(std::move(path)) {
+  for (const auto& name : blank) {
+    std::size_t c = 0;
+    while (c < kProgressColumns.size() && name != kProgressColumns[c]) ++c;
+    if (c == kProgressColumns.size())
+      throw InputError("rl::ProgressCsv: \"" + name + "\" is not a column of the progress CSV");
+    blank_[c] = true;
+  }
+}
+
+std::string ProgressCsv::format(const ProgressRow& row) const {
+  std::string line;
+  for (std::size_t c = 0; c < row.size(); ++c) {
+    if (c) line += ',';
+    if (!blank_[c]) line += format_value(row[c], integer_column(c));
+  }
+  return line + "\n";
+}
+
+void ProgressCsv::start() {
+  file_ = io::LogFile(path_, io::LogOpen::kTruncate);
+  file_.write(progress_csv_header());
+}
+
+void ProgressCsv::resume(const std::vector<ProgressRow>& rows) {
+  namespace fs = std::filesystem;
+  const std::string header = progress_csv_header();
+  std::string text;
+  if (fs::exists(path_)) {
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) throw IoError(path_ + ": cannot be read: " + std::strerror(errno));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  if (text.compare(0, header.size(), header) != 0) {
+    // No file, or not one of these columns: written anew from the checkpoint's curve.
+    start();
+    for (const auto& r : rows) append(r);
+    return;
+  }
+  // The leading whole rows of iterations 1, 2, ..., rows.size().
+  std::size_t keep = header.size();
+  std::int64_t kept = 0;
+  while (kept < static_cast<std::int64_t>(rows.size())) {
+    const std::size_t eol = text.find('\n', keep);
+    if (eol == std::string::npos) break;  // a partial last line
+    std::int64_t it = 0;
+    const char* b = text.data() + keep;
+    const auto [p, ec] = std::from_chars(b, text.data() + eol, it);
+    if (ec != std::errc() || *p != ',' || it != kept + 1) break;
+    keep = eol + 1;
+    ++kept;
+  }
+  file_ = io::LogFile(path_, io::LogOpen::kAppend);
+  if (keep < text.size()) file_.truncate(keep);
+  for (std::size_t i = static_cast<std::size_t>(kept); i < rows.size(); ++i) append(rows[i]);
+}
+
+void ProgressCsv::append(const ProgressRow& row) { file_.write(format(row)); }
+
+}  // namespace herd::rl
