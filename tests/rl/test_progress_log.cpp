@@ -1,0 +1,156 @@
+// <prefix>_progress.csv: header once, whole rows, exact numbers, and the resume rule (rows
+// past the checkpoint and a partial line cut, missing rows restored from the checkpoint).
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/error.hpp"
+#include "herd/rl/progress_log.hpp"
+#include "herd/rl/trainer.hpp"
+
+namespace fs = std::filesystem;
+using herd::rl::ProgressCsv;
+using herd::rl::ProgressRow;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path fresh(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("herd_progress_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+ProgressRow row(int it) {
+  ProgressRow r;
+  for (std::size_t c = 0; c < r.size(); ++c) r[c] = 0.1 * it + static_cast<double>(c) / 3.0;
+  r[0] = it;
+  r[1] = 128.0 * it;
+  r[3] = 5.0 * it;
+  return r;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ProgressCsv: the documented header, integers as integers, values that read back exactly", "[rl]") {
+  CHECK(herd::rl::progress_csv_header() ==
+        "iteration,env_steps,wall_time_s,episodes,return_mean,return_min,return_max,length_mean,length_min,"
+        "length_max,policy_loss,value_loss,entropy,approx_kl,clip_fraction,explained_variance,learning_rate,"
+        "sample_steps_per_s,train_steps_per_s\n");
+  ProgressCsv csv("unused.csv", {"approx_kl", "clip_fraction"});
+  ProgressRow r = row(7);
+  r[4] = std::nan("");
+  const std::string line = csv.format(r);
+  REQUIRE(line.back() == '\n');
+  std::vector<std::string> f;
+  std::stringstream ss(line.substr(0, line.size() - 1));
+  for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+  if (line[line.size() - 2] == ',') f.push_back("");
+  REQUIRE(f.size() == herd::rl::kProgressColumns.size());
+  CHECK(f[0] == "7");
+  CHECK(f[1] == "896");
+  CHECK(f[3] == "35");
+  CHECK(f[4] == "nan");
+  CHECK(f[13].empty());  // approx_kl: blank for this algorithm
+  CHECK(f[14].empty());
+  for (std::size_t c : {2u, 5u, 10u, 12u, 18u}) CHECK(std::stod(f[c]) == r[c]);  // exact round trip
+  CHECK_THROWS_AS(ProgressCsv("x.csv", {"no_such_column"}), herd::InputError);
+}
+
+TEST_CASE("ProgressCsv::resume keeps rows up to the checkpoint, cuts the rest, restores missing rows", "[rl]") {
+  const fs::path d = fresh("resume");
+  const std::string p = (d / "run_progress.csv").string();
+  std::vector<ProgressRow> ckpt;  // the checkpoint's curve: iterations 1..4
+  for (int i = 1; i <= 4; ++i) ckpt.push_back(row(i));
+  {
+    ProgressCsv csv(p);
+    csv.start();
+    for (int i = 1; i <= 6; ++i) csv.append(row(i));  // the killed run got to iteration 6
+  }
+  const std::string six = slurp(p);
+  std::ofstream(p, std::ios::app) << "7,896,0.5";  // and was killed inside a row (a short write)
+  std::string expected;
+  {
+    ProgressCsv csv(p);
+    csv.resume(ckpt);
+    csv.append(row(5));
+    expected = slurp(p);
+  }
+  auto l = lines(expected);
+  REQUIRE(l.size() == 6u);  // header + 5 rows
+  CHECK(l[0] + "\n" == herd::rl::progress_csv_header());
+  CHECK(expected == six.substr(0, six.find("6,768")));  // rows 1..5 byte-identical to the first run's
+  // A file that lost its last rows (or every row) gets them back from the checkpoint.
+  {
+    const std::string three = six.substr(0, six.find("4,512"));
+    std::ofstream(p, std::ios::trunc) << three;
+    ProgressCsv csv(p);
+    csv.resume(ckpt);
+    csv.append(row(5));
+  }
+  CHECK(slurp(p) == expected);
+  // A missing file, or one with other columns, is written anew.
+  fs::remove(p);
+  {
+    ProgressCsv csv(p);
+    csv.resume(ckpt);
+    csv.append(row(5));
+  }
+  CHECK(slurp(p) == expected);
+  std::ofstream(p, std::ios::trunc) << "a,b\n1,2\n";
+  {
+    ProgressCsv csv(p);
+    csv.resume(ckpt);
+    csv.append(row(5));
+  }
+  CHECK(slurp(p) == expected);
+  // Rows out of order after the header (not this run's) are cut at the first one.
+  std::ofstream(p, std::ios::trunc) << herd::rl::progress_csv_header() << "1,128\n3,384\n";
+  {
+    ProgressCsv csv(p);
+    csv.resume(ckpt);
+  }
+  l = lines(slurp(p));
+  REQUIRE(l.size() == 5u);
+  CHECK(l[1] == "1,128");
+  CHECK(l[2].rfind("2,256,", 0) == 0);
+}
+
+TEST_CASE("Trainer::progress_row maps the curve's columns to the CSV's", "[rl]") {
+  herd::rl::CurveRow c;
+  for (std::size_t k = 0; k < c.size(); ++k) c[k] = static_cast<double>(k);
+  const ProgressRow p = herd::rl::Trainer::progress_row(c);
+  auto at = [&](const char* name) {
+    for (std::size_t k = 0; k < herd::rl::kCurveColumns.size(); ++k)
+      if (std::string(herd::rl::kCurveColumns[k]) == name) return static_cast<double>(k);
+    return -1.0;
+  };
+  const char* curve_names[] = {"iteration",      "env_steps",          "wall_seconds",      "episodes",
+                               "return_mean",    "return_min",         "return_max",        "episode_length",
+                               "episode_length_min", "episode_length_max", "policy_loss",   "value_loss",
+                               "entropy",        "approx_kl",          "clip_fraction",     "explained_variance",
+                               "learning_rate",  "sample_steps_per_second", "train_steps_per_second"};
+  for (std::size_t k = 0; k < p.size(); ++k) {
+    INFO(herd::rl::kProgressColumns[k]);
+    CHECK(p[k] == at(curve_names[k]));
+  }
+}
