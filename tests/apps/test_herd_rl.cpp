@@ -39,6 +39,29 @@ epochs = 2
 minibatch_size = 64
 )";
 
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// The CSV without its wall-clock columns (wall_time_s, sample_steps_per_s, train_steps_per_s).
+std::vector<std::string> steady_rows(const fs::path& csv) {
+  std::vector<std::string> out;
+  for (const auto& line : lines_of(slurp(csv))) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    f.resize(19);
+    std::string kept;
+    for (std::size_t c = 0; c < 17; ++c)
+      if (c != 2) kept += f[c] + ",";
+    out.push_back(kept);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("herd-rl train writes the curve, config and policy; eval prints the format", "[rl][apps]") {
@@ -57,6 +80,14 @@ TEST_CASE("herd-rl train writes the curve, config and policy; eval prints the fo
   CHECK(f.root().read<double>("curve/approx_kl").size() == 8u);
   CHECK_THAT(f.root().attribute_string("config"), Contains("total_steps = 1024"));
   CHECK(f.root().is_dataset("policy/pi.0.weight"));
+  CHECK(f.root().read<double>("curve/episodes").size() == 8u);
+  CHECK(f.root().read<double>("curve/train_steps_per_second").size() == 8u);
+  // The progress CSV: the header and one row per iteration, the last at 1024 env steps.
+  const auto csv = lines_of(slurp(d / "run_progress.csv"));
+  REQUIRE(csv.size() == 9u);
+  CHECK(csv[0].rfind("iteration,env_steps,wall_time_s,episodes,return_mean,", 0) == 0);
+  CHECK(csv[8].rfind("8,1024,", 0) == 0);
+  CHECK_FALSE(fs::exists(d / "run_tb"));  // TensorBoard files only when asked for
   const Run e = run(d, "eval run.ckpt --episodes 3");
   INFO(e.err);
   REQUIRE(e.rc == 0);
@@ -114,6 +145,43 @@ TEST_CASE("herd-rl train --resume continues to the same result", "[rl][apps]") {
   CHECK(a.root().read<float>("policy/vf.2.bias") == b.root().read<float>("policy/vf.2.bias"));
   CHECK(a.root().read<double>("curve/policy_loss") == b.root().read<double>("curve/policy_loss"));
   CHECK(a.root().read<double>("curve/return_mean").size() == b.root().read<double>("curve/return_mean").size());
+}
+
+TEST_CASE("herd-rl train: the progress CSV of a resumed run continues it; --quiet; TensorBoard files",
+          "[rl][apps]") {
+  const fs::path d = workdir("progress");
+  std::ofstream(d / "small.toml") << kSmall;
+  REQUIRE(run(d, "train small.toml --quiet --set output_prefix=full").rc == 0);
+  const Run part = run(d, "train small.toml --quiet --set output_prefix=part --stop-after 3");
+  REQUIRE(part.rc == 0);
+  CHECK(part.out.empty());  // --quiet: nothing on stdout
+  CHECK(part.err.empty());
+  CHECK(lines_of(slurp(d / "part_progress.csv")).size() == 4u);
+  // Rows written after the checkpoint (a run killed at iteration 5 after a checkpoint at 3)
+  // are replaced, not duplicated.
+  {
+    const auto full = lines_of(slurp(d / "full_progress.csv"));
+    std::ofstream(d / "part_progress.csv", std::ios::app) << full[4] << "\n" << full[5] << "\n" << "6,76";
+  }
+  REQUIRE(run(d, "train small.toml --quiet --set output_prefix=part --resume").rc == 0);
+  const auto a = steady_rows(d / "full_progress.csv"), b = steady_rows(d / "part_progress.csv");
+  CHECK(b.size() == 9u);
+  CHECK(a == b);
+  // Only a progress CSV of an earlier run (killed before its first checkpoint) is kept too.
+  std::ofstream(d / "only_progress.csv") << "iteration\n";
+  const Run refused = run(d, "train small.toml --quiet --set output_prefix=only");
+  CHECK(refused.rc == 2);
+  CHECK_THAT(refused.err, Contains("only_progress.csv exists") && Contains("--resume"));
+  CHECK(slurp(d / "only_progress.csv") == "iteration\n");
+  // [logging] tensorboard = true: one event file per invocation in <prefix>_tb.
+  REQUIRE(run(d, "train small.toml --quiet --set output_prefix=tb --set logging.tensorboard=true --stop-after 2").rc ==
+          0);
+  REQUIRE(run(d, "train small.toml --quiet --set output_prefix=tb --set logging.tensorboard=true --resume").rc == 0);
+  std::vector<std::string> events;
+  for (const auto& e : fs::directory_iterator(d / "tb_tb")) events.push_back(slurp(e.path()));
+  REQUIRE(events.size() == 2u);
+  for (const auto& e : events) CHECK(e.find("brain.Event:2") != std::string::npos);
+  CHECK((events[0].find("rollout/return_mean") != std::string::npos));
 }
 
 TEST_CASE("herd-rl train --resume: settings that cannot change are named; a complete run is left alone",

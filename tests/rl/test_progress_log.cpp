@@ -1,6 +1,7 @@
 // <prefix>_progress.csv: header once, whole rows, exact numbers, and the resume rule (rows
 // past the checkpoint and a partial line cut, missing rows restored from the checkpoint).
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -153,4 +154,71 @@ TEST_CASE("Trainer::progress_row maps the curve's columns to the CSV's", "[rl]")
     INFO(herd::rl::kProgressColumns[k]);
     CHECK(p[k] == at(curve_names[k]));
   }
+}
+
+namespace {
+herd::rl::TrainConfig small_config(const fs::path& dir, std::string* text, std::vector<std::string> extra = {}) {
+  std::vector<std::string> sets = {"total_steps=512", "sampler.num_envs=4", "sampler.num_steps=32", "algo.epochs=1",
+                                   "algo.minibatch_size=64", "output_prefix=" + (dir / "run").string()};
+  sets.insert(sets.end(), extra.begin(), extra.end());
+  return herd::rl::load_train_config("", sets, text);
+}
+}  // namespace
+
+TEST_CASE("Trainer::run: an interrupt stops after the current iteration with a checkpoint", "[rl]") {
+  const fs::path d = fresh("interrupt");
+  std::string text;
+  const auto c = small_config(d, &text);  // 4 iterations
+  volatile std::sig_atomic_t flag = 1;    // set before the first iteration ends
+  {
+    herd::rl::Trainer t(c, text);
+    CHECK(t.run(nullptr, -1, &flag) == herd::rl::RunEnd::kInterrupted);
+    CHECK(t.iteration() == 1);
+    CHECK(fs::exists(t.checkpoint_path()));
+    CHECK_FALSE(fs::exists(t.output_path()));
+    CHECK(lines(slurp(t.progress_path())).size() == 2u);
+  }
+  {
+    // Resumed, it continues the CSV; an interrupt in the last iteration lets the run complete.
+    herd::rl::Trainer t(c, text);
+    t.load_checkpoint(t.checkpoint_path());
+    CHECK(t.run(nullptr, 2) == herd::rl::RunEnd::kStopped);
+    CHECK(t.iteration() == 3);
+    CHECK(t.run(nullptr, -1, &flag) == herd::rl::RunEnd::kDone);
+    CHECK(t.iteration() == 4);
+    CHECK(fs::exists(t.output_path()));
+    const auto l = lines(slurp(t.progress_path()));
+    REQUIRE(l.size() == 5u);
+    for (int i = 1; i <= 4; ++i) CHECK(l[static_cast<std::size_t>(i)].rfind(std::to_string(i) + ",", 0) == 0);
+  }
+}
+
+TEST_CASE("Trainer: a2c leaves approx_kl and clip_fraction blank; TensorBoard scalars per iteration", "[rl]") {
+  const fs::path d = fresh("a2c_tb");
+  std::string text;
+  const auto c = small_config(d, &text, {"algorithm=a2c", "logging.tensorboard=true"});
+  herd::rl::Trainer t(c, text);
+  REQUIRE(t.run(nullptr) == herd::rl::RunEnd::kDone);
+  const auto l = lines(slurp(t.progress_path()));
+  REQUIRE(l.size() == 5u);
+  std::vector<std::string> f;
+  std::stringstream ss(l[4]);
+  for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+  REQUIRE(f.size() >= 17u);
+  CHECK(f[13].empty());
+  CHECK(f[14].empty());
+  CHECK_FALSE(f[12].empty());  // entropy
+  const auto scalars = t.tensorboard_scalars(t.curve().back());
+  bool kl = false, ret = false;
+  for (const auto& s : scalars) {
+    kl = kl || s.tag == "train/approx_kl";
+    ret = ret || s.tag == "rollout/return_mean";
+  }
+  CHECK_FALSE(kl);
+  CHECK(ret);
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(t.tensorboard_dir()))
+    files += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  CHECK(files == 1u);
+  fs::remove_all(d.parent_path());
 }
