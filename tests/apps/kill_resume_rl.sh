@@ -74,6 +74,28 @@ check_csv x_progress.csv
 diff <(steady ref_progress.csv) <(steady x_progress.csv) > /dev/null || fail "x_progress.csv differs from the reference"
 echo "SIGKILL: $kills kills, CSV whole after each, final CSV equal to the reference"
 
+# checkpoint_period_seconds: without iteration-based checkpoints, a run killed after 30
+# rows has a checkpoint by wall time (every 2 ms: an iteration takes longer) and resumes
+# from it; with neither, it
+# has none.
+for secs in 0.002 0; do
+  p=secs_$secs
+  setsid "${launch[@]}" "$exe" train run.toml --quiet --set output_prefix=$p --set checkpoint_period=0 \
+    --set checkpoint_period_seconds=$secs > $p.log 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null && [ "$(rows ${p}_progress.csv)" -lt 30 ]; do sleep 0.005; done
+  kill -9 -- -"$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  out=$("${launch[@]}" "$exe" train run.toml --set output_prefix=$p --stop-after 0 --resume 2>&1)
+  if [ $secs = 0 ]; then
+    echo "$out" | grep -q "no checkpoint $p.ckpt yet" || fail "checkpoint_period_seconds = 0: $out"
+  else
+    at=$(echo "$out" | sed -n "s/.*resumed from $p.ckpt at iteration \([0-9]*\).*/\1/p")
+    [ -n "$at" ] && [ "$at" -gt 0 ] || fail "checkpoint_period_seconds = $secs: no checkpoint by time: $out"
+    echo "checkpoint_period_seconds = $secs: resumed at iteration $at after a kill at row 30 or later"
+  fi
+done
+
 # 3. SIGINT and SIGTERM: finish the iteration, checkpoint, print the resume command.
 set -m  # background jobs with job control: SIGINT is not ignored
 for sig in INT TERM; do
