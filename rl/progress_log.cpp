@@ -6,11 +6,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "herd/core/error.hpp"
+#include "herd/io/atomic_file.hpp"
 
 namespace herd::rl {
 
@@ -56,9 +58,15 @@ std::string ProgressCsv::format(const ProgressRow& row) const {
   return line + "\n";
 }
 
-void ProgressCsv::start() {
-  file_ = io::LogFile(path_, io::LogOpen::kTruncate);
-  file_.write(progress_csv_header());
+void ProgressCsv::start() { start_with({}); }
+
+void ProgressCsv::start_with(const std::vector<ProgressRow>& rows) {
+  // The header (and rows) replace the file atomically: a kill at any moment leaves the
+  // old file or the new one, never a file without its header.
+  std::string text = progress_csv_header();
+  for (const auto& r : rows) text += format(r);
+  io::write_file_atomic(path_, std::as_bytes(std::span<const char>(text.data(), text.size())));
+  file_ = io::LogFile(path_, io::LogOpen::kAppend);
 }
 
 void ProgressCsv::resume(const std::vector<ProgressRow>& rows) {
@@ -74,8 +82,7 @@ void ProgressCsv::resume(const std::vector<ProgressRow>& rows) {
   }
   if (text.compare(0, header.size(), header) != 0) {
     // No file, or not one of these columns: written anew from the checkpoint's curve.
-    start();
-    for (const auto& r : rows) append(r);
+    start_with(rows);
     return;
   }
   // The leading whole rows of iterations 1, 2, ..., rows.size().

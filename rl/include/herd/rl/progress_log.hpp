@@ -39,15 +39,16 @@ class ProgressCsv {
   /// clip_fraction), always written empty. @throws herd::InputError for an unknown name.
   ProgressCsv(std::string path, const std::vector<std::string>& blank = {});
 
-  /// Starts a fresh run: creates or empties the file and writes the header.
-  /// @throws herd::IoError
+  /// Starts a fresh run: replaces the file atomically by one holding the header only (a
+  /// kill leaves the old file or the new one). @throws herd::IoError
   void start();
   /// Continues a run resumed from a checkpoint after `rows.size()` iterations, `rows` the
   /// checkpoint's curve (row i of iteration i + 1). Keeps the header and the leading whole
   /// rows of iterations 1, 2, ... up to `rows.size()` already in the file (their bytes
   /// unchanged), cuts what follows them (rows written after that checkpoint by the run
   /// that was killed or stopped, a partial line), and appends the checkpoint's rows the
-  /// file lacks; a missing file, or one without this header, is written anew from `rows`.
+  /// file lacks; a missing file, or one without this header, is replaced atomically by
+  /// the header and `rows`.
   /// Afterwards the file has exactly one row per iteration done. @throws herd::IoError
   void resume(const std::vector<ProgressRow>& rows);
   /// Appends one row (one `write()`). @throws herd::IoError
@@ -58,6 +59,7 @@ class ProgressCsv {
   const std::string& path() const noexcept { return path_; }
 
  private:
+  void start_with(const std::vector<ProgressRow>& rows);
   std::string path_;
   std::array<bool, kProgressColumns.size()> blank_{};
   io::LogFile file_;
