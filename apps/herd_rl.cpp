@@ -302,8 +302,9 @@ int main(int argc, char** argv) {
           std::printf("herd-rl: wrote %s and %s\n", trainer->output_path().c_str(),
                       trainer->checkpoint_path().c_str());
         if (end == herd::rl::RunEnd::kInterrupted) {
-          // Every rank stops after the same iteration; the signal may have reached some only.
-          const int sig = g_stop_signal != 0 ? static_cast<int>(g_stop_signal) : SIGINT;
+          // Every rank stops after the same iteration, with the signal agreed over the ranks
+          // (it may have reached some only).
+          const int sig = trainer->interrupted_by() == SIGTERM ? SIGTERM : SIGINT;
           rc = 128 + sig;
           if (root) {
             std::string cmd = comm->size() > 1 ? "mpiexec -n " + std::to_string(comm->size()) + " " : "";

@@ -335,6 +335,7 @@ RunEnd Trainer::run(std::ostream* progress, std::int64_t stop_after, const volat
   const std::int64_t first = iteration_;
   const double start = now_seconds();
   double last_checkpoint = start;
+  interrupted_by_ = 0;
   open_logs();
   RunEnd end = RunEnd::kDone;
   while (!done()) {
@@ -344,9 +345,10 @@ RunEnd Trainer::run(std::ostream* progress, std::int64_t stop_after, const volat
     }
     iterate();
     log_row(curve_.back());
-    // Rank 0's clock decides a checkpoint by time; a stop requested on any rank stops all.
+    // Rank 0's clock decides a checkpoint by time; a stop requested on any rank stops all
+    // (the largest request value wins).
     std::array<std::int32_t, 2> flags = {
-        interrupt && *interrupt ? 1 : 0,
+        interrupt ? static_cast<std::int32_t>(*interrupt) : 0,
         comm_->rank() == 0 && config_.checkpoint_period_seconds > 0 &&
                 now_seconds() - last_checkpoint >= config_.checkpoint_period_seconds
             ? 1
@@ -365,6 +367,7 @@ RunEnd Trainer::run(std::ostream* progress, std::int64_t stop_after, const volat
     }
     if (done()) break;
     if (flags[0]) {
+      interrupted_by_ = flags[0];
       end = RunEnd::kInterrupted;
       break;
     }

@@ -173,6 +173,7 @@ TEST_CASE("Trainer::run: an interrupt stops after the current iteration with a c
   {
     herd::rl::Trainer t(c, text);
     CHECK(t.run(nullptr, -1, &flag) == herd::rl::RunEnd::kInterrupted);
+    CHECK(t.interrupted_by() == 1);
     CHECK(t.iteration() == 1);
     CHECK(fs::exists(t.checkpoint_path()));
     CHECK_FALSE(fs::exists(t.output_path()));

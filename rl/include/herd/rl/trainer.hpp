@@ -118,6 +118,9 @@ class Trainer {
   /// @throws as `iterate`; herd::IoError when writing fails.
   RunEnd run(std::ostream* progress, std::int64_t stop_after = -1,
              const volatile std::sig_atomic_t* interrupt = nullptr);
+  /// After `run` returned kInterrupted: the largest `*interrupt` value over the ranks when
+  /// they agreed to stop (e.g. the signal number); 0 otherwise. The same on every rank.
+  int interrupted_by() const { return interrupted_by_; }
 
   /// Writes the checkpoint atomically (rank 0 writes; collective). @throws herd::IoError
   void save_checkpoint(const std::string& path) const;
@@ -199,6 +202,7 @@ class Trainer {
   double wall_offset_ = 0;  // seconds of earlier sessions (resumed runs)
   double wall_start_ = 0;
   std::deque<EpisodeInfo> recent_;
+  int interrupted_by_ = 0;
   double episodes_total_ = 0;  // finished training episodes, all ranks (NaN: unknown, an older checkpoint)
   std::vector<CurveRow> curve_;
   std::unique_ptr<ProgressCsv> csv_;                // rank 0, during `run`
