@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "herd/core/error.hpp"
+#include "herd/io/checkpoint.hpp"
 #include "herd/rl/progress_log.hpp"
 #include "herd/rl/trainer.hpp"
 
@@ -192,6 +193,53 @@ TEST_CASE("Trainer::run: an interrupt stops after the current iteration with a c
     REQUIRE(l.size() == 5u);
     for (int i = 1; i <= 4; ++i) CHECK(l[static_cast<std::size_t>(i)].rfind(std::to_string(i) + ",", 0) == 0);
   }
+}
+
+TEST_CASE("Trainer: a checkpoint of the 16-column curve (no curve_columns) resumes", "[rl]") {
+  const fs::path d = fresh("legacy");
+  std::string text;
+  const auto c = small_config(d, &text);
+  herd::rl::Trainer a(c, text);
+  REQUIRE(a.run(nullptr, 2) == herd::rl::RunEnd::kStopped);
+  // The checkpoint as the version before the episode count and the extra columns wrote it.
+  {
+    const herd::io::CheckpointReader r(a.checkpoint_path());
+    herd::io::CheckpointWriter w(r.kind(), r.kind_version());
+    for (const auto& name : r.names()) {
+      if (name == "curve_columns" || name == "episodes_total") continue;
+      if (name == "curve") {
+        const auto curve = r.get<double>("curve");
+        std::vector<double> old;
+        for (std::size_t i = 0; i < curve.size(); i += herd::rl::kCurveColumns.size())
+          old.insert(old.end(), curve.begin() + static_cast<std::ptrdiff_t>(i),
+                     curve.begin() + static_cast<std::ptrdiff_t>(i + 16));
+        w.add("curve", old);
+      } else {
+        w.add_bytes(name, r.bytes(name));
+      }
+    }
+    w.commit(a.checkpoint_path());
+  }
+  fs::remove(a.progress_path());  // and no progress CSV yet
+  herd::rl::Trainer b(c, text);
+  b.load_checkpoint(b.checkpoint_path());
+  REQUIRE(b.curve().size() == 2u);
+  for (std::size_t k = 0; k < herd::rl::kCurveColumns.size(); ++k) {
+    INFO(herd::rl::kCurveColumns[k]);
+    if (k < 16) CHECK(b.curve()[1][k] == a.curve()[1][k]);
+    else CHECK(std::isnan(b.curve()[1][k]));
+  }
+  REQUIRE(b.run(nullptr) == herd::rl::RunEnd::kDone);
+  const auto l = lines(slurp(b.progress_path()));
+  REQUIRE(l.size() == 5u);
+  CHECK(l[2].rfind("2,256,", 0) == 0);
+  CHECK(l[4].rfind("4,512,", 0) == 0);
+  std::vector<std::string> f;
+  std::stringstream ss(l[4]);
+  for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+  REQUIRE(f.size() > 4u);
+  CHECK(f[3] == "nan");  // the episode count is unknown after such a resume
+  CHECK(f[4] != "nan");  // returns are known
 }
 
 TEST_CASE("Trainer: a2c leaves approx_kl and clip_fraction blank; TensorBoard scalars per iteration", "[rl]") {
