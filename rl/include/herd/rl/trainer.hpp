@@ -16,7 +16,7 @@
 #include "herd/io/tensorboard.hpp"
 #include "herd/rl/agent.hpp"
 #include "herd/rl/ppo.hpp"
-#include "herd/rl/progress_log.hpp"
+#include "herd/rl/progress_csv.hpp"
 #include "herd/rl/rollout_buffer.hpp"
 #include "herd/rl/sampler.hpp"
 #include "herd/rl/train_config.hpp"

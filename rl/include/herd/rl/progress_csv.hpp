@@ -1,5 +1,5 @@
 #pragma once
-/// @file progress_log.hpp
+/// @file progress_csv.hpp
 /// `ProgressCsv`: `<prefix>_progress.csv`, the learning curve of a `herd-rl train` run as
 /// it goes, one row per iteration, flushed to the kernel every row (so `tail -f`, pandas
 /// or a report can read it while training runs, and it stays valid after a kill).

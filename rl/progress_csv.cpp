@@ -1,4 +1,4 @@
-#include "herd/rl/progress_log.hpp"
+#include "herd/rl/progress_csv.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -12,7 +12,7 @@
 
 #include "herd/core/error.hpp"
 #include "herd/io/checkpoint.hpp"
-#include "herd/rl/progress_log.hpp"
+#include "herd/rl/progress_csv.hpp"
 #include "herd/rl/trainer.hpp"
 
 namespace fs = std::filesystem;
