@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include "herd/core/error.hpp"
 #include "herd/io/checkpoint.hpp"
