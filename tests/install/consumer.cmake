@@ -2,8 +2,8 @@
 #   MODE=install     install herd (HERD_BINARY_DIR) into PREFIX: the fixture the others share.
 #   MODE=cmake       configure, build and run the CMake project SOURCE_DIR against herd's
 #                    install (PREFIX) and, with BUILD_TREE=ON, its build tree too.
-#   MODE=makefile    build SOURCE_DIR/Makefile (the C and the Fortran driver) with make and
-#                    pkg-config (PREFIX's herd.pc, FC the Fortran compiler), run both.
+#   MODE=makefile    build SOURCE_DIR/Makefile (C, Fortran and C++ programs) with make and
+#                    pkg-config (PREFIX's herd.pc, FC the Fortran compiler), run them.
 #   MODE=must_fail   configure SOURCE_DIR against PREFIX; its build must fail with EXPECT in
 #                    the compiler's output.
 #   MODE=subproject  configure SOURCE_DIR, which add_subdirectory()s HERD_SOURCE_DIR, with
@@ -78,11 +78,13 @@ elseif(MODE STREQUAL "makefile")
     message(FATAL_ERROR "pkg-config --libs herd: expected -L, -rpath and -lherd only, got: ${libs}")
   endif()
   run(out ${env} make -C ${WORK_DIR} -f ${SOURCE_DIR}/Makefile FC=${FC}
-      C_SRC=${SOURCE_DIR}/../c_driver F_SRC=${SOURCE_DIR}/../fortran_driver)
+      C_SRC=${SOURCE_DIR}/../c_driver F_SRC=${SOURCE_DIR}/../fortran_driver
+      CXX_SRC=${SOURCE_DIR}/../consumer)
   check_no_warning("make" "${out}")
   file(COPY ${SOURCE_DIR}/../c_driver/paramonte.in DESTINATION ${WORK_DIR})
   run_program(${WORK_DIR} consumer)
   run_program(${WORK_DIR} consumer_fortran)
+  run_program(${WORK_DIR} consumer_cxx)
 
 elseif(MODE STREQUAL "must_fail")
   set(bdir ${WORK_DIR})
