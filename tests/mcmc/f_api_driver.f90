@@ -1,5 +1,6 @@
 ! A Fortran model and driver through herd's bind(C) module: DRAM on a 2-D normal read from a
-! ParaMonte namelist file given as the first argument.
+! ParaMonte namelist file given as the first argument, the model passed as a c_funptr and as
+! itself (run_paradram is generic).
 module f_model
   use, intrinsic :: iso_c_binding, only: c_int32_t, c_double
   implicit none
@@ -24,7 +25,13 @@ program f_api_driver
   f = c_funloc(getLogFunc)
   status = run_paradram(2_c_int32_t, f, trim(input))
   if (status /= 0) then
-    print *, "run_paradram failed with status", status
+    print *, "run_paradram (c_funptr) failed with status", status
+    stop 1
+  end if
+  ! The model itself: its signature is checked against herd_log_func_c at compile time.
+  status = run_paradram(2_c_int32_t, getLogFunc, trim(input))
+  if (status /= 0) then
+    print *, "run_paradram (model) failed with status", status
     stop 1
   end if
   print *, "ok"
