@@ -61,8 +61,8 @@ TEST_CASE("DeviceMlp: loss, gradients and Adam steps equal the CPU path", "[gpu]
         float *dx = nullptr, *dy = nullptr;
         HERD_CUDA_CHECK(cudaMalloc(&dx, xv.size() * sizeof(float)));
         HERD_CUDA_CHECK(cudaMalloc(&dy, yv.size() * sizeof(float)));
-        HERD_CUDA_CHECK(cudaMemcpy(dx, xv.data(), xv.size() * sizeof(float), cudaMemcpyHostToDevice));
-        HERD_CUDA_CHECK(cudaMemcpy(dy, yv.data(), yv.size() * sizeof(float), cudaMemcpyHostToDevice));
+        HERD_CUDA_CHECK(cudaMemcpyAsync(dx, xv.data(), xv.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+        HERD_CUDA_CHECK(cudaMemcpyAsync(dy, yv.data(), yv.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
         if (graph) gpu.capture(dx, dy, batch);
         for (int step = 0; step < 4; ++step) {
           adam.zero_grad();
