@@ -38,11 +38,10 @@ class NcclRequest final : public CommRequest {
     HERD_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
     HERD_CUDA_CHECK(cudaEventRecord(event_, stream));
   }
+  // Does not block: the collective stays ordered on the communicator's stream, and CUDA
+  // releases an event destroyed before it completed once it does.
   ~NcclRequest() override {
-    if (event_ != nullptr) {
-      cudaEventSynchronize(event_);
-      cudaEventDestroy(event_);
-    }
+    if (event_ != nullptr) cudaEventDestroy(event_);
   }
   NcclRequest(const NcclRequest&) = delete;
   NcclRequest& operator=(const NcclRequest&) = delete;

@@ -14,7 +14,10 @@
 /// that stream before returning, so they behave like their MPI counterparts;
 /// `allreduce_async` only enqueues and returns a request backed by a CUDA event
 /// (`wait` = cudaEventSynchronize, `test` = cudaEventQuery), so work the caller enqueues
-/// later on the same stream is ordered after it without any host wait.
+/// later on the same stream is ordered after it without any host wait. Unlike the host
+/// backends' requests, destroying such a request without `wait()` does not block either:
+/// the collective stays ordered on the stream (order other streams after it with an event
+/// recorded there, and call `wait()` before the host reads the buffer).
 /// Thread-safety: one thread at a time per communicator. Collective: as `Communicator`.
 
 #include <memory>
