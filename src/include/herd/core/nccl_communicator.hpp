@@ -34,7 +34,8 @@ class NcclCommunicator final : public Communicator {
   /// Creates the NCCL communicator with one rank per rank of `bootstrap`. Collective over
   /// `bootstrap`. `bootstrap` must outlive this object (`abort` uses it).
   /// @param stream the CUDA stream collectives run on (on `device`)
-  /// @param device the CUDA device of this rank; -1: `bootstrap.rank() % device count`.
+  /// @param device the CUDA device of this rank; -1: the node-local rank of `bootstrap`
+  ///        (`node_local_rank`, mpi_communicator.hpp) mod the device count.
   ///        It becomes the calling thread's current device.
   /// @throws CudaError when no device is present or a CUDA call fails;
   ///         CommunicationError when NCCL initialisation fails.
