@@ -143,6 +143,19 @@ def parse_cubin(data, off):
 
 HEADER = re.compile(r"\.(entry|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$.]*)\s*\(")
 CALL = re.compile(r"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?([^\s,;()]+)")
+PARENS = re.compile(r"[()]")
+BRACES = re.compile(r"[{}]")
+
+
+def after_match(text, pos, pattern, opener):
+    """Index just past the bracket closing the one opened before `pos` (depth 1 at `pos`)."""
+    depth = 1
+    for m in pattern.finditer(text, pos):
+        depth += 1 if m.group() == opener else -1
+        if depth == 0:
+            return m.end()
+    return len(text)
+
 
 
 def ptx_texts(data):
@@ -164,18 +177,12 @@ def ptx_call_graph(text):
         if not m:
             break
         kind, name = m.group(1), m.group(2)
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[i], 0)
-            i += 1
+        i = after_match(text, m.end(), PARENS, "(")
         nb, ns = text.find("{", i), text.find(";", i)
         if nb < 0 or (0 <= ns < nb):  # a declaration
             pos = i
             continue
-        depth, j = 1, nb + 1
-        while j < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
-            j += 1
+        j = after_match(text, nb + 1, BRACES, "{")
         body = text[nb:j]
         callees = graph.setdefault(name, set())
         if kind == "entry":
