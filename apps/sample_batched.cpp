@@ -22,6 +22,7 @@
 #include "herd/core/config.hpp"
 #include "herd/core/device.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/mpi_communicator.hpp"
 #include "herd/core/timer.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
@@ -394,13 +395,6 @@ struct HostPoint {
   double operator()(const double* x, int d) const { return (*f)(x, d); }
 };
 
-int local_rank(int rank) {
-  for (const char* v : {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
-    if (const char* s = std::getenv(v)) return std::atoi(s);
-  }
-  return rank;
-}
-
 /// Superchains for nested R-hat: the largest K in {16, 8, 4, 2} dividing M with at least
 /// two chains each (0: none).
 std::size_t superchains(std::int64_t m) {
@@ -481,12 +475,12 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   o.communicator = &comm;  // pooled adaptation pools every rank's chains (layout-independent)
 #if HERD_HAVE_CUDA
   if (o.device == mcmc::BatchedDevice::kCuda) {
+    // One GPU per rank of a node: the node-local rank (MPI_Comm_split_type shared) picks it.
     const int n = cuda_device_count();
-    if (n > 0 && cudaSetDevice(local_rank(rank) % n) != cudaSuccess)
-      throw Error(fmt::format("herd-sample: rank {}: cannot select CUDA device {}", rank, local_rank(rank) % n));
+    const int local = node_local_rank(comm);
+    if (n > 0 && cudaSetDevice(local % n) != cudaSuccess)
+      throw Error(fmt::format("herd-sample: rank {}: cannot select CUDA device {}", rank, local % n));
   }
-#else
-  (void)local_rank;
 #endif
   // Checkpoints (the serial run's settings): the restart record in <prefix>_restart/.
   std::unique_ptr<BatchedRecord> record;

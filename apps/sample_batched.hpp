@@ -40,8 +40,8 @@ void check_batched_device(const mcmc::SamplerSpecs& specs, const mcmc::BatchedTa
 /// `batched` is the device-callable form of a built-in target, or null (the point log
 /// density of `target` is then evaluated on the host: with the thread pool when
 /// `target.thread_safe`, else on the calling thread). Under CUDA the device is
-/// local rank mod device count (local rank from MPI_LOCALRANKID or
-/// OMPI_COMM_WORLD_LOCAL_RANK, else the rank).
+/// local rank mod device count (the rank among `comm`'s ranks on the same node,
+/// `node_local_rank`: MPI_Comm_split_type shared memory).
 /// Checkpoints (when a checkpoint period is > 0): at segment boundaries (after an adaptive
 /// update, after a block of draws) once the period has passed, rank 0 appends every gathered
 /// block to `<prefix>_restart/draws.bin` and atomically writes `batched.ckpt` (every rank's

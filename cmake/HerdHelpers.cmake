@@ -10,15 +10,23 @@ endfunction()
 
 # CUDA objects of a module: a separate static library, so that cxx_std_20 (which
 # CMake 3.25 cannot map for CUDA 13) is never asked of nvcc; it gets -std=c++20 directly.
+# The fat binary keeps its PTX uncompressed (--no-compress) so that the static device-code
+# check (scripts/check_device_code.py, test device_code_static) can read the call graph;
+# every such target is listed in the global property HERD_CUDA_OBJECT_TARGETS, which that
+# test checks. NO_STATIC_CHECK leaves a target off the list (the checker's self-test inputs).
 function(herd_add_cuda_objects target)
-  add_library(${target} STATIC ${ARGN})
+  cmake_parse_arguments(A "NO_STATIC_CHECK" "" "" ${ARGN})
+  add_library(${target} STATIC ${A_UNPARSED_ARGUMENTS})
   set_target_properties(${target} PROPERTIES
     POSITION_INDEPENDENT_CODE ON
     CUDA_SEPARABLE_COMPILATION OFF
     EXPORT_NAME ${target})
   target_compile_options(${target} PRIVATE
-    $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr>)
+    $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr --no-compress>)
   herd_set_warnings(${target})
+  if(NOT A_NO_STATIC_CHECK)
+    set_property(GLOBAL APPEND PROPERTY HERD_CUDA_OBJECT_TARGETS ${target})
+  endif()
 endfunction()
 
 # herd_add_library(<module> SOURCES ... [PUBLIC ...] [PRIVATE ...])

@@ -574,7 +574,7 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
     acc0 = accepted;
     have_acc0 = true;
   }
-  const auto bmax = static_cast<std::size_t>(std::min<std::int64_t>(o.block_draws, std::max<std::int64_t>(ndraws, 1)));
+  const auto bmax = static_cast<std::size_t>(detail::block_buffer_draws(o));
   std::vector<double> bx(m * bmax * du), blp(m * bmax);
   std::int64_t drawn = drawn_start;
   try {
@@ -761,6 +761,44 @@ detail::BatchedEngine::AdaptationArrays detail::BatchedEngine::adaptation_arrays
 bool detail::BatchedEngine::resumed() const { return impl_->resumed; }
 double detail::BatchedEngine::scale() const { return impl_->scale; }
 std::int64_t detail::BatchedEngine::period() const { return impl_->period; }
+
+std::int64_t detail::block_buffer_draws(const BatchedDramOptions& o) {
+  const std::int64_t ndraws = o.thin > 0 ? o.steps / o.thin : 0;
+  return std::max<std::int64_t>(0, std::min<std::int64_t>(o.block_draws, ndraws));
+}
+
+std::size_t detail::device_memory_bytes(const BatchedDramOptions& o, std::size_t* draw_buffer_bytes) {
+  const auto m = static_cast<std::size_t>(std::max<std::int64_t>(o.num_chains, 0));
+  const auto d = static_cast<std::size_t>(std::max(o.ndim, 0));
+  const auto stages = static_cast<std::size_t>(1 + std::max(o.delayed_rejection_count, 0));
+  const std::size_t np = stages + 1, dd = d * d, f = sizeof(double);
+  const bool per_chain = o.adaptation == BatchedAdaptation::kPerChain;
+  const bool adapt = o.adaptation != BatchedAdaptation::kNone && o.warmup > 0;
+  std::size_t b = sizeof(ZigguratTables) + 2 * d * f;  // tables, domain box
+  // x, lp, y, path w, lpath; stage, inside, delayed-rejection cursor; counters.
+  b += m * (d + 1 + d + np * d + np) * f + m * (sizeof(std::int32_t) + 1 + sizeof(RngCursor));
+  b += m * (stages + 3) * sizeof(std::int64_t);
+  b += (per_chain ? m * dd : dd) * f;  // proposal factor(s)
+  if (adapt) {
+    b += m * (1 + d + dd) * f + (per_chain ? m * d : d) * f;  // statistics, references
+    if (per_chain) b += m * (1 + d + dd) * f + 2 * sizeof(unsigned long long);  // running estimates, counts
+  }
+  const std::size_t draws = m * static_cast<std::size_t>(block_buffer_draws(o)) * (d + 1) * f;
+  if (draw_buffer_bytes) *draw_buffer_bytes = draws;
+  return b + draws;
+}
+
+void detail::check_device_memory(const BatchedDramOptions& o, std::size_t free_bytes) {
+  std::size_t draws = 0;
+  const std::size_t need = device_memory_bytes(o, &draws);
+  if (need <= free_bytes) return;
+  constexpr double kGB = 1e9;
+  throw InputError(fmt::format(
+      "batched_dram: device = cuda: {} chains of dimension {} need {:.2f} GB of device memory ({:.2f} GB of it the "
+      "draw buffer of {} draws per chain, block_draws {}), but the device has {:.2f} GB free; lower block_draws "
+      "(or chains_per_rank / num_chains)",
+      o.num_chains, o.ndim, need / kGB, draws / kGB, block_buffer_draws(o), o.block_draws, free_bytes / kGB));
+}
 
 void detail::throw_no_cuda_path(const char* what) {
   throw InputError(fmt::format("batched_dram: {}: device = cuda needs a CUDA build with a device and the target "

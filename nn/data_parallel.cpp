@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
@@ -92,6 +93,8 @@ DataParallel::DataParallel(Module& module, Communicator& comm, DataParallelOptio
     bucket_events_.assign(buckets_.size(), nullptr);
     for (auto& e : bucket_events_) HERD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     HERD_CUDA_CHECK(cudaEventCreateWithFlags(&done_event_, cudaEventDisableTiming));
+    HERD_CUDA_CHECK(cudaEventCreate(&wait_begin_));
+    HERD_CUDA_CHECK(cudaEventCreate(&wait_end_));
     synchronize(module.device());  // parameters complete before the broadcast reads them
 #endif
   } else {
@@ -119,8 +122,21 @@ DataParallel::~DataParallel() {
     for (auto* e : bucket_events_)
       if (e) cudaEventDestroy(e);
     if (done_event_) cudaEventDestroy(done_event_);
+    if (wait_begin_) cudaEventDestroy(wait_begin_);
+    if (wait_end_) cudaEventDestroy(wait_end_);
   }
 #endif
+}
+
+const DataParallelStats& DataParallel::stats() const {
+#if HERD_HAVE_CUDA
+  if (wait_pending_ && cudaEventQuery(wait_end_) == cudaSuccess) {
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, wait_begin_, wait_end_) == cudaSuccess) stats_.wait_seconds = 1e-3 * ms;
+    wait_pending_ = false;
+  }
+#endif
+  return stats_;
 }
 
 void DataParallel::begin_pass() {
@@ -128,6 +144,7 @@ void DataParallel::begin_pass() {
   for (auto& b : buckets_) b.pending = b.pending_total;
   next_launch_ = 0;
   stats_ = {};
+  wait_pending_ = false;
   in_pass_ = true;
   pass_start_ = Clock::now();
 }
@@ -196,11 +213,17 @@ void DataParallel::finish() {
 #if HERD_HAVE_CUDA
   if (on_device_) {
     // Device path: the nn stream waits for every all-reduce, then averages and copies
-    // back; no host wait.
+    // back; no host wait. The requests are dropped without blocking (an NCCL request's
+    // completion is ordered on the communicator's stream, which done_event_ covers), and
+    // the stall of the nn stream is timed by events around its wait.
     HERD_CUDA_CHECK(cudaEventRecord(done_event_, comm_stream_));
+    HERD_CUDA_CHECK(cudaEventRecord(wait_begin_, nn_stream_));
     HERD_CUDA_CHECK(cudaStreamWaitEvent(nn_stream_, done_event_, 0));
+    HERD_CUDA_CHECK(cudaEventRecord(wait_end_, nn_stream_));
     for (auto& b : buckets_) b.request.reset();
-    stats_.wait_seconds = 0;
+    stats_.wait_seconds = std::numeric_limits<double>::quiet_NaN();
+    stats_.wait_on_device = true;
+    wait_pending_ = true;
     detail::DevGuard guard(module_.device());
     const double inv = 1.0 / comm_.size();
     const auto n = flat_dev_.numel();

@@ -182,10 +182,15 @@ DeviceMlp::DeviceMlp(Mlp& model, const MlpOptions& o, cudaStream_t stream, doubl
   HERD_CUDA_CHECK(cudaMalloc(&s.loss, sizeof(double)));
   HERD_CUDA_CHECK(cudaMemsetAsync(s.m, 0, bytes, stream));
   HERD_CUDA_CHECK(cudaMemsetAsync(s.v, 0, bytes, stream));
+  // A model on a GPU may have work pending on the nn stream, which `stream` may not be
+  // ordered after (a non-blocking stream): finish it first.
+  if (model.device().is_cuda()) synchronize(model.device());
   std::size_t at = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
+    // The model's parameters are host or device memory (a model already on a GPU):
+    // cudaMemcpyDefault lets unified addressing pick the direction.
     HERD_CUDA_CHECK(cudaMemcpyAsync(s.w + at, params[i]->value.data<float>(), s.sizes[i] * sizeof(float),
-                                    cudaMemcpyHostToDevice, stream));
+                                    cudaMemcpyDefault, stream));
     at += s.sizes[i];
   }
   HERD_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -14,6 +14,7 @@
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/mpi_communicator.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/rl/registry.hpp"
@@ -53,13 +54,6 @@ struct Trainer::DeviceComm {};
 
 namespace {
 
-// The node-local rank of `rank` (MPICH's MPI_LOCALRANKID, Open MPI's
-// OMPI_COMM_WORLD_LOCAL_RANK; else the rank itself), as herd-sample picks GPUs.
-int local_rank(int rank) {
-  for (const char* v : {"MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"})
-    if (const char* s = std::getenv(v)) return std::atoi(s);
-  return rank;
-}
 
 constexpr const char* kKind = "herd.rl.trainer";
 constexpr std::uint32_t kKindVersion = 1;
@@ -207,7 +201,7 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
     if (count == 0)
       throw InputError("rl::Trainer: device is \"cuda\", but no CUDA device is usable on rank " +
                        std::to_string(comm_->rank()) + " (" + describe_devices() + ")");
-    ao.device = Device::cuda(local_rank(comm_->rank()) % count);
+    ao.device = Device::cuda(node_local_rank(*comm_) % count);
   }
   config_.agent.device = ao.device;
   agent_ = std::make_unique<ActorCriticAgent>(probe->obs_dim(), probe->action_space(), ao);

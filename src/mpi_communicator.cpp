@@ -129,6 +129,7 @@ MpiCommunicator::MpiCommunicator() : impl_(std::make_unique<Impl>()) {
   MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(impl_->comm, &rank_);
   MPI_Comm_size(impl_->comm, &size_);
+  find_node_ranks();
 }
 
 MpiCommunicator::MpiCommunicator(long fortran_handle) : impl_(std::make_unique<Impl>()) {
@@ -138,6 +139,16 @@ MpiCommunicator::MpiCommunicator(long fortran_handle) : impl_(std::make_unique<I
   MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(impl_->comm, &rank_);
   MPI_Comm_size(impl_->comm, &size_);
+  find_node_ranks();
+}
+
+void MpiCommunicator::find_node_ranks() {
+  MPI_Comm node = MPI_COMM_NULL;
+  HERD_MPI_CALL("MPI_Comm_split_type",
+                MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+  MPI_Comm_rank(node, &local_rank_);
+  MPI_Comm_size(node, &local_size_);
+  MPI_Comm_free(&node);
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -193,6 +204,11 @@ void MpiCommunicator::abort(int code) {
   std::_Exit(code);
 }
 
+int node_local_rank(const Communicator& comm) {
+  if (const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm)) return mpi->local_rank();
+  return comm.rank();
+}
+
 std::unique_ptr<Communicator> make_world_communicator() {
   if (launched_by_mpi() || MpiEnvironment::active()) return std::make_unique<MpiCommunicator>();
   return std::make_unique<SelfCommunicator>();
@@ -218,6 +234,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::allreduce_async(void*, std::size_t
 void MpiCommunicator::allgather(const void*, void*, std::size_t, DataType) {}
 void MpiCommunicator::gather(const void*, void*, std::size_t, DataType, int) {}
 void MpiCommunicator::abort(int code) { std::_Exit(code); }
+int node_local_rank(const Communicator& comm) { return comm.rank(); }
 std::unique_ptr<Communicator> make_world_communicator() { return std::make_unique<SelfCommunicator>(); }
 
 #endif

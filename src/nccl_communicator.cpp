@@ -7,6 +7,7 @@
 #include "herd/core/cuda/cuda_check.hpp"
 #include "herd/core/cuda/nccl_check.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/mpi_communicator.hpp"
 
 namespace herd {
 namespace {
@@ -38,11 +39,10 @@ class NcclRequest final : public CommRequest {
     HERD_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
     HERD_CUDA_CHECK(cudaEventRecord(event_, stream));
   }
+  // Does not block: the collective stays ordered on the communicator's stream, and CUDA
+  // releases an event destroyed before it completed once it does.
   ~NcclRequest() override {
-    if (event_ != nullptr) {
-      cudaEventSynchronize(event_);
-      cudaEventDestroy(event_);
-    }
+    if (event_ != nullptr) cudaEventDestroy(event_);
   }
   NcclRequest(const NcclRequest&) = delete;
   NcclRequest& operator=(const NcclRequest&) = delete;
@@ -71,7 +71,9 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, cudaStream_t stream,
   int count = 0;
   HERD_CUDA_CHECK(cudaGetDeviceCount(&count));
   HERD_CHECK_AS(CudaError, count > 0, "NcclCommunicator: no CUDA device");
-  device_ = device < 0 ? rank_ % count : device;
+  // One GPU per rank of a node: the node-local rank picks it (the global rank would
+  // ask for devices past the first node's count on every other node).
+  device_ = device < 0 ? node_local_rank(bootstrap) % count : device;
   HERD_REQUIRE(device_ < count, "NcclCommunicator: device {} requested, but only {} present",
                device_, count);
   HERD_CUDA_CHECK(cudaSetDevice(device_));

@@ -40,8 +40,8 @@ void bm_train(benchmark::State& st, std::int64_t batch, bool graph) {
     float *dx = nullptr, *dy = nullptr;
     HERD_CUDA_CHECK(cudaMalloc(&dx, x.size() * sizeof(float)));
     HERD_CUDA_CHECK(cudaMalloc(&dy, y.size() * sizeof(float)));
-    HERD_CUDA_CHECK(cudaMemcpy(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
-    HERD_CUDA_CHECK(cudaMemcpy(dy, y.data(), y.size() * sizeof(float), cudaMemcpyHostToDevice));
+    HERD_CUDA_CHECK(cudaMemcpyAsync(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+    HERD_CUDA_CHECK(cudaMemcpyAsync(dy, y.data(), y.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
     if (graph) gpu.capture(dx, dy, batch);
     gpu.train_step(dx, dy, batch);
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream));

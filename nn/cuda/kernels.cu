@@ -22,23 +22,24 @@ __global__ void bias_add_kernel(T* y, const T* b, std::int64_t n, std::int64_t c
     y[i] += b[i % cols];
 }
 
-// Block (32, 8): threadIdx.x picks a column of a 32-wide tile, threadIdx.y strides rows;
-// partial sums meet in shared memory and one atomicAdd per column and block.
+// Block (32, 8): threadIdx.x picks a column of a 32-wide tile, threadIdx.y strides rows.
+// Deterministic (no atomics): only the blocks of row 0 of the grid work, each covering all
+// rows of its 32 columns; the 8 partial sums of a column meet in shared memory and are
+// added in a fixed order, then written once. The other blocks return.
 template <class T>
 __global__ void bias_grad_kernel(const T* gy, T* gb, std::int64_t rows, std::int64_t cols) {
+  if (blockIdx.y != 0) return;
   __shared__ T part[8][32];
   const std::int64_t c = blockIdx.x * 32 + static_cast<std::int64_t>(threadIdx.x);
   T acc = 0;
   if (c < cols)
-    for (std::int64_t r = blockIdx.y * 8 + static_cast<std::int64_t>(threadIdx.y); r < rows;
-         r += static_cast<std::int64_t>(gridDim.y) * 8)
-      acc += gy[r * cols + c];
+    for (std::int64_t r = threadIdx.y; r < rows; r += 8) acc += gy[r * cols + c];
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
     T s = 0;
     for (int k = 0; k < 8; ++k) s += part[k][threadIdx.x];
-    atomicAdd(gb + c, s);
+    gb[c] += s;
   }
 }
 
@@ -103,17 +104,20 @@ __global__ void softmax_kernel(const T* x, T* y, std::int64_t cols, bool take_lo
     yr[c] = take_log ? xr[c] - mx - lse : exp(xr[c] - mx) / sum;
 }
 
+// Deterministic (no atomics): block 0 alone sums all n terms in a fixed order (block
+// stride, then the fixed tree of block_reduce) and adds the total once; the other blocks
+// of the launch return.
 template <class T>
 __global__ void sq_err_kernel(const T* p, const T* t, double* sum, std::int64_t n) {
+  if (blockIdx.x != 0) return;
   __shared__ double shared[kThreads];
   double acc = 0;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const double d = static_cast<double>(p[i]) - static_cast<double>(t[i]);
     acc += d * d;
   }
   acc = block_reduce(acc, false, shared);
-  if (threadIdx.x == 0) atomicAdd(sum, acc);
+  if (threadIdx.x == 0) *sum += acc;
 }
 
 template <class T>

@@ -24,37 +24,41 @@ __device__ inline std::int64_t gid() {
 }
 __device__ inline std::int64_t gstride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
-// Adds `v` of every thread of the block into *out (one atomicAdd per block).
-__device__ inline void block_sum_atomic(double v, double* out) {
+// Deterministic sums (no floating-point atomics, whose order of arrival varies from run to
+// run): block 0 alone adds term(i) for i in [0, n) in a fixed order (thread t takes i = t,
+// t + blockDim.x, ...; then a fixed pairwise tree over the threads) and thread 0 adds the
+// total into *out; the other blocks of the launch return. The same inputs give the same
+// bits on every run and launch. Call from every thread of a block (it has __syncthreads).
+template <class F>
+__device__ inline void block0_sum(std::int64_t n, double k, double* out, const F& term) {
+  if (blockIdx.x != 0) return;
   __shared__ double buf[kThreads];
-  buf[threadIdx.x] = v;
+  double acc = 0;
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += term(i);
+  buf[threadIdx.x] = acc;
   __syncthreads();
   for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
     __syncthreads();
   }
-  if (threadIdx.x == 0) atomicAdd(out, buf[0]);
+  if (threadIdx.x == 0) *out += buf[0] * k;
 }
 
 template <class T>
 __global__ void diff_sq_kernel(const T* p, const T* t, T* d, double* sum, std::int64_t n, double k) {
-  double acc = 0;
-  for (std::int64_t i = gid(); i < n; i += gstride()) {
+  for (std::int64_t i = gid(); i < n; i += gstride()) d[i] = p[i] - t[i];
+  block0_sum(n, k, sum, [&](std::int64_t i) {
     const T di = p[i] - t[i];
-    d[i] = di;
-    acc += static_cast<double>(di) * static_cast<double>(di);
-  }
-  block_sum_atomic(acc * k, sum);
+    return static_cast<double>(di) * static_cast<double>(di);
+  });
 }
 
 template <class T>
 __global__ void huber_kernel(const T* d, double* sum, std::int64_t n, double delta, double k) {
-  double acc = 0;
-  for (std::int64_t i = gid(); i < n; i += gstride()) {
+  block0_sum(n, k, sum, [&](std::int64_t i) {
     const double a = fabs(static_cast<double>(d[i]));
-    acc += a < delta ? 0.5 * a * a : delta * (a - 0.5 * delta);
-  }
-  block_sum_atomic(acc * k, sum);
+    return a < delta ? 0.5 * a * a : delta * (a - 0.5 * delta);
+  });
 }
 
 template <class T>
@@ -110,7 +114,6 @@ __device__ inline void report_index_error(std::int64_t* err, int code, std::int6
 template <class T>
 __global__ void gather_kernel(const T* lp, const std::int64_t* idx, T* out, double* sum,
                               std::int64_t rows, std::int64_t cols, double k, std::int64_t* err, int code) {
-  double acc = 0;
   for (std::int64_t r = gid(); r < rows; r += gstride()) {
     const std::int64_t c = idx[r];
     T v;
@@ -121,10 +124,13 @@ __global__ void gather_kernel(const T* lp, const std::int64_t* idx, T* out, doub
       report_index_error(err, code, r, c, cols);
     }
     if (out) out[r] = v;
-    acc += static_cast<double>(v);
   }
   // Every thread of the block takes part in the reduction (it has __syncthreads).
-  if (sum) block_sum_atomic(acc * k, sum);
+  if (sum)
+    block0_sum(rows, k, sum, [&](std::int64_t r) {
+      const std::int64_t c = idx[r];
+      return c >= 0 && c < cols ? static_cast<double>(lp[r * cols + c]) : static_cast<double>(nan(""));
+    });
 }
 
 template <class T>
@@ -208,13 +214,30 @@ __global__ void gauss_lp_backward_kernel(const T* a, const T* mu, const T* ls, c
     const T inv_var = ::exp(T(-2) * ls[d]);
     const T e = a[i] - mu[i];
     gmu[i] += g[r] * e * inv_var;
-    atomicAdd(gls + d, g[r] * (e * e * inv_var - T(1)));
+  }
+  // The log-std gradient sums over rows: block 0, one thread per column, rows in order
+  // (deterministic; no atomics).
+  if (blockIdx.x != 0) return;
+  for (std::int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+    const T inv_var = ::exp(T(-2) * ls[d]);
+    T acc = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T e = a[r * dim + d] - mu[r * dim + d];
+      acc += g[r] * (e * e * inv_var - T(1));
+    }
+    gls[d] += acc;
   }
 }
 
+// Column sums over rows by block 0 alone, one thread per column, rows in order.
 template <class T>
 __global__ void gauss_ent_backward_kernel(const T* g, T* gls, std::int64_t rows, std::int64_t dim) {
-  for (std::int64_t i = gid(); i < rows * dim; i += gstride()) atomicAdd(gls + i % dim, g[i / dim]);
+  if (blockIdx.x != 0) return;
+  for (std::int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+    T acc = 0;
+    for (std::int64_t r = 0; r < rows; ++r) acc += g[r];
+    gls[d] += acc;
+  }
 }
 
 template <class T>
@@ -251,11 +274,7 @@ __global__ void ln_backward_kernel(const T* gy, const T* xhat, const T* rstd, co
     T m1 = 0, m2 = 0;
     for (std::int64_t c = 0; c < F; ++c) {
       T d = g[c];
-      if (w) {
-        atomicAdd(gw + c, g[c] * h[c]);
-        atomicAdd(gb + c, g[c]);
-        d *= w[c];
-      }
+      if (w) d *= w[c];
       o[c] = d;
       m1 += d;
       m2 += d * h[c];
@@ -263,6 +282,18 @@ __global__ void ln_backward_kernel(const T* gy, const T* xhat, const T* rstd, co
     m1 /= static_cast<T>(F);
     m2 /= static_cast<T>(F);
     for (std::int64_t c = 0; c < F; ++c) o[c] = rstd[r] * (o[c] - m1 - h[c] * m2);
+  }
+  // Weight and bias gradients sum over rows: block 0, one thread per feature, rows in
+  // order (deterministic; no atomics).
+  if (!w || blockIdx.x != 0) return;
+  for (std::int64_t c = threadIdx.x; c < F; c += blockDim.x) {
+    T sw = 0, sb = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      sw += gy[r * F + c] * xhat[r * F + c];
+      sb += gy[r * F + c];
+    }
+    gw[c] += sw;
+    gb[c] += sb;
   }
 }
 
@@ -277,9 +308,7 @@ __global__ void rmsprop_kernel(T* w, const T* g, T* v, std::int64_t n, T lr, T a
 
 template <class T>
 __global__ void sum_squares_kernel(const T* x, double* acc, std::int64_t n) {
-  double s = 0;
-  for (std::int64_t i = gid(); i < n; i += gstride()) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  block_sum_atomic(s, acc);
+  block0_sum(n, 1.0, acc, [&](std::int64_t i) { return static_cast<double>(x[i]) * static_cast<double>(x[i]); });
 }
 
 template <class T>

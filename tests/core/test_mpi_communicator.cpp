@@ -1,4 +1,6 @@
 // MpiCommunicator tests; run by CTest under mpiexec -n 1, 2 and 3.
+#include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <vector>
 
@@ -6,6 +8,8 @@
 
 #include "herd/core/error.hpp"
 #include "herd/core/mpi_communicator.hpp"
+
+#include <mpi.h>
 
 using herd::DataType;
 using herd::ReduceOp;
@@ -78,4 +82,39 @@ TEST_CASE("MpiCommunicator: broadcast, allgather, gather", "[core][mpi]") {
     for (int k = 0; k < n; ++k) CHECK(g[k] == 100 + k);
   }
   CHECK_THROWS_AS(c.broadcast(v.data(), 1, DataType::kInt32, n), herd::InputError);
+}
+
+TEST_CASE("MpiCommunicator: node-local rank and size (one node)", "[core][mpi]") {
+  herd::MpiCommunicator c;
+  // Every rank of this test runs on this machine: one node.
+  CHECK(c.local_size() == c.size());
+  CHECK(c.local_rank() == c.rank());
+  CHECK(herd::node_local_rank(c) == c.local_rank());
+  // The launcher's own view (MPICH's Hydra exports MPI_LOCALRANKID) agrees.
+  if (const char* v = std::getenv("MPI_LOCALRANKID")) CHECK(c.local_rank() == std::atoi(v));
+  // The local ranks of the node are a permutation of 0 .. local_size - 1.
+  const auto all = c.allgather(std::span<const std::int32_t>(std::vector<std::int32_t>{c.local_rank()}));
+  std::vector<std::int32_t> sorted(all.begin(), all.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < c.size(); ++i) CHECK(sorted[static_cast<std::size_t>(i)] == i);
+  // A single process has node-local rank 0.
+  herd::SelfCommunicator self;
+  CHECK(herd::node_local_rank(self) == 0);
+}
+
+TEST_CASE("MpiCommunicator: node-local rank follows the communicator's rank order", "[core][mpi]") {
+  // A communicator whose ranks are the world's in reverse: the node-local rank is the rank
+  // in *this* communicator among its ranks on the node, not the world rank.
+  int world_rank = 0, world_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm reversed = MPI_COMM_NULL;
+  REQUIRE(MPI_Comm_split(MPI_COMM_WORLD, 0, world_size - 1 - world_rank, &reversed) == MPI_SUCCESS);
+  {
+    herd::MpiCommunicator c(static_cast<long>(MPI_Comm_c2f(reversed)));
+    CHECK(c.rank() == world_size - 1 - world_rank);
+    CHECK(c.local_rank() == c.rank());
+    CHECK(c.local_size() == world_size);
+  }
+  MPI_Comm_free(&reversed);
 }

@@ -622,3 +622,63 @@ TEST_CASE("batched engine: a run resumed from any checkpoint continues bit for b
   o.checkpointer = &bad;
   CHECK_THROWS_WITH(detail::BatchedEngine(o), Catch::Contains("resume state's x has 6 values, but this run needs 8"));
 }
+
+TEST_CASE("batched DRAM: the draw buffer is sized by the draws a block needs", "[mcmc][batched]") {
+  BatchedDramOptions o;
+  o.ndim = 10;
+  o.num_chains = 1000000;
+  o.block_draws = 256;
+  o.thin = 10;
+  o.steps = 1000;  // 100 draws kept per chain: a block never needs 256
+  CHECK(detail::block_buffer_draws(o) == 100);
+  std::size_t draws = 0;
+  const std::size_t total = detail::device_memory_bytes(o, &draws);
+  CHECK(draws == std::size_t{1000000} * 100 * 11 * sizeof(double));  // [M, n, d] + [M, n]
+  CHECK(total > draws);
+  o.steps = 100000;  // 10000 draws: blocks of block_draws
+  CHECK(detail::block_buffer_draws(o) == 256);
+  detail::device_memory_bytes(o, &draws);
+  CHECK(draws == std::size_t{1000000} * 256 * 11 * sizeof(double));
+  o.steps = 9;  // thin 10: no draw is kept, no buffer
+  CHECK(detail::block_buffer_draws(o) == 0);
+  detail::device_memory_bytes(o, &draws);
+  CHECK(draws == 0);
+  o.thin = 1;
+  o.steps = 1;
+  CHECK(detail::block_buffer_draws(o) == 1);
+}
+
+TEST_CASE("batched DRAM: device memory counts per-chain factors and adaptation, and a run that does not fit "
+          "is refused with the sizes", "[mcmc][batched]") {
+  BatchedDramOptions o;
+  o.ndim = 10;
+  o.num_chains = 100000;
+  o.steps = 1000;
+  o.warmup = 1000;
+  o.adaptation = BatchedAdaptation::kNone;
+  const std::size_t none = detail::device_memory_bytes(o);
+  o.adaptation = BatchedAdaptation::kPooled;
+  const std::size_t pooled = detail::device_memory_bytes(o);
+  o.adaptation = BatchedAdaptation::kPerChain;
+  const std::size_t per_chain = detail::device_memory_bytes(o);
+  const std::size_t md2 = std::size_t{100000} * 100 * sizeof(double);  // M d^2 doubles
+  // Warm-up statistics: s2 is M d^2; per chain adds its factors and running M2 (2 M d^2).
+  CHECK(pooled - none >= md2);
+  CHECK(per_chain - pooled >= 2 * md2);
+  // The state is at least x, y and the delayed-rejection path per chain.
+  CHECK(none >= std::size_t{100000} * (2 + 3) * 10 * sizeof(double));
+  // No warm-up: no adaptation arrays.
+  o.warmup = 0;
+  CHECK(detail::device_memory_bytes(o) < per_chain - md2);
+  o.warmup = 1000;
+  CHECK_NOTHROW(detail::check_device_memory(o, per_chain));
+  try {
+    detail::check_device_memory(o, per_chain - 1);
+    FAIL("a run needing more than the free device memory was accepted");
+  } catch (const herd::InputError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("100000 chains of dimension 10") != std::string::npos);
+    CHECK(msg.find("block_draws") != std::string::npos);
+    CHECK(msg.find("GB free") != std::string::npos);
+  }
+}

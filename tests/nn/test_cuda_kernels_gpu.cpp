@@ -35,9 +35,11 @@ struct Dev {
     HERD_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T) + 1));
     HERD_CUDA_CHECK(cudaMemcpyAsync(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice, s));
   }
-  explicit Dev(std::size_t count) : n(count) {
+  // Zeroed on `s`, the stream that then uses it (a cudaMemset on the legacy default stream
+  // is not ordered before work on a non-blocking stream).
+  Dev(std::size_t count, cudaStream_t s) : n(count) {
     HERD_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T) + 1));
-    HERD_CUDA_CHECK(cudaMemset(p, 0, n * sizeof(T)));
+    HERD_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(T), s));
   }
   ~Dev() { cudaFree(p); }
   Dev(const Dev&) = delete;
@@ -91,7 +93,7 @@ TEST_CASE("nn CUDA: activations forward/backward equal the CPU modules", "[gpu][
     CAPTURE(static_cast<int>(c.act));
     const Tensor& y = c.m->forward(x);
     const Tensor& gx = c.m->backward(gy);
-    Dev<float> dx(xv, st.s), dy(xv.size()), dg(gv, st.s), dgx(xv.size());
+    Dev<float> dx(xv, st.s), dy(xv.size(), st.s), dg(gv, st.s), dgx(xv.size(), st.s);
     cuda::activation_forward(c.act, dx.p, dy.p, rows * cols, c.alpha, st.s);
     cuda::activation_backward(c.act, dx.p, dy.p, dg.p, dgx.p, rows * cols, c.alpha, st.s);
     check_close(dy.host(st.s), y);
@@ -106,7 +108,7 @@ TEST_CASE("nn CUDA: bias add, bias grad, softmax against loops", "[gpu][nn]") {
     CAPTURE(rows);
     const auto yv = randn(static_cast<std::size_t>(rows * cols), 3);
     const auto bv = randn(static_cast<std::size_t>(cols), 4);
-    Dev<float> y(yv, st.s), b(bv, st.s), gb(bv, st.s), sm(yv.size()), lsm(yv.size());
+    Dev<float> y(yv, st.s), b(bv, st.s), gb(bv, st.s), sm(yv.size(), st.s), lsm(yv.size(), st.s);
     cuda::bias_add(y.p, b.p, rows, cols, st.s);
     cuda::bias_grad(y.p, gb.p, rows, cols, st.s);
     cuda::softmax_rows(y.p, sm.p, rows, cols, false, st.s);
@@ -144,8 +146,8 @@ TEST_CASE("nn CUDA: MSE forward/backward equal MseLoss", "[gpu][nn]") {
   MseLoss loss;
   const double want = loss.forward(tensor({n}, pv), tensor({n}, tv));
   const Tensor& gx = loss.backward(0.5);
-  Dev<float> p(pv, st.s), t(tv, st.s), g(pv.size());
-  Dev<double> sum(1);
+  Dev<float> p(pv, st.s), t(tv, st.s), g(pv.size(), st.s);
+  Dev<double> sum(1, st.s);
   cuda::squared_error_sum(p.p, t.p, sum.p, n, st.s);
   cuda::mse_backward(p.p, t.p, g.p, n, 0.5, st.s);
   CHECK(sum.host(st.s)[0] / n == Approx(want).epsilon(1e-6));
@@ -164,7 +166,7 @@ TEST_CASE("nn CUDA: Adam and SGD updates equal the CPU optimizers over steps", "
     if (kind == 0) opt = std::make_unique<Adam>(np, 1e-2, 0.9, 0.99, 1e-8);
     else if (kind == 1) opt = std::make_unique<Sgd>(np, 1e-2, 0.9, 0.1, false);
     else opt = std::make_unique<Sgd>(np, 1e-2, 0.8, 0.0, true);
-    Dev<float> w(w0, st.s), m(w0.size()), v(w0.size());
+    Dev<float> w(w0, st.s), m(w0.size(), st.s), v(w0.size(), st.s);
     for (int step = 1; step <= 5; ++step) {
       const auto gv = randn(n, 100 + static_cast<std::uint32_t>(step));
       std::copy(gv.begin(), gv.end(), p.grad.data<float>());

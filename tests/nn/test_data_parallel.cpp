@@ -1,8 +1,10 @@
 // DataParallel over MPI (issue #12); run by CTest under mpiexec -n 2 and -n 3.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "herd/core/mpi_communicator.hpp"
@@ -202,4 +204,29 @@ TEST_CASE("DataParallel: rejects a zero-element bucket", "[nn][mpi]") {
   DataParallelOptions o;
   o.bucket_bytes = 7;
   CHECK_THROWS_AS(DataParallel(m, comm, o), InputError);
+}
+
+TEST_CASE("DataParallel: wait_seconds is the host time finish spends blocked on a late rank",
+          "[nn][mpi]") {
+  MpiCommunicator comm;
+  Mlp m(options(DType::kFloat64, 5, {6, 16, 2}));
+  DataParallelOptions o;
+  o.bucket_bytes = 40 * sizeof(double);
+  DataParallel dp(m, comm, o);
+  const Tensor x = random_tensor({9, 6}, DType::kFloat64, 1, static_cast<std::uint32_t>(comm.rank()));
+  const Tensor y = random_tensor({9, 2}, DType::kFloat64, 2, static_cast<std::uint32_t>(comm.rank()));
+  MseLoss loss;
+  loss.forward(dp.forward(x), y);
+  m.zero_grad();
+  // The last rank starts its backward 0.4 s late: every other rank's all-reduces cannot
+  // complete before that, so their finish blocks for most of it.
+  const bool late = comm.rank() == comm.size() - 1;
+  if (late) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  dp.backward(loss.backward());
+  const DataParallelStats& s = dp.stats();
+  CHECK_FALSE(s.wait_on_device);
+  CHECK(s.wait_seconds >= 0.0);
+  CHECK(s.wait_seconds <= s.finish_seconds);
+  if (!late) CHECK(s.wait_seconds > 0.2);
+  comm.barrier();
 }

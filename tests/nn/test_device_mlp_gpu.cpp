@@ -61,8 +61,8 @@ TEST_CASE("DeviceMlp: loss, gradients and Adam steps equal the CPU path", "[gpu]
         float *dx = nullptr, *dy = nullptr;
         HERD_CUDA_CHECK(cudaMalloc(&dx, xv.size() * sizeof(float)));
         HERD_CUDA_CHECK(cudaMalloc(&dy, yv.size() * sizeof(float)));
-        HERD_CUDA_CHECK(cudaMemcpy(dx, xv.data(), xv.size() * sizeof(float), cudaMemcpyHostToDevice));
-        HERD_CUDA_CHECK(cudaMemcpy(dy, yv.data(), yv.size() * sizeof(float), cudaMemcpyHostToDevice));
+        HERD_CUDA_CHECK(cudaMemcpyAsync(dx, xv.data(), xv.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+        HERD_CUDA_CHECK(cudaMemcpyAsync(dy, yv.data(), yv.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
         if (graph) gpu.capture(dx, dy, batch);
         for (int step = 0; step < 4; ++step) {
           adam.zero_grad();
@@ -81,4 +81,27 @@ TEST_CASE("DeviceMlp: loss, gradients and Adam steps equal the CPU path", "[gpu]
       HERD_CUDA_CHECK(cudaStreamDestroy(stream));
     }
   }
+}
+
+TEST_CASE("DeviceMlp: built from a model already on the GPU copies its parameters exactly", "[gpu][nn]") {
+  MlpOptions o;
+  o.sizes = {6, 9, 2};
+  o.activation = Activation::kTanh;
+  o.rng = RngStream(5, 0, RngPurpose::kInit);
+  Mlp host(o);
+  MlpOptions og = o;
+  og.device = Device::cuda(0);
+  Mlp on_gpu(og);  // same initialisation, parameters in device memory
+  cudaStream_t stream = nullptr;
+  HERD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    cuda::DeviceMlp from_gpu(on_gpu, o, stream);
+    const auto got = from_gpu.parameters_to_host();
+    const auto want = host.parameters();
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      for (std::size_t j = 0; j < got[i].size(); ++j)
+        CHECK(got[i][j] == static_cast<float>(want[i]->value.item(static_cast<std::int64_t>(j))));
+  }
+  HERD_CUDA_CHECK(cudaStreamDestroy(stream));
 }

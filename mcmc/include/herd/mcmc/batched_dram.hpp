@@ -338,6 +338,23 @@ class BatchedEngine {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Draws per chain one block's draw buffer holds: min(block_draws, steps / thin), so a run
+/// that keeps few draws does not reserve block_draws of them per chain; 0 when the run
+/// keeps no draws. The host and device paths size their buffers `[M, n, d]` and `[M, n]`
+/// by it. Options as validated by the engine (positive block_draws, thin).
+std::int64_t block_buffer_draws(const BatchedDramOptions& o);
+
+/// Bytes of device memory the CUDA path allocates for these options: the chain arrays
+/// (states, trial points, delayed-rejection paths, counters), the proposal factor(s), the
+/// warm-up statistics and per-chain estimates when adapting, and the draw buffer of
+/// `block_buffer_draws` draws per chain, for `o.num_chains` chains. The draw buffer is
+/// returned in `draw_buffer_bytes` when not null.
+std::size_t device_memory_bytes(const BatchedDramOptions& o, std::size_t* draw_buffer_bytes = nullptr);
+
+/// Throws herd::InputError when `device_memory_bytes(o)` exceeds `free_bytes` (the free
+/// device memory), with one line naming the sizes, the draw buffer and what to lower.
+void check_device_memory(const BatchedDramOptions& o, std::size_t free_bytes);
+
 /// Throws herd::InputError: the CUDA path of a functor target needs the functor compiled
 /// by nvcc (include herd/mcmc/cuda/batched_dram.cuh from a .cu file), or no device.
 [[noreturn]] void throw_no_cuda_path(const char* what);

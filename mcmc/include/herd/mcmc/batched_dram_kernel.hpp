@@ -104,18 +104,29 @@ HERD_HOST_DEVICE inline void apply_factor(const double* l, const double* w, cons
   }
 }
 
-/// Memoised full-Hastings delayed-rejection recursion over the sub-paths of one path of up
-/// to `MaxPath` points (Tierney & Mira 1999; Mira 2001; Haario et al. 2006): the one
+/// The full-Hastings delayed-rejection acceptance probabilities of the sub-paths of one path
+/// of up to `MaxPath` points (Tierney & Mira 1999; Mira 2001; Haario et al. 2006): the one
 /// implementation, used by the serial kernel (`dr_log_acceptance` in dram.cpp, 16 points)
 /// and the batched kernel (`dr_log_alpha`, kMaxPath points, host and device). The path is
 /// whitened (w_j = L^-1 (y_j - x)), so the proposal density of stage j from a to b is, up to
 /// its normalising constant (equal on both sides of the ratio), exp(-|w_b - w_a|^2 / (2 c_j^2))
 /// for Gaussian proposals, or the indicator of |w_b - w_a| <= c_j when `uniform` (the
-/// serial kernel's uniform-ellipsoid proposal). Every sub-path met by the recursion is a
-/// contiguous run of the path's points, forwards or backwards, so it is named by (start,
-/// end). Fill `d`, `w` `[m + 1, d]`, `lp` `[m + 1]`, `scale` (c_1 = 1, c_2, ...) and
-/// `uniform`, then call `log_alpha(0, m)`. NaN: none arise from finite inputs; -inf log
-/// densities are handled (a -inf end gives -inf, a -inf denominator gives 0).
+/// serial kernel's uniform-ellipsoid proposal).
+///
+/// The acceptance probability of the sub-path s -> e (a contiguous run of the path's points,
+/// forwards or backwards) needs those of the shorter sub-paths s -> s +- j and e -> e -+ j,
+/// j < |e - s|. Instead of recursing (which on a GPU is real runtime recursion, whose stack
+/// the driver's per-thread reservation does not cover), `log_alpha` fills a table over every
+/// sub-path of the points between s and e by increasing length, both directions, then reads
+/// the entry. Every entry is computed by the same floating-point operations in the same
+/// order as the textbook recursion, so the results are bitwise those of the recursive form
+/// (tests/mcmc/test_dram.cpp compares them on random paths). Cost O(m^3) for m + 1 points, no
+/// heap, about 2 * MaxPath^2 doubles of local memory.
+///
+/// Fill `d`, `w` `[m + 1, d]`, `lp` `[m + 1]`, `scale` (c_1 = 1, c_2, ...) and `uniform`,
+/// then call `log_alpha(0, m)`. NaN: none arise from finite inputs; -inf log densities are
+/// handled (a -inf end gives -inf, a -inf denominator gives 0). Not thread-safe per object;
+/// one object per thread/chain.
 template <int MaxPath>
 struct DrRecursion {
   int d = 0;
@@ -123,54 +134,53 @@ struct DrRecursion {
   const double* lp = nullptr;     ///< `[m + 1]`
   const double* scale = nullptr;  ///< stage scales c_1 = 1, c_2, ...
   bool uniform = false;           ///< uniform (ellipsoid) proposals instead of Gaussian ones
-  double dist2[MaxPath][MaxPath];
-  double memo[MaxPath][MaxPath];
-  bool have_dist[MaxPath][MaxPath] = {};
-  bool have_memo[MaxPath][MaxPath] = {};
+  double dist2[MaxPath][MaxPath];  ///< squared whitened distances of the points in [lo, hi]
+  double table[MaxPath][MaxPath];  ///< log acceptance of sub-path a -> b, filled by `log_alpha`
 
-  HERD_HOST_DEVICE double dist(int a, int b) {
-    if (!have_dist[a][b]) {
-      const double* pa = w + static_cast<std::size_t>(a) * d;
-      const double* pb = w + static_cast<std::size_t>(b) * d;
-      double s = 0.0;
-      for (int i = 0; i < d; ++i) s += (pa[i] - pb[i]) * (pa[i] - pb[i]);
-      dist2[a][b] = dist2[b][a] = s;
-      have_dist[a][b] = have_dist[b][a] = true;
-    }
-    return dist2[a][b];
-  }
-  /// log q_j(a -> b) up to the normalising constant.
-  HERD_HOST_DEVICE double log_q(int j, int a, int b) {
+  /// log q_j(a -> b) up to the normalising constant (dist2 must hold a, b).
+  HERD_HOST_DEVICE double log_q(int j, int a, int b) const {
     const double c = scale[j - 1];
-    const double r2 = dist(a, b) / (c * c);
+    const double r2 = dist2[a][b] / (c * c);
     if (!uniform) return -0.5 * r2;
     return r2 <= 1.0 ? 0.0 : -std::numeric_limits<double>::infinity();
   }
-  /// log of the acceptance probability of the sub-path from point s to point e.
+  /// log of the acceptance probability of the sub-path from point s to point e (s != e,
+  /// both in [0, MaxPath)). Fills `dist2` and `table` for every pair of points between them.
   HERD_HOST_DEVICE double log_alpha(int s, int e) {
     constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-    if (have_memo[s][e]) return memo[s][e];
-    const int dir = e > s ? 1 : -1;
-    const int m = (e - s) * dir;
-    double res;
-    if (lp[e] == kNegInf) {
-      res = kNegInf;
-    } else {
-      double num = lp[e], den = lp[s];
-      for (int j = 1; j < m && num != kNegInf; ++j) {
-        den += log_q(j, s, s + dir * j) + log1m_exp(log_alpha(s, s + dir * j));
-        num += log_q(j, e, e - dir * j) + log1m_exp(log_alpha(e, e - dir * j));
+    const int lo = s < e ? s : e, hi = s < e ? e : s;
+    for (int a = lo; a <= hi; ++a)
+      for (int b = a + 1; b <= hi; ++b) {
+        const double* pa = w + static_cast<std::size_t>(a) * d;
+        const double* pb = w + static_cast<std::size_t>(b) * d;
+        double q = 0.0;
+        for (int i = 0; i < d; ++i) q += (pa[i] - pb[i]) * (pa[i] - pb[i]);
+        dist2[a][b] = dist2[b][a] = q;
       }
-      if (num == kNegInf)
-        res = kNegInf;
-      else if (den == kNegInf)
-        res = 0.0;
-      else
-        res = num - den < 0.0 ? num - den : 0.0;  // min(0, num - den); NaN -> 0 as std::min(0.0, .)
-    }
-    have_memo[s][e] = true;
-    memo[s][e] = res;
-    return res;
+    for (int len = 1; len <= hi - lo; ++len)
+      for (int a = lo; a + len <= hi; ++a)
+        for (int dir = 1; dir >= -1; dir -= 2) {
+          // The sub-path f -> t of `len` points after f, in direction dir.
+          const int f = dir > 0 ? a : a + len, t = dir > 0 ? a + len : a;
+          double res;
+          if (lp[t] == kNegInf) {
+            res = kNegInf;
+          } else {
+            double num = lp[t], den = lp[f];
+            for (int j = 1; j < len && num != kNegInf; ++j) {
+              den += log_q(j, f, f + dir * j) + log1m_exp(table[f][f + dir * j]);
+              num += log_q(j, t, t - dir * j) + log1m_exp(table[t][t - dir * j]);
+            }
+            if (num == kNegInf)
+              res = kNegInf;
+            else if (den == kNegInf)
+              res = 0.0;
+            else
+              res = num - den < 0.0 ? num - den : 0.0;  // min(0, num - den); NaN -> 0 as std::min(0.0, .)
+          }
+          table[f][t] = res;
+        }
+    return table[s][e];
   }
 };
 

@@ -29,7 +29,10 @@
 /// communicator's stream waits for that event and runs `ncclAllReduce`, so the
 /// all-reduces overlap the rest of backward; `finish` makes the nn stream wait for the
 /// communicator's stream, then scales and copies back on the nn stream, without a host
-/// wait (`stats().wait_seconds` is then 0: the wait happens on the device).
+/// wait (the NCCL requests are released without blocking; completion is ordered on the
+/// streams). The exposed communication is then a stall of the nn stream, which
+/// `stats().wait_seconds` reports from CUDA timing events around that wait once the
+/// device has run past it (see `DataParallelStats`).
 ///
 /// Thread-safety: one thread drives the module, this object and the communicator.
 /// Collective: the constructor, `backward` and `finish` must be called on every rank in the
@@ -60,12 +63,18 @@ struct DataParallelOptions {
   bool broadcast_parameters = true;
 };
 
-/// Timing of the last `backward`/`finish` pair (wall clock, seconds, on this rank).
+/// Timing of the last `backward`/`finish` pair (seconds, on this rank).
 struct DataParallelStats {
-  double backward_seconds = 0;  ///< in the module's backward (incl. packing, launches)
-  double wait_seconds = 0;      ///< in `finish` waiting for all-reduces (exposed comm)
-  double finish_seconds = 0;    ///< all of `finish` (launch rest, wait, unpack, scale)
+  double backward_seconds = 0;  ///< host wall clock in the module's backward (incl. packing, launches)
+  /// Exposed communication: host modules, the host wall clock `finish` spent blocked on the
+  /// all-reduces; device modules (`wait_on_device`), the time the nn stream stood still
+  /// waiting for them, measured by CUDA timing events around that stream wait, NaN until
+  /// the device has run past it (`stats()` never blocks; after
+  /// `synchronize(module().device())` it is known).
+  double wait_seconds = 0;
+  double finish_seconds = 0;    ///< host wall clock in all of `finish` (launch rest, wait, unpack, scale)
   std::size_t buckets_in_backward = 0;  ///< buckets started before `backward` returned
+  bool wait_on_device = false;  ///< true when `wait_seconds` is a device-side stall (device modules)
 };
 
 /// Wraps a module for data-parallel training (see the file comment). The module and the
@@ -101,8 +110,9 @@ class DataParallel {
   std::size_t bucket_count() const { return buckets_.size(); }
   /// Elements in bucket `i` (in bucket order). @throws std::out_of_range
   std::size_t bucket_elements(std::size_t i) const { return buckets_.at(i).count; }
-  /// Timing of the last pass.
-  const DataParallelStats& stats() const { return stats_; }
+  /// Timing of the last pass. Never blocks: for a device module, `wait_seconds` is filled
+  /// in from the timing events once they have completed (NaN before).
+  const DataParallelStats& stats() const;
 
  private:
   struct Slot {  // one parameter in the flat buffer
@@ -139,12 +149,17 @@ class DataParallel {
   Tensor flat_dev_;
   std::vector<CUevent_st*> bucket_events_;
   CUevent_st* done_event_ = nullptr;
+  // Timing events on the nn stream just before and after its wait for `done_event_`; the
+  // stall between them is the device-side `wait_seconds`, read once they completed.
+  CUevent_st* wait_begin_ = nullptr;
+  CUevent_st* wait_end_ = nullptr;
+  mutable bool wait_pending_ = false;
   CUstream_st* nn_stream_ = nullptr;
   CUstream_st* comm_stream_ = nullptr;
   std::size_t next_launch_ = 0;
   bool in_pass_ = false;
   std::chrono::steady_clock::time_point pass_start_{};
-  DataParallelStats stats_;
+  mutable DataParallelStats stats_;
 };
 
 }  // namespace herd::nn

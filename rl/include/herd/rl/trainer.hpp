@@ -76,8 +76,8 @@ enum class RunEnd {
 /// **Devices** (`device`, issue #14): the agent, its optimizer state and the whole update
 /// run on the configured device; environments, normalisers, GAE and the per-sample loss
 /// arithmetic stay on the host. A plain "cuda" under N > 1 ranks gives rank r the GPU
-/// (local rank mod device count), the local rank read from `MPI_LOCALRANKID` (MPICH) or
-/// `OMPI_COMM_WORLD_LOCAL_RANK` (else the rank), one rank per GPU as herd-sample does;
+/// (local rank mod device count), the local rank being the rank among `comm`'s ranks on
+/// the same node (`node_local_rank`: MPI_Comm_split_type shared memory), one rank per GPU;
 /// gradients are then averaged by `nn::DataParallel` over an `NcclCommunicator` (its own
 /// stream, unique id over `comm`), and the host collectives stay on `comm`. Checkpoints
 /// hold float64 host copies of the parameters and optimizer state, so a checkpoint of a

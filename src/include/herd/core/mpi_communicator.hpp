@@ -50,6 +50,13 @@ class MpiCommunicator final : public Communicator {
   void allgather(const void* send, void* recv, std::size_t count, DataType type) override;
   void gather(const void* send, void* recv, std::size_t count, DataType type, int root) override;
   [[noreturn]] void abort(int code) override;
+  /// This process's rank among the ranks of this communicator on the same node (shared
+  /// memory domain, MPI_Comm_split_type with MPI_COMM_TYPE_SHARED, ordered by rank), in
+  /// [0, local_size()): what picks "this rank's GPU" (local rank mod device count), which
+  /// the global rank does not do across nodes. Computed once by the constructor.
+  int local_rank() const { return local_rank_; }
+  /// Number of ranks of this communicator on this process's node.
+  int local_size() const { return local_size_; }
   using Communicator::allgather;
   using Communicator::allreduce;
   using Communicator::allreduce_async;
@@ -57,10 +64,18 @@ class MpiCommunicator final : public Communicator {
 
  private:
   struct Impl;
+  void find_node_ranks();
   std::unique_ptr<Impl> impl_;
   int rank_ = 0;
   int size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
 };
+
+/// The node-local rank of this process in `comm`: `MpiCommunicator::local_rank()` for an
+/// MPI communicator, else `comm.rank()` (a single process, or a backend without node
+/// information). Not collective.
+int node_local_rank(const Communicator& comm);
 
 /// The communicator for this process: an `MpiCommunicator` when MPI support is built and
 /// the process was started by an MPI launcher (or MPI is already initialised), else a

@@ -14,7 +14,10 @@
 /// that stream before returning, so they behave like their MPI counterparts;
 /// `allreduce_async` only enqueues and returns a request backed by a CUDA event
 /// (`wait` = cudaEventSynchronize, `test` = cudaEventQuery), so work the caller enqueues
-/// later on the same stream is ordered after it without any host wait.
+/// later on the same stream is ordered after it without any host wait. Unlike the host
+/// backends' requests, destroying such a request without `wait()` does not block either:
+/// the collective stays ordered on the stream (order other streams after it with an event
+/// recorded there, and call `wait()` before the host reads the buffer).
 /// Thread-safety: one thread at a time per communicator. Collective: as `Communicator`.
 
 #include <memory>
@@ -31,7 +34,8 @@ class NcclCommunicator final : public Communicator {
   /// Creates the NCCL communicator with one rank per rank of `bootstrap`. Collective over
   /// `bootstrap`. `bootstrap` must outlive this object (`abort` uses it).
   /// @param stream the CUDA stream collectives run on (on `device`)
-  /// @param device the CUDA device of this rank; -1: `bootstrap.rank() % device count`.
+  /// @param device the CUDA device of this rank; -1: the node-local rank of `bootstrap`
+  ///        (`node_local_rank`, mpi_communicator.hpp) mod the device count.
   ///        It becomes the calling thread's current device.
   /// @throws CudaError when no device is present or a CUDA call fails;
   ///         CommunicationError when NCCL initialisation fails.

@@ -23,8 +23,10 @@
 /// bit-identical to the host path; normals may differ in the last bits (exp/log), so chains
 /// are statistically equivalent to the host path's, not identical.
 ///
-/// Memory (device): about M (5 d + 2 + (1 + d + d^2) [adapting] + d^2 [per-chain factor])
-/// doubles plus a draw buffer of M * block_draws * (d + 1) doubles. Streams: everything is
+/// Memory (device): `detail::device_memory_bytes(options)`: about M (5 d + 2 + (1 + d + d^2)
+/// [adapting] + d^2 [per-chain factor]) doubles plus a draw buffer of M n (d + 1) doubles,
+/// n = `detail::block_buffer_draws` = min(block_draws, steps / thin); a run that does not fit
+/// the free device memory is refused up front with the sizes (herd::InputError). Streams: everything is
 /// enqueued on `stream`; the call returns after the last draws were handed to the sink.
 /// Thread-safety: one call at a time per stream. @throws herd::CudaError on CUDA failures,
 /// herd::InputError on bad options, herd::NumericalError on a +inf log density.
@@ -158,16 +160,21 @@ __global__ inline void pooled_tree_level(batched::ChainArrays a, int d, std::uin
   batched::pooled_pair_add(a, d, left, left + (std::uint64_t{1} << (level - 1)));
 }
 
-// Per-chain adaptive update; result[i] = 1 replaced, 0 deferred, -1 failed. Resets the
-// statistics and moves each chain's reference to its running mean.
+// Per-chain adaptive update: counts[0] += chains whose factor was replaced, counts[1] +=
+// chains whose factorisation failed (integer sums: the order does not matter), so only two
+// numbers go back to the host, not a result per chain. Resets the statistics and moves each
+// chain's reference to its running mean; the factors stay on the device.
 __global__ inline void per_chain_update(batched::ChainArrays a, std::size_t m, int d, double scale, double* run_n,
-                                        double* run_mean, double* run_m2, double* ref, int* result) {
+                                        double* run_mean, double* run_m2, double* ref,
+                                        unsigned long long* counts) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= m) return;
   const std::size_t du = static_cast<std::size_t>(d), dd = du * du;
   double* s2 = a.ad_s2 + i * dd;
-  result[i] = batched::merge_and_factor(d, a.ad_n[i], a.ad_s1 + i * du, s2, ref + i * du, run_n[i],
-                                        run_mean + i * du, run_m2 + i * dd, scale, a.chol + i * dd, s2);
+  const int r = batched::merge_and_factor(d, a.ad_n[i], a.ad_s1 + i * du, s2, ref + i * du, run_n[i],
+                                          run_mean + i * du, run_m2 + i * dd, scale, a.chol + i * dd, s2);
+  if (r == 1) atomicAdd(counts, 1ULL);
+  if (r == -1) atomicAdd(counts + 1, 1ULL);
   a.ad_n[i] = 0.0;
   for (std::size_t j = 0; j < du; ++j) {
     a.ad_s1[i * du + j] = 0.0;
@@ -186,6 +193,9 @@ class DeviceChains {
  public:
   DeviceChains(detail::BatchedEngine& engine, const BatchedDramOptions& o, cudaStream_t stream)
       : engine_(engine), stream_(stream), hp_(engine.params()), ha_(engine.arrays()) {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    HERD_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    detail::check_device_memory(o, free_bytes);
     m = static_cast<std::size_t>(o.num_chains);
     d = o.ndim;
     du_ = static_cast<std::size_t>(d);
@@ -224,7 +234,7 @@ class DeviceChains {
     run_n_ = DeviceArray<double>(pc ? m : 0);
     run_mean_ = DeviceArray<double>(pc ? m * du_ : 0);
     run_m2_ = DeviceArray<double>(pc ? m * dd_ : 0);
-    result_ = DeviceArray<int>(pc ? m : 0);
+    result_ = DeviceArray<unsigned long long>(pc ? 2 : 0);
     if (adapt_) {
       for (auto* arr : {&ad_n_, &ad_s1_, &ad_s2_}) arr->zero(stream);
       ad_ref_.upload(ha_.ad_ref, ad_ref_.size(), stream);
@@ -235,7 +245,9 @@ class DeviceChains {
         run_m2_.upload(r.run_m2, m * dd_, stream);
       }
     }
-    const std::size_t bmax = static_cast<std::size_t>(o.block_draws);
+    // The draw buffer holds the draws a block needs (not block_draws when the run keeps
+    // fewer); refuse up front, with the sizes, what does not fit the device.
+    const auto bmax = static_cast<std::size_t>(detail::block_buffer_draws(o));
     bx = DeviceArray<double>(m * bmax * du_);
     blp = DeviceArray<double>(m * bmax);
     dp = hp_;
@@ -275,19 +287,15 @@ class DeviceChains {
   /// The engine hook: one adaptive update on the device (see the file comment).
   void adapt_update() {
     if (hp_.chol_per_chain) {
+      result_.zero(stream_);
       kernels::per_chain_update<<<blocks, threads, 0, stream_>>>(da, m, d, engine_.scale(), run_n_.get(),
                                                                  run_mean_.get(), run_m2_.get(), ad_ref_.get(),
                                                                  result_.get());
       HERD_CUDA_CHECK(cudaGetLastError());
-      std::vector<int> r(m);
-      result_.download(r.data(), m, stream_);
+      unsigned long long counts[2] = {0, 0};
+      result_.download(counts, 2, stream_);
       HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      std::int64_t rep = 0, fail = 0;
-      for (int v : r) {
-        rep += v == 1;
-        fail += v == -1;
-      }
-      engine_.count_updates(rep, fail);
+      engine_.count_updates(static_cast<std::int64_t>(counts[0]), static_cast<std::int64_t>(counts[1]));
       return;
     }
     // The fixed summation tree over global chain ids, level by level in place (as the
@@ -323,11 +331,12 @@ class DeviceChains {
     ad_s2_.zero(stream_);
   }
 
-  /// The engine hook before a checkpoint: states, log densities and (per chain) the
-  /// adaptation estimates and references back to the host arrays.
+  /// The engine hook before a checkpoint: states, log densities, every chain's factor and
+  /// (per chain) the adaptation estimates and references back to the host arrays.
   void download_state() {
     x_.download(ha_.x, m * du_, stream_);
     lp_.download(ha_.lp, m, stream_);
+    chol_.download(ha_.chol, nchol_, stream_);
     if (adapt_ && hp_.chol_per_chain) {
       const detail::BatchedEngine::AdaptationArrays r = engine_.adaptation_arrays();
       run_n_.download(r.run_n, m, stream_);
@@ -338,13 +347,16 @@ class DeviceChains {
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
-  /// The engine hook: counters and factor(s) back to the host arrays.
+  /// The engine hook after every segment: counters back to the host arrays, and the
+  /// shared factor, or with per-chain factors only chain 0's (what the result reports as
+  /// the proposal covariance); the other chains' factors stay on the device until a
+  /// checkpoint (`download_state`), instead of M d^2 doubles after every segment.
   void sync() {
     accepted_.download(ha_.accepted, accepted_.size(), stream_);
     ood_.download(ha_.out_of_domain, m, stream_);
     nan_.download(ha_.nan_count, m, stream_);
     posinf_.download(ha_.posinf_count, m, stream_);
-    chol_.download(ha_.chol, nchol_, stream_);
+    chol_.download(ha_.chol, dd_, stream_);
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -370,7 +382,7 @@ class DeviceChains {
   DeviceArray<RngCursor> dr_cursor_;
   DeviceArray<std::int64_t> accepted_, ood_, nan_, posinf_;
   DeviceArray<double> ad_n_, ad_s1_, ad_s2_, ad_ref_, run_n_, run_mean_, run_m2_;
-  DeviceArray<int> result_;
+  DeviceArray<unsigned long long> result_;  // per-chain updates: {replaced, failed}
 };
 
 /// Runs the batched sampler on the current CUDA device with a device-callable functor
