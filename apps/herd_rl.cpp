@@ -55,6 +55,7 @@ long long int_option(const std::string& name, const std::string& text, long long
 int main(int argc, char** argv) {
   CLI::App app{"herd-rl: deep reinforcement learning (PPO, A2C) on batched environments"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("herd-rl (herd) ") + HERD_VERSION_STRING);
   auto* train = app.add_subcommand("train", "train an agent (default: PPO on CartPole-v1)");
   std::string file;
   std::vector<std::string> sets;
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
           int_option("--episodes", episodes_text, 1, std::numeric_limits<int>::max(), &cli_error));
     }
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     cli_error = e.what();
     if (e.get_name() == "RequiredError" && !train->parsed() && !eval->parsed())
       cli_error = "a command is required: herd-rl train [CONFIG.toml] ... or herd-rl eval CHECKPOINT ...";
