@@ -376,6 +376,7 @@ int main(int argc, char** argv) {
       std::shared_ptr<const herd::mcmc::BatchedTarget> batched;
       in.target = make_target(settings, batched);
       in.specs = herd::mcmc::resolve_sampler_specs(settings, in.target.ndim, in.target.names);
+      in.target.log_density = herd::mcmc::restrict_to_domain(in.specs, in.target.ndim, std::move(in.target.log_density));
       if (in.specs.device != "cpu") {
         // device = "cpu_batched" | "cuda" (issue #13): the batched sampler, with its own restart record.
         herd::apps::check_batched_device(in.specs, batched.get(), in.target.ndim, comm->size());

@@ -1287,7 +1287,15 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   const int rank = comm.rank(), size = comm.size();
   auto error = [&](const std::string& msg) {
     const std::string who = size > 1 ? fmt::format("rank {}: ", rank) : std::string();
-    std::fprintf(stderr, "%s: error: %s%s\n", program.c_str(), who.c_str(), msg.c_str());
+    // Several problems of one input come as several lines: each is one error line.
+    std::size_t start = 0;
+    while (start <= msg.size()) {
+      const std::size_t nl = msg.find('\n', start);
+      const std::string line = msg.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      if (!line.empty()) std::fprintf(stderr, "%s: error: %s%s\n", program.c_str(), who.c_str(), line.c_str());
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+    }
     std::fflush(stderr);
   };
   // 1. Every rank reads the input; an error on any rank ends every rank with exit code 2.
@@ -1382,6 +1390,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
     return 0;
   }
   if (!quiet) {
+    for (const auto& n : specs.notes) std::printf("%s: note: %s\n", program.c_str(), n.c_str());
     if (!in.banner.empty()) std::printf("%s\n", in.banner.c_str());
     if (status == RestartStatus::kResume)
       std::printf("%s: resuming from the restart record in %s\n", program.c_str(), restart_folder(specs).c_str());
