@@ -248,8 +248,8 @@ class ProgressSink final : public ChainSink {
     progress_ = std::make_unique<TextFile>(progress_path);
     progress_->write("NumFuncCallTotal" + fmt_.delim + "NumFuncCallAccepted" + fmt_.delim +
                      "MeanAcceptanceRateSinceStart" + fmt_.delim + "MeanAcceptanceRateSinceLastReport" +
-                     fmt_.delim + "TimeElapsedSinceLastReport" + fmt_.delim + "TimeElapsedSinceStart" + fmt_.delim +
-                     "TimeRemainedToFinish\n");
+                     fmt_.delim + "TimeElapsedSinceLastReportInSeconds" + fmt_.delim + "TimeElapsedSinceStartInSeconds" + fmt_.delim +
+                     "TimeRemainedToFinishInSeconds\n");
   }
 
   void write(const ChainRecord& r) override {
