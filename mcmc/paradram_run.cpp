@@ -1,5 +1,7 @@
 #include "herd/mcmc/paradram_run.hpp"
 
+#include <sys/utsname.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -272,6 +274,13 @@ class ProgressSink final : public ChainSink {
     progress_.reset();
   }
 
+  /// The last row, at the end of the chain (`steps` proposals), as ParaDRAM writes it (its
+  /// readers expect at least the periodic rows plus this one); nothing when the last periodic
+  /// row was at `steps` already.
+  void finish(std::uint64_t steps) {
+    if (progress_ && steps > last_report_) progress(steps, rows_, true);
+  }
+
   /// A resumed run: `rows` records and `steps` proposals were made before this process
   /// (rates and the time remaining count from here).
   void resume(std::int64_t rows, std::uint64_t steps) {
@@ -286,9 +295,9 @@ class ProgressSink final : public ChainSink {
       on_progress;
 
  private:
-  void progress(std::uint64_t steps, std::int64_t accepted) {
+  void progress(std::uint64_t steps, std::int64_t accepted, bool last = false) {
     const auto period = static_cast<std::uint64_t>(specs_.progress_report_period);
-    if (steps / period == last_report_ / period) return;
+    if (!last && steps / period == last_report_ / period) return;
     const double now = clock_.seconds();
     const double rate = static_cast<double>(accepted) / static_cast<double>(std::max<std::uint64_t>(steps, 1));
     const double rate_last = static_cast<double>(accepted - last_accepted_) /
@@ -315,6 +324,90 @@ class ProgressSink final : public ChainSink {
   std::int64_t last_accepted_ = 0;
   double last_time_ = 0.0;
 };
+
+/// Run figures for the ParaMonte-layout part of the report.
+struct ParamonteStats {
+  std::int64_t accepted = 0, proposals = 0, evaluations = 0, burnin_likelihood = 0, burnin_adaptation = 0;
+  std::int64_t posterior_draws = 0, sample_size = 0;
+  double acceptance = 0.0, seconds = 0.0;
+  bool single_chain = true;
+  int ndim = 0;
+};
+
+/// The part of `<prefix>_report.txt` in ParaMonte's report layout (ParaMonte 1.x/2.x): a
+/// banner of lines holding "****"; sections whose framed title names the topic ("ParaMonte
+/// library interface specifications", "Runtime platform specifications", "simulation
+/// environment", "simulation specifications"), each followed by its text; then records
+/// `stats.<a>.<b>` with the value indented by 8 blanks and a description of lines
+/// "        ParaDRAM - NOTE: ...". Descriptions hold no quote or backslash (ParaMonte's Python
+/// reader evaluates them inside raw string literals).
+std::string paramonte_report_part(const std::string& target,
+                                  const SampleRunOptions& options, const ParamonteStats& ps,
+                                  const std::vector<std::string>& paths) {
+  const std::string rule(132, '*');
+  auto framed = [&](const std::string& title) {
+    const std::size_t inner = 124;
+    const std::string t = title.substr(0, inner);
+    const std::size_t left = (inner - t.size()) / 2;
+    const std::string blank = "****" + std::string(inner, ' ') + "****\n";
+    return rule + "\n" + blank + "****" + std::string(left, ' ') + t + std::string(inner - left - t.size(), ' ') +
+           "****\n" + blank + rule + "\n";
+  };
+  auto indented = [](const std::string& text) {
+    std::string out;
+    std::size_t start = 0;
+    while (start < text.size()) {
+      const std::size_t nl = text.find('\n', start);
+      const std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      out += line.empty() ? "\n" : "        " + line + "\n";
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+    }
+    return out;
+  };
+  std::string r = "\n" + rule + "\n" + rule + "\n";
+  r += framed(fmt::format("herd {}: the report in the layout of ParaMonte's ParaDRAM report", HERD_VERSION_STRING));
+  r += rule + "\n\n";
+  r += framed("ParaMonte library interface specifications") + "\n";
+  r += indented(fmt::format("herd {} DRAM sampler, ParaDRAM-compatible (C, C++, Fortran and herd-sample)\n",
+                            HERD_VERSION_STRING)) + "\n";
+  struct utsname u {};
+  std::string platform = "unknown";
+  if (uname(&u) == 0) platform = fmt::format("{} {} {} ({})", u.sysname, u.release, u.machine, u.nodename);
+  r += framed("Runtime platform specifications") + "\n" + indented(platform + "\n") + "\n";
+  std::string env = fmt::format("input: {}\ntarget: {}\noutputs:\n", options.input_source, target);
+  for (const auto& p : paths) env += "    " + p + "\n";
+  r += framed("Setting up the ParaDRAM simulation environment") + "\n" + indented(env) + "\n";
+  r += framed("ParaDRAM simulation specifications") + "\n";
+  r += indented(fmt::format("ndim = {}\n", ps.ndim) + options.resolved_input) + "\n";
+  r += framed("The statistical properties of the simulation") + "\n";
+  auto stat = [&](const std::string& name, const std::string& value, const std::string& desc) {
+    r += "stats." + name + "\n\n        " + value + "\n\n        ParaDRAM - NOTE: " + desc + "\n\n";
+  };
+  stat("numFuncCall.accepted", std::to_string(ps.accepted),
+       "This is the total number of accepted function calls (unique samples, the compact chain length).");
+  stat("numFuncCall.acceptedRejected", std::to_string(ps.proposals),
+       "This is the total number of accepted or rejected proposals (the verbose Markov chain length).");
+  stat("numFuncCall.acceptedRejectedDelayed", std::to_string(ps.evaluations),
+       "This is the total number of log-density evaluations, delayed-rejection stages included.");
+  stat("chain.verbose.efficiency.meanAcceptanceRate", fmt::format("{:.17g}", ps.acceptance),
+       "This is the mean acceptance rate of the Markov chain.");
+  stat("chain.verbose.efficiency.acceptedOverAcceptedRejected",
+       fmt::format("{:.17g}", static_cast<double>(ps.accepted) / std::max<double>(1.0, static_cast<double>(ps.proposals))),
+       "This is the number of accepted proposals divided by the number of accepted and rejected proposals.");
+  stat("time.total", fmt::format("{:.17g}", ps.seconds), "This is the total runtime in seconds.");
+  if (ps.single_chain) {
+    stat("chain.compact.burnin.location.likelihoodBased", std::to_string(ps.burnin_likelihood),
+         "This is the burnin location in the compact chain, by the likelihood rule.");
+    stat("chain.compact.burnin.location.adaptationBased", std::to_string(ps.burnin_adaptation),
+         "This is the burnin location in the compact chain, by the adaptation measure rule.");
+  }
+  stat("chain.verbose.length.burninExcluded", std::to_string(ps.posterior_draws),
+       "This is the length of the verbose Markov chain after the burnin.");
+  stat("chain.refined.ess", std::to_string(ps.sample_size),
+       "This is the size of the final refined sample (its effective sample size estimate).");
+  return r;
+}
 
 /// Writes ParaDRAM's chain file of one chain (compact, verbose or binary) from its compact
 /// records: the same bytes as writing them while sampling.
@@ -792,6 +885,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     throw;
   }
   const double sampling_seconds = sampling.seconds();
+  if (!results.empty()) progress.finish(static_cast<std::uint64_t>(results[0].proposals));
   progress.close();
   if (text) {
     checkpoint_seconds += text->writeback_seconds;
@@ -1128,6 +1222,21 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     }
     r += "\n== outputs ==\n";
     for (const auto& p : paths) r += p + "\n";
+    // The same facts in the layout of ParaMonte's report, so that ParaMonte's readers
+    // (Python `readReport`, MATLAB) parse this file.
+    ParamonteStats ps;
+    ps.accepted = out.compact_size;
+    ps.proposals = proposals;
+    ps.evaluations = evaluations;
+    ps.acceptance = acceptance;
+    ps.seconds = out.seconds;
+    ps.single_chain = m == 1;
+    ps.burnin_likelihood = kr.burnin_likelihood;
+    ps.burnin_adaptation = kr.burnin_adaptation;
+    ps.posterior_draws = out.posterior_draws;
+    ps.sample_size = out.sample_size;
+    ps.ndim = d;
+    r += paramonte_report_part(target.description, options, ps, paths);
     f.write(r);
     f.close();
   }
@@ -1158,7 +1267,9 @@ std::string run_record_path(const SamplerSpecs& s) { return restart_folder(s) + 
 
 // Settings that do not change what a run computes: left out of the input hash.
 const char* const kIgnoredInHash[] = {"overwrite", "silent_mode", "progress_report_period", "checkpoint_period",
-                                      "checkpoint_period_seconds", "mpi_finalize_requested"};
+                                      "checkpoint_period_seconds", "mpi_finalize_requested", "output_status",
+                                      "restart_file_format", "input_file_has_priority", "system_info_file_path",
+                                      "parallelism_num_thread"};
 
 bool ignored_in_hash(const std::string& key) {
   return std::find_if(std::begin(kIgnoredInHash), std::end(kIgnoredInHash),
