@@ -325,6 +325,52 @@ class ProgressSink final : public ChainSink {
   double last_time_ = 0.0;
 };
 
+/// One ArviZ variable of the flat columns: "beta[1]", ..., "beta[K]" (adjacent, indices 1..K
+/// in order, as Stan and posteriordb name a vector's elements) become the variable "beta"
+/// with K elements along the dimension "beta_dim_0" (coordinates 0..K-1, as ArviZ's
+/// from_dict names them); any other column is a scalar variable.
+struct ArvizVariable {
+  std::string name;
+  std::vector<std::size_t> columns;  // indices of its columns, in element order
+  bool is_vector = false;
+};
+
+std::vector<ArvizVariable> arviz_variables(const std::vector<std::string>& names) {
+  std::vector<ArvizVariable> out;
+  auto split = [](const std::string& n, std::string& base, long& index) {
+    const std::size_t open = n.rfind('[');
+    if (open == std::string::npos || open == 0 || n.back() != ']') return false;
+    const std::string digits = n.substr(open + 1, n.size() - open - 2);
+    if (digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+    base = n.substr(0, open);
+    index = std::stol(digits);
+    return true;
+  };
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::string base;
+    long index = 0;
+    if (split(names[i], base, index) && index == 1) {
+      ArvizVariable v{base, {i}, true};
+      std::size_t j = i + 1;
+      std::string b2;
+      long k2 = 0;
+      while (j < names.size() && split(names[j], b2, k2) && b2 == base && k2 == static_cast<long>(v.columns.size()) + 1)
+        v.columns.push_back(j++);
+      // A name already taken by a scalar column, or one element alone, stays as written.
+      const bool clash = std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n == base; });
+      if (!clash) {
+        out.push_back(std::move(v));
+        i = j - 1;
+        continue;
+      }
+    }
+    out.push_back({names[i], {i}, false});
+  }
+  return out;
+}
+
 /// Run figures for the ParaMonte-layout part of the report.
 struct ParamonteStats {
   std::int64_t accepted = 0, proposals = 0, evaluations = 0, burnin_likelihood = 0, burnin_adaptation = 0;
@@ -969,9 +1015,28 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     io::H5Group post = rootg.create_group("posterior");
     post.create_coordinate<std::int64_t>("chain", chain_idx);
     post.create_coordinate<std::int64_t>("draw", draw_idx);
-    for (std::size_t k = 0; k < ncol; ++k) {
-      io::H5Dataset ds = post.write<double>(co[0].columns[k].name, cut[k], {m, ndraw});
-      post.attach_dimensions(ds, {"chain", "draw"});
+    std::vector<std::string> column_names;
+    for (std::size_t k = 0; k < ncol; ++k) column_names.push_back(co[0].columns[k].name);
+    const std::vector<ArvizVariable> variables = arviz_variables(column_names);
+    // A vector's coordinate dimension, once per group that uses it.
+    auto vector_dim = [](io::H5Group& g, const ArvizVariable& v) {
+      std::vector<std::int64_t> idx(v.columns.size());
+      for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>(i);
+      g.create_coordinate<std::int64_t>(v.name + "_dim_0", idx);
+      return v.name + "_dim_0";
+    };
+    for (const auto& v : variables) {
+      if (!v.is_vector) {
+        io::H5Dataset ds = post.write<double>(v.name, cut[v.columns[0]], {m, ndraw});
+        post.attach_dimensions(ds, {"chain", "draw"});
+        continue;
+      }
+      const std::size_t k = v.columns.size();
+      std::vector<double> data(m * ndraw * k);
+      for (std::size_t t = 0; t < m * ndraw; ++t)
+        for (std::size_t e = 0; e < k; ++e) data[t * k + e] = cut[v.columns[e]][t];
+      const std::string dim = vector_dim(post, v);
+      post.write_variable<double>(v.name, data, {"chain", "draw", dim});
     }
     // sample_stats: lp, accepted, delayed-rejection stage, acceptance probability.
     io::H5Group stats = rootg.create_group("sample_stats");
@@ -1022,18 +1087,34 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
         chain_of.insert(chain_of.end(), memory.size(), static_cast<std::int64_t>(memory.chain_id));
         burnins.push_back(co[c].burnin);
       }
-      cc.write<std::uint64_t>("step", step);
-      cc.write<std::int64_t>("weight", weight);
-      cc.write<double>("log_density", logd);
-      cc.write<std::int32_t>("dr_stage", st);
-      cc.write<double>("acceptance_probability", ap);
-      cc.write<double>("adaptation_measure", am);
-      cc.write<double>("state", pts, {weight.size(), static_cast<hsize_t>(d)});
-      cc.write_strings("variable", specs.variable_names);
+      // Every dataset has named dimensions, so that xarray opens the group without
+      // phony_dims: rows are "compact_draw", state columns "variable" (the names).
+      cc.create_dimension("compact_draw", weight.size());
+      {
+        io::H5Dataset names = cc.write_strings("variable", specs.variable_names);
+        names.make_scale("variable");
+      }
+      auto put = [&](const char* name, const auto& values) {
+        using T = typename std::decay_t<decltype(values)>::value_type;
+        io::H5Dataset ds = cc.write<T>(name, values);
+        cc.attach_dimensions(ds, {"compact_draw"});
+      };
+      put("step", step);
+      put("weight", weight);
+      put("log_density", logd);
+      put("dr_stage", st);
+      put("acceptance_probability", ap);
+      put("adaptation_measure", am);
+      {
+        io::H5Dataset ds = cc.write<double>("state", pts, {weight.size(), static_cast<hsize_t>(d)});
+        cc.attach_dimensions(ds, {"compact_draw", "variable"});
+      }
       cc.set_attribute("burnin", out.burnin);
       if (m > 1) {
-        cc.write<std::int64_t>("chain", chain_of);
-        cc.write<std::int64_t>("burnin", burnins);
+        put("chain", chain_of);
+        cc.create_dimension("chains", m);
+        io::H5Dataset ds = cc.write<std::int64_t>("burnin", burnins);
+        cc.attach_dimensions(ds, {"chains"});
       }
     }
     // sample: the refined samples (of every chain, in chain order), with their own dimension.
@@ -1047,12 +1128,18 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
         for (std::size_t r : co[c].sample_rows) v.push_back(chains[c].log_density[r]);
       io::H5Dataset ds = sg.write<double>("lp", v);
       sg.attach_dimensions(ds, {"sample"});
-      for (std::size_t k = 0; k < ncol; ++k) {
+      for (const auto& var : variables) {
         v.clear();
         for (std::size_t c = 0; c < m; ++c)
-          for (std::size_t r : co[c].sample_rows) v.push_back(co[c].columns[k].compact[r]);
-        io::H5Dataset dk = sg.write<double>(co[0].columns[k].name, v);
-        sg.attach_dimensions(dk, {"sample"});
+          for (std::size_t r : co[c].sample_rows)
+            for (std::size_t k : var.columns) v.push_back(co[c].columns[k].compact[r]);
+        if (!var.is_vector) {
+          io::H5Dataset dk = sg.write<double>(var.name, v);
+          sg.attach_dimensions(dk, {"sample"});
+        } else {
+          const std::string dim = vector_dim(sg, var);
+          sg.write_variable<double>(var.name, v, {"sample", dim});
+        }
       }
       if (m > 1) {
         std::vector<std::int64_t> ch;
@@ -1065,11 +1152,12 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     io::H5Group dg = rootg.create_group("diagnostics");
     std::vector<std::string> names;
     for (const auto& q : out.summary) names.push_back(q.name);
-    dg.write_strings("variable", names);
+    dg.write_strings("variable", names).make_scale("variable");
     auto put_diag = [&](const char* name, double DiagnosticSummary::*field) {
       std::vector<double> v;
       for (const auto& q : out.summary) v.push_back(q.stats.*field);
-      dg.write<double>(name, v);
+      io::H5Dataset ds = dg.write<double>(name, v);
+      dg.attach_dimensions(ds, {"variable"});
     };
     put_diag("mean", &DiagnosticSummary::mean);
     put_diag("sd", &DiagnosticSummary::sd);
@@ -1089,8 +1177,13 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
           stat.push_back(x.statistic);
           pval.push_back(x.p_value);
         }
-      dg.write<double>("ks_statistic", stat, {static_cast<hsize_t>(d), m, m});
-      dg.write<double>("ks_p_value", pval, {static_cast<hsize_t>(d), m, m});
+      dg.create_dimension("ks_variable", static_cast<hsize_t>(d));
+      dg.create_dimension("chain_a", m);
+      dg.create_dimension("chain_b", m);
+      io::H5Dataset ks_stat = dg.write<double>("ks_statistic", stat, {static_cast<hsize_t>(d), m, m});
+      dg.attach_dimensions(ks_stat, {"ks_variable", "chain_a", "chain_b"});
+      io::H5Dataset ks_p = dg.write<double>("ks_p_value", pval, {static_cast<hsize_t>(d), m, m});
+      dg.attach_dimensions(ks_p, {"ks_variable", "chain_a", "chain_b"});
     }
     h5.commit();
   }

@@ -820,3 +820,52 @@ TEST_CASE("herd-diagnose reads herd-sample's own chain and sample files as one c
   CHECK(nlohmann::json::parse(ds.out).size() == 3);
 }
 #endif
+
+TEST_CASE("herd-sample: vector parameters are ArviZ variables with a dimension; every group opens in xarray "
+          "without phony_dims", "[apps][mcmc]") {
+  // eight_schools_noncentered: theta_trans[1..8] (sampled) and theta[1..8] (derived) are
+  // vectors; mu and tau scalars. Two chains (multi_chain) so that the KS tables are written.
+  const auto dir = workdir("xarray_vectors");
+  REQUIRE(run(dir, "--quiet --set target.model=eight_schools_noncentered --set chain_size=1500 --set random_seed=9 "
+                   "--set parallelization_model=multi_chain --set chains_per_rank=2 --output out/es")
+              .rc == 0);
+  write(dir / "check.py", R"(import sys, warnings
+import numpy as np, h5py, xarray as xr
+warnings.simplefilter("error")  # a phony_dims or any other warning fails the check
+path = sys.argv[1]
+with h5py.File(path) as f:
+    groups = [k for k in f if isinstance(f[k], h5py.Group)]
+assert set(groups) >= {"posterior", "sample_stats", "sample", "chain_compact", "diagnostics", "input"}, groups
+for g in groups:
+    xr.open_dataset(path, group=g, engine="h5netcdf").load()
+post = xr.open_dataset(path, group="posterior", engine="h5netcdf")
+assert post["theta_trans"].dims == ("chain", "draw", "theta_trans_dim_0"), post["theta_trans"].dims
+assert post["theta"].dims == ("chain", "draw", "theta_dim_0"), post["theta"].dims
+np.testing.assert_array_equal(post["theta_dim_0"].values, np.arange(8))
+assert post["mu"].dims == ("chain", "draw")
+assert not any("[" in v for v in post.data_vars), list(post.data_vars)
+# Values: element j of chain c is the compact chain's column theta_trans[j+1] expanded by
+# its weights after the burn-in (the chains cut to the shortest).
+cc = xr.open_dataset(path, group="chain_compact", engine="h5netcdf")
+names = [n.decode() if isinstance(n, bytes) else str(n) for n in cc["variable"].values]
+chain_of, weight, state = cc["chain"].values, cc["weight"].values, cc["state"].values
+burnin = cc["burnin"].values
+ndraw = post.sizes["draw"]
+for c in range(2):
+    rows = np.flatnonzero(chain_of == c)[burnin[c]:]
+    for j in (0, 5):
+        col = names.index("theta_trans[%d]" % (j + 1))
+        verbose = np.repeat(state[rows, col], weight[rows])[:ndraw]
+        np.testing.assert_array_equal(post["theta_trans"].values[c, :, j], verbose)
+s = xr.open_dataset(path, group="sample", engine="h5netcdf")
+assert s["theta"].dims == ("sample", "theta_dim_0"), s["theta"].dims
+d = xr.open_dataset(path, group="diagnostics", engine="h5netcdf")
+assert "theta[1]" in [str(v) for v in d["variable"].values]
+print("ok")
+)");
+  const std::string cmd = "/usr/bin/python3 '" + (dir / "check.py").string() + "' '" + (dir / "out" / "es.h5").string() +
+                          "' > '" + (dir / "py.txt").string() + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  INFO(slurp(dir / "py.txt"));
+  CHECK(rc == 0);
+}
