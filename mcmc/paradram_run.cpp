@@ -20,6 +20,7 @@
 #include <string>
 #include <unistd.h>
 
+#include <Eigen/Dense>
 #include <fmt/format.h>
 
 #include "herd/core/config.hpp"
@@ -1486,6 +1487,90 @@ std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTa
   return h;
 }
 
+/// ParaMonte 2's outputStatus = "extend" on a complete run: the run continues in a new set of
+/// outputs `<prefix>_run<k>` (k = 2, 3, ...: the first that is not complete; an interrupted
+/// one resumes), starting from the last state of the latest complete run and with its
+/// post-burn-in covariance as the start proposal covariance (times scale_factor^2, as ParaDRAM
+/// initialises an extension from the earlier sample). A run is complete when its `.h5` exists
+/// and its restart record, if any, says so. Every rank reads the same files.
+/// @throws InputError for a complete multi-chain or batched run (not extended).
+void extend_complete_run(SamplerProgramInput& in) {
+  SamplerSpecs& s = in.specs;
+  auto complete = [](const std::string& prefix) {
+    if (!fs::exists(prefix + ".h5")) return false;
+    const std::string rec = prefix + "_restart/run.ckpt";
+    if (!fs::exists(rec)) return true;
+    io::CheckpointReader r(rec);
+    return r.value<std::uint8_t>("complete") != 0;
+  };
+  const std::string base = s.output_prefix;
+  if (!complete(base)) return;  // fresh, or interrupted: resumed as always
+  if (s.parallelization_model != "single_chain" || s.device != "cpu")
+    throw InputError(fmt::format("outputStatus = 'extend': the run of \"{}\" is complete, but only single-chain runs of "
+                                 "the serial kernel are extended; use outputStatus = 'retry' to run it again",
+                                 base));
+  std::string last = base;
+  int k = 2;
+  while (complete(fmt::format("{}_run{}", base, k))) last = fmt::format("{}_run{}", base, k++);
+  const std::string next = fmt::format("{}_run{}", base, k);
+  io::H5File f = io::H5File::open(last + ".h5");
+  io::H5Group cc = f.open_group("chain_compact");
+  const auto state = cc.read<double>("state");
+  const auto weight = cc.read<std::int64_t>("weight");
+  const std::size_t d = s.variable_names.size(), n = weight.size();
+  if (d == 0 || state.size() != n * d || n == 0)
+    throw InputError(fmt::format("outputStatus = 'extend': \"{}.h5\" holds a chain of {} values for {} variables, "
+                                 "which does not fit this run's dimension", last, state.size(), d));
+  auto burnin = static_cast<std::size_t>(std::max<std::int64_t>(0, cc.attribute<std::int64_t>("burnin")));
+  std::int64_t total = 0;
+  for (std::size_t i = burnin; i < n; ++i) total += weight[i];
+  if (total < static_cast<std::int64_t>(d) + 2) burnin = 0;  // too few draws after the burn-in: the whole chain
+  Eigen::VectorXd mean = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(d));
+  double wsum = 0;
+  for (std::size_t i = burnin; i < n; ++i) {
+    mean += static_cast<double>(weight[i]) * Eigen::Map<const Eigen::VectorXd>(&state[i * d], static_cast<Eigen::Index>(d));
+    wsum += static_cast<double>(weight[i]);
+  }
+  mean /= wsum;
+  Eigen::MatrixXd cov = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(d), static_cast<Eigen::Index>(d));
+  for (std::size_t i = burnin; i < n; ++i) {
+    const Eigen::VectorXd z = Eigen::Map<const Eigen::VectorXd>(&state[i * d], static_cast<Eigen::Index>(d)) - mean;
+    cov += static_cast<double>(weight[i]) * z * z.transpose();
+  }
+  cov /= std::max(1.0, wsum - 1.0);
+  s.output_prefix = next;
+  s.start_point.assign(state.end() - static_cast<std::ptrdiff_t>(d), state.end());
+  s.random_start_point = false;
+  std::string how = "its last state";
+  if (Eigen::LLT<Eigen::MatrixXd>(cov).info() == Eigen::Success) {
+    s.proposal_cov.assign(d * d, 0.0);
+    for (std::size_t i = 0; i < d; ++i)
+      for (std::size_t j = 0; j < d; ++j)
+        s.proposal_cov[i * d + j] = cov(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
+    s.proposal_cor.clear();
+    s.proposal_std.clear();
+    how += " and its sample covariance as the start proposal covariance";
+  }
+  auto set_attr = [&](const std::string& key, const std::vector<double>& v) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) text += fmt::format("{}{:.17g}", i ? ", " : "", v[i]);
+    text += "]";
+    for (auto& [kk, vv] : in.options.input_attributes)
+      if (kk == key) {
+        vv = text;
+        return;
+      }
+    in.options.input_attributes.emplace_back(key, text);
+  };
+  set_attr("start_point", s.start_point);
+  if (!s.proposal_cov.empty()) set_attr("proposal_cov", s.proposal_cov);
+  for (auto& [kk, vv] : in.options.input_attributes)
+    if (kk == "output_prefix") vv = fmt::format("\"{}\"", next);
+  s.notes.push_back(fmt::format("outputStatus = 'extend': the run of \"{}\" is complete; it continues in \"{}\" from {}",
+                                last, next, how));
+  in.options.resolved_input += fmt::format("# outputStatus = 'extend': continues \"{}\" (output_prefix \"{}\")\n", last, next);
+}
+
 int run_sampler_program(Communicator& comm, const std::function<SamplerProgramInput()>& resolve,
                         const std::string& program) {
   const int rank = comm.rank(), size = comm.size();
@@ -1508,6 +1593,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   try {
     check_launch(size);
     in = resolve();
+    if (in.specs.output_status == "extend") extend_complete_run(in);
   } catch (const std::exception& e) {
     err = e.what();
   }

@@ -112,3 +112,33 @@ TEST_CASE("C API: ParaMonte 2's runParaDRAMF/D/L with v2 specification names", "
   CHECK(c_driver_v2('D', "&paradram outputChainSize = -1 /") == 2);
   CHECK(c_driver_v2('D', "&paradram domainBallStd = 1, 2, 3 /") == 2);
 }
+
+TEST_CASE("C API: outputStatus = 'extend' continues a complete run in <prefix>_run<k> from its last state", "[mcmc]") {
+  const fs::path dir = fs::path(HERD_TEST_WORK_DIR) / "c_api_extend";
+  fs::remove_all(dir);
+  const std::string prefix = (dir / "ext").string();
+  const std::string nml = "&paradram outputFileName = '" + prefix +
+                          "', outputStatus = 'extend', outputChainSize = 2000, randomSeed = 21 /";
+  REQUIRE(c_driver_v2('D', nml.c_str()) == 0);
+  REQUIRE(fs::exists(prefix + ".h5"));
+  CHECK_FALSE(fs::exists(prefix + "_run2.h5"));
+  // The same call again: the run is complete, so it is extended in ext_run2 from its last state.
+  REQUIRE(c_driver_v2('D', nml.c_str()) == 0);
+  REQUIRE(fs::exists(prefix + "_run2.h5"));
+  auto first = herd::io::H5File::open(prefix + ".h5");
+  auto second = herd::io::H5File::open(prefix + "_run2.h5");
+  const auto s1 = first.open_dataset("chain_compact/state").read<double>();
+  const auto s2 = second.open_dataset("chain_compact/state").read<double>();
+  REQUIRE(s1.size() >= 2);
+  REQUIRE(s2.size() >= 2);
+  CHECK(s2[0] == s1[s1.size() - 2]);
+  CHECK(s2[1] == s1[s1.size() - 1]);
+  // Its start proposal covariance is the first run's sample covariance (recorded in its input).
+  CHECK(second.open_group("input").attribute_string("proposal_cov").size() > 2);
+  // A third call extends the extension.
+  REQUIRE(c_driver_v2('D', nml.c_str()) == 0);
+  CHECK(fs::exists(prefix + "_run3.h5"));
+  auto third = herd::io::H5File::open(prefix + "_run3.h5");
+  const auto s3 = third.open_dataset("chain_compact/state").read<double>();
+  CHECK(s3[0] == s2[s2.size() - 2]);
+}
