@@ -1363,7 +1363,7 @@ std::string run_record_path(const SamplerSpecs& s) { return restart_folder(s) + 
 const char* const kIgnoredInHash[] = {"overwrite", "silent_mode", "progress_report_period", "checkpoint_period",
                                       "checkpoint_period_seconds", "mpi_finalize_requested", "output_status",
                                       "restart_file_format", "input_file_has_priority", "system_info_file_path",
-                                      "parallelism_num_thread"};
+                                      "parallelism_num_thread", "output_splash_mode"};
 
 bool ignored_in_hash(const std::string& key) {
   return std::find_if(std::begin(kIgnoredInHash), std::end(kIgnoredInHash),

@@ -76,9 +76,9 @@ void declare_sampler_specs(io::Schema& s) {
             "multiple (ParaDRAM), or at the next multiple of 4096 proposals when nothing is accepted")
       .min(1).alias("progressReportPeriod").alias("outputReportPeriod");
   s.add_int("sample_refinement_count", 20, "maximum thinning rounds of the sample refinement (0: no refinement)")
-      .min(0).alias("sampleRefinementCount").alias("outputRefinementCount");
+      .min(0).alias("sampleRefinementCount").alias("outputRefinementCount").alias("outputSampleRefinementCount");
   s.add_string("sample_refinement_method", "batch_means", "autocorrelation estimator of the refinement")
-      .choices({"batch_means", "BatchMeans", "batchmeans"}).alias("sampleRefinementMethod").alias("outputRefinementMethod");
+      .choices({"batch_means", "BatchMeans", "batchmeans"}).alias("sampleRefinementMethod").alias("outputRefinementMethod").alias("outputSampleRefinementMethod");
   s.add_string_list("variable_names", nullopt, "names of the variables [ndim]")
       .alias("variableNameList").alias("domainAxisName");
   s.add_string("description", "", "free text copied to the report and the HDF5 file").alias("description");
@@ -131,6 +131,10 @@ void declare_sampler_specs(io::Schema& s) {
             "ParaMonte 2: threads evaluating proposals in a shared-memory fork-join (0: all); herd's single-chain "
             "fork-join runs over MPI processes (mpiexec), multi_chain over threads (chains_per_rank)")
       .min(0).alias("parallelismNumThread");
+  s.add_string("output_splash_mode", "normal",
+               "ParaMonte 2's outputSplashMode: \"silent\" writes nothing to the terminal (as silent_mode = true); "
+               "\"normal\" and \"quiet\" print herd's usual lines (herd prints no splash banner)")
+      .choices({"normal", "quiet", "silent"}).alias("outputSplashMode");
   s.add_string("output_status", nullopt,
                "ParaMonte 2's outputStatus: \"retry\" or \"repeat\" start afresh (as overwrite = true); \"extend\" "
                "resumes an interrupted run and continues a complete one from its last state and sample covariance "
@@ -273,7 +277,7 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   if (s.output_delimiter.empty()) s.output_delimiter.push_back(' ');
   s.output_real_precision = static_cast<int>(st.get_int("output_real_precision"));
   s.output_column_width = static_cast<int>(st.get_int("output_column_width"));
-  s.silent_mode = st.get_bool("silent_mode");
+  s.silent_mode = st.get_bool("silent_mode") || st.get_string("output_splash_mode") == "silent";
   s.parallelization_model = st.get_string("parallelization_model");
   if (s.parallelization_model == "singleChain") s.parallelization_model = "single_chain";
   if (s.parallelization_model == "multiChain") s.parallelization_model = "multi_chain";

@@ -82,7 +82,7 @@ TEST_CASE("C API: ParaMonte 2's runParaDRAMF/D/L with v2 specification names", "
            std::to_string(chain) +
            "\n  randomSeed = 5\n  domain = 'Ellipsoid'\n  domainBallAvg = 1, -2\n  domainBallStd = 1.5, 4.0\n"
            "  domainErrCount = 500\n  domainErrCountMax = 50000\n  targetAcceptanceRate = 0.2, 0.5\n"
-           "  parallelismNumThread = 2\n  proposalStart = 1.0, -2.0\n/\n";
+           "  parallelismNumThread = 2\n  proposalStart = 1.0, -2.0\n  outputSplashMode = 'Silent'\n/\n";
   };
   for (char kind : {'D', 'F', 'L'}) {
     INFO("runParaDRAM" << kind);
