@@ -326,51 +326,6 @@ class ProgressSink final : public ChainSink {
   double last_time_ = 0.0;
 };
 
-/// One ArviZ variable of the flat columns: "beta[1]", ..., "beta[K]" (adjacent, indices 1..K
-/// in order, as Stan and posteriordb name a vector's elements) become the variable "beta"
-/// with K elements along the dimension "beta_dim_0" (coordinates 0..K-1, as ArviZ's
-/// from_dict names them); any other column is a scalar variable.
-struct ArvizVariable {
-  std::string name;
-  std::vector<std::size_t> columns;  // indices of its columns, in element order
-  bool is_vector = false;
-};
-
-std::vector<ArvizVariable> arviz_variables(const std::vector<std::string>& names) {
-  std::vector<ArvizVariable> out;
-  auto split = [](const std::string& n, std::string& base, long& index) {
-    const std::size_t open = n.rfind('[');
-    if (open == std::string::npos || open == 0 || n.back() != ']') return false;
-    const std::string digits = n.substr(open + 1, n.size() - open - 2);
-    if (digits.empty() || digits.size() > 9 ||
-        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return false;
-    base = n.substr(0, open);
-    index = std::stol(digits);
-    return true;
-  };
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    std::string base;
-    long index = 0;
-    if (split(names[i], base, index) && index == 1) {
-      ArvizVariable v{base, {i}, true};
-      std::size_t j = i + 1;
-      std::string b2;
-      long k2 = 0;
-      while (j < names.size() && split(names[j], b2, k2) && b2 == base && k2 == static_cast<long>(v.columns.size()) + 1)
-        v.columns.push_back(j++);
-      // A name already taken by a scalar column, or one element alone, stays as written.
-      const bool clash = std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n == base; });
-      if (!clash) {
-        out.push_back(std::move(v));
-        i = j - 1;
-        continue;
-      }
-    }
-    out.push_back({names[i], {i}, false});
-  }
-  return out;
-}
 
 /// Run figures for the ParaMonte-layout part of the report.
 struct ParamonteStats {
@@ -1700,4 +1655,41 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   }
   return 0;
 }
+
+std::vector<ArvizVariable> arviz_variables(const std::vector<std::string>& names) {
+  std::vector<ArvizVariable> out;
+  auto split = [](const std::string& n, std::string& base, long& index) {
+    const std::size_t open = n.rfind('[');
+    if (open == std::string::npos || open == 0 || n.back() != ']') return false;
+    const std::string digits = n.substr(open + 1, n.size() - open - 2);
+    if (digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+    base = n.substr(0, open);
+    index = std::stol(digits);
+    return true;
+  };
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::string base;
+    long index = 0;
+    if (split(names[i], base, index) && index == 1) {
+      ArvizVariable v{base, {i}, true};
+      std::size_t j = i + 1;
+      std::string b2;
+      long k2 = 0;
+      while (j < names.size() && split(names[j], b2, k2) && b2 == base && k2 == static_cast<long>(v.columns.size()) + 1)
+        v.columns.push_back(j++);
+      // Elements whose base name is also a column's name stay as written.
+      const bool clash = std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n == base; });
+      if (!clash) {
+        out.push_back(std::move(v));
+        i = j - 1;
+        continue;
+      }
+    }
+    out.push_back({names[i], {i}, false});
+  }
+  return out;
+}
+
 }  // namespace herd::mcmc
