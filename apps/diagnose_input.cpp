@@ -328,7 +328,7 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::st
   const TextFile& f0 = files[0];
   if (f0.kind == TextKind::kDrawsCsv) {
     HERD_REQUIRE(files.size() == 1,
-                 "{}: is a draws CSV (one column per chain), which holds all chains itself; several files are "
+                 "{}: a draws CSV (one column per chain) holds all chains itself; several files are "
                  "several chains only for ParaDRAM chain/sample files and CmdStan CSV files", paths[0]);
     DrawsArray a;
     a.chains = f0.names.size();
@@ -343,7 +343,7 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::st
   std::size_t n = f0.draws;
   for (std::size_t i = 1; i < files.size(); ++i) {
     if (files[i].kind != f0.kind)
-      throw InputError(fmt::format("{}: is {}, but {} is {}: the chains of one run must have one format", paths[i],
+      throw InputError(fmt::format("{}: this is {}, but {} is {}: the chains of one run must have one format", paths[i],
                                    kind_name(files[i].kind), paths[0], kind_name(f0.kind)));
     if (files[i].names != f0.names)
       throw InputError(fmt::format("{}: its columns differ from those of {}: the chains of one run have the same "
