@@ -2,6 +2,7 @@
 #include "diagnose_input.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -136,54 +137,237 @@ DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& n
 
 }  // namespace
 
-DrawsArray read_csv(const std::string& path) {
-  std::ifstream in(path);
+namespace {
+
+enum class TextKind { kDrawsCsv, kParaDramChain, kParaDramSample, kCmdStan };
+
+const char* kind_name(TextKind k) {
+  switch (k) {
+    case TextKind::kDrawsCsv: return "a draws CSV (one column per chain)";
+    case TextKind::kParaDramChain: return "a ParaDRAM chain file";
+    case TextKind::kParaDramSample: return "a ParaDRAM sample file";
+    default: return "a CmdStan CSV";
+  }
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '[' || c == ']';
+}
+
+/// Splits a line at `delim`, or at runs of blanks when `delim` is empty; fields trimmed.
+std::vector<std::string_view> split_by(std::string_view line, const std::string& delim) {
+  if (delim == ",") return split_fields(line);
+  std::vector<std::string_view> out;
+  if (delim.empty()) {
+    std::size_t i = 0;
+    while (i < line.size()) {
+      while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+      if (i >= line.size()) break;
+      const std::size_t j = i;
+      while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+      out.push_back(line.substr(j, i - j));
+    }
+    return out;
+  }
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t at = line.find(delim, start);
+    out.push_back(trim(line.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start)));
+    if (at == std::string_view::npos) break;
+    start = at + delim.size();
+  }
+  return out;
+}
+
+/// The delimiter of a header: the text between its first two names, blanks trimmed (empty:
+/// blanks delimit).
+std::string header_delimiter(std::string_view h) {
+  std::size_t i = 0;
+  while (i < h.size() && std::isspace(static_cast<unsigned char>(h[i]))) ++i;
+  while (i < h.size() && is_name_char(h[i])) ++i;
+  std::size_t j = i;
+  while (j < h.size() && !is_name_char(h[j])) ++j;
+  return std::string(trim(h.substr(i, j - i)));
+}
+
+bool is_chain_name(const std::string& l) {
+  std::string_view v(l);
+  if (v.rfind("chain", 0) != 0) return false;
+  v.remove_prefix(5);
+  if (!v.empty() && (v.front() == '_' || v.front() == '.' || v.front() == ' ')) v.remove_prefix(1);
+  return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
+}
+
+/// One text file: its kind, column names and draws of the diagnosed columns ([draws, cols]).
+struct TextFile {
+  TextKind kind = TextKind::kDrawsCsv;
+  std::vector<std::string> names;  // diagnosed columns
+  std::vector<double> rows;        // [draws, names.size()] row-major
+  std::size_t draws = 0;
+};
+
+TextFile read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   HERD_REQUIRE(in.good(), "{}: cannot open the file", path);
-  DrawsArray a;
   std::string line;
-  std::size_t lineno = 0, width = 0, first_line = 0;
-  std::vector<double> rows;  // [draws, chains]
-  bool first = true;
+  std::size_t lineno = 0, width = 0, header_line = 0;
+  bool comments = false, have_header = false, first = true;
+  TextFile tf;
+  std::string delim = ",";
+  std::vector<std::size_t> keep;  // column indices diagnosed
+  std::size_t weight_col = 0;
+  std::vector<double> vals;
   while (std::getline(in, line)) {
     ++lineno;
-    if (trim(line).empty()) continue;
-    const auto fields = split_fields(line);
-    std::vector<double> vals(fields.size());
-    bool numeric = true;
-    std::size_t bad = 0;
-    for (std::size_t k = 0; k < fields.size() && numeric; ++k) {
-      if (!parse_double(fields[k], vals[k])) {
-        numeric = false;
-        bad = k;
-      }
+    if (line.find('\0') != std::string::npos)
+      throw InputError(fmt::format("{}: line {} holds binary data, but herd-diagnose reads text files (a ParaDRAM binary "
+                                   "chain: read the run's .h5 instead)", path, lineno));
+    const std::string_view t = trim(line);
+    if (t.empty()) continue;
+    if (t.front() == '#') {
+      comments = true;
+      continue;
     }
     if (first) {
       first = false;
-      width = fields.size();
-      first_line = lineno;
-      if (!numeric) continue;  // header
-    } else {
-      HERD_REQUIRE(fields.size() == width,
-                   "{}: line {} has {} fields, but line {} has {} (one column per chain)", path,
-                   lineno, fields.size(), first_line, width);
-      HERD_REQUIRE(numeric, "{}: line {} column {} is '{}', but must be a number", path, lineno,
-                   bad + 1, fields[bad]);
+      header_line = lineno;
+      // A header, or the first row of a draws CSV without one.
+      auto numeric_fields = split_fields(t);
+      bool numeric = true;
+      for (auto f : numeric_fields) {
+        double v = 0;
+        numeric = numeric && parse_double(f, v);
+      }
+      if (numeric && !comments) {
+        tf.kind = TextKind::kDrawsCsv;
+        width = numeric_fields.size();
+        for (std::size_t k = 0; k < width; ++k) keep.push_back(k);
+      } else {
+        have_header = true;
+        delim = header_delimiter(t);
+        const auto fields = split_by(t, delim);
+        width = fields.size();
+        std::vector<std::string> low;
+        for (auto f : fields) low.push_back(lower(f));
+        auto find = [&](const char* n) {
+          return static_cast<std::size_t>(std::find(low.begin(), low.end(), n) - low.begin());
+        };
+        const std::size_t w = find("sampleweight"), lf = find("samplelogfunc"), lp = find("lp__");
+        if (w < width && lf < width && w < lf) {
+          tf.kind = TextKind::kParaDramChain;
+          weight_col = w;
+          for (std::size_t k = lf; k < width; ++k) keep.push_back(k);
+        } else if (lf == 0 && w == width) {
+          tf.kind = TextKind::kParaDramSample;
+          for (std::size_t k = 0; k < width; ++k) keep.push_back(k);
+        } else if (lp < width) {
+          tf.kind = TextKind::kCmdStan;
+          for (std::size_t k = 0; k < width; ++k) {
+            const std::string& n = low[k];
+            if (k == lp || !(n.size() > 2 && n.compare(n.size() - 2, 2, "__") == 0)) keep.push_back(k);
+          }
+        } else if (!comments && delim == "," && std::all_of(low.begin(), low.end(), is_chain_name)) {
+          tf.kind = TextKind::kDrawsCsv;
+          for (std::size_t k = 0; k < width; ++k) keep.push_back(k);
+        } else {
+          throw InputError(fmt::format(
+              "{}: line {} \"{}\" is not a header herd-diagnose knows: expected a ParaDRAM chain file (...,SampleWeight,"
+              "SampleLogFunc,<variables>), a ParaDRAM sample file (SampleLogFunc,<variables>), a CmdStan CSV (lp__,...), "
+              "or draws with one column per chain (no header, or chain1,chain2,...)",
+              path, lineno, std::string(t.substr(0, 120))));
+        }
+        for (std::size_t k : keep) tf.names.emplace_back(fields[k]);
+        continue;
+      }
     }
-    for (std::size_t k = 0; k < vals.size(); ++k)
-      HERD_REQUIRE(std::isfinite(vals[k]),
-                   "{}: line {} column {} is '{}', but draws must be finite", path, lineno, k + 1,
-                   fields[k]);
-    rows.insert(rows.end(), vals.begin(), vals.end());
+    const auto fields = split_by(t, delim);
+    if (fields.size() != width)
+      throw InputError(fmt::format("{}: line {} has {} fields, but line {} has {} ({})", path, lineno, fields.size(),
+                                   header_line, width,
+                                   tf.kind == TextKind::kDrawsCsv ? "one column per chain" : "one per header name"));
+    vals.assign(width, 0.0);
+    for (std::size_t k = 0; k < width; ++k) {
+      if (!parse_double(fields[k], vals[k]))
+        throw InputError(fmt::format("{}: line {} column {} is '{}', but must be a number", path, lineno, k + 1, fields[k]));
+    }
+    std::size_t reps = 1;
+    if (tf.kind == TextKind::kParaDramChain) {
+      const double wt = vals[weight_col];
+      if (!(wt >= 1 && wt <= 1e9 && wt == std::floor(wt)))
+        throw InputError(fmt::format("{}: line {} column {} (SampleWeight) is '{}', but must be a positive integer", path,
+                                     lineno, weight_col + 1, fields[weight_col]));
+      reps = static_cast<std::size_t>(wt);
+    }
+    for (std::size_t k : keep)
+      if (!std::isfinite(vals[k]))
+        throw InputError(fmt::format("{}: line {} column {} is '{}', but draws must be finite", path, lineno, k + 1,
+                                     fields[k]));
+    for (std::size_t r = 0; r < reps; ++r)
+      for (std::size_t k : keep) tf.rows.push_back(vals[k]);
+    tf.draws += reps;
   }
-  HERD_REQUIRE(!rows.empty(), "{}: no draws (the file has no numeric rows)", path);
-  a.chains = width;
-  a.draws = rows.size() / width;
-  a.params = 1;
-  a.values.resize(rows.size());
-  for (std::size_t t = 0; t < a.draws; ++t)
-    for (std::size_t c = 0; c < a.chains; ++c) a.values[c * a.draws + t] = rows[t * width + c];
-  a.names.push_back(std::filesystem::path(path).stem().string());
-  return a;
+  if (first && comments)
+    throw InputError(fmt::format("{}: only '#' comment lines, no header and no draws", path));
+  HERD_REQUIRE(tf.draws > 0, "{}: no draws (the file has no numeric rows)", path);
+  if (tf.kind == TextKind::kDrawsCsv && !have_header) tf.names.assign(width, "");
+  return tf;
+}
+
+}  // namespace
+
+std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::string* note) {
+  HERD_REQUIRE(!paths.empty(), "herd-diagnose: no input file");
+  std::vector<TextFile> files;
+  for (const auto& p : paths) files.push_back(read_text_file(p));
+  const TextFile& f0 = files[0];
+  if (f0.kind == TextKind::kDrawsCsv) {
+    HERD_REQUIRE(files.size() == 1,
+                 "{}: a draws CSV (one column per chain) holds all chains itself; several files are "
+                 "several chains only for ParaDRAM chain/sample files and CmdStan CSV files", paths[0]);
+    DrawsArray a;
+    a.chains = f0.names.size();
+    a.draws = f0.draws;
+    a.params = 1;
+    a.values.resize(f0.rows.size());
+    for (std::size_t t = 0; t < a.draws; ++t)
+      for (std::size_t c = 0; c < a.chains; ++c) a.values[c * a.draws + t] = f0.rows[t * a.chains + c];
+    a.names.push_back(std::filesystem::path(paths[0]).stem().string());
+    return {a};
+  }
+  std::size_t n = f0.draws;
+  for (std::size_t i = 1; i < files.size(); ++i) {
+    if (files[i].kind != f0.kind)
+      throw InputError(fmt::format("{}: this is {}, but {} is {}: the chains of one run must have one format", paths[i],
+                                   kind_name(files[i].kind), paths[0], kind_name(f0.kind)));
+    if (files[i].names != f0.names)
+      throw InputError(fmt::format("{}: its columns differ from those of {}: the chains of one run have the same "
+                                   "variables", paths[i], paths[0]));
+    n = std::min(n, files[i].draws);
+  }
+  bool cut = false;
+  for (const auto& f : files) cut = cut || f.draws != n;
+  if (cut && note != nullptr) {
+    std::string lens;
+    for (const auto& f : files) lens += (lens.empty() ? "" : ", ") + std::to_string(f.draws);
+    *note = fmt::format("note: the {} chains have {} draws; each is cut to the first {} (R-hat needs equal lengths)",
+                        files.size(), lens, n);
+  }
+  DrawsArray a;
+  a.chains = files.size();
+  a.draws = n;
+  a.params = f0.names.size();
+  a.names = f0.names;
+  a.values.resize(a.chains * a.draws * a.params);
+  for (std::size_t c = 0; c < a.chains; ++c)
+    std::copy(files[c].rows.begin(), files[c].rows.begin() + static_cast<std::ptrdiff_t>(n * a.params),
+              a.values.begin() + static_cast<std::ptrdiff_t>(c * n * a.params));
+  return {a};
 }
 
 bool is_hdf5(const std::string& path) {

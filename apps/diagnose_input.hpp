@@ -1,9 +1,27 @@
 #pragma once
 /// @file diagnose_input.hpp
-/// Input readers of `herd-diagnose`: CSV (one column per chain, one row per draw) and HDF5
-/// datasets of shape [chains, draws] or [chains, draws, params] (or every such dataset of a
-/// `posterior` group, as ArviZ writes it). The HDF5 part uses the HDF5 C API directly until
-/// the io layer provides readers.
+/// Input readers of `herd-diagnose`: text files of draws in one of four formats, recognised by
+/// their header and never guessed (anything else is refused), and HDF5 datasets of shape
+/// [chains, draws] or [chains, draws, params] (or every such dataset of a `posterior` group,
+/// as ArviZ writes it). The HDF5 part uses the HDF5 C API directly until the io layer
+/// provides readers.
+///
+/// Text formats (one file is one chain, except the first):
+/// - draws CSV: one column per chain, one row per draw; no header, or a header of chain
+///   names (`chain1,chain2,...`, `chain_1,...`); one file only;
+/// - ParaDRAM chain file (`<prefix>_chain.txt` of herd or ParaMonte, compact or verbose): a
+///   header with `SampleWeight` and `SampleLogFunc` (any case); the columns before
+///   `SampleLogFunc` (ProcessID, DelayedRejectionStage, MeanAcceptanceRate,
+///   AdaptationMeasure, BurninLocation, SampleWeight) are metadata and excluded; each row is
+///   repeated `SampleWeight` times (the compact chain expanded to the Markov chain);
+///   `SampleLogFunc` and the variables are diagnosed, burn-in included;
+/// - ParaDRAM sample file (`<prefix>_sample.txt`): a header whose first name is
+///   `SampleLogFunc`, then the variables; each row is one draw;
+/// - CmdStan CSV: `#` comment lines anywhere, a header with `lp__`; `lp__` is diagnosed (as
+///   CmdStan's stansummary and R posterior do) and the other `name__` sampler columns
+///   (accept_stat__, stepsize__, treedepth__, n_leapfrog__, divergent__, energy__) excluded.
+/// The delimiter of ParaDRAM files is the text between the header's first two names (ParaMonte's
+/// outputDelimiter: a comma by default, or blanks); fields are trimmed.
 
 #include <cstddef>
 #include <string>
@@ -19,12 +37,15 @@ struct DrawsArray {
   std::size_t chains = 0, draws = 0, params = 0;
 };
 
-/// Reads a CSV file: one column per chain, one row per draw, comma-separated; a first row
-/// that is not numeric is a header and skipped. Blank lines are ignored. The quantity is
-/// named after the file's stem.
-/// @throws herd::InputError on a missing/unreadable file, no data rows, a ragged row, a
-///         field that is not a number, or a NaN/Inf draw (each message names line and column).
-DrawsArray read_csv(const std::string& path);
+/// Reads text files of draws (formats above): several files are several chains of one
+/// ParaDRAM or CmdStan run (same format and column names), cut to the shortest chain (a
+/// note in `note`). Blank lines are ignored. A draws CSV's quantity is named after the file's
+/// stem; the other formats' quantities after their columns.
+/// @throws herd::InputError on a missing/unreadable or binary file, a header of no known
+///         format, files of different formats or columns, no data rows, a ragged row, a
+///         field that is not a number, a weight that is not a positive integer, or a NaN/Inf
+///         draw (each message names the file, line and column).
+std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::string* note = nullptr);
 
 /// Whether `path` is an HDF5 file (by its signature).
 bool is_hdf5(const std::string& path);

@@ -1,5 +1,7 @@
-// herd-diagnose FILE [--dataset NAME] [--json]: Stan-grade convergence diagnostics of draws in
-// an HDF5 or CSV file (DESIGN.md §7). Exit codes: 0 success, 2 bad input or usage, 1 other.
+// herd-diagnose FILE... [--dataset NAME] [--json]: Stan-grade convergence diagnostics of draws in
+// an HDF5 file, a draws CSV, ParaDRAM chain/sample files or CmdStan CSV files (several files:
+// one chain each; formats in diagnose_input.hpp). Exit codes: 0 success, 2 bad input or
+// usage, 1 other.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "diagnose_input.hpp"
+#include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 
@@ -67,11 +70,16 @@ void print_json(const std::vector<Row>& rows) {
 int main(int argc, char** argv) {
   CLI::App app{"herd-diagnose: R-hat, ESS and MCSE (Vehtari et al. 2021, as R posterior) of "
                "draws in an HDF5 file ([chains, draws] or [chains, draws, params] datasets, or "
-               "every dataset of a 'posterior' group) or a CSV file (one column per chain, one "
-               "row per draw)"};
-  std::string file, dataset;
+               "every dataset of a 'posterior' group), a CSV file (one column per chain, one "
+               "row per draw), ParaDRAM chain or sample files (herd's or ParaMonte's; one file "
+               "per chain), or CmdStan CSV files (one file per chain)"};
+  std::vector<std::string> files;
+  std::string dataset;
   bool json = false;
-  app.add_option("FILE", file, "HDF5 (.h5) or CSV file of draws")->required();
+  app.set_version_flag("--version", std::string("herd-diagnose (herd) ") + HERD_VERSION_STRING);
+  app.add_option("FILE", files,
+                 "HDF5 (.h5) file, draws CSV, or ParaDRAM _chain.txt/_sample.txt or CmdStan CSV files (one per chain)")
+      ->required();
   app.add_option("--dataset", dataset, "HDF5 dataset to read (default: the 'posterior' group)");
   app.add_flag("--json", json, "print one JSON object keyed by parameter");
   try {
@@ -82,11 +90,17 @@ int main(int argc, char** argv) {
   }
   try {
     std::vector<herd::apps::DrawsArray> arrays;
-    if (herd::apps::is_hdf5(file)) {
-      arrays = herd::apps::read_hdf5(file, dataset);
+    bool any_h5 = false;
+    for (const auto& f : files) any_h5 = any_h5 || herd::apps::is_hdf5(f);
+    if (any_h5) {
+      HERD_REQUIRE(files.size() == 1,
+                   "{}: several files are given, but an HDF5 file holds all chains itself: give it alone", files[0]);
+      arrays = herd::apps::read_hdf5(files[0], dataset);
     } else {
-      HERD_REQUIRE(dataset.empty(), "{}: --dataset is given, but the file is not HDF5", file);
-      arrays.push_back(herd::apps::read_csv(file));
+      HERD_REQUIRE(dataset.empty(), "{}: --dataset is given, but the file is not HDF5", files[0]);
+      std::string note;
+      arrays = herd::apps::read_text(files, &note);
+      if (!note.empty()) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
     }
     const auto rows = diagnose(arrays);
     if (json)

@@ -98,11 +98,25 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
+/// Prints `msg` as error lines "herd-rl: error: <line>", one per line of `msg` (an input with
+/// several problems reports them all at once, one line each).
+void print_error(const std::string& msg) {
+  std::size_t start = 0;
+  while (start <= msg.size()) {
+    const std::size_t nl = msg.find('\n', start);
+    const std::string line = msg.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    if (!line.empty() || start == 0) std::fprintf(stderr, "herd-rl: error: %s\n", line.c_str());
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"herd-rl: deep reinforcement learning (PPO, A2C) on batched environments"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("herd-rl (herd) ") + HERD_VERSION_STRING);
   auto* train = app.add_subcommand("train", "train an agent (default: PPO on CartPole-v1)");
   std::string file;
   std::vector<std::string> sets;
@@ -142,7 +156,7 @@ int main(int argc, char** argv) {
           int_option("--episodes", episodes_text, 1, std::numeric_limits<int>::max(), &cli_error));
     }
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     cli_error = e.what();
     if (e.get_name() == "RequiredError" && !train->parsed() && !eval->parsed())
       cli_error = "a command is required: herd-rl train [CONFIG.toml] ... or herd-rl eval CHECKPOINT ...";
@@ -166,11 +180,11 @@ int main(int argc, char** argv) {
           "the same files. The program was probably launched with the mpiexec of another MPI library (herd is "
           "built with MPICH: use its mpiexec, e.g. mpiexec.mpich), or built without MPI");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+    print_error(e.what());
     return 2;
   }
   if (!cli_error.empty()) {
-    if (comm->rank() == 0) std::fprintf(stderr, "herd-rl: error: %s\n", cli_error.c_str());
+    if (comm->rank() == 0) print_error(cli_error.c_str());
     return 2;
   }
   const bool root = comm->rank() == 0;
@@ -184,10 +198,10 @@ int main(int argc, char** argv) {
       std::printf("episodes = %zu\nmean_return = %.6g\nstd_return = %.6g\n", r.returns.size(), r.mean, r.std);
       return 0;
     } catch (const herd::IoError& e) {
-      std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+      print_error(e.what());
       return 2;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+      print_error(e.what());
       return 1;
     }
   }
@@ -266,7 +280,7 @@ int main(int argc, char** argv) {
   const std::int32_t mine = input_error.empty() ? 0 : 1;
   const auto failed = comm->allgather(std::span<const std::int32_t>(&mine, 1));
   if (std::find(failed.begin(), failed.end(), 1) != failed.end()) {
-    if (comm->size() == 1) std::fprintf(stderr, "herd-rl: error: %s\n", input_error.c_str());
+    if (comm->size() == 1) print_error(input_error.c_str());
     else if (mine && (root || failed[0] == 0))
       std::fprintf(stderr, "herd-rl: error (rank %d of %d): %s\n", comm->rank(), comm->size(), input_error.c_str());
     return 2;
@@ -285,7 +299,7 @@ int main(int argc, char** argv) {
         trainer->write_output(trainer->output_path());
         if (!quiet) std::printf("herd-rl: wrote the missing %s\n", trainer->output_path().c_str());
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+        print_error(e.what());
         return 1;
       }
     }
@@ -329,7 +343,7 @@ int main(int argc, char** argv) {
       }
     });
   } catch (const std::exception& e) {  // one rank: the exception comes back here
-    std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+    print_error(e.what());
     return 1;
   }
   return rc;

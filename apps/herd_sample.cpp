@@ -9,6 +9,7 @@
 // from its last checkpoint (docs/parallel.md).
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/log.hpp"
 #include "herd/core/mpi_communicator.hpp"
@@ -67,7 +69,9 @@ void declare_target_keys(herd::io::Schema& s) {
     for (const auto& n : herd::examples::model_names()) v.push_back(herd::examples::make_model(n)->posteriordb_name());
     return v;
   }());
-  s.add_string("target.library", nullopt, "shared library (plugin) with a ParaMonte C log density double f(int32_t ndim, double point[])");
+  s.add_string("target.library", nullopt,
+               "shared library (plugin) with a ParaMonte C log density double f(int32_t ndim, double point[]); a "
+               "relative path is relative to the input file's folder (to the working directory under --set)");
   s.add_string("target.symbol", "getLogFunc", "symbol of the plugin's log density");
   s.add_bool("target.thread_safe", false, "the plugin's log density may be called from several threads at once");
   s.add_string("target.builtin", nullopt, "built-in analytic target").choices({"normal", "banana", "rosenbrock", "mixture", "funnel"});
@@ -122,6 +126,18 @@ nlohmann::json load_model_data(const std::string& path, const std::string& group
   }
 }
 
+/// The plugin library's path: a relative path written in an input file is relative to that
+/// file's folder (as a path in a Makefile or CMakeLists.txt is), so that a run does not
+/// depend on the working directory; one given with --set (or absolute) is used as is.
+std::string plugin_path(const herd::io::Settings& st) {
+  namespace fs = std::filesystem;
+  const std::string lib = st.get_string("target.library");
+  const std::string& from = st.value("target.library").where.file;
+  if (lib.empty() || fs::path(lib).is_absolute() || from.empty() || from.rfind("--set", 0) == 0 || from.front() == '(')
+    return lib;
+  return (fs::path(from).parent_path() / lib).lexically_normal().string();
+}
+
 /// Builds the target from resolved settings; `batched` receives the device-callable form of
 /// a built-in target (all but the mixture), else stays null. @throws herd::InputError
 herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_ptr<const herd::mcmc::BatchedTarget>& batched) {
@@ -142,9 +158,9 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_p
     if (!st.has("target.ndim"))
       throw InputError(fmt::format("{}: target.library is given, but target.ndim is not", st.origin("target.library")));
     std::shared_ptr<herd::mcmc::PluginLogDensity> plugin;
+    const std::string library = plugin_path(st);
     try {
-      plugin = std::make_shared<herd::mcmc::PluginLogDensity>(st.get_string("target.library"),
-                                                              st.get_string("target.symbol"));
+      plugin = std::make_shared<herd::mcmc::PluginLogDensity>(library, st.get_string("target.symbol"));
     } catch (const herd::InputError& e) {
       throw InputError(fmt::format("{}: target.library \"{}\" (target.symbol \"{}\"): {}", st.origin("target.library"),
                                    st.get_string("target.library"), st.get_string("target.symbol"), e.what()));
@@ -152,7 +168,7 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_p
     t.ndim = static_cast<int>(st.get_int("target.ndim"));
     t.log_density = [plugin](const double* x, int n) { return (*plugin)(x, n); };
     t.thread_safe = st.get_bool("target.thread_safe");
-    t.description = fmt::format("plugin {} ({})", st.get_string("target.symbol"), st.get_string("target.library"));
+    t.description = fmt::format("plugin {} ({})", st.get_string("target.symbol"), library);
     return t;
   }
   if (!has_builtin) {
@@ -271,6 +287,10 @@ int main(int argc, char** argv) {
   std::string output;
   std::string seed;
   bool quiet = false;
+  bool help_keys = false;
+  app.set_version_flag("--version", std::string("herd-sample (herd) ") + HERD_VERSION_STRING);
+  app.add_flag("--help-keys", help_keys,
+               "list every input key (TOML name, ParaMonte aliases) with its type, default and meaning, and exit");
   app.add_option("file", file, "input file: TOML, or a ParaMonte &ParaDRAM namelist (default: the embedded default input)");
   app.add_option("--set", sets, "override a specification: key=value (repeatable)");
   app.add_option("--output", output, "output prefix (overrides output_prefix)");
@@ -288,6 +308,15 @@ int main(int argc, char** argv) {
     // One line in the herd form (CLI11's own text is two lines without the program name).
     std::fprintf(stderr, "herd-sample: error: %s (run herd-sample --help for the options)\n", e.what());
     return 2;
+  }
+  if (help_keys) {
+    herd::io::Schema schema("herd-sample");
+    herd::mcmc::declare_sampler_specs(schema);
+    declare_target_keys(schema);
+    std::fputs("herd-sample input keys (TOML; a ParaMonte namelist may use the names in \"also\", in any case):\n\n",
+               stdout);
+    std::fputs(schema.help().c_str(), stdout);
+    return 0;
   }
   // Seeds are checked here rather than by CLI11 (whose range message prints the limits of a
   // double) or the schema (which reads 2^63 as a float): the range is TOML's integers,
@@ -347,6 +376,7 @@ int main(int argc, char** argv) {
       std::shared_ptr<const herd::mcmc::BatchedTarget> batched;
       in.target = make_target(settings, batched);
       in.specs = herd::mcmc::resolve_sampler_specs(settings, in.target.ndim, in.target.names);
+      in.target.log_density = herd::mcmc::restrict_to_domain(in.specs, in.target.ndim, std::move(in.target.log_density));
       if (in.specs.device != "cpu") {
         // device = "cpu_batched" | "cuda" (issue #13): the batched sampler, with its own restart record.
         herd::apps::check_batched_device(in.specs, batched.get(), in.target.ndim, comm->size());

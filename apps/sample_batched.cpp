@@ -123,7 +123,9 @@ class GatherSink final : public mcmc::BatchedDrawSink {
     io::H5Group root = file_->root();
     post_ = root.create_group("posterior");
     stats_ = root.create_group("sample_stats");
-    for (const auto& n : names_) ids_.push_back(create(post_, n, draws));
+    // Vector parameters (beta[1..K]) are one ArviZ variable [chain, draw, beta_dim_0].
+    vars_ = mcmc::arviz_variables(names_);
+    for (const auto& v : vars_) ids_.push_back(create(post_, v.name, draws, v.is_vector ? v.columns.size() : 0));
     ids_.push_back(create(stats_, "lp", draws));
     // A resumed run: the recorded blocks (the same blocks the engine wrote) into the file.
     std::uint64_t offset = 0;
@@ -160,11 +162,16 @@ class GatherSink final : public mcmc::BatchedDrawSink {
   /// Rank 0: the gathered block in gx_, glp_ into memory and the datasets.
   void store(std::int64_t first, std::int64_t n) {
     memory.write_block(first, n, gx_.data(), glp_.data());
-    // gx_ is [total, n, d]: one [total, n] slab per variable.
-    std::vector<double> slab(static_cast<std::size_t>(total_ * n));
-    for (int j = 0; j < d_; ++j) {
-      for (std::size_t q = 0; q < slab.size(); ++q) slab[q] = gx_[q * static_cast<std::size_t>(d_) + static_cast<std::size_t>(j)];
-      write(ids_[static_cast<std::size_t>(j)], first, n, slab.data());
+    // gx_ is [total, n, d]: one [total, n] slab per scalar, [total, n, K] per vector.
+    const auto rows = static_cast<std::size_t>(total_ * n);
+    std::vector<double> slab;
+    for (std::size_t v = 0; v < vars_.size(); ++v) {
+      const auto& cols = vars_[v].columns;
+      slab.resize(rows * cols.size());
+      for (std::size_t q = 0; q < rows; ++q)
+        for (std::size_t e = 0; e < cols.size(); ++e)
+          slab[q * cols.size() + e] = gx_[q * static_cast<std::size_t>(d_) + cols[e]];
+      write(ids_[v], first, n, slab.data(), vars_[v].is_vector ? cols.size() : 0);
     }
     write(ids_.back(), first, n, glp_.data());
   }
@@ -179,9 +186,16 @@ class GatherSink final : public mcmc::BatchedDrawSink {
       g->create_coordinate<std::int64_t>("chain", chain);
       g->create_coordinate<std::int64_t>("draw", draw);
     }
-    for (const auto& n : names_) {
-      io::H5Dataset ds = post_.open_dataset(n);
-      post_.attach_dimensions(ds, {"chain", "draw"});
+    for (const auto& v : vars_) {
+      io::H5Dataset ds = post_.open_dataset(v.name);
+      if (!v.is_vector) {
+        post_.attach_dimensions(ds, {"chain", "draw"});
+        continue;
+      }
+      std::vector<std::int64_t> idx(v.columns.size());
+      for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>(i);
+      post_.create_coordinate<std::int64_t>(v.name + "_dim_0", idx);
+      post_.attach_dimensions(ds, {"chain", "draw", v.name + "_dim_0"});
     }
     io::H5Dataset ds = stats_.open_dataset("lp");
     stats_.attach_dimensions(ds, {"chain", "draw"});
@@ -190,13 +204,15 @@ class GatherSink final : public mcmc::BatchedDrawSink {
   mcmc::MemoryBatchedSink memory;  ///< rank 0: every chain's draws (for the diagnostics)
 
  private:
-  hid_t create(const io::H5Group& g, const std::string& name, std::int64_t draws) {
-    const hsize_t dims[2] = {static_cast<hsize_t>(total_), static_cast<hsize_t>(draws)};
-    const hsize_t chunk[2] = {static_cast<hsize_t>(std::min<std::int64_t>(total_, 64)),
-                              static_cast<hsize_t>(std::clamp<std::int64_t>(draws, 1, 256))};
-    const hid_t space = H5Screate_simple(2, dims, nullptr);
+  /// A chunked dataset [chains, draws] (k = 0) or [chains, draws, k] (a vector of k elements).
+  hid_t create(const io::H5Group& g, const std::string& name, std::int64_t draws, std::size_t k = 0) {
+    const hsize_t dims[3] = {static_cast<hsize_t>(total_), static_cast<hsize_t>(draws), static_cast<hsize_t>(k)};
+    const hsize_t chunk[3] = {static_cast<hsize_t>(std::min<std::int64_t>(total_, 64)),
+                              static_cast<hsize_t>(std::clamp<std::int64_t>(draws, 1, 256)), static_cast<hsize_t>(k)};
+    const int rank = k > 0 ? 3 : 2;
+    const hid_t space = H5Screate_simple(rank, dims, nullptr);
     const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(dcpl, 2, chunk);
+    H5Pset_chunk(dcpl, rank, chunk);
     H5Pset_obj_track_times(dcpl, false);
     const hid_t id = H5Dcreate2(g.id(), name.c_str(), H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
@@ -204,12 +220,14 @@ class GatherSink final : public mcmc::BatchedDrawSink {
     if (id < 0) throw IoError(fmt::format("herd-sample: cannot create the dataset {}/{}", g.path(), name));
     return id;
   }
-  void write(hid_t id, std::int64_t first, std::int64_t n, const double* data) const {
+  /// Writes draws [first, first + n) of every chain: `data` is [chains, n] or [chains, n, k].
+  void write(hid_t id, std::int64_t first, std::int64_t n, const double* data, std::size_t k = 0) const {
     const hid_t fs = H5Dget_space(id);
-    const hsize_t start[2] = {0, static_cast<hsize_t>(first)};
-    const hsize_t count[2] = {static_cast<hsize_t>(total_), static_cast<hsize_t>(n)};
+    const hsize_t start[3] = {0, static_cast<hsize_t>(first), 0};
+    const hsize_t count[3] = {static_cast<hsize_t>(total_), static_cast<hsize_t>(n), static_cast<hsize_t>(k)};
+    const int rank = k > 0 ? 3 : 2;
     H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
-    const hid_t ms = H5Screate_simple(2, count, nullptr);
+    const hid_t ms = H5Screate_simple(rank, count, nullptr);
     const herr_t e = H5Dwrite(id, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, data);
     H5Sclose(ms);
     H5Sclose(fs);
@@ -223,6 +241,7 @@ class GatherSink final : public mcmc::BatchedDrawSink {
   Communicator& comm_;
   io::H5File* file_;
   std::vector<std::string> names_;
+  std::vector<mcmc::ArvizVariable> vars_;
   DrawRecord* record_;
   std::int64_t replay_, block_draws_;
   io::H5Group post_, stats_;
@@ -559,15 +578,34 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
       for (std::size_t i = 0; i < nq; ++i) all[i * M * D + c] = q[i];
     }
     io::H5Group post = h5.root().open_group("posterior");
+    // The quantities that are not sampled coordinates, as ArviZ variables (vectors with a dimension).
+    std::vector<std::string> qnames;
+    std::vector<std::size_t> qindex;
     for (std::size_t i = 0; i < nq; ++i) {
       const std::string& name = target.quantity_names[i];
       if (std::find(specs.variable_names.begin(), specs.variable_names.end(), name) != specs.variable_names.end())
         continue;
-      const std::vector<double> v(all.begin() + static_cast<std::ptrdiff_t>(i * M * D),
-                                  all.begin() + static_cast<std::ptrdiff_t>((i + 1) * M * D));
-      io::H5Dataset ds = post.write(name, v, {static_cast<hsize_t>(M), static_cast<hsize_t>(D)});
-      post.attach_dimensions(ds, {"chain", "draw"});
-      rows.push_back({name, mcmc::summarize(mcmc::DrawsView(v, M, D))});
+      qnames.push_back(name);
+      qindex.push_back(i);
+    }
+    for (const auto& var : mcmc::arviz_variables(qnames)) {
+      std::vector<double> data(M * D * var.columns.size());
+      for (std::size_t e = 0; e < var.columns.size(); ++e) {
+        const std::size_t i = qindex[var.columns[e]];
+        const std::vector<double> v(all.begin() + static_cast<std::ptrdiff_t>(i * M * D),
+                                    all.begin() + static_cast<std::ptrdiff_t>((i + 1) * M * D));
+        for (std::size_t c = 0; c < M * D; ++c) data[c * var.columns.size() + e] = v[c];
+        rows.push_back({qnames[var.columns[e]], mcmc::summarize(mcmc::DrawsView(v, M, D))});
+      }
+      if (!var.is_vector) {
+        io::H5Dataset ds = post.write(var.name, data, {static_cast<hsize_t>(M), static_cast<hsize_t>(D)});
+        post.attach_dimensions(ds, {"chain", "draw"});
+      } else {
+        std::vector<std::int64_t> idx(var.columns.size());
+        for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = static_cast<std::int64_t>(k);
+        post.create_coordinate<std::int64_t>(var.name + "_dim_0", idx);
+        post.write_variable<double>(var.name, data, {"chain", "draw", var.name + "_dim_0"});
+      }
     }
   }
   const std::string table = mcmc::format_summary_table(rows);

@@ -439,6 +439,9 @@ class Resolver {
     }
   }
 
+  /// Whether names (and choice values) match in any case: a Fortran namelist.
+  bool folds() const noexcept { return fold_; }
+
   struct Slot {
     const ConfigValue* value = nullptr;
     std::string written;
@@ -507,6 +510,24 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       if (v.kind() == ConfigValue::Kind::kString && !key.choices_.empty())
         return std::find(key.choices_.begin(), key.choices_.end(), v.as_string()) != key.choices_.end();
       return true;
+    };
+    // A namelist's choice values are read as Fortran programs read them (ParaMonte among
+    // them): in any case, blanks, '_' and '-' ignored ("Verbose", "single chain").
+    auto fold_choice = [&](ConfigValue& v) {
+      if (v.kind() != ConfigValue::Kind::kString || key.choices_.empty()) return;
+      auto norm = [](std::string_view x) {
+        std::string out;
+        for (char c : x)
+          if (c != ' ' && c != '_' && c != '-' && c != '\t') out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+        return out;
+      };
+      const std::string n = norm(v.as_string());
+      for (const auto& c : key.choices_)
+        if (norm(c) == n) {
+          ConfigValue folded = ConfigValue::string(c, v.where);
+          v = std::move(folded);
+          return;
+        }
     };
     auto choice_hint = [&](const ConfigValue& v) -> std::string {
       if (v.kind() != ConfigValue::Kind::kString || key.choices_.empty()) return "";
@@ -591,6 +612,7 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
         continue;
       }
       auto v = convert_scalar(*given, et);
+      if (v && r.folds()) fold_choice(*v);
       if (!v) {
         bad(*given, "");
       } else if (!in_bounds(*v)) {
@@ -698,8 +720,10 @@ Settings Schema::apply(const Config& config, const std::vector<std::string>& ove
   Settings s = resolve(config, overrides, errors);
   if (!errors.empty()) {
     if (errors.size() == 1) throw InputError(errors[0]);
-    throw InputError(fmt::format("{} (and {} more problem{})", errors[0], errors.size() - 1,
-                                 errors.size() > 2 ? "s" : ""));
+    // Every problem at once, one per line (a user fixes them all in one edit).
+    std::string all;
+    for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;
+    throw InputError(all);
   }
   return s;
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "herd/core/error.hpp"
 #include "herd/core/mpi_communicator.hpp"
@@ -38,7 +39,7 @@ herd::io::Config input_config(std::string_view input) {
   return herd::io::parse_toml(input, "(input text)");
 }
 
-int run(std::int32_t ndim, herd_log_func f, std::string_view input) {
+int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input) {
   // MPI: under an MPI launcher, or when the caller has initialised MPI, the run is parallel
   // over MPI_COMM_WORLD (a duplicate); herd initialises MPI (MPI_Init_thread, FUNNELED)
   // when the caller has not. At the end, when mpi_finalize_requested (default true, as
@@ -58,23 +59,16 @@ int run(std::int32_t ndim, herd_log_func f, std::string_view input) {
     auto resolve = [&]() {
       herd::mcmc::SamplerProgramInput in;
       if (ndim < 1) throw herd::InputError(fmt::format("herd_run_dram: ndim is {}, but must be at least 1", ndim));
-      if (f == nullptr) throw herd::InputError("herd_run_dram: the log function is NULL");
+      if (!f) throw herd::InputError("herd_run_dram: the log function is NULL");
       const herd::io::Config config = input_config(input);
       herd::io::Schema schema("ParaDRAM");
       herd::mcmc::declare_sampler_specs(schema);
       const herd::io::Settings settings = schema.apply(config);
       in.target.ndim = ndim;
-      in.target.log_density = [f](const double* x, int d) {
-        double copy[64];
-        if (d <= 64) {
-          for (int i = 0; i < d; ++i) copy[i] = x[i];
-          return f(d, copy);
-        }
-        std::vector<double> v(x, x + d);
-        return f(d, v.data());
-      };
+      in.target.log_density = f;
       in.target.description = "C log function (ParaMonte signature)";
       in.specs = herd::mcmc::resolve_sampler_specs(settings, ndim);
+      in.target.log_density = herd::mcmc::restrict_to_domain(in.specs, ndim, std::move(in.target.log_density));
       in.seed_given = settings.has("random_seed");
       if (in.specs.device != "cpu")
         throw herd::InputError(fmt::format("{}: key \"device\" is \"{}\", but the C/Fortran API runs the serial "
@@ -96,10 +90,50 @@ int run(std::int32_t ndim, herd_log_func f, std::string_view input) {
   return rc;
 }
 
+/// The log density of a C function of real type `Real`: the point is copied (converted to
+/// `Real`) into a private buffer, which the function may scribble on. `call(buffer, d)`
+/// calls the user's function. Empty when `fn` is NULL.
+template <typename Real, typename Fn, typename Call>
+herd::mcmc::PointLogDensity wrap(Fn fn, Call call) {
+  if (fn == nullptr) return {};
+  return [fn, call](const double* x, int d) {
+    Real small[64];
+    std::vector<Real> big;
+    Real* buf = small;
+    if (d > 64) {
+      big.resize(static_cast<std::size_t>(d));
+      buf = big.data();
+    }
+    for (int i = 0; i < d; ++i) buf[i] = static_cast<Real>(x[i]);
+    return static_cast<double>(call(fn, buf, d));
+  };
+}
+
+std::string_view c_input(const char* input) { return input ? std::string_view(input) : std::string_view(); }
+
 }  // namespace
 
 extern "C" int herd_run_dram(int32_t ndim, herd_log_func logfunc, const char* input) {
-  return run(ndim, logfunc, input ? std::string_view(input) : std::string_view());
+  return run(ndim, wrap<double>(logfunc, [](herd_log_func fn, double* p, int d) { return fn(d, p); }), c_input(input));
+}
+
+extern "C" int32_t runParaDRAMD(double (*getLogFunc)(double state[], int32_t ndim), const int32_t ndim,
+                                const char* input) {
+  using Fn = double (*)(double[], int32_t);
+  return run(ndim, wrap<double>(getLogFunc, [](Fn fn, double* p, int d) { return fn(p, d); }), c_input(input));
+}
+
+extern "C" int32_t runParaDRAMF(float (*getLogFunc)(float state[], int32_t ndim), const int32_t ndim,
+                                const char* input) {
+  using Fn = float (*)(float[], int32_t);
+  return run(ndim, wrap<float>(getLogFunc, [](Fn fn, float* p, int d) { return fn(p, d); }), c_input(input));
+}
+
+extern "C" int32_t runParaDRAML(long double (*getLogFunc)(long double state[], int32_t ndim), const int32_t ndim,
+                                const char* input) {
+  using Fn = long double (*)(long double[], int32_t);
+  return run(ndim, wrap<long double>(getLogFunc, [](Fn fn, long double* p, int d) { return fn(p, d); }),
+             c_input(input));
 }
 
 extern "C" void runParaDRAM(int32_t ndim, double (*getLogFunc)(int32_t ndim, double Point[]), char* inputFile,
@@ -108,7 +142,8 @@ extern "C" void runParaDRAM(int32_t ndim, double (*getLogFunc)(int32_t ndim, dou
   if (inputFile != nullptr && inputFileLen > 0) input = std::string_view(inputFile, static_cast<std::size_t>(inputFileLen));
   // Fortran callers pass blank-padded strings.
   while (!input.empty() && (input.back() == ' ' || input.back() == '\0')) input.remove_suffix(1);
-  g_last_status = run(ndim, getLogFunc, input);
+  g_last_status = run(ndim, wrap<double>(getLogFunc, [](herd_log_func fn, double* p, int d) { return fn(d, p); }),
+                      input);
 }
 
 extern "C" int herd_last_status(void) { return g_last_status; }

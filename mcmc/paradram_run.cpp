@@ -1,5 +1,7 @@
 #include "herd/mcmc/paradram_run.hpp"
 
+#include <sys/utsname.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -18,6 +20,7 @@
 #include <string>
 #include <unistd.h>
 
+#include <Eigen/Dense>
 #include <fmt/format.h>
 
 #include "herd/core/config.hpp"
@@ -248,8 +251,8 @@ class ProgressSink final : public ChainSink {
     progress_ = std::make_unique<TextFile>(progress_path);
     progress_->write("NumFuncCallTotal" + fmt_.delim + "NumFuncCallAccepted" + fmt_.delim +
                      "MeanAcceptanceRateSinceStart" + fmt_.delim + "MeanAcceptanceRateSinceLastReport" +
-                     fmt_.delim + "TimeElapsedSinceLastReport" + fmt_.delim + "TimeElapsedSinceStart" + fmt_.delim +
-                     "TimeRemainedToFinish\n");
+                     fmt_.delim + "TimeElapsedSinceLastReportInSeconds" + fmt_.delim + "TimeElapsedSinceStartInSeconds" + fmt_.delim +
+                     "TimeRemainedToFinishInSeconds\n");
   }
 
   void write(const ChainRecord& r) override {
@@ -272,6 +275,13 @@ class ProgressSink final : public ChainSink {
     progress_.reset();
   }
 
+  /// The last row, at the end of the chain (`steps` proposals), as ParaDRAM writes it (its
+  /// readers expect at least the periodic rows plus this one); nothing when the last periodic
+  /// row was at `steps` already.
+  void finish(std::uint64_t steps) {
+    if (progress_ && steps > last_report_) progress(steps, rows_, true);
+  }
+
   /// A resumed run: `rows` records and `steps` proposals were made before this process
   /// (rates and the time remaining count from here).
   void resume(std::int64_t rows, std::uint64_t steps) {
@@ -286,9 +296,9 @@ class ProgressSink final : public ChainSink {
       on_progress;
 
  private:
-  void progress(std::uint64_t steps, std::int64_t accepted) {
+  void progress(std::uint64_t steps, std::int64_t accepted, bool last = false) {
     const auto period = static_cast<std::uint64_t>(specs_.progress_report_period);
-    if (steps / period == last_report_ / period) return;
+    if (!last && steps / period == last_report_ / period) return;
     const double now = clock_.seconds();
     const double rate = static_cast<double>(accepted) / static_cast<double>(std::max<std::uint64_t>(steps, 1));
     const double rate_last = static_cast<double>(accepted - last_accepted_) /
@@ -315,6 +325,91 @@ class ProgressSink final : public ChainSink {
   std::int64_t last_accepted_ = 0;
   double last_time_ = 0.0;
 };
+
+
+/// Run figures for the ParaMonte-layout part of the report.
+struct ParamonteStats {
+  std::int64_t accepted = 0, proposals = 0, evaluations = 0, burnin_likelihood = 0, burnin_adaptation = 0;
+  std::int64_t posterior_draws = 0, sample_size = 0;
+  double acceptance = 0.0, seconds = 0.0;
+  bool single_chain = true;
+  int ndim = 0;
+};
+
+/// The part of `<prefix>_report.txt` in ParaMonte's report layout (ParaMonte 1.x/2.x): a
+/// banner of lines holding "****"; sections whose framed title names the topic ("ParaMonte
+/// library interface specifications", "Runtime platform specifications", "simulation
+/// environment", "simulation specifications"), each followed by its text; then records
+/// `stats.<a>.<b>` with the value indented by 8 blanks and a description of lines
+/// "        ParaDRAM - NOTE: ...". Descriptions hold no quote or backslash (ParaMonte's Python
+/// reader evaluates them inside raw string literals).
+std::string paramonte_report_part(const std::string& target,
+                                  const SampleRunOptions& options, const ParamonteStats& ps,
+                                  const std::vector<std::string>& paths) {
+  const std::string rule(132, '*');
+  auto framed = [&](const std::string& title) {
+    const std::size_t inner = 124;
+    const std::string t = title.substr(0, inner);
+    const std::size_t left = (inner - t.size()) / 2;
+    const std::string blank = "****" + std::string(inner, ' ') + "****\n";
+    return rule + "\n" + blank + "****" + std::string(left, ' ') + t + std::string(inner - left - t.size(), ' ') +
+           "****\n" + blank + rule + "\n";
+  };
+  auto indented = [](const std::string& text) {
+    std::string out;
+    std::size_t start = 0;
+    while (start < text.size()) {
+      const std::size_t nl = text.find('\n', start);
+      const std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      out += line.empty() ? "\n" : "        " + line + "\n";
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+    }
+    return out;
+  };
+  std::string r = "\n" + rule + "\n" + rule + "\n";
+  r += framed(fmt::format("herd {}: the report in the layout of ParaMonte's ParaDRAM report", HERD_VERSION_STRING));
+  r += rule + "\n\n";
+  r += framed("ParaMonte library interface specifications") + "\n";
+  r += indented(fmt::format("herd {} DRAM sampler, ParaDRAM-compatible (C, C++, Fortran and herd-sample)\n",
+                            HERD_VERSION_STRING)) + "\n";
+  struct utsname u {};
+  std::string platform = "unknown";
+  if (uname(&u) == 0) platform = fmt::format("{} {} {} ({})", u.sysname, u.release, u.machine, u.nodename);
+  r += framed("Runtime platform specifications") + "\n" + indented(platform + "\n") + "\n";
+  std::string env = fmt::format("input: {}\ntarget: {}\noutputs:\n", options.input_source, target);
+  for (const auto& p : paths) env += "    " + p + "\n";
+  r += framed("Setting up the ParaDRAM simulation environment") + "\n" + indented(env) + "\n";
+  r += framed("ParaDRAM simulation specifications") + "\n";
+  r += indented(fmt::format("ndim = {}\n", ps.ndim) + options.resolved_input) + "\n";
+  r += framed("The statistical properties of the simulation") + "\n";
+  auto stat = [&](const std::string& name, const std::string& value, const std::string& desc) {
+    r += "stats." + name + "\n\n        " + value + "\n\n        ParaDRAM - NOTE: " + desc + "\n\n";
+  };
+  stat("numFuncCall.accepted", std::to_string(ps.accepted),
+       "This is the total number of accepted function calls (unique samples, the compact chain length).");
+  stat("numFuncCall.acceptedRejected", std::to_string(ps.proposals),
+       "This is the total number of accepted or rejected proposals (the verbose Markov chain length).");
+  stat("numFuncCall.acceptedRejectedDelayed", std::to_string(ps.evaluations),
+       "This is the total number of log-density evaluations, delayed-rejection stages included.");
+  stat("chain.verbose.efficiency.meanAcceptanceRate", fmt::format("{:.17g}", ps.acceptance),
+       "This is the mean acceptance rate of the Markov chain.");
+  stat("chain.verbose.efficiency.acceptedOverAcceptedRejected",
+       fmt::format("{:.17g}", static_cast<double>(ps.accepted) / std::max<double>(1.0, static_cast<double>(ps.proposals))),
+       "This is the number of accepted proposals divided by the number of accepted and rejected proposals.");
+  stat("time.total", fmt::format("{:.17g}", ps.seconds), "This is the total runtime in seconds.");
+  if (ps.single_chain) {
+    stat("chain.compact.burnin.location.likelihoodBased", std::to_string(ps.burnin_likelihood),
+         "This is the burnin location in the compact chain, by the likelihood rule.");
+    stat("chain.compact.burnin.location.adaptationBased", std::to_string(ps.burnin_adaptation),
+         "This is the burnin location in the compact chain, by the adaptation measure rule.");
+  }
+  stat("chain.verbose.length.burninExcluded", std::to_string(ps.posterior_draws),
+       "This is the length of the verbose Markov chain after the burnin.");
+  stat("chain.refined.ess", std::to_string(ps.sample_size),
+       "This is the size of the final refined sample (its effective sample size estimate).");
+  return r;
+}
 
 /// Writes ParaDRAM's chain file of one chain (compact, verbose or binary) from its compact
 /// records: the same bytes as writing them while sampling.
@@ -792,6 +887,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     throw;
   }
   const double sampling_seconds = sampling.seconds();
+  if (!results.empty()) progress.finish(static_cast<std::uint64_t>(results[0].proposals));
   progress.close();
   if (text) {
     checkpoint_seconds += text->writeback_seconds;
@@ -875,9 +971,28 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     io::H5Group post = rootg.create_group("posterior");
     post.create_coordinate<std::int64_t>("chain", chain_idx);
     post.create_coordinate<std::int64_t>("draw", draw_idx);
-    for (std::size_t k = 0; k < ncol; ++k) {
-      io::H5Dataset ds = post.write<double>(co[0].columns[k].name, cut[k], {m, ndraw});
-      post.attach_dimensions(ds, {"chain", "draw"});
+    std::vector<std::string> column_names;
+    for (std::size_t k = 0; k < ncol; ++k) column_names.push_back(co[0].columns[k].name);
+    const std::vector<ArvizVariable> variables = arviz_variables(column_names);
+    // A vector's coordinate dimension, once per group that uses it.
+    auto vector_dim = [](io::H5Group& g, const ArvizVariable& v) {
+      std::vector<std::int64_t> idx(v.columns.size());
+      for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>(i);
+      g.create_coordinate<std::int64_t>(v.name + "_dim_0", idx);
+      return v.name + "_dim_0";
+    };
+    for (const auto& v : variables) {
+      if (!v.is_vector) {
+        io::H5Dataset ds = post.write<double>(v.name, cut[v.columns[0]], {m, ndraw});
+        post.attach_dimensions(ds, {"chain", "draw"});
+        continue;
+      }
+      const std::size_t k = v.columns.size();
+      std::vector<double> data(m * ndraw * k);
+      for (std::size_t t = 0; t < m * ndraw; ++t)
+        for (std::size_t e = 0; e < k; ++e) data[t * k + e] = cut[v.columns[e]][t];
+      const std::string dim = vector_dim(post, v);
+      post.write_variable<double>(v.name, data, {"chain", "draw", dim});
     }
     // sample_stats: lp, accepted, delayed-rejection stage, acceptance probability.
     io::H5Group stats = rootg.create_group("sample_stats");
@@ -928,18 +1043,34 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
         chain_of.insert(chain_of.end(), memory.size(), static_cast<std::int64_t>(memory.chain_id));
         burnins.push_back(co[c].burnin);
       }
-      cc.write<std::uint64_t>("step", step);
-      cc.write<std::int64_t>("weight", weight);
-      cc.write<double>("log_density", logd);
-      cc.write<std::int32_t>("dr_stage", st);
-      cc.write<double>("acceptance_probability", ap);
-      cc.write<double>("adaptation_measure", am);
-      cc.write<double>("state", pts, {weight.size(), static_cast<hsize_t>(d)});
-      cc.write_strings("variable", specs.variable_names);
+      // Every dataset has named dimensions, so that xarray opens the group without
+      // phony_dims: rows are "compact_draw", state columns "variable" (the names).
+      cc.create_dimension("compact_draw", weight.size());
+      {
+        io::H5Dataset names = cc.write_strings("variable", specs.variable_names);
+        names.make_scale("variable");
+      }
+      auto put = [&](const char* name, const auto& values) {
+        using T = typename std::decay_t<decltype(values)>::value_type;
+        io::H5Dataset ds = cc.write<T>(name, values);
+        cc.attach_dimensions(ds, {"compact_draw"});
+      };
+      put("step", step);
+      put("weight", weight);
+      put("log_density", logd);
+      put("dr_stage", st);
+      put("acceptance_probability", ap);
+      put("adaptation_measure", am);
+      {
+        io::H5Dataset ds = cc.write<double>("state", pts, {weight.size(), static_cast<hsize_t>(d)});
+        cc.attach_dimensions(ds, {"compact_draw", "variable"});
+      }
       cc.set_attribute("burnin", out.burnin);
       if (m > 1) {
-        cc.write<std::int64_t>("chain", chain_of);
-        cc.write<std::int64_t>("burnin", burnins);
+        put("chain", chain_of);
+        cc.create_dimension("chains", m);
+        io::H5Dataset ds = cc.write<std::int64_t>("burnin", burnins);
+        cc.attach_dimensions(ds, {"chains"});
       }
     }
     // sample: the refined samples (of every chain, in chain order), with their own dimension.
@@ -953,12 +1084,18 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
         for (std::size_t r : co[c].sample_rows) v.push_back(chains[c].log_density[r]);
       io::H5Dataset ds = sg.write<double>("lp", v);
       sg.attach_dimensions(ds, {"sample"});
-      for (std::size_t k = 0; k < ncol; ++k) {
+      for (const auto& var : variables) {
         v.clear();
         for (std::size_t c = 0; c < m; ++c)
-          for (std::size_t r : co[c].sample_rows) v.push_back(co[c].columns[k].compact[r]);
-        io::H5Dataset dk = sg.write<double>(co[0].columns[k].name, v);
-        sg.attach_dimensions(dk, {"sample"});
+          for (std::size_t r : co[c].sample_rows)
+            for (std::size_t k : var.columns) v.push_back(co[c].columns[k].compact[r]);
+        if (!var.is_vector) {
+          io::H5Dataset dk = sg.write<double>(var.name, v);
+          sg.attach_dimensions(dk, {"sample"});
+        } else {
+          const std::string dim = vector_dim(sg, var);
+          sg.write_variable<double>(var.name, v, {"sample", dim});
+        }
       }
       if (m > 1) {
         std::vector<std::int64_t> ch;
@@ -971,11 +1108,12 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     io::H5Group dg = rootg.create_group("diagnostics");
     std::vector<std::string> names;
     for (const auto& q : out.summary) names.push_back(q.name);
-    dg.write_strings("variable", names);
+    dg.write_strings("variable", names).make_scale("variable");
     auto put_diag = [&](const char* name, double DiagnosticSummary::*field) {
       std::vector<double> v;
       for (const auto& q : out.summary) v.push_back(q.stats.*field);
-      dg.write<double>(name, v);
+      io::H5Dataset ds = dg.write<double>(name, v);
+      dg.attach_dimensions(ds, {"variable"});
     };
     put_diag("mean", &DiagnosticSummary::mean);
     put_diag("sd", &DiagnosticSummary::sd);
@@ -995,8 +1133,13 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
           stat.push_back(x.statistic);
           pval.push_back(x.p_value);
         }
-      dg.write<double>("ks_statistic", stat, {static_cast<hsize_t>(d), m, m});
-      dg.write<double>("ks_p_value", pval, {static_cast<hsize_t>(d), m, m});
+      dg.create_dimension("ks_variable", static_cast<hsize_t>(d));
+      dg.create_dimension("chain_a", m);
+      dg.create_dimension("chain_b", m);
+      io::H5Dataset ks_stat = dg.write<double>("ks_statistic", stat, {static_cast<hsize_t>(d), m, m});
+      dg.attach_dimensions(ks_stat, {"ks_variable", "chain_a", "chain_b"});
+      io::H5Dataset ks_p = dg.write<double>("ks_p_value", pval, {static_cast<hsize_t>(d), m, m});
+      dg.attach_dimensions(ks_p, {"ks_variable", "chain_a", "chain_b"});
     }
     h5.commit();
   }
@@ -1128,6 +1271,21 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     }
     r += "\n== outputs ==\n";
     for (const auto& p : paths) r += p + "\n";
+    // The same facts in the layout of ParaMonte's report, so that ParaMonte's readers
+    // (Python `readReport`, MATLAB) parse this file.
+    ParamonteStats ps;
+    ps.accepted = out.compact_size;
+    ps.proposals = proposals;
+    ps.evaluations = evaluations;
+    ps.acceptance = acceptance;
+    ps.seconds = out.seconds;
+    ps.single_chain = m == 1;
+    ps.burnin_likelihood = kr.burnin_likelihood;
+    ps.burnin_adaptation = kr.burnin_adaptation;
+    ps.posterior_draws = out.posterior_draws;
+    ps.sample_size = out.sample_size;
+    ps.ndim = d;
+    r += paramonte_report_part(target.description, options, ps, paths);
     f.write(r);
     f.close();
   }
@@ -1158,7 +1316,9 @@ std::string run_record_path(const SamplerSpecs& s) { return restart_folder(s) + 
 
 // Settings that do not change what a run computes: left out of the input hash.
 const char* const kIgnoredInHash[] = {"overwrite", "silent_mode", "progress_report_period", "checkpoint_period",
-                                      "checkpoint_period_seconds", "mpi_finalize_requested"};
+                                      "checkpoint_period_seconds", "mpi_finalize_requested", "output_status",
+                                      "restart_file_format", "input_file_has_priority", "system_info_file_path",
+                                      "parallelism_num_thread", "output_splash_mode"};
 
 bool ignored_in_hash(const std::string& key) {
   return std::find_if(std::begin(kIgnoredInHash), std::end(kIgnoredInHash),
@@ -1282,12 +1442,104 @@ std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTa
   return h;
 }
 
+/// ParaMonte 2's outputStatus = "extend" on a complete run: the run continues in a new set of
+/// outputs `<prefix>_run<k>` (k = 2, 3, ...: the first that is not complete; an interrupted
+/// one resumes), starting from the last state of the latest complete run and with its
+/// post-burn-in covariance as the start proposal covariance (times scale_factor^2, as ParaDRAM
+/// initialises an extension from the earlier sample). A run is complete when its `.h5` exists
+/// and its restart record, if any, says so. Every rank reads the same files.
+/// @throws InputError for a complete multi-chain or batched run (not extended).
+void extend_complete_run(SamplerProgramInput& in) {
+  SamplerSpecs& s = in.specs;
+  auto complete = [](const std::string& prefix) {
+    if (!fs::exists(prefix + ".h5")) return false;
+    const std::string rec = prefix + "_restart/run.ckpt";
+    if (!fs::exists(rec)) return true;
+    io::CheckpointReader r(rec);
+    return r.value<std::uint8_t>("complete") != 0;
+  };
+  const std::string base = s.output_prefix;
+  if (!complete(base)) return;  // fresh, or interrupted: resumed as always
+  if (s.parallelization_model != "single_chain" || s.device != "cpu")
+    throw InputError(fmt::format("outputStatus = 'extend': the run of \"{}\" is complete, but only single-chain runs of "
+                                 "the serial kernel are extended; use outputStatus = 'retry' to run it again",
+                                 base));
+  std::string last = base;
+  int k = 2;
+  while (complete(fmt::format("{}_run{}", base, k))) last = fmt::format("{}_run{}", base, k++);
+  const std::string next = fmt::format("{}_run{}", base, k);
+  io::H5File f = io::H5File::open(last + ".h5");
+  io::H5Group cc = f.open_group("chain_compact");
+  const auto state = cc.read<double>("state");
+  const auto weight = cc.read<std::int64_t>("weight");
+  const std::size_t d = s.variable_names.size(), n = weight.size();
+  if (d == 0 || state.size() != n * d || n == 0)
+    throw InputError(fmt::format("outputStatus = 'extend': \"{}.h5\" holds a chain of {} values for {} variables, "
+                                 "which does not fit this run's dimension", last, state.size(), d));
+  auto burnin = static_cast<std::size_t>(std::max<std::int64_t>(0, cc.attribute<std::int64_t>("burnin")));
+  std::int64_t total = 0;
+  for (std::size_t i = burnin; i < n; ++i) total += weight[i];
+  if (total < static_cast<std::int64_t>(d) + 2) burnin = 0;  // too few draws after the burn-in: the whole chain
+  Eigen::VectorXd mean = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(d));
+  double wsum = 0;
+  for (std::size_t i = burnin; i < n; ++i) {
+    mean += static_cast<double>(weight[i]) * Eigen::Map<const Eigen::VectorXd>(&state[i * d], static_cast<Eigen::Index>(d));
+    wsum += static_cast<double>(weight[i]);
+  }
+  mean /= wsum;
+  Eigen::MatrixXd cov = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(d), static_cast<Eigen::Index>(d));
+  for (std::size_t i = burnin; i < n; ++i) {
+    const Eigen::VectorXd z = Eigen::Map<const Eigen::VectorXd>(&state[i * d], static_cast<Eigen::Index>(d)) - mean;
+    cov += static_cast<double>(weight[i]) * z * z.transpose();
+  }
+  cov /= std::max(1.0, wsum - 1.0);
+  s.output_prefix = next;
+  s.start_point.assign(state.end() - static_cast<std::ptrdiff_t>(d), state.end());
+  s.random_start_point = false;
+  std::string how = "its last state";
+  if (Eigen::LLT<Eigen::MatrixXd>(cov).info() == Eigen::Success) {
+    s.proposal_cov.assign(d * d, 0.0);
+    for (std::size_t i = 0; i < d; ++i)
+      for (std::size_t j = 0; j < d; ++j)
+        s.proposal_cov[i * d + j] = cov(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
+    s.proposal_cor.clear();
+    s.proposal_std.clear();
+    how += " and its sample covariance as the start proposal covariance";
+  }
+  auto set_attr = [&](const std::string& key, const std::vector<double>& v) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) text += fmt::format("{}{:.17g}", i ? ", " : "", v[i]);
+    text += "]";
+    for (auto& [kk, vv] : in.options.input_attributes)
+      if (kk == key) {
+        vv = text;
+        return;
+      }
+    in.options.input_attributes.emplace_back(key, text);
+  };
+  set_attr("start_point", s.start_point);
+  if (!s.proposal_cov.empty()) set_attr("proposal_cov", s.proposal_cov);
+  for (auto& [kk, vv] : in.options.input_attributes)
+    if (kk == "output_prefix") vv = fmt::format("\"{}\"", next);
+  s.notes.push_back(fmt::format("outputStatus = 'extend': the run of \"{}\" is complete; it continues in \"{}\" from {}",
+                                last, next, how));
+  in.options.resolved_input += fmt::format("# outputStatus = 'extend': continues \"{}\" (output_prefix \"{}\")\n", last, next);
+}
+
 int run_sampler_program(Communicator& comm, const std::function<SamplerProgramInput()>& resolve,
                         const std::string& program) {
   const int rank = comm.rank(), size = comm.size();
   auto error = [&](const std::string& msg) {
     const std::string who = size > 1 ? fmt::format("rank {}: ", rank) : std::string();
-    std::fprintf(stderr, "%s: error: %s%s\n", program.c_str(), who.c_str(), msg.c_str());
+    // Several problems of one input come as several lines: each is one error line.
+    std::size_t start = 0;
+    while (start <= msg.size()) {
+      const std::size_t nl = msg.find('\n', start);
+      const std::string line = msg.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      if (!line.empty()) std::fprintf(stderr, "%s: error: %s%s\n", program.c_str(), who.c_str(), line.c_str());
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+    }
     std::fflush(stderr);
   };
   // 1. Every rank reads the input; an error on any rank ends every rank with exit code 2.
@@ -1296,6 +1548,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   try {
     check_launch(size);
     in = resolve();
+    if (in.specs.output_status == "extend") extend_complete_run(in);
   } catch (const std::exception& e) {
     err = e.what();
   }
@@ -1382,6 +1635,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
     return 0;
   }
   if (!quiet) {
+    for (const auto& n : specs.notes) std::printf("%s: note: %s\n", program.c_str(), n.c_str());
     if (!in.banner.empty()) std::printf("%s\n", in.banner.c_str());
     if (status == RestartStatus::kResume)
       std::printf("%s: resuming from the restart record in %s\n", program.c_str(), restart_folder(specs).c_str());
@@ -1401,4 +1655,41 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   }
   return 0;
 }
+
+std::vector<ArvizVariable> arviz_variables(const std::vector<std::string>& names) {
+  std::vector<ArvizVariable> out;
+  auto split = [](const std::string& n, std::string& base, long& index) {
+    const std::size_t open = n.rfind('[');
+    if (open == std::string::npos || open == 0 || n.back() != ']') return false;
+    const std::string digits = n.substr(open + 1, n.size() - open - 2);
+    if (digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+    base = n.substr(0, open);
+    index = std::stol(digits);
+    return true;
+  };
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::string base;
+    long index = 0;
+    if (split(names[i], base, index) && index == 1) {
+      ArvizVariable v{base, {i}, true};
+      std::size_t j = i + 1;
+      std::string b2;
+      long k2 = 0;
+      while (j < names.size() && split(names[j], b2, k2) && b2 == base && k2 == static_cast<long>(v.columns.size()) + 1)
+        v.columns.push_back(j++);
+      // Elements whose base name is also a column's name stay as written.
+      const bool clash = std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n == base; });
+      if (!clash) {
+        out.push_back(std::move(v));
+        i = j - 1;
+        continue;
+      }
+    }
+    out.push_back({names[i], {i}, false});
+  }
+  return out;
+}
+
 }  // namespace herd::mcmc

@@ -76,9 +76,9 @@ void declare_sampler_specs(io::Schema& s) {
             "multiple (ParaDRAM), or at the next multiple of 4096 proposals when nothing is accepted")
       .min(1).alias("progressReportPeriod").alias("outputReportPeriod");
   s.add_int("sample_refinement_count", 20, "maximum thinning rounds of the sample refinement (0: no refinement)")
-      .min(0).alias("sampleRefinementCount").alias("outputRefinementCount");
+      .min(0).alias("sampleRefinementCount").alias("outputRefinementCount").alias("outputSampleRefinementCount");
   s.add_string("sample_refinement_method", "batch_means", "autocorrelation estimator of the refinement")
-      .choices({"batch_means", "BatchMeans", "batchmeans"}).alias("sampleRefinementMethod").alias("outputRefinementMethod");
+      .choices({"batch_means", "BatchMeans", "batchmeans"}).alias("sampleRefinementMethod").alias("outputRefinementMethod").alias("outputSampleRefinementMethod");
   s.add_string_list("variable_names", nullopt, "names of the variables [ndim]")
       .alias("variableNameList").alias("domainAxisName");
   s.add_string("description", "", "free text copied to the report and the HDF5 file").alias("description");
@@ -110,10 +110,49 @@ void declare_sampler_specs(io::Schema& s) {
               "seconds between checkpoints of the restart record (0 with checkpoint_period = 0: no checkpoints, no restart)")
       .min(0.0);
   s.add_int("max_num_domain_check_to_warn", 1000, "out-of-domain proposals in a row before a warning")
-      .min(1).alias("maxNumDomainCheckToWarn");
+      .min(1).alias("maxNumDomainCheckToWarn").alias("domainErrCount");
   s.add_int("max_num_domain_check_to_stop", 100000, "out-of-domain proposals in a row before the run stops")
-      .min(1).alias("maxNumDomainCheckToStop");
-  s.add_bool("mpi_finalize_requested", true, "finalise MPI at the end of a C/Fortran API call").alias("mpiFinalizeRequested");
+      .min(1).alias("maxNumDomainCheckToStop").alias("domainErrCountMax");
+  s.add_bool("mpi_finalize_requested", true, "finalise MPI at the end of a C/Fortran API call")
+      .alias("mpiFinalizeRequested").alias("parallelismMpiFinalizeEnabled");
+  // ParaMonte specifications that herd accepts (so that ParaMonte's inputs run) and explains.
+  s.add_string("restart_file_format", "binary",
+               "ParaMonte's restart file format; accepted, but herd's restart record is always <prefix>_restart/ in "
+               "its own binary form (a note says so)")
+      .choices({"binary", "ascii"}).alias("restartFileFormat").alias("outputRestartFileFormat");
+  s.add_bool("input_file_has_priority", false,
+             "ParaMonte: input file values override values set in code; herd has no specifications set in code "
+             "(herd-sample's --set always overrides the file), so this is accepted and has no effect")
+      .alias("inputFileHasPriority");
+  s.add_string("system_info_file_path", nullopt,
+               "ParaMonte's cache of the system information; accepted, herd writes no such cache")
+      .alias("systemInfoFilePath").alias("sysInfoFilePath");
+  s.add_int("parallelism_num_thread", 0,
+            "ParaMonte 2: threads evaluating proposals in a shared-memory fork-join (0: all); herd's single-chain "
+            "fork-join runs over MPI processes (mpiexec), multi_chain over threads (chains_per_rank)")
+      .min(0).alias("parallelismNumThread");
+  s.add_string("output_splash_mode", "normal",
+               "ParaMonte 2's outputSplashMode: \"silent\" writes nothing to the terminal (as silent_mode = true); "
+               "\"normal\" and \"quiet\" print herd's usual lines (herd prints no splash banner)")
+      .choices({"normal", "quiet", "silent"}).alias("outputSplashMode");
+  s.add_string("output_status", nullopt,
+               "ParaMonte 2's outputStatus: \"retry\" or \"repeat\" start afresh (as overwrite = true); \"extend\" "
+               "resumes an interrupted run and continues a complete one from its last state and sample covariance "
+               "in <prefix>_run<k>")
+      .choices({"extend", "repeat", "retry"}).alias("outputStatus");
+  s.add_string("domain", "cube",
+               "domain of the target: \"cube\" (domain_lower/upper) or \"ball\" (also \"sphere\", "
+               "\"ellipsoid\"): the ellipsoid (x - c)^T C^-1 (x - c) <= 1 of domain_ball_*, inside the cube")
+      .choices({"cube", "ball", "sphere", "ellipsoid"});
+  s.add_float_list("domain_ball_center", nullopt, "centre c of the ball domain [ndim] (default 0)")
+      .alias("domainBallAvg").alias("domainBallCenter");
+  s.add_float_list("domain_ball_cov", nullopt, "matrix C of the ball domain [ndim, ndim] row-major, positive definite")
+      .alias("domainBallCov").alias("domainBallCovMat");
+  s.add_float_list("domain_ball_cor", nullopt, "correlation of the ball domain [ndim, ndim] (with domain_ball_std; "
+                   "ignored when domain_ball_cov is given)")
+      .alias("domainBallCor").alias("domainBallCorMat");
+  s.add_float_list("domain_ball_std", nullopt, "radii of the ball domain [ndim] (default +inf: no bound)")
+      .min(0.0, true).alias("domainBallStd").alias("domainBallStdVec");
 }
 
 namespace {
@@ -171,10 +210,20 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   HERD_REQUIRE(ndim >= 1, "sampler: ndim is {}, but must be at least 1", ndim);
   const auto d = static_cast<std::size_t>(ndim);
   SamplerSpecs s;
+  // Every problem is collected and reported at once, one per line.
+  std::vector<std::string> errs;
+  auto fail = [&](std::string e) { errs.push_back(std::move(e)); };
+  auto guard = [&](auto&& check) {
+    try {
+      check();
+    } catch (const InputError& e) {
+      errs.emplace_back(e.what());
+    }
+  };
   s.chain_size = st.get_int("chain_size");
   s.sample_size = st.get_int("sample_size");
   if (s.sample_size == 0 || s.sample_size < -1)
-    throw InputError(fmt::format("{}: key \"{}\" is {}, but must be -1 or a positive integer",
+    fail(fmt::format("{}: key \"{}\" is {}, but must be -1 or a positive integer",
                                  st.origin("sample_size"), st.written("sample_size"), s.sample_size));
   s.start_point = floats_or_empty(st, "start_point");
   s.random_start_point = st.get_bool("random_start_point");
@@ -201,9 +250,12 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
     s.random_seed = (static_cast<std::uint64_t>(rd()) << 31) ^ rd();
   }
   s.output_prefix = st.get_string("output_prefix");
-  if (s.output_prefix.empty() || s.output_prefix.back() == '/')
-    throw InputError(fmt::format("{}: key \"{}\" is \"{}\", but must name a file prefix, not a folder",
-                                 st.origin("output_prefix"), st.written("output_prefix"), s.output_prefix));
+  // ParaMonte: a name ending in '/' is a folder, and the files get the default name in it.
+  // herd's default name has no date, so that running the same command again resumes the run.
+  if (!s.output_prefix.empty() && s.output_prefix.back() == '/') s.output_prefix += "ParaDRAM_run";
+  if (s.output_prefix.empty())
+    fail(fmt::format("{}: key \"{}\" is \"\", but must name a file prefix (or a folder ending in '/')",
+                     st.origin("output_prefix"), st.written("output_prefix")));
   s.chain_file_format = st.get_string("chain_file_format");
   s.overwrite = st.get_bool("overwrite");
   s.progress_report_period = st.get_int("progress_report_period");
@@ -213,15 +265,19 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   if (s.variable_names.empty()) {
     for (int i = 1; i <= ndim; ++i) s.variable_names.push_back(fmt::format("x{}", i));
   }
+  // A short list (ParaMonte's variableNameList given for the first variables only) is padded
+  // with ParaMonte's default names.
+  while (st.has("variable_names") && s.variable_names.size() < d)
+    s.variable_names.push_back(fmt::format("SampleVariable{}", s.variable_names.size() + 1));
   if (s.variable_names.size() != d)
-    throw InputError(fmt::format("{}: key \"{}\" has {} names, but must have {} (ndim)",
+    fail(fmt::format("{}: key \"{}\" has {} names, but must have {} (ndim)",
                                  st.origin("variable_names"), st.written("variable_names"), s.variable_names.size(), d));
   s.description = st.get_string("description");
   s.output_delimiter = st.get_string("output_delimiter");
   if (s.output_delimiter.empty()) s.output_delimiter.push_back(' ');
   s.output_real_precision = static_cast<int>(st.get_int("output_real_precision"));
   s.output_column_width = static_cast<int>(st.get_int("output_column_width"));
-  s.silent_mode = st.get_bool("silent_mode");
+  s.silent_mode = st.get_bool("silent_mode") || st.get_string("output_splash_mode") == "silent";
   s.parallelization_model = st.get_string("parallelization_model");
   if (s.parallelization_model == "singleChain") s.parallelization_model = "single_chain";
   if (s.parallelization_model == "multiChain") s.parallelization_model = "multi_chain";
@@ -231,14 +287,14 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.thin = st.get_int("thin");
   s.batched_adaptation = st.get_string("batched_adaptation");
   if (s.device == "cpu" && s.parallelization_model == "multi_chain" && s.chains_per_rank > 4096)
-    throw InputError(fmt::format("{}: key \"{}\" is {}, but must be at most 4096 with device = \"cpu\" "
+    fail(fmt::format("{}: key \"{}\" is {}, but must be at most 4096 with device = \"cpu\" "
                                  "(use device = \"cpu_batched\" or \"cuda\" for more chains)",
                                  st.origin("chains_per_rank"), st.written("chains_per_rank"), s.chains_per_rank));
   if (s.device != "cpu" && s.thin > s.chain_size)
-    throw InputError(fmt::format("{}: key \"{}\" is {}, but must be at most chain_size = {} (no draws otherwise)",
+    fail(fmt::format("{}: key \"{}\" is {}, but must be at most chain_size = {} (no draws otherwise)",
                                  st.origin("thin"), st.written("thin"), s.thin, s.chain_size));
   if (s.device != "cpu" && s.proposal_model != "normal")
-    throw InputError(fmt::format("{}: key \"{}\" is \"{}\", but device = \"{}\" needs \"normal\"",
+    fail(fmt::format("{}: key \"{}\" is \"{}\", but device = \"{}\" needs \"normal\"",
                                  st.origin("proposal_model"), st.written("proposal_model"), s.proposal_model, s.device));
   s.checkpoint_period = st.get_int("checkpoint_period");
   s.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
@@ -246,78 +302,171 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.max_num_domain_check_to_warn = st.get_int("max_num_domain_check_to_warn");
   s.max_num_domain_check_to_stop = st.get_int("max_num_domain_check_to_stop");
 
-  check_length(st, "start_point", s.start_point, d, "ndim");
-  check_length(st, "domain_lower", s.domain_lower, d, "ndim");
-  check_length(st, "domain_upper", s.domain_upper, d, "ndim");
-  check_length(st, "random_start_point_domain_lower", s.random_start_point_domain_lower, d, "ndim");
-  check_length(st, "random_start_point_domain_upper", s.random_start_point_domain_upper, d, "ndim");
-  check_length(st, "proposal_cov", s.proposal_cov, d * d, "ndim x ndim");
-  check_length(st, "proposal_cor", s.proposal_cor, d * d, "ndim x ndim");
-  check_length(st, "proposal_std", s.proposal_std, d, "ndim");
-  check_matrix(st, "proposal_cov", s.proposal_cov, d, false);
-  check_matrix(st, "proposal_cor", s.proposal_cor, d, true);
+  guard([&] { check_length(st, "start_point", s.start_point, d, "ndim"); });
+  guard([&] { check_length(st, "domain_lower", s.domain_lower, d, "ndim"); });
+  guard([&] { check_length(st, "domain_upper", s.domain_upper, d, "ndim"); });
+  guard([&] { check_length(st, "random_start_point_domain_lower", s.random_start_point_domain_lower, d, "ndim"); });
+  guard([&] { check_length(st, "random_start_point_domain_upper", s.random_start_point_domain_upper, d, "ndim"); });
+  guard([&] { check_length(st, "proposal_cov", s.proposal_cov, d * d, "ndim x ndim"); });
+  guard([&] { check_length(st, "proposal_cor", s.proposal_cor, d * d, "ndim x ndim"); });
+  guard([&] { check_length(st, "proposal_std", s.proposal_std, d, "ndim"); });
+  guard([&] { check_matrix(st, "proposal_cov", s.proposal_cov, d, false); });
+  guard([&] { check_matrix(st, "proposal_cor", s.proposal_cor, d, true); });
+  const bool lengths_ok = errs.empty();  // the checks below index the vectors by dimension
   for (std::size_t i = 0; i < s.start_point.size(); ++i)
     if (!std::isfinite(s.start_point[i]))
-      throw InputError(fmt::format("{}: {}[{}] is {}, but must be finite", st.origin("start_point"),
+      fail(fmt::format("{}: {}[{}] is {}, but must be finite", st.origin("start_point"),
                                    st.written("start_point"), i + 1, s.start_point[i]));
   if (s.delayed_rejection_count > 14)
-    throw InputError(fmt::format("{}: key \"{}\" is {}, but must be at most 14", st.origin("delayed_rejection_count"),
+    fail(fmt::format("{}: key \"{}\" is {}, but must be at most 14", st.origin("delayed_rejection_count"),
                                  st.written("delayed_rejection_count"), s.delayed_rejection_count));
   if (s.target_acceptance_rate.size() == 2 &&
       !(s.target_acceptance_rate[0] > 0 && s.target_acceptance_rate[0] <= s.target_acceptance_rate[1]))
-    throw InputError(fmt::format("{}: key \"{}\" is [{}, {}], but must be a range [lo, hi] with 0 < lo <= hi <= 1",
+    fail(fmt::format("{}: key \"{}\" is [{}, {}], but must be a range [lo, hi] with 0 < lo <= hi <= 1",
                                  st.origin("target_acceptance_rate"), st.written("target_acceptance_rate"),
                                  s.target_acceptance_rate[0], s.target_acceptance_rate[1]));
   if (s.target_acceptance_rate.size() == 1 && !(s.target_acceptance_rate[0] > 0))
-    throw InputError(fmt::format("{}: key \"{}\" is {}, but must be in (0, 1]", st.origin("target_acceptance_rate"),
+    fail(fmt::format("{}: key \"{}\" is {}, but must be in (0, 1]", st.origin("target_acceptance_rate"),
                                  st.written("target_acceptance_rate"), s.target_acceptance_rate[0]));
-  if (s.random_start_point) {
+  if (s.random_start_point && lengths_ok) {
     const bool lo_given = !s.random_start_point_domain_lower.empty() || !s.domain_lower.empty();
     const bool hi_given = !s.random_start_point_domain_upper.empty() || !s.domain_upper.empty();
     if (!lo_given || !hi_given)
-      throw InputError(fmt::format("{}: key \"{}\" is true, but random_start_point_domain_lower/upper (or "
+      fail(fmt::format("{}: key \"{}\" is true, but random_start_point_domain_lower/upper (or "
                                    "domain_lower/upper) are not both given: the start box must be finite",
                                    st.origin("random_start_point"), st.written("random_start_point")));
+    else {
     const auto& lo = s.random_start_point_domain_lower.empty() ? s.domain_lower : s.random_start_point_domain_lower;
     const auto& hi = s.random_start_point_domain_upper.empty() ? s.domain_upper : s.random_start_point_domain_upper;
     const char* lo_key = s.random_start_point_domain_lower.empty() ? "domain_lower" : "random_start_point_domain_lower";
     for (std::size_t i = 0; i < d; ++i)
       if (!(std::isfinite(lo[i]) && std::isfinite(hi[i]) && lo[i] < hi[i]))
-        throw InputError(fmt::format("{}: the random start box's dimension {} is [{}, {}], but must be finite and "
+        fail(fmt::format("{}: the random start box's dimension {} is [{}, {}], but must be finite and "
                                      "non-empty ({} and its upper counterpart)",
                                      st.origin(lo_key), i + 1, lo[i], hi[i], st.written(lo_key)));
+    }
   }
-  if (!s.domain_lower.empty() && !s.domain_upper.empty()) {
+  if (lengths_ok && !s.domain_lower.empty() && !s.domain_upper.empty()) {
     for (std::size_t i = 0; i < d; ++i) {
       if (!(s.domain_lower[i] < s.domain_upper[i]))
-        throw InputError(fmt::format("{}: {}[{}] is {}, but must be below {}[{}] = {}", st.origin("domain_lower"),
+        fail(fmt::format("{}: {}[{}] is {}, but must be below {}[{}] = {}", st.origin("domain_lower"),
                                      st.written("domain_lower"), i + 1, s.domain_lower[i], st.written("domain_upper"),
                                      i + 1, s.domain_upper[i]));
     }
   }
-  if (!s.start_point.empty()) {
+  if (lengths_ok && !s.start_point.empty()) {
     for (std::size_t i = 0; i < d; ++i) {
       const double lo = s.domain_lower.empty() ? -kInf : s.domain_lower[i];
       const double hi = s.domain_upper.empty() ? kInf : s.domain_upper[i];
       if (!(s.start_point[i] >= lo && s.start_point[i] <= hi))
-        throw InputError(fmt::format("{}: {}[{}] is {}, but must be inside the domain [{}, {}]",
+        fail(fmt::format("{}: {}[{}] is {}, but must be inside the domain [{}, {}]",
                                      st.origin("start_point"), st.written("start_point"), i + 1, s.start_point[i], lo, hi));
     }
   }
   const auto dr = static_cast<std::size_t>(s.delayed_rejection_count);
   if (!s.delayed_rejection_scale_factors.empty() && s.delayed_rejection_scale_factors.size() != 1 &&
       s.delayed_rejection_scale_factors.size() != dr)
-    throw InputError(fmt::format(
+    fail(fmt::format(
         "{}: key \"{}\" has {} values, but must have 1 or delayed_rejection_count = {}",
         st.origin("delayed_rejection_scale_factors"), st.written("delayed_rejection_scale_factors"), s.delayed_rejection_scale_factors.size(), dr));
   // Let the kernel parse the scale factor now, so that a bad expression names the key.
   try {
     DramSampler::parse_scale_factor(s.scale_factor, ndim);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: key \"{}\" is \"{}\", but must be a positive number, \"gelman\" or "
+    fail(fmt::format("{}: key \"{}\" is \"{}\", but must be a positive number, \"gelman\" or "
                                  "\"<number>*gelman\"", st.origin("scale_factor"), st.written("scale_factor"), s.scale_factor));
   }
+
+  // ParaMonte 2: outputStatus, the ball domain; specifications accepted with a note.
+  if (st.has("output_status")) {
+    s.output_status = st.get_string("output_status");
+    if (s.output_status != "extend") s.overwrite = true;
+  }
+  s.domain = st.get_string("domain");
+  if (s.domain == "sphere" || s.domain == "ellipsoid") s.domain = "ball";
+  s.domain_ball_center = floats_or_empty(st, "domain_ball_center");
+  const auto ball_cov = floats_or_empty(st, "domain_ball_cov"), ball_cor = floats_or_empty(st, "domain_ball_cor"),
+             ball_std = floats_or_empty(st, "domain_ball_std");
+  const std::size_t before_ball = errs.size();
+  guard([&] { check_length(st, "domain_ball_center", s.domain_ball_center, d, "ndim"); });
+  guard([&] { check_length(st, "domain_ball_cov", ball_cov, d * d, "ndim x ndim"); });
+  guard([&] { check_length(st, "domain_ball_cor", ball_cor, d * d, "ndim x ndim"); });
+  guard([&] { check_length(st, "domain_ball_std", ball_std, d, "ndim"); });
+  if (errs.size() == before_ball) {
+    guard([&] { check_matrix(st, "domain_ball_cov", ball_cov, d, false); });
+    guard([&] { check_matrix(st, "domain_ball_cor", ball_cor, d, true); });
+  }
+  if (s.domain == "ball" && errs.size() == before_ball) {
+    if (s.domain_ball_center.empty()) s.domain_ball_center.assign(d, 0.0);
+    if (!ball_cov.empty()) {
+      s.domain_ball_cov = ball_cov;
+    } else {
+      // Sigma = diag(std) cor diag(std), ParaMonte's construction; an infinite radius leaves
+      // that dimension unbounded (its row and column of Sigma^-1 vanish).
+      s.domain_ball_cov.assign(d * d, 0.0);
+      for (std::size_t i = 0; i < d; ++i)
+        for (std::size_t j = 0; j < d; ++j) {
+          const double si = ball_std.empty() ? kInf : ball_std[i], sj = ball_std.empty() ? kInf : ball_std[j];
+          const double r = ball_cor.empty() ? (i == j ? 1.0 : 0.0) : ball_cor[i * d + j];
+          s.domain_ball_cov[i * d + j] = r == 0.0 ? 0.0 : r * si * sj;
+        }
+    }
+    if (s.device != "cpu")
+      fail(fmt::format("{}: key \"{}\" is \"ball\", but device = \"{}\" samples in the cube domain only",
+                       st.origin("domain"), st.written("domain"), s.device));
+  } else if (s.domain == "cube" && (!ball_cov.empty() || !ball_cor.empty() || !ball_std.empty())) {
+    const char* k = !ball_cov.empty() ? "domain_ball_cov" : !ball_cor.empty() ? "domain_ball_cor" : "domain_ball_std";
+    fail(fmt::format("{}: key \"{}\" is given, but domain is \"cube\": set domain = \"ball\" to sample in the ball",
+                     st.origin(k), st.written(k)));
+  }
+  auto note = [&](const char* key, const std::string& why) {
+    if (!st.is_default(key) && st.has(key))
+      s.notes.push_back(fmt::format("{}: {} = {} is accepted, but {}", st.origin(key), st.written(key),
+                                    st.value(key).to_string(), why));
+  };
+  note("restart_file_format", "herd's restart record is always <prefix>_restart/ in herd's own binary form");
+  note("input_file_has_priority",
+       "it has no effect: herd has no specifications set in code (herd-sample's --set always overrides the file)");
+  note("system_info_file_path", "herd writes no system-information cache (the report names the host)");
+  note("parallelism_num_thread",
+       "herd's single-chain fork-join runs over MPI processes (mpiexec -n N); multi_chain runs chains_per_rank "
+       "chains on threads");
+
+  if (!errs.empty()) {
+    std::string all;
+    for (const auto& e : errs) all += (all.empty() ? "" : "\n") + e;
+    throw InputError(all);
+  }
   return s;
+}
+
+std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs& s, int ndim,
+                                                             std::function<double(const double*, int)> f) {
+  if (s.domain != "ball") return f;
+  const auto d = static_cast<Eigen::Index>(ndim);
+  // Sigma^-1 through the eigen-decomposition, so that unbounded dimensions (infinite radii)
+  // drop out: eigenvalues that are infinite contribute nothing.
+  Eigen::MatrixXd m(d, d);
+  bool infinite = false;
+  for (Eigen::Index i = 0; i < d; ++i)
+    for (Eigen::Index j = 0; j < d; ++j) {
+      m(i, j) = s.domain_ball_cov[static_cast<std::size_t>(i * d + j)];
+      infinite = infinite || std::isinf(m(i, j));
+    }
+  Eigen::MatrixXd inv = Eigen::MatrixXd::Zero(d, d);
+  if (!infinite) {
+    inv = m.inverse();
+  } else {
+    // Diagonal with infinite entries (the default radii): bounded dimensions only.
+    for (Eigen::Index i = 0; i < d; ++i)
+      if (std::isfinite(m(i, i))) inv(i, i) = 1.0 / m(i, i);
+  }
+  Eigen::VectorXd c = Eigen::Map<const Eigen::VectorXd>(s.domain_ball_center.data(), d);
+  return [f = std::move(f), inv, c](const double* x, int n) {
+    Eigen::VectorXd z = Eigen::Map<const Eigen::VectorXd>(x, n) - c;
+    if (z.dot(inv * z) > 1.0) return -std::numeric_limits<double>::infinity();
+    return f(x, n);
+  };
 }
 
 DramOptions to_dram_options(const SamplerSpecs& s, int ndim, std::uint32_t chain_id) {

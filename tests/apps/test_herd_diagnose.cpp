@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "../mcmc/diagnostics_vectors.hpp"
+#include "herd/core/config.hpp"
 #include "herd/mcmc/diagnostics.hpp"
+#include <fmt/format.h>
 
 namespace fs = std::filesystem;
 
@@ -186,11 +188,11 @@ TEST_CASE("herd-diagnose: bad input exits 2 with a one-line message", "[mcmc][ap
   // Ragged CSV and a non-numeric field.
   {
     const fs::path p = kWork / "ragged.csv";
-    std::ofstream(p) << "a,b,c\n1,2,3\n4,5\n";
+    std::ofstream(p) << "chain1,chain2,chain3\n1,2,3\n4,5\n";
     check_error(run(q(p)), "line 3 has 2 fields, but line 1 has 3");
     std::ofstream(p) << "1,2,3\n4,x,6\n";
     check_error(run(q(p)), "line 2 column 2 is 'x', but must be a number");
-    std::ofstream(p) << "a,b,c\n";
+    std::ofstream(p) << "chain_1,chain_2\n";
     check_error(run(q(p)), "no draws");
   }
   // HDF5: missing dataset, wrong rank, Inf.
@@ -206,4 +208,211 @@ TEST_CASE("herd-diagnose: bad input exits 2 with a one-line message", "[mcmc][ap
   const Run u = run("--bogus");
   CHECK(u.rc == 2);
   (void)tv;
+}
+
+namespace {
+
+/// An AR(1) series of length n (fixed seed), shifted by `shift`.
+std::vector<double> ar1(std::size_t n, unsigned seed, double shift) {
+  std::vector<double> x(n);
+  std::uint64_t st = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  auto unif = [&] {
+    st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (static_cast<double>(st >> 11) + 0.5) / 9007199254740992.0;
+  };
+  double v = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    v = 0.6 * v + (unif() - 0.5) * 2.0;
+    x[i] = v + shift;
+  }
+  return x;
+}
+
+void check_summary(const nlohmann::json& j, const std::vector<double>& draws, std::size_t m, std::size_t n) {
+  const auto s = herd::mcmc::summarize(herd::mcmc::DrawsView(draws, m, n));
+  CHECK(j["mean"].get<double>() == s.mean);
+  CHECK(j["sd"].get<double>() == s.sd);
+  CHECK(j["q50"].get<double>() == s.q50);
+  CHECK(j["ess_bulk"].get<double>() == s.ess_bulk);
+  CHECK(j["ess_tail"].get<double>() == s.ess_tail);
+  CHECK(j["rhat"].get<double>() == s.rhat);
+}
+
+/// A ParaDRAM compact chain file of rows (weight, logfunc, x, y) in ParaMonte's own style:
+/// leading-dot reals, E exponents, padded columns when `padded`.
+struct Compact {
+  std::vector<int> weight;
+  std::vector<double> lp, x, y;
+  /// The Markov chain (weights expanded) of column `c` (0 lp, 1 x, 2 y).
+  std::vector<double> expanded(int c) const {
+    std::vector<double> out;
+    for (std::size_t i = 0; i < weight.size(); ++i)
+      for (int k = 0; k < weight[i]; ++k) out.push_back(c == 0 ? lp[i] : c == 1 ? x[i] : y[i]);
+    return out;
+  }
+};
+
+Compact make_compact(std::size_t rows, unsigned seed) {
+  Compact c;
+  const auto x = ar1(rows, seed, 0.0), y = ar1(rows, seed + 100, 1.0);
+  for (std::size_t i = 0; i < rows; ++i) {
+    c.weight.push_back(1 + static_cast<int>(i * 7 % 4));
+    c.x.push_back(x[i]);
+    c.y.push_back(y[i]);
+    c.lp.push_back(-0.5 * (x[i] * x[i] + (y[i] - 1) * (y[i] - 1)));
+  }
+  return c;
+}
+
+/// A ParaMonte-like real: ".12345678E-01" style (no leading zero), 17 digits.
+std::string pm_real(double v) {
+  std::string s = fmt::format("{:.16E}", v);
+  if (s.rfind("0.", 0) == 0) s.erase(0, 1);
+  else if (s.rfind("-0.", 0) == 0) s.erase(1, 1);
+  return s;
+}
+
+fs::path write_paradram_chain(const std::string& name, const Compact& c, const std::string& delim, bool padded) {
+  fs::create_directories(kWork);
+  const fs::path p = kWork / name;
+  std::ofstream o(p);
+  auto col = [&](const std::string& v) { return padded ? fmt::format("{:>26}", v) : v; };
+  const char* h[] = {"ProcessID", "DelayedRejectionStage", "MeanAcceptanceRate", "AdaptationMeasure", "BurninLocation",
+                     "SampleWeight", "SampleLogFunc", "SampleVariable1", "SampleVariable2"};
+  for (int k = 0; k < 9; ++k) o << (k ? delim : "") << col(h[k]);
+  o << "\n";
+  for (std::size_t i = 0; i < c.weight.size(); ++i) {
+    o << col("1") << delim << col(std::to_string(i % 3)) << delim << col(pm_real(0.25)) << delim << col(pm_real(0.0))
+      << delim << col("1") << delim << col(std::to_string(c.weight[i])) << delim << col(pm_real(c.lp[i])) << delim
+      << col(pm_real(c.x[i])) << delim << col(pm_real(c.y[i])) << "\n";
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("herd-diagnose: ParaDRAM chain files: weights expand the compact chain, metadata excluded",
+          "[mcmc][apps]") {
+  const Compact a = make_compact(400, 1), b = make_compact(380, 2);
+  // One ParaMonte-style file (comma, no padding): one chain.
+  const auto fa = write_paradram_chain("run_process_1_chain.txt", a, ",", false);
+  const Run r = run(q(fa) + " --json");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::ordered_json::parse(r.out);
+  REQUIRE(j.size() == 3);  // SampleLogFunc and the two variables; no ProcessID, SampleWeight, ...
+  CHECK(j.begin().key() == "SampleLogFunc");
+  const auto xa = a.expanded(1);
+  check_summary(j["SampleVariable1"], xa, 1, xa.size());
+  check_summary(j["SampleVariable2"], a.expanded(2), 1, xa.size());
+  check_summary(j["SampleLogFunc"], a.expanded(0), 1, xa.size());
+  // Two files (multi-chain), blank-delimited and padded as outputColumnWidth writes them:
+  // two chains cut to the shorter Markov chain, with a note.
+  const auto fb = write_paradram_chain("run_process_2_chain.txt", b, " ", true);
+  const auto fa2 = write_paradram_chain("run_process_1p_chain.txt", a, " ", true);
+  const Run r2 = run(q(fa2) + " " + q(fb) + " --json");
+  INFO(r2.err);
+  REQUIRE(r2.rc == 0);
+  const auto xb = b.expanded(1);
+  const std::size_t n = std::min(xa.size(), xb.size());
+  std::vector<double> both(xa.begin(), xa.begin() + static_cast<std::ptrdiff_t>(n));
+  both.insert(both.end(), xb.begin(), xb.begin() + static_cast<std::ptrdiff_t>(n));
+  check_summary(nlohmann::json::parse(r2.out)["SampleVariable1"], both, 2, n);
+  CHECK(r2.err.find("cut to the first " + std::to_string(n)) != std::string::npos);
+  // A weight that is not a positive integer is refused.
+  {
+    const fs::path p = kWork / "badweight_chain.txt";
+    std::ofstream(p) << "ProcessID,DelayedRejectionStage,MeanAcceptanceRate,AdaptationMeasure,BurninLocation,"
+                        "SampleWeight,SampleLogFunc,x\n1,0,1,0,1,2,-1,0.5\n1,0,1,0,1,0,-1,0.5\n";
+    check_error(run(q(p)), "line 3 column 6 (SampleWeight) is '0', but must be a positive integer");
+  }
+}
+
+TEST_CASE("herd-diagnose: ParaDRAM sample files, one per chain", "[mcmc][apps]") {
+  const auto x1 = ar1(500, 3, 0.0), x2 = ar1(500, 4, 0.1), l1 = ar1(500, 5, -2.0), l2 = ar1(500, 6, -2.0);
+  auto write = [&](const std::string& name, const std::vector<double>& lp, const std::vector<double>& x) {
+    const fs::path p = kWork / name;
+    std::ofstream o(p);
+    o << "SampleLogFunc,mu\n";
+    for (std::size_t i = 0; i < x.size(); ++i) o << fmt::format("{:.17g},{:.17g}\n", lp[i], x[i]);
+    return p;
+  };
+  fs::create_directories(kWork);
+  const auto p1 = write("s_process_1_sample.txt", l1, x1), p2 = write("s_process_2_sample.txt", l2, x2);
+  const Run r = run(q(p1) + " " + q(p2) + " --json");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  std::vector<double> mu = x1;
+  mu.insert(mu.end(), x2.begin(), x2.end());
+  std::vector<double> lp = l1;
+  lp.insert(lp.end(), l2.begin(), l2.end());
+  const auto j = nlohmann::json::parse(r.out);
+  check_summary(j["mu"], mu, 2, 500);
+  check_summary(j["SampleLogFunc"], lp, 2, 500);
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("herd-diagnose: CmdStan CSV files with comment lines, one per chain", "[mcmc][apps]") {
+  const std::size_t n = 300;
+  std::vector<double> theta, lp;
+  std::vector<fs::path> paths;
+  fs::create_directories(kWork);
+  for (int c = 0; c < 3; ++c) {
+    const auto t = ar1(n, 10 + static_cast<unsigned>(c), 0.2 * c), l = ar1(n, 20 + static_cast<unsigned>(c), -7.0);
+    theta.insert(theta.end(), t.begin(), t.end());
+    lp.insert(lp.end(), l.begin(), l.end());
+    const fs::path p = kWork / fmt::format("model_{}.csv", c + 1);
+    std::ofstream o(p);
+    o << "# model = bernoulli_model\n# method = sample (Default)\n#   num_samples = 300\n";
+    o << "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,theta\n";
+    o << "# Adaptation terminated\n# Step size = 0.93\n# Diagonal elements of inverse mass matrix:\n# 0.51\n";
+    for (std::size_t i = 0; i < n; ++i)
+      o << fmt::format("{:.17g},0.9,0.93,1,3,0,{:.17g},{:.17g}\n", l[i], -l[i], t[i]);
+    o << "\n#  Elapsed Time: 0.005 seconds (Warm-up)\n#                0.01 seconds (Total)\n";
+    paths.push_back(p);
+  }
+  const Run r = run(q(paths[0]) + " " + q(paths[1]) + " " + q(paths[2]) + " --json");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::ordered_json::parse(r.out);
+  REQUIRE(j.size() == 2);  // lp__ and theta; the other name__ columns are sampler diagnostics
+  CHECK(j.begin().key() == "lp__");
+  check_summary(j["theta"], theta, 3, n);
+  check_summary(j["lp__"], lp, 3, n);
+  // One file alone is one chain.
+  const Run one = run(q(paths[0]) + " --json");
+  REQUIRE(one.rc == 0);
+  check_summary(nlohmann::json::parse(one.out)["theta"], std::vector<double>(theta.begin(), theta.begin() + n), 1, n);
+}
+
+TEST_CASE("herd-diagnose: a file of no known format is refused, never guessed", "[mcmc][apps]") {
+  fs::create_directories(kWork);
+  const fs::path p = kWork / "params.csv";
+  std::ofstream(p) << "alpha,beta\n0.1,0.2\n0.3,0.4\n";
+  check_error(run(q(p)), "is not a header herd-diagnose knows");
+  const fs::path c = kWork / "commented.csv";
+  std::ofstream(c) << "# a comment\nalpha,beta\n0.1,0.2\n";
+  check_error(run(q(c)), "is not a header herd-diagnose knows");
+  // Formats mixed, and several draws CSVs.
+  const fs::path s = kWork / "mix_sample.txt";
+  std::ofstream(s) << "SampleLogFunc,alpha\n-1,0.5\n-2,0.25\n";
+  const fs::path st = kWork / "mix.csv";
+  std::ofstream(st) << "lp__,alpha\n-1,0.5\n-2,0.25\n";
+  check_error(run(q(s) + " " + q(st)), "the chains of one run must have one format");
+  const fs::path s2 = kWork / "mix2_sample.txt";
+  std::ofstream(s2) << "SampleLogFunc,gamma\n-1,0.5\n-2,0.25\n";
+  check_error(run(q(s) + " " + q(s2)), "its columns differ");
+  const fs::path d = kWork / "d.csv";
+  std::ofstream(d) << "1,2\n3,4\n";
+  check_error(run(q(d) + " " + q(d)), "holds all chains itself");
+  // Binary data.
+  const fs::path b = kWork / "bin_chain.txt";
+  std::ofstream(b, std::ios::binary) << std::string("\x01\x00\x02\x03", 4);
+  check_error(run(q(b)), "binary");
+}
+
+TEST_CASE("herd-diagnose --version prints the project version", "[mcmc][apps]") {
+  const Run r = run("--version");
+  CHECK(r.rc == 0);
+  CHECK(r.out == std::string("herd-diagnose (herd) ") + HERD_VERSION_STRING + "\n");
 }

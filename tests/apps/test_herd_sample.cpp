@@ -15,8 +15,14 @@
 
 #include "app_runner.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include "herd/core/config.hpp"
 #include "herd/io/hdf5.hpp"
+#include "herd/io/schema.hpp"
 #include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/diagnostics.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
@@ -444,9 +450,9 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
        "target.builtin)"},
       {"chain_size = 10\n" + normal2, "--set target.cov=[1,2,2,1]", "--set target.cov=[1,2,2,1]: target.cov:"},
       {"chain_size = 10\n[target]\nlibrary = \"nope.so\"\nndim = 2\n", "", "run.in:3: target.library \"nope.so\""},
-      // --output travels as an override; the message names the option typed.
-      {"chain_size = 10\n" + normal2, "--output out/",
-       "--output out/: key \"output_prefix\" is \"out/\", but must name a file prefix, not a folder"},
+      // An empty prefix (a folder ending in '/' is ParaMonte's folder form, tested below).
+      {"chain_size = 10\n" + normal2, "--set output_prefix= --output ''",
+       "--set output_prefix=: key \"output_prefix\" is \"\", but must name a file prefix (or a folder ending in '/')"},
   };
   int k = 0;
   for (const auto& c : cases) {
@@ -650,4 +656,216 @@ TEST_CASE("herd-sample: progress is reported while a chain accepts nothing", "[a
     CHECK(rows[i].first > rows[i - 1].first);
     CHECK(rows[i].second >= rows[i - 1].second);
   }
+}
+
+namespace {
+
+/// Lines of `text`.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("herd-sample: a ParaMonte 1 namelist in the style of its examples runs as ParaMonte reads it",
+          "[apps][mcmc]") {
+  const auto dir = workdir("paramonte_nml");
+  // Keys ParaMonte's examples set that herd does not act on are accepted with a note; values
+  // in any case and with blanks (as Fortran reads them); a folder as outputFileName; a
+  // variableNameList shorter than ndim is padded with ParaMonte's default names.
+  write(dir / "paramonte.in", R"(! a ParaDRAM input in the style of ParaMonte's examples
+&ParaDRAM
+    description             = "three-dimensional normal, verbose chain"
+    outputFileName          = "./outputs/"
+    chainSize               = 1500
+    randomSeed              = 2468
+    restartFileFormat       = "ascii"
+    inputFileHasPriority    = .true.
+    systemInfoFilePath      = "./sysinfo.cache"
+    chainFileFormat         = "Verbose"
+    proposalModel           = "UNIFORM"
+    parallelizationModel    = "single chain"
+    variableNameList        = "alpha"
+/
+)");
+  const Run r = run(dir, "paramonte.in --set target.builtin=normal --set target.ndim=3");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:7: restartFileFormat = \"ascii\" is accepted, but"));
+  CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:8: inputFileHasPriority = true is accepted, but"));
+  CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:9: systemInfoFilePath = \"./sysinfo.cache\" is accepted"));
+  const fs::path chain = dir / "outputs" / "ParaDRAM_run_chain.txt";
+  REQUIRE(fs::exists(chain));
+  const auto rows = lines_of(slurp(chain));
+  REQUIRE(rows.size() > 1500);
+  CHECK(rows[0].substr(rows[0].find("SampleLogFunc")) == "SampleLogFunc,alpha,SampleVariable2,SampleVariable3");
+  // Verbose: every row has weight 1 (the sixth column), one row per proposal.
+  for (std::size_t i = 1; i < rows.size(); i += 97) {
+    std::istringstream row(rows[i]);
+    std::string field;
+    for (int k = 0; k < 6; ++k) std::getline(row, field, ',');
+    REQUIRE(field == "1");
+  }
+  // The uniform proposal and the single-chain model were read (the input record says so).
+  auto f = herd::io::H5File::open((dir / "outputs" / "ParaDRAM_run.h5").string());
+  const std::string report = slurp(dir / "outputs" / "ParaDRAM_run_report.txt");
+  CHECK_THAT(report, Contains("proposal_model = \"uniform\"") && Contains("parallelization_model = \"single_chain\"") &&
+                         Contains("chain_file_format = \"verbose\""));
+}
+
+TEST_CASE("herd-sample: every problem of an input is reported at once, one line each", "[apps][mcmc]") {
+  const auto dir = workdir("all_errors");
+  write(dir / "bad.nml", "&ParaDRAM\n  chainSize = -3\n  proposalModel = 'cauchy'\n  nosuchKey = 1\n"
+                         "  outputRealPrecision = 40\n/\n");
+  const Run r = run(dir, "bad.nml --set target.builtin=normal --set target.ndim=2 --output out/x");
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  const auto lines = lines_of(r.err);
+  REQUIRE(lines.size() == 4);
+  CHECK_THAT(lines[0], Contains("herd-sample: error: bad.nml:2: key \"chainSize\""));
+  CHECK_THAT(lines[1], Contains("herd-sample: error: bad.nml:3: key \"proposalModel\""));
+  CHECK_THAT(lines[2], Contains("herd-sample: error: bad.nml:4: unknown key \"nosuchKey\""));
+  CHECK_THAT(lines[3], Contains("herd-sample: error: bad.nml:5: key \"outputRealPrecision\""));
+  CHECK_FALSE(fs::exists(dir / "out"));
+  // Problems found across keys (lengths, ranges that depend on ndim) come together too.
+  write(dir / "bad.toml", "start_point = [1.0]\ndelayed_rejection_count = 20\nvariable_names = [\"a\", \"b\", \"c\"]\n"
+                          "[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run t = run(dir, "bad.toml --output out/y");
+  INFO(t.err);
+  CHECK(t.rc == 2);
+  const auto tl = lines_of(t.err);
+  REQUIRE(tl.size() == 3);
+  CHECK_THAT(t.err, Contains("key \"start_point\" has 1 values") && Contains("key \"delayed_rejection_count\" is 20") &&
+                        Contains("key \"variable_names\" has 3 names"));
+  for (const auto& l : tl) CHECK(l.rfind("herd-sample: error: bad.toml:", 0) == 0);
+}
+
+TEST_CASE("herd-sample --version and --help-keys", "[apps][mcmc]") {
+  const auto dir = workdir("help_keys");
+  const Run v = run(dir, "--version");
+  CHECK(v.rc == 0);
+  CHECK(v.out == std::string("herd-sample (herd) ") + HERD_VERSION_STRING + "\n");
+  const Run h = run(dir, "--help-keys");
+  REQUIRE(h.rc == 0);
+  // Type, default, ParaMonte names and meaning of a key, and every key of the schema.
+  CHECK_THAT(h.out, Contains("chain_size : an integer >= 1 (default 100000) (also \"chainSize\", \"outputChainSize\")\n"
+                             "    accepted (unique) states"));
+  herd::io::Schema schema("herd-sample");
+  herd::mcmc::declare_sampler_specs(schema);
+  auto listed = [&](const std::string& key) {
+    std::string needle(1, '\n');
+    needle.append(key).append(" : ");
+    return h.out.find(needle) != std::string::npos;
+  };
+  for (const auto& k : schema.keys()) CHECK(listed(k.name()));
+  for (const char* k : {"target.model", "target.library", "data.file", "restart_file_format", "domain_ball_cov"})
+    CHECK(listed(k));
+  // The installed example input runs as it is.
+  const fs::path example = fs::path(HERD_SOURCE_DIR) / "examples" / "sample" / "run.toml";
+  std::string args = example.string();
+  args.insert(args.begin(), '\'');
+  args.append("' --quiet --set chain_size=2000 --output out/ex");
+  const Run e = run(dir, args);
+  INFO(e.err);
+  CHECK(e.rc == 0);
+  CHECK(fs::exists(dir / "out" / "ex.h5"));
+}
+
+TEST_CASE("herd-sample: a plugin library path is relative to the input file's folder", "[apps][mcmc]") {
+  const auto dir = workdir("plugin_relative");
+  fs::create_directories(dir / "model");
+  fs::copy_file(HERD_TEST_PLUGIN_PATH, dir / "model" / "gauss_plugin.so");
+  write(dir / "model" / "run.toml", "chain_size = 500\nrandom_seed = 3\noutput_prefix = \"out/p\"\n"
+                                    "[target]\nlibrary = \"gauss_plugin.so\"\nndim = 2\n");
+  // Run from the parent folder: the library is found next to the input file.
+  const Run r = run(dir, "model/run.toml --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(fs::exists(dir / "out" / "p.h5"));
+  // Under --set a relative path is the working directory's.
+  const Run s = run(dir, "model/run.toml --quiet --set target.library=gauss_plugin.so --output out/q");
+  CHECK(s.rc == 2);
+  CHECK_THAT(s.err, Contains("gauss_plugin.so"));
+}
+
+#ifdef HERD_DIAGNOSE_EXE
+TEST_CASE("herd-diagnose reads herd-sample's own chain and sample files as one chain each", "[apps][mcmc]") {
+  const auto dir = workdir("diagnose_own");
+  write(dir / "run.toml", kToml);
+  REQUIRE(run(dir, "run.toml --quiet").rc == 0);
+  const Run d = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "out/run_chain.txt --json");
+  INFO(d.err);
+  REQUIRE(d.rc == 0);
+  const auto j = nlohmann::ordered_json::parse(d.out);
+  REQUIRE(j.size() == 3);  // SampleLogFunc, a, b: not 10 "chains" of every column
+  // Direct computation: the compact chain's rows expanded by their weights.
+  std::vector<double> a;
+  const auto rows = lines_of(slurp(dir / "out" / "run_chain.txt"));
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    std::vector<double> v;
+    std::istringstream row(rows[i]);
+    for (std::string f; std::getline(row, f, ',');) v.push_back(std::stod(f));
+    for (int k = 0; k < static_cast<int>(v[5]); ++k) a.push_back(v[7]);
+  }
+  const auto s = herd::mcmc::summarize(herd::mcmc::DrawsView(a, 1, a.size()));
+  CHECK(j["a"]["mean"].get<double>() == s.mean);
+  CHECK(j["a"]["rhat"].get<double>() == s.rhat);
+  CHECK(j["a"]["ess_bulk"].get<double>() == s.ess_bulk);
+  CHECK(j["a"]["rhat"].get<double>() < 1.1);
+  const Run ds = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "out/run_sample.txt --json");
+  REQUIRE(ds.rc == 0);
+  CHECK(nlohmann::json::parse(ds.out).size() == 3);
+}
+#endif
+
+TEST_CASE("herd-sample: vector parameters are ArviZ variables with a dimension; every group opens in xarray "
+          "without phony_dims", "[apps][mcmc]") {
+  // eight_schools_noncentered: theta_trans[1..8] (sampled) and theta[1..8] (derived) are
+  // vectors; mu and tau scalars. Two chains (multi_chain) so that the KS tables are written.
+  const auto dir = workdir("xarray_vectors");
+  REQUIRE(run(dir, "--quiet --set target.model=eight_schools_noncentered --set chain_size=1500 --set random_seed=9 "
+                   "--set parallelization_model=multi_chain --set chains_per_rank=2 --output out/es")
+              .rc == 0);
+  write(dir / "check.py", R"(import sys, warnings
+import numpy as np, h5py, xarray as xr
+warnings.simplefilter("error")  # a phony_dims or any other warning fails the check
+path = sys.argv[1]
+with h5py.File(path) as f:
+    groups = [k for k in f if isinstance(f[k], h5py.Group)]
+assert set(groups) >= {"posterior", "sample_stats", "sample", "chain_compact", "diagnostics", "input"}, groups
+for g in groups:
+    xr.open_dataset(path, group=g, engine="h5netcdf").load()
+post = xr.open_dataset(path, group="posterior", engine="h5netcdf")
+assert post["theta_trans"].dims == ("chain", "draw", "theta_trans_dim_0"), post["theta_trans"].dims
+assert post["theta"].dims == ("chain", "draw", "theta_dim_0"), post["theta"].dims
+np.testing.assert_array_equal(post["theta_dim_0"].values, np.arange(8))
+assert post["mu"].dims == ("chain", "draw")
+assert not any("[" in v for v in post.data_vars), list(post.data_vars)
+# Values: element j of chain c is the compact chain's column theta_trans[j+1] expanded by
+# its weights after the burn-in (the chains cut to the shortest).
+cc = xr.open_dataset(path, group="chain_compact", engine="h5netcdf")
+names = [n.decode() if isinstance(n, bytes) else str(n) for n in cc["variable"].values]
+chain_of, weight, state = cc["chain"].values, cc["weight"].values, cc["state"].values
+burnin = cc["burnin"].values
+ndraw = post.sizes["draw"]
+for c in range(2):
+    rows = np.flatnonzero(chain_of == c)[burnin[c]:]
+    for j in (0, 5):
+        col = names.index("theta_trans[%d]" % (j + 1))
+        verbose = np.repeat(state[rows, col], weight[rows])[:ndraw]
+        np.testing.assert_array_equal(post["theta_trans"].values[c, :, j], verbose)
+s = xr.open_dataset(path, group="sample", engine="h5netcdf")
+assert s["theta"].dims == ("sample", "theta_dim_0"), s["theta"].dims
+d = xr.open_dataset(path, group="diagnostics", engine="h5netcdf")
+assert "theta[1]" in [str(v) for v in d["variable"].values]
+print("ok")
+)");
+  const std::string cmd = "/usr/bin/python3 '" + (dir / "check.py").string() + "' '" + (dir / "out" / "es.h5").string() +
+                          "' > '" + (dir / "py.txt").string() + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  INFO(slurp(dir / "py.txt"));
+  CHECK(rc == 0);
 }

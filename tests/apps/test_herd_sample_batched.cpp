@@ -236,8 +236,18 @@ TEST_CASE("herd-sample device = cpu_batched runs a posteriordb model and a plugi
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("beta[1]") && Contains("log_sigma"));
   const auto f = herd::io::H5File::open((dir / "pdb" / "run.h5").string());
-  CHECK(f.open_dataset("posterior/beta[1]").shape() == std::vector<hsize_t>{16, 100});
+  // beta[1..4] is one ArviZ variable beta [chain, draw, beta_dim_0] (coordinates 0..3).
+  CHECK(f.open_dataset("posterior/beta").shape() == std::vector<hsize_t>{16, 100, 4});
+  CHECK(f.open_dataset("posterior/beta_dim_0").read<std::int64_t>() == std::vector<std::int64_t>{0, 1, 2, 3});
   CHECK(f.open_dataset("posterior/log_sigma").shape() == std::vector<hsize_t>{16, 100});
+  {
+    const Run x = run_shell(dir, "/usr/bin/python3 -W error -c \"import xarray as xr; "
+                                 "p = xr.open_dataset('pdb/run.h5', group='posterior', engine='h5netcdf'); "
+                                 "assert p['beta'].dims == ('chain', 'draw', 'beta_dim_0'), p['beta'].dims; "
+                                 "assert 'beta[1]' not in p.data_vars; print('ok')\"");
+    INFO(x.out << x.err);
+    CHECK(x.rc == 0);
+  }
   // The posterior of log sigma is near the least-squares fit's (2.884; posteriordb's
   // reference posterior mean 2.89, sd 0.034): a loose check that the chains moved right.
   const auto ls = f.open_dataset("posterior/log_sigma").read<double>();

@@ -13,6 +13,10 @@
 /// case-insensitive `Config` (a Fortran namelist) names and aliases match in any case, so
 /// a key `chain_size` with alias `chainSize` accepts ParaMonte's `chainSize = 1000`.
 ///
+/// A case-insensitive `Config` (a Fortran namelist) also matches choice values as Fortran
+/// programs such as ParaMonte do: in any case, with blanks, '_' and '-' ignored ("Verbose",
+/// "UNIFORM" and "single chain" are "verbose", "uniform" and "single_chain").
+///
 /// Conversions: integers are accepted where floats are expected, and floats with an exact
 /// integer value where integers are expected; a single value where a list is expected is a
 /// list of one. Null list elements (holes a namelist leaves) take the default's element.
@@ -145,7 +149,7 @@ class Schema {
   /// file order; empty when it is valid.
   std::vector<std::string> check(const Config& config, const std::vector<std::string>& overrides = {}) const;
   /// Validates `config` with `overrides` applied and resolves every key.
-  /// @throws InputError with the first problem (and a count of the others).
+  /// @throws InputError with every problem, one per line in file order (as `check`).
   Settings apply(const Config& config, const std::vector<std::string>& overrides = {}) const;
   /// Help text: one line per key with type, default, allowed values and doc.
   std::string help() const;

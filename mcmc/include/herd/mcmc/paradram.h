@@ -35,6 +35,19 @@ int herd_run_dram(int32_t ndim, herd_log_func logfunc, const char* input);
 void runParaDRAM(int32_t ndim, double (*getLogFunc)(int32_t ndim, double Point[]), char* inputFile,
                  int32_t inputFileLen);
 
+/* ParaMonte 2.x's entry points (pm_sampling.h): note the argument order, the log function
+ * first, and its arguments `(state, ndim)`, the reverse of ParaMonte 1's. `input` is a
+ * NUL-terminated path to an input file or the `&ParaDRAM ... /` namelist text itself (or
+ * NULL/"" for the defaults); ParaMonte 2's specification names are accepted (outputStatus,
+ * domainBall*, domainErrCount, parallelismNumThread, ...; docs/dram.md). The F and L forms
+ * take the point as float / long double (converted from herd's double state, which the
+ * chain keeps); the result is converted to double. Returns 0 if and only if the run succeeded
+ * (else 2 for bad input, 1 for a failed run, as herd_run_dram). */
+int32_t runParaDRAMF(float (*getLogFunc)(float state[], int32_t ndim), const int32_t ndim, const char* input);
+int32_t runParaDRAMD(double (*getLogFunc)(double state[], int32_t ndim), const int32_t ndim, const char* input);
+int32_t runParaDRAML(long double (*getLogFunc)(long double state[], int32_t ndim), const int32_t ndim,
+                     const char* input);
+
 /* Status of the last `runParaDRAM` call in this process (0, 1 or 2 as `herd_run_dram`). */
 int herd_last_status(void);
 

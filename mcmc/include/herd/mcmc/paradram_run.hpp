@@ -56,6 +56,19 @@ struct SampleTarget {
   std::string description;
 };
 
+/// One ArviZ variable of flat column names: "beta[1]", ..., "beta[K]" (adjacent, indices 1..K
+/// in order, as Stan and posteriordb name a vector's elements) are the variable "beta" with
+/// K elements along the dimension "beta_dim_0" (coordinates 0..K-1, as ArviZ's from_dict
+/// names it); any other column, or elements whose base name is also a column, are scalars.
+struct ArvizVariable {
+  std::string name;
+  std::vector<std::size_t> columns;  ///< indices of its columns, in element order
+  bool is_vector = false;
+};
+
+/// The ArviZ variables of `names`, in column order. Thread-safe (pure).
+std::vector<ArvizVariable> arviz_variables(const std::vector<std::string>& names);
+
 /// Settings of a run that are not sampler specifications.
 struct SampleRunOptions {
   /// Print nothing on the terminal (also implied by the `silent_mode` specification).

@@ -7,6 +7,7 @@
 /// Thread-safety: plain functions and values.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,12 +64,33 @@ struct SamplerSpecs {
   bool mpi_finalize_requested = true;       ///< C API: finalise MPI at the end if herd initialised it
   std::int64_t max_num_domain_check_to_warn = 1000;
   std::int64_t max_num_domain_check_to_stop = 100000;
+  /// ParaMonte 2's `outputStatus`: "" (not given: herd's behaviour), "retry"/"repeat"
+  /// (start afresh, as overwrite = true) or "extend" (resume an interrupted run; continue a
+  /// complete one in `<prefix>_run<k>`).
+  std::string output_status;
+  /// "cube" (the box domain_lower/upper) or "ball" (also the ellipsoid
+  /// (x - c)^T C^-1 (x - c) <= 1 of ParaMonte 2's domainBall*; "sphere" and "ellipsoid" read as "ball").
+  std::string domain = "cube";
+  std::vector<double> domain_ball_center;  ///< c [ndim] (default 0)
+  std::vector<double> domain_ball_cov;     ///< C [ndim, ndim] row-major, from domainBallCov or Cor and Std
+  /// Lines "file:line: key ... is accepted, but ..." for ParaMonte specifications that herd reads
+  /// but does not act on (restartFileFormat, systemInfoFilePath, ...): printed as notes.
+  std::vector<std::string> notes;
 };
+
+/// The log density restricted to the ball domain of `specs` (domain = "ball"): -inf outside
+/// the ellipsoid without calling `f` (a proposal there is rejected, as ParaDRAM rejects it);
+/// `f` itself when the domain is the cube. Thread-safe when `f` is.
+std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs& specs, int ndim,
+                                                             std::function<double(const double*, int)> f);
 
 /// Reads the specifications from resolved settings and checks what depends on the
 /// dimension `ndim` (vector lengths, box order, positive-definite inputs are checked by the
-/// kernel). `variable_names` defaults to `default_names` (or "x1", "x2", ...).
-/// @throws herd::InputError naming the key, its value, and what was expected.
+/// kernel). `variable_names` defaults to `default_names` (or "x1", "x2", ...); a shorter list is
+/// padded with ParaMonte's default names SampleVariable<i> (i the 1-based dimension). An
+/// `output_prefix` ending in '/' is a folder: the files are `<folder>/ParaDRAM_run_*`.
+/// @throws herd::InputError with every problem found, one per line, each naming the key,
+/// its value, and what was expected.
 SamplerSpecs resolve_sampler_specs(const io::Settings& settings, int ndim,
                                    const std::vector<std::string>& default_names = {});
 
