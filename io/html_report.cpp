@@ -123,6 +123,9 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
   g["encode"]["update"] = {{"width", {{"value", p.width}}}, {"height", {{"value", p.height}}}};
   if (p.empty) return g;
   if (!p.title.empty()) g["title"] = {{"text", p.title}, {"fontSize", 11}, {"fontWeight", "normal"}};
+  // Marks are clipped to the plotting area when an axis range is fixed.
+  const bool fixed_range = (std::isfinite(p.x_min) && std::isfinite(p.x_max) && p.x_min < p.x_max) ||
+                           (std::isfinite(p.y_min) && std::isfinite(p.y_max) && p.y_min < p.y_max);
   Json xfields = Json::array(), yfields = Json::array();
   Json marks = Json::array();
   std::vector<std::string> names, colors;
@@ -165,6 +168,7 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
     }
     m["from"] = {{"data", dname}};
     m["encode"]["enter"] = enc;
+    if (fixed_range) m["clip"] = true;
     marks.push_back(m);
   }
   if (!p.y_rules.empty()) {
@@ -200,6 +204,15 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
   Json ys = {{"name", "y"}, {"type", p.log_y ? "log" : "linear"}, {"range", "height"}, {"nice", true},
              {"domain", {{"fields", yfields}}}};
   if (!p.log_y) ys["zero"] = p.zero;
+  if (std::isfinite(p.x_min) && std::isfinite(p.x_max) && p.x_min < p.x_max) {
+    xs["domain"] = Json::array({p.x_min, p.x_max});
+    xs["nice"] = false;
+  }
+  if (std::isfinite(p.y_min) && std::isfinite(p.y_max) && p.y_min < p.y_max) {
+    ys["domain"] = Json::array({p.y_min, p.y_max});
+    ys["nice"] = false;
+    ys["zero"] = false;
+  }
   Json scales = Json::array({xs, ys});
   if (p.legend) scales.push_back({{"name", "color"}, {"type", "ordinal"}, {"domain", names}, {"range", colors}});
   g["scales"] = scales;

@@ -13,6 +13,7 @@
 /// reentrant.
 
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,7 +53,10 @@ struct Plot {
   bool legend = false;          ///< show a legend of the series names
   bool empty = false;           ///< a blank cell of a grid (the upper triangle of a corner plot)
   bool zero = false;            ///< include y = 0 in the y domain
-  bool axes = true;             ///< draw axes (corner plots hide inner ones)
+  bool axes = true;             ///< draw axes
+  /// Fixed axis ranges [min, max] (used when both are finite and min < max; else from the data).
+  double x_min = std::numeric_limits<double>::quiet_NaN(), x_max = std::numeric_limits<double>::quiet_NaN();
+  double y_min = std::numeric_limits<double>::quiet_NaN(), y_max = std::numeric_limits<double>::quiet_NaN();
   int width = 260;              ///< plotting area, CSS pixels
   int height = 150;
 };
