@@ -127,6 +127,7 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
   const bool fixed_range = (std::isfinite(p.x_min) && std::isfinite(p.x_max) && p.x_min < p.x_max) ||
                            (std::isfinite(p.y_min) && std::isfinite(p.y_max) && p.y_min < p.y_max);
   Json xfields = Json::array(), yfields = Json::array();
+  double y_lo = INFINITY, y_hi = -INFINITY;  // of the series' points
   Json marks = Json::array();
   std::vector<std::string> names, colors;
   for (std::size_t s = 0; s < p.series.size(); ++s) {
@@ -141,6 +142,8 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
       if (!std::isfinite(x) || !std::isfinite(y) || (p.log_y && y <= 0)) continue;
       csv += number(x) + "," + number(y) + "\n";
       ++kept;
+      y_lo = std::min(y_lo, y);
+      y_hi = std::max(y_hi, y);
     }
     const std::string dname = fmt::format("p{}_s{}", index, s);
     data.push_back({{"name", dname},
@@ -204,6 +207,11 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
   Json ys = {{"name", "y"}, {"type", p.log_y ? "log" : "linear"}, {"range", "height"}, {"nice", true},
              {"domain", {{"fields", yfields}}}};
   if (!p.log_y) ys["zero"] = p.zero;
+  // Constant data (and no rule elsewhere) would give the y scale an empty domain: widen it.
+  if (y_lo == y_hi && p.y_rules.empty() && !p.log_y) {
+    const double half = y_lo == 0.0 ? 1.0 : 0.5 * std::abs(y_lo);
+    ys["domain"] = Json::array({p.zero ? std::min(0.0, y_lo - half) : y_lo - half, y_lo + half});
+  }
   if (std::isfinite(p.x_min) && std::isfinite(p.x_max) && p.x_min < p.x_max) {
     xs["domain"] = Json::array({p.x_min, p.x_max});
     xs["nice"] = false;
@@ -317,9 +325,13 @@ void HtmlReport::table(const std::vector<std::string>& header, const std::vector
                        const std::vector<Level>& row_levels) {
   HERD_REQUIRE(row_levels.empty() || row_levels.size() == rows.size(),
                "html report: a table has {} rows but {} row levels", rows.size(), row_levels.size());
-  std::string t = "<table>\n<thead><tr>";
-  for (const auto& h : header) t += "<th>" + html_escape(h) + "</th>";
-  t += "</tr></thead>\n<tbody>\n";
+  std::string t = "<table>\n";
+  if (std::any_of(header.begin(), header.end(), [](const std::string& h) { return !h.empty(); })) {
+    t += "<thead><tr>";
+    for (const auto& h : header) t += "<th>" + html_escape(h) + "</th>";
+    t += "</tr></thead>\n";
+  }
+  t += "<tbody>\n";
   for (std::size_t r = 0; r < rows.size(); ++r) {
     HERD_REQUIRE(rows[r].size() == header.size(), "html report: table row {} has {} cells, but the header has {}",
                  r + 1, rows[r].size(), header.size());

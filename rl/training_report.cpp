@@ -301,7 +301,7 @@ std::string write_training_report(const std::string& prefix, const std::string& 
     std::vector<std::string> absent;
     for (const auto& [col, label] : kPanels) {
       if (!any_finite(c.column(col))) {
-        absent.push_back(col);
+        if (c.column(col) != nullptr) absent.push_back(col);  // a column of the file without a value
         continue;
       }
       Plot p;
@@ -317,7 +317,7 @@ std::string write_training_report(const std::string& prefix, const std::string& 
                "update moved the policy; explained variance near 1 means the value function predicts the returns "
                "well, below 0 worse than a constant." +
                    (absent.empty() ? std::string()
-                                   : " Not recorded for this algorithm: " + fmt::format("{}", fmt::join(absent, ", ")) +
+                                   : " Empty (not computed by this algorithm): " + fmt::format("{}", fmt::join(absent, ", ")) +
                                          "."),
                "losses");
     else

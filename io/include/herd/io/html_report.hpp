@@ -85,7 +85,8 @@ class HtmlReport {
   /// Preformatted text (escaped), e.g. the resolved input file.
   void preformatted(std::string_view text);
   /// A table: `header` names the columns; every row must have header.size() cells
-  /// (escaped). `row_levels` (empty, or one per row) colours rows that carry a warning.
+  /// (escaped); a header of empty names is left out (a key-value table). `row_levels`
+  /// (empty, or one per row) colours rows that carry a warning.
   /// @throws herd::InputError on a row of the wrong length.
   void table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
              const std::vector<Level>& row_levels = {});
