@@ -287,8 +287,10 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
              "trace");
   }
   // --- marginal densities
-  std::vector<double> lo(nq), hi(nq), bw(nq);
-  for (std::size_t q = 0; q < nq; ++q) {
+  // Density grids and bandwidths of the plotted quantities (the corner plot's are among them).
+  static_assert(kCornerQuantities <= kPlotQuantities);
+  std::vector<double> lo(pq), hi(pq), bw(pq);
+  for (std::size_t q = 0; q < pq; ++q) {
     const auto v = d.values[q];
     double mn = INFINITY, mx = -INFINITY;
     for (double x : v)

@@ -91,3 +91,19 @@ TEST_CASE("HtmlReport writes one self-contained document with escaped text and t
   CHECK(h.find("<link") == std::string::npos);
   CHECK(herd::io::vega_runtime_javascript().size() > 300000);
 }
+
+TEST_CASE("vega_spec widens the y range of constant data and fixes given axis ranges", "[io]") {
+  Plot c;
+  c.series.push_back({"flat", {0, 1, 2}, {0.1, 0.1, 0.1}});
+  Plot f;
+  f.series.push_back({"s", {0, 1}, {0, 1}});
+  f.x_min = -2;
+  f.x_max = 2;
+  const auto spec = nlohmann::json::parse(herd::io::vega_spec({c, f}, 2));
+  const auto& dom = spec["marks"][0]["scales"][1]["domain"];
+  REQUIRE(dom.is_array());
+  CHECK(dom[0].get<double>() == Approx(0.05));
+  CHECK(dom[1].get<double>() == Approx(0.15));
+  CHECK(spec["marks"][1]["scales"][0]["domain"] == nlohmann::json::array({-2, 2}));
+  CHECK(spec["marks"][1]["marks"][0]["clip"] == true);
+}
