@@ -1140,7 +1140,8 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     h.subtitle = fmt::format("herd {}, DRAM sampler (ParaDRAM-compatible); target: {}; input: {}", HERD_VERSION_STRING,
                              target.description, options.input_source);
     h.facts = {{"dimension", std::to_string(d)},
-               {"chains", fmt::format("{} ({})", m, specs.parallelization_model)},
+               {"chains", fmt::format("{} ({}{})", m, specs.parallelization_model,
+                                      ranks > 1 ? fmt::format(", {} processes", ranks) : std::string())},
                {"random seed", std::to_string(specs.random_seed)},
                {"proposals (steps)", std::to_string(proposals)},
                {"accepted states (chain_size)", std::to_string(out.compact_size)},

@@ -122,7 +122,7 @@ def main(argv):
             f.write(SAMPLE.format(chain_size=2000, name="forkjoin", extra='parallelization_model = "single_chain"\n'))
         run([mpiexec, "-n", "2", sample, "forkjoin.toml"], work)
         p = os.path.join(work, "out", "forkjoin_report.html")
-        check(p, "--figures", "7", "--text", "single_chain", *exp("trace:panels=2,series=2", "acceptance:series=1"))
+        check(p, "--figures", "7", "--text", "single_chain, 2 processes", *exp("trace:panels=2,series=2", "acceptance:series=1"))
         reports["sample_forkjoin"] = p
 
     # herd-diagnose --html: the multi-chain run's draws (no sampler history, said in words), and a CSV.
