@@ -1,20 +1,23 @@
-// herd-diagnose FILE... [--dataset NAME] [--json]: Stan-grade convergence diagnostics of draws in
-// an HDF5 file, a draws CSV, ParaDRAM chain/sample files or CmdStan CSV files (several files:
-// one chain each; formats in diagnose_input.hpp). Exit codes: 0 success, 2 bad input or
-// usage, 1 other.
+// herd-diagnose FILE... [--dataset NAME] [--json] [--html OUT.html]: Stan-grade convergence
+// diagnostics of draws in an HDF5 file, a draws CSV, ParaDRAM chain/sample files or CmdStan CSV
+// files (several files: one chain each; formats in diagnose_input.hpp), optionally as an HTML
+// report with plots. Exit codes: 0 success, 2 bad input or usage, 1 other.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "diagnose_input.hpp"
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/mcmc/diagnostics.hpp"
+#include "herd/mcmc/posterior_report.hpp"
 
 namespace {
 
@@ -65,6 +68,48 @@ void print_json(const std::vector<Row>& rows) {
   std::fputs((j.dump(2) + "\n").c_str(), stdout);
 }
 
+/// The HTML report (posterior_report.hpp) of the arrays that share the first one's
+/// [chains, draws] shape; the others are named in a note.
+void write_html(const std::string& file, const std::vector<herd::apps::DrawsArray>& arrays,
+                const std::vector<Row>& rows, const std::string& out) {
+  herd::mcmc::PosteriorReportData h;
+  h.title = "herd-diagnose report: " + std::filesystem::path(file).filename().string();
+  h.subtitle = "Convergence diagnostics of the draws in " + file;
+  const std::size_t chains = arrays.at(0).chains, draws = arrays.at(0).draws;
+  std::vector<std::vector<double>> slices;
+  std::vector<std::string> skipped;
+  std::size_t row = 0;
+  for (const auto& a : arrays) {
+    const bool same = a.chains == chains && a.draws == draws;
+    for (std::size_t p = 0; p < a.params; ++p, ++row) {
+      if (!same) {
+        skipped.push_back(a.names[p]);
+        continue;
+      }
+      std::vector<double> v(a.chains * a.draws);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = a.values[i * a.params + p];
+      slices.push_back(std::move(v));
+      h.names.push_back(a.names[p]);
+      h.summary.push_back(rows[row].s);
+    }
+  }
+  h.chains = chains;
+  h.draws = draws;
+  for (const auto& v : slices) h.values.emplace_back(v);
+  h.facts = {{"input", file},
+             {"chains", std::to_string(chains)},
+             {"draws per chain", std::to_string(draws)},
+             {"quantities", std::to_string(h.names.size())}};
+  if (!skipped.empty())
+    h.notes.push_back(fmt::format("Left out of this report (their [chains, draws] shape differs from {} x {}): {}; "
+                                  "the terminal table has them.",
+                                  chains, draws, fmt::join(skipped, ", ")));
+  h.history_note = "The input holds draws only: the sampler's acceptance rate and adaptation over the run are not "
+                   "known here (herd-sample's own report shows them).";
+  h.covariance_note = "The input holds draws only: the proposal covariance is not known here.";
+  herd::mcmc::write_posterior_report(out, h);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,7 +119,7 @@ int main(int argc, char** argv) {
                "row per draw), ParaDRAM chain or sample files (herd's or ParaMonte's; one file "
                "per chain), or CmdStan CSV files (one file per chain)"};
   std::vector<std::string> files;
-  std::string dataset;
+  std::string dataset, html;
   bool json = false;
   app.set_version_flag("--version", std::string("herd-diagnose (herd) ") + HERD_VERSION_STRING);
   app.add_option("FILE", files,
@@ -82,6 +127,7 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--dataset", dataset, "HDF5 dataset to read (default: the 'posterior' group)");
   app.add_flag("--json", json, "print one JSON object keyed by parameter");
+  app.add_option("--html", html, "also write a self-contained HTML report with plots to this file");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -107,6 +153,12 @@ int main(int argc, char** argv) {
       print_json(rows);
     else
       print_table(rows);
+    if (!html.empty()) {
+      std::string inputs = files[0];
+      for (std::size_t i = 1; i < files.size(); ++i) inputs += ", " + files[i];
+      write_html(inputs, arrays, rows, html);
+      if (!json) std::printf("wrote %s\n", html.c_str());
+    }
     return 0;
   } catch (const herd::InputError& e) {
     std::fprintf(stderr, "herd-diagnose: error: %s\n", e.what());

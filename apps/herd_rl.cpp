@@ -33,6 +33,7 @@
 #include "herd/core/mpi_communicator.hpp"
 #endif
 #include "herd/rl/trainer.hpp"
+#include "herd/rl/training_report.hpp"
 #include "herd/rl/train_config.hpp"
 
 namespace {
@@ -136,6 +137,12 @@ int main(int argc, char** argv) {
   eval->add_option("checkpoint", ckpt, "checkpoint written by herd-rl train");
   eval->add_option("--episodes", episodes_text, "episodes to run (>= 1)");
   eval->add_flag("--stochastic", stochastic, "sample actions instead of the distribution's mode");
+  auto* report = app.add_subcommand("report", "write the HTML report (learning curves, losses, throughput) of a run, "
+                                              "finished or not");
+  std::string report_prefix, report_out;
+  report->add_option("prefix", report_prefix, "the run's output_prefix (reads PREFIX_progress.csv and/or PREFIX.h5)")
+      ->required();
+  report->add_option("--output,-o", report_out, "the report file (default: PREFIX_report.html)");
   // Command-line mistakes are one line "herd-rl: error: ..." (exit 2), printed by rank 0
   // once the communicator exists; --help prints the help and exits 0.
   std::string cli_error;
@@ -158,8 +165,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     cli_error = e.what();
-    if (e.get_name() == "RequiredError" && !train->parsed() && !eval->parsed())
-      cli_error = "a command is required: herd-rl train [CONFIG.toml] ... or herd-rl eval CHECKPOINT ...";
+    if (e.get_name() == "RequiredError" && report->parsed())
+      cli_error = "report needs the run's output prefix: herd-rl report PREFIX [--output OUT.html]";
+    else if (e.get_name() == "RequiredError" && !train->parsed() && !eval->parsed())
+      cli_error = "a command is required: herd-rl train [CONFIG.toml] ..., herd-rl eval CHECKPOINT ... or herd-rl "
+                  "report PREFIX";
     else if (e.get_name() == "ArgumentMismatch" && cli_error.rfind("--set", 0) == 0)
       cli_error = "--set needs a value: --set key=value";
     std::replace(cli_error.begin(), cli_error.end(), '\n', ' ');
@@ -189,6 +199,20 @@ int main(int argc, char** argv) {
   }
   const bool root = comm->rank() == 0;
   if (!root) quiet = true;
+
+  if (report->parsed()) {
+    if (!root) return 0;
+    try {
+      std::printf("herd-rl: wrote %s\n", herd::rl::write_training_report(report_prefix, report_out).c_str());
+      return 0;
+    } catch (const herd::InputError& e) {
+      std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+      return 1;
+    }
+  }
 
   if (eval->parsed()) {
     // Under mpiexec rank 0 evaluates and prints; the other ranks have nothing to do.
@@ -345,6 +369,18 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {  // one rank: the exception comes back here
     print_error(e.what());
     return 1;
+  }
+  const std::string& prefix = trainer->config().output_prefix;
+  if (root && rc == 0 &&
+      (std::filesystem::exists(prefix + "_progress.csv") || std::filesystem::exists(prefix + ".h5"))) {
+    // <prefix>_report.html of the run so far; a failure to write it leaves the training's
+    // outputs as they are and is reported, not fatal.
+    try {
+      const std::string path = herd::rl::write_training_report(prefix);
+      if (!quiet) std::printf("herd-rl: wrote %s\n", path.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "herd-rl: warning: the HTML report was not written: %s\n", e.what());
+    }
   }
   return rc;
 }

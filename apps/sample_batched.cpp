@@ -28,6 +28,7 @@
 #include "herd/io/hdf5.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/posterior_report.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #if HERD_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -554,8 +555,10 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   // One pass per coordinate: the summary row and `batched_diagnostics`' fields from it.
   std::vector<mcmc::BatchedDiagnostics> diag;
   std::vector<mcmc::QuantitySummary> rows;
+  std::vector<std::vector<double>> columns;  // [quantity][chain, draw], for the HTML report
   for (int j = 0; j < d; ++j) {
-    const std::vector<double> v = sink.memory.coordinate(j);
+    columns.push_back(sink.memory.coordinate(j));
+    const std::vector<double>& v = columns.back();
     const mcmc::DrawsView view(v, static_cast<std::size_t>(t.num_chains), static_cast<std::size_t>(sink.memory.draws));
     rows.push_back({specs.variable_names[static_cast<std::size_t>(j)], mcmc::summarize(view)});
     const mcmc::DiagnosticSummary& sum = rows.back().stats;
@@ -596,6 +599,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                                     all.begin() + static_cast<std::ptrdiff_t>((i + 1) * M * D));
         for (std::size_t c = 0; c < M * D; ++c) data[c * var.columns.size() + e] = v[c];
         rows.push_back({qnames[var.columns[e]], mcmc::summarize(mcmc::DrawsView(v, M, D))});
+        columns.push_back(v);
       }
       if (!var.is_vector) {
         io::H5Dataset ds = post.write(var.name, data, {static_cast<hsize_t>(M), static_cast<hsize_t>(D)});
@@ -658,14 +662,59 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   rep += "not used by batched devices: parallelization_model, sample_size and the refinement, adaptive_update_count, "
          "greedy_adaptation_count, burnin_adaptation_measure, target_acceptance_rate, chain_file_format\n";
   rep += "\n== posterior (thinned draws after the warm-up): statistics and diagnostics ==\n" + table;
-  rep += fmt::format("\noutputs: {} (posterior, sample_stats/lp [chain, draw]), {}_report.txt\n", h5_path,
-                     specs.output_prefix);
+  rep += fmt::format("\noutputs: {} (posterior, sample_stats/lp [chain, draw]), {}_report.txt, {}_report.html\n",
+                     h5_path, specs.output_prefix, specs.output_prefix);
   {
     const std::string path = specs.output_prefix + "_report.txt";
     std::FILE* f = std::fopen(path.c_str(), "w");
     if (f == nullptr) throw IoError(fmt::format("herd-sample: cannot write \"{}\"", path));
     const bool ok = std::fwrite(rep.data(), 1, rep.size(), f) == rep.size();
     if (std::fclose(f) != 0 || !ok) throw IoError(fmt::format("herd-sample: writing \"{}\" failed", path));
+  }
+  if (sink.memory.draws >= 1) {
+    // <prefix>_report.html: the same run with plots (posterior_report.hpp).
+    mcmc::PosteriorReportData h;
+    h.title = "herd-sample report" + (specs.description.empty() ? std::string() : ": " + specs.description);
+    h.subtitle = fmt::format("herd {}, batched DRAM (docs/batched.md) on {}; target: {}; input: {}", HERD_VERSION_STRING,
+                             specs.device, target.description, options.input_source);
+    h.facts = {{"dimension", std::to_string(d)},
+               {"chains", fmt::format("{} ({} process{} x {})", t.num_chains, size, size > 1 ? "es" : "",
+                                      specs.chains_per_rank)},
+               {"random seed", std::to_string(specs.random_seed)},
+               {"warm-up proposals per chain", std::to_string(specs.warmup)},
+               {"draws per chain (thinned)", fmt::format("{} (thin {})", sink.memory.draws, specs.thin)},
+               {"mean acceptance rate after the warm-up", fmt::format("{:.4f}", t.acceptance_rate)},
+               {"chain-steps per second", fmt::format("{:.4g}", t.chain_steps_per_second)},
+               {"wall time", fmt::format("{:.3f} s", t.seconds)},
+               {"outputs", h5_path + ", " + specs.output_prefix + "_report.txt"}};
+    for (const auto& q : rows) h.names.push_back(q.name);
+    h.chains = static_cast<std::size_t>(t.num_chains);
+    h.draws = static_cast<std::size_t>(sink.memory.draws);
+    for (const auto& c : columns) h.values.emplace_back(c);
+    for (const auto& q : rows) h.summary.push_back(q.stats);
+    h.sampled = static_cast<std::size_t>(d);
+    h.acceptance_rate = t.acceptance_rate;
+    h.history_note = "Batched runs do not record the acceptance rate and adaptation over the run: the table gives "
+                     "the mean acceptance rate after the warm-up.";
+    const auto du = static_cast<std::size_t>(d);
+    if (!o.proposal_start_cov.empty()) {
+      h.start_covariance = o.proposal_start_cov;
+    } else {
+      h.start_covariance.assign(du * du, 0.0);
+      for (std::size_t i = 0; i < du; ++i)
+        h.start_covariance[i * du + i] = o.proposal_start_std.empty() ? 1.0 : o.proposal_start_std[i] * o.proposal_start_std[i];
+    }
+    if (t.proposal_cov.size() == du * du)
+      h.final_covariances.emplace_back(o.adaptation == mcmc::BatchedAdaptation::kPerChain
+                                           ? "proposal after the warm-up (chain 1)"
+                                           : "proposal after the warm-up (shared)",
+                                       t.proposal_cov);
+    h.covariance_note = "Batched runs keep the start proposal covariance and the one frozen after the warm-up, not "
+                        "their history: the figure shows those two.";
+    if (k > 0)
+      h.notes.push_back(fmt::format("Nested R-hat over {} superchains is in {}_report.txt.", k, specs.output_prefix));
+    h.resolved_input = options.resolved_input;
+    mcmc::write_posterior_report(specs.output_prefix + "_report.html", h);
   }
   if (record) record->discard();
   if (!options.quiet && !specs.silent_mode) {

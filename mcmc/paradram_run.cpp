@@ -31,6 +31,7 @@
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/ks_test.hpp"
 #include "herd/mcmc/parallel.hpp"
+#include "herd/mcmc/posterior_report.hpp"
 #include "herd/mcmc/refinement.hpp"
 
 namespace herd::mcmc {
@@ -581,7 +582,7 @@ void remove_stale_temporaries(const fs::path& dir, const std::vector<std::string
 
 std::vector<std::string> output_paths(const SamplerSpecs& s, int ranks) {
   const std::string& p = s.output_prefix;
-  if (s.device != "cpu") return {p + "_report.txt", p + ".h5"};  // batched runs (herd-sample)
+  if (s.device != "cpu") return {p + "_report.txt", p + "_report.html", p + ".h5"};  // batched runs (herd-sample)
   const int m = chain_count(s, ranks);
   std::vector<std::string> out;
   if (m <= kMaxTextChains) {
@@ -590,6 +591,7 @@ std::vector<std::string> output_paths(const SamplerSpecs& s, int ranks) {
   }
   out.push_back(p + "_progress.txt");
   out.push_back(p + "_report.txt");
+  out.push_back(p + "_report.html");
   out.push_back(p + ".h5");
   return out;
 }
@@ -1288,6 +1290,56 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     r += paramonte_report_part(target.description, options, ps, paths);
     f.write(r);
     f.close();
+  }
+  // _report.html: the same run with plots (posterior_report.hpp).
+  if (ndraw >= 1) {
+    PosteriorReportData h;
+    h.title = "herd-sample report" + (specs.description.empty() ? std::string() : ": " + specs.description);
+    h.subtitle = fmt::format("herd {}, DRAM sampler (ParaDRAM-compatible); target: {}; input: {}", HERD_VERSION_STRING,
+                             target.description, options.input_source);
+    h.facts = {{"dimension", std::to_string(d)},
+               {"chains", fmt::format("{} ({}{})", m, specs.parallelization_model,
+                                      ranks > 1 ? fmt::format(", {} processes", ranks) : std::string())},
+               {"random seed", std::to_string(specs.random_seed)},
+               {"proposals (steps)", std::to_string(proposals)},
+               {"accepted states (chain_size)", std::to_string(out.compact_size)},
+               {"mean acceptance rate", fmt::format("{:.4f}", acceptance)},
+               {"burn-in (compact index, chain 1)", std::to_string(out.burnin)},
+               {"posterior draws (verbose, after burn-in)",
+                m > 1 ? fmt::format("{} ({} chains x {}, cut to the shortest)", out.posterior_draws, m, ndraw)
+                      : std::to_string(out.posterior_draws)},
+               {"refined sample size", std::to_string(out.sample_size)},
+               {"sampling time (this invocation)", fmt::format("{:.3f} s", sampling_seconds)},
+               {"outputs", specs.output_prefix + ".h5, _report.txt, _chain/_sample/_progress.txt"}};
+    if (resumed) h.facts.emplace_back("resumed at proposal", std::to_string(proposals_before));
+    for (std::size_t k = 0; k < ncol; ++k) h.names.push_back(co[0].columns[k].name);
+    h.chains = m;
+    h.draws = ndraw;
+    for (std::size_t c = 0; c < m; ++c) h.chain_ids.push_back(chains[c].chain_id);
+    for (std::size_t k = 0; k < ncol; ++k) h.values.emplace_back(cut[k]);
+    for (const auto& q : out.summary) h.summary.push_back(q.stats);
+    h.sampled = static_cast<std::size_t>(d);
+    h.acceptance_rate = acceptance;
+    for (std::size_t c = 0; c < m; ++c) h.history.push_back(chain_history(chains[c]));
+    // The start proposal covariance as the kernel used it (DramOptions' rule).
+    const auto du = static_cast<std::size_t>(d);
+    if (!dopt.proposal_start_cov.empty()) {
+      h.start_covariance = dopt.proposal_start_cov;
+    } else {
+      h.start_covariance.assign(du * du, 0.0);
+      for (std::size_t i = 0; i < du; ++i)
+        h.start_covariance[i * du + i] = dopt.proposal_start_std.empty() ? 1.0 : dopt.proposal_start_std[i] * dopt.proposal_start_std[i];
+    }
+    for (std::size_t c = 0; c < m && c < 4; ++c)
+      if (results[c].proposal_cov.size() == du * du)
+        h.final_covariances.emplace_back(fmt::format("final proposal, chain {}", chains[c].chain_id + 1),
+                                         results[c].proposal_cov);
+    h.covariance_note = "herd-sample keeps the start and the final proposal covariance of each chain, not their "
+                        "history over the run: the figure shows those two.";
+    if (m > 1) h.notes.push_back("Several chains: R-hat and ESS are computed across the chains, cut to a common length.");
+    if (text_files == false) h.notes.push_back("More than 64 chains: no per-chain text files; see the .h5 file.");
+    h.resolved_input = options.resolved_input;
+    write_posterior_report(specs.output_prefix + "_report.html", h);
   }
   out.paths = paths;
 

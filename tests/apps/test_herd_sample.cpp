@@ -80,7 +80,7 @@ TEST_CASE("herd-sample writes ParaDRAM text files and an ArviZ-style HDF5 file",
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("ess_bulk") && Contains("out/run.h5"));
-  for (const char* f : {"run_chain.txt", "run_sample.txt", "run_progress.txt", "run_report.txt", "run.h5"})
+  for (const char* f : {"run_chain.txt", "run_sample.txt", "run_progress.txt", "run_report.txt", "run_report.html", "run.h5"})
     CHECK(fs::exists(dir / "out" / f));
   // Chain file: ParaDRAM's columns, 17 significant digits.
   std::ifstream chain(dir / "out" / "run_chain.txt");

@@ -88,7 +88,7 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir / "out")) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  CHECK(files == std::vector<std::string>{"run.h5", "run_report.txt", "run_restart"});  // checkpoints by default
+  CHECK(files == std::vector<std::string>{"run.h5", "run_report.html", "run_report.txt", "run_restart"});  // checkpoints by default
   std::vector<std::string> record;
   for (const auto& e : fs::directory_iterator(dir / "out" / "run_restart")) record.push_back(e.path().filename().string());
   std::sort(record.begin(), record.end());

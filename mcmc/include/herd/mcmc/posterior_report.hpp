@@ -1,0 +1,112 @@
+#pragma once
+/// @file posterior_report.hpp
+/// The HTML report of MCMC draws (`<prefix>_report.html` of herd-sample, `herd-diagnose
+/// --html`): a summary table with MCSE, bulk/tail ESS and R-hat (Vehtari et al. 2021, as in
+/// diagnostics.hpp), convergence verdicts in words, and plots as ArviZ users know them:
+/// traces per chain, marginal densities, a corner plot, autocorrelation, rank plots
+/// (Vehtari et al. 2021, section 4), the acceptance rate and adaptation measure over the
+/// run, and proposal-covariance ellipses in 2-D slices. Written through
+/// herd::io::HtmlReport (one self-contained file, Vega plots).
+///
+/// Large runs are thinned for plotting (evenly spaced draws; the table and verdicts use
+/// every draw): at most `kTracePoints` points per chain in a trace, `kCornerPoints` per
+/// scatter panel, and densities from at most `kDensityDraws` draws per series.
+///
+/// Thread-safety: reentrant (diagnostics use thread-local workspaces).
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/diagnostics.hpp"
+
+namespace herd::mcmc {
+
+/// The sampler's course over one chain: acceptance rate and adaptation measure in windows
+/// of proposals. Built by `chain_history` from a compact chain.
+struct ChainHistory {
+  std::uint32_t chain_id = 0;        ///< global chain id (shown 1-based)
+  std::vector<double> proposals;     ///< proposal number at the end of each window
+  std::vector<double> acceptance;    ///< accepted / proposals within the window
+  std::vector<double> adaptation;    ///< largest adaptation measure of the states accepted in the window (NaN: none)
+};
+
+/// The acceptance rate and adaptation measure of a compact chain in `windows` equal windows
+/// of its proposals (fewer when it made fewer proposals). A state accepted at proposal
+/// `step` counts in the window holding `step`; the start state (step 0) does not count.
+ChainHistory chain_history(const MemoryChainSink& chain, std::size_t windows = 200);
+
+/// Everything the report shows; only `names`, `chains`, `draws` and `values` are required.
+struct PosteriorReportData {
+  std::string title;                 ///< e.g. "herd-sample report: <description>"
+  std::string subtitle;              ///< a line under the title (program, time)
+  /// Facts about the run (label, value), shown as a table first.
+  std::vector<std::pair<std::string, std::string>> facts;
+  std::vector<std::string> names;    ///< quantity names, one per entry of `values`
+  std::size_t chains = 0;            ///< chains of each quantity's draws
+  std::size_t draws = 0;             ///< draws per chain
+  std::vector<std::uint32_t> chain_ids;  ///< labels of the chains (empty: 0, 1, ...; shown 1-based)
+  /// Per quantity, its draws `[chains, draws]` row-major (the caller keeps them alive).
+  std::vector<std::span<const double>> values;
+  /// Per quantity, its diagnostics; empty: computed here with `summarize`.
+  std::vector<DiagnosticSummary> summary;
+  /// Number of leading quantities that are sampled coordinates (the corner plot and the
+  /// covariance ellipses use these); 0: all of them.
+  std::size_t sampled = 0;
+  /// Mean acceptance rate of the run (NaN: unknown, no verdict).
+  double acceptance_rate = std::numeric_limits<double>::quiet_NaN();
+  /// The sampler's course per chain; empty: `history_note` says why.
+  std::vector<ChainHistory> history;
+  std::string history_note;
+  /// Proposal covariances over the sampled coordinates, `[d, d]` row-major each (d =
+  /// `sampled` or all): the start one, and the final one per chain (labelled). Empty:
+  /// `covariance_note` says why.
+  std::vector<double> start_covariance;
+  std::vector<std::pair<std::string, std::vector<double>>> final_covariances;
+  std::string covariance_note;
+  /// Further notes (level info) shown under the verdicts.
+  std::vector<std::string> notes;
+  /// The resolved input, shown preformatted at the end (empty: left out).
+  std::string resolved_input;
+};
+
+/// Convergence verdict thresholds (Vehtari et al. 2021): R-hat above this is a problem.
+inline constexpr double kRhatLimit = 1.01;
+/// Bulk- and tail-ESS below this many per chain (for up to `kEssChains` chains) is a problem.
+inline constexpr double kEssPerChain = 100.0;
+/// Chains counted in the ESS threshold: 100 per chain up to 4 chains (400 with 4 or more).
+inline constexpr std::size_t kEssChains = 4;
+/// A mean acceptance rate outside [kAcceptanceLow, kAcceptanceHigh] gets a warning.
+inline constexpr double kAcceptanceLow = 0.05;
+inline constexpr double kAcceptanceHigh = 0.8;
+/// Plotting limits (see the file comment).
+inline constexpr std::size_t kTracePoints = 1000;
+inline constexpr std::size_t kCornerPoints = 1000;
+inline constexpr std::size_t kDensityDraws = 5000;
+inline constexpr std::size_t kPlotChains = 8;       ///< chains drawn in traces, ranks, histories
+inline constexpr std::size_t kPlotQuantities = 16;  ///< quantities in traces, densities, ranks, autocorrelation
+inline constexpr std::size_t kCornerQuantities = 10;
+
+/// One verdict of the report: its level (0 ok, 1 info, 2 warning, 3 problem) and text.
+struct ReportVerdict {
+  int level = 0;
+  std::string text;
+};
+
+/// The convergence verdicts, in words, with what to try: R-hat > kRhatLimit, bulk or tail
+/// ESS below kEssPerChain x min(chains, kEssChains), and a mean acceptance rate outside
+/// [kAcceptanceLow, kAcceptanceHigh]; one "ok" verdict when none applies.
+std::vector<ReportVerdict> convergence_verdicts(const PosteriorReportData& data,
+                                                const std::vector<DiagnosticSummary>& summary);
+
+/// Writes the report to `path` (atomically).
+/// @throws herd::InputError when the data are inconsistent (sizes); herd::IoError when the
+///         file cannot be written (an earlier file is then unchanged).
+void write_posterior_report(const std::string& path, const PosteriorReportData& data);
+
+}  // namespace herd::mcmc

@@ -1,0 +1,569 @@
+// The HTML report of MCMC draws (see posterior_report.hpp).
+#include "herd/mcmc/posterior_report.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "herd/core/error.hpp"
+#include "herd/io/html_report.hpp"
+#include "herd/mcmc/autocorrelation.hpp"
+
+namespace herd::mcmc {
+
+namespace {
+
+using io::HtmlReport;
+using io::Plot;
+using io::PlotSeries;
+using Level = HtmlReport::Level;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr std::size_t kRankBins = 20;
+constexpr std::size_t kDensityGrid = 128;
+constexpr std::size_t kAcfDraws = 65536;  // autocorrelation from at most this many draws per chain
+
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.4g}", v) : std::string("NA"); }
+std::string whole(double v) { return std::isfinite(v) ? fmt::format("{:.0f}", v) : std::string("NA"); }
+
+std::string chain_label(const PosteriorReportData& d, std::size_t c) {
+  return fmt::format("chain {}", (d.chain_ids.empty() ? c : d.chain_ids[c]) + 1);
+}
+
+std::size_t plotted_chains(const PosteriorReportData& d) { return std::min(d.chains, kPlotChains); }
+
+std::span<const double> chain_of(const PosteriorReportData& d, std::size_t q, std::size_t c) {
+  return d.values[q].subspan(c * d.draws, d.draws);
+}
+
+double ess_threshold(std::size_t chains) { return kEssPerChain * static_cast<double>(std::min(chains, kEssChains)); }
+
+/// Gaussian kernel density on `grid` points over [lo, hi] with bandwidth `bw`, binned:
+/// the draws are counted into 512 fine bins first (exact to a small fraction of bw).
+PlotSeries density(std::span<const double> x, double lo, double hi, double bw, std::string name) {
+  constexpr std::size_t kBins = 512;
+  std::vector<double> counts(kBins, 0.0);
+  const double width = (hi - lo) / kBins;
+  std::size_t n = 0;
+  for (double v : x) {
+    if (!std::isfinite(v)) continue;
+    const auto b = static_cast<std::size_t>(std::clamp((v - lo) / width, 0.0, static_cast<double>(kBins - 1)));
+    counts[b] += 1.0;
+    ++n;
+  }
+  PlotSeries s(std::move(name), {}, {});
+  if (n == 0) return s;
+  const double norm = 1.0 / (static_cast<double>(n) * bw * std::sqrt(2.0 * std::numbers::pi));
+  for (std::size_t g = 0; g < kDensityGrid; ++g) {
+    const double at = lo + (hi - lo) * static_cast<double>(g) / (kDensityGrid - 1);
+    double sum = 0.0;
+    for (std::size_t b = 0; b < kBins; ++b) {
+      if (counts[b] == 0.0) continue;
+      const double z = (at - (lo + (static_cast<double>(b) + 0.5) * width)) / bw;
+      if (std::abs(z) < 8.0) sum += counts[b] * std::exp(-0.5 * z * z);
+    }
+    s.x.push_back(at);
+    s.y.push_back(sum * norm);
+  }
+  return s;
+}
+
+/// Silverman's rule-of-thumb bandwidth 0.9 min(sd, IQR/1.34) n^(-1/5) from the summary.
+double bandwidth(const DiagnosticSummary& s, double iqr, std::size_t n) {
+  double spread = std::min(s.sd, iqr / 1.34);
+  if (!(spread > 0)) spread = s.sd > 0 ? s.sd : 1.0;
+  return 0.9 * spread * std::pow(static_cast<double>(std::max<std::size_t>(n, 2)), -0.2);
+}
+
+/// Points (x, y) of the 1-sigma contour of the 2x2 covariance [a b; b c] around (mx, my);
+/// empty when it is not positive definite.
+PlotSeries ellipse(double a, double b, double c, double mx, double my, std::string name) {
+  PlotSeries s(std::move(name), {}, {});
+  if (!(a > 0) || !(c - b * b / a > 0)) return s;
+  const double l11 = std::sqrt(a), l21 = b / l11, l22 = std::sqrt(c - l21 * l21);
+  for (int k = 0; k <= 96; ++k) {
+    const double t = 2.0 * std::numbers::pi * k / 96.0;
+    s.x.push_back(mx + l11 * std::cos(t));
+    s.y.push_back(my + l21 * std::cos(t) + l22 * std::sin(t));
+  }
+  return s;
+}
+
+/// Evenly thinned pooled draws of quantity q: the same draw indices in every chain, at most
+/// `max_points` in all.
+std::vector<std::size_t> pooled_thin(const PosteriorReportData& d, std::size_t max_points) {
+  const auto per_chain = io::thin_indices(d.draws, std::max<std::size_t>(2, max_points / std::max<std::size_t>(d.chains, 1)));
+  std::vector<std::size_t> idx;
+  for (std::size_t c = 0; c < d.chains && idx.size() < max_points; ++c)
+    for (std::size_t t : per_chain) idx.push_back(c * d.draws + t);
+  return idx;
+}
+
+void check(const PosteriorReportData& d) {
+  HERD_REQUIRE(d.chains >= 1 && d.draws >= 1, "posterior report: {} chains x {} draws, but needs at least 1 x 1",
+               d.chains, d.draws);
+  HERD_REQUIRE(d.values.size() == d.names.size(), "posterior report: {} quantities but {} names", d.values.size(),
+               d.names.size());
+  for (std::size_t q = 0; q < d.values.size(); ++q)
+    HERD_REQUIRE(d.values[q].size() == d.chains * d.draws, "posterior report: quantity {} has {} draws, not {} x {}",
+                 d.names[q], d.values[q].size(), d.chains, d.draws);
+  HERD_REQUIRE(d.summary.empty() || d.summary.size() == d.names.size(),
+               "posterior report: {} summaries for {} quantities", d.summary.size(), d.names.size());
+  HERD_REQUIRE(d.chain_ids.empty() || d.chain_ids.size() == d.chains, "posterior report: {} chain ids for {} chains",
+               d.chain_ids.size(), d.chains);
+}
+
+std::string name_list(const std::vector<std::string>& items) {
+  std::string s;
+  for (std::size_t i = 0; i < items.size() && i < 6; ++i) s += (i ? ", " : "") + items[i];
+  if (items.size() > 6) s += fmt::format(" and {} more", items.size() - 6);
+  return s;
+}
+
+}  // namespace
+
+ChainHistory chain_history(const MemoryChainSink& chain, std::size_t windows) {
+  ChainHistory h;
+  h.chain_id = chain.chain_id;
+  if (chain.size() == 0 || windows == 0) return h;
+  const std::uint64_t total = chain.step.back() + static_cast<std::uint64_t>(std::max<std::int64_t>(chain.weight.back(), 1)) - 1;
+  if (total == 0) return h;
+  const std::uint64_t width = std::max<std::uint64_t>(1, (total + windows - 1) / windows);
+  const std::size_t n = static_cast<std::size_t>((total + width - 1) / width);
+  std::vector<double> accepted(n, 0.0), adapt(n, kNaN);
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    if (chain.step[i] == 0) continue;
+    const auto w = std::min<std::size_t>(n - 1, static_cast<std::size_t>((chain.step[i] - 1) / width));
+    accepted[w] += 1.0;
+    const double a = chain.adapt_measure[i];
+    if (std::isfinite(a) && (std::isnan(adapt[w]) || a > adapt[w])) adapt[w] = a;
+  }
+  for (std::size_t w = 0; w < n; ++w) {
+    const std::uint64_t end = std::min<std::uint64_t>(total, (w + 1) * width);
+    const std::uint64_t len = end - w * width;
+    h.proposals.push_back(static_cast<double>(end));
+    h.acceptance.push_back(accepted[w] / static_cast<double>(std::max<std::uint64_t>(len, 1)));
+    h.adaptation.push_back(adapt[w]);
+  }
+  return h;
+}
+
+std::vector<ReportVerdict> convergence_verdicts(const PosteriorReportData& d, const std::vector<DiagnosticSummary>& s) {
+  std::vector<ReportVerdict> out;
+  std::vector<std::string> high_rhat, low_ess, undefined;
+  const double ess_min = ess_threshold(d.chains);
+  for (std::size_t q = 0; q < s.size() && q < d.names.size(); ++q) {
+    if (!std::isfinite(s[q].rhat) || !std::isfinite(s[q].ess_bulk) || !std::isfinite(s[q].ess_tail)) {
+      undefined.push_back(d.names[q]);
+      continue;
+    }
+    if (s[q].rhat > kRhatLimit) high_rhat.push_back(fmt::format("{} ({:.3f})", d.names[q], s[q].rhat));
+    const double ess = std::min(s[q].ess_bulk, s[q].ess_tail);
+    if (ess < ess_min) low_ess.push_back(fmt::format("{} ({:.0f})", d.names[q], ess));
+  }
+  if (!high_rhat.empty())
+    out.push_back({3, fmt::format("R-hat is above {} for {}: the {} not agree, so the draws are not yet a sample of the "
+                                  "target. Run longer (raise chain_size), start chains from dispersed points, and look "
+                                  "at the trace and rank plots below for stuck or separated chains; several modes need "
+                                  "another parameterization or proposal.",
+                                  kRhatLimit, name_list(high_rhat),
+                                  d.chains > 1 ? "chains (and the halves of each chain) do"
+                                               : "two halves of the chain (split R-hat) do")});
+  if (!low_ess.empty())
+    out.push_back({2, fmt::format("Bulk- or tail-ESS is below {:.0f} ({:.0f} per chain for {} chain{}) for {}: the "
+                                  "Monte Carlo errors (MCSE) of means and quantiles are large. Run longer, or make the "
+                                  "chain mix faster: tune the proposal (scale_factor, proposal_std or proposal_cov), "
+                                  "enable delayed rejection (delayed_rejection_count), or reparameterize.",
+                                  ess_min, kEssPerChain, std::min(d.chains, kEssChains),
+                                  std::min(d.chains, kEssChains) == 1 ? "" : "s", name_list(low_ess))});
+  const double a = d.acceptance_rate;
+  if (std::isfinite(a) && a < kAcceptanceLow)
+    out.push_back({2, fmt::format("The mean acceptance rate is {:.3g}, below {}: most proposals are rejected and the "
+                                  "chain rarely moves. Make the proposal smaller (a smaller scale_factor such as "
+                                  "\"0.5*gelman\", or smaller proposal_std), enable delayed rejection "
+                                  "(delayed_rejection_count = 2 to 4), and check start_point and the domain.",
+                                  a, kAcceptanceLow)});
+  if (std::isfinite(a) && a > kAcceptanceHigh)
+    out.push_back({2, fmt::format("The mean acceptance rate is {:.3g}, above {}: the steps are so small that the chain "
+                                  "explores slowly. Make the proposal larger (a larger scale_factor or proposal_std).",
+                                  a, kAcceptanceHigh)});
+  if (!undefined.empty())
+    out.push_back({1, fmt::format("R-hat or ESS is undefined (NA) for {}: constant draws, a non-finite draw, or too "
+                                  "few draws (ESS needs at least 6 per chain).",
+                                  name_list(undefined))});
+  if (out.empty() || (out.size() == 1 && out[0].level == 1)) {
+    std::string acc = std::isfinite(a) ? fmt::format("; the mean acceptance rate {:.3g} is within [{}, {}]", a,
+                                                     kAcceptanceLow, kAcceptanceHigh)
+                                       : std::string();
+    out.insert(out.begin(), {0, fmt::format("R-hat is at most {} and bulk- and tail-ESS at least {:.0f} for every "
+                                            "quantity with defined diagnostics{}.",
+                                            kRhatLimit, ess_min, acc)});
+  }
+  return out;
+}
+
+void write_posterior_report(const std::string& path, const PosteriorReportData& d) {
+  check(d);
+  const std::size_t nq = d.names.size();
+  std::vector<DiagnosticSummary> summary = d.summary;
+  if (summary.empty())
+    for (std::size_t q = 0; q < nq; ++q) summary.push_back(summarize(DrawsView(d.values[q], d.chains, d.draws)));
+  const std::size_t ns = d.sampled == 0 ? nq : std::min(d.sampled, nq);
+  const std::size_t pc = plotted_chains(d);
+  const std::size_t pq = std::min(nq, kPlotQuantities);
+  const bool thinned = d.draws > kTracePoints;
+
+  HtmlReport r(d.title, d.subtitle);
+  // --- run facts and verdicts
+  r.heading("Run");
+  if (!d.facts.empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& [k, v] : d.facts) rows.push_back({k, v});
+    r.table({"", ""}, rows);
+  }
+  r.heading("Convergence");
+  for (const ReportVerdict& v : convergence_verdicts(d, summary))
+    r.note(v.level == 0 ? Level::kOk : v.level == 1 ? Level::kInfo : v.level == 2 ? Level::kWarning : Level::kProblem,
+           v.text);
+  for (const std::string& n : d.notes) r.note(Level::kInfo, n);
+
+  // --- summary table
+  r.heading("Summary");
+  {
+    std::vector<std::vector<std::string>> rows;
+    std::vector<Level> levels;
+    const double ess_min = ess_threshold(d.chains);
+    for (std::size_t q = 0; q < nq; ++q) {
+      const auto& s = summary[q];
+      rows.push_back({d.names[q], num(s.mean), num(s.sd), num(s.q5), num(s.q50), num(s.q95), num(s.mcse_mean),
+                      num(s.mcse_sd), whole(s.ess_bulk), whole(s.ess_tail), num(s.rhat)});
+      const bool bad_rhat = std::isfinite(s.rhat) && s.rhat > kRhatLimit;
+      const bool bad_ess = std::isfinite(s.ess_bulk) && std::min(s.ess_bulk, s.ess_tail) < ess_min;
+      levels.push_back(bad_rhat ? Level::kProblem : bad_ess ? Level::kWarning : Level::kInfo);
+    }
+    r.table({"quantity", "mean", "sd", "q5", "q50", "q95", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "rhat"},
+            rows, levels);
+    r.paragraph(fmt::format("{} chain{} x {} draws. R-hat: rank-normalized split R-hat, the larger of bulk and tail; "
+                            "ESS and MCSE as R posterior and ArviZ compute them (Vehtari et al. 2021). Rows in red "
+                            "have R-hat > {}, in yellow bulk- or tail-ESS < {:.0f}.",
+                            d.chains, d.chains == 1 ? "" : "s", d.draws, kRhatLimit, ess_min));
+  }
+
+  r.heading("Plots");
+  const std::string shown_q =
+      nq > pq ? fmt::format(" The first {} of {} quantities are shown.", pq, nq) : std::string();
+  const std::string shown_c =
+      d.chains > pc ? fmt::format(" The first {} of {} chains are drawn.", pc, d.chains) : std::string();
+  // --- traces
+  {
+    const auto idx = io::thin_indices(d.draws, kTracePoints);
+    std::vector<Plot> plots;
+    for (std::size_t q = 0; q < pq; ++q) {
+      Plot p;
+      p.title = d.names[q];
+      p.x_label = "draw";
+      p.legend = q == 0 && pc > 1;
+      for (std::size_t c = 0; c < pc; ++c) {
+        const auto v = chain_of(d, q, c);
+        PlotSeries s(chain_label(d, c), {}, {});
+        for (std::size_t t : idx) {
+          s.x.push_back(static_cast<double>(t));
+          s.y.push_back(v[t]);
+        }
+        s.opacity = pc > 1 ? 0.75 : 1.0;
+        p.series.push_back(std::move(s));
+      }
+      plots.push_back(std::move(p));
+    }
+    r.figure(plots, 2,
+             "Trace of each quantity per chain (draw number after burn-in). Chains that wander apart or stay flat "
+             "for long stretches have not mixed." +
+                 (thinned ? fmt::format(" Thinned for plotting to {} evenly spaced draws per chain.", idx.size())
+                          : std::string()) +
+                 shown_q + shown_c,
+             "trace");
+  }
+  // --- marginal densities
+  // Density grids and bandwidths of the plotted quantities (the corner plot's are among them).
+  static_assert(kCornerQuantities <= kPlotQuantities);
+  std::vector<double> lo(pq), hi(pq), bw(pq);
+  for (std::size_t q = 0; q < pq; ++q) {
+    const auto v = d.values[q];
+    double mn = INFINITY, mx = -INFINITY;
+    for (double x : v)
+      if (std::isfinite(x)) mn = std::min(mn, x), mx = std::max(mx, x);
+    const auto qs = quantiles(v, std::vector<double>{0.25, 0.75});
+    bw[q] = bandwidth(summary[q], qs[1] - qs[0], v.size());
+    if (!(mx > mn)) mn -= 0.5, mx += 0.5;
+    if (!(bw[q] > 0) || !std::isfinite(bw[q])) bw[q] = (mx - mn) / 50.0;
+    lo[q] = mn - bw[q];
+    hi[q] = mx + bw[q];
+  }
+  {
+    std::vector<Plot> plots;
+    for (std::size_t q = 0; q < pq; ++q) {
+      Plot p;
+      p.title = d.names[q];
+      p.x_label = d.names[q];
+      p.y_label = "density";
+      p.zero = true;
+      p.legend = q == 0 && pc > 1;
+      if (pc > 1)
+        for (std::size_t c = 0; c < pc; ++c) {
+          PlotSeries s = density(chain_of(d, q, c), lo[q], hi[q], bw[q], chain_label(d, c));
+          s.opacity = 0.6;
+          p.series.push_back(std::move(s));
+        }
+      PlotSeries all = density(d.values[q], lo[q], hi[q], bw[q], "all chains");
+      all.color = "#222222";
+      p.series.push_back(std::move(all));
+      plots.push_back(std::move(p));
+    }
+    r.figure(plots, 3,
+             fmt::format("Marginal posterior densities: Gaussian kernel density estimates (Silverman's bandwidth) of "
+                         "all draws{}.",
+                         pc > 1 ? " (black) and of each chain (colours): per-chain curves that differ mean the chains "
+                                  "have not converged to the same distribution"
+                                : "") +
+                 shown_q + shown_c,
+             "density");
+  }
+  // --- corner plot
+  if (ns >= 2) {
+    const std::size_t k = std::min(ns, kCornerQuantities);
+    const auto idx = pooled_thin(d, kCornerPoints);
+    const int cell = std::clamp(static_cast<int>(900 / k), 90, 170);
+    std::vector<Plot> plots;
+    for (std::size_t i = 0; i < k; ++i)
+      for (std::size_t j = 0; j < k; ++j) {
+        Plot p;
+        p.width = p.height = cell;
+        if (j > i) {
+          p.empty = true;
+        } else if (i == j) {
+          p.title = d.names[i];
+          p.zero = true;
+          p.series.push_back(density(d.values[i], lo[i], hi[i], bw[i], d.names[i]));
+        } else {
+          PlotSeries s(d.names[j] + " vs " + d.names[i], {}, {}, PlotSeries::Mark::kPoint);
+          for (std::size_t t : idx) {
+            s.x.push_back(d.values[j][t]);
+            s.y.push_back(d.values[i][t]);
+          }
+          s.opacity = 0.35;
+          p.series.push_back(std::move(s));
+        }
+        // Shared ranges: column j's x and row i's y are the same in every panel.
+        p.x_min = lo[j];
+        p.x_max = hi[j];
+        if (i != j) {
+          p.y_min = lo[i];
+          p.y_max = hi[i];
+        }
+        if (i == k - 1) p.x_label = d.names[j];
+        if (j == 0 && i > 0) p.y_label = d.names[i];
+        plots.push_back(std::move(p));
+      }
+    r.figure(plots, static_cast<int>(k),
+             fmt::format("Corner plot: pairwise scatter of {} draws (evenly thinned over all chains) below the "
+                         "diagonal, marginal densities on it.{}",
+                         idx.size(),
+                         ns > k ? fmt::format(" The first {} of {} sampled coordinates are shown.", k, ns)
+                                : std::string()),
+             "corner");
+  }
+  // --- autocorrelation
+  {
+    std::vector<Plot> plots;
+    const std::size_t n = std::min(d.draws, kAcfDraws);
+    for (std::size_t q = 0; q < pq; ++q) {
+      Plot p;
+      p.title = d.names[q];
+      p.x_label = "lag";
+      p.y_label = "autocorrelation";
+      p.legend = q == 0 && pc > 1;
+      p.y_rules = {0.0};
+      std::size_t lags = 0;
+      std::vector<std::vector<double>> acfs;
+      for (std::size_t c = 0; c < pc; ++c) {
+        const auto v = chain_of(d, q, c).first(n);
+        acfs.push_back(n >= 2 ? autocorrelation(v) : std::vector<double>{});
+        // Lags shown: three times the first lag below 0.05 (of the first chain), in [50, 1000].
+        if (c == 0) {
+          std::size_t first = acfs[0].size();
+          for (std::size_t l = 0; l < acfs[0].size(); ++l)
+            if (acfs[0][l] < 0.05) {
+              first = l;
+              break;
+            }
+          lags = std::clamp<std::size_t>(3 * first, 50, 1000);
+        }
+      }
+      for (std::size_t c = 0; c < pc; ++c) {
+        PlotSeries s(chain_label(d, c), {}, {});
+        for (std::size_t l = 0; l < acfs[c].size() && l <= lags; ++l) {
+          s.x.push_back(static_cast<double>(l));
+          s.y.push_back(acfs[c][l]);
+        }
+        p.series.push_back(std::move(s));
+      }
+      plots.push_back(std::move(p));
+    }
+    r.figure(plots, 3,
+             "Autocorrelation of each chain's draws by lag (FFT)" +
+                 (d.draws > kAcfDraws ? fmt::format(", from the first {} draws of each chain", kAcfDraws)
+                                      : std::string()) +
+                 ". Slow decay means few effective draws per draw." + shown_q + shown_c,
+             "autocorrelation");
+  }
+  // --- rank plots
+  if (d.chains >= 2) {
+    std::vector<Plot> plots;
+    const double expected = static_cast<double>(d.draws) / kRankBins;
+    for (std::size_t q = 0; q < pq; ++q) {
+      std::vector<double> probs;
+      for (std::size_t b = 1; b < kRankBins; ++b) probs.push_back(static_cast<double>(b) / kRankBins);
+      const auto cuts = quantiles(d.values[q], probs);
+      Plot p;
+      p.title = d.names[q];
+      p.x_label = "rank bin";
+      p.y_label = "draws";
+      p.zero = true;
+      p.legend = q == 0;
+      p.y_rules = {expected};
+      for (std::size_t c = 0; c < pc; ++c) {
+        std::vector<double> counts(kRankBins, 0.0);
+        for (double v : chain_of(d, q, c))
+          counts[static_cast<std::size_t>(std::upper_bound(cuts.begin(), cuts.end(), v) - cuts.begin())] += 1.0;
+        PlotSeries s(chain_label(d, c), {}, {}, PlotSeries::Mark::kStep);
+        for (std::size_t b = 0; b < kRankBins; ++b) {
+          s.x.push_back(static_cast<double>(b));
+          s.y.push_back(counts[b]);
+        }
+        s.x.push_back(static_cast<double>(kRankBins));  // closes the last step
+        s.y.push_back(counts.back());
+        p.series.push_back(std::move(s));
+      }
+      plots.push_back(std::move(p));
+    }
+    r.figure(plots, 3,
+             fmt::format("Rank plots (Vehtari et al. 2021): histograms of each chain's draws over {} bins of the "
+                         "ranks of all draws pooled. Mixed chains give flat histograms near the dashed line ({:.4g} "
+                         "draws per bin); a chain above it at one end and below at the other sits apart from the "
+                         "rest.",
+                         kRankBins, expected) +
+                 shown_q + shown_c,
+             "rank");
+  }
+  // --- the sampler over the run
+  r.heading("Sampler");
+  if (!d.history.empty()) {
+    const std::size_t hc = std::min(d.history.size(), kPlotChains);
+    Plot acc, ad;
+    acc.title = "acceptance rate";
+    acc.x_label = "proposal";
+    acc.y_label = "acceptance rate";
+    acc.y_rules = {kAcceptanceLow, kAcceptanceHigh};
+    acc.zero = true;
+    acc.legend = hc > 1;
+    acc.width = ad.width = 480;
+    acc.height = ad.height = 200;
+    ad.title = "adaptation measure";
+    ad.x_label = "proposal";
+    ad.y_label = "adaptation measure";
+    ad.log_y = true;
+    for (std::size_t c = 0; c < hc; ++c) {
+      const ChainHistory& h = d.history[c];
+      const std::string label = fmt::format("chain {}", h.chain_id + 1);
+      acc.series.emplace_back(label, h.proposals, h.acceptance);
+      ad.series.emplace_back(label, h.proposals, h.adaptation);
+    }
+    r.figure({acc}, 1,
+             fmt::format("Acceptance rate over the run, in windows of proposals{}; dashed: the range [{}, {}] outside "
+                         "which the report warns.",
+                         d.history.size() > hc ? fmt::format(" (first {} of {} chains)", hc, d.history.size())
+                                               : std::string(),
+                         kAcceptanceLow, kAcceptanceHigh),
+             "acceptance");
+    r.figure({ad}, 1,
+             "Adaptation measure over the run (largest in each window, log scale): how much each adaptive update "
+             "changed the proposal (an upper bound of the Hellinger distance between successive proposal "
+             "distributions, as ParaDRAM reports it). It should fall towards 0 as the proposal settles; windows "
+             "without an accepted state or with measure 0 are not drawn.",
+             "adaptation");
+  } else {
+    r.note(Level::kInfo, d.history_note.empty() ? "The sampler's course over the run was not recorded." : d.history_note);
+  }
+  // --- proposal covariance ellipses
+  const std::size_t dc = ns;
+  const bool have_cov = !d.final_covariances.empty() || !d.start_covariance.empty();
+  if (have_cov && dc >= 2) {
+    const auto idx = pooled_thin(d, kCornerPoints);
+    std::vector<Plot> plots;
+    for (std::size_t a = 0; a + 1 < dc && plots.size() < 3; a += 2) {
+      const std::size_t b = a + 1;
+      const double ma = summary[a].mean, mb = summary[b].mean;
+      Plot p;
+      p.title = d.names[a] + " - " + d.names[b];
+      p.x_label = d.names[a];
+      p.y_label = d.names[b];
+      p.legend = plots.empty();
+      p.width = p.height = 260;
+      PlotSeries pts("draws", {}, {}, PlotSeries::Mark::kPoint);
+      for (std::size_t t : idx) {
+        pts.x.push_back(d.values[a][t]);
+        pts.y.push_back(d.values[b][t]);
+      }
+      pts.color = "#bbbbbb";
+      pts.opacity = 0.5;
+      p.series.push_back(std::move(pts));
+      // Posterior covariance of the two coordinates (all draws).
+      double saa = 0, sab = 0, sbb = 0;
+      const std::size_t n = d.values[a].size();
+      for (std::size_t t = 0; t < n; ++t) {
+        const double xa = d.values[a][t] - ma, xb = d.values[b][t] - mb;
+        saa += xa * xa, sab += xa * xb, sbb += xb * xb;
+      }
+      const double div = std::max<double>(1.0, static_cast<double>(n) - 1.0);
+      PlotSeries post = ellipse(saa / div, sab / div, sbb / div, ma, mb, "posterior covariance");
+      post.color = "#222222";
+      post.dashed = true;
+      p.series.push_back(std::move(post));
+      auto at = [dc](const std::vector<double>& m, std::size_t i, std::size_t j) { return m[i * dc + j]; };
+      if (d.start_covariance.size() == dc * dc) {
+        PlotSeries s = ellipse(at(d.start_covariance, a, a), at(d.start_covariance, a, b),
+                               at(d.start_covariance, b, b), ma, mb, "start proposal");
+        s.color = "#54a24b";
+        p.series.push_back(std::move(s));
+      }
+      std::size_t shown = 0;
+      for (const auto& [label, cov] : d.final_covariances) {
+        if (cov.size() != dc * dc || shown == 4) continue;
+        PlotSeries s = ellipse(at(cov, a, a), at(cov, a, b), at(cov, b, b), ma, mb, label);
+        s.color = std::array<const char*, 4>{"#e45756", "#4c78a8", "#f58518", "#b279a2"}[shown++];
+        p.series.push_back(std::move(s));
+      }
+      plots.push_back(std::move(p));
+    }
+    r.figure(plots, 3,
+             "Proposal covariance in 2-D slices of consecutive coordinates: 1-sigma contours of the start and final "
+             "proposal covariances (centred on the posterior mean), over the posterior's own covariance (dashed) "
+             "and thinned draws. An adapted proposal has the posterior's orientation, scaled by scale_factor. " +
+                 d.covariance_note,
+             "covariance");
+  } else {
+    r.note(Level::kInfo, dc < 2 ? "Proposal-covariance ellipses need at least 2 sampled coordinates."
+                         : d.covariance_note.empty() ? "The proposal covariance of this run is not known."
+                                                     : d.covariance_note);
+  }
+  if (!d.resolved_input.empty()) {
+    r.heading("Input");
+    r.preformatted(d.resolved_input);
+  }
+  r.write(path);
+}
+
+}  // namespace herd::mcmc

@@ -1,0 +1,155 @@
+// The HTML report of MCMC draws: the sampler's course from a compact chain, the convergence
+// verdicts, and the report's plots (posterior_report.hpp).
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "herd/core/error.hpp"
+#include "herd/core/rng.hpp"
+#include "herd/mcmc/posterior_report.hpp"
+
+using namespace herd::mcmc;
+using Catch::Matchers::Contains;
+
+namespace {
+
+/// Writes a compact record (step, weight, adaptation measure) into `c`.
+void add(MemoryChainSink& c, std::uint64_t step, std::int64_t weight, double adapt) {
+  const double p[1] = {0.0};
+  ChainRecord r;
+  r.step = step;
+  r.weight = weight;
+  r.adapt_measure = adapt;
+  r.point = p;
+  r.ndim = 1;
+  c.write(r);
+}
+
+/// Figures of a report: data-name -> (series, points) from the embedded Vega specs.
+std::map<std::string, std::pair<int, int>> figures(const std::string& html) {
+  std::map<std::string, std::pair<int, int>> out;
+  const std::string open = "<figure id=\"fig";
+  for (std::size_t p = html.find(open); p != std::string::npos; p = html.find(open, p + 1)) {
+    const std::size_t n = html.find("data-name=\"", p) + 11;
+    const std::string name = html.substr(n, html.find('"', n) - n);
+    const std::size_t s = html.find("class=\"herd-vega\"", p);
+    const std::size_t b = html.find('>', s) + 1;
+    std::string json = html.substr(b, html.find("</script>", b) - b);
+    for (std::size_t k = json.find("<\\/"); k != std::string::npos; k = json.find("<\\/", k)) json.replace(k, 3, "</");
+    const auto spec = nlohmann::json::parse(json);
+    int series = 0, points = 0;
+    for (const auto& d : spec["data"])
+      if (d.contains("herd_series")) ++series, points += d["herd_points"].get<int>();
+    out[name] = {series, points};
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("chain_history counts acceptances and the largest adaptation measure per window of proposals", "[mcmc]") {
+  MemoryChainSink c;
+  c.begin(3, 1);
+  add(c, 0, 2, 0.5);   // start state: stays for proposals 1, 2 (not an acceptance)
+  add(c, 2, 3, 0.25);  // accepted at proposal 2 (window 0)
+  add(c, 5, 1, 0.125); // accepted at proposal 5 (window 1)
+  add(c, 6, 4, 0.0);   // accepted at proposal 6 (window 1); the chain ends after proposal 9
+  const ChainHistory h = chain_history(c, 3);  // 9 proposals: windows of 3
+  CHECK(h.chain_id == 3);
+  REQUIRE(h.proposals == std::vector<double>{3, 6, 9});
+  CHECK(h.acceptance == std::vector<double>{1.0 / 3, 2.0 / 3, 0.0});
+  CHECK(h.adaptation[0] == 0.25);
+  CHECK(h.adaptation[1] == 0.125);
+  CHECK(std::isnan(h.adaptation[2]));
+}
+
+TEST_CASE("convergence verdicts name R-hat, ESS and acceptance problems with what to try", "[mcmc]") {
+  // Two chains of 200 iid normals, the second shifted by `shift`; fixed seed.
+  const herd::RngStream rng(20240601, 0);
+  std::vector<double> good(400), apart(400);
+  for (std::size_t i = 0; i < 400; ++i) {
+    const double z = rng.normal(i);
+    good[i] = z;
+    apart[i] = z + (i >= 200 ? 3.0 : 0.0);
+  }
+  PosteriorReportData d;
+  d.names = {"mu"};
+  d.chains = 2;
+  d.draws = 200;
+  d.values = {good};
+  d.acceptance_rate = 0.3;
+  std::vector<DiagnosticSummary> s{summarize(DrawsView(good, 2, 200))};
+  auto v = convergence_verdicts(d, s);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].level == 0);
+  CHECK_THAT(v[0].text, Contains("at least 200"));  // 100 per chain for 2 chains
+
+  s = {summarize(DrawsView(apart, 2, 200))};
+  d.acceptance_rate = 0.01;
+  v = convergence_verdicts(d, s);
+  REQUIRE(v.size() == 3);
+  CHECK(v[0].level == 3);
+  CHECK_THAT(v[0].text, Contains("R-hat is above 1.01 for mu") && Contains("chain_size"));
+  CHECK(v[1].level == 2);
+  CHECK_THAT(v[1].text, Contains("ESS is below 200") && Contains("mu"));
+  CHECK(v[2].level == 2);
+  CHECK_THAT(v[2].text, Contains("0.01, below 0.05") && Contains("scale_factor") && Contains("delayed_rejection_count"));
+
+  s = {summarize(DrawsView(good, 2, 200))};
+  d.acceptance_rate = 0.93;
+  v = convergence_verdicts(d, s);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].level == 2);
+  CHECK_THAT(v[0].text, Contains("above 0.8"));
+}
+
+TEST_CASE("write_posterior_report: every plot with its series and points; bad sizes refused", "[mcmc]") {
+  const herd::RngStream rng(7, 1);
+  const std::size_t chains = 3, draws = 5000;  // thinned to at most 1000 per trace
+  std::vector<double> a(chains * draws), b(chains * draws);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = rng.normal(2 * i);
+    b[i] = 0.5 * a[i] + rng.normal(2 * i + 1);
+  }
+  PosteriorReportData d;
+  d.title = "t";
+  d.names = {"a", "b"};
+  d.chains = chains;
+  d.draws = draws;
+  d.values = {a, b};
+  MemoryChainSink c;
+  c.begin(0, 1);
+  for (std::uint64_t k = 0; k < 100; ++k) add(c, 3 * k, 3, 1.0 / (k + 1));
+  for (std::size_t k = 0; k < chains; ++k) d.history.push_back(chain_history(c, 50));
+  d.start_covariance = {1, 0, 0, 1};
+  d.final_covariances = {{"final", {1, 0.5, 0.5, 1.25}}};
+  const auto path = (std::filesystem::temp_directory_path() / "herd_test_posterior_report.html").string();
+  write_posterior_report(path, d);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto f = figures(ss.str());
+  std::filesystem::remove(path);
+  CHECK(f.at("trace").first == 6);
+  // thin_indices(5000, 1000): every 6th draw (834) and the last one, per chain and quantity.
+  CHECK(f.at("trace").second == 6 * 835);
+  CHECK(f.at("density").first == 8);       // 3 chains + pooled, 2 quantities
+  CHECK(f.at("density").second == 8 * 128);
+  CHECK(f.at("corner").first == 3);
+  CHECK(f.at("rank").first == 6);
+  CHECK(f.at("rank").second == 6 * 21);
+  CHECK(f.at("autocorrelation").first == 6);
+  CHECK(f.at("acceptance") == std::pair<int, int>{3, 3 * 50});
+  CHECK(f.at("covariance").first == 4);  // draws, posterior, start, final
+  // At most 1000 thinned draws and three 97-point ellipses.
+  CHECK(f.at("covariance").second > 900 + 3 * 97);
+  CHECK(f.at("covariance").second <= 1000 + 3 * 97);
+
+  d.values = {a};
+  CHECK_THROWS_AS(write_posterior_report(path, d), herd::InputError);
+  CHECK_FALSE(std::filesystem::exists(path));
+}
