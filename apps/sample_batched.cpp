@@ -25,6 +25,7 @@
 #include "herd/core/timer.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
+#include "herd/io/output_files.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
@@ -43,7 +44,7 @@ class DrawRecord {
  public:
   /// Opens (creates) `path` and cuts it to `keep` bytes. @throws IoError
   DrawRecord(std::string path, std::uint64_t keep) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd_ < 0) fail("open");
     struct stat st {};
     if (::fstat(fd_, &st) != 0) fail("fstat");
@@ -630,8 +631,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                      specs.output_prefix);
   {
     const std::string path = specs.output_prefix + "_report.txt";
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (f == nullptr) throw IoError(fmt::format("herd-sample: cannot write \"{}\"", path));
+    std::FILE* f = io::open_output_file(path);  // never through a symbolic link
     const bool ok = std::fwrite(rep.data(), 1, rep.size(), f) == rep.size();
     if (std::fclose(f) != 0 || !ok) throw IoError(fmt::format("herd-sample: writing \"{}\" failed", path));
   }
