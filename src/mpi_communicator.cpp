@@ -96,7 +96,7 @@ std::atomic<int> g_abort_requested{0};
 /// Waits for `req` by polling MPI_Test (what a blocking MPICH call does inside), so that an
 /// abort requested by another thread is made here, by the thread that drives MPI, instead
 /// of concurrently from that thread. @throws CommunicationError naming `what`.
-void wait_polling(MPI_Request& req, MPI_Comm comm, const char* what) {
+void wait_polling(MPI_Request& req, const char* what) {
   for (;;) {
     int flag = 0;
     int rc = MPI_SUCCESS;
@@ -109,7 +109,7 @@ void wait_polling(MPI_Request& req, MPI_Comm comm, const char* what) {
     if (const int code = g_abort_requested.load(); code != 0) {
       g_herd_aborting = true;
       const InMpiCall in_mpi;
-      MPI_Abort(comm, code);
+      MPI_Abort(MPI_COMM_WORLD, code);  // see MpiCommunicator::abort
       std::_Exit(code);
     }
   }
@@ -117,7 +117,7 @@ void wait_polling(MPI_Request& req, MPI_Comm comm, const char* what) {
 
 class MpiRequest final : public CommRequest {
  public:
-  MpiRequest(MPI_Request r, MPI_Comm comm) : req_(r), comm_(comm) {}
+  explicit MpiRequest(MPI_Request r) : req_(r) {}
   ~MpiRequest() override {
     if (req_ != MPI_REQUEST_NULL && MpiEnvironment::active()) {
       const InMpiCall in_mpi;
@@ -125,7 +125,7 @@ class MpiRequest final : public CommRequest {
     }
   }
   void wait() override {
-    if (req_ != MPI_REQUEST_NULL) wait_polling(req_, comm_, "MPI_Wait");
+    if (req_ != MPI_REQUEST_NULL) wait_polling(req_, "MPI_Wait");
   }
   bool test() override {
     if (req_ == MPI_REQUEST_NULL) return true;
@@ -136,7 +136,6 @@ class MpiRequest final : public CommRequest {
 
  private:
   MPI_Request req_;
-  MPI_Comm comm_;
 };
 
 }  // namespace
@@ -199,7 +198,7 @@ MpiCommunicator::~MpiCommunicator() {
 void MpiCommunicator::barrier() {
   MPI_Request req = MPI_REQUEST_NULL;
   HERD_MPI_CALL("MPI_Ibarrier", MPI_Ibarrier(impl_->comm, &req));
-  wait_polling(req, impl_->comm, "MPI_Barrier");
+  wait_polling(req, "MPI_Barrier");
 }
 
 void MpiCommunicator::broadcast(void* data, std::size_t count, DataType type, int root) {
@@ -210,7 +209,7 @@ void MpiCommunicator::broadcast(void* data, std::size_t count, DataType type, in
     const std::size_t n = std::min(kChunk, count - off);
     MPI_Request req = MPI_REQUEST_NULL;
     HERD_MPI_CALL("MPI_Ibcast", MPI_Ibcast(p + off * es, static_cast<int>(n), mpi_type(type), root, impl_->comm, &req));
-    wait_polling(req, impl_->comm, "MPI_Bcast");
+    wait_polling(req, "MPI_Bcast");
   }
 }
 
@@ -222,7 +221,7 @@ void MpiCommunicator::allreduce(void* data, std::size_t count, DataType type, Re
     MPI_Request req = MPI_REQUEST_NULL;
     HERD_MPI_CALL("MPI_Iallreduce", MPI_Iallreduce(MPI_IN_PLACE, p + off * es, static_cast<int>(n), mpi_type(type),
                                                    mpi_op(op), impl_->comm, &req));
-    wait_polling(req, impl_->comm, "MPI_Allreduce");
+    wait_polling(req, "MPI_Allreduce");
   }
 }
 
@@ -232,7 +231,7 @@ std::unique_ptr<CommRequest> MpiCommunicator::allreduce_async(void* data, std::s
   HERD_MPI_CALL("MPI_Iallreduce",
                 MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(count, "allreduce_async"),
                                mpi_type(type), mpi_op(op), impl_->comm, &req));
-  return std::make_unique<MpiRequest>(req, impl_->comm);
+  return std::make_unique<MpiRequest>(req);
 }
 
 void MpiCommunicator::allgather(const void* send, void* recv, std::size_t count, DataType type) {
@@ -240,7 +239,7 @@ void MpiCommunicator::allgather(const void* send, void* recv, std::size_t count,
   MPI_Request req = MPI_REQUEST_NULL;
   HERD_MPI_CALL("MPI_Iallgather",
                 MPI_Iallgather(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm, &req));
-  wait_polling(req, impl_->comm, "MPI_Allgather");
+  wait_polling(req, "MPI_Allgather");
 }
 
 void MpiCommunicator::gather(const void* send, void* recv, std::size_t count, DataType type, int root) {
@@ -249,13 +248,16 @@ void MpiCommunicator::gather(const void* send, void* recv, std::size_t count, Da
   MPI_Request req = MPI_REQUEST_NULL;
   HERD_MPI_CALL("MPI_Igather", MPI_Igather(send, n, mpi_type(type), rank_ == root ? recv : nullptr, n,
                                            mpi_type(type), root, impl_->comm, &req));
-  wait_polling(req, impl_->comm, "MPI_Gather");
+  wait_polling(req, "MPI_Gather");
 }
 
 void MpiCommunicator::abort(int code) {
   g_herd_aborting = true;
   const InMpiCall in_mpi;
-  MPI_Abort(impl_->comm, code);
+  // On MPI_COMM_WORLD: MPICH aborts a derived communicator (ours is a duplicate) by
+  // messaging its other ranks first, which never completes when one of them is stopped
+  // (SIGSTOP); on the world communicator it asks the launcher to end the job at once.
+  MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
 

@@ -2,10 +2,12 @@
    density that fails after HERD_TEST_FAIL_AFTER calls (default 1000) on the rank named by
    HERD_TEST_FAIL_RANK (MPICH's PMI_RANK; 0 without a launcher), in the way named by
    HERD_TEST_FAIL_MODE: "inf" (default: returns +inf, which stops a run), "exit" (calls
-   exit(0)), "hang" (never returns). Without HERD_TEST_FAIL_RANK it never fails.
+   exit(0)), "hang" (never returns), "stop" (stops its process with SIGSTOP, as a user or
+   a scheduler might). Without HERD_TEST_FAIL_RANK it never fails.
    With HERD_TEST_LOAD_MARK set, loading the library creates that file (its constructor
    runs): the tests check that herd loads it only after the output checks. */
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,7 @@ double getLogFunc(int32_t ndim, double point[]) {
       if (mode != NULL && strcmp(mode, "exit") == 0) exit(0);
       if (mode != NULL && strcmp(mode, "hang") == 0)
         for (;;) pause();
+      if (mode != NULL && strcmp(mode, "stop") == 0) raise(SIGSTOP);
       return HUGE_VAL;
     }
   }

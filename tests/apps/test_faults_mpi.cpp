@@ -3,7 +3,8 @@
 // exit code 1 (no transport assertions or backtraces); a log density that calls exit(0) on
 // one rank ends the job with an error instead of leaving the other rank waiting forever;
 // a log density that never returns is caught by the stall_timeout_seconds watchdog, which
-// names the rank and leaves a restart record that resumes to the uninterrupted run's bytes.
+// names the rank and leaves a restart record that resumes to the uninterrupted run's bytes;
+// a rank stopped by SIGSTOP is named by the rank that waits for it.
 // Every run is wrapped in `timeout`, so a hang fails the test instead of blocking CI.
 #include <chrono>
 #include <filesystem>
@@ -94,4 +95,15 @@ TEST_CASE("stall_timeout_seconds: a log density that never returns on rank 1 is 
     INFO(f);
     CHECK(slurp(dir / "ref" / f) == slurp(dir / "x" / f));
   }
+}
+
+TEST_CASE("stall_timeout_seconds: a stopped rank (SIGSTOP) is named by the rank that waits for it",
+          "[apps][mcmc][mpi][faults]") {
+  const auto dir = workdir("stopped");
+  write(dir / "run.toml", input());
+  const Run r = sample2(dir, "run.toml --quiet --output run --set stall_timeout_seconds=1.5",
+                        "HERD_TEST_FAIL_MODE=stop HERD_TEST_FAIL_RANK=1 HERD_TEST_FAIL_AFTER=9000 ");
+  check_quiet_failure(r);
+  CHECK_THAT(r.err, Contains("rank(s) 1 of 2 stalled") && Contains("no sign of life") && Contains("rank 0 waited"));
+  CHECK(fs::exists(dir / "run_restart" / "run.ckpt"));
 }
