@@ -1171,7 +1171,13 @@ void remove_restart_folder(const SamplerSpecs& s) {
     throw InputError(fmt::format("\"{}\" exists but is not a restart folder of herd (it has no run record run.ckpt), "
                                  "so it is not deleted: move it away or choose another output_prefix",
                                  dir));
-  fs::remove_all(dir, ec);
+  // The run record goes last: a run killed while deleting leaves a folder that is still
+  // recognised as herd's (and is deleted by the next fresh start).
+  const std::string record = run_record_path(s);
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().string() != record) fs::remove_all(e.path(), ec);
+  if (!ec) fs::remove(record, ec);
+  if (!ec) fs::remove(dir, ec);
   if (ec) throw IoError(fmt::format("cannot remove the old restart folder \"{}\": {}", dir, ec.message()));
 }
 
