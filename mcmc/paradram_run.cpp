@@ -450,6 +450,12 @@ void prepare_outputs(const SamplerSpecs& s, int ranks, bool resuming) {
   for (const auto& path : output_paths(s, ranks)) names.push_back(fs::path(path).filename().string());
   io::remove_stale_temporaries(parent.empty() ? std::string(".") : parent.string(), names);
   io::remove_stale_temporaries(restart_folder(s), {});
+  // Heartbeat files of an earlier run's stall watchdog (StallWatchdog): meaningful only
+  // while that run lived; this run holds the prefix lock, so it is gone.
+  std::error_code hec;
+  if (!fs::is_symlink(restart_folder(s), hec) && fs::is_directory(restart_folder(s), hec))
+    for (const auto& e : fs::directory_iterator(restart_folder(s), hec))
+      if (e.path().filename().string().rfind("heartbeat.", 0) == 0 && e.is_regular_file(hec)) fs::remove(e.path(), hec);
 }
 
 std::string format_summary_table(const std::vector<QuantitySummary>& rows) {

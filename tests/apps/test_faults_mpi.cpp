@@ -91,6 +91,8 @@ TEST_CASE("stall_timeout_seconds: a log density that never returns on rank 1 is 
   INFO(again.err);
   REQUIRE(again.rc == 0);
   CHECK_THAT(again.out, Contains("resuming"));
+  // The stalled run's heartbeat files went with it.
+  CHECK_FALSE(fs::exists(dir / "x" / "run_restart" / "heartbeat.1"));
   for (const char* f : {"run_process_1_chain.txt", "run_process_2_chain.txt", "run_process_2_sample.txt"}) {
     INFO(f);
     CHECK(slurp(dir / "ref" / f) == slurp(dir / "x" / f));

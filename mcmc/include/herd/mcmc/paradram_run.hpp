@@ -104,11 +104,15 @@ struct SampleRunSummary {
 /// folder `<prefix>_restart/` is not listed (it is the run's record, see the file comment).
 std::vector<std::string> output_paths(const SamplerSpecs& specs, int ranks = 1);
 
-/// Checks that no output file exists unless `specs.overwrite` or `resuming` (the files of
-/// the interrupted run are rewritten), creates missing folders, and removes the temporaries
-/// (`<output file>.tmp.<pid>.<n>`, and those in `<prefix>_restart/`) that a killed run of this
-/// prefix left behind (of processes that no longer exist).
-/// @throws herd::InputError naming an existing file; herd::IoError when a folder cannot be made.
+/// Refuses a symbolic link at any output name or at `<prefix>_restart` (with or without
+/// overwrite: outputs are never written through links), checks that no output file exists
+/// unless `specs.overwrite` or `resuming` (the files of the interrupted run are rewritten),
+/// creates missing folders, and removes the temporaries (`<output file>.tmp.<pid>.<n>`, and
+/// those in `<prefix>_restart/`) that a killed run of this prefix left behind (of processes
+/// that no longer exist) and the heartbeat files of an earlier run's stall watchdog.
+/// Call it holding the prefix's `OutputPrefixLock`.
+/// @throws herd::InputError naming an existing file or a link; herd::IoError when a folder
+///   cannot be made.
 void prepare_outputs(const SamplerSpecs& specs, int ranks = 1, bool resuming = false);
 
 /// Runs the sampler and writes every output, on one process. Call `prepare_outputs` first.
