@@ -67,9 +67,10 @@ class ExitGuard {
 };
 
 /// A watchdog for runs whose ranks call user code (a log density) between collectives:
-/// when one call of that code has not returned for `timeout_seconds`, or this rank has made
-/// no progress at all (no call returned: it waits for a rank that stopped, e.g. SIGSTOP)
-/// for `timeout_seconds`, it prints one line naming the stalled rank and ends the job
+/// when no call of that code has returned for `timeout_seconds` while one is in progress
+/// (with several threads calling it, all must be stuck), or this rank has made no progress
+/// at all (no call returned: it waits for a rank that stopped, e.g. SIGSTOP) for
+/// `timeout_seconds`, it prints one line naming the stalled rank and ends the job
 /// (`comm.abort(1)`, exit code 1; on one rank `_Exit(1)`). Checkpoints are written
 /// atomically, so the last one is intact and a rerun resumes from it.
 ///
