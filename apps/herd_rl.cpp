@@ -8,7 +8,8 @@
 // loss stopped training (the last good checkpoint is kept).
 // Under an MPI launcher `train` runs data-parallel over the ranks (rl::Trainer); a launcher
 // that claims several processes while MPI reports one is refused; a rank that fails ends
-// every rank (MPI_Abort) with a message naming it.
+// every rank (MPI_Abort) with a message naming it. Rank 0 holds <prefix>.lock for the whole
+// run (a second run of the prefix is refused) and checks the output folder before training.
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
