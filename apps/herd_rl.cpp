@@ -10,7 +10,8 @@
 // resumes printed).
 // Under an MPI launcher `train` runs data-parallel over the ranks (rl::Trainer); a launcher
 // that claims several processes while MPI reports one is refused; a rank that fails ends
-// every rank (MPI_Abort) with a message naming it.
+// every rank (MPI_Abort) with a message naming it. Rank 0 holds <prefix>.lock for the whole
+// run (a second run of the prefix is refused) and checks the output folder before training.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -29,6 +30,7 @@
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/faults.hpp"
+#include "herd/io/output_files.hpp"
 #if HERD_HAVE_MPI
 #include "herd/core/mpi_communicator.hpp"
 #endif
@@ -236,6 +238,7 @@ int main(int argc, char** argv) {
 
   // Everything before the first file written is input validation: its errors exit with 2.
   std::unique_ptr<herd::rl::Trainer> trainer;
+  std::unique_ptr<herd::io::OutputPrefixLock> prefix_lock;  // rank 0, for the whole run
   std::string input_error;
   bool complete = false;  // --resume of a run that has done total_steps
   try {
@@ -243,6 +246,9 @@ int main(int argc, char** argv) {
     const herd::rl::TrainConfig config = herd::rl::load_train_config(file, sets, &text, comm->size());
     trainer = std::make_unique<herd::rl::Trainer>(config, text, comm.get());
     namespace fs = std::filesystem;
+    // Outputs are never written through symbolic links (the files are replaced atomically,
+    // but a link at an output name is refused up front, with or without --overwrite).
+    for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path()}) herd::io::refuse_symlink(p);
     const bool have_ckpt = fs::exists(trainer->checkpoint_path());
     if (!resume && !overwrite) {
       for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path(), trainer->progress_path()})
@@ -259,6 +265,18 @@ int main(int argc, char** argv) {
       if (ec || !fs::is_directory(dir))
         throw herd::InputError("output_prefix \"" + trainer->config().output_prefix + "\": cannot create the folder " +
                                dir.string() + (ec ? ": " + ec.message() : std::string(": a file has that name")));
+    }
+    if (root) {
+      // Up front, before any training: the folder takes new files (a read-only folder would
+      // otherwise fail at the first checkpoint), and no other run uses this output_prefix
+      // (held until exit); then the temporaries that killed runs of this prefix left.
+      const fs::path dir = fs::path(trainer->checkpoint_path()).parent_path();
+      const std::string what = "output_prefix \"" + trainer->config().output_prefix + "\"";
+      herd::io::check_folder_writable(dir.string(), what);
+      prefix_lock = std::make_unique<herd::io::OutputPrefixLock>(trainer->config().output_prefix, "herd-rl");
+      herd::io::remove_stale_temporaries(dir.empty() ? std::string(".") : dir.string(),
+                                         {fs::path(trainer->checkpoint_path()).filename().string(),
+                                          fs::path(trainer->output_path()).filename().string()});
     }
     if (resume && have_ckpt) {
       // Settings that fix the shapes of the saved state are compared before anything is loaded.

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -140,7 +141,11 @@ std::string plugin_path(const herd::io::Settings& st) {
 
 /// Builds the target from resolved settings; `batched` receives the device-callable form of
 /// a built-in target (all but the mixture), else stays null. @throws herd::InputError
-herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_ptr<const herd::mcmc::BatchedTarget>& batched) {
+/// A plugin (target.library) is not loaded here: `load` receives the function that loads it,
+/// which `run_sampler_program` calls once the output prefix is locked and its outputs are
+/// checked (loading a library runs its code).
+herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_ptr<const herd::mcmc::BatchedTarget>& batched,
+                                     std::function<void()>& load) {
   using herd::InputError;
   herd::mcmc::SampleTarget t;
   const bool has_model = st.has("target.model"), has_builtin = st.has("target.builtin"),
@@ -157,16 +162,19 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_p
   if (has_library) {
     if (!st.has("target.ndim"))
       throw InputError(fmt::format("{}: target.library is given, but target.ndim is not", st.origin("target.library")));
-    std::shared_ptr<herd::mcmc::PluginLogDensity> plugin;
+    auto plugin = std::make_shared<std::shared_ptr<herd::mcmc::PluginLogDensity>>();
     const std::string library = plugin_path(st);
-    try {
-      plugin = std::make_shared<herd::mcmc::PluginLogDensity>(library, st.get_string("target.symbol"));
-    } catch (const herd::InputError& e) {
-      throw InputError(fmt::format("{}: target.library \"{}\" (target.symbol \"{}\"): {}", st.origin("target.library"),
-                                   st.get_string("target.library"), st.get_string("target.symbol"), e.what()));
-    }
+    load = [plugin, library, symbol = st.get_string("target.symbol"), origin = st.origin("target.library"),
+            written = st.get_string("target.library")] {
+      try {
+        *plugin = std::make_shared<herd::mcmc::PluginLogDensity>(library, symbol);
+      } catch (const herd::InputError& e) {
+        throw InputError(fmt::format("{}: target.library \"{}\" (target.symbol \"{}\"): {}", origin, written, symbol,
+                                     e.what()));
+      }
+    };
     t.ndim = static_cast<int>(st.get_int("target.ndim"));
-    t.log_density = [plugin](const double* x, int n) { return (*plugin)(x, n); };
+    t.log_density = [plugin](const double* x, int n) { return (**plugin)(x, n); };
     t.thread_safe = st.get_bool("target.thread_safe");
     t.description = fmt::format("plugin {} ({})", st.get_string("target.symbol"), library);
     return t;
@@ -374,7 +382,7 @@ int main(int argc, char** argv) {
       declare_target_keys(schema);
       const herd::io::Settings settings = schema.apply(config, all_sets);
       std::shared_ptr<const herd::mcmc::BatchedTarget> batched;
-      in.target = make_target(settings, batched);
+      in.target = make_target(settings, batched, in.load_target);
       in.specs = herd::mcmc::resolve_sampler_specs(settings, in.target.ndim, in.target.names);
       in.target.log_density = herd::mcmc::restrict_to_domain(in.specs, in.target.ndim, std::move(in.target.log_density));
       if (in.specs.device != "cpu") {
@@ -387,12 +395,27 @@ int main(int argc, char** argv) {
       }
       in.seed_given = settings.has("random_seed");
       // Validate the kernel options before anything is written.
-      try {
-        herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(in.specs, in.target.ndim), in.target.log_density);
-      } catch (const herd::InputError& e) {
-        // What the specifications' checks leave to the kernel (e.g. a start point outside
-        // the target's support): name the input.
-        throw herd::InputError(fmt::format("{}: {}", file.empty() ? "(embedded default input)" : file, e.what()));
+      auto probe = [options = herd::mcmc::to_dram_options(in.specs, in.target.ndim),
+                    origin = file.empty() ? std::string("(embedded default input)") : file](
+                       const herd::mcmc::PointLogDensity& f) {
+        try {
+          herd::mcmc::DramSampler probe(options, f);
+        } catch (const herd::InputError& e) {
+          // What the specifications' checks leave to the kernel (e.g. a start point outside
+          // the target's support): name the input.
+          throw herd::InputError(fmt::format("{}: {}", origin, e.what()));
+        }
+      };
+      if (in.load_target) {
+        // A plugin is loaded later (after the output checks): the options now, with a flat
+        // density; the start point against the plugin's density once it is loaded.
+        probe([](const double*, int) { return 0.0; });
+        in.load_target = [load = in.load_target, probe, f = in.target.log_density] {
+          load();
+          probe(f);
+        };
+      } else {
+        probe(in.target.log_density);
       }
       in.options.quiet = quiet;
       in.options.resolved_input = settings.describe();

@@ -26,6 +26,7 @@
 #include "herd/core/timer.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
+#include "herd/io/output_files.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/posterior_report.hpp"
@@ -45,7 +46,7 @@ class DrawRecord {
  public:
   /// Opens (creates) `path` and cuts it to `keep` bytes. @throws IoError
   DrawRecord(std::string path, std::uint64_t keep) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd_ < 0) fail("open");
     struct stat st {};
     if (::fstat(fd_, &st) != 0) fail("fstat");
@@ -666,8 +667,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                      h5_path, specs.output_prefix, specs.output_prefix);
   {
     const std::string path = specs.output_prefix + "_report.txt";
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (f == nullptr) throw IoError(fmt::format("herd-sample: cannot write \"{}\"", path));
+    std::FILE* f = io::open_output_file(path);  // never through a symbolic link
     const bool ok = std::fwrite(rep.data(), 1, rep.size(), f) == rep.size();
     if (std::fclose(f) != 0 || !ok) throw IoError(fmt::format("herd-sample: writing \"{}\" failed", path));
   }

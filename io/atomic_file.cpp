@@ -144,7 +144,7 @@ AppendFile::~AppendFile() {
 AppendFile AppendFile::create(const std::string& path) {
   AppendFile f;
   f.path_ = path;
-  f.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  f.fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (f.fd_ < 0) throw_errno("create", path);
   return f;
 }
@@ -152,7 +152,7 @@ AppendFile AppendFile::create(const std::string& path) {
 AppendFile AppendFile::resume(const std::string& path, std::uint64_t length) {
   AppendFile f;
   f.path_ = path;
-  f.fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  f.fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
   if (f.fd_ < 0) throw_errno("open", path);
   struct stat st {};
   if (::fstat(f.fd_, &st) != 0) throw_errno("stat", path);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "herd/core/error.hpp"
+#include "herd/io/output_files.hpp"
 
 namespace herd::mcmc {
 
@@ -47,8 +48,7 @@ std::vector<double> MemoryChainSink::verbose(std::int64_t burnin_steps) const {
 }
 
 BinaryChainSink::BinaryChainSink(std::string path) : path_(std::move(path)), buf_(kBufferBytes) {
-  file_ = std::fopen(path_.c_str(), "wb");
-  if (!file_) throw IoError(fmt::format("BinaryChainSink: cannot open '{}' for writing", path_));
+  file_ = io::open_output_file(path_);  // never through a symbolic link
 }
 
 BinaryChainSink::~BinaryChainSink() {

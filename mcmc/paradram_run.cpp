@@ -25,9 +25,11 @@
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/faults.hpp"
 #include "herd/core/timer.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/io/checkpoint.hpp"
+#include "herd/io/output_files.hpp"
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/ks_test.hpp"
 #include "herd/mcmc/parallel.hpp"
@@ -63,8 +65,7 @@ class TextFile {
  public:
   /// Creates `path`, or with `append` opens it for appending.
   explicit TextFile(std::string path, bool append = false) : path_(std::move(path)) {
-    f_ = std::fopen(path_.c_str(), append ? "ab" : "wb");
-    if (!f_) throw IoError(fmt::format("cannot {} \"{}\"", append ? "open" : "create", path_));
+    f_ = io::open_output_file(path_, append);  // never through a symbolic link
   }
   /// Flushes and fsyncs; returns the file's length. @throws IoError
   std::uint64_t sync() {
@@ -484,57 +485,6 @@ std::string low_acceptance_warning(double rate) {
       rate, kLowAcceptance);
 }
 
-bool process_alive(long pid) {
-  if (pid <= 0) return false;
-  if (!(::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) return false;
-  // A zombie (killed, not yet reaped by its parent, e.g. mpiexec) holds no files any more.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const std::size_t close = line.rfind(')');  // comm may hold spaces and parentheses
-  if (close == std::string::npos || close + 2 >= line.size()) return true;
-  return line[close + 2] != 'Z' && line[close + 2] != 'X';
-}
-
-OutputPrefixLock::OutputPrefixLock(const std::string& prefix) : path_(prefix + ".lock") {
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) throw IoError(fmt::format("cannot create the lock file \"{}\": {}", path_, std::strerror(errno)));
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      char buf[32] = {};
-      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-      ::close(fd);
-      if (err != EWOULDBLOCK && err != EINTR)
-        throw IoError(fmt::format("cannot lock \"{}\": {}", path_, std::strerror(err)));
-      std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("?");
-      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-      throw InputError(fmt::format("output_prefix \"{}\" is in use by another herd-sample run (pid {}, lock file "
-                                   "\"{}\"); wait for it to finish or choose another output_prefix",
-                                   prefix, holder, path_));
-    }
-    // The holder may have removed the file between our open and flock: then the lock is on
-    // an unlinked inode, and a third run could lock a new file. Retry until they agree.
-    struct stat a {}, b {};
-    if (::fstat(fd, &a) == 0 && ::stat(path_.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
-      const std::string pid = std::to_string(static_cast<long>(::getpid())) + "\n";
-      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
-        // The pid is only for the message; the lock itself holds.
-      }
-      fd_ = fd;
-      return;
-    }
-    ::close(fd);
-  }
-  throw IoError(fmt::format("cannot lock \"{}\": it keeps being replaced", path_));
-}
-
-OutputPrefixLock::~OutputPrefixLock() {
-  if (fd_ < 0) return;
-  ::unlink(path_.c_str());  // while still held: a waiting run sees the inode change and retries
-  ::close(fd_);
-}
-
 namespace {
 
 /// What to do about a mean acceptance rate below kLowAcceptance (one paragraph).
@@ -556,28 +506,6 @@ std::string sample_file_path(const SamplerSpecs& s, int chains, int k) {
 
 std::string restart_folder(const SamplerSpecs& s) { return s.output_prefix + "_restart"; }
 
-/// Removes the temporaries `<file>.tmp.<pid>.<n>` (io::temp_path_for) of the files in
-/// `names` (every file when empty) in folder `dir` whose process is gone: what a killed run
-/// left behind. A live process's temporaries are kept.
-void remove_stale_temporaries(const fs::path& dir, const std::vector<std::string>& names) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    const std::size_t t = n.rfind(".tmp.");
-    if (t == std::string::npos || t == 0) continue;
-    const std::string rest = n.substr(t + 5);
-    const std::size_t dot = rest.find('.');
-    if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size() ||
-        rest.find_first_not_of("0123456789.") != std::string::npos || rest.find('.', dot + 1) != std::string::npos)
-      continue;
-    if (!names.empty() && std::find(names.begin(), names.end(), n.substr(0, t)) == names.end()) continue;
-    const long pid = std::stol(rest.substr(0, dot));
-    if (pid == static_cast<long>(::getpid()) || process_alive(pid)) continue;
-    fs::remove(e.path(), ec);
-  }
-}
-
 }  // namespace
 
 std::vector<std::string> output_paths(const SamplerSpecs& s, int ranks) {
@@ -597,6 +525,10 @@ std::vector<std::string> output_paths(const SamplerSpecs& s, int ranks) {
 }
 
 void prepare_outputs(const SamplerSpecs& s, int ranks, bool resuming) {
+  // No output is written through a symbolic link, with or without overwrite (a link could
+  // point at any file of the user's); the restart folder is never a link either.
+  for (const auto& path : output_paths(s, ranks)) io::refuse_symlink(path);
+  io::refuse_symlink(restart_folder(s));
   if (!resuming) {
     for (const auto& path : output_paths(s, ranks)) {
       if (!s.overwrite && fs::exists(path)) {
@@ -613,8 +545,14 @@ void prepare_outputs(const SamplerSpecs& s, int ranks, bool resuming) {
   // Temporaries of an earlier run of this prefix that was killed while writing a file.
   std::vector<std::string> names;
   for (const auto& path : output_paths(s, ranks)) names.push_back(fs::path(path).filename().string());
-  remove_stale_temporaries(parent.empty() ? fs::path(".") : parent, names);
-  remove_stale_temporaries(restart_folder(s), {});
+  io::remove_stale_temporaries(parent.empty() ? std::string(".") : parent.string(), names);
+  io::remove_stale_temporaries(restart_folder(s), {});
+  // Heartbeat files of an earlier run's stall watchdog (StallWatchdog): meaningful only
+  // while that run lived; this run holds the prefix lock, so it is gone.
+  std::error_code hec;
+  if (!fs::is_symlink(restart_folder(s), hec) && fs::is_directory(restart_folder(s), hec))
+    for (const auto& e : fs::directory_iterator(restart_folder(s), hec))
+      if (e.path().filename().string().rfind("heartbeat.", 0) == 0 && e.is_regular_file(hec)) fs::remove(e.path(), hec);
 }
 
 std::string format_summary_table(const std::vector<QuantitySummary>& rows) {
@@ -1370,7 +1308,8 @@ std::string run_record_path(const SamplerSpecs& s) { return restart_folder(s) + 
 const char* const kIgnoredInHash[] = {"overwrite", "silent_mode", "progress_report_period", "checkpoint_period",
                                       "checkpoint_period_seconds", "mpi_finalize_requested", "output_status",
                                       "restart_file_format", "input_file_has_priority", "system_info_file_path",
-                                      "parallelism_num_thread", "output_splash_mode"};
+                                      "parallelism_num_thread", "output_splash_mode",
+                                      "stall_timeout_seconds"};
 
 bool ignored_in_hash(const std::string& key) {
   return std::find_if(std::begin(kIgnoredInHash), std::end(kIgnoredInHash),
@@ -1433,6 +1372,31 @@ void write_run_record(const SamplerSpecs& s, std::uint64_t hash, std::int64_t ch
   w.add_string("input", recorded_input(attrs));
   w.add_value("complete", static_cast<std::uint8_t>(complete ? 1 : 0));
   w.commit(run_record_path(s));
+}
+
+/// Deletes the restart folder of an earlier run of this prefix before a fresh start, but
+/// only what herd made: a folder holding its run record (`run.ckpt`), or an empty one (a
+/// run killed between making the folder and writing the record). Anything else of that
+/// name (a user's folder or file, a link) is refused, with or without overwrite.
+/// @throws herd::InputError naming the folder.
+void remove_restart_folder(const SamplerSpecs& s) {
+  const std::string dir = restart_folder(s);
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (ec || !fs::exists(st)) return;
+  const bool ours = fs::is_directory(st) && (fs::is_empty(dir, ec) || fs::exists(run_record_path(s), ec));
+  if (!ours)
+    throw InputError(fmt::format("\"{}\" exists but is not a restart folder of herd (it has no run record run.ckpt), "
+                                 "so it is not deleted: move it away or choose another output_prefix",
+                                 dir));
+  // The run record goes last: a run killed while deleting leaves a folder that is still
+  // recognised as herd's (and is deleted by the next fresh start).
+  const std::string record = run_record_path(s);
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().string() != record) fs::remove_all(e.path(), ec);
+  if (!ec) fs::remove(record, ec);
+  if (!ec) fs::remove(dir, ec);
+  if (ec) throw IoError(fmt::format("cannot remove the old restart folder \"{}\": {}", dir, ec.message()));
 }
 
 enum class RestartStatus { kFresh = 0, kResume = 1, kComplete = 2 };
@@ -1637,48 +1601,84 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   // Rank 0 holds an exclusive lock on <prefix>.lock for the whole run: a second run of the
   // same prefix (which would share the restart record) is refused.
   std::unique_ptr<OutputPrefixLock> prefix_lock;
+  fs::path made_parent;  // rank 0: the output folder this run made (removed again on refusal)
+  RestartStatus status = RestartStatus::kFresh;
   if (rank == 0) {
     const fs::path parent = fs::path(specs.output_prefix).parent_path();
-    bool made_parent = false;
     try {
       std::error_code ec;
       if (!parent.empty() && !fs::exists(parent, ec)) {
         fs::create_directories(parent, ec);
         if (ec) throw IoError(fmt::format("cannot create the output folder \"{}\": {}", parent.string(), ec.message()));
-        made_parent = true;
+        made_parent = parent;
       }
-      prefix_lock = std::make_unique<OutputPrefixLock>(specs.output_prefix);
+      prefix_lock = std::make_unique<OutputPrefixLock>(specs.output_prefix, program);
       std::uint64_t seed = specs.random_seed;
       const RestartStatus st = !recorded ? RestartStatus::kFresh : check_restart(specs, opts.input_hash, chains, seed, opts.input_attributes);
       if (st != RestartStatus::kFresh && !in.seed_given) specs.random_seed = seed;
       dec[1] = static_cast<std::int64_t>(st);
       dec[2] = static_cast<std::int64_t>(specs.random_seed);
       prepare_outputs(specs, size, st != RestartStatus::kFresh);
-      if (st == RestartStatus::kFresh && recorded) {
-        std::error_code ec;
-        fs::remove_all(restart_folder(specs), ec);
-        if (checkpointing) {
-          fs::create_directories(restart_folder(specs), ec);
-          if (ec)
-            throw IoError(fmt::format("cannot create the restart folder \"{}\": {}", restart_folder(specs), ec.message()));
-          write_run_record(specs, opts.input_hash, chains, false, opts.input_attributes);
-        }
-      }
     } catch (const std::exception& e) {
       err = e.what();
       dec[0] = 1;
-      prefix_lock.reset();
-      std::error_code ec;
-      if (made_parent) fs::remove(parent, ec);  // only when still empty: nothing earlier is touched
     }
   }
+  // A refusal on rank 0 (or on any rank, below): nothing of this run is left behind.
+  auto refuse = [&]() {
+    prefix_lock.reset();
+    std::error_code ec;
+    if (!made_parent.empty()) fs::remove(made_parent, ec);  // only when still empty: nothing earlier is touched
+    return 2;
+  };
   comm.broadcast(dec, 3, DataType::kInt64, 0);
   if (dec[0] != 0) {
     if (rank == 0) error(err);
-    return 2;
+    return refuse();
   }
   specs.random_seed = static_cast<std::uint64_t>(dec[2]);
-  const auto status = static_cast<RestartStatus>(dec[1]);
+  status = static_cast<RestartStatus>(dec[1]);
+  // 3b. Code the input names (a plugin library: its constructors run when it is loaded) is
+  // loaded only now, under the lock and after the output checks, on every rank; an exit()
+  // from it is reported instead of ending the run quietly.
+  if (in.load_target && status != RestartStatus::kComplete) {
+    const ExitGuard guard(comm, program, "the log density's library (target.library)");
+    std::string load_err;
+    try {
+      in.load_target();
+    } catch (const std::exception& e) {
+      load_err = e.what();
+    }
+    const int first_bad = size > 1 ? comm.allreduce_value<int>(load_err.empty() ? size : rank, ReduceOp::kMin)
+                                   : (load_err.empty() ? size : 0);
+    if (first_bad < size) {
+      if (rank == first_bad) error(load_err);
+      return refuse();
+    }
+  }
+  // 3c. Rank 0, on a fresh start: the restart folder of an earlier run goes (only what herd
+  // made), and a new run record is written.
+  std::int64_t fresh_failed = 0;
+  if (rank == 0 && status == RestartStatus::kFresh && recorded) {
+    try {
+      remove_restart_folder(specs);
+      if (checkpointing) {
+        std::error_code ec;
+        fs::create_directories(restart_folder(specs), ec);
+        if (ec)
+          throw IoError(fmt::format("cannot create the restart folder \"{}\": {}", restart_folder(specs), ec.message()));
+        write_run_record(specs, opts.input_hash, chains, false, opts.input_attributes);
+      }
+    } catch (const std::exception& e) {
+      err = e.what();
+      fresh_failed = 1;
+    }
+  }
+  if (size > 1) comm.broadcast(&fresh_failed, 1, DataType::kInt64, 0);
+  if (fresh_failed != 0) {
+    if (rank == 0) error(err);
+    return refuse();
+  }
   const bool quiet = opts.quiet || specs.silent_mode || rank != 0;
   if (status == RestartStatus::kComplete) {
     if (!quiet)
@@ -1694,8 +1694,27 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
     std::fflush(stdout);
   }
   in.resuming = status == RestartStatus::kResume;
+  // The optional watchdog: a log-density call that never returns, or a rank that stopped,
+  // ends the job naming the rank (heartbeat files in the restart folder; see StallWatchdog).
+  std::unique_ptr<StallWatchdog> watchdog;
+  if (specs.stall_timeout_seconds > 0) {
+    watchdog = std::make_unique<StallWatchdog>(comm, specs.stall_timeout_seconds, program, "the log density",
+                                               checkpointing ? restart_folder(specs) + "/heartbeat." : std::string());
+    StallWatchdog* w = watchdog.get();
+    in.target.log_density = [f = in.target.log_density, w](const double* x, int n) {
+      struct Leave {
+        StallWatchdog* w;
+        ~Leave() { w->leave(); }
+      };
+      w->enter();
+      const Leave leave{w};
+      return f(x, n);
+    };
+  }
   // 4. The run; an error on one rank ends every rank (the checkpoints stay intact).
   try {
+    // A log density that calls exit() ends the job with a message and exit code 1.
+    const ExitGuard guard(comm, program, "the log density");
     abort_all_on_error(comm, [&] {
       if (custom) in.run(in, comm);
       else run_paradram(specs, in.target, opts, comm);

@@ -109,6 +109,10 @@ void declare_sampler_specs(io::Schema& s) {
   s.add_float("checkpoint_period_seconds", 5.0,
               "seconds between checkpoints of the restart record (0 with checkpoint_period = 0: no checkpoints, no restart)")
       .min(0.0);
+  s.add_float("stall_timeout_seconds", 0.0,
+              "watchdog: end the job when one log-density call has not returned, or a process shows no sign of life, "
+              "for this many seconds, naming the stalled rank (0: no watchdog)")
+      .min(0.0);
   s.add_int("max_num_domain_check_to_warn", 1000, "out-of-domain proposals in a row before a warning")
       .min(1).alias("maxNumDomainCheckToWarn").alias("domainErrCount");
   s.add_int("max_num_domain_check_to_stop", 100000, "out-of-domain proposals in a row before the run stops")
@@ -298,6 +302,7 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
                                  st.origin("proposal_model"), st.written("proposal_model"), s.proposal_model, s.device));
   s.checkpoint_period = st.get_int("checkpoint_period");
   s.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
+  s.stall_timeout_seconds = st.get_float("stall_timeout_seconds");
   s.mpi_finalize_requested = st.get_bool("mpi_finalize_requested");
   s.max_num_domain_check_to_warn = st.get_int("max_num_domain_check_to_warn");
   s.max_num_domain_check_to_stop = st.get_int("max_num_domain_check_to_stop");

@@ -4,6 +4,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <span>
+#include <sstream>
+
+#include "herd/io/atomic_file.hpp"
 
 namespace herd::nn {
 namespace {
@@ -11,7 +15,7 @@ namespace {
 constexpr char kMagic[8] = {'H', 'E', 'R', 'D', 'N', 'N', '0', '1'};
 
 template <class T>
-void put(std::ofstream& f, T v) {
+void put(std::ostream& f, T v) {
   f.write(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
@@ -26,29 +30,25 @@ T get(std::ifstream& f, const std::string& path) {
 }  // namespace
 
 void save_binary(const std::string& path, const std::vector<NamedTensor>& tensors) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw IoError("nn::save_binary: cannot open '" + tmp + "' for writing");
-    f.write(kMagic, sizeof kMagic);
-    put<std::uint64_t>(f, tensors.size());
-    for (const auto& nt : tensors) {
-      // Device tensors are written from a host copy.
-      const Tensor host = nt.tensor.is_cpu() ? nt.tensor : nt.tensor.to(Device::cpu());
-      put<std::uint64_t>(f, nt.name.size());
-      f.write(nt.name.data(), static_cast<std::streamsize>(nt.name.size()));
-      put<std::uint8_t>(f, static_cast<std::uint8_t>(nt.tensor.dtype()));
-      put<std::uint8_t>(f, static_cast<std::uint8_t>(nt.tensor.ndim()));
-      for (int i = 0; i < nt.tensor.ndim(); ++i) put<std::int64_t>(f, nt.tensor.dim(i));
-      f.write(static_cast<const char*>(host.raw()),
-              static_cast<std::streamsize>(static_cast<std::size_t>(nt.tensor.numel()) *
-                                           dtype_size(nt.tensor.dtype())));
-    }
-    f.flush();
-    if (!f) throw IoError("nn::save_binary: writing '" + tmp + "' failed");
+  // Built in memory, then written atomically (a temporary created with O_EXCL in the same
+  // folder, renamed over `path`): a link at `path` or at a fixed temporary name is never
+  // written through, and a crash leaves the old file or the new one.
+  std::ostringstream f(std::ios::binary);
+  f.write(kMagic, sizeof kMagic);
+  put<std::uint64_t>(f, tensors.size());
+  for (const auto& nt : tensors) {
+    // Device tensors are written from a host copy.
+    const Tensor host = nt.tensor.is_cpu() ? nt.tensor : nt.tensor.to(Device::cpu());
+    put<std::uint64_t>(f, nt.name.size());
+    f.write(nt.name.data(), static_cast<std::streamsize>(nt.name.size()));
+    put<std::uint8_t>(f, static_cast<std::uint8_t>(nt.tensor.dtype()));
+    put<std::uint8_t>(f, static_cast<std::uint8_t>(nt.tensor.ndim()));
+    for (int i = 0; i < nt.tensor.ndim(); ++i) put<std::int64_t>(f, nt.tensor.dim(i));
+    f.write(static_cast<const char*>(host.raw()),
+            static_cast<std::streamsize>(static_cast<std::size_t>(nt.tensor.numel()) * dtype_size(nt.tensor.dtype())));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw IoError("nn::save_binary: cannot rename '" + tmp + "' to '" + path + "'");
+  const std::string bytes = std::move(f).str();
+  io::write_file_atomic(path, std::as_bytes(std::span<const char>(bytes.data(), bytes.size())));
 }
 
 std::vector<NamedTensor> load_binary(const std::string& path) {

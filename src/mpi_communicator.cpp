@@ -37,11 +37,28 @@ std::atomic<bool> g_herd_aborting{false};
   throw CommunicationError(fmt::format("MPI: {} failed: {}", what, std::string(buf, len)));
 }
 
-#define HERD_MPI_CALL(what, call)          \
-  do {                                     \
-    const int herd_mpi_rc_ = (call);       \
-    if (herd_mpi_rc_ != MPI_SUCCESS)       \
-      throw_mpi(what, herd_mpi_rc_);       \
+/// How many MPI calls of this process are in progress. MPICH ends a rank from inside its
+/// progress engine (calling exit()) when another rank called MPI_Abort; the exit handlers
+/// must not finalise MPI then: MPI_Finalize would re-enter the transport's progress (UCX
+/// asserts `worker->inprogress++ == 0` and prints pages of backtraces).
+std::atomic<int> g_mpi_calls_in_progress{0};
+
+struct InMpiCall {
+  InMpiCall() { ++g_mpi_calls_in_progress; }
+  ~InMpiCall() { --g_mpi_calls_in_progress; }
+  InMpiCall(const InMpiCall&) = delete;
+  InMpiCall& operator=(const InMpiCall&) = delete;
+};
+
+#define HERD_MPI_CALL(what, call)            \
+  do {                                       \
+    int herd_mpi_rc_ = MPI_SUCCESS;          \
+    {                                        \
+      const InMpiCall herd_in_mpi_;          \
+      herd_mpi_rc_ = (call);                 \
+    }                                        \
+    if (herd_mpi_rc_ != MPI_SUCCESS)         \
+      throw_mpi(what, herd_mpi_rc_);         \
   } while (0)
 
 MPI_Datatype mpi_type(DataType t) {
@@ -72,14 +89,43 @@ int checked_count(std::size_t count, const char* what) {
 
 constexpr std::size_t kChunk = std::size_t{1} << 30;
 
+/// Set by `MpiEnvironment::request_abort` (another thread, e.g. a watchdog): the main
+/// thread aborts the job at its next wait for an MPI request.
+std::atomic<int> g_abort_requested{0};
+
+/// Waits for `req` by polling MPI_Test (what a blocking MPICH call does inside), so that an
+/// abort requested by another thread is made here, by the thread that drives MPI, instead
+/// of concurrently from that thread. @throws CommunicationError naming `what`.
+void wait_polling(MPI_Request& req, const char* what) {
+  for (;;) {
+    int flag = 0;
+    int rc = MPI_SUCCESS;
+    {
+      const InMpiCall in_mpi;
+      rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    }
+    if (rc != MPI_SUCCESS) throw_mpi(what, rc);
+    if (flag) return;
+    if (const int code = g_abort_requested.load(); code != 0) {
+      g_herd_aborting = true;
+      const InMpiCall in_mpi;
+      MPI_Abort(MPI_COMM_WORLD, code);  // see MpiCommunicator::abort
+      std::_Exit(code);
+    }
+  }
+}
+
 class MpiRequest final : public CommRequest {
  public:
   explicit MpiRequest(MPI_Request r) : req_(r) {}
   ~MpiRequest() override {
-    if (req_ != MPI_REQUEST_NULL && MpiEnvironment::active()) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+    if (req_ != MPI_REQUEST_NULL && MpiEnvironment::active()) {
+      const InMpiCall in_mpi;
+      MPI_Wait(&req_, MPI_STATUS_IGNORE);
+    }
   }
   void wait() override {
-    if (req_ != MPI_REQUEST_NULL) HERD_MPI_CALL("MPI_Wait", MPI_Wait(&req_, MPI_STATUS_IGNORE));
+    if (req_ != MPI_REQUEST_NULL) wait_polling(req_, "MPI_Wait");
   }
   bool test() override {
     if (req_ == MPI_REQUEST_NULL) return true;
@@ -113,10 +159,15 @@ bool MpiEnvironment::active() {
   return init && !fin;
 }
 
+bool MpiEnvironment::call_in_progress() { return g_herd_aborting.load() || g_mpi_calls_in_progress.load() > 0; }
+
+void MpiEnvironment::request_abort(int code) { g_abort_requested = code == 0 ? 1 : code; }
+
 void MpiEnvironment::finalize() {
   // Never from inside an abort: MPICH's MPI_Abort may run the exit handlers, and finalising
   // there can trip assertions in the transport (UCX) while the job is being torn down.
-  if (g_herd_initialised_mpi && !g_herd_aborting && active()) MPI_Finalize();
+  // Nor from an exit() that MPICH calls inside an MPI call (another rank aborted the job).
+  if (g_herd_initialised_mpi && !g_herd_aborting && g_mpi_calls_in_progress.load() == 0 && active()) MPI_Finalize();
 }
 
 struct MpiCommunicator::Impl {
@@ -155,7 +206,11 @@ MpiCommunicator::~MpiCommunicator() {
   if (impl_ && impl_->comm != MPI_COMM_NULL && MpiEnvironment::active()) MPI_Comm_free(&impl_->comm);
 }
 
-void MpiCommunicator::barrier() { HERD_MPI_CALL("MPI_Barrier", MPI_Barrier(impl_->comm)); }
+void MpiCommunicator::barrier() {
+  MPI_Request req = MPI_REQUEST_NULL;
+  HERD_MPI_CALL("MPI_Ibarrier", MPI_Ibarrier(impl_->comm, &req));
+  wait_polling(req, "MPI_Barrier");
+}
 
 void MpiCommunicator::broadcast(void* data, std::size_t count, DataType type, int root) {
   HERD_REQUIRE(root >= 0 && root < size_, "MpiCommunicator::broadcast: root is {}, but must be in [0, {})", root, size_);
@@ -163,7 +218,9 @@ void MpiCommunicator::broadcast(void* data, std::size_t count, DataType type, in
   const std::size_t es = data_type_size(type);
   for (std::size_t off = 0; off < count; off += kChunk) {
     const std::size_t n = std::min(kChunk, count - off);
-    HERD_MPI_CALL("MPI_Bcast", MPI_Bcast(p + off * es, static_cast<int>(n), mpi_type(type), root, impl_->comm));
+    MPI_Request req = MPI_REQUEST_NULL;
+    HERD_MPI_CALL("MPI_Ibcast", MPI_Ibcast(p + off * es, static_cast<int>(n), mpi_type(type), root, impl_->comm, &req));
+    wait_polling(req, "MPI_Bcast");
   }
 }
 
@@ -172,8 +229,10 @@ void MpiCommunicator::allreduce(void* data, std::size_t count, DataType type, Re
   const std::size_t es = data_type_size(type);
   for (std::size_t off = 0; off < count; off += kChunk) {
     const std::size_t n = std::min(kChunk, count - off);
-    HERD_MPI_CALL("MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, p + off * es, static_cast<int>(n),
-                                                 mpi_type(type), mpi_op(op), impl_->comm));
+    MPI_Request req = MPI_REQUEST_NULL;
+    HERD_MPI_CALL("MPI_Iallreduce", MPI_Iallreduce(MPI_IN_PLACE, p + off * es, static_cast<int>(n), mpi_type(type),
+                                                   mpi_op(op), impl_->comm, &req));
+    wait_polling(req, "MPI_Allreduce");
   }
 }
 
@@ -188,19 +247,28 @@ std::unique_ptr<CommRequest> MpiCommunicator::allreduce_async(void* data, std::s
 
 void MpiCommunicator::allgather(const void* send, void* recv, std::size_t count, DataType type) {
   const int n = checked_count(count, "allgather");
-  HERD_MPI_CALL("MPI_Allgather", MPI_Allgather(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm));
+  MPI_Request req = MPI_REQUEST_NULL;
+  HERD_MPI_CALL("MPI_Iallgather",
+                MPI_Iallgather(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm, &req));
+  wait_polling(req, "MPI_Allgather");
 }
 
 void MpiCommunicator::gather(const void* send, void* recv, std::size_t count, DataType type, int root) {
   HERD_REQUIRE(root >= 0 && root < size_, "MpiCommunicator::gather: root is {}, but must be in [0, {})", root, size_);
   const int n = checked_count(count, "gather");
-  HERD_MPI_CALL("MPI_Gather", MPI_Gather(send, n, mpi_type(type), rank_ == root ? recv : nullptr, n,
-                                         mpi_type(type), root, impl_->comm));
+  MPI_Request req = MPI_REQUEST_NULL;
+  HERD_MPI_CALL("MPI_Igather", MPI_Igather(send, n, mpi_type(type), rank_ == root ? recv : nullptr, n,
+                                           mpi_type(type), root, impl_->comm, &req));
+  wait_polling(req, "MPI_Gather");
 }
 
 void MpiCommunicator::abort(int code) {
   g_herd_aborting = true;
-  MPI_Abort(impl_->comm, code);
+  const InMpiCall in_mpi;
+  // On MPI_COMM_WORLD: MPICH aborts a derived communicator (ours is a duplicate) by
+  // messaging its other ranks first, which never completes when one of them is stopped
+  // (SIGSTOP); on the world communicator it asks the launcher to end the job at once.
+  MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
 
@@ -220,6 +288,8 @@ void MpiEnvironment::ensure() {
   throw CommunicationError("MpiEnvironment: herd was built without MPI (HERD_ENABLE_MPI=OFF)");
 }
 bool MpiEnvironment::active() { return false; }
+bool MpiEnvironment::call_in_progress() { return false; }
+void MpiEnvironment::request_abort(int) {}
 void MpiEnvironment::finalize() {}
 struct MpiCommunicator::Impl {};
 MpiCommunicator::MpiCommunicator() { MpiEnvironment::ensure(); }

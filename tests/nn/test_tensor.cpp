@@ -4,6 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include "gradcheck.hpp"
 #include "herd/core/config.hpp"
@@ -439,4 +443,31 @@ TEST_CASE("two threads give the same results as one", "[nn]") {
     for (std::size_t i = 0; i < one[k].size(); ++i)
       REQUIRE(std::abs(one[k][i] - two[k][i]) <= 1e-5 * (1 + std::abs(one[k][i])));
   CHECK_THROWS_AS(set_num_threads(0), InputError);
+}
+
+TEST_CASE("save_binary writes atomically and never through a symbolic link", "[nn][files]") {
+  namespace fs = std::filesystem;
+  const fs::path d = fs::temp_directory_path() / ("herd_nn_links_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  {
+    std::FILE* v = std::fopen((d / "victim").string().c_str(), "w");
+    std::fputs("precious", v);
+    std::fclose(v);
+  }
+  // Links at the file and at the fixed temporary name an earlier version used.
+  fs::create_symlink("victim", d / "state.bin");
+  fs::create_symlink("victim", d / "state.bin.tmp");
+  const std::vector<NamedTensor> ts = {{"w", Tensor::from_vector({3}, std::vector<double>{1.0, 2.0, 3.0})}};
+  save_binary((d / "state.bin").string(), ts);
+  std::FILE* v = std::fopen((d / "victim").string().c_str(), "r");
+  char buf[16] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, v);
+  std::fclose(v);
+  CHECK(std::string(buf, n) == "precious");
+  CHECK_FALSE(fs::is_symlink(d / "state.bin"));
+  const auto back = load_binary((d / "state.bin").string());
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].tensor.to_vector() == std::vector<double>{1.0, 2.0, 3.0});
+  fs::remove_all(d);
 }

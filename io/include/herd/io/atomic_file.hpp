@@ -53,9 +53,11 @@ class AppendFile {
   /// Closes the file (without fsync; call `sync()` for durability).
   ~AppendFile();
 
-  /// Creates (or truncates) `path`. @throws IoError
+  /// Creates (or truncates) `path`; a symbolic link there is refused (`O_NOFOLLOW`), never
+  /// written through. @throws IoError
   static AppendFile create(const std::string& path);
-  /// Opens `path` for appending after truncating it to `length` bytes.
+  /// Opens `path` (not a symbolic link: `O_NOFOLLOW`) for appending after truncating it to
+  /// `length` bytes.
   /// @throws IoError when it is missing or shorter than `length` (then the checkpoint and
   /// the file do not belong together).
   static AppendFile resume(const std::string& path, std::uint64_t length);

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "herd/core/communicator.hpp"
+#include "herd/io/output_files.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/dram.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
@@ -116,11 +117,15 @@ struct SampleRunSummary {
 /// folder `<prefix>_restart/` is not listed (it is the run's record, see the file comment).
 std::vector<std::string> output_paths(const SamplerSpecs& specs, int ranks = 1);
 
-/// Checks that no output file exists unless `specs.overwrite` or `resuming` (the files of
-/// the interrupted run are rewritten), creates missing folders, and removes the temporaries
-/// (`<output file>.tmp.<pid>.<n>`, and those in `<prefix>_restart/`) that a killed run of this
-/// prefix left behind (of processes that no longer exist).
-/// @throws herd::InputError naming an existing file; herd::IoError when a folder cannot be made.
+/// Refuses a symbolic link at any output name or at `<prefix>_restart` (with or without
+/// overwrite: outputs are never written through links), checks that no output file exists
+/// unless `specs.overwrite` or `resuming` (the files of the interrupted run are rewritten),
+/// creates missing folders, and removes the temporaries (`<output file>.tmp.<pid>.<n>`, and
+/// those in `<prefix>_restart/`) that a killed run of this prefix left behind (of processes
+/// that no longer exist) and the heartbeat files of an earlier run's stall watchdog.
+/// Call it holding the prefix's `OutputPrefixLock`.
+/// @throws herd::InputError naming an existing file or a link; herd::IoError when a folder
+///   cannot be made.
 void prepare_outputs(const SamplerSpecs& specs, int ranks = 1, bool resuming = false);
 
 /// Runs the sampler and writes every output, on one process. Call `prepare_outputs` first.
@@ -153,6 +158,12 @@ struct SamplerProgramInput {
   /// `run_sampler_program` manages the run record (`run.ckpt`: resume, complete, another
   /// input) for it as for `run_paradram`, and sets `resuming`.
   bool run_restartable = false;
+  /// Loads code that the target needs (a plugin library, whose constructors run when it is
+  /// loaded), on every rank; may be empty. `run_sampler_program` calls it only after rank 0
+  /// holds the output prefix's lock and has checked the outputs and the restart record, and
+  /// before anything is deleted or written, so an input that would be refused never runs
+  /// the library's code. @throws herd::InputError (exit code 2).
+  std::function<void()> load_target;
   /// Set by `run_sampler_program` before `run`: the restart record is of this input and the
   /// run is resumed (else the restart folder is new and empty, or absent without checkpoints).
   bool resuming = false;
@@ -187,31 +198,11 @@ std::string format_summary_table(const std::vector<QuantitySummary>& rows);
 /// beyond std::bad_alloc.
 std::string low_acceptance_warning(double rate);
 
-/// True when process `pid` exists and is not a zombie (state Z in /proc/<pid>/stat, Linux
-/// proc(5)): a killed process whose parent has not reaped it yet counts as gone. Where
-/// /proc is unavailable, existence alone (kill(pid, 0)) decides. Thread-safe, throws nothing.
-bool process_alive(long pid);
+/// The output-file rules shared with herd-rl (herd/io/output_files.hpp): liveness of the
+/// process that left a temporary or lock file, and the exclusive lock on `<prefix>.lock`
+/// that rank 0 holds for a whole run.
+using io::process_alive;
+using io::OutputPrefixLock;
 
-/// An exclusive advisory lock (flock(2), LOCK_EX | LOCK_NB) on `<prefix>.lock`, held while
-/// the object lives, so that two herd-sample runs of one output prefix cannot run at once
-/// (the second would append to the same restart record). The lock file is removed when the
-/// lock is released; a lock file left by a killed run is taken over (flock is released by
-/// the kernel when its holder dies). Not thread-safe (one owner); not collective (rank 0
-/// takes it).
-class OutputPrefixLock {
- public:
-  /// Takes the lock for `prefix`; the prefix's folder must exist.
-  /// @throws herd::InputError "output_prefix \"P\" is in use by another herd-sample run
-  ///   (pid N, lock file P.lock)" when another process holds it; herd::IoError when the lock
-  ///   file cannot be created.
-  explicit OutputPrefixLock(const std::string& prefix);
-  ~OutputPrefixLock();
-  OutputPrefixLock(const OutputPrefixLock&) = delete;
-  OutputPrefixLock& operator=(const OutputPrefixLock&) = delete;
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 }  // namespace herd::mcmc

@@ -61,6 +61,9 @@ struct SamplerSpecs {
   std::string batched_adaptation = "pooled";  ///< batched: "pooled", "per_chain" or "none"
   std::int64_t checkpoint_period = 0;       ///< proposals between checkpoints (0: by time only)
   double checkpoint_period_seconds = 5.0;   ///< seconds between checkpoints (both 0: no checkpoints)
+  /// Watchdog (herd-sample, device "cpu"): seconds after which a log-density call that has
+  /// not returned, or a rank with no sign of life, ends the job naming the rank (0: off).
+  double stall_timeout_seconds = 0.0;
   bool mpi_finalize_requested = true;       ///< C API: finalise MPI at the end if herd initialised it
   std::int64_t max_num_domain_check_to_warn = 1000;
   std::int64_t max_num_domain_check_to_stop = 100000;

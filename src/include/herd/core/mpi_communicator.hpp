@@ -19,6 +19,15 @@ class MpiEnvironment {
   static void ensure();
   /// True when MPI is initialised and not finalised.
   static bool active();
+  /// True while an MPI call made by herd (any thread) is in progress, or the job is being
+  /// aborted: an exit() seen then was made by MPI itself (MPICH ends a rank from inside its
+  /// progress engine when another rank aborted the job), not by user code. Thread-safe.
+  static bool call_in_progress();
+  /// Asks the thread that drives MPI to abort the job (MPI_Abort with `code`, non-zero) the
+  /// next time it waits for an MPI operation (every herd collective waits by polling). For
+  /// another thread (a watchdog): calling MPI_Abort there while the main thread is inside
+  /// MPI would run the transport's progress concurrently (UCX asserts). Thread-safe.
+  static void request_abort(int code);
   /// Finalises MPI if herd initialised it and it is still active. Not collective in MPI's
   /// sense, but every rank must call it (MPI_Finalize is).
   static void finalize();

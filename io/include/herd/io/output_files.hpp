@@ -1,0 +1,80 @@
+#pragma once
+/// @file output_files.hpp
+/// The rules every herd program follows for the files it writes (docs/io.md "Guarantees"):
+/// an exclusive lock per output prefix (`OutputPrefixLock`), no writing through symbolic
+/// links (`refuse_symlink`, `open_output_file`), an output folder checked for writing before
+/// any work is done (`check_folder_writable`), and the temporaries of killed runs cleaned up
+/// (`remove_stale_temporaries`). Shared by herd-sample, herd-rl and the C API.
+///
+/// Thread-safety: the free functions are reentrant; an `OutputPrefixLock` has one owner.
+/// None is collective (the caller decides which rank writes).
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace herd::io {
+
+/// True when process `pid` exists and is not a zombie (state Z in /proc/<pid>/stat, Linux
+/// proc(5)): a killed process whose parent has not reaped it yet counts as gone. Where
+/// /proc is unavailable, existence alone (kill(pid, 0)) decides. Thread-safe, throws nothing.
+bool process_alive(long pid);
+
+/// Refuses a symbolic link at `path`: a program writes its outputs itself and never through
+/// a link it did not create (a link could point at any file of the user's). Nothing is done
+/// when `path` does not exist or is not a link.
+/// @throws herd::InputError "\"PATH\" is a symbolic link (to \"TARGET\"); herd does not write
+///   through links: remove it or choose another output_prefix".
+void refuse_symlink(const std::string& path);
+
+/// Opens `path` for writing as `std::fopen` with mode "wb" (`append` false: created or
+/// truncated) or "ab" (`append` true: created or appended to), but with `O_NOFOLLOW`, so a
+/// symbolic link at `path` is refused instead of written through, and `O_CLOEXEC`. The
+/// caller owns the stream (`std::fclose`).
+/// @throws herd::InputError for a link (as `refuse_symlink`); herd::IoError naming the path
+///   and the system's reason for any other failure.
+std::FILE* open_output_file(const std::string& path, bool append = false);
+
+/// Checks, by creating and removing a temporary file in it (`<dir>/.herd-write-test.<pid>`),
+/// that the folder `dir` ("" means ".") exists and accepts new files — so that a run on a
+/// read-only folder fails at start-up instead of at its first output, after the work. `what`
+/// names the setting in the message (e.g. "output_prefix \"runs/a\"").
+/// @throws herd::InputError "WHAT: the output folder \"DIR\" is not writable: REASON".
+void check_folder_writable(const std::string& dir, const std::string& what);
+
+/// Removes the temporaries `<file>.tmp.<pid>.<n>` (`temp_path_for`) in folder `dir` of the
+/// files named in `names` (every file when `names` is empty) whose process is gone: what a
+/// killed run left behind. Temporaries of live processes and of this process are kept;
+/// links and folders are never followed. Errors are ignored (cleanup is best effort).
+void remove_stale_temporaries(const std::string& dir, const std::vector<std::string>& names);
+
+/// An exclusive advisory lock (flock(2), LOCK_EX | LOCK_NB) on `<prefix>.lock`, held while
+/// the object lives, so that two runs of one output prefix cannot run at once (they would
+/// write the same files, and the second would append to the first's restart record). The
+/// lock file holds the holder's pid (for the message) and is removed when the lock is
+/// released; a lock file left by a killed run is taken over (flock is released by the
+/// kernel when its holder dies). The lock file is opened with `O_NOFOLLOW` and must have
+/// one name (a symbolic or hard link at `<prefix>.lock` is refused, never written through).
+/// Not thread-safe (one owner); not collective (one rank takes it).
+class OutputPrefixLock {
+ public:
+  /// Takes the lock for `prefix`; the prefix's folder must exist. `program` names the kind
+  /// of run in the message (e.g. "herd-sample").
+  /// @throws herd::InputError "output_prefix \"P\" is in use by another PROGRAM run (pid N,
+  ///   lock file P.lock)" when another process holds it, or for a link at `P.lock`;
+  ///   herd::IoError when the lock file cannot be created (e.g. a read-only folder).
+  explicit OutputPrefixLock(const std::string& prefix, const std::string& program = "herd");
+  /// Removes the lock file and releases the lock.
+  ~OutputPrefixLock();
+  OutputPrefixLock(const OutputPrefixLock&) = delete;
+  OutputPrefixLock& operator=(const OutputPrefixLock&) = delete;
+
+  /// The lock file, `<prefix>.lock`.
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace herd::io

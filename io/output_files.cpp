@@ -1,0 +1,158 @@
+#include "herd/io/output_files.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "herd/core/error.hpp"
+
+namespace herd::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string link_message(const std::string& path) {
+  std::error_code ec;
+  const fs::path target = fs::read_symlink(path, ec);
+  return fmt::format("\"{}\" is a symbolic link{}; herd does not write through links: remove it or choose another "
+                     "output_prefix",
+                     path, ec ? std::string() : fmt::format(" (to \"{}\")", target.string()));
+}
+
+bool is_link(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+}  // namespace
+
+bool process_alive(long pid) {
+  if (pid <= 0) return false;
+  if (!(::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) return false;
+  // A zombie (killed, not yet reaped by its parent, e.g. mpiexec) holds no files any more.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const std::size_t close = line.rfind(')');  // comm may hold spaces and parentheses
+  if (close == std::string::npos || close + 2 >= line.size()) return true;
+  return line[close + 2] != 'Z' && line[close + 2] != 'X';
+}
+
+void refuse_symlink(const std::string& path) {
+  if (is_link(path)) throw InputError(link_message(path));
+}
+
+std::FILE* open_output_file(const std::string& path, bool append) {
+  const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ELOOP && is_link(path)) throw InputError(link_message(path));
+    throw IoError(fmt::format("cannot {} \"{}\": {}", append ? "open" : "create", path, std::strerror(e)));
+  }
+  std::FILE* f = ::fdopen(fd, append ? "ab" : "wb");
+  if (f == nullptr) {
+    const int e = errno;
+    ::close(fd);
+    throw IoError(fmt::format("cannot open \"{}\": {}", path, std::strerror(e)));
+  }
+  return f;
+}
+
+void check_folder_writable(const std::string& dir, const std::string& what) {
+  const std::string d = dir.empty() ? std::string(".") : dir;
+  const std::string probe = fmt::format("{}/.herd-write-test.{}", d, static_cast<long>(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == EEXIST) return;  // this process's own probe of another prefix in the same folder
+    throw InputError(fmt::format("{}: the output folder \"{}\" is not writable: {}", what, d, std::strerror(e)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void remove_stale_temporaries(const std::string& dir, const std::vector<std::string>& names) {
+  std::error_code ec;
+  if (is_link(dir) || !fs::is_directory(dir, ec)) return;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    const std::size_t t = n.rfind(".tmp.");
+    if (t == std::string::npos || t == 0) continue;
+    const std::string rest = n.substr(t + 5);
+    const std::size_t dot = rest.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size() ||
+        rest.find_first_not_of("0123456789.") != std::string::npos || rest.find('.', dot + 1) != std::string::npos)
+      continue;
+    if (!names.empty() && std::find(names.begin(), names.end(), n.substr(0, t)) == names.end()) continue;
+    if (dot > 18) continue;  // not a pid
+    const long pid = std::stol(rest.substr(0, dot));
+    if (pid == static_cast<long>(::getpid()) || process_alive(pid)) continue;
+    std::error_code rec;
+    if (!e.is_symlink(rec) && !e.is_regular_file(rec)) continue;  // never a folder
+    fs::remove(e.path(), rec);  // a link itself, not its target
+  }
+}
+
+OutputPrefixLock::OutputPrefixLock(const std::string& prefix, const std::string& program) : path_(prefix + ".lock") {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      const int e = errno;
+      if (e == ELOOP && is_link(path_)) throw InputError(link_message(path_));
+      throw IoError(fmt::format("cannot create the lock file \"{}\": {}", path_, std::strerror(e)));
+    }
+    struct stat a {};
+    if (::fstat(fd, &a) != 0 || !S_ISREG(a.st_mode) || a.st_nlink > 1) {
+      ::close(fd);
+      throw InputError(fmt::format("the lock file \"{}\" is not a plain file of its own (another name links to it); "
+                                   "herd does not write through links: remove it or choose another output_prefix",
+                                   path_));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ::close(fd);
+      if (err != EWOULDBLOCK && err != EINTR)
+        throw IoError(fmt::format("cannot lock \"{}\": {}", path_, std::strerror(err)));
+      std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("?");
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+      throw InputError(fmt::format("output_prefix \"{}\" is in use by another {} run (pid {}, lock file "
+                                   "\"{}\"); wait for it to finish or choose another output_prefix",
+                                   prefix, program, holder, path_));
+    }
+    // The holder may have removed the file between our open and flock: then the lock is on
+    // an unlinked inode, and a third run could lock a new file. Retry until they agree.
+    struct stat b {};
+    if (::lstat(path_.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
+      const std::string pid = std::to_string(static_cast<long>(::getpid())) + "\n";
+      if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+        // The pid is only for the message; the lock itself holds.
+      }
+      fd_ = fd;
+      return;
+    }
+    ::close(fd);
+  }
+  throw IoError(fmt::format("cannot lock \"{}\": it keeps being replaced", path_));
+}
+
+OutputPrefixLock::~OutputPrefixLock() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());  // while still held: a waiting run sees the inode change and retries
+  ::close(fd_);
+}
+
+}  // namespace herd::io
