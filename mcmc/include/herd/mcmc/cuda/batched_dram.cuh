@@ -29,7 +29,7 @@
 /// Thread-safety: one call at a time per stream. @throws herd::CudaError on CUDA failures,
 /// herd::InputError on bad options, herd::NumericalError on a +inf log density.
 
-#include <cuda_runtime.h>
+#include "herd/core/cuda/launch.hpp"
 
 #include <cstdint>
 #include <vector>
@@ -139,13 +139,13 @@ void launch_segment(unsigned blocks, unsigned threads, cudaStream_t s, const bat
                     const batched::ChainArrays& a, std::size_t m, std::uint64_t k0, std::uint64_t per,
                     std::int64_t nd, const F& f, double* bx, double* blp) {
   if (p.d <= 8)
-    segment_local_kernel<8><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+    herd::gpu::launch(segment_local_kernel<8, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
   else if (p.d <= 16)
-    segment_local_kernel<16><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+    herd::gpu::launch(segment_local_kernel<16, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
   else if (p.d <= 32)
-    segment_local_kernel<32><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+    herd::gpu::launch(segment_local_kernel<32, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
   else
-    segment<<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+    herd::gpu::launch(segment<F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
 }
 
 // One level of the pooled summation tree (detail::pooled_tree_plan): parent node
@@ -275,7 +275,7 @@ class DeviceChains {
   /// The engine hook: one adaptive update on the device (see the file comment).
   void adapt_update() {
     if (hp_.chol_per_chain) {
-      kernels::per_chain_update<<<blocks, threads, 0, stream_>>>(da, m, d, engine_.scale(), run_n_.get(),
+      herd::gpu::launch(kernels::per_chain_update, blocks, threads, 0, stream_, da, m, d, engine_.scale(), run_n_.get(),
                                                                  run_mean_.get(), run_m2_.get(), ad_ref_.get(),
                                                                  result_.get());
       HERD_CUDA_CHECK(cudaGetLastError());
@@ -297,7 +297,7 @@ class DeviceChains {
     for (std::size_t lv = 0; lv < plan.parents.size(); ++lv) {
       const auto [lo, hi] = plan.parents[lv];
       const auto nb = static_cast<unsigned>((hi - lo + threads - 1) / threads);
-      kernels::pooled_tree_level<<<nb, threads, 0, stream_>>>(da, d, first, static_cast<int>(lv) + 1, lo, hi);
+      herd::gpu::launch(kernels::pooled_tree_level, nb, threads, 0, stream_, da, d, first, static_cast<int>(lv) + 1, lo, hi);
       HERD_CUDA_CHECK(cudaGetLastError());
     }
     std::vector<detail::PooledNode> nodes(plan.emitted.size());
@@ -386,7 +386,7 @@ BatchedDramResult run_batched_dram(BatchedDramOptions options, const F& f, Batch
   // Start log densities on the device (the host engine checks them; a resumed engine has
   // them from its checkpoint and does not call this).
   engine.init_log_density([&](const double*, std::size_t n, double* out) {
-    kernels::eval_rows<<<dc.blocks, dc.threads, 0, stream>>>(f, dc.da.x, d, n, dc.da.lp);
+    herd::gpu::launch(kernels::eval_rows<F>, dc.blocks, dc.threads, 0, stream, f, dc.da.x, d, n, dc.da.lp);
     HERD_CUDA_CHECK(cudaGetLastError());
     HERD_CUDA_CHECK(cudaMemcpyAsync(out, dc.da.lp, n * sizeof(double), cudaMemcpyDeviceToHost, stream));
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
