@@ -28,7 +28,6 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <ucontext.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -112,7 +111,7 @@ struct Runtime {
   std::map<char*, std::size_t> pinned_size;
   Stream default_stream;
   std::set<Stream*> streams;
-  int device_window = 0;  // > 0 while runtime operations may touch device memory
+  int device_window = 0;  // nesting depth of runtime operations on device memory
 };
 
 // Leaked on purpose: static destructors elsewhere (device buffers of caches) call cudaFree
@@ -157,21 +156,40 @@ const Allocation* find_region(const void* p) {
   return nullptr;
 }
 
-void protect_all(int prot) {
-  for (auto& [k, al] : rt().allocs) {
-    (void)k;
-    if (al.map) mprotect(al.map, al.data_len, prot);
+// Device memory is inaccessible except to the runtime's own operations. Opening every
+// allocation for each operation costs two system calls per allocation; instead an operation
+// runs in device mode, and the fault handler opens an allocation at its first access in
+// that operation (recording it), which the end of the operation closes again.
+thread_local bool tl_device_mode = false;
+constexpr std::size_t kMaxOpened = 4096;
+thread_local const Allocation* tl_opened[kMaxOpened];
+thread_local std::size_t tl_n_opened = 0;
+thread_local bool tl_opened_overflow = false;
+
+void close_opened() {
+  if (tl_opened_overflow) {
+    for (auto& [k, al] : rt().allocs) {
+      (void)k;
+      if (al.map) mprotect(al.map, al.data_len, PROT_NONE);
+    }
+  } else {
+    for (std::size_t i = 0; i < tl_n_opened; ++i) mprotect(tl_opened[i]->map, tl_opened[i]->data_len, PROT_NONE);
   }
+  tl_n_opened = 0;
+  tl_opened_overflow = false;
 }
 
-// Opens device memory to the calling thread for the duration of a runtime operation.
+// Runs a runtime operation on device memory (see above); holds the runtime lock.
 struct DeviceWindow {
   std::unique_lock<std::recursive_mutex> lock{rt().mu};
   DeviceWindow() {
-    if (rt().device_window++ == 0 && checked_mode()) protect_all(PROT_READ | PROT_WRITE);
+    if (rt().device_window++ == 0) tl_device_mode = true;
   }
   ~DeviceWindow() {
-    if (--rt().device_window == 0 && checked_mode()) protect_all(PROT_NONE);
+    if (--rt().device_window == 0) {
+      tl_device_mode = false;
+      if (checked_mode()) close_opened();
+    }
   }
   DeviceWindow(const DeviceWindow&) = delete;
   DeviceWindow& operator=(const DeviceWindow&) = delete;
@@ -180,6 +198,17 @@ struct DeviceWindow {
 void segv_handler(int sig, siginfo_t* info, void*) {
   const void* addr = info->si_addr;
   const Allocation* al = find_region(addr);
+  if (al && tl_device_mode) {
+    const auto a = reinterpret_cast<std::uintptr_t>(addr);
+    const auto lo = reinterpret_cast<std::uintptr_t>(al->map);
+    if (a < lo + al->data_len) {  // a data page: open the allocation for this operation
+      if (tl_n_opened < kMaxOpened)
+        tl_opened[tl_n_opened++] = al;
+      else
+        tl_opened_overflow = true;
+      if (mprotect(al->map, al->data_len, PROT_READ | PROT_WRITE) == 0) return;
+    }
+  }
   if (al) {
     char buf[512];
     const auto a = reinterpret_cast<std::uintptr_t>(addr);
@@ -214,7 +243,7 @@ void install_handler() {
   static bool done = [] {
     struct sigaction sa {};
     sa.sa_sigaction = segv_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, nullptr);
     sigaction(SIGBUS, &sa, nullptr);
@@ -260,23 +289,58 @@ void deliver(Stream* st, std::uint64_t upto) {
 
 // --- the grid runner ------------------------------------------------------------------
 
-// getcontext/swapcontext return twice; kept out of line so that no caller's locals live
-// across them (-Wclobbered).
-[[gnu::noinline]] void init_context(ucontext_t* c) { getcontext(c); }
-[[gnu::noinline]] void switch_context(ucontext_t* from, ucontext_t* to) { swapcontext(from, to); }
+// A minimal x86-64 System V context switch for the fibers (ucontext's swapcontext makes a
+// signal-mask system call on every switch, which dominated the run time): saves the
+// callee-saved registers, MXCSR and the x87 control word on the current stack, stores the
+// stack pointer to *from and continues on the stack `to` (the inverse of the saving).
+#if !defined(__x86_64__)
+#error "the host backend's fibers need x86-64"
+#endif
+extern "C" void herd_emu_switch(void** from, void* to);
+asm(R"(
+.text
+.globl herd_emu_switch
+.type herd_emu_switch,@function
+herd_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+.size herd_emu_switch,.-herd_emu_switch
+.section .note.GNU-stack,"",@progbits
+.text
+)");
 
 // The threads of one block as fibers on the calling OS thread: every live fiber runs until
 // its next __syncthreads or its end, round after round, so no thread passes a barrier
 // before all live threads reached it.
 struct BlockRunner {
   static constexpr std::size_t kStack = 256 * 1024;
-  std::vector<std::unique_ptr<ucontext_t>> fibers;  // never moved: a context points into itself
-  std::vector<char*> stacks;
+  std::vector<void*> sp;      // saved stack pointer of each fiber
+  std::vector<char*> stacks;  // each kStack bytes, lowest page inaccessible
   std::vector<unsigned char> done;
-  ucontext_t main{};
+  void* main_sp = nullptr;
   const std::function<void()>* body = nullptr;
   unsigned current = 0;
   bool fibered = false;  // threads run as fibers (false: directly, no barrier allowed)
+  bool barrier_seen = false;
   uint3 dims{};
 
   ~BlockRunner() {
@@ -284,16 +348,15 @@ struct BlockRunner {
   }
 
   void ensure(unsigned n) {
-    while (fibers.size() < n) {
-      fibers.push_back(std::make_unique<ucontext_t>());
-      init_context(fibers.back().get());
+    while (stacks.size() < n) {
       void* s = mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (s == MAP_FAILED) {
         std::fprintf(stderr, "herd host-emu: cannot map a fiber stack\n");
         std::abort();
       }
-      mprotect(s, page_size(), PROT_NONE);  // stack overflow faults
+      mprotect(s, page_size(), PROT_NONE);  // a stack overflow faults
       stacks.push_back(static_cast<char*>(s));
+      sp.push_back(nullptr);
     }
     done.assign(n, 0);
   }
@@ -305,20 +368,28 @@ struct BlockRunner {
     current = t;
   }
 
-  static void entry();
+  [[noreturn]] static void entry();
+
+  // Prepares fiber t to start in `entry` at its first resume.
+  void start(unsigned t) {
+    auto* top = reinterpret_cast<std::uint64_t*>(stacks[t] + kStack);  // 16-byte aligned
+    std::uint64_t* p = top - 9;
+    // [mxcsr | x87 cw], r15, r14, r13, r12, rbx, rbp, return address (entry), pad
+    std::uint32_t csr = 0;
+    std::uint16_t cw = 0;
+    asm volatile("stmxcsr %0" : "=m"(csr));
+    asm volatile("fnstcw %0" : "=m"(cw));
+    p[0] = csr | (static_cast<std::uint64_t>(cw) << 32);
+    for (int i = 1; i <= 6; ++i) p[i] = 0;
+    p[7] = reinterpret_cast<std::uint64_t>(&BlockRunner::entry);
+    p[8] = 0;
+    sp[t] = p;
+  }
 
   // Runs thread t as a fiber until it ends or reaches a barrier.
   void resume(unsigned t) {
     set_thread(t);
-    switch_context(&main, fibers[t].get());
-  }
-
-  void start(unsigned t) {
-    ucontext_t& c = *fibers[t];
-    c.uc_stack.ss_sp = stacks[t];
-    c.uc_stack.ss_size = kStack;
-    c.uc_link = &main;
-    makecontext(&c, &BlockRunner::entry, 0);
+    herd_emu_switch(&main_sp, sp[t]);
   }
 
   void run(const std::function<void()>& b, unsigned n) {
@@ -368,11 +439,8 @@ struct BlockRunner {
       std::abort();
     }
     barrier_seen = true;
-    const unsigned t = current;
-    switch_context(fibers[t].get(), &main);
+    herd_emu_switch(&sp[current], main_sp);
   }
-
-  bool barrier_seen = false;
 };
 
 thread_local BlockRunner* tl_runner = nullptr;
@@ -381,6 +449,9 @@ void BlockRunner::entry() {
   BlockRunner& r = *tl_runner;
   (*r.body)();
   r.done[r.current] = 1;
+  void* dead = nullptr;
+  herd_emu_switch(&dead, r.main_sp);  // never resumed
+  std::abort();
 }
 
 void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
@@ -601,7 +672,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
     al.user = al.map + al.data_len - rounded;
     mprotect(al.map, al.data_len, PROT_READ | PROT_WRITE);
     std::memset(al.map, kPoison, al.data_len);
-    if (rt().device_window == 0) mprotect(al.map, al.data_len, PROT_NONE);
+    mprotect(al.map, al.data_len, PROT_NONE);
   } else {
     al.user = static_cast<char*>(std::aligned_alloc(256, (alloc_size + 255) / 256 * 256));
     if (!al.user) return fail(cudaErrorMemoryAllocation, "cudaMalloc of " + std::to_string(size) + " bytes");
