@@ -7,14 +7,18 @@
 //   adaptation) on the GPU, with 100k chains.
 // - The neural-surrogate target on the device (DeviceMlp forward per stage round) against
 //   the host path with the same network: two-sample KS of the last draws.
+// Under the host backend (label host-emu) the two largest cases run fewer chains (4000
+// instead of 100k, 1000 instead of 4000) to keep CI short; the assertions are the same.
 // Seeds fixed before any run. False-failure rates are stated per assertion; the file fails
 // by chance with probability < 4e-3.
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "herd/core/launch.hpp"
 #include "herd/mcmc/batched_dram.hpp"
 #include "herd/mcmc/batched_targets.hpp"
 #include "herd/mcmc/cuda/batched_dram_cuda.hpp"
@@ -26,6 +30,11 @@
 using namespace herd::mcmc;
 
 namespace {
+
+// Fewer chains under the host backend, where the kernels run on the CPU.
+std::int64_t chains(std::int64_t on_device, std::int64_t on_host_backend) {
+  return herd::gpu::active_backend() == herd::gpu::Backend::kHost ? on_host_backend : on_device;
+}
 
 double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
@@ -116,7 +125,7 @@ TEST_CASE("gpu batched DRAM: GPU and host chains on the same seeds are statistic
 // 10 KS at 1e-4: 1e-3.
 TEST_CASE("gpu batched DRAM: 10-D Gaussian, one DR stage, pooled-then-frozen, 100k chains", "[gpu][mcmc][batched]") {
   const GaussianTarget g = GaussianTarget::ar1(10, 0.5);
-  BatchedDramOptions o = gaussian_options(100000);
+  BatchedDramOptions o = gaussian_options(chains(100000, 4000));
   MemoryBatchedSink dev;
   const auto r = cuda::run_batched_gaussian(o, g, dev);
   CHECK(r.adaptive_updates > 0);
@@ -139,7 +148,7 @@ TEST_CASE("gpu batched DRAM: MLP surrogate on the device matches the host path",
   mo.rng = herd::RngStream(3, 0, herd::RngPurpose::kInit);
   nn::Mlp net(mo);
   // Target: 0.1 * mlp(x) inside the box [-3, 3]^10 (a bounded perturbation of a uniform).
-  BatchedDramOptions o = gaussian_options(4000);
+  BatchedDramOptions o = gaussian_options(chains(4000, 1000));
   o.start_points.assign(10, 0.0);
   o.domain_lower.assign(10, -3.0);
   o.domain_upper.assign(10, 3.0);
@@ -151,5 +160,47 @@ TEST_CASE("gpu batched DRAM: MLP surrogate on the device matches the host path",
     const auto ks = ks_two_sample(last_coordinate(host, j), last_coordinate(dev, j));
     INFO("coordinate " << j << ": two-sample KS p = " << ks.p_value);
     CHECK(ks.p_value > 1e-4);
+  }
+}
+
+namespace {
+// Forwards to a MemoryBatchedSink and snapshots the launch counters at every block.
+class CountingSink final : public BatchedDrawSink {
+ public:
+  void begin(std::int64_t m, std::uint32_t first, int d, std::int64_t draws) override {
+    inner.begin(m, first, d, draws);
+  }
+  void write_block(std::int64_t first, std::int64_t n, const double* x, const double* lp) override {
+    at_block.push_back(herd::gpu::launch_counters());
+    inner.write_block(first, n, x, lp);
+  }
+  void finish() override { inner.finish(); }
+  MemoryBatchedSink inner;
+  std::vector<herd::gpu::LaunchCounters> at_block;
+};
+}  // namespace
+
+// The device budget of the batched sampler: a segment (the proposals up to the next block of
+// draws, with their copy back) is one kernel launch and at most one host wait. Host waits are
+// counted by the host backend (label host-emu); on a CUDA device only launches are counted.
+TEST_CASE("gpu batched DRAM: a segment is one kernel launch and at most one host wait", "[gpu][mcmc][batched]") {
+  const GaussianTarget g = GaussianTarget::ar1(10, 0.5);
+  for (const BatchedAdaptation ad : {BatchedAdaptation::kNone, BatchedAdaptation::kPooled}) {
+    BatchedDramOptions o = gaussian_options(256);
+    o.adaptation = ad;
+    o.warmup = 200;
+    o.steps = 400;
+    o.thin = 10;
+    o.block_draws = 8;  // 40 draws: 5 blocks, 5 segments in the sampling phase
+    CountingSink sink;
+    cuda::run_batched_gaussian(o, g, sink);
+    REQUIRE(sink.at_block.size() == 5);
+    for (std::size_t b = 1; b < sink.at_block.size(); ++b) {
+      const herd::gpu::LaunchCounters c = sink.at_block[b] - sink.at_block[b - 1];
+      INFO("adaptation " << static_cast<int>(ad) << ", segment " << b << ": " << c.str());
+      std::printf("batched DRAM segment (adaptation %d): %s\n", static_cast<int>(ad), c.str().c_str());
+      CHECK(c.kernel_launches == 1);
+      CHECK(c.host_waits <= 1);
+    }
   }
 }
