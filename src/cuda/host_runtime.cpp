@@ -69,11 +69,26 @@ bool checked_mode() {
 
 // --- device memory ------------------------------------------------------------------
 
+struct Stream;
+// Stream-order knowledge (a vector clock): per stream, the last of its operations known to
+// be ordered before what comes next.
+using Clock = std::map<const Stream*, std::uint64_t>;
+
+void merge(Clock& into, const Clock& from) {
+  for (const auto& [st, e] : from) {
+    auto& v = into[st];
+    v = std::max(v, e);
+  }
+}
+
 struct Allocation {
   char* user = nullptr;   // what cudaMalloc returned
   std::size_t size = 0;   // bytes asked for
   char* map = nullptr;    // checked mode: the mapping (data pages, then the guard page)
   std::size_t data_len = 0;  // checked mode: bytes of data pages
+  // Checked mode: the stream and operation that last wrote it (stream-order checks).
+  mutable const Stream* w_stream = nullptr;
+  mutable std::uint64_t w_epoch = 0;
 };
 
 struct Stream;
@@ -84,6 +99,9 @@ struct Graph {
 
 struct Stream {
   unsigned flags = 0;
+  bool legacy = false;       // the legacy default stream
+  std::uint64_t epoch = 0;   // operations run on it so far
+  Clock clock;               // what its next operation is ordered after
   Graph* capture = nullptr;  // the graph being captured, or null
   std::uint64_t next_seq = 0;
   // Deferred deliveries into page-locked host memory: (sequence, staged bytes, destination).
@@ -96,6 +114,7 @@ struct Stream {
 };
 
 struct Event {
+  Clock clock;  // what a wait on it orders after
   Stream* stream = nullptr;
   std::uint64_t seq = 0;
   bool recorded = false;
@@ -111,6 +130,8 @@ struct Runtime {
   std::map<char*, std::size_t> pinned_size;
   Stream default_stream;
   std::set<Stream*> streams;
+  Clock host_clock;  // what the host has synchronised with
+  Runtime() { default_stream.legacy = true; }
   int device_window = 0;  // nesting depth of runtime operations on device memory
 };
 
@@ -161,8 +182,11 @@ const Allocation* find_region(const void* p) {
 // runs in device mode, and the fault handler opens an allocation at its first access in
 // that operation (recording it), which the end of the operation closes again.
 thread_local bool tl_device_mode = false;
+thread_local const Stream* tl_op_stream = nullptr;  // the stream of the running operation
+thread_local bool tl_op_is_kernel = false;
 constexpr std::size_t kMaxOpened = 4096;
 thread_local const Allocation* tl_opened[kMaxOpened];
+thread_local bool tl_opened_written[kMaxOpened];
 thread_local std::size_t tl_n_opened = 0;
 thread_local bool tl_opened_overflow = false;
 
@@ -188,6 +212,7 @@ struct DeviceWindow {
   ~DeviceWindow() {
     if (--rt().device_window == 0) {
       tl_device_mode = false;
+      tl_op_stream = nullptr;
       if (checked_mode()) close_opened();
     }
   }
@@ -195,18 +220,73 @@ struct DeviceWindow {
   DeviceWindow& operator=(const DeviceWindow&) = delete;
 };
 
+void write_str(const char* m) {
+  const ssize_t w = write(2, m, std::strlen(m));
+  (void)w;
+}
+
+// Whether the last write of `al` is ordered before the running operation (stream order).
+bool ordered_before_op(const Allocation* al) {
+  const Stream* w = al->w_stream;
+  if (!w || !tl_op_stream || w == tl_op_stream) return true;
+  const auto& sc = tl_op_stream->clock;
+  const auto& hc = rt().host_clock;
+  const auto a = sc.find(w), b = hc.find(w);
+  const std::uint64_t known = std::max(a == sc.end() ? 0 : a->second, b == hc.end() ? 0 : b->second);
+  return al->w_epoch <= known;
+}
+
+[[noreturn]] void report_race(const Allocation* al) {
+  char buf[640];
+  const int n = std::snprintf(
+      buf, sizeof buf,
+      "herd host-emu: stream-order race: %s on %s%p uses the %zu-byte device allocation at %p, last written by "
+      "work on %s%p that is not ordered before it (no event wait, stream, event or device synchronisation "
+      "between; the legacy default stream orders only against blocking streams)\n",
+      tl_op_is_kernel ? "a kernel" : "a copy or memset", tl_op_stream->legacy ? "the legacy default stream " : "stream ",
+      static_cast<const void*>(tl_op_stream), al->size, static_cast<const void*>(al->user),
+      al->w_stream->legacy ? "the legacy default stream " : "stream ", static_cast<const void*>(al->w_stream));
+  if (n > 0) {
+    const ssize_t w = write(2, buf, static_cast<std::size_t>(n));
+    (void)w;
+  }
+  std::abort();
+}
+
 void segv_handler(int sig, siginfo_t* info, void*) {
   const void* addr = info->si_addr;
   const Allocation* al = find_region(addr);
   if (al && tl_device_mode) {
     const auto a = reinterpret_cast<std::uintptr_t>(addr);
     const auto lo = reinterpret_cast<std::uintptr_t>(al->map);
-    if (a < lo + al->data_len) {  // a data page: open the allocation for this operation
-      if (tl_n_opened < kMaxOpened)
-        tl_opened[tl_n_opened++] = al;
-      else
-        tl_opened_overflow = true;
-      if (mprotect(al->map, al->data_len, PROT_READ | PROT_WRITE) == 0) return;
+    if (a < lo + al->data_len) {
+      // A data page. First touch in this operation: check the stream order and open it for
+      // reading; a fault on an allocation open for reading is a write: open it for writing
+      // and record the writer.
+      std::size_t i = 0;
+      while (i < tl_n_opened && tl_opened[i] != al) ++i;
+      if (i == tl_n_opened) {
+        if (!ordered_before_op(al)) report_race(al);
+        if (tl_n_opened < kMaxOpened) {
+          tl_opened[tl_n_opened] = al;
+          tl_opened_written[tl_n_opened++] = false;
+        } else {
+          tl_opened_overflow = true;
+          if (tl_op_stream) {
+            al->w_stream = tl_op_stream;
+            al->w_epoch = tl_op_stream->epoch;
+          }
+          if (mprotect(al->map, al->data_len, PROT_READ | PROT_WRITE) == 0) return;
+        }
+        if (mprotect(al->map, al->data_len, PROT_READ) == 0) return;
+      } else if (!tl_opened_written[i]) {
+        tl_opened_written[i] = true;
+        if (tl_op_stream) {
+          al->w_stream = tl_op_stream;
+          al->w_epoch = tl_op_stream->epoch;
+        }
+        if (mprotect(al->map, al->data_len, PROT_READ | PROT_WRITE) == 0) return;
+      }
     }
   }
   if (al) {
@@ -268,14 +348,43 @@ Stream* stream_of(cudaStream_t s) {
   return reinterpret_cast<Stream*>(s);
 }
 
+bool is_blocking(const Stream* st) { return !st->legacy && !(st->flags & cudaStreamNonBlocking); }
+
+// The next operation on `st`: its epoch, and the implicit order of the legacy default
+// stream (it waits for the work of blocking streams, and they wait for its work).
+void begin_op(Stream* st, bool kernel) {
+  Runtime& r = rt();
+  ++st->epoch;
+  if (st->legacy) {
+    for (const Stream* o : r.streams)
+      if (is_blocking(o)) {
+        merge(st->clock, o->clock);
+        st->clock[o] = std::max(st->clock[o], o->epoch);
+      }
+  } else if (is_blocking(st)) {
+    merge(st->clock, r.default_stream.clock);
+    st->clock[&r.default_stream] = std::max(st->clock[&r.default_stream], r.default_stream.epoch);
+  }
+  tl_op_stream = st;
+  tl_op_is_kernel = kernel;
+}
+
+// The host now knows that all work of `st` so far is done.
+void host_synced(const Stream* st) {
+  Runtime& r = rt();
+  merge(r.host_clock, st->clock);
+  r.host_clock[st] = std::max(r.host_clock[st], st->epoch);
+}
+
 // Runs `op` now (inside the device window) or records it into the captured graph.
-void submit(cudaStream_t s, Op op) {
+void submit(cudaStream_t s, Op op, bool kernel = true) {
   Stream* st = stream_of(s);
   if (st->capture) {
     st->capture->ops.push_back(std::move(op));
     return;
   }
   DeviceWindow w;
+  begin_op(st, kernel);
   op();
 }
 
@@ -538,6 +647,7 @@ cudaError_t sync_stream(Stream* st) {
   detail::count(Count::kWait);
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   deliver(st, UINT64_MAX);
+  host_synced(st);
   return cudaSuccess;
 }
 
@@ -651,7 +761,11 @@ cudaError_t cudaDeviceSynchronize(void) {
   herd::gpu::detail::count(Count::kWait);
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   deliver(&rt().default_stream, UINT64_MAX);
-  for (Stream* s : rt().streams) deliver(s, UINT64_MAX);
+  host_synced(&rt().default_stream);
+  for (Stream* s : rt().streams) {
+    deliver(s, UINT64_MAX);
+    host_synced(s);
+  }
   return cudaSuccess;
 }
 
@@ -739,14 +853,17 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   Stream* st = stream_of(s);
   if (st == &rt().default_stream) return cudaSuccess;
   deliver(st, UINT64_MAX);  // CUDA completes pending work of a destroyed stream
-  rt().streams.erase(st);
-  delete st;
+  rt().streams.erase(st);   // kept allocated: allocations and clocks may still name it
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return sync_stream(stream_of(s)); }
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  merge(stream_of(s)->clock, reinterpret_cast<Event*>(e)->clock);
+  return cudaSuccess;
+}
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
   *e = reinterpret_cast<cudaEvent_t>(new Event);
@@ -767,6 +884,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   ev->stream = st;
   ev->seq = st->next_seq;
   ev->recorded = true;
+  ev->clock = st->clock;
+  ev->clock[st] = std::max(ev->clock[st], st->epoch);
   return cudaSuccess;
 }
 
@@ -775,6 +894,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   herd::gpu::detail::count(Count::kWait);
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   if (ev->recorded && ev->seq > 0) deliver(ev->stream, ev->seq - 1);
+  merge(rt().host_clock, ev->clock);
   return cudaSuccess;
 }
 
@@ -783,6 +903,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
   auto* ev = reinterpret_cast<Event*>(e);
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   if (ev->recorded && ev->seq > 0) deliver(ev->stream, ev->seq - 1);
+  merge(rt().host_clock, ev->clock);
   return cudaSuccess;
 }
 
@@ -799,6 +920,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
     return cudaSuccess;
   }
   DeviceWindow w;
+  begin_op(st, false);
   count_copy(k, n);
   if (k == cudaMemcpyDeviceToHost && is_pinned(dst, n)) {
     // Asynchronous in CUDA: delivered at the host's next sync with this stream.
@@ -809,7 +931,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
     return cudaSuccess;
   }
   std::memcpy(dst, src, n);
-  if (k == cudaMemcpyDeviceToHost) herd::gpu::detail::count(Count::kWait);  // pageable: CUDA returns when done
+  if (k == cudaMemcpyDeviceToHost) {  // pageable: CUDA returns when the copy is done
+    herd::gpu::detail::count(Count::kWait);
+    host_synced(st);
+  }
   return cudaSuccess;
 }
 
@@ -817,11 +942,21 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
   cudaMemcpyKind k;
   if (const cudaError_t e = check_copy(dst, src, n, kind, &k); e != cudaSuccess) return e;
   if (rt().default_stream.capture) return fail(cudaErrorStreamCaptureUnsupported, "cudaMemcpy during a capture");
-  herd::gpu::detail::count(Count::kWait);
+  // CUDA: device to device does not synchronise with the host; from pageable host memory
+  // the legacy stream is synchronised before the copy (whose DMA may still be running at
+  // the return); to the host the copy is complete at the return.
+  Stream* legacy = &rt().default_stream;
+  if (k != cudaMemcpyDeviceToDevice) {
+    herd::gpu::detail::count(Count::kWait);
+    std::lock_guard<std::recursive_mutex> lock(rt().mu);
+    host_synced(legacy);
+  }
   if (n == 0) return cudaSuccess;
   DeviceWindow w;
+  begin_op(legacy, false);
   count_copy(k, n);
   std::memcpy(dst, src, n);
+  if (k == cudaMemcpyDeviceToHost) host_synced(legacy);
   return cudaSuccess;
 }
 
@@ -833,18 +968,18 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
       return fail(cudaErrorInvalidValue,
                   "cudaMemset of " + std::to_string(n) + " bytes: not inside one device allocation");
   }
-  submit(s, [p, value, n] {
-    std::memset(p, value, n);
-    herd::gpu::detail::count(Count::kMemset);
-  });
+  submit(
+      s,
+      [p, value, n] {
+        std::memset(p, value, n);
+        herd::gpu::detail::count(Count::kMemset);
+      },
+      false);
   return cudaSuccess;
 }
 
-cudaError_t cudaMemset(void* p, int value, size_t n) {
-  const cudaError_t e = cudaMemsetAsync(p, value, n, nullptr);
-  if (e == cudaSuccess) herd::gpu::detail::count(Count::kWait);
-  return e;
-}
+// Asynchronous with respect to the host for device memory, as in CUDA (legacy stream).
+cudaError_t cudaMemset(void* p, int value, size_t n) { return cudaMemsetAsync(p, value, n, nullptr); }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
   std::lock_guard<std::recursive_mutex> lock(rt().mu);

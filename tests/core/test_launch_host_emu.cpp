@@ -168,6 +168,7 @@ TEST_CASE("host backend: a copy into page-locked memory is delivered at the sync
   double* d = device_alloc<double>(2);
   const double src[2] = {3.0, 4.0};
   HERD_CUDA_CHECK(cudaMemcpy(d, src, sizeof src, cudaMemcpyHostToDevice));
+  HERD_CUDA_CHECK(cudaDeviceSynchronize());  // the copy's DMA may outlive cudaMemcpy
   double* pinned = nullptr;
   HERD_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned), 2 * sizeof(double), cudaHostAllocPortable));
   cudaStream_t s;
@@ -232,6 +233,63 @@ TEST_CASE("host backend, checked mode: host reads of device memory and out-of-bo
     const auto [sig, err] = in_child([] {
       double* d = device_alloc<double>(4);
       herd::gpu::launch(write_at, 1, 32, 0, nullptr, d, 3);
+    });
+    CHECK(sig == 0);
+    CHECK(err.empty());
+  }
+}
+
+TEST_CASE("host backend, checked mode: work on two streams without an event or sync between is a race",
+          "[core][host-emu]") {
+  // Zeroed on the legacy default stream, then used by a kernel on another stream.
+  auto run = [](unsigned flags, bool order) {
+    return in_child([flags, order] {
+      double* d = device_alloc<double>(4);
+      cudaStream_t s;
+      HERD_CUDA_CHECK(cudaStreamCreateWithFlags(&s, flags));
+      HERD_CUDA_CHECK(cudaMemset(d, 0, 4 * sizeof(double)));
+      if (order) {
+        cudaEvent_t e;
+        HERD_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        HERD_CUDA_CHECK(cudaEventRecord(e, nullptr));
+        HERD_CUDA_CHECK(cudaStreamWaitEvent(s, e, 0));
+      }
+      herd::gpu::launch(add_value, 1, 4, 0, s, d, 1.0, 4);
+      HERD_CUDA_CHECK(cudaStreamSynchronize(s));
+    });
+  };
+  SECTION("non-blocking stream, no order: reported") {
+    const auto [sig, err] = run(cudaStreamNonBlocking, false);
+    CHECK(sig == SIGABRT);
+    CHECK_THAT(err, Catch::Contains("stream-order race: a kernel on stream") &&
+                        Catch::Contains("last written by work on the legacy default stream"));
+  }
+  SECTION("non-blocking stream after an event wait: fine") {
+    const auto [sig, err] = run(cudaStreamNonBlocking, true);
+    CHECK(sig == 0);
+    CHECK(err.empty());
+  }
+  SECTION("blocking stream: ordered after the legacy stream implicitly") {
+    const auto [sig, err] = run(cudaStreamDefault, false);
+    CHECK(sig == 0);
+    CHECK(err.empty());
+  }
+  SECTION("reads on two streams are not a race; a host sync orders a write") {
+    const auto [sig, err] = in_child([] {
+      double* d = device_alloc<double>(4);
+      double* e = device_alloc<double>(4);
+      cudaStream_t a, b;
+      HERD_CUDA_CHECK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+      HERD_CUDA_CHECK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+      HERD_CUDA_CHECK(cudaMemsetAsync(d, 0, 32, a));
+      HERD_CUDA_CHECK(cudaMemsetAsync(e, 0, 32, b));
+      HERD_CUDA_CHECK(cudaStreamSynchronize(a));
+      herd::gpu::launch(add_value, 1, 4, 0, b, d, 1.0, 4);  // d: written on a, synced
+      HERD_CUDA_CHECK(cudaMemcpyAsync(e, d, 32, cudaMemcpyDeviceToDevice, b));
+      HERD_CUDA_CHECK(cudaStreamSynchronize(b));
+      std::vector<double> h(4);
+      HERD_CUDA_CHECK(cudaMemcpyAsync(h.data(), e, 32, cudaMemcpyDeviceToHost, a));  // synced with b
+      std::fprintf(stderr, "%s", h[3] == 1.0 ? "" : "wrong value");
     });
     CHECK(sig == 0);
     CHECK(err.empty());

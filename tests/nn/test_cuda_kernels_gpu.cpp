@@ -38,6 +38,9 @@ struct Dev {
   explicit Dev(std::size_t count) : n(count) {
     HERD_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T) + 1));
     HERD_CUDA_CHECK(cudaMemset(p, 0, n * sizeof(T)));
+    // cudaMemset runs on the legacy default stream, which the tests' non-blocking streams
+    // are not ordered after.
+    HERD_CUDA_CHECK(cudaDeviceSynchronize());
   }
   ~Dev() { cudaFree(p); }
   Dev(const Dev&) = delete;

@@ -63,6 +63,9 @@ TEST_CASE("DeviceMlp: loss, gradients and Adam steps equal the CPU path", "[gpu]
         HERD_CUDA_CHECK(cudaMalloc(&dy, yv.size() * sizeof(float)));
         HERD_CUDA_CHECK(cudaMemcpy(dx, xv.data(), xv.size() * sizeof(float), cudaMemcpyHostToDevice));
         HERD_CUDA_CHECK(cudaMemcpy(dy, yv.data(), yv.size() * sizeof(float), cudaMemcpyHostToDevice));
+        // The copies ran on the legacy default stream (their DMA may outlive cudaMemcpy);
+        // the non-blocking stream is not ordered after it.
+        HERD_CUDA_CHECK(cudaDeviceSynchronize());
         if (graph) gpu.capture(dx, dy, batch);
         for (int step = 0; step < 4; ++step) {
           adam.zero_grad();

@@ -36,7 +36,7 @@ struct LaunchCounters {
   std::uint64_t graph_launches = 0;   ///< CUDA graph replays enqueued
   /// Times the host blocked on device work: stream, event and device synchronisations,
   /// blocking copies (`cudaMemcpy`, and `cudaMemcpyAsync` from the device into pageable
-  /// host memory, which CUDA completes before returning) and `cudaMemset`.
+  /// host memory, which CUDA completes before returning).
   std::uint64_t host_waits = 0;
   std::uint64_t h2d_copies = 0;  ///< host-to-device copies
   std::uint64_t d2h_copies = 0;  ///< device-to-host copies
