@@ -20,7 +20,13 @@
 //  - device memory is inaccessible to host code outside the runtime's own operations, so
 //    a host read or write of device memory (a missing copy) faults with the same report;
 //  - new allocations hold the poison pattern (cudaMalloc does not clear);
-//  - copies and memsets must lie inside one allocation and match their cudaMemcpyKind.
+//  - copies and memsets must lie inside one allocation and match their cudaMemcpyKind;
+//  - stream order: each allocation remembers the stream and operation that last wrote it
+//    (the fault handler tells reads from writes: an allocation opens read-only first); an
+//    operation on another stream touching it must be ordered after that write by an event
+//    wait, a host synchronisation, or the legacy default stream's implicit order with
+//    blocking streams (vector clocks per stream, event and the host), else the program
+//    stops with a "stream-order race" line naming both streams and the allocation.
 // Counters: herd/core/launch.hpp (waits, transfers, memsets here; launches in launch()).
 #include <signal.h>
 #include <sys/mman.h>
