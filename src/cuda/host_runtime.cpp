@@ -97,8 +97,6 @@ struct Allocation {
   mutable std::uint64_t w_epoch = 0;
 };
 
-struct Stream;
-
 struct Graph {
   std::vector<Op> ops;
 };
@@ -225,11 +223,6 @@ struct DeviceWindow {
   DeviceWindow(const DeviceWindow&) = delete;
   DeviceWindow& operator=(const DeviceWindow&) = delete;
 };
-
-void write_str(const char* m) {
-  const ssize_t w = write(2, m, std::strlen(m));
-  (void)w;
-}
 
 // Whether the last write of `al` is ordered before the running operation (stream order).
 bool ordered_before_op(const Allocation* al) {
