@@ -184,8 +184,9 @@ DeviceMlp::DeviceMlp(Mlp& model, const MlpOptions& o, cudaStream_t stream, doubl
   HERD_CUDA_CHECK(cudaMemsetAsync(s.v, 0, bytes, stream));
   std::size_t at = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
+    // The model may be on the host or on the device: the runtime infers the direction.
     HERD_CUDA_CHECK(cudaMemcpyAsync(s.w + at, params[i]->value.data<float>(), s.sizes[i] * sizeof(float),
-                                    cudaMemcpyHostToDevice, stream));
+                                    cudaMemcpyDefault, stream));
     at += s.sizes[i];
   }
   HERD_CUDA_CHECK(cudaStreamSynchronize(stream));

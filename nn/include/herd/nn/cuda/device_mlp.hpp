@@ -28,7 +28,8 @@ namespace herd::nn::cuda {
 /// A float32 MLP with MSE loss and Adam on one CUDA device (see the file comment).
 class DeviceMlp {
  public:
-  /// Copies `model`'s parameters (built from `options`, float32) to the current device.
+  /// Copies `model`'s parameters (built from `options`, float32; on the host or already on
+  /// the device) to the current device.
   /// @param lr, beta1, beta2, eps Adam's hyper-parameters (as `nn::Adam`)
   /// @throws InputError unless the model is float32; CudaError on CUDA failures.
   DeviceMlp(Mlp& model, const MlpOptions& options, cudaStream_t stream, double lr = 1e-3,
