@@ -80,6 +80,8 @@ function(herd_add_catch_test name)
     add_executable(${name} $<TARGET_OBJECTS:${name}_objects>)
     add_executable(${name}_host_emu $<TARGET_OBJECTS:${name}_objects>)
     target_link_libraries(${name}_host_emu PRIVATE ${A_HOST_EMU} herd_test_host_emu_main ${A_LIBS} Catch2::Catch2)
+    # Function names in HERD_HOST_EMU_TRACE_WAITS=1 call stacks.
+    target_link_options(${name}_host_emu PRIVATE -rdynamic)
     add_test(NAME ${name}_host_emu COMMAND ${name}_host_emu ${A_HOST_EMU_ARGS})
     set_tests_properties(${name}_host_emu PROPERTIES LABELS "host-emu;${A_LABELS}" TIMEOUT 300)
   else()

@@ -28,6 +28,8 @@
 //    blocking streams (vector clocks per stream, event and the host), else the program
 //    stops with a "stream-order race" line naming both streams and the allocation.
 // Counters: herd/core/launch.hpp (waits, transfers, memsets here; launches in launch()).
+// HERD_HOST_EMU_TRACE_WAITS=1 prints the call stack of every host wait to stderr.
+#include <execinfo.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -235,6 +237,11 @@ bool ordered_before_op(const Allocation* al) {
   return al->w_epoch <= known;
 }
 
+void write_all(const char* m) {
+  const ssize_t w = write(2, m, std::strlen(m));
+  (void)w;
+}
+
 [[noreturn]] void report_race(const Allocation* al) {
   char buf[640];
   const int n = std::snprintf(
@@ -329,6 +336,22 @@ void install_handler() {
     return true;
   }();
   (void)done;
+}
+
+// Counts a host wait; with HERD_HOST_EMU_TRACE_WAITS=1 also prints the call stack of each
+// (to find where an operation's round trips come from).
+void count_wait() {
+  detail::count(Count::kWait);
+  static const bool trace = [] {
+    const char* v = std::getenv("HERD_HOST_EMU_TRACE_WAITS");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (trace) {
+    void* frames[24];
+    const int n = backtrace(frames, 24);
+    write_all("herd host-emu: host wait at\n");
+    backtrace_symbols_fd(frames + 1, n - 1, 2);
+  }
 }
 
 bool is_pinned(const void* p, std::size_t n) {
@@ -643,7 +666,7 @@ void count_copy(cudaMemcpyKind k, std::size_t n) {
 cudaError_t sync_stream(Stream* st) {
   if (st->capture)
     return fail(cudaErrorStreamCaptureUnsupported, "synchronising a stream that is being captured");
-  detail::count(Count::kWait);
+  count_wait();
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   deliver(st, UINT64_MAX);
   host_synced(st);
@@ -757,7 +780,7 @@ cudaError_t cudaGetDevice(int* device) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-  herd::gpu::detail::count(Count::kWait);
+  count_wait();
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   deliver(&rt().default_stream, UINT64_MAX);
   host_synced(&rt().default_stream);
@@ -890,7 +913,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   auto* ev = reinterpret_cast<Event*>(e);
-  herd::gpu::detail::count(Count::kWait);
+  count_wait();
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   if (ev->recorded && ev->seq > 0) deliver(ev->stream, ev->seq - 1);
   merge(rt().host_clock, ev->clock);
@@ -931,7 +954,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
   }
   std::memcpy(dst, src, n);
   if (k == cudaMemcpyDeviceToHost) {  // pageable: CUDA returns when the copy is done
-    herd::gpu::detail::count(Count::kWait);
+    count_wait();
     host_synced(st);
   }
   return cudaSuccess;
@@ -946,7 +969,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
   // the return); to the host the copy is complete at the return.
   Stream* legacy = &rt().default_stream;
   if (k != cudaMemcpyDeviceToDevice) {
-    herd::gpu::detail::count(Count::kWait);
+    count_wait();
     std::lock_guard<std::recursive_mutex> lock(rt().mu);
     host_synced(legacy);
   }
