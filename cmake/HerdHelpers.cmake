@@ -29,6 +29,19 @@ function(herd_add_cuda_objects target)
   endif()
 endfunction()
 
+# The host backend of the launch layer (herd/core/cuda/launch.hpp) for a module: its `.cu`
+# files compiled as C++ with HERD_HOST_EMU (through one-line wrappers in <module>/cuda/host/,
+# since a source file has one language per directory), as an OBJECT library. Only the
+# host-emu test executables link it (herd_add_catch_test HOST_EMU), ahead of the CUDA
+# libraries, whose symbols its objects replace.
+function(herd_add_host_emu_objects target)
+  add_library(${target} OBJECT ${ARGN})
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  target_compile_definitions(${target} PRIVATE HERD_HOST_EMU)
+  herd_set_warnings(${target})
+endfunction()
+
 # herd_add_library(<module> SOURCES ... [PUBLIC ...] [PRIVATE ...])
 # Creates target herd_<module>, alias herd::<module>, include root <module>/include,
 # and adds it to herd::herd.
@@ -58,11 +71,30 @@ endfunction()
 #  - plain: one test running the executable with ARGS;
 #  - MPI:   one test per rank count, through ${MPIEXEC_EXECUTABLE} -n <n>, label mpi;
 #  - GPU:   label gpu, exit code 77 means "skipped: no CUDA device".
+#  - GPU with HOST_EMU <object libraries>: also <name>_host_emu, the same test objects
+#           linked with the host backend's objects (herd_add_host_emu_objects), label
+#           host-emu instead of gpu, run with HOST_EMU_ARGS (Catch2 filters), never skipped.
 #  - MPI and GPU: one test per rank count, labels mpi and gpu, exit code 77 means
 #           "skipped: fewer CUDA devices than ranks" (tests/support/mpi_gpu_main.cpp).
 function(herd_add_catch_test name)
-  cmake_parse_arguments(A "GPU" "TIMEOUT" "SOURCES;LIBS;MPI;ARGS;LABELS" ${ARGN})
-  add_executable(${name} ${A_SOURCES})
+  cmake_parse_arguments(A "GPU" "TIMEOUT" "SOURCES;LIBS;MPI;ARGS;LABELS;HOST_EMU;HOST_EMU_ARGS" ${ARGN})
+  if(A_HOST_EMU)
+    # The test sources compiled once, linked twice (CUDA runtime / host backend).
+    add_library(${name}_objects OBJECT ${A_SOURCES})
+    herd_set_warnings(${name}_objects)
+    target_compile_features(${name}_objects PRIVATE cxx_std_20)
+    target_link_libraries(${name}_objects PRIVATE ${A_LIBS} Catch2::Catch2)
+    target_include_directories(${name}_objects PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+    add_executable(${name} $<TARGET_OBJECTS:${name}_objects>)
+    add_executable(${name}_host_emu $<TARGET_OBJECTS:${name}_objects>)
+    target_link_libraries(${name}_host_emu PRIVATE ${A_HOST_EMU} herd_test_host_emu_main ${A_LIBS} Catch2::Catch2)
+    # Function names in HERD_HOST_EMU_TRACE_WAITS=1 call stacks.
+    target_link_options(${name}_host_emu PRIVATE -rdynamic)
+    add_test(NAME ${name}_host_emu COMMAND ${name}_host_emu ${A_HOST_EMU_ARGS})
+    set_tests_properties(${name}_host_emu PROPERTIES LABELS "host-emu;${A_LABELS}" TIMEOUT 300)
+  else()
+    add_executable(${name} ${A_SOURCES})
+  endif()
   herd_set_warnings(${name})
   target_compile_features(${name} PRIVATE cxx_std_20)
   if(A_MPI AND A_GPU)

@@ -91,10 +91,10 @@ BatchedDramResult run_batched_device_network(const BatchedDramOptions& options_i
   DeviceArray<float> xin(m * du);
   const unsigned eb = static_cast<unsigned>((m * du + 255) / 256);
   engine.init_log_density([&](const double*, std::size_t n, double* out) {
-    to_input<<<eb, 256, 0, stream>>>(dc.da.x, n, d, dshift.get(), dwidth.get(), xin.get());
+    herd::gpu::launch(to_input, eb, 256, 0, stream, dc.da.x, n, d, dshift.get(), dwidth.get(), xin.get());
     HERD_CUDA_CHECK(cudaGetLastError());
     const float* y = forward(xin.get(), static_cast<std::int64_t>(n));
-    affine_out<<<dc.blocks, dc.threads, 0, stream>>>(y, n, scale, offset, dc.da.lp);
+    herd::gpu::launch(affine_out, dc.blocks, dc.threads, 0, stream, y, n, scale, offset, dc.da.lp);
     HERD_CUDA_CHECK(cudaGetLastError());
     HERD_CUDA_CHECK(cudaMemcpyAsync(out, dc.da.lp, n * sizeof(double), cudaMemcpyDeviceToHost, stream));
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -108,15 +108,15 @@ BatchedDramResult run_batched_device_network(const BatchedDramOptions& options_i
     for (std::int64_t t = 0; t < nd; ++t) {
       const std::uint64_t ka = k0 + static_cast<std::uint64_t>(t) * per;
       for (std::uint64_t k = ka; k < ka + per; ++k) {
-        begin_all<<<dc.blocks, dc.threads, 0, stream>>>(p, dc.da, m, k);
+        herd::gpu::launch(begin_all, dc.blocks, dc.threads, 0, stream, p, dc.da, m, k);
         for (int r = 0; r < stages; ++r) {  // chains already decided skip the later rounds
-          to_input<<<eb, 256, 0, stream>>>(dc.da.y, m, d, dshift.get(), dwidth.get(), xin.get());
+          herd::gpu::launch(to_input, eb, 256, 0, stream, dc.da.y, m, d, dshift.get(), dwidth.get(), xin.get());
           const float* y = forward(xin.get(), static_cast<std::int64_t>(m));
-          finish_all<<<dc.blocks, dc.threads, 0, stream>>>(p, dc.da, m, k, y, scale, offset);
+          herd::gpu::launch(finish_all, dc.blocks, dc.threads, 0, stream, p, dc.da, m, k, y, scale, offset);
         }
-        if (adapting) accumulate_all<<<dc.blocks, dc.threads, 0, stream>>>(p, dc.da, m);
+        if (adapting) herd::gpu::launch(accumulate_all, dc.blocks, dc.threads, 0, stream, p, dc.da, m);
       }
-      if (hbx) record<<<dc.blocks, dc.threads, 0, stream>>>(dc.da, m, d, nd, t, dc.bx.get(), dc.blp.get());
+      if (hbx) herd::gpu::launch(record, dc.blocks, dc.threads, 0, stream, dc.da, m, d, nd, t, dc.bx.get(), dc.blp.get());
       HERD_CUDA_CHECK(cudaGetLastError());
     }
     dc.download_block(nd, hbx, hblp);
@@ -157,7 +157,7 @@ void kernel_draws(std::uint64_t seed, std::uint32_t first_chain_id, std::size_t 
   p.first_chain_id = first_chain_id;
   p.zig = zig.get();
   const unsigned threads = 128;
-  draws_kernel<<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream>>>(p, n, k, dw.get(), du.get(),
+  herd::gpu::launch(draws_kernel, static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream, p, n, k, dw.get(), du.get(),
                                                                                            dn.get());
   HERD_CUDA_CHECK(cudaGetLastError());
   words.resize(n * 12);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "herd/core/cuda/cuda_check.hpp"
+#include "herd/core/cuda/launch.hpp"
 #include "herd/nn/cuda/kernels.hpp"
 
 namespace herd::nn::cuda {
@@ -170,7 +171,7 @@ template <class T>
 void bias_add_t(T* y, const T* b, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
   const std::int64_t n = rows * cols;
   if (n == 0) return;
-  bias_add_kernel<<<blocks_for(n), kThreads, 0, s>>>(y, b, n, cols);
+  herd::gpu::launch(bias_add_kernel<T>, blocks_for(n), kThreads, 0, s, y, b, n, cols);
   check_launch();
 }
 
@@ -179,14 +180,14 @@ void bias_grad_t(const T* gy, T* gb, std::int64_t rows, std::int64_t cols, cudaS
   if (rows == 0 || cols == 0) return;
   const std::int64_t gy_blocks = (rows + 63) / 64;
   dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(gy_blocks < 256 ? gy_blocks : 256));
-  bias_grad_kernel<<<grid, dim3(32, 8), 0, s>>>(gy, gb, rows, cols);
+  herd::gpu::launch(bias_grad_kernel<T>, grid, dim3(32, 8), 0, s, gy, gb, rows, cols);
   check_launch();
 }
 
 template <class T>
 void act_forward_t(Act act, const T* x, T* y, std::int64_t n, double alpha, cudaStream_t s) {
   if (n == 0) return;
-  act_forward_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<int>(act), x, y, n, static_cast<T>(alpha));
+  herd::gpu::launch(act_forward_kernel<T>, blocks_for(n), kThreads, 0, s, static_cast<int>(act), x, y, n, static_cast<T>(alpha));
   check_launch();
 }
 
@@ -194,7 +195,7 @@ template <class T>
 void act_backward_t(Act act, const T* x, const T* y, const T* gy, T* gx, std::int64_t n,
                     double alpha, cudaStream_t s) {
   if (n == 0) return;
-  act_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<int>(act), x, y, gy, gx, n,
+  herd::gpu::launch(act_backward_kernel<T>, blocks_for(n), kThreads, 0, s, static_cast<int>(act), x, y, gy, gx, n,
                                                          static_cast<T>(alpha));
   check_launch();
 }
@@ -202,7 +203,7 @@ void act_backward_t(Act act, const T* x, const T* y, const T* gy, T* gx, std::in
 template <class T>
 void softmax_t(const T* x, T* y, std::int64_t rows, std::int64_t cols, bool log, cudaStream_t s) {
   if (rows == 0 || cols == 0) return;
-  softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, y, cols, log);
+  herd::gpu::launch(softmax_kernel<T>, static_cast<unsigned>(rows), kThreads, 0, s, x, y, cols, log);
   check_launch();
 }
 
@@ -210,14 +211,14 @@ template <class T>
 void sq_err_t(const T* p, const T* t, double* sum, std::int64_t n, cudaStream_t s) {
   HERD_CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(double), s));
   if (n == 0) return;
-  sq_err_kernel<<<blocks_for(n) < 1024 ? blocks_for(n) : 1024, kThreads, 0, s>>>(p, t, sum, n);
+  herd::gpu::launch(sq_err_kernel<T>, blocks_for(n) < 1024 ? blocks_for(n) : 1024, kThreads, 0, s, p, t, sum, n);
   check_launch();
 }
 
 template <class T>
 void mse_backward_t(const T* p, const T* t, T* gx, std::int64_t n, double scale_, cudaStream_t s) {
   if (n == 0) return;
-  mse_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, t, gx, n,
+  herd::gpu::launch(mse_backward_kernel<T>, blocks_for(n), kThreads, 0, s, p, t, gx, n,
                                                          static_cast<T>(2 * scale_ / static_cast<double>(n)));
   check_launch();
 }
@@ -225,7 +226,7 @@ void mse_backward_t(const T* p, const T* t, T* gx, std::int64_t n, double scale_
 template <class T>
 void scale_t(T* x, double a, std::int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  scale_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, static_cast<T>(a), n);
+  herd::gpu::launch(scale_kernel<T>, blocks_for(n), kThreads, 0, s, x, static_cast<T>(a), n);
   check_launch();
 }
 
@@ -235,7 +236,7 @@ void adam_t(T* w, const T* g, T* m, T* v, std::int64_t n, double lr, double beta
   if (n == 0) return;
   const double t = static_cast<double>(step);
   const double bc1 = 1 - std::pow(beta1, t), bc2 = 1 - std::pow(beta2, t);
-  adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, m, v, n, static_cast<T>(beta1), static_cast<T>(beta2),
+  herd::gpu::launch(adam_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, m, v, n, static_cast<T>(beta1), static_cast<T>(beta2),
                                                  static_cast<T>(lr / bc1), static_cast<T>(1 / std::sqrt(bc2)),
                                                  static_cast<T>(eps));
   check_launch();
@@ -245,7 +246,7 @@ template <class T>
 void sgd_t(T* w, const T* g, T* buf, std::int64_t n, double lr, double momentum, double dampening,
            bool nesterov, bool first, cudaStream_t s) {
   if (n == 0) return;
-  sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, momentum == 0 ? nullptr : buf, n, static_cast<T>(lr),
+  herd::gpu::launch(sgd_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, momentum == 0 ? nullptr : buf, n, static_cast<T>(lr),
                                                 static_cast<T>(momentum), static_cast<T>(1 - dampening),
                                                 nesterov, first);
   check_launch();

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "herd/core/cuda/cuda_check.hpp"
+#include "herd/core/cuda/launch.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/nn/cuda/ops.hpp"
 
@@ -437,7 +438,7 @@ template <class T>
 void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s, double k) {
   zero_double(sum, s);
   if (n == 0) return;
-  diff_sq_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, t, d, sum, n, k);
+  herd::gpu::launch(diff_sq_kernel<T>, blocks_for(n), kThreads, 0, s, p, t, d, sum, n, k);
   check_launch();
 }
 
@@ -445,28 +446,28 @@ template <class T>
 void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream_t s, double k) {
   zero_double(sum, s);
   if (n == 0) return;
-  huber_kernel<<<blocks_for(n), kThreads, 0, s>>>(d, sum, n, delta, k);
+  herd::gpu::launch(huber_kernel<T>, blocks_for(n), kThreads, 0, s, d, sum, n, delta, k);
   check_launch();
 }
 
 template <class T>
 void scaled_clamp(const T* d, T* g, std::int64_t n, double k, double delta, cudaStream_t s) {
   if (n == 0) return;
-  scaled_clamp_kernel<<<blocks_for(n), kThreads, 0, s>>>(d, g, n, static_cast<T>(k), static_cast<T>(delta));
+  herd::gpu::launch(scaled_clamp_kernel<T>, blocks_for(n), kThreads, 0, s, d, g, n, static_cast<T>(k), static_cast<T>(delta));
   check_launch();
 }
 
 template <class T>
 void add(const T* a, const T* b, T* y, std::int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
+  herd::gpu::launch(add_kernel<T>, blocks_for(n), kThreads, 0, s, a, b, y, n);
   check_launch();
 }
 
 template <class T>
 void exp(const T* x, T* y, std::int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  exp_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
+  herd::gpu::launch(exp_kernel<T>, blocks_for(n), kThreads, 0, s, x, y, n);
   check_launch();
 }
 
@@ -474,7 +475,7 @@ template <class T>
 void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::int64_t cols, bool log,
                       cudaStream_t s) {
   if (rows == 0 || cols == 0) return;
-  softmax_backward_kernel<<<blocks_for(rows), kThreads, 0, s>>>(y, gy, gx, rows, cols, log);
+  herd::gpu::launch(softmax_backward_kernel<T>, blocks_for(rows), kThreads, 0, s, y, gy, gx, rows, cols, log);
   check_launch();
 }
 
@@ -483,14 +484,14 @@ void gather_rows(const T* lp, const std::int64_t* idx, T* out, double* sum, std:
                  std::int64_t cols, cudaStream_t s, double k, std::int64_t* err, int err_code) {
   if (sum) zero_double(sum, s);
   if (rows == 0) return;
-  gather_kernel<<<blocks_for(rows), kThreads, 0, s>>>(lp, idx, out, sum, rows, cols, k, err, err_code);
+  herd::gpu::launch(gather_kernel<T>, blocks_for(rows), kThreads, 0, s, lp, idx, out, sum, rows, cols, k, err, err_code);
   check_launch();
 }
 
 template <class T>
 void argmax_rows(const T* x, std::int64_t* out, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
   if (rows == 0) return;
-  argmax_rows_kernel<<<blocks_for(rows), kThreads, 0, s>>>(x, out, rows, cols);
+  herd::gpu::launch(argmax_rows_kernel<T>, blocks_for(rows), kThreads, 0, s, x, out, rows, cols);
   check_launch();
 }
 
@@ -498,7 +499,7 @@ template <class T>
 void cross_entropy_backward(const T* lp, const std::int64_t* t, T* g, std::int64_t rows,
                             std::int64_t cols, double k, cudaStream_t s) {
   if (rows * cols == 0) return;
-  ce_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(lp, t, g, rows, cols, static_cast<T>(k));
+  herd::gpu::launch(ce_backward_kernel<T>, blocks_for(rows * cols), kThreads, 0, s, lp, t, g, rows, cols, static_cast<T>(k));
   check_launch();
 }
 
@@ -506,7 +507,7 @@ template <class T>
 void categorical_entropy(const T* p, const T* lp, T* h, std::int64_t rows, std::int64_t cols,
                          cudaStream_t s) {
   if (rows == 0) return;
-  cat_entropy_kernel<<<blocks_for(rows), kThreads, 0, s>>>(p, lp, h, rows, cols);
+  herd::gpu::launch(cat_entropy_kernel<T>, blocks_for(rows), kThreads, 0, s, p, lp, h, rows, cols);
   check_launch();
 }
 
@@ -514,7 +515,7 @@ template <class T>
 void categorical_log_prob_backward(const T* p, const std::int64_t* a, const T* g, T* gl,
                                    std::int64_t rows, std::int64_t cols, cudaStream_t s) {
   if (rows * cols == 0) return;
-  cat_lp_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(p, a, g, gl, rows, cols);
+  herd::gpu::launch(cat_lp_backward_kernel<T>, blocks_for(rows * cols), kThreads, 0, s, p, a, g, gl, rows, cols);
   check_launch();
 }
 
@@ -522,7 +523,7 @@ template <class T>
 void categorical_entropy_backward(const T* p, const T* lp, const T* g, T* gl, std::int64_t rows,
                                   std::int64_t cols, cudaStream_t s) {
   if (rows == 0) return;
-  cat_ent_backward_kernel<<<blocks_for(rows), kThreads, 0, s>>>(p, lp, g, gl, rows, cols);
+  herd::gpu::launch(cat_ent_backward_kernel<T>, blocks_for(rows), kThreads, 0, s, p, lp, g, gl, rows, cols);
   check_launch();
 }
 
@@ -530,14 +531,14 @@ template <class T>
 void gaussian_log_prob(const T* a, const T* mu, const T* ls, T* out, std::int64_t rows,
                        std::int64_t dim, cudaStream_t s) {
   if (rows == 0) return;
-  gauss_lp_kernel<<<blocks_for(rows), kThreads, 0, s>>>(a, mu, ls, out, rows, dim);
+  herd::gpu::launch(gauss_lp_kernel<T>, blocks_for(rows), kThreads, 0, s, a, mu, ls, out, rows, dim);
   check_launch();
 }
 
 template <class T>
 void gaussian_entropy(const T* ls, T* out, std::int64_t rows, std::int64_t dim, cudaStream_t s) {
   if (rows == 0) return;
-  gauss_entropy_kernel<<<blocks_for(rows), kThreads, 0, s>>>(ls, out, rows, dim);
+  herd::gpu::launch(gauss_entropy_kernel<T>, blocks_for(rows), kThreads, 0, s, ls, out, rows, dim);
   check_launch();
 }
 
@@ -545,14 +546,14 @@ template <class T>
 void gaussian_log_prob_backward(const T* a, const T* mu, const T* ls, const T* g, T* gmu, T* gls,
                                 std::int64_t rows, std::int64_t dim, cudaStream_t s) {
   if (rows * dim == 0) return;
-  gauss_lp_backward_kernel<<<blocks_for(rows * dim), kThreads, 0, s>>>(a, mu, ls, g, gmu, gls, rows, dim);
+  herd::gpu::launch(gauss_lp_backward_kernel<T>, blocks_for(rows * dim), kThreads, 0, s, a, mu, ls, g, gmu, gls, rows, dim);
   check_launch();
 }
 
 template <class T>
 void gaussian_entropy_backward(const T* g, T* gls, std::int64_t rows, std::int64_t dim, cudaStream_t s) {
   if (rows * dim == 0) return;
-  gauss_ent_backward_kernel<<<blocks_for(rows * dim), kThreads, 0, s>>>(g, gls, rows, dim);
+  herd::gpu::launch(gauss_ent_backward_kernel<T>, blocks_for(rows * dim), kThreads, 0, s, g, gls, rows, dim);
   check_launch();
 }
 
@@ -560,7 +561,7 @@ template <class T>
 void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* xhat, T* rstd, std::int64_t rows,
                         std::int64_t F, double eps, cudaStream_t s) {
   if (rows == 0) return;
-  ln_forward_kernel<<<blocks_for(rows), kThreads, 0, s>>>(x, w, b, y, xhat, rstd, rows, F, static_cast<T>(eps));
+  herd::gpu::launch(ln_forward_kernel<T>, blocks_for(rows), kThreads, 0, s, x, w, b, y, xhat, rstd, rows, F, static_cast<T>(eps));
   check_launch();
 }
 
@@ -568,7 +569,7 @@ template <class T>
 void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw, T* gb, T* gx,
                          std::int64_t rows, std::int64_t F, cudaStream_t s) {
   if (rows == 0) return;
-  ln_backward_kernel<<<blocks_for(rows), kThreads, 0, s>>>(gy, xhat, rstd, w, gw, gb, gx, rows, F);
+  herd::gpu::launch(ln_backward_kernel<T>, blocks_for(rows), kThreads, 0, s, gy, xhat, rstd, w, gw, gb, gx, rows, F);
   check_launch();
 }
 
@@ -576,7 +577,7 @@ template <class T>
 void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double alpha, double eps,
                     cudaStream_t s) {
   if (n == 0) return;
-  rmsprop_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, v, n, static_cast<T>(lr), static_cast<T>(alpha),
+  herd::gpu::launch(rmsprop_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, v, n, static_cast<T>(lr), static_cast<T>(alpha),
                                                    static_cast<T>(eps));
   check_launch();
 }
@@ -584,7 +585,7 @@ void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double al
 template <class T>
 void sum_squares(const T* x, double* acc, std::int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  sum_squares_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, acc, n);
+  herd::gpu::launch(sum_squares_kernel<T>, blocks_for(n), kThreads, 0, s, x, acc, n);
   check_launch();
 }
 
@@ -592,7 +593,7 @@ template <class T>
 void categorical_sample(const T* p, std::int64_t* out, std::int64_t rows, std::int64_t cols, std::uint64_t seed,
                         std::uint32_t stream, int purpose, std::uint64_t index, cudaStream_t s) {
   if (rows == 0) return;
-  cat_sample_kernel<<<blocks_for(rows), kThreads, 0, s>>>(p, out, rows, cols, seed, stream, purpose, index);
+  herd::gpu::launch(cat_sample_kernel<T>, blocks_for(rows), kThreads, 0, s, p, out, rows, cols, seed, stream, purpose, index);
   check_launch();
 }
 
@@ -600,7 +601,7 @@ template <class T>
 void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim, std::uint64_t seed,
                      std::uint32_t stream, int purpose, std::uint64_t index, cudaStream_t s) {
   if (rows == 0) return;
-  gauss_sample_kernel<<<blocks_for(rows), kThreads, 0, s>>>(mu, ls, out, rows, dim, seed, stream, purpose, index);
+  herd::gpu::launch(gauss_sample_kernel<T>, blocks_for(rows), kThreads, 0, s, mu, ls, out, rows, dim, seed, stream, purpose, index);
   check_launch();
 }
 
@@ -609,7 +610,7 @@ void conv_im2col(const T* x, T* col, std::int64_t C, std::int64_t H, std::int64_
                  std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo, cudaStream_t s) {
   const std::int64_t n = C * kh * kw * ho * wo;
   if (n == 0) return;
-  im2col_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, col, C, H, W, kh, kw, stride, pad, ho, wo);
+  herd::gpu::launch(im2col_kernel<T>, blocks_for(n), kThreads, 0, s, x, col, C, H, W, kh, kw, stride, pad, ho, wo);
   check_launch();
 }
 
@@ -618,14 +619,14 @@ void conv_col2im(const T* col, T* x, std::int64_t C, std::int64_t H, std::int64_
                  std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo, cudaStream_t s) {
   const std::int64_t n = C * H * W;
   if (n == 0) return;
-  col2im_kernel<<<blocks_for(n), kThreads, 0, s>>>(col, x, C, H, W, kh, kw, stride, pad, ho, wo);
+  herd::gpu::launch(col2im_kernel<T>, blocks_for(n), kThreads, 0, s, col, x, C, H, W, kh, kw, stride, pad, ho, wo);
   check_launch();
 }
 
 template <class T>
 void conv_bias_add(T* y, const T* b, std::int64_t N, std::int64_t O, std::int64_t P, cudaStream_t s) {
   if (N * O * P == 0) return;
-  conv_bias_add_kernel<<<blocks_for(N * O * P), kThreads, 0, s>>>(y, b, N, O, P);
+  herd::gpu::launch(conv_bias_add_kernel<T>, blocks_for(N * O * P), kThreads, 0, s, y, b, N, O, P);
   check_launch();
 }
 
@@ -633,12 +634,12 @@ template <class T>
 void conv_bias_grad(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int64_t P, cudaStream_t s) {
   if (O == 0) return;
   const unsigned blocks = static_cast<unsigned>(O < 65535 ? O : 65535);
-  conv_bias_grad_kernel<<<blocks, kThreads, 0, s>>>(gy, gb, N, O, P);
+  herd::gpu::launch(conv_bias_grad_kernel<T>, blocks, kThreads, 0, s, gy, gb, N, O, P);
   check_launch();
 }
 
 void adam_tick(double* hyper, double beta1, double beta2, cudaStream_t s) {
-  adam_tick_kernel<<<1, 1, 0, s>>>(hyper, beta1, beta2);
+  herd::gpu::launch(adam_tick_kernel, 1, 1, 0, s, hyper, beta1, beta2);
   check_launch();
 }
 
@@ -646,7 +647,7 @@ template <class T>
 void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, double beta1, double beta2,
                        double eps, cudaStream_t s) {
   if (n == 0) return;
-  adam_hyper_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, m, v, n, hyper, static_cast<T>(beta1),
+  herd::gpu::launch(adam_hyper_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, m, v, n, hyper, static_cast<T>(beta1),
                                                        static_cast<T>(beta2), static_cast<T>(eps));
   check_launch();
 }

@@ -1,4 +1,5 @@
 #include "herd/core/cuda/cuda_check.hpp"
+#include "herd/core/cuda/launch.hpp"
 #include "herd/core/cuda/rng_cuda.hpp"
 
 namespace herd::cuda {
@@ -20,7 +21,7 @@ void rng_fill(const RngStream& stream, std::uint64_t first_index, std::size_t n,
   if (n == 0) return;
   const unsigned threads = 256;
   const unsigned blocks = static_cast<unsigned>((n + threads - 1) / threads);
-  rng_fill_kernel<<<blocks, threads, 0, cuda_stream>>>(stream, first_index, n, words, uniforms, normals);
+  herd::gpu::launch(rng_fill_kernel, blocks, threads, 0, cuda_stream, stream, first_index, n, words, uniforms, normals);
   HERD_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -12,16 +12,20 @@
 //   pooled and no adaptation; the other built-in targets (banana, funnel, Rosenbrock).
 // - A device run resumed from a checkpoint continues bit for bit (device arithmetic is
 //   deterministic: no floating-point atomics in the chain or adaptation math).
+// Under the host backend (label host-emu) the two largest cases run fewer chains (4000
+// instead of 100k, 1000 instead of 4000) to keep CI short; the assertions are the same.
 // Seeds fixed before any run. False-failure rates are stated per assertion; the file fails
 // by chance with probability < 7e-3.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <random>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "herd/core/launch.hpp"
 #include "herd/mcmc/batched_dram.hpp"
 #include "herd/mcmc/batched_targets.hpp"
 #include "herd/mcmc/cuda/batched_dram_cuda.hpp"
@@ -33,6 +37,11 @@
 using namespace herd::mcmc;
 
 namespace {
+
+// Fewer chains under the host backend, where the kernels run on the CPU.
+std::int64_t chains(std::int64_t on_device, std::int64_t on_host_backend) {
+  return herd::gpu::active_backend() == herd::gpu::Backend::kHost ? on_host_backend : on_device;
+}
 
 double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
@@ -123,7 +132,7 @@ TEST_CASE("gpu batched DRAM: GPU and host chains on the same seeds are statistic
 // 10 KS at 1e-4: 1e-3.
 TEST_CASE("gpu batched DRAM: 10-D Gaussian, one DR stage, pooled-then-frozen, 100k chains", "[gpu][mcmc][batched]") {
   const GaussianTarget g = GaussianTarget::ar1(10, 0.5);
-  BatchedDramOptions o = gaussian_options(100000);
+  BatchedDramOptions o = gaussian_options(chains(100000, 4000));
   MemoryBatchedSink dev;
   const auto r = cuda::run_batched_gaussian(o, g, dev);
   CHECK(r.adaptive_updates > 0);
@@ -146,7 +155,7 @@ TEST_CASE("gpu batched DRAM: MLP surrogate on the device matches the host path",
   mo.rng = herd::RngStream(3, 0, herd::RngPurpose::kInit);
   nn::Mlp net(mo);
   // Target: 0.1 * mlp(x) inside the box [-3, 3]^10 (a bounded perturbation of a uniform).
-  BatchedDramOptions o = gaussian_options(4000);
+  BatchedDramOptions o = gaussian_options(chains(4000, 1000));
   o.start_points.assign(10, 0.0);
   o.domain_lower.assign(10, -3.0);
   o.domain_upper.assign(10, 3.0);
@@ -292,6 +301,110 @@ TEST_CASE("gpu batched DRAM: a device run resumed from a checkpoint continues bi
       CHECK(rr.adaptive_updates == r.adaptive_updates);
       CHECK(rr.proposal_cov == r.proposal_cov);
       if (!res.saved.empty()) CHECK(res.saved.back().chol == all.saved.back().chol);
+
+namespace {
+// Forwards to a MemoryBatchedSink and snapshots the launch counters at every block.
+class CountingSink final : public BatchedDrawSink {
+ public:
+  void begin(std::int64_t m, std::uint32_t first, int d, std::int64_t draws) override {
+    inner.begin(m, first, d, draws);
+  }
+  void write_block(std::int64_t first, std::int64_t n, const double* x, const double* lp) override {
+    at_block.push_back(herd::gpu::launch_counters());
+    inner.write_block(first, n, x, lp);
+  }
+  void finish() override { inner.finish(); }
+  MemoryBatchedSink inner;
+  std::vector<herd::gpu::LaunchCounters> at_block;
+};
+}  // namespace
+
+// The device budget of the batched sampler: a segment (the proposals up to the next block of
+// draws, with their copy back) is one kernel launch and at most one host wait. Host waits are
+// counted by the host backend (label host-emu); on a CUDA device only launches are counted.
+TEST_CASE("gpu batched DRAM: a segment is one kernel launch and at most one host wait", "[gpu][mcmc][batched]") {
+  const GaussianTarget g = GaussianTarget::ar1(10, 0.5);
+  for (const BatchedAdaptation ad : {BatchedAdaptation::kNone, BatchedAdaptation::kPooled}) {
+    BatchedDramOptions o = gaussian_options(256);
+    o.adaptation = ad;
+    o.warmup = 200;
+    o.steps = 400;
+    o.thin = 10;
+    o.block_draws = 8;  // 40 draws: 5 blocks, 5 segments in the sampling phase
+    CountingSink sink;
+    cuda::run_batched_gaussian(o, g, sink);
+    REQUIRE(sink.at_block.size() == 5);
+    for (std::size_t b = 1; b < sink.at_block.size(); ++b) {
+      const herd::gpu::LaunchCounters c = sink.at_block[b] - sink.at_block[b - 1];
+      INFO("adaptation " << static_cast<int>(ad) << ", segment " << b << ": " << c.str());
+      std::printf("batched DRAM segment (adaptation %d): %s\n", static_cast<int>(ad), c.str().c_str());
+      CHECK(c.kernel_launches == 1);
+      CHECK(c.host_waits <= 1);
+    }
+  }
+}
+
+// Under the host backend the CUDA path's kernels run on the CPU with the host's own exp and
+// log, so its chains must equal the host path's bit for bit: a differential test of the
+// device runner (thread-local state for d <= 8, 16, 32, the array form above, several DR
+// stages, per-chain and pooled adaptation, the built-in targets). On a CUDA device the
+// normals may differ in the last bits, so there the acceptance rates are compared only.
+TEST_CASE("gpu batched DRAM: device path equals the host path draw for draw (host backend)",
+          "[gpu][mcmc][batched]") {
+  const bool exact = herd::gpu::active_backend() == herd::gpu::Backend::kHost;
+  struct Case {
+    int d;
+    int stages;
+    BatchedAdaptation ad;
+    int target;  // 0 Gaussian, 1 banana, 2 funnel, 3 Rosenbrock
+  };
+  const Case cases[] = {{4, 3, BatchedAdaptation::kPerChain, 0},  {12, 2, BatchedAdaptation::kPooled, 0},
+                        {30, 1, BatchedAdaptation::kPerChain, 2}, {40, 2, BatchedAdaptation::kPooled, 0},
+                        {2, 2, BatchedAdaptation::kPooled, 1},    {3, 1, BatchedAdaptation::kNone, 3}};
+  for (const Case& c : cases) {
+    INFO("d " << c.d << ", stages " << c.stages << ", adaptation " << static_cast<int>(c.ad) << ", target "
+              << c.target);
+    BatchedDramOptions o;
+    o.ndim = c.d;
+    o.num_chains = 64;
+    o.first_chain_id = 5;
+    o.seed = 20261202;
+    o.start_points.assign(static_cast<std::size_t>(c.d), 0.1);
+    o.proposal_start_std.assign(static_cast<std::size_t>(c.d), 2.4 / std::sqrt(static_cast<double>(c.d)));
+    o.warmup = 300;
+    o.steps = 200;
+    o.thin = 5;
+    o.block_draws = 16;
+    o.delayed_rejection_count = c.stages;
+    o.adaptation = c.ad;
+    MemoryBatchedSink host, dev;
+    BatchedDramResult rh, rd;
+    if (c.target == 0) {
+      const GaussianTarget g = GaussianTarget::ar1(c.d, 0.5);
+      rh = run_batched_dram(o, g.view(), host);
+      rd = cuda::run_batched_gaussian(o, g, dev);
+    } else if (c.target == 1) {
+      const BananaLogDensity b{c.d};
+      rh = run_batched_dram(o, b, host);
+      rd = cuda::run_batched_banana(o, b, dev);
+    } else if (c.target == 2) {
+      const FunnelLogDensity f{c.d};
+      rh = run_batched_dram(o, f, host);
+      rd = cuda::run_batched_funnel(o, f, dev);
+    } else {
+      const RosenbrockLogDensity r{c.d};
+      rh = run_batched_dram(o, r, host);
+      rd = cuda::run_batched_rosenbrock(o, r, dev);
+    }
+    REQUIRE(host.x.size() == static_cast<std::size_t>(64 * 40 * c.d));
+    CHECK(rh.acceptance_rate > 0.05);  // the chains move
+    CHECK(host.x.front() != host.x.back());
+    if (exact) {
+      CHECK(rd.acceptance_rate == rh.acceptance_rate);
+      CHECK(dev.x == host.x);
+      CHECK(dev.lp == host.lp);
+    } else {
+      CHECK(std::abs(rd.acceptance_rate - rh.acceptance_rate) < 0.05);
     }
   }
 }

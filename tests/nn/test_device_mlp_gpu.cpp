@@ -38,6 +38,28 @@ void check_params(const std::vector<std::vector<float>>& got, const std::vector<
 
 }  // namespace
 
+// The parameters may live on the host or already on the device: the copy must name neither
+// direction (the host backend's checked mode rejects a host-to-device copy from device memory).
+TEST_CASE("DeviceMlp from a model on the device starts from its parameters", "[gpu][nn]") {
+  MlpOptions o;
+  o.sizes = {6, 9, 3};
+  Mlp cpu(o);
+  o.device = Device::cuda(0);
+  Mlp dev(o);  // same initial values as on the CPU
+  cudaStream_t stream = nullptr;
+  HERD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    cuda::DeviceMlp gpu(dev, o, stream, 1e-2);
+    const auto got = gpu.parameters_to_host();
+    const auto want = cpu.parameters();
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      for (std::size_t j = 0; j < got[i].size(); ++j)
+        CHECK(got[i][j] == want[i]->value.item(static_cast<std::int64_t>(j)));
+  }
+  HERD_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
 TEST_CASE("DeviceMlp: loss, gradients and Adam steps equal the CPU path", "[gpu][nn]") {
   for (Activation act : {Activation::kTanh, Activation::kReLU, Activation::kELU}) {
     for (bool graph : {false, true}) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "herd/core/device.hpp"
+#include "herd/core/launch.hpp"
 #include "herd/nn/tensor.hpp"
 #include "herd/rl/agent.hpp"
 #include "herd/rl/ppo.hpp"
@@ -257,6 +258,53 @@ TEST_CASE("Trainer checkpoints move between CPU and CUDA runs", "[gpu][rl]") {
   CHECK(gpu2.iteration() == 4);
   // evaluate_checkpoint runs a CUDA run's checkpoint on the host.
   CHECK(std::isfinite(evaluate_checkpoint("test_rl_gpu_ckpt.ckpt", 2, false).mean));
+}
+
+// Measured, not yet a budget: the device work and host round trips of one PPO iteration
+// (rollout of 8 envs x 16 steps, GAE, 2 epochs of 4 minibatches) and of one PPO minibatch
+// update on the device, printed for the record. Host waits and transfers are counted by
+// the host backend (label host-emu); on a CUDA device only launches are counted.
+TEST_CASE("device round trips of a PPO iteration and of one PPO minibatch update", "[gpu][rl]") {
+  std::string text;
+  const TrainConfig c = resolve_train_config(io::Config("<t>"),
+                                             {"device=cuda", "sampler.num_envs=8", "sampler.num_steps=16",
+                                              "total_steps=4096", "algo.epochs=2", "algo.minibatch_size=32",
+                                              "seed=3", "output_prefix=test_rl_gpu_counts"},
+                                             &text);
+  Trainer t(c, text);
+  t.iterate();  // first iteration: allocations, graph captures
+  const gpu::CounterScope it_scope;
+  t.iterate();
+  const gpu::LaunchCounters it = it_scope.delta();
+  std::printf("PPO iteration on %s (128 env steps, 8 minibatches): %s\n", gpu::to_string(gpu::active_backend()).c_str(),
+              it.str().c_str());
+
+  Pair p = make_pair("CartPole-v1", false);
+  SamplerOptions so;
+  so.num_envs = 16;
+  so.num_steps = 8;
+  so.seed = 4;
+  SerialSampler sampler(so);
+  RolloutBuffer buf;
+  sampler.collect(*p.cpu, buf);
+  buf.compute_advantages(0.98, 0.8);
+  PpoOptions po;
+  po.epochs = 1;
+  po.minibatch_size = 128;  // the whole batch: one minibatch
+  Ppo ppo(*p.gpu, po);
+  ppo.update(buf, 1.0, 0);  // warm
+  const gpu::CounterScope mb_scope;
+  ppo.update(buf, 1.0, 0);
+  const gpu::LaunchCounters mb = mb_scope.delta();
+  std::printf("PPO minibatch update on %s (128 samples): %s\n", gpu::to_string(gpu::active_backend()).c_str(),
+              mb.str().c_str());
+  std::fflush(stdout);
+  CHECK(it.kernel_launches > mb.kernel_launches);
+  CHECK(mb.kernel_launches > 0);
+  if (gpu::active_backend() == gpu::Backend::kHost) {
+    CHECK(it.host_waits >= mb.host_waits);
+    CHECK(mb.h2d_copies > 0);  // the minibatch goes to the device
+  }
 }
 
 TEST_CASE("PPO on CartPole-v1 with 256 envs on the GPU reaches the CPU's return band", "[gpu][rl]") {

@@ -31,8 +31,9 @@
 /// Thread-safety: one call at a time per stream. @throws herd::CudaError on CUDA failures,
 /// herd::InputError on bad options, herd::NumericalError on a +inf log density.
 
-#include <cuda_runtime.h>
+#include "herd/core/cuda/launch.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -76,6 +77,40 @@ class DeviceArray {
   void zero(cudaStream_t s) {
     if (n_ > 0) HERD_CUDA_CHECK(cudaMemsetAsync(p_, 0, n_ * sizeof(T), s));
   }
+  T* get() const { return p_; }
+  std::size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+/// Page-locked host memory for `n` values of `T` (RAII; move-only), so that copies from the
+/// device into it are asynchronous and one stream synchronisation covers several of them.
+/// Host code.
+template <class T>
+class PinnedArray {
+ public:
+  PinnedArray() = default;
+  explicit PinnedArray(std::size_t n) : n_(n) {
+    if (n > 0) HERD_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&p_), n * sizeof(T), cudaHostAllocPortable));
+  }
+  ~PinnedArray() {
+    if (p_) cudaFreeHost(p_);
+  }
+  PinnedArray(PinnedArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  PinnedArray& operator=(PinnedArray&& o) noexcept {
+    if (this != &o) {
+      if (p_) cudaFreeHost(p_);
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
+    return *this;
+  }
+  PinnedArray(const PinnedArray&) = delete;
+  PinnedArray& operator=(const PinnedArray&) = delete;
   T* get() const { return p_; }
   std::size_t size() const { return n_; }
 
@@ -141,13 +176,13 @@ void launch_segment(unsigned blocks, unsigned threads, cudaStream_t s, const bat
                     const batched::ChainArrays& a, std::size_t m, std::uint64_t k0, std::uint64_t per,
                     std::int64_t nd, const F& f, double* bx, double* blp) {
   if (p.d <= 8)
-    segment_local_kernel<8><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+    herd::gpu::launch(segment_local_kernel<8, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
   else if (p.d <= 16)
-    segment_local_kernel<16><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+    herd::gpu::launch(segment_local_kernel<16, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
   else if (p.d <= 32)
-    segment_local_kernel<32><<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+    herd::gpu::launch(segment_local_kernel<32, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
   else
-    segment<<<blocks, threads, 0, s>>>(p, a, m, k0, per, nd, f, bx, blp);
+    herd::gpu::launch(segment<F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
 }
 
 // One level of the pooled summation tree (detail::pooled_tree_plan): parent node
@@ -275,23 +310,45 @@ class DeviceChains {
 
   /// Uploads the start log densities from the engine's host array.
   void upload_lp() { lp_.upload(ha_.lp, m, stream_); }
-  /// Copies the recorded block (nd draws per chain) to the host buffers and waits.
+  /// The end of every segment: copies the recorded block (nd draws per chain, when `hbx`)
+  /// and the chains' counters (acceptances, out-of-domain, NaN, +inf) to the host arrays
+  /// with one host wait (all copies go to page-locked staging, then one stream
+  /// synchronisation). The counters change only in segments, so the engine's `sync` after a
+  /// segment needs no copy of them.
   void download_block(std::int64_t nd, double* hbx, double* hblp) {
+    const std::size_t nx = m * static_cast<std::size_t>(nd) * du_, nl = m * static_cast<std::size_t>(nd);
     if (hbx) {
-      bx.download(hbx, m * static_cast<std::size_t>(nd) * du_, stream_);
-      blp.download(hblp, m * static_cast<std::size_t>(nd), stream_);
+      if (stage_x_.size() < nx) stage_x_ = PinnedArray<double>(bx.size());
+      if (stage_lp_.size() < nl) stage_lp_ = PinnedArray<double>(blp.size());
+      bx.download(stage_x_.get(), nx, stream_);
+      blp.download(stage_lp_.get(), nl, stream_);
     }
+    const std::size_t na = accepted_.size();
+    if (stage_counts_.size() < na + 3 * m) stage_counts_ = PinnedArray<std::int64_t>(na + 3 * m);
+    std::int64_t* sc = stage_counts_.get();
+    accepted_.download(sc, na, stream_);
+    ood_.download(sc + na, m, stream_);
+    nan_.download(sc + na + m, m, stream_);
+    posinf_.download(sc + na + 2 * m, m, stream_);
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (hbx) {
+      std::copy(stage_x_.get(), stage_x_.get() + nx, hbx);
+      std::copy(stage_lp_.get(), stage_lp_.get() + nl, hblp);
+    }
+    std::copy(sc, sc + na, ha_.accepted);
+    std::copy(sc + na, sc + na + m, ha_.out_of_domain);
+    std::copy(sc + na + m, sc + na + 2 * m, ha_.nan_count);
+    std::copy(sc + na + 2 * m, sc + na + 3 * m, ha_.posinf_count);
   }
 
   /// The engine hook: one adaptive update on the device (see the file comment).
   void adapt_update() {
     if (hp_.chol_per_chain) {
       result_.zero(stream_);
-      kernels::per_chain_update<<<blocks, threads, 0, stream_>>>(da, m, d, engine_.scale(), run_n_.get(),
-                                                                 run_mean_.get(), run_m2_.get(), ad_ref_.get(),
-                                                                 result_.get());
+      herd::gpu::launch(kernels::per_chain_update, blocks, threads, 0, stream_, da, m, d, engine_.scale(), run_n_.get(),
+                        run_mean_.get(), run_m2_.get(), ad_ref_.get(), result_.get());
       HERD_CUDA_CHECK(cudaGetLastError());
+      chol_dirty_ = true;  // the factors changed on the device
       unsigned long long counts[2] = {0, 0};
       result_.download(counts, 2, stream_);
       HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -305,7 +362,7 @@ class DeviceChains {
     for (std::size_t lv = 0; lv < plan.parents.size(); ++lv) {
       const auto [lo, hi] = plan.parents[lv];
       const auto nb = static_cast<unsigned>((hi - lo + threads - 1) / threads);
-      kernels::pooled_tree_level<<<nb, threads, 0, stream_>>>(da, d, first, static_cast<int>(lv) + 1, lo, hi);
+      herd::gpu::launch(kernels::pooled_tree_level, nb, threads, 0, stream_, da, d, first, static_cast<int>(lv) + 1, lo, hi);
       HERD_CUDA_CHECK(cudaGetLastError());
     }
     std::vector<detail::PooledNode> nodes(plan.emitted.size());
@@ -347,17 +404,17 @@ class DeviceChains {
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
-  /// The engine hook after every segment: counters back to the host arrays, and the
-  /// shared factor, or with per-chain factors only chain 0's (what the result reports as
-  /// the proposal covariance); the other chains' factors stay on the device until a
-  /// checkpoint (`download_state`), instead of M d^2 doubles after every segment.
+  /// The engine hook after every segment: the counters came with the last segment
+  /// (`download_block`); pooled factors are computed on the host; with per-chain factors only
+  /// chain 0's is copied back (what the result reports as the proposal covariance), and only
+  /// after an update on the device changed it (one wait); the other chains' factors stay on
+  /// the device until a checkpoint (`download_state`), instead of M d^2 doubles after every
+  /// segment.
   void sync() {
-    accepted_.download(ha_.accepted, accepted_.size(), stream_);
-    ood_.download(ha_.out_of_domain, m, stream_);
-    nan_.download(ha_.nan_count, m, stream_);
-    posinf_.download(ha_.posinf_count, m, stream_);
+    if (!chol_dirty_) return;
     chol_.download(ha_.chol, dd_, stream_);
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    chol_dirty_ = false;
   }
 
   std::size_t m = 0;
@@ -382,7 +439,10 @@ class DeviceChains {
   DeviceArray<RngCursor> dr_cursor_;
   DeviceArray<std::int64_t> accepted_, ood_, nan_, posinf_;
   DeviceArray<double> ad_n_, ad_s1_, ad_s2_, ad_ref_, run_n_, run_mean_, run_m2_;
-  DeviceArray<unsigned long long> result_;  // per-chain updates: {replaced, failed}
+  DeviceArray<unsigned long long> result_;  ///< per-chain updates: {replaced, failed}
+  PinnedArray<double> stage_x_, stage_lp_;  ///< page-locked staging of the draw blocks
+  PinnedArray<std::int64_t> stage_counts_;   ///< page-locked staging of the counters
+  bool chol_dirty_ = false;                  ///< per-chain factors changed on the device
 };
 
 /// Runs the batched sampler on the current CUDA device with a device-callable functor
@@ -398,7 +458,7 @@ BatchedDramResult run_batched_dram(BatchedDramOptions options, const F& f, Batch
   // Start log densities on the device (the host engine checks them; a resumed engine has
   // them from its checkpoint and does not call this).
   engine.init_log_density([&](const double*, std::size_t n, double* out) {
-    kernels::eval_rows<<<dc.blocks, dc.threads, 0, stream>>>(f, dc.da.x, d, n, dc.da.lp);
+    herd::gpu::launch(kernels::eval_rows<F>, dc.blocks, dc.threads, 0, stream, f, dc.da.x, d, n, dc.da.lp);
     HERD_CUDA_CHECK(cudaGetLastError());
     HERD_CUDA_CHECK(cudaMemcpyAsync(out, dc.da.lp, n * sizeof(double), cudaMemcpyDeviceToHost, stream));
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
