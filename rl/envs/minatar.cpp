@@ -110,7 +110,7 @@ MinAtarBreakout::MinAtarBreakout(bool full_actions)
 
 void MinAtarBreakout::game_reset(RngCursor& rng) {
   const bool right = rng.uniform() < 0.5;
-  ball_y_ = 4;
+  ball_y_ = 3;
   ball_x_ = right ? 0 : 9;
   dx_ = right ? 1 : -1;
   dy_ = 1;
@@ -127,30 +127,33 @@ double MinAtarBreakout::game_step(int action, RngCursor& /*rng*/, bool& terminal
 
   last_x_ = ball_x_;
   last_y_ = ball_y_;
+  // A reflection undoes the blocked component of the diagonal move: at a side wall the
+  // ball keeps its column, at the ceiling, a brick or the paddle it keeps its row.
   int nx = ball_x_ + dx_, ny = ball_y_ + dy_;
   if (nx < 0 || nx >= kN) {  // side wall
     dx_ = -dx_;
-    nx = ball_x_ + dx_;
+    nx = ball_x_;
   }
   if (ny < 0) {  // ceiling
     dy_ = -dy_;
-    ny = ball_y_ + dy_;
+    ny = ball_y_;
   }
   double reward = 0.0;
   if (ny >= 1 && ny <= 3 && bricks_[static_cast<std::size_t>((ny - 1) * kN + nx)]) {
     bricks_[static_cast<std::size_t>((ny - 1) * kN + nx)] = 0;
     reward = 1.0;
     dy_ = -dy_;
-    nx = ball_x_;
     ny = ball_y_;
     if (std::all_of(bricks_.begin(), bricks_.end(), [](std::uint8_t b) { return b == 0; })) {
       bricks_.fill(1);
     }
   } else if (ny == kN - 1) {
-    if (nx == paddle_x_) {  // bounce off the paddle's side facing the ball
+    if (nx == paddle_x_) {  // the paddle's side facing the ball: back the way it came
       dy_ = -1;
       dx_ = -dx_;
-      nx = ball_x_;
+      ny = ball_y_;
+    } else if (ball_x_ == paddle_x_) {  // the paddle's far side: on in the same direction
+      dy_ = -1;
       ny = ball_y_;
     } else {
       terminal = true;

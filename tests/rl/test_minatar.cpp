@@ -96,8 +96,8 @@ TEST_CASE("MinAtar Breakout: start layout and channels", "[rl][minatar]") {
     CHECK(channel_sum(obs, 0) == 1);
     CHECK(cell(obs, 0, 9, 4) == 1);  // paddle
     CHECK(channel_sum(obs, 1) == 1);
-    const bool at_left = cell(obs, 1, 4, 0) == 1;
-    CHECK((at_left || cell(obs, 1, 4, 9) == 1));
+    const bool at_left = cell(obs, 1, 3, 0) == 1;
+    CHECK((at_left || cell(obs, 1, 3, 9) == 1));
     left_starts += at_left;
     CHECK(channel_sum(obs, 2) == 1);  // trail on the ball at the start
     CHECK(channel_sum(obs, 3) == 30);
@@ -118,33 +118,36 @@ TEST_CASE("MinAtar Breakout: walls, ceiling, bricks, paddle, termination", "[rl]
   std::vector<float> obs(env.obs_dim());
   env.reset(1, obs.data());
 
-  SECTION("side wall reflects the horizontal direction") {
+  SECTION("a side wall reverses the horizontal direction; the ball keeps its column") {
     env.set_state(breakout_state(0, 5, -1, 1, 4));
     const auto r = env.step(0, obs.data());
-    CHECK(cell(obs, 1, 6, 1) == 1);
+    CHECK(cell(obs, 1, 6, 0) == 1);
     CHECK(cell(obs, 2, 5, 0) == 1);  // trail
     CHECK(env.get_state()[2] == 1);
     CHECK(r.reward == 0);
     CHECK_FALSE(r.terminated);
   }
-  SECTION("ceiling reflects the vertical direction") {
+  SECTION("the ceiling reverses the vertical direction; the ball keeps its row") {
     std::vector<int> bricks(30, 0);
     bricks[29] = 1;
     env.set_state(breakout_state(5, 0, 1, -1, 4, bricks));
     env.step(0, obs.data());
-    CHECK(cell(obs, 1, 1, 6) == 1);
+    CHECK(cell(obs, 1, 0, 6) == 1);
     CHECK(env.get_state()[3] == 1);
+    env.step(0, obs.data());
+    CHECK(cell(obs, 1, 1, 7) == 1);
   }
-  SECTION("a brick is removed, scores 1 and reflects the ball, which stays") {
+  SECTION("a brick is removed, scores 1 and reflects the ball, which keeps its row") {
     env.set_state(breakout_state(4, 4, 1, -1, 4));
     const auto r = env.step(0, obs.data());
     CHECK(r.reward == 1.0);
     CHECK(cell(obs, 3, 3, 5) == 0);
     CHECK(channel_sum(obs, 3) == 29);
-    CHECK(cell(obs, 1, 4, 4) == 1);
+    CHECK(cell(obs, 1, 4, 5) == 1);
+    CHECK(cell(obs, 2, 4, 4) == 1);  // trail
     CHECK(env.get_state()[3] == 1);  // now moving down
     env.step(0, obs.data());
-    CHECK(cell(obs, 1, 5, 5) == 1);
+    CHECK(cell(obs, 1, 5, 6) == 1);
   }
   SECTION("clearing the last brick brings back three rows") {
     std::vector<int> bricks(30, 0);
@@ -154,13 +157,22 @@ TEST_CASE("MinAtar Breakout: walls, ceiling, bricks, paddle, termination", "[rl]
     CHECK(r.reward == 1.0);
     CHECK(channel_sum(obs, 3) == 30);
   }
-  SECTION("the paddle bounces the ball up and reverses it") {
+  SECTION("the paddle's near side bounces the ball up and back") {
     env.set_state(breakout_state(3, 8, 1, 1, 4));
     auto r = env.step(0, obs.data());
     CHECK_FALSE(r.terminated);
-    CHECK(cell(obs, 1, 8, 3) == 1);
+    CHECK(cell(obs, 1, 8, 4) == 1);
     r = env.step(0, obs.data());
-    CHECK(cell(obs, 1, 7, 2) == 1);
+    CHECK(cell(obs, 1, 7, 3) == 1);
+    CHECK_FALSE(r.terminated);
+  }
+  SECTION("the paddle's far side bounces the ball up and on") {
+    env.set_state(breakout_state(3, 8, 1, 1, 3));
+    auto r = env.step(0, obs.data());
+    CHECK_FALSE(r.terminated);
+    CHECK(cell(obs, 1, 8, 4) == 1);
+    r = env.step(0, obs.data());
+    CHECK(cell(obs, 1, 7, 5) == 1);
     CHECK_FALSE(r.terminated);
   }
   SECTION("missing the ball ends the game") {

@@ -89,16 +89,17 @@ class MinAtarEnv : public Env {
 
 /// MinAtar Breakout (channels: paddle, ball, trail, brick; minimal actions: no-op, left,
 /// right). A one-cell paddle moves along row 9; three rows of bricks fill rows 1-3. The ball
-/// moves one diagonal cell per frame; it is reflected by the side walls and the ceiling;
-/// entering a brick's cell removes the brick (+1) and reverses its vertical direction (the
-/// ball stays in place that frame); when all bricks are gone, three new rows appear.
-/// Entering row 9 at the paddle's column bounces it up and reverses its horizontal
-/// direction (it hit the paddle's side facing it), the ball staying in place that frame;
-/// entering row 9 elsewhere ends the game. Start: paddle at column 4, ball in row 4
-/// (below the bricks) at column 0 moving down-right or at column 9 moving down-left
-/// (equally likely). The trail channel marks the ball's previous cell. No difficulty ramping (the paper ramps
-/// Asterix, Seaquest and Space Invaders). Game state: `[ball_x, ball_y, dx, dy, paddle_x,
-/// last_x, last_y, bricks 3x10 (rows 1-3)]`.
+/// moves one diagonal cell per frame. A side wall reverses its horizontal direction and the
+/// ball keeps its column that frame; the ceiling, a brick or the paddle reverse its vertical
+/// direction and the ball keeps its row that frame. Entering a brick's cell removes the
+/// brick (+1); when all bricks are gone, three new rows appear. The paddle bounces a ball
+/// that would enter row 9 at the paddle's column (hitting the side facing it: the
+/// horizontal direction reverses too) or that comes down from above the paddle (the far
+/// side: the horizontal direction is kept); a ball entering row 9 elsewhere ends the game.
+/// Start: paddle at column 4, ball in row 3 at column 0 moving down-right or at column 9
+/// moving down-left (equally likely). The trail channel marks the ball's previous cell. No
+/// difficulty ramping (the paper ramps Asterix, Seaquest and Space Invaders). Game state:
+/// `[ball_x, ball_y, dx, dy, paddle_x, last_x, last_y, bricks 3x10 (rows 1-3)]`.
 class MinAtarBreakout final : public MinAtarEnv {
  public:
   /// A fresh instance; `full_actions` selects the 6-action set ("MinAtar/Breakout-v0")
@@ -113,7 +114,7 @@ class MinAtarBreakout final : public MinAtarEnv {
   void game_set_state(const double* s) override;
 
  private:
-  int ball_x_ = 0, ball_y_ = 4, dx_ = 1, dy_ = 1, paddle_x_ = 4, last_x_ = 0, last_y_ = 4;
+  int ball_x_ = 0, ball_y_ = 3, dx_ = 1, dy_ = 1, paddle_x_ = 4, last_x_ = 0, last_y_ = 3;
   std::array<std::uint8_t, 30> bricks_{};
 };
 
