@@ -217,16 +217,16 @@ MinAtarFreeway::MinAtarFreeway(bool full_actions)
 void MinAtarFreeway::randomize_periods(RngCursor& rng) {
   for (Car& c : cars_) {
     c.period = 1 + static_cast<int>(rng.next_u32() % 5u);
-    c.timer = c.period;
+    c.timer = c.period + 1;
   }
 }
 
 void MinAtarFreeway::game_reset(RngCursor& rng) {
   chicken_y_ = kN - 1;
-  cooldown_ = 0;
+  cooldown_ = kMoveEvery;
   frame_ = 0;
   for (Car& c : cars_) {
-    c.x = static_cast<int>(rng.next_u32() % static_cast<std::uint32_t>(kN));
+    c.x = 0;
     c.dir = (rng.next_u32() & 1u) ? 1 : -1;
   }
   randomize_periods(rng);
@@ -251,7 +251,7 @@ double MinAtarFreeway::game_step(int action, RngCursor& rng, bool& terminal) {
   for (Car& c : cars_) {
     if (--c.timer == 0) {
       c.x = (c.x + c.dir + kN) % kN;
-      c.timer = c.period;
+      c.timer = c.period + 1;
     }
   }
   if (chicken_y_ >= 1 && chicken_y_ <= 8 &&
@@ -260,7 +260,7 @@ double MinAtarFreeway::game_step(int action, RngCursor& rng, bool& terminal) {
   }
   if (cooldown_ > 0) --cooldown_;
   ++frame_;
-  terminal = frame_ >= kFrames;
+  terminal = frame_ > kFrames;
   return reward;
 }
 
@@ -289,14 +289,14 @@ void MinAtarFreeway::game_set_state(const double* s) {
   const std::string& n = id();
   const int y = state_int(n, "chicken_y", s[0], 0, 9);
   const int cd = state_int(n, "move_cooldown", s[1], 0, kMoveEvery);
-  const int f = state_int(n, "frame", s[2], 0, kFrames);
+  const int f = state_int(n, "frame", s[2], 0, kFrames + 1);
   std::array<Car, 8> cars{};
   for (std::size_t i = 0; i < 8; ++i) {
     cars[i].x = state_int(n, "car_x", s[3 + 4 * i], 0, 9);
     cars[i].period = state_int(n, "period", s[4 + 4 * i], 1, 5);
     cars[i].dir = state_int(n, "direction", s[5 + 4 * i], -1, 1);
     HERD_REQUIRE(cars[i].dir != 0, "{}: state value direction is 0, but must be -1 or 1", n);
-    cars[i].timer = state_int(n, "timer", s[6 + 4 * i], 1, cars[i].period);
+    cars[i].timer = state_int(n, "timer", s[6 + 4 * i], 1, cars[i].period + 1);
   }
   chicken_y_ = y;
   cooldown_ = cd;

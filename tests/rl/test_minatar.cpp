@@ -260,7 +260,8 @@ TEST_CASE("MinAtar Freeway: start layout and channels", "[rl][minatar]") {
     const int x = int(s[o]), period = int(s[o + 1]), dir = int(s[o + 2]);
     CHECK(cell(obs, 1, lane, x) == 1);
     CHECK(cell(obs, 1 + period, lane, (x - dir + 10) % 10) == 1);  // trail behind the car
-    CHECK(s[o + 3] == period);
+    CHECK(x == 0);
+    CHECK(s[o + 3] == period + 1);
   }
 }
 
@@ -270,6 +271,14 @@ TEST_CASE("MinAtar Freeway: moves, cooldown, scoring, collisions, wrap, time", "
   std::vector<float> obs(env.obs_dim());
   env.reset(4, obs.data());
 
+  SECTION("after a reset the chicken first moves on frame 4") {
+    std::vector<int> ys;
+    for (int t = 0; t < 4; ++t) {
+      env.step(1, obs.data());
+      ys.push_back(int(env.get_state()[0]));
+    }
+    CHECK(ys == std::vector<int>{9, 9, 9, 8});
+  }
   SECTION("the chicken moves at most once every 3 frames") {
     env.set_state(freeway_state(9, 0, 0));
     std::vector<int> ys;
@@ -315,7 +324,7 @@ TEST_CASE("MinAtar Freeway: moves, cooldown, scoring, collisions, wrap, time", "
     CHECK(cell(obs, 1, 5, 4) == 1);
     CHECK(cell(obs, 1 + 2, 5, 3) == 1);  // trail in the period-2 channel
   }
-  SECTION("cars move every period frames and wrap around") {
+  SECTION("cars move every p + 1 frames and wrap around") {
     auto s = freeway_state(9, 0, 0);
     set_car(s, 2, 9, 1, 1, 1);
     set_car(s, 3, 0, 3, -1, 3);
@@ -325,11 +334,11 @@ TEST_CASE("MinAtar Freeway: moves, cooldown, scoring, collisions, wrap, time", "
     CHECK(cell(obs, 1, 3, 0) == 1);
     env.step(0, obs.data());
     env.step(0, obs.data());
-    CHECK(cell(obs, 1, 2, 2) == 1);  // 9 -> 0 -> 1 -> 2
+    CHECK(cell(obs, 1, 2, 1) == 1);  // speed class 1: 9 -> 0 (frame 1) -> 1 (frame 3)
     CHECK(cell(obs, 1, 3, 9) == 1);
   }
   SECTION("the game ends after 2500 frames") {
-    env.set_state(freeway_state(9, 0, 2498));
+    env.set_state(freeway_state(9, 0, 2499));
     CHECK_FALSE(env.step(0, obs.data()).terminated);
     CHECK(env.step(0, obs.data()).terminated);
     herd::rl::MinAtarFreeway fresh;
@@ -341,7 +350,7 @@ TEST_CASE("MinAtar Freeway: moves, cooldown, scoring, collisions, wrap, time", "
       done = fresh.step(std::int64_t(actions.u32(steps) % 3), obs.data()).terminated;
       ++steps;
     }
-    CHECK(steps == 2500);
+    CHECK(steps == 2501);
   }
   SECTION("bad states are rejected") {
     auto s = freeway_state(9, 0, 0);

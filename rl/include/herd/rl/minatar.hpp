@@ -118,21 +118,25 @@ class MinAtarBreakout final : public MinAtarEnv {
   std::array<std::uint8_t, 30> bricks_{};
 };
 
-/// MinAtar Freeway (channels: chicken, car, then trails of cars moving every 1, 2, 3, 4, 5
-/// frames; minimal actions: no-op, up, down). The chicken lives in column 4, starts in
-/// row 9 and may move up or down once every 3 frames. Lanes 1-8 (rows) hold one car each,
-/// moving one cell every `period` frames (1-5) in its lane's direction and wrapping around
-/// the screen; its trail (the cell behind it) is drawn in the channel of its period.
-/// Reaching row 0 gives +1, returns the chicken to row 9 and redraws every car's period;
-/// being on a car's cell returns the chicken to row 9. The game ends after 2500 frames.
-/// Start: cars at uniform random columns, periods uniform in 1-5, directions uniform.
-/// Game state: `[chicken_y, move_cooldown, frame, (car_x, period, direction, timer) x 8]`.
+/// MinAtar Freeway (channels: chicken, car, then the trails of cars of speed class 1-5;
+/// minimal actions: no-op, up, down). The chicken lives in column 4, starts in row 9 and
+/// may move up or down once every 3 frames (first at frame 4 of an episode). Lanes 1-8
+/// (rows) hold one car each, of speed class p in 1-5, moving one cell every p + 1 frames
+/// in its lane's direction and wrapping around the screen; its trail (the cell behind it)
+/// is drawn in channel 1 + p. Reaching row 0 gives +1, returns the chicken to row 9 and
+/// redraws every car's speed class; being on a car's cell returns the chicken to row 9.
+/// The episode ends on frame 2501 (after 2500 frames have elapsed). Start: every car in
+/// column 0, speed classes uniform in 1-5, directions uniform. The paper words the speeds
+/// as "once every frame to once every 5 frames"; the p + 1 frames, the start column and the
+/// episode length follow what PyPI's minatar 1.0 does (observed through its public API).
+/// Game state: `[chicken_y, move_cooldown, frame, (car_x, p, direction, frames to the next
+/// move) x 8]`.
 class MinAtarFreeway final : public MinAtarEnv {
  public:
   /// A fresh instance; `full_actions` selects the 6-action set ("MinAtar/Freeway-v0")
   /// instead of the minimal one ("MinAtar/Freeway-v1").
   explicit MinAtarFreeway(bool full_actions = false);
-  /// Frames per episode.
+  /// Frames after which the episode ends (on the next one).
   static constexpr int kFrames = 2500;
   /// Frames between two chicken moves.
   static constexpr int kMoveEvery = 3;
