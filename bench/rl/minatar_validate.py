@@ -53,7 +53,7 @@ def minatar_episodes(game, episodes, seed, full_actions):
     import numpy as np
     from minatar import Environment
     env = Environment(game, sticky_action_prob=0.1)
-    env.seed(seed) if hasattr(env, "seed") else None
+    env.seed(seed)  # MinAtar's own stream (sticky actions, game randomness)
     rng = np.random.default_rng(seed)
     actions = list(range(env.num_actions())) if full_actions else env.minimal_action_set()
     returns, lengths = [], []
