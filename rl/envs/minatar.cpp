@@ -214,22 +214,25 @@ MinAtarFreeway::MinAtarFreeway(bool full_actions)
     : MinAtarEnv(full_actions ? "MinAtar/Freeway-v0" : "MinAtar/Freeway-v1", 7, {0, 2, 4},
                  full_actions, 3 + 4 * 8) {}
 
-void MinAtarFreeway::randomize_periods(RngCursor& rng) {
+void MinAtarFreeway::randomize_cars(RngCursor& rng) {
   for (Car& c : cars_) {
     c.period = 1 + static_cast<int>(rng.next_u32() % 5u);
+    c.dir = (rng.next_u32() & 1u) ? 1 : -1;
     c.timer = c.period + 1;
   }
+}
+
+bool MinAtarFreeway::chicken_on_car() const {
+  return chicken_y_ >= 1 && chicken_y_ <= 8 &&
+         cars_[static_cast<std::size_t>(chicken_y_ - 1)].x == 4;
 }
 
 void MinAtarFreeway::game_reset(RngCursor& rng) {
   chicken_y_ = kN - 1;
   cooldown_ = kMoveEvery;
   frame_ = 0;
-  for (Car& c : cars_) {
-    c.x = 0;
-    c.dir = (rng.next_u32() & 1u) ? 1 : -1;
-  }
-  randomize_periods(rng);
+  for (Car& c : cars_) c.x = 0;
+  randomize_cars(rng);
 }
 
 double MinAtarFreeway::game_step(int action, RngCursor& rng, bool& terminal) {
@@ -246,18 +249,16 @@ double MinAtarFreeway::game_step(int action, RngCursor& rng, bool& terminal) {
   if (chicken_y_ == 0) {
     reward = 1.0;
     chicken_y_ = kN - 1;
-    randomize_periods(rng);
+    randomize_cars(rng);
   }
+  if (chicken_on_car()) chicken_y_ = kN - 1;  // walked into a car
   for (Car& c : cars_) {
     if (--c.timer == 0) {
       c.x = (c.x + c.dir + kN) % kN;
       c.timer = c.period + 1;
     }
   }
-  if (chicken_y_ >= 1 && chicken_y_ <= 8 &&
-      cars_[static_cast<std::size_t>(chicken_y_ - 1)].x == 4) {
-    chicken_y_ = kN - 1;
-  }
+  if (chicken_on_car()) chicken_y_ = kN - 1;  // a car drove into the chicken
   if (cooldown_ > 0) --cooldown_;
   ++frame_;
   terminal = frame_ > kFrames;

@@ -315,6 +315,32 @@ TEST_CASE("MinAtar Freeway: moves, cooldown, scoring, collisions, wrap, time", "
     CHECK(r.reward == 0);
     CHECK(env.get_state()[0] == 9);
   }
+  SECTION("walking into a car that leaves in the same frame still counts") {
+    auto s = freeway_state(9, 0, 0);
+    set_car(s, 8, 4, 1, 1, 1);
+    env.set_state(s);
+    env.step(1, obs.data());
+    CHECK(env.get_state()[0] == 9);
+    CHECK(cell(obs, 1, 8, 5) == 1);
+  }
+  SECTION("scoring redraws speed classes and directions; cars keep their columns") {
+    auto s = freeway_state(1, 0, 0);
+    for (int lane = 1; lane <= 8; ++lane) set_car(s, lane, lane, 5, 1, 6);
+    env.set_state(s);
+    REQUIRE(env.step(1, obs.data()).reward == 1.0);
+    const auto t = env.get_state();
+    int left = 0;
+    for (int lane = 1; lane <= 8; ++lane) {
+      const std::size_t o = 3 + 4 * static_cast<std::size_t>(lane - 1);
+      const int p = int(t[o + 1]), dir = int(t[o + 2]);
+      // A car of class p moved in this frame only if p == 1 (its timer was set to p + 1 = 2
+      // and counted down once: no move).
+      CHECK(t[o] == lane);
+      CHECK(t[o + 3] == p);
+      left += dir == -1;
+    }
+    CHECK(left > 0);  // all eight were moving right before; P(no redraw to left) = 2^-8
+  }
   SECTION("a car driving into the chicken returns it to the bottom") {
     auto s = freeway_state(5, 0, 0);
     set_car(s, 5, 3, 2, 1, 1);

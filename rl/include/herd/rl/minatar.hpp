@@ -124,7 +124,9 @@ class MinAtarBreakout final : public MinAtarEnv {
 /// (rows) hold one car each, of speed class p in 1-5, moving one cell every p + 1 frames
 /// in its lane's direction and wrapping around the screen; its trail (the cell behind it)
 /// is drawn in channel 1 + p. Reaching row 0 gives +1, returns the chicken to row 9 and
-/// redraws every car's speed class; being on a car's cell returns the chicken to row 9.
+/// redraws every car's speed class and direction (cars keep their columns); being on a
+/// car's cell, after the chicken's move or after the cars' moves, returns the chicken to
+/// row 9 (its move cooldown runs on).
 /// The episode ends on frame 2501 (after 2500 frames have elapsed). Start: every car in
 /// column 0, speed classes uniform in 1-5, directions uniform. The paper words the speeds
 /// as "once every frame to once every 5 frames"; the p + 1 frames, the start column and the
@@ -152,7 +154,8 @@ class MinAtarFreeway final : public MinAtarEnv {
   struct Car {
     int x = 0, period = 1, dir = 1, timer = 1;  // timer: frames until the next move
   };
-  void randomize_periods(RngCursor& rng);
+  void randomize_cars(RngCursor& rng);
+  bool chicken_on_car() const;
   int chicken_y_ = 9, cooldown_ = 0, frame_ = 0;
   std::array<Car, 8> cars_{};
 };
