@@ -8,6 +8,7 @@
 
 #include "herd/core/error.hpp"
 #include "herd/rl/envs.hpp"
+#include "herd/rl/minatar.hpp"
 
 namespace herd::rl {
 namespace {
@@ -24,6 +25,11 @@ struct Registry {
       return std::make_unique<MountainCarContinuous>();
     };
     factories["Pendulum-v1"] = [] { return std::make_unique<Pendulum>(); };
+    // MinAtar: -v0 the full 6-action set, -v1 the minimal action set.
+    factories["MinAtar/Breakout-v0"] = [] { return std::make_unique<MinAtarBreakout>(true); };
+    factories["MinAtar/Breakout-v1"] = [] { return std::make_unique<MinAtarBreakout>(false); };
+    factories["MinAtar/Freeway-v0"] = [] { return std::make_unique<MinAtarFreeway>(true); };
+    factories["MinAtar/Freeway-v1"] = [] { return std::make_unique<MinAtarFreeway>(false); };
   }
 };
 

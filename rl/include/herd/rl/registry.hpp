@@ -2,7 +2,8 @@
 /// @file registry.hpp
 /// Environments by id, as Gymnasium's `gymnasium.make` (built-ins: CartPole-v1, Acrobot-v1,
 /// MountainCar-v0, MountainCarContinuous-v0, Pendulum-v1, with Gymnasium's registered time
-/// limits 500, 500, 200, 999, 200 steps).
+/// limits 500, 500, 200, 999, 200 steps; MinAtar/Breakout and MinAtar/Freeway, see
+/// minatar.hpp: -v0 with the full 6-action set, -v1 with the minimal one).
 
 #include <functional>
 #include <memory>

@@ -1,0 +1,163 @@
+#pragma once
+/// @file minatar.hpp
+/// MinAtar games (Young & Tian 2019, "MinAtar: An Atari-inspired testbed for thorough and
+/// reproducible reinforcement learning experiments"): 10x10 grids with n binary channels,
+/// sticky actions, the minimal and the full 6-action sets. Written from the paper's
+/// description of the rules (not from MinAtar's code); details the paper leaves open are
+/// stated per game below and in docs/rl.md.
+///
+/// Observations are `[n_channels, 10, 10]` row-major (channel, row, column; row 0 is the
+/// top of the screen), values 0 or 1: as float32 through the `Env` interface (so the pool
+/// batches them as `[N, n_channels * 100]`) and as uint8 through `observe_u8`.
+///
+/// Actions: the full set is {0: no-op, 1: left, 2: up, 3: right, 4: down, 5: fire}
+/// ("-v0" ids); the minimal set ("-v1" ids) lists the actions a game uses, in that order.
+/// Sticky actions: with probability `sticky_action_prob()` (0.1 by default) a step
+/// repeats the previously executed action instead of the given one (no-op after a reset).
+///
+/// Randomness: step t of episode e draws from
+/// `RngStream(seed, global_id, kEnvStep).at(((e mod 2^28) << 20) | (t mod 2^20))`, the
+/// start of an episode from the reset stream (see `Env`); so an episode depends only on
+/// (seed, global id, episode number, actions). Thread-safety: as `Env`.
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "herd/rl/env.hpp"
+
+namespace herd::rl {
+
+/// Actions of MinAtar's full action set.
+enum class MinAtarAction : std::uint8_t { kNoop = 0, kLeft, kUp, kRight, kDown, kFire };
+
+/// The shared part of the MinAtar games: action sets, sticky actions, step randomness,
+/// observation encoding, state layout `[game state..., last action, step in episode]`.
+class MinAtarEnv : public Env {
+ public:
+  /// Grid side (rows and columns).
+  static constexpr int kSize = 10;
+  /// Number of binary channels of an observation.
+  int n_channels() const { return n_channels_; }
+  /// Probability that a step repeats the previous action (0.1 as in the paper).
+  double sticky_action_prob() const { return sticky_prob_; }
+  /// Sets the sticky-action probability. @throws herd::InputError unless 0 <= p <= 1.
+  void set_sticky_action_prob(double p);
+  /// The full-set action (`MinAtarAction` value) that action index `a` stands for.
+  int full_action(int a) const { return action_map_[static_cast<std::size_t>(a)]; }
+  /// Writes the observation `[n_channels, 10, 10]` as uint8 0/1 to `obs`.
+  void observe_u8(std::uint8_t* obs) const;
+  /// Writes the float32 observation (0 or 1; layout as `observe_u8`).
+  void observe(float* obs) const final;
+  /// The internal state: `[game_state_dim values, last executed full action, step t]`.
+  std::vector<double> get_state() const final;
+
+ protected:
+  /// @param id registry id
+  /// @param n_channels channels of the observation
+  /// @param minimal the minimal action set (full-set values, increasing)
+  /// @param full_actions whether the action space is the full 6-action set
+  /// @param game_state_dim doubles of the game's own state
+  MinAtarEnv(std::string id, int n_channels, std::vector<int> minimal, bool full_actions,
+             std::size_t game_state_dim);
+
+  /// Starts a new game from `rng`.
+  virtual void game_reset(RngCursor& rng) = 0;
+  /// Advances the game by one frame under the full-set `action`; returns the reward and sets
+  /// `terminal`.
+  virtual double game_step(int action, RngCursor& rng, bool& terminal) = 0;
+  /// Sets the cells of the game's channels in `grid` (`[n_channels, 10, 10]`, zeroed).
+  virtual void game_observe(std::uint8_t* grid) const = 0;
+  /// Writes the game state (`game_state_dim` doubles).
+  virtual void game_get_state(double* s) const = 0;
+  /// Reads the game state (`game_state_dim` doubles). @throws herd::InputError when a
+  /// value is out of range.
+  virtual void game_set_state(const double* s) = 0;
+
+ private:
+  void reset_impl(RngCursor& rng, float* obs) final;
+  StepResult step_impl(const double* action, float* obs) final;
+  void set_state_impl(const double* state) final;
+
+  int n_channels_;
+  std::vector<int> action_map_;
+  std::size_t game_state_dim_;
+  double sticky_prob_ = 0.1;
+  int last_action_ = 0;
+  std::uint64_t t_ = 0;
+};
+
+/// MinAtar Breakout (channels: paddle, ball, trail, brick; minimal actions: no-op, left,
+/// right). A one-cell paddle moves along row 9; three rows of bricks fill rows 1-3. The ball
+/// moves one diagonal cell per frame. A side wall reverses its horizontal direction and the
+/// ball keeps its column that frame; the ceiling, a brick or the paddle reverse its vertical
+/// direction and the ball keeps its row that frame. Entering a brick's cell removes the
+/// brick (+1); when all bricks are gone, three new rows appear. The paddle bounces a ball
+/// that would enter row 9 at the paddle's column (hitting the side facing it: the
+/// horizontal direction reverses too) or that comes down from above the paddle (the far
+/// side: the horizontal direction is kept); a ball entering row 9 elsewhere ends the game.
+/// Start: paddle at column 4, ball in row 3 at column 0 moving down-right or at column 9
+/// moving down-left (equally likely). The trail channel marks the ball's previous cell. No
+/// difficulty ramping (the paper ramps Asterix, Seaquest and Space Invaders). Game state:
+/// `[ball_x, ball_y, dx, dy, paddle_x, last_x, last_y, bricks 3x10 (rows 1-3)]`.
+class MinAtarBreakout final : public MinAtarEnv {
+ public:
+  /// A fresh instance; `full_actions` selects the 6-action set ("MinAtar/Breakout-v0")
+  /// instead of the minimal one ("MinAtar/Breakout-v1").
+  explicit MinAtarBreakout(bool full_actions = false);
+
+ protected:
+  void game_reset(RngCursor& rng) override;
+  double game_step(int action, RngCursor& rng, bool& terminal) override;
+  void game_observe(std::uint8_t* grid) const override;
+  void game_get_state(double* s) const override;
+  void game_set_state(const double* s) override;
+
+ private:
+  int ball_x_ = 0, ball_y_ = 3, dx_ = 1, dy_ = 1, paddle_x_ = 4, last_x_ = 0, last_y_ = 3;
+  std::array<std::uint8_t, 30> bricks_{};
+};
+
+/// MinAtar Freeway (channels: chicken, car, then the trails of cars of speed class 1-5;
+/// minimal actions: no-op, up, down). The chicken lives in column 4, starts in row 9 and
+/// may move up or down once every 3 frames (first at frame 4 of an episode). Lanes 1-8
+/// (rows) hold one car each, of speed class p in 1-5, moving one cell every p + 1 frames
+/// in its lane's direction and wrapping around the screen; its trail (the cell behind it)
+/// is drawn in channel 1 + p. Reaching row 0 gives +1, returns the chicken to row 9 and
+/// redraws every car's speed class and direction (cars keep their columns); being on a
+/// car's cell, after the chicken's move or after the cars' moves, returns the chicken to
+/// row 9 (its move cooldown runs on).
+/// The episode ends on frame 2501 (after 2500 frames have elapsed). Start: every car in
+/// column 0, speed classes uniform in 1-5, directions uniform. The paper words the speeds
+/// as "once every frame to once every 5 frames"; the p + 1 frames, the start column and the
+/// episode length follow what PyPI's minatar 1.0 does (observed through its public API).
+/// Game state: `[chicken_y, move_cooldown, frame, (car_x, p, direction, frames to the next
+/// move) x 8]`.
+class MinAtarFreeway final : public MinAtarEnv {
+ public:
+  /// A fresh instance; `full_actions` selects the 6-action set ("MinAtar/Freeway-v0")
+  /// instead of the minimal one ("MinAtar/Freeway-v1").
+  explicit MinAtarFreeway(bool full_actions = false);
+  /// Frames after which the episode ends (on the next one).
+  static constexpr int kFrames = 2500;
+  /// Frames between two chicken moves.
+  static constexpr int kMoveEvery = 3;
+
+ protected:
+  void game_reset(RngCursor& rng) override;
+  double game_step(int action, RngCursor& rng, bool& terminal) override;
+  void game_observe(std::uint8_t* grid) const override;
+  void game_get_state(double* s) const override;
+  void game_set_state(const double* s) override;
+
+ private:
+  struct Car {
+    int x = 0, period = 1, dir = 1, timer = 1;  // timer: frames until the next move
+  };
+  void randomize_cars(RngCursor& rng);
+  bool chicken_on_car() const;
+  int chicken_y_ = 9, cooldown_ = 0, frame_ = 0;
+  std::array<Car, 8> cars_{};
+};
+
+}  // namespace herd::rl
