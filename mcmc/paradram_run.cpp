@@ -22,6 +22,7 @@
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/core/timer.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/io/checkpoint.hpp"
@@ -741,7 +742,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       seconds_before = f.seconds_before;
       checkpoints = f.checkpoints;
       checkpoint_seconds = f.checkpoint_seconds;
-      if (root && checkpointing) memory = read_resumable_chain(files.chain_path, d);
+      if (root && checkpointing) memory = read_resumable_chain(files.chain_path, d, files.checkpoint_path);
       chains.push_back(std::move(memory));
       results.push_back(f.result);
       parallel_report += "parallelization model             single_chain (fork-join)\n";
@@ -773,7 +774,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       seconds_before = r.seconds_before;
       checkpoints = r.checkpoints;
       checkpoint_seconds = r.checkpoint_seconds;
-      chains.push_back(read_resumable_chain(files.chain_path, d));
+      chains.push_back(read_resumable_chain(files.chain_path, d, files.checkpoint_path));
       results.push_back(r.result);
     } else {
       MemoryChainSink memory;
@@ -1158,7 +1159,7 @@ std::string run_record_path(const SamplerSpecs& s) { return restart_folder(s) + 
 
 // Settings that do not change what a run computes: left out of the input hash.
 const char* const kIgnoredInHash[] = {"overwrite", "silent_mode", "progress_report_period", "checkpoint_period",
-                                      "checkpoint_period_seconds", "mpi_finalize_requested"};
+                                      "checkpoint_period_seconds", "mpi_finalize_requested", "max_memory"};
 
 bool ignored_in_hash(const std::string& key) {
   return std::find_if(std::begin(kIgnoredInHash), std::end(kIgnoredInHash),
@@ -1297,7 +1298,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
     check_launch(size);
     in = resolve();
   } catch (const std::exception& e) {
-    err = e.what();
+    err = error_text(e, "reading the input");
   }
   if (size > 1) {
     // One line, not one per rank: the lowest rank with an error prints it (usually rank 0,
@@ -1360,7 +1361,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
         }
       }
     } catch (const std::exception& e) {
-      err = e.what();
+      err = error_text(e, "preparing the outputs");
       dec[0] = 1;
       prefix_lock.reset();
       std::error_code ec;
@@ -1396,7 +1397,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
       if (rank == 0 && checkpointing) write_run_record(specs, opts.input_hash, chains, true, opts.input_attributes);
     });
   } catch (const std::exception& e) {
-    error(e.what());
+    error(error_text(e, "sampling"));
     return 1;
   }
   return 0;
