@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 
 #include "herd/rl/a2c.hpp"
@@ -136,6 +137,47 @@ TEST_CASE("A PPO minibatch of one sample gives no NaN", "[rl]") {
   CHECK(std::isfinite(st.value_loss));
   for (auto& t : agent.state_dict())
     for (double x : t.tensor.to_vector()) REQUIRE(std::isfinite(x));
+}
+
+// Stable-Baselines3 issue #325: normalising the advantage of a single sample gives 0, so a
+// minibatch of one never moved the policy. PPO and A2C (normalize_advantage) now leave it as is.
+TEST_CASE("A PPO or A2C update with a minibatch of one sample changes the policy", "[rl]") {
+  for (const bool a2c : {false, true}) {
+    INFO((a2c ? "A2C" : "PPO"));
+    auto env = make_env("CartPole-v1");
+    AgentOptions ao;
+    ao.seed = 5;
+    ActorCriticAgent agent(4, env->action_space(), ao);
+    RolloutBuffer b;
+    b.resize(1, 1, 4, 1);
+    b.obs = {0.1f, -0.2f, 0.3f, 0.05f};
+    b.actions = {1.0};
+    agent.evaluate(b.obs.data(), b.actions.data(), 1);
+    const double before = agent.log_probs()[0];
+    b.log_probs = {static_cast<float>(before)};
+    b.values = {agent.values()[0]};
+    b.advantages = {1.5f};  // a good action: its probability must rise
+    b.returns = {agent.values()[0] + 1.5f};
+    std::unique_ptr<Ppo> algo;
+    if (a2c) {
+      A2cOptions o;
+      o.normalize_advantage = true;
+      o.ent_coef = 0.0;
+      o.learning_rate = 1e-2;
+      algo = std::make_unique<A2c>(agent, o);
+    } else {
+      PpoOptions po;
+      po.normalize_advantage = true;
+      po.minibatch_size = 1;
+      po.epochs = 1;
+      po.ent_coef = 0.0;
+      po.learning_rate = 1e-2;
+      algo = std::make_unique<Ppo>(agent, po);
+    }
+    algo->update(b, 1.0, 0);
+    agent.evaluate(b.obs.data(), b.actions.data(), 1);
+    CHECK(agent.log_probs()[0] > before + 1e-4);
+  }
 }
 
 TEST_CASE("Sampler: truncated steps bootstrap from V(final obs), terminated ones do not", "[rl]") {
