@@ -31,6 +31,14 @@ inline constexpr std::array<const char*, 16> kCurveColumns = {
 /// One row of the learning curve, in the order of `kCurveColumns` (env steps, seconds).
 using CurveRow = std::array<double, kCurveColumns.size()>;
 
+/// Bytes one rank holds for training as configured (an upper estimate, as a double so that
+/// no input overflows it): the `[T, B]` rollout buffer (observations of `obs_dim` floats,
+/// actions of `action_dim` doubles, eleven per-step values), one minibatch's copy, indices,
+/// and the actor's and critic's activations and gradients. The `Trainer` constructor
+/// refuses (herd::InputError) a run that needs more than `max_memory` or the memory
+/// available. Thread-safe (pure).
+double training_memory_need(const TrainConfig& c, std::size_t obs_dim, std::size_t action_dim);
+
 /// Trains an `ActorCriticAgent` with PPO or A2C as configured. Not thread-safe.
 ///
 /// Checkpoints (`herd::io::CheckpointWriter`, kind "herd.rl.trainer") hold the resolved
