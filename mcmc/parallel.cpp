@@ -108,72 +108,21 @@ class ByteSink final : public ChainSink {
 
 // --- the durable record of one chain: append-only chain file + atomic checkpoint ---
 
-/// CRC-32s of the chain file in blocks of `kBytes` (the last block may be partial),
-/// updated as bytes are appended and stored in each checkpoint (`chain_crc32`), so that a
-/// changed byte in the recorded part of the chain file is found, by block, when the record
-/// is read back. The file itself is unchanged by this (the same bytes for every layout of
-/// checkpoints).
-struct ChainChecksums {
-  static constexpr std::uint64_t kBytes = std::uint64_t{1} << 20;
-  std::vector<std::uint32_t> crcs;
-  std::uint64_t bytes = 0;
-
-  void add(std::span<const std::byte> data) {
-    while (!data.empty()) {
-      if (bytes % kBytes == 0) crcs.push_back(0);
-      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(kBytes - bytes % kBytes, data.size()));
-      crcs.back() = io::crc32(data.first(n), crcs.back());
-      bytes += n;
-      data = data.subspan(n);
-    }
-  }
-};
-
-/// Checks the first `length` bytes of the chain file `path` against `crcs`.
-/// @throws herd::IoError naming the file and the first block that differs.
-void verify_chain_file(const std::string& path, std::uint64_t length, const std::vector<std::uint32_t>& crcs) {
-  const std::string again = "the restart record cannot be trusted; set overwrite = true to start afresh";
-  const std::uint64_t blocks = (length + ChainChecksums::kBytes - 1) / ChainChecksums::kBytes;
-  if (crcs.size() != blocks)
-    throw IoError(fmt::format("the chain file \"{}\": its checkpoint holds {} block checksums, but {} bytes need {}; {}",
-                              path, crcs.size(), length, blocks, again));
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw IoError(fmt::format("cannot open the chain file \"{}\"", path));
-  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(ChainChecksums::kBytes, std::max<std::uint64_t>(length, 1))));
-  for (std::uint64_t b = 0; b < blocks; ++b) {
-    const std::uint64_t first = b * ChainChecksums::kBytes;
-    const auto n = static_cast<std::size_t>(std::min(ChainChecksums::kBytes, length - first));
-    const std::size_t got = std::fread(buf.data(), 1, n, f);
-    if (got != n) {
-      std::fclose(f);
-      throw IoError(fmt::format("the chain file \"{}\" has fewer bytes than its checkpoint records ({}); {}", path,
-                                length, again));
-    }
-    if (io::crc32(std::span<const std::byte>(buf.data(), n)) != crcs[static_cast<std::size_t>(b)]) {
-      std::fclose(f);
-      throw IoError(fmt::format("the chain file \"{}\" is corrupt: block {} of {} (bytes {} to {}) does not match its "
-                                "CRC-32 in the checkpoint; {}",
-                                path, b + 1, blocks, first, first + n - 1, again));
-    }
-  }
-  std::fclose(f);
-}
-
 /// The chain checksums of a checkpoint. @throws herd::IoError when it has none (a record
 /// of an earlier herd).
-ChainChecksums load_chain_checksums(const io::CheckpointReader& r, const std::string& checkpoint_path) {
+io::BlockChecksums load_chain_checksums(const io::CheckpointReader& r, const std::string& checkpoint_path) {
   if (!r.has("chain_crc32"))
     throw IoError(fmt::format("the restart record \"{}\" has no checksums of its chain file (it was written by an "
                               "earlier version of herd); set overwrite = true to start afresh",
                               checkpoint_path));
-  ChainChecksums c;
+  io::BlockChecksums c;
   c.crcs = r.get<std::uint32_t>("chain_crc32");
   c.bytes = r.value<std::uint64_t>("chain_bytes");
   return c;
 }
 
 /// Appends `buf` to the chain file, updating its checksums, and empties `buf`.
-void append_chain(io::AppendFile& file, ChainChecksums& sums, std::vector<std::byte>& buf) {
+void append_chain(io::AppendFile& file, io::BlockChecksums& sums, std::vector<std::byte>& buf) {
   if (buf.empty()) return;
   file.append(std::span<const std::byte>(buf));
   sums.add(std::span<const std::byte>(buf));
@@ -225,7 +174,7 @@ struct ChainFileState {
   DramResult result;              // when complete
   std::unique_ptr<DramState> state;  // when resumed and not complete
   std::uint64_t chain_bytes = 0;
-  ChainChecksums checksums;             // of the chain file's recorded part
+  io::BlockChecksums checksums;         // of the chain file's recorded part
   double seconds_before = 0.0;          // sampling seconds of the earlier invocations
   std::uint64_t proposals_before = 0;   // proposals made by them
 };
@@ -257,7 +206,7 @@ ChainFileState open_record(const ResumableOptions& files, std::uint64_t hash) {
 }
 
 /// Appends the buffered records, syncs the chain file, and commits the checkpoint.
-void commit_record(const ResumableOptions& files, std::uint64_t hash, io::AppendFile& file, ChainChecksums& sums,
+void commit_record(const ResumableOptions& files, std::uint64_t hash, io::AppendFile& file, io::BlockChecksums& sums,
                    ByteSink& sink, const DramState& state, const DramResult* final_result, double elapsed_seconds) {
   append_chain(file, sums, sink.buf);
   file.sync();
@@ -449,8 +398,7 @@ MemoryChainSink read_resumable_chain(const std::string& path, int ndim, const st
   {
     io::CheckpointReader r(checkpoint_path);
     r.expect_kind("herd-dram-chain", 1);
-    const ChainChecksums sums = load_chain_checksums(r, checkpoint_path);
-    verify_chain_file(path, sums.bytes, sums.crcs);
+    load_chain_checksums(r, checkpoint_path).verify(path, "the chain file");
   }
   return read_resumable_chain(path, ndim);
 }
@@ -514,7 +462,7 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
   if (rec.state) {
     sampler.set_state(std::move(*rec.state));
     // The recorded part of the chain file is checked before anything is appended to it.
-    verify_chain_file(files.chain_path, rec.chain_bytes, rec.checksums.crcs);
+    rec.checksums.verify(files.chain_path, "the chain file");
     file = io::AppendFile::resume(files.chain_path, rec.chain_bytes);
   } else {
     file = io::AppendFile::create(files.chain_path);
@@ -747,7 +695,7 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
       return out;
     }
     if (rank == 0) {
-      if (rec.state) verify_chain_file(files->chain_path, rec.chain_bytes, rec.checksums.crcs);
+      if (rec.state) rec.checksums.verify(files->chain_path, "the chain file");
       file = rec.state ? io::AppendFile::resume(files->chain_path, rec.chain_bytes)
                        : io::AppendFile::create(files->chain_path);
       bytes = std::make_unique<ByteSink>();

@@ -78,20 +78,24 @@ void declare_huge_dataset(const fs::path& dir) {
   H5Fclose(f);
 }
 
-/// A restart record of a run SIGKILLed at its 5001st log density call (checkpoints every
-/// 1000 proposals), then one byte of its chain file changed.
-void corrupt_restart_record(const fs::path& dir) {
-  std::ofstream(dir / "run.toml") << "chain_size = 4000\nrandom_seed = 4\noutput_prefix = \"out/r\"\n"
-                                     "checkpoint_period = 1000\n[target]\nlibrary = \""
-                                  << HERD_TEST_KILL_PLUGIN << "\"\nndim = 2\n";
-  const auto killed = herd::testing::run_shell(
-      dir, std::string("HERD_TEST_KILL_AFTER=5000 '") + HERD_SAMPLE_EXE + "' run.toml --quiet");
-  REQUIRE(killed.rc != 0);
-  const fs::path chain = dir / "out/r_restart/chain_0.chain";
-  std::string bytes = herd::testing::slurp(chain);
-  REQUIRE(bytes.size() > 100);
-  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x04);
-  std::ofstream(chain, std::ios::binary | std::ios::trunc) << bytes;
+/// A setup that writes run.toml (`extra` lines, a plugin target that SIGKILLs its process
+/// at call `kill_after` + 1, checkpoints every 1000 proposals), runs herd-sample until the
+/// kill, then changes one byte in the middle of the restart record's file `record`.
+std::function<void(const fs::path&)> corrupt_restart_record(const std::string& extra, int kill_after,
+                                                            const std::string& record) {
+  return [=](const fs::path& dir) {
+    std::ofstream(dir / "run.toml") << extra
+                                    << "random_seed = 4\noutput_prefix = \"out/r\"\ncheckpoint_period = 1000\n"
+                                       "[target]\nlibrary = \""
+                                    << HERD_TEST_KILL_PLUGIN << "\"\nndim = 2\n";
+    const auto killed = herd::testing::run_shell(
+        dir, "HERD_TEST_KILL_AFTER=" + std::to_string(kill_after) + " '" + HERD_SAMPLE_EXE + "' run.toml --quiet");
+    REQUIRE(killed.rc != 0);
+    std::string bytes = herd::testing::slurp(dir / record);
+    REQUIRE(bytes.size() > 100);
+    bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x04);
+    std::ofstream(dir / record, std::ios::binary | std::ios::trunc) << bytes;
+  };
 }
 
 std::vector<BadInput> catalogue() {
@@ -164,7 +168,12 @@ std::vector<BadInput> catalogue() {
        {"output_delimiter", "'-'"}},
       // --- restart records ----------------------------------------------------------------
       {"a flipped byte in <prefix>_restart/chain_0.chain (resumed silently before)", "herd-sample", {}, "run.toml --quiet",
-       1, {"out/r_restart/chain_0.chain", "corrupt", "block 1", "overwrite = true"}, {}, {}, corrupt_restart_record},
+       1, {"out/r_restart/chain_0.chain", "corrupt", "block 1", "overwrite = true"}, {}, {},
+       corrupt_restart_record("chain_size = 4000\n", 5000, "out/r_restart/chain_0.chain")},
+      {"a flipped byte in the batched record <prefix>_restart/draws.bin", "herd-sample", {}, "run.toml --quiet", 1,
+       {"out/r_restart/draws.bin", "corrupt", "block 1", "overwrite = true"}, {}, {},
+       corrupt_restart_record("device = \"cpu_batched\"\nchains_per_rank = 4\nwarmup = 0\nchain_size = 4000\n", 10000,
+                              "out/r_restart/draws.bin")},
       // --- a full disk ------------------------------------------------------------------------
       {"disk full while the .h5 is written (serial; exit 139 before)", "herd-sample",
        {{"run.toml", serial("overwrite = true\n")}, {"out/run.h5", kOld}}, "run.toml --quiet", 1,
