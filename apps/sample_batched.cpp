@@ -56,7 +56,7 @@ class DrawRecord {
       throw IoError(fmt::format("herd-sample: the restart record \"{}\" has {} bytes, but its checkpoint needs {}; set "
                                 "overwrite = true to start afresh",
                                 path_, static_cast<long long>(st.st_size), keep));
-    sums_.verify(path_, "herd-sample: the batched restart record");
+    sums_.verify(path_, "the batched restart record");
     if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0) fail("ftruncate");
     size_ = keep;
   }
@@ -379,7 +379,7 @@ class BatchedRecord final : public mcmc::BatchedCheckpointer {
     snap_.chol_failures = r.value<std::int64_t>("chol_failures");
     draw_sums_.bytes = r.value<std::uint64_t>("draw_bytes");
     if (!r.has("draw_crc32"))
-      throw IoError(fmt::format("herd-sample: the batched restart record \"{}\" has no checksums of its draws (it was "
+      throw IoError(fmt::format("the batched restart record \"{}\" has no checksums of its draws (it was "
                                 "written by an earlier version of herd); set overwrite = true to start afresh",
                                 path));
     draw_sums_.crcs = r.get<std::uint32_t>("draw_crc32");
