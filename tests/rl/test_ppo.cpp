@@ -326,6 +326,27 @@ TEST_CASE("Config errors name the key and the value", "[rl]") {
   CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"algo.gamma=1.5"}), Catch::Contains("algo.gamma"));
 }
 
+TEST_CASE("Config: sizes checked before narrowing, max_memory, and a warning for one-sample minibatches", "[rl]") {
+  const io::Config none("<t>");
+  // 3e9 narrowed to int was -1294967296, which passed the "<= steps per iteration" check.
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algo.minibatch_size=3e9"}),
+                    Catch::Contains("algo.minibatch_size") && Catch::Contains("2147483647"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"sampler.num_envs=65536", "sampler.num_steps=1048576"}),
+                    Catch::Contains("65536 x 1048576") && Catch::Contains("2^32 - 1"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"max_memory=lots"}), Catch::Contains("max_memory"));
+  CHECK(resolve_train_config(none, {"max_memory=2GiB"}).max_memory == (std::uint64_t{2} << 30));
+  CHECK(resolve_train_config(none, {}).warnings.empty());
+  const TrainConfig one = resolve_train_config(none, {"algo.minibatch_size=1"});
+  REQUIRE(one.warnings.size() == 1);
+  CHECK_THAT(one.warnings[0], Catch::Contains("algo.minibatch_size is 1"));
+  CHECK(resolve_train_config(none, {"algo.minibatch_size=1", "algo.normalize_advantage=false"}).warnings.empty());
+  // The Trainer refuses a run above max_memory before it allocates the rollout.
+  const TrainConfig big = resolve_train_config(none, {"sampler.num_envs=4096", "sampler.num_steps=4096",
+                                                      "max_memory=100MB"});
+  CHECK_THROWS_WITH(Trainer(big, ""), Catch::Contains("4096 envs x 4096 steps") && Catch::Contains("max_memory is"));
+  CHECK(training_memory_need(big, 4, 1) > 1e9);
+}
+
 TEST_CASE("Config key device: cpu, cuda, cuda:<index>; bad values and unusable devices named (issue #14)", "[rl]") {
   const TrainConfig c = resolve_train_config(io::Config("<t>"), {});
   CHECK(c.device == "cpu");
