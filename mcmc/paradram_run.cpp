@@ -7,6 +7,7 @@
 #include <memory>
 #include <numeric>
 
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 
@@ -88,16 +89,27 @@ class TextFile {
   }
   TextFile(const TextFile&) = delete;
   TextFile& operator=(const TextFile&) = delete;
+  /// Throws IoError "<what> "<path>": <the system's reason>" (no space left on device, ...).
+  [[noreturn]] void fail(const char* what) const {
+    const int e = errno;
+    if (e == 0) throw IoError(fmt::format("{} \"{}\"", what, path_));
+    std::string why = std::strerror(e);
+    if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+    throw IoError(fmt::format("{} \"{}\": {}", what, path_, why));
+  }
   void write(std::string_view s) {
-    if (std::fwrite(s.data(), 1, s.size(), f_) != s.size()) throw IoError(fmt::format("cannot write \"{}\"", path_));
+    errno = 0;
+    if (std::fwrite(s.data(), 1, s.size(), f_) != s.size()) fail("cannot write");
   }
   void flush() {
-    if (std::fflush(f_) != 0) throw IoError(fmt::format("cannot write \"{}\"", path_));
+    errno = 0;
+    if (std::fflush(f_) != 0) fail("cannot write");
   }
   void close() {
+    errno = 0;
     if (f_ && std::fclose(f_) != 0) {
       f_ = nullptr;
-      throw IoError(fmt::format("cannot close \"{}\"", path_));
+      fail("cannot close");
     }
     f_ = nullptr;
   }

@@ -31,6 +31,7 @@ struct BadInput {
   std::vector<std::string> untouched = {};  ///< files (from `files`) whose bytes must not change
   std::string env = {};                ///< environment assignments before the command ("@SHIM@" as in args)
   std::function<void(const fs::path&)> setup = {};  ///< extra preparation of the work folder
+  std::string shell = {};  ///< shell commands before the program's, e.g. limits ("ulimit -f 100;")
 };
 
 const std::string kTarget = "[target]\nbuiltin = \"normal\"\nndim = 3\n";
@@ -181,6 +182,10 @@ std::vector<BadInput> catalogue() {
       {"disk full while the .h5 is written (cpu_batched)", "herd-sample",
        {{"run.toml", batched("chain_size = 2000\noverwrite = true\n")}, {"out/run.h5", kOld}}, "run.toml --quiet", 1,
        {"out/run.h5", "no space left"}, {"out/run.h5"}, "LD_PRELOAD=@SHIM@ HERD_ENOSPC_AFTER=20000"},
+      {"a file size limit reached while the chain text file is written (ulimit -f)", "herd-sample",
+       {{"run.toml", serial("overwrite = true\n")}, {"out/run.h5", kOld}}, "run.toml --quiet", 1,
+       {"cannot write \"out/run_chain.txt\"", "file too large"}, {"out/run.h5"}, {}, {},
+       "trap '' XFSZ; ulimit -f 100; "},
   };
 }
 
@@ -211,7 +216,7 @@ TEST_CASE("Bad-input catalogue: one line, the right exit code, earlier outputs i
       std::ofstream(dir / path, std::ios::binary) << text;
     }
     if (c.setup) c.setup(dir);
-    const std::string cmd = (c.env.empty() ? std::string() : "env " + substitute(c.env) + " ") + "'" +
+    const std::string cmd = c.shell + (c.env.empty() ? std::string() : "env " + substitute(c.env) + " ") + "'" +
                             executable(c.program) + "' " + substitute(c.args);
     const herd::testing::AppRun r = herd::testing::run_shell(dir, cmd);
     INFO("stderr: " << r.err.substr(0, 2000));
