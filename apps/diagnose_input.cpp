@@ -12,10 +12,13 @@
 #include <hdf5.h>
 
 #include "herd/core/error.hpp"
+#include "herd/core/memory.hpp"
 
 namespace herd::apps {
 
 namespace {
+
+std::uint64_t g_max_memory = 0;  // set_max_memory
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -115,7 +118,16 @@ DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& n
   a.params = rank == 3 ? dims[2] : 1;
   HERD_REQUIRE(a.chains > 0 && a.draws > 0 && a.params > 0,
                "{}: dataset '{}' is empty ({} x {} x {})", path, shown, a.chains, a.draws, a.params);
-  a.values.resize(a.chains * a.draws * a.params);
+  // Sizes from the file are checked before anything is allocated: a file may declare a
+  // dataset far larger than it holds (or than this machine has).
+  const std::size_t n = checked_count({static_cast<std::int64_t>(a.chains), static_cast<std::int64_t>(a.draws),
+                                       static_cast<std::int64_t>(a.params)},
+                                      fmt::format("{}: dataset '{}'", path, shown));
+  check_memory_need(static_cast<double>(n) * 8.0 * 2.0, g_max_memory,
+                    fmt::format("{}: reading dataset '{}' ({} x {} x {} values)", path, shown, a.chains, a.draws,
+                                a.params),
+                    "diagnose a smaller dataset (--dataset)", "--max-memory");
+  a.values.resize(n);
   HERD_REQUIRE(H5Dread(ds.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, a.values.data()) >= 0,
                "{}: cannot read dataset '{}'", path, shown);
   for (std::size_t i = 0; i < a.values.size(); ++i) {
@@ -403,5 +415,7 @@ std::vector<DrawsArray> read_hdf5(const std::string& path, const std::string& da
   out.push_back(read_dataset(path, file.id, names[0], names[0]));
   return out;
 }
+
+void set_max_memory(std::uint64_t bytes) { g_max_memory = bytes; }
 
 }  // namespace herd::apps

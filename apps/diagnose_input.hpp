@@ -24,6 +24,7 @@
 /// outputDelimiter: a comma by default, or blanks); fields are trimmed.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -56,5 +57,12 @@ bool is_hdf5(const std::string& path);
 /// @throws herd::InputError on a missing dataset or group, a wrong rank, a non-numeric type,
 ///         an empty dataset, or a NaN/Inf draw.
 std::vector<DrawsArray> read_hdf5(const std::string& path, const std::string& dataset);
+
+/// The memory `read_hdf5` may use for one dataset's values (bytes; 0, the default: the
+/// memory available on the machine). A dataset whose values (and the per-parameter copy
+/// the diagnostics make) need more is refused with herd::InputError naming it and its
+/// shape, before anything is read (an HDF5 file can declare a dataset of terabytes that
+/// holds no data). Not thread-safe (set it once, before reading).
+void set_max_memory(std::uint64_t bytes);
 
 }  // namespace herd::apps

@@ -16,6 +16,7 @@
 #include "diagnose_input.hpp"
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/posterior_report.hpp"
 
@@ -128,6 +129,9 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", dataset, "HDF5 dataset to read (default: the 'posterior' group)");
   app.add_flag("--json", json, "print one JSON object keyed by parameter");
   app.add_option("--html", html, "also write a self-contained HTML report with plots to this file");
+  std::string max_memory;
+  app.add_option("--max-memory", max_memory,
+                 "memory the values of one dataset may use, e.g. 16GiB (default: the memory available)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -135,6 +139,11 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   try {
+    try {
+      herd::apps::set_max_memory(herd::parse_memory_size(max_memory));
+    } catch (const herd::InputError& e) {
+      throw herd::InputError(fmt::format("--max-memory {}: {}", max_memory, e.what()));
+    }
     std::vector<herd::apps::DrawsArray> arrays;
     bool any_h5 = false;
     for (const auto& f : files) any_h5 = any_h5 || herd::apps::is_hdf5(f);
@@ -164,7 +173,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "herd-diagnose: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "herd-diagnose: error: %s\n", e.what());
+    std::fprintf(stderr, "herd-diagnose: error: %s\n", herd::error_text(e, "reading the draws of " + file).c_str());
     return 1;
   }
 }

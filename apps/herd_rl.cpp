@@ -31,6 +31,7 @@
 #include "herd/core/error.hpp"
 #include "herd/core/faults.hpp"
 #include "herd/io/output_files.hpp"
+#include "herd/core/memory.hpp"
 #if HERD_HAVE_MPI
 #include "herd/core/mpi_communicator.hpp"
 #endif
@@ -227,7 +228,7 @@ int main(int argc, char** argv) {
       print_error(e.what());
       return 2;
     } catch (const std::exception& e) {
-      print_error(e.what());
+      print_error(herd::error_text(e, "evaluating the checkpoint"));
       return 1;
     }
   }
@@ -311,10 +312,11 @@ int main(int argc, char** argv) {
         std::printf("herd-rl: learning rate %.4g (%s scaling x%.4g from a reference batch of %lld), warm-up %d iterations\n",
                     rc.ppo.learning_rate, rc.lr_scaling.c_str(), rc.lr_scale,
                     static_cast<long long>(rc.lr_reference_batch), rc.ppo.lr_warmup_iterations);
+      for (const auto& w : rc.warnings) std::printf("herd-rl: warning: %s\n", w.c_str());
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
-    input_error = e.what();
+    input_error = herd::error_text(e, "reading the configuration and building the agent");
     if (input_error.empty()) input_error = "unknown error";
   }
   // Every rank learns which ranks' input failed, so none waits in a collective. The same
@@ -385,7 +387,7 @@ int main(int argc, char** argv) {
       }
     });
   } catch (const std::exception& e) {  // one rank: the exception comes back here
-    print_error(e.what());
+    print_error(herd::error_text(e, "training"));
     return 1;
   }
   const std::string& prefix = trainer->config().output_prefix;

@@ -24,6 +24,7 @@
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/log.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/core/mpi_communicator.hpp"
 #include "herd/examples/posteriordb.hpp"
 #include "herd/io/config.hpp"
@@ -76,14 +77,14 @@ void declare_target_keys(herd::io::Schema& s) {
   s.add_string("target.symbol", "getLogFunc", "symbol of the plugin's log density");
   s.add_bool("target.thread_safe", false, "the plugin's log density may be called from several threads at once");
   s.add_string("target.builtin", nullopt, "built-in analytic target").choices({"normal", "banana", "rosenbrock", "mixture", "funnel"});
-  s.add_int("target.ndim", nullopt, "dimension of a built-in target").min(1);
-  s.add_float_list("target.mean", nullopt, "mean of the normal target [ndim] (default 0)");
-  s.add_float_list("target.cov", nullopt, "covariance of the normal target [ndim, ndim] row-major");
+  s.add_int("target.ndim", nullopt, "dimension of a built-in target").range(1, 2147483647);
+  s.add_float_list("target.mean", nullopt, "mean of the normal target [ndim] (default 0)").finite();
+  s.add_float_list("target.cov", nullopt, "covariance of the normal target [ndim, ndim] row-major").finite();
   s.add_float("target.rho", 0.0, "AR(1) correlation rho^|i-j| of the normal target when no cov is given").range(-0.999999, 0.999999);
-  s.add_float("target.b", 0.03, "curvature of the banana target");
-  s.add_float_list("target.weights", nullopt, "mixture weights [K]");
-  s.add_float_list("target.means", nullopt, "mixture means [K, ndim] row-major");
-  s.add_float_list("target.sigmas", nullopt, "mixture standard deviations [K]");
+  s.add_float("target.b", 0.03, "curvature of the banana target").finite();
+  s.add_float_list("target.weights", nullopt, "mixture weights [K]").finite();
+  s.add_float_list("target.means", nullopt, "mixture means [K, ndim] row-major").finite();
+  s.add_float_list("target.sigmas", nullopt, "mixture standard deviations [K]").finite();
   s.add_string("data.file", nullopt, "JSON or HDF5 file with the model's data (replaces the embedded data)");
   s.add_string("data.group", "/", "HDF5 group whose numeric datasets are the data (HDF5 data files)");
 }
@@ -213,16 +214,27 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_p
     if (d == 0)
       throw InputError(fmt::format("{}: target.builtin is \"normal\", but neither target.ndim nor target.mean is given",
                                    st.origin("target.builtin")));
+    // The covariance and its factors are ndim x ndim: checked before they are allocated.
+    std::uint64_t max_memory = 0;
+    try {
+      max_memory = herd::parse_memory_size(st.get_string("max_memory"));
+    } catch (const herd::InputError&) {
+      // reported, naming the key, when the sampler's specifications are resolved
+    }
+    herd::check_memory_need(4.0 * d * d * 8.0, max_memory,
+                            fmt::format("the normal target's covariance (target.ndim {} x {})", d, d),
+                            "lower target.ndim");
     if (mean.empty()) mean.assign(static_cast<std::size_t>(d), 0.0);
     if (static_cast<int>(mean.size()) != d)
       throw InputError(fmt::format("{}: target.mean has {} values, but target.ndim is {}", st.origin("target.mean"), mean.size(), d));
     Eigen::MatrixXd cov(d, d);
     if (st.has("target.cov")) {
       const auto c = st.get_float_list("target.cov");
-      if (static_cast<int>(c.size()) != d * d)
-        throw InputError(fmt::format("{}: target.cov has {} values, but must have {} (ndim x ndim)", st.origin("target.cov"), c.size(), d * d));
+      const std::size_t dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d);
+      if (c.size() != dd)
+        throw InputError(fmt::format("{}: target.cov has {} values, but must have {} (ndim x ndim)", st.origin("target.cov"), c.size(), dd));
       for (int i = 0; i < d; ++i)
-        for (int j = 0; j < d; ++j) cov(i, j) = c[static_cast<std::size_t>(i * d + j)];
+        for (int j = 0; j < d; ++j) cov(i, j) = c[static_cast<std::size_t>(i) * static_cast<std::size_t>(d) + static_cast<std::size_t>(j)];
     } else {
       const double rho = st.get_float("target.rho");
       for (int i = 0; i < d; ++i)
@@ -238,7 +250,7 @@ herd::mcmc::SampleTarget make_target(const herd::io::Settings& st, std::shared_p
     t.log_density = [mvn](const double* x, int n) { return (*mvn)(x, n); };
     std::vector<double> cv(static_cast<std::size_t>(d) * static_cast<std::size_t>(d));
     for (int i = 0; i < d; ++i)
-      for (int j = 0; j < d; ++j) cv[static_cast<std::size_t>(i * d + j)] = cov(i, j);
+      for (int j = 0; j < d; ++j) cv[static_cast<std::size_t>(i) * static_cast<std::size_t>(d) + static_cast<std::size_t>(j)] = cov(i, j);
     batched = std::make_shared<herd::mcmc::BatchedTarget>(
         herd::mcmc::BatchedTarget::gaussian_target(std::make_shared<herd::mcmc::GaussianTarget>(mean, cv)));
     t.description = fmt::format("built-in multivariate normal, ndim {}", d);
@@ -385,6 +397,8 @@ int main(int argc, char** argv) {
       in.target = make_target(settings, batched, in.load_target);
       in.specs = herd::mcmc::resolve_sampler_specs(settings, in.target.ndim, in.target.names);
       in.target.log_density = herd::mcmc::restrict_to_domain(in.specs, in.target.ndim, std::move(in.target.log_density));
+      // Before anything is allocated: every size, and the memory the run holds.
+      herd::mcmc::check_sampler_memory(in.specs, in.target.ndim, comm->size());
       if (in.specs.device != "cpu") {
         // device = "cpu_batched" | "cuda" (issue #13): the batched sampler, with its own restart record.
         herd::apps::check_batched_device(in.specs, batched.get(), in.target.ndim, comm->size());

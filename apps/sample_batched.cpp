@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include <cerrno>
@@ -24,6 +25,7 @@
 #include "herd/core/error.hpp"
 #include "herd/core/mpi_communicator.hpp"
 #include "herd/core/timer.hpp"
+#include "herd/io/atomic_file.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/io/output_files.hpp"
@@ -41,11 +43,14 @@ namespace {
 
 /// `<prefix>_restart/draws.bin` (rank 0): the gathered blocks of draws, each `x` `[chains,
 /// n, d]` then `lp` `[chains, n]` (doubles), appended as they come; a checkpoint records the
-/// length that belongs to it, and a resumed run cuts the file back to that length.
+/// length that belongs to it and the CRC-32 of each MiB of it, and a resumed run checks
+/// those and cuts the file back to that length.
 class DrawRecord {
  public:
-  /// Opens (creates) `path` and cuts it to `keep` bytes. @throws IoError
-  DrawRecord(std::string path, std::uint64_t keep) : path_(std::move(path)) {
+  /// Opens (creates) `path`, checks its first `sums.bytes` bytes against `sums` and cuts
+  /// it to that length. @throws IoError (a corrupt record names the file and block)
+  DrawRecord(std::string path, io::BlockChecksums sums) : path_(std::move(path)), sums_(std::move(sums)) {
+    const std::uint64_t keep = sums_.bytes;
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd_ < 0) fail("open");
     struct stat st {};
@@ -54,6 +59,7 @@ class DrawRecord {
       throw IoError(fmt::format("herd-sample: the restart record \"{}\" has {} bytes, but its checkpoint needs {}; set "
                                 "overwrite = true to start afresh",
                                 path_, static_cast<long long>(st.st_size), keep));
+    sums_.verify(path_, "the batched restart record");
     if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0) fail("ftruncate");
     size_ = keep;
   }
@@ -66,6 +72,7 @@ class DrawRecord {
   void append(const double* data, std::size_t n) {
     const char* p = reinterpret_cast<const char*>(data);
     std::size_t left = n * sizeof(double);
+    sums_.add(std::as_bytes(std::span<const double>(data, n)));
     while (left > 0) {
       const ssize_t w = ::pwrite(fd_, p, left, static_cast<off_t>(size_));
       if (w < 0 && errno == EINTR) continue;
@@ -92,6 +99,8 @@ class DrawRecord {
     if (::fsync(fd_) != 0) fail("fsync");
   }
   std::uint64_t size() const { return size_; }
+  /// CRC-32s of the bytes appended so far (for the checkpoint).
+  const io::BlockChecksums& checksums() const { return sums_; }
 
  private:
   [[noreturn]] void fail(const char* what) const {
@@ -99,6 +108,7 @@ class DrawRecord {
                               std::strerror(errno)));
   }
   std::string path_;
+  io::BlockChecksums sums_;
   int fd_ = -1;
   std::uint64_t size_ = 0;
 };
@@ -269,12 +279,8 @@ class BatchedRecord final : public mcmc::BatchedCheckpointer {
         adapt_(o.adaptation != mcmc::BatchedAdaptation::kNone && o.warmup > 0) {
     const std::string dir = specs.output_prefix + "_restart";
     path_ = dir + "/batched.ckpt";
-    std::uint64_t keep = 0;
-    if (resuming && std::filesystem::exists(path_)) {
-      read(path_);
-      keep = draw_bytes_;
-    }
-    if (comm_.rank() == 0) draws_ = std::make_unique<DrawRecord>(dir + "/draws.bin", keep);
+    if (resuming && std::filesystem::exists(path_)) read(path_);
+    if (comm_.rank() == 0) draws_ = std::make_unique<DrawRecord>(dir + "/draws.bin", draw_sums_);
     last_k_ = have_ ? snap_.next_proposal : 0;
   }
 
@@ -329,6 +335,7 @@ class BatchedRecord final : public mcmc::BatchedCheckpointer {
     w.add_value("next_proposal", st.next_proposal);
     w.add_value("draws_done", st.draws_done);
     w.add_value("draw_bytes", draws_->size());
+    w.add("draw_crc32", draws_->checksums().crcs);
     w.add_value("seconds", st.seconds);
     w.add_value("adaptive_updates", st.adaptive_updates);
     w.add_value("chol_failures", st.chol_failures);
@@ -392,7 +399,12 @@ class BatchedRecord final : public mcmc::BatchedCheckpointer {
     snap_.seconds = r.value<double>("seconds");
     snap_.adaptive_updates = r.value<std::int64_t>("adaptive_updates");
     snap_.chol_failures = r.value<std::int64_t>("chol_failures");
-    draw_bytes_ = r.value<std::uint64_t>("draw_bytes");
+    draw_sums_.bytes = r.value<std::uint64_t>("draw_bytes");
+    if (!r.has("draw_crc32"))
+      throw IoError(fmt::format("the batched restart record \"{}\" has no checksums of its draws (it was "
+                                "written by an earlier version of herd); set overwrite = true to start afresh",
+                                path));
+    draw_sums_.crcs = r.get<std::uint32_t>("draw_crc32");
     have_ = true;
   }
 
@@ -406,7 +418,8 @@ class BatchedRecord final : public mcmc::BatchedCheckpointer {
   std::unique_ptr<DrawRecord> draws_;
   mcmc::BatchedSnapshot snap_;
   bool have_ = false;
-  std::uint64_t draw_bytes_ = 0, last_k_ = 0;
+  io::BlockChecksums draw_sums_;  // of draws.bin's recorded part (resumed runs)
+  std::uint64_t last_k_ = 0;
   Timer since_;
 };
 

@@ -1,5 +1,6 @@
 #include "herd/io/atomic_file.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "herd/core/error.hpp"
+#include "herd/io/checkpoint.hpp"
 
 namespace herd::io {
 
@@ -194,6 +196,46 @@ void AppendFile::start_writeback() noexcept {
 void AppendFile::sync() {
   if (fd_ < 0) throw IoError(fmt::format("{}: sync of a closed file", path_));
   if (::fsync(fd_) != 0) throw_errno("fsync", path_);
+}
+
+void BlockChecksums::add(std::span<const std::byte> data) {
+  while (!data.empty()) {
+    if (bytes % kBlockBytes == 0) crcs.push_back(0);
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(kBlockBytes - bytes % kBlockBytes, data.size()));
+    crcs.back() = crc32(data.first(n), crcs.back());
+    bytes += n;
+    data = data.subspan(n);
+  }
+}
+
+void BlockChecksums::verify(const std::string& path, std::string_view what) const {
+  const std::string again = "the restart record cannot be trusted; set overwrite = true to start afresh";
+  const std::uint64_t blocks = (bytes + kBlockBytes - 1) / kBlockBytes;
+  if (crcs.size() != blocks)
+    throw IoError(fmt::format("{} \"{}\": its checkpoint holds {} block checksums, but {} bytes need {}; {}", what,
+                              path, crcs.size(), bytes, blocks, again));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_errno("open", path);
+  Fd guard(fd);
+  std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(kBlockBytes, std::max<std::uint64_t>(bytes, 1))));
+  for (std::uint64_t b = 0; b < blocks; ++b) {
+    const std::uint64_t first = b * kBlockBytes;
+    const auto n = static_cast<std::size_t>(std::min(kBlockBytes, bytes - first));
+    std::size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd, buf.data() + got, n - got, static_cast<off_t>(first + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) throw_errno("read", path);
+      if (r == 0)
+        throw IoError(fmt::format("{} \"{}\" has fewer bytes than its checkpoint records ({}); {}", what, path, bytes,
+                                  again));
+      got += static_cast<std::size_t>(r);
+    }
+    if (crc32(std::span<const std::byte>(buf.data(), n)) != crcs[static_cast<std::size_t>(b)])
+      throw IoError(fmt::format("{} \"{}\" is corrupt: block {} of {} (bytes {} to {}) does not match its CRC-32 in the "
+                                "checkpoint; {}",
+                                what, path, b + 1, blocks, first, first + n - 1, again));
+  }
 }
 
 }  // namespace herd::io

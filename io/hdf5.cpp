@@ -1,9 +1,11 @@
 #include "herd/io/hdf5.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <memory>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <fmt/ranges.h>
@@ -26,6 +28,7 @@ void H5Handle::reset() noexcept {
 
 void h5_init() {
   static const bool done = [] {
+    H5dont_atexit();  // fails (harmlessly) when another HDF5 call came first
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();
@@ -44,11 +47,34 @@ herr_t collect_first_error(unsigned n, const H5E_error2_t* err, void* data) {
   return 0;
 }
 
+/// One line from HDF5's innermost message: a failed write's multi-line report (time, file
+/// descriptor, buffer address, ...) becomes the system's error text, "no space left on
+/// device" first when the disk is full.
+std::string one_line_detail(std::string msg) {
+  if (msg.find("errno = 28,") != std::string::npos || msg.find("No space left on device") != std::string::npos)
+    return "no space left on device";
+  if (const auto p = msg.find("error message = '"); p != std::string::npos) {
+    const auto b = p + std::strlen("error message = '");
+    const auto e = msg.find('\'', b);
+    if (e != std::string::npos) {
+      std::string sys = msg.substr(b, e - b);
+      if (!sys.empty()) sys[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(sys[0])));
+      const auto t = msg.find(':');
+      return (t != std::string::npos && t < p ? msg.substr(0, t) + ": " : std::string()) + sys;
+    }
+  }
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  return msg;
+}
+
 /// Throws IoError "<where>: <what> failed (<innermost HDF5 message>)".
 [[noreturn]] void h5_fail(const std::string& where, std::string_view what) {
   std::string detail_msg;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_first_error, &detail_msg);
   H5Eclear2(H5E_DEFAULT);
+  detail_msg = one_line_detail(std::move(detail_msg));
+  if (detail_msg == "no space left on device")
+    throw IoError(fmt::format("{}: no space left on device ({} failed)", where, what));
   if (detail_msg.empty()) throw IoError(fmt::format("{}: {} failed", where, what));
   throw IoError(fmt::format("{}: {} failed ({})", where, what, detail_msg));
 }
@@ -632,7 +658,36 @@ H5File& H5File::operator=(H5File&& o) noexcept {
   return *this;
 }
 
+namespace {
+
+/// Closes a file whose data are to be thrown away (an uncommitted temporary file, e.g.
+/// after a write failed because the disk is full): its descriptor is pointed at /dev/null
+/// first, so that the writes HDF5 makes while closing succeed instead of failing again and
+/// leaving the file half-closed (HDF5 then crashes in its shutdown at exit).
+void abandon_file(hid_t fid) {
+  hid_t fapl = H5Fget_access_plist(fid);
+  void* handle = nullptr;
+  if (fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle(fid, fapl, &handle) >= 0 &&
+      handle != nullptr) {
+    const int fd = *static_cast<int*>(handle);
+    const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd >= 0) {
+      ::dup2(null_fd, fd);
+      ::close(null_fd);
+    }
+  }
+  if (fapl >= 0) H5Pclose(fapl);
+  H5Fclose(fid);
+  H5Eclear2(H5E_DEFAULT);
+}
+
+}  // namespace
+
 H5File::~H5File() {
+  if (!temp_path_.empty() && is_open()) {
+    abandon_file(handle_.get());
+    handle_.release();  // closed once, successfully or not: never again
+  }
   handle_.reset();
   if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
 }
@@ -697,14 +752,23 @@ void H5File::flush() {
 void H5File::close() {
   if (!is_open()) return;
   const herr_t rc = H5Fclose(handle_.get());
-  handle_.reset();  // the id is no longer valid, so this only forgets it
+  handle_.release();  // closed, or a close that failed: HDF5 must not be asked again
   check(rc, path_, "close");
 }
 
 void H5File::commit() {
   HERD_REQUIRE(!temp_path_.empty(), "hdf5: commit() on {}, which was not created with create_atomic", path_);
   if (is_open()) {
-    check(H5Fflush(id(), H5F_SCOPE_GLOBAL), path_, "flush");
+    if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) {
+      // A full disk, say: the temporary file is thrown away (the destructor removes it).
+      try {
+        check(-1, path_, "flush");
+      } catch (...) {
+        abandon_file(handle_.get());
+        handle_.release();
+        throw;
+      }
+    }
     close();  // strong close degree: every object of the file closes too
   }
   publish_file(temp_path_, path_);

@@ -82,6 +82,10 @@ SchemaKey& SchemaKey::max(double hi, bool exclusive) {
   hi_open_ = exclusive;
   return *this;
 }
+SchemaKey& SchemaKey::finite() {
+  finite_ = true;
+  return *this;
+}
 SchemaKey& SchemaKey::choices(std::vector<std::string> allowed) {
   choices_ = std::move(allowed);
   return *this;
@@ -107,7 +111,9 @@ std::string SchemaKey::expected() const {
   switch (et) {
     case ValueType::kBool: base = list ? "logicals" : "a logical (true or false)"; break;
     case ValueType::kInt: base = list ? "integers" : "an integer"; break;
-    case ValueType::kFloat: base = list ? "floats" : "a float"; break;
+    case ValueType::kFloat:
+      base = list ? (finite_ ? "finite floats" : "floats") : (finite_ ? "a finite float" : "a float");
+      break;
     default: base = list ? "strings" : "a string"; break;
   }
   if (!choices_.empty()) base = list ? "strings from " + quoted_list(choices_) : "one of " + quoted_list(choices_);
@@ -119,7 +125,8 @@ std::string SchemaKey::expected() const {
     base += fmt::format(" {} {}", hi_open_ ? "<" : "<=", num(*hi_));
   const std::size_t kMax = std::numeric_limits<std::size_t>::max();
   if (type_ == ValueType::kFloatMatrix) {
-    base = "a matrix (a list of rows) of floats" + base.substr(std::string("a float").size());
+    base = std::string(finite_ ? "a matrix (a list of rows) of finite floats" : "a matrix (a list of rows) of floats") +
+           base.substr(std::string(finite_ ? "a finite float" : "a float").size());
     if (min_len_ == max_len_) return fmt::format("{} with {} rows", base, min_len_);
     if (max_len_ != kMax) return fmt::format("{} with {} to {} rows", base, min_len_, max_len_);
     if (min_len_ > 0) return fmt::format("{} with at least {} rows", base, min_len_);
@@ -506,6 +513,7 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
         if (key.lo_ && !(key.lo_open_ ? x > *key.lo_ : x >= *key.lo_)) return false;
         if (key.hi_ && !(key.hi_open_ ? x < *key.hi_ : x <= *key.hi_)) return false;
         if (std::isnan(x) && (key.lo_ || key.hi_)) return false;
+        if (key.finite_ && !std::isfinite(x)) return false;
       }
       if (v.kind() == ConfigValue::Kind::kString && !key.choices_.empty())
         return std::find(key.choices_.begin(), key.choices_.end(), v.as_string()) != key.choices_.end();

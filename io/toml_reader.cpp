@@ -1,6 +1,8 @@
 #include "herd/io/toml_reader.hpp"
 
+#include <algorithm>
 #include <sstream>
+#include <utility>
 
 #include <toml++/toml.h>
 
@@ -11,13 +13,87 @@ namespace herd::io {
 
 namespace {
 
+/// Deepest nesting accepted (tables, arrays, inline tables and dotted-key levels alike).
+constexpr int kMaxDepth = 64;
+
+/// The deepest nesting a TOML text can produce, found by a scan of its characters before
+/// toml++ parses it (toml++ 3.3 recurses once per level of a dotted key, table header,
+/// array or inline table, and a text of a few hundred kilobytes can exhaust the stack).
+/// Counts, outside strings and comments, the open arrays and inline tables plus the dots
+/// of the key (or value) being read; returns that maximum and the line where it occurs.
+/// A value's dots count too (a float or time has at most one), so the figure is an upper
+/// bound of the real depth, never an underestimate.
+std::pair<int, int> max_nesting(std::string_view t) {
+  int best = 0, best_line = 1, line = 1, brackets = 0, dots = 0;
+  std::size_t i = 0;
+  const std::size_t n = t.size();
+  auto note = [&] {
+    const int depth = brackets + dots + 1;
+    if (depth > best) {
+      best = depth;
+      best_line = line;
+    }
+  };
+  auto starts = [&](std::string_view s) { return t.substr(i, s.size()) == s; };
+  while (i < n) {
+    const char c = t[i];
+    if (c == '\n') {
+      ++line;
+      dots = 0;
+      ++i;
+    } else if (c == '#') {
+      while (i < n && t[i] != '\n') ++i;
+    } else if (starts("\"\"\"") || starts("'''")) {
+      const std::string_view close = t.substr(i, 3);
+      const bool basic = c == '"';
+      i += 3;
+      while (i < n && !starts(close)) {
+        if (t[i] == '\n') ++line;
+        if (basic && t[i] == '\\' && i + 1 < n) {
+          if (t[i + 1] == '\n') ++line;
+          ++i;
+        }
+        ++i;
+      }
+      i += 3;
+      // Up to two more quotes may belong to the string ("""a"""" is a" + quote).
+      while (i < n && t[i] == c) ++i;
+    } else if (c == '"' || c == '\'') {
+      ++i;
+      while (i < n && t[i] != c && t[i] != '\n') {
+        if (c == '"' && t[i] == '\\' && i + 1 < n && t[i + 1] != '\n') ++i;
+        ++i;
+      }
+      if (i < n && t[i] == c) ++i;
+    } else {
+      if (c == '[' || c == '{') {
+        ++brackets;
+        dots = 0;
+      } else if (c == ']' || c == '}') {
+        brackets = std::max(0, brackets - 1);
+        dots = 0;
+      } else if (c == '=' || c == ',') {
+        dots = 0;
+      } else if (c == '.') {
+        ++dots;
+      }
+      note();
+      ++i;
+    }
+  }
+  return {best, best_line};
+}
+
 SourceLocation where_of(const toml::node& n, const std::string& source) {
   return SourceLocation{source, static_cast<int>(n.source().begin.line)};
 }
 
 ConfigValue convert(const toml::node& n, const std::string& source, int depth) {
   const SourceLocation where = where_of(n, source);
-  if (depth > 64) throw InputError(fmt::format("{}: TOML nesting deeper than 64 levels", where.str()));
+  if (depth > kMaxDepth)
+    throw InputError(fmt::format("{}: TOML nesting deeper than {} levels (tables, arrays, inline tables and dotted keys "
+                                 "together)",
+                                 where.str(), kMaxDepth));
   if (const auto* t = n.as_table()) {
     ConfigValue out = ConfigValue::table(where);
     for (const auto& [k, v] : *t) {
@@ -49,6 +125,12 @@ ConfigValue convert(const toml::node& n, const std::string& source, int depth) {
 
 Config parse_toml(std::string_view text, const std::string& source) {
   Config config(source);
+  // Refused before toml++ sees it: its parser recurses once per level, so a deep enough
+  // text would overflow the stack. A value's one dot (a float) may add one to the bound.
+  if (const auto [depth, line] = max_nesting(text); depth > kMaxDepth + 1)
+    throw InputError(fmt::format("{}:{}: TOML nesting of {} levels, but at most {} are accepted (tables, arrays, inline "
+                                 "tables and dotted-key parts together)",
+                                 source, line, depth, kMaxDepth));
 #if TOML_EXCEPTIONS
   toml::table table;
   try {

@@ -13,6 +13,7 @@
 #include <hdf5.h>
 
 #include "herd/core/error.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/core/thread_pool.hpp"
 #include "herd/core/timer.hpp"
 #include "herd/io/hdf5.hpp"
@@ -103,6 +104,8 @@ detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(
   HERD_REQUIRE(o.warmup >= 0, "batched_dram: warmup is {}, but must be >= 0", o.warmup);
   HERD_REQUIRE(o.steps >= 0, "batched_dram: steps is {}, but must be >= 0", o.steps);
   HERD_REQUIRE(o.thin >= 1, "batched_dram: thin is {}, but must be >= 1", o.thin);
+  HERD_REQUIRE(o.steps <= std::numeric_limits<std::int64_t>::max() - o.warmup,
+               "batched_dram: warmup + steps is {} + {}, but must stay below 2^63", o.warmup, o.steps);
   HERD_REQUIRE(o.block_draws >= 1, "batched_dram: block_draws is {}, but must be >= 1", o.block_draws);
   HERD_REQUIRE(o.adaptive_update_period >= 0, "batched_dram: adaptive_update_period is {}, but must be >= 0 (0: 4*d)",
                o.adaptive_update_period);
@@ -825,8 +828,8 @@ void MemoryBatchedSink::begin(std::int64_t m, std::uint32_t first, int nd, std::
   first_chain_id = first;
   ndim = nd;
   draws = draws_per_chain;
-  x.assign(static_cast<std::size_t>(m * draws_per_chain * nd), 0.0);
-  lp.assign(static_cast<std::size_t>(m * draws_per_chain), 0.0);
+  x.assign(checked_count({m, draws_per_chain, nd}, "MemoryBatchedSink: chains x draws x ndim"), 0.0);
+  lp.assign(checked_count({m, draws_per_chain}, "MemoryBatchedSink: chains x draws"), 0.0);
 }
 
 void MemoryBatchedSink::write_block(std::int64_t first, std::int64_t n, const double* bx, const double* blp) {

@@ -276,8 +276,10 @@ void DramSampler::reset() {
   prop_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kProposal);
   acc_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kAcceptance);
   dr_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kDelayedRejection);
-  nan_warned_ = chol_warned_ = false;
+  chol_warned_ = false;
+  nan_warned_ = true;  // a NaN at the start point is the error below, not also a warning
   const double lp = evaluate(state_.point.data());
+  nan_warned_ = false;
   HERD_REQUIRE(lp > kNegInf, "dram: the log density at start_point is -inf (or NaN); the start must be "
                "inside the support of the target");
   state_.log_density = lp;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <numeric>
 
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 
@@ -26,6 +27,7 @@
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/faults.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/core/timer.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/io/checkpoint.hpp"
@@ -92,16 +94,27 @@ class TextFile {
   }
   TextFile(const TextFile&) = delete;
   TextFile& operator=(const TextFile&) = delete;
+  /// Throws IoError "<what> "<path>": <the system's reason>" (no space left on device, ...).
+  [[noreturn]] void fail(const char* what) const {
+    const int e = errno;
+    if (e == 0) throw IoError(fmt::format("{} \"{}\"", what, path_));
+    std::string why = std::strerror(e);
+    if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+    throw IoError(fmt::format("{} \"{}\": {}", what, path_, why));
+  }
   void write(std::string_view s) {
-    if (std::fwrite(s.data(), 1, s.size(), f_) != s.size()) throw IoError(fmt::format("cannot write \"{}\"", path_));
+    errno = 0;
+    if (std::fwrite(s.data(), 1, s.size(), f_) != s.size()) fail("cannot write");
   }
   void flush() {
-    if (std::fflush(f_) != 0) throw IoError(fmt::format("cannot write \"{}\"", path_));
+    errno = 0;
+    if (std::fflush(f_) != 0) fail("cannot write");
   }
   void close() {
+    errno = 0;
     if (f_ && std::fclose(f_) != 0) {
       f_ = nullptr;
-      throw IoError(fmt::format("cannot close \"{}\"", path_));
+      fail("cannot close");
     }
     f_ = nullptr;
   }
@@ -776,7 +789,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       seconds_before = f.seconds_before;
       checkpoints = f.checkpoints;
       checkpoint_seconds = f.checkpoint_seconds;
-      if (root && checkpointing) memory = read_resumable_chain(files.chain_path, d);
+      if (root && checkpointing) memory = read_resumable_chain(files.chain_path, d, files.checkpoint_path);
       chains.push_back(std::move(memory));
       results.push_back(f.result);
       parallel_report += "parallelization model             single_chain (fork-join)\n";
@@ -808,7 +821,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       seconds_before = r.seconds_before;
       checkpoints = r.checkpoints;
       checkpoint_seconds = r.checkpoint_seconds;
-      chains.push_back(read_resumable_chain(files.chain_path, d));
+      chains.push_back(read_resumable_chain(files.chain_path, d, files.checkpoint_path));
       results.push_back(r.result);
     } else {
       MemoryChainSink memory;
@@ -1309,7 +1322,7 @@ const char* const kIgnoredInHash[] = {"overwrite", "silent_mode", "progress_repo
                                       "checkpoint_period_seconds", "mpi_finalize_requested", "output_status",
                                       "restart_file_format", "input_file_has_priority", "system_info_file_path",
                                       "parallelism_num_thread", "output_splash_mode",
-                                      "stall_timeout_seconds"};
+                                      "stall_timeout_seconds", "max_memory"};
 
 bool ignored_in_hash(const std::string& key) {
   return std::find_if(std::begin(kIgnoredInHash), std::end(kIgnoredInHash),
@@ -1566,7 +1579,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
     in = resolve();
     if (in.specs.output_status == "extend") extend_complete_run(in);
   } catch (const std::exception& e) {
-    err = e.what();
+    err = error_text(e, "reading the input");
   }
   if (size > 1) {
     // One line, not one per rank: the lowest rank with an error prints it (usually rank 0,
@@ -1620,7 +1633,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
       dec[2] = static_cast<std::int64_t>(specs.random_seed);
       prepare_outputs(specs, size, st != RestartStatus::kFresh);
     } catch (const std::exception& e) {
-      err = e.what();
+      err = error_text(e, "preparing the outputs");
       dec[0] = 1;
     }
   }
@@ -1721,7 +1734,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
       if (rank == 0 && checkpointing) write_run_record(specs, opts.input_hash, chains, true, opts.input_attributes);
     });
   } catch (const std::exception& e) {
-    error(e.what());
+    error(error_text(e, "sampling"));
     return 1;
   }
   return 0;

@@ -18,6 +18,7 @@
 #include "herd/core/thread_pool.hpp"
 #include "herd/core/timer.hpp"
 #include "herd/io/atomic_file.hpp"
+#include "herd/io/checkpoint.hpp"
 
 namespace herd::mcmc {
 
@@ -107,6 +108,27 @@ class ByteSink final : public ChainSink {
 
 // --- the durable record of one chain: append-only chain file + atomic checkpoint ---
 
+/// The chain checksums of a checkpoint. @throws herd::IoError when it has none (a record
+/// of an earlier herd).
+io::BlockChecksums load_chain_checksums(const io::CheckpointReader& r, const std::string& checkpoint_path) {
+  if (!r.has("chain_crc32"))
+    throw IoError(fmt::format("the restart record \"{}\" has no checksums of its chain file (it was written by an "
+                              "earlier version of herd); set overwrite = true to start afresh",
+                              checkpoint_path));
+  io::BlockChecksums c;
+  c.crcs = r.get<std::uint32_t>("chain_crc32");
+  c.bytes = r.value<std::uint64_t>("chain_bytes");
+  return c;
+}
+
+/// Appends `buf` to the chain file, updating its checksums, and empties `buf`.
+void append_chain(io::AppendFile& file, io::BlockChecksums& sums, std::vector<std::byte>& buf) {
+  if (buf.empty()) return;
+  file.append(std::span<const std::byte>(buf));
+  sums.add(std::span<const std::byte>(buf));
+  buf.clear();
+}
+
 void save_result(io::CheckpointWriter& w, const DramResult& r) {
   w.add_value("result.burnin_likelihood", r.burnin_likelihood);
   w.add_value("result.burnin_adaptation", r.burnin_adaptation);
@@ -152,6 +174,7 @@ struct ChainFileState {
   DramResult result;              // when complete
   std::unique_ptr<DramState> state;  // when resumed and not complete
   std::uint64_t chain_bytes = 0;
+  io::BlockChecksums checksums;         // of the chain file's recorded part
   double seconds_before = 0.0;          // sampling seconds of the earlier invocations
   std::uint64_t proposals_before = 0;   // proposals made by them
 };
@@ -177,19 +200,20 @@ ChainFileState open_record(const ResumableOptions& files, std::uint64_t hash) {
   out.state = std::make_unique<DramState>(load_dram_state(r));
   out.proposals_before = out.state->proposal_number;
   out.chain_bytes = r.value<std::uint64_t>("chain_bytes");
+  out.checksums = load_chain_checksums(r, files.checkpoint_path);
   if (files.on_resume) files.on_resume(r);
   return out;
 }
 
 /// Appends the buffered records, syncs the chain file, and commits the checkpoint.
-void commit_record(const ResumableOptions& files, std::uint64_t hash, io::AppendFile& file, ByteSink& sink,
-                   const DramState& state, const DramResult* final_result, double elapsed_seconds) {
-  if (!sink.buf.empty()) file.append(std::span<const std::byte>(sink.buf));
-  sink.buf.clear();
+void commit_record(const ResumableOptions& files, std::uint64_t hash, io::AppendFile& file, io::BlockChecksums& sums,
+                   ByteSink& sink, const DramState& state, const DramResult* final_result, double elapsed_seconds) {
+  append_chain(file, sums, sink.buf);
   file.sync();
   io::CheckpointWriter w("herd-dram-chain", 1);
   w.add_value("options_hash", hash);
   w.add_value("chain_bytes", file.size());
+  w.add("chain_crc32", sums.crcs);
   w.add_value("complete", static_cast<std::uint8_t>(final_result ? 1 : 0));
   w.add_value("elapsed_seconds", elapsed_seconds);  // sampling time of all invocations so far
   save_dram_state(w, state);
@@ -370,6 +394,15 @@ std::uint64_t dram_options_hash(const DramOptions& o) {
 
 // --- restart ------------------------------------------------------------------------------
 
+MemoryChainSink read_resumable_chain(const std::string& path, int ndim, const std::string& checkpoint_path) {
+  {
+    io::CheckpointReader r(checkpoint_path);
+    r.expect_kind("herd-dram-chain", 1);
+    load_chain_checksums(r, checkpoint_path).verify(path, "the chain file");
+  }
+  return read_resumable_chain(path, ndim);
+}
+
 MemoryChainSink read_resumable_chain(const std::string& path, int ndim) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw IoError(fmt::format("cannot open the chain file \"{}\"", path));
@@ -428,6 +461,8 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
   io::AppendFile file;
   if (rec.state) {
     sampler.set_state(std::move(*rec.state));
+    // The recorded part of the chain file is checked before anything is appended to it.
+    rec.checksums.verify(files.chain_path, "the chain file");
     file = io::AppendFile::resume(files.chain_path, rec.chain_bytes);
   } else {
     file = io::AppendFile::create(files.chain_path);
@@ -436,7 +471,8 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
   sink.begin(sampler.state().chain_id, sampler.ndim());
   auto commit = [&](const DramResult* final_result) {
     Timer t;
-    commit_record(files, hash, file, sink, sampler.state(), final_result, rec.seconds_before + timer.seconds());
+    commit_record(files, hash, file, rec.checksums, sink, sampler.state(), final_result,
+                  rec.seconds_before + timer.seconds());
     ++out.checkpoints;
     out.checkpoint_seconds += t.seconds();
   };
@@ -447,8 +483,7 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
     while (!sampler.finished()) {
       sampler.step(sink);
       if (sink.buf.size() >= kAppendChunk) {  // bounded memory; synced at the next checkpoint
-        file.append(std::span<const std::byte>(sink.buf));
-        sink.buf.clear();
+        append_chain(file, rec.checksums, sink.buf);
         // The disk writes while we sample, so the checkpoint's fsync waits less; the call
         // can block when the disk falls behind, so it counts as checkpoint time.
         Timer t;
@@ -518,7 +553,7 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
       before_props[i] = rr.proposals_before;
       before_secs[i] = rr.seconds_before;
       local_res[i] = std::move(rr.result);
-      local[i] = read_resumable_chain(f.chain_path, d);
+      local[i] = read_resumable_chain(f.chain_path, d, f.checkpoint_path);
     }
   };
   std::size_t nthreads = threads > 0 ? static_cast<std::size_t>(threads) : m;
@@ -660,6 +695,7 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
       return out;
     }
     if (rank == 0) {
+      if (rec.state) rec.checksums.verify(files->chain_path, "the chain file");
       file = rec.state ? io::AppendFile::resume(files->chain_path, rec.chain_bytes)
                        : io::AppendFile::create(files->chain_path);
       bytes = std::make_unique<ByteSink>();
@@ -699,7 +735,8 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
   }
   auto commit = [&](const DramResult* final_result) {
     Timer t;
-    commit_record(*files, hash, file, *bytes, sampler.state(), final_result, rec.seconds_before + timer.seconds());
+    commit_record(*files, hash, file, rec.checksums, *bytes, sampler.state(), final_result,
+                  rec.seconds_before + timer.seconds());
     ++out.checkpoints;
     out.checkpoint_seconds += t.seconds();
   };
@@ -764,8 +801,7 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
       round.n = 0;
       if (bytes) {  // rank 0 of a resumable run: checkpoints at round boundaries
         if (bytes->buf.size() >= kAppendChunk) {
-          file.append(std::span<const std::byte>(bytes->buf));
-          bytes->buf.clear();
+          append_chain(file, rec.checksums, bytes->buf);
           file.start_writeback();
         }
         const std::uint64_t k1 = sampler.state().proposal_number;

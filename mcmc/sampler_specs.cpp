@@ -1,6 +1,7 @@
 #include "herd/mcmc/sampler_specs.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -10,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "herd/core/error.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/core/rng.hpp"
 
 namespace herd::mcmc {
@@ -26,13 +28,13 @@ void declare_sampler_specs(io::Schema& s) {
             "size of the final sample: -1 the refined sample; n > 0 n evenly spaced draws of the post-burn-in chain")
       .alias("sampleSize").alias("outputSampleSize");
   s.add_float_list("start_point", nullopt, "start point of each chain [ndim]; default: centre of the domain box, or 0")
-      .alias("startPointVec").alias("proposalStart");
+      .alias("startPointVec").alias("proposalStart").finite();
   s.add_bool("random_start_point", false, "draw the start point uniformly in the random-start-point box")
       .alias("randomStartPointRequested").alias("proposalStartRandomized");
   s.add_float_list("random_start_point_domain_lower", nullopt, "lower corner of the random start box [ndim]")
-      .alias("randomStartPointDomainLowerLimitVec").alias("proposalStartDomainCubeLimitLower");
+      .alias("randomStartPointDomainLowerLimitVec").alias("proposalStartDomainCubeLimitLower").finite();
   s.add_float_list("random_start_point_domain_upper", nullopt, "upper corner of the random start box [ndim]")
-      .alias("randomStartPointDomainUpperLimitVec").alias("proposalStartDomainCubeLimitUpper");
+      .alias("randomStartPointDomainUpperLimitVec").alias("proposalStartDomainCubeLimitUpper").finite();
   s.add_float_list("domain_lower", nullopt, "lower corner of the domain box [ndim]; proposals outside are rejected")
       .alias("domainLowerLimitVec").alias("domainCubeLimitLower");
   s.add_float_list("domain_upper", nullopt, "upper corner of the domain box [ndim]")
@@ -42,11 +44,11 @@ void declare_sampler_specs(io::Schema& s) {
   s.add_float_list("proposal_cov", nullopt,
                    "initial proposal covariance [ndim, ndim] row-major, times scale_factor^2 (as ParaDRAM's "
                    "proposalStartCovMat); default: the identity")
-      .alias("proposalStartCovMat").alias("proposalCov");
+      .alias("proposalStartCovMat").alias("proposalCov").finite();
   s.add_float_list("proposal_cor", nullopt, "initial proposal correlation [ndim, ndim] (with proposal_std; times scale_factor^2)")
-      .alias("proposalStartCorMat").alias("proposalCor");
+      .alias("proposalStartCorMat").alias("proposalCor").finite();
   s.add_float_list("proposal_std", nullopt, "initial proposal standard deviations [ndim] (default 1; times scale_factor)")
-      .alias("proposalStartStdVec").alias("proposalStd").min(0.0, true);
+      .alias("proposalStartStdVec").alias("proposalStd").min(0.0, true).finite();
   s.add_int("adaptive_update_period", 0, "proposals between adaptive updates; 0 means 4 ndim")
       .min(0).alias("adaptiveUpdatePeriod").alias("proposalAdaptationPeriod");
   s.add_int("adaptive_update_count", std::numeric_limits<std::int32_t>::max(), "maximum number of adaptive updates")
@@ -157,6 +159,10 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("domainBallCor").alias("domainBallCorMat");
   s.add_float_list("domain_ball_std", nullopt, "radii of the ball domain [ndim] (default +inf: no bound)")
       .min(0.0, true).alias("domainBallStd").alias("domainBallStdVec");
+  s.add_string("max_memory", "0",
+               "memory a run may hold, e.g. \"16GiB\" or \"500MB\" (0: the memory available on the machine); a run "
+               "that needs more is refused before it starts")
+      .alias("maxMemory");
 }
 
 namespace {
@@ -208,7 +214,92 @@ void check_matrix(const io::Settings& st, const char* key, const std::vector<dou
                                  where, name, correlation ? "correlation" : "covariance"));
 }
 
+/// `s` with control characters written as C escapes ("\\n"), for messages.
+std::string printable_text(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    else out.push_back(c);
+  }
+  return out;
+}
+
+/// Refuses a column separator that can appear inside a number (digits, signs, '.', the
+/// letters of exponents, "nan" and "inf") or ends a row: the text files would not parse.
+void check_delimiter(const io::Settings& st, const std::string& delim) {
+  for (const char c : delim) {
+    const auto u = static_cast<unsigned char>(c);
+    const bool bad = std::isalnum(u) != 0 || c == '+' || c == '-' || c == '.' || (u < 0x20 && c != '\t') || u == 0x7f;
+    if (bad)
+      throw InputError(fmt::format("{}: key \"{}\" is \"{}\", but must not contain digits, letters, '+', '-', '.', line "
+                                   "breaks or control characters (they appear in numbers or end rows); use e.g. \",\" "
+                                   "or \" \"",
+                                   st.origin("output_delimiter"), st.written("output_delimiter"),
+                                   printable_text(delim)));
+  }
+}
+
+/// Refuses names the outputs cannot hold: empty or repeated names, names HDF5 reads as
+/// paths ('/', ".", ".."), control characters, leading or trailing blanks (netCDF and
+/// xarray refuse them), names that contain the text files' column separator, and the
+/// coordinate names "chain" and "draw" of the `.h5`'s posterior group.
+void check_variable_names(const io::Settings& st, const std::vector<std::string>& names, const std::string& delim) {
+  const std::string origin = st.has("variable_names") ? st.origin("variable_names") : std::string("variable_names");
+  const std::string key = st.has("variable_names") ? st.written("variable_names") : std::string("variable_names");
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names[i];
+    std::string why;
+    if (n.empty()) why = "is empty";
+    else if (n == "." || n == "..") why = "is a path (HDF5 reads it as a folder)";
+    else if (n.find('/') != std::string::npos) why = "contains '/' (HDF5 reads it as a path)";
+    else if (n.front() == ' ' || n.back() == ' ' || n.front() == '\t' || n.back() == '\t')
+      why = "begins or ends with a blank (netCDF and xarray refuse it)";
+    else if (std::any_of(n.begin(), n.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+      why = "contains a control character";
+    else if (n == "chain" || n == "draw")
+      why = "is a coordinate of the .h5's posterior group (\"chain\" and \"draw\" are reserved)";
+    else if (n.find(delim) != std::string::npos)
+      why = fmt::format("contains the column separator output_delimiter = \"{}\"", printable_text(delim));
+    for (std::size_t j = 0; j < i && why.empty(); ++j)
+      if (names[j] == n) why = fmt::format("repeats name {} (names must be unique)", j + 1);
+    if (!why.empty())
+      throw InputError(fmt::format("{}: key \"{}\": name {} \"{}\" {}", origin, key, i + 1, printable_text(n), why));
+  }
+}
+
 }  // namespace
+
+double sampler_memory_need(const SamplerSpecs& s, int ndim, int ranks) {
+  const double d = ndim, n = static_cast<double>(s.chain_size), r = std::max(ranks, 1);
+  double need = 0;
+  if (s.device != "cpu") {
+    // Rank 0 holds every chain's draws [chains, draws, d] and lp, a gathered block, one
+    // coordinate at a time for the diagnostics, and each chain's state and factor.
+    const double chains = r * static_cast<double>(s.chains_per_rank);
+    const double draws = n / static_cast<double>(std::max<std::int64_t>(s.thin, 1));
+    need = chains * draws * (d + 1) * 8 + 2 * chains * draws * 8 + chains * (3 * d + 4) * 8 +
+           (s.batched_adaptation == "per_chain" ? chains : 1.0) * 3 * d * d * 8;
+  } else {
+    // Each chain held compactly (unique states, weights, lp) and copied once for the
+    // outputs (posterior, refined sample); rank 0 gathers every chain of multi_chain.
+    const double chains = s.parallelization_model == "multi_chain" ? r * static_cast<double>(s.chains_per_rank) : 1.0;
+    need = 2 * chains * n * (d + 4) * 8 + chains * 4 * d * d * 8;
+  }
+  return need;
+}
+
+void check_sampler_memory(const SamplerSpecs& s, int ndim, int ranks) {
+  const double chains = s.device != "cpu" || s.parallelization_model == "multi_chain"
+                            ? static_cast<double>(std::max(ranks, 1)) * static_cast<double>(s.chains_per_rank)
+                            : 1.0;
+  check_memory_need(sampler_memory_need(s, ndim, ranks), s.max_memory,
+                    fmt::format("the run ({:.0f} chain(s) x chain_size {} x ndim {}{})", chains, s.chain_size, ndim,
+                                s.device != "cpu" && s.thin > 1 ? fmt::format(", thin {}", s.thin) : std::string()),
+                    "lower chain_size or chains_per_rank");
+}
 
 SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::vector<std::string>& default_names) {
   HERD_REQUIRE(ndim >= 1, "sampler: ndim is {}, but must be at least 1", ndim);
@@ -279,6 +370,13 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.description = st.get_string("description");
   s.output_delimiter = st.get_string("output_delimiter");
   if (s.output_delimiter.empty()) s.output_delimiter.push_back(' ');
+  check_delimiter(st, s.output_delimiter);
+  check_variable_names(st, s.variable_names, s.output_delimiter);
+  try {
+    s.max_memory = parse_memory_size(st.get_string("max_memory"));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: key \"{}\" is {}", st.origin("max_memory"), st.written("max_memory"), e.what()));
+  }
   s.output_real_precision = static_cast<int>(st.get_int("output_real_precision"));
   s.output_column_width = static_cast<int>(st.get_int("output_column_width"));
   s.silent_mode = st.get_bool("silent_mode") || st.get_string("output_splash_mode") == "silent";
@@ -294,6 +392,9 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
     fail(fmt::format("{}: key \"{}\" is {}, but must be at most 4096 with device = \"cpu\" "
                                  "(use device = \"cpu_batched\" or \"cuda\" for more chains)",
                                  st.origin("chains_per_rank"), st.written("chains_per_rank"), s.chains_per_rank));
+  if (s.device != "cpu" && s.warmup > std::numeric_limits<std::int64_t>::max() - s.chain_size)
+    fail(fmt::format("{}: key \"{}\" is {}, but warmup + chain_size ({} + {}) must stay below 2^63",
+                     st.origin("warmup"), st.written("warmup"), s.warmup, s.warmup, s.chain_size));
   if (s.device != "cpu" && s.thin > s.chain_size)
     fail(fmt::format("{}: key \"{}\" is {}, but must be at most chain_size = {} (no draws otherwise)",
                                  st.origin("thin"), st.written("thin"), s.thin, s.chain_size));

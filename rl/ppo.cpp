@@ -62,11 +62,15 @@ MinibatchLoss Ppo::minibatch_loss(const RolloutBuffer& buf, std::span<const std:
       }
       comm_->allreduce(s, 3, DataType::kFloat64, ReduceOp::kSum);
     }
-    const double mean = s[1] / s[0];
-    const double var = std::max(0.0, s[2] / s[0] - mean * mean);
-    const double inv = 1.0 / (std::sqrt(var) + 1e-8);
-    for (std::size_t i = 0; i < n; ++i) adv_[i] = static_cast<float>((adv_[i] - mean) * inv);
-  } else if (opt_options_.normalize_advantage) {
+    // A union minibatch of one sample is left as is (its normalised advantage would be 0
+    // and the policy would never change), as Stable-Baselines3 does.
+    if (s[0] > 1.0) {
+      const double mean = s[1] / s[0];
+      const double var = std::max(0.0, s[2] / s[0] - mean * mean);
+      const double inv = 1.0 / (std::sqrt(var) + 1e-8);
+      for (std::size_t i = 0; i < n; ++i) adv_[i] = static_cast<float>((adv_[i] - mean) * inv);
+    }
+  } else if (opt_options_.normalize_advantage && n > 1) {
     normalize_advantages(adv_.data(), n);
   }
   agent_.evaluate(obs_.data(), act_.data(), n);

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "herd/core/config.hpp"
 #include "herd/core/device.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/io/config.hpp"
 #include "herd/io/toml_reader.hpp"
 #include "herd/rl/registry.hpp"
@@ -20,7 +22,7 @@ const io::Schema& train_schema() {
     s.add_string("env", "CartPole-v1", "environment id (registry)");
     s.add_string("algorithm", "ppo", "training algorithm").choices({"ppo", "a2c"});
     s.add_int("seed", 0, "seed of every random stream").min(0);
-    s.add_int("total_steps", 100000, "env steps to train").min(1);
+    s.add_int("total_steps", 100000, "env steps to train").range(1, 1e18);
     s.add_string("output_prefix", "herd_rl", "writes <prefix>.h5 and <prefix>.ckpt");
     s.add_int("checkpoint_period", 0, "iterations between checkpoints (0: at the end only)").min(0);
     s.add_float("checkpoint_period_seconds", 120,
@@ -51,7 +53,7 @@ const io::Schema& train_schema() {
     s.add_bool("algo.anneal_clip", true, "anneal the clip range linearly to 0");
     s.add_float("algo.clip_range_vf", 0.0, "value clipping (0: off)").min(0);
     s.add_int("algo.epochs", 20, "PPO epochs per rollout").range(1, 1000);
-    s.add_int("algo.minibatch_size", 256, "PPO minibatch size (over all ranks)").min(1);
+    s.add_int("algo.minibatch_size", 256, "PPO minibatch size (over all ranks)").range(1, 2147483647);
     s.add_int("algo.num_minibatches", 0,
               "PPO minibatches per epoch; when > 0 it sets the minibatch size to the steps per iteration / "
               "num_minibatches (0: use algo.minibatch_size)")
@@ -64,11 +66,14 @@ const io::Schema& train_schema() {
         .min(1);
     s.add_int("algo.lr_warmup_iterations", 0,
               "iterations of linear warm-up from the unscaled to the scaled learning rate (0: none)")
-        .min(0);
+        .range(0, 2147483647);
     s.add_float("algo.ent_coef", 0.0, "entropy bonus coefficient").min(0);
     s.add_float("algo.vf_coef", 0.5, "value loss coefficient").min(0);
     s.add_float("algo.max_grad_norm", 0.5, "gradient-norm clip (0: off)").min(0);
     s.add_bool("algo.normalize_advantage", true, "per-minibatch advantage normalisation");
+    s.add_string("max_memory", "0",
+                 "memory the run may hold, e.g. \"16GiB\" or \"500MB\" (0: the memory available on the machine); "
+                 "a run that needs more is refused before it starts");
     s.add_string("algo.optimizer", "adam", "optimizer").choices({"adam", "rmsprop"});
     s.add_float("algo.optimizer_eps", 1e-5, "optimizer epsilon").min(0);
     return s;
@@ -148,6 +153,13 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   so.num_envs = static_cast<int>(st.get_int("sampler.num_envs"));
   so.num_steps = static_cast<int>(st.get_int("sampler.num_steps"));
   so.num_threads = static_cast<int>(st.get_int("sampler.num_threads"));
+  // A rollout's samples are indexed with 32-bit integers (the minibatch shuffles).
+  if (static_cast<std::int64_t>(so.num_envs) * so.num_steps > std::int64_t{4294967295}) {
+    std::ostringstream m;
+    m << st.origin("sampler.num_steps") << ": sampler.num_envs x sampler.num_steps is " << so.num_envs << " x "
+      << so.num_steps << ", but a rollout may hold at most 4294967295 samples (2^32 - 1)";
+    throw InputError(m.str());
+  }
   so.seed = c.seed;
   so.normalize_obs = st.get_bool("normalize.obs");
   so.normalize_reward = st.get_bool("normalize.reward");
@@ -184,6 +196,12 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
         << ", but must divide sampler.num_envs * sampler.num_steps" << (ranks > 1 ? " * ranks" : "") << " = " << spi;
       throw InputError(m.str());
     }
+    if (spi / nmb > std::numeric_limits<int>::max()) {
+      std::ostringstream m;
+      m << st.origin("algo.num_minibatches") << ": key \"algo.num_minibatches\" is " << nmb
+        << ", but the minibatches would have " << spi / nmb << " samples (at most 2147483647); raise it";
+      throw InputError(m.str());
+    }
     p.minibatch_size = static_cast<int>(spi / nmb);
   }
   c.lr_scaling = st.get_string("algo.lr_scaling");
@@ -215,6 +233,18 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       << ", but the alternating sampler needs an even number (two groups of num_envs / 2)";
     throw InputError(m.str());
   }
+  try {
+    c.max_memory = parse_memory_size(st.get_string("max_memory"));
+  } catch (const InputError& e) {
+    throw InputError(st.origin("max_memory") + ": key \"max_memory\" is " + e.what());
+  }
+  // Configurations that learn little or nothing run, with a warning on the terminal.
+  const bool one_sample = c.algorithm == "ppo" ? p.minibatch_size == 1 : c.steps_per_iteration() == 1;
+  if (one_sample && p.normalize_advantage)
+    c.warnings.push_back(std::string(c.algorithm == "ppo" ? "algo.minibatch_size is 1" : "one env step per iteration") +
+                         ": the advantage of a single sample cannot be normalised and is used as it is (as "
+                         "Stable-Baselines3 does); each update follows one noisy sample, so the policy learns slowly "
+                         "if at all; use minibatches of at least 32 samples");
   if (text) *text = st.describe();
   return c;
 }

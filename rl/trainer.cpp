@@ -15,6 +15,7 @@
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/mpi_communicator.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/rl/registry.hpp"
@@ -117,7 +118,7 @@ std::map<std::string, std::string> config_values(const std::string& text) {
 bool may_change_on_resume(const std::string& key) {
   static const std::set<std::string> keys = {"total_steps",     "output_prefix",       "checkpoint_period",
                                              "checkpoint_period_seconds", "progress_period", "logging.tensorboard",
-                                             "sampler.kind",    "sampler.num_threads"};
+                                             "sampler.kind",    "sampler.num_threads", "max_memory"};
   return keys.count(key) != 0;
 }
 
@@ -178,6 +179,21 @@ std::vector<io::TbScalar> Trainer::tensorboard_scalars(const CurveRow& r) const 
   return out;
 }
 
+double training_memory_need(const TrainConfig& c, std::size_t obs_dim, std::size_t action_dim) {
+  const double n = static_cast<double>(c.sampler_options.num_envs) * c.sampler_options.num_steps;
+  // The rollout buffer: observations (float), actions (double) and eleven per-step floats.
+  const double rollout = n * (4.0 * static_cast<double>(obs_dim) + 8.0 * static_cast<double>(action_dim) + 44.0);
+  // One minibatch (the whole rollout for A2C, or for PPO minibatches larger than it):
+  // its gathered copy, the shuffled indices and the activations and gradients of the
+  // actor and critic layers.
+  double width = 0;
+  for (const auto h : c.agent.hidden) width += static_cast<double>(h);
+  const double mb = c.algorithm == "a2c" ? n : std::min(n, static_cast<double>(c.ppo.minibatch_size));
+  const double update = mb * (4.0 * static_cast<double>(obs_dim) + 8.0 * static_cast<double>(action_dim) + 32.0) +
+                        4.0 * n + mb * width * 4.0 * 8.0;
+  return rollout + update;
+}
+
 Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
     : config_(c), config_text_(std::move(text)) {
   if (comm == nullptr) {
@@ -192,8 +208,14 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
     so.first_global_id = static_cast<std::uint32_t>(comm_->rank()) * static_cast<std::uint32_t>(so.num_envs);
   }
   config_.sampler_options = so;
+  // The spaces of the agent, and the memory the run needs, before anything large is made.
+  const auto probe = make_env(c.env);
+  check_memory_need(training_memory_need(c, probe->obs_dim(), probe->action_space().dim()), c.max_memory,
+                    "training with " + std::to_string(c.sampler_options.num_envs) + " envs x " +
+                        std::to_string(c.sampler_options.num_steps) + " steps per rollout (sampler.num_envs x "
+                        "sampler.num_steps)",
+                    "lower sampler.num_envs or sampler.num_steps");
   sampler_ = make_sampler(c.sampler, so);
-  const auto probe = make_env(c.env);  // spaces of the agent
   AgentOptions ao = c.agent;
   if (ao.device.is_cuda() && comm_->size() > 1 && c.device == "cuda") {
     // One rank per GPU: a plain "cuda" means this rank's local GPU.

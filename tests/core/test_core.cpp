@@ -1,4 +1,7 @@
 // Tests of errors, logging, devices and the SelfCommunicator.
+#include <limits>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -9,6 +12,7 @@
 #include "herd/core/device.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/log.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/core/mpi_communicator.hpp"
 
 #if HERD_HAVE_CUDA
@@ -130,4 +134,52 @@ TEST_CASE("CUDA and NCCL status checks throw with the call and the error", "[cor
 #if !HERD_HAVE_CUDA
   CHECK(herd::cuda_device_count() == 0);  // nothing to check in a CPU-only build but this
 #endif
+}
+
+// --- sizes and memory (herd/core/memory.hpp) -----------------------------------------------
+
+TEST_CASE("checked_count refuses products that overflow, and negative factors", "[core]") {
+  CHECK(herd::checked_count({4, 1000, 3}, "x") == 12000u);
+  CHECK(herd::checked_count({0, std::numeric_limits<std::int64_t>::max()}, "x") == 0u);
+  // chains x draws x ndim of the batched heap overflow: 4 x 2^62 x 3 wraps around in 64 bits.
+  CHECK_THROWS_WITH(herd::checked_count({4, std::int64_t{1} << 62, 3}, "sink: chains x draws x ndim"),
+                    Catch::Matchers::Contains("sink: chains x draws x ndim: 4 x 4611686018427387904 x 3 is too large"));
+  CHECK_THROWS_AS(herd::checked_count({-1, 5}, "x"), herd::InputError);
+  CHECK_THROWS_AS(herd::checked_count({std::int64_t{1} << 61, 1}, "x"), herd::InputError);  // x 8 bytes > 2^63
+}
+
+TEST_CASE("parse_memory_size reads units; format_bytes writes binary units", "[core]") {
+  CHECK(herd::parse_memory_size("0") == 0u);
+  CHECK(herd::parse_memory_size("") == 0u);
+  CHECK(herd::parse_memory_size("1000") == 1000u);
+  CHECK(herd::parse_memory_size("16GiB") == (std::uint64_t{16} << 30));
+  CHECK(herd::parse_memory_size("500 MB") == 500000000u);
+  CHECK(herd::parse_memory_size("1.5kib") == 1536u);
+  CHECK(herd::parse_memory_size("2e9") == 2000000000u);
+  for (const char* bad : {"lots", "-1GB", "16 GiBs", "nan", "1e30"})
+    CHECK_THROWS_WITH(herd::parse_memory_size(bad), Catch::Matchers::Contains("is not a memory size"));
+  CHECK(herd::format_bytes(96) == "96 B");
+  CHECK(herd::format_bytes(1536) == "1.5 KiB");
+  CHECK(herd::format_bytes(16.0 * (1ull << 30)) == "16 GiB");
+}
+
+TEST_CASE("check_memory_need compares with max_memory, else the available memory", "[core]") {
+  CHECK_NOTHROW(herd::check_memory_need(1000, 2000, "the run", "lower it"));
+  CHECK_THROWS_WITH(herd::check_memory_need(3000, 2000, "the run", "lower it"),
+                    Catch::Matchers::Equals("the run needs about 2.93 KiB of memory, but max_memory is 1.95 KiB; lower it"));
+  const auto avail = herd::available_memory_bytes();
+  REQUIRE(avail.has_value());  // Linux: /proc/meminfo
+  CHECK(*avail > 0);
+  CHECK_THROWS_WITH(herd::check_memory_need(1e30, 0, "the run", "lower it"),
+                    Catch::Matchers::Contains("this machine has") && Catch::Matchers::Contains("max_memory"));
+  // A max_memory above the machine's memory is the user's to give.
+  CHECK_NOTHROW(herd::check_memory_need(static_cast<double>(*avail) * 2, *avail * 4, "the run", "lower it"));
+}
+
+TEST_CASE("error_text names an allocation failure instead of a bare std::bad_alloc", "[core]") {
+  CHECK(herd::error_text(std::runtime_error("plain"), "sampling") == "plain");
+  const std::string m = herd::error_text(std::bad_alloc(), "sampling");
+  CHECK_THAT(m, Catch::Matchers::StartsWith("out of memory while sampling (std::bad_alloc)"));
+  CHECK_THAT(herd::error_text(std::length_error("cannot create std::vector larger than max_size()"), "reading"),
+             Catch::Matchers::StartsWith("out of memory while reading (std::length_error: cannot create"));
 }

@@ -2,6 +2,7 @@
 // files, and a writer SIGKILLed mid-write leaving the previous checkpoint readable.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
@@ -219,4 +220,40 @@ TEST_CASE("append file: resume drops what came after the checkpoint", "[io]") {
   CHECK(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()) == "state 1\nstate 2\nstate 3\n");
   CHECK_THROWS_WITH(AppendFile::resume(path, 1000), Catch::Contains("the checkpoint records 1000"));
   CHECK_THROWS_AS(AppendFile::resume(tmp.file("missing.txt"), 0), herd::IoError);
+}
+
+TEST_CASE("block checksums: independent of how bytes were appended; a changed byte names its block", "[io]") {
+  TempDir tmp;
+  const std::string path = tmp.file("record.bin");
+  // 2.5 MiB of bytes: three blocks, the last partial.
+  std::vector<std::byte> data(5 * (1u << 19));
+  std::mt19937 g(3);
+  for (auto& b : data) b = static_cast<std::byte>(g() & 0xff);
+  BlockChecksums whole, pieces;
+  whole.add(data);
+  for (std::size_t at = 0; at < data.size();) {  // odd pieces across block boundaries
+    const std::size_t n = std::min<std::size_t>(100003, data.size() - at);
+    pieces.add(std::span<const std::byte>(data).subspan(at, n));
+    at += n;
+  }
+  CHECK(whole.crcs.size() == 3);
+  CHECK(whole.bytes == data.size());
+  CHECK(pieces.crcs == whole.crcs);
+  CHECK(whole.crcs[0] == crc32(std::span<const std::byte>(data).first(1u << 20)));
+  write_raw(path, data, data.size());
+  CHECK_NOTHROW(whole.verify(path, "the record"));
+  std::vector<std::byte> bad = data;
+  bad[(1u << 20) + 17] ^= std::byte{0x20};  // in block 2
+  write_raw(path, bad, bad.size());
+  CHECK_THROWS_WITH(whole.verify(path, "the record"),
+                    Catch::Matchers::Contains("the record \"" + path + "\" is corrupt: block 2 of 3 (bytes 1048576 to "
+                                              "2097151)") &&
+                        Catch::Matchers::Contains("overwrite = true"));
+  write_raw(path, data, data.size() - 10);  // shorter than recorded
+  CHECK_THROWS_WITH(whole.verify(path, "the record"), Catch::Matchers::Contains("fewer bytes"));
+  // Bytes after the recorded part (appended after the checkpoint) are not checked.
+  write_raw(path, data, data.size());
+  BlockChecksums part;
+  part.add(std::span<const std::byte>(data).first(1000));
+  CHECK_NOTHROW(part.verify(path, "the record"));
 }

@@ -226,3 +226,78 @@ TEST_CASE("schema: written() gives the key as the input spelled it", "[io]") {
   CHECK(st.written("proposal_cov") == "proposalStartCovMat");
   CHECK(st.written("chain_size") == "chain_size");  // default
 }
+
+TEST_CASE("schema: finite() refuses NaN and infinities, naming the key", "[io]") {
+  herd::io::Schema s("t");
+  s.add_float("b", 0.03, "curvature").finite();
+  s.add_float_list("mean", std::nullopt, "mean").finite();
+  s.add_float_matrix("cov", std::nullopt, "covariance").finite();
+  auto err = [&](std::string_view text, const std::vector<std::string>& sets = {}) -> std::string {
+    try {
+      s.apply(toml(text), sets);
+    } catch (const herd::InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  CHECK(err("b = nan\n") == "run.toml:1: key \"b\" is nan (a float), but must be a finite float");
+  CHECK(err("mean = [0.0, inf]\n") ==
+        "run.toml:1: key \"mean\" element 2 is inf (a float), but must be a list of finite floats");
+  CHECK(err("cov = [[1.0, 0.0], [0.0, -inf]]\n").find("key \"cov\"") != std::string::npos);
+  CHECK(err("", {"b=nan"}) == "--set b=nan: key \"b\" is nan (a float), but must be a finite float");
+  CHECK(err("b = 1e300\nmean = [1.0, -2.0]\ncov = [[1.0]]\n") == "(no error)");
+}
+
+namespace {
+
+std::string toml_error(const std::string& text) {
+  try {
+    parse_toml(text, "deep.toml");
+  } catch (const herd::InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+// toml++ 3.3 recurses once per level: 40,000 dotted-key levels overflowed the stack.
+TEST_CASE("TOML: nesting deeper than 64 levels is refused before parsing, in every form", "[io]") {
+  auto dotted = [](int n) {
+    std::string t = "a";
+    for (int i = 1; i < n; ++i) t += ".a";
+    return t + " = 1\n";
+  };
+  auto arrays = [](int n) {
+    return "x = " + std::string(static_cast<std::size_t>(n), '[') + "1" + std::string(static_cast<std::size_t>(n), ']') +
+           "\n";
+  };
+  auto inline_tables = [](int n) {
+    std::string t = "x = ";
+    for (int i = 0; i < n; ++i) t += "{a = ";
+    t += "1";
+    for (int i = 0; i < n; ++i) t += "}";
+    return t + "\n";
+  };
+  auto header = [](int n) {
+    std::string t = "[a";
+    for (int i = 1; i < n; ++i) t += ".a";
+    return t + "]\nb = 1\n";
+  };
+  for (const int n : {40000, 1000, 66}) {
+    INFO("levels: " << n);
+    CHECK_THAT(toml_error("ok = 1\n" + dotted(n)),
+               Catch::Matchers::StartsWith("deep.toml:2: TOML nesting of") &&
+                   Catch::Matchers::Contains("but at most 64 are accepted"));
+    CHECK_THAT(toml_error(arrays(n)), Catch::Matchers::Contains("at most 64"));
+    CHECK_THAT(toml_error(inline_tables(n)), Catch::Matchers::Contains("at most 64"));
+    CHECK_THAT(toml_error(header(n)), Catch::Matchers::Contains("at most 64"));
+  }
+  // Up to the limit is fine; dots, brackets and braces in strings and comments do not count.
+  CHECK(toml_error(dotted(60)) == "(no error)");
+  CHECK(toml_error(arrays(60)) == "(no error)");
+  CHECK(toml_error(inline_tables(60)) == "(no error)");
+  CHECK(toml_error("x = [[1.5, 2.5], [3.5]]\ns = \"" + std::string(500, '[') + std::string(500, '.') + "\"\n# " +
+                   std::string(500, '{') + "\nt = '''" + std::string(500, '.') + "'''\nu = \"\"\"\n" +
+                   std::string(300, '[') + "\"\"\"\n") == "(no error)");
+}

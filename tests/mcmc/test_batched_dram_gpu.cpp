@@ -301,6 +301,9 @@ TEST_CASE("gpu batched DRAM: a device run resumed from a checkpoint continues bi
       CHECK(rr.adaptive_updates == r.adaptive_updates);
       CHECK(rr.proposal_cov == r.proposal_cov);
       if (!res.saved.empty()) CHECK(res.saved.back().chol == all.saved.back().chol);
+    }
+  }
+}
 
 namespace {
 // Forwards to a MemoryBatchedSink and snapshots the launch counters at every block.

@@ -133,6 +133,52 @@ TEST_CASE("parallel: a resumable run killed by an error resumes byte-identically
   fs::remove_all(dir);
 }
 
+// A flipped byte in the recorded chain file went unnoticed: the rerun resumed from it and
+// exited 0 with different results. The checkpoint's per-MiB CRC-32s now refuse it.
+TEST_CASE("parallel: a changed byte in a chain file is refused, naming the file and block", "[mcmc][parallel]") {
+  const fs::path dir = temp_dir("flip");
+  DramOptions o = opts(1);
+  o.chain_size = 3000;
+  ResumableOptions f;
+  f.chain_path = (dir / "x.chain").string();
+  f.checkpoint_path = (dir / "x.ckpt").string();
+  f.period_steps = 97;
+  long calls = 0;
+  auto crashing = [&](const double* x, int d) {
+    if (++calls > 1500) throw std::runtime_error("simulated crash");
+    return banana(x, d);
+  };
+  CHECK_THROWS_AS(run_resumable(o, crashing, f), herd::Error);
+  const std::string good = slurp(f.chain_path);
+  REQUIRE(good.size() > 1000);
+  auto flip = [&](std::size_t at) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ 0x10);
+    std::ofstream(f.chain_path, std::ios::binary | std::ios::trunc) << bad;
+  };
+  flip(good.size() / 2);
+  try {
+    run_resumable(o, banana, f);
+    FAIL("a corrupt chain file was resumed");
+  } catch (const herd::IoError& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("x.chain") && Catch::Matchers::Contains("block 1 of 1") &&
+                             Catch::Matchers::Contains("corrupt") && Catch::Matchers::Contains("overwrite = true"));
+  }
+  // Restored, it resumes and completes; a byte changed after that is found when the
+  // completed record is read back.
+  std::ofstream(f.chain_path, std::ios::binary | std::ios::trunc) << good;
+  const ResumableRun r = run_resumable(o, banana, f);
+  CHECK(r.resumed);
+  CHECK(read_resumable_chain(f.chain_path, 3, f.checkpoint_path).size() == 3000);
+  const std::string done = slurp(f.chain_path);
+  std::string bad = done;
+  bad[10] = static_cast<char>(bad[10] ^ 1);
+  std::ofstream(f.chain_path, std::ios::binary | std::ios::trunc) << bad;
+  CHECK_THROWS_WITH(read_resumable_chain(f.chain_path, 3, f.checkpoint_path),
+                    Catch::Matchers::Contains("x.chain") && Catch::Matchers::Contains("block 1"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("parallel: fork-join on one rank is the serial chain", "[mcmc][parallel]") {
   herd::SelfCommunicator comm;
   for (int dr : {0, 2}) {

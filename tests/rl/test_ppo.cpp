@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 
 #include "herd/rl/a2c.hpp"
@@ -136,6 +137,47 @@ TEST_CASE("A PPO minibatch of one sample gives no NaN", "[rl]") {
   CHECK(std::isfinite(st.value_loss));
   for (auto& t : agent.state_dict())
     for (double x : t.tensor.to_vector()) REQUIRE(std::isfinite(x));
+}
+
+// Stable-Baselines3 issue #325: normalising the advantage of a single sample gives 0, so a
+// minibatch of one never moved the policy. PPO and A2C (normalize_advantage) now leave it as is.
+TEST_CASE("A PPO or A2C update with a minibatch of one sample changes the policy", "[rl]") {
+  for (const bool a2c : {false, true}) {
+    INFO((a2c ? "A2C" : "PPO"));
+    auto env = make_env("CartPole-v1");
+    AgentOptions ao;
+    ao.seed = 5;
+    ActorCriticAgent agent(4, env->action_space(), ao);
+    RolloutBuffer b;
+    b.resize(1, 1, 4, 1);
+    b.obs = {0.1f, -0.2f, 0.3f, 0.05f};
+    b.actions = {1.0};
+    agent.evaluate(b.obs.data(), b.actions.data(), 1);
+    const double before = agent.log_probs()[0];
+    b.log_probs = {static_cast<float>(before)};
+    b.values = {agent.values()[0]};
+    b.advantages = {1.5f};  // a good action: its probability must rise
+    b.returns = {agent.values()[0] + 1.5f};
+    std::unique_ptr<Ppo> algo;
+    if (a2c) {
+      A2cOptions o;
+      o.normalize_advantage = true;
+      o.ent_coef = 0.0;
+      o.learning_rate = 1e-2;
+      algo = std::make_unique<A2c>(agent, o);
+    } else {
+      PpoOptions po;
+      po.normalize_advantage = true;
+      po.minibatch_size = 1;
+      po.epochs = 1;
+      po.ent_coef = 0.0;
+      po.learning_rate = 1e-2;
+      algo = std::make_unique<Ppo>(agent, po);
+    }
+    algo->update(b, 1.0, 0);
+    agent.evaluate(b.obs.data(), b.actions.data(), 1);
+    CHECK(agent.log_probs()[0] > before + 1e-4);
+  }
 }
 
 TEST_CASE("Sampler: truncated steps bootstrap from V(final obs), terminated ones do not", "[rl]") {
@@ -282,6 +324,27 @@ TEST_CASE("Config errors name the key and the value", "[rl]") {
   CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"algo.minibatch_size=1000"}),
                     Catch::Contains("algo.minibatch_size") && Catch::Contains("1000"));
   CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"algo.gamma=1.5"}), Catch::Contains("algo.gamma"));
+}
+
+TEST_CASE("Config: sizes checked before narrowing, max_memory, and a warning for one-sample minibatches", "[rl]") {
+  const io::Config none("<t>");
+  // 3e9 narrowed to int was -1294967296, which passed the "<= steps per iteration" check.
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algo.minibatch_size=3e9"}),
+                    Catch::Contains("algo.minibatch_size") && Catch::Contains("2147483647"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"sampler.num_envs=65536", "sampler.num_steps=1048576"}),
+                    Catch::Contains("65536 x 1048576") && Catch::Contains("2^32 - 1"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"max_memory=lots"}), Catch::Contains("max_memory"));
+  CHECK(resolve_train_config(none, {"max_memory=2GiB"}).max_memory == (std::uint64_t{2} << 30));
+  CHECK(resolve_train_config(none, {}).warnings.empty());
+  const TrainConfig one = resolve_train_config(none, {"algo.minibatch_size=1"});
+  REQUIRE(one.warnings.size() == 1);
+  CHECK_THAT(one.warnings[0], Catch::Contains("algo.minibatch_size is 1"));
+  CHECK(resolve_train_config(none, {"algo.minibatch_size=1", "algo.normalize_advantage=false"}).warnings.empty());
+  // The Trainer refuses a run above max_memory before it allocates the rollout.
+  const TrainConfig big = resolve_train_config(none, {"sampler.num_envs=4096", "sampler.num_steps=4096",
+                                                      "max_memory=100MB"});
+  CHECK_THROWS_WITH(Trainer(big, ""), Catch::Contains("4096 envs x 4096 steps") && Catch::Contains("max_memory is"));
+  CHECK(training_memory_need(big, 4, 1) > 1e9);
 }
 
 TEST_CASE("Config key device: cpu, cuda, cuda:<index>; bad values and unusable devices named (issue #14)", "[rl]") {

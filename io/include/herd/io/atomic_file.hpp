@@ -37,6 +37,25 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
 /// Reads a whole file. @throws IoError when it cannot be opened or read.
 std::vector<std::byte> read_file_bytes(const std::string& path);
 
+/// CRC-32s (`crc32` of checkpoint.hpp) of an append-only file in blocks of `kBlockBytes`
+/// (the last block may be partial), kept up to date as bytes are appended, for a
+/// checkpoint to store beside the file's length: a changed byte in the recorded part is
+/// then found, by block, when the record is read back, while the file's bytes stay those
+/// of the data (the same for every pattern of appends). Not thread-safe.
+struct BlockChecksums {
+  static constexpr std::uint64_t kBlockBytes = std::uint64_t{1} << 20;  ///< 1 MiB
+  std::vector<std::uint32_t> crcs;  ///< one per block, the last possibly partial
+  std::uint64_t bytes = 0;          ///< bytes covered
+
+  /// Extends the checksums over appended bytes.
+  void add(std::span<const std::byte> data);
+  /// Checks the first `bytes` bytes of the file at `path` against `crcs`. `what` names
+  /// the record in messages (e.g. "the chain file").
+  /// @throws IoError naming the file and the first block that differs (or a file shorter
+  /// than `bytes`), ending "set overwrite = true to start afresh".
+  void verify(const std::string& path, std::string_view what) const;
+};
+
 /// An append-only file (a chain file, a log) whose durable length a checkpoint records
 /// (DESIGN.md §4): after `sync()` the checkpoint stores `size()`; a resumed run calls
 /// `resume(path, stored_size)`, which drops whatever was appended after that checkpoint,

@@ -59,6 +59,9 @@ class H5Handle {
   ~H5Handle() { reset(); }
   /// Closes the identifier (errors ignored: called from destructors).
   void reset() noexcept;
+  /// Forgets the identifier without closing it (after a close that failed: HDF5 must not be
+  /// asked to close it again).
+  void release() noexcept { id_ = -1; }
   hid_t get() const noexcept { return id_; }
   bool valid() const noexcept { return id_ >= 0; }
 
@@ -67,7 +70,9 @@ class H5Handle {
   Closer closer_ = nullptr;
 };
 
-/// Switches off HDF5's automatic error printing (once per process).
+/// Switches off HDF5's automatic error printing and its clean-up at exit (once per
+/// process): a file whose close failed (a full disk) must not be closed again at exit,
+/// where HDF5 would crash; herd closes every file it opens itself.
 void h5_init();
 
 /// The native HDF5 memory type of `T`; a compile error for unsupported types.

@@ -49,6 +49,9 @@ class SchemaKey {
   SchemaKey& min(double lo, bool exclusive = false);
   /// Upper bound: value <= hi, or < hi when `exclusive`.
   SchemaKey& max(double hi, bool exclusive = false);
+  /// Numbers (and numeric list elements) must be finite: NaN and +-inf are refused with a
+  /// message naming the key.
+  SchemaKey& finite();
   /// Allowed strings (matched exactly; for string lists, per element).
   SchemaKey& choices(std::vector<std::string> allowed);
   /// Another accepted name (e.g. ParaMonte's "chainSize" for "chain_size").
@@ -75,7 +78,7 @@ class SchemaKey {
   ConfigValue default_;
   bool required_ = false;
   std::optional<double> lo_, hi_;
-  bool lo_open_ = false, hi_open_ = false;
+  bool lo_open_ = false, hi_open_ = false, finite_ = false;
   std::vector<std::string> choices_;
   std::vector<std::string> aliases_;
   std::size_t min_len_ = 0, max_len_ = std::numeric_limits<std::size_t>::max();

@@ -14,7 +14,10 @@
 namespace herd::io {
 
 /// Parses TOML text; `source` names it in messages and locations.
-/// @throws InputError "run.toml:7:12: <toml++ description>" on a syntax error.
+/// @throws InputError "run.toml:7:12: <toml++ description>" on a syntax error, and
+/// "run.toml:3: TOML nesting of N levels, but at most 64 are accepted ..." for a text nested
+/// deeper than 64 levels (tables, arrays, inline tables and dotted-key parts together),
+/// found by a scan before parsing, so no input can exhaust the parser's stack.
 Config parse_toml(std::string_view text, const std::string& source);
 
 /// Reads a TOML file. @throws IoError when unreadable, InputError on a syntax error.

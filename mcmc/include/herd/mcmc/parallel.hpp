@@ -214,7 +214,9 @@ struct ResumableRun {
   double seconds_before = 0.0;
 };
 
-/// Runs one chain with checkpoints (see the file comment). The chain file holds records of
+/// Runs one chain with checkpoints (see the file comment). Each checkpoint holds the CRC-32
+/// of every MiB of the chain file it covers; a resumed run checks them before it appends
+/// (herd::IoError naming the file and block on a mismatch). The chain file holds records of
 /// 48 + 8 d bytes: u64 step, i64 weight, f64 log density, i32 DR stage, u32 chain id, f64
 /// acceptance probability, f64 adaptation measure, f64 point[d] (little-endian); read it
 /// with `read_resumable_chain`. When a checkpoint for different options exists the run
@@ -226,5 +228,11 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
 
 /// Reads a chain file of `run_resumable` (`ndim` variables). @throws herd::IoError
 MemoryChainSink read_resumable_chain(const std::string& path, int ndim);
+
+/// As above, after checking the chain file's recorded part against the CRC-32s (one per
+/// MiB of the file) that its checkpoint `checkpoint_path` holds.
+/// @throws herd::IoError naming the file and the first block that differs, or a
+/// checkpoint without checksums (written by an earlier version of herd).
+MemoryChainSink read_resumable_chain(const std::string& path, int ndim, const std::string& checkpoint_path);
 
 }  // namespace herd::mcmc

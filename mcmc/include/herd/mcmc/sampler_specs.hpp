@@ -65,6 +65,7 @@ struct SamplerSpecs {
   /// not returned, or a rank with no sign of life, ends the job naming the rank (0: off).
   double stall_timeout_seconds = 0.0;
   bool mpi_finalize_requested = true;       ///< C API: finalise MPI at the end if herd initialised it
+  std::uint64_t max_memory = 0;             ///< bytes a run may hold (0: what the machine has available)
   std::int64_t max_num_domain_check_to_warn = 1000;
   std::int64_t max_num_domain_check_to_stop = 100000;
   /// ParaMonte 2's `outputStatus`: "" (not given: herd's behaviour), "retry"/"repeat"
@@ -96,6 +97,18 @@ std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs&
 /// its value, and what was expected.
 SamplerSpecs resolve_sampler_specs(const io::Settings& settings, int ndim,
                                    const std::vector<std::string>& default_names = {});
+
+/// Bytes of memory a run of `specs` holds at its peak on rank 0 (an upper estimate, as a
+/// double so that no input overflows it): the chains in memory (compact chains of the
+/// serial kernel, or every chain's draws of a batched device), the copies made for the
+/// outputs and diagnostics, and the proposal covariances. `ranks` is the number of
+/// processes.
+double sampler_memory_need(const SamplerSpecs& specs, int ndim, int ranks);
+
+/// Refuses a run whose `sampler_memory_need` exceeds `specs.max_memory` (when > 0) or the
+/// memory available on this machine. @throws herd::InputError naming chain_size,
+/// chains_per_rank and ndim and what to change.
+void check_sampler_memory(const SamplerSpecs& specs, int ndim, int ranks);
 
 /// The kernel options for the specifications (start point drawn when
 /// `random_start_point`, from the seed's start-point stream of `chain_id`). The start

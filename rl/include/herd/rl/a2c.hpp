@@ -15,7 +15,8 @@ struct A2cOptions {
   double ent_coef = 0.0;           ///< entropy bonus coefficient
   double vf_coef = 0.5;            ///< value loss coefficient
   double max_grad_norm = 0.5;      ///< global gradient-norm clip (<= 0: off)
-  bool normalize_advantage = false;  ///< normalise advantages over the rollout
+  /// Normalise advantages over the rollout (not a rollout of one sample, as Stable-Baselines3).
+  bool normalize_advantage = false;
   OptimizerKind optimizer = OptimizerKind::kRmsProp;  ///< RMSprop (alpha 0.99) or Adam
   double optimizer_eps = 1e-5;     ///< optimizer epsilon
   int lr_warmup_iterations = 0;    ///< gradual warm-up iterations (see `PpoOptions`; 0: none)

@@ -40,7 +40,9 @@ struct PpoOptions {
   double ent_coef = 0.0;         ///< entropy bonus coefficient
   double vf_coef = 0.5;          ///< value loss coefficient
   double max_grad_norm = 0.5;    ///< global gradient-norm clip (<= 0: off)
-  bool normalize_advantage = true;  ///< per-minibatch advantage normalisation
+  /// Per-minibatch advantage normalisation; a minibatch of one sample (over all ranks) is
+  /// left unnormalised, as Stable-Baselines3 does (its normalised advantage would be 0).
+  bool normalize_advantage = true;
   OptimizerKind optimizer = OptimizerKind::kAdam;  ///< Adam or RMSprop
   double optimizer_eps = 1e-5;   ///< epsilon of Adam/RMSprop (SB3 uses 1e-5)
   std::uint64_t seed = 0;        ///< minibatch permutations: `RngStream(seed, rank, kShuffle)`

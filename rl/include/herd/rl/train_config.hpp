@@ -53,6 +53,12 @@ struct TrainConfig {
   std::string lr_scaling = "none";
   std::int64_t lr_reference_batch = 256;  ///< steps per iteration (all ranks) of the tuned rate
   double lr_scale = 1.0;                  ///< factor applied to `algo.learning_rate`
+  /// Bytes the run may hold (`max_memory`; 0: the memory available on the machine);
+  /// `Trainer` refuses a run whose rollout and update need more.
+  std::uint64_t max_memory = 0;
+  /// Why this configuration learns little or nothing (one line each; herd-rl prints them
+  /// as warnings before training), e.g. minibatches of one sample.
+  std::vector<std::string> warnings;
 
   /// Ranks of a data-parallel run (set by `Trainer` from its communicator, not read from
   /// the input): each rank runs `sampler.num_envs` envs, so a run of N ranks has N * B envs.

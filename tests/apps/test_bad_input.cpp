@@ -1,0 +1,242 @@
+// The bad-input catalogue: inputs and faults that herd-sample, herd-rl and herd-diagnose
+// must refuse with one clear line and a non-zero exit code, never a crash, never a bare
+// `std::bad_alloc`, never touching earlier outputs. One row per case in `catalogue()`;
+// extend it by adding rows (docs/io.md "Guarantees" lists what the rows check).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <hdf5.h>
+
+#include "app_runner.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// One row of the catalogue.
+struct BadInput {
+  std::string name;     ///< what the row checks (shown when it fails)
+  std::string program;  ///< "herd-sample", "herd-rl" or "herd-diagnose"
+  /// Files written into the row's fresh work folder first: {relative path, text}. Files
+  /// listed in `untouched` must still hold exactly this text afterwards.
+  std::vector<std::pair<std::string, std::string>> files;
+  std::string args;  ///< command line after the program ("@SHIM@" becomes the full-disk shim's path)
+  int rc;            ///< expected exit code (2 bad input, 1 a failed run)
+  std::vector<std::string> words;      ///< each must appear in the error line
+  std::vector<std::string> untouched = {};  ///< files (from `files`) whose bytes must not change
+  std::string env = {};                ///< environment assignments before the command ("@SHIM@" as in args)
+  std::function<void(const fs::path&)> setup = {};  ///< extra preparation of the work folder
+  std::string shell = {};  ///< shell commands before the program's, e.g. limits ("ulimit -f 100;")
+};
+
+const std::string kTarget = "[target]\nbuiltin = \"normal\"\nndim = 3\n";
+
+/// herd-sample inputs: a batched and a serial run of a 3-D normal; `extra` adds top-level
+/// lines (before the [target] table).
+std::string batched(const std::string& extra = "") {
+  return "device = \"cpu_batched\"\nwarmup = 0\noutput_prefix = \"out/run\"\n" + extra + kTarget;
+}
+std::string serial(const std::string& extra = "") {
+  return "chain_size = 2000\nrandom_seed = 1\noutput_prefix = \"out/run\"\n" + extra + kTarget;
+}
+const std::string kBatched = batched(), kSerial = serial();
+
+const std::string kOld = "results of an earlier run\n";
+
+/// A TOML text nested `n` levels deep through dotted keys, arrays or inline tables.
+std::string deep(const std::string& kind, int n) {
+  std::string t;
+  if (kind == "dotted") {
+    t = "a";
+    for (int i = 0; i < n; ++i) t += ".a";
+    return t + " = 1\n";
+  }
+  if (kind == "array") return "x = " + std::string(static_cast<std::size_t>(n), '[') + "1" +
+                              std::string(static_cast<std::size_t>(n), ']') + "\n";
+  t = "x = ";
+  for (int i = 0; i < n; ++i) t += "{ a = ";
+  t += "1";
+  for (int i = 0; i < n; ++i) t += " }";
+  return t + "\n";
+}
+
+/// An HDF5 file declaring a [1000, 10^9] dataset of doubles (8 TB) that holds no data.
+void declare_huge_dataset(const fs::path& dir) {
+  const hid_t f = H5Fcreate((dir / "huge.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hsize_t dims[2] = {1000, 1000000000}, chunk[2] = {1, 1024};
+  const hid_t space = H5Screate_simple(2, dims, nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 2, chunk);
+  const hid_t d = H5Dcreate2(f, "x", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Dclose(d);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(f);
+}
+
+/// A setup that writes run.toml (`extra` lines, a plugin target that SIGKILLs its process
+/// at call `kill_after` + 1, checkpoints every 1000 proposals), runs herd-sample until the
+/// kill, then changes one byte in the middle of the restart record's file `record`.
+std::function<void(const fs::path&)> corrupt_restart_record(const std::string& extra, int kill_after,
+                                                            const std::string& record) {
+  return [=](const fs::path& dir) {
+    std::ofstream(dir / "run.toml") << extra
+                                    << "random_seed = 4\noutput_prefix = \"out/r\"\ncheckpoint_period = 1000\n"
+                                       "[target]\nlibrary = \""
+                                    << HERD_TEST_KILL_PLUGIN << "\"\nndim = 2\n";
+    const auto killed = herd::testing::run_shell(
+        dir, "HERD_TEST_KILL_AFTER=" + std::to_string(kill_after) + " '" + HERD_SAMPLE_EXE + "' run.toml --quiet");
+    REQUIRE(killed.rc != 0);
+    std::string bytes = herd::testing::slurp(dir / record);
+    REQUIRE(bytes.size() > 100);
+    bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x04);
+    std::ofstream(dir / record, std::ios::binary | std::ios::trunc) << bytes;
+  };
+}
+
+std::vector<BadInput> catalogue() {
+  const std::string names_overwrite = serial("overwrite = true\n");
+  return {
+      // --- sizes and memory -----------------------------------------------------------------
+      {"batched chains x draws x ndim overflows (heap overflow before)", "herd-sample", {{"run.toml", kBatched}},
+       "run.toml --set chains_per_rank=4 --set chain_size=4611686018427387904", 2, {"memory", "chain_size"}},
+      {"serial chain_size of 2^62 needs more memory than the machine has", "herd-sample", {{"run.toml", kSerial}},
+       "run.toml --set chain_size=4611686018427387904", 2, {"memory", "chain_size 4611686018427387904"}},
+      {"a run above max_memory is refused up front", "herd-sample", {{"run.toml", kSerial}},
+       "run.toml --set chain_size=10000000 --set max_memory=1MB", 2, {"max_memory is", "chain_size"}},
+      {"max_memory that is not a size", "herd-sample", {{"run.toml", kSerial}}, "run.toml --set max_memory=lots", 2,
+       {"max_memory", "lots", "16GiB"}},
+      {"batched warmup + chain_size beyond 2^63", "herd-sample", {{"run.toml", kBatched}},
+       "run.toml --set warmup=9223372036854775000 --set chain_size=10000", 2, {"warmup", "2^63"}},
+      {"herd-rl: a 65,536-env x 2^20-step rollout (std::bad_alloc before)", "herd-rl", {},
+       "train --quiet --set sampler.num_envs=65536 --set sampler.num_steps=1048576 --set output_prefix=out/rl", 2,
+       {"sampler.num_envs x sampler.num_steps is 65536 x 1048576", "2^32 - 1"}},
+      {"herd-rl: a 65,536-env x 32,768-step rollout above max_memory", "herd-rl", {},
+       "train --quiet --set sampler.num_envs=65536 --set sampler.num_steps=32768 --set max_memory=1GiB "
+       "--set output_prefix=out/rl",
+       2, {"65536 envs x 32768 steps", "max_memory is 1 GiB", "sampler.num_envs"}},
+      {"herd-rl: a run above max_memory", "herd-rl", {}, "train --quiet --set max_memory=1kB --set output_prefix=out/rl",
+       2, {"max_memory is", "1000 B"}},
+      {"herd-diagnose: a declared-but-unwritten 8 TB dataset", "herd-diagnose", {}, "huge.h5 --dataset x", 2,
+       {"huge.h5", "memory", "1000 x 1000000000"}, {}, {}, declare_huge_dataset},
+      {"herd-diagnose: --max-memory that is not a size", "herd-diagnose", {{"d.csv", "1,2\n3,4\n"}},
+       "d.csv --max-memory=lots", 2, {"--max-memory", "lots"}},
+      // --- narrowing and non-finite numbers ---------------------------------------------------
+      {"target.ndim = 3e9 (was reported as -1294967296)", "herd-sample", {{"run.toml", kSerial}},
+       "run.toml --set target.builtin=banana --set target.ndim=3e9", 2, {"target.ndim", "2147483647"}},
+      {"NaN in target.mean names the key", "herd-sample", {{"run.toml", kSerial}}, "run.toml --set 'target.mean=[nan,0,0]'",
+       2, {"target.mean", "finite"}},
+      {"NaN target.b names the key", "herd-sample", {{"run.toml", kSerial}},
+       "run.toml --set target.builtin=banana --set target.b=nan", 2, {"target.b", "finite"}},
+      {"inf in target.cov names the key", "herd-sample", {{"run.toml", kSerial}},
+       "run.toml --set 'target.cov=[1,0,0,0,1,0,0,0,inf]'", 2, {"target.cov", "finite"}},
+      {"herd-rl: algo.minibatch_size = 3e9", "herd-rl", {},
+       "train --quiet --set algo.minibatch_size=3e9 --set output_prefix=out/rl", 2,
+       {"algo.minibatch_size", "2147483647"}},
+      // --- input depth ------------------------------------------------------------------------
+      {"a 40,000-level dotted key (stack overflow in toml++ before)", "herd-sample",
+       {{"run.toml", deep("dotted", 40000)}}, "run.toml", 2, {"run.toml:1", "nesting", "at most 64"}},
+      {"100,000 nested arrays", "herd-sample", {{"run.toml", deep("array", 100000)}}, "run.toml", 2, {"nesting"}},
+      {"20,000 nested inline tables", "herd-sample", {{"run.toml", deep("inline", 20000)}}, "run.toml", 2, {"nesting"}},
+      {"herd-rl: a 40,000-level dotted key", "herd-rl", {{"rl.toml", deep("dotted", 40000)}}, "train rl.toml --quiet", 2,
+       {"rl.toml:1", "nesting"}},
+      // --- names and delimiters ---------------------------------------------------------------
+      {"duplicate variable_names, with overwrite = true and earlier outputs", "herd-sample",
+       {{"run.toml", names_overwrite}, {"out/run.h5", kOld}, {"out/run_chain.txt", kOld}},
+       "run.toml --set 'variable_names=[\"a\",\"b\",\"a\"]'", 2, {"variable_names", "name 3 \"a\"", "repeats name 1"},
+       {"out/run.h5", "out/run_chain.txt"}},
+      {"an empty variable name", "herd-sample", {{"run.toml", kSerial}}, "run.toml --set 'variable_names=[\"a\",\"\",\"c\"]'",
+       2, {"variable_names", "name 2", "empty"}},
+      {"a variable name with '/'", "herd-sample", {{"run.toml", kSerial}},
+       "run.toml --set 'variable_names=[\"a/b\",\"c\",\"d\"]'", 2, {"variable_names", "'/'"}},
+      {"a variable name \"chain\"", "herd-sample", {{"run.toml", kSerial}},
+       "run.toml --set 'variable_names=[\"chain\",\"c\",\"d\"]'", 2, {"variable_names", "reserved"}},
+      {"a variable name containing the delimiter", "herd-sample",
+       {{"run.toml", serial("variable_names = [\"a,b\", \"c\", \"d\"]\n")}}, "run.toml", 2,
+       {"run.toml:4", "variable_names", "output_delimiter"}},
+      {"output_delimiter = \"1\"", "herd-sample", {{"run.toml", serial("output_delimiter = \"1\"\n")}}, "run.toml", 2,
+       {"run.toml:4", "output_delimiter", "\"1\""}},
+      {"output_delimiter = \"\\n\"", "herd-sample", {{"run.toml", serial("output_delimiter = \"\\n\"\n")}}, "run.toml",
+       2, {"output_delimiter", "\"\\n\""}},
+      {"output_delimiter = \"e\"", "herd-sample", {{"run.toml", kSerial}}, "run.toml --set output_delimiter=e", 2,
+       {"output_delimiter", "letters"}},
+      {"output_delimiter = \"-\"", "herd-sample", {{"run.toml", kSerial}}, "run.toml --set output_delimiter=-", 2,
+       {"output_delimiter", "'-'"}},
+      // --- restart records ----------------------------------------------------------------
+      {"a flipped byte in <prefix>_restart/chain_0.chain (resumed silently before)", "herd-sample", {}, "run.toml --quiet",
+       1, {"out/r_restart/chain_0.chain", "corrupt", "block 1", "overwrite = true"}, {}, {},
+       corrupt_restart_record("chain_size = 4000\n", 5000, "out/r_restart/chain_0.chain")},
+      {"a flipped byte in the batched record <prefix>_restart/draws.bin", "herd-sample", {}, "run.toml --quiet", 1,
+       {"out/r_restart/draws.bin", "corrupt", "block 1", "overwrite = true"}, {}, {},
+       corrupt_restart_record("device = \"cpu_batched\"\nchains_per_rank = 4\nwarmup = 0\nchain_size = 4000\n", 10000,
+                              "out/r_restart/draws.bin")},
+      // --- a full disk ------------------------------------------------------------------------
+      {"disk full while the .h5 is written (serial; exit 139 before)", "herd-sample",
+       {{"run.toml", serial("overwrite = true\n")}, {"out/run.h5", kOld}}, "run.toml --quiet", 1,
+       {"out/run.h5", "no space left"}, {"out/run.h5"}, "LD_PRELOAD=@SHIM@ HERD_ENOSPC_AFTER=20000"},
+      {"disk full while the .h5 is written (cpu_batched)", "herd-sample",
+       {{"run.toml", batched("chain_size = 2000\noverwrite = true\n")}, {"out/run.h5", kOld}}, "run.toml --quiet", 1,
+       {"out/run.h5", "no space left"}, {"out/run.h5"}, "LD_PRELOAD=@SHIM@ HERD_ENOSPC_AFTER=20000"},
+      {"a file size limit reached while the chain text file is written (ulimit -f)", "herd-sample",
+       {{"run.toml", serial("overwrite = true\n")}, {"out/run.h5", kOld}}, "run.toml --quiet", 1,
+       {"cannot write \"out/run_chain.txt\"", "file too large"}, {"out/run.h5"}, {}, {},
+       "trap '' XFSZ; ulimit -f 100; "},
+  };
+}
+
+std::string substitute(std::string s) {
+  const std::string key = "@SHIM@";
+  for (auto p = s.find(key); p != std::string::npos; p = s.find(key)) s.replace(p, key.size(), HERD_TEST_ENOSPC_SHIM);
+  return s;
+}
+
+std::string executable(const std::string& program) {
+  if (program == "herd-sample") return HERD_SAMPLE_EXE;
+  if (program == "herd-rl") return HERD_RL_EXE;
+  if (program == "herd-diagnose") return HERD_DIAGNOSE_EXE;
+  FAIL("unknown program " << program);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("Bad-input catalogue: one line, the right exit code, earlier outputs intact", "[apps]") {
+  const auto rows = catalogue();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const BadInput& c = rows[i];
+    INFO("case " << i << ": " << c.name << " (" << c.program << " " << c.args.substr(0, 200) << ")");
+    const fs::path dir = herd::testing::fresh_dir(HERD_TEST_WORK_DIR, "case" + std::to_string(i));
+    for (const auto& [path, text] : c.files) {
+      fs::create_directories((dir / path).parent_path());
+      std::ofstream(dir / path, std::ios::binary) << text;
+    }
+    if (c.setup) c.setup(dir);
+    const std::string cmd = c.shell + (c.env.empty() ? std::string() : "env " + substitute(c.env) + " ") + "'" +
+                            executable(c.program) + "' " + substitute(c.args);
+    const herd::testing::AppRun r = herd::testing::run_shell(dir, cmd);
+    INFO("stderr: " << r.err.substr(0, 2000));
+    CHECK(r.rc == c.rc);
+    // One line on stderr: the program's own message, no backtrace, no bare bad_alloc.
+    std::string line = r.err;
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    CHECK(!line.empty());
+    CHECK(std::count(line.begin(), line.end(), '\n') == 0);
+    CHECK(line.rfind(c.program + ": error", 0) == 0);
+    CHECK(line != c.program + ": error: std::bad_alloc");
+    for (const auto& w : c.words) {
+      INFO("expected word: " << w);
+      CHECK(line.find(w) != std::string::npos);
+    }
+    for (const auto& path : c.untouched) {
+      INFO("must be untouched: " << path);
+      const auto it = std::find_if(c.files.begin(), c.files.end(), [&](const auto& f) { return f.first == path; });
+      REQUIRE(it != c.files.end());
+      CHECK(herd::testing::slurp(dir / path) == it->second);
+    }
+  }
+}
