@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "herd-diagnose: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "herd-diagnose: error: %s\n", herd::error_text(e, "reading the draws of " + file).c_str());
+    std::fprintf(stderr, "herd-diagnose: error: %s\n", herd::error_text(e, "reading the draws of " + (files.empty() ? std::string("the input") : files[0])).c_str());
     return 1;
   }
 }

@@ -126,6 +126,11 @@ std::vector<BadInput> catalogue() {
        {"huge.h5", "memory", "1000 x 1000000000"}, {}, {}, declare_huge_dataset},
       {"herd-diagnose: --max-memory that is not a size", "herd-diagnose", {{"d.csv", "1,2\n3,4\n"}},
        "d.csv --max-memory=lots", 2, {"--max-memory", "lots"}},
+      // A text file of draws with a header of no known format: once read as one chain per
+      // column (R-hat 2.02 on herd-sample's own _chain.txt, exit 0); now refused, nothing guessed.
+      {"herd-diagnose: a table with an unknown header is not read as chains", "herd-diagnose",
+       {{"t.txt", "alpha beta gamma\n0.1 0.2 0.3\n0.4 0.5 0.6\n"}}, "t.txt", 2,
+       {"t.txt", "not a header herd-diagnose knows", "ParaDRAM chain file"}},
       // --- narrowing and non-finite numbers ---------------------------------------------------
       {"target.ndim = 3e9 (was reported as -1294967296)", "herd-sample", {{"run.toml", kSerial}},
        "run.toml --set target.builtin=banana --set target.ndim=3e9", 2, {"target.ndim", "2147483647"}},
