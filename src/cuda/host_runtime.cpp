@@ -769,6 +769,13 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return cudaSuccess;
 }
 
+// The host backend's "device memory" is the machine's memory: free is what is available now.
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  *free_bytes = static_cast<std::size_t>(sysconf(_SC_AVPHYS_PAGES)) * page_size();
+  *total_bytes = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) * page_size();
+  return cudaSuccess;
+}
+
 cudaError_t cudaSetDevice(int device) {
   if (device != 0) return fail(cudaErrorInvalidDevice, "cudaSetDevice: device " + std::to_string(device));
   return cudaSuccess;

@@ -132,7 +132,7 @@ def main(argv):
         "trace:panels=2,series=8", "corner:panels=4,series=3", "rank:panels=2,series=8,points=168"))
     reports["diagnose"] = p
     with open(os.path.join(work, "theta.csv"), "w") as f:
-        f.write("c1,c2,c3\n")
+        f.write("chain1,chain2,chain3\n")
         for t in range(300):
             f.write(f"{(t * 37 % 101) / 50.0:.4f},{(t * 53 % 103) / 50.0:.4f},{(t * 71 % 107) / 50.0:.4f}\n")
     p = os.path.join(work, "diagnose_csv.html")
