@@ -1,9 +1,11 @@
 #include "herd/core/mpi_communicator.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "herd/core/error.hpp"
 
@@ -264,6 +266,11 @@ void MpiCommunicator::gather(const void* send, void* recv, std::size_t count, Da
 
 void MpiCommunicator::abort(int code) {
   g_herd_aborting = true;
+  // The launcher forwards this process's stderr asynchronously, and MPI_Abort ends every
+  // process of the job at once: a one-line message printed just before (the reason for the
+  // abort) could be lost with it. A moment's pause lets the launcher forward it.
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const InMpiCall in_mpi;
   // On MPI_COMM_WORLD: MPICH aborts a derived communicator (ours is a duplicate) by
   // messaging its other ranks first, which never completes when one of them is stopped
