@@ -93,6 +93,17 @@ std::string last_finite(const std::vector<double>* v, const char* format = "{:.4
   return "NA";
 }
 
+/// A panel of the report's figures: title, axis labels and the size every panel here shares.
+Plot panel(std::string title, const std::string& x_label, std::string y_label, int height = 240) {
+  Plot p;
+  p.title = std::move(title);
+  p.x_label = x_label;
+  p.y_label = std::move(y_label);
+  p.width = 480;
+  p.height = height;
+  return p;
+}
+
 }  // namespace
 
 const std::vector<double>* TrainingCurve::column(const std::string& name) const {
@@ -239,25 +250,15 @@ std::string write_training_report(const std::string& prefix, const std::string& 
 
   r.heading("Learning curves");
   {
-    Plot ret;
-    ret.title = "episode return (last 100 episodes)";
-    ret.x_label = x_label;
-    ret.y_label = "return";
+    Plot ret = panel("episode return (last 100 episodes)", x_label, "return");
     ret.legend = true;
-    ret.width = 480;
-    ret.height = 240;
     PlotSeries lo = series(c, x, "return_min", "min"), hi = series(c, x, "return_max", "max");
     lo.color = hi.color = "#9ecae9";
     lo.dashed = hi.dashed = true;
     ret.series.push_back(series(c, x, "return_mean", "mean"));
     if (!lo.x.empty()) ret.series.push_back(std::move(lo));
     if (!hi.x.empty()) ret.series.push_back(std::move(hi));
-    Plot len;
-    len.title = "episode length (last 100 episodes)";
-    len.x_label = x_label;
-    len.y_label = "steps";
-    len.width = 480;
-    len.height = 240;
+    Plot len = panel("episode length (last 100 episodes)", x_label, "steps");
     len.series.push_back(series(c, x, "length_mean", "mean"));
     for (const char* k : {"length_min", "length_max"})
       if (c.column(k)) {
@@ -276,12 +277,7 @@ std::string write_training_report(const std::string& prefix, const std::string& 
   }
   // Evaluation returns: columns eval_return_mean (and _min/_max) when the run records them.
   if (any_finite(c.column("eval_return_mean"))) {
-    Plot ev;
-    ev.title = "evaluation return";
-    ev.x_label = x_label;
-    ev.y_label = "return";
-    ev.width = 480;
-    ev.height = 240;
+    Plot ev = panel("evaluation return", x_label, "return");
     ev.series.push_back(series(c, x, "eval_return_mean", "mean"));
     for (const char* k : {"eval_return_min", "eval_return_max"})
       if (c.column(k)) ev.series.push_back(series(c, x, k, std::string(k).substr(12)));
@@ -326,25 +322,15 @@ std::string write_training_report(const std::string& prefix, const std::string& 
 
   r.heading("Throughput");
   {
-    Plot sps;
-    sps.title = "steps per second";
-    sps.x_label = x_label;
-    sps.y_label = "env steps / s";
+    Plot sps = panel("steps per second", x_label, "env steps / s", 220);
     sps.legend = true;
     sps.zero = true;
-    sps.width = 480;
-    sps.height = 220;
     for (const auto& [col, label] : {std::pair<const char*, const char*>{"sample_steps_per_s", "sampling"},
                                      {"train_steps_per_s", "training"},
                                      {"steps_per_second", "overall"}})
       if (any_finite(c.column(col))) sps.series.push_back(series(c, x, col, label));
-    Plot wall;
-    wall.title = "wall time";
-    wall.x_label = x_label;
-    wall.y_label = "seconds";
+    Plot wall = panel("wall time", x_label, "seconds", 220);
     wall.zero = true;
-    wall.width = 480;
-    wall.height = 220;
     if (any_finite(c.column("wall_time_s"))) wall.series.push_back(series(c, x, "wall_time_s", "wall time"));
     std::vector<Plot> plots;
     if (!sps.series.empty()) plots.push_back(sps);
