@@ -21,6 +21,22 @@ Space Space::box(std::vector<double> low, std::vector<double> high) {
   s.kind_ = SpaceKind::kBox;
   s.low_ = std::move(low);
   s.high_ = std::move(high);
+  s.shape_ = {static_cast<std::int64_t>(s.low_.size())};
+  return s;
+}
+
+Space Space::box(std::vector<double> low, std::vector<double> high, std::vector<std::int64_t> shape) {
+  Space s = box(std::move(low), std::move(high));
+  std::int64_t n = shape.empty() ? 0 : 1;
+  for (const std::int64_t d : shape) {
+    HERD_REQUIRE(d >= 1, "Space::box: shape [{}] has a dimension {}, but each must be at least 1",
+                 fmt::join(shape, ", "), d);
+    n *= d;
+  }
+  HERD_REQUIRE(n == static_cast<std::int64_t>(s.low_.size()),
+               "Space::box: shape [{}] holds {} components, but low and high have {}",
+               fmt::join(shape, ", "), n, s.low_.size());
+  s.shape_ = std::move(shape);
   return s;
 }
 
@@ -49,6 +65,10 @@ std::string Space::to_string() const {
   if (kind_ == SpaceKind::kDiscrete) {
     return start_ == 0 ? fmt::format("Discrete({})", n_)
                        : fmt::format("Discrete({}, start={})", n_, start_);
+  }
+  if (shape_.size() > 1) {
+    return fmt::format("Box(low=[{}], high=[{}], shape=({}))", fmt::join(low_, ", "), fmt::join(high_, ", "),
+                       fmt::join(shape_, ", "));
   }
   return fmt::format("Box(low=[{}], high=[{}])", fmt::join(low_, ", "), fmt::join(high_, ", "));
 }

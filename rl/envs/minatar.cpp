@@ -14,7 +14,7 @@ constexpr int kCells = kN * kN;
 
 Space grid_space(int channels) {
   const auto d = static_cast<std::size_t>(channels * kCells);
-  return Space::box(std::vector<double>(d, 0.0), std::vector<double>(d, 1.0));
+  return Space::box(std::vector<double>(d, 0.0), std::vector<double>(d, 1.0), {channels, kN, kN});
 }
 
 std::vector<int> full_set() { return {0, 1, 2, 3, 4, 5}; }

@@ -75,6 +75,7 @@ TEST_CASE("MinAtar ids, spaces and action sets", "[rl][minatar]") {
     CHECK(env->action_space().n() == c.actions);
     CHECK(env->observation_space().low()[0] == 0.0);
     CHECK(env->observation_space().high()[0] == 1.0);
+    CHECK(env->observation_space().shape() == std::vector<std::int64_t>{c.channels, 10, 10});
   }
   MinAtarBreakout b(false);
   CHECK(b.full_action(0) == 0);
@@ -84,6 +85,21 @@ TEST_CASE("MinAtar ids, spaces and action sets", "[rl][minatar]") {
   CHECK(f.full_action(1) == 2);  // up
   CHECK(f.full_action(2) == 4);  // down
   CHECK_THROWS_AS(b.set_sticky_action_prob(1.5), herd::InputError);
+}
+
+TEST_CASE("Box shapes: default flat, image shapes checked against the component count", "[rl][spaces]") {
+  using herd::rl::Space;
+  const Space flat = Space::box({0, 0, 0}, {1, 1, 1});
+  CHECK(flat.shape() == std::vector<std::int64_t>{3});
+  CHECK(Space::discrete(4).shape().empty());
+  const Space img = Space::box(std::vector<double>(12, 0.0), std::vector<double>(12, 1.0), {3, 2, 2});
+  CHECK(img.shape() == std::vector<std::int64_t>{3, 2, 2});
+  CHECK(img.dim() == 12);
+  CHECK_THROWS_AS(Space::box(std::vector<double>(12, 0.0), std::vector<double>(12, 1.0), {3, 2, 3}),
+                  herd::InputError);
+  CHECK_THROWS_AS(Space::box(std::vector<double>(12, 0.0), std::vector<double>(12, 1.0), {12, 0}),
+                  herd::InputError);
+  CHECK_THROWS_AS(Space::box({0.0}, {1.0}, {}), herd::InputError);
 }
 
 TEST_CASE("MinAtar Breakout: start layout and channels", "[rl][minatar]") {

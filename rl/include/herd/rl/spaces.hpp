@@ -27,6 +27,12 @@ class Space {
   /// A `Box` with bounds `low[i] <= x[i] <= high[i]`.
   /// @throws herd::InputError when the sizes differ, are 0, or low[i] > high[i] or is NaN.
   static Space box(std::vector<double> low, std::vector<double> high);
+  /// A `Box` whose flat vector of `low.size()` components is the row-major (C order) layout
+  /// of an array of `shape` (Gymnasium's `Box.shape`), e.g. `{channels, height, width}` for an
+  /// image observation; networks read the shape to choose convolutional layers.
+  /// @throws herd::InputError as `box(low, high)`, and when a dimension of `shape` is < 1 or
+  /// the product of `shape` is not `low.size()`.
+  static Space box(std::vector<double> low, std::vector<double> high, std::vector<std::int64_t> shape);
   /// A `Discrete` space {start, ..., start + n - 1}.
   /// @throws herd::InputError when n < 1.
   static Space discrete(std::int64_t n, std::int64_t start = 0);
@@ -43,6 +49,9 @@ class Space {
   std::int64_t n() const { return n_; }
   /// First value of a `Discrete` space (0 for a `Box`).
   std::int64_t start() const { return start_; }
+  /// Array shape of a `Box` (product = `dim()`): `{dim()}` unless given to `box`; `{}` for
+  /// a `Discrete`.
+  const std::vector<std::int64_t>& shape() const { return shape_; }
   /// Lower bounds of a `Box`, `[dim]` (empty for a `Discrete`).
   const std::vector<double>& low() const { return low_; }
   /// Upper bounds of a `Box`, `[dim]` (empty for a `Discrete`).
@@ -57,6 +66,7 @@ class Space {
   SpaceKind kind_ = SpaceKind::kDiscrete;
   std::int64_t n_ = 0, start_ = 0;
   std::vector<double> low_, high_;
+  std::vector<std::int64_t> shape_;
 };
 
 }  // namespace herd::rl
