@@ -1,14 +1,18 @@
 // MLP 64-256-256-16 (tanh, float32): forward and a full train step (zero_grad, forward,
 // MSE, backward, Adam) at batch 32, 256, 4096 with 1 and 2 threads (issue #8), against
 // PyTorch CPU on the same work in the same run (bench_mlp_torch.py) when it is importable.
-// Prints Google Benchmark's table, then a ratio table and one JSON object (medians).
-// Flags: --no_torch (skip the baseline), --python=PATH (default /usr/bin/python3),
-// --quick (fewer repetitions), --torch_passive (baseline with OMP_WAIT_POLICY=PASSIVE),
+// The two sides are interleaved round by round (herd round 1, torch round 1, herd round 2,
+// ...; each round times every case once) so load changes on a shared machine hit both; the
+// tables give min/median/max over the rounds and the ratio of the medians, then one JSON
+// object. Flags: --no_torch (skip the baseline), --python=PATH (default: the venv made by
+// bench/peer-venv with PyPI's torch), --rounds=N (default 5), --quick (3 rounds, shorter
+// timing), --torch_passive (baseline with OMP_WAIT_POLICY=PASSIVE),
 // plus Google Benchmark's own flags. The herd train step turns off the input gradient of
 // the first layer (`set_input_grad(false)`), matching PyTorch, whose input has no
 // requires_grad.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -72,19 +76,23 @@ void bm_train(benchmark::State& st, std::int64_t batch, int threads) {
   set_num_threads(1);
 }
 
-// Collects the median of each benchmark while printing the usual console table.
+// Collects every timing (milliseconds; all benchmarks use kMillisecond) by name while
+// printing the usual console table.
 class Collector : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const auto& r : runs) {
-      if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median") continue;
-      // Milliseconds (all benchmarks use kMillisecond).
-      medians[r.run_name.function_name] = r.GetAdjustedRealTime();
-    }
+    for (const auto& r : runs) samples[r.run_name.function_name].push_back(r.GetAdjustedRealTime());
     ConsoleReporter::ReportRuns(runs);
   }
-  std::map<std::string, double> medians;
+  std::map<std::string, std::vector<double>> samples;
 };
+
+// {min, median, max} of a non-empty sample.
+std::vector<double> summary(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return {v.front(), n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.back()};
+}
 
 std::string run_capture(const std::string& cmd) {
   std::string out;
@@ -96,71 +104,101 @@ std::string run_capture(const std::string& cmd) {
   return out;
 }
 
+// Runs `cmd` and returns its stdout if it exits 0 (empty otherwise).
+std::string run_checked(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  return pclose(p) == 0 ? out : std::string();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool torch = true, quick = false, torch_passive = false;
-  std::string python = "/usr/bin/python3";
+  int rounds = 5;
+  std::string python;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no_torch")) torch = false;
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--torch_passive")) torch_passive = true;
     else if (!std::strncmp(argv[i], "--python=", 9)) python = argv[i] + 9;
+    else if (!std::strncmp(argv[i], "--rounds=", 9)) rounds = std::max(1, std::atoi(argv[i] + 9));
     else args.push_back(argv[i]);
   }
+  if (quick) rounds = std::min(rounds, 3);
   int bargc = static_cast<int>(args.size());
-  const int reps = quick ? 3 : 5;
   for (int threads : {1, 2})
     for (std::int64_t batch : {32, 256, 4096}) {
       const std::string suffix = fmt::format("/{}/{}", batch, threads);
       benchmark::RegisterBenchmark(fmt::format("forward{}", suffix).c_str(), bm_forward, batch, threads)
-          ->Unit(benchmark::kMillisecond)->Repetitions(reps)->ReportAggregatesOnly(true)
-          ->MinTime(quick ? 0.1 : 0.3)->UseRealTime();
+          ->Unit(benchmark::kMillisecond)->MinTime(quick ? 0.1 : 0.3)->UseRealTime();
       benchmark::RegisterBenchmark(fmt::format("train{}", suffix).c_str(), bm_train, batch, threads)
-          ->Unit(benchmark::kMillisecond)->Repetitions(reps)->ReportAggregatesOnly(true)
-          ->MinTime(quick ? 0.1 : 0.3)->UseRealTime();
+          ->Unit(benchmark::kMillisecond)->MinTime(quick ? 0.1 : 0.3)->UseRealTime();
     }
   benchmark::Initialize(&bargc, args.data());
-  Collector rep;
-  benchmark::RunSpecifiedBenchmarks(&rep);
-
   nlohmann::json out;
-  out["herd_ms"] = rep.medians;
+  std::string torch_cmd;
+  if (torch && python.empty()) {
+    python = run_checked(std::string("'") + HERD_BENCH_PEER_VENV + "' torch");
+    while (!python.empty() && (python.back() == '\n' || python.back() == ' ')) python.pop_back();
+    if (python.empty()) {
+      torch = false;
+      out["torch"] = "skipped: bench/peer-venv could not install torch";
+    }
+  }
   if (torch) {
     // PyTorch's OpenMP threads spin while they wait (libgomp's default), which on a shared,
     // loaded machine can make its 2-thread runs pathologically slow; --torch_passive runs
     // the baseline with OMP_WAIT_POLICY=PASSIVE (which in turn slows its 1-thread runs).
     const char* policy = std::getenv("OMP_WAIT_POLICY");
     out["torch_omp_wait_policy"] = torch_passive ? "PASSIVE" : (policy ? policy : "default");
-    const std::string cmd = fmt::format("{}{} {}{} 2>/dev/null", torch_passive ? "OMP_WAIT_POLICY=PASSIVE " : "",
-                                        python, HERD_BENCH_TORCH_SCRIPT, quick ? " --quick" : "");
-    const std::string text = run_capture(cmd);
-    nlohmann::json tj = nlohmann::json::parse(text, nullptr, false);
+    torch_cmd = fmt::format("{}'{}' '{}' --reps 1{} 2>/dev/null", torch_passive ? "OMP_WAIT_POLICY=PASSIVE " : "",
+                            python, HERD_BENCH_TORCH_SCRIPT, quick ? " --quick" : "");
+  }
+  Collector rep;
+  std::map<std::string, std::vector<double>> torch_ms;
+  for (int r = 0; r < rounds; ++r) {
+    benchmark::RunSpecifiedBenchmarks(&rep);
+    if (!torch) continue;
+    nlohmann::json tj = nlohmann::json::parse(run_capture(torch_cmd), nullptr, false);
     if (tj.is_discarded() || !tj.is_object()) {
       out["torch"] = fmt::format("skipped: baseline did not run ({})", python);
+      torch = false;
     } else if (tj.contains("skipped")) {
       out["torch"] = tj["skipped"];
+      torch = false;
     } else {
       out["torch"] = tj["torch"];
       out["torch_blas_info"] = tj["blas_info"];
-      out["torch_blas_loaded"] = tj["blas_loaded"];
-      std::printf("\nPyTorch %s, %s, loaded: %s\n", tj["torch"].get<std::string>().c_str(),
-                  tj["blas_info"].get<std::string>().c_str(), tj["blas_loaded"].dump().c_str());
-      std::printf("%-18s %12s %12s %10s\n", "benchmark", "herd ms", "torch ms", "speedup");
-      for (const auto& r : tj["results"]) {
-        const std::string name = r["name"];
-        const double t = r["ms"];
-        out["torch_ms"][name] = t;
-        if (!rep.medians.count(name)) continue;
-        const double h = rep.medians[name];
-        out["speedup"][name] = t / h;
-        std::printf("%-18s %12.4f %12.4f %9.2fx\n", name.c_str(), h, t, t / h);
-      }
+      for (const auto& x : tj["results"]) torch_ms[x["name"].get<std::string>()].push_back(x["ms"].get<double>());
     }
-  } else {
-    out["torch"] = "skipped: --no_torch";
   }
+  out["rounds"] = rounds;
+  std::printf("\n%-18s %26s", "benchmark", "herd ms min/median/max");
+  if (!torch_ms.empty()) {
+    std::printf(" %26s %9s\n", "torch ms min/median/max", "speedup");
+    std::printf("(PyTorch %s, %s)\n", out["torch"].get<std::string>().c_str(),
+                out["torch_blas_info"].get<std::string>().c_str());
+  } else {
+    std::printf("\n");
+  }
+  for (const auto& [name, v] : rep.samples) {
+    const auto h = summary(v);
+    out["herd_ms"][name] = h;
+    std::printf("%-18s %8.4f %8.4f %8.4f", name.c_str(), h[0], h[1], h[2]);
+    if (torch_ms.count(name)) {
+      const auto t = summary(torch_ms[name]);
+      out["torch_ms"][name] = t;
+      out["speedup"][name] = t[1] / h[1];
+      std::printf(" %8.4f %8.4f %8.4f %8.2fx", t[0], t[1], t[2], t[1] / h[1]);
+    }
+    std::printf("\n");
+  }
+  if (!out.contains("torch")) out["torch"] = "skipped: --no_torch";
   std::cout << out.dump() << std::endl;
   benchmark::Shutdown();
   return 0;

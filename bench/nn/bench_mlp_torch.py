@@ -5,7 +5,7 @@ and train step (zero_grad, forward, MSE, backward, Adam) at batch 32, 256, 4096 
 "ms"}]} with the median milliseconds per call, or {"skipped": reason} when torch cannot be
 imported. Run under /usr/bin/python3 (Debian python3-torch; give it OpenBLAS with
 libopenblas0-openmp, its default reference BLAS is slow) or any Python with a pip torch.
-Usage: bench_mlp_torch.py [--quick]
+Usage: bench_mlp_torch.py [--quick] [--reps N] (N timed repetitions per case; default 5, 3 with --quick)
 """
 import json
 import statistics
@@ -49,15 +49,19 @@ def median_ms(fn, min_time, reps):
 
 def main():
     quick = "--quick" in sys.argv
+    reps_arg = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else None
     try:
         import torch
     except Exception as e:  # noqa: BLE001 - any import failure means "no baseline"
         print(json.dumps({"skipped": f"torch not importable: {e}"}))
         return 0
     cfg = torch.__config__.show()
-    blas_info = [s.strip() for s in cfg.replace(",", "\n").splitlines() if "BLAS_INFO" in s]
+    blas_info = ["BLAS_INFO=" + s.split("BLAS_INFO", 1)[1].lstrip("=: ").strip()
+                 for s in cfg.replace(",", "\n").splitlines() if "BLAS_INFO" in s]
     results = []
     min_time, reps = (0.1, 3) if quick else (0.3, 5)
+    if reps_arg is not None:
+        reps = max(1, reps_arg)
     for threads in (1, 2):
         torch.set_num_threads(threads)
         for batch in (32, 256, 4096):
@@ -82,6 +86,8 @@ def main():
 
             results.append({"name": f"forward/{batch}/{threads}", "ms": median_ms(forward, min_time, reps)})
             results.append({"name": f"train/{batch}/{threads}", "ms": median_ms(train, min_time, reps)})
+    # The BLAS that torch itself reports (pip's torch links MKL statically, so the
+    # libraries mapped in the process, e.g. numpy's OpenBLAS, say nothing about it).
     print(json.dumps({"torch": torch.__version__, "blas_info": "; ".join(blas_info),
                       "blas_loaded": loaded_blas(), "results": results}))
     return 0

@@ -1,13 +1,17 @@
 // CartPole-v1 random-action steps/s of herd's EnvPool (1 and 2 threads; 16, 256, 4096 envs;
-// sync mode, plus async mode with batch_size = num_envs / 2), beside Gymnasium 1.4.0's
-// numpy CartPoleVectorEnv and SyncVectorEnv measured in the same run by
-// bench_gymnasium.py when `gymnasium` imports. Prints one JSON document with medians and
-// the ratios herd / Gymnasium. Actions come from a pre-drawn table (64 steps x num_envs,
-// cycled) in both, so drawing them is not timed.
+// sync mode, plus async mode with batch_size = num_envs / 2), beside Gymnasium's numpy
+// CartPoleVectorEnv and SyncVectorEnv and, when it imports, EnvPool (sail-sg, 1 and 2
+// threads), measured in the same run by bench_gymnasium.py. The sides are interleaved round
+// by round (herd round 1, peers round 1, herd round 2, ...; a round times every
+// configuration once for S/R seconds) so load changes on a shared machine hit both. Prints
+// one JSON document with min/median/max over the rounds and the ratios of the medians.
+// Actions come from a pre-drawn table (64 steps x num_envs, cycled) on both sides, so
+// drawing them is not timed.
 //
 // Usage: bench_env_pool [--seconds S] [--repeats R] [--python EXE] [--no-gym]
-//   S: seconds per configuration (default 1.0), split into R timed repeats (default 5);
-//   EXE: the Python that has gymnasium (default: $HERD_BENCH_PYTHON, else python3).
+//   S: seconds per configuration (default 1.0), split into R rounds (default 5);
+//   EXE: the Python with the peers (default: $HERD_BENCH_PYTHON, else the venv that
+//   bench/peer-venv makes with PyPI's gymnasium and envpool).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "herd/core/rng.hpp"
 #include "herd/rl/env_pool.hpp"
@@ -126,32 +131,19 @@ std::string read_command(const std::string& cmd, int* status) {
   return out;
 }
 
-/// Extracts "impl/num_envs" -> median steps/s from bench_gymnasium.py's flat JSON lines
-/// ({"impl": ..., "num_envs": ..., "steps_per_s_median": ...} one per line).
-std::map<std::string, double> parse_gym(const std::string& text) {
-  std::map<std::string, double> m;
-  std::size_t pos = 0;
-  while ((pos = text.find("\"impl\": \"", pos)) != std::string::npos) {
-    const std::size_t a = pos + 9, e = text.find('"', a);
-    const std::string impl = text.substr(a, e - a);
-    const std::size_t ne = text.find("\"num_envs\": ", e);
-    const std::size_t me = text.find("\"steps_per_s_median\": ", e);
-    if (ne == std::string::npos || me == std::string::npos) break;
-    const long n = std::strtol(text.c_str() + ne + 12, nullptr, 10);
-    const double v = std::strtod(text.c_str() + me + 22, nullptr);
-    m[impl + "/" + std::to_string(n)] = v;
-    pos = e;
-  }
-  return m;
-}
-
 }  // namespace
+
+// "min/median/max" of a sample as a JSON array.
+nlohmann::json spread(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v.front(), median(v), v.back()};
+}
 
 int main(int argc, char** argv) {
   double seconds = 1.0;
   int repeats = 5;
   bool gym = true;
-  std::string python = std::getenv("HERD_BENCH_PYTHON") ? std::getenv("HERD_BENCH_PYTHON") : "python3";
+  std::string python = std::getenv("HERD_BENCH_PYTHON") ? std::getenv("HERD_BENCH_PYTHON") : "";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
@@ -163,67 +155,84 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::vector<Result> results;
-  for (std::size_t threads : {1u, 2u}) {
-    for (std::size_t n : {16u, 256u, 4096u}) {
-      results.push_back(run_herd(threads, n, false, seconds, repeats));
-      std::fprintf(stderr, "herd sync  threads %zu envs %5zu: %.3g steps/s\n", threads, n,
-                   results.back().median);
-    }
-  }
-  for (std::size_t n : {256u, 4096u}) {
-    results.push_back(run_herd(2, n, true, seconds, repeats));
-    std::fprintf(stderr, "herd async threads 2 envs %5zu: %.3g steps/s\n", n, results.back().median);
-  }
-
-  std::map<std::string, double> g;
-  std::string gym_note = "not run (--no-gym)";
-  std::string gym_json = "null";
-  if (gym) {
+  std::string peer_note = "not run (--no-gym)";
+  if (gym && python.empty()) {
     int status = 0;
-    const std::string cmd = fmt::format("'{}' '{}' --seconds {} --repeats {}", python,
-                                        HERD_BENCH_GYM_SCRIPT, seconds, repeats);
-    const std::string out = read_command(cmd, &status);
-    if (status == 0 && !out.empty()) {
-      g = parse_gym(out);
-      gym_note = "measured in this run";
-      // One JSON object per line -> a JSON array.
-      gym_json = "[";
-      std::size_t a = 0;
-      while (a < out.size()) {
-        std::size_t e = out.find('\n', a);
-        if (e == std::string::npos) e = out.size();
-        if (e > a) {
-          if (gym_json.size() > 1) gym_json += ",";
-          gym_json += "\n    ";
-          gym_json.append(out, a, e - a);
-        }
-        a = e + 1;
-      }
-      gym_json += "\n  ]";
-    } else {
-      gym_note = fmt::format("gymnasium not importable by {} (status {}): ratios skipped",
-                             python, status);
+    // envpool has no wheel for every Python; without it the Gymnasium peers still run.
+    python = read_command(std::string("'") + HERD_BENCH_PEER_VENV + "' gymnasium", &status);
+    if (status == 0) read_command(std::string("'") + HERD_BENCH_PEER_VENV + "' envpool >/dev/null 2>&1", &status);
+    while (!python.empty() && (python.back() == '\n' || python.back() == ' ')) python.pop_back();
+    if (python.empty()) {
+      gym = false;
+      peer_note = "not run (bench/peer-venv failed)";
     }
   }
-  std::printf("{\n  \"benchmark\": \"CartPole-v1 random-action env steps/s\",\n");
-  std::printf("  \"gymnasium\": \"%s\",\n  \"herd\": [\n", gym_note.c_str());
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const Result& r = results[i];
-    std::string ratios;
-    for (const char* impl : {"gymnasium_numpy_vector", "gymnasium_sync_vector"}) {
-      const auto it = g.find(std::string(impl) + "/" + std::to_string(r.num_envs));
-      if (it != g.end() && it->second > 0) {
-        ratios += fmt::format(", \"ratio_vs_{}\": {:.3g}", impl, r.median / it->second);
-      }
+  struct Config {
+    std::size_t threads, n;
+    bool async;
+  };
+  std::vector<Config> configs;
+  for (std::size_t threads : {1u, 2u})
+    for (std::size_t n : {16u, 256u, 4096u}) configs.push_back({threads, n, false});
+  for (std::size_t n : {256u, 4096u}) configs.push_back({2, n, true});
+  std::vector<Result> results(configs.size());
+  std::map<std::string, std::vector<double>> peers;  // "impl/threads/num_envs" -> rates
+  std::map<std::string, std::string> versions;
+  const double slice = seconds / repeats;
+  for (int round = 0; round < repeats; ++round) {
+    for (std::size_t c = 0; c < configs.size(); ++c) {
+      Result r = run_herd(configs[c].threads, configs[c].n, configs[c].async, slice, 1);
+      if (round == 0) results[c] = r;
+      else results[c].all.push_back(r.all.front());
+      std::fprintf(stderr, "round %d herd %-5s threads %zu envs %5zu: %.3g steps/s\n", round + 1, r.mode.c_str(),
+                   r.threads, r.num_envs, r.all.front());
     }
-    std::printf("    {\"impl\": \"herd\", \"mode\": \"%s\", \"threads\": %zu, \"num_envs\": %zu, "
-                "\"batch_size\": %zu, \"steps_per_s_median\": %.4g, \"steps_per_s_per_thread\": "
-                "%.4g%s}%s\n",
-                r.mode.c_str(), r.threads, r.num_envs, r.batch_size, r.median,
-                r.median / static_cast<double>(r.threads), ratios.c_str(),
-                i + 1 < results.size() ? "," : "");
+    if (!gym) continue;
+    int status = 0;
+    const std::string out = read_command(
+        fmt::format("'{}' '{}' --seconds {} --repeats 1", python, HERD_BENCH_GYM_SCRIPT, slice), &status);
+    if (status != 0 || out.empty()) {
+      peer_note = fmt::format("peers not importable by {} (status {}): ratios skipped", python, status);
+      gym = false;
+      continue;
+    }
+    peer_note = "measured in this run, interleaved with herd";
+    std::size_t a = 0;
+    while (a < out.size()) {
+      std::size_t e = out.find('\n', a);
+      if (e == std::string::npos) e = out.size();
+      const auto j = nlohmann::json::parse(out.substr(a, e - a), nullptr, false);
+      a = e + 1;
+      if (j.is_discarded() || !j.contains("impl")) continue;
+      const std::string key = fmt::format("{}/{}/{}", j["impl"].get<std::string>(), j.value("threads", 1),
+                                          j["num_envs"].get<int>());
+      for (const double v : j["steps_per_s_all"]) peers[key].push_back(v);
+      versions[j["impl"].get<std::string>()] = j.value("version", "");
+    }
   }
-  std::printf("  ],\n  \"gymnasium_results\": %s\n}\n", gym_json.c_str());
+  nlohmann::json doc;
+  doc["benchmark"] = "CartPole-v1 random-action env steps/s (min, median, max over rounds)";
+  doc["rounds"] = repeats;
+  doc["peers"] = peer_note;
+  doc["peer_versions"] = versions;
+  for (Result& r : results) {
+    r.median = median(r.all);
+    nlohmann::json row = {{"impl", "herd"}, {"mode", r.mode}, {"threads", r.threads}, {"num_envs", r.num_envs},
+                          {"batch_size", r.batch_size}, {"steps_per_s", spread(r.all)},
+                          {"steps_per_s_per_thread_median", r.median / static_cast<double>(r.threads)}};
+    for (const auto& [key, v] : peers) {
+      const auto impl = key.substr(0, key.find('/'));
+      const auto rest = key.substr(key.find('/') + 1);
+      const std::size_t t = std::stoul(rest.substr(0, rest.find('/')));
+      const std::size_t n = std::stoul(rest.substr(rest.find('/') + 1));
+      // Gymnasium's vector envs are single-threaded: compare every herd row with them;
+      // EnvPool rows are compared at the same thread count.
+      if (n != r.num_envs || (impl == "envpool" && t != r.threads)) continue;
+      row["ratio_vs_" + impl] = r.median / median(v);
+    }
+    doc["herd"].push_back(row);
+  }
+  for (const auto& [key, v] : peers) doc["peer_results"][key] = spread(v);
+  std::printf("%s\n", doc.dump(2).c_str());
   return 0;
 }

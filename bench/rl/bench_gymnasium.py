@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Gymnasium 1.4.0's CartPole-v1 vector envs, the baseline of bench_env_pool (same run).
+"""The peers of bench_env_pool on CartPole-v1 (same run): Gymnasium's vector envs and EnvPool.
 
-Prints one JSON object per line: {"impl": ..., "num_envs": ..., "steps_per_s_median": ...}
-for the numpy `CartPoleVectorEnv` (vectorization_mode="vector_entry_point") and for
-`SyncVectorEnv` (vectorization_mode="sync"), at 16, 256 and 4096 envs. Actions come from a
-pre-drawn table (64 steps x num_envs, cycled), as in the C++ harness. Exit status 3 when
-gymnasium cannot be imported. Usage: bench_gymnasium.py [--seconds S] [--repeats R]
+Prints one JSON object per line: {"impl", "version", "threads", "num_envs",
+"steps_per_s_median", "steps_per_s_all"} for Gymnasium's numpy `CartPoleVectorEnv`
+(vectorization_mode="vector_entry_point") and `SyncVectorEnv` (vectorization_mode="sync"),
+and, when the `envpool` package imports, EnvPool's synchronous CartPole-v1 with 1 and 2
+threads, at 16, 256 and 4096 envs. Actions come from a pre-drawn table (64 steps x
+num_envs, cycled), as in the C++ harness. Exit status 3 when gymnasium cannot be imported.
+Usage: bench_gymnasium.py [--seconds S] [--repeats R]
 """
 import argparse
 import json
@@ -23,7 +25,10 @@ except ImportError as e:  # pragma: no cover - depends on the interpreter
 
 def measure(envs, n, seconds, repeats):
     table = np.random.default_rng(2024).integers(0, 2, size=(64, n))
-    envs.reset(seed=1)
+    try:
+        envs.reset(seed=1)
+    except TypeError:  # EnvPool seeds at construction
+        envs.reset()
     t = 0
 
     def block(k):
@@ -58,16 +63,29 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
+    def emit(impl, version, threads, n, rates):
+        print(json.dumps({"impl": impl, "version": version, "threads": threads,
+                          "numpy_version": np.__version__, "num_envs": n,
+                          "steps_per_s_median": statistics.median(rates),
+                          "steps_per_s_all": rates}), flush=True)
+
     for mode, impl in (("vector_entry_point", "gymnasium_numpy_vector"),
                        ("sync", "gymnasium_sync_vector")):
         for n in (16, 256, 4096):
             envs = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode=mode)
             rates = measure(envs, n, a.seconds, a.repeats)
             envs.close()
-            print(json.dumps({"impl": impl, "gymnasium_version": gym.__version__,
-                              "numpy_version": np.__version__, "num_envs": n,
-                              "steps_per_s_median": statistics.median(rates),
-                              "steps_per_s_all": rates}), flush=True)
+            emit(impl, gym.__version__, 1, n, rates)
+    try:
+        import envpool
+    except ImportError:
+        return
+    for threads in (1, 2):
+        for n in (16, 256, 4096):
+            envs = envpool.make_gymnasium("CartPole-v1", num_envs=n, batch_size=n, num_threads=threads, seed=1)
+            rates = measure(envs, n, a.seconds, a.repeats)
+            getattr(envs, "close", lambda: None)()
+            emit("envpool", envpool.__version__, threads, n, rates)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 // Wall time from the start of PPO training on CartPole-v1 (RL Zoo settings: herd-rl's
-// defaults) to a mean return >= 475 over the last 100 training episodes, as issue #10
-// asks. Median over fixed seeds; prints one JSON document. The issue's reference figures
-// (PyTorch 1.13, one thread): Stable-Baselines3 with the same settings 12-22 s, CleanRL's
-// ppo.py defaults 38-50 s; the ratio below uses SB3's 12 s (its best case). CPU seconds
-// (std::clock) are printed beside wall seconds because these machines are shared and loaded.
+// defaults) to a mean return >= 475 over the last 100 training episodes. Median over fixed
+// seeds; prints one JSON document. With --peer, Stable-Baselines3's PPO with the same
+// settings (sb3_ppo_cartpole.py, one torch thread) is measured in the same run, interleaved
+// seed by seed (herd seed 0, SB3 seed 0, herd seed 1, ...) so load changes hit both sides,
+// in the venv that bench/peer-venv makes from PyPI (or the Python given by --python); the
+// speedup is the ratio of the two medians. Without a measured peer no ratio is printed. CPU
+// seconds (std::clock) are printed beside wall seconds because these machines are shared.
 //
-// Usage: bench_ppo_cartpole [--seeds N] [--max-steps S]
+// Usage: bench_ppo_cartpole [--seeds N] [--max-steps S] [--peer [--python EXE]]
 //        bench_ppo_cartpole --throughput [--steps S] [--sampler KIND --threads N]
 // --throughput (issue #14) instead prints end-to-end PPO training throughput (env steps/s:
 // sampling with inference, GAE and the update, as `herd-rl train` runs) of the CartPole-v1
@@ -19,8 +21,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <sys/wait.h>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "herd/io/config.hpp"
 #include "herd/nn/module.hpp"
@@ -74,6 +79,44 @@ int throughput(long long min_steps, const std::string& sampler, int threads) {
   return 0;
 }
 
+// Runs a command and returns its stdout (empty on failure; *status gets the exit status).
+std::string run_capture(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    *status = -1;
+    return out;
+  }
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int st = pclose(p);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+// One SB3 run (sb3_ppo_cartpole.py) for `seed`; a JSON object, or {"error": ...}.
+nlohmann::json sb3_run(const std::string& python, int seed, long long max_steps) {
+  int st = 0;
+  const std::string out = run_capture("'" + python + "' '" + HERD_BENCH_SB3_SCRIPT + "' --seed " + std::to_string(seed) +
+                                          " --max-steps " + std::to_string(max_steps),
+                                      &st);
+  // The JSON is the last line (torch or gymnasium may print warnings before it).
+  std::string line = out;
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  line = line.substr(line.find_last_of('\n') == std::string::npos ? 0 : line.find_last_of('\n') + 1);
+  const auto j = nlohmann::json::parse(line, nullptr, false);
+  if (st != 0 || j.is_discarded() || !j.contains("seconds")) {
+    return {{"error", "sb3_ppo_cartpole.py exited " + std::to_string(st)}};
+  }
+  return j;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,19 +126,34 @@ int main(int argc, char** argv) {
   long long tp_steps = 200000;
   std::string sampler;
   int threads = 0;
+  bool peer = false;
+  std::string python;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--throughput")) tp = true;
+    else if (!std::strcmp(argv[i], "--peer")) peer = true;
     else if (i + 1 >= argc) break;
     else if (!std::strcmp(argv[i], "--seeds")) seeds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--max-steps")) max_steps = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--steps")) tp_steps = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--sampler")) sampler = argv[++i];
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--python")) python = argv[++i];
   }
   herd::nn::set_num_threads(1);
   if (tp) return throughput(tp_steps, sampler, threads);
-  std::vector<double> times, cpus;
+  std::string peer_note = "not measured (run with --peer)";
+  if (peer && python.empty()) {
+    int st = 0;
+    python = run_capture(std::string("'") + HERD_BENCH_PEER_VENV + "' torch stable-baselines3 gymnasium", &st);
+    while (!python.empty() && (python.back() == '\n' || python.back() == ' ')) python.pop_back();
+    if (st != 0 || python.empty()) {
+      peer = false;
+      peer_note = "not measured (bench/peer-venv failed)";
+    }
+  }
+  std::vector<double> times, cpus, peer_times, peer_cpus;
   std::vector<long long> steps;
+  nlohmann::json peer_runs = nlohmann::json::array();
   std::printf("{\n  \"benchmark\": \"ppo_cartpole_time_to_475\",\n  \"runs\": [\n");
   for (int s = 0; s < seeds; ++s) {
     std::string text;
@@ -121,15 +179,32 @@ int main(int argc, char** argv) {
       cpus.push_back(cpu);
       steps.push_back(t.env_steps());
     }
+    std::fflush(stdout);
+    if (peer) {
+      auto j = sb3_run(python, s, max_steps);
+      if (j.contains("error")) {
+        peer = false;
+        peer_note = "not measured (" + j["error"].get<std::string>() + ")";
+      } else if (j.value("reached", false)) {
+        peer_times.push_back(j["seconds"].get<double>());
+        peer_cpus.push_back(j["cpu_seconds"].get<double>());
+      }
+      peer_runs.push_back(std::move(j));
+    }
   }
-  std::sort(times.begin(), times.end());
   std::sort(steps.begin(), steps.end());
-  std::sort(cpus.begin(), cpus.end());
-  const double med = times.empty() ? -1 : times[times.size() / 2];
+  const double med = median(times);
   std::printf("  ],\n  \"reached\": %zu,\n  \"median_seconds\": %.3f,\n  \"median_env_steps\": %lld,\n", times.size(),
               med, steps.empty() ? -1LL : steps[steps.size() / 2]);
-  std::printf("  \"median_cpu_seconds\": %.3f,\n", cpus.empty() ? -1.0 : cpus[cpus.size() / 2]);
-  std::printf("  \"sb3_reference_seconds\": [12, 22],\n  \"speedup_vs_sb3_best\": %.1f,\n  \"goal_seconds\": 3\n}\n",
-              med > 0 ? 12.0 / med : 0.0);
+  std::printf("  \"median_cpu_seconds\": %.3f,\n", median(cpus));
+  if (peer && !peer_times.empty() && med > 0) {
+    const double pmed = median(peer_times);
+    std::printf("  \"sb3_runs\": %s,\n  \"sb3_reached\": %zu,\n  \"sb3_median_seconds\": %.3f,\n"
+                "  \"sb3_median_cpu_seconds\": %.3f,\n  \"speedup_vs_sb3_median\": %.1f,\n",
+                peer_runs.dump().c_str(), peer_times.size(), pmed, median(peer_cpus), pmed / med);
+  } else {
+    std::printf("  \"sb3\": \"%s\",\n", peer && peer_times.empty() ? "measured, but no SB3 run reached 475" : peer_note.c_str());
+  }
+  std::printf("  \"goal_seconds\": 0.5\n}\n");
   return 0;
 }
