@@ -172,6 +172,12 @@ TEST_CASE("herd-diagnose: HDF5 datasets and the posterior group", "[mcmc][apps]"
   const Run text = run(q(h5));
   CHECK(text.rc == 0);
   CHECK(text.out.find("theta[1]") != std::string::npos);
+  // Parameters spread over threads: the same rows, in the same order, to the last digit.
+  for (const char* t : {"1", "2", "3"}) {
+    const Run m = run(q(h5) + " --json --threads " + t);
+    REQUIRE(m.rc == 0);
+    CHECK(m.out == g.out);
+  }
 }
 
 TEST_CASE("herd-diagnose: bad input exits 2 with a one-line message", "[mcmc][apps]") {
