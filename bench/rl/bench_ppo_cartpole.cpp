@@ -114,7 +114,8 @@ nlohmann::json sb3_run(const std::string& python, int seed, long long max_steps)
 double median(std::vector<double> v) {
   if (v.empty()) return -1;
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
