@@ -11,34 +11,14 @@
 
 #include "herd/core/error.hpp"
 #include "herd/io/checkpoint.hpp"
+#include "posix_file.hpp"
 
 namespace herd::io {
 
+using detail::Fd;
+using detail::throw_errno;
+
 namespace {
-
-[[noreturn]] void throw_errno(const char* what, const std::string& path) {
-  const int e = errno;
-  throw IoError(fmt::format("{}: {} failed: {}", path, what, std::strerror(e)));
-}
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-
- private:
-  int fd_;
-};
 
 std::string parent_folder(const std::string& path) {
   const auto slash = path.find_last_of('/');
@@ -78,17 +58,7 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
   try {
     Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (fd.get() < 0) throw_errno("create", tmp);
-    const auto* p = reinterpret_cast<const char*>(bytes.data());
-    std::size_t left = bytes.size();
-    while (left > 0) {
-      const ssize_t w = ::write(fd.get(), p, left);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        throw_errno("write", tmp);
-      }
-      p += w;
-      left -= static_cast<std::size_t>(w);
-    }
+    detail::write_all(fd.get(), bytes.data(), bytes.size(), tmp);
     if (::fsync(fd.get()) != 0) throw_errno("fsync", tmp);
     if (::close(fd.release()) != 0) throw_errno("close", tmp);
     if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno(("rename to " + path).c_str(), tmp);
@@ -170,18 +140,10 @@ AppendFile AppendFile::resume(const std::string& path, std::uint64_t length) {
 
 void AppendFile::append(std::span<const std::byte> bytes) {
   if (fd_ < 0) throw IoError(fmt::format("{}: append to a closed file", path_));
-  const auto* p = reinterpret_cast<const char*>(bytes.data());
-  std::size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t w = ::write(fd_, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw_errno("write", path_);
-    }
-    p += w;
-    left -= static_cast<std::size_t>(w);
-    size_ += static_cast<std::uint64_t>(w);
-  }
+  // On a failed write size_ keeps the last whole append: the checkpoint never records a
+  // partial one (resume truncates the file back to the recorded length).
+  detail::write_all(fd_, bytes.data(), bytes.size(), path_);
+  size_ += bytes.size();
 }
 
 void AppendFile::start_writeback() noexcept {

@@ -8,17 +8,11 @@
 #include <unistd.h>
 
 #include "herd/core/error.hpp"
+#include "posix_file.hpp"
 
 namespace herd::io {
 
-namespace {
-
-[[noreturn]] void throw_errno(const char* what, const std::string& path) {
-  const int e = errno;
-  throw IoError(fmt::format("{}: {} failed: {}", path, what, std::strerror(e)));
-}
-
-}  // namespace
+using detail::throw_errno;
 
 int open_log_file(const std::string& path, LogOpen how) {
   int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
@@ -52,17 +46,7 @@ LogFile::~LogFile() {
 
 void LogFile::write(std::string_view record) {
   if (fd_ < 0) throw IoError(fmt::format("{}: write to a closed file", path_));
-  const char* p = record.data();
-  std::size_t left = record.size();
-  while (left > 0) {
-    const ssize_t w = ::write(fd_, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw_errno("write", path_);
-    }
-    p += w;
-    left -= static_cast<std::size_t>(w);
-  }
+  detail::write_all(fd_, record.data(), record.size(), path_);
 }
 
 void LogFile::truncate(std::uint64_t length) {
