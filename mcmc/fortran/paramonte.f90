@@ -20,7 +20,10 @@
 ! Not re-entrant: one run at a time per process (herd's C interface, herd/mcmc/paradram.h).
 module paramonte
   use, intrinsic :: iso_fortran_env, only: IK => int32, RK => real64
-  use, intrinsic :: iso_c_binding, only: c_int32_t, c_double, c_char, c_funptr, c_funloc, c_int
+  use, intrinsic :: iso_c_binding, only: c_int32_t, c_double, c_funptr, c_funloc
+  ! The C entry points' bindings live in herd_paradram (one copy); this module adapts
+  ! ParaMonte's Fortran-convention models to them.
+  use herd_paradram, only: run_paradram, herd_last_status
   implicit none
   private
   public :: IK, RK, getLogFunc_proc, runParaDRAM, ParaDRAM, ParaDRAM_type, herd_last_status
@@ -45,23 +48,6 @@ module paramonte
   type, extends(ParaDRAM_type) :: ParaDRAM
   end type ParaDRAM
 
-  interface
-    ! void runParaDRAM(int32_t ndim, double (*getLogFunc)(int32_t, double[]), char* inputFile, int32_t len)
-    subroutine herd_run_paradram_c(ndim, getLogFunc, inputFile, inputFileLen) bind(C, name="runParaDRAM")
-      import :: c_int32_t, c_funptr, c_char
-      integer(c_int32_t), value :: ndim
-      type(c_funptr), value :: getLogFunc
-      character(kind=c_char), dimension(*) :: inputFile
-      integer(c_int32_t), value :: inputFileLen
-    end subroutine herd_run_paradram_c
-
-    !> Status of the last run in this process: 0 done, 1 the run failed, 2 bad input.
-    function herd_last_status() result(status) bind(C, name="herd_last_status")
-      import :: c_int
-      integer(c_int) :: status
-    end function herd_last_status
-  end interface
-
   ! The model of the run in progress, called through log_func_c.
   procedure(getLogFunc_proc), pointer :: current_model => null()
 
@@ -74,14 +60,16 @@ contains
     integer(IK), intent(in) :: ndim
     procedure(getLogFunc_proc) :: getLogFunc
     character(*), intent(in), optional :: inputFile
-    character(kind=c_char), dimension(1) :: none
+    integer :: status
+    type(c_funptr) :: model_c
     current_model => getLogFunc
+    ! Taken at run time into a variable: a c_funloc constant passed by reference would be
+    ! placed in .rodata with a text relocation.
+    model_c = c_funloc(log_func_c)
     if (present(inputFile)) then
-      call herd_run_paradram_c(int(ndim, c_int32_t), c_funloc(log_func_c), inputFile, &
-                               int(len(inputFile), c_int32_t))
+      status = run_paradram(int(ndim, c_int32_t), model_c, inputFile)
     else
-      none(1) = ' '
-      call herd_run_paradram_c(int(ndim, c_int32_t), c_funloc(log_func_c), none, 0_c_int32_t)
+      status = run_paradram(int(ndim, c_int32_t), model_c, "")
     end if
     current_model => null()
   end subroutine runParaDRAM
