@@ -320,6 +320,27 @@ std::optional<ConfigValue> parse_text(const std::string& text, ValueType t, cons
   }
 }
 
+/// Pieces of `text` between commas that are not inside '...' or "..." quotes, each trimmed.
+std::vector<std::string> split_outside_quotes(std::string_view text) {
+  std::vector<std::string> out;
+  std::string cur;
+  char quote = 0;
+  for (const char c : text) {
+    if (quote != 0) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == ',') {
+      out.push_back(trim(cur));
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  out.push_back(trim(cur));
+  return out;
+}
+
 /// `v` for messages: override text that parses as a number shows as that number ("40 (an
 /// integer)", not "\"40\" (text)"); anything else as `describe` gives it.
 std::string shown_value(const ConfigValue& v, ValueType t) {
@@ -636,42 +657,59 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
     }
     // Lists.
     ConfigValue::Array items;
+    bool well_formed = true;
     if (given->is_raw_text()) {
+      // Command-line text: TOML array syntax first ("[1, 2]", "[\"a,b\", \"c\"]", rows
+      // "[[1, 2], [3, 4]]"), else bare items split at commas outside quotes ("1, 2", "a, b").
       std::string text = trim(given->as_string());
-      if (text.size() >= 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
-      // A matrix given as rows, "[[a, b], [c, d]]": its elements in row-major order.
-      if (!text.empty() && trim(text).front() == '[')
-        std::erase_if(text, [](char c) { return c == '[' || c == ']'; });
-      if (!trim(text).empty()) {
-        std::size_t i = 0;
-        while (true) {
-          const std::size_t j = text.find(',', i);
-          items.push_back(ConfigValue::raw_text(trim(text.substr(i, j == std::string::npos ? std::string::npos : j - i)),
-                                                given->where));
-          if (j == std::string::npos) break;
-          i = j + 1;
+      bool toml_array = false;
+      if (text.size() >= 2 && text.front() == '[') {
+        try {
+          const ConfigValue v = *parse_toml("v = " + text, "--set").find("v");
+          if (v.is_array()) {
+            items = v.as_array();
+            for (auto& x : items) {
+              x.where = given->where;
+              if (x.is_array())
+                for (auto& y : x.as_array()) y.where = given->where;
+            }
+            toml_array = true;
+          }
+        } catch (const InputError&) {
         }
+      }
+      if (!toml_array) {
+        if (text.size() >= 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
+        // Brackets left over are nesting TOML could not read: refused, never flattened.
+        well_formed = text.find_first_of("[]") == std::string::npos;
+        if (well_formed && !trim(text).empty())
+          for (auto& piece : split_outside_quotes(text)) items.push_back(ConfigValue::raw_text(piece, given->where));
       }
     } else if (given->is_array()) {
       items = given->as_array();
-      // A matrix given as rows (TOML [[a, b], [c, d]], a namelist m(1:2,1:2) = ...): a list key
-      // takes its elements in row-major order.
-      const bool rows = !items.empty() && std::all_of(items.begin(), items.end(), [](const ConfigValue& v) {
-        return v.is_array() && std::none_of(v.as_array().begin(), v.as_array().end(),
-                                            [](const ConfigValue& x) { return x.is_array() || x.is_table(); });
-      });
-      if (rows) {
-        ConfigValue::Array flat;
-        for (const auto& row : items)
-          for (const auto& x : row.as_array()) flat.push_back(x);
-        items = std::move(flat);
-      }
     } else if (given->is_table()) {
+      well_formed = false;
+    } else {
+      items.push_back(*given);
+    }
+    // A matrix given as rows (TOML [[a, b], [c, d]], a namelist m(1:2,1:2) = ...): a list key
+    // takes its elements in row-major order. Rows must have one length: ragged rows are refused.
+    const bool rows = !items.empty() && std::all_of(items.begin(), items.end(), [](const ConfigValue& v) {
+      return v.is_array() && std::none_of(v.as_array().begin(), v.as_array().end(),
+                                          [](const ConfigValue& x) { return x.is_array() || x.is_table(); });
+    });
+    if (rows) {
+      ConfigValue::Array flat;
+      for (const auto& row : items) {
+        well_formed = well_formed && row.as_array().size() == items.front().as_array().size();
+        for (const auto& x : row.as_array()) flat.push_back(x);
+      }
+      items = std::move(flat);
+    }
+    if (!well_formed) {
       bad(*given, "");
       out.entries_.push_back(std::move(e));
       continue;
-    } else {
-      items.push_back(*given);
     }
     bool ok = true;
     ConfigValue::Array typed;

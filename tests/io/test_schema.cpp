@@ -96,6 +96,32 @@ TEST_CASE("schema: --set overrides are typed by the schema", "[io]") {
   CHECK(r2.get_float("target_acceptance") == 0.0);
 }
 
+TEST_CASE("schema: --set lists: commas inside quotes do not split, nesting is never flattened silently", "[io]") {
+  Schema s("lists");
+  s.add_string_list("names", std::vector<std::string>{"a"}, "names");
+  s.add_int_list("hidden", std::vector<std::int64_t>{64}, "widths");
+  const Config c = parse_toml("", "run.toml");
+  CHECK(s.apply(c, {"names=[\"x,y\", \"z\"]"}).get_string_list("names") == std::vector<std::string>{"x,y", "z"});
+  CHECK(s.apply(c, {"names=\"x,y\", 'z'"}).get_string_list("names") == std::vector<std::string>{"x,y", "z"});
+  CHECK(s.apply(c, {"names=[p, q]"}).get_string_list("names") == std::vector<std::string>{"p", "q"});
+  CHECK(s.apply(c, {"hidden=[[1, 2], [3, 4]]"}).get_int_list("hidden") == std::vector<std::int64_t>{1, 2, 3, 4});
+  const auto error = [&](const std::string& set) {
+    try {
+      s.apply(c, {set});
+    } catch (const herd::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  // Ragged rows (TOML or not) and stray brackets are refused with the key and the text.
+  CHECK(error("hidden=[[64], [64, 32]]").find("key \"hidden\"") != std::string::npos);
+  CHECK(error("hidden=[64, [32]]").find("key \"hidden\"") != std::string::npos);
+  CHECK(error("names=[a, [b]]").find("key \"names\"") != std::string::npos);
+  CHECK(error("hidden=64]").find("key \"hidden\"") != std::string::npos);
+  // The same refusal for ragged rows written in a TOML file.
+  CHECK_THROWS_AS(s.apply(parse_toml("hidden = [[64], [64, 32]]\n", "run.toml")), herd::InputError);
+}
+
 TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
   // Unknown key, with the nearest valid name.
   CHECK(error_of("model = 'm'\n\n\n\n\n\nchain_sise = 3\n") ==
