@@ -69,9 +69,7 @@ class ImageEncoder final : public nn::Sequential {
 
 }  // namespace
 
-std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& obs_shape, const EncoderSpec& spec,
-                                             Device device, const RngStream& rng, std::uint64_t init_index,
-                                             std::int64_t* out_features) {
+std::int64_t encoder_output_features(const std::vector<std::int64_t>& obs_shape, const EncoderSpec& spec) {
   HERD_REQUIRE(!obs_shape.empty(), "rl::make_encoder: the observation shape is empty, but needs >= 1 dimension");
   std::int64_t flat = 1;
   for (auto d : obs_shape) {
@@ -84,9 +82,6 @@ std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& ob
                  spec.hidden[i]);
   HERD_REQUIRE(!spec.conv.empty() || !spec.hidden.empty(),
                "rl::make_encoder: no convolutions and no dense layers; the encoder needs at least one layer");
-  const double gain = std::sqrt(2.0);
-  std::uint64_t k = init_index;  // index of the next weighted layer's draws
-  std::unique_ptr<nn::Sequential> net;
   std::int64_t width = flat;
   if (!spec.conv.empty()) {
     HERD_REQUIRE(obs_shape.size() == 3,
@@ -94,7 +89,6 @@ std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& ob
                  "but the observation shape is {}",
                  shape_str(obs_shape));
     std::int64_t c = obs_shape[0], h = obs_shape[1], w = obs_shape[2];
-    // Validate every layer before building any (no half-built network on error).
     for (std::size_t i = 0; i < spec.conv.size(); ++i) {
       const ConvLayerSpec& l = spec.conv[i];
       HERD_REQUIRE(l.channels >= 1 && l.kernel >= 1 && l.stride >= 1 && l.padding >= 0,
@@ -110,16 +104,36 @@ std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& ob
       w = (wp - l.kernel) / l.stride + 1;
       c = l.channels;
     }
+    width = c * h * w;
+  }
+  if (!spec.hidden.empty()) width = spec.hidden.back();
+  return width;
+}
+
+std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& obs_shape, const EncoderSpec& spec,
+                                             Device device, const RngStream& rng, std::uint64_t init_index,
+                                             std::int64_t* out_features) {
+  // Validate everything before building anything (no half-built network on error).
+  const std::int64_t out = encoder_output_features(obs_shape, spec);
+  std::int64_t flat = 1;
+  for (auto d : obs_shape) flat *= d;
+  const double gain = std::sqrt(2.0);
+  std::uint64_t k = init_index;  // index of the next weighted layer's draws
+  std::unique_ptr<nn::Sequential> net;
+  std::int64_t width = flat;
+  if (!spec.conv.empty()) {
+    std::int64_t c = obs_shape[0], h = obs_shape[1], w = obs_shape[2];
     net = std::make_unique<ImageEncoder>(obs_shape[0], obs_shape[1], obs_shape[2], device);
-    std::int64_t cin = obs_shape[0];
     for (const ConvLayerSpec& l : spec.conv) {
-      auto& conv = net->emplace<nn::Conv2d>(cin, l.channels, l.kernel, l.kernel, l.stride, l.padding, kF32, device,
+      auto& conv = net->emplace<nn::Conv2d>(c, l.channels, l.kernel, l.kernel, l.stride, l.padding, kF32, device,
                                             true, rng, k);
       RngCursor cur = rng.at(k++);
       nn::orthogonal_(conv.weight().value, gain, cur);
       conv.bias().value.zero();
       add_activation(*net, spec.activation, device);
-      cin = l.channels;
+      h = (h + 2 * l.padding - l.kernel) / l.stride + 1;
+      w = (w + 2 * l.padding - l.kernel) / l.stride + 1;
+      c = l.channels;
     }
     net->emplace<nn::Flatten>(kF32, device);
     width = c * h * w;
@@ -134,7 +148,7 @@ std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& ob
     add_activation(*net, spec.activation, device);
     width = hdim;
   }
-  if (out_features) *out_features = width;
+  if (out_features) *out_features = out;
   return net;
 }
 

@@ -293,3 +293,20 @@ TEST_CASE("make_encoder: bad shapes and layer specs are InputErrors naming the p
     CHECK_THAT(std::string(e.what()), Contains("[N, 400]") && Contains("[N, 4, 10, 10]"));
   }
 }
+
+TEST_CASE("encoder_output_features: the width make_encoder gives, and the same errors", "[rl][network]") {
+  EncoderSpec s;
+  s.conv = {ConvLayerSpec{8, 3, 2, 1}, ConvLayerSpec{4, 2, 1, 0}};
+  s.hidden = {};
+  CHECK(encoder_output_features({3, 10, 10}, s) == 64);
+  s.hidden = {7};
+  CHECK(encoder_output_features({3, 10, 10}, s) == 7);
+  CHECK(encoder_output_features({4, 10, 10}, minatar_spec()) == 128);
+  EncoderSpec dense;
+  dense.hidden = {};
+  dense.conv = {ConvLayerSpec{5, 10, 1, 0}};
+  CHECK(encoder_output_features({2, 10, 10}, dense) == 5);
+  dense.conv = {ConvLayerSpec{5, 11, 1, 0}};
+  CHECK_THROWS_WITH(encoder_output_features({2, 10, 10}, dense), Catch::Contains("conv layer 0"));
+  CHECK_THROWS_WITH(encoder_output_features({200}, minatar_spec()), Catch::Contains("{200}"));
+}

@@ -70,4 +70,9 @@ std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& ob
                                              Device device, const RngStream& rng, std::uint64_t init_index,
                                              std::int64_t* out_features);
 
+/// The output width `*out_features` of `make_encoder(obs_shape, spec, ...)`, computed
+/// without building the layers (to check a configuration before a run starts).
+/// @throws herd::InputError exactly where `make_encoder` would, with the same message.
+std::int64_t encoder_output_features(const std::vector<std::int64_t>& obs_shape, const EncoderSpec& spec);
+
 }  // namespace herd::rl
