@@ -281,3 +281,16 @@ TEST_CASE("Config network.conv_*: layers read, mismatches named with key, value 
                     "network.conv_padding=[-1]"}),
              Contains("network.conv_padding"));
 }
+
+TEST_CASE("training_memory_need counts the convolution outputs", "[rl][conv]") {
+  auto resolve = [](std::vector<std::string> sets) {
+    sets.insert(sets.begin(), {"env=MinAtar/Breakout-v1", "sampler.num_envs=4", "sampler.num_steps=16",
+                               "algo.minibatch_size=32", "network.hidden=[128]"});
+    return resolve_train_config(io::Config("<t>"), sets);
+  };
+  const TrainConfig dense = resolve({});
+  const TrainConfig conv = resolve({"network.conv_channels=[16]", "network.conv_kernels=[3]"});
+  // One 16 x 8 x 8 output per sample of a 32-sample minibatch, 4-byte floats, 8 copies
+  // (activations and gradients of actor and critic, as for hidden widths).
+  CHECK(training_memory_need(conv, 400, 1) - training_memory_need(dense, 400, 1) == 32.0 * 16 * 8 * 8 * 4 * 8);
+}
