@@ -125,7 +125,14 @@ bool may_change_on_resume(const std::string& key) {
 // Settings a resumed run cannot change: they fix the shapes of the state in the checkpoint
 // (the networks' parameters, the optimizer's state, the environments' states).
 const std::vector<std::string>& fixed_on_resume() {
-  static const std::vector<std::string> keys = {"env", "sampler.num_envs", "network.hidden", "network.shared_trunk",
+  static const std::vector<std::string> keys = {"env",
+                                                "sampler.num_envs",
+                                                "network.hidden",
+                                                "network.shared_trunk",
+                                                "network.conv_channels",
+                                                "network.conv_kernels",
+                                                "network.conv_strides",
+                                                "network.conv_padding",
                                                 "algo.optimizer"};
   return keys;
 }
@@ -188,6 +195,18 @@ double training_memory_need(const TrainConfig& c, std::size_t obs_dim, std::size
   // actor and critic layers.
   double width = 0;
   for (const auto h : c.agent.hidden) width += static_cast<double>(h);
+  if (!c.agent.conv.empty()) {
+    // Convolution outputs count like hidden widths: channels x height x width per layer.
+    const std::vector<std::int64_t> shape = make_env(c.env)->observation_space().shape();
+    if (shape.size() == 3) {
+      std::int64_t h = shape[1], w = shape[2];
+      for (const ConvLayerSpec& l : c.agent.conv) {
+        h = std::max<std::int64_t>((h + 2 * l.padding - l.kernel) / l.stride + 1, 1);
+        w = std::max<std::int64_t>((w + 2 * l.padding - l.kernel) / l.stride + 1, 1);
+        width += static_cast<double>(l.channels) * static_cast<double>(h) * static_cast<double>(w);
+      }
+    }
+  }
   const double mb = c.algorithm == "a2c" ? n : std::min(n, static_cast<double>(c.ppo.minibatch_size));
   const double update = mb * (4.0 * static_cast<double>(obs_dim) + 8.0 * static_cast<double>(action_dim) + 32.0) +
                         4.0 * n + mb * width * 4.0 * 8.0;
@@ -226,7 +245,7 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
     ao.device = Device::cuda(node_local_rank(*comm_) % count);
   }
   config_.agent.device = ao.device;
-  agent_ = std::make_unique<ActorCriticAgent>(probe->obs_dim(), probe->action_space(), ao);
+  agent_ = std::make_unique<ActorCriticAgent>(probe->observation_space(), probe->action_space(), ao);
   Communicator* dp = comm_->size() > 1 ? comm_ : nullptr;
   Communicator* grads = nullptr;
   if (dp && ao.device.is_cuda()) {
@@ -614,7 +633,7 @@ EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stoch
   auto env = make_env(c.env);
   AgentOptions ao = c.agent;
   ao.device = Device::cpu();  // one env at a time: the host (a CUDA run's checkpoint works too)
-  ActorCriticAgent agent(env->obs_dim(), env->action_space(), ao);
+  ActorCriticAgent agent(env->observation_space(), env->action_space(), ao);
   agent.load_state_dict(load_tensors(r, "params/", agent.state_dict()));
   RunningMeanStd rms(env->obs_dim());
   const bool norm = c.sampler_options.normalize_obs;
