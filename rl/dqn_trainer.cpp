@@ -55,7 +55,7 @@ std::vector<nn::NamedTensor> load_tensors(const io::CheckpointReader& r, const s
     if (static_cast<std::int64_t>(v.size()) != t.tensor.numel())
       throw InputError("rl::DqnTrainer::load_checkpoint: \"" + p + t.name + "\" has " + std::to_string(v.size()) +
                        " values in the checkpoint, but " + std::to_string(t.tensor.numel()) + " in this run");
-    t.tensor = nn::Tensor::from_vector(t.tensor.shape(), v, nn::DType::kFloat32);
+    t.tensor = nn::Tensor::from_vector(t.tensor.shape(), v, t.tensor.dtype());
   }
   return like;
 }
