@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
@@ -154,22 +155,29 @@ void copy_out(const nn::Tensor& t, float* out, std::size_t n) {
   }
 }
 
-std::unique_ptr<nn::Mlp> make_mlp(std::size_t in, const std::vector<std::int64_t>& hidden, std::int64_t out,
-                                  nn::Activation act, double out_gain, std::uint64_t seed, std::uint32_t stream,
-                                  Device device) {
-  nn::MlpOptions o;
-  o.sizes.push_back(static_cast<std::int64_t>(in));
-  for (auto h : hidden) o.sizes.push_back(h);
-  o.sizes.push_back(out);
-  o.activation = act;
-  o.init = nn::MlpInit::kOrthogonal;
-  o.hidden_gain = std::sqrt(2.0);
-  o.output_gain = out_gain;
-  o.rng = RngStream(seed, stream, RngPurpose::kInit);
-  o.device = device;
-  auto m = std::make_unique<nn::Mlp>(o);
-  m->set_input_grad(false);
-  return m;
+// The product of an observation shape (0 for an empty one: rejected by the constructor).
+std::size_t shape_size(const std::vector<std::int64_t>& shape) {
+  if (shape.empty()) return 0;
+  std::size_t n = 1;
+  for (auto d : shape) n *= static_cast<std::size_t>(std::max<std::int64_t>(d, 0));
+  return n;
+}
+
+// make_encoder's layers followed by a Linear output layer of `out` units with orthogonal
+// gain `out_gain` (draws of index = number of encoder layers): without convolutions, the
+// layers, names and values of nn::Mlp({in, hidden..., out}, orthogonal init).
+std::unique_ptr<nn::Sequential> make_network(const std::vector<std::int64_t>& obs_shape, const EncoderSpec& spec,
+                                             std::int64_t out, double out_gain, const RngStream& rng,
+                                             Device device) {
+  std::int64_t width = 0;
+  auto net = make_encoder(obs_shape, spec, device, rng, 0, &width);
+  const std::uint64_t k = spec.conv.size() + spec.hidden.size();
+  auto& head = net->emplace<nn::Linear>(width, out, nn::DType::kFloat32, device, true, rng, k);
+  RngCursor cur = rng.at(k);
+  nn::orthogonal_(head.weight().value, out_gain, cur);
+  head.bias().value.zero();
+  net->set_input_grad(false);
+  return net;
 }
 
 // The agent's networks as children of one container (see ActorCriticAgent::module).
@@ -207,8 +215,22 @@ nn::Module& ActorCriticAgent::module() {
   return *module_;
 }
 
+ActorCriticAgent::ActorCriticAgent(const Space& observation_space, const Space& space, const AgentOptions& opt)
+    : ActorCriticAgent(observation_space.is_box()
+                           ? observation_space.shape()
+                           : throw InputError("rl::ActorCriticAgent: the observation space is " +
+                                              observation_space.to_string() + ", but must be a Box"),
+                       space, opt) {}
+
 ActorCriticAgent::ActorCriticAgent(std::size_t obs_dim, const Space& space, const AgentOptions& opt)
-    : obs_dim_(obs_dim), action_dim_(space.dim()), discrete_(space.is_discrete()), device_(opt.device) {
+    : ActorCriticAgent(std::vector<std::int64_t>{static_cast<std::int64_t>(obs_dim)}, space, opt) {}
+
+ActorCriticAgent::ActorCriticAgent(std::vector<std::int64_t> obs_shape, const Space& space, const AgentOptions& opt)
+    : obs_shape_(std::move(obs_shape)),
+      obs_dim_(shape_size(obs_shape_)),
+      action_dim_(space.dim()),
+      discrete_(space.is_discrete()),
+      device_(opt.device) {
   if (device_.is_cuda()) {
     if (!HERD_HAVE_CUDA)
       throw InputError("rl::ActorCriticAgent: device is " + device_.str() + ", but this build of herd has no CUDA support");
@@ -220,26 +242,20 @@ ActorCriticAgent::ActorCriticAgent(std::size_t obs_dim, const Space& space, cons
     io_ = std::make_unique<DeviceIo>(device_);
 #endif
   }
-  if (obs_dim == 0) throw InputError("rl::ActorCriticAgent: obs_dim is 0, but must be >= 1");
-  if (opt.hidden.empty()) throw InputError("rl::ActorCriticAgent: hidden is empty, but needs at least one layer");
+  if (obs_dim_ == 0) throw InputError("rl::ActorCriticAgent: obs_dim is 0, but must be >= 1");
+  if (opt.hidden.empty() && opt.conv.empty())
+    throw InputError("rl::ActorCriticAgent: hidden is empty, but needs at least one layer");
   for (auto h : opt.hidden)
     if (h < 1) throw InputError("rl::ActorCriticAgent: a hidden width is " + std::to_string(h) + ", but must be >= 1");
   const std::int64_t outputs = discrete_ ? space.n() : static_cast<std::int64_t>(action_dim_);
+  EncoderSpec spec;
+  spec.conv = opt.conv;
+  spec.hidden = opt.hidden;
+  spec.activation = opt.activation;
   if (opt.shared_trunk) {
-    nn::MlpOptions o;
-    o.sizes.push_back(static_cast<std::int64_t>(obs_dim));
-    for (auto h : opt.hidden) o.sizes.push_back(h);
-    if (o.sizes.size() < 2) o.sizes.push_back(opt.hidden.back());
-    o.activation = opt.activation;
-    o.activate_output = true;
-    o.init = nn::MlpInit::kOrthogonal;
-    o.hidden_gain = std::sqrt(2.0);
-    o.output_gain = std::sqrt(2.0);
-    o.rng = RngStream(opt.seed, 0, RngPurpose::kInit);
-    o.device = device_;
-    trunk_ = std::make_unique<nn::Mlp>(o);
+    std::int64_t h = 0;
+    trunk_ = make_encoder(obs_shape_, spec, device_, RngStream(opt.seed, 0, RngPurpose::kInit), 0, &h);
     trunk_->set_input_grad(false);
-    const std::int64_t h = opt.hidden.back();
     const RngStream heads(opt.seed, 2, RngPurpose::kInit);
     pi_head_ = std::make_unique<nn::Linear>(h, outputs, nn::DType::kFloat32, device_);
     vf_head_ = std::make_unique<nn::Linear>(h, 1, nn::DType::kFloat32, device_);
@@ -249,8 +265,8 @@ ActorCriticAgent::ActorCriticAgent(std::size_t obs_dim, const Space& space, cons
     nn::orthogonal_(vf_head_->weight().value, 1.0, c1);
     nn::constant_(vf_head_->bias().value, 0.0);
   } else {
-    actor_ = make_mlp(obs_dim, opt.hidden, outputs, opt.activation, 0.01, opt.seed, 0, device_);
-    critic_ = make_mlp(obs_dim, opt.hidden, 1, opt.activation, 1.0, opt.seed, 1, device_);
+    actor_ = make_network(obs_shape_, spec, outputs, 0.01, RngStream(opt.seed, 0, RngPurpose::kInit), device_);
+    critic_ = make_network(obs_shape_, spec, 1, 1.0, RngStream(opt.seed, 1, RngPurpose::kInit), device_);
   }
   if (!discrete_)
     gauss_ = std::make_unique<nn::Gaussian>(static_cast<std::int64_t>(action_dim_), nn::DType::kFloat32,

@@ -132,20 +132,6 @@ void QNetwork::update_from(QNetwork& online, double tau) {
   }
 }
 
-std::unique_ptr<nn::Sequential> make_mlp_encoder(std::int64_t obs_dim, const std::vector<std::int64_t>& hidden,
-                                                 nn::Activation activation, const RngStream& rng,
-                                                 std::uint64_t init_index) {
-  HERD_REQUIRE(!hidden.empty(), "rl::make_mlp_encoder: hidden is empty, but needs at least one width");
-  nn::MlpOptions o;
-  o.sizes = {obs_dim};
-  o.sizes.insert(o.sizes.end(), hidden.begin(), hidden.end());
-  o.activation = activation;
-  o.activate_output = true;
-  // Layer k draws from rng.at(init_index + k): a stream shifted by init_index.
-  o.rng = RngStream(rng.seed(), rng.stream() + static_cast<std::uint32_t>(init_index), rng.purpose());
-  return std::make_unique<nn::Mlp>(o);
-}
-
 // ---------------------------------------------------------------------------------------
 // Dqn
 

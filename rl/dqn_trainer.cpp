@@ -14,6 +14,7 @@
 #include "herd/core/memory.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
+#include "herd/rl/network.hpp"
 #include "herd/rl/registry.hpp"
 
 namespace herd::rl {
@@ -81,20 +82,30 @@ bool may_change_on_resume(const std::string& key) {
 }
 
 const std::vector<std::string>& fixed_on_resume() {
-  static const std::vector<std::string> keys = {"algorithm",   "env",         "sampler.num_envs", "network.hidden",
-                                                "network.activation", "dqn.buffer_size", "dqn.n_step",
-                                                "dqn.dueling", "dqn.prioritized", "dqn.optimizer"};
+  static const std::vector<std::string> keys = {
+      "algorithm",          "env",                   "sampler.num_envs",     "network.hidden",
+      "network.activation", "network.conv_channels", "network.conv_kernels", "network.conv_strides",
+      "network.conv_padding", "dqn.buffer_size",     "dqn.n_step",           "dqn.dueling",
+      "dqn.prioritized",    "dqn.optimizer"};
   return keys;
 }
 
 std::unique_ptr<QNetwork> make_q_network(const TrainConfig& c, const Env& env) {
-  // Layer k of the encoder draws from RngStream(seed, k, kInit), the heads from streams 100, 101.
-  const RngStream rng(c.seed, 0, RngPurpose::kInit);
-  auto enc = make_mlp_encoder(static_cast<std::int64_t>(env.obs_dim()), c.agent.hidden, c.agent.activation, rng, 0);
-  return std::make_unique<QNetwork>(std::move(enc), c.agent.hidden.back(), std::vector<std::int64_t>{
-                                        static_cast<std::int64_t>(env.obs_dim())},
-                                    env.action_space().n(), c.dqn.dueling, RngStream(c.seed, 100, RngPurpose::kInit),
-                                    0);
+  // The encoder (network.conv_* and network.hidden): weighted layer k draws from
+  // RngStream(seed, 0, kInit).at(k); the heads from RngStream(seed, 100, kInit).
+  EncoderSpec spec;
+  spec.conv = c.agent.conv;
+  spec.hidden = c.agent.hidden;
+  spec.activation = c.agent.activation;
+  const std::vector<std::int64_t>& shape = env.observation_space().shape();
+  std::int64_t features = 0;
+  auto enc = make_encoder(shape, spec, Device::cpu(), RngStream(c.seed, 0, RngPurpose::kInit), 0, &features);
+  // Rows reach the encoder as [n, C, H, W] with convolutions, else as [n, obs_dim].
+  const std::vector<std::int64_t> rows = spec.conv.empty() ? std::vector<std::int64_t>{static_cast<std::int64_t>(
+                                                                 env.obs_dim())}
+                                                           : shape;
+  return std::make_unique<QNetwork>(std::move(enc), features, rows, env.action_space().n(), c.dqn.dueling,
+                                    RngStream(c.seed, 100, RngPurpose::kInit), 0);
 }
 
 ReplayBufferOptions replay_options(const TrainConfig& c, std::size_t obs_dim, bool u8) {

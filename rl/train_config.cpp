@@ -12,6 +12,7 @@
 #include "herd/core/memory.hpp"
 #include "herd/io/config.hpp"
 #include "herd/io/toml_reader.hpp"
+#include "herd/rl/network.hpp"
 #include "herd/rl/registry.hpp"
 
 namespace herd::rl {
@@ -45,6 +46,24 @@ const io::Schema& train_schema() {
     s.add_string("network.activation", "tanh", "hidden nonlinearity").choices({"tanh", "relu", "elu"});
     s.add_bool("network.shared_trunk", false, "one trunk with policy and value heads");
     s.add_float("network.init_log_std", 0.0, "initial log std of a Gaussian policy").range(-20, 5);
+    s.add_int_list("network.conv_channels", std::vector<std::int64_t>{},
+                   "output channels of each convolution before the hidden layers, for image observations "
+                   "{channels, height, width} (empty: none)")
+        .length(0, 8)
+        .min(1);
+    s.add_int_list("network.conv_kernels", std::vector<std::int64_t>{},
+                   "square kernel size of each convolution, one per network.conv_channels entry")
+        .length(0, 8)
+        .min(1);
+    s.add_int_list("network.conv_strides", std::vector<std::int64_t>{},
+                   "stride of each convolution, one per network.conv_channels entry (empty: 1 for every layer)")
+        .length(0, 8)
+        .min(1);
+    s.add_int_list("network.conv_padding", std::vector<std::int64_t>{},
+                   "zero padding on each border of each convolution, one per network.conv_channels entry (empty: 0 "
+                   "for every layer)")
+        .length(0, 8)
+        .min(0);
     s.add_float("algo.gamma", 0.98, "discount").range(0, 1);
     s.add_float("algo.gae_lambda", 0.8, "GAE lambda").range(0, 1);
     s.add_float("algo.learning_rate", 1e-3, "initial learning rate").min(0, true);
@@ -106,6 +125,62 @@ const io::Schema& train_schema() {
   }();
   return schema;
 }
+
+namespace {
+
+std::string int_list(const std::vector<std::int64_t>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+// The convolutions of network.conv_* (one entry per layer in each list; strides and padding
+// may be left empty), checked against the observation shape of `env`.
+std::vector<ConvLayerSpec> conv_layers(const io::Settings& st, const std::string& env) {
+  const auto channels = st.get_int_list("network.conv_channels");
+  const auto kernels = st.get_int_list("network.conv_kernels");
+  const auto strides = st.get_int_list("network.conv_strides");
+  const auto padding = st.get_int_list("network.conv_padding");
+  const std::size_t n = channels.size();
+  auto check_length = [&](const char* key, const std::vector<std::int64_t>& v, bool may_be_empty) {
+    if (v.size() == n || (may_be_empty && v.empty())) return;
+    throw InputError(st.origin(key) + ": key \"" + key + "\" is " + int_list(v) + ", but must have one entry per " +
+                     "convolution (network.conv_channels is " + int_list(channels) + ", " + std::to_string(n) +
+                     (n == 1 ? " layer)" : " layers)") + (may_be_empty ? ", or be empty" : ""));
+  };
+  check_length("network.conv_kernels", kernels, false);
+  check_length("network.conv_strides", strides, true);
+  check_length("network.conv_padding", padding, true);
+  std::vector<ConvLayerSpec> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i].channels = channels[i];
+    out[i].kernel = kernels[i];
+    out[i].stride = strides.empty() ? 1 : strides[i];
+    out[i].padding = padding.empty() ? 0 : padding[i];
+  }
+  if (n == 0) return out;
+  const std::vector<std::int64_t> shape = make_env(env)->observation_space().shape();
+  EncoderSpec spec;
+  spec.conv = out;
+  spec.hidden = {1};
+  try {
+    encoder_output_features(shape, spec);
+  } catch (const InputError& e) {
+    std::string why = e.what();
+    if (const std::string prefix = "rl::make_encoder: "; why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+    const char* key = shape.size() == 3 ? "network.conv_kernels" : "network.conv_channels";
+    std::string shape_text = "{";
+    for (std::size_t i = 0; i < shape.size(); ++i) shape_text += (i ? ", " : "") + std::to_string(shape[i]);
+    shape_text += "}";
+    throw InputError(st.origin(key) + ": key \"" + key + "\" is " +
+                     int_list(st.get_int_list(key)) + ", but the convolutions (network.conv_channels " +
+                     int_list(channels) + ", network.conv_kernels " + int_list(kernels) + ") must fit env \"" + env +
+                     "\", whose observations have shape " + shape_text + ": " + why);
+  }
+  return out;
+}
+
+}  // namespace
 
 A2cOptions TrainConfig::a2c() const {
   A2cOptions a;
@@ -197,6 +272,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   c.agent.activation = act == "relu" ? nn::Activation::kReLU : act == "elu" ? nn::Activation::kELU : nn::Activation::kTanh;
   c.agent.init_log_std = st.get_float("network.init_log_std");
   c.agent.shared_trunk = st.get_bool("network.shared_trunk");
+  c.agent.conv = conv_layers(st, c.env);
   c.agent.seed = c.seed;
   PpoOptions& p = c.ppo;
   p.learning_rate = st.get_float("algo.learning_rate");

@@ -126,7 +126,14 @@ bool may_change_on_resume(const std::string& key) {
 // Settings a resumed run cannot change: they fix the shapes of the state in the checkpoint
 // (the networks' parameters, the optimizer's state, the environments' states).
 const std::vector<std::string>& fixed_on_resume() {
-  static const std::vector<std::string> keys = {"env", "sampler.num_envs", "network.hidden", "network.shared_trunk",
+  static const std::vector<std::string> keys = {"env",
+                                                "sampler.num_envs",
+                                                "network.hidden",
+                                                "network.shared_trunk",
+                                                "network.conv_channels",
+                                                "network.conv_kernels",
+                                                "network.conv_strides",
+                                                "network.conv_padding",
                                                 "algo.optimizer"};
   return keys;
 }
@@ -227,7 +234,7 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
     ao.device = Device::cuda(node_local_rank(*comm_) % count);
   }
   config_.agent.device = ao.device;
-  agent_ = std::make_unique<ActorCriticAgent>(probe->obs_dim(), probe->action_space(), ao);
+  agent_ = std::make_unique<ActorCriticAgent>(probe->observation_space(), probe->action_space(), ao);
   Communicator* dp = comm_->size() > 1 ? comm_ : nullptr;
   Communicator* grads = nullptr;
   if (dp && ao.device.is_cuda()) {
@@ -616,7 +623,7 @@ EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stoch
   auto env = make_env(c.env);
   AgentOptions ao = c.agent;
   ao.device = Device::cpu();  // one env at a time: the host (a CUDA run's checkpoint works too)
-  ActorCriticAgent agent(env->obs_dim(), env->action_space(), ao);
+  ActorCriticAgent agent(env->observation_space(), env->action_space(), ao);
   agent.load_state_dict(load_tensors(r, "params/", agent.state_dict()));
   RunningMeanStd rms(env->obs_dim());
   const bool norm = c.sampler_options.normalize_obs;

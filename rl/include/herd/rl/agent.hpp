@@ -1,9 +1,10 @@
 #pragma once
 /// @file agent.hpp
-/// `ActorCriticAgent`: MLP actor and critic with a categorical or diagonal-Gaussian policy,
-/// the agent of A2C (Mnih et al. 2016) and PPO (Schulman et al. 2017), initialised as in
-/// Andrychowicz et al. 2021 ("What matters in on-policy RL"): orthogonal weights with gain
-/// sqrt(2) in hidden layers, 0.01 on the policy output, 1 on the value output, zero biases.
+/// `ActorCriticAgent`: actor and critic networks (MLPs, or convolutional encoders for image
+/// observations) with a categorical or diagonal-Gaussian policy, the agent of A2C (Mnih et
+/// al. 2016) and PPO (Schulman et al. 2017), initialised as in Andrychowicz et al. 2021
+/// ("What matters in on-policy RL"): orthogonal weights with gain sqrt(2) in hidden and
+/// convolutional layers, 0.01 on the policy output, 1 on the value output, zero biases.
 
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "herd/nn/linear.hpp"
 #include "herd/nn/mlp.hpp"
 #include "herd/nn/tensor.hpp"
+#include "herd/rl/network.hpp"
 #include "herd/rl/spaces.hpp"
 
 namespace herd::rl {
@@ -33,10 +35,25 @@ struct AgentOptions {
   /// Where the networks, heads and (through `named_parameters`) the optimizer state live:
   /// `Device::cpu()` or, in CUDA builds, `Device::cuda(i)` (see the class comment).
   Device device = Device::cpu();
+  /// Convolutions before the `hidden` layers of actor and critic (or of the shared trunk),
+  /// for image observations `{channels, height, width}` (`Space::shape()`); each is followed
+  /// by `activation`, and the last one's output is flattened into the first hidden layer
+  /// (see `make_encoder`). Empty (the default): MLPs on the flat observation vector.
+  std::vector<ConvLayerSpec> conv;
 };
 
-/// An actor-critic agent with separate actor and critic MLPs, or one shared trunk with two
-/// linear heads (`AgentOptions::shared_trunk`), float32 on the host.
+/// An actor-critic agent with separate actor and critic networks, or one shared trunk with
+/// two linear heads (`AgentOptions::shared_trunk`), float32 on the host or a CUDA device.
+///
+/// Networks: each of actor, critic and shared trunk is `make_encoder(observation shape,
+/// {conv, hidden, activation})` (optional convolutions, flatten, dense layers, each
+/// followed by the activation); the actor and critic end in a Linear output layer appended
+/// to their encoder, the shared trunk feeds two Linear heads. Without convolutions these
+/// are exactly the MLPs of earlier versions (same names, initial values and arithmetic), so
+/// vector-observation runs and checkpoints are unchanged. Initialisation draws: actor
+/// `RngStream(seed, 0, kInit)`, critic stream 1, trunk stream 0, heads stream 2; the k-th
+/// weighted layer of a network draws from index k. Observation rows are always flat
+/// `[obs_dim]` float32 (an image in C order of its shape).
 ///
 /// Discrete action spaces get a `Categorical` over `n` logits; `Box` spaces a diagonal
 /// `Gaussian` with a state-independent learned log standard deviation ("dist.log_std").
@@ -67,15 +84,25 @@ struct AgentOptions {
 /// Thread-safety: one thread at a time (the modules keep buffers).
 class ActorCriticAgent {
  public:
-  /// @throws herd::InputError for obs_dim 0, empty or non-positive hidden sizes, or a CUDA
-  ///         device in a CPU-only build; herd::CudaError when the device cannot be used.
+  /// An agent for observations of `observation_space` (a `Box`; its `shape()` decides
+  /// whether `options.conv` applies: it needs `{channels, height, width}`).
+  /// @throws herd::InputError for a `Discrete` observation space, empty or non-positive
+  ///         hidden sizes (an empty `hidden` is allowed after convolutions), convolutions
+  ///         with a non-3-D observation shape or shrinking the image below 1x1 (see
+  ///         `make_encoder`), or a CUDA device in a CPU-only build; herd::CudaError when the
+  ///         device cannot be used.
+  ActorCriticAgent(const Space& observation_space, const Space& action_space, const AgentOptions& options);
+  /// An agent for flat observation vectors `[obs_dim]` (a 1-D observation shape).
+  /// @throws herd::InputError for obs_dim 0, and as above.
   ActorCriticAgent(std::size_t obs_dim, const Space& action_space, const AgentOptions& options);
   ~ActorCriticAgent();
   ActorCriticAgent(const ActorCriticAgent&) = delete;
   ActorCriticAgent& operator=(const ActorCriticAgent&) = delete;
 
-  /// Components of one observation.
+  /// Components of one observation (the product of `obs_shape()`).
   std::size_t obs_dim() const { return obs_dim_; }
+  /// Array shape of one observation: `{obs_dim}`, or `{channels, height, width}` for an image.
+  const std::vector<std::int64_t>& obs_shape() const { return obs_shape_; }
   /// Components of one action row (1 for a discrete space).
   std::size_t action_dim() const { return action_dim_; }
   /// True for a categorical policy.
@@ -125,19 +152,21 @@ class ActorCriticAgent {
 
  private:
   static constexpr std::size_t kRowBlock = 8;  // inference batches padded to a multiple
+  ActorCriticAgent(std::vector<std::int64_t> obs_shape, const Space& action_space, const AgentOptions& options);
   struct DeviceIo;  // pinned staging buffers and pending copies (CUDA agents)
   void load_obs(const float* obs, std::size_t n, bool pad);
   void fetch(const nn::Tensor& t, float* out, std::size_t n);
   void wait_fetches();
   const nn::Tensor& actor_forward(const float* obs, std::size_t n, bool pad);
   void policy_backward(const nn::Tensor& grad_out);
+  std::vector<std::int64_t> obs_shape_;
   std::size_t obs_dim_, action_dim_;
   bool discrete_;
   Device device_;
   std::unique_ptr<DeviceIo> io_;
-  std::unique_ptr<nn::Mlp> actor_, critic_;
+  std::unique_ptr<nn::Sequential> actor_, critic_;
   std::unique_ptr<nn::Gaussian> gauss_;
-  std::unique_ptr<nn::Mlp> trunk_;
+  std::unique_ptr<nn::Sequential> trunk_;
   std::unique_ptr<nn::Linear> pi_head_, vf_head_;
   nn::Tensor gh_;
   const nn::Tensor* h_ = nullptr;

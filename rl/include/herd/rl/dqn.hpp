@@ -60,7 +60,9 @@ struct DqnOptions {
 double exploration_epsilon(std::int64_t steps, std::int64_t total_steps, double initial, double final_eps,
                            double fraction);
 
-/// A Q-network: `encoder` (observations `[n, obs_shape...]` -> features `[n, F]`) then a
+/// A Q-network: `encoder` (observations `[n, obs_shape...]` -> features `[n, F]`, e.g.
+/// `make_encoder` of network.hpp: the MinAtar paper's one 3x3 convolution with 16 channels
+/// and 128 ReLU units, or an MLP) then a
 /// linear Q head (parameters "q.weight" `[A, F]`, "q.bias"), or with `dueling` a value head
 /// ("value.*", `[1, F]`) and an advantage head ("advantage.*", `[A, F]`) combined as
 /// Q = V + A - mean_a A (Wang et al. 2016, eq. 9). The encoder's parameters are named
@@ -104,14 +106,6 @@ class QNetwork : public nn::Module {
   bool dueling_;
   nn::Tensor in_, q_, grad_adv_, grad_val_, grad_h_, none_;
 };
-
-/// An MLP encoder: Linear/activation pairs over `hidden` (every layer activated), input
-/// `[n, obs_dim]`, output `[n, hidden.back()]`, PyTorch default initialisation from
-/// `rng.at(init_index + k)` for layer k. @throws herd::InputError for empty or
-/// non-positive sizes.
-std::unique_ptr<nn::Sequential> make_mlp_encoder(std::int64_t obs_dim, const std::vector<std::int64_t>& hidden,
-                                                 nn::Activation activation, const RngStream& rng,
-                                                 std::uint64_t init_index);
 
 /// Statistics of one `Dqn::train_step`.
 struct DqnStepStats {

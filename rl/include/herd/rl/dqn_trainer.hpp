@@ -96,7 +96,7 @@ class DqnTrainer final : public TrainingRun {
   Device device() const override { return Device::cpu(); }
   void save_checkpoint(const std::string& path) const override;
   void load_checkpoint(const std::string& path) override;
-  /// Fixed on resume: algorithm, env, sampler.num_envs, network.hidden, network.activation,
+  /// Fixed on resume: algorithm, env, sampler.num_envs, network.hidden, network.activation, network.conv_*,
   /// dqn.buffer_size, dqn.n_step, dqn.dueling, dqn.prioritized, dqn.optimizer.
   std::vector<std::string> resume_conflicts(const std::string& path) const override;
   const std::vector<std::string>& changed_on_resume() const override { return changed_on_resume_; }
