@@ -1,4 +1,4 @@
-// herd-rl: train and evaluate PPO/A2C agents (issues #10, #11).
+// herd-rl: train and evaluate PPO/A2C and DQN agents.
 //   [mpiexec -n N] herd-rl train [CONFIG.toml] [--set key=value]... [--resume | --overwrite] [--stop-after N] [--quiet]
 //     --resume and --overwrite exclude each other; --resume of a complete run (total_steps
 //     done) changes nothing and exits 0; env, sampler.num_envs, network.hidden,
@@ -118,7 +118,7 @@ void print_error(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"herd-rl: deep reinforcement learning (PPO, A2C) on batched environments"};
+  CLI::App app{"herd-rl: deep reinforcement learning (PPO, A2C, DQN) on batched environments"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("herd-rl (herd) ") + HERD_VERSION_STRING);
   auto* train = app.add_subcommand("train", "train an agent (default: PPO on CartPole-v1)");
@@ -238,14 +238,14 @@ int main(int argc, char** argv) {
   install_stop_handlers();
 
   // Everything before the first file written is input validation: its errors exit with 2.
-  std::unique_ptr<herd::rl::Trainer> trainer;
+  std::unique_ptr<herd::rl::TrainingRun> trainer;
   std::unique_ptr<herd::io::OutputPrefixLock> prefix_lock;  // rank 0, for the whole run
   std::string input_error;
   bool complete = false;  // --resume of a run that has done total_steps
   try {
     std::string text;
     const herd::rl::TrainConfig config = herd::rl::load_train_config(file, sets, &text, comm->size());
-    trainer = std::make_unique<herd::rl::Trainer>(config, text, comm.get());
+    trainer = herd::rl::make_training_run(config, text, comm.get());
     namespace fs = std::filesystem;
     // Outputs are never written through symbolic links (the files are replaced atomically,
     // but a link at an output name is refused up front, with or without --overwrite).
@@ -285,9 +285,9 @@ int main(int argc, char** argv) {
         std::string list;
         for (const auto& c : conflicts) list += (list.empty() ? "" : ", ") + c;
         throw herd::InputError("cannot resume " + trainer->checkpoint_path() + " with " + list +
-                               ": env, sampler.num_envs, network.hidden, network.shared_trunk, network.conv_* and "
-                               "algo.optimizer cannot change on resume; use the checkpoint's values, or pass --overwrite (instead "
-                               "of --resume) to start afresh, or choose another output_prefix");
+                               ": these settings fix the shapes of the saved state and cannot change on resume; use "
+                               "the checkpoint's values, or pass --overwrite (instead of --resume) to start afresh, or "
+                               "choose another output_prefix");
       }
       trainer->load_checkpoint(trainer->checkpoint_path());
       complete = trainer->done();
@@ -310,8 +310,9 @@ int main(int argc, char** argv) {
                   trainer->device().str().c_str());
       if (rc.lr_scaling != "none")
         std::printf("herd-rl: learning rate %.4g (%s scaling x%.4g from a reference batch of %lld), warm-up %d iterations\n",
-                    rc.ppo.learning_rate, rc.lr_scaling.c_str(), rc.lr_scale,
-                    static_cast<long long>(rc.lr_reference_batch), rc.ppo.lr_warmup_iterations);
+                    rc.algorithm == "dqn" ? rc.dqn.learning_rate : rc.ppo.learning_rate, rc.lr_scaling.c_str(),
+                    rc.lr_scale, static_cast<long long>(rc.lr_reference_batch),
+                    rc.algorithm == "dqn" ? 0 : rc.ppo.lr_warmup_iterations);
       for (const auto& w : rc.warnings) std::printf("herd-rl: warning: %s\n", w.c_str());
       std::fflush(stdout);
     }

@@ -18,9 +18,6 @@ namespace herd::rl {
 
 namespace {
 
-// Columns written as integers.
-bool integer_column(std::size_t c) { return c == 0 || c == 1 || c == 3; }
-
 std::string format_value(double v, bool integer) {
   if (std::isnan(v)) return "nan";
   if (integer && std::isfinite(v) && std::abs(v) < 9.0e15) return fmt::format("{}", static_cast<long long>(v));
@@ -39,39 +36,69 @@ std::string progress_csv_header() {
   return h;
 }
 
-ProgressCsv::ProgressCsv(std::string path, const std::vector<std::string>& blank) : path_(std::move(path)) {
+ProgressCsv::ProgressCsv(std::string path, const std::vector<std::string>& blank)
+    : ProgressCsv(std::move(path), std::vector<std::string>(kProgressColumns.begin(), kProgressColumns.end()),
+                  {"iteration", "env_steps", "episodes"}) {
   for (const auto& name : blank) {
     std::size_t c = 0;
-    while (c < kProgressColumns.size() && name != kProgressColumns[c]) ++c;
-    if (c == kProgressColumns.size())
+    while (c < columns_.size() && name != columns_[c]) ++c;
+    if (c == columns_.size())
       throw InputError("rl::ProgressCsv: \"" + name + "\" is not a column of the progress CSV");
     blank_[c] = true;
   }
 }
 
-std::string ProgressCsv::format(const ProgressRow& row) const {
+ProgressCsv::ProgressCsv(std::string path, std::vector<std::string> columns,
+                         const std::vector<std::string>& integer_columns)
+    : path_(std::move(path)), columns_(std::move(columns)) {
+  if (columns_.empty()) throw InputError("rl::ProgressCsv: no columns");
+  blank_.assign(columns_.size(), false);
+  integer_.assign(columns_.size(), false);
+  for (const auto& name : integer_columns) {
+    std::size_t c = 0;
+    while (c < columns_.size() && name != columns_[c]) ++c;
+    if (c == columns_.size()) throw InputError("rl::ProgressCsv: \"" + name + "\" is not a column of the CSV");
+    integer_[c] = true;
+  }
+  for (std::size_t c = 0; c < columns_.size(); ++c) header_ += (c ? "," : "") + columns_[c];
+  header_ += '\n';
+}
+
+std::string ProgressCsv::format(const ProgressRow& row) const { return format_values(row); }
+
+std::string ProgressCsv::format_values(std::span<const double> row) const {
+  if (row.size() != columns_.size())
+    throw InputError("rl::ProgressCsv: a row of " + std::to_string(row.size()) + " values, but the CSV has " +
+                     std::to_string(columns_.size()) + " columns");
   std::string line;
   for (std::size_t c = 0; c < row.size(); ++c) {
     if (c) line += ',';
-    if (!blank_[c]) line += format_value(row[c], integer_column(c));
+    if (!blank_[c]) line += format_value(row[c], integer_[c]);
   }
   return line + "\n";
 }
 
 void ProgressCsv::start() { start_with({}); }
 
-void ProgressCsv::start_with(const std::vector<ProgressRow>& rows) {
+void ProgressCsv::start_with(const std::vector<std::vector<double>>& rows) {
   // The header (and rows) replace the file atomically: a kill at any moment leaves the
   // old file or the new one, never a file without its header.
-  std::string text = progress_csv_header();
-  for (const auto& r : rows) text += format(r);
+  std::string text = header_;
+  for (const auto& r : rows) text += format_values(r);
   io::write_file_atomic(path_, std::as_bytes(std::span<const char>(text.data(), text.size())));
   file_ = io::LogFile(path_, io::LogOpen::kAppend);
 }
 
 void ProgressCsv::resume(const std::vector<ProgressRow>& rows) {
+  std::vector<std::vector<double>> v;
+  v.reserve(rows.size());
+  for (const auto& r : rows) v.emplace_back(r.begin(), r.end());
+  resume_values(v);
+}
+
+void ProgressCsv::resume_values(const std::vector<std::vector<double>>& rows) {
   namespace fs = std::filesystem;
-  const std::string header = progress_csv_header();
+  const std::string& header = header_;
   std::string text;
   if (fs::exists(path_)) {
     std::ifstream in(path_, std::ios::binary);
@@ -100,9 +127,11 @@ void ProgressCsv::resume(const std::vector<ProgressRow>& rows) {
   }
   file_ = io::LogFile(path_, io::LogOpen::kAppend);
   if (keep < text.size()) file_.truncate(keep);
-  for (std::size_t i = static_cast<std::size_t>(kept); i < rows.size(); ++i) append(rows[i]);
+  for (std::size_t i = static_cast<std::size_t>(kept); i < rows.size(); ++i) append_values(rows[i]);
 }
 
 void ProgressCsv::append(const ProgressRow& row) { file_.write(format(row)); }
+
+void ProgressCsv::append_values(std::span<const double> row) { file_.write(format_values(row)); }
 
 }  // namespace herd::rl

@@ -21,7 +21,7 @@ const io::Schema& train_schema() {
   static const io::Schema schema = [] {
     io::Schema s("herd-rl");
     s.add_string("env", "CartPole-v1", "environment id (registry)");
-    s.add_string("algorithm", "ppo", "training algorithm").choices({"ppo", "a2c"});
+    s.add_string("algorithm", "ppo", "training algorithm").choices({"ppo", "a2c", "dqn"});
     s.add_int("seed", 0, "seed of every random stream").min(0);
     s.add_int("total_steps", 100000, "env steps to train").range(1, 1e18);
     s.add_string("output_prefix", "herd_rl", "writes <prefix>.h5 and <prefix>.ckpt");
@@ -95,6 +95,32 @@ const io::Schema& train_schema() {
                  "a run that needs more is refused before it starts");
     s.add_string("algo.optimizer", "adam", "optimizer").choices({"adam", "rmsprop"});
     s.add_float("algo.optimizer_eps", 1e-5, "optimizer epsilon").min(0);
+    // DQN (algorithm = "dqn"): Stable-Baselines3's names and defaults.
+    s.add_int("dqn.buffer_size", 1000000, "replay capacity in transitions (all envs)").range(1, 1e12);
+    s.add_int("dqn.batch_size", 32, "transitions per gradient step").range(1, 1 << 24);
+    s.add_int("dqn.learning_starts", 100, "env steps of random actions before training starts").min(0);
+    s.add_int("dqn.train_freq", 4, "vector steps (one step of every env) between training rounds").range(1, 1 << 30);
+    s.add_int("dqn.gradient_steps", 1,
+              "gradient steps per training round (-1: as many as the round's env steps, train_freq x num_envs)")
+        .range(-1, 1 << 20);
+    s.add_int("dqn.target_update_interval", 10000, "env steps between target-network updates").range(1, 1e18);
+    s.add_float("dqn.tau", 1.0, "target update coefficient (1: hard copy, < 1: Polyak averaging)").min(0, true).max(1);
+    s.add_float("dqn.exploration_initial_eps", 1.0, "initial epsilon of epsilon-greedy").range(0, 1);
+    s.add_float("dqn.exploration_final_eps", 0.05, "final epsilon").range(0, 1);
+    s.add_float("dqn.exploration_fraction", 0.1, "fraction of total_steps over which epsilon decays linearly")
+        .range(0, 1);
+    s.add_bool("dqn.double_q", false, "double DQN targets (van Hasselt et al. 2016)");
+    s.add_bool("dqn.dueling", false, "dueling value/advantage heads (Wang et al. 2016)");
+    s.add_int("dqn.n_step", 1, "n of the n-step return").range(1, 1000);
+    s.add_bool("dqn.prioritized", false, "proportional prioritized replay (Schaul et al. 2016)");
+    s.add_float("dqn.alpha", 0.6, "priority exponent of prioritized replay").range(0, 10);
+    s.add_float("dqn.beta0", 0.4, "initial importance-sampling exponent, annealed linearly to 1").range(0, 1);
+    s.add_float("dqn.priority_eps", 1e-6, "added to |TD error| in priorities").min(0, true).finite();
+    s.add_float("dqn.learning_rate", 1e-4, "learning rate (constant)").min(0, true).finite();
+    s.add_float("dqn.max_grad_norm", 10.0, "gradient-norm clip (0: off)").min(0).finite();
+    s.add_string("dqn.optimizer", "adam", "optimizer").choices({"adam", "rmsprop"});
+    s.add_float("dqn.optimizer_eps", 1e-8, "optimizer epsilon").min(0).finite();
+    s.add_float("dqn.rmsprop_alpha", 0.95, "RMSprop squared-gradient decay").range(0, 0.999999);
     return s;
   }();
   return schema;
@@ -289,6 +315,57 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   // Goyal et al. (2017): warm up from the unscaled rate (only when scaling raised it).
   p.lr_warmup_start = c.lr_scale > 1.0 ? 1.0 / c.lr_scale : 1.0;
   if (p.lr_warmup_start >= 1.0) p.lr_warmup_iterations = 0;
+  if (c.algorithm == "dqn") {
+    DqnOptions& q = c.dqn;
+    q.buffer_size = st.get_int("dqn.buffer_size");
+    q.batch_size = static_cast<int>(st.get_int("dqn.batch_size"));
+    q.learning_starts = st.get_int("dqn.learning_starts");
+    q.train_freq = static_cast<int>(st.get_int("dqn.train_freq"));
+    q.gradient_steps = static_cast<int>(st.get_int("dqn.gradient_steps"));
+    q.target_update_interval = st.get_int("dqn.target_update_interval");
+    q.tau = st.get_float("dqn.tau");
+    q.exploration_initial_eps = st.get_float("dqn.exploration_initial_eps");
+    q.exploration_final_eps = st.get_float("dqn.exploration_final_eps");
+    q.exploration_fraction = st.get_float("dqn.exploration_fraction");
+    q.double_q = st.get_bool("dqn.double_q");
+    q.dueling = st.get_bool("dqn.dueling");
+    q.n_step = static_cast<int>(st.get_int("dqn.n_step"));
+    q.prioritized = st.get_bool("dqn.prioritized");
+    q.alpha = st.get_float("dqn.alpha");
+    q.beta0 = st.get_float("dqn.beta0");
+    q.priority_eps = st.get_float("dqn.priority_eps");
+    q.learning_rate = st.get_float("dqn.learning_rate");
+    q.max_grad_norm = st.get_float("dqn.max_grad_norm");
+    q.optimizer = st.get_string("dqn.optimizer") == "rmsprop" ? OptimizerKind::kRmsProp : OptimizerKind::kAdam;
+    q.optimizer_eps = st.get_float("dqn.optimizer_eps");
+    q.rmsprop_alpha = st.get_float("dqn.rmsprop_alpha");
+    q.gamma = c.gamma;
+    // Stooke & Abbeel (2018): the learning rate grows with the minibatch.
+    const double kb = static_cast<double>(q.batch_size) / static_cast<double>(c.lr_reference_batch);
+    c.lr_scale = c.lr_scaling == "linear" ? kb : c.lr_scaling == "sqrt" ? std::sqrt(kb) : 1.0;
+    q.learning_rate *= c.lr_scale;
+    const auto fail = [&](const std::string& key, const std::string& value, const std::string& expected) {
+      throw InputError(st.origin(key) + ": key \"" + key + "\" is " + value + ", but " + expected);
+    };
+    const std::int64_t per_env = q.buffer_size / so.num_envs;
+    if (per_env < q.n_step + 2)
+      fail("dqn.buffer_size", std::to_string(q.buffer_size),
+           "must give each of the sampler.num_envs = " + std::to_string(so.num_envs) + " envs at least dqn.n_step + 2 = " +
+               std::to_string(q.n_step + 2) + " slots (>= " + std::to_string((q.n_step + 2) * so.num_envs) + ")");
+    if (c.agent.device.is_cuda())
+      fail("device", "\"" + c.device + "\"", "algorithm = \"dqn\" runs on the CPU: use device = \"cpu\"");
+    if (ranks > 1)
+      fail("algorithm", "\"dqn\"", "DQN trains on one process; run it without mpiexec (" + std::to_string(ranks) +
+                                       " ranks given)");
+    if (c.sampler == "alternating")
+      fail("sampler.kind", "\"alternating\"", "DQN steps its envs with the \"serial\" or \"parallel\" sampler");
+    if (so.normalize_obs || so.normalize_reward)
+      fail(so.normalize_obs ? "normalize.obs" : "normalize.reward", "true",
+           "DQN does not normalise observations or rewards (its replay stores raw ones): set it to false");
+    if (auto probe = make_env(c.env); !probe->action_space().is_discrete())
+      fail("algorithm", "\"dqn\"", "DQN needs a discrete action space, and env \"" + c.env + "\" has " +
+                                        probe->action_space().to_string() + " (use \"ppo\" or \"a2c\")");
+  }
   if (c.algorithm == "ppo" && p.minibatch_size > c.steps_per_iteration()) {
     std::ostringstream m;
     m << st.origin("algo.minibatch_size") << ": key \"algo.minibatch_size\" is " << p.minibatch_size
@@ -316,7 +393,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   }
   // Configurations that learn little or nothing run, with a warning on the terminal.
   const bool one_sample = c.algorithm == "ppo" ? p.minibatch_size == 1 : c.steps_per_iteration() == 1;
-  if (one_sample && p.normalize_advantage)
+  if (one_sample && p.normalize_advantage && c.algorithm != "dqn")
     c.warnings.push_back(std::string(c.algorithm == "ppo" ? "algo.minibatch_size is 1" : "one env step per iteration") +
                          ": the advantage of a single sample cannot be normalised and is used as it is (as "
                          "Stable-Baselines3 does); each update follows one noisy sample, so the policy learns slowly "

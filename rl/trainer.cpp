@@ -18,6 +18,7 @@
 #include "herd/core/memory.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
+#include "herd/rl/dqn_trainer.hpp"
 #include "herd/rl/registry.hpp"
 #if HERD_HAVE_NCCL
 #include <cuda_runtime_api.h>
@@ -621,6 +622,7 @@ EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, c
 
 EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stochastic) {
   io::CheckpointReader r(path);
+  if (r.kind() == kDqnCheckpointKind) return evaluate_dqn_checkpoint(path, episodes, stochastic);
   r.expect_kind(kKind, kKindVersion);
   std::string text;
   std::int64_t ranks = 1;  // the run's rank count (its minibatch checks depend on it)

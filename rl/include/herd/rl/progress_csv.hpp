@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ class ProgressCsv {
   /// `blank`: columns the algorithm has no such quantity for (A2C: approx_kl and
   /// clip_fraction), always written empty. @throws herd::InputError for an unknown name.
   ProgressCsv(std::string path, const std::vector<std::string>& blank = {});
+  /// A CSV of other columns (DQN's learning curve): `columns` in order, those named in
+  /// `integer_columns` written as integers; the first column must count the rows from 1
+  /// (the iteration, as the resume rule reads it). Rows are given with `append_values` /
+  /// `resume_values`. @throws herd::InputError for no columns or an unknown integer column.
+  ProgressCsv(std::string path, std::vector<std::string> columns, const std::vector<std::string>& integer_columns);
 
   /// Starts a fresh run: replaces the file atomically by one holding the header only (a
   /// kill leaves the old file or the new one). @throws herd::IoError
@@ -55,13 +61,22 @@ class ProgressCsv {
   void append(const ProgressRow& row);
   /// The row as one CSV line with its newline.
   std::string format(const ProgressRow& row) const;
+  /// `resume` for rows of this CSV's columns. @throws herd::IoError; herd::InputError when a
+  /// row has another number of values than columns.
+  void resume_values(const std::vector<std::vector<double>>& rows);
+  /// `append` for a row of this CSV's columns. @throws as `resume_values`.
+  void append_values(std::span<const double> row);
+  /// `format` for a row of this CSV's columns. @throws herd::InputError on a length mismatch.
+  std::string format_values(std::span<const double> row) const;
   /// The file's path.
   const std::string& path() const noexcept { return path_; }
 
  private:
-  void start_with(const std::vector<ProgressRow>& rows);
+  void start_with(const std::vector<std::vector<double>>& rows);
   std::string path_;
-  std::array<bool, kProgressColumns.size()> blank_{};
+  std::vector<std::string> columns_;
+  std::vector<bool> blank_, integer_;
+  std::string header_;
   io::LogFile file_;
 };
 

@@ -11,6 +11,7 @@
 #include "herd/io/schema.hpp"
 #include "herd/rl/a2c.hpp"
 #include "herd/rl/agent.hpp"
+#include "herd/rl/dqn.hpp"
 #include "herd/rl/ppo.hpp"
 #include "herd/rl/sampler.hpp"
 
@@ -21,7 +22,7 @@ namespace herd::rl {
 /// 0.2 annealed linearly, 1e5 env steps).
 struct TrainConfig {
   std::string env = "CartPole-v1";   ///< registry id
-  std::string algorithm = "ppo";     ///< "ppo" or "a2c"
+  std::string algorithm = "ppo";     ///< "ppo", "a2c" or "dqn"
   std::uint64_t seed = 0;            ///< seed of every random stream
   std::int64_t total_steps = 100000;  ///< env steps to train (rounded up to whole rollouts)
   std::string output_prefix = "herd_rl";  ///< writes `<prefix>.h5` and `<prefix>.ckpt`
@@ -41,6 +42,9 @@ struct TrainConfig {
   double gamma = 0.98;               ///< discount
   double gae_lambda = 0.8;           ///< GAE lambda
   PpoOptions ppo;                    ///< PPO hyperparameters (A2C uses a subset); `ppo.learning_rate` is scaled
+  /// DQN hyperparameters (the `[dqn]` section; `dqn.gamma` is `algo.gamma`); with
+  /// `algo.lr_scaling`, `dqn.learning_rate` is scaled by k = dqn.batch_size / lr_reference_batch.
+  DqnOptions dqn;
   /// Learning-rate scaling with the batch (`algo.lr_scaling`: "none", "sqrt" or "linear").
   /// With k = steps_per_iteration() / lr_reference_batch, `ppo.learning_rate` is
   /// `algo.learning_rate` * k (linear) or * sqrt(k) (sqrt), and `lr_scale` holds that factor.

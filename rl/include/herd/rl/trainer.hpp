@@ -20,6 +20,7 @@
 #include "herd/rl/rollout_buffer.hpp"
 #include "herd/rl/sampler.hpp"
 #include "herd/rl/train_config.hpp"
+#include "herd/rl/training_run.hpp"
 
 namespace herd::rl {
 
@@ -42,13 +43,6 @@ bool is_wall_clock_column(const std::string& name);
 
 /// One row of the learning curve, in the order of `kCurveColumns` (env steps, seconds).
 using CurveRow = std::array<double, kCurveColumns.size()>;
-
-/// Why `Trainer::run` returned.
-enum class RunEnd {
-  kDone,         ///< all iterations done; checkpoint and `<prefix>.h5` written
-  kStopped,      ///< `stop_after` iterations done; checkpoint written
-  kInterrupted,  ///< an interrupt was requested; the current iteration finished, checkpoint written
-};
 
 /// Bytes one rank holds for training as configured (an upper estimate, as a double so that
 /// no input overflows it): the `[T, B]` rollout buffer (observations of `obs_dim` floats,
@@ -92,7 +86,7 @@ double training_memory_need(const TrainConfig& c, std::size_t obs_dim, std::size
 /// hold float64 host copies of the parameters and optimizer state, so a checkpoint of a
 /// CPU run resumes on a GPU and the other way round (the trajectory then differs in float
 /// rounding only; the change of `device` is reported by `changed_on_resume`).
-class Trainer {
+class Trainer final : public TrainingRun {
  public:
   /// Builds sampler, agent and algorithm. `config_text` is the resolved configuration
   /// (TOML) stored in checkpoints and the output. `comm` (not owned; null: one process)
@@ -109,7 +103,7 @@ class Trainer {
   /// @throws herd::NumericalError naming the iteration when a loss is not finite.
   void iterate();
   /// True when `num_iterations()` iterations are done.
-  bool done() const { return iteration_ >= config_.num_iterations(); }
+  bool done() const override { return iteration_ >= config_.num_iterations(); }
   /// Iterates until done, until `stop_after` more iterations (< 0: no limit), or until
   /// `*interrupt` (may be null; set e.g. by a signal handler) is non-zero on any rank
   /// after an iteration. Writes a checkpoint every `checkpoint_period` iterations, after
@@ -126,38 +120,38 @@ class Trainer {
   /// every iteration (one all-reduce), so all ranks stop after the same iteration.
   /// @throws as `iterate`; herd::IoError when writing fails.
   RunEnd run(std::ostream* progress, std::int64_t stop_after = -1,
-             const volatile std::sig_atomic_t* interrupt = nullptr);
+             const volatile std::sig_atomic_t* interrupt = nullptr) override;
   /// After `run` returned kInterrupted: the largest `*interrupt` value over the ranks when
   /// they agreed to stop (e.g. the signal number); 0 otherwise. The same on every rank.
-  int interrupted_by() const { return interrupted_by_; }
+  int interrupted_by() const override { return interrupted_by_; }
 
   /// Writes the checkpoint atomically (rank 0 writes; collective). @throws herd::IoError
-  void save_checkpoint(const std::string& path) const;
+  void save_checkpoint(const std::string& path) const override;
   /// Restores a checkpoint of a run with the same configuration (every rank reads it).
   /// @throws herd::IoError for a bad file, herd::InputError when it does not match: a
   ///         setting of `resume_conflicts` changed (naming each, both values and `path`), or
   ///         a checkpoint written by a different number of ranks (naming both counts).
-  void load_checkpoint(const std::string& path);
+  void load_checkpoint(const std::string& path) override;
   /// The settings of this run that differ from those stored in the checkpoint `path` and
   /// cannot change on resume, because they fix the shapes of the saved state: env,
   /// sampler.num_envs, network.hidden, network.shared_trunk, algo.optimizer. Each entry is
   /// "key = new (the checkpoint has old)"; empty when the checkpoint can be resumed (the
   /// rank count is checked by `load_checkpoint`). Reads the file only; thread-safe with
   /// respect to other readers; not collective. @throws herd::IoError for a bad file.
-  std::vector<std::string> resume_conflicts(const std::string& path) const;
+  std::vector<std::string> resume_conflicts(const std::string& path) const override;
   /// Writes `<prefix>.h5`-style output to `path` atomically: `/curve/<column>` `[iterations]`,
   /// the attribute `config` (TOML text), `/policy/<param>` tensors, `/obs_rms/{mean,var,count}`.
   /// @throws herd::IoError
-  void write_output(const std::string& path) const;
+  void write_output(const std::string& path) const override;
 
   /// Settings of this run that differ from those of the checkpoint last loaded, each as
   /// "key = new (the checkpoint has old)", leaving out those that do not change the
   /// training's trajectory (total_steps, output_prefix, checkpoint_period,
   /// checkpoint_period_seconds, progress_period, logging.tensorboard, sampler.kind,
   /// sampler.num_threads). Empty before `load_checkpoint`.
-  const std::vector<std::string>& changed_on_resume() const { return changed_on_resume_; }
+  const std::vector<std::string>& changed_on_resume() const override { return changed_on_resume_; }
   /// Iterations done.
-  std::int64_t iteration() const { return iteration_; }
+  std::int64_t iteration() const override { return iteration_; }
   /// Env steps done.
   std::int64_t env_steps() const { return iteration_ * config_.steps_per_iteration(); }
   /// Mean return of the last 100 finished training episodes (NaN before the first).
@@ -171,19 +165,13 @@ class Trainer {
   /// The sampler.
   Sampler& sampler() { return *sampler_; }
   /// The configuration.
-  const TrainConfig& config() const { return config_; }
+  const TrainConfig& config() const override { return config_; }
   /// The device the agent runs on (for "cuda" under several ranks: this rank's GPU).
-  Device device() const { return agent_->device(); }
+  Device device() const override { return agent_->device(); }
   /// This process's rank (0 without a communicator).
   int rank() const { return comm_->rank(); }
   /// The number of data-parallel ranks (1 without a communicator).
   int ranks() const { return comm_->size(); }
-  /// `<prefix>.ckpt`.
-  std::string checkpoint_path() const { return config_.output_prefix + ".ckpt"; }
-  /// `<prefix>.h5`.
-  std::string output_path() const { return config_.output_prefix + ".h5"; }
-  /// `<prefix>_progress.csv`.
-  std::string progress_path() const { return config_.output_prefix + "_progress.csv"; }
   /// `<prefix>_tb`, the folder of TensorBoard event files.
   std::string tensorboard_dir() const { return config_.output_prefix + "_tb"; }
   /// A learning-curve row as a row of the progress CSV.

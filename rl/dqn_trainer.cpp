@@ -1,0 +1,584 @@
+#include "herd/rl/dqn_trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "herd/core/error.hpp"
+#include "herd/core/memory.hpp"
+#include "herd/io/checkpoint.hpp"
+#include "herd/io/hdf5.hpp"
+#include "herd/rl/network.hpp"
+#include "herd/rl/registry.hpp"
+
+namespace herd::rl {
+
+namespace {
+
+constexpr std::uint32_t kKindVersion = 1;
+constexpr std::size_t kWindow = 100;
+constexpr std::uint32_t kReplayStream = 0xFFFFFF00u;  // sampling draws, disjoint from env ids
+constexpr std::uint32_t kEvalEnv = 1u << 20;
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string format_eta(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  char buf[32];
+  const auto t = static_cast<long>(s + 0.5);
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", t);
+  return buf;
+}
+
+void save_tensors(io::CheckpointWriter& w, const std::string& p, const std::vector<nn::NamedTensor>& ts) {
+  std::string names;
+  for (const auto& t : ts) {
+    names += t.name + "\n";
+    w.add(p + t.name, t.tensor.to_vector());
+  }
+  w.add_string(p + "names", names);
+}
+
+std::vector<nn::NamedTensor> load_tensors(const io::CheckpointReader& r, const std::string& p,
+                                          std::vector<nn::NamedTensor> like) {
+  for (auto& t : like) {
+    const auto v = r.get<double>(p + t.name);
+    if (static_cast<std::int64_t>(v.size()) != t.tensor.numel())
+      throw InputError("rl::DqnTrainer::load_checkpoint: \"" + p + t.name + "\" has " + std::to_string(v.size()) +
+                       " values in the checkpoint, but " + std::to_string(t.tensor.numel()) + " in this run");
+    t.tensor = nn::Tensor::from_vector(t.tensor.shape(), v, t.tensor.dtype());
+  }
+  return like;
+}
+
+// "key = value" pairs of a resolved configuration (`Settings::describe` lines, comments cut).
+std::map<std::string, std::string> config_values(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (const auto c = line.find("  # "); c != std::string::npos) line.resize(c);
+    const auto eq = line.find(" = ");
+    if (eq == std::string::npos || line.empty() || line[0] == '#') continue;
+    out[line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return out;
+}
+
+bool may_change_on_resume(const std::string& key) {
+  static const std::set<std::string> keys = {"total_steps",     "output_prefix",       "checkpoint_period",
+                                             "checkpoint_period_seconds", "progress_period", "logging.tensorboard",
+                                             "sampler.kind",    "sampler.num_threads", "max_memory"};
+  return keys.count(key) != 0;
+}
+
+const std::vector<std::string>& fixed_on_resume() {
+  static const std::vector<std::string> keys = {
+      "algorithm",          "env",                   "sampler.num_envs",     "network.hidden",
+      "network.activation", "network.conv_channels", "network.conv_kernels", "network.conv_strides",
+      "network.conv_padding", "dqn.buffer_size",     "dqn.n_step",           "dqn.dueling",
+      "dqn.prioritized",    "dqn.optimizer"};
+  return keys;
+}
+
+std::unique_ptr<QNetwork> make_q_network(const TrainConfig& c, const Env& env) {
+  // The encoder (network.conv_* and network.hidden): weighted layer k draws from
+  // RngStream(seed, 0, kInit).at(k); the heads from RngStream(seed, 100, kInit).
+  EncoderSpec spec;
+  spec.conv = c.agent.conv;
+  spec.hidden = c.agent.hidden;
+  spec.activation = c.agent.activation;
+  const std::vector<std::int64_t>& shape = env.observation_space().shape();
+  std::int64_t features = 0;
+  auto enc = make_encoder(shape, spec, Device::cpu(), RngStream(c.seed, 0, RngPurpose::kInit), 0, &features);
+  // Rows reach the encoder as [n, C, H, W] with convolutions, else as [n, obs_dim].
+  const std::vector<std::int64_t> rows = spec.conv.empty() ? std::vector<std::int64_t>{static_cast<std::int64_t>(
+                                                                 env.obs_dim())}
+                                                           : shape;
+  return std::make_unique<QNetwork>(std::move(enc), features, rows, env.action_space().n(), c.dqn.dueling,
+                                    RngStream(c.seed, 100, RngPurpose::kInit), 0);
+}
+
+ReplayBufferOptions replay_options(const TrainConfig& c, std::size_t obs_dim, bool u8) {
+  ReplayBufferOptions r;
+  r.capacity = static_cast<std::size_t>(c.dqn.buffer_size);
+  r.num_envs = static_cast<std::size_t>(c.sampler_options.num_envs);
+  r.obs_dim = obs_dim;
+  r.uint8_obs = u8;
+  r.n_step = c.dqn.n_step;
+  r.gamma = c.dqn.gamma;
+  r.prioritized = c.dqn.prioritized;
+  r.alpha = c.dqn.alpha;
+  r.priority_eps = c.dqn.priority_eps;
+  return r;
+}
+
+std::int64_t argmax_row(const float* q, std::int64_t A) { return std::max_element(q, q + A) - q; }
+
+}  // namespace
+
+bool replay_uint8(const Space& s) {
+  if (!s.is_box()) return false;
+  for (std::size_t i = 0; i < s.dim(); ++i) {
+    const double lo = s.low()[i], hi = s.high()[i];
+    if (!(lo >= 0 && hi <= 255) || lo != std::floor(lo) || hi != std::floor(hi)) return false;
+  }
+  return true;
+}
+
+double dqn_memory_need(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs) {
+  const double replay = ReplayBuffer::memory_need(replay_options(c, obs_dim, uint8_obs));
+  const double B = c.sampler_options.num_envs, n = c.dqn.batch_size;
+  double width = 0;
+  for (const auto h : c.agent.hidden) width += static_cast<double>(h);
+  const double batches = n * (8.0 * static_cast<double>(obs_dim) + 40.0) + 3.0 * n * width * 4.0 * 2.0;
+  const double envs = B * (12.0 * static_cast<double>(obs_dim) + 64.0) + B * width * 4.0 * 2.0;
+  return replay + batches + envs;
+}
+
+DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* comm)
+    : config_(c), config_text_(std::move(text)) {
+  if (comm && comm->size() > 1)
+    throw InputError("rl::DqnTrainer: algorithm is \"dqn\" with " + std::to_string(comm->size()) +
+                     " ranks, but DQN trains on one process; run it without mpiexec");
+  if (!config_.agent.device.is_cpu())
+    throw InputError("rl::DqnTrainer: device is \"" + c.device + "\", but DQN runs on the CPU: use device = \"cpu\"");
+  config_.ranks = 1;
+  const auto probe = make_env(c.env);
+  if (!probe->action_space().is_discrete())
+    throw InputError("rl::DqnTrainer: env \"" + c.env + "\" has the action space " + probe->action_space().to_string() +
+                     ", but DQN needs a discrete one");
+  const bool u8 = replay_uint8(probe->observation_space());
+  check_memory_need(dqn_memory_need(c, probe->obs_dim(), u8), c.max_memory,
+                    "DQN with a replay buffer of " + std::to_string(c.dqn.buffer_size) + " transitions (dqn.buffer_size)",
+                    "lower dqn.buffer_size");
+  EnvPoolOptions po;
+  po.env_id = c.env;
+  po.num_envs = static_cast<std::size_t>(c.sampler_options.num_envs);
+  po.num_threads = c.sampler == "parallel" ? static_cast<std::size_t>(c.sampler_options.num_threads) : 1;
+  po.seed = c.seed;
+  po.max_episode_steps = c.sampler_options.max_episode_steps;
+  pool_ = std::make_unique<EnvPool>(po);
+  pool_->reset();
+  obs_.assign(pool_->obs().begin(), pool_->obs().end());
+  const std::size_t B = pool_->num_envs();
+  ep_ret_.assign(B, 0.0);
+  ep_len_.assign(B, 0);
+  actions_.assign(B, 0);
+  num_actions_ = probe->action_space().n();
+  online_ = make_q_network(config_, *probe);
+  target_ = make_q_network(config_, *probe);
+  target_->update_from(*online_, 1.0);
+  dqn_ = std::make_unique<Dqn>(*online_, *target_, config_.dqn);
+  replay_ = std::make_unique<ReplayBuffer>(replay_options(config_, probe->obs_dim(), u8));
+  wall_start_ = now_seconds();
+}
+
+DqnTrainer::~DqnTrainer() = default;
+
+double DqnTrainer::recent_mean_return() const {
+  if (recent_.empty()) return std::numeric_limits<double>::quiet_NaN();
+  double s = 0;
+  for (const auto& e : recent_) s += e.ret;
+  return s / static_cast<double>(recent_.size());
+}
+
+double DqnTrainer::epsilon() const {
+  const DqnOptions& q = config_.dqn;
+  return exploration_epsilon(env_steps(), config_.total_steps, q.exploration_initial_eps, q.exploration_final_eps,
+                             q.exploration_fraction);
+}
+
+void DqnTrainer::vector_step() {
+  const std::size_t B = pool_->num_envs(), D = pool_->obs_dim();
+  const DqnOptions& q = config_.dqn;
+  const double eps = epsilon();
+  const bool warmup = env_steps() < q.learning_starts;
+  bool any_greedy = false;
+  std::vector<std::uint8_t> greedy(B, 0);
+  for (std::size_t k = 0; k < B; ++k) {
+    RngCursor cur = RngStream(config_.seed, static_cast<std::uint32_t>(k), RngPurpose::kPolicy).at(vector_steps_);
+    const double u = cur.uniform();
+    if (warmup || u < eps) {
+      actions_[k] = static_cast<std::int64_t>(cur.below(static_cast<std::uint32_t>(num_actions_)));
+    } else {
+      greedy[k] = 1;
+      any_greedy = true;
+    }
+  }
+  if (any_greedy) {
+    obs_t_.resize(nn::Shape{static_cast<std::int64_t>(B), static_cast<std::int64_t>(D)}, nn::DType::kFloat32);
+    std::copy(obs_.begin(), obs_.end(), obs_t_.data<float>());
+    const float* qv = online_->forward(obs_t_).data<float>();
+    for (std::size_t k = 0; k < B; ++k)
+      if (greedy[k]) actions_[k] = argmax_row(qv + static_cast<std::int64_t>(k) * num_actions_, num_actions_);
+  }
+  const std::int64_t start = pool_->action_space().start();
+  std::vector<std::int64_t> env_actions(actions_);
+  for (auto& a : env_actions) a += start;
+  pool_->step(std::span<const std::int64_t>(env_actions));
+  const auto rew = pool_->rewards();
+  const auto term = pool_->terminated();
+  const auto trunc = pool_->truncated();
+  replay_->add(obs_.data(), actions_.data(), rew.data(), term.data(), trunc.data(), pool_->final_obs().data());
+  for (std::size_t k = 0; k < B; ++k) {
+    ep_ret_[k] += rew[k];
+    ++ep_len_[k];
+    if (term[k] || trunc[k]) {
+      recent_.push_back({ep_ret_[k], ep_len_[k]});
+      if (recent_.size() > kWindow) recent_.pop_front();
+      episodes_total_ += 1;
+      ep_ret_[k] = 0;
+      ep_len_[k] = 0;
+    }
+  }
+  std::copy(pool_->obs().begin(), pool_->obs().end(), obs_.begin());
+  const std::int64_t before = env_steps();
+  ++vector_steps_;
+  const std::int64_t after = env_steps();
+  if (after / q.target_update_interval > before / q.target_update_interval) target_->update_from(*online_, q.tau);
+  if (vector_steps_ % static_cast<std::uint64_t>(q.train_freq) == 0 && after >= q.learning_starts) train_round();
+}
+
+void DqnTrainer::train_round() {
+  const DqnOptions& q = config_.dqn;
+  if (replay_->size() == 0) return;  // n-step horizons not complete yet
+  const double t0 = now_seconds();
+  const std::int64_t rounds = q.gradient_steps < 0 ? static_cast<std::int64_t>(q.train_freq) * config_.sampler_options.num_envs
+                                                   : q.gradient_steps;
+  const double frac = std::min(1.0, static_cast<double>(env_steps()) / static_cast<double>(config_.total_steps));
+  const double beta = q.beta0 + (1.0 - q.beta0) * frac;
+  for (std::int64_t j = 0; j < rounds; ++j) {
+    RngCursor cur = RngStream(config_.seed, kReplayStream, RngPurpose::kShuffle).at(grad_steps_);
+    replay_->sample(static_cast<std::size_t>(q.batch_size), cur, beta, batch_);
+    DqnStepStats st;
+    try {
+      st = dqn_->train_step(batch_, &td_);
+    } catch (const NumericalError& e) {
+      throw NumericalError(std::string(e.what()) + " at iteration " + std::to_string(iteration_ + 1) +
+                           ", gradient step " + std::to_string(grad_steps_ + 1));
+    }
+    if (q.prioritized) replay_->update_priorities(batch_.indices, td_);
+    ++grad_steps_;
+    sum_loss_ += st.loss;
+    sum_q_ += st.q_mean;
+    sum_target_ += st.target_mean;
+    sum_norm_ += st.grad_norm;
+    ++n_stats_;
+  }
+  train_seconds_ += now_seconds() - t0;
+}
+
+void DqnTrainer::iterate() {
+  const double t0 = now_seconds();
+  sum_loss_ = sum_q_ = sum_target_ = sum_norm_ = 0;
+  n_stats_ = 0;
+  train_seconds_ = 0;
+  for (int s = 0; s < config_.sampler_options.num_steps; ++s) vector_step();
+  ++iteration_;
+  const double t1 = now_seconds();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  double mn = nan, mx = nan, len = nan, len_min = nan, len_max = nan;
+  if (!recent_.empty()) {
+    mn = mx = recent_.front().ret;
+    len_min = len_max = static_cast<double>(recent_.front().length);
+    len = 0;
+    for (const auto& e : recent_) {
+      mn = std::min(mn, e.ret);
+      mx = std::max(mx, e.ret);
+      len += static_cast<double>(e.length);
+      len_min = std::min(len_min, static_cast<double>(e.length));
+      len_max = std::max(len_max, static_cast<double>(e.length));
+    }
+    len /= static_cast<double>(recent_.size());
+  }
+  const double ns = n_stats_ ? static_cast<double>(n_stats_) : nan;
+  const auto spi = static_cast<double>(config_.steps_per_iteration());
+  const double frac = std::min(1.0, static_cast<double>(env_steps()) / static_cast<double>(config_.total_steps));
+  const double beta = config_.dqn.prioritized ? config_.dqn.beta0 + (1.0 - config_.dqn.beta0) * frac : nan;
+  const double sample_s = std::max(t1 - t0 - train_seconds_, 1e-9);
+  curve_.push_back({static_cast<double>(iteration_), static_cast<double>(env_steps()),
+                    wall_offset_ + (t1 - wall_start_), recent_mean_return(), mn, mx, len, len_min, len_max,
+                    episodes_total_, sum_loss_ / ns, sum_q_ / ns, sum_target_ / ns, sum_norm_ / ns, epsilon(), beta,
+                    dqn_->optimizer().lr(), static_cast<double>(grad_steps_), static_cast<double>(replay_->size()),
+                    spi / std::max(t1 - t0, 1e-9), spi / sample_s,
+                    train_seconds_ > 0 ? spi / train_seconds_ : nan});
+}
+
+std::vector<double> DqnTrainer::progress_values(const std::vector<double>& row) const {
+  static const std::array<const char*, kDqnProgressColumns.size()> from = {
+      "iteration",   "env_steps",      "wall_seconds",   "episodes",   "return_mean",
+      "return_min",  "return_max",     "episode_length", "episode_length_min", "episode_length_max",
+      "loss",        "q_mean",         "epsilon",        "learning_rate", "gradient_steps",
+      "replay_size", "sample_steps_per_second", "train_steps_per_second"};
+  std::vector<double> out;
+  for (const char* name : from)
+    for (std::size_t c = 0; c < kDqnCurveColumns.size(); ++c)
+      if (std::string(kDqnCurveColumns[c]) == name) out.push_back(row[c]);
+  return out;
+}
+
+void DqnTrainer::open_logs() {
+  csv_ = std::make_unique<ProgressCsv>(progress_path(),
+                                       std::vector<std::string>(kDqnProgressColumns.begin(), kDqnProgressColumns.end()),
+                                       std::vector<std::string>{"iteration", "env_steps", "episodes", "gradient_steps",
+                                                                "replay_size"});
+  if (iteration_ == 0) {
+    csv_->start();
+  } else {
+    std::vector<std::vector<double>> rows;
+    for (const auto& r : curve_) rows.push_back(progress_values(r));
+    csv_->resume_values(rows);
+  }
+}
+
+RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const volatile std::sig_atomic_t* interrupt) {
+  const std::int64_t first = iteration_;
+  const double start = now_seconds();
+  double last_checkpoint = start;
+  interrupted_by_ = 0;
+  open_logs();
+  RunEnd end = RunEnd::kDone;
+  while (!done()) {
+    if (stop_after >= 0 && iteration_ - first >= stop_after) {
+      end = RunEnd::kStopped;
+      break;
+    }
+    iterate();
+    csv_->append_values(progress_values(curve_.back()));
+    const int stop = interrupt ? static_cast<int>(*interrupt) : 0;
+    if (progress && config_.progress_period > 0 && (iteration_ % config_.progress_period == 0 || done() || stop)) {
+      const double el = now_seconds() - start;
+      const double sps = static_cast<double>((iteration_ - first) * config_.steps_per_iteration()) / std::max(el, 1e-9);
+      const double left = static_cast<double>((config_.num_iterations() - iteration_) * config_.steps_per_iteration());
+      const auto& row = curve_.back();
+      char buf[320];
+      std::snprintf(buf, sizeof buf,
+                    "iter %lld/%lld  steps %lld  %.0f steps/s  mean return %.2f  eps %.3f  loss %.4g  q %.3g  ETA %s\n",
+                    static_cast<long long>(iteration_), static_cast<long long>(config_.num_iterations()),
+                    static_cast<long long>(env_steps()), sps, recent_mean_return(), epsilon(), row[10], row[11],
+                    format_eta(left / sps).c_str());
+      *progress << buf << std::flush;
+    }
+    if (done()) break;
+    if (stop) {
+      interrupted_by_ = stop;
+      end = RunEnd::kInterrupted;
+      break;
+    }
+    if ((config_.checkpoint_period > 0 && iteration_ % config_.checkpoint_period == 0) ||
+        (config_.checkpoint_period_seconds > 0 && now_seconds() - last_checkpoint >= config_.checkpoint_period_seconds)) {
+      save_checkpoint(checkpoint_path());
+      last_checkpoint = now_seconds();
+    }
+  }
+  save_checkpoint(checkpoint_path());
+  if (end == RunEnd::kDone) write_output(output_path());
+  csv_.reset();
+  return end;
+}
+
+void DqnTrainer::save_checkpoint(const std::string& path) const {
+  io::CheckpointWriter w(kDqnCheckpointKind, kKindVersion);
+  w.add_string("config", config_text_);
+  w.add_value("iteration", iteration_);
+  w.add_value("wall_seconds", wall_offset_ + (now_seconds() - wall_start_));
+  w.add_value("vector_steps", vector_steps_);
+  w.add_value("gradient_steps", grad_steps_);
+  save_tensors(w, "online/", online_->state_dict());
+  save_tensors(w, "target/", target_->state_dict());
+  save_tensors(w, "optimizer/", dqn_->optimizer().state());
+  replay_->save(w, "replay/");
+  std::vector<double> states;
+  std::vector<std::uint64_t> streams;  // per env: seed, episode, elapsed steps
+  for (std::size_t k = 0; k < pool_->num_envs(); ++k) {
+    const Env& e = pool_->env(k);
+    const auto st = e.get_state();
+    states.insert(states.end(), st.begin(), st.end());
+    streams.push_back(e.seed());
+    streams.push_back(e.episode());
+    streams.push_back(static_cast<std::uint64_t>(e.elapsed_steps()));
+  }
+  w.add("env_states", states);
+  w.add("env_streams", streams);
+  w.add("obs", obs_);
+  w.add("ep_ret", ep_ret_);
+  w.add("ep_len", ep_len_);
+  std::vector<double> recent;
+  for (const auto& e : recent_) {
+    recent.push_back(e.ret);
+    recent.push_back(static_cast<double>(e.length));
+  }
+  w.add("recent_episodes", recent);
+  w.add_value("episodes_total", episodes_total_);
+  std::vector<double> curve;
+  for (const auto& r : curve_) curve.insert(curve.end(), r.begin(), r.end());
+  w.add("curve", curve);
+  std::string columns;
+  for (const char* c : kDqnCurveColumns) columns += std::string(c) + "\n";
+  w.add_string("curve_columns", columns);
+  w.commit(path);
+}
+
+std::vector<std::string> DqnTrainer::resume_conflicts(const std::string& path) const {
+  io::CheckpointReader r(path);
+  if (r.kind() != kDqnCheckpointKind)
+    return {"algorithm = dqn (the checkpoint is of a \"" + r.kind() + "\" run, not DQN)"};
+  r.expect_kind(kDqnCheckpointKind, kKindVersion);
+  const auto saved = config_values(r.string("config")), now = config_values(config_text_);
+  std::vector<std::string> out;
+  for (const std::string& key : fixed_on_resume()) {
+    const auto s = saved.find(key), n = now.find(key);
+    if (s != saved.end() && n != now.end() && s->second != n->second)
+      out.push_back(key + " = " + n->second + " (the checkpoint has " + s->second + ")");
+  }
+  return out;
+}
+
+void DqnTrainer::load_checkpoint(const std::string& path) {
+  if (const auto c = resume_conflicts(path); !c.empty()) {
+    std::string list;
+    for (const auto& x : c) list += (list.empty() ? "" : ", ") + x;
+    throw InputError("rl::DqnTrainer::load_checkpoint: " + path + " cannot be resumed with " + list +
+                     ": these settings fix the shapes of the saved state and cannot change on resume");
+  }
+  io::CheckpointReader r(path);
+  r.expect_kind(kDqnCheckpointKind, kKindVersion);
+  changed_on_resume_.clear();
+  {
+    const auto saved = config_values(r.string("config")), now = config_values(config_text_);
+    for (const auto& [key, value] : saved) {
+      const auto it = now.find(key);
+      if (it != now.end() && it->second != value && !may_change_on_resume(key))
+        changed_on_resume_.push_back(key + " = " + it->second + " (the checkpoint has " + value + ")");
+    }
+  }
+  // Everything is read and checked before the run's state changes.
+  const std::size_t B = pool_->num_envs(), S = pool_->env(0).state_dim();
+  const auto states = r.get<double>("env_states");
+  const auto streams = r.get<std::uint64_t>("env_streams");
+  auto obs = r.get<float>("obs");
+  if (states.size() != B * S || streams.size() != 3 * B || obs.size() != obs_.size())
+    throw InputError("rl::DqnTrainer::load_checkpoint: " + path + " holds " + std::to_string(streams.size() / 3) +
+                     " environments, but this run has " + std::to_string(B));
+  auto online = load_tensors(r, "online/", online_->state_dict());
+  auto target = load_tensors(r, "target/", target_->state_dict());
+  replay_->load(r, "replay/");
+  online_->load_state_dict(online);
+  target_->load_state_dict(target);
+  dqn_->optimizer().load_state(load_tensors(r, "optimizer/", dqn_->optimizer().state()));
+  for (std::size_t k = 0; k < B; ++k) {
+    Env& e = pool_->env(k);
+    e.restore_stream(streams[3 * k], streams[3 * k + 1]);
+    e.set_state(std::span<const double>(states.data() + k * S, S));
+    e.set_elapsed_steps(static_cast<std::int64_t>(streams[3 * k + 2]));
+  }
+  obs_ = std::move(obs);
+  ep_ret_ = r.get<double>("ep_ret");
+  ep_len_ = r.get<std::int64_t>("ep_len");
+  iteration_ = r.value<std::int64_t>("iteration");
+  wall_offset_ = r.value<double>("wall_seconds");
+  wall_start_ = now_seconds();
+  vector_steps_ = r.value<std::uint64_t>("vector_steps");
+  grad_steps_ = r.value<std::uint64_t>("gradient_steps");
+  const auto recent = r.get<double>("recent_episodes");
+  recent_.clear();
+  for (std::size_t i = 0; i + 1 < recent.size(); i += 2)
+    recent_.push_back({recent[i], static_cast<std::int64_t>(recent[i + 1])});
+  episodes_total_ = r.value<double>("episodes_total");
+  const auto curve = r.get<double>("curve");
+  const std::size_t C = kDqnCurveColumns.size();
+  curve_.clear();
+  for (std::size_t i = 0; i + C <= curve.size(); i += C) curve_.emplace_back(curve.begin() + static_cast<std::ptrdiff_t>(i),
+                                                                             curve.begin() + static_cast<std::ptrdiff_t>(i + C));
+}
+
+void DqnTrainer::write_output(const std::string& path) const {
+  io::H5File f = io::H5File::create_atomic(path);
+  io::H5Group root = f.root();
+  root.set_attribute("config", config_text_);
+  root.set_attribute("env", config_.env);
+  root.set_attribute("algorithm", config_.algorithm);
+  io::H5Group curve = root.create_group("curve");
+  for (std::size_t c = 0; c < kDqnCurveColumns.size(); ++c) {
+    std::vector<double> col;
+    col.reserve(curve_.size());
+    for (const auto& r : curve_) col.push_back(r[c]);
+    curve.write(kDqnCurveColumns[c], col);
+  }
+  for (const auto& [group, net] : {std::pair<const char*, QNetwork*>{"q_network", online_.get()},
+                                   std::pair<const char*, QNetwork*>{"target_network", target_.get()}}) {
+    io::H5Group g = root.create_group(group);
+    for (const auto& t : net->state_dict()) {
+      std::vector<hsize_t> shape;
+      for (auto d : t.tensor.shape().dims()) shape.push_back(static_cast<hsize_t>(d));
+      const auto v = t.tensor.to_vector();
+      std::vector<float> fv(v.begin(), v.end());
+      g.write(t.name, fv, shape);
+    }
+  }
+  f.commit();
+}
+
+EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episodes, double epsilon,
+                              std::uint64_t seed) {
+  if (episodes < 1) throw InputError("rl::evaluate_q_network: episodes is " + std::to_string(episodes) + ", but must be >= 1");
+  auto env = make_env(env_id);
+  env->set_global_id(kEvalEnv);
+  const std::size_t D = env->obs_dim();
+  const std::int64_t A = q.num_actions(), start = env->action_space().start();
+  nn::Tensor obs(nn::Shape{1, static_cast<std::int64_t>(D)}, nn::DType::kFloat32);
+  const RngStream rng(seed, kEvalEnv, RngPurpose::kPolicy);
+  std::uint64_t draw = 0;
+  EvalResult res;
+  for (int e = 0; e < episodes; ++e) {
+    if (e == 0) env->reset(seed, obs.data<float>());
+    else env->reset(obs.data<float>());
+    double ret = 0;
+    for (;;) {
+      RngCursor cur = rng.at(draw++);
+      std::int64_t a;
+      if (epsilon > 0 && cur.uniform() < epsilon) a = static_cast<std::int64_t>(cur.below(static_cast<std::uint32_t>(A)));
+      else a = argmax_row(q.forward(obs).data<float>(), A);
+      const StepResult s = env->step(a + start, obs.data<float>());
+      ret += s.reward;
+      if (s.terminated || s.truncated) break;
+    }
+    res.returns.push_back(ret);
+  }
+  double m = 0;
+  for (double r : res.returns) m += r;
+  m /= static_cast<double>(res.returns.size());
+  double v = 0;
+  for (double r : res.returns) v += (r - m) * (r - m);
+  res.mean = m;
+  res.std = std::sqrt(v / static_cast<double>(res.returns.size()));
+  return res;
+}
+
+EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool stochastic) {
+  io::CheckpointReader r(path);
+  r.expect_kind(kDqnCheckpointKind, kKindVersion);
+  std::string text;
+  const TrainConfig c = parse_train_config(r.string("config"), &text, 1);
+  auto env = make_env(c.env);
+  auto q = make_q_network(c, *env);
+  q->load_state_dict(load_tensors(r, "online/", q->state_dict()));
+  return evaluate_q_network(*q, c.env, episodes, stochastic ? c.dqn.exploration_final_eps : 0.0, c.seed + 1);
+}
+
+std::unique_ptr<TrainingRun> make_training_run(const TrainConfig& config, std::string config_text, Communicator* comm) {
+  if (config.algorithm == "dqn") return std::make_unique<DqnTrainer>(config, std::move(config_text), comm);
+  return std::make_unique<Trainer>(config, std::move(config_text), comm);
+}
+
+}  // namespace herd::rl

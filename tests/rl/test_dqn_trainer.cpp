@@ -1,0 +1,188 @@
+// DqnTrainer: checkpoint and resume bit-identical (replay buffer, RNG counters, networks,
+// optimizer, envs), config validation, resume conflicts, outputs.
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/error.hpp"
+#include "herd/io/config.hpp"
+#include "herd/io/hdf5.hpp"
+#include "herd/rl/dqn_trainer.hpp"
+#include "herd/rl/registry.hpp"
+#include "herd/rl/train_config.hpp"
+#include "herd/rl/training_report.hpp"
+
+using namespace herd;
+using namespace herd::rl;
+
+namespace {
+
+TrainConfig dqn_config(std::vector<std::string> extra, std::string* text) {
+  std::vector<std::string> sets = {"algorithm=dqn",          "sampler.num_envs=2",     "sampler.num_steps=50",
+                                   "total_steps=600",        "network.hidden=[16, 16]", "network.activation=relu",
+                                   "dqn.learning_starts=60", "dqn.train_freq=2",      "dqn.gradient_steps=2",
+                                   "dqn.batch_size=8",       "dqn.target_update_interval=40",
+                                   "dqn.learning_rate=1e-3", "progress_period=0",     "checkpoint_period_seconds=0"};
+  sets.insert(sets.end(), extra.begin(), extra.end());
+  return resolve_train_config(io::Config("<test>"), sets, text);
+}
+
+bool same(double x, double y) { return (std::isnan(x) && std::isnan(y)) || x == y; }
+
+void check_bit_identical(const std::vector<std::string>& extra, int max_episode_steps, const std::string& tag) {
+  std::string text;
+  TrainConfig c = dqn_config(extra, &text);
+  c.sampler_options.max_episode_steps = max_episode_steps;
+  REQUIRE(c.num_iterations() == 6);
+  DqnTrainer full(c, text);
+  while (!full.done()) full.iterate();
+  DqnTrainer first(c, text);
+  for (int i = 0; i < 3; ++i) first.iterate();
+  const std::string path = "test_rl_dqn_resume_" + tag + ".ckpt";
+  first.save_checkpoint(path);
+  DqnTrainer second(c, text);
+  second.load_checkpoint(path);
+  CHECK(second.iteration() == 3);
+  CHECK(second.gradient_steps() == first.gradient_steps());
+  CHECK(second.replay().size() == first.replay().size());
+  while (!second.done()) second.iterate();
+  INFO(tag);
+  CHECK(full.gradient_steps() > 100);
+  for (auto [a, b] : {std::pair{&full.q_network(), &second.q_network()},
+                      std::pair{&full.target_network(), &second.target_network()}}) {
+    const auto p1 = a->state_dict(), p2 = b->state_dict();
+    REQUIRE(p1.size() == p2.size());
+    for (std::size_t i = 0; i < p1.size(); ++i) CHECK(p1[i].tensor.to_vector() == p2[i].tensor.to_vector());
+  }
+  REQUIRE(full.curve().size() == second.curve().size());
+  for (std::size_t r = 0; r < full.curve().size(); ++r)
+    for (std::size_t k = 0; k < kDqnCurveColumns.size(); ++k) {
+      const std::string col = kDqnCurveColumns[k];
+      if (is_wall_clock_column(col)) continue;
+      INFO("row " << r << " " << col);
+      CHECK(same(full.curve()[r][k], second.curve()[r][k]));
+    }
+  // The replay buffers hold the same transitions and priorities.
+  ReplaySample s1, s2;
+  auto c1 = RngStream(9, 0, RngPurpose::kShuffle).at(0), c2 = c1;
+  full.replay().sample(64, c1, 0.7, s1);
+  second.replay().sample(64, c2, 0.7, s2);
+  CHECK(s1.indices == s2.indices);
+  CHECK(s1.obs == s2.obs);
+  CHECK(s1.weights == s2.weights);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+
+TEST_CASE("DqnTrainer: a resumed run is bit-identical to an uninterrupted one", "[rl][dqn]") {
+  // Plain DQN on CartPole with time limits (truncation bootstraps from final slots).
+  check_bit_identical({}, 25, "plain");
+  // Rainbow-style: prioritized, 3-step, double, dueling, Polyak, a buffer that wraps.
+  check_bit_identical({"dqn.prioritized=true", "dqn.n_step=3", "dqn.double_q=true", "dqn.dueling=true", "dqn.tau=0.5",
+                       "dqn.buffer_size=300", "dqn.gradient_steps=-1"},
+                      30, "rainbow");
+  // MinAtar Breakout: observations stored as uint8; the MinAtar paper's conv encoder (smaller).
+  check_bit_identical({"env=MinAtar/Breakout-v1", "dqn.buffer_size=400", "dqn.n_step=2", "dqn.optimizer=rmsprop",
+                       "network.conv_channels=[4]", "network.conv_kernels=[3]"},
+                      0, "minatar");
+}
+
+TEST_CASE("DqnTrainer: replay storage type, epsilon and target updates follow the configuration", "[rl][dqn]") {
+  CHECK(replay_uint8(make_env("MinAtar/Breakout-v1")->observation_space()));
+  CHECK_FALSE(replay_uint8(make_env("CartPole-v1")->observation_space()));
+  std::string text;
+  // Epsilon 1 -> 0.1 over the first half; hard target copies every 100 env steps; training
+  // rounds every 3 vector steps (none at vector step 50, right after the copy).
+  TrainConfig c = dqn_config({"dqn.exploration_fraction=0.5", "dqn.exploration_final_eps=0.1",
+                              "dqn.learning_starts=0", "dqn.target_update_interval=100", "dqn.train_freq=3"},
+                             &text);
+  DqnTrainer t(c, text);
+  CHECK(t.epsilon() == 1.0);
+  t.iterate();  // 100 env steps: the target update at 100 copies the online network
+  CHECK(t.epsilon() == Approx(1.0 - 0.9 * 100.0 / 300.0));
+  const auto a = t.q_network().state_dict(), b = t.target_network().state_dict();
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i].tensor.to_vector() == b[i].tensor.to_vector());
+  t.iterate();
+  t.iterate();
+  CHECK(t.epsilon() == Approx(0.1));
+  // 150 vector steps, a round every 3 with 2 gradient steps.
+  CHECK(t.gradient_steps() == 100);
+  CHECK(t.curve().back()[14] == Approx(0.1));  // the epsilon column
+  t.iterate();
+  CHECK(t.epsilon() == 0.1);
+}
+
+TEST_CASE("DQN config errors name the key, the value and what was expected", "[rl][dqn]") {
+  const io::Config none("<t>");
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "env=Pendulum-v1"}),
+                    Catch::Contains("\"algorithm\" is \"dqn\"") && Catch::Contains("discrete action space"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "sampler.num_envs=8", "dqn.buffer_size=20",
+                                                "dqn.n_step=3"}),
+                    Catch::Contains("\"dqn.buffer_size\" is 20") && Catch::Contains(">= 40"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "normalize.obs=true"}),
+                    Catch::Contains("normalize.obs"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "sampler.kind=alternating"}),
+                    Catch::Contains("sampler.kind"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "dqn.tau=0"}), Catch::Contains("dqn.tau"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "dqn.exploration_final_eps=2"}),
+                    Catch::Contains("dqn.exploration_final_eps"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "dqn.gradient_steps=-2"}),
+                    Catch::Contains("dqn.gradient_steps"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "dqn.optimizer=sgd"}),
+                    Catch::Contains("dqn.optimizer"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn"}, nullptr, 2), Catch::Contains("one process"));
+  // Learning-rate scaling with the minibatch (Stooke & Abbeel 2018).
+  const TrainConfig s = resolve_train_config(none, {"algorithm=dqn", "dqn.batch_size=512", "algo.lr_scaling=sqrt",
+                                                    "algo.lr_reference_batch=32", "dqn.learning_rate=1e-4"});
+  CHECK(s.dqn.learning_rate == Approx(4e-4));
+  // A replay buffer above max_memory is refused before it is allocated.
+  const TrainConfig big = resolve_train_config(none, {"algorithm=dqn", "dqn.buffer_size=100000000", "max_memory=100MB"});
+  CHECK_THROWS_WITH(DqnTrainer(big, ""), Catch::Contains("dqn.buffer_size") && Catch::Contains("max_memory"));
+}
+
+TEST_CASE("DqnTrainer: resume conflicts, outputs, evaluation", "[rl][dqn]") {
+  namespace fs = std::filesystem;
+  const std::string prefix = "test_rl_dqn_out";
+  for (const char* ext : {".ckpt", ".h5", "_progress.csv"}) fs::remove(prefix + ext);
+  std::string text;
+  const TrainConfig c = dqn_config({"output_prefix=" + prefix}, &text);
+  DqnTrainer t(c, text);
+  CHECK(t.run(nullptr, 2) == RunEnd::kStopped);
+  CHECK(t.iteration() == 2);
+  std::string text2;
+  const TrainConfig c2 = dqn_config({"output_prefix=" + prefix, "dqn.n_step=2", "dqn.learning_rate=5e-4"}, &text2);
+  DqnTrainer t2(c2, text2);
+  const auto conflicts = t2.resume_conflicts(t.checkpoint_path());
+  REQUIRE(conflicts.size() == 1);
+  CHECK(conflicts[0] == "dqn.n_step = 2 (the checkpoint has 1)");
+  CHECK_THROWS_AS(t2.load_checkpoint(t.checkpoint_path()), InputError);
+  // Resumed with a changed learning rate: reported; the run completes and writes its files.
+  std::string text3;
+  const TrainConfig c3 = dqn_config({"output_prefix=" + prefix, "dqn.learning_rate=5e-4"}, &text3);
+  DqnTrainer t3(c3, text3);
+  t3.load_checkpoint(t.checkpoint_path());
+  REQUIRE(t3.changed_on_resume().size() == 1);
+  CHECK(t3.run(nullptr) == RunEnd::kDone);
+  const TrainingCurve csv = read_progress_csv(t3.progress_path());
+  CHECK(csv.rows() == 6);
+  for (const char* col : {"loss", "q_mean", "epsilon", "return_mean", "replay_size"}) CHECK(csv.column(col) != nullptr);
+  const TrainingCurve h5 = read_curve_h5(t3.output_path());
+  CHECK(h5.rows() == 6);
+  CHECK((*h5.column("env_steps"))[5] == 600);
+  // Greedy evaluation of the checkpoint through herd-rl's entry point.
+  const EvalResult e = evaluate_checkpoint(t3.checkpoint_path(), 3, false);
+  CHECK(e.returns.size() == 3);
+  CHECK(e.mean > 0);
+  // A PPO run cannot resume a DQN checkpoint's outputs as its own, and the other way round.
+  std::string tp;
+  const TrainConfig ppo = resolve_train_config(io::Config("<t>"), {"output_prefix=" + prefix}, &tp);
+  DqnTrainer as_dqn(c, text);
+  CHECK_FALSE(as_dqn.resume_conflicts(t.checkpoint_path()).size());
+  auto run = make_training_run(ppo, tp);
+  CHECK_THROWS(run->resume_conflicts(t.checkpoint_path()));
+  for (const char* ext : {".ckpt", ".h5", "_progress.csv"}) fs::remove(prefix + ext);
+}
