@@ -105,6 +105,19 @@ void Env::step_batch(Env* const* envs, std::size_t n, const double* actions, flo
   }
 }
 
+void Env::sync_stream(Env& inner, const Env& outer) {
+  inner.global_id_ = outer.global_id_;
+  inner.stream_ = outer.stream_;
+  inner.episode_ = outer.episode_;
+  inner.has_reset_ = true;
+}
+
+void Env::reset_wrapped(Env& inner, const Env& outer, RngCursor& rng, float* obs) {
+  sync_stream(inner, outer);
+  inner.elapsed_ = 0;
+  inner.reset_impl(rng, obs);
+}
+
 void Env::set_state(std::span<const double> state) {
   HERD_REQUIRE(state.size() == state_dim_, "{} (env {}): state has {} values, but must have {}",
                id_, global_id_, state.size(), state_dim_);

@@ -109,7 +109,8 @@ std::map<std::string, std::string> config_values(const std::string& text) {
     if (const auto c = line.find("  # "); c != std::string::npos) line.resize(c);
     const auto eq = line.find(" = ");
     if (eq == std::string::npos || line.empty() || line[0] == '#') continue;
-    out[line.substr(0, eq)] = line.substr(eq + 3);
+    const std::string key = line.substr(0, eq);
+    out[key == "env" ? "env.id" : key] = line.substr(eq + 3);  // "env": before [env] had more keys
   }
   return out;
 }
@@ -125,7 +126,8 @@ bool may_change_on_resume(const std::string& key) {
 // Settings a resumed run cannot change: they fix the shapes of the state in the checkpoint
 // (the networks' parameters, the optimizer's state, the environments' states).
 const std::vector<std::string>& fixed_on_resume() {
-  static const std::vector<std::string> keys = {"env", "sampler.num_envs", "network.hidden", "network.shared_trunk",
+  static const std::vector<std::string> keys = {"env.id",         "env.library",    "env.symbol",
+                                                "sampler.num_envs", "network.hidden", "network.shared_trunk",
                                                 "algo.optimizer"};
   return keys;
 }

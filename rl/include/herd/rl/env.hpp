@@ -128,6 +128,9 @@ class Env {
   void set_state(std::span<const double> state);
   /// Writes the observation of the current state to `obs[0..obs_dim)`.
   virtual void observe(float* obs) const = 0;
+  /// Lives left in the game (as Atari's `ale.lives()`), or -1 when the game has no lives
+  /// (then the episodic-life wrapper refuses it). None of the built-in environments has.
+  virtual std::int64_t lives() const { return -1; }
 
  protected:
   /// @param state_dim components of `get_state`
@@ -149,6 +152,14 @@ class Env {
   virtual StepResult step_impl(const double* action, float* obs) = 0;
   /// Replaces the internal state (size already checked).
   virtual void set_state_impl(const double* state) = 0;
+
+  /// For wrappers: resets `inner` (an environment the wrapper owns) from `rng`, giving it
+  /// the reset-stream position (seed, global id, episode) of `outer`, so that randomness
+  /// that depends on them (MinAtar's step stream) is the unwrapped environment's. The
+  /// inner step count restarts at 0.
+  static void reset_wrapped(Env& inner, const Env& outer, RngCursor& rng, float* obs);
+  /// For wrappers: gives `inner` the reset-stream position of `outer` (after a restore).
+  static void sync_stream(Env& inner, const Env& outer);
 
  private:
   std::string id_;
