@@ -1,8 +1,8 @@
 // herd-rl: train and evaluate PPO/A2C agents (issues #10, #11).
 //   [mpiexec -n N] herd-rl train [CONFIG.toml] [--set key=value]... [--resume | --overwrite] [--stop-after N] [--quiet]
 //     --resume and --overwrite exclude each other; --resume of a complete run (total_steps
-//     done) changes nothing and exits 0; env.id, env.library, env.symbol, sampler.num_envs,
-//     network.hidden, network.shared_trunk and algo.optimizer cannot change on resume (exit 2).
+//     done) changes nothing and exits 0; env.id, env.library, env.symbol, env.frame_stack,
+//     sampler.num_envs, network.hidden, network.shared_trunk and algo.optimizer cannot change on resume (exit 2).
 //   [mpiexec -n N] herd-rl eval CHECKPOINT [--episodes N] [--stochastic]   (rank 0 evaluates; others exit 0)
 // Exit codes: 0 success; 2 bad input (nothing written); 1 other errors; 3 a non-finite
 // loss stopped training (the last good checkpoint is kept); 130 / 143 interrupted by
@@ -285,7 +285,7 @@ int main(int argc, char** argv) {
         std::string list;
         for (const auto& c : conflicts) list += (list.empty() ? "" : ", ") + c;
         throw herd::InputError("cannot resume " + trainer->checkpoint_path() + " with " + list +
-                               ": env.id, env.library, env.symbol, sampler.num_envs, network.hidden, "
+                               ": env.id, env.library, env.symbol, env.frame_stack, sampler.num_envs, network.hidden, "
                                "network.shared_trunk and algo.optimizer cannot change on resume; use the checkpoint's values, or pass --overwrite (instead "
                                "of --resume) to start afresh, or choose another output_prefix");
       }

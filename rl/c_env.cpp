@@ -96,8 +96,10 @@ class CEnv final : public Env {
 
   void observe(float* obs) const override { std::copy(last_obs_.begin(), last_obs_.end(), obs); }
 
+  bool has_lives() const override { return spec_.lives != nullptr; }
+
   std::int64_t lives() const override {
-    if (!spec_.lives) return -1;
+    if (!spec_.lives) return 0;
     const_cast<CEnv*>(this)->ensure_instance();
     std::int64_t n = 0;
     auto g = guard();

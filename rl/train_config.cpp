@@ -15,6 +15,7 @@
 #include "herd/io/toml_reader.hpp"
 #include "herd/rl/env_library.hpp"
 #include "herd/rl/registry.hpp"
+#include "herd/rl/wrappers.hpp"
 
 namespace herd::rl {
 namespace {
@@ -31,6 +32,17 @@ const io::Schema& train_schema() {
                  "shared library of a C environment (herd/rl/c_env.h); a relative path is relative to the folder of the "
                  "file that names it (to the working folder with --set)");
     s.add_string("env.symbol", "herd_env", "function of env.library that fills the environment's herd_env_spec");
+    s.add_int("env.max_episode_steps", -1,
+              "time limit: truncate an episode after this many steps of the game (-1: the env's registered limit; 0: "
+              "none)")
+        .min(-1);
+    s.add_int("env.frame_stack", 1,
+              "observations stacked, oldest first, along the channel axis of images or along vectors; a reset fills "
+              "every slot with the first observation (Gymnasium FrameStackObservation); 1: none")
+        .range(1, 64);
+    s.add_bool("env.clip_reward", false, "reward -> sign(reward), as Atari DQN (SB3 ClipRewardEnv)");
+    s.add_bool("env.episodic_life", false,
+               "a lost life ends the episode, the game goes on (SB3 EpisodicLifeEnv); only for envs with lives");
     s.add_string("algorithm", "ppo", "training algorithm").choices({"ppo", "a2c"});
     s.add_int("seed", 0, "seed of every random stream").min(0);
     s.add_int("total_steps", 100000, "env steps to train").range(1, 1e18);
@@ -198,6 +210,20 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     throw InputError(st.origin("env.id") + ": key \"" + env_key + "\" is \"" + c.env + "\", but must be one of " + ids +
                      " (an environment registered by a program with register_c_env is known to that program only: " +
                      "name its shared library in [env] library and symbol)");
+  }
+  {
+    // Wrappers: a registered id that makes the wrapped env (the id itself when none).
+    WrapperOptions w;
+    w.max_episode_steps = st.get_int("env.max_episode_steps");
+    w.frame_stack = static_cast<int>(st.get_int("env.frame_stack"));
+    w.clip_reward = st.get_bool("env.clip_reward");
+    w.episodic_life = st.get_bool("env.episodic_life");
+    try {
+      c.env = register_wrapped_env(c.env, w);
+    } catch (const InputError& e) {
+      const char* key = w.episodic_life ? "env.episodic_life" : "env.frame_stack";
+      throw InputError(st.origin(key) + ": key \"" + key + "\": " + e.what());
+    }
   }
   c.algorithm = st.get_string("algorithm");
   c.seed = static_cast<std::uint64_t>(st.get_int("seed"));

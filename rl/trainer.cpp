@@ -126,7 +126,7 @@ bool may_change_on_resume(const std::string& key) {
 // Settings a resumed run cannot change: they fix the shapes of the state in the checkpoint
 // (the networks' parameters, the optimizer's state, the environments' states).
 const std::vector<std::string>& fixed_on_resume() {
-  static const std::vector<std::string> keys = {"env.id",         "env.library",    "env.symbol",
+  static const std::vector<std::string> keys = {"env.id",         "env.library",    "env.symbol",      "env.frame_stack",
                                                 "sampler.num_envs", "network.hidden", "network.shared_trunk",
                                                 "algo.optimizer"};
   return keys;

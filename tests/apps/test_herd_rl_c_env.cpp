@@ -130,3 +130,37 @@ TEST_CASE("herd-rl names the file, key and value of a C environment that cannot 
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Contains("c.toml:1: key \"env\" is \"Nope-v0\"") && Contains("[env] library"));
 }
+
+TEST_CASE("herd-rl [env] wrappers: frame stack, reward clipping, time limit; episodic life needs lives",
+          "[rl][apps]") {
+  const fs::path d = workdir("wrappers");
+  const std::string body =
+      "id = \"MinAtar/Breakout-v1\"\nframe_stack = 2\nclip_reward = true\nmax_episode_steps = 200\n";
+  std::string c = config(body);
+  c.replace(c.find("total_steps = 512"), 17, "total_steps = 128");
+  std::ofstream(d / "w.toml") << c;
+  const Run r = run(d, "train w.toml");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("ppo on MinAtar/Breakout-v1[frame_stack=2,clip_reward,max_episode_steps=200]"));
+  auto f = herd::io::H5File::open((d / "run.h5").string());
+  CHECK(f.root().read<double>("obs_rms/mean").size() == 800u);  // [2 * 4, 10, 10]
+  CHECK(f.root().attribute_string("env") == "MinAtar/Breakout-v1[frame_stack=2,clip_reward,max_episode_steps=200]");
+  const Run e = run(d, "eval run.ckpt --episodes 2");
+  INFO(e.err);
+  CHECK(e.rc == 0);
+  CHECK_THAT(e.out, Contains("episodes = 2"));
+  // The stack size fixes the saved shapes: it cannot change on resume.
+  const Run k = run(d, "train w.toml --resume --set env.frame_stack=3 --set total_steps=256");
+  CHECK(k.rc == 2);
+  CHECK_THAT(k.err, Contains("env.frame_stack = 3 (the checkpoint has 2)"));
+
+  std::ofstream(d / "life.toml") << config("id = \"MinAtar/Breakout-v1\"\nepisodic_life = true\n");
+  const Run l = run(d, "train life.toml --overwrite");
+  CHECK(l.rc == 2);
+  CHECK_THAT(l.err, Contains("life.toml:7: key \"env.episodic_life\": MinAtar/Breakout-v1: episodic_life is true, "
+                             "but this environment has no lives"));
+  const Run z = run(d, "train w.toml --overwrite --set env.frame_stack=0");
+  CHECK(z.rc == 2);
+  CHECK_THAT(z.err, Contains("env.frame_stack"));
+}

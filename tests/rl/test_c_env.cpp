@@ -101,7 +101,7 @@ TEST_CASE("a C environment's observation shape and lives", "[rl][c_env]") {
   {
     auto env = herd::rl::make_c_env(spec, "Point-c");
     CHECK(env->observation_space().shape() == std::vector<std::int64_t>{2});  // obs_ndim 0: flat
-    CHECK(env->lives() == -1);                                                // no lives callback
+    CHECK(!env->has_lives());                                                 // no lives callback
   }
   const std::int64_t shape[3] = {2, 1, 1};
   spec.obs_ndim = 3;

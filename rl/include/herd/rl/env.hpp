@@ -128,9 +128,11 @@ class Env {
   void set_state(std::span<const double> state);
   /// Writes the observation of the current state to `obs[0..obs_dim)`.
   virtual void observe(float* obs) const = 0;
-  /// Lives left in the game (as Atari's `ale.lives()`), or -1 when the game has no lives
-  /// (then the episodic-life wrapper refuses it). None of the built-in environments has.
-  virtual std::int64_t lives() const { return -1; }
+  /// Whether the game has lives (as Atari's; the episodic-life wrapper needs them). None of
+  /// the built-in environments has.
+  virtual bool has_lives() const { return false; }
+  /// Lives left in the game (as Atari's `ale.lives()`); 0 when it has none.
+  virtual std::int64_t lives() const { return 0; }
 
  protected:
   /// @param state_dim components of `get_state`

@@ -20,7 +20,10 @@ namespace herd::rl {
 /// 8 envs x 32 steps, 20 epochs, minibatch 256, gamma 0.98, lambda 0.8, lr 1e-3 and clip
 /// 0.2 annealed linearly, 1e5 env steps).
 struct TrainConfig {
-  std::string env = "CartPole-v1";   ///< registry id (`env.id`; `make_env` takes it)
+  /// Registry id `make_env` takes: `env.id`, or with wrappers (`env.frame_stack`,
+  /// `env.clip_reward`, `env.episodic_life`, `env.max_episode_steps`) the id that
+  /// `register_wrapped_env` registered, e.g. "MinAtar/Breakout-v1[frame_stack=4]".
+  std::string env = "CartPole-v1";
   /// `env.library`: absolute path of the shared library of a C environment (empty: none);
   /// resolving the configuration loads it and registers its environment as `env`.
   std::string env_library;
