@@ -1,6 +1,7 @@
 #include "herd/rl/env.hpp"
 
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -99,6 +100,32 @@ void Env::step_batch(Env* const* envs, std::size_t n, const double* actions, flo
   const std::size_t ad = action_dim(), od = obs_dim();
   for (std::size_t i = 0; i < n; ++i) {
     const StepResult r = envs[i]->step_unchecked(actions + i * ad, obs + i * od);
+    rewards[i] = r.reward;
+    terminated[i] = r.terminated;
+    truncated[i] = r.truncated;
+  }
+}
+
+void obs_to_u8(const float* src, std::size_t n, std::uint8_t* dst) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = src[i];
+    const float c = v > 0.0f ? (v < 255.0f ? v : 255.0f) : 0.0f;  // NaN: 0
+    dst[i] = static_cast<std::uint8_t>(c + 0.5f);
+  }
+}
+
+void obs_to_f32(const std::uint8_t* src, std::size_t n, float* dst, float scale) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = scale * static_cast<float>(src[i]);
+}
+
+void Env::step_batch_u8(Env* const* envs, std::size_t n, const double* actions, std::uint8_t* obs,
+                        double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const {
+  const std::size_t ad = action_dim(), od = obs_dim();
+  thread_local std::vector<float> row;
+  row.resize(od);
+  for (std::size_t i = 0; i < n; ++i) {
+    const StepResult r = envs[i]->step_unchecked(actions + i * ad, row.data());
+    obs_to_u8(row.data(), od, obs + i * od);
     rewards[i] = r.reward;
     terminated[i] = r.terminated;
     truncated[i] = r.truncated;

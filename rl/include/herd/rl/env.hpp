@@ -14,6 +14,17 @@
 
 namespace herd::rl {
 
+/// float32 observation values to uint8 (the EnvPool's uint8 batches): rounded to the
+/// nearest integer (halves up) and saturated to [0, 255]; NaN becomes 0. Exact for the
+/// integer observations uint8 batches are meant for (MinAtar's 0/1 grids, pixels).
+/// @param src `[n]` float32; @param dst `[n]` uint8. Thread-safe.
+void obs_to_u8(const float* src, std::size_t n, std::uint8_t* dst);
+
+/// uint8 observations to float32 (a network's input, a replay buffer's sample):
+/// `dst[i] = scale * src[i]` (scale 1: the values; 1/255: pixels in [0, 1], as SB3's
+/// image preprocessing). @param src `[n]` uint8; @param dst `[n]` float32. Thread-safe.
+void obs_to_f32(const std::uint8_t* src, std::size_t n, float* dst, float scale = 1.0f);
+
 /// Outcome of one step, besides the observation (written to the caller's buffer).
 struct StepResult {
   double reward = 0.0;      ///< reward of the step (float64, as Gymnasium's Python floats)
@@ -115,6 +126,14 @@ class Env {
   virtual void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
                           double* rewards, std::uint8_t* terminated,
                           std::uint8_t* truncated) const;
+
+  /// `step_batch` with the observations written as uint8 (`ObsDtype::kUint8` pools): the
+  /// default steps each env into a float32 row and converts it with `obs_to_u8`;
+  /// environments whose observations are bytes (MinAtar's grids) may override it to write
+  /// them directly, with the same values.
+  /// @param obs `[n, obs_dim]` uint8 output rows
+  virtual void step_batch_u8(Env* const* envs, std::size_t n, const double* actions, std::uint8_t* obs,
+                             double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const;
 
   /// Message "<id> (env <global id>): action ... is <value>, but must be ..." when the
   /// action is not valid; empty when it is. Thread-safe (reads only the spaces).
