@@ -107,10 +107,12 @@ void Env::step_batch(Env* const* envs, std::size_t n, const double* actions, flo
 }
 
 void obs_to_u8(const float* src, std::size_t n, std::uint8_t* dst) {
+  // Branch-free (vectorised): NaN fails both comparisons and becomes 0.
   for (std::size_t i = 0; i < n; ++i) {
-    const float v = src[i];
-    const float c = v > 0.0f ? (v < 255.0f ? v : 255.0f) : 0.0f;  // NaN: 0
-    dst[i] = static_cast<std::uint8_t>(c + 0.5f);
+    float c = src[i];
+    c = c > 0.0f ? c : 0.0f;
+    c = c < 255.0f ? c : 255.0f;
+    dst[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(c + 0.5f));
   }
 }
 

@@ -88,6 +88,25 @@ void MinAtarEnv::reset_impl(RngCursor& rng, float* obs) {
 }
 
 StepResult MinAtarEnv::step_impl(const double* action, float* obs) {
+  const StepResult r = advance(action);
+  observe(obs);
+  return r;
+}
+
+void MinAtarEnv::step_batch_u8(Env* const* envs, std::size_t n, const double* actions, std::uint8_t* obs,
+                               double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const {
+  const std::size_t ad = action_dim(), od = obs_dim();
+  for (std::size_t i = 0; i < n; ++i) {
+    auto* e = static_cast<MinAtarEnv*>(envs[i]);
+    const StepResult r = e->advance(actions + i * ad);
+    e->observe_u8(obs + i * od);
+    rewards[i] = r.reward;
+    terminated[i] = r.terminated;
+    truncated[i] = e->count_step() || r.truncated;  // as Env::step_unchecked
+  }
+}
+
+StepResult MinAtarEnv::advance(const double* action) {
   const std::uint64_t index = ((episode() & ((std::uint64_t{1} << 28) - 1)) << 20) |
                               (t_ & ((std::uint64_t{1} << 20) - 1));
   RngCursor rng = RngStream(seed(), global_id(), RngPurpose::kEnvStep).at(index);
@@ -98,7 +117,6 @@ StepResult MinAtarEnv::step_impl(const double* action, float* obs) {
   last_action_ = a;
   StepResult r;
   r.reward = game_step(a, rng, r.terminated);
-  observe(obs);
   return r;
 }
 
