@@ -59,7 +59,8 @@ void MinAtarEnv::observe(float* obs) const {
   std::uint8_t grid[16 * kCells];
   const int n = n_channels_ * kCells;
   observe_u8(grid);
-  for (int i = 0; i < n; ++i) obs[i] = grid[i];
+  // Through env.cpp's loop: this file is built without auto-vectorisation (rl/CMakeLists.txt).
+  obs_to_f32(grid, static_cast<std::size_t>(n), obs);
 }
 
 std::vector<double> MinAtarEnv::get_state() const {
