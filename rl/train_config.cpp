@@ -41,6 +41,10 @@ const io::Schema& train_schema() {
               "every slot with the first observation (Gymnasium FrameStackObservation); 1: none")
         .range(1, 64);
     s.add_bool("env.clip_reward", false, "reward -> sign(reward), as Atari DQN (SB3 ClipRewardEnv)");
+    s.add_string("env.obs_dtype", "float32",
+                 "dtype of the env batches: \"uint8\" steps integer observations in [0, 255] (MinAtar) as bytes, "
+                 "converted to float32 for the network")
+        .choices({"float32", "uint8"});
     s.add_bool("env.episodic_life", false,
                "a lost life ends the episode, the game goes on (SB3 EpisodicLifeEnv); only for envs with lives");
     s.add_string("algorithm", "ppo", "training algorithm").choices({"ppo", "a2c"});
@@ -224,6 +228,16 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       const char* key = w.episodic_life ? "env.episodic_life" : "env.frame_stack";
       throw InputError(st.origin(key) + ": key \"" + key + "\": " + e.what());
     }
+  }
+  if (st.get_string("env.obs_dtype") == "uint8") {
+    const auto probe = make_env(c.env);
+    const Space& os = probe->observation_space();
+    for (std::size_t i = 0; i < os.dim(); ++i)
+      if (!(os.low()[i] >= 0 && os.high()[i] <= 255))
+        throw InputError(st.origin("env.obs_dtype") + ": key \"env.obs_dtype\" is \"uint8\", but " + c.env +
+                         " has observations in [" + std::to_string(os.low()[i]) + ", " + std::to_string(os.high()[i]) +
+                         "] (component " + std::to_string(i) + "); uint8 needs integer observations in [0, 255]");
+    c.sampler_options.obs_dtype = ObsDtype::kUint8;
   }
   c.algorithm = st.get_string("algorithm");
   c.seed = static_cast<std::uint64_t>(st.get_int("seed"));

@@ -150,6 +150,14 @@ TEST_CASE("herd-rl [env] wrappers: frame stack, reward clipping, time limit; epi
   INFO(e.err);
   CHECK(e.rc == 0);
   CHECK_THAT(e.out, Contains("episodes = 2"));
+  // uint8 env batches (converted to float32 for the network) train the same run.
+  const Run u = run(d, "train w.toml --set env.obs_dtype=uint8 --set output_prefix=u8");
+  INFO(u.err);
+  REQUIRE(u.rc == 0);
+  CHECK(steady_rows(d / "u8_progress.csv") == steady_rows(d / "run_progress.csv"));
+  const Run cu = run(d, "train w.toml --overwrite --set env.id=CartPole-v1 --set env.obs_dtype=uint8");
+  CHECK(cu.rc == 2);
+  CHECK_THAT(cu.err, Contains("--set env.obs_dtype=uint8: key \"env.obs_dtype\" is \"uint8\", but CartPole-v1"));
   // The stack size fixes the saved shapes: it cannot change on resume.
   const Run k = run(d, "train w.toml --resume --set env.frame_stack=3 --set total_steps=256");
   CHECK(k.rc == 2);

@@ -12,7 +12,11 @@
 
 #include "herd/core/error.hpp"
 #include "herd/core/rng.hpp"
+#include "herd/rl/agent.hpp"
+#include "herd/rl/alternating_sampler.hpp"
 #include "herd/rl/env_pool.hpp"
+#include "herd/rl/rollout_buffer.hpp"
+#include "herd/rl/sampler.hpp"
 
 using herd::rl::EnvPool;
 using herd::rl::EnvPoolOptions;
@@ -153,4 +157,34 @@ TEST_CASE("a uint8 pool refuses observations outside [0, 255]", "[rl][env_pool]"
   o.obs_dtype = ObsDtype::kUint8;
   CHECK_THROWS_AS(EnvPool(o), herd::InputError);
   CHECK_THROWS_WITH(EnvPool(o), Catch::Contains("obs_dtype is uint8, but CartPole-v1 has observation bounds"));
+}
+
+TEST_CASE("samplers over uint8 pools fill the float32 samplers' rollouts", "[rl][env_pool]") {
+  const std::string kind = GENERATE(std::string("parallel"), std::string("alternating"));
+  INFO(kind);
+  herd::rl::SamplerOptions so;
+  so.env_id = "MinAtar/Breakout-v1";
+  so.num_envs = 8;
+  so.num_steps = 40;
+  so.num_threads = 2;
+  so.seed = 11;
+  so.normalize_obs = true;
+  auto f = herd::rl::make_sampler(kind, so);
+  so.obs_dtype = ObsDtype::kUint8;
+  auto u = herd::rl::make_sampler(kind, so);
+  herd::rl::AgentOptions ao;
+  ao.hidden = {16};
+  herd::rl::ActorCriticAgent agent(400, herd::rl::Space::discrete(3), ao);
+  herd::rl::RolloutBuffer bf, bu;
+  for (int i = 0; i < 3; ++i) {
+    f->collect(agent, bf);
+    u->collect(agent, bu);
+    REQUIRE(bu.obs == bf.obs);
+    REQUIRE(bu.actions == bf.actions);
+    REQUIRE(bu.rewards == bf.rewards);
+    REQUIRE(bu.terminated == bf.terminated);
+    REQUIRE(bu.final_values == bf.final_values);
+  }
+  CHECK(u->episodes().size() == f->episodes().size());
+  CHECK(!f->episodes().empty());
 }
