@@ -103,6 +103,20 @@ TEST_CASE("a C environment's observation shape and lives", "[rl][c_env]") {
     CHECK(env->observation_space().shape() == std::vector<std::int64_t>{2});  // obs_ndim 0: flat
     CHECK(!env->has_lives());                                                 // no lives callback
   }
+  {
+    // The optional lives callback (the episodic-life wrapper reads it).
+    herd_env_spec with_lives = spec;
+    with_lives.lives = [](void*, std::int64_t* lives) -> std::int32_t {
+      *lives = 2;
+      return 0;
+    };
+    auto env = herd::rl::make_c_env(with_lives, "Point-c");
+    CHECK(env->has_lives());
+    CHECK(env->lives() == 2);
+    with_lives.lives = [](void*, std::int64_t*) -> std::int32_t { return 4; };
+    auto failing = herd::rl::make_c_env(with_lives, "Point-c");
+    CHECK_THROWS_WITH(failing->lives(), Catch::Contains("the C callback lives returned status 4"));
+  }
   const std::int64_t shape[3] = {2, 1, 1};
   spec.obs_ndim = 3;
   spec.obs_shape = shape;

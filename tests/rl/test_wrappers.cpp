@@ -158,6 +158,35 @@ TEST_CASE("frame stack in the EnvPool: the auto-reset row holds the new episode'
   CHECK(std::vector<float>(pool.obs().begin(), pool.obs().begin() + 4) == std::vector<float>{20, 3, 21, 3});
 }
 
+TEST_CASE("episodic life in the EnvPool: the auto-reset row continues the game after a lost life",
+          "[rl][wrappers]") {
+  herd::rl::register_env("Lives-test", [] { return std::make_unique<LivesEnv>(); });
+  WrapperOptions o;
+  o.episodic_life = true;
+  herd::rl::EnvPoolOptions po;
+  po.env_id = herd::rl::register_wrapped_env("Lives-test", o);
+  po.num_envs = 1;
+  herd::rl::EnvPool pool(po);
+  pool.reset();
+  const std::vector<std::int64_t> a = {1};
+  pool.step(a);
+  pool.step(a);
+  pool.step(a);  // t = 3: a life lost
+  CHECK(pool.terminated()[0] == 1);
+  CHECK(pool.truncated()[0] == 0);
+  CHECK(std::vector<float>(pool.final_obs().begin(), pool.final_obs().end()) == std::vector<float>{13, 2});
+  CHECK(std::vector<float>(pool.obs().begin(), pool.obs().end()) == std::vector<float>{14, 2});  // the no-op step
+  pool.step(a);  // t = 5
+  pool.step(a);  // t = 6: a life lost, the no-op step t = 7
+  CHECK(pool.terminated()[0] == 1);
+  CHECK(std::vector<float>(pool.obs().begin(), pool.obs().end()) == std::vector<float>{17, 1});
+  pool.step(a);  // t = 8
+  pool.step(a);  // t = 9: the game is over
+  CHECK(pool.terminated()[0] == 1);
+  CHECK(std::vector<float>(pool.final_obs().begin(), pool.final_obs().end()) == std::vector<float>{19, 0});
+  CHECK(std::vector<float>(pool.obs().begin(), pool.obs().end()) == std::vector<float>{20, 3});  // a new game
+}
+
 TEST_CASE("reward clipping: sign of the reward", "[rl][wrappers]") {
   WrapperOptions o;
   o.clip_reward = true;
