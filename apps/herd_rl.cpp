@@ -227,6 +227,9 @@ int main(int argc, char** argv) {
     } catch (const herd::IoError& e) {
       print_error(e.what());
       return 2;
+    } catch (const herd::InputError& e) {  // e.g. the checkpoint's env.library cannot be loaded
+      print_error(e.what());
+      return 2;
     } catch (const std::exception& e) {
       print_error(herd::error_text(e, "evaluating the checkpoint"));
       return 1;

@@ -609,7 +609,13 @@ EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stoch
   std::int64_t ranks = 1;  // the run's rank count (its minibatch checks depend on it)
   for (const auto& name : r.names())
     if (name == "ranks") ranks = r.value<std::int64_t>("ranks");
-  const TrainConfig c = parse_train_config(r.string("config"), &text, static_cast<int>(ranks));
+  TrainConfig c;
+  try {
+    // Loads the env's library too (env.library), which may have moved since training.
+    c = parse_train_config(r.string("config"), &text, static_cast<int>(ranks));
+  } catch (const InputError& e) {
+    throw InputError(path + ": " + e.what());
+  }
   TrainConfig small = c;
   small.sampler_options.num_envs = 1;
   small.sampler = "serial";

@@ -92,6 +92,13 @@ TEST_CASE("herd-rl trains, resumes and evaluates a C environment from a shared l
   INFO(e.err);
   REQUIRE(e.rc == 0);
   CHECK_THAT(e.out, Contains("episodes = 3"));
+  // A library that moved since training: one line naming the checkpoint and the path, exit 2.
+  fs::rename(d / "lib", d / "moved");
+  const Run m = run(elsewhere, "eval " + (d / "run.ckpt").string());
+  fs::rename(d / "moved", d / "lib");
+  CHECK(m.rc == 2);
+  CHECK_THAT(m.err, Contains("herd-rl: error: " + (d / "run.ckpt").string() + ": <checkpoint config>:") &&
+                        Contains("cannot load '" + (fs::canonical(d) / "lib" / "libcorridor.so").string() + "'"));
   // Every corridor episode returns between 1 - 0.01 * 49 (reaching the end at step 50) and
   // -0.5 (50 steps without reaching it); a finite mean in that range.
   const auto at = e.out.find("mean_return = ");
