@@ -1,8 +1,9 @@
 // herd-rl: train and evaluate PPO/A2C and DQN agents.
 //   [mpiexec -n N] herd-rl train [CONFIG.toml] [--set key=value]... [--resume | --overwrite] [--stop-after N] [--quiet]
 //     --resume and --overwrite exclude each other; --resume of a complete run (total_steps
-//     done) changes nothing and exits 0; env, sampler.num_envs, network.hidden,
-//     network.shared_trunk, network.conv_* and algo.optimizer cannot change on resume (exit 2).
+//     done) changes nothing and exits 0; env.id, env.library, env.symbol, env.frame_stack,
+//     sampler.num_envs, network.hidden, network.shared_trunk, network.conv_* and algo.optimizer cannot change on
+//     resume (exit 2).
 //   [mpiexec -n N] herd-rl eval CHECKPOINT [--episodes N] [--stochastic]   (rank 0 evaluates; others exit 0)
 // Exit codes: 0 success; 2 bad input (nothing written); 1 other errors; 3 a non-finite
 // loss stopped training (the last good checkpoint is kept); 130 / 143 interrupted by
@@ -225,6 +226,9 @@ int main(int argc, char** argv) {
       std::printf("episodes = %zu\nmean_return = %.6g\nstd_return = %.6g\n", r.returns.size(), r.mean, r.std);
       return 0;
     } catch (const herd::IoError& e) {
+      print_error(e.what());
+      return 2;
+    } catch (const herd::InputError& e) {  // e.g. the checkpoint's env.library cannot be loaded
       print_error(e.what());
       return 2;
     } catch (const std::exception& e) {

@@ -1,29 +1,31 @@
 // Shared-library log densities (plugin.hpp).
 #include "herd/mcmc/plugin.hpp"
 
-#include <dlfcn.h>
-
 #include <vector>
 
 #include "herd/core/error.hpp"
 
 namespace herd::mcmc {
 
-PluginLogDensity::PluginLogDensity(const std::string& path, const std::string& symbol) : path_(path) {
-  dlerror();
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* e = dlerror();
-    throw InputError(fmt::format("dram plugin: cannot load '{}': {}", path, e ? e : "unknown error"));
+namespace {
+
+SharedLibrary open_plugin(const std::string& path) {
+  try {
+    return SharedLibrary(path);
+  } catch (const InputError& e) {
+    throw InputError(std::string("dram plugin: ") + e.what());
   }
-  handle_ = std::shared_ptr<void>(h, [](void* p) { dlclose(p); });
-  dlerror();
-  void* f = dlsym(h, symbol.c_str());
-  const char* e = dlerror();
-  if (e || !f)
-    throw InputError(fmt::format("dram plugin: '{}' has no symbol '{}': {}", path, symbol,
-                                 e ? e : "symbol is null"));
-  fn_ = reinterpret_cast<ParaMonteLogFunc>(f);
+}
+
+}  // namespace
+
+PluginLogDensity::PluginLogDensity(const std::string& path, const std::string& symbol)
+    : library_(open_plugin(path)) {
+  try {
+    fn_ = reinterpret_cast<ParaMonteLogFunc>(library_.symbol(symbol));
+  } catch (const InputError& e) {
+    throw InputError(std::string("dram plugin: ") + e.what());
+  }
 }
 
 double PluginLogDensity::operator()(const double* x, int d) const {

@@ -27,6 +27,7 @@ AlternatingSampler::AlternatingSampler(const SamplerOptions& o)
     po.seed = o.seed;
     po.first_global_id = o.first_global_id + static_cast<std::uint32_t>(g * half_);
     po.max_episode_steps = o.max_episode_steps;
+    po.obs_dtype = o.obs_dtype;
     pools_[static_cast<std::size_t>(g)] = std::make_unique<EnvPool>(po);
   }
   rew_norm_.set_communicator(o.comm);
@@ -54,7 +55,10 @@ AlternatingSampler::AlternatingSampler(const SamplerOptions& o)
   send_act_.resize(half_ * action_dim_);
   for (std::size_t g = 0; g < 2; ++g) {
     pools_[g]->reset();  // sync call (nothing in flight): seeded episode 0
-    std::memcpy(raw_obs_.data() + g * half_ * D, pools_[g]->obs().data(), half_ * D * sizeof(float));
+    if (o.obs_dtype == ObsDtype::kUint8)
+      obs_to_f32(pools_[g]->obs_u8().data(), half_ * D, raw_obs_.data() + g * half_ * D);
+    else
+      std::memcpy(raw_obs_.data() + g * half_ * D, pools_[g]->obs().data(), half_ * D * sizeof(float));
   }
   // As EnvPoolSampler: the first observations of all B envs update the statistics at once.
   if (opt_.normalize_obs) {
@@ -100,8 +104,13 @@ void AlternatingSampler::receive(int g, ActorCriticAgent& agent, RolloutBuffer& 
   const EnvBatch r = pools_[static_cast<std::size_t>(g)]->recv();
   for (std::size_t j = 0; j < r.size(); ++j) {  // completion order -> env order
     const std::size_t k = off + static_cast<std::size_t>(r.env_ids[j]);
-    std::memcpy(raw_obs_.data() + k * D, r.obs.data() + j * D, D * sizeof(float));
-    std::memcpy(final_raw_.data() + k * D, r.final_obs.data() + j * D, D * sizeof(float));
+    if (!r.obs_u8.empty()) {
+      obs_to_f32(r.obs_u8.data() + j * D, D, raw_obs_.data() + k * D);
+      obs_to_f32(r.final_obs_u8.data() + j * D, D, final_raw_.data() + k * D);
+    } else {
+      std::memcpy(raw_obs_.data() + k * D, r.obs.data() + j * D, D * sizeof(float));
+      std::memcpy(final_raw_.data() + k * D, r.final_obs.data() + j * D, D * sizeof(float));
+    }
     rewards_[k] = r.rewards[j];
     term_[k] = r.terminated[j];
     trunc_[k] = r.truncated[j];

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "herd/core/error.hpp"
 #include "herd/rl/registry.hpp"
@@ -34,12 +35,28 @@ void validate(const herd_env_spec& s, const std::string& id) {
                s.state_dim);
   HERD_REQUIRE(s.state_dim == 0 || (s.get_state && s.set_state),
                "c_env \"{}\": state_dim is {}, but get_state/set_state are NULL", id, s.state_dim);
+  HERD_REQUIRE(s.obs_ndim >= 0 && s.obs_ndim <= 8, "c_env \"{}\": obs_ndim is {}, but must be in [0, 8]", id,
+               s.obs_ndim);
+  if (s.obs_ndim > 0) {
+    HERD_REQUIRE(s.obs_shape != nullptr, "c_env \"{}\": obs_ndim is {}, but obs_shape is NULL", id, s.obs_ndim);
+    std::int64_t n = 1;
+    for (int i = 0; i < s.obs_ndim; ++i) {
+      HERD_REQUIRE(s.obs_shape[i] >= 1 && s.obs_shape[i] <= s.obs_dim,
+                   "c_env \"{}\": obs_shape[{}] is {}, but must be in [1, obs_dim = {}]", id, i, s.obs_shape[i],
+                   s.obs_dim);
+      n *= s.obs_shape[i];
+    }
+    HERD_REQUIRE(n == s.obs_dim, "c_env \"{}\": obs_shape [{}] holds {} values, but obs_dim is {}", id,
+                 fmt::join(s.obs_shape, s.obs_shape + s.obs_ndim, ", "), n, s.obs_dim);
+  }
 }
 
 Space spec_obs_space(const herd_env_spec& s) {
   std::vector<double> lo(s.obs_dim, -HUGE_VAL), hi(s.obs_dim, HUGE_VAL);
   if (s.obs_low) lo.assign(s.obs_low, s.obs_low + s.obs_dim);
   if (s.obs_high) hi.assign(s.obs_high, s.obs_high + s.obs_dim);
+  if (s.obs_ndim > 0)
+    return Space::box(std::move(lo), std::move(hi), std::vector<std::int64_t>(s.obs_shape, s.obs_shape + s.obs_ndim));
   return Space::box(std::move(lo), std::move(hi));
 }
 
@@ -78,6 +95,17 @@ class CEnv final : public Env {
   }
 
   void observe(float* obs) const override { std::copy(last_obs_.begin(), last_obs_.end(), obs); }
+
+  bool has_lives() const override { return spec_.lives != nullptr; }
+
+  std::int64_t lives() const override {
+    if (!spec_.lives) return 0;
+    const_cast<CEnv*>(this)->ensure_instance();
+    std::int64_t n = 0;
+    auto g = guard();
+    check(spec_.lives(handle_, &n), "lives");
+    return n;
+  }
 
  protected:
   void reset_impl(RngCursor& rng, float* obs) override {

@@ -83,7 +83,8 @@ bool may_change_on_resume(const std::string& key) {
 
 const std::vector<std::string>& fixed_on_resume() {
   static const std::vector<std::string> keys = {
-      "algorithm",          "env",                   "sampler.num_envs",     "network.hidden",
+      "algorithm",          "env.id",                "env.library",          "env.symbol",
+      "env.frame_stack",    "sampler.num_envs",      "network.hidden",
       "network.activation", "network.conv_channels", "network.conv_kernels", "network.conv_strides",
       "network.conv_padding", "dqn.buffer_size",     "dqn.n_step",           "dqn.dueling",
       "dqn.prioritized",    "dqn.optimizer"};

@@ -1,6 +1,7 @@
 #include "herd/rl/env.hpp"
 
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -103,6 +104,47 @@ void Env::step_batch(Env* const* envs, std::size_t n, const double* actions, flo
     terminated[i] = r.terminated;
     truncated[i] = r.truncated;
   }
+}
+
+void obs_to_u8(const float* src, std::size_t n, std::uint8_t* dst) {
+  // Branch-free (vectorised): NaN fails both comparisons and becomes 0.
+  for (std::size_t i = 0; i < n; ++i) {
+    float c = src[i];
+    c = c > 0.0f ? c : 0.0f;
+    c = c < 255.0f ? c : 255.0f;
+    dst[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(c + 0.5f));
+  }
+}
+
+void obs_to_f32(const std::uint8_t* src, std::size_t n, float* dst, float scale) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = scale * static_cast<float>(src[i]);
+}
+
+void Env::step_batch_u8(Env* const* envs, std::size_t n, const double* actions, std::uint8_t* obs,
+                        double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const {
+  const std::size_t ad = action_dim(), od = obs_dim();
+  thread_local std::vector<float> row;
+  row.resize(od);
+  for (std::size_t i = 0; i < n; ++i) {
+    const StepResult r = envs[i]->step_unchecked(actions + i * ad, row.data());
+    obs_to_u8(row.data(), od, obs + i * od);
+    rewards[i] = r.reward;
+    terminated[i] = r.terminated;
+    truncated[i] = r.truncated;
+  }
+}
+
+void Env::sync_stream(Env& inner, const Env& outer) {
+  inner.global_id_ = outer.global_id_;
+  inner.stream_ = outer.stream_;
+  inner.episode_ = outer.episode_;
+  inner.has_reset_ = true;
+}
+
+void Env::reset_wrapped(Env& inner, const Env& outer, RngCursor& rng, float* obs) {
+  sync_stream(inner, outer);
+  inner.elapsed_ = 0;
+  inner.reset_impl(rng, obs);
 }
 
 void Env::set_state(std::span<const double> state) {

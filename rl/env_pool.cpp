@@ -57,6 +57,14 @@ void EnvPool::init(const EnvPoolOptions& o) {
   seed_ = o.seed;
   min_task_ns_ = o.min_task_seconds * 1e9;
   const Env& e0 = *envs_[0];
+  obs_dtype_ = o.obs_dtype;
+  if (obs_dtype_ == ObsDtype::kUint8) {
+    const Space& os = e0.observation_space();
+    for (std::size_t i = 0; i < os.dim(); ++i)
+      HERD_REQUIRE(os.low()[i] >= 0 && os.high()[i] <= 255,
+                   "EnvPool: obs_dtype is uint8, but {} has observation bounds [{}, {}] at component {}; uint8 "
+                   "batches need observations in [0, 255]", e0.id(), os.low()[i], os.high()[i], i);
+  }
   obs_dim_ = e0.obs_dim();
   action_dim_ = e0.action_dim();
   env_ptrs_.resize(n);
@@ -75,8 +83,11 @@ void EnvPool::init(const EnvPoolOptions& o) {
     homogeneous_ = homogeneous_ && typeid(e) == typeid(e0);
     env_ptrs_[k] = &e;
   }
-  obs_.assign(n * obs_dim_, 0.0f);
-  final_obs_.assign(n * obs_dim_, 0.0f);
+  const bool u8 = obs_dtype_ == ObsDtype::kUint8;
+  obs_.assign(u8 ? 0 : n * obs_dim_, 0.0f);
+  final_obs_.assign(u8 ? 0 : n * obs_dim_, 0.0f);
+  obs_u8_.assign(u8 ? n * obs_dim_ : 0, 0);
+  final_obs_u8_.assign(u8 ? n * obs_dim_ : 0, 0);
   rewards_.assign(n, 0.0);
   terminated_.assign(n, 0);
   truncated_.assign(n, 0);
@@ -89,8 +100,10 @@ void EnvPool::init(const EnvPoolOptions& o) {
   num_slots_ = (n + batch_size_ - 1) / batch_size_ + 2;
   const std::size_t rows = num_slots_ * batch_size_;
   r_ids_.assign(rows, -1);
-  r_obs_.assign(rows * obs_dim_, 0.0f);
-  r_final_obs_.assign(rows * obs_dim_, 0.0f);
+  r_obs_.assign(u8 ? 0 : rows * obs_dim_, 0.0f);
+  r_final_obs_.assign(u8 ? 0 : rows * obs_dim_, 0.0f);
+  r_obs_u8_.assign(u8 ? rows * obs_dim_ : 0, 0);
+  r_final_obs_u8_.assign(u8 ? rows * obs_dim_ : 0, 0);
   r_rewards_.assign(rows, 0.0);
   r_terminated_.assign(rows, 0);
   r_truncated_.assign(rows, 0);
@@ -137,6 +150,14 @@ void EnvPool::validate_actions(const double* actions, const std::int32_t* ids, s
 void EnvPool::reset() {
   check_sync_idle("reset");
   auto body = [this](std::size_t b, std::size_t e) {
+    if (obs_dtype_ == ObsDtype::kUint8) {
+      std::vector<float> row(obs_dim_);
+      for (std::size_t k = b; k < e; ++k) {
+        envs_[k]->reset(seed_, row.data());
+        obs_to_u8(row.data(), obs_dim_, obs_u8_.data() + k * obs_dim_);
+      }
+      return;
+    }
     for (std::size_t k = b; k < e; ++k) envs_[k]->reset(seed_, obs_.data() + k * obs_dim_);
   };
   if (pool_) {
@@ -149,7 +170,34 @@ void EnvPool::reset() {
   std::fill(truncated_.begin(), truncated_.end(), 0);
 }
 
+void EnvPool::step_range_u8(std::size_t b, std::size_t e, const double* actions) {
+  const std::size_t od = obs_dim_, ad = action_dim_;
+  std::uint8_t* obs = obs_u8_.data();
+  if (homogeneous_) {
+    env_ptrs_[b]->step_batch_u8(env_ptrs_.data() + b, e - b, actions + b * ad, obs + b * od, rewards_.data() + b,
+                                terminated_.data() + b, truncated_.data() + b);
+  } else {
+    for (std::size_t k = b; k < e; ++k)
+      env_ptrs_[k]->step_batch_u8(env_ptrs_.data() + k, 1, actions + k * ad, obs + k * od, rewards_.data() + k,
+                                  terminated_.data() + k, truncated_.data() + k);
+  }
+  thread_local std::vector<float> row;
+  for (std::size_t k = b; k < e; ++k) {
+    if (terminated_[k] | truncated_[k]) {
+      std::uint8_t* r = obs + k * od;
+      std::memcpy(final_obs_u8_.data() + k * od, r, od);
+      row.resize(od);
+      env_ptrs_[k]->reset(row.data());
+      obs_to_u8(row.data(), od, r);
+    }
+  }
+}
+
 void EnvPool::step_range(std::size_t b, std::size_t e, const double* actions) {
+  if (obs_dtype_ == ObsDtype::kUint8) {
+    step_range_u8(b, e, actions);
+    return;
+  }
   const std::size_t od = obs_dim_, ad = action_dim_;
   if (homogeneous_) {
     env_ptrs_[b]->step_batch(env_ptrs_.data() + b, e - b, actions + b * ad, obs_.data() + b * od,
@@ -234,7 +282,7 @@ void EnvPool::step(std::span<const std::int64_t> actions) {
 }
 
 EnvBatch EnvPool::batch() const {
-  return EnvBatch{ids_, obs_, rewards_, terminated_, truncated_, final_obs_};
+  return EnvBatch{ids_, obs_, rewards_, terminated_, truncated_, final_obs_, obs_u8_, final_obs_u8_};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -248,7 +296,10 @@ void EnvPool::run_one(std::int32_t id) {
   const std::size_t slot = static_cast<std::size_t>((row / batch_size_) % num_slots_);
   const std::size_t r = slot * batch_size_ + static_cast<std::size_t>(row % batch_size_);
   Env& env = *envs_[static_cast<std::size_t>(id)];
-  float* o = r_obs_.data() + r * obs_dim_;
+  const bool u8 = obs_dtype_ == ObsDtype::kUint8;
+  thread_local std::vector<float> staging;  // the float32 row of a uint8 pool
+  if (u8) staging.resize(obs_dim_);
+  float* o = u8 ? staging.data() : r_obs_.data() + r * obs_dim_;
   double reward = 0.0;
   bool term = false, trunc = false;
   try {
@@ -261,10 +312,12 @@ void EnvPool::run_one(std::int32_t id) {
       term = res.terminated;
       trunc = res.truncated;
       if (term || trunc) {
-        std::memcpy(r_final_obs_.data() + r * obs_dim_, o, obs_dim_ * sizeof(float));
+        if (u8) obs_to_u8(o, obs_dim_, r_final_obs_u8_.data() + r * obs_dim_);
+        else std::memcpy(r_final_obs_.data() + r * obs_dim_, o, obs_dim_ * sizeof(float));
         env.reset(o);
       }
     }
+    if (u8) obs_to_u8(o, obs_dim_, r_obs_u8_.data() + r * obs_dim_);
   } catch (...) {
     std::lock_guard<std::mutex> lock(error_mutex_);
     if (!error_) error_ = std::current_exception();
@@ -385,13 +438,22 @@ EnvBatch EnvPool::recv() {
     }
   }
   const std::size_t od = obs_dim_;
-  return EnvBatch{
-      std::span<const std::int32_t>(r_ids_.data() + r0, bs),
-      std::span<const float>(r_obs_.data() + r0 * od, bs * od),
-      std::span<const double>(r_rewards_.data() + r0, bs),
-      std::span<const std::uint8_t>(r_terminated_.data() + r0, bs),
-      std::span<const std::uint8_t>(r_truncated_.data() + r0, bs),
-      std::span<const float>(r_final_obs_.data() + r0 * od, bs * od)};
+  EnvBatch out{std::span<const std::int32_t>(r_ids_.data() + r0, bs),
+               {},
+               std::span<const double>(r_rewards_.data() + r0, bs),
+               std::span<const std::uint8_t>(r_terminated_.data() + r0, bs),
+               std::span<const std::uint8_t>(r_truncated_.data() + r0, bs),
+               {},
+               {},
+               {}};
+  if (obs_dtype_ == ObsDtype::kUint8) {
+    out.obs_u8 = std::span<const std::uint8_t>(r_obs_u8_.data() + r0 * od, bs * od);
+    out.final_obs_u8 = std::span<const std::uint8_t>(r_final_obs_u8_.data() + r0 * od, bs * od);
+  } else {
+    out.obs = std::span<const float>(r_obs_.data() + r0 * od, bs * od);
+    out.final_obs = std::span<const float>(r_final_obs_.data() + r0 * od, bs * od);
+  }
+  return out;
 }
 
 }  // namespace herd::rl

@@ -21,6 +21,7 @@ EnvPoolSampler::EnvPoolSampler(const SamplerOptions& o)
   po.seed = o.seed;
   po.first_global_id = o.first_global_id;
   po.max_episode_steps = o.max_episode_steps;
+  po.obs_dtype = o.obs_dtype;
   pool_ = std::make_unique<EnvPool>(po);
   rew_norm_.set_communicator(o.comm);
   const std::size_t B = pool_->num_envs(), D = pool_->obs_dim();
@@ -36,7 +37,15 @@ EnvPoolSampler::EnvPoolSampler(const SamplerOptions& o)
   act_tmp_.resize(B * pool_->action_dim());
   act_int_.resize(B);
   pool_->reset();
-  new_obs(pool_->obs().data(), true);
+  new_obs(pool_obs(false), true);
+}
+
+const float* EnvPoolSampler::pool_obs(bool final) {
+  if (pool_->obs_dtype() == ObsDtype::kFloat32) return final ? pool_->final_obs().data() : pool_->obs().data();
+  const auto bytes = final ? pool_->final_obs_u8() : pool_->obs_u8();
+  u8_obs_.resize(bytes.size());
+  obs_to_f32(bytes.data(), bytes.size(), u8_obs_.data());
+  return u8_obs_.data();
 }
 
 void EnvPoolSampler::new_obs(const float* raw, bool update) {
@@ -94,14 +103,14 @@ void EnvPoolSampler::collect(ActorCriticAgent& agent, RolloutBuffer& buf) {
     std::fill(fv, fv + B, 0.0f);
     if (any_trunc) {
       // Bootstrap truncated episodes from V(final observation) (Pardo et al. 2018).
-      const float* fin = pool_->final_obs().data();
+      const float* fin = pool_obs(true);
       if (opt_.normalize_obs) obs_rms_.normalize(fin, final_norm_.data(), B, opt_.clip_obs);
       else std::memcpy(final_norm_.data(), fin, B * D * sizeof(float));
       agent.value(final_norm_.data(), B, final_vals_.data());
       for (std::size_t b = 0; b < B; ++b)
         if (trunc[b]) fv[b] = final_vals_[b];
     }
-    new_obs(pool_->obs().data(), true);
+    new_obs(pool_obs(false), true);
   }
   agent.value(norm_obs_.data(), B, buf.last_values.data());
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 
@@ -13,14 +14,40 @@
 #include "herd/io/config.hpp"
 #include "herd/io/toml_reader.hpp"
 #include "herd/rl/network.hpp"
+#include "herd/rl/env_library.hpp"
 #include "herd/rl/registry.hpp"
+#include "herd/rl/wrappers.hpp"
 
 namespace herd::rl {
+namespace {
+bool fs_is_absolute(const std::string& p) { return std::filesystem::path(p).is_absolute(); }
+}  // namespace
 
 const io::Schema& train_schema() {
   static const io::Schema schema = [] {
     io::Schema s("herd-rl");
-    s.add_string("env", "CartPole-v1", "environment id (registry)");
+    s.add_string("env.id", "CartPole-v1",
+                 "environment id (registry; `env = \"<id>\"` is short for it); with env.library: the name of the "
+                 "library's environment (default: env.symbol)");
+    s.add_string("env.library", std::nullopt,
+                 "shared library of a C environment (herd/rl/c_env.h); a relative path is relative to the folder of the "
+                 "file that names it (to the working folder with --set)");
+    s.add_string("env.symbol", "herd_env", "function of env.library that fills the environment's herd_env_spec");
+    s.add_int("env.max_episode_steps", -1,
+              "time limit: truncate an episode after this many steps of the game (-1: the env's registered limit; 0: "
+              "none)")
+        .min(-1);
+    s.add_int("env.frame_stack", 1,
+              "observations stacked, oldest first, along the channel axis of images or along vectors; a reset fills "
+              "every slot with the first observation (Gymnasium FrameStackObservation); 1: none")
+        .range(1, 64);
+    s.add_bool("env.clip_reward", false, "reward -> sign(reward), as Atari DQN (SB3 ClipRewardEnv)");
+    s.add_string("env.obs_dtype", "float32",
+                 "dtype of the env batches: \"uint8\" steps integer observations in [0, 255] (MinAtar) as bytes, "
+                 "converted to float32 for the network")
+        .choices({"float32", "uint8"});
+    s.add_bool("env.episodic_life", false,
+               "a lost life ends the episode, the game goes on (SB3 EpisodicLifeEnv); only for envs with lives");
     s.add_string("algorithm", "ppo", "training algorithm").choices({"ppo", "a2c", "dqn"});
     s.add_int("seed", 0, "seed of every random stream").min(0);
     s.add_int("total_steps", 100000, "env steps to train").range(1, 1e18);
@@ -197,16 +224,121 @@ A2cOptions TrainConfig::a2c() const {
   return a;
 }
 
+namespace {
+
+/// `env = "<id>"` (the form from before `[env]` had other keys) as `[env] id = "<id>"`, in
+/// the file and in `--set env=<id>` overrides (moved into the copy of the configuration,
+/// keeping their origin). Returns whether the id was written as `env`.
+bool normalize_env_key(io::Config& cfg, std::vector<std::string>& overrides) {
+  bool legacy = false;
+  auto to_table = [&cfg, &legacy] {
+    const io::ConfigValue* e = cfg.root().find("env");
+    if (e == nullptr || e->is_table()) return;
+    io::ConfigValue id = *e;
+    cfg.root().set("env", io::ConfigValue::table(id.where));
+    cfg.set("env.id", std::move(id));
+    legacy = true;
+  };
+  to_table();
+  std::vector<std::string> rest;
+  for (const std::string& o : overrides) {
+    const auto eq = o.find('=');
+    std::string key = eq == std::string::npos ? o : o.substr(0, eq);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    while (!key.empty() && (key.front() == ' ' || key.front() == '\t')) key.erase(key.begin());
+    if (key != "env") {
+      rest.push_back(o);
+      continue;
+    }
+    io::Config tmp;
+    tmp.set_override(o);
+    io::ConfigValue v = *tmp.root().find("env");
+    if (cfg.root().find("env") == nullptr) cfg.root().set("env", io::ConfigValue::table(v.where));
+    cfg.set("env.id", std::move(v));
+    legacy = true;
+  }
+  overrides = std::move(rest);
+  return legacy;
+}
+
+/// A relative `env.library` from a file is relative to that file's folder, from --set to
+/// the working folder; the result is absolute, so that a checkpoint's configuration finds
+/// the library from any working folder (herd-rl eval, resume).
+std::string library_path(const io::Settings& st) {
+  namespace fs = std::filesystem;
+  const std::string lib = st.get_string("env.library");
+  if (lib.empty() || fs::path(lib).is_absolute()) return lib;
+  const std::string& from = st.value("env.library").where.file;
+  fs::path base = fs::current_path();
+  if (!from.empty() && from.rfind("--set", 0) != 0 && from.front() != '(' && from.front() != '<')
+    base = fs::absolute(fs::path(from)).parent_path();
+  return (base / lib).lexically_normal().string();
+}
+
+}  // namespace
+
 TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
                                  std::string* text, int ranks, bool check_device) {
   if (ranks < 1) throw InputError("rl::resolve_train_config: ranks is " + std::to_string(ranks) + ", but must be >= 1");
-  const io::Settings st = train_schema().apply(config, overrides);
+  io::Config cfg = config;
+  std::vector<std::string> sets = overrides;
+  const bool legacy_env = normalize_env_key(cfg, sets);
+  io::Settings st = train_schema().apply(cfg, sets);
   TrainConfig c;
-  c.env = st.get_string("env");
-  if (!is_registered(c.env)) {
+  c.env = st.get_string("env.id");
+  const std::string env_key = legacy_env ? "env" : "env.id";
+  if (st.has("env.library")) {
+    // A C environment from a shared library, registered under env.id (default: the symbol).
+    c.env_library = library_path(st);
+    c.env_symbol = st.get_string("env.symbol");
+    if (st.is_default("env.id")) c.env = c.env_symbol;
+    const std::string where = st.origin("env.library") + ": env.library \"" + st.get_string("env.library") +
+                              "\" (env.symbol \"" + c.env_symbol + "\")";
+    if (c.env_library.empty()) throw InputError(where + ": the library path is empty, but must name a file");
+    if (is_registered(c.env) && !is_library_env(c.env))
+      throw InputError(st.origin(st.is_default("env.id") ? "env.symbol" : "env.id") + ": the environment of " +
+                       "env.library would be registered as \"" + c.env + "\", but that is a built-in environment; " +
+                       "set env.id to another name");
+    try {
+      load_env_library(c.env_library, c.env_symbol, c.env);
+    } catch (const InputError& e) {
+      throw InputError(where + ": " + e.what());
+    }
+    // The resolved text (checkpoints, the .h5 output) holds the absolute path and the id.
+    const bool relative = !fs_is_absolute(st.get_string("env.library")), default_id = st.is_default("env.id");
+    if (relative) cfg.set("env.library", io::ConfigValue::string(c.env_library, st.value("env.library").where));
+    if (default_id) cfg.set("env.id", io::ConfigValue::string(c.env, st.value("env.symbol").where));
+    if (relative || default_id) st = train_schema().apply(cfg, sets);
+  } else if (!is_registered(c.env)) {
     std::string ids;
     for (const auto& id : registered_env_ids()) ids += (ids.empty() ? "\"" : ", \"") + id + "\"";
-    throw InputError(st.origin("env") + ": key \"env\" is \"" + c.env + "\", but must be one of " + ids);
+    throw InputError(st.origin("env.id") + ": key \"" + env_key + "\" is \"" + c.env + "\", but must be one of " + ids +
+                     " (an environment registered by a program with register_c_env is known to that program only: " +
+                     "name its shared library in [env] library and symbol)");
+  }
+  {
+    // Wrappers: a registered id that makes the wrapped env (the id itself when none).
+    WrapperOptions w;
+    w.max_episode_steps = st.get_int("env.max_episode_steps");
+    w.frame_stack = static_cast<int>(st.get_int("env.frame_stack"));
+    w.clip_reward = st.get_bool("env.clip_reward");
+    w.episodic_life = st.get_bool("env.episodic_life");
+    try {
+      c.env = register_wrapped_env(c.env, w);
+    } catch (const InputError& e) {
+      const char* key = w.episodic_life ? "env.episodic_life" : "env.frame_stack";
+      throw InputError(st.origin(key) + ": key \"" + key + "\": " + e.what());
+    }
+  }
+  if (st.get_string("env.obs_dtype") == "uint8") {
+    const auto probe = make_env(c.env);
+    const Space& os = probe->observation_space();
+    for (std::size_t i = 0; i < os.dim(); ++i)
+      if (!(os.low()[i] >= 0 && os.high()[i] <= 255))
+        throw InputError(st.origin("env.obs_dtype") + ": key \"env.obs_dtype\" is \"uint8\", but " + c.env +
+                         " has observations in [" + std::to_string(os.low()[i]) + ", " + std::to_string(os.high()[i]) +
+                         "] (component " + std::to_string(i) + "); uint8 needs integer observations in [0, 255]");
+    c.sampler_options.obs_dtype = ObsDtype::kUint8;
   }
   c.algorithm = st.get_string("algorithm");
   c.seed = static_cast<std::uint64_t>(st.get_int("seed"));

@@ -110,7 +110,8 @@ std::map<std::string, std::string> config_values(const std::string& text) {
     if (const auto c = line.find("  # "); c != std::string::npos) line.resize(c);
     const auto eq = line.find(" = ");
     if (eq == std::string::npos || line.empty() || line[0] == '#') continue;
-    out[line.substr(0, eq)] = line.substr(eq + 3);
+    const std::string key = line.substr(0, eq);
+    out[key == "env" ? "env.id" : key] = line.substr(eq + 3);  // "env": before [env] had more keys
   }
   return out;
 }
@@ -126,7 +127,10 @@ bool may_change_on_resume(const std::string& key) {
 // Settings a resumed run cannot change: they fix the shapes of the state in the checkpoint
 // (the networks' parameters, the optimizer's state, the environments' states).
 const std::vector<std::string>& fixed_on_resume() {
-  static const std::vector<std::string> keys = {"env",
+  static const std::vector<std::string> keys = {"env.id",
+                                                "env.library",
+                                                "env.symbol",
+                                                "env.frame_stack",
                                                 "sampler.num_envs",
                                                 "network.hidden",
                                                 "network.shared_trunk",
@@ -628,7 +632,13 @@ EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stoch
   std::int64_t ranks = 1;  // the run's rank count (its minibatch checks depend on it)
   for (const auto& name : r.names())
     if (name == "ranks") ranks = r.value<std::int64_t>("ranks");
-  const TrainConfig c = parse_train_config(r.string("config"), &text, static_cast<int>(ranks));
+  TrainConfig c;
+  try {
+    // Loads the env's library too (env.library), which may have moved since training.
+    c = parse_train_config(r.string("config"), &text, static_cast<int>(ranks));
+  } catch (const InputError& e) {
+    throw InputError(path + ": " + e.what());
+  }
   TrainConfig small = c;
   small.sampler_options.num_envs = 1;
   small.sampler = "serial";

@@ -59,7 +59,8 @@ void MinAtarEnv::observe(float* obs) const {
   std::uint8_t grid[16 * kCells];
   const int n = n_channels_ * kCells;
   observe_u8(grid);
-  for (int i = 0; i < n; ++i) obs[i] = grid[i];
+  // Through env.cpp's loop: this file is built without auto-vectorisation (rl/CMakeLists.txt).
+  obs_to_f32(grid, static_cast<std::size_t>(n), obs);
 }
 
 std::vector<double> MinAtarEnv::get_state() const {
@@ -88,6 +89,25 @@ void MinAtarEnv::reset_impl(RngCursor& rng, float* obs) {
 }
 
 StepResult MinAtarEnv::step_impl(const double* action, float* obs) {
+  const StepResult r = advance(action);
+  observe(obs);
+  return r;
+}
+
+void MinAtarEnv::step_batch_u8(Env* const* envs, std::size_t n, const double* actions, std::uint8_t* obs,
+                               double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const {
+  const std::size_t ad = action_dim(), od = obs_dim();
+  for (std::size_t i = 0; i < n; ++i) {
+    auto* e = static_cast<MinAtarEnv*>(envs[i]);
+    const StepResult r = e->advance(actions + i * ad);
+    e->observe_u8(obs + i * od);
+    rewards[i] = r.reward;
+    terminated[i] = r.terminated;
+    truncated[i] = e->count_step() || r.truncated;  // as Env::step_unchecked
+  }
+}
+
+StepResult MinAtarEnv::advance(const double* action) {
   const std::uint64_t index = ((episode() & ((std::uint64_t{1} << 28) - 1)) << 20) |
                               (t_ & ((std::uint64_t{1} << 20) - 1));
   RngCursor rng = RngStream(seed(), global_id(), RngPurpose::kEnvStep).at(index);
@@ -98,7 +118,6 @@ StepResult MinAtarEnv::step_impl(const double* action, float* obs) {
   last_action_ = a;
   StepResult r;
   r.reward = game_step(a, rng, r.terminated);
-  observe(obs);
   return r;
 }
 

@@ -194,7 +194,7 @@ TEST_CASE("herd-rl train --resume: settings that cannot change are named; a comp
   // each key with both values, the checkpoint and --overwrite; exit 2, nothing written.
   Run r = run(d, "train small.toml --resume --set env=Acrobot-v1");
   CHECK(r.rc == 2);
-  CHECK_THAT(r.err, Contains("herd-rl: error: cannot resume run.ckpt with env = \"Acrobot-v1\" (the checkpoint has "
+  CHECK_THAT(r.err, Contains("herd-rl: error: cannot resume run.ckpt with env.id = \"Acrobot-v1\" (the checkpoint has "
                              "\"CartPole-v1\")") &&
                         Contains("--overwrite"));
   CHECK_THAT(r.err, !Contains("pi.0.weight"));

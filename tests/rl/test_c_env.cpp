@@ -95,3 +95,47 @@ TEST_CASE("a C environment plugs into the EnvPool unchanged", "[rl][c_env][pool]
   CHECK(obs_by_threads[0] == obs_by_threads[1]);
   CHECK(c_point_env_live() == 0);
 }
+
+TEST_CASE("a C environment's observation shape and lives", "[rl][c_env]") {
+  herd_env_spec spec = c_point_env_spec();
+  {
+    auto env = herd::rl::make_c_env(spec, "Point-c");
+    CHECK(env->observation_space().shape() == std::vector<std::int64_t>{2});  // obs_ndim 0: flat
+    CHECK(!env->has_lives());                                                 // no lives callback
+  }
+  {
+    // The optional lives callback (the episodic-life wrapper reads it).
+    herd_env_spec with_lives = spec;
+    with_lives.lives = [](void*, std::int64_t* lives) -> std::int32_t {
+      *lives = 2;
+      return 0;
+    };
+    auto env = herd::rl::make_c_env(with_lives, "Point-c");
+    CHECK(env->has_lives());
+    CHECK(env->lives() == 2);
+    with_lives.lives = [](void*, std::int64_t*) -> std::int32_t { return 4; };
+    auto failing = herd::rl::make_c_env(with_lives, "Point-c");
+    CHECK_THROWS_WITH(failing->lives(), Catch::Contains("the C callback lives returned status 4"));
+  }
+  const std::int64_t shape[3] = {2, 1, 1};
+  spec.obs_ndim = 3;
+  spec.obs_shape = shape;
+  {
+    auto env = herd::rl::make_c_env(spec, "Point-c");
+    CHECK(env->observation_space().shape() == std::vector<std::int64_t>{2, 1, 1});
+    CHECK(env->obs_dim() == 2);
+  }
+  const std::int64_t wrong[2] = {3, 1};
+  spec.obs_ndim = 2;
+  spec.obs_shape = wrong;
+  CHECK_THROWS_WITH(herd::rl::make_c_env(spec, "Point-c"),
+                    Catch::Contains("obs_shape[0] is 3, but must be in [1, obs_dim = 2]"));
+  const std::int64_t short_shape[2] = {1, 1};
+  spec.obs_shape = short_shape;
+  CHECK_THROWS_WITH(herd::rl::make_c_env(spec, "Point-c"),
+                    Catch::Contains("obs_shape [1, 1] holds 1 values, but obs_dim is 2"));
+  spec.obs_shape = nullptr;
+  CHECK_THROWS_WITH(herd::rl::make_c_env(spec, "Point-c"), Catch::Contains("obs_shape is NULL"));
+  spec.obs_ndim = 9;
+  CHECK_THROWS_WITH(herd::rl::make_c_env(spec, "Point-c"), Catch::Contains("obs_ndim is 9, but must be in [0, 8]"));
+}

@@ -312,7 +312,7 @@ TEST_CASE("Trainer: settings that fix the saved state's shapes cannot change on 
     std::string t2;
     const TrainConfig c2 = config({"env=Acrobot-v1"}, &t2);
     Trainer other(c2, t2);
-    CHECK_THROWS_WITH(other.load_checkpoint(path), Catch::Contains("env = \"Acrobot-v1\" (the checkpoint has "
+    CHECK_THROWS_WITH(other.load_checkpoint(path), Catch::Contains("env.id = \"Acrobot-v1\" (the checkpoint has "
                                                                    "\"CartPole-v1\")"));
   }
   std::remove(path.c_str());

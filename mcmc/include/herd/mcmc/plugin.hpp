@@ -2,12 +2,13 @@
 /// @file plugin.hpp
 /// Log densities from shared libraries (plugins) with ParaMonte's C signature
 /// `double getLogFunc(int32_t ndim, double point[])` (ParaMonte's C interface), loaded by
-/// `dlopen`/`dlsym`.
+/// `dlopen`/`dlsym` (`herd::SharedLibrary`).
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "herd/core/shared_library.hpp"
 #include "herd/mcmc/dram.hpp"
 
 namespace herd::mcmc {
@@ -32,12 +33,11 @@ class PluginLogDensity {
   double operator()(const double* x, int d) const;
   /// The raw function pointer.
   ParaMonteLogFunc function() const { return fn_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return library_.path(); }
 
  private:
-  std::shared_ptr<void> handle_;
+  SharedLibrary library_;
   ParaMonteLogFunc fn_ = nullptr;
-  std::string path_;
 };
 
 }  // namespace herd::mcmc

@@ -17,6 +17,15 @@
  * environments at the same time (one process-wide lock; they may still run on different
  * threads, one after another), so simulators with global state are safe. With `thread_safe` set, distinct instances are stepped
  * concurrently; one instance is never used by two threads at once.
+ *
+ * From the command line: a shared library that exports a `herd_env_spec_fn` (a function
+ * that fills a spec) is named in a herd-rl configuration, `[env] library = "libmyenv.so"`
+ * and `symbol = "<function>"` (docs/rl.md, "Your own environment"); herd-rl train, eval and
+ * resume then load it.
+ *
+ * Fields added after the first release sit at the end of the struct, and zero means the
+ * old behaviour, so a spec filled by older code (zero-initialised by herd or by the
+ * caller) keeps working.
  */
 #include <stdint.h>
 
@@ -71,7 +80,23 @@ typedef struct herd_env_spec {
   int32_t (*set_state)(void* env, const double* state);
   /** Number of doubles of get_state/set_state (0 when not provided). */
   int32_t state_dim;
+  /** Number of dimensions of `obs_shape` (0: the observation is a flat vector
+   *  `[obs_dim]`; at most 8). */
+  int32_t obs_ndim;
+  /** Array shape of an observation, `[obs_ndim]`, row-major (C order), whose product is
+   *  obs_dim: e.g. {channels, height, width} for an image, so that networks choose
+   *  convolutional layers and frame stacks stack along the channels. */
+  const int64_t* obs_shape;
+  /** Optional: writes the lives left in the game to `*lives` (for the episodic-life
+   *  wrapper, as Atari's); NULL when the game has no lives. */
+  int32_t (*lives)(void* env, int64_t* lives);
 } herd_env_spec;
+
+/** The function a shared library exports for herd-rl's `[env] symbol`: fills `*spec`
+ *  (which herd zero-initialises first) and returns 0, or returns nonzero when it cannot
+ *  (herd reports the status). Called once per process and library; the spec's arrays and
+ *  `user` must stay valid while the library is loaded. */
+typedef int32_t (*herd_env_spec_fn)(herd_env_spec* spec);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,17 @@
 
 namespace herd::rl {
 
+/// float32 observation values to uint8 (the EnvPool's uint8 batches): rounded to the
+/// nearest integer (halves up) and saturated to [0, 255]; NaN becomes 0. Exact for the
+/// integer observations uint8 batches are meant for (MinAtar's 0/1 grids, pixels).
+/// @param src `[n]` float32; @param dst `[n]` uint8. Thread-safe.
+void obs_to_u8(const float* src, std::size_t n, std::uint8_t* dst);
+
+/// uint8 observations to float32 (a network's input, a replay buffer's sample):
+/// `dst[i] = scale * src[i]` (scale 1: the values; 1/255: pixels in [0, 1], as SB3's
+/// image preprocessing). @param src `[n]` uint8; @param dst `[n]` float32. Thread-safe.
+void obs_to_f32(const std::uint8_t* src, std::size_t n, float* dst, float scale = 1.0f);
+
 /// Outcome of one step, besides the observation (written to the caller's buffer).
 struct StepResult {
   double reward = 0.0;      ///< reward of the step (float64, as Gymnasium's Python floats)
@@ -116,6 +127,14 @@ class Env {
                           double* rewards, std::uint8_t* terminated,
                           std::uint8_t* truncated) const;
 
+  /// `step_batch` with the observations written as uint8 (`ObsDtype::kUint8` pools): the
+  /// default steps each env into a float32 row and converts it with `obs_to_u8`;
+  /// environments whose observations are bytes (MinAtar's grids) may override it to write
+  /// them directly, with the same values.
+  /// @param obs `[n, obs_dim]` uint8 output rows
+  virtual void step_batch_u8(Env* const* envs, std::size_t n, const double* actions, std::uint8_t* obs,
+                             double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const;
+
   /// Message "<id> (env <global id>): action ... is <value>, but must be ..." when the
   /// action is not valid; empty when it is. Thread-safe (reads only the spaces).
   std::string check_action(const double* action) const;
@@ -128,6 +147,11 @@ class Env {
   void set_state(std::span<const double> state);
   /// Writes the observation of the current state to `obs[0..obs_dim)`.
   virtual void observe(float* obs) const = 0;
+  /// Whether the game has lives (as Atari's; the episodic-life wrapper needs them). None of
+  /// the built-in environments has.
+  virtual bool has_lives() const { return false; }
+  /// Lives left in the game (as Atari's `ale.lives()`); 0 when it has none.
+  virtual std::int64_t lives() const { return 0; }
 
  protected:
   /// @param state_dim components of `get_state`
@@ -149,6 +173,14 @@ class Env {
   virtual StepResult step_impl(const double* action, float* obs) = 0;
   /// Replaces the internal state (size already checked).
   virtual void set_state_impl(const double* state) = 0;
+
+  /// For wrappers: resets `inner` (an environment the wrapper owns) from `rng`, giving it
+  /// the reset-stream position (seed, global id, episode) of `outer`, so that randomness
+  /// that depends on them (MinAtar's step stream) is the unwrapped environment's. The
+  /// inner step count restarts at 0.
+  static void reset_wrapped(Env& inner, const Env& outer, RngCursor& rng, float* obs);
+  /// For wrappers: gives `inner` the reset-stream position of `outer` (after a restore).
+  static void sync_stream(Env& inner, const Env& outer);
 
  private:
   std::string id_;

@@ -19,6 +19,16 @@
 
 namespace herd::rl {
 
+/// The element type of an `EnvPool`'s observation batches.
+enum class ObsDtype : std::uint8_t {
+  kFloat32,  ///< float32 rows: `obs()`, `final_obs()` (the default)
+  /// uint8 rows: `obs_u8()`, `final_obs_u8()`, a quarter of the bytes, for environments whose
+  /// observations are integers in [0, 255] (MinAtar's 0/1 grids, pixels), so that a replay
+  /// buffer stores bytes and a network converts its input batch (`obs_to_f32`). The pool
+  /// refuses an environment whose observation bounds are not within [0, 255].
+  kUint8,
+};
+
 /// Construction options of an `EnvPool`.
 struct EnvPoolOptions {
   std::string env_id;           ///< registry id (ignored when environments are given)
@@ -39,6 +49,10 @@ struct EnvPoolOptions {
   /// costly ones spread over all threads. Thread use never changes results. 0: always use
   /// every thread.
   double min_task_seconds = 20e-6;
+  /// Observation batch dtype; float32 by default. With kUint8 each env's float32 row is
+  /// converted by `obs_to_u8` as it is written (or written directly by envs that override
+  /// `Env::step_batch_u8`), and the float32 buffers are empty.
+  ObsDtype obs_dtype = ObsDtype::kFloat32;
 };
 
 /// One batch of results: row j belongs to environment `env_ids[j]`. Views into the pool's
@@ -50,6 +64,8 @@ struct EnvBatch {
   std::span<const std::uint8_t> terminated;  ///< `[B]` 0 or 1
   std::span<const std::uint8_t> truncated;   ///< `[B]` 0 or 1
   std::span<const float> final_obs;          ///< `[B, obs_dim]`, meaningful where done
+  std::span<const std::uint8_t> obs_u8;        ///< `[B, obs_dim]` of a uint8 pool (else empty)
+  std::span<const std::uint8_t> final_obs_u8;  ///< `[B, obs_dim]` of a uint8 pool, where done
   /// Number of rows B.
   std::size_t size() const { return env_ids.size(); }
 };
@@ -112,6 +128,8 @@ class EnvPool {
   std::size_t action_dim() const { return action_dim_; }
   /// Observation space of every env.
   const Space& observation_space() const { return envs_[0]->observation_space(); }
+  /// Element type of the observation batches.
+  ObsDtype obs_dtype() const { return obs_dtype_; }
   /// Action space of every env.
   const Space& action_space() const { return envs_[0]->action_space(); }
   /// Environment k (for inspection, get_state/set_state between steps; not while it is in
@@ -130,15 +148,20 @@ class EnvPool {
   /// As above with int64 actions `[N]` of a `Discrete` space.
   void step(std::span<const std::int64_t> actions);
 
-  /// `[N, obs_dim]` observations after the last `reset`/`step`.
+  /// `[N, obs_dim]` observations after the last `reset`/`step` (empty in a uint8 pool).
   std::span<const float> obs() const { return obs_; }
+  /// `[N, obs_dim]` uint8 observations of a uint8 pool (empty in a float32 pool).
+  std::span<const std::uint8_t> obs_u8() const { return obs_u8_; }
+  /// `[N, obs_dim]` uint8 last observations of ended episodes (uint8 pool; else empty).
+  std::span<const std::uint8_t> final_obs_u8() const { return final_obs_u8_; }
   /// `[N]` rewards of the last step.
   std::span<const double> rewards() const { return rewards_; }
   /// `[N]` termination flags of the last step.
   std::span<const std::uint8_t> terminated() const { return terminated_; }
   /// `[N]` truncation flags of the last step.
   std::span<const std::uint8_t> truncated() const { return truncated_; }
-  /// `[N, obs_dim]` last observations of episodes that ended in the last step.
+  /// `[N, obs_dim]` last observations of episodes that ended in the last step (empty in a
+  /// uint8 pool).
   std::span<const float> final_obs() const { return final_obs_; }
   /// The sync buffers as one batch (env ids 0..N-1).
   EnvBatch batch() const;
@@ -166,6 +189,7 @@ class EnvPool {
   void validate_actions(const double* actions, const std::int32_t* ids, std::size_t m,
                         const char* what) const;
   void step_range(std::size_t b, std::size_t e, const double* actions);
+  void step_range_u8(std::size_t b, std::size_t e, const double* actions);
   void step_validated(const double* actions);
   void dispatch(const std::int32_t* ids, std::size_t m);
   void run_one(std::int32_t id);
@@ -174,12 +198,14 @@ class EnvPool {
   std::vector<Env*> env_ptrs_;
   bool homogeneous_ = true;  // same dynamic type: use Env::step_batch per chunk
   std::size_t batch_size_ = 0, num_threads_ = 1, obs_dim_ = 0, action_dim_ = 0;
+  ObsDtype obs_dtype_ = ObsDtype::kFloat32;
   std::uint64_t seed_ = 0;
   double min_task_ns_ = 0;   // from options.min_task_seconds
   double env_step_ns_ = 0;   // running estimate of one env step (0: not yet measured)
 
   // sync buffers
   std::vector<float> obs_, final_obs_;
+  std::vector<std::uint8_t> obs_u8_, final_obs_u8_;  // uint8 pools
   std::vector<double> rewards_;
   std::vector<std::uint8_t> terminated_, truncated_;
   std::vector<std::int32_t> ids_;
@@ -194,6 +220,7 @@ class EnvPool {
   std::size_t num_slots_ = 0;
   std::vector<std::int32_t> r_ids_;
   std::vector<float> r_obs_, r_final_obs_;
+  std::vector<std::uint8_t> r_obs_u8_, r_final_obs_u8_;  // uint8 pools
   std::vector<double> r_rewards_;
   std::vector<std::uint8_t> r_terminated_, r_truncated_;
   std::unique_ptr<std::atomic<std::uint32_t>[]> filled_;  // rows written per slot

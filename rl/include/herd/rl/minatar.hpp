@@ -49,6 +49,10 @@ class MinAtarEnv : public Env {
   void observe_u8(std::uint8_t* obs) const;
   /// Writes the float32 observation (0 or 1; layout as `observe_u8`).
   void observe(float* obs) const final;
+  /// Steps `envs` (all of this game) and writes their observations as bytes straight into
+  /// the uint8 batch rows (`observe_u8`), without a float32 row; same results as `step`.
+  void step_batch_u8(Env* const* envs, std::size_t n, const double* actions, std::uint8_t* obs, double* rewards,
+                     std::uint8_t* terminated, std::uint8_t* truncated) const final;
   /// The internal state: `[game_state_dim values, last executed full action, step t]`.
   std::vector<double> get_state() const final;
 
@@ -78,6 +82,8 @@ class MinAtarEnv : public Env {
   void reset_impl(RngCursor& rng, float* obs) final;
   StepResult step_impl(const double* action, float* obs) final;
   void set_state_impl(const double* state) final;
+  /// One step of the game (sticky action, rules) without writing an observation.
+  StepResult advance(const double* action);
 
   int n_channels_;
   std::vector<int> action_map_;

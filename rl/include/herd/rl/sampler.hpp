@@ -44,6 +44,10 @@ struct SamplerOptions {
   double clip_obs = 10.0;              ///< clip of normalised observations
   double clip_reward = 10.0;           ///< clip of scaled rewards
   std::int64_t max_episode_steps = -1;  ///< time limit override (-1: registered; 0: none)
+  /// Observation dtype of the env batches: with kUint8 the pools write bytes (for integer
+  /// observations in [0, 255], MinAtar's grids: faster stepping) and the sampler converts
+  /// them to float32 for the agent (`obs_to_f32`, exact for integers).
+  ObsDtype obs_dtype = ObsDtype::kFloat32;
   /// Ranks of a data-parallel run whose observation/reward normaliser statistics are
   /// merged at every step, so that every rank normalises the same (not owned; null: this
   /// process alone). With more than one rank and normalisation on, `collect` is collective.
@@ -98,12 +102,15 @@ class EnvPoolSampler : public Sampler {
 
  private:
   void new_obs(const float* raw, bool update);
+  /// The pool's observations (`final`: of ended episodes) as float32 `[B, D]` (converted
+  /// into u8_obs_ from a uint8 pool).
+  const float* pool_obs(bool final);
   detail::SamplerStateRefs state_refs() const;
   SamplerOptions opt_;
   std::unique_ptr<EnvPool> pool_;
   RunningMeanStd obs_rms_;
   RewardNormalizer rew_norm_;
-  std::vector<float> raw_obs_, norm_obs_, final_norm_, final_vals_, rew_tmp_;
+  std::vector<float> raw_obs_, norm_obs_, final_norm_, final_vals_, rew_tmp_, u8_obs_;
   std::vector<std::uint8_t> dones_;
   std::vector<double> ep_ret_, act_tmp_;
   std::vector<std::int64_t> ep_len_, act_int_;

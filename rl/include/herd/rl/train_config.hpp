@@ -21,7 +21,14 @@ namespace herd::rl {
 /// 8 envs x 32 steps, 20 epochs, minibatch 256, gamma 0.98, lambda 0.8, lr 1e-3 and clip
 /// 0.2 annealed linearly, 1e5 env steps).
 struct TrainConfig {
-  std::string env = "CartPole-v1";   ///< registry id
+  /// Registry id `make_env` takes: `env.id`, or with wrappers (`env.frame_stack`,
+  /// `env.clip_reward`, `env.episodic_life`, `env.max_episode_steps`) the id that
+  /// `register_wrapped_env` registered, e.g. "MinAtar/Breakout-v1[frame_stack=4]".
+  std::string env = "CartPole-v1";
+  /// `env.library`: absolute path of the shared library of a C environment (empty: none);
+  /// resolving the configuration loads it and registers its environment as `env`.
+  std::string env_library;
+  std::string env_symbol;  ///< `env.symbol`: its `herd_env_spec_fn` (with env_library)
   std::string algorithm = "ppo";     ///< "ppo", "a2c" or "dqn"
   std::uint64_t seed = 0;            ///< seed of every random stream
   std::int64_t total_steps = 100000;  ///< env steps to train (rounded up to whole rollouts)
@@ -92,7 +99,8 @@ const io::Schema& train_schema();
 ///         ranks or not divisible by `ranks`, `algo.num_minibatches` not dividing the steps
 ///         per iteration, an odd num_envs for the alternating sampler, a `device` that is
 ///         not "cpu", "cuda" or "cuda:<index>", or, with `check_device`, "cuda" in a
-///         CPU-only build or without a usable CUDA device). The learning-rate
+///         CPU-only build or without a usable CUDA device, an `env.library` that cannot be
+///         loaded, lacks `env.symbol` or fills an invalid spec). The learning-rate
 ///         scale depends on `ranks`: resolve with the rank count of the run.
 TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
                                  std::string* text = nullptr, int ranks = 1, bool check_device = true);
