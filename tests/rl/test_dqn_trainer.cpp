@@ -162,11 +162,15 @@ TEST_CASE("DqnTrainer: resume conflicts, outputs, evaluation", "[rl][dqn]") {
   CHECK_THROWS_AS(t2.load_checkpoint(t.checkpoint_path()), InputError);
   // Resumed with a changed learning rate: reported; the run completes and writes its files.
   std::string text3;
-  const TrainConfig c3 = dqn_config({"output_prefix=" + prefix, "dqn.learning_rate=5e-4"}, &text3);
+  const TrainConfig c3 = dqn_config({"output_prefix=" + prefix, "dqn.learning_rate=5e-4", "logging.tensorboard=true"},
+                                    &text3);
   DqnTrainer t3(c3, text3);
   t3.load_checkpoint(t.checkpoint_path());
   REQUIRE(t3.changed_on_resume().size() == 1);
   CHECK(t3.run(nullptr) == RunEnd::kDone);
+  REQUIRE(fs::is_directory(t3.tensorboard_dir()));
+  CHECK(fs::directory_iterator(t3.tensorboard_dir()) != fs::directory_iterator());
+  fs::remove_all(t3.tensorboard_dir());
   const TrainingCurve csv = read_progress_csv(t3.progress_path());
   CHECK(csv.rows() == 6);
   for (const char* col : {"loss", "q_mean", "epsilon", "return_mean", "replay_size"}) CHECK(csv.column(col) != nullptr);
