@@ -1,5 +1,6 @@
 #include "herd/nn/conv2d.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "herd/core/config.hpp"
@@ -29,6 +30,15 @@ void im2col(const T* in, std::int64_t C, std::int64_t H, std::int64_t W, std::in
             continue;
           }
           const T* src = in + (c * H + iy) * W;
+          if (s == 1) {
+            // Stride 1: columns [x0, x1) read src[x - p + j] contiguously; zeros around them.
+            const std::int64_t x0 = std::min(wo, std::max<std::int64_t>(0, p - j));
+            const std::int64_t x1 = std::max(x0, std::min(wo, W + p - j));
+            for (std::int64_t x = 0; x < x0; ++x) r[x] = T(0);
+            for (std::int64_t x = x0; x < x1; ++x) r[x] = src[x - p + j];
+            for (std::int64_t x = x1; x < wo; ++x) r[x] = T(0);
+            continue;
+          }
           for (std::int64_t x = 0; x < wo; ++x) {
             const std::int64_t ix = x * s - p + j;
             r[x] = (ix >= 0 && ix < W) ? src[ix] : T(0);
@@ -126,9 +136,10 @@ const Tensor& Conv2d::forward(const Tensor& x) {
     for (std::int64_t n = 0; n < N; ++n) {
       T* y = output_.data<T>() + n * cout_ * P;
       im2col<T>(x.data<T>() + n * cin_ * H * W, cin_, H, W, kh_, kw_, stride_, pad_, ho_, wo_, col_.data<T>());
-      if (bias_)
-        for (std::int64_t o = 0; o < cout_; ++o)
-          for (std::int64_t q = 0; q < P; ++q) y[o * P + q] = bias_->value.data<T>()[o];
+      if (bias_) {
+        const T* b = bias_->value.data<T>();
+        for (std::int64_t o = 0; o < cout_; ++o) std::fill(y + o * P, y + (o + 1) * P, b[o]);
+      }
       detail::gemm<T>(false, false, cout_, P, K, weight_->value.data<T>(), col_.data<T>(), y, bias_ != nullptr);
     }
   });

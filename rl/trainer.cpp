@@ -196,6 +196,18 @@ double training_memory_need(const TrainConfig& c, std::size_t obs_dim, std::size
   // actor and critic layers.
   double width = 0;
   for (const auto h : c.agent.hidden) width += static_cast<double>(h);
+  if (!c.agent.conv.empty()) {
+    // Convolution outputs count like hidden widths: channels x height x width per layer.
+    const std::vector<std::int64_t> shape = make_env(c.env)->observation_space().shape();
+    if (shape.size() == 3) {
+      std::int64_t h = shape[1], w = shape[2];
+      for (const ConvLayerSpec& l : c.agent.conv) {
+        h = std::max<std::int64_t>((h + 2 * l.padding - l.kernel) / l.stride + 1, 1);
+        w = std::max<std::int64_t>((w + 2 * l.padding - l.kernel) / l.stride + 1, 1);
+        width += static_cast<double>(l.channels) * static_cast<double>(h) * static_cast<double>(w);
+      }
+    }
+  }
   const double mb = c.algorithm == "a2c" ? n : std::min(n, static_cast<double>(c.ppo.minibatch_size));
   const double update = mb * (4.0 * static_cast<double>(obs_dim) + 8.0 * static_cast<double>(action_dim) + 32.0) +
                         4.0 * n + mb * width * 4.0 * 8.0;

@@ -447,6 +447,55 @@ TEST_CASE("mpiexec -n 2 herd-rl train learns CartPole as well as one process wit
 }
 #endif
 
+TEST_CASE("herd-rl with a conv agent on MinAtar Breakout: train, eval, resume bit for bit", "[rl][apps]") {
+  const fs::path d = workdir("conv");
+  std::ofstream(d / "conv.toml") << R"(env = "MinAtar/Breakout-v1"
+total_steps = 512
+output_prefix = "run"
+progress_period = 1
+[sampler]
+num_envs = 4
+num_steps = 32
+[network]
+conv_channels = [8]
+conv_kernels = [3]
+conv_strides = [1]
+hidden = [32]
+activation = "relu"
+[algo]
+epochs = 2
+minibatch_size = 64
+)";
+  REQUIRE(run(d, "train conv.toml --quiet --set output_prefix=full").rc == 0);
+  REQUIRE(run(d, "train conv.toml --quiet --set output_prefix=part --stop-after 2").rc == 0);
+  const Run r = run(d, "train conv.toml --set output_prefix=part --resume");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("resumed from part.ckpt at iteration 2"));
+  auto a = herd::io::H5File::open((d / "full.h5").string());
+  auto b = herd::io::H5File::open((d / "part.h5").string());
+  // pi.0 is the convolution [8, 4, 3, 3], pi.3 the dense layer [32, 512], pi.5 the logits.
+  const auto conv = a.root().read<float>("policy/pi.0.weight");
+  CHECK(conv.size() == 8 * 4 * 3 * 3);
+  CHECK(a.root().read<float>("policy/pi.3.weight").size() == 32 * 8 * 8 * 8);
+  for (const char* p : {"policy/pi.0.weight", "policy/pi.0.bias", "policy/pi.3.weight", "policy/pi.5.weight",
+                        "policy/vf.0.weight", "policy/vf.5.bias"})
+    CHECK(a.root().read<float>(p) == b.root().read<float>(p));
+  CHECK(a.root().read<double>("curve/policy_loss") == b.root().read<double>("curve/policy_loss"));
+  // eval of the checkpoint: the deterministic policy twice gives the same returns.
+  const Run e1 = run(d, "eval full.ckpt --episodes 5");
+  const Run e2 = run(d, "eval full.ckpt --episodes 5");
+  INFO(e1.err);
+  REQUIRE(e1.rc == 0);
+  CHECK_THAT(e1.out, Contains("episodes = 5") && Contains("mean_return = "));
+  CHECK(e1.out == e2.out);
+  // Other convolutions cannot resume this checkpoint: exit 2 naming the key and both values.
+  const Run bad = run(d, "train conv.toml --set output_prefix=part --set total_steps=1024 --set "
+                         "network.conv_channels=[16] --resume");
+  CHECK(bad.rc == 2);
+  CHECK_THAT(bad.err, Contains("network.conv_channels = [16] (the checkpoint has [8])"));
+}
+
 TEST_CASE("herd-rl train algorithm = dqn: resume to the same result, eval, report, errors", "[rl][apps]") {
   const fs::path d = workdir("dqn");
   std::ofstream(d / "dqn.toml") << R"(algorithm = "dqn"

@@ -281,3 +281,52 @@ TEST_CASE("Config network.conv_*: layers read, mismatches named with key, value 
                     "network.conv_padding=[-1]"}),
              Contains("network.conv_padding"));
 }
+
+TEST_CASE("training_memory_need counts the convolution outputs", "[rl][conv]") {
+  auto resolve = [](std::vector<std::string> sets) {
+    sets.insert(sets.begin(), {"env=MinAtar/Breakout-v1", "sampler.num_envs=4", "sampler.num_steps=16",
+                               "algo.minibatch_size=32", "network.hidden=[128]"});
+    return resolve_train_config(io::Config("<t>"), sets);
+  };
+  const TrainConfig dense = resolve({});
+  const TrainConfig conv = resolve({"network.conv_channels=[16]", "network.conv_kernels=[3]"});
+  // One 16 x 8 x 8 output per sample of a 32-sample minibatch, 4-byte floats, 8 copies
+  // (activations and gradients of actor and critic, as for hidden widths).
+  CHECK(training_memory_need(conv, 400, 1) - training_memory_need(dense, 400, 1) == 32.0 * 16 * 8 * 8 * 4 * 8);
+}
+
+TEST_CASE("MinAtar PPO presets: the paper's network, and they resolve against their envs", "[rl][conv]") {
+  for (const char* game : {"breakout", "freeway"}) {
+    INFO(game);
+    std::string text;
+    const TrainConfig c = load_train_config(std::string(HERD_EXAMPLES_DIR) + "/minatar_" + game + "_ppo.toml", {},
+                                            &text);
+    CHECK(c.env.rfind("MinAtar/", 0) == 0);
+    REQUIRE(c.agent.conv.size() == 1);
+    CHECK(c.agent.conv[0].channels == 16);
+    CHECK(c.agent.conv[0].kernel == 3);
+    CHECK(c.agent.conv[0].stride == 1);
+    CHECK(c.agent.conv[0].padding == 0);
+    CHECK(c.agent.hidden == std::vector<std::int64_t>{128});
+    CHECK(c.agent.activation == nn::Activation::kReLU);
+    CHECK(c.total_steps == 5000000);
+  }
+}
+
+TEST_CASE("Conv agent: the alternating sampler trains bit for bit as the parallel sampler", "[rl][conv]") {
+  auto params_after = [](const std::string& sampler) {
+    std::string text;
+    const TrainConfig c = resolve_train_config(
+        io::Config("<test>"),
+        {"env=MinAtar/Breakout-v1", "network.conv_channels=[4]", "network.conv_kernels=[3]", "network.hidden=[16]",
+         "sampler.kind=" + sampler, "sampler.num_threads=2", "sampler.num_envs=8", "sampler.num_steps=16",
+         "total_steps=256", "algo.epochs=1", "algo.minibatch_size=64"},
+        &text);
+    Trainer t(c, text);
+    while (!t.done()) t.iterate();
+    std::vector<std::vector<double>> out;
+    for (auto& p : t.agent().state_dict()) out.push_back(p.tensor.to_vector());
+    return out;
+  };
+  CHECK(params_after("alternating") == params_after("parallel"));
+}
