@@ -91,6 +91,22 @@ TEST_CASE("DqnTrainer: a resumed run is bit-identical to an uninterrupted one", 
                       0, "minatar");
 }
 
+TEST_CASE("DqnTrainer: the parallel sampler's threads do not change the run", "[rl][dqn]") {
+  std::string t1, t2;
+  const TrainConfig serial = dqn_config({"sampler.num_envs=4", "total_steps=800"}, &t1);
+  const TrainConfig threads =
+      dqn_config({"sampler.num_envs=4", "total_steps=800", "sampler.kind=parallel", "sampler.num_threads=2"}, &t2);
+  DqnTrainer a(serial, t1), b(threads, t2);
+  while (!a.done()) a.iterate();
+  while (!b.done()) b.iterate();
+  REQUIRE(a.curve().size() == b.curve().size());
+  for (std::size_t r = 0; r < a.curve().size(); ++r)
+    for (std::size_t k = 0; k < kDqnCurveColumns.size(); ++k)
+      if (!is_wall_clock_column(kDqnCurveColumns[k])) CHECK(same(a.curve()[r][k], b.curve()[r][k]));
+  const auto p1 = a.q_network().state_dict(), p2 = b.q_network().state_dict();
+  for (std::size_t i = 0; i < p1.size(); ++i) CHECK(p1[i].tensor.to_vector() == p2[i].tensor.to_vector());
+}
+
 TEST_CASE("DqnTrainer: replay storage type, epsilon and target updates follow the configuration", "[rl][dqn]") {
   CHECK(replay_uint8(make_env("MinAtar/Breakout-v1")->observation_space()));
   CHECK_FALSE(replay_uint8(make_env("CartPole-v1")->observation_space()));
