@@ -447,8 +447,12 @@ void DqnTrainer::save_checkpoint(const std::string& path) const {
 
 std::vector<std::string> DqnTrainer::resume_conflicts(const std::string& path) const {
   io::CheckpointReader r(path);
-  if (r.kind() != kDqnCheckpointKind)
-    return {"algorithm = dqn (the checkpoint is of a \"" + r.kind() + "\" run, not DQN)"};
+  if (r.kind() == "herd.rl.trainer") {
+    const auto saved = config_values(r.string("config"));
+    const auto it = saved.find("algorithm");
+    return {"algorithm = \"dqn\" (the checkpoint has " + (it == saved.end() ? std::string("\"ppo\"") : it->second) +
+            ")"};
+  }
   r.expect_kind(kDqnCheckpointKind, kKindVersion);
   const auto saved = config_values(r.string("config")), now = config_values(config_text_);
   std::vector<std::string> out;

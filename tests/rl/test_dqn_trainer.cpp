@@ -203,6 +203,9 @@ TEST_CASE("DqnTrainer: resume conflicts, outputs, evaluation", "[rl][dqn]") {
   DqnTrainer as_dqn(c, text);
   CHECK_FALSE(as_dqn.resume_conflicts(t.checkpoint_path()).size());
   auto run = make_training_run(ppo, tp);
-  CHECK_THROWS(run->resume_conflicts(t.checkpoint_path()));
+  CHECK(run->resume_conflicts(t.checkpoint_path()) == std::vector<std::string>{"algorithm = \"ppo\" (the checkpoint has \"dqn\")"});
+  run->save_checkpoint(prefix + "_ppo.ckpt");
+  CHECK(as_dqn.resume_conflicts(prefix + "_ppo.ckpt") == std::vector<std::string>{"algorithm = \"dqn\" (the checkpoint has \"ppo\")"});
+  fs::remove(prefix + "_ppo.ckpt");
   for (const char* ext : {".ckpt", ".h5", "_progress.csv"}) fs::remove(prefix + ext);
 }
