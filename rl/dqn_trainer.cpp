@@ -340,6 +340,11 @@ void DqnTrainer::open_logs() {
     for (const auto& r : curve_) rows.push_back(progress_values(r));
     csv_->resume_values(rows);
   }
+  tb_.reset();
+  if (config_.tensorboard) {
+    tb_ = std::make_unique<io::TensorBoardWriter>(tensorboard_dir());
+    tb_->add_session_start(env_steps() + 1);
+  }
 }
 
 RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const volatile std::sig_atomic_t* interrupt) {
@@ -355,7 +360,17 @@ RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const vo
       break;
     }
     iterate();
-    csv_->append_values(progress_values(curve_.back()));
+    const std::vector<double> values = progress_values(curve_.back());
+    csv_->append_values(values);
+    if (tb_) {
+      std::vector<io::TbScalar> scalars;
+      for (std::size_t k = 2; k < values.size(); ++k) {
+        const std::string name = kDqnProgressColumns[k];
+        const char* section = k <= 3 || k >= 16 ? "time/" : k <= 9 ? "rollout/" : "train/";
+        scalars.push_back({section + name, values[k]});
+      }
+      tb_->add_scalars(env_steps(), scalars);
+    }
     const int stop = interrupt ? static_cast<int>(*interrupt) : 0;
     if (progress && config_.progress_period > 0 && (iteration_ % config_.progress_period == 0 || done() || stop)) {
       const double el = now_seconds() - start;
@@ -385,6 +400,7 @@ RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const vo
   save_checkpoint(checkpoint_path());
   if (end == RunEnd::kDone) write_output(output_path());
   csv_.reset();
+  tb_.reset();
   return end;
 }
 
@@ -432,8 +448,12 @@ void DqnTrainer::save_checkpoint(const std::string& path) const {
 
 std::vector<std::string> DqnTrainer::resume_conflicts(const std::string& path) const {
   io::CheckpointReader r(path);
-  if (r.kind() != kDqnCheckpointKind)
-    return {"algorithm = dqn (the checkpoint is of a \"" + r.kind() + "\" run, not DQN)"};
+  if (r.kind() == "herd.rl.trainer") {
+    const auto saved = config_values(r.string("config"));
+    const auto it = saved.find("algorithm");
+    return {"algorithm = \"dqn\" (the checkpoint has " + (it == saved.end() ? std::string("\"ppo\"") : it->second) +
+            ")"};
+  }
   r.expect_kind(kDqnCheckpointKind, kKindVersion);
   const auto saved = config_values(r.string("config")), now = config_values(config_text_);
   std::vector<std::string> out;

@@ -474,6 +474,8 @@ void Trainer::save_checkpoint(const std::string& path) const {
 
 std::vector<std::string> Trainer::resume_conflicts(const std::string& path) const {
   io::CheckpointReader r(path);
+  if (r.kind() == kDqnCheckpointKind)
+    return {"algorithm = \"" + config_.algorithm + "\" (the checkpoint has \"dqn\")"};
   r.expect_kind(kKind, kKindVersion);
   const auto saved = config_values(r.string("config")), now = config_values(config_text_);
   std::vector<std::string> out;

@@ -293,7 +293,9 @@ std::string write_training_report(const std::string& prefix, const std::string& 
     const std::pair<const char*, const char*> kPanels[] = {
         {"policy_loss", "policy loss"},     {"value_loss", "value loss"},       {"entropy", "entropy"},
         {"approx_kl", "approximate KL"},    {"clip_fraction", "clip fraction"}, {"explained_variance", "explained variance"},
-        {"learning_rate", "learning rate"}, {"clip_range", "clip range"}};
+        {"learning_rate", "learning rate"}, {"clip_range", "clip range"},
+        // DQN: TD loss, mean Q(s, a) of the sampled batches, exploration rate.
+        {"loss", "TD loss (Huber)"},        {"q_mean", "mean Q(s, a)"},     {"epsilon", "exploration epsilon"}};
     std::vector<std::string> absent;
     for (const auto& [col, label] : kPanels) {
       if (!any_finite(c.column(col))) {

@@ -495,3 +495,59 @@ minibatch_size = 64
   CHECK(bad.rc == 2);
   CHECK_THAT(bad.err, Contains("network.conv_channels = [16] (the checkpoint has [8])"));
 }
+
+TEST_CASE("herd-rl train algorithm = dqn: resume to the same result, eval, report, errors", "[rl][apps]") {
+  const fs::path d = workdir("dqn");
+  std::ofstream(d / "dqn.toml") << R"(algorithm = "dqn"
+total_steps = 1200
+output_prefix = "run"
+progress_period = 1
+[sampler]
+num_envs = 2
+num_steps = 100
+[network]
+hidden = [16]
+activation = "relu"
+[dqn]
+learning_starts = 100
+train_freq = 2
+batch_size = 16
+target_update_interval = 100
+n_step = 2
+prioritized = true
+buffer_size = 600
+)";
+  const Run full = run(d, "train dqn.toml --set output_prefix=full");
+  INFO(full.err);
+  REQUIRE(full.rc == 0);
+  CHECK_THAT(full.out, Contains("dqn on CartPole-v1") && Contains("eps"));
+  REQUIRE(run(d, "train dqn.toml --quiet --set output_prefix=part --stop-after 2").rc == 0);
+  REQUIRE_FALSE(fs::exists(d / "part.h5"));
+  const Run r = run(d, "train dqn.toml --set output_prefix=part --resume");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("resumed from part.ckpt at iteration 2"));
+  auto a = herd::io::H5File::open((d / "full.h5").string());
+  auto b = herd::io::H5File::open((d / "part.h5").string());
+  CHECK(a.root().read<float>("q_network/encoder.0.weight") == b.root().read<float>("q_network/encoder.0.weight"));
+  CHECK(a.root().read<float>("target_network/q.bias") == b.root().read<float>("target_network/q.bias"));
+  CHECK(a.root().read<double>("curve/loss") == b.root().read<double>("curve/loss"));
+  CHECK(a.root().read<double>("curve/return_mean") == b.root().read<double>("curve/return_mean"));
+  CHECK(lines_of(slurp(d / "full_progress.csv")).size() == 7);  // header + 6 iterations of 2 x 100 steps
+  CHECK(fs::exists(d / "full_report.html"));
+  const Run e = run(d, "eval full.ckpt --episodes 3");
+  INFO(e.err);
+  CHECK(e.rc == 0);
+  CHECK_THAT(e.out, Contains("episodes = 3") && Contains("mean_return = "));
+  // A setting that fixes the replay's layout cannot change on resume; bad values are named.
+  const Run c = run(d, "train dqn.toml --set output_prefix=part --set total_steps=2400 --set dqn.n_step=3 --resume");
+  CHECK(c.rc == 2);
+  CHECK_THAT(c.err, Contains("dqn.n_step = 3 (the checkpoint has 2)"));
+  const Run bad = run(d, "train dqn.toml --set output_prefix=bad --set dqn.exploration_fraction=1.5");
+  CHECK(bad.rc == 2);
+  CHECK_THAT(bad.err, Contains("dqn.exploration_fraction") && Contains("1.5"));
+  const Run cont = run(d, "train dqn.toml --set output_prefix=bad --set env=Pendulum-v1");
+  CHECK(cont.rc == 2);
+  CHECK_THAT(cont.err, Contains("discrete action space"));
+  CHECK_FALSE(fs::exists(d / "bad.ckpt"));
+}

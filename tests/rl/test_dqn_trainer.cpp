@@ -91,6 +91,22 @@ TEST_CASE("DqnTrainer: a resumed run is bit-identical to an uninterrupted one", 
                       0, "minatar");
 }
 
+TEST_CASE("DqnTrainer: the parallel sampler's threads do not change the run", "[rl][dqn]") {
+  std::string t1, t2;
+  const TrainConfig serial = dqn_config({"sampler.num_envs=4", "total_steps=800"}, &t1);
+  const TrainConfig threads =
+      dqn_config({"sampler.num_envs=4", "total_steps=800", "sampler.kind=parallel", "sampler.num_threads=2"}, &t2);
+  DqnTrainer a(serial, t1), b(threads, t2);
+  while (!a.done()) a.iterate();
+  while (!b.done()) b.iterate();
+  REQUIRE(a.curve().size() == b.curve().size());
+  for (std::size_t r = 0; r < a.curve().size(); ++r)
+    for (std::size_t k = 0; k < kDqnCurveColumns.size(); ++k)
+      if (!is_wall_clock_column(kDqnCurveColumns[k])) CHECK(same(a.curve()[r][k], b.curve()[r][k]));
+  const auto p1 = a.q_network().state_dict(), p2 = b.q_network().state_dict();
+  for (std::size_t i = 0; i < p1.size(); ++i) CHECK(p1[i].tensor.to_vector() == p2[i].tensor.to_vector());
+}
+
 TEST_CASE("DqnTrainer: replay storage type, epsilon and target updates follow the configuration", "[rl][dqn]") {
   CHECK(replay_uint8(make_env("MinAtar/Breakout-v1")->observation_space()));
   CHECK_FALSE(replay_uint8(make_env("CartPole-v1")->observation_space()));
@@ -162,11 +178,15 @@ TEST_CASE("DqnTrainer: resume conflicts, outputs, evaluation", "[rl][dqn]") {
   CHECK_THROWS_AS(t2.load_checkpoint(t.checkpoint_path()), InputError);
   // Resumed with a changed learning rate: reported; the run completes and writes its files.
   std::string text3;
-  const TrainConfig c3 = dqn_config({"output_prefix=" + prefix, "dqn.learning_rate=5e-4"}, &text3);
+  const TrainConfig c3 = dqn_config({"output_prefix=" + prefix, "dqn.learning_rate=5e-4", "logging.tensorboard=true"},
+                                    &text3);
   DqnTrainer t3(c3, text3);
   t3.load_checkpoint(t.checkpoint_path());
   REQUIRE(t3.changed_on_resume().size() == 1);
   CHECK(t3.run(nullptr) == RunEnd::kDone);
+  REQUIRE(fs::is_directory(t3.tensorboard_dir()));
+  CHECK(fs::directory_iterator(t3.tensorboard_dir()) != fs::directory_iterator());
+  fs::remove_all(t3.tensorboard_dir());
   const TrainingCurve csv = read_progress_csv(t3.progress_path());
   CHECK(csv.rows() == 6);
   for (const char* col : {"loss", "q_mean", "epsilon", "return_mean", "replay_size"}) CHECK(csv.column(col) != nullptr);
@@ -183,6 +203,9 @@ TEST_CASE("DqnTrainer: resume conflicts, outputs, evaluation", "[rl][dqn]") {
   DqnTrainer as_dqn(c, text);
   CHECK_FALSE(as_dqn.resume_conflicts(t.checkpoint_path()).size());
   auto run = make_training_run(ppo, tp);
-  CHECK_THROWS(run->resume_conflicts(t.checkpoint_path()));
+  CHECK(run->resume_conflicts(t.checkpoint_path()) == std::vector<std::string>{"algorithm = \"ppo\" (the checkpoint has \"dqn\")"});
+  run->save_checkpoint(prefix + "_ppo.ckpt");
+  CHECK(as_dqn.resume_conflicts(prefix + "_ppo.ckpt") == std::vector<std::string>{"algorithm = \"dqn\" (the checkpoint has \"ppo\")"});
+  fs::remove(prefix + "_ppo.ckpt");
   for (const char* ext : {".ckpt", ".h5", "_progress.csv"}) fs::remove(prefix + ext);
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "herd/io/tensorboard.hpp"
 #include "herd/rl/dqn.hpp"
 #include "herd/rl/env_pool.hpp"
 #include "herd/rl/progress_csv.hpp"
@@ -100,6 +101,10 @@ class DqnTrainer final : public TrainingRun {
   /// dqn.buffer_size, dqn.n_step, dqn.dueling, dqn.prioritized, dqn.optimizer.
   std::vector<std::string> resume_conflicts(const std::string& path) const override;
   const std::vector<std::string>& changed_on_resume() const override { return changed_on_resume_; }
+  /// `<prefix>_tb`, the folder of TensorBoard event files (`logging.tensorboard`: tags
+  /// "rollout/<column>", "train/<column>", "time/<column>" of the progress CSV, a new file
+  /// per `run`, starting with a SessionLog START at env_steps + 1, as `Trainer` does).
+  std::string tensorboard_dir() const { return config_.output_prefix + "_tb"; }
   /// `/curve/<column>` (`kDqnCurveColumns`), attributes `config`, `env`, `algorithm`,
   /// `/q_network/<param>` and `/target_network/<param>` (float32).
   void write_output(const std::string& path) const override;
@@ -153,6 +158,7 @@ class DqnTrainer final : public TrainingRun {
   double wall_offset_ = 0, wall_start_ = 0;
   int interrupted_by_ = 0;
   std::unique_ptr<ProgressCsv> csv_;
+  std::unique_ptr<io::TensorBoardWriter> tb_;  // with logging.tensorboard, during `run`
 };
 
 /// Greedy (or, with `epsilon` > 0, epsilon-greedy) episodes of `env_id` with `q`: env global
