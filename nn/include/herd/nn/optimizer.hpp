@@ -50,6 +50,14 @@ class Optimizer {
   std::int64_t steps() const { return steps_; }
   /// "SGD", "Adam", "RMSprop".
   virtual std::string type_name() const = 0;
+  /// A device-side guard for the updates of parameters on a CUDA device: when `flag` (one
+  /// int32 in that device's memory, or null to remove the guard) holds a non-zero value
+  /// when an update kernel runs, that update leaves the parameters and buffers unchanged
+  /// (`steps()` still counts the call). Lets a loss computed on the device veto a step
+  /// without a host read-back (PPO's device update stops at a non-finite loss this way).
+  /// The flag must outlive its use. @throws InputError for a non-null flag when the
+  /// parameters live on the host.
+  void set_skip_flag(const std::int32_t* flag);
 
   /// Deep copies of the state: "step" and "lr" (float64 `[1]`) and the buffers.
   std::vector<NamedTensor> state() const;
@@ -67,6 +75,7 @@ class Optimizer {
   virtual void update(std::size_t i, Parameter& p) = 0;
 
   std::vector<NamedParameter> params_;
+  const std::int32_t* skip_ = nullptr;  // device guard (set_skip_flag)
 
  private:
   friend class GraphedTrainStep;  // replays Adam's update in a CUDA graph and counts its steps
@@ -135,6 +144,15 @@ class RmsProp : public Optimizer {
 double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm);
 /// Overload for named parameters.
 double clip_grad_norm(const std::vector<NamedParameter>& params, double max_norm);
+/// `clip_grad_norm` without a host read-back, for gradients on one CUDA device: the sum of
+/// squares goes into the device double `*sum_sq` (overwritten; its square root is the norm
+/// before clipping) and every gradient is scaled on the device by `max_norm / (norm +
+/// 1e-6)` when that is below 1 (the host's rule and rounding). Enqueued on the device's nn
+/// stream; returns at once (no host wait). The squares are summed in a fixed order
+/// (deterministic), as in `clip_grad_norm`.
+/// @throws InputError for max_norm <= 0, a host parameter, parameters on several devices,
+///         or a CPU-only build.
+void clip_grad_norm_on_device(const std::vector<NamedParameter>& params, double max_norm, double* sum_sq);
 
 /// Linear annealing of a value from `start` at step 0 to `end` at `total_steps` (held at
 /// `end` afterwards): the usual PPO/A2C learning-rate schedule.

@@ -103,9 +103,17 @@ template <class T>
 void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw, T* gb,
                          T* gx, std::int64_t rows, std::int64_t F, cudaStream_t s);
 /// One RMSprop step (as `nn::RmsProp`): `v = a v + (1 - a) g^2`, `w -= lr g / (sqrt(v) + eps)`.
+/// `skip` (device memory, may be null): when `*skip` is non-zero at run time, `w` and `v`
+/// stay unchanged (see `adam_update`).
 template <class T>
 void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double alpha, double eps,
-                    cudaStream_t s);
+                    cudaStream_t s, const std::int32_t* skip = nullptr);
+/// The scaling of `clip_grad_norm` without a host read-back: with `coef = max_norm /
+/// (sqrt(*sum_sq) + 1e-6)` computed on the device from the device double `*sum_sq` (the
+/// squared global norm, e.g. from `sum_squares`), `g *= coef` (rounded to T) when
+/// `coef < 1`; otherwise (also for a NaN norm) `g` is left as is, as on the host.
+template <class T>
+void clip_by_norm(T* g, const double* sum_sq, std::int64_t n, double max_norm, cudaStream_t s);
 /// `*acc += sum x^2` in double (`acc` one device double, not reset: clip_grad_norm sums
 /// every parameter into it).
 template <class T>
