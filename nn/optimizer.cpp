@@ -58,6 +58,11 @@ void Optimizer::set_skip_flag(const std::int32_t* flag) {
   skip_ = flag;
 }
 
+void Optimizer::count_replayed_steps(std::int64_t n) {
+  HERD_REQUIRE(n >= 0, "nn::Optimizer::count_replayed_steps: n is {}, but must be >= 0", n);
+  steps_ += n;
+}
+
 void Optimizer::zero_grad() {
   for (auto& p : params_) p.param->grad.zero();
 }
@@ -193,6 +198,32 @@ void Adam::update(std::size_t i, Parameter& p) {
     v = b2 * v + (T(1) - b2) * g.square();
     w -= step_size * m / (v.sqrt() * inv_bc2_sqrt + eps);
   });
+}
+
+void Adam::step_with_device_hyper(double* hyper, bool count) {
+  for (const auto& p : params_)
+    HERD_REQUIRE(p.param->value.is_cuda(), "nn::Adam::step_with_device_hyper: parameter '{}' is on {}, but must be on a CUDA device",
+                 p.name, p.param->value.device().str());
+#if HERD_HAVE_CUDA
+  if (params_.empty()) return;
+  const Device d = params_.front().param->value.device();
+  detail::DevGuard guard(d);
+  cudaStream_t st = detail::dev_stream(d);
+  cuda::adam_tick(hyper, beta1_, beta2_, st);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Parameter& p = *params_[i].param;
+    detail::dispatch(p.value.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::adam_update_hyper<T>(p.value.data<T>(), p.grad.data<T>(), buffer(0, i).data<T>(), buffer(1, i).data<T>(),
+                                 p.value.numel(), hyper, beta1_, beta2_, eps_, st, skip_);
+    });
+  }
+  if (count) count_replayed_steps(1);
+#else
+  (void)hyper;
+  (void)count;
+  throw InputError("nn::Adam::step_with_device_hyper: this build of herd has no CUDA support");
+#endif
 }
 
 // ---------------------------------------------------------------- RMSprop

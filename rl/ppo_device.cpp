@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <vector>
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
@@ -102,13 +103,34 @@ struct Ppo::DeviceState {
   DeviceMemory up, back, aux, norm_sq;
   PinnedMemory up_host, back_host;
   bool in_flight = false;  // an upload or read-back may still be running
-  // Offsets into `up`.
+  // Offsets into `up`: the rollout, then Adam's {lr, step, step_size, inv_bc2_sqrt}, the
+  // clip range, the minibatch counter and the minibatch starts (the graph's arguments).
   std::size_t obs = 0, act = 0, logp = 0, val = 0, rew = 0, fin = 0, last = 0, adv = 0, ret = 0, term = 0,
-              trunc = 0, perm = 0, up_bytes = 0;
+              trunc = 0, perm = 0, hyper = 0, clip = 0, counter = 0, starts = 0, up_bytes = 0;
+  // The captured minibatch step: valid for `graph_len` samples while neither our buffers
+  // (`layout`, the upload's offsets) nor any nn device buffer (`nn_epoch`) changed.
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::uint32_t graph_len = 0;
+  std::uint64_t nn_epoch = 0, layout = 0;
+  std::uint64_t layout_now = 0;  // bumped whenever a buffer or an offset changes
+  // The last eager full minibatch (the warm-up a capture needs: buffers reached their sizes).
+  bool warm = false;
+  std::uint32_t warm_len = 0;
+  std::uint64_t warm_epoch = 0, warm_layout = 0;
+  std::vector<std::size_t> layout_offsets;
+  std::size_t bad_offset = 0;
+  void drop_graph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    exec = nullptr;
+    graph = nullptr;
+  }
 };
 
 void Ppo::DeviceStateDeleter::operator()(DeviceState* d) const {
   if (d && d->in_flight) cudaStreamSynchronize(d->stream);  // best effort: no copy into freed memory
+  if (d) d->drop_graph();
   delete d;
 }
 
@@ -167,6 +189,15 @@ UpdateStats Ppo::update_on_device(const RolloutBuffer& buf, bool run_gae, double
   d.term = take(N);
   d.trunc = take(N);
   d.perm = take(E * N * sizeof(std::uint32_t));
+  d.hyper = take(4 * sizeof(double));
+  d.clip = take(sizeof(double));
+  d.counter = take(sizeof(std::int32_t));
+  d.starts = take(M * sizeof(std::uint32_t));
+  const std::vector<std::size_t> layout_key = {d.obs,  d.act,  d.logp,  d.val,     d.rew,    d.fin,
+                                                d.last, d.adv,  d.ret,   d.term,    d.trunc,  d.perm,
+                                                d.hyper, d.clip, d.counter, d.starts, off};
+  if (layout_key != d.layout_offsets) ++d.layout_now;  // the graph's pointers moved
+  d.layout_offsets = layout_key;
   d.up_bytes = off;
   // The pinned areas are rewritten below: an earlier update that stopped by an exception
   // may still be copying from them.
@@ -174,14 +205,21 @@ UpdateStats Ppo::update_on_device(const RolloutBuffer& buf, bool run_gae, double
     HERD_CUDA_CHECK(cudaStreamSynchronize(st));
     d.in_flight = false;
   }
-  d.up.reserve(d.up_bytes);
-  d.up_host.reserve(d.up_bytes);
   const std::size_t terms_bytes = align_up((6 * M + 1) * sizeof(double));
   const std::size_t back_bytes = terms_bytes + sizeof(std::int32_t);
+  // Device buffers the graph points into: a reallocation (or a moved skip flag) makes it stale.
+  const std::size_t caps[] = {d.up.cap, d.back.cap, d.aux.cap, d.norm_sq.cap};
+  d.up.reserve(d.up_bytes);
   d.back.reserve(back_bytes);
-  d.back_host.reserve(back_bytes);
   d.aux.reserve(4 * static_cast<std::size_t>(mb) * sizeof(float));
   d.norm_sq.reserve(sizeof(double));
+  if (caps[0] != d.up.cap || caps[1] != d.back.cap || caps[2] != d.aux.cap || caps[3] != d.norm_sq.cap ||
+      d.bad_offset != terms_bytes) {
+    ++d.layout_now;
+    d.bad_offset = terms_bytes;
+  }
+  d.up_host.reserve(d.up_bytes);
+  d.back_host.reserve(back_bytes);
 
   // Pack on the host (actions as the agent's evaluate converts them) and upload once.
   const PinnedMemory& h = d.up_host;
@@ -205,6 +243,16 @@ UpdateStats Ppo::update_on_device(const RolloutBuffer& buf, bool run_gae, double
   std::memcpy(h.at<std::uint8_t>(d.term), buf.terminated.data(), N);
   std::memcpy(h.at<std::uint8_t>(d.trunc), buf.truncated.data(), N);
   std::memcpy(h.at<std::uint32_t>(d.perm), perm_.data(), E * N * sizeof(std::uint32_t));
+  auto* adam = dynamic_cast<nn::Adam*>(opt_.get());
+  double* hyper_host = h.at<double>(d.hyper);
+  hyper_host[0] = stats.learning_rate;
+  hyper_host[1] = static_cast<double>(opt_->steps());
+  hyper_host[2] = hyper_host[3] = 0.0;
+  *h.at<double>(d.clip) = stats.clip_range;
+  *h.at<std::int32_t>(d.counter) = 0;
+  auto* starts = h.at<std::uint32_t>(d.starts);
+  for (std::size_t e = 0, k = 0; e < E; ++e)
+    for (std::uint32_t s = 0; s < n; s += mb) starts[k++] = static_cast<std::uint32_t>(e * N + s);
   d.in_flight = true;
   HERD_CUDA_CHECK(cudaMemcpyAsync(d.up.p, d.up_host.p, d.up_bytes, cudaMemcpyHostToDevice, st));
 
@@ -220,25 +268,81 @@ UpdateStats Ppo::update_on_device(const RolloutBuffer& buf, bool run_gae, double
   auto* bad = d.back.at<std::int32_t>(terms_bytes);
   HERD_CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(std::int32_t), st));
   opt_->set_skip_flag(bad);
+  double* hyper = d.up.at<double>(d.hyper);
+  const double* clip = d.up.at<double>(d.clip);
+  std::int32_t* counter = d.up.at<std::int32_t>(d.counter);
+  const bool graphs = adam != nullptr && o.cuda_graph && graph_error_.empty();
+  // One minibatch step of `len` samples; every argument is the same for every minibatch.
+  auto step = [&](std::uint32_t len, bool capturing) {
+    opt_->zero_grad();
+    const ActorCriticAgent::DeviceBatch in = agent_.device_batch(len);
+    float* aux = d.aux.at<float>(0);
+    cuda::ppo_gather(d.up.at<std::uint32_t>(d.perm), d.up.at<std::uint32_t>(d.starts), counter, len,
+                     d.up.at<float>(d.obs), static_cast<std::int64_t>(D),
+                     discrete ? d.up.at<std::int64_t>(d.act) : nullptr, discrete ? nullptr : d.up.at<float>(d.act),
+                     static_cast<std::int64_t>(A), adv, d.up.at<float>(d.logp), val_old, ret, in.obs,
+                     in.discrete_actions, in.continuous_actions, aux, st);
+    const ActorCriticAgent::DeviceEvaluation ev = agent_.evaluate_device(len);
+    cuda::ppo_loss(ev.log_probs, ev.entropies, ev.values, aux, len, o.normalize_advantage, clip, o.clip_range_vf,
+                   o.vf_coef, o.ent_coef, ev.grad, terms, counter, bad, st);
+    agent_.backward_device();
+    if (o.max_grad_norm > 0) nn::clip_grad_norm_on_device(params_, o.max_grad_norm, d.norm_sq.at<double>(0));
+    if (adam) adam->step_with_device_hyper(hyper, !capturing);
+    else opt_->step();
+    cuda::next_minibatch(counter, st);
+  };
+  // Captures `step(len)` into d.graph/d.exec; false (graph_error_ set) when capture failed.
+  auto capture = [&](std::uint32_t len) {
+    d.drop_graph();
+    HERD_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    try {
+      step(len, true);
+    } catch (const std::exception& e) {
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(st, &partial);
+      if (partial) cudaGraphDestroy(partial);
+      cudaGetLastError();
+      graph_error_ = e.what();
+      return false;
+    }
+    const cudaError_t end = cudaStreamEndCapture(st, &d.graph);
+    if (end != cudaSuccess || cudaGraphInstantiate(&d.exec, d.graph, 0) != cudaSuccess) {
+      cudaGetLastError();
+      d.drop_graph();
+      graph_error_ = std::string("stream capture failed: ") + cudaGetErrorName(end);
+      return false;
+    }
+    d.graph_len = len;
+    d.nn_epoch = nn::detail::storage_replacements();
+    d.layout = d.layout_now;
+    ++graph_captures_;
+    return true;
+  };
   try {
-    std::size_t k = 0;
     for (std::size_t e = 0; e < E; ++e) {
-      for (std::uint32_t s = 0; s < n; s += mb, ++k) {
+      for (std::uint32_t s = 0; s < n; s += mb) {
         const std::uint32_t len = std::min(mb, n - s);
-        opt_->zero_grad();
-        const ActorCriticAgent::DeviceBatch in = agent_.device_batch(len);
-        float* aux = d.aux.at<float>(0);
-        cuda::ppo_gather(d.up.at<std::uint32_t>(d.perm) + e * N + s, len, d.up.at<float>(d.obs),
-                         static_cast<std::int64_t>(D), discrete ? d.up.at<std::int64_t>(d.act) : nullptr,
-                         discrete ? nullptr : d.up.at<float>(d.act), static_cast<std::int64_t>(A), adv,
-                         d.up.at<float>(d.logp), val_old, ret, in.obs, in.discrete_actions, in.continuous_actions,
-                         aux, st);
-        const ActorCriticAgent::DeviceEvaluation ev = agent_.evaluate_device(len);
-        cuda::ppo_loss(ev.log_probs, ev.entropies, ev.values, aux, len, o.normalize_advantage, stats.clip_range,
-                       o.clip_range_vf, o.vf_coef, o.ent_coef, ev.grad, terms + 6 * k, bad, st);
-        agent_.backward_device();
-        if (o.max_grad_norm > 0) nn::clip_grad_norm_on_device(params_, o.max_grad_norm, d.norm_sq.at<double>(0));
-        opt_->step();
+        if (graphs && graph_error_.empty()) {
+          const std::uint64_t epoch = nn::detail::storage_replacements();
+          const bool graph_ok = d.exec && len == d.graph_len && epoch == d.nn_epoch && d.layout == d.layout_now;
+          const bool warm_ok = d.warm && len == mb && len == d.warm_len && epoch == d.warm_epoch &&
+                               d.warm_layout == d.layout_now;
+          if (graph_ok || (warm_ok && capture(len))) {
+            HERD_CUDA_CHECK(cudaGraphLaunch(d.exec, st));
+            opt_->count_replayed_steps(1);
+            ++graph_steps_;
+            continue;
+          }
+          step(len, false);  // eager; a full minibatch is the warm-up of the next capture
+          if (len == mb) {
+            d.warm = true;
+            d.warm_len = len;
+            d.warm_epoch = nn::detail::storage_replacements();
+            d.warm_layout = d.layout_now;
+          }
+          continue;
+        }
+        step(len, false);
       }
     }
     cuda::explained_variance(val_old, ret, static_cast<std::int64_t>(N), terms + 6 * M, st);

@@ -427,7 +427,8 @@ __global__ void adam_tick_kernel(double* hyper, double b1, double b2) {
 
 template <class T>
 __global__ void adam_hyper_kernel(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, T b1, T b2,
-                                  T eps) {
+                                  T eps, const std::int32_t* skip) {
+  if (skip && *skip) return;
   const T step_size = static_cast<T>(hyper[2]);
   const T inv_bc2_sqrt = static_cast<T>(hyper[3]);
   for (std::int64_t i = gid(); i < n; i += gstride()) {
@@ -662,10 +663,10 @@ void adam_tick(double* hyper, double beta1, double beta2, cudaStream_t s) {
 
 template <class T>
 void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, double beta1, double beta2,
-                       double eps, cudaStream_t s) {
+                       double eps, cudaStream_t s, const std::int32_t* skip) {
   if (n == 0) return;
   herd::gpu::launch(adam_hyper_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, m, v, n, hyper, static_cast<T>(beta1),
-                                                       static_cast<T>(beta2), static_cast<T>(eps));
+                                                       static_cast<T>(beta2), static_cast<T>(eps), skip);
   check_launch();
 }
 
@@ -712,7 +713,7 @@ void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const doubl
   template void conv_bias_add<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);   \
   template void conv_bias_grad<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);  \
   template void adam_update_hyper<T>(T*, const T*, T*, T*, std::int64_t, const double*, double, double,    \
-                                     double, cudaStream_t);                                                \
+                                     double, cudaStream_t, const std::int32_t*);                           \
   template void categorical_sample<T>(const T*, std::int64_t*, std::int64_t, std::int64_t,          \
                                       std::uint64_t, std::uint32_t, int, std::uint64_t,             \
                                       cudaStream_t);                                                \

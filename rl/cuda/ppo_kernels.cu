@@ -54,10 +54,12 @@ __global__ void gae_kernel(const float* rewards, const float* values, const std:
   }
 }
 
-__global__ void gather_kernel(const std::uint32_t* idx, std::int64_t n, const float* obs, std::int64_t D,
+__global__ void gather_kernel(const std::uint32_t* perm, const std::uint32_t* starts, const std::int32_t* k,
+                              std::int64_t n, const float* obs, std::int64_t D,
                               const std::int64_t* act_i64, const float* act_f32, std::int64_t A, const float* adv,
                               const float* logp, const float* val, const float* ret, float* obs_out,
                               std::int64_t* act_i64_out, float* act_f32_out, float* aux) {
+  const std::uint32_t* idx = perm + starts[*k];
   for (std::int64_t r = gid(); r < n; r += gstride()) {
     const std::int64_t j = idx[r];
     for (std::int64_t k = 0; k < D; ++k) obs_out[r * D + k] = obs[j * D + k];
@@ -76,9 +78,11 @@ __global__ void gather_kernel(const std::uint32_t* idx, std::int64_t n, const fl
 // One block: normalisation statistics, then the per-sample terms and gradients of
 // Ppo::minibatch_loss (same double arithmetic per sample), then the means.
 __global__ void ppo_loss_kernel(const float* logp, const float* ent, const float* val, const float* aux,
-                                std::int64_t n, bool normalize, double clip, double cvf, double vf, double ec,
-                                float* grad, double* terms, std::int32_t* bad) {
+                                std::int64_t n, bool normalize, const double* clip_range, double cvf, double vf,
+                                double ec, float* grad, double* all_terms, const std::int32_t* k, std::int32_t* bad) {
   __shared__ double buf[kThreads];
+  const double clip = *clip_range;
+  double* terms = all_terms + 6 * static_cast<std::int64_t>(*k);
   const float* adv = aux;
   const float* logp_old = aux + n;
   const float* val_old = aux + 2 * n;
@@ -161,6 +165,10 @@ __global__ void explained_variance_kernel(const float* yp, const float* y, std::
   if (threadIdx.x == 0) *out = vy == 0 ? NAN : 1.0 - vd / vy;
 }
 
+__global__ void advance_kernel(std::int32_t* k) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) ++*k;
+}
+
 }  // namespace
 
 void gae(const float* rewards, const float* values, const std::uint8_t* terminated, const std::uint8_t* truncated,
@@ -174,22 +182,27 @@ void gae(const float* rewards, const float* values, const std::uint8_t* terminat
   check_launch();
 }
 
-void ppo_gather(const std::uint32_t* idx, std::int64_t n, const float* obs, std::int64_t obs_dim,
+void ppo_gather(const std::uint32_t* perm, const std::uint32_t* starts, const std::int32_t* minibatch, std::int64_t n, const float* obs, std::int64_t obs_dim,
                 const std::int64_t* actions_i64, const float* actions_f32, std::int64_t action_dim,
                 const float* advantages, const float* log_probs, const float* values, const float* returns,
                 float* obs_out, std::int64_t* act_i64_out, float* act_f32_out, float* aux, cudaStream_t s) {
   if (n <= 0) return;
-  herd::gpu::launch(gather_kernel, blocks_for(n), kThreads, 0, s, idx, n, obs, obs_dim, actions_i64, actions_f32,
+  herd::gpu::launch(gather_kernel, blocks_for(n), kThreads, 0, s, perm, starts, minibatch, n, obs, obs_dim, actions_i64, actions_f32,
                     action_dim, advantages, log_probs, values, returns, obs_out, act_i64_out, act_f32_out, aux);
   check_launch();
 }
 
 void ppo_loss(const float* log_probs, const float* entropies, const float* values, const float* aux, std::int64_t n,
-              bool normalize, double clip, double clip_vf, double vf_coef, double ent_coef, float* grad, double* terms,
-              std::int32_t* bad, cudaStream_t s) {
+              bool normalize, const double* clip, double clip_vf, double vf_coef, double ent_coef, float* grad,
+              double* terms, const std::int32_t* minibatch, std::int32_t* bad, cudaStream_t s) {
   if (n <= 0) return;
   herd::gpu::launch(ppo_loss_kernel, 1, kThreads, 0, s, log_probs, entropies, values, aux, n, normalize, clip,
-                    clip_vf, vf_coef, ent_coef, grad, terms, bad);
+                    clip_vf, vf_coef, ent_coef, grad, terms, minibatch, bad);
+  check_launch();
+}
+
+void next_minibatch(std::int32_t* minibatch, cudaStream_t s) {
+  herd::gpu::launch(advance_kernel, 1, 1, 0, s, minibatch);
   check_launch();
 }
 

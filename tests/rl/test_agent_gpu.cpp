@@ -410,6 +410,58 @@ TEST_CASE("PPO learn on the device (GAE, losses, clipping on the device) gives t
   }
 }
 
+TEST_CASE("PPO device update: the minibatch step replayed as a CUDA graph gives the eager steps' bits",
+          "[gpu][rl]") {
+  // Two device agents with the same seed, one Ppo capturing its minibatch step, one eager:
+  // three learning steps on CartPole rollouts (128 samples, minibatches of 48: two full
+  // ones per epoch, then a short one that runs eagerly), parameters and optimizer state
+  // compared bit for bit. The graph is captured once (at the second full minibatch) and
+  // replayed in the later updates too.
+  for (bool shared : {false, true}) {
+    INFO((shared ? "shared trunk" : "separate"));
+    Pair p = make_pair("CartPole-v1", shared);
+    AgentOptions o;
+    o.seed = 17;
+    o.shared_trunk = shared;
+    o.device = kGpu;
+    ActorCriticAgent eager_agent(p.env->obs_dim(), p.env->action_space(), o);
+    PpoOptions po;
+    po.epochs = 2;
+    po.minibatch_size = 48;
+    po.ent_coef = 0.01;
+    po.learning_rate = 1e-3;
+    Ppo graphed(*p.gpu, po);
+    po.cuda_graph = false;
+    Ppo eager(eager_agent, po);
+    std::uint64_t graph_launches = 0;
+    for (int it = 0; it < 3; ++it) {
+      RolloutBuffer buf = cartpole_rollout(*p.cpu, 8, 16, 10 + static_cast<std::uint64_t>(it));
+      RolloutBuffer copy = buf;
+      const gpu::CounterScope scope;
+      const UpdateStats a = graphed.learn(buf, 0.99, 0.95, 1.0 - 0.1 * it, it);
+      graph_launches += scope.delta().graph_launches;
+      const UpdateStats b = eager.learn(copy, 0.99, 0.95, 1.0 - 0.1 * it, it);
+      CHECK(a.policy_loss == b.policy_loss);
+      CHECK(a.value_loss == b.value_loss);
+      CHECK(a.approx_kl == b.approx_kl);
+      CHECK(a.clip_fraction == b.clip_fraction);
+    }
+    INFO(graphed.graph_error());
+    CHECK(graphed.graph_error().empty());
+    CHECK(graphed.graph_captures() == 1);
+    // 3 updates x 2 epochs x 2 full minibatches = 12 full steps; the first is the warm-up.
+    CHECK(graphed.graph_steps() == 11);
+    // The host backend counts graph launches (the CUDA backend counts kernel launches only).
+    if (gpu::active_backend() == gpu::Backend::kHost) CHECK(graph_launches == 11);
+    CHECK(eager.graph_steps() == 0);
+    CHECK(graphed.optimizer().steps() == eager.optimizer().steps());
+    const auto x = p.gpu->state_dict(), y = eager_agent.state_dict();
+    for (std::size_t i = 0; i < x.size(); ++i) CHECK(host_values(x[i].tensor) == host_values(y[i].tensor));
+    const auto sx = graphed.optimizer().state(), sy = eager.optimizer().state();
+    for (std::size_t i = 0; i < sx.size(); ++i) CHECK(host_values(sx[i].tensor) == host_values(sy[i].tensor));
+  }
+}
+
 TEST_CASE("PPO device update: a non-finite loss stops before the parameters change", "[gpu][rl]") {
   // NaN rewards make every advantage NaN: the first minibatch's loss is NaN, so the device
   // flag vetoes its step and every later one; the error names the iteration, as on the host.
@@ -505,10 +557,13 @@ TEST_CASE("device round trips of a PPO iteration and of PPO minibatch updates (b
   const gpu::LaunchCounters mb1 = mb_scope.delta();
   std::printf("  update with one minibatch (128 samples): %s\n", mb1.str().c_str());
   std::fflush(stdout);
-  CHECK(mb1.kernel_launches > 0);
-  CHECK(learn.kernel_launches > mb1.kernel_launches);
+  CHECK(mb1.kernel_launches > 0);  // the capture (launches recorded into the graph count)
+  // Every minibatch step of the second learn is a graph replay: its only kernel launches
+  // are GAE and the explained variance.
+  CHECK(learn.kernel_launches == 2);
   if (counted) {
     CHECK(roll.host_waits == static_cast<std::uint64_t>(T) + 1 + truncations_steps);
+    CHECK(learn.graph_launches == 8);  // the minibatch step replayed as a CUDA graph
     CHECK(learn.host_waits == 1);
     CHECK(learn.h2d_copies == 1);  // rollout and permutations in one copy
     CHECK(learn.d2h_copies == 1);  // loss terms, flag and explained variance in one copy

@@ -58,6 +58,11 @@ class Optimizer {
   /// The flag must outlive its use. @throws InputError for a non-null flag when the
   /// parameters live on the host.
   void set_skip_flag(const std::int32_t* flag);
+  /// Counts `n` >= 0 steps that ran as replays of a captured CUDA graph holding this
+  /// optimizer's device update (`Adam::step_with_device_hyper` with `count = false`), so
+  /// that `steps()` (saved in `state()`) matches the device's step count.
+  /// @throws InputError for a negative n.
+  void count_replayed_steps(std::int64_t n);
 
   /// Deep copies of the state: "step" and "lr" (float64 `[1]`) and the buffers.
   std::vector<NamedTensor> state() const;
@@ -111,6 +116,17 @@ class Adam : public Optimizer {
   Adam(std::vector<NamedParameter> params, double lr = 1e-3, double beta1 = 0.9,
        double beta2 = 0.999, double eps = 1e-8);
   std::string type_name() const override { return "Adam"; }
+  /// One step with the learning rate and step count in device memory, for CUDA graphs (a
+  /// replayed graph cannot take new kernel arguments): `hyper` is float64 `[4]` in the
+  /// parameters' device memory, {lr, step, step_size, inv_bc2_sqrt}; the caller writes lr
+  /// and the step count so far (`steps()`) before the first such step. Enqueues on the nn
+  /// stream the advance of the device step and bias corrections (`cuda::adam_tick`) and
+  /// one update per parameter reading them (honouring the skip flag), without a host wait;
+  /// with `count` the step is counted in `steps()` (capture it with `count = false` and
+  /// count each execution with `count_replayed_steps`). Equals `step()` except that the
+  /// device's pow may differ in the last bit of a double.
+  /// @throws InputError for host parameters or a CPU-only build.
+  void step_with_device_hyper(double* hyper, bool count = true);
 
  protected:
   void update(std::size_t i, Parameter& p) override;

@@ -52,6 +52,9 @@ struct PpoOptions {
   /// `lr_warmup_iterations`. 0: no warm-up.
   int lr_warmup_iterations = 0;
   double lr_warmup_start = 1.0;  ///< warm-up factor at iteration 0, in (0, 1]
+  /// Device updates with Adam (see `Ppo`): capture the minibatch step as a CUDA graph and
+  /// replay it (false: every minibatch is enqueued kernel by kernel; same results bit for bit).
+  bool cuda_graph = true;
 };
 
 /// The warm-up factor of `o` at `iteration` (1 after the warm-up; see `PpoOptions`).
@@ -116,7 +119,14 @@ struct MinibatchLoss {
 /// (`nn::Optimizer::set_skip_flag`), so the parameters stay those before that minibatch,
 /// as on the host. At the end one device-to-host copy brings every minibatch's loss terms,
 /// the flag and the explained variance back, after the update's one host wait; the
-/// `NumericalError` is thrown then. Results equal the host path's within float rounding:
+/// `NumericalError` is thrown then. Every argument of a minibatch step's kernels stays
+/// the same from minibatch to minibatch (the minibatch counter, the clip range and Adam's
+/// learning rate and step count live in device memory, written by the upload), so with
+/// Adam and `PpoOptions::cuda_graph` the step (zero_grad, gather, forward, loss, backward,
+/// clipping, Adam) is captured as a CUDA graph after one eager warm-up step of a
+/// minibatch size and replayed for every later minibatch of that size (also in later
+/// updates, until a device buffer is reallocated); a shorter last minibatch of an epoch
+/// runs eagerly. Replays give the eager steps' bits. Results equal the host path's within float rounding:
 /// the network arithmetic is the same, but cuBLAS (or the host backend's reference GEMM)
 /// sums in another order than the CPU's Eigen kernels, and the minibatch sums are trees.
 class Ppo {
@@ -152,6 +162,12 @@ class Ppo {
 
   /// True when `update` runs on the agent's CUDA device (see the class comment).
   bool device_update() const { return device_update_; }
+  /// Device updates: minibatch steps run as CUDA graph replays so far (0 without graphs),
+  /// and graphs captured so far.
+  std::int64_t graph_steps() const { return graph_steps_; }
+  std::int64_t graph_captures() const { return graph_captures_; }
+  /// Why a capture failed (the update then stays eager); empty when none did.
+  const std::string& graph_error() const { return graph_error_; }
 
   /// The loss of the samples `idx` of `buffer` with clip range `clip` (advantages
   /// normalised over these samples when enabled; one sample gives advantage 0, not NaN);
@@ -183,6 +199,8 @@ class Ppo {
   const double* adv_stats_ = nullptr;  // this minibatch's global (count, sum, sum of squares)
   std::array<double, 6> terms_{};      // loss terms being all-reduced
   bool device_update_ = false;         // updates run on the agent's CUDA device
+  std::int64_t graph_steps_ = 0, graph_captures_ = 0;
+  std::string graph_error_;
   struct DeviceState;                  // device buffers of a device update (ppo_device.cpp)
   struct DeviceStateDeleter {
     void operator()(DeviceState* d) const;

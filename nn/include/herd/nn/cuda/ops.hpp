@@ -150,10 +150,11 @@ void conv_bias_grad(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int
 /// as `nn::Adam` does on the host (the device's pow may differ in the last bit of a double).
 void adam_tick(double* hyper, double beta1, double beta2, cudaStream_t s);
 /// The update of `adam_update` (herd/nn/cuda/kernels.hpp) with `step_size` and
-/// `inv_bc2_sqrt` read from `hyper` (set by `adam_tick`) and rounded to T.
+/// `inv_bc2_sqrt` read from `hyper` (set by `adam_tick`) and rounded to T. `skip`: as for
+/// `adam_update` (a non-zero device flag leaves w, m and v unchanged).
 template <class T>
 void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, double beta1,
-                       double beta2, double eps, cudaStream_t s);
+                       double beta2, double eps, cudaStream_t s, const std::int32_t* skip = nullptr);
 
 /// Categorical sampling by inversion on the device, the draws of `Categorical::sample`:
 /// row r takes the uniform `RngStream(seed, stream + r, purpose).uniform(index)` and the
