@@ -20,8 +20,9 @@ namespace herd::rl {
 
 #if HERD_HAVE_CUDA
 // Pinned host staging of a CUDA agent (see the class comment): input slots (observations,
-// actions, gradients), output slots (one per pending device->host copy of a call) and the
-// event that marks the end of `backward`'s uploads.
+// actions, gradients), the output pack (a call's outputs gathered on the device by
+// device-to-device copies, then one device->host copy) and the event that marks the end
+// of `backward`'s uploads.
 struct ActorCriticAgent::DeviceIo {
   struct Pinned {
     void* p = nullptr;
@@ -50,6 +51,7 @@ struct ActorCriticAgent::DeviceIo {
     Kind kind;
     void* dst;
     std::size_t n;
+    std::size_t offset;  // bytes into the output pack
   };
   // Makes the agent's device current for a scope.
   struct Guard {
@@ -78,6 +80,7 @@ struct ActorCriticAgent::DeviceIo {
       cudaEventSynchronize(uploaded);
       cudaEventDestroy(uploaded);
     }
+    if (pack) cudaFree(pack);
   }
   DeviceIo(const DeviceIo&) = delete;
   DeviceIo& operator=(const DeviceIo&) = delete;
@@ -93,19 +96,35 @@ struct ActorCriticAgent::DeviceIo {
   void upload(nn::Tensor& dst, const void* src, std::size_t bytes) {
     if (bytes) HERD_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src, bytes, cudaMemcpyHostToDevice, stream));
   }
-  // Enqueues the copy of `bytes` of `src` into the next output slot.
-  void fetch(const nn::Tensor& src, std::size_t bytes, Kind kind, void* dst, std::size_t n) {
-    if (fetches.size() >= out.size()) throw Error("rl::ActorCriticAgent: too many pending device copies");
-    void* p = out[fetches.size()].get(bytes);
-    if (bytes) HERD_CUDA_CHECK(cudaMemcpyAsync(p, src.raw(), bytes, cudaMemcpyDeviceToHost, stream));
-    fetches.push_back({kind, dst, n});
+  // At least `bytes` of device memory for the output pack (call before a call's first
+  // fetch; no copy into the pack is pending then: every call ends with `finish`).
+  void reserve_pack(std::size_t bytes) {
+    if (bytes <= pack_cap) return;
+    if (pack) HERD_CUDA_CHECK(cudaFree(pack));
+    pack = nullptr;
+    pack_cap = 0;
+    HERD_CUDA_CHECK(cudaMalloc(&pack, bytes));
+    pack_cap = bytes;
   }
-  // Waits for the stream, then converts the fetched values into their destinations.
+  // Enqueues a device-to-device copy of `bytes` of `src` into the output pack; `finish`
+  // brings the whole pack back in one copy.
+  void fetch(const nn::Tensor& src, std::size_t bytes, Kind kind, void* dst, std::size_t n) {
+    const std::size_t at = pack_used;
+    if (at + bytes > pack_cap) throw Error("rl::ActorCriticAgent: the device output pack is too small");
+    if (bytes)
+      HERD_CUDA_CHECK(
+          cudaMemcpyAsync(static_cast<char*>(pack) + at, src.raw(), bytes, cudaMemcpyDeviceToDevice, stream));
+    fetches.push_back({kind, dst, n, at});
+    pack_used = (at + bytes + 255) / 256 * 256;
+  }
+  // Copies the pack to pinned memory, waits for the stream once, then converts the
+  // fetched values into their destinations.
   void finish() {
+    void* base = out.get(pack_used);
+    if (pack_used) HERD_CUDA_CHECK(cudaMemcpyAsync(base, pack, pack_used, cudaMemcpyDeviceToHost, stream));
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
-    for (std::size_t k = 0; k < fetches.size(); ++k) {
-      const Fetch& f = fetches[k];
-      const void* p = out[k].p;
+    for (const Fetch& f : fetches) {
+      const void* p = static_cast<const char*>(base) + f.offset;
       if (f.kind == Kind::kFloat) {
         std::memcpy(f.dst, p, f.n * sizeof(float));
       } else if (f.kind == Kind::kFloatToDouble) {
@@ -119,12 +138,15 @@ struct ActorCriticAgent::DeviceIo {
       }
     }
     fetches.clear();
+    pack_used = 0;
   }
 
   Device device;
   cudaStream_t stream;
   std::array<Pinned, 3> in;   // 0 observations, 1 actions, 2 gradients
-  std::array<Pinned, 4> out;  // one per fetch of a call
+  Pinned out;                  // the output pack on the host
+  void* pack = nullptr;        // device memory: one call's outputs end to end (one copy back)
+  std::size_t pack_cap = 0, pack_used = 0;
   std::vector<Fetch> fetches;
   cudaEvent_t uploaded = nullptr;
   bool upload_pending = false;
@@ -269,6 +291,9 @@ void ActorCriticAgent::load_obs(const float* obs, std::size_t n, bool pad) {
 #if HERD_HAVE_CUDA
   if (io_) {
     const std::size_t bytes = m * obs_dim_ * sizeof(float);
+    // Room for the outputs of any call: actions (int64 or float32 rows), then log-probs,
+    // entropies and values (float32), each 256-byte aligned.
+    io_->reserve_pack(m * (8 * action_dim_ + 3 * sizeof(float)) + 4 * 256);
     float* x = static_cast<float*>(io_->stage_in(0, bytes));
     std::memcpy(x, obs, n * obs_dim_ * sizeof(float));
     std::fill(x + n * obs_dim_, x + m * obs_dim_, 0.0f);

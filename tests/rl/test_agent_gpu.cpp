@@ -563,6 +563,10 @@ TEST_CASE("device round trips of a PPO iteration and of PPO minibatch updates (b
   CHECK(learn.kernel_launches == 2);
   if (counted) {
     CHECK(roll.host_waits == static_cast<std::uint64_t>(T) + 1 + truncations_steps);
+    // Per env step one copy up (observations) and one down (actions, log-probs and values
+    // packed on the device), and the same for V(s_T).
+    CHECK(roll.h2d_copies == static_cast<std::uint64_t>(T) + 1 + truncations_steps);
+    CHECK(roll.d2h_copies == static_cast<std::uint64_t>(T) + 1 + truncations_steps);
     CHECK(learn.graph_launches == 8);  // the minibatch step replayed as a CUDA graph
     CHECK(learn.host_waits == 1);
     CHECK(learn.h2d_copies == 1);  // rollout and permutations in one copy
@@ -575,6 +579,7 @@ TEST_CASE("device round trips of a PPO iteration and of PPO minibatch updates (b
     // The whole iteration: T action downloads, V(s_T), the update's read-back (CartPole's
     // time limit of 500 steps cannot truncate an episode within two iterations of 16 steps).
     CHECK(it.host_waits == static_cast<std::uint64_t>(T) + 2);
+    CHECK(it.transfers() == 2 * static_cast<std::uint64_t>(T) + 4);
   }
 }
 

@@ -52,16 +52,16 @@ struct AgentOptions {
 /// softmax/Gaussian head and action sampling run there (on the nn stream,
 /// `nn::compute_stream`); the API stays host pointers. Each call stages its host inputs in
 /// pinned (page-locked) buffers, copies them host->device with cudaMemcpyAsync on the nn
-/// stream, enqueues the work, copies the outputs device->host into pinned buffers on the
-/// same stream and waits once for the stream before returning (`backward` only enqueues
+/// stream, enqueues the work, gathers the outputs into one device buffer (device-to-device
+/// copies), copies that device->host into pinned memory in one copy on the same stream
+/// and waits once for the stream before returning (`backward` only enqueues
 /// its uploads and returns; the next call that refills the staging buffers waits for
 /// them). Sampling uses the same Philox counters as the host (docs/nn.md "CUDA"), so for
 /// the same seeds a CUDA agent draws the same discrete actions as a CPU agent (barring a
 /// uniform within float rounding of a class boundary) and its log-probabilities and values
 /// agree within float32 rounding (cuBLAS sums in another order). Row padding is kept.
-/// The per-sample loss arithmetic of PPO/A2C on the `[n]` vectors stays on the host (three
-/// `[n]` vectors each way per minibatch: cheaper than kernels and their launches for RL
-/// widths). `state_dict` returns tensors on the agent's device; `load_state_dict` takes
+/// `Ppo`'s device update uses `device_batch`, `evaluate_device` and `backward_device`
+/// instead of `evaluate`/`backward` (no copies, no waits). `state_dict` returns tensors on the agent's device; `load_state_dict` takes
 /// tensors of any device and float dtype, so checkpoints move between CPU and CUDA runs.
 ///
 /// Thread-safety: one thread at a time (the modules keep buffers).
