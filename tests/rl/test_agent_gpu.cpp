@@ -26,6 +26,7 @@
 #include "herd/core/error.hpp"
 #include "herd/core/launch.hpp"
 #include "herd/nn/tensor.hpp"
+#include "herd/rl/a2c.hpp"
 #include "herd/rl/advantage.hpp"
 #include "herd/rl/agent.hpp"
 #include "herd/rl/cuda/ppo_kernels.hpp"
@@ -408,6 +409,42 @@ TEST_CASE("PPO learn on the device (GAE, losses, clipping on the device) gives t
       CHECK(ppo_gpu.optimizer().steps() == ppo_cpu.optimizer().steps());
     }
   }
+}
+
+TEST_CASE("A2C learn on the device (RMSprop, eager) gives the host's results", "[gpu][rl]") {
+  // A2C is PPO's device update with one minibatch and RMSprop (no graph): two learning
+  // steps on CartPole rollouts, within float rounding of the host (as the PPO test above).
+  Pair p = make_pair("CartPole-v1", false);
+  A2cOptions ao;
+  ao.ent_coef = 0.01;
+  ao.normalize_advantage = true;
+  ao.learning_rate = 1e-3;
+  A2c a2c_cpu(*p.cpu, ao), a2c_gpu(*p.gpu, ao);
+  CHECK(a2c_gpu.device_update());
+  const auto before = p.cpu->state_dict();
+  for (int it = 0; it < 2; ++it) {
+    RolloutBuffer buf = cartpole_rollout(*p.cpu, 8, 5, 30 + static_cast<std::uint64_t>(it));
+    RolloutBuffer copy = buf;
+    const UpdateStats s1 = a2c_cpu.learn(buf, 0.99, 1.0, 1.0, it);
+    const UpdateStats s2 = a2c_gpu.learn(copy, 0.99, 1.0, 1.0, it);
+    CHECK(s2.value_loss == Approx(s1.value_loss).epsilon(1e-3));
+    CHECK(s2.entropy == Approx(s1.entropy).epsilon(1e-4));
+    CHECK(s2.policy_loss == Approx(s1.policy_loss).epsilon(1e-3).margin(1e-4));
+  }
+  CHECK(a2c_gpu.graph_steps() == 0);
+  CHECK(a2c_gpu.optimizer().steps() == 2);
+  const auto a = p.cpu->state_dict(), b = p.gpu->state_dict();
+  double diff = 0, change = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto x0 = before[i].tensor.to_vector(), x1 = a[i].tensor.to_vector(), x2 = host_values(b[i].tensor);
+    for (std::size_t k = 0; k < x0.size(); ++k) {
+      diff += (x1[k] - x2[k]) * (x1[k] - x2[k]);
+      change += (x1[k] - x0[k]) * (x1[k] - x0[k]);
+    }
+  }
+  INFO("||cpu - gpu|| = " << std::sqrt(diff) << ", ||cpu change|| = " << std::sqrt(change));
+  CHECK(change > 0);
+  CHECK(std::sqrt(diff) <= 1e-2 * std::sqrt(change));
 }
 
 TEST_CASE("PPO device update: the minibatch step replayed as a CUDA graph gives the eager steps' bits",
