@@ -49,6 +49,20 @@ void Optimizer::step() {
   for (std::size_t i = 0; i < params_.size(); ++i) update(i, *params_[i].param);
 }
 
+void Optimizer::set_skip_flag(const std::int32_t* flag) {
+  if (flag)
+    for (const auto& p : params_)
+      HERD_REQUIRE(p.param->value.is_cuda(),
+                   "nn::Optimizer::set_skip_flag: parameter '{}' is on {}, but a skip flag needs device parameters",
+                   p.name, p.param->value.device().str());
+  skip_ = flag;
+}
+
+void Optimizer::count_replayed_steps(std::int64_t n) {
+  HERD_REQUIRE(n >= 0, "nn::Optimizer::count_replayed_steps: n is {}, but must be >= 0", n);
+  steps_ += n;
+}
+
 void Optimizer::zero_grad() {
   for (auto& p : params_) p.param->grad.zero();
 }
@@ -118,7 +132,7 @@ void Sgd::update(std::size_t i, Parameter& p) {
       using T = decltype(tag);
       cuda::sgd_update(p.value.data<T>(), p.grad.data<T>(), momentum_ == 0 ? nullptr : buffer(0, i).data<T>(),
                        p.value.numel(), lr(), momentum_, dampening_, nesterov_, steps() == 1,
-                       detail::dev_stream(p.value.device()));
+                       detail::dev_stream(p.value.device()), skip_);
     });
     return;
   }
@@ -163,7 +177,8 @@ void Adam::update(std::size_t i, Parameter& p) {
     detail::dispatch(p.value.dtype(), [&](auto tag) {
       using T = decltype(tag);
       cuda::adam_update(p.value.data<T>(), p.grad.data<T>(), buffer(0, i).data<T>(), buffer(1, i).data<T>(),
-                        p.value.numel(), lr(), beta1_, beta2_, eps_, steps(), detail::dev_stream(p.value.device()));
+                        p.value.numel(), lr(), beta1_, beta2_, eps_, steps(), detail::dev_stream(p.value.device()),
+                        skip_);
     });
     return;
   }
@@ -185,6 +200,32 @@ void Adam::update(std::size_t i, Parameter& p) {
   });
 }
 
+void Adam::step_with_device_hyper(double* hyper, bool count) {
+  for (const auto& p : params_)
+    HERD_REQUIRE(p.param->value.is_cuda(), "nn::Adam::step_with_device_hyper: parameter '{}' is on {}, but must be on a CUDA device",
+                 p.name, p.param->value.device().str());
+#if HERD_HAVE_CUDA
+  if (params_.empty()) return;
+  const Device d = params_.front().param->value.device();
+  detail::DevGuard guard(d);
+  cudaStream_t st = detail::dev_stream(d);
+  cuda::adam_tick(hyper, beta1_, beta2_, st);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Parameter& p = *params_[i].param;
+    detail::dispatch(p.value.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::adam_update_hyper<T>(p.value.data<T>(), p.grad.data<T>(), buffer(0, i).data<T>(), buffer(1, i).data<T>(),
+                                 p.value.numel(), hyper, beta1_, beta2_, eps_, st, skip_);
+    });
+  }
+  if (count) count_replayed_steps(1);
+#else
+  (void)hyper;
+  (void)count;
+  throw InputError("nn::Adam::step_with_device_hyper: this build of herd has no CUDA support");
+#endif
+}
+
 // ---------------------------------------------------------------- RMSprop
 RmsProp::RmsProp(std::vector<NamedParameter> params, double lr, double alpha, double eps)
     : Optimizer(std::move(params), lr), alpha_(alpha), eps_(eps) {
@@ -200,7 +241,7 @@ void RmsProp::update(std::size_t i, Parameter& p) {
     detail::dispatch(p.value.dtype(), [&](auto tag) {
       using T = decltype(tag);
       cuda::rmsprop_update<T>(p.value.data<T>(), p.grad.data<T>(), buffer(0, i).data<T>(), p.value.numel(), lr(),
-                              alpha_, eps_, detail::dev_stream(p.value.device()));
+                              alpha_, eps_, detail::dev_stream(p.value.device()), skip_);
     });
     return;
   }
@@ -277,6 +318,34 @@ double clip_grad_norm(const std::vector<NamedParameter>& params, double max_norm
   std::vector<Parameter*> ps;
   for (const auto& p : params) ps.push_back(p.param);
   return clip_grad_norm(ps, max_norm);
+}
+
+void clip_grad_norm_on_device(const std::vector<NamedParameter>& params, double max_norm, double* sum_sq) {
+  HERD_REQUIRE(max_norm > 0, "nn::clip_grad_norm_on_device: max_norm is {}, but must be positive", max_norm);
+  if (params.empty()) return;
+  const Device d = params.front().param->grad.device();
+  for (const auto& p : params)
+    HERD_REQUIRE(p.param->grad.is_cuda() && p.param->grad.device() == d,
+                 "nn::clip_grad_norm_on_device: the gradient of '{}' is on {}, but all must be on one CUDA device ({})",
+                 p.name, p.param->grad.device().str(), d.str());
+#if HERD_HAVE_CUDA
+  detail::DevGuard guard(d);
+  cudaStream_t st = detail::dev_stream(d);
+  HERD_CUDA_CHECK(cudaMemsetAsync(sum_sq, 0, sizeof(double), st));
+  for (const auto& p : params)
+    detail::dispatch(p.param->grad.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::sum_squares<T>(p.param->grad.data<T>(), sum_sq, p.param->grad.numel(), st);
+    });
+  for (const auto& p : params)
+    detail::dispatch(p.param->grad.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::clip_by_norm<T>(p.param->grad.data<T>(), sum_sq, p.param->grad.numel(), max_norm, st);
+    });
+#else
+  (void)sum_sq;
+  throw InputError("nn::clip_grad_norm_on_device: this build of herd has no CUDA support");
+#endif
 }
 
 LinearSchedule::LinearSchedule(double start, double end, std::int64_t total_steps)

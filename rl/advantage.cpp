@@ -31,8 +31,7 @@ void compute_gae(const GaeInputs& in, float* advantages, float* returns) {
       } else {
         next = (t + 1 < T) ? in.values[i + B] : in.last_values[b];
       }
-      const double delta = in.rewards[i] + gamma * next - in.values[i];
-      const double a = delta + ((term || trunc) ? 0.0 : gl * carry[b]);
+      const double a = gae_step(in.rewards[i], in.values[i], next, term || trunc, gamma, gl, carry[b]);
       carry[b] = a;
       advantages[i] = static_cast<float>(a);
       returns[i] = static_cast<float>(a + in.values[i]);

@@ -21,8 +21,9 @@ namespace herd::rl {
 
 #if HERD_HAVE_CUDA
 // Pinned host staging of a CUDA agent (see the class comment): input slots (observations,
-// actions, gradients), output slots (one per pending device->host copy of a call) and the
-// event that marks the end of `backward`'s uploads.
+// actions, gradients), the output pack (a call's outputs gathered on the device by
+// device-to-device copies, then one device->host copy) and the event that marks the end
+// of `backward`'s uploads.
 struct ActorCriticAgent::DeviceIo {
   struct Pinned {
     void* p = nullptr;
@@ -51,6 +52,7 @@ struct ActorCriticAgent::DeviceIo {
     Kind kind;
     void* dst;
     std::size_t n;
+    std::size_t offset;  // bytes into the output pack
   };
   // Makes the agent's device current for a scope.
   struct Guard {
@@ -79,6 +81,7 @@ struct ActorCriticAgent::DeviceIo {
       cudaEventSynchronize(uploaded);
       cudaEventDestroy(uploaded);
     }
+    if (pack) cudaFree(pack);
   }
   DeviceIo(const DeviceIo&) = delete;
   DeviceIo& operator=(const DeviceIo&) = delete;
@@ -94,19 +97,35 @@ struct ActorCriticAgent::DeviceIo {
   void upload(nn::Tensor& dst, const void* src, std::size_t bytes) {
     if (bytes) HERD_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src, bytes, cudaMemcpyHostToDevice, stream));
   }
-  // Enqueues the copy of `bytes` of `src` into the next output slot.
-  void fetch(const nn::Tensor& src, std::size_t bytes, Kind kind, void* dst, std::size_t n) {
-    if (fetches.size() >= out.size()) throw Error("rl::ActorCriticAgent: too many pending device copies");
-    void* p = out[fetches.size()].get(bytes);
-    if (bytes) HERD_CUDA_CHECK(cudaMemcpyAsync(p, src.raw(), bytes, cudaMemcpyDeviceToHost, stream));
-    fetches.push_back({kind, dst, n});
+  // At least `bytes` of device memory for the output pack (call before a call's first
+  // fetch; no copy into the pack is pending then: every call ends with `finish`).
+  void reserve_pack(std::size_t bytes) {
+    if (bytes <= pack_cap) return;
+    if (pack) HERD_CUDA_CHECK(cudaFree(pack));
+    pack = nullptr;
+    pack_cap = 0;
+    HERD_CUDA_CHECK(cudaMalloc(&pack, bytes));
+    pack_cap = bytes;
   }
-  // Waits for the stream, then converts the fetched values into their destinations.
+  // Enqueues a device-to-device copy of `bytes` of `src` into the output pack; `finish`
+  // brings the whole pack back in one copy.
+  void fetch(const nn::Tensor& src, std::size_t bytes, Kind kind, void* dst, std::size_t n) {
+    const std::size_t at = pack_used;
+    if (at + bytes > pack_cap) throw Error("rl::ActorCriticAgent: the device output pack is too small");
+    if (bytes)
+      HERD_CUDA_CHECK(
+          cudaMemcpyAsync(static_cast<char*>(pack) + at, src.raw(), bytes, cudaMemcpyDeviceToDevice, stream));
+    fetches.push_back({kind, dst, n, at});
+    pack_used = (at + bytes + 255) / 256 * 256;
+  }
+  // Copies the pack to pinned memory, waits for the stream once, then converts the
+  // fetched values into their destinations.
   void finish() {
+    void* base = out.get(pack_used);
+    if (pack_used) HERD_CUDA_CHECK(cudaMemcpyAsync(base, pack, pack_used, cudaMemcpyDeviceToHost, stream));
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
-    for (std::size_t k = 0; k < fetches.size(); ++k) {
-      const Fetch& f = fetches[k];
-      const void* p = out[k].p;
+    for (const Fetch& f : fetches) {
+      const void* p = static_cast<const char*>(base) + f.offset;
       if (f.kind == Kind::kFloat) {
         std::memcpy(f.dst, p, f.n * sizeof(float));
       } else if (f.kind == Kind::kFloatToDouble) {
@@ -120,12 +139,15 @@ struct ActorCriticAgent::DeviceIo {
       }
     }
     fetches.clear();
+    pack_used = 0;
   }
 
   Device device;
   cudaStream_t stream;
   std::array<Pinned, 3> in;   // 0 observations, 1 actions, 2 gradients
-  std::array<Pinned, 4> out;  // one per fetch of a call
+  Pinned out;                  // the output pack on the host
+  void* pack = nullptr;        // device memory: one call's outputs end to end (one copy back)
+  std::size_t pack_cap = 0, pack_used = 0;
   std::vector<Fetch> fetches;
   cudaEvent_t uploaded = nullptr;
   bool upload_pending = false;
@@ -285,6 +307,9 @@ void ActorCriticAgent::load_obs(const float* obs, std::size_t n, bool pad) {
 #if HERD_HAVE_CUDA
   if (io_) {
     const std::size_t bytes = m * obs_dim_ * sizeof(float);
+    // Room for the outputs of any call: actions (int64 or float32 rows), then log-probs,
+    // entropies and values (float32), each 256-byte aligned.
+    io_->reserve_pack(m * (8 * action_dim_ + 3 * sizeof(float)) + 4 * 256);
     float* x = static_cast<float*>(io_->stage_in(0, bytes));
     std::memcpy(x, obs, n * obs_dim_ * sizeof(float));
     std::fill(x + n * obs_dim_, x + m * obs_dim_, 0.0f);
@@ -315,6 +340,11 @@ void ActorCriticAgent::wait_fetches() {
 
 const nn::Tensor& ActorCriticAgent::actor_forward(const float* obs, std::size_t n, bool pad) {
   load_obs(obs, n, pad);
+  return policy_forward();
+}
+
+// The policy head's output for the observations in obs_t_ (categorical logits set).
+const nn::Tensor& ActorCriticAgent::policy_forward() {
   if (trunk_) h_ = &trunk_->forward(obs_t_);
   const nn::Tensor& out = trunk_ ? pi_head_->forward(*h_) : actor_->forward(obs_t_);
   if (discrete_) {
@@ -369,7 +399,7 @@ void ActorCriticAgent::value(const float* obs, std::size_t n, float* values) {
 
 void ActorCriticAgent::evaluate(const float* obs, const double* actions, std::size_t n) {
   HERD_AGENT_DEVICE_SCOPE();
-  actor_forward(obs, n, false);
+  load_obs(obs, n, false);
   logp_.resize(n);
   ent_.resize(n);
   val_.resize(n);
@@ -387,8 +417,6 @@ void ActorCriticAgent::evaluate(const float* obs, const double* actions, std::si
       std::int64_t* a = act_t_.data<std::int64_t>();
       for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<std::int64_t>(actions[i]);
     }
-    fetch(cat_.log_prob(act_t_), logp_.data(), n);
-    fetch(cat_.entropy(), ent_.data(), n);
   } else {
     act_t_.resize({N, static_cast<std::int64_t>(action_dim_)}, nn::DType::kFloat32, device_);
     float* a = nullptr;
@@ -400,21 +428,80 @@ void ActorCriticAgent::evaluate(const float* obs, const double* actions, std::si
 #if HERD_HAVE_CUDA
     if (io_) io_->upload(act_t_, a, n * action_dim_ * sizeof(float));
 #endif
-    fetch(gauss_->log_prob(act_t_), logp_.data(), n);
-    fetch(gauss_->entropy(), ent_.data(), n);
+  }
+  device_evaluated_ = false;
+  const Outputs out = evaluate_forward();
+  fetch(*out.log_probs, logp_.data(), n);
+  fetch(*out.entropies, ent_.data(), n);
+  fetch(*out.values, val_.data(), n);
+  wait_fetches();
+}
+
+// The training forward pass on the minibatch in obs_t_ and act_t_ (no copies, no wait).
+ActorCriticAgent::Outputs ActorCriticAgent::evaluate_forward() {
+  policy_forward();
+  Outputs out{};
+  if (discrete_) {
+    out.log_probs = &cat_.log_prob(act_t_);
+    out.entropies = &cat_.entropy();
+  } else {
+    out.log_probs = &gauss_->log_prob(act_t_);
+    out.entropies = &gauss_->entropy();
   }
   if (trunk_) {  // the trunk's output (still valid) feeds the value head
-    fetch(vf_head_->forward(*h_), val_.data(), n);
-    wait_fetches();
-    return;
+    out.values = &vf_head_->forward(*h_);
+    return out;
   }
   // obs_t_ still holds the observations (the actor's input must stay unchanged until
   // backward, so the critic gets its own copy).
   critic_in_.resize(obs_t_.shape(), nn::DType::kFloat32, device_);
   if (io_) critic_in_.copy_from_async(obs_t_, nn::compute_stream(device_));
   else critic_in_.copy_from(obs_t_);
-  fetch(critic_->forward(critic_in_), val_.data(), n);
-  wait_fetches();
+  out.values = &critic_->forward(critic_in_);
+  return out;
+}
+
+ActorCriticAgent::DeviceBatch ActorCriticAgent::device_batch(std::size_t n) {
+  if (!io_) throw InputError("rl::ActorCriticAgent::device_batch: the agent is on " + device_.str() +
+                             ", but device batches need a CUDA agent");
+  HERD_AGENT_DEVICE_SCOPE();
+  const auto N = static_cast<std::int64_t>(n);
+  obs_t_.resize({N, static_cast<std::int64_t>(obs_dim_)}, nn::DType::kFloat32, device_);
+  DeviceBatch b;
+  b.obs = obs_t_.data<float>();
+  if (discrete_) {
+    act_t_.resize({N}, nn::DType::kInt64, device_);
+    b.discrete_actions = act_t_.data<std::int64_t>();
+  } else {
+    act_t_.resize({N, static_cast<std::int64_t>(action_dim_)}, nn::DType::kFloat32, device_);
+    b.continuous_actions = act_t_.data<float>();
+  }
+  device_n_ = n;
+  device_evaluated_ = false;
+  return b;
+}
+
+ActorCriticAgent::DeviceEvaluation ActorCriticAgent::evaluate_device(std::size_t n) {
+  if (!io_) throw InputError("rl::ActorCriticAgent::evaluate_device: the agent is on " + device_.str() +
+                             ", but device evaluation needs a CUDA agent");
+  if (n != device_n_ || !obs_t_.defined() || obs_t_.dim(0) != static_cast<std::int64_t>(n))
+    throw InputError("rl::ActorCriticAgent::evaluate_device: n is " + std::to_string(n) +
+                     ", but the last device_batch was for " + std::to_string(device_n_) + " samples");
+  HERD_AGENT_DEVICE_SCOPE();
+  const Outputs out = evaluate_forward();
+  const auto N = static_cast<std::int64_t>(n);
+  grad_t_.resize({3 * N}, nn::DType::kFloat32, device_);
+  device_evaluated_ = true;
+  return {out.log_probs->data<float>(), out.entropies->data<float>(), out.values->data<float>(),
+          grad_t_.data<float>()};
+}
+
+void ActorCriticAgent::backward_device() {
+  if (!device_evaluated_)
+    throw InputError("rl::ActorCriticAgent::backward_device: no evaluate_device since the last backward");
+  HERD_AGENT_DEVICE_SCOPE();
+  device_evaluated_ = false;
+  backward_from_grad(static_cast<std::int64_t>(device_n_));
 }
 
 void ActorCriticAgent::backward(const float* g_logp, const float* g_ent, const float* g_val) {
@@ -434,6 +521,19 @@ void ActorCriticAgent::backward(const float* g_logp, const float* g_ent, const f
 #if HERD_HAVE_CUDA
   if (io_) io_->upload(grad_t_, g, 3 * un * sizeof(float));
 #endif
+  backward_from_grad(n);
+#if HERD_HAVE_CUDA
+  if (io_) {
+    // The next call that refills the staging buffers waits for this event.
+    HERD_CUDA_CHECK(cudaEventRecord(io_->uploaded, io_->stream));
+    io_->upload_pending = true;
+  }
+#endif
+}
+
+// Parameter gradients from grad_t_ ([3n]: dL/d log_prob, dL/d entropy, dL/d value) for
+// the last training forward pass.
+void ActorCriticAgent::backward_from_grad(std::int64_t n) {
   const nn::Tensor gl = grad_t_.slice(0, n), ge = grad_t_.slice(n, 2 * n);
   gv_ = grad_t_.slice(2 * n, 3 * n).reshape({n, 1});
   if (discrete_) {
@@ -462,13 +562,6 @@ void ActorCriticAgent::backward(const float* g_logp, const float* g_ent, const f
     }
     trunk_->backward(gh_);
   }
-#if HERD_HAVE_CUDA
-  if (io_) {
-    // The next call that refills the staging buffers waits for this event.
-    HERD_CUDA_CHECK(cudaEventRecord(io_->uploaded, io_->stream));
-    io_->upload_pending = true;
-  }
-#endif
 }
 
 void ActorCriticAgent::policy_backward(const nn::Tensor& grad_out) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/rl/advantage.hpp"
@@ -33,6 +34,32 @@ Ppo::Ppo(ActorCriticAgent& agent, const PpoOptions& o, Communicator* comm, Commu
     opt_ = std::make_unique<nn::Adam>(params_, o.learning_rate, 0.9, 0.999, o.optimizer_eps);
   else
     opt_ = std::make_unique<nn::RmsProp>(params_, o.learning_rate, 0.99, o.optimizer_eps);
+  device_update_ = HERD_HAVE_CUDA && agent.device().is_cuda() && !comm_;
+}
+
+UpdateStats Ppo::learn(RolloutBuffer& buf, double gamma, double lambda, double progress, std::int64_t iteration) {
+  if (device_update_) {
+    HERD_REQUIRE(gamma >= 0.0 && gamma <= 1.0, "rl::Ppo::learn: gamma is {}, but must be in [0, 1]", gamma);
+    HERD_REQUIRE(lambda >= 0.0 && lambda <= 1.0, "rl::Ppo::learn: lambda is {}, but must be in [0, 1]", lambda);
+    return update_on_device(buf, true, gamma, lambda, progress, iteration);
+  }
+  buf.compute_advantages(gamma, lambda);
+  return update(buf, progress, iteration);
+}
+
+void Ppo::draw_permutations(std::uint32_t n, std::uint32_t mb, std::int64_t iteration) {
+  const PpoOptions& o = opt_options_;
+  const std::size_t E = static_cast<std::size_t>(o.epochs);
+  perm_.resize(E * n);
+  const RngStream shuffle(o.seed, comm_ ? static_cast<std::uint32_t>(comm_->rank()) : 0u, RngPurpose::kShuffle);
+  for (std::size_t e = 0; e < E; ++e) {
+    std::uint32_t* p = perm_.data() + e * n;
+    for (std::uint32_t i = 0; i < n; ++i) p[i] = i;
+    if (mb < n) {
+      RngCursor c = shuffle.at(static_cast<std::uint64_t>(iteration) * static_cast<std::uint64_t>(o.epochs) + e);
+      for (std::uint32_t i = n - 1; i > 0; --i) std::swap(p[i], p[c.below(i + 1)]);
+    }
+  }
 }
 
 Ppo::~Ppo() = default;
@@ -130,6 +157,7 @@ MinibatchLoss Ppo::minibatch_loss(const RolloutBuffer& buf, std::span<const std:
 }
 
 UpdateStats Ppo::update(const RolloutBuffer& buf, double progress, std::int64_t iteration) {
+  if (device_update_) return update_on_device(buf, false, 0.0, 0.0, progress, iteration);
   const PpoOptions& o = opt_options_;
   progress = std::clamp(progress, 0.0, 1.0);
   UpdateStats st;
@@ -143,16 +171,7 @@ UpdateStats Ppo::update(const RolloutBuffer& buf, double progress, std::int64_t 
   // Every epoch's permutation first: data-parallel advantage statistics of all minibatches
   // then take one all-reduce for the whole update.
   const std::size_t E = static_cast<std::size_t>(o.epochs);
-  perm_.resize(E * n);
-  const RngStream shuffle(o.seed, comm_ ? static_cast<std::uint32_t>(comm_->rank()) : 0u, RngPurpose::kShuffle);
-  for (std::size_t e = 0; e < E; ++e) {
-    std::uint32_t* p = perm_.data() + e * n;
-    for (std::uint32_t i = 0; i < n; ++i) p[i] = i;
-    if (mb < n) {
-      RngCursor c = shuffle.at(static_cast<std::uint64_t>(iteration) * static_cast<std::uint64_t>(o.epochs) + e);
-      for (std::uint32_t i = n - 1; i > 0; --i) std::swap(p[i], p[c.below(i + 1)]);
-    }
-  }
+  draw_permutations(n, mb, iteration);
   const std::size_t per_epoch = (n + mb - 1) / mb;
   stats_.clear();
   if (comm_ && o.normalize_advantage) {

@@ -284,10 +284,10 @@ void Trainer::iterate() {
   sampler_->collect(*agent_, buffer_);
   gather_episodes();
   const double t_sampled = now_seconds();
-  buffer_.compute_advantages(config_.gamma, config_.gae_lambda);
   const double progress =
       1.0 - static_cast<double>(iteration_) / static_cast<double>(config_.num_iterations());
-  const UpdateStats st = algo_->update(buffer_, progress, iteration_);
+  // GAE then the update (both on the device for a CUDA agent: Ppo::learn).
+  const UpdateStats st = algo_->learn(buffer_, config_.gamma, config_.gae_lambda, progress, iteration_);
   ++iteration_;
   const double t1 = now_seconds();
   CurveRow row;

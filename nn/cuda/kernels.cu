@@ -137,7 +137,8 @@ __global__ void scale_kernel(T* x, T a, std::int64_t n) {
 
 template <class T>
 __global__ void adam_kernel(T* w, const T* g, T* m, T* v, std::int64_t n, T b1, T b2, T step_size,
-                            T inv_bc2_sqrt, T eps) {
+                            T inv_bc2_sqrt, T eps, const std::int32_t* skip) {
+  if (skip && *skip) return;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const T gi = g[i];
@@ -151,7 +152,8 @@ __global__ void adam_kernel(T* w, const T* g, T* m, T* v, std::int64_t n, T b1, 
 
 template <class T>
 __global__ void sgd_kernel(T* w, const T* g, T* buf, std::int64_t n, T lr, T mom, T damp_keep,
-                           bool nesterov, bool first) {
+                           bool nesterov, bool first, const std::int32_t* skip) {
+  if (skip && *skip) return;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const T gi = g[i];
@@ -232,23 +234,23 @@ void scale_t(T* x, double a, std::int64_t n, cudaStream_t s) {
 
 template <class T>
 void adam_t(T* w, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1, double beta2,
-            double eps, std::int64_t step, cudaStream_t s) {
+            double eps, std::int64_t step, cudaStream_t s, const std::int32_t* skip) {
   if (n == 0) return;
   const double t = static_cast<double>(step);
   const double bc1 = 1 - std::pow(beta1, t), bc2 = 1 - std::pow(beta2, t);
   herd::gpu::launch(adam_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, m, v, n, static_cast<T>(beta1), static_cast<T>(beta2),
                                                  static_cast<T>(lr / bc1), static_cast<T>(1 / std::sqrt(bc2)),
-                                                 static_cast<T>(eps));
+                                                 static_cast<T>(eps), skip);
   check_launch();
 }
 
 template <class T>
 void sgd_t(T* w, const T* g, T* buf, std::int64_t n, double lr, double momentum, double dampening,
-           bool nesterov, bool first, cudaStream_t s) {
+           bool nesterov, bool first, cudaStream_t s, const std::int32_t* skip) {
   if (n == 0) return;
   herd::gpu::launch(sgd_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, momentum == 0 ? nullptr : buf, n, static_cast<T>(lr),
                                                 static_cast<T>(momentum), static_cast<T>(1 - dampening),
-                                                nesterov, first);
+                                                nesterov, first, skip);
   check_launch();
 }
 
@@ -279,12 +281,14 @@ void sgd_t(T* w, const T* g, T* buf, std::int64_t n, double lr, double momentum,
   }                                                                                                \
   void scale(T* x, double a, std::int64_t n, cudaStream_t s) { scale_t(x, a, n, s); }              \
   void adam_update(T* w, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1,          \
-                   double beta2, double eps, std::int64_t step, cudaStream_t s) {                  \
-    adam_t(w, g, m, v, n, lr, beta1, beta2, eps, step, s);                                         \
+                   double beta2, double eps, std::int64_t step, cudaStream_t s,                    \
+                   const std::int32_t* skip) {                                                     \
+    adam_t(w, g, m, v, n, lr, beta1, beta2, eps, step, s, skip);                                   \
   }                                                                                                \
   void sgd_update(T* w, const T* g, T* buf, std::int64_t n, double lr, double momentum,            \
-                  double dampening, bool nesterov, bool first, cudaStream_t s) {                   \
-    sgd_t(w, g, buf, n, lr, momentum, dampening, nesterov, first, s);                              \
+                  double dampening, bool nesterov, bool first, cudaStream_t s,                     \
+                  const std::int32_t* skip) {                                                      \
+    sgd_t(w, g, buf, n, lr, momentum, dampening, nesterov, first, s, skip);                        \
   }
 
 HERD_NN_CUDA_OVERLOADS(float)

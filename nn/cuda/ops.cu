@@ -299,12 +299,22 @@ __global__ void ln_backward_kernel(const T* gy, const T* xhat, const T* rstd, co
 }
 
 template <class T>
-__global__ void rmsprop_kernel(T* w, const T* g, T* v, std::int64_t n, T lr, T a, T eps) {
+__global__ void rmsprop_kernel(T* w, const T* g, T* v, std::int64_t n, T lr, T a, T eps, const std::int32_t* skip) {
+  if (skip && *skip) return;
   for (std::int64_t i = gid(); i < n; i += gstride()) {
     const T vi = a * v[i] + (T(1) - a) * g[i] * g[i];
     v[i] = vi;
     w[i] -= lr * g[i] / (::sqrt(vi) + eps);
   }
+}
+
+template <class T>
+__global__ void clip_by_norm_kernel(T* g, const double* sum_sq, std::int64_t n, double max_norm) {
+  // The coefficient of clip_grad_norm, computed by every thread from the device sum.
+  const double coef = max_norm / (::sqrt(*sum_sq) + 1e-6);
+  if (!(coef < 1)) return;
+  const T c = static_cast<T>(coef);
+  for (std::int64_t i = gid(); i < n; i += gstride()) g[i] *= c;
 }
 
 template <class T>
@@ -417,7 +427,8 @@ __global__ void adam_tick_kernel(double* hyper, double b1, double b2) {
 
 template <class T>
 __global__ void adam_hyper_kernel(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, T b1, T b2,
-                                  T eps) {
+                                  T eps, const std::int32_t* skip) {
+  if (skip && *skip) return;
   const T step_size = static_cast<T>(hyper[2]);
   const T inv_bc2_sqrt = static_cast<T>(hyper[3]);
   for (std::int64_t i = gid(); i < n; i += gstride()) {
@@ -575,10 +586,17 @@ void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, 
 
 template <class T>
 void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double alpha, double eps,
-                    cudaStream_t s) {
+                    cudaStream_t s, const std::int32_t* skip) {
   if (n == 0) return;
   herd::gpu::launch(rmsprop_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, v, n, static_cast<T>(lr), static_cast<T>(alpha),
-                                                   static_cast<T>(eps));
+                                                   static_cast<T>(eps), skip);
+  check_launch();
+}
+
+template <class T>
+void clip_by_norm(T* g, const double* sum_sq, std::int64_t n, double max_norm, cudaStream_t s) {
+  if (n == 0) return;
+  herd::gpu::launch(clip_by_norm_kernel<T>, blocks_for(n), kThreads, 0, s, g, sum_sq, n, max_norm);
   check_launch();
 }
 
@@ -645,10 +663,10 @@ void adam_tick(double* hyper, double beta1, double beta2, cudaStream_t s) {
 
 template <class T>
 void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, double beta1, double beta2,
-                       double eps, cudaStream_t s) {
+                       double eps, cudaStream_t s, const std::int32_t* skip) {
   if (n == 0) return;
   herd::gpu::launch(adam_hyper_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, m, v, n, hyper, static_cast<T>(beta1),
-                                                       static_cast<T>(beta2), static_cast<T>(eps));
+                                                       static_cast<T>(beta2), static_cast<T>(eps), skip);
   check_launch();
 }
 
@@ -683,7 +701,8 @@ void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const doubl
   template void layer_norm_backward<T>(const T*, const T*, const T*, const T*, T*, T*, T*,          \
                                        std::int64_t, std::int64_t, cudaStream_t);                   \
   template void rmsprop_update<T>(T*, const T*, T*, std::int64_t, double, double, double,           \
-                                  cudaStream_t);                                                    \
+                                  cudaStream_t, const std::int32_t*);                               \
+  template void clip_by_norm<T>(T*, const double*, std::int64_t, double, cudaStream_t);              \
   template void sum_squares<T>(const T*, double*, std::int64_t, cudaStream_t);                      \
   template void conv_im2col<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,       \
                               std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,        \
@@ -694,7 +713,7 @@ void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const doubl
   template void conv_bias_add<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);   \
   template void conv_bias_grad<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);  \
   template void adam_update_hyper<T>(T*, const T*, T*, T*, std::int64_t, const double*, double, double,    \
-                                     double, cudaStream_t);                                                \
+                                     double, cudaStream_t, const std::int32_t*);                           \
   template void categorical_sample<T>(const T*, std::int64_t*, std::int64_t, std::int64_t,          \
                                       std::uint64_t, std::uint32_t, int, std::uint64_t,             \
                                       cudaStream_t);                                                \

@@ -15,6 +15,8 @@
 #include <memory>
 #include <vector>
 
+#include "herd/core/error.hpp"
+#include "herd/core/launch.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/nn/activations.hpp"
 #include "herd/core/communicator.hpp"
@@ -565,6 +567,80 @@ TEST_CASE("device Mlp trained with Adam, SGD and RMSprop matches the CPU", "[gpu
   for (std::size_t i = 0; i < sc.size(); ++i) check_close(sg[i].tensor, sc[i].tensor, dt, sg[i].name.c_str());
   og->load_state(sc);
   for (std::size_t i = 0; i < sc.size(); ++i) check_close(og->state()[i].tensor, sc[i].tensor, dt, "reloaded");
+}
+
+TEST_CASE("clip_grad_norm_on_device equals clip_grad_norm without a host wait; a skip flag vetoes steps",
+          "[gpu][nn]") {
+  BOTH_DTYPES;
+  auto build = [&] {
+    MlpOptions o;
+    o.sizes = {5, 16, 3};
+    o.dtype = dt;
+    o.device = kGpu;
+    o.rng = RngStream(9, 0, RngPurpose::kInit);
+    return std::make_unique<Mlp>(o);
+  };
+  auto a = build(), b = build();
+  const Tensor x = rand_host({32, 5}, dt, 70).to(kGpu);
+  const Tensor gy = rand_host({32, 3}, dt, 71).to(kGpu);
+  for (Mlp* m : {a.get(), b.get()}) {
+    m->zero_grad();
+    m->forward(x);
+    m->backward(gy);
+  }
+  Tensor sum_sq({1}, DType::kFloat64, kGpu);
+  // Both max norms: one below the gradient norm (scaled), one above it (left as is).
+  for (double max_norm : {1e-3, 1e6}) {
+    INFO("max_norm " << max_norm);
+    const double norm = clip_grad_norm(a->named_parameters(), max_norm);
+    const gpu::CounterScope scope;
+    clip_grad_norm_on_device(b->named_parameters(), max_norm, sum_sq.data<double>());
+    const gpu::LaunchCounters c = scope.delta();
+    if (gpu::active_backend() == gpu::Backend::kHost) {
+      CHECK(c.host_waits == 0);
+      CHECK(c.transfers() == 0);
+    }
+    CHECK(std::sqrt(sum_sq.to(Device::cpu()).item(0)) == norm);
+    const auto pa = a->named_parameters(), pb = b->named_parameters();
+    for (std::size_t i = 0; i < pa.size(); ++i)
+      CHECK(pa[i].param->grad.to(Device::cpu()).to_vector() == pb[i].param->grad.to(Device::cpu()).to_vector());
+  }
+  CHECK_THROWS_AS(clip_grad_norm_on_device(b->named_parameters(), 0.0, sum_sq.data<double>()), InputError);
+
+  // A set skip flag leaves parameters and buffers of Adam, SGD (momentum) and RMSprop
+  // unchanged; a cleared one lets the step through.
+  Tensor flag({1}, DType::kInt64, kGpu);  // the first int32 of it is the flag
+  for (int which = 0; which < 3; ++which) {
+    INFO("optimizer " << which);
+    std::unique_ptr<Optimizer> opt;
+    if (which == 0) opt = std::make_unique<Adam>(b->named_parameters(), 1e-2);
+    else if (which == 1) opt = std::make_unique<Sgd>(b->named_parameters(), 1e-2, 0.9);
+    else opt = std::make_unique<RmsProp>(b->named_parameters(), 1e-2);
+    const auto before = b->state_dict();
+    const auto state_before = opt->state();
+    auto* f = reinterpret_cast<std::int32_t*>(flag.data<std::int64_t>());
+    opt->set_skip_flag(f);
+    flag.fill(1.0);
+    opt->step();
+    const auto after = b->state_dict();
+    for (std::size_t i = 0; i < before.size(); ++i)
+      CHECK(after[i].tensor.to(Device::cpu()).to_vector() == before[i].tensor.to(Device::cpu()).to_vector());
+    const auto state_after = opt->state();
+    for (std::size_t i = 2; i < state_after.size(); ++i)  // buffers (after "step" and "lr")
+      CHECK(state_after[i].tensor.to(Device::cpu()).to_vector() ==
+            state_before[i].tensor.to(Device::cpu()).to_vector());
+    flag.fill(0.0);
+    opt->step();
+    CHECK(b->state_dict()[0].tensor.to(Device::cpu()).to_vector() != before[0].tensor.to(Device::cpu()).to_vector());
+    opt->set_skip_flag(nullptr);
+  }
+  // Host parameters cannot take a device flag.
+  MlpOptions ho;
+  ho.sizes = {2, 2};
+  Mlp host(ho);
+  Adam host_opt(host.named_parameters(), 1e-2);
+  std::int32_t dummy = 0;
+  CHECK_THROWS_AS(host_opt.set_skip_flag(&dummy), InputError);
 }
 
 TEST_CASE("DataParallel on a device module (one rank) leaves the gradients of a plain backward", "[gpu][nn]") {

@@ -15,13 +15,21 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include <cuda_runtime_api.h>
 #include <string>
 #include <vector>
 
 #include "herd/core/device.hpp"
+#include "herd/core/error.hpp"
 #include "herd/core/launch.hpp"
 #include "herd/nn/tensor.hpp"
+#include "herd/rl/a2c.hpp"
+#include "herd/rl/advantage.hpp"
 #include "herd/rl/agent.hpp"
+#include "herd/rl/cuda/ppo_kernels.hpp"
 #include "herd/rl/ppo.hpp"
 #include "herd/rl/registry.hpp"
 #include "herd/rl/sampler.hpp"
@@ -260,50 +268,355 @@ TEST_CASE("Trainer checkpoints move between CPU and CUDA runs", "[gpu][rl]") {
   CHECK(std::isfinite(evaluate_checkpoint("test_rl_gpu_ckpt.ckpt", 2, false).mean));
 }
 
-// Measured, not yet a budget: the device work and host round trips of one PPO iteration
-// (rollout of 8 envs x 16 steps, GAE, 2 epochs of 4 minibatches) and of one PPO minibatch
-// update on the device, printed for the record. Host waits and transfers are counted by
-// the host backend (label host-emu); on a CUDA device only launches are counted.
-TEST_CASE("device round trips of a PPO iteration and of one PPO minibatch update", "[gpu][rl]") {
+namespace {
+
+// A device copy of a host vector (the caller frees it with cudaFree).
+template <class T>
+T* to_device(const std::vector<T>& v) {
+  void* p = nullptr;
+  REQUIRE(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)) == cudaSuccess);
+  REQUIRE(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  return static_cast<T*>(p);
+}
+
+template <class T>
+std::vector<T> to_host(const T* p, std::size_t n) {
+  std::vector<T> v(n);
+  REQUIRE(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+  return v;
+}
+
+// A rollout of a CartPole sampler (T steps of B envs) collected by `agent`.
+RolloutBuffer cartpole_rollout(ActorCriticAgent& agent, int envs, int steps, std::uint64_t seed) {
+  SamplerOptions so;
+  so.num_envs = envs;
+  so.num_steps = steps;
+  so.seed = seed;
+  SerialSampler sampler(so);
+  RolloutBuffer buf;
+  sampler.collect(agent, buf);
+  return buf;
+}
+
+}  // namespace
+
+TEST_CASE("device GAE equals the host GAE bit for bit", "[gpu][rl]") {
+  // Random rewards and values, terminations and truncations (with bootstrap values) at
+  // random steps, several (gamma, lambda) including the edges 0 and 1.
+  const int T = 37, B = 19;
+  const std::size_t N = static_cast<std::size_t>(T) * B;
+  RngCursor c = RngStream(21, 0).at(0);
+  std::vector<float> rew(N), val(N), fin(N, 0.0f), last(B);
+  std::vector<std::uint8_t> term(N), trunc(N);
+  for (std::size_t i = 0; i < N; ++i) {
+    rew[i] = static_cast<float>(c.normal());
+    val[i] = static_cast<float>(3.0 * c.normal());
+    const double u = c.uniform();
+    term[i] = u < 0.05;
+    trunc[i] = u >= 0.05 && u < 0.1;
+    if (trunc[i]) fin[i] = static_cast<float>(c.normal());
+  }
+  for (auto& v : last) v = static_cast<float>(c.normal());
+  float* d_rew = to_device(rew);
+  float* d_val = to_device(val);
+  float* d_fin = to_device(fin);
+  float* d_last = to_device(last);
+  std::uint8_t* d_term = to_device(term);
+  std::uint8_t* d_trunc = to_device(trunc);
+  float* d_adv = to_device(std::vector<float>(N));
+  float* d_ret = to_device(std::vector<float>(N));
+  for (const auto& [gamma, lambda] : std::vector<std::pair<float, float>>{{0.99f, 0.95f}, {1.0f, 1.0f}, {0.0f, 0.5f},
+                                                                          {0.9f, 0.0f}, {0.97f, 0.8f}}) {
+    INFO("gamma " << gamma << " lambda " << lambda);
+    GaeInputs in;
+    in.steps = T;
+    in.envs = B;
+    in.rewards = rew.data();
+    in.values = val.data();
+    in.terminated = term.data();
+    in.truncated = trunc.data();
+    in.final_values = fin.data();
+    in.last_values = last.data();
+    in.gamma = gamma;
+    in.lambda = lambda;
+    std::vector<float> adv(N), ret(N);
+    compute_gae(in, adv.data(), ret.data());
+    rl::cuda::gae(d_rew, d_val, d_term, d_trunc, d_fin, d_last, T, B, gamma, lambda, d_adv, d_ret, nullptr);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    const auto dadv = to_host(d_adv, N), dret = to_host(d_ret, N);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < N; ++i)
+      if (std::memcmp(&adv[i], &dadv[i], sizeof(float)) != 0 || std::memcmp(&ret[i], &dret[i], sizeof(float)) != 0)
+        ++differ;
+    CHECK(differ == 0);
+  }
+  for (void* p : std::initializer_list<void*>{d_rew, d_val, d_fin, d_last, d_term, d_trunc, d_adv, d_ret})
+    cudaFree(p);
+}
+
+TEST_CASE("PPO learn on the device (GAE, losses, clipping on the device) gives the host's results", "[gpu][rl]") {
+  // The device path against the host path on the same rollout: GAE is bit-identical; the
+  // networks' float32 arithmetic differs in summation order only (cuBLAS or the host
+  // backend's reference GEMM vs Eigen), so losses agree to 1e-3 relative and the
+  // parameter change to 1% in L2 (as the update test above).
+  for (const std::string env_id : {"CartPole-v1", "Pendulum-v1"}) {
+    for (bool shared : {false, true}) {
+      INFO(env_id << (shared ? " shared trunk" : " separate"));
+      Pair p = make_pair(env_id, shared);
+      SamplerOptions so;
+      so.env_id = env_id;
+      so.num_envs = 8;
+      so.num_steps = 16;
+      so.seed = 5;
+      SerialSampler sampler(so);
+      RolloutBuffer buf;
+      sampler.collect(*p.cpu, buf);
+      RolloutBuffer host_buf = buf;
+      const auto before = p.cpu->state_dict();
+      PpoOptions po;
+      po.epochs = 2;
+      po.minibatch_size = 48;  // 128 samples: minibatches of 48, 48, 32
+      po.ent_coef = 0.01;
+      po.clip_range_vf = 0.2;
+      po.learning_rate = 1e-3;
+      Ppo ppo_cpu(*p.cpu, po), ppo_gpu(*p.gpu, po);
+      CHECK(!ppo_cpu.device_update());
+      CHECK(ppo_gpu.device_update());
+      const UpdateStats s1 = ppo_cpu.learn(host_buf, 0.98, 0.9, 0.7, 3);
+      const UpdateStats s2 = ppo_gpu.learn(buf, 0.98, 0.9, 0.7, 3);
+      CHECK(s2.learning_rate == s1.learning_rate);
+      CHECK(s2.clip_range == s1.clip_range);
+      CHECK(s2.policy_loss == Approx(s1.policy_loss).epsilon(1e-3).margin(1e-5));
+      CHECK(s2.value_loss == Approx(s1.value_loss).epsilon(1e-3));
+      CHECK(s2.entropy == Approx(s1.entropy).epsilon(1e-4));
+      CHECK(s2.approx_kl == Approx(s1.approx_kl).epsilon(2e-2).margin(1e-7));
+      CHECK(s2.clip_fraction == Approx(s1.clip_fraction).margin(0.02));
+      // The explained variance reads the rollout's values and GAE's returns only (no
+      // network), so it differs by summation order alone.
+      CHECK(s2.explained_variance == Approx(s1.explained_variance).epsilon(1e-9));
+      const auto a = p.cpu->state_dict(), b = p.gpu->state_dict();
+      double diff = 0, change = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        const auto x0 = before[i].tensor.to_vector(), x1 = a[i].tensor.to_vector(), x2 = host_values(b[i].tensor);
+        for (std::size_t k = 0; k < x0.size(); ++k) {
+          diff += (x1[k] - x2[k]) * (x1[k] - x2[k]);
+          change += (x1[k] - x0[k]) * (x1[k] - x0[k]);
+        }
+      }
+      INFO("||cpu - gpu|| = " << std::sqrt(diff) << ", ||cpu change|| = " << std::sqrt(change));
+      CHECK(change > 0);
+      CHECK(std::sqrt(diff) <= 1e-2 * std::sqrt(change));
+      CHECK(ppo_gpu.optimizer().steps() == ppo_cpu.optimizer().steps());
+    }
+  }
+}
+
+TEST_CASE("A2C learn on the device (RMSprop, eager) gives the host's results", "[gpu][rl]") {
+  // A2C is PPO's device update with one minibatch and RMSprop (no graph): two learning
+  // steps on CartPole rollouts, within float rounding of the host (as the PPO test above).
+  Pair p = make_pair("CartPole-v1", false);
+  A2cOptions ao;
+  ao.ent_coef = 0.01;
+  ao.normalize_advantage = true;
+  ao.learning_rate = 1e-3;
+  A2c a2c_cpu(*p.cpu, ao), a2c_gpu(*p.gpu, ao);
+  CHECK(a2c_gpu.device_update());
+  const auto before = p.cpu->state_dict();
+  for (int it = 0; it < 2; ++it) {
+    RolloutBuffer buf = cartpole_rollout(*p.cpu, 8, 5, 30 + static_cast<std::uint64_t>(it));
+    RolloutBuffer copy = buf;
+    const UpdateStats s1 = a2c_cpu.learn(buf, 0.99, 1.0, 1.0, it);
+    const UpdateStats s2 = a2c_gpu.learn(copy, 0.99, 1.0, 1.0, it);
+    CHECK(s2.value_loss == Approx(s1.value_loss).epsilon(1e-3));
+    CHECK(s2.entropy == Approx(s1.entropy).epsilon(1e-4));
+    CHECK(s2.policy_loss == Approx(s1.policy_loss).epsilon(1e-3).margin(1e-4));
+  }
+  CHECK(a2c_gpu.graph_steps() == 0);
+  CHECK(a2c_gpu.optimizer().steps() == 2);
+  const auto a = p.cpu->state_dict(), b = p.gpu->state_dict();
+  double diff = 0, change = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto x0 = before[i].tensor.to_vector(), x1 = a[i].tensor.to_vector(), x2 = host_values(b[i].tensor);
+    for (std::size_t k = 0; k < x0.size(); ++k) {
+      diff += (x1[k] - x2[k]) * (x1[k] - x2[k]);
+      change += (x1[k] - x0[k]) * (x1[k] - x0[k]);
+    }
+  }
+  INFO("||cpu - gpu|| = " << std::sqrt(diff) << ", ||cpu change|| = " << std::sqrt(change));
+  CHECK(change > 0);
+  CHECK(std::sqrt(diff) <= 1e-2 * std::sqrt(change));
+}
+
+TEST_CASE("PPO device update: the minibatch step replayed as a CUDA graph gives the eager steps' bits",
+          "[gpu][rl]") {
+  // Two device agents with the same seed, one Ppo capturing its minibatch step, one eager:
+  // three learning steps on CartPole rollouts (128 samples, minibatches of 48: two full
+  // ones per epoch, then a short one that runs eagerly), parameters and optimizer state
+  // compared bit for bit. The graph is captured once (at the second full minibatch) and
+  // replayed in the later updates too.
+  for (bool shared : {false, true}) {
+    INFO((shared ? "shared trunk" : "separate"));
+    Pair p = make_pair("CartPole-v1", shared);
+    AgentOptions o;
+    o.seed = 17;
+    o.shared_trunk = shared;
+    o.device = kGpu;
+    ActorCriticAgent eager_agent(p.env->obs_dim(), p.env->action_space(), o);
+    PpoOptions po;
+    po.epochs = 2;
+    po.minibatch_size = 48;
+    po.ent_coef = 0.01;
+    po.learning_rate = 1e-3;
+    Ppo graphed(*p.gpu, po);
+    po.cuda_graph = false;
+    Ppo eager(eager_agent, po);
+    std::uint64_t graph_launches = 0;
+    for (int it = 0; it < 3; ++it) {
+      RolloutBuffer buf = cartpole_rollout(*p.cpu, 8, 16, 10 + static_cast<std::uint64_t>(it));
+      RolloutBuffer copy = buf;
+      const gpu::CounterScope scope;
+      const UpdateStats a = graphed.learn(buf, 0.99, 0.95, 1.0 - 0.1 * it, it);
+      graph_launches += scope.delta().graph_launches;
+      const UpdateStats b = eager.learn(copy, 0.99, 0.95, 1.0 - 0.1 * it, it);
+      CHECK(a.policy_loss == b.policy_loss);
+      CHECK(a.value_loss == b.value_loss);
+      CHECK(a.approx_kl == b.approx_kl);
+      CHECK(a.clip_fraction == b.clip_fraction);
+    }
+    INFO(graphed.graph_error());
+    CHECK(graphed.graph_error().empty());
+    CHECK(graphed.graph_captures() == 1);
+    // 3 updates x 2 epochs x 2 full minibatches = 12 full steps; the first is the warm-up.
+    CHECK(graphed.graph_steps() == 11);
+    // The host backend counts graph launches (the CUDA backend counts kernel launches only).
+    if (gpu::active_backend() == gpu::Backend::kHost) CHECK(graph_launches == 11);
+    CHECK(eager.graph_steps() == 0);
+    CHECK(graphed.optimizer().steps() == eager.optimizer().steps());
+    const auto x = p.gpu->state_dict(), y = eager_agent.state_dict();
+    for (std::size_t i = 0; i < x.size(); ++i) CHECK(host_values(x[i].tensor) == host_values(y[i].tensor));
+    const auto sx = graphed.optimizer().state(), sy = eager.optimizer().state();
+    for (std::size_t i = 0; i < sx.size(); ++i) CHECK(host_values(sx[i].tensor) == host_values(sy[i].tensor));
+  }
+}
+
+TEST_CASE("PPO device update: a non-finite loss stops before the parameters change", "[gpu][rl]") {
+  // NaN rewards make every advantage NaN: the first minibatch's loss is NaN, so the device
+  // flag vetoes its step and every later one; the error names the iteration, as on the host.
+  for (bool device : {false, true}) {
+    INFO((device ? "device" : "host"));
+    Pair p = make_pair("CartPole-v1", false);
+    RolloutBuffer buf = cartpole_rollout(*p.cpu, 8, 8, 2);
+    for (auto& r : buf.rewards) r = std::nanf("");
+    ActorCriticAgent& agent = device ? *p.gpu : *p.cpu;
+    PpoOptions po;
+    po.epochs = 2;
+    po.minibatch_size = 16;
+    Ppo ppo(agent, po);
+    const auto before = agent.state_dict();
+    try {
+      ppo.learn(buf, 0.99, 0.95, 1.0, 4);
+      FAIL("no NumericalError");
+    } catch (const NumericalError& e) {
+      const std::string what = e.what();
+      CHECK(what.find("iteration 4: the loss is ") != std::string::npos);
+      CHECK(what.find("nan") != std::string::npos);
+    }
+    const auto after = agent.state_dict();
+    for (std::size_t i = 0; i < before.size(); ++i) CHECK(host_values(after[i].tensor) == host_values(before[i].tensor));
+  }
+}
+
+// Budgets of device work per phase (host waits and transfers are counted by the host
+// backend, label host-emu; on a CUDA device only launches are counted and printed).
+// A PPO iteration of T env steps: the rollout waits once per env step (the host steps
+// the environments and needs the actions) plus once for V(s_T); the learning step
+// (upload, GAE, every minibatch, read-back) waits once. So an iteration makes T + 2 host
+// waits with no truncated episode (each env step with a truncation adds one wait, for
+// V(final observation)); a minibatch adds no wait and no transfer.
+TEST_CASE("device round trips of a PPO iteration and of PPO minibatch updates (budgets)", "[gpu][rl]") {
+  const bool counted = gpu::active_backend() == gpu::Backend::kHost;
   std::string text;
+  const int T = 16;
   const TrainConfig c = resolve_train_config(io::Config("<t>"),
-                                             {"device=cuda", "sampler.num_envs=8", "sampler.num_steps=16",
-                                              "total_steps=4096", "algo.epochs=2", "algo.minibatch_size=32",
-                                              "seed=3", "output_prefix=test_rl_gpu_counts"},
+                                             {"device=cuda", "sampler.num_envs=8",
+                                              "sampler.num_steps=" + std::to_string(T), "total_steps=4096",
+                                              "algo.epochs=2", "algo.minibatch_size=32", "seed=3",
+                                              "output_prefix=test_rl_gpu_counts"},
                                              &text);
   Trainer t(c, text);
-  t.iterate();  // first iteration: allocations, graph captures
+  t.iterate();  // first iteration: allocations
   const gpu::CounterScope it_scope;
   t.iterate();
   const gpu::LaunchCounters it = it_scope.delta();
-  std::printf("PPO iteration on %s (128 env steps, 8 minibatches): %s\n", gpu::to_string(gpu::active_backend()).c_str(),
-              it.str().c_str());
+  std::printf("PPO iteration on %s (%d env steps x 8 envs, 8 minibatches): %s\n",
+              gpu::to_string(gpu::active_backend()).c_str(), T, it.str().c_str());
 
+  // The phases separately, on the same kind of agent.
   Pair p = make_pair("CartPole-v1", false);
   SamplerOptions so;
-  so.num_envs = 16;
-  so.num_steps = 8;
+  so.num_envs = 8;
+  so.num_steps = T;
   so.seed = 4;
   SerialSampler sampler(so);
   RolloutBuffer buf;
-  sampler.collect(*p.cpu, buf);
-  buf.compute_advantages(0.98, 0.8);
+  sampler.collect(*p.gpu, buf);  // warm
+  const gpu::CounterScope roll_scope;
+  sampler.collect(*p.gpu, buf);
+  const gpu::LaunchCounters roll = roll_scope.delta();
+  std::size_t truncations_steps = 0;
+  for (int s = 0; s < T; ++s)
+    for (int b = 0; b < 8; ++b)
+      if (buf.truncated[static_cast<std::size_t>(s * 8 + b)]) {
+        ++truncations_steps;
+        break;
+      }
+  std::printf("  rollout (%d env steps): %s\n", T, roll.str().c_str());
   PpoOptions po;
-  po.epochs = 1;
-  po.minibatch_size = 128;  // the whole batch: one minibatch
+  po.epochs = 2;
+  po.minibatch_size = 32;
   Ppo ppo(*p.gpu, po);
-  ppo.update(buf, 1.0, 0);  // warm
+  REQUIRE(ppo.device_update());
+  RolloutBuffer copy = buf;
+  ppo.learn(copy, 0.99, 0.95, 1.0, 0);  // warm
+  const gpu::CounterScope learn_scope;
+  ppo.learn(buf, 0.99, 0.95, 1.0, 1);
+  const gpu::LaunchCounters learn = learn_scope.delta();
+  std::printf("  learn (GAE + 2 epochs x 4 minibatches): %s\n", learn.str().c_str());
+
+  // One minibatch vs eight: the difference is what minibatches cost.
+  PpoOptions one = po;
+  one.epochs = 1;
+  one.minibatch_size = 0;  // the whole rollout: one minibatch
+  Ppo ppo1(*p.gpu, one);
+  ppo1.update(buf, 1.0, 0);  // warm
   const gpu::CounterScope mb_scope;
-  ppo.update(buf, 1.0, 0);
-  const gpu::LaunchCounters mb = mb_scope.delta();
-  std::printf("PPO minibatch update on %s (128 samples): %s\n", gpu::to_string(gpu::active_backend()).c_str(),
-              mb.str().c_str());
+  ppo1.update(buf, 1.0, 1);
+  const gpu::LaunchCounters mb1 = mb_scope.delta();
+  std::printf("  update with one minibatch (128 samples): %s\n", mb1.str().c_str());
   std::fflush(stdout);
-  CHECK(it.kernel_launches > mb.kernel_launches);
-  CHECK(mb.kernel_launches > 0);
-  if (gpu::active_backend() == gpu::Backend::kHost) {
-    CHECK(it.host_waits >= mb.host_waits);
-    CHECK(mb.h2d_copies > 0);  // the minibatch goes to the device
+  CHECK(mb1.kernel_launches > 0);  // the capture (launches recorded into the graph count)
+  // Every minibatch step of the second learn is a graph replay: its only kernel launches
+  // are GAE and the explained variance.
+  CHECK(learn.kernel_launches == 2);
+  if (counted) {
+    CHECK(roll.host_waits == static_cast<std::uint64_t>(T) + 1 + truncations_steps);
+    // Per env step one copy up (observations) and one down (actions, log-probs and values
+    // packed on the device), and the same for V(s_T).
+    CHECK(roll.h2d_copies == static_cast<std::uint64_t>(T) + 1 + truncations_steps);
+    CHECK(roll.d2h_copies == static_cast<std::uint64_t>(T) + 1 + truncations_steps);
+    CHECK(learn.graph_launches == 8);  // the minibatch step replayed as a CUDA graph
+    CHECK(learn.host_waits == 1);
+    CHECK(learn.h2d_copies == 1);  // rollout and permutations in one copy
+    CHECK(learn.d2h_copies == 1);  // loss terms, flag and explained variance in one copy
+    CHECK(mb1.host_waits == 1);
+    CHECK(mb1.transfers() == 2);
+    // So eight minibatches cost no more waits or transfers than one: 0 per minibatch.
+    CHECK(learn.host_waits - mb1.host_waits == 0);
+    CHECK(learn.transfers() - mb1.transfers() == 0);
+    // The whole iteration: T action downloads, V(s_T), the update's read-back (CartPole's
+    // time limit of 500 steps cannot truncate an episode within two iterations of 16 steps).
+    CHECK(it.host_waits == static_cast<std::uint64_t>(T) + 2);
+    CHECK(it.transfers() == 2 * static_cast<std::uint64_t>(T) + 4);
   }
 }
 

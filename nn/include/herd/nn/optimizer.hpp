@@ -50,6 +50,19 @@ class Optimizer {
   std::int64_t steps() const { return steps_; }
   /// "SGD", "Adam", "RMSprop".
   virtual std::string type_name() const = 0;
+  /// A device-side guard for the updates of parameters on a CUDA device: when `flag` (one
+  /// int32 in that device's memory, or null to remove the guard) holds a non-zero value
+  /// when an update kernel runs, that update leaves the parameters and buffers unchanged
+  /// (`steps()` still counts the call). Lets a loss computed on the device veto a step
+  /// without a host read-back (PPO's device update stops at a non-finite loss this way).
+  /// The flag must outlive its use. @throws InputError for a non-null flag when the
+  /// parameters live on the host.
+  void set_skip_flag(const std::int32_t* flag);
+  /// Counts `n` >= 0 steps that ran as replays of a captured CUDA graph holding this
+  /// optimizer's device update (`Adam::step_with_device_hyper` with `count = false`), so
+  /// that `steps()` (saved in `state()`) matches the device's step count.
+  /// @throws InputError for a negative n.
+  void count_replayed_steps(std::int64_t n);
 
   /// Deep copies of the state: "step" and "lr" (float64 `[1]`) and the buffers.
   std::vector<NamedTensor> state() const;
@@ -67,6 +80,7 @@ class Optimizer {
   virtual void update(std::size_t i, Parameter& p) = 0;
 
   std::vector<NamedParameter> params_;
+  const std::int32_t* skip_ = nullptr;  // device guard (set_skip_flag)
 
  private:
   friend class GraphedTrainStep;  // replays Adam's update in a CUDA graph and counts its steps
@@ -102,6 +116,17 @@ class Adam : public Optimizer {
   Adam(std::vector<NamedParameter> params, double lr = 1e-3, double beta1 = 0.9,
        double beta2 = 0.999, double eps = 1e-8);
   std::string type_name() const override { return "Adam"; }
+  /// One step with the learning rate and step count in device memory, for CUDA graphs (a
+  /// replayed graph cannot take new kernel arguments): `hyper` is float64 `[4]` in the
+  /// parameters' device memory, {lr, step, step_size, inv_bc2_sqrt}; the caller writes lr
+  /// and the step count so far (`steps()`) before the first such step. Enqueues on the nn
+  /// stream the advance of the device step and bias corrections (`cuda::adam_tick`) and
+  /// one update per parameter reading them (honouring the skip flag), without a host wait;
+  /// with `count` the step is counted in `steps()` (capture it with `count = false` and
+  /// count each execution with `count_replayed_steps`). Equals `step()` except that the
+  /// device's pow may differ in the last bit of a double.
+  /// @throws InputError for host parameters or a CPU-only build.
+  void step_with_device_hyper(double* hyper, bool count = true);
 
  protected:
   void update(std::size_t i, Parameter& p) override;
@@ -135,6 +160,15 @@ class RmsProp : public Optimizer {
 double clip_grad_norm(const std::vector<Parameter*>& params, double max_norm);
 /// Overload for named parameters.
 double clip_grad_norm(const std::vector<NamedParameter>& params, double max_norm);
+/// `clip_grad_norm` without a host read-back, for gradients on one CUDA device: the sum of
+/// squares goes into the device double `*sum_sq` (overwritten; its square root is the norm
+/// before clipping) and every gradient is scaled on the device by `max_norm / (norm +
+/// 1e-6)` when that is below 1 (the host's rule and rounding). Enqueued on the device's nn
+/// stream; returns at once (no host wait). The squares are summed in a fixed order
+/// (deterministic), as in `clip_grad_norm`.
+/// @throws InputError for max_norm <= 0, a host parameter, parameters on several devices,
+///         or a CPU-only build.
+void clip_grad_norm_on_device(const std::vector<NamedParameter>& params, double max_norm, double* sum_sq);
 
 /// Linear annealing of a value from `start` at step 0 to `end` at `total_steps` (held at
 /// `end` afterwards): the usual PPO/A2C learning-rate schedule.

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "herd/core/host_device.hpp"
+
 namespace herd::rl {
 
 /// Inputs of `compute_gae`. All arrays are host memory, row-major time-major `[T, B]`
@@ -27,6 +29,16 @@ struct GaeInputs {
   float gamma = 0.99f;                    ///< discount in [0, 1]
   float lambda = 0.95f;                   ///< GAE lambda in [0, 1]
 };
+
+/// One step of the GAE recursion, shared by `compute_gae` and the device kernel
+/// (herd/rl/cuda/ppo_kernels.hpp) so that both do the same double arithmetic in the same
+/// order (the device code is compiled without fused multiply-add): returns
+/// A_t = (r_t + gamma next_t - V(s_t)) + (episode_end ? 0 : gamma_lambda A_{t+1}).
+HERD_HOST_DEVICE inline double gae_step(double reward, double value, double next, bool episode_end, double gamma,
+                                        double gamma_lambda, double next_advantage) {
+  const double delta = reward + gamma * next - value;
+  return delta + (episode_end ? 0.0 : gamma_lambda * next_advantage);
+}
 
 /// Computes advantages A_t and returns R_t = A_t + V(s_t) (the value targets), `[T, B]` each:
 ///   next_t = 0 if terminated, V(final obs) if truncated, V(s_{t+1}) otherwise (last_values at T-1);

@@ -69,16 +69,16 @@ struct AgentOptions {
 /// softmax/Gaussian head and action sampling run there (on the nn stream,
 /// `nn::compute_stream`); the API stays host pointers. Each call stages its host inputs in
 /// pinned (page-locked) buffers, copies them host->device with cudaMemcpyAsync on the nn
-/// stream, enqueues the work, copies the outputs device->host into pinned buffers on the
-/// same stream and waits once for the stream before returning (`backward` only enqueues
+/// stream, enqueues the work, gathers the outputs into one device buffer (device-to-device
+/// copies), copies that device->host into pinned memory in one copy on the same stream
+/// and waits once for the stream before returning (`backward` only enqueues
 /// its uploads and returns; the next call that refills the staging buffers waits for
 /// them). Sampling uses the same Philox counters as the host (docs/nn.md "CUDA"), so for
 /// the same seeds a CUDA agent draws the same discrete actions as a CPU agent (barring a
 /// uniform within float rounding of a class boundary) and its log-probabilities and values
 /// agree within float32 rounding (cuBLAS sums in another order). Row padding is kept.
-/// The per-sample loss arithmetic of PPO/A2C on the `[n]` vectors stays on the host (three
-/// `[n]` vectors each way per minibatch: cheaper than kernels and their launches for RL
-/// widths). `state_dict` returns tensors on the agent's device; `load_state_dict` takes
+/// `Ppo`'s device update uses `device_batch`, `evaluate_device` and `backward_device`
+/// instead of `evaluate`/`backward` (no copies, no waits). `state_dict` returns tensors on the agent's device; `load_state_dict` takes
 /// tensors of any device and float dtype, so checkpoints move between CPU and CUDA runs.
 ///
 /// Thread-safety: one thread at a time (the modules keep buffers).
@@ -135,6 +135,38 @@ class ActorCriticAgent {
   /// dL/d(value), each `[n]`, for the last `evaluate`.
   void backward(const float* grad_log_prob, const float* grad_entropy, const float* grad_value);
 
+  /// Device-resident minibatch inputs of a CUDA agent (for `Ppo`'s device update): the
+  /// agent's own input tensors, sized for `n` samples, as raw device pointers on the
+  /// agent's device. Fill them on the nn stream (`nn::compute_stream`), then call
+  /// `evaluate_device(n)`. Observations `[n, obs_dim]` float32; actions `[n]` int64 class
+  /// indices (discrete; `continuous_actions` null) or `[n, action_dim]` float32
+  /// (continuous; `discrete_actions` null). Valid until the next call of the agent.
+  struct DeviceBatch {
+    float* obs = nullptr;
+    std::int64_t* discrete_actions = nullptr;
+    float* continuous_actions = nullptr;
+  };
+  /// See `DeviceBatch`. @throws herd::InputError for an agent on the host.
+  DeviceBatch device_batch(std::size_t n);
+  /// Outputs of `evaluate_device`, device pointers: log pi(a|s), entropies and values
+  /// `[n]` each, and the gradient input `grad` `[3n]` that `backward_device` reads:
+  /// dL/d(log_prob), dL/d(entropy), dL/d(value) end to end (the caller writes it).
+  struct DeviceEvaluation {
+    const float* log_probs = nullptr;
+    const float* entropies = nullptr;
+    const float* values = nullptr;
+    float* grad = nullptr;
+  };
+  /// `evaluate` on the inputs written through `device_batch(n)`, entirely on the device:
+  /// no copy, no host wait (the work is enqueued on the nn stream). `log_probs()`,
+  /// `entropies()` and `values()` are not updated. @throws herd::InputError for an agent
+  /// on the host or an `n` other than the last `device_batch`'s.
+  DeviceEvaluation evaluate_device(std::size_t n);
+  /// `backward` with the gradients already in `DeviceEvaluation::grad` of the last
+  /// `evaluate_device` (no upload, no host wait). @throws herd::InputError without a
+  /// preceding `evaluate_device`.
+  void backward_device();
+
   /// All parameters with their names (see the class comment), for the optimizer.
   std::vector<nn::NamedParameter> named_parameters();
   /// Deep copies of the parameters (float32, on the agent's device).
@@ -160,6 +192,16 @@ class ActorCriticAgent {
   const nn::Tensor& actor_forward(const float* obs, std::size_t n, bool pad);
   void policy_backward(const nn::Tensor& grad_out);
   std::vector<std::int64_t> obs_shape_;
+  struct Outputs {
+    const nn::Tensor* log_probs;
+    const nn::Tensor* entropies;
+    const nn::Tensor* values;
+  };
+  const nn::Tensor& policy_forward();
+  Outputs evaluate_forward();
+  void backward_from_grad(std::int64_t n);
+  std::size_t device_n_ = 0;  // samples of the last device_batch / evaluate_device
+  bool device_evaluated_ = false;
   std::size_t obs_dim_, action_dim_;
   bool discrete_;
   Device device_;

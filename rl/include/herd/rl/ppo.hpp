@@ -52,6 +52,9 @@ struct PpoOptions {
   /// `lr_warmup_iterations`. 0: no warm-up.
   int lr_warmup_iterations = 0;
   double lr_warmup_start = 1.0;  ///< warm-up factor at iteration 0, in (0, 1]
+  /// Device updates with Adam (see `Ppo`): capture the minibatch step as a CUDA graph and
+  /// replay it (false: every minibatch is enqueued kernel by kernel; same results bit for bit).
+  bool cuda_graph = true;
 };
 
 /// The warm-up factor of `o` at `iteration` (1 after the warm-up; see `PpoOptions`).
@@ -101,6 +104,31 @@ struct MinibatchLoss {
 /// then one per minibatch (gradients and loss terms together).
 /// Every rank then clips and steps identically: parameters stay identical across ranks
 /// (tested bit for bit). `update` and `minibatch_loss` are then collective.
+///
+/// **Device updates** (an agent on a CUDA device, one process): `update` and `learn` run
+/// on the device with one host wait per update. The rollout (observations, actions,
+/// old log-probabilities and values, rewards, terminated/truncated flags, bootstrap
+/// values; advantages and returns for `update`) and every epoch's minibatch permutation
+/// (drawn on the host with the same generator as the host path) go to the device in one
+/// host-to-device copy from pinned memory; `learn` then computes GAE there
+/// (bit-identical to the host's); each minibatch gathers its rows, runs the agent's
+/// `evaluate_device`, the loss kernel (advantage normalisation, clipped surrogate, value
+/// and entropy terms and their gradients), `backward_device`, `nn::clip_grad_norm_on_device`
+/// and the optimizer step, all enqueued without a host wait. A non-finite loss sets a
+/// device flag that makes the optimizer skip that step and every later one of the update
+/// (`nn::Optimizer::set_skip_flag`), so the parameters stay those before that minibatch,
+/// as on the host. At the end one device-to-host copy brings every minibatch's loss terms,
+/// the flag and the explained variance back, after the update's one host wait; the
+/// `NumericalError` is thrown then. Every argument of a minibatch step's kernels stays
+/// the same from minibatch to minibatch (the minibatch counter, the clip range and Adam's
+/// learning rate and step count live in device memory, written by the upload), so with
+/// Adam and `PpoOptions::cuda_graph` the step (zero_grad, gather, forward, loss, backward,
+/// clipping, Adam) is captured as a CUDA graph after one eager warm-up step of a
+/// minibatch size and replayed for every later minibatch of that size (also in later
+/// updates, until a device buffer is reallocated); a shorter last minibatch of an epoch
+/// runs eagerly. Replays give the eager steps' bits. Results equal the host path's within float rounding:
+/// the network arithmetic is the same, but cuBLAS (or the host backend's reference GEMM)
+/// sums in another order than the CPU's Eigen kernels, and the minibatch sums are trees.
 class Ppo {
  public:
   /// `comm` (not owned, may be null: one process) selects data-parallel training when it
@@ -124,6 +152,22 @@ class Ppo {
   /// @throws herd::NumericalError "iteration <i>: the loss is nan ..." when a minibatch
   ///         loss is not finite (before any parameter is changed by that minibatch).
   UpdateStats update(const RolloutBuffer& buffer, double progress_remaining, std::int64_t iteration);
+
+  /// GAE(gamma, lambda) of `buffer` followed by `update`: on the host
+  /// `buffer.compute_advantages(gamma, lambda)` then `update(buffer, ...)`; with a device
+  /// update (see the class comment) GAE runs on the device and `buffer.advantages` and
+  /// `buffer.returns` are left unchanged. Throws as `update` and `compute_advantages`.
+  UpdateStats learn(RolloutBuffer& buffer, double gamma, double lambda, double progress_remaining,
+                    std::int64_t iteration);
+
+  /// True when `update` runs on the agent's CUDA device (see the class comment).
+  bool device_update() const { return device_update_; }
+  /// Device updates: minibatch steps run as CUDA graph replays so far (0 without graphs),
+  /// and graphs captured so far.
+  std::int64_t graph_steps() const { return graph_steps_; }
+  std::int64_t graph_captures() const { return graph_captures_; }
+  /// Why a capture failed (the update then stays eager); empty when none did.
+  const std::string& graph_error() const { return graph_error_; }
 
   /// The loss of the samples `idx` of `buffer` with clip range `clip` (advantages
   /// normalised over these samples when enabled; one sample gives advantage 0, not NaN);
@@ -154,6 +198,18 @@ class Ppo {
   std::vector<double> stats_;          // data-parallel: [epochs * minibatches, 3] advantage sums
   const double* adv_stats_ = nullptr;  // this minibatch's global (count, sum, sum of squares)
   std::array<double, 6> terms_{};      // loss terms being all-reduced
+  bool device_update_ = false;         // updates run on the agent's CUDA device
+  std::int64_t graph_steps_ = 0, graph_captures_ = 0;
+  std::string graph_error_;
+  struct DeviceState;                  // device buffers of a device update (ppo_device.cpp)
+  struct DeviceStateDeleter {
+    void operator()(DeviceState* d) const;
+  };
+  std::unique_ptr<DeviceState, DeviceStateDeleter> dev_;
+  // Fills perm_ with every epoch's permutation of n samples (identity when mb >= n).
+  void draw_permutations(std::uint32_t n, std::uint32_t mb, std::int64_t iteration);
+  UpdateStats update_on_device(const RolloutBuffer& buffer, bool run_gae, double gamma, double lambda,
+                               double progress_remaining, std::int64_t iteration);
 };
 
 /// Explained variance 1 - Var(y - y_pred) / Var(y) of n values (NaN when Var(y) = 0, as SB3).

@@ -69,19 +69,25 @@ void scale(float* x, double a, std::int64_t n, cudaStream_t s);
 void scale(double* x, double a, std::int64_t n, cudaStream_t s);
 
 /// One Adam step (PyTorch's form, as `nn::Adam`) over `n` elements; `step` >= 1 is the
-/// step count including this one.
+/// step count including this one. `skip` (device memory, may be null): when `*skip` is
+/// non-zero at run time the step leaves `w`, `m` and `v` unchanged (a device-side guard,
+/// e.g. set by a loss kernel that found a non-finite loss; no host read-back needed).
 void adam_update(float* w, const float* g, float* m, float* v, std::int64_t n, double lr,
-                 double beta1, double beta2, double eps, std::int64_t step, cudaStream_t s);
+                 double beta1, double beta2, double eps, std::int64_t step, cudaStream_t s,
+                 const std::int32_t* skip = nullptr);
 /// double overload.
 void adam_update(double* w, const double* g, double* m, double* v, std::int64_t n, double lr,
-                 double beta1, double beta2, double eps, std::int64_t step, cudaStream_t s);
+                 double beta1, double beta2, double eps, std::int64_t step, cudaStream_t s,
+                 const std::int32_t* skip = nullptr);
 
 /// One SGD step (as `nn::Sgd`); `buf` may be null when `momentum == 0`; `first` is true on
-/// the first step (buf = g).
+/// the first step (buf = g). `skip`: as for `adam_update`.
 void sgd_update(float* w, const float* g, float* buf, std::int64_t n, double lr, double momentum,
-                double dampening, bool nesterov, bool first, cudaStream_t s);
+                double dampening, bool nesterov, bool first, cudaStream_t s,
+                const std::int32_t* skip = nullptr);
 /// double overload.
 void sgd_update(double* w, const double* g, double* buf, std::int64_t n, double lr,
-                double momentum, double dampening, bool nesterov, bool first, cudaStream_t s);
+                double momentum, double dampening, bool nesterov, bool first, cudaStream_t s,
+                const std::int32_t* skip = nullptr);
 
 }  // namespace herd::nn::cuda

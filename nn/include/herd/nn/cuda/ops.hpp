@@ -103,9 +103,17 @@ template <class T>
 void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw, T* gb,
                          T* gx, std::int64_t rows, std::int64_t F, cudaStream_t s);
 /// One RMSprop step (as `nn::RmsProp`): `v = a v + (1 - a) g^2`, `w -= lr g / (sqrt(v) + eps)`.
+/// `skip` (device memory, may be null): when `*skip` is non-zero at run time, `w` and `v`
+/// stay unchanged (see `adam_update`).
 template <class T>
 void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double alpha, double eps,
-                    cudaStream_t s);
+                    cudaStream_t s, const std::int32_t* skip = nullptr);
+/// The scaling of `clip_grad_norm` without a host read-back: with `coef = max_norm /
+/// (sqrt(*sum_sq) + 1e-6)` computed on the device from the device double `*sum_sq` (the
+/// squared global norm, e.g. from `sum_squares`), `g *= coef` (rounded to T) when
+/// `coef < 1`; otherwise (also for a NaN norm) `g` is left as is, as on the host.
+template <class T>
+void clip_by_norm(T* g, const double* sum_sq, std::int64_t n, double max_norm, cudaStream_t s);
 /// `*acc += sum x^2` in double (`acc` one device double, not reset: clip_grad_norm sums
 /// every parameter into it).
 template <class T>
@@ -142,10 +150,11 @@ void conv_bias_grad(const T* gy, T* gb, std::int64_t N, std::int64_t O, std::int
 /// as `nn::Adam` does on the host (the device's pow may differ in the last bit of a double).
 void adam_tick(double* hyper, double beta1, double beta2, cudaStream_t s);
 /// The update of `adam_update` (herd/nn/cuda/kernels.hpp) with `step_size` and
-/// `inv_bc2_sqrt` read from `hyper` (set by `adam_tick`) and rounded to T.
+/// `inv_bc2_sqrt` read from `hyper` (set by `adam_tick`) and rounded to T. `skip`: as for
+/// `adam_update` (a non-zero device flag leaves w, m and v unchanged).
 template <class T>
 void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, double beta1,
-                       double beta2, double eps, cudaStream_t s);
+                       double beta2, double eps, cudaStream_t s, const std::int32_t* skip = nullptr);
 
 /// Categorical sampling by inversion on the device, the draws of `Categorical::sample`:
 /// row r takes the uniform `RngStream(seed, stream + r, purpose).uniform(index)` and the
