@@ -423,6 +423,9 @@ class BatchedRecord final : public mcmc::BatchedCheckpointer {
   Timer since_;
 };
 
+/// What the convergence warnings of a batched run say to run longer.
+constexpr const char* kRunLonger = "raise warmup, so that the proposal adapts, and chain_size";
+
 /// A point log density as a host functor for the fused (thread-pool) path.
 struct HostPoint {
   const mcmc::PointLogDensity* f;
@@ -648,10 +651,11 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                      specs.chains_per_rank);
   rep += "\n== resolved input ==\n" + options.resolved_input + "\n";
   rep += "\n== run ==\n" + mcmc::batched_report(og, t, diag);
-  // Nothing (or next to nothing) accepted: the draws are the start points (item 2 of the
-  // new-user report); say so in the report and on the terminal, as the serial run does.
-  const std::string low = mcmc::low_acceptance_warning(t.acceptance_rate);
-  if (!low.empty()) rep += low + "\n";
+  // R-hat, ESS and the acceptance rate checked as every engine checks them; in the report
+  // and on the terminal, with what to try (a short warm-up leaves a batched run with a
+  // poorly adapted proposal: hence "raise warmup").
+  const std::string warnings =
+      mcmc::convergence_warnings(rows, static_cast<std::size_t>(t.num_chains), t.acceptance_rate, kRunLonger);
   rep += fmt::format("pooled adaptation pools the chains of all processes (a fixed summation tree over global chain "
                      "ids: the same chains for every layout of processes); nested R-hat: {}\n",
                      k > 0 ? fmt::format("{} superchains of contiguous global chain ids", k)
@@ -676,6 +680,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   rep += "not used by batched devices: parallelization_model, sample_size and the refinement, adaptive_update_count, "
          "greedy_adaptation_count, burnin_adaptation_measure, target_acceptance_rate, chain_file_format\n";
   rep += "\n== posterior (thinned draws after the warm-up): statistics and diagnostics ==\n" + table;
+  if (!warnings.empty()) rep += "\n== convergence warnings ==\n" + warnings;
   rep += fmt::format("\noutputs: {} (posterior, sample_stats/lp [chain, draw]), {}_report.txt, {}_report.html\n",
                      h5_path, specs.output_prefix, specs.output_prefix);
   {
@@ -727,6 +732,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
     if (k > 0)
       h.notes.push_back(fmt::format("Nested R-hat over {} superchains is in {}_report.txt.", k, specs.output_prefix));
     h.resolved_input = options.resolved_input;
+    h.run_longer = kRunLonger;
     mcmc::write_posterior_report(specs.output_prefix + "_report.html", h);
   }
   if (record) record->discard();
@@ -738,7 +744,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                  static_cast<long long>(t.num_chains), static_cast<long long>(sink.memory.draws),
                  static_cast<long long>(specs.thin), static_cast<long long>(specs.warmup), t.acceptance_rate,
                  t.chain_steps_per_second, t.seconds);
-    if (!low.empty()) std::fprintf(out, "%s\n", low.c_str());
+    std::fprintf(out, "%s", warnings.c_str());
     std::fflush(out);
   }
 }

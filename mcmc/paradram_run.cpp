@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numeric>
 
@@ -498,6 +499,25 @@ std::string low_acceptance_warning(double rate) {
       rate, kLowAcceptance);
 }
 
+std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::size_t chains, double acceptance_rate,
+                                 const std::string& run_longer) {
+  std::vector<std::string> names;
+  std::vector<DiagnosticSummary> summary;
+  for (const auto& r : rows) {
+    names.push_back(r.name);
+    summary.push_back(r.stats);
+  }
+  // Below kLowAcceptance the low-acceptance warning replaces the verdict's acceptance line.
+  const bool stuck = std::isfinite(acceptance_rate) && acceptance_rate < kLowAcceptance;
+  std::string out;
+  for (const ReportVerdict& v : convergence_verdicts(names, summary, chains,
+                                                     stuck ? std::numeric_limits<double>::quiet_NaN() : acceptance_rate,
+                                                     run_longer))
+    if (v.level >= 2) out += "WARNING: " + v.text + "\n";
+  if (stuck) out += low_acceptance_warning(acceptance_rate) + "\n";
+  return out;
+}
+
 namespace {
 
 /// What to do about a mean acceptance rate below kLowAcceptance (one paragraph).
@@ -877,9 +897,31 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     qs.stats = summarize(DrawsView(cut[k], m, ndraw));
     out.summary.push_back(std::move(qs));
   }
+  // ParaDRAM's pairwise KS table, of the chains' refined samples: the test assumes
+  // independent draws, which the refined (thinned) samples nearly are; the verbose chains'
+  // autocorrelated draws give far too small p-values.
   std::vector<std::vector<KsResult>> ks;
-  if (m >= 2 && m <= static_cast<std::size_t>(kMaxKsChains))
-    for (int j = 0; j < d; ++j) ks.push_back(ks_pairwise(DrawsView(cut[static_cast<std::size_t>(j)], m, ndraw)));
+  const bool ks_samples_ok = std::all_of(co.begin(), co.end(), [](const ChainOutputs& x) { return !x.sample_rows.empty(); });
+  if (m >= 2 && m <= static_cast<std::size_t>(kMaxKsChains) && ks_samples_ok) {
+    std::vector<std::vector<double>> samples(m);
+    for (int j = 0; j < d; ++j) {
+      for (std::size_t c = 0; c < m; ++c) {
+        samples[c].clear();
+        for (std::size_t r : co[c].sample_rows) samples[c].push_back(co[c].columns[static_cast<std::size_t>(j)].compact[r]);
+      }
+      ks.push_back(ks_pairwise(std::span<const std::vector<double>>(samples)));
+    }
+  }
+  // Which draws the table tested, for the report and the .h5.
+  const std::string ks_tested =
+      specs.sample_size > 0
+          ? fmt::format("the chains' samples of sample_size = {} evenly spaced draws (thinned only as far as that "
+                        "spacing goes)", specs.sample_size)
+      : specs.sample_refinement_count == 0
+          ? std::string("the chains' unrefined samples (sample_refinement_count = 0: every post-burn-in draw, "
+                        "autocorrelated, so the p-values are too small)")
+          : std::string("the chains' refined samples (thinned by their integrated autocorrelation time: nearly "
+                        "independent draws, as the test assumes)");
 
   // Chain and sample text files.
   if (text_files) {
@@ -1093,6 +1135,8 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       dg.attach_dimensions(ks_stat, {"ks_variable", "chain_a", "chain_b"});
       io::H5Dataset ks_p = dg.write<double>("ks_p_value", pval, {static_cast<hsize_t>(d), m, m});
       dg.attach_dimensions(ks_p, {"ks_variable", "chain_a", "chain_b"});
+      ks_p.set_attribute("tested", ks_tested);
+      ks_stat.set_attribute("tested", ks_tested);
     }
     h5.commit();
   }
@@ -1109,6 +1153,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   double acceptance = 0.0;
   for (const auto& r : results) acceptance += r.acceptance_rate * static_cast<double>(r.proposals);
   acceptance /= std::max<double>(1.0, static_cast<double>(proposals));
+  const std::string warnings = convergence_warnings(out.summary, m, acceptance);
   {
     TextFile f(report_path);
     std::string r;
@@ -1123,7 +1168,6 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     r += fmt::format("log-density evaluations           {}\n", evaluations);
     r += fmt::format("accepted states (chain_size)      {}\n", out.compact_size);
     r += fmt::format("mean acceptance rate              {:.6f}\n", acceptance);
-    if (acceptance < kLowAcceptance) r += low_acceptance_hint(acceptance) + "\n";
     if (m == 1) {
       for (std::size_t k = 0; k < kr.stage_accepted.size(); ++k)
         r += fmt::format("  accepted at stage {}             {}\n", k + 1, kr.stage_accepted[k]);
@@ -1184,8 +1228,10 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
                  "across chains ==\n"
                : "\n== posterior (verbose chain after burn-in): statistics and diagnostics ==\n";
     r += format_summary_table(out.summary);
+    if (!warnings.empty()) r += "\n== convergence warnings ==\n" + warnings;
     if (!ks.empty()) {
       r += "\n== pairwise two-sample Kolmogorov-Smirnov tests between chains (ParaDRAM): p-values ==\n";
+      r += "tested: " + ks_tested + "\n";
       for (int j = 0; j < d; ++j) {
         r += specs.variable_names[static_cast<std::size_t>(j)] + ":\n";
         for (std::size_t a = 0; a < m; ++a) {
@@ -1302,7 +1348,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
                  acceptance,
                  static_cast<long long>(out.burnin), static_cast<long long>(out.posterior_draws),
                  static_cast<long long>(out.sample_size), out.seconds);
-    if (acceptance < kLowAcceptance) std::fprintf(options.terminal, "%s\n", low_acceptance_hint(acceptance).c_str());
+    std::fprintf(options.terminal, "%s", warnings.c_str());
     std::fprintf(options.terminal, "outputs:\n");
     for (const auto& p : paths) std::fprintf(options.terminal, "  %s\n", p.c_str());
   }
@@ -1411,6 +1457,25 @@ void remove_restart_folder(const SamplerSpecs& s) {
   if (!ec) fs::remove(dir, ec);
   if (ec) throw IoError(fmt::format("cannot remove the old restart folder \"{}\": {}", dir, ec.message()));
 }
+
+}  // namespace
+
+void trim_restart_folder(const std::string& output_prefix) {
+  const std::string dir = output_prefix + "_restart";
+  const std::string record = dir + "/run.ckpt";
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (ec || !fs::is_directory(st) || !fs::exists(record, ec)) return;  // not herd's record: untouched
+  std::vector<fs::path> gone;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().string() != record) gone.push_back(e.path());
+  for (const auto& p : gone) {
+    fs::remove_all(p, ec);
+    if (ec) throw IoError(fmt::format("cannot remove \"{}\" of the complete run's restart record: {}", p.string(), ec.message()));
+  }
+}
+
+namespace {
 
 enum class RestartStatus { kFresh = 0, kResume = 1, kComplete = 2 };
 
@@ -1694,6 +1759,14 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   }
   const bool quiet = opts.quiet || specs.silent_mode || rank != 0;
   if (status == RestartStatus::kComplete) {
+    // A run killed between recording its completion and trimming its record.
+    if (rank == 0) {
+      try {
+        trim_restart_folder(specs.output_prefix);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: warning: %s\n", program.c_str(), e.what());
+      }
+    }
     if (!quiet)
       std::printf("%s: the run recorded in %s is complete; its outputs are %s.* (set overwrite = true to run it again)\n",
                   program.c_str(), restart_folder(specs).c_str(), specs.output_prefix.c_str());
@@ -1736,6 +1809,21 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   } catch (const std::exception& e) {
     error(error_text(e, "sampling"));
     return 1;
+  }
+  // 5. The run is complete (its record says so): what only an interrupted run needs goes
+  // (chain records, checkpoints, heartbeats); run.ckpt stays, so that a rerun reports the
+  // run as complete and outputStatus = "extend" continues it (from the .h5).
+  watchdog.reset();  // removes this rank's heartbeat file
+  if (checkpointing) {
+    if (size > 1) comm.barrier();  // every rank's chain files are closed, its watchdog stopped
+    if (rank == 0) {
+      try {
+        trim_restart_folder(specs.output_prefix);
+      } catch (const std::exception& e) {
+        // The outputs are complete; the leftover record only takes disk space.
+        std::fprintf(stderr, "%s: warning: %s\n", program.c_str(), e.what());
+      }
+    }
   }
   return 0;
 }

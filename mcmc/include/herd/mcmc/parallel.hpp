@@ -110,13 +110,15 @@ struct MultiChainDiagnostics {
   /// Per variable: mean, sd, quantiles, MCSE, bulk/tail ESS and R-hat over `[chains, draws]`.
   std::vector<DiagnosticSummary> summary;
   /// Per variable (only for 2..16 chains; else empty): ParaDRAM's pairwise two-sample KS
-  /// table, `[chains, chains]` row-major (`ks_pairwise`).
+  /// table, `[chains, chains]` row-major (`ks_pairwise`), of the chains' refined samples
+  /// (`refine_sample` with its defaults on each post-burn-in compact chain): nearly
+  /// independent draws, as the test assumes.
   std::vector<std::vector<KsResult>> ks;
 };
 
 /// Cuts each chain's verbose chain after its burn-in (`burnin[c]`, a compact index) to the
 /// common length of the shortest, then computes the diagnostics across chains
-/// (`summarize`, `ks_pairwise`). Pure; thread-safe.
+/// (`summarize`; `ks_pairwise` of the refined samples). Pure; thread-safe.
 /// @throws herd::InputError when the chains differ in dimension, `burnin` has the wrong size,
 ///   or a chain has no draw after its burn-in.
 MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>& chains,
