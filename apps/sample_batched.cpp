@@ -442,7 +442,7 @@ std::size_t superchains(std::int64_t m) {
 
 }  // namespace
 
-mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& s, int ndim, int rank) {
+mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& s, int ndim, int rank, int ranks) {
   mcmc::BatchedDramOptions o;
   const auto d = static_cast<std::size_t>(ndim);
   const std::int64_t first = static_cast<std::int64_t>(rank) * s.chains_per_rank;
@@ -457,7 +457,11 @@ mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& s, int ndim, 
   mcmc::DramOptions k;
   for (std::int64_t i = 0; i < s.chains_per_rank; ++i) {
     // Only a random start point depends on the chain id.
-    if (i == 0 || s.random_start_point) k = mcmc::to_dram_options(s, ndim, static_cast<std::uint32_t>(first + i));
+    if (i == 0 || s.random_start_point)
+      k = mcmc::to_dram_options(
+          s, ndim,
+          mcmc::start_point_chain(s, static_cast<std::uint32_t>(first + i),
+                                  static_cast<std::int64_t>(std::max(ranks, 1)) * s.chains_per_rank));
     std::copy(k.start_point.begin(), k.start_point.end(), o.start_points.begin() + static_cast<std::ptrdiff_t>(i) * ndim);
   }
   o.proposal_start_cov = k.proposal_start_cov;
@@ -480,7 +484,7 @@ mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& s, int ndim, 
 
 void check_batched_device(const mcmc::SamplerSpecs& s, const mcmc::BatchedTarget* batched, int ndim, int ranks) {
   if (s.device == "cpu") return;
-  mcmc::BatchedDramOptions probe = batched_options(s, ndim, ranks - 1);
+  mcmc::BatchedDramOptions probe = batched_options(s, ndim, ranks - 1, ranks);
   probe.num_chains = 1;
   probe.start_points.resize(static_cast<std::size_t>(ndim));
   probe.device = mcmc::BatchedDevice::kHost;
@@ -508,7 +512,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   const int rank = comm.rank(), size = comm.size();
   const bool root = rank == 0;
   const int d = target.ndim;
-  mcmc::BatchedDramOptions o = batched_options(specs, d, rank);
+  mcmc::BatchedDramOptions o = batched_options(specs, d, rank, size);
   o.communicator = &comm;  // pooled adaptation pools every rank's chains (layout-independent)
 #if HERD_HAVE_CUDA
   if (o.device == mcmc::BatchedDevice::kCuda) {
@@ -568,7 +572,9 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   og.num_chains = t.num_chains;
   og.first_chain_id = 0;
 
-  const std::size_t k = superchains(t.num_chains);
+  // Superchains of nested R-hat: the given ones (check_superchains: they divide the chains),
+  // or the automatic choice.
+  const std::size_t k = specs.superchains >= 2 ? static_cast<std::size_t>(specs.superchains) : superchains(t.num_chains);
   // One pass per coordinate: the summary row and `batched_diagnostics`' fields from it.
   std::vector<mcmc::BatchedDiagnostics> diag;
   std::vector<mcmc::QuantitySummary> rows;
@@ -658,7 +664,13 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
       mcmc::convergence_warnings(rows, static_cast<std::size_t>(t.num_chains), t.acceptance_rate, kRunLonger);
   rep += fmt::format("pooled adaptation pools the chains of all processes (a fixed summation tree over global chain "
                      "ids: the same chains for every layout of processes); nested R-hat: {}\n",
-                     k > 0 ? fmt::format("{} superchains of contiguous global chain ids", k)
+                     k > 0 ? fmt::format("{} superchains of {} contiguous global chain ids ({}), {}", k,
+                                         t.num_chains / static_cast<std::int64_t>(k),
+                                         specs.superchains >= 2 ? "superchains" : "chosen: superchains = 0",
+                                         specs.random_start_point && specs.random_start_point_scope == "superchain"
+                                             ? "each superchain from its own random start"
+                                         : specs.random_start_point ? "every chain from its own random start"
+                                                                    : "every chain from the same start")
                            : std::string("not computed (needs a chain count divisible by 2, 4, 8 or 16, >= 4)"));
   if (record) {
     const std::string every =

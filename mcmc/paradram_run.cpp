@@ -780,10 +780,18 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   const DramOptions dopt = to_dram_options(specs, d, 0);
   try {
     if (multi) {
+      // Random starts: each chain its own, or one per superchain (random_start_point_scope).
+      std::vector<double> starts;
+      if (specs.random_start_point)
+        for (int c = 0; c < nchains; ++c) {
+          const DramOptions oc =
+              to_dram_options(specs, d, start_point_chain(specs, static_cast<std::uint32_t>(c), nchains));
+          starts.insert(starts.end(), oc.start_point.begin(), oc.start_point.end());
+        }
       MultiChainRun m = run_multi_chain(dopt, target.log_density, target.thread_safe, comm,
                                         static_cast<int>(specs.chains_per_rank), 0, checkpointing ? rdir + "/chain" : "",
                                         specs.checkpoint_period, specs.checkpoint_period_seconds, false,
-                                        root ? &tee : nullptr);
+                                        root ? &tee : nullptr, starts);
       chains = std::move(m.chains);
       results = std::move(m.results);
       resumed = m.proposals_before > 0;
@@ -897,6 +905,12 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     qs.stats = summarize(DrawsView(cut[k], m, ndraw));
     out.summary.push_back(std::move(qs));
   }
+  // Nested R-hat over the given superchains (contiguous global chain ids; check_superchains
+  // made sure they divide the chains).
+  std::vector<double> nested;
+  const auto nsuper = static_cast<std::size_t>(specs.superchains);
+  if (nsuper >= 2 && m % nsuper == 0 && ndraw >= 1)
+    for (std::size_t k = 0; k < ncol; ++k) nested.push_back(nested_rhat(DrawsView(cut[k], m, ndraw), nsuper));
   // ParaDRAM's pairwise KS table, of the chains' refined samples: the test assumes
   // independent draws, which the refined (thinned) samples nearly are; the verbose chains'
   // autocorrelated draws give far too small p-values.
@@ -1120,6 +1134,11 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     put_diag("ess_bulk", &DiagnosticSummary::ess_bulk);
     put_diag("ess_tail", &DiagnosticSummary::ess_tail);
     put_diag("rhat", &DiagnosticSummary::rhat);
+    if (!nested.empty()) {
+      io::H5Dataset ds = dg.write<double>("nested_rhat", nested);
+      dg.attach_dimensions(ds, {"variable"});
+      ds.set_attribute("superchains", static_cast<std::int64_t>(nsuper));
+    }
     if (!ks.empty()) {
       // ParaDRAM's pairwise KS table per variable: [variable, chain, chain].
       std::vector<double> stat, pval;
@@ -1229,6 +1248,15 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
                : "\n== posterior (verbose chain after burn-in): statistics and diagnostics ==\n";
     r += format_summary_table(out.summary);
     if (!warnings.empty()) r += "\n== convergence warnings ==\n" + warnings;
+    if (!nested.empty()) {
+      r += fmt::format("\n== nested R-hat (Margossian et al. 2024): {} superchains of {} contiguous chains, {} ==\n",
+                       nsuper, m / nsuper,
+                       specs.random_start_point && specs.random_start_point_scope == "superchain"
+                           ? "each superchain from its own random start"
+                       : specs.random_start_point ? "every chain from its own random start"
+                                                  : "every chain from the same start");
+      for (std::size_t k = 0; k < ncol; ++k) r += fmt::format("{:<20} {:.4f}\n", out.summary[k].name, nested[k]);
+    }
     if (!ks.empty()) {
       r += "\n== pairwise two-sample Kolmogorov-Smirnov tests between chains (ParaDRAM): p-values ==\n";
       r += "tested: " + ks_tested + "\n";
@@ -1642,6 +1670,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   try {
     check_launch(size);
     in = resolve();
+    check_superchains(in.specs, size);
     if (in.specs.output_status == "extend") extend_complete_run(in);
   } catch (const std::exception& e) {
     err = error_text(e, "reading the input");

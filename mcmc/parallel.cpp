@@ -519,8 +519,14 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
 MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity& log_density, bool thread_safe,
                               Communicator& comm, int chains_per_rank, int threads,
                               const std::string& checkpoint_prefix, std::int64_t checkpoint_period_steps,
-                              double checkpoint_period_seconds, bool overwrite, ChainSink* first_chain_tee) {
+                              double checkpoint_period_seconds, bool overwrite, ChainSink* first_chain_tee,
+                              std::span<const double> start_points) {
   HERD_REQUIRE(chains_per_rank >= 1, "chains_per_rank is {}, but must be >= 1", chains_per_rank);
+  HERD_REQUIRE(start_points.empty() || start_points.size() == static_cast<std::size_t>(comm.size()) *
+                                                                  static_cast<std::size_t>(chains_per_rank) *
+                                                                  options.start_point.size(),
+               "run_multi_chain: start_points has {} values, but must have chains x d = {} x {}", start_points.size(),
+               comm.size() * chains_per_rank, options.start_point.size());
   Timer timer;
   const int rank = comm.rank(), size = comm.size();
   const auto m = static_cast<std::size_t>(chains_per_rank);
@@ -531,8 +537,11 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
   std::vector<double> before_secs(m, 0.0);
   auto run_one = [&](std::size_t i) {
     DramOptions o = options;
-    o.chain_id = options.chain_id + static_cast<std::uint32_t>(rank) * static_cast<std::uint32_t>(m) +
-                 static_cast<std::uint32_t>(i);
+    const std::size_t global = static_cast<std::size_t>(rank) * m + i;
+    o.chain_id = options.chain_id + static_cast<std::uint32_t>(global);
+    if (!start_points.empty())
+      o.start_point.assign(start_points.begin() + static_cast<std::ptrdiff_t>(global * static_cast<std::size_t>(d)),
+                           start_points.begin() + static_cast<std::ptrdiff_t>((global + 1) * static_cast<std::size_t>(d)));
     ChainSink* tee = i == 0 ? first_chain_tee : nullptr;
     if (checkpoint_prefix.empty()) {
       DramSampler s(std::move(o), log_density);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "app_runner.hpp"
+#include "nested_rhat_by_hand.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -969,4 +970,51 @@ TEST_CASE("herd-sample: convergence warnings (R-hat, ESS, acceptance) with what 
   REQUIRE(r2.rc == 0);
   CHECK_THAT(r2.out, !Contains("WARNING"));
   CHECK_THAT(slurp(ok / "out/run_report.txt"), !Contains("WARNING"));
+}
+
+TEST_CASE("herd-sample multi_chain: superchains with their own random starts, and nested R-hat over them",
+          "[apps][mcmc]") {
+  // Chains were grouped into superchains by contiguous index, but either all chains shared
+  // one start or each had its own: Margossian et al. (2024) need K superchains, each from one
+  // start shared by its M chains. 2 superchains x 2 chains of a 2-D normal.
+  const auto dir = workdir("superchains");
+  write(dir / "run.toml", "chain_size = 2000\nrandom_seed = 5\noutput_prefix = \"out/run\"\n"
+                          "parallelization_model = \"multi_chain\"\nchains_per_rank = 4\nsuperchains = 2\n"
+                          "random_start_point = true\nrandom_start_point_scope = \"superchain\"\n"
+                          "random_start_point_domain_lower = [-5.0, -5.0]\n"
+                          "random_start_point_domain_upper = [5.0, 5.0]\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run r = run(dir, "run.toml --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  herd::io::H5File f = herd::io::H5File::open((dir / "out/run.h5").string());
+  // The start states (step 0) of the compact chains: chains {0, 1} and {2, 3} share theirs.
+  const auto cc = f.open_group("chain_compact");
+  const auto step = cc.read<std::uint64_t>("step");
+  const auto chain = cc.read<std::int64_t>("chain");
+  const auto state = cc.read<double>("state");
+  std::vector<std::vector<double>> start(4);
+  for (std::size_t i = 0; i < step.size(); ++i)
+    if (step[i] == 0) start[static_cast<std::size_t>(chain[i])] = {state[2 * i], state[2 * i + 1]};
+  CHECK(start[0] == start[1]);
+  CHECK(start[2] == start[3]);
+  CHECK(start[0] != start[2]);
+  // Nested R-hat of the report and the .h5 is the hand computation with this grouping
+  // (K = 2 of contiguous chains), not with another one.
+  const auto nested = f.open_group("diagnostics").read<double>("nested_rhat");
+  REQUIRE(nested.size() == 2);
+  const auto post = f.open_group("posterior");
+  const char* names[2] = {"x1", "x2"};
+  for (std::size_t j = 0; j < 2; ++j) {
+    const auto x = post.read<double>(names[j]);
+    const std::size_t draws = x.size() / 4;
+    CHECK(nested[j] == Approx(herd::testing::nested_rhat_by_hand(x, 4, draws, 2)).epsilon(1e-12));
+    CHECK(nested[j] != Approx(herd::testing::nested_rhat_by_hand(x, 4, draws, 4)).epsilon(1e-9));
+  }
+  CHECK_THAT(slurp(dir / "out/run_report.txt"),
+             Contains("nested R-hat (Margossian et al. 2024): 2 superchains of 2 contiguous chains, each superchain "
+                      "from its own random start"));
+  // Superchains that do not divide the chains: one line, exit 2.
+  const Run bad = run(dir, "run.toml --quiet --set superchains=3 --output out/bad");
+  CHECK(bad.rc == 2);
+  CHECK_THAT(bad.err, Contains("superchains") && Contains("4 chains"));
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include <catch2/catch.hpp>
 
 #include "app_runner.hpp"
+#include "nested_rhat_by_hand.hpp"
 
 #include "herd/io/hdf5.hpp"
 
@@ -411,4 +413,48 @@ TEST_CASE("herd-sample cpu_batched: unconverged chains get convergence warnings 
   REQUIRE(r2.rc == 0);
   CHECK_THAT(r2.out, !Contains("WARNING"));
   CHECK_THAT(slurp(ok / "out/run_report.txt"), !Contains("WARNING"));
+}
+
+TEST_CASE("herd-sample cpu_batched: superchains with their own random starts, and nested R-hat over them",
+          "[apps][mcmc]") {
+  // 8 chains in superchains = 2 (the automatic choice would be 4) with
+  // random_start_point_scope = "superchain": chains 0-3 start at one point, 4-7 at another.
+  // No warm-up and a tiny proposal (1e-3), so the first draw of each chain is within 0.01 of
+  // its start.
+  const auto dir = workdir("superchains");
+  write(dir / "run.toml", "device = \"cpu_batched\"\nchains_per_rank = 8\nwarmup = 0\nchain_size = 200\nthin = 1\n"
+                          "random_seed = 31\noutput_prefix = \"out/run\"\nrandom_start_point = true\n"
+                          "random_start_point_scope = \"superchain\"\nsuperchains = 2\n"
+                          "random_start_point_domain_lower = [-5.0, -5.0]\n"
+                          "random_start_point_domain_upper = [5.0, 5.0]\nproposal_std = [0.001, 0.001]\n"
+                          "scale_factor = \"1\"\nbatched_adaptation = \"none\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run r = sample(dir, 0, "run.toml --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto f = herd::io::H5File::open((dir / "out/run.h5").string());
+  const auto x1 = f.open_dataset("posterior/x1").read<double>();
+  const auto x2 = f.open_dataset("posterior/x2").read<double>();
+  REQUIRE(x1.size() == 8 * 200);
+  for (std::size_t c = 1; c < 8; ++c) {
+    INFO("chain " << c);
+    const bool same = c < 4;  // chain 0's superchain
+    CHECK((std::abs(x1[c * 200] - x1[0]) < 0.01 && std::abs(x2[c * 200] - x2[0]) < 0.01) == same);
+  }
+  CHECK(std::abs(x1[5 * 200] - x1[4 * 200]) < 0.01);
+  // The report's nested R-hat column (4 decimals) is the hand computation with K = 2.
+  const std::string rep = slurp(dir / "out/run_report.txt");
+  INFO(rep);
+  CHECK_THAT(rep, Contains("nested R-hat: 2 superchains of 4 contiguous global chain ids (superchains), each "
+                           "superchain from its own random start"));
+  const auto head = rep.find("nested R-hat\n");
+  REQUIRE(head != std::string::npos);
+  std::istringstream rows(rep.substr(head + 13));
+  for (const auto* x : {&x1, &x2}) {
+    int dim = 0;
+    double mean = 0, sd = 0, rhat = 0, ess = 0, nested = 0;
+    rows >> dim >> mean >> sd >> rhat >> ess >> nested;
+    const double by_hand = herd::testing::nested_rhat_by_hand(*x, 8, 200, 2);
+    CHECK(nested == Approx(by_hand).margin(1e-4));
+    CHECK(std::abs(nested - herd::testing::nested_rhat_by_hand(*x, 8, 200, 4)) > 1e-3);
+  }
 }

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,7 +95,10 @@ struct MultiChainRun {
 /// multi-chain output does). `checkpoint_period_seconds` is the period of time (0: by
 /// proposals only) and `overwrite` starts every chain afresh. `first_chain_tee`, when
 /// given, also receives the records of this rank's first chain as they are made (progress
-/// output; it is written from that chain's thread only). Collective.
+/// output; it is written from that chain's thread only). `start_points`, when not empty,
+/// holds every chain's start point, `[comm.size() * chains_per_rank, d]` row-major in global
+/// id order (offset by `options.chain_id`); empty: every chain starts at
+/// `options.start_point`. Collective.
 /// @throws as `DramSampler::run` (the first error of this rank's chains); a failure on
 ///   another rank is not reported here (wrap the call in `abort_all_on_error`).
 MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity& log_density,
@@ -102,7 +106,7 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
                               int threads = 0, const std::string& checkpoint_prefix = "",
                               std::int64_t checkpoint_period_steps = 0,
                               double checkpoint_period_seconds = 5.0, bool overwrite = false,
-                              ChainSink* first_chain_tee = nullptr);
+                              ChainSink* first_chain_tee = nullptr, std::span<const double> start_points = {});
 
 /// Diagnostics across the chains of a multi-chain run (what a report adds for them).
 struct MultiChainDiagnostics {
