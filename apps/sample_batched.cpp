@@ -2,6 +2,7 @@
 #include "sample_batched.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,7 @@
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/posterior_report.hpp"
+#include "herd/mcmc/run_progress.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #if HERD_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -529,6 +531,30 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
     record = std::make_unique<BatchedRecord>(comm, specs, o, options.input_hash, resuming);
     o.checkpointer = record.get();
   }
+  // Progress on rank 0's terminal, phase by phase (RunProgress: an updating line on a
+  // terminal, a line every 10 s in a log); the phases' times go into the report.
+  std::FILE* term = options.terminal != nullptr ? options.terminal : stdout;
+  mcmc::RunProgress phases(term, options.quiet || specs.silent_mode || !root);
+  phases.phase("sampling");
+  if (root && !options.quiet && !specs.silent_mode) {
+    const auto total = static_cast<std::uint64_t>(specs.warmup + specs.chain_size);
+    const std::int64_t ndraws = specs.chain_size / specs.thin;
+    const double chains = static_cast<double>(size) * static_cast<double>(specs.chains_per_rank);
+    o.progress = [&phases, total, ndraws, chains, warm = static_cast<std::uint64_t>(specs.warmup),
+                  eta = mcmc::EtaEstimator(static_cast<double>(total)), clock = Timer(), first = -1.0,
+                  k0 = std::uint64_t{0}](std::uint64_t k, std::int64_t drawn) mutable {
+      const double now = clock.seconds();
+      if (first < 0) {
+        first = now;
+        k0 = k;
+      }
+      const double left = eta.update(now, static_cast<double>(k));
+      const double rate = now > first ? chains * static_cast<double>(k - k0) / (now - first) : 0.0;
+      phases.detail(fmt::format("{} {}/{} proposals per chain, {}/{} draws  {:.3g} chain-steps/s  ETA {}",
+                                k < warm ? "warm-up" : "draws", k, total, drawn, ndraws, rate,
+                                std::isfinite(left) ? fmt::format("{:.1f} s", left) : std::string("unknown")));
+    };
+  }
   const std::string h5_path = specs.output_prefix + ".h5";
   io::H5File h5;
   if (root) h5 = io::H5File::create_atomic(h5_path);
@@ -547,6 +573,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                                }),
                                sink);
   }
+  phases.phase("post-processing: totals and diagnostics (R-hat, ESS, nested R-hat)");
   // Totals over the ranks (every rank runs the same number of chains).
   std::vector<double> sums = {r.acceptance_rate, static_cast<double>(r.nan_count), static_cast<double>(r.out_of_domain),
                               static_cast<double>(r.adaptive_updates), static_cast<double>(r.chol_failures)};
@@ -637,6 +664,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   }
   const std::string table = mcmc::format_summary_table(rows);
 
+  phases.phase("writing " + h5_path);
   {
     io::H5Group rootg = h5.root();
     rootg.set_attribute("herd_version", HERD_VERSION_STRING);
@@ -695,12 +723,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   if (!warnings.empty()) rep += "\n== convergence warnings ==\n" + warnings;
   rep += fmt::format("\noutputs: {} (posterior, sample_stats/lp [chain, draw]), {}_report.txt, {}_report.html\n",
                      h5_path, specs.output_prefix, specs.output_prefix);
-  {
-    const std::string path = specs.output_prefix + "_report.txt";
-    std::FILE* f = io::open_output_file(path);  // never through a symbolic link
-    const bool ok = std::fwrite(rep.data(), 1, rep.size(), f) == rep.size();
-    if (std::fclose(f) != 0 || !ok) throw IoError(fmt::format("herd-sample: writing \"{}\" failed", path));
-  }
+  phases.phase("writing " + specs.output_prefix + "_report.html");
   if (sink.memory.draws >= 1) {
     // <prefix>_report.html: the same run with plots (posterior_report.hpp).
     mcmc::PosteriorReportData h;
@@ -747,6 +770,16 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
     h.run_longer = kRunLonger;
     mcmc::write_posterior_report(specs.output_prefix + "_report.html", h);
   }
+  // _report.txt last, so that it gives the time of every phase before it.
+  phases.phase("writing " + specs.output_prefix + "_report.txt");
+  rep += "\n== time per phase (this session; the last one, writing this report, so far) ==\n" + phases.phase_table();
+  {
+    const std::string path = specs.output_prefix + "_report.txt";
+    std::FILE* f = io::open_output_file(path);  // never through a symbolic link
+    const bool ok = std::fwrite(rep.data(), 1, rep.size(), f) == rep.size();
+    if (std::fclose(f) != 0 || !ok) throw IoError(fmt::format("herd-sample: writing \"{}\" failed", path));
+  }
+  phases.finish();
   if (record) record->discard();
   if (!options.quiet && !specs.silent_mode) {
     std::FILE* out = options.terminal != nullptr ? options.terminal : stdout;

@@ -1018,3 +1018,21 @@ TEST_CASE("herd-sample multi_chain: superchains with their own random starts, an
   CHECK(bad.rc == 2);
   CHECK_THAT(bad.err, Contains("superchains") && Contains("4 chains"));
 }
+
+TEST_CASE("herd-sample: progress for every phase, and the report gives each phase's time", "[apps][mcmc]") {
+  // The run printed its last sampling line and then nothing while it refined, diagnosed and
+  // wrote its files; the report had no time per phase.
+  const auto dir = workdir("phases");
+  write(dir / "run.toml", kToml);
+  const Run r = run(dir, "run.toml");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  // Not a terminal: the first progress line of sampling at once (then every 10 s).
+  CHECK_THAT(r.out, Contains("sampling: steps ") && Contains("ETA "));
+  const std::string rep = slurp(dir / "out/run_report.txt");
+  CHECK_THAT(rep, Contains("== time per phase (this invocation") && Contains("\nsampling ") &&
+                      Contains("\npost-processing: burn-in, posterior draws, refined sample ") &&
+                      Contains("\npost-processing: diagnostics") &&
+                      Contains("\nwriting the chain and sample text files ") && Contains("\nwriting out/run.h5 ") &&
+                      Contains("\nwriting out/run_report.html ") && Contains("\ntotal "));
+}

@@ -458,3 +458,29 @@ TEST_CASE("herd-sample cpu_batched: superchains with their own random starts, an
     CHECK(std::abs(nested - herd::testing::nested_rhat_by_hand(*x, 8, 200, 4)) > 1e-3);
   }
 }
+
+TEST_CASE("herd-sample cpu_batched: progress while it samples (log and terminal), each phase's time in the report",
+          "[apps][mcmc]") {
+  // device = "cpu_batched" printed nothing until its summary, on a terminal too.
+  const auto dir = workdir("progress");
+  write(dir / "run.toml", kToml);
+  const Run r = sample(dir, 0, "run.toml");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  // Not a terminal: a line at the first progress of sampling (then every 10 s).
+  CHECK_THAT(r.out, Contains("sampling: warm-up ") && Contains("proposals per chain") && Contains("ETA "));
+  const std::string rep = slurp(dir / "out/run_report.txt");
+  CHECK_THAT(rep, Contains("== time per phase (this session") && Contains("\nsampling ") &&
+                      Contains("\npost-processing: totals and diagnostics") && Contains("\nwriting out/run.h5 ") &&
+                      Contains("\nwriting out/run_report.html ") && Contains("\ntotal "));
+  // On a terminal (script(1) gives the run a pseudo-terminal): the line is rewritten in place.
+  if (!fs::exists("/usr/bin/script")) {
+    WARN("no /usr/bin/script: the terminal case is not checked");
+    return;
+  }
+  const Run t = run_shell(dir, std::string("/usr/bin/script -qec \"'") + HERD_SAMPLE_EXE +
+                                   "' run.toml --set overwrite=true\" /dev/null");
+  INFO(t.out << t.err);
+  REQUIRE(t.rc == 0);
+  CHECK_THAT(t.out, Contains("\rsampling") && Contains("proposals per chain"));
+}
