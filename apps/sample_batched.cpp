@@ -2,6 +2,7 @@
 #include "sample_batched.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,7 @@
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/posterior_report.hpp"
+#include "herd/mcmc/run_progress.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #if HERD_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -423,6 +425,9 @@ class BatchedRecord final : public mcmc::BatchedCheckpointer {
   Timer since_;
 };
 
+/// What the convergence warnings of a batched run say to run longer.
+constexpr const char* kRunLonger = "raise warmup, so that the proposal adapts, and chain_size";
+
 /// A point log density as a host functor for the fused (thread-pool) path.
 struct HostPoint {
   const mcmc::PointLogDensity* f;
@@ -439,7 +444,7 @@ std::size_t superchains(std::int64_t m) {
 
 }  // namespace
 
-mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& s, int ndim, int rank) {
+mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& s, int ndim, int rank, int ranks) {
   mcmc::BatchedDramOptions o;
   const auto d = static_cast<std::size_t>(ndim);
   const std::int64_t first = static_cast<std::int64_t>(rank) * s.chains_per_rank;
@@ -454,7 +459,11 @@ mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& s, int ndim, 
   mcmc::DramOptions k;
   for (std::int64_t i = 0; i < s.chains_per_rank; ++i) {
     // Only a random start point depends on the chain id.
-    if (i == 0 || s.random_start_point) k = mcmc::to_dram_options(s, ndim, static_cast<std::uint32_t>(first + i));
+    if (i == 0 || s.random_start_point)
+      k = mcmc::to_dram_options(
+          s, ndim,
+          mcmc::start_point_chain(s, static_cast<std::uint32_t>(first + i),
+                                  static_cast<std::int64_t>(std::max(ranks, 1)) * s.chains_per_rank));
     std::copy(k.start_point.begin(), k.start_point.end(), o.start_points.begin() + static_cast<std::ptrdiff_t>(i) * ndim);
   }
   o.proposal_start_cov = k.proposal_start_cov;
@@ -477,7 +486,7 @@ mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& s, int ndim, 
 
 void check_batched_device(const mcmc::SamplerSpecs& s, const mcmc::BatchedTarget* batched, int ndim, int ranks) {
   if (s.device == "cpu") return;
-  mcmc::BatchedDramOptions probe = batched_options(s, ndim, ranks - 1);
+  mcmc::BatchedDramOptions probe = batched_options(s, ndim, ranks - 1, ranks);
   probe.num_chains = 1;
   probe.start_points.resize(static_cast<std::size_t>(ndim));
   probe.device = mcmc::BatchedDevice::kHost;
@@ -505,7 +514,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   const int rank = comm.rank(), size = comm.size();
   const bool root = rank == 0;
   const int d = target.ndim;
-  mcmc::BatchedDramOptions o = batched_options(specs, d, rank);
+  mcmc::BatchedDramOptions o = batched_options(specs, d, rank, size);
   o.communicator = &comm;  // pooled adaptation pools every rank's chains (layout-independent)
 #if HERD_HAVE_CUDA
   if (o.device == mcmc::BatchedDevice::kCuda) {
@@ -521,6 +530,30 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   if (specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0) {
     record = std::make_unique<BatchedRecord>(comm, specs, o, options.input_hash, resuming);
     o.checkpointer = record.get();
+  }
+  // Progress on rank 0's terminal, phase by phase (RunProgress: an updating line on a
+  // terminal, a line every 10 s in a log); the phases' times go into the report.
+  std::FILE* term = options.terminal != nullptr ? options.terminal : stdout;
+  mcmc::RunProgress phases(term, options.quiet || specs.silent_mode || !root);
+  phases.phase("sampling");
+  if (root && !options.quiet && !specs.silent_mode) {
+    const auto total = static_cast<std::uint64_t>(specs.warmup + specs.chain_size);
+    const std::int64_t ndraws = specs.chain_size / specs.thin;
+    const double chains = static_cast<double>(size) * static_cast<double>(specs.chains_per_rank);
+    o.progress = [&phases, total, ndraws, chains, warm = static_cast<std::uint64_t>(specs.warmup),
+                  eta = mcmc::EtaEstimator(static_cast<double>(total)), clock = Timer(), first = -1.0,
+                  k0 = std::uint64_t{0}](std::uint64_t k, std::int64_t drawn) mutable {
+      const double now = clock.seconds();
+      if (first < 0) {
+        first = now;
+        k0 = k;
+      }
+      const double left = eta.update(now, static_cast<double>(k));
+      const double rate = now > first ? chains * static_cast<double>(k - k0) / (now - first) : 0.0;
+      phases.detail(fmt::format("{} {}/{} proposals per chain, {}/{} draws  {:.3g} chain-steps/s  ETA {}",
+                                k < warm ? "warm-up" : "draws", k, total, drawn, ndraws, rate,
+                                std::isfinite(left) ? fmt::format("{:.1f} s", left) : std::string("unknown")));
+    };
   }
   const std::string h5_path = specs.output_prefix + ".h5";
   io::H5File h5;
@@ -540,6 +573,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                                }),
                                sink);
   }
+  phases.phase("post-processing: totals and diagnostics (R-hat, ESS, nested R-hat)");
   // Totals over the ranks (every rank runs the same number of chains).
   std::vector<double> sums = {r.acceptance_rate, static_cast<double>(r.nan_count), static_cast<double>(r.out_of_domain),
                               static_cast<double>(r.adaptive_updates), static_cast<double>(r.chol_failures)};
@@ -565,7 +599,9 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   og.num_chains = t.num_chains;
   og.first_chain_id = 0;
 
-  const std::size_t k = superchains(t.num_chains);
+  // Superchains of nested R-hat: the given ones (check_superchains: they divide the chains),
+  // or the automatic choice.
+  const std::size_t k = specs.superchains >= 2 ? static_cast<std::size_t>(specs.superchains) : superchains(t.num_chains);
   // One pass per coordinate: the summary row and `batched_diagnostics`' fields from it.
   std::vector<mcmc::BatchedDiagnostics> diag;
   std::vector<mcmc::QuantitySummary> rows;
@@ -628,6 +664,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   }
   const std::string table = mcmc::format_summary_table(rows);
 
+  phases.phase("writing " + h5_path);
   {
     io::H5Group rootg = h5.root();
     rootg.set_attribute("herd_version", HERD_VERSION_STRING);
@@ -648,13 +685,20 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                      specs.chains_per_rank);
   rep += "\n== resolved input ==\n" + options.resolved_input + "\n";
   rep += "\n== run ==\n" + mcmc::batched_report(og, t, diag);
-  // Nothing (or next to nothing) accepted: the draws are the start points (item 2 of the
-  // new-user report); say so in the report and on the terminal, as the serial run does.
-  const std::string low = mcmc::low_acceptance_warning(t.acceptance_rate);
-  if (!low.empty()) rep += low + "\n";
+  // R-hat, ESS and the acceptance rate checked as every engine checks them; in the report
+  // and on the terminal, with what to try (a short warm-up leaves a batched run with a
+  // poorly adapted proposal: hence "raise warmup").
+  const std::string warnings =
+      mcmc::convergence_warnings(rows, static_cast<std::size_t>(t.num_chains), t.acceptance_rate, kRunLonger);
   rep += fmt::format("pooled adaptation pools the chains of all processes (a fixed summation tree over global chain "
                      "ids: the same chains for every layout of processes); nested R-hat: {}\n",
-                     k > 0 ? fmt::format("{} superchains of contiguous global chain ids", k)
+                     k > 0 ? fmt::format("{} superchains of {} contiguous global chain ids ({}), {}", k,
+                                         t.num_chains / static_cast<std::int64_t>(k),
+                                         specs.superchains >= 2 ? "superchains" : "chosen: superchains = 0",
+                                         specs.random_start_point && specs.random_start_point_scope == "superchain"
+                                             ? "each superchain from its own random start"
+                                         : specs.random_start_point ? "every chain from its own random start"
+                                                                    : "every chain from the same start")
                            : std::string("not computed (needs a chain count divisible by 2, 4, 8 or 16, >= 4)"));
   if (record) {
     const std::string every =
@@ -676,14 +720,10 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
   rep += "not used by batched devices: parallelization_model, sample_size and the refinement, adaptive_update_count, "
          "greedy_adaptation_count, burnin_adaptation_measure, target_acceptance_rate, chain_file_format\n";
   rep += "\n== posterior (thinned draws after the warm-up): statistics and diagnostics ==\n" + table;
+  if (!warnings.empty()) rep += "\n== convergence warnings ==\n" + warnings;
   rep += fmt::format("\noutputs: {} (posterior, sample_stats/lp [chain, draw]), {}_report.txt, {}_report.html\n",
                      h5_path, specs.output_prefix, specs.output_prefix);
-  {
-    const std::string path = specs.output_prefix + "_report.txt";
-    std::FILE* f = io::open_output_file(path);  // never through a symbolic link
-    const bool ok = std::fwrite(rep.data(), 1, rep.size(), f) == rep.size();
-    if (std::fclose(f) != 0 || !ok) throw IoError(fmt::format("herd-sample: writing \"{}\" failed", path));
-  }
+  phases.phase("writing " + specs.output_prefix + "_report.html");
   if (sink.memory.draws >= 1) {
     // <prefix>_report.html: the same run with plots (posterior_report.hpp).
     mcmc::PosteriorReportData h;
@@ -727,8 +767,19 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
     if (k > 0)
       h.notes.push_back(fmt::format("Nested R-hat over {} superchains is in {}_report.txt.", k, specs.output_prefix));
     h.resolved_input = options.resolved_input;
+    h.run_longer = kRunLonger;
     mcmc::write_posterior_report(specs.output_prefix + "_report.html", h);
   }
+  // _report.txt last, so that it gives the time of every phase before it.
+  phases.phase("writing " + specs.output_prefix + "_report.txt");
+  rep += "\n== time per phase (this session; the last one, writing this report, so far) ==\n" + phases.phase_table();
+  {
+    const std::string path = specs.output_prefix + "_report.txt";
+    std::FILE* f = io::open_output_file(path);  // never through a symbolic link
+    const bool ok = std::fwrite(rep.data(), 1, rep.size(), f) == rep.size();
+    if (std::fclose(f) != 0 || !ok) throw IoError(fmt::format("herd-sample: writing \"{}\" failed", path));
+  }
+  phases.finish();
   if (record) record->discard();
   if (!options.quiet && !specs.silent_mode) {
     std::FILE* out = options.terminal != nullptr ? options.terminal : stdout;
@@ -738,7 +789,7 @@ void run_batched_sample(const mcmc::SamplerSpecs& specs, const mcmc::SampleTarge
                  static_cast<long long>(t.num_chains), static_cast<long long>(sink.memory.draws),
                  static_cast<long long>(specs.thin), static_cast<long long>(specs.warmup), t.acceptance_rate,
                  t.chain_steps_per_second, t.seconds);
-    if (!low.empty()) std::fprintf(out, "%s\n", low.c_str());
+    std::fprintf(out, "%s", warnings.c_str());
     std::fflush(out);
   }
 }

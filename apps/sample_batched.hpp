@@ -19,10 +19,12 @@ namespace herd::apps {
 
 /// The batched sampler's options for this rank: `num_chains = chains_per_rank`,
 /// `first_chain_id = rank * chains_per_rank`, start points `[M, d]` from `to_dram_options`
-/// of each global chain id (so random start points depend on the chain id), the proposal,
-/// delayed-rejection, domain, seed and adaptation settings of `specs`, `steps =
-/// chain_size`. @throws herd::InputError (e.g. too many chains for 32-bit chain ids).
-mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& specs, int ndim, int rank);
+/// of each global chain id's `start_point_chain` among the `ranks` x chains_per_rank chains
+/// (so random start points depend on the chain id, or with random_start_point_scope =
+/// "superchain" on its superchain), the proposal, delayed-rejection, domain, seed and
+/// adaptation settings of `specs`, `steps = chain_size`.
+/// @throws herd::InputError (e.g. too many chains for 32-bit chain ids).
+mcmc::BatchedDramOptions batched_options(const mcmc::SamplerSpecs& specs, int ndim, int rank, int ranks);
 
 /// Throws herd::InputError (exit code 2 in herd-sample) when `specs.device` cannot run
 /// `target` (dimension `ndim`) on `ranks` processes: cuda needs a built-in target other than

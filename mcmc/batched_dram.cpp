@@ -568,6 +568,7 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
     sync();
     check_posinf(k);
     if (adapt && k % per == 0) adapt_fn();
+    if (o.progress) o.progress(k, 0);
     // Only where the warm-up statistics are empty (they are not checkpointed).
     if (k < warm && (!adapt || k % per == 0)) maybe_checkpoint(k, 0, elapsed());
   }
@@ -589,6 +590,7 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
       check_posinf(k);
       sink.write_block(drawn, nd, bx.data(), blp.data());
       drawn += nd;
+      if (o.progress) o.progress(k, drawn);
       if (k < total) maybe_checkpoint(k, drawn, elapsed());
     }
     if (k < total) {

@@ -181,4 +181,20 @@ std::vector<KsResult> ks_pairwise(const DrawsView& chains, KsMethod method) {
   return out;
 }
 
+std::vector<KsResult> ks_pairwise(std::span<const std::vector<double>> samples, KsMethod method) {
+  const std::size_t m = samples.size();
+  std::vector<Weighted> prepared;
+  prepared.reserve(m);
+  for (std::size_t c = 0; c < m; ++c) prepared.push_back(prepare(samples[c], {}, "sample"));
+  std::vector<KsResult> out(m * m);
+  for (std::size_t a = 0; a < m; ++a) {
+    out[a * m + a] = {0.0, 1.0, false};
+    for (std::size_t b = a + 1; b < m; ++b) {
+      out[a * m + b] = test(prepared[a], prepared[b], method);
+      out[b * m + a] = out[a * m + b];
+    }
+  }
+  return out;
+}
+
 }  // namespace herd::mcmc

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numeric>
 
@@ -37,6 +38,7 @@
 #include "herd/mcmc/parallel.hpp"
 #include "herd/mcmc/posterior_report.hpp"
 #include "herd/mcmc/refinement.hpp"
+#include "herd/mcmc/run_progress.hpp"
 
 namespace herd::mcmc {
 
@@ -260,7 +262,8 @@ class TextChainStream final : public ChainSink {
 /// records of one chain (rank 0's first chain) as they are made.
 class ProgressSink final : public ChainSink {
  public:
-  ProgressSink(const SamplerSpecs& specs, const TextFormat& fmt) : specs_(specs), fmt_(fmt) {}
+  ProgressSink(const SamplerSpecs& specs, const TextFormat& fmt)
+      : specs_(specs), fmt_(fmt), eta_(static_cast<double>(specs.chain_size)) {}
 
   void open(const std::string& progress_path) {
     progress_ = std::make_unique<TextFile>(progress_path);
@@ -304,10 +307,12 @@ class ProgressSink final : public ChainSink {
     last_report_ = steps0_ = steps;
   }
 
-  /// Terminal progress is printed through this callback (may be empty): totals, then the
-  /// steps and acceptances made by this process (they differ after a resume).
+  /// Terminal progress is printed through this callback (may be empty): totals, the
+  /// seconds since this process started sampling, the steps made by this process (they
+  /// differ after a resume), and the seconds left (NaN: not known yet; measured only from
+  /// the acceptances of this process since its first progress, `EtaEstimator`).
   std::function<void(std::uint64_t steps, std::int64_t accepted, double seconds, std::uint64_t new_steps,
-                     std::int64_t new_accepted)>
+                     double eta)>
       on_progress;
 
  private:
@@ -318,13 +323,13 @@ class ProgressSink final : public ChainSink {
     const double rate = static_cast<double>(accepted) / static_cast<double>(std::max<std::uint64_t>(steps, 1));
     const double rate_last = static_cast<double>(accepted - last_accepted_) /
                              static_cast<double>(std::max<std::uint64_t>(steps - last_report_, 1));
-    const auto new_accepted = static_cast<double>(std::max<std::int64_t>(accepted - rows0_, 1));
-    const double remaining =
-        specs_.chain_size > accepted ? now / new_accepted * static_cast<double>(specs_.chain_size - accepted) : 0.0;
+    // The time left from this process's own rate (not from its start-up, nor from the
+    // states of earlier invocations): NaN until known.
+    const double remaining = eta_.update(now, static_cast<double>(accepted));
     progress_->write(fmt_.integer(steps) + fmt_.delim + fmt_.integer(accepted) + fmt_.delim + fmt_.real(rate) +
                      fmt_.delim + fmt_.real(rate_last) + fmt_.delim + fmt_.real(now - last_time_) + fmt_.delim +
                      fmt_.real(now) + fmt_.delim + fmt_.real(remaining) + "\n");
-    if (on_progress) on_progress(steps, accepted, now, steps - steps0_, accepted - rows0_);
+    if (on_progress) on_progress(steps, accepted, now, steps - steps0_, remaining);
     last_report_ = steps;
     last_accepted_ = accepted;
     last_time_ = now;
@@ -335,6 +340,7 @@ class ProgressSink final : public ChainSink {
   std::unique_ptr<TextFile> progress_;
   std::int64_t rows_ = 0, rows0_ = 0;
   std::uint64_t steps0_ = 0;
+  EtaEstimator eta_;
   Timer clock_;
   std::uint64_t last_report_ = 0;
   std::int64_t last_accepted_ = 0;
@@ -496,6 +502,25 @@ std::string low_acceptance_warning(double rate) {
       "standard deviations, or a smaller scale_factor (e.g. \"0.1*gelman\"); check start_point and that the log "
       "density is finite (not -inf or NaN) around it.",
       rate, kLowAcceptance);
+}
+
+std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::size_t chains, double acceptance_rate,
+                                 const std::string& run_longer) {
+  std::vector<std::string> names;
+  std::vector<DiagnosticSummary> summary;
+  for (const auto& r : rows) {
+    names.push_back(r.name);
+    summary.push_back(r.stats);
+  }
+  // Below kLowAcceptance the low-acceptance warning replaces the verdict's acceptance line.
+  const bool stuck = std::isfinite(acceptance_rate) && acceptance_rate < kLowAcceptance;
+  std::string out;
+  for (const ReportVerdict& v : convergence_verdicts(names, summary, chains,
+                                                     stuck ? std::numeric_limits<double>::quiet_NaN() : acceptance_rate,
+                                                     run_longer))
+    if (v.level >= 2) out += "WARNING: " + v.text + "\n";
+  if (stuck) out += low_acceptance_warning(acceptance_rate) + "\n";
+  return out;
 }
 
 namespace {
@@ -689,38 +714,28 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   // --- Sampling -----------------------------------------------------------------------
   ProgressSink progress(specs, tf);
   NullChainSink null_sink;
-  bool clear_line = false;
+  // The terminal: one updating line on a terminal, a line every 10 s in a log (RunProgress),
+  // phase by phase; the phases' times go into the report.
+  RunProgress phases(options.terminal, quiet);
+  phases.phase("sampling");
   if (root) progress.open(progress_path);
   if (!quiet && options.terminal) {
-    // On a terminal: one line rewritten in place, at most 4 times a second. Otherwise (a
-    // log file, CI): a plain line every 10 seconds.
-    const bool tty = isatty(fileno(options.terminal)) != 0;
-    progress.on_progress = [&options, &specs, tty, last = -1e9, hinted = false](std::uint64_t steps, std::int64_t accepted,
-                                                                double secs, std::uint64_t new_steps,
-                                                                std::int64_t new_accepted) mutable {
+    progress.on_progress = [&phases, &specs, last = -1e9, hinted = false](std::uint64_t steps, std::int64_t accepted,
+                                                                          double secs, std::uint64_t new_steps,
+                                                                          double eta) mutable {
       if (!hinted && steps >= kHintSteps &&
           static_cast<double>(accepted) < kLowAcceptance * static_cast<double>(steps)) {
         hinted = true;  // once per run, on its own line
-        std::fprintf(options.terminal, "%s%s\n", tty ? "\n" : "",
-                     low_acceptance_hint(static_cast<double>(accepted) / static_cast<double>(steps)).c_str());
-        std::fflush(options.terminal);
+        phases.print_line(low_acceptance_hint(static_cast<double>(accepted) / static_cast<double>(steps)));
       }
-      if (secs - last < (tty ? 0.25 : 10.0)) return;
+      if (secs - last < 0.25) return;  // RunProgress shows at most this often anyway
       last = secs;
-      // The time left, from this invocation's acceptances; none yet beyond the start (or
-      // resumed) state: unknown, not a guess from one state.
-      const std::string eta =
-          new_accepted > 1 ? fmt::format("{:.1f} s", secs / static_cast<double>(new_accepted) *
-                                                          static_cast<double>(specs.chain_size - accepted))
-                           : std::string("unknown");
-      const std::string line = fmt::format(
-          "steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {}", steps, accepted,
-          specs.chain_size, static_cast<double>(accepted) / static_cast<double>(steps),
-          static_cast<double>(new_steps) / std::max(secs, 1e-9), eta);
-      std::fprintf(options.terminal, tty ? "\r%-100s" : "%s\n", line.c_str());
-      std::fflush(options.terminal);
+      // No time left is guessed before this process's own rate is known.
+      const std::string left = std::isfinite(eta) ? fmt::format("{:.1f} s", eta) : std::string("unknown");
+      phases.detail(fmt::format("steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {}", steps, accepted,
+                                specs.chain_size, static_cast<double>(accepted) / static_cast<double>(steps),
+                                static_cast<double>(new_steps) / std::max(secs, 1e-9), left));
     };
-    if (tty) clear_line = true;
   }
   // A single chain's text chain file is written while it samples (rank 0).
   std::unique_ptr<TextChainStream> text;
@@ -760,10 +775,18 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   const DramOptions dopt = to_dram_options(specs, d, 0);
   try {
     if (multi) {
+      // Random starts: each chain its own, or one per superchain (random_start_point_scope).
+      std::vector<double> starts;
+      if (specs.random_start_point)
+        for (int c = 0; c < nchains; ++c) {
+          const DramOptions oc =
+              to_dram_options(specs, d, start_point_chain(specs, static_cast<std::uint32_t>(c), nchains));
+          starts.insert(starts.end(), oc.start_point.begin(), oc.start_point.end());
+        }
       MultiChainRun m = run_multi_chain(dopt, target.log_density, target.thread_safe, comm,
                                         static_cast<int>(specs.chains_per_rank), 0, checkpointing ? rdir + "/chain" : "",
                                         specs.checkpoint_period, specs.checkpoint_period_seconds, false,
-                                        root ? &tee : nullptr);
+                                        root ? &tee : nullptr, starts);
       chains = std::move(m.chains);
       results = std::move(m.results);
       resumed = m.proposals_before > 0;
@@ -847,14 +870,18 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     text->close();
   }
   text_done = text_done && text != nullptr;
-  if (clear_line) std::fprintf(options.terminal, "\r%-100s\r", "");
   SampleRunSummary out;
   if (!root) return out;
 
   // --- Post-processing (rank 0) -----------------------------------------------------------
   const auto m = chains.size();
   std::vector<ChainOutputs> co;
-  for (std::size_t c = 0; c < m; ++c) co.push_back(chain_outputs(specs, target, chains[c], results[c]));
+  phases.phase("post-processing: burn-in, posterior draws, refined sample");
+  for (std::size_t c = 0; c < m; ++c) {
+    if (m > 1) phases.detail(fmt::format("chain {} of {}", c + 1, m));
+    co.push_back(chain_outputs(specs, target, chains[c], results[c]));
+  }
+  phases.phase("post-processing: diagnostics (R-hat, ESS, MCSE, KS)");
   const DramResult& kr = results[0];
   out.kernel = kr;
   out.chains = results;
@@ -877,11 +904,40 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     qs.stats = summarize(DrawsView(cut[k], m, ndraw));
     out.summary.push_back(std::move(qs));
   }
+  // Nested R-hat over the given superchains (contiguous global chain ids; check_superchains
+  // made sure they divide the chains).
+  std::vector<double> nested;
+  const auto nsuper = static_cast<std::size_t>(specs.superchains);
+  if (nsuper >= 2 && m % nsuper == 0 && ndraw >= 1)
+    for (std::size_t k = 0; k < ncol; ++k) nested.push_back(nested_rhat(DrawsView(cut[k], m, ndraw), nsuper));
+  // ParaDRAM's pairwise KS table, of the chains' refined samples: the test assumes
+  // independent draws, which the refined (thinned) samples nearly are; the verbose chains'
+  // autocorrelated draws give far too small p-values.
   std::vector<std::vector<KsResult>> ks;
-  if (m >= 2 && m <= static_cast<std::size_t>(kMaxKsChains))
-    for (int j = 0; j < d; ++j) ks.push_back(ks_pairwise(DrawsView(cut[static_cast<std::size_t>(j)], m, ndraw)));
+  const bool ks_samples_ok = std::all_of(co.begin(), co.end(), [](const ChainOutputs& x) { return !x.sample_rows.empty(); });
+  if (m >= 2 && m <= static_cast<std::size_t>(kMaxKsChains) && ks_samples_ok) {
+    std::vector<std::vector<double>> samples(m);
+    for (int j = 0; j < d; ++j) {
+      for (std::size_t c = 0; c < m; ++c) {
+        samples[c].clear();
+        for (std::size_t r : co[c].sample_rows) samples[c].push_back(co[c].columns[static_cast<std::size_t>(j)].compact[r]);
+      }
+      ks.push_back(ks_pairwise(std::span<const std::vector<double>>(samples)));
+    }
+  }
+  // Which draws the table tested, for the report and the .h5.
+  const std::string ks_tested =
+      specs.sample_size > 0
+          ? fmt::format("the chains' samples of sample_size = {} evenly spaced draws (thinned only as far as that "
+                        "spacing goes)", specs.sample_size)
+      : specs.sample_refinement_count == 0
+          ? std::string("the chains' unrefined samples (sample_refinement_count = 0: every post-burn-in draw, "
+                        "autocorrelated, so the p-values are too small)")
+          : std::string("the chains' refined samples (thinned by their integrated autocorrelation time: nearly "
+                        "independent draws, as the test assumes)");
 
   // Chain and sample text files.
+  if (text_files) phases.phase("writing the chain and sample text files");
   if (text_files) {
     for (std::size_t c = 0; c < m; ++c) {
       const int k = static_cast<int>(chains[c].chain_id) + 1;
@@ -902,6 +958,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   }
 
   // <prefix>.h5, written atomically.
+  phases.phase("writing " + h5_path);
   {
     io::H5File h5 = io::H5File::create_atomic(h5_path);
     io::H5Group rootg = h5.root();
@@ -1078,6 +1135,11 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     put_diag("ess_bulk", &DiagnosticSummary::ess_bulk);
     put_diag("ess_tail", &DiagnosticSummary::ess_tail);
     put_diag("rhat", &DiagnosticSummary::rhat);
+    if (!nested.empty()) {
+      io::H5Dataset ds = dg.write<double>("nested_rhat", nested);
+      dg.attach_dimensions(ds, {"variable"});
+      ds.set_attribute("superchains", static_cast<std::int64_t>(nsuper));
+    }
     if (!ks.empty()) {
       // ParaDRAM's pairwise KS table per variable: [variable, chain, chain].
       std::vector<double> stat, pval;
@@ -1093,6 +1155,8 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       dg.attach_dimensions(ks_stat, {"ks_variable", "chain_a", "chain_b"});
       io::H5Dataset ks_p = dg.write<double>("ks_p_value", pval, {static_cast<hsize_t>(d), m, m});
       dg.attach_dimensions(ks_p, {"ks_variable", "chain_a", "chain_b"});
+      ks_p.set_attribute("tested", ks_tested);
+      ks_stat.set_attribute("tested", ks_tested);
     }
     h5.commit();
   }
@@ -1109,6 +1173,61 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   double acceptance = 0.0;
   for (const auto& r : results) acceptance += r.acceptance_rate * static_cast<double>(r.proposals);
   acceptance /= std::max<double>(1.0, static_cast<double>(proposals));
+  const std::string warnings = convergence_warnings(out.summary, m, acceptance);
+  // _report.html: the same run with plots (posterior_report.hpp).
+  phases.phase("writing " + specs.output_prefix + "_report.html");
+  if (ndraw >= 1) {
+    PosteriorReportData h;
+    h.title = "herd-sample report" + (specs.description.empty() ? std::string() : ": " + specs.description);
+    h.subtitle = fmt::format("herd {}, DRAM sampler (ParaDRAM-compatible); target: {}; input: {}", HERD_VERSION_STRING,
+                             target.description, options.input_source);
+    h.facts = {{"dimension", std::to_string(d)},
+               {"chains", fmt::format("{} ({}{})", m, specs.parallelization_model,
+                                      ranks > 1 ? fmt::format(", {} processes", ranks) : std::string())},
+               {"random seed", std::to_string(specs.random_seed)},
+               {"proposals (steps)", std::to_string(proposals)},
+               {"accepted states (chain_size)", std::to_string(out.compact_size)},
+               {"mean acceptance rate", fmt::format("{:.4f}", acceptance)},
+               {"burn-in (compact index, chain 1)", std::to_string(out.burnin)},
+               {"posterior draws (verbose, after burn-in)",
+                m > 1 ? fmt::format("{} ({} chains x {}, cut to the shortest)", out.posterior_draws, m, ndraw)
+                      : std::to_string(out.posterior_draws)},
+               {"refined sample size", std::to_string(out.sample_size)},
+               {"sampling time (this invocation)", fmt::format("{:.3f} s", sampling_seconds)},
+               {"outputs", specs.output_prefix + ".h5, _report.txt, _chain/_sample/_progress.txt"}};
+    if (resumed) h.facts.emplace_back("resumed at proposal", std::to_string(proposals_before));
+    for (std::size_t k = 0; k < ncol; ++k) h.names.push_back(co[0].columns[k].name);
+    h.chains = m;
+    h.draws = ndraw;
+    for (std::size_t c = 0; c < m; ++c) h.chain_ids.push_back(chains[c].chain_id);
+    for (std::size_t k = 0; k < ncol; ++k) h.values.emplace_back(cut[k]);
+    for (const auto& q : out.summary) h.summary.push_back(q.stats);
+    h.sampled = static_cast<std::size_t>(d);
+    h.acceptance_rate = acceptance;
+    for (std::size_t c = 0; c < m; ++c) h.history.push_back(chain_history(chains[c]));
+    // The start proposal covariance as the kernel used it (DramOptions' rule).
+    const auto du = static_cast<std::size_t>(d);
+    if (!dopt.proposal_start_cov.empty()) {
+      h.start_covariance = dopt.proposal_start_cov;
+    } else {
+      h.start_covariance.assign(du * du, 0.0);
+      for (std::size_t i = 0; i < du; ++i)
+        h.start_covariance[i * du + i] = dopt.proposal_start_std.empty() ? 1.0 : dopt.proposal_start_std[i] * dopt.proposal_start_std[i];
+    }
+    for (std::size_t c = 0; c < m && c < 4; ++c)
+      if (results[c].proposal_cov.size() == du * du)
+        h.final_covariances.emplace_back(fmt::format("final proposal, chain {}", chains[c].chain_id + 1),
+                                         results[c].proposal_cov);
+    h.covariance_note = "herd-sample keeps the start and the final proposal covariance of each chain, not their "
+                        "history over the run: the figure shows those two.";
+    if (m > 1) h.notes.push_back("Several chains: R-hat and ESS are computed across the chains, cut to a common length.");
+    if (text_files == false) h.notes.push_back("More than 64 chains: no per-chain text files; see the .h5 file.");
+    h.resolved_input = options.resolved_input;
+    write_posterior_report(specs.output_prefix + "_report.html", h);
+  }
+  // _report.txt last, so that it gives the time of every phase before it.
+  phases.phase("writing " + report_path);
+  out.seconds = total.seconds();
   {
     TextFile f(report_path);
     std::string r;
@@ -1123,7 +1242,6 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     r += fmt::format("log-density evaluations           {}\n", evaluations);
     r += fmt::format("accepted states (chain_size)      {}\n", out.compact_size);
     r += fmt::format("mean acceptance rate              {:.6f}\n", acceptance);
-    if (acceptance < kLowAcceptance) r += low_acceptance_hint(acceptance) + "\n";
     if (m == 1) {
       for (std::size_t k = 0; k < kr.stage_accepted.size(); ++k)
         r += fmt::format("  accepted at stage {}             {}\n", k + 1, kr.stage_accepted[k]);
@@ -1162,7 +1280,8 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     else if (checkpointing)
       r += fmt::format("checkpoints (this process)        {} in {:.3f} s ({:.2f}% of the sampling time); record in {}\n",
                        checkpoints, checkpoint_seconds, 100.0 * checkpoint_seconds / std::max(sampling_seconds, 1e-9), rdir);
-    r += "\n";
+    r += "\n== time per phase (this invocation; the last one, writing this report, so far) ==\n" +
+         phases.phase_table() + "\n";
     if (!parallel_report.empty()) r += "== parallelism ==\n" + parallel_report + "\n";
     if (m > 1) {
       r += "== chains ==\n";
@@ -1184,8 +1303,19 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
                  "across chains ==\n"
                : "\n== posterior (verbose chain after burn-in): statistics and diagnostics ==\n";
     r += format_summary_table(out.summary);
+    if (!warnings.empty()) r += "\n== convergence warnings ==\n" + warnings;
+    if (!nested.empty()) {
+      r += fmt::format("\n== nested R-hat (Margossian et al. 2024): {} superchains of {} contiguous chains, {} ==\n",
+                       nsuper, m / nsuper,
+                       specs.random_start_point && specs.random_start_point_scope == "superchain"
+                           ? "each superchain from its own random start"
+                       : specs.random_start_point ? "every chain from its own random start"
+                                                  : "every chain from the same start");
+      for (std::size_t k = 0; k < ncol; ++k) r += fmt::format("{:<20} {:.4f}\n", out.summary[k].name, nested[k]);
+    }
     if (!ks.empty()) {
       r += "\n== pairwise two-sample Kolmogorov-Smirnov tests between chains (ParaDRAM): p-values ==\n";
+      r += "tested: " + ks_tested + "\n";
       for (int j = 0; j < d; ++j) {
         r += specs.variable_names[static_cast<std::size_t>(j)] + ":\n";
         for (std::size_t a = 0; a < m; ++a) {
@@ -1242,56 +1372,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     f.write(r);
     f.close();
   }
-  // _report.html: the same run with plots (posterior_report.hpp).
-  if (ndraw >= 1) {
-    PosteriorReportData h;
-    h.title = "herd-sample report" + (specs.description.empty() ? std::string() : ": " + specs.description);
-    h.subtitle = fmt::format("herd {}, DRAM sampler (ParaDRAM-compatible); target: {}; input: {}", HERD_VERSION_STRING,
-                             target.description, options.input_source);
-    h.facts = {{"dimension", std::to_string(d)},
-               {"chains", fmt::format("{} ({}{})", m, specs.parallelization_model,
-                                      ranks > 1 ? fmt::format(", {} processes", ranks) : std::string())},
-               {"random seed", std::to_string(specs.random_seed)},
-               {"proposals (steps)", std::to_string(proposals)},
-               {"accepted states (chain_size)", std::to_string(out.compact_size)},
-               {"mean acceptance rate", fmt::format("{:.4f}", acceptance)},
-               {"burn-in (compact index, chain 1)", std::to_string(out.burnin)},
-               {"posterior draws (verbose, after burn-in)",
-                m > 1 ? fmt::format("{} ({} chains x {}, cut to the shortest)", out.posterior_draws, m, ndraw)
-                      : std::to_string(out.posterior_draws)},
-               {"refined sample size", std::to_string(out.sample_size)},
-               {"sampling time (this invocation)", fmt::format("{:.3f} s", sampling_seconds)},
-               {"outputs", specs.output_prefix + ".h5, _report.txt, _chain/_sample/_progress.txt"}};
-    if (resumed) h.facts.emplace_back("resumed at proposal", std::to_string(proposals_before));
-    for (std::size_t k = 0; k < ncol; ++k) h.names.push_back(co[0].columns[k].name);
-    h.chains = m;
-    h.draws = ndraw;
-    for (std::size_t c = 0; c < m; ++c) h.chain_ids.push_back(chains[c].chain_id);
-    for (std::size_t k = 0; k < ncol; ++k) h.values.emplace_back(cut[k]);
-    for (const auto& q : out.summary) h.summary.push_back(q.stats);
-    h.sampled = static_cast<std::size_t>(d);
-    h.acceptance_rate = acceptance;
-    for (std::size_t c = 0; c < m; ++c) h.history.push_back(chain_history(chains[c]));
-    // The start proposal covariance as the kernel used it (DramOptions' rule).
-    const auto du = static_cast<std::size_t>(d);
-    if (!dopt.proposal_start_cov.empty()) {
-      h.start_covariance = dopt.proposal_start_cov;
-    } else {
-      h.start_covariance.assign(du * du, 0.0);
-      for (std::size_t i = 0; i < du; ++i)
-        h.start_covariance[i * du + i] = dopt.proposal_start_std.empty() ? 1.0 : dopt.proposal_start_std[i] * dopt.proposal_start_std[i];
-    }
-    for (std::size_t c = 0; c < m && c < 4; ++c)
-      if (results[c].proposal_cov.size() == du * du)
-        h.final_covariances.emplace_back(fmt::format("final proposal, chain {}", chains[c].chain_id + 1),
-                                         results[c].proposal_cov);
-    h.covariance_note = "herd-sample keeps the start and the final proposal covariance of each chain, not their "
-                        "history over the run: the figure shows those two.";
-    if (m > 1) h.notes.push_back("Several chains: R-hat and ESS are computed across the chains, cut to a common length.");
-    if (text_files == false) h.notes.push_back("More than 64 chains: no per-chain text files; see the .h5 file.");
-    h.resolved_input = options.resolved_input;
-    write_posterior_report(specs.output_prefix + "_report.html", h);
-  }
+  phases.finish();
   out.paths = paths;
 
   if (!quiet && options.terminal) {
@@ -1302,7 +1383,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
                  acceptance,
                  static_cast<long long>(out.burnin), static_cast<long long>(out.posterior_draws),
                  static_cast<long long>(out.sample_size), out.seconds);
-    if (acceptance < kLowAcceptance) std::fprintf(options.terminal, "%s\n", low_acceptance_hint(acceptance).c_str());
+    std::fprintf(options.terminal, "%s", warnings.c_str());
     std::fprintf(options.terminal, "outputs:\n");
     for (const auto& p : paths) std::fprintf(options.terminal, "  %s\n", p.c_str());
   }
@@ -1411,6 +1492,25 @@ void remove_restart_folder(const SamplerSpecs& s) {
   if (!ec) fs::remove(dir, ec);
   if (ec) throw IoError(fmt::format("cannot remove the old restart folder \"{}\": {}", dir, ec.message()));
 }
+
+}  // namespace
+
+void trim_restart_folder(const std::string& output_prefix) {
+  const std::string dir = output_prefix + "_restart";
+  const std::string record = dir + "/run.ckpt";
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (ec || !fs::is_directory(st) || !fs::exists(record, ec)) return;  // not herd's record: untouched
+  std::vector<fs::path> gone;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().string() != record) gone.push_back(e.path());
+  for (const auto& p : gone) {
+    fs::remove_all(p, ec);
+    if (ec) throw IoError(fmt::format("cannot remove \"{}\" of the complete run's restart record: {}", p.string(), ec.message()));
+  }
+}
+
+namespace {
 
 enum class RestartStatus { kFresh = 0, kResume = 1, kComplete = 2 };
 
@@ -1577,6 +1677,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   try {
     check_launch(size);
     in = resolve();
+    check_superchains(in.specs, size);
     if (in.specs.output_status == "extend") extend_complete_run(in);
   } catch (const std::exception& e) {
     err = error_text(e, "reading the input");
@@ -1694,6 +1795,14 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   }
   const bool quiet = opts.quiet || specs.silent_mode || rank != 0;
   if (status == RestartStatus::kComplete) {
+    // A run killed between recording its completion and trimming its record.
+    if (rank == 0) {
+      try {
+        trim_restart_folder(specs.output_prefix);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: warning: %s\n", program.c_str(), e.what());
+      }
+    }
     if (!quiet)
       std::printf("%s: the run recorded in %s is complete; its outputs are %s.* (set overwrite = true to run it again)\n",
                   program.c_str(), restart_folder(specs).c_str(), specs.output_prefix.c_str());
@@ -1736,6 +1845,21 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   } catch (const std::exception& e) {
     error(error_text(e, "sampling"));
     return 1;
+  }
+  // 5. The run is complete (its record says so): what only an interrupted run needs goes
+  // (chain records, checkpoints, heartbeats); run.ckpt stays, so that a rerun reports the
+  // run as complete and outputStatus = "extend" continues it (from the .h5).
+  watchdog.reset();  // removes this rank's heartbeat file
+  if (checkpointing) {
+    if (size > 1) comm.barrier();  // every rank's chain files are closed, its watchdog stopped
+    if (rank == 0) {
+      try {
+        trim_restart_folder(specs.output_prefix);
+      } catch (const std::exception& e) {
+        // The outputs are complete; the leftover record only takes disk space.
+        std::fprintf(stderr, "%s: warning: %s\n", program.c_str(), e.what());
+      }
+    }
   }
   return 0;
 }

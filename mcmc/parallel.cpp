@@ -19,6 +19,7 @@
 #include "herd/core/timer.hpp"
 #include "herd/io/atomic_file.hpp"
 #include "herd/io/checkpoint.hpp"
+#include "herd/mcmc/refinement.hpp"
 
 namespace herd::mcmc {
 
@@ -518,8 +519,14 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
 MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity& log_density, bool thread_safe,
                               Communicator& comm, int chains_per_rank, int threads,
                               const std::string& checkpoint_prefix, std::int64_t checkpoint_period_steps,
-                              double checkpoint_period_seconds, bool overwrite, ChainSink* first_chain_tee) {
+                              double checkpoint_period_seconds, bool overwrite, ChainSink* first_chain_tee,
+                              std::span<const double> start_points) {
   HERD_REQUIRE(chains_per_rank >= 1, "chains_per_rank is {}, but must be >= 1", chains_per_rank);
+  HERD_REQUIRE(start_points.empty() || start_points.size() == static_cast<std::size_t>(comm.size()) *
+                                                                  static_cast<std::size_t>(chains_per_rank) *
+                                                                  options.start_point.size(),
+               "run_multi_chain: start_points has {} values, but must have chains x d = {} x {}", start_points.size(),
+               comm.size() * chains_per_rank, options.start_point.size());
   Timer timer;
   const int rank = comm.rank(), size = comm.size();
   const auto m = static_cast<std::size_t>(chains_per_rank);
@@ -530,8 +537,11 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
   std::vector<double> before_secs(m, 0.0);
   auto run_one = [&](std::size_t i) {
     DramOptions o = options;
-    o.chain_id = options.chain_id + static_cast<std::uint32_t>(rank) * static_cast<std::uint32_t>(m) +
-                 static_cast<std::uint32_t>(i);
+    const std::size_t global = static_cast<std::size_t>(rank) * m + i;
+    o.chain_id = options.chain_id + static_cast<std::uint32_t>(global);
+    if (!start_points.empty())
+      o.start_point.assign(start_points.begin() + static_cast<std::ptrdiff_t>(global * static_cast<std::size_t>(d)),
+                           start_points.begin() + static_cast<std::ptrdiff_t>((global + 1) * static_cast<std::size_t>(d)));
     ChainSink* tee = i == 0 ? first_chain_tee : nullptr;
     if (checkpoint_prefix.empty()) {
       DramSampler s(std::move(o), log_density);
@@ -646,7 +656,28 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
     }
     const DrawsView view(values, m, len);
     out.summary.push_back(summarize(view));
-    if (m >= 2 && m <= 16) out.ks.push_back(ks_pairwise(view));
+  }
+  // ParaDRAM's pairwise KS table of the refined samples (nearly independent draws, as the
+  // test assumes; the autocorrelated chains give far too small p-values).
+  if (m >= 2 && m <= 16) {
+    std::vector<std::vector<std::vector<double>>> samples(static_cast<std::size_t>(d), std::vector<std::vector<double>>(m));
+    for (std::size_t c = 0; c < m; ++c) {
+      const MemoryChainSink& ch = chains[c];
+      const auto b = static_cast<std::size_t>(std::clamp<std::int64_t>(burnin[c], 0, static_cast<std::int64_t>(ch.size())));
+      const std::size_t n = ch.size() - b;
+      const auto du = static_cast<std::size_t>(d);
+      std::vector<double> states(n * (du + 1));
+      std::vector<std::int64_t> w(ch.weight.begin() + static_cast<std::ptrdiff_t>(b), ch.weight.end());
+      for (std::size_t i = 0; i < n; ++i) {
+        states[i * (du + 1)] = ch.log_density[b + i];
+        std::copy(ch.point(b + i), ch.point(b + i) + d, states.begin() + static_cast<std::ptrdiff_t>(i * (du + 1) + 1));
+      }
+      const RefinedSample rs = refine_sample(states, w, du + 1, RefinementOptions{});
+      for (std::size_t k = 0; k < rs.index.size(); ++k)
+        for (std::size_t j = 0; j < du; ++j)
+          samples[j][c].insert(samples[j][c].end(), static_cast<std::size_t>(rs.weight[k]), ch.point(b + rs.index[k])[j]);
+    }
+    for (const auto& per_var : samples) out.ks.push_back(ks_pairwise(std::span<const std::vector<double>>(per_var)));
   }
   return out;
 }

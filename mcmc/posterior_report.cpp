@@ -152,34 +152,42 @@ ChainHistory chain_history(const MemoryChainSink& chain, std::size_t windows) {
 }
 
 std::vector<ReportVerdict> convergence_verdicts(const PosteriorReportData& d, const std::vector<DiagnosticSummary>& s) {
+  return convergence_verdicts(d.names, s, d.chains, d.acceptance_rate, d.run_longer);
+}
+
+std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& names,
+                                                const std::vector<DiagnosticSummary>& s, std::size_t chains,
+                                                double acceptance_rate, std::string_view run_longer) {
   std::vector<ReportVerdict> out;
   std::vector<std::string> high_rhat, low_ess, undefined;
-  const double ess_min = ess_threshold(d.chains);
-  for (std::size_t q = 0; q < s.size() && q < d.names.size(); ++q) {
+  const double ess_min = ess_threshold(chains);
+  for (std::size_t q = 0; q < s.size() && q < names.size(); ++q) {
     if (!std::isfinite(s[q].rhat) || !std::isfinite(s[q].ess_bulk) || !std::isfinite(s[q].ess_tail)) {
-      undefined.push_back(d.names[q]);
+      undefined.push_back(names[q]);
       continue;
     }
-    if (s[q].rhat > kRhatLimit) high_rhat.push_back(fmt::format("{} ({:.3f})", d.names[q], s[q].rhat));
+    if (s[q].rhat > kRhatLimit) high_rhat.push_back(fmt::format("{} ({:.3f})", names[q], s[q].rhat));
     const double ess = std::min(s[q].ess_bulk, s[q].ess_tail);
-    if (ess < ess_min) low_ess.push_back(fmt::format("{} ({:.0f})", d.names[q], ess));
+    if (ess < ess_min) low_ess.push_back(fmt::format("{} ({:.0f})", names[q], ess));
   }
   if (!high_rhat.empty())
     out.push_back({3, fmt::format("R-hat is above {} for {}: the {} not agree, so the draws are not yet a sample of the "
-                                  "target. Run longer (raise chain_size), start chains from dispersed points, and look "
-                                  "at the trace and rank plots below for stuck or separated chains; several modes need "
+                                  "target. Run longer ({}), start chains from dispersed points, and look at the trace "
+                                  "and rank plots of the HTML report for stuck or separated chains; several modes need "
                                   "another parameterization or proposal.",
                                   kRhatLimit, name_list(high_rhat),
-                                  d.chains > 1 ? "chains (and the halves of each chain) do"
-                                               : "two halves of the chain (split R-hat) do")});
+                                  chains > 1 ? "chains (and the halves of each chain) do"
+                                             : "two halves of the chain (split R-hat) do",
+                                  run_longer)});
   if (!low_ess.empty())
     out.push_back({2, fmt::format("Bulk- or tail-ESS is below {:.0f} ({:.0f} per chain for {} chain{}) for {}: the "
-                                  "Monte Carlo errors (MCSE) of means and quantiles are large. Run longer, or make the "
-                                  "chain mix faster: tune the proposal (scale_factor, proposal_std or proposal_cov), "
-                                  "enable delayed rejection (delayed_rejection_count), or reparameterize.",
-                                  ess_min, kEssPerChain, std::min(d.chains, kEssChains),
-                                  std::min(d.chains, kEssChains) == 1 ? "" : "s", name_list(low_ess))});
-  const double a = d.acceptance_rate;
+                                  "Monte Carlo errors (MCSE) of means and quantiles are large. Run longer ({}), or make "
+                                  "the chain mix faster: tune the proposal (scale_factor, proposal_std or "
+                                  "proposal_cov), enable delayed rejection (delayed_rejection_count), or "
+                                  "reparameterize.",
+                                  ess_min, kEssPerChain, std::min(chains, kEssChains),
+                                  std::min(chains, kEssChains) == 1 ? "" : "s", name_list(low_ess), run_longer)});
+  const double a = acceptance_rate;
   if (std::isfinite(a) && a < kAcceptanceLow)
     out.push_back({2, fmt::format("The mean acceptance rate is {:.3g}, below {}: most proposals are rejected and the "
                                   "chain rarely moves. Make the proposal smaller (a smaller scale_factor such as "

@@ -31,6 +31,16 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("startPointVec").alias("proposalStart").finite();
   s.add_bool("random_start_point", false, "draw the start point uniformly in the random-start-point box")
       .alias("randomStartPointRequested").alias("proposalStartRandomized");
+  s.add_string("random_start_point_scope", "chain",
+               "with random_start_point and several chains (multi_chain, cpu_batched, cuda): chain: every chain draws "
+               "its own start; superchain: each of the `superchains` groups draws one start shared by its chains "
+               "(nested R-hat, Margossian et al. 2024)")
+      .choices({"chain", "superchain"});
+  s.add_int("superchains", 0,
+            "nested R-hat over K superchains of contiguous global chain ids (chains / K each; multi_chain, "
+            "cpu_batched, cuda); 0: batched devices choose the largest of 16, 8, 4, 2 with >= 2 chains each, "
+            "multi_chain computes none")
+      .min(0);
   s.add_float_list("random_start_point_domain_lower", nullopt, "lower corner of the random start box [ndim]")
       .alias("randomStartPointDomainLowerLimitVec").alias("proposalStartDomainCubeLimitLower").finite();
   s.add_float_list("random_start_point_domain_upper", nullopt, "upper corner of the random start box [ndim]")
@@ -388,6 +398,21 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.warmup = st.get_int("warmup");
   s.thin = st.get_int("thin");
   s.batched_adaptation = st.get_string("batched_adaptation");
+  s.random_start_point_scope = st.get_string("random_start_point_scope");
+  s.superchains = st.get_int("superchains");
+  const bool several = s.device != "cpu" || s.parallelization_model == "multi_chain";
+  if (s.superchains > 0 && !several)
+    fail(fmt::format("{}: key \"{}\" is {}, but superchains need several chains: parallelization_model = "
+                     "\"multi_chain\" or device = \"cpu_batched\" / \"cuda\"",
+                     st.origin("superchains"), st.written("superchains"), s.superchains));
+  if (s.superchains == 1)
+    fail(fmt::format("{}: key \"{}\" is 1, but must be 0 (none or automatic) or at least 2", st.origin("superchains"),
+                     st.written("superchains")));
+  if (s.random_start_point_scope == "superchain" && (!st.get_bool("random_start_point") || s.superchains < 2))
+    fail(fmt::format("{}: key \"{}\" is \"superchain\", but needs random_start_point = true and superchains >= 2 "
+                     "(now {} and {})",
+                     st.origin("random_start_point_scope"), st.written("random_start_point_scope"),
+                     st.get_bool("random_start_point") ? "true" : "false", s.superchains));
   if (s.device == "cpu" && s.parallelization_model == "multi_chain" && s.chains_per_rank > 4096)
     fail(fmt::format("{}: key \"{}\" is {}, but must be at most 4096 with device = \"cpu\" "
                                  "(use device = \"cpu_batched\" or \"cuda\" for more chains)",
@@ -573,6 +598,21 @@ std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs&
     if (z.dot(inv * z) > 1.0) return -std::numeric_limits<double>::infinity();
     return f(x, n);
   };
+}
+
+void check_superchains(const SamplerSpecs& s, int ranks) {
+  if (s.superchains < 2) return;
+  const std::int64_t chains = static_cast<std::int64_t>(std::max(ranks, 1)) * s.chains_per_rank;
+  if (chains % s.superchains != 0 || chains / s.superchains < 1 || chains < 2 * s.superchains)
+    throw InputError(fmt::format("key \"superchains\" is {}, but must divide the {} chains (processes {} x "
+                                 "chains_per_rank {}) into groups of at least 2",
+                                 s.superchains, chains, std::max(ranks, 1), s.chains_per_rank));
+}
+
+std::uint32_t start_point_chain(const SamplerSpecs& s, std::uint32_t chain_id, std::int64_t chains) {
+  if (s.random_start_point_scope != "superchain" || s.superchains < 2 || chains < s.superchains) return chain_id;
+  const auto per = static_cast<std::uint32_t>(chains / s.superchains);
+  return chain_id / per * per;
 }
 
 DramOptions to_dram_options(const SamplerSpecs& s, int ndim, std::uint32_t chain_id) {

@@ -30,7 +30,12 @@ timeout 120 "${launch[@]}" "$exe" run.toml --quiet --output ref/run || { echo "r
 t1=$(date +%s.%N)
 span=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) * 1000 }')
 echo "uninterrupted run: ${span} ms"
-total=$(stat -c %s ref/run_restart/*.chain | awk '{ s += $1 } END { print s + 0 }')
+# A complete run removes its chain records (only run.ckpt stays): the record of the whole
+# run is one 48 + 8 d = 72-byte record per compact state, one row each of the compact text
+# chain files (one header line per file).
+[ -e ref/run_restart/run.ckpt ] || { echo "a complete run lost its run.ckpt"; exit 1; }
+ls ref/run_restart/*.chain ref/run_restart/*.ckpt 2>/dev/null | grep -v run.ckpt && { echo "a complete run kept its chain records"; exit 1; }
+total=$(( ($(cat ref/*_chain.txt | wc -l) - $(ls ref/*_chain.txt | wc -l)) * 72 ))
 record_bytes() { stat -c %s x/run_restart/*.chain 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
 kills=0
 for i in 1 2 3 4 5; do

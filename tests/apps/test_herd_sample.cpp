@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "app_runner.hpp"
+#include "nested_rhat_by_hand.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -868,4 +869,170 @@ print("ok")
   const int rc = std::system(cmd.c_str());
   INFO(slurp(dir / "py.txt"));
   CHECK(rc == 0);
+}
+
+TEST_CASE("herd-sample: a complete run keeps only run.ckpt of its restart record; rerun and extend still work",
+          "[apps][mcmc]") {
+  // Before, <prefix>_restart/ kept the chain record and its checkpoint (the bulk of the
+  // run's disk footprint) after the run had completed.
+  const auto dir = workdir("restart_trim");
+  write(dir / "run.toml", kToml);
+  const Run r = run(dir, "run.toml --quiet --set checkpoint_period=1000");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  std::vector<std::string> record;
+  for (const auto& e : fs::directory_iterator(dir / "out/run_restart")) record.push_back(e.path().filename().string());
+  CHECK(record == std::vector<std::string>{"run.ckpt"});
+  // The same input again: reported complete from run.ckpt, nothing redone.
+  const std::string chain = slurp(dir / "out/run_chain.txt");
+  const Run again = run(dir, "run.toml --set checkpoint_period=1000");
+  CHECK(again.rc == 0);
+  CHECK_THAT(again.out, Contains("is complete"));
+  CHECK(slurp(dir / "out/run_chain.txt") == chain);
+  // outputStatus = "extend" continues the complete run in out/run_run2 from its last state.
+  const Run ext = run(dir, "run.toml --quiet --set checkpoint_period=1000 --set output_status=extend");
+  INFO(ext.err);
+  REQUIRE(ext.rc == 0);
+  REQUIRE(fs::exists(dir / "out/run_run2.h5"));
+  const auto first_row = [](const std::string& text) {
+    const auto a = text.find('\n') + 1;
+    return text.substr(a, text.find('\n', a) - a);
+  };
+  const auto last_row = [](const std::string& text) {
+    const auto b = text.rfind('\n', text.size() - 2) + 1;
+    return text.substr(b);
+  };
+  // The extension's first state is the complete run's last one (the variables: the last two
+  // columns of the compact chain rows).
+  const auto tail_cols = [](const std::string& row) {
+    const auto b = row.rfind(',', row.rfind(',') - 1);
+    return row.substr(b + 1, row.find_last_not_of('\n') - b);
+  };
+  CHECK(tail_cols(first_row(slurp(dir / "out/run_run2_chain.txt"))) == tail_cols(last_row(chain)));
+  std::vector<std::string> record2;
+  for (const auto& e : fs::directory_iterator(dir / "out/run_run2_restart")) record2.push_back(e.path().filename().string());
+  CHECK(record2 == std::vector<std::string>{"run.ckpt"});
+}
+
+TEST_CASE("herd-sample multi_chain: the pairwise KS table tests the refined samples, and converged chains pass it",
+          "[apps][mcmc]") {
+  // The table tested the whole post-burn-in verbose chains: their draws are autocorrelated
+  // (an integrated autocorrelation time of about 10 here), so the KS test's independence
+  // assumption fails and four converged chains (R-hat 1.000x) got p-values of 0.000x. The
+  // refined samples are thinned by their integrated autocorrelation time (ParaDRAM tests
+  // these), so under convergence each p-value is close to uniform on [0, 1]: the median of
+  // the 12 (6 pairs x 2 variables) is below 0.05 only with a probability far below 1%
+  // (12 independent uniforms: about 2e-5; the pairs share chains, which widens it a little).
+  // Seed fixed up front.
+  const auto dir = workdir("ks_refined");
+  write(dir / "run.toml", kToml);
+  const Run r = run(dir, "run.toml --quiet --set chain_size=20000 --set parallelization_model=multi_chain --set "
+                         "chains_per_rank=4");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  herd::io::H5File f = herd::io::H5File::open((dir / "out/run.h5").string());
+  const auto p = f.open_group("diagnostics").read<double>("ks_p_value");  // [variable, chain, chain]
+  const auto rhat = f.open_group("diagnostics").read<double>("rhat");
+  REQUIRE(p.size() == 2 * 4 * 4);
+  for (double x : rhat) CHECK(x < 1.01);
+  std::vector<double> off;
+  for (std::size_t v = 0; v < 2; ++v)
+    for (std::size_t a = 0; a < 4; ++a)
+      for (std::size_t b = a + 1; b < 4; ++b) off.push_back(p[v * 16 + a * 4 + b]);
+  std::sort(off.begin(), off.end());
+  INFO("p-values: " << off[0] << " .. " << off.back());
+  CHECK((off[5] + off[6]) / 2 > 0.05);
+  const std::string rep = slurp(dir / "out/run_report.txt");
+  CHECK_THAT(rep, Contains("refined samples"));
+}
+
+TEST_CASE("herd-sample: convergence warnings (R-hat, ESS, acceptance) with what to try, terminal and report",
+          "[apps][mcmc]") {
+  // The serial run warned only below an acceptance rate of 1e-3. Now every engine warns
+  // through one helper (convergence_warnings) for R-hat > 1.01, bulk- or tail-ESS < 100 per
+  // chain (up to 4 chains) and an acceptance rate outside [0.05, 0.8]. 300 states of a
+  // 2-D normal (fixed seed): ESS far below 100.
+  const auto dir = workdir("warnings");
+  write(dir / "run.toml", kToml);
+  const Run r = run(dir, "run.toml --set chain_size=300");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  const std::string rep = slurp(dir / "out/run_report.txt");
+  for (const std::string& text : {r.out, rep})
+    CHECK_THAT(text, Contains("WARNING: Bulk- or tail-ESS is below 100 (100 per chain for 1 chain)") &&
+                         Contains("Run longer (raise chain_size)"));
+  CHECK_THAT(rep, Contains("== convergence warnings =="));
+  // A long run of the same target passes every check: no warning.
+  const auto ok = workdir("warnings_ok");
+  write(ok / "run.toml", kToml);
+  const Run r2 = run(ok, "run.toml --set chain_size=5000");
+  INFO(r2.out);
+  REQUIRE(r2.rc == 0);
+  CHECK_THAT(r2.out, !Contains("WARNING"));
+  CHECK_THAT(slurp(ok / "out/run_report.txt"), !Contains("WARNING"));
+}
+
+TEST_CASE("herd-sample multi_chain: superchains with their own random starts, and nested R-hat over them",
+          "[apps][mcmc]") {
+  // Chains were grouped into superchains by contiguous index, but either all chains shared
+  // one start or each had its own: Margossian et al. (2024) need K superchains, each from one
+  // start shared by its M chains. 2 superchains x 2 chains of a 2-D normal.
+  const auto dir = workdir("superchains");
+  write(dir / "run.toml", "chain_size = 2000\nrandom_seed = 5\noutput_prefix = \"out/run\"\n"
+                          "parallelization_model = \"multi_chain\"\nchains_per_rank = 4\nsuperchains = 2\n"
+                          "random_start_point = true\nrandom_start_point_scope = \"superchain\"\n"
+                          "random_start_point_domain_lower = [-5.0, -5.0]\n"
+                          "random_start_point_domain_upper = [5.0, 5.0]\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run r = run(dir, "run.toml --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  herd::io::H5File f = herd::io::H5File::open((dir / "out/run.h5").string());
+  // The start states (step 0) of the compact chains: chains {0, 1} and {2, 3} share theirs.
+  const auto cc = f.open_group("chain_compact");
+  const auto step = cc.read<std::uint64_t>("step");
+  const auto chain = cc.read<std::int64_t>("chain");
+  const auto state = cc.read<double>("state");
+  std::vector<std::vector<double>> start(4);
+  for (std::size_t i = 0; i < step.size(); ++i)
+    if (step[i] == 0) start[static_cast<std::size_t>(chain[i])] = {state[2 * i], state[2 * i + 1]};
+  CHECK(start[0] == start[1]);
+  CHECK(start[2] == start[3]);
+  CHECK(start[0] != start[2]);
+  // Nested R-hat of the report and the .h5 is the hand computation with this grouping
+  // (K = 2 of contiguous chains), not with another one.
+  const auto nested = f.open_group("diagnostics").read<double>("nested_rhat");
+  REQUIRE(nested.size() == 2);
+  const auto post = f.open_group("posterior");
+  const char* names[2] = {"x1", "x2"};
+  for (std::size_t j = 0; j < 2; ++j) {
+    const auto x = post.read<double>(names[j]);
+    const std::size_t draws = x.size() / 4;
+    CHECK(nested[j] == Approx(herd::testing::nested_rhat_by_hand(x, 4, draws, 2)).epsilon(1e-12));
+    CHECK(nested[j] != Approx(herd::testing::nested_rhat_by_hand(x, 4, draws, 4)).epsilon(1e-9));
+  }
+  CHECK_THAT(slurp(dir / "out/run_report.txt"),
+             Contains("nested R-hat (Margossian et al. 2024): 2 superchains of 2 contiguous chains, each superchain "
+                      "from its own random start"));
+  // Superchains that do not divide the chains: one line, exit 2.
+  const Run bad = run(dir, "run.toml --quiet --set superchains=3 --output out/bad");
+  CHECK(bad.rc == 2);
+  CHECK_THAT(bad.err, Contains("superchains") && Contains("4 chains"));
+}
+
+TEST_CASE("herd-sample: progress for every phase, and the report gives each phase's time", "[apps][mcmc]") {
+  // The run printed its last sampling line and then nothing while it refined, diagnosed and
+  // wrote its files; the report had no time per phase.
+  const auto dir = workdir("phases");
+  write(dir / "run.toml", kToml);
+  const Run r = run(dir, "run.toml");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  // Not a terminal: the first progress line of sampling at once (then every 10 s).
+  CHECK_THAT(r.out, Contains("sampling: steps ") && Contains("ETA "));
+  const std::string rep = slurp(dir / "out/run_report.txt");
+  CHECK_THAT(rep, Contains("== time per phase (this invocation") && Contains("\nsampling ") &&
+                      Contains("\npost-processing: burn-in, posterior draws, refined sample ") &&
+                      Contains("\npost-processing: diagnostics") &&
+                      Contains("\nwriting the chain and sample text files ") && Contains("\nwriting out/run.h5 ") &&
+                      Contains("\nwriting out/run_report.html ") && Contains("\ntotal "));
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include <catch2/catch.hpp>
 
 #include "app_runner.hpp"
+#include "nested_rhat_by_hand.hpp"
 
 #include "herd/io/hdf5.hpp"
 
@@ -380,3 +382,105 @@ TEST_CASE("herd-sample under mpiexec: an input error is one line, not one per ra
   }
 }
 #endif
+
+TEST_CASE("herd-sample cpu_batched: unconverged chains get convergence warnings with what to try (terminal, report)",
+          "[apps][mcmc]") {
+  // A batched run that had not converged (R-hat 1.23, acceptance 0.0037 on posteriordb arK
+  // after a short warm-up) said nothing. Here: 16 chains from starts spread over [-20, 20]^2,
+  // no warm-up and a proposal 20 times too small: they cannot meet in 400 proposals (R-hat
+  // about 8, ESS about 17, acceptance above 0.8). Deterministic (fixed seed).
+  const auto dir = workdir("warnings");
+  write(dir / "run.toml", "device = \"cpu_batched\"\nchains_per_rank = 16\nwarmup = 0\nchain_size = 400\nthin = 2\n"
+                          "random_seed = 2026\noutput_prefix = \"out/run\"\nrandom_start_point = true\n"
+                          "random_start_point_domain_lower = [-20.0, -20.0]\n"
+                          "random_start_point_domain_upper = [20.0, 20.0]\nproposal_std = [0.05, 0.05]\n"
+                          "scale_factor = \"1\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run r = sample(dir, 0, "run.toml");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  const std::string rep = slurp(dir / "out/run_report.txt");
+  for (const std::string& text : {r.out, rep}) {
+    CHECK_THAT(text, Contains("WARNING: R-hat is above 1.01 for x1") && Contains("raise warmup"));
+    CHECK_THAT(text, Contains("WARNING: Bulk- or tail-ESS is below 400"));
+    CHECK_THAT(text, Contains("WARNING: The mean acceptance rate is 0.8") && Contains("above 0.8"));
+  }
+  CHECK_THAT(rep, Contains("== convergence warnings =="));
+  // The converged run of the first test case (256 chains, R-hat about 1.00) warns of nothing.
+  const auto ok = workdir("warnings_ok");
+  write(ok / "run.toml", kToml);
+  const Run r2 = sample(ok, 0, "run.toml");
+  INFO(r2.out);
+  REQUIRE(r2.rc == 0);
+  CHECK_THAT(r2.out, !Contains("WARNING"));
+  CHECK_THAT(slurp(ok / "out/run_report.txt"), !Contains("WARNING"));
+}
+
+TEST_CASE("herd-sample cpu_batched: superchains with their own random starts, and nested R-hat over them",
+          "[apps][mcmc]") {
+  // 8 chains in superchains = 2 (the automatic choice would be 4) with
+  // random_start_point_scope = "superchain": chains 0-3 start at one point, 4-7 at another.
+  // No warm-up and a tiny proposal (1e-3), so the first draw of each chain is within 0.01 of
+  // its start.
+  const auto dir = workdir("superchains");
+  write(dir / "run.toml", "device = \"cpu_batched\"\nchains_per_rank = 8\nwarmup = 0\nchain_size = 200\nthin = 1\n"
+                          "random_seed = 31\noutput_prefix = \"out/run\"\nrandom_start_point = true\n"
+                          "random_start_point_scope = \"superchain\"\nsuperchains = 2\n"
+                          "random_start_point_domain_lower = [-5.0, -5.0]\n"
+                          "random_start_point_domain_upper = [5.0, 5.0]\nproposal_std = [0.001, 0.001]\n"
+                          "scale_factor = \"1\"\nbatched_adaptation = \"none\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run r = sample(dir, 0, "run.toml --quiet");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto f = herd::io::H5File::open((dir / "out/run.h5").string());
+  const auto x1 = f.open_dataset("posterior/x1").read<double>();
+  const auto x2 = f.open_dataset("posterior/x2").read<double>();
+  REQUIRE(x1.size() == 8 * 200);
+  for (std::size_t c = 1; c < 8; ++c) {
+    INFO("chain " << c);
+    const bool same = c < 4;  // chain 0's superchain
+    CHECK((std::abs(x1[c * 200] - x1[0]) < 0.01 && std::abs(x2[c * 200] - x2[0]) < 0.01) == same);
+  }
+  CHECK(std::abs(x1[5 * 200] - x1[4 * 200]) < 0.01);
+  // The report's nested R-hat column (4 decimals) is the hand computation with K = 2.
+  const std::string rep = slurp(dir / "out/run_report.txt");
+  INFO(rep);
+  CHECK_THAT(rep, Contains("nested R-hat: 2 superchains of 4 contiguous global chain ids (superchains), each "
+                           "superchain from its own random start"));
+  const auto head = rep.find("nested R-hat\n");
+  REQUIRE(head != std::string::npos);
+  std::istringstream rows(rep.substr(head + 13));
+  for (const auto* x : {&x1, &x2}) {
+    int dim = 0;
+    double mean = 0, sd = 0, rhat = 0, ess = 0, nested = 0;
+    rows >> dim >> mean >> sd >> rhat >> ess >> nested;
+    const double by_hand = herd::testing::nested_rhat_by_hand(*x, 8, 200, 2);
+    CHECK(nested == Approx(by_hand).margin(1e-4));
+    CHECK(std::abs(nested - herd::testing::nested_rhat_by_hand(*x, 8, 200, 4)) > 1e-3);
+  }
+}
+
+TEST_CASE("herd-sample cpu_batched: progress while it samples (log and terminal), each phase's time in the report",
+          "[apps][mcmc]") {
+  // device = "cpu_batched" printed nothing until its summary, on a terminal too.
+  const auto dir = workdir("progress");
+  write(dir / "run.toml", kToml);
+  const Run r = sample(dir, 0, "run.toml");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  // Not a terminal: a line at the first progress of sampling (then every 10 s).
+  CHECK_THAT(r.out, Contains("sampling: warm-up ") && Contains("proposals per chain") && Contains("ETA "));
+  const std::string rep = slurp(dir / "out/run_report.txt");
+  CHECK_THAT(rep, Contains("== time per phase (this session") && Contains("\nsampling ") &&
+                      Contains("\npost-processing: totals and diagnostics") && Contains("\nwriting out/run.h5 ") &&
+                      Contains("\nwriting out/run_report.html ") && Contains("\ntotal "));
+  // On a terminal (script(1) gives the run a pseudo-terminal): the line is rewritten in place.
+  if (!fs::exists("/usr/bin/script")) {
+    WARN("no /usr/bin/script: the terminal case is not checked");
+    return;
+  }
+  const Run t = run_shell(dir, std::string("/usr/bin/script -qec \"'") + HERD_SAMPLE_EXE +
+                                   "' run.toml --set overwrite=true\" /dev/null");
+  INFO(t.out << t.err);
+  REQUIRE(t.rc == 0);
+  CHECK_THAT(t.out, Contains("\rsampling") && Contains("proposals per chain"));
+}

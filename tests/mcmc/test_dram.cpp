@@ -773,3 +773,43 @@ TEST_CASE("a start proposal far too wide: the chain shrinks it and moves", "[mcm
   CHECK(mean_var > 0.8);
   CHECK(mean_var < 1.2);
 }
+
+TEST_CASE("sampler specs: random_start_point_scope = superchain gives K starts, each shared by its M chains",
+          "[mcmc]") {
+  herd::io::Schema schema("test");
+  declare_sampler_specs(schema);
+  const std::string base = "random_seed = 9\nparallelization_model = \"multi_chain\"\nchains_per_rank = 6\n"
+                           "random_start_point = true\nrandom_start_point_domain_lower = [-1.0, -1.0]\n"
+                           "random_start_point_domain_upper = [1.0, 1.0]\n";
+  const auto specs = [&](const std::string& extra) {
+    return resolve_sampler_specs(schema.apply(herd::io::parse_toml(base + extra, "test.toml"), {}), 2);
+  };
+  const herd::mcmc::SamplerSpecs s = specs("superchains = 3\nrandom_start_point_scope = \"superchain\"\n");
+  // 6 chains in 3 superchains of 2: chains {0, 1}, {2, 3}, {4, 5}.
+  std::vector<std::vector<double>> start;
+  for (std::uint32_t c = 0; c < 6; ++c) {
+    CHECK(herd::mcmc::start_point_chain(s, c, 6) == c / 2 * 2);
+    start.push_back(to_dram_options(s, 2, herd::mcmc::start_point_chain(s, c, 6)).start_point);
+  }
+  CHECK(start[0] == start[1]);
+  CHECK(start[2] == start[3]);
+  CHECK(start[4] == start[5]);
+  CHECK(start[0] != start[2]);
+  CHECK(start[2] != start[4]);
+  // The superchain's start is its first chain's own random start.
+  CHECK(start[2] == to_dram_options(s, 2, 2).start_point);
+  // Scope "chain" (the default): every chain its own start.
+  const herd::mcmc::SamplerSpecs own = specs("superchains = 3\n");
+  CHECK(herd::mcmc::start_point_chain(own, 3, 6) == 3);
+  // 6 chains do not split into 4 superchains; 3 do not make groups of 2.
+  herd::mcmc::SamplerSpecs bad = s;
+  bad.superchains = 4;
+  CHECK_THROWS_WITH(herd::mcmc::check_superchains(bad, 1), Catch::Contains("superchains") && Catch::Contains("6 chains"));
+  bad.superchains = 3;
+  bad.chains_per_rank = 3;
+  CHECK_THROWS_AS(herd::mcmc::check_superchains(bad, 1), herd::InputError);
+  CHECK_NOTHROW(herd::mcmc::check_superchains(bad, 2));  // 2 processes x 3 chains
+  // The scope needs random starts and superchains.
+  CHECK_THROWS_WITH(specs("random_start_point_scope = \"superchain\"\n"),
+                    Catch::Contains("random_start_point_scope") && Catch::Contains("superchains >= 2"));
+}

@@ -1,6 +1,7 @@
 // Serial tests of parallel.hpp (issue #7): checkpoints of the kernel state, exact restart
 // of a resumable run after a crash, fork-join with one rank, and the fault checks.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include "herd/core/communicator.hpp"
 #include "herd/core/error.hpp"
 #include "herd/mcmc/parallel.hpp"
+#include "herd/mcmc/run_progress.hpp"
 
 using namespace herd::mcmc;
 namespace fs = std::filesystem;
@@ -258,5 +261,83 @@ TEST_CASE("parallel: diagnostics across chains cut to a common length", "[mcmc][
   REQUIRE(g.ks[0].size() == 16);
   CHECK(g.ks[0][0].statistic == 0.0);
   CHECK(g.ks[0][1].statistic == g.ks[0][4].statistic);
+  // The KS table tests the refined (nearly independent) samples: for converged chains the
+  // p-values are about uniform, so the median of the 18 (6 pairs x 3 variables) falls below
+  // 0.05 with a probability far below 1% (it did with the autocorrelated verbose chains).
+  std::vector<double> p;
+  for (const auto& t : g.ks)
+    for (std::size_t a = 0; a < 4; ++a)
+      for (std::size_t b = a + 1; b < 4; ++b) p.push_back(t[a * 4 + b].p_value);
+  std::sort(p.begin(), p.end());
+  CHECK((p[8] + p[9]) / 2 > 0.05);
   CHECK_THROWS_AS(multi_chain_diagnostics(m.chains, {0, 0}), herd::InputError);
+}
+
+TEST_CASE("EtaEstimator: the time left from this process's own rate (a resumed run's first lines)", "[mcmc]") {
+  // A resumed run of chain_size 1000 at 400 accepted states; reading and checking the restart
+  // record took 5 s before its first progress. The time left used to be seconds since the
+  // process started / states accepted by it x states left: 5.1 / 11 x 589 = 273 s after
+  // 0.1 s at 100 states/s, where about 5.9 s are left.
+  herd::mcmc::EtaEstimator eta(1000);
+  CHECK(std::isnan(eta.update(5.0, 401)));          // the first progress: no rate yet
+  CHECK(eta.update(5.1, 411) == Approx(5.89));      // 10 states in 0.1 s, 589 left
+  CHECK(eta.update(6.0, 501) == Approx(4.99));      // 100 states in 1 s, 499 left
+  CHECK(std::isnan(herd::mcmc::EtaEstimator(10).update(1.0, 3)));
+  herd::mcmc::EtaEstimator stuck(10);
+  stuck.update(1.0, 3);
+  CHECK(std::isnan(stuck.update(2.0, 3)));  // nothing done since: unknown, not infinite
+  CHECK(stuck.update(3.0, 10) == 0.0);      // done
+}
+
+TEST_CASE("RunProgress: phases timed and reported, lines in a log at the first progress and then periodically",
+          "[mcmc]") {
+  const auto text_of = [](std::FILE* f) {
+    std::rewind(f);
+    std::string text;
+    for (int c; (c = std::fgetc(f)) != EOF;) text += static_cast<char>(c);
+    std::fclose(f);
+    return text;
+  };
+  // A log (a file) with the default period of 10 s: the first progress of a phase at once,
+  // the next not within the period.
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  {
+    herd::mcmc::RunProgress p(f, false);
+    CHECK_FALSE(p.tty());
+    p.phase("sampling");
+    p.detail("steps 10");
+    p.detail("steps 20");
+    p.phase("writing run.h5");
+    p.print_line("WARNING: something");
+    p.finish();
+    const auto ph = p.phases();
+    REQUIRE(ph.size() == 2);
+    CHECK(ph[0].first == "sampling");
+    CHECK(ph[1].first == "writing run.h5");
+    CHECK_THAT(p.phase_table(), Catch::Contains("writing run.h5") && Catch::Contains("total"));
+  }
+  const std::string text = text_of(f);
+  INFO(text);
+  CHECK(text == "sampling: steps 10\nWARNING: something\n");
+  // A phase without progress of its own gets lines from the ticker with its elapsed time
+  // (period 0.05 s here).
+  std::FILE* g = std::tmpfile();
+  REQUIRE(g != nullptr);
+  {
+    herd::mcmc::RunProgress p(g, false, 0.25, 0.05);
+    p.phase("writing run.h5");
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    p.finish();
+    CHECK(p.phases().at(0).second >= 0.35);
+  }
+  const std::string ticks = text_of(g);
+  INFO(ticks);
+  CHECK_THAT(ticks, Catch::StartsWith("writing run.h5 (") && Catch::EndsWith(" s)\n"));
+  // Quiet: phases timed, nothing printed (no terminal needed).
+  herd::mcmc::RunProgress q(nullptr, true);
+  q.phase("a");
+  q.detail("x");
+  q.finish();
+  CHECK(q.phases().size() == 1);
 }

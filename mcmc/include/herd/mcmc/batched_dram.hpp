@@ -102,6 +102,11 @@ struct BatchedDramOptions {
   Communicator* communicator = nullptr;
   /// Checkpoints and resume (not owned; null: none); see `BatchedCheckpointer`.
   BatchedCheckpointer* checkpointer = nullptr;
+  /// Progress (may be empty): called on the calling thread after every warm-up segment and
+  /// every block of draws with the proposals per chain made so far (of warmup + steps) and
+  /// the draws per chain recorded so far; a resumed run starts at its checkpoint. Does not
+  /// change what is computed.
+  std::function<void(std::uint64_t proposals, std::int64_t draws)> progress;
 };
 
 /// This process's part of a batched run's state at a segment boundary: what a checkpoint

@@ -64,4 +64,11 @@ KsResult ks_two_sample(std::span<const double> x, std::span<const std::int64_t> 
 /// symmetric, with D = 0 and p = 1 on the diagonal. Weighted views use their weights.
 std::vector<KsResult> ks_pairwise(const DrawsView& chains, KsMethod method = KsMethod::kAuto);
 
+/// The same table for samples of different sizes (e.g. each chain's refined sample:
+/// `samples[c]` holds chain c's draws, unweighted). The KS test assumes independent draws:
+/// test thinned (refined) samples, not autocorrelated chains, whose p-values come out far
+/// too small.
+/// @throws herd::InputError when a sample is empty (as `ks_two_sample`).
+std::vector<KsResult> ks_pairwise(std::span<const std::vector<double>> samples, KsMethod method = KsMethod::kAuto);
+
 }  // namespace herd::mcmc

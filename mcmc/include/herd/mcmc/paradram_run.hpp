@@ -187,6 +187,16 @@ std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTa
 int run_sampler_program(Communicator& comm, const std::function<SamplerProgramInput()>& resolve,
                         const std::string& program);
 
+/// Removes from `<output_prefix>_restart/` everything but the run record `run.ckpt`: the
+/// binary chain records (`chain_<id>.chain`), the checkpoints (`chain_<id>.ckpt`,
+/// `batched.ckpt`), the batched draws record (`draws.bin`) and heartbeat files. Called by
+/// `run_sampler_program` (rank 0) once the record says the run is complete: a complete run
+/// is never resumed, a rerun only reads `run.ckpt` (to report it complete) and
+/// outputStatus = "extend" reads the `.h5`. Does nothing when the folder holds no
+/// `run.ckpt` (not herd's record). Not thread-safe with a run of the same prefix.
+/// @throws herd::IoError naming the file that could not be removed.
+void trim_restart_folder(const std::string& output_prefix);
+
 /// The summary table printed at the end of a run: one row per quantity with mean, sd, q5,
 /// q50, q95, MCSE of the mean and sd, bulk and tail ESS, R-hat.
 std::string format_summary_table(const std::vector<QuantitySummary>& rows);
@@ -197,6 +207,17 @@ std::string format_summary_table(const std::vector<QuantitySummary>& rows);
 /// is at least 1e-3 (NaN counts as below). Pure function, thread-safe, throws nothing
 /// beyond std::bad_alloc.
 std::string low_acceptance_warning(double rate);
+
+/// The convergence warnings of a finished run, for the terminal and `_report.txt` of every
+/// engine (serial, multi-chain, fork-join, batched): one line "WARNING: ..." per problem,
+/// each saying what to try, from `convergence_verdicts` (posterior_report.hpp; the HTML
+/// report shows the same verdicts): R-hat above 1.01, bulk- or tail-ESS below 100 per chain
+/// (100 x min(chains, 4)), a mean acceptance rate outside [0.05, 0.8]; below 1e-3 the
+/// acceptance line is `low_acceptance_warning`'s. `rows` are the summary rows over
+/// `chains` chains, `run_longer` how to run longer (e.g. "raise chain_size"). Empty when
+/// the run passes every check. Pure; thread-safe.
+std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::size_t chains,
+                                 double acceptance_rate, const std::string& run_longer = "raise chain_size");
 
 /// The output-file rules shared with herd-rl (herd/io/output_files.hpp): liveness of the
 /// process that left a temporary or lock file, and the exclusive lock on `<prefix>.lock`

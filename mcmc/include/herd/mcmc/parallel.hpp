@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,7 +95,10 @@ struct MultiChainRun {
 /// multi-chain output does). `checkpoint_period_seconds` is the period of time (0: by
 /// proposals only) and `overwrite` starts every chain afresh. `first_chain_tee`, when
 /// given, also receives the records of this rank's first chain as they are made (progress
-/// output; it is written from that chain's thread only). Collective.
+/// output; it is written from that chain's thread only). `start_points`, when not empty,
+/// holds every chain's start point, `[comm.size() * chains_per_rank, d]` row-major in global
+/// id order (offset by `options.chain_id`); empty: every chain starts at
+/// `options.start_point`. Collective.
 /// @throws as `DramSampler::run` (the first error of this rank's chains); a failure on
 ///   another rank is not reported here (wrap the call in `abort_all_on_error`).
 MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity& log_density,
@@ -102,7 +106,7 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
                               int threads = 0, const std::string& checkpoint_prefix = "",
                               std::int64_t checkpoint_period_steps = 0,
                               double checkpoint_period_seconds = 5.0, bool overwrite = false,
-                              ChainSink* first_chain_tee = nullptr);
+                              ChainSink* first_chain_tee = nullptr, std::span<const double> start_points = {});
 
 /// Diagnostics across the chains of a multi-chain run (what a report adds for them).
 struct MultiChainDiagnostics {
@@ -110,13 +114,15 @@ struct MultiChainDiagnostics {
   /// Per variable: mean, sd, quantiles, MCSE, bulk/tail ESS and R-hat over `[chains, draws]`.
   std::vector<DiagnosticSummary> summary;
   /// Per variable (only for 2..16 chains; else empty): ParaDRAM's pairwise two-sample KS
-  /// table, `[chains, chains]` row-major (`ks_pairwise`).
+  /// table, `[chains, chains]` row-major (`ks_pairwise`), of the chains' refined samples
+  /// (`refine_sample` with its defaults on each post-burn-in compact chain): nearly
+  /// independent draws, as the test assumes.
   std::vector<std::vector<KsResult>> ks;
 };
 
 /// Cuts each chain's verbose chain after its burn-in (`burnin[c]`, a compact index) to the
 /// common length of the shortest, then computes the diagnostics across chains
-/// (`summarize`, `ks_pairwise`). Pure; thread-safe.
+/// (`summarize`; `ks_pairwise` of the refined samples). Pure; thread-safe.
 /// @throws herd::InputError when the chains differ in dimension, `burnin` has the wrong size,
 ///   or a chain has no draw after its burn-in.
 MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>& chains,

@@ -19,6 +19,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -73,6 +74,8 @@ struct PosteriorReportData {
   std::vector<std::string> notes;
   /// The resolved input, shown preformatted at the end (empty: left out).
   std::string resolved_input;
+  /// How the verdicts say to run longer (e.g. "raise warmup and chain_size" for batched runs).
+  std::string run_longer = "raise chain_size";
 };
 
 /// Convergence verdict thresholds (Vehtari et al. 2021): R-hat above this is a problem.
@@ -103,6 +106,15 @@ struct ReportVerdict {
 /// [kAcceptanceLow, kAcceptanceHigh]; one "ok" verdict when none applies.
 std::vector<ReportVerdict> convergence_verdicts(const PosteriorReportData& data,
                                                 const std::vector<DiagnosticSummary>& summary);
+
+/// The same verdicts from the quantities' `names` and `summary` (same length), the number of
+/// `chains` the summary pools, the run's mean `acceptance_rate` (NaN: unknown, no verdict)
+/// and how to run longer (`run_longer`, e.g. "raise chain_size"). Every engine's terminal
+/// and text report use these through `convergence_warnings` (paradram_run.hpp), the HTML
+/// report directly. Pure; thread-safe.
+std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& names,
+                                                const std::vector<DiagnosticSummary>& summary, std::size_t chains,
+                                                double acceptance_rate, std::string_view run_longer = "raise chain_size");
 
 /// Writes the report to `path` (atomically).
 /// @throws herd::InputError when the data are inconsistent (sizes); herd::IoError when the

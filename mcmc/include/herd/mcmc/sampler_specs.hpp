@@ -27,6 +27,11 @@ struct SamplerSpecs {
   std::int64_t sample_size = -1;
   std::vector<double> start_point;
   bool random_start_point = false;
+  /// With random_start_point: "chain" (each chain its own start) or "superchain" (each of
+  /// the `superchains` groups of contiguous global chain ids one start, shared by its chains).
+  std::string random_start_point_scope = "chain";
+  /// Superchains of nested R-hat (Margossian et al. 2024); 0: automatic (batched) or none.
+  std::int64_t superchains = 0;
   std::vector<double> random_start_point_domain_lower, random_start_point_domain_upper;
   std::vector<double> domain_lower, domain_upper;
   std::string proposal_model = "normal";
@@ -118,5 +123,17 @@ void check_sampler_memory(const SamplerSpecs& specs, int ndim, int ranks);
 /// as is (`DramOptions::proposal_start_cov`/`proposal_start_std`).
 /// @throws herd::InputError on inconsistent values.
 DramOptions to_dram_options(const SamplerSpecs& specs, int ndim, std::uint32_t chain_id = 0);
+
+/// Refuses `superchains` (when >= 2) that do not split the run's chains (`ranks` x
+/// `chains_per_rank`) into equal groups of at least 2 contiguous global chain ids.
+/// @throws herd::InputError naming the key, its value and the chain count.
+void check_superchains(const SamplerSpecs& specs, int ranks);
+
+/// The chain whose start-point stream chain `chain_id` (a global id among `chains`) starts
+/// from: itself, or with `random_start_point_scope = "superchain"` the first chain of its
+/// superchain (chains / superchains contiguous ids each), so that the M chains of a
+/// superchain share one random start and the K superchains start apart, as nested R-hat
+/// (Margossian et al. 2024) assumes. Pass the result to `to_dram_options`. Pure.
+std::uint32_t start_point_chain(const SamplerSpecs& specs, std::uint32_t chain_id, std::int64_t chains);
 
 }  // namespace herd::mcmc

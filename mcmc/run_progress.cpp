@@ -1,0 +1,134 @@
+// Terminal progress of a run's phases (run_progress.hpp).
+#include "herd/mcmc/run_progress.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace herd::mcmc {
+
+double EtaEstimator::update(double seconds, double done) {
+  if (done >= total_) return 0.0;
+  if (!started_) {
+    started_ = true;
+    t0_ = seconds;
+    done0_ = done;
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  const double work = done - done0_, time = seconds - t0_;
+  if (!(work > 0) || !(time > 0)) return std::numeric_limits<double>::quiet_NaN();
+  return (total_ - done) * time / work;
+}
+
+RunProgress::RunProgress(std::FILE* out, bool quiet, double tty_period, double log_period)
+    : out_(quiet ? nullptr : out) {
+  tty_ = out_ != nullptr && isatty(fileno(out_)) != 0;
+  period_ = tty_ ? tty_period : log_period;
+  if (out_ != nullptr) ticker_ = std::thread([this] { tick_loop(); });
+}
+
+RunProgress::~RunProgress() {
+  try {
+    finish();
+  } catch (...) {
+  }
+}
+
+void RunProgress::phase(std::string name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const double now = clock_.seconds();
+  if (!name_.empty()) done_.emplace_back(name_, now - phase_start_);
+  name_ = std::move(name);
+  detail_.clear();
+  phase_start_ = now;
+  printed_in_phase_ = false;
+  if (tty_ && out_ != nullptr) show();  // the new phase's name at once on a terminal
+}
+
+void RunProgress::detail(std::string text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  detail_ = std::move(text);
+  if (out_ == nullptr || finished_) return;
+  if (!printed_in_phase_ || clock_.seconds() - last_print_ >= period_) show();
+}
+
+void RunProgress::print_line(const std::string& line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (out_ == nullptr) return;
+  std::fprintf(out_, "%s%s\n", line_open_ ? "\n" : "", line.c_str());
+  line_open_ = false;
+  std::fflush(out_);
+}
+
+void RunProgress::show() {
+  const double now = clock_.seconds();
+  std::string line = name_;
+  if (!detail_.empty()) line += ": " + detail_;
+  else line += fmt::format(" ({:.0f} s)", now - phase_start_);
+  if (tty_) {
+    std::fprintf(out_, "\r%-100s", line.c_str());
+    line_open_ = true;
+  } else {
+    std::fprintf(out_, "%s\n", line.c_str());
+  }
+  std::fflush(out_);
+  last_print_ = now;
+  printed_in_phase_ = true;
+}
+
+void RunProgress::tick_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto step = std::chrono::duration<double>(std::min(period_, 0.25));
+  while (!stop_) {
+    cv_.wait_for(lock, step);
+    if (stop_) break;
+    // A phase without progress of its own (or whose progress stopped coming) still shows
+    // that it runs, once it lasted a period.
+    const double now = clock_.seconds();
+    if (!name_.empty() && now - last_print_ >= period_ && now - phase_start_ >= period_) show();
+  }
+}
+
+void RunProgress::finish() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    finished_ = true;
+    stop_ = true;
+    if (!name_.empty()) done_.emplace_back(name_, clock_.seconds() - phase_start_);
+    name_.clear();
+  }
+  cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (out_ != nullptr && line_open_) {
+    std::fprintf(out_, "\r%-100s\r", "");
+    std::fflush(out_);
+    line_open_ = false;
+  }
+}
+
+std::vector<std::pair<std::string, double>> RunProgress::phases() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto out = done_;
+  if (!name_.empty()) out.emplace_back(name_, clock_.seconds() - phase_start_);
+  return out;
+}
+
+std::string RunProgress::phase_table() const {
+  const auto ph = phases();
+  double total = 0.0;
+  for (const auto& p : ph) total += p.second;
+  std::string out;
+  for (const auto& [name, secs] : ph)
+    out += fmt::format("{:<64} {:>10.3f} s {:>6.1f}%\n", name, secs, total > 0 ? 100.0 * secs / total : 0.0);
+  out += fmt::format("{:<64} {:>10.3f} s\n", "total", total);
+  return out;
+}
+
+}  // namespace herd::mcmc
