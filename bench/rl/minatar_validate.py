@@ -18,7 +18,8 @@ import math
 import subprocess
 import sys
 
-GAMES = {"breakout": "Breakout", "freeway": "Freeway"}
+GAMES = {"breakout": "Breakout", "freeway": "Freeway", "asterix": "Asterix",
+         "space_invaders": "SpaceInvaders", "seaquest": "Seaquest"}
 
 
 def ks_2samp(a, b):

@@ -160,4 +160,52 @@ class MinAtarFreeway final : public MinAtarEnv {
   std::array<Car, 8> cars_{};
 };
 
+/// MinAtar Asterix (channels: player, enemy, trail, gold; minimal actions: no-op, left, up,
+/// right, down). The player moves one cell per frame within rows 1-8 (all columns), starting
+/// at row 5, column 5. Rows 1-8 are lanes holding at most one object each: an enemy or gold.
+/// Every `spawn period` frames (10 at the start; the first spawn on frame 11) an object
+/// appears in a lane chosen uniformly among the empty ones (none when all are taken), at
+/// column 0 moving right or at column 9 moving left (equally likely), gold with probability
+/// 1/3. Every `move period` frames (5 at the start; frames 1, 6, 11, ...) all objects move
+/// one cell and leave the screen past the edge; the trail channel marks the cell an object
+/// came from (none before its first move). Touching gold gives +1 and removes it; touching
+/// an enemy ends the game. The player touches an object when it stands on the object's
+/// cell after the player's move, after a spawn or after the objects' move (in this order
+/// within a frame), so an object and the player swapping cells collide. Difficulty
+/// ramping: every 102 frames the spawn period drops by 1 and, every second time, the move
+/// period by 1 (both down to 1). The paper states the rules and the ramping in words; the
+/// periods, the gold probability, the start position and the ramp interval follow what
+/// PyPI's minatar 1.0 does (observed through its public API). Game state: `[player_x,
+/// player_y, ramps, spawn_timer, move_timer, ramp_timer, (kind 0 none / 1 enemy / 2 gold,
+/// x, direction, has moved) x 8 lanes]`.
+class MinAtarAsterix final : public MinAtarEnv {
+ public:
+  /// A fresh instance; `full_actions` selects the 6-action set ("MinAtar/Asterix-v0")
+  /// instead of the minimal one ("MinAtar/Asterix-v1").
+  explicit MinAtarAsterix(bool full_actions = false);
+  /// Frames between two difficulty ramps.
+  static constexpr int kRampEvery = 102;
+  /// Spawn period after `ramps` ramps: max(1, 10 - ramps).
+  static int spawn_period(int ramps);
+  /// Move period after `ramps` ramps: max(1, 5 - ramps / 2).
+  static int move_period(int ramps);
+
+ protected:
+  void game_reset(RngCursor& rng) override;
+  double game_step(int action, RngCursor& rng, bool& terminal) override;
+  void game_observe(std::uint8_t* grid) const override;
+  void game_get_state(double* s) const override;
+  void game_set_state(const double* s) override;
+
+ private:
+  struct Lane {
+    int kind = 0, x = 0, dir = 1, moved = 0;  // kind: 0 none, 1 enemy, 2 gold
+  };
+  /// Applies the player's contact with the object in its lane; returns the reward.
+  double touch(bool& terminal);
+  int player_x_ = 5, player_y_ = 5, ramps_ = 0, spawn_timer_ = 11, move_timer_ = 1;
+  int ramp_timer_ = kRampEvery;
+  std::array<Lane, 8> lanes_{};
+};
+
 }  // namespace herd::rl

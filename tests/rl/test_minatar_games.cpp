@@ -1,0 +1,246 @@
+// MinAtar Asterix, Space Invaders and Seaquest: each rule in a hand-made deterministic
+// scenario (set_state, sticky actions off), observation channels, ramping, termination.
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/error.hpp"
+#include "herd/rl/minatar.hpp"
+#include "herd/rl/registry.hpp"
+
+using herd::rl::MinAtarAsterix;
+
+namespace {
+
+float cell(const std::vector<float>& obs, int ch, int y, int x) {
+  return obs[static_cast<std::size_t>(ch * 100 + y * 10 + x)];
+}
+
+float channel_sum(const std::vector<float>& obs, int ch) {
+  float s = 0;
+  for (int i = 0; i < 100; ++i) s += obs[static_cast<std::size_t>(ch * 100 + i)];
+  return s;
+}
+
+/// Asterix state `[player_x, player_y, ramps, spawn_timer, move_timer, ramp_timer, lanes x8,
+/// last action, t]` with every lane empty; timers far from firing unless given.
+struct AsterixState {
+  std::vector<double> s;
+  AsterixState(int px, int py, int spawn_timer = 9, int move_timer = 4, int ramps = 0,
+               int ramp_timer = 50) {
+    s = {double(px), double(py), double(ramps), double(spawn_timer), double(move_timer),
+         double(ramp_timer)};
+    for (int i = 0; i < 8; ++i) s.insert(s.end(), {0.0, 0.0, 1.0, 0.0});
+    s.push_back(0);
+    s.push_back(0);
+  }
+  /// Puts an object (kind 1 enemy, 2 gold) in lane `row` (1-8).
+  AsterixState& lane(int row, int kind, int x, int dir, int moved = 1) {
+    const std::size_t o = 6 + 4 * static_cast<std::size_t>(row - 1);
+    s[o] = kind;
+    s[o + 1] = x;
+    s[o + 2] = dir;
+    s[o + 3] = moved;
+    return *this;
+  }
+};
+
+constexpr int kNoop = 0, kLeft = 1, kUp = 2, kRight = 3, kDown = 4;  // Asterix minimal set
+
+}  // namespace
+
+TEST_CASE("MinAtar Asterix: ids, action set, start, first spawn and moves", "[rl][minatar]") {
+  for (const char* id : {"MinAtar/Asterix-v0", "MinAtar/Asterix-v1"}) {
+    auto env = herd::rl::make_env(id);
+    CHECK(env->observation_space().shape() == std::vector<std::int64_t>{4, 10, 10});
+    CHECK(env->action_space().n() == (std::string(id).back() == '0' ? 6 : 5));
+  }
+  MinAtarAsterix env;
+  for (int a = 0; a < 5; ++a) CHECK(env.full_action(a) == a);
+  env.set_sticky_action_prob(0.0);
+  std::vector<float> obs(env.obs_dim());
+  int gold = 0, right = 0;
+  const int episodes = 300;
+  for (int e = 0; e < episodes; ++e) {
+    env.reset(obs.data());
+    if (e == 0) env.reset(17, obs.data());
+    REQUIRE(channel_sum(obs, 0) == 1);
+    REQUIRE(cell(obs, 0, 5, 5) == 1);
+    REQUIRE(channel_sum(obs, 1) + channel_sum(obs, 2) + channel_sum(obs, 3) == 0);
+    for (int t = 1; t <= 10; ++t) {
+      REQUIRE_FALSE(env.step(kNoop, obs.data()).terminated);
+      REQUIRE(channel_sum(obs, 1) + channel_sum(obs, 3) == 0);
+    }
+    // Frame 11: the first object appears at an edge and moves one cell in the same frame.
+    const auto r = env.step(kNoop, obs.data());
+    if (r.terminated) continue;  // spawned in lane 5 at the player's column: impossible
+    REQUIRE(channel_sum(obs, 1) + channel_sum(obs, 3) == 1);
+    REQUIRE(channel_sum(obs, 2) == 1);
+    int row = -1, x = -1;
+    for (int y = 0; y < 10; ++y) {
+      for (int c = 0; c < 10; ++c) {
+        if (cell(obs, 1, y, c) + cell(obs, 3, y, c) > 0) row = y, x = c;
+      }
+    }
+    REQUIRE((row >= 1 && row <= 8));
+    REQUIRE((x == 1 || x == 8));
+    REQUIRE(cell(obs, 2, row, x == 1 ? 0 : 9) == 1);  // trail: where it came from
+    right += x == 1;
+    gold += channel_sum(obs, 3) == 1;
+    // Next moves on frames 16 and 21 (every 5 frames).
+    for (int t = 12; t <= 16; ++t) env.step(kNoop, obs.data());
+    const int x16 = x == 1 ? 2 : 7;
+    REQUIRE(cell(obs, 1, row, x16) + cell(obs, 3, row, x16) == 1);
+  }
+  // Gold with probability 1/3 (sd 0.027 over 300), right-moving with probability 1/2.
+  CHECK(std::abs(gold / double(episodes) - 1.0 / 3.0) < 0.11);
+  CHECK(std::abs(right / double(episodes) - 0.5) < 0.12);
+}
+
+TEST_CASE("MinAtar Asterix: player moves, collisions, gold, spawns, ramping", "[rl][minatar]") {
+  MinAtarAsterix env;
+  env.set_sticky_action_prob(0.0);
+  std::vector<float> obs(env.obs_dim());
+  env.reset(5, obs.data());
+
+  SECTION("the player moves one cell per frame within rows 1-8") {
+    env.set_state(AsterixState(0, 1).s);
+    env.step(kUp, obs.data());
+    CHECK(cell(obs, 0, 1, 0) == 1);
+    env.step(kLeft, obs.data());
+    CHECK(cell(obs, 0, 1, 0) == 1);
+    env.step(kRight, obs.data());
+    CHECK(cell(obs, 0, 1, 1) == 1);
+    env.set_state(AsterixState(9, 8).s);
+    env.step(kDown, obs.data());
+    CHECK(cell(obs, 0, 8, 9) == 1);
+    env.step(kRight, obs.data());
+    CHECK(cell(obs, 0, 8, 9) == 1);
+    env.step(kUp, obs.data());
+    CHECK(cell(obs, 0, 7, 9) == 1);
+  }
+  SECTION("walking into an enemy ends the game") {
+    env.set_state(AsterixState(4, 3).lane(3, 1, 5, 1).s);
+    CHECK(env.step(kRight, obs.data()).terminated);
+  }
+  SECTION("an enemy moving onto the player ends the game") {
+    env.set_state(AsterixState(4, 3, 9, 1).lane(3, 1, 5, -1).s);
+    CHECK(env.step(kNoop, obs.data()).terminated);
+  }
+  SECTION("swapping cells with an enemy ends the game") {
+    env.set_state(AsterixState(4, 3, 9, 1).lane(3, 1, 5, -1).s);
+    CHECK(env.step(kRight, obs.data()).terminated);
+  }
+  SECTION("an enemy one cell ahead that does not move this frame is harmless") {
+    env.set_state(AsterixState(4, 3, 9, 2).lane(3, 1, 5, -1).s);
+    const auto r = env.step(kNoop, obs.data());
+    CHECK_FALSE(r.terminated);
+    CHECK(cell(obs, 1, 3, 5) == 1);
+    CHECK(cell(obs, 2, 3, 6) == 1);  // trail behind a left-moving enemy
+    // Stepping out of its lane as it moves in: no contact.
+    CHECK_FALSE(env.step(kDown, obs.data()).terminated);
+    CHECK(cell(obs, 1, 3, 4) == 1);
+  }
+  SECTION("gold gives +1 and disappears, whether walked into or moving in") {
+    env.set_state(AsterixState(4, 3).lane(3, 2, 5, 1).s);
+    auto r = env.step(kRight, obs.data());
+    CHECK(r.reward == 1.0);
+    CHECK_FALSE(r.terminated);
+    CHECK(channel_sum(obs, 3) == 0);
+    CHECK(channel_sum(obs, 2) == 0);
+    env.set_state(AsterixState(4, 3, 9, 1).lane(3, 2, 3, 1).s);
+    r = env.step(kNoop, obs.data());
+    CHECK(r.reward == 1.0);
+    CHECK(channel_sum(obs, 3) == 0);
+  }
+  SECTION("objects leave the screen past the edge") {
+    env.set_state(AsterixState(4, 5, 9, 1).lane(1, 1, 9, 1).lane(2, 2, 0, -1).s);
+    env.step(kNoop, obs.data());
+    CHECK(channel_sum(obs, 1) == 0);
+    CHECK(channel_sum(obs, 3) == 0);
+    CHECK(channel_sum(obs, 2) == 0);
+  }
+  SECTION("a spawn takes the only empty lane; off a move frame it stays at the edge") {
+    AsterixState st(4, 5, 1, 3);
+    for (int row = 1; row <= 8; ++row) {
+      if (row != 6) st.lane(row, 1, 4 + (row % 2 ? 1 : -1) * 3, 1);
+    }
+    for (int k = 0; k < 20; ++k) {
+      st.s[st.s.size() - 1] = k;  // step index: another random draw
+      env.set_state(st.s);
+      const auto r = env.step(kNoop, obs.data());
+      REQUIRE_FALSE(r.terminated);
+      REQUIRE(cell(obs, 1, 6, 0) + cell(obs, 1, 6, 9) + cell(obs, 3, 6, 0) + cell(obs, 3, 6, 9) ==
+              1);
+      REQUIRE(cell(obs, 2, 6, 0) + cell(obs, 2, 6, 1) + cell(obs, 2, 6, 8) + cell(obs, 2, 6, 9) ==
+              0);  // no trail before the first move
+      REQUIRE(env.get_state()[3] == 10);  // spawn timer restarted with the period
+    }
+    // All lanes taken: no spawn.
+    st.lane(6, 1, 4, 1);
+    env.set_state(st.s);
+    env.step(kNoop, obs.data());
+    CHECK(channel_sum(obs, 1) == 8);
+  }
+  SECTION("an object spawning on the player: an enemy ends the game, gold scores") {
+    AsterixState st(0, 2, 1, 3);
+    for (int row = 1; row <= 8; ++row) {
+      if (row != 2) st.lane(row, 1, 5, 1);
+    }
+    int enemy = 0, gold = 0, missed = 0;
+    for (int k = 0; k < 60; ++k) {
+      st.s[st.s.size() - 1] = k;
+      env.set_state(st.s);
+      const auto r = env.step(kNoop, obs.data());
+      if (r.terminated) {
+        ++enemy;
+      } else if (r.reward == 1.0) {
+        ++gold;
+        REQUIRE(channel_sum(obs, 3) == 0);
+      } else {
+        ++missed;  // spawned at column 9
+        REQUIRE(cell(obs, 1, 2, 9) + cell(obs, 3, 2, 9) == 1);
+      }
+    }
+    CHECK(enemy > 0);
+    CHECK(gold > 0);
+    CHECK(missed > 0);
+  }
+  SECTION("ramping every 102 frames: spawn period -1 each time, move period -1 every second") {
+    CHECK(MinAtarAsterix::spawn_period(0) == 10);
+    CHECK(MinAtarAsterix::move_period(0) == 5);
+    CHECK(MinAtarAsterix::spawn_period(1) == 9);
+    CHECK(MinAtarAsterix::move_period(1) == 5);
+    CHECK(MinAtarAsterix::move_period(2) == 4);
+    CHECK(MinAtarAsterix::spawn_period(9) == 1);
+    CHECK(MinAtarAsterix::spawn_period(20) == 1);
+    CHECK(MinAtarAsterix::move_period(8) == 1);
+    CHECK(MinAtarAsterix::move_period(20) == 1);
+    env.set_state(AsterixState(4, 5, 5, 3, 1, 1).s);
+    env.step(kNoop, obs.data());
+    auto s = env.get_state();
+    CHECK(s[2] == 2);    // ramps
+    CHECK(s[5] == 102);  // ramp timer restarted
+    // The next spawn and move restart their timers with the new periods 8 and 4.
+    for (int t = 0; t < 4; ++t) env.step(kNoop, obs.data());
+    s = env.get_state();
+    CHECK(s[3] == 8);
+    CHECK(s[4] == 2);  // moved on frame 2 of 5 (timer 4) -> restarted 4, then 2 more frames
+    // A fresh episode starts without ramps and ramps first after frame 102.
+    env.reset(obs.data());
+    s = env.get_state();
+    CHECK(s[2] == 0);
+    CHECK(s[5] == 102);
+    env.set_state(AsterixState(4, 5, 9, 4, 0, 2).s);
+    env.step(kNoop, obs.data());
+    CHECK(env.get_state()[2] == 0);
+    env.step(kNoop, obs.data());
+    CHECK(env.get_state()[2] == 1);
+  }
+  SECTION("bad states are rejected") {
+    CHECK_THROWS_AS(env.set_state(AsterixState(4, 0).s), herd::InputError);
+    CHECK_THROWS_AS(env.set_state(AsterixState(4, 5).lane(2, 3, 1, 1).s), herd::InputError);
+    CHECK_THROWS_AS(env.set_state(AsterixState(4, 5).lane(2, 1, 0, 1, 1).s), herd::InputError);
+  }
+}
