@@ -58,7 +58,8 @@ double MinAtarAsterix::game_step(int action, RngCursor& rng, bool& terminal) {
       if (lanes_[static_cast<std::size_t>(i)].kind == 0) free[n_free++] = i;
     }
     if (n_free > 0) {
-      Lane& l = lanes_[static_cast<std::size_t>(free[rng.below(static_cast<std::uint32_t>(n_free))])];
+      const int lane = free[rng.below(static_cast<std::uint32_t>(n_free))];
+      Lane& l = lanes_[static_cast<std::size_t>(lane)];
       const bool right = rng.below(2) == 0;
       l.x = right ? 0 : kN - 1;
       l.dir = right ? 1 : -1;

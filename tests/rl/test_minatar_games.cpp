@@ -244,3 +244,178 @@ TEST_CASE("MinAtar Asterix: player moves, collisions, gold, spawns, ramping", "[
     CHECK_THROWS_AS(env.set_state(AsterixState(4, 5).lane(2, 1, 0, 1, 1).s), herd::InputError);
   }
 }
+
+namespace {
+
+/// Space Invaders state `[cannon_x, direction, waves, fire cooldown, alien move timer, enemy
+/// fire timer, aliens, friendly bullets, enemy bullets (10x10 each), last action, t]`.
+struct InvadersState {
+  std::vector<double> s;
+  InvadersState(int cx, int dir = -1, int waves = 0, int cooldown = 0, int move_timer = 9,
+                int enemy_timer = 9) {
+    s = {double(cx), double(dir), double(waves), double(cooldown), double(move_timer),
+         double(enemy_timer)};
+    s.resize(6 + 300 + 2, 0.0);
+  }
+  InvadersState& alien(int y, int x) {
+    s[6 + std::size_t(y * 10 + x)] = 1;
+    return *this;
+  }
+  InvadersState& friendly(int y, int x) {
+    s[106 + std::size_t(y * 10 + x)] = 1;
+    return *this;
+  }
+  InvadersState& enemy(int y, int x) {
+    s[206 + std::size_t(y * 10 + x)] = 1;
+    return *this;
+  }
+};
+
+constexpr int kSiNoop = 0, kSiLeft = 1, kSiRight = 2, kSiFire = 3;  // minimal set
+
+}  // namespace
+
+TEST_CASE("MinAtar Space Invaders: ids, start, firing, alien moves, enemy fire",
+          "[rl][minatar]") {
+  using herd::rl::MinAtarSpaceInvaders;
+  for (const char* id : {"MinAtar/SpaceInvaders-v0", "MinAtar/SpaceInvaders-v1"}) {
+    auto env = herd::rl::make_env(id);
+    CHECK(env->observation_space().shape() == std::vector<std::int64_t>{6, 10, 10});
+    CHECK(env->action_space().n() == (std::string(id).back() == '0' ? 6 : 4));
+  }
+  MinAtarSpaceInvaders env;
+  CHECK(env.full_action(kSiLeft) == 1);
+  CHECK(env.full_action(kSiRight) == 3);
+  CHECK(env.full_action(kSiFire) == 5);
+  env.set_sticky_action_prob(0.0);
+  std::vector<float> obs(env.obs_dim());
+  env.reset(3, obs.data());
+  CHECK(cell(obs, 0, 9, 5) == 1);
+  CHECK(channel_sum(obs, 1) == 24);
+  CHECK(channel_sum(obs, 2) == 24);  // moving left
+  CHECK(channel_sum(obs, 3) == 0);
+  for (int y = 0; y < 4; ++y) {
+    for (int x = 2; x < 8; ++x) CHECK(cell(obs, 1, y, x) == 1);
+  }
+
+  SECTION("fire launches a bullet at most every 5 frames; bullets rise one cell per frame") {
+    std::vector<int> shots;
+    for (int t = 1; t <= 11; ++t) {
+      env.step(kSiFire, obs.data());
+      if (cell(obs, 4, 8, 5) == 1) shots.push_back(t);
+    }
+    CHECK(shots == std::vector<int>{1, 6, 11});
+    // The first bullet hit the alien at (3, 5) on frame 6; the second passes that cell on
+    // frame 11 and hits (2, 5) on frame 12.
+    CHECK(cell(obs, 1, 3, 5) == 0);
+    CHECK(cell(obs, 4, 3, 5) == 1);
+    CHECK(channel_sum(obs, 1) == 23);
+    CHECK(env.step(kSiNoop, obs.data()).reward == 1.0);
+    CHECK(channel_sum(obs, 1) == 22);
+    CHECK(cell(obs, 1, 2, 5) == 0);
+  }
+  SECTION("a bullet in an alien's cell removes both and scores 1") {
+    double total = 0;
+    for (int t = 1; t <= 5; ++t) total += env.step(t == 1 ? kSiFire : kSiNoop, obs.data()).reward;
+    CHECK(total == 0);
+    CHECK(cell(obs, 4, 4, 5) == 1);
+    const auto r = env.step(kSiNoop, obs.data());
+    CHECK(r.reward == 1.0);
+    CHECK(cell(obs, 1, 3, 5) == 0);
+    CHECK(channel_sum(obs, 4) == 0);
+  }
+  SECTION("the first enemy bullet drops on frame 11 from the lowest alien closest to the cannon") {
+    for (int t = 1; t <= 10; ++t) env.step(kSiNoop, obs.data());
+    CHECK(channel_sum(obs, 5) == 0);
+    env.step(kSiNoop, obs.data());
+    CHECK(channel_sum(obs, 5) == 1);
+    CHECK(cell(obs, 5, 3, 5) == 1);  // in the alien's own cell
+    env.step(kSiNoop, obs.data());
+    CHECK(cell(obs, 5, 4, 5) == 1);
+    // Aliens first move on frame 13, one cell left.
+    env.step(kSiNoop, obs.data());
+    CHECK(cell(obs, 1, 0, 1) == 1);
+    CHECK(cell(obs, 1, 0, 7) == 0);
+    CHECK(env.get_state()[4] == 12);  // next move in 12 frames
+    // The bullet falls one cell per frame and ends the game on the cannon's cell.
+    bool done = false;
+    int t = 13;
+    while (!done && t < 30) {
+      done = env.step(kSiNoop, obs.data()).terminated;
+      ++t;
+    }
+    CHECK(done);
+    CHECK(t == 17);  // dropped at (3, 5) on frame 11, in the cannon's row 9 on frame 17
+  }
+  SECTION("the enemy shooter: closest column, the left one on a tie, its lowest alien") {
+    env.set_state(InvadersState(5, -1, 0, 0, 9, 1).alien(1, 3).alien(2, 3).alien(4, 7).s);
+    env.step(kSiNoop, obs.data());
+    CHECK(cell(obs, 5, 2, 3) == 1);  // columns 3 and 7 are both 2 away: the left one
+    CHECK(env.get_state()[5] == 10);
+    env.set_state(InvadersState(6, -1, 0, 0, 9, 1).alien(1, 3).alien(2, 3).alien(4, 7).s);
+    env.step(kSiNoop, obs.data());
+    CHECK(cell(obs, 5, 4, 7) == 1);
+  }
+  SECTION("at the edge the aliens move down and reverse; alien channels follow the direction") {
+    env.set_state(InvadersState(5, -1, 0, 0, 1).alien(2, 0).alien(2, 4).s);
+    env.step(kSiNoop, obs.data());
+    CHECK(cell(obs, 1, 3, 0) == 1);
+    CHECK(cell(obs, 1, 3, 4) == 1);
+    CHECK(channel_sum(obs, 3) == 2);  // now moving right
+    CHECK(channel_sum(obs, 2) == 0);
+    CHECK(env.get_state()[4] == 2);  // period min(12, 2 aliens)
+  }
+  SECTION("the alien period shrinks with the aliens left; one alien moves every frame") {
+    env.set_state(InvadersState(0, 1, 0, 0, 1).alien(0, 4).s);
+    for (int t = 0; t < 3; ++t) env.step(kSiNoop, obs.data());
+    CHECK(cell(obs, 1, 0, 7) == 1);
+    CHECK(MinAtarSpaceInvaders::wave_speed(0) == 12);
+    CHECK(MinAtarSpaceInvaders::wave_speed(1) == 11);
+    CHECK(MinAtarSpaceInvaders::wave_speed(30) == 1);
+  }
+  SECTION("clearing a wave brings a new one, faster") {
+    env.set_state(InvadersState(4, 1, 0, 0, 1).alien(5, 5).friendly(7, 6).s);
+    const auto r = env.step(kSiNoop, obs.data());  // bullet to (6, 6), alien to (5, 6): miss
+    CHECK(r.reward == 0);
+    CHECK(env.step(kSiNoop, obs.data()).reward == 0.0);  // bullet (5, 6), alien (5, 7)
+    env.set_state(InvadersState(4, 1, 0, 0, 1).alien(5, 5).friendly(5, 6).s);
+    // The bullet rises to (4, 6) while the alien moves into (5, 6): no hit either.
+    CHECK(env.step(kSiNoop, obs.data()).reward == 0.0);
+    env.set_state(InvadersState(4, 1, 0, 0, 1).alien(5, 5).friendly(6, 6).s);
+    CHECK(env.step(kSiNoop, obs.data()).reward == 1.0);  // both enter (5, 6)
+    CHECK(channel_sum(obs, 1) == 24);
+    CHECK(channel_sum(obs, 3) == 24);  // direction carries over
+    CHECK(env.get_state()[2] == 1);
+    // The move timer carries over too (1 after a lone alien's move): the wave moves next frame.
+    env.step(kSiNoop, obs.data());
+    CHECK(cell(obs, 1, 0, 8) == 1);
+    CHECK(env.get_state()[4] == 11);
+  }
+  SECTION("contact with an alien ends the game, also when they swap cells") {
+    env.set_state(InvadersState(4, 1, 0, 0, 5).alien(9, 5).s);
+    CHECK(env.step(kSiRight, obs.data()).terminated);
+    env.set_state(InvadersState(1, 1, 0, 0, 1).alien(9, 0).s);
+    CHECK(env.step(kSiLeft, obs.data()).terminated);
+    env.set_state(InvadersState(2, 1, 0, 0, 1).alien(9, 0).s);
+    CHECK_FALSE(env.step(kSiNoop, obs.data()).terminated);  // alien to (9, 1), cannon at 2
+  }
+  SECTION("aliens that must move down from row 9 have landed: the game ends") {
+    env.set_state(InvadersState(8, -1, 0, 0, 1).alien(9, 0).s);
+    CHECK(env.step(kSiNoop, obs.data()).terminated);
+    env.set_state(InvadersState(8, -1, 0, 0, 1).alien(8, 0).s);
+    CHECK_FALSE(env.step(kSiNoop, obs.data()).terminated);
+    CHECK(cell(obs, 1, 9, 0) == 1);
+  }
+  SECTION("an enemy bullet beside the cannon passes") {
+    env.set_state(InvadersState(5).alien(0, 0).enemy(8, 4).s);
+    CHECK_FALSE(env.step(kSiNoop, obs.data()).terminated);
+    CHECK(cell(obs, 5, 9, 4) == 1);
+    CHECK_FALSE(env.step(kSiNoop, obs.data()).terminated);
+    CHECK(channel_sum(obs, 5) == 0);
+  }
+  SECTION("bad states are rejected") {
+    CHECK_THROWS_AS(env.set_state(InvadersState(5).s), herd::InputError);  // no alien
+    CHECK_THROWS_AS(env.set_state(InvadersState(5, 0).alien(0, 0).s), herd::InputError);
+    CHECK_THROWS_AS(env.set_state(InvadersState(5, 1, 0, 6).alien(0, 0).s), herd::InputError);
+  }
+}

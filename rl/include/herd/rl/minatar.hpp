@@ -208,4 +208,52 @@ class MinAtarAsterix final : public MinAtarEnv {
   std::array<Lane, 8> lanes_{};
 };
 
+/// MinAtar Space Invaders (channels: cannon, alien, alien moving left, alien moving right,
+/// friendly bullet, enemy bullet; minimal actions: no-op, left, right, fire). The cannon
+/// moves along row 9 (start: column 5). A wave of 4x6 aliens starts in rows 0-3, columns
+/// 2-7, moving left. Every `alien period` frames the aliens move one cell sideways or, when
+/// one of them is at the edge they move towards, one row down, reversing direction; the
+/// alien period is min(wave speed, number of aliens) (so one alien moves every frame) with
+/// the wave speed 12 for the first wave and 1 less for each next one (down to 1); the first
+/// move is on frame 13. Fire launches a bullet from the cannon if 5 frames have passed
+/// since the last one; friendly bullets move up and enemy bullets down one cell per frame.
+/// Every 10 frames (first on frame 11) the lowest alien of the alien column closest to the
+/// cannon (the left one on a tie) drops a bullet in its own cell. A friendly bullet in an
+/// alien's cell removes both (+1); clearing a wave brings a new one (the direction and the
+/// move timer carry over). The game ends when an enemy bullet reaches the cannon, an alien
+/// is on the cannon's cell (after the cannon's move or at the end of the frame) or the
+/// aliens would move down while one is in row 9. Per frame: cannon move, contact, fire,
+/// bullets move, bullet hits the cannon, aliens move, enemy fire, bullet hits on aliens,
+/// contact, fire cooldown, new wave. The paper states the rules in words; the periods,
+/// the order within a frame and the layout follow what PyPI's minatar 1.0 does (observed
+/// through its public API: identical trajectories for the same actions). Game state:
+/// `[cannon_x, direction, waves cleared, fire cooldown, alien move timer, enemy fire timer,
+/// aliens 10x10, friendly bullets 10x10, enemy bullets 10x10]` (grids row-major, 0/1).
+class MinAtarSpaceInvaders final : public MinAtarEnv {
+ public:
+  /// A fresh instance; `full_actions` selects the 6-action set ("MinAtar/SpaceInvaders-v0")
+  /// instead of the minimal one ("MinAtar/SpaceInvaders-v1").
+  explicit MinAtarSpaceInvaders(bool full_actions = false);
+  /// Frames between two friendly shots.
+  static constexpr int kShotCooldown = 5;
+  /// Frames between two enemy shots.
+  static constexpr int kEnemyShotEvery = 10;
+  /// Wave speed (the largest alien period) after `waves` cleared waves: max(1, 12 - waves).
+  static int wave_speed(int waves);
+
+ protected:
+  void game_reset(RngCursor& rng) override;
+  double game_step(int action, RngCursor& rng, bool& terminal) override;
+  void game_observe(std::uint8_t* grid) const override;
+  void game_get_state(double* s) const override;
+  void game_set_state(const double* s) override;
+
+ private:
+  using Grid = std::array<std::uint8_t, 100>;
+  void new_wave();
+  int cannon_x_ = 5, dir_ = -1, waves_ = 0, shot_timer_ = 0, move_timer_ = 13;
+  int enemy_shot_timer_ = 11;
+  Grid aliens_{}, friendly_{}, enemy_{};
+};
+
 }  // namespace herd::rl
