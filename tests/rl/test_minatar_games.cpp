@@ -419,3 +419,242 @@ TEST_CASE("MinAtar Space Invaders: ids, start, firing, alien moves, enemy fire",
     CHECK_THROWS_AS(env.set_state(InvadersState(5, 1, 0, 6).alien(0, 0).s), herd::InputError);
   }
 }
+
+namespace {
+
+/// Seaquest state `[sub_x, sub_y, facing, oxygen, divers, fire cooldown, enemy spawn timer,
+/// diver spawn timer, surfacings, friendly bullets, enemy bullets (10x10), enemies x8 (kind,
+/// x, dir, move timer, fire timer, moved), divers x8 (present, x, dir, move timer, moved),
+/// last action, t]`; spawn timers far from firing unless given.
+struct SeaquestState {
+  std::vector<double> s;
+  SeaquestState(int x, int y, int facing = -1, int oxygen = 200, int divers = 0,
+                int cooldown = 0, int enemy_timer = 15, int diver_timer = 25,
+                int surfacings = 0) {
+    s = {double(x),      double(y),           double(facing),      double(oxygen),
+         double(divers), double(cooldown),    double(enemy_timer), double(diver_timer),
+         double(surfacings)};
+    s.resize(9 + 200 + 48 + 40 + 2, 0.0);
+  }
+  SeaquestState& enemy(int row, int kind, int x, int dir, int move_timer = 4,
+                       int fire_timer = 9, int moved = 1) {
+    double* o = s.data() + 209 + 6 * (row - 1);
+    o[0] = kind;
+    o[1] = x;
+    o[2] = dir;
+    o[3] = move_timer;
+    o[4] = fire_timer;
+    o[5] = moved;
+    return *this;
+  }
+  SeaquestState& diver(int row, int x, int dir, int move_timer = 4, int moved = 1) {
+    double* o = s.data() + 257 + 5 * (row - 1);
+    o[0] = 1;
+    o[1] = x;
+    o[2] = dir;
+    o[3] = move_timer;
+    o[4] = moved;
+    return *this;
+  }
+  SeaquestState& friendly(int y, int x, int dir) {
+    s[9 + std::size_t(y * 10 + x)] = dir;
+    return *this;
+  }
+  SeaquestState& enemy_bullet(int y, int x, int dir) {
+    s[109 + std::size_t(y * 10 + x)] = dir;
+    return *this;
+  }
+};
+
+constexpr int kSqNoop = 0, kSqLeft = 1, kSqUp = 2, kSqRight = 3, kSqDown = 4, kSqFire = 5;
+
+}  // namespace
+
+TEST_CASE("MinAtar Seaquest: ids, start, first spawns, moves and oxygen", "[rl][minatar]") {
+  using herd::rl::MinAtarSeaquest;
+  for (const char* id : {"MinAtar/Seaquest-v0", "MinAtar/Seaquest-v1"}) {
+    auto env = herd::rl::make_env(id);
+    CHECK(env->observation_space().shape() == std::vector<std::int64_t>{10, 10, 10});
+    CHECK(env->action_space().n() == 6);
+  }
+  MinAtarSeaquest env;
+  env.set_sticky_action_prob(0.0);
+  std::vector<float> obs(env.obs_dim());
+  env.reset(21, obs.data());
+  CHECK(cell(obs, 0, 0, 5) == 1);  // front
+  CHECK(cell(obs, 1, 0, 6) == 1);  // back, behind a sub facing left
+  CHECK(channel_sum(obs, 7) == 10);
+  for (int x = 0; x < 10; ++x) CHECK(cell(obs, 7, 9, x) == 1);
+  CHECK(channel_sum(obs, 8) == 0);
+
+  SECTION("staying at the surface neither ends the game nor uses oxygen") {
+    for (int t = 1; t <= 20; ++t) {
+      REQUIRE_FALSE(env.step(t % 2 ? kSqUp : kSqNoop, obs.data()).terminated);
+      REQUIRE(channel_sum(obs, 5) + channel_sum(obs, 6) == 0);
+    }
+    CHECK(env.get_state()[3] == 200);
+    // Frame 21: the first enemy at an edge of a lane in rows 1-8, not moved yet (no trail).
+    env.step(kSqNoop, obs.data());
+    CHECK(channel_sum(obs, 5) + channel_sum(obs, 6) == 1);
+    int row = -1;
+    for (int y = 1; y <= 8; ++y) {
+      if (cell(obs, 5, y, 0) + cell(obs, 5, y, 9) + cell(obs, 6, y, 0) + cell(obs, 6, y, 9) > 0)
+        row = y;
+    }
+    CHECK(row > 0);
+    CHECK(channel_sum(obs, 3) == 0);
+    for (int t = 22; t <= 30; ++t) env.step(kSqNoop, obs.data());
+    CHECK(channel_sum(obs, 9) == 0);
+    env.step(kSqNoop, obs.data());  // frame 31: the first diver
+    CHECK(channel_sum(obs, 9) == 1);
+  }
+  SECTION("the sub moves one cell per frame and turns; its back is drawn behind it") {
+    env.step(kSqRight, obs.data());
+    CHECK(cell(obs, 0, 0, 6) == 1);
+    CHECK(cell(obs, 1, 0, 5) == 1);
+    env.step(kSqDown, obs.data());
+    CHECK(cell(obs, 0, 1, 6) == 1);
+    env.set_state(SeaquestState(9, 8, 1).s);
+    env.step(kSqDown, obs.data());
+    env.step(kSqRight, obs.data());
+    CHECK(cell(obs, 0, 8, 9) == 1);
+    CHECK(cell(obs, 1, 8, 8) == 1);
+    env.step(kSqLeft, obs.data());
+    CHECK(cell(obs, 0, 8, 8) == 1);
+    CHECK(cell(obs, 1, 8, 9) == 1);
+  }
+  SECTION("oxygen: one unit per frame below the surface, the game ends the frame after 0") {
+    env.step(kSqDown, obs.data());
+    CHECK(channel_sum(obs, 7) == 9);  // 199 units: 9 gauge cells
+    CHECK(env.get_state()[3] == 199);
+    env.set_state(SeaquestState(5, 3, -1, 1).s);
+    CHECK_FALSE(env.step(kSqNoop, obs.data()).terminated);
+    CHECK(channel_sum(obs, 7) == 0);
+    CHECK(env.step(kSqNoop, obs.data()).terminated);
+  }
+  SECTION("ramping with the surfacings") {
+    CHECK(MinAtarSeaquest::spawn_period(0) == 20);
+    CHECK(MinAtarSeaquest::spawn_period(5) == 15);
+    CHECK(MinAtarSeaquest::spawn_period(30) == 1);
+    CHECK(MinAtarSeaquest::move_period(0) == 5);
+    CHECK(MinAtarSeaquest::move_period(1) == 5);
+    CHECK(MinAtarSeaquest::move_period(2) == 4);
+    CHECK(MinAtarSeaquest::move_period(6) == 2);
+    CHECK(MinAtarSeaquest::move_period(30) == 2);
+  }
+}
+
+TEST_CASE("MinAtar Seaquest: surfacing, divers, shooting, collisions", "[rl][minatar]") {
+  using herd::rl::MinAtarSeaquest;
+  MinAtarSeaquest env;
+  env.set_sticky_action_prob(0.0);
+  std::vector<float> obs(env.obs_dim());
+  env.reset(22, obs.data());
+
+  SECTION("surfacing without a diver ends the game") {
+    env.set_state(SeaquestState(5, 1, -1, 150).s);
+    CHECK(env.step(kSqUp, obs.data()).terminated);
+  }
+  SECTION("surfacing with divers: one leaves, oxygen refills, difficulty ramps") {
+    env.set_state(SeaquestState(5, 1, -1, 150, 2, 0, 1).s);
+    const auto r = env.step(kSqUp, obs.data());
+    CHECK_FALSE(r.terminated);
+    CHECK(r.reward == 0);
+    const auto s = env.get_state();
+    CHECK(s[4] == 1);
+    CHECK(s[3] == 200);
+    CHECK(s[8] == 1);
+    CHECK(channel_sum(obs, 8) == 1);
+    CHECK(cell(obs, 8, 9, 0) == 1);
+    CHECK(channel_sum(obs, 7) == 10);
+    CHECK(s[6] == 20);  // the spawn that frame restarted the timer before the ramp
+  }
+  SECTION("surfacing with 6 divers: all leave, +1 per oxygen gauge cell") {
+    env.set_state(SeaquestState(5, 1, -1, 141, 6).s);
+    const auto r = env.step(kSqUp, obs.data());
+    CHECK_FALSE(r.terminated);
+    CHECK(r.reward == 7.0);  // 141 units: 7 gauge cells
+    CHECK(env.get_state()[4] == 0);
+  }
+  SECTION("touching a diver takes it aboard, up to 6") {
+    env.set_state(SeaquestState(4, 3).diver(3, 3, 1, 1).s);  // the diver moves into the sub
+    env.step(kSqNoop, obs.data());
+    CHECK(env.get_state()[4] == 1);
+    CHECK(channel_sum(obs, 9) == 0);
+    env.set_state(SeaquestState(4, 3).diver(4, 4, 1).s);  // the sub moves onto it
+    env.step(kSqDown, obs.data());
+    CHECK(env.get_state()[4] == 1);
+    env.set_state(SeaquestState(4, 3, -1, 200, 6).diver(4, 4, 1).s);
+    env.step(kSqDown, obs.data());
+    CHECK(env.get_state()[4] == 6);
+    CHECK(cell(obs, 9, 4, 4) == 1);  // left where it was
+    CHECK(channel_sum(obs, 8) == 6);
+  }
+  SECTION("fire: a bullet ahead of the sub, at most every 5 frames; a hit scores 1") {
+    env.set_state(SeaquestState(8, 2, -1).enemy(2, 1, 2, 1, 6).s);
+    std::vector<int> shots;
+    double total = 0;
+    for (int t = 1; t <= 6; ++t) {
+      const auto r = env.step(kSqFire, obs.data());
+      total += r.reward;
+      if (cell(obs, 2, 2, 7) == 1) shots.push_back(t);
+    }
+    CHECK(shots == std::vector<int>{1, 6});
+    CHECK(total == 1.0);  // the first bullet met the fish at column 2 on frame 6
+    CHECK(channel_sum(obs, 5) == 0);
+  }
+  SECTION("a fish moving into a bullet is hit too") {
+    env.set_state(SeaquestState(8, 2, -1).enemy(2, 1, 4, 1, 1).friendly(2, 6, -1).s);
+    const auto r = env.step(kSqNoop, obs.data());  // bullet to 5, fish to 5
+    CHECK(r.reward == 1.0);
+    CHECK(channel_sum(obs, 2) == 0);
+  }
+  SECTION("contact with an enemy or an enemy bullet ends the game; the back cell is safe") {
+    env.set_state(SeaquestState(4, 3).enemy(3, 1, 3, 1).s);
+    CHECK(env.step(kSqLeft, obs.data()).terminated);  // onto the fish
+    env.set_state(SeaquestState(4, 3).enemy(3, 1, 3, 1, 1).s);
+    CHECK(env.step(kSqNoop, obs.data()).terminated);  // the fish moves in
+    env.set_state(SeaquestState(4, 3).enemy(3, 1, 5, -1, 1).s);
+    CHECK(env.step(kSqRight, obs.data()).terminated);  // swapping cells
+    env.set_state(SeaquestState(4, 3).enemy_bullet(3, 3, 1).s);
+    CHECK(env.step(kSqNoop, obs.data()).terminated);
+    env.set_state(SeaquestState(4, 3, -1).enemy(3, 2, 6, -1, 1).s);
+    CHECK_FALSE(env.step(kSqNoop, obs.data()).terminated);  // the sub enters the back cell
+    CHECK(cell(obs, 6, 3, 5) == 1);
+    CHECK(cell(obs, 1, 3, 5) == 1);
+  }
+  SECTION("an enemy sub fires ahead of itself every 11 frames") {
+    env.set_state(SeaquestState(0, 8).enemy(3, 2, 5, -1, 6, 1).s);
+    env.step(kSqNoop, obs.data());
+    CHECK(cell(obs, 4, 3, 4) == 1);
+    CHECK(env.get_state()[209 + 12 + 4] == 11);
+    env.step(kSqNoop, obs.data());
+    CHECK(cell(obs, 4, 3, 3) == 1);
+  }
+  SECTION("enemies move every period + 1 frames and leave the screen") {
+    env.set_state(SeaquestState(0, 8).enemy(4, 1, 8, 1, 1).s);
+    env.step(kSqNoop, obs.data());
+    CHECK(cell(obs, 5, 4, 9) == 1);
+    CHECK(cell(obs, 3, 4, 8) == 1);  // trail
+    for (int t = 0; t < 5; ++t) env.step(kSqNoop, obs.data());
+    CHECK(cell(obs, 5, 4, 9) == 1);
+    env.step(kSqNoop, obs.data());  // 6 frames later
+    CHECK(channel_sum(obs, 5) == 0);
+    CHECK(channel_sum(obs, 3) == 0);
+  }
+  SECTION("a spawn into a lane that holds an enemy is skipped") {
+    SeaquestState st(0, 0, -1, 200, 0, 0, 1);
+    for (int row = 1; row <= 8; ++row) st.enemy(row, 1, 5, 1);
+    env.set_state(st.s);
+    env.step(kSqNoop, obs.data());
+    CHECK(channel_sum(obs, 5) == 8);
+    CHECK(channel_sum(obs, 6) == 0);
+    CHECK(env.get_state()[6] == 20);
+  }
+  SECTION("bad states are rejected") {
+    CHECK_THROWS_AS(env.set_state(SeaquestState(5, 9).s), herd::InputError);
+    CHECK_THROWS_AS(env.set_state(SeaquestState(5, 1, 0).s), herd::InputError);
+    CHECK_THROWS_AS(env.set_state(SeaquestState(5, 1).enemy(2, 1, 3, 0).s), herd::InputError);
+    CHECK_THROWS_AS(env.set_state(SeaquestState(5, 1, -1, 201).s), herd::InputError);
+  }
+}
