@@ -33,7 +33,8 @@ void move_bullets(std::array<std::int8_t, 100>& g) {
 
 MinAtarSeaquest::MinAtarSeaquest(bool full_actions)
     : MinAtarEnv(full_actions ? "MinAtar/Seaquest-v0" : "MinAtar/Seaquest-v1", 10,
-                 {0, 1, 2, 3, 4, 5}, full_actions, 9 + 2 * kCells + 6 * 8 + 5 * 8) {}
+                 {0, 1, 2, 3, 4, 5}, full_actions,
+                 9 + 2 * kCells + 7 * kMaxEnemies + 6 * kMaxDiverSlots) {}
 
 int MinAtarSeaquest::spawn_period(int surfacings) { return std::max(1, 20 - surfacings); }
 
@@ -52,34 +53,37 @@ void MinAtarSeaquest::game_reset(RngCursor& /*rng*/) {
   friendly_.fill(0);
   enemy_bullets_.fill(0);
   enemies_.fill(Mover{});
-  diver_lanes_.fill(Mover{});
+  divers_on_screen_.fill(Mover{});
 }
 
 bool MinAtarSeaquest::touching_enemy() const {
   if (enemy_bullets_[at(sub_y_, sub_x_)] != 0) return true;
-  if (sub_y_ < 1 || sub_y_ > 8) return false;
-  const Mover& e = enemies_[static_cast<std::size_t>(sub_y_ - 1)];
-  return e.kind != 0 && e.x == sub_x_;
+  return std::any_of(enemies_.begin(), enemies_.end(), [&](const Mover& e) {
+    return e.kind != 0 && e.lane == sub_y_ && e.x == sub_x_;
+  });
 }
 
 void MinAtarSeaquest::touch_diver() {
-  if (sub_y_ < 1 || sub_y_ > 8) return;
-  Mover& d = diver_lanes_[static_cast<std::size_t>(sub_y_ - 1)];
-  if (d.kind != 0 && d.x == sub_x_ && divers_ < kMaxDivers) {
-    ++divers_;
-    d = Mover{};
+  for (Mover& d : divers_on_screen_) {
+    if (d.kind != 0 && d.lane == sub_y_ && d.x == sub_x_ && divers_ < kMaxDivers) {
+      ++divers_;
+      d = Mover{};
+    }
   }
 }
 
 int MinAtarSeaquest::hit_enemies() {
   int hits = 0;
-  for (int lane = 0; lane < 8; ++lane) {
-    Mover& e = enemies_[static_cast<std::size_t>(lane)];
-    if (e.kind != 0 && friendly_[at(lane + 1, e.x)] != 0) {
-      friendly_[at(lane + 1, e.x)] = 0;
+  std::array<std::uint8_t, 100> spent{};
+  for (Mover& e : enemies_) {
+    if (e.kind != 0 && friendly_[at(e.lane, e.x)] != 0) {
+      spent[at(e.lane, e.x)] = 1;
       e = Mover{};
       ++hits;
     }
+  }
+  for (std::size_t i = 0; i < spent.size(); ++i) {
+    if (spent[i]) friendly_[i] = 0;
   }
   return hits;
 }
@@ -109,8 +113,7 @@ double MinAtarSeaquest::game_step(int action, RngCursor& rng, bool& terminal) {
   move_bullets(enemy_bullets_);
 
   const int period = move_period(surfacings_);
-  for (int lane = 0; lane < 8; ++lane) {
-    Mover& e = enemies_[static_cast<std::size_t>(lane)];
+  for (Mover& e : enemies_) {
     if (e.kind == 0) continue;
     if (--e.move_timer == 0) {
       e.move_timer = period + 1;
@@ -124,11 +127,11 @@ double MinAtarSeaquest::game_step(int action, RngCursor& rng, bool& terminal) {
     if (e.kind == 2 && --e.fire_timer == 0) {
       e.fire_timer = 11;
       const int bx = e.x + e.dir;
-      if (bx >= 0 && bx < kN) enemy_bullets_[at(lane + 1, bx)] = static_cast<std::int8_t>(e.dir);
+      if (bx >= 0 && bx < kN) enemy_bullets_[at(e.lane, bx)] = static_cast<std::int8_t>(e.dir);
     }
   }
   reward += hit_enemies();
-  for (Mover& d : diver_lanes_) {
+  for (Mover& d : divers_on_screen_) {
     if (d.kind == 0) continue;
     if (--d.move_timer == 0) {
       d.move_timer = kDiverPeriod + 1;
@@ -139,19 +142,26 @@ double MinAtarSeaquest::game_step(int action, RngCursor& rng, bool& terminal) {
   }
   if (--enemy_timer_ == 0) {
     enemy_timer_ = spawn_period(surfacings_);
-    const auto lane = static_cast<std::size_t>(rng.below(8));
-    const bool right = rng.below(2) == 0;
+    const int lane = 1 + static_cast<int>(rng.below(8));
+    const int dir = rng.below(2) == 0 ? 1 : -1;
     const bool sub = rng.below(3) == 0;
-    if (enemies_[lane].kind == 0) {
-      enemies_[lane] = Mover{sub ? 2 : 1, right ? 0 : kN - 1, right ? 1 : -1, period, 10, 0};
+    const bool blocked = std::any_of(enemies_.begin(), enemies_.end(), [&](const Mover& e) {
+      return e.kind != 0 && e.lane == lane && e.dir == -dir;
+    });
+    auto slot = std::find_if(enemies_.begin(), enemies_.end(),
+                             [](const Mover& e) { return e.kind == 0; });
+    if (!blocked && slot != enemies_.end()) {
+      *slot = Mover{sub ? 2 : 1, lane, dir > 0 ? 0 : kN - 1, dir, period, 10, 0};
     }
   }
   if (--diver_timer_ == 0) {
     diver_timer_ = 30;
-    const auto lane = static_cast<std::size_t>(rng.below(8));
-    const bool right = rng.below(2) == 0;
-    if (diver_lanes_[lane].kind == 0) {
-      diver_lanes_[lane] = Mover{1, right ? 0 : kN - 1, right ? 1 : -1, kDiverPeriod, 0, 0};
+    const int lane = 1 + static_cast<int>(rng.below(8));
+    const int dir = rng.below(2) == 0 ? 1 : -1;
+    auto slot = std::find_if(divers_on_screen_.begin(), divers_on_screen_.end(),
+                             [](const Mover& d) { return d.kind == 0; });
+    if (slot != divers_on_screen_.end()) {
+      *slot = Mover{1, lane, dir > 0 ? 0 : kN - 1, dir, kDiverPeriod, 0, 0};
     }
   }
   if (touching_enemy()) terminal = true;
@@ -190,17 +200,15 @@ void MinAtarSeaquest::game_observe(std::uint8_t* grid) const {
       if (enemy_bullets_[at(y, x)] != 0) set_cell(grid, 4, y, x);
     }
   }
-  for (int lane = 0; lane < 8; ++lane) {
-    const Mover& e = enemies_[static_cast<std::size_t>(lane)];
-    if (e.kind != 0) {
-      set_cell(grid, e.kind == 1 ? 5 : 6, lane + 1, e.x);
-      if (e.moved) set_cell(grid, 3, lane + 1, e.x - e.dir);
-    }
-    const Mover& d = diver_lanes_[static_cast<std::size_t>(lane)];
-    if (d.kind != 0) {
-      set_cell(grid, 9, lane + 1, d.x);
-      if (d.moved) set_cell(grid, 3, lane + 1, d.x - d.dir);
-    }
+  for (const Mover& e : enemies_) {
+    if (e.kind == 0) continue;
+    set_cell(grid, e.kind == 1 ? 5 : 6, e.lane, e.x);
+    if (e.moved) set_cell(grid, 3, e.lane, e.x - e.dir);
+  }
+  for (const Mover& d : divers_on_screen_) {
+    if (d.kind == 0) continue;
+    set_cell(grid, 9, d.lane, d.x);
+    if (d.moved) set_cell(grid, 3, d.lane, d.x - d.dir);
   }
   for (int x = 0; x < oxygen_ / 20; ++x) set_cell(grid, 7, kN - 1, x);
   for (int x = 0; x < divers_; ++x) set_cell(grid, 8, kN - 1, x);
@@ -220,22 +228,14 @@ void MinAtarSeaquest::game_get_state(double* s) const {
     s[9 + i] = friendly_[i];
     s[109 + i] = enemy_bullets_[i];
   }
-  for (std::size_t i = 0; i < 8; ++i) {
-    const Mover& e = enemies_[i];
-    double* o = s + 209 + 6 * i;
-    o[0] = e.kind;
-    o[1] = e.x;
-    o[2] = e.dir;
-    o[3] = e.move_timer;
-    o[4] = e.fire_timer;
-    o[5] = e.moved;
-    const Mover& d = diver_lanes_[i];
-    double* q = s + 257 + 5 * i;
-    q[0] = d.kind;
-    q[1] = d.x;
-    q[2] = d.dir;
-    q[3] = d.move_timer;
-    q[4] = d.moved;
+  double* o = s + 209;
+  for (const Mover& e : enemies_) {
+    const int v[7] = {e.kind, e.lane, e.x, e.dir, e.move_timer, e.fire_timer, e.moved};
+    o = std::copy(v, v + 7, o);
+  }
+  for (const Mover& d : divers_on_screen_) {
+    const int v[6] = {d.kind, d.lane, d.x, d.dir, d.move_timer, d.moved};
+    o = std::copy(v, v + 6, o);
   }
 }
 
@@ -256,39 +256,43 @@ void MinAtarSeaquest::game_set_state(const double* s) {
     fr[i] = static_cast<std::int8_t>(state_int(n, "friendly_bullet", s[9 + i], -1, 1));
     en[i] = static_cast<std::int8_t>(state_int(n, "enemy_bullet", s[109 + i], -1, 1));
   }
-  std::array<Mover, 8> enemies{}, divers_lanes{};
-  for (std::size_t i = 0; i < 8; ++i) {
-    const double* o = s + 209 + 6 * i;
-    Mover& e = enemies[i];
+  const double* o = s + 209;
+  std::array<Mover, kMaxEnemies> enemies{};
+  for (Mover& e : enemies) {
     e.kind = state_int(n, "enemy_kind", o[0], 0, 2);
-    e.x = state_int(n, "enemy_x", o[1], 0, kN - 1);
-    e.dir = state_int(n, "enemy_direction", o[2], -1, 1);
-    e.move_timer = state_int(n, "enemy_move_timer", o[3], 0, 6);
-    e.fire_timer = state_int(n, "enemy_fire_timer", o[4], 0, 11);
-    e.moved = state_int(n, "enemy_has_moved", o[5], 0, 1);
-    if (e.kind == 0) {
-      e = Mover{};
-    } else {
-      HERD_REQUIRE(e.dir != 0 && e.move_timer > 0 && (e.kind == 1 || e.fire_timer > 0),
-                   "{}: state of the enemy in lane {} has direction {}, move timer {}, fire "
-                   "timer {}, but needs a direction of -1 or 1 and positive timers",
-                   n, i + 1, e.dir, e.move_timer, e.fire_timer);
+    if (e.kind == 0) {  // an empty slot: the other values are not read
+      o += 7;
+      continue;
     }
-    const double* q = s + 257 + 5 * i;
-    Mover& d = divers_lanes[i];
-    d.kind = state_int(n, "diver_present", q[0], 0, 1);
-    d.x = state_int(n, "diver_x", q[1], 0, kN - 1);
-    d.dir = state_int(n, "diver_direction", q[2], -1, 1);
-    d.move_timer = state_int(n, "diver_move_timer", q[3], 0, 6);
-    d.moved = state_int(n, "diver_has_moved", q[4], 0, 1);
+    e.lane = state_int(n, "enemy_lane", o[1], 1, 8);
+    e.x = state_int(n, "enemy_x", o[2], 0, kN - 1);
+    e.dir = state_int(n, "enemy_direction", o[3], -1, 1);
+    e.move_timer = state_int(n, "enemy_move_timer", o[4], 0, 6);
+    e.fire_timer = state_int(n, "enemy_fire_timer", o[5], 0, 11);
+    e.moved = state_int(n, "enemy_has_moved", o[6], 0, 1);
+    o += 7;
+    HERD_REQUIRE(e.dir != 0 && e.move_timer > 0 && (e.kind == 1 || e.fire_timer > 0),
+                 "{}: state of an enemy in lane {} has direction {}, move timer {}, fire timer "
+                 "{}, but needs a direction of -1 or 1 and positive timers",
+                 n, e.lane, e.dir, e.move_timer, e.fire_timer);
+  }
+  std::array<Mover, kMaxDiverSlots> divers_list{};
+  for (Mover& d : divers_list) {
+    d.kind = state_int(n, "diver_present", o[0], 0, 1);
     if (d.kind == 0) {
-      d = Mover{};
-    } else {
-      HERD_REQUIRE(d.dir != 0 && d.move_timer > 0,
-                   "{}: state of the diver in lane {} has direction {}, move timer {}, but "
-                   "needs a direction of -1 or 1 and a positive timer",
-                   n, i + 1, d.dir, d.move_timer);
+      o += 6;
+      continue;
     }
+    d.lane = state_int(n, "diver_lane", o[1], 1, 8);
+    d.x = state_int(n, "diver_x", o[2], 0, kN - 1);
+    d.dir = state_int(n, "diver_direction", o[3], -1, 1);
+    d.move_timer = state_int(n, "diver_move_timer", o[4], 0, 6);
+    d.moved = state_int(n, "diver_has_moved", o[5], 0, 1);
+    o += 6;
+    HERD_REQUIRE(d.dir != 0 && d.move_timer > 0,
+                 "{}: state of a diver in lane {} has direction {}, move timer {}, but needs a "
+                 "direction of -1 or 1 and a positive timer",
+                 n, d.lane, d.dir, d.move_timer);
   }
   sub_x_ = x;
   sub_y_ = y;
@@ -302,7 +306,7 @@ void MinAtarSeaquest::game_set_state(const double* s) {
   friendly_ = fr;
   enemy_bullets_ = en;
   enemies_ = enemies;
-  diver_lanes_ = divers_lanes;
+  divers_on_screen_ = divers_list;
 }
 
 }  // namespace herd::rl

@@ -423,37 +423,33 @@ TEST_CASE("MinAtar Space Invaders: ids, start, firing, alien moves, enemy fire",
 namespace {
 
 /// Seaquest state `[sub_x, sub_y, facing, oxygen, divers, fire cooldown, enemy spawn timer,
-/// diver spawn timer, surfacings, friendly bullets, enemy bullets (10x10), enemies x8 (kind,
-/// x, dir, move timer, fire timer, moved), divers x8 (present, x, dir, move timer, moved),
-/// last action, t]`; spawn timers far from firing unless given.
+/// diver spawn timer, surfacings, friendly bullets, enemy bullets (10x10), 32 enemy slots
+/// (kind, lane, x, dir, move timer, fire timer, moved), 16 diver slots (present, lane, x,
+/// dir, move timer, moved), last action, t]`; spawn timers far from firing unless given.
 struct SeaquestState {
   std::vector<double> s;
+  int n_enemies = 0, n_divers = 0;
   SeaquestState(int x, int y, int facing = -1, int oxygen = 200, int divers = 0,
                 int cooldown = 0, int enemy_timer = 15, int diver_timer = 25,
                 int surfacings = 0) {
     s = {double(x),      double(y),           double(facing),      double(oxygen),
          double(divers), double(cooldown),    double(enemy_timer), double(diver_timer),
          double(surfacings)};
-    s.resize(9 + 200 + 48 + 40 + 2, 0.0);
+    s.resize(9 + 200 + 7 * 32 + 6 * 16 + 2, 0.0);
   }
-  SeaquestState& enemy(int row, int kind, int x, int dir, int move_timer = 4,
+  SeaquestState& enemy(int lane, int kind, int x, int dir, int move_timer = 4,
                        int fire_timer = 9, int moved = 1) {
-    double* o = s.data() + 209 + 6 * (row - 1);
-    o[0] = kind;
-    o[1] = x;
-    o[2] = dir;
-    o[3] = move_timer;
-    o[4] = fire_timer;
-    o[5] = moved;
+    double* o = s.data() + 209 + 7 * n_enemies++;
+    const double v[7] = {double(kind),       double(lane),       double(x),    double(dir),
+                         double(move_timer), double(fire_timer), double(moved)};
+    std::copy(v, v + 7, o);
     return *this;
   }
-  SeaquestState& diver(int row, int x, int dir, int move_timer = 4, int moved = 1) {
-    double* o = s.data() + 257 + 5 * (row - 1);
-    o[0] = 1;
-    o[1] = x;
-    o[2] = dir;
-    o[3] = move_timer;
-    o[4] = moved;
+  SeaquestState& diver(int lane, int x, int dir, int move_timer = 4, int moved = 1) {
+    double* o = s.data() + 209 + 7 * 32 + 6 * n_divers++;
+    const double v[6] = {1.0, double(lane), double(x), double(dir), double(move_timer),
+                         double(moved)};
+    std::copy(v, v + 6, o);
     return *this;
   }
   SeaquestState& friendly(int y, int x, int dir) {
@@ -627,7 +623,7 @@ TEST_CASE("MinAtar Seaquest: surfacing, divers, shooting, collisions", "[rl][min
     env.set_state(SeaquestState(0, 8).enemy(3, 2, 5, -1, 6, 1).s);
     env.step(kSqNoop, obs.data());
     CHECK(cell(obs, 4, 3, 4) == 1);
-    CHECK(env.get_state()[209 + 12 + 4] == 11);
+    CHECK(env.get_state()[209 + 5] == 11);  // fire timer of enemy slot 0
     env.step(kSqNoop, obs.data());
     CHECK(cell(obs, 4, 3, 3) == 1);
   }
@@ -642,14 +638,37 @@ TEST_CASE("MinAtar Seaquest: surfacing, divers, shooting, collisions", "[rl][min
     CHECK(channel_sum(obs, 5) == 0);
     CHECK(channel_sum(obs, 3) == 0);
   }
-  SECTION("a spawn into a lane that holds an enemy is skipped") {
+  SECTION("a spawn is dropped only when its lane holds an enemy moving the other way") {
+    // Every lane holds a fish at column 5 moving right: a spawn from column 0 (moving right)
+    // enters, one from column 9 (moving left) does not; both happen over the draws.
     SeaquestState st(0, 0, -1, 200, 0, 0, 1);
-    for (int row = 1; row <= 8; ++row) st.enemy(row, 1, 5, 1);
+    for (int lane = 1; lane <= 8; ++lane) st.enemy(lane, 1, 5, 1);
+    int entered = 0, dropped = 0;
+    for (int k = 0; k < 40; ++k) {
+      st.s[st.s.size() - 1] = k;
+      env.set_state(st.s);
+      env.step(kSqNoop, obs.data());
+      REQUIRE(env.get_state()[6] == 20);
+      const float n = channel_sum(obs, 5) + channel_sum(obs, 6);
+      if (n == 9) {
+        ++entered;
+        float left_edge = 0;
+        for (int y = 1; y <= 8; ++y) left_edge += cell(obs, 5, y, 0) + cell(obs, 6, y, 0);
+        REQUIRE(left_edge == 1);
+      } else {
+        REQUIRE(n == 8);
+        ++dropped;
+      }
+    }
+    CHECK(entered > 0);
+    CHECK(dropped > 0);
+  }
+  SECTION("divers may share a lane") {
+    SeaquestState st(0, 0, -1, 200, 0, 0, 15, 1);
+    for (int lane = 1; lane <= 8; ++lane) st.diver(lane, 5, 1);
     env.set_state(st.s);
     env.step(kSqNoop, obs.data());
-    CHECK(channel_sum(obs, 5) == 8);
-    CHECK(channel_sum(obs, 6) == 0);
-    CHECK(env.get_state()[6] == 20);
+    CHECK(channel_sum(obs, 9) == 9);
   }
   SECTION("bad states are rejected") {
     CHECK_THROWS_AS(env.set_state(SeaquestState(5, 9).s), herd::InputError);

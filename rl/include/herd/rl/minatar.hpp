@@ -262,31 +262,33 @@ class MinAtarSpaceInvaders final : public MinAtarEnv {
 /// direction it faces; it moves one cell per frame within rows 0-8 (row 0 is the surface),
 /// turning with left/right; start: row 0, column 5, facing left. Fire launches a bullet
 /// ahead of it if 5 frames have passed since the last one; bullets move one cell per frame.
-/// Rows 1-8 are lanes holding at most one enemy and one diver each. Every `spawn period`
-/// frames (20 at the start; first on frame 21) a lane is drawn uniformly; if it holds no
-/// enemy one enters at column 0 moving right or column 9 moving left (equally likely), a
-/// sub with probability 1/3, else a fish. Every 30 frames (first on frame 31) a diver
-/// enters the same way (if its drawn lane holds no diver). Enemies move one cell every
-/// `move period` + 1 frames, the first time `move period` frames after they appear (5 at
-/// the start), divers likewise with a fixed period 5; both leave past the edge; the trail
-/// channel marks where a moving enemy or diver came from. An enemy sub fires a bullet ahead
-/// of itself 10 frames after it appears and then every 11 frames; enemy bullets move one
-/// cell per frame. A friendly bullet in an enemy's cell removes both (+1). Touching a diver
-/// takes it aboard (at most 6). Touching an enemy or an enemy bullet with the sub's front
-/// ends the game (contact after the sub's move or after the other objects' moves; the back
-/// cell does not collide). Oxygen: 200 at the start, one unit per frame below the surface
-/// (the gauge on row 9 shows oxygen / 20 cells); the game ends on the frame after it reached
-/// 0. Moving up into row 0 surfaces: with no diver aboard the game ends; with 6 all leave
-/// and each gauge cell of oxygen left scores +1; otherwise one leaves; oxygen refills and
-/// the difficulty ramps: after k surfacings the spawn period is max(1, 20 - k) and the move
-/// period max(2, 5 - k / 2). The diver gauge (row 9) shows the divers aboard. The paper
-/// states the rules in words; the periods, probabilities, lane rule, contact rules and the
-/// ramping follow what PyPI's minatar 1.0 does (observed through its public API); the
-/// reward for surfacing with 6 divers follows the paper (not observed). Game state:
-/// `[sub_x, sub_y, facing, oxygen, divers, fire cooldown, enemy spawn timer, diver spawn
-/// timer, surfacings, friendly bullets 10x10 (direction -1/0/1), enemy bullets 10x10, (kind
-/// 0 none / 1 fish / 2 sub, x, direction, move timer, fire timer, has moved) x 8 lanes,
-/// (present, x, direction, move timer, has moved) x 8 lanes]`.
+/// Rows 1-8 are lanes. Every `spawn period` frames (20 at the start; first on frame 21) an
+/// enemy is drawn: a lane (uniform), a side (column 0 moving right or column 9 moving
+/// left, equally likely) and a kind (a sub with probability 1/3, else a fish); it enters
+/// unless its lane holds an enemy moving the other way (a lane may hold several moving the
+/// same way). Every 30 frames (first on frame 31) a diver enters a uniform lane from a
+/// uniform side. Enemies move one cell every `move period` + 1 frames, the first time
+/// `move period` frames after they appear (5 at the start), divers likewise with a fixed
+/// period 5; both leave past the edge; the trail channel marks where a moving enemy or
+/// diver came from. An enemy sub fires a bullet ahead of itself 10 frames after it appears
+/// and then every 11 frames; enemy bullets move one cell per frame. A friendly bullet in an
+/// enemy's cell removes both (+1). Touching a diver takes it aboard (at most 6). Touching an
+/// enemy or an enemy bullet with the sub's front ends the game (contact after the sub's
+/// move or after the other objects' moves; the back cell does not collide). Oxygen: 200 at
+/// the start, one unit per frame below the surface (the gauge on row 9 shows oxygen / 20
+/// cells); the game ends on the frame after it reached 0. Moving up into row 0 surfaces:
+/// with no diver aboard the game ends; with 6 all leave and each gauge cell of oxygen
+/// scores +1; otherwise one leaves; oxygen refills and the difficulty ramps: after k
+/// surfacings the spawn period is max(1, 20 - k) and the move period max(2, 5 - k / 2).
+/// The diver gauge (row 9) shows the divers aboard. The paper states the rules in words;
+/// the periods, probabilities, lane rule, contact rules, surfacing reward and ramping follow
+/// what PyPI's minatar 1.0 does (observed through its public API). At most `kMaxEnemies`
+/// enemies and `kMaxDiverSlots` divers are on the screen (a spawn beyond is dropped; the
+/// ramped spawn and move periods keep far fewer). Game state: `[sub_x, sub_y, facing,
+/// oxygen, divers, fire cooldown, enemy spawn timer, diver spawn timer, surfacings, friendly
+/// bullets 10x10 (direction -1/0/1), enemy bullets 10x10, (kind 0 none / 1 fish / 2 sub,
+/// lane 1-8, x, direction, move timer, fire timer, has moved) x kMaxEnemies, (present,
+/// lane, x, direction, move timer, has moved) x kMaxDiverSlots]` (empty slots all 0).
 class MinAtarSeaquest final : public MinAtarEnv {
  public:
   /// A fresh instance; `full_actions` selects the 6-action set ("MinAtar/Seaquest-v0")
@@ -298,6 +300,10 @@ class MinAtarSeaquest final : public MinAtarEnv {
   static constexpr int kMaxDivers = 6;
   /// Diver move period (frames between moves minus one).
   static constexpr int kDiverPeriod = 5;
+  /// Enemy slots (the most enemies on the screen at once).
+  static constexpr int kMaxEnemies = 32;
+  /// Diver slots (the most divers on the screen at once).
+  static constexpr int kMaxDiverSlots = 16;
   /// Enemy spawn period after `surfacings` surfacings: max(1, 20 - surfacings).
   static int spawn_period(int surfacings);
   /// Enemy move period after `surfacings` surfacings: max(2, 5 - surfacings / 2).
@@ -312,7 +318,7 @@ class MinAtarSeaquest final : public MinAtarEnv {
 
  private:
   struct Mover {
-    int kind = 0, x = 0, dir = 1, move_timer = 0, fire_timer = 0, moved = 0;
+    int kind = 0, lane = 0, x = 0, dir = 0, move_timer = 0, fire_timer = 0, moved = 0;
   };
   bool touching_enemy() const;
   void touch_diver();
@@ -320,7 +326,8 @@ class MinAtarSeaquest final : public MinAtarEnv {
   int sub_x_ = 5, sub_y_ = 0, facing_ = -1, oxygen_ = kMaxOxygen, divers_ = 0, cooldown_ = 0;
   int enemy_timer_ = 21, diver_timer_ = 31, surfacings_ = 0;
   std::array<std::int8_t, 100> friendly_{}, enemy_bullets_{};
-  std::array<Mover, 8> enemies_{}, diver_lanes_{};
+  std::array<Mover, kMaxEnemies> enemies_{};
+  std::array<Mover, kMaxDiverSlots> divers_on_screen_{};
 };
 
 }  // namespace herd::rl
