@@ -30,6 +30,16 @@ struct Registry {
     factories["MinAtar/Breakout-v1"] = [] { return std::make_unique<MinAtarBreakout>(false); };
     factories["MinAtar/Freeway-v0"] = [] { return std::make_unique<MinAtarFreeway>(true); };
     factories["MinAtar/Freeway-v1"] = [] { return std::make_unique<MinAtarFreeway>(false); };
+    factories["MinAtar/Asterix-v0"] = [] { return std::make_unique<MinAtarAsterix>(true); };
+    factories["MinAtar/Asterix-v1"] = [] { return std::make_unique<MinAtarAsterix>(false); };
+    factories["MinAtar/Seaquest-v0"] = [] { return std::make_unique<MinAtarSeaquest>(true); };
+    factories["MinAtar/Seaquest-v1"] = [] { return std::make_unique<MinAtarSeaquest>(false); };
+    factories["MinAtar/SpaceInvaders-v0"] = [] {
+      return std::make_unique<MinAtarSpaceInvaders>(true);
+    };
+    factories["MinAtar/SpaceInvaders-v1"] = [] {
+      return std::make_unique<MinAtarSpaceInvaders>(false);
+    };
   }
 };
 

@@ -9,7 +9,8 @@ as scipy.stats.ks_2samp(method="asymp")). Seeds are fixed. Exit status 1 when a 
 below --alpha (0.01), 0 otherwise; 77 when `minatar` is not importable.
 
 Usage: python3 bench/rl/minatar_validate.py [--bin build/bench/rl/bench_minatar_episodes]
-           [--episodes 2000] [--games breakout,freeway] [--full-actions] [--alpha 0.01]
+           [--episodes 2000] [--games breakout,freeway,asterix,space_invaders,seaquest]
+           [--full-actions] [--alpha 0.01]
 """
 import argparse
 import csv
@@ -18,7 +19,8 @@ import math
 import subprocess
 import sys
 
-GAMES = {"breakout": "Breakout", "freeway": "Freeway"}
+GAMES = {"breakout": "Breakout", "freeway": "Freeway", "asterix": "Asterix",
+         "space_invaders": "SpaceInvaders", "seaquest": "Seaquest"}
 
 
 def ks_2samp(a, b):

@@ -5,12 +5,15 @@
 #include <cmath>
 
 #include "herd/core/error.hpp"
+#include "minatar_internal.hpp"
 
 namespace herd::rl {
 namespace {
 
-constexpr int kN = MinAtarEnv::kSize;
-constexpr int kCells = kN * kN;
+using minatar_detail::kCells;
+using minatar_detail::kN;
+using minatar_detail::set_cell;
+using minatar_detail::state_int;
 
 Space grid_space(int channels) {
   const auto d = static_cast<std::size_t>(channels * kCells);
@@ -18,18 +21,6 @@ Space grid_space(int channels) {
 }
 
 std::vector<int> full_set() { return {0, 1, 2, 3, 4, 5}; }
-
-/// Reads an integral state value in [lo, hi] or throws naming the env and the field.
-int state_int(const std::string& id, const char* field, double v, int lo, int hi) {
-  HERD_REQUIRE(v == std::floor(v) && v >= lo && v <= hi,
-               "{}: state value {} is {}, but must be an integer in [{}, {}]", id, field, v, lo,
-               hi);
-  return static_cast<int>(v);
-}
-
-inline void set_cell(std::uint8_t* grid, int channel, int y, int x) {
-  grid[channel * kCells + y * kN + x] = 1;
-}
 
 }  // namespace
 

@@ -403,7 +403,8 @@ TEST_CASE("MinAtar Freeway: moves, cooldown, scoring, collisions, wrap, time", "
 
 TEST_CASE("MinAtar: deterministic per seed; state round trip continues identically",
           "[rl][minatar]") {
-  for (const char* id : {"MinAtar/Breakout-v0", "MinAtar/Freeway-v1"}) {
+  for (const char* id : {"MinAtar/Breakout-v0", "MinAtar/Freeway-v1", "MinAtar/Asterix-v1",
+                         "MinAtar/SpaceInvaders-v1", "MinAtar/Seaquest-v1"}) {
     auto a = herd::rl::make_env(id), b = herd::rl::make_env(id);
     a->set_global_id(3);
     b->set_global_id(3);
@@ -436,7 +437,9 @@ TEST_CASE("MinAtar: deterministic per seed; state round trip continues identical
 
 TEST_CASE("MinAtar in the EnvPool equals standalone envs", "[rl][minatar]") {
   for (const char* id : {"MinAtar/Breakout-v1", "MinAtar/Breakout-v0", "MinAtar/Freeway-v1",
-                         "MinAtar/Freeway-v0"}) {
+                         "MinAtar/Freeway-v0", "MinAtar/Asterix-v1", "MinAtar/Asterix-v0",
+                         "MinAtar/SpaceInvaders-v1", "MinAtar/SpaceInvaders-v0",
+                         "MinAtar/Seaquest-v1", "MinAtar/Seaquest-v0"}) {
     herd::rl::EnvPoolOptions o;
     o.env_id = id;
     o.num_envs = 24;
@@ -473,6 +476,6 @@ TEST_CASE("MinAtar in the EnvPool equals standalone envs", "[rl][minatar]") {
         REQUIRE(std::memcmp(pool.obs().data() + k * od, obs.data(), od * 4) == 0);
       }
     }
-    if (std::string(id).find("Breakout") != std::string::npos) CHECK(episodes > 24);
+    if (std::string(id).find("Freeway") == std::string::npos) CHECK(episodes > 24);
   }
 }

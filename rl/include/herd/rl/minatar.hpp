@@ -166,4 +166,174 @@ class MinAtarFreeway final : public MinAtarEnv {
   std::array<Car, 8> cars_{};
 };
 
+/// MinAtar Asterix (channels: player, enemy, trail, gold; minimal actions: no-op, left, up,
+/// right, down). The player moves one cell per frame within rows 1-8 (all columns), starting
+/// at row 5, column 5. Rows 1-8 are lanes holding at most one object each: an enemy or gold.
+/// Every `spawn period` frames (10 at the start; the first spawn on frame 11) an object
+/// appears in a lane chosen uniformly among the empty ones (none when all are taken), at
+/// column 0 moving right or at column 9 moving left (equally likely), gold with probability
+/// 1/3. Every `move period` frames (5 at the start; frames 1, 6, 11, ...) all objects move
+/// one cell and leave the screen past the edge; the trail channel marks the cell an object
+/// came from (none before its first move). Touching gold gives +1 and removes it; touching
+/// an enemy ends the game. The player touches an object when it stands on the object's
+/// cell after the player's move, after a spawn or after the objects' move (in this order
+/// within a frame), so an object and the player swapping cells collide. Difficulty
+/// ramping: every 102 frames the spawn period drops by 1 and, every second time, the move
+/// period by 1 (both down to 1). The paper states the rules and the ramping in words; the
+/// periods, the gold probability, the start position and the ramp interval follow what
+/// PyPI's minatar 1.0 does (observed through its public API). Game state: `[player_x,
+/// player_y, ramps, spawn_timer, move_timer, ramp_timer, (kind 0 none / 1 enemy / 2 gold,
+/// x, direction, has moved) x 8 lanes]`.
+class MinAtarAsterix final : public MinAtarEnv {
+ public:
+  /// A fresh instance; `full_actions` selects the 6-action set ("MinAtar/Asterix-v0")
+  /// instead of the minimal one ("MinAtar/Asterix-v1").
+  explicit MinAtarAsterix(bool full_actions = false);
+  /// Frames between two difficulty ramps.
+  static constexpr int kRampEvery = 102;
+  /// Spawn period after `ramps` ramps: max(1, 10 - ramps).
+  static int spawn_period(int ramps);
+  /// Move period after `ramps` ramps: max(1, 5 - ramps / 2).
+  static int move_period(int ramps);
+
+ protected:
+  void game_reset(RngCursor& rng) override;
+  double game_step(int action, RngCursor& rng, bool& terminal) override;
+  void game_observe(std::uint8_t* grid) const override;
+  void game_get_state(double* s) const override;
+  void game_set_state(const double* s) override;
+
+ private:
+  struct Lane {
+    int kind = 0, x = 0, dir = 1, moved = 0;  // kind: 0 none, 1 enemy, 2 gold
+  };
+  /// Applies the player's contact with the object in its lane; returns the reward.
+  double touch(bool& terminal);
+  int player_x_ = 5, player_y_ = 5, ramps_ = 0, spawn_timer_ = 11, move_timer_ = 1;
+  int ramp_timer_ = kRampEvery;
+  std::array<Lane, 8> lanes_{};
+};
+
+/// MinAtar Space Invaders (channels: cannon, alien, alien moving left, alien moving right,
+/// friendly bullet, enemy bullet; minimal actions: no-op, left, right, fire). The cannon
+/// moves along row 9 (start: column 5). A wave of 4x6 aliens starts in rows 0-3, columns
+/// 2-7, moving left. Every `alien period` frames the aliens move one cell sideways or, when
+/// one of them is at the edge they move towards, one row down, reversing direction; the
+/// alien period is min(wave speed, number of aliens) (so one alien moves every frame) with
+/// the wave speed 12 for the first wave and 1 less for each next one (down to 1); the first
+/// move is on frame 13. Fire launches a bullet from the cannon if 5 frames have passed
+/// since the last one; friendly bullets move up and enemy bullets down one cell per frame.
+/// Every 10 frames (first on frame 11) the lowest alien of the alien column closest to the
+/// cannon (the left one on a tie) drops a bullet in its own cell. A friendly bullet in an
+/// alien's cell removes both (+1); clearing a wave brings a new one (the direction and the
+/// move timer carry over). The game ends when an enemy bullet reaches the cannon, an alien
+/// is on the cannon's cell (after the cannon's move or at the end of the frame) or the
+/// aliens would move down while one is in row 9. Per frame: cannon move, contact, fire,
+/// bullets move, bullet hits the cannon, aliens move, enemy fire, bullet hits on aliens,
+/// contact, fire cooldown, new wave. The paper states the rules in words; the periods,
+/// the order within a frame and the layout follow what PyPI's minatar 1.0 does (observed
+/// through its public API: identical trajectories for the same actions). Game state:
+/// `[cannon_x, direction, waves cleared, fire cooldown, alien move timer, enemy fire timer,
+/// aliens 10x10, friendly bullets 10x10, enemy bullets 10x10]` (grids row-major, 0/1).
+class MinAtarSpaceInvaders final : public MinAtarEnv {
+ public:
+  /// A fresh instance; `full_actions` selects the 6-action set ("MinAtar/SpaceInvaders-v0")
+  /// instead of the minimal one ("MinAtar/SpaceInvaders-v1").
+  explicit MinAtarSpaceInvaders(bool full_actions = false);
+  /// Frames between two friendly shots.
+  static constexpr int kShotCooldown = 5;
+  /// Frames between two enemy shots.
+  static constexpr int kEnemyShotEvery = 10;
+  /// Wave speed (the largest alien period) after `waves` cleared waves: max(1, 12 - waves).
+  static int wave_speed(int waves);
+
+ protected:
+  void game_reset(RngCursor& rng) override;
+  double game_step(int action, RngCursor& rng, bool& terminal) override;
+  void game_observe(std::uint8_t* grid) const override;
+  void game_get_state(double* s) const override;
+  void game_set_state(const double* s) override;
+
+ private:
+  using Grid = std::array<std::uint8_t, 100>;
+  void new_wave();
+  int cannon_x_ = 5, dir_ = -1, waves_ = 0, shot_timer_ = 0, move_timer_ = 13;
+  int enemy_shot_timer_ = 11;
+  Grid aliens_{}, friendly_{}, enemy_{};
+};
+
+/// MinAtar Seaquest (channels: sub front, sub back, friendly bullet, trail, enemy bullet,
+/// enemy fish, enemy sub, oxygen gauge, diver gauge, diver; minimal actions: all six). The
+/// player's submarine is one cell (its front) with its back drawn behind it in the
+/// direction it faces; it moves one cell per frame within rows 0-8 (row 0 is the surface),
+/// turning with left/right; start: row 0, column 5, facing left. Fire launches a bullet
+/// ahead of it if 5 frames have passed since the last one; bullets move one cell per frame.
+/// Rows 1-8 are lanes. Every `spawn period` frames (20 at the start; first on frame 21) an
+/// enemy is drawn: a lane (uniform), a side (column 0 moving right or column 9 moving
+/// left, equally likely) and a kind (a sub with probability 1/3, else a fish); it enters
+/// unless its lane holds an enemy moving the other way (a lane may hold several moving the
+/// same way). Every 30 frames (first on frame 31) a diver enters a uniform lane from a
+/// uniform side. Enemies move one cell every `move period` + 1 frames, the first time
+/// `move period` frames after they appear (5 at the start), divers likewise with a fixed
+/// period 5; both leave past the edge; the trail channel marks where a moving enemy or
+/// diver came from. An enemy sub fires a bullet ahead of itself 10 frames after it appears
+/// and then every 11 frames; enemy bullets move one cell per frame. A friendly bullet in an
+/// enemy's cell removes both (+1). Touching a diver takes it aboard (at most 6). Touching an
+/// enemy or an enemy bullet with the sub's front ends the game (contact after the sub's
+/// move or after the other objects' moves; the back cell does not collide). Oxygen: 200 at
+/// the start, one unit per frame below the surface (the gauge on row 9 shows oxygen / 20
+/// cells); the game ends on the frame after it reached 0. Moving up into row 0 surfaces:
+/// with no diver aboard the game ends; with 6 all leave and each gauge cell of oxygen
+/// scores +1; otherwise one leaves; oxygen refills and the difficulty ramps: after k
+/// surfacings the spawn period is max(1, 20 - k) and the move period max(2, 5 - k / 2).
+/// The diver gauge (row 9) shows the divers aboard. The paper states the rules in words;
+/// the periods, probabilities, lane rule, contact rules, surfacing reward and ramping follow
+/// what PyPI's minatar 1.0 does (observed through its public API). At most `kMaxEnemies`
+/// enemies and `kMaxDiverSlots` divers are on the screen (a spawn beyond is dropped; the
+/// ramped spawn and move periods keep far fewer). Game state: `[sub_x, sub_y, facing,
+/// oxygen, divers, fire cooldown, enemy spawn timer, diver spawn timer, surfacings, friendly
+/// bullets 10x10 (direction -1/0/1), enemy bullets 10x10, (kind 0 none / 1 fish / 2 sub,
+/// lane 1-8, x, direction, move timer, fire timer, has moved) x kMaxEnemies, (present,
+/// lane, x, direction, move timer, has moved) x kMaxDiverSlots]` (empty slots all 0).
+class MinAtarSeaquest final : public MinAtarEnv {
+ public:
+  /// A fresh instance; `full_actions` selects the 6-action set ("MinAtar/Seaquest-v0")
+  /// instead of the minimal one ("MinAtar/Seaquest-v1"; for Seaquest both hold all six).
+  explicit MinAtarSeaquest(bool full_actions = false);
+  /// Oxygen of a full tank (frames below the surface).
+  static constexpr int kMaxOxygen = 200;
+  /// Divers the sub can carry.
+  static constexpr int kMaxDivers = 6;
+  /// Diver move period (frames between moves minus one).
+  static constexpr int kDiverPeriod = 5;
+  /// Enemy slots (the most enemies on the screen at once).
+  static constexpr int kMaxEnemies = 32;
+  /// Diver slots (the most divers on the screen at once).
+  static constexpr int kMaxDiverSlots = 16;
+  /// Enemy spawn period after `surfacings` surfacings: max(1, 20 - surfacings).
+  static int spawn_period(int surfacings);
+  /// Enemy move period after `surfacings` surfacings: max(2, 5 - surfacings / 2).
+  static int move_period(int surfacings);
+
+ protected:
+  void game_reset(RngCursor& rng) override;
+  double game_step(int action, RngCursor& rng, bool& terminal) override;
+  void game_observe(std::uint8_t* grid) const override;
+  void game_get_state(double* s) const override;
+  void game_set_state(const double* s) override;
+
+ private:
+  struct Mover {
+    int kind = 0, lane = 0, x = 0, dir = 0, move_timer = 0, fire_timer = 0, moved = 0;
+  };
+  bool touching_enemy() const;
+  void touch_diver();
+  int hit_enemies();
+  int sub_x_ = 5, sub_y_ = 0, facing_ = -1, oxygen_ = kMaxOxygen, divers_ = 0, cooldown_ = 0;
+  int enemy_timer_ = 21, diver_timer_ = 31, surfacings_ = 0;
+  std::array<std::int8_t, 100> friendly_{}, enemy_bullets_{};
+  std::array<Mover, kMaxEnemies> enemies_{};
+  std::array<Mover, kMaxDiverSlots> divers_on_screen_{};
+};
+
 }  // namespace herd::rl
