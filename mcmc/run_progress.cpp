@@ -46,8 +46,8 @@ void RunProgress::phase(std::string name) {
   name_ = std::move(name);
   detail_.clear();
   phase_start_ = now;
-  printed_in_phase_ = false;
   if (tty_ && out_ != nullptr) show();  // the new phase's name at once on a terminal
+  printed_in_phase_ = false;            // and its first progress at once too, however short the phase
 }
 
 void RunProgress::detail(std::string text) {
