@@ -14,13 +14,16 @@ of the child), frames/s (frames / wall), all of the whole child process (SB3's i
 importing torch; its learn() alone is reported as learn_wall_s / learn_cpu_s), and the
 final return = mean return of the last 100 *training* episodes (herd: the progress CSV's
 return_mean of the last iteration; SB3: its Monitor episode buffer of 100), i.e. with
-DQN's epsilon-greedy exploration and PPO's sampled actions on both sides. F is rounded up to a whole number of iterations of the
-preset (num_envs x num_steps) so both sides train the same frames; frames = env steps
-(MinAtar has no frame skip, as in the MinAtar paper).
+DQN's epsilon-greedy exploration and PPO's sampled actions on both sides. F is rounded up
+to a whole number of iterations of the preset (num_envs x num_steps) so both sides train
+the same frames; frames = env steps (MinAtar has no frame skip, as in the MinAtar paper).
 
 DQN's epsilon decays over the preset's absolute number of frames (exploration_fraction x
 the preset's total_steps: the paper's 100000) when F is at least that, else over all of F
 (herd and SB3 alike; both take a fraction of the run).
+
+--sides herd or --sides sb3 runs one side only (two such invocations side by side run
+the sides concurrently instead of interleaved; the table then needs both documents).
 
 Prints one JSON document on stdout and a table of herd/SB3 ratios on stderr.
 
@@ -239,11 +242,16 @@ def main():
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--games", default="breakout,freeway")
     ap.add_argument("--algos", default="dqn,ppo")
+    ap.add_argument("--sides", default="herd,sb3", help="which sides to run (one of them: to run both concurrently)")
     ap.add_argument("--herd-rl", default=os.path.join(ROOT, "build", "apps", "herd-rl"))
     ap.add_argument("--presets", default=os.path.join(ROOT, "examples", "rl"))
     a = ap.parse_args()
     if a.frames < 1:
         sys.exit(f"minatar_learning: --frames is {a.frames}, but must be >= 1")
+    for opt, value, allowed in (("--sides", a.sides, ("herd", "sb3")), ("--algos", a.algos, ("dqn", "ppo"))):
+        bad = [v for v in value.split(",") if v not in allowed]
+        if bad:
+            sys.exit(f"minatar_learning: {opt} is {value!r}, but its items must be among {', '.join(allowed)}")
     if not os.access(a.herd_rl, os.X_OK):
         sys.exit(f"minatar_learning: {a.herd_rl} is not an executable (build the herd-rl target, or pass --herd-rl)")
     python = subprocess.run([os.path.join(ROOT, "bench", "peer-venv"), "torch", "stable-baselines3", "gymnasium",
@@ -266,7 +274,7 @@ def main():
                 sys.exit(f"minatar_learning: {preset}: cannot map to Stable-Baselines3: {e}")
             with tempfile.TemporaryDirectory(prefix="herd_minatar_") as tmp:
                 for s in seeds:
-                    for side in ("herd", "sb3"):
+                    for side in a.sides.split(","):
                         print(f"minatar_learning: {game} {algo} {side} seed {s}, {frames} frames ...", file=sys.stderr,
                               flush=True)
                         r = (run_herd(a.herd_rl, preset, frames, s, spec.get("epsilon_frames"), tmp) if side == "herd"
@@ -282,7 +290,9 @@ def main():
     print(f"\n{'game':9} {'algo':4} {'seed':>4} {'herd ret':>8} {'sb3 ret':>8} {'herd f/s':>8} {'sb3 f/s':>8} "
           f"{'wall h/s':>8} {'cpu h/s':>8}", file=sys.stderr)
     for h in (r for r in runs if r["side"] == "herd"):
-        s = next(r for r in runs if r["side"] == "sb3" and all(r[k] == h[k] for k in ("game", "algo", "seed")))
+        s = next((r for r in runs if r["side"] == "sb3" and all(r[k] == h[k] for k in ("game", "algo", "seed"))), None)
+        if s is None:
+            continue
         print(f"{h['game']:9} {h['algo']:4} {h['seed']:>4} {h['final_return']:8.2f} {s['final_return']:8.2f} "
               f"{h['frames_per_s']:8.0f} {s['frames_per_s']:8.0f} {h['wall_s'] / s['wall_s']:8.3f} "
               f"{h['cpu_s'] / s['cpu_s']:8.3f}", file=sys.stderr)
