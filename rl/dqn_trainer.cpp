@@ -16,6 +16,7 @@
 #include "herd/io/hdf5.hpp"
 #include "herd/rl/network.hpp"
 #include "herd/rl/registry.hpp"
+#include "resume_settings.hpp"
 
 namespace herd::rl {
 
@@ -59,26 +60,6 @@ std::vector<nn::NamedTensor> load_tensors(const io::CheckpointReader& r, const s
     t.tensor = nn::Tensor::from_vector(t.tensor.shape(), v, t.tensor.dtype());
   }
   return like;
-}
-
-// "key = value" pairs of a resolved configuration (`Settings::describe` lines, comments cut).
-std::map<std::string, std::string> config_values(const std::string& text) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (const auto c = line.find("  # "); c != std::string::npos) line.resize(c);
-    const auto eq = line.find(" = ");
-    if (eq == std::string::npos || line.empty() || line[0] == '#') continue;
-    out[line.substr(0, eq)] = line.substr(eq + 3);
-  }
-  return out;
-}
-
-bool may_change_on_resume(const std::string& key) {
-  static const std::set<std::string> keys = {"total_steps",     "output_prefix",       "checkpoint_period",
-                                             "checkpoint_period_seconds", "progress_period", "logging.tensorboard",
-                                             "sampler.kind",    "sampler.num_threads", "max_memory"};
-  return keys.count(key) != 0;
 }
 
 const std::vector<std::string>& fixed_on_resume() {
@@ -449,40 +430,20 @@ void DqnTrainer::save_checkpoint(const std::string& path) const {
 std::vector<std::string> DqnTrainer::resume_conflicts(const std::string& path) const {
   io::CheckpointReader r(path);
   if (r.kind() == "herd.rl.trainer") {
-    const auto saved = config_values(r.string("config"));
+    const auto saved = detail::config_values(r.string("config"));
     const auto it = saved.find("algorithm");
     return {"algorithm = \"dqn\" (the checkpoint has " + (it == saved.end() ? std::string("\"ppo\"") : it->second) +
             ")"};
   }
   r.expect_kind(kDqnCheckpointKind, kKindVersion);
-  const auto saved = config_values(r.string("config")), now = config_values(config_text_);
-  std::vector<std::string> out;
-  for (const std::string& key : fixed_on_resume()) {
-    const auto s = saved.find(key), n = now.find(key);
-    if (s != saved.end() && n != now.end() && s->second != n->second)
-      out.push_back(key + " = " + n->second + " (the checkpoint has " + s->second + ")");
-  }
-  return out;
+  return detail::fixed_conflicts(r.string("config"), config_text_, fixed_on_resume());
 }
 
 void DqnTrainer::load_checkpoint(const std::string& path) {
-  if (const auto c = resume_conflicts(path); !c.empty()) {
-    std::string list;
-    for (const auto& x : c) list += (list.empty() ? "" : ", ") + x;
-    throw InputError("rl::DqnTrainer::load_checkpoint: " + path + " cannot be resumed with " + list +
-                     ": these settings fix the shapes of the saved state and cannot change on resume");
-  }
+  detail::throw_if_conflicts("rl::DqnTrainer::load_checkpoint", path, resume_conflicts(path));
   io::CheckpointReader r(path);
   r.expect_kind(kDqnCheckpointKind, kKindVersion);
-  changed_on_resume_.clear();
-  {
-    const auto saved = config_values(r.string("config")), now = config_values(config_text_);
-    for (const auto& [key, value] : saved) {
-      const auto it = now.find(key);
-      if (it != now.end() && it->second != value && !may_change_on_resume(key))
-        changed_on_resume_.push_back(key + " = " + it->second + " (the checkpoint has " + value + ")");
-    }
-  }
+  changed_on_resume_ = detail::trajectory_changes(r.string("config"), config_text_);
   // Everything is read and checked before the run's state changes.
   const std::size_t B = pool_->num_envs(), S = pool_->env(0).state_dim();
   const auto states = r.get<double>("env_states");

@@ -20,6 +20,7 @@
 #include "herd/io/hdf5.hpp"
 #include "herd/rl/dqn_trainer.hpp"
 #include "herd/rl/registry.hpp"
+#include "resume_settings.hpp"
 #if HERD_HAVE_NCCL
 #include <cuda_runtime_api.h>
 
@@ -96,32 +97,6 @@ std::string format_eta(double s) {
   else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
   else std::snprintf(buf, sizeof buf, "%lds", t);
   return buf;
-}
-
-// "key = value" pairs of a resolved configuration (`Settings::describe` lines, comments cut).
-std::map<std::string, std::string> config_values(const std::string& text) {
-  std::map<std::string, std::string> out;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (const auto c = line.find("  # "); c != std::string::npos) line.resize(c);
-    const auto eq = line.find(" = ");
-    if (eq == std::string::npos || line.empty() || line[0] == '#') continue;
-    const std::string key = line.substr(0, eq);
-    out[key == "env" ? "env.id" : key] = line.substr(eq + 3);  // "env": before [env] had more keys
-  }
-  return out;
-}
-
-// Settings a resumed run may change: they do not change the trajectory of the training.
-bool may_change_on_resume(const std::string& key) {
-  static const std::set<std::string> keys = {"total_steps",     "output_prefix",       "checkpoint_period",
-                                             "checkpoint_period_seconds", "progress_period", "logging.tensorboard",
-                                             "sampler.kind",    "sampler.num_threads", "max_memory"};
-  return keys.count(key) != 0;
 }
 
 // Settings a resumed run cannot change: they fix the shapes of the state in the checkpoint
@@ -477,34 +452,14 @@ std::vector<std::string> Trainer::resume_conflicts(const std::string& path) cons
   if (r.kind() == kDqnCheckpointKind)
     return {"algorithm = \"" + config_.algorithm + "\" (the checkpoint has \"dqn\")"};
   r.expect_kind(kKind, kKindVersion);
-  const auto saved = config_values(r.string("config")), now = config_values(config_text_);
-  std::vector<std::string> out;
-  for (const std::string& key : fixed_on_resume()) {
-    const auto s = saved.find(key), n = now.find(key);
-    if (s != saved.end() && n != now.end() && s->second != n->second)
-      out.push_back(key + " = " + n->second + " (the checkpoint has " + s->second + ")");
-  }
-  return out;
+  return detail::fixed_conflicts(r.string("config"), config_text_, fixed_on_resume());
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
-  if (const auto c = resume_conflicts(path); !c.empty()) {
-    std::string list;
-    for (const auto& x : c) list += (list.empty() ? "" : ", ") + x;
-    throw InputError("rl::Trainer::load_checkpoint: " + path + " cannot be resumed with " + list +
-                     ": these settings fix the shapes of the saved state and cannot change on resume");
-  }
+  detail::throw_if_conflicts("rl::Trainer::load_checkpoint", path, resume_conflicts(path));
   io::CheckpointReader r(path);
   r.expect_kind(kKind, kKindVersion);
-  changed_on_resume_.clear();
-  {
-    const auto saved = config_values(r.string("config")), now = config_values(config_text_);
-    for (const auto& [key, value] : saved) {
-      const auto it = now.find(key);
-      if (it != now.end() && it->second != value && !may_change_on_resume(key))
-        changed_on_resume_.push_back(key + " = " + it->second + " (the checkpoint has " + value + ")");
-    }
-  }
+  changed_on_resume_ = detail::trajectory_changes(r.string("config"), config_text_);
   iteration_ = r.value<std::int64_t>("iteration");
   wall_offset_ = r.value<double>("wall_seconds");
   wall_start_ = now_seconds();

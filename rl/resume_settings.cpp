@@ -1,0 +1,61 @@
+#include "resume_settings.hpp"
+
+#include <set>
+
+#include "herd/core/error.hpp"
+
+namespace herd::rl::detail {
+
+std::map<std::string, std::string> config_values(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (const auto c = line.find("  # "); c != std::string::npos) line.resize(c);
+    const auto eq = line.find(" = ");
+    if (eq == std::string::npos || line.empty() || line[0] == '#') continue;
+    const std::string key = line.substr(0, eq);
+    out[key == "env" ? "env.id" : key] = line.substr(eq + 3);
+  }
+  return out;
+}
+
+std::vector<std::string> fixed_conflicts(const std::string& saved_text, const std::string& now_text,
+                                         const std::vector<std::string>& fixed) {
+  const auto saved = config_values(saved_text), now = config_values(now_text);
+  std::vector<std::string> out;
+  for (const std::string& key : fixed) {
+    const auto s = saved.find(key), n = now.find(key);
+    if (s != saved.end() && n != now.end() && s->second != n->second)
+      out.push_back(key + " = " + n->second + " (the checkpoint has " + s->second + ")");
+  }
+  return out;
+}
+
+std::vector<std::string> trajectory_changes(const std::string& saved_text, const std::string& now_text) {
+  static const std::set<std::string> may_change = {
+      "total_steps",         "output_prefix", "checkpoint_period",   "checkpoint_period_seconds",
+      "progress_period",     "logging.tensorboard", "sampler.kind", "sampler.num_threads",
+      "max_memory"};
+  const auto saved = config_values(saved_text), now = config_values(now_text);
+  std::vector<std::string> out;
+  for (const auto& [key, value] : saved) {
+    const auto it = now.find(key);
+    if (it != now.end() && it->second != value && may_change.count(key) == 0)
+      out.push_back(key + " = " + it->second + " (the checkpoint has " + value + ")");
+  }
+  return out;
+}
+
+void throw_if_conflicts(const std::string& who, const std::string& path, const std::vector<std::string>& conflicts) {
+  if (conflicts.empty()) return;
+  std::string list;
+  for (const auto& x : conflicts) list += (list.empty() ? "" : ", ") + x;
+  throw InputError(who + ": " + path + " cannot be resumed with " + list +
+                   ": these settings fix the shapes of the saved state and cannot change on resume");
+}
+
+}  // namespace herd::rl::detail

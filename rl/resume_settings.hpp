@@ -1,0 +1,32 @@
+#pragma once
+/// @file resume_settings.hpp
+/// Private to rl/: how a resumed training run (PPO/A2C `Trainer`, `DqnTrainer`) compares the
+/// resolved configuration saved in its checkpoint with the one it was started with. Not
+/// installed. Pure functions of their arguments; thread-safe.
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace herd::rl::detail {
+
+/// "key = value" pairs of a resolved configuration text (`io::Settings::describe` lines,
+/// comments cut); the key "env" of checkpoints written before `[env]` had more keys is read
+/// as "env.id".
+std::map<std::string, std::string> config_values(const std::string& text);
+
+/// "key = now (the checkpoint has saved)" for each key of `fixed` set in both texts with
+/// different values: settings that fix the shapes of the saved state.
+std::vector<std::string> fixed_conflicts(const std::string& saved_text, const std::string& now_text,
+                                         const std::vector<std::string>& fixed);
+
+/// The same list for every key whose change alters the training's trajectory (all but the
+/// run's length, output names and periods, the sampler kind and threads, and max_memory):
+/// a resumed run reports these, since it then differs from an uninterrupted one.
+std::vector<std::string> trajectory_changes(const std::string& saved_text, const std::string& now_text);
+
+/// @throws herd::InputError "<who>: <path> cannot be resumed with <conflicts, comma-separated>:
+///         these settings fix the shapes of the saved state ..." when `conflicts` is not empty.
+void throw_if_conflicts(const std::string& who, const std::string& path, const std::vector<std::string>& conflicts);
+
+}  // namespace herd::rl::detail
