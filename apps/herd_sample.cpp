@@ -400,7 +400,7 @@ int main(int argc, char** argv) {
       // Before anything is allocated: every size, and the memory the run holds.
       herd::mcmc::check_sampler_memory(in.specs, in.target.ndim, comm->size());
       if (in.specs.device != "cpu") {
-        // device = "cpu_batched" | "cuda" (issue #13): the batched sampler, with its own restart record.
+        // device = "cpu_batched" | "cuda": the batched sampler, with its own restart record.
         herd::apps::check_batched_device(in.specs, batched.get(), in.target.ndim, comm->size());
         in.run_restartable = true;
         in.run = [batched](herd::mcmc::SamplerProgramInput& p, herd::Communicator& c) {

@@ -1,6 +1,6 @@
 #pragma once
 /// @file sample_batched.hpp
-/// herd-sample's batched devices (`device = "cpu_batched" | "cuda"`, issue #13,
+/// herd-sample's batched devices (`device = "cpu_batched" | "cuda"`,
 /// docs/batched.md "Using it from herd-sample"): the batched DRAM sampler over the ranks of
 /// a communicator, chains with global ids rank * chains_per_rank + i, thinned draws gathered
 /// block by block to rank 0 and streamed into one `<prefix>.h5`, plus `<prefix>_report.txt`

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Cost of the batched runs' checkpoints (issue #13, docs/batched.md "Restart"): herd-sample
+# Cost of the batched runs' checkpoints (docs/batched.md "Restart"): herd-sample
 # with device = "cpu_batched" on the issue's workload (10-D Gaussian, AR(1) 0.5, one
 # delayed-rejection stage, pooled adaptation, thin 10), without checkpoints (the baseline,
 # checkpoint_period_seconds = 0) and at the default period (5 s), alternated `repeats`

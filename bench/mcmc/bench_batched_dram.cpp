@@ -1,4 +1,4 @@
-// Batched DRAM benchmark (issue #13), host path. Workload of the issue: 10-D Gaussian with
+// Batched DRAM benchmark, host path. Workload of the issue: 10-D Gaussian with
 // AR(1) correlation 0.5, one delayed-rejection stage, adaptation pooled during the warm-up
 // and then frozen, draws thinned by 10. Reports, as one JSON object (medians of `repeats`):
 //   - serial_steps_per_s: the serial kernel (DramSampler, same log-density functor, one DR

@@ -1,4 +1,4 @@
-// Batched DRAM on the GPU (issue #13), Google Benchmark; run by scripts/gpu-check. Workload
+// Batched DRAM on the GPU, Google Benchmark; run by scripts/gpu-check. Workload
 // of the issue: 10-D Gaussian, AR(1) correlation 0.5, one delayed-rejection stage,
 // adaptation pooled during the warm-up (200 proposals) and then frozen, 1000 proposals per
 // chain after it. Counter `chain_steps_per_s` = chains * 1200 / wall time (goal 1e10 with

@@ -1,4 +1,4 @@
-// DRAM kernel benchmark (issue #5): 10-D Gaussian with AR(1) correlation 0.5, delayed
+// DRAM kernel benchmark: 10-D Gaussian with AR(1) correlation 0.5, delayed
 // rejection off, the compact chain streamed to a binary file. Reports steps/s, ESS/s
 // (Geyer's initial monotone sequence ESS from herd::mcmc::ess_mean, minimum over variables, by wall clock) and the
 // sampler's own overhead per step (total time minus the log-density time) in ns.

@@ -1,4 +1,4 @@
-// Parallel DRAM benchmarks (issue #7). Run under `mpiexec -n N bench_parallel <mode>`.
+// Parallel DRAM benchmarks. Run under `mpiexec -n N bench_parallel <mode>`.
 //   multi [chain_size=200000]: multi_chain throughput on the 10-D Gaussian (AR(1) 0.5
 //     correlation), one chain per rank, against the ideal N x (one chain alone, measured
 //     first in the same run).

@@ -1,4 +1,4 @@
-// DataParallel on CPU ranks (issue #12): the share of all-reduce time hidden behind
+// DataParallel on CPU ranks: the share of all-reduce time hidden behind
 // backward. Run under `mpiexec -n 2 bench_data_parallel [--sizes=1024,1024,1024,1024]
 // [--batch=64] [--bucket_mb=1] [--iters=30]`. Rank 0 prints one JSON object (medians):
 //   backward_s     forward + backward alone (no communication)

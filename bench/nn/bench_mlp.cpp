@@ -1,5 +1,5 @@
 // MLP 64-256-256-16 (tanh, float32): forward and a full train step (zero_grad, forward,
-// MSE, backward, Adam) at batch 32, 256, 4096 with 1 and 2 threads (issue #8), against
+// MSE, backward, Adam) at batch 32, 256, 4096 with 1 and 2 threads, against
 // PyTorch CPU on the same work in the same run (bench_mlp_torch.py) when it is importable.
 // The two sides are interleaved round by round (herd round 1, torch round 1, herd round 2,
 // ...; each round times every case once) so load changes on a shared machine hit both; the

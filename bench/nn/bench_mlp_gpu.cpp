@@ -1,4 +1,4 @@
-// MLP 64-256-256-16 (tanh, float32) train step on one CUDA GPU (issue #12): zero_grad,
+// MLP 64-256-256-16 (tanh, float32) train step on one CUDA GPU: zero_grad,
 // forward, MSE, backward (cuBLAS + nn CUDA kernels) and one fused Adam launch, at batch 32
 // to 65536, each with plain launches ("launch") and with forward/backward captured as a
 // CUDA graph ("graph"). One benchmark iteration is 20 steps and a stream synchronisation;

@@ -1,4 +1,4 @@
-// The nn benchmark's GPU table through the module API (issue #12): MLP 64-256-256-16
+// The nn benchmark's GPU table through the module API: MLP 64-256-256-16
 // (tanh, float32) built for Device::cuda(0), train step = zero_grad, forward, MseLoss,
 // backward, Adam step, batch 32 to 65536, three ways on the same data:
 // - module: the calls written out (eager launches; the loss stays on the device, no host

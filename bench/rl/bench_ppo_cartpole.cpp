@@ -9,7 +9,7 @@
 //
 // Usage: bench_ppo_cartpole [--seeds N] [--max-steps S] [--peer [--python EXE]]
 //        bench_ppo_cartpole --throughput [--steps S] [--sampler KIND --threads N]
-// --throughput (issue #14) instead prints end-to-end PPO training throughput (env steps/s:
+// --throughput instead prints end-to-end PPO training throughput (env steps/s:
 // sampling with inference, GAE and the update, as `herd-rl train` runs) of the CartPole-v1
 // presets examples/rl/cartpole_ppo{,_256,_1024,_4096}.toml over at least S env steps
 // each (default 2e5, after one untimed iteration), the sampling-only rate (`collect` with

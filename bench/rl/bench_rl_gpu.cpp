@@ -1,11 +1,11 @@
-// herd-rl on the GPU (issue #14), two figures measured in one run on Device::cuda(0):
+// herd-rl on the GPU, two figures measured in one run on Device::cuda(0):
 //
 // 1. End to end: PPO on CartPole-v1 with 4096 envs (examples/rl/cartpole_ppo_4096.toml:
 //    4096 envs x 4 steps, 10 epochs of 4 minibatches of 4096), parallel sampler with N
 //    env threads, env steps/s of whole training iterations (sampling with inference, GAE,
 //    update) with device = "cuda", and the same with device = "cpu" (nn threads = N) as the
 //    baseline: ratio cuda / cpu. Also the sampling-only rate on cuda and the share of an
-//    iteration spent in the update. Goal (issue #14): 2e6 env steps/s end to end on an H200.
+//    iteration spent in the update. Goal: 2e6 env steps/s end to end on an H200.
 //
 // 2. Samplers on the GPU: `collect` throughput (env steps/s, inference included) of the
 //    parallel sampler (one EnvPool of N threads; inference of all B rows, then all envs

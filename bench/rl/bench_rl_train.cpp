@@ -1,4 +1,4 @@
-// Training throughput under mpiexec -n 1 and -n 2 (issue #11): PPO on CartPole-v1 with RL
+// Training throughput under mpiexec -n 1 and -n 2: PPO on CartPole-v1 with RL
 // Zoo's settings (8 envs x 32 steps, 20 epochs, minibatch 256), data-parallel over the
 // ranks. Two scalings, each measured with 1 and 2 ranks in the same run:
 //   strong: 8 envs in all (2 ranks x 4), the same union minibatch: the same learning

@@ -1,4 +1,4 @@
-// Sampler throughput (issue #11): env steps/s including policy inference (64-64 tanh MLP
+// Sampler throughput: env steps/s including policy inference (64-64 tanh MLP
 // actor and critic, sampled actions) for the serial, parallel and alternating samplers on
 // Acrobot-v1, where one env step costs about as much as one row of inference. Prints one
 // JSON document: per configuration the median steps/s over the repeats, the costs of the

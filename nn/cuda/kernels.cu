@@ -1,4 +1,4 @@
-// nn CUDA kernels (issue #12); launchers declared in herd/nn/cuda/kernels.hpp. CPU
+// nn CUDA kernels; launchers declared in herd/nn/cuda/kernels.hpp. CPU
 // references: the CPU modules and optimizers of nn (see the header).
 #include <cmath>
 

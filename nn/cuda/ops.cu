@@ -1,4 +1,4 @@
-// CUDA kernels behind the device paths of the nn modules (issue #12); launchers and CPU
+// CUDA kernels behind the device paths of the nn modules; launchers and CPU
 // references in herd/nn/cuda/ops.hpp.
 #include <cmath>
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Kill-and-resume test of herd-sample with device = "cpu_batched" (issue #13): an
+# Kill-and-resume test of herd-sample with device = "cpu_batched": an
 # uninterrupted run, then the same input run again and again, each SIGKILLed (whole process
 # group) at a random moment and resumed from its restart record (<prefix>_restart/:
 # batched.ckpt + draws.bin), then run to the end; every HDF5 dataset must be byte-identical

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Kill-and-resume test of herd-sample (issue #7): an uninterrupted run, then the same input
+# Kill-and-resume test of herd-sample: an uninterrupted run, then the same input
 # run again and again, each SIGKILLed (whole process group) at a random moment and resumed
 # from its restart record, then run to the end; the chain and sample text files and every
 # HDF5 dataset must be byte-identical to the uninterrupted run's, and one more run must

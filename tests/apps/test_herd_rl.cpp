@@ -272,7 +272,7 @@ TEST_CASE("herd-rl: bad input exits 2 naming key and value, nothing overwritten"
   CHECK_THAT(r.err, Contains("bad.toml:2") && Contains("num_envz"));
   r = run(d, "train missing.toml");
   CHECK(r.rc == 2);
-  // device (issue #14): a bad value, and "cuda" where no GPU is usable (CI) or none exists.
+  // device: a bad value, and "cuda" where no GPU is usable (CI) or none exists.
   r = run(d, "train --set device=gpu");
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Contains("\"device\"") && Contains("gpu") && Contains("cuda:<index>"));
@@ -321,7 +321,7 @@ TEST_CASE("herd-rl: a NaN loss stops training naming the iteration; the checkpoi
   CHECK_FALSE(fs::exists(d / "run.h5"));
 }
 
-// --- mpiexec (issue #11) -----------------------------------------------------------------
+// --- mpiexec -----------------------------------------------------------------
 
 #ifdef HERD_MPIEXEC
 namespace {
@@ -422,7 +422,7 @@ TEST_CASE("mpiexec -n 2 herd-rl: a NaN loss stops every rank (exit 3), the check
 
 // Learning: 2 ranks x 4 envs against 1 process x 8 envs (RL Zoo's CartPole PPO preset, same
 // union minibatch), seeds 0-4 fixed in advance. One process reaches >= 475 on 4 of 5 seeds
-// (issue #10); the rule here: the 2-rank runs reach >= 475 on at least 3 of 5 seeds and on
+//; the rule here: the 2-rank runs reach >= 475 on at least 3 of 5 seeds and on
 // no fewer than the one-process runs minus 1. With a per-seed success rate of 0.8 for both,
 // the false-failure rate is about 6%; about 1% at 0.9. rl-slow (runs in CI, ~60 s).
 TEST_CASE("mpiexec -n 2 herd-rl train learns CartPole as well as one process with the same envs",

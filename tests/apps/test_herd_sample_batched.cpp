@@ -1,4 +1,4 @@
-// herd-sample with device = "cpu_batched" (issue #13): one <prefix>.h5 with posterior
+// herd-sample with device = "cpu_batched": one <prefix>.h5 with posterior
 // [chain, draw] per variable and sample_stats/lp, the report, moments of a known target,
 // reproducibility, global chain ids under mpiexec (2 x 128 chains == 1 x 256 chains; pooled
 // adaptation 1 x 192 == 2 x 96 == 3 x 64), a

@@ -1,4 +1,4 @@
-// herd-sample under mpiexec (issue #7): fork-join chains equal the serial chain byte for
+// herd-sample under mpiexec: fork-join chains equal the serial chain byte for
 // byte; multi_chain chains depend only on their global ids (any ranks x chains_per_rank
 // layout); different inputs on different ranks and a failing rank end every rank; the
 // restart record resumes, refuses another input, and reports a completed run.

@@ -1,4 +1,4 @@
-// The neural-surrogate example (issue #13): a surrogate trained on runs of the expensive
+// The neural-surrogate example: a surrogate trained on runs of the expensive
 // model gives the exact model's posterior to within tolerances (fit error, not chance,
 // dominates: the Monte Carlo error of the means here is below 0.01 posterior sd).
 // Deterministic (fixed seeds).

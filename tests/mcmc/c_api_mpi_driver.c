@@ -1,4 +1,4 @@
-/* A ParaMonte-style C program run under `mpiexec -n 2` (issue #7): runParaDRAM runs the
+/* A ParaMonte-style C program run under `mpiexec -n 2`: runParaDRAM runs the
  * parallelization model over the ranks, initialising MPI when the caller has not and
  * finalising it at the end only as mpiFinalizeRequested says and only when herd
  * initialised it. Usage: c_api_mpi_driver herd|caller|keep <output prefix>

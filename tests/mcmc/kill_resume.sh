@@ -1,5 +1,5 @@
 #!/bin/bash
-# Kill-and-resume test (issue #7): runs par_resume_tool uninterrupted, then again with
+# Kill-and-resume test: runs par_resume_tool uninterrupted, then again with
 # SIGKILLs at random moments (resuming each time), and compares the chain files byte for
 # byte. Usage: kill_resume.sh <tool> <workdir> <launcher...>  (launcher may be empty or
 # "mpiexec -n 2").

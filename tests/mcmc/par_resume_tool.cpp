@@ -1,4 +1,4 @@
-// Helper of the kill-and-resume test (issue #7): runs chains_per_rank chains per rank of
+// Helper of the kill-and-resume test: runs chains_per_rank chains per rank of
 // a 10-D Gaussian with a slowed log density, resumably (checkpoints every period
 // proposals) under <dir>/run_<id>.chain|.ckpt; rank 0 writes <dir>/done at the end.
 // Usage: par_resume_tool <dir> <chains_per_rank> <period_steps> <chain_size>

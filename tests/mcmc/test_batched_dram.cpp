@@ -1,4 +1,4 @@
-// Batched DRAM (issue #13), host path: the same random numbers as the serial kernel for the
+// Batched DRAM, host path: the same random numbers as the serial kernel for the
 // same global chain id, bit-identical chains with the same (frozen) proposal, option
 // errors, the HDF5 sink and the report.
 #include <algorithm>

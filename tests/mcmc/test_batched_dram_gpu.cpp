@@ -1,4 +1,4 @@
-// Batched DRAM on the GPU (issue #13), [gpu]: exits 77 (skipped) without a CUDA device.
+// Batched DRAM on the GPU, [gpu]: exits 77 (skipped) without a CUDA device.
 // - The device draws the same Philox words and acceptance uniforms as the host path, bit for
 //   bit, and the same ziggurat normals up to the last bits (device exp/log).
 // - GPU and host path chains on the same seeds are statistically equivalent: two-sample KS

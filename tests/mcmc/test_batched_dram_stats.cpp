@@ -1,4 +1,4 @@
-// Statistical validation of the batched DRAM host path (issue #13), as for the serial kernel
+// Statistical validation of the batched DRAM host path, as for the serial kernel
 // (test_dram_stats.cpp), but using what many chains give for free: the last draw of each of
 // M chains after the frozen phase is an independent sample (the chains use disjoint random
 // streams and, once frozen, do not interact), so plain one-sample KS tests and z tests

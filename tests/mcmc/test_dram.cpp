@@ -1,4 +1,4 @@
-// Unit tests of the DRAM kernel (issue #5): options, the delayed-rejection acceptance,
+// Unit tests of the DRAM kernel: options, the delayed-rejection acceptance,
 // reproducibility, the fork-join proposal API, sinks, error handling, adaptation fallback.
 // Statistical validations are in test_dram_stats.cpp ([slow]).
 #include <cmath>

@@ -1,4 +1,4 @@
-// Statistical validation of the DRAM kernel (issue #5), tagged [slow]: marginals and
+// Statistical validation of the DRAM kernel, tagged [slow]: marginals and
 // covariance of correlated Gaussians, delayed rejection with unequal stage scales (and a
 // demonstration that ParaDRAM's simplified rule is biased), flat marginals of a uniform
 // target up to the walls of its box, and convergence of the adapted proposal.

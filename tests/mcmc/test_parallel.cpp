@@ -1,4 +1,4 @@
-// Serial tests of parallel.hpp (issue #7): checkpoints of the kernel state, exact restart
+// Serial tests of parallel.hpp: checkpoints of the kernel state, exact restart
 // of a resumable run after a crash, fork-join with one rank, and the fault checks.
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-// MPI tests of parallel.hpp (issue #7), run by CTest under mpiexec -n 2 and -n 3:
+// MPI tests of parallel.hpp, run by CTest under mpiexec -n 2 and -n 3:
 // multi-chain layouts give bit-identical chains; fork-join equals the serial chain;
 // different inputs on different ranks are detected.
 #include <filesystem>

@@ -1,4 +1,4 @@
-// Steady-state forward/backward/Adam steps allocate nothing (issue #8: small RL minibatches
+// Steady-state forward/backward/Adam steps allocate nothing (small RL minibatches
 // are dominated by overhead). Counts calls of malloc (which Eigen, operator new and
 // shared_ptr all reach on glibc) by interposing it in this executable.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// DataParallel over MPI (issue #12); run by CTest under mpiexec -n 2 and -n 3.
+// DataParallel over MPI; run by CTest under mpiexec -n 2 and -n 3.
 #include <catch2/catch.hpp>
 
 #include <chrono>

@@ -1,5 +1,5 @@
 // Finite-difference gradient checks in float64 for every module, loss and head, at batch
-// sizes 1 and odd (issue #8).
+// sizes 1 and odd.
 #include <catch2/catch.hpp>
 
 #include "gradcheck.hpp"

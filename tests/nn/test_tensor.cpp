@@ -1,4 +1,4 @@
-// Tensor, init, optimizers, state save/load (issue #8).
+// Tensor, init, optimizers, state save/load.
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// herd-rl on a CUDA device (issue #14), [gpu]: an ActorCriticAgent built for Device::cuda(0)
+// herd-rl on a CUDA device, [gpu]: an ActorCriticAgent built for Device::cuda(0)
 // against the same agent on the CPU (same seeds, same inputs): act (discrete actions equal,
 // continuous actions, log-probs and values within float32 tolerance), evaluate + backward
 // (gradients of every parameter), one PPO update (parameters), checkpoints moved between

@@ -1,4 +1,4 @@
-// AlternatingSampler (issue #11): the same [T, B] buffers, episodes and checkpoints as the
+// AlternatingSampler: the same [T, B] buffers, episodes and checkpoints as the
 // parallel sampler for fixed agent parameters; rlpyt's even-envs precondition.
 #include <catch2/catch.hpp>
 

@@ -296,7 +296,7 @@ TEST_CASE("training_memory_need counts the convolution outputs", "[rl][conv]") {
 }
 
 TEST_CASE("MinAtar PPO presets: the paper's network, and they resolve against their envs", "[rl][conv]") {
-  for (const char* game : {"breakout", "freeway"}) {
+  for (const char* game : {"breakout", "freeway", "asterix", "seaquest", "space_invaders"}) {
     INFO(game);
     std::string text;
     const TrainConfig c = load_train_config(std::string(HERD_EXAMPLES_DIR) + "/minatar_" + game + "_ppo.toml", {},
@@ -310,6 +310,24 @@ TEST_CASE("MinAtar PPO presets: the paper's network, and they resolve against th
     CHECK(c.agent.hidden == std::vector<std::int64_t>{128});
     CHECK(c.agent.activation == nn::Activation::kReLU);
     CHECK(c.total_steps == 5000000);
+  }
+}
+
+TEST_CASE("MinAtar DQN presets: the paper's network and replay settings, and they resolve against their envs",
+          "[rl][conv]") {
+  for (const char* game : {"breakout", "freeway", "asterix", "seaquest", "space_invaders"}) {
+    INFO(game);
+    std::string text;
+    const TrainConfig c = load_train_config(std::string(HERD_EXAMPLES_DIR) + "/minatar_" + game + "_dqn.toml", {},
+                                            &text);
+    CHECK(c.algorithm == "dqn");
+    CHECK(c.env.rfind("MinAtar/", 0) == 0);
+    REQUIRE(c.agent.conv.size() == 1);
+    CHECK(c.agent.conv[0].channels == 16);
+    CHECK(c.agent.hidden == std::vector<std::int64_t>{128});
+    CHECK(c.dqn.buffer_size == 100000);
+    CHECK(c.dqn.batch_size == 32);
+    CHECK(c.dqn.target_update_interval == 1000);
   }
 }
 

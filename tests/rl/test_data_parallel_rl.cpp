@@ -1,4 +1,4 @@
-// Data-parallel RL training over MPI ranks (issue #11), run under mpiexec -n 2 and -n 3:
+// Data-parallel RL training over MPI ranks, run under mpiexec -n 2 and -n 3:
 // the averaged gradient equals the single-process gradient on the union of the ranks'
 // minibatches; parameters, normaliser statistics and curves identical on every rank after
 // every update; checkpoints gathered on rank 0, resumed bit-identically, refused under
@@ -134,10 +134,10 @@ TEST_CASE("Data-parallel PPO: the averaged gradient equals the one-process gradi
   check_gradient("CartPole-v1", false, 0.0);
   check_gradient("CartPole-v1", true, 0.1);
   check_gradient("Pendulum-v1", false, 0.1);
-  check_gradient("CartPole-v1", true, 0.1, true);  // gradients over their own communicator (issue #14)
+  check_gradient("CartPole-v1", true, 0.1, true);  // gradients over their own communicator
 }
 
-TEST_CASE("Data-parallel PPO: a gradient communicator of another size is refused (issue #14)", "[rl][mpi]") {
+TEST_CASE("Data-parallel PPO: a gradient communicator of another size is refused", "[rl][mpi]") {
   MpiCommunicator comm;
   SelfCommunicator self;
   auto env = make_env("CartPole-v1");

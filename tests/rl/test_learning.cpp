@@ -1,4 +1,4 @@
-// Learning results of issue #10, judged on k of n fixed seeds (DESIGN.md §5): seeds 0..4
+// Learning results, judged on k of n fixed seeds (DESIGN.md §5): seeds 0..4
 // are fixed in advance; a preset passes when at least 4 of the 5 trained policies reach the
 // threshold on 100 deterministic evaluation episodes. Tagged [slow]; "[ci]" cases run under
 // the CTest label rl-slow, the others under the label slow (by hand).
@@ -55,7 +55,7 @@ TEST_CASE("PPO learns Pendulum-v1 (4 of 5 seeds >= -250)", "[rl][slow][ci]") {
   CHECK(passes("pendulum_ppo", -250.0) >= 4);
 }
 
-// Large-batch presets (issue #14): PPO with 256-4096 envs, learning-rate scaling with the
+// Large-batch presets: PPO with 256-4096 envs, learning-rate scaling with the
 // batch (sqrt rule, warm-up) and a fixed number of minibatches; budget = the preset's
 // total_steps (CartPole 3e5 / 5e5 / 2e6, Acrobot 5e5 / 5e5 / 1e6 env steps). The 1024-env
 // cases run in CI (about 4 s of CPU per seed each); 256 and 4096 by hand.

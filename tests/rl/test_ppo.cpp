@@ -1,5 +1,5 @@
 // PPO/A2C: loss gradients against finite differences, minibatches of one, GAE with time
-// limits through the sampler, bit-identical resume (issue #10).
+// limits through the sampler, bit-identical resume.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -347,7 +347,7 @@ TEST_CASE("Config: sizes checked before narrowing, max_memory, and a warning for
   CHECK(training_memory_need(big, 4, 1) > 1e9);
 }
 
-TEST_CASE("Config key device: cpu, cuda, cuda:<index>; bad values and unusable devices named (issue #14)", "[rl]") {
+TEST_CASE("Config key device: cpu, cuda, cuda:<index>; bad values and unusable devices named", "[rl]") {
   const TrainConfig c = resolve_train_config(io::Config("<t>"), {});
   CHECK(c.device == "cpu");
   CHECK(c.agent.device == Device::cpu());
@@ -387,7 +387,7 @@ TEST_CASE("Config key device: cpu, cuda, cuda:<index>; bad values and unusable d
   }
 }
 
-TEST_CASE("Learning-rate scaling with the batch, num_minibatches, warm-up (issue #14)", "[rl]") {
+TEST_CASE("Learning-rate scaling with the batch, num_minibatches, warm-up", "[rl]") {
   // 16 envs x 32 steps = 512 steps per iteration, reference batch 128: k = 4.
   const std::vector<std::string> base = {"sampler.num_envs=16", "sampler.num_steps=32", "algo.learning_rate=1e-3",
                                          "algo.lr_reference_batch=128", "algo.minibatch_size=64"};

@@ -1,6 +1,6 @@
 #pragma once
 /// @file surrogate.hpp
-/// The neural-surrogate example (issue #13): an "expensive" model (logistic growth
+/// The neural-surrogate example: an "expensive" model (logistic growth
 /// dN/dt = r N (1 - N/K), N(0) = 0.1, integrated by classical RK4 with many small steps)
 /// observed with Gaussian noise; a surrogate of its log likelihood is trained with the nn
 /// layer (MLP, Adam, MSE on standardised inputs and outputs) from model runs at design

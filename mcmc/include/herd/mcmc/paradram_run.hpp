@@ -12,7 +12,7 @@
 ///                         diagnostics, and the resolved input as attributes; written
 ///                         atomically at the end.
 ///
-/// Parallel runs (issue #7, docs/parallel.md): with `parallelization_model = "multi_chain"`
+/// Parallel runs (docs/parallel.md): with `parallelization_model = "multi_chain"`
 /// the run has ranks x `chains_per_rank` chains; its text files are per chain,
 /// `<prefix>_process_<k>_chain.txt` (`.bin`) and `<prefix>_process_<k>_sample.txt` with k
 /// the 1-based global chain id (ParaDRAM's per-process names; up to 64 chains, beyond that

@@ -2,7 +2,7 @@
 /// @file graphed_train_step.hpp
 /// `GraphedTrainStep`: one supervised train step (zero_grad, forward, MSE loss, backward,
 /// Adam) of a module, captured once as a CUDA graph for fixed input shapes and replayed,
-/// so a step costs one graph launch instead of a few dozen kernel launches (issue #12: at
+/// so a step costs one graph launch instead of a few dozen kernel launches (at
 /// batch <= 256 launch overhead dominates an MLP step). Same idea as PyTorch's
 /// `torch.cuda.graphs.make_graphed_callables` / whole-step capture (static input buffers,
 /// warm-up before capture, replay), and as `cuda::DeviceMlp::capture`, but through the

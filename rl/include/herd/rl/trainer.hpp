@@ -76,7 +76,7 @@ double training_memory_need(const TrainConfig& c, std::size_t obs_dim, std::size
 /// collective; only rank 0 writes files. If one rank throws, the others block in the next
 /// collective: the caller must end the job (herd-rl calls MPI_Abort naming the rank).
 ///
-/// **Devices** (`device`, issue #14): the agent, its optimizer state and the whole update
+/// **Devices** (`device`): the agent, its optimizer state and the whole update
 /// run on the configured device; environments, normalisers, GAE and the per-sample loss
 /// arithmetic stay on the host. A plain "cuda" under N > 1 ranks gives rank r the GPU
 /// (local rank mod device count), the local rank being the rank among `comm`'s ranks on
