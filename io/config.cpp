@@ -289,7 +289,15 @@ void Config::set_override(std::string_view assignment) {
   if (eq == std::string_view::npos || trim(assignment.substr(0, eq)).empty())
     throw InputError(fmt::format("--set \"{}\": expected key=value, e.g. --set chain_size=1000", assignment));
   std::string key(trim(assignment.substr(0, eq)));
-  for (const auto& part : split_dots(key))
+  const auto parts = split_dots(key);
+  // As deep as a TOML file may nest (toml_reader's limit): each level would be a table that
+  // carries this assignment as its location, so a key of thousands of parts would cost
+  // memory quadratic in its length.
+  constexpr std::size_t kMaxKeyParts = 64;
+  if (parts.size() > kMaxKeyParts)
+    throw InputError(fmt::format("--set \"{:.80}...\": the key has {} dot-separated parts, but at most {} are allowed",
+                                 assignment, parts.size(), kMaxKeyParts));
+  for (const auto& part : parts)
     if (part.empty())
       throw InputError(fmt::format("--set \"{}\": key \"{}\" has an empty part", assignment, key));
   if (case_insensitive_) std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });

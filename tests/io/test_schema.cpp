@@ -118,6 +118,10 @@ TEST_CASE("schema: --set lists: commas inside quotes do not split, nesting is ne
   CHECK(error("hidden=[64, [32]]").find("key \"hidden\"") != std::string::npos);
   CHECK(error("names=[a, [b]]").find("key \"names\"") != std::string::npos);
   CHECK(error("hidden=64]").find("key \"hidden\"") != std::string::npos);
+  // A key of more parts than a TOML file may nest is refused before any table is made.
+  std::string deep = "a";
+  for (int i = 0; i < 5000; ++i) deep += ".a";
+  CHECK(error(deep + "=1").find("at most 64 are allowed") != std::string::npos);
   // The same refusal for ragged rows written in a TOML file.
   CHECK_THROWS_AS(s.apply(parse_toml("hidden = [[64], [64, 32]]\n", "run.toml")), herd::InputError);
 }
