@@ -341,3 +341,30 @@ TEST_CASE("RunProgress: phases timed and reported, lines in a log at the first p
   q.finish();
   CHECK(q.phases().size() == 1);
 }
+
+TEST_CASE("RunProgress's phase table gives each phase's CPU time and the peak memory at its end", "[mcmc][progress]") {
+  herd::mcmc::RunProgress p(nullptr, true);
+  p.phase("small");
+  p.phase("allocate and compute");
+  // 256 MB touched page by page, then about 0.2 s of CPU work.
+  std::vector<char> big(std::size_t{256} << 20);
+  for (std::size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>(i / 4096);
+  volatile char keep = big[big.size() - 4096];
+  (void)keep;
+  volatile double sink = 0.0;
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200))
+    for (int i = 0; i < 1000; ++i) sink = sink + std::sqrt(static_cast<double>(i));
+  p.phase("after");
+  p.finish();
+  const auto costs = p.phase_costs();
+  REQUIRE(costs.size() == 3);
+  CHECK(costs[1].name == "allocate and compute");
+  CHECK(costs[1].peak_rss_bytes >= (std::uint64_t{256} << 20));
+  CHECK(costs[0].peak_rss_bytes < costs[1].peak_rss_bytes);
+  CHECK(costs[1].cpu_seconds >= 0.1);
+  CHECK(costs[1].cpu_seconds <= costs[1].seconds + 0.05);
+  CHECK(costs[2].cpu_seconds < 0.1);
+  const std::string table = p.phase_table();
+  CHECK_THAT(table, Catch::Contains("peak memory") && Catch::Contains(" MB\n") && Catch::Contains("total"));
+}
