@@ -87,6 +87,32 @@ TEST_CASE("parallel: a saved and restored kernel state continues the chain exact
   }
 }
 
+TEST_CASE("parallel: a resumable chain record is read back whole, in blocks, into columns of exact size",
+          "[mcmc][parallel]") {
+  // 40000 records of 72 bytes span three 1 MiB read blocks; the record equals the chain the
+  // kernel hands a memory sink, and the columns have no spare capacity (the chain is held once).
+  const fs::path dir = temp_dir("read_blocks");
+  DramOptions o = opts(1);
+  o.chain_size = 40000;
+  ResumableOptions f;
+  f.chain_path = (dir / "c.chain").string();
+  f.checkpoint_path = (dir / "c.ckpt").string();
+  f.period_steps = 0;
+  f.period_seconds = 1e9;
+  run_resumable(o, banana, f);
+  MemoryChainSink whole;
+  DramSampler ref(o, banana);
+  ref.run(whole);
+  const MemoryChainSink c = read_resumable_chain(f.chain_path, 3, f.checkpoint_path);
+  REQUIRE(c.size() == 40000);
+  CHECK(same_chain(c, whole));
+  CHECK(c.points.capacity() == c.points.size());
+  CHECK(c.weight.capacity() == c.weight.size());
+  // A file cut inside a record is refused, naming the file.
+  fs::resize_file(f.chain_path, fs::file_size(f.chain_path) - 5);
+  CHECK_THROWS_WITH(read_resumable_chain(f.chain_path, 3), Catch::Contains("c.chain") && Catch::Contains("whole number"));
+}
+
 TEST_CASE("parallel: a resumable run killed by an error resumes byte-identically", "[mcmc][parallel]") {
   const fs::path dir = temp_dir("resume");
   DramOptions o = opts(1);
