@@ -18,8 +18,9 @@ configure_package_config_file(cmake/herdConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/herdConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 configure_file(cmake/FindNCCL.cmake ${PROJECT_BINARY_DIR}/FindNCCL.cmake COPYONLY)
+configure_file(cmake/FindFFTW3.cmake ${PROJECT_BINARY_DIR}/FindFFTW3.cmake COPYONLY)
 install(FILES ${PROJECT_BINARY_DIR}/herdConfig.cmake ${PROJECT_BINARY_DIR}/herdConfigVersion.cmake
-        cmake/FindNCCL.cmake
+        cmake/FindNCCL.cmake cmake/FindFFTW3.cmake
   DESTINATION ${HERD_INSTALL_CMAKEDIR})
 
 # --- libherd.so and herd.pc: herd for Makefile and pkg-config builds -------------------

@@ -5,17 +5,50 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
-
-#include <unsupported/Eigen/FFT>
 
 #include "herd/mcmc/diagnostics.hpp"
 
 namespace herd::mcmc::detail {
 
+/// A real-to-complex FFT of one length and its inverse, through FFTW 3 (plans made with
+/// FFTW_ESTIMATE: the same plan, so the same rounding, on every run of a machine). Owns
+/// FFTW-aligned buffers: `real()` [len] and `spectrum()` [len / 2 + 1]. `forward` transforms
+/// real() into spectrum(); `inverse` transforms spectrum() (overwritten) back into real(),
+/// unnormalised (times len). Plans are made and destroyed under a process-wide mutex (FFTW's
+/// planner is not thread-safe); executing them is. One object per thread.
+class RealFft {
+ public:
+  RealFft() = default;
+  ~RealFft();
+  RealFft(const RealFft&) = delete;
+  RealFft& operator=(const RealFft&) = delete;
+  /// Takes `o`'s buffers and plans (`o` is left empty).
+  RealFft(RealFft&& o) noexcept { *this = std::move(o); }
+  /// Releases this object's buffers and plans, then takes `o`'s.
+  RealFft& operator=(RealFft&& o) noexcept;
+  /// Plans for length `len` (kept when it is the current one). @throws std::bad_alloc
+  void prepare(std::size_t len);
+  std::size_t length() const { return len_; }
+  double* real() { return real_; }
+  std::complex<double>* spectrum() { return spec_; }
+  void forward();
+  void inverse();
+  /// Frees the buffers and plans.
+  void release();
+
+ private:
+  std::size_t len_ = 0;
+  double* real_ = nullptr;
+  std::complex<double>* spec_ = nullptr;
+  void* fwd_ = nullptr;  // fftw_plan
+  void* inv_ = nullptr;  // fftw_plan
+};
+
 /// Scratch buffers and FFT plans, one per thread.
 struct Workspace {
-  Eigen::FFT<double> fft;
+  RealFft fft;
   std::vector<double> expanded;   // verbose [M, N] of a weighted view
   std::vector<double> split;      // [2M, h] split layout
   std::vector<double> split2;     // second split buffer
@@ -43,19 +76,15 @@ struct Workspace {
   std::vector<double> centered;   // one centred chain
   std::vector<double> acov;       // chain-averaged autocovariance
   std::vector<double> rho;        // Geyer's sequence
-  std::vector<double> pad;        // FFT input
-  std::vector<double> acf;        // FFT output
-  std::vector<std::complex<double>> spec;
   std::vector<std::complex<double>> power;  // chain-averaged power spectrum
   std::vector<double> means;
-  Workspace() { fft.SetFlag(Eigen::FFT<double>::HalfSpectrum); }
 };
 
 /// The calling thread's workspace.
 Workspace& workspace();
 
 /// Smallest even length >= n whose prime factors are 2, 3, 5 and that is a multiple of 4
-/// (Eigen's kissfft takes its fast real path then).
+/// (a length FFTW transforms fast).
 std::size_t fft_length(std::size_t n);
 
 /// Whether every value is finite.

@@ -479,6 +479,16 @@ std::vector<double> expand(const std::vector<double>& compact, const std::vector
   return out;
 }
 
+/// Appends the first `limit` verbose draws of a compact column from compact index `first` on.
+void append_verbose(std::vector<double>& out, const std::vector<double>& compact,
+                    const std::vector<std::int64_t>& weight, std::size_t first, std::size_t limit) {
+  for (std::size_t i = first; i < compact.size() && limit > 0; ++i) {
+    const std::size_t take = std::min(static_cast<std::size_t>(weight[i]), limit);
+    out.insert(out.end(), take, compact[i]);
+    limit -= take;
+  }
+}
+
 std::string cell(double v) { return fmt::format("{:.6g}", v); }
 
 }  // namespace
@@ -612,8 +622,7 @@ namespace {
 /// Everything a chain contributes to the outputs, computed on rank 0.
 struct ChainOutputs {
   std::vector<Column> columns;                 // variables, then derived quantities (compact)
-  std::vector<std::vector<double>> posterior;  // per column: verbose chain after burn-in
-  std::vector<double> lp_post;                 // log density, same draws
+  std::vector<double> lp_post;                 // log density of the verbose chain after burn-in
   std::int64_t burnin = 0;
   std::vector<std::size_t> sample_rows;        // compact rows of the refined sample
   RefinedSample refined;
@@ -645,7 +654,6 @@ ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target
       if (!dup) o.columns.push_back(std::move(c));
     }
   }
-  for (const auto& c : o.columns) o.posterior.push_back(expand(c.compact, memory.weight, first));
   o.lp_post = expand(memory.log_density, memory.weight, first);
   // Refined sample (ParaDRAM's batch-means refinement of the post-burn-in compact chain).
   const std::size_t m = n - first;
@@ -896,20 +904,28 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   for (const auto& x : co) ndraw = std::min(ndraw, x.lp_post.size());
   out.posterior_draws = static_cast<std::int64_t>(ndraw * m);
   const std::size_t ncol = co[0].columns.size();
-  std::vector<std::vector<double>> cut(ncol);  // [column][chain * ndraw + t]
-  for (std::size_t k = 0; k < ncol; ++k) {
-    cut[k].reserve(m * ndraw);
-    for (std::size_t c = 0; c < m; ++c) cut[k].insert(cut[k].end(), co[c].posterior[k].begin(), co[c].posterior[k].begin() + static_cast<std::ptrdiff_t>(ndraw));
-    QuantitySummary qs{co[0].columns[k].name, {}};
-    qs.stats = summarize(DrawsView(cut[k], m, ndraw));
-    out.summary.push_back(std::move(qs));
-  }
+  // One quantity's posterior draws, [chain, draw]: the verbose chains after burn-in cut to a
+  // common length, expanded from the compact chains when needed, so that the whole verbose
+  // posterior is never held at once (except for the HTML report's plots).
+  auto verbose_column = [&](std::size_t k) {
+    std::vector<double> v;
+    v.reserve(m * ndraw);
+    for (std::size_t c = 0; c < m; ++c)
+      append_verbose(v, co[c].columns[k].compact, chains[c].weight, static_cast<std::size_t>(co[c].burnin), ndraw);
+    return v;
+  };
   // Nested R-hat over the given superchains (contiguous global chain ids; check_superchains
   // made sure they divide the chains).
   std::vector<double> nested;
   const auto nsuper = static_cast<std::size_t>(specs.superchains);
-  if (nsuper >= 2 && m % nsuper == 0 && ndraw >= 1)
-    for (std::size_t k = 0; k < ncol; ++k) nested.push_back(nested_rhat(DrawsView(cut[k], m, ndraw), nsuper));
+  const bool with_nested = nsuper >= 2 && m % nsuper == 0 && ndraw >= 1;
+  for (std::size_t k = 0; k < ncol; ++k) {
+    const std::vector<double> column = verbose_column(k);
+    QuantitySummary qs{co[0].columns[k].name, {}};
+    qs.stats = summarize(DrawsView(column, m, ndraw));
+    out.summary.push_back(std::move(qs));
+    if (with_nested) nested.push_back(nested_rhat(DrawsView(column, m, ndraw), nsuper));
+  }
   // ParaDRAM's pairwise KS table, of the chains' refined samples: the test assumes
   // independent draws, which the refined (thinned) samples nearly are; the verbose chains'
   // autocorrelated draws give far too small p-values.
@@ -935,6 +951,9 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
                         "autocorrelated, so the p-values are too small)")
           : std::string("the chains' refined samples (thinned by their integrated autocorrelation time: nearly "
                         "independent draws, as the test assumes)");
+  // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers: about 110
+  // bytes per draw) is not needed by the writing phases.
+  release_diagnostics_workspace();
 
   // Chain and sample text files.
   if (text_files) phases.phase("writing the chain and sample text files");
@@ -993,14 +1012,16 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     };
     for (const auto& v : variables) {
       if (!v.is_vector) {
-        io::H5Dataset ds = post.write<double>(v.name, cut[v.columns[0]], {m, ndraw});
+        io::H5Dataset ds = post.write<double>(v.name, verbose_column(v.columns[0]), {m, ndraw});
         post.attach_dimensions(ds, {"chain", "draw"});
         continue;
       }
       const std::size_t k = v.columns.size();
       std::vector<double> data(m * ndraw * k);
-      for (std::size_t t = 0; t < m * ndraw; ++t)
-        for (std::size_t e = 0; e < k; ++e) data[t * k + e] = cut[v.columns[e]][t];
+      for (std::size_t e = 0; e < k; ++e) {
+        const std::vector<double> column = verbose_column(v.columns[e]);
+        for (std::size_t t = 0; t < m * ndraw; ++t) data[t * k + e] = column[t];
+      }
       const std::string dim = vector_dim(post, v);
       post.write_variable<double>(v.name, data, {"chain", "draw", dim});
     }
@@ -1022,14 +1043,15 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
           aprob.push_back(k == 0 ? memory.accept_prob[i] : 0.0);
         }
       }
-      lp.insert(lp.end(), co[c].lp_post.begin(), co[c].lp_post.begin() + static_cast<std::ptrdiff_t>(ndraw));
+      if (m > 1 || co[c].lp_post.size() != ndraw)
+        lp.insert(lp.end(), co[c].lp_post.begin(), co[c].lp_post.begin() + static_cast<std::ptrdiff_t>(ndraw));
     }
-    auto put_stat = [&](const char* name, auto values) {
-      using T = typename decltype(values)::value_type;
+    auto put_stat = [&](const char* name, const auto& values) {
+      using T = typename std::decay_t<decltype(values)>::value_type;
       io::H5Dataset ds = stats.write<T>(name, values, {m, ndraw});
       stats.attach_dimensions(ds, {"chain", "draw"});
     };
-    put_stat("lp", lp);
+    put_stat("lp", m == 1 && co[0].lp_post.size() == ndraw ? co[0].lp_post : lp);
     put_stat("accepted", accepted);
     put_stat("dr_stage", stage);
     put_stat("acceptance_probability", aprob);
@@ -1037,25 +1059,17 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     // chain order; with several chains `chain` gives each row's chain and `burnin` [chains].
     io::H5Group cc = rootg.create_group("chain_compact");
     {
-      std::vector<std::uint64_t> step;
-      std::vector<std::int64_t> weight, chain_of, burnins;
-      std::vector<double> logd, ap, am, pts;
-      std::vector<std::int32_t> st;
+      std::vector<std::int64_t> chain_of, burnins;
+      std::size_t rows = 0;
       for (std::size_t c = 0; c < m; ++c) {
         const MemoryChainSink& memory = chains[c];
-        step.insert(step.end(), memory.step.begin(), memory.step.end());
-        weight.insert(weight.end(), memory.weight.begin(), memory.weight.end());
-        logd.insert(logd.end(), memory.log_density.begin(), memory.log_density.end());
-        st.insert(st.end(), memory.dr_stage.begin(), memory.dr_stage.end());
-        ap.insert(ap.end(), memory.accept_prob.begin(), memory.accept_prob.end());
-        am.insert(am.end(), memory.adapt_measure.begin(), memory.adapt_measure.end());
-        pts.insert(pts.end(), memory.points.begin(), memory.points.end());
-        chain_of.insert(chain_of.end(), memory.size(), static_cast<std::int64_t>(memory.chain_id));
+        rows += memory.size();
+        if (m > 1) chain_of.insert(chain_of.end(), memory.size(), static_cast<std::int64_t>(memory.chain_id));
         burnins.push_back(co[c].burnin);
       }
       // Every dataset has named dimensions, so that xarray opens the group without
       // phony_dims: rows are "compact_draw", state columns "variable" (the names).
-      cc.create_dimension("compact_draw", weight.size());
+      cc.create_dimension("compact_draw", rows);
       {
         io::H5Dataset names = cc.write_strings("variable", specs.variable_names);
         names.make_scale("variable");
@@ -1065,16 +1079,30 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
         io::H5Dataset ds = cc.write<T>(name, values);
         cc.attach_dimensions(ds, {"compact_draw"});
       };
-      put("step", step);
-      put("weight", weight);
-      put("log_density", logd);
-      put("dr_stage", st);
-      put("acceptance_probability", ap);
-      put("adaptation_measure", am);
-      {
-        io::H5Dataset ds = cc.write<double>("state", pts, {weight.size(), static_cast<hsize_t>(d)});
+      // One column at a time: a single chain's straight from memory, several chains'
+      // concatenated into a buffer freed before the next column.
+      auto column = [&](auto member, auto&& write_it) {
+        if (m == 1) {
+          write_it(chains[0].*member);
+          return;
+        }
+        std::decay_t<decltype(chains[0].*member)> all;
+        for (std::size_t c = 0; c < m; ++c) all.insert(all.end(), (chains[c].*member).begin(), (chains[c].*member).end());
+        write_it(all);
+      };
+      auto put_column = [&](const char* name, auto member) {
+        column(member, [&](const auto& values) { put(name, values); });
+      };
+      put_column("step", &MemoryChainSink::step);
+      put_column("weight", &MemoryChainSink::weight);
+      put_column("log_density", &MemoryChainSink::log_density);
+      put_column("dr_stage", &MemoryChainSink::dr_stage);
+      put_column("acceptance_probability", &MemoryChainSink::accept_prob);
+      put_column("adaptation_measure", &MemoryChainSink::adapt_measure);
+      column(&MemoryChainSink::points, [&](const std::vector<double>& pts) {
+        io::H5Dataset ds = cc.write<double>("state", pts, {rows, static_cast<hsize_t>(d)});
         cc.attach_dimensions(ds, {"compact_draw", "variable"});
-      }
+      });
       cc.set_attribute("burnin", out.burnin);
       if (m > 1) {
         put("chain", chain_of);
@@ -1200,7 +1228,13 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     h.chains = m;
     h.draws = ndraw;
     for (std::size_t c = 0; c < m; ++c) h.chain_ids.push_back(chains[c].chain_id);
-    for (std::size_t k = 0; k < ncol; ++k) h.values.emplace_back(cut[k]);
+    // The plots (densities, rank plots) use every draw of every quantity: the one place where
+    // the whole verbose posterior is held, after the diagnostics' scratch was freed.
+    std::vector<std::vector<double>> plotted(ncol);
+    for (std::size_t k = 0; k < ncol; ++k) {
+      plotted[k] = verbose_column(k);
+      h.values.emplace_back(plotted[k]);
+    }
     for (const auto& q : out.summary) h.summary.push_back(q.stats);
     h.sampled = static_cast<std::size_t>(d);
     h.acceptance_rate = acceptance;
@@ -1330,9 +1364,23 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     for (int j = 0; j < d; ++j) mean[j] = out.summary[static_cast<std::size_t>(j)].stats.mean;
     std::vector<double> cov(static_cast<std::size_t>(d * d), 0.0);
     const std::size_t nall = m * ndraw;
-    for (std::size_t t = 0; t < nall; ++t)
-      for (int i = 0; i < d; ++i)
-        for (int j = 0; j < d; ++j) cov[i * d + j] += (cut[i][t] - mean[i]) * (cut[j][t] - mean[j]);
+    // Over the verbose draws in order, from the compact states: a state of weight w adds its
+    // products w times (the sums of the expanded draws, bit for bit).
+    std::vector<double> prod(static_cast<std::size_t>(d * d));
+    for (std::size_t c = 0; c < m; ++c) {
+      std::size_t left = ndraw;
+      for (std::size_t row = static_cast<std::size_t>(co[c].burnin); row < chains[c].size() && left > 0; ++row) {
+        const auto take = std::min(static_cast<std::size_t>(chains[c].weight[row]), left);
+        left -= take;
+        for (int i = 0; i < d; ++i)
+          for (int j = 0; j < d; ++j)
+            prod[static_cast<std::size_t>(i * d + j)] =
+                (co[c].columns[static_cast<std::size_t>(i)].compact[row] - mean[i]) *
+                (co[c].columns[static_cast<std::size_t>(j)].compact[row] - mean[j]);
+        for (std::size_t rep = 0; rep < take; ++rep)
+          for (std::size_t e = 0; e < prod.size(); ++e) cov[e] += prod[e];
+      }
+    }
     for (auto& c : cov) c /= std::max<double>(1.0, static_cast<double>(nall) - 1.0);
     for (int i = 0; i < d; ++i) {
       for (int j = 0; j < d; ++j) r += fmt::format("{:>14.6e}", cov[i * d + j]);

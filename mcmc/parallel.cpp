@@ -405,21 +405,39 @@ MemoryChainSink read_resumable_chain(const std::string& path, int ndim, const st
 }
 
 MemoryChainSink read_resumable_chain(const std::string& path, int ndim) {
+  // Read in blocks of whole records into columns reserved to their final size: the chain is
+  // held once (no copy of the file, no spare capacity).
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw IoError(fmt::format("cannot open the chain file \"{}\"", path));
-  std::vector<std::byte> data;
-  std::byte buf[65536];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.insert(data.end(), buf, buf + n);
-  std::fclose(f);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
   const std::size_t rb = record_bytes(ndim);
-  if (data.size() % rb != 0)
+  std::error_code ec;
+  const auto file_bytes = static_cast<std::size_t>(std::filesystem::file_size(path, ec));
+  if (ec) throw IoError(fmt::format("cannot read the size of the chain file \"{}\": {}", path, ec.message()));
+  if (file_bytes % rb != 0)
     throw IoError(fmt::format("the chain file \"{}\" has {} bytes, not a whole number of {}-byte records", path,
-                              data.size(), rb));
+                              file_bytes, rb));
+  const std::size_t records = file_bytes / rb;
   MemoryChainSink c;
+  c.step.reserve(records);
+  c.weight.reserve(records);
+  c.log_density.reserve(records);
+  c.dr_stage.reserve(records);
+  c.accept_prob.reserve(records);
+  c.adapt_measure.reserve(records);
+  c.points.reserve(records * static_cast<std::size_t>(ndim));
   std::vector<double> pt(static_cast<std::size_t>(ndim));
+  const std::size_t per_block = std::max<std::size_t>(1, (std::size_t{1} << 20) / rb);
+  std::vector<std::byte> data(per_block * rb);
   const std::byte* p = data.data();
-  for (std::size_t i = 0; i < data.size() / rb; ++i) {
+  for (std::size_t i = 0; i < records; ++i) {
+    if (i % per_block == 0) {
+      const std::size_t want = std::min(per_block, records - i) * rb;
+      if (std::fread(data.data(), 1, want, f) != want)
+        throw IoError(fmt::format("cannot read the chain file \"{}\" (record {} of {}): it changed while read", path,
+                                  i, records));
+      p = data.data();
+    }
     ChainRecord r;
     r.step = get<std::uint64_t>(p);
     r.weight = get<std::int64_t>(p);

@@ -6,11 +6,27 @@
 #include <cmath>
 #include <limits>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 namespace herd::mcmc {
+
+namespace {
+/// User + system CPU seconds of the process (all threads) and its peak resident set size.
+void process_usage(double& cpu_seconds, std::uint64_t& peak_rss_bytes) {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) {
+    cpu_seconds = 0.0;
+    peak_rss_bytes = 0;
+    return;
+  }
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  cpu_seconds = secs(u.ru_utime) + secs(u.ru_stime);
+  peak_rss_bytes = static_cast<std::uint64_t>(u.ru_maxrss) * 1024u;  // Linux: kilobytes
+}
+}  // namespace
 
 double EtaEstimator::update(double seconds, double done) {
   if (done >= total_) return 0.0;
@@ -42,10 +58,17 @@ RunProgress::~RunProgress() {
 void RunProgress::phase(std::string name) {
   std::lock_guard<std::mutex> lock(mu_);
   const double now = clock_.seconds();
-  if (!name_.empty()) done_.emplace_back(name_, now - phase_start_);
+  double cpu = 0.0;
+  std::uint64_t rss = 0;
+  process_usage(cpu, rss);
+  if (!name_.empty()) {
+    done_.emplace_back(name_, now - phase_start_);
+    costs_.push_back({name_, now - phase_start_, cpu - phase_cpu_start_, rss});
+  }
   name_ = std::move(name);
   detail_.clear();
   phase_start_ = now;
+  phase_cpu_start_ = cpu;
   if (tty_ && out_ != nullptr) show();  // the new phase's name at once on a terminal
   printed_in_phase_ = false;            // and its first progress at once too, however short the phase
 }
@@ -100,7 +123,14 @@ void RunProgress::finish() {
     if (finished_) return;
     finished_ = true;
     stop_ = true;
-    if (!name_.empty()) done_.emplace_back(name_, clock_.seconds() - phase_start_);
+    if (!name_.empty()) {
+      const double now = clock_.seconds();
+      double cpu = 0.0;
+      std::uint64_t rss = 0;
+      process_usage(cpu, rss);
+      done_.emplace_back(name_, now - phase_start_);
+      costs_.push_back({name_, now - phase_start_, cpu - phase_cpu_start_, rss});
+    }
     name_.clear();
   }
   cv_.notify_all();
@@ -120,14 +150,35 @@ std::vector<std::pair<std::string, double>> RunProgress::phases() const {
   return out;
 }
 
+std::vector<RunProgress::PhaseCost> RunProgress::phase_costs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto out = costs_;
+  if (!name_.empty()) {
+    double cpu = 0.0;
+    std::uint64_t rss = 0;
+    process_usage(cpu, rss);
+    out.push_back({name_, clock_.seconds() - phase_start_, cpu - phase_cpu_start_, rss});
+  }
+  return out;
+}
+
 std::string RunProgress::phase_table() const {
-  const auto ph = phases();
-  double total = 0.0;
-  for (const auto& p : ph) total += p.second;
-  std::string out;
-  for (const auto& [name, secs] : ph)
-    out += fmt::format("{:<64} {:>10.3f} s {:>6.1f}%\n", name, secs, total > 0 ? 100.0 * secs / total : 0.0);
-  out += fmt::format("{:<64} {:>10.3f} s\n", "total", total);
+  const auto ph = phase_costs();
+  double total = 0.0, cpu = 0.0;
+  std::uint64_t peak = 0;
+  for (const auto& p : ph) {
+    total += p.seconds;
+    cpu += p.cpu_seconds;
+    peak = std::max(peak, p.peak_rss_bytes);
+  }
+  std::string out = fmt::format("{:<64} {:>12} {:>7} {:>12} {:>14}\n", "phase", "wall", "share", "CPU",
+                                "peak memory");
+  for (const auto& p : ph)
+    out += fmt::format("{:<64} {:>10.3f} s {:>6.1f}% {:>10.3f} s {:>11.1f} MB\n", p.name, p.seconds,
+                       total > 0 ? 100.0 * p.seconds / total : 0.0, p.cpu_seconds,
+                       static_cast<double>(p.peak_rss_bytes) / 1e6);
+  out += fmt::format("{:<64} {:>10.3f} s {:>7} {:>10.3f} s {:>11.1f} MB\n", "total", total, "", cpu,
+                     static_cast<double>(peak) / 1e6);
   return out;
 }
 

@@ -1,7 +1,9 @@
 // Tests of the convergence diagnostics against R posterior 1.4.0, emcee and R's ks.test
 // (tests/mcmc/data/diagnostics_reference.md), plus edge cases and identities.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -88,6 +90,33 @@ TEST_CASE("TV1 sanity: sum, first draws, type-7 quantiles", "[mcmc]") {
   CHECK(q[4] == 10.0);
 }
 
+TEST_CASE("quantiles by selection equal type 7 on the fully sorted sample, bit for bit", "[mcmc]") {
+  // Ties, infinities and unsorted, repeated probabilities; the reference sorts everything.
+  std::vector<double> s;
+  std::uint64_t u = 12345;
+  for (int i = 0; i < 20001; ++i) {
+    u = u * 6364136223846793005ULL + 1442695040888963407ULL;
+    s.push_back(static_cast<double>(u >> 40) / 1024.0 - 8192.0);
+  }
+  for (int i = 0; i < 500; ++i) s[static_cast<std::size_t>(i) * 37] = 3.25;  // ties
+  s[11] = std::numeric_limits<double>::infinity();
+  s[12] = -std::numeric_limits<double>::infinity();
+  const std::vector<double> p{0.95, 0.05, 0.5, 0.25, 0.75, 0.5, 0.0, 1.0, 0.333, 1e-9, 1.0 - 1e-9};
+  std::vector<double> sorted = s;
+  std::sort(sorted.begin(), sorted.end());
+  const auto q = herd::mcmc::quantiles(s, p);
+  REQUIRE(q.size() == p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const double index = 1.0 + static_cast<double>(sorted.size() - 1) * p[i];
+    const double lo = std::floor(index), h = index - lo;
+    double want = sorted[static_cast<std::size_t>(lo) - 1];
+    const double hi = sorted[static_cast<std::size_t>(std::ceil(index)) - 1];
+    if (h > 0 && hi != want) want = (1.0 - h) * want + h * hi;
+    INFO("p = " << p[i]);
+    CHECK(std::bit_cast<std::uint64_t>(q[i]) == std::bit_cast<std::uint64_t>(want));
+  }
+}
+
 TEST_CASE("FFT autocovariance equals the direct O(n^2) sum", "[mcmc]") {
   const auto tv = test_vector(2);
   const std::vector<double> x(tv.x.begin(), tv.x.begin() + 999);
@@ -102,6 +131,84 @@ TEST_CASE("FFT autocovariance equals the direct O(n^2) sum", "[mcmc]") {
   }
   const auto r = herd::mcmc::autocorrelation(x);
   CHECK(r[0] == 1.0);
+}
+
+TEST_CASE("ESS of a long-memory series (the FFT path over all lags) equals Geyer's sums of direct lags",
+          "[mcmc]") {
+  // AR(1) with phi = 0.99 (tau about 200): Geyer's sequence runs far past the directly summed
+  // lags, so ess_chains takes every lag from the FFT (FFTW). Reference: posterior's .ess with
+  // each lag summed directly (biased autocovariance, chain-averaged), on 3 chains x 40001
+  // draws split in halves as ess_mean splits them.
+  const std::size_t m = 3, n = 40001, h = n / 2;
+  std::vector<double> x(m * n);
+  std::uint64_t u = 99;
+  auto normal = [&u] {  // Box-Muller on a 64-bit LCG: deterministic on every platform
+    u = u * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double a = (static_cast<double>(u >> 11) + 0.5) / 9007199254740992.0;
+    u = u * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double b = (static_cast<double>(u >> 11) + 0.5) / 9007199254740992.0;
+    return std::sqrt(-2.0 * std::log(a)) * std::cos(6.283185307179586 * b);
+  };
+  for (std::size_t c = 0; c < m; ++c) {
+    double v = normal() * 7.0;
+    for (std::size_t t = 0; t < n; ++t) x[c * n + t] = v = 0.99 * v + normal();
+  }
+  // Split chains [2m, h].
+  std::vector<std::vector<double>> chains;
+  for (std::size_t c = 0; c < m; ++c) {
+    chains.emplace_back(x.begin() + static_cast<std::ptrdiff_t>(c * n), x.begin() + static_cast<std::ptrdiff_t>(c * n + h));
+    chains.emplace_back(x.begin() + static_cast<std::ptrdiff_t>(c * n + n - h), x.begin() + static_cast<std::ptrdiff_t>(c * n + n));
+  }
+  const std::size_t mc = chains.size();
+  std::vector<double> means(mc);
+  for (std::size_t c = 0; c < mc; ++c) {
+    double s = 0;
+    for (double v : chains[c]) s += v;
+    means[c] = s / static_cast<double>(h);
+  }
+  auto acov = [&](std::size_t k) {  // chain-averaged, divisor h
+    double s = 0;
+    for (std::size_t c = 0; c < mc; ++c)
+      for (std::size_t t = 0; t + k < h; ++t) s += (chains[c][t] - means[c]) * (chains[c][t + k] - means[c]);
+    return s / (static_cast<double>(mc) * static_cast<double>(h));
+  };
+  const double hd = static_cast<double>(h);
+  const double mean_var = acov(0) * hd / (hd - 1.0);
+  double mm = 0;
+  for (double mu : means) mm += mu / static_cast<double>(mc);
+  double vb = 0;
+  for (double mu : means) vb += (mu - mm) * (mu - mm);
+  const double var_plus = mean_var * (hd - 1.0) / hd + vb / static_cast<double>(mc - 1);
+  std::vector<double> rho(h, 0.0);
+  auto rho_at = [&](std::size_t k) { return 1.0 - (mean_var - acov(k)) / var_plus; };
+  std::int64_t t = 0;
+  double re = 1.0, ro = rho_at(1);
+  rho[0] = re;
+  rho[1] = ro;
+  while (t < static_cast<std::int64_t>(h) - 5 && re + ro > 0) {
+    t += 2;
+    re = rho_at(static_cast<std::size_t>(t));
+    ro = rho_at(static_cast<std::size_t>(t + 1));
+    if (re + ro >= 0) {
+      rho[static_cast<std::size_t>(t)] = re;
+      rho[static_cast<std::size_t>(t + 1)] = ro;
+    }
+  }
+  const std::int64_t max_t = t;
+  REQUIRE(max_t > 400);  // far beyond the directly summed lags
+  if (re > 0) rho[static_cast<std::size_t>(max_t)] = re;
+  for (t = 2; t <= max_t - 2; t += 2) {
+    const auto k = static_cast<std::size_t>(t);
+    if (rho[k] + rho[k + 1] > rho[k - 2] + rho[k - 1]) rho[k] = rho[k + 1] = (rho[k - 2] + rho[k - 1]) / 2.0;
+  }
+  double sum = 0;
+  for (std::int64_t k = 0; k < max_t; ++k) sum += rho[static_cast<std::size_t>(k)];
+  const double total = static_cast<double>(mc * h);
+  const double tau = std::max(-1.0 + 2.0 * sum + rho[static_cast<std::size_t>(max_t)], 1.0 / std::log10(total));
+  const double want = total / tau;
+  const double got = herd::mcmc::ess_mean(herd::mcmc::DrawsView(x, m, n));
+  INFO("ESS " << got << " want " << want);
+  CHECK(std::fabs(got - want) <= 1e-9 * want);
 }
 
 TEST_CASE("emcee integrated autocorrelation times", "[mcmc]") {

@@ -87,6 +87,32 @@ TEST_CASE("parallel: a saved and restored kernel state continues the chain exact
   }
 }
 
+TEST_CASE("parallel: a resumable chain record is read back whole, in blocks, into columns of exact size",
+          "[mcmc][parallel]") {
+  // 40000 records of 72 bytes span three 1 MiB read blocks; the record equals the chain the
+  // kernel hands a memory sink, and the columns have no spare capacity (the chain is held once).
+  const fs::path dir = temp_dir("read_blocks");
+  DramOptions o = opts(1);
+  o.chain_size = 40000;
+  ResumableOptions f;
+  f.chain_path = (dir / "c.chain").string();
+  f.checkpoint_path = (dir / "c.ckpt").string();
+  f.period_steps = 0;
+  f.period_seconds = 1e9;
+  run_resumable(o, banana, f);
+  MemoryChainSink whole;
+  DramSampler ref(o, banana);
+  ref.run(whole);
+  const MemoryChainSink c = read_resumable_chain(f.chain_path, 3, f.checkpoint_path);
+  REQUIRE(c.size() == 40000);
+  CHECK(same_chain(c, whole));
+  CHECK(c.points.capacity() == c.points.size());
+  CHECK(c.weight.capacity() == c.weight.size());
+  // A file cut inside a record is refused, naming the file.
+  fs::resize_file(f.chain_path, fs::file_size(f.chain_path) - 5);
+  CHECK_THROWS_WITH(read_resumable_chain(f.chain_path, 3), Catch::Contains("c.chain") && Catch::Contains("whole number"));
+}
+
 TEST_CASE("parallel: a resumable run killed by an error resumes byte-identically", "[mcmc][parallel]") {
   const fs::path dir = temp_dir("resume");
   DramOptions o = opts(1);
@@ -340,4 +366,31 @@ TEST_CASE("RunProgress: phases timed and reported, lines in a log at the first p
   q.detail("x");
   q.finish();
   CHECK(q.phases().size() == 1);
+}
+
+TEST_CASE("RunProgress's phase table gives each phase's CPU time and the peak memory at its end", "[mcmc][progress]") {
+  herd::mcmc::RunProgress p(nullptr, true);
+  p.phase("small");
+  p.phase("allocate and compute");
+  // 256 MB touched page by page, then about 0.2 s of CPU work.
+  std::vector<char> big(std::size_t{256} << 20);
+  for (std::size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>(i / 4096);
+  volatile char keep = big[big.size() - 4096];
+  (void)keep;
+  volatile double sink = 0.0;
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200))
+    for (int i = 0; i < 1000; ++i) sink = sink + std::sqrt(static_cast<double>(i));
+  p.phase("after");
+  p.finish();
+  const auto costs = p.phase_costs();
+  REQUIRE(costs.size() == 3);
+  CHECK(costs[1].name == "allocate and compute");
+  CHECK(costs[1].peak_rss_bytes >= (std::uint64_t{256} << 20));
+  CHECK(costs[0].peak_rss_bytes < costs[1].peak_rss_bytes);
+  CHECK(costs[1].cpu_seconds >= 0.1);
+  CHECK(costs[1].cpu_seconds <= costs[1].seconds + 0.05);
+  CHECK(costs[2].cpu_seconds < 0.1);
+  const std::string table = p.phase_table();
+  CHECK_THAT(table, Catch::Contains("peak memory") && Catch::Contains(" MB\n") && Catch::Contains("total"));
 }

@@ -7,7 +7,8 @@
 /// phase and then at most every 10 s, as herd-sample's sampling progress always did. Phases
 /// that report no progress of their own (writing an HDF5 file) get a line from a ticker
 /// thread with their elapsed time once they last longer than the period. The time of each
-/// phase goes into the report (`phase_table`).
+/// phase goes into the report (`phase_table`), with the process's CPU time in it (user +
+/// system, all threads) and its peak resident memory at the phase's end.
 ///
 /// The time left (`EtaEstimator`) is measured only from the work done in this process, from
 /// its first progress on: after a resume the work of earlier invocations and the start-up
@@ -69,7 +70,19 @@ class RunProgress {
 
   /// The phases so far (the current one with its time so far): name, seconds.
   std::vector<std::pair<std::string, double>> phases() const;
-  /// The phases as report lines: name, seconds and share of the total, then the total.
+  /// One phase's cost: wall and process CPU seconds (user + system, all threads) spent in
+  /// it, and the process's peak resident set size (bytes, `getrusage`'s ru_maxrss) at its end
+  /// (for the current phase: so far).
+  struct PhaseCost {
+    std::string name;
+    double seconds = 0.0;
+    double cpu_seconds = 0.0;
+    std::uint64_t peak_rss_bytes = 0;
+  };
+  /// The phases so far with their CPU time and peak memory (the current one: so far).
+  std::vector<PhaseCost> phase_costs() const;
+  /// The phases as report lines: name, wall seconds and share of the total, CPU seconds,
+  /// peak resident memory (MB) at the phase's end; then the total.
   std::string phase_table() const;
   /// True when printing to a terminal.
   bool tty() const { return tty_; }
@@ -88,7 +101,9 @@ class RunProgress {
   std::string name_, detail_;
   Timer clock_;
   double phase_start_ = 0.0, last_print_ = -1e300;
+  double phase_cpu_start_ = 0.0;
   std::vector<std::pair<std::string, double>> done_;
+  std::vector<PhaseCost> costs_;  // of the phases in done_
 };
 
 }  // namespace herd::mcmc
