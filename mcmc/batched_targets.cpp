@@ -1,7 +1,7 @@
 // Targets of the batched DRAM sampler (batched_targets.hpp).
 #include "herd/mcmc/batched_targets.hpp"
 
-#include <Eigen/Dense>
+#include <cmath>
 
 #include "herd/core/error.hpp"
 #include "herd/nn/mlp.hpp"
@@ -15,18 +15,10 @@ GaussianTarget::GaussianTarget(std::vector<double> mean, const std::vector<doubl
   HERD_REQUIRE(d > 0, "GaussianTarget: mean is empty, but must hold d values");
   HERD_REQUIRE(cov.size() == static_cast<std::size_t>(d) * d, "GaussianTarget: cov has {} values, but must have d*d = {}",
                cov.size(), d * d);
-  Eigen::MatrixXd c(d, d);
-  for (int i = 0; i < d; ++i)
-    for (int j = 0; j < d; ++j) c(i, j) = cov[static_cast<std::size_t>(i) * d + j];
-  Eigen::LLT<Eigen::MatrixXd> llt(c);
-  HERD_REQUIRE(llt.info() == Eigen::Success, "GaussianTarget: cov is not positive definite");
-  const Eigen::MatrixXd p = llt.solve(Eigen::MatrixXd::Identity(d, d));
-  prec_.resize(static_cast<std::size_t>(d) * d);
-  for (int i = 0; i < d; ++i)
-    for (int j = 0; j < d; ++j) prec_[static_cast<std::size_t>(i) * d + j] = 0.5 * (p(i, j) + p(j, i));
-  double logdet = 0.0;
-  for (int i = 0; i < d; ++i) logdet += 2.0 * std::log(llt.matrixL()(i, i));
-  log_norm_ = -0.5 * (d * batched_detail::kLog2Pi + logdet);
+  auto g = target_detail::gaussian_form(cov.data(), d, "GaussianTarget");
+  prec_ = std::move(g.prec);
+  prec2_ = std::move(g.prec2);
+  log_norm_ = g.log_norm;
 }
 
 GaussianTarget GaussianTarget::ar1(int d, double rho) {

@@ -116,7 +116,7 @@ DramSampler::DramSampler(DramOptions options, PointLogDensity log_density)
   reset();
 }
 
-DramSampler::DramSampler(DramOptions options, BatchLogDensity log_density)
+DramSampler::DramSampler(DramOptions options, BatchedLogDensity log_density)
     : options_(std::move(options)) {
   HERD_REQUIRE(static_cast<bool>(log_density), "dram: the log density is empty");
   batch_ = std::move(log_density);

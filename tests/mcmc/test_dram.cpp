@@ -362,7 +362,7 @@ TEST_CASE("same seed, same chain; other chain id, other chain; thread count irre
   CHECK(same_chain(s1[1], c));
   // The batched interface gives the same chain.
   MemoryChainSink bt;
-  DramSampler(o, BatchLogDensity([](const double* x, int n, int d, double* out) {
+  DramSampler(o, BatchedLogDensity([](const double* x, int n, int d, double* out) {
                 for (int i = 0; i < n; ++i) out[i] = std_normal_2d(x + i * d, d);
               })).run(bt);
   CHECK(same_chain(bt, a));
@@ -385,7 +385,7 @@ TEST_CASE("batched lockstep chains equal single-chain runs", "[mcmc][dram]") {
   DramSampler(o, std_normal_2d).run_chains(ps, 1);
   int max_n = 0;
   std::int64_t points = 0;
-  DramSampler b(o, BatchLogDensity([&](const double* x, int m, int d, double* out) {
+  DramSampler b(o, BatchedLogDensity([&](const double* x, int m, int d, double* out) {
     max_n = std::max(max_n, m);
     points += m;
     for (int i = 0; i < m; ++i) out[i] = std_normal_2d(x + i * d, d);

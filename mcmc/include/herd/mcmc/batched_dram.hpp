@@ -222,9 +222,6 @@ struct BatchedDramResult {
   double chain_steps_per_second = 0.0;    ///< M * (warmup + steps) / seconds
 };
 
-/// A log density for many points: `[n, d]` row-major in, `[n]` out (host memory).
-using BatchedLogDensity = std::function<void(const double* x, int n, int d, double* out)>;
-
 namespace detail {
 
 /// A node of the fixed summation tree of pooled adaptation: node (`level` L, `index` j)

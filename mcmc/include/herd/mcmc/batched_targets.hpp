@@ -1,19 +1,18 @@
 #pragma once
 /// @file batched_targets.hpp
 /// Targets of the batched DRAM sampler (batched_dram.hpp):
-/// - the built-in analytic targets (targets.hpp) as trivially copyable `HERD_HOST_DEVICE`
-///   functors `double operator()(const double* x, int d) const`, usable on the host path and,
-///   compiled by nvcc, inside the CUDA kernel (herd/mcmc/cuda/batched_dram.cuh). Functors
-///   that need arrays (the Gaussian's mean and precision) hold pointers, which must point to
-///   memory the executing side can read: `GaussianTarget` owns host arrays and gives a host
-///   view; the CUDA runner copies them to the device (`cuda::DeviceGaussian`).
+/// - the built-in analytic targets as the trivially copyable `HERD_HOST_DEVICE` functors of
+///   analytic_targets.hpp (included here), usable on the host path and, compiled by nvcc,
+///   inside the CUDA kernel (herd/mcmc/cuda/batched_dram.cuh); `GaussianTarget` owns the
+///   host arrays of a `GaussianLogDensity` without Eigen in its interface (the CUDA runner
+///   copies them to the device, `cuda::DeviceGaussian`).
 /// - `MlpLogDensity`: a neural surrogate, an nn `Mlp` with one output taken as the log
 ///   density (or as a log likelihood added to a prior functor), evaluated for all pending
 ///   trials of a stage in one batched forward pass `[n, d] -> [n, 1]`.
 ///
-/// Formulas and normalisation are those of targets.hpp (same expressions, so the values
-/// agree to rounding). Thread-safety: the functors are immutable values (concurrent calls
-/// fine); `MlpLogDensity` calls `Mlp::forward`, which is not reentrant: one thread at a time
+/// The analytic formulas are those of the serial targets (targets.hpp evaluates the same
+/// functors), so the values are bit-identical on the host. Thread-safety: the functors are
+/// immutable values (concurrent calls fine); `MlpLogDensity` calls `Mlp::forward`, which is not reentrant: one thread at a time
 /// (the batched sampler calls it from its calling thread only).
 
 #include <cmath>
@@ -21,36 +20,13 @@
 #include <functional>
 #include <vector>
 
-#include "herd/core/host_device.hpp"
+#include "herd/mcmc/analytic_targets.hpp"
 
 namespace herd::nn {
 class Mlp;
 }
 
 namespace herd::mcmc {
-
-namespace batched_detail {
-inline constexpr double kLog2Pi = 1.8378770664093454836;
-}
-
-/// View of N(mean, P^-1): log p = log_norm - (x - mean)^T P (x - mean) / 2. `mean` `[d]`,
-/// `prec` `[d, d]` row-major symmetric (host or device memory).
-struct GaussianLogDensity {
-  int d = 0;
-  const double* mean = nullptr;
-  const double* prec = nullptr;
-  double log_norm = 0.0;
-  HERD_HOST_DEVICE double operator()(const double* x, int /*d*/) const {
-    double q = 0.0;
-    for (int i = 0; i < d; ++i) {
-      const double* pi = prec + static_cast<std::size_t>(i) * d;
-      double s = pi[i] * (x[i] - mean[i]);
-      for (int j = 0; j < i; ++j) s += 2.0 * pi[j] * (x[j] - mean[j]);
-      q += (x[i] - mean[i]) * s;
-    }
-    return log_norm - 0.5 * q;
-  }
-};
 
 /// Owns the arrays of a multivariate normal for `GaussianLogDensity` (host).
 class GaussianTarget {
@@ -61,57 +37,24 @@ class GaussianTarget {
   /// Zero mean, unit variances, AR(1) correlation rho^|i-j| (|rho| < 1).
   static GaussianTarget ar1(int d, double rho);
   /// The functor over this object's host arrays (valid while this object lives).
-  GaussianLogDensity view() const { return {d_, mean_.data(), prec_.data(), log_norm_}; }
+  GaussianLogDensity view() const { return {d_, mean_.data(), prec2_.data(), log_norm_}; }
+  /// Dimension d.
   int ndim() const { return d_; }
+  /// Mean `[d]`.
   const std::vector<double>& mean() const { return mean_; }
-  const std::vector<double>& precision() const { return prec_; }  ///< `[d, d]`
-  const std::vector<double>& covariance() const { return cov_; }  ///< `[d, d]`
+  /// Precision (inverse covariance) `[d, d]`, symmetric.
+  const std::vector<double>& precision() const { return prec_; }
+  /// The quadratic form's coefficients `[d, d]` (`GaussianLogDensity::prec2`).
+  const std::vector<double>& quadratic_form() const { return prec2_; }
+  /// Covariance `[d, d]`.
+  const std::vector<double>& covariance() const { return cov_; }
+  /// -(d log 2 pi + log det cov) / 2.
   double log_norm() const { return log_norm_; }
 
  private:
   int d_ = 0;
-  std::vector<double> mean_, cov_, prec_;
+  std::vector<double> mean_, cov_, prec_, prec2_;
   double log_norm_ = 0.0;
-};
-
-/// Haario's banana (targets.hpp `Banana`): y = (x1, x2 + b x1^2 - 100 b, x3, ...) ~
-/// N(0, diag(100, 1, ...)). d >= 2.
-struct BananaLogDensity {
-  int d = 2;
-  double b = 0.03;
-  HERD_HOST_DEVICE double operator()(const double* x, int /*d*/) const {
-    const double y2 = x[1] + b * x[0] * x[0] - 100.0 * b;
-    double q = x[0] * x[0] / 100.0 + y2 * y2;
-    for (int i = 2; i < d; ++i) q += x[i] * x[i];
-    return -0.5 * q - 0.5 * d * batched_detail::kLog2Pi - std::log(10.0);
-  }
-};
-
-/// Rosenbrock's unnormalised density (targets.hpp `Rosenbrock`). d >= 2.
-struct RosenbrockLogDensity {
-  int d = 2;
-  double a = 1.0, b = 100.0, s = 20.0;
-  HERD_HOST_DEVICE double operator()(const double* x, int /*d*/) const {
-    double q = 0.0;
-    for (int i = 0; i + 1 < d; ++i) {
-      const double u = a - x[i];
-      const double v = x[i + 1] - x[i] * x[i];
-      q += u * u + b * v * v;
-    }
-    return -q / s;
-  }
-};
-
-/// Neal's funnel (targets.hpp `NealFunnel`): v = x1 ~ N(0, 9), x2.. | v ~ N(0, e^v). d >= 2.
-struct FunnelLogDensity {
-  int d = 10;
-  HERD_HOST_DEVICE double operator()(const double* x, int /*d*/) const {
-    const double v = x[0];
-    double q = 0.0;
-    for (int i = 1; i < d; ++i) q += x[i] * x[i];
-    return -0.5 * v * v / 9.0 - std::log(3.0) - 0.5 * batched_detail::kLog2Pi -
-           0.5 * (d - 1) * (batched_detail::kLog2Pi + v) - 0.5 * q * std::exp(-v);
-  }
 };
 
 /// A neural surrogate log density: `out[i] = scale * mlp([x_i - shift] / width)[0] + offset

@@ -53,8 +53,11 @@ namespace herd::mcmc {
 /// (unnormalised) target density. NaN counts as -inf (with a counted warning); +inf or an
 /// exception stops the run.
 using PointLogDensity = std::function<double(const double* x, int d)>;
-/// Batched log density: `x` is `[n, d]` row-major, `out` receives `[n]` values.
-using BatchLogDensity = std::function<void(const double* x, int n, int d, double* out)>;
+/// Log density of many points: `x` is `[n, d]` row-major (host memory), `out` receives the
+/// `[n]` values, as `PointLogDensity` would give them one by one. The one type of the
+/// serial sampler's lock-step chains (`DramSampler`) and the batched sampler
+/// (batched_dram.hpp).
+using BatchedLogDensity = std::function<void(const double* x, int n, int d, double* out)>;
 
 /// Shape of the proposal distribution (ParaDRAM's `proposalModel`).
 enum class ProposalKind {
@@ -209,7 +212,7 @@ class DramSampler {
   /// Batched log density. `run` and `step` call it with n = 1; `run_chains` advances all
   /// its chains in lockstep and evaluates their pending trials (stage-1 or DR) together,
   /// one call per round with n <= number of chains, on the calling thread.
-  DramSampler(DramOptions options, BatchLogDensity log_density);
+  DramSampler(DramOptions options, BatchedLogDensity log_density);
 
   /// Runs chain `options.chain_id` from its start point (or from the state given to
   /// `set_state`) until `chain_size` records or `max_proposals`, streaming the compact
@@ -302,7 +305,7 @@ class DramSampler {
   bool has_box_ = false;
   DramState state_;
   RngStream prop_rng_, acc_rng_, dr_rng_;
-  BatchLogDensity batch_;  // set when constructed with a batched log density
+  BatchedLogDensity batch_;  // set when constructed with a batched log density
   RngCursor acc_cur_{0, 0, 0, 0, 0}, dr_cur_{0, 0, 0, 0, 0};
   int cur_stage_ = 0;  // stage of the trial in y_ (0: no proposal in progress)
   bool cur_inside_ = true;

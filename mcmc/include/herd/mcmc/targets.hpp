@@ -4,7 +4,10 @@
 /// normal, the banana (Haario et al. 1999 twisted Gaussian) and Rosenbrock, a Gaussian
 /// mixture, and Neal's funnel (Neal 2003). Each has a point form `operator()(x, d)` and a
 /// batched form `batch(x, n, d, out)` on `[n, d]` row-major input and `[n]` output.
-/// Log densities are natural logs and normalised unless stated otherwise.
+/// Log densities are natural logs and normalised unless stated otherwise. The formulas are
+/// the device-callable functors of analytic_targets.hpp (`view()` gives each target's), so
+/// the serial, batched host and CUDA paths compute the same numbers. The point form's `d`
+/// must equal `ndim()`.
 ///
 /// Thread-safety: targets are immutable after construction; every member function is
 /// const and may be called concurrently. NaN inputs give NaN; infinite inputs give -inf
@@ -14,9 +17,12 @@
 
 #include <Eigen/Dense>
 
+#include "herd/mcmc/analytic_targets.hpp"
+
 namespace herd::mcmc {
 
-/// Multivariate normal N(mean, cov). The precision is precomputed (Cholesky of `cov`).
+/// Multivariate normal N(mean, cov) (`GaussianLogDensity` over this object's arrays). The
+/// precision is precomputed (Cholesky of `cov`).
 class MultivariateNormal {
  public:
   /// @param mean `[d]`; @param cov `[d, d]`, symmetric positive definite.
@@ -36,17 +42,17 @@ class MultivariateNormal {
   const Eigen::VectorXd& mean() const { return mean_; }
   /// Covariance `[d, d]`.
   const Eigen::MatrixXd& covariance() const { return cov_; }
+  /// The formula over this object's arrays (valid while this object lives).
+  GaussianLogDensity view() const { return {ndim(), mean_.data(), prec2_.data(), log_norm_}; }
 
  private:
   Eigen::VectorXd mean_;
   Eigen::MatrixXd cov_;
-  std::vector<double> prec2_;  ///< its lower triangle, off-diagonal doubled (quadratic form)
+  std::vector<double> prec2_;  ///< the quadratic form (GaussianLogDensity::prec2)
   double log_norm_ = 0.0;
 };
 
-/// Haario's banana ("twisted Gaussian", Haario, Saksman & Tamminen 1999):
-/// y = (x1, x2 + b x1^2 - 100 b, x3, ...) is N(0, diag(100, 1, ..., 1)). The map has unit
-/// Jacobian, so x1 ~ N(0, 100) and x3.. ~ N(0, 1) exactly; E[x2] = 0. d >= 2.
+/// Haario's banana (`BananaLogDensity`), its parameters checked.
 class Banana {
  public:
   /// @param d dimension (>= 2); @param b twist. @throws herd::InputError when d < 2.
@@ -56,15 +62,15 @@ class Banana {
   /// Log densities of the `n` rows of `x` (`[n, d]` row-major) into `out[n]`.
   void batch(const double* x, int n, int d, double* out) const;
   /// Dimension d.
-  int ndim() const { return d_; }
+  int ndim() const { return f_.d; }
+  /// The formula.
+  BananaLogDensity view() const { return f_; }
 
  private:
-  int d_;
-  double b_;
+  BananaLogDensity f_;
 };
 
-/// Rosenbrock's density, unnormalised: log p = -[(a - x1)^2 + b (x2 - x1^2)^2] / s, with
-/// the same terms summed over consecutive pairs for d > 2.
+/// Rosenbrock's unnormalised density (`RosenbrockLogDensity`), its parameters checked.
 class Rosenbrock {
  public:
   /// @param d dimension (>= 2); @param a, b the usual parameters; @param s temperature.
@@ -75,15 +81,16 @@ class Rosenbrock {
   /// Log densities of the `n` rows of `x` (`[n, d]` row-major) into `out[n]`.
   void batch(const double* x, int n, int d, double* out) const;
   /// Dimension d.
-  int ndim() const { return d_; }
+  int ndim() const { return f_.d; }
+  /// The formula.
+  RosenbrockLogDensity view() const { return f_; }
 
  private:
-  int d_;
-  double a_, b_, s_;
+  RosenbrockLogDensity f_;
 };
 
-/// A mixture of isotropic Gaussians: sum_k w_k N(mu_k, sigma_k^2 I). Weights are
-/// normalised by the constructor.
+/// A mixture of isotropic Gaussians, sum_k w_k N(mu_k, sigma_k^2 I) (`MixtureLogDensity`
+/// over this object's arrays). Weights are normalised by the constructor.
 class GaussianMixture {
  public:
   /// @param weights `[K]` positive; @param means `[K, d]` row-major; @param sigmas `[K]` positive.
@@ -96,13 +103,18 @@ class GaussianMixture {
   void batch(const double* x, int n, int d, double* out) const;
   /// Dimension d.
   int ndim() const { return d_; }
+  /// The formula over this object's arrays (valid while this object lives).
+  MixtureLogDensity view() const {
+    return {d_, static_cast<int>(logw_.size()), logw_.data(), means_.data(), sigmas_.data()};
+  }
 
  private:
   int d_;
   std::vector<double> logw_, means_, sigmas_;
 };
 
-/// Neal's funnel (Neal 2003, "Slice sampling"): v = x1 ~ N(0, 3^2), x2..xd | v ~ N(0, e^v).
+/// Neal's funnel (`FunnelLogDensity`; Neal 2003, "Slice sampling"): v = x1 ~ N(0, 3^2),
+/// x2..xd | v ~ N(0, e^v).
 class NealFunnel {
  public:
   /// @param d dimension (>= 2). @throws herd::InputError when d < 2.
@@ -112,10 +124,12 @@ class NealFunnel {
   /// Log densities of the `n` rows of `x` (`[n, d]` row-major) into `out[n]`.
   void batch(const double* x, int n, int d, double* out) const;
   /// Dimension d.
-  int ndim() const { return d_; }
+  int ndim() const { return f_.d; }
+  /// The formula.
+  FunnelLogDensity view() const { return f_; }
 
  private:
-  int d_;
+  FunnelLogDensity f_;
 };
 
 }  // namespace herd::mcmc

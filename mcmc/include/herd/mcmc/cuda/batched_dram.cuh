@@ -125,12 +125,12 @@ class PinnedArray {
 class DeviceGaussian {
  public:
   DeviceGaussian(const GaussianTarget& g, cudaStream_t s)
-      : mean_(g.mean().data(), g.mean().size(), s), prec_(g.precision().data(), g.precision().size(), s),
-        view_{g.ndim(), mean_.get(), prec_.get(), g.log_norm()} {}
+      : mean_(g.mean().data(), g.mean().size(), s), prec2_(g.quadratic_form().data(), g.quadratic_form().size(), s),
+        view_{g.ndim(), mean_.get(), prec2_.get(), g.log_norm()} {}
   GaussianLogDensity view() const { return view_; }
 
  private:
-  DeviceArray<double> mean_, prec_;
+  DeviceArray<double> mean_, prec2_;
   GaussianLogDensity view_;
 };
 
