@@ -203,5 +203,162 @@ void cartpole_lanes_avx2(const CartPoleLanes& l, std::size_t n) { cartpole_lanes
 
 #endif
 
+
+// ---------------------------------------------------------------------------------------
+// Acrobot: RK4 arithmetic W lanes at a time (GCC vector extensions, compiled for the
+// caller's target), every libm call per lane; the expressions are acrobot.cpp's, operand
+// for operand, with V = double for the lanes left over.
+
+// The vector helpers below pass vectors by value; they are always inlined into functions
+// with the matching target, so no call with the changed ABI exists (GCC warns regardless).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace {
+
+template <int W>
+struct Vec {
+  typedef double type __attribute__((vector_size(W * sizeof(double))));
+};
+template <>
+struct Vec<1> {
+  using type = double;
+};
+
+template <class V>
+[[gnu::always_inline]] inline V ld(const double* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <class V>
+[[gnu::always_inline]] inline void st(double* p, const V& v) {
+  __builtin_memcpy(p, &v, sizeof(V));
+}
+
+struct AcrobotScratch {
+  static constexpr std::size_t kC = kAcrobotChunk;
+  double sin2[kC], cos2[kC], cos_phi2[kC], cos1[kC], sq_dt1[kC], sq_dt2[kC];
+  double d1[kC], d2[kC], phi1[kC], phi2[kC], sq_d2[kC], a[kC], torque[kC];
+  double y[4][kC], k[4][4][kC];
+};
+
+// glibc pow of the constants, called once: the values the scalar path's calls return.
+struct PowConstants {
+  double lc1 = acrobot::sq(acrobot::kLc1), l1 = acrobot::sq(acrobot::kL1), lc2 = acrobot::sq(acrobot::kLc2);
+};
+
+// Calls f.template operator()<V>(i) for vector blocks of W lanes, then V = double.
+template <int W, class F>
+[[gnu::always_inline]] inline void for_lanes(std::size_t n, F&& f) {
+  std::size_t i = 0;
+  if constexpr (W > 1)
+    for (; i + W <= n; i += W) f.template operator()<typename Vec<W>::type>(i);
+  for (; i < n; ++i) f.template operator()<double>(i);
+}
+
+template <int W>
+[[gnu::always_inline]] inline void acrobot_dsdt_lanes(const double* const* y, const double* a, double* const* out,
+                                                      std::size_t n, AcrobotScratch& sc, const PowConstants& p) {
+  using namespace acrobot;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double theta1 = y[0][i], theta2 = y[1][i];
+    ::sincos(theta2, &sc.sin2[i], &sc.cos2[i]);
+    sc.cos_phi2[i] = std::cos(theta1 + theta2 - kPi / 2.0);
+    sc.cos1[i] = std::cos(theta1 - kPi / 2);
+    sc.sq_dt2[i] = sq(y[3][i]);
+    sc.sq_dt1[i] = sq(y[2][i]);
+  }
+  for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+    const V dtheta1 = ld<V>(y[2] + i), dtheta2 = ld<V>(y[3] + i);
+    const V sin2 = ld<V>(sc.sin2 + i), cos2 = ld<V>(sc.cos2 + i);
+    const V d1 = kM1 * p.lc1 + kM2 * (p.l1 + p.lc2 + 2 * kL1 * kLc2 * cos2) + kI1 + kI2;
+    const V d2 = kM2 * (p.lc2 + kL1 * kLc2 * cos2) + kI2;
+    const V phi2 = kM2 * kLc2 * kG * ld<V>(sc.cos_phi2 + i);
+    const V phi1 = -kM2 * kL1 * kLc2 * ld<V>(sc.sq_dt2 + i) * sin2 - 2 * kM2 * kL1 * kLc2 * dtheta2 * dtheta1 * sin2 +
+                   (kM1 * kLc1 + kM2 * kL1) * kG * ld<V>(sc.cos1 + i) + phi2;
+    st(sc.d1 + i, d1);
+    st(sc.d2 + i, d2);
+    st(sc.phi1 + i, phi1);
+    st(sc.phi2 + i, phi2);
+  });
+  for (std::size_t i = 0; i < n; ++i) sc.sq_d2[i] = sq(sc.d2[i]);
+  for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+    const V d1 = ld<V>(sc.d1 + i), d2 = ld<V>(sc.d2 + i), phi1 = ld<V>(sc.phi1 + i), phi2 = ld<V>(sc.phi2 + i);
+    const V ddtheta2 = (ld<V>(a + i) + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * ld<V>(sc.sq_dt1 + i) * ld<V>(sc.sin2 + i) - phi2) /
+                       (kM2 * p.lc2 + kI2 - ld<V>(sc.sq_d2 + i) / d1);
+    const V ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
+    st(out[0] + i, ld<V>(y[2] + i));
+    st(out[1] + i, ld<V>(y[3] + i));
+    st(out[2] + i, ddtheta1);
+    st(out[3] + i, ddtheta2);
+  });
+}
+
+template <int W>
+[[gnu::always_inline]] inline void acrobot_lanes_impl(const AcrobotLanes& l, std::size_t n) {
+  using namespace acrobot;
+  thread_local AcrobotScratch sc;
+  static const PowConstants p;
+  const double dt = kDt - 0;
+  const double dt2 = dt / 2.0;
+  double* const s[4] = {l.s[0], l.s[1], l.s[2], l.s[3]};
+  double* const y[4] = {sc.y[0], sc.y[1], sc.y[2], sc.y[3]};
+  double* const k[4][4] = {{sc.k[0][0], sc.k[0][1], sc.k[0][2], sc.k[0][3]},
+                           {sc.k[1][0], sc.k[1][1], sc.k[1][2], sc.k[1][3]},
+                           {sc.k[2][0], sc.k[2][1], sc.k[2][2], sc.k[2][3]},
+                           {sc.k[3][0], sc.k[3][1], sc.k[3][2], sc.k[3][3]}};
+  for (std::size_t i = 0; i < n; ++i) sc.torque[i] = kTorques[static_cast<int>(l.action[i])];
+  // k1 = dsdt(s, torque); y = s + dt2 k1; k2 = dsdt(y, torque + dt2 * 0); y = s + dt2 k2;
+  // k3 = dsdt(y, torque + dt2 * 0); y = s + dt k3; k4 = dsdt(y, torque + dt * 0).
+  acrobot_dsdt_lanes<W>(s, sc.torque, k[0], n, sc, p);
+  for (int stage = 1; stage < 4; ++stage) {
+    const double h = stage == 3 ? dt : dt2;
+    for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+      for (int j = 0; j < 4; ++j) st(y[j] + i, ld<V>(s[j] + i) + h * ld<V>(k[stage - 1][j] + i));
+      st(sc.a + i, ld<V>(sc.torque + i) + h * 0.0);
+    });
+    acrobot_dsdt_lanes<W>(y, sc.a, k[stage], n, sc, p);
+  }
+  // ns = s + dt / 6 * (k1 + 2 k2 + 2 k3 + k4), into y.
+  for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+    for (int j = 0; j < 4; ++j)
+      st(y[j] + i, ld<V>(s[j] + i) + dt / 6.0 * (ld<V>(k[0][j] + i) + 2 * ld<V>(k[1][j] + i) +
+                                                 2 * ld<V>(k[2][j] + i) + ld<V>(k[3][j] + i)));
+  });
+  for (std::size_t i = 0; i < n; ++i) {
+    double ns[4];
+    ns[0] = wrap(y[0][i], -kPi, kPi);
+    ns[1] = wrap(y[1][i], -kPi, kPi);
+    ns[2] = bound(y[2][i], -kMaxVel1, kMaxVel1);
+    ns[3] = bound(y[3][i], -kMaxVel2, kMaxVel2);
+    for (int j = 0; j < 4; ++j) s[j][i] = ns[j];
+    const bool term = terminal(ns);
+    l.terminated[i] = term;
+    l.reward[i] = term ? 0.0 : -1.0;
+    observe(ns, l.obs + 6 * i);
+  }
+}
+
+#ifdef HERD_RL_X86_SIMD
+__attribute__((target("avx512f,avx512dq"))) void acrobot_lanes_avx512(const AcrobotLanes& l, std::size_t n) {
+  acrobot_lanes_impl<8>(l, n);
+}
+__attribute__((target("avx2"))) void acrobot_lanes_avx2(const AcrobotLanes& l, std::size_t n) {
+  acrobot_lanes_impl<4>(l, n);
+}
+#endif
+
+}  // namespace
+
+void acrobot_lanes(const AcrobotLanes& l, std::size_t n, EnvSimd level) {
+  HERD_REQUIRE(n <= kAcrobotChunk, "acrobot_lanes: {} lanes, but at most {}", n, kAcrobotChunk);
+#ifdef HERD_RL_X86_SIMD
+  if (level == EnvSimd::kAvx512) return acrobot_lanes_avx512(l, n);
+  if (level == EnvSimd::kAvx2) return acrobot_lanes_avx2(l, n);
+#endif
+  (void)level;
+  acrobot_lanes_impl<1>(l, n);
+}
+
 }  // namespace detail
 }  // namespace herd::rl

@@ -108,6 +108,12 @@ class Acrobot final : public Env {
   std::vector<double> get_state() const override;
   /// Writes the float32 observation of the current state.
   void observe(float* obs) const override;
+  /// Steps a batch at the `env_simd()` level (chunks of structure-of-arrays states, the RK4
+  /// arithmetic 4 or 8 environments per vector, glibc's functions per environment; the
+  /// scalar level steps one at a time), bit-identical with `step_unchecked` at every level.
+  void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
+                  double* rewards, std::uint8_t* terminated,
+                  std::uint8_t* truncated) const override;
 
  protected:
   void reset_impl(RngCursor& rng, float* obs) override;
