@@ -9,6 +9,14 @@
 //
 // Usage: bench_ppo_cartpole [--seeds N] [--max-steps S] [--peer [--python EXE]]
 //        bench_ppo_cartpole --throughput [--steps S] [--sampler KIND --threads N]
+//        bench_ppo_cartpole --config FILE --threshold R [--seeds N] [--first-seed K]
+//                           [--max-steps S] [--nn-threads T] [--set key=value]...
+// --config: time to a threshold from process start, for any herd-rl configuration: each
+// seed runs in a fresh child process (this program, exec'd), timed by the parent from
+// before the spawn to the child's exit, which the child calls as soon as the mean return
+// of the last 100 training episodes reaches R (so loading, reading the configuration,
+// building envs and networks and training are all in it; nothing is written). Prints the
+// per-seed wall and CPU seconds (the child's user + system time) and min/median.
 // --throughput instead prints end-to-end PPO training throughput (env steps/s:
 // sampling with inference, GAE and the update, as `herd-rl train` runs) of the CartPole-v1
 // presets examples/rl/cartpole_ppo{,_256,_1024,_4096}.toml over at least S env steps
@@ -21,7 +29,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -120,6 +131,94 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+// The child of --config: trains one seed and exits at once when the threshold is reached.
+int child_run(const std::string& config, const std::vector<std::string>& sets, double threshold, long long max_steps,
+              int nn_threads) {
+  herd::nn::set_num_threads(nn_threads);
+  std::string text;
+  const auto cfg = herd::rl::load_train_config(config, sets, &text);
+  herd::rl::Trainer t(cfg, text);
+  bool reached = false;
+  while (!t.done() && t.env_steps() < max_steps) {
+    t.iterate();
+    if (t.recent_episodes() >= 100 && t.recent_mean_return() >= threshold) {
+      reached = true;
+      break;
+    }
+  }
+  const double mean = t.recent_episodes() > 0 ? t.recent_mean_return() : 0.0;
+  std::printf("{\"reached\": %s, \"env_steps\": %lld, \"iterations\": %lld, \"episodes\": %zu, \"mean_return\": %.2f}\n",
+              reached ? "true" : "false", static_cast<long long>(t.env_steps()),
+              static_cast<long long>(t.iteration()), t.recent_episodes(), mean);
+  std::fflush(stdout);
+  std::_Exit(0);  // no teardown: the time counted ends here
+}
+
+int config_runs(const char* self, const std::string& config, const std::vector<std::string>& sets, double threshold,
+                int first_seed, int seeds, long long max_steps, int nn_threads) {
+  std::vector<double> walls, cpus;
+  nlohmann::json runs = nlohmann::json::array();
+  for (int s = first_seed; s < first_seed + seeds; ++s) {
+    std::vector<std::string> args = {self, "--child", "--config", config, "--threshold", std::to_string(threshold),
+                                     "--max-steps", std::to_string(max_steps), "--nn-threads", std::to_string(nn_threads),
+                                     "--set", "seed=" + std::to_string(s), "--set", "output_prefix=/tmp/bench_ppo_child"};
+    for (const auto& kv : sets) args.insert(args.end(), {"--set", kv});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    pid_t pid = 0;
+    const double w0 = wall_now();
+    if (posix_spawn(&pid, self, &fa, nullptr, argv.data(), environ) != 0) return 1;
+    close(fds[1]);
+    std::string out;
+    char buf[4096];
+    ssize_t k;
+    while ((k = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(k));
+    close(fds[0]);
+    int status = 0;
+    rusage ru{};
+    wait4(pid, &status, 0, &ru);
+    const double wall = wall_now() - w0;
+    posix_spawn_file_actions_destroy(&fa);
+    const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                       1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    auto j = nlohmann::json::parse(out.substr(0, out.find('\n')), nullptr, false);
+    if (j.is_discarded()) j = {{"error", "child exited " + std::to_string(status) + ": " + out}};
+    j["seed"] = s;
+    j["wall_seconds"] = wall;
+    j["cpu_seconds"] = cpu;
+    if (j.value("reached", false)) {
+      walls.push_back(wall);
+      cpus.push_back(cpu);
+    }
+    std::fprintf(stderr, "seed %d: %s\n", s, j.dump().c_str());
+    runs.push_back(std::move(j));
+  }
+  nlohmann::json doc = {{"benchmark", "time_to_threshold_from_process_start"},
+                        {"config", config},
+                        {"set", sets},
+                        {"threshold", threshold},
+                        {"criterion", "mean return of the last 100 training episodes"},
+                        {"nn_threads", nn_threads},
+                        {"runs", runs},
+                        {"reached", walls.size()},
+                        {"seeds", seeds}};
+  if (!walls.empty()) {
+    doc["min_wall_seconds"] = *std::min_element(walls.begin(), walls.end());
+    doc["median_wall_seconds"] = median(walls);
+    doc["max_wall_seconds"] = *std::max_element(walls.begin(), walls.end());
+    doc["median_cpu_seconds"] = median(cpus);
+  }
+  std::printf("%s\n", doc.dump(2).c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int seeds = 5;
   long long max_steps = 200000;
@@ -127,18 +226,35 @@ int main(int argc, char** argv) {
   long long tp_steps = 200000;
   std::string sampler;
   int threads = 0;
-  bool peer = false;
-  std::string python;
+  bool peer = false, child = false;
+  std::string python, config;
+  std::vector<std::string> sets;
+  double threshold = 475.0;
+  int first_seed = 0, nn_threads = 1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--throughput")) tp = true;
     else if (!std::strcmp(argv[i], "--peer")) peer = true;
+    else if (!std::strcmp(argv[i], "--child")) child = true;
     else if (i + 1 >= argc) break;
+    else if (!std::strcmp(argv[i], "--config")) config = argv[++i];
+    else if (!std::strcmp(argv[i], "--set")) sets.emplace_back(argv[++i]);
+    else if (!std::strcmp(argv[i], "--threshold")) threshold = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--first-seed")) first_seed = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--nn-threads")) nn_threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--seeds")) seeds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--max-steps")) max_steps = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--steps")) tp_steps = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--sampler")) sampler = argv[++i];
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--python")) python = argv[++i];
+  }
+  if (child) return child_run(config, sets, threshold, max_steps, nn_threads);
+  if (!config.empty()) {
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) return 1;
+    self[len] = 0;
+    return config_runs(self, config, sets, threshold, first_seed, seeds, max_steps, nn_threads);
   }
   herd::nn::set_num_threads(1);
   if (tp) return throughput(tp_steps, sampler, threads);

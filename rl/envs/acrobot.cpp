@@ -1,62 +1,39 @@
 // Acrobot-v1. Compiled with -ffp-contract=off -fno-builtin-pow and no -march: the
 // operations below follow Gymnasium 1.4.0's acrobot.py ("book" dynamics, RK4) in order,
 // with glibc's pow where Python squares with `**`, so results are bit-identical with it.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
+#include "classic_simd.hpp"
 #include "herd/rl/envs.hpp"
 
 namespace herd::rl {
 namespace {
 
-constexpr double kPi = std::numbers::pi;
-constexpr double kDt = 0.2;
-constexpr double kL1 = 1.0;   // LINK_LENGTH_1
-constexpr double kM1 = 1.0;   // LINK_MASS_1
-constexpr double kM2 = 1.0;   // LINK_MASS_2
-constexpr double kLc1 = 0.5;  // LINK_COM_POS_1
-constexpr double kLc2 = 0.5;  // LINK_COM_POS_2
-constexpr double kI1 = 1.0;   // LINK_MOI
-constexpr double kI2 = 1.0;
-constexpr double kG = 9.8;
-constexpr double kMaxVel1 = 4 * kPi;
-constexpr double kMaxVel2 = 9 * kPi;
-constexpr double kTorques[3] = {-1.0, 0.0, 1.0};
-
-/// Python's `x ** 2` on a float: glibc pow, kept from being folded to x * x.
-inline double sq(double x) { return std::pow(x, 2.0); }
+using namespace detail::acrobot;
 
 /// Time derivative of (theta1, theta2, dtheta1, dtheta2) under torque `a`.
 void dsdt(const double* s, double a, double* out) {
   const double theta1 = s[0], theta2 = s[1], dtheta1 = s[2], dtheta2 = s[3];
-  const double d1 =
-      kM1 * sq(kLc1) + kM2 * (sq(kL1) + sq(kLc2) + 2 * kL1 * kLc2 * std::cos(theta2)) + kI1 + kI2;
-  const double d2 = kM2 * (sq(kLc2) + kL1 * kLc2 * std::cos(theta2)) + kI2;
+  // glibc's sincos for Python's cos(theta2), sin(theta2) (GCC merges them anyway; named so
+  // that the batched kernel provably calls the same function).
+  double sin2, cos2;
+  ::sincos(theta2, &sin2, &cos2);
+  const double d1 = kM1 * sq(kLc1) + kM2 * (sq(kL1) + sq(kLc2) + 2 * kL1 * kLc2 * cos2) + kI1 + kI2;
+  const double d2 = kM2 * (sq(kLc2) + kL1 * kLc2 * cos2) + kI2;
   const double phi2 = kM2 * kLc2 * kG * std::cos(theta1 + theta2 - kPi / 2.0);
-  const double phi1 = -kM2 * kL1 * kLc2 * sq(dtheta2) * std::sin(theta2) -
-                      2 * kM2 * kL1 * kLc2 * dtheta2 * dtheta1 * std::sin(theta2) +
+  const double phi1 = -kM2 * kL1 * kLc2 * sq(dtheta2) * sin2 -
+                      2 * kM2 * kL1 * kLc2 * dtheta2 * dtheta1 * sin2 +
                       (kM1 * kLc1 + kM2 * kL1) * kG * std::cos(theta1 - kPi / 2) + phi2;
   const double ddtheta2 =
-      (a + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * sq(dtheta1) * std::sin(theta2) - phi2) /
+      (a + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * sq(dtheta1) * sin2 - phi2) /
       (kM2 * sq(kLc2) + kI2 - sq(d2) / d1);
   const double ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
   out[0] = dtheta1;
   out[1] = dtheta2;
   out[2] = ddtheta1;
   out[3] = ddtheta2;
-}
-
-double wrap(double x, double m, double big_m) {
-  const double diff = big_m - m;
-  while (x > big_m) x = x - diff;
-  while (x < m) x = x + diff;
-  return x;
-}
-
-/// Python's min(max(x, m), M).
-double bound(double x, double m, double big_m) {
-  const double y = (m > x) ? m : x;
-  return (big_m < y) ? big_m : y;
 }
 
 Space acrobot_obs_space() {
@@ -70,14 +47,7 @@ Acrobot::Acrobot() : Env("Acrobot-v1", acrobot_obs_space(), Space::discrete(3), 
 
 std::vector<double> Acrobot::get_state() const { return {s_[0], s_[1], s_[2], s_[3]}; }
 
-void Acrobot::observe(float* obs) const {
-  obs[0] = static_cast<float>(std::cos(s_[0]));
-  obs[1] = static_cast<float>(std::sin(s_[0]));
-  obs[2] = static_cast<float>(std::cos(s_[1]));
-  obs[3] = static_cast<float>(std::sin(s_[1]));
-  obs[4] = static_cast<float>(s_[2]);
-  obs[5] = static_cast<float>(s_[3]);
-}
+void Acrobot::observe(float* obs) const { detail::acrobot::observe(s_, obs); }
 
 void Acrobot::reset_impl(RngCursor& rng, float* obs) {
   constexpr double kLow = -0.1, kHigh = 0.1;
@@ -105,10 +75,39 @@ StepResult Acrobot::step_impl(const double* action, float* obs) {
   s_[2] = bound(ns[2], -kMaxVel1, kMaxVel1);
   s_[3] = bound(ns[3], -kMaxVel2, kMaxVel2);
   StepResult r;
-  r.terminated = -std::cos(s_[0]) - std::cos(s_[1] + s_[0]) > 1.0;
+  r.terminated = detail::acrobot::terminal(s_);
   r.reward = r.terminated ? 0.0 : -1.0;
   observe(obs);
   return r;
+}
+
+void Acrobot::step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
+                         double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const {
+  const EnvSimd level = env_simd();
+  if (level == EnvSimd::kScalar) {
+    Env::step_batch(envs, n, actions, obs, rewards, terminated, truncated);
+    return;
+  }
+  constexpr std::size_t kChunk = detail::kAcrobotChunk;
+  struct alignas(64) Soa {
+    double s[4][kChunk];
+  };
+  thread_local Soa soa;
+  for (std::size_t b = 0; b < n; b += kChunk) {
+    const std::size_t m = std::min(kChunk, n - b);
+    for (std::size_t i = 0; i < m; ++i) {
+      const double* s = static_cast<const Acrobot*>(envs[b + i])->s_;
+      for (int j = 0; j < 4; ++j) soa.s[j][i] = s[j];
+    }
+    const detail::AcrobotLanes l{{soa.s[0], soa.s[1], soa.s[2], soa.s[3]}, actions + b, obs + 6 * b,
+                                 rewards + b, terminated + b};
+    detail::acrobot_lanes(l, m, level);
+    for (std::size_t i = 0; i < m; ++i) {
+      auto* e = static_cast<Acrobot*>(envs[b + i]);
+      for (int j = 0; j < 4; ++j) e->s_[j] = soa.s[j][i];
+      truncated[b + i] = e->count_step();
+    }
+  }
 }
 
 void Acrobot::set_state_impl(const double* state) {

@@ -1,23 +1,16 @@
 // CartPole-v1. Compiled with -ffp-contract=off and no -march: the operations below follow
 // Gymnasium 1.4.0's cartpole.py in order, so results are bit-identical with it.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
+#include "classic_simd.hpp"
 #include "herd/rl/envs.hpp"
 
 namespace herd::rl {
 namespace {
 
-constexpr double kGravity = 9.8;
-constexpr double kMassCart = 1.0;
-constexpr double kMassPole = 0.1;
-constexpr double kTotalMass = kMassPole + kMassCart;
-constexpr double kLength = 0.5;  // half the pole's length
-constexpr double kPoleMassLength = kMassPole * kLength;
-constexpr double kForceMag = 10.0;
-constexpr double kTau = 0.02;  // seconds between state updates
-constexpr double kThetaThreshold = 12 * 2 * std::numbers::pi / 360;
-constexpr double kXThreshold = 2.4;
+using namespace detail::cartpole;
 
 Space cartpole_obs_space() {
   const double high[4] = {static_cast<float>(kXThreshold * 2), HUGE_VAL,
@@ -29,8 +22,10 @@ Space cartpole_obs_space() {
 /// The transition, inlined into both the exported function and the batched loop.
 inline bool transition(CartPoleState& s, std::int64_t action) {
   const double force = action == 1 ? kForceMag : -kForceMag;
-  const double costheta = std::cos(s.theta);
-  const double sintheta = std::sin(s.theta);
+  // glibc's sincos: what GCC makes of Gymnasium's math.cos/math.sin pair anyway, named here
+  // so that the batched kernels provably call the same function.
+  double sintheta, costheta;
+  ::sincos(s.theta, &sintheta, &costheta);
   const double temp =
       (force + kPoleMassLength * (s.theta_dot * s.theta_dot) * sintheta) / kTotalMass;
   const double thetaacc = (kGravity * sintheta - costheta * temp) /
@@ -84,14 +79,63 @@ StepResult CartPole::step_impl(const double* action, float* obs) {
 void CartPole::step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
                           double* rewards, std::uint8_t* terminated,
                           std::uint8_t* truncated) const {
-  for (std::size_t i = 0; i < n; ++i) {
-    auto* e = static_cast<CartPole*>(envs[i]);
-    const bool term = transition(e->s_, static_cast<std::int64_t>(actions[i]));
-    rewards[i] = (term && e->after_terminal_) ? 0.0 : 1.0;
-    if (term) e->after_terminal_ = true;
-    terminated[i] = term;
-    truncated[i] = e->count_step();
-    cartpole_observe(e->s_, obs + 4 * i);
+  const EnvSimd level = env_simd();
+  if (level == EnvSimd::kScalar) {
+    for (std::size_t i = 0; i < n; ++i) {
+      auto* e = static_cast<CartPole*>(envs[i]);
+      const bool term = transition(e->s_, static_cast<std::int64_t>(actions[i]));
+      rewards[i] = (term && e->after_terminal_) ? 0.0 : 1.0;
+      if (term) e->after_terminal_ = true;
+      terminated[i] = term;
+      truncated[i] = e->count_step();
+      cartpole_observe(e->s_, obs + 4 * i);
+    }
+    return;
+  }
+  // Chunks of structure-of-arrays copies of the states (they stay in L1), stepped by the
+  // vector kernel; the remainder of a chunk that fills no vector takes the scalar kernel.
+  constexpr std::size_t kChunk = 256;
+  struct alignas(64) Soa {
+    double x[kChunk], x_dot[kChunk], theta[kChunk], theta_dot[kChunk], sin[kChunk], cos[kChunk];
+  };
+  thread_local Soa soa;
+  const std::size_t lanes = detail::simd_lanes(level);
+  for (std::size_t b = 0; b < n; b += kChunk) {
+    const std::size_t m = std::min(kChunk, n - b);
+    for (std::size_t i = 0; i < m; ++i) {
+      // The env objects are separate allocations: fetch a few ahead (thousands of envs
+      // exceed L2, and the scatter below touches the same lines again).
+      if (b + i + 16 < n) {
+        const Env* ahead = envs[b + i + 16];
+        __builtin_prefetch(ahead, 1);  // the base's step count
+        __builtin_prefetch(&static_cast<const CartPole*>(ahead)->s_, 1);
+      }
+      const CartPoleState& s = static_cast<const CartPole*>(envs[b + i])->s_;
+      soa.x[i] = s.x;
+      soa.x_dot[i] = s.x_dot;
+      soa.theta[i] = s.theta;
+      soa.theta_dot[i] = s.theta_dot;
+      ::sincos(s.theta, &soa.sin[i], &soa.cos[i]);  // the scalar path's function (transition)
+    }
+    const detail::CartPoleLanes l{soa.x, soa.x_dot, soa.theta, soa.theta_dot, soa.sin, soa.cos,
+                                  actions + b, obs + 4 * b, terminated + b};
+    const std::size_t vec = m - m % lanes;
+    if (level == EnvSimd::kAvx512) detail::cartpole_lanes_avx512(l, vec);
+    else detail::cartpole_lanes_avx2(l, vec);
+    if (vec < m) {
+      const detail::CartPoleLanes t{soa.x + vec, soa.x_dot + vec, soa.theta + vec, soa.theta_dot + vec,
+                                    soa.sin + vec, soa.cos + vec, actions + b + vec, obs + 4 * (b + vec),
+                                    terminated + b + vec};
+      detail::cartpole_lanes_scalar(t, m - vec);
+    }
+    for (std::size_t i = 0; i < m; ++i) {
+      auto* e = static_cast<CartPole*>(envs[b + i]);
+      e->s_ = {soa.x[i], soa.x_dot[i], soa.theta[i], soa.theta_dot[i]};
+      const bool term = terminated[b + i] != 0;
+      rewards[b + i] = (term && e->after_terminal_) ? 0.0 : 1.0;
+      e->after_terminal_ = e->after_terminal_ || term;
+      truncated[b + i] = e->count_step();
+    }
   }
 }
 

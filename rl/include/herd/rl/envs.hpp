@@ -17,6 +17,30 @@
 
 namespace herd::rl {
 
+/// Instruction set of the batched (`step_batch`) CartPole and Acrobot steps, which step
+/// several environments per vector instruction over structure-of-arrays copies of their
+/// states. Every level gives results bit-identical with the scalar `step` (the reference):
+/// the same IEEE-754 double operations per environment in the same order, no fused
+/// multiply-add, and the same glibc `sincos`/`cos`/`pow` calls per environment (the
+/// transcendental functions are not vectorized, as vector math libraries round
+/// differently).
+enum class EnvSimd : std::uint8_t {
+  kScalar,  ///< one environment at a time (the portable path)
+  kAvx2,    ///< 4 environments per 256-bit vector
+  kAvx512,  ///< 8 environments per 512-bit vector (AVX-512F and DQ)
+};
+
+/// The widest level this CPU supports (checked at run time with cpuid). Thread-safe.
+EnvSimd env_simd_supported();
+/// The level batched steps use: `env_simd_supported()` unless set. Thread-safe.
+EnvSimd env_simd();
+/// Sets the level of all later batched steps, process-wide (tests and benchmarks compare
+/// them). Thread-safe, but steps already running keep their level.
+/// @throws herd::InputError when the CPU does not support `level`.
+void set_env_simd(EnvSimd level);
+/// "scalar", "avx2" or "avx512".
+const char* env_simd_name(EnvSimd level);
+
 /// Internal state of one CartPole: x [m], x_dot [m/s], theta [rad], theta_dot [rad/s].
 struct CartPoleState {
   double x, x_dot, theta, theta_dot;
@@ -52,7 +76,9 @@ class CartPole final : public Env {
   void observe(float* obs) const override;
   /// The state as the batched kernel sees it.
   const CartPoleState& state() const { return s_; }
-  /// Tight loop over `cartpole_transition`, bit-identical with `step_unchecked`.
+  /// Steps a batch at the `env_simd()` level (chunks of environments copied to
+  /// structure-of-arrays form and stepped 4 or 8 per vector; the scalar level is a tight
+  /// loop over `cartpole_transition`), bit-identical with `step_unchecked` at every level.
   void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
                   double* rewards, std::uint8_t* terminated,
                   std::uint8_t* truncated) const override;
@@ -82,6 +108,12 @@ class Acrobot final : public Env {
   std::vector<double> get_state() const override;
   /// Writes the float32 observation of the current state.
   void observe(float* obs) const override;
+  /// Steps a batch at the `env_simd()` level (chunks of structure-of-arrays states, the RK4
+  /// arithmetic 4 or 8 environments per vector, glibc's functions per environment; the
+  /// scalar level steps one at a time), bit-identical with `step_unchecked` at every level.
+  void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
+                  double* rewards, std::uint8_t* terminated,
+                  std::uint8_t* truncated) const override;
 
  protected:
   void reset_impl(RngCursor& rng, float* obs) override;

@@ -1,0 +1,364 @@
+// SIMD-across-envs kernels of the classic-control environments and the run-time choice of
+// the instruction set. Compiled with -ffp-contract=off (as the scalar environments): GCC
+// would otherwise fuse a vector multiply and add into an FMA, which rounds once instead of
+// twice. The AVX2/AVX-512 functions carry target attributes, so the library still runs on
+// any x86-64 and the level is chosen with cpuid at run time.
+#include "classic_simd.hpp"
+
+#include <atomic>
+#include <cmath>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HERD_RL_X86_SIMD 1
+#endif
+
+#include "herd/core/error.hpp"
+
+namespace herd::rl {
+namespace {
+
+EnvSimd detect() {
+#ifdef HERD_RL_X86_SIMD
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) return EnvSimd::kAvx512;
+  if (__builtin_cpu_supports("avx2")) return EnvSimd::kAvx2;
+#endif
+  return EnvSimd::kScalar;
+}
+
+// 0xFF: not chosen yet (the supported level is used).
+std::atomic<std::uint8_t> g_level{0xFF};
+
+}  // namespace
+
+EnvSimd env_simd_supported() {
+  static const EnvSimd best = detect();
+  return best;
+}
+
+EnvSimd env_simd() {
+  const std::uint8_t v = g_level.load(std::memory_order_relaxed);
+  return v == 0xFF ? env_simd_supported() : static_cast<EnvSimd>(v);
+}
+
+const char* env_simd_name(EnvSimd level) {
+  switch (level) {
+    case EnvSimd::kScalar: return "scalar";
+    case EnvSimd::kAvx2: return "avx2";
+    case EnvSimd::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+void set_env_simd(EnvSimd level) {
+  HERD_REQUIRE(static_cast<int>(level) <= static_cast<int>(env_simd_supported()),
+               "set_env_simd: level {} is not supported by this CPU (the widest supported is {})",
+               env_simd_name(level), env_simd_name(env_simd_supported()));
+  g_level.store(static_cast<std::uint8_t>(level), std::memory_order_relaxed);
+}
+
+namespace detail {
+
+using namespace cartpole;
+
+std::size_t simd_lanes(EnvSimd level) {
+  switch (level) {
+    case EnvSimd::kAvx512: return 8;
+    case EnvSimd::kAvx2: return 4;
+    case EnvSimd::kScalar: break;
+  }
+  return 1;
+}
+
+void cartpole_lanes_scalar(const CartPoleLanes& l, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const double x = l.x[i], x_dot = l.x_dot[i], theta = l.theta[i], theta_dot = l.theta_dot[i];
+    const double sintheta = l.sin_theta[i], costheta = l.cos_theta[i];
+    const double force = l.action[i] == 1.0 ? kForceMag : -kForceMag;
+    const double temp = (force + kPoleMassLength * (theta_dot * theta_dot) * sintheta) / kTotalMass;
+    const double thetaacc = (kGravity * sintheta - costheta * temp) /
+                            (kLength * (4.0 / 3.0 - kMassPole * (costheta * costheta) / kTotalMass));
+    const double xacc = temp - kPoleMassLength * thetaacc * costheta / kTotalMass;
+    const double nx = x + kTau * x_dot, nxd = x_dot + kTau * xacc;
+    const double nt = theta + kTau * theta_dot, ntd = theta_dot + kTau * thetaacc;
+    l.x[i] = nx;
+    l.x_dot[i] = nxd;
+    l.theta[i] = nt;
+    l.theta_dot[i] = ntd;
+    l.terminated[i] = nx < -kXThreshold || nx > kXThreshold || nt < -kThetaThreshold || nt > kThetaThreshold;
+    float* o = l.obs + 4 * i;
+    o[0] = static_cast<float>(nx);
+    o[1] = static_cast<float>(nxd);
+    o[2] = static_cast<float>(nt);
+    o[3] = static_cast<float>(ntd);
+  }
+}
+
+#ifdef HERD_RL_X86_SIMD
+
+// GCC 12's AVX-512 headers pass _mm256_undefined_ps() as the unused merge source of
+// cvtpd2ps/insert and then warn that it "may be used uninitialized" (all mask bits are set,
+// so it is never read).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f,avx512dq"))) void cartpole_lanes_avx512(const CartPoleLanes& l,
+                                                                       std::size_t n) {
+  const __m512d pml = _mm512_set1_pd(kPoleMassLength), total = _mm512_set1_pd(kTotalMass);
+  const __m512d grav = _mm512_set1_pd(kGravity), len = _mm512_set1_pd(kLength);
+  const __m512d four_thirds = _mm512_set1_pd(4.0 / 3.0), mpole = _mm512_set1_pd(kMassPole);
+  const __m512d tau = _mm512_set1_pd(kTau), one = _mm512_set1_pd(1.0);
+  const __m512d fpos = _mm512_set1_pd(kForceMag), fneg = _mm512_set1_pd(-kForceMag);
+  const __m512d xlo = _mm512_set1_pd(-kXThreshold), xhi = _mm512_set1_pd(kXThreshold);
+  const __m512d tlo = _mm512_set1_pd(-kThetaThreshold), thi = _mm512_set1_pd(kThetaThreshold);
+  // Rows of 4 floats (x, x_dot, theta, theta_dot) from a = [x | x_dot], b = [theta | theta_dot].
+  const __m512i rows_lo = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
+  const __m512i rows_hi = _mm512_setr_epi32(4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31);
+  for (std::size_t i = 0; i < n; i += 8) {
+    const __m512d x = _mm512_loadu_pd(l.x + i), xd = _mm512_loadu_pd(l.x_dot + i);
+    const __m512d th = _mm512_loadu_pd(l.theta + i), thd = _mm512_loadu_pd(l.theta_dot + i);
+    const __m512d s = _mm512_loadu_pd(l.sin_theta + i), c = _mm512_loadu_pd(l.cos_theta + i);
+    const __mmask8 right = _mm512_cmp_pd_mask(_mm512_loadu_pd(l.action + i), one, _CMP_EQ_OQ);
+    const __m512d force = _mm512_mask_blend_pd(right, fneg, fpos);
+    // temp = (force + pml * (thd * thd) * s) / total
+    const __m512d temp =
+        _mm512_div_pd(_mm512_add_pd(force, _mm512_mul_pd(_mm512_mul_pd(pml, _mm512_mul_pd(thd, thd)), s)), total);
+    // thetaacc = (g * s - c * temp) / (len * (4/3 - mpole * (c * c) / total))
+    const __m512d num = _mm512_sub_pd(_mm512_mul_pd(grav, s), _mm512_mul_pd(c, temp));
+    const __m512d den = _mm512_mul_pd(
+        len, _mm512_sub_pd(four_thirds, _mm512_div_pd(_mm512_mul_pd(mpole, _mm512_mul_pd(c, c)), total)));
+    const __m512d thetaacc = _mm512_div_pd(num, den);
+    // xacc = temp - pml * thetaacc * c / total
+    const __m512d xacc =
+        _mm512_sub_pd(temp, _mm512_div_pd(_mm512_mul_pd(_mm512_mul_pd(pml, thetaacc), c), total));
+    const __m512d nx = _mm512_add_pd(x, _mm512_mul_pd(tau, xd));
+    const __m512d nxd = _mm512_add_pd(xd, _mm512_mul_pd(tau, xacc));
+    const __m512d nt = _mm512_add_pd(th, _mm512_mul_pd(tau, thd));
+    const __m512d ntd = _mm512_add_pd(thd, _mm512_mul_pd(tau, thetaacc));
+    _mm512_storeu_pd(l.x + i, nx);
+    _mm512_storeu_pd(l.x_dot + i, nxd);
+    _mm512_storeu_pd(l.theta + i, nt);
+    _mm512_storeu_pd(l.theta_dot + i, ntd);
+    const __mmask8 term = static_cast<__mmask8>(
+        _mm512_cmp_pd_mask(nx, xlo, _CMP_LT_OQ) | _mm512_cmp_pd_mask(nx, xhi, _CMP_GT_OQ) |
+        _mm512_cmp_pd_mask(nt, tlo, _CMP_LT_OQ) | _mm512_cmp_pd_mask(nt, thi, _CMP_GT_OQ));
+    for (std::size_t j = 0; j < 8; ++j) l.terminated[i + j] = static_cast<std::uint8_t>((term >> j) & 1u);
+    const __m512 a = _mm512_insertf32x8(_mm512_zextps256_ps512(_mm512_cvtpd_ps(nx)), _mm512_cvtpd_ps(nxd), 1);
+    const __m512 b = _mm512_insertf32x8(_mm512_zextps256_ps512(_mm512_cvtpd_ps(nt)), _mm512_cvtpd_ps(ntd), 1);
+    _mm512_storeu_ps(l.obs + 4 * i, _mm512_permutex2var_ps(a, rows_lo, b));
+    _mm512_storeu_ps(l.obs + 4 * i + 16, _mm512_permutex2var_ps(a, rows_hi, b));
+  }
+}
+
+#pragma GCC diagnostic pop
+
+__attribute__((target("avx2"))) void cartpole_lanes_avx2(const CartPoleLanes& l, std::size_t n) {
+  const __m256d pml = _mm256_set1_pd(kPoleMassLength), total = _mm256_set1_pd(kTotalMass);
+  const __m256d grav = _mm256_set1_pd(kGravity), len = _mm256_set1_pd(kLength);
+  const __m256d four_thirds = _mm256_set1_pd(4.0 / 3.0), mpole = _mm256_set1_pd(kMassPole);
+  const __m256d tau = _mm256_set1_pd(kTau), one = _mm256_set1_pd(1.0);
+  const __m256d fpos = _mm256_set1_pd(kForceMag), fneg = _mm256_set1_pd(-kForceMag);
+  const __m256d xlo = _mm256_set1_pd(-kXThreshold), xhi = _mm256_set1_pd(kXThreshold);
+  const __m256d tlo = _mm256_set1_pd(-kThetaThreshold), thi = _mm256_set1_pd(kThetaThreshold);
+  for (std::size_t i = 0; i < n; i += 4) {
+    const __m256d x = _mm256_loadu_pd(l.x + i), xd = _mm256_loadu_pd(l.x_dot + i);
+    const __m256d th = _mm256_loadu_pd(l.theta + i), thd = _mm256_loadu_pd(l.theta_dot + i);
+    const __m256d s = _mm256_loadu_pd(l.sin_theta + i), c = _mm256_loadu_pd(l.cos_theta + i);
+    const __m256d right = _mm256_cmp_pd(_mm256_loadu_pd(l.action + i), one, _CMP_EQ_OQ);
+    const __m256d force = _mm256_blendv_pd(fneg, fpos, right);
+    const __m256d temp =
+        _mm256_div_pd(_mm256_add_pd(force, _mm256_mul_pd(_mm256_mul_pd(pml, _mm256_mul_pd(thd, thd)), s)), total);
+    const __m256d num = _mm256_sub_pd(_mm256_mul_pd(grav, s), _mm256_mul_pd(c, temp));
+    const __m256d den = _mm256_mul_pd(
+        len, _mm256_sub_pd(four_thirds, _mm256_div_pd(_mm256_mul_pd(mpole, _mm256_mul_pd(c, c)), total)));
+    const __m256d thetaacc = _mm256_div_pd(num, den);
+    const __m256d xacc =
+        _mm256_sub_pd(temp, _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(pml, thetaacc), c), total));
+    const __m256d nx = _mm256_add_pd(x, _mm256_mul_pd(tau, xd));
+    const __m256d nxd = _mm256_add_pd(xd, _mm256_mul_pd(tau, xacc));
+    const __m256d nt = _mm256_add_pd(th, _mm256_mul_pd(tau, thd));
+    const __m256d ntd = _mm256_add_pd(thd, _mm256_mul_pd(tau, thetaacc));
+    _mm256_storeu_pd(l.x + i, nx);
+    _mm256_storeu_pd(l.x_dot + i, nxd);
+    _mm256_storeu_pd(l.theta + i, nt);
+    _mm256_storeu_pd(l.theta_dot + i, ntd);
+    const __m256d term = _mm256_or_pd(
+        _mm256_or_pd(_mm256_cmp_pd(nx, xlo, _CMP_LT_OQ), _mm256_cmp_pd(nx, xhi, _CMP_GT_OQ)),
+        _mm256_or_pd(_mm256_cmp_pd(nt, tlo, _CMP_LT_OQ), _mm256_cmp_pd(nt, thi, _CMP_GT_OQ)));
+    const int bits = _mm256_movemask_pd(term);
+    for (std::size_t j = 0; j < 4; ++j) l.terminated[i + j] = static_cast<std::uint8_t>((bits >> j) & 1);
+    __m128 r0 = _mm256_cvtpd_ps(nx), r1 = _mm256_cvtpd_ps(nxd), r2 = _mm256_cvtpd_ps(nt), r3 = _mm256_cvtpd_ps(ntd);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_storeu_ps(l.obs + 4 * i, r0);
+    _mm_storeu_ps(l.obs + 4 * i + 4, r1);
+    _mm_storeu_ps(l.obs + 4 * i + 8, r2);
+    _mm_storeu_ps(l.obs + 4 * i + 12, r3);
+  }
+}
+
+#else
+
+void cartpole_lanes_avx512(const CartPoleLanes& l, std::size_t n) { cartpole_lanes_scalar(l, n); }
+void cartpole_lanes_avx2(const CartPoleLanes& l, std::size_t n) { cartpole_lanes_scalar(l, n); }
+
+#endif
+
+
+// ---------------------------------------------------------------------------------------
+// Acrobot: RK4 arithmetic W lanes at a time (GCC vector extensions, compiled for the
+// caller's target), every libm call per lane; the expressions are acrobot.cpp's, operand
+// for operand, with V = double for the lanes left over.
+
+// The vector helpers below pass vectors by value; they are always inlined into functions
+// with the matching target, so no call with the changed ABI exists (GCC warns regardless).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace {
+
+template <int W>
+struct Vec {
+  typedef double type __attribute__((vector_size(W * sizeof(double))));
+};
+template <>
+struct Vec<1> {
+  using type = double;
+};
+
+template <class V>
+[[gnu::always_inline]] inline V ld(const double* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <class V>
+[[gnu::always_inline]] inline void st(double* p, const V& v) {
+  __builtin_memcpy(p, &v, sizeof(V));
+}
+
+struct AcrobotScratch {
+  static constexpr std::size_t kC = kAcrobotChunk;
+  double sin2[kC], cos2[kC], cos_phi2[kC], cos1[kC], sq_dt1[kC], sq_dt2[kC];
+  double d1[kC], d2[kC], phi1[kC], phi2[kC], sq_d2[kC], a[kC], torque[kC];
+  double y[4][kC], k[4][4][kC];
+};
+
+// glibc pow of the constants, called once: the values the scalar path's calls return.
+struct PowConstants {
+  double lc1 = acrobot::sq(acrobot::kLc1), l1 = acrobot::sq(acrobot::kL1), lc2 = acrobot::sq(acrobot::kLc2);
+};
+
+// Calls f.template operator()<V>(i) for vector blocks of W lanes, then V = double.
+template <int W, class F>
+[[gnu::always_inline]] inline void for_lanes(std::size_t n, F&& f) {
+  std::size_t i = 0;
+  if constexpr (W > 1)
+    for (; i + W <= n; i += W) f.template operator()<typename Vec<W>::type>(i);
+  for (; i < n; ++i) f.template operator()<double>(i);
+}
+
+template <int W>
+[[gnu::always_inline]] inline void acrobot_dsdt_lanes(const double* const* y, const double* a, double* const* out,
+                                                      std::size_t n, AcrobotScratch& sc, const PowConstants& p) {
+  using namespace acrobot;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double theta1 = y[0][i], theta2 = y[1][i];
+    ::sincos(theta2, &sc.sin2[i], &sc.cos2[i]);
+    sc.cos_phi2[i] = std::cos(theta1 + theta2 - kPi / 2.0);
+    sc.cos1[i] = std::cos(theta1 - kPi / 2);
+    sc.sq_dt2[i] = sq(y[3][i]);
+    sc.sq_dt1[i] = sq(y[2][i]);
+  }
+  for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+    const V dtheta1 = ld<V>(y[2] + i), dtheta2 = ld<V>(y[3] + i);
+    const V sin2 = ld<V>(sc.sin2 + i), cos2 = ld<V>(sc.cos2 + i);
+    const V d1 = kM1 * p.lc1 + kM2 * (p.l1 + p.lc2 + 2 * kL1 * kLc2 * cos2) + kI1 + kI2;
+    const V d2 = kM2 * (p.lc2 + kL1 * kLc2 * cos2) + kI2;
+    const V phi2 = kM2 * kLc2 * kG * ld<V>(sc.cos_phi2 + i);
+    const V phi1 = -kM2 * kL1 * kLc2 * ld<V>(sc.sq_dt2 + i) * sin2 - 2 * kM2 * kL1 * kLc2 * dtheta2 * dtheta1 * sin2 +
+                   (kM1 * kLc1 + kM2 * kL1) * kG * ld<V>(sc.cos1 + i) + phi2;
+    st(sc.d1 + i, d1);
+    st(sc.d2 + i, d2);
+    st(sc.phi1 + i, phi1);
+    st(sc.phi2 + i, phi2);
+  });
+  for (std::size_t i = 0; i < n; ++i) sc.sq_d2[i] = sq(sc.d2[i]);
+  for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+    const V d1 = ld<V>(sc.d1 + i), d2 = ld<V>(sc.d2 + i), phi1 = ld<V>(sc.phi1 + i), phi2 = ld<V>(sc.phi2 + i);
+    const V ddtheta2 = (ld<V>(a + i) + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * ld<V>(sc.sq_dt1 + i) * ld<V>(sc.sin2 + i) - phi2) /
+                       (kM2 * p.lc2 + kI2 - ld<V>(sc.sq_d2 + i) / d1);
+    const V ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
+    st(out[0] + i, ld<V>(y[2] + i));
+    st(out[1] + i, ld<V>(y[3] + i));
+    st(out[2] + i, ddtheta1);
+    st(out[3] + i, ddtheta2);
+  });
+}
+
+template <int W>
+[[gnu::always_inline]] inline void acrobot_lanes_impl(const AcrobotLanes& l, std::size_t n) {
+  using namespace acrobot;
+  thread_local AcrobotScratch sc;
+  static const PowConstants p;
+  const double dt = kDt - 0;
+  const double dt2 = dt / 2.0;
+  double* const s[4] = {l.s[0], l.s[1], l.s[2], l.s[3]};
+  double* const y[4] = {sc.y[0], sc.y[1], sc.y[2], sc.y[3]};
+  double* const k[4][4] = {{sc.k[0][0], sc.k[0][1], sc.k[0][2], sc.k[0][3]},
+                           {sc.k[1][0], sc.k[1][1], sc.k[1][2], sc.k[1][3]},
+                           {sc.k[2][0], sc.k[2][1], sc.k[2][2], sc.k[2][3]},
+                           {sc.k[3][0], sc.k[3][1], sc.k[3][2], sc.k[3][3]}};
+  for (std::size_t i = 0; i < n; ++i) sc.torque[i] = kTorques[static_cast<int>(l.action[i])];
+  // k1 = dsdt(s, torque); y = s + dt2 k1; k2 = dsdt(y, torque + dt2 * 0); y = s + dt2 k2;
+  // k3 = dsdt(y, torque + dt2 * 0); y = s + dt k3; k4 = dsdt(y, torque + dt * 0).
+  acrobot_dsdt_lanes<W>(s, sc.torque, k[0], n, sc, p);
+  for (int stage = 1; stage < 4; ++stage) {
+    const double h = stage == 3 ? dt : dt2;
+    for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+      for (int j = 0; j < 4; ++j) st(y[j] + i, ld<V>(s[j] + i) + h * ld<V>(k[stage - 1][j] + i));
+      st(sc.a + i, ld<V>(sc.torque + i) + h * 0.0);
+    });
+    acrobot_dsdt_lanes<W>(y, sc.a, k[stage], n, sc, p);
+  }
+  // ns = s + dt / 6 * (k1 + 2 k2 + 2 k3 + k4), into y.
+  for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+    for (int j = 0; j < 4; ++j)
+      st(y[j] + i, ld<V>(s[j] + i) + dt / 6.0 * (ld<V>(k[0][j] + i) + 2 * ld<V>(k[1][j] + i) +
+                                                 2 * ld<V>(k[2][j] + i) + ld<V>(k[3][j] + i)));
+  });
+  for (std::size_t i = 0; i < n; ++i) {
+    double ns[4];
+    ns[0] = wrap(y[0][i], -kPi, kPi);
+    ns[1] = wrap(y[1][i], -kPi, kPi);
+    ns[2] = bound(y[2][i], -kMaxVel1, kMaxVel1);
+    ns[3] = bound(y[3][i], -kMaxVel2, kMaxVel2);
+    for (int j = 0; j < 4; ++j) s[j][i] = ns[j];
+    const bool term = terminal(ns);
+    l.terminated[i] = term;
+    l.reward[i] = term ? 0.0 : -1.0;
+    observe(ns, l.obs + 6 * i);
+  }
+}
+
+#ifdef HERD_RL_X86_SIMD
+__attribute__((target("avx512f,avx512dq"))) void acrobot_lanes_avx512(const AcrobotLanes& l, std::size_t n) {
+  acrobot_lanes_impl<8>(l, n);
+}
+__attribute__((target("avx2"))) void acrobot_lanes_avx2(const AcrobotLanes& l, std::size_t n) {
+  acrobot_lanes_impl<4>(l, n);
+}
+#endif
+
+}  // namespace
+
+void acrobot_lanes(const AcrobotLanes& l, std::size_t n, EnvSimd level) {
+  HERD_REQUIRE(n <= kAcrobotChunk, "acrobot_lanes: {} lanes, but at most {}", n, kAcrobotChunk);
+#ifdef HERD_RL_X86_SIMD
+  if (level == EnvSimd::kAvx512) return acrobot_lanes_avx512(l, n);
+  if (level == EnvSimd::kAvx2) return acrobot_lanes_avx2(l, n);
+#endif
+  (void)level;
+  acrobot_lanes_impl<1>(l, n);
+}
+
+}  // namespace detail
+}  // namespace herd::rl

@@ -1,0 +1,127 @@
+#pragma once
+// Internal to rl/envs: the SIMD-across-envs kernels of CartPole and Acrobot over
+// structure-of-arrays state (one array per state component, lane i = env i of a chunk).
+//
+// Bit-exactness with the scalar path (the reference, `cartpole_transition` and
+// `Acrobot::step_impl`): every lane performs the same IEEE-754 double operations in the same
+// order as the scalar code (vector add/sub/mul/div/compare/convert round exactly as their
+// scalar forms), the sources are compiled with -ffp-contract=off (no fused multiply-add,
+// also not between intrinsics), and every transcendental value comes from the same glibc
+// function as on the scalar path, called once per lane (`sincos`, `cos`, `pow`); the
+// kernels never use vector math libraries (libmvec/SVML round differently).
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numbers>
+
+#include "herd/rl/envs.hpp"
+
+namespace herd::rl::detail {
+
+/// CartPole's constants (Gymnasium 1.4.0 cartpole.py), shared by both paths.
+namespace cartpole {
+inline constexpr double kGravity = 9.8;
+inline constexpr double kMassCart = 1.0;
+inline constexpr double kMassPole = 0.1;
+inline constexpr double kTotalMass = kMassPole + kMassCart;
+inline constexpr double kLength = 0.5;  // half the pole's length
+inline constexpr double kPoleMassLength = kMassPole * kLength;
+inline constexpr double kForceMag = 10.0;
+inline constexpr double kTau = 0.02;  // seconds between state updates
+inline constexpr double kThetaThreshold = 12 * 2 * std::numbers::pi / 360;
+inline constexpr double kXThreshold = 2.4;
+}  // namespace cartpole
+
+/// One chunk of CartPoles in SoA form. Inputs: state arrays, `sin`/`cos` of theta (glibc
+/// `sincos`), actions (0 or 1 as float64). Outputs: the state arrays updated in place,
+/// `obs` rows `[n, 4]` float32, `terminated` `[n]` 0/1.
+struct CartPoleLanes {
+  double* x;
+  double* x_dot;
+  double* theta;
+  double* theta_dot;
+  const double* sin_theta;
+  const double* cos_theta;
+  const double* action;
+  float* obs;
+  std::uint8_t* terminated;
+};
+
+/// Acrobot's constants (Gymnasium 1.4.0 acrobot.py), shared by both paths.
+namespace acrobot {
+inline constexpr double kPi = std::numbers::pi;
+inline constexpr double kDt = 0.2;
+inline constexpr double kL1 = 1.0;   // LINK_LENGTH_1
+inline constexpr double kM1 = 1.0;   // LINK_MASS_1
+inline constexpr double kM2 = 1.0;   // LINK_MASS_2
+inline constexpr double kLc1 = 0.5;  // LINK_COM_POS_1
+inline constexpr double kLc2 = 0.5;  // LINK_COM_POS_2
+inline constexpr double kI1 = 1.0;   // LINK_MOI
+inline constexpr double kI2 = 1.0;
+inline constexpr double kG = 9.8;
+inline constexpr double kMaxVel1 = 4 * kPi;
+inline constexpr double kMaxVel2 = 9 * kPi;
+inline constexpr double kTorques[3] = {-1.0, 0.0, 1.0};
+
+/// Python's `x ** 2` on a float: glibc pow (the sources are compiled with
+/// -fno-builtin-pow, so it is never folded to x * x).
+inline double sq(double x) { return std::pow(x, 2.0); }
+
+/// acrobot.py's wrap: x shifted by multiples of big_m - m into [m, big_m].
+inline double wrap(double x, double m, double big_m) {
+  const double diff = big_m - m;
+  while (x > big_m) x = x - diff;
+  while (x < m) x = x + diff;
+  return x;
+}
+
+/// Python's min(max(x, m), M).
+inline double bound(double x, double m, double big_m) {
+  const double y = (m > x) ? m : x;
+  return (big_m < y) ? big_m : y;
+}
+
+/// The float32 observation `[cos t1, sin t1, cos t2, sin t2, dt1, dt2]` of a state.
+inline void observe(const double* s, float* obs) {
+  double s0, c0, s1, c1;
+  ::sincos(s[0], &s0, &c0);
+  ::sincos(s[1], &s1, &c1);
+  obs[0] = static_cast<float>(c0);
+  obs[1] = static_cast<float>(s0);
+  obs[2] = static_cast<float>(c1);
+  obs[3] = static_cast<float>(s1);
+  obs[4] = static_cast<float>(s[2]);
+  obs[5] = static_cast<float>(s[3]);
+}
+
+/// Whether a state is terminal: -cos(t1) - cos(t2 + t1) > 1.
+inline bool terminal(const double* s) { return -std::cos(s[0]) - std::cos(s[1] + s[0]) > 1.0; }
+}  // namespace acrobot
+
+/// One chunk of Acrobots in SoA form (at most `kAcrobotChunk` lanes): the state arrays
+/// `theta1, theta2, dtheta1, dtheta2` are updated in place; actions are 0, 1, 2 as float64;
+/// outputs `obs` rows `[n, 6]` float32, `reward` and `terminated` `[n]`.
+inline constexpr std::size_t kAcrobotChunk = 256;
+struct AcrobotLanes {
+  double* s[4];
+  const double* action;
+  float* obs;
+  double* reward;
+  std::uint8_t* terminated;
+};
+
+/// One RK4 step of Acrobot lanes [0, n), n <= kAcrobotChunk, the arithmetic `lanes`
+/// (1, 4 or 8) at a time; libm calls one lane at a time. Thread-safe (thread-local scratch).
+void acrobot_lanes(const AcrobotLanes& l, std::size_t n, EnvSimd level);
+
+/// Steps lanes [0, n) with 8-wide AVX-512 vectors (n a multiple of 8). Needs AVX-512F/DQ.
+void cartpole_lanes_avx512(const CartPoleLanes& l, std::size_t n);
+/// Steps lanes [0, n) with 4-wide AVX2 vectors (n a multiple of 4). Needs AVX2.
+void cartpole_lanes_avx2(const CartPoleLanes& l, std::size_t n);
+/// Steps lanes [0, n) one at a time (the portable form; the same operations).
+void cartpole_lanes_scalar(const CartPoleLanes& l, std::size_t n);
+
+/// Vector width (lanes) of a SIMD level: 1, 4 or 8.
+std::size_t simd_lanes(EnvSimd level);
+
+}  // namespace herd::rl::detail
