@@ -17,50 +17,18 @@
 #include "herd/rl/network.hpp"
 #include "herd/rl/registry.hpp"
 #include "resume_settings.hpp"
+#include "run_common.hpp"
 
 namespace herd::rl {
 
 namespace {
 
 constexpr std::uint32_t kKindVersion = 1;
-constexpr std::size_t kWindow = 100;
 constexpr std::uint32_t kReplayStream = 0xFFFFFF00u;  // sampling draws, disjoint from env ids
 constexpr std::uint32_t kEvalEnv = 1u << 20;
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string format_eta(double s) {
-  if (!std::isfinite(s) || s < 0) return "?";
-  char buf[32];
-  const auto t = static_cast<long>(s + 0.5);
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", t);
-  return buf;
-}
-
-void save_tensors(io::CheckpointWriter& w, const std::string& p, const std::vector<nn::NamedTensor>& ts) {
-  std::string names;
-  for (const auto& t : ts) {
-    names += t.name + "\n";
-    w.add(p + t.name, t.tensor.to_vector());
-  }
-  w.add_string(p + "names", names);
-}
-
-std::vector<nn::NamedTensor> load_tensors(const io::CheckpointReader& r, const std::string& p,
-                                          std::vector<nn::NamedTensor> like) {
-  for (auto& t : like) {
-    const auto v = r.get<double>(p + t.name);
-    if (static_cast<std::int64_t>(v.size()) != t.tensor.numel())
-      throw InputError("rl::DqnTrainer::load_checkpoint: \"" + p + t.name + "\" has " + std::to_string(v.size()) +
-                       " values in the checkpoint, but " + std::to_string(t.tensor.numel()) + " in this run");
-    t.tensor = nn::Tensor::from_vector(t.tensor.shape(), v, t.tensor.dtype());
-  }
-  return like;
-}
+using detail::now_seconds;
+constexpr const char* kWho = "rl::DqnTrainer::load_checkpoint";
 
 const std::vector<std::string>& fixed_on_resume() {
   static const std::vector<std::string> keys = {
@@ -167,12 +135,7 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
 
 DqnTrainer::~DqnTrainer() = default;
 
-double DqnTrainer::recent_mean_return() const {
-  if (recent_.empty()) return std::numeric_limits<double>::quiet_NaN();
-  double s = 0;
-  for (const auto& e : recent_) s += e.ret;
-  return s / static_cast<double>(recent_.size());
-}
+double DqnTrainer::recent_mean_return() const { return detail::recent_stats(recent_).mean_return; }
 
 double DqnTrainer::epsilon() const {
   const DqnOptions& q = config_.dqn;
@@ -216,8 +179,7 @@ void DqnTrainer::vector_step() {
     ep_ret_[k] += rew[k];
     ++ep_len_[k];
     if (term[k] || trunc[k]) {
-      recent_.push_back({ep_ret_[k], ep_len_[k]});
-      if (recent_.size() > kWindow) recent_.pop_front();
+      detail::push_recent(recent_, {ep_ret_[k], ep_len_[k]});
       episodes_total_ += 1;
       ep_ret_[k] = 0;
       ep_len_[k] = 0;
@@ -269,27 +231,15 @@ void DqnTrainer::iterate() {
   ++iteration_;
   const double t1 = now_seconds();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  double mn = nan, mx = nan, len = nan, len_min = nan, len_max = nan;
-  if (!recent_.empty()) {
-    mn = mx = recent_.front().ret;
-    len_min = len_max = static_cast<double>(recent_.front().length);
-    len = 0;
-    for (const auto& e : recent_) {
-      mn = std::min(mn, e.ret);
-      mx = std::max(mx, e.ret);
-      len += static_cast<double>(e.length);
-      len_min = std::min(len_min, static_cast<double>(e.length));
-      len_max = std::max(len_max, static_cast<double>(e.length));
-    }
-    len /= static_cast<double>(recent_.size());
-  }
+  const detail::RecentStats w = detail::recent_stats(recent_);
   const double ns = n_stats_ ? static_cast<double>(n_stats_) : nan;
   const auto spi = static_cast<double>(config_.steps_per_iteration());
   const double frac = std::min(1.0, static_cast<double>(env_steps()) / static_cast<double>(config_.total_steps));
   const double beta = config_.dqn.prioritized ? config_.dqn.beta0 + (1.0 - config_.dqn.beta0) * frac : nan;
   const double sample_s = std::max(t1 - t0 - train_seconds_, 1e-9);
   curve_.push_back({static_cast<double>(iteration_), static_cast<double>(env_steps()),
-                    wall_offset_ + (t1 - wall_start_), recent_mean_return(), mn, mx, len, len_min, len_max,
+                    wall_offset_ + (t1 - wall_start_), w.mean_return, w.min_return, w.max_return, w.mean_length,
+                    w.min_length, w.max_length,
                     episodes_total_, sum_loss_ / ns, sum_q_ / ns, sum_target_ / ns, sum_norm_ / ns, epsilon(), beta,
                     dqn_->optimizer().lr(), static_cast<double>(grad_steps_), static_cast<double>(replay_->size()),
                     spi / std::max(t1 - t0, 1e-9), spi / sample_s,
@@ -322,64 +272,28 @@ void DqnTrainer::open_logs() {
     csv_->resume_values(rows);
   }
   tb_.reset();
-  if (config_.tensorboard) {
-    tb_ = std::make_unique<io::TensorBoardWriter>(tensorboard_dir());
-    tb_->add_session_start(env_steps() + 1);
-  }
+  if (config_.tensorboard) tb_ = detail::open_tensorboard(tensorboard_dir(), env_steps());
 }
 
 RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const volatile std::sig_atomic_t* interrupt) {
-  const std::int64_t first = iteration_;
-  const double start = now_seconds();
-  double last_checkpoint = start;
-  interrupted_by_ = 0;
   open_logs();
-  RunEnd end = RunEnd::kDone;
-  while (!done()) {
-    if (stop_after >= 0 && iteration_ - first >= stop_after) {
-      end = RunEnd::kStopped;
-      break;
-    }
+  detail::RunHooks hooks;
+  hooks.iterate = [this] {
     iterate();
     const std::vector<double> values = progress_values(curve_.back());
     csv_->append_values(values);
-    if (tb_) {
-      std::vector<io::TbScalar> scalars;
-      for (std::size_t k = 2; k < values.size(); ++k) {
-        const std::string name = kDqnProgressColumns[k];
-        const char* section = k <= 3 || k >= 16 ? "time/" : k <= 9 ? "rollout/" : "train/";
-        scalars.push_back({section + name, values[k]});
-      }
-      tb_->add_scalars(env_steps(), scalars);
-    }
-    const int stop = interrupt ? static_cast<int>(*interrupt) : 0;
-    if (progress && config_.progress_period > 0 && (iteration_ % config_.progress_period == 0 || done() || stop)) {
-      const double el = now_seconds() - start;
-      const double sps = static_cast<double>((iteration_ - first) * config_.steps_per_iteration()) / std::max(el, 1e-9);
-      const double left = static_cast<double>((config_.num_iterations() - iteration_) * config_.steps_per_iteration());
-      const auto& row = curve_.back();
-      char buf[320];
-      std::snprintf(buf, sizeof buf,
-                    "iter %lld/%lld  steps %lld  %.0f steps/s  mean return %.2f  eps %.3f  loss %.4g  q %.3g  ETA %s\n",
-                    static_cast<long long>(iteration_), static_cast<long long>(config_.num_iterations()),
-                    static_cast<long long>(env_steps()), sps, recent_mean_return(), epsilon(), row[10], row[11],
-                    format_eta(left / sps).c_str());
-      *progress << buf << std::flush;
-    }
-    if (done()) break;
-    if (stop) {
-      interrupted_by_ = stop;
-      end = RunEnd::kInterrupted;
-      break;
-    }
-    if ((config_.checkpoint_period > 0 && iteration_ % config_.checkpoint_period == 0) ||
-        (config_.checkpoint_period_seconds > 0 && now_seconds() - last_checkpoint >= config_.checkpoint_period_seconds)) {
-      save_checkpoint(checkpoint_path());
-      last_checkpoint = now_seconds();
-    }
-  }
-  save_checkpoint(checkpoint_path());
-  if (end == RunEnd::kDone) write_output(output_path());
+    if (tb_) tb_->add_scalars(env_steps(), detail::tensorboard_scalars(kDqnProgressColumns, values, 16));
+  };
+  hooks.env_steps = [this] { return env_steps(); };
+  hooks.mean_return = [this] { return recent_mean_return(); };
+  hooks.progress_detail = [this] {
+    const auto& row = curve_.back();
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "  eps %.3f  loss %.4g  q %.3g", epsilon(), row[10], row[11]);
+    return std::string(buf);
+  };
+  SelfCommunicator self;
+  const RunEnd end = detail::run_iterations(*this, self, progress, stop_after, interrupt, hooks, interrupted_by_);
   csv_.reset();
   tb_.reset();
   return end;
@@ -392,9 +306,9 @@ void DqnTrainer::save_checkpoint(const std::string& path) const {
   w.add_value("wall_seconds", wall_offset_ + (now_seconds() - wall_start_));
   w.add_value("vector_steps", vector_steps_);
   w.add_value("gradient_steps", grad_steps_);
-  save_tensors(w, "online/", online_->state_dict());
-  save_tensors(w, "target/", target_->state_dict());
-  save_tensors(w, "optimizer/", dqn_->optimizer().state());
+  detail::save_tensors(w, "online/", online_->state_dict());
+  detail::save_tensors(w, "target/", target_->state_dict());
+  detail::save_tensors(w, "optimizer/", dqn_->optimizer().state());
   replay_->save(w, "replay/");
   std::vector<double> states;
   std::vector<std::uint64_t> streams;  // per env: seed, episode, elapsed steps
@@ -411,19 +325,9 @@ void DqnTrainer::save_checkpoint(const std::string& path) const {
   w.add("obs", obs_);
   w.add("ep_ret", ep_ret_);
   w.add("ep_len", ep_len_);
-  std::vector<double> recent;
-  for (const auto& e : recent_) {
-    recent.push_back(e.ret);
-    recent.push_back(static_cast<double>(e.length));
-  }
-  w.add("recent_episodes", recent);
+  detail::save_recent(w, recent_);
   w.add_value("episodes_total", episodes_total_);
-  std::vector<double> curve;
-  for (const auto& r : curve_) curve.insert(curve.end(), r.begin(), r.end());
-  w.add("curve", curve);
-  std::string columns;
-  for (const char* c : kDqnCurveColumns) columns += std::string(c) + "\n";
-  w.add_string("curve_columns", columns);
+  detail::save_curve(w, curve_, kDqnCurveColumns);
   w.commit(path);
 }
 
@@ -452,12 +356,12 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
   if (states.size() != B * S || streams.size() != 3 * B || obs.size() != obs_.size())
     throw InputError("rl::DqnTrainer::load_checkpoint: " + path + " holds " + std::to_string(streams.size() / 3) +
                      " environments, but this run has " + std::to_string(B));
-  auto online = load_tensors(r, "online/", online_->state_dict());
-  auto target = load_tensors(r, "target/", target_->state_dict());
+  auto online = detail::load_tensors(r, "online/", online_->state_dict(), kWho);
+  auto target = detail::load_tensors(r, "target/", target_->state_dict(), kWho);
   replay_->load(r, "replay/");
   online_->load_state_dict(online);
   target_->load_state_dict(target);
-  dqn_->optimizer().load_state(load_tensors(r, "optimizer/", dqn_->optimizer().state()));
+  dqn_->optimizer().load_state(detail::load_tensors(r, "optimizer/", dqn_->optimizer().state(), kWho));
   for (std::size_t k = 0; k < B; ++k) {
     Env& e = pool_->env(k);
     e.restore_stream(streams[3 * k], streams[3 * k + 1]);
@@ -472,10 +376,7 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
   wall_start_ = now_seconds();
   vector_steps_ = r.value<std::uint64_t>("vector_steps");
   grad_steps_ = r.value<std::uint64_t>("gradient_steps");
-  const auto recent = r.get<double>("recent_episodes");
-  recent_.clear();
-  for (std::size_t i = 0; i + 1 < recent.size(); i += 2)
-    recent_.push_back({recent[i], static_cast<std::int64_t>(recent[i + 1])});
+  detail::load_recent(r, recent_);
   episodes_total_ = r.value<double>("episodes_total");
   const auto curve = r.get<double>("curve");
   const std::size_t C = kDqnCurveColumns.size();
@@ -487,27 +388,9 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
 void DqnTrainer::write_output(const std::string& path) const {
   io::H5File f = io::H5File::create_atomic(path);
   io::H5Group root = f.root();
-  root.set_attribute("config", config_text_);
-  root.set_attribute("env", config_.env);
-  root.set_attribute("algorithm", config_.algorithm);
-  io::H5Group curve = root.create_group("curve");
-  for (std::size_t c = 0; c < kDqnCurveColumns.size(); ++c) {
-    std::vector<double> col;
-    col.reserve(curve_.size());
-    for (const auto& r : curve_) col.push_back(r[c]);
-    curve.write(kDqnCurveColumns[c], col);
-  }
-  for (const auto& [group, net] : {std::pair<const char*, QNetwork*>{"q_network", online_.get()},
-                                   std::pair<const char*, QNetwork*>{"target_network", target_.get()}}) {
-    io::H5Group g = root.create_group(group);
-    for (const auto& t : net->state_dict()) {
-      std::vector<hsize_t> shape;
-      for (auto d : t.tensor.shape().dims()) shape.push_back(static_cast<hsize_t>(d));
-      const auto v = t.tensor.to_vector();
-      std::vector<float> fv(v.begin(), v.end());
-      g.write(t.name, fv, shape);
-    }
-  }
+  detail::write_output_head(root, config_text_, config_.env, config_.algorithm, curve_, kDqnCurveColumns);
+  detail::write_parameters(root, "q_network", online_->state_dict());
+  detail::write_parameters(root, "target_network", target_->state_dict());
   f.commit();
 }
 
@@ -537,13 +420,7 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
     }
     res.returns.push_back(ret);
   }
-  double m = 0;
-  for (double r : res.returns) m += r;
-  m /= static_cast<double>(res.returns.size());
-  double v = 0;
-  for (double r : res.returns) v += (r - m) * (r - m);
-  res.mean = m;
-  res.std = std::sqrt(v / static_cast<double>(res.returns.size()));
+  detail::summarize_returns(res);
   return res;
 }
 
@@ -554,7 +431,7 @@ EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool s
   const TrainConfig c = parse_train_config(r.string("config"), &text, 1);
   auto env = make_env(c.env);
   auto q = make_q_network(c, *env);
-  q->load_state_dict(load_tensors(r, "online/", q->state_dict()));
+  q->load_state_dict(detail::load_tensors(r, "online/", q->state_dict(), "rl::evaluate_dqn_checkpoint"));
   return evaluate_q_network(*q, c.env, episodes, stochastic ? c.dqn.exploration_final_eps : 0.0, c.seed + 1);
 }
 
