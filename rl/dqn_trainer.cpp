@@ -40,7 +40,7 @@ const std::vector<std::string>& fixed_on_resume() {
   return keys;
 }
 
-std::unique_ptr<QNetwork> make_q_network(const TrainConfig& c, const Env& env) {
+std::unique_ptr<QNetwork> make_q_network(const TrainConfig& c, const Env& env, Device device) {
   // The encoder (network.conv_* and network.hidden): weighted layer k draws from
   // RngStream(seed, 0, kInit).at(k); the heads from RngStream(seed, 100, kInit).
   EncoderSpec spec;
@@ -49,13 +49,13 @@ std::unique_ptr<QNetwork> make_q_network(const TrainConfig& c, const Env& env) {
   spec.activation = c.agent.activation;
   const std::vector<std::int64_t>& shape = env.observation_space().shape();
   std::int64_t features = 0;
-  auto enc = make_encoder(shape, spec, Device::cpu(), RngStream(c.seed, 0, RngPurpose::kInit), 0, &features);
+  auto enc = make_encoder(shape, spec, device, RngStream(c.seed, 0, RngPurpose::kInit), 0, &features);
   // Rows reach the encoder as [n, C, H, W] with convolutions, else as [n, obs_dim].
   const std::vector<std::int64_t> rows = spec.conv.empty() ? std::vector<std::int64_t>{static_cast<std::int64_t>(
                                                                  env.obs_dim())}
                                                            : shape;
   return std::make_unique<QNetwork>(std::move(enc), features, rows, env.action_space().n(), c.dqn.dueling,
-                                    RngStream(c.seed, 100, RngPurpose::kInit), 0);
+                                    RngStream(c.seed, 100, RngPurpose::kInit), 0, device);
 }
 
 ReplayBufferOptions replay_options(const TrainConfig& c, std::size_t obs_dim, bool u8) {
@@ -72,7 +72,6 @@ ReplayBufferOptions replay_options(const TrainConfig& c, std::size_t obs_dim, bo
   return r;
 }
 
-std::int64_t argmax_row(const float* q, std::int64_t A) { return std::max_element(q, q + A) - q; }
 
 }  // namespace
 
@@ -100,8 +99,6 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
   if (comm && comm->size() > 1)
     throw InputError("rl::DqnTrainer: algorithm is \"dqn\" with " + std::to_string(comm->size()) +
                      " ranks, but DQN trains on one process; run it without mpiexec");
-  if (!config_.agent.device.is_cpu())
-    throw InputError("rl::DqnTrainer: device is \"" + c.device + "\", but DQN runs on the CPU: use device = \"cpu\"");
   config_.ranks = 1;
   const auto probe = make_env(c.env);
   if (!probe->action_space().is_discrete())
@@ -125,8 +122,8 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
   ep_len_.assign(B, 0);
   actions_.assign(B, 0);
   num_actions_ = probe->action_space().n();
-  online_ = make_q_network(config_, *probe);
-  target_ = make_q_network(config_, *probe);
+  online_ = make_q_network(config_, *probe, config_.agent.device);
+  target_ = make_q_network(config_, *probe, config_.agent.device);
   target_->update_from(*online_, 1.0);
   dqn_ = std::make_unique<Dqn>(*online_, *target_, config_.dqn);
   replay_ = std::make_unique<ReplayBuffer>(replay_options(config_, probe->obs_dim(), u8));
@@ -144,7 +141,7 @@ double DqnTrainer::epsilon() const {
 }
 
 void DqnTrainer::vector_step() {
-  const std::size_t B = pool_->num_envs(), D = pool_->obs_dim();
+  const std::size_t B = pool_->num_envs();
   const DqnOptions& q = config_.dqn;
   const double eps = epsilon();
   const bool warmup = env_steps() < q.learning_starts;
@@ -161,11 +158,10 @@ void DqnTrainer::vector_step() {
     }
   }
   if (any_greedy) {
-    obs_t_.resize(nn::Shape{static_cast<std::int64_t>(B), static_cast<std::int64_t>(D)}, nn::DType::kFloat32);
-    std::copy(obs_.begin(), obs_.end(), obs_t_.data<float>());
-    const float* qv = online_->forward(obs_t_).data<float>();
+    greedy_.resize(B);
+    online_->greedy_actions(obs_.data(), static_cast<std::int64_t>(B), greedy_.data());
     for (std::size_t k = 0; k < B; ++k)
-      if (greedy[k]) actions_[k] = argmax_row(qv + static_cast<std::int64_t>(k) * num_actions_, num_actions_);
+      if (greedy[k]) actions_[k] = greedy_[k];
   }
   const std::int64_t start = pool_->action_space().start();
   std::vector<std::int64_t> env_actions(actions_);
@@ -401,7 +397,7 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
   env->set_global_id(kEvalEnv);
   const std::size_t D = env->obs_dim();
   const std::int64_t A = q.num_actions(), start = env->action_space().start();
-  nn::Tensor obs(nn::Shape{1, static_cast<std::int64_t>(D)}, nn::DType::kFloat32);
+  nn::Tensor obs(nn::Shape{1, static_cast<std::int64_t>(D)}, nn::DType::kFloat32);  // host
   const RngStream rng(seed, kEvalEnv, RngPurpose::kPolicy);
   std::uint64_t draw = 0;
   EvalResult res;
@@ -413,7 +409,7 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
       RngCursor cur = rng.at(draw++);
       std::int64_t a;
       if (epsilon > 0 && cur.uniform() < epsilon) a = static_cast<std::int64_t>(cur.below(static_cast<std::uint32_t>(A)));
-      else a = argmax_row(q.forward(obs).data<float>(), A);
+      else q.greedy_actions(obs.data<float>(), 1, &a);
       const StepResult s = env->step(a + start, obs.data<float>());
       ret += s.reward;
       if (s.terminated || s.truncated) break;
@@ -430,7 +426,7 @@ EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool s
   std::string text;
   const TrainConfig c = parse_train_config(r.string("config"), &text, 1);
   auto env = make_env(c.env);
-  auto q = make_q_network(c, *env);
+  auto q = make_q_network(c, *env, Device::cpu());  // one env at a time: the host (a CUDA run's too)
   q->load_state_dict(detail::load_tensors(r, "online/", q->state_dict(), "rl::evaluate_dqn_checkpoint"));
   return evaluate_q_network(*q, c.env, episodes, stochastic ? c.dqn.exploration_final_eps : 0.0, c.seed + 1);
 }

@@ -484,8 +484,6 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       fail("dqn.buffer_size", std::to_string(q.buffer_size),
            "must give each of the sampler.num_envs = " + std::to_string(so.num_envs) + " envs at least dqn.n_step + 2 = " +
                std::to_string(q.n_step + 2) + " slots (>= " + std::to_string((q.n_step + 2) * so.num_envs) + ")");
-    if (c.agent.device.is_cuda())
-      fail("device", "\"" + c.device + "\"", "algorithm = \"dqn\" runs on the CPU: use device = \"cpu\"");
     if (ranks > 1)
       fail("algorithm", "\"dqn\"", "DQN trains on one process; run it without mpiexec (" + std::to_string(ranks) +
                                        " ranks given)");

@@ -53,8 +53,10 @@ double dqn_memory_need(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs
 /// bounds are integers within [0, 255] (MinAtar's 0/1 grids, image frames). Thread-safe.
 bool replay_uint8(const Space& space);
 
-/// DQN training (see the file comment). Not thread-safe; one process (no MPI ranks), the
-/// networks on the CPU.
+/// DQN training (see the file comment). Not thread-safe; one process (no MPI ranks). The
+/// networks and their update run on `device` (the CPU, or a CUDA device: see "On a CUDA
+/// device" in `Dqn`; acting uploads the envs' observations and reads the greedy actions
+/// back once per vector step).
 ///
 /// **Steps.** An iteration is `sampler.num_steps` vector steps (every one of the B =
 /// `sampler.num_envs` envs steps once per vector step), so `steps_per_iteration()` and
@@ -78,8 +80,8 @@ bool replay_uint8(const Space& space);
 class DqnTrainer final : public TrainingRun {
  public:
   /// Builds the envs, networks, replay buffer and optimizer. @throws herd::InputError (a
-  /// non-discrete action space, more than one rank, a CUDA device, a replay buffer larger
-  /// than `max_memory` or the memory available).
+  /// non-discrete action space, more than one rank, a replay buffer larger than
+  /// `max_memory` or the memory available, a CUDA device in a build without CUDA).
   DqnTrainer(const TrainConfig& config, std::string config_text, Communicator* comm = nullptr);
   ~DqnTrainer() override;
   DqnTrainer(const DqnTrainer&) = delete;
@@ -94,7 +96,7 @@ class DqnTrainer final : public TrainingRun {
   bool done() const override { return iteration_ >= config_.num_iterations(); }
   std::int64_t iteration() const override { return iteration_; }
   const TrainConfig& config() const override { return config_; }
-  Device device() const override { return Device::cpu(); }
+  Device device() const override { return config_.agent.device; }
   void save_checkpoint(const std::string& path) const override;
   void load_checkpoint(const std::string& path) override;
   /// Fixed on resume: algorithm, env, sampler.num_envs, network.hidden, network.activation, network.conv_*,
@@ -143,7 +145,7 @@ class DqnTrainer final : public TrainingRun {
   std::vector<double> ep_ret_;
   std::vector<std::int64_t> ep_len_;
   std::vector<std::int64_t> actions_;
-  nn::Tensor obs_t_;
+  std::vector<std::int64_t> greedy_;  // greedy actions of the envs [B]
   ReplaySample batch_;
   std::vector<double> td_;
   std::uint64_t vector_steps_ = 0, grad_steps_ = 0;
