@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -241,7 +242,7 @@ struct Dqn::DeviceState {};
 
 Dqn::~Dqn() = default;
 
-Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o)
+Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o, Communicator* comm)
     : online_(online), target_(target), opt_options_(o), params_(online.named_parameters()) {
   HERD_REQUIRE(online.device() == target.device(), "rl::Dqn: the online network is on {}, but the target on {}",
                online.device().str(), target.device().str());
@@ -252,6 +253,12 @@ Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o)
     opt_ = std::make_unique<nn::Adam>(params_, o.learning_rate, 0.9, 0.999, o.optimizer_eps);
   else
     opt_ = std::make_unique<nn::RmsProp>(params_, o.learning_rate, o.rmsprop_alpha, o.optimizer_eps);
+  if (comm && comm->size() > 1) {
+    HERD_REQUIRE(online.device().is_cpu(), "rl::Dqn: data-parallel training over {} ranks needs host networks, but they "
+                 "are on {}", comm->size(), online.device().str());
+    comm_ = comm;
+    dp_ = std::make_unique<nn::DataParallel>(online_, *comm_);
+  }
 }
 
 std::vector<double> Dqn::targets(const ReplaySample& b) {
@@ -327,13 +334,29 @@ DqnStepStats Dqn::train_step(const ReplaySample& b, std::vector<double>* td_erro
   st.loss /= static_cast<double>(n);
   st.q_mean /= static_cast<double>(n);
   st.target_mean /= static_cast<double>(n);
-  if (!std::isfinite(st.loss)) {
+  const auto not_finite = [](double loss) {
     std::ostringstream m;
-    m << "rl::Dqn::train_step: the TD loss is " << st.loss << " (not finite)";
-    throw NumericalError(m.str());
-  }
+    m << "rl::Dqn::train_step: the TD loss is " << loss << " (not finite)";
+    return NumericalError(m.str());
+  };
   opt_->zero_grad();
-  online_.backward(grad_q_);
+  if (dp_) {
+    // The statistics averaged over ranks alongside the gradients; every rank sees the
+    // same (averaged) loss, so a non-finite one stops all before the step.
+    terms_ = {st.loss, st.q_mean, st.target_mean};
+    auto req = comm_->allreduce_async(std::span<double>(terms_), ReduceOp::kSum);
+    online_.backward(grad_q_);
+    dp_->finish();
+    req->wait();
+    const double inv = 1.0 / static_cast<double>(comm_->size());
+    st.loss = terms_[0] * inv;
+    st.q_mean = terms_[1] * inv;
+    st.target_mean = terms_[2] * inv;
+    if (!std::isfinite(st.loss)) throw not_finite(st.loss);
+  } else {
+    if (!std::isfinite(st.loss)) throw not_finite(st.loss);
+    online_.backward(grad_q_);
+  }
   st.grad_norm = opt_options_.max_grad_norm > 0 ? nn::clip_grad_norm(params_, opt_options_.max_grad_norm)
                                                 : std::numeric_limits<double>::quiet_NaN();
   opt_->step();

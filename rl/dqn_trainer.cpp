@@ -29,6 +29,7 @@ constexpr std::uint32_t kEvalEnv = 1u << 20;
 
 using detail::now_seconds;
 constexpr const char* kWho = "rl::DqnTrainer::load_checkpoint";
+constexpr const char* kRankKind = "herd.rl.dqn.rank";  // a rank's own state in a checkpoint of several ranks
 
 const std::vector<std::string>& fixed_on_resume() {
   static const std::vector<std::string> keys = {
@@ -96,10 +97,16 @@ double dqn_memory_need(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs
 
 DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* comm)
     : config_(c), config_text_(std::move(text)) {
-  if (comm && comm->size() > 1)
-    throw InputError("rl::DqnTrainer: algorithm is \"dqn\" with " + std::to_string(comm->size()) +
-                     " ranks, but DQN trains on one process; run it without mpiexec");
-  config_.ranks = 1;
+  if (comm == nullptr) {
+    own_comm_ = std::make_unique<SelfCommunicator>();
+    comm = own_comm_.get();
+  }
+  comm_ = comm;
+  config_.ranks = comm_->size();
+  if (comm_->size() > 1 && config_.agent.device.is_cuda())
+    throw InputError("rl::DqnTrainer: device is \"" + c.device + "\" with " + std::to_string(comm_->size()) +
+                     " ranks, but data-parallel DQN runs on the CPU; use device = \"cpu\" under mpiexec, or "
+                     "one process on the GPU");
   const auto probe = make_env(c.env);
   if (!probe->action_space().is_discrete())
     throw InputError("rl::DqnTrainer: env \"" + c.env + "\" has the action space " + probe->action_space().to_string() +
@@ -114,6 +121,9 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
   po.num_threads = c.sampler == "parallel" ? static_cast<std::size_t>(c.sampler_options.num_threads) : 1;
   po.seed = c.seed;
   po.max_episode_steps = c.sampler_options.max_episode_steps;
+  // Rank r's envs have the global ids r * num_envs + k: their own reset and policy streams.
+  first_gid_ = static_cast<std::uint32_t>(comm_->rank()) * static_cast<std::uint32_t>(po.num_envs);
+  po.first_global_id = first_gid_;
   pool_ = std::make_unique<EnvPool>(po);
   pool_->reset();
   obs_.assign(pool_->obs().begin(), pool_->obs().end());
@@ -125,7 +135,7 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
   online_ = make_q_network(config_, *probe, config_.agent.device);
   target_ = make_q_network(config_, *probe, config_.agent.device);
   target_->update_from(*online_, 1.0);
-  dqn_ = std::make_unique<Dqn>(*online_, *target_, config_.dqn);
+  dqn_ = std::make_unique<Dqn>(*online_, *target_, config_.dqn, comm_->size() > 1 ? comm_ : nullptr);
   replay_ = std::make_unique<ReplayBuffer>(replay_options(config_, probe->obs_dim(), u8));
   wall_start_ = now_seconds();
 }
@@ -148,7 +158,8 @@ void DqnTrainer::vector_step() {
   bool any_greedy = false;
   std::vector<std::uint8_t> greedy(B, 0);
   for (std::size_t k = 0; k < B; ++k) {
-    RngCursor cur = RngStream(config_.seed, static_cast<std::uint32_t>(k), RngPurpose::kPolicy).at(vector_steps_);
+    RngCursor cur =
+        RngStream(config_.seed, first_gid_ + static_cast<std::uint32_t>(k), RngPurpose::kPolicy).at(vector_steps_);
     const double u = cur.uniform();
     if (warmup || u < eps) {
       actions_[k] = static_cast<std::int64_t>(cur.below(static_cast<std::uint32_t>(num_actions_)));
@@ -175,8 +186,7 @@ void DqnTrainer::vector_step() {
     ep_ret_[k] += rew[k];
     ++ep_len_[k];
     if (term[k] || trunc[k]) {
-      detail::push_recent(recent_, {ep_ret_[k], ep_len_[k]});
-      episodes_total_ += 1;
+      finished_.push_back({ep_ret_[k], ep_len_[k]});
       ep_ret_[k] = 0;
       ep_len_[k] = 0;
     }
@@ -191,14 +201,25 @@ void DqnTrainer::vector_step() {
 
 void DqnTrainer::train_round() {
   const DqnOptions& q = config_.dqn;
-  if (replay_->size() == 0) return;  // n-step horizons not complete yet
+  if (comm_->size() == 1 && replay_->size() == 0) return;  // n-step horizons not complete yet
+  if (!replay_ready_ && comm_->size() > 1) {
+    // Gradient steps are collective: they start once every rank's replay holds a complete
+    // n-step transition (the count never drops back to 0).
+    std::int32_t ready = replay_->size() > 0 ? 1 : 0;
+    comm_->allreduce(std::span<std::int32_t>(&ready, 1), ReduceOp::kMin);
+    if (!ready) return;
+    replay_ready_ = true;
+  }
   const double t0 = now_seconds();
   const std::int64_t rounds = q.gradient_steps < 0 ? static_cast<std::int64_t>(q.train_freq) * config_.sampler_options.num_envs
                                                    : q.gradient_steps;
   const double frac = std::min(1.0, static_cast<double>(env_steps()) / static_cast<double>(config_.total_steps));
   const double beta = q.beta0 + (1.0 - q.beta0) * frac;
   for (std::int64_t j = 0; j < rounds; ++j) {
-    RngCursor cur = RngStream(config_.seed, kReplayStream, RngPurpose::kShuffle).at(grad_steps_);
+    // Rank r's j-th batch: draw j * ranks + r (one rank: draw j).
+    RngCursor cur = RngStream(config_.seed, kReplayStream, RngPurpose::kShuffle)
+                        .at(grad_steps_ * static_cast<std::uint64_t>(comm_->size()) +
+                            static_cast<std::uint64_t>(comm_->rank()));
     replay_->sample(static_cast<std::size_t>(q.batch_size), cur, beta, batch_);
     DqnStepStats st;
     try {
@@ -224,6 +245,15 @@ void DqnTrainer::iterate() {
   n_stats_ = 0;
   train_seconds_ = 0;
   for (int s = 0; s < config_.sampler_options.num_steps; ++s) vector_step();
+  // The iteration's finished episodes of every rank (rank order) into the window.
+  for (const EpisodeInfo& e : detail::gather_episodes(*comm_, finished_)) {
+    detail::push_recent(recent_, e);
+    episodes_total_ += 1;
+  }
+  finished_.clear();
+  // Valid transitions over all ranks' replay buffers.
+  double replay_size = static_cast<double>(replay_->size());
+  if (comm_->size() > 1) comm_->allreduce(std::span<double>(&replay_size, 1), ReduceOp::kSum);
   ++iteration_;
   const double t1 = now_seconds();
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -237,7 +267,7 @@ void DqnTrainer::iterate() {
                     wall_offset_ + (t1 - wall_start_), w.mean_return, w.min_return, w.max_return, w.mean_length,
                     w.min_length, w.max_length,
                     episodes_total_, sum_loss_ / ns, sum_q_ / ns, sum_target_ / ns, sum_norm_ / ns, epsilon(), beta,
-                    dqn_->optimizer().lr(), static_cast<double>(grad_steps_), static_cast<double>(replay_->size()),
+                    dqn_->optimizer().lr(), static_cast<double>(grad_steps_), replay_size,
                     spi / std::max(t1 - t0, 1e-9), spi / sample_s,
                     train_seconds_ > 0 ? spi / train_seconds_ : nan});
 }
@@ -256,6 +286,9 @@ std::vector<double> DqnTrainer::progress_values(const std::vector<double>& row) 
 }
 
 void DqnTrainer::open_logs() {
+  csv_.reset();
+  tb_.reset();
+  if (comm_->rank() != 0) return;  // rank 0 writes the logs
   csv_ = std::make_unique<ProgressCsv>(progress_path(),
                                        std::vector<std::string>(kDqnProgressColumns.begin(), kDqnProgressColumns.end()),
                                        std::vector<std::string>{"iteration", "env_steps", "episodes", "gradient_steps",
@@ -267,7 +300,6 @@ void DqnTrainer::open_logs() {
     for (const auto& r : curve_) rows.push_back(progress_values(r));
     csv_->resume_values(rows);
   }
-  tb_.reset();
   if (config_.tensorboard) tb_ = detail::open_tensorboard(tensorboard_dir(), env_steps());
 }
 
@@ -277,7 +309,7 @@ RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const vo
   hooks.iterate = [this] {
     iterate();
     const std::vector<double> values = progress_values(curve_.back());
-    csv_->append_values(values);
+    if (csv_) csv_->append_values(values);
     if (tb_) tb_->add_scalars(env_steps(), detail::tensorboard_scalars(kDqnProgressColumns, values, 16));
   };
   hooks.env_steps = [this] { return env_steps(); };
@@ -288,23 +320,15 @@ RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const vo
     std::snprintf(buf, sizeof buf, "  eps %.3f  loss %.4g  q %.3g", epsilon(), row[10], row[11]);
     return std::string(buf);
   };
-  SelfCommunicator self;
-  const RunEnd end = detail::run_iterations(*this, self, progress, stop_after, interrupt, hooks, interrupted_by_);
+  const RunEnd end = detail::run_iterations(*this, *comm_, progress, stop_after, interrupt, hooks, interrupted_by_);
   csv_.reset();
   tb_.reset();
   return end;
 }
 
-void DqnTrainer::save_checkpoint(const std::string& path) const {
-  io::CheckpointWriter w(kDqnCheckpointKind, kKindVersion);
-  w.add_string("config", config_text_);
-  w.add_value("iteration", iteration_);
-  w.add_value("wall_seconds", wall_offset_ + (now_seconds() - wall_start_));
-  w.add_value("vector_steps", vector_steps_);
-  w.add_value("gradient_steps", grad_steps_);
-  detail::save_tensors(w, "online/", online_->state_dict());
-  detail::save_tensors(w, "target/", target_->state_dict());
-  detail::save_tensors(w, "optimizer/", dqn_->optimizer().state());
+// This rank's own state: replay buffer, env states and reset streams, current
+// observations, episode accumulators.
+void DqnTrainer::save_local(io::CheckpointWriter& w) const {
   replay_->save(w, "replay/");
   std::vector<double> states;
   std::vector<std::uint64_t> streams;  // per env: seed, episode, elapsed steps
@@ -321,6 +345,24 @@ void DqnTrainer::save_checkpoint(const std::string& path) const {
   w.add("obs", obs_);
   w.add("ep_ret", ep_ret_);
   w.add("ep_len", ep_len_);
+}
+
+void DqnTrainer::save_checkpoint(const std::string& path) const {
+  io::CheckpointWriter w(kDqnCheckpointKind, kKindVersion);
+  // Every rank's own state as a nested checkpoint "rank<r>", gathered on rank 0 (which
+  // alone writes the file); one process writes it at the top level.
+  if (comm_->size() == 1) save_local(w);
+  else if (!detail::add_rank_sections(w, *comm_, "", kRankKind, [this](io::CheckpointWriter& rw) { save_local(rw); }))
+    return;
+  w.add_value("ranks", static_cast<std::int64_t>(comm_->size()));
+  w.add_string("config", config_text_);
+  w.add_value("iteration", iteration_);
+  w.add_value("wall_seconds", wall_offset_ + (now_seconds() - wall_start_));
+  w.add_value("vector_steps", vector_steps_);
+  w.add_value("gradient_steps", grad_steps_);
+  detail::save_tensors(w, "online/", online_->state_dict());
+  detail::save_tensors(w, "target/", target_->state_dict());
+  detail::save_tensors(w, "optimizer/", dqn_->optimizer().state());
   detail::save_recent(w, recent_);
   w.add_value("episodes_total", episodes_total_);
   detail::save_curve(w, curve_, kDqnCurveColumns);
@@ -339,25 +381,19 @@ std::vector<std::string> DqnTrainer::resume_conflicts(const std::string& path) c
   return detail::fixed_conflicts(r.string("config"), config_text_, fixed_on_resume());
 }
 
-void DqnTrainer::load_checkpoint(const std::string& path) {
-  detail::throw_if_conflicts("rl::DqnTrainer::load_checkpoint", path, resume_conflicts(path));
-  io::CheckpointReader r(path);
-  r.expect_kind(kDqnCheckpointKind, kKindVersion);
-  changed_on_resume_ = detail::trajectory_changes(r.string("config"), config_text_);
-  // Everything is read and checked before the run's state changes.
+void DqnTrainer::load_local(const io::CheckpointReader& r, const std::string& path) {
+  // Checked before anything changes.
   const std::size_t B = pool_->num_envs(), S = pool_->env(0).state_dim();
   const auto states = r.get<double>("env_states");
   const auto streams = r.get<std::uint64_t>("env_streams");
   auto obs = r.get<float>("obs");
-  if (states.size() != B * S || streams.size() != 3 * B || obs.size() != obs_.size())
-    throw InputError("rl::DqnTrainer::load_checkpoint: " + path + " holds " + std::to_string(streams.size() / 3) +
+  auto ep_ret = r.get<double>("ep_ret");
+  auto ep_len = r.get<std::int64_t>("ep_len");
+  if (states.size() != B * S || streams.size() != 3 * B || obs.size() != obs_.size() || ep_ret.size() != B ||
+      ep_len.size() != B)
+    throw InputError(std::string(kWho) + ": " + path + " holds " + std::to_string(streams.size() / 3) +
                      " environments, but this run has " + std::to_string(B));
-  auto online = detail::load_tensors(r, "online/", online_->state_dict(), kWho);
-  auto target = detail::load_tensors(r, "target/", target_->state_dict(), kWho);
   replay_->load(r, "replay/");
-  online_->load_state_dict(online);
-  target_->load_state_dict(target);
-  dqn_->optimizer().load_state(detail::load_tensors(r, "optimizer/", dqn_->optimizer().state(), kWho));
   for (std::size_t k = 0; k < B; ++k) {
     Env& e = pool_->env(k);
     e.restore_stream(streams[3 * k], streams[3 * k + 1]);
@@ -365,8 +401,26 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
     e.set_elapsed_steps(static_cast<std::int64_t>(streams[3 * k + 2]));
   }
   obs_ = std::move(obs);
-  ep_ret_ = r.get<double>("ep_ret");
-  ep_len_ = r.get<std::int64_t>("ep_len");
+  ep_ret_ = std::move(ep_ret);
+  ep_len_ = std::move(ep_len);
+}
+
+void DqnTrainer::load_checkpoint(const std::string& path) {
+  detail::throw_if_conflicts(kWho, path, resume_conflicts(path));
+  io::CheckpointReader r(path);
+  r.expect_kind(kDqnCheckpointKind, kKindVersion);
+  const std::int64_t ranks = detail::checkpoint_ranks(r);
+  detail::require_same_ranks(kWho, path, ranks, comm_->size());
+  changed_on_resume_ = detail::trajectory_changes(r.string("config"), config_text_);
+  // The networks and optimizer state are read and checked before the run's state changes.
+  auto online = detail::load_tensors(r, "online/", online_->state_dict(), kWho);
+  auto target = detail::load_tensors(r, "target/", target_->state_dict(), kWho);
+  auto optimizer = detail::load_tensors(r, "optimizer/", dqn_->optimizer().state(), kWho);
+  if (ranks == 1) load_local(r, path);
+  else load_local(detail::rank_section(r, path, "", comm_->rank(), kRankKind), path);
+  online_->load_state_dict(online);
+  target_->load_state_dict(target);
+  dqn_->optimizer().load_state(optimizer);
   iteration_ = r.value<std::int64_t>("iteration");
   wall_offset_ = r.value<double>("wall_seconds");
   wall_start_ = now_seconds();
@@ -374,6 +428,8 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
   grad_steps_ = r.value<std::uint64_t>("gradient_steps");
   detail::load_recent(r, recent_);
   episodes_total_ = r.value<double>("episodes_total");
+  replay_ready_ = false;  // re-agreed at the next training round
+  finished_.clear();
   const auto curve = r.get<double>("curve");
   const std::size_t C = kDqnCurveColumns.size();
   curve_.clear();
@@ -424,7 +480,7 @@ EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool s
   io::CheckpointReader r(path);
   r.expect_kind(kDqnCheckpointKind, kKindVersion);
   std::string text;
-  const TrainConfig c = parse_train_config(r.string("config"), &text, 1);
+  const TrainConfig c = parse_train_config(r.string("config"), &text, static_cast<int>(detail::checkpoint_ranks(r)));
   auto env = make_env(c.env);
   auto q = make_q_network(c, *env, Device::cpu());  // one env at a time: the host (a CUDA run's too)
   q->load_state_dict(detail::load_tensors(r, "online/", q->state_dict(), "rl::evaluate_dqn_checkpoint"));

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "herd/core/error.hpp"
@@ -120,6 +121,64 @@ std::unique_ptr<io::TensorBoardWriter> open_tensorboard(const std::string& dir, 
   auto tb = std::make_unique<io::TensorBoardWriter>(dir);
   tb->add_session_start(env_steps + 1);
   return tb;
+}
+
+std::vector<EpisodeInfo> gather_episodes(Communicator& comm, const std::vector<EpisodeInfo>& mine) {
+  if (comm.size() == 1) return mine;
+  std::vector<EpisodeInfo> all;
+  const std::int64_t n = static_cast<std::int64_t>(mine.size());
+  const auto counts = comm.allgather(std::span<const std::int64_t>(&n, 1));
+  const std::int64_t most = *std::max_element(counts.begin(), counts.end());
+  std::vector<double> send(static_cast<std::size_t>(2 * most), 0.0);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    send[2 * i] = mine[i].ret;
+    send[2 * i + 1] = static_cast<double>(mine[i].length);
+  }
+  const auto recv = comm.allgather(std::span<const double>(send));
+  for (std::size_t r = 0; r < counts.size(); ++r)
+    for (std::int64_t i = 0; i < counts[r]; ++i) {
+      const std::size_t at = r * static_cast<std::size_t>(2 * most) + static_cast<std::size_t>(2 * i);
+      all.push_back({recv[at], static_cast<std::int64_t>(recv[at + 1])});
+    }
+  return all;
+}
+
+bool add_rank_sections(io::CheckpointWriter& w, Communicator& comm, const std::string& prefix, const char* kind,
+                       const std::function<void(io::CheckpointWriter&)>& write) {
+  io::CheckpointWriter sw(kind, 1);
+  write(sw);
+  const std::vector<std::byte> mine = sw.serialize();
+  const auto n = static_cast<std::int64_t>(mine.size());
+  const auto sizes = comm.allgather(std::span<const std::int64_t>(&n, 1));
+  const auto most = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
+  std::vector<std::uint8_t> send(most, 0), recv(comm.rank() == 0 ? most * sizes.size() : 0);
+  std::memcpy(send.data(), mine.data(), mine.size());
+  comm.gather(send.data(), recv.data(), most, DataType::kUint8, 0);
+  if (comm.rank() != 0) return false;
+  for (std::size_t r = 0; r < sizes.size(); ++r)
+    w.add_bytes(prefix + "rank" + std::to_string(r),
+                std::span<const std::byte>(reinterpret_cast<const std::byte*>(recv.data() + r * most),
+                                           static_cast<std::size_t>(sizes[r])));
+  return true;
+}
+
+io::CheckpointReader rank_section(const io::CheckpointReader& r, const std::string& path, const std::string& prefix,
+                                  int rank, const char* kind) {
+  const std::string section = prefix + "rank" + std::to_string(rank);
+  io::CheckpointReader sr(r.bytes(section), path + ":" + section);
+  sr.expect_kind(kind, 1);
+  return sr;
+}
+
+std::int64_t checkpoint_ranks(const io::CheckpointReader& r) {
+  return r.has("ranks") ? r.value<std::int64_t>("ranks") : 1;
+}
+
+void require_same_ranks(const std::string& who, const std::string& path, std::int64_t saved, int now) {
+  if (saved != now)
+    throw InputError(who + ": " + path + " was written by a run of " + std::to_string(saved) +
+                     " rank(s), but this run has " + std::to_string(now) +
+                     "; resume it with the same number of ranks (mpiexec -n " + std::to_string(saved) + ")");
 }
 
 void summarize_returns(EvalResult& res) {

@@ -103,6 +103,29 @@ std::vector<io::TbScalar> tensorboard_scalars(std::span<const char* const> names
 /// (so that TensorBoard drops the events a resumed run repeats).
 std::unique_ptr<io::TensorBoardWriter> open_tensorboard(const std::string& dir, std::int64_t env_steps);
 
+/// Every rank's `mine` (finished episodes), concatenated in rank order, on every rank.
+/// Collective over `comm` (two allgathers when it has more than one rank).
+std::vector<EpisodeInfo> gather_episodes(Communicator& comm, const std::vector<EpisodeInfo>& mine);
+
+/// Each rank's state in a checkpoint of a run over several ranks: `write` fills a nested
+/// checkpoint of kind `kind` (version 1) on every rank; the serialized bytes are gathered on
+/// rank 0 and added to `w` as sections "<prefix>rank<r>". Collective over `comm`. Returns
+/// true on rank 0 (which then commits `w`), false on the others.
+bool add_rank_sections(io::CheckpointWriter& w, Communicator& comm, const std::string& prefix, const char* kind,
+                       const std::function<void(io::CheckpointWriter&)>& write);
+
+/// This rank's nested checkpoint of `add_rank_sections` ("<prefix>rank<rank>" of `r`,
+/// checked to be of `kind`), named "<path>:<section>" in errors. @throws herd::IoError
+io::CheckpointReader rank_section(const io::CheckpointReader& r, const std::string& path, const std::string& prefix,
+                                  int rank, const char* kind);
+
+/// The "ranks" value of a checkpoint (1 when it has none: one process).
+std::int64_t checkpoint_ranks(const io::CheckpointReader& r);
+
+/// @throws herd::InputError "<who>: <path> was written by a run of k rank(s), but this run
+///         has n; resume it with the same number of ranks (mpiexec -n k)" unless equal.
+void require_same_ranks(const std::string& who, const std::string& path, std::int64_t saved, int now);
+
 /// Sets `res.mean` and `res.std` (population standard deviation) of `res.returns` (not empty).
 void summarize_returns(EvalResult& res);
 

@@ -472,8 +472,10 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     q.optimizer_eps = st.get_float("dqn.optimizer_eps");
     q.rmsprop_alpha = st.get_float("dqn.rmsprop_alpha");
     q.gamma = c.gamma;
-    // Stooke & Abbeel (2018): the learning rate grows with the minibatch.
-    const double kb = static_cast<double>(q.batch_size) / static_cast<double>(c.lr_reference_batch);
+    // Stooke & Abbeel (2018): the learning rate grows with the minibatch (over all ranks:
+    // data-parallel DQN averages the ranks' batch_size-sample gradients).
+    const double kb = static_cast<double>(ranks) * static_cast<double>(q.batch_size) /
+                      static_cast<double>(c.lr_reference_batch);
     c.lr_scale = c.lr_scaling == "linear" ? kb : c.lr_scaling == "sqrt" ? std::sqrt(kb) : 1.0;
     q.learning_rate *= c.lr_scale;
     const auto fail = [&](const std::string& key, const std::string& value, const std::string& expected) {
@@ -484,9 +486,10 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       fail("dqn.buffer_size", std::to_string(q.buffer_size),
            "must give each of the sampler.num_envs = " + std::to_string(so.num_envs) + " envs at least dqn.n_step + 2 = " +
                std::to_string(q.n_step + 2) + " slots (>= " + std::to_string((q.n_step + 2) * so.num_envs) + ")");
-    if (ranks > 1)
-      fail("algorithm", "\"dqn\"", "DQN trains on one process; run it without mpiexec (" + std::to_string(ranks) +
-                                       " ranks given)");
+    if (ranks > 1 && c.agent.device.is_cuda())
+      fail("device", "\"" + c.device + "\"", "data-parallel DQN (" + std::to_string(ranks) +
+                                                 " ranks) runs on the CPU: use device = \"cpu\" under mpiexec, or one "
+                                                 "process on the GPU");
     if (c.sampler == "alternating")
       fail("sampler.kind", "\"alternating\"", "DQN steps its envs with the \"serial\" or \"parallel\" sampler");
     if (so.normalize_obs || so.normalize_reward)

@@ -231,26 +231,7 @@ void Trainer::iterate() {
 
 // Every rank's finished episodes (rank order) into the recent window, on every rank.
 void Trainer::gather_episodes() {
-  const auto& mine = sampler_->episodes();
-  std::vector<EpisodeInfo> all;
-  if (comm_->size() == 1) {
-    all = mine;
-  } else {
-    const std::int64_t n = static_cast<std::int64_t>(mine.size());
-    const auto counts = comm_->allgather(std::span<const std::int64_t>(&n, 1));
-    const std::int64_t most = *std::max_element(counts.begin(), counts.end());
-    std::vector<double> send(static_cast<std::size_t>(2 * most), 0.0);
-    for (std::size_t i = 0; i < mine.size(); ++i) {
-      send[2 * i] = mine[i].ret;
-      send[2 * i + 1] = static_cast<double>(mine[i].length);
-    }
-    const auto recv = comm_->allgather(std::span<const double>(send));
-    for (std::size_t r = 0; r < counts.size(); ++r)
-      for (std::int64_t i = 0; i < counts[r]; ++i) {
-        const std::size_t at = r * static_cast<std::size_t>(2 * most) + static_cast<std::size_t>(2 * i);
-        all.push_back({recv[at], static_cast<std::int64_t>(recv[at + 1])});
-      }
-  }
+  const std::vector<EpisodeInfo> all = detail::gather_episodes(*comm_, sampler_->episodes());
   episodes_total_ += static_cast<double>(all.size());
   for (const auto& e : all) detail::push_recent(recent_, e);
 }
@@ -306,20 +287,9 @@ void Trainer::save_checkpoint(const std::string& path) const {
   } else {
     // Every rank's sampler state as one section "sampler/rank<r>" (a nested checkpoint),
     // gathered on rank 0; the merged (identical) observation statistics for `eval`.
-    io::CheckpointWriter sw("herd.rl.sampler", 1);
-    sampler_->save(sw, "");
-    const std::vector<std::byte> mine = sw.serialize();
-    const auto n = static_cast<std::int64_t>(mine.size());
-    const auto sizes = comm_->allgather(std::span<const std::int64_t>(&n, 1));
-    const auto most = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
-    std::vector<std::uint8_t> send(most, 0), recv(comm_->rank() == 0 ? most * sizes.size() : 0);
-    std::memcpy(send.data(), mine.data(), mine.size());
-    comm_->gather(send.data(), recv.data(), most, DataType::kUint8, 0);
-    if (comm_->rank() != 0) return;
-    for (std::size_t r = 0; r < sizes.size(); ++r)
-      w.add_bytes("sampler/rank" + std::to_string(r),
-                  std::span<const std::byte>(reinterpret_cast<const std::byte*>(recv.data() + r * most),
-                                             static_cast<std::size_t>(sizes[r])));
+    if (!detail::add_rank_sections(w, *comm_, "sampler/", "herd.rl.sampler",
+                                   [this](io::CheckpointWriter& sw) { sampler_->save(sw, ""); }))
+      return;
     w.add("sampler/obs_rms", sampler_->obs_rms().state());
   }
   detail::save_recent(w, recent_);
@@ -344,22 +314,14 @@ void Trainer::load_checkpoint(const std::string& path) {
   iteration_ = r.value<std::int64_t>("iteration");
   wall_offset_ = r.value<double>("wall_seconds");
   wall_start_ = now_seconds();
-  std::int64_t ranks = 1;
-  for (const auto& name : r.names())
-    if (name == "ranks") ranks = r.value<std::int64_t>("ranks");
-  if (ranks != comm_->size())
-    throw InputError("rl::Trainer::load_checkpoint: " + path + " was written by a run of " + std::to_string(ranks) +
-                     " rank(s), but this run has " + std::to_string(comm_->size()) +
-                     "; resume it with the same number of ranks (mpiexec -n " + std::to_string(ranks) + ")");
+  const std::int64_t ranks = detail::checkpoint_ranks(r);
+  detail::require_same_ranks(kWho, path, ranks, comm_->size());
   agent_->load_state_dict(detail::load_tensors(r, "params/", agent_->state_dict(), kWho));
   algo_->optimizer().load_state(detail::load_tensors(r, "optimizer/", algo_->optimizer().state(), kWho));
   if (ranks == 1) {
     sampler_->load(r, "sampler/");
   } else {
-    const std::string section = "sampler/rank" + std::to_string(comm_->rank());
-    const io::CheckpointReader sr(r.bytes(section), path + ":" + section);
-    sr.expect_kind("herd.rl.sampler", 1);
-    sampler_->load(sr, "");
+    sampler_->load(detail::rank_section(r, path, "sampler/", comm_->rank(), "herd.rl.sampler"), "");
   }
   detail::load_recent(r, recent_);
   // The curve by column name (a checkpoint of an older version has fewer columns: the
@@ -442,9 +404,7 @@ EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stoch
   if (r.kind() == kDqnCheckpointKind) return evaluate_dqn_checkpoint(path, episodes, stochastic);
   r.expect_kind(kKind, kKindVersion);
   std::string text;
-  std::int64_t ranks = 1;  // the run's rank count (its minibatch checks depend on it)
-  for (const auto& name : r.names())
-    if (name == "ranks") ranks = r.value<std::int64_t>("ranks");
+  const std::int64_t ranks = detail::checkpoint_ranks(r);  // the run's rank count (its minibatch checks depend on it)
   TrainConfig c;
   try {
     // Loads the env's library too (env.library), which may have moved since training.

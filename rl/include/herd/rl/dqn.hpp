@@ -7,12 +7,15 @@
 /// prioritized-replay importance weights (`ReplayBuffer`), gradient-norm clipping, hard or
 /// Polyak target updates, and the linear epsilon schedule of Stable-Baselines3's DQN.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "herd/core/communicator.hpp"
 #include "herd/core/rng.hpp"
+#include "herd/nn/data_parallel.hpp"
 #include "herd/nn/mlp.hpp"
 #include "herd/nn/linear.hpp"
 #include "herd/nn/module.hpp"
@@ -147,11 +150,22 @@ struct DqnStepStats {
 /// budget). A non-finite loss vetoes the optimizer step on the device (its skip flag) and
 /// `train_step` then throws as on the host. Results equal the host's up to summation order
 /// (cuBLAS against Eigen, tree sums against sequential ones).
+///
+/// **Data-parallel** (a communicator of more than one rank, host networks): every rank
+/// computes the loss on its own batch; the gradients are all-reduced (averaged) during
+/// backward by `nn::DataParallel`, which also broadcasts rank 0's parameters at
+/// construction, so every rank takes the same optimizer step and the parameters stay
+/// identical. The loss, mean Q and mean target are averaged over the ranks alongside (one
+/// more all-reduce), the gradient norm is that of the averaged gradient; TD errors stay
+/// per rank (each rank's replay priorities). `train_step` is then collective, and a
+/// non-finite loss on any rank throws on every rank, before the optimizer step.
 class Dqn {
  public:
-  /// Builds the optimizer over `online`'s parameters. @throws herd::InputError for
-  /// non-positive learning rate, batch size or huber_delta.
-  Dqn(QNetwork& online, QNetwork& target, const DqnOptions& options);
+  /// Builds the optimizer over `online`'s parameters; with `comm` of more than one rank
+  /// (not owned; outlives this object) trains data-parallel (collective). @throws
+  /// herd::InputError for non-positive learning rate, batch size or huber_delta, networks on
+  /// different devices, or CUDA networks with more than one rank.
+  Dqn(QNetwork& online, QNetwork& target, const DqnOptions& options, Communicator* comm = nullptr);
   ~Dqn();
   Dqn(const Dqn&) = delete;
   Dqn& operator=(const Dqn&) = delete;
@@ -179,6 +193,9 @@ class Dqn {
   std::vector<nn::NamedParameter> params_;
   std::unique_ptr<nn::Optimizer> opt_;
   nn::Tensor obs_t_, next_t_, grad_q_;
+  Communicator* comm_ = nullptr;          // data-parallel ranks (null: one process)
+  std::unique_ptr<nn::DataParallel> dp_;  // gradient all-reduce over comm_
+  std::array<double, 3> terms_{};          // loss, q_mean, target_mean (all-reduced)
   struct DeviceState;  // CUDA buffers of train_step_device
   std::unique_ptr<DeviceState> dev_;
   DqnStepStats train_step_device(const ReplaySample& batch, std::vector<double>* td_errors);
