@@ -17,6 +17,7 @@
 #include "herd/core/cuda/cuda_check.hpp"
 #include "herd/nn/cuda/ops.hpp"
 #include "herd/rl/cuda/dqn_kernels.hpp"
+#include "cuda_memory.hpp"
 #endif
 
 namespace herd::rl {
@@ -201,31 +202,6 @@ void QNetwork::greedy_actions(const float* obs, std::int64_t n, std::int64_t* ac
 // Dqn
 
 #if HERD_HAVE_CUDA
-namespace {
-// Pinned (page-locked) host memory of at least `bytes` (grow-only; contents lost on growth).
-struct Pinned {
-  void* p = nullptr;
-  std::size_t cap = 0;
-  Pinned() = default;
-  Pinned(const Pinned&) = delete;
-  Pinned& operator=(const Pinned&) = delete;
-  ~Pinned() {
-    if (p) cudaFreeHost(p);
-  }
-  void reserve(std::size_t bytes) {
-    if (bytes <= cap) return;
-    if (p) HERD_CUDA_CHECK(cudaFreeHost(p));
-    p = nullptr;
-    cap = 0;
-    HERD_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
-    cap = bytes;
-  }
-  template <class T>
-  T* at(std::size_t offset) const {
-    return reinterpret_cast<T*>(static_cast<char*>(p) + offset);
-  }
-};
-}  // namespace
 
 // The batch upload `up` (float32 elements; byte layout: obs [n, D] and next_obs [n, D]
 // floats, then from an 8-byte boundary actions (int64), returns, discounts, weights
@@ -234,7 +210,7 @@ struct Pinned {
 // (an int32 in the fifth slot), then the TD errors [n]).
 struct Dqn::DeviceState {
   nn::Tensor up, back;
-  Pinned up_host, back_host;
+  detail::PinnedMemory up_host, back_host;
 };
 #else
 struct Dqn::DeviceState {};

@@ -2,24 +2,18 @@
 // herd/rl/cuda/dqn_kernels.hpp.
 #include <cmath>
 
-#include "herd/core/cuda/cuda_check.hpp"
-#include "herd/core/cuda/launch.hpp"
 #include "herd/rl/cuda/dqn_kernels.hpp"
+#include "kernel_common.cuh"
 
 namespace herd::rl::cuda {
 namespace {
 
-constexpr unsigned kThreads = 256;  // a power of two (the tree sums halve it)
-
-unsigned blocks_for(std::int64_t n) {
-  const std::int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
-}
-
-void check_launch() { HERD_CUDA_CHECK(cudaGetLastError()); }
-
-__device__ inline std::int64_t gid() { return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; }
-__device__ inline std::int64_t gstride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+using detail::block_sum;
+using detail::blocks_for;
+using detail::check_launch;
+using detail::gid;
+using detail::gstride;
+using detail::kThreads;
 
 __global__ void dueling_forward_kernel(const float* a, const float* v, float* q, std::int64_t n, std::int64_t A) {
   for (std::int64_t i = gid(); i < n; i += gstride()) {
@@ -70,18 +64,15 @@ __global__ void td_loss_kernel(const float* q, const float* q_next, const std::i
     ym += y;
   }
   // Fixed-order tree sums (deterministic).
-  double* sums[3] = {&loss, &qm, &ym};
-  for (int k = 0; k < 3; ++k) {
-    buf[threadIdx.x] = *sums[k];
-    __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-      if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) stats[k] = buf[0] * inv_n;
-    __syncthreads();
+  loss = block_sum(loss, buf) * inv_n;
+  qm = block_sum(qm, buf) * inv_n;
+  ym = block_sum(ym, buf) * inv_n;
+  if (threadIdx.x == 0) {
+    stats[0] = loss;
+    stats[1] = qm;
+    stats[2] = ym;
+    *bad = isfinite(loss) ? 0 : 1;
   }
-  if (threadIdx.x == 0) *bad = isfinite(stats[0]) ? 0 : 1;
 }
 
 __global__ void polyak_kernel(float* dst, const float* src, std::int64_t n, float keep, float tau) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_compare.hpp"
 #include "herd/core/device.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/launch.hpp"
@@ -31,28 +32,14 @@
 
 using namespace herd;
 using namespace herd::rl;
+using herd::rl::testing::check_close;
+using herd::rl::testing::host_values;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
 constexpr std::int64_t kObs = 6, kActions = 4, kBatch = 40;
 
-std::vector<double> host_values(const nn::Tensor& t) {
-  return t.is_cuda() ? t.to(Device::cpu()).to_vector() : t.to_vector();
-}
-
-// max |a - b| <= rel * max |a| + abs.
-void check_close(const std::vector<double>& a, const std::vector<double>& b, double rel, double abs,
-                 const std::string& what) {
-  REQUIRE(a.size() == b.size());
-  double amax = 0, dmax = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    amax = std::max(amax, std::abs(a[i]));
-    dmax = std::max(dmax, std::abs(a[i] - b[i]));
-  }
-  INFO(what << ": max |cpu - gpu| = " << dmax << ", max |cpu| = " << amax);
-  CHECK(dmax <= rel * amax + abs);
-}
 
 std::unique_ptr<QNetwork> make_net(Device d, bool dueling, std::uint64_t seed) {
   EncoderSpec spec;
