@@ -145,6 +145,8 @@ const io::Schema& train_schema() {
     s.add_float("dqn.priority_eps", 1e-6, "added to |TD error| in priorities").min(0, true).finite();
     s.add_float("dqn.learning_rate", 1e-4, "learning rate (constant)").min(0, true).finite();
     s.add_float("dqn.max_grad_norm", 10.0, "gradient-norm clip (0: off)").min(0).finite();
+    s.add_string("dqn.loss", "huber", "TD loss: Huber (smooth L1, threshold 1) or mean squared error")
+        .choices({"huber", "mse"});
     s.add_string("dqn.optimizer", "adam", "optimizer").choices({"adam", "rmsprop"});
     s.add_float("dqn.optimizer_eps", 1e-8, "optimizer epsilon").min(0).finite();
     s.add_float("dqn.rmsprop_alpha", 0.95, "RMSprop squared-gradient decay").range(0, 0.999999);
@@ -468,6 +470,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     q.priority_eps = st.get_float("dqn.priority_eps");
     q.learning_rate = st.get_float("dqn.learning_rate");
     q.max_grad_norm = st.get_float("dqn.max_grad_norm");
+    q.loss = st.get_string("dqn.loss") == "mse" ? DqnLoss::kMse : DqnLoss::kHuber;
     q.optimizer = st.get_string("dqn.optimizer") == "rmsprop" ? OptimizerKind::kRmsProp : OptimizerKind::kAdam;
     q.optimizer_eps = st.get_float("dqn.optimizer_eps");
     q.rmsprop_alpha = st.get_float("dqn.rmsprop_alpha");
