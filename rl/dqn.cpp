@@ -60,6 +60,15 @@ QNetwork::QNetwork(std::unique_ptr<nn::Module> encoder, std::int64_t features, s
   }
 }
 
+#if HERD_HAVE_CUDA
+struct QNetwork::ActingBuffers {
+  detail::PinnedMemory in, out;  // observations up, actions down
+  nn::Tensor dev_in, dev_out;    // [n, obs_dim] floats; [n] int64 argmax (in float64 slots)
+};
+#else
+struct QNetwork::ActingBuffers {};
+#endif
+
 QNetwork::~QNetwork() = default;
 
 nn::Linear& QNetwork::value_head() {
@@ -179,22 +188,31 @@ void QNetwork::update_from(QNetwork& online, double tau) {
 
 void QNetwork::greedy_actions(const float* obs, std::int64_t n, std::int64_t* actions) {
   const std::int64_t D = std::accumulate(obs_shape_.begin(), obs_shape_.end(), std::int64_t{1}, std::multiplies<>());
-  act_in_.resize(nn::Shape{n, D}, nn::DType::kFloat32);
-  std::copy(obs, obs + n * D, act_in_.data<float>());
   const std::int64_t A = actions_;
   if (device().is_cpu()) {
+    act_in_.resize(nn::Shape{n, D}, nn::DType::kFloat32);
+    std::copy(obs, obs + n * D, act_in_.data<float>());
     const float* q = forward(act_in_).data<float>();
     for (std::int64_t i = 0; i < n; ++i) actions[i] = std::max_element(q + i * A, q + (i + 1) * A) - (q + i * A);
     return;
   }
 #if HERD_HAVE_CUDA
-  const nn::Tensor dev_in = act_in_.to(device());
-  const nn::Tensor& q = forward(dev_in);
-  act_out_.resize(nn::Shape{n}, nn::DType::kFloat64, device());  // int64 indices in 8-byte slots
-  nn::cuda::argmax_rows<float>(q.data<float>(), static_cast<std::int64_t*>(act_out_.raw()), n, A,
-                               nn::compute_stream(device()));
-  const nn::Tensor host = act_out_.to(Device::cpu());
-  std::memcpy(actions, host.raw(), static_cast<std::size_t>(n) * sizeof(std::int64_t));
+  if (!acting_) acting_ = std::make_unique<ActingBuffers>();
+  ActingBuffers& b = *acting_;
+  cudaStream_t st = nn::compute_stream(device());
+  const auto in_bytes = static_cast<std::size_t>(n * D) * sizeof(float);
+  const auto out_bytes = static_cast<std::size_t>(n) * sizeof(std::int64_t);
+  b.in.reserve(in_bytes);
+  b.out.reserve(out_bytes);
+  std::memcpy(b.in.p, obs, in_bytes);  // the previous call waited for its copies: free
+  b.dev_in.resize(nn::Shape{n, D}, nn::DType::kFloat32, device());
+  HERD_CUDA_CHECK(cudaMemcpyAsync(b.dev_in.raw(), b.in.p, in_bytes, cudaMemcpyHostToDevice, st));
+  const nn::Tensor& q = forward(b.dev_in);
+  b.dev_out.resize(nn::Shape{n}, nn::DType::kFloat64, device());  // int64 indices in 8-byte slots
+  nn::cuda::argmax_rows<float>(q.data<float>(), static_cast<std::int64_t*>(b.dev_out.raw()), n, A, st);
+  HERD_CUDA_CHECK(cudaMemcpyAsync(b.out.p, b.dev_out.raw(), out_bytes, cudaMemcpyDeviceToHost, st));
+  nn::synchronize(device());
+  std::memcpy(actions, b.out.p, out_bytes);
 #endif
 }
 

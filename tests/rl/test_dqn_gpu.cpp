@@ -174,6 +174,16 @@ TEST_CASE("Dqn::train_step on CUDA: host waits and transfers per update", "[gpu]
     CHECK(c.h2d_bytes < 2 * kBatch * kObs * 4 + 64 * kBatch);
   }
   CHECK(c.kernel_launches > 10);  // forward, loss, backward and the step ran as kernels
+  // Acting: one upload, one read-back, one wait per call.
+  std::vector<std::int64_t> actions(kBatch);
+  on->greedy_actions(b.obs.data(), kBatch, actions.data());
+  const gpu::CounterScope act;
+  on->greedy_actions(b.obs.data(), kBatch, actions.data());
+  if (gpu::active_backend() == gpu::Backend::kHost) {
+    CHECK(act.delta().host_waits == 1);
+    CHECK(act.delta().h2d_copies == 1);
+    CHECK(act.delta().d2h_copies == 1);
+  }
   // Target updates need no host wait.
   const gpu::CounterScope up;
   tg->update_from(*on, 1.0);

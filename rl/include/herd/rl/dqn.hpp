@@ -110,8 +110,8 @@ class QNetwork : public nn::Module {
   /// The value head. @throws herd::Error when not dueling.
   nn::Linear& value_head();
   /// Greedy actions of `n` observations: `obs` host `[n, obs_dim]` floats, `actions` host
-  /// `[n]` receives argmax_a Q(obs_i, a) (the first maximum). On a CUDA device: one upload,
-  /// the forward pass and the argmax on the device, one read-back (two host waits).
+  /// `[n]` receives argmax_a Q(obs_i, a) (the first maximum). On a CUDA device: one upload
+  /// (pinned), the forward pass and the argmax on the device, one read-back and one host wait.
   void greedy_actions(const float* obs, std::int64_t n, std::int64_t* actions);
   /// Target update: every parameter p' of this network becomes tau p + (1 - tau) p' of
   /// `online` (float32: p' * (1 - tau) + tau * p, as SB3's `polyak_update`); tau = 1
@@ -126,7 +126,9 @@ class QNetwork : public nn::Module {
   std::int64_t features_, actions_;
   bool dueling_;
   nn::Tensor in_, q_, grad_adv_, grad_val_, grad_h_, none_;
-  nn::Tensor act_in_, act_out_;  // greedy_actions: host staging and device argmax (CUDA)
+  nn::Tensor act_in_;             // greedy_actions on the host: the input rows
+  struct ActingBuffers;           // greedy_actions on a CUDA device: pinned staging, device tensors
+  std::unique_ptr<ActingBuffers> acting_;
 };
 
 /// Statistics of one `Dqn::train_step`.
