@@ -15,6 +15,7 @@
 
 #include "herd/core/cuda/cuda_check.hpp"
 #include "herd/nn/cuda/ops.hpp"
+#include "cuda_memory.hpp"
 #endif
 
 namespace herd::rl {
@@ -25,25 +26,10 @@ namespace herd::rl {
 // device-to-device copies, then one device->host copy) and the event that marks the end
 // of `backward`'s uploads.
 struct ActorCriticAgent::DeviceIo {
-  struct Pinned {
-    void* p = nullptr;
-    std::size_t cap = 0;
-    Pinned() = default;
-    Pinned(const Pinned&) = delete;
-    Pinned& operator=(const Pinned&) = delete;
-    ~Pinned() {
-      if (p) cudaFreeHost(p);
-    }
-    // At least `bytes` of pinned memory (contents lost when it grows).
+  struct Pinned : detail::PinnedMemory {
+    // At least `bytes` of pinned memory, 4 KiB or more (contents lost when it grows).
     void* get(std::size_t bytes) {
-      if (bytes > cap) {
-        if (p) HERD_CUDA_CHECK(cudaFreeHost(p));
-        p = nullptr;
-        cap = 0;
-        const std::size_t want = std::max<std::size_t>(bytes, 4096);
-        HERD_CUDA_CHECK(cudaHostAlloc(&p, want, cudaHostAllocPortable));
-        cap = want;
-      }
+      reserve(std::max<std::size_t>(bytes, 4096));
       return p;
     }
   };

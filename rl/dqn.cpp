@@ -2,10 +2,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <span>
+#include <functional>
 #include <limits>
+#include <numeric>
 #include <sstream>
 
+#include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
+#if HERD_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "herd/core/cuda/cuda_check.hpp"
+#include "herd/nn/cuda/ops.hpp"
+#include "herd/rl/cuda/dqn_kernels.hpp"
+#include "cuda_memory.hpp"
+#endif
 
 namespace herd::rl {
 
@@ -20,8 +33,9 @@ double exploration_epsilon(std::int64_t steps, std::int64_t total_steps, double 
 // QNetwork
 
 QNetwork::QNetwork(std::unique_ptr<nn::Module> encoder, std::int64_t features, std::vector<std::int64_t> obs_shape,
-                   std::int64_t num_actions, bool dueling, const RngStream& rng, std::uint64_t init_index)
-    : nn::Module(nn::DType::kFloat32, Device::cpu()),
+                   std::int64_t num_actions, bool dueling, const RngStream& rng, std::uint64_t init_index,
+                   Device device)
+    : nn::Module(nn::DType::kFloat32, device),
       encoder_(std::move(encoder)),
       obs_shape_(std::move(obs_shape)),
       features_(features),
@@ -32,18 +46,30 @@ QNetwork::QNetwork(std::unique_ptr<nn::Module> encoder, std::int64_t features, s
   HERD_REQUIRE(num_actions >= 1, "rl::QNetwork: num_actions is {}, but must be >= 1", num_actions);
   HERD_REQUIRE(!obs_shape_.empty() && obs_shape_.size() <= 3, "rl::QNetwork: obs_shape has {} dimensions, but must have 1 to 3",
                obs_shape_.size());
+  HERD_REQUIRE(encoder_->device() == device, "rl::QNetwork: the encoder is on {}, but the network on {}",
+               encoder_->device().str(), device.str());
   encoder_->set_input_grad(false);  // observations are data
   register_module("encoder", encoder_.get());
-  head_ = std::make_unique<nn::Linear>(features, num_actions, nn::DType::kFloat32, Device::cpu(), true, rng,
-                                       init_index);
+  head_ = std::make_unique<nn::Linear>(features, num_actions, nn::DType::kFloat32, device, true, rng, init_index);
   if (dueling_) {
-    value_ = std::make_unique<nn::Linear>(features, 1, nn::DType::kFloat32, Device::cpu(), true, rng, init_index + 1);
+    value_ = std::make_unique<nn::Linear>(features, 1, nn::DType::kFloat32, device, true, rng, init_index + 1);
     register_module("value", value_.get());
     register_module("advantage", head_.get());
   } else {
     register_module("q", head_.get());
   }
 }
+
+#if HERD_HAVE_CUDA
+struct QNetwork::ActingBuffers {
+  detail::PinnedMemory in, out;  // observations up, actions down
+  nn::Tensor dev_in, dev_out;    // [n, obs_dim] floats; [n] int64 argmax (in float64 slots)
+};
+#else
+struct QNetwork::ActingBuffers {};
+#endif
+
+QNetwork::~QNetwork() = default;
 
 nn::Linear& QNetwork::value_head() {
   HERD_CHECK(value_ != nullptr, "rl::QNetwork::value_head: the network is not dueling");
@@ -62,7 +88,13 @@ const nn::Tensor& QNetwork::forward(const nn::Tensor& obs) {
   const nn::Tensor& a = head_->forward(h);
   if (!dueling_) return a;
   const nn::Tensor& v = value_->forward(h);
-  q_.resize(a.shape(), nn::DType::kFloat32);
+  q_.resize(a.shape(), nn::DType::kFloat32, device());
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    cuda::dueling_forward(a.data<float>(), v.data<float>(), q_.data<float>(), n, actions_, nn::compute_stream(device()));
+    return q_;
+  }
+#endif
   const float* pa = a.data<float>();
   const float* pv = v.data<float>();
   float* pq = q_.data<float>();
@@ -84,8 +116,21 @@ const nn::Tensor& QNetwork::backward(const nn::Tensor& grad_q) {
   }
   // dQ_j/dV = 1, dQ_j/dA_k = [j == k] - 1/A.
   const std::int64_t n = grad_q.dim(0), A = actions_;
-  grad_adv_.resize(grad_q.shape(), nn::DType::kFloat32);
-  grad_val_.resize(nn::Shape{n, 1}, nn::DType::kFloat32);
+  grad_adv_.resize(grad_q.shape(), nn::DType::kFloat32, device());
+  grad_val_.resize(nn::Shape{n, 1}, nn::DType::kFloat32, device());
+#if HERD_HAVE_CUDA
+  if (device().is_cuda()) {
+    cudaStream_t st = nn::compute_stream(device());
+    cuda::dueling_backward(grad_q.data<float>(), grad_adv_.data<float>(), grad_val_.data<float>(), n, A, st);
+    const nn::Tensor& dh_a = head_->backward(grad_adv_);
+    grad_h_.resize(dh_a.shape(), nn::DType::kFloat32, device());
+    grad_h_.copy_from_async(dh_a, st);
+    const nn::Tensor& dh_v = value_->backward(grad_val_);
+    nn::cuda::add<float>(grad_h_.data<float>(), dh_v.data<float>(), grad_h_.data<float>(), grad_h_.numel(), st);
+    encoder_->backward(grad_h_);
+    return none_;
+  }
+#endif
   const float* g = grad_q.data<float>();
   float* ga = grad_adv_.data<float>();
   float* gv = grad_val_.data<float>();
@@ -121,9 +166,18 @@ void QNetwork::update_from(QNetwork& online, double tau) {
   for (std::size_t k = 0; k < mine.size(); ++k) {
     nn::Tensor& dst = mine[k].param->value;
     const nn::Tensor& src = theirs[k].param->value;
-    HERD_REQUIRE(mine[k].name == theirs[k].name && dst.shape() == src.shape(),
-                 "rl::QNetwork::update_from: parameter {} {} differs from the online network's {} {}", mine[k].name,
-                 dst.shape().str(), theirs[k].name, src.shape().str());
+    HERD_REQUIRE(mine[k].name == theirs[k].name && dst.shape() == src.shape() && dst.device() == src.device(),
+                 "rl::QNetwork::update_from: parameter {} {} on {} differs from the online network's {} {} on {}",
+                 mine[k].name, dst.shape().str(), dst.device().str(), theirs[k].name, src.shape().str(),
+                 src.device().str());
+#if HERD_HAVE_CUDA
+    if (dst.is_cuda()) {
+      cudaStream_t st = nn::compute_stream(dst.device());
+      if (tau == 1.0) dst.copy_from_async(src, st);
+      else cuda::polyak_update(dst.data<float>(), src.data<float>(), src.numel(), keep, t, st);
+      continue;
+    }
+#endif
     float* d = dst.data<float>();
     const float* s = src.data<float>();
     if (tau == 1.0) std::copy(s, s + src.numel(), d);
@@ -132,11 +186,60 @@ void QNetwork::update_from(QNetwork& online, double tau) {
   }
 }
 
+void QNetwork::greedy_actions(const float* obs, std::int64_t n, std::int64_t* actions) {
+  const std::int64_t D = std::accumulate(obs_shape_.begin(), obs_shape_.end(), std::int64_t{1}, std::multiplies<>());
+  const std::int64_t A = actions_;
+  if (device().is_cpu()) {
+    act_in_.resize(nn::Shape{n, D}, nn::DType::kFloat32);
+    std::copy(obs, obs + n * D, act_in_.data<float>());
+    const float* q = forward(act_in_).data<float>();
+    for (std::int64_t i = 0; i < n; ++i) actions[i] = std::max_element(q + i * A, q + (i + 1) * A) - (q + i * A);
+    return;
+  }
+#if HERD_HAVE_CUDA
+  if (!acting_) acting_ = std::make_unique<ActingBuffers>();
+  ActingBuffers& b = *acting_;
+  cudaStream_t st = nn::compute_stream(device());
+  const auto in_bytes = static_cast<std::size_t>(n * D) * sizeof(float);
+  const auto out_bytes = static_cast<std::size_t>(n) * sizeof(std::int64_t);
+  b.in.reserve(in_bytes);
+  b.out.reserve(out_bytes);
+  std::memcpy(b.in.p, obs, in_bytes);  // the previous call waited for its copies: free
+  b.dev_in.resize(nn::Shape{n, D}, nn::DType::kFloat32, device());
+  HERD_CUDA_CHECK(cudaMemcpyAsync(b.dev_in.raw(), b.in.p, in_bytes, cudaMemcpyHostToDevice, st));
+  const nn::Tensor& q = forward(b.dev_in);
+  b.dev_out.resize(nn::Shape{n}, nn::DType::kFloat64, device());  // int64 indices in 8-byte slots
+  nn::cuda::argmax_rows<float>(q.data<float>(), static_cast<std::int64_t*>(b.dev_out.raw()), n, A, st);
+  HERD_CUDA_CHECK(cudaMemcpyAsync(b.out.p, b.dev_out.raw(), out_bytes, cudaMemcpyDeviceToHost, st));
+  nn::synchronize(device());
+  std::memcpy(actions, b.out.p, out_bytes);
+#endif
+}
+
 // ---------------------------------------------------------------------------------------
 // Dqn
 
-Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o)
+#if HERD_HAVE_CUDA
+
+// The batch upload `up` (float32 elements; byte layout: obs [n, D] and next_obs [n, D]
+// floats, then from an 8-byte boundary actions (int64), returns, discounts, weights
+// (double) [n] each, then the argmax scratch (int64 [n], not uploaded)); the read-back
+// `back` (doubles: loss, q_mean, target_mean, the squared gradient norm, the skip flag
+// (an int32 in the fifth slot), then the TD errors [n]).
+struct Dqn::DeviceState {
+  nn::Tensor up, back;
+  detail::PinnedMemory up_host, back_host;
+};
+#else
+struct Dqn::DeviceState {};
+#endif
+
+Dqn::~Dqn() = default;
+
+Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o, Communicator* comm)
     : online_(online), target_(target), opt_options_(o), params_(online.named_parameters()) {
+  HERD_REQUIRE(online.device() == target.device(), "rl::Dqn: the online network is on {}, but the target on {}",
+               online.device().str(), target.device().str());
   HERD_REQUIRE(o.learning_rate > 0, "rl::Dqn: learning_rate is {}, but must be > 0", o.learning_rate);
   HERD_REQUIRE(o.batch_size >= 1, "rl::Dqn: batch_size is {}, but must be >= 1", o.batch_size);
   HERD_REQUIRE(o.huber_delta > 0, "rl::Dqn: huber_delta is {}, but must be > 0", o.huber_delta);
@@ -144,6 +247,12 @@ Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o)
     opt_ = std::make_unique<nn::Adam>(params_, o.learning_rate, 0.9, 0.999, o.optimizer_eps);
   else
     opt_ = std::make_unique<nn::RmsProp>(params_, o.learning_rate, o.rmsprop_alpha, o.optimizer_eps);
+  if (comm && comm->size() > 1) {
+    HERD_REQUIRE(online.device().is_cpu(), "rl::Dqn: data-parallel training over {} ranks needs host networks, but they "
+                 "are on {}", comm->size(), online.device().str());
+    comm_ = comm;
+    dp_ = std::make_unique<nn::DataParallel>(online_, *comm_);
+  }
 }
 
 std::vector<double> Dqn::targets(const ReplaySample& b) {
@@ -152,13 +261,19 @@ std::vector<double> Dqn::targets(const ReplaySample& b) {
   const std::int64_t A = target_.num_actions();
   next_t_.resize(nn::Shape{n, D}, nn::DType::kFloat32);
   std::copy(b.next_obs.begin(), b.next_obs.end(), next_t_.data<float>());
+  const Device dev = online_.device();
+  const nn::Tensor next = dev.is_cpu() ? next_t_ : next_t_.to(dev);
+  // Host values of a network's output (a copy from a CUDA device).
+  auto host = [&](const nn::Tensor& t) { return dev.is_cpu() ? t : t.to(Device::cpu()); };
   std::vector<std::int64_t> best(static_cast<std::size_t>(n));
   if (opt_options_.double_q) {
-    const float* qo = online_.forward(next_t_).data<float>();
+    const nn::Tensor q_online = host(online_.forward(next));
+    const float* qo = q_online.data<float>();
     for (std::int64_t i = 0; i < n; ++i)
       best[static_cast<std::size_t>(i)] = std::max_element(qo + i * A, qo + (i + 1) * A) - (qo + i * A);
   }
-  const float* qt = target_.forward(next_t_).data<float>();
+  const nn::Tensor q_target = host(target_.forward(next));
+  const float* qt = q_target.data<float>();
   std::vector<double> y(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
     const auto k = static_cast<std::size_t>(i);
@@ -169,10 +284,19 @@ std::vector<double> Dqn::targets(const ReplaySample& b) {
 }
 
 DqnStepStats Dqn::train_step(const ReplaySample& b, std::vector<double>* td_errors) {
-  const std::vector<double> y = targets(b);
   const auto n = static_cast<std::int64_t>(b.actions.size());
-  const auto D = static_cast<std::int64_t>(b.obs.size()) / std::max<std::int64_t>(n, 1);
   const std::int64_t A = online_.num_actions();
+  HERD_REQUIRE(n >= 1 && b.obs.size() == b.next_obs.size() && b.obs.size() % static_cast<std::size_t>(n) == 0 &&
+                   b.returns.size() == b.actions.size() && b.discounts.size() == b.actions.size() &&
+                   b.weights.size() == b.actions.size(),
+               "rl::Dqn::train_step: the batch's arrays are not sized for {} samples", n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t a = b.actions[static_cast<std::size_t>(i)];
+    HERD_REQUIRE(a >= 0 && a < A, "rl::Dqn::train_step: action {} of sample {} is outside [0, {})", a, i, A);
+  }
+  if (online_.device().is_cuda()) return train_step_device(b, td_errors);
+  const std::vector<double> y = targets(b);
+  const auto D = static_cast<std::int64_t>(b.obs.size()) / n;
   obs_t_.resize(nn::Shape{n, D}, nn::DType::kFloat32);
   std::copy(b.obs.begin(), b.obs.end(), obs_t_.data<float>());
   const nn::Tensor& q = online_.forward(obs_t_);
@@ -186,13 +310,17 @@ DqnStepStats Dqn::train_step(const ReplaySample& b, std::vector<double>* td_erro
   for (std::int64_t i = 0; i < n; ++i) {
     const auto k = static_cast<std::size_t>(i);
     const std::int64_t a = b.actions[k];
-    HERD_REQUIRE(a >= 0 && a < A, "rl::Dqn::train_step: action {} of sample {} is outside [0, {})", a, i, A);
     const double qsa = static_cast<double>(pq[i * A + a]);
     const double d = qsa - y[k];
     const double ad = std::abs(d);
     const double w = b.weights[k];
-    st.loss += w * (ad < delta ? 0.5 * d * d : delta * (ad - 0.5 * delta));
-    g[i * A + a] = static_cast<float>(w * std::clamp(d, -delta, delta) / static_cast<double>(n));
+    if (opt_options_.loss == DqnLoss::kMse) {
+      st.loss += w * (d * d);
+      g[i * A + a] = static_cast<float>(w * (2.0 * d) / static_cast<double>(n));
+    } else {
+      st.loss += w * (ad < delta ? 0.5 * d * d : delta * (ad - 0.5 * delta));
+      g[i * A + a] = static_cast<float>(w * std::clamp(d, -delta, delta) / static_cast<double>(n));
+    }
     st.q_mean += qsa;
     st.target_mean += y[k];
     if (td_errors) (*td_errors)[k] = d;
@@ -200,17 +328,108 @@ DqnStepStats Dqn::train_step(const ReplaySample& b, std::vector<double>* td_erro
   st.loss /= static_cast<double>(n);
   st.q_mean /= static_cast<double>(n);
   st.target_mean /= static_cast<double>(n);
-  if (!std::isfinite(st.loss)) {
+  const auto not_finite = [](double loss) {
     std::ostringstream m;
-    m << "rl::Dqn::train_step: the TD loss is " << st.loss << " (not finite)";
-    throw NumericalError(m.str());
-  }
+    m << "rl::Dqn::train_step: the TD loss is " << loss << " (not finite)";
+    return NumericalError(m.str());
+  };
   opt_->zero_grad();
-  online_.backward(grad_q_);
+  if (dp_) {
+    // The statistics averaged over ranks alongside the gradients; every rank sees the
+    // same (averaged) loss, so a non-finite one stops all before the step.
+    terms_ = {st.loss, st.q_mean, st.target_mean};
+    auto req = comm_->allreduce_async(std::span<double>(terms_), ReduceOp::kSum);
+    online_.backward(grad_q_);
+    dp_->finish();
+    req->wait();
+    const double inv = 1.0 / static_cast<double>(comm_->size());
+    st.loss = terms_[0] * inv;
+    st.q_mean = terms_[1] * inv;
+    st.target_mean = terms_[2] * inv;
+    if (!std::isfinite(st.loss)) throw not_finite(st.loss);
+  } else {
+    if (!std::isfinite(st.loss)) throw not_finite(st.loss);
+    online_.backward(grad_q_);
+  }
   st.grad_norm = opt_options_.max_grad_norm > 0 ? nn::clip_grad_norm(params_, opt_options_.max_grad_norm)
                                                 : std::numeric_limits<double>::quiet_NaN();
   opt_->step();
   return st;
+}
+
+DqnStepStats Dqn::train_step_device(const ReplaySample& b, std::vector<double>* td_errors) {
+#if HERD_HAVE_CUDA
+  const Device dev = online_.device();
+  const auto n = static_cast<std::int64_t>(b.actions.size());
+  const auto D = static_cast<std::int64_t>(b.obs.size()) / n;
+  const std::int64_t A = online_.num_actions();
+  const auto N = static_cast<std::size_t>(n), ND = N * static_cast<std::size_t>(D);
+  if (!dev_) dev_ = std::make_unique<DeviceState>();
+  DeviceState& d = *dev_;
+  cudaStream_t st = nn::compute_stream(dev);
+  // Layout (bytes) of the upload; the argmax scratch follows it.
+  const std::size_t obs_at = 0, next_at = ND * sizeof(float);
+  const std::size_t act_at = (2 * ND * sizeof(float) + 7) / 8 * 8;
+  const std::size_t ret_at = act_at + 8 * N, disc_at = ret_at + 8 * N, w_at = disc_at + 8 * N;
+  const std::size_t up_bytes = w_at + 8 * N, best_at = up_bytes;
+  const auto up_floats = static_cast<std::int64_t>((best_at + 8 * N) / sizeof(float));
+  d.up.resize(nn::Shape{up_floats}, nn::DType::kFloat32, dev);
+  d.back.resize(nn::Shape{5 + n}, nn::DType::kFloat64, dev);
+  d.up_host.reserve(up_bytes);
+  d.back_host.reserve(static_cast<std::size_t>(5 + n) * sizeof(double));
+  // Pack and upload (the previous step's read-back waited for the stream: the pinned
+  // buffer is free).
+  std::memcpy(d.up_host.at<float>(obs_at), b.obs.data(), ND * sizeof(float));
+  std::memcpy(d.up_host.at<float>(next_at), b.next_obs.data(), ND * sizeof(float));
+  std::memcpy(d.up_host.at<std::int64_t>(act_at), b.actions.data(), 8 * N);
+  std::memcpy(d.up_host.at<double>(ret_at), b.returns.data(), 8 * N);
+  std::memcpy(d.up_host.at<double>(disc_at), b.discounts.data(), 8 * N);
+  std::memcpy(d.up_host.at<double>(w_at), b.weights.data(), 8 * N);
+  char* up = static_cast<char*>(d.up.raw());
+  HERD_CUDA_CHECK(cudaMemcpyAsync(up, d.up_host.p, up_bytes, cudaMemcpyHostToDevice, st));
+  const nn::Tensor obs = d.up.slice(0, static_cast<std::int64_t>(ND)).reshape(nn::Shape{n, D});
+  const nn::Tensor next =
+      d.up.slice(static_cast<std::int64_t>(ND), static_cast<std::int64_t>(2 * ND)).reshape(nn::Shape{n, D});
+  auto* best = reinterpret_cast<std::int64_t*>(up + best_at);
+  if (opt_options_.double_q)
+    nn::cuda::argmax_rows<float>(online_.forward(next).data<float>(), best, n, A, st);
+  const nn::Tensor& q_next = target_.forward(next);
+  if (!opt_options_.double_q) nn::cuda::argmax_rows<float>(q_next.data<float>(), best, n, A, st);
+  const nn::Tensor& q = online_.forward(obs);
+  grad_q_.resize(nn::Shape{n, A}, nn::DType::kFloat32, dev);
+  double* back = d.back.data<double>();
+  auto* bad = reinterpret_cast<std::int32_t*>(back + 4);
+  cuda::dqn_td_loss(q.data<float>(), q_next.data<float>(), best, reinterpret_cast<const std::int64_t*>(up + act_at),
+                    reinterpret_cast<const double*>(up + ret_at), reinterpret_cast<const double*>(up + disc_at),
+                    reinterpret_cast<const double*>(up + w_at), n, A, opt_options_.loss == DqnLoss::kMse,
+                    opt_options_.huber_delta, grad_q_.data<float>(), back + 5, back, bad, st);
+  opt_->zero_grad();
+  online_.backward(grad_q_);
+  if (opt_options_.max_grad_norm > 0) nn::clip_grad_norm_on_device(params_, opt_options_.max_grad_norm, back + 3);
+  opt_->set_skip_flag(bad);  // a non-finite loss leaves the parameters unchanged
+  opt_->step();
+  opt_->set_skip_flag(nullptr);
+  HERD_CUDA_CHECK(cudaMemcpyAsync(d.back_host.p, back, static_cast<std::size_t>(5 + n) * sizeof(double),
+                                  cudaMemcpyDeviceToHost, st));
+  nn::synchronize(dev);
+  const double* h = d.back_host.at<double>(0);
+  DqnStepStats s;
+  s.loss = h[0];
+  s.q_mean = h[1];
+  s.target_mean = h[2];
+  s.grad_norm = opt_options_.max_grad_norm > 0 ? std::sqrt(h[3]) : std::numeric_limits<double>::quiet_NaN();
+  if (td_errors) td_errors->assign(h + 5, h + 5 + n);
+  if (*d.back_host.at<std::int32_t>(4 * sizeof(double)) != 0) {
+    std::ostringstream m;
+    m << "rl::Dqn::train_step: the TD loss is " << s.loss << " (not finite)";
+    throw NumericalError(m.str());
+  }
+  return s;
+#else
+  (void)b;
+  (void)td_errors;
+  throw InputError("rl::Dqn::train_step: the networks are on a CUDA device, but this build of herd has no CUDA support");
+#endif
 }
 
 }  // namespace herd::rl

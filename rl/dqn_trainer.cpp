@@ -17,50 +17,19 @@
 #include "herd/rl/network.hpp"
 #include "herd/rl/registry.hpp"
 #include "resume_settings.hpp"
+#include "run_common.hpp"
 
 namespace herd::rl {
 
 namespace {
 
 constexpr std::uint32_t kKindVersion = 1;
-constexpr std::size_t kWindow = 100;
 constexpr std::uint32_t kReplayStream = 0xFFFFFF00u;  // sampling draws, disjoint from env ids
 constexpr std::uint32_t kEvalEnv = 1u << 20;
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string format_eta(double s) {
-  if (!std::isfinite(s) || s < 0) return "?";
-  char buf[32];
-  const auto t = static_cast<long>(s + 0.5);
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", t);
-  return buf;
-}
-
-void save_tensors(io::CheckpointWriter& w, const std::string& p, const std::vector<nn::NamedTensor>& ts) {
-  std::string names;
-  for (const auto& t : ts) {
-    names += t.name + "\n";
-    w.add(p + t.name, t.tensor.to_vector());
-  }
-  w.add_string(p + "names", names);
-}
-
-std::vector<nn::NamedTensor> load_tensors(const io::CheckpointReader& r, const std::string& p,
-                                          std::vector<nn::NamedTensor> like) {
-  for (auto& t : like) {
-    const auto v = r.get<double>(p + t.name);
-    if (static_cast<std::int64_t>(v.size()) != t.tensor.numel())
-      throw InputError("rl::DqnTrainer::load_checkpoint: \"" + p + t.name + "\" has " + std::to_string(v.size()) +
-                       " values in the checkpoint, but " + std::to_string(t.tensor.numel()) + " in this run");
-    t.tensor = nn::Tensor::from_vector(t.tensor.shape(), v, t.tensor.dtype());
-  }
-  return like;
-}
+using detail::now_seconds;
+constexpr const char* kWho = "rl::DqnTrainer::load_checkpoint";
+constexpr const char* kRankKind = "herd.rl.dqn.rank";  // a rank's own state in a checkpoint of several ranks
 
 const std::vector<std::string>& fixed_on_resume() {
   static const std::vector<std::string> keys = {
@@ -72,7 +41,7 @@ const std::vector<std::string>& fixed_on_resume() {
   return keys;
 }
 
-std::unique_ptr<QNetwork> make_q_network(const TrainConfig& c, const Env& env) {
+std::unique_ptr<QNetwork> make_q_network(const TrainConfig& c, const Env& env, Device device) {
   // The encoder (network.conv_* and network.hidden): weighted layer k draws from
   // RngStream(seed, 0, kInit).at(k); the heads from RngStream(seed, 100, kInit).
   EncoderSpec spec;
@@ -81,13 +50,13 @@ std::unique_ptr<QNetwork> make_q_network(const TrainConfig& c, const Env& env) {
   spec.activation = c.agent.activation;
   const std::vector<std::int64_t>& shape = env.observation_space().shape();
   std::int64_t features = 0;
-  auto enc = make_encoder(shape, spec, Device::cpu(), RngStream(c.seed, 0, RngPurpose::kInit), 0, &features);
+  auto enc = make_encoder(shape, spec, device, RngStream(c.seed, 0, RngPurpose::kInit), 0, &features);
   // Rows reach the encoder as [n, C, H, W] with convolutions, else as [n, obs_dim].
   const std::vector<std::int64_t> rows = spec.conv.empty() ? std::vector<std::int64_t>{static_cast<std::int64_t>(
                                                                  env.obs_dim())}
                                                            : shape;
   return std::make_unique<QNetwork>(std::move(enc), features, rows, env.action_space().n(), c.dqn.dueling,
-                                    RngStream(c.seed, 100, RngPurpose::kInit), 0);
+                                    RngStream(c.seed, 100, RngPurpose::kInit), 0, device);
 }
 
 ReplayBufferOptions replay_options(const TrainConfig& c, std::size_t obs_dim, bool u8) {
@@ -104,7 +73,6 @@ ReplayBufferOptions replay_options(const TrainConfig& c, std::size_t obs_dim, bo
   return r;
 }
 
-std::int64_t argmax_row(const float* q, std::int64_t A) { return std::max_element(q, q + A) - q; }
 
 }  // namespace
 
@@ -129,12 +97,16 @@ double dqn_memory_need(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs
 
 DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* comm)
     : config_(c), config_text_(std::move(text)) {
-  if (comm && comm->size() > 1)
-    throw InputError("rl::DqnTrainer: algorithm is \"dqn\" with " + std::to_string(comm->size()) +
-                     " ranks, but DQN trains on one process; run it without mpiexec");
-  if (!config_.agent.device.is_cpu())
-    throw InputError("rl::DqnTrainer: device is \"" + c.device + "\", but DQN runs on the CPU: use device = \"cpu\"");
-  config_.ranks = 1;
+  if (comm == nullptr) {
+    own_comm_ = std::make_unique<SelfCommunicator>();
+    comm = own_comm_.get();
+  }
+  comm_ = comm;
+  config_.ranks = comm_->size();
+  if (comm_->size() > 1 && config_.agent.device.is_cuda())
+    throw InputError("rl::DqnTrainer: device is \"" + c.device + "\" with " + std::to_string(comm_->size()) +
+                     " ranks, but data-parallel DQN runs on the CPU; use device = \"cpu\" under mpiexec, or "
+                     "one process on the GPU");
   const auto probe = make_env(c.env);
   if (!probe->action_space().is_discrete())
     throw InputError("rl::DqnTrainer: env \"" + c.env + "\" has the action space " + probe->action_space().to_string() +
@@ -149,6 +121,9 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
   po.num_threads = c.sampler == "parallel" ? static_cast<std::size_t>(c.sampler_options.num_threads) : 1;
   po.seed = c.seed;
   po.max_episode_steps = c.sampler_options.max_episode_steps;
+  // Rank r's envs have the global ids r * num_envs + k: their own reset and policy streams.
+  first_gid_ = static_cast<std::uint32_t>(comm_->rank()) * static_cast<std::uint32_t>(po.num_envs);
+  po.first_global_id = first_gid_;
   pool_ = std::make_unique<EnvPool>(po);
   pool_->reset();
   obs_.assign(pool_->obs().begin(), pool_->obs().end());
@@ -157,22 +132,17 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
   ep_len_.assign(B, 0);
   actions_.assign(B, 0);
   num_actions_ = probe->action_space().n();
-  online_ = make_q_network(config_, *probe);
-  target_ = make_q_network(config_, *probe);
+  online_ = make_q_network(config_, *probe, config_.agent.device);
+  target_ = make_q_network(config_, *probe, config_.agent.device);
   target_->update_from(*online_, 1.0);
-  dqn_ = std::make_unique<Dqn>(*online_, *target_, config_.dqn);
+  dqn_ = std::make_unique<Dqn>(*online_, *target_, config_.dqn, comm_->size() > 1 ? comm_ : nullptr);
   replay_ = std::make_unique<ReplayBuffer>(replay_options(config_, probe->obs_dim(), u8));
   wall_start_ = now_seconds();
 }
 
 DqnTrainer::~DqnTrainer() = default;
 
-double DqnTrainer::recent_mean_return() const {
-  if (recent_.empty()) return std::numeric_limits<double>::quiet_NaN();
-  double s = 0;
-  for (const auto& e : recent_) s += e.ret;
-  return s / static_cast<double>(recent_.size());
-}
+double DqnTrainer::recent_mean_return() const { return detail::recent_stats(recent_).mean_return; }
 
 double DqnTrainer::epsilon() const {
   const DqnOptions& q = config_.dqn;
@@ -181,14 +151,15 @@ double DqnTrainer::epsilon() const {
 }
 
 void DqnTrainer::vector_step() {
-  const std::size_t B = pool_->num_envs(), D = pool_->obs_dim();
+  const std::size_t B = pool_->num_envs();
   const DqnOptions& q = config_.dqn;
   const double eps = epsilon();
   const bool warmup = env_steps() < q.learning_starts;
   bool any_greedy = false;
   std::vector<std::uint8_t> greedy(B, 0);
   for (std::size_t k = 0; k < B; ++k) {
-    RngCursor cur = RngStream(config_.seed, static_cast<std::uint32_t>(k), RngPurpose::kPolicy).at(vector_steps_);
+    RngCursor cur =
+        RngStream(config_.seed, first_gid_ + static_cast<std::uint32_t>(k), RngPurpose::kPolicy).at(vector_steps_);
     const double u = cur.uniform();
     if (warmup || u < eps) {
       actions_[k] = static_cast<std::int64_t>(cur.below(static_cast<std::uint32_t>(num_actions_)));
@@ -198,11 +169,10 @@ void DqnTrainer::vector_step() {
     }
   }
   if (any_greedy) {
-    obs_t_.resize(nn::Shape{static_cast<std::int64_t>(B), static_cast<std::int64_t>(D)}, nn::DType::kFloat32);
-    std::copy(obs_.begin(), obs_.end(), obs_t_.data<float>());
-    const float* qv = online_->forward(obs_t_).data<float>();
+    greedy_.resize(B);
+    online_->greedy_actions(obs_.data(), static_cast<std::int64_t>(B), greedy_.data());
     for (std::size_t k = 0; k < B; ++k)
-      if (greedy[k]) actions_[k] = argmax_row(qv + static_cast<std::int64_t>(k) * num_actions_, num_actions_);
+      if (greedy[k]) actions_[k] = greedy_[k];
   }
   const std::int64_t start = pool_->action_space().start();
   std::vector<std::int64_t> env_actions(actions_);
@@ -216,9 +186,7 @@ void DqnTrainer::vector_step() {
     ep_ret_[k] += rew[k];
     ++ep_len_[k];
     if (term[k] || trunc[k]) {
-      recent_.push_back({ep_ret_[k], ep_len_[k]});
-      if (recent_.size() > kWindow) recent_.pop_front();
-      episodes_total_ += 1;
+      finished_.push_back({ep_ret_[k], ep_len_[k]});
       ep_ret_[k] = 0;
       ep_len_[k] = 0;
     }
@@ -233,14 +201,25 @@ void DqnTrainer::vector_step() {
 
 void DqnTrainer::train_round() {
   const DqnOptions& q = config_.dqn;
-  if (replay_->size() == 0) return;  // n-step horizons not complete yet
+  if (comm_->size() == 1 && replay_->size() == 0) return;  // n-step horizons not complete yet
+  if (!replay_ready_ && comm_->size() > 1) {
+    // Gradient steps are collective: they start once every rank's replay holds a complete
+    // n-step transition (the count never drops back to 0).
+    std::int32_t ready = replay_->size() > 0 ? 1 : 0;
+    comm_->allreduce(std::span<std::int32_t>(&ready, 1), ReduceOp::kMin);
+    if (!ready) return;
+    replay_ready_ = true;
+  }
   const double t0 = now_seconds();
   const std::int64_t rounds = q.gradient_steps < 0 ? static_cast<std::int64_t>(q.train_freq) * config_.sampler_options.num_envs
                                                    : q.gradient_steps;
   const double frac = std::min(1.0, static_cast<double>(env_steps()) / static_cast<double>(config_.total_steps));
   const double beta = q.beta0 + (1.0 - q.beta0) * frac;
   for (std::int64_t j = 0; j < rounds; ++j) {
-    RngCursor cur = RngStream(config_.seed, kReplayStream, RngPurpose::kShuffle).at(grad_steps_);
+    // Rank r's j-th batch: draw j * ranks + r (one rank: draw j).
+    RngCursor cur = RngStream(config_.seed, kReplayStream, RngPurpose::kShuffle)
+                        .at(grad_steps_ * static_cast<std::uint64_t>(comm_->size()) +
+                            static_cast<std::uint64_t>(comm_->rank()));
     replay_->sample(static_cast<std::size_t>(q.batch_size), cur, beta, batch_);
     DqnStepStats st;
     try {
@@ -266,32 +245,29 @@ void DqnTrainer::iterate() {
   n_stats_ = 0;
   train_seconds_ = 0;
   for (int s = 0; s < config_.sampler_options.num_steps; ++s) vector_step();
+  // The iteration's finished episodes of every rank (rank order) into the window.
+  for (const EpisodeInfo& e : detail::gather_episodes(*comm_, finished_)) {
+    detail::push_recent(recent_, e);
+    episodes_total_ += 1;
+  }
+  finished_.clear();
+  // Valid transitions over all ranks' replay buffers.
+  double replay_size = static_cast<double>(replay_->size());
+  if (comm_->size() > 1) comm_->allreduce(std::span<double>(&replay_size, 1), ReduceOp::kSum);
   ++iteration_;
   const double t1 = now_seconds();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  double mn = nan, mx = nan, len = nan, len_min = nan, len_max = nan;
-  if (!recent_.empty()) {
-    mn = mx = recent_.front().ret;
-    len_min = len_max = static_cast<double>(recent_.front().length);
-    len = 0;
-    for (const auto& e : recent_) {
-      mn = std::min(mn, e.ret);
-      mx = std::max(mx, e.ret);
-      len += static_cast<double>(e.length);
-      len_min = std::min(len_min, static_cast<double>(e.length));
-      len_max = std::max(len_max, static_cast<double>(e.length));
-    }
-    len /= static_cast<double>(recent_.size());
-  }
+  const detail::RecentStats w = detail::recent_stats(recent_);
   const double ns = n_stats_ ? static_cast<double>(n_stats_) : nan;
   const auto spi = static_cast<double>(config_.steps_per_iteration());
   const double frac = std::min(1.0, static_cast<double>(env_steps()) / static_cast<double>(config_.total_steps));
   const double beta = config_.dqn.prioritized ? config_.dqn.beta0 + (1.0 - config_.dqn.beta0) * frac : nan;
   const double sample_s = std::max(t1 - t0 - train_seconds_, 1e-9);
   curve_.push_back({static_cast<double>(iteration_), static_cast<double>(env_steps()),
-                    wall_offset_ + (t1 - wall_start_), recent_mean_return(), mn, mx, len, len_min, len_max,
+                    wall_offset_ + (t1 - wall_start_), w.mean_return, w.min_return, w.max_return, w.mean_length,
+                    w.min_length, w.max_length,
                     episodes_total_, sum_loss_ / ns, sum_q_ / ns, sum_target_ / ns, sum_norm_ / ns, epsilon(), beta,
-                    dqn_->optimizer().lr(), static_cast<double>(grad_steps_), static_cast<double>(replay_->size()),
+                    dqn_->optimizer().lr(), static_cast<double>(grad_steps_), replay_size,
                     spi / std::max(t1 - t0, 1e-9), spi / sample_s,
                     train_seconds_ > 0 ? spi / train_seconds_ : nan});
 }
@@ -310,6 +286,9 @@ std::vector<double> DqnTrainer::progress_values(const std::vector<double>& row) 
 }
 
 void DqnTrainer::open_logs() {
+  csv_.reset();
+  tb_.reset();
+  if (comm_->rank() != 0) return;  // rank 0 writes the logs
   csv_ = std::make_unique<ProgressCsv>(progress_path(),
                                        std::vector<std::string>(kDqnProgressColumns.begin(), kDqnProgressColumns.end()),
                                        std::vector<std::string>{"iteration", "env_steps", "episodes", "gradient_steps",
@@ -321,80 +300,35 @@ void DqnTrainer::open_logs() {
     for (const auto& r : curve_) rows.push_back(progress_values(r));
     csv_->resume_values(rows);
   }
-  tb_.reset();
-  if (config_.tensorboard) {
-    tb_ = std::make_unique<io::TensorBoardWriter>(tensorboard_dir());
-    tb_->add_session_start(env_steps() + 1);
-  }
+  if (config_.tensorboard) tb_ = detail::open_tensorboard(tensorboard_dir(), env_steps());
 }
 
 RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const volatile std::sig_atomic_t* interrupt) {
-  const std::int64_t first = iteration_;
-  const double start = now_seconds();
-  double last_checkpoint = start;
-  interrupted_by_ = 0;
   open_logs();
-  RunEnd end = RunEnd::kDone;
-  while (!done()) {
-    if (stop_after >= 0 && iteration_ - first >= stop_after) {
-      end = RunEnd::kStopped;
-      break;
-    }
+  detail::RunHooks hooks;
+  hooks.iterate = [this] {
     iterate();
     const std::vector<double> values = progress_values(curve_.back());
-    csv_->append_values(values);
-    if (tb_) {
-      std::vector<io::TbScalar> scalars;
-      for (std::size_t k = 2; k < values.size(); ++k) {
-        const std::string name = kDqnProgressColumns[k];
-        const char* section = k <= 3 || k >= 16 ? "time/" : k <= 9 ? "rollout/" : "train/";
-        scalars.push_back({section + name, values[k]});
-      }
-      tb_->add_scalars(env_steps(), scalars);
-    }
-    const int stop = interrupt ? static_cast<int>(*interrupt) : 0;
-    if (progress && config_.progress_period > 0 && (iteration_ % config_.progress_period == 0 || done() || stop)) {
-      const double el = now_seconds() - start;
-      const double sps = static_cast<double>((iteration_ - first) * config_.steps_per_iteration()) / std::max(el, 1e-9);
-      const double left = static_cast<double>((config_.num_iterations() - iteration_) * config_.steps_per_iteration());
-      const auto& row = curve_.back();
-      char buf[320];
-      std::snprintf(buf, sizeof buf,
-                    "iter %lld/%lld  steps %lld  %.0f steps/s  mean return %.2f  eps %.3f  loss %.4g  q %.3g  ETA %s\n",
-                    static_cast<long long>(iteration_), static_cast<long long>(config_.num_iterations()),
-                    static_cast<long long>(env_steps()), sps, recent_mean_return(), epsilon(), row[10], row[11],
-                    format_eta(left / sps).c_str());
-      *progress << buf << std::flush;
-    }
-    if (done()) break;
-    if (stop) {
-      interrupted_by_ = stop;
-      end = RunEnd::kInterrupted;
-      break;
-    }
-    if ((config_.checkpoint_period > 0 && iteration_ % config_.checkpoint_period == 0) ||
-        (config_.checkpoint_period_seconds > 0 && now_seconds() - last_checkpoint >= config_.checkpoint_period_seconds)) {
-      save_checkpoint(checkpoint_path());
-      last_checkpoint = now_seconds();
-    }
-  }
-  save_checkpoint(checkpoint_path());
-  if (end == RunEnd::kDone) write_output(output_path());
+    if (csv_) csv_->append_values(values);
+    if (tb_) tb_->add_scalars(env_steps(), detail::tensorboard_scalars(kDqnProgressColumns, values, 16));
+  };
+  hooks.env_steps = [this] { return env_steps(); };
+  hooks.mean_return = [this] { return recent_mean_return(); };
+  hooks.progress_detail = [this] {
+    const auto& row = curve_.back();
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "  eps %.3f  loss %.4g  q %.3g", epsilon(), row[10], row[11]);
+    return std::string(buf);
+  };
+  const RunEnd end = detail::run_iterations(*this, *comm_, progress, stop_after, interrupt, hooks, interrupted_by_);
   csv_.reset();
   tb_.reset();
   return end;
 }
 
-void DqnTrainer::save_checkpoint(const std::string& path) const {
-  io::CheckpointWriter w(kDqnCheckpointKind, kKindVersion);
-  w.add_string("config", config_text_);
-  w.add_value("iteration", iteration_);
-  w.add_value("wall_seconds", wall_offset_ + (now_seconds() - wall_start_));
-  w.add_value("vector_steps", vector_steps_);
-  w.add_value("gradient_steps", grad_steps_);
-  save_tensors(w, "online/", online_->state_dict());
-  save_tensors(w, "target/", target_->state_dict());
-  save_tensors(w, "optimizer/", dqn_->optimizer().state());
+// This rank's own state: replay buffer, env states and reset streams, current
+// observations, episode accumulators.
+void DqnTrainer::save_local(io::CheckpointWriter& w) const {
   replay_->save(w, "replay/");
   std::vector<double> states;
   std::vector<std::uint64_t> streams;  // per env: seed, episode, elapsed steps
@@ -411,19 +345,27 @@ void DqnTrainer::save_checkpoint(const std::string& path) const {
   w.add("obs", obs_);
   w.add("ep_ret", ep_ret_);
   w.add("ep_len", ep_len_);
-  std::vector<double> recent;
-  for (const auto& e : recent_) {
-    recent.push_back(e.ret);
-    recent.push_back(static_cast<double>(e.length));
-  }
-  w.add("recent_episodes", recent);
+}
+
+void DqnTrainer::save_checkpoint(const std::string& path) const {
+  io::CheckpointWriter w(kDqnCheckpointKind, kKindVersion);
+  // Every rank's own state as a nested checkpoint "rank<r>", gathered on rank 0 (which
+  // alone writes the file); one process writes it at the top level.
+  if (comm_->size() == 1) save_local(w);
+  else if (!detail::add_rank_sections(w, *comm_, "", kRankKind, [this](io::CheckpointWriter& rw) { save_local(rw); }))
+    return;
+  w.add_value("ranks", static_cast<std::int64_t>(comm_->size()));
+  w.add_string("config", config_text_);
+  w.add_value("iteration", iteration_);
+  w.add_value("wall_seconds", wall_offset_ + (now_seconds() - wall_start_));
+  w.add_value("vector_steps", vector_steps_);
+  w.add_value("gradient_steps", grad_steps_);
+  detail::save_tensors(w, "online/", online_->state_dict());
+  detail::save_tensors(w, "target/", target_->state_dict());
+  detail::save_tensors(w, "optimizer/", dqn_->optimizer().state());
+  detail::save_recent(w, recent_);
   w.add_value("episodes_total", episodes_total_);
-  std::vector<double> curve;
-  for (const auto& r : curve_) curve.insert(curve.end(), r.begin(), r.end());
-  w.add("curve", curve);
-  std::string columns;
-  for (const char* c : kDqnCurveColumns) columns += std::string(c) + "\n";
-  w.add_string("curve_columns", columns);
+  detail::save_curve(w, curve_, kDqnCurveColumns);
   w.commit(path);
 }
 
@@ -439,25 +381,19 @@ std::vector<std::string> DqnTrainer::resume_conflicts(const std::string& path) c
   return detail::fixed_conflicts(r.string("config"), config_text_, fixed_on_resume());
 }
 
-void DqnTrainer::load_checkpoint(const std::string& path) {
-  detail::throw_if_conflicts("rl::DqnTrainer::load_checkpoint", path, resume_conflicts(path));
-  io::CheckpointReader r(path);
-  r.expect_kind(kDqnCheckpointKind, kKindVersion);
-  changed_on_resume_ = detail::trajectory_changes(r.string("config"), config_text_);
-  // Everything is read and checked before the run's state changes.
+void DqnTrainer::load_local(const io::CheckpointReader& r, const std::string& path) {
+  // Checked before anything changes.
   const std::size_t B = pool_->num_envs(), S = pool_->env(0).state_dim();
   const auto states = r.get<double>("env_states");
   const auto streams = r.get<std::uint64_t>("env_streams");
   auto obs = r.get<float>("obs");
-  if (states.size() != B * S || streams.size() != 3 * B || obs.size() != obs_.size())
-    throw InputError("rl::DqnTrainer::load_checkpoint: " + path + " holds " + std::to_string(streams.size() / 3) +
+  auto ep_ret = r.get<double>("ep_ret");
+  auto ep_len = r.get<std::int64_t>("ep_len");
+  if (states.size() != B * S || streams.size() != 3 * B || obs.size() != obs_.size() || ep_ret.size() != B ||
+      ep_len.size() != B)
+    throw InputError(std::string(kWho) + ": " + path + " holds " + std::to_string(streams.size() / 3) +
                      " environments, but this run has " + std::to_string(B));
-  auto online = load_tensors(r, "online/", online_->state_dict());
-  auto target = load_tensors(r, "target/", target_->state_dict());
   replay_->load(r, "replay/");
-  online_->load_state_dict(online);
-  target_->load_state_dict(target);
-  dqn_->optimizer().load_state(load_tensors(r, "optimizer/", dqn_->optimizer().state()));
   for (std::size_t k = 0; k < B; ++k) {
     Env& e = pool_->env(k);
     e.restore_stream(streams[3 * k], streams[3 * k + 1]);
@@ -465,18 +401,35 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
     e.set_elapsed_steps(static_cast<std::int64_t>(streams[3 * k + 2]));
   }
   obs_ = std::move(obs);
-  ep_ret_ = r.get<double>("ep_ret");
-  ep_len_ = r.get<std::int64_t>("ep_len");
+  ep_ret_ = std::move(ep_ret);
+  ep_len_ = std::move(ep_len);
+}
+
+void DqnTrainer::load_checkpoint(const std::string& path) {
+  detail::throw_if_conflicts(kWho, path, resume_conflicts(path));
+  io::CheckpointReader r(path);
+  r.expect_kind(kDqnCheckpointKind, kKindVersion);
+  const std::int64_t ranks = detail::checkpoint_ranks(r);
+  detail::require_same_ranks(kWho, path, ranks, comm_->size());
+  changed_on_resume_ = detail::trajectory_changes(r.string("config"), config_text_);
+  // The networks and optimizer state are read and checked before the run's state changes.
+  auto online = detail::load_tensors(r, "online/", online_->state_dict(), kWho);
+  auto target = detail::load_tensors(r, "target/", target_->state_dict(), kWho);
+  auto optimizer = detail::load_tensors(r, "optimizer/", dqn_->optimizer().state(), kWho);
+  if (ranks == 1) load_local(r, path);
+  else load_local(detail::rank_section(r, path, "", comm_->rank(), kRankKind), path);
+  online_->load_state_dict(online);
+  target_->load_state_dict(target);
+  dqn_->optimizer().load_state(optimizer);
   iteration_ = r.value<std::int64_t>("iteration");
   wall_offset_ = r.value<double>("wall_seconds");
   wall_start_ = now_seconds();
   vector_steps_ = r.value<std::uint64_t>("vector_steps");
   grad_steps_ = r.value<std::uint64_t>("gradient_steps");
-  const auto recent = r.get<double>("recent_episodes");
-  recent_.clear();
-  for (std::size_t i = 0; i + 1 < recent.size(); i += 2)
-    recent_.push_back({recent[i], static_cast<std::int64_t>(recent[i + 1])});
+  detail::load_recent(r, recent_);
   episodes_total_ = r.value<double>("episodes_total");
+  replay_ready_ = false;  // re-agreed at the next training round
+  finished_.clear();
   const auto curve = r.get<double>("curve");
   const std::size_t C = kDqnCurveColumns.size();
   curve_.clear();
@@ -487,27 +440,9 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
 void DqnTrainer::write_output(const std::string& path) const {
   io::H5File f = io::H5File::create_atomic(path);
   io::H5Group root = f.root();
-  root.set_attribute("config", config_text_);
-  root.set_attribute("env", config_.env);
-  root.set_attribute("algorithm", config_.algorithm);
-  io::H5Group curve = root.create_group("curve");
-  for (std::size_t c = 0; c < kDqnCurveColumns.size(); ++c) {
-    std::vector<double> col;
-    col.reserve(curve_.size());
-    for (const auto& r : curve_) col.push_back(r[c]);
-    curve.write(kDqnCurveColumns[c], col);
-  }
-  for (const auto& [group, net] : {std::pair<const char*, QNetwork*>{"q_network", online_.get()},
-                                   std::pair<const char*, QNetwork*>{"target_network", target_.get()}}) {
-    io::H5Group g = root.create_group(group);
-    for (const auto& t : net->state_dict()) {
-      std::vector<hsize_t> shape;
-      for (auto d : t.tensor.shape().dims()) shape.push_back(static_cast<hsize_t>(d));
-      const auto v = t.tensor.to_vector();
-      std::vector<float> fv(v.begin(), v.end());
-      g.write(t.name, fv, shape);
-    }
-  }
+  detail::write_output_head(root, config_text_, config_.env, config_.algorithm, curve_, kDqnCurveColumns);
+  detail::write_parameters(root, "q_network", online_->state_dict());
+  detail::write_parameters(root, "target_network", target_->state_dict());
   f.commit();
 }
 
@@ -518,7 +453,7 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
   env->set_global_id(kEvalEnv);
   const std::size_t D = env->obs_dim();
   const std::int64_t A = q.num_actions(), start = env->action_space().start();
-  nn::Tensor obs(nn::Shape{1, static_cast<std::int64_t>(D)}, nn::DType::kFloat32);
+  nn::Tensor obs(nn::Shape{1, static_cast<std::int64_t>(D)}, nn::DType::kFloat32);  // host
   const RngStream rng(seed, kEvalEnv, RngPurpose::kPolicy);
   std::uint64_t draw = 0;
   EvalResult res;
@@ -530,20 +465,14 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
       RngCursor cur = rng.at(draw++);
       std::int64_t a;
       if (epsilon > 0 && cur.uniform() < epsilon) a = static_cast<std::int64_t>(cur.below(static_cast<std::uint32_t>(A)));
-      else a = argmax_row(q.forward(obs).data<float>(), A);
+      else q.greedy_actions(obs.data<float>(), 1, &a);
       const StepResult s = env->step(a + start, obs.data<float>());
       ret += s.reward;
       if (s.terminated || s.truncated) break;
     }
     res.returns.push_back(ret);
   }
-  double m = 0;
-  for (double r : res.returns) m += r;
-  m /= static_cast<double>(res.returns.size());
-  double v = 0;
-  for (double r : res.returns) v += (r - m) * (r - m);
-  res.mean = m;
-  res.std = std::sqrt(v / static_cast<double>(res.returns.size()));
+  detail::summarize_returns(res);
   return res;
 }
 
@@ -551,10 +480,10 @@ EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool s
   io::CheckpointReader r(path);
   r.expect_kind(kDqnCheckpointKind, kKindVersion);
   std::string text;
-  const TrainConfig c = parse_train_config(r.string("config"), &text, 1);
+  const TrainConfig c = parse_train_config(r.string("config"), &text, static_cast<int>(detail::checkpoint_ranks(r)));
   auto env = make_env(c.env);
-  auto q = make_q_network(c, *env);
-  q->load_state_dict(load_tensors(r, "online/", q->state_dict()));
+  auto q = make_q_network(c, *env, Device::cpu());  // one env at a time: the host (a CUDA run's too)
+  q->load_state_dict(detail::load_tensors(r, "online/", q->state_dict(), "rl::evaluate_dqn_checkpoint"));
   return evaluate_q_network(*q, c.env, episodes, stochastic ? c.dqn.exploration_final_eps : 0.0, c.seed + 1);
 }
 

@@ -14,6 +14,7 @@
 
 #include "herd/core/cuda/cuda_check.hpp"
 #include "herd/rl/cuda/ppo_kernels.hpp"
+#include "cuda_memory.hpp"
 #endif
 
 namespace herd::rl {
@@ -22,53 +23,8 @@ namespace herd::rl {
 
 namespace {
 
-// Device memory of at least `bytes` (grow-only; contents lost on growth).
-struct DeviceMemory {
-  void* p = nullptr;
-  std::size_t cap = 0;
-  DeviceMemory() = default;
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  ~DeviceMemory() {
-    if (p) cudaFree(p);
-  }
-  void reserve(std::size_t bytes) {
-    if (bytes <= cap) return;
-    if (p) HERD_CUDA_CHECK(cudaFree(p));
-    p = nullptr;
-    cap = 0;
-    HERD_CUDA_CHECK(cudaMalloc(&p, bytes));
-    cap = bytes;
-  }
-  template <class T>
-  T* at(std::size_t offset) const {
-    return reinterpret_cast<T*>(static_cast<char*>(p) + offset);
-  }
-};
-
-// Pinned (page-locked) host memory of at least `bytes` (grow-only).
-struct PinnedMemory {
-  void* p = nullptr;
-  std::size_t cap = 0;
-  PinnedMemory() = default;
-  PinnedMemory(const PinnedMemory&) = delete;
-  PinnedMemory& operator=(const PinnedMemory&) = delete;
-  ~PinnedMemory() {
-    if (p) cudaFreeHost(p);
-  }
-  void reserve(std::size_t bytes) {
-    if (bytes <= cap) return;
-    if (p) HERD_CUDA_CHECK(cudaFreeHost(p));
-    p = nullptr;
-    cap = 0;
-    HERD_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
-    cap = bytes;
-  }
-  template <class T>
-  T* at(std::size_t offset) const {
-    return reinterpret_cast<T*>(static_cast<char*>(p) + offset);
-  }
-};
+using detail::DeviceMemory;
+using detail::PinnedMemory;
 
 // Makes `device` current for the scope.
 struct CurrentDevice {

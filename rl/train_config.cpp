@@ -145,6 +145,8 @@ const io::Schema& train_schema() {
     s.add_float("dqn.priority_eps", 1e-6, "added to |TD error| in priorities").min(0, true).finite();
     s.add_float("dqn.learning_rate", 1e-4, "learning rate (constant)").min(0, true).finite();
     s.add_float("dqn.max_grad_norm", 10.0, "gradient-norm clip (0: off)").min(0).finite();
+    s.add_string("dqn.loss", "huber", "TD loss: Huber (smooth L1, threshold 1) or mean squared error")
+        .choices({"huber", "mse"});
     s.add_string("dqn.optimizer", "adam", "optimizer").choices({"adam", "rmsprop"});
     s.add_float("dqn.optimizer_eps", 1e-8, "optimizer epsilon").min(0).finite();
     s.add_float("dqn.rmsprop_alpha", 0.95, "RMSprop squared-gradient decay").range(0, 0.999999);
@@ -468,12 +470,15 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     q.priority_eps = st.get_float("dqn.priority_eps");
     q.learning_rate = st.get_float("dqn.learning_rate");
     q.max_grad_norm = st.get_float("dqn.max_grad_norm");
+    q.loss = st.get_string("dqn.loss") == "mse" ? DqnLoss::kMse : DqnLoss::kHuber;
     q.optimizer = st.get_string("dqn.optimizer") == "rmsprop" ? OptimizerKind::kRmsProp : OptimizerKind::kAdam;
     q.optimizer_eps = st.get_float("dqn.optimizer_eps");
     q.rmsprop_alpha = st.get_float("dqn.rmsprop_alpha");
     q.gamma = c.gamma;
-    // Stooke & Abbeel (2018): the learning rate grows with the minibatch.
-    const double kb = static_cast<double>(q.batch_size) / static_cast<double>(c.lr_reference_batch);
+    // Stooke & Abbeel (2018): the learning rate grows with the minibatch (over all ranks:
+    // data-parallel DQN averages the ranks' batch_size-sample gradients).
+    const double kb = static_cast<double>(ranks) * static_cast<double>(q.batch_size) /
+                      static_cast<double>(c.lr_reference_batch);
     c.lr_scale = c.lr_scaling == "linear" ? kb : c.lr_scaling == "sqrt" ? std::sqrt(kb) : 1.0;
     q.learning_rate *= c.lr_scale;
     const auto fail = [&](const std::string& key, const std::string& value, const std::string& expected) {
@@ -484,11 +489,10 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       fail("dqn.buffer_size", std::to_string(q.buffer_size),
            "must give each of the sampler.num_envs = " + std::to_string(so.num_envs) + " envs at least dqn.n_step + 2 = " +
                std::to_string(q.n_step + 2) + " slots (>= " + std::to_string((q.n_step + 2) * so.num_envs) + ")");
-    if (c.agent.device.is_cuda())
-      fail("device", "\"" + c.device + "\"", "algorithm = \"dqn\" runs on the CPU: use device = \"cpu\"");
-    if (ranks > 1)
-      fail("algorithm", "\"dqn\"", "DQN trains on one process; run it without mpiexec (" + std::to_string(ranks) +
-                                       " ranks given)");
+    if (ranks > 1 && c.agent.device.is_cuda())
+      fail("device", "\"" + c.device + "\"", "data-parallel DQN (" + std::to_string(ranks) +
+                                                 " ranks) runs on the CPU: use device = \"cpu\" under mpiexec, or one "
+                                                 "process on the GPU");
     if (c.sampler == "alternating")
       fail("sampler.kind", "\"alternating\"", "DQN steps its envs with the \"serial\" or \"parallel\" sampler");
     if (so.normalize_obs || so.normalize_reward)

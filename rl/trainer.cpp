@@ -21,6 +21,7 @@
 #include "herd/rl/dqn_trainer.hpp"
 #include "herd/rl/registry.hpp"
 #include "resume_settings.hpp"
+#include "run_common.hpp"
 #if HERD_HAVE_NCCL
 #include <cuda_runtime_api.h>
 
@@ -57,47 +58,11 @@ struct Trainer::DeviceComm {};
 
 namespace {
 
+using detail::now_seconds;
 
 constexpr const char* kKind = "herd.rl.trainer";
 constexpr std::uint32_t kKindVersion = 1;
-constexpr std::size_t kWindow = 100;
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Named tensors as sections: "<p>names" (newline-separated), "<p><name>" float64 values.
-void save_tensors(io::CheckpointWriter& w, const std::string& p, const std::vector<nn::NamedTensor>& ts) {
-  std::string names;
-  for (const auto& t : ts) {
-    names += t.name + "\n";
-    w.add(p + t.name, t.tensor.is_cuda() ? t.tensor.to(Device::cpu()).to_vector() : t.tensor.to_vector());
-  }
-  w.add_string(p + "names", names);
-}
-
-// Restores into `like` (current tensors: names and shapes) from the checkpoint.
-std::vector<nn::NamedTensor> load_tensors(const io::CheckpointReader& r, const std::string& p,
-                                          std::vector<nn::NamedTensor> like) {
-  for (auto& t : like) {
-    const auto v = r.get<double>(p + t.name);
-    if (static_cast<std::int64_t>(v.size()) != t.tensor.numel())
-      throw InputError("rl::Trainer::load_checkpoint: \"" + t.name + "\" has " + std::to_string(v.size()) +
-                       " values in the checkpoint, but " + std::to_string(t.tensor.numel()) + " in this run");
-    t.tensor = nn::Tensor::from_vector(t.tensor.shape(), v, nn::DType::kFloat64);
-  }
-  return like;
-}
-
-std::string format_eta(double s) {
-  if (!std::isfinite(s) || s < 0) return "?";
-  char buf[32];
-  const auto t = static_cast<long>(s + 0.5);
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", t);
-  return buf;
-}
+constexpr const char* kWho = "rl::Trainer::load_checkpoint";
 
 // Settings a resumed run cannot change: they fix the shapes of the state in the checkpoint
 // (the networks' parameters, the optimizer's state, the environments' states).
@@ -156,14 +121,9 @@ ProgressRow Trainer::progress_row(const CurveRow& r) {
 
 std::vector<io::TbScalar> Trainer::tensorboard_scalars(const CurveRow& r) const {
   const ProgressRow p = progress_row(r);
-  std::vector<io::TbScalar> out;
-  for (std::size_t c = 2; c < p.size(); ++c) {  // iteration and env steps: the step
-    const std::string name = kProgressColumns[c];
-    if (config_.algorithm == "a2c" && (name == "approx_kl" || name == "clip_fraction")) continue;
-    const char* section = c <= 3 || c >= 17 ? "time/" : c <= 9 ? "rollout/" : "train/";
-    out.push_back({section + name, p[c]});
-  }
-  return out;
+  std::vector<std::string> skip;
+  if (config_.algorithm == "a2c") skip = {"approx_kl", "clip_fraction"};
+  return detail::tensorboard_scalars(kProgressColumns, p, 17, skip);
 }
 
 double training_memory_need(const TrainConfig& c, std::size_t obs_dim, std::size_t action_dim) {
@@ -246,12 +206,7 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
 
 Trainer::~Trainer() = default;
 
-double Trainer::recent_mean_return() const {
-  if (recent_.empty()) return std::numeric_limits<double>::quiet_NaN();
-  double s = 0;
-  for (const auto& e : recent_) s += e.ret;
-  return s / static_cast<double>(recent_.size());
-}
+double Trainer::recent_mean_return() const { return detail::recent_stats(recent_).mean_return; }
 
 void Trainer::iterate() {
   const double t0 = now_seconds();
@@ -265,58 +220,20 @@ void Trainer::iterate() {
   const UpdateStats st = algo_->learn(buffer_, config_.gamma, config_.gae_lambda, progress, iteration_);
   ++iteration_;
   const double t1 = now_seconds();
-  CurveRow row;
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  double mn = nan, mx = nan, len = nan, len_min = nan, len_max = nan;
-  if (!recent_.empty()) {
-    mn = mx = recent_.front().ret;
-    len_min = len_max = static_cast<double>(recent_.front().length);
-    len = 0;
-    for (const auto& e : recent_) {
-      mn = std::min(mn, e.ret);
-      mx = std::max(mx, e.ret);
-      len += static_cast<double>(e.length);
-      len_min = std::min(len_min, static_cast<double>(e.length));
-      len_max = std::max(len_max, static_cast<double>(e.length));
-    }
-    len /= static_cast<double>(recent_.size());
-  }
+  const detail::RecentStats w = detail::recent_stats(recent_);
   const auto spi = static_cast<double>(config_.steps_per_iteration());
-  row = {static_cast<double>(iteration_), static_cast<double>(env_steps()), wall_offset_ + (t1 - wall_start_),
-         recent_mean_return(), mn, mx, len, st.policy_loss, st.value_loss, st.entropy, st.approx_kl,
-         st.clip_fraction, st.explained_variance, spi / std::max(t1 - t0, 1e-9), st.learning_rate,
-         st.clip_range, episodes_total_, len_min, len_max, spi / std::max(t_sampled - t0, 1e-9),
-         spi / std::max(t1 - t_sampled, 1e-9)};
-  curve_.push_back(row);
+  curve_.push_back({static_cast<double>(iteration_), static_cast<double>(env_steps()),
+                    wall_offset_ + (t1 - wall_start_), w.mean_return, w.min_return, w.max_return, w.mean_length,
+                    st.policy_loss, st.value_loss, st.entropy, st.approx_kl, st.clip_fraction, st.explained_variance,
+                    spi / std::max(t1 - t0, 1e-9), st.learning_rate, st.clip_range, episodes_total_, w.min_length,
+                    w.max_length, spi / std::max(t_sampled - t0, 1e-9), spi / std::max(t1 - t_sampled, 1e-9)});
 }
 
 // Every rank's finished episodes (rank order) into the recent window, on every rank.
 void Trainer::gather_episodes() {
-  const auto& mine = sampler_->episodes();
-  std::vector<EpisodeInfo> all;
-  if (comm_->size() == 1) {
-    all = mine;
-  } else {
-    const std::int64_t n = static_cast<std::int64_t>(mine.size());
-    const auto counts = comm_->allgather(std::span<const std::int64_t>(&n, 1));
-    const std::int64_t most = *std::max_element(counts.begin(), counts.end());
-    std::vector<double> send(static_cast<std::size_t>(2 * most), 0.0);
-    for (std::size_t i = 0; i < mine.size(); ++i) {
-      send[2 * i] = mine[i].ret;
-      send[2 * i + 1] = static_cast<double>(mine[i].length);
-    }
-    const auto recv = comm_->allgather(std::span<const double>(send));
-    for (std::size_t r = 0; r < counts.size(); ++r)
-      for (std::int64_t i = 0; i < counts[r]; ++i) {
-        const std::size_t at = r * static_cast<std::size_t>(2 * most) + static_cast<std::size_t>(2 * i);
-        all.push_back({recv[at], static_cast<std::int64_t>(recv[at + 1])});
-      }
-  }
+  const std::vector<EpisodeInfo> all = detail::gather_episodes(*comm_, sampler_->episodes());
   episodes_total_ += static_cast<double>(all.size());
-  for (const auto& e : all) {
-    recent_.push_back(e);
-    if (recent_.size() > kWindow) recent_.pop_front();
-  }
+  for (const auto& e : all) detail::push_recent(recent_, e);
 }
 
 void Trainer::open_logs() {
@@ -334,10 +251,7 @@ void Trainer::open_logs() {
     for (const auto& r : curve_) rows.push_back(progress_row(r));
     csv_->resume(rows);
   }
-  if (config_.tensorboard) {
-    tb_ = std::make_unique<io::TensorBoardWriter>(tensorboard_dir());
-    tb_->add_session_start(env_steps() + 1);
-  }
+  if (config_.tensorboard) tb_ = detail::open_tensorboard(tensorboard_dir(), env_steps());
 }
 
 void Trainer::log_row(const CurveRow& row) {
@@ -346,57 +260,15 @@ void Trainer::log_row(const CurveRow& row) {
 }
 
 RunEnd Trainer::run(std::ostream* progress, std::int64_t stop_after, const volatile std::sig_atomic_t* interrupt) {
-  if (comm_->rank() != 0) progress = nullptr;
-  const std::int64_t first = iteration_;
-  const double start = now_seconds();
-  double last_checkpoint = start;
-  interrupted_by_ = 0;
   open_logs();
-  RunEnd end = RunEnd::kDone;
-  while (!done()) {
-    if (stop_after >= 0 && iteration_ - first >= stop_after) {
-      end = RunEnd::kStopped;
-      break;
-    }
+  detail::RunHooks hooks;
+  hooks.iterate = [this] {
     iterate();
     log_row(curve_.back());
-    // Rank 0's clock decides a checkpoint by time; a stop requested on any rank stops all
-    // (the largest request value wins).
-    std::array<std::int32_t, 2> flags = {
-        interrupt ? static_cast<std::int32_t>(*interrupt) : 0,
-        comm_->rank() == 0 && config_.checkpoint_period_seconds > 0 &&
-                now_seconds() - last_checkpoint >= config_.checkpoint_period_seconds
-            ? 1
-            : 0};
-    if (comm_->size() > 1) comm_->allreduce(std::span<std::int32_t>(flags), ReduceOp::kMax);
-    if (progress && config_.progress_period > 0 &&
-        (iteration_ % config_.progress_period == 0 || done() || flags[0])) {
-      const double el = now_seconds() - start;
-      const double sps = static_cast<double>((iteration_ - first) * config_.steps_per_iteration()) / std::max(el, 1e-9);
-      const double left = static_cast<double>((config_.num_iterations() - iteration_) * config_.steps_per_iteration());
-      char buf[256];
-      std::snprintf(buf, sizeof buf, "iter %lld/%lld  steps %lld  %.0f steps/s  mean return %.2f  ETA %s\n",
-                    static_cast<long long>(iteration_), static_cast<long long>(config_.num_iterations()),
-                    static_cast<long long>(env_steps()), sps, recent_mean_return(), format_eta(left / sps).c_str());
-      *progress << buf << std::flush;
-    }
-    if (done()) break;
-    if (flags[0]) {
-      interrupted_by_ = flags[0];
-      end = RunEnd::kInterrupted;
-      break;
-    }
-    if ((config_.checkpoint_period > 0 && iteration_ % config_.checkpoint_period == 0) || flags[1]) {
-      save_checkpoint(checkpoint_path());
-      last_checkpoint = now_seconds();
-    }
-  }
-  if (end == RunEnd::kDone) {
-    save_checkpoint(checkpoint_path());
-    if (comm_->rank() == 0) write_output(output_path());
-  } else {
-    save_checkpoint(checkpoint_path());
-  }
+  };
+  hooks.env_steps = [this] { return env_steps(); };
+  hooks.mean_return = [this] { return recent_mean_return(); };
+  const RunEnd end = detail::run_iterations(*this, *comm_, progress, stop_after, interrupt, hooks, interrupted_by_);
   csv_.reset();
   tb_.reset();
   return end;
@@ -407,42 +279,21 @@ void Trainer::save_checkpoint(const std::string& path) const {
   w.add_string("config", config_text_);
   w.add_value("iteration", iteration_);
   w.add_value("wall_seconds", wall_offset_ + (now_seconds() - wall_start_));
-  save_tensors(w, "params/", agent_->state_dict());
-  save_tensors(w, "optimizer/", algo_->optimizer().state());
+  detail::save_tensors(w, "params/", agent_->state_dict());
+  detail::save_tensors(w, "optimizer/", algo_->optimizer().state());
   w.add_value("ranks", static_cast<std::int64_t>(comm_->size()));
   if (comm_->size() == 1) {
     sampler_->save(w, "sampler/");
   } else {
     // Every rank's sampler state as one section "sampler/rank<r>" (a nested checkpoint),
     // gathered on rank 0; the merged (identical) observation statistics for `eval`.
-    io::CheckpointWriter sw("herd.rl.sampler", 1);
-    sampler_->save(sw, "");
-    const std::vector<std::byte> mine = sw.serialize();
-    const auto n = static_cast<std::int64_t>(mine.size());
-    const auto sizes = comm_->allgather(std::span<const std::int64_t>(&n, 1));
-    const auto most = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
-    std::vector<std::uint8_t> send(most, 0), recv(comm_->rank() == 0 ? most * sizes.size() : 0);
-    std::memcpy(send.data(), mine.data(), mine.size());
-    comm_->gather(send.data(), recv.data(), most, DataType::kUint8, 0);
-    if (comm_->rank() != 0) return;
-    for (std::size_t r = 0; r < sizes.size(); ++r)
-      w.add_bytes("sampler/rank" + std::to_string(r),
-                  std::span<const std::byte>(reinterpret_cast<const std::byte*>(recv.data() + r * most),
-                                             static_cast<std::size_t>(sizes[r])));
+    if (!detail::add_rank_sections(w, *comm_, "sampler/", "herd.rl.sampler",
+                                   [this](io::CheckpointWriter& sw) { sampler_->save(sw, ""); }))
+      return;
     w.add("sampler/obs_rms", sampler_->obs_rms().state());
   }
-  std::vector<double> recent;
-  for (const auto& e : recent_) {
-    recent.push_back(e.ret);
-    recent.push_back(static_cast<double>(e.length));
-  }
-  w.add("recent_episodes", recent);
-  std::vector<double> curve;
-  for (const auto& r : curve_) curve.insert(curve.end(), r.begin(), r.end());
-  w.add("curve", curve);
-  std::string columns;
-  for (const char* c : kCurveColumns) columns += std::string(c) + "\n";
-  w.add_string("curve_columns", columns);
+  detail::save_recent(w, recent_);
+  detail::save_curve(w, curve_, kCurveColumns);
   w.add_value("episodes_total", episodes_total_);
   w.commit(path);
 }
@@ -463,27 +314,16 @@ void Trainer::load_checkpoint(const std::string& path) {
   iteration_ = r.value<std::int64_t>("iteration");
   wall_offset_ = r.value<double>("wall_seconds");
   wall_start_ = now_seconds();
-  std::int64_t ranks = 1;
-  for (const auto& name : r.names())
-    if (name == "ranks") ranks = r.value<std::int64_t>("ranks");
-  if (ranks != comm_->size())
-    throw InputError("rl::Trainer::load_checkpoint: " + path + " was written by a run of " + std::to_string(ranks) +
-                     " rank(s), but this run has " + std::to_string(comm_->size()) +
-                     "; resume it with the same number of ranks (mpiexec -n " + std::to_string(ranks) + ")");
-  agent_->load_state_dict(load_tensors(r, "params/", agent_->state_dict()));
-  algo_->optimizer().load_state(load_tensors(r, "optimizer/", algo_->optimizer().state()));
+  const std::int64_t ranks = detail::checkpoint_ranks(r);
+  detail::require_same_ranks(kWho, path, ranks, comm_->size());
+  agent_->load_state_dict(detail::load_tensors(r, "params/", agent_->state_dict(), kWho));
+  algo_->optimizer().load_state(detail::load_tensors(r, "optimizer/", algo_->optimizer().state(), kWho));
   if (ranks == 1) {
     sampler_->load(r, "sampler/");
   } else {
-    const std::string section = "sampler/rank" + std::to_string(comm_->rank());
-    const io::CheckpointReader sr(r.bytes(section), path + ":" + section);
-    sr.expect_kind("herd.rl.sampler", 1);
-    sampler_->load(sr, "");
+    sampler_->load(detail::rank_section(r, path, "sampler/", comm_->rank(), "herd.rl.sampler"), "");
   }
-  const auto recent = r.get<double>("recent_episodes");
-  recent_.clear();
-  for (std::size_t i = 0; i + 1 < recent.size(); i += 2)
-    recent_.push_back({recent[i], static_cast<std::int64_t>(recent[i + 1])});
+  detail::load_recent(r, recent_);
   // The curve by column name (a checkpoint of an older version has fewer columns: the
   // others are NaN), and the episode count (unknown in such a checkpoint).
   bool has_columns = false;
@@ -516,24 +356,8 @@ void Trainer::load_checkpoint(const std::string& path) {
 void Trainer::write_output(const std::string& path) const {
   io::H5File f = io::H5File::create_atomic(path);
   io::H5Group root = f.root();
-  root.set_attribute("config", config_text_);
-  root.set_attribute("env", config_.env);
-  root.set_attribute("algorithm", config_.algorithm);
-  io::H5Group curve = root.create_group("curve");
-  for (std::size_t c = 0; c < kCurveColumns.size(); ++c) {
-    std::vector<double> col;
-    col.reserve(curve_.size());
-    for (const auto& r : curve_) col.push_back(r[c]);
-    curve.write(kCurveColumns[c], col);
-  }
-  io::H5Group pol = root.create_group("policy");
-  for (const auto& t : agent_->state_dict()) {
-    std::vector<hsize_t> shape;
-    for (auto d : t.tensor.shape().dims()) shape.push_back(static_cast<hsize_t>(d));
-    const auto v = t.tensor.is_cuda() ? t.tensor.to(Device::cpu()).to_vector() : t.tensor.to_vector();
-    std::vector<float> fv(v.begin(), v.end());
-    pol.write(t.name, fv, shape);
-  }
+  detail::write_output_head(root, config_text_, config_.env, config_.algorithm, curve_, kCurveColumns);
+  detail::write_parameters(root, "policy", agent_->state_dict());
   io::H5Group rms = root.create_group("obs_rms");
   const RunningMeanStd& o = sampler_->obs_rms();
   rms.write("mean", o.mean());
@@ -571,13 +395,7 @@ EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, c
     }
     res.returns.push_back(ret);
   }
-  double m = 0;
-  for (double r : res.returns) m += r;
-  m /= static_cast<double>(res.returns.size());
-  double v = 0;
-  for (double r : res.returns) v += (r - m) * (r - m);
-  res.mean = m;
-  res.std = std::sqrt(v / static_cast<double>(res.returns.size()));
+  detail::summarize_returns(res);
   return res;
 }
 
@@ -586,9 +404,7 @@ EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stoch
   if (r.kind() == kDqnCheckpointKind) return evaluate_dqn_checkpoint(path, episodes, stochastic);
   r.expect_kind(kKind, kKindVersion);
   std::string text;
-  std::int64_t ranks = 1;  // the run's rank count (its minibatch checks depend on it)
-  for (const auto& name : r.names())
-    if (name == "ranks") ranks = r.value<std::int64_t>("ranks");
+  const std::int64_t ranks = detail::checkpoint_ranks(r);  // the run's rank count (its minibatch checks depend on it)
   TrainConfig c;
   try {
     // Loads the env's library too (env.library), which may have moved since training.
@@ -603,7 +419,7 @@ EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stoch
   AgentOptions ao = c.agent;
   ao.device = Device::cpu();  // one env at a time: the host (a CUDA run's checkpoint works too)
   ActorCriticAgent agent(env->observation_space(), env->action_space(), ao);
-  agent.load_state_dict(load_tensors(r, "params/", agent.state_dict()));
+  agent.load_state_dict(detail::load_tensors(r, "params/", agent.state_dict(), "rl::evaluate_checkpoint"));
   RunningMeanStd rms(env->obs_dim());
   const bool norm = c.sampler_options.normalize_obs;
   if (norm) rms.set_state(r.get<double>("sampler/obs_rms"));

@@ -2,39 +2,19 @@
 // herd/rl/cuda/ppo_kernels.hpp.
 #include <cmath>
 
-#include "herd/core/cuda/cuda_check.hpp"
-#include "herd/core/cuda/launch.hpp"
 #include "herd/rl/advantage.hpp"
 #include "herd/rl/cuda/ppo_kernels.hpp"
+#include "kernel_common.cuh"
 
 namespace herd::rl::cuda {
 namespace {
 
-constexpr unsigned kThreads = 256;  // a power of two (the tree sums halve it)
-
-unsigned blocks_for(std::int64_t n) {
-  const std::int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
-}
-
-void check_launch() { HERD_CUDA_CHECK(cudaGetLastError()); }
-
-__device__ inline std::int64_t gid() { return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; }
-__device__ inline std::int64_t gstride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
-
-// The sum of every thread's `x` over the block in a fixed pairwise tree (deterministic);
-// every thread gets the total. Call from all threads of the block.
-__device__ inline double block_sum(double x, double* buf) {
-  buf[threadIdx.x] = x;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double total = buf[0];
-  __syncthreads();
-  return total;
-}
+using detail::block_sum;
+using detail::blocks_for;
+using detail::check_launch;
+using detail::gid;
+using detail::gstride;
+using detail::kThreads;
 
 __global__ void gae_kernel(const float* rewards, const float* values, const std::uint8_t* term,
                            const std::uint8_t* trunc, const float* final_values, const float* last_values, int T,

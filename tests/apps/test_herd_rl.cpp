@@ -371,6 +371,55 @@ TEST_CASE("mpiexec -n 2 herd-rl train: one output, curve over all ranks, resume,
   CHECK_THAT(odd.err, Contains("algo.minibatch_size") && Contains("divisible by 3"));
 }
 
+TEST_CASE("mpiexec -n 2 herd-rl train algorithm = dqn: data-parallel, resume across launches, eval",
+          "[rl][apps][mpi]") {
+  const fs::path d = workdir("mpi_dqn");
+  std::ofstream(d / "dqn.toml") << R"(algorithm = "dqn"
+total_steps = 1600
+output_prefix = "run"
+[sampler]
+num_envs = 2
+num_steps = 100
+[network]
+hidden = [16]
+[dqn]
+learning_starts = 100
+train_freq = 2
+batch_size = 16
+target_update_interval = 200
+n_step = 2
+prioritized = true
+buffer_size = 600
+)";  // 2 ranks x 2 envs x 100 steps: 400 env steps per iteration, 4 iterations
+  const Run part = run_np(d, 2, "train dqn.toml --quiet --stop-after 2");
+  INFO(part.out << part.err);
+  REQUIRE(part.rc == 0);
+  REQUIRE_FALSE(fs::exists(d / "run.h5"));
+  const Run rest = run_np(d, 2, "train dqn.toml --resume");
+  INFO(rest.out << rest.err);
+  REQUIRE(rest.rc == 0);
+  CHECK_THAT(rest.out, Contains("2 rank(s) x 2 envs") && Contains("resumed from run.ckpt at iteration 2"));
+  auto f = herd::io::H5File::open((d / "run.h5").string());
+  const auto steps = f.root().read<double>("curve/env_steps");
+  REQUIRE(steps.size() == 4u);
+  CHECK(steps.back() == 1600.0);
+  // The same run in one launch: the same networks and curve.
+  REQUIRE(run_np(d, 2, "train dqn.toml --quiet --set output_prefix=once").rc == 0);
+  auto g = herd::io::H5File::open((d / "once.h5").string());
+  CHECK(f.root().read<float>("q_network/encoder.0.weight") == g.root().read<float>("q_network/encoder.0.weight"));
+  CHECK(f.root().read<float>("target_network/q.bias") == g.root().read<float>("target_network/q.bias"));
+  CHECK(f.root().read<double>("curve/loss") == g.root().read<double>("curve/loss"));
+  CHECK(f.root().read<double>("curve/return_mean") == g.root().read<double>("curve/return_mean"));
+  // One process refuses the 2-rank checkpoint; eval reads it.
+  const Run one = run(d, "train dqn.toml --resume --set total_steps=3200");
+  CHECK(one.rc == 2);
+  CHECK_THAT(one.err, Contains("2 rank(s)") && Contains("this run has 1"));
+  const Run e = run(d, "eval run.ckpt --episodes 2");
+  INFO(e.err);
+  CHECK(e.rc == 0);
+  CHECK_THAT(e.out, Contains("episodes = 2"));
+}
+
 TEST_CASE("mpiexec -n 2 herd-rl eval: rank 0 evaluates and prints once, the other rank exits 0 quietly",
           "[rl][apps][mpi]") {
   const fs::path d = workdir("mpi_eval");

@@ -2,7 +2,10 @@
 // the averaged gradient equals the single-process gradient on the union of the ranks'
 // minibatches; parameters, normaliser statistics and curves identical on every rank after
 // every update; checkpoints gathered on rank 0, resumed bit-identically, refused under
-// another rank count.
+// another rank count. The same for DQN ([dqn]): one data-parallel gradient step equals the
+// one-process step on the union of the ranks' batches; a DqnTrainer's online and target
+// networks and curve stay identical on every rank while each rank steps its own envs into
+// its own replay buffer; a killed and resumed run equals an uninterrupted one.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,6 +15,8 @@
 
 #include "herd/core/mpi_communicator.hpp"
 #include "herd/rl/a2c.hpp"
+#include "herd/rl/dqn_trainer.hpp"
+#include "herd/rl/network.hpp"
 #include "herd/rl/ppo.hpp"
 #include "herd/rl/registry.hpp"
 #include "herd/rl/trainer.hpp"
@@ -223,5 +228,188 @@ TEST_CASE("Data-parallel Trainer: rank 0's checkpoint resumes bit-identically; a
   CHECK_THROWS_WITH(lone.load_checkpoint(path), Catch::Contains(std::to_string(comm.size()) + " rank(s)"));
   comm.barrier();
   std::remove(one.c_str());
+  if (comm.rank() == 0) std::remove(path.c_str());
+}
+
+namespace {
+
+std::vector<double> q_params(QNetwork& q) {
+  std::vector<double> out;
+  for (const auto& t : q.state_dict()) {
+    const auto v = t.tensor.to_vector();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+std::unique_ptr<QNetwork> small_q(bool dueling, std::uint64_t seed) {
+  EncoderSpec spec;
+  spec.hidden = {16};
+  std::int64_t features = 0;
+  auto enc = make_encoder({4}, spec, Device::cpu(), RngStream(seed, 0, RngPurpose::kInit), 0, &features);
+  return std::make_unique<QNetwork>(std::move(enc), features, std::vector<std::int64_t>{4}, 2, dueling,
+                                    RngStream(seed, 100, RngPurpose::kInit), 0);
+}
+
+// A batch of `n` transitions from draw `at` (the same on every rank for the same arguments).
+ReplaySample dqn_batch(std::size_t n, std::uint64_t at) {
+  ReplaySample b;
+  RngCursor c = RngStream(23, 0).at(at);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int k = 0; k < 4; ++k) {
+      b.obs.push_back(static_cast<float>(c.normal()));
+      b.next_obs.push_back(static_cast<float>(c.normal()));
+    }
+    b.actions.push_back(static_cast<std::int64_t>(c.below(2)));
+    b.returns.push_back(2.0 * c.normal());
+    b.discounts.push_back(i % 5 == 0 ? 0.0 : 0.99 * 0.99);
+    b.weights.push_back(0.5 + c.uniform());
+    b.indices.push_back(i);
+    b.steps.push_back(2);
+  }
+  return b;
+}
+
+// Rows [r0, r0 + n) of `u`.
+ReplaySample dqn_rows(const ReplaySample& u, std::size_t r0, std::size_t n) {
+  ReplaySample b;
+  b.obs.assign(u.obs.begin() + static_cast<std::ptrdiff_t>(4 * r0), u.obs.begin() + static_cast<std::ptrdiff_t>(4 * (r0 + n)));
+  b.next_obs.assign(u.next_obs.begin() + static_cast<std::ptrdiff_t>(4 * r0),
+                    u.next_obs.begin() + static_cast<std::ptrdiff_t>(4 * (r0 + n)));
+  const auto at = static_cast<std::ptrdiff_t>(r0), end = static_cast<std::ptrdiff_t>(r0 + n);
+  b.actions.assign(u.actions.begin() + at, u.actions.begin() + end);
+  b.returns.assign(u.returns.begin() + at, u.returns.begin() + end);
+  b.discounts.assign(u.discounts.begin() + at, u.discounts.begin() + end);
+  b.weights.assign(u.weights.begin() + at, u.weights.begin() + end);
+  b.indices.assign(u.indices.begin() + at, u.indices.begin() + end);
+  b.steps.assign(u.steps.begin() + at, u.steps.begin() + end);
+  return b;
+}
+
+// CartPole DQN over `ranks` ranks: 4 envs x 16 steps per rank and iteration, 6 iterations;
+// double DQN, dueling heads, 2-step returns, prioritized replay, Polyak target updates.
+std::string dqn_config_text(int ranks, const std::string& prefix) {
+  return "env = \"CartPole-v1\"\nalgorithm = \"dqn\"\nseed = 5\ntotal_steps = " + std::to_string(6 * 64 * ranks) +
+         "\noutput_prefix = \"" + prefix + "\"\n[sampler]\nnum_envs = 4\nnum_steps = 16\n[network]\nhidden = [16]\n"
+         "[dqn]\nbuffer_size = 400\nbatch_size = 8\nlearning_starts = 64\ntrain_freq = 2\ngradient_steps = 2\n"
+         "target_update_interval = 96\ntau = 0.5\ndouble_q = true\ndueling = true\nn_step = 2\nprioritized = true\n"
+         "learning_rate = 1e-3\n";
+}
+
+std::vector<double> dqn_row(const std::vector<double>& row) {
+  std::vector<double> r = row;
+  for (std::size_t k = 0; k < r.size(); ++k)
+    if (is_wall_clock_column(kDqnCurveColumns[k])) r[k] = 0;  // wall clock and rates are per rank
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("Data-parallel DQN: a gradient step equals the one-process step on the union of the batches",
+          "[rl][mpi][dqn]") {
+  MpiCommunicator comm;
+  const std::size_t per_rank = 6, R = static_cast<std::size_t>(comm.size());
+  for (const bool dueling : {false, true}) {
+    INFO("dueling " << dueling);
+    DqnOptions o;
+    o.double_q = true;
+    o.dueling = dueling;
+    o.learning_rate = 1e-2;
+    o.max_grad_norm = 0.5;
+    auto on_dp = small_q(dueling, 3), tg_dp = small_q(dueling, 4);
+    auto on_1 = small_q(dueling, 3), tg_1 = small_q(dueling, 4);
+    Dqn dp(*on_dp, *tg_dp, o, &comm), one(*on_1, *tg_1, o);
+    for (std::uint64_t step = 0; step < 3; ++step) {
+      const ReplaySample u = dqn_batch(per_rank * R, step);
+      std::vector<double> td_dp, td_1;
+      const DqnStepStats a = dp.train_step(dqn_rows(u, per_rank * static_cast<std::size_t>(comm.rank()), per_rank), &td_dp);
+      const DqnStepStats b = one.train_step(u, &td_1);
+      // The union mean of the per-sample terms is the mean of the ranks' means.
+      CHECK(a.loss == Approx(b.loss).epsilon(1e-6));
+      CHECK(a.q_mean == Approx(b.q_mean).epsilon(1e-6).margin(1e-9));
+      CHECK(a.target_mean == Approx(b.target_mean).epsilon(1e-6).margin(1e-9));
+      CHECK(a.grad_norm == Approx(b.grad_norm).epsilon(1e-5));
+      // TD errors stay per rank: this rank's rows of the union's.
+      REQUIRE(td_dp.size() == per_rank);
+      for (std::size_t i = 0; i < per_rank; ++i)
+        CHECK(td_dp[i] == Approx(td_1[per_rank * static_cast<std::size_t>(comm.rank()) + i]).margin(1e-5));
+      const auto p_dp = q_params(*on_dp), p_1 = q_params(*on_1);
+      CHECK(same_on_all_ranks(comm, p_dp));
+      for (std::size_t i = 0; i < p_dp.size(); ++i) CHECK(p_dp[i] == Approx(p_1[i]).margin(1e-5));
+    }
+  }
+}
+
+TEST_CASE("Data-parallel DqnTrainer: identical networks and curves on every rank, per-rank envs and replay",
+          "[rl][mpi][dqn]") {
+  MpiCommunicator comm;
+  std::string text;
+  const TrainConfig c =
+      parse_train_config(dqn_config_text(comm.size(), "test_rl_mpi_dqn_np" + std::to_string(comm.size())), &text,
+                         comm.size());
+  DqnTrainer t(c, text, &comm);
+  CHECK(t.config().steps_per_iteration() == 64 * comm.size());
+  CHECK(same_on_all_ranks(comm, q_params(t.q_network())));
+  int iters = 0;
+  while (!t.done()) {
+    t.iterate();
+    ++iters;
+    CHECK(same_on_all_ranks(comm, q_params(t.q_network())));
+    CHECK(same_on_all_ranks(comm, q_params(t.target_network())));
+    CHECK(same_on_all_ranks(comm, dqn_row(t.curve().back())));
+  }
+  CHECK(iters == 6);
+  CHECK(t.env_steps() == 6 * 64 * comm.size());
+  CHECK(t.gradient_steps() > 0);
+  CHECK(t.curve().back()[18] == Approx(static_cast<double>(t.replay().size()) * comm.size()).epsilon(0.2));
+  // The ranks stepped different envs (global ids r * 4 + k) into their own buffers: the
+  // same draw from each rank's replay gives different transitions.
+  ReplaySample b;
+  RngCursor cur = RngStream(1, 2).at(3);
+  t.replay().sample(8, cur, 1.0, b);
+  CHECK_FALSE(same_on_all_ranks(comm, std::vector<double>(b.obs.begin(), b.obs.end())));
+}
+
+TEST_CASE("Data-parallel DqnTrainer: rank 0's checkpoint resumes bit-identically; another rank count is refused",
+          "[rl][mpi][dqn]") {
+  MpiCommunicator comm;
+  std::string text;
+  const TrainConfig c = parse_train_config(dqn_config_text(comm.size(), "x"), &text, comm.size());
+  const std::string path = "test_rl_mpi_dqn_resume_np" + std::to_string(comm.size()) + ".ckpt";
+  DqnTrainer full(c, text, &comm);
+  while (!full.done()) full.iterate();
+  {
+    DqnTrainer first(c, text, &comm);
+    for (int i = 0; i < 3; ++i) first.iterate();
+    first.save_checkpoint(path);
+  }  // the run ends here (killed): only the checkpoint survives
+  comm.barrier();
+  DqnTrainer second(c, text, &comm);
+  second.load_checkpoint(path);
+  CHECK(second.iteration() == 3);
+  while (!second.done()) second.iterate();
+  CHECK(q_params(full.q_network()) == q_params(second.q_network()));
+  CHECK(q_params(full.target_network()) == q_params(second.target_network()));
+  CHECK(full.gradient_steps() == second.gradient_steps());
+  CHECK(full.replay().size() == second.replay().size());
+  REQUIRE(full.curve().size() == second.curve().size());
+  for (std::size_t r = 0; r < full.curve().size(); ++r) {
+    INFO("row " << r);
+    const auto x = dqn_row(full.curve()[r]), y = dqn_row(second.curve()[r]);
+    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0);  // NaN columns too
+  }
+  // This rank's replay buffer came back: the same draw gives the same batch.
+  ReplaySample a, b;
+  RngCursor ca = RngStream(1, 2).at(3), cb = RngStream(1, 2).at(3);
+  full.replay().sample(8, ca, 1.0, a);
+  second.replay().sample(8, cb, 1.0, b);
+  CHECK(a.obs == b.obs);
+  CHECK(a.returns == b.returns);
+  // The N-rank checkpoint is refused by a one-process trainer.
+  std::string text1;
+  const TrainConfig c1 = parse_train_config(dqn_config_text(1, "x"), &text1, 1);
+  DqnTrainer lone(c1, text1);
+  CHECK_THROWS_WITH(lone.load_checkpoint(path), Catch::Contains(std::to_string(comm.size()) + " rank(s)"));
+  comm.barrier();
   if (comm.rank() == 0) std::remove(path.c_str());
 }

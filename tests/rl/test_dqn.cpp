@@ -137,6 +137,29 @@ TEST_CASE("DQN loss and gradients match hand-computed Huber values", "[rl][dqn]"
   CHECK(std::sqrt(sq) == Approx(0.1).epsilon(1e-4));
 }
 
+TEST_CASE("DQN's MSE loss: weighted mean squared TD error, gradient 2 w d / n", "[rl][dqn]") {
+  auto online = tiny(false);
+  auto target = tiny(false);
+  set(target->head().weight().value, {2, 0, 0, 2, 0, 0});
+  set(target->head().bias().value, {0, 0, 1});
+  DqnOptions o;
+  o.max_grad_norm = 0;
+  o.loss = DqnLoss::kMse;
+  Dqn dqn(*online, *target, o);
+  ReplaySample b = batch();
+  b.weights = {0.5, 1.0};
+  b.returns = {-2.9, 0.5};  // d0 = 2 - (-2.9 + 0.9) = 4 (no clipping under MSE), d1 = -0.5
+  std::vector<double> td;
+  const DqnStepStats st = dqn.train_step(b, &td);
+  CHECK(td[0] == Approx(4.0));
+  CHECK(td[1] == Approx(-0.5));
+  CHECK(st.loss == Approx((0.5 * 16 + 0.25) / 2));
+  const auto gb = online->head().bias().grad.to_vector();
+  CHECK(gb[2] == Approx(0.5 * 2 * 4 / 2.0));   // sample 0, action 2
+  CHECK(gb[0] == Approx(1.0 * 2 * -0.5 / 2.0));  // sample 1, action 0
+  CHECK(gb[1] == 0.0);
+}
+
 TEST_CASE("Dueling heads aggregate V + A - mean(A) and split the gradient", "[rl][dqn]") {
   auto q = tiny(true);
   nn::Tensor x = nn::Tensor::from_vector(nn::Shape{1, 2}, std::vector<double>{1, 2}, nn::DType::kFloat32);

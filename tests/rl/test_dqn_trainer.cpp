@@ -150,7 +150,14 @@ TEST_CASE("DQN config errors name the key, the value and what was expected", "[r
                     Catch::Contains("dqn.gradient_steps"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "dqn.optimizer=sgd"}),
                     Catch::Contains("dqn.optimizer"));
-  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn"}, nullptr, 2), Catch::Contains("one process"));
+  CHECK(resolve_train_config(none, {"algorithm=dqn"}).dqn.loss == DqnLoss::kHuber);
+  CHECK(resolve_train_config(none, {"algorithm=dqn", "dqn.loss=mse"}).dqn.loss == DqnLoss::kMse);
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "dqn.loss=l1"}),
+                    Catch::Contains("dqn.loss") && Catch::Contains("l1"));
+  // Data-parallel DQN over MPI ranks runs on the CPU; several ranks on GPUs are refused.
+  CHECK(resolve_train_config(none, {"algorithm=dqn"}, nullptr, 2).ranks == 2);
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "device=cuda"}, nullptr, 2, false),
+                    Catch::Contains("\"device\" is \"cuda\"") && Catch::Contains("runs on the CPU"));
   // Learning-rate scaling with the minibatch (Stooke & Abbeel 2018).
   const TrainConfig s = resolve_train_config(none, {"algorithm=dqn", "dqn.batch_size=512", "algo.lr_scaling=sqrt",
                                                     "algo.lr_reference_batch=32", "dqn.learning_rate=1e-4"});

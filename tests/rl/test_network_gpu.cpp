@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_compare.hpp"
 #include "herd/core/device.hpp"
 #include "herd/nn/tensor.hpp"
 #include "herd/rl/agent.hpp"
@@ -18,27 +19,12 @@
 
 using namespace herd;
 using namespace herd::rl;
+using herd::rl::testing::check_close;
+using herd::rl::testing::host_values;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
-
-std::vector<double> host_values(const nn::Tensor& t) {
-  return t.is_cuda() ? t.to(Device::cpu()).to_vector() : t.to_vector();
-}
-
-// max |a - b| <= rel * max |a| + abs.
-void check_close(const std::vector<double>& a, const std::vector<double>& b, double rel, double abs,
-                 const std::string& what) {
-  REQUIRE(a.size() == b.size());
-  double amax = 0, dmax = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    amax = std::max(amax, std::abs(a[i]));
-    dmax = std::max(dmax, std::abs(a[i] - b[i]));
-  }
-  INFO(what << ": max |cpu - gpu| = " << dmax << ", max |cpu| = " << amax);
-  CHECK(dmax <= rel * amax + abs);
-}
 
 nn::Tensor random_input(std::int64_t n, std::int64_t d, std::uint64_t seed) {
   nn::Tensor x({n, d}, nn::DType::kFloat32);

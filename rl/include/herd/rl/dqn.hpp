@@ -7,12 +7,15 @@
 /// prioritized-replay importance weights (`ReplayBuffer`), gradient-norm clipping, hard or
 /// Polyak target updates, and the linear epsilon schedule of Stable-Baselines3's DQN.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "herd/core/communicator.hpp"
 #include "herd/core/rng.hpp"
+#include "herd/nn/data_parallel.hpp"
 #include "herd/nn/mlp.hpp"
 #include "herd/nn/linear.hpp"
 #include "herd/nn/module.hpp"
@@ -21,6 +24,12 @@
 #include "herd/rl/replay_buffer.hpp"
 
 namespace herd::rl {
+
+/// The TD loss of `Dqn`.
+enum class DqnLoss {
+  kHuber,  ///< weighted Huber loss with threshold `huber_delta` (SB3's smooth L1)
+  kMse,    ///< weighted squared error, mean_i w_i d_i^2 (PyTorch's `mse_loss`)
+};
 
 /// Options of DQN (defaults: Stable-Baselines3's `DQN`, with SB3's names; `double_q`,
 /// `dueling`, `n_step` and `prioritized` add the rlpyt/Rainbow variants, off by default).
@@ -49,6 +58,7 @@ struct DqnOptions {
   double max_grad_norm = 10.0;            ///< gradient-norm clip (0: off)
   double gamma = 0.99;                    ///< discount
   double huber_delta = 1.0;               ///< Huber loss threshold (SB3: smooth L1, 1)
+  DqnLoss loss = DqnLoss::kHuber;         ///< TD loss
   OptimizerKind optimizer = OptimizerKind::kAdam;  ///< Adam (SB3) or RMSprop (the MinAtar paper)
   double optimizer_eps = 1e-8;            ///< Adam/RMSprop epsilon (PyTorch's Adam default)
   double rmsprop_alpha = 0.95;            ///< RMSprop's squared-gradient decay (MinAtar paper: 0.95)
@@ -67,15 +77,22 @@ double exploration_epsilon(std::int64_t steps, std::int64_t total_steps, double 
 /// ("value.*", `[1, F]`) and an advantage head ("advantage.*", `[A, F]`) combined as
 /// Q = V + A - mean_a A (Wang et al. 2016, eq. 9). The encoder's parameters are named
 /// "encoder.*". Heads take PyTorch's default initialisation from `rng.at(init_index)` and
-/// `rng.at(init_index + 1)`. Float32 on the host. `forward` takes `[n, obs_dim]` rows and
+/// `rng.at(init_index + 1)` (on the host, then copied: the same values on every device).
+/// Float32, on the host or a CUDA device (`device`, which must be the encoder's; the
+/// dueling combination then runs as kernels of herd/rl/cuda/dqn_kernels.hpp, bit for bit
+/// as on the host). `forward` takes `[n, obs_dim]` rows (on the network's device) and
 /// reshapes them to `[n, obs_shape...]` for the encoder. Thread-safety as `nn::Module`.
 class QNetwork : public nn::Module {
  public:
   /// @param encoder maps `[n, obs_shape...]` to `[n, features]` (owned)
-  /// @throws herd::InputError for a null encoder, features or num_actions < 1, or an empty
-  ///         obs_shape.
+  /// @throws herd::InputError for a null encoder, features or num_actions < 1, an empty
+  ///         obs_shape, or an encoder on another device than `device`.
   QNetwork(std::unique_ptr<nn::Module> encoder, std::int64_t features, std::vector<std::int64_t> obs_shape,
-           std::int64_t num_actions, bool dueling, const RngStream& rng, std::uint64_t init_index);
+           std::int64_t num_actions, bool dueling, const RngStream& rng, std::uint64_t init_index,
+           Device device = Device::cpu());
+  ~QNetwork() override;
+  QNetwork(const QNetwork&) = delete;
+  QNetwork& operator=(const QNetwork&) = delete;
   /// `[n, obs_dim]` (or `[n, obs_shape...]`) -> Q values `[n, A]`.
   const nn::Tensor& forward(const nn::Tensor& obs) override;
   /// dL/dQ `[n, A]` -> accumulates parameter gradients; returns an undefined tensor (the
@@ -92,6 +109,10 @@ class QNetwork : public nn::Module {
   nn::Linear& head() { return *head_; }
   /// The value head. @throws herd::Error when not dueling.
   nn::Linear& value_head();
+  /// Greedy actions of `n` observations: `obs` host `[n, obs_dim]` floats, `actions` host
+  /// `[n]` receives argmax_a Q(obs_i, a) (the first maximum). On a CUDA device: one upload
+  /// (pinned), the forward pass and the argmax on the device, one read-back and one host wait.
+  void greedy_actions(const float* obs, std::int64_t n, std::int64_t* actions);
   /// Target update: every parameter p' of this network becomes tau p + (1 - tau) p' of
   /// `online` (float32: p' * (1 - tau) + tau * p, as SB3's `polyak_update`); tau = 1
   /// copies exactly. @throws herd::InputError when the networks' parameters differ in
@@ -105,6 +126,9 @@ class QNetwork : public nn::Module {
   std::int64_t features_, actions_;
   bool dueling_;
   nn::Tensor in_, q_, grad_adv_, grad_val_, grad_h_, none_;
+  nn::Tensor act_in_;             // greedy_actions on the host: the input rows
+  struct ActingBuffers;           // greedy_actions on a CUDA device: pinned staging, device tensors
+  std::unique_ptr<ActingBuffers> acting_;
 };
 
 /// Statistics of one `Dqn::train_step`.
@@ -115,21 +139,49 @@ struct DqnStepStats {
   double grad_norm = 0;   ///< gradient norm before clipping
 };
 
-/// DQN's update on an online and a target `QNetwork` (not owned; same architecture).
-/// Not thread-safe.
+/// DQN's update on an online and a target `QNetwork` (not owned; same architecture and
+/// device). Not thread-safe.
+///
+/// **On a CUDA device** `train_step` runs every stage on the device: the batch is packed
+/// into pinned host memory and uploaded in one copy; the target (and with `double_q` the
+/// online) network's forward pass on the next observations, the argmax, the TD loss with
+/// its gradient and TD errors (herd/rl/cuda/dqn_kernels.hpp), backward, the gradient-norm
+/// clip (`nn::clip_grad_norm_on_device`) and the optimizer step are enqueued on the nn
+/// stream; the statistics, the gradient norm and the TD errors come back in one copy: one
+/// upload, one read-back and one host wait per gradient step (test_rl_dqn_gpu holds this
+/// budget). A non-finite loss vetoes the optimizer step on the device (its skip flag) and
+/// `train_step` then throws as on the host. Results equal the host's up to summation order
+/// (cuBLAS against Eigen, tree sums against sequential ones).
+///
+/// **Data-parallel** (a communicator of more than one rank, host networks): every rank
+/// computes the loss on its own batch; the gradients are all-reduced (averaged) during
+/// backward by `nn::DataParallel`, which also broadcasts rank 0's parameters at
+/// construction, so every rank takes the same optimizer step and the parameters stay
+/// identical. The loss, mean Q and mean target are averaged over the ranks alongside (one
+/// more all-reduce), the gradient norm is that of the averaged gradient; TD errors stay
+/// per rank (each rank's replay priorities). `train_step` is then collective, and a
+/// non-finite loss on any rank throws on every rank, before the optimizer step.
 class Dqn {
  public:
-  /// Builds the optimizer over `online`'s parameters. @throws herd::InputError for
-  /// non-positive learning rate, batch size or huber_delta.
-  Dqn(QNetwork& online, QNetwork& target, const DqnOptions& options);
+  /// Builds the optimizer over `online`'s parameters; with `comm` of more than one rank
+  /// (not owned; outlives this object) trains data-parallel (collective). @throws
+  /// herd::InputError for non-positive learning rate, batch size or huber_delta, networks on
+  /// different devices, or CUDA networks with more than one rank.
+  Dqn(QNetwork& online, QNetwork& target, const DqnOptions& options, Communicator* comm = nullptr);
+  ~Dqn();
+  Dqn(const Dqn&) = delete;
+  Dqn& operator=(const Dqn&) = delete;
   /// TD targets of `batch`: y = returns + discounts * Q_target(next_obs, a*), with a* the
   /// argmax of Q_target (plain) or of the online network (`double_q`); `[batch]`.
-  /// Runs forward passes of the target (and with double_q the online) network.
+  /// Runs forward passes of the target (and with double_q the online) network (on a CUDA
+  /// device: an upload and a read-back).
   std::vector<double> targets(const ReplaySample& batch);
   /// One gradient step on `batch`: targets, Q(s, a) of the online network, the loss
-  /// mean_i w_i huber(Q(s_i, a_i) - y_i), backward, gradient-norm clip, optimizer step.
+  /// mean_i w_i huber(Q(s_i, a_i) - y_i) (or mean_i w_i (Q(s_i, a_i) - y_i)^2 with
+  /// `DqnLoss::kMse`), backward, gradient-norm clip, optimizer step.
   /// `td_errors` (not null) receives Q(s_i, a_i) - y_i for the priorities.
-  /// @throws herd::NumericalError when the loss is not finite.
+  /// @throws herd::NumericalError when the loss is not finite; herd::InputError for an
+  ///         action outside [0, A).
   DqnStepStats train_step(const ReplaySample& batch, std::vector<double>* td_errors);
   /// The optimizer (state for checkpoints).
   nn::Optimizer& optimizer() { return *opt_; }
@@ -143,6 +195,12 @@ class Dqn {
   std::vector<nn::NamedParameter> params_;
   std::unique_ptr<nn::Optimizer> opt_;
   nn::Tensor obs_t_, next_t_, grad_q_;
+  Communicator* comm_ = nullptr;          // data-parallel ranks (null: one process)
+  std::unique_ptr<nn::DataParallel> dp_;  // gradient all-reduce over comm_
+  std::array<double, 3> terms_{};          // loss, q_mean, target_mean (all-reduced)
+  struct DeviceState;  // CUDA buffers of train_step_device
+  std::unique_ptr<DeviceState> dev_;
+  DqnStepStats train_step_device(const ReplaySample& batch, std::vector<double>* td_errors);
 };
 
 }  // namespace herd::rl

@@ -53,8 +53,18 @@ double dqn_memory_need(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs
 /// bounds are integers within [0, 255] (MinAtar's 0/1 grids, image frames). Thread-safe.
 bool replay_uint8(const Space& space);
 
-/// DQN training (see the file comment). Not thread-safe; one process (no MPI ranks), the
-/// networks on the CPU.
+/// DQN training (see the file comment). Not thread-safe. The networks and their update run
+/// on `device` (the CPU, or a CUDA device in one process: see "On a CUDA device" in `Dqn`;
+/// acting uploads the envs' observations and reads the greedy actions back once per
+/// vector step).
+///
+/// **Ranks** (a communicator of N > 1, host networks): data-parallel (see "Data-parallel"
+/// in `Dqn`). Rank r steps B envs of global ids r * B + k (their own reset and policy
+/// streams) into its own replay buffer and samples its j-th batch from draw j * N + r of the
+/// replay stream; env steps and every schedule count all ranks' env steps; a rank's
+/// finished episodes join the window at the end of each iteration, in rank order; the
+/// curve's loss, Q and target means are averaged and `replay_size` summed over the ranks.
+/// `iterate`, `run` and `save_checkpoint` are collective; rank 0 writes the files.
 ///
 /// **Steps.** An iteration is `sampler.num_steps` vector steps (every one of the B =
 /// `sampler.num_envs` envs steps once per vector step), so `steps_per_iteration()` and
@@ -74,12 +84,15 @@ bool replay_uint8(const Space& space);
 /// stored type), env states and reset-stream positions, the current observations, episode
 /// accumulators, the step and gradient-step counters (every random draw is addressed by
 /// them) and the curve; a resumed run is bit-identical to an uninterrupted one (except the
-/// wall-clock columns).
+/// wall-clock columns). With N ranks each rank's replay buffer, envs, observations and
+/// accumulators form a nested checkpoint "rank<r>" (kind "herd.rl.dqn.rank"), gathered on
+/// rank 0; "ranks" records N, and a run of another rank count refuses the file.
 class DqnTrainer final : public TrainingRun {
  public:
   /// Builds the envs, networks, replay buffer and optimizer. @throws herd::InputError (a
-  /// non-discrete action space, more than one rank, a CUDA device, a replay buffer larger
-  /// than `max_memory` or the memory available).
+  /// non-discrete action space, a CUDA device with more than one rank or in a build
+  /// without CUDA, a replay buffer larger than `max_memory` or the memory available).
+  /// Collective over `comm` (null: one process).
   DqnTrainer(const TrainConfig& config, std::string config_text, Communicator* comm = nullptr);
   ~DqnTrainer() override;
   DqnTrainer(const DqnTrainer&) = delete;
@@ -94,7 +107,7 @@ class DqnTrainer final : public TrainingRun {
   bool done() const override { return iteration_ >= config_.num_iterations(); }
   std::int64_t iteration() const override { return iteration_; }
   const TrainConfig& config() const override { return config_; }
-  Device device() const override { return Device::cpu(); }
+  Device device() const override { return config_.agent.device; }
   void save_checkpoint(const std::string& path) const override;
   void load_checkpoint(const std::string& path) override;
   /// Fixed on resume: algorithm, env, sampler.num_envs, network.hidden, network.activation, network.conv_*,
@@ -110,7 +123,9 @@ class DqnTrainer final : public TrainingRun {
   void write_output(const std::string& path) const override;
 
   /// Env steps done.
-  std::int64_t env_steps() const { return static_cast<std::int64_t>(vector_steps_) * pool_->num_envs(); }
+  std::int64_t env_steps() const {
+    return static_cast<std::int64_t>(vector_steps_) * static_cast<std::int64_t>(pool_->num_envs()) * config_.ranks;
+  }
   /// Gradient steps done.
   std::uint64_t gradient_steps() const { return grad_steps_; }
   /// The learning curve so far (rows of `kDqnCurveColumns`).
@@ -129,11 +144,18 @@ class DqnTrainer final : public TrainingRun {
  private:
   void vector_step();
   void train_round();
+  void save_local(io::CheckpointWriter& w) const;
+  void load_local(const io::CheckpointReader& r, const std::string& path);
   void open_logs();
   std::vector<double> progress_values(const std::vector<double>& row) const;
   TrainConfig config_;
   std::string config_text_;
   std::vector<std::string> changed_on_resume_;
+  std::unique_ptr<SelfCommunicator> own_comm_;  // when none is given
+  Communicator* comm_ = nullptr;
+  std::uint32_t first_gid_ = 0;  // global id of this rank's env 0
+  bool replay_ready_ = false;     // every rank's replay holds a transition (several ranks)
+  std::vector<EpisodeInfo> finished_;  // this rank's episodes finished in the current iteration
   std::unique_ptr<EnvPool> pool_;
   std::unique_ptr<QNetwork> online_, target_;
   std::unique_ptr<Dqn> dqn_;
@@ -143,7 +165,7 @@ class DqnTrainer final : public TrainingRun {
   std::vector<double> ep_ret_;
   std::vector<std::int64_t> ep_len_;
   std::vector<std::int64_t> actions_;
-  nn::Tensor obs_t_;
+  std::vector<std::int64_t> greedy_;  // greedy actions of the envs [B]
   ReplaySample batch_;
   std::vector<double> td_;
   std::uint64_t vector_steps_ = 0, grad_steps_ = 0;

@@ -63,7 +63,7 @@ class TrainingRun {
 };
 
 /// A `Trainer` (algorithm "ppo" or "a2c") or a `DqnTrainer` ("dqn") for `config`; `comm`
-/// as for `Trainer` (DQN runs on one rank). @throws as the constructors.
+/// as for `Trainer` (data-parallel over its ranks). @throws as the constructors.
 std::unique_ptr<TrainingRun> make_training_run(const TrainConfig& config, std::string config_text,
                                                Communicator* comm = nullptr);
 

@@ -1,0 +1,248 @@
+#include "run_common.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "herd/core/error.hpp"
+
+namespace herd::rl::detail {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string format_eta(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  char buf[32];
+  const auto t = static_cast<long>(s + 0.5);
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", t);
+  return buf;
+}
+
+namespace {
+std::vector<double> host_values(const nn::Tensor& t) {
+  return t.is_cuda() ? t.to(Device::cpu()).to_vector() : t.to_vector();
+}
+}  // namespace
+
+void save_tensors(io::CheckpointWriter& w, const std::string& p, const std::vector<nn::NamedTensor>& ts) {
+  std::string names;
+  for (const auto& t : ts) {
+    names += t.name + "\n";
+    w.add(p + t.name, host_values(t.tensor));
+  }
+  w.add_string(p + "names", names);
+}
+
+std::vector<nn::NamedTensor> load_tensors(const io::CheckpointReader& r, const std::string& p,
+                                          std::vector<nn::NamedTensor> like, const std::string& who) {
+  for (auto& t : like) {
+    const auto v = r.get<double>(p + t.name);
+    if (static_cast<std::int64_t>(v.size()) != t.tensor.numel())
+      throw InputError(who + ": \"" + p + t.name + "\" has " + std::to_string(v.size()) +
+                       " values in the checkpoint, but " + std::to_string(t.tensor.numel()) + " in this run");
+    t.tensor = nn::Tensor::from_vector(t.tensor.shape(), v, t.tensor.dtype());
+  }
+  return like;
+}
+
+void push_recent(std::deque<EpisodeInfo>& recent, const EpisodeInfo& e) {
+  recent.push_back(e);
+  if (recent.size() > kRecentWindow) recent.pop_front();
+}
+
+RecentStats recent_stats(const std::deque<EpisodeInfo>& recent) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  RecentStats s{nan, nan, nan, nan, nan, nan};
+  if (recent.empty()) return s;
+  s.min_return = s.max_return = recent.front().ret;
+  s.min_length = s.max_length = static_cast<double>(recent.front().length);
+  double ret = 0, len = 0;
+  for (const auto& e : recent) {
+    ret += e.ret;
+    s.min_return = std::min(s.min_return, e.ret);
+    s.max_return = std::max(s.max_return, e.ret);
+    len += static_cast<double>(e.length);
+    s.min_length = std::min(s.min_length, static_cast<double>(e.length));
+    s.max_length = std::max(s.max_length, static_cast<double>(e.length));
+  }
+  s.mean_return = ret / static_cast<double>(recent.size());
+  s.mean_length = len / static_cast<double>(recent.size());
+  return s;
+}
+
+void save_recent(io::CheckpointWriter& w, const std::deque<EpisodeInfo>& recent) {
+  std::vector<double> v;
+  v.reserve(2 * recent.size());
+  for (const auto& e : recent) {
+    v.push_back(e.ret);
+    v.push_back(static_cast<double>(e.length));
+  }
+  w.add("recent_episodes", v);
+}
+
+void load_recent(const io::CheckpointReader& r, std::deque<EpisodeInfo>& recent) {
+  const auto v = r.get<double>("recent_episodes");
+  recent.clear();
+  for (std::size_t i = 0; i + 1 < v.size(); i += 2) recent.push_back({v[i], static_cast<std::int64_t>(v[i + 1])});
+}
+
+void write_parameters(io::H5Group& root, const std::string& name, const std::vector<nn::NamedTensor>& tensors) {
+  io::H5Group g = root.create_group(name);
+  for (const auto& t : tensors) {
+    std::vector<hsize_t> shape;
+    for (auto d : t.tensor.shape().dims()) shape.push_back(static_cast<hsize_t>(d));
+    const auto v = host_values(t.tensor);
+    std::vector<float> fv(v.begin(), v.end());
+    g.write(t.name, fv, shape);
+  }
+}
+
+std::vector<io::TbScalar> tensorboard_scalars(std::span<const char* const> names, std::span<const double> values,
+                                              std::size_t time_from, const std::vector<std::string>& skip) {
+  std::vector<io::TbScalar> out;
+  for (std::size_t c = 2; c < values.size() && c < names.size(); ++c) {
+    const std::string name = names[c];
+    if (std::find(skip.begin(), skip.end(), name) != skip.end()) continue;
+    const char* section = c <= 3 || c >= time_from ? "time/" : c <= 9 ? "rollout/" : "train/";
+    out.push_back({section + name, values[c]});
+  }
+  return out;
+}
+
+std::unique_ptr<io::TensorBoardWriter> open_tensorboard(const std::string& dir, std::int64_t env_steps) {
+  auto tb = std::make_unique<io::TensorBoardWriter>(dir);
+  tb->add_session_start(env_steps + 1);
+  return tb;
+}
+
+std::vector<EpisodeInfo> gather_episodes(Communicator& comm, const std::vector<EpisodeInfo>& mine) {
+  if (comm.size() == 1) return mine;
+  std::vector<EpisodeInfo> all;
+  const std::int64_t n = static_cast<std::int64_t>(mine.size());
+  const auto counts = comm.allgather(std::span<const std::int64_t>(&n, 1));
+  const std::int64_t most = *std::max_element(counts.begin(), counts.end());
+  std::vector<double> send(static_cast<std::size_t>(2 * most), 0.0);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    send[2 * i] = mine[i].ret;
+    send[2 * i + 1] = static_cast<double>(mine[i].length);
+  }
+  const auto recv = comm.allgather(std::span<const double>(send));
+  for (std::size_t r = 0; r < counts.size(); ++r)
+    for (std::int64_t i = 0; i < counts[r]; ++i) {
+      const std::size_t at = r * static_cast<std::size_t>(2 * most) + static_cast<std::size_t>(2 * i);
+      all.push_back({recv[at], static_cast<std::int64_t>(recv[at + 1])});
+    }
+  return all;
+}
+
+bool add_rank_sections(io::CheckpointWriter& w, Communicator& comm, const std::string& prefix, const char* kind,
+                       const std::function<void(io::CheckpointWriter&)>& write) {
+  io::CheckpointWriter sw(kind, 1);
+  write(sw);
+  const std::vector<std::byte> mine = sw.serialize();
+  const auto n = static_cast<std::int64_t>(mine.size());
+  const auto sizes = comm.allgather(std::span<const std::int64_t>(&n, 1));
+  const auto most = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
+  std::vector<std::uint8_t> send(most, 0), recv(comm.rank() == 0 ? most * sizes.size() : 0);
+  std::memcpy(send.data(), mine.data(), mine.size());
+  comm.gather(send.data(), recv.data(), most, DataType::kUint8, 0);
+  if (comm.rank() != 0) return false;
+  for (std::size_t r = 0; r < sizes.size(); ++r)
+    w.add_bytes(prefix + "rank" + std::to_string(r),
+                std::span<const std::byte>(reinterpret_cast<const std::byte*>(recv.data() + r * most),
+                                           static_cast<std::size_t>(sizes[r])));
+  return true;
+}
+
+io::CheckpointReader rank_section(const io::CheckpointReader& r, const std::string& path, const std::string& prefix,
+                                  int rank, const char* kind) {
+  const std::string section = prefix + "rank" + std::to_string(rank);
+  io::CheckpointReader sr(r.bytes(section), path + ":" + section);
+  sr.expect_kind(kind, 1);
+  return sr;
+}
+
+std::int64_t checkpoint_ranks(const io::CheckpointReader& r) {
+  return r.has("ranks") ? r.value<std::int64_t>("ranks") : 1;
+}
+
+void require_same_ranks(const std::string& who, const std::string& path, std::int64_t saved, int now) {
+  if (saved != now)
+    throw InputError(who + ": " + path + " was written by a run of " + std::to_string(saved) +
+                     " rank(s), but this run has " + std::to_string(now) +
+                     "; resume it with the same number of ranks (mpiexec -n " + std::to_string(saved) + ")");
+}
+
+void summarize_returns(EvalResult& res) {
+  double m = 0;
+  for (double r : res.returns) m += r;
+  m /= static_cast<double>(res.returns.size());
+  double v = 0;
+  for (double r : res.returns) v += (r - m) * (r - m);
+  res.mean = m;
+  res.std = std::sqrt(v / static_cast<double>(res.returns.size()));
+}
+
+RunEnd run_iterations(TrainingRun& run, Communicator& comm, std::ostream* progress, std::int64_t stop_after,
+                      const volatile std::sig_atomic_t* interrupt, const RunHooks& hooks, int& interrupted_by) {
+  const TrainConfig& config = run.config();
+  if (comm.rank() != 0) progress = nullptr;
+  const std::int64_t first = run.iteration();
+  const double start = now_seconds();
+  double last_checkpoint = start;
+  interrupted_by = 0;
+  RunEnd end = RunEnd::kDone;
+  while (!run.done()) {
+    if (stop_after >= 0 && run.iteration() - first >= stop_after) {
+      end = RunEnd::kStopped;
+      break;
+    }
+    hooks.iterate();
+    const std::int64_t iteration = run.iteration();
+    // Rank 0's clock decides a checkpoint by time; a stop requested on any rank stops all
+    // (the largest request value wins).
+    std::array<std::int32_t, 2> flags = {
+        interrupt ? static_cast<std::int32_t>(*interrupt) : 0,
+        comm.rank() == 0 && config.checkpoint_period_seconds > 0 &&
+                now_seconds() - last_checkpoint >= config.checkpoint_period_seconds
+            ? 1
+            : 0};
+    if (comm.size() > 1) comm.allreduce(std::span<std::int32_t>(flags), ReduceOp::kMax);
+    if (progress && config.progress_period > 0 &&
+        (iteration % config.progress_period == 0 || run.done() || flags[0])) {
+      const double el = now_seconds() - start;
+      const double sps = static_cast<double>((iteration - first) * config.steps_per_iteration()) / std::max(el, 1e-9);
+      const double left = static_cast<double>((config.num_iterations() - iteration) * config.steps_per_iteration());
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "iter %lld/%lld  steps %lld  %.0f steps/s  mean return %.2f",
+                    static_cast<long long>(iteration), static_cast<long long>(config.num_iterations()),
+                    static_cast<long long>(hooks.env_steps()), sps, hooks.mean_return());
+      *progress << buf << (hooks.progress_detail ? hooks.progress_detail() : std::string()) << "  ETA "
+                << format_eta(left / sps) << "\n"
+                << std::flush;
+    }
+    if (run.done()) break;
+    if (flags[0]) {
+      interrupted_by = flags[0];
+      end = RunEnd::kInterrupted;
+      break;
+    }
+    if ((config.checkpoint_period > 0 && iteration % config.checkpoint_period == 0) || flags[1]) {
+      run.save_checkpoint(run.checkpoint_path());
+      last_checkpoint = now_seconds();
+    }
+  }
+  run.save_checkpoint(run.checkpoint_path());
+  if (end == RunEnd::kDone && comm.rank() == 0) run.write_output(run.output_path());
+  return end;
+}
+
+}  // namespace herd::rl::detail

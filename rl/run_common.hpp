@@ -1,0 +1,150 @@
+#pragma once
+/// @file run_common.hpp
+/// Private to rl/: what every `TrainingRun` (PPO/A2C `Trainer`, `DqnTrainer`) does alike:
+/// the iteration loop with its progress lines, checkpoint periods, interrupts and final
+/// outputs; named tensors in checkpoints; the window of recent episodes; the learning curve
+/// in checkpoints and in `<prefix>.h5`; TensorBoard tags. Not installed. Not thread-safe
+/// unless said.
+
+#include <csignal>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "herd/core/communicator.hpp"
+#include "herd/io/checkpoint.hpp"
+#include "herd/io/hdf5.hpp"
+#include "herd/io/tensorboard.hpp"
+#include "herd/nn/module.hpp"
+#include "herd/rl/sampler.hpp"
+#include "herd/rl/trainer.hpp"
+#include "herd/rl/training_run.hpp"
+
+namespace herd::rl::detail {
+
+/// Episodes in the window of recent returns and lengths (the curve's return and length columns).
+inline constexpr std::size_t kRecentWindow = 100;
+
+/// Seconds of the steady clock. Thread-safe.
+double now_seconds();
+
+/// "12s", "3m05s", "2h07m"; "?" for a negative or non-finite time. Thread-safe.
+std::string format_eta(double seconds);
+
+/// Named tensors as checkpoint sections: "<prefix>names" (names, newline-separated) and
+/// "<prefix><name>" (values as float64, copied to the host from a CUDA tensor).
+void save_tensors(io::CheckpointWriter& w, const std::string& prefix, const std::vector<nn::NamedTensor>& tensors);
+
+/// The tensors of `like` (names, shapes, dtypes) with the checkpoint's values (on the host).
+/// @throws herd::InputError "<who>: \"<prefix><name>\" has n values in the checkpoint, but m
+///         in this run"; herd::IoError for a missing section.
+std::vector<nn::NamedTensor> load_tensors(const io::CheckpointReader& r, const std::string& prefix,
+                                          std::vector<nn::NamedTensor> like, const std::string& who);
+
+/// Appends `e` to `recent`, dropping the oldest beyond `kRecentWindow`.
+void push_recent(std::deque<EpisodeInfo>& recent, const EpisodeInfo& e);
+
+/// Return and length statistics of the recent episodes (NaN when there are none).
+struct RecentStats {
+  double mean_return, min_return, max_return, mean_length, min_length, max_length;
+};
+RecentStats recent_stats(const std::deque<EpisodeInfo>& recent);
+
+/// The section "recent_episodes": (return, length) pairs, oldest first.
+void save_recent(io::CheckpointWriter& w, const std::deque<EpisodeInfo>& recent);
+/// Reads "recent_episodes" into `recent` (replacing it). @throws herd::IoError
+void load_recent(const io::CheckpointReader& r, std::deque<EpisodeInfo>& recent);
+
+/// The sections "curve" (rows concatenated) and "curve_columns" (names, newline-separated).
+template <class Row>
+void save_curve(io::CheckpointWriter& w, const std::vector<Row>& rows, std::span<const char* const> columns) {
+  std::vector<double> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  w.add("curve", flat);
+  std::string names;
+  for (const char* c : columns) names += std::string(c) + "\n";
+  w.add_string("curve_columns", names);
+}
+
+/// The root of a run's `<prefix>.h5`: attributes "config", "env" and "algorithm", and the
+/// group "curve" with one float64 dataset per column of `rows`.
+template <class Row>
+void write_output_head(io::H5Group& root, const std::string& config_text, const std::string& env,
+                       const std::string& algorithm, const std::vector<Row>& rows,
+                       std::span<const char* const> columns) {
+  root.set_attribute("config", config_text);
+  root.set_attribute("env", env);
+  root.set_attribute("algorithm", algorithm);
+  io::H5Group curve = root.create_group("curve");
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    std::vector<double> col;
+    col.reserve(rows.size());
+    for (const auto& r : rows) col.push_back(r[c]);
+    curve.write(columns[c], col);
+  }
+}
+
+/// One float32 dataset per tensor (its shape), in a new group `name` of `root` (CUDA
+/// tensors copied to the host).
+void write_parameters(io::H5Group& root, const std::string& name, const std::vector<nn::NamedTensor>& tensors);
+
+/// TensorBoard scalars of a progress-CSV row: `values[c]` tagged "<section>/<names[c]>" for
+/// c >= 2 (iteration and env steps are the step), section "time" for c <= 3 and
+/// c >= `time_from`, "rollout" for c <= 9, else "train"; names in `skip` are left out.
+std::vector<io::TbScalar> tensorboard_scalars(std::span<const char* const> names, std::span<const double> values,
+                                              std::size_t time_from, const std::vector<std::string>& skip = {});
+
+/// A TensorBoard writer into `dir` that starts with a SessionLog START at `env_steps` + 1
+/// (so that TensorBoard drops the events a resumed run repeats).
+std::unique_ptr<io::TensorBoardWriter> open_tensorboard(const std::string& dir, std::int64_t env_steps);
+
+/// Every rank's `mine` (finished episodes), concatenated in rank order, on every rank.
+/// Collective over `comm` (two allgathers when it has more than one rank).
+std::vector<EpisodeInfo> gather_episodes(Communicator& comm, const std::vector<EpisodeInfo>& mine);
+
+/// Each rank's state in a checkpoint of a run over several ranks: `write` fills a nested
+/// checkpoint of kind `kind` (version 1) on every rank; the serialized bytes are gathered on
+/// rank 0 and added to `w` as sections "<prefix>rank<r>". Collective over `comm`. Returns
+/// true on rank 0 (which then commits `w`), false on the others.
+bool add_rank_sections(io::CheckpointWriter& w, Communicator& comm, const std::string& prefix, const char* kind,
+                       const std::function<void(io::CheckpointWriter&)>& write);
+
+/// This rank's nested checkpoint of `add_rank_sections` ("<prefix>rank<rank>" of `r`,
+/// checked to be of `kind`), named "<path>:<section>" in errors. @throws herd::IoError
+io::CheckpointReader rank_section(const io::CheckpointReader& r, const std::string& path, const std::string& prefix,
+                                  int rank, const char* kind);
+
+/// The "ranks" value of a checkpoint (1 when it has none: one process).
+std::int64_t checkpoint_ranks(const io::CheckpointReader& r);
+
+/// @throws herd::InputError "<who>: <path> was written by a run of k rank(s), but this run
+///         has n; resume it with the same number of ranks (mpiexec -n k)" unless equal.
+void require_same_ranks(const std::string& who, const std::string& path, std::int64_t saved, int now);
+
+/// Sets `res.mean` and `res.std` (population standard deviation) of `res.returns` (not empty).
+void summarize_returns(EvalResult& res);
+
+/// What `run_iterations` asks of a run.
+struct RunHooks {
+  std::function<void()> iterate;                  ///< one iteration, its curve row logged
+  std::function<std::int64_t()> env_steps;       ///< env steps done (all ranks)
+  std::function<double()> mean_return;           ///< mean return of the recent episodes
+  std::function<std::string()> progress_detail;  ///< text after the mean return ("" or "  eps ...")
+};
+
+/// `TrainingRun::run`'s loop, collective over `comm` (every rank calls it): iterates until
+/// done, `stop_after` iterations (< 0: no limit) or an interrupt; a line of progress on
+/// rank 0 every `progress_period` iterations; checkpoints every `checkpoint_period`
+/// iterations or `checkpoint_period_seconds` (rank 0's clock); an interrupt requested on
+/// any rank stops all (the largest value wins, stored in `interrupted_by`). At the end a
+/// checkpoint, and when done `<prefix>.h5` written by rank 0. @throws as the hooks and the
+/// run's save/write.
+RunEnd run_iterations(TrainingRun& run, Communicator& comm, std::ostream* progress, std::int64_t stop_after,
+                      const volatile std::sig_atomic_t* interrupt, const RunHooks& hooks, int& interrupted_by);
+
+}  // namespace herd::rl::detail
