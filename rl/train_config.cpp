@@ -21,6 +21,13 @@
 namespace herd::rl {
 namespace {
 bool fs_is_absolute(const std::string& p) { return std::filesystem::path(p).is_absolute(); }
+
+// Refuses a configuration value: one line `<origin>: key "<key>" is <value>, but <expected>`
+// (the value as the message should show it, quoted by the caller where it is a string).
+[[noreturn]] void refuse_key(const io::Settings& st, const std::string& key, const std::string& value,
+                             const std::string& expected) {
+  throw InputError(st.origin(key) + ": key \"" + key + "\" is " + value + ", but " + expected);
+}
 }  // namespace
 
 const io::Schema& train_schema() {
@@ -171,9 +178,9 @@ std::vector<ConvLayerSpec> conv_layers(const io::Settings& st, const std::string
   const std::size_t n = channels.size();
   auto check_length = [&](const char* key, const std::vector<std::int64_t>& v, bool may_be_empty) {
     if (v.size() == n || (may_be_empty && v.empty())) return;
-    throw InputError(st.origin(key) + ": key \"" + key + "\" is " + int_list(v) + ", but must have one entry per " +
-                     "convolution (network.conv_channels is " + int_list(channels) + ", " + std::to_string(n) +
-                     (n == 1 ? " layer)" : " layers)") + (may_be_empty ? ", or be empty" : ""));
+    refuse_key(st, key, int_list(v),
+               "must have one entry per convolution (network.conv_channels is " + int_list(channels) + ", " +
+                   std::to_string(n) + (n == 1 ? " layer)" : " layers)") + (may_be_empty ? ", or be empty" : ""));
   };
   check_length("network.conv_kernels", kernels, false);
   check_length("network.conv_strides", strides, true);
@@ -199,10 +206,10 @@ std::vector<ConvLayerSpec> conv_layers(const io::Settings& st, const std::string
     std::string shape_text = "{";
     for (std::size_t i = 0; i < shape.size(); ++i) shape_text += (i ? ", " : "") + std::to_string(shape[i]);
     shape_text += "}";
-    throw InputError(st.origin(key) + ": key \"" + key + "\" is " +
-                     int_list(st.get_int_list(key)) + ", but the convolutions (network.conv_channels " +
-                     int_list(channels) + ", network.conv_kernels " + int_list(kernels) + ") must fit env \"" + env +
-                     "\", whose observations have shape " + shape_text + ": " + why);
+    refuse_key(st, key, int_list(st.get_int_list(key)),
+               "the convolutions (network.conv_channels " + int_list(channels) + ", network.conv_kernels " +
+                   int_list(kernels) + ") must fit env \"" + env + "\", whose observations have shape " + shape_text +
+                   ": " + why);
   }
   return out;
 }
@@ -335,9 +342,10 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     const Space& os = probe->observation_space();
     for (std::size_t i = 0; i < os.dim(); ++i)
       if (!(os.low()[i] >= 0 && os.high()[i] <= 255))
-        throw InputError(st.origin("env.obs_dtype") + ": key \"env.obs_dtype\" is \"uint8\", but " + c.env +
-                         " has observations in [" + std::to_string(os.low()[i]) + ", " + std::to_string(os.high()[i]) +
-                         "] (component " + std::to_string(i) + "); uint8 needs integer observations in [0, 255]");
+        refuse_key(st, "env.obs_dtype", "\"uint8\"",
+                   c.env + " has observations in [" + std::to_string(os.low()[i]) + ", " +
+                       std::to_string(os.high()[i]) + "] (component " + std::to_string(i) +
+                       "); uint8 needs integer observations in [0, 255]");
     c.sampler_options.obs_dtype = ObsDtype::kUint8;
   }
   c.algorithm = st.get_string("algorithm");
@@ -345,7 +353,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   c.total_steps = st.get_int("total_steps");
   c.output_prefix = st.get_string("output_prefix");
   if (c.output_prefix.empty())
-    throw InputError(st.origin("output_prefix") + ": key \"output_prefix\" is \"\", but must not be empty");
+    refuse_key(st, "output_prefix", "\"\"", "must not be empty");
   c.checkpoint_period = st.get_int("checkpoint_period");
   c.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
   c.progress_period = st.get_int("progress_period");
@@ -424,18 +432,13 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   c.ranks = ranks;
   if (const std::int64_t nmb = st.get_int("algo.num_minibatches"); nmb > 0) {
     const std::int64_t spi = c.steps_per_iteration();
-    if (spi % nmb != 0) {
-      std::ostringstream m;
-      m << st.origin("algo.num_minibatches") << ": key \"algo.num_minibatches\" is " << nmb
-        << ", but must divide sampler.num_envs * sampler.num_steps" << (ranks > 1 ? " * ranks" : "") << " = " << spi;
-      throw InputError(m.str());
-    }
-    if (spi / nmb > std::numeric_limits<int>::max()) {
-      std::ostringstream m;
-      m << st.origin("algo.num_minibatches") << ": key \"algo.num_minibatches\" is " << nmb
-        << ", but the minibatches would have " << spi / nmb << " samples (at most 2147483647); raise it";
-      throw InputError(m.str());
-    }
+    if (spi % nmb != 0)
+      refuse_key(st, "algo.num_minibatches", std::to_string(nmb),
+                 std::string("must divide sampler.num_envs * sampler.num_steps") + (ranks > 1 ? " * ranks" : "") +
+                     " = " + std::to_string(spi));
+    if (spi / nmb > std::numeric_limits<int>::max())
+      refuse_key(st, "algo.num_minibatches", std::to_string(nmb),
+                 "the minibatches would have " + std::to_string(spi / nmb) + " samples (at most 2147483647); raise it");
     p.minibatch_size = static_cast<int>(spi / nmb);
   }
   c.lr_scaling = st.get_string("algo.lr_scaling");
@@ -477,7 +480,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     c.lr_scale = c.lr_scaling == "linear" ? kb : c.lr_scaling == "sqrt" ? std::sqrt(kb) : 1.0;
     q.learning_rate *= c.lr_scale;
     const auto fail = [&](const std::string& key, const std::string& value, const std::string& expected) {
-      throw InputError(st.origin(key) + ": key \"" + key + "\" is " + value + ", but " + expected);
+      refuse_key(st, key, value, expected);
     };
     const std::int64_t per_env = q.buffer_size / so.num_envs;
     if (per_env < q.n_step + 2)
@@ -498,26 +501,17 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       fail("algorithm", "\"dqn\"", "DQN needs a discrete action space, and env \"" + c.env + "\" has " +
                                         probe->action_space().to_string() + " (use \"ppo\" or \"a2c\")");
   }
-  if (c.algorithm == "ppo" && p.minibatch_size > c.steps_per_iteration()) {
-    std::ostringstream m;
-    m << st.origin("algo.minibatch_size") << ": key \"algo.minibatch_size\" is " << p.minibatch_size
-      << ", but must be <= sampler.num_envs * sampler.num_steps";
-    if (ranks > 1) m << " * ranks";
-    m << " = " << c.steps_per_iteration();
-    throw InputError(m.str());
-  }
-  if (c.algorithm == "ppo" && p.minibatch_size % ranks != 0) {
-    std::ostringstream m;
-    m << st.origin("algo.minibatch_size") << ": key \"algo.minibatch_size\" is " << p.minibatch_size
-      << ", but with " << ranks << " ranks it must be divisible by " << ranks << " (each rank takes an equal share)";
-    throw InputError(m.str());
-  }
-  if (c.sampler == "alternating" && c.sampler_options.num_envs % 2 != 0) {
-    std::ostringstream m;
-    m << st.origin("sampler.num_envs") << ": key \"sampler.num_envs\" is " << c.sampler_options.num_envs
-      << ", but the alternating sampler needs an even number (two groups of num_envs / 2)";
-    throw InputError(m.str());
-  }
+  if (c.algorithm == "ppo" && p.minibatch_size > c.steps_per_iteration())
+    refuse_key(st, "algo.minibatch_size", std::to_string(p.minibatch_size),
+               std::string("must be <= sampler.num_envs * sampler.num_steps") + (ranks > 1 ? " * ranks" : "") +
+                   " = " + std::to_string(c.steps_per_iteration()));
+  if (c.algorithm == "ppo" && p.minibatch_size % ranks != 0)
+    refuse_key(st, "algo.minibatch_size", std::to_string(p.minibatch_size),
+               "with " + std::to_string(ranks) + " ranks it must be divisible by " + std::to_string(ranks) +
+                   " (each rank takes an equal share)");
+  if (c.sampler == "alternating" && c.sampler_options.num_envs % 2 != 0)
+    refuse_key(st, "sampler.num_envs", std::to_string(c.sampler_options.num_envs),
+               "the alternating sampler needs an even number (two groups of num_envs / 2)");
   try {
     c.max_memory = parse_memory_size(st.get_string("max_memory"));
   } catch (const InputError& e) {
