@@ -95,6 +95,7 @@ ReplayBufferOptions replay_options(const TrainConfig& c, std::size_t obs_dim, bo
   r.capacity = static_cast<std::size_t>(c.dqn.buffer_size);
   r.num_envs = static_cast<std::size_t>(c.sampler_options.num_envs);
   r.obs_dim = obs_dim;
+  r.frame_stack = c.frame_stack;
   r.uint8_obs = u8;
   r.n_step = c.dqn.n_step;
   r.gamma = c.dqn.gamma;

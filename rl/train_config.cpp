@@ -328,6 +328,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     WrapperOptions w;
     w.max_episode_steps = st.get_int("env.max_episode_steps");
     w.frame_stack = static_cast<int>(st.get_int("env.frame_stack"));
+    c.frame_stack = w.frame_stack;
     w.clip_reward = st.get_bool("env.clip_reward");
     w.episodic_life = st.get_bool("env.episodic_life");
     try {
@@ -482,11 +483,13 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     const auto fail = [&](const std::string& key, const std::string& value, const std::string& expected) {
       refuse_key(st, key, value, expected);
     };
-    const std::int64_t per_env = q.buffer_size / so.num_envs;
-    if (per_env < q.n_step + 2)
+    // Each ring holds an n-step transition with its bootstrap slot and the frames of its stack.
+    const std::int64_t per_env = q.buffer_size / so.num_envs, need = q.n_step + c.frame_stack + 1;
+    if (per_env < need)
       fail("dqn.buffer_size", std::to_string(q.buffer_size),
-           "must give each of the sampler.num_envs = " + std::to_string(so.num_envs) + " envs at least dqn.n_step + 2 = " +
-               std::to_string(q.n_step + 2) + " slots (>= " + std::to_string((q.n_step + 2) * so.num_envs) + ")");
+           "must give each of the sampler.num_envs = " + std::to_string(so.num_envs) + " envs at least dqn.n_step + " +
+               (c.frame_stack > 1 ? "env.frame_stack + 1" : std::string("2")) + " = " + std::to_string(need) +
+               " slots (>= " + std::to_string(need * so.num_envs) + ")");
     if (c.agent.device.is_cuda())
       fail("device", "\"" + c.device + "\"", "algorithm = \"dqn\" runs on the CPU: use device = \"cpu\"");
     if (ranks > 1)

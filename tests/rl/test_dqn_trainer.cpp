@@ -89,6 +89,12 @@ TEST_CASE("DqnTrainer: a resumed run is bit-identical to an uninterrupted one", 
   check_bit_identical({"env=MinAtar/Breakout-v1", "dqn.buffer_size=400", "dqn.n_step=2", "dqn.optimizer=rmsprop",
                        "network.conv_channels=[4]", "network.conv_kernels=[3]"},
                       0, "minatar");
+  // The same with a 2-frame stack (each frame stored once), a 20-step time limit (final
+  // slots) and a prioritized buffer whose rings wrap (60 slots per env).
+  check_bit_identical({"env=MinAtar/Breakout-v1", "env.frame_stack=2", "env.max_episode_steps=20",
+                       "dqn.buffer_size=120", "dqn.prioritized=true", "network.conv_channels=[4]",
+                       "network.conv_kernels=[3]"},
+                      0, "minatar_stack");
 }
 
 TEST_CASE("DqnTrainer: the parallel sampler's threads do not change the run", "[rl][dqn]") {
@@ -139,6 +145,11 @@ TEST_CASE("DQN config errors name the key, the value and what was expected", "[r
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "sampler.num_envs=8", "dqn.buffer_size=20",
                                                 "dqn.n_step=3"}),
                     Catch::Contains("\"dqn.buffer_size\" is 20") && Catch::Contains(">= 40"));
+  // With a frame stack a ring also holds the frames of a stack: n_step + frame_stack + 1 slots.
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "sampler.num_envs=8", "dqn.buffer_size=40",
+                                                "dqn.n_step=3", "env.frame_stack=4"}),
+                    Catch::Contains("\"dqn.buffer_size\" is 40") &&
+                        Catch::Contains("at least dqn.n_step + env.frame_stack + 1 = 8 slots (>= 64)"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "normalize.obs=true"}),
                     Catch::Contains("normalize.obs"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "sampler.kind=alternating"}),
