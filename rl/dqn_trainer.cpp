@@ -513,8 +513,11 @@ void DqnTrainer::write_output(const std::string& path) const {
 }
 
 EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episodes, double epsilon,
-                              std::uint64_t seed) {
+                              std::uint64_t seed, std::int64_t max_episode_steps) {
   if (episodes < 1) throw InputError("rl::evaluate_q_network: episodes is " + std::to_string(episodes) + ", but must be >= 1");
+  if (max_episode_steps < 0)
+    throw InputError("rl::evaluate_q_network: max_episode_steps is " + std::to_string(max_episode_steps) +
+                     ", but must be >= 0 (0: no cap)");
   auto env = make_env(env_id);
   env->set_global_id(kEvalEnv);
   const std::size_t D = env->obs_dim();
@@ -527,6 +530,7 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
     if (e == 0) env->reset(seed, obs.data<float>());
     else env->reset(obs.data<float>());
     double ret = 0;
+    std::int64_t len = 0;
     for (;;) {
       RngCursor cur = rng.at(draw++);
       std::int64_t a;
@@ -534,8 +538,15 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
       else a = argmax_row(q.forward(obs).data<float>(), A);
       const StepResult s = env->step(a + start, obs.data<float>());
       ret += s.reward;
-      if (s.terminated || s.truncated) break;
+      ++len;
+      const bool capped = !s.terminated && !s.truncated && max_episode_steps > 0 && len >= max_episode_steps;
+      if (s.terminated || s.truncated || capped) {
+        res.truncated += s.terminated ? 0 : 1;
+        res.capped += capped ? 1 : 0;
+        break;
+      }
     }
+    res.lengths.push_back(len);
     res.returns.push_back(ret);
   }
   double m = 0;
@@ -548,7 +559,8 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
   return res;
 }
 
-EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool stochastic) {
+EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool stochastic,
+                                   std::int64_t max_episode_steps) {
   io::CheckpointReader r(path);
   r.expect_kind(kDqnCheckpointKind, kKindVersion);
   std::string text;
@@ -556,7 +568,8 @@ EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool s
   auto env = make_env(c.env);
   auto q = make_q_network(c, *env);
   q->load_state_dict(load_tensors(r, "online/", q->state_dict()));
-  return evaluate_q_network(*q, c.env, episodes, stochastic ? c.dqn.exploration_final_eps : 0.0, c.seed + 1);
+  return evaluate_q_network(*q, c.env, episodes, stochastic ? c.dqn.exploration_final_eps : 0.0, c.seed + 1,
+                            max_episode_steps >= 0 ? max_episode_steps : c.eval_max_episode_steps);
 }
 
 std::unique_ptr<TrainingRun> make_training_run(const TrainConfig& config, std::string config_text, Communicator* comm) {

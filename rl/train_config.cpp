@@ -65,6 +65,11 @@ const io::Schema& train_schema() {
                 "the last (0: none by time)")
         .min(0);
     s.add_int("progress_period", 10, "iterations between progress lines (0: none)").min(0);
+    s.add_int("eval.max_episode_steps", 27000,
+              "herd-rl eval: steps after which an evaluation episode is cut off and reported as truncated (as "
+              "Stable-Baselines3's Atari evaluations: 27000 agent steps, 108000 frames); 0: no cap (an agent that "
+              "never ends an episode then runs forever)")
+        .min(0);
     s.add_bool("logging.tensorboard", false,
                "also write TensorBoard event files (scalars of every iteration) to <prefix>_tb/");
     s.add_string("device", "cpu", "where the networks run and train: \"cpu\", \"cuda\" or \"cuda:<index>\"");
@@ -358,6 +363,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   c.checkpoint_period = st.get_int("checkpoint_period");
   c.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
   c.progress_period = st.get_int("progress_period");
+  c.eval_max_episode_steps = st.get_int("eval.max_episode_steps");
   c.tensorboard = st.get_bool("logging.tensorboard");
   c.device = st.get_string("device");
   {
