@@ -143,7 +143,8 @@ Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o)
   if (o.optimizer == OptimizerKind::kAdam)
     opt_ = std::make_unique<nn::Adam>(params_, o.learning_rate, 0.9, 0.999, o.optimizer_eps);
   else
-    opt_ = std::make_unique<nn::RmsProp>(params_, o.learning_rate, o.rmsprop_alpha, o.optimizer_eps);
+    opt_ = std::make_unique<nn::RmsProp>(params_, o.learning_rate, o.rmsprop_alpha, o.optimizer_eps,
+                                         o.rmsprop_centered);
 }
 
 std::vector<double> Dqn::targets(const ReplaySample& b) {

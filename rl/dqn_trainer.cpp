@@ -68,7 +68,7 @@ const std::vector<std::string>& fixed_on_resume() {
       "env.frame_stack",    "sampler.num_envs",      "network.hidden",
       "network.activation", "network.conv_channels", "network.conv_kernels", "network.conv_strides",
       "network.conv_padding", "dqn.buffer_size",     "dqn.n_step",           "dqn.dueling",
-      "dqn.prioritized",    "dqn.optimizer"};
+      "dqn.prioritized",    "dqn.optimizer",         "dqn.rmsprop_centered"};
   return keys;
 }
 

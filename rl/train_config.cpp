@@ -159,6 +159,9 @@ const io::Schema& train_schema() {
     s.add_float("dqn.max_grad_norm", 10.0, "gradient-norm clip (0: off)").min(0).finite();
     s.add_string("dqn.optimizer", "adam", "optimizer").choices({"adam", "rmsprop"});
     s.add_float("dqn.optimizer_eps", 1e-8, "optimizer epsilon").min(0).finite();
+    s.add_bool("dqn.rmsprop_centered", false,
+               "centred RMSprop (PyTorch's centered=True: the gradient's running mean is subtracted from its second "
+               "moment; the MinAtar paper's DQN)");
     s.add_float("dqn.rmsprop_alpha", 0.95, "RMSprop squared-gradient decay").range(0, 0.999999);
     return s;
   }();
@@ -481,6 +484,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     q.optimizer = st.get_string("dqn.optimizer") == "rmsprop" ? OptimizerKind::kRmsProp : OptimizerKind::kAdam;
     q.optimizer_eps = st.get_float("dqn.optimizer_eps");
     q.rmsprop_alpha = st.get_float("dqn.rmsprop_alpha");
+    q.rmsprop_centered = st.get_bool("dqn.rmsprop_centered");
     q.gamma = c.gamma;
     // Stooke & Abbeel (2018): the learning rate grows with the minibatch.
     const double kb = static_cast<double>(q.batch_size) / static_cast<double>(c.lr_reference_batch);

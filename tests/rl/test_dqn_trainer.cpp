@@ -93,10 +93,11 @@ TEST_CASE("DqnTrainer: a resumed run is bit-identical to an uninterrupted one", 
                        "network.conv_channels=[4]", "network.conv_kernels=[3]"},
                       0, "minatar");
   // The same with a 2-frame stack (each frame stored once), a 20-step time limit (final
-  // slots) and a prioritized buffer whose rings wrap (60 slots per env).
+  // slots), a prioritized buffer whose rings wrap (60 slots per env) and centred RMSprop
+  // (its gradient averages in the checkpoint).
   check_bit_identical({"env=MinAtar/Breakout-v1", "env.frame_stack=2", "env.max_episode_steps=20",
                        "dqn.buffer_size=120", "dqn.prioritized=true", "network.conv_channels=[4]",
-                       "network.conv_kernels=[3]"},
+                       "network.conv_kernels=[3]", "dqn.optimizer=rmsprop", "dqn.rmsprop_centered=true"},
                       0, "minatar_stack");
 }
 
