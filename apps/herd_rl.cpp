@@ -142,6 +142,10 @@ int main(int argc, char** argv) {
   eval->add_option("checkpoint", ckpt, "checkpoint written by herd-rl train");
   eval->add_option("--episodes", episodes_text, "episodes to run (>= 1)");
   eval->add_flag("--stochastic", stochastic, "sample actions instead of the distribution's mode");
+  std::string max_steps_text;
+  eval->add_option("--max-episode-steps", max_steps_text,
+                   "cut an episode off after N steps and report it as truncated (0: no cap; default: the run's "
+                   "eval.max_episode_steps, 27000 unless set)");
   auto* report = app.add_subcommand("report", "write the HTML report (learning curves, losses, throughput) of a run, "
                                               "finished or not");
   std::string report_prefix, report_out;
@@ -153,6 +157,7 @@ int main(int argc, char** argv) {
   std::string cli_error;
   long long stop_after = -1;
   int episodes = 100;
+  long long eval_max_steps = -1;  // -1: the checkpoint's eval.max_episode_steps
   try {
     app.parse(argc, argv);
     if (train->parsed()) {
@@ -163,9 +168,13 @@ int main(int argc, char** argv) {
         stop_after = int_option("--stop-after", stop_after_text, 0, std::numeric_limits<long long>::max(), &cli_error);
     }
     if (eval->parsed()) {
-      if (ckpt.empty()) cli_error = "eval needs a checkpoint: herd-rl eval CHECKPOINT [--episodes N] [--stochastic]";
+      if (ckpt.empty()) cli_error =
+          "eval needs a checkpoint: herd-rl eval CHECKPOINT [--episodes N] [--stochastic] [--max-episode-steps N]";
       episodes = static_cast<int>(
           int_option("--episodes", episodes_text, 1, std::numeric_limits<int>::max(), &cli_error));
+      if (eval->count("--max-episode-steps") > 0)
+        eval_max_steps = int_option("--max-episode-steps", max_steps_text, 0, std::numeric_limits<long long>::max(),
+                                    &cli_error);
     }
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
@@ -223,8 +232,20 @@ int main(int argc, char** argv) {
     // Under mpiexec rank 0 evaluates and prints; the other ranks have nothing to do.
     if (!root) return 0;
     try {
-      const auto r = herd::rl::evaluate_checkpoint(ckpt, episodes, stochastic);
-      std::printf("episodes = %zu\nmean_return = %.6g\nstd_return = %.6g\n", r.returns.size(), r.mean, r.std);
+      const auto r = herd::rl::evaluate_checkpoint(ckpt, episodes, stochastic, eval_max_steps);
+      double mean_length = 0;
+      for (const auto l : r.lengths) mean_length += static_cast<double>(l) / static_cast<double>(r.lengths.size());
+      std::printf("episodes = %zu\nmean_return = %.6g\nstd_return = %.6g\nmean_length = %.6g\ntruncated = %zu\n",
+                  r.returns.size(), r.mean, r.std, mean_length, r.truncated);
+      if (r.capped > 0) {
+        long long cap = 0;
+        for (const auto l : r.lengths) cap = std::max(cap, static_cast<long long>(l));
+        std::fprintf(stderr,
+                     "herd-rl: warning: %zu of %zu episodes did not end within %lld steps and were cut off there "
+                     "(truncated; their returns are those of the steps played): --max-episode-steps or "
+                     "eval.max_episode_steps sets the cap\n",
+                     r.capped, r.returns.size(), cap);
+      }
       return 0;
     } catch (const herd::IoError& e) {
       print_error(e.what());

@@ -227,11 +227,12 @@ void Adam::step_with_device_hyper(double* hyper, bool count) {
 }
 
 // ---------------------------------------------------------------- RMSprop
-RmsProp::RmsProp(std::vector<NamedParameter> params, double lr, double alpha, double eps)
-    : Optimizer(std::move(params), lr), alpha_(alpha), eps_(eps) {
+RmsProp::RmsProp(std::vector<NamedParameter> params, double lr, double alpha, double eps, bool centered)
+    : Optimizer(std::move(params), lr), alpha_(alpha), eps_(eps), centered_(centered) {
   HERD_REQUIRE(alpha >= 0 && alpha < 1, "nn::RmsProp: alpha is {}, but must be in [0, 1)", alpha);
   HERD_REQUIRE(eps >= 0, "nn::RmsProp: eps is {}, but must be non-negative", eps);
   add_buffers("square_avg");
+  if (centered_) add_buffers("grad_avg");
 }
 
 void RmsProp::update(std::size_t i, Parameter& p) {
@@ -240,8 +241,9 @@ void RmsProp::update(std::size_t i, Parameter& p) {
     detail::DevGuard guard(p.value.device());
     detail::dispatch(p.value.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      cuda::rmsprop_update<T>(p.value.data<T>(), p.grad.data<T>(), buffer(0, i).data<T>(), p.value.numel(), lr(),
-                              alpha_, eps_, detail::dev_stream(p.value.device()), skip_);
+      cuda::rmsprop_update<T>(p.value.data<T>(), p.grad.data<T>(), buffer(0, i).data<T>(),
+                              centered_ ? buffer(1, i).data<T>() : nullptr, p.value.numel(), lr(), alpha_, eps_,
+                              detail::dev_stream(p.value.device()), skip_);
     });
     return;
   }
@@ -253,7 +255,13 @@ void RmsProp::update(std::size_t i, Parameter& p) {
     CMapA<T> g(p.grad.data<T>(), n);
     const T a = static_cast<T>(alpha_);
     v = a * v + (T(1) - a) * g.square();
-    w -= static_cast<T>(lr()) * g / (v.sqrt() + static_cast<T>(eps_));
+    if (centered_) {
+      MapA<T> m(buffer(1, i).data<T>(), n);
+      m = a * m + (T(1) - a) * g;
+      w -= static_cast<T>(lr()) * g / ((v - m.square()).sqrt() + static_cast<T>(eps_));
+    } else {
+      w -= static_cast<T>(lr()) * g / (v.sqrt() + static_cast<T>(eps_));
+    }
   });
 }
 

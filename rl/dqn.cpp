@@ -246,7 +246,8 @@ Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o, Communicator* 
   if (o.optimizer == OptimizerKind::kAdam)
     opt_ = std::make_unique<nn::Adam>(params_, o.learning_rate, 0.9, 0.999, o.optimizer_eps);
   else
-    opt_ = std::make_unique<nn::RmsProp>(params_, o.learning_rate, o.rmsprop_alpha, o.optimizer_eps);
+    opt_ = std::make_unique<nn::RmsProp>(params_, o.learning_rate, o.rmsprop_alpha, o.optimizer_eps,
+                                         o.rmsprop_centered);
   if (comm && comm->size() > 1) {
     HERD_REQUIRE(online.device().is_cpu(), "rl::Dqn: data-parallel training over {} ranks needs host networks, but they "
                  "are on {}", comm->size(), online.device().str());

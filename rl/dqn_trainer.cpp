@@ -37,7 +37,7 @@ const std::vector<std::string>& fixed_on_resume() {
       "env.frame_stack",    "sampler.num_envs",      "network.hidden",
       "network.activation", "network.conv_channels", "network.conv_kernels", "network.conv_strides",
       "network.conv_padding", "dqn.buffer_size",     "dqn.n_step",           "dqn.dueling",
-      "dqn.prioritized",    "dqn.optimizer"};
+      "dqn.prioritized",    "dqn.optimizer",         "dqn.rmsprop_centered"};
   return keys;
 }
 
@@ -64,6 +64,7 @@ ReplayBufferOptions replay_options(const TrainConfig& c, std::size_t obs_dim, bo
   r.capacity = static_cast<std::size_t>(c.dqn.buffer_size);
   r.num_envs = static_cast<std::size_t>(c.sampler_options.num_envs);
   r.obs_dim = obs_dim;
+  r.frame_stack = c.frame_stack;
   r.uint8_obs = u8;
   r.n_step = c.dqn.n_step;
   r.gamma = c.dqn.gamma;
@@ -447,8 +448,11 @@ void DqnTrainer::write_output(const std::string& path) const {
 }
 
 EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episodes, double epsilon,
-                              std::uint64_t seed) {
+                              std::uint64_t seed, std::int64_t max_episode_steps) {
   if (episodes < 1) throw InputError("rl::evaluate_q_network: episodes is " + std::to_string(episodes) + ", but must be >= 1");
+  if (max_episode_steps < 0)
+    throw InputError("rl::evaluate_q_network: max_episode_steps is " + std::to_string(max_episode_steps) +
+                     ", but must be >= 0 (0: no cap)");
   auto env = make_env(env_id);
   env->set_global_id(kEvalEnv);
   const std::size_t D = env->obs_dim();
@@ -461,6 +465,7 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
     if (e == 0) env->reset(seed, obs.data<float>());
     else env->reset(obs.data<float>());
     double ret = 0;
+    std::int64_t len = 0;
     for (;;) {
       RngCursor cur = rng.at(draw++);
       std::int64_t a;
@@ -468,15 +473,23 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
       else q.greedy_actions(obs.data<float>(), 1, &a);
       const StepResult s = env->step(a + start, obs.data<float>());
       ret += s.reward;
-      if (s.terminated || s.truncated) break;
+      ++len;
+      const bool capped = !s.terminated && !s.truncated && max_episode_steps > 0 && len >= max_episode_steps;
+      if (s.terminated || s.truncated || capped) {
+        res.truncated += s.terminated ? 0 : 1;
+        res.capped += capped ? 1 : 0;
+        break;
+      }
     }
+    res.lengths.push_back(len);
     res.returns.push_back(ret);
   }
   detail::summarize_returns(res);
   return res;
 }
 
-EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool stochastic) {
+EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool stochastic,
+                                   std::int64_t max_episode_steps) {
   io::CheckpointReader r(path);
   r.expect_kind(kDqnCheckpointKind, kKindVersion);
   std::string text;
@@ -484,7 +497,8 @@ EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool s
   auto env = make_env(c.env);
   auto q = make_q_network(c, *env, Device::cpu());  // one env at a time: the host (a CUDA run's too)
   q->load_state_dict(detail::load_tensors(r, "online/", q->state_dict(), "rl::evaluate_dqn_checkpoint"));
-  return evaluate_q_network(*q, c.env, episodes, stochastic ? c.dqn.exploration_final_eps : 0.0, c.seed + 1);
+  return evaluate_q_network(*q, c.env, episodes, stochastic ? c.dqn.exploration_final_eps : 0.0, c.seed + 1,
+                            max_episode_steps >= 0 ? max_episode_steps : c.eval_max_episode_steps);
 }
 
 std::unique_ptr<TrainingRun> make_training_run(const TrainConfig& config, std::string config_text, Communicator* comm) {

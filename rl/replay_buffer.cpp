@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "herd/core/error.hpp"
@@ -82,20 +83,27 @@ ReplayBuffer::ReplayBuffer(const ReplayBufferOptions& o) : opt_(o) {
   const auto bad = [](const std::string& what) { throw InputError("rl::ReplayBuffer: " + what); };
   if (o.num_envs == 0) bad("num_envs is 0, but must be >= 1");
   if (o.obs_dim == 0) bad("obs_dim is 0, but must be >= 1");
+  if (o.frame_stack < 1 || o.obs_dim % static_cast<std::size_t>(o.frame_stack) != 0)
+    bad("frame_stack is " + std::to_string(o.frame_stack) + ", but must be >= 1 and divide obs_dim " +
+        std::to_string(o.obs_dim));
   if (o.n_step < 1) bad("n_step is " + std::to_string(o.n_step) + ", but must be >= 1");
   if (!(o.gamma >= 0.0 && o.gamma <= 1.0)) bad("gamma is " + std::to_string(o.gamma) + ", but must be in [0, 1]");
   if (!(o.alpha >= 0.0) || !std::isfinite(o.alpha)) bad("alpha is " + std::to_string(o.alpha) + ", but must be >= 0");
   if (!(o.priority_eps > 0.0) || !std::isfinite(o.priority_eps))
     bad("priority_eps is " + std::to_string(o.priority_eps) + ", but must be > 0");
   per_env_ = o.capacity / o.num_envs;
-  if (per_env_ < static_cast<std::size_t>(o.n_step) + 2)
+  // A ring holds a transition's n steps, its bootstrap slot and the k - 1 frames before it.
+  const std::size_t need = static_cast<std::size_t>(o.n_step) + static_cast<std::size_t>(o.frame_stack) + 1;
+  if (per_env_ < need)
     bad("capacity " + std::to_string(o.capacity) + " over " + std::to_string(o.num_envs) + " envs gives " +
-        std::to_string(per_env_) + " slots per env, but n_step " + std::to_string(o.n_step) + " needs at least " +
-        std::to_string(o.n_step + 2) + " (raise the buffer size to >= " +
-        std::to_string((static_cast<std::size_t>(o.n_step) + 2) * o.num_envs) + ")");
+        std::to_string(per_env_) + " slots per env, but n_step " + std::to_string(o.n_step) +
+        (o.frame_stack > 1 ? " and frame_stack " + std::to_string(o.frame_stack) + " need" : std::string(" needs")) +
+        " at least " + std::to_string(need) + " (raise the buffer size to >= " + std::to_string(need * o.num_envs) +
+        ")");
+  frame_dim_ = o.obs_dim / static_cast<std::size_t>(o.frame_stack);
   const std::size_t n = per_env_ * o.num_envs;
-  if (o.uint8_obs) obs_u8_.assign(n * o.obs_dim, 0);
-  else obs_f32_.assign(n * o.obs_dim, 0.0f);
+  if (o.uint8_obs) obs_u8_.assign(n * frame_dim_, 0);
+  else obs_f32_.assign(n * frame_dim_, 0.0f);
   actions_.assign(n, 0);
   rewards_.assign(n, 0.0f);
   flags_.assign(n, 0);
@@ -105,24 +113,42 @@ ReplayBuffer::ReplayBuffer(const ReplayBufferOptions& o) : opt_(o) {
 
 double ReplayBuffer::bytes_per_slot() const {
   const double slots = static_cast<double>(per_env_ * opt_.num_envs);
-  return static_cast<double>(opt_.obs_dim) * (opt_.uint8_obs ? 1.0 : 4.0) + 9.0 +
+  return static_cast<double>(frame_dim_) * (opt_.uint8_obs ? 1.0 : 4.0) + 9.0 +
          16.0 * static_cast<double>(tree_leaves(per_env_ * opt_.num_envs)) / slots;
 }
 
 double ReplayBuffer::memory_need(const ReplayBufferOptions& o) {
   const double per = o.num_envs ? static_cast<double>(o.capacity / o.num_envs) : 0.0;
   const double slots = per * static_cast<double>(o.num_envs);
-  return slots * (static_cast<double>(o.obs_dim) * (o.uint8_obs ? 1.0 : 4.0) + 9.0) +
+  const double frame = static_cast<double>(o.obs_dim) / static_cast<double>(std::max(o.frame_stack, 1));
+  return slots * (frame * (o.uint8_obs ? 1.0 : 4.0) + 9.0) +
          16.0 * static_cast<double>(tree_leaves(static_cast<std::size_t>(std::max(slots, 1.0))));
+}
+
+void ReplayBuffer::invalidate(std::size_t s) {
+  if (!(flags_[s] & kValid)) return;
+  flags_[s] = static_cast<std::uint8_t>(flags_[s] & ~kValid);
+  --valid_;
+  tree_.set(s, 0.0);
+}
+
+void ReplayBuffer::forget(std::size_t env, std::uint64_t pos) {
+  if (opt_.frame_stack == 1 || pos < per_env_) return;
+  // The frame of position pos - T goes: the transitions after it whose stacks reach back to
+  // it (no episode start in between) cannot be rebuilt any more.
+  for (std::uint64_t j = 1; j < static_cast<std::uint64_t>(opt_.frame_stack); ++j) {
+    const std::size_t s = slot(env, pos - per_env_ + j);
+    if (flags_[s] & kFirst) break;
+    invalidate(s);
+  }
 }
 
 void ReplayBuffer::write_slot(std::size_t s, const float* obs, std::int32_t action, float reward,
                               std::uint8_t flags) {
-  if (flags_[s] & kValid) {
-    --valid_;
-    tree_.set(s, 0.0);
-  }
-  const std::size_t D = opt_.obs_dim;
+  invalidate(s);
+  // The newest frame of a stack (the whole observation without one).
+  obs += (static_cast<std::size_t>(opt_.frame_stack) - 1) * frame_dim_;
+  const std::size_t D = frame_dim_;
   if (opt_.uint8_obs) {
     std::uint8_t* dst = obs_u8_.data() + s * D;
     for (std::size_t i = 0; i < D; ++i) dst[i] = static_cast<std::uint8_t>(obs[i]);
@@ -140,13 +166,50 @@ void ReplayBuffer::validate(std::size_t s) {
   tree_.set(s, opt_.prioritized ? std::pow(max_priority_, opt_.alpha) : 1.0);
 }
 
-void ReplayBuffer::read_obs(std::size_t s, float* out) const {
-  const std::size_t D = opt_.obs_dim;
+void ReplayBuffer::read_frame(std::size_t s, float* out) const {
+  const std::size_t D = frame_dim_;
   if (opt_.uint8_obs) {
     const std::uint8_t* src = obs_u8_.data() + s * D;
     for (std::size_t i = 0; i < D; ++i) out[i] = static_cast<float>(src[i]);
   } else {
     std::copy(obs_f32_.data() + s * D, obs_f32_.data() + (s + 1) * D, out);
+  }
+}
+
+void ReplayBuffer::read_obs(std::size_t s, float* out) const {
+  // Newest frame last; before the episode's first slot its first frame repeats (the
+  // frame-stack wrapper's reset padding).
+  for (int j = opt_.frame_stack - 1; j >= 0; --j) {
+    read_frame(s, out + static_cast<std::size_t>(j) * frame_dim_);
+    if (j > 0 && !(flags_[s] & kFirst)) s = previous(s);
+  }
+}
+
+void ReplayBuffer::check_stack(std::size_t env, const float* obs, bool first, std::size_t last,
+                               bool final_obs) const {
+  const std::size_t k = static_cast<std::size_t>(opt_.frame_stack), F = frame_dim_, D = opt_.obs_dim;
+  // The stack the buffer would rebuild for this observation: the last slot's stack moved one
+  // frame on (its newest frame being this observation's), or k copies of a first frame.
+  std::vector<float> expect(D);
+  if (first) {
+    for (std::size_t j = 0; j < k; ++j) std::copy(obs + (k - 1) * F, obs + D, expect.begin() + static_cast<std::ptrdiff_t>(j * F));
+  } else {
+    std::vector<float> before(D);
+    read_obs(last, before.data());
+    std::copy(before.begin() + static_cast<std::ptrdiff_t>(F), before.end(), expect.begin());
+    std::copy(obs + (k - 1) * F, obs + D, expect.begin() + static_cast<std::ptrdiff_t>((k - 1) * F));
+  }
+  for (std::size_t i = 0; i < (k - 1) * F; ++i) {
+    const bool same = opt_.uint8_obs ? obs[i] == expect[i] : std::memcmp(obs + i, &expect[i], sizeof(float)) == 0;
+    if (same) continue;
+    std::ostringstream m;
+    m << "rl::ReplayBuffer::add: env " << env << (final_obs ? " final" : "") << " observation component " << i
+      << " (frame " << i / F << " of its stack of " << k << ") is " << obs[i] << ", but the frames stored "
+      << (first ? "make it the episode's first frame, " : "before it in its episode make it ") << expect[i]
+      << " (with frame_stack " << k << " the replay stores each frame once and rebuilds the stacks: an observation's "
+      << "older frames must be the frames before it in its episode, the first frame standing in for those before "
+         "the episode's start, as the frame-stack wrapper makes them)";
+    throw InputError(m.str());
   }
 }
 
@@ -170,11 +233,39 @@ void ReplayBuffer::add(const float* obs, const std::int64_t* actions, const doub
         }
       }
   }
+  // Whether each env's observation starts an episode (its previous slot ended one).
+  const auto first_of_episode = [&](std::size_t b) {
+    return written_[b] == 0 || (flags_[slot(b, written_[b] - 1)] & (kTerminated | kFinal)) != 0;
+  };
+  const std::size_t k = static_cast<std::size_t>(opt_.frame_stack);
+  if (k > 1) {
+    // Checked before anything is stored: the rebuilt stacks must be the observations.
+    for (std::size_t b = 0; b < B; ++b) {
+      const bool first = first_of_episode(b);
+      check_stack(b, obs + b * D, first, first ? 0 : slot(b, written_[b] - 1), false);
+      if (truncated[b] && !terminated[b]) {
+        // The final observation: the acted-on one moved one frame on.
+        const float* fin = final_obs + b * D;
+        const float* cur = obs + b * D + frame_dim_;
+        for (std::size_t i = 0; i < (k - 1) * frame_dim_; ++i) {
+          if (opt_.uint8_obs ? fin[i] == cur[i] : std::memcmp(fin + i, cur + i, sizeof(float)) == 0) continue;
+          std::ostringstream m;
+          m << "rl::ReplayBuffer::add: env " << b << " final observation component " << i << " is " << fin[i]
+            << ", but as the observation acted on moved one frame on it must be " << cur[i] << " (frame_stack " << k
+            << ": the replay stores each frame once and rebuilds the stacks)";
+          throw InputError(m.str());
+        }
+      }
+    }
+  }
   const auto n = static_cast<std::uint64_t>(opt_.n_step);
   for (std::size_t b = 0; b < B; ++b) {
     const std::uint64_t pos = written_[b];
     const bool term = terminated[b] != 0, trunc = truncated[b] != 0;
-    const auto flags = static_cast<std::uint8_t>((term ? kTerminated : 0) | (trunc ? kTruncated : 0));
+    const bool first = first_of_episode(b);
+    forget(b, pos);
+    const auto flags = static_cast<std::uint8_t>((term ? kTerminated : 0) | (trunc ? kTruncated : 0) |
+                                                 (first ? kFirst : 0));
     write_slot(slot(b, pos), obs + b * D, static_cast<std::int32_t>(actions[b]), static_cast<float>(rewards[b]),
                flags);
     written_[b] = pos + 1;
@@ -193,6 +284,7 @@ void ReplayBuffer::add(const float* obs, const std::int64_t* actions, const doub
       }
       if (trunc && !term) {
         // The episode's last observation, for bootstrapping the truncated transitions.
+        forget(b, pos + 1);
         write_slot(slot(b, pos + 1), final_obs + b * D, 0, 0.0f, kFinal);
         written_[b] = pos + 2;
       }
@@ -282,8 +374,9 @@ void ReplayBuffer::save(io::CheckpointWriter& w, const std::string& p) const {
   w.add(p + "written", written_);
   w.add_value(p + "added", added_);
   w.add_value(p + "max_priority", max_priority_);
+  w.add_value(p + "frame_stack", static_cast<std::uint64_t>(opt_.frame_stack));
   // The filled slots of every ring, in env order.
-  const std::size_t D = opt_.obs_dim;
+  const std::size_t D = frame_dim_;
   std::vector<std::uint8_t> ou8;
   std::vector<float> of32, rew;
   std::vector<std::int32_t> act;
@@ -327,11 +420,21 @@ void ReplayBuffer::load(const io::CheckpointReader& r, const std::string& p) {
     m << ")";
     throw InputError(m.str());
   }
+  // Checkpoints from before frames were stored once hold whole observations (no frame_stack).
+  const std::uint64_t stack = r.has(p + "frame_stack") ? r.value<std::uint64_t>(p + "frame_stack") : 1;
+  if (stack != static_cast<std::uint64_t>(opt_.frame_stack))
+    throw InputError("rl::ReplayBuffer::load: the checkpoint's replay buffer stores " +
+                     (stack > 1 ? "the newest of " + std::to_string(stack) + " stacked frames per slot"
+                                : std::string("whole observations")) +
+                     ", but this run's stores " +
+                     (opt_.frame_stack > 1 ? "the newest of " + std::to_string(opt_.frame_stack) + " stacked frames"
+                                           : std::string("whole observations")) +
+                     " (a checkpoint written before frames were stored once cannot be resumed with a frame stack)");
   const auto written = r.get<std::uint64_t>(p + "written");
   if (written.size() != opt_.num_envs) throw InputError("rl::ReplayBuffer::load: the write counters do not match");
   std::size_t total = 0;
   for (const auto c : written) total += static_cast<std::size_t>(std::min<std::uint64_t>(c, per_env_));
-  const std::size_t D = opt_.obs_dim;
+  const std::size_t D = frame_dim_;
   const auto act = r.get<std::int32_t>(p + "actions");
   const auto rew = r.get<float>(p + "rewards");
   const auto flags = r.get<std::uint8_t>(p + "flags");

@@ -21,6 +21,13 @@
 namespace herd::rl {
 namespace {
 bool fs_is_absolute(const std::string& p) { return std::filesystem::path(p).is_absolute(); }
+
+// Refuses a configuration value: one line `<origin>: key "<key>" is <value>, but <expected>`
+// (the value as the message should show it, quoted by the caller where it is a string).
+[[noreturn]] void refuse_key(const io::Settings& st, const std::string& key, const std::string& value,
+                             const std::string& expected) {
+  throw InputError(st.origin(key) + ": key \"" + key + "\" is " + value + ", but " + expected);
+}
 }  // namespace
 
 const io::Schema& train_schema() {
@@ -58,6 +65,11 @@ const io::Schema& train_schema() {
                 "the last (0: none by time)")
         .min(0);
     s.add_int("progress_period", 10, "iterations between progress lines (0: none)").min(0);
+    s.add_int("eval.max_episode_steps", 27000,
+              "herd-rl eval: steps after which an evaluation episode is cut off and reported as truncated (as "
+              "Stable-Baselines3's Atari evaluations: 27000 agent steps, 108000 frames); 0: no cap (an agent that "
+              "never ends an episode then runs forever)")
+        .min(0);
     s.add_bool("logging.tensorboard", false,
                "also write TensorBoard event files (scalars of every iteration) to <prefix>_tb/");
     s.add_string("device", "cpu", "where the networks run and train: \"cpu\", \"cuda\" or \"cuda:<index>\"");
@@ -149,6 +161,9 @@ const io::Schema& train_schema() {
         .choices({"huber", "mse"});
     s.add_string("dqn.optimizer", "adam", "optimizer").choices({"adam", "rmsprop"});
     s.add_float("dqn.optimizer_eps", 1e-8, "optimizer epsilon").min(0).finite();
+    s.add_bool("dqn.rmsprop_centered", false,
+               "centred RMSprop (PyTorch's centered=True: the gradient's running mean is subtracted from its second "
+               "moment; the MinAtar paper's DQN)");
     s.add_float("dqn.rmsprop_alpha", 0.95, "RMSprop squared-gradient decay").range(0, 0.999999);
     return s;
   }();
@@ -173,9 +188,9 @@ std::vector<ConvLayerSpec> conv_layers(const io::Settings& st, const std::string
   const std::size_t n = channels.size();
   auto check_length = [&](const char* key, const std::vector<std::int64_t>& v, bool may_be_empty) {
     if (v.size() == n || (may_be_empty && v.empty())) return;
-    throw InputError(st.origin(key) + ": key \"" + key + "\" is " + int_list(v) + ", but must have one entry per " +
-                     "convolution (network.conv_channels is " + int_list(channels) + ", " + std::to_string(n) +
-                     (n == 1 ? " layer)" : " layers)") + (may_be_empty ? ", or be empty" : ""));
+    refuse_key(st, key, int_list(v),
+               "must have one entry per convolution (network.conv_channels is " + int_list(channels) + ", " +
+                   std::to_string(n) + (n == 1 ? " layer)" : " layers)") + (may_be_empty ? ", or be empty" : ""));
   };
   check_length("network.conv_kernels", kernels, false);
   check_length("network.conv_strides", strides, true);
@@ -201,10 +216,10 @@ std::vector<ConvLayerSpec> conv_layers(const io::Settings& st, const std::string
     std::string shape_text = "{";
     for (std::size_t i = 0; i < shape.size(); ++i) shape_text += (i ? ", " : "") + std::to_string(shape[i]);
     shape_text += "}";
-    throw InputError(st.origin(key) + ": key \"" + key + "\" is " +
-                     int_list(st.get_int_list(key)) + ", but the convolutions (network.conv_channels " +
-                     int_list(channels) + ", network.conv_kernels " + int_list(kernels) + ") must fit env \"" + env +
-                     "\", whose observations have shape " + shape_text + ": " + why);
+    refuse_key(st, key, int_list(st.get_int_list(key)),
+               "the convolutions (network.conv_channels " + int_list(channels) + ", network.conv_kernels " +
+                   int_list(kernels) + ") must fit env \"" + env + "\", whose observations have shape " + shape_text +
+                   ": " + why);
   }
   return out;
 }
@@ -323,6 +338,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     WrapperOptions w;
     w.max_episode_steps = st.get_int("env.max_episode_steps");
     w.frame_stack = static_cast<int>(st.get_int("env.frame_stack"));
+    c.frame_stack = w.frame_stack;
     w.clip_reward = st.get_bool("env.clip_reward");
     w.episodic_life = st.get_bool("env.episodic_life");
     try {
@@ -337,9 +353,10 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     const Space& os = probe->observation_space();
     for (std::size_t i = 0; i < os.dim(); ++i)
       if (!(os.low()[i] >= 0 && os.high()[i] <= 255))
-        throw InputError(st.origin("env.obs_dtype") + ": key \"env.obs_dtype\" is \"uint8\", but " + c.env +
-                         " has observations in [" + std::to_string(os.low()[i]) + ", " + std::to_string(os.high()[i]) +
-                         "] (component " + std::to_string(i) + "); uint8 needs integer observations in [0, 255]");
+        refuse_key(st, "env.obs_dtype", "\"uint8\"",
+                   c.env + " has observations in [" + std::to_string(os.low()[i]) + ", " +
+                       std::to_string(os.high()[i]) + "] (component " + std::to_string(i) +
+                       "); uint8 needs integer observations in [0, 255]");
     c.sampler_options.obs_dtype = ObsDtype::kUint8;
   }
   c.algorithm = st.get_string("algorithm");
@@ -347,10 +364,11 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   c.total_steps = st.get_int("total_steps");
   c.output_prefix = st.get_string("output_prefix");
   if (c.output_prefix.empty())
-    throw InputError(st.origin("output_prefix") + ": key \"output_prefix\" is \"\", but must not be empty");
+    refuse_key(st, "output_prefix", "\"\"", "must not be empty");
   c.checkpoint_period = st.get_int("checkpoint_period");
   c.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
   c.progress_period = st.get_int("progress_period");
+  c.eval_max_episode_steps = st.get_int("eval.max_episode_steps");
   c.tensorboard = st.get_bool("logging.tensorboard");
   c.device = st.get_string("device");
   {
@@ -426,18 +444,13 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   c.ranks = ranks;
   if (const std::int64_t nmb = st.get_int("algo.num_minibatches"); nmb > 0) {
     const std::int64_t spi = c.steps_per_iteration();
-    if (spi % nmb != 0) {
-      std::ostringstream m;
-      m << st.origin("algo.num_minibatches") << ": key \"algo.num_minibatches\" is " << nmb
-        << ", but must divide sampler.num_envs * sampler.num_steps" << (ranks > 1 ? " * ranks" : "") << " = " << spi;
-      throw InputError(m.str());
-    }
-    if (spi / nmb > std::numeric_limits<int>::max()) {
-      std::ostringstream m;
-      m << st.origin("algo.num_minibatches") << ": key \"algo.num_minibatches\" is " << nmb
-        << ", but the minibatches would have " << spi / nmb << " samples (at most 2147483647); raise it";
-      throw InputError(m.str());
-    }
+    if (spi % nmb != 0)
+      refuse_key(st, "algo.num_minibatches", std::to_string(nmb),
+                 std::string("must divide sampler.num_envs * sampler.num_steps") + (ranks > 1 ? " * ranks" : "") +
+                     " = " + std::to_string(spi));
+    if (spi / nmb > std::numeric_limits<int>::max())
+      refuse_key(st, "algo.num_minibatches", std::to_string(nmb),
+                 "the minibatches would have " + std::to_string(spi / nmb) + " samples (at most 2147483647); raise it");
     p.minibatch_size = static_cast<int>(spi / nmb);
   }
   c.lr_scaling = st.get_string("algo.lr_scaling");
@@ -474,6 +487,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     q.optimizer = st.get_string("dqn.optimizer") == "rmsprop" ? OptimizerKind::kRmsProp : OptimizerKind::kAdam;
     q.optimizer_eps = st.get_float("dqn.optimizer_eps");
     q.rmsprop_alpha = st.get_float("dqn.rmsprop_alpha");
+    q.rmsprop_centered = st.get_bool("dqn.rmsprop_centered");
     q.gamma = c.gamma;
     // Stooke & Abbeel (2018): the learning rate grows with the minibatch (over all ranks:
     // data-parallel DQN averages the ranks' batch_size-sample gradients).
@@ -482,13 +496,15 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     c.lr_scale = c.lr_scaling == "linear" ? kb : c.lr_scaling == "sqrt" ? std::sqrt(kb) : 1.0;
     q.learning_rate *= c.lr_scale;
     const auto fail = [&](const std::string& key, const std::string& value, const std::string& expected) {
-      throw InputError(st.origin(key) + ": key \"" + key + "\" is " + value + ", but " + expected);
+      refuse_key(st, key, value, expected);
     };
-    const std::int64_t per_env = q.buffer_size / so.num_envs;
-    if (per_env < q.n_step + 2)
+    // Each ring holds an n-step transition with its bootstrap slot and the frames of its stack.
+    const std::int64_t per_env = q.buffer_size / so.num_envs, need = q.n_step + c.frame_stack + 1;
+    if (per_env < need)
       fail("dqn.buffer_size", std::to_string(q.buffer_size),
-           "must give each of the sampler.num_envs = " + std::to_string(so.num_envs) + " envs at least dqn.n_step + 2 = " +
-               std::to_string(q.n_step + 2) + " slots (>= " + std::to_string((q.n_step + 2) * so.num_envs) + ")");
+           "must give each of the sampler.num_envs = " + std::to_string(so.num_envs) + " envs at least dqn.n_step + " +
+               (c.frame_stack > 1 ? "env.frame_stack + 1" : std::string("2")) + " = " + std::to_string(need) +
+               " slots (>= " + std::to_string(need * so.num_envs) + ")");
     if (ranks > 1 && c.agent.device.is_cuda())
       fail("device", "\"" + c.device + "\"", "data-parallel DQN (" + std::to_string(ranks) +
                                                  " ranks) runs on the CPU: use device = \"cpu\" under mpiexec, or one "
@@ -502,26 +518,17 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       fail("algorithm", "\"dqn\"", "DQN needs a discrete action space, and env \"" + c.env + "\" has " +
                                         probe->action_space().to_string() + " (use \"ppo\" or \"a2c\")");
   }
-  if (c.algorithm == "ppo" && p.minibatch_size > c.steps_per_iteration()) {
-    std::ostringstream m;
-    m << st.origin("algo.minibatch_size") << ": key \"algo.minibatch_size\" is " << p.minibatch_size
-      << ", but must be <= sampler.num_envs * sampler.num_steps";
-    if (ranks > 1) m << " * ranks";
-    m << " = " << c.steps_per_iteration();
-    throw InputError(m.str());
-  }
-  if (c.algorithm == "ppo" && p.minibatch_size % ranks != 0) {
-    std::ostringstream m;
-    m << st.origin("algo.minibatch_size") << ": key \"algo.minibatch_size\" is " << p.minibatch_size
-      << ", but with " << ranks << " ranks it must be divisible by " << ranks << " (each rank takes an equal share)";
-    throw InputError(m.str());
-  }
-  if (c.sampler == "alternating" && c.sampler_options.num_envs % 2 != 0) {
-    std::ostringstream m;
-    m << st.origin("sampler.num_envs") << ": key \"sampler.num_envs\" is " << c.sampler_options.num_envs
-      << ", but the alternating sampler needs an even number (two groups of num_envs / 2)";
-    throw InputError(m.str());
-  }
+  if (c.algorithm == "ppo" && p.minibatch_size > c.steps_per_iteration())
+    refuse_key(st, "algo.minibatch_size", std::to_string(p.minibatch_size),
+               std::string("must be <= sampler.num_envs * sampler.num_steps") + (ranks > 1 ? " * ranks" : "") +
+                   " = " + std::to_string(c.steps_per_iteration()));
+  if (c.algorithm == "ppo" && p.minibatch_size % ranks != 0)
+    refuse_key(st, "algo.minibatch_size", std::to_string(p.minibatch_size),
+               "with " + std::to_string(ranks) + " ranks it must be divisible by " + std::to_string(ranks) +
+                   " (each rank takes an equal share)");
+  if (c.sampler == "alternating" && c.sampler_options.num_envs % 2 != 0)
+    refuse_key(st, "sampler.num_envs", std::to_string(c.sampler_options.num_envs),
+               "the alternating sampler needs an even number (two groups of num_envs / 2)");
   try {
     c.max_memory = parse_memory_size(st.get_string("max_memory"));
   } catch (const InputError& e) {

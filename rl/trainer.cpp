@@ -367,8 +367,11 @@ void Trainer::write_output(const std::string& path) const {
 }
 
 EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, const RunningMeanStd* rms,
-                           int episodes, bool stochastic, std::uint64_t seed) {
+                           int episodes, bool stochastic, std::uint64_t seed, std::int64_t max_episode_steps) {
   if (episodes < 1) throw InputError("rl::evaluate_policy: episodes is " + std::to_string(episodes) + ", but must be >= 1");
+  if (max_episode_steps < 0)
+    throw InputError("rl::evaluate_policy: max_episode_steps is " + std::to_string(max_episode_steps) +
+                     ", but must be >= 0 (0: no cap)");
   auto env = make_env(env_id);
   const std::uint32_t gid = 1u << 20;
   env->set_global_id(gid);
@@ -384,6 +387,7 @@ EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, c
     if (e == 0) env->reset(seed, obs.data());
     else env->reset(obs.data());
     double ret = 0;
+    std::int64_t len = 0;
     for (;;) {
       if (rms) rms->normalize(obs.data(), nobs.data(), 1);
       else nobs = obs;
@@ -391,17 +395,24 @@ EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, c
       if (discrete) act[0] += static_cast<double>(start);
       const StepResult s = env->step(std::span<const double>(act), obs.data());
       ret += s.reward;
-      if (s.terminated || s.truncated) break;
+      ++len;
+      const bool capped = !s.terminated && !s.truncated && max_episode_steps > 0 && len >= max_episode_steps;
+      if (s.terminated || s.truncated || capped) {
+        res.truncated += s.terminated ? 0 : 1;
+        res.capped += capped ? 1 : 0;
+        break;
+      }
     }
+    res.lengths.push_back(len);
     res.returns.push_back(ret);
   }
   detail::summarize_returns(res);
   return res;
 }
 
-EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stochastic) {
+EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stochastic, std::int64_t max_episode_steps) {
   io::CheckpointReader r(path);
-  if (r.kind() == kDqnCheckpointKind) return evaluate_dqn_checkpoint(path, episodes, stochastic);
+  if (r.kind() == kDqnCheckpointKind) return evaluate_dqn_checkpoint(path, episodes, stochastic, max_episode_steps);
   r.expect_kind(kKind, kKindVersion);
   std::string text;
   const std::int64_t ranks = detail::checkpoint_ranks(r);  // the run's rank count (its minibatch checks depend on it)
@@ -423,7 +434,8 @@ EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stoch
   RunningMeanStd rms(env->obs_dim());
   const bool norm = c.sampler_options.normalize_obs;
   if (norm) rms.set_state(r.get<double>("sampler/obs_rms"));
-  return evaluate_policy(agent, c.env, norm ? &rms : nullptr, episodes, stochastic, c.seed + 1);
+  return evaluate_policy(agent, c.env, norm ? &rms : nullptr, episodes, stochastic, c.seed + 1,
+                         max_episode_steps >= 0 ? max_episode_steps : c.eval_max_episode_steps);
 }
 
 }  // namespace herd::rl

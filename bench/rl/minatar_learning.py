@@ -132,12 +132,13 @@ def sb3_spec(algo, cfg, frames):
         opt = take(cfg, used, "dqn.optimizer", "adam")
         eps = take(cfg, used, "dqn.optimizer_eps", 1e-8)
         alpha = take(cfg, used, "dqn.rmsprop_alpha", 0.95)
+        centered = take(cfg, used, "dqn.rmsprop_centered", False)
         grad = take(cfg, used, "dqn.max_grad_norm", 10.0)
         total = cfg.get("total_steps", frames)
         fraction = take(cfg, used, "dqn.exploration_fraction", 0.1)
         spec["epsilon_frames"] = min(frames, fraction * total)
         spec["optimizer"] = opt
-        spec["optimizer_kwargs"] = ({"alpha": alpha, "eps": eps, "centered": False} if opt == "rmsprop"
+        spec["optimizer_kwargs"] = ({"alpha": alpha, "eps": eps, "centered": centered} if opt == "rmsprop"
                                     else {"eps": eps})
         spec["kwargs"] = dict(
             learning_rate=take(cfg, used, "dqn.learning_rate", 1e-4),

@@ -299,12 +299,19 @@ __global__ void ln_backward_kernel(const T* gy, const T* xhat, const T* rstd, co
 }
 
 template <class T>
-__global__ void rmsprop_kernel(T* w, const T* g, T* v, std::int64_t n, T lr, T a, T eps, const std::int32_t* skip) {
+__global__ void rmsprop_kernel(T* w, const T* g, T* v, T* m, std::int64_t n, T lr, T a, T eps,
+                               const std::int32_t* skip) {
   if (skip && *skip) return;
   for (std::int64_t i = gid(); i < n; i += gstride()) {
     const T vi = a * v[i] + (T(1) - a) * g[i] * g[i];
     v[i] = vi;
-    w[i] -= lr * g[i] / (::sqrt(vi) + eps);
+    if (m) {  // centred: the gradient's mean comes off the second moment
+      const T mi = a * m[i] + (T(1) - a) * g[i];
+      m[i] = mi;
+      w[i] -= lr * g[i] / (::sqrt(vi - mi * mi) + eps);
+    } else {
+      w[i] -= lr * g[i] / (::sqrt(vi) + eps);
+    }
   }
 }
 
@@ -585,10 +592,10 @@ void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, 
 }
 
 template <class T>
-void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double alpha, double eps,
+void rmsprop_update(T* w, const T* g, T* v, T* m, std::int64_t n, double lr, double alpha, double eps,
                     cudaStream_t s, const std::int32_t* skip) {
   if (n == 0) return;
-  herd::gpu::launch(rmsprop_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, v, n, static_cast<T>(lr), static_cast<T>(alpha),
+  herd::gpu::launch(rmsprop_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, v, m, n, static_cast<T>(lr), static_cast<T>(alpha),
                                                    static_cast<T>(eps), skip);
   check_launch();
 }
@@ -700,7 +707,7 @@ void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const doubl
                                       std::int64_t, double, cudaStream_t);                          \
   template void layer_norm_backward<T>(const T*, const T*, const T*, const T*, T*, T*, T*,          \
                                        std::int64_t, std::int64_t, cudaStream_t);                   \
-  template void rmsprop_update<T>(T*, const T*, T*, std::int64_t, double, double, double,           \
+  template void rmsprop_update<T>(T*, const T*, T*, T*, std::int64_t, double, double, double,       \
                                   cudaStream_t, const std::int32_t*);                               \
   template void clip_by_norm<T>(T*, const double*, std::int64_t, double, cudaStream_t);              \
   template void sum_squares<T>(const T*, double*, std::int64_t, cudaStream_t);                      \

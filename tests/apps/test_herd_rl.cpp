@@ -94,6 +94,13 @@ TEST_CASE("herd-rl train writes the curve, config and policy; eval prints the fo
   CHECK_THAT(e.out, Contains("mean_return = ") && Contains("std_return = "));
   const Run s = run(d, "eval run.ckpt --episodes 2 --stochastic");
   CHECK(s.rc == 0);
+  CHECK_THAT(e.out, Contains("mean_length = ") && Contains("truncated = "));
+  // A step cap cuts the episodes off (CartPole cannot fall within 3 steps) and says so.
+  const Run capped = run(d, "eval run.ckpt --episodes 2 --max-episode-steps 3");
+  INFO(capped.err);
+  REQUIRE(capped.rc == 0);
+  CHECK_THAT(capped.out, Contains("episodes = 2\n") && Contains("mean_length = 3\n") && Contains("truncated = 2\n"));
+  CHECK_THAT(capped.err, Contains("warning: 2 of 2 episodes did not end within 3 steps and were cut off"));
   CHECK(run(d, "eval missing.ckpt").rc == 2);
 }
 
@@ -249,6 +256,7 @@ TEST_CASE("herd-rl: command-line mistakes are one line with the herd-rl prefix, 
   one_line("eval run.ckpt --episodes 0", "--episodes 0: must be an integer >= 1");
   one_line("eval run.ckpt --episodes -1", "--episodes -1: must be an integer >= 1");
   one_line("eval run.ckpt --episodes abc", "--episodes abc: must be an integer >= 1");
+  one_line("eval run.ckpt --max-episode-steps -1", "--max-episode-steps -1: must be an integer >= 0");
   one_line("train --stop-after -2", "--stop-after -2: must be an integer >= 0");
   one_line("train --set", "--set needs a value");
   one_line("", "a command is required");

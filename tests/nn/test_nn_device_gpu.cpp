@@ -519,9 +519,9 @@ TEST_CASE("device Gaussian head and a PPO-style loss backward match the CPU", "[
   check_params(*gpu, *cpu, dt, true);
 }
 
-TEST_CASE("device Mlp trained with Adam, SGD and RMSprop matches the CPU", "[gpu][nn]") {
+TEST_CASE("device Mlp trained with Adam, SGD and RMSprop (plain and centred) matches the CPU", "[gpu][nn]") {
   BOTH_DTYPES;
-  const int which = GENERATE(0, 1, 2, 3);
+  const int which = GENERATE(0, 1, 2, 3, 4);
   INFO("optimizer " << which);
   auto build = [&](Device d) {
     MlpOptions o;
@@ -537,7 +537,8 @@ TEST_CASE("device Mlp trained with Adam, SGD and RMSprop matches the CPU", "[gpu
       case 0: return std::make_unique<Adam>(m.named_parameters(), 1e-2);
       case 1: return std::make_unique<Sgd>(m.named_parameters(), 5e-2, 0.9);
       case 2: return std::make_unique<Sgd>(m.named_parameters(), 5e-2, 0.9, 0.0, true);
-      default: return std::make_unique<RmsProp>(m.named_parameters(), 1e-2);
+      case 3: return std::make_unique<RmsProp>(m.named_parameters(), 1e-2);
+      default: return std::make_unique<RmsProp>(m.named_parameters(), 1e-2, 0.95, 0.01, true);
     }
   };
   auto cpu = build(Device::cpu());

@@ -228,6 +228,37 @@ TEST_CASE("optimizers: known updates, clipping, schedule", "[nn]") {
     rms.step();  // v = 0.01 g^2 -> step = lr g / (0.1 |g|) = 0.1 sign(g)
     CHECK(p.value.item(0) == Approx(0.9));
   }
+  SECTION("RMSprop centred (PyTorch centered=True), two steps by hand") {
+    // alpha 0.9, eps 0.01, lr 0.1; p = 1, gradients 0.5 then -1 (the second parameter
+    // keeps gradient -1 twice).
+    // Step 1: v = 0.1 * 0.25 = 0.025, m = 0.1 * 0.5 = 0.05, sqrt(v - m^2) = sqrt(0.0225) =
+    //   0.15, p = 1 - 0.1 * 0.5 / 0.16 = 0.6875.
+    // Step 2: v = 0.9 * 0.025 + 0.1 = 0.1225, m = 0.9 * 0.05 - 0.1 = -0.055,
+    //   sqrt(0.1225 - 0.003025) = sqrt(0.119475) = 0.345651558...,
+    //   p = 0.6875 + 0.1 / 0.355651558 = 0.968674080...
+    // Second parameter (-2, g = -1, -1): step 1 v = 0.1, m = -0.1, sqrt(0.09) = 0.3,
+    //   p = -2 + 0.1 / 0.31 = -1.677419355; step 2 v = 0.19, m = -0.19, sqrt(0.19 - 0.0361) =
+    //   sqrt(0.1539) = 0.392300917, p = -1.677419355 + 0.1 / 0.402300917 = -1.428849196.
+    p.value = Tensor::from_vector({2}, std::vector<double>{1.0, -2.0}, DType::kFloat64);
+    p.grad = Tensor::from_vector({2}, std::vector<double>{0.5, -1.0}, DType::kFloat64);
+    RmsProp rms(ps, 0.1, 0.9, 0.01, true);
+    CHECK(rms.centered());
+    rms.step();
+    CHECK(p.value.item(0) == Approx(0.6875).epsilon(1e-14));
+    CHECK(p.value.item(1) == Approx(-2.0 + 0.1 / 0.31).epsilon(1e-14));
+    p.grad = Tensor::from_vector({2}, std::vector<double>{-1.0, -1.0}, DType::kFloat64);
+    rms.step();
+    CHECK(p.value.item(0) == Approx(0.6875 + 0.1 / (std::sqrt(0.119475) + 0.01)).epsilon(1e-14));
+    CHECK(p.value.item(0) == Approx(0.968674080).epsilon(1e-9));
+    CHECK(p.value.item(1) == Approx(-1.428849196).epsilon(1e-9));
+    // The state names PyTorch's buffers; the non-centred optimizer has no "grad_avg".
+    const auto st = rms.state();
+    REQUIRE(st.size() == 4);
+    CHECK(st[2].name == "p.square_avg");
+    CHECK(st[3].name == "p.grad_avg");
+    CHECK(st[3].tensor.item(0) == Approx(-0.055).epsilon(1e-14));
+    CHECK(RmsProp(ps, 0.1, 0.9, 0.01).state().size() == 3);
+  }
   SECTION("clip_grad_norm") {
     const double n = clip_grad_norm(ps, 0.5);
     CHECK(n == Approx(std::sqrt(1.25)));

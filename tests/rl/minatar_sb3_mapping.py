@@ -56,7 +56,7 @@ for game in ("breakout", "freeway"):
     check(f"{game} dqn final eps", k["exploration_final_eps"], 0.1)
     check(f"{game} dqn max_grad_norm (0 = off)", k["max_grad_norm"], math.inf)
     check(f"{game} dqn optimizer", (s["optimizer"], s["optimizer_kwargs"]),
-          ("rmsprop", {"alpha": 0.95, "eps": 0.01, "centered": False}))
+          ("rmsprop", {"alpha": 0.95, "eps": 0.01, "centered": True}))
     check(f"{game} dqn encoder", s["encoder"], {"channels": [16], "kernels": [3], "strides": [1], "padding": [0],
                                                "hidden": [128], "activation": "relu"})
     # epsilon decays over the preset's 0.1 x 1e6 = 1e5 frames, or over all of a shorter run

@@ -76,6 +76,51 @@ std::vector<double> host_values(const nn::Tensor& t) {
   return t.is_cuda() ? t.to(Device::cpu()).to_vector() : t.to_vector();
 }
 
+// The PPO losses and approximate KL of one update on the host (`cpu`) and on the device
+// (`gpu`) agree within float rounding.
+void check_same_losses(const UpdateStats& cpu, const UpdateStats& gpu) {
+  CHECK(gpu.policy_loss == Approx(cpu.policy_loss).epsilon(1e-3).margin(1e-5));
+  CHECK(gpu.value_loss == Approx(cpu.value_loss).epsilon(1e-3));
+  CHECK(gpu.entropy == Approx(cpu.entropy).epsilon(1e-4));
+  CHECK(gpu.approx_kl == Approx(cpu.approx_kl).epsilon(2e-2).margin(1e-7));
+}
+
+// The CPU and CUDA agents, both updated from the parameters `before`, changed them alike:
+// the parameters agree to 1% of the CPU's change in L2 over all parameters (float rounding
+// only; Adam and RMSprop magnify noise on near-zero gradients, so no elementwise bound), and
+// the change is not zero.
+void check_same_change(const std::vector<nn::NamedTensor>& before, ActorCriticAgent& cpu,
+                       ActorCriticAgent& gpu) {
+  const auto a = cpu.state_dict(), b = gpu.state_dict();
+  REQUIRE(a.size() == before.size());
+  REQUIRE(b.size() == before.size());
+  double diff = 0, change = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto x0 = before[i].tensor.to_vector(), x1 = a[i].tensor.to_vector(), x2 = host_values(b[i].tensor);
+    for (std::size_t k = 0; k < x0.size(); ++k) {
+      diff += (x1[k] - x2[k]) * (x1[k] - x2[k]);
+      change += (x1[k] - x0[k]) * (x1[k] - x0[k]);
+    }
+  }
+  INFO("||cpu - gpu|| = " << std::sqrt(diff) << ", ||cpu change|| = " << std::sqrt(change));
+  CHECK(change > 0);
+  CHECK(std::sqrt(diff) <= 1e-2 * std::sqrt(change));
+}
+
+// A rollout of `steps` steps of `envs` envs of `env_id` (serial sampler, `seed`) acted by `agent`.
+RolloutBuffer collect_rollout(ActorCriticAgent& agent, int envs, int steps, std::uint64_t seed,
+                              const std::string& env_id = "CartPole-v1") {
+  SamplerOptions so;
+  so.env_id = env_id;
+  so.num_envs = envs;
+  so.num_steps = steps;
+  so.seed = seed;
+  SerialSampler sampler(so);
+  RolloutBuffer buf;
+  sampler.collect(agent, buf);
+  return buf;
+}
+
 struct Pair {
   std::unique_ptr<Env> env;
   std::unique_ptr<ActorCriticAgent> cpu, gpu;
@@ -192,13 +237,7 @@ TEST_CASE("CUDA agent: one PPO update gives the CPU parameters", "[gpu][rl]") {
   for (bool shared : {false, true}) {
     INFO((shared ? "shared trunk" : "separate"));
     Pair p = make_pair("CartPole-v1", shared);
-    SamplerOptions so;
-    so.num_envs = 16;
-    so.num_steps = 32;
-    so.seed = 4;
-    SerialSampler sampler(so);
-    RolloutBuffer buf;
-    sampler.collect(*p.cpu, buf);
+    RolloutBuffer buf = collect_rollout(*p.cpu, 16, 32, 4);
     buf.compute_advantages(0.98, 0.8);
     const auto before = p.cpu->state_dict();
     PpoOptions po;
@@ -209,24 +248,10 @@ TEST_CASE("CUDA agent: one PPO update gives the CPU parameters", "[gpu][rl]") {
     Ppo ppo_cpu(*p.cpu, po), ppo_gpu(*p.gpu, po);
     const UpdateStats s1 = ppo_cpu.update(buf, 1.0, 0);
     const UpdateStats s2 = ppo_gpu.update(buf, 1.0, 0);
-    CHECK(s2.policy_loss == Approx(s1.policy_loss).epsilon(1e-3).margin(1e-5));
-    CHECK(s2.value_loss == Approx(s1.value_loss).epsilon(1e-3));
-    CHECK(s2.entropy == Approx(s1.entropy).epsilon(1e-4));
-    CHECK(s2.approx_kl == Approx(s1.approx_kl).epsilon(2e-2).margin(1e-7));
+    check_same_losses(s1, s2);
     // The parameter change (12 Adam steps of 1e-3) agrees to 1% in L2 over all parameters
     // (float rounding only; Adam magnifies noise on near-zero gradients, so no elementwise bound).
-    const auto a = p.cpu->state_dict(), b = p.gpu->state_dict();
-    double diff = 0, change = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      const auto x0 = before[i].tensor.to_vector(), x1 = a[i].tensor.to_vector(), x2 = host_values(b[i].tensor);
-      for (std::size_t k = 0; k < x0.size(); ++k) {
-        diff += (x1[k] - x2[k]) * (x1[k] - x2[k]);
-        change += (x1[k] - x0[k]) * (x1[k] - x0[k]);
-      }
-    }
-    INFO("||cpu - gpu|| = " << std::sqrt(diff) << ", ||cpu change|| = " << std::sqrt(change));
-    CHECK(change > 0);
-    CHECK(std::sqrt(diff) <= 1e-2 * std::sqrt(change));
+    check_same_change(before, *p.cpu, *p.gpu);
   }
 }
 
@@ -284,18 +309,6 @@ std::vector<T> to_host(const T* p, std::size_t n) {
   std::vector<T> v(n);
   REQUIRE(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
   return v;
-}
-
-// A rollout of a CartPole sampler (T steps of B envs) collected by `agent`.
-RolloutBuffer cartpole_rollout(ActorCriticAgent& agent, int envs, int steps, std::uint64_t seed) {
-  SamplerOptions so;
-  so.num_envs = envs;
-  so.num_steps = steps;
-  so.seed = seed;
-  SerialSampler sampler(so);
-  RolloutBuffer buf;
-  sampler.collect(agent, buf);
-  return buf;
 }
 
 }  // namespace
@@ -363,14 +376,7 @@ TEST_CASE("PPO learn on the device (GAE, losses, clipping on the device) gives t
     for (bool shared : {false, true}) {
       INFO(env_id << (shared ? " shared trunk" : " separate"));
       Pair p = make_pair(env_id, shared);
-      SamplerOptions so;
-      so.env_id = env_id;
-      so.num_envs = 8;
-      so.num_steps = 16;
-      so.seed = 5;
-      SerialSampler sampler(so);
-      RolloutBuffer buf;
-      sampler.collect(*p.cpu, buf);
+      RolloutBuffer buf = collect_rollout(*p.cpu, 8, 16, 5, env_id);
       RolloutBuffer host_buf = buf;
       const auto before = p.cpu->state_dict();
       PpoOptions po;
@@ -386,26 +392,12 @@ TEST_CASE("PPO learn on the device (GAE, losses, clipping on the device) gives t
       const UpdateStats s2 = ppo_gpu.learn(buf, 0.98, 0.9, 0.7, 3);
       CHECK(s2.learning_rate == s1.learning_rate);
       CHECK(s2.clip_range == s1.clip_range);
-      CHECK(s2.policy_loss == Approx(s1.policy_loss).epsilon(1e-3).margin(1e-5));
-      CHECK(s2.value_loss == Approx(s1.value_loss).epsilon(1e-3));
-      CHECK(s2.entropy == Approx(s1.entropy).epsilon(1e-4));
-      CHECK(s2.approx_kl == Approx(s1.approx_kl).epsilon(2e-2).margin(1e-7));
+      check_same_losses(s1, s2);
       CHECK(s2.clip_fraction == Approx(s1.clip_fraction).margin(0.02));
       // The explained variance reads the rollout's values and GAE's returns only (no
       // network), so it differs by summation order alone.
       CHECK(s2.explained_variance == Approx(s1.explained_variance).epsilon(1e-9));
-      const auto a = p.cpu->state_dict(), b = p.gpu->state_dict();
-      double diff = 0, change = 0;
-      for (std::size_t i = 0; i < a.size(); ++i) {
-        const auto x0 = before[i].tensor.to_vector(), x1 = a[i].tensor.to_vector(), x2 = host_values(b[i].tensor);
-        for (std::size_t k = 0; k < x0.size(); ++k) {
-          diff += (x1[k] - x2[k]) * (x1[k] - x2[k]);
-          change += (x1[k] - x0[k]) * (x1[k] - x0[k]);
-        }
-      }
-      INFO("||cpu - gpu|| = " << std::sqrt(diff) << ", ||cpu change|| = " << std::sqrt(change));
-      CHECK(change > 0);
-      CHECK(std::sqrt(diff) <= 1e-2 * std::sqrt(change));
+      check_same_change(before, *p.cpu, *p.gpu);
       CHECK(ppo_gpu.optimizer().steps() == ppo_cpu.optimizer().steps());
     }
   }
@@ -423,7 +415,7 @@ TEST_CASE("A2C learn on the device (RMSprop, eager) gives the host's results", "
   CHECK(a2c_gpu.device_update());
   const auto before = p.cpu->state_dict();
   for (int it = 0; it < 2; ++it) {
-    RolloutBuffer buf = cartpole_rollout(*p.cpu, 8, 5, 30 + static_cast<std::uint64_t>(it));
+    RolloutBuffer buf = collect_rollout(*p.cpu, 8, 5, 30 + static_cast<std::uint64_t>(it));
     RolloutBuffer copy = buf;
     const UpdateStats s1 = a2c_cpu.learn(buf, 0.99, 1.0, 1.0, it);
     const UpdateStats s2 = a2c_gpu.learn(copy, 0.99, 1.0, 1.0, it);
@@ -433,18 +425,7 @@ TEST_CASE("A2C learn on the device (RMSprop, eager) gives the host's results", "
   }
   CHECK(a2c_gpu.graph_steps() == 0);
   CHECK(a2c_gpu.optimizer().steps() == 2);
-  const auto a = p.cpu->state_dict(), b = p.gpu->state_dict();
-  double diff = 0, change = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const auto x0 = before[i].tensor.to_vector(), x1 = a[i].tensor.to_vector(), x2 = host_values(b[i].tensor);
-    for (std::size_t k = 0; k < x0.size(); ++k) {
-      diff += (x1[k] - x2[k]) * (x1[k] - x2[k]);
-      change += (x1[k] - x0[k]) * (x1[k] - x0[k]);
-    }
-  }
-  INFO("||cpu - gpu|| = " << std::sqrt(diff) << ", ||cpu change|| = " << std::sqrt(change));
-  CHECK(change > 0);
-  CHECK(std::sqrt(diff) <= 1e-2 * std::sqrt(change));
+  check_same_change(before, *p.cpu, *p.gpu);
 }
 
 TEST_CASE("PPO device update: the minibatch step replayed as a CUDA graph gives the eager steps' bits",
@@ -472,7 +453,7 @@ TEST_CASE("PPO device update: the minibatch step replayed as a CUDA graph gives 
     Ppo eager(eager_agent, po);
     std::uint64_t graph_launches = 0;
     for (int it = 0; it < 3; ++it) {
-      RolloutBuffer buf = cartpole_rollout(*p.cpu, 8, 16, 10 + static_cast<std::uint64_t>(it));
+      RolloutBuffer buf = collect_rollout(*p.cpu, 8, 16, 10 + static_cast<std::uint64_t>(it));
       RolloutBuffer copy = buf;
       const gpu::CounterScope scope;
       const UpdateStats a = graphed.learn(buf, 0.99, 0.95, 1.0 - 0.1 * it, it);
@@ -505,7 +486,7 @@ TEST_CASE("PPO device update: a non-finite loss stops before the parameters chan
   for (bool device : {false, true}) {
     INFO((device ? "device" : "host"));
     Pair p = make_pair("CartPole-v1", false);
-    RolloutBuffer buf = cartpole_rollout(*p.cpu, 8, 8, 2);
+    RolloutBuffer buf = collect_rollout(*p.cpu, 8, 8, 2);
     for (auto& r : buf.rewards) r = std::nanf("");
     ActorCriticAgent& agent = device ? *p.gpu : *p.cpu;
     PpoOptions po;

@@ -328,6 +328,12 @@ TEST_CASE("MinAtar DQN presets: the paper's network and replay settings, and the
     CHECK(c.dqn.buffer_size == 100000);
     CHECK(c.dqn.batch_size == 32);
     CHECK(c.dqn.target_update_interval == 1000);
+    // The paper's optimizer: centred RMSprop, lr 2.5e-4, decay 0.95, eps 0.01.
+    CHECK(c.dqn.optimizer == OptimizerKind::kRmsProp);
+    CHECK(c.dqn.rmsprop_centered);
+    CHECK(c.dqn.learning_rate == 2.5e-4);
+    CHECK(c.dqn.rmsprop_alpha == 0.95);
+    CHECK(c.dqn.optimizer_eps == 0.01);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "herd/core/error.hpp"
+#include "herd/nn/optimizer.hpp"
 #include "herd/rl/dqn.hpp"
 
 using herd::RngPurpose;
@@ -213,4 +214,23 @@ TEST_CASE("Epsilon decays linearly over the exploration fraction", "[rl][dqn]") 
   CHECK(exploration_epsilon(101, 1000, 1.0, 0.05, 0.1) == 0.05);
   CHECK(exploration_epsilon(5000, 1000, 1.0, 0.05, 0.1) == 0.05);
   CHECK(exploration_epsilon(0, 1000, 1.0, 0.1, 0.0) == 0.1);
+}
+
+TEST_CASE("DQN's RMSprop is centred when asked (the MinAtar paper's optimizer)", "[rl][dqn]") {
+  for (const bool centred : {false, true}) {
+    auto online = tiny(false);
+    auto target = tiny(false);
+    DqnOptions o;
+    o.optimizer = OptimizerKind::kRmsProp;
+    o.rmsprop_centered = centred;
+    o.learning_rate = 2.5e-4;
+    o.optimizer_eps = 0.01;
+    Dqn dqn(*online, *target, o);
+    auto* rms = dynamic_cast<herd::nn::RmsProp*>(&dqn.optimizer());
+    REQUIRE(rms != nullptr);
+    CHECK(rms->centered() == centred);
+    // Centred: a "grad_avg" buffer per parameter besides "square_avg" (saved in checkpoints).
+    const auto n = online->parameters().size();
+    CHECK(rms->state().size() == 2 + (centred ? 2 : 1) * n);
+  }
 }

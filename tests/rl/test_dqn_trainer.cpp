@@ -2,6 +2,7 @@
 // optimizer, envs), config validation, resume conflicts, outputs.
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,7 +11,9 @@
 #include "herd/core/error.hpp"
 #include "herd/io/config.hpp"
 #include "herd/io/hdf5.hpp"
+#include "herd/rl/agent.hpp"
 #include "herd/rl/dqn_trainer.hpp"
+#include "herd/rl/env.hpp"
 #include "herd/rl/registry.hpp"
 #include "herd/rl/train_config.hpp"
 #include "herd/rl/training_report.hpp"
@@ -89,6 +92,13 @@ TEST_CASE("DqnTrainer: a resumed run is bit-identical to an uninterrupted one", 
   check_bit_identical({"env=MinAtar/Breakout-v1", "dqn.buffer_size=400", "dqn.n_step=2", "dqn.optimizer=rmsprop",
                        "network.conv_channels=[4]", "network.conv_kernels=[3]"},
                       0, "minatar");
+  // The same with a 2-frame stack (each frame stored once), a 20-step time limit (final
+  // slots), a prioritized buffer whose rings wrap (60 slots per env) and centred RMSprop
+  // (its gradient averages in the checkpoint).
+  check_bit_identical({"env=MinAtar/Breakout-v1", "env.frame_stack=2", "env.max_episode_steps=20",
+                       "dqn.buffer_size=120", "dqn.prioritized=true", "network.conv_channels=[4]",
+                       "network.conv_kernels=[3]", "dqn.optimizer=rmsprop", "dqn.rmsprop_centered=true"},
+                      0, "minatar_stack");
 }
 
 TEST_CASE("DqnTrainer: the parallel sampler's threads do not change the run", "[rl][dqn]") {
@@ -139,6 +149,11 @@ TEST_CASE("DQN config errors name the key, the value and what was expected", "[r
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "sampler.num_envs=8", "dqn.buffer_size=20",
                                                 "dqn.n_step=3"}),
                     Catch::Contains("\"dqn.buffer_size\" is 20") && Catch::Contains(">= 40"));
+  // With a frame stack a ring also holds the frames of a stack: n_step + frame_stack + 1 slots.
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "sampler.num_envs=8", "dqn.buffer_size=40",
+                                                "dqn.n_step=3", "env.frame_stack=4"}),
+                    Catch::Contains("\"dqn.buffer_size\" is 40") &&
+                        Catch::Contains("at least dqn.n_step + env.frame_stack + 1 = 8 slots (>= 64)"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "normalize.obs=true"}),
                     Catch::Contains("normalize.obs"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "sampler.kind=alternating"}),
@@ -215,4 +230,82 @@ TEST_CASE("DqnTrainer: resume conflicts, outputs, evaluation", "[rl][dqn]") {
   CHECK(as_dqn.resume_conflicts(prefix + "_ppo.ckpt") == std::vector<std::string>{"algorithm = \"dqn\" (the checkpoint has \"ppo\")"});
   fs::remove(prefix + "_ppo.ckpt");
   for (const char* ext : {".ckpt", ".h5", "_progress.csv"}) fs::remove(prefix + ext);
+}
+
+namespace {
+
+// An environment that never ends an episode (no termination, no time limit): observation
+// the step count mod 7, two actions, reward 1 per step.
+class NeverEnds final : public Env {
+ public:
+  NeverEnds()
+      : Env("test/NeverEnds-v0", Space::box({0.0}, {6.0}), Space::discrete(2), 1, 0) {}
+  std::vector<double> get_state() const override { return {static_cast<double>(t_)}; }
+  void observe(float* obs) const override { obs[0] = static_cast<float>(t_ % 7); }
+
+ protected:
+  void reset_impl(RngCursor& /*rng*/, float* obs) override {
+    t_ = 0;
+    observe(obs);
+  }
+  StepResult step_impl(const double* /*action*/, float* obs) override {
+    ++t_;
+    observe(obs);
+    StepResult r;
+    r.reward = 1.0;
+    return r;
+  }
+  void set_state_impl(const double* s) override { t_ = static_cast<std::int64_t>(s[0]); }
+
+ private:
+  std::int64_t t_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("Evaluation cuts off episodes that never end at the step cap and reports them truncated", "[rl][dqn]") {
+  register_env("test/NeverEnds-v0", [] { return std::make_unique<NeverEnds>(); });
+  // Without a cap these evaluations would never return.
+  AgentOptions ao;
+  ao.hidden = {4};
+  auto env = make_env("test/NeverEnds-v0");
+  ActorCriticAgent agent(env->observation_space(), env->action_space(), ao);
+  const EvalResult p = evaluate_policy(agent, "test/NeverEnds-v0", nullptr, 3, true, 1, 40);
+  CHECK(p.lengths == std::vector<std::int64_t>{40, 40, 40});
+  CHECK(p.returns == std::vector<double>{40, 40, 40});
+  CHECK(p.truncated == 3);
+  CHECK(p.capped == 3);
+  CHECK_THROWS_WITH(evaluate_policy(agent, "test/NeverEnds-v0", nullptr, 1, true, 1, -1),
+                    Catch::Contains("max_episode_steps is -1, but must be >= 0"));
+  // A DQN run's checkpoint: the run's eval.max_episode_steps, or the caller's cap.
+  std::string text;
+  const TrainConfig c = dqn_config({"env=test/NeverEnds-v0", "eval.max_episode_steps=25", "total_steps=200",
+                                    "sampler.num_steps=25", "output_prefix=test_rl_dqn_never_ends"},
+                                   &text);
+  DqnTrainer t(c, text);
+  t.iterate();
+  const std::string path = "test_rl_dqn_never_ends.ckpt";
+  t.save_checkpoint(path);
+  const EvalResult d = evaluate_checkpoint(path, 2, false);
+  CHECK(d.lengths == std::vector<std::int64_t>{25, 25});
+  CHECK(d.truncated == 2);
+  CHECK(d.capped == 2);
+  const EvalResult d2 = evaluate_checkpoint(path, 2, true, 7);
+  CHECK(d2.lengths == std::vector<std::int64_t>{7, 7});
+  CHECK(d2.mean == 7.0);
+  CHECK(d2.capped == 2);
+  std::filesystem::remove(path);
+  // Episodes that end by themselves are not cut off: CartPole's terminate, Pendulum's are
+  // truncated by its own 200-step time limit (truncated, not capped).
+  auto cart = make_env("CartPole-v1");
+  ActorCriticAgent a2(cart->observation_space(), cart->action_space(), ao);
+  const EvalResult e = evaluate_policy(a2, "CartPole-v1", nullptr, 3, false, 2);
+  CHECK(e.truncated == 0);
+  CHECK(e.capped == 0);
+  auto pend = make_env("Pendulum-v1");
+  ActorCriticAgent a3(pend->observation_space(), pend->action_space(), ao);
+  const EvalResult q = evaluate_policy(a3, "Pendulum-v1", nullptr, 2, false, 2);
+  CHECK(q.lengths == std::vector<std::int64_t>{200, 200});
+  CHECK(q.truncated == 2);
+  CHECK(q.capped == 0);
 }

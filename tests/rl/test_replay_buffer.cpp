@@ -1,14 +1,19 @@
 // Replay buffer: sum-tree invariants, sampling probabilities (chi-square), n-step targets
-// against written-out sums, wrap-around, checkpoint round trip.
+// against written-out sums, wrap-around, checkpoint round trip; frame stacks stored as
+// single frames and rebuilt (against the frame-stack wrapper's observations).
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "herd/core/error.hpp"
+#include "herd/rl/env_pool.hpp"
 #include "herd/rl/replay_buffer.hpp"
+#include "herd/rl/wrappers.hpp"
 
 using herd::RngPurpose;
 using herd::RngStream;
@@ -323,4 +328,190 @@ TEST_CASE("Replay buffer refuses bad options and observations uint8 cannot hold"
   rb.sample(1, c, 1, s);
   CHECK(s.obs[0] == 255.0f);
   CHECK_THROWS_AS(rb.sample(0, c, 1, s), herd::InputError);
+}
+
+namespace {
+
+// Steps a pool of `id` with random actions into a frame-stack replay (and, as reference, a
+// mirror of the stacked observation each slot should hold, kept by the slot rule of the
+// class comment), and checks every sampled stack against the mirror: obs, next_obs, over
+// several wraps of the rings. Returns the buffer's bytes per slot.
+double check_rebuilt_stacks(const std::string& id, const WrapperOptions& w, bool uint8_obs, std::size_t per_env) {
+  const std::string wrapped = register_wrapped_env(id, w);
+  EnvPoolOptions po;
+  po.env_id = wrapped;
+  po.num_envs = 3;
+  po.seed = 11;
+  EnvPool pool(po);
+  pool.reset();
+  const std::size_t B = pool.num_envs(), D = pool.obs_dim();
+  ReplayBufferOptions o;
+  o.capacity = per_env * B;
+  o.num_envs = B;
+  o.obs_dim = D;
+  o.uint8_obs = uint8_obs;
+  o.frame_stack = w.frame_stack;
+  o.n_step = 2;
+  o.gamma = 0.9;
+  o.prioritized = true;
+  ReplayBuffer rb(o);
+  REQUIRE(rb.slots_per_env() == per_env);
+  std::vector<std::vector<float>> mirror(per_env * B);
+  std::vector<std::uint64_t> written(B, 0);
+  auto rng = RngStream(5, 0, RngPurpose::kPolicy).at(0);
+  const auto n_actions = static_cast<std::uint32_t>(pool.action_space().n());
+  std::vector<float> obs(pool.obs().begin(), pool.obs().end());
+  ReplaySample s;
+  std::size_t checked = 0, truncations = 0, terminations = 0;
+  for (int step = 0; step < 12 * static_cast<int>(per_env); ++step) {
+    std::vector<std::int64_t> act(B);
+    for (auto& a : act) a = static_cast<std::int64_t>(rng.below(n_actions));
+    std::vector<std::int64_t> env_act(act);
+    for (auto& a : env_act) a += pool.action_space().start();
+    pool.step(std::span<const std::int64_t>(env_act));
+    const auto term = pool.terminated(), trunc = pool.truncated();
+    rb.add(obs.data(), act.data(), pool.rewards().data(), term.data(), trunc.data(), pool.final_obs().data());
+    for (std::size_t b = 0; b < B; ++b) {
+      mirror[b * per_env + written[b]++ % per_env].assign(obs.begin() + static_cast<std::ptrdiff_t>(b * D),
+                                                           obs.begin() + static_cast<std::ptrdiff_t>((b + 1) * D));
+      terminations += term[b];
+      if (trunc[b] && !term[b]) {
+        ++truncations;
+        const float* f = pool.final_obs().data() + b * D;
+        mirror[b * per_env + written[b]++ % per_env].assign(f, f + D);
+      }
+    }
+    obs.assign(pool.obs().begin(), pool.obs().end());
+    if (step % 7 != 6 || rb.size() == 0) continue;
+    auto cur = RngStream(5, 1, RngPurpose::kShuffle).at(static_cast<std::uint64_t>(step));
+    rb.sample(64, cur, 0.5, s);
+    for (std::size_t i = 0; i < 64; ++i) {
+      const std::size_t slot = s.indices[i], env = slot / per_env, pos = slot % per_env;
+      const std::size_t boot = env * per_env + (pos + static_cast<std::size_t>(s.steps[i])) % per_env;
+      const std::vector<float> got(s.obs.begin() + static_cast<std::ptrdiff_t>(i * D),
+                                   s.obs.begin() + static_cast<std::ptrdiff_t>((i + 1) * D));
+      const std::vector<float> next(s.next_obs.begin() + static_cast<std::ptrdiff_t>(i * D),
+                                    s.next_obs.begin() + static_cast<std::ptrdiff_t>((i + 1) * D));
+      INFO("step " << step << " slot " << slot);
+      REQUIRE(got == mirror[slot]);
+      if (s.discounts[i] != 0.0) REQUIRE(next == mirror[boot]);
+      ++checked;
+    }
+    // Priorities change the draws, not the stacks.
+    std::vector<double> err(64);
+    for (std::size_t i = 0; i < 64; ++i) err[i] = 0.05 * static_cast<double>(i % 9);
+    rb.update_priorities(s.indices, err);
+  }
+  INFO(wrapped);
+  CHECK(checked > 1000);
+  CHECK(truncations > 10);
+  CHECK(*std::min_element(written.begin(), written.end()) > 10 * per_env);  // many wraps
+  if (id.rfind("MinAtar/", 0) == 0) CHECK(terminations > 10);
+  return rb.bytes_per_slot();
+}
+
+}  // namespace
+
+TEST_CASE("Frame-stack replay stores each frame once and rebuilds the wrapper's stacks exactly",
+          "[rl][replay]") {
+  // MinAtar Breakout (uint8, episodes end by terminations and by a 13-step time limit) and
+  // CartPole (float32, 3 frames, 9-step limit): random episodes, resets, truncations with
+  // final slots, rings wrapping many times; every sampled stack equals the stacked
+  // observation the pool gave for that slot, bit for bit.
+  WrapperOptions w;
+  w.frame_stack = 4;
+  w.max_episode_steps = 13;
+  check_rebuilt_stacks("MinAtar/Breakout-v1", w, true, 24);
+  w.frame_stack = 3;
+  w.max_episode_steps = 9;
+  check_rebuilt_stacks("CartPole-v1", w, false, 17);
+}
+
+TEST_CASE("Frame-stack replay: bytes per transition, refusals, checkpoint round trip", "[rl][replay]") {
+  // Bytes per transition of MinAtar Breakout with a 4-frame stack ([16, 10, 10] as uint8),
+  // capacity 2^16 (the tree needs no padding): 400 + 9 + 16 = 425 bytes, against
+  // 1600 + 9 + 16 = 1625 when whole stacks are stored: 3.8 times less (the observations
+  // alone: 4 times).
+  ReplayBufferOptions o;
+  o.capacity = 65536;
+  o.obs_dim = 1600;
+  o.uint8_obs = true;
+  ReplayBufferOptions whole = o;
+  o.frame_stack = 4;
+  CHECK(ReplayBuffer(o).bytes_per_slot() == 425.0);
+  CHECK(ReplayBuffer(whole).bytes_per_slot() == 1625.0);
+  CHECK(ReplayBuffer::memory_need(o) == 65536.0 * 425.0);
+  CHECK(ReplayBuffer::memory_need(whole) == 65536.0 * 1625.0);
+
+  // Options: k must divide obs_dim; a ring must hold n_step + k + 1 slots.
+  ReplayBufferOptions bad = o;
+  bad.frame_stack = 3;
+  CHECK_THROWS_WITH(ReplayBuffer(bad), Catch::Contains("frame_stack is 3, but must be >= 1 and divide obs_dim 1600"));
+  bad.frame_stack = 4;
+  bad.capacity = 5;
+  CHECK_THROWS_WITH(ReplayBuffer(bad), Catch::Contains("n_step 1 and frame_stack 4 need at least 6"));
+
+  // Observations that are not the wrapper's stacks are refused, nothing stored: SB3's
+  // zero padding at a reset, or a stack whose older frames are not the frames before it.
+  ReplayBufferOptions t;
+  t.capacity = 8;
+  t.obs_dim = 2;  // 2 frames of 1 value
+  t.frame_stack = 2;
+  ReplayBuffer rb(t);
+  const auto add = [&](float older, float newest, bool term = false, bool trunc = false, float fin_older = 0,
+                       float fin_newest = 0) {
+    const float obs[2] = {older, newest}, fin[2] = {fin_older, fin_newest};
+    const std::int64_t a = 0;
+    const double r = 1.0;
+    const std::uint8_t te = term, tr = trunc;
+    rb.add(obs, &a, &r, &te, &tr, fin);
+  };
+  CHECK_THROWS_WITH(add(0, 5), Catch::Contains("component 0 (frame 0 of its stack of 2) is 0, but the frames stored "
+                                               "make it the episode's first frame, 5"));
+  CHECK(rb.steps_added() == 0);
+  add(5, 5);
+  CHECK_THROWS_WITH(add(4, 6), Catch::Contains("is 4, but the frames stored before it in its episode make it 5"));
+  add(5, 6, false, true, 6, 7);  // truncated: final observation (6, 7)
+  CHECK_THROWS_WITH(add(6, 8), Catch::Contains("but the frames stored make it the episode's first frame, 8"));
+  CHECK_THROWS_WITH(add(9, 9, false, true, 8, 1), Catch::Contains("final observation component 0 is 8"));
+  CHECK(rb.steps_added() == 2);
+  add(9, 9);
+  add(9, 10, true);
+  add(3, 3);
+  ReplaySample s;
+  auto c = RngStream(2, 0, RngPurpose::kShuffle).at(0);
+  rb.sample(200, c, 1.0, s);
+  std::map<std::uint64_t, std::vector<float>> seen;
+  for (std::size_t i = 0; i < 200; ++i) seen[s.indices[i]] = {s.obs[2 * i], s.obs[2 * i + 1], s.next_obs[2 * i],
+                                                               s.next_obs[2 * i + 1]};
+  // Slots: 0 (5,5)->(5,6); 1 (5,6) truncated -> final (6,7) in slot 2; 3 (9,9)->(9,10);
+  // 4 (9,10) terminated; 5 (3,3) waits for its next step.
+  CHECK(seen.size() == 4);
+  CHECK(seen[0] == std::vector<float>{5, 5, 5, 6});
+  CHECK(seen[1] == std::vector<float>{5, 6, 6, 7});
+  CHECK(seen[3] == std::vector<float>{9, 9, 9, 10});
+  CHECK(seen[4][0] == 9);
+  CHECK(seen[4][1] == 10);
+
+  // The checkpoint holds one frame per slot and restores the buffer exactly; a run with
+  // another frame_stack (or whole observations, as checkpoints before this storage) refuses it.
+  herd::io::CheckpointWriter w("test", 1);
+  rb.save(w, "rb/");
+  const auto bytes = w.serialize();
+  herd::io::CheckpointReader r(bytes, "memory");
+  CHECK(r.bytes("rb/obs_f32").size() == 6 * sizeof(float));
+  ReplayBuffer copy(t);
+  copy.load(r, "rb/");
+  ReplaySample s1, s2;
+  auto c1 = RngStream(3, 0, RngPurpose::kShuffle).at(0), c2 = c1;
+  rb.sample(50, c1, 1.0, s1);
+  copy.sample(50, c2, 1.0, s2);
+  CHECK(s1.indices == s2.indices);
+  CHECK(s1.obs == s2.obs);
+  CHECK(s1.next_obs == s2.next_obs);
+  ReplayBufferOptions t1 = t;
+  t1.frame_stack = 1;
+  ReplayBuffer plain(t1);
+  CHECK_THROWS_WITH(plain.load(r, "rb/"), Catch::Contains("stores the newest of 2 stacked frames per slot, but this "
+                                                          "run's stores whole observations"));
 }

@@ -1,7 +1,8 @@
 #pragma once
 /// @file optimizer.hpp
 /// Optimizers (PyTorch `torch.optim` update rules): `Sgd` with momentum, `Adam`
-/// (Kingma & Ba 2015), `RMSprop` (Tieleman & Hinton 2012, PyTorch's non-centred form);
+/// (Kingma & Ba 2015), `RMSprop` (Tieleman & Hinton 2012; PyTorch's non-centred form and
+/// its `centered=True` form, Graves 2013);
 /// clipping by global gradient norm; linear learning-rate annealing.
 ///
 /// State: `state()` returns deep copies of everything an update depends on ("step",
@@ -136,20 +137,26 @@ class Adam : public Optimizer {
   double beta1_, beta2_, eps_;
 };
 
-/// RMSprop (PyTorch, non-centred, no momentum): v = alpha v + (1 - alpha) g^2,
-/// p -= lr g / (sqrt(v) + eps). Buffer "square_avg".
+/// RMSprop (PyTorch's `torch.optim.RMSprop` without momentum): v = alpha v + (1 - alpha) g^2,
+/// p -= lr g / (sqrt(v) + eps). Buffer "square_avg". Centred (PyTorch's `centered=True`,
+/// Graves 2013 eq. 38-40, the form DQN on Atari and the MinAtar paper's DQN used): also the
+/// gradient's mean m = alpha m + (1 - alpha) g (buffer "grad_avg"), and
+/// p -= lr g / (sqrt(v - m^2) + eps), normalising by an estimate of the gradient's variance.
 class RmsProp : public Optimizer {
  public:
   /// @throws InputError unless 0 <= alpha < 1 and eps >= 0.
   RmsProp(std::vector<NamedParameter> params, double lr = 1e-2, double alpha = 0.99,
-          double eps = 1e-8);
+          double eps = 1e-8, bool centered = false);
   std::string type_name() const override { return "RMSprop"; }
+  /// Whether the centred form is used.
+  bool centered() const { return centered_; }
 
  protected:
   void update(std::size_t i, Parameter& p) override;
 
  private:
   double alpha_, eps_;
+  bool centered_;
 };
 
 /// Scales all gradients by max_norm / (norm + 1e-6) when the global L2 norm exceeds

@@ -62,6 +62,8 @@ struct DqnOptions {
   OptimizerKind optimizer = OptimizerKind::kAdam;  ///< Adam (SB3) or RMSprop (the MinAtar paper)
   double optimizer_eps = 1e-8;            ///< Adam/RMSprop epsilon (PyTorch's Adam default)
   double rmsprop_alpha = 0.95;            ///< RMSprop's squared-gradient decay (MinAtar paper: 0.95)
+  /// Centred RMSprop (PyTorch's `centered=True`; the MinAtar paper's and Mnih et al.'s DQN).
+  bool rmsprop_centered = false;
 };
 
 /// The exploration rate after `steps` of `total_steps` env steps: linear from `initial` to

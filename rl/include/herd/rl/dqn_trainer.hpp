@@ -184,15 +184,18 @@ class DqnTrainer final : public TrainingRun {
 };
 
 /// Greedy (or, with `epsilon` > 0, epsilon-greedy) episodes of `env_id` with `q`: env global
-/// id 1<<20, reset stream `seed`, exploration draws from `RngStream(seed, 1<<20, kPolicy)`.
-/// @throws herd::InputError for an unknown env or episodes < 1.
+/// id 1<<20, reset stream `seed`, exploration draws from `RngStream(seed, 1<<20, kPolicy)`;
+/// episodes cut off at `max_episode_steps` steps as `evaluate_policy` (0: no cap).
+/// @throws herd::InputError for an unknown env, episodes < 1 or max_episode_steps < 0.
 EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episodes, double epsilon,
-                              std::uint64_t seed);
+                              std::uint64_t seed, std::int64_t max_episode_steps = kEvalMaxEpisodeSteps);
 
 /// Loads the online network of a `DqnTrainer` checkpoint and evaluates it greedily
-/// (`stochastic`: epsilon-greedy with the run's final epsilon).
+/// (`stochastic`: epsilon-greedy with the run's final epsilon); `max_episode_steps` < 0:
+/// the run's `eval.max_episode_steps`.
 /// @throws herd::IoError for a bad file; herd::InputError
-EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool stochastic);
+EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool stochastic,
+                                   std::int64_t max_episode_steps = -1);
 
 /// The checkpoint kind DQN runs write ("herd.rl.dqn").
 inline constexpr const char* kDqnCheckpointKind = "herd.rl.dqn";

@@ -20,13 +20,17 @@
 /// start of an episode from the reset stream (see `Env`); so an episode depends only on
 /// (seed, global id, episode number, actions). Thread-safety: as `Env`.
 
-#include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "herd/rl/env.hpp"
 
 namespace herd::rl {
+
+namespace minatar_detail {
+class MinAtarGame;
+}  // namespace minatar_detail
 
 /// Actions of MinAtar's full action set.
 enum class MinAtarAction : std::uint8_t { kNoop = 0, kLeft, kUp, kRight, kDown, kFire };
@@ -37,6 +41,8 @@ class MinAtarEnv : public Env {
  public:
   /// Grid side (rows and columns).
   static constexpr int kSize = 10;
+  /// Destroys the env and its game.
+  ~MinAtarEnv() override;
   /// Number of binary channels of an observation.
   int n_channels() const { return n_channels_; }
   /// Probability that a step repeats the previous action (0.1 as in the paper).
@@ -62,21 +68,9 @@ class MinAtarEnv : public Env {
   /// @param minimal the minimal action set (full-set values, increasing)
   /// @param full_actions whether the action space is the full 6-action set
   /// @param game_state_dim doubles of the game's own state
+  /// @param game the game's rules and state (internal to the MinAtar sources)
   MinAtarEnv(std::string id, int n_channels, std::vector<int> minimal, bool full_actions,
-             std::size_t game_state_dim);
-
-  /// Starts a new game from `rng`.
-  virtual void game_reset(RngCursor& rng) = 0;
-  /// Advances the game by one frame under the full-set `action`; returns the reward and sets
-  /// `terminal`.
-  virtual double game_step(int action, RngCursor& rng, bool& terminal) = 0;
-  /// Sets the cells of the game's channels in `grid` (`[n_channels, 10, 10]`, zeroed).
-  virtual void game_observe(std::uint8_t* grid) const = 0;
-  /// Writes the game state (`game_state_dim` doubles).
-  virtual void game_get_state(double* s) const = 0;
-  /// Reads the game state (`game_state_dim` doubles). @throws herd::InputError when a
-  /// value is out of range.
-  virtual void game_set_state(const double* s) = 0;
+             std::size_t game_state_dim, std::unique_ptr<minatar_detail::MinAtarGame> game);
 
  private:
   void reset_impl(RngCursor& rng, float* obs) final;
@@ -85,6 +79,7 @@ class MinAtarEnv : public Env {
   /// One step of the game (sticky action, rules) without writing an observation.
   StepResult advance(const double* action);
 
+  std::unique_ptr<minatar_detail::MinAtarGame> game_;
   int n_channels_;
   std::vector<int> action_map_;
   std::size_t game_state_dim_;
@@ -111,17 +106,6 @@ class MinAtarBreakout final : public MinAtarEnv {
   /// A fresh instance; `full_actions` selects the 6-action set ("MinAtar/Breakout-v0")
   /// instead of the minimal one ("MinAtar/Breakout-v1").
   explicit MinAtarBreakout(bool full_actions = false);
-
- protected:
-  void game_reset(RngCursor& rng) override;
-  double game_step(int action, RngCursor& rng, bool& terminal) override;
-  void game_observe(std::uint8_t* grid) const override;
-  void game_get_state(double* s) const override;
-  void game_set_state(const double* s) override;
-
- private:
-  int ball_x_ = 0, ball_y_ = 3, dx_ = 1, dy_ = 1, paddle_x_ = 4, last_x_ = 0, last_y_ = 3;
-  std::array<std::uint8_t, 30> bricks_{};
 };
 
 /// MinAtar Freeway (channels: chicken, car, then the trails of cars of speed class 1-5;
@@ -148,22 +132,6 @@ class MinAtarFreeway final : public MinAtarEnv {
   static constexpr int kFrames = 2500;
   /// Frames between two chicken moves.
   static constexpr int kMoveEvery = 3;
-
- protected:
-  void game_reset(RngCursor& rng) override;
-  double game_step(int action, RngCursor& rng, bool& terminal) override;
-  void game_observe(std::uint8_t* grid) const override;
-  void game_get_state(double* s) const override;
-  void game_set_state(const double* s) override;
-
- private:
-  struct Car {
-    int x = 0, period = 1, dir = 1, timer = 1;  // timer: frames until the next move
-  };
-  void randomize_cars(RngCursor& rng);
-  bool chicken_on_car() const;
-  int chicken_y_ = 9, cooldown_ = 0, frame_ = 0;
-  std::array<Car, 8> cars_{};
 };
 
 /// MinAtar Asterix (channels: player, enemy, trail, gold; minimal actions: no-op, left, up,
@@ -195,23 +163,6 @@ class MinAtarAsterix final : public MinAtarEnv {
   static int spawn_period(int ramps);
   /// Move period after `ramps` ramps: max(1, 5 - ramps / 2).
   static int move_period(int ramps);
-
- protected:
-  void game_reset(RngCursor& rng) override;
-  double game_step(int action, RngCursor& rng, bool& terminal) override;
-  void game_observe(std::uint8_t* grid) const override;
-  void game_get_state(double* s) const override;
-  void game_set_state(const double* s) override;
-
- private:
-  struct Lane {
-    int kind = 0, x = 0, dir = 1, moved = 0;  // kind: 0 none, 1 enemy, 2 gold
-  };
-  /// Applies the player's contact with the object in its lane; returns the reward.
-  double touch(bool& terminal);
-  int player_x_ = 5, player_y_ = 5, ramps_ = 0, spawn_timer_ = 11, move_timer_ = 1;
-  int ramp_timer_ = kRampEvery;
-  std::array<Lane, 8> lanes_{};
 };
 
 /// MinAtar Space Invaders (channels: cannon, alien, alien moving left, alien moving right,
@@ -246,20 +197,6 @@ class MinAtarSpaceInvaders final : public MinAtarEnv {
   static constexpr int kEnemyShotEvery = 10;
   /// Wave speed (the largest alien period) after `waves` cleared waves: max(1, 12 - waves).
   static int wave_speed(int waves);
-
- protected:
-  void game_reset(RngCursor& rng) override;
-  double game_step(int action, RngCursor& rng, bool& terminal) override;
-  void game_observe(std::uint8_t* grid) const override;
-  void game_get_state(double* s) const override;
-  void game_set_state(const double* s) override;
-
- private:
-  using Grid = std::array<std::uint8_t, 100>;
-  void new_wave();
-  int cannon_x_ = 5, dir_ = -1, waves_ = 0, shot_timer_ = 0, move_timer_ = 13;
-  int enemy_shot_timer_ = 11;
-  Grid aliens_{}, friendly_{}, enemy_{};
 };
 
 /// MinAtar Seaquest (channels: sub front, sub back, friendly bullet, trail, enemy bullet,
@@ -314,26 +251,6 @@ class MinAtarSeaquest final : public MinAtarEnv {
   static int spawn_period(int surfacings);
   /// Enemy move period after `surfacings` surfacings: max(2, 5 - surfacings / 2).
   static int move_period(int surfacings);
-
- protected:
-  void game_reset(RngCursor& rng) override;
-  double game_step(int action, RngCursor& rng, bool& terminal) override;
-  void game_observe(std::uint8_t* grid) const override;
-  void game_get_state(double* s) const override;
-  void game_set_state(const double* s) override;
-
- private:
-  struct Mover {
-    int kind = 0, lane = 0, x = 0, dir = 0, move_timer = 0, fire_timer = 0, moved = 0;
-  };
-  bool touching_enemy() const;
-  void touch_diver();
-  int hit_enemies();
-  int sub_x_ = 5, sub_y_ = 0, facing_ = -1, oxygen_ = kMaxOxygen, divers_ = 0, cooldown_ = 0;
-  int enemy_timer_ = 21, diver_timer_ = 31, surfacings_ = 0;
-  std::array<std::int8_t, 100> friendly_{}, enemy_bullets_{};
-  std::array<Mover, kMaxEnemies> enemies_{};
-  std::array<Mover, kMaxDiverSlots> divers_on_screen_{};
 };
 
 }  // namespace herd::rl

@@ -57,7 +57,12 @@ struct ReplayBufferOptions {
   /// `capacity / num_envs` slots (rounded down).
   std::size_t capacity = 1000000;
   std::size_t num_envs = 1;   ///< B: environments stepped together
-  std::size_t obs_dim = 1;    ///< components of one observation
+  std::size_t obs_dim = 1;    ///< components of one observation (with a frame stack: all k frames)
+  /// k of a frame-stack wrapper (`WrapperOptions::frame_stack`) whose stacked observations
+  /// `add` receives: each slot then stores the newest frame only (obs_dim / k components),
+  /// and `sample` rebuilds the stacks (see the class comment). 1: observations are stored
+  /// whole. obs_dim must be a multiple of it.
+  int frame_stack = 1;
   /// Observations stored as uint8 (each value must be an integer in [0, 255], e.g. MinAtar's
   /// 0/1 grids or Atari frames); otherwise float32.
   bool uint8_obs = false;
@@ -87,15 +92,28 @@ struct ReplaySample {
 /// **Layout (compact).** Env b owns a ring of T = capacity / B slots. A slot holds one
 /// observation (stored once: the next observation of a transition is the following slot,
 /// never a second copy), the action taken in it (int32), its reward (float32, as SB3
-/// stores rewards) and a flags byte (terminated, truncated, valid, final). When a time
-/// limit truncates an episode, the episode's last observation gets a slot of its own (a
-/// "final" slot, which is no transition) so that the transition bootstraps from it, as
-/// SB3 and Gymnasium prescribe for truncation (Pardo et al. 2018), while the env's next
-/// slot holds the first observation of the new episode. A terminated episode needs no
-/// such slot. Bytes per slot: obs_dim (uint8 observations) or 4 obs_dim (float32) + 9,
-/// plus the sampling tree's 16 bytes per slot (slots padded to a power of two):
-/// `bytes_per_slot()`. For MinAtar Breakout ([4, 10, 10] as uint8) that is 425 bytes, or
-/// 42.5 MB for SB3's and the MinAtar paper's 100000 transitions.
+/// stores rewards) and a flags byte (terminated, truncated, valid, final, first of an
+/// episode). When a time limit truncates an episode, the episode's last observation gets a
+/// slot of its own (a "final" slot, which is no transition) so that the transition
+/// bootstraps from it, as SB3 and Gymnasium prescribe for truncation (Pardo et al. 2018),
+/// while the env's next slot holds the first observation of the new episode. A terminated
+/// episode needs no such slot.
+///
+/// **Frame stacks (frames stored once).** With `frame_stack` k > 1 the observations are
+/// the frame-stack wrapper's `[k frames]`, oldest first, and a slot stores only the newest
+/// frame (as rlpyt's frame-based replay): the stack of a slot is rebuilt from the frames of
+/// the k - 1 slots before it in its episode, the episode's first frame standing in for the
+/// frames before its start (the wrapper's reset padding, Gymnasium's `padding_type =
+/// "reset"`), so a rebuilt stack equals the observation the agent saw, bit for bit. `add`
+/// checks that each observation is that stack (the older frames equal the stored ones) and
+/// refuses others. When a ring overwrites a frame, the transitions whose stacks still needed
+/// it stop being sampleable. Sampling, n-step returns and priorities are those of k = 1.
+///
+/// **Memory.** Bytes per slot: the stored frame (obs_dim / k values: 1 byte each as uint8,
+/// 4 as float32) + 9, plus the sampling tree's 16 bytes per slot (slots padded to a power
+/// of two): `bytes_per_slot()`. MinAtar Breakout ([4, 10, 10] as uint8): 400 + 9 + 16 = 425
+/// bytes, or 42.5 MB for SB3's and the MinAtar paper's 100000 transitions; with a 4-frame
+/// stack ([16, 10, 10]) the same 425 bytes instead of 1625 with whole stacks.
 ///
 /// **n-step returns.** The transition in slot t of env b is sampleable ("valid") once its
 /// horizon is known: the n following steps are stored (bootstrap from slot t + n), or the
@@ -116,15 +134,16 @@ struct ReplaySample {
 /// Thread-safety: one thread at a time.
 class ReplayBuffer {
  public:
-  /// @throws herd::InputError when num_envs or obs_dim is 0, capacity / num_envs < n_step + 2,
-  ///         n_step < 1, gamma outside [0, 1], alpha < 0 or priority_eps <= 0.
+  /// @throws herd::InputError when num_envs or obs_dim is 0, frame_stack < 1 or does not
+  ///         divide obs_dim, capacity / num_envs < n_step + frame_stack + 1, n_step < 1,
+  ///         gamma outside [0, 1], alpha < 0 or priority_eps <= 0.
   explicit ReplayBuffer(const ReplayBufferOptions& options);
 
   /// The options.
   const ReplayBufferOptions& options() const { return opt_; }
   /// Slots per env ring (T).
   std::size_t slots_per_env() const { return per_env_; }
-  /// Bytes one slot takes (observation, action, reward, flags, sampling tree).
+  /// Bytes one slot takes (observation or newest frame, action, reward, flags, sampling tree).
   double bytes_per_slot() const;
   /// Bytes a buffer of `options` takes (an upper estimate without allocating it). Thread-safe.
   static double memory_need(const ReplayBufferOptions& options);
@@ -134,7 +153,9 @@ class ReplayBuffer {
   /// `final_obs` `[B, obs_dim]` (read where truncated and not terminated: the episode's last
   /// observation). The oldest slots of each ring are overwritten when it is full.
   /// @throws herd::InputError when uint8 storage gets an observation value that is not an
-  ///         integer in [0, 255] (naming env, component and value; nothing is stored then).
+  ///         integer in [0, 255], or (frame_stack > 1) an observation whose older frames are
+  ///         not the frames stored before it in its episode (naming env, component and
+  ///         value; nothing is stored then).
   void add(const float* obs, const std::int64_t* actions, const double* rewards, const std::uint8_t* terminated,
            const std::uint8_t* truncated, const float* final_obs);
 
@@ -156,21 +177,33 @@ class ReplayBuffer {
   /// The largest |delta| + eps seen (new transitions get it raised to alpha).
   double max_priority() const { return max_priority_; }
 
-  /// Adds the buffer (the filled slots only, observations in their stored type) to a
-  /// checkpoint under `prefix`.
+  /// Adds the buffer (the filled slots only, observations in their stored type: one frame
+  /// per slot with a frame stack) to a checkpoint under `prefix`.
   void save(io::CheckpointWriter& w, const std::string& prefix) const;
   /// Restores what `save` wrote. @throws herd::IoError or herd::InputError when the
   /// checkpoint's buffer has other sizes or options.
   void load(const io::CheckpointReader& r, const std::string& prefix);
 
  private:
-  enum Flag : std::uint8_t { kTerminated = 1, kTruncated = 2, kValid = 4, kFinal = 8 };
+  enum Flag : std::uint8_t { kTerminated = 1, kTruncated = 2, kValid = 4, kFinal = 8, kFirst = 16 };
   std::size_t slot(std::size_t env, std::uint64_t pos) const { return env * per_env_ + pos % per_env_; }
+  /// The slot before `s` in its env's ring.
+  std::size_t previous(std::size_t s) const { return s - s % per_env_ + (s % per_env_ + per_env_ - 1) % per_env_; }
   void write_slot(std::size_t s, const float* obs, std::int32_t action, float reward, std::uint8_t flags);
+  void invalidate(std::size_t s);
+  /// Before env `env` writes position `pos` (over position pos - T): makes the transitions
+  /// whose stacks need the overwritten frame unsampleable.
+  void forget(std::size_t env, std::uint64_t pos);
   void validate(std::size_t s);
+  void read_frame(std::size_t s, float* out) const;
+  /// The observation of slot `s` (the stack rebuilt from its frames when frame_stack > 1).
   void read_obs(std::size_t s, float* out) const;
+  /// Checks that `obs` (a row of obs_dim) is the stack a slot after slot `last` of the same
+  /// episode would rebuild (`last` = none: the first of an episode, k copies of its frame).
+  void check_stack(std::size_t env, const float* obs, bool first, std::size_t last, bool final_obs) const;
   ReplayBufferOptions opt_;
   std::size_t per_env_ = 0;
+  std::size_t frame_dim_ = 0;  // stored components per slot: obs_dim / frame_stack
   std::vector<std::uint8_t> obs_u8_;
   std::vector<float> obs_f32_;
   std::vector<std::int32_t> actions_;

@@ -29,6 +29,12 @@ struct TrainConfig {
   /// resolving the configuration loads it and registers its environment as `env`.
   std::string env_library;
   std::string env_symbol;  ///< `env.symbol`: its `herd_env_spec_fn` (with env_library)
+  /// `env.frame_stack`: observations stacked by the wrapper (1: none); DQN's replay stores
+  /// each frame once and rebuilds the stacks.
+  int frame_stack = 1;
+  /// `eval.max_episode_steps`: `herd-rl eval` cuts an episode off after this many steps and
+  /// reports it as truncated (0: no cap).
+  std::int64_t eval_max_episode_steps = 27000;
   std::string algorithm = "ppo";     ///< "ppo", "a2c" or "dqn"
   std::uint64_t seed = 0;            ///< seed of every random stream
   std::int64_t total_steps = 100000;  ///< env steps to train (rounded up to whole rollouts)

@@ -206,22 +206,37 @@ class Trainer final : public TrainingRun {
   std::unique_ptr<io::TensorBoardWriter> tb_;       // rank 0 with logging.tensorboard, during `run`
 };
 
-/// Result of `evaluate_policy`: per-episode returns, their mean and population std.
+/// Result of `evaluate_policy`: per-episode returns, their mean and population std, lengths
+/// and how the episodes ended.
 struct EvalResult {
   std::vector<double> returns;  ///< undiscounted returns
   double mean = 0;              ///< mean return
   double std = 0;               ///< standard deviation of the returns
+  std::vector<std::int64_t> lengths;  ///< steps of each episode
+  /// Episodes that ended truncated, not terminated: by the env's time limit or cut off at
+  /// the evaluation's step cap (their returns are those of the steps played).
+  std::size_t truncated = 0;
+  std::size_t capped = 0;  ///< of these, the episodes cut off at the step cap
 };
+
+/// Default step cap of an evaluation episode (`eval.max_episode_steps`): 27000 agent steps,
+/// as Stable-Baselines3's and the Atari literature's evaluations (108000 frames at frame skip 4).
+inline constexpr std::int64_t kEvalMaxEpisodeSteps = 27000;
 
 /// Runs `episodes` episodes of `env_id` one after another with the agent's mode action
 /// (deterministic, as SB3 evaluates) or sampled actions (`stochastic`), observations
 /// normalised by `obs_rms` when given. Env global id 1<<20 (disjoint from training envs),
-/// reset stream `seed`. @throws herd::InputError for an unknown env or episodes < 1.
+/// reset stream `seed`. An episode that has not ended after `max_episode_steps` steps is cut
+/// off there and counted as truncated (0: no cap; an episode that never ends then never
+/// returns). @throws herd::InputError for an unknown env, episodes < 1 or max_episode_steps < 0.
 EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, const RunningMeanStd* obs_rms,
-                           int episodes, bool stochastic, std::uint64_t seed);
+                           int episodes, bool stochastic, std::uint64_t seed,
+                           std::int64_t max_episode_steps = kEvalMaxEpisodeSteps);
 
-/// Loads the agent of a checkpoint written by `Trainer` and evaluates it.
+/// Loads the agent of a checkpoint written by `Trainer` (or `DqnTrainer`) and evaluates it;
+/// `max_episode_steps` < 0: the run's `eval.max_episode_steps`.
 /// @throws herd::IoError for a bad file; herd::InputError
-EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stochastic);
+EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stochastic,
+                               std::int64_t max_episode_steps = -1);
 
 }  // namespace herd::rl

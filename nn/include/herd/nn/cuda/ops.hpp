@@ -102,11 +102,12 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* xhat, T* rs
 template <class T>
 void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw, T* gb,
                          T* gx, std::int64_t rows, std::int64_t F, cudaStream_t s);
-/// One RMSprop step (as `nn::RmsProp`): `v = a v + (1 - a) g^2`, `w -= lr g / (sqrt(v) + eps)`.
-/// `skip` (device memory, may be null): when `*skip` is non-zero at run time, `w` and `v`
-/// stay unchanged (see `adam_update`).
+/// One RMSprop step (as `nn::RmsProp`): `v = a v + (1 - a) g^2`, `w -= lr g / (sqrt(v) + eps)`;
+/// centred when `m` (the gradient average) is not null: `m = a m + (1 - a) g`,
+/// `w -= lr g / (sqrt(v - m^2) + eps)`. `skip` (device memory, may be null): when `*skip` is
+/// non-zero at run time, `w`, `v` and `m` stay unchanged (see `adam_update`).
 template <class T>
-void rmsprop_update(T* w, const T* g, T* v, std::int64_t n, double lr, double alpha, double eps,
+void rmsprop_update(T* w, const T* g, T* v, T* m, std::int64_t n, double lr, double alpha, double eps,
                     cudaStream_t s, const std::int32_t* skip = nullptr);
 /// The scaling of `clip_grad_norm` without a host read-back: with `coef = max_norm /
 /// (sqrt(*sum_sq) + 1e-6)` computed on the device from the device double `*sum_sq` (the
