@@ -37,7 +37,7 @@
 #include "herd/mcmc/plugin.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #include "herd/mcmc/targets.hpp"
-#include "sample_batched.hpp"
+#include "herd/mcmc/run/batched_sample.hpp"
 
 namespace {
 
@@ -399,14 +399,8 @@ int main(int argc, char** argv) {
       in.target.log_density = herd::mcmc::restrict_to_domain(in.specs, in.target.ndim, std::move(in.target.log_density));
       // Before anything is allocated: every size, and the memory the run holds.
       herd::mcmc::check_sampler_memory(in.specs, in.target.ndim, comm->size());
-      if (in.specs.device != "cpu") {
-        // device = "cpu_batched" | "cuda": the batched sampler, with its own restart record.
-        herd::apps::check_batched_device(in.specs, batched.get(), in.target.ndim, comm->size());
-        in.run_restartable = true;
-        in.run = [batched](herd::mcmc::SamplerProgramInput& p, herd::Communicator& c) {
-          herd::apps::run_batched_sample(p.specs, p.target, batched, p.options, c, p.resuming);
-        };
-      }
+      // device = "cpu_batched" | "cuda": the batched run, with its own restart record.
+      herd::mcmc::use_batched_run(in, batched, *comm);
       in.seed_given = settings.has("random_seed");
       // Validate the kernel options before anything is written.
       auto probe = [options = herd::mcmc::to_dram_options(in.specs, in.target.ndim),
