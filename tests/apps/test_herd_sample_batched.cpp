@@ -24,6 +24,7 @@
 #include "app_runner.hpp"
 #include "nested_rhat_by_hand.hpp"
 
+#include "herd/examples/model_targets.hpp"
 #include "herd/io/hdf5.hpp"
 
 namespace fs = std::filesystem;
@@ -484,3 +485,41 @@ TEST_CASE("herd-sample cpu_batched: progress while it samples (log and terminal)
   REQUIRE(t.rc == 0);
   CHECK_THAT(t.out, Contains("\rsampling") && Contains("proposals per chain"));
 }
+
+TEST_CASE("herd-sample cpu_batched: every name of the target registry runs; an unknown one is one line",
+          "[apps][mcmc]") {
+  using herd::mcmc::TargetRegistry;
+  herd::examples::register_models(TargetRegistry::global());  // as herd-sample does
+  const auto dir = workdir("registry");
+  const std::string common = "--quiet --set device=cpu_batched --set chains_per_rank=4 --set warmup=50 "
+                             "--set chain_size=100 --set random_seed=1 --set checkpoint_period_seconds=0 ";
+  int runs = 0;
+  for (auto family : {TargetRegistry::Family::kBuiltin, TargetRegistry::Family::kModel,
+                      TargetRegistry::Family::kPlugin}) {
+    for (const auto& name : TargetRegistry::global().names(family, true)) {
+      std::string target;
+      if (family == TargetRegistry::Family::kModel) {
+        target = "--set target.model=" + name;
+      } else if (family == TargetRegistry::Family::kPlugin) {
+        target = std::string("--set target.library=") + HERD_TEST_PLUGIN_PATH + " --set target.ndim=2";
+      } else {
+        target = "--set target.builtin=" + name + " --set target.ndim=2";
+        if (name == "mixture")
+          target += " --set 'target.weights=[0.5, 0.5]' --set 'target.means=[-1.0, 0.0, 1.0, 0.0]' "
+                    "--set 'target.sigmas=[1.0, 1.0]'";
+      }
+      INFO(target);
+      const Run r = sample(dir, 0, common + target + " --output out/" + std::to_string(runs));
+      CHECK(r.rc == 0);
+      CHECK(fs::exists(dir / "out" / (std::to_string(runs) + ".h5")));
+      ++runs;
+    }
+  }
+  CHECK(runs == 5 + 2 * 6 + 1);
+  const Run r = sample(dir, 0, common + "--set target.builtin=funel --set target.ndim=2 --output out/bad");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("key \"target.builtin\" is \"funel\" (a string), but must be one of \"normal\", "
+                             "\"banana\", \"rosenbrock\", \"mixture\", \"funnel\"; did you mean \"funnel\"?"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
