@@ -324,11 +324,13 @@ std::string batched_text_report(const BatchedRunFacts& f, const BatchedPosterior
   rep += "\n== run ==\n" + batched_report(f.all_options, f.totals, post.diagnostics);
   rep += superchain_line(f);
   rep += checkpoint_line(f);
-  rep += "not used by batched devices: parallelization_model, sample_size and the refinement, adaptive_update_count, "
-         "greedy_adaptation_count, burnin_adaptation_measure, target_acceptance_rate, chain_file_format\n";
+  rep += "not used by batched devices: parallelization_model, adaptive_update_count, greedy_adaptation_count, "
+         "burnin_adaptation_measure, target_acceptance_rate, chain_file_format (sample_size and the refinement make "
+         "the .h5's sample group of the recorded draws)\n";
   rep += "\n== posterior (thinned draws after the warm-up): statistics and diagnostics ==\n" + table;
   if (!warnings.empty()) rep += "\n== convergence warnings ==\n" + warnings;
-  rep += fmt::format("\noutputs: {}.h5 (posterior, sample_stats/lp [chain, draw]), {}_report.txt, {}_report.html\n",
+  rep += fmt::format("\noutputs: {}.h5 (posterior, sample_stats/lp [chain, draw], chain_compact, sample, diagnostics), "
+                     "{}_report.txt, {}_report.html\n",
                      specs.output_prefix, specs.output_prefix, specs.output_prefix);
   return rep;
 }

@@ -90,6 +90,7 @@ void write_outputs(BatchedRunFacts& facts, io::H5File& h5, const MemoryBatchedSi
   const SamplerSpecs& specs = *facts.specs;
   BatchedPosterior post = summarize_batched_draws(draws, specs.variable_names, facts.superchains);
   add_batched_quantities(h5, *facts.target, specs.variable_names, draws, post);
+  write_batched_serial_groups(h5, facts, draws, post);
   const std::string table = format_summary_table(post.rows);
   phases.phase("writing " + specs.output_prefix + ".h5");
   write_batched_h5_attributes(h5, facts);

@@ -124,6 +124,25 @@ struct BatchedRunFacts {
 /// attributes. @throws herd::IoError
 void write_batched_h5_attributes(io::H5File& h5, const BatchedRunFacts& facts);
 
+/// The groups of the serial run's `.h5` (paradram_run.hpp) that a batched run fills from its
+/// recorded draws, with the serial run's dataset names and dimensions:
+///  - `chain_compact`: every chain's recorded (thinned) draws in compact form, runs of equal
+///    consecutive draws merged: `step` (the proposal after which the draw was recorded,
+///    warm-up included), `weight`, `log_density`, `state [compact_draw, variable]`, and with
+///    several chains `chain` and `burnin [chains]` (0: the warm-up is not recorded);
+///  - `sample`: each chain's sample of its recorded draws (`sample_size` evenly spaced draws,
+///    every draw with sample_refinement_count = 0, else ParaDRAM's refinement, refinement.hpp),
+///    in chain order: `lp`, the variables, `chain_id` with several chains;
+///  - `diagnostics`: mean, sd, q5, q50, q95, mcse_mean, mcse_sd, ess_bulk, ess_tail, rhat of
+///    every summary row of `post` (`variable` scale), `nested_rhat` (attribute `superchains`)
+///    when `facts.superchains` >= 2, and for 2..16 chains ParaDRAM's pairwise KS table of the
+///    samples (`ks_statistic`, `ks_p_value` `[ks_variable, chain_a, chain_b]`).
+/// Not written (the batched engine records no per-proposal statistics): `sample_stats`'
+/// accepted, dr_stage and acceptance_probability, and `chain_compact`'s dr_stage,
+/// acceptance_probability and adaptation_measure. @throws herd::IoError
+void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, const MemoryBatchedSink& draws,
+                                 const BatchedPosterior& post);
+
 /// `<prefix>_report.txt` up to (not including) the phase times: the target and layout, the
 /// resolved input, the run (`batched_report`), superchains, checkpoints, the summary
 /// `table` and the convergence `warnings`, the outputs. Pure.
