@@ -51,26 +51,126 @@ proposal_std = [1.0, 1.0, 0.01, 0.01, 0.01]
 model = "kidscore_interaction"
 )toml";
 
+/// What the command line says.
+struct CommandLine {
+  std::string file;               ///< the input file (empty: the embedded default input)
+  std::vector<std::string> sets;  ///< --set key=value
+  std::string output, seed;       ///< --output, --seed (empty: not given)
+  bool quiet = false, help_keys = false;
+};
+
+/// The name of the input in messages and the report.
+std::string input_name(const CommandLine& cl) { return cl.file.empty() ? "(embedded default input)" : cl.file; }
+
+/// Seeds are checked here rather than by CLI11 (whose range message prints the limits of a
+/// double) or the schema (which reads 2^63 as a float): the range is TOML's integers,
+/// [0, 2^63-1], for --seed, --set random_seed and the input file alike; nothing is clamped.
+/// Prints one error line and returns false for a bad one.
+bool seeds_valid(const CommandLine& cl) {
+  auto seed_ok = [](const std::string& text) {
+    long long v = -1;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    return ec == std::errc() && end == text.data() + text.size() && v >= 0;
+  };
+  if (!cl.seed.empty() && !seed_ok(cl.seed)) {
+    std::fprintf(stderr, "herd-sample: error: --seed is \"%s\", but must be an integer in [0, 9223372036854775807]\n",
+                 cl.seed.c_str());
+    return false;
+  }
+  for (const auto& kv : cl.sets) {
+    const std::size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = kv.substr(0, eq);
+    std::string value = kv.substr(eq + 1);
+    while (!value.empty() && value.back() == ' ') value.pop_back();
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    if ((key == "random_seed" || key == "randomSeed" || key == "outputSeed") && !seed_ok(value)) {
+      std::fprintf(stderr,
+                   "herd-sample: error: --set %s: key \"%s\" is \"%s\", but must be an integer in [0, "
+                   "9223372036854775807]\n",
+                   kv.c_str(), key.c_str(), value.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The input keys: the sampler's specifications and the target registry's keys.
+herd::io::Schema input_schema() {
+  herd::io::Schema schema("herd-sample");
+  herd::mcmc::declare_sampler_specs(schema);
+  herd::mcmc::TargetRegistry::global().declare_keys(schema);
+  return schema;
+}
+
+/// The line rank 0 prints before the run.
+std::string banner(const herd::mcmc::SamplerProgramInput& in, int ranks) {
+  if (in.specs.device != "cpu")
+    return fmt::format("herd-sample: {}, {} variables, device {}, {} x {} chains, warmup {}, chain_size {}, thin {}, "
+                       "seed {}", in.target.description, in.target.ndim, in.specs.device, ranks,
+                       in.specs.chains_per_rank, in.specs.warmup, in.specs.chain_size, in.specs.thin,
+                       in.specs.random_seed);
+  return fmt::format("herd-sample: {}, {} variables, chain_size {}, seed {}{}", in.target.description, in.target.ndim,
+                     in.specs.chain_size, in.specs.random_seed,
+                     ranks > 1 ? fmt::format(", {} on {} processes", in.specs.parallelization_model, ranks)
+                               : std::string());
+}
+
+/// Resolves the input on this rank: the file (or the embedded default, whose target a
+/// `--set target.*` replaces) with the overrides, then the library's target, specifications
+/// and checks. @throws herd::InputError
+herd::mcmc::SamplerProgramInput resolve(const CommandLine& cl, const herd::Communicator& comm) {
+  herd::mcmc::SamplerProgramInput in;
+  std::vector<std::string> all_sets = cl.sets;
+  bool sets_target = false;
+  for (const auto& kv : all_sets) sets_target = sets_target || kv.rfind("target.", 0) == 0;
+  herd::io::Config config =
+      cl.file.empty() ? herd::io::parse_toml(std::string(kDefaultInput) + (sets_target ? "" : kDefaultTarget),
+                                             "(embedded default input)")
+                      : herd::io::read_config(cl.file, "ParaDRAM");
+  if (!cl.output.empty()) all_sets.push_back("output_prefix=" + cl.output);
+  if (!cl.seed.empty()) all_sets.push_back("random_seed=" + cl.seed);
+  const herd::io::Schema schema = input_schema();
+  const herd::io::Settings settings = schema.apply(config, all_sets);
+  // The target by name (built-in, posteriordb model, plugin); the default input's model
+  // when none is given. Then the specifications, the device and the checks of the library.
+  herd::mcmc::complete_program_input(in, herd::mcmc::TargetRegistry::global().make(settings, "kidscore_interaction"),
+                                     schema, settings, comm, input_name(cl));
+  in.options.quiet = cl.quiet;
+  in.banner = banner(in, comm.size());
+  return in;
+}
+
+/// `resolve`, with --output and --seed (which travel as --set overrides) named as the user
+/// typed them in its messages.
+herd::mcmc::SamplerProgramInput resolve_named(const CommandLine& cl, const herd::Communicator& comm) {
+  try {
+    return resolve(cl, comm);
+  } catch (const herd::InputError& e) {
+    std::string m = e.what();
+    const std::string from = "--set output_prefix=" + cl.output;
+    if (!cl.output.empty() && m.rfind(from, 0) == 0) m = "--output " + cl.output + m.substr(from.size());
+    const std::string seed_from = "--set random_seed=" + cl.seed;
+    if (!cl.seed.empty() && m.rfind(seed_from, 0) == 0) m = "--seed " + cl.seed + m.substr(seed_from.size());
+    throw herd::InputError(m);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // The posteriordb models join the built-in targets and plugins of the target registry.
   herd::examples::register_models(herd::mcmc::TargetRegistry::global());
   CLI::App app{"herd-sample: delayed-rejection adaptive Metropolis (DRAM) sampling, ParaDRAM-compatible"};
-  std::string file;
-  std::vector<std::string> sets;
-  std::string output;
-  std::string seed;
-  bool quiet = false;
-  bool help_keys = false;
+  CommandLine cl;
   app.set_version_flag("--version", std::string("herd-sample (herd) ") + HERD_VERSION_STRING);
-  app.add_flag("--help-keys", help_keys,
+  app.add_flag("--help-keys", cl.help_keys,
                "list every input key (TOML name, ParaMonte aliases) with its type, default and meaning, and exit");
-  app.add_option("file", file, "input file: TOML, or a ParaMonte &ParaDRAM namelist (default: the embedded default input)");
-  app.add_option("--set", sets, "override a specification: key=value (repeatable)");
-  app.add_option("--output", output, "output prefix (overrides output_prefix)");
-  app.add_option("--seed", seed, "random seed (overrides random_seed): an integer in [0, 2^63 - 1] (9223372036854775807); larger values are refused");
-  app.add_flag("--quiet", quiet, "print nothing but errors");
+  app.add_option("file", cl.file, "input file: TOML, or a ParaMonte &ParaDRAM namelist (default: the embedded default input)");
+  app.add_option("--set", cl.sets, "override a specification: key=value (repeatable)");
+  app.add_option("--output", cl.output, "output prefix (overrides output_prefix)");
+  app.add_option("--seed", cl.seed, "random seed (overrides random_seed): an integer in [0, 2^63 - 1] (9223372036854775807); larger values are refused");
+  app.add_flag("--quiet", cl.quiet, "print nothing but errors");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -84,44 +184,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "herd-sample: error: %s (run herd-sample --help for the options)\n", e.what());
     return 2;
   }
-  if (help_keys) {
-    herd::io::Schema schema("herd-sample");
-    herd::mcmc::declare_sampler_specs(schema);
-    herd::mcmc::TargetRegistry::global().declare_keys(schema);
+  if (cl.help_keys) {
     std::fputs("herd-sample input keys (TOML; a ParaMonte namelist may use the names in \"also\", in any case):\n\n",
                stdout);
-    std::fputs(schema.help().c_str(), stdout);
+    std::fputs(input_schema().help().c_str(), stdout);
     return 0;
   }
-  // Seeds are checked here rather than by CLI11 (whose range message prints the limits of a
-  // double) or the schema (which reads 2^63 as a float): the range is TOML's integers,
-  // [0, 2^63-1], for --seed, --set random_seed and the input file alike; nothing is clamped.
-  auto seed_ok = [](const std::string& text) {
-    long long v = -1;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    return ec == std::errc() && end == text.data() + text.size() && v >= 0;
-  };
-  if (!seed.empty() && !seed_ok(seed)) {
-    std::fprintf(stderr, "herd-sample: error: --seed is \"%s\", but must be an integer in [0, 9223372036854775807]\n",
-                 seed.c_str());
-    return 2;
-  }
-  for (const auto& kv : sets) {
-    const std::size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string key = kv.substr(0, eq);
-    std::string value = kv.substr(eq + 1);
-    while (!value.empty() && value.back() == ' ') value.pop_back();
-    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
-    if ((key == "random_seed" || key == "randomSeed" || key == "outputSeed") && !seed_ok(value)) {
-      std::fprintf(stderr,
-                   "herd-sample: error: --set %s: key \"%s\" is \"%s\", but must be an integer in [0, "
-                   "9223372036854775807]\n",
-                   kv.c_str(), key.c_str(), value.c_str());
-      return 2;
-    }
-  }
-
+  if (!seeds_valid(cl)) return 2;
   // Under `mpiexec -n N` (MPICH) the ranks run the model's parallel form (multi_chain, or
   // fork-join for single_chain); without a launcher, one process (no MPI initialisation).
   int rc = 0;
@@ -133,54 +202,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "herd-sample: error: %s\n", e.what());
       return 1;
     }
-    auto resolve = [&]() {
-      herd::mcmc::SamplerProgramInput in;
-      std::vector<std::string> all_sets = sets;
-      bool sets_target = false;
-      for (const auto& kv : all_sets) sets_target = sets_target || kv.rfind("target.", 0) == 0;
-      herd::io::Config config =
-          file.empty() ? herd::io::parse_toml(std::string(kDefaultInput) + (sets_target ? "" : kDefaultTarget),
-                                              "(embedded default input)")
-                       : herd::io::read_config(file, "ParaDRAM");
-      if (!output.empty()) all_sets.push_back("output_prefix=" + output);
-      if (!seed.empty()) all_sets.push_back("random_seed=" + seed);
-      herd::io::Schema schema("herd-sample");
-      herd::mcmc::declare_sampler_specs(schema);
-      herd::mcmc::TargetRegistry::global().declare_keys(schema);
-      const herd::io::Settings settings = schema.apply(config, all_sets);
-      // The target by name (built-in, posteriordb model, plugin); the default input's model
-      // when none is given. Then the specifications, the device and the checks of the library.
-      herd::mcmc::complete_program_input(in, herd::mcmc::TargetRegistry::global().make(settings, "kidscore_interaction"),
-                                         schema, settings, *comm,
-                                         file.empty() ? std::string("(embedded default input)") : file);
-      in.options.quiet = quiet;
-      in.banner = in.specs.device != "cpu"
-                      ? fmt::format("herd-sample: {}, {} variables, device {}, {} x {} chains, warmup {}, chain_size {}, "
-                                    "thin {}, seed {}", in.target.description, in.target.ndim, in.specs.device,
-                                    comm->size(), in.specs.chains_per_rank, in.specs.warmup, in.specs.chain_size,
-                                    in.specs.thin, in.specs.random_seed)
-                      : fmt::format("herd-sample: {}, {} variables, chain_size {}, seed {}{}", in.target.description,
-                              in.target.ndim, in.specs.chain_size, in.specs.random_seed,
-                              comm->size() > 1 ? fmt::format(", {} on {} processes", in.specs.parallelization_model,
-                                                             comm->size())
-                                               : std::string());
-      return in;
-    };
-    // --output and --seed travel as --set overrides; a message about them names the option
-    // the user typed.
-    auto resolve_named = [&]() {
-      try {
-        return resolve();
-      } catch (const herd::InputError& e) {
-        std::string m = e.what();
-        const std::string from = "--set output_prefix=" + output;
-        if (!output.empty() && m.rfind(from, 0) == 0) m = "--output " + output + m.substr(from.size());
-        const std::string seed_from = "--set random_seed=" + seed;
-        if (!seed.empty() && m.rfind(seed_from, 0) == 0) m = "--seed " + seed + m.substr(seed_from.size());
-        throw herd::InputError(m);
-      }
-    };
-    rc = herd::mcmc::run_sampler_program(*comm, resolve_named, "herd-sample");
+    rc = herd::mcmc::run_sampler_program(*comm, [&] { return resolve_named(cl, *comm); }, "herd-sample");
   }  // the communicator goes before MPI is finalised (at exit)
   return rc;
 }
