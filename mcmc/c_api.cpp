@@ -15,6 +15,8 @@
 #include "herd/io/toml_reader.hpp"
 #include "herd/mcmc/paradram.h"
 #include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/run/program_input.hpp"
+#include "herd/mcmc/run/target_registry.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 
 namespace {
@@ -39,6 +41,10 @@ herd::io::Config input_config(std::string_view input) {
   return herd::io::parse_toml(input, "(input text)");
 }
 
+/// One run through the C API: the log function `f` on `ndim` variables, or the target the
+/// input names (`f` empty, `ndim` 0 or the target's), on the device the input names
+/// ("cpu", the serial kernel; "cpu_batched" or "cuda", the batched run). A C log function
+/// is not thread-safe: a batched run evaluates it in stage rounds on the calling thread.
 int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input) {
   // MPI: under an MPI launcher, or when the caller has initialised MPI, the run is parallel
   // over MPI_COMM_WORLD (a duplicate); herd initialises MPI (MPI_Init_thread, FUNNELED)
@@ -58,29 +64,34 @@ int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input
     }
     auto resolve = [&]() {
       herd::mcmc::SamplerProgramInput in;
-      if (ndim < 1) throw herd::InputError(fmt::format("herd_run_dram: ndim is {}, but must be at least 1", ndim));
-      if (!f) throw herd::InputError("herd_run_dram: the log function is NULL");
       const herd::io::Config config = input_config(input);
       herd::io::Schema schema("ParaDRAM");
       herd::mcmc::declare_sampler_specs(schema);
+      // A `[target]` table (or `data`) names a target of the registry instead of a log
+      // function; without one the target keys are not part of the input (nor of its hash).
+      const bool named = config.find("target") != nullptr || config.find("data") != nullptr;
+      if (named) herd::mcmc::TargetRegistry::global().declare_keys(schema);
       const herd::io::Settings settings = schema.apply(config);
-      in.target.ndim = ndim;
-      in.target.log_density = f;
-      in.target.description = "C log function (ParaMonte signature)";
-      in.specs = herd::mcmc::resolve_sampler_specs(settings, ndim);
-      in.target.log_density = herd::mcmc::restrict_to_domain(in.specs, ndim, std::move(in.target.log_density));
-      in.seed_given = settings.has("random_seed");
-      if (in.specs.device != "cpu")
-        throw herd::InputError(fmt::format("{}: key \"device\" is \"{}\", but the C/Fortran API runs the serial "
-                                           "kernel only (\"cpu\"); use herd-sample for batched devices",
-                                           settings.origin("device"), in.specs.device));
+      herd::mcmc::MadeTarget made;
+      if (named && herd::mcmc::TargetRegistry::chooses_target(settings)) {
+        if (f)
+          throw herd::InputError("herd_run_dram: the input names a target (target.builtin, target.model or "
+                                 "target.library), but a log function is given too: pass NULL as the log function");
+        made = herd::mcmc::TargetRegistry::global().make(settings);
+        if (ndim != 0 && ndim != made.target.ndim)
+          throw herd::InputError(fmt::format("herd_run_dram: ndim is {}, but the input's target has {} dimensions (pass "
+                                             "0 to take the target's)", ndim, made.target.ndim));
+      } else {
+        if (ndim < 1) throw herd::InputError(fmt::format("herd_run_dram: ndim is {}, but must be at least 1", ndim));
+        if (!f)
+          throw herd::InputError("herd_run_dram: the log function is NULL (and the input names no target: "
+                                 "target.builtin, target.model or target.library)");
+        made.target.ndim = ndim;
+        made.target.log_density = f;
+        made.target.description = "C log function (ParaMonte signature)";
+      }
+      herd::mcmc::complete_program_input(in, std::move(made), schema, settings, *comm, config.source());
       finalize = in.specs.mpi_finalize_requested;
-      herd::mcmc::DramSampler probe(herd::mcmc::to_dram_options(in.specs, ndim), in.target.log_density);
-      in.options.resolved_input = settings.describe();
-      in.options.input_source = config.source();
-      for (const auto& key : schema.keys())
-        if (settings.has(key.name()))
-          in.options.input_attributes.emplace_back(key.name(), settings.value(key.name()).to_string());
       in.options.quiet = in.specs.silent_mode;
       return in;
     };

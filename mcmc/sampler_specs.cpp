@@ -287,10 +287,12 @@ double sampler_memory_need(const SamplerSpecs& s, int ndim, int ranks) {
   double need = 0;
   if (s.device != "cpu") {
     // Rank 0 holds every chain's draws [chains, draws, d] and lp, a gathered block, one
-    // coordinate at a time for the diagnostics, and each chain's state and factor.
+    // coordinate at a time for the diagnostics, and each chain's state and factor; for the
+    // .h5's chain_compact and sample groups the compact index (row, weight), the sample's
+    // rows and one variable of the sample (4 x 8 bytes per draw at most).
     const double chains = r * static_cast<double>(s.chains_per_rank);
     const double draws = n / static_cast<double>(std::max<std::int64_t>(s.thin, 1));
-    need = chains * draws * (d + 1) * 8 + 2 * chains * draws * 8 + chains * (3 * d + 4) * 8 +
+    need = chains * draws * (d + 1) * 8 + 6 * chains * draws * 8 + chains * (3 * d + 4) * 8 +
            (s.batched_adaptation == "per_chain" ? chains : 1.0) * 3 * d * d * 8;
   } else {
     // Each chain held compactly (unique states, weights, lp) and copied once for the

@@ -3,6 +3,9 @@
 ! with `integer(c_int32_t), value :: ndim`. For ParaMonte's own Fortran models (no bind(C),
 ! ndim by reference) use the module `paramonte` (paramonte.f90) instead.
 !
+! The input chooses the device as for the C API: device = 'cpu' (default), 'cpu_batched' or
+! 'cuda' (the batched run, docs/batched.md), e.g. in a namelist `device = 'cpu_batched'`.
+!
 ! run_paradram is generic: given the model itself, its signature is checked at compile time
 ! (herd_log_func_c); given a type(c_funptr) from c_funloc, nothing can be checked, and a model
 ! of another signature (e.g. ndim by reference) crashes at its first call.

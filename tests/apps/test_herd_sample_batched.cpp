@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "app_runner.hpp"
 #include "nested_rhat_by_hand.hpp"
 
+#include "herd/examples/model_targets.hpp"
 #include "herd/io/hdf5.hpp"
 
 namespace fs = std::filesystem;
@@ -483,4 +486,91 @@ TEST_CASE("herd-sample cpu_batched: progress while it samples (log and terminal)
   INFO(t.out << t.err);
   REQUIRE(t.rc == 0);
   CHECK_THAT(t.out, Contains("\rsampling") && Contains("proposals per chain"));
+}
+
+TEST_CASE("herd-sample cpu_batched: every name of the target registry runs; an unknown one is one line",
+          "[apps][mcmc]") {
+  using herd::mcmc::TargetRegistry;
+  herd::examples::register_models(TargetRegistry::global());  // as herd-sample does
+  const auto dir = workdir("registry");
+  const std::string common = "--quiet --set device=cpu_batched --set chains_per_rank=4 --set warmup=50 "
+                             "--set chain_size=100 --set random_seed=1 --set checkpoint_period_seconds=0 ";
+  int runs = 0;
+  for (auto family : {TargetRegistry::Family::kBuiltin, TargetRegistry::Family::kModel,
+                      TargetRegistry::Family::kPlugin}) {
+    for (const auto& name : TargetRegistry::global().names(family, true)) {
+      std::string target;
+      if (family == TargetRegistry::Family::kModel) {
+        target = "--set target.model=" + name;
+      } else if (family == TargetRegistry::Family::kPlugin) {
+        target = std::string("--set target.library=") + HERD_TEST_PLUGIN_PATH + " --set target.ndim=2";
+      } else {
+        target = "--set target.builtin=" + name + " --set target.ndim=2";
+        if (name == "mixture")
+          target += " --set 'target.weights=[0.5, 0.5]' --set 'target.means=[-1.0, 0.0, 1.0, 0.0]' "
+                    "--set 'target.sigmas=[1.0, 1.0]'";
+      }
+      INFO(target);
+      const Run r = sample(dir, 0, common + target + " --output out/" + std::to_string(runs));
+      CHECK(r.rc == 0);
+      CHECK(fs::exists(dir / "out" / (std::to_string(runs) + ".h5")));
+      ++runs;
+    }
+  }
+  CHECK(runs == 5 + 2 * 6 + 1);
+  const Run r = sample(dir, 0, common + "--set target.builtin=funel --set target.ndim=2 --output out/bad");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("key \"target.builtin\" is \"funel\" (a string), but must be one of \"normal\", "
+                             "\"banana\", \"rosenbrock\", \"mixture\", \"funnel\"; did you mean \"funnel\"?"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+namespace {
+
+/// Every group and dataset path of an HDF5 file ("posterior", "posterior/x1", ...).
+std::set<std::string> h5_paths(const fs::path& file) {
+  std::set<std::string> out;
+  const auto f = herd::io::H5File::open(file.string());
+  std::function<void(const herd::io::H5Group&, const std::string&)> walk = [&](const herd::io::H5Group& g,
+                                                                              const std::string& at) {
+    for (const auto& name : g.members()) {
+      const std::string path = at.empty() ? name : at + "/" + name;
+      out.insert(path);
+      if (g.is_group(name)) walk(g.open_group(name), path);
+    }
+  };
+  walk(f.root(), "");
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("herd-sample cpu_batched: the .h5 has the serial run's groups and datasets, diagnostics included",
+          "[apps][mcmc]") {
+  const auto dir = workdir("serial_groups");
+  const std::string common = "--quiet --set target.builtin=normal --set target.ndim=2 --set chains_per_rank=4 "
+                             "--set superchains=2 --set chain_size=2000 --set random_seed=5 ";
+  REQUIRE(sample(dir, 0, common + "--set parallelization_model=multi_chain --output out/serial").rc == 0);
+  REQUIRE(sample(dir, 0, common + "--set device=cpu_batched --set warmup=500 --output out/batched").rc == 0);
+  const std::set<std::string> serial = h5_paths(dir / "out" / "serial.h5"),
+                              batched = h5_paths(dir / "out" / "batched.h5");
+  // The per-proposal statistics the batched engine does not record.
+  const std::set<std::string> unrecorded = {"sample_stats/accepted", "sample_stats/dr_stage",
+                                            "sample_stats/acceptance_probability", "chain_compact/dr_stage",
+                                            "chain_compact/acceptance_probability", "chain_compact/adaptation_measure"};
+  std::set<std::string> expected;
+  for (const auto& p : serial)
+    if (unrecorded.count(p) == 0) expected.insert(p);
+  CHECK(expected.size() == serial.size() - unrecorded.size());
+  CHECK(batched == expected);
+  for (const char* p : {"diagnostics/rhat", "diagnostics/nested_rhat", "diagnostics/ks_p_value", "sample/chain_id",
+                        "chain_compact/state"})
+    CHECK(batched.count(p) == 1);
+  // The diagnostics are the batched draws': the mean of posterior/x1 and its compact form.
+  const auto f = herd::io::H5File::open((dir / "out" / "batched.h5").string());
+  const auto x1 = f.open_dataset("posterior/x1").read<double>();
+  const double mean = std::accumulate(x1.begin(), x1.end(), 0.0) / static_cast<double>(x1.size());
+  CHECK(f.open_dataset("diagnostics/mean").read<double>()[0] == Approx(mean).epsilon(1e-12));
+  const auto w = f.open_dataset("chain_compact/weight").read<std::int64_t>();
+  CHECK(std::accumulate(w.begin(), w.end(), std::int64_t{0}) == static_cast<std::int64_t>(x1.size()));
 }

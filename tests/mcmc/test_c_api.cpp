@@ -62,10 +62,11 @@ TEST_CASE("C API: runParaDRAM from a namelist file and herd_run_dram from text",
   // Bad input: status 2.
   CHECK(c_driver_herd("chain_size = -5\n") == 2);
   CHECK(c_driver_herd("/no/such/input.nml") == 2);
-  // Batched devices are herd-sample's only: status 2, nothing written.
-  const std::string batched = "device = \"cpu_batched\"\noutput_prefix = \"" + (dir / "batched" / "run").string() + "\"\n";
-  CHECK(c_driver_herd(batched.c_str()) == 2);
-  CHECK(!fs::exists(dir / "batched"));
+  // Batched devices run through the C API too (test_mcmc_c_api_batched); an unknown device
+  // is bad input: status 2, nothing written.
+  const std::string bad = "device = \"tpu\"\noutput_prefix = \"" + (dir / "bad" / "run").string() + "\"\n";
+  CHECK(c_driver_herd(bad.c_str()) == 2);
+  CHECK(!fs::exists(dir / "bad"));
 }
 
 extern "C" std::int32_t c_driver_v2(char kind, const char* input);

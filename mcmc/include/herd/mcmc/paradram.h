@@ -26,7 +26,19 @@ typedef double (*herd_log_func)(int32_t ndim, double point[]);
 /* Runs DRAM on `logfunc` in `ndim` dimensions. `input` is a path to an input file, or the
  * namelist or TOML text itself, or NULL/"" for the defaults. Returns 0 on success, 2 on bad
  * input (nothing written; the reason is printed to stderr in one line), 1 when the run fails
- * (e.g. +inf log density; what was sampled is flushed). */
+ * (e.g. +inf log density; what was sampled is flushed).
+ *
+ * A target of herd's registry instead of a log function: `logfunc` NULL and `ndim` 0 (or the
+ * target's dimension), the input naming it in a `[target]` table as herd-sample's inputs do
+ * (`builtin = "normal"` with `ndim`, `mean`, ...; `library = "plugin.so"`; `model = ...` when
+ * the program registered the posteriordb models).
+ *
+ * Devices (key `device`): "cpu" (default), the serial DRAM kernel and ParaDRAM's outputs;
+ * "cpu_batched", many chains in lock-step on the host (`chains_per_rank`, `warmup`, `thin`;
+ * outputs `<prefix>.h5`, `_report.txt`, `_report.html`; docs/batched.md), where a C log
+ * function is evaluated in stage rounds on the calling thread; "cuda", the same on a CUDA
+ * device for the built-in targets but the mixture (status 2 with one line saying why when
+ * the build has no CUDA or no device is usable). The same holds for every entry point below. */
 int herd_run_dram(int32_t ndim, herd_log_func logfunc, const char* input);
 
 /* ParaMonte 1.x's entry point: `inputFile` (of length `inputFileLen`, not necessarily

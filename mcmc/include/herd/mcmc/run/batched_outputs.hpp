@@ -1,0 +1,163 @@
+#pragma once
+/// @file batched_outputs.hpp
+/// The outputs of a batched run (`device = "cpu_batched" | "cuda"`; docs/batched.md
+/// "Using it from herd-sample"), written by rank 0:
+///  - `<prefix>.h5`: `posterior/<variable>` `[chain, draw]` (a vector `beta[1..K]` as one
+///    variable `beta[chain, draw, beta_dim_0]`), `sample_stats/lp` `[chain, draw]`, netCDF
+///    scales `chain` (global ids) and `draw`, derived quantities beside the variables, the
+///    run's facts as root attributes and the resolved input as attributes of `input`
+///    (`BatchedGatherSink` streams the draws; the rest is written at the end);
+///  - `<prefix>_report.txt` (`batched_text_report`) and `<prefix>_report.html`
+///    (`write_batched_html_report`), and the summary table on the terminal
+///    (`print_batched_summary`).
+/// Host only. Not thread-safe (HDF5 is the serial build).
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "herd/core/communicator.hpp"
+#include "herd/io/hdf5.hpp"
+#include "herd/mcmc/batched_dram.hpp"
+#include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/run/batched_record.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
+
+namespace herd::mcmc {
+
+/// What the convergence warnings of a batched run say to run longer.
+inline constexpr const char* kBatchedRunLonger = "raise warmup, so that the proposal adapts, and chain_size";
+
+/// Gathers each block of draws from the ranks of `comm` to rank 0 (global chain order:
+/// rank-major; every rank runs the same number of chains), which streams it into chunked
+/// datasets `posterior/<variable>` and `sample_stats/lp` `[chain, draw]` of `file` and keeps
+/// it in `memory` (for the diagnostics). Collective: `write_block` on every rank in the same
+/// order. Rank 0 passes the open file, the other ranks null. With a draws record (rank 0)
+/// every gathered block is appended to it, and a resumed run's first `replay` draws per chain
+/// are read back from it at `begin` (in blocks of `block_draws`, as the engine wrote them).
+/// @throws herd::IoError when HDF5 or the record fails.
+class BatchedGatherSink final : public BatchedDrawSink {
+ public:
+  /// `names`: the `ndim` variable names (column order of the draws).
+  BatchedGatherSink(Communicator& comm, io::H5File* file, std::vector<std::string> names,
+                    BatchedDrawRecord* record = nullptr, std::int64_t replay = 0, std::int64_t block_draws = 256);
+  ~BatchedGatherSink() override;
+  BatchedGatherSink(const BatchedGatherSink&) = delete;
+  BatchedGatherSink& operator=(const BatchedGatherSink&) = delete;
+
+  void begin(std::int64_t m, std::uint32_t first, int d, std::int64_t draws) override;
+  void write_block(std::int64_t first, std::int64_t n, const double* x, const double* lp) override;
+  /// Rank 0: closes the datasets and attaches the `chain`, `draw` (and `<name>_dim_0`) scales.
+  void finish() override;
+
+  MemoryBatchedSink memory;  ///< rank 0: every chain's draws `[chains, draws, d]` (for the diagnostics)
+
+ private:
+  void replay_record(std::int64_t draws);
+  void store(std::int64_t first, std::int64_t n);
+  hid_t create(const io::H5Group& g, const std::string& name, std::int64_t draws, std::size_t k = 0);
+  void write(hid_t id, std::int64_t first, std::int64_t n, const double* data, std::size_t k = 0) const;
+  void close_sets();
+
+  Communicator& comm_;
+  io::H5File* file_;
+  std::vector<std::string> names_;
+  std::vector<ArvizVariable> vars_;
+  BatchedDrawRecord* record_;
+  std::int64_t replay_, block_draws_;
+  io::H5Group post_, stats_;
+  std::vector<hid_t> ids_;
+  std::int64_t m_ = 0, total_ = 0;
+  int d_ = 0;
+  std::vector<double> gx_, glp_;
+};
+
+/// The run's counters over every rank of `comm` (collective): acceptance rate averaged,
+/// NaN/out-of-domain and per-stage acceptances summed, adaptive updates and factor failures
+/// summed for per-chain adaptation (pooled updates are shared: rank 0's), the wall time the
+/// slowest rank's, chain-steps/s over all chains. `o` is this rank's options. The result is
+/// meaningful on rank 0 only (`num_chains` = all chains).
+BatchedDramResult reduce_batched_result(const BatchedDramResult& r, const BatchedDramOptions& o, Communicator& comm);
+
+/// Superchains for nested R-hat when the input does not set them: the largest K in
+/// {16, 8, 4, 2} dividing `chains` with at least two chains each (0: none). Pure.
+std::size_t default_superchains(std::int64_t chains);
+
+/// The posterior of a batched run as the reports show it: per quantity its summary row
+/// (variables first, then derived quantities), its draws `[chain, draw]`, and per variable
+/// the batched diagnostics (nested R-hat over `superchains` contiguous superchains).
+struct BatchedPosterior {
+  std::vector<QuantitySummary> rows;
+  std::vector<std::vector<double>> columns;  ///< [quantity][chain, draw] row-major
+  std::vector<BatchedDiagnostics> diagnostics;  ///< [variable]
+};
+
+/// Summary rows and diagnostics of every variable of `draws` (`names`: `draws.ndim`
+/// names). Thread-safe (pure).
+BatchedPosterior summarize_batched_draws(const MemoryBatchedSink& draws, const std::vector<std::string>& names,
+                                         std::size_t superchains);
+
+/// Derived quantities of `target` (those not named among `variable_names`) computed on every
+/// draw: written to `posterior/<name>` of `h5` (vectors with a `<name>_dim_0` scale) and
+/// appended to `post` (a summary row and the draws each). Nothing when the target has none.
+/// @throws herd::IoError
+void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const std::vector<std::string>& variable_names,
+                            const MemoryBatchedSink& draws, BatchedPosterior& post);
+
+/// The facts of a finished batched run that its outputs state (rank 0).
+struct BatchedRunFacts {
+  const SamplerSpecs* specs = nullptr;
+  const SampleTarget* target = nullptr;
+  const SampleRunOptions* options = nullptr;
+  BatchedDramOptions all_options;  ///< the run's options over all chains (num_chains = all, first id 0)
+  BatchedDramResult totals;        ///< `reduce_batched_result`
+  int processes = 1;
+  std::size_t superchains = 0;     ///< of nested R-hat (0: not computed)
+  std::int64_t draws = 0;          ///< thinned draws per chain
+  const BatchedRestartRecord* record = nullptr;  ///< null without checkpoints
+  double session_seconds = 0.0;    ///< this invocation's wall time so far
+};
+
+/// Root attributes of the batched `.h5` (herd_version, sampler, device, target,
+/// input_source, random_seed, description) and the group `input` with the resolved input as
+/// attributes. @throws herd::IoError
+void write_batched_h5_attributes(io::H5File& h5, const BatchedRunFacts& facts);
+
+/// The groups of the serial run's `.h5` (paradram_run.hpp) that a batched run fills from its
+/// recorded draws, with the serial run's dataset names and dimensions:
+///  - `chain_compact`: every chain's recorded (thinned) draws in compact form, runs of equal
+///    consecutive draws merged: `step` (the proposal after which the draw was recorded,
+///    warm-up included), `weight`, `log_density`, `state [compact_draw, variable]`, and with
+///    several chains `chain` and `burnin [chains]` (0: the warm-up is not recorded);
+///  - `sample`: each chain's sample of its recorded draws (`sample_size` evenly spaced draws,
+///    every draw with sample_refinement_count = 0, else ParaDRAM's refinement, refinement.hpp),
+///    in chain order: `lp`, the variables, `chain_id` with several chains;
+///  - `diagnostics`: mean, sd, q5, q50, q95, mcse_mean, mcse_sd, ess_bulk, ess_tail, rhat of
+///    every summary row of `post` (`variable` scale), `nested_rhat` (attribute `superchains`)
+///    when `facts.superchains` >= 2, and for 2..16 chains ParaDRAM's pairwise KS table of the
+///    samples (`ks_statistic`, `ks_p_value` `[ks_variable, chain_a, chain_b]`).
+/// Not written (the batched engine records no per-proposal statistics): `sample_stats`'
+/// accepted, dr_stage and acceptance_probability, and `chain_compact`'s dr_stage,
+/// acceptance_probability and adaptation_measure. @throws herd::IoError
+void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, const MemoryBatchedSink& draws,
+                                 const BatchedPosterior& post);
+
+/// `<prefix>_report.txt` up to (not including) the phase times: the target and layout, the
+/// resolved input, the run (`batched_report`), superchains, checkpoints, the summary
+/// `table` and the convergence `warnings`, the outputs. Pure.
+std::string batched_text_report(const BatchedRunFacts& facts, const BatchedPosterior& post, const std::string& table,
+                                const std::string& warnings);
+
+/// Writes `<prefix>_report.html` (posterior_report.hpp) when there is at least one draw.
+/// @throws herd::IoError
+void write_batched_html_report(const BatchedRunFacts& facts, const BatchedPosterior& post);
+
+/// Writes `text` to `path` (never through a symbolic link). @throws herd::IoError
+void write_text_output(const std::string& path, const std::string& text);
+
+/// Prints the summary table, the one-line run summary and the warnings to the run's terminal
+/// (`options.terminal`, else stdout) unless quiet or silent.
+void print_batched_summary(const BatchedRunFacts& facts, const std::string& table, const std::string& warnings);
+
+}  // namespace herd::mcmc

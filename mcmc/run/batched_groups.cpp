@@ -1,0 +1,292 @@
+// The serial run's `.h5` groups filled from a batched run's draws: chain_compact, sample,
+// diagnostics (herd/mcmc/run/batched_outputs.hpp, write_batched_serial_groups).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <hdf5.h>
+
+#include "herd/core/error.hpp"
+#include "herd/mcmc/ks_test.hpp"
+#include "herd/mcmc/refinement.hpp"
+#include "herd/mcmc/run/batched_outputs.hpp"
+
+namespace herd::mcmc {
+
+namespace {
+
+/// Pairwise KS tables up to this many chains, as the serial run writes them.
+constexpr std::size_t kMaxKsChains = 16;
+
+/// One chain's recorded draws in compact form: runs of equal consecutive draws merged.
+struct CompactDraws {
+  std::vector<std::size_t> first;     ///< draw index of each compact row
+  std::vector<std::int64_t> weight;   ///< its run length
+};
+
+CompactDraws compact_chain(const MemoryBatchedSink& draws, std::size_t c) {
+  const auto D = static_cast<std::size_t>(draws.draws), d = static_cast<std::size_t>(draws.ndim);
+  CompactDraws out;
+  for (std::size_t t = 0; t < D; ++t) {
+    const double* x = draws.x.data() + (c * D + t) * d;
+    const bool same = t > 0 && std::equal(x, x + d, x - d) && draws.lp[c * D + t] == draws.lp[c * D + t - 1];
+    if (same) {
+      ++out.weight.back();
+    } else {
+      out.first.push_back(t);
+      out.weight.push_back(1);
+    }
+  }
+  return out;
+}
+
+/// Draw indices of one chain's sample (each repeated by its weight): `sample_size` evenly
+/// spaced draws, every draw (refinement count 0), or ParaDRAM's refinement of the compact chain.
+std::vector<std::size_t> sample_draws(const MemoryBatchedSink& draws, std::size_t c, const CompactDraws& cd,
+                                      const SamplerSpecs& specs) {
+  const auto D = static_cast<std::size_t>(draws.draws), d = static_cast<std::size_t>(draws.ndim);
+  std::vector<std::size_t> rows;
+  if (specs.sample_size > 0) {
+    for (std::int64_t k = 0; k < specs.sample_size; ++k)
+      rows.push_back(static_cast<std::size_t>(std::floor((static_cast<double>(k) + 0.5) * static_cast<double>(D) /
+                                                         static_cast<double>(specs.sample_size))));
+    return rows;
+  }
+  if (specs.sample_refinement_count == 0) {
+    for (std::size_t t = 0; t < D; ++t) rows.push_back(t);
+    return rows;
+  }
+  const std::size_t n = cd.first.size();
+  std::vector<double> states(n * (d + 1));
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t t = cd.first[i];
+    states[i * (d + 1)] = draws.lp[c * D + t];
+    std::copy_n(draws.x.data() + (c * D + t) * d, d, states.begin() + static_cast<std::ptrdiff_t>(i * (d + 1) + 1));
+  }
+  RefinementOptions ro;
+  ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
+  const RefinedSample r = refine_sample(states, cd.weight, d + 1, ro);
+  for (std::size_t k = 0; k < r.index.size(); ++k)
+    rows.insert(rows.end(), static_cast<std::size_t>(r.weight[k]), cd.first[r.index[k]]);
+  return rows;
+}
+
+/// A dataset `[rows]` or `[rows, k]` of element type T written a block of rows at a time
+/// (a chain's compact rows), so that no copy of all chains' rows is held in memory.
+template <typename T>
+class RowWriter {
+ public:
+  RowWriter(const io::H5Group& g, const std::string& name, std::size_t rows, std::size_t k = 0) : k_(k) {
+    const hsize_t dims[2] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(k)};
+    const hsize_t chunk[2] = {static_cast<hsize_t>(std::clamp<std::size_t>(rows, 1, 4096)), static_cast<hsize_t>(k)};
+    const int rank = k > 0 ? 2 : 1;
+    const hid_t space = H5Screate_simple(rank, dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (rows > 0) H5Pset_chunk(dcpl, rank, chunk);
+    H5Pset_obj_track_times(dcpl, false);
+    id_ = H5Dcreate2(g.id(), name.c_str(), io::detail::native_type<T>(), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    if (id_ < 0) throw IoError(fmt::format("cannot create the dataset {}/{}", g.path(), name));
+  }
+  ~RowWriter() {
+    if (id_ >= 0) H5Dclose(id_);
+  }
+  RowWriter(const RowWriter&) = delete;
+  RowWriter& operator=(const RowWriter&) = delete;
+  /// Appends `data.size()` / max(k, 1) rows.
+  void append(const std::vector<T>& data) {
+    const std::size_t n = data.size() / std::max<std::size_t>(k_, 1);
+    if (n == 0) return;
+    const hid_t fs = H5Dget_space(id_);
+    const hsize_t start[2] = {static_cast<hsize_t>(next_), 0}, count[2] = {static_cast<hsize_t>(n), static_cast<hsize_t>(k_)};
+    const int rank = k_ > 0 ? 2 : 1;
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    const hid_t ms = H5Screate_simple(rank, count, nullptr);
+    const herr_t e = H5Dwrite(id_, io::detail::native_type<T>(), ms, fs, H5P_DEFAULT, data.data());
+    H5Sclose(ms);
+    H5Sclose(fs);
+    if (e < 0) throw IoError("writing chain_compact to the HDF5 file failed");
+    next_ += n;
+  }
+
+ private:
+  hid_t id_ = -1;
+  std::size_t k_, next_ = 0;
+};
+
+/// `chain_compact`: every chain's recorded draws in compact form, in chain order, written
+/// chain by chain.
+void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
+                         const std::vector<CompactDraws>& compact) {
+  const auto D = static_cast<std::size_t>(draws.draws), d = static_cast<std::size_t>(draws.ndim);
+  const std::size_t m = compact.size();
+  std::size_t rows = 0;
+  for (const auto& c : compact) rows += c.first.size();
+  io::H5Group cc = root.create_group("chain_compact");
+  cc.create_dimension("compact_draw", rows);
+  cc.write_strings("variable", f.specs->variable_names).make_scale("variable");
+  {
+    RowWriter<std::uint64_t> step(cc, "step", rows);
+    RowWriter<std::int64_t> weight(cc, "weight", rows);
+    std::unique_ptr<RowWriter<std::int64_t>> chain;
+    if (m > 1) chain = std::make_unique<RowWriter<std::int64_t>>(cc, "chain", rows);
+    RowWriter<double> logd(cc, "log_density", rows), state(cc, "state", rows, d);
+    for (std::size_t c = 0; c < m; ++c) {
+      std::vector<std::uint64_t> st;
+      std::vector<double> lp, x;
+      for (std::size_t t : compact[c].first) {
+        // The proposal after which the draw was recorded (1-based, warm-up included).
+        st.push_back(static_cast<std::uint64_t>(f.specs->warmup + static_cast<std::int64_t>(t + 1) * f.specs->thin));
+        lp.push_back(draws.lp[c * D + t]);
+        x.insert(x.end(), draws.x.begin() + static_cast<std::ptrdiff_t>((c * D + t) * d),
+                 draws.x.begin() + static_cast<std::ptrdiff_t>((c * D + t + 1) * d));
+      }
+      step.append(st);
+      weight.append(compact[c].weight);
+      logd.append(lp);
+      state.append(x);
+      if (chain) chain->append(std::vector<std::int64_t>(compact[c].first.size(), static_cast<std::int64_t>(c)));
+    }
+  }
+  for (const char* name : {"step", "weight", "log_density"}) {
+    io::H5Dataset ds = cc.open_dataset(name);
+    cc.attach_dimensions(ds, {"compact_draw"});
+  }
+  io::H5Dataset st = cc.open_dataset("state");
+  cc.attach_dimensions(st, {"compact_draw", "variable"});
+  cc.set_attribute("burnin", std::int64_t{0});  // the warm-up is not recorded
+  if (m > 1) {
+    io::H5Dataset ch = cc.open_dataset("chain");
+    cc.attach_dimensions(ch, {"compact_draw"});
+    cc.create_dimension("chains", m);
+    io::H5Dataset b = cc.write<std::int64_t>("burnin", std::vector<std::int64_t>(m, 0));
+    cc.attach_dimensions(b, {"chains"});
+  }
+}
+
+/// `sample`: the chains' samples (rows `rows[c]` of chain c), in chain order.
+void write_sample(io::H5Group& root, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
+                  const std::vector<std::vector<std::size_t>>& rows) {
+  const auto D = static_cast<std::size_t>(draws.draws), d = static_cast<std::size_t>(draws.ndim);
+  const std::size_t m = rows.size();
+  std::size_t n = 0;
+  for (const auto& r : rows) n += r.size();
+  io::H5Group sg = root.create_group("sample");
+  std::vector<std::int64_t> idx(n);
+  for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::int64_t>(i);
+  sg.create_coordinate<std::int64_t>("sample", idx);
+  std::vector<double> v;
+  for (std::size_t c = 0; c < m; ++c)
+    for (std::size_t t : rows[c]) v.push_back(draws.lp[c * D + t]);
+  io::H5Dataset lp = sg.write<double>("lp", v);
+  sg.attach_dimensions(lp, {"sample"});
+  for (const auto& var : arviz_variables(f.specs->variable_names)) {
+    v.clear();
+    for (std::size_t c = 0; c < m; ++c)
+      for (std::size_t t : rows[c])
+        for (std::size_t k : var.columns) v.push_back(draws.x[(c * D + t) * d + k]);
+    if (!var.is_vector) {
+      io::H5Dataset dk = sg.write<double>(var.name, v);
+      sg.attach_dimensions(dk, {"sample"});
+      continue;
+    }
+    const std::string dim = var.name + "_dim_0";
+    if (!sg.contains(dim)) {
+      std::vector<std::int64_t> e(var.columns.size());
+      for (std::size_t i = 0; i < e.size(); ++i) e[i] = static_cast<std::int64_t>(i);
+      sg.create_coordinate<std::int64_t>(dim, e);
+    }
+    sg.write_variable<double>(var.name, v, {"sample", dim});
+  }
+  if (m > 1) {
+    std::vector<std::int64_t> ch;
+    for (std::size_t c = 0; c < m; ++c) ch.insert(ch.end(), rows[c].size(), static_cast<std::int64_t>(c));
+    io::H5Dataset dc = sg.write<std::int64_t>("chain_id", ch);
+    sg.attach_dimensions(dc, {"sample"});
+  }
+}
+
+/// `diagnostics`: the summary of every quantity (variables, then derived quantities),
+/// nested R-hat over the superchains, and for 2..16 chains ParaDRAM's pairwise KS table of
+/// the chains' samples.
+void write_diagnostics(io::H5Group& root, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
+                       const BatchedPosterior& post, const std::vector<std::vector<std::size_t>>& rows) {
+  io::H5Group dg = root.create_group("diagnostics");
+  std::vector<std::string> names;
+  for (const auto& q : post.rows) names.push_back(q.name);
+  dg.write_strings("variable", names).make_scale("variable");
+  auto put = [&](const char* name, double DiagnosticSummary::*field) {
+    std::vector<double> v;
+    for (const auto& q : post.rows) v.push_back(q.stats.*field);
+    io::H5Dataset ds = dg.write<double>(name, v);
+    dg.attach_dimensions(ds, {"variable"});
+  };
+  put("mean", &DiagnosticSummary::mean);
+  put("sd", &DiagnosticSummary::sd);
+  put("q5", &DiagnosticSummary::q5);
+  put("q50", &DiagnosticSummary::q50);
+  put("q95", &DiagnosticSummary::q95);
+  put("mcse_mean", &DiagnosticSummary::mcse_mean);
+  put("mcse_sd", &DiagnosticSummary::mcse_sd);
+  put("ess_bulk", &DiagnosticSummary::ess_bulk);
+  put("ess_tail", &DiagnosticSummary::ess_tail);
+  put("rhat", &DiagnosticSummary::rhat);
+  const auto M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
+  if (f.superchains >= 2) {
+    std::vector<double> nested;
+    for (const auto& col : post.columns) nested.push_back(nested_rhat(DrawsView(col, M, D), f.superchains));
+    io::H5Dataset ds = dg.write<double>("nested_rhat", nested);
+    dg.attach_dimensions(ds, {"variable"});
+    ds.set_attribute("superchains", static_cast<std::int64_t>(f.superchains));
+  }
+  const bool samples_ok = std::all_of(rows.begin(), rows.end(), [](const auto& r) { return !r.empty(); });
+  if (M < 2 || M > kMaxKsChains || !samples_ok) return;
+  const auto d = static_cast<std::size_t>(draws.ndim);
+  std::vector<double> stat, pval;
+  std::vector<std::vector<double>> samples(M);
+  for (std::size_t j = 0; j < d; ++j) {
+    for (std::size_t c = 0; c < M; ++c) {
+      samples[c].clear();
+      for (std::size_t t : rows[c]) samples[c].push_back(draws.x[(c * D + t) * d + j]);
+    }
+    for (const auto& x : ks_pairwise(std::span<const std::vector<double>>(samples))) {
+      stat.push_back(x.statistic);
+      pval.push_back(x.p_value);
+    }
+  }
+  dg.create_dimension("ks_variable", d);
+  dg.create_dimension("chain_a", M);
+  dg.create_dimension("chain_b", M);
+  const std::string tested = "the chains' samples of the recorded (thinned) draws (sample_size, or ParaDRAM's refinement)";
+  for (const auto& [name, v] : {std::pair<const char*, const std::vector<double>*>{"ks_statistic", &stat},
+                                {"ks_p_value", &pval}}) {
+    io::H5Dataset ds = dg.write<double>(name, *v, {d, M, M});
+    dg.attach_dimensions(ds, {"ks_variable", "chain_a", "chain_b"});
+    ds.set_attribute("tested", tested);
+  }
+}
+
+}  // namespace
+
+void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, const MemoryBatchedSink& draws,
+                                 const BatchedPosterior& post) {
+  const auto M = static_cast<std::size_t>(draws.num_chains);
+  std::vector<CompactDraws> compact(M);
+  std::vector<std::vector<std::size_t>> rows(M);
+  for (std::size_t c = 0; c < M; ++c) {
+    compact[c] = compact_chain(draws, c);
+    if (draws.draws > 0) rows[c] = sample_draws(draws, c, compact[c], *facts.specs);
+  }
+  io::H5Group root = h5.root();
+  write_chain_compact(root, facts, draws, compact);
+  write_sample(root, facts, draws, rows);
+  write_diagnostics(root, facts, draws, post, rows);
+}
+
+}  // namespace herd::mcmc

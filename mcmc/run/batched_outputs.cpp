@@ -1,0 +1,426 @@
+// The outputs of a batched run (herd/mcmc/run/batched_outputs.hpp).
+#include "herd/mcmc/run/batched_outputs.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <hdf5.h>
+
+#include "herd/core/config.hpp"
+#include "herd/core/error.hpp"
+#include "herd/io/output_files.hpp"
+#include "herd/mcmc/diagnostics.hpp"
+#include "herd/mcmc/posterior_report.hpp"
+
+namespace herd::mcmc {
+
+BatchedGatherSink::BatchedGatherSink(Communicator& comm, io::H5File* file, std::vector<std::string> names,
+                                     BatchedDrawRecord* record, std::int64_t replay, std::int64_t block_draws)
+    : comm_(comm), file_(file), names_(std::move(names)), record_(record), replay_(replay), block_draws_(block_draws) {}
+
+BatchedGatherSink::~BatchedGatherSink() { close_sets(); }
+
+void BatchedGatherSink::begin(std::int64_t m, std::uint32_t /*first*/, int d, std::int64_t draws) {
+  m_ = m;
+  d_ = d;
+  total_ = m * comm_.size();
+  if (file_ == nullptr) return;
+  memory.begin(total_, 0, d, draws);
+  io::H5Group root = file_->root();
+  post_ = root.create_group("posterior");
+  stats_ = root.create_group("sample_stats");
+  // Vector parameters (beta[1..K]) are one ArviZ variable [chain, draw, beta_dim_0].
+  vars_ = arviz_variables(names_);
+  for (const auto& v : vars_) ids_.push_back(create(post_, v.name, draws, v.is_vector ? v.columns.size() : 0));
+  ids_.push_back(create(stats_, "lp", draws));
+  replay_record(draws);
+}
+
+void BatchedGatherSink::replay_record(std::int64_t draws) {
+  // A resumed run: the recorded blocks (the same blocks the engine wrote) into the file.
+  std::uint64_t offset = 0;
+  for (std::int64_t first = 0; first < replay_;) {
+    const std::int64_t n = std::min(block_draws_, draws - first);
+    const auto nx = static_cast<std::size_t>(total_ * n * d_), nl = static_cast<std::size_t>(total_ * n);
+    gx_.resize(nx);
+    glp_.resize(nl);
+    record_->read(offset, gx_.data(), nx);
+    record_->read(offset + nx * sizeof(double), glp_.data(), nl);
+    offset += (nx + nl) * sizeof(double);
+    store(first, n);
+    first += n;
+  }
+}
+
+void BatchedGatherSink::write_block(std::int64_t first, std::int64_t n, const double* x, const double* lp) {
+  const auto nx = static_cast<std::size_t>(m_ * n * d_), nl = static_cast<std::size_t>(m_ * n);
+  const bool root = file_ != nullptr;
+  if (root) {
+    gx_.resize(nx * static_cast<std::size_t>(comm_.size()));
+    glp_.resize(nl * static_cast<std::size_t>(comm_.size()));
+  }
+  comm_.gather(x, root ? gx_.data() : nullptr, nx, DataType::kFloat64, 0);
+  comm_.gather(lp, root ? glp_.data() : nullptr, nl, DataType::kFloat64, 0);
+  if (!root) return;
+  if (record_ != nullptr) {
+    record_->append(gx_.data(), nx * static_cast<std::size_t>(comm_.size()));
+    record_->append(glp_.data(), nl * static_cast<std::size_t>(comm_.size()));
+  }
+  store(first, n);
+}
+
+void BatchedGatherSink::store(std::int64_t first, std::int64_t n) {
+  memory.write_block(first, n, gx_.data(), glp_.data());
+  // gx_ is [total, n, d]: one [total, n] slab per scalar, [total, n, K] per vector.
+  const auto rows = static_cast<std::size_t>(total_ * n);
+  std::vector<double> slab;
+  for (std::size_t v = 0; v < vars_.size(); ++v) {
+    const auto& cols = vars_[v].columns;
+    slab.resize(rows * cols.size());
+    for (std::size_t q = 0; q < rows; ++q)
+      for (std::size_t e = 0; e < cols.size(); ++e)
+        slab[q * cols.size() + e] = gx_[q * static_cast<std::size_t>(d_) + cols[e]];
+    write(ids_[v], first, n, slab.data(), vars_[v].is_vector ? cols.size() : 0);
+  }
+  write(ids_.back(), first, n, glp_.data());
+}
+
+void BatchedGatherSink::finish() {
+  if (file_ == nullptr) return;
+  close_sets();
+  std::vector<std::int64_t> chain(static_cast<std::size_t>(total_)), draw(static_cast<std::size_t>(memory.draws));
+  for (std::size_t i = 0; i < chain.size(); ++i) chain[i] = static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < draw.size(); ++i) draw[i] = static_cast<std::int64_t>(i);
+  for (io::H5Group* g : {&post_, &stats_}) {
+    g->create_coordinate<std::int64_t>("chain", chain);
+    g->create_coordinate<std::int64_t>("draw", draw);
+  }
+  for (const auto& v : vars_) {
+    io::H5Dataset ds = post_.open_dataset(v.name);
+    if (!v.is_vector) {
+      post_.attach_dimensions(ds, {"chain", "draw"});
+      continue;
+    }
+    std::vector<std::int64_t> idx(v.columns.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>(i);
+    post_.create_coordinate<std::int64_t>(v.name + "_dim_0", idx);
+    post_.attach_dimensions(ds, {"chain", "draw", v.name + "_dim_0"});
+  }
+  io::H5Dataset ds = stats_.open_dataset("lp");
+  stats_.attach_dimensions(ds, {"chain", "draw"});
+}
+
+hid_t BatchedGatherSink::create(const io::H5Group& g, const std::string& name, std::int64_t draws, std::size_t k) {
+  // A chunked dataset [chains, draws] (k = 0) or [chains, draws, k] (a vector of k elements).
+  const hsize_t dims[3] = {static_cast<hsize_t>(total_), static_cast<hsize_t>(draws), static_cast<hsize_t>(k)};
+  const hsize_t chunk[3] = {static_cast<hsize_t>(std::min<std::int64_t>(total_, 64)),
+                            static_cast<hsize_t>(std::clamp<std::int64_t>(draws, 1, 256)), static_cast<hsize_t>(k)};
+  const int rank = k > 0 ? 3 : 2;
+  const hid_t space = H5Screate_simple(rank, dims, nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, rank, chunk);
+  H5Pset_obj_track_times(dcpl, false);
+  const hid_t id = H5Dcreate2(g.id(), name.c_str(), H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  if (id < 0) throw IoError(fmt::format("cannot create the dataset {}/{}", g.path(), name));
+  return id;
+}
+
+void BatchedGatherSink::write(hid_t id, std::int64_t first, std::int64_t n, const double* data, std::size_t k) const {
+  // Draws [first, first + n) of every chain: `data` is [chains, n] or [chains, n, k].
+  const hid_t fs = H5Dget_space(id);
+  const hsize_t start[3] = {0, static_cast<hsize_t>(first), 0};
+  const hsize_t count[3] = {static_cast<hsize_t>(total_), static_cast<hsize_t>(n), static_cast<hsize_t>(k)};
+  const int rank = k > 0 ? 3 : 2;
+  H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  const hid_t ms = H5Screate_simple(rank, count, nullptr);
+  const herr_t e = H5Dwrite(id, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, data);
+  H5Sclose(ms);
+  H5Sclose(fs);
+  if (e < 0) throw IoError("writing a block of draws to the HDF5 file failed");
+}
+
+void BatchedGatherSink::close_sets() {
+  for (hid_t id : ids_) H5Dclose(id);
+  ids_.clear();
+}
+
+BatchedDramResult reduce_batched_result(const BatchedDramResult& r, const BatchedDramOptions& o, Communicator& comm) {
+  const int size = comm.size();
+  // Totals over the ranks (every rank runs the same number of chains).
+  std::vector<double> sums = {r.acceptance_rate, static_cast<double>(r.nan_count), static_cast<double>(r.out_of_domain),
+                              static_cast<double>(r.adaptive_updates), static_cast<double>(r.chol_failures)};
+  for (auto a : r.stage_accepted) sums.push_back(static_cast<double>(a));
+  comm.allreduce(sums.data(), sums.size(), DataType::kFloat64, ReduceOp::kSum);
+  double seconds = r.seconds;
+  comm.allreduce(&seconds, 1, DataType::kFloat64, ReduceOp::kMax);
+  BatchedDramResult t = r;
+  t.num_chains = r.num_chains * size;
+  t.acceptance_rate = sums[0] / size;
+  t.nan_count = static_cast<std::int64_t>(sums[1]);
+  t.out_of_domain = static_cast<std::int64_t>(sums[2]);
+  // Pooled updates are collective: every rank counts the same ones.
+  const bool pooled = o.adaptation == BatchedAdaptation::kPooled;
+  t.adaptive_updates = pooled ? r.adaptive_updates : static_cast<std::int64_t>(sums[3]);
+  t.chol_failures = pooled ? r.chol_failures : static_cast<std::int64_t>(sums[4]);
+  for (std::size_t i = 0; i < t.stage_accepted.size(); ++i) t.stage_accepted[i] = static_cast<std::int64_t>(sums[5 + i]);
+  t.seconds = seconds;
+  t.chain_steps_per_second = static_cast<double>(t.num_chains * t.proposals_per_chain) / std::max(seconds, 1e-12);
+  return t;
+}
+
+std::size_t default_superchains(std::int64_t m) {
+  for (std::int64_t k : {16, 8, 4, 2})
+    if (m % k == 0 && m / k >= 2) return static_cast<std::size_t>(k);
+  return 0;
+}
+
+BatchedPosterior summarize_batched_draws(const MemoryBatchedSink& draws, const std::vector<std::string>& names,
+                                         std::size_t k) {
+  // One pass per coordinate: the summary row and `batched_diagnostics`' fields from it.
+  BatchedPosterior p;
+  for (int j = 0; j < draws.ndim; ++j) {
+    p.columns.push_back(draws.coordinate(j));
+    const std::vector<double>& v = p.columns.back();
+    const DrawsView view(v, static_cast<std::size_t>(draws.num_chains), static_cast<std::size_t>(draws.draws));
+    p.rows.push_back({names[static_cast<std::size_t>(j)], summarize(view)});
+    const DiagnosticSummary& sum = p.rows.back().stats;
+    BatchedDiagnostics b;
+    b.rhat = sum.rhat;
+    b.ess_bulk = sum.ess_bulk;
+    b.mean = sum.mean;
+    b.sd = sum.sd;
+    b.nested_rhat = k > 0 ? nested_rhat(view, k) : std::numeric_limits<double>::quiet_NaN();
+    p.diagnostics.push_back(b);
+  }
+  return p;
+}
+
+namespace {
+
+/// The quantities of `target` at every draw: `[quantity][chain * draws + draw]`, flattened.
+std::vector<double> quantities_at_draws(const SampleTarget& target, const MemoryBatchedSink& draws) {
+  const std::size_t nq = target.quantity_names.size(),
+                    n = static_cast<std::size_t>(draws.num_chains) * static_cast<std::size_t>(draws.draws),
+                    dd = static_cast<std::size_t>(draws.ndim);
+  std::vector<double> q(nq), all(nq * n);
+  for (std::size_t c = 0; c < n; ++c) {
+    target.quantities(draws.x.data() + c * dd, q.data());
+    for (std::size_t i = 0; i < nq; ++i) all[i * n + c] = q[i];
+  }
+  return all;
+}
+
+}  // namespace
+
+void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const std::vector<std::string>& variable_names,
+                            const MemoryBatchedSink& draws, BatchedPosterior& post) {
+  if (!target.quantities || target.quantity_names.empty()) return;
+  const std::size_t M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
+  const std::vector<double> all = quantities_at_draws(target, draws);
+  io::H5Group pg = h5.root().open_group("posterior");
+  // The quantities that are not sampled coordinates, as ArviZ variables (vectors with a dimension).
+  std::vector<std::string> qnames;
+  std::vector<std::size_t> qindex;
+  for (std::size_t i = 0; i < target.quantity_names.size(); ++i) {
+    const std::string& name = target.quantity_names[i];
+    if (std::find(variable_names.begin(), variable_names.end(), name) != variable_names.end()) continue;
+    qnames.push_back(name);
+    qindex.push_back(i);
+  }
+  for (const auto& var : arviz_variables(qnames)) {
+    std::vector<double> data(M * D * var.columns.size());
+    for (std::size_t e = 0; e < var.columns.size(); ++e) {
+      const std::size_t i = qindex[var.columns[e]];
+      const std::vector<double> v(all.begin() + static_cast<std::ptrdiff_t>(i * M * D),
+                                  all.begin() + static_cast<std::ptrdiff_t>((i + 1) * M * D));
+      for (std::size_t c = 0; c < M * D; ++c) data[c * var.columns.size() + e] = v[c];
+      post.rows.push_back({qnames[var.columns[e]], summarize(DrawsView(v, M, D))});
+      post.columns.push_back(v);
+    }
+    if (!var.is_vector) {
+      io::H5Dataset ds = pg.write(var.name, data, {static_cast<hsize_t>(M), static_cast<hsize_t>(D)});
+      pg.attach_dimensions(ds, {"chain", "draw"});
+    } else {
+      std::vector<std::int64_t> idx(var.columns.size());
+      for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = static_cast<std::int64_t>(k);
+      pg.create_coordinate<std::int64_t>(var.name + "_dim_0", idx);
+      pg.write_variable<double>(var.name, data, {"chain", "draw", var.name + "_dim_0"});
+    }
+  }
+}
+
+void write_batched_h5_attributes(io::H5File& h5, const BatchedRunFacts& f) {
+  const SamplerSpecs& specs = *f.specs;
+  io::H5Group rootg = h5.root();
+  rootg.set_attribute("herd_version", HERD_VERSION_STRING);
+  rootg.set_attribute("sampler", "batched DRAM (herd, docs/batched.md)");
+  rootg.set_attribute("device", specs.device);
+  rootg.set_attribute("target", f.target->description);
+  rootg.set_attribute("input_source", f.options->input_source);
+  rootg.set_attribute("random_seed", static_cast<std::uint64_t>(specs.random_seed));
+  rootg.set_attribute("description", specs.description);
+  io::H5Group input = rootg.create_group("input");
+  for (const auto& [key, v] : f.options->input_attributes) input.set_attribute(key, v);
+}
+
+namespace {
+
+/// The report's line on nested R-hat's superchains.
+std::string superchain_line(const BatchedRunFacts& f) {
+  const SamplerSpecs& specs = *f.specs;
+  const std::size_t k = f.superchains;
+  return fmt::format(
+      "pooled adaptation pools the chains of all processes (a fixed summation tree over global chain "
+      "ids: the same chains for every layout of processes); nested R-hat: {}\n",
+      k > 0 ? fmt::format("{} superchains of {} contiguous global chain ids ({}), {}", k,
+                          f.totals.num_chains / static_cast<std::int64_t>(k),
+                          specs.superchains >= 2 ? "superchains" : "chosen: superchains = 0",
+                          specs.random_start_point && specs.random_start_point_scope == "superchain"
+                              ? "each superchain from its own random start"
+                          : specs.random_start_point ? "every chain from its own random start"
+                                                     : "every chain from the same start")
+            : std::string("not computed (needs a chain count divisible by 2, 4, 8 or 16, >= 4)"));
+}
+
+/// The report's line on the checkpoints of this session.
+std::string checkpoint_line(const BatchedRunFacts& f) {
+  const SamplerSpecs& specs = *f.specs;
+  const BatchedRestartRecord* record = f.record;
+  if (record == nullptr)
+    return "checkpoints: none (checkpoint_period = checkpoint_period_seconds = 0; an interrupted run starts afresh)\n";
+  const std::string every =
+      specs.checkpoint_period > 0 && specs.checkpoint_period_seconds > 0
+          ? fmt::format("every {} proposals or {} s", specs.checkpoint_period, specs.checkpoint_period_seconds)
+      : specs.checkpoint_period > 0 ? fmt::format("every {} proposals", specs.checkpoint_period)
+                                    : fmt::format("every {} s", specs.checkpoint_period_seconds);
+  std::string s = fmt::format(
+      "checkpoints: {} written to {}_restart/ ({}), {:.3f} s in all ({:.2f}% of this session's wall time {:.3f} s)",
+      record->checkpoints, specs.output_prefix, every, record->checkpoint_seconds,
+      100.0 * record->checkpoint_seconds / std::max(f.session_seconds, 1e-12), f.session_seconds);
+  if (record->resumed())
+    s += fmt::format("; resumed at proposal {} with {} draws per chain recorded", record->resumed_at(),
+                     record->draws_done());
+  return s + "\n";
+}
+
+}  // namespace
+
+std::string batched_text_report(const BatchedRunFacts& f, const BatchedPosterior& post, const std::string& table,
+                                const std::string& warnings) {
+  const SamplerSpecs& specs = *f.specs;
+  const int size = f.processes;
+  std::string rep = "herd-sample report (batched DRAM, docs/batched.md)\n";
+  rep += fmt::format("target: {}\ndevice: {} on {} process{}, {} chains each (global chain ids rank x {} + i)\n",
+                     f.target->description, specs.device, size, size > 1 ? "es" : "", specs.chains_per_rank,
+                     specs.chains_per_rank);
+  rep += "\n== resolved input ==\n" + f.options->resolved_input + "\n";
+  rep += "\n== run ==\n" + batched_report(f.all_options, f.totals, post.diagnostics);
+  rep += superchain_line(f);
+  rep += checkpoint_line(f);
+  rep += "not used by batched devices: parallelization_model, adaptive_update_count, greedy_adaptation_count, "
+         "burnin_adaptation_measure, target_acceptance_rate, chain_file_format (sample_size and the refinement make "
+         "the .h5's sample group of the recorded draws)\n";
+  rep += "\n== posterior (thinned draws after the warm-up): statistics and diagnostics ==\n" + table;
+  if (!warnings.empty()) rep += "\n== convergence warnings ==\n" + warnings;
+  rep += fmt::format("\noutputs: {}.h5 (posterior, sample_stats/lp [chain, draw], chain_compact, sample, diagnostics), "
+                     "{}_report.txt, {}_report.html\n",
+                     specs.output_prefix, specs.output_prefix, specs.output_prefix);
+  return rep;
+}
+
+namespace {
+
+/// The start proposal covariance `[d, d]` of the run (the given one, else diagonal).
+std::vector<double> start_covariance(const BatchedDramOptions& o) {
+  if (!o.proposal_start_cov.empty()) return o.proposal_start_cov;
+  const auto du = static_cast<std::size_t>(o.ndim);
+  std::vector<double> c(du * du, 0.0);
+  for (std::size_t i = 0; i < du; ++i)
+    c[i * du + i] = o.proposal_start_std.empty() ? 1.0 : o.proposal_start_std[i] * o.proposal_start_std[i];
+  return c;
+}
+
+/// The "Run" facts of the HTML report.
+std::vector<std::pair<std::string, std::string>> html_facts(const BatchedRunFacts& f) {
+  const SamplerSpecs& specs = *f.specs;
+  const BatchedDramResult& t = f.totals;
+  const int size = f.processes;
+  return {{"dimension", std::to_string(f.all_options.ndim)},
+          {"chains",
+           fmt::format("{} ({} process{} x {})", t.num_chains, size, size > 1 ? "es" : "", specs.chains_per_rank)},
+          {"random seed", std::to_string(specs.random_seed)},
+          {"warm-up proposals per chain", std::to_string(specs.warmup)},
+          {"draws per chain (thinned)", fmt::format("{} (thin {})", f.draws, specs.thin)},
+          {"mean acceptance rate after the warm-up", fmt::format("{:.4f}", t.acceptance_rate)},
+          {"chain-steps per second", fmt::format("{:.4g}", t.chain_steps_per_second)},
+          {"wall time", fmt::format("{:.3f} s", t.seconds)},
+          {"outputs", specs.output_prefix + ".h5, " + specs.output_prefix + "_report.txt"}};
+}
+
+}  // namespace
+
+void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior& post) {
+  if (f.draws < 1) return;
+  const SamplerSpecs& specs = *f.specs;
+  const BatchedDramOptions& o = f.all_options;
+  PosteriorReportData h;
+  h.title = "herd-sample report" + (specs.description.empty() ? std::string() : ": " + specs.description);
+  h.subtitle = fmt::format("herd {}, batched DRAM (docs/batched.md) on {}; target: {}; input: {}", HERD_VERSION_STRING,
+                           specs.device, f.target->description, f.options->input_source);
+  h.facts = html_facts(f);
+  for (const auto& q : post.rows) h.names.push_back(q.name);
+  h.chains = static_cast<std::size_t>(f.totals.num_chains);
+  h.draws = static_cast<std::size_t>(f.draws);
+  for (const auto& c : post.columns) h.values.emplace_back(c);
+  for (const auto& q : post.rows) h.summary.push_back(q.stats);
+  h.sampled = static_cast<std::size_t>(o.ndim);
+  h.acceptance_rate = f.totals.acceptance_rate;
+  h.history_note = "Batched runs do not record the acceptance rate and adaptation over the run: the table gives "
+                   "the mean acceptance rate after the warm-up.";
+  h.start_covariance = start_covariance(o);
+  const auto du = static_cast<std::size_t>(o.ndim);
+  if (f.totals.proposal_cov.size() == du * du)
+    h.final_covariances.emplace_back(o.adaptation == BatchedAdaptation::kPerChain
+                                         ? "proposal after the warm-up (chain 1)"
+                                         : "proposal after the warm-up (shared)",
+                                     f.totals.proposal_cov);
+  h.covariance_note = "Batched runs keep the start proposal covariance and the one frozen after the warm-up, not "
+                      "their history: the figure shows those two.";
+  if (f.superchains > 0)
+    h.notes.push_back(
+        fmt::format("Nested R-hat over {} superchains is in {}_report.txt.", f.superchains, specs.output_prefix));
+  h.resolved_input = f.options->resolved_input;
+  h.run_longer = kBatchedRunLonger;
+  write_posterior_report(specs.output_prefix + "_report.html", h);
+}
+
+void write_text_output(const std::string& path, const std::string& text) {
+  std::FILE* out = io::open_output_file(path);  // never through a symbolic link
+  const bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  if (std::fclose(out) != 0 || !ok) throw IoError(fmt::format("writing \"{}\" failed", path));
+}
+
+void print_batched_summary(const BatchedRunFacts& f, const std::string& table, const std::string& warnings) {
+  const SamplerSpecs& specs = *f.specs;
+  if (f.options->quiet || specs.silent_mode) return;
+  const BatchedDramResult& t = f.totals;
+  std::FILE* out = f.options->terminal != nullptr ? f.options->terminal : stdout;
+  std::fprintf(out, "\n%s", table.c_str());
+  std::fprintf(out,
+               "\n%lld chains x %lld draws (thin %lld after %lld warm-up proposals), acceptance rate %.3f, "
+               "%.4g chain-steps/s, %.2f s\n",
+               static_cast<long long>(t.num_chains), static_cast<long long>(f.draws),
+               static_cast<long long>(specs.thin), static_cast<long long>(specs.warmup), t.acceptance_rate,
+               t.chain_steps_per_second, t.seconds);
+  std::fprintf(out, "%s", warnings.c_str());
+  std::fflush(out);
+}
+
+}  // namespace herd::mcmc

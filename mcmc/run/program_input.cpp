@@ -1,0 +1,61 @@
+// A program's input completed for a run (herd/mcmc/run/program_input.hpp).
+#include "herd/mcmc/run/program_input.hpp"
+
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "herd/core/error.hpp"
+#include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/run/batched_sample.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
+
+namespace herd::mcmc {
+
+namespace {
+
+/// Validates the kernel options before anything is written: a plugin (loaded later, after
+/// the output checks) with a flat density now and with its own density once loaded.
+void probe_kernel_options(SamplerProgramInput& in, const std::string& origin) {
+  auto probe = [options = to_dram_options(in.specs, in.target.ndim), origin](const PointLogDensity& f) {
+    try {
+      DramSampler probe(options, f);
+    } catch (const InputError& e) {
+      // What the specifications' checks leave to the kernel (e.g. a start point outside
+      // the target's support): name the input.
+      throw InputError(fmt::format("{}: {}", origin, e.what()));
+    }
+  };
+  if (!in.load_target) {
+    probe(in.target.log_density);
+    return;
+  }
+  probe([](const double*, int) { return 0.0; });
+  in.load_target = [load = in.load_target, probe, f = in.target.log_density] {
+    load();
+    probe(f);
+  };
+}
+
+}  // namespace
+
+void complete_program_input(SamplerProgramInput& in, MadeTarget made, const io::Schema& schema,
+                            const io::Settings& settings, const Communicator& comm, const std::string& origin) {
+  in.target = std::move(made.target);
+  in.load_target = std::move(made.load);
+  in.specs = resolve_sampler_specs(settings, in.target.ndim, in.target.names);
+  in.target.log_density = restrict_to_domain(in.specs, in.target.ndim, std::move(in.target.log_density));
+  // Before anything is allocated: every size, and the memory the run holds.
+  check_sampler_memory(in.specs, in.target.ndim, comm.size());
+  // device = "cpu_batched" | "cuda": the batched run, with its own restart record.
+  use_batched_run(in, std::move(made.batched), comm);
+  in.seed_given = settings.has("random_seed");
+  probe_kernel_options(in, origin);
+  in.options.resolved_input = settings.describe();
+  in.options.input_source = origin;
+  for (const auto& key : schema.keys())
+    if (settings.has(key.name()))
+      in.options.input_attributes.emplace_back(key.name(), settings.value(key.name()).to_string());
+}
+
+}  // namespace herd::mcmc

@@ -1,0 +1,292 @@
+// The batched run layer (herd/mcmc/run/): the outputs writer (draws gathered into
+// posterior/<variable> and sample_stats/lp), the restart record (batched.ckpt + draws.bin:
+// write, read back, resume, corruption and another run refused), and the run's totals.
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/communicator.hpp"
+#include "herd/core/error.hpp"
+#include "herd/io/hdf5.hpp"
+#include "herd/mcmc/run/batched_outputs.hpp"
+#include "herd/mcmc/run/batched_record.hpp"
+
+namespace fs = std::filesystem;
+using namespace herd;
+using namespace herd::mcmc;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("herd_batched_run_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+/// A known value of draw `t` of chain `c`, coordinate `j` (and j = -1: its log density).
+double value(std::int64_t c, std::int64_t t, int j) { return 1000.0 * double(c) + 10.0 * double(t) + double(j); }
+
+/// Block [first, first + n) of `m` chains in the engine's layout: x [m, n, d], lp [m, n].
+void block(std::int64_t m, std::int64_t first, std::int64_t n, int d, std::vector<double>& x, std::vector<double>& lp) {
+  x.assign(static_cast<std::size_t>(m * n * d), 0.0);
+  lp.assign(static_cast<std::size_t>(m * n), 0.0);
+  for (std::int64_t c = 0; c < m; ++c)
+    for (std::int64_t t = 0; t < n; ++t) {
+      for (int j = 0; j < d; ++j) x[static_cast<std::size_t>((c * n + t) * d + j)] = value(c, first + t, j);
+      lp[static_cast<std::size_t>(c * n + t)] = value(c, first + t, -1);
+    }
+}
+
+/// Writes draws [0, draws) of `m` chains through `sink` in blocks of `per_block`.
+void feed(BatchedDrawSink& sink, std::int64_t m, int d, std::int64_t draws, std::int64_t per_block,
+          std::int64_t from = 0) {
+  std::vector<double> x, lp;
+  for (std::int64_t first = from; first < draws; first += per_block) {
+    const std::int64_t n = std::min(per_block, draws - first);
+    block(m, first, n, d, x, lp);
+    sink.write_block(first, n, x.data(), lp.data());
+  }
+}
+
+/// Checks the datasets of a batched `.h5` against `value`: a [chain, draw], beta [chain, draw, 2], lp.
+void check_file(const std::string& path, std::int64_t m, std::int64_t draws) {
+  auto f = io::H5File::open(path);
+  const auto a = f.open_dataset("posterior/a");
+  CHECK(a.shape() == std::vector<hsize_t>{hsize_t(m), hsize_t(draws)});
+  CHECK(a.dimension_names() == std::vector<std::string>{"chain", "draw"});
+  const auto beta = f.open_dataset("posterior/beta");
+  CHECK(beta.shape() == std::vector<hsize_t>{hsize_t(m), hsize_t(draws), 2});
+  CHECK(beta.dimension_names() == std::vector<std::string>{"chain", "draw", "beta_dim_0"});
+  const auto lp = f.open_dataset("sample_stats/lp");
+  CHECK(lp.dimension_names() == std::vector<std::string>{"chain", "draw"});
+  const auto av = a.read<double>(), bv = beta.read<double>(), lv = lp.read<double>();
+  bool ok = true;
+  for (std::int64_t c = 0; c < m; ++c)
+    for (std::int64_t t = 0; t < draws; ++t) {
+      const auto i = static_cast<std::size_t>(c * draws + t);
+      ok = ok && av[i] == value(c, t, 0) && bv[2 * i] == value(c, t, 1) && bv[2 * i + 1] == value(c, t, 2) &&
+           lv[i] == value(c, t, -1);
+    }
+  CHECK(ok);
+  CHECK(f.open_dataset("posterior/chain").read<std::int64_t>() == std::vector<std::int64_t>{0, 1, 2});
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(draws));
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>(i);
+  CHECK(f.open_dataset("sample_stats/draw").read<std::int64_t>() == idx);
+  CHECK(f.open_dataset("posterior/beta_dim_0").read<std::int64_t>() == std::vector<std::int64_t>{0, 1});
+}
+
+}  // namespace
+
+TEST_CASE("batched gather sink: posterior/<variable> and sample_stats/lp [chain, draw], vectors as one variable",
+          "[mcmc]") {
+  const fs::path dir = fresh_dir("sink");
+  SelfCommunicator comm;
+  const std::string path = (dir / "run.h5").string();
+  {
+    io::H5File h5 = io::H5File::create_atomic(path);
+    BatchedGatherSink sink(comm, &h5, {"a", "beta[1]", "beta[2]"});
+    sink.begin(3, 0, 3, 7);
+    feed(sink, 3, 3, 7, 3);  // blocks of 3, 3, 1 draws
+    sink.finish();
+    // The draws are kept in memory too, [chain, draw, d].
+    REQUIRE(sink.memory.x.size() == 3u * 7u * 3u);
+    CHECK(sink.memory.x[(2 * 7 + 5) * 3 + 1] == value(2, 5, 1));
+    CHECK(sink.memory.lp[1 * 7 + 6] == value(1, 6, -1));
+    CHECK_FALSE(fs::exists(path));  // written through a temporary until committed
+    h5.commit();
+  }
+  check_file(path, 3, 7);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("batched restart record: a checkpoint reads back; a resumed run cuts draws.bin and replays it", "[mcmc]") {
+  const fs::path dir = fresh_dir("record");
+  SelfCommunicator comm;
+  SamplerSpecs specs;
+  specs.output_prefix = (dir / "run").string();
+  specs.checkpoint_period = 100;
+  specs.checkpoint_period_seconds = 0;
+  fs::create_directories(specs.output_prefix + "_restart");
+  BatchedDramOptions o;
+  o.ndim = 3;
+  o.num_chains = 3;
+  o.warmup = 10;
+  o.delayed_rejection_count = 1;
+  o.adaptation = BatchedAdaptation::kPerChain;
+  const std::size_t m = 3, d = 3;
+  BatchedSnapshot s;
+  s.next_proposal = 200;
+  s.draws_done = 4;
+  s.seconds = 1.5;
+  s.adaptive_updates = 7;
+  s.chol_failures = 1;
+  auto fill = [](std::vector<double>& v, std::size_t n, double base) {
+    v.resize(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = base + 0.25 * double(i);
+  };
+  fill(s.x, m * d, 1.0);
+  fill(s.lp, m, -3.0);
+  s.accepted = {1, 2, 3, 4, 5, 6};
+  s.accepted_warmup = {1, 1, 1, 1, 1, 1};
+  s.out_of_domain = {0, 1, 2};
+  s.nan_count = {3, 0, 0};
+  fill(s.chol, m * d * d, 0.5);
+  fill(s.run_n, m, 10.0);
+  fill(s.run_mean, m * d, -1.0);
+  fill(s.run_m2, m * d * d, 2.0);
+  fill(s.ad_ref, m * d, 0.0);
+  std::uint64_t recorded = 0;
+  {
+    BatchedRestartRecord record(comm, specs, o, 42, false);
+    CHECK(record.resume_state() == nullptr);
+    CHECK_FALSE(record.resumed());
+    // Rank 0 decides by proposals since the last checkpoint.
+    CHECK_FALSE(record.due(50));
+    CHECK(record.due(100));
+    CHECK_FALSE(record.due(150));
+    CHECK(record.due(200));
+    io::H5File h5 = io::H5File::create_atomic((dir / "first.h5").string());
+    BatchedGatherSink sink(comm, &h5, {"a", "beta[1]", "beta[2]"}, record.draws(), 0, 2);
+    sink.begin(3, 0, 3, 7);
+    feed(sink, 3, 3, 4, 2);  // draws 0..3, then the checkpoint
+    record.save(s);
+    recorded = record.draws()->size();
+    CHECK(recorded == 4u * 3u * (3u + 1u) * sizeof(double));
+    CHECK(record.checkpoints == 1);
+    feed(sink, 3, 3, 6, 2, 4);  // draws 4..5 appended after the checkpoint: a kill loses them
+    CHECK(record.draws()->size() > recorded);
+  }
+  {
+    BatchedRestartRecord record(comm, specs, o, 42, true);
+    const BatchedSnapshot* r = record.resume_state();
+    REQUIRE(r != nullptr);
+    CHECK(record.resumed());
+    CHECK(r->next_proposal == 200);
+    CHECK(record.resumed_at() == 200);
+    CHECK(r->draws_done == 4);
+    CHECK(record.draws_done() == 4);
+    CHECK(r->seconds == 1.5);
+    CHECK(r->adaptive_updates == 7);
+    CHECK(r->chol_failures == 1);
+    CHECK(r->x == s.x);
+    CHECK(r->lp == s.lp);
+    CHECK(r->accepted == s.accepted);
+    CHECK(r->accepted_warmup == s.accepted_warmup);
+    CHECK(r->out_of_domain == s.out_of_domain);
+    CHECK(r->nan_count == s.nan_count);
+    CHECK(r->chol == s.chol);
+    CHECK(r->run_n == s.run_n);
+    CHECK(r->run_mean == s.run_mean);
+    CHECK(r->run_m2 == s.run_m2);
+    CHECK(r->ad_ref == s.ad_ref);
+    // draws.bin is cut back to the checkpoint's length, then replayed into a new file.
+    CHECK(record.draws()->size() == recorded);
+    CHECK(fs::file_size(specs.output_prefix + "_restart/draws.bin") == recorded);
+    const std::string path = (dir / "resumed.h5").string();
+    {
+      io::H5File h5 = io::H5File::create_atomic(path);
+      BatchedGatherSink sink(comm, &h5, {"a", "beta[1]", "beta[2]"}, record.draws(), record.draws_done(), 2);
+      sink.begin(3, 0, 3, 7);
+      feed(sink, 3, 3, 7, 2, 4);  // the engine continues at draw 4
+      sink.finish();
+      h5.commit();
+    }
+    check_file(path, 3, 7);
+    // Once the outputs are written, the bulk of the record goes.
+    record.discard();
+    CHECK_FALSE(fs::exists(specs.output_prefix + "_restart/batched.ckpt"));
+    CHECK_FALSE(fs::exists(specs.output_prefix + "_restart/draws.bin"));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("batched restart record: another run's record and a changed byte of draws.bin are refused", "[mcmc]") {
+  const fs::path dir = fresh_dir("refused");
+  SelfCommunicator comm;
+  SamplerSpecs specs;
+  specs.output_prefix = (dir / "run").string();
+  specs.checkpoint_period = 1;
+  fs::create_directories(specs.output_prefix + "_restart");
+  BatchedDramOptions o;
+  o.ndim = 2;
+  o.num_chains = 2;
+  o.adaptation = BatchedAdaptation::kPooled;
+  BatchedSnapshot s;
+  s.x = {0, 1, 2, 3};
+  s.lp = {-1, -2};
+  s.accepted = {0, 0};
+  s.out_of_domain = {0, 0};
+  s.nan_count = {0, 0};
+  s.chol = {1, 0, 0, 1};
+  s.draws_done = 1;
+  {
+    BatchedRestartRecord record(comm, specs, o, 7, false);
+    std::vector<double> many(300000, 1.0);  // more than one MiB: two checksum blocks
+    record.draws()->append(many.data(), many.size());
+    record.save(s);
+  }
+  // Another input (hash) or another number of chains: InputError naming overwrite.
+  CHECK_THROWS_WITH(BatchedRestartRecord(comm, specs, o, 8, true),
+                    Catch::Contains("another batched run") && Catch::Contains("overwrite = true"));
+  BatchedDramOptions more = o;
+  more.num_chains = 4;
+  CHECK_THROWS_AS(BatchedRestartRecord(comm, specs, more, 7, true), InputError);
+  // A changed byte in the second MiB: IoError naming the file and the block.
+  {
+    std::fstream f(specs.output_prefix + "_restart/draws.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp((1 << 20) + 100);
+    f.put('\x7f');
+  }
+  CHECK_THROWS_WITH(BatchedRestartRecord(comm, specs, o, 7, true),
+                    Catch::Contains("draws.bin") && Catch::Contains("block 2 of 3"));
+  // A record shorter than its checkpoint says.
+  fs::resize_file(specs.output_prefix + "_restart/draws.bin", 100);
+  CHECK_THROWS_WITH(BatchedRestartRecord(comm, specs, o, 7, true),
+                    Catch::Contains("has 100 bytes") && Catch::Contains("overwrite = true"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("batched run totals, superchains and the posterior summary", "[mcmc]") {
+  CHECK(default_superchains(256) == 16);
+  CHECK(default_superchains(16) == 8);
+  CHECK(default_superchains(12) == 4);
+  CHECK(default_superchains(6) == 2);
+  CHECK(default_superchains(3) == 0);
+  SelfCommunicator comm;
+  BatchedDramOptions o;
+  o.adaptation = BatchedAdaptation::kPerChain;
+  BatchedDramResult r;
+  r.num_chains = 4;
+  r.proposals_per_chain = 1000;
+  r.acceptance_rate = 0.25;
+  r.nan_count = 2;
+  r.adaptive_updates = 3;
+  r.stage_accepted = {10, 5};
+  r.seconds = 2.0;
+  const BatchedDramResult t = reduce_batched_result(r, o, comm);
+  CHECK(t.num_chains == 4);
+  CHECK(t.acceptance_rate == 0.25);
+  CHECK(t.nan_count == 2);
+  CHECK(t.stage_accepted == std::vector<std::int64_t>{10, 5});
+  CHECK(t.chain_steps_per_second == Approx(2000.0));
+  // Two chains of three draws: the summary's mean is the mean of the draws.
+  MemoryBatchedSink draws;
+  draws.begin(2, 0, 1, 3);
+  const std::vector<double> x = {1, 2, 3, 4, 5, 9}, lp = {0, 0, 0, 0, 0, 0};
+  draws.write_block(0, 3, x.data(), lp.data());
+  const BatchedPosterior p = summarize_batched_draws(draws, {"theta"}, 0);
+  REQUIRE(p.rows.size() == 1);
+  CHECK(p.rows[0].name == "theta");
+  CHECK(p.rows[0].stats.mean == Approx(4.0));
+  CHECK(p.diagnostics[0].mean == Approx(4.0));
+  CHECK(std::isnan(p.diagnostics[0].nested_rhat));
+  CHECK(p.columns[0] == x);
+}
