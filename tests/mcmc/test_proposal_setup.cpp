@@ -15,6 +15,7 @@
 #include "herd/mcmc/analytic_targets.hpp"
 #include "herd/mcmc/batched_dram.hpp"
 #include "herd/mcmc/batched_dram_kernel.hpp"
+#include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/dram.hpp"
 #include "herd/mcmc/proposal_setup.hpp"
 
@@ -110,6 +111,40 @@ TEST_CASE("shared Cholesky: a singular adaptive update keeps the previous factor
   CHECK(r.adaptive_updates == 0);
   CHECK(r.chol_failures == 3 * 5);  // 3 chains x 5 updates
   CHECK(r.proposal_cov == std::vector<double>{0.25, 0.0, 0.0, 4.0});
+}
+
+TEST_CASE("shared Cholesky: a singular adaptive update keeps the previous factor (serial path)", "[mcmc][dram]") {
+  // A running estimate of weight 1e20 on the line x1 = x2: the shrinkage towards the start
+  // guess (weight 3 d^2 = 12) leaves a conditional variance ~1e-19 of the marginal one,
+  // below the rule's 1e-12, so the update fails, is counted, and the proposal stays.
+  DramOptions o;
+  o.start_point = {0.5, 0.5};
+  o.seed = 42;
+  o.chain_size = 1000;
+  o.adaptive_update_period = 10;
+  auto reject = [](const double* x, int) { return x[0] == 0.5 && x[1] == 0.5 ? 0.0 : -INFINITY; };
+  DramSampler s(o, reject);
+  DramState st = s.state();
+  st.mean = {0, 0};
+  st.m2 = {1e20, 1e20, 1e20, 1e20};
+  st.cov_weight = 1e20;
+  st.cov_unique = 50;
+  st.weight = 1;
+  st.current_counted = 1;
+  s.set_state(st);
+  const auto chol_before = s.state().chol;
+  NullChainSink sink;
+  for (int k = 0; k < 10; ++k) s.step(sink);
+  CHECK(s.state().updates_done == 1);
+  CHECK(s.state().chol_failures == 1);
+  CHECK(s.state().chol == chol_before);
+  // The same estimate off the line factors: the failure was the singularity rule's.
+  DramSampler t(o, reject);
+  st.m2 = {1e20, 0.5e20, 0.5e20, 1e20};
+  t.set_state(st);
+  for (int k = 0; k < 10; ++k) t.step(sink);
+  CHECK(t.state().chol_failures == 0);
+  CHECK(t.state().chol != chol_before);
 }
 
 TEST_CASE("proposal setup: the start proposal is the same factor on both paths, with known answers",
