@@ -8,7 +8,6 @@
 #include <sstream>
 #include <thread>
 
-#include <Eigen/Dense>
 #include <fmt/format.h>
 #include <hdf5.h>
 
@@ -18,6 +17,7 @@
 #include "herd/core/timer.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/mcmc/diagnostics.hpp"
+#include "herd/mcmc/proposal_setup.hpp"
 
 namespace herd::mcmc {
 
@@ -107,83 +107,30 @@ detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(
   HERD_REQUIRE(o.steps <= std::numeric_limits<std::int64_t>::max() - o.warmup,
                "batched_dram: warmup + steps is {} + {}, but must stay below 2^63", o.warmup, o.steps);
   HERD_REQUIRE(o.block_draws >= 1, "batched_dram: block_draws is {}, but must be >= 1", o.block_draws);
-  HERD_REQUIRE(o.adaptive_update_period >= 0, "batched_dram: adaptive_update_period is {}, but must be >= 0 (0: 4*d)",
-               o.adaptive_update_period);
-  HERD_REQUIRE(o.delayed_rejection_count >= 0 && o.delayed_rejection_count < batched::kMaxStages,
-               "batched_dram: delayed_rejection_count is {}, but must be in [0, {}]", o.delayed_rejection_count,
-               batched::kMaxStages - 1);
-  const auto& f = o.delayed_rejection_scale_factors;
-  HERD_REQUIRE(f.empty() || f.size() == 1 || static_cast<int>(f.size()) == o.delayed_rejection_count,
-               "batched_dram: delayed_rejection_scale_factors has {} values, but must have 0, 1 or "
-               "delayed_rejection_count = {}",
-               f.size(), o.delayed_rejection_count);
-  for (std::size_t i = 0; i < f.size(); ++i)
-    HERD_REQUIRE(f[i] > 0 && std::isfinite(f[i]),
-                 "batched_dram: delayed_rejection_scale_factors[{}] is {}, but must be positive and finite", i, f[i]);
+  s.period = detail::adaptive_update_period(o.adaptive_update_period, d, "batched_dram");
+  const std::vector<double> stage_scale = detail::stage_scales(
+      o.delayed_rejection_count, o.delayed_rejection_scale_factors, d, batched::kMaxStages, "batched_dram");
   HERD_REQUIRE(o.num_threads >= 0, "batched_dram: num_threads is {}, but must be >= 0", o.num_threads);
   s.m = m;
   s.d = d;
   s.scale = DramSampler::parse_scale_factor(o.scale_factor, d);
-  s.period = o.adaptive_update_period == 0 ? 4 * static_cast<std::int64_t>(d) : o.adaptive_update_period;
 
   batched::KernelParams& p = s.p;
   p.d = d;
   p.stages = 1 + o.delayed_rejection_count;
-  p.stage_scale[0] = 1.0;
-  for (int st = 1; st < p.stages; ++st) {
-    const double fs = f.empty() ? std::pow(0.5, 1.0 / d) : (f.size() == 1 ? f[0] : f[st - 1]);
-    p.stage_scale[st] = p.stage_scale[st - 1] * fs;
-  }
+  std::copy(stage_scale.begin(), stage_scale.end(), p.stage_scale);
   p.seed = o.seed;
   p.first_chain_id = o.first_chain_id;
   p.zig = &ziggurat_tables();
   p.chol_per_chain = o.adaptation == BatchedAdaptation::kPerChain;
   p.has_box = !o.domain_lower.empty() || !o.domain_upper.empty();
-  s.lower.assign(du, kNegInf);
-  s.upper.assign(du, std::numeric_limits<double>::infinity());
-  if (!o.domain_lower.empty()) {
-    HERD_REQUIRE(o.domain_lower.size() == du, "batched_dram: domain_lower has {} values, but must have d = {}",
-                 o.domain_lower.size(), d);
-    s.lower = o.domain_lower;
-  }
-  if (!o.domain_upper.empty()) {
-    HERD_REQUIRE(o.domain_upper.size() == du, "batched_dram: domain_upper has {} values, but must have d = {}",
-                 o.domain_upper.size(), d);
-    s.upper = o.domain_upper;
-  }
-  for (int i = 0; i < d; ++i)
-    HERD_REQUIRE(s.lower[i] < s.upper[i], "batched_dram: domain_lower[{}] = {} and domain_upper[{}] = {}, but lower must be < upper",
-                 i, s.lower[i], i, s.upper[i]);
+  detail::domain_box(o.domain_lower, o.domain_upper, d, "batched_dram", s.lower, s.upper);
   p.lower = s.lower.data();
   p.upper = s.upper.data();
 
   // Initial proposal factor (as the serial kernel: the start covariance used as is).
-  Eigen::MatrixXd c = Eigen::MatrixXd::Identity(d, d);
-  if (!o.proposal_start_cov.empty()) {
-    HERD_REQUIRE(o.proposal_start_cov.size() == du * du,
-                 "batched_dram: proposal_start_cov has {} values, but must have d*d = {}", o.proposal_start_cov.size(),
-                 du * du);
-    HERD_REQUIRE(o.proposal_start_std.empty(), "batched_dram: give proposal_start_cov or proposal_start_std, not both");
-    for (int i = 0; i < d; ++i)
-      for (int j = 0; j < d; ++j) c(i, j) = o.proposal_start_cov[static_cast<std::size_t>(i) * du + j];
-    HERD_REQUIRE((c - c.transpose()).cwiseAbs().maxCoeff() <= 1e-12 * c.cwiseAbs().maxCoeff(),
-                 "batched_dram: proposal_start_cov is not symmetric");
-  } else if (!o.proposal_start_std.empty()) {
-    HERD_REQUIRE(o.proposal_start_std.size() == du,
-                 "batched_dram: proposal_start_std has {} values, but must have d = {}", o.proposal_start_std.size(), d);
-    for (int i = 0; i < d; ++i) {
-      HERD_REQUIRE(o.proposal_start_std[i] > 0 && std::isfinite(o.proposal_start_std[i]),
-                   "batched_dram: proposal_start_std[{}] is {}, but must be positive and finite", i,
-                   o.proposal_start_std[i]);
-      c(i, i) = o.proposal_start_std[i] * o.proposal_start_std[i];
-    }
-  }
-  Eigen::LLT<Eigen::MatrixXd> llt(c);
-  HERD_REQUIRE(llt.info() == Eigen::Success, "batched_dram: proposal_start_cov is not positive definite");
-  const Eigen::MatrixXd l = llt.matrixL();
-  std::vector<double> l0(du * du, 0.0);
-  for (int i = 0; i < d; ++i)
-    for (int j = 0; j <= i; ++j) l0[static_cast<std::size_t>(i) * du + j] = l(i, j);
+  const std::vector<double> l0 =
+      detail::start_proposal(o.proposal_start_cov, o.proposal_start_std, d, "batched_dram").chol;
 
   const std::size_t np = static_cast<std::size_t>(p.stages) + 1;
   s.x.resize(m * du);

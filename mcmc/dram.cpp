@@ -9,14 +9,13 @@
 #include <thread>
 #include <utility>
 
-#include <Eigen/Dense>
-
 #include "herd/core/error.hpp"
 #include "herd/core/log.hpp"
 #include "herd/core/philox_lanes.hpp"
 #include "herd/core/thread_pool.hpp"
 #include "herd/core/timer.hpp"
 #include "herd/mcmc/batched_dram_kernel.hpp"
+#include "herd/mcmc/proposal_setup.hpp"
 
 namespace herd::mcmc {
 
@@ -25,9 +24,6 @@ namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr int kMaxStages = 15;  // 1 + 14 delayed-rejection stages
 constexpr int kMaxPath = kMaxStages + 1;
-// A factor is rejected as numerically singular when some conditional variance is below
-// this fraction of the marginal one (|correlation| of 1 - 5e-13 or more).
-constexpr double kSingularRatio = 1e-12;
 // Adaptation without a target acceptance rate: an update period with an acceptance rate
 // below kStuckRate, in a chain whose acceptance rate so far is below kStuckOverall, halves
 // the scale; one above kRecoverRate doubles it back (never above the scale factor). (A
@@ -46,6 +42,7 @@ constexpr double kPriorWeight = 3.0;
 // bit-identical points; the axpy form's short, variable-length loops cost twice as much at
 // d = 10).
 using batched::apply_factor;
+using batched::cholesky;
 using batched::log1m_exp;
 
 std::string lower_no_space(const std::string& s) {
@@ -139,24 +136,11 @@ void DramSampler::validate() {
                  o.start_point[i]);
   HERD_REQUIRE(o.chain_size >= 1, "dram: chain_size is {}, but must be >= 1", o.chain_size);
   HERD_REQUIRE(o.max_proposals >= 0, "dram: max_proposals is {}, but must be >= 0", o.max_proposals);
-  if (!o.proposal_start_cov.empty()) {
-    HERD_REQUIRE(o.proposal_start_cov.size() == static_cast<std::size_t>(d) * d,
-                 "dram: proposal_start_cov has {} values, but must have d*d = {}", o.proposal_start_cov.size(),
-                 d * d);
-    HERD_REQUIRE(o.proposal_start_std.empty(), "dram: give proposal_start_cov or proposal_start_std, not both");
-  }
-  if (!o.proposal_start_std.empty()) {
-    HERD_REQUIRE(o.proposal_start_std.size() == static_cast<std::size_t>(d),
-                 "dram: proposal_start_std has {} values, but must have d = {}", o.proposal_start_std.size(), d);
-    for (int i = 0; i < d; ++i)
-      HERD_REQUIRE(o.proposal_start_std[i] > 0 && std::isfinite(o.proposal_start_std[i]),
-                   "dram: proposal_start_std[{}] is {}, but must be positive and finite", i,
-                   o.proposal_start_std[i]);
-  }
+  auto start = detail::start_proposal(o.proposal_start_cov, o.proposal_start_std, d, "dram");
+  start_cov_ = std::move(start.cov);
+  start_chol_ = std::move(start.chol);
   scale0_ = parse_scale_factor(o.scale_factor, d);
-  period_ = o.adaptive_update_period == 0 ? 4 * static_cast<std::int64_t>(d) : o.adaptive_update_period;
-  HERD_REQUIRE(period_ > 0, "dram: adaptive_update_period is {}, but must be >= 0 (0: 4*d)",
-               o.adaptive_update_period);
+  period_ = detail::adaptive_update_period(o.adaptive_update_period, d, "dram");
   HERD_REQUIRE(o.adaptive_update_count >= 0, "dram: adaptive_update_count is {}, but must be >= 0",
                o.adaptive_update_count);
   HERD_REQUIRE(o.greedy_adaptation_count >= 0, "dram: greedy_adaptation_count is {}, but must be >= 0",
@@ -168,43 +152,14 @@ void DramSampler::validate() {
     HERD_REQUIRE(lo > 0 && hi <= 1 && lo <= hi,
                  "dram: target_acceptance_rate is [{}, {}], but must satisfy 0 < lo <= hi <= 1", lo, hi);
   }
-  HERD_REQUIRE(o.delayed_rejection_count >= 0 && o.delayed_rejection_count < kMaxStages,
-               "dram: delayed_rejection_count is {}, but must be in [0, {}]", o.delayed_rejection_count,
-               kMaxStages - 1);
-  const auto& f = o.delayed_rejection_scale_factors;
-  HERD_REQUIRE(f.empty() || f.size() == 1 || static_cast<int>(f.size()) == o.delayed_rejection_count,
-               "dram: delayed_rejection_scale_factors has {} values, but must have 0, 1 or "
-               "delayed_rejection_count = {}",
-               f.size(), o.delayed_rejection_count);
-  for (std::size_t i = 0; i < f.size(); ++i)
-    HERD_REQUIRE(f[i] > 0 && std::isfinite(f[i]),
-                 "dram: delayed_rejection_scale_factors[{}] is {}, but must be positive and finite", i, f[i]);
-  stage_scale_.assign(1, 1.0);
-  for (int s = 0; s < o.delayed_rejection_count; ++s) {
-    const double fs = f.empty() ? std::pow(0.5, 1.0 / d) : (f.size() == 1 ? f[0] : f[s]);
-    stage_scale_.push_back(stage_scale_.back() * fs);
-  }
+  stage_scale_ = detail::stage_scales(o.delayed_rejection_count, o.delayed_rejection_scale_factors, d, kMaxStages,
+                                      "dram");
   has_box_ = !o.domain_lower.empty() || !o.domain_upper.empty();
-  lower_.assign(d, kNegInf);
-  upper_.assign(d, std::numeric_limits<double>::infinity());
-  if (!o.domain_lower.empty()) {
-    HERD_REQUIRE(o.domain_lower.size() == static_cast<std::size_t>(d),
-                 "dram: domain_lower has {} values, but must have d = {}", o.domain_lower.size(), d);
-    lower_ = o.domain_lower;
-  }
-  if (!o.domain_upper.empty()) {
-    HERD_REQUIRE(o.domain_upper.size() == static_cast<std::size_t>(d),
-                 "dram: domain_upper has {} values, but must have d = {}", o.domain_upper.size(), d);
-    upper_ = o.domain_upper;
-  }
-  for (int i = 0; i < d; ++i) {
-    HERD_REQUIRE(!(lower_[i] >= upper_[i]) && !std::isnan(lower_[i]) && !std::isnan(upper_[i]),
-                 "dram: domain_lower[{}] = {} and domain_upper[{}] = {}, but lower must be < upper", i,
-                 lower_[i], i, upper_[i]);
+  detail::domain_box(o.domain_lower, o.domain_upper, d, "dram", lower_, upper_);
+  for (int i = 0; i < d; ++i)
     HERD_REQUIRE(o.start_point[i] >= lower_[i] && o.start_point[i] <= upper_[i],
                  "dram: start_point[{}] is {}, but must lie in the domain [{}, {}]", i, o.start_point[i],
                  lower_[i], upper_[i]);
-  }
   HERD_REQUIRE(o.burnin_adaptation_measure >= 0 && o.burnin_adaptation_measure <= 1,
                "dram: burnin_adaptation_measure is {}, but must be in [0, 1]", o.burnin_adaptation_measure);
   zig_ = &ziggurat_tables();
@@ -247,27 +202,11 @@ void DramSampler::reset() {
   s.point = options_.start_point;
   s.scale = scale0_;
   s.stage_accepted.assign(stage_scale_.size(), 0);
-  // Initial proposal factor.
-  Eigen::MatrixXd c = Eigen::MatrixXd::Identity(d, d);
-  if (!options_.proposal_start_cov.empty()) {
-    for (int i = 0; i < d; ++i)
-      for (int j = 0; j < d; ++j) c(i, j) = options_.proposal_start_cov[static_cast<std::size_t>(i) * d + j];
-    HERD_REQUIRE((c - c.transpose()).cwiseAbs().maxCoeff() <= 1e-12 * c.cwiseAbs().maxCoeff(),
-                 "dram: proposal_start_cov is not symmetric");
-  } else if (!options_.proposal_start_std.empty()) {
-    for (int i = 0; i < d; ++i) c(i, i) = options_.proposal_start_std[i] * options_.proposal_start_std[i];
-  }
-  Eigen::LLT<Eigen::MatrixXd> llt(c);
-  HERD_REQUIRE(llt.info() == Eigen::Success, "dram: proposal_start_cov is not positive definite");
-  const Eigen::MatrixXd l = llt.matrixL();
   // The start proposal's implied guess of the target covariance, C0 / scale_factor^2: the
   // prior the adapted covariance is shrunk towards while few unique states are known.
-  prior_cov_.assign(static_cast<std::size_t>(d) * d, 0.0);
-  for (int i = 0; i < d; ++i)
-    for (int j = 0; j < d; ++j) prior_cov_[static_cast<std::size_t>(i) * d + j] = c(i, j) / (scale0_ * scale0_);
-  s.chol.assign(static_cast<std::size_t>(d) * d, 0.0);
-  for (int i = 0; i < d; ++i)
-    for (int j = 0; j <= i; ++j) s.chol[static_cast<std::size_t>(i) * d + j] = l(i, j);
+  prior_cov_.resize(start_cov_.size());
+  for (std::size_t q = 0; q < start_cov_.size(); ++q) prior_cov_[q] = start_cov_[q] / (scale0_ * scale0_);
+  s.chol = start_chol_;  // initial proposal factor
   s.mean.assign(d, 0.0);
   s.m2.assign(static_cast<std::size_t>(d) * d, 0.0);
   state_ = std::move(s);
@@ -586,30 +525,6 @@ void DramSampler::merge_pending(bool greedy) {
 }
 
 namespace {
-// In-place Cholesky of the symmetric `a` (`[d, d]` row-major, lower triangle read) into
-// `l` (lower, upper zeroed). False when a pivot is not positive and finite, or when a
-// conditional variance is below kSingularRatio of the marginal one (numerically singular).
-bool cholesky(const double* a, int d, double* l) {
-  const auto du = static_cast<std::size_t>(d);
-  for (int j = 0; j < d; ++j) {
-    double* lj = l + static_cast<std::size_t>(j) * du;
-    double sjj = a[static_cast<std::size_t>(j) * du + j];
-    for (int k = 0; k < j; ++k) sjj -= lj[k] * lj[k];
-    if (!(sjj > kSingularRatio * a[static_cast<std::size_t>(j) * du + j]) || !std::isfinite(sjj)) return false;
-    const double djj = std::sqrt(sjj);
-    const double inv = 1.0 / djj;  // one division per column
-    lj[j] = djj;
-    for (int k = j + 1; k < d; ++k) lj[k] = 0.0;
-    for (int i = j + 1; i < d; ++i) {
-      double* li = l + static_cast<std::size_t>(i) * du;
-      double v = a[static_cast<std::size_t>(i) * du + j];
-      for (int k = 0; k < j; ++k) v -= li[k] * lj[k];
-      li[j] = v * inv;
-    }
-  }
-  return true;
-}
-
 double log_det_lower(const double* l, int d) {
   double s = 0.0;
   for (int i = 0; i < d; ++i) s += 2.0 * std::log(l[static_cast<std::size_t>(i) * d + i]);

@@ -418,9 +418,16 @@ HERD_HOST_DEVICE inline void segment_local(const KernelParams& p, const ChainArr
   a.posinf_count[i] += c.posinf_count;
 }
 
+/// A factor is rejected as numerically singular when some conditional variance is below
+/// this fraction of the marginal one (|correlation| of 1 - 5e-13 or more).
+inline constexpr double kSingularRatio = 1e-12;
+
 /// In-place Cholesky of the symmetric `a` (`[d, d]` row-major, lower triangle read) into
-/// `l` (may equal `a`; lower, upper zeroed). False when a pivot is not positive and finite or
-/// a conditional variance is below 1e-12 of the marginal one (dram.cpp's rule).
+/// `l` (may equal `a`; lower, upper zeroed): the one factorisation of the adaptive updates,
+/// serial (dram.cpp) and batched (host and device). Returns false, with `l` partly written,
+/// when a pivot is not positive and finite or a conditional variance is below
+/// `kSingularRatio` of the marginal one (numerically singular); no jitter is added: the
+/// callers keep their previous factor and count the failure (`chol_failures`).
 HERD_HOST_DEVICE inline bool cholesky(const double* a, int d, double* l) {
   const auto du = static_cast<std::size_t>(d);
   for (int j = 0; j < d; ++j) {
@@ -428,9 +435,9 @@ HERD_HOST_DEVICE inline bool cholesky(const double* a, int d, double* l) {
     const double ajj = a[static_cast<std::size_t>(j) * du + j];
     double sjj = ajj;
     for (int k = 0; k < j; ++k) sjj -= lj[k] * lj[k];
-    if (!(sjj > 1e-12 * ajj) || !std::isfinite(sjj)) return false;
+    if (!(sjj > kSingularRatio * ajj) || !std::isfinite(sjj)) return false;
     const double djj = std::sqrt(sjj);
-    const double inv = 1.0 / djj;
+    const double inv = 1.0 / djj;  // one division per column
     lj[j] = djj;
     for (int k = j + 1; k < d; ++k) lj[k] = 0.0;
     for (int i = j + 1; i < d; ++i) {

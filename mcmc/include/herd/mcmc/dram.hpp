@@ -326,6 +326,7 @@ class DramSampler {
   std::vector<double> z_, y_, wpath_, lpath_, scratch_;
   std::vector<double> prop_cov_;  // current stage-1 proposal covariance L L^T, [d, d]
   std::vector<double> prior_cov_;  // start proposal covariance / scale_factor^2, [d, d]
+  std::vector<double> start_cov_, start_chol_;  // start proposal C0 and its factor L0, [d, d]
 };
 
 /// Log of the delayed-rejection acceptance probability of the last point of a path
