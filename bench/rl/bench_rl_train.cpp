@@ -7,7 +7,13 @@
 // Prints one JSON document: env steps/s over all ranks (median of the repeats) and the
 // ratio 2 ranks / 1 rank.
 //
-// Usage: bench_rl_train [--iterations N] [--repeats R] [--mpiexec EXE]
+// With --config FILE (a herd-rl configuration, e.g. examples/rl/cartpole_ppo_1024.toml),
+// weak scaling of that configuration instead: every rank runs the file's envs, and the
+// minibatches (num_minibatches) grow with the ranks, so each rank's share of a minibatch,
+// and the compute between two gradient all-reduces, stays that of one rank. Rank and
+// iteration counts as above; also prints the seconds per synchronisation point.
+//
+// Usage: bench_rl_train [--iterations N] [--repeats R] [--mpiexec EXE] [--config FILE]
 // (internally it runs `EXE -n <ranks> bench_rl_train --worker ...` for each measurement).
 #include <algorithm>
 #include <chrono>
@@ -54,9 +60,34 @@ int worker(int envs_per_rank, int minibatch, int iterations) {
   return 0;
 }
 
-double measure(const std::string& mpiexec, const std::string& self, int ranks, int envs, int minibatch, int iterations) {
-  const std::string cmd = fmt::format("'{}' -n {} '{}' --worker {} {} {}", mpiexec, ranks, self, envs, minibatch,
-                                      iterations);
+// One measurement of a configuration file on the ranks of this job (weak scaling).
+int worker_config(const std::string& file, int iterations) {
+  herd::MpiCommunicator comm;
+  std::string text;
+  auto c = herd::rl::load_train_config(file, {"output_prefix=bench_rl_train_tmp", "total_steps=1000000000"}, &text,
+                                       comm.size());
+  herd::rl::Trainer t(c, text, &comm);
+  t.iterate();  // warm-up
+  comm.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) t.iterate();
+  comm.barrier();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (comm.rank() == 0)
+    std::printf("steps_per_s %.1f\nsyncs_per_iteration %d\n", static_cast<double>(iterations) * c.steps_per_iteration() / s,
+                static_cast<int>(c.ppo.epochs * (c.ppo.minibatch_size > 0 ? (c.steps_per_iteration() + c.ppo.minibatch_size - 1) /
+                                                                        c.ppo.minibatch_size
+                                                                  : 1)));
+  return 0;
+}
+
+double measure(const std::string& mpiexec, const std::string& self, int ranks, int envs, int minibatch, int iterations,
+               const std::string& config = "") {
+  const std::string cmd = config.empty()
+                              ? fmt::format("'{}' -n {} '{}' --worker {} {} {}", mpiexec, ranks, self, envs, minibatch,
+                                            iterations)
+                              : fmt::format("'{}' -n {} '{}' --worker-config '{}' {}", mpiexec, ranks, self, config,
+                                            iterations);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return 0;
   char line[256];
@@ -72,14 +103,32 @@ double measure(const std::string& mpiexec, const std::string& self, int ranks, i
 int main(int argc, char** argv) {
   if (argc == 5 && !std::strcmp(argv[1], "--worker"))
     return worker(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]));
+  if (argc == 4 && !std::strcmp(argv[1], "--worker-config")) return worker_config(argv[2], std::atoi(argv[3]));
   int iterations = 40, repeats = 3;
-  std::string mpiexec = HERD_BENCH_MPIEXEC;
+  std::string mpiexec = HERD_BENCH_MPIEXEC, config;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--repeats")) repeats = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--mpiexec")) mpiexec = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--config")) config = argv[i + 1];
   }
   const std::string self = argv[0];
+  if (!config.empty()) {
+    // Interleaved: 1 rank, 2 ranks, 1 rank, ... so load changes hit both.
+    std::vector<double> r1, r2;
+    for (int k = 0; k < repeats; ++k) {
+      r1.push_back(measure(mpiexec, self, 1, 0, 0, iterations, config));
+      r2.push_back(measure(mpiexec, self, 2, 0, 0, iterations, config));
+      std::fprintf(stderr, "repeat %d: 1 rank %.0f, 2 ranks %.0f env steps/s\n", k + 1, r1.back(), r2.back());
+    }
+    std::printf("{\n  \"benchmark\": \"weak scaling of %s (env steps/s, all ranks)\",\n  \"iterations\": %d,\n"
+                "  \"one_rank\": [%.0f, %.0f, %.0f],\n  \"two_ranks\": [%.0f, %.0f, %.0f],\n"
+                "  \"ratio_of_medians\": %.3f\n}\n",
+                config.c_str(), iterations, *std::min_element(r1.begin(), r1.end()), median(r1),
+                *std::max_element(r1.begin(), r1.end()), *std::min_element(r2.begin(), r2.end()), median(r2),
+                *std::max_element(r2.begin(), r2.end()), median(r2) / median(r1));
+    return 0;
+  }
   std::string rows;
   for (const std::string scaling : {"strong", "weak"}) {
     double one = 0;

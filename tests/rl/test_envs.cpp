@@ -346,6 +346,10 @@ void check_batched_equals_scalar(const char* id, std::size_t n, herd::rl::EnvSim
   std::vector<std::uint8_t> te(n), tr(n);
   const herd::RngStream rng(77, 1);
   std::size_t terminations = 0, truncations = 0;
+  // The level is process-wide: restored on every exit, a failed REQUIRE included.
+  struct Restore {
+    ~Restore() { herd::rl::set_env_simd(herd::rl::env_simd_supported()); }
+  } restore;
   herd::rl::set_env_simd(level);
   for (int t = 0; t < steps; ++t) {
     for (std::size_t i = 0; i < n; ++i) act[i] = static_cast<double>(rng.u32(t * n + i) % na);
@@ -367,7 +371,6 @@ void check_batched_equals_scalar(const char* id, std::size_t n, herd::rl::EnvSim
     }
     REQUIRE(std::memcmp(oref.data(), obat.data(), oref.size() * sizeof(float)) == 0);
   }
-  herd::rl::set_env_simd(herd::rl::env_simd_supported());
   // The run exercised both ends of an episode (random actions rarely end an Acrobot
   // episode early: there the far-out states provide the terminations).
   if (n > 5) CHECK(terminations > (std::string(id) == "CartPole-v1" ? n : 0));
