@@ -5,6 +5,8 @@
  *   herd:   MPI untouched by the caller; herd initialises it and finalises it at the end.
  *   keep:   the same with mpiFinalizeRequested = false: MPI is still up afterwards.
  *   caller: the caller initialises MPI; herd uses it and leaves it up for the caller.
+ *   batched: as keep, with device = 'cpu_batched': the batched run over both ranks (pooled
+ *            adaptation and the gathered draws are collective); rank 0 finds <prefix>.h5.
  * Exit code 0 when everything holds (every rank checks). */
 #include <mpi.h>
 #include <stdio.h>
@@ -21,13 +23,21 @@ static double getLogFunc(int32_t ndim, double point[]) {
 int main(int argc, char** argv) {
   if (argc != 3) return 2;
   const char* mode = argv[1];
-  const int caller = strcmp(mode, "caller") == 0, keep = strcmp(mode, "keep") == 0;
+  const int caller = strcmp(mode, "caller") == 0, batched = strcmp(mode, "batched") == 0;
+  const int keep = strcmp(mode, "keep") == 0 || batched;
   if (caller) MPI_Init(&argc, &argv);
   char input[1024];
-  snprintf(input, sizeof input,
-           "&ParaDRAM chainSize = 2000, randomSeed = 4, outputFileName = '%s', overwriteRequested = T, "
-           "parallelizationModel = 'multiChain', checkpoint_period_seconds = 0, mpiFinalizeRequested = %s /",
-           argv[2], keep ? "F" : "T");
+  if (batched)
+    snprintf(input, sizeof input,
+             "&ParaDRAM device = 'cpu_batched', chains_per_rank = 8, warmup = 200, chainSize = 400, randomSeed = 4, "
+             "outputFileName = '%s', overwriteRequested = T, checkpoint_period_seconds = 0, "
+             "mpiFinalizeRequested = F /",
+             argv[2]);
+  else
+    snprintf(input, sizeof input,
+             "&ParaDRAM chainSize = 2000, randomSeed = 4, outputFileName = '%s', overwriteRequested = T, "
+             "parallelizationModel = 'multiChain', checkpoint_period_seconds = 0, mpiFinalizeRequested = %s /",
+             argv[2], keep ? "F" : "T");
   runParaDRAM(2, getLogFunc, input, (int32_t)strlen(input));
   int status = herd_last_status(), init = 0, fin = 0;
   MPI_Initialized(&init);
@@ -40,7 +50,17 @@ int main(int argc, char** argv) {
     int rank = 0, size = 0, sum = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (rank == 0) {
+    if (rank == 0 && batched) {
+      char path[1100];
+      snprintf(path, sizeof path, "%s.h5", argv[2]);
+      FILE* f = fopen(path, "r");
+      if (!f) {
+        printf("missing %s\n", path);
+        bad = 1;
+      } else {
+        fclose(f);
+      }
+    } else if (rank == 0) {
       char path[1100];
       for (int k = 1; k <= size; ++k) {
         snprintf(path, sizeof path, "%s_process_%d_chain.txt", argv[2], k);

@@ -81,7 +81,7 @@ class BatchedRestartRecord final : public BatchedCheckpointer {
   /// The record of a run with options `o` (this rank's chains) and resolved input hash
   /// `input_hash`. `resuming` (the program's run record is of this input): every rank reads
   /// its rows of `batched.ckpt` when it exists, and rank 0 checks and cuts `draws.bin`.
-  /// Collective only through nothing (reads files); the restart folder must exist.
+  /// Not collective (every rank reads the file itself); the restart folder must exist.
   /// @throws herd::InputError (a record of another run or layout: chains, ndim, stages or
   /// input hash differ), herd::IoError (a record without checksums, a corrupt `draws.bin`).
   BatchedRestartRecord(Communicator& comm, const SamplerSpecs& specs, const BatchedDramOptions& o,

@@ -39,12 +39,13 @@ class TargetRegistry {
   /// Makes the target from the resolved settings (the keys `declare_keys` declares).
   /// @throws herd::InputError naming the input file, key, value and what was expected.
   using Maker = std::function<MadeTarget(const io::Settings&)>;
+  /// One registered target.
   struct Entry {
     std::string name;                  ///< the value of the family's key, e.g. "normal"
-    Family family = Family::kBuiltin;
-    std::string summary;               ///< one line for --help-keys
+    Family family = Family::kBuiltin;  ///< the key that chooses it
+    std::string summary;               ///< one line describing it
     std::vector<std::string> aliases;  ///< other accepted values (posteriordb's full names)
-    Maker make;
+    Maker make;                        ///< makes it from the settings (called on every rank)
   };
 
   /// The process's registry, holding the built-in targets and the plugin loader
