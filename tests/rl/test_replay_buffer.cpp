@@ -481,7 +481,9 @@ TEST_CASE("Frame-stack replay: bytes per transition, refusals, checkpoint round 
   CHECK_THROWS_WITH(add(4, 6), Catch::Contains("is 4, but the frames stored before it in its episode make it 5"));
   add(5, 6, false, true, 6, 7);  // truncated: final observation (6, 7)
   CHECK_THROWS_WITH(add(6, 8), Catch::Contains("but the frames stored make it the episode's first frame, 8"));
-  CHECK_THROWS_WITH(add(9, 9, false, true, 8, 1), Catch::Contains("final observation component 0 is 8"));
+  CHECK_THROWS_WITH(add(9, 9, false, true, 8, 1),
+                    Catch::Contains("final observation component 0 (frame 0 of its stack of 2) is 8, but as the "
+                                    "observation acted on moved one frame on it must be 9"));
   CHECK(rb.steps_added() == 2);
   add(9, 9);
   add(9, 10, true);
