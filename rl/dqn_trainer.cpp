@@ -464,25 +464,13 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
   for (int e = 0; e < episodes; ++e) {
     if (e == 0) env->reset(seed, obs.data<float>());
     else env->reset(obs.data<float>());
-    double ret = 0;
-    std::int64_t len = 0;
     for (;;) {
       RngCursor cur = rng.at(draw++);
       std::int64_t a;
       if (epsilon > 0 && cur.uniform() < epsilon) a = static_cast<std::int64_t>(cur.below(static_cast<std::uint32_t>(A)));
       else q.greedy_actions(obs.data<float>(), 1, &a);
-      const StepResult s = env->step(a + start, obs.data<float>());
-      ret += s.reward;
-      ++len;
-      const bool capped = !s.terminated && !s.truncated && max_episode_steps > 0 && len >= max_episode_steps;
-      if (s.terminated || s.truncated || capped) {
-        res.truncated += s.terminated ? 0 : 1;
-        res.capped += capped ? 1 : 0;
-        break;
-      }
+      if (res.add_step(env->step(a + start, obs.data<float>()), max_episode_steps)) break;
     }
-    res.lengths.push_back(len);
-    res.returns.push_back(ret);
   }
   detail::summarize_returns(res);
   return res;

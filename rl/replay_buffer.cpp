@@ -185,32 +185,54 @@ void ReplayBuffer::read_obs(std::size_t s, float* out) const {
   }
 }
 
-void ReplayBuffer::check_stack(std::size_t env, const float* obs, bool first, std::size_t last,
-                               bool final_obs) const {
-  const std::size_t k = static_cast<std::size_t>(opt_.frame_stack), F = frame_dim_, D = opt_.obs_dim;
-  // The stack the buffer would rebuild for this observation: the last slot's stack moved one
-  // frame on (its newest frame being this observation's), or k copies of a first frame.
-  std::vector<float> expect(D);
-  if (first) {
-    for (std::size_t j = 0; j < k; ++j) std::copy(obs + (k - 1) * F, obs + D, expect.begin() + static_cast<std::ptrdiff_t>(j * F));
-  } else {
-    std::vector<float> before(D);
-    read_obs(last, before.data());
-    std::copy(before.begin() + static_cast<std::ptrdiff_t>(F), before.end(), expect.begin());
-    std::copy(obs + (k - 1) * F, obs + D, expect.begin() + static_cast<std::ptrdiff_t>((k - 1) * F));
+namespace {
+
+// Whether an added observation component equals the value the replay rebuilds, bit for bit
+// (uint8 storage: as numbers, the added value being an integer in [0, 255]).
+bool same_value(float added, float rebuilt, bool uint8) {
+  return uint8 ? added == rebuilt : std::memcmp(&added, &rebuilt, sizeof(float)) == 0;
+}
+
+[[noreturn]] void refuse_stack(std::size_t env, bool final_obs, std::size_t component, std::size_t frame_dim,
+                               int k, float got, float want, const char* why) {
+  std::ostringstream m;
+  m << "rl::ReplayBuffer::add: env " << env << (final_obs ? " final" : "") << " observation component " << component
+    << " (frame " << component / frame_dim << " of its stack of " << k << ") is " << got << ", but " << why << " "
+    << want << " (with frame_stack " << k << " the replay stores each frame once and rebuilds the stacks: an "
+    << "observation's older frames must be the frames before it in its episode, the first frame standing in for "
+       "those before the episode's start, as the frame-stack wrapper makes them)";
+  throw InputError(m.str());
+}
+
+}  // namespace
+
+void ReplayBuffer::check_stack(std::size_t env, const float* obs, bool first, std::size_t last) const {
+  const std::size_t k = static_cast<std::size_t>(opt_.frame_stack), F = frame_dim_;
+  const float* newest = obs + (k - 1) * F;
+  // Older frames, newest first: the stored frames of the slots before it in the episode
+  // (from `last` back), or the first frame repeated.
+  std::size_t s = last;
+  for (std::size_t j = k - 1; j-- > 0;) {
+    for (std::size_t i = 0; i < F; ++i) {
+      const float want = first ? newest[i]
+                         : opt_.uint8_obs ? static_cast<float>(obs_u8_[s * F + i])
+                                          : obs_f32_[s * F + i];
+      if (!same_value(obs[j * F + i], want, opt_.uint8_obs))
+        refuse_stack(env, false, j * F + i, F, opt_.frame_stack, obs[j * F + i], want,
+                     first ? "the frames stored make it the episode's first frame," : "the frames stored before it in "
+                                                                                       "its episode make it");
+    }
+    if (!first && !(flags_[s] & kFirst)) s = previous(s);
   }
-  for (std::size_t i = 0; i < (k - 1) * F; ++i) {
-    const bool same = opt_.uint8_obs ? obs[i] == expect[i] : std::memcmp(obs + i, &expect[i], sizeof(float)) == 0;
-    if (same) continue;
-    std::ostringstream m;
-    m << "rl::ReplayBuffer::add: env " << env << (final_obs ? " final" : "") << " observation component " << i
-      << " (frame " << i / F << " of its stack of " << k << ") is " << obs[i] << ", but the frames stored "
-      << (first ? "make it the episode's first frame, " : "before it in its episode make it ") << expect[i]
-      << " (with frame_stack " << k << " the replay stores each frame once and rebuilds the stacks: an observation's "
-      << "older frames must be the frames before it in its episode, the first frame standing in for those before "
-         "the episode's start, as the frame-stack wrapper makes them)";
-    throw InputError(m.str());
-  }
+}
+
+void ReplayBuffer::check_final_stack(std::size_t env, const float* obs, const float* final_obs) const {
+  // The episode's last observation: the one acted on moved one frame on.
+  const std::size_t F = frame_dim_, older = (static_cast<std::size_t>(opt_.frame_stack) - 1) * F;
+  for (std::size_t i = 0; i < older; ++i)
+    if (!same_value(final_obs[i], obs[F + i], opt_.uint8_obs))
+      refuse_stack(env, true, i, F, opt_.frame_stack, final_obs[i], obs[F + i],
+                   "as the observation acted on moved one frame on it must be");
 }
 
 void ReplayBuffer::add(const float* obs, const std::int64_t* actions, const double* rewards,
@@ -242,20 +264,8 @@ void ReplayBuffer::add(const float* obs, const std::int64_t* actions, const doub
     // Checked before anything is stored: the rebuilt stacks must be the observations.
     for (std::size_t b = 0; b < B; ++b) {
       const bool first = first_of_episode(b);
-      check_stack(b, obs + b * D, first, first ? 0 : slot(b, written_[b] - 1), false);
-      if (truncated[b] && !terminated[b]) {
-        // The final observation: the acted-on one moved one frame on.
-        const float* fin = final_obs + b * D;
-        const float* cur = obs + b * D + frame_dim_;
-        for (std::size_t i = 0; i < (k - 1) * frame_dim_; ++i) {
-          if (opt_.uint8_obs ? fin[i] == cur[i] : std::memcmp(fin + i, cur + i, sizeof(float)) == 0) continue;
-          std::ostringstream m;
-          m << "rl::ReplayBuffer::add: env " << b << " final observation component " << i << " is " << fin[i]
-            << ", but as the observation acted on moved one frame on it must be " << cur[i] << " (frame_stack " << k
-            << ": the replay stores each frame once and rebuilds the stacks)";
-          throw InputError(m.str());
-        }
-      }
+      check_stack(b, obs + b * D, first, first ? 0 : slot(b, written_[b] - 1));
+      if (truncated[b] && !terminated[b]) check_final_stack(b, obs + b * D, final_obs + b * D);
     }
   }
   const auto n = static_cast<std::uint64_t>(opt_.n_step);

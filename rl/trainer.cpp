@@ -366,6 +366,20 @@ void Trainer::write_output(const std::string& path) const {
   f.commit();
 }
 
+bool EvalResult::add_step(const StepResult& step, std::int64_t max_episode_steps) {
+  episode_return_ += step.reward;
+  ++episode_length_;
+  const bool cut = !step.terminated && !step.truncated && max_episode_steps > 0 && episode_length_ >= max_episode_steps;
+  if (!(step.terminated || step.truncated || cut)) return false;
+  returns.push_back(episode_return_);
+  lengths.push_back(episode_length_);
+  truncated += step.terminated ? 0 : 1;
+  capped += cut ? 1 : 0;
+  episode_return_ = 0;
+  episode_length_ = 0;
+  return true;
+}
+
 EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, const RunningMeanStd* rms,
                            int episodes, bool stochastic, std::uint64_t seed, std::int64_t max_episode_steps) {
   if (episodes < 1) throw InputError("rl::evaluate_policy: episodes is " + std::to_string(episodes) + ", but must be >= 1");
@@ -386,25 +400,13 @@ EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, c
   for (int e = 0; e < episodes; ++e) {
     if (e == 0) env->reset(seed, obs.data());
     else env->reset(obs.data());
-    double ret = 0;
-    std::int64_t len = 0;
     for (;;) {
       if (rms) rms->normalize(obs.data(), nobs.data(), 1);
       else nobs = obs;
       agent.act(nobs.data(), 1, stochastic ? &rng : nullptr, draw++, act.data(), nullptr, nullptr);
       if (discrete) act[0] += static_cast<double>(start);
-      const StepResult s = env->step(std::span<const double>(act), obs.data());
-      ret += s.reward;
-      ++len;
-      const bool capped = !s.terminated && !s.truncated && max_episode_steps > 0 && len >= max_episode_steps;
-      if (s.terminated || s.truncated || capped) {
-        res.truncated += s.terminated ? 0 : 1;
-        res.capped += capped ? 1 : 0;
-        break;
-      }
+      if (res.add_step(env->step(std::span<const double>(act), obs.data()), max_episode_steps)) break;
     }
-    res.lengths.push_back(len);
-    res.returns.push_back(ret);
   }
   detail::summarize_returns(res);
   return res;

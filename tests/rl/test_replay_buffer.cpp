@@ -49,6 +49,21 @@ std::map<std::uint64_t, Seen> sample_all(const ReplayBuffer& rb, int draws = 400
   return out;
 }
 
+// Two buffers (e.g. one restored from the other's checkpoint) draw the same `n` samples
+// from the same stream (`seed`), bit for bit.
+void check_same_samples(const ReplayBuffer& a, const ReplayBuffer& b, std::size_t n, double beta, std::uint64_t seed) {
+  ReplaySample x, y;
+  auto ca = RngStream(seed, 0, RngPurpose::kShuffle).at(1), cb = ca;
+  a.sample(n, ca, beta, x);
+  b.sample(n, cb, beta, y);
+  CHECK(x.indices == y.indices);
+  CHECK(x.obs == y.obs);
+  CHECK(x.next_obs == y.next_obs);
+  CHECK(x.weights == y.weights);
+  CHECK(x.returns == y.returns);
+  CHECK(x.discounts == y.discounts);
+}
+
 }  // namespace
 
 TEST_CASE("SumTree keeps sums, finds by prefix and rebuilds bit for bit", "[rl][replay]") {
@@ -276,7 +291,7 @@ TEST_CASE("Replay rings wrap around per env, and a checkpoint restores the buffe
       CHECK(s.disc == 0.5);
     }
   // Priorities, then a checkpoint round trip: the same samples bit for bit.
-  ReplaySample a, b;
+  ReplaySample a;
   auto c0 = RngStream(1, 0, RngPurpose::kShuffle).at(0);
   rb.sample(8, c0, 0.5, a);
   std::vector<double> err(a.indices.size());
@@ -290,14 +305,7 @@ TEST_CASE("Replay rings wrap around per env, and a checkpoint restores the buffe
   copy.load(r, "rb/");
   CHECK(copy.size() == rb.size());
   CHECK(copy.max_priority() == rb.max_priority());
-  auto c1 = RngStream(1, 0, RngPurpose::kShuffle).at(1), c2 = RngStream(1, 0, RngPurpose::kShuffle).at(1);
-  rb.sample(32, c1, 0.5, a);
-  copy.sample(32, c2, 0.5, b);
-  CHECK(a.indices == b.indices);
-  CHECK(a.obs == b.obs);
-  CHECK(a.next_obs == b.next_obs);
-  CHECK(a.weights == b.weights);
-  CHECK(a.returns == b.returns);
+  check_same_samples(rb, copy, 32, 0.5, 1);
   // A buffer of other options refuses the checkpoint.
   ReplayBufferOptions o2 = o;
   o2.n_step = 3;
@@ -473,7 +481,9 @@ TEST_CASE("Frame-stack replay: bytes per transition, refusals, checkpoint round 
   CHECK_THROWS_WITH(add(4, 6), Catch::Contains("is 4, but the frames stored before it in its episode make it 5"));
   add(5, 6, false, true, 6, 7);  // truncated: final observation (6, 7)
   CHECK_THROWS_WITH(add(6, 8), Catch::Contains("but the frames stored make it the episode's first frame, 8"));
-  CHECK_THROWS_WITH(add(9, 9, false, true, 8, 1), Catch::Contains("final observation component 0 is 8"));
+  CHECK_THROWS_WITH(add(9, 9, false, true, 8, 1),
+                    Catch::Contains("final observation component 0 (frame 0 of its stack of 2) is 8, but as the "
+                                    "observation acted on moved one frame on it must be 9"));
   CHECK(rb.steps_added() == 2);
   add(9, 9);
   add(9, 10, true);
@@ -502,13 +512,7 @@ TEST_CASE("Frame-stack replay: bytes per transition, refusals, checkpoint round 
   CHECK(r.bytes("rb/obs_f32").size() == 6 * sizeof(float));
   ReplayBuffer copy(t);
   copy.load(r, "rb/");
-  ReplaySample s1, s2;
-  auto c1 = RngStream(3, 0, RngPurpose::kShuffle).at(0), c2 = c1;
-  rb.sample(50, c1, 1.0, s1);
-  copy.sample(50, c2, 1.0, s2);
-  CHECK(s1.indices == s2.indices);
-  CHECK(s1.obs == s2.obs);
-  CHECK(s1.next_obs == s2.next_obs);
+  check_same_samples(rb, copy, 50, 1.0, 3);
   ReplayBufferOptions t1 = t;
   t1.frame_stack = 1;
   ReplayBuffer plain(t1);

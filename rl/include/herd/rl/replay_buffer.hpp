@@ -199,8 +199,11 @@ class ReplayBuffer {
   /// The observation of slot `s` (the stack rebuilt from its frames when frame_stack > 1).
   void read_obs(std::size_t s, float* out) const;
   /// Checks that `obs` (a row of obs_dim) is the stack a slot after slot `last` of the same
-  /// episode would rebuild (`last` = none: the first of an episode, k copies of its frame).
-  void check_stack(std::size_t env, const float* obs, bool first, std::size_t last, bool final_obs) const;
+  /// episode would rebuild, or (`first`) k copies of its newest frame. @throws InputError
+  void check_stack(std::size_t env, const float* obs, bool first, std::size_t last) const;
+  /// Checks that `final_obs` is `obs` moved one frame on (its older k - 1 frames are obs's
+  /// newest). @throws InputError
+  void check_final_stack(std::size_t env, const float* obs, const float* final_obs) const;
   ReplayBufferOptions opt_;
   std::size_t per_env_ = 0;
   std::size_t frame_dim_ = 0;  // stored components per slot: obs_dim / frame_stack

@@ -217,6 +217,16 @@ struct EvalResult {
   /// the evaluation's step cap (their returns are those of the steps played).
   std::size_t truncated = 0;
   std::size_t capped = 0;  ///< of these, the episodes cut off at the step cap
+
+  /// Adds one step (its reward) to the running episode; returns true when that episode is
+  /// over: terminated, truncated by the env, or cut off at `max_episode_steps` (> 0; 0: no
+  /// cap). Its return, length and ending are then recorded, and the next step starts the
+  /// next episode.
+  bool add_step(const StepResult& step, std::int64_t max_episode_steps);
+
+ private:
+  double episode_return_ = 0;
+  std::int64_t episode_length_ = 0;
 };
 
 /// Default step cap of an evaluation episode (`eval.max_episode_steps`): 27000 agent steps,
