@@ -456,24 +456,13 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
   nn::Tensor obs(nn::Shape{1, static_cast<std::int64_t>(D)}, nn::DType::kFloat32);  // host
   const RngStream rng(seed, kEvalEnv, RngPurpose::kPolicy);
   std::uint64_t draw = 0;
-  EvalResult res;
-  for (int e = 0; e < episodes; ++e) {
-    if (e == 0) env->reset(seed, obs.data<float>());
-    else env->reset(obs.data<float>());
-    double ret = 0;
-    for (;;) {
-      RngCursor cur = rng.at(draw++);
-      std::int64_t a;
-      if (epsilon > 0 && cur.uniform() < epsilon) a = static_cast<std::int64_t>(cur.below(static_cast<std::uint32_t>(A)));
-      else q.greedy_actions(obs.data<float>(), 1, &a);
-      const StepResult s = env->step(a + start, obs.data<float>());
-      ret += s.reward;
-      if (s.terminated || s.truncated) break;
-    }
-    res.returns.push_back(ret);
-  }
-  detail::summarize_returns(res);
-  return res;
+  return detail::run_episodes(*env, obs.data<float>(), seed, episodes, [&] {
+    RngCursor cur = rng.at(draw++);
+    std::int64_t a;
+    if (epsilon > 0 && cur.uniform() < epsilon) a = static_cast<std::int64_t>(cur.below(static_cast<std::uint32_t>(A)));
+    else q.greedy_actions(obs.data<float>(), 1, &a);
+    return env->step(a + start, obs.data<float>());
+  });
 }
 
 EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool stochastic) {
