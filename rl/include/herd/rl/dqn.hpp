@@ -132,7 +132,7 @@ class QNetwork : public nn::Module {
 
 /// Statistics of one `Dqn::train_step`.
 struct DqnStepStats {
-  double loss = 0;        ///< weighted mean Huber loss
+  double loss = 0;        ///< weighted mean TD loss (Huber or squared error: `DqnLoss`)
   double q_mean = 0;      ///< mean Q(s, a) of the batch
   double target_mean = 0;  ///< mean TD target
   double grad_norm = 0;   ///< gradient norm before clipping
