@@ -335,25 +335,33 @@ DqnStepStats Dqn::train_step(const ReplaySample& b, std::vector<double>* td_erro
     return NumericalError(m.str());
   };
   opt_->zero_grad();
-  if (dp_) {
-    // The statistics averaged over ranks alongside the gradients; every rank sees the
-    // same (averaged) loss, so a non-finite one stops all before the step.
-    terms_ = {st.loss, st.q_mean, st.target_mean};
-    auto req = comm_->allreduce_async(std::span<double>(terms_), ReduceOp::kSum);
-    online_.backward(grad_q_);
-    dp_->finish();
-    req->wait();
-    const double inv = 1.0 / static_cast<double>(comm_->size());
-    st.loss = terms_[0] * inv;
-    st.q_mean = terms_[1] * inv;
-    st.target_mean = terms_[2] * inv;
-    if (!std::isfinite(st.loss)) throw not_finite(st.loss);
-  } else {
+  if (!dp_) {
     if (!std::isfinite(st.loss)) throw not_finite(st.loss);
     online_.backward(grad_q_);
+    st.grad_norm = opt_options_.max_grad_norm > 0 ? nn::clip_grad_norm(params_, opt_options_.max_grad_norm)
+                                                  : std::numeric_limits<double>::quiet_NaN();
+    opt_->step();
+    return st;
   }
-  st.grad_norm = opt_options_.max_grad_norm > 0 ? nn::clip_grad_norm(params_, opt_options_.max_grad_norm)
-                                                : std::numeric_limits<double>::quiet_NaN();
+  // Data-parallel: one collective per step. A rank whose loss is not finite sends NaN
+  // gradients, so the averaged gradient, the same on every rank, is not finite on every
+  // rank: all stop here, before the optimizer step, without a collective of their own.
+  const bool finite = std::isfinite(st.loss);
+  if (!finite) grad_q_.fill(std::numeric_limits<double>::quiet_NaN());
+  online_.backward(grad_q_);
+  dp_->finish();
+  double norm = 0;
+  if (opt_options_.max_grad_norm > 0) {
+    norm = st.grad_norm = nn::clip_grad_norm(params_, opt_options_.max_grad_norm);
+  } else {
+    st.grad_norm = std::numeric_limits<double>::quiet_NaN();
+    for (const auto& p : params_)
+      for (const double g : p.param->grad.to_vector()) norm += g * g;
+  }
+  if (!finite) throw not_finite(st.loss);
+  if (!std::isfinite(norm))
+    throw NumericalError("rl::Dqn::train_step: the gradient averaged over the ranks is not finite (the TD loss of "
+                         "another rank is not finite, or a gradient overflowed)");
   opt_->step();
   return st;
 }

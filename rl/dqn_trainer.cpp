@@ -252,9 +252,18 @@ void DqnTrainer::iterate() {
     episodes_total_ += 1;
   }
   finished_.clear();
-  // Valid transitions over all ranks' replay buffers.
+  // Valid transitions over all ranks' replay buffers; the ranks' loss, Q and target sums
+  // (every rank made the same number of gradient steps): averages over all ranks' batches.
   double replay_size = static_cast<double>(replay_->size());
-  if (comm_->size() > 1) comm_->allreduce(std::span<double>(&replay_size, 1), ReduceOp::kSum);
+  if (comm_->size() > 1) {
+    std::array<double, 4> sums = {replay_size, sum_loss_, sum_q_, sum_target_};
+    comm_->allreduce(std::span<double>(sums), ReduceOp::kSum);
+    const double inv = 1.0 / static_cast<double>(comm_->size());
+    replay_size = sums[0];
+    sum_loss_ = sums[1] * inv;
+    sum_q_ = sums[2] * inv;
+    sum_target_ = sums[3] * inv;
+  }
   ++iteration_;
   const double t1 = now_seconds();
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -422,6 +431,9 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
   online_->load_state_dict(online);
   target_->load_state_dict(target);
   dqn_->optimizer().load_state(optimizer);
+  // The optimizer state holds the learning rate it ran with: a resumed run takes this
+  // run's dqn.learning_rate (the same unless changed on resume, which is reported).
+  dqn_->optimizer().set_lr(config_.dqn.learning_rate);
   iteration_ = r.value<std::int64_t>("iteration");
   wall_offset_ = r.value<double>("wall_seconds");
   wall_start_ = now_seconds();
@@ -460,20 +472,13 @@ EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episod
   nn::Tensor obs(nn::Shape{1, static_cast<std::int64_t>(D)}, nn::DType::kFloat32);  // host
   const RngStream rng(seed, kEvalEnv, RngPurpose::kPolicy);
   std::uint64_t draw = 0;
-  EvalResult res;
-  for (int e = 0; e < episodes; ++e) {
-    if (e == 0) env->reset(seed, obs.data<float>());
-    else env->reset(obs.data<float>());
-    for (;;) {
-      RngCursor cur = rng.at(draw++);
-      std::int64_t a;
-      if (epsilon > 0 && cur.uniform() < epsilon) a = static_cast<std::int64_t>(cur.below(static_cast<std::uint32_t>(A)));
-      else q.greedy_actions(obs.data<float>(), 1, &a);
-      if (res.add_step(env->step(a + start, obs.data<float>()), max_episode_steps)) break;
-    }
-  }
-  detail::summarize_returns(res);
-  return res;
+  return detail::run_episodes(*env, obs.data<float>(), seed, episodes, max_episode_steps, [&] {
+    RngCursor cur = rng.at(draw++);
+    std::int64_t a;
+    if (epsilon > 0 && cur.uniform() < epsilon) a = static_cast<std::int64_t>(cur.below(static_cast<std::uint32_t>(A)));
+    else q.greedy_actions(obs.data<float>(), 1, &a);
+    return env->step(a + start, obs.data<float>());
+  });
 }
 
 EvalResult evaluate_dqn_checkpoint(const std::string& path, int episodes, bool stochastic,

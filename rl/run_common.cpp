@@ -181,7 +181,15 @@ void require_same_ranks(const std::string& who, const std::string& path, std::in
                      "; resume it with the same number of ranks (mpiexec -n " + std::to_string(saved) + ")");
 }
 
-void summarize_returns(EvalResult& res) {
+EvalResult run_episodes(Env& env, float* obs, std::uint64_t seed, int episodes, std::int64_t max_episode_steps,
+                        const std::function<StepResult()>& step) {
+  EvalResult res;
+  for (int e = 0; e < episodes; ++e) {
+    if (e == 0) env.reset(seed, obs);
+    else env.reset(obs);
+    while (!res.add_step(step(), max_episode_steps)) {
+    }
+  }
   double m = 0;
   for (double r : res.returns) m += r;
   m /= static_cast<double>(res.returns.size());
@@ -189,6 +197,7 @@ void summarize_returns(EvalResult& res) {
   for (double r : res.returns) v += (r - m) * (r - m);
   res.mean = m;
   res.std = std::sqrt(v / static_cast<double>(res.returns.size()));
+  return res;
 }
 
 RunEnd run_iterations(TrainingRun& run, Communicator& comm, std::ostream* progress, std::int64_t stop_after,

@@ -21,6 +21,7 @@
 #include "herd/io/hdf5.hpp"
 #include "herd/io/tensorboard.hpp"
 #include "herd/nn/module.hpp"
+#include "herd/rl/env.hpp"
 #include "herd/rl/sampler.hpp"
 #include "herd/rl/trainer.hpp"
 #include "herd/rl/training_run.hpp"
@@ -126,8 +127,15 @@ std::int64_t checkpoint_ranks(const io::CheckpointReader& r);
 ///         has n; resume it with the same number of ranks (mpiexec -n k)" unless equal.
 void require_same_ranks(const std::string& who, const std::string& path, std::int64_t saved, int now);
 
-/// Sets `res.mean` and `res.std` (population standard deviation) of `res.returns` (not empty).
-void summarize_returns(EvalResult& res);
+/// Evaluation episodes: `episodes` episodes of `env` (the first reset with `seed`, the later
+/// ones continuing its reset stream) into `obs` (the env's obs_dim floats); `step()` acts
+/// on the observation in `obs`, steps `env` (writing the next observation into `obs`) and
+/// returns the step's result. An episode ends when terminated, truncated, or cut off at
+/// `max_episode_steps` steps (> 0; 0: no cap; `EvalResult::add_step`). Returns each
+/// episode's summed reward and length, how it ended, and the returns' mean and population
+/// standard deviation.
+EvalResult run_episodes(Env& env, float* obs, std::uint64_t seed, int episodes, std::int64_t max_episode_steps,
+                        const std::function<StepResult()>& step);
 
 /// What `run_iterations` asks of a run.
 struct RunHooks {

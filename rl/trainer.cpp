@@ -396,20 +396,13 @@ EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, c
   std::vector<double> act(A);
   const RngStream rng(seed, gid, RngPurpose::kPolicy);
   std::uint64_t draw = 0;
-  EvalResult res;
-  for (int e = 0; e < episodes; ++e) {
-    if (e == 0) env->reset(seed, obs.data());
-    else env->reset(obs.data());
-    for (;;) {
-      if (rms) rms->normalize(obs.data(), nobs.data(), 1);
-      else nobs = obs;
-      agent.act(nobs.data(), 1, stochastic ? &rng : nullptr, draw++, act.data(), nullptr, nullptr);
-      if (discrete) act[0] += static_cast<double>(start);
-      if (res.add_step(env->step(std::span<const double>(act), obs.data()), max_episode_steps)) break;
-    }
-  }
-  detail::summarize_returns(res);
-  return res;
+  return detail::run_episodes(*env, obs.data(), seed, episodes, max_episode_steps, [&] {
+    if (rms) rms->normalize(obs.data(), nobs.data(), 1);
+    else nobs = obs;
+    agent.act(nobs.data(), 1, stochastic ? &rng : nullptr, draw++, act.data(), nullptr, nullptr);
+    if (discrete) act[0] += static_cast<double>(start);
+    return env->step(std::span<const double>(act), obs.data());
+  });
 }
 
 EvalResult evaluate_checkpoint(const std::string& path, int episodes, bool stochastic, std::int64_t max_episode_steps) {

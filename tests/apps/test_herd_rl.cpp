@@ -426,6 +426,17 @@ buffer_size = 600
   INFO(e.err);
   CHECK(e.rc == 0);
   CHECK_THAT(e.out, Contains("episodes = 2"));
+  // A non-finite loss stops every rank at the same gradient step (exit 3, no rank aborted);
+  // the checkpoint is kept.
+  REQUIRE(run_np(d, 2, "train dqn.toml --quiet --set output_prefix=nan --stop-after 1").rc == 0);
+  const std::string before = slurp(d / "nan.ckpt");
+  const Run nan = run_np(d, 2, "train dqn.toml --quiet --set output_prefix=nan --resume --set dqn.learning_rate=1e38 "
+                               "--set dqn.max_grad_norm=0");
+  INFO(nan.err);
+  CHECK(nan.rc == 3);
+  CHECK_THAT(nan.err, Contains("not finite") && Contains("iteration"));
+  CHECK_THAT(nan.err, !Contains("failed"));
+  CHECK(slurp(d / "nan.ckpt") == before);
 }
 
 TEST_CASE("mpiexec -n 2 herd-rl eval: rank 0 evaluates and prints once, the other rank exits 0 quietly",

@@ -8,7 +8,9 @@
 // its own replay buffer; a killed and resumed run equals an uninterrupted one.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -324,10 +326,12 @@ TEST_CASE("Data-parallel DQN: a gradient step equals the one-process step on the
       std::vector<double> td_dp, td_1;
       const DqnStepStats a = dp.train_step(dqn_rows(u, per_rank * static_cast<std::size_t>(comm.rank()), per_rank), &td_dp);
       const DqnStepStats b = one.train_step(u, &td_1);
-      // The union mean of the per-sample terms is the mean of the ranks' means.
-      CHECK(a.loss == Approx(b.loss).epsilon(1e-6));
-      CHECK(a.q_mean == Approx(b.q_mean).epsilon(1e-6).margin(1e-9));
-      CHECK(a.target_mean == Approx(b.target_mean).epsilon(1e-6).margin(1e-9));
+      // Each rank reports its batch's means; the union's are the mean of the ranks' means.
+      std::array<double, 3> m = {a.loss, a.q_mean, a.target_mean};
+      comm.allreduce(std::span<double>(m), ReduceOp::kSum);
+      CHECK(m[0] / static_cast<double>(R) == Approx(b.loss).epsilon(1e-6));
+      CHECK(m[1] / static_cast<double>(R) == Approx(b.q_mean).epsilon(1e-6).margin(1e-9));
+      CHECK(m[2] / static_cast<double>(R) == Approx(b.target_mean).epsilon(1e-6).margin(1e-9));
       CHECK(a.grad_norm == Approx(b.grad_norm).epsilon(1e-5));
       // TD errors stay per rank: this rank's rows of the union's.
       REQUIRE(td_dp.size() == per_rank);
@@ -337,6 +341,27 @@ TEST_CASE("Data-parallel DQN: a gradient step equals the one-process step on the
       CHECK(same_on_all_ranks(comm, p_dp));
       for (std::size_t i = 0; i < p_dp.size(); ++i) CHECK(p_dp[i] == Approx(p_1[i]).margin(1e-5));
     }
+  }
+}
+
+TEST_CASE("Data-parallel DQN: a non-finite loss on one rank stops every rank before the step", "[rl][mpi][dqn]") {
+  MpiCommunicator comm;
+  for (const double max_norm : {10.0, 0.0}) {
+    DqnOptions o;
+    o.max_grad_norm = max_norm;
+    auto on = small_q(false, 3), tg = small_q(false, 4);
+    Dqn dp(*on, *tg, o, &comm);
+    ReplaySample b = dqn_batch(6, static_cast<std::uint64_t>(comm.rank()));
+    if (comm.rank() == comm.size() - 1) b.returns[2] = std::numeric_limits<double>::quiet_NaN();
+    const auto before = q_params(*on);
+    if (comm.rank() == comm.size() - 1)
+      CHECK_THROWS_WITH(dp.train_step(b, nullptr), Catch::Contains("TD loss is nan"));
+    else
+      CHECK_THROWS_WITH(dp.train_step(b, nullptr), Catch::Contains("averaged over the ranks is not finite"));
+    CHECK(q_params(*on) == before);
+    // The ranks are still in step: a good batch trains on every rank.
+    CHECK_NOTHROW(dp.train_step(dqn_batch(6, 10 + static_cast<std::uint64_t>(comm.rank())), nullptr));
+    CHECK(same_on_all_ranks(comm, q_params(*on)));
   }
 }
 

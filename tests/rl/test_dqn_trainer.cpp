@@ -205,7 +205,10 @@ TEST_CASE("DqnTrainer: resume conflicts, outputs, evaluation", "[rl][dqn]") {
   DqnTrainer t3(c3, text3);
   t3.load_checkpoint(t.checkpoint_path());
   REQUIRE(t3.changed_on_resume().size() == 1);
+  CHECK(t.config().dqn.learning_rate != 5e-4);
   CHECK(t3.run(nullptr) == RunEnd::kDone);
+  CHECK(std::string(kDqnCurveColumns[16]) == "learning_rate");
+  CHECK(t3.curve().back()[16] == 5e-4);  // the optimizer runs with the new rate, not the checkpoint's
   REQUIRE(fs::is_directory(t3.tensorboard_dir()));
   CHECK(fs::directory_iterator(t3.tensorboard_dir()) != fs::directory_iterator());
   fs::remove_all(t3.tensorboard_dir());

@@ -7,7 +7,6 @@
 /// prioritized-replay importance weights (`ReplayBuffer`), gradient-norm clipping, hard or
 /// Polyak target updates, and the linear epsilon schedule of Stable-Baselines3's DQN.
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -135,7 +134,7 @@ class QNetwork : public nn::Module {
 
 /// Statistics of one `Dqn::train_step`.
 struct DqnStepStats {
-  double loss = 0;        ///< weighted mean Huber loss
+  double loss = 0;        ///< weighted mean TD loss (Huber or squared error: `DqnLoss`)
   double q_mean = 0;      ///< mean Q(s, a) of the batch
   double target_mean = 0;  ///< mean TD target
   double grad_norm = 0;   ///< gradient norm before clipping
@@ -159,10 +158,12 @@ struct DqnStepStats {
 /// computes the loss on its own batch; the gradients are all-reduced (averaged) during
 /// backward by `nn::DataParallel`, which also broadcasts rank 0's parameters at
 /// construction, so every rank takes the same optimizer step and the parameters stay
-/// identical. The loss, mean Q and mean target are averaged over the ranks alongside (one
-/// more all-reduce), the gradient norm is that of the averaged gradient; TD errors stay
-/// per rank (each rank's replay priorities). `train_step` is then collective, and a
-/// non-finite loss on any rank throws on every rank, before the optimizer step.
+/// identical: one collective per gradient step. The loss, mean Q and mean target returned
+/// are this rank's (`DqnTrainer` averages them over the ranks once per iteration); the
+/// gradient norm is that of the averaged gradient; TD errors stay per rank (each rank's
+/// replay priorities). `train_step` is then collective. A rank whose loss is not finite
+/// sends NaN gradients, so every rank finds the averaged gradient not finite and throws
+/// `NumericalError` before the optimizer step (the parameters stay as they were).
 class Dqn {
  public:
   /// Builds the optimizer over `online`'s parameters; with `comm` of more than one rank
@@ -199,7 +200,6 @@ class Dqn {
   nn::Tensor obs_t_, next_t_, grad_q_;
   Communicator* comm_ = nullptr;          // data-parallel ranks (null: one process)
   std::unique_ptr<nn::DataParallel> dp_;  // gradient all-reduce over comm_
-  std::array<double, 3> terms_{};          // loss, q_mean, target_mean (all-reduced)
   struct DeviceState;  // CUDA buffers of train_step_device
   std::unique_ptr<DeviceState> dev_;
   DqnStepStats train_step_device(const ReplaySample& batch, std::vector<double>* td_errors);
