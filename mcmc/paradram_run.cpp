@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -55,9 +56,27 @@ struct TextFormat {
   int precision = 17;
   int width = 0;
   std::string real(double v) const {
-    std::string s = fmt::format("{:.{}e}", v, precision - 1);
-    if (static_cast<int>(s.size()) < width) s.insert(0, static_cast<std::size_t>(width) - s.size(), ' ');
+    std::string s;
+    append_real(s, v);
     return s;
+  }
+  /// Appends `real(v)` to `out`. Finite values go through std::to_chars (scientific, the
+  /// same digits and layout as printf's and fmt's "%.{p-1}e", about twice as fast, with no
+  /// string per value: the chain file is written while the chain samples).
+  void append_real(std::string& out, double v) const {
+    char buf[64];
+    const std::to_chars_result r = std::isfinite(v) && precision >= 1 && precision <= 40
+                                       ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, precision - 1)
+                                       : std::to_chars_result{nullptr, std::errc::value_too_large};
+    if (r.ec != std::errc()) {
+      std::string s = fmt::format("{:.{}e}", v, precision - 1);
+      if (static_cast<int>(s.size()) < width) out.append(static_cast<std::size_t>(width) - s.size(), ' ');
+      out += s;
+      return;
+    }
+    const auto n = static_cast<int>(r.ptr - buf);
+    if (n < width) out.append(static_cast<std::size_t>(width - n), ' ');
+    out.append(buf, r.ptr);
   }
   template <class T>
   std::string integer(T v) const {
@@ -178,10 +197,17 @@ std::string chain_rows(const SamplerSpecs& specs, const TextFormat& tf, RunningB
   const bool verbose = specs.chain_file_format == "verbose";
   const std::int64_t reps = verbose ? r.weight : 1;
   const std::int64_t weight = verbose ? 1 : r.weight;
-  std::string row = tf.integer(process_id) + tf.delim + tf.integer(r.dr_stage) + tf.delim + tf.real(rate) + tf.delim +
-                    tf.real(r.adapt_measure) + tf.delim + tf.integer(b) + tf.delim + tf.integer(weight) + tf.delim +
-                    tf.real(r.log_density);
-  for (int k = 0; k < r.ndim; ++k) row += tf.delim + tf.real(r.point[k]);
+  std::string row = tf.integer(process_id) + tf.delim + tf.integer(r.dr_stage) + tf.delim;
+  row.reserve(static_cast<std::size_t>(r.ndim + 7) * (static_cast<std::size_t>(std::max(tf.precision + 7, tf.width)) + tf.delim.size()));
+  tf.append_real(row, rate);
+  row += tf.delim;
+  tf.append_real(row, r.adapt_measure);
+  row += tf.delim + tf.integer(b) + tf.delim + tf.integer(weight) + tf.delim;
+  tf.append_real(row, r.log_density);
+  for (int k = 0; k < r.ndim; ++k) {
+    row += tf.delim;
+    tf.append_real(row, r.point[k]);
+  }
   row += '\n';
   if (reps == 1) return row;
   std::string out;
@@ -934,8 +960,12 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       f.write(h + "\n");
       const MemoryChainSink& memory = chains[c];
       for (std::size_t r : co[c].sample_rows) {
-        std::string row = tf.real(memory.log_density[r]);
-        for (int j = 0; j < d; ++j) row += tf.delim + tf.real(memory.point(r)[j]);
+        std::string row;
+        tf.append_real(row, memory.log_density[r]);
+        for (int j = 0; j < d; ++j) {
+          row += tf.delim;
+          tf.append_real(row, memory.point(r)[j]);
+        }
         f.write(row + "\n");
       }
       f.close();
