@@ -29,10 +29,18 @@ void H5Handle::reset() noexcept {
 void h5_init() {
   static const bool done = [] {
     H5dont_atexit();  // fails (harmlessly) when another HDF5 call came first
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
   }();
   (void)done;
+  // HDF5's automatic error printing is a per-thread setting in a thread-safe build (Debian's
+  // is one): switched off on every thread that calls HDF5 through herd, since errors are
+  // reported as exceptions (a file written by one thread and committed by another printed
+  // HDF5's error stack on a full disk).
+  thread_local const bool silenced = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)silenced;
 }
 
 }  // namespace detail
@@ -684,6 +692,7 @@ void abandon_file(hid_t fid) {
 }  // namespace
 
 H5File::~H5File() {
+  if (is_open()) detail::h5_init();
   if (!temp_path_.empty() && is_open()) {
     abandon_file(handle_.get());
     handle_.release();  // closed once, successfully or not: never again
@@ -740,6 +749,7 @@ bool H5File::is_hdf5(const std::string& path) {
 }
 
 H5Group H5File::root() const {
+  detail::h5_init();  // this thread's error printing off (the file may come from another thread)
   if (!is_open()) throw IoError(fmt::format("{}: file is closed", path_));
   return H5Group(check_id(H5Gopen2(id(), "/", H5P_DEFAULT), H5Gclose, path_, "open root group"), "/");
 }
@@ -751,6 +761,7 @@ void H5File::flush() {
 
 void H5File::close() {
   if (!is_open()) return;
+  detail::h5_init();
   const herr_t rc = H5Fclose(handle_.get());
   handle_.release();  // closed, or a close that failed: HDF5 must not be asked again
   check(rc, path_, "close");
@@ -758,6 +769,7 @@ void H5File::close() {
 
 void H5File::commit() {
   HERD_REQUIRE(!temp_path_.empty(), "hdf5: commit() on {}, which was not created with create_atomic", path_);
+  detail::h5_init();
   if (is_open()) {
     if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) {
       // A full disk, say: the temporary file is thrown away (the destructor removes it).

@@ -231,7 +231,7 @@ void sort_all(const Prepared& p, detail::Workspace& ws) {
 void sort_recs(const Prepared& p, detail::Workspace& ws) {
   const std::size_t s = p.s;
   auto& a = ws.recs;
-  auto& b = ws.recs2;
+  auto& b = ws.folded;  // scratch until fold_sorted fills it
   a.resize(s);
   b.resize(s);
   for (std::size_t c = 0, i = 0; c < p.m; ++c) {
@@ -492,7 +492,7 @@ double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, 
       ws.fft.prepare(len);
       double* r = ws.fft.real();
       std::complex<double>* spec = ws.fft.spectrum();
-      ws.power.assign(half, std::complex<double>(0.0, 0.0));
+      ws.power.assign(half, 0.0);
       for (std::size_t c = 0; c < m; ++c) {
         const double* z = center(c);
         std::copy(z, z + n, r);
@@ -500,7 +500,7 @@ double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, 
         ws.fft.forward();
         for (std::size_t k = 0; k < half; ++k) ws.power[k] += std::norm(spec[k]);
       }
-      std::copy(ws.power.begin(), ws.power.end(), spec);
+      for (std::size_t k = 0; k < half; ++k) spec[k] = std::complex<double>(ws.power[k], 0.0);
       ws.fft.inverse();
       const double scale = inv_mn / static_cast<double>(len);
       for (std::size_t k = 0; k < n; ++k) ws.acov[k] = r[k] * scale;

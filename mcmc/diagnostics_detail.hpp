@@ -62,8 +62,8 @@ struct Workspace {
   };
 #pragma pack(pop)
   static_assert(sizeof(Rec) == 12);
-  std::vector<Rec> recs, recs2;   // radix sort buffers; recs ends sorted
-  std::vector<Rec> folded;        // sorted (key of |x - med|, split position)
+  std::vector<Rec> recs;          // sorted records (the radix sort's scratch is `folded`)
+  std::vector<Rec> folded;        // sorted (key of |x - med|, split position); first the radix scratch
 #pragma pack(push, 4)
   struct Staged {
     double z;
@@ -76,7 +76,7 @@ struct Workspace {
   std::vector<double> centered;   // one centred chain
   std::vector<double> acov;       // chain-averaged autocovariance
   std::vector<double> rho;        // Geyer's sequence
-  std::vector<std::complex<double>> power;  // chain-averaged power spectrum
+  std::vector<double> power;      // chain-summed power spectrum (real)
   std::vector<double> means;
 };
 

@@ -3,12 +3,16 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
+#include <thread>
 
 #include <cctype>
 #include <cerrno>
@@ -52,9 +56,27 @@ struct TextFormat {
   int precision = 17;
   int width = 0;
   std::string real(double v) const {
-    std::string s = fmt::format("{:.{}e}", v, precision - 1);
-    if (static_cast<int>(s.size()) < width) s.insert(0, static_cast<std::size_t>(width) - s.size(), ' ');
+    std::string s;
+    append_real(s, v);
     return s;
+  }
+  /// Appends `real(v)` to `out`. Finite values go through std::to_chars (scientific, the
+  /// same digits and layout as printf's and fmt's "%.{p-1}e", about twice as fast, with no
+  /// string per value: the chain file is written while the chain samples).
+  void append_real(std::string& out, double v) const {
+    char buf[64];
+    const std::to_chars_result r = std::isfinite(v) && precision >= 1 && precision <= 40
+                                       ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, precision - 1)
+                                       : std::to_chars_result{nullptr, std::errc::value_too_large};
+    if (r.ec != std::errc()) {
+      std::string s = fmt::format("{:.{}e}", v, precision - 1);
+      if (static_cast<int>(s.size()) < width) out.append(static_cast<std::size_t>(width) - s.size(), ' ');
+      out += s;
+      return;
+    }
+    const auto n = static_cast<int>(r.ptr - buf);
+    if (n < width) out.append(static_cast<std::size_t>(width - n), ' ');
+    out.append(buf, r.ptr);
   }
   template <class T>
   std::string integer(T v) const {
@@ -175,10 +197,17 @@ std::string chain_rows(const SamplerSpecs& specs, const TextFormat& tf, RunningB
   const bool verbose = specs.chain_file_format == "verbose";
   const std::int64_t reps = verbose ? r.weight : 1;
   const std::int64_t weight = verbose ? 1 : r.weight;
-  std::string row = tf.integer(process_id) + tf.delim + tf.integer(r.dr_stage) + tf.delim + tf.real(rate) + tf.delim +
-                    tf.real(r.adapt_measure) + tf.delim + tf.integer(b) + tf.delim + tf.integer(weight) + tf.delim +
-                    tf.real(r.log_density);
-  for (int k = 0; k < r.ndim; ++k) row += tf.delim + tf.real(r.point[k]);
+  std::string row = tf.integer(process_id) + tf.delim + tf.integer(r.dr_stage) + tf.delim;
+  row.reserve(static_cast<std::size_t>(r.ndim + 7) * (static_cast<std::size_t>(std::max(tf.precision + 7, tf.width)) + tf.delim.size()));
+  tf.append_real(row, rate);
+  row += tf.delim;
+  tf.append_real(row, r.adapt_measure);
+  row += tf.delim + tf.integer(b) + tf.delim + tf.integer(weight) + tf.delim;
+  tf.append_real(row, r.log_density);
+  for (int k = 0; k < r.ndim; ++k) {
+    row += tf.delim;
+    tf.append_real(row, r.point[k]);
+  }
   row += '\n';
   if (reps == 1) return row;
   std::string out;
@@ -914,49 +943,12 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       append_verbose(v, co[c].columns[k].compact, chains[c].weight, static_cast<std::size_t>(co[c].burnin), ndraw);
     return v;
   };
-  // Nested R-hat over the given superchains (contiguous global chain ids; check_superchains
-  // made sure they divide the chains).
-  std::vector<double> nested;
-  const auto nsuper = static_cast<std::size_t>(specs.superchains);
-  const bool with_nested = nsuper >= 2 && m % nsuper == 0 && ndraw >= 1;
-  for (std::size_t k = 0; k < ncol; ++k) {
-    const std::vector<double> column = verbose_column(k);
-    QuantitySummary qs{co[0].columns[k].name, {}};
-    qs.stats = summarize(DrawsView(column, m, ndraw));
-    out.summary.push_back(std::move(qs));
-    if (with_nested) nested.push_back(nested_rhat(DrawsView(column, m, ndraw), nsuper));
-  }
-  // ParaDRAM's pairwise KS table, of the chains' refined samples: the test assumes
-  // independent draws, which the refined (thinned) samples nearly are; the verbose chains'
-  // autocorrelated draws give far too small p-values.
-  std::vector<std::vector<KsResult>> ks;
-  const bool ks_samples_ok = std::all_of(co.begin(), co.end(), [](const ChainOutputs& x) { return !x.sample_rows.empty(); });
-  if (m >= 2 && m <= static_cast<std::size_t>(kMaxKsChains) && ks_samples_ok) {
-    std::vector<std::vector<double>> samples(m);
-    for (int j = 0; j < d; ++j) {
-      for (std::size_t c = 0; c < m; ++c) {
-        samples[c].clear();
-        for (std::size_t r : co[c].sample_rows) samples[c].push_back(co[c].columns[static_cast<std::size_t>(j)].compact[r]);
-      }
-      ks.push_back(ks_pairwise(std::span<const std::vector<double>>(samples)));
-    }
-  }
-  // Which draws the table tested, for the report and the .h5.
-  const std::string ks_tested =
-      specs.sample_size > 0
-          ? fmt::format("the chains' samples of sample_size = {} evenly spaced draws (thinned only as far as that "
-                        "spacing goes)", specs.sample_size)
-      : specs.sample_refinement_count == 0
-          ? std::string("the chains' unrefined samples (sample_refinement_count = 0: every post-burn-in draw, "
-                        "autocorrelated, so the p-values are too small)")
-          : std::string("the chains' refined samples (thinned by their integrated autocorrelation time: nearly "
-                        "independent draws, as the test assumes)");
-  // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers: about 110
-  // bytes per draw) is not needed by the writing phases.
-  release_diagnostics_workspace();
-
-  // Chain and sample text files.
-  if (text_files) phases.phase("writing the chain and sample text files");
+  // The chain and sample text files and the .h5 but its diagnostics group do not depend on
+  // the diagnostics: a second thread writes them while this one computes the diagnostics
+  // (HDF5, not thread-safe, is called by one thread at a time: the writer until it is done,
+  // then this one). Their phases below show the time left to wait for them.
+  std::optional<io::H5File> h5;
+  auto write_text_files = [&] {
   if (text_files) {
     for (std::size_t c = 0; c < m; ++c) {
       const int k = static_cast<int>(chains[c].chain_id) + 1;
@@ -968,19 +960,22 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       f.write(h + "\n");
       const MemoryChainSink& memory = chains[c];
       for (std::size_t r : co[c].sample_rows) {
-        std::string row = tf.real(memory.log_density[r]);
-        for (int j = 0; j < d; ++j) row += tf.delim + tf.real(memory.point(r)[j]);
+        std::string row;
+        tf.append_real(row, memory.log_density[r]);
+        for (int j = 0; j < d; ++j) {
+          row += tf.delim;
+          tf.append_real(row, memory.point(r)[j]);
+        }
         f.write(row + "\n");
       }
       f.close();
     }
   }
 
-  // <prefix>.h5, written atomically.
-  phases.phase("writing " + h5_path);
-  {
-    io::H5File h5 = io::H5File::create_atomic(h5_path);
-    io::H5Group rootg = h5.root();
+  };
+  auto write_h5_draws = [&] {
+    h5.emplace(io::H5File::create_atomic(h5_path));
+    io::H5Group rootg = h5->root();
     rootg.set_attribute("herd_version", HERD_VERSION_STRING);
     rootg.set_attribute("sampler", "DRAM (herd, ParaDRAM-compatible)");
     rootg.set_attribute("target", target.description);
@@ -1029,32 +1024,41 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     io::H5Group stats = rootg.create_group("sample_stats");
     stats.create_coordinate<std::int64_t>("chain", chain_idx);
     stats.create_coordinate<std::int64_t>("draw", draw_idx);
-    std::vector<double> lp;
-    std::vector<std::uint8_t> accepted;
-    std::vector<std::int32_t> stage;
-    std::vector<double> aprob;
-    for (std::size_t c = 0; c < m; ++c) {
-      const MemoryChainSink& memory = chains[c];
-      const std::size_t before = accepted.size();
-      for (std::size_t i = static_cast<std::size_t>(co[c].burnin); i < memory.size() && accepted.size() - before < ndraw; ++i) {
-        for (std::int64_t k = 0; k < memory.weight[i] && accepted.size() - before < ndraw; ++k) {
-          accepted.push_back(k == 0 && memory.step[i] > 0 ? 1 : 0);
-          stage.push_back(k == 0 ? memory.dr_stage[i] : 0);
-          aprob.push_back(k == 0 ? memory.accept_prob[i] : 0.0);
-        }
-      }
-      if (m > 1 || co[c].lp_post.size() != ndraw)
-        lp.insert(lp.end(), co[c].lp_post.begin(), co[c].lp_post.begin() + static_cast<std::ptrdiff_t>(ndraw));
-    }
     auto put_stat = [&](const char* name, const auto& values) {
       using T = typename std::decay_t<decltype(values)>::value_type;
       io::H5Dataset ds = stats.write<T>(name, values, {m, ndraw});
       stats.attach_dimensions(ds, {"chain", "draw"});
     };
-    put_stat("lp", m == 1 && co[0].lp_post.size() == ndraw ? co[0].lp_post : lp);
-    put_stat("accepted", accepted);
-    put_stat("dr_stage", stage);
-    put_stat("acceptance_probability", aprob);
+    // One dataset at a time: `of(i, k)` gives the value of the k-th of the weight[i] draws of
+    // compact state i (the first is the one where the state was accepted).
+    auto per_draw = [&](const char* name, auto of) {
+      std::vector<decltype(of(chains[0], std::size_t{0}, std::int64_t{0}))> v;
+      v.reserve(m * ndraw);
+      for (std::size_t c = 0; c < m; ++c) {
+        const MemoryChainSink& memory = chains[c];
+        const std::size_t before = v.size();
+        for (std::size_t i = static_cast<std::size_t>(co[c].burnin); i < memory.size() && v.size() - before < ndraw; ++i)
+          for (std::int64_t k = 0; k < memory.weight[i] && v.size() - before < ndraw; ++k) v.push_back(of(memory, i, k));
+      }
+      put_stat(name, v);
+    };
+    if (m == 1 && co[0].lp_post.size() == ndraw) {
+      put_stat("lp", co[0].lp_post);
+    } else {
+      std::vector<double> lp;
+      for (std::size_t c = 0; c < m; ++c)
+        lp.insert(lp.end(), co[c].lp_post.begin(), co[c].lp_post.begin() + static_cast<std::ptrdiff_t>(ndraw));
+      put_stat("lp", lp);
+    }
+    per_draw("accepted", [](const MemoryChainSink& mem, std::size_t i, std::int64_t k) -> std::uint8_t {
+      return k == 0 && mem.step[i] > 0 ? 1 : 0;
+    });
+    per_draw("dr_stage", [](const MemoryChainSink& mem, std::size_t i, std::int64_t k) -> std::int32_t {
+      return k == 0 ? mem.dr_stage[i] : 0;
+    });
+    per_draw("acceptance_probability", [](const MemoryChainSink& mem, std::size_t i, std::int64_t k) -> double {
+      return k == 0 ? mem.accept_prob[i] : 0.0;
+    });
     // chain_compact: the compact chains, every state (burn-in included), concatenated in
     // chain order; with several chains `chain` gives each row's chain and `burnin` [chains].
     io::H5Group cc = rootg.create_group("chain_compact");
@@ -1142,8 +1146,79 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
         sg.attach_dimensions(dc, {"sample"});
       }
     }
+  };
+  std::promise<void> text_written, draws_written;
+  std::future<void> text_ready = text_written.get_future(), draws_ready = draws_written.get_future();
+  std::jthread writer([&] {
+    try {
+      write_text_files();
+      text_written.set_value();
+    } catch (...) {
+      text_written.set_exception(std::current_exception());
+      draws_written.set_value();  // not written: the text files' error is reported first
+      return;
+    }
+    try {
+      write_h5_draws();
+      draws_written.set_value();
+    } catch (...) {
+      draws_written.set_exception(std::current_exception());
+    }
+  });
+
+  // Nested R-hat over the given superchains (contiguous global chain ids; check_superchains
+  // made sure they divide the chains).
+  std::vector<double> nested;
+  const auto nsuper = static_cast<std::size_t>(specs.superchains);
+  const bool with_nested = nsuper >= 2 && m % nsuper == 0 && ndraw >= 1;
+  for (std::size_t k = 0; k < ncol; ++k) {
+    const std::vector<double> column = verbose_column(k);
+    QuantitySummary qs{co[0].columns[k].name, {}};
+    qs.stats = summarize(DrawsView(column, m, ndraw));
+    out.summary.push_back(std::move(qs));
+    if (with_nested) nested.push_back(nested_rhat(DrawsView(column, m, ndraw), nsuper));
+  }
+  // ParaDRAM's pairwise KS table, of the chains' refined samples: the test assumes
+  // independent draws, which the refined (thinned) samples nearly are; the verbose chains'
+  // autocorrelated draws give far too small p-values.
+  std::vector<std::vector<KsResult>> ks;
+  const bool ks_samples_ok = std::all_of(co.begin(), co.end(), [](const ChainOutputs& x) { return !x.sample_rows.empty(); });
+  if (m >= 2 && m <= static_cast<std::size_t>(kMaxKsChains) && ks_samples_ok) {
+    std::vector<std::vector<double>> samples(m);
+    for (int j = 0; j < d; ++j) {
+      for (std::size_t c = 0; c < m; ++c) {
+        samples[c].clear();
+        for (std::size_t r : co[c].sample_rows) samples[c].push_back(co[c].columns[static_cast<std::size_t>(j)].compact[r]);
+      }
+      ks.push_back(ks_pairwise(std::span<const std::vector<double>>(samples)));
+    }
+  }
+  // Which draws the table tested, for the report and the .h5.
+  const std::string ks_tested =
+      specs.sample_size > 0
+          ? fmt::format("the chains' samples of sample_size = {} evenly spaced draws (thinned only as far as that "
+                        "spacing goes)", specs.sample_size)
+      : specs.sample_refinement_count == 0
+          ? std::string("the chains' unrefined samples (sample_refinement_count = 0: every post-burn-in draw, "
+                        "autocorrelated, so the p-values are too small)")
+          : std::string("the chains' refined samples (thinned by their integrated autocorrelation time: nearly "
+                        "independent draws, as the test assumes)");
+  // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers: about 110
+  // bytes per draw) is not needed by the writing phases.
+  release_diagnostics_workspace();
+
+
+  // Chain and sample text files (written by the writer thread).
+  if (text_files) phases.phase("writing the chain and sample text files");
+  text_ready.get();
+
+  // <prefix>.h5, written atomically: the draws by the writer thread, then the diagnostics.
+  phases.phase("writing " + h5_path);
+  draws_ready.get();
+  writer.join();
+  {
     // diagnostics: per quantity (across chains).
-    io::H5Group dg = rootg.create_group("diagnostics");
+    io::H5Group dg = h5->root().create_group("diagnostics");
     std::vector<std::string> names;
     for (const auto& q : out.summary) names.push_back(q.name);
     dg.write_strings("variable", names).make_scale("variable");
@@ -1186,7 +1261,7 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       ks_p.set_attribute("tested", ks_tested);
       ks_stat.set_attribute("tested", ks_tested);
     }
-    h5.commit();
+    h5->commit();
   }
 
   // _report.txt (times vary: excluded from reproducibility).

@@ -1,4 +1,5 @@
 // herd-sample end to end: outputs, reproducibility, namelist = TOML, input errors.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "app_runner.hpp"
 #include "nested_rhat_by_hand.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "herd/core/config.hpp"
@@ -1017,6 +1019,50 @@ TEST_CASE("herd-sample multi_chain: superchains with their own random starts, an
   const Run bad = run(dir, "run.toml --quiet --set superchains=3 --output out/bad");
   CHECK(bad.rc == 2);
   CHECK_THAT(bad.err, Contains("superchains") && Contains("4 chains"));
+}
+
+TEST_CASE("herd-sample: text chain and sample values are printf's %.{p-1}e of the .h5's values, padded",
+          "[apps][mcmc]") {
+  // The text files format reals without fmt (std::to_chars): every value of every row must be
+  // exactly what "%.{p-1}e" prints (fmt's "{:.{p-1}e}"), right-aligned in the column width.
+  const auto dir = workdir("real_format");
+  std::string toml = kToml;
+  toml += "\n";
+  toml.insert(toml.find("[target]"), "output_real_precision = 9\noutput_column_width = 19\noutput_delimiter = \";\"\n");
+  write(dir / "run.toml", toml);
+  const Run r = run(dir, "run.toml --quiet");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  auto f = herd::io::H5File::open((dir / "out" / "run.h5").string());
+  const auto state = f.open_dataset("chain_compact/state").read<double>();
+  const auto lp = f.open_dataset("chain_compact/log_density").read<double>();
+  auto cell = [](double v) {
+    std::string s = fmt::format("{:.8e}", v);
+    return std::string(s.size() < 19 ? 19 - s.size() : 0, ' ') + s;
+  };
+  std::ifstream chain(dir / "out" / "run_chain.txt");
+  std::string line;
+  std::getline(chain, line);  // header
+  std::size_t i = 0;
+  for (; std::getline(chain, line); ++i) {
+    REQUIRE(i < lp.size());
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ';');) cells.push_back(c);
+    REQUIRE(cells.size() == 9);
+    INFO("row " << i << ": " << line);
+    CHECK(cells[6] == cell(lp[i]));
+    CHECK(cells[7] == cell(state[2 * i]));
+    CHECK(cells[8] == cell(state[2 * i + 1]));
+    if (!(cells[6] == cell(lp[i]) && cells[7] == cell(state[2 * i]))) break;
+  }
+  CHECK(i == lp.size());
+  // The sample file: rows of compact states (log density, then the variables).
+  std::ifstream sample(dir / "out" / "run_sample.txt");
+  std::getline(sample, line);
+  REQUIRE(std::getline(sample, line));
+  const std::string first_lp = line.substr(0, line.find(';'));
+  CHECK(std::find_if(lp.begin(), lp.end(), [&](double v) { return cell(v) == first_lp; }) != lp.end());
 }
 
 TEST_CASE("herd-sample: progress for every phase, and the report gives each phase's time", "[apps][mcmc]") {

@@ -70,9 +70,10 @@ class H5Handle {
   Closer closer_ = nullptr;
 };
 
-/// Switches off HDF5's automatic error printing and its clean-up at exit (once per
-/// process): a file whose close failed (a full disk) must not be closed again at exit,
-/// where HDF5 would crash; herd closes every file it opens itself.
+/// Switches off HDF5's clean-up at exit (once per process: a file whose close failed, on a
+/// full disk, must not be closed again at exit, where HDF5 would crash; herd closes every
+/// file it opens itself) and HDF5's automatic error printing (once per calling thread: a
+/// per-thread setting in a thread-safe HDF5; errors become exceptions). Thread-safe.
 void h5_init();
 
 /// The native HDF5 memory type of `T`; a compile error for unsupported types.
