@@ -8,7 +8,9 @@
 #include <mutex>
 #include <numeric>
 
+#if HERD_HAVE_FFTW
 #include <fftw3.h>
+#endif
 
 #include <Eigen/Core>
 #include <boost/math/distributions/beta.hpp>
@@ -368,10 +370,17 @@ bool is_constant(const double* x, std::size_t n) {
 }
 
 namespace {
+void check_fft_length(std::size_t len) {
+  HERD_REQUIRE(len >= 2 && len <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
+               "FFT: length {} is outside [2, 2^31 - 1]", len);
+}
+
+#if HERD_HAVE_FFTW
 std::mutex& fftw_planner_mutex() {
   static std::mutex mu;
   return mu;
 }
+#endif
 }  // namespace
 
 RealFft::~RealFft() { release(); }
@@ -382,11 +391,18 @@ RealFft& RealFft::operator=(RealFft&& o) noexcept {
   std::swap(len_, o.len_);
   std::swap(real_, o.real_);
   std::swap(spec_, o.spec_);
+#if HERD_HAVE_FFTW
   std::swap(fwd_, o.fwd_);
   std::swap(inv_, o.inv_);
+#else
+  std::swap(real_buf_, o.real_buf_);
+  std::swap(spec_buf_, o.spec_buf_);
+  std::swap(kiss_, o.kiss_);
+#endif
   return *this;
 }
 
+#if HERD_HAVE_FFTW
 void RealFft::release() {
   if (len_ == 0) return;
   std::lock_guard<std::mutex> lock(fftw_planner_mutex());
@@ -403,8 +419,7 @@ void RealFft::release() {
 void RealFft::prepare(std::size_t len) {
   if (len == len_) return;
   release();
-  HERD_REQUIRE(len >= 2 && len <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
-               "FFT: length {} is outside [2, 2^31 - 1]", len);
+  check_fft_length(len);
   std::lock_guard<std::mutex> lock(fftw_planner_mutex());
   real_ = fftw_alloc_real(len);
   auto* spec = fftw_alloc_complex(len / 2 + 1);
@@ -423,6 +438,33 @@ void RealFft::prepare(std::size_t len) {
 
 void RealFft::forward() { fftw_execute(static_cast<fftw_plan>(fwd_)); }
 void RealFft::inverse() { fftw_execute(static_cast<fftw_plan>(inv_)); }
+#else
+void RealFft::release() {
+  real_buf_ = {};
+  spec_buf_ = {};
+  kiss_.reset();
+  real_ = nullptr;
+  spec_ = nullptr;
+  len_ = 0;
+}
+
+void RealFft::prepare(std::size_t len) {
+  if (len == len_) return;
+  release();
+  check_fft_length(len);
+  real_buf_.assign(len, 0.0);
+  spec_buf_.assign(len / 2 + 1, {});
+  kiss_ = std::make_unique<Eigen::FFT<double>>();
+  kiss_->SetFlag(Eigen::FFT<double>::HalfSpectrum);
+  kiss_->SetFlag(Eigen::FFT<double>::Unscaled);
+  real_ = real_buf_.data();
+  spec_ = spec_buf_.data();
+  len_ = len;
+}
+
+void RealFft::forward() { kiss_->fwd(spec_, real_, static_cast<Eigen::Index>(len_)); }
+void RealFft::inverse() { kiss_->inv(real_, spec_, static_cast<Eigen::Index>(len_)); }
+#endif
 
 void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& ws) {
   const std::size_t len = fft_length(2 * n);

@@ -5,19 +5,25 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
+
+#if !HERD_HAVE_FFTW
+#include <unsupported/Eigen/FFT>
+#endif
 
 #include "herd/mcmc/diagnostics.hpp"
 
 namespace herd::mcmc::detail {
 
-/// A real-to-complex FFT of one length and its inverse, through FFTW 3 (plans made with
-/// FFTW_ESTIMATE: the same plan, so the same rounding, on every run of a machine). Owns
-/// FFTW-aligned buffers: `real()` [len] and `spectrum()` [len / 2 + 1]. `forward` transforms
-/// real() into spectrum(); `inverse` transforms spectrum() (overwritten) back into real(),
-/// unnormalised (times len). Plans are made and destroyed under a process-wide mutex (FFTW's
-/// planner is not thread-safe); executing them is. One object per thread.
+/// A real-to-complex FFT of one length and its inverse: through FFTW 3 when herd is built with
+/// it (HERD_WITH_FFTW; plans made with FFTW_ESTIMATE: the same plan, so the same rounding, on
+/// every run of a machine; plans are made and destroyed under a process-wide mutex, since
+/// FFTW's planner is not thread-safe, and executed without one), otherwise through Eigen's
+/// kiss FFT (half spectrum, unscaled). Owns the buffers `real()` [len] and `spectrum()`
+/// [len / 2 + 1]. `forward` transforms real() into spectrum(); `inverse` transforms
+/// spectrum() (overwritten) back into real(), unnormalised (times len). One object per thread.
 class RealFft {
  public:
   RealFft() = default;
@@ -42,8 +48,14 @@ class RealFft {
   std::size_t len_ = 0;
   double* real_ = nullptr;
   std::complex<double>* spec_ = nullptr;
+#if HERD_HAVE_FFTW
   void* fwd_ = nullptr;  // fftw_plan
   void* inv_ = nullptr;  // fftw_plan
+#else
+  std::vector<double> real_buf_;
+  std::vector<std::complex<double>> spec_buf_;
+  std::unique_ptr<Eigen::FFT<double>> kiss_;
+#endif
 };
 
 /// Scratch buffers and FFT plans, one per thread.

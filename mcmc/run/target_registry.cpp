@@ -127,6 +127,20 @@ std::vector<double> normal_mean(const io::Settings& st, int& d) {
   return mean;
 }
 
+// A built-in target made of its serial form `t` (shared by the returned log density) and,
+// when it has one, its device-callable form `bt` (nullptr: no batched path).
+template <class Serial>
+MadeTarget analytic_target(std::shared_ptr<Serial> t, int d, std::shared_ptr<BatchedTarget> bt,
+                           std::string description) {
+  MadeTarget made;
+  made.target.log_density = [t](const double* x, int n) { return (*t)(x, n); };
+  made.batched = std::move(bt);
+  made.target.description = std::move(description);
+  made.target.ndim = d;
+  made.target.thread_safe = true;
+  return made;
+}
+
 MadeTarget make_normal(const io::Settings& st) {
   int d = builtin_ndim(st, "normal");
   std::vector<double> mean = normal_mean(st, d);
@@ -138,63 +152,39 @@ MadeTarget make_normal(const io::Settings& st) {
     const char* key = st.has("target.cov") ? "target.cov" : "target.rho";
     throw InputError(fmt::format("{}: {}: {}", st.origin(key), key, e.what()));
   }
-  MadeTarget made;
-  made.target.log_density = [mvn](const double* x, int n) { return (*mvn)(x, n); };
   std::vector<double> cv(static_cast<std::size_t>(d) * static_cast<std::size_t>(d));
   for (int i = 0; i < d; ++i)
     for (int j = 0; j < d; ++j)
       cv[static_cast<std::size_t>(i) * static_cast<std::size_t>(d) + static_cast<std::size_t>(j)] = cov(i, j);
-  made.batched = std::make_shared<BatchedTarget>(
-      BatchedTarget::gaussian_target(std::make_shared<GaussianTarget>(mean, cv)));
-  made.target.description = fmt::format("built-in multivariate normal, ndim {}", d);
-  made.target.ndim = d;
-  made.target.thread_safe = true;
-  return made;
+  auto bt = std::make_shared<BatchedTarget>(BatchedTarget::gaussian_target(std::make_shared<GaussianTarget>(mean, cv)));
+  return analytic_target(mvn, d, std::move(bt), fmt::format("built-in multivariate normal, ndim {}", d));
 }
 
 MadeTarget make_banana(const io::Settings& st) {
   const int d = builtin_ndim(st, "banana");
-  MadeTarget made;
-  auto b = std::make_shared<Banana>(d, st.get_float("target.b"));
-  made.target.log_density = [b](const double* x, int n) { return (*b)(x, n); };
   auto bt = std::make_shared<BatchedTarget>();
   bt->kind = BatchedTarget::Kind::kBanana;
   bt->banana = BananaLogDensity{d, st.get_float("target.b")};
-  made.batched = bt;
-  made.target.description = fmt::format("built-in banana (Haario et al. 1999), ndim {}", d);
-  made.target.ndim = d;
-  made.target.thread_safe = true;
-  return made;
+  return analytic_target(std::make_shared<Banana>(d, st.get_float("target.b")), d, std::move(bt),
+                         fmt::format("built-in banana (Haario et al. 1999), ndim {}", d));
 }
 
 MadeTarget make_rosenbrock(const io::Settings& st) {
   const int d = builtin_ndim(st, "rosenbrock");
-  MadeTarget made;
-  auto r = std::make_shared<Rosenbrock>(d);
-  made.target.log_density = [r](const double* x, int n) { return (*r)(x, n); };
   auto bt = std::make_shared<BatchedTarget>();
   bt->kind = BatchedTarget::Kind::kRosenbrock;
   bt->rosenbrock = RosenbrockLogDensity{d};
-  made.batched = bt;
-  made.target.description = fmt::format("built-in Rosenbrock density, ndim {}", d);
-  made.target.ndim = d;
-  made.target.thread_safe = true;
-  return made;
+  return analytic_target(std::make_shared<Rosenbrock>(d), d, std::move(bt),
+                         fmt::format("built-in Rosenbrock density, ndim {}", d));
 }
 
 MadeTarget make_funnel(const io::Settings& st) {
   const int d = builtin_ndim(st, "funnel");
-  MadeTarget made;
-  auto f = std::make_shared<NealFunnel>(d);
-  made.target.log_density = [f](const double* x, int n) { return (*f)(x, n); };
   auto bt = std::make_shared<BatchedTarget>();
   bt->kind = BatchedTarget::Kind::kFunnel;
   bt->funnel = FunnelLogDensity{d};
-  made.batched = bt;
-  made.target.description = fmt::format("built-in Neal's funnel, ndim {}", d);
-  made.target.ndim = d;
-  made.target.thread_safe = true;
-  return made;
+  return analytic_target(std::make_shared<NealFunnel>(d), d, std::move(bt),
+                         fmt::format("built-in Neal's funnel, ndim {}", d));
 }
 
 MadeTarget make_mixture(const io::Settings& st) {
@@ -210,12 +200,7 @@ MadeTarget make_mixture(const io::Settings& st) {
   } catch (const Error& e) {
     throw InputError(fmt::format("{}: target.weights/means/sigmas: {}", st.origin("target.means"), e.what()));
   }
-  MadeTarget made;
-  made.target.log_density = [g](const double* x, int n) { return (*g)(x, n); };
-  made.target.description = fmt::format("built-in Gaussian mixture, ndim {}", d);
-  made.target.ndim = d;
-  made.target.thread_safe = true;
-  return made;
+  return analytic_target(g, d, nullptr, fmt::format("built-in Gaussian mixture, ndim {}", d));
 }
 
 }  // namespace
