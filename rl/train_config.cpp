@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "herd/core/config.hpp"
@@ -28,6 +29,10 @@ bool fs_is_absolute(const std::string& p) { return std::filesystem::path(p).is_a
                              const std::string& expected) {
   throw InputError(st.origin(key) + ": key \"" + key + "\" is " + value + ", but " + expected);
 }
+// A key given for another algorithm would be read by nothing: refused rather than ignored.
+// DQN reads only algo.gamma and the learning-rate scaling keys of [algo] (the rest is PPO's
+// and A2C's), and PPO/A2C read nothing of [dqn].
+void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algorithm);
 }  // namespace
 
 const io::Schema& train_schema() {
@@ -294,8 +299,25 @@ std::string library_path(const io::Settings& st) {
 
 }  // namespace
 
+namespace {
+void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algorithm) {
+  static const std::set<std::string> kDqnReadsAlgo = {"algo.gamma", "algo.lr_scaling", "algo.lr_reference_batch"};
+  const bool dqn = algorithm == "dqn";
+  for (const io::SchemaKey& k : train_schema().keys()) {
+    const std::string& key = k.name();
+    if (st.is_default(key) || st.value(key).is_null()) continue;  // not given
+    if (dqn && key.rfind("algo.", 0) == 0 && kDqnReadsAlgo.count(key) == 0)
+      refuse_key(st, key, "set",
+                 "algorithm = \"dqn\" does not read it (of [algo] DQN reads only gamma, lr_scaling and "
+                 "lr_reference_batch; its own settings are under [dqn], e.g. dqn.learning_rate)");
+    if (!dqn && key.rfind("dqn.", 0) == 0)
+      refuse_key(st, key, "set", "algorithm = \"" + algorithm + "\" does not read [dqn] (set algorithm = \"dqn\" or remove it)");
+  }
+}
+}  // namespace
+
 TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
-                                 std::string* text, int ranks, bool check_device) {
+                                 std::string* text, int ranks, bool user_input) {
   if (ranks < 1) throw InputError("rl::resolve_train_config: ranks is " + std::to_string(ranks) + ", but must be >= 1");
   io::Config cfg = config;
   std::vector<std::string> sets = overrides;
@@ -360,6 +382,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     c.sampler_options.obs_dtype = ObsDtype::kUint8;
   }
   c.algorithm = st.get_string("algorithm");
+  if (user_input) refuse_other_algorithm_keys(st, c.algorithm);
   c.seed = static_cast<std::uint64_t>(st.get_int("seed"));
   c.total_steps = st.get_int("total_steps");
   c.output_prefix = st.get_string("output_prefix");
@@ -390,7 +413,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       throw InputError(where + "must be \"cpu\", \"cuda\" or \"cuda:<index>\" (<index> a GPU number >= 0, e.g. "
                        "\"cuda:0\")" + (hint.empty() ? std::string() : "; did you mean \"" + hint + "\"?"));
     }
-    if (c.agent.device.is_cuda() && check_device) {
+    if (c.agent.device.is_cuda() && user_input) {
       if (!HERD_HAVE_CUDA) throw InputError(where + "this build of herd has no CUDA support; use device = \"cpu\"");
       const int count = cuda_device_count();
       if (count == 0)

@@ -312,3 +312,19 @@ TEST_CASE("Evaluation cuts off episodes that never end at the step cap and repor
   CHECK(q.truncated == 2);
   CHECK(q.capped == 0);
 }
+
+TEST_CASE("A key of another algorithm is refused, not ignored", "[rl][dqn]") {
+  const herd::io::Config none("<defaults>");
+  // DQN reads gamma and the learning-rate scaling keys of [algo], nothing else there.
+  CHECK_NOTHROW(resolve_train_config(none, {"algorithm=dqn", "algo.gamma=0.9", "algo.lr_scaling=sqrt"}));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "algo.learning_rate=0.5"}),
+                    Catch::Contains("--set algo.learning_rate=0.5") && Catch::Contains("key \"algo.learning_rate\" is set") &&
+                        Catch::Contains("algorithm = \"dqn\" does not read it") && Catch::Contains("dqn.learning_rate"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "algo.epochs=7"}), Catch::Contains("algo.epochs"));
+  // PPO and A2C read nothing of [dqn].
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=ppo", "dqn.buffer_size=20"}),
+                    Catch::Contains("key \"dqn.buffer_size\" is set") &&
+                        Catch::Contains("algorithm = \"ppo\" does not read [dqn]"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=a2c", "dqn.n_step=3"}), Catch::Contains("dqn.n_step"));
+  CHECK_NOTHROW(resolve_train_config(none, {"algorithm=ppo", "algo.epochs=7"}));
+}

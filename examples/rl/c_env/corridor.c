@@ -5,7 +5,8 @@
  * costs 0.01. Two observation forms from one library:
  *   corridor_env        a vector [position / 7, steps / 50]
  *   corridor_image_env  a one-channel 1 x 8 image: 1 at the walker's cell, else 0
- * Build:  cc -O2 -shared -fPIC -I<herd>/include corridor.c -o libcorridor.so
+ * Build:  cc -O2 -shared -fPIC -I<herd>/rl/include corridor.c -o libcorridor.so   (source tree;
+ *         an installed herd: -I<prefix>/include)
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -98,18 +98,21 @@ const io::Schema& train_schema();
 
 /// Resolves `config` with `overrides` ("key=value") into a `TrainConfig` for a run of
 /// `ranks` data-parallel ranks (sets `TrainConfig::ranks`); `text` receives the resolved
-/// settings as TOML (for the HDF5 output and checkpoints) when not null. With
-/// `check_device` a CUDA `device` must be usable here (a CUDA build with that device).
+/// settings as TOML (for the HDF5 output and checkpoints) when not null. `user_input`: the
+/// configuration is a user's (a file, `--set`): a CUDA `device` must be usable here (a CUDA
+/// build with that device), and a key of another algorithm (of `[algo]` other than gamma,
+/// lr_scaling and lr_reference_batch for DQN; of `[dqn]` for PPO/A2C) is refused instead of
+/// ignored; false for the text this function wrote (a checkpoint's, which lists every key).
 /// @throws herd::InputError with a one-line message naming the key, the value and the
 ///         requirement (e.g. an unknown env id, a minibatch larger than the rollout of all
 ///         ranks or not divisible by `ranks`, `algo.num_minibatches` not dividing the steps
 ///         per iteration, an odd num_envs for the alternating sampler, a `device` that is
-///         not "cpu", "cuda" or "cuda:<index>", or, with `check_device`, "cuda" in a
+///         not "cpu", "cuda" or "cuda:<index>", or, with `user_input`, "cuda" in a
 ///         CPU-only build or without a usable CUDA device, an `env.library` that cannot be
 ///         loaded, lacks `env.symbol` or fills an invalid spec). The learning-rate
 ///         scale depends on `ranks`: resolve with the rank count of the run.
 TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
-                                 std::string* text = nullptr, int ranks = 1, bool check_device = true);
+                                 std::string* text = nullptr, int ranks = 1, bool user_input = true);
 
 /// As above from a TOML file (empty path: the defaults).
 /// @throws herd::InputError, herd::IoError when the file cannot be read.
