@@ -328,11 +328,15 @@ int main(int argc, char** argv) {
     }
     if (!quiet && !complete) {
       const herd::rl::TrainConfig& rc = trainer->config();
-      std::printf("herd-rl: %s on %s, %lld env steps (%lld iterations of %d rank(s) x %d envs x %d steps), seed %llu, "
-                  "device %s\n",
-                  rc.algorithm.c_str(), rc.env.c_str(), static_cast<long long>(rc.total_steps),
-                  static_cast<long long>(rc.num_iterations()), rc.ranks, rc.sampler_options.num_envs,
-                  rc.sampler_options.num_steps, static_cast<unsigned long long>(rc.seed),
+      // Training runs whole iterations: say so when total_steps is not a multiple of one.
+      const long long steps = static_cast<long long>(rc.num_iterations() * rc.steps_per_iteration());
+      const std::string rounded =
+          steps == rc.total_steps ? "" : "; total_steps " + std::to_string(rc.total_steps) + " rounded up to whole iterations";
+      std::printf("herd-rl: %s on %s, %lld env steps (%lld iterations of %d rank(s) x %d envs x %d steps%s), seed "
+                  "%llu, device %s\n",
+                  rc.algorithm.c_str(), rc.env.c_str(), steps, static_cast<long long>(rc.num_iterations()), rc.ranks,
+                  rc.sampler_options.num_envs, rc.sampler_options.num_steps, rounded.c_str(),
+                  static_cast<unsigned long long>(rc.seed),
                   trainer->device().str().c_str());
       if (rc.lr_scaling != "none")
         std::printf("herd-rl: learning rate %.4g (%s scaling x%.4g from a reference batch of %lld), warm-up %d iterations\n",
