@@ -57,7 +57,8 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
   const std::string tmp = temp_path_for(path);
   try {
     Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (fd.get() < 0) throw_errno("create", tmp);
+    // Named by the file asked for (a missing folder is the usual cause), not the temporary.
+    if (fd.get() < 0) throw_errno(("create (as the temporary " + tmp + ")").c_str(), path);
     detail::write_all(fd.get(), bytes.data(), bytes.size(), tmp);
     if (::fsync(fd.get()) != 0) throw_errno("fsync", tmp);
     if (::close(fd.release()) != 0) throw_errno("close", tmp);

@@ -124,3 +124,13 @@ TEST_CASE("check_folder_writable and remove_stale_temporaries", "[io][files]") {
   CHECK_FALSE(fs::exists(d / ("other.tmp." + std::to_string(dead) + ".0")));
   fs::remove_all(d.parent_path());
 }
+
+TEST_CASE("write_file_atomic into a missing folder names the file asked for, writes nothing", "[io][files]") {
+  const fs::path dir = fs::temp_directory_path() / "herd_atomic_missing_folder" / "not_there";
+  fs::remove_all(dir.parent_path());
+  const std::string path = (dir / "report.html").string();
+  const std::byte b[1] = {std::byte{1}};
+  CHECK_THROWS_WITH(herd::io::write_file_atomic(path, b),
+                    Contains(path + ": create (as the temporary ") && Contains("No such file or directory"));
+  CHECK_FALSE(fs::exists(dir));
+}
