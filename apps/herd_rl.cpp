@@ -135,6 +135,8 @@ int main(int argc, char** argv) {
                   "replace the outputs of an earlier run instead of refusing (not with --resume)");
   train->add_option("--stop-after", stop_after_text, "stop after N (>= 0) more iterations, writing a checkpoint");
   train->add_flag("--quiet", quiet, "no progress lines");
+  bool help_keys = false;
+  train->add_flag("--help-keys", help_keys, "list every configuration key (type, default, meaning) and exit");
   auto* eval = app.add_subcommand("eval", "evaluate the policy of a checkpoint");
   std::string ckpt;
   std::string episodes_text = "100";
@@ -182,12 +184,19 @@ int main(int argc, char** argv) {
     if (e.get_name() == "RequiredError" && report->parsed())
       cli_error = "report needs the run's output prefix: herd-rl report PREFIX [--output OUT.html]";
     else if (e.get_name() == "RequiredError" && !train->parsed() && !eval->parsed())
-      cli_error = "a command is required: herd-rl train [CONFIG.toml] ..., herd-rl eval CHECKPOINT ... or herd-rl "
-                  "report PREFIX";
+      cli_error = std::string(argc > 1 && argv[1][0] != '-' ? "unknown command \"" + std::string(argv[1]) + "\"; "
+                                                             : "a command is required: ") +
+                  "herd-rl train [CONFIG.toml] ..., herd-rl eval CHECKPOINT ... or herd-rl report PREFIX";
     else if (e.get_name() == "ArgumentMismatch" && cli_error.rfind("--set", 0) == 0)
       cli_error = "--set needs a value: --set key=value";
     std::replace(cli_error.begin(), cli_error.end(), '\n', ' ');
     cli_error += " (see herd-rl --help)";
+  }
+
+  if (help_keys && cli_error.empty()) {
+    std::fputs("herd-rl train configuration keys (TOML; --set key=value overrides one):\n\n", stdout);
+    std::fputs(herd::rl::train_schema().help().c_str(), stdout);
+    return 0;
   }
 
   // MPI only under a launcher (a plain run never initialises it).

@@ -619,3 +619,14 @@ buffer_size = 600
   CHECK_THAT(cont.err, Contains("discrete action space"));
   CHECK_FALSE(fs::exists(d / "bad.ckpt"));
 }
+
+TEST_CASE("herd-rl train --help-keys lists every key; a misspelt command is named", "[rl][apps]") {
+  const fs::path d = workdir("help_keys");
+  const Run keys = run(d, "train --help-keys");
+  CHECK(keys.rc == 0);
+  CHECK_THAT(keys.out, Contains("algo.learning_rate") && Contains("dqn.learning_rate") && Contains("env.frame_stack") &&
+                           Contains("eval.max_episode_steps"));
+  const Run typo = run(d, "trian x.toml");
+  CHECK(typo.rc == 2);
+  CHECK_THAT(typo.err, Contains("herd-rl: error: unknown command \"trian\""));
+}
