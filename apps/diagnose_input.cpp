@@ -31,8 +31,7 @@ std::vector<std::string_view> split_fields(std::string_view line) {
   std::size_t start = 0;
   for (;;) {
     const std::size_t comma = line.find(',', start);
-    out.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos
-                                                                          : comma - start)));
+    out.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -79,12 +78,11 @@ std::vector<std::string> dataset_names(hid_t loc) {
   H5G_info_t gi;
   if (H5Gget_info(loc, &gi) < 0) return names;
   for (hsize_t i = 0; i < gi.nlinks; ++i) {
-    const ssize_t len = H5Lget_name_by_idx(loc, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0,
-                                           H5P_DEFAULT);
+    const ssize_t len = H5Lget_name_by_idx(loc, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
     if (len <= 0) continue;
     std::string name(static_cast<std::size_t>(len), '\0');
-    H5Lget_name_by_idx(loc, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(),
-                       static_cast<std::size_t>(len) + 1, H5P_DEFAULT);
+    H5Lget_name_by_idx(loc, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), static_cast<std::size_t>(len) + 1,
+                       H5P_DEFAULT);
     if (is_dataset(loc, name)) names.push_back(name);
   }
   return names;
@@ -97,45 +95,44 @@ int dataset_rank(hid_t loc, const std::string& name) {
   return H5Sget_simple_extent_ndims(sp.id);
 }
 
-DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& name,
-                        const std::string& shown) {
+DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& name, const std::string& shown) {
   H5Id ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
   HERD_REQUIRE(static_cast<bool>(ds), "{}: cannot open dataset '{}'", path, shown);
   H5Id type(H5Dget_type(ds.id), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type.id);
-  HERD_REQUIRE(cls == H5T_FLOAT || cls == H5T_INTEGER,
-               "{}: dataset '{}' is not numeric, but draws must be numbers", path, shown);
+  HERD_REQUIRE(cls == H5T_FLOAT || cls == H5T_INTEGER, "{}: dataset '{}' is not numeric, but draws must be numbers",
+               path, shown);
   H5Id space(H5Dget_space(ds.id), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.id);
   HERD_REQUIRE(rank == 2 || rank == 3,
                "{}: dataset '{}' has rank {}, but must have rank 2 [chains, draws] or 3 "
-               "[chains, draws, params]", path, shown, rank);
+               "[chains, draws, params]",
+               path, shown, rank);
   hsize_t dims[3] = {1, 1, 1};
   H5Sget_simple_extent_dims(space.id, dims, nullptr);
   DrawsArray a;
   a.chains = dims[0];
   a.draws = dims[1];
   a.params = rank == 3 ? dims[2] : 1;
-  HERD_REQUIRE(a.chains > 0 && a.draws > 0 && a.params > 0,
-               "{}: dataset '{}' is empty ({} x {} x {})", path, shown, a.chains, a.draws, a.params);
+  HERD_REQUIRE(a.chains > 0 && a.draws > 0 && a.params > 0, "{}: dataset '{}' is empty ({} x {} x {})", path, shown,
+               a.chains, a.draws, a.params);
   // Sizes from the file are checked before anything is allocated: a file may declare a
   // dataset far larger than it holds (or than this machine has).
-  const std::size_t n = checked_count({static_cast<std::int64_t>(a.chains), static_cast<std::int64_t>(a.draws),
-                                       static_cast<std::int64_t>(a.params)},
-                                      fmt::format("{}: dataset '{}'", path, shown));
-  check_memory_need(static_cast<double>(n) * 8.0 * 2.0, g_max_memory,
-                    fmt::format("{}: reading dataset '{}' ({} x {} x {} values)", path, shown, a.chains, a.draws,
-                                a.params),
-                    "diagnose a smaller dataset (--dataset)", "--max-memory");
+  const std::size_t n = checked_count(
+      {static_cast<std::int64_t>(a.chains), static_cast<std::int64_t>(a.draws), static_cast<std::int64_t>(a.params)},
+      fmt::format("{}: dataset '{}'", path, shown));
+  check_memory_need(
+      static_cast<double>(n) * 8.0 * 2.0, g_max_memory,
+      fmt::format("{}: reading dataset '{}' ({} x {} x {} values)", path, shown, a.chains, a.draws, a.params),
+      "diagnose a smaller dataset (--dataset)", "--max-memory");
   a.values.resize(n);
   HERD_REQUIRE(H5Dread(ds.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, a.values.data()) >= 0,
                "{}: cannot read dataset '{}'", path, shown);
   for (std::size_t i = 0; i < a.values.size(); ++i) {
     if (!std::isfinite(a.values[i])) {
       const std::size_t p = i % a.params, t = (i / a.params) % a.draws, c = i / a.params / a.draws;
-      throw InputError(fmt::format(
-          "{}: dataset '{}' has {} at [chain {}, draw {}{}], but draws must be finite", path,
-          shown, a.values[i], c, t, rank == 3 ? fmt::format(", param {}", p) : std::string()));
+      throw InputError(fmt::format("{}: dataset '{}' has {} at [chain {}, draw {}{}], but draws must be finite", path,
+                                   shown, a.values[i], c, t, rank == 3 ? fmt::format(", param {}", p) : std::string()));
     }
   }
   const std::string base = name.substr(name.find_last_of('/') + 1);
@@ -155,10 +152,14 @@ enum class TextKind { kDrawsCsv, kParaDramChain, kParaDramSample, kCmdStan };
 
 const char* kind_name(TextKind k) {
   switch (k) {
-    case TextKind::kDrawsCsv: return "a draws CSV (one column per chain)";
-    case TextKind::kParaDramChain: return "a ParaDRAM chain file";
-    case TextKind::kParaDramSample: return "a ParaDRAM sample file";
-    default: return "a CmdStan CSV";
+    case TextKind::kDrawsCsv:
+      return "a draws CSV (one column per chain)";
+    case TextKind::kParaDramChain:
+      return "a ParaDRAM chain file";
+    case TextKind::kParaDramSample:
+      return "a ParaDRAM sample file";
+    default:
+      return "a CmdStan CSV";
   }
 }
 
@@ -213,7 +214,8 @@ bool is_chain_name(const std::string& l) {
   if (v.rfind("chain", 0) != 0) return false;
   v.remove_prefix(5);
   if (!v.empty() && (v.front() == '_' || v.front() == '.' || v.front() == ' ')) v.remove_prefix(1);
-  return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
+  return !v.empty() &&
+         std::all_of(v.begin(), v.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
 }
 
 /// One text file: its kind, column names and draws of the diagnosed columns ([draws, cols]).
@@ -238,8 +240,10 @@ TextFile read_text_file(const std::string& path) {
   while (std::getline(in, line)) {
     ++lineno;
     if (line.find('\0') != std::string::npos)
-      throw InputError(fmt::format("{}: line {} holds binary data, but herd-diagnose reads text files (a ParaDRAM binary "
-                                   "chain: read the run's .h5 instead)", path, lineno));
+      throw InputError(
+          fmt::format("{}: line {} holds binary data, but herd-diagnose reads text files (a ParaDRAM binary "
+                      "chain: read the run's .h5 instead)",
+                      path, lineno));
     const std::string_view t = trim(line);
     if (t.empty()) continue;
     if (t.front() == '#') {
@@ -288,11 +292,13 @@ TextFile read_text_file(const std::string& path) {
           tf.kind = TextKind::kDrawsCsv;
           for (std::size_t k = 0; k < width; ++k) keep.push_back(k);
         } else {
-          throw InputError(fmt::format(
-              "{}: line {} \"{}\" is not a header herd-diagnose knows: expected a ParaDRAM chain file (...,SampleWeight,"
-              "SampleLogFunc,<variables>), a ParaDRAM sample file (SampleLogFunc,<variables>), a CmdStan CSV (lp__,...), "
-              "or draws with one column per chain (no header, or chain1,chain2,...)",
-              path, lineno, std::string(t.substr(0, 120))));
+          throw InputError(
+              fmt::format("{}: line {} \"{}\" is not a header herd-diagnose knows: expected a ParaDRAM chain file "
+                          "(...,SampleWeight,"
+                          "SampleLogFunc,<variables>), a ParaDRAM sample file (SampleLogFunc,<variables>), a CmdStan "
+                          "CSV (lp__,...), "
+                          "or draws with one column per chain (no header, or chain1,chain2,...)",
+                          path, lineno, std::string(t.substr(0, 120))));
         }
         for (std::size_t k : keep) tf.names.emplace_back(fields[k]);
         continue;
@@ -306,26 +312,26 @@ TextFile read_text_file(const std::string& path) {
     vals.assign(width, 0.0);
     for (std::size_t k = 0; k < width; ++k) {
       if (!parse_double(fields[k], vals[k]))
-        throw InputError(fmt::format("{}: line {} column {} is '{}', but must be a number", path, lineno, k + 1, fields[k]));
+        throw InputError(
+            fmt::format("{}: line {} column {} is '{}', but must be a number", path, lineno, k + 1, fields[k]));
     }
     std::size_t reps = 1;
     if (tf.kind == TextKind::kParaDramChain) {
       const double wt = vals[weight_col];
       if (!(wt >= 1 && wt <= 1e9 && wt == std::floor(wt)))
-        throw InputError(fmt::format("{}: line {} column {} (SampleWeight) is '{}', but must be a positive integer", path,
-                                     lineno, weight_col + 1, fields[weight_col]));
+        throw InputError(fmt::format("{}: line {} column {} (SampleWeight) is '{}', but must be a positive integer",
+                                     path, lineno, weight_col + 1, fields[weight_col]));
       reps = static_cast<std::size_t>(wt);
     }
     for (std::size_t k : keep)
       if (!std::isfinite(vals[k]))
-        throw InputError(fmt::format("{}: line {} column {} is '{}', but draws must be finite", path, lineno, k + 1,
-                                     fields[k]));
+        throw InputError(
+            fmt::format("{}: line {} column {} is '{}', but draws must be finite", path, lineno, k + 1, fields[k]));
     for (std::size_t r = 0; r < reps; ++r)
       for (std::size_t k : keep) tf.rows.push_back(vals[k]);
     tf.draws += reps;
   }
-  if (first && comments)
-    throw InputError(fmt::format("{}: only '#' comment lines, no header and no draws", path));
+  if (first && comments) throw InputError(fmt::format("{}: only '#' comment lines, no header and no draws", path));
   HERD_REQUIRE(tf.draws > 0, "{}: no draws (the file has no numeric rows)", path);
   if (tf.kind == TextKind::kDrawsCsv && !have_header) tf.names.assign(width, "");
   return tf;
@@ -341,7 +347,8 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::st
   if (f0.kind == TextKind::kDrawsCsv) {
     HERD_REQUIRE(files.size() == 1,
                  "{}: a draws CSV (one column per chain) holds all chains itself; several files are "
-                 "several chains only for ParaDRAM chain/sample files and CmdStan CSV files", paths[0]);
+                 "several chains only for ParaDRAM chain/sample files and CmdStan CSV files",
+                 paths[0]);
     DrawsArray a;
     a.chains = f0.names.size();
     a.draws = f0.draws;
@@ -358,8 +365,10 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::st
       throw InputError(fmt::format("{}: this is {}, but {} is {}: the chains of one run must have one format", paths[i],
                                    kind_name(files[i].kind), paths[0], kind_name(f0.kind)));
     if (files[i].names != f0.names)
-      throw InputError(fmt::format("{}: its columns differ from those of {}: the chains of one run have the same "
-                                   "variables", paths[i], paths[0]));
+      throw InputError(
+          fmt::format("{}: its columns differ from those of {}: the chains of one run have the same "
+                      "variables",
+                      paths[i], paths[0]));
     n = std::min(n, files[i].draws);
   }
   bool cut = false;
@@ -409,9 +418,8 @@ std::vector<DrawsArray> read_hdf5(const std::string& path, const std::string& da
     return out;
   }
   const auto names = dataset_names(file.id);
-  HERD_REQUIRE(names.size() == 1,
-               "{}: no 'posterior' group and {} datasets at the root; name one with --dataset",
-               path, names.size());
+  HERD_REQUIRE(names.size() == 1, "{}: no 'posterior' group and {} datasets at the root; name one with --dataset", path,
+               names.size());
   out.push_back(read_dataset(path, file.id, names[0], names[0]));
   return out;
 }

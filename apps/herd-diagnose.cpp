@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "diagnose_input.hpp"
@@ -63,15 +63,18 @@ std::vector<Row> diagnose(const std::vector<herd::apps::DrawsArray>& arrays, std
 void print_table(const std::vector<Row>& rows) {
   std::size_t w = 9;
   for (const auto& r : rows) w = std::max(w, r.name.size());
-  std::fputs(fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}\n",
-                         "parameter", w, "mean", "sd", "q5", "q50", "q95", "mcse_mean", "mcse_sd",
-                         "ess_bulk", "ess_tail", "rhat").c_str(), stdout);
+  std::fputs(fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}\n", "parameter", w,
+                         "mean", "sd", "q5", "q50", "q95", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "rhat")
+                 .c_str(),
+             stdout);
   for (const auto& r : rows) {
     const auto& s = r.s;
-    std::fputs(fmt::format("{:<{}} {:>12.6g} {:>12.6g} {:>12.6g} {:>12.6g} {:>12.6g} {:>10.3g} "
-                           "{:>10.3g} {:>9.0f} {:>9.0f} {:>7.4f}\n",
-                           r.name, w, s.mean, s.sd, s.q5, s.q50, s.q95, s.mcse_mean, s.mcse_sd,
-                           s.ess_bulk, s.ess_tail, s.rhat).c_str(), stdout);
+    std::fputs(
+        fmt::format("{:<{}} {:>12.6g} {:>12.6g} {:>12.6g} {:>12.6g} {:>12.6g} {:>10.3g} "
+                    "{:>10.3g} {:>9.0f} {:>9.0f} {:>7.4f}\n",
+                    r.name, w, s.mean, s.sd, s.q5, s.q50, s.q95, s.mcse_mean, s.mcse_sd, s.ess_bulk, s.ess_tail, s.rhat)
+            .c_str(),
+        stdout);
   }
 }
 
@@ -80,11 +83,16 @@ void print_json(const std::vector<Row>& rows) {
   for (const auto& r : rows) {
     const auto& s = r.s;
     // NaN (undefined estimates, for example of constant draws) is written as null.
-    j[r.name] = {{"mean", s.mean},         {"sd", s.sd},
-                 {"q5", s.q5},             {"q50", s.q50},
-                 {"q95", s.q95},           {"mcse_mean", s.mcse_mean},
-                 {"mcse_sd", s.mcse_sd},   {"ess_bulk", s.ess_bulk},
-                 {"ess_tail", s.ess_tail}, {"rhat", s.rhat}};
+    j[r.name] = {{"mean", s.mean},
+                 {"sd", s.sd},
+                 {"q5", s.q5},
+                 {"q50", s.q50},
+                 {"q95", s.q95},
+                 {"mcse_mean", s.mcse_mean},
+                 {"mcse_sd", s.mcse_sd},
+                 {"ess_bulk", s.ess_bulk},
+                 {"ess_tail", s.ess_tail},
+                 {"rhat", s.rhat}};
   }
   std::fputs((j.dump(2) + "\n").c_str(), stdout);
 }
@@ -122,11 +130,13 @@ void write_html(const std::string& file, const std::vector<herd::apps::DrawsArra
              {"draws per chain", std::to_string(draws)},
              {"quantities", std::to_string(h.names.size())}};
   if (!skipped.empty())
-    h.notes.push_back(fmt::format("Left out of this report (their [chains, draws] shape differs from {} x {}): {}; "
-                                  "the terminal table has them.",
-                                  chains, draws, fmt::join(skipped, ", ")));
-  h.history_note = "The input holds draws only: the sampler's acceptance rate and adaptation over the run are not "
-                   "known here (herd-sample's own report shows them).";
+    h.notes.push_back(
+        fmt::format("Left out of this report (their [chains, draws] shape differs from {} x {}): {}; "
+                    "the terminal table has them.",
+                    chains, draws, fmt::join(skipped, ", ")));
+  h.history_note =
+      "The input holds draws only: the sampler's acceptance rate and adaptation over the run are not "
+      "known here (herd-sample's own report shows them).";
   h.covariance_note = "The input holds draws only: the proposal covariance is not known here.";
   herd::mcmc::write_posterior_report(out, h);
 }
@@ -134,11 +144,12 @@ void write_html(const std::string& file, const std::vector<herd::apps::DrawsArra
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"herd-diagnose: R-hat, ESS and MCSE (Vehtari et al. 2021, as R posterior) of "
-               "draws in an HDF5 file ([chains, draws] or [chains, draws, params] datasets, or "
-               "every dataset of a 'posterior' group), a CSV file (one column per chain, one "
-               "row per draw), ParaDRAM chain or sample files (herd's or ParaMonte's; one file "
-               "per chain), or CmdStan CSV files (one file per chain)"};
+  CLI::App app{
+      "herd-diagnose: R-hat, ESS and MCSE (Vehtari et al. 2021, as R posterior) of "
+      "draws in an HDF5 file ([chains, draws] or [chains, draws, params] datasets, or "
+      "every dataset of a 'posterior' group), a CSV file (one column per chain, one "
+      "row per draw), ParaDRAM chain or sample files (herd's or ParaMonte's; one file "
+      "per chain), or CmdStan CSV files (one file per chain)"};
   std::vector<std::string> files;
   std::string dataset, html;
   bool json = false;
@@ -183,10 +194,8 @@ int main(int argc, char** argv) {
     }
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     const auto rows = diagnose(arrays, threads);
-    if (json)
-      print_json(rows);
-    else
-      print_table(rows);
+    if (json) print_json(rows);
+    else print_table(rows);
     if (!html.empty()) {
       std::string inputs = files[0];
       for (std::size_t i = 1; i < files.size(); ++i) inputs += ", " + files[i];
@@ -198,7 +207,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "herd-diagnose: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "herd-diagnose: error: %s\n", herd::error_text(e, "reading the draws of " + (files.empty() ? std::string("the input") : files[0])).c_str());
+    std::fprintf(
+        stderr, "herd-diagnose: error: %s\n",
+        herd::error_text(e, "reading the draws of " + (files.empty() ? std::string("the input") : files[0])).c_str());
     return 1;
   }
 }

@@ -26,27 +26,26 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/faults.hpp"
-#include "herd/io/output_files.hpp"
 #include "herd/core/memory.hpp"
+#include "herd/io/output_files.hpp"
 #if HERD_HAVE_MPI
 #include "herd/core/mpi_communicator.hpp"
 #endif
+#include "herd/rl/train_config.hpp"
 #include "herd/rl/trainer.hpp"
 #include "herd/rl/training_report.hpp"
-#include "herd/rl/train_config.hpp"
 
 namespace {
 
 // Reads the value of an integer option (CLI11 takes it as text): a decimal integer in
 // [lo, hi], else a one-line message "--name value: must be ...".
-long long int_option(const std::string& name, const std::string& text, long long lo, long long hi,
-                     std::string* error) {
+long long int_option(const std::string& name, const std::string& text, long long lo, long long hi, std::string* error) {
   long long v = 0;
   const char* end = text.data() + text.size();
   const auto [p, ec] = std::from_chars(text.data(), end, v);
@@ -54,9 +53,8 @@ long long int_option(const std::string& name, const std::string& text, long long
     // The upper bound is named only when the value is an integer above it.
     if (error->empty())
       *error = name + " " + (text.empty() ? std::string("\"\"") : text) + ": must be an integer " +
-               (ec == std::errc() && p == end && v > hi
-                    ? "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"
-                    : ">= " + std::to_string(lo));
+               (ec == std::errc() && p == end && v > hi ? "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"
+                                                        : ">= " + std::to_string(lo));
     return lo;
   }
   return v;
@@ -148,8 +146,9 @@ int main(int argc, char** argv) {
   eval->add_option("--max-episode-steps", max_steps_text,
                    "cut an episode off after N steps and report it as truncated (0: no cap; default: the run's "
                    "eval.max_episode_steps, 27000 unless set)");
-  auto* report = app.add_subcommand("report", "write the HTML report (learning curves, losses, throughput) of a run, "
-                                              "finished or not");
+  auto* report = app.add_subcommand("report",
+                                    "write the HTML report (learning curves, losses, throughput) of a run, "
+                                    "finished or not");
   std::string report_prefix, report_out;
   report->add_option("prefix", report_prefix, "the run's output_prefix (reads PREFIX_progress.csv and/or PREFIX.h5)")
       ->required();
@@ -164,19 +163,21 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     if (train->parsed()) {
       if (resume && overwrite)
-        cli_error = "--resume and --overwrite cannot be combined: --resume continues the run of output_prefix from "
-                    "its checkpoint, --overwrite replaces its outputs and starts afresh; pass one of them";
+        cli_error =
+            "--resume and --overwrite cannot be combined: --resume continues the run of output_prefix from "
+            "its checkpoint, --overwrite replaces its outputs and starts afresh; pass one of them";
       if (train->count("--stop-after") > 0)
         stop_after = int_option("--stop-after", stop_after_text, 0, std::numeric_limits<long long>::max(), &cli_error);
     }
     if (eval->parsed()) {
-      if (ckpt.empty()) cli_error =
-          "eval needs a checkpoint: herd-rl eval CHECKPOINT [--episodes N] [--stochastic] [--max-episode-steps N]";
-      episodes = static_cast<int>(
-          int_option("--episodes", episodes_text, 1, std::numeric_limits<int>::max(), &cli_error));
+      if (ckpt.empty())
+        cli_error =
+            "eval needs a checkpoint: herd-rl eval CHECKPOINT [--episodes N] [--stochastic] [--max-episode-steps N]";
+      episodes =
+          static_cast<int>(int_option("--episodes", episodes_text, 1, std::numeric_limits<int>::max(), &cli_error));
       if (eval->count("--max-episode-steps") > 0)
-        eval_max_steps = int_option("--max-episode-steps", max_steps_text, 0, std::numeric_limits<long long>::max(),
-                                    &cli_error);
+        eval_max_steps =
+            int_option("--max-episode-steps", max_steps_text, 0, std::numeric_limits<long long>::max(), &cli_error);
     }
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
@@ -185,7 +186,7 @@ int main(int argc, char** argv) {
       cli_error = "report needs the run's output prefix: herd-rl report PREFIX [--output OUT.html]";
     else if (e.get_name() == "RequiredError" && !train->parsed() && !eval->parsed())
       cli_error = std::string(argc > 1 && argv[1][0] != '-' ? "unknown command \"" + std::string(argv[1]) + "\"; "
-                                                             : "a command is required: ") +
+                                                            : "a command is required: ") +
                   "herd-rl train [CONFIG.toml] ..., herd-rl eval CHECKPOINT ... or herd-rl report PREFIX";
     else if (e.get_name() == "ArgumentMismatch" && cli_error.rfind("--set", 0) == 0)
       cli_error = "--set needs a value: --set key=value";
@@ -339,19 +340,20 @@ int main(int argc, char** argv) {
       const herd::rl::TrainConfig& rc = trainer->config();
       // Training runs whole iterations: say so when total_steps is not a multiple of one.
       const long long steps = static_cast<long long>(rc.num_iterations() * rc.steps_per_iteration());
-      const std::string rounded =
-          steps == rc.total_steps ? "" : "; total_steps " + std::to_string(rc.total_steps) + " rounded up to whole iterations";
-      std::printf("herd-rl: %s on %s, %lld env steps (%lld iterations of %d rank(s) x %d envs x %d steps%s), seed "
-                  "%llu, device %s\n",
-                  rc.algorithm.c_str(), rc.env.c_str(), steps, static_cast<long long>(rc.num_iterations()), rc.ranks,
-                  rc.sampler_options.num_envs, rc.sampler_options.num_steps, rounded.c_str(),
-                  static_cast<unsigned long long>(rc.seed),
-                  trainer->device().str().c_str());
+      const std::string rounded = steps == rc.total_steps ? ""
+                                                          : "; total_steps " + std::to_string(rc.total_steps) +
+                                                                " rounded up to whole iterations";
+      std::printf(
+          "herd-rl: %s on %s, %lld env steps (%lld iterations of %d rank(s) x %d envs x %d steps%s), seed "
+          "%llu, device %s\n",
+          rc.algorithm.c_str(), rc.env.c_str(), steps, static_cast<long long>(rc.num_iterations()), rc.ranks,
+          rc.sampler_options.num_envs, rc.sampler_options.num_steps, rounded.c_str(),
+          static_cast<unsigned long long>(rc.seed), trainer->device().str().c_str());
       if (rc.lr_scaling != "none")
-        std::printf("herd-rl: learning rate %.4g (%s scaling x%.4g from a reference batch of %lld), warm-up %d iterations\n",
-                    rc.algorithm == "dqn" ? rc.dqn.learning_rate : rc.ppo.learning_rate, rc.lr_scaling.c_str(),
-                    rc.lr_scale, static_cast<long long>(rc.lr_reference_batch),
-                    rc.algorithm == "dqn" ? 0 : rc.ppo.lr_warmup_iterations);
+        std::printf(
+            "herd-rl: learning rate %.4g (%s scaling x%.4g from a reference batch of %lld), warm-up %d iterations\n",
+            rc.algorithm == "dqn" ? rc.dqn.learning_rate : rc.ppo.learning_rate, rc.lr_scaling.c_str(), rc.lr_scale,
+            static_cast<long long>(rc.lr_reference_batch), rc.algorithm == "dqn" ? 0 : rc.ppo.lr_warmup_iterations);
       for (const auto& w : rc.warnings) std::printf("herd-rl: warning: %s\n", w.c_str());
       std::fflush(stdout);
     }
@@ -373,11 +375,12 @@ int main(int argc, char** argv) {
     // Nothing is rewritten; only an output lost to a kill between the final checkpoint and
     // the output file is written again (rank 0).
     if (!quiet)
-      std::printf("herd-rl: %s is complete (%lld iterations done; total_steps = %lld needs %lld): nothing to train; "
-                  "raise total_steps to train further, or pass --overwrite (instead of --resume) to start afresh\n",
-                  trainer->checkpoint_path().c_str(), static_cast<long long>(trainer->iteration()),
-                  static_cast<long long>(trainer->config().total_steps),
-                  static_cast<long long>(trainer->config().num_iterations()));
+      std::printf(
+          "herd-rl: %s is complete (%lld iterations done; total_steps = %lld needs %lld): nothing to train; "
+          "raise total_steps to train further, or pass --overwrite (instead of --resume) to start afresh\n",
+          trainer->checkpoint_path().c_str(), static_cast<long long>(trainer->iteration()),
+          static_cast<long long>(trainer->config().total_steps),
+          static_cast<long long>(trainer->config().num_iterations()));
     if (root && !std::filesystem::exists(trainer->output_path())) {
       try {
         trainer->write_output(trainer->output_path());
@@ -397,8 +400,7 @@ int main(int argc, char** argv) {
       try {
         const herd::rl::RunEnd end = trainer->run(quiet ? nullptr : &std::cout, stop_after, &g_stop_signal);
         if (!quiet && trainer->done())
-          std::printf("herd-rl: wrote %s and %s\n", trainer->output_path().c_str(),
-                      trainer->checkpoint_path().c_str());
+          std::printf("herd-rl: wrote %s and %s\n", trainer->output_path().c_str(), trainer->checkpoint_path().c_str());
         if (end == herd::rl::RunEnd::kInterrupted) {
           // Every rank stops after the same iteration, with the signal agreed over the ranks
           // (it may have reached some only).
@@ -416,8 +418,8 @@ int main(int argc, char** argv) {
                          "herd-rl: interrupted by %s after iteration %lld of %lld; checkpoint written to %s\n"
                          "herd-rl: resume with: %s\n",
                          sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(trainer->iteration()),
-                         static_cast<long long>(trainer->config().num_iterations()),
-                         trainer->checkpoint_path().c_str(), cmd.c_str());
+                         static_cast<long long>(trainer->config().num_iterations()), trainer->checkpoint_path().c_str(),
+                         cmd.c_str());
           }
         }
       } catch (const herd::NumericalError& e) {

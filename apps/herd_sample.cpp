@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
@@ -24,11 +24,11 @@
 #include "herd/io/config.hpp"
 #include "herd/io/schema.hpp"
 #include "herd/io/toml_reader.hpp"
-#include "herd/mcmc/parallel.hpp"
 #include "herd/mcmc/paradram_run.hpp"
-#include "herd/mcmc/sampler_specs.hpp"
+#include "herd/mcmc/parallel.hpp"
 #include "herd/mcmc/run/program_input.hpp"
 #include "herd/mcmc/run/target_registry.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
 
 namespace {
 
@@ -106,14 +106,15 @@ herd::io::Schema input_schema() {
 /// The line rank 0 prints before the run.
 std::string banner(const herd::mcmc::SamplerProgramInput& in, int ranks) {
   if (in.specs.device != "cpu")
-    return fmt::format("herd-sample: {}, {} variables, device {}, {} x {} chains, warmup {}, chain_size {}, thin {}, "
-                       "seed {}", in.target.description, in.target.ndim, in.specs.device, ranks,
-                       in.specs.chains_per_rank, in.specs.warmup, in.specs.chain_size, in.specs.thin,
-                       in.specs.random_seed);
-  return fmt::format("herd-sample: {}, {} variables, chain_size {}, seed {}{}", in.target.description, in.target.ndim,
-                     in.specs.chain_size, in.specs.random_seed,
-                     ranks > 1 ? fmt::format(", {} on {} processes", in.specs.parallelization_model, ranks)
-                               : std::string());
+    return fmt::format(
+        "herd-sample: {}, {} variables, device {}, {} x {} chains, warmup {}, chain_size {}, thin {}, "
+        "seed {}",
+        in.target.description, in.target.ndim, in.specs.device, ranks, in.specs.chains_per_rank, in.specs.warmup,
+        in.specs.chain_size, in.specs.thin, in.specs.random_seed);
+  return fmt::format(
+      "herd-sample: {}, {} variables, chain_size {}, seed {}{}", in.target.description, in.target.ndim,
+      in.specs.chain_size, in.specs.random_seed,
+      ranks > 1 ? fmt::format(", {} on {} processes", in.specs.parallelization_model, ranks) : std::string());
 }
 
 /// Resolves the input on this rank: the file (or the embedded default, whose target a
@@ -124,10 +125,10 @@ herd::mcmc::SamplerProgramInput resolve(const CommandLine& cl, const herd::Commu
   std::vector<std::string> all_sets = cl.sets;
   bool sets_target = false;
   for (const auto& kv : all_sets) sets_target = sets_target || kv.rfind("target.", 0) == 0;
-  herd::io::Config config =
-      cl.file.empty() ? herd::io::parse_toml(std::string(kDefaultInput) + (sets_target ? "" : kDefaultTarget),
-                                             "(embedded default input)")
-                      : herd::io::read_config(cl.file, "ParaDRAM");
+  herd::io::Config config = cl.file.empty()
+                                ? herd::io::parse_toml(std::string(kDefaultInput) + (sets_target ? "" : kDefaultTarget),
+                                                       "(embedded default input)")
+                                : herd::io::read_config(cl.file, "ParaDRAM");
   if (!cl.output.empty()) all_sets.push_back("output_prefix=" + cl.output);
   if (!cl.seed.empty()) all_sets.push_back("random_seed=" + cl.seed);
   const herd::io::Schema schema = input_schema();
@@ -166,10 +167,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("herd-sample (herd) ") + HERD_VERSION_STRING);
   app.add_flag("--help-keys", cl.help_keys,
                "list every input key (TOML name, ParaMonte aliases) with its type, default and meaning, and exit");
-  app.add_option("file", cl.file, "input file: TOML, or a ParaMonte &ParaDRAM namelist (default: the embedded default input)");
+  app.add_option("file", cl.file,
+                 "input file: TOML, or a ParaMonte &ParaDRAM namelist (default: the embedded default input)");
   app.add_option("--set", cl.sets, "override a specification: key=value (repeatable)");
   app.add_option("--output", cl.output, "output prefix (overrides output_prefix)");
-  app.add_option("--seed", cl.seed, "random seed (overrides random_seed): an integer in [0, 2^63 - 1] (9223372036854775807); larger values are refused");
+  app.add_option("--seed", cl.seed,
+                 "random seed (overrides random_seed): an integer in [0, 2^63 - 1] (9223372036854775807); larger "
+                 "values are refused");
   app.add_flag("--quiet", cl.quiet, "print nothing but errors");
   try {
     app.parse(argc, argv);
@@ -202,7 +206,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "herd-sample: error: %s\n", e.what());
       return 1;
     }
-    rc = herd::mcmc::run_sampler_program(*comm, [&] { return resolve_named(cl, *comm); }, "herd-sample");
+    rc = herd::mcmc::run_sampler_program(
+        *comm, [&] { return resolve_named(cl, *comm); }, "herd-sample");
   }  // the communicator goes before MPI is finalised (at exit)
   return rc;
 }

@@ -130,9 +130,10 @@ AppendFile AppendFile::resume(const std::string& path, std::uint64_t length) {
   struct stat st {};
   if (::fstat(f.fd_, &st) != 0) throw_errno("stat", path);
   if (static_cast<std::uint64_t>(st.st_size) < length)
-    throw IoError(fmt::format("{}: {} bytes, but the checkpoint records {}; the file does not belong to this "
-                              "checkpoint",
-                              path, static_cast<long long>(st.st_size), length));
+    throw IoError(
+        fmt::format("{}: {} bytes, but the checkpoint records {}; the file does not belong to this "
+                    "checkpoint",
+                    path, static_cast<long long>(st.st_size), length));
   if (::ftruncate(f.fd_, static_cast<off_t>(length)) != 0) throw_errno("truncate", path);
   f.size_ = length;
   f.writeback_ = length;
@@ -180,7 +181,8 @@ void BlockChecksums::verify(const std::string& path, std::string_view what) cons
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw_errno("open", path);
   Fd guard(fd);
-  std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(kBlockBytes, std::max<std::uint64_t>(bytes, 1))));
+  std::vector<std::byte> buf(
+      static_cast<std::size_t>(std::min<std::uint64_t>(kBlockBytes, std::max<std::uint64_t>(bytes, 1))));
   for (std::uint64_t b = 0; b < blocks; ++b) {
     const std::uint64_t first = b * kBlockBytes;
     const auto n = static_cast<std::size_t>(std::min(kBlockBytes, bytes - first));
@@ -190,14 +192,15 @@ void BlockChecksums::verify(const std::string& path, std::string_view what) cons
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) throw_errno("read", path);
       if (r == 0)
-        throw IoError(fmt::format("{} \"{}\" has fewer bytes than its checkpoint records ({}); {}", what, path, bytes,
-                                  again));
+        throw IoError(
+            fmt::format("{} \"{}\" has fewer bytes than its checkpoint records ({}); {}", what, path, bytes, again));
       got += static_cast<std::size_t>(r);
     }
     if (crc32(std::span<const std::byte>(buf.data(), n)) != crcs[static_cast<std::size_t>(b)])
-      throw IoError(fmt::format("{} \"{}\" is corrupt: block {} of {} (bytes {} to {}) does not match its CRC-32 in the "
-                                "checkpoint; {}",
-                                what, path, b + 1, blocks, first, first + n - 1, again));
+      throw IoError(
+          fmt::format("{} \"{}\" is corrupt: block {} of {} (bytes {} to {}) does not match its CRC-32 in the "
+                      "checkpoint; {}",
+                      what, path, b + 1, blocks, first, first + n - 1, again));
   }
 }
 

@@ -74,8 +74,8 @@ class Cursor {
  private:
   void need(std::uint64_t n, const char* what) const {
     if (n > end_ - pos_)
-      throw IoError(fmt::format("{}: malformed checkpoint: {} at byte {} runs past the payload end ({})", src_,
-                                what, pos_, end_));
+      throw IoError(fmt::format("{}: malformed checkpoint: {} at byte {} runs past the payload end ({})", src_, what,
+                                pos_, end_));
   }
   std::span<const std::byte> b_;
   std::size_t pos_, end_;
@@ -94,8 +94,8 @@ std::uint32_t crc32(std::span<const std::byte> data, std::uint32_t crc) noexcept
     std::memcpy(&lo, p, 4);
     std::memcpy(&hi, p + 4, 4);
     lo ^= crc;
-    crc = t[7][lo & 0xFFu] ^ t[6][(lo >> 8) & 0xFFu] ^ t[5][(lo >> 16) & 0xFFu] ^ t[4][lo >> 24] ^
-          t[3][hi & 0xFFu] ^ t[2][(hi >> 8) & 0xFFu] ^ t[1][(hi >> 16) & 0xFFu] ^ t[0][hi >> 24];
+    crc = t[7][lo & 0xFFu] ^ t[6][(lo >> 8) & 0xFFu] ^ t[5][(lo >> 16) & 0xFFu] ^ t[4][lo >> 24] ^ t[3][hi & 0xFFu] ^
+          t[2][(hi >> 8) & 0xFFu] ^ t[1][(hi >> 16) & 0xFFu] ^ t[0][hi >> 24];
     p += 8;
     n -= 8;
   }
@@ -159,8 +159,8 @@ void CheckpointReader::parse(std::span<const std::byte> b) {
   if (n == 0) throw IoError(fmt::format("{}: empty file, not a herd checkpoint", source_));
   if (n < sizeof kMagic || std::memcmp(b.data(), kMagic, sizeof kMagic) != 0) {
     if (n > 0 && n < sizeof kMagic && std::memcmp(b.data(), kMagic, n) == 0)
-      throw IoError(fmt::format("{}: truncated checkpoint ({} bytes, the header alone needs {})", source_, n,
-                                kHeaderSize));
+      throw IoError(
+          fmt::format("{}: truncated checkpoint ({} bytes, the header alone needs {})", source_, n, kHeaderSize));
     throw IoError(fmt::format("{}: not a herd checkpoint (no HERDCKPT magic; {} bytes)", source_, n));
   }
   if (n < kHeaderSize)
@@ -174,14 +174,13 @@ void CheckpointReader::parse(std::span<const std::byte> b) {
   if (version > kCheckpointFormatVersion || version == 0)
     throw IoError(fmt::format("{}: checkpoint format version {}, but this build reads versions 1 to {}", source_,
                               version, kCheckpointFormatVersion));
-  const std::uint64_t announced = payload <= (std::uint64_t{1} << 62) ? kHeaderSize + payload + kTrailerSize
-                                                                       : ~std::uint64_t{0};
+  const std::uint64_t announced =
+      payload <= (std::uint64_t{1} << 62) ? kHeaderSize + payload + kTrailerSize : ~std::uint64_t{0};
   if (n < announced)
-    throw IoError(fmt::format("{}: truncated checkpoint ({} bytes, but the header announces {})", source_, n,
-                              announced));
+    throw IoError(
+        fmt::format("{}: truncated checkpoint ({} bytes, but the header announces {})", source_, n, announced));
   if (n > announced)
-    throw IoError(fmt::format("{}: corrupt checkpoint: {} bytes, but the header announces {}", source_, n,
-                              announced));
+    throw IoError(fmt::format("{}: corrupt checkpoint: {} bytes, but the header announces {}", source_, n, announced));
   const std::size_t end = kHeaderSize + static_cast<std::size_t>(payload);
   if (std::memcmp(b.data() + end + 4, kEndMagic, sizeof kEndMagic) != 0)
     throw IoError(fmt::format("{}: corrupt checkpoint: end marker missing", source_));
@@ -189,8 +188,8 @@ void CheckpointReader::parse(std::span<const std::byte> b) {
   std::memcpy(&stored, b.data() + end, 4);
   const std::uint32_t actual = crc32(b.first(end));
   if (stored != actual)
-    throw IoError(fmt::format("{}: corrupt checkpoint: CRC-32 is {:08x}, but the file records {:08x}", source_,
-                              actual, stored));
+    throw IoError(
+        fmt::format("{}: corrupt checkpoint: CRC-32 is {:08x}, but the file records {:08x}", source_, actual, stored));
   (void)flags;
 
   Cursor c(b, kHeaderSize, end, source_);
@@ -239,14 +238,14 @@ std::string CheckpointReader::string(std::string_view name) const {
 
 void CheckpointReader::check_multiple(std::string_view name, std::size_t size, std::size_t elem) const {
   if (size % elem != 0)
-    throw IoError(fmt::format("{}: checkpoint section \"{}\" has {} bytes, not a multiple of {}", source_, name,
-                              size, elem));
+    throw IoError(
+        fmt::format("{}: checkpoint section \"{}\" has {} bytes, not a multiple of {}", source_, name, size, elem));
 }
 
 void CheckpointReader::check_size(std::string_view name, std::size_t size, std::size_t expected) const {
   if (size != expected)
-    throw IoError(fmt::format("{}: checkpoint section \"{}\" has {} bytes, but {} were expected", source_, name,
-                              size, expected));
+    throw IoError(
+        fmt::format("{}: checkpoint section \"{}\" has {} bytes, but {} were expected", source_, name, size, expected));
 }
 
 }  // namespace herd::io

@@ -72,13 +72,20 @@ ConfigValue ConfigValue::raw_text(std::string s, SourceLocation where) {
 
 const char* ConfigValue::kind_name(Kind k) {
   switch (k) {
-    case Kind::kNull: return "nothing";
-    case Kind::kBool: return "a logical";
-    case Kind::kInt: return "an integer";
-    case Kind::kFloat: return "a float";
-    case Kind::kString: return "a string";
-    case Kind::kArray: return "a list";
-    case Kind::kTable: return "a table";
+    case Kind::kNull:
+      return "nothing";
+    case Kind::kBool:
+      return "a logical";
+    case Kind::kInt:
+      return "an integer";
+    case Kind::kFloat:
+      return "a float";
+    case Kind::kString:
+      return "a string";
+    case Kind::kArray:
+      return "a list";
+    case Kind::kTable:
+      return "a table";
   }
   return "?";
 }
@@ -157,15 +164,21 @@ std::string quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20)
-          out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        else
-          out += c;
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        else out += c;
     }
   }
   return out + "\"";
@@ -184,11 +197,21 @@ namespace {
 void render(const ConfigValue& v, std::string& out, std::size_t limit) {
   if (out.size() > limit) return;
   switch (v.kind()) {
-    case ConfigValue::Kind::kNull: out += "(unset)"; return;
-    case ConfigValue::Kind::kBool: out += v.as_bool() ? "true" : "false"; return;
-    case ConfigValue::Kind::kInt: out += fmt::format("{}", v.as_int()); return;
-    case ConfigValue::Kind::kFloat: out += format_double(v.as_float()); return;
-    case ConfigValue::Kind::kString: out += quote(v.as_string()); return;
+    case ConfigValue::Kind::kNull:
+      out += "(unset)";
+      return;
+    case ConfigValue::Kind::kBool:
+      out += v.as_bool() ? "true" : "false";
+      return;
+    case ConfigValue::Kind::kInt:
+      out += fmt::format("{}", v.as_int());
+      return;
+    case ConfigValue::Kind::kFloat:
+      out += format_double(v.as_float());
+      return;
+    case ConfigValue::Kind::kString:
+      out += quote(v.as_string());
+      return;
     case ConfigValue::Kind::kArray: {
       out += '[';
       const auto& a = v.as_array();
@@ -269,9 +292,10 @@ ConfigValue& Config::set(std::string_view dotted, ConfigValue value) {
     if (next == nullptr) {
       next = &cur->set(std::string(parts[i]), ConfigValue::table(value.where));
     } else if (!next->is_table()) {
-      throw InputError(fmt::format("{}: \"{}\" is {}, so \"{}\" cannot be set", value.where.str(),
-                                   std::string(dotted.substr(0, static_cast<std::size_t>(parts[i].end() - dotted.begin()))),
-                                   ConfigValue::kind_name(next->kind()), dotted));
+      throw InputError(
+          fmt::format("{}: \"{}\" is {}, so \"{}\" cannot be set", value.where.str(),
+                      std::string(dotted.substr(0, static_cast<std::size_t>(parts[i].end() - dotted.begin()))),
+                      ConfigValue::kind_name(next->kind()), dotted));
     }
     cur = next;
   }
@@ -298,9 +322,9 @@ void Config::set_override(std::string_view assignment) {
     throw InputError(fmt::format("--set \"{:.80}...\": the key has {} dot-separated parts, but at most {} are allowed",
                                  assignment, parts.size(), kMaxKeyParts));
   for (const auto& part : parts)
-    if (part.empty())
-      throw InputError(fmt::format("--set \"{}\": key \"{}\" has an empty part", assignment, key));
-  if (case_insensitive_) std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (part.empty()) throw InputError(fmt::format("--set \"{}\": key \"{}\" has an empty part", assignment, key));
+  if (case_insensitive_)
+    std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
   ConfigValue v = ConfigValue::raw_text(std::string(trim(assignment.substr(eq + 1))), where);
   v.written_name = std::string(trim(assignment.substr(0, eq)));
   set(key, std::move(v));
@@ -311,10 +335,8 @@ void collect_leaves(const ConfigValue& t, const std::string& prefix,
                     std::vector<std::pair<std::string, const ConfigValue*>>& out) {
   for (const auto& [k, v] : t.as_table()) {
     const std::string full = prefix.empty() ? k : prefix + "." + k;
-    if (v.is_table())
-      collect_leaves(v, full, out);
-    else
-      out.emplace_back(full, &v);
+    if (v.is_table()) collect_leaves(v, full, out);
+    else out.emplace_back(full, &v);
   }
 }
 }  // namespace

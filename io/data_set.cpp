@@ -23,8 +23,8 @@ const DataArray& DataSet::at(std::string_view name) const {
 double DataSet::scalar(std::string_view name) const {
   const DataArray& a = at(name);
   if (a.values.size() != 1)
-    throw InputError(fmt::format("{}: \"{}\" has {} elements, but a scalar was expected", source_, name,
-                                 a.values.size()));
+    throw InputError(
+        fmt::format("{}: \"{}\" has {} elements, but a scalar was expected", source_, name, a.values.size()));
   return a.values[0];
 }
 
@@ -55,12 +55,18 @@ using nlohmann::json;
 
 const char* json_kind(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    default: return "a number";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    default:
+      return "a number";
   }
 }
 
@@ -93,9 +99,10 @@ void flatten(const json& j, std::size_t depth, const std::vector<std::size_t>& s
     if (j.size() != shape[depth]) {
       std::string sh;
       for (auto n : shape) sh += (sh.empty() ? "" : ", ") + std::to_string(n);
-      throw InputError(fmt::format("{}: \"{}\" is ragged: {} elements, but must have {} (model data arrays are "
-                                   "rectangular; the first elements give shape [{}])",
-                                   where, path, j.size(), shape[depth], sh));
+      throw InputError(
+          fmt::format("{}: \"{}\" is ragged: {} elements, but must have {} (model data arrays are "
+                      "rectangular; the first elements give shape [{}])",
+                      where, path, j.size(), shape[depth], sh));
     }
     for (std::size_t i = 0; i < j.size(); ++i)
       flatten(j[i], depth + 1, shape, out, where, fmt::format("{}[{}]", path, i));
@@ -121,8 +128,8 @@ DataSet parse_json_data(std::string_view text, const std::string& source) {
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> keep the tail.
     const auto colon = what.find(": ");
     if (colon != std::string::npos) what = what.substr(colon + 2);
-    throw InputError(fmt::format("{}:{}: JSON syntax error: {}", source, line_of(text, e.byte == 0 ? 0 : e.byte - 1),
-                                 what));
+    throw InputError(
+        fmt::format("{}:{}: JSON syntax error: {}", source, line_of(text, e.byte == 0 ? 0 : e.byte - 1), what));
   } catch (const json::exception& e) {
     // For example out_of_range.406, a number that overflows a double.
     std::string what = e.what();
@@ -131,8 +138,8 @@ DataSet parse_json_data(std::string_view text, const std::string& source) {
     throw InputError(fmt::format("{}: JSON error: {}", source, what));
   }
   if (!doc.is_object())
-    throw InputError(fmt::format("{}: JSON model data must be an object of named arrays, not {}", source,
-                                 json_kind(doc)));
+    throw InputError(
+        fmt::format("{}: JSON model data must be an object of named arrays, not {}", source, json_kind(doc)));
   DataSet out(source);
   for (const auto& [name, value] : doc.items()) {
     DataArray a;

@@ -126,10 +126,14 @@ std::size_t product(const std::vector<hsize_t>& v, std::size_t from = 0) {
 
 H5Kind kind_of_type(hid_t type) {
   switch (H5Tget_class(type)) {
-    case H5T_INTEGER: return H5Kind::kInteger;
-    case H5T_FLOAT: return H5Kind::kFloat;
-    case H5T_STRING: return H5Kind::kString;
-    default: return H5Kind::kOther;
+    case H5T_INTEGER:
+      return H5Kind::kInteger;
+    case H5T_FLOAT:
+      return H5Kind::kFloat;
+    case H5T_STRING:
+      return H5Kind::kString;
+    default:
+      return H5Kind::kOther;
   }
 }
 
@@ -137,8 +141,7 @@ H5Kind kind_of_type(hid_t type) {
 std::vector<std::string> read_strings_from(hid_t obj, bool is_attr, std::size_t n, const std::string& where) {
   H5Handle ftype(is_attr ? H5Aget_type(obj) : H5Dget_type(obj), H5Tclose);
   if (!ftype.valid()) h5_fail(where, "get type");
-  if (H5Tget_class(ftype.get()) != H5T_STRING)
-    throw IoError(fmt::format("{}: holds no strings", where));
+  if (H5Tget_class(ftype.get()) != H5T_STRING) throw IoError(fmt::format("{}: holds no strings", where));
   std::vector<std::string> out(n);
   if (n == 0) return out;
   if (H5Tis_variable_str(ftype.get()) > 0) {
@@ -245,8 +248,7 @@ herr_t collect_attr_name(hid_t, const char* name, const H5A_info_t*, void* data)
 std::vector<std::string> H5Object::attribute_names() const {
   std::vector<std::string> names;
   hsize_t idx = 0;
-  check(H5Aiterate2(id(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr_name, &names), where(),
-        "list attributes");
+  check(H5Aiterate2(id(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect_attr_name, &names), where(), "list attributes");
   return names;
 }
 
@@ -275,18 +277,17 @@ std::size_t H5Object::attribute_size(std::string_view name) const {
   return static_cast<std::size_t>(n);
 }
 
-void H5Object::write_attribute_raw(std::string_view name, hid_t mem_type, const void* data,
-                                   std::size_t n, bool scalar) {
+void H5Object::write_attribute_raw(std::string_view name, hid_t mem_type, const void* data, std::size_t n,
+                                   bool scalar) {
   const std::string n_str(name);
   if (has_attribute(name)) check(H5Adelete(id(), n_str.c_str()), where(), "replace attribute " + n_str);
   H5Handle space = scalar ? make_space({}) : make_space({static_cast<hsize_t>(n)});
-  H5Handle a = check_id(H5Acreate2(id(), n_str.c_str(), mem_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                        H5Aclose, where(), "create attribute " + n_str);
+  H5Handle a = check_id(H5Acreate2(id(), n_str.c_str(), mem_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+                        where(), "create attribute " + n_str);
   check(H5Awrite(a.get(), mem_type, data), where(), "write attribute " + n_str);
 }
 
-void H5Object::read_attribute_raw(std::string_view name, hid_t mem_type, void* data, std::size_t n,
-                                  bool scalar) const {
+void H5Object::read_attribute_raw(std::string_view name, hid_t mem_type, void* data, std::size_t n, bool scalar) const {
   H5Handle a = open_attribute(id(), name, where());
   H5Handle t(H5Aget_type(a.get()), H5Tclose);
   const H5Kind k = kind_of_type(t.get());
@@ -295,8 +296,8 @@ void H5Object::read_attribute_raw(std::string_view name, hid_t mem_type, void* d
   H5Handle s(H5Aget_space(a.get()), H5Sclose);
   const auto count = static_cast<std::size_t>(H5Sget_simple_extent_npoints(s.get()));
   if (count != n)
-    throw IoError(fmt::format("{}: attribute \"{}\" has {} elements, but {} {} expected", where(), name,
-                              count, n, scalar ? "(a scalar) was" : "were"));
+    throw IoError(fmt::format("{}: attribute \"{}\" has {} elements, but {} {} expected", where(), name, count, n,
+                              scalar ? "(a scalar) was" : "were"));
   check(H5Aread(a.get(), mem_type, data), where(), fmt::format("read attribute \"{}\"", name));
 }
 
@@ -305,8 +306,8 @@ void H5Object::set_attribute(std::string_view name, std::string_view value) {
   if (has_attribute(name)) check(H5Adelete(id(), n_str.c_str()), where(), "replace attribute " + n_str);
   H5Handle type = vlen_string_type();
   H5Handle space = make_space({});
-  H5Handle a = check_id(H5Acreate2(id(), n_str.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                        H5Aclose, where(), "create attribute " + n_str);
+  H5Handle a = check_id(H5Acreate2(id(), n_str.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+                        where(), "create attribute " + n_str);
   const std::string v(value);
   const char* p = v.c_str();
   check(H5Awrite(a.get(), type.get(), &p), where(), "write attribute " + n_str);
@@ -317,8 +318,8 @@ void H5Object::set_attribute(std::string_view name, const std::vector<std::strin
   if (has_attribute(name)) check(H5Adelete(id(), n_str.c_str()), where(), "replace attribute " + n_str);
   H5Handle type = vlen_string_type();
   H5Handle space = make_space({static_cast<hsize_t>(values.size())});
-  H5Handle a = check_id(H5Acreate2(id(), n_str.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                        H5Aclose, where(), "create attribute " + n_str);
+  H5Handle a = check_id(H5Acreate2(id(), n_str.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+                        where(), "create attribute " + n_str);
   std::vector<const char*> ptrs;
   ptrs.reserve(values.size());
   for (const auto& s : values) ptrs.push_back(s.c_str());
@@ -366,16 +367,15 @@ void H5Dataset::write_raw(hid_t mem_type, const void* data, std::size_t n) {
 void H5Dataset::read_raw(hid_t mem_type, void* data, std::size_t n) const {
   if (n == 0) return;
   const H5Kind k = kind();
-  if (k != H5Kind::kInteger && k != H5Kind::kFloat)
-    throw IoError(fmt::format("{}: dataset is not numeric", where()));
+  if (k != H5Kind::kInteger && k != H5Kind::kFloat) throw IoError(fmt::format("{}: dataset is not numeric", where()));
   check(H5Dread(id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where(), "read");
 }
 
 void H5Dataset::read_rows_raw(hid_t mem_type, hsize_t first, hsize_t count, void* data) const {
   std::vector<hsize_t> dims = shape();
   HERD_REQUIRE(!dims.empty(), "hdf5: read_rows on scalar dataset {}", where());
-  HERD_REQUIRE(first <= dims[0] && count <= dims[0] - first,
-               "hdf5: read_rows({}, {}) on {} with {} rows", first, count, where(), dims[0]);
+  HERD_REQUIRE(first <= dims[0] && count <= dims[0] - first, "hdf5: read_rows({}, {}) on {} with {} rows", first, count,
+               where(), dims[0]);
   if (count == 0 || product(dims, 1) == 0) return;
   H5Handle fspace(H5Dget_space(id()), H5Sclose);
   std::vector<hsize_t> start(dims.size(), 0), cnt = dims;
@@ -397,8 +397,8 @@ void H5Dataset::append_raw(hid_t mem_type, const void* data, std::size_t n) {
     HERD_REQUIRE(maxd[0] == H5S_UNLIMITED, "hdf5: append to {}, which was not created extendible", where());
   }
   const std::size_t row = product(dims, 1);
-  HERD_REQUIRE(row > 0 && n % row == 0,
-               "hdf5: appending {} elements to {}, but rows hold {} elements", n, where(), row);
+  HERD_REQUIRE(row > 0 && n % row == 0, "hdf5: appending {} elements to {}, but rows hold {} elements", n, where(),
+               row);
   if (n == 0) return;
   const hsize_t new_rows = n / row;
   std::vector<hsize_t> ext = dims;
@@ -492,9 +492,9 @@ H5Group H5Group::create_group(std::string_view name) {
     throw IoError(fmt::format("{}: cannot create group, it exists", full));
   H5Eclear2(H5E_DEFAULT);
   H5Handle gcpl = group_create_plist();
-  return H5Group(check_id(H5Gcreate2(loc, leaf.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), H5Gclose, full,
-                          "create group"),
-                 child_path(name));
+  return H5Group(
+      check_id(H5Gcreate2(loc, leaf.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), H5Gclose, full, "create group"),
+      child_path(name));
 }
 
 H5Group H5Group::open_group(std::string_view name) const {
@@ -507,10 +507,8 @@ H5Group H5Group::open_group(std::string_view name) const {
 H5Group H5Group::require_group(std::string_view name) {
   H5Group cur(check_id(H5Oopen(id(), ".", H5P_DEFAULT), H5Oclose, where(), "reopen"), path_);
   for (const auto& part : split_path(name)) {
-    if (cur.contains(part))
-      cur = cur.open_group(part);
-    else
-      cur = cur.create_group(part);
+    if (cur.contains(part)) cur = cur.open_group(part);
+    else cur = cur.create_group(part);
   }
   return cur;
 }
@@ -539,8 +537,8 @@ H5Dataset H5Group::create_dataset_raw(std::string_view name, hid_t type, const s
                                       const DatasetOptions& opt) {
   HERD_REQUIRE(!name.empty(), "hdf5: empty dataset name in {}", where());
   const std::string full = where_of(child_path(name));
-  HERD_REQUIRE(opt.compression >= 0 && opt.compression <= 9,
-               "hdf5: {}: compression is {}, but must be 0 (off) to 9", full, opt.compression);
+  HERD_REQUIRE(opt.compression >= 0 && opt.compression <= 9, "hdf5: {}: compression is {}, but must be 0 (off) to 9",
+               full, opt.compression);
   const bool chunked = opt.extendible || opt.compression > 0 || !opt.chunk.empty();
   HERD_REQUIRE(!(chunked && shape.empty()), "hdf5: {}: a scalar dataset cannot be chunked, extendible or compressed",
                full);
@@ -585,10 +583,10 @@ H5Dataset H5Group::create_dataset_raw(std::string_view name, hid_t type, const s
     }
   }
   H5Handle space = make_space(shape, shape.empty() ? nullptr : &maxdims);
-  return H5Dataset(check_id(H5Dcreate2(loc, parts.back().c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(),
-                                       H5P_DEFAULT),
-                            H5Dclose, full, "create dataset"),
-                   child_path(name));
+  return H5Dataset(
+      check_id(H5Dcreate2(loc, parts.back().c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose,
+               full, "create dataset"),
+      child_path(name));
 }
 
 H5Dataset H5Group::create_string_dataset(std::string_view name, const std::vector<hsize_t>& shape,
@@ -600,9 +598,8 @@ H5Dataset H5Group::create_string_dataset(std::string_view name, const std::vecto
 H5Dataset H5Group::open_dataset(std::string_view name) const {
   const std::string full = where_of(child_path(name));
   if (object_type(id(), name) != H5I_DATASET) throw IoError(fmt::format("{}: no such dataset", full));
-  return H5Dataset(
-      check_id(H5Dopen2(id(), std::string(name).c_str(), H5P_DEFAULT), H5Dclose, full, "open dataset"),
-      child_path(name));
+  return H5Dataset(check_id(H5Dopen2(id(), std::string(name).c_str(), H5P_DEFAULT), H5Dclose, full, "open dataset"),
+                   child_path(name));
 }
 
 H5Dataset H5Group::write_strings(std::string_view name, const std::vector<std::string>& data) {
@@ -636,8 +633,7 @@ std::vector<hsize_t> H5Group::dimension_shape(std::string_view name, std::size_t
     shape.push_back(s[0]);
   }
   HERD_REQUIRE(product(shape) == size, "hdf5: {} has {} elements, but its dimensions ({}) hold {}",
-               where_of(child_path(name)),
-               size, fmt::join(dims, ", "), product(shape));
+               where_of(child_path(name)), size, fmt::join(dims, ", "), product(shape));
   return shape;
 }
 
@@ -718,8 +714,7 @@ H5File H5File::create_atomic(const std::string& path) {
   H5Handle fapl = file_access_plist(true);
   H5File f;
   const std::string tmp = temp_path_for(path);
-  f.handle_ = check_id(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), fapl.get()), H5Fclose, tmp,
-                       "create HDF5 file");
+  f.handle_ = check_id(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), fapl.get()), H5Fclose, tmp, "create HDF5 file");
   f.path_ = path;
   f.temp_path_ = tmp;
   return f;

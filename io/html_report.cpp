@@ -202,9 +202,12 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
                                    {"fill", {{"value", "#888"}}}}}}}}});
     return g;
   }
-  Json xs = {{"name", "x"}, {"type", "linear"}, {"range", "width"}, {"zero", false}, {"nice", true},
-             {"domain", {{"fields", xfields}}}};
-  Json ys = {{"name", "y"}, {"type", p.log_y ? "log" : "linear"}, {"range", "height"}, {"nice", true},
+  Json xs = {{"name", "x"},   {"type", "linear"}, {"range", "width"},
+             {"zero", false}, {"nice", true},     {"domain", {{"fields", xfields}}}};
+  Json ys = {{"name", "y"},
+             {"type", p.log_y ? "log" : "linear"},
+             {"range", "height"},
+             {"nice", true},
              {"domain", {{"fields", yfields}}}};
   if (!p.log_y) ys["zero"] = p.zero;
   // Constant data (and no rule elsewhere) would give the y scale an empty domain: widen it.
@@ -225,16 +228,30 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
   if (p.legend) scales.push_back({{"name", "color"}, {"type", "ordinal"}, {"domain", names}, {"range", colors}});
   g["scales"] = scales;
   if (p.axes) {
-    g["axes"] = Json::array({{{"orient", "bottom"}, {"scale", "x"}, {"title", p.x_label}, {"tickCount", 5},
-                              {"labelFontSize", 9}, {"titleFontSize", 10}, {"labelOverlap", true}},
-                             {{"orient", "left"}, {"scale", "y"}, {"title", p.y_label}, {"tickCount", 5},
-                              {"labelFontSize", 9}, {"titleFontSize", 10}, {"labelOverlap", true}}});
+    g["axes"] = Json::array({{{"orient", "bottom"},
+                              {"scale", "x"},
+                              {"title", p.x_label},
+                              {"tickCount", 5},
+                              {"labelFontSize", 9},
+                              {"titleFontSize", 10},
+                              {"labelOverlap", true}},
+                             {{"orient", "left"},
+                              {"scale", "y"},
+                              {"title", p.y_label},
+                              {"tickCount", 5},
+                              {"labelFontSize", 9},
+                              {"titleFontSize", 10},
+                              {"labelOverlap", true}}});
   } else {
     g["encode"]["update"]["stroke"] = {{"value", "#ddd"}};
   }
   if (p.legend)
-    g["legends"] = Json::array({{{"stroke", "color"}, {"fill", "color"}, {"orient", "right"}, {"labelFontSize", 9},
-                                 {"symbolType", "stroke"}, {"labelLimit", 120}}});
+    g["legends"] = Json::array({{{"stroke", "color"},
+                                 {"fill", "color"},
+                                 {"orient", "right"},
+                                 {"labelFontSize", 9},
+                                 {"symbolType", "stroke"},
+                                 {"labelLimit", 120}}});
   g["marks"] = marks;
   return g;
 }
@@ -252,12 +269,23 @@ std::string html_escape(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -350,7 +378,8 @@ void HtmlReport::figure(const std::vector<Plot>& plots, int columns, std::string
   const std::string spec = vega_spec(plots, columns);
   ++figures_;
   body_ += fmt::format(
-      "<figure id=\"fig{0}\" data-name=\"{3}\"><div class=\"herd-plot\"><noscript>This plot needs JavaScript.</noscript></div>"
+      "<figure id=\"fig{0}\" data-name=\"{3}\"><div class=\"herd-plot\"><noscript>This plot needs "
+      "JavaScript.</noscript></div>"
       "<script type=\"application/json\" class=\"herd-vega\" data-figure=\"{0}\">{1}</script>"
       "<figcaption>Figure {0}. {2}</figcaption></figure>\n",
       figures_, json_for_script(spec), html_escape(caption), name);

@@ -14,8 +14,8 @@ namespace herd::io {
 
 namespace {
 
-constexpr std::int64_t kMaxIndex = 1000000;     // largest subscript or repeat count
-constexpr std::size_t kMaxElements = 1000000;   // values and array elements in all
+constexpr std::int64_t kMaxIndex = 1000000;    // largest subscript or repeat count
+constexpr std::size_t kMaxElements = 1000000;  // values and array elements in all
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -79,12 +79,9 @@ class Parser {
   }
   void skip_blanks() {
     while (!eof()) {
-      if (is_blank(t_[p_]))
-        advance();
-      else if (t_[p_] == '!')
-        skip_comment();
-      else
-        break;
+      if (is_blank(t_[p_])) advance();
+      else if (t_[p_] == '!') skip_comment();
+      else break;
     }
   }
   std::string_view read_name() {
@@ -154,8 +151,8 @@ class Parser {
         advance();
         const std::string_view name = read_name();
         if (lower(name) == "end") return;
-        fail(at, fmt::format("namelist group &{} (line {}) is not closed by '/' before &{}", group_, group_line_,
-                             name));
+        fail(at,
+             fmt::format("namelist group &{} (line {}) is not closed by '/' before &{}", group_, group_line_, name));
       }
       parse_assignment();
     }
@@ -269,8 +266,7 @@ class Parser {
 
   void count(std::size_t n, int at) {
     elements_ += n;
-    if (elements_ > kMaxElements)
-      fail(at, fmt::format("more than {} values and array elements in all", kMaxElements));
+    if (elements_ > kMaxElements) fail(at, fmt::format("more than {} values and array elements in all", kMaxElements));
   }
 
   ConfigValue scalar(std::string_view w, int at) const {
@@ -373,12 +369,9 @@ class Parser {
                                kMaxIndex));
         const std::string_view rest = word.substr(star + 1);
         ConfigValue v;
-        if (!rest.empty())
-          v = scalar(rest, at);
-        else if (peek() == '\'' || peek() == '"')
-          v = ConfigValue::string(parse_string(), {src_, at});
-        else
-          v = ConfigValue::null({src_, at});
+        if (!rest.empty()) v = scalar(rest, at);
+        else if (peek() == '\'' || peek() == '"') v = ConfigValue::string(parse_string(), {src_, at});
+        else v = ConfigValue::null({src_, at});
         count(static_cast<std::size_t>(r), at);
         out.insert(out.end(), static_cast<std::size_t>(r), v);
       } else {
@@ -449,8 +442,8 @@ class Parser {
         }
         auto& a = cur.as_array();
         if (!a.empty() && a[0].is_array())
-          fail(at, fmt::format("\"{}\" was assigned with 2 subscripts; assign its elements as {}(i,j)", written,
-                               written));
+          fail(at,
+               fmt::format("\"{}\" was assigned with 2 subscripts; assign its elements as {}(i,j)", written, written));
         grow(a, values.size(), at);
         for (std::size_t i = 0; i < values.size(); ++i) put(a[i], std::move(values[i]));
       } else if (cur.is_null()) {
@@ -479,7 +472,8 @@ class Parser {
       Dim r = subs[0], c = subs[1];
       if (!r.has_hi) fail(at, fmt::format("{}: the first subscript of a 2-D section needs both bounds", written));
       const auto rows = static_cast<std::size_t>(r.hi - r.lo + 1);
-      if (!c.has_hi) c.hi = c.lo + static_cast<std::int64_t>((std::max<std::size_t>(values.size(), 1) + rows - 1) / rows) - 1;
+      if (!c.has_hi)
+        c.hi = c.lo + static_cast<std::int64_t>((std::max<std::size_t>(values.size(), 1) + rows - 1) / rows) - 1;
       const auto cols = static_cast<std::size_t>(c.hi - c.lo + 1);
       if (values.size() > rows * cols)
         fail(at, fmt::format("{} values for a {}x{} section of {}", values.size(), rows, cols, written));

@@ -25,9 +25,10 @@ namespace {
 std::string link_message(const std::string& path) {
   std::error_code ec;
   const fs::path target = fs::read_symlink(path, ec);
-  return fmt::format("\"{}\" is a symbolic link{}; herd does not write through links: remove it or choose another "
-                     "output_prefix",
-                     path, ec ? std::string() : fmt::format(" (to \"{}\")", target.string()));
+  return fmt::format(
+      "\"{}\" is a symbolic link{}; herd does not write through links: remove it or choose another "
+      "output_prefix",
+      path, ec ? std::string() : fmt::format(" (to \"{}\")", target.string()));
 }
 
 bool is_link(const std::string& path) {
@@ -101,7 +102,7 @@ void remove_stale_temporaries(const std::string& dir, const std::vector<std::str
     if (pid == static_cast<long>(::getpid()) || process_alive(pid)) continue;
     std::error_code rec;
     if (!e.is_symlink(rec) && !e.is_regular_file(rec)) continue;  // never a folder
-    fs::remove(e.path(), rec);  // a link itself, not its target
+    fs::remove(e.path(), rec);                                    // a link itself, not its target
   }
 }
 
@@ -116,9 +117,10 @@ OutputPrefixLock::OutputPrefixLock(const std::string& prefix, const std::string&
     struct stat a {};
     if (::fstat(fd, &a) != 0 || !S_ISREG(a.st_mode) || a.st_nlink > 1) {
       ::close(fd);
-      throw InputError(fmt::format("the lock file \"{}\" is not a plain file of its own (another name links to it); "
-                                   "herd does not write through links: remove it or choose another output_prefix",
-                                   path_));
+      throw InputError(
+          fmt::format("the lock file \"{}\" is not a plain file of its own (another name links to it); "
+                      "herd does not write through links: remove it or choose another output_prefix",
+                      path_));
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
@@ -129,9 +131,10 @@ OutputPrefixLock::OutputPrefixLock(const std::string& prefix, const std::string&
         throw IoError(fmt::format("cannot lock \"{}\": {}", path_, std::strerror(err)));
       std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("?");
       while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-      throw InputError(fmt::format("output_prefix \"{}\" is in use by another {} run (pid {}, lock file "
-                                   "\"{}\"); wait for it to finish or choose another output_prefix",
-                                   prefix, program, holder, path_));
+      throw InputError(
+          fmt::format("output_prefix \"{}\" is in use by another {} run (pid {}, lock file "
+                      "\"{}\"); wait for it to finish or choose another output_prefix",
+                      prefix, program, holder, path_));
     }
     // The holder may have removed the file between our open and flock: then the lock is on
     // an unlinked inode, and a third run could lock a new file. Retry until they agree.

@@ -32,12 +32,18 @@ bool is_list(ValueType t) {
 
 ValueType element_type(ValueType t) {
   switch (t) {
-    case ValueType::kBoolList: return ValueType::kBool;
-    case ValueType::kIntList: return ValueType::kInt;
-    case ValueType::kFloatList: return ValueType::kFloat;
-    case ValueType::kStringList: return ValueType::kString;
-    case ValueType::kFloatMatrix: return ValueType::kFloat;
-    default: return t;
+    case ValueType::kBoolList:
+      return ValueType::kBool;
+    case ValueType::kIntList:
+      return ValueType::kInt;
+    case ValueType::kFloatList:
+      return ValueType::kFloat;
+    case ValueType::kStringList:
+      return ValueType::kString;
+    case ValueType::kFloatMatrix:
+      return ValueType::kFloat;
+    default:
+      return t;
   }
 }
 
@@ -109,20 +115,24 @@ std::string SchemaKey::expected() const {
   std::string base;
   const bool list = is_list(type_);
   switch (et) {
-    case ValueType::kBool: base = list ? "logicals" : "a logical (true or false)"; break;
-    case ValueType::kInt: base = list ? "integers" : "an integer"; break;
+    case ValueType::kBool:
+      base = list ? "logicals" : "a logical (true or false)";
+      break;
+    case ValueType::kInt:
+      base = list ? "integers" : "an integer";
+      break;
     case ValueType::kFloat:
       base = list ? (finite_ ? "finite floats" : "floats") : (finite_ ? "a finite float" : "a float");
       break;
-    default: base = list ? "strings" : "a string"; break;
+    default:
+      base = list ? "strings" : "a string";
+      break;
   }
   if (!choices_.empty()) base = list ? "strings from " + quoted_list(choices_) : "one of " + quoted_list(choices_);
   if (lo_ && hi_)
     base += fmt::format(" in {}{}, {}{}", lo_open_ ? "(" : "[", num(*lo_), num(*hi_), hi_open_ ? ")" : "]");
-  else if (lo_)
-    base += fmt::format(" {} {}", lo_open_ ? ">" : ">=", num(*lo_));
-  else if (hi_)
-    base += fmt::format(" {} {}", hi_open_ ? "<" : "<=", num(*hi_));
+  else if (lo_) base += fmt::format(" {} {}", lo_open_ ? ">" : ">=", num(*lo_));
+  else if (hi_) base += fmt::format(" {} {}", hi_open_ ? "<" : "<=", num(*hi_));
   const std::size_t kMax = std::numeric_limits<std::size_t>::max();
   if (type_ == ValueType::kFloatMatrix) {
     base = std::string(finite_ ? "a matrix (a list of rows) of finite floats" : "a matrix (a list of rows) of floats") +
@@ -165,9 +175,7 @@ const ConfigValue& set_value(const ConfigValue& v, std::string_view key) {
 bool Settings::get_bool(std::string_view key) const { return set_value(value(key), key).as_bool(); }
 std::int64_t Settings::get_int(std::string_view key) const { return set_value(value(key), key).as_int(); }
 double Settings::get_float(std::string_view key) const { return set_value(value(key), key).as_float(); }
-const std::string& Settings::get_string(std::string_view key) const {
-  return set_value(value(key), key).as_string();
-}
+const std::string& Settings::get_string(std::string_view key) const { return set_value(value(key), key).as_string(); }
 std::vector<bool> Settings::get_bool_list(std::string_view key) const {
   std::vector<bool> out;
   for (const auto& v : set_value(value(key), key).as_array()) out.push_back(v.as_bool());
@@ -201,10 +209,8 @@ std::vector<std::vector<double>> Settings::get_float_matrix(std::string_view key
 std::string Settings::describe() const {
   std::string out;
   for (const auto& e : entries_) {
-    if (e.value.is_null())
-      out += fmt::format("# {} = (unset)  # {}\n", e.name, e.doc);
-    else
-      out += fmt::format("{} = {}  # {}; {}\n", e.name, e.value.to_string(), e.value.where.str(), e.doc);
+    if (e.value.is_null()) out += fmt::format("# {} = (unset)  # {}\n", e.name, e.doc);
+    else out += fmt::format("{} = {}  # {}; {}\n", e.name, e.value.to_string(), e.value.where.str(), e.doc);
   }
   return out;
 }
@@ -254,19 +260,18 @@ ConfigValue list_of(const std::optional<std::vector<T>>& def, Make make) {
 }  // namespace
 
 SchemaKey& Schema::add_bool_list(std::string name, std::optional<std::vector<bool>> def, std::string doc) {
-  return add(std::move(name), ValueType::kBoolList,
-             list_of(def, [](bool b) { return ConfigValue::boolean(b); }), std::move(doc));
+  return add(std::move(name), ValueType::kBoolList, list_of(def, [](bool b) { return ConfigValue::boolean(b); }),
+             std::move(doc));
 }
 SchemaKey& Schema::add_int_list(std::string name, std::optional<std::vector<std::int64_t>> def, std::string doc) {
-  return add(std::move(name), ValueType::kIntList,
-             list_of(def, [](std::int64_t i) { return ConfigValue::integer(i); }), std::move(doc));
+  return add(std::move(name), ValueType::kIntList, list_of(def, [](std::int64_t i) { return ConfigValue::integer(i); }),
+             std::move(doc));
 }
 SchemaKey& Schema::add_float_list(std::string name, std::optional<std::vector<double>> def, std::string doc) {
-  return add(std::move(name), ValueType::kFloatList,
-             list_of(def, [](double d) { return ConfigValue::real(d); }), std::move(doc));
+  return add(std::move(name), ValueType::kFloatList, list_of(def, [](double d) { return ConfigValue::real(d); }),
+             std::move(doc));
 }
-SchemaKey& Schema::add_string_list(std::string name, std::optional<std::vector<std::string>> def,
-                                   std::string doc) {
+SchemaKey& Schema::add_string_list(std::string name, std::optional<std::vector<std::string>> def, std::string doc) {
   return add(std::move(name), ValueType::kStringList,
              list_of(def, [](const std::string& s) { return ConfigValue::string(s); }), std::move(doc));
 }
@@ -276,8 +281,8 @@ SchemaKey& Schema::add_float_matrix(std::string name, std::optional<std::vector<
   ConfigValue d;
   if (def) {
     ConfigValue::Array rows;
-    for (const auto& row : *def) rows.push_back(list_of(std::optional<std::vector<double>>(row),
-                                                        [](double x) { return ConfigValue::real(x); }));
+    for (const auto& row : *def)
+      rows.push_back(list_of(std::optional<std::vector<double>>(row), [](double x) { return ConfigValue::real(x); }));
     d = ConfigValue::array(std::move(rows));
   }
   return add(std::move(name), ValueType::kFloatMatrix, std::move(d), std::move(doc));
@@ -461,8 +466,7 @@ class Resolver {
         if (problems.size() < 100)
           problem(v.where, fmt::format("unknown key \"{}\"; did you mean \"{}\"?", written,
                                        nearest(written, candidates_, fold_)));
-        else
-          problem(v.where, fmt::format("unknown key \"{}\"", written));
+        else problem(v.where, fmt::format("unknown key \"{}\"", written));
       }
     }
   }
@@ -525,7 +529,8 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
     }
     const ValueType et = element_type(key.type());
     auto bad = [&](const ConfigValue& v, const std::string& what) {
-      r.problem(v.where, fmt::format("key \"{}\"{} is {}, but must be {}", shown, what, shown_value(v, et), key.expected()));
+      r.problem(v.where,
+                fmt::format("key \"{}\"{} is {}, but must be {}", shown, what, shown_value(v, et), key.expected()));
     };
     // Range and choice checks of one converted element.
     auto in_bounds = [&](const ConfigValue& v) {
@@ -547,7 +552,8 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       auto norm = [](std::string_view x) {
         std::string out;
         for (char c : x)
-          if (c != ' ' && c != '_' && c != '-' && c != '\t') out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+          if (c != ' ' && c != '_' && c != '-' && c != '\t')
+            out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
         return out;
       };
       const std::string n = norm(v.as_string());
@@ -613,8 +619,8 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
           auto v = item->is_array() || item->is_table() ? std::nullopt : convert_scalar(*item, et);
           const ConfigValue& at = item->where.line > 0 ? *item : *m;
           if (!v) {
-            r.problem(at.where, fmt::format("key \"{}\"{} is {}, but must be {}", shown, what, item->describe(),
-                                            key.expected()));
+            r.problem(at.where,
+                      fmt::format("key \"{}\"{} is {}, but must be {}", shown, what, item->describe(), key.expected()));
             ok = false;
           } else if (!in_bounds(*v)) {
             r.problem(at.where, fmt::format("key \"{}\"{} is {}, but must be {}", shown, what,
@@ -741,8 +747,8 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       }
     }
     if (ok && (typed.size() < key.min_len_ || typed.size() > key.max_len_)) {
-      r.problem(given->where, fmt::format("key \"{}\" has {} elements, but must be {}", shown, typed.size(),
-                                          key.expected()));
+      r.problem(given->where,
+                fmt::format("key \"{}\" has {} elements, but must be {}", shown, typed.size(), key.expected()));
       ok = false;
     }
     if (ok) e.value = ConfigValue::array(std::move(typed), given->where);

@@ -91,9 +91,10 @@ SourceLocation where_of(const toml::node& n, const std::string& source) {
 ConfigValue convert(const toml::node& n, const std::string& source, int depth) {
   const SourceLocation where = where_of(n, source);
   if (depth > kMaxDepth)
-    throw InputError(fmt::format("{}: TOML nesting deeper than {} levels (tables, arrays, inline tables and dotted keys "
-                                 "together)",
-                                 where.str(), kMaxDepth));
+    throw InputError(
+        fmt::format("{}: TOML nesting deeper than {} levels (tables, arrays, inline tables and dotted keys "
+                    "together)",
+                    where.str(), kMaxDepth));
   if (const auto* t = n.as_table()) {
     ConfigValue out = ConfigValue::table(where);
     for (const auto& [k, v] : *t) {
@@ -128,23 +129,24 @@ Config parse_toml(std::string_view text, const std::string& source) {
   // Refused before toml++ sees it: its parser recurses once per level, so a deep enough
   // text would overflow the stack. A value's one dot (a float) may add one to the bound.
   if (const auto [depth, line] = max_nesting(text); depth > kMaxDepth + 1)
-    throw InputError(fmt::format("{}:{}: TOML nesting of {} levels, but at most {} are accepted (tables, arrays, inline "
-                                 "tables and dotted-key parts together)",
-                                 source, line, depth, kMaxDepth));
+    throw InputError(
+        fmt::format("{}:{}: TOML nesting of {} levels, but at most {} are accepted (tables, arrays, inline "
+                    "tables and dotted-key parts together)",
+                    source, line, depth, kMaxDepth));
 #if TOML_EXCEPTIONS
   toml::table table;
   try {
     table = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
-    throw InputError(fmt::format("{}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column,
-                                 e.description()));
+    throw InputError(
+        fmt::format("{}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column, e.description()));
   }
 #else
   toml::parse_result result = toml::parse(text, source);
   if (!result) {
     const auto& e = result.error();
-    throw InputError(fmt::format("{}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column,
-                                 e.description()));
+    throw InputError(
+        fmt::format("{}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column, e.description()));
   }
   toml::table table = std::move(result).table();
 #endif

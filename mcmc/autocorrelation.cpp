@@ -88,25 +88,22 @@ IntegratedTime integrated_time(const DrawsView& walkers, double c, double tol) {
   return r;
 }
 
-double batch_means_iac(std::span<const double> x, std::span<const std::int64_t> weights,
-                       std::size_t batch_size) {
+double batch_means_iac(std::span<const double> x, std::span<const std::int64_t> weights, std::size_t batch_size) {
   const std::size_t np = x.size();
   HERD_REQUIRE(np > 0, "batch_means_iac: the series is empty");
   HERD_REQUIRE(weights.empty() || weights.size() == np,
-               "batch_means_iac: weights has {} elements, but the series has {}",
-               weights.size(), np);
+               "batch_means_iac: weights has {} elements, but the series has {}", weights.size(), np);
   std::int64_t total = 0;
   for (std::size_t i = 0; i < weights.size(); ++i) {
-    HERD_REQUIRE(weights[i] >= 0, "batch_means_iac: weights[{}] is {}, but must be >= 0", i,
-                 weights[i]);
+    HERD_REQUIRE(weights[i] >= 0, "batch_means_iac: weights[{}] is {}, but must be >= 0", i, weights[i]);
     total += weights[i];
   }
   if (weights.empty()) total = static_cast<std::int64_t>(np);
   HERD_REQUIRE(total > 0, "batch_means_iac: the weights sum to 0, but must be positive");
   if (!detail::all_finite(x.data(), np)) return kNaN;
-  const auto b = static_cast<std::int64_t>(
-      batch_size > 0 ? static_cast<double>(batch_size)
-                     : std::floor(std::pow(static_cast<double>(total), 0.666666666666666)));
+  const auto b =
+      static_cast<std::int64_t>(batch_size > 0 ? static_cast<double>(batch_size)
+                                               : std::floor(std::pow(static_cast<double>(total), 0.666666666666666)));
   if (b < 1) return 1.0;
   const std::int64_t nb = total / b;
   if (nb < 2) return 1.0;

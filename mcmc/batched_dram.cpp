@@ -62,10 +62,8 @@ struct detail::BatchedEngine::Impl {
   std::vector<std::int64_t> row_of;
 
   void parallel(const std::function<void(std::size_t, std::size_t)>& body) {
-    if (pool && m > 1)
-      pool->parallel_for(0, m, body);
-    else
-      body(0, m);
+    if (pool && m > 1) pool->parallel_for(0, m, body);
+    else body(0, m);
   }
 
   void adapt_update();
@@ -74,7 +72,8 @@ struct detail::BatchedEngine::Impl {
   BatchedDramResult schedule(Seg&& seg, Adapt&& adapt, Sync&& sync, BatchedDrawSink& sink);
   template <class Seg>
   BatchedDramResult schedule(Seg&& seg, BatchedDrawSink& sink) {
-    return schedule(seg, [this] { adapt_update(); }, [] {}, sink);
+    return schedule(
+        seg, [this] { adapt_update(); }, [] {}, sink);
   }
   int pooled_merge(double n, const double* s1, const double* s2);
   int pooled_update(const std::vector<detail::PooledNode>& local);
@@ -148,7 +147,8 @@ detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(
   s.lpath.assign(m * np, 0.0);
   if (p.chol_per_chain) {
     s.chol.resize(m * du * du);
-    for (std::size_t i = 0; i < m; ++i) std::copy(l0.begin(), l0.end(), s.chol.begin() + static_cast<std::ptrdiff_t>(i * du * du));
+    for (std::size_t i = 0; i < m; ++i)
+      std::copy(l0.begin(), l0.end(), s.chol.begin() + static_cast<std::ptrdiff_t>(i * du * du));
   } else {
     s.chol = l0;
   }
@@ -202,8 +202,8 @@ detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(
   if (o.checkpointer != nullptr)
     if (const BatchedSnapshot* st = o.checkpointer->resume_state()) s.restore(*st);
 
-  std::size_t threads = o.num_threads > 0 ? static_cast<std::size_t>(o.num_threads)
-                                          : std::max(1u, std::thread::hardware_concurrency());
+  std::size_t threads =
+      o.num_threads > 0 ? static_cast<std::size_t>(o.num_threads) : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min(threads, m);
   s.threads = static_cast<int>(threads);
   if (threads > 1) s.pool = std::make_unique<ThreadPool>(threads - 1);
@@ -305,7 +305,8 @@ void detail::BatchedEngine::Impl::adapt_update() {
                                            run_mean.data() + i * du, run_m2.data() + i * du * du, scale,
                                            chol.data() + i * du * du, s2);
         ad_n[i] = 0.0;
-        std::fill(ad_s1.begin() + static_cast<std::ptrdiff_t>(i * du), ad_s1.begin() + static_cast<std::ptrdiff_t>((i + 1) * du), 0.0);
+        std::fill(ad_s1.begin() + static_cast<std::ptrdiff_t>(i * du),
+                  ad_s1.begin() + static_cast<std::ptrdiff_t>((i + 1) * du), 0.0);
         std::fill(s2, s2 + du * du, 0.0);
         std::copy(run_mean.begin() + static_cast<std::ptrdiff_t>(i * du),
                   run_mean.begin() + static_cast<std::ptrdiff_t>((i + 1) * du),
@@ -331,10 +332,8 @@ void detail::BatchedEngine::Impl::adapt_update() {
       }
     };
     const std::size_t count = hi - lo;
-    if (pool && count >= 256)
-      pool->parallel_for(0, count, body);
-    else
-      body(0, count);
+    if (pool && count >= 256) pool->parallel_for(0, count, body);
+    else body(0, count);
   }
   std::vector<detail::PooledNode> nodes;
   for (const auto& [lv, j] : plan.emitted) {
@@ -345,7 +344,8 @@ void detail::BatchedEngine::Impl::adapt_update() {
     nd.stats.resize(1 + du + du * du);
     nd.stats[0] = ad_n[row];
     std::copy_n(ad_s1.begin() + static_cast<std::ptrdiff_t>(row * du), du, nd.stats.begin() + 1);
-    std::copy_n(ad_s2.begin() + static_cast<std::ptrdiff_t>(row * du * du), du * du, nd.stats.begin() + 1 + static_cast<std::ptrdiff_t>(du));
+    std::copy_n(ad_s2.begin() + static_cast<std::ptrdiff_t>(row * du * du), du * du,
+                nd.stats.begin() + 1 + static_cast<std::ptrdiff_t>(du));
     nodes.push_back(std::move(nd));
   }
   pooled_update(nodes);
@@ -386,8 +386,10 @@ int detail::BatchedEngine::Impl::pooled_update(const std::vector<detail::PooledN
       hi = std::max(hi, static_cast<std::uint64_t>(info[3 * r + 2]));
       chains += static_cast<std::uint64_t>(info[3 * r + 2] - info[3 * r + 1]);
     }
-    HERD_REQUIRE(chains == hi - lo, "batched_dram: pooled adaptation over ranks needs one contiguous range of global "
-                 "chain ids, but the ranks hold {} chains in [{}, {})", chains, lo, hi);
+    HERD_REQUIRE(chains == hi - lo,
+                 "batched_dram: pooled adaptation over ranks needs one contiguous range of global "
+                 "chain ids, but the ranks hold {} chains in [{}, {})",
+                 chains, lo, hi);
     const std::size_t row = 2 + ns;
     std::vector<double> send(static_cast<std::size_t>(kmax) * row, -1.0);
     for (std::size_t q = 0; q < local.size(); ++q) {
@@ -437,8 +439,8 @@ std::vector<double> detail::pooled_combine(std::vector<PooledNode> nodes, std::u
                  nd.index, lo, hi);
     covered += e - b;
   }
-  HERD_REQUIRE(covered == hi - lo, "pooled_combine: the nodes cover {} chain ids, but [{}, {}) has {}", covered, lo,
-               hi, hi - lo);
+  HERD_REQUIRE(covered == hi - lo, "pooled_combine: the nodes cover {} chain ids, but [{}, {}) has {}", covered, lo, hi,
+               hi - lo);
   auto key = [](const PooledNode& a, const PooledNode& b) {
     return a.level != b.level ? a.level < b.level : a.index < b.index;
   };
@@ -481,9 +483,10 @@ std::vector<double> detail::pooled_combine(std::vector<PooledNode> nodes, std::u
 void detail::BatchedEngine::Impl::check_posinf(std::uint64_t k) const {
   for (std::size_t i = 0; i < m; ++i)
     if (posinf_count[i] != 0)
-      throw NumericalError(fmt::format("batched_dram: chain {} (global id {}): the log density is +inf before "
-                                       "proposal {}, but must be finite or -inf",
-                                       i, o.first_chain_id + i, k));
+      throw NumericalError(
+          fmt::format("batched_dram: chain {} (global id {}): the log density is +inf before "
+                      "proposal {}, but must be finite or -inf",
+                      i, o.first_chain_id + i, k));
 }
 
 // The schedule: warm-up segments between adaptive updates, then blocks of thinned draws.
@@ -599,16 +602,14 @@ BatchedDramResult detail::BatchedEngine::run(
         if (bx)
           for (std::size_t i = b; i < e; ++i) {
             const std::size_t slot = i * static_cast<std::size_t>(nd) + static_cast<std::size_t>(t);
-            std::copy(s.x.begin() + static_cast<std::ptrdiff_t>(i * du), s.x.begin() + static_cast<std::ptrdiff_t>((i + 1) * du),
-                      bx + slot * du);
+            std::copy(s.x.begin() + static_cast<std::ptrdiff_t>(i * du),
+                      s.x.begin() + static_cast<std::ptrdiff_t>((i + 1) * du), bx + slot * du);
             blp[slot] = s.lp[i];
           }
       }
     };
-    if (parallel)
-      s.parallel(body);
-    else
-      body(0, s.m);
+    if (parallel) s.parallel(body);
+    else body(0, s.m);
   };
   return s.schedule(seg, sink);
 }
@@ -631,7 +632,8 @@ BatchedDramResult detail::BatchedEngine::run_staged(const BatchedLogDensity& f, 
         if (s.stage[i] == 0) continue;
         ++pending;
         if (!s.inside[i]) continue;
-        std::copy(s.y.begin() + static_cast<std::ptrdiff_t>(i * du), s.y.begin() + static_cast<std::ptrdiff_t>((i + 1) * du),
+        std::copy(s.y.begin() + static_cast<std::ptrdiff_t>(i * du),
+                  s.y.begin() + static_cast<std::ptrdiff_t>((i + 1) * du),
                   s.ex.begin() + static_cast<std::ptrdiff_t>(n * du));
         s.row_of[i] = static_cast<std::int64_t>(n++);
       }
@@ -648,8 +650,9 @@ BatchedDramResult detail::BatchedEngine::run_staged(const BatchedLogDensity& f, 
       s.parallel([&](std::size_t b, std::size_t e) {
         for (std::size_t i = b; i < e; ++i) {
           if (s.stage[i] == 0) continue;
-          const double v = s.row_of[i] >= 0 ? batched::checked_log_density(s.a, i, s.elp[static_cast<std::size_t>(s.row_of[i])])
-                                            : kNegInf;
+          const double v = s.row_of[i] >= 0
+                               ? batched::checked_log_density(s.a, i, s.elp[static_cast<std::size_t>(s.row_of[i])])
+                               : kNegInf;
           batched::finish_stage(s.p, s.a, i, k, v);
         }
       });
@@ -666,8 +669,8 @@ BatchedDramResult detail::BatchedEngine::run_staged(const BatchedLogDensity& f, 
       if (bx)
         for (std::size_t i = 0; i < s.m; ++i) {
           const std::size_t slot = i * static_cast<std::size_t>(nd) + static_cast<std::size_t>(t);
-          std::copy(s.x.begin() + static_cast<std::ptrdiff_t>(i * du), s.x.begin() + static_cast<std::ptrdiff_t>((i + 1) * du),
-                    bx + slot * du);
+          std::copy(s.x.begin() + static_cast<std::ptrdiff_t>(i * du),
+                    s.x.begin() + static_cast<std::ptrdiff_t>((i + 1) * du), bx + slot * du);
           blp[slot] = s.lp[i];
         }
     }
@@ -732,7 +735,7 @@ std::size_t detail::device_memory_bytes(const BatchedDramOptions& o, std::size_t
   b += m * (stages + 3) * sizeof(std::int64_t);
   b += (per_chain ? m * dd : dd) * f;  // proposal factor(s)
   if (adapt) {
-    b += m * (1 + d + dd) * f + (per_chain ? m * d : d) * f;  // statistics, references
+    b += m * (1 + d + dd) * f + (per_chain ? m * d : d) * f;                    // statistics, references
     if (per_chain) b += m * (1 + d + dd) * f + 2 * sizeof(unsigned long long);  // running estimates, counts
   }
   const std::size_t draws = m * static_cast<std::size_t>(block_buffer_draws(o)) * (d + 1) * f;
@@ -753,10 +756,11 @@ void detail::check_device_memory(const BatchedDramOptions& o, std::size_t free_b
 }
 
 void detail::throw_no_cuda_path(const char* what) {
-  throw InputError(fmt::format("batched_dram: {}: device = cuda needs a CUDA build with a device and the target "
-                               "compiled by nvcc (include herd/mcmc/cuda/batched_dram.cuh in a .cu file and call "
-                               "herd::mcmc::cuda::run_batched_dram); use device = host otherwise",
-                               what));
+  throw InputError(
+      fmt::format("batched_dram: {}: device = cuda needs a CUDA build with a device and the target "
+                  "compiled by nvcc (include herd/mcmc/cuda/batched_dram.cuh in a .cu file and call "
+                  "herd::mcmc::cuda::run_batched_dram); use device = host otherwise",
+                  what));
 }
 
 BatchedDramResult run_batched_dram(const BatchedDramOptions& options, const BatchedLogDensity& f,
@@ -909,8 +913,8 @@ std::vector<BatchedDiagnostics> batched_diagnostics(const MemoryBatchedSink& s, 
   std::vector<BatchedDiagnostics> out;
   const auto m = static_cast<std::size_t>(s.num_chains);
   const auto n = static_cast<std::size_t>(s.draws);
-  HERD_REQUIRE(m >= 1 && n >= 1, "batched_diagnostics: the sink holds {} chains of {} draws, but needs at least 1 of each",
-               m, n);
+  HERD_REQUIRE(m >= 1 && n >= 1,
+               "batched_diagnostics: the sink holds {} chains of {} draws, but needs at least 1 of each", m, n);
   for (int j = 0; j < s.ndim; ++j) {
     const std::vector<double> v = s.coordinate(j);
     const DrawsView view(v, m, n);
@@ -921,7 +925,7 @@ std::vector<BatchedDiagnostics> batched_diagnostics(const MemoryBatchedSink& s, 
     b.mean = sum.mean;
     b.sd = sum.sd;
     b.nested_rhat = (superchains >= 2 && m % superchains == 0) ? nested_rhat(view, superchains)
-                                                                 : std::numeric_limits<double>::quiet_NaN();
+                                                               : std::numeric_limits<double>::quiet_NaN();
     out.push_back(b);
   }
   return out;
@@ -933,9 +937,9 @@ std::string batched_report(const BatchedDramOptions& o, const BatchedDramResult&
   const char* mode = o.adaptation == BatchedAdaptation::kPooled     ? "pooled, then frozen"
                      : o.adaptation == BatchedAdaptation::kPerChain ? "per chain, then frozen"
                                                                     : "none";
-  s << fmt::format("batched DRAM: {} chains (global ids {}..{}), d = {}, {} warm-up + {} proposals per chain, thin {}\n",
-                   r.num_chains, o.first_chain_id, o.first_chain_id + r.num_chains - 1, o.ndim, o.warmup, o.steps,
-                   o.thin);
+  s << fmt::format(
+      "batched DRAM: {} chains (global ids {}..{}), d = {}, {} warm-up + {} proposals per chain, thin {}\n",
+      r.num_chains, o.first_chain_id, o.first_chain_id + r.num_chains - 1, o.ndim, o.warmup, o.steps, o.thin);
   s << fmt::format("adaptation: {} ({} updates, {} kept the previous factor); delayed-rejection stages: {}\n", mode,
                    r.adaptive_updates, r.chol_failures, o.delayed_rejection_count);
   s << fmt::format("acceptance after warm-up: {:.4f}; per stage:", r.acceptance_rate);

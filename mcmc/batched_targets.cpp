@@ -13,8 +13,8 @@ GaussianTarget::GaussianTarget(std::vector<double> mean, const std::vector<doubl
     : d_(static_cast<int>(mean.size())), mean_(std::move(mean)), cov_(cov) {
   const int d = d_;
   HERD_REQUIRE(d > 0, "GaussianTarget: mean is empty, but must hold d values");
-  HERD_REQUIRE(cov.size() == static_cast<std::size_t>(d) * d, "GaussianTarget: cov has {} values, but must have d*d = {}",
-               cov.size(), d * d);
+  HERD_REQUIRE(cov.size() == static_cast<std::size_t>(d) * d,
+               "GaussianTarget: cov has {} values, but must have d*d = {}", cov.size(), d * d);
   auto g = target_detail::gaussian_form(cov.data(), d, "GaussianTarget");
   prec_ = std::move(g.prec);
   prec2_ = std::move(g.prec2);

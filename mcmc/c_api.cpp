@@ -75,17 +75,21 @@ int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input
       herd::mcmc::MadeTarget made;
       if (named && herd::mcmc::TargetRegistry::chooses_target(settings)) {
         if (f)
-          throw herd::InputError("herd_run_dram: the input names a target (target.builtin, target.model or "
-                                 "target.library), but a log function is given too: pass NULL as the log function");
+          throw herd::InputError(
+              "herd_run_dram: the input names a target (target.builtin, target.model or "
+              "target.library), but a log function is given too: pass NULL as the log function");
         made = herd::mcmc::TargetRegistry::global().make(settings);
         if (ndim != 0 && ndim != made.target.ndim)
-          throw herd::InputError(fmt::format("herd_run_dram: ndim is {}, but the input's target has {} dimensions (pass "
-                                             "0 to take the target's)", ndim, made.target.ndim));
+          throw herd::InputError(
+              fmt::format("herd_run_dram: ndim is {}, but the input's target has {} dimensions (pass "
+                          "0 to take the target's)",
+                          ndim, made.target.ndim));
       } else {
         if (ndim < 1) throw herd::InputError(fmt::format("herd_run_dram: ndim is {}, but must be at least 1", ndim));
         if (!f)
-          throw herd::InputError("herd_run_dram: the log function is NULL (and the input names no target: "
-                                 "target.builtin, target.model or target.library)");
+          throw herd::InputError(
+              "herd_run_dram: the log function is NULL (and the input names no target: "
+              "target.builtin, target.model or target.library)");
         made.target.ndim = ndim;
         made.target.log_density = f;
         made.target.description = "C log function (ParaMonte signature)";
@@ -150,11 +154,12 @@ extern "C" int32_t runParaDRAML(long double (*getLogFunc)(long double state[], i
 extern "C" void runParaDRAM(int32_t ndim, double (*getLogFunc)(int32_t ndim, double Point[]), char* inputFile,
                             int32_t inputFileLen) {
   std::string_view input;
-  if (inputFile != nullptr && inputFileLen > 0) input = std::string_view(inputFile, static_cast<std::size_t>(inputFileLen));
+  if (inputFile != nullptr && inputFileLen > 0)
+    input = std::string_view(inputFile, static_cast<std::size_t>(inputFileLen));
   // Fortran callers pass blank-padded strings.
   while (!input.empty() && (input.back() == ' ' || input.back() == '\0')) input.remove_suffix(1);
-  g_last_status = run(ndim, wrap<double>(getLogFunc, [](herd_log_func fn, double* p, int d) { return fn(d, p); }),
-                      input);
+  g_last_status =
+      run(ndim, wrap<double>(getLogFunc, [](herd_log_func fn, double* p, int d) { return fn(d, p); }), input);
 }
 
 extern "C" int herd_last_status(void) { return g_last_status; }

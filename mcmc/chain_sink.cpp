@@ -69,8 +69,7 @@ void BinaryChainSink::drain() {
 void BinaryChainSink::put(const void* p, std::size_t n) {
   if (used_ + n > buf_.size()) drain();
   if (n > buf_.size()) {
-    if (std::fwrite(p, 1, n, file_) != n)
-      throw IoError(fmt::format("BinaryChainSink: write to '{}' failed", path_));
+    if (std::fwrite(p, 1, n, file_) != n) throw IoError(fmt::format("BinaryChainSink: write to '{}' failed", path_));
     return;
   }
   std::memcpy(buf_.data() + used_, p, n);
@@ -120,14 +119,14 @@ MemoryChainSink read_binary_chain(const std::string& path) {
   char magic[8];
   std::uint32_t version = 0, chain = 0, rb = 0;
   std::int32_t d = 0;
-  if (std::fread(magic, 1, 8, f) != 8 || std::memcmp(magic, kMagic, 8) != 0 ||
-      std::fread(&version, 4, 1, f) != 1 || std::fread(&d, 4, 1, f) != 1 ||
-      std::fread(&chain, 4, 1, f) != 1 || std::fread(&rb, 4, 1, f) != 1)
+  if (std::fread(magic, 1, 8, f) != 8 || std::memcmp(magic, kMagic, 8) != 0 || std::fread(&version, 4, 1, f) != 1 ||
+      std::fread(&d, 4, 1, f) != 1 || std::fread(&chain, 4, 1, f) != 1 || std::fread(&rb, 4, 1, f) != 1)
     throw IoError(fmt::format("read_binary_chain: '{}' is not a herd chain file", path));
   if (version != kVersion || d <= 0 || rb != record_bytes(d))
-    throw IoError(fmt::format("read_binary_chain: '{}' has version {} ndim {} record size {}, "
-                              "expected version {} and 48 + 8 ndim bytes",
-                              path, version, d, rb, kVersion));
+    throw IoError(
+        fmt::format("read_binary_chain: '{}' has version {} ndim {} record size {}, "
+                    "expected version {} and 48 + 8 ndim bytes",
+                    path, version, d, rb, kVersion));
   MemoryChainSink m;
   m.begin(chain, d);
   std::vector<unsigned char> rec(rb);

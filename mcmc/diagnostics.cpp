@@ -32,11 +32,11 @@ constexpr double kBetaHi = 0.8413447;
 // on a 10-D run of 1.1e6 draws.
 constexpr std::size_t kDirectLags = 160;
 
-using BoostPolicy = boost::math::policies::policy<
-    boost::math::policies::domain_error<boost::math::policies::ignore_error>,
-    boost::math::policies::overflow_error<boost::math::policies::ignore_error>,
-    boost::math::policies::evaluation_error<boost::math::policies::ignore_error>,
-    boost::math::policies::promote_double<false>>;
+using BoostPolicy =
+    boost::math::policies::policy<boost::math::policies::domain_error<boost::math::policies::ignore_error>,
+                                  boost::math::policies::overflow_error<boost::math::policies::ignore_error>,
+                                  boost::math::policies::evaluation_error<boost::math::policies::ignore_error>,
+                                  boost::math::policies::promote_double<false>>;
 
 using Rec = detail::Workspace::Rec;
 
@@ -143,8 +143,8 @@ constexpr std::uint32_t kDropped = 0xffffffffu;
 /// kDropped and are skipped. Ties (equal keys) get their average rank. `out` has the s2
 /// split positions, each written once. For large inputs the random writes go through
 /// `stage`, grouped by 32768-position windows, so the final scatter stays in cache.
-void z_scale_sorted(const Rec* sorted, std::size_t count, std::size_t s2, double* out,
-                    ZTable& ztab, std::vector<detail::Workspace::Staged>& stage) {
+void z_scale_sorted(const Rec* sorted, std::size_t count, std::size_t s2, double* out, ZTable& ztab,
+                    std::vector<detail::Workspace::Staged>& stage) {
   constexpr std::size_t kShift = 15;
   const bool staged = s2 >= (std::size_t{1} << 18);
   std::vector<std::size_t> cursor;
@@ -167,10 +167,8 @@ void z_scale_sorted(const Rec* sorted, std::size_t count, std::size_t s2, double
       for (std::size_t k = i; k < j; ++k) {
         const std::uint32_t pos = sorted[k].pos;
         if (pos == kDropped) continue;
-        if (staged)
-          stage[cursor[pos >> kShift]++] = {z, pos};
-        else
-          out[pos] = z;
+        if (staged) stage[cursor[pos >> kShift]++] = {z, pos};
+        else out[pos] = z;
       }
       rank += included;
     }
@@ -186,8 +184,7 @@ void fold_sorted(const std::vector<Rec>& sorted, double med, std::vector<Rec>& o
   out.resize(s);
   const std::uint64_t kmed = sort_key(med);
   const std::size_t right0 = static_cast<std::size_t>(
-      std::lower_bound(sorted.begin(), sorted.end(), kmed,
-                       [](const Rec& r, std::uint64_t k) { return r.key < k; }) -
+      std::lower_bound(sorted.begin(), sorted.end(), kmed, [](const Rec& r, std::uint64_t k) { return r.key < k; }) -
       sorted.begin());
   std::size_t right = right0, left = right0;  // [0, left) and [right, s) remain
   for (std::size_t k = 0; k < s; ++k) {
@@ -320,8 +317,8 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
 }
 
 /// Bulk and tail R-hat and bulk-ESS from the sorted pairs (needs sort_pairs).
-void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b,
-                      double* rhat_t, double* ess_b) {
+void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
+                      double* ess_b) {
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws.ztab);
   ws.split.resize(s2);
@@ -487,8 +484,7 @@ void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1,
   const std::size_t b = k1 - k0;
   const std::size_t len = n - (k1 - 1);
   using Shifted = Eigen::Map<const Eigen::MatrixXd, 0, Eigen::OuterStride<>>;
-  const Shifted shifted(z + k0, static_cast<Eigen::Index>(len), static_cast<Eigen::Index>(b),
-                        Eigen::OuterStride<>(1));
+  const Shifted shifted(z + k0, static_cast<Eigen::Index>(len), static_cast<Eigen::Index>(b), Eigen::OuterStride<>(1));
   const Eigen::Map<const Eigen::VectorXd> head(z, static_cast<Eigen::Index>(len));
   Eigen::Map<Eigen::VectorXd> out(acc + k0, static_cast<Eigen::Index>(b));
   out.noalias() += shifted.transpose() * head;
@@ -521,8 +517,7 @@ double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, 
     if (lag < have) return;
     if (lag < kDirectLags) {
       // Direct sums for a block of lags (Geyer's sequence usually stops after a few).
-      const std::size_t upto =
-          std::min({n, kDirectLags, std::max({lag + 1, have + have / 4, std::size_t{16}})});
+      const std::size_t upto = std::min({n, kDirectLags, std::max({lag + 1, have + have / 4, std::size_t{16}})});
       for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, have, upto, ws.acov.data());
       for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
       have = upto;
@@ -647,20 +642,18 @@ void split_chains(const double* x, std::size_t m, std::size_t n, double* out) {
 // ---------------------------------------------------------------------------------------
 DrawsView::DrawsView(std::span<const double> values, std::size_t chains, std::size_t draws)
     : values_(values), chains_(chains), draws_(draws), verbose_draws_(draws) {
-  HERD_REQUIRE(chains > 0 && draws > 0, "DrawsView: chains is {} and draws is {}, but both must be positive",
-               chains, draws);
-  HERD_REQUIRE(values.size() == chains * draws,
-               "DrawsView: values has {} elements, but chains * draws is {}", values.size(),
-               chains * draws);
+  HERD_REQUIRE(chains > 0 && draws > 0, "DrawsView: chains is {} and draws is {}, but both must be positive", chains,
+               draws);
+  HERD_REQUIRE(values.size() == chains * draws, "DrawsView: values has {} elements, but chains * draws is {}",
+               values.size(), chains * draws);
   HERD_REQUIRE(chains * draws <= std::numeric_limits<std::uint32_t>::max(),
                "DrawsView: {} draws in all, but at most 2^32 - 1 are supported", chains * draws);
 }
 
-DrawsView::DrawsView(std::span<const double> values, std::span<const std::int64_t> weights,
-                     std::size_t chains, std::size_t draws)
+DrawsView::DrawsView(std::span<const double> values, std::span<const std::int64_t> weights, std::size_t chains,
+                     std::size_t draws)
     : DrawsView(values, chains, draws) {
-  HERD_REQUIRE(weights.size() == values.size(),
-               "DrawsView: weights has {} elements, but values has {}", weights.size(),
+  HERD_REQUIRE(weights.size() == values.size(), "DrawsView: weights has {} elements, but values has {}", weights.size(),
                values.size());
   std::int64_t first = -1;
   for (std::size_t c = 0; c < chains; ++c) {
@@ -674,7 +667,8 @@ DrawsView::DrawsView(std::span<const double> values, std::span<const std::int64_
     if (first < 0) first = total;
     HERD_REQUIRE(total == first,
                  "DrawsView: the weights of chain {} sum to {}, but chain 0's sum to {}; all "
-                 "chains must have the same verbose length", c, total, first);
+                 "chains must have the same verbose length",
+                 c, total, first);
   }
   HERD_REQUIRE(static_cast<std::uint64_t>(first) * chains <= std::numeric_limits<std::uint32_t>::max(),
                "DrawsView: {} verbose draws in all, but at most 2^32 - 1 are supported",
@@ -705,8 +699,8 @@ DiagnosticSummary summarize(const DrawsView& v) {
   r.q50 = quantile7(FromRecs{ws.recs.data()}, p.s, 0.5);
   r.q95 = quantile7(FromRecs{ws.recs.data()}, p.s, 0.95);
   // posterior's is_constant from the sorted extremes.
-  const bool constant = std::fabs(from_key(ws.recs[p.s - 1].key) - from_key(ws.recs[0].key)) <
-                        std::numeric_limits<double>::epsilon();
+  const bool constant =
+      std::fabs(from_key(ws.recs[p.s - 1].key) - from_key(ws.recs[0].key)) < std::numeric_limits<double>::epsilon();
   if (constant) {
     r.mcse_mean = r.mcse_sd = r.mcse_q5 = r.mcse_q95 = kNaN;
     r.ess_bulk = r.ess_tail = r.ess_mean = r.ess_sd = kNaN;
@@ -908,9 +902,7 @@ std::vector<double> quantiles(std::span<const double> sample, std::span<const do
 double nested_rhat(const DrawsView& v, std::size_t num_superchains) {
   const std::size_t k = num_superchains;
   HERD_REQUIRE(k >= 2, "nested_rhat: num_superchains is {}, but must be >= 2", k);
-  HERD_REQUIRE(v.chains() % k == 0,
-               "nested_rhat: num_superchains is {}, but must divide the {} chains", k,
-               v.chains());
+  HERD_REQUIRE(v.chains() % k == 0, "nested_rhat: num_superchains is {}, but must divide the {} chains", k, v.chains());
   detail::Workspace& ws = detail::workspace();
   const Prepared p = prepare(v, ws);
   if (!p.finite) return kNaN;

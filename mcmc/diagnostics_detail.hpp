@@ -53,18 +53,18 @@ class RealFft {
   void* inv_ = nullptr;  // fftw_plan
 #else
   std::vector<double> real_buf_;
-  std::vector<std::complex<double>> spec_buf_;
-  std::unique_ptr<Eigen::FFT<double>> kiss_;
+  std::vector<std::complex<double> > spec_buf_;
+  std::unique_ptr<Eigen::FFT<double> > kiss_;
 #endif
 };
 
 /// Scratch buffers and FFT plans, one per thread.
 struct Workspace {
   RealFft fft;
-  std::vector<double> expanded;   // verbose [M, N] of a weighted view
-  std::vector<double> split;      // [2M, h] split layout
-  std::vector<double> split2;     // second split buffer
-  std::vector<double> sorted;     // sorted values
+  std::vector<double> expanded;  // verbose [M, N] of a weighted view
+  std::vector<double> split;     // [2M, h] split layout
+  std::vector<double> split2;    // second split buffer
+  std::vector<double> sorted;    // sorted values
   /// A draw's order-preserving sort key and its position in the split layout (12 bytes:
   /// the radix sort moves these records, so their size is its memory traffic).
 #pragma pack(push, 4)
@@ -74,21 +74,21 @@ struct Workspace {
   };
 #pragma pack(pop)
   static_assert(sizeof(Rec) == 12);
-  std::vector<Rec> recs;          // sorted records (the radix sort's scratch is `folded`)
-  std::vector<Rec> folded;        // sorted (key of |x - med|, split position); first the radix scratch
+  std::vector<Rec> recs;    // sorted records (the radix sort's scratch is `folded`)
+  std::vector<Rec> folded;  // sorted (key of |x - med|, split position); first the radix scratch
 #pragma pack(push, 4)
   struct Staged {
     double z;
     std::uint32_t pos;
   };
 #pragma pack(pop)
-  std::vector<Staged> stage;      // z values grouped by destination window
-  std::vector<double> ztab;       // normal quantiles of ranks
+  std::vector<Staged> stage;  // z values grouped by destination window
+  std::vector<double> ztab;   // normal quantiles of ranks
   std::vector<std::uint32_t> radix_count;
-  std::vector<double> centered;   // one centred chain
-  std::vector<double> acov;       // chain-averaged autocovariance
-  std::vector<double> rho;        // Geyer's sequence
-  std::vector<double> power;      // chain-summed power spectrum (real)
+  std::vector<double> centered;  // one centred chain
+  std::vector<double> acov;      // chain-averaged autocovariance
+  std::vector<double> rho;       // Geyer's sequence
+  std::vector<double> power;     // chain-summed power spectrum (real)
   std::vector<double> means;
 };
 
@@ -110,8 +110,7 @@ void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& 
 /// ESS of m chains of n draws stored contiguously ([m, n] row-major), posterior's `.ess`.
 /// NaN when n < 3, a value is non-finite or the values are constant; `checked` = true
 /// skips those two checks (the caller knows the values are finite and not constant).
-double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws,
-                  bool checked = false);
+double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked = false);
 
 /// posterior's `.rhat` of m chains of n draws, [m, n] row-major. NaN when m < 2, n < 2,
 /// a value is non-finite or the values are constant (`checked` as for ess_chains).

@@ -28,9 +28,9 @@ constexpr int kMaxPath = kMaxStages + 1;
 // below kStuckRate, in a chain whose acceptance rate so far is below kStuckOverall, halves
 // the scale; one above kRecoverRate doubles it back (never above the scale factor). (A
 // healthy chain's short stuck stretches, as in a funnel's neck, are left alone: halving
-// there cost gp_pois_regr four fifths of its ESS.) The adapted covariance is shrunk towards the start proposal's guess with
-// the weight of kPriorWeight x d^2 steps: an estimate from an autocorrelated random walk needs
-// an effective size well above d, and a random walk's autocorrelation time grows with d.
+// there cost gp_pois_regr four fifths of its ESS.) The adapted covariance is shrunk towards the start proposal's guess
+// with the weight of kPriorWeight x d^2 steps: an estimate from an autocorrelated random walk needs an effective size
+// well above d, and a random walk's autocorrelation time grows with d.
 constexpr double kStuckRate = 0.01;
 constexpr double kStuckOverall = 0.05;
 constexpr double kRecoverRate = 0.5;
@@ -48,14 +48,15 @@ using batched::log1m_exp;
 std::string lower_no_space(const std::string& s) {
   std::string r;
   for (char c : s)
-    if (!std::isspace(static_cast<unsigned char>(c))) r += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!std::isspace(static_cast<unsigned char>(c)))
+      r += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return r;
 }
 
 }  // namespace
 
-double dr_log_acceptance(int m, int d, const double* w, const double* lp, const double* scale,
-                         ProposalKind kind, DrRule rule) {
+double dr_log_acceptance(int m, int d, const double* w, const double* lp, const double* scale, ProposalKind kind,
+                         DrRule rule) {
   HERD_CHECK(m >= 1 && m < kMaxPath, "dr_log_acceptance: m is {}, but must be in [1, {}]", m, kMaxPath - 1);
   if (lp[m] == kNegInf) return kNegInf;
   if (m == 1) return std::min(0.0, lp[1] - lp[0]);
@@ -113,8 +114,7 @@ DramSampler::DramSampler(DramOptions options, PointLogDensity log_density)
   reset();
 }
 
-DramSampler::DramSampler(DramOptions options, BatchedLogDensity log_density)
-    : options_(std::move(options)) {
+DramSampler::DramSampler(DramOptions options, BatchedLogDensity log_density) : options_(std::move(options)) {
   HERD_REQUIRE(static_cast<bool>(log_density), "dram: the log density is empty");
   batch_ = std::move(log_density);
   f_ = [b = batch_](const double* x, int d) {
@@ -152,14 +152,14 @@ void DramSampler::validate() {
     HERD_REQUIRE(lo > 0 && hi <= 1 && lo <= hi,
                  "dram: target_acceptance_rate is [{}, {}], but must satisfy 0 < lo <= hi <= 1", lo, hi);
   }
-  stage_scale_ = detail::stage_scales(o.delayed_rejection_count, o.delayed_rejection_scale_factors, d, kMaxStages,
-                                      "dram");
+  stage_scale_ =
+      detail::stage_scales(o.delayed_rejection_count, o.delayed_rejection_scale_factors, d, kMaxStages, "dram");
   has_box_ = !o.domain_lower.empty() || !o.domain_upper.empty();
   detail::domain_box(o.domain_lower, o.domain_upper, d, "dram", lower_, upper_);
   for (int i = 0; i < d; ++i)
     HERD_REQUIRE(o.start_point[i] >= lower_[i] && o.start_point[i] <= upper_[i],
-                 "dram: start_point[{}] is {}, but must lie in the domain [{}, {}]", i, o.start_point[i],
-                 lower_[i], upper_[i]);
+                 "dram: start_point[{}] is {}, but must lie in the domain [{}, {}]", i, o.start_point[i], lower_[i],
+                 upper_[i]);
   HERD_REQUIRE(o.burnin_adaptation_measure >= 0 && o.burnin_adaptation_measure <= 1,
                "dram: burnin_adaptation_measure is {}, but must be in [0, 1]", o.burnin_adaptation_measure);
   zig_ = &ziggurat_tables();
@@ -219,7 +219,8 @@ void DramSampler::reset() {
   nan_warned_ = true;  // a NaN at the start point is the error below, not also a warning
   const double lp = evaluate(state_.point.data());
   nan_warned_ = false;
-  HERD_REQUIRE(lp > kNegInf, "dram: the log density at start_point is -inf (or NaN); the start must be "
+  HERD_REQUIRE(lp > kNegInf,
+               "dram: the log density at start_point is -inf (or NaN); the start must be "
                "inside the support of the target");
   state_.log_density = lp;
   state_.best_index.push_back(0);
@@ -264,16 +265,18 @@ double DramSampler::check_value(double v) {
     ++state_.nan_count;
     if (!nan_warned_) {
       nan_warned_ = true;
-      HERD_LOG_WARN("dram: chain {}: the log density is NaN at proposal {}; NaN counts as -inf (further "
-                    "NaNs are counted silently; the total is in the result)",
-                    state_.chain_id, state_.proposal_number);
+      HERD_LOG_WARN(
+          "dram: chain {}: the log density is NaN at proposal {}; NaN counts as -inf (further "
+          "NaNs are counted silently; the total is in the result)",
+          state_.chain_id, state_.proposal_number);
     }
     return kNegInf;
   }
   if (v == std::numeric_limits<double>::infinity()) [[unlikely]]
-    throw NumericalError(fmt::format("dram: chain {}: the log density is +inf at proposal {}, but must be "
-                                     "finite or -inf",
-                                     state_.chain_id, state_.proposal_number));
+    throw NumericalError(
+        fmt::format("dram: chain {}: the log density is +inf at proposal {}, but must be "
+                    "finite or -inf",
+                    state_.chain_id, state_.proposal_number));
   return v;
 }
 
@@ -287,8 +290,7 @@ void DramSampler::draw_direction(RngCursor& c, double* z) const {
   }
 }
 
-void DramSampler::propose(std::uint64_t k, int stage, const double* point, const double* chol,
-                          double* out) const {
+void DramSampler::propose(std::uint64_t k, int stage, const double* point, const double* chol, double* out) const {
   HERD_REQUIRE(stage >= 1 && stage <= static_cast<int>(stage_scale_.size()),
                "dram: propose: stage is {}, but must be in [1, {}]", stage, stage_scale_.size());
   const int d = d_;
@@ -514,7 +516,8 @@ void DramSampler::merge_pending(bool greedy) {
       for (int k = 0; k <= r; ++k) row[k] += f * c[r] * c[k];
     }
     for (int r = 0; r < d; ++r)  // mirror the lower triangle
-      for (int k = r + 1; k < d; ++k) s.m2[static_cast<std::size_t>(r) * du + k] = s.m2[static_cast<std::size_t>(k) * du + r];
+      for (int k = r + 1; k < d; ++k)
+        s.m2[static_cast<std::size_t>(r) * du + k] = s.m2[static_cast<std::size_t>(k) * du + r];
     for (int k = 0; k < d; ++k) s.mean[k] += (wb / wn) * c[k];
     s.cov_weight = wn;
   }
@@ -556,7 +559,8 @@ void DramSampler::adapt() {
     if (!options_.target_acceptance_rate.empty()) {
       const double lo = options_.target_acceptance_rate.front(), hi = options_.target_acceptance_rate.back();
       if (r < lo || r > hi) s.scale *= std::clamp(std::sqrt(r / (0.5 * (lo + hi))), 0.8, 1.25);
-    } else if (r < kStuckRate && static_cast<double>(s.accepted) < kStuckOverall * static_cast<double>(s.proposal_number)) {
+    } else if (r < kStuckRate &&
+               static_cast<double>(s.accepted) < kStuckOverall * static_cast<double>(s.proposal_number)) {
       // A chain that accepts (almost) nothing never collects the d + 1 unique states an
       // update needs, and its covariance estimate would be degenerate: halve the scale.
       s.scale *= 0.5;
@@ -595,22 +599,23 @@ void DramSampler::adapt() {
     ++s.chol_failures;
     if (!chol_warned_) {
       chol_warned_ = true;
-      HERD_LOG_WARN("dram: chain {}: the adapted proposal covariance at proposal {} is not positive definite "
-                    "(numerically); the previous proposal is kept (further failures are counted silently; "
-                    "the total is in the result)",
-                    s.chain_id, s.proposal_number);
+      HERD_LOG_WARN(
+          "dram: chain {}: the adapted proposal covariance at proposal {} is not positive definite "
+          "(numerically); the previous proposal is kept (further failures are counted silently; "
+          "the total is in the result)",
+          s.chain_id, s.proposal_number);
     }
     return;
   }
   // Adaptation measure: Hellinger distance between the old and new proposal Gaussians,
   // H^2 = 1 - |C0|^(1/4) |C1|^(1/4) / |(C0 + C1)/2|^(1/2).
-  double* mid = lnew + dd;   // [d, d]
-  double* lmid = mid + dd;   // [d, d]
+  double* mid = lnew + dd;  // [d, d]
+  double* lmid = mid + dd;  // [d, d]
   for (std::size_t i = 0; i < dd; ++i) mid[i] = 0.5 * (prop_cov_[i] + cov[i]);
   double h = 1.0;
   if (cholesky(mid, d, lmid)) {
-    const double lbc = 0.25 * log_det_lower(s.chol.data(), d) + 0.25 * log_det_lower(lnew, d) -
-                       0.5 * log_det_lower(lmid, d);
+    const double lbc =
+        0.25 * log_det_lower(s.chol.data(), d) + 0.25 * log_det_lower(lnew, d) - 0.5 * log_det_lower(lmid, d);
     h = std::sqrt(std::max(0.0, 1.0 - std::exp(std::min(0.0, lbc))));
   }
   s.record_adapt_measure = std::max(s.record_adapt_measure, h);
@@ -700,8 +705,7 @@ DramResult DramSampler::finish(ChainSink& sink, double seconds) {
 std::vector<DramResult> DramSampler::run_chains(const std::vector<ChainSink*>& sinks, int num_threads) {
   const std::size_t n = sinks.size();
   std::vector<DramResult> results(n);
-  for (std::size_t i = 0; i < n; ++i)
-    HERD_REQUIRE(sinks[i] != nullptr, "dram: run_chains: sinks[{}] is null", i);
+  for (std::size_t i = 0; i < n; ++i) HERD_REQUIRE(sinks[i] != nullptr, "dram: run_chains: sinks[{}] is null", i);
   auto run_one = [&](std::size_t i) {
     DramOptions o = options_;
     o.chain_id = options_.chain_id + static_cast<std::uint32_t>(i);
@@ -709,8 +713,8 @@ std::vector<DramResult> DramSampler::run_chains(const std::vector<ChainSink*>& s
     results[i] = chain.run(*sinks[i]);
   };
   if (batch_) return run_chains_batched(sinks);
-  std::size_t threads = num_threads > 0 ? static_cast<std::size_t>(num_threads)
-                                        : std::max(1u, std::thread::hardware_concurrency());
+  std::size_t threads =
+      num_threads > 0 ? static_cast<std::size_t>(num_threads) : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min(threads, n);
   if (!options_.log_density_thread_safe || threads <= 1) {
     for (std::size_t i = 0; i < n; ++i) run_one(i);
@@ -760,7 +764,8 @@ std::vector<DramResult> DramSampler::run_chains_batched(const std::vector<ChainS
       x.resize(static_cast<std::size_t>(m) * d);
       lp.assign(static_cast<std::size_t>(m), 0.0);
       for (int j = 0; j < m; ++j)
-        std::copy(chains[waiting[j]]->y_.begin(), chains[waiting[j]]->y_.end(), x.begin() + static_cast<std::ptrdiff_t>(j) * d);
+        std::copy(chains[waiting[j]]->y_.begin(), chains[waiting[j]]->y_.end(),
+                  x.begin() + static_cast<std::ptrdiff_t>(j) * d);
       try {
         batch_(x.data(), m, d, lp.data());
       } catch (const std::exception& e) {

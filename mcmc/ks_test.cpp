@@ -21,9 +21,8 @@ struct Weighted {
 };
 
 Weighted prepare(std::span<const double> x, std::span<const std::int64_t> w, const char* name) {
-  HERD_REQUIRE(w.empty() || w.size() == x.size(),
-               "ks_two_sample: weights of {} has {} elements, but the sample has {}", name,
-               w.size(), x.size());
+  HERD_REQUIRE(w.empty() || w.size() == x.size(), "ks_two_sample: weights of {} has {} elements, but the sample has {}",
+               name, w.size(), x.size());
   Weighted r;
   r.v.reserve(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
@@ -50,10 +49,8 @@ KsResult test(const Weighted& a, const Weighted& b, KsMethod method) {
   bool ties = false;
   while (i < a.v.size() || j < b.v.size()) {
     double v;
-    if (j >= b.v.size() || (i < a.v.size() && a.v[i].first <= b.v[j].first))
-      v = a.v[i].first;
-    else
-      v = b.v[j].first;
+    if (j >= b.v.size() || (i < a.v.size() && a.v[i].first <= b.v[j].first)) v = a.v[i].first;
+    else v = b.v[j].first;
     std::int64_t count = 0;
     while (i < a.v.size() && a.v[i].first == v) count += a.v[i].second, cx += a.v[i++].second;
     while (j < b.v.size() && b.v[j].first == v) count += b.v[j].second, cy += b.v[j++].second;
@@ -63,16 +60,15 @@ KsResult test(const Weighted& a, const Weighted& b, KsMethod method) {
   }
   const long double prod = static_cast<long double>(nx) * static_cast<long double>(ny);
   r.statistic = static_cast<double>(static_cast<long double>(best) / prod);
-  bool exact = method == KsMethod::kExact ||
-               (method == KsMethod::kAuto && prod < 10000.0L && !ties);
+  bool exact = method == KsMethod::kExact || (method == KsMethod::kAuto && prod < 10000.0L && !ties);
   if (exact) {
     r.exact = true;
-    r.p_value = smirnov_p_exact(static_cast<std::size_t>(nx), static_cast<std::size_t>(ny),
-                                static_cast<std::int64_t>(best));
+    r.p_value =
+        smirnov_p_exact(static_cast<std::size_t>(nx), static_cast<std::size_t>(ny), static_cast<std::int64_t>(best));
   } else {
-    const double lambda =
-        std::sqrt(static_cast<double>(nx) * static_cast<double>(ny) /
-                  (static_cast<double>(nx) + static_cast<double>(ny))) * r.statistic;
+    const double lambda = std::sqrt(static_cast<double>(nx) * static_cast<double>(ny) /
+                                    (static_cast<double>(nx) + static_cast<double>(ny))) *
+                          r.statistic;
     r.p_value = kolmogorov_q(lambda);
   }
   return r;
@@ -102,11 +98,9 @@ double kolmogorov_q(double lambda) {
 }
 
 double smirnov_p_exact(std::size_t nx, std::size_t ny, std::int64_t d_num) {
-  HERD_REQUIRE(nx > 0 && ny > 0, "smirnov_p_exact: nx is {} and ny is {}, but both must be positive",
-               nx, ny);
+  HERD_REQUIRE(nx > 0 && ny > 0, "smirnov_p_exact: nx is {} and ny is {}, but both must be positive", nx, ny);
   HERD_REQUIRE(static_cast<double>(nx) * static_cast<double>(ny) <= 1e8,
-               "smirnov_p_exact: nx * ny is {}, but must be <= 1e8",
-               static_cast<double>(nx) * static_cast<double>(ny));
+               "smirnov_p_exact: nx * ny is {}, but must be <= 1e8", static_cast<double>(nx) * static_cast<double>(ny));
   if (d_num <= 0) return 1.0;
   const auto m = static_cast<std::int64_t>(nx), n = static_cast<std::int64_t>(ny);
   auto exceeds = [&](std::int64_t i, std::int64_t j) {
@@ -127,17 +121,13 @@ double smirnov_p_exact(std::size_t nx, std::size_t ny, std::int64_t d_num) {
       if (rem == 0.0) continue;
       if (i < m) {
         const double w = mass * static_cast<double>(m - i) / rem;
-        if (exceeds(i + 1, j))
-          p += w;
-        else
-          next[static_cast<std::size_t>(j)] += w;
+        if (exceeds(i + 1, j)) p += w;
+        else next[static_cast<std::size_t>(j)] += w;
       }
       if (j < n) {
         const double w = mass * static_cast<double>(n - j) / rem;
-        if (exceeds(i, j + 1))
-          p += w;
-        else
-          row[static_cast<std::size_t>(j + 1)] += w;
+        if (exceeds(i, j + 1)) p += w;
+        else row[static_cast<std::size_t>(j + 1)] += w;
       }
     }
     std::swap(row, next);
@@ -149,9 +139,8 @@ KsResult ks_two_sample(std::span<const double> x, std::span<const double> y, KsM
   return ks_two_sample(x, {}, y, {}, method);
 }
 
-KsResult ks_two_sample(std::span<const double> x, std::span<const std::int64_t> wx,
-                       std::span<const double> y, std::span<const std::int64_t> wy,
-                       KsMethod method) {
+KsResult ks_two_sample(std::span<const double> x, std::span<const std::int64_t> wx, std::span<const double> y,
+                       std::span<const std::int64_t> wy, KsMethod method) {
   const Weighted a = prepare(x, wx, "x");
   const Weighted b = prepare(y, wy, "y");
   if (method == KsMethod::kExact)

@@ -21,21 +21,21 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
-#include <Eigen/Dense>
 #include <fmt/format.h>
+#include <Eigen/Dense>
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/faults.hpp"
 #include "herd/core/memory.hpp"
 #include "herd/core/timer.hpp"
-#include "herd/io/hdf5.hpp"
 #include "herd/io/checkpoint.hpp"
+#include "herd/io/hdf5.hpp"
 #include "herd/io/output_files.hpp"
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/ks_test.hpp"
@@ -65,9 +65,10 @@ struct TextFormat {
   /// string per value: the chain file is written while the chain samples).
   void append_real(std::string& out, double v) const {
     char buf[64];
-    const std::to_chars_result r = std::isfinite(v) && precision >= 1 && precision <= 40
-                                       ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, precision - 1)
-                                       : std::to_chars_result{nullptr, std::errc::value_too_large};
+    const std::to_chars_result r =
+        std::isfinite(v) && precision >= 1 && precision <= 40
+            ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, precision - 1)
+            : std::to_chars_result{nullptr, std::errc::value_too_large};
     if (r.ec != std::errc()) {
       std::string s = fmt::format("{:.{}e}", v, precision - 1);
       if (static_cast<int>(s.size()) < width) out.append(static_cast<std::size_t>(width) - s.size(), ' ');
@@ -108,8 +109,8 @@ class TextFile {
     const long n = std::ftell(f_);
 #if defined(__linux__)
     if (n > static_cast<long>(written_back_))
-      (void)::sync_file_range(fileno(f_), static_cast<off_t>(written_back_), static_cast<off_t>(n) - static_cast<off_t>(written_back_),
-                              SYNC_FILE_RANGE_WRITE);
+      (void)::sync_file_range(fileno(f_), static_cast<off_t>(written_back_),
+                              static_cast<off_t>(n) - static_cast<off_t>(written_back_), SYNC_FILE_RANGE_WRITE);
 #endif
     if (n > 0) written_back_ = static_cast<std::uint64_t>(n);
   }
@@ -198,7 +199,8 @@ std::string chain_rows(const SamplerSpecs& specs, const TextFormat& tf, RunningB
   const std::int64_t reps = verbose ? r.weight : 1;
   const std::int64_t weight = verbose ? 1 : r.weight;
   std::string row = tf.integer(process_id) + tf.delim + tf.integer(r.dr_stage) + tf.delim;
-  row.reserve(static_cast<std::size_t>(r.ndim + 7) * (static_cast<std::size_t>(std::max(tf.precision + 7, tf.width)) + tf.delim.size()));
+  row.reserve(static_cast<std::size_t>(r.ndim + 7) *
+              (static_cast<std::size_t>(std::max(tf.precision + 7, tf.width)) + tf.delim.size()));
   tf.append_real(row, rate);
   row += tf.delim;
   tf.append_real(row, r.adapt_measure);
@@ -263,9 +265,10 @@ class TextChainStream final : public ChainSink {
     std::error_code ec;
     const auto size = fs::file_size(path_, ec);
     if (ec || size < bytes)
-      throw IoError(fmt::format("the chain file \"{}\" is shorter than its checkpoint records ({} bytes); set "
-                                "overwrite = true to start afresh",
-                                path_, bytes));
+      throw IoError(
+          fmt::format("the chain file \"{}\" is shorter than its checkpoint records ({} bytes); set "
+                      "overwrite = true to start afresh",
+                      path_, bytes));
     fs::resize_file(path_, bytes);
     rows_ = r.value<std::int64_t>("text.rows");
     burnin_.restore(r.get<std::int64_t>("text.burnin_rows"), r.get<double>("text.burnin_values"));
@@ -297,9 +300,9 @@ class ProgressSink final : public ChainSink {
   void open(const std::string& progress_path) {
     progress_ = std::make_unique<TextFile>(progress_path);
     progress_->write("NumFuncCallTotal" + fmt_.delim + "NumFuncCallAccepted" + fmt_.delim +
-                     "MeanAcceptanceRateSinceStart" + fmt_.delim + "MeanAcceptanceRateSinceLastReport" +
-                     fmt_.delim + "TimeElapsedSinceLastReportInSeconds" + fmt_.delim + "TimeElapsedSinceStartInSeconds" + fmt_.delim +
-                     "TimeRemainedToFinishInSeconds\n");
+                     "MeanAcceptanceRateSinceStart" + fmt_.delim + "MeanAcceptanceRateSinceLastReport" + fmt_.delim +
+                     "TimeElapsedSinceLastReportInSeconds" + fmt_.delim + "TimeElapsedSinceStartInSeconds" +
+                     fmt_.delim + "TimeRemainedToFinishInSeconds\n");
   }
 
   void write(const ChainRecord& r) override {
@@ -340,8 +343,7 @@ class ProgressSink final : public ChainSink {
   /// seconds since this process started sampling, the steps made by this process (they
   /// differ after a resume), and the seconds left (NaN: not known yet; measured only from
   /// the acceptances of this process since its first progress, `EtaEstimator`).
-  std::function<void(std::uint64_t steps, std::int64_t accepted, double seconds, std::uint64_t new_steps,
-                     double eta)>
+  std::function<void(std::uint64_t steps, std::int64_t accepted, double seconds, std::uint64_t new_steps, double eta)>
       on_progress;
 
  private:
@@ -376,7 +378,6 @@ class ProgressSink final : public ChainSink {
   double last_time_ = 0.0;
 };
 
-
 /// Run figures for the ParaMonte-layout part of the report.
 struct ParamonteStats {
   std::int64_t accepted = 0, proposals = 0, evaluations = 0, burnin_likelihood = 0, burnin_adaptation = 0;
@@ -393,8 +394,7 @@ struct ParamonteStats {
 /// `stats.<a>.<b>` with the value indented by 8 blanks and a description of lines
 /// "        ParaDRAM - NOTE: ...". Descriptions hold no quote or backslash (ParaMonte's Python
 /// reader evaluates them inside raw string literals).
-std::string paramonte_report_part(const std::string& target,
-                                  const SampleRunOptions& options, const ParamonteStats& ps,
+std::string paramonte_report_part(const std::string& target, const SampleRunOptions& options, const ParamonteStats& ps,
                                   const std::vector<std::string>& paths) {
   const std::string rule(132, '*');
   auto framed = [&](const std::string& title) {
@@ -422,7 +422,8 @@ std::string paramonte_report_part(const std::string& target,
   r += rule + "\n\n";
   r += framed("ParaMonte library interface specifications") + "\n";
   r += indented(fmt::format("herd {} DRAM sampler, ParaDRAM-compatible (C, C++, Fortran and herd-sample)\n",
-                            HERD_VERSION_STRING)) + "\n";
+                            HERD_VERSION_STRING)) +
+       "\n";
   struct utsname u {};
   std::string platform = "unknown";
   if (uname(&u) == 0) platform = fmt::format("{} {} {} ({})", u.sysname, u.release, u.machine, u.nodename);
@@ -445,7 +446,8 @@ std::string paramonte_report_part(const std::string& target,
   stat("chain.verbose.efficiency.meanAcceptanceRate", fmt::format("{:.17g}", ps.acceptance),
        "This is the mean acceptance rate of the Markov chain.");
   stat("chain.verbose.efficiency.acceptedOverAcceptedRejected",
-       fmt::format("{:.17g}", static_cast<double>(ps.accepted) / std::max<double>(1.0, static_cast<double>(ps.proposals))),
+       fmt::format("{:.17g}",
+                   static_cast<double>(ps.accepted) / std::max<double>(1.0, static_cast<double>(ps.proposals))),
        "This is the number of accepted proposals divided by the number of accepted and rejected proposals.");
   stat("time.total", fmt::format("{:.17g}", ps.seconds), "This is the total runtime in seconds.");
   if (ps.single_chain) {
@@ -504,7 +506,8 @@ struct Column {
 std::vector<double> expand(const std::vector<double>& compact, const std::vector<std::int64_t>& weight,
                            std::size_t first) {
   std::vector<double> out;
-  for (std::size_t i = first; i < compact.size(); ++i) out.insert(out.end(), static_cast<std::size_t>(weight[i]), compact[i]);
+  for (std::size_t i = first; i < compact.size(); ++i)
+    out.insert(out.end(), static_cast<std::size_t>(weight[i]), compact[i]);
   return out;
 }
 
@@ -554,9 +557,8 @@ std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::
   // Below kLowAcceptance the low-acceptance warning replaces the verdict's acceptance line.
   const bool stuck = std::isfinite(acceptance_rate) && acceptance_rate < kLowAcceptance;
   std::string out;
-  for (const ReportVerdict& v : convergence_verdicts(names, summary, chains,
-                                                     stuck ? std::numeric_limits<double>::quiet_NaN() : acceptance_rate,
-                                                     run_longer))
+  for (const ReportVerdict& v : convergence_verdicts(
+           names, summary, chains, stuck ? std::numeric_limits<double>::quiet_NaN() : acceptance_rate, run_longer))
     if (v.level >= 2) out += "WARNING: " + v.text + "\n";
   if (stuck) out += low_acceptance_warning(acceptance_rate) + "\n";
   return out;
@@ -566,7 +568,7 @@ namespace {
 
 /// What to do about a mean acceptance rate below kLowAcceptance (one paragraph).
 std::string low_acceptance_hint(double rate) { return low_acceptance_warning(rate); }
-constexpr int kMaxKsChains = 16;    // pairwise KS table up to this many chains
+constexpr int kMaxKsChains = 16;  // pairwise KS table up to this many chains
 
 int chain_count(const SamplerSpecs& s, int ranks) {
   return s.parallelization_model == "multi_chain" ? ranks * static_cast<int>(s.chains_per_rank) : 1;
@@ -609,7 +611,8 @@ void prepare_outputs(const SamplerSpecs& s, int ranks, bool resuming) {
   if (!resuming) {
     for (const auto& path : output_paths(s, ranks)) {
       if (!s.overwrite && fs::exists(path)) {
-        throw InputError(fmt::format("output file \"{}\" exists; set overwrite = true or choose another output_prefix", path));
+        throw InputError(
+            fmt::format("output file \"{}\" exists; set overwrite = true or choose another output_prefix", path));
       }
     }
   }
@@ -635,12 +638,13 @@ void prepare_outputs(const SamplerSpecs& s, int ranks, bool resuming) {
 std::string format_summary_table(const std::vector<QuantitySummary>& rows) {
   std::size_t w = 8;
   for (const auto& r : rows) w = std::max(w, r.name.size());
-  std::string out = fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}\n", "name", w,
-                                "mean", "sd", "q5", "q50", "q95", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "rhat");
+  std::string out =
+      fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}\n", "name", w, "mean",
+                  "sd", "q5", "q50", "q95", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "rhat");
   for (const auto& r : rows) {
     const auto& s = r.stats;
-    out += fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9.0f} {:>9.0f} {:>7.4f}\n", r.name, w,
-                       cell(s.mean), cell(s.sd), cell(s.q5), cell(s.q50), cell(s.q95), cell(s.mcse_mean),
+    out += fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9.0f} {:>9.0f} {:>7.4f}\n", r.name,
+                       w, cell(s.mean), cell(s.sd), cell(s.q5), cell(s.q50), cell(s.q95), cell(s.mcse_mean),
                        cell(s.mcse_sd), s.ess_bulk, s.ess_tail, s.rhat);
   }
   return out;
@@ -650,10 +654,10 @@ namespace {
 
 /// Everything a chain contributes to the outputs, computed on rank 0.
 struct ChainOutputs {
-  std::vector<Column> columns;                 // variables, then derived quantities (compact)
-  std::vector<double> lp_post;                 // log density of the verbose chain after burn-in
+  std::vector<Column> columns;  // variables, then derived quantities (compact)
+  std::vector<double> lp_post;  // log density of the verbose chain after burn-in
   std::int64_t burnin = 0;
-  std::vector<std::size_t> sample_rows;        // compact rows of the refined sample
+  std::vector<std::size_t> sample_rows;  // compact rows of the refined sample
   RefinedSample refined;
 };
 
@@ -679,7 +683,8 @@ ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target
       for (std::size_t k = 0; k < nq; ++k) qc[k].compact[i] = q[k];
     }
     for (auto& c : qc) {
-      const bool dup = std::any_of(o.columns.begin(), o.columns.begin() + d, [&](const Column& v) { return v.name == c.name; });
+      const bool dup =
+          std::any_of(o.columns.begin(), o.columns.begin() + d, [&](const Column& v) { return v.name == c.name; });
       if (!dup) o.columns.push_back(std::move(c));
     }
   }
@@ -690,7 +695,8 @@ ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target
   std::vector<std::int64_t> w(m);
   for (std::size_t i = 0; i < m; ++i) {
     states[i * (d + 1)] = memory.log_density[first + i];
-    std::copy(memory.point(first + i), memory.point(first + i) + d, states.begin() + static_cast<std::ptrdiff_t>(i * (d + 1) + 1));
+    std::copy(memory.point(first + i), memory.point(first + i) + d,
+              states.begin() + static_cast<std::ptrdiff_t>(i * (d + 1) + 1));
     w[i] = memory.weight[first + i];
   }
   if (specs.sample_size > 0) {
@@ -699,18 +705,21 @@ ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target
     for (std::size_t i = 0; i < m; ++i) cum[i + 1] = cum[i] + w[i];
     const auto total_w = static_cast<double>(cum[m]);
     for (std::int64_t k = 0; k < specs.sample_size; ++k) {
-      const auto pos = static_cast<std::int64_t>(std::floor((static_cast<double>(k) + 0.5) * total_w / static_cast<double>(specs.sample_size)));
+      const auto pos = static_cast<std::int64_t>(
+          std::floor((static_cast<double>(k) + 0.5) * total_w / static_cast<double>(specs.sample_size)));
       const auto it = std::upper_bound(cum.begin(), cum.end(), pos);
       o.sample_rows.push_back(first + static_cast<std::size_t>(it - cum.begin() - 1));
     }
   } else if (specs.sample_refinement_count == 0) {
-    for (std::size_t i = 0; i < m; ++i) o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(w[i]), first + i);
+    for (std::size_t i = 0; i < m; ++i)
+      o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(w[i]), first + i);
   } else {
     RefinementOptions ro;
     ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
     o.refined = refine_sample(states, w, static_cast<std::size_t>(d + 1), ro);
     for (std::size_t k = 0; k < o.refined.index.size(); ++k)
-      o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(o.refined.weight[k]), first + o.refined.index[k]);
+      o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(o.refined.weight[k]),
+                           first + o.refined.index[k]);
   }
   return o;
 }
@@ -820,24 +829,24 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
               to_dram_options(specs, d, start_point_chain(specs, static_cast<std::uint32_t>(c), nchains));
           starts.insert(starts.end(), oc.start_point.begin(), oc.start_point.end());
         }
-      MultiChainRun m = run_multi_chain(dopt, target.log_density, target.thread_safe, comm,
-                                        static_cast<int>(specs.chains_per_rank), 0, checkpointing ? rdir + "/chain" : "",
-                                        specs.checkpoint_period, specs.checkpoint_period_seconds, false,
-                                        root ? &tee : nullptr, starts);
+      MultiChainRun m =
+          run_multi_chain(dopt, target.log_density, target.thread_safe, comm, static_cast<int>(specs.chains_per_rank),
+                          0, checkpointing ? rdir + "/chain" : "", specs.checkpoint_period,
+                          specs.checkpoint_period_seconds, false, root ? &tee : nullptr, starts);
       chains = std::move(m.chains);
       results = std::move(m.results);
       resumed = m.proposals_before > 0;
       proposals_before = m.proposals_before;
       seconds_before = m.seconds_before;
       parallel_report += fmt::format("parallelization model             multi_chain\n");
-      parallel_report += fmt::format("ranks x chains per rank           {} x {} = {} chains\n", ranks,
-                                     specs.chains_per_rank, nchains);
+      parallel_report +=
+          fmt::format("ranks x chains per rank           {} x {} = {} chains\n", ranks, specs.chains_per_rank, nchains);
       parallel_report += fmt::format("sampling wall time                {:.3f} s\n", m.seconds);
       std::int64_t props = 0;
       for (const auto& r : results) props += r.proposals;
-      parallel_report += fmt::format("proposals per second (all chains, this invocation) {:.4g}\n",
-                                     static_cast<double>(static_cast<std::uint64_t>(props) - m.proposals_before) /
-                                         std::max(m.seconds, 1e-9));
+      parallel_report += fmt::format(
+          "proposals per second (all chains, this invocation) {:.4g}\n",
+          static_cast<double>(static_cast<std::uint64_t>(props) - m.proposals_before) / std::max(m.seconds, 1e-9));
     } else if (ranks > 1) {
       MemoryChainSink memory;
       FanSink fan(memory, tee);
@@ -857,15 +866,27 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
         parallel_report += "(the chain was complete in the restart record: nothing sampled)\n";
       } else {
         const double tf_eval = f.mean_eval_seconds;
-        const double measured = f.seconds > 0 ? static_cast<double>(f.result.proposals - static_cast<std::int64_t>(f.proposals_before)) * tf_eval / f.seconds : 0.0;
+        const double measured =
+            f.seconds > 0 ? static_cast<double>(f.result.proposals - static_cast<std::int64_t>(f.proposals_before)) *
+                                tf_eval / f.seconds
+                          : 0.0;
         parallel_report += fmt::format("ranks                             {}\n", ranks);
         parallel_report += fmt::format("rounds                            {}\n", f.rounds);
-        parallel_report += fmt::format("proposals decided per round       {:.4f}\n",
-                                       f.rounds > 0 ? static_cast<double>(std::accumulate(f.rank_proposals.begin(), f.rank_proposals.end(), std::int64_t{0})) / static_cast<double>(f.rounds) : 0.0);
+        parallel_report +=
+            fmt::format("proposals decided per round       {:.4f}\n",
+                        f.rounds > 0 ? static_cast<double>(std::accumulate(f.rank_proposals.begin(),
+                                                                           f.rank_proposals.end(), std::int64_t{0})) /
+                                           static_cast<double>(f.rounds)
+                                     : 0.0);
         parallel_report += fmt::format("mean log-density time             {:.4g} s\n", tf_eval);
         parallel_report += fmt::format("communication time per round      {:.4g} s\n", f.comm_seconds_per_round);
-        parallel_report += fmt::format("measured speedup                  {:.3f} (this invocation's proposals x mean log-density time / wall time {:.3f} s)\n", measured, f.seconds);
-        parallel_report += fmt::format("predicted speedup                 {:.3f} (cyclic-geometric model, Shahmoradi & Bagheri 2020)\n", f.predicted_speedup);
+        parallel_report += fmt::format(
+            "measured speedup                  {:.3f} (this invocation's proposals x mean log-density time / wall time "
+            "{:.3f} s)\n",
+            measured, f.seconds);
+        parallel_report += fmt::format(
+            "predicted speedup                 {:.3f} (cyclic-geometric model, Shahmoradi & Bagheri 2020)\n",
+            f.predicted_speedup);
         parallel_report += "per-rank contributions (this run or, after a resume, its last part):\n";
         parallel_report += fmt::format("{:>6} {:>20} {:>20}\n", "rank", "proposals decided", "stage-1 acceptances");
         for (int r = 0; r < ranks; ++r)
@@ -949,29 +970,28 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   // then this one). Their phases below show the time left to wait for them.
   std::optional<io::H5File> h5;
   auto write_text_files = [&] {
-  if (text_files) {
-    for (std::size_t c = 0; c < m; ++c) {
-      const int k = static_cast<int>(chains[c].chain_id) + 1;
-      if (!(c == 0 && text_done))  // else streamed while sampling
-        write_chain_file(chain_file_path(specs, static_cast<int>(m), k), specs, tf, chains[c], m == 1 ? 1 : k);
-      TextFile f(sample_file_path(specs, static_cast<int>(m), k));
-      std::string h = "SampleLogFunc";
-      for (const auto& name : specs.variable_names) h += tf.delim + name;
-      f.write(h + "\n");
-      const MemoryChainSink& memory = chains[c];
-      for (std::size_t r : co[c].sample_rows) {
-        std::string row;
-        tf.append_real(row, memory.log_density[r]);
-        for (int j = 0; j < d; ++j) {
-          row += tf.delim;
-          tf.append_real(row, memory.point(r)[j]);
+    if (text_files) {
+      for (std::size_t c = 0; c < m; ++c) {
+        const int k = static_cast<int>(chains[c].chain_id) + 1;
+        if (!(c == 0 && text_done))  // else streamed while sampling
+          write_chain_file(chain_file_path(specs, static_cast<int>(m), k), specs, tf, chains[c], m == 1 ? 1 : k);
+        TextFile f(sample_file_path(specs, static_cast<int>(m), k));
+        std::string h = "SampleLogFunc";
+        for (const auto& name : specs.variable_names) h += tf.delim + name;
+        f.write(h + "\n");
+        const MemoryChainSink& memory = chains[c];
+        for (std::size_t r : co[c].sample_rows) {
+          std::string row;
+          tf.append_real(row, memory.log_density[r]);
+          for (int j = 0; j < d; ++j) {
+            row += tf.delim;
+            tf.append_real(row, memory.point(r)[j]);
+          }
+          f.write(row + "\n");
         }
-        f.write(row + "\n");
+        f.close();
       }
-      f.close();
     }
-  }
-
   };
   auto write_h5_draws = [&] {
     h5.emplace(io::H5File::create_atomic(h5_path));
@@ -1037,8 +1057,10 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       for (std::size_t c = 0; c < m; ++c) {
         const MemoryChainSink& memory = chains[c];
         const std::size_t before = v.size();
-        for (std::size_t i = static_cast<std::size_t>(co[c].burnin); i < memory.size() && v.size() - before < ndraw; ++i)
-          for (std::int64_t k = 0; k < memory.weight[i] && v.size() - before < ndraw; ++k) v.push_back(of(memory, i, k));
+        for (std::size_t i = static_cast<std::size_t>(co[c].burnin); i < memory.size() && v.size() - before < ndraw;
+             ++i)
+          for (std::int64_t k = 0; k < memory.weight[i] && v.size() - before < ndraw; ++k)
+            v.push_back(of(memory, i, k));
       }
       put_stat(name, v);
     };
@@ -1091,7 +1113,8 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
           return;
         }
         std::decay_t<decltype(chains[0].*member)> all;
-        for (std::size_t c = 0; c < m; ++c) all.insert(all.end(), (chains[c].*member).begin(), (chains[c].*member).end());
+        for (std::size_t c = 0; c < m; ++c)
+          all.insert(all.end(), (chains[c].*member).begin(), (chains[c].*member).end());
         write_it(all);
       };
       auto put_column = [&](const char* name, auto member) {
@@ -1141,7 +1164,8 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       }
       if (m > 1) {
         std::vector<std::int64_t> ch;
-        for (std::size_t c = 0; c < m; ++c) ch.insert(ch.end(), co[c].sample_rows.size(), static_cast<std::int64_t>(chains[c].chain_id));
+        for (std::size_t c = 0; c < m; ++c)
+          ch.insert(ch.end(), co[c].sample_rows.size(), static_cast<std::int64_t>(chains[c].chain_id));
         io::H5Dataset dc = sg.write<std::int64_t>("chain_id", ch);
         sg.attach_dimensions(dc, {"sample"});
       }
@@ -1182,13 +1206,15 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   // independent draws, which the refined (thinned) samples nearly are; the verbose chains'
   // autocorrelated draws give far too small p-values.
   std::vector<std::vector<KsResult>> ks;
-  const bool ks_samples_ok = std::all_of(co.begin(), co.end(), [](const ChainOutputs& x) { return !x.sample_rows.empty(); });
+  const bool ks_samples_ok =
+      std::all_of(co.begin(), co.end(), [](const ChainOutputs& x) { return !x.sample_rows.empty(); });
   if (m >= 2 && m <= static_cast<std::size_t>(kMaxKsChains) && ks_samples_ok) {
     std::vector<std::vector<double>> samples(m);
     for (int j = 0; j < d; ++j) {
       for (std::size_t c = 0; c < m; ++c) {
         samples[c].clear();
-        for (std::size_t r : co[c].sample_rows) samples[c].push_back(co[c].columns[static_cast<std::size_t>(j)].compact[r]);
+        for (std::size_t r : co[c].sample_rows)
+          samples[c].push_back(co[c].columns[static_cast<std::size_t>(j)].compact[r]);
       }
       ks.push_back(ks_pairwise(std::span<const std::vector<double>>(samples)));
     }
@@ -1196,17 +1222,20 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   // Which draws the table tested, for the report and the .h5.
   const std::string ks_tested =
       specs.sample_size > 0
-          ? fmt::format("the chains' samples of sample_size = {} evenly spaced draws (thinned only as far as that "
-                        "spacing goes)", specs.sample_size)
+          ? fmt::format(
+                "the chains' samples of sample_size = {} evenly spaced draws (thinned only as far as that "
+                "spacing goes)",
+                specs.sample_size)
       : specs.sample_refinement_count == 0
-          ? std::string("the chains' unrefined samples (sample_refinement_count = 0: every post-burn-in draw, "
-                        "autocorrelated, so the p-values are too small)")
-          : std::string("the chains' refined samples (thinned by their integrated autocorrelation time: nearly "
-                        "independent draws, as the test assumes)");
+          ? std::string(
+                "the chains' unrefined samples (sample_refinement_count = 0: every post-burn-in draw, "
+                "autocorrelated, so the p-values are too small)")
+          : std::string(
+                "the chains' refined samples (thinned by their integrated autocorrelation time: nearly "
+                "independent draws, as the test assumes)");
   // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers: about 110
   // bytes per draw) is not needed by the writing phases.
   release_diagnostics_workspace();
-
 
   // Chain and sample text files (written by the writer thread).
   if (text_files) phases.phase("writing the chain and sample text files");
@@ -1321,15 +1350,18 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     } else {
       h.start_covariance.assign(du * du, 0.0);
       for (std::size_t i = 0; i < du; ++i)
-        h.start_covariance[i * du + i] = dopt.proposal_start_std.empty() ? 1.0 : dopt.proposal_start_std[i] * dopt.proposal_start_std[i];
+        h.start_covariance[i * du + i] =
+            dopt.proposal_start_std.empty() ? 1.0 : dopt.proposal_start_std[i] * dopt.proposal_start_std[i];
     }
     for (std::size_t c = 0; c < m && c < 4; ++c)
       if (results[c].proposal_cov.size() == du * du)
         h.final_covariances.emplace_back(fmt::format("final proposal, chain {}", chains[c].chain_id + 1),
                                          results[c].proposal_cov);
-    h.covariance_note = "herd-sample keeps the start and the final proposal covariance of each chain, not their "
-                        "history over the run: the figure shows those two.";
-    if (m > 1) h.notes.push_back("Several chains: R-hat and ESS are computed across the chains, cut to a common length.");
+    h.covariance_note =
+        "herd-sample keeps the start and the final proposal covariance of each chain, not their "
+        "history over the run: the figure shows those two.";
+    if (m > 1)
+      h.notes.push_back("Several chains: R-hat and ESS are computed across the chains, cut to a common length.");
     if (text_files == false) h.notes.push_back("More than 64 chains: no per-chain text files; see the .h5 file.");
     h.resolved_input = options.resolved_input;
     write_posterior_report(specs.output_prefix + "_report.html", h);
@@ -1341,7 +1373,8 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     TextFile f(report_path);
     std::string r;
     r += fmt::format("herd {} — DRAM sampler report (ParaDRAM-compatible)\n\n", HERD_VERSION_STRING);
-    r += fmt::format("description: {}\ntarget: {}\ninput: {}\n\n", specs.description, target.description, options.input_source);
+    r += fmt::format("description: {}\ntarget: {}\ninput: {}\n\n", specs.description, target.description,
+                     options.input_source);
     r += "== resolved specifications ==\n" + options.resolved_input + "\n";
     r += "== run ==\n";
     r += fmt::format("dimension                         {}\n", d);
@@ -1354,8 +1387,8 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     if (m == 1) {
       for (std::size_t k = 0; k < kr.stage_accepted.size(); ++k)
         r += fmt::format("  accepted at stage {}             {}\n", k + 1, kr.stage_accepted[k]);
-      r += fmt::format("adaptive updates                  {} ({} deferred, {} Cholesky failures)\n", kr.adaptive_updates,
-                       kr.adaptive_updates_deferred, kr.chol_failures);
+      r += fmt::format("adaptive updates                  {} ({} deferred, {} Cholesky failures)\n",
+                       kr.adaptive_updates, kr.adaptive_updates_deferred, kr.chol_failures);
     }
     r += fmt::format("NaN log densities (as -inf)       {}\n", nan_count);
     r += fmt::format("proposals outside the domain      {}\n", ood);
@@ -1382,20 +1415,22 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     if (resumed) {
       const double whole = seconds_before + sampling_seconds;
       r += fmt::format("sampling time (whole chain)       {:.3f} s\n", whole);
-      r += fmt::format("steps per second (whole chain)    {:.4g}\n", static_cast<double>(proposals) / std::max(whole, 1e-9));
+      r += fmt::format("steps per second (whole chain)    {:.4g}\n",
+                       static_cast<double>(proposals) / std::max(whole, 1e-9));
     }
     if (checkpointing && multi)
       r += fmt::format("restart record                    {} (each rank checkpoints its own chains)\n", rdir);
     else if (checkpointing)
-      r += fmt::format("checkpoints (this process)        {} in {:.3f} s ({:.2f}% of the sampling time); record in {}\n",
-                       checkpoints, checkpoint_seconds, 100.0 * checkpoint_seconds / std::max(sampling_seconds, 1e-9), rdir);
+      r += fmt::format(
+          "checkpoints (this process)        {} in {:.3f} s ({:.2f}% of the sampling time); record in {}\n",
+          checkpoints, checkpoint_seconds, 100.0 * checkpoint_seconds / std::max(sampling_seconds, 1e-9), rdir);
     r += "\n== time per phase (this invocation; the last one, writing this report, so far) ==\n" +
          phases.phase_table() + "\n";
     if (!parallel_report.empty()) r += "== parallelism ==\n" + parallel_report + "\n";
     if (m > 1) {
       r += "== chains ==\n";
-      r += fmt::format("{:>6} {:>12} {:>12} {:>10} {:>10} {:>12}\n", "chain", "proposals", "chain_size", "acceptance", "burn-in",
-                       "post draws");
+      r += fmt::format("{:>6} {:>12} {:>12} {:>10} {:>10} {:>12}\n", "chain", "proposals", "chain_size", "acceptance",
+                       "burn-in", "post draws");
       for (std::size_t c = 0; c < m; ++c)
         r += fmt::format("{:>6} {:>12} {:>12} {:>10.4f} {:>10} {:>12}\n", chains[c].chain_id + 1, results[c].proposals,
                          chains[c].size(), results[c].acceptance_rate, co[c].burnin, co[c].lp_post.size());
@@ -1428,7 +1463,8 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
       for (int j = 0; j < d; ++j) {
         r += specs.variable_names[static_cast<std::size_t>(j)] + ":\n";
         for (std::size_t a = 0; a < m; ++a) {
-          for (std::size_t b = 0; b < m; ++b) r += fmt::format("{:>10.4f}", ks[static_cast<std::size_t>(j)][a * m + b].p_value);
+          for (std::size_t b = 0; b < m; ++b)
+            r += fmt::format("{:>10.4f}", ks[static_cast<std::size_t>(j)][a * m + b].p_value);
           r += "\n";
         }
       }
@@ -1463,12 +1499,14 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
     }
     r += "\n== posterior correlation ==\n";
     for (int i = 0; i < d; ++i) {
-      for (int j = 0; j < d; ++j) r += fmt::format("{:>10.4f}", cov[i * d + j] / std::sqrt(cov[i * d + i] * cov[j * d + j]));
+      for (int j = 0; j < d; ++j)
+        r += fmt::format("{:>10.4f}", cov[i * d + j] / std::sqrt(cov[i * d + i] * cov[j * d + j]));
       r += "\n";
     }
     if (m == 1 && !co[0].refined.rounds.empty()) {
       r += "\n== sample refinement (batch-means integrated autocorrelation) ==\n";
-      r += fmt::format("{:>6} {:>8} {:>14} {:>14} {:>12}\n", "round", "stage", "compact size", "verbose size", "IAC summary");
+      r += fmt::format("{:>6} {:>8} {:>14} {:>14} {:>12}\n", "round", "stage", "compact size", "verbose size",
+                       "IAC summary");
       for (std::size_t k = 0; k < co[0].refined.rounds.size(); ++k) {
         const auto& rd = co[0].refined.rounds[k];
         r += fmt::format("{:>6} {:>8} {:>14} {:>14} {:>12.4f}\n", k + 1, rd.verbose_stage ? "verbose" : "compact",
@@ -1501,9 +1539,9 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
   if (!quiet && options.terminal) {
     std::fprintf(options.terminal, "%s", format_summary_table(out.summary).c_str());
     std::fprintf(options.terminal,
-                 "\n%lld chain%s, %lld steps, acceptance rate %.3f, burn-in %lld, %lld posterior draws, %lld in the refined sample, %.2f s\n",
-                 static_cast<long long>(m), m == 1 ? "" : "s", static_cast<long long>(proposals),
-                 acceptance,
+                 "\n%lld chain%s, %lld steps, acceptance rate %.3f, burn-in %lld, %lld posterior draws, %lld in the "
+                 "refined sample, %.2f s\n",
+                 static_cast<long long>(m), m == 1 ? "" : "s", static_cast<long long>(proposals), acceptance,
                  static_cast<long long>(out.burnin), static_cast<long long>(out.posterior_draws),
                  static_cast<long long>(out.sample_size), out.seconds);
     std::fprintf(options.terminal, "%s", warnings.c_str());
@@ -1522,15 +1560,24 @@ constexpr const char* kRunRecordKind = "herd-sample-run";
 std::string run_record_path(const SamplerSpecs& s) { return restart_folder(s) + "/run.ckpt"; }
 
 // Settings that do not change what a run computes: left out of the input hash.
-const char* const kIgnoredInHash[] = {"overwrite", "silent_mode", "progress_report_period", "checkpoint_period",
-                                      "checkpoint_period_seconds", "mpi_finalize_requested", "output_status",
-                                      "restart_file_format", "input_file_has_priority", "system_info_file_path",
-                                      "parallelism_num_thread", "output_splash_mode",
-                                      "stall_timeout_seconds", "max_memory"};
+const char* const kIgnoredInHash[] = {"overwrite",
+                                      "silent_mode",
+                                      "progress_report_period",
+                                      "checkpoint_period",
+                                      "checkpoint_period_seconds",
+                                      "mpi_finalize_requested",
+                                      "output_status",
+                                      "restart_file_format",
+                                      "input_file_has_priority",
+                                      "system_info_file_path",
+                                      "parallelism_num_thread",
+                                      "output_splash_mode",
+                                      "stall_timeout_seconds",
+                                      "max_memory"};
 
 bool ignored_in_hash(const std::string& key) {
-  return std::find_if(std::begin(kIgnoredInHash), std::end(kIgnoredInHash),
-                      [&](const char* x) { return key == x; }) != std::end(kIgnoredInHash);
+  return std::find_if(std::begin(kIgnoredInHash), std::end(kIgnoredInHash), [&](const char* x) { return key == x; }) !=
+         std::end(kIgnoredInHash);
 }
 
 /// The record's layout name: the batched device, or the serial kernel's parallelization_model.
@@ -1568,7 +1615,8 @@ std::string input_differences(const std::string& before, const std::string& now)
   };
   std::string out;
   auto add = [&](const std::string& k, const std::string* x, const std::string* y) {
-    out += fmt::format("{}{} ({} in the record, {} now)", out.empty() ? "" : ", ", k, x ? *x : "unset", y ? *y : "unset");
+    out +=
+        fmt::format("{}{} ({} in the record, {} now)", out.empty() ? "" : ", ", k, x ? *x : "unset", y ? *y : "unset");
   };
   for (const auto& [k, v] : a) {
     const std::string* y = find(b, k);
@@ -1603,9 +1651,10 @@ void remove_restart_folder(const SamplerSpecs& s) {
   if (ec || !fs::exists(st)) return;
   const bool ours = fs::is_directory(st) && (fs::is_empty(dir, ec) || fs::exists(run_record_path(s), ec));
   if (!ours)
-    throw InputError(fmt::format("\"{}\" exists but is not a restart folder of herd (it has no run record run.ckpt), "
-                                 "so it is not deleted: move it away or choose another output_prefix",
-                                 dir));
+    throw InputError(
+        fmt::format("\"{}\" exists but is not a restart folder of herd (it has no run record run.ckpt), "
+                    "so it is not deleted: move it away or choose another output_prefix",
+                    dir));
   // The run record goes last: a run killed while deleting leaves a folder that is still
   // recognised as herd's (and is deleted by the next fresh start).
   const std::string record = run_record_path(s);
@@ -1629,7 +1678,9 @@ void trim_restart_folder(const std::string& output_prefix) {
     if (e.path().string() != record) gone.push_back(e.path());
   for (const auto& p : gone) {
     fs::remove_all(p, ec);
-    if (ec) throw IoError(fmt::format("cannot remove \"{}\" of the complete run's restart record: {}", p.string(), ec.message()));
+    if (ec)
+      throw IoError(
+          fmt::format("cannot remove \"{}\" of the complete run's restart record: {}", p.string(), ec.message()));
   }
 }
 
@@ -1655,18 +1706,20 @@ RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::int6
       what = diff.empty() ? std::string("the settings are the same, so the target (its file, data or library) differs")
                           : "changed: " + diff;
     }
-    throw InputError(fmt::format("the restart record \"{}\" belongs to a run with another input ({}); set overwrite = "
-                                 "true to start afresh (this deletes \"{}\"), restore the original input, or choose "
-                                 "another output_prefix",
-                                 path, what, restart_folder(s)));
+    throw InputError(
+        fmt::format("the restart record \"{}\" belongs to a run with another input ({}); set overwrite = "
+                    "true to start afresh (this deletes \"{}\"), restore the original input, or choose "
+                    "another output_prefix",
+                    path, what, restart_folder(s)));
   }
   const auto rc = r.value<std::int64_t>("chains");
   const std::string model = r.string("parallelization_model");
   if (rc != chains || model != run_layout(s))
-    throw InputError(fmt::format("the restart record \"{}\" is of a {} run with {} chain(s), but this run is {} with {} "
-                                 "chain(s) (ranks x chains_per_rank); resume with the same number of processes, or "
-                                 "set overwrite = true to start afresh",
-                                 path, model, rc, run_layout(s), chains));
+    throw InputError(
+        fmt::format("the restart record \"{}\" is of a {} run with {} chain(s), but this run is {} with {} "
+                    "chain(s) (ranks x chains_per_rank); resume with the same number of processes, or "
+                    "set overwrite = true to start afresh",
+                    path, model, rc, run_layout(s), chains));
   seed = r.value<std::uint64_t>("random_seed");
   return complete ? RestartStatus::kComplete : RestartStatus::kResume;
 }
@@ -1713,9 +1766,10 @@ void extend_complete_run(SamplerProgramInput& in) {
   const std::string base = s.output_prefix;
   if (!complete(base)) return;  // fresh, or interrupted: resumed as always
   if (s.parallelization_model != "single_chain" || s.device != "cpu")
-    throw InputError(fmt::format("outputStatus = 'extend': the run of \"{}\" is complete, but only single-chain runs of "
-                                 "the serial kernel are extended; use outputStatus = 'retry' to run it again",
-                                 base));
+    throw InputError(
+        fmt::format("outputStatus = 'extend': the run of \"{}\" is complete, but only single-chain runs of "
+                    "the serial kernel are extended; use outputStatus = 'retry' to run it again",
+                    base));
   std::string last = base;
   int k = 2;
   while (complete(fmt::format("{}_run{}", base, k))) last = fmt::format("{}_run{}", base, k++);
@@ -1726,8 +1780,10 @@ void extend_complete_run(SamplerProgramInput& in) {
   const auto weight = cc.read<std::int64_t>("weight");
   const std::size_t d = s.variable_names.size(), n = weight.size();
   if (d == 0 || state.size() != n * d || n == 0)
-    throw InputError(fmt::format("outputStatus = 'extend': \"{}.h5\" holds a chain of {} values for {} variables, "
-                                 "which does not fit this run's dimension", last, state.size(), d));
+    throw InputError(
+        fmt::format("outputStatus = 'extend': \"{}.h5\" holds a chain of {} values for {} variables, "
+                    "which does not fit this run's dimension",
+                    last, state.size(), d));
   auto burnin = static_cast<std::size_t>(std::max<std::int64_t>(0, cc.attribute<std::int64_t>("burnin")));
   std::int64_t total = 0;
   for (std::size_t i = burnin; i < n; ++i) total += weight[i];
@@ -1735,7 +1791,8 @@ void extend_complete_run(SamplerProgramInput& in) {
   Eigen::VectorXd mean = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(d));
   double wsum = 0;
   for (std::size_t i = burnin; i < n; ++i) {
-    mean += static_cast<double>(weight[i]) * Eigen::Map<const Eigen::VectorXd>(&state[i * d], static_cast<Eigen::Index>(d));
+    mean +=
+        static_cast<double>(weight[i]) * Eigen::Map<const Eigen::VectorXd>(&state[i * d], static_cast<Eigen::Index>(d));
     wsum += static_cast<double>(weight[i]);
   }
   mean /= wsum;
@@ -1773,9 +1830,10 @@ void extend_complete_run(SamplerProgramInput& in) {
   if (!s.proposal_cov.empty()) set_attr("proposal_cov", s.proposal_cov);
   for (auto& [kk, vv] : in.options.input_attributes)
     if (kk == "output_prefix") vv = fmt::format("\"{}\"", next);
-  s.notes.push_back(fmt::format("outputStatus = 'extend': the run of \"{}\" is complete; it continues in \"{}\" from {}",
-                                last, next, how));
-  in.options.resolved_input += fmt::format("# outputStatus = 'extend': continues \"{}\" (output_prefix \"{}\")\n", last, next);
+  s.notes.push_back(fmt::format(
+      "outputStatus = 'extend': the run of \"{}\" is complete; it continues in \"{}\" from {}", last, next, how));
+  in.options.resolved_input +=
+      fmt::format("# outputStatus = 'extend': continues \"{}\" (output_prefix \"{}\")\n", last, next);
 }
 
 int run_sampler_program(Communicator& comm, const std::function<SamplerProgramInput()>& resolve,
@@ -1829,9 +1887,9 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   }
   // 3. Rank 0: restart record, output files; broadcast the decision and the seed.
   // Batched devices: every rank's chains (the model's chain count is the serial kernel's).
-  const std::int64_t chains = specs.device != "cpu" ? static_cast<std::int64_t>(size) * specs.chains_per_rank
-                                                     : chain_count(specs, size);
-  const bool custom = static_cast<bool>(in.run);  // e.g. a batched run
+  const std::int64_t chains =
+      specs.device != "cpu" ? static_cast<std::int64_t>(size) * specs.chains_per_rank : chain_count(specs, size);
+  const bool custom = static_cast<bool>(in.run);        // e.g. a batched run
   const bool recorded = !custom || in.run_restartable;  // a restart record is read and written
   const bool checkpointing = recorded && (specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0);
   std::int64_t dec[3] = {0, 0, static_cast<std::int64_t>(specs.random_seed)};
@@ -1851,7 +1909,8 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
       }
       prefix_lock = std::make_unique<OutputPrefixLock>(specs.output_prefix, program);
       std::uint64_t seed = specs.random_seed;
-      const RestartStatus st = !recorded ? RestartStatus::kFresh : check_restart(specs, opts.input_hash, chains, seed, opts.input_attributes);
+      const RestartStatus st = !recorded ? RestartStatus::kFresh
+                                         : check_restart(specs, opts.input_hash, chains, seed, opts.input_attributes);
       if (st != RestartStatus::kFresh && !in.seed_given) specs.random_seed = seed;
       dec[1] = static_cast<std::int64_t>(st);
       dec[2] = static_cast<std::int64_t>(specs.random_seed);
@@ -1903,7 +1962,8 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
         std::error_code ec;
         fs::create_directories(restart_folder(specs), ec);
         if (ec)
-          throw IoError(fmt::format("cannot create the restart folder \"{}\": {}", restart_folder(specs), ec.message()));
+          throw IoError(
+              fmt::format("cannot create the restart folder \"{}\": {}", restart_folder(specs), ec.message()));
         write_run_record(specs, opts.input_hash, chains, false, opts.input_attributes);
       }
     } catch (const std::exception& e) {
@@ -1927,8 +1987,9 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
       }
     }
     if (!quiet)
-      std::printf("%s: the run recorded in %s is complete; its outputs are %s.* (set overwrite = true to run it again)\n",
-                  program.c_str(), restart_folder(specs).c_str(), specs.output_prefix.c_str());
+      std::printf(
+          "%s: the run recorded in %s is complete; its outputs are %s.* (set overwrite = true to run it again)\n",
+          program.c_str(), restart_folder(specs).c_str(), specs.output_prefix.c_str());
     return 0;
   }
   if (!quiet) {

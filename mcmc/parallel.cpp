@@ -113,9 +113,10 @@ class ByteSink final : public ChainSink {
 /// of an earlier herd).
 io::BlockChecksums load_chain_checksums(const io::CheckpointReader& r, const std::string& checkpoint_path) {
   if (!r.has("chain_crc32"))
-    throw IoError(fmt::format("the restart record \"{}\" has no checksums of its chain file (it was written by an "
-                              "earlier version of herd); set overwrite = true to start afresh",
-                              checkpoint_path));
+    throw IoError(
+        fmt::format("the restart record \"{}\" has no checksums of its chain file (it was written by an "
+                    "earlier version of herd); set overwrite = true to start afresh",
+                    checkpoint_path));
   io::BlockChecksums c;
   c.crcs = r.get<std::uint32_t>("chain_crc32");
   c.bytes = r.value<std::uint64_t>("chain_bytes");
@@ -172,12 +173,12 @@ DramResult load_result(const io::CheckpointReader& r) {
 struct ChainFileState {
   bool resumed = false;
   bool complete = false;
-  DramResult result;              // when complete
+  DramResult result;                 // when complete
   std::unique_ptr<DramState> state;  // when resumed and not complete
   std::uint64_t chain_bytes = 0;
-  io::BlockChecksums checksums;         // of the chain file's recorded part
-  double seconds_before = 0.0;          // sampling seconds of the earlier invocations
-  std::uint64_t proposals_before = 0;   // proposals made by them
+  io::BlockChecksums checksums;        // of the chain file's recorded part
+  double seconds_before = 0.0;         // sampling seconds of the earlier invocations
+  std::uint64_t proposals_before = 0;  // proposals made by them
 };
 
 ChainFileState open_record(const ResumableOptions& files, std::uint64_t hash) {
@@ -229,13 +230,17 @@ constexpr int kResultScalars = 12;
 void pack_chain(std::vector<double>& out, const MemoryChainSink& c, const DramResult& r) {
   out.push_back(static_cast<double>(c.chain_id));
   out.push_back(static_cast<double>(c.size()));
-  const double res[kResultScalars] = {static_cast<double>(r.proposals), static_cast<double>(r.chain_size),
-                                      r.acceptance_rate, static_cast<double>(r.evaluations),
-                                      static_cast<double>(r.nan_count), static_cast<double>(r.out_of_domain),
+  const double res[kResultScalars] = {static_cast<double>(r.proposals),
+                                      static_cast<double>(r.chain_size),
+                                      r.acceptance_rate,
+                                      static_cast<double>(r.evaluations),
+                                      static_cast<double>(r.nan_count),
+                                      static_cast<double>(r.out_of_domain),
                                       static_cast<double>(r.adaptive_updates),
                                       static_cast<double>(r.adaptive_updates_deferred),
                                       static_cast<double>(r.burnin_likelihood),
-                                      static_cast<double>(r.burnin_adaptation), static_cast<double>(r.burnin),
+                                      static_cast<double>(r.burnin_adaptation),
+                                      static_cast<double>(r.burnin),
                                       r.seconds};
   out.insert(out.end(), res, res + kResultScalars);
   for (std::size_t i = 0; i < c.size(); ++i) {
@@ -283,7 +288,6 @@ const double* unpack_chain(const double* p, int d, MemoryChainSink& c, DramResul
   }
   return p;
 }
-
 
 }  // namespace
 
@@ -415,8 +419,8 @@ MemoryChainSink read_resumable_chain(const std::string& path, int ndim) {
   const auto file_bytes = static_cast<std::size_t>(std::filesystem::file_size(path, ec));
   if (ec) throw IoError(fmt::format("cannot read the size of the chain file \"{}\": {}", path, ec.message()));
   if (file_bytes % rb != 0)
-    throw IoError(fmt::format("the chain file \"{}\" has {} bytes, not a whole number of {}-byte records", path,
-                              file_bytes, rb));
+    throw IoError(
+        fmt::format("the chain file \"{}\" has {} bytes, not a whole number of {}-byte records", path, file_bytes, rb));
   const std::size_t records = file_bytes / rb;
   MemoryChainSink c;
   c.step.reserve(records);
@@ -434,8 +438,8 @@ MemoryChainSink read_resumable_chain(const std::string& path, int ndim) {
     if (i % per_block == 0) {
       const std::size_t want = std::min(per_block, records - i) * rb;
       if (std::fread(data.data(), 1, want, f) != want)
-        throw IoError(fmt::format("cannot read the chain file \"{}\" (record {} of {}): it changed while read", path,
-                                  i, records));
+        throw IoError(fmt::format("cannot read the chain file \"{}\" (record {} of {}): it changed while read", path, i,
+                                  records));
       p = data.data();
     }
     ChainRecord r;
@@ -495,8 +499,9 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
     ++out.checkpoints;
     out.checkpoint_seconds += t.seconds();
   };
-  std::uint64_t next = files.period_steps > 0 ? sampler.state().proposal_number + static_cast<std::uint64_t>(files.period_steps)
-                                              : std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t next = files.period_steps > 0
+                           ? sampler.state().proposal_number + static_cast<std::uint64_t>(files.period_steps)
+                           : std::numeric_limits<std::uint64_t>::max();
   double next_time = files.period_seconds > 0 ? files.period_seconds : kInf;
   try {
     while (!sampler.finished()) {
@@ -558,8 +563,9 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
     const std::size_t global = static_cast<std::size_t>(rank) * m + i;
     o.chain_id = options.chain_id + static_cast<std::uint32_t>(global);
     if (!start_points.empty())
-      o.start_point.assign(start_points.begin() + static_cast<std::ptrdiff_t>(global * static_cast<std::size_t>(d)),
-                           start_points.begin() + static_cast<std::ptrdiff_t>((global + 1) * static_cast<std::size_t>(d)));
+      o.start_point.assign(
+          start_points.begin() + static_cast<std::ptrdiff_t>(global * static_cast<std::size_t>(d)),
+          start_points.begin() + static_cast<std::ptrdiff_t>((global + 1) * static_cast<std::size_t>(d)));
     ChainSink* tee = i == 0 ? first_chain_tee : nullptr;
     if (checkpoint_prefix.empty()) {
       DramSampler s(std::move(o), log_density);
@@ -656,7 +662,8 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
   for (std::size_t c = 0; c < m; ++c) {
     HERD_REQUIRE(chains[c].ndim == d, "multi_chain_diagnostics: chain {} has dimension {}, chain 0 has {}", c,
                  chains[c].ndim, d);
-    const auto b = static_cast<std::size_t>(std::clamp<std::int64_t>(burnin[c], 0, static_cast<std::int64_t>(chains[c].size())));
+    const auto b =
+        static_cast<std::size_t>(std::clamp<std::int64_t>(burnin[c], 0, static_cast<std::int64_t>(chains[c].size())));
     std::size_t n = 0;
     for (std::size_t i = b; i < chains[c].size(); ++i) n += static_cast<std::size_t>(chains[c].weight[i]);
     HERD_REQUIRE(n > 0, "multi_chain_diagnostics: chain {} has no draw after its burn-in", c);
@@ -667,7 +674,8 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
   std::vector<double> values(m * len);
   for (int j = 0; j < d; ++j) {
     for (std::size_t c = 0; c < m; ++c) {
-      const auto b = static_cast<std::size_t>(std::clamp<std::int64_t>(burnin[c], 0, static_cast<std::int64_t>(chains[c].size())));
+      const auto b =
+          static_cast<std::size_t>(std::clamp<std::int64_t>(burnin[c], 0, static_cast<std::int64_t>(chains[c].size())));
       std::size_t t = 0;
       for (std::size_t i = b; i < chains[c].size() && t < len; ++i)
         for (std::int64_t w = 0; w < chains[c].weight[i] && t < len; ++w) values[c * len + t++] = chains[c].point(i)[j];
@@ -678,10 +686,12 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
   // ParaDRAM's pairwise KS table of the refined samples (nearly independent draws, as the
   // test assumes; the autocorrelated chains give far too small p-values).
   if (m >= 2 && m <= 16) {
-    std::vector<std::vector<std::vector<double>>> samples(static_cast<std::size_t>(d), std::vector<std::vector<double>>(m));
+    std::vector<std::vector<std::vector<double>>> samples(static_cast<std::size_t>(d),
+                                                          std::vector<std::vector<double>>(m));
     for (std::size_t c = 0; c < m; ++c) {
       const MemoryChainSink& ch = chains[c];
-      const auto b = static_cast<std::size_t>(std::clamp<std::int64_t>(burnin[c], 0, static_cast<std::int64_t>(ch.size())));
+      const auto b =
+          static_cast<std::size_t>(std::clamp<std::int64_t>(burnin[c], 0, static_cast<std::int64_t>(ch.size())));
       const std::size_t n = ch.size() - b;
       const auto du = static_cast<std::size_t>(d);
       std::vector<double> states(n * (du + 1));
@@ -693,7 +703,8 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
       const RefinedSample rs = refine_sample(states, w, du + 1, RefinementOptions{});
       for (std::size_t k = 0; k < rs.index.size(); ++k)
         for (std::size_t j = 0; j < du; ++j)
-          samples[j][c].insert(samples[j][c].end(), static_cast<std::size_t>(rs.weight[k]), ch.point(b + rs.index[k])[j]);
+          samples[j][c].insert(samples[j][c].end(), static_cast<std::size_t>(rs.weight[k]),
+                               ch.point(b + rs.index[k])[j]);
     }
     for (const auto& per_var : samples) out.ks.push_back(ks_pairwise(std::span<const std::vector<double>>(per_var)));
   }
@@ -779,7 +790,8 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
   std::uint64_t next_ckpt = std::numeric_limits<std::uint64_t>::max();
   double next_time = kInf;
   if (files && rank == 0) {
-    if (files->period_steps > 0) next_ckpt = sampler.state().proposal_number + static_cast<std::uint64_t>(files->period_steps);
+    if (files->period_steps > 0)
+      next_ckpt = sampler.state().proposal_number + static_cast<std::uint64_t>(files->period_steps);
     if (files->period_seconds > 0) next_time = files->period_seconds;
   }
   auto commit = [&](const DramResult* final_result) {
@@ -824,8 +836,8 @@ ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log
                                             k + static_cast<std::uint64_t>(rank), e.what());
           } catch (...) {
             mine[1] = 1.0;
-            round.local_error = fmt::format("rank {}: the log density threw an unknown exception at proposal {}",
-                                            rank, k + static_cast<std::uint64_t>(rank));
+            round.local_error = fmt::format("rank {}: the log density threw an unknown exception at proposal {}", rank,
+                                            k + static_cast<std::uint64_t>(rank));
           }
           out.eval_seconds += te.seconds();
           ++my_evals;

@@ -19,8 +19,7 @@ SharedLibrary open_plugin(const std::string& path) {
 
 }  // namespace
 
-PluginLogDensity::PluginLogDensity(const std::string& path, const std::string& symbol)
-    : library_(open_plugin(path)) {
+PluginLogDensity::PluginLogDensity(const std::string& path, const std::string& symbol) : library_(open_plugin(path)) {
   try {
     fn_ = reinterpret_cast<ParaMonteLogFunc>(library_.symbol(symbol));
   } catch (const InputError& e) {

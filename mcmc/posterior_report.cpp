@@ -95,7 +95,8 @@ PlotSeries ellipse(double a, double b, double c, double mx, double my, std::stri
 /// Evenly thinned pooled draws of quantity q: the same draw indices in every chain, at most
 /// `max_points` in all.
 std::vector<std::size_t> pooled_thin(const PosteriorReportData& d, std::size_t max_points) {
-  const auto per_chain = io::thin_indices(d.draws, std::max<std::size_t>(2, max_points / std::max<std::size_t>(d.chains, 1)));
+  const auto per_chain =
+      io::thin_indices(d.draws, std::max<std::size_t>(2, max_points / std::max<std::size_t>(d.chains, 1)));
   std::vector<std::size_t> idx;
   for (std::size_t c = 0; c < d.chains && idx.size() < max_points; ++c)
     for (std::size_t t : per_chain) idx.push_back(c * d.draws + t);
@@ -129,7 +130,8 @@ ChainHistory chain_history(const MemoryChainSink& chain, std::size_t windows) {
   ChainHistory h;
   h.chain_id = chain.chain_id;
   if (chain.size() == 0 || windows == 0) return h;
-  const std::uint64_t total = chain.step.back() + static_cast<std::uint64_t>(std::max<std::int64_t>(chain.weight.back(), 1)) - 1;
+  const std::uint64_t total =
+      chain.step.back() + static_cast<std::uint64_t>(std::max<std::int64_t>(chain.weight.back(), 1)) - 1;
   if (total == 0) return h;
   const std::uint64_t width = std::max<std::uint64_t>(1, (total + windows - 1) / windows);
   const std::size_t n = static_cast<std::size_t>((total + width - 1) / width);
@@ -171,22 +173,24 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
     if (ess < ess_min) low_ess.push_back(fmt::format("{} ({:.0f})", names[q], ess));
   }
   if (!high_rhat.empty())
-    out.push_back({3, fmt::format("R-hat is above {} for {}: the {} not agree, so the draws are not yet a sample of the "
-                                  "target. Run longer ({}), start chains from dispersed points, and look at the trace "
-                                  "and rank plots of the HTML report for stuck or separated chains; several modes need "
-                                  "another parameterization or proposal.",
-                                  kRhatLimit, name_list(high_rhat),
-                                  chains > 1 ? "chains (and the halves of each chain) do"
-                                             : "two halves of the chain (split R-hat) do",
-                                  run_longer)});
+    out.push_back(
+        {3, fmt::format(
+                "R-hat is above {} for {}: the {} not agree, so the draws are not yet a sample of the "
+                "target. Run longer ({}), start chains from dispersed points, and look at the trace "
+                "and rank plots of the HTML report for stuck or separated chains; several modes need "
+                "another parameterization or proposal.",
+                kRhatLimit, name_list(high_rhat),
+                chains > 1 ? "chains (and the halves of each chain) do" : "two halves of the chain (split R-hat) do",
+                run_longer)});
   if (!low_ess.empty())
-    out.push_back({2, fmt::format("Bulk- or tail-ESS is below {:.0f} ({:.0f} per chain for {} chain{}) for {}: the "
-                                  "Monte Carlo errors (MCSE) of means and quantiles are large. Run longer ({}), or make "
-                                  "the chain mix faster: tune the proposal (scale_factor, proposal_std or "
-                                  "proposal_cov), enable delayed rejection (delayed_rejection_count), or "
-                                  "reparameterize.",
-                                  ess_min, kEssPerChain, std::min(chains, kEssChains),
-                                  std::min(chains, kEssChains) == 1 ? "" : "s", name_list(low_ess), run_longer)});
+    out.push_back(
+        {2, fmt::format("Bulk- or tail-ESS is below {:.0f} ({:.0f} per chain for {} chain{}) for {}: the "
+                        "Monte Carlo errors (MCSE) of means and quantiles are large. Run longer ({}), or make "
+                        "the chain mix faster: tune the proposal (scale_factor, proposal_std or "
+                        "proposal_cov), enable delayed rejection (delayed_rejection_count), or "
+                        "reparameterize.",
+                        ess_min, kEssPerChain, std::min(chains, kEssChains),
+                        std::min(chains, kEssChains) == 1 ? "" : "s", name_list(low_ess), run_longer)});
   const double a = acceptance_rate;
   if (std::isfinite(a) && a < kAcceptanceLow)
     out.push_back({2, fmt::format("The mean acceptance rate is {:.3g}, below {}: most proposals are rejected and the "
@@ -234,7 +238,10 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
   }
   r.heading("Convergence");
   for (const ReportVerdict& v : convergence_verdicts(d, summary))
-    r.note(v.level == 0 ? Level::kOk : v.level == 1 ? Level::kInfo : v.level == 2 ? Level::kWarning : Level::kProblem,
+    r.note(v.level == 0   ? Level::kOk
+           : v.level == 1 ? Level::kInfo
+           : v.level == 2 ? Level::kWarning
+                          : Level::kProblem,
            v.text);
   for (const std::string& n : d.notes) r.note(Level::kInfo, n);
 
@@ -254,10 +261,11 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
     }
     r.table({"quantity", "mean", "sd", "q5", "q50", "q95", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "rhat"},
             rows, levels);
-    r.paragraph(fmt::format("{} chain{} x {} draws. R-hat: rank-normalized split R-hat, the larger of bulk and tail; "
-                            "ESS and MCSE as R posterior and ArviZ compute them (Vehtari et al. 2021). Rows in red "
-                            "have R-hat > {}, in yellow bulk- or tail-ESS < {:.0f}.",
-                            d.chains, d.chains == 1 ? "" : "s", d.draws, kRhatLimit, ess_min));
+    r.paragraph(
+        fmt::format("{} chain{} x {} draws. R-hat: rank-normalized split R-hat, the larger of bulk and tail; "
+                    "ESS and MCSE as R posterior and ArviZ compute them (Vehtari et al. 2021). Rows in red "
+                    "have R-hat > {}, in yellow bulk- or tail-ESS < {:.0f}.",
+                    d.chains, d.chains == 1 ? "" : "s", d.draws, kRhatLimit, ess_min));
   }
 
   r.heading("Plots");
@@ -375,13 +383,13 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
         if (j == 0 && i > 0) p.y_label = d.names[i];
         plots.push_back(std::move(p));
       }
-    r.figure(plots, static_cast<int>(k),
-             fmt::format("Corner plot: pairwise scatter of {} draws (evenly thinned over all chains) below the "
-                         "diagonal, marginal densities on it.{}",
-                         idx.size(),
-                         ns > k ? fmt::format(" The first {} of {} sampled coordinates are shown.", k, ns)
-                                : std::string()),
-             "corner");
+    r.figure(
+        plots, static_cast<int>(k),
+        fmt::format("Corner plot: pairwise scatter of {} draws (evenly thinned over all chains) below the "
+                    "diagonal, marginal densities on it.{}",
+                    idx.size(),
+                    ns > k ? fmt::format(" The first {} of {} sampled coordinates are shown.", k, ns) : std::string()),
+        "corner");
   }
   // --- autocorrelation
   {
@@ -420,12 +428,12 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
       }
       plots.push_back(std::move(p));
     }
-    r.figure(plots, 3,
-             "Autocorrelation of each chain's draws by lag (FFT)" +
-                 (d.draws > kAcfDraws ? fmt::format(", from the first {} draws of each chain", kAcfDraws)
-                                      : std::string()) +
-                 ". Slow decay means few effective draws per draw." + shown_q + shown_c,
-             "autocorrelation");
+    r.figure(
+        plots, 3,
+        "Autocorrelation of each chain's draws by lag (FFT)" +
+            (d.draws > kAcfDraws ? fmt::format(", from the first {} draws of each chain", kAcfDraws) : std::string()) +
+            ". Slow decay means few effective draws per draw." + shown_q + shown_c,
+        "autocorrelation");
   }
   // --- rank plots
   if (d.chains >= 2) {
@@ -490,11 +498,11 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
       ad.series.emplace_back(label, h.proposals, h.adaptation);
     }
     r.figure({acc}, 1,
-             fmt::format("Acceptance rate over the run, in windows of proposals{}; dashed: the range [{}, {}] outside "
-                         "which the report warns.",
-                         d.history.size() > hc ? fmt::format(" (first {} of {} chains)", hc, d.history.size())
-                                               : std::string(),
-                         kAcceptanceLow, kAcceptanceHigh),
+             fmt::format(
+                 "Acceptance rate over the run, in windows of proposals{}; dashed: the range [{}, {}] outside "
+                 "which the report warns.",
+                 d.history.size() > hc ? fmt::format(" (first {} of {} chains)", hc, d.history.size()) : std::string(),
+                 kAcceptanceLow, kAcceptanceHigh),
              "acceptance");
     r.figure({ad}, 1,
              "Adaptation measure over the run (largest in each window, log scale): how much each adaptive update "
@@ -503,7 +511,8 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
              "without an accepted state or with measure 0 are not drawn.",
              "adaptation");
   } else {
-    r.note(Level::kInfo, d.history_note.empty() ? "The sampler's course over the run was not recorded." : d.history_note);
+    r.note(Level::kInfo,
+           d.history_note.empty() ? "The sampler's course over the run was not recorded." : d.history_note);
   }
   // --- proposal covariance ellipses
   const std::size_t dc = ns;
@@ -542,8 +551,8 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
       p.series.push_back(std::move(post));
       auto at = [dc](const std::vector<double>& m, std::size_t i, std::size_t j) { return m[i * dc + j]; };
       if (d.start_covariance.size() == dc * dc) {
-        PlotSeries s = ellipse(at(d.start_covariance, a, a), at(d.start_covariance, a, b),
-                               at(d.start_covariance, b, b), ma, mb, "start proposal");
+        PlotSeries s = ellipse(at(d.start_covariance, a, a), at(d.start_covariance, a, b), at(d.start_covariance, b, b),
+                               ma, mb, "start proposal");
         s.color = "#54a24b";
         p.series.push_back(std::move(s));
       }

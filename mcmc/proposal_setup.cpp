@@ -17,15 +17,15 @@ StartProposal start_proposal(const std::vector<double>& proposal_start_cov,
   const std::vector<double>& cov = proposal_start_cov;
   const std::vector<double>& sd = proposal_start_std;
   if (!cov.empty()) {
-    HERD_REQUIRE(cov.size() == du * du, "{}: proposal_start_cov has {} values, but must have d*d = {}", who,
-                 cov.size(), du * du);
+    HERD_REQUIRE(cov.size() == du * du, "{}: proposal_start_cov has {} values, but must have d*d = {}", who, cov.size(),
+                 du * du);
     HERD_REQUIRE(sd.empty(), "{}: give proposal_start_cov or proposal_start_std, not both", who);
   }
   if (!sd.empty()) {
     HERD_REQUIRE(sd.size() == du, "{}: proposal_start_std has {} values, but must have d = {}", who, sd.size(), d);
     for (int i = 0; i < d; ++i)
-      HERD_REQUIRE(sd[i] > 0 && std::isfinite(sd[i]), "{}: proposal_start_std[{}] is {}, but must be positive and finite",
-                   who, i, sd[i]);
+      HERD_REQUIRE(sd[i] > 0 && std::isfinite(sd[i]),
+                   "{}: proposal_start_std[{}] is {}, but must be positive and finite", who, i, sd[i]);
   }
   Eigen::MatrixXd c = Eigen::MatrixXd::Identity(d, d);
   if (!cov.empty()) {

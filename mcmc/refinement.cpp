@@ -10,14 +10,12 @@
 namespace herd::mcmc {
 
 std::vector<std::int64_t> refined_weights(std::span<const std::int64_t> weights, double skip) {
-  HERD_REQUIRE(std::isfinite(skip) && skip >= 1.0,
-               "refined_weights: skip is {}, but must be finite and >= 1", skip);
+  HERD_REQUIRE(std::isfinite(skip) && skip >= 1.0, "refined_weights: skip is {}, but must be finite and >= 1", skip);
   std::vector<std::int64_t> out(weights.size(), 0);
   double next = skip;  // verbose position (1-based, real) of the next kept draw
   double cum = 0;
   for (std::size_t i = 0; i < weights.size(); ++i) {
-    HERD_REQUIRE(weights[i] >= 0, "refined_weights: weights[{}] is {}, but must be >= 0", i,
-                 weights[i]);
+    HERD_REQUIRE(weights[i] >= 0, "refined_weights: weights[{}] is {}, but must be >= 0", i, weights[i]);
     cum += static_cast<double>(weights[i]);
     while (next <= cum) {
       ++out[i];
@@ -35,8 +33,10 @@ double summarize_iac(std::vector<double> v, IacSummary how) {
       for (double x : v) s += x;
       return s / static_cast<double>(v.size());
     }
-    case IacSummary::kMax: return *std::max_element(v.begin(), v.end());
-    case IacSummary::kMin: return *std::min_element(v.begin(), v.end());
+    case IacSummary::kMax:
+      return *std::max_element(v.begin(), v.end());
+    case IacSummary::kMin:
+      return *std::min_element(v.begin(), v.end());
     case IacSummary::kMedian: {
       std::sort(v.begin(), v.end());
       const std::size_t n = v.size();
@@ -47,16 +47,16 @@ double summarize_iac(std::vector<double> v, IacSummary how) {
 }
 }  // namespace
 
-RefinedSample refine_sample(std::span<const double> states, std::span<const std::int64_t> weights,
-                            std::size_t num_vars, const RefinementOptions& options) {
+RefinedSample refine_sample(std::span<const double> states, std::span<const std::int64_t> weights, std::size_t num_vars,
+                            const RefinementOptions& options) {
   HERD_REQUIRE(num_vars > 0, "refine_sample: num_vars is 0, but must be positive");
   HERD_REQUIRE(states.size() % num_vars == 0 && !states.empty(),
                "refine_sample: states has {} elements, but must be a positive multiple of "
-               "num_vars = {}", states.size(), num_vars);
+               "num_vars = {}",
+               states.size(), num_vars);
   const std::size_t n = states.size() / num_vars;
   HERD_REQUIRE(weights.empty() || weights.size() == n,
-               "refine_sample: weights has {} elements, but there are {} states",
-               weights.size(), n);
+               "refine_sample: weights has {} elements, but there are {} states", weights.size(), n);
   RefinedSample r;
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t w = weights.empty() ? 1 : weights[i];

@@ -171,8 +171,7 @@ std::string RunProgress::phase_table() const {
     cpu += p.cpu_seconds;
     peak = std::max(peak, p.peak_rss_bytes);
   }
-  std::string out = fmt::format("{:<64} {:>12} {:>7} {:>12} {:>14}\n", "phase", "wall", "share", "CPU",
-                                "peak memory");
+  std::string out = fmt::format("{:<64} {:>12} {:>7} {:>12} {:>14}\n", "phase", "wall", "share", "CPU", "peak memory");
   for (const auto& p : ph)
     out += fmt::format("{:<64} {:>10.3f} s {:>6.1f}% {:>10.3f} s {:>11.1f} MB\n", p.name, p.seconds,
                        total > 0 ? 100.0 * p.seconds / total : 0.0, p.cpu_seconds,

@@ -6,9 +6,9 @@
 #include <limits>
 #include <random>
 
-#include <Eigen/Dense>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <Eigen/Dense>
 
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
@@ -22,15 +22,23 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void declare_sampler_specs(io::Schema& s) {
   using std::nullopt;
-  s.add_int("chain_size", 100000, "accepted (unique) states of each chain, as ParaDRAM counts them (device cpu_batched/cuda: proposals per chain after the warm-up)")
-      .min(1).alias("chainSize").alias("outputChainSize");
+  s.add_int("chain_size", 100000,
+            "accepted (unique) states of each chain, as ParaDRAM counts them (device cpu_batched/cuda: proposals per "
+            "chain after the warm-up)")
+      .min(1)
+      .alias("chainSize")
+      .alias("outputChainSize");
   s.add_int("sample_size", -1,
             "size of the final sample: -1 the refined sample; n > 0 n evenly spaced draws of the post-burn-in chain")
-      .alias("sampleSize").alias("outputSampleSize");
+      .alias("sampleSize")
+      .alias("outputSampleSize");
   s.add_float_list("start_point", nullopt, "start point of each chain [ndim]; default: centre of the domain box, or 0")
-      .alias("startPointVec").alias("proposalStart").finite();
+      .alias("startPointVec")
+      .alias("proposalStart")
+      .finite();
   s.add_bool("random_start_point", false, "draw the start point uniformly in the random-start-point box")
-      .alias("randomStartPointRequested").alias("proposalStartRandomized");
+      .alias("randomStartPointRequested")
+      .alias("proposalStartRandomized");
   s.add_string("random_start_point_scope", "chain",
                "with random_start_point and several chains (multi_chain, cpu_batched, cuda): chain: every chain draws "
                "its own start; superchain: each of the `superchains` groups draws one start shared by its chains "
@@ -42,133 +50,213 @@ void declare_sampler_specs(io::Schema& s) {
             "multi_chain computes none")
       .min(0);
   s.add_float_list("random_start_point_domain_lower", nullopt, "lower corner of the random start box [ndim]")
-      .alias("randomStartPointDomainLowerLimitVec").alias("proposalStartDomainCubeLimitLower").finite();
+      .alias("randomStartPointDomainLowerLimitVec")
+      .alias("proposalStartDomainCubeLimitLower")
+      .finite();
   s.add_float_list("random_start_point_domain_upper", nullopt, "upper corner of the random start box [ndim]")
-      .alias("randomStartPointDomainUpperLimitVec").alias("proposalStartDomainCubeLimitUpper").finite();
+      .alias("randomStartPointDomainUpperLimitVec")
+      .alias("proposalStartDomainCubeLimitUpper")
+      .finite();
   s.add_float_list("domain_lower", nullopt, "lower corner of the domain box [ndim]; proposals outside are rejected")
-      .alias("domainLowerLimitVec").alias("domainCubeLimitLower");
+      .alias("domainLowerLimitVec")
+      .alias("domainCubeLimitLower");
   s.add_float_list("domain_upper", nullopt, "upper corner of the domain box [ndim]")
-      .alias("domainUpperLimitVec").alias("domainCubeLimitUpper");
-  s.add_string("proposal_model", "normal", "proposal distribution").choices({"normal", "uniform"})
-      .alias("proposalModel").alias("proposal");
+      .alias("domainUpperLimitVec")
+      .alias("domainCubeLimitUpper");
+  s.add_string("proposal_model", "normal", "proposal distribution")
+      .choices({"normal", "uniform"})
+      .alias("proposalModel")
+      .alias("proposal");
   s.add_float_list("proposal_cov", nullopt,
                    "initial proposal covariance [ndim, ndim] row-major, times scale_factor^2 (as ParaDRAM's "
                    "proposalStartCovMat); default: the identity")
-      .alias("proposalStartCovMat").alias("proposalCov").finite();
-  s.add_float_list("proposal_cor", nullopt, "initial proposal correlation [ndim, ndim] (with proposal_std; times scale_factor^2)")
-      .alias("proposalStartCorMat").alias("proposalCor").finite();
-  s.add_float_list("proposal_std", nullopt, "initial proposal standard deviations [ndim] (default 1; times scale_factor)")
-      .alias("proposalStartStdVec").alias("proposalStd").min(0.0, true).finite();
+      .alias("proposalStartCovMat")
+      .alias("proposalCov")
+      .finite();
+  s.add_float_list("proposal_cor", nullopt,
+                   "initial proposal correlation [ndim, ndim] (with proposal_std; times scale_factor^2)")
+      .alias("proposalStartCorMat")
+      .alias("proposalCor")
+      .finite();
+  s.add_float_list("proposal_std", nullopt,
+                   "initial proposal standard deviations [ndim] (default 1; times scale_factor)")
+      .alias("proposalStartStdVec")
+      .alias("proposalStd")
+      .min(0.0, true)
+      .finite();
   s.add_int("adaptive_update_period", 0, "proposals between adaptive updates; 0 means 4 ndim")
-      .min(0).alias("adaptiveUpdatePeriod").alias("proposalAdaptationPeriod");
+      .min(0)
+      .alias("adaptiveUpdatePeriod")
+      .alias("proposalAdaptationPeriod");
   s.add_int("adaptive_update_count", std::numeric_limits<std::int32_t>::max(), "maximum number of adaptive updates")
-      .min(0).alias("adaptiveUpdateCount").alias("proposalAdaptationCount");
+      .min(0)
+      .alias("adaptiveUpdateCount")
+      .alias("proposalAdaptationCount");
   s.add_int("greedy_adaptation_count", 0, "early updates that use unique states only")
-      .min(0).alias("greedyAdaptationCount").alias("proposalAdaptationCountGreedy");
-  s.add_float("burnin_adaptation_measure", 1.0, "burn-in ends after the last state whose adaptation measure exceeds this")
-      .range(0.0, 1.0).alias("burninAdaptationMeasure").alias("proposalAdaptationBurnin");
+      .min(0)
+      .alias("greedyAdaptationCount")
+      .alias("proposalAdaptationCountGreedy");
+  s.add_float("burnin_adaptation_measure", 1.0,
+              "burn-in ends after the last state whose adaptation measure exceeds this")
+      .range(0.0, 1.0)
+      .alias("burninAdaptationMeasure")
+      .alias("proposalAdaptationBurnin");
   s.add_int("delayed_rejection_count", 0, "delayed-rejection stages after the first")
-      .range(0, 1000).alias("delayedRejectionCount").alias("proposalDelayedRejectionCount");
+      .range(0, 1000)
+      .alias("delayedRejectionCount")
+      .alias("proposalDelayedRejectionCount");
   s.add_float_list("delayed_rejection_scale_factors", nullopt,
                    "per-stage factors of the previous stage's Cholesky factor; default 0.5^(1/ndim)")
-      .min(0.0, true).alias("delayedRejectionScaleFactorVec").alias("proposalDelayedRejectionScale");
-  s.add_string("scale_factor", "gelman", "scale of the proposal: the start and the adapted covariance are multiplied by its square; a "
-             "number, \"gelman\" (2.38/sqrt(ndim)) or \"a*gelman\"")
-      .alias("scaleFactor").alias("proposalScale");
+      .min(0.0, true)
+      .alias("delayedRejectionScaleFactorVec")
+      .alias("proposalDelayedRejectionScale");
+  s.add_string("scale_factor", "gelman",
+               "scale of the proposal: the start and the adapted covariance are multiplied by its square; a "
+               "number, \"gelman\" (2.38/sqrt(ndim)) or \"a*gelman\"")
+      .alias("scaleFactor")
+      .alias("proposalScale");
   s.add_float_list("target_acceptance_rate", nullopt, "desired acceptance rate: a value or a [lo, hi] range in (0, 1]")
-      .range(0.0, 1.0).length(1, 2).alias("targetAcceptanceRate").alias("outputAcceptanceRate");
-  s.add_int("random_seed", nullopt, "seed of the run: an integer in [0, 2^63-1] (TOML's integer range); default: drawn from the system and reported")
-      .min(0).alias("randomSeed").alias("outputSeed");
+      .range(0.0, 1.0)
+      .length(1, 2)
+      .alias("targetAcceptanceRate")
+      .alias("outputAcceptanceRate");
+  s.add_int(
+       "random_seed", nullopt,
+       "seed of the run: an integer in [0, 2^63-1] (TOML's integer range); default: drawn from the system and reported")
+      .min(0)
+      .alias("randomSeed")
+      .alias("outputSeed");
   s.add_string("output_prefix", "out/herd_sample", "path prefix of the output files; missing folders are created")
       .alias("outputFileName");
   s.add_string("chain_file_format", "compact", "format of <prefix>_chain.txt: compact, verbose or binary")
-      .choices({"compact", "verbose", "binary"}).alias("chainFileFormat").alias("outputChainFileFormat");
+      .choices({"compact", "verbose", "binary"})
+      .alias("chainFileFormat")
+      .alias("outputChainFileFormat");
   s.add_bool("overwrite", false, "replace existing output files").alias("overwriteRequested");
-  s.add_int("progress_report_period", 1000, "proposals between rows of _progress.txt: a row at the first accepted state after each "
+  s.add_int("progress_report_period", 1000,
+            "proposals between rows of _progress.txt: a row at the first accepted state after each "
             "multiple (ParaDRAM), or at the next multiple of 4096 proposals when nothing is accepted")
-      .min(1).alias("progressReportPeriod").alias("outputReportPeriod");
+      .min(1)
+      .alias("progressReportPeriod")
+      .alias("outputReportPeriod");
   s.add_int("sample_refinement_count", 20, "maximum thinning rounds of the sample refinement (0: no refinement)")
-      .min(0).alias("sampleRefinementCount").alias("outputRefinementCount").alias("outputSampleRefinementCount");
+      .min(0)
+      .alias("sampleRefinementCount")
+      .alias("outputRefinementCount")
+      .alias("outputSampleRefinementCount");
   s.add_string("sample_refinement_method", "batch_means", "autocorrelation estimator of the refinement")
-      .choices({"batch_means", "BatchMeans", "batchmeans"}).alias("sampleRefinementMethod").alias("outputRefinementMethod").alias("outputSampleRefinementMethod");
+      .choices({"batch_means", "BatchMeans", "batchmeans"})
+      .alias("sampleRefinementMethod")
+      .alias("outputRefinementMethod")
+      .alias("outputSampleRefinementMethod");
   s.add_string_list("variable_names", nullopt, "names of the variables [ndim]")
-      .alias("variableNameList").alias("domainAxisName");
+      .alias("variableNameList")
+      .alias("domainAxisName");
   s.add_string("description", "", "free text copied to the report and the HDF5 file").alias("description");
-  s.add_string("output_delimiter", ",", "column separator of the text files").alias("outputDelimiter").alias("outputSeparator");
+  s.add_string("output_delimiter", ",", "column separator of the text files")
+      .alias("outputDelimiter")
+      .alias("outputSeparator");
   s.add_int("output_real_precision", 17, "significant digits of real numbers in text files")
-      .range(1, 17).alias("outputRealPrecision").alias("outputPrecision");
+      .range(1, 17)
+      .alias("outputRealPrecision")
+      .alias("outputPrecision");
   s.add_int("output_column_width", 0, "minimum column width of text files (0: no padding)")
-      .range(0, 1000).alias("outputColumnWidth");
+      .range(0, 1000)
+      .alias("outputColumnWidth");
   s.add_bool("silent_mode", false, "write no progress or summary to the terminal").alias("silentModeRequested");
   s.add_string("parallelization_model", "single_chain", "ParaDRAM's parallelism model")
-      .choices({"single_chain", "multi_chain", "singleChain", "multiChain"}).alias("parallelizationModel").alias("parallelism");
+      .choices({"single_chain", "multi_chain", "singleChain", "multiChain"})
+      .alias("parallelizationModel")
+      .alias("parallelism");
   s.add_int("chains_per_rank", 1,
             "multi_chain: chains run by each process, on its threads (total: processes x this; at most 4096); "
             "device cpu_batched/cuda: chains run in lock-step by each process (at most 16777216)")
-      .min(1).range(1, 16777216).alias("chainsPerRank");
+      .min(1)
+      .range(1, 16777216)
+      .alias("chainsPerRank");
   s.add_string("device", "cpu",
                "cpu: the serial DRAM kernel (parallelization_model applies); cpu_batched: the batched DRAM sampler on "
                "the host threads; cuda: the batched DRAM sampler on one CUDA device per process (built-in targets)")
       .choices({"cpu", "cpu_batched", "cuda"});
   s.add_int("warmup", 1000, "cpu_batched/cuda: proposals per chain before chain_size, adapting, discarded").min(0);
   s.add_int("thin", 1, "cpu_batched/cuda: keep every thin-th proposal's state after the warm-up").min(1);
-  s.add_string("batched_adaptation", "pooled",
-               "cpu_batched/cuda: proposal adaptation during the warm-up, frozen after it: pooled over the chains of all "
-               "processes, per_chain, or none")
+  s.add_string(
+       "batched_adaptation", "pooled",
+       "cpu_batched/cuda: proposal adaptation during the warm-up, frozen after it: pooled over the chains of all "
+       "processes, per_chain, or none")
       .choices({"pooled", "per_chain", "none"});
-  s.add_int("checkpoint_period", 0, "proposals between checkpoints of the restart record <prefix>_restart/ (0: by time only)")
+  s.add_int("checkpoint_period", 0,
+            "proposals between checkpoints of the restart record <prefix>_restart/ (0: by time only)")
       .min(0);
-  s.add_float("checkpoint_period_seconds", 5.0,
-              "seconds between checkpoints of the restart record (0 with checkpoint_period = 0: no checkpoints, no restart)")
+  s.add_float(
+       "checkpoint_period_seconds", 5.0,
+       "seconds between checkpoints of the restart record (0 with checkpoint_period = 0: no checkpoints, no restart)")
       .min(0.0);
   s.add_float("stall_timeout_seconds", 0.0,
               "watchdog: end the job when one log-density call has not returned, or a process shows no sign of life, "
               "for this many seconds, naming the stalled rank (0: no watchdog)")
       .min(0.0);
   s.add_int("max_num_domain_check_to_warn", 1000, "out-of-domain proposals in a row before a warning")
-      .min(1).alias("maxNumDomainCheckToWarn").alias("domainErrCount");
+      .min(1)
+      .alias("maxNumDomainCheckToWarn")
+      .alias("domainErrCount");
   s.add_int("max_num_domain_check_to_stop", 100000, "out-of-domain proposals in a row before the run stops")
-      .min(1).alias("maxNumDomainCheckToStop").alias("domainErrCountMax");
+      .min(1)
+      .alias("maxNumDomainCheckToStop")
+      .alias("domainErrCountMax");
   s.add_bool("mpi_finalize_requested", true, "finalise MPI at the end of a C/Fortran API call")
-      .alias("mpiFinalizeRequested").alias("parallelismMpiFinalizeEnabled");
+      .alias("mpiFinalizeRequested")
+      .alias("parallelismMpiFinalizeEnabled");
   // ParaMonte specifications that herd accepts (so that ParaMonte's inputs run) and explains.
   s.add_string("restart_file_format", "binary",
                "ParaMonte's restart file format; accepted, but herd's restart record is always <prefix>_restart/ in "
                "its own binary form (a note says so)")
-      .choices({"binary", "ascii"}).alias("restartFileFormat").alias("outputRestartFileFormat");
+      .choices({"binary", "ascii"})
+      .alias("restartFileFormat")
+      .alias("outputRestartFileFormat");
   s.add_bool("input_file_has_priority", false,
              "ParaMonte: input file values override values set in code; herd has no specifications set in code "
              "(herd-sample's --set always overrides the file), so this is accepted and has no effect")
       .alias("inputFileHasPriority");
   s.add_string("system_info_file_path", nullopt,
                "ParaMonte's cache of the system information; accepted, herd writes no such cache")
-      .alias("systemInfoFilePath").alias("sysInfoFilePath");
+      .alias("systemInfoFilePath")
+      .alias("sysInfoFilePath");
   s.add_int("parallelism_num_thread", 0,
             "ParaMonte 2: threads evaluating proposals in a shared-memory fork-join (0: all); herd's single-chain "
             "fork-join runs over MPI processes (mpiexec), multi_chain over threads (chains_per_rank)")
-      .min(0).alias("parallelismNumThread");
+      .min(0)
+      .alias("parallelismNumThread");
   s.add_string("output_splash_mode", "normal",
                "ParaMonte 2's outputSplashMode: \"silent\" writes nothing to the terminal (as silent_mode = true); "
                "\"normal\" and \"quiet\" print herd's usual lines (herd prints no splash banner)")
-      .choices({"normal", "quiet", "silent"}).alias("outputSplashMode");
+      .choices({"normal", "quiet", "silent"})
+      .alias("outputSplashMode");
   s.add_string("output_status", nullopt,
                "ParaMonte 2's outputStatus: \"retry\" or \"repeat\" start afresh (as overwrite = true); \"extend\" "
                "resumes an interrupted run and continues a complete one from its last state and sample covariance "
                "in <prefix>_run<k>")
-      .choices({"extend", "repeat", "retry"}).alias("outputStatus");
+      .choices({"extend", "repeat", "retry"})
+      .alias("outputStatus");
   s.add_string("domain", "cube",
                "domain of the target: \"cube\" (domain_lower/upper) or \"ball\" (also \"sphere\", "
                "\"ellipsoid\"): the ellipsoid (x - c)^T C^-1 (x - c) <= 1 of domain_ball_*, inside the cube")
       .choices({"cube", "ball", "sphere", "ellipsoid"});
   s.add_float_list("domain_ball_center", nullopt, "centre c of the ball domain [ndim] (default 0)")
-      .alias("domainBallAvg").alias("domainBallCenter");
+      .alias("domainBallAvg")
+      .alias("domainBallCenter");
   s.add_float_list("domain_ball_cov", nullopt, "matrix C of the ball domain [ndim, ndim] row-major, positive definite")
-      .alias("domainBallCov").alias("domainBallCovMat");
-  s.add_float_list("domain_ball_cor", nullopt, "correlation of the ball domain [ndim, ndim] (with domain_ball_std; "
+      .alias("domainBallCov")
+      .alias("domainBallCovMat");
+  s.add_float_list("domain_ball_cor", nullopt,
+                   "correlation of the ball domain [ndim, ndim] (with domain_ball_std; "
                    "ignored when domain_ball_cov is given)")
-      .alias("domainBallCor").alias("domainBallCorMat");
+      .alias("domainBallCor")
+      .alias("domainBallCorMat");
   s.add_float_list("domain_ball_std", nullopt, "radii of the ball domain [ndim] (default +inf: no bound)")
-      .min(0.0, true).alias("domainBallStd").alias("domainBallStdVec");
+      .min(0.0, true)
+      .alias("domainBallStd")
+      .alias("domainBallStdVec");
   s.add_string("max_memory", "0",
                "memory a run may hold, e.g. \"16GiB\" or \"500MB\" (0: the memory available on the machine); a run "
                "that needs more is refused before it starts")
@@ -201,27 +289,30 @@ void check_matrix(const io::Settings& st, const char* key, const std::vector<dou
     for (std::size_t j = 0; j < d; ++j) {
       const double x = v[i * d + j];
       if (!std::isfinite(x))
-        throw InputError(fmt::format("{}: key \"{}\" element ({},{}) is {}, but must be finite", where, name, i + 1,
-                                     j + 1, x));
+        throw InputError(
+            fmt::format("{}: key \"{}\" element ({},{}) is {}, but must be finite", where, name, i + 1, j + 1, x));
       m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = x;
       big = std::max(big, std::fabs(x));
     }
   for (std::size_t i = 0; i < d; ++i) {
     if (correlation && v[i * d + i] != 1.0)
-      throw InputError(fmt::format("{}: key \"{}\" element ({},{}) is {}, but a correlation matrix has 1 on its diagonal",
-                                   where, name, i + 1, i + 1, v[i * d + i]));
+      throw InputError(
+          fmt::format("{}: key \"{}\" element ({},{}) is {}, but a correlation matrix has 1 on its diagonal", where,
+                      name, i + 1, i + 1, v[i * d + i]));
     for (std::size_t j = 0; j < i; ++j)
       if (std::fabs(v[i * d + j] - v[j * d + i]) > 1e-12 * big)
-        throw InputError(fmt::format("{}: key \"{}\" is not symmetric: element ({},{}) is {}, but element ({},{}) is {} "
-                                     "(a {} matrix [ndim, ndim], row-major, is symmetric)",
-                                     where, name, i + 1, j + 1, v[i * d + j], j + 1, i + 1, v[j * d + i],
-                                     correlation ? "correlation" : "covariance"));
+        throw InputError(
+            fmt::format("{}: key \"{}\" is not symmetric: element ({},{}) is {}, but element ({},{}) is {} "
+                        "(a {} matrix [ndim, ndim], row-major, is symmetric)",
+                        where, name, i + 1, j + 1, v[i * d + j], j + 1, i + 1, v[j * d + i],
+                        correlation ? "correlation" : "covariance"));
   }
   Eigen::LLT<Eigen::MatrixXd> llt(m);
   if (llt.info() != Eigen::Success)
-    throw InputError(fmt::format("{}: key \"{}\" is not positive definite (its Cholesky factorisation fails), but a {} "
-                                 "matrix must be",
-                                 where, name, correlation ? "correlation" : "covariance"));
+    throw InputError(
+        fmt::format("{}: key \"{}\" is not positive definite (its Cholesky factorisation fails), but a {} "
+                    "matrix must be",
+                    where, name, correlation ? "correlation" : "covariance"));
 }
 
 /// `s` with control characters written as C escapes ("\\n"), for messages.
@@ -231,7 +322,8 @@ std::string printable_text(const std::string& s) {
     if (c == '\n') out += "\\n";
     else if (c == '\r') out += "\\r";
     else if (c == '\t') out += "\\t";
-    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
     else out.push_back(c);
   }
   return out;
@@ -244,11 +336,11 @@ void check_delimiter(const io::Settings& st, const std::string& delim) {
     const auto u = static_cast<unsigned char>(c);
     const bool bad = std::isalnum(u) != 0 || c == '+' || c == '-' || c == '.' || (u < 0x20 && c != '\t') || u == 0x7f;
     if (bad)
-      throw InputError(fmt::format("{}: key \"{}\" is \"{}\", but must not contain digits, letters, '+', '-', '.', line "
-                                   "breaks or control characters (they appear in numbers or end rows); use e.g. \",\" "
-                                   "or \" \"",
-                                   st.origin("output_delimiter"), st.written("output_delimiter"),
-                                   printable_text(delim)));
+      throw InputError(
+          fmt::format("{}: key \"{}\" is \"{}\", but must not contain digits, letters, '+', '-', '.', line "
+                      "breaks or control characters (they appear in numbers or end rows); use e.g. \",\" "
+                      "or \" \"",
+                      st.origin("output_delimiter"), st.written("output_delimiter"), printable_text(delim)));
   }
 }
 
@@ -330,8 +422,8 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.chain_size = st.get_int("chain_size");
   s.sample_size = st.get_int("sample_size");
   if (s.sample_size == 0 || s.sample_size < -1)
-    fail(fmt::format("{}: key \"{}\" is {}, but must be -1 or a positive integer",
-                                 st.origin("sample_size"), st.written("sample_size"), s.sample_size));
+    fail(fmt::format("{}: key \"{}\" is {}, but must be -1 or a positive integer", st.origin("sample_size"),
+                     st.written("sample_size"), s.sample_size));
   s.start_point = floats_or_empty(st, "start_point");
   s.random_start_point = st.get_bool("random_start_point");
   s.random_start_point_domain_lower = floats_or_empty(st, "random_start_point_domain_lower");
@@ -377,8 +469,8 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   while (st.has("variable_names") && s.variable_names.size() < d)
     s.variable_names.push_back(fmt::format("SampleVariable{}", s.variable_names.size() + 1));
   if (s.variable_names.size() != d)
-    fail(fmt::format("{}: key \"{}\" has {} names, but must have {} (ndim)",
-                                 st.origin("variable_names"), st.written("variable_names"), s.variable_names.size(), d));
+    fail(fmt::format("{}: key \"{}\" has {} names, but must have {} (ndim)", st.origin("variable_names"),
+                     st.written("variable_names"), s.variable_names.size(), d));
   s.description = st.get_string("description");
   s.output_delimiter = st.get_string("output_delimiter");
   if (s.output_delimiter.empty()) s.output_delimiter.push_back(' ');
@@ -404,30 +496,33 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.superchains = st.get_int("superchains");
   const bool several = s.device != "cpu" || s.parallelization_model == "multi_chain";
   if (s.superchains > 0 && !several)
-    fail(fmt::format("{}: key \"{}\" is {}, but superchains need several chains: parallelization_model = "
-                     "\"multi_chain\" or device = \"cpu_batched\" / \"cuda\"",
-                     st.origin("superchains"), st.written("superchains"), s.superchains));
+    fail(
+        fmt::format("{}: key \"{}\" is {}, but superchains need several chains: parallelization_model = "
+                    "\"multi_chain\" or device = \"cpu_batched\" / \"cuda\"",
+                    st.origin("superchains"), st.written("superchains"), s.superchains));
   if (s.superchains == 1)
     fail(fmt::format("{}: key \"{}\" is 1, but must be 0 (none or automatic) or at least 2", st.origin("superchains"),
                      st.written("superchains")));
   if (s.random_start_point_scope == "superchain" && (!st.get_bool("random_start_point") || s.superchains < 2))
-    fail(fmt::format("{}: key \"{}\" is \"superchain\", but needs random_start_point = true and superchains >= 2 "
-                     "(now {} and {})",
-                     st.origin("random_start_point_scope"), st.written("random_start_point_scope"),
-                     st.get_bool("random_start_point") ? "true" : "false", s.superchains));
+    fail(
+        fmt::format("{}: key \"{}\" is \"superchain\", but needs random_start_point = true and superchains >= 2 "
+                    "(now {} and {})",
+                    st.origin("random_start_point_scope"), st.written("random_start_point_scope"),
+                    st.get_bool("random_start_point") ? "true" : "false", s.superchains));
   if (s.device == "cpu" && s.parallelization_model == "multi_chain" && s.chains_per_rank > 4096)
-    fail(fmt::format("{}: key \"{}\" is {}, but must be at most 4096 with device = \"cpu\" "
-                                 "(use device = \"cpu_batched\" or \"cuda\" for more chains)",
-                                 st.origin("chains_per_rank"), st.written("chains_per_rank"), s.chains_per_rank));
+    fail(
+        fmt::format("{}: key \"{}\" is {}, but must be at most 4096 with device = \"cpu\" "
+                    "(use device = \"cpu_batched\" or \"cuda\" for more chains)",
+                    st.origin("chains_per_rank"), st.written("chains_per_rank"), s.chains_per_rank));
   if (s.device != "cpu" && s.warmup > std::numeric_limits<std::int64_t>::max() - s.chain_size)
     fail(fmt::format("{}: key \"{}\" is {}, but warmup + chain_size ({} + {}) must stay below 2^63",
                      st.origin("warmup"), st.written("warmup"), s.warmup, s.warmup, s.chain_size));
   if (s.device != "cpu" && s.thin > s.chain_size)
     fail(fmt::format("{}: key \"{}\" is {}, but must be at most chain_size = {} (no draws otherwise)",
-                                 st.origin("thin"), st.written("thin"), s.thin, s.chain_size));
+                     st.origin("thin"), st.written("thin"), s.thin, s.chain_size));
   if (s.device != "cpu" && s.proposal_model != "normal")
-    fail(fmt::format("{}: key \"{}\" is \"{}\", but device = \"{}\" needs \"normal\"",
-                                 st.origin("proposal_model"), st.written("proposal_model"), s.proposal_model, s.device));
+    fail(fmt::format("{}: key \"{}\" is \"{}\", but device = \"{}\" needs \"normal\"", st.origin("proposal_model"),
+                     st.written("proposal_model"), s.proposal_model, s.device));
   s.checkpoint_period = st.get_int("checkpoint_period");
   s.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
   s.stall_timeout_seconds = st.get_float("stall_timeout_seconds");
@@ -448,43 +543,46 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   const bool lengths_ok = errs.empty();  // the checks below index the vectors by dimension
   for (std::size_t i = 0; i < s.start_point.size(); ++i)
     if (!std::isfinite(s.start_point[i]))
-      fail(fmt::format("{}: {}[{}] is {}, but must be finite", st.origin("start_point"),
-                                   st.written("start_point"), i + 1, s.start_point[i]));
+      fail(fmt::format("{}: {}[{}] is {}, but must be finite", st.origin("start_point"), st.written("start_point"),
+                       i + 1, s.start_point[i]));
   if (s.delayed_rejection_count > 14)
     fail(fmt::format("{}: key \"{}\" is {}, but must be at most 14", st.origin("delayed_rejection_count"),
-                                 st.written("delayed_rejection_count"), s.delayed_rejection_count));
+                     st.written("delayed_rejection_count"), s.delayed_rejection_count));
   if (s.target_acceptance_rate.size() == 2 &&
       !(s.target_acceptance_rate[0] > 0 && s.target_acceptance_rate[0] <= s.target_acceptance_rate[1]))
     fail(fmt::format("{}: key \"{}\" is [{}, {}], but must be a range [lo, hi] with 0 < lo <= hi <= 1",
-                                 st.origin("target_acceptance_rate"), st.written("target_acceptance_rate"),
-                                 s.target_acceptance_rate[0], s.target_acceptance_rate[1]));
+                     st.origin("target_acceptance_rate"), st.written("target_acceptance_rate"),
+                     s.target_acceptance_rate[0], s.target_acceptance_rate[1]));
   if (s.target_acceptance_rate.size() == 1 && !(s.target_acceptance_rate[0] > 0))
     fail(fmt::format("{}: key \"{}\" is {}, but must be in (0, 1]", st.origin("target_acceptance_rate"),
-                                 st.written("target_acceptance_rate"), s.target_acceptance_rate[0]));
+                     st.written("target_acceptance_rate"), s.target_acceptance_rate[0]));
   if (s.random_start_point && lengths_ok) {
     const bool lo_given = !s.random_start_point_domain_lower.empty() || !s.domain_lower.empty();
     const bool hi_given = !s.random_start_point_domain_upper.empty() || !s.domain_upper.empty();
     if (!lo_given || !hi_given)
-      fail(fmt::format("{}: key \"{}\" is true, but random_start_point_domain_lower/upper (or "
-                                   "domain_lower/upper) are not both given: the start box must be finite",
-                                   st.origin("random_start_point"), st.written("random_start_point")));
+      fail(
+          fmt::format("{}: key \"{}\" is true, but random_start_point_domain_lower/upper (or "
+                      "domain_lower/upper) are not both given: the start box must be finite",
+                      st.origin("random_start_point"), st.written("random_start_point")));
     else {
-    const auto& lo = s.random_start_point_domain_lower.empty() ? s.domain_lower : s.random_start_point_domain_lower;
-    const auto& hi = s.random_start_point_domain_upper.empty() ? s.domain_upper : s.random_start_point_domain_upper;
-    const char* lo_key = s.random_start_point_domain_lower.empty() ? "domain_lower" : "random_start_point_domain_lower";
-    for (std::size_t i = 0; i < d; ++i)
-      if (!(std::isfinite(lo[i]) && std::isfinite(hi[i]) && lo[i] < hi[i]))
-        fail(fmt::format("{}: the random start box's dimension {} is [{}, {}], but must be finite and "
-                                     "non-empty ({} and its upper counterpart)",
-                                     st.origin(lo_key), i + 1, lo[i], hi[i], st.written(lo_key)));
+      const auto& lo = s.random_start_point_domain_lower.empty() ? s.domain_lower : s.random_start_point_domain_lower;
+      const auto& hi = s.random_start_point_domain_upper.empty() ? s.domain_upper : s.random_start_point_domain_upper;
+      const char* lo_key =
+          s.random_start_point_domain_lower.empty() ? "domain_lower" : "random_start_point_domain_lower";
+      for (std::size_t i = 0; i < d; ++i)
+        if (!(std::isfinite(lo[i]) && std::isfinite(hi[i]) && lo[i] < hi[i]))
+          fail(
+              fmt::format("{}: the random start box's dimension {} is [{}, {}], but must be finite and "
+                          "non-empty ({} and its upper counterpart)",
+                          st.origin(lo_key), i + 1, lo[i], hi[i], st.written(lo_key)));
     }
   }
   if (lengths_ok && !s.domain_lower.empty() && !s.domain_upper.empty()) {
     for (std::size_t i = 0; i < d; ++i) {
       if (!(s.domain_lower[i] < s.domain_upper[i]))
         fail(fmt::format("{}: {}[{}] is {}, but must be below {}[{}] = {}", st.origin("domain_lower"),
-                                     st.written("domain_lower"), i + 1, s.domain_lower[i], st.written("domain_upper"),
-                                     i + 1, s.domain_upper[i]));
+                         st.written("domain_lower"), i + 1, s.domain_lower[i], st.written("domain_upper"), i + 1,
+                         s.domain_upper[i]));
     }
   }
   if (lengths_ok && !s.start_point.empty()) {
@@ -492,22 +590,24 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
       const double lo = s.domain_lower.empty() ? -kInf : s.domain_lower[i];
       const double hi = s.domain_upper.empty() ? kInf : s.domain_upper[i];
       if (!(s.start_point[i] >= lo && s.start_point[i] <= hi))
-        fail(fmt::format("{}: {}[{}] is {}, but must be inside the domain [{}, {}]",
-                                     st.origin("start_point"), st.written("start_point"), i + 1, s.start_point[i], lo, hi));
+        fail(fmt::format("{}: {}[{}] is {}, but must be inside the domain [{}, {}]", st.origin("start_point"),
+                         st.written("start_point"), i + 1, s.start_point[i], lo, hi));
     }
   }
   const auto dr = static_cast<std::size_t>(s.delayed_rejection_count);
   if (!s.delayed_rejection_scale_factors.empty() && s.delayed_rejection_scale_factors.size() != 1 &&
       s.delayed_rejection_scale_factors.size() != dr)
-    fail(fmt::format(
-        "{}: key \"{}\" has {} values, but must have 1 or delayed_rejection_count = {}",
-        st.origin("delayed_rejection_scale_factors"), st.written("delayed_rejection_scale_factors"), s.delayed_rejection_scale_factors.size(), dr));
+    fail(fmt::format("{}: key \"{}\" has {} values, but must have 1 or delayed_rejection_count = {}",
+                     st.origin("delayed_rejection_scale_factors"), st.written("delayed_rejection_scale_factors"),
+                     s.delayed_rejection_scale_factors.size(), dr));
   // Let the kernel parse the scale factor now, so that a bad expression names the key.
   try {
     DramSampler::parse_scale_factor(s.scale_factor, ndim);
   } catch (const InputError& e) {
-    fail(fmt::format("{}: key \"{}\" is \"{}\", but must be a positive number, \"gelman\" or "
-                                 "\"<number>*gelman\"", st.origin("scale_factor"), st.written("scale_factor"), s.scale_factor));
+    fail(
+        fmt::format("{}: key \"{}\" is \"{}\", but must be a positive number, \"gelman\" or "
+                    "\"<number>*gelman\"",
+                    st.origin("scale_factor"), st.written("scale_factor"), s.scale_factor));
   }
 
   // ParaMonte 2: outputStatus, the ball domain; specifications accepted with a note.
@@ -606,9 +706,10 @@ void check_superchains(const SamplerSpecs& s, int ranks) {
   if (s.superchains < 2) return;
   const std::int64_t chains = static_cast<std::int64_t>(std::max(ranks, 1)) * s.chains_per_rank;
   if (chains % s.superchains != 0 || chains / s.superchains < 1 || chains < 2 * s.superchains)
-    throw InputError(fmt::format("key \"superchains\" is {}, but must divide the {} chains (processes {} x "
-                                 "chains_per_rank {}) into groups of at least 2",
-                                 s.superchains, chains, std::max(ranks, 1), s.chains_per_rank));
+    throw InputError(
+        fmt::format("key \"superchains\" is {}, but must divide the {} chains (processes {} x "
+                    "chains_per_rank {}) into groups of at least 2",
+                    s.superchains, chains, std::max(ranks, 1), s.chains_per_rank));
 }
 
 std::uint32_t start_point_chain(const SamplerSpecs& s, std::uint32_t chain_id, std::int64_t chains) {
@@ -634,14 +735,17 @@ DramOptions to_dram_options(const SamplerSpecs& s, int ndim, std::uint32_t chain
     std::vector<double> lo = s.random_start_point_domain_lower, hi = s.random_start_point_domain_upper;
     if (lo.empty()) lo = s.domain_lower;
     if (hi.empty()) hi = s.domain_upper;
-    HERD_REQUIRE(lo.size() == d && hi.size() == d,
-                 "sampler: random_start_point is true, but random_start_point_domain_lower/upper (or domain_lower/upper) "
-                 "are not given for all {} dimensions", d);
+    HERD_REQUIRE(
+        lo.size() == d && hi.size() == d,
+        "sampler: random_start_point is true, but random_start_point_domain_lower/upper (or domain_lower/upper) "
+        "are not given for all {} dimensions",
+        d);
     auto c = RngStream(s.random_seed, chain_id, RngPurpose::kStartPoint).at(0);
     o.start_point.resize(d);
     for (std::size_t i = 0; i < d; ++i) {
       HERD_REQUIRE(std::isfinite(lo[i]) && std::isfinite(hi[i]) && lo[i] < hi[i],
-                   "sampler: the random start box [{}, {}] of dimension {} must be finite and non-empty", lo[i], hi[i], i + 1);
+                   "sampler: the random start box [{}, {}] of dimension {} must be finite and non-empty", lo[i], hi[i],
+                   i + 1);
       o.start_point[i] = lo[i] + (hi[i] - lo[i]) * c.uniform();
     }
   } else if (!s.start_point.empty()) {

@@ -47,8 +47,8 @@ MultivariateNormal::MultivariateNormal(Eigen::VectorXd mean, const Eigen::Matrix
     : mean_(std::move(mean)), cov_(cov) {
   const int d = static_cast<int>(mean_.size());
   HERD_REQUIRE(d > 0, "MultivariateNormal: mean has size 0, but must be non-empty");
-  HERD_REQUIRE(cov.rows() == d && cov.cols() == d,
-               "MultivariateNormal: cov is {}x{}, but must be {}x{}", cov.rows(), cov.cols(), d, d);
+  HERD_REQUIRE(cov.rows() == d && cov.cols() == d, "MultivariateNormal: cov is {}x{}, but must be {}x{}", cov.rows(),
+               cov.cols(), d, d);
   std::vector<double> c(static_cast<std::size_t>(d) * d);
   for (int i = 0; i < d; ++i)
     for (int j = 0; j < d; ++j) c[static_cast<std::size_t>(i) * d + j] = cov(i, j);
@@ -58,8 +58,8 @@ MultivariateNormal::MultivariateNormal(Eigen::VectorXd mean, const Eigen::Matrix
 }
 
 MultivariateNormal MultivariateNormal::ar1(int d, double rho) {
-  HERD_REQUIRE(d > 0 && std::abs(rho) < 1.0, "MultivariateNormal::ar1: d = {}, rho = {}; need d > 0, |rho| < 1",
-               d, rho);
+  HERD_REQUIRE(d > 0 && std::abs(rho) < 1.0, "MultivariateNormal::ar1: d = {}, rho = {}; need d > 0, |rho| < 1", d,
+               rho);
   Eigen::MatrixXd c(d, d);
   for (int i = 0; i < d; ++i)
     for (int j = 0; j < d; ++j) c(i, j) = std::pow(rho, std::abs(i - j));
@@ -68,9 +68,7 @@ MultivariateNormal MultivariateNormal::ar1(int d, double rho) {
 
 double MultivariateNormal::operator()(const double* x, int d) const { return view()(x, d); }
 
-void MultivariateNormal::batch(const double* x, int n, int d, double* out) const {
-  batch_rows(view(), x, n, d, out);
-}
+void MultivariateNormal::batch(const double* x, int n, int d, double* out) const { batch_rows(view(), x, n, d, out); }
 
 Banana::Banana(int d, double b) : f_{d, b} { HERD_REQUIRE(d >= 2, "Banana: d is {}, but must be >= 2", d); }
 
@@ -87,19 +85,19 @@ double Rosenbrock::operator()(const double* x, int d) const { return f_(x, d); }
 
 void Rosenbrock::batch(const double* x, int n, int d, double* out) const { batch_rows(f_, x, n, d, out); }
 
-GaussianMixture::GaussianMixture(std::vector<double> weights, std::vector<double> means,
-                                 std::vector<double> sigmas, int d)
+GaussianMixture::GaussianMixture(std::vector<double> weights, std::vector<double> means, std::vector<double> sigmas,
+                                 int d)
     : d_(d), means_(std::move(means)), sigmas_(std::move(sigmas)) {
   const std::size_t k = weights.size();
   HERD_REQUIRE(d > 0 && k > 0, "GaussianMixture: d = {}, {} components; both must be positive", d, k);
-  HERD_REQUIRE(means_.size() == k * d, "GaussianMixture: means has {} values, but must have K*d = {}",
-               means_.size(), k * d);
+  HERD_REQUIRE(means_.size() == k * d, "GaussianMixture: means has {} values, but must have K*d = {}", means_.size(),
+               k * d);
   HERD_REQUIRE(sigmas_.size() == k, "GaussianMixture: sigmas has {} values, but must have {}", sigmas_.size(), k);
   double total = 0.0;
   for (std::size_t i = 0; i < k; ++i) {
     HERD_REQUIRE(weights[i] > 0 && sigmas_[i] > 0,
-                 "GaussianMixture: component {} has weight {} and sigma {}; both must be positive", i,
-                 weights[i], sigmas_[i]);
+                 "GaussianMixture: component {} has weight {} and sigma {}; both must be positive", i, weights[i],
+                 sigmas_[i]);
     total += weights[i];
   }
   for (std::size_t i = 0; i < k; ++i)

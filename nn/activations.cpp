@@ -15,10 +15,10 @@ namespace {
 
 void check_grad(const Tensor& out, const Tensor& g, const char* who) {
   HERD_REQUIRE(out.defined(), "{}: called before forward", who);
-  HERD_REQUIRE(g.shape() == out.shape() && g.dtype() == out.dtype(),
-               "{}: grad_output is {}, but the output was {}", who, g.str(), out.str());
-  HERD_REQUIRE(g.device() == out.device(), "{}: grad_output is on {}, but the output is on {}", who,
-               g.device().str(), out.device().str());
+  HERD_REQUIRE(g.shape() == out.shape() && g.dtype() == out.dtype(), "{}: grad_output is {}, but the output was {}",
+               who, g.str(), out.str());
+  HERD_REQUIRE(g.device() == out.device(), "{}: grad_output is on {}, but the output is on {}", who, g.device().str(),
+               out.device().str());
 }
 
 #if HERD_HAVE_CUDA
@@ -30,13 +30,12 @@ void dev_act_forward(cuda::Act act, const Tensor& x, Tensor& y, double alpha) {
     cuda::activation_forward(act, x.data<T>(), y.data<T>(), x.numel(), alpha, detail::dev_stream(x.device()));
   });
 }
-void dev_act_backward(cuda::Act act, const Tensor& x, const Tensor& y, const Tensor& g, Tensor& gx,
-                      double alpha) {
+void dev_act_backward(cuda::Act act, const Tensor& x, const Tensor& y, const Tensor& g, Tensor& gx, double alpha) {
   detail::DevGuard guard(g.device());
   detail::dispatch(g.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    cuda::activation_backward(act, x.defined() ? x.data<T>() : nullptr, y.data<T>(), g.data<T>(),
-                              gx.data<T>(), g.numel(), alpha, detail::dev_stream(g.device()));
+    cuda::activation_backward(act, x.defined() ? x.data<T>() : nullptr, y.data<T>(), g.data<T>(), gx.data<T>(),
+                              g.numel(), alpha, detail::dev_stream(g.device()));
   });
 }
 void dev_softmax(const Tensor& x, Tensor& y, bool log) {
@@ -53,8 +52,8 @@ void dev_softmax_backward(const Tensor& y, const Tensor& g, Tensor& gx, bool log
   detail::dispatch(g.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto cols = g.dim(-1);
-    cuda::softmax_backward(y.data<T>(), g.data<T>(), gx.data<T>(), cols ? g.numel() / cols : 0, cols,
-                           log, detail::dev_stream(g.device()));
+    cuda::softmax_backward(y.data<T>(), g.data<T>(), gx.data<T>(), cols ? g.numel() / cols : 0, cols, log,
+                           detail::dev_stream(g.device()));
   });
 }
 #endif
@@ -180,10 +179,8 @@ void softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t cols, bool l
     const T m = xr.maxCoeff();
     yr = (xr - m).exp();
     const T s = yr.sum();
-    if (log)
-      yr = xr - (m + std::log(s));
-    else
-      yr /= s;
+    if (log) yr = xr - (m + std::log(s));
+    else yr /= s;
   }
 }
 }  // namespace

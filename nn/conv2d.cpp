@@ -16,8 +16,8 @@ namespace {
 
 // col[(c, i, j), (y, x)] = input[c, y*s - p + i, x*s - p + j] (zero outside).
 template <class T>
-void im2col(const T* in, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
-            std::int64_t kw, std::int64_t s, std::int64_t p, std::int64_t ho, std::int64_t wo, T* col) {
+void im2col(const T* in, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh, std::int64_t kw,
+            std::int64_t s, std::int64_t p, std::int64_t ho, std::int64_t wo, T* col) {
   for (std::int64_t c = 0; c < C; ++c)
     for (std::int64_t i = 0; i < kh; ++i)
       for (std::int64_t j = 0; j < kw; ++j) {
@@ -49,8 +49,8 @@ void im2col(const T* in, std::int64_t C, std::int64_t H, std::int64_t W, std::in
 
 // The adjoint of im2col: adds col entries back onto the input positions.
 template <class T>
-void col2im(const T* col, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
-            std::int64_t kw, std::int64_t s, std::int64_t p, std::int64_t ho, std::int64_t wo, T* out) {
+void col2im(const T* col, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh, std::int64_t kw,
+            std::int64_t s, std::int64_t p, std::int64_t ho, std::int64_t wo, T* out) {
   for (std::int64_t k = 0; k < C * H * W; ++k) out[k] = T(0);
   for (std::int64_t c = 0; c < C; ++c)
     for (std::int64_t i = 0; i < kh; ++i)
@@ -71,9 +71,9 @@ void col2im(const T* col, std::int64_t C, std::int64_t H, std::int64_t W, std::i
 
 }  // namespace
 
-Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_h,
-               std::int64_t kernel_w, std::int64_t stride, std::int64_t padding, DType dtype,
-               Device device, bool bias, const RngStream& rng, std::uint64_t init_index)
+Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_h, std::int64_t kernel_w,
+               std::int64_t stride, std::int64_t padding, DType dtype, Device device, bool bias, const RngStream& rng,
+               std::uint64_t init_index)
     : Module(dtype, device),
       cin_(in_channels),
       cout_(out_channels),
@@ -104,8 +104,7 @@ const Tensor& Conv2d::forward(const Tensor& x) {
   HERD_REQUIRE(x.dim(1) == cin_, "{}: input has shape {}, but in_channels is {}", who, x.shape().str(), cin_);
   const std::int64_t N = x.dim(0), H = x.dim(2), W = x.dim(3);
   HERD_REQUIRE(H + 2 * pad_ >= kh_ && W + 2 * pad_ >= kw_,
-               "{}: input {} with padding {} is smaller than the kernel {}x{}", who, x.shape().str(),
-               pad_, kh_, kw_);
+               "{}: input {} with padding {} is smaller than the kernel {}x{}", who, x.shape().str(), pad_, kh_, kw_);
   ho_ = (H + 2 * pad_ - kh_) / stride_ + 1;
   wo_ = (W + 2 * pad_ - kw_) / stride_ + 1;
   input_ = x;
@@ -121,8 +120,8 @@ const Tensor& Conv2d::forward(const Tensor& x) {
     detail::dispatch(dtype(), [&](auto tag) {
       using T = decltype(tag);
       for (std::int64_t n = 0; n < N; ++n) {
-        cuda::conv_im2col<T>(x.data<T>() + n * cin_ * H * W, col_.data<T>(), cin_, H, W, kh_, kw_, stride_, pad_,
-                             ho_, wo_, st);
+        cuda::conv_im2col<T>(x.data<T>() + n * cin_ * H * W, col_.data<T>(), cin_, H, W, kh_, kw_, stride_, pad_, ho_,
+                             wo_, st);
         detail::dev_gemm<T>(device(), false, false, cout_, P, K, weight_->value.data<T>(), col_.data<T>(),
                             output_.data<T>() + n * cout_ * P, false);
       }
@@ -167,15 +166,15 @@ const Tensor& Conv2d::backward(const Tensor& g) {
       if (bias_) cuda::conv_bias_grad<T>(g.data<T>(), bias_->grad.data<T>(), N, cout_, P, st);
       for (std::int64_t n = 0; n < N; ++n) {
         const T* gy = g.data<T>() + n * cout_ * P;
-        cuda::conv_im2col<T>(input_.data<T>() + n * cin_ * H * W, col_.data<T>(), cin_, H, W, kh_, kw_, stride_,
-                             pad_, ho_, wo_, st);
+        cuda::conv_im2col<T>(input_.data<T>() + n * cin_ * H * W, col_.data<T>(), cin_, H, W, kh_, kw_, stride_, pad_,
+                             ho_, wo_, st);
         // dW[O, K] += dY_n[O, P] col^T[P, K]
         detail::dev_gemm<T>(device(), false, true, cout_, K, P, gy, col_.data<T>(), weight_->grad.data<T>(), true);
         if (!input_grad()) continue;
         // dcol[K, P] = W^T[K, O] dY_n[O, P], then scattered back onto the input positions.
         detail::dev_gemm<T>(device(), true, false, K, P, cout_, weight_->value.data<T>(), gy, dcol_.data<T>(), false);
-        cuda::conv_col2im<T>(dcol_.data<T>(), grad_input_.data<T>() + n * cin_ * H * W, cin_, H, W, kh_, kw_,
-                             stride_, pad_, ho_, wo_, st);
+        cuda::conv_col2im<T>(dcol_.data<T>(), grad_input_.data<T>() + n * cin_ * H * W, cin_, H, W, kh_, kw_, stride_,
+                             pad_, ho_, wo_, st);
       }
     });
     if (!input_grad()) {
@@ -189,8 +188,7 @@ const Tensor& Conv2d::backward(const Tensor& g) {
     using T = decltype(tag);
     for (std::int64_t n = 0; n < N; ++n) {
       const T* gy = g.data<T>() + n * cout_ * P;
-      im2col<T>(input_.data<T>() + n * cin_ * H * W, cin_, H, W, kh_, kw_, stride_, pad_, ho_, wo_,
-                col_.data<T>());
+      im2col<T>(input_.data<T>() + n * cin_ * H * W, cin_, H, W, kh_, kw_, stride_, pad_, ho_, wo_, col_.data<T>());
       // dW[O, K] += dY[O, P] col^T[P, K]
       detail::gemm<T>(false, true, cout_, K, P, gy, col_.data<T>(), weight_->grad.data<T>(), true);
       if (bias_)

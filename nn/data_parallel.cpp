@@ -21,13 +21,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-herd::DataType comm_type(DType t) {
-  return t == DType::kFloat64 ? herd::DataType::kFloat64 : herd::DataType::kFloat32;
-}
+herd::DataType comm_type(DType t) { return t == DType::kFloat64 ? herd::DataType::kFloat64 : herd::DataType::kFloat32; }
 
 }  // namespace
 
@@ -168,8 +164,7 @@ void DataParallel::mark_ready(Slot& s) {
   if (on_device_) {
 #if HERD_HAVE_CUDA
     HERD_CUDA_CHECK(cudaMemcpyAsync(static_cast<unsigned char*>(flat_dev_.raw()) + s.offset * elem_size_,
-                                    s.param->grad.raw(), s.count * elem_size_, cudaMemcpyDeviceToDevice,
-                                    nn_stream_));
+                                    s.param->grad.raw(), s.count * elem_size_, cudaMemcpyDeviceToDevice, nn_stream_));
 #endif
   } else {
     std::memcpy(flat_.data() + s.offset * elem_size_, s.param->grad.raw(), s.count * elem_size_);
@@ -227,10 +222,8 @@ void DataParallel::finish() {
     detail::DevGuard guard(module_.device());
     const double inv = 1.0 / comm_.size();
     const auto n = flat_dev_.numel();
-    if (dtype_ == DType::kFloat64)
-      cuda::scale(flat_dev_.data<double>(), inv, n, nn_stream_);
-    else
-      cuda::scale(flat_dev_.data<float>(), inv, n, nn_stream_);
+    if (dtype_ == DType::kFloat64) cuda::scale(flat_dev_.data<double>(), inv, n, nn_stream_);
+    else cuda::scale(flat_dev_.data<float>(), inv, n, nn_stream_);
     for (const auto& s : slots_) {
       if (s.count == 0) continue;
       HERD_CUDA_CHECK(cudaMemcpyAsync(s.param->grad.raw(),

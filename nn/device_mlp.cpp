@@ -17,9 +17,12 @@ void cublas_check(cublasStatus_t rc, const char* call) {
 
 Act to_act(Activation a) {
   switch (a) {
-    case Activation::kTanh: return Act::kTanh;
-    case Activation::kReLU: return Act::kReLU;
-    case Activation::kELU: return Act::kELU;
+    case Activation::kTanh:
+      return Act::kTanh;
+    case Activation::kReLU:
+      return Act::kReLU;
+    case Activation::kELU:
+      return Act::kELU;
   }
   return Act::kTanh;
 }
@@ -125,8 +128,8 @@ struct DeviceMlp::Impl {
       const float* xin = k == 0 ? x : out_of(k - 1);
       // dW^T (in x out, col-major) = X^T dZ, i.e. dW = dZ^T X.
       cublas_check(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(l.in), static_cast<int>(l.out),
-                               static_cast<int>(b), &one, xin, static_cast<int>(l.in), dz,
-                               static_cast<int>(l.out), &one, g + l.w, static_cast<int>(l.in)),
+                               static_cast<int>(b), &one, xin, static_cast<int>(l.in), dz, static_cast<int>(l.out),
+                               &one, g + l.w, static_cast<int>(l.in)),
                    "cublasSgemm (weight gradient)");
       bias_grad(dz, g + l.b, b, l.out, stream);
       if (k > 0) {
@@ -140,8 +143,8 @@ struct DeviceMlp::Impl {
   }
 };
 
-DeviceMlp::DeviceMlp(Mlp& model, const MlpOptions& o, cudaStream_t stream, double lr, double beta1,
-                     double beta2, double eps)
+DeviceMlp::DeviceMlp(Mlp& model, const MlpOptions& o, cudaStream_t stream, double lr, double beta1, double beta2,
+                     double eps)
     : impl_(std::make_unique<Impl>()) {
   HERD_REQUIRE(model.dtype() == DType::kFloat32, "nn::DeviceMlp: the model is {}, but must be float32",
                dtype_name(model.dtype()));
@@ -251,8 +254,7 @@ void DeviceMlp::capture(const float* x, const float* y, std::int64_t batch) {
 void DeviceMlp::adam_step() {
   Impl& s = *impl_;
   ++s.steps;
-  adam_update(s.w, s.g, s.m, s.v, static_cast<std::int64_t>(s.total), s.lr, s.beta1, s.beta2, s.eps,
-              s.steps, s.stream);
+  adam_update(s.w, s.g, s.m, s.v, static_cast<std::int64_t>(s.total), s.lr, s.beta1, s.beta2, s.eps, s.steps, s.stream);
 }
 
 double DeviceMlp::loss() {

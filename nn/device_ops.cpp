@@ -97,9 +97,10 @@ void check_dev_errors(Device d) {
   r[0] = 0;
   const char* who = code == kDevErrCrossEntropyTarget ? "nn::CrossEntropyLoss::forward" : "nn::Categorical::log_prob";
   const char* what = code == kDevErrCrossEntropyTarget ? "targets" : "actions";
-  throw InputError(fmt::format("{}: {}[{}] is {}, but must be in [0, {}) (found on {} and reported at the next "
-                               "synchronisation)",
-                               who, what, index, value, bound, d.str()));
+  throw InputError(
+      fmt::format("{}: {}[{}] is {}, but must be in [0, {}) (found on {} and reported at the next "
+                  "synchronisation)",
+                  who, what, index, value, bound, d.str()));
 }
 
 cublasHandle_t dev_blas(Device d) {
@@ -131,8 +132,8 @@ double dev_read(Device d, const double* p) {
 }
 
 template <class T>
-void dev_gemm(Device d, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
-              const T* A, const T* B, T* C, bool accumulate) {
+void dev_gemm(Device d, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A,
+              const T* B, T* C, bool accumulate) {
   if (M == 0 || N == 0) return;
   const T alpha = 1;
   const T beta = accumulate ? 1 : 0;
@@ -153,8 +154,8 @@ void dev_gemm(Device d, bool trans_a, bool trans_b, std::int64_t M, std::int64_t
                "dgemm");
 }
 
-template void dev_gemm<float>(Device, bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*,
-                              const float*, float*, bool);
+template void dev_gemm<float>(Device, bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, const float*,
+                              float*, bool);
 template void dev_gemm<double>(Device, bool, bool, std::int64_t, std::int64_t, std::int64_t, const double*,
                                const double*, double*, bool);
 

@@ -40,8 +40,8 @@ class DevGuard {
 /// stored [K,M]; trans_b: B is stored [N,K]), via cuBLAS on the column-major view
 /// (C^T = op(B)^T op(A)^T, so the operands swap and no data moves).
 template <class T>
-void dev_gemm(Device d, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
-              const T* A, const T* B, T* C, bool accumulate);
+void dev_gemm(Device d, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A,
+              const T* B, T* C, bool accumulate);
 
 /// One device double of scratch per thread and device (for reductions), valid until the
 /// thread's next call.

@@ -19,10 +19,10 @@ namespace {
 
 void check_weights(const Tensor& g, const Tensor& like, std::int64_t batch, const char* who) {
   HERD_REQUIRE(like.defined(), "{}: no preceding forward", who);
-  HERD_REQUIRE(g.device() == like.device(), "{}: grad is on {}, but the distribution is on {}", who,
-               g.device().str(), like.device().str());
-  HERD_REQUIRE(g.ndim() == 1 && g.dim(0) == batch && g.dtype() == like.dtype(),
-               "{}: grad is {}, but must be {} [{}]", who, g.str(), dtype_name(like.dtype()), batch);
+  HERD_REQUIRE(g.device() == like.device(), "{}: grad is on {}, but the distribution is on {}", who, g.device().str(),
+               like.device().str());
+  HERD_REQUIRE(g.ndim() == 1 && g.dim(0) == batch && g.dtype() == like.dtype(), "{}: grad is {}, but must be {} [{}]",
+               who, g.str(), dtype_name(like.dtype()), batch);
 }
 
 RngStream row_stream(const RngStream& rng, std::int64_t i) {
@@ -77,8 +77,7 @@ const Tensor& Categorical::log_prob(const Tensor& actions) {
   const std::int64_t B = log_probs_.dim(0), C = log_probs_.dim(1);
   HERD_REQUIRE(actions.dtype() == DType::kInt64 && actions.ndim() == 1 && actions.dim(0) == B &&
                    actions.device() == log_probs_.device(),
-               "{}: actions are {}, but must be int64 [{}] on {}", who, actions.str(), B,
-               log_probs_.device().str());
+               "{}: actions are {}, but must be int64 [{}] on {}", who, actions.str(), B, log_probs_.device().str());
 #if HERD_HAVE_CUDA
   if (actions.is_cuda()) {
     // Actions are range-checked on the device (the first bad one goes to the device's
@@ -232,8 +231,8 @@ void Categorical::backward_entropy(const Tensor& g) {
     detail::DevGuard guard(probs_.device());
     detail::dispatch(probs_.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      cuda::categorical_entropy_backward<T>(probs_.data<T>(), log_probs_.data<T>(), g.data<T>(),
-                                            grad_logits_.data<T>(), B, C, dev_stream_of(probs_));
+      cuda::categorical_entropy_backward<T>(probs_.data<T>(), log_probs_.data<T>(), g.data<T>(), grad_logits_.data<T>(),
+                                            B, C, dev_stream_of(probs_));
     });
     return;
   }
@@ -259,8 +258,8 @@ Gaussian::Gaussian(std::int64_t dim, DType dtype, Device device, double init_log
 
 const Tensor& Gaussian::forward(const Tensor& mean) {
   check_input(mean, 2, "nn::Gaussian::forward");
-  HERD_REQUIRE(mean.dim(1) == dim_, "nn::Gaussian::forward: mean has shape {}, but dim is {}",
-               mean.shape().str(), dim_);
+  HERD_REQUIRE(mean.dim(1) == dim_, "nn::Gaussian::forward: mean has shape {}, but dim is {}", mean.shape().str(),
+               dim_);
   mean_ = mean;
   actions_ = Tensor();
   grad_mean_.resize_like(mean);
@@ -308,8 +307,8 @@ const Tensor& Gaussian::log_prob(const Tensor& actions) {
     detail::DevGuard guard(device());
     detail::dispatch(dtype(), [&](auto tag) {
       using T = decltype(tag);
-      cuda::gaussian_log_prob<T>(actions.data<T>(), mean_.data<T>(), log_std_->value.data<T>(), log_prob_.data<T>(),
-                                 B, D, dev_stream_of(actions));
+      cuda::gaussian_log_prob<T>(actions.data<T>(), mean_.data<T>(), log_std_->value.data<T>(), log_prob_.data<T>(), B,
+                                 D, dev_stream_of(actions));
     });
     return log_prob_;
   }
@@ -373,8 +372,7 @@ void Gaussian::sample(const RngStream& rng, std::uint64_t index, Tensor& actions
   for (std::int64_t i = 0; i < B; ++i) {
     RngCursor cur = row_stream(rng, i).at(index);
     for (std::int64_t j = 0; j < D; ++j)
-      actions.set_item(i * D + j,
-                       mean_.item(i * D + j) + std::exp(log_std_->value.item(j)) * cur.normal());
+      actions.set_item(i * D + j, mean_.item(i * D + j) + std::exp(log_std_->value.item(j)) * cur.normal());
   }
 }
 

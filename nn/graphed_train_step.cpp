@@ -181,9 +181,10 @@ void GraphedTrainStep::capture() {
     cudaGetLastError();
     if (g.graph) cudaGraphDestroy(g.graph);
     g.graph = nullptr;
-    throw CudaError(fmt::format("nn::GraphedTrainStep: stream capture failed ({}: {}); a module or hook waited for "
-                                "the host inside the step",
-                                cudaGetErrorName(end), cudaGetErrorString(end)));
+    throw CudaError(
+        fmt::format("nn::GraphedTrainStep: stream capture failed ({}: {}); a module or hook waited for "
+                    "the host inside the step",
+                    cudaGetErrorName(end), cudaGetErrorString(end)));
   }
   HERD_CUDA_CHECK(cudaGraphInstantiate(&g.exec, g.graph, 0));
   HERD_CHECK(detail::storage_replacements() == before,

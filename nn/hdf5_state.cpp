@@ -66,7 +66,8 @@ std::vector<NamedTensor> read_state(const io::H5Group& group) {
       const auto v = ds.read<std::int64_t>();
       std::copy(v.begin(), v.end(), t.data<std::int64_t>());
     } else {
-      throw IoError(fmt::format("{}/{}: dtype is \"{}\", but must be float32, float64 or int64", group.path(), name, dt));
+      throw IoError(
+          fmt::format("{}/{}: dtype is \"{}\", but must be float32, float64 or int64", group.path(), name, dt));
     }
     out.push_back({name, std::move(t)});
   }

@@ -18,8 +18,7 @@ struct Fans {
 };
 
 Fans fans(const Tensor& t, const char* who) {
-  HERD_REQUIRE(t.ndim() >= 2, "{}: tensor has shape {}, but needs at least 2 dimensions", who,
-               t.shape().str());
+  HERD_REQUIRE(t.ndim() >= 2, "{}: tensor has shape {}, but needs at least 2 dimensions", who, t.shape().str());
   double receptive = 1;
   for (int i = 2; i < t.ndim(); ++i) receptive *= static_cast<double>(t.dim(i));
   return {static_cast<double>(t.dim(1)) * receptive, static_cast<double>(t.dim(0)) * receptive};

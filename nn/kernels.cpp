@@ -15,18 +15,14 @@ std::unique_ptr<ThreadPool> g_pool;
 constexpr double kParallelWork = 4e6;
 
 template <class T, class AM, class BM>
-void gemm_rows(const AM& a, const BM& b, T* C, std::int64_t N, std::int64_t r0, std::int64_t r1,
-               bool accumulate) {
+void gemm_rows(const AM& a, const BM& b, T* C, std::int64_t N, std::int64_t r0, std::int64_t r1, bool accumulate) {
   MapRMu<T> c(C + r0 * N, r1 - r0, N);
-  if (accumulate)
-    c.noalias() += a.middleRows(r0, r1 - r0) * b;
-  else
-    c.noalias() = a.middleRows(r0, r1 - r0) * b;
+  if (accumulate) c.noalias() += a.middleRows(r0, r1 - r0) * b;
+  else c.noalias() = a.middleRows(r0, r1 - r0) * b;
 }
 
 template <class T, class AM, class BM>
-void gemm_split(const AM& a, const BM& b, T* C, std::int64_t M, std::int64_t N, std::int64_t K,
-                bool accumulate) {
+void gemm_split(const AM& a, const BM& b, T* C, std::int64_t M, std::int64_t N, std::int64_t K, bool accumulate) {
   const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   if (g_threads <= 1 || work < kParallelWork || M < 2 * g_threads) {
     gemm_rows<T>(a, b, C, N, 0, M, accumulate);
@@ -37,8 +33,7 @@ void gemm_split(const AM& a, const BM& b, T* C, std::int64_t M, std::int64_t N, 
   g_pool->parallel_for(
       0, static_cast<std::size_t>(M),
       [&](std::size_t r0, std::size_t r1) {
-        gemm_rows<T>(a, b, C, N, static_cast<std::int64_t>(r0), static_cast<std::int64_t>(r1),
-                     accumulate);
+        gemm_rows<T>(a, b, C, N, static_cast<std::int64_t>(r0), static_cast<std::int64_t>(r1), accumulate);
       },
       static_cast<std::size_t>(per));
 }
@@ -46,28 +41,25 @@ void gemm_split(const AM& a, const BM& b, T* C, std::int64_t M, std::int64_t N, 
 }  // namespace
 
 template <class T>
-void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A,
-          const T* B, T* C, bool accumulate) {
+void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, const T* B, T* C,
+          bool accumulate) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
     if (!accumulate) MapRMu<T>(C, M, N).setZero();
     return;
   }
-  if (!trans_a && !trans_b)
-    gemm_split<T>(CMapRM<T>(A, M, K), CMapRM<T>(B, K, N), C, M, N, K, accumulate);
+  if (!trans_a && !trans_b) gemm_split<T>(CMapRM<T>(A, M, K), CMapRM<T>(B, K, N), C, M, N, K, accumulate);
   else if (!trans_a && trans_b)
     gemm_split<T>(CMapRM<T>(A, M, K), CMapRM<T>(B, N, K).transpose(), C, M, N, K, accumulate);
   else if (trans_a && !trans_b)
     gemm_split<T>(CMapRM<T>(A, K, M).transpose(), CMapRM<T>(B, K, N), C, M, N, K, accumulate);
-  else
-    gemm_split<T>(CMapRM<T>(A, K, M).transpose(), CMapRM<T>(B, N, K).transpose(), C, M, N, K,
-                  accumulate);
+  else gemm_split<T>(CMapRM<T>(A, K, M).transpose(), CMapRM<T>(B, N, K).transpose(), C, M, N, K, accumulate);
 }
 
-template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*,
-                          const float*, float*, bool);
-template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const double*,
-                           const double*, double*, bool);
+template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, const float*, float*,
+                          bool);
+template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, const double*, const double*, double*,
+                           bool);
 
 void set_pool_threads(int n) {
   if (n == g_threads) return;

@@ -44,14 +44,14 @@ CMapRM<T> cmat(const Tensor& t, std::int64_t rows, std::int64_t cols) {
 /// trans_a: A is stored [K,M]; trans_b: B is stored [N,K]. Splits rows of C over the nn
 /// thread pool when it has more than one thread and the product is large.
 template <class T>
-void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A,
-          const T* B, T* C, bool accumulate);
+void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, const T* B, T* C,
+          bool accumulate);
 
 void set_pool_threads(int n);
 int pool_threads();
 
 /// Validates names and shapes, then copies `state` into `targets` (see load_state_dict).
-void load_named(const std::vector<NamedParameter>& targets, const std::vector<NamedTensor>& state,
-                bool strict, const char* who);
+void load_named(const std::vector<NamedParameter>& targets, const std::vector<NamedTensor>& state, bool strict,
+                const char* who);
 
 }  // namespace herd::nn::detail

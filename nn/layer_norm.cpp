@@ -29,8 +29,8 @@ LayerNorm::LayerNorm(std::int64_t features, double eps, bool affine, DType dtype
 const Tensor& LayerNorm::forward(const Tensor& x) {
   check_input(x, -1, "nn::LayerNorm::forward");
   HERD_REQUIRE(x.ndim() >= 1 && x.dim(-1) == features_,
-               "nn::LayerNorm::forward: input has shape {}, but the last dimension must be {}",
-               x.shape().str(), features_);
+               "nn::LayerNorm::forward: input has shape {}, but the last dimension must be {}", x.shape().str(),
+               features_);
   const std::int64_t F = features_, R = x.numel() / F;
   xhat_.resize_like(x);
   output_.resize_like(x);
@@ -41,8 +41,8 @@ const Tensor& LayerNorm::forward(const Tensor& x) {
     detail::dispatch(dtype(), [&](auto tag) {
       using T = decltype(tag);
       cuda::layer_norm_forward<T>(x.data<T>(), weight_ ? weight_->value.data<T>() : nullptr,
-                                  bias_ ? bias_->value.data<T>() : nullptr, output_.data<T>(),
-                                  xhat_.data<T>(), rstd_.data<T>(), R, F, eps_, detail::dev_stream(device()));
+                                  bias_ ? bias_->value.data<T>() : nullptr, output_.data<T>(), xhat_.data<T>(),
+                                  rstd_.data<T>(), R, F, eps_, detail::dev_stream(device()));
     });
     return output_;
   }
@@ -59,10 +59,8 @@ const Tensor& LayerNorm::forward(const Tensor& x) {
       rstd_.data<T>()[r] = rs;
       h *= rs;
       MapA<T> y(output_.data<T>() + r * F, F);
-      if (weight_)
-        y = h * CMapA<T>(weight_->value.data<T>(), F) + CMapA<T>(bias_->value.data<T>(), F);
-      else
-        y = h;
+      if (weight_) y = h * CMapA<T>(weight_->value.data<T>(), F) + CMapA<T>(bias_->value.data<T>(), F);
+      else y = h;
     }
   });
   return output_;
@@ -83,9 +81,8 @@ const Tensor& LayerNorm::backward(const Tensor& g) {
       using T = decltype(tag);
       cuda::layer_norm_backward<T>(g.data<T>(), xhat_.data<T>(), rstd_.data<T>(),
                                    weight_ ? weight_->value.data<T>() : nullptr,
-                                   weight_ ? weight_->grad.data<T>() : nullptr,
-                                   bias_ ? bias_->grad.data<T>() : nullptr, grad_input_.data<T>(), R, F,
-                                   detail::dev_stream(device()));
+                                   weight_ ? weight_->grad.data<T>() : nullptr, bias_ ? bias_->grad.data<T>() : nullptr,
+                                   grad_input_.data<T>(), R, F, detail::dev_stream(device()));
     });
     return grad_input_;
   }

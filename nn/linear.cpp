@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "herd/nn/init.hpp"
 #include "herd/core/config.hpp"
+#include "herd/nn/init.hpp"
 #include "kernels.hpp"
 #if HERD_HAVE_CUDA
 #include "device_ops.hpp"
@@ -12,11 +12,10 @@
 
 namespace herd::nn {
 
-Linear::Linear(std::int64_t in, std::int64_t out, DType dtype, Device device, bool bias,
-               const RngStream& rng, std::uint64_t init_index)
+Linear::Linear(std::int64_t in, std::int64_t out, DType dtype, Device device, bool bias, const RngStream& rng,
+               std::uint64_t init_index)
     : Module(dtype, device), in_(in), out_(out) {
-  HERD_REQUIRE(in > 0 && out > 0, "nn::Linear: in_features {} and out_features {} must be positive",
-               in, out);
+  HERD_REQUIRE(in > 0 && out > 0, "nn::Linear: in_features {} and out_features {} must be positive", in, out);
   weight_ = &register_parameter("weight", {out, in});
   if (bias) bias_ = &register_parameter("bias", {out});
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
@@ -32,8 +31,7 @@ Parameter& Linear::bias() {
 
 const Tensor& Linear::forward(const Tensor& x) {
   check_input(x, 2, "nn::Linear::forward");
-  HERD_REQUIRE(x.dim(1) == in_, "nn::Linear::forward: input has shape {}, but in_features is {}",
-               x.shape().str(), in_);
+  HERD_REQUIRE(x.dim(1) == in_, "nn::Linear::forward: input has shape {}, but in_features is {}", x.shape().str(), in_);
   input_ = x;
   const std::int64_t B = x.dim(0);
   output_.resize({B, out_}, dtype(), device());
@@ -58,8 +56,7 @@ const Tensor& Linear::forward(const Tensor& x) {
       for (std::int64_t i = 0; i < B; ++i)
         for (std::int64_t j = 0; j < out_; ++j) y[i * out_ + j] = b[j];
     }
-    detail::gemm<T>(false, true, B, out_, in_, x.data<T>(), weight_->value.data<T>(), y,
-                    bias_ != nullptr);
+    detail::gemm<T>(false, true, B, out_, in_, x.data<T>(), weight_->value.data<T>(), y, bias_ != nullptr);
   });
   return output_;
 }
@@ -69,8 +66,8 @@ const Tensor& Linear::backward(const Tensor& gy) {
   check_input(gy, 2, "nn::Linear::backward");
   const std::int64_t B = input_.dim(0);
   HERD_REQUIRE(gy.dim(0) == B && gy.dim(1) == out_,
-               "nn::Linear::backward: grad_output has shape {}, but the output was [{}, {}]",
-               gy.shape().str(), B, out_);
+               "nn::Linear::backward: grad_output has shape {}, but the output was [{}, {}]", gy.shape().str(), B,
+               out_);
 #if HERD_HAVE_CUDA
   if (device().is_cuda()) {
     detail::DevGuard guard(device());
@@ -81,8 +78,8 @@ const Tensor& Linear::backward(const Tensor& gy) {
       if (bias_) cuda::bias_grad(g, bias_->grad.data<T>(), B, out_, detail::dev_stream(device()));
       if (!input_grad()) return;
       grad_input_.resize({B, in_}, dtype(), device());
-      detail::dev_gemm<T>(device(), false, false, B, in_, out_, g, weight_->value.data<T>(),
-                          grad_input_.data<T>(), false);
+      detail::dev_gemm<T>(device(), false, false, B, in_, out_, g, weight_->value.data<T>(), grad_input_.data<T>(),
+                          false);
     });
     if (!input_grad()) {
       static const Tensor kNone;
@@ -103,8 +100,7 @@ const Tensor& Linear::backward(const Tensor& gy) {
     if (!input_grad()) return;
     // dX[B, in] = dY[B, out] W[out, in]
     grad_input_.resize({B, in_}, dtype(), device());
-    detail::gemm<T>(false, false, B, in_, out_, g, weight_->value.data<T>(),
-                    grad_input_.data<T>(), false);
+    detail::gemm<T>(false, false, B, in_, out_, g, weight_->value.data<T>(), grad_input_.data<T>(), false);
   });
   if (!input_grad()) {
     static const Tensor kNone;

@@ -15,11 +15,11 @@ namespace {
 
 void check_pair(const Tensor& p, const Tensor& t, const char* who) {
   HERD_REQUIRE(p.defined() && t.defined(), "{}: undefined input", who);
-  HERD_REQUIRE(p.device() == t.device(), "{}: pred is on {} but target on {}; they must match", who,
-               p.device().str(), t.device().str());
+  HERD_REQUIRE(p.device() == t.device(), "{}: pred is on {} but target on {}; they must match", who, p.device().str(),
+               t.device().str());
   HERD_REQUIRE(p.dtype() != DType::kInt64, "{}: pred is int64, but must be float", who);
-  HERD_REQUIRE(p.shape() == t.shape() && p.dtype() == t.dtype(),
-               "{}: pred is {} but target is {}; they must match", who, p.str(), t.str());
+  HERD_REQUIRE(p.shape() == t.shape() && p.dtype() == t.dtype(), "{}: pred is {} but target is {}; they must match",
+               who, p.str(), t.str());
   HERD_REQUIRE(p.numel() > 0, "{}: empty input", who);
 }
 
@@ -95,8 +95,7 @@ const Tensor& MseLoss::backward(double scale) {
   detail::dispatch(diff_.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const auto n = diff_.numel();
-    MapA<T>(grad_.data<T>(), n) =
-        CMapA<T>(diff_.data<T>(), n) * static_cast<T>(2.0 * scale / static_cast<double>(n));
+    MapA<T>(grad_.data<T>(), n) = CMapA<T>(diff_.data<T>(), n) * static_cast<T>(2.0 * scale / static_cast<double>(n));
   });
   return grad_;
 }
@@ -150,8 +149,8 @@ const Tensor& HuberLoss::backward(double scale) {
     using T = decltype(tag);
     const auto n = diff_.numel();
     const T dl = static_cast<T>(delta_);
-    MapA<T>(grad_.data<T>(), n) = CMapA<T>(diff_.data<T>(), n).max(-dl).min(dl) *
-                                  static_cast<T>(scale / static_cast<double>(n));
+    MapA<T>(grad_.data<T>(), n) =
+        CMapA<T>(diff_.data<T>(), n).max(-dl).min(dl) * static_cast<T>(scale / static_cast<double>(n));
   });
   return grad_;
 }
@@ -159,10 +158,9 @@ const Tensor& HuberLoss::backward(double scale) {
 LossValue CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets) {
   const char* who = "nn::CrossEntropyLoss::forward";
   HERD_REQUIRE(logits.defined() && targets.defined(), "{}: undefined input", who);
-  HERD_REQUIRE(logits.device() == targets.device(), "{}: logits are on {} but targets on {}; they must match",
-               who, logits.device().str(), targets.device().str());
-  HERD_REQUIRE(logits.ndim() == 2 && logits.dtype() != DType::kInt64 && logits.dim(0) > 0 &&
-                   logits.dim(1) > 0,
+  HERD_REQUIRE(logits.device() == targets.device(), "{}: logits are on {} but targets on {}; they must match", who,
+               logits.device().str(), targets.device().str());
+  HERD_REQUIRE(logits.ndim() == 2 && logits.dtype() != DType::kInt64 && logits.dim(0) > 0 && logits.dim(1) > 0,
                "{}: logits are {}, but must be float [batch, classes], non-empty", who, logits.str());
   HERD_REQUIRE(targets.dtype() == DType::kInt64 && targets.ndim() == 1 && targets.dim(0) == logits.dim(0),
                "{}: targets are {}, but must be int64 [{}]", who, targets.str(), logits.dim(0));
@@ -179,8 +177,8 @@ LossValue CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets)
       using T = decltype(tag);
       cudaStream_t st = detail::dev_stream(logits.device());
       cuda::softmax_rows(logits.data<T>(), log_probs_.data<T>(), B, C, true, st);
-      cuda::gather_rows<T>(log_probs_.data<T>(), targets.data<std::int64_t>(), nullptr, value_.data<double>(), B, C,
-                           st, -1.0 / static_cast<double>(B), detail::dev_error_record(logits.device()),
+      cuda::gather_rows<T>(log_probs_.data<T>(), targets.data<std::int64_t>(), nullptr, value_.data<double>(), B, C, st,
+                           -1.0 / static_cast<double>(B), detail::dev_error_record(logits.device()),
                            detail::kDevErrCrossEntropyTarget);
     });
     return v;
@@ -188,8 +186,7 @@ LossValue CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets)
 #endif
   const std::int64_t* tg = targets.data<std::int64_t>();
   for (std::int64_t i = 0; i < B; ++i)
-    HERD_REQUIRE(tg[i] >= 0 && tg[i] < C, "{}: targets[{}] is {}, but must be in [0, {})", who, i,
-                 tg[i], C);
+    HERD_REQUIRE(tg[i] >= 0 && tg[i] < C, "{}: targets[{}] is {}, but must be in [0, {})", who, i, tg[i], C);
   targets_ = targets;
   log_probs_.resize_like(logits);
   return detail::dispatch(logits.dtype(), [&](auto tag) {

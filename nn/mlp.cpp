@@ -9,17 +9,22 @@ namespace {
 
 void add_activation(Sequential& s, const MlpOptions& o) {
   switch (o.activation) {
-    case Activation::kTanh: s.emplace<Tanh>(o.dtype, o.device); break;
-    case Activation::kReLU: s.emplace<ReLU>(o.dtype, o.device); break;
-    case Activation::kELU: s.emplace<ELU>(1.0, o.dtype, o.device); break;
+    case Activation::kTanh:
+      s.emplace<Tanh>(o.dtype, o.device);
+      break;
+    case Activation::kReLU:
+      s.emplace<ReLU>(o.dtype, o.device);
+      break;
+    case Activation::kELU:
+      s.emplace<ELU>(1.0, o.dtype, o.device);
+      break;
   }
 }
 
 }  // namespace
 
 Mlp::Mlp(const MlpOptions& o) : Sequential(o.dtype, o.device) {
-  HERD_REQUIRE(o.sizes.size() >= 2, "nn::Mlp: sizes has {} entries, but needs at least 2 (in, out)",
-               o.sizes.size());
+  HERD_REQUIRE(o.sizes.size() >= 2, "nn::Mlp: sizes has {} entries, but needs at least 2 (in, out)", o.sizes.size());
   for (std::size_t i = 0; i < o.sizes.size(); ++i)
     HERD_REQUIRE(o.sizes[i] > 0, "nn::Mlp: sizes[{}] is {}, but must be positive", i, o.sizes[i]);
   const std::size_t layers = o.sizes.size() - 1;

@@ -29,9 +29,7 @@ Parameter& Module::register_parameter(const std::string& name, const Shape& shap
   return *params_.back().second;
 }
 
-void Module::register_module(const std::string& name, Module* child) {
-  children_.emplace_back(name, child);
-}
+void Module::register_module(const std::string& name, Module* child) { children_.emplace_back(name, child); }
 
 void Module::collect(const std::string& prefix, std::vector<NamedParameter>& out) {
   for (auto& [n, p] : params_) out.push_back({prefix + n, p.get()});
@@ -89,45 +87,43 @@ void Module::load_state_dict(const std::vector<NamedTensor>& state, bool strict)
 
 void Module::check_input(const Tensor& x, int ndim, const char* who) const {
   HERD_REQUIRE(x.defined(), "{}: input is an undefined tensor", who);
-  HERD_REQUIRE(x.dtype() == dtype_, "{}: input is {}, but the module is {}", who,
-               dtype_name(x.dtype()), dtype_name(dtype_));
-  HERD_REQUIRE(x.device() == device_, "{}: input is on {}, but the module is on {}", who,
-               x.device().str(), device_.str());
-  HERD_REQUIRE(ndim < 0 || x.ndim() == ndim, "{}: input has shape {}, but must have {} dimensions",
-               who, x.shape().str(), ndim);
+  HERD_REQUIRE(x.dtype() == dtype_, "{}: input is {}, but the module is {}", who, dtype_name(x.dtype()),
+               dtype_name(dtype_));
+  HERD_REQUIRE(x.device() == device_, "{}: input is on {}, but the module is on {}", who, x.device().str(),
+               device_.str());
+  HERD_REQUIRE(ndim < 0 || x.ndim() == ndim, "{}: input has shape {}, but must have {} dimensions", who,
+               x.shape().str(), ndim);
 }
 
 namespace detail {
 
-void load_named(const std::vector<NamedParameter>& targets, const std::vector<NamedTensor>& state,
-                bool strict, const char* who) {
+void load_named(const std::vector<NamedParameter>& targets, const std::vector<NamedTensor>& state, bool strict,
+                const char* who) {
   std::set<std::string> wanted;
   for (const auto& t : targets) wanted.insert(t.name);
   if (strict) {
     for (const auto& s : state)
-      HERD_REQUIRE(wanted.count(s.name), "{}: state has '{}' (shape {}), which the model does not have",
-                   who, s.name, s.tensor.shape().str());
+      HERD_REQUIRE(wanted.count(s.name), "{}: state has '{}' (shape {}), which the model does not have", who, s.name,
+                   s.tensor.shape().str());
   }
   // Validate everything before copying anything.
   std::vector<const Tensor*> src(targets.size(), nullptr);
   for (std::size_t i = 0; i < targets.size(); ++i) {
     for (const auto& s : state)
       if (s.name == targets[i].name) src[i] = &s.tensor;
-    HERD_REQUIRE(src[i] != nullptr, "{}: the model's '{}' (shape {}) is missing from the state", who,
-                 targets[i].name, targets[i].param->value.shape().str());
+    HERD_REQUIRE(src[i] != nullptr, "{}: the model's '{}' (shape {}) is missing from the state", who, targets[i].name,
+                 targets[i].param->value.shape().str());
     HERD_REQUIRE(src[i]->shape() == targets[i].param->value.shape(),
                  "{}: '{}' has shape {} in the model but {} in the state", who, targets[i].name,
                  targets[i].param->value.shape().str(), src[i]->shape().str());
-    HERD_REQUIRE(src[i]->dtype() != DType::kInt64, "{}: '{}' is int64 in the state", who,
-                 targets[i].name);
+    HERD_REQUIRE(src[i]->dtype() != DType::kInt64, "{}: '{}' is int64 in the state", who, targets[i].name);
   }
   for (std::size_t i = 0; i < targets.size(); ++i) {
     Tensor& v = targets[i].param->value;
     // Copies to or from a device need one dtype: convert on the host first.
     if ((v.is_cuda() || src[i]->is_cuda()) && src[i]->dtype() != v.dtype())
       v.copy_from(src[i]->to(Device::cpu()).to(v.dtype()));
-    else
-      v.copy_from(*src[i]);
+    else v.copy_from(*src[i]);
   }
 }
 

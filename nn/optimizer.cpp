@@ -24,9 +24,8 @@ Optimizer::Optimizer(std::vector<NamedParameter> params, double lr) : params_(st
     HERD_REQUIRE(p.param != nullptr, "nn::Optimizer: parameter '{}' is null", p.name);
     HERD_REQUIRE(names.insert(p.name).second, "nn::Optimizer: parameter name '{}' appears twice", p.name);
     HERD_REQUIRE(p.param->value.device() == params_.front().param->value.device(),
-                 "nn::Optimizer: parameter '{}' is on {}, but '{}' is on {}; one optimizer takes one device",
-                 p.name, p.param->value.device().str(), params_.front().name,
-                 params_.front().param->value.device().str());
+                 "nn::Optimizer: parameter '{}' is on {}, but '{}' is on {}; one optimizer takes one device", p.name,
+                 p.param->value.device().str(), params_.front().name, params_.front().param->value.device().str());
   }
 }
 
@@ -82,20 +81,20 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
   auto find = [&](const std::string& name, const Shape& shape) -> const Tensor& {
     for (const auto& s : state)
       if (s.name == name) {
-        HERD_REQUIRE(s.tensor.shape() == shape, "{}: '{}' has shape {} in the optimizer but {} in the state",
-                     who, name, shape.str(), s.tensor.shape().str());
+        HERD_REQUIRE(s.tensor.shape() == shape, "{}: '{}' has shape {} in the optimizer but {} in the state", who, name,
+                     shape.str(), s.tensor.shape().str());
         HERD_REQUIRE(s.tensor.dtype() != DType::kInt64, "{}: '{}' is int64 in the state", who, name);
         return s.tensor;
       }
-    throw InputError(fmt::format("{}: the optimizer's '{}' (shape {}) is missing from the state", who,
-                                 name, shape.str()));
+    throw InputError(
+        fmt::format("{}: the optimizer's '{}' (shape {}) is missing from the state", who, name, shape.str()));
   };
   std::set<std::string> expected{"step", "lr"};
   for (const auto& k : kinds_)
     for (const auto& p : params_) expected.insert(p.name + "." + k);
   for (const auto& s : state)
-    HERD_REQUIRE(expected.count(s.name), "{}: state has '{}' (shape {}), which this {} optimizer does not have",
-                 who, s.name, s.tensor.shape().str(), type_name());
+    HERD_REQUIRE(expected.count(s.name), "{}: state has '{}' (shape {}), which this {} optimizer does not have", who,
+                 s.name, s.tensor.shape().str(), type_name());
   const double step = find("step", {1}).item(0);
   const double lr = find("lr", {1}).item(0);
   std::vector<const Tensor*> src;
@@ -110,10 +109,8 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
       const Tensor& t = *src[n++];
       Tensor& b = buffers_[k][i];
       // Device copies need equal dtypes: convert on the host first.
-      if (b.is_cuda() && (t.dtype() != b.dtype() || !t.is_cpu()))
-        b.copy_from(t.to(Device::cpu()).to(b.dtype()));
-      else
-        b.copy_from(t);
+      if (b.is_cuda() && (t.dtype() != b.dtype() || !t.is_cpu())) b.copy_from(t.to(Device::cpu()).to(b.dtype()));
+      else b.copy_from(t);
     }
 }
 
@@ -149,14 +146,10 @@ void Sgd::update(std::size_t i, Parameter& p) {
     }
     MapA<T> b(buffer(0, i).data<T>(), n);
     const T m = static_cast<T>(momentum_);
-    if (steps() == 1)
-      b = g;
-    else
-      b = m * b + static_cast<T>(1 - dampening_) * g;
-    if (nesterov_)
-      w -= lr * (g + m * b);
-    else
-      w -= lr * b;
+    if (steps() == 1) b = g;
+    else b = m * b + static_cast<T>(1 - dampening_) * g;
+    if (nesterov_) w -= lr * (g + m * b);
+    else w -= lr * b;
   });
 }
 
@@ -202,8 +195,9 @@ void Adam::update(std::size_t i, Parameter& p) {
 
 void Adam::step_with_device_hyper(double* hyper, bool count) {
   for (const auto& p : params_)
-    HERD_REQUIRE(p.param->value.is_cuda(), "nn::Adam::step_with_device_hyper: parameter '{}' is on {}, but must be on a CUDA device",
-                 p.name, p.param->value.device().str());
+    HERD_REQUIRE(p.param->value.is_cuda(),
+                 "nn::Adam::step_with_device_hyper: parameter '{}' is on {}, but must be on a CUDA device", p.name,
+                 p.param->value.device().str());
 #if HERD_HAVE_CUDA
   if (params_.empty()) return;
   const Device d = params_.front().param->value.device();

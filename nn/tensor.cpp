@@ -23,12 +23,14 @@ void note_storage_replacement() { g_storage_replacements.fetch_add(1, std::memor
 std::uint64_t storage_replacements() { return g_storage_replacements.load(std::memory_order_relaxed); }
 }  // namespace detail
 
-
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kInt64: return "int64";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kInt64:
+      return "int64";
   }
   return "unknown";
 }
@@ -38,8 +40,7 @@ Shape::Shape(std::initializer_list<std::int64_t> dims)
 
 Shape::Shape(std::span<const std::int64_t> dims) {
   HERD_REQUIRE(dims.size() <= static_cast<std::size_t>(kMaxDims),
-               "nn::Shape: {} dimensions given, but at most {} are supported", dims.size(),
-               kMaxDims);
+               "nn::Shape: {} dimensions given, but at most {} are supported", dims.size(), kMaxDims);
   ndim_ = static_cast<int>(dims.size());
   for (std::size_t i = 0; i < dims.size(); ++i) {
     HERD_REQUIRE(dims[i] >= 0, "nn::Shape: extent {} of dimension {} is negative", dims[i], i);
@@ -131,9 +132,7 @@ Storage::Storage(std::size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
     return;
   }
 #endif
-  HERD_REQUIRE(dev.is_cpu(),
-               "nn::Tensor: device {} needs the CUDA backend, which this build does not have",
-               dev.str());
+  HERD_REQUIRE(dev.is_cpu(), "nn::Tensor: device {} needs the CUDA backend, which this build does not have", dev.str());
   const std::size_t rounded = ((nbytes + 63) / 64) * 64;
   data = rounded ? std::aligned_alloc(64, rounded) : nullptr;
   if (rounded && !data) throw std::bad_alloc();
@@ -151,16 +150,15 @@ Storage::~Storage() {
 }  // namespace detail
 
 Tensor::Tensor(const Shape& shape, DType dtype, Device device)
-    : storage_(std::make_shared<detail::Storage>(
-          static_cast<std::size_t>(shape.numel()) * dtype_size(dtype), device)),
+    : storage_(std::make_shared<detail::Storage>(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype), device)),
       shape_(shape),
       numel_(shape.numel()),
       dtype_(dtype) {}
 
 Tensor Tensor::from_vector(const Shape& shape, std::span<const double> values, DType dtype) {
   HERD_REQUIRE(static_cast<std::int64_t>(values.size()) == shape.numel(),
-               "nn::Tensor::from_vector: {} values given for shape {} ({} elements)",
-               values.size(), shape.str(), shape.numel());
+               "nn::Tensor::from_vector: {} values given for shape {} ({} elements)", values.size(), shape.str(),
+               shape.numel());
   Tensor t(shape, dtype);
   for (std::size_t i = 0; i < values.size(); ++i) t.set_item(static_cast<std::int64_t>(i), values[i]);
   return t;
@@ -168,25 +166,27 @@ Tensor Tensor::from_vector(const Shape& shape, std::span<const double> values, D
 
 Tensor Tensor::from_indices(const Shape& shape, std::span<const std::int64_t> values) {
   HERD_REQUIRE(static_cast<std::int64_t>(values.size()) == shape.numel(),
-               "nn::Tensor::from_indices: {} values given for shape {} ({} elements)",
-               values.size(), shape.str(), shape.numel());
+               "nn::Tensor::from_indices: {} values given for shape {} ({} elements)", values.size(), shape.str(),
+               shape.numel());
   Tensor t(shape, DType::kInt64);
   if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * 8);
   return t;
 }
 
 void Tensor::check_type(DType want) const {
-  HERD_CHECK(want == dtype_, "nn::Tensor::data: requested {} of a {} tensor", dtype_name(want),
-             dtype_name(dtype_));
+  HERD_CHECK(want == dtype_, "nn::Tensor::data: requested {} of a {} tensor", dtype_name(want), dtype_name(dtype_));
 }
 
 double Tensor::item(std::int64_t i) const {
   require_cpu(*this, "nn::Tensor::item");
   HERD_CHECK(i >= 0 && i < numel_, "nn::Tensor::item: index {} outside [0, {})", i, numel_);
   switch (dtype_) {
-    case DType::kFloat32: return static_cast<const float*>(raw())[i];
-    case DType::kFloat64: return static_cast<const double*>(raw())[i];
-    case DType::kInt64: return static_cast<double>(static_cast<const std::int64_t*>(raw())[i]);
+    case DType::kFloat32:
+      return static_cast<const float*>(raw())[i];
+    case DType::kFloat64:
+      return static_cast<const double*>(raw())[i];
+    case DType::kInt64:
+      return static_cast<double>(static_cast<const std::int64_t*>(raw())[i]);
   }
   return 0.0;
 }
@@ -195,9 +195,15 @@ void Tensor::set_item(std::int64_t i, double v) {
   require_cpu(*this, "nn::Tensor::set_item");
   HERD_CHECK(i >= 0 && i < numel_, "nn::Tensor::set_item: index {} outside [0, {})", i, numel_);
   switch (dtype_) {
-    case DType::kFloat32: static_cast<float*>(raw())[i] = static_cast<float>(v); break;
-    case DType::kFloat64: static_cast<double*>(raw())[i] = v; break;
-    case DType::kInt64: static_cast<std::int64_t*>(raw())[i] = static_cast<std::int64_t>(v); break;
+    case DType::kFloat32:
+      static_cast<float*>(raw())[i] = static_cast<float>(v);
+      break;
+    case DType::kFloat64:
+      static_cast<double*>(raw())[i] = v;
+      break;
+    case DType::kInt64:
+      static_cast<std::int64_t*>(raw())[i] = static_cast<std::int64_t>(v);
+      break;
   }
 }
 
@@ -210,8 +216,7 @@ std::vector<double> Tensor::to_vector() const {
 Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const {
   HERD_REQUIRE(ndim() >= 1, "nn::Tensor::slice: a 0-d tensor has no batch dimension");
   HERD_REQUIRE(0 <= begin && begin <= end && end <= dim(0),
-               "nn::Tensor::slice: rows [{}, {}) requested of a tensor with {} rows", begin, end,
-               dim(0));
+               "nn::Tensor::slice: rows [{}, {}) requested of a tensor with {} rows", begin, end, dim(0));
   Tensor t = *this;
   const std::int64_t row = dim(0) == 0 ? 0 : numel_ / dim(0);
   std::array<std::int64_t, Shape::kMaxDims> d{};
@@ -224,8 +229,8 @@ Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const {
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
-  HERD_REQUIRE(shape.numel() == numel_, "nn::Tensor::reshape: shape {} has {} elements, but {} has {}",
-               shape.str(), shape.numel(), shape_.str(), numel_);
+  HERD_REQUIRE(shape.numel() == numel_, "nn::Tensor::reshape: shape {} has {} elements, but {} has {}", shape.str(),
+               shape.numel(), shape_.str(), numel_);
   Tensor t = *this;
   t.shape_ = shape;
   return t;
@@ -254,8 +259,7 @@ void Tensor::copy_from(const Tensor& src) {
   HERD_REQUIRE(src.numel() == numel_, "nn::Tensor::copy_from: source {} has {} elements, target {} has {}",
                src.shape().str(), src.numel(), shape_.str(), numel_);
   if (!is_cpu() || !src.is_cpu()) {
-    HERD_REQUIRE(src.dtype() == dtype_,
-                 "nn::Tensor::copy_from: {} to {} involves {}, but conversion is host only",
+    HERD_REQUIRE(src.dtype() == dtype_, "nn::Tensor::copy_from: {} to {} involves {}, but conversion is host only",
                  dtype_name(src.dtype()), dtype_name(dtype_), is_cpu() ? src.device().str() : device().str());
     copy_bytes(raw(), device(), src.raw(), src.device(), static_cast<std::size_t>(numel_) * dtype_size(dtype_));
     return;
@@ -364,9 +368,8 @@ void synchronize(Device device) {
 }
 
 void require_cpu(const Tensor& t, const char* what) {
-  HERD_CHECK(!t.defined() || t.is_cpu(),
-             "{}: tensor on {} but this operation has only the CPU backend in this build", what,
-             t.device().str());
+  HERD_CHECK(!t.defined() || t.is_cpu(), "{}: tensor on {} but this operation has only the CPU backend in this build",
+             what, t.device().str());
 }
 
 }  // namespace herd::nn

@@ -13,9 +13,9 @@
 #if HERD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cuda_memory.hpp"
 #include "herd/core/cuda/cuda_check.hpp"
 #include "herd/nn/cuda/ops.hpp"
-#include "cuda_memory.hpp"
 #endif
 
 namespace herd::rl {
@@ -130,9 +130,9 @@ struct ActorCriticAgent::DeviceIo {
 
   Device device;
   cudaStream_t stream;
-  std::array<Pinned, 3> in;   // 0 observations, 1 actions, 2 gradients
-  Pinned out;                  // the output pack on the host
-  void* pack = nullptr;        // device memory: one call's outputs end to end (one copy back)
+  std::array<Pinned, 3> in;  // 0 observations, 1 actions, 2 gradients
+  Pinned out;                // the output pack on the host
+  void* pack = nullptr;      // device memory: one call's outputs end to end (one copy back)
   std::size_t pack_cap = 0, pack_used = 0;
   std::vector<Fetch> fetches;
   cudaEvent_t uploaded = nullptr;
@@ -144,8 +144,8 @@ struct ActorCriticAgent::DeviceIo {};
 
 // Makes a CUDA agent's device current for the rest of the scope (kernel launches, events).
 #if HERD_HAVE_CUDA
-#define HERD_AGENT_DEVICE_SCOPE()                                   \
-  std::optional<DeviceIo::Guard> herd_agent_guard_;                 \
+#define HERD_AGENT_DEVICE_SCOPE()                   \
+  std::optional<DeviceIo::Guard> herd_agent_guard_; \
   if (io_) herd_agent_guard_.emplace(device_.index)
 #else
 #define HERD_AGENT_DEVICE_SCOPE() (void)0
@@ -175,8 +175,7 @@ std::size_t shape_size(const std::vector<std::int64_t>& shape) {
 // gain `out_gain` (draws of index = number of encoder layers): without convolutions, the
 // layers, names and values of nn::Mlp({in, hidden..., out}, orthogonal init).
 std::unique_ptr<nn::Sequential> make_network(const std::vector<std::int64_t>& obs_shape, const EncoderSpec& spec,
-                                             std::int64_t out, double out_gain, const RngStream& rng,
-                                             Device device) {
+                                             std::int64_t out, double out_gain, const RngStream& rng, Device device) {
   std::int64_t width = 0;
   auto net = make_encoder(obs_shape, spec, device, rng, 0, &width);
   const std::uint64_t k = spec.conv.size() + spec.hidden.size();
@@ -241,7 +240,8 @@ ActorCriticAgent::ActorCriticAgent(std::vector<std::int64_t> obs_shape, const Sp
       device_(opt.device) {
   if (device_.is_cuda()) {
     if (!HERD_HAVE_CUDA)
-      throw InputError("rl::ActorCriticAgent: device is " + device_.str() + ", but this build of herd has no CUDA support");
+      throw InputError("rl::ActorCriticAgent: device is " + device_.str() +
+                       ", but this build of herd has no CUDA support");
     const int count = cuda_device_count();
     if (device_.index < 0 || device_.index >= count)
       throw InputError("rl::ActorCriticAgent: device is " + device_.str() + ", but " + std::to_string(count) +
@@ -277,8 +277,8 @@ ActorCriticAgent::ActorCriticAgent(std::vector<std::int64_t> obs_shape, const Sp
     critic_ = make_network(obs_shape_, spec, 1, 1.0, RngStream(opt.seed, 1, RngPurpose::kInit), device_);
   }
   if (!discrete_)
-    gauss_ = std::make_unique<nn::Gaussian>(static_cast<std::int64_t>(action_dim_), nn::DType::kFloat32,
-                                            device_, opt.init_log_std);
+    gauss_ = std::make_unique<nn::Gaussian>(static_cast<std::int64_t>(action_dim_), nn::DType::kFloat32, device_,
+                                            opt.init_log_std);
 }
 
 ActorCriticAgent::~ActorCriticAgent() = default;
@@ -340,16 +340,15 @@ const nn::Tensor& ActorCriticAgent::policy_forward() {
   return gauss_->forward(out);
 }
 
-void ActorCriticAgent::act(const float* obs, std::size_t n, const RngStream* rng, std::uint64_t index,
-                           double* actions, float* log_probs, float* values) {
+void ActorCriticAgent::act(const float* obs, std::size_t n, const RngStream* rng, std::uint64_t index, double* actions,
+                           float* log_probs, float* values) {
   HERD_AGENT_DEVICE_SCOPE();
   const nn::Tensor& head = actor_forward(obs, n, true);
   if (discrete_) {
     if (rng) cat_.sample(*rng, index, sample_t_);
     else cat_.mode(sample_t_);
 #if HERD_HAVE_CUDA
-    if (io_ && actions)
-      io_->fetch(sample_t_, n * sizeof(std::int64_t), DeviceIo::Kind::kInt64ToDouble, actions, n);
+    if (io_ && actions) io_->fetch(sample_t_, n * sizeof(std::int64_t), DeviceIo::Kind::kInt64ToDouble, actions, n);
 #endif
     if (!io_ && actions) {
       const std::int64_t* a = sample_t_.data<std::int64_t>();
@@ -448,8 +447,9 @@ ActorCriticAgent::Outputs ActorCriticAgent::evaluate_forward() {
 }
 
 ActorCriticAgent::DeviceBatch ActorCriticAgent::device_batch(std::size_t n) {
-  if (!io_) throw InputError("rl::ActorCriticAgent::device_batch: the agent is on " + device_.str() +
-                             ", but device batches need a CUDA agent");
+  if (!io_)
+    throw InputError("rl::ActorCriticAgent::device_batch: the agent is on " + device_.str() +
+                     ", but device batches need a CUDA agent");
   HERD_AGENT_DEVICE_SCOPE();
   const auto N = static_cast<std::int64_t>(n);
   obs_t_.resize({N, static_cast<std::int64_t>(obs_dim_)}, nn::DType::kFloat32, device_);
@@ -468,8 +468,9 @@ ActorCriticAgent::DeviceBatch ActorCriticAgent::device_batch(std::size_t n) {
 }
 
 ActorCriticAgent::DeviceEvaluation ActorCriticAgent::evaluate_device(std::size_t n) {
-  if (!io_) throw InputError("rl::ActorCriticAgent::evaluate_device: the agent is on " + device_.str() +
-                             ", but device evaluation needs a CUDA agent");
+  if (!io_)
+    throw InputError("rl::ActorCriticAgent::evaluate_device: the agent is on " + device_.str() +
+                     ", but device evaluation needs a CUDA agent");
   if (n != device_n_ || !obs_t_.defined() || obs_t_.dim(0) != static_cast<std::int64_t>(n))
     throw InputError("rl::ActorCriticAgent::evaluate_device: n is " + std::to_string(n) +
                      ", but the last device_batch was for " + std::to_string(device_n_) + " samples");
@@ -478,8 +479,7 @@ ActorCriticAgent::DeviceEvaluation ActorCriticAgent::evaluate_device(std::size_t
   const auto N = static_cast<std::int64_t>(n);
   grad_t_.resize({3 * N}, nn::DType::kFloat32, device_);
   device_evaluated_ = true;
-  return {out.log_probs->data<float>(), out.entropies->data<float>(), out.values->data<float>(),
-          grad_t_.data<float>()};
+  return {out.log_probs->data<float>(), out.entropies->data<float>(), out.values->data<float>(), grad_t_.data<float>()};
 }
 
 void ActorCriticAgent::backward_device() {

@@ -21,8 +21,8 @@ AlternatingSampler::AlternatingSampler(const SamplerOptions& o)
     EnvPoolOptions po;
     po.env_id = o.env_id;
     po.num_envs = half_;
-    po.batch_size = half_;     // one recv returns the whole group
-    po.async_workers = true;   // num_threads workers: send returns at once
+    po.batch_size = half_;    // one recv returns the whole group
+    po.async_workers = true;  // num_threads workers: send returns at once
     po.num_threads = static_cast<std::size_t>(o.num_threads);
     po.seed = o.seed;
     po.first_global_id = o.first_global_id + static_cast<std::uint32_t>(g * half_);
@@ -57,8 +57,7 @@ AlternatingSampler::AlternatingSampler(const SamplerOptions& o)
     pools_[g]->reset();  // sync call (nothing in flight): seeded episode 0
     if (o.obs_dtype == ObsDtype::kUint8)
       obs_to_f32(pools_[g]->obs_u8().data(), half_ * D, raw_obs_.data() + g * half_ * D);
-    else
-      std::memcpy(raw_obs_.data() + g * half_ * D, pools_[g]->obs().data(), half_ * D * sizeof(float));
+    else std::memcpy(raw_obs_.data() + g * half_ * D, pools_[g]->obs().data(), half_ * D * sizeof(float));
   }
   // As EnvPoolSampler: the first observations of all B envs update the statistics at once.
   if (opt_.normalize_obs) {
@@ -179,8 +178,15 @@ void AlternatingSampler::collect(ActorCriticAgent& agent, RolloutBuffer& buf) {
 
 detail::SamplerStateRefs AlternatingSampler::state_refs() const {
   auto& self = const_cast<AlternatingSampler&>(*this);  // save reads through the same references
-  return {"rl::AlternatingSampler", 2 * half_, [this](std::size_t k) -> Env& { return env(k); },
-          self.raw_obs_, self.obs_rms_, self.rew_norm_, self.ep_ret_, self.ep_len_, self.step_count_};
+  return {"rl::AlternatingSampler",
+          2 * half_,
+          [this](std::size_t k) -> Env& { return env(k); },
+          self.raw_obs_,
+          self.obs_rms_,
+          self.rew_norm_,
+          self.ep_ret_,
+          self.ep_len_,
+          self.step_count_};
 }
 
 void AlternatingSampler::save(io::CheckpointWriter& w, const std::string& p) const {

@@ -17,22 +17,19 @@ void validate(const herd_env_spec& s, const std::string& id) {
   HERD_REQUIRE(s.obs_dim >= 1, "c_env \"{}\": obs_dim is {}, but must be >= 1", id, s.obs_dim);
   HERD_REQUIRE(s.action_kind == HERD_ACTION_DISCRETE || s.action_kind == HERD_ACTION_BOX,
                "c_env \"{}\": action_kind is {}, but must be HERD_ACTION_DISCRETE (0) or "
-               "HERD_ACTION_BOX (1)", id, s.action_kind);
+               "HERD_ACTION_BOX (1)",
+               id, s.action_kind);
   if (s.action_kind == HERD_ACTION_DISCRETE) {
-    HERD_REQUIRE(s.num_actions >= 1, "c_env \"{}\": num_actions is {}, but must be >= 1", id,
-                 s.num_actions);
+    HERD_REQUIRE(s.num_actions >= 1, "c_env \"{}\": num_actions is {}, but must be >= 1", id, s.num_actions);
   } else {
-    HERD_REQUIRE(s.action_dim >= 1, "c_env \"{}\": action_dim is {}, but must be >= 1", id,
-                 s.action_dim);
-    HERD_REQUIRE(s.action_low && s.action_high,
-                 "c_env \"{}\": action_low/action_high are NULL, but a Box needs bounds", id);
+    HERD_REQUIRE(s.action_dim >= 1, "c_env \"{}\": action_dim is {}, but must be >= 1", id, s.action_dim);
+    HERD_REQUIRE(s.action_low && s.action_high, "c_env \"{}\": action_low/action_high are NULL, but a Box needs bounds",
+                 id);
   }
-  HERD_REQUIRE(s.max_episode_steps >= 0, "c_env \"{}\": max_episode_steps is {}, but must be >= 0",
-               id, s.max_episode_steps);
-  HERD_REQUIRE(s.create && s.reset && s.step,
-               "c_env \"{}\": create, reset and step callbacks are required", id);
-  HERD_REQUIRE(s.state_dim >= 0, "c_env \"{}\": state_dim is {}, but must be >= 0", id,
-               s.state_dim);
+  HERD_REQUIRE(s.max_episode_steps >= 0, "c_env \"{}\": max_episode_steps is {}, but must be >= 0", id,
+               s.max_episode_steps);
+  HERD_REQUIRE(s.create && s.reset && s.step, "c_env \"{}\": create, reset and step callbacks are required", id);
+  HERD_REQUIRE(s.state_dim >= 0, "c_env \"{}\": state_dim is {}, but must be >= 0", id, s.state_dim);
   HERD_REQUIRE(s.state_dim == 0 || (s.get_state && s.set_state),
                "c_env \"{}\": state_dim is {}, but get_state/set_state are NULL", id, s.state_dim);
   HERD_REQUIRE(s.obs_ndim >= 0 && s.obs_ndim <= 8, "c_env \"{}\": obs_ndim is {}, but must be in [0, 8]", id,
@@ -85,8 +82,7 @@ class CEnv final : public Env {
   }
 
   std::vector<double> get_state() const override {
-    HERD_REQUIRE(spec_.state_dim > 0, "{} (env {}): get_state is not provided by the C spec",
-                 id(), global_id());
+    HERD_REQUIRE(spec_.state_dim > 0, "{} (env {}): get_state is not provided by the C spec", id(), global_id());
     const_cast<CEnv*>(this)->ensure_instance();
     std::vector<double> s(static_cast<std::size_t>(spec_.state_dim));
     auto g = guard();
@@ -141,8 +137,7 @@ class CEnv final : public Env {
   }
 
   void set_state_impl(const double* state) override {
-    HERD_REQUIRE(spec_.state_dim > 0, "{} (env {}): set_state is not provided by the C spec",
-                 id(), global_id());
+    HERD_REQUIRE(spec_.state_dim > 0, "{} (env {}): set_state is not provided by the C spec", id(), global_id());
     ensure_instance();
     auto g = guard();
     check(spec_.set_state(handle_, state), "set_state");
@@ -155,22 +150,19 @@ class CEnv final : public Env {
 
   void check(std::int32_t status, const char* what) const {
     if (status != 0) {
-      throw Error(fmt::format("{} (env {}): the C callback {} returned status {}", id(),
-                              global_id(), what, status));
+      throw Error(fmt::format("{} (env {}): the C callback {} returned status {}", id(), global_id(), what, status));
     }
   }
 
   void ensure_instance() {
     if (handle_) return;
-    const std::uint64_t s =
-        RngStream(seed(), global_id(), RngPurpose::kEnvReset).u64(std::uint64_t{1} << 47);
+    const std::uint64_t s = RngStream(seed(), global_id(), RngPurpose::kEnvReset).u64(std::uint64_t{1} << 47);
     {
       auto g = guard();
       handle_ = spec_.create(spec_.user, s);
     }
     if (!handle_) {
-      throw Error(fmt::format("{} (env {}): the C callback create returned NULL", id(),
-                              global_id()));
+      throw Error(fmt::format("{} (env {}): the C callback create returned NULL", id(), global_id()));
     }
   }
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <span>
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <span>
 #include <sstream>
 
 #include "herd/core/config.hpp"
@@ -14,10 +14,10 @@
 #if HERD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cuda_memory.hpp"
 #include "herd/core/cuda/cuda_check.hpp"
 #include "herd/nn/cuda/ops.hpp"
 #include "herd/rl/cuda/dqn_kernels.hpp"
-#include "cuda_memory.hpp"
 #endif
 
 namespace herd::rl {
@@ -44,8 +44,8 @@ QNetwork::QNetwork(std::unique_ptr<nn::Module> encoder, std::int64_t features, s
   HERD_REQUIRE(encoder_ != nullptr, "rl::QNetwork: the encoder is null");
   HERD_REQUIRE(features >= 1, "rl::QNetwork: features is {}, but must be >= 1", features);
   HERD_REQUIRE(num_actions >= 1, "rl::QNetwork: num_actions is {}, but must be >= 1", num_actions);
-  HERD_REQUIRE(!obs_shape_.empty() && obs_shape_.size() <= 3, "rl::QNetwork: obs_shape has {} dimensions, but must have 1 to 3",
-               obs_shape_.size());
+  HERD_REQUIRE(!obs_shape_.empty() && obs_shape_.size() <= 3,
+               "rl::QNetwork: obs_shape has {} dimensions, but must have 1 to 3", obs_shape_.size());
   HERD_REQUIRE(encoder_->device() == device, "rl::QNetwork: the encoder is on {}, but the network on {}",
                encoder_->device().str(), device.str());
   encoder_->set_input_grad(false);  // observations are data
@@ -83,15 +83,16 @@ const nn::Tensor& QNetwork::forward(const nn::Tensor& obs) {
   dims.insert(dims.end(), obs_shape_.begin(), obs_shape_.end());
   in_ = obs.reshape(nn::Shape(std::span<const std::int64_t>(dims)));
   const nn::Tensor& h = encoder_->forward(in_);
-  HERD_REQUIRE(h.ndim() == 2 && h.dim(1) == features_, "rl::QNetwork::forward: the encoder gave {}, but the heads take [n, {}]",
-               h.shape().str(), features_);
+  HERD_REQUIRE(h.ndim() == 2 && h.dim(1) == features_,
+               "rl::QNetwork::forward: the encoder gave {}, but the heads take [n, {}]", h.shape().str(), features_);
   const nn::Tensor& a = head_->forward(h);
   if (!dueling_) return a;
   const nn::Tensor& v = value_->forward(h);
   q_.resize(a.shape(), nn::DType::kFloat32, device());
 #if HERD_HAVE_CUDA
   if (device().is_cuda()) {
-    cuda::dueling_forward(a.data<float>(), v.data<float>(), q_.data<float>(), n, actions_, nn::compute_stream(device()));
+    cuda::dueling_forward(a.data<float>(), v.data<float>(), q_.data<float>(), n, actions_,
+                          nn::compute_stream(device()));
     return q_;
   }
 #endif
@@ -246,11 +247,13 @@ Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o, Communicator* 
   if (o.optimizer == OptimizerKind::kAdam)
     opt_ = std::make_unique<nn::Adam>(params_, o.learning_rate, 0.9, 0.999, o.optimizer_eps);
   else
-    opt_ = std::make_unique<nn::RmsProp>(params_, o.learning_rate, o.rmsprop_alpha, o.optimizer_eps,
-                                         o.rmsprop_centered);
+    opt_ =
+        std::make_unique<nn::RmsProp>(params_, o.learning_rate, o.rmsprop_alpha, o.optimizer_eps, o.rmsprop_centered);
   if (comm && comm->size() > 1) {
-    HERD_REQUIRE(online.device().is_cpu(), "rl::Dqn: data-parallel training over {} ranks needs host networks, but they "
-                 "are on {}", comm->size(), online.device().str());
+    HERD_REQUIRE(online.device().is_cpu(),
+                 "rl::Dqn: data-parallel training over {} ranks needs host networks, but they "
+                 "are on {}",
+                 comm->size(), online.device().str());
     comm_ = comm;
     dp_ = std::make_unique<nn::DataParallel>(online_, *comm_);
   }
@@ -360,8 +363,9 @@ DqnStepStats Dqn::train_step(const ReplaySample& b, std::vector<double>* td_erro
   }
   if (!finite) throw not_finite(st.loss);
   if (!std::isfinite(norm))
-    throw NumericalError("rl::Dqn::train_step: the gradient averaged over the ranks is not finite (the TD loss of "
-                         "another rank is not finite, or a gradient overflowed)");
+    throw NumericalError(
+        "rl::Dqn::train_step: the gradient averaged over the ranks is not finite (the TD loss of "
+        "another rank is not finite, or a gradient overflowed)");
   opt_->step();
   return st;
 }
@@ -400,8 +404,7 @@ DqnStepStats Dqn::train_step_device(const ReplaySample& b, std::vector<double>* 
   const nn::Tensor next =
       d.up.slice(static_cast<std::int64_t>(ND), static_cast<std::int64_t>(2 * ND)).reshape(nn::Shape{n, D});
   auto* best = reinterpret_cast<std::int64_t*>(up + best_at);
-  if (opt_options_.double_q)
-    nn::cuda::argmax_rows<float>(online_.forward(next).data<float>(), best, n, A, st);
+  if (opt_options_.double_q) nn::cuda::argmax_rows<float>(online_.forward(next).data<float>(), best, n, A, st);
   const nn::Tensor& q_next = target_.forward(next);
   if (!opt_options_.double_q) nn::cuda::argmax_rows<float>(q_next.data<float>(), best, n, A, st);
   const nn::Tensor& q = online_.forward(obs);
@@ -437,7 +440,8 @@ DqnStepStats Dqn::train_step_device(const ReplaySample& b, std::vector<double>* 
 #else
   (void)b;
   (void)td_errors;
-  throw InputError("rl::Dqn::train_step: the networks are on a CUDA device, but this build of herd has no CUDA support");
+  throw InputError(
+      "rl::Dqn::train_step: the networks are on a CUDA device, but this build of herd has no CUDA support");
 #endif
 }
 

@@ -32,12 +32,24 @@ constexpr const char* kWho = "rl::DqnTrainer::load_checkpoint";
 constexpr const char* kRankKind = "herd.rl.dqn.rank";  // a rank's own state in a checkpoint of several ranks
 
 const std::vector<std::string>& fixed_on_resume() {
-  static const std::vector<std::string> keys = {
-      "algorithm",          "env.id",                "env.library",          "env.symbol",
-      "env.frame_stack",    "sampler.num_envs",      "network.hidden",
-      "network.activation", "network.conv_channels", "network.conv_kernels", "network.conv_strides",
-      "network.conv_padding", "dqn.buffer_size",     "dqn.n_step",           "dqn.dueling",
-      "dqn.prioritized",    "dqn.optimizer",         "dqn.rmsprop_centered"};
+  static const std::vector<std::string> keys = {"algorithm",
+                                                "env.id",
+                                                "env.library",
+                                                "env.symbol",
+                                                "env.frame_stack",
+                                                "sampler.num_envs",
+                                                "network.hidden",
+                                                "network.activation",
+                                                "network.conv_channels",
+                                                "network.conv_kernels",
+                                                "network.conv_strides",
+                                                "network.conv_padding",
+                                                "dqn.buffer_size",
+                                                "dqn.n_step",
+                                                "dqn.dueling",
+                                                "dqn.prioritized",
+                                                "dqn.optimizer",
+                                                "dqn.rmsprop_centered"};
   return keys;
 }
 
@@ -52,9 +64,8 @@ std::unique_ptr<QNetwork> make_q_network(const TrainConfig& c, const Env& env, D
   std::int64_t features = 0;
   auto enc = make_encoder(shape, spec, device, RngStream(c.seed, 0, RngPurpose::kInit), 0, &features);
   // Rows reach the encoder as [n, C, H, W] with convolutions, else as [n, obs_dim].
-  const std::vector<std::int64_t> rows = spec.conv.empty() ? std::vector<std::int64_t>{static_cast<std::int64_t>(
-                                                                 env.obs_dim())}
-                                                           : shape;
+  const std::vector<std::int64_t> rows =
+      spec.conv.empty() ? std::vector<std::int64_t>{static_cast<std::int64_t>(env.obs_dim())} : shape;
   return std::make_unique<QNetwork>(std::move(enc), features, rows, env.action_space().n(), c.dqn.dueling,
                                     RngStream(c.seed, 100, RngPurpose::kInit), 0, device);
 }
@@ -73,7 +84,6 @@ ReplayBufferOptions replay_options(const TrainConfig& c, std::size_t obs_dim, bo
   r.priority_eps = c.dqn.priority_eps;
   return r;
 }
-
 
 }  // namespace
 
@@ -113,9 +123,10 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
     throw InputError("rl::DqnTrainer: env \"" + c.env + "\" has the action space " + probe->action_space().to_string() +
                      ", but DQN needs a discrete one");
   const bool u8 = replay_uint8(probe->observation_space());
-  check_memory_need(dqn_memory_need(c, probe->obs_dim(), u8), c.max_memory,
-                    "DQN with a replay buffer of " + std::to_string(c.dqn.buffer_size) + " transitions (dqn.buffer_size)",
-                    "lower dqn.buffer_size");
+  check_memory_need(
+      dqn_memory_need(c, probe->obs_dim(), u8), c.max_memory,
+      "DQN with a replay buffer of " + std::to_string(c.dqn.buffer_size) + " transitions (dqn.buffer_size)",
+      "lower dqn.buffer_size");
   EnvPoolOptions po;
   po.env_id = c.env;
   po.num_envs = static_cast<std::size_t>(c.sampler_options.num_envs);
@@ -212,15 +223,16 @@ void DqnTrainer::train_round() {
     replay_ready_ = true;
   }
   const double t0 = now_seconds();
-  const std::int64_t rounds = q.gradient_steps < 0 ? static_cast<std::int64_t>(q.train_freq) * config_.sampler_options.num_envs
-                                                   : q.gradient_steps;
+  const std::int64_t rounds = q.gradient_steps < 0
+                                  ? static_cast<std::int64_t>(q.train_freq) * config_.sampler_options.num_envs
+                                  : q.gradient_steps;
   const double frac = std::min(1.0, static_cast<double>(env_steps()) / static_cast<double>(config_.total_steps));
   const double beta = q.beta0 + (1.0 - q.beta0) * frac;
   for (std::int64_t j = 0; j < rounds; ++j) {
     // Rank r's j-th batch: draw j * ranks + r (one rank: draw j).
-    RngCursor cur = RngStream(config_.seed, kReplayStream, RngPurpose::kShuffle)
-                        .at(grad_steps_ * static_cast<std::uint64_t>(comm_->size()) +
-                            static_cast<std::uint64_t>(comm_->rank()));
+    RngCursor cur =
+        RngStream(config_.seed, kReplayStream, RngPurpose::kShuffle)
+            .at(grad_steps_ * static_cast<std::uint64_t>(comm_->size()) + static_cast<std::uint64_t>(comm_->rank()));
     replay_->sample(static_cast<std::size_t>(q.batch_size), cur, beta, batch_);
     DqnStepStats st;
     try {
@@ -273,21 +285,49 @@ void DqnTrainer::iterate() {
   const double frac = std::min(1.0, static_cast<double>(env_steps()) / static_cast<double>(config_.total_steps));
   const double beta = config_.dqn.prioritized ? config_.dqn.beta0 + (1.0 - config_.dqn.beta0) * frac : nan;
   const double sample_s = std::max(t1 - t0 - train_seconds_, 1e-9);
-  curve_.push_back({static_cast<double>(iteration_), static_cast<double>(env_steps()),
-                    wall_offset_ + (t1 - wall_start_), w.mean_return, w.min_return, w.max_return, w.mean_length,
-                    w.min_length, w.max_length,
-                    episodes_total_, sum_loss_ / ns, sum_q_ / ns, sum_target_ / ns, sum_norm_ / ns, epsilon(), beta,
-                    dqn_->optimizer().lr(), static_cast<double>(grad_steps_), replay_size,
-                    spi / std::max(t1 - t0, 1e-9), spi / sample_s,
+  curve_.push_back({static_cast<double>(iteration_),
+                    static_cast<double>(env_steps()),
+                    wall_offset_ + (t1 - wall_start_),
+                    w.mean_return,
+                    w.min_return,
+                    w.max_return,
+                    w.mean_length,
+                    w.min_length,
+                    w.max_length,
+                    episodes_total_,
+                    sum_loss_ / ns,
+                    sum_q_ / ns,
+                    sum_target_ / ns,
+                    sum_norm_ / ns,
+                    epsilon(),
+                    beta,
+                    dqn_->optimizer().lr(),
+                    static_cast<double>(grad_steps_),
+                    replay_size,
+                    spi / std::max(t1 - t0, 1e-9),
+                    spi / sample_s,
                     train_seconds_ > 0 ? spi / train_seconds_ : nan});
 }
 
 std::vector<double> DqnTrainer::progress_values(const std::vector<double>& row) const {
-  static const std::array<const char*, kDqnProgressColumns.size()> from = {
-      "iteration",   "env_steps",      "wall_seconds",   "episodes",   "return_mean",
-      "return_min",  "return_max",     "episode_length", "episode_length_min", "episode_length_max",
-      "loss",        "q_mean",         "epsilon",        "learning_rate", "gradient_steps",
-      "replay_size", "sample_steps_per_second", "train_steps_per_second"};
+  static const std::array<const char*, kDqnProgressColumns.size()> from = {"iteration",
+                                                                           "env_steps",
+                                                                           "wall_seconds",
+                                                                           "episodes",
+                                                                           "return_mean",
+                                                                           "return_min",
+                                                                           "return_max",
+                                                                           "episode_length",
+                                                                           "episode_length_min",
+                                                                           "episode_length_max",
+                                                                           "loss",
+                                                                           "q_mean",
+                                                                           "epsilon",
+                                                                           "learning_rate",
+                                                                           "gradient_steps",
+                                                                           "replay_size",
+                                                                           "sample_steps_per_second",
+                                                                           "train_steps_per_second"};
   std::vector<double> out;
   for (const char* name : from)
     for (std::size_t c = 0; c < kDqnCurveColumns.size(); ++c)
@@ -299,10 +339,9 @@ void DqnTrainer::open_logs() {
   csv_.reset();
   tb_.reset();
   if (comm_->rank() != 0) return;  // rank 0 writes the logs
-  csv_ = std::make_unique<ProgressCsv>(progress_path(),
-                                       std::vector<std::string>(kDqnProgressColumns.begin(), kDqnProgressColumns.end()),
-                                       std::vector<std::string>{"iteration", "env_steps", "episodes", "gradient_steps",
-                                                                "replay_size"});
+  csv_ = std::make_unique<ProgressCsv>(
+      progress_path(), std::vector<std::string>(kDqnProgressColumns.begin(), kDqnProgressColumns.end()),
+      std::vector<std::string>{"iteration", "env_steps", "episodes", "gradient_steps", "replay_size"});
   if (iteration_ == 0) {
     csv_->start();
   } else {
@@ -446,8 +485,9 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
   const auto curve = r.get<double>("curve");
   const std::size_t C = kDqnCurveColumns.size();
   curve_.clear();
-  for (std::size_t i = 0; i + C <= curve.size(); i += C) curve_.emplace_back(curve.begin() + static_cast<std::ptrdiff_t>(i),
-                                                                             curve.begin() + static_cast<std::ptrdiff_t>(i + C));
+  for (std::size_t i = 0; i + C <= curve.size(); i += C)
+    curve_.emplace_back(curve.begin() + static_cast<std::ptrdiff_t>(i),
+                        curve.begin() + static_cast<std::ptrdiff_t>(i + C));
 }
 
 void DqnTrainer::write_output(const std::string& path) const {
@@ -459,9 +499,10 @@ void DqnTrainer::write_output(const std::string& path) const {
   f.commit();
 }
 
-EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episodes, double epsilon,
-                              std::uint64_t seed, std::int64_t max_episode_steps) {
-  if (episodes < 1) throw InputError("rl::evaluate_q_network: episodes is " + std::to_string(episodes) + ", but must be >= 1");
+EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episodes, double epsilon, std::uint64_t seed,
+                              std::int64_t max_episode_steps) {
+  if (episodes < 1)
+    throw InputError("rl::evaluate_q_network: episodes is " + std::to_string(episodes) + ", but must be >= 1");
   if (max_episode_steps < 0)
     throw InputError("rl::evaluate_q_network: max_episode_steps is " + std::to_string(max_episode_steps) +
                      ", but must be >= 0 (0: no cap)");

@@ -16,8 +16,7 @@ Env::Env(std::string id, Space observation_space, Space action_space, std::size_
       action_space_(std::move(action_space)),
       state_dim_(state_dim),
       max_episode_steps_(max_episode_steps) {
-  HERD_REQUIRE(max_episode_steps >= 0, "{}: max_episode_steps is {}, but must be >= 0", id_,
-               max_episode_steps);
+  HERD_REQUIRE(max_episode_steps >= 0, "{}: max_episode_steps is {}, but must be >= 0", id_, max_episode_steps);
 }
 
 void Env::set_max_episode_steps(std::int64_t steps) {
@@ -60,23 +59,23 @@ std::string Env::check_action(const double* action) const {
   if (action_space_.is_discrete()) {
     const double v = action[0];
     if (action_space_.contains(&v)) return {};
-    return fmt::format("{} (env {}): action is {}, but must be an integer in [{}, {})", id_,
-                       global_id_, v, action_space_.start(),
-                       action_space_.start() + action_space_.n());
+    return fmt::format("{} (env {}): action is {}, but must be an integer in [{}, {})", id_, global_id_, v,
+                       action_space_.start(), action_space_.start() + action_space_.n());
   }
   for (std::size_t i = 0; i < action_space_.dim(); ++i) {
     if (std::isnan(action[i])) {
-      return fmt::format("{} (env {}): action[{}] is NaN, but must be a number (out-of-bounds "
-                         "values are clipped)", id_, global_id_, i);
+      return fmt::format(
+          "{} (env {}): action[{}] is NaN, but must be a number (out-of-bounds "
+          "values are clipped)",
+          id_, global_id_, i);
     }
   }
   return {};
 }
 
 StepResult Env::step(std::span<const double> action, float* obs) {
-  HERD_REQUIRE(action.size() == action_dim(),
-               "{} (env {}): action has {} components, but the action space {} has {}", id_,
-               global_id_, action.size(), action_space_.to_string(), action_dim());
+  HERD_REQUIRE(action.size() == action_dim(), "{} (env {}): action has {} components, but the action space {} has {}",
+               id_, global_id_, action.size(), action_space_.to_string(), action_dim());
   const std::string msg = check_action(action.data());
   if (!msg.empty()) throw InputError(msg);
   HERD_REQUIRE(has_reset_, "{} (env {}): step called before reset", id_, global_id_);
@@ -84,19 +83,18 @@ StepResult Env::step(std::span<const double> action, float* obs) {
 }
 
 StepResult Env::step(std::int64_t action, float* obs) {
-  HERD_REQUIRE(action_space_.is_discrete(),
-               "{} (env {}): an integer action was given, but the action space is {}", id_,
+  HERD_REQUIRE(action_space_.is_discrete(), "{} (env {}): an integer action was given, but the action space is {}", id_,
                global_id_, action_space_.to_string());
   HERD_REQUIRE(action >= action_space_.start() && action < action_space_.start() + action_space_.n(),
-               "{} (env {}): action is {}, but must be an integer in [{}, {})", id_, global_id_,
-               action, action_space_.start(), action_space_.start() + action_space_.n());
+               "{} (env {}): action is {}, but must be an integer in [{}, {})", id_, global_id_, action,
+               action_space_.start(), action_space_.start() + action_space_.n());
   HERD_REQUIRE(has_reset_, "{} (env {}): step called before reset", id_, global_id_);
   const double a = static_cast<double>(action);
   return step_unchecked(&a, obs);
 }
 
-void Env::step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
-                     double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const {
+void Env::step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs, double* rewards,
+                     std::uint8_t* terminated, std::uint8_t* truncated) const {
   const std::size_t ad = action_dim(), od = obs_dim();
   for (std::size_t i = 0; i < n; ++i) {
     const StepResult r = envs[i]->step_unchecked(actions + i * ad, obs + i * od);
@@ -120,8 +118,8 @@ void obs_to_f32(const std::uint8_t* src, std::size_t n, float* dst, float scale)
   for (std::size_t i = 0; i < n; ++i) dst[i] = scale * static_cast<float>(src[i]);
 }
 
-void Env::step_batch_u8(Env* const* envs, std::size_t n, const double* actions, std::uint8_t* obs,
-                        double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const {
+void Env::step_batch_u8(Env* const* envs, std::size_t n, const double* actions, std::uint8_t* obs, double* rewards,
+                        std::uint8_t* terminated, std::uint8_t* truncated) const {
   const std::size_t ad = action_dim(), od = obs_dim();
   thread_local std::vector<float> row;
   row.resize(od);
@@ -148,8 +146,8 @@ void Env::reset_wrapped(Env& inner, const Env& outer, RngCursor& rng, float* obs
 }
 
 void Env::set_state(std::span<const double> state) {
-  HERD_REQUIRE(state.size() == state_dim_, "{} (env {}): state has {} values, but must have {}",
-               id_, global_id_, state.size(), state_dim_);
+  HERD_REQUIRE(state.size() == state_dim_, "{} (env {}): state has {} values, but must have {}", id_, global_id_,
+               state.size(), state_dim_);
   set_state_impl(state.data());
   has_reset_ = true;
 }

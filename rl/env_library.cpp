@@ -42,8 +42,8 @@ void load_env_library(const std::string& path, const std::string& symbol, const 
     herd_env_spec spec{};
     const std::int32_t status = fill(&spec);
     if (status != 0)
-      throw InputError(fmt::format("{} in '{}' returned status {}, but must return 0 after filling the spec", symbol,
-                                   path, status));
+      throw InputError(
+          fmt::format("{} in '{}' returned status {}, but must return 0 after filling the spec", symbol, path, status));
     it = l.loaded.emplace(std::make_pair(path, symbol), Loaded{std::move(lib), spec}).first;
   }
   try {

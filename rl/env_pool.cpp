@@ -17,8 +17,7 @@ namespace {
 
 std::vector<std::unique_ptr<Env>> make_envs(const EnvPoolOptions& o) {
   HERD_REQUIRE(o.num_envs >= 1, "EnvPool: num_envs is {}, but must be >= 1", o.num_envs);
-  HERD_REQUIRE(o.num_envs <= (std::size_t{1} << 31) - 1,
-               "EnvPool: num_envs is {}, but must be < 2^31", o.num_envs);
+  HERD_REQUIRE(o.num_envs <= (std::size_t{1} << 31) - 1, "EnvPool: num_envs is {}, but must be < 2^31", o.num_envs);
   std::vector<std::unique_ptr<Env>> envs;
   envs.reserve(o.num_envs);
   for (std::size_t k = 0; k < o.num_envs; ++k) envs.push_back(make_env(o.env_id));
@@ -29,8 +28,7 @@ std::vector<std::unique_ptr<Env>> make_envs(const EnvPoolOptions& o) {
 
 EnvPool::EnvPool(const EnvPoolOptions& options) : envs_(make_envs(options)) { init(options); }
 
-EnvPool::EnvPool(std::vector<std::unique_ptr<Env>> envs, const EnvPoolOptions& options)
-    : envs_(std::move(envs)) {
+EnvPool::EnvPool(std::vector<std::unique_ptr<Env>> envs, const EnvPoolOptions& options) : envs_(std::move(envs)) {
   init(options);
 }
 
@@ -44,15 +42,11 @@ void EnvPool::init(const EnvPoolOptions& o) {
   }
   batch_size_ = o.batch_size == 0 ? n : o.batch_size;
   HERD_REQUIRE(batch_size_ >= 1 && batch_size_ <= n,
-               "EnvPool: batch_size is {}, but must be in [1, num_envs = {}] (0: num_envs)",
-               o.batch_size, n);
-  HERD_REQUIRE(o.num_threads >= 1, "EnvPool: num_threads is {}, but must be >= 1",
-               o.num_threads);
-  HERD_REQUIRE(o.max_episode_steps >= -1,
-               "EnvPool: max_episode_steps is {}, but must be >= 0 (or -1: registered)",
+               "EnvPool: batch_size is {}, but must be in [1, num_envs = {}] (0: num_envs)", o.batch_size, n);
+  HERD_REQUIRE(o.num_threads >= 1, "EnvPool: num_threads is {}, but must be >= 1", o.num_threads);
+  HERD_REQUIRE(o.max_episode_steps >= -1, "EnvPool: max_episode_steps is {}, but must be >= 0 (or -1: registered)",
                o.max_episode_steps);
-  HERD_REQUIRE(o.min_task_seconds >= 0, "EnvPool: min_task_seconds is {}, but must be >= 0",
-               o.min_task_seconds);
+  HERD_REQUIRE(o.min_task_seconds >= 0, "EnvPool: min_task_seconds is {}, but must be >= 0", o.min_task_seconds);
   num_threads_ = o.num_threads;
   seed_ = o.seed;
   min_task_ns_ = o.min_task_seconds * 1e9;
@@ -63,7 +57,8 @@ void EnvPool::init(const EnvPoolOptions& o) {
     for (std::size_t i = 0; i < os.dim(); ++i)
       HERD_REQUIRE(os.low()[i] >= 0 && os.high()[i] <= 255,
                    "EnvPool: obs_dtype is uint8, but {} has observation bounds [{}, {}] at component {}; uint8 "
-                   "batches need observations in [0, 255]", e0.id(), os.low()[i], os.high()[i], i);
+                   "batches need observations in [0, 255]",
+                   e0.id(), os.low()[i], os.high()[i], i);
   }
   obs_dim_ = e0.obs_dim();
   action_dim_ = e0.action_dim();
@@ -75,9 +70,9 @@ void EnvPool::init(const EnvPoolOptions& o) {
                      e.action_space().n() == e0.action_space().n() &&
                      e.action_space().start() == e0.action_space().start(),
                  "EnvPool: environment {} ({}) has spaces {} / {}, but environment 0 ({}) has "
-                 "{} / {}", k, e.id(), e.observation_space().to_string(),
-                 e.action_space().to_string(), e0.id(), e0.observation_space().to_string(),
-                 e0.action_space().to_string());
+                 "{} / {}",
+                 k, e.id(), e.observation_space().to_string(), e.action_space().to_string(), e0.id(),
+                 e0.observation_space().to_string(), e0.action_space().to_string());
     e.set_global_id(static_cast<std::uint32_t>(o.first_global_id + k));
     if (o.max_episode_steps >= 0) e.set_max_episode_steps(o.max_episode_steps);
     homogeneous_ = homogeneous_ && typeid(e) == typeid(e0);
@@ -118,11 +113,11 @@ void EnvPool::init(const EnvPoolOptions& o) {
 void EnvPool::check_sync_idle(const char* what) const {
   HERD_REQUIRE(num_in_flight_ == 0,
                "EnvPool::{}: {} environments are in flight in async mode, but sync calls need "
-               "none; recv their results first", what, num_in_flight_);
+               "none; recv their results first",
+               what, num_in_flight_);
 }
 
-void EnvPool::validate_actions(const double* actions, const std::int32_t* ids, std::size_t m,
-                               const char* what) const {
+void EnvPool::validate_actions(const double* actions, const std::int32_t* ids, std::size_t m, const char* what) const {
   const Space& space = envs_[0]->action_space();
   if (space.is_discrete()) {
     for (std::size_t i = 0; i < m; ++i) {
@@ -138,8 +133,7 @@ void EnvPool::validate_actions(const double* actions, const std::int32_t* ids, s
     if (std::isnan(actions[j])) {
       const std::size_t i = j / action_dim_;
       const std::size_t k = ids ? static_cast<std::size_t>(ids[i]) : i;
-      throw InputError(fmt::format("EnvPool::{}: {}", what,
-                                   envs_[k]->check_action(actions + i * action_dim_)));
+      throw InputError(fmt::format("EnvPool::{}: {}", what, envs_[k]->check_action(actions + i * action_dim_)));
     }
   }
 }
@@ -200,8 +194,8 @@ void EnvPool::step_range(std::size_t b, std::size_t e, const double* actions) {
   }
   const std::size_t od = obs_dim_, ad = action_dim_;
   if (homogeneous_) {
-    env_ptrs_[b]->step_batch(env_ptrs_.data() + b, e - b, actions + b * ad, obs_.data() + b * od,
-                             rewards_.data() + b, terminated_.data() + b, truncated_.data() + b);
+    env_ptrs_[b]->step_batch(env_ptrs_.data() + b, e - b, actions + b * ad, obs_.data() + b * od, rewards_.data() + b,
+                             terminated_.data() + b, truncated_.data() + b);
   } else {
     for (std::size_t k = b; k < e; ++k) {
       const StepResult r = env_ptrs_[k]->step_unchecked(actions + k * ad, obs_.data() + k * od);
@@ -224,7 +218,8 @@ void EnvPool::step(std::span<const double> actions) {
   const std::size_t n = envs_.size();
   HERD_REQUIRE(actions.size() == n * action_dim_,
                "EnvPool::step: actions has {} values, but must have num_envs * action_dim = "
-               "{} * {} = {}", actions.size(), n, action_dim_, n * action_dim_);
+               "{} * {} = {}",
+               actions.size(), n, action_dim_, n * action_dim_);
   validate_actions(actions.data(), nullptr, n, "step");
   step_validated(actions.data());
 }
@@ -240,8 +235,8 @@ void EnvPool::step_validated(const double* a) {
       grain = std::max(grain, static_cast<std::size_t>(std::ceil(min_task_ns_ / env_step_ns_)));
     }
     if (grain < n) {
-      pool_->parallel_for(0, n, [this, a](std::size_t b, std::size_t e) { step_range(b, e, a); },
-                          grain);
+      pool_->parallel_for(
+          0, n, [this, a](std::size_t b, std::size_t e) { step_range(b, e, a); }, grain);
       threads_used = std::min(threads, (n + grain - 1) / grain);
     } else {
       step_range(0, n, a);
@@ -252,8 +247,7 @@ void EnvPool::step_validated(const double* a) {
   if (pool_ && min_task_ns_ > 0) {
     // Cost per env step; parallel steps overestimate it (handoffs), which only errs
     // towards fewer, larger tasks.
-    const double ns = std::chrono::duration<double, std::nano>(
-                          std::chrono::steady_clock::now() - t0).count();
+    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
     const double c = ns * static_cast<double>(threads_used) / static_cast<double>(n);
     env_step_ns_ = env_step_ns_ == 0 ? c : 0.75 * env_step_ns_ + 0.25 * c;
   }
@@ -261,20 +255,19 @@ void EnvPool::step_validated(const double* a) {
 
 void EnvPool::step(std::span<const std::int64_t> actions) {
   const Space& space = envs_[0]->action_space();
-  HERD_REQUIRE(space.is_discrete(),
-               "EnvPool::step: int64 actions were given, but the action space is {}",
+  HERD_REQUIRE(space.is_discrete(), "EnvPool::step: int64 actions were given, but the action space is {}",
                space.to_string());
   const std::size_t n = envs_.size();
-  HERD_REQUIRE(actions.size() == n, "EnvPool::step: actions has {} values, but must have "
-               "num_envs = {}", actions.size(), n);
+  HERD_REQUIRE(actions.size() == n,
+               "EnvPool::step: actions has {} values, but must have "
+               "num_envs = {}",
+               actions.size(), n);
   action_scratch_.resize(n);
   const std::int64_t lo = space.start(), hi = space.start() + space.n();
   for (std::size_t k = 0; k < n; ++k) {
     const std::int64_t a = actions[k];
-    HERD_REQUIRE(a >= lo && a < hi,
-                 "EnvPool::step: {} (env {}): action is {}, but must be an integer in [{}, {})",
-                 envs_[k]->id(), envs_[k]->global_id(), a, space.start(),
-                 space.start() + space.n());
+    HERD_REQUIRE(a >= lo && a < hi, "EnvPool::step: {} (env {}): action is {}, but must be an integer in [{}, {})",
+                 envs_[k]->id(), envs_[k]->global_id(), a, space.start(), space.start() + space.n());
     action_scratch_[k] = static_cast<double>(a);
   }
   check_sync_idle("step");
@@ -351,7 +344,8 @@ void EnvPool::dispatch(const std::int32_t* ids, std::size_t m) {
 void EnvPool::async_reset() {
   HERD_REQUIRE(num_in_flight_ == 0,
                "EnvPool::async_reset: {} environments are in flight, but none may be; recv "
-               "their results first", num_in_flight_);
+               "their results first",
+               num_in_flight_);
   const std::size_t n = envs_.size();
   for (std::size_t k = 0; k < n; ++k) {
     op_[k] = Op::kReset;
@@ -365,7 +359,8 @@ void EnvPool::send(std::span<const double> actions, std::span<const std::int32_t
   const std::size_t m = env_ids.size();
   HERD_REQUIRE(actions.size() == m * action_dim_,
                "EnvPool::send: actions has {} values, but must have len(env_ids) * action_dim "
-               "= {} * {} = {}", actions.size(), m, action_dim_, m * action_dim_);
+               "= {} * {} = {}",
+               actions.size(), m, action_dim_, m * action_dim_);
   const std::size_t n = envs_.size();
   std::size_t i = 0;
   try {
@@ -375,8 +370,8 @@ void EnvPool::send(std::span<const double> actions, std::span<const std::int32_t
                    "EnvPool::send: env_ids[{}] is {}, but must be in [0, {})", i, id, n);
       HERD_REQUIRE(busy_[static_cast<std::size_t>(id)] == 0,
                    "EnvPool::send: env {} is {}, but its previous result has not been received "
-                   "(or it appears twice in env_ids)", id,
-                   busy_[static_cast<std::size_t>(id)] == 2 ? "listed twice" : "in flight");
+                   "(or it appears twice in env_ids)",
+                   id, busy_[static_cast<std::size_t>(id)] == 2 ? "listed twice" : "in flight");
       busy_[static_cast<std::size_t>(id)] = 2;  // provisional, undone on error
     }
     validate_actions(actions.data(), env_ids.data(), m, "send");
@@ -388,8 +383,7 @@ void EnvPool::send(std::span<const double> actions, std::span<const std::int32_t
     const auto k = static_cast<std::size_t>(env_ids[j]);
     busy_[k] = 1;
     op_[k] = Op::kStep;
-    std::copy_n(actions.data() + j * action_dim_, action_dim_,
-                pending_actions_.data() + k * action_dim_);
+    std::copy_n(actions.data() + j * action_dim_, action_dim_, pending_actions_.data() + k * action_dim_);
   }
   num_in_flight_ += m;
   dispatch(env_ids.data(), m);
@@ -397,16 +391,17 @@ void EnvPool::send(std::span<const double> actions, std::span<const std::int32_t
 
 void EnvPool::send(std::span<const std::int64_t> actions, std::span<const std::int32_t> env_ids) {
   const Space& space = envs_[0]->action_space();
-  HERD_REQUIRE(space.is_discrete(),
-               "EnvPool::send: int64 actions were given, but the action space is {}",
+  HERD_REQUIRE(space.is_discrete(), "EnvPool::send: int64 actions were given, but the action space is {}",
                space.to_string());
-  HERD_REQUIRE(actions.size() == env_ids.size(), "EnvPool::send: actions has {} values, but "
-               "env_ids has {}", actions.size(), env_ids.size());
+  HERD_REQUIRE(actions.size() == env_ids.size(),
+               "EnvPool::send: actions has {} values, but "
+               "env_ids has {}",
+               actions.size(), env_ids.size());
   std::vector<double> a(actions.size());
   for (std::size_t i = 0; i < actions.size(); ++i) {
     HERD_REQUIRE(actions[i] >= space.start() && actions[i] < space.start() + space.n(),
-                 "EnvPool::send: action for env {} is {}, but must be an integer in [{}, {})",
-                 env_ids[i], actions[i], space.start(), space.start() + space.n());
+                 "EnvPool::send: action for env {} is {}, but must be an integer in [{}, {})", env_ids[i], actions[i],
+                 space.start(), space.start() + space.n());
     a[i] = static_cast<double>(actions[i]);
   }
   send(std::span<const double>(a), env_ids);
@@ -416,7 +411,8 @@ EnvBatch EnvPool::recv() {
   const std::size_t bs = batch_size_;
   HERD_REQUIRE(num_in_flight_ >= bs,
                "EnvPool::recv: {} environments are in flight, but a batch needs batch_size = "
-               "{}; send more first", num_in_flight_, bs);
+               "{}; send more first",
+               num_in_flight_, bs);
   // The caller is done with the previous batch: its slot may be refilled.
   if (received_batches_ > 0) filled_[(received_batches_ - 1) % num_slots_].store(0);
   const std::size_t slot = static_cast<std::size_t>(received_batches_ % num_slots_);

@@ -16,9 +16,15 @@ constexpr nn::DType kF32 = nn::DType::kFloat32;
 
 void add_activation(nn::Sequential& s, nn::Activation a, Device device) {
   switch (a) {
-    case nn::Activation::kTanh: s.emplace<nn::Tanh>(kF32, device); break;
-    case nn::Activation::kReLU: s.emplace<nn::ReLU>(kF32, device); break;
-    case nn::Activation::kELU: s.emplace<nn::ELU>(1.0, kF32, device); break;
+    case nn::Activation::kTanh:
+      s.emplace<nn::Tanh>(kF32, device);
+      break;
+    case nn::Activation::kReLU:
+      s.emplace<nn::ReLU>(kF32, device);
+      break;
+    case nn::Activation::kELU:
+      s.emplace<nn::ELU>(1.0, kF32, device);
+      break;
   }
 }
 
@@ -38,8 +44,8 @@ class ImageEncoder final : public nn::Sequential {
   const nn::Tensor& forward(const nn::Tensor& x) override {
     if (x.ndim() == 4) {
       HERD_REQUIRE(x.dim(1) == c_ && x.dim(2) == h_ && x.dim(3) == w_,
-                   "rl::make_encoder: encoder input is {}, but must be [N, {}, {}, {}] or [N, {}]", x.str(), c_,
-                   h_, w_, c_ * h_ * w_);
+                   "rl::make_encoder: encoder input is {}, but must be [N, {}, {}, {}] or [N, {}]", x.str(), c_, h_, w_,
+                   c_ * h_ * w_);
       flat_ = false;
       return nn::Sequential::forward(x);
     }
@@ -125,8 +131,8 @@ std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& ob
     std::int64_t c = obs_shape[0], h = obs_shape[1], w = obs_shape[2];
     net = std::make_unique<ImageEncoder>(obs_shape[0], obs_shape[1], obs_shape[2], device);
     for (const ConvLayerSpec& l : spec.conv) {
-      auto& conv = net->emplace<nn::Conv2d>(c, l.channels, l.kernel, l.kernel, l.stride, l.padding, kF32, device,
-                                            true, rng, k);
+      auto& conv =
+          net->emplace<nn::Conv2d>(c, l.channels, l.kernel, l.kernel, l.stride, l.padding, kF32, device, true, rng, k);
       RngCursor cur = rng.at(k++);
       nn::orthogonal_(conv.weight().value, gain, cur);
       conv.bias().value.zero();

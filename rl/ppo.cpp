@@ -23,8 +23,8 @@ Ppo::Ppo(ActorCriticAgent& agent, const PpoOptions& o, Communicator* comm, Commu
   if (o.minibatch_size < 0) throw InputError("rl::Ppo: minibatch_size must be >= 0");
   if (comm_ && o.minibatch_size % comm_->size() != 0)
     throw InputError("rl::Ppo: algo.minibatch_size is " + std::to_string(o.minibatch_size) + ", but with " +
-                     std::to_string(comm_->size()) + " ranks it must be divisible by " +
-                     std::to_string(comm_->size()) + " (each rank takes an equal share)");
+                     std::to_string(comm_->size()) + " ranks it must be divisible by " + std::to_string(comm_->size()) +
+                     " (each rank takes an equal share)");
   if (comm_ && grad_comm && grad_comm->size() != comm_->size())
     throw InputError("rl::Ppo: grad_comm has " + std::to_string(grad_comm->size()) + " ranks, but comm has " +
                      std::to_string(comm_->size()) + "; they must be the same ranks");
@@ -32,8 +32,7 @@ Ppo::Ppo(ActorCriticAgent& agent, const PpoOptions& o, Communicator* comm, Commu
   params_ = agent.named_parameters();
   if (o.optimizer == OptimizerKind::kAdam)
     opt_ = std::make_unique<nn::Adam>(params_, o.learning_rate, 0.9, 0.999, o.optimizer_eps);
-  else
-    opt_ = std::make_unique<nn::RmsProp>(params_, o.learning_rate, 0.99, o.optimizer_eps);
+  else opt_ = std::make_unique<nn::RmsProp>(params_, o.learning_rate, 0.99, o.optimizer_eps);
   device_update_ = HERD_HAVE_CUDA && agent.device().is_cuda() && !comm_;
 }
 
@@ -197,8 +196,8 @@ UpdateStats Ppo::update(const RolloutBuffer& buf, double progress, std::int64_t 
       // Data-parallel: the terms come back averaged over ranks, so every rank sees the
       // same (and the same NaN).
       adv_stats_ = stats_.empty() ? nullptr : stats_.data() + 3 * (e * per_epoch + s / mb);
-      const MinibatchLoss L = minibatch_loss(buf, std::span<const std::uint32_t>(perm_.data() + e * n + s, len),
-                                             st.clip_range, true);
+      const MinibatchLoss L =
+          minibatch_loss(buf, std::span<const std::uint32_t>(perm_.data() + e * n + s, len), st.clip_range, true);
       adv_stats_ = nullptr;
       if (!std::isfinite(L.total)) {
         std::ostringstream m;

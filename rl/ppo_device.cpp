@@ -12,9 +12,9 @@
 #if HERD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cuda_memory.hpp"
 #include "herd/core/cuda/cuda_check.hpp"
 #include "herd/rl/cuda/ppo_kernels.hpp"
-#include "cuda_memory.hpp"
 #endif
 
 namespace herd::rl {
@@ -61,8 +61,8 @@ struct Ppo::DeviceState {
   bool in_flight = false;  // an upload or read-back may still be running
   // Offsets into `up`: the rollout, then Adam's {lr, step, step_size, inv_bc2_sqrt}, the
   // clip range, the minibatch counter and the minibatch starts (the graph's arguments).
-  std::size_t obs = 0, act = 0, logp = 0, val = 0, rew = 0, fin = 0, last = 0, adv = 0, ret = 0, term = 0,
-              trunc = 0, perm = 0, hyper = 0, clip = 0, counter = 0, starts = 0, up_bytes = 0;
+  std::size_t obs = 0, act = 0, logp = 0, val = 0, rew = 0, fin = 0, last = 0, adv = 0, ret = 0, term = 0, trunc = 0,
+              perm = 0, hyper = 0, clip = 0, counter = 0, starts = 0, up_bytes = 0;
   // The captured minibatch step: valid for `graph_len` samples while neither our buffers
   // (`layout`, the upload's offsets) nor any nn device buffer (`nn_epoch`) changed.
   cudaGraph_t graph = nullptr;
@@ -90,8 +90,8 @@ void Ppo::DeviceStateDeleter::operator()(DeviceState* d) const {
   delete d;
 }
 
-UpdateStats Ppo::update_on_device(const RolloutBuffer& buf, bool run_gae, double gamma, double lambda,
-                                  double progress, std::int64_t iteration) {
+UpdateStats Ppo::update_on_device(const RolloutBuffer& buf, bool run_gae, double gamma, double lambda, double progress,
+                                  std::int64_t iteration) {
   const PpoOptions& o = opt_options_;
   const std::size_t N = buf.size(), B = static_cast<std::size_t>(buf.envs), D = buf.obs_dim, A = buf.action_dim;
   HERD_REQUIRE(N > 0 && D == agent_.obs_dim() && A == agent_.action_dim(),
@@ -149,9 +149,9 @@ UpdateStats Ppo::update_on_device(const RolloutBuffer& buf, bool run_gae, double
   d.clip = take(sizeof(double));
   d.counter = take(sizeof(std::int32_t));
   d.starts = take(M * sizeof(std::uint32_t));
-  const std::vector<std::size_t> layout_key = {d.obs,  d.act,  d.logp,  d.val,     d.rew,    d.fin,
-                                                d.last, d.adv,  d.ret,   d.term,    d.trunc,  d.perm,
-                                                d.hyper, d.clip, d.counter, d.starts, off};
+  const std::vector<std::size_t> layout_key = {d.obs,   d.act,  d.logp,    d.val,    d.rew,   d.fin,
+                                               d.last,  d.adv,  d.ret,     d.term,   d.trunc, d.perm,
+                                               d.hyper, d.clip, d.counter, d.starts, off};
   if (layout_key != d.layout_offsets) ++d.layout_now;  // the graph's pointers moved
   d.layout_offsets = layout_key;
   d.up_bytes = off;
@@ -281,8 +281,8 @@ UpdateStats Ppo::update_on_device(const RolloutBuffer& buf, bool run_gae, double
         if (graphs && graph_error_.empty()) {
           const std::uint64_t epoch = nn::detail::storage_replacements();
           const bool graph_ok = d.exec && len == d.graph_len && epoch == d.nn_epoch && d.layout == d.layout_now;
-          const bool warm_ok = d.warm && len == mb && len == d.warm_len && epoch == d.warm_epoch &&
-                               d.warm_layout == d.layout_now;
+          const bool warm_ok =
+              d.warm && len == mb && len == d.warm_len && epoch == d.warm_epoch && d.warm_layout == d.layout_now;
           if (graph_ok || (warm_ok && capture(len))) {
             HERD_CUDA_CHECK(cudaGraphLaunch(d.exec, st));
             opt_->count_replayed_steps(1);

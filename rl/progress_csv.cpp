@@ -1,9 +1,9 @@
 #include "herd/rl/progress_csv.hpp"
 
 #include <cerrno>
-#include <cstring>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <span>
@@ -42,8 +42,7 @@ ProgressCsv::ProgressCsv(std::string path, const std::vector<std::string>& blank
   for (const auto& name : blank) {
     std::size_t c = 0;
     while (c < columns_.size() && name != columns_[c]) ++c;
-    if (c == columns_.size())
-      throw InputError("rl::ProgressCsv: \"" + name + "\" is not a column of the progress CSV");
+    if (c == columns_.size()) throw InputError("rl::ProgressCsv: \"" + name + "\" is not a column of the progress CSV");
     blank_[c] = true;
   }
 }

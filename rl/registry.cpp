@@ -21,9 +21,7 @@ struct Registry {
     factories["CartPole-v1"] = [] { return std::make_unique<CartPole>(); };
     factories["Acrobot-v1"] = [] { return std::make_unique<Acrobot>(); };
     factories["MountainCar-v0"] = [] { return std::make_unique<MountainCar>(); };
-    factories["MountainCarContinuous-v0"] = [] {
-      return std::make_unique<MountainCarContinuous>();
-    };
+    factories["MountainCarContinuous-v0"] = [] { return std::make_unique<MountainCarContinuous>(); };
     factories["Pendulum-v1"] = [] { return std::make_unique<Pendulum>(); };
     // MinAtar: -v0 the full 6-action set, -v1 the minimal action set.
     factories["MinAtar/Breakout-v0"] = [] { return std::make_unique<MinAtarBreakout>(true); };
@@ -34,12 +32,8 @@ struct Registry {
     factories["MinAtar/Asterix-v1"] = [] { return std::make_unique<MinAtarAsterix>(false); };
     factories["MinAtar/Seaquest-v0"] = [] { return std::make_unique<MinAtarSeaquest>(true); };
     factories["MinAtar/Seaquest-v1"] = [] { return std::make_unique<MinAtarSeaquest>(false); };
-    factories["MinAtar/SpaceInvaders-v0"] = [] {
-      return std::make_unique<MinAtarSpaceInvaders>(true);
-    };
-    factories["MinAtar/SpaceInvaders-v1"] = [] {
-      return std::make_unique<MinAtarSpaceInvaders>(false);
-    };
+    factories["MinAtar/SpaceInvaders-v0"] = [] { return std::make_unique<MinAtarSpaceInvaders>(true); };
+    factories["MinAtar/SpaceInvaders-v1"] = [] { return std::make_unique<MinAtarSpaceInvaders>(false); };
   }
 };
 
@@ -59,8 +53,7 @@ std::unique_ptr<Env> make_env(const std::string& id) {
     if (it == r.factories.end()) {
       std::vector<std::string> ids;
       for (const auto& [k, v] : r.factories) ids.push_back(k);
-      throw InputError(fmt::format("make_env: id is \"{}\", but must be one of: {}", id,
-                                   fmt::join(ids, ", ")));
+      throw InputError(fmt::format("make_env: id is \"{}\", but must be one of: {}", id, fmt::join(ids, ", ")));
     }
     f = it->second;
   }

@@ -143,8 +143,7 @@ void ReplayBuffer::forget(std::size_t env, std::uint64_t pos) {
   }
 }
 
-void ReplayBuffer::write_slot(std::size_t s, const float* obs, std::int32_t action, float reward,
-                              std::uint8_t flags) {
+void ReplayBuffer::write_slot(std::size_t s, const float* obs, std::int32_t action, float reward, std::uint8_t flags) {
   invalidate(s);
   // The newest frame of a stack (the whole observation without one).
   obs += (static_cast<std::size_t>(opt_.frame_stack) - 1) * frame_dim_;
@@ -193,8 +192,8 @@ bool same_value(float added, float rebuilt, bool uint8) {
   return uint8 ? added == rebuilt : std::memcmp(&added, &rebuilt, sizeof(float)) == 0;
 }
 
-[[noreturn]] void refuse_stack(std::size_t env, bool final_obs, std::size_t component, std::size_t frame_dim,
-                               int k, float got, float want, const char* why) {
+[[noreturn]] void refuse_stack(std::size_t env, bool final_obs, std::size_t component, std::size_t frame_dim, int k,
+                               float got, float want, const char* why) {
   std::ostringstream m;
   m << "rl::ReplayBuffer::add: env " << env << (final_obs ? " final" : "") << " observation component " << component
     << " (frame " << component / frame_dim << " of its stack of " << k << ") is " << got << ", but " << why << " "
@@ -214,13 +213,14 @@ void ReplayBuffer::check_stack(std::size_t env, const float* obs, bool first, st
   std::size_t s = last;
   for (std::size_t j = k - 1; j-- > 0;) {
     for (std::size_t i = 0; i < F; ++i) {
-      const float want = first ? newest[i]
+      const float want = first            ? newest[i]
                          : opt_.uint8_obs ? static_cast<float>(obs_u8_[s * F + i])
                                           : obs_f32_[s * F + i];
       if (!same_value(obs[j * F + i], want, opt_.uint8_obs))
         refuse_stack(env, false, j * F + i, F, opt_.frame_stack, obs[j * F + i], want,
-                     first ? "the frames stored make it the episode's first frame," : "the frames stored before it in "
-                                                                                       "its episode make it");
+                     first ? "the frames stored make it the episode's first frame,"
+                           : "the frames stored before it in "
+                             "its episode make it");
     }
     if (!first && !(flags_[s] & kFirst)) s = previous(s);
   }
@@ -274,10 +274,9 @@ void ReplayBuffer::add(const float* obs, const std::int64_t* actions, const doub
     const bool term = terminated[b] != 0, trunc = truncated[b] != 0;
     const bool first = first_of_episode(b);
     forget(b, pos);
-    const auto flags = static_cast<std::uint8_t>((term ? kTerminated : 0) | (trunc ? kTruncated : 0) |
-                                                 (first ? kFirst : 0));
-    write_slot(slot(b, pos), obs + b * D, static_cast<std::int32_t>(actions[b]), static_cast<float>(rewards[b]),
-               flags);
+    const auto flags =
+        static_cast<std::uint8_t>((term ? kTerminated : 0) | (trunc ? kTruncated : 0) | (first ? kFirst : 0));
+    write_slot(slot(b, pos), obs + b * D, static_cast<std::int32_t>(actions[b]), static_cast<float>(rewards[b]), flags);
     written_[b] = pos + 1;
     // The transition n slots back now has its n steps and its bootstrap observation (this one).
     if (pos >= n) {
@@ -318,8 +317,8 @@ void ReplayBuffer::sample(std::size_t batch, RngCursor& rng, double beta, Replay
   const double total = tree_.total();
   for (std::size_t i = 0; i < batch; ++i) {
     const double u = rng.uniform();
-    const double prefix = opt_.prioritized ? (static_cast<double>(i) + u) * (total / static_cast<double>(batch))
-                                           : u * total;
+    const double prefix =
+        opt_.prioritized ? (static_cast<double>(i) + u) * (total / static_cast<double>(batch)) : u * total;
     out.indices[i] = tree_.find(prefix);
   }
   double wmax = 0.0;
@@ -378,8 +377,12 @@ void ReplayBuffer::update_priorities(std::span<const std::uint64_t> indices, std
 }
 
 void ReplayBuffer::save(io::CheckpointWriter& w, const std::string& p) const {
-  std::vector<std::uint64_t> sizes = {opt_.num_envs, opt_.obs_dim, per_env_, opt_.uint8_obs ? 1u : 0u,
-                                      static_cast<std::uint64_t>(opt_.n_step), opt_.prioritized ? 1u : 0u};
+  std::vector<std::uint64_t> sizes = {opt_.num_envs,
+                                      opt_.obs_dim,
+                                      per_env_,
+                                      opt_.uint8_obs ? 1u : 0u,
+                                      static_cast<std::uint64_t>(opt_.n_step),
+                                      opt_.prioritized ? 1u : 0u};
   w.add(p + "shape", sizes);
   w.add(p + "written", written_);
   w.add_value(p + "added", added_);
@@ -418,8 +421,12 @@ void ReplayBuffer::save(io::CheckpointWriter& w, const std::string& p) const {
 
 void ReplayBuffer::load(const io::CheckpointReader& r, const std::string& p) {
   const auto sizes = r.get<std::uint64_t>(p + "shape");
-  const std::vector<std::uint64_t> mine = {opt_.num_envs, opt_.obs_dim, per_env_, opt_.uint8_obs ? 1u : 0u,
-                                           static_cast<std::uint64_t>(opt_.n_step), opt_.prioritized ? 1u : 0u};
+  const std::vector<std::uint64_t> mine = {opt_.num_envs,
+                                           opt_.obs_dim,
+                                           per_env_,
+                                           opt_.uint8_obs ? 1u : 0u,
+                                           static_cast<std::uint64_t>(opt_.n_step),
+                                           opt_.prioritized ? 1u : 0u};
   if (sizes != mine) {
     std::ostringstream m;
     m << "rl::ReplayBuffer::load: the checkpoint's replay buffer has (envs, obs_dim, slots per env, uint8, n_step, "
@@ -465,10 +472,14 @@ void ReplayBuffer::load(const io::CheckpointReader& r, const std::string& p) {
     const std::size_t filled = static_cast<std::size_t>(std::min<std::uint64_t>(written[b], per_env_));
     for (std::size_t k = 0; k < filled; ++k, ++at) {
       const std::size_t s = b * per_env_ + k;
-      if (opt_.uint8_obs) std::copy(ou8.begin() + static_cast<std::ptrdiff_t>(at * D),
-                                    ou8.begin() + static_cast<std::ptrdiff_t>((at + 1) * D), obs_u8_.begin() + static_cast<std::ptrdiff_t>(s * D));
-      else std::copy(of32.begin() + static_cast<std::ptrdiff_t>(at * D),
-                     of32.begin() + static_cast<std::ptrdiff_t>((at + 1) * D), obs_f32_.begin() + static_cast<std::ptrdiff_t>(s * D));
+      if (opt_.uint8_obs)
+        std::copy(ou8.begin() + static_cast<std::ptrdiff_t>(at * D),
+                  ou8.begin() + static_cast<std::ptrdiff_t>((at + 1) * D),
+                  obs_u8_.begin() + static_cast<std::ptrdiff_t>(s * D));
+      else
+        std::copy(of32.begin() + static_cast<std::ptrdiff_t>(at * D),
+                  of32.begin() + static_cast<std::ptrdiff_t>((at + 1) * D),
+                  obs_f32_.begin() + static_cast<std::ptrdiff_t>(s * D));
       actions_[s] = act[at];
       rewards_[s] = rew[at];
       flags_[s] = flags[at];

@@ -37,9 +37,9 @@ std::vector<std::string> fixed_conflicts(const std::string& saved_text, const st
 
 std::vector<std::string> trajectory_changes(const std::string& saved_text, const std::string& now_text) {
   static const std::set<std::string> may_change = {
-      "total_steps",         "output_prefix", "checkpoint_period",   "checkpoint_period_seconds",
-      "progress_period",     "logging.tensorboard", "sampler.kind", "sampler.num_threads",
-      "max_memory",          "eval.max_episode_steps"};
+      "total_steps",     "output_prefix",         "checkpoint_period", "checkpoint_period_seconds",
+      "progress_period", "logging.tensorboard",   "sampler.kind",      "sampler.num_threads",
+      "max_memory",      "eval.max_episode_steps"};
   const auto saved = config_values(saved_text), now = config_values(now_text);
   std::vector<std::string> out;
   for (const auto& [key, value] : saved) {

@@ -218,15 +218,13 @@ RunEnd run_iterations(TrainingRun& run, Communicator& comm, std::ostream* progre
     const std::int64_t iteration = run.iteration();
     // Rank 0's clock decides a checkpoint by time; a stop requested on any rank stops all
     // (the largest request value wins).
-    std::array<std::int32_t, 2> flags = {
-        interrupt ? static_cast<std::int32_t>(*interrupt) : 0,
-        comm.rank() == 0 && config.checkpoint_period_seconds > 0 &&
-                now_seconds() - last_checkpoint >= config.checkpoint_period_seconds
-            ? 1
-            : 0};
+    std::array<std::int32_t, 2> flags = {interrupt ? static_cast<std::int32_t>(*interrupt) : 0,
+                                         comm.rank() == 0 && config.checkpoint_period_seconds > 0 &&
+                                                 now_seconds() - last_checkpoint >= config.checkpoint_period_seconds
+                                             ? 1
+                                             : 0};
     if (comm.size() > 1) comm.allreduce(std::span<std::int32_t>(flags), ReduceOp::kMax);
-    if (progress && config.progress_period > 0 &&
-        (iteration % config.progress_period == 0 || run.done() || flags[0])) {
+    if (progress && config.progress_period > 0 && (iteration % config.progress_period == 0 || run.done() || flags[0])) {
       const double el = now_seconds() - start;
       const double sps = static_cast<double>((iteration - first) * config.steps_per_iteration()) / std::max(el, 1e-9);
       const double left = static_cast<double>((config.num_iterations() - iteration) * config.steps_per_iteration());

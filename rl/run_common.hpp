@@ -139,7 +139,7 @@ EvalResult run_episodes(Env& env, float* obs, std::uint64_t seed, int episodes, 
 
 /// What `run_iterations` asks of a run.
 struct RunHooks {
-  std::function<void()> iterate;                  ///< one iteration, its curve row logged
+  std::function<void()> iterate;                 ///< one iteration, its curve row logged
   std::function<std::int64_t()> env_steps;       ///< env steps done (all ranks)
   std::function<double()> mean_return;           ///< mean return of the recent episodes
   std::function<std::string()> progress_detail;  ///< text after the mean return ("" or "  eps ...")

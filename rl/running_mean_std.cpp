@@ -20,7 +20,8 @@ void RunningMeanStd::update(const float* x, std::size_t n) {
     for (std::size_t j = 0; j < d; ++j) {
       const double v = x[r * d + j];
       if (!std::isfinite(v))
-        throw NumericalError(fmt::format("RunningMeanStd::update: row {} column {} is {}, but must be finite", r, j, v));
+        throw NumericalError(
+            fmt::format("RunningMeanStd::update: row {} column {} is {}, but must be finite", r, j, v));
       bmean[j] += v;
     }
   }
@@ -98,8 +99,8 @@ std::vector<double> RunningMeanStd::state() const {
 }
 
 void RunningMeanStd::set_state(const std::vector<double>& s) {
-  HERD_REQUIRE(s.size() == 1 + 2 * dim(), "RunningMeanStd::set_state: state has {} values, but must have {}",
-               s.size(), 1 + 2 * dim());
+  HERD_REQUIRE(s.size() == 1 + 2 * dim(), "RunningMeanStd::set_state: state has {} values, but must have {}", s.size(),
+               1 + 2 * dim());
   HERD_REQUIRE(s[0] >= 0.0, "RunningMeanStd::set_state: count is {}, but must be non-negative", s[0]);
   for (std::size_t j = 0; j < dim(); ++j)
     HERD_REQUIRE(s[1 + dim() + j] >= 0.0, "RunningMeanStd::set_state: m2[{}] is {}, but must be non-negative", j,

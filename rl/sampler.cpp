@@ -9,9 +9,7 @@
 namespace herd::rl {
 
 EnvPoolSampler::EnvPoolSampler(const SamplerOptions& o)
-    : opt_(o),
-      obs_rms_(1),
-      rew_norm_(static_cast<std::size_t>(o.num_envs < 1 ? 1 : o.num_envs), o.gamma) {
+    : opt_(o), obs_rms_(1), rew_norm_(static_cast<std::size_t>(o.num_envs < 1 ? 1 : o.num_envs), o.gamma) {
   if (o.num_envs < 1 || o.num_steps < 1 || o.num_threads < 1)
     throw InputError("rl::EnvPoolSampler: num_envs, num_steps and num_threads must be >= 1");
   EnvPoolOptions po;
@@ -118,7 +116,8 @@ void EnvPoolSampler::collect(ActorCriticAgent& agent, RolloutBuffer& buf) {
 detail::SamplerStateRefs EnvPoolSampler::state_refs() const {
   auto& self = const_cast<EnvPoolSampler&>(*this);  // save reads through the same references
   return {"rl::EnvPoolSampler", pool_->num_envs(), [&self](std::size_t k) -> Env& { return self.pool_->env(k); },
-          self.raw_obs_, self.obs_rms_, self.rew_norm_, self.ep_ret_, self.ep_len_, self.step_count_};
+          self.raw_obs_,        self.obs_rms_,     self.rew_norm_,
+          self.ep_ret_,         self.ep_len_,      self.step_count_};
 }
 
 void EnvPoolSampler::save(io::CheckpointWriter& w, const std::string& p) const {

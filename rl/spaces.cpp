@@ -14,8 +14,10 @@ Space Space::box(std::vector<double> low, std::vector<double> high) {
                "positive number",
                low.size(), high.size());
   for (std::size_t i = 0; i < low.size(); ++i) {
-    HERD_REQUIRE(low[i] <= high[i], "Space::box: low[{}] is {} and high[{}] is {}, but low must "
-                 "not exceed high (nor be NaN)", i, low[i], i, high[i]);
+    HERD_REQUIRE(low[i] <= high[i],
+                 "Space::box: low[{}] is {} and high[{}] is {}, but low must "
+                 "not exceed high (nor be NaN)",
+                 i, low[i], i, high[i]);
   }
   Space s;
   s.kind_ = SpaceKind::kBox;
@@ -34,8 +36,8 @@ Space Space::box(std::vector<double> low, std::vector<double> high, std::vector<
     n *= d;
   }
   HERD_REQUIRE(n == static_cast<std::int64_t>(s.low_.size()),
-               "Space::box: shape [{}] holds {} components, but low and high have {}",
-               fmt::join(shape, ", "), n, s.low_.size());
+               "Space::box: shape [{}] holds {} components, but low and high have {}", fmt::join(shape, ", "), n,
+               s.low_.size());
   s.shape_ = std::move(shape);
   return s;
 }
@@ -63,8 +65,7 @@ bool Space::contains(const double* x) const {
 
 std::string Space::to_string() const {
   if (kind_ == SpaceKind::kDiscrete) {
-    return start_ == 0 ? fmt::format("Discrete({})", n_)
-                       : fmt::format("Discrete({}, start={})", n_, start_);
+    return start_ == 0 ? fmt::format("Discrete({})", n_) : fmt::format("Discrete({}, start={})", n_, start_);
   }
   if (shape_.size() > 1) {
     return fmt::format("Box(low=[{}], high=[{}], shape=({}))", fmt::join(low_, ", "), fmt::join(high_, ", "),

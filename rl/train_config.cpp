@@ -14,8 +14,8 @@
 #include "herd/core/memory.hpp"
 #include "herd/io/config.hpp"
 #include "herd/io/toml_reader.hpp"
-#include "herd/rl/network.hpp"
 #include "herd/rl/env_library.hpp"
+#include "herd/rl/network.hpp"
 #include "herd/rl/registry.hpp"
 #include "herd/rl/wrappers.hpp"
 
@@ -41,9 +41,10 @@ const io::Schema& train_schema() {
     s.add_string("env.id", "CartPole-v1",
                  "environment id (registry; `env = \"<id>\"` is short for it); with env.library: the name of the "
                  "library's environment (default: env.symbol)");
-    s.add_string("env.library", std::nullopt,
-                 "shared library of a C environment (herd/rl/c_env.h); a relative path is relative to the folder of the "
-                 "file that names it (to the working folder with --set)");
+    s.add_string(
+        "env.library", std::nullopt,
+        "shared library of a C environment (herd/rl/c_env.h); a relative path is relative to the folder of the "
+        "file that names it (to the working folder with --set)");
     s.add_string("env.symbol", "herd_env", "function of env.library that fills the environment's herd_env_spec");
     s.add_int("env.max_episode_steps", -1,
               "time limit: truncate an episode after this many steps of the game (-1: the env's registered limit; 0: "
@@ -125,7 +126,8 @@ const io::Schema& train_schema() {
                  "scale algo.learning_rate by (steps per iteration / algo.lr_reference_batch) to the power 1 "
                  "(linear) or 1/2 (sqrt)")
         .choices({"none", "sqrt", "linear"});
-    s.add_int("algo.lr_reference_batch", 256, "env steps per iteration (all ranks) at which algo.learning_rate is tuned")
+    s.add_int("algo.lr_reference_batch", 256,
+              "env steps per iteration (all ranks) at which algo.learning_rate is tuned")
         .min(1);
     s.add_int("algo.lr_warmup_iterations", 0,
               "iterations of linear warm-up from the unscaled to the scaled learning rate (0: none)")
@@ -311,13 +313,14 @@ void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algo
                  "algorithm = \"dqn\" does not read it (of [algo] DQN reads only gamma, lr_scaling and "
                  "lr_reference_batch; its own settings are under [dqn], e.g. dqn.learning_rate)");
     if (!dqn && key.rfind("dqn.", 0) == 0)
-      refuse_key(st, key, "set", "algorithm = \"" + algorithm + "\" does not read [dqn] (set algorithm = \"dqn\" or remove it)");
+      refuse_key(st, key, "set",
+                 "algorithm = \"" + algorithm + "\" does not read [dqn] (set algorithm = \"dqn\" or remove it)");
   }
 }
 }  // namespace
 
-TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
-                                 std::string* text, int ranks, bool user_input) {
+TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides, std::string* text,
+                                 int ranks, bool user_input) {
   if (ranks < 1) throw InputError("rl::resolve_train_config: ranks is " + std::to_string(ranks) + ", but must be >= 1");
   io::Config cfg = config;
   std::vector<std::string> sets = overrides;
@@ -386,8 +389,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   c.seed = static_cast<std::uint64_t>(st.get_int("seed"));
   c.total_steps = st.get_int("total_steps");
   c.output_prefix = st.get_string("output_prefix");
-  if (c.output_prefix.empty())
-    refuse_key(st, "output_prefix", "\"\"", "must not be empty");
+  if (c.output_prefix.empty()) refuse_key(st, "output_prefix", "\"\"", "must not be empty");
   c.checkpoint_period = st.get_int("checkpoint_period");
   c.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
   c.progress_period = st.get_int("progress_period");
@@ -410,8 +412,10 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
         if (std::min(dc, dg) <= 2) hint = dc < dg ? "cpu" : "cuda";
       }
       if (!hint.empty() && hint != "cpu" && c.device.find(':') != std::string::npos) hint += ":<index>";
-      throw InputError(where + "must be \"cpu\", \"cuda\" or \"cuda:<index>\" (<index> a GPU number >= 0, e.g. "
-                       "\"cuda:0\")" + (hint.empty() ? std::string() : "; did you mean \"" + hint + "\"?"));
+      throw InputError(where +
+                       "must be \"cpu\", \"cuda\" or \"cuda:<index>\" (<index> a GPU number >= 0, e.g. "
+                       "\"cuda:0\")" +
+                       (hint.empty() ? std::string() : "; did you mean \"" + hint + "\"?"));
     }
     if (c.agent.device.is_cuda() && user_input) {
       if (!HERD_HAVE_CUDA) throw InputError(where + "this build of herd has no CUDA support; use device = \"cpu\"");
@@ -419,8 +423,8 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       if (count == 0)
         throw InputError(where + "no CUDA device is usable here (" + describe_devices() + "); use device = \"cpu\"");
       if (c.agent.device.index >= count)
-        throw InputError(where + "only " + std::to_string(count) + " CUDA device(s) are usable here (cuda:0 to cuda:" +
-                         std::to_string(count - 1) + ")");
+        throw InputError(where + "only " + std::to_string(count) +
+                         " CUDA device(s) are usable here (cuda:0 to cuda:" + std::to_string(count - 1) + ")");
     }
   }
   c.sampler = st.get_string("sampler.kind");
@@ -444,7 +448,9 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   so.gamma = c.gamma;
   c.agent.hidden = st.get_int_list("network.hidden");
   const std::string act = st.get_string("network.activation");
-  c.agent.activation = act == "relu" ? nn::Activation::kReLU : act == "elu" ? nn::Activation::kELU : nn::Activation::kTanh;
+  c.agent.activation = act == "relu"  ? nn::Activation::kReLU
+                       : act == "elu" ? nn::Activation::kELU
+                                      : nn::Activation::kTanh;
   c.agent.init_log_std = st.get_float("network.init_log_std");
   c.agent.shared_trunk = st.get_bool("network.shared_trunk");
   c.agent.conv = conv_layers(st, c.env);
@@ -514,8 +520,8 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     q.gamma = c.gamma;
     // Stooke & Abbeel (2018): the learning rate grows with the minibatch (over all ranks:
     // data-parallel DQN averages the ranks' batch_size-sample gradients).
-    const double kb = static_cast<double>(ranks) * static_cast<double>(q.batch_size) /
-                      static_cast<double>(c.lr_reference_batch);
+    const double kb =
+        static_cast<double>(ranks) * static_cast<double>(q.batch_size) / static_cast<double>(c.lr_reference_batch);
     c.lr_scale = c.lr_scaling == "linear" ? kb : c.lr_scaling == "sqrt" ? std::sqrt(kb) : 1.0;
     q.learning_rate *= c.lr_scale;
     const auto fail = [&](const std::string& key, const std::string& value, const std::string& expected) {
@@ -529,22 +535,24 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
                (c.frame_stack > 1 ? "env.frame_stack + 1" : std::string("2")) + " = " + std::to_string(need) +
                " slots (>= " + std::to_string(need * so.num_envs) + ")");
     if (ranks > 1 && c.agent.device.is_cuda())
-      fail("device", "\"" + c.device + "\"", "data-parallel DQN (" + std::to_string(ranks) +
-                                                 " ranks) runs on the CPU: use device = \"cpu\" under mpiexec, or one "
-                                                 "process on the GPU");
+      fail("device", "\"" + c.device + "\"",
+           "data-parallel DQN (" + std::to_string(ranks) +
+               " ranks) runs on the CPU: use device = \"cpu\" under mpiexec, or one "
+               "process on the GPU");
     if (c.sampler == "alternating")
       fail("sampler.kind", "\"alternating\"", "DQN steps its envs with the \"serial\" or \"parallel\" sampler");
     if (so.normalize_obs || so.normalize_reward)
       fail(so.normalize_obs ? "normalize.obs" : "normalize.reward", "true",
            "DQN does not normalise observations or rewards (its replay stores raw ones): set it to false");
     if (auto probe = make_env(c.env); !probe->action_space().is_discrete())
-      fail("algorithm", "\"dqn\"", "DQN needs a discrete action space, and env \"" + c.env + "\" has " +
-                                        probe->action_space().to_string() + " (use \"ppo\" or \"a2c\")");
+      fail("algorithm", "\"dqn\"",
+           "DQN needs a discrete action space, and env \"" + c.env + "\" has " + probe->action_space().to_string() +
+               " (use \"ppo\" or \"a2c\")");
   }
   if (c.algorithm == "ppo" && p.minibatch_size > c.steps_per_iteration())
     refuse_key(st, "algo.minibatch_size", std::to_string(p.minibatch_size),
-               std::string("must be <= sampler.num_envs * sampler.num_steps") + (ranks > 1 ? " * ranks" : "") +
-                   " = " + std::to_string(c.steps_per_iteration()));
+               std::string("must be <= sampler.num_envs * sampler.num_steps") + (ranks > 1 ? " * ranks" : "") + " = " +
+                   std::to_string(c.steps_per_iteration()));
   if (c.algorithm == "ppo" && p.minibatch_size % ranks != 0)
     refuse_key(st, "algo.minibatch_size", std::to_string(p.minibatch_size),
                "with " + std::to_string(ranks) + " ranks it must be divisible by " + std::to_string(ranks) +
@@ -568,8 +576,8 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   return c;
 }
 
-TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
-                              std::string* text, int ranks) {
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides, std::string* text,
+                              int ranks) {
   if (path.empty()) return resolve_train_config(io::Config("<defaults>"), overrides, text, ranks);
   return resolve_train_config(io::read_config(path), overrides, text, ranks);
 }

@@ -14,8 +14,8 @@
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
-#include "herd/core/mpi_communicator.hpp"
 #include "herd/core/memory.hpp"
+#include "herd/core/mpi_communicator.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/rl/dqn_trainer.hpp"
@@ -106,11 +106,25 @@ ProgressRow Trainer::progress_row(const CurveRow& r) {
   // CSV column -> curve column.
   static const std::array<std::size_t, kProgressColumns.size()> from = [] {
     std::array<std::size_t, kProgressColumns.size()> f{};
-    const char* names[] = {"iteration",          "env_steps",        "wall_seconds",    "episodes",
-                           "return_mean",        "return_min",       "return_max",      "episode_length",
-                           "episode_length_min", "episode_length_max", "policy_loss",   "value_loss",
-                           "entropy",            "approx_kl",        "clip_fraction",   "explained_variance",
-                           "learning_rate",      "sample_steps_per_second", "train_steps_per_second"};
+    const char* names[] = {"iteration",
+                           "env_steps",
+                           "wall_seconds",
+                           "episodes",
+                           "return_mean",
+                           "return_min",
+                           "return_max",
+                           "episode_length",
+                           "episode_length_min",
+                           "episode_length_max",
+                           "policy_loss",
+                           "value_loss",
+                           "entropy",
+                           "approx_kl",
+                           "clip_fraction",
+                           "explained_variance",
+                           "learning_rate",
+                           "sample_steps_per_second",
+                           "train_steps_per_second"};
     for (std::size_t c = 0; c < f.size(); ++c) f[c] = curve_index(names[c]);
     return f;
   }();
@@ -171,7 +185,8 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
   const auto probe = make_env(c.env);
   check_memory_need(training_memory_need(c, probe->obs_dim(), probe->action_space().dim()), c.max_memory,
                     "training with " + std::to_string(c.sampler_options.num_envs) + " envs x " +
-                        std::to_string(c.sampler_options.num_steps) + " steps per rollout (sampler.num_envs x "
+                        std::to_string(c.sampler_options.num_steps) +
+                        " steps per rollout (sampler.num_envs x "
                         "sampler.num_steps)",
                     "lower sampler.num_envs or sampler.num_steps");
   sampler_ = make_sampler(c.sampler, so);
@@ -214,19 +229,34 @@ void Trainer::iterate() {
   sampler_->collect(*agent_, buffer_);
   gather_episodes();
   const double t_sampled = now_seconds();
-  const double progress =
-      1.0 - static_cast<double>(iteration_) / static_cast<double>(config_.num_iterations());
+  const double progress = 1.0 - static_cast<double>(iteration_) / static_cast<double>(config_.num_iterations());
   // GAE then the update (both on the device for a CUDA agent: Ppo::learn).
   const UpdateStats st = algo_->learn(buffer_, config_.gamma, config_.gae_lambda, progress, iteration_);
   ++iteration_;
   const double t1 = now_seconds();
   const detail::RecentStats w = detail::recent_stats(recent_);
   const auto spi = static_cast<double>(config_.steps_per_iteration());
-  curve_.push_back({static_cast<double>(iteration_), static_cast<double>(env_steps()),
-                    wall_offset_ + (t1 - wall_start_), w.mean_return, w.min_return, w.max_return, w.mean_length,
-                    st.policy_loss, st.value_loss, st.entropy, st.approx_kl, st.clip_fraction, st.explained_variance,
-                    spi / std::max(t1 - t0, 1e-9), st.learning_rate, st.clip_range, episodes_total_, w.min_length,
-                    w.max_length, spi / std::max(t_sampled - t0, 1e-9), spi / std::max(t1 - t_sampled, 1e-9)});
+  curve_.push_back({static_cast<double>(iteration_),
+                    static_cast<double>(env_steps()),
+                    wall_offset_ + (t1 - wall_start_),
+                    w.mean_return,
+                    w.min_return,
+                    w.max_return,
+                    w.mean_length,
+                    st.policy_loss,
+                    st.value_loss,
+                    st.entropy,
+                    st.approx_kl,
+                    st.clip_fraction,
+                    st.explained_variance,
+                    spi / std::max(t1 - t0, 1e-9),
+                    st.learning_rate,
+                    st.clip_range,
+                    episodes_total_,
+                    w.min_length,
+                    w.max_length,
+                    spi / std::max(t_sampled - t0, 1e-9),
+                    spi / std::max(t1 - t_sampled, 1e-9)});
 }
 
 // Every rank's finished episodes (rank order) into the recent window, on every rank.
@@ -300,8 +330,7 @@ void Trainer::save_checkpoint(const std::string& path) const {
 
 std::vector<std::string> Trainer::resume_conflicts(const std::string& path) const {
   io::CheckpointReader r(path);
-  if (r.kind() == kDqnCheckpointKind)
-    return {"algorithm = \"" + config_.algorithm + "\" (the checkpoint has \"dqn\")"};
+  if (r.kind() == kDqnCheckpointKind) return {"algorithm = \"" + config_.algorithm + "\" (the checkpoint has \"dqn\")"};
   r.expect_kind(kKind, kKindVersion);
   return detail::fixed_conflicts(r.string("config"), config_text_, fixed_on_resume());
 }
@@ -380,9 +409,10 @@ bool EvalResult::add_step(const StepResult& step, std::int64_t max_episode_steps
   return true;
 }
 
-EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, const RunningMeanStd* rms,
-                           int episodes, bool stochastic, std::uint64_t seed, std::int64_t max_episode_steps) {
-  if (episodes < 1) throw InputError("rl::evaluate_policy: episodes is " + std::to_string(episodes) + ", but must be >= 1");
+EvalResult evaluate_policy(ActorCriticAgent& agent, const std::string& env_id, const RunningMeanStd* rms, int episodes,
+                           bool stochastic, std::uint64_t seed, std::int64_t max_episode_steps) {
+  if (episodes < 1)
+    throw InputError("rl::evaluate_policy: episodes is " + std::to_string(episodes) + ", but must be >= 1");
   if (max_episode_steps < 0)
     throw InputError("rl::evaluate_policy: max_episode_steps is " + std::to_string(max_episode_steps) +
                      ", but must be >= 0 (0: no cap)");

@@ -141,8 +141,8 @@ TrainingCurve read_progress_csv(const std::string& path) {
     }
     if (fields.size() != c.names.size()) {
       if (!complete && fields.size() < c.names.size()) break;  // a last row cut off by a kill
-      throw InputError(fmt::format("{}:{}: {} fields, but the header has {} columns", path, line_no, fields.size(),
-                                   c.names.size()));
+      throw InputError(
+          fmt::format("{}:{}: {} fields, but the header has {} columns", path, line_no, fields.size(), c.names.size()));
     }
     for (std::size_t k = 0; k < fields.size(); ++k) {
       double v = 0;
@@ -175,8 +175,8 @@ TrainingCurve read_curve_h5(const std::string& path) {
     c.columns[key] = g.read<double>(name);
   }
   for (const auto& [k, v] : c.columns)
-    HERD_REQUIRE(v.size() == c.rows(), "{}:/curve/{} has {} rows, but other columns have {}", path, k,
-                    v.size(), c.rows());
+    HERD_REQUIRE(v.size() == c.rows(), "{}:/curve/{} has {} rows, but other columns have {}", path, k, v.size(),
+                 c.rows());
   return c;
 }
 
@@ -185,9 +185,8 @@ std::string write_training_report(const std::string& prefix, const std::string& 
   const std::string csv_path = prefix + "_progress.csv", h5_path = prefix + ".h5";
   const std::string path = out.empty() ? prefix + "_report.html" : out;
   const bool have_csv = fs::exists(csv_path), have_h5 = fs::exists(h5_path);
-  HERD_REQUIRE(have_csv || have_h5,
-                  "herd-rl report: neither {} nor {} exists: is \"{}\" the output_prefix of a run?", csv_path, h5_path,
-                  prefix);
+  HERD_REQUIRE(have_csv || have_h5, "herd-rl report: neither {} nor {} exists: is \"{}\" the output_prefix of a run?",
+               csv_path, h5_path, prefix);
   TrainingCurve c;
   std::string config, env, algorithm;
   if (have_h5) {
@@ -215,9 +214,9 @@ std::string write_training_report(const std::string& prefix, const std::string& 
   }
 
   const std::string title = "herd-rl report" + (prefix.empty() ? std::string() : ": " + prefix);
-  std::string subtitle = algorithm.empty() && env.empty() ? std::string()
-                                                           : fmt::format("{} on {}; ", algorithm.empty() ? "?" : algorithm,
-                                                                         env.empty() ? "?" : env);
+  std::string subtitle = algorithm.empty() && env.empty()
+                             ? std::string()
+                             : fmt::format("{} on {}; ", algorithm.empty() ? "?" : algorithm, env.empty() ? "?" : env);
   subtitle += "from " + c.source + (have_csv && have_h5 ? " and " + h5_path : std::string());
   HtmlReport r(title, subtitle);
   r.heading("Run");
@@ -245,8 +244,9 @@ std::string write_training_report(const std::string& prefix, const std::string& 
                                      "the progress file.",
                                      h5_path));
   if (!any_finite(c.column("return_mean")))
-    r.note(Level::kWarning, "No training episode has finished yet, so there is no return to show. Train longer, or "
-                            "check the environment's time limit.");
+    r.note(Level::kWarning,
+           "No training episode has finished yet, so there is no return to show. Train longer, or "
+           "check the environment's time limit.");
 
   r.heading("Learning curves");
   {
@@ -283,19 +283,27 @@ std::string write_training_report(const std::string& prefix, const std::string& 
       if (c.column(k)) ev.series.push_back(series(c, x, k, std::string(k).substr(12)));
     r.figure({ev}, 1, "Returns of the evaluation episodes (deterministic policy).", "evaluation");
   } else {
-    r.note(Level::kInfo, "No evaluation returns were recorded during training: the curves above are training "
-                         "episodes (stochastic policy). Evaluate a checkpoint with herd-rl eval PREFIX.ckpt.");
+    r.note(Level::kInfo,
+           "No evaluation returns were recorded during training: the curves above are training "
+           "episodes (stochastic policy). Evaluate a checkpoint with herd-rl eval PREFIX.ckpt.");
   }
 
   r.heading("Losses and diagnostics");
   {
     std::vector<Plot> plots;
     const std::pair<const char*, const char*> kPanels[] = {
-        {"policy_loss", "policy loss"},     {"value_loss", "value loss"},       {"entropy", "entropy"},
-        {"approx_kl", "approximate KL"},    {"clip_fraction", "clip fraction"}, {"explained_variance", "explained variance"},
-        {"learning_rate", "learning rate"}, {"clip_range", "clip range"},
+        {"policy_loss", "policy loss"},
+        {"value_loss", "value loss"},
+        {"entropy", "entropy"},
+        {"approx_kl", "approximate KL"},
+        {"clip_fraction", "clip fraction"},
+        {"explained_variance", "explained variance"},
+        {"learning_rate", "learning rate"},
+        {"clip_range", "clip range"},
         // DQN: TD loss, mean Q(s, a) of the sampled batches, exploration rate.
-        {"loss", "TD loss (Huber)"},        {"q_mean", "mean Q(s, a)"},     {"epsilon", "exploration epsilon"}};
+        {"loss", "TD loss (Huber)"},
+        {"q_mean", "mean Q(s, a)"},
+        {"epsilon", "exploration epsilon"}};
     std::vector<std::string> absent;
     for (const auto& [col, label] : kPanels) {
       if (!any_finite(c.column(col))) {
@@ -310,16 +318,16 @@ std::string write_training_report(const std::string& prefix, const std::string& 
       plots.push_back(std::move(p));
     }
     if (!plots.empty())
-      r.figure(plots, 3,
-               "Per iteration, means over its minibatches. Approximate KL and clip fraction (PPO) show how far each "
-               "update moved the policy; explained variance near 1 means the value function predicts the returns "
-               "well, below 0 worse than a constant." +
-                   (absent.empty() ? std::string()
-                                   : " Empty (not computed by this algorithm): " + fmt::format("{}", fmt::join(absent, ", ")) +
-                                         "."),
-               "losses");
-    else
-      r.note(Level::kInfo, "No losses were recorded.");
+      r.figure(
+          plots, 3,
+          "Per iteration, means over its minibatches. Approximate KL and clip fraction (PPO) show how far each "
+          "update moved the policy; explained variance near 1 means the value function predicts the returns "
+          "well, below 0 worse than a constant." +
+              (absent.empty()
+                   ? std::string()
+                   : " Empty (not computed by this algorithm): " + fmt::format("{}", fmt::join(absent, ", ")) + "."),
+          "losses");
+    else r.note(Level::kInfo, "No losses were recorded.");
   }
 
   r.heading("Throughput");

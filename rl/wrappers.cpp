@@ -17,9 +17,8 @@ namespace {
 void check_options(const Env& env, const WrapperOptions& o) {
   HERD_REQUIRE(o.frame_stack >= 1 && o.frame_stack <= 64, "{}: frame_stack is {}, but must be in [1, 64]", env.id(),
                o.frame_stack);
-  HERD_REQUIRE(o.max_episode_steps >= -1,
-               "{}: max_episode_steps is {}, but must be >= 0 (or -1: the registered limit)", env.id(),
-               o.max_episode_steps);
+  HERD_REQUIRE(o.max_episode_steps >= -1, "{}: max_episode_steps is {}, but must be >= 0 (or -1: the registered limit)",
+               env.id(), o.max_episode_steps);
   HERD_REQUIRE(!o.episodic_life || env.has_lives(),
                "{}: episodic_life is true, but this environment has no lives (episodic life applies to games with "
                "several lives, such as Atari's; none of the MinAtar games has)",
@@ -134,9 +133,8 @@ class WrappedEnv final : public Env {
     const std::size_t s = inner_->state_dim(), f = frames_.size();
     const double* tail = state + s + f;
     const double lives = tail[0], over = tail[1], steps = tail[2], episode = tail[3];
-    HERD_REQUIRE(lives == std::floor(lives) && lives >= 0 && (over == 0 || over == 1) &&
-                     steps == std::floor(steps) && steps >= 0 && episode == std::floor(episode) && episode >= 0 &&
-                     episode < 9007199254740992.0,
+    HERD_REQUIRE(lives == std::floor(lives) && lives >= 0 && (over == 0 || over == 1) && steps == std::floor(steps) &&
+                     steps >= 0 && episode == std::floor(episode) && episode >= 0 && episode < 9007199254740992.0,
                  "{} (env {}): wrapper state [lives {}, game over {}, game steps {}, episode {}], but lives, game "
                  "steps and episode must be integers >= 0 and game over 0 or 1",
                  id(), global_id(), lives, over, steps, episode);

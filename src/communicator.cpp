@@ -9,11 +9,16 @@ namespace herd {
 
 std::size_t data_type_size(DataType t) {
   switch (t) {
-    case DataType::kFloat64: return 8;
-    case DataType::kFloat32: return 4;
-    case DataType::kInt64: return 8;
-    case DataType::kInt32: return 4;
-    case DataType::kUint8: return 1;
+    case DataType::kFloat64:
+      return 8;
+    case DataType::kFloat32:
+      return 4;
+    case DataType::kInt64:
+      return 8;
+    case DataType::kInt32:
+      return 4;
+    case DataType::kUint8:
+      return 1;
   }
   return 1;
 }
@@ -37,8 +42,7 @@ void SelfCommunicator::broadcast(void*, std::size_t, DataType, int root) {
   HERD_REQUIRE(root == 0, "SelfCommunicator::broadcast: root is {}, but must be 0", root);
 }
 
-std::unique_ptr<CommRequest> SelfCommunicator::allreduce_async(void*, std::size_t, DataType,
-                                                               ReduceOp) {
+std::unique_ptr<CommRequest> SelfCommunicator::allreduce_async(void*, std::size_t, DataType, ReduceOp) {
   return std::make_unique<DoneRequest>();
 }
 
@@ -46,8 +50,7 @@ void SelfCommunicator::allgather(const void* send, void* recv, std::size_t count
   if (count > 0 && send != recv) std::memmove(recv, send, count * data_type_size(type));
 }
 
-void SelfCommunicator::gather(const void* send, void* recv, std::size_t count, DataType type,
-                              int root) {
+void SelfCommunicator::gather(const void* send, void* recv, std::size_t count, DataType type, int root) {
   HERD_REQUIRE(root == 0, "SelfCommunicator::gather: root is {}, but must be 0", root);
   allgather(send, recv, count, type);
 }

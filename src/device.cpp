@@ -11,9 +11,7 @@
 
 namespace herd {
 
-std::string Device::str() const {
-  return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", index);
-}
+std::string Device::str() const { return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", index); }
 
 Device parse_device(const std::string& s) {
   if (s == "cpu") return Device::cpu();
@@ -72,8 +70,8 @@ std::string describe_devices() {
   }
   std::string s;
   for (const auto& d : devs) {
-    s += fmt::format("CUDA device {}: {} (sm_{}{}, {} SMs, {:.1f} GiB)\n", d.index, d.name,
-                     d.compute_major, d.compute_minor, d.multiprocessors,
+    s += fmt::format("CUDA device {}: {} (sm_{}{}, {} SMs, {:.1f} GiB)\n", d.index, d.name, d.compute_major,
+                     d.compute_minor, d.multiprocessors,
                      static_cast<double>(d.total_memory) / (1024.0 * 1024.0 * 1024.0));
   }
   s.pop_back();

@@ -10,8 +10,7 @@ std::string check_message(const char* file, int line, const char* expr, const st
 
 namespace herd::detail {
 
-void throw_cuda_error(const char* call, const char* error_name, const char* error_string,
-                      const char* file, int line) {
+void throw_cuda_error(const char* call, const char* error_name, const char* error_string, const char* file, int line) {
   throw CudaError(fmt::format("CUDA: {} failed: {} ({}) at {}:{}", call, error_name, error_string, file, line));
 }
 

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <exception>
 #include <span>
 #include <string>
@@ -40,11 +40,12 @@ int launcher_process_count() {
 void check_launch(int mpi_size) {
   const int n = launcher_process_count();
   if (mpi_size == 1 && n > 1)
-    throw InputError(fmt::format(
-        "the launcher started {} processes, but MPI reports this process alone (size 1): every process "
-        "would do the same work and write the same files. The program was probably launched with the mpiexec of another MPI "
-        "library (herd is built with MPICH: use its mpiexec, e.g. mpiexec.mpich), or built without MPI",
-        n));
+    throw InputError(
+        fmt::format("the launcher started {} processes, but MPI reports this process alone (size 1): every process "
+                    "would do the same work and write the same files. The program was probably launched with the "
+                    "mpiexec of another MPI "
+                    "library (herd is built with MPICH: use its mpiexec, e.g. mpiexec.mpich), or built without MPI",
+                    n));
 }
 
 void check_same_input(Communicator& comm, std::uint64_t hash, std::string_view what) {
@@ -55,9 +56,10 @@ void check_same_input(Communicator& comm, std::uint64_t hash, std::string_view w
   for (std::size_t r = 1; r < all.size(); ++r)
     if (all[r] != all[0]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
   if (!bad.empty())
-    throw InputError(fmt::format("the {} differs between ranks: rank(s) {} differ from rank 0; every rank "
-                                 "must read the same input",
-                                 what, bad));
+    throw InputError(
+        fmt::format("the {} differs between ranks: rank(s) {} differ from rank 0; every rank "
+                    "must read the same input",
+                    what, bad));
 }
 
 void abort_all_on_error(Communicator& comm, const std::function<void()>& body, int code) {
@@ -126,14 +128,18 @@ double file_age(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return -1.0;
   struct timespec now {};
   ::clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<double>(now.tv_sec - st.st_mtim.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec - st.st_mtim.tv_nsec);
+  return static_cast<double>(now.tv_sec - st.st_mtim.tv_sec) +
+         1e-9 * static_cast<double>(now.tv_nsec - st.st_mtim.tv_nsec);
 }
 
 }  // namespace
 
 StallWatchdog::StallWatchdog(Communicator& comm, double timeout_seconds, std::string program, std::string what,
                              std::string heartbeat_prefix)
-    : comm_(comm), timeout_(timeout_seconds), program_(std::move(program)), what_(std::move(what)),
+    : comm_(comm),
+      timeout_(timeout_seconds),
+      program_(std::move(program)),
+      what_(std::move(what)),
       heartbeat_(std::move(heartbeat_prefix)) {
   HERD_REQUIRE(timeout_seconds > 0, "StallWatchdog: the timeout is {} s, but must be > 0", timeout_seconds);
   // This rank's heartbeat exists (and is fresh) before the run starts, so a file left by an
@@ -188,9 +194,10 @@ void StallWatchdog::watch(int fd) {
         if (age > timeout_) stale += (stale.empty() ? "" : ", ") + std::to_string(r);
       }
       if (stale.empty()) continue;  // the others run (or finished): waiting is normal
-      msg = fmt::format("{}: error: rank(s) {} of {} stalled: no sign of life for more than {:g} s "
-                        "(stall_timeout_seconds; the process is stopped or hangs outside {}); rank {} waited {:.3g} s",
-                        program_, stale, ranks, timeout_, what_, rank, idle);
+      msg = fmt::format(
+          "{}: error: rank(s) {} of {} stalled: no sign of life for more than {:g} s "
+          "(stall_timeout_seconds; the process is stopped or hangs outside {}); rank {} waited {:.3g} s",
+          program_, stale, ranks, timeout_, what_, rank, idle);
     } else {
       continue;
     }

@@ -34,9 +34,12 @@ Backend active_backend() {
 
 std::string to_string(Backend b) {
   switch (b) {
-    case Backend::kCuda: return "cuda";
-    case Backend::kHost: return "host";
-    default: return "none";
+    case Backend::kCuda:
+      return "cuda";
+    case Backend::kHost:
+      return "host";
+    default:
+      return "none";
   }
 }
 
@@ -85,13 +88,29 @@ namespace detail {
 void count(Count what, std::uint64_t bytes) {
   Atomics& a = atomics();
   switch (what) {
-    case Count::kKernel: a.kernel.fetch_add(1); break;
-    case Count::kGraph: a.graph.fetch_add(1); break;
-    case Count::kWait: a.wait.fetch_add(1); break;
-    case Count::kH2D: a.h2d.fetch_add(1); a.h2d_bytes.fetch_add(bytes); break;
-    case Count::kD2H: a.d2h.fetch_add(1); a.d2h_bytes.fetch_add(bytes); break;
-    case Count::kD2D: a.d2d.fetch_add(1); break;
-    case Count::kMemset: a.memset.fetch_add(1); break;
+    case Count::kKernel:
+      a.kernel.fetch_add(1);
+      break;
+    case Count::kGraph:
+      a.graph.fetch_add(1);
+      break;
+    case Count::kWait:
+      a.wait.fetch_add(1);
+      break;
+    case Count::kH2D:
+      a.h2d.fetch_add(1);
+      a.h2d_bytes.fetch_add(bytes);
+      break;
+    case Count::kD2H:
+      a.d2h.fetch_add(1);
+      a.d2h_bytes.fetch_add(bytes);
+      break;
+    case Count::kD2D:
+      a.d2d.fetch_add(1);
+      break;
+    case Count::kMemset:
+      a.memset.fetch_add(1);
+      break;
   }
 }
 

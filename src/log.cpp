@@ -21,12 +21,18 @@ std::shared_ptr<spdlog::logger> make_logger() {
 
 spdlog::level::level_enum to_spd(LogLevel l) {
   switch (l) {
-    case LogLevel::kTrace: return spdlog::level::trace;
-    case LogLevel::kDebug: return spdlog::level::debug;
-    case LogLevel::kInfo: return spdlog::level::info;
-    case LogLevel::kWarn: return spdlog::level::warn;
-    case LogLevel::kError: return spdlog::level::err;
-    case LogLevel::kOff: return spdlog::level::off;
+    case LogLevel::kTrace:
+      return spdlog::level::trace;
+    case LogLevel::kDebug:
+      return spdlog::level::debug;
+    case LogLevel::kInfo:
+      return spdlog::level::info;
+    case LogLevel::kWarn:
+      return spdlog::level::warn;
+    case LogLevel::kError:
+      return spdlog::level::err;
+    case LogLevel::kOff:
+      return spdlog::level::off;
   }
   return spdlog::level::info;
 }
@@ -45,8 +51,7 @@ LogLevel parse_log_level(std::string_view name) {
   if (name == "warn" || name == "warning") return LogLevel::kWarn;
   if (name == "error") return LogLevel::kError;
   if (name == "off") return LogLevel::kOff;
-  throw InputError(fmt::format(
-      "log level is \"{}\", but must be one of trace, debug, info, warn, error, off", name));
+  throw InputError(fmt::format("log level is \"{}\", but must be one of trace, debug, info, warn, error, off", name));
 }
 
 void configure_logging(int rank, int size, LogLevel level, bool all_ranks) {

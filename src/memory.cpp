@@ -7,8 +7,8 @@
 #include <fstream>
 #include <limits>
 #include <new>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -65,10 +65,9 @@ std::optional<std::uint64_t> available_memory_bytes() {
     }
   }
   // A container's limit is below the machine's memory: room left under it.
-  for (const auto& [limit, usage] : {std::pair<const char*, const char*>{"/sys/fs/cgroup/memory.max",
-                                                                          "/sys/fs/cgroup/memory.current"},
-                                     {"/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                      "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
+  for (const auto& [limit, usage] :
+       {std::pair<const char*, const char*>{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+        {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
     const auto lim = read_number(limit);
     if (!lim || *lim >= (std::uint64_t{1} << 60)) continue;  // v1 writes a huge number for "no limit"
     const std::uint64_t used = read_number(usage).value_or(0);
@@ -81,9 +80,10 @@ std::optional<std::uint64_t> available_memory_bytes() {
 
 std::uint64_t parse_memory_size(std::string_view text) {
   auto fail = [&]() -> std::uint64_t {
-    throw InputError(fmt::format("\"{}\" is not a memory size: must be a number with an optional unit, such as "
-                                 "\"16GiB\", \"500 MB\" or \"0\" (no limit)",
-                                 text));
+    throw InputError(
+        fmt::format("\"{}\" is not a memory size: must be a number with an optional unit, such as "
+                    "\"16GiB\", \"500 MB\" or \"0\" (no limit)",
+                    text));
   };
   std::size_t i = 0;
   while (i < text.size() && text[i] == ' ') ++i;
@@ -136,10 +136,10 @@ void check_memory_need(double need_bytes, std::uint64_t max_memory, std::string_
   }
   const auto avail = available_memory_bytes();
   if (avail && need_bytes > static_cast<double>(*avail))
-    throw InputError(fmt::format("{} needs about {} of memory, but this machine has {} available; {} (or set "
-                                 "{} to allow more)",
-                                 what, format_bytes(need_bytes), format_bytes(static_cast<double>(*avail)), hint,
-                                 setting));
+    throw InputError(
+        fmt::format("{} needs about {} of memory, but this machine has {} available; {} (or set "
+                    "{} to allow more)",
+                    what, format_bytes(need_bytes), format_bytes(static_cast<double>(*avail)), hint, setting));
 }
 
 std::string error_text(const std::exception& e, std::string_view doing) {
@@ -147,10 +147,11 @@ std::string error_text(const std::exception& e, std::string_view doing) {
   const bool length = dynamic_cast<const std::length_error*>(&e) != nullptr;
   if (!alloc && !length) return e.what();
   const auto avail = available_memory_bytes();
-  return fmt::format("out of memory while {} ({}){}; use smaller sizes, or set max_memory to have the need "
-                     "checked before the run",
-                     doing, alloc ? std::string("std::bad_alloc") : fmt::format("std::length_error: {}", e.what()),
-                     avail ? fmt::format("; {} are available", format_bytes(static_cast<double>(*avail))) : "");
+  return fmt::format(
+      "out of memory while {} ({}){}; use smaller sizes, or set max_memory to have the need "
+      "checked before the run",
+      doing, alloc ? std::string("std::bad_alloc") : fmt::format("std::length_error: {}", e.what()),
+      avail ? fmt::format("; {} are available", format_bytes(static_cast<double>(*avail))) : "");
 }
 
 }  // namespace herd

@@ -19,8 +19,8 @@ namespace herd {
 
 bool launched_by_mpi() {
   // Hydra (MPICH), Open MPI, Slurm's PMI and PMIx all export one of these to each process.
-  for (const char* v : {"PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE",
-                        "MPI_LOCALNRANKS", "HYDI_CONTROL_FD", "PMI_FD"}) {
+  for (const char* v :
+       {"PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "HYDI_CONTROL_FD", "PMI_FD"}) {
     if (std::getenv(v) != nullptr) return true;
   }
   return false;
@@ -54,33 +54,40 @@ struct InMpiCall {
   InMpiCall& operator=(const InMpiCall&) = delete;
 };
 
-#define HERD_MPI_CALL(what, call)            \
-  do {                                       \
-    int herd_mpi_rc_ = MPI_SUCCESS;          \
-    {                                        \
-      const InMpiCall herd_in_mpi_;          \
-      herd_mpi_rc_ = (call);                 \
-    }                                        \
-    if (herd_mpi_rc_ != MPI_SUCCESS)         \
-      throw_mpi(what, herd_mpi_rc_);         \
+#define HERD_MPI_CALL(what, call)                                   \
+  do {                                                              \
+    int herd_mpi_rc_ = MPI_SUCCESS;                                 \
+    {                                                               \
+      const InMpiCall herd_in_mpi_;                                 \
+      herd_mpi_rc_ = (call);                                        \
+    }                                                               \
+    if (herd_mpi_rc_ != MPI_SUCCESS) throw_mpi(what, herd_mpi_rc_); \
   } while (0)
 
 MPI_Datatype mpi_type(DataType t) {
   switch (t) {
-    case DataType::kFloat64: return MPI_DOUBLE;
-    case DataType::kFloat32: return MPI_FLOAT;
-    case DataType::kInt64: return MPI_INT64_T;
-    case DataType::kInt32: return MPI_INT32_T;
-    case DataType::kUint8: return MPI_UINT8_T;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kUint8:
+      return MPI_UINT8_T;
   }
   return MPI_BYTE;
 }
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return MPI_SUM;
-    case ReduceOp::kMin: return MPI_MIN;
-    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kSum:
+      return MPI_SUM;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
   }
   return MPI_SUM;
 }
@@ -246,7 +253,8 @@ void MpiCommunicator::barrier() {
 }
 
 void MpiCommunicator::broadcast(void* data, std::size_t count, DataType type, int root) {
-  HERD_REQUIRE(root >= 0 && root < size_, "MpiCommunicator::broadcast: root is {}, but must be in [0, {})", root, size_);
+  HERD_REQUIRE(root >= 0 && root < size_, "MpiCommunicator::broadcast: root is {}, but must be in [0, {})", root,
+               size_);
   auto* p = static_cast<char*>(data);
   const std::size_t es = data_type_size(type);
   for (std::size_t off = 0; off < count; off += kChunk) {
@@ -269,20 +277,18 @@ void MpiCommunicator::allreduce(void* data, std::size_t count, DataType type, Re
   }
 }
 
-std::unique_ptr<CommRequest> MpiCommunicator::allreduce_async(void* data, std::size_t count,
-                                                              DataType type, ReduceOp op) {
+std::unique_ptr<CommRequest> MpiCommunicator::allreduce_async(void* data, std::size_t count, DataType type,
+                                                              ReduceOp op) {
   MPI_Request req = MPI_REQUEST_NULL;
-  HERD_MPI_CALL("MPI_Iallreduce",
-                MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(count, "allreduce_async"),
-                               mpi_type(type), mpi_op(op), impl_->comm, &req));
+  HERD_MPI_CALL("MPI_Iallreduce", MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(count, "allreduce_async"),
+                                                 mpi_type(type), mpi_op(op), impl_->comm, &req));
   return std::make_unique<MpiRequest>(req);
 }
 
 void MpiCommunicator::allgather(const void* send, void* recv, std::size_t count, DataType type) {
   const int n = checked_count(count, "allgather");
   MPI_Request req = MPI_REQUEST_NULL;
-  HERD_MPI_CALL("MPI_Iallgather",
-                MPI_Iallgather(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm, &req));
+  HERD_MPI_CALL("MPI_Iallgather", MPI_Iallgather(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm, &req));
   wait_polling(req, "MPI_Allgather");
 }
 
@@ -290,8 +296,8 @@ void MpiCommunicator::gather(const void* send, void* recv, std::size_t count, Da
   HERD_REQUIRE(root >= 0 && root < size_, "MpiCommunicator::gather: root is {}, but must be in [0, {})", root, size_);
   const int n = checked_count(count, "gather");
   MPI_Request req = MPI_REQUEST_NULL;
-  HERD_MPI_CALL("MPI_Igather", MPI_Igather(send, n, mpi_type(type), rank_ == root ? recv : nullptr, n,
-                                           mpi_type(type), root, impl_->comm, &req));
+  HERD_MPI_CALL("MPI_Igather", MPI_Igather(send, n, mpi_type(type), rank_ == root ? recv : nullptr, n, mpi_type(type),
+                                           root, impl_->comm, &req));
   wait_polling(req, "MPI_Gather");
 }
 

@@ -14,20 +14,28 @@ namespace {
 
 ncclDataType_t nccl_type(DataType t) {
   switch (t) {
-    case DataType::kFloat64: return ncclFloat64;
-    case DataType::kFloat32: return ncclFloat32;
-    case DataType::kInt64: return ncclInt64;
-    case DataType::kInt32: return ncclInt32;
-    case DataType::kUint8: return ncclUint8;
+    case DataType::kFloat64:
+      return ncclFloat64;
+    case DataType::kFloat32:
+      return ncclFloat32;
+    case DataType::kInt64:
+      return ncclInt64;
+    case DataType::kInt32:
+      return ncclInt32;
+    case DataType::kUint8:
+      return ncclUint8;
   }
   return ncclFloat32;
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kMin: return ncclMin;
-    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMax:
+      return ncclMax;
   }
   return ncclSum;
 }
@@ -66,16 +74,18 @@ struct NcclCommunicator::Impl {
 };
 
 NcclCommunicator::NcclCommunicator(Communicator& bootstrap, cudaStream_t stream, int device)
-    : impl_(std::make_unique<Impl>()), bootstrap_(bootstrap), stream_(stream),
-      rank_(bootstrap.rank()), size_(bootstrap.size()) {
+    : impl_(std::make_unique<Impl>()),
+      bootstrap_(bootstrap),
+      stream_(stream),
+      rank_(bootstrap.rank()),
+      size_(bootstrap.size()) {
   int count = 0;
   HERD_CUDA_CHECK(cudaGetDeviceCount(&count));
   HERD_CHECK_AS(CudaError, count > 0, "NcclCommunicator: no CUDA device");
   // One GPU per rank of a node: the node-local rank picks it (the global rank would
   // ask for devices past the first node's count on every other node).
   device_ = device < 0 ? node_local_rank(bootstrap) % count : device;
-  HERD_REQUIRE(device_ < count, "NcclCommunicator: device {} requested, but only {} present",
-               device_, count);
+  HERD_REQUIRE(device_ < count, "NcclCommunicator: device {} requested, but only {} present", device_, count);
   HERD_CUDA_CHECK(cudaSetDevice(device_));
   ncclUniqueId id{};
   if (rank_ == 0) HERD_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -107,8 +117,8 @@ void NcclCommunicator::allreduce(void* data, std::size_t count, DataType type, R
   HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-std::unique_ptr<CommRequest> NcclCommunicator::allreduce_async(void* data, std::size_t count,
-                                                               DataType type, ReduceOp op) {
+std::unique_ptr<CommRequest> NcclCommunicator::allreduce_async(void* data, std::size_t count, DataType type,
+                                                               ReduceOp op) {
   HERD_NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(type), nccl_op(op), impl_->comm, stream_));
   return std::make_unique<NcclRequest>(stream_);
 }
@@ -118,8 +128,7 @@ void NcclCommunicator::allgather(const void* send, void* recv, std::size_t count
   HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void NcclCommunicator::gather(const void* send, void* recv, std::size_t count, DataType type,
-                              int root) {
+void NcclCommunicator::gather(const void* send, void* recv, std::size_t count, DataType type, int root) {
   HERD_REQUIRE(root >= 0 && root < size_, "NcclCommunicator::gather: root {} of {} ranks", root, size_);
   const std::size_t bytes = count * data_type_size(type);
   HERD_NCCL_CHECK(ncclGroupStart());

@@ -126,10 +126,8 @@ void philox_blocks_by_index(const RngStream& s, std::uint64_t index0, std::uint3
       Lanes l;
       const int n = (width == 16 && left >= 16) ? 16 : 8;
       fill_lanes(s, index0 + static_cast<std::uint64_t>(done), sub, n, l);
-      if (n == 16)
-        blocks_avx512(l, out + 4 * done);
-      else
-        blocks_avx2(l, 0, out + 4 * done);
+      if (n == 16) blocks_avx512(l, out + 4 * done);
+      else blocks_avx2(l, 0, out + 4 * done);
       done += n;
     } else {
       const RngBlock b = s.block(index0 + static_cast<std::uint64_t>(done), sub);

@@ -23,8 +23,7 @@ void* SharedLibrary::symbol(const std::string& name) const {
   dlerror();
   void* f = dlsym(handle_.get(), name.c_str());
   const char* e = dlerror();
-  if (e || !f)
-    throw InputError(fmt::format("'{}' has no symbol '{}': {}", path_, name, e ? e : "symbol is null"));
+  if (e || !f) throw InputError(fmt::format("'{}' has no symbol '{}': {}", path_, name, e ? e : "symbol is null"));
   return f;
 }
 

@@ -80,8 +80,7 @@ struct Loop {
 }  // namespace
 
 void ThreadPool::parallel_for(std::size_t begin, std::size_t end,
-                              const std::function<void(std::size_t, std::size_t)>& body,
-                              std::size_t grain) {
+                              const std::function<void(std::size_t, std::size_t)>& body, std::size_t grain) {
   if (end <= begin) return;
   const std::size_t n = end - begin;
   const std::size_t threads = workers_.size() + 1;
@@ -107,8 +106,7 @@ void ThreadPool::parallel_for(std::size_t begin, std::size_t end,
   if (loop->error) std::rethrow_exception(loop->error);
 }
 
-void ThreadPool::parallel_for_each(std::size_t begin, std::size_t end,
-                                   const std::function<void(std::size_t)>& body,
+void ThreadPool::parallel_for_each(std::size_t begin, std::size_t end, const std::function<void(std::size_t)>& body,
                                    std::size_t grain) {
   parallel_for(
       begin, end,

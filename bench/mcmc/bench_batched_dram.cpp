@@ -47,7 +47,6 @@ class NullSink final : public BatchedDrawSink {
   void finish() override {}
 };
 
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,12 +117,10 @@ int main(int argc, char** argv) {
     so.start_points.assign(d, 0.0);
     so.domain_lower.assign(d, -3.0);
     so.domain_upper.assign(d, 3.0);
-    sur.push_back(run_batched_dram(so,
-                                   BatchedLogDensity([&](const double* x, int n, int dd, double* out) {
-                                     surrogate(x, n, dd, out);
-                                   }),
-                                   null)
-                      .chain_steps_per_second);
+    sur.push_back(
+        run_batched_dram(
+            so, BatchedLogDensity([&](const double* x, int n, int dd, double* out) { surrogate(x, n, dd, out); }), null)
+            .chain_steps_per_second);
   }
   std::filesystem::remove(h5path);
   std::printf(

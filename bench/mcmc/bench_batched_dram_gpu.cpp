@@ -85,7 +85,8 @@ void BM_BatchedSurrogate10(benchmark::State& state) {
   o.block_draws = 16;
   NullSink sink;
   double steps_per_s = 0.0;
-  for (auto _ : state) steps_per_s = cuda::run_batched_surrogate(o, net, mo, {}, {}, 0.1, 0.0, sink).chain_steps_per_second;
+  for (auto _ : state)
+    steps_per_s = cuda::run_batched_surrogate(o, net, mo, {}, {}, 0.1, 0.0, sink).chain_steps_per_second;
   state.counters["chain_steps_per_s"] = steps_per_s;
   state.counters["vs_goal"] = steps_per_s / 1e9;
 }

@@ -12,10 +12,10 @@
 //                          [--threads 1] [--arviz-reps 1] [--python python3] [--no-arviz]
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
       for (std::size_t p = 0; p < params; ++p) run_param(p, slices[0]);
     } else {
       std::vector<std::vector<double>> local(params);
-      pool.parallel_for_each(0, params, [&](std::size_t p) { run_param(p, local[p]); }, 1);
+      pool.parallel_for_each(
+          0, params, [&](std::size_t p) { run_param(p, local[p]); }, 1);
     }
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     cpu.push_back(static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
@@ -116,15 +117,14 @@ int main(int argc, char** argv) {
   out["herd_param_wall_s_last_rep"] = param_wall;
   out["herd_cpu_median_s"] = median(cpu);
   const auto& s0 = result[0];
-  out["herd_param0"] = {{"mean", s0.mean},         {"sd", s0.sd},
+  out["herd_param0"] = {{"mean", s0.mean},           {"sd", s0.sd},
                         {"mcse_mean", s0.mcse_mean}, {"mcse_sd", s0.mcse_sd},
-                        {"ess_bulk", s0.ess_bulk}, {"ess_tail", s0.ess_tail},
+                        {"ess_bulk", s0.ess_bulk},   {"ess_tail", s0.ess_tail},
                         {"r_hat", s0.rhat}};
   out["arviz"] = nullptr;
   if (use_arviz) {
-    const std::string cmd = python + " " + HERD_ARVIZ_SCRIPT + " " + std::to_string(chains) +
-                            " " + std::to_string(draws) + " " + std::to_string(params) + " " +
-                            std::to_string(arviz_reps);
+    const std::string cmd = python + " " + HERD_ARVIZ_SCRIPT + " " + std::to_string(chains) + " " +
+                            std::to_string(draws) + " " + std::to_string(params) + " " + std::to_string(arviz_reps);
     std::string text;
     if (FILE* f = popen(cmd.c_str(), "r")) {
       char buf[4096];

@@ -115,8 +115,8 @@ int main(int argc, char** argv) {
       "  \"speedup_vs_paradram_steps\": %.2f,\n  \"ess_per_s_ratio_vs_paradram\": %.2f,\n"
       "  \"cpu_ns_per_step\": %.1f,\n  \"cpu_log_density_ns\": %.1f,\n"
       "  \"cpu_overhead_ns_per_step\": %.1f,\n  \"overhead_over_log_density\": %.2f\n}\n",
-      steps, repeats, median(t_step), median(steps_s), median(t_ld), median(t_over), median(ess_s),
-      median(acc), paradram_ns, paradram_ess_s, paradram_ns / median(t_step), median(ess_s) / paradram_ess_s,
-      median(cpu_step), median(cpu_ld), median(ratio) * median(cpu_ld), median(ratio));
+      steps, repeats, median(t_step), median(steps_s), median(t_ld), median(t_over), median(ess_s), median(acc),
+      paradram_ns, paradram_ess_s, paradram_ns / median(t_step), median(ess_s) / paradram_ess_s, median(cpu_step),
+      median(cpu_ld), median(ratio) * median(cpu_ld), median(ratio));
   return 0;
 }

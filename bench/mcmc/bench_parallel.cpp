@@ -12,12 +12,12 @@
 //     an "s" suffix; default: the default period of `ResumableOptions`), against the same
 //     chain streamed to a binary chain file without checkpoints.
 // Prints one JSON object on rank 0.
+#include <unistd.h>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -82,9 +82,10 @@ int main(int argc, char** argv) {
         double steps = 0;
         for (const auto& r : m.results) steps += static_cast<double>(r.proposals);
         const double rate = steps / secs;
-        std::printf("{\"mode\": \"multi\", \"ranks\": %d, \"steps_per_s\": %.4g, \"one_chain_alone_steps_per_s\": %.4g, "
-                    "\"ideal_steps_per_s\": %.4g, \"efficiency\": %.3f}\n",
-                    size, rate, alone, alone * size, rate / (alone * size));
+        std::printf(
+            "{\"mode\": \"multi\", \"ranks\": %d, \"steps_per_s\": %.4g, \"one_chain_alone_steps_per_s\": %.4g, "
+            "\"ideal_steps_per_s\": %.4g, \"efficiency\": %.3f}\n",
+            size, rate, alone, alone * size, rate / (alone * size));
       }
     } else if (mode == "forkjoin") {
       const std::int64_t n = argc > 2 ? std::atoll(argv[2]) : 1500;
@@ -99,15 +100,16 @@ int main(int argc, char** argv) {
       NullChainSink s;
       const ForkJoinRun r = run_fork_join(o, slow, *comm, s);
       if (rank == 0) {
-        std::printf("{\"mode\": \"forkjoin\", \"ranks\": %d, \"eval_ms\": %.3g, \"proposals\": %lld, \"rounds\": %lld, "
-                    "\"acceptance_rate\": %.4f, \"serial_s\": %.4g, \"forkjoin_s\": %.4g, \"speedup\": %.3f, "
-                    "\"predicted_speedup\": %.3f, \"proposals_per_round\": %.4f, "
-                    "\"predicted_proposals_per_round\": %.4f, \"comm_ms_per_round_rank0\": %.4g, \"rank_accepted\": [",
-                    size, g_ms, static_cast<long long>(r.result.proposals), static_cast<long long>(r.rounds),
-                    r.result.acceptance_rate, serial, r.seconds, serial / r.seconds, r.predicted_speedup,
-                    static_cast<double>(r.result.proposals) / static_cast<double>(std::max<std::int64_t>(1, r.rounds)),
-                    fork_join_predicted_speedup(r.result.acceptance_rate, size, 1.0, 0.0),
-                    1e3 * r.comm_seconds / static_cast<double>(std::max<std::int64_t>(1, r.rounds)));
+        std::printf(
+            "{\"mode\": \"forkjoin\", \"ranks\": %d, \"eval_ms\": %.3g, \"proposals\": %lld, \"rounds\": %lld, "
+            "\"acceptance_rate\": %.4f, \"serial_s\": %.4g, \"forkjoin_s\": %.4g, \"speedup\": %.3f, "
+            "\"predicted_speedup\": %.3f, \"proposals_per_round\": %.4f, "
+            "\"predicted_proposals_per_round\": %.4f, \"comm_ms_per_round_rank0\": %.4g, \"rank_accepted\": [",
+            size, g_ms, static_cast<long long>(r.result.proposals), static_cast<long long>(r.rounds),
+            r.result.acceptance_rate, serial, r.seconds, serial / r.seconds, r.predicted_speedup,
+            static_cast<double>(r.result.proposals) / static_cast<double>(std::max<std::int64_t>(1, r.rounds)),
+            fork_join_predicted_speedup(r.result.acceptance_rate, size, 1.0, 0.0),
+            1e3 * r.comm_seconds / static_cast<double>(std::max<std::int64_t>(1, r.rounds)));
         for (int i = 0; i < size; ++i)
           std::printf("%s%lld", i ? ", " : "", static_cast<long long>(r.rank_accepted[static_cast<std::size_t>(i)]));
         std::printf("]}\n");
@@ -137,12 +139,14 @@ int main(int argc, char** argv) {
         const ResumableRun r = run_resumable(o, gauss10, f);
         const double total = t.seconds();
         std::filesystem::remove_all(dir);
-        std::printf("{\"mode\": \"checkpoint\", \"proposals\": %lld, \"period_steps\": %lld, \"period_s\": %g, \"checkpoints\": %lld, "
-                    "\"plain_s\": %.4g, \"resumable_s\": %.4g, \"checkpoint_s\": %.4g, \"checkpoint_share\": %.4f, "
-                    "\"overhead_vs_plain\": %.4f}\n",
-                    static_cast<long long>(r.result.proposals), static_cast<long long>(f.period_steps), f.period_seconds,
-                    static_cast<long long>(r.checkpoints), plain, total, r.checkpoint_seconds,
-                    r.checkpoint_seconds / total, total / plain - 1.0);
+        std::printf(
+            "{\"mode\": \"checkpoint\", \"proposals\": %lld, \"period_steps\": %lld, \"period_s\": %g, "
+            "\"checkpoints\": %lld, "
+            "\"plain_s\": %.4g, \"resumable_s\": %.4g, \"checkpoint_s\": %.4g, \"checkpoint_share\": %.4f, "
+            "\"overhead_vs_plain\": %.4f}\n",
+            static_cast<long long>(r.result.proposals), static_cast<long long>(f.period_steps), f.period_seconds,
+            static_cast<long long>(r.checkpoints), plain, total, r.checkpoint_seconds, r.checkpoint_seconds / total,
+            total / plain - 1.0);
       }
     }
   });

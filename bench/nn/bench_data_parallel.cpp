@@ -121,8 +121,8 @@ int main(int argc, char** argv) {
     const auto t0 = Clock::now();
     std::size_t off = 0;
     for (std::size_t b = 0; b < dp.bucket_count(); ++b) {
-      reqs.push_back(comm.allreduce_async(flat.data() + off, dp.bucket_elements(b), DataType::kFloat32,
-                                          ReduceOp::kSum));
+      reqs.push_back(
+          comm.allreduce_async(flat.data() + off, dp.bucket_elements(b), DataType::kFloat32, ReduceOp::kSum));
       off += dp.bucket_elements(b);
     }
     for (auto& r : reqs) r->wait();

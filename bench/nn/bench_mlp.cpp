@@ -135,9 +135,13 @@ int main(int argc, char** argv) {
     for (std::int64_t batch : {32, 256, 4096}) {
       const std::string suffix = fmt::format("/{}/{}", batch, threads);
       benchmark::RegisterBenchmark(fmt::format("forward{}", suffix).c_str(), bm_forward, batch, threads)
-          ->Unit(benchmark::kMillisecond)->MinTime(quick ? 0.1 : 0.3)->UseRealTime();
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(quick ? 0.1 : 0.3)
+          ->UseRealTime();
       benchmark::RegisterBenchmark(fmt::format("train{}", suffix).c_str(), bm_train, batch, threads)
-          ->Unit(benchmark::kMillisecond)->MinTime(quick ? 0.1 : 0.3)->UseRealTime();
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(quick ? 0.1 : 0.3)
+          ->UseRealTime();
     }
   benchmark::Initialize(&bargc, args.data());
   nlohmann::json out;

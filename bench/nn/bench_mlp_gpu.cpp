@@ -49,9 +49,8 @@ void bm_train(benchmark::State& st, std::int64_t batch, bool graph) {
       for (int i = 0; i < kStepsPerIteration; ++i) gpu.train_step(dx, dy, batch);
       HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
-    st.counters["step_us"] = benchmark::Counter(kStepsPerIteration * 1e-6,
-                                                benchmark::Counter::kIsIterationInvariantRate |
-                                                    benchmark::Counter::kInvert);
+    st.counters["step_us"] = benchmark::Counter(
+        kStepsPerIteration * 1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
     st.counters["loss"] = gpu.loss();
     cudaFree(dx);
     cudaFree(dy);

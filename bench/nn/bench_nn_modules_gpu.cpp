@@ -57,8 +57,8 @@ int main() {
   MlpOptions o;
   o.sizes = {64, 256, 256, 16};
   o.activation = Activation::kTanh;
-  std::printf("%-8s %11s %11s %14s %8s %8s %11s %11s\n", "batch", "module_us", "graphed_us", "device_mlp_us",
-              "mod/dev", "gr/dev", "loss", "loss_gr");
+  std::printf("%-8s %11s %11s %14s %8s %8s %11s %11s\n", "batch", "module_us", "graphed_us", "device_mlp_us", "mod/dev",
+              "gr/dev", "loss", "loss_gr");
   for (std::int64_t batch : {32, 256, 1024, 4096, 16384, 65536}) {
     Tensor x({batch, 64}, DType::kFloat32), y({batch, 16}, DType::kFloat32);
     RngCursor c = RngStream(7, 1, RngPurpose::kUser).at(0);
@@ -94,8 +94,8 @@ int main() {
     Mlp cpu(o);
     cudaStream_t stream = static_cast<cudaStream_t>(compute_stream(gpu));
     cuda::DeviceMlp base(cpu, o, stream);
-    const double base_us = time_us(
-        [&] { base.train_step(xd.data<float>(), yd.data<float>(), batch); }, steps_for(batch), gpu);
+    const double base_us =
+        time_us([&] { base.train_step(xd.data<float>(), yd.data<float>(), batch); }, steps_for(batch), gpu);
     std::printf("%-8lld %11.1f %11.1f %14.1f %8.2f %8.2f %11.5f %11.5f\n", static_cast<long long>(batch), module_us,
                 graphed_us, base_us, module_us / base_us, graphed_us / base_us, last_loss, graphed_loss);
     std::fflush(stdout);

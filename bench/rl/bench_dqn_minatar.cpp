@@ -35,8 +35,10 @@ struct Result {
 Result measure(int threads, int iterations, int envs, int batch, bool train) {
   herd::nn::set_num_threads(threads);
   const long long per_iter = 1000LL * envs;
-  std::vector<std::string> sets = {"output_prefix=bench_dqn_minatar_tmp", "sampler.num_steps=1000",
-                                   "sampler.num_envs=" + std::to_string(envs), "dqn.batch_size=" + std::to_string(batch),
+  std::vector<std::string> sets = {"output_prefix=bench_dqn_minatar_tmp",
+                                   "sampler.num_steps=1000",
+                                   "sampler.num_envs=" + std::to_string(envs),
+                                   "dqn.batch_size=" + std::to_string(batch),
                                    "total_steps=" + std::to_string((iterations + 1) * per_iter),
                                    "dqn.learning_starts=" + std::string(train ? "500" : "1000000000000")};
   std::string text;
@@ -61,8 +63,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--envs")) envs = std::max(1, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--batch")) batch = std::max(1, std::atoi(argv[++i]));
   }
-  std::printf("{\n  \"benchmark\": \"dqn_minatar_training_frames_per_s\",\n  \"env\": \"MinAtar/Breakout-v1\",\n"
-              "  \"envs\": %d,\n  \"batch_size\": %d,\n  \"results\": [\n", envs, batch);
+  std::printf(
+      "{\n  \"benchmark\": \"dqn_minatar_training_frames_per_s\",\n  \"env\": \"MinAtar/Breakout-v1\",\n"
+      "  \"envs\": %d,\n  \"batch_size\": %d,\n  \"results\": [\n",
+      envs, batch);
   for (int threads = 1; threads <= 2; ++threads) {
     std::vector<double> fps, gps, act;
     for (int r = 0; r < repeats; ++r) {
@@ -71,11 +75,13 @@ int main(int argc, char** argv) {
       gps.push_back(a.grad_steps_per_s);
       act.push_back(measure(threads, iterations, envs, batch, false).frames_per_s);
     }
-    std::printf("    {\"threads\": %d, \"frames_per_s\": %.1f, \"gradient_steps_per_s\": %.1f, "
-                "\"acting_only_frames_per_s\": %.1f, \"ratio_training_to_acting\": %.4f}%s\n",
-                threads, median(fps), median(gps), median(act), median(fps) / median(act), threads < 2 ? "," : "");
+    std::printf(
+        "    {\"threads\": %d, \"frames_per_s\": %.1f, \"gradient_steps_per_s\": %.1f, "
+        "\"acting_only_frames_per_s\": %.1f, \"ratio_training_to_acting\": %.4f}%s\n",
+        threads, median(fps), median(gps), median(act), median(fps) / median(act), threads < 2 ? "," : "");
   }
   std::printf("  ]\n}\n");
-  for (const char* ext : {".ckpt", ".h5", "_progress.csv"}) std::filesystem::remove(std::string("bench_dqn_minatar_tmp") + ext);
+  for (const char* ext : {".ckpt", ".h5", "_progress.csv"})
+    std::filesystem::remove(std::string("bench_dqn_minatar_tmp") + ext);
   return 0;
 }

@@ -8,11 +8,10 @@
 // Actions come from a pre-drawn table (64 steps x num_envs, cycled) on both sides, so
 // drawing them is not timed.
 //
-// SIMD rows (also for Acrobot-v1, without peers): one thread, sync mode, 16 to 4096 envs, at every SIMD level of the batched
-// CartPole step this CPU supports (scalar, avx2, avx512; herd::rl::set_env_simd), with
-// steps per CPU second of the process ("per core": on a shared machine wall-clock rates
-// fall with the load, CPU-time rates much less) beside the wall-clock rate; the Gymnasium
-// numpy vector env is measured at the same env counts, also per CPU second.
+// SIMD rows (also for Acrobot-v1, without peers): one thread, sync mode, 16 to 4096 envs, at every SIMD level of the
+// batched CartPole step this CPU supports (scalar, avx2, avx512; herd::rl::set_env_simd), with steps per CPU second of
+// the process ("per core": on a shared machine wall-clock rates fall with the load, CPU-time rates much less) beside
+// the wall-clock rate; the Gymnasium numpy vector env is measured at the same env counts, also per CPU second.
 //
 // Usage: bench_env_pool [--seconds S] [--repeats R] [--python EXE] [--no-gym] [--simd-only]
 //   S: seconds per configuration (default 1.0), split into R rounds (default 5);
@@ -59,8 +58,8 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Result run_herd(std::size_t threads, std::size_t n, bool async, double seconds, int repeats,
-                herd::rl::EnvSimd level, const std::string& env_id) {
+Result run_herd(std::size_t threads, std::size_t n, bool async, double seconds, int repeats, herd::rl::EnvSimd level,
+                const std::string& env_id) {
   constexpr std::size_t kTable = 64;
   herd::rl::set_env_simd(level);
   herd::rl::EnvPoolOptions o;
@@ -208,33 +207,36 @@ int main(int argc, char** argv) {
       for (std::size_t n : {64u, 1024u}) configs.push_back({1, n, false, best});
       continue;
     }
-    for (std::size_t n : {16u, 64u, 256u, 1024u, 4096u}) configs.push_back({1, n, false, static_cast<herd::rl::EnvSimd>(l)});
+    for (std::size_t n : {16u, 64u, 256u, 1024u, 4096u})
+      configs.push_back({1, n, false, static_cast<herd::rl::EnvSimd>(l)});
   }
   // Acrobot (RK4, 28 libm calls per step on the SIMD levels, 48 on the scalar one).
   for (int l = 0; l <= static_cast<int>(best); ++l)
     for (std::size_t n : {16u, 256u, 4096u})
       configs.push_back({1, n, false, static_cast<herd::rl::EnvSimd>(l), "Acrobot-v1"});
   std::vector<Result> results(configs.size());
-  std::map<std::string, std::vector<double>> peers;  // "impl/threads/num_envs" -> rates
+  std::map<std::string, std::vector<double>> peers;      // "impl/threads/num_envs" -> rates
   std::map<std::string, std::vector<double>> peers_cpu;  // the same per CPU second
   std::map<std::string, std::string> versions;
   const double slice = seconds / repeats;
   for (int round = 0; round < repeats; ++round) {
     for (std::size_t c = 0; c < configs.size(); ++c) {
-      Result r = run_herd(configs[c].threads, configs[c].n, configs[c].async, slice, 1, configs[c].level, configs[c].env);
+      Result r =
+          run_herd(configs[c].threads, configs[c].n, configs[c].async, slice, 1, configs[c].level, configs[c].env);
       if (round == 0) {
         results[c] = r;
       } else {
         results[c].all.push_back(r.all.front());
         results[c].cpu_all.push_back(r.cpu_all.front());
       }
-      std::fprintf(stderr, "round %d herd %s %-5s %-6s threads %zu envs %5zu: %.3g steps/s, %.3g per CPU s\n", round + 1,
-                   r.env.c_str(), r.mode.c_str(), r.simd.c_str(), r.threads, r.num_envs, r.all.front(), r.cpu_all.front());
+      std::fprintf(stderr, "round %d herd %s %-5s %-6s threads %zu envs %5zu: %.3g steps/s, %.3g per CPU s\n",
+                   round + 1, r.env.c_str(), r.mode.c_str(), r.simd.c_str(), r.threads, r.num_envs, r.all.front(),
+                   r.cpu_all.front());
     }
     if (!gym) continue;
     int status = 0;
-    const std::string out = read_command(
-        fmt::format("'{}' '{}' --seconds {} --repeats 1", python, HERD_BENCH_GYM_SCRIPT, slice), &status);
+    const std::string out =
+        read_command(fmt::format("'{}' '{}' --seconds {} --repeats 1", python, HERD_BENCH_GYM_SCRIPT, slice), &status);
     if (status != 0 || out.empty()) {
       peer_note = fmt::format("peers not importable by {} (status {}): ratios skipped", python, status);
       gym = false;
@@ -248,8 +250,8 @@ int main(int argc, char** argv) {
       const auto j = nlohmann::json::parse(out.substr(a, e - a), nullptr, false);
       a = e + 1;
       if (j.is_discarded() || !j.contains("impl")) continue;
-      const std::string key = fmt::format("{}/{}/{}", j["impl"].get<std::string>(), j.value("threads", 1),
-                                          j["num_envs"].get<int>());
+      const std::string key =
+          fmt::format("{}/{}/{}", j["impl"].get<std::string>(), j.value("threads", 1), j["num_envs"].get<int>());
       for (const double v : j["steps_per_s_all"]) peers[key].push_back(v);
       if (j.contains("steps_per_cpu_s_all"))
         for (const double v : j["steps_per_cpu_s_all"]) peers_cpu[key].push_back(v);
@@ -264,14 +266,20 @@ int main(int argc, char** argv) {
   doc["peer_versions"] = versions;
   for (Result& r : results) {
     r.median = median(r.all);
-    nlohmann::json row = {{"env", r.env}, {"impl", "herd"}, {"mode", r.mode}, {"simd", r.simd}, {"threads", r.threads},
-                          {"num_envs", r.num_envs}, {"batch_size", r.batch_size}, {"steps_per_s", spread(r.all)},
+    nlohmann::json row = {{"env", r.env},
+                          {"impl", "herd"},
+                          {"mode", r.mode},
+                          {"simd", r.simd},
+                          {"threads", r.threads},
+                          {"num_envs", r.num_envs},
+                          {"batch_size", r.batch_size},
+                          {"steps_per_s", spread(r.all)},
                           {"steps_per_s_per_thread_median", r.median / static_cast<double>(r.threads)},
                           {"steps_per_cpu_s", spread(r.cpu_all)}};
     // Against the scalar level of the same env count (one thread, sync), per CPU second.
     for (const Result& q : results)
-      if (q.env == r.env && q.simd == "scalar" && q.threads == 1 && q.mode == "sync" && q.num_envs == r.num_envs && r.threads == 1 &&
-          r.mode == "sync")
+      if (q.env == r.env && q.simd == "scalar" && q.threads == 1 && q.mode == "sync" && q.num_envs == r.num_envs &&
+          r.threads == 1 && r.mode == "sync")
         row["cpu_ratio_vs_scalar"] = median(r.cpu_all) / median(q.cpu_all);
     for (const auto& [key, v] : peers) {
       const auto impl = key.substr(0, key.find('/'));

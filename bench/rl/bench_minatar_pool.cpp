@@ -80,17 +80,20 @@ int main(int argc, char** argv) {
     }
   }
   if (ids.empty()) ids = {"MinAtar/Breakout-v1", "MinAtar/Freeway-v1"};
-  std::printf("{\n  \"benchmark\": \"MinAtar EnvPool random-action steps/s, float32 vs uint8 observation batches\",\n"
-              "  \"seconds_per_config\": %g, \"repeats\": %d,\n  \"results\": [\n", seconds, repeats);
+  std::printf(
+      "{\n  \"benchmark\": \"MinAtar EnvPool random-action steps/s, float32 vs uint8 observation batches\",\n"
+      "  \"seconds_per_config\": %g, \"repeats\": %d,\n  \"results\": [\n",
+      seconds, repeats);
   bool first = true;
   for (const auto& id : ids)
     for (const std::size_t threads : {1u, 2u})
       for (const std::size_t n : {16u, 64u, 256u, 1024u, 4096u}) {
         const double f = steps_per_second(id, herd::rl::ObsDtype::kFloat32, threads, n, seconds, repeats);
         const double u = steps_per_second(id, herd::rl::ObsDtype::kUint8, threads, n, seconds, repeats);
-        std::printf("%s    {\"env\": \"%s\", \"threads\": %zu, \"num_envs\": %zu, \"float32_steps_per_s\": %.0f, "
-                    "\"uint8_steps_per_s\": %.0f, \"uint8_over_float32\": %.3f}",
-                    first ? "" : ",\n", id.c_str(), threads, n, f, u, u / f);
+        std::printf(
+            "%s    {\"env\": \"%s\", \"threads\": %zu, \"num_envs\": %zu, \"float32_steps_per_s\": %.0f, "
+            "\"uint8_steps_per_s\": %.0f, \"uint8_over_float32\": %.3f}",
+            first ? "" : ",\n", id.c_str(), threads, n, f, u, u / f);
         std::fflush(stdout);
         first = false;
       }

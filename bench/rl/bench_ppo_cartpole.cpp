@@ -23,16 +23,16 @@
 // each (default 2e5, after one untimed iteration), the sampling-only rate (`collect` with
 // inference) of the same configuration, CPU seconds per wall second, and the ratio to the
 // 8-env preset measured in the same run. KIND/N override sampler.kind/num_threads.
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -59,7 +59,8 @@ int throughput(long long min_steps, const std::string& sampler, int threads) {
     if (!sampler.empty()) sets.push_back("sampler.kind=" + sampler);
     if (threads > 0) sets.push_back("sampler.num_threads=" + std::to_string(threads));
     std::string text;
-    const auto cfg = herd::rl::load_train_config(std::string(HERD_EXAMPLES_DIR) + "/" + presets[i] + ".toml", sets, &text);
+    const auto cfg =
+        herd::rl::load_train_config(std::string(HERD_EXAMPLES_DIR) + "/" + presets[i] + ".toml", sets, &text);
     herd::rl::Trainer t(cfg, text);
     t.iterate();  // warm-up: buffers, threads
     const std::int64_t s0 = t.env_steps();
@@ -77,12 +78,12 @@ int throughput(long long min_steps, const std::string& sampler, int threads) {
     } while (n < min_steps);
     const double sample_sps = static_cast<double>(n) / (wall_now() - w0);
     if (i == 0) base = train_sps;
-    std::printf("    {\"preset\": \"%s\", \"num_envs\": %d, \"num_steps\": %d, \"epochs\": %d, \"minibatch_size\": %d, "
-                "\"train_env_steps_per_s\": %.0f, \"sample_env_steps_per_s\": %.0f, \"cpu_per_wall\": %.2f, "
-                "\"train_ratio_vs_8_envs\": %.2f}%s\n",
-                presets[i].c_str(), cfg.sampler_options.num_envs, cfg.sampler_options.num_steps, cfg.ppo.epochs,
-                cfg.ppo.minibatch_size, train_sps, sample_sps, train_cpu, train_sps / base,
-                i + 1 < presets.size() ? "," : "");
+    std::printf(
+        "    {\"preset\": \"%s\", \"num_envs\": %d, \"num_steps\": %d, \"epochs\": %d, \"minibatch_size\": %d, "
+        "\"train_env_steps_per_s\": %.0f, \"sample_env_steps_per_s\": %.0f, \"cpu_per_wall\": %.2f, "
+        "\"train_ratio_vs_8_envs\": %.2f}%s\n",
+        presets[i].c_str(), cfg.sampler_options.num_envs, cfg.sampler_options.num_steps, cfg.ppo.epochs,
+        cfg.ppo.minibatch_size, train_sps, sample_sps, train_cpu, train_sps / base, i + 1 < presets.size() ? "," : "");
     std::fflush(stdout);
   }
   std::printf("  ],\n  \"gpu_goal_env_steps_per_s\": 2000000\n}\n");
@@ -108,8 +109,8 @@ std::string run_capture(const std::string& cmd, int* status) {
 // One SB3 run (sb3_ppo_cartpole.py) for `seed`; a JSON object, or {"error": ...}.
 nlohmann::json sb3_run(const std::string& python, int seed, long long max_steps) {
   int st = 0;
-  const std::string out = run_capture("'" + python + "' '" + HERD_BENCH_SB3_SCRIPT + "' --seed " + std::to_string(seed) +
-                                          " --max-steps " + std::to_string(max_steps),
+  const std::string out = run_capture("'" + python + "' '" + HERD_BENCH_SB3_SCRIPT + "' --seed " +
+                                          std::to_string(seed) + " --max-steps " + std::to_string(max_steps),
                                       &st);
   // The JSON is the last line (torch or gymnasium may print warnings before it).
   std::string line = out;
@@ -147,9 +148,10 @@ int child_run(const std::string& config, const std::vector<std::string>& sets, d
     }
   }
   const double mean = t.recent_episodes() > 0 ? t.recent_mean_return() : 0.0;
-  std::printf("{\"reached\": %s, \"env_steps\": %lld, \"iterations\": %lld, \"episodes\": %zu, \"mean_return\": %.2f}\n",
-              reached ? "true" : "false", static_cast<long long>(t.env_steps()),
-              static_cast<long long>(t.iteration()), t.recent_episodes(), mean);
+  std::printf(
+      "{\"reached\": %s, \"env_steps\": %lld, \"iterations\": %lld, \"episodes\": %zu, \"mean_return\": %.2f}\n",
+      reached ? "true" : "false", static_cast<long long>(t.env_steps()), static_cast<long long>(t.iteration()),
+      t.recent_episodes(), mean);
   std::fflush(stdout);
   std::_Exit(0);  // no teardown: the time counted ends here
 }
@@ -159,9 +161,13 @@ int config_runs(const char* self, const std::string& config, const std::vector<s
   std::vector<double> walls, cpus;
   nlohmann::json runs = nlohmann::json::array();
   for (int s = first_seed; s < first_seed + seeds; ++s) {
-    std::vector<std::string> args = {self, "--child", "--config", config, "--threshold", std::to_string(threshold),
-                                     "--max-steps", std::to_string(max_steps), "--nn-threads", std::to_string(nn_threads),
-                                     "--set", "seed=" + std::to_string(s), "--set", "output_prefix=/tmp/bench_ppo_child"};
+    std::vector<std::string> args = {self,           "--child",
+                                     "--config",     config,
+                                     "--threshold",  std::to_string(threshold),
+                                     "--max-steps",  std::to_string(max_steps),
+                                     "--nn-threads", std::to_string(nn_threads),
+                                     "--set",        "seed=" + std::to_string(s),
+                                     "--set",        "output_prefix=/tmp/bench_ppo_child"};
     for (const auto& kv : sets) args.insert(args.end(), {"--set", kv});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -289,8 +295,9 @@ int main(int argc, char** argv) {
     }
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-    std::printf("    {\"seed\": %d, \"reached\": %s, \"seconds\": %.3f, \"cpu_seconds\": %.3f, \"env_steps\": %lld}%s\n",
-                s, reached ? "true" : "false", sec, cpu, static_cast<long long>(t.env_steps()), s + 1 < seeds ? "," : "");
+    std::printf(
+        "    {\"seed\": %d, \"reached\": %s, \"seconds\": %.3f, \"cpu_seconds\": %.3f, \"env_steps\": %lld}%s\n", s,
+        reached ? "true" : "false", sec, cpu, static_cast<long long>(t.env_steps()), s + 1 < seeds ? "," : "");
     if (reached) {
       times.push_back(sec);
       cpus.push_back(cpu);
@@ -316,11 +323,13 @@ int main(int argc, char** argv) {
   std::printf("  \"median_cpu_seconds\": %.3f,\n", median(cpus));
   if (peer && !peer_times.empty() && med > 0) {
     const double pmed = median(peer_times);
-    std::printf("  \"sb3_runs\": %s,\n  \"sb3_reached\": %zu,\n  \"sb3_median_seconds\": %.3f,\n"
-                "  \"sb3_median_cpu_seconds\": %.3f,\n  \"speedup_vs_sb3_median\": %.1f,\n",
-                peer_runs.dump().c_str(), peer_times.size(), pmed, median(peer_cpus), pmed / med);
+    std::printf(
+        "  \"sb3_runs\": %s,\n  \"sb3_reached\": %zu,\n  \"sb3_median_seconds\": %.3f,\n"
+        "  \"sb3_median_cpu_seconds\": %.3f,\n  \"speedup_vs_sb3_median\": %.1f,\n",
+        peer_runs.dump().c_str(), peer_times.size(), pmed, median(peer_cpus), pmed / med);
   } else {
-    std::printf("  \"sb3\": \"%s\",\n", peer && peer_times.empty() ? "measured, but no SB3 run reached 475" : peer_note.c_str());
+    std::printf("  \"sb3\": \"%s\",\n",
+                peer && peer_times.empty() ? "measured, but no SB3 run reached 475" : peer_note.c_str());
   }
   std::printf("  \"goal_seconds\": 0.5\n}\n");
   return 0;

@@ -91,9 +91,10 @@ int main(int argc, char** argv) {
       tps.push_back(m.train_per_s);
       cpw.push_back(m.cpu_per_wall);
     }
-    std::printf("    {\"threads\": %d, \"frames_per_s\": %.0f, \"rollout_frames_per_s\": %.0f, "
-                "\"update_frames_per_s\": %.0f, \"cpu_per_wall\": %.2f}%s\n",
-                threads, median(fps), median(sps), median(tps), median(cpw), k == 0 ? "," : "");
+    std::printf(
+        "    {\"threads\": %d, \"frames_per_s\": %.0f, \"rollout_frames_per_s\": %.0f, "
+        "\"update_frames_per_s\": %.0f, \"cpu_per_wall\": %.2f}%s\n",
+        threads, median(fps), median(sps), median(tps), median(cpw), k == 0 ? "," : "");
     std::fflush(stdout);
   }
   std::printf("  ]\n}\n");

@@ -85,18 +85,19 @@ struct EndToEnd {
 
 EndToEnd end_to_end(const std::string& device, int threads, long long min_steps, double max_seconds) {
   std::string text;
-  const TrainConfig c = load_train_config(examples_dir() + "/cartpole_ppo_4096.toml",
-                                          {"device=" + device, "sampler.kind=parallel",
-                                           "sampler.num_threads=" + std::to_string(threads),
-                                           "total_steps=1000000000", "output_prefix=bench_rl_gpu"},
-                                          &text);
+  const TrainConfig c =
+      load_train_config(examples_dir() + "/cartpole_ppo_4096.toml",
+                        {"device=" + device, "sampler.kind=parallel", "sampler.num_threads=" + std::to_string(threads),
+                         "total_steps=1000000000", "output_prefix=bench_rl_gpu"},
+                        &text);
   Trainer t(c, text);
   t.iterate();  // warm-up: buffers, threads, cuBLAS heuristics
   EndToEnd r;
   const std::int64_t s0 = t.env_steps();
   const auto t0 = Clock::now();
   do t.iterate();
-  while ((t.env_steps() - s0 < min_steps && seconds_since(t0) < max_seconds) || t.env_steps() - s0 < 2 * c.steps_per_iteration());
+  while ((t.env_steps() - s0 < min_steps && seconds_since(t0) < max_seconds) ||
+         t.env_steps() - s0 < 2 * c.steps_per_iteration());
   const double train_s = seconds_since(t0);
   r.train_sps = static_cast<double>(t.env_steps() - s0) / train_s;
   RolloutBuffer buf;
@@ -141,10 +142,11 @@ int main(int argc, char** argv) {
   std::printf("%-8s %16.0f %16.0f %13.0f%%\n", "cpu", h.train_sps, h.sample_sps, 100 * h.update_share);
   std::printf("ratio cuda / cpu (train): %.2fx; goal 2e6 steps/s: %.0f%% of it\n", g.train_sps / h.train_sps,
               100 * g.train_sps / 2e6);
-  std::printf("{\"benchmark\": \"rl_gpu_end_to_end\", \"preset\": \"cartpole_ppo_4096\", \"threads\": %d, "
-              "\"cuda_train_env_steps_per_s\": %.0f, \"cpu_train_env_steps_per_s\": %.0f, \"ratio_cuda_vs_cpu\": %.3f, "
-              "\"cuda_sample_env_steps_per_s\": %.0f, \"cuda_update_share\": %.3f, \"goal_env_steps_per_s\": 2000000}\n",
-              threads, g.train_sps, h.train_sps, g.train_sps / h.train_sps, g.sample_sps, g.update_share);
+  std::printf(
+      "{\"benchmark\": \"rl_gpu_end_to_end\", \"preset\": \"cartpole_ppo_4096\", \"threads\": %d, "
+      "\"cuda_train_env_steps_per_s\": %.0f, \"cpu_train_env_steps_per_s\": %.0f, \"ratio_cuda_vs_cpu\": %.3f, "
+      "\"cuda_sample_env_steps_per_s\": %.0f, \"cuda_update_share\": %.3f, \"goal_env_steps_per_s\": 2000000}\n",
+      threads, g.train_sps, h.train_sps, g.train_sps / h.train_sps, g.sample_sps, g.update_share);
 
   // 2. Alternating against parallel sampler, agent on the GPU.
   std::printf("\nSamplers on cuda (T = 32; times per step of B envs, microseconds)\n");

@@ -74,20 +74,21 @@ int worker_config(const std::string& file, int iterations) {
   comm.barrier();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (comm.rank() == 0)
-    std::printf("steps_per_s %.1f\nsyncs_per_iteration %d\n", static_cast<double>(iterations) * c.steps_per_iteration() / s,
-                static_cast<int>(c.ppo.epochs * (c.ppo.minibatch_size > 0 ? (c.steps_per_iteration() + c.ppo.minibatch_size - 1) /
-                                                                        c.ppo.minibatch_size
-                                                                  : 1)));
+    std::printf("steps_per_s %.1f\nsyncs_per_iteration %d\n",
+                static_cast<double>(iterations) * c.steps_per_iteration() / s,
+                static_cast<int>(c.ppo.epochs *
+                                 (c.ppo.minibatch_size > 0
+                                      ? (c.steps_per_iteration() + c.ppo.minibatch_size - 1) / c.ppo.minibatch_size
+                                      : 1)));
   return 0;
 }
 
 double measure(const std::string& mpiexec, const std::string& self, int ranks, int envs, int minibatch, int iterations,
                const std::string& config = "") {
-  const std::string cmd = config.empty()
-                              ? fmt::format("'{}' -n {} '{}' --worker {} {} {}", mpiexec, ranks, self, envs, minibatch,
-                                            iterations)
-                              : fmt::format("'{}' -n {} '{}' --worker-config '{}' {}", mpiexec, ranks, self, config,
-                                            iterations);
+  const std::string cmd =
+      config.empty()
+          ? fmt::format("'{}' -n {} '{}' --worker {} {} {}", mpiexec, ranks, self, envs, minibatch, iterations)
+          : fmt::format("'{}' -n {} '{}' --worker-config '{}' {}", mpiexec, ranks, self, config, iterations);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return 0;
   char line[256];
@@ -121,12 +122,13 @@ int main(int argc, char** argv) {
       r2.push_back(measure(mpiexec, self, 2, 0, 0, iterations, config));
       std::fprintf(stderr, "repeat %d: 1 rank %.0f, 2 ranks %.0f env steps/s\n", k + 1, r1.back(), r2.back());
     }
-    std::printf("{\n  \"benchmark\": \"weak scaling of %s (env steps/s, all ranks)\",\n  \"iterations\": %d,\n"
-                "  \"one_rank\": [%.0f, %.0f, %.0f],\n  \"two_ranks\": [%.0f, %.0f, %.0f],\n"
-                "  \"ratio_of_medians\": %.3f\n}\n",
-                config.c_str(), iterations, *std::min_element(r1.begin(), r1.end()), median(r1),
-                *std::max_element(r1.begin(), r1.end()), *std::min_element(r2.begin(), r2.end()), median(r2),
-                *std::max_element(r2.begin(), r2.end()), median(r2) / median(r1));
+    std::printf(
+        "{\n  \"benchmark\": \"weak scaling of %s (env steps/s, all ranks)\",\n  \"iterations\": %d,\n"
+        "  \"one_rank\": [%.0f, %.0f, %.0f],\n  \"two_ranks\": [%.0f, %.0f, %.0f],\n"
+        "  \"ratio_of_medians\": %.3f\n}\n",
+        config.c_str(), iterations, *std::min_element(r1.begin(), r1.end()), median(r1),
+        *std::max_element(r1.begin(), r1.end()), *std::min_element(r2.begin(), r2.end()), median(r2),
+        *std::max_element(r2.begin(), r2.end()), median(r2) / median(r1));
     return 0;
   }
   std::string rows;
@@ -140,13 +142,14 @@ int main(int argc, char** argv) {
       const double m = median(r);
       if (ranks == 1) one = m;
       if (!rows.empty()) rows += ",\n";
-      rows += fmt::format("    {{\"scaling\": \"{}\", \"ranks\": {}, \"envs_per_rank\": {}, \"steps_per_s\": {:.0f}{}}}",
-                          scaling, ranks, envs, m,
-                          ranks == 2 ? fmt::format(", \"ratio_vs_1_rank\": {:.3f}", m / one) : std::string());
+      rows += fmt::format(
+          "    {{\"scaling\": \"{}\", \"ranks\": {}, \"envs_per_rank\": {}, \"steps_per_s\": {:.0f}{}}}", scaling,
+          ranks, envs, m, ranks == 2 ? fmt::format(", \"ratio_vs_1_rank\": {:.3f}", m / one) : std::string());
     }
   }
-  std::printf("{\n  \"benchmark\": \"PPO CartPole-v1 training throughput (env steps/s, all ranks)\",\n"
-              "  \"iterations\": %d,\n  \"results\": [\n%s\n  ]\n}\n",
-              iterations, rows.c_str());
+  std::printf(
+      "{\n  \"benchmark\": \"PPO CartPole-v1 training throughput (env steps/s, all ranks)\",\n"
+      "  \"iterations\": %d,\n  \"results\": [\n%s\n  ]\n}\n",
+      iterations, rows.c_str());
   return 0;
 }

@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,8 +69,8 @@ int g_sleep_us = 0;
 class SleepyEnv final : public Env {
  public:
   SleepyEnv()
-      : Env("Sleepy-v0", Space::box(std::vector<double>(6, -10.0), std::vector<double>(6, 10.0)), Space::discrete(3),
-            6, 500) {}
+      : Env("Sleepy-v0", Space::box(std::vector<double>(6, -10.0), std::vector<double>(6, 10.0)), Space::discrete(3), 6,
+            500) {}
   std::vector<double> get_state() const override { return {s_, s_ + 6}; }
   void observe(float* obs) const override {
     for (int i = 0; i < 6; ++i) obs[i] = static_cast<float>(s_[i]);
@@ -136,8 +136,8 @@ int main(int argc, char** argv) {
     const herd::RngStream rng(1, 0, herd::RngPurpose::kPolicy);
     std::uint64_t idx = 0;
     const double inf_rate = median(rates(
-        [&] { agent.act(obs.data(), static_cast<std::size_t>(B), &rng, idx++, act.data(), lp.data(), val.data()); },
-        B, seconds, repeats));
+        [&] { agent.act(obs.data(), static_cast<std::size_t>(B), &rng, idx++, act.data(), lp.data(), val.data()); }, B,
+        seconds, repeats));
     double par[257] = {};
     for (const std::string kind : {"serial", "parallel", "alternating"}) {
       for (int threads : thread_counts) {
@@ -162,9 +162,10 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("{\n  \"benchmark\": \"sampler throughput (env steps/s incl. inference)\",\n  \"env\": \"%s\",\n"
-              "  \"sleep_us_per_env_step\": %d,\n  \"policy\": \"%d-%d tanh MLP actor + critic\",\n"
-              "  \"num_steps\": %d,\n  \"results\": [\n%s\n  ]\n}\n",
-              env_id.c_str(), g_sleep_us, hidden, hidden, T, rows.c_str());
+  std::printf(
+      "{\n  \"benchmark\": \"sampler throughput (env steps/s incl. inference)\",\n  \"env\": \"%s\",\n"
+      "  \"sleep_us_per_env_step\": %d,\n  \"policy\": \"%d-%d tanh MLP actor + critic\",\n"
+      "  \"num_steps\": %d,\n  \"results\": [\n%s\n  ]\n}\n",
+      env_id.c_str(), g_sleep_us, hidden, hidden, T, rows.c_str());
   return 0;
 }

@@ -85,7 +85,10 @@ nlohmann::json load_model_data(const std::string& path, const std::string& group
 void register_models(mcmc::TargetRegistry& registry) {
   for (const auto& name : model_names()) {
     const std::string full = make_model(name)->posteriordb_name();
-    registry.add({name, mcmc::TargetRegistry::Family::kModel, "posteriordb model " + full, {full},
+    registry.add({name,
+                  mcmc::TargetRegistry::Family::kModel,
+                  "posteriordb model " + full,
+                  {full},
                   [name](const io::Settings& st) { return make_model_target(name, st); }});
   }
 }

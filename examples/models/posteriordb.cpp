@@ -64,9 +64,10 @@ std::vector<double> vec(const json& data, const char* model, const char* key, st
   bool flat = v.is_array();
   if (flat)
     for (const auto& x : v) flat = flat && x.is_number();
-  HERD_REQUIRE(flat && v.size() == n, "{}: data field \"{}\" has shape {}{}, but must be a vector of {} = {} numbers (shape [{}])",
-               model, key, shape_text(v), v.is_array() && !flat && !v.empty() && !v[0].is_array() ? " with non-numbers" : "",
-               n_key, n, n);
+  HERD_REQUIRE(flat && v.size() == n,
+               "{}: data field \"{}\" has shape {}{}, but must be a vector of {} = {} numbers (shape [{}])", model, key,
+               shape_text(v), v.is_array() && !flat && !v.empty() && !v[0].is_array() ? " with non-numbers" : "", n_key,
+               n, n);
   std::vector<double> out;
   out.reserve(v.size());
   for (const auto& x : v) out.push_back(x.get<double>());
@@ -76,8 +77,12 @@ std::vector<double> vec(const json& data, const char* model, const char* key, st
 long integer(const json& data, const char* model, const char* key) {
   HERD_REQUIRE(data.contains(key), "{}: data has no field \"{}\"", model, key);
   const json& v = data.at(key);
-  HERD_REQUIRE(v.is_number_integer(), "{}: data field \"{}\" is {} of shape {}, but must be an integer scalar (shape [])",
-               model, key, v.is_number() ? "a real number" : v.is_array() ? "an array" : "not a number", shape_text(v));
+  HERD_REQUIRE(v.is_number_integer(),
+               "{}: data field \"{}\" is {} of shape {}, but must be an integer scalar (shape [])", model, key,
+               v.is_number()  ? "a real number"
+               : v.is_array() ? "an array"
+                              : "not a number",
+               shape_text(v));
   const long x = v.get<long>();
   HERD_REQUIRE(x > 0, "{}: data field \"{}\" is {}, but must be positive", model, key, x);
   return x;
@@ -380,8 +385,8 @@ class LowDimGaussMix final : public PosteriorModel {
     // Beta(5, 5): log B(5, 5) = log(4! 4! / 9!)
     const double log_beta55 = std::lgamma(5.0) + std::lgamma(5.0) - std::lgamma(10.0);
     double lp = half_normal_lpdf(s1, 2.0) + half_normal_lpdf(s2, 2.0) + normal_lpdf(mu1, 0.0, 2.0) +
-                normal_lpdf(mu2, 0.0, 2.0) + 4.0 * log_t + 4.0 * log_1mt - log_beta55 + u[1] + u[2] +
-                u[3] + log_t + log_1mt;
+                normal_lpdf(mu2, 0.0, 2.0) + 4.0 * log_t + 4.0 * log_1mt - log_beta55 + u[1] + u[2] + u[3] + log_t +
+                log_1mt;
     const double c1 = log_t - kLogSqrt2Pi - u[2], c2 = log_1mt - kLogSqrt2Pi - u[3];
     const double inv1 = 1.0 / s1, inv2 = 1.0 / s2;
     for (double y : y_) {

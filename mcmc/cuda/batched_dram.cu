@@ -80,8 +80,9 @@ BatchedDramResult run_batched_device_network(const BatchedDramOptions& options_i
   const int d = options.ndim;
   const auto du = static_cast<std::size_t>(d);
   if ((!shift_in.empty() && shift_in.size() != du) || (!width_in.empty() && width_in.size() != du) || !forward)
-    detail::throw_no_cuda_path("run_batched_device_network: shift and width must have 0 or d values and the forward "
-                               "function must be set; this configuration");
+    detail::throw_no_cuda_path(
+        "run_batched_device_network: shift and width must have 0 or d values and the forward "
+        "function must be set; this configuration");
   std::vector<double> shift = shift_in.empty() ? std::vector<double>(du, 0.0) : shift_in;
   std::vector<double> width = width_in.empty() ? std::vector<double>(du, 1.0) : width_in;
   detail::BatchedEngine engine(options);
@@ -116,7 +117,8 @@ BatchedDramResult run_batched_device_network(const BatchedDramOptions& options_i
         }
         if (adapting) herd::gpu::launch(accumulate_all, dc.blocks, dc.threads, 0, stream, p, dc.da, m);
       }
-      if (hbx) herd::gpu::launch(record, dc.blocks, dc.threads, 0, stream, dc.da, m, d, nd, t, dc.bx.get(), dc.blp.get());
+      if (hbx)
+        herd::gpu::launch(record, dc.blocks, dc.threads, 0, stream, dc.da, m, d, nd, t, dc.bx.get(), dc.blp.get());
       HERD_CUDA_CHECK(cudaGetLastError());
     }
     dc.download_block(nd, hbx, hblp);
@@ -157,8 +159,8 @@ void kernel_draws(std::uint64_t seed, std::uint32_t first_chain_id, std::size_t 
   p.first_chain_id = first_chain_id;
   p.zig = zig.get();
   const unsigned threads = 128;
-  herd::gpu::launch(draws_kernel, static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream, p, n, k, dw.get(), du.get(),
-                                                                                           dn.get());
+  herd::gpu::launch(draws_kernel, static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream, p, n, k,
+                    dw.get(), du.get(), dn.get());
   HERD_CUDA_CHECK(cudaGetLastError());
   words.resize(n * 12);
   uniforms.resize(du.size());

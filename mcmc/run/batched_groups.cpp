@@ -25,8 +25,8 @@ constexpr std::size_t kMaxKsChains = 16;
 
 /// One chain's recorded draws in compact form: runs of equal consecutive draws merged.
 struct CompactDraws {
-  std::vector<std::size_t> first;     ///< draw index of each compact row
-  std::vector<std::int64_t> weight;   ///< its run length
+  std::vector<std::size_t> first;    ///< draw index of each compact row
+  std::vector<std::int64_t> weight;  ///< its run length
 };
 
 CompactDraws compact_chain(const MemoryBatchedSink& draws, std::size_t c) {
@@ -104,7 +104,8 @@ class RowWriter {
     const std::size_t n = data.size() / std::max<std::size_t>(k_, 1);
     if (n == 0) return;
     const hid_t fs = H5Dget_space(id_);
-    const hsize_t start[2] = {static_cast<hsize_t>(next_), 0}, count[2] = {static_cast<hsize_t>(n), static_cast<hsize_t>(k_)};
+    const hsize_t start[2] = {static_cast<hsize_t>(next_), 0},
+                  count[2] = {static_cast<hsize_t>(n), static_cast<hsize_t>(k_)};
     const int rank = k_ > 0 ? 2 : 1;
     H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
     const hid_t ms = H5Screate_simple(rank, count, nullptr);
@@ -263,9 +264,10 @@ void write_diagnostics(io::H5Group& root, const BatchedRunFacts& f, const Memory
   dg.create_dimension("ks_variable", d);
   dg.create_dimension("chain_a", M);
   dg.create_dimension("chain_b", M);
-  const std::string tested = "the chains' samples of the recorded (thinned) draws (sample_size, or ParaDRAM's refinement)";
-  for (const auto& [name, v] : {std::pair<const char*, const std::vector<double>*>{"ks_statistic", &stat},
-                                {"ks_p_value", &pval}}) {
+  const std::string tested =
+      "the chains' samples of the recorded (thinned) draws (sample_size, or ParaDRAM's refinement)";
+  for (const auto& [name, v] :
+       {std::pair<const char*, const std::vector<double>*>{"ks_statistic", &stat}, {"ks_p_value", &pval}}) {
     io::H5Dataset ds = dg.write<double>(name, *v, {d, M, M});
     dg.attach_dimensions(ds, {"ks_variable", "chain_a", "chain_b"});
     ds.set_attribute("tested", tested);

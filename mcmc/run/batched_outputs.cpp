@@ -169,7 +169,8 @@ BatchedDramResult reduce_batched_result(const BatchedDramResult& r, const Batche
   const bool pooled = o.adaptation == BatchedAdaptation::kPooled;
   t.adaptive_updates = pooled ? r.adaptive_updates : static_cast<std::int64_t>(sums[3]);
   t.chol_failures = pooled ? r.chol_failures : static_cast<std::int64_t>(sums[4]);
-  for (std::size_t i = 0; i < t.stage_accepted.size(); ++i) t.stage_accepted[i] = static_cast<std::int64_t>(sums[5 + i]);
+  for (std::size_t i = 0; i < t.stage_accepted.size(); ++i)
+    t.stage_accepted[i] = static_cast<std::int64_t>(sums[5 + i]);
   t.seconds = seconds;
   t.chain_steps_per_second = static_cast<double>(t.num_chains * t.proposals_per_chain) / std::max(seconds, 1e-12);
   return t;
@@ -324,14 +325,16 @@ std::string batched_text_report(const BatchedRunFacts& f, const BatchedPosterior
   rep += "\n== run ==\n" + batched_report(f.all_options, f.totals, post.diagnostics);
   rep += superchain_line(f);
   rep += checkpoint_line(f);
-  rep += "not used by batched devices: parallelization_model, adaptive_update_count, greedy_adaptation_count, "
-         "burnin_adaptation_measure, target_acceptance_rate, chain_file_format (sample_size and the refinement make "
-         "the .h5's sample group of the recorded draws)\n";
+  rep +=
+      "not used by batched devices: parallelization_model, adaptive_update_count, greedy_adaptation_count, "
+      "burnin_adaptation_measure, target_acceptance_rate, chain_file_format (sample_size and the refinement make "
+      "the .h5's sample group of the recorded draws)\n";
   rep += "\n== posterior (thinned draws after the warm-up): statistics and diagnostics ==\n" + table;
   if (!warnings.empty()) rep += "\n== convergence warnings ==\n" + warnings;
-  rep += fmt::format("\noutputs: {}.h5 (posterior, sample_stats/lp [chain, draw], chain_compact, sample, diagnostics), "
-                     "{}_report.txt, {}_report.html\n",
-                     specs.output_prefix, specs.output_prefix, specs.output_prefix);
+  rep += fmt::format(
+      "\noutputs: {}.h5 (posterior, sample_stats/lp [chain, draw], chain_compact, sample, diagnostics), "
+      "{}_report.txt, {}_report.html\n",
+      specs.output_prefix, specs.output_prefix, specs.output_prefix);
   return rep;
 }
 
@@ -382,8 +385,9 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
   for (const auto& q : post.rows) h.summary.push_back(q.stats);
   h.sampled = static_cast<std::size_t>(o.ndim);
   h.acceptance_rate = f.totals.acceptance_rate;
-  h.history_note = "Batched runs do not record the acceptance rate and adaptation over the run: the table gives "
-                   "the mean acceptance rate after the warm-up.";
+  h.history_note =
+      "Batched runs do not record the acceptance rate and adaptation over the run: the table gives "
+      "the mean acceptance rate after the warm-up.";
   h.start_covariance = start_covariance(o);
   const auto du = static_cast<std::size_t>(o.ndim);
   if (f.totals.proposal_cov.size() == du * du)
@@ -391,8 +395,9 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
                                          ? "proposal after the warm-up (chain 1)"
                                          : "proposal after the warm-up (shared)",
                                      f.totals.proposal_cov);
-  h.covariance_note = "Batched runs keep the start proposal covariance and the one frozen after the warm-up, not "
-                      "their history: the figure shows those two.";
+  h.covariance_note =
+      "Batched runs keep the start proposal covariance and the one frozen after the warm-up, not "
+      "their history: the figure shows those two.";
   if (f.superchains > 0)
     h.notes.push_back(
         fmt::format("Nested R-hat over {} superchains is in {}_report.txt.", f.superchains, specs.output_prefix));

@@ -29,9 +29,10 @@ BatchedDrawRecord::BatchedDrawRecord(std::string path, io::BlockChecksums sums)
   if (static_cast<std::uint64_t>(st.st_size) < keep) {
     ::close(fd_);
     fd_ = -1;
-    throw IoError(fmt::format("the restart record \"{}\" has {} bytes, but its checkpoint needs {}; set "
-                              "overwrite = true to start afresh",
-                              path_, static_cast<long long>(st.st_size), keep));
+    throw IoError(
+        fmt::format("the restart record \"{}\" has {} bytes, but its checkpoint needs {}; set "
+                    "overwrite = true to start afresh",
+                    path_, static_cast<long long>(st.st_size), keep));
   }
   try {
     sums_.verify(path_, "the batched restart record");
@@ -86,10 +87,15 @@ void BatchedDrawRecord::fail(const char* what) const {
                             e != 0 ? std::strerror(e) : "unexpected end of file"));
 }
 
-BatchedRestartRecord::BatchedRestartRecord(Communicator& comm, const SamplerSpecs& specs,
-                                           const BatchedDramOptions& o, std::uint64_t input_hash, bool resuming)
-    : comm_(comm), specs_(specs), hash_(input_hash), m_(o.num_chains), d_(o.ndim),
-      stages_(1 + o.delayed_rejection_count), per_chain_(o.adaptation == BatchedAdaptation::kPerChain),
+BatchedRestartRecord::BatchedRestartRecord(Communicator& comm, const SamplerSpecs& specs, const BatchedDramOptions& o,
+                                           std::uint64_t input_hash, bool resuming)
+    : comm_(comm),
+      specs_(specs),
+      hash_(input_hash),
+      m_(o.num_chains),
+      d_(o.ndim),
+      stages_(1 + o.delayed_rejection_count),
+      per_chain_(o.adaptation == BatchedAdaptation::kPerChain),
       adapt_(o.adaptation != BatchedAdaptation::kNone && o.warmup > 0) {
   const std::string dir = specs.output_prefix + "_restart";
   path_ = dir + "/batched.ckpt";
@@ -130,12 +136,12 @@ void BatchedRestartRecord::save(const BatchedSnapshot& st) {
   if (!st.accepted_warmup.empty()) rows("accepted_warmup", st.accepted_warmup);
   // The factor(s) and the adaptation state: per chain, or shared (the same on every rank).
   for (const auto& [name, v] : {std::pair<const char*, const std::vector<double>*>{"chol", &st.chol},
-                                {"run_n", &st.run_n}, {"run_mean", &st.run_mean}, {"run_m2", &st.run_m2},
+                                {"run_n", &st.run_n},
+                                {"run_mean", &st.run_mean},
+                                {"run_m2", &st.run_m2},
                                 {"ad_ref", &st.ad_ref}}) {
-    if (per_chain_ && (adapt_ || v == &st.chol))
-      rows(name, *v);
-    else if (root)
-      w.add(name, *v);
+    if (per_chain_ && (adapt_ || v == &st.chol)) rows(name, *v);
+    else if (root) w.add(name, *v);
   }
   if (!root) return;
   draws_->sync();
@@ -171,9 +177,10 @@ void BatchedRestartRecord::read(const std::string& path) {
   if (r.value<std::uint64_t>("input_hash") != hash_ || r.value<std::int64_t>("chains") != n ||
       r.value<std::int64_t>("chains_per_rank") != m_ || r.value<std::int64_t>("ndim") != d_ ||
       r.value<std::int64_t>("stages") != stages_)
-    throw InputError(fmt::format("the restart record \"{}\" is of another batched run ({} chains, {} per process); "
-                                 "resume with the same input and number of processes, or set overwrite = true",
-                                 path, r.value<std::int64_t>("chains"), r.value<std::int64_t>("chains_per_rank")));
+    throw InputError(
+        fmt::format("the restart record \"{}\" is of another batched run ({} chains, {} per process); "
+                    "resume with the same input and number of processes, or set overwrite = true",
+                    path, r.value<std::int64_t>("chains"), r.value<std::int64_t>("chains_per_rank")));
   read_arrays(r);
   snap_.next_proposal = r.value<std::uint64_t>("next_proposal");
   snap_.draws_done = r.value<std::int64_t>("draws_done");
@@ -182,9 +189,10 @@ void BatchedRestartRecord::read(const std::string& path) {
   snap_.chol_failures = r.value<std::int64_t>("chol_failures");
   draw_sums_.bytes = r.value<std::uint64_t>("draw_bytes");
   if (!r.has("draw_crc32"))
-    throw IoError(fmt::format("the batched restart record \"{}\" has no checksums of its draws (it was "
-                              "written by an earlier version of herd); set overwrite = true to start afresh",
-                              path));
+    throw IoError(
+        fmt::format("the batched restart record \"{}\" has no checksums of its draws (it was "
+                    "written by an earlier version of herd); set overwrite = true to start afresh",
+                    path));
   draw_sums_.crcs = r.get<std::uint32_t>("draw_crc32");
   have_ = true;
 }
@@ -206,12 +214,12 @@ void BatchedRestartRecord::read_arrays(io::CheckpointReader& r) {
   mine("nan_count", snap_.nan_count);
   if (r.has("accepted_warmup")) mine("accepted_warmup", snap_.accepted_warmup);
   for (const auto& [name, v] : {std::pair<const char*, std::vector<double>*>{"chol", &snap_.chol},
-                                {"run_n", &snap_.run_n}, {"run_mean", &snap_.run_mean}, {"run_m2", &snap_.run_m2},
+                                {"run_n", &snap_.run_n},
+                                {"run_mean", &snap_.run_mean},
+                                {"run_m2", &snap_.run_m2},
                                 {"ad_ref", &snap_.ad_ref}}) {
-    if (per_chain_ && (adapt_ || v == &snap_.chol))
-      mine(name, *v);
-    else
-      *v = r.get<double>(name);
+    if (per_chain_ && (adapt_ || v == &snap_.chol)) mine(name, *v);
+    else *v = r.get<double>(name);
   }
 }
 

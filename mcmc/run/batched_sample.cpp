@@ -48,7 +48,7 @@ void select_cuda_device([[maybe_unused]] const BatchedDramOptions& o, [[maybe_un
 /// Rank 0's progress line while sampling: warm-up or draws, proposals per chain, draws,
 /// chain-steps/s over all processes, ETA (measured from this session's first line).
 std::function<void(std::uint64_t, std::int64_t)> sampling_progress(RunProgress& phases, const SamplerSpecs& specs,
-                                                                  int processes) {
+                                                                   int processes) {
   const auto total = static_cast<std::uint64_t>(specs.warmup + specs.chain_size);
   const std::int64_t ndraws = specs.chain_size / specs.thin;
   const double chains = static_cast<double>(processes) * static_cast<double>(specs.chains_per_rank);
@@ -76,8 +76,7 @@ BatchedDramResult run_engine(const BatchedDramOptions& o, const SampleTarget& ta
   if (batched != nullptr) return run_batched(o, *batched, sink);
   if (target.thread_safe) return run_batched_dram(o, HostPoint{&target.log_density}, sink);
   const PointLogDensity& f = target.log_density;
-  return run_batched_dram(o,
-                          BatchedLogDensity([&f](const double* x, int n, int dd, double* out) {
+  return run_batched_dram(o, BatchedLogDensity([&f](const double* x, int n, int dd, double* out) {
                             for (int i = 0; i < n; ++i) out[i] = f(x + static_cast<std::ptrdiff_t>(i) * dd, dd);
                           }),
                           sink);
@@ -134,7 +133,8 @@ BatchedDramOptions batched_options(const SamplerSpecs& s, int ndim, int rank, in
       k = to_dram_options(s, ndim,
                           start_point_chain(s, static_cast<std::uint32_t>(first + i),
                                             static_cast<std::int64_t>(std::max(ranks, 1)) * s.chains_per_rank));
-    std::copy(k.start_point.begin(), k.start_point.end(), o.start_points.begin() + static_cast<std::ptrdiff_t>(i) * ndim);
+    std::copy(k.start_point.begin(), k.start_point.end(),
+              o.start_points.begin() + static_cast<std::ptrdiff_t>(i) * ndim);
   }
   o.proposal_start_cov = k.proposal_start_cov;
   o.proposal_start_std = k.proposal_start_std;
@@ -168,13 +168,17 @@ void check_batched_device(const SamplerSpecs& s, const BatchedTarget* batched, i
   if (s.device != "cuda") return;
   if (batched == nullptr)
     throw InputError(
-        "key \"device\" is \"cuda\", but device = \"cuda\" needs a built-in target (normal, banana, rosenbrock, funnel); "
+        "key \"device\" is \"cuda\", but device = \"cuda\" needs a built-in target (normal, banana, rosenbrock, "
+        "funnel); "
         "use device = \"cpu_batched\" for this target");
   if (!HERD_HAVE_CUDA)
-    throw InputError("key \"device\" is \"cuda\", but this build of herd has no CUDA support; use device = \"cpu_batched\"");
+    throw InputError(
+        "key \"device\" is \"cuda\", but this build of herd has no CUDA support; use device = \"cpu_batched\"");
   if (cuda_device_count() == 0)
-    throw InputError(fmt::format("key \"device\" is \"cuda\", but no CUDA device is usable here ({}); use device = "
-                                 "\"cpu_batched\"", describe_devices()));
+    throw InputError(
+        fmt::format("key \"device\" is \"cuda\", but no CUDA device is usable here ({}); use device = "
+                    "\"cpu_batched\"",
+                    describe_devices()));
 }
 
 void run_batched_sample(const SamplerSpecs& specs, const SampleTarget& target,

@@ -190,9 +190,10 @@ MadeTarget make_funnel(const io::Settings& st) {
 MadeTarget make_mixture(const io::Settings& st) {
   const int d = builtin_ndim(st, "mixture");
   if (!st.has("target.weights") || !st.has("target.means") || !st.has("target.sigmas"))
-    throw InputError(fmt::format("{}: target.builtin is \"mixture\", but target.weights, target.means and "
-                                 "target.sigmas are not all given",
-                                 st.origin("target.builtin")));
+    throw InputError(
+        fmt::format("{}: target.builtin is \"mixture\", but target.weights, target.means and "
+                    "target.sigmas are not all given",
+                    st.origin("target.builtin")));
   std::shared_ptr<GaussianMixture> g;
   try {
     g = std::make_shared<GaussianMixture>(st.get_float_list("target.weights"), st.get_float_list("target.means"),
@@ -286,9 +287,10 @@ MadeTarget TargetRegistry::make(const io::Settings& st, const std::string& defau
     std::string given;
     for (const char* k : {"target.model", "target.builtin", "target.library"})
       if (st.has(k)) given += (given.empty() ? "" : ", ") + std::string(k);
-    throw InputError(fmt::format("{}: target.model, target.builtin and target.library are exclusive, but more than one "
-                                 "is given ({})",
-                                 st.origin(has_library ? "target.library" : "target.builtin"), given));
+    throw InputError(
+        fmt::format("{}: target.model, target.builtin and target.library are exclusive, but more than one "
+                    "is given ({})",
+                    st.origin(has_library ? "target.library" : "target.builtin"), given));
   }
   if (has_library) return find(Family::kPlugin, "plugin").make(st);
   if (has_builtin) return find(Family::kBuiltin, st.get_string("target.builtin")).make(st);

@@ -59,8 +59,7 @@ __global__ void act_forward_kernel(int act, const T* x, T* y, std::int64_t n, T 
 }
 
 template <class T>
-__global__ void act_backward_kernel(int act, const T* x, const T* y, const T* gy, T* gx,
-                                    std::int64_t n, T alpha) {
+__global__ void act_backward_kernel(int act, const T* x, const T* y, const T* gy, T* gx, std::int64_t n, T alpha) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     T d;
@@ -136,8 +135,8 @@ __global__ void scale_kernel(T* x, T a, std::int64_t n) {
 }
 
 template <class T>
-__global__ void adam_kernel(T* w, const T* g, T* m, T* v, std::int64_t n, T b1, T b2, T step_size,
-                            T inv_bc2_sqrt, T eps, const std::int32_t* skip) {
+__global__ void adam_kernel(T* w, const T* g, T* m, T* v, std::int64_t n, T b1, T b2, T step_size, T inv_bc2_sqrt,
+                            T eps, const std::int32_t* skip) {
   if (skip && *skip) return;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -151,8 +150,8 @@ __global__ void adam_kernel(T* w, const T* g, T* m, T* v, std::int64_t n, T b1, 
 }
 
 template <class T>
-__global__ void sgd_kernel(T* w, const T* g, T* buf, std::int64_t n, T lr, T mom, T damp_keep,
-                           bool nesterov, bool first, const std::int32_t* skip) {
+__global__ void sgd_kernel(T* w, const T* g, T* buf, std::int64_t n, T lr, T mom, T damp_keep, bool nesterov,
+                           bool first, const std::int32_t* skip) {
   if (skip && *skip) return;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -189,16 +188,16 @@ void bias_grad_t(const T* gy, T* gb, std::int64_t rows, std::int64_t cols, cudaS
 template <class T>
 void act_forward_t(Act act, const T* x, T* y, std::int64_t n, double alpha, cudaStream_t s) {
   if (n == 0) return;
-  herd::gpu::launch(act_forward_kernel<T>, blocks_for(n), kThreads, 0, s, static_cast<int>(act), x, y, n, static_cast<T>(alpha));
+  herd::gpu::launch(act_forward_kernel<T>, blocks_for(n), kThreads, 0, s, static_cast<int>(act), x, y, n,
+                    static_cast<T>(alpha));
   check_launch();
 }
 
 template <class T>
-void act_backward_t(Act act, const T* x, const T* y, const T* gy, T* gx, std::int64_t n,
-                    double alpha, cudaStream_t s) {
+void act_backward_t(Act act, const T* x, const T* y, const T* gy, T* gx, std::int64_t n, double alpha, cudaStream_t s) {
   if (n == 0) return;
   herd::gpu::launch(act_backward_kernel<T>, blocks_for(n), kThreads, 0, s, static_cast<int>(act), x, y, gy, gx, n,
-                                                         static_cast<T>(alpha));
+                    static_cast<T>(alpha));
   check_launch();
 }
 
@@ -221,7 +220,7 @@ template <class T>
 void mse_backward_t(const T* p, const T* t, T* gx, std::int64_t n, double scale_, cudaStream_t s) {
   if (n == 0) return;
   herd::gpu::launch(mse_backward_kernel<T>, blocks_for(n), kThreads, 0, s, p, t, gx, n,
-                                                         static_cast<T>(2 * scale_ / static_cast<double>(n)));
+                    static_cast<T>(2 * scale_ / static_cast<double>(n)));
   check_launch();
 }
 
@@ -233,62 +232,59 @@ void scale_t(T* x, double a, std::int64_t n, cudaStream_t s) {
 }
 
 template <class T>
-void adam_t(T* w, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1, double beta2,
-            double eps, std::int64_t step, cudaStream_t s, const std::int32_t* skip) {
+void adam_t(T* w, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1, double beta2, double eps,
+            std::int64_t step, cudaStream_t s, const std::int32_t* skip) {
   if (n == 0) return;
   const double t = static_cast<double>(step);
   const double bc1 = 1 - std::pow(beta1, t), bc2 = 1 - std::pow(beta2, t);
-  herd::gpu::launch(adam_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, m, v, n, static_cast<T>(beta1), static_cast<T>(beta2),
-                                                 static_cast<T>(lr / bc1), static_cast<T>(1 / std::sqrt(bc2)),
-                                                 static_cast<T>(eps), skip);
+  herd::gpu::launch(adam_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, m, v, n, static_cast<T>(beta1),
+                    static_cast<T>(beta2), static_cast<T>(lr / bc1), static_cast<T>(1 / std::sqrt(bc2)),
+                    static_cast<T>(eps), skip);
   check_launch();
 }
 
 template <class T>
-void sgd_t(T* w, const T* g, T* buf, std::int64_t n, double lr, double momentum, double dampening,
-           bool nesterov, bool first, cudaStream_t s, const std::int32_t* skip) {
+void sgd_t(T* w, const T* g, T* buf, std::int64_t n, double lr, double momentum, double dampening, bool nesterov,
+           bool first, cudaStream_t s, const std::int32_t* skip) {
   if (n == 0) return;
-  herd::gpu::launch(sgd_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, momentum == 0 ? nullptr : buf, n, static_cast<T>(lr),
-                                                static_cast<T>(momentum), static_cast<T>(1 - dampening),
-                                                nesterov, first, skip);
+  herd::gpu::launch(sgd_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, momentum == 0 ? nullptr : buf, n,
+                    static_cast<T>(lr), static_cast<T>(momentum), static_cast<T>(1 - dampening), nesterov, first, skip);
   check_launch();
 }
 
 }  // namespace
 
-#define HERD_NN_CUDA_OVERLOADS(T)                                                                  \
-  void bias_add(T* y, const T* b, std::int64_t rows, std::int64_t cols, cudaStream_t s) {          \
-    bias_add_t(y, b, rows, cols, s);                                                               \
-  }                                                                                                \
-  void bias_grad(const T* gy, T* gb, std::int64_t rows, std::int64_t cols, cudaStream_t s) {       \
-    bias_grad_t(gy, gb, rows, cols, s);                                                            \
-  }                                                                                                \
-  void activation_forward(Act act, const T* x, T* y, std::int64_t n, double alpha, cudaStream_t s) { \
-    act_forward_t(act, x, y, n, alpha, s);                                                         \
-  }                                                                                                \
-  void activation_backward(Act act, const T* x, const T* y, const T* gy, T* gx, std::int64_t n,   \
-                           double alpha, cudaStream_t s) {                                         \
-    act_backward_t(act, x, y, gy, gx, n, alpha, s);                                                \
-  }                                                                                                \
-  void softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t cols, bool log, cudaStream_t s) { \
-    softmax_t(x, y, rows, cols, log, s);                                                           \
-  }                                                                                                \
-  void squared_error_sum(const T* p, const T* t, double* sum, std::int64_t n, cudaStream_t s) {    \
-    sq_err_t(p, t, sum, n, s);                                                                     \
-  }                                                                                                \
-  void mse_backward(const T* p, const T* t, T* gx, std::int64_t n, double scale, cudaStream_t s) { \
-    mse_backward_t(p, t, gx, n, scale, s);                                                         \
-  }                                                                                                \
-  void scale(T* x, double a, std::int64_t n, cudaStream_t s) { scale_t(x, a, n, s); }              \
-  void adam_update(T* w, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1,          \
-                   double beta2, double eps, std::int64_t step, cudaStream_t s,                    \
-                   const std::int32_t* skip) {                                                     \
-    adam_t(w, g, m, v, n, lr, beta1, beta2, eps, step, s, skip);                                   \
-  }                                                                                                \
-  void sgd_update(T* w, const T* g, T* buf, std::int64_t n, double lr, double momentum,            \
-                  double dampening, bool nesterov, bool first, cudaStream_t s,                     \
-                  const std::int32_t* skip) {                                                      \
-    sgd_t(w, g, buf, n, lr, momentum, dampening, nesterov, first, s, skip);                        \
+#define HERD_NN_CUDA_OVERLOADS(T)                                                                                   \
+  void bias_add(T* y, const T* b, std::int64_t rows, std::int64_t cols, cudaStream_t s) {                           \
+    bias_add_t(y, b, rows, cols, s);                                                                                \
+  }                                                                                                                 \
+  void bias_grad(const T* gy, T* gb, std::int64_t rows, std::int64_t cols, cudaStream_t s) {                        \
+    bias_grad_t(gy, gb, rows, cols, s);                                                                             \
+  }                                                                                                                 \
+  void activation_forward(Act act, const T* x, T* y, std::int64_t n, double alpha, cudaStream_t s) {                \
+    act_forward_t(act, x, y, n, alpha, s);                                                                          \
+  }                                                                                                                 \
+  void activation_backward(Act act, const T* x, const T* y, const T* gy, T* gx, std::int64_t n, double alpha,       \
+                           cudaStream_t s) {                                                                        \
+    act_backward_t(act, x, y, gy, gx, n, alpha, s);                                                                 \
+  }                                                                                                                 \
+  void softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t cols, bool log, cudaStream_t s) {             \
+    softmax_t(x, y, rows, cols, log, s);                                                                            \
+  }                                                                                                                 \
+  void squared_error_sum(const T* p, const T* t, double* sum, std::int64_t n, cudaStream_t s) {                     \
+    sq_err_t(p, t, sum, n, s);                                                                                      \
+  }                                                                                                                 \
+  void mse_backward(const T* p, const T* t, T* gx, std::int64_t n, double scale, cudaStream_t s) {                  \
+    mse_backward_t(p, t, gx, n, scale, s);                                                                          \
+  }                                                                                                                 \
+  void scale(T* x, double a, std::int64_t n, cudaStream_t s) { scale_t(x, a, n, s); }                               \
+  void adam_update(T* w, const T* g, T* m, T* v, std::int64_t n, double lr, double beta1, double beta2, double eps, \
+                   std::int64_t step, cudaStream_t s, const std::int32_t* skip) {                                   \
+    adam_t(w, g, m, v, n, lr, beta1, beta2, eps, step, s, skip);                                                    \
+  }                                                                                                                 \
+  void sgd_update(T* w, const T* g, T* buf, std::int64_t n, double lr, double momentum, double dampening,           \
+                  bool nesterov, bool first, cudaStream_t s, const std::int32_t* skip) {                            \
+    sgd_t(w, g, buf, n, lr, momentum, dampening, nesterov, first, s, skip);                                         \
   }
 
 HERD_NN_CUDA_OVERLOADS(float)

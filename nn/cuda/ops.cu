@@ -20,9 +20,7 @@ unsigned blocks_for(std::int64_t n) {
 
 void check_launch() { HERD_CUDA_CHECK(cudaGetLastError()); }
 
-__device__ inline std::int64_t gid() {
-  return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-}
+__device__ inline std::int64_t gid() { return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; }
 __device__ inline std::int64_t gstride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
 // Deterministic sums (no floating-point atomics, whose order of arrival varies from run to
@@ -82,8 +80,8 @@ __global__ void exp_kernel(const T* x, T* y, std::int64_t n) {
 }
 
 template <class T>
-__global__ void softmax_backward_kernel(const T* y, const T* gy, T* gx, std::int64_t rows,
-                                        std::int64_t cols, bool log) {
+__global__ void softmax_backward_kernel(const T* y, const T* gy, T* gx, std::int64_t rows, std::int64_t cols,
+                                        bool log) {
   for (std::int64_t r = gid(); r < rows; r += gstride()) {
     const T* yr = y + r * cols;
     const T* gr = gy + r * cols;
@@ -113,8 +111,8 @@ __device__ inline void report_index_error(std::int64_t* err, int code, std::int6
 }
 
 template <class T>
-__global__ void gather_kernel(const T* lp, const std::int64_t* idx, T* out, double* sum,
-                              std::int64_t rows, std::int64_t cols, double k, std::int64_t* err, int code) {
+__global__ void gather_kernel(const T* lp, const std::int64_t* idx, T* out, double* sum, std::int64_t rows,
+                              std::int64_t cols, double k, std::int64_t* err, int code) {
   for (std::int64_t r = gid(); r < rows; r += gstride()) {
     const std::int64_t c = idx[r];
     T v;
@@ -146,8 +144,8 @@ __global__ void argmax_rows_kernel(const T* x, std::int64_t* out, std::int64_t r
 }
 
 template <class T>
-__global__ void ce_backward_kernel(const T* lp, const std::int64_t* t, T* g, std::int64_t rows,
-                                   std::int64_t cols, T k) {
+__global__ void ce_backward_kernel(const T* lp, const std::int64_t* t, T* g, std::int64_t rows, std::int64_t cols,
+                                   T k) {
   for (std::int64_t i = gid(); i < rows * cols; i += gstride()) {
     const std::int64_t r = i / cols, c = i % cols;
     g[i] = ::exp(lp[i]) * k - (c == t[r] ? k : T(0));
@@ -164,8 +162,8 @@ __global__ void cat_entropy_kernel(const T* p, const T* lp, T* h, std::int64_t r
 }
 
 template <class T>
-__global__ void cat_lp_backward_kernel(const T* p, const std::int64_t* a, const T* g, T* gl,
-                                       std::int64_t rows, std::int64_t cols) {
+__global__ void cat_lp_backward_kernel(const T* p, const std::int64_t* a, const T* g, T* gl, std::int64_t rows,
+                                       std::int64_t cols) {
   for (std::int64_t i = gid(); i < rows * cols; i += gstride()) {
     const std::int64_t r = i / cols, c = i % cols;
     gl[i] += g[r] * ((c == a[r] ? T(1) : T(0)) - p[i]);
@@ -173,8 +171,8 @@ __global__ void cat_lp_backward_kernel(const T* p, const std::int64_t* a, const 
 }
 
 template <class T>
-__global__ void cat_ent_backward_kernel(const T* p, const T* lp, const T* g, T* gl,
-                                        std::int64_t rows, std::int64_t cols) {
+__global__ void cat_ent_backward_kernel(const T* p, const T* lp, const T* g, T* gl, std::int64_t rows,
+                                        std::int64_t cols) {
   for (std::int64_t r = gid(); r < rows; r += gstride()) {
     const T* pr = p + r * cols;
     const T* lr = lp + r * cols;
@@ -185,8 +183,7 @@ __global__ void cat_ent_backward_kernel(const T* p, const T* lp, const T* g, T* 
 }
 
 template <class T>
-__global__ void gauss_lp_kernel(const T* a, const T* mu, const T* ls, T* out, std::int64_t rows,
-                                std::int64_t dim) {
+__global__ void gauss_lp_kernel(const T* a, const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim) {
   for (std::int64_t r = gid(); r < rows; r += gstride()) {
     T q = 0, sls = 0;
     for (std::int64_t d = 0; d < dim; ++d) {
@@ -208,8 +205,8 @@ __global__ void gauss_entropy_kernel(const T* ls, T* out, std::int64_t rows, std
 }
 
 template <class T>
-__global__ void gauss_lp_backward_kernel(const T* a, const T* mu, const T* ls, const T* g, T* gmu,
-                                         T* gls, std::int64_t rows, std::int64_t dim) {
+__global__ void gauss_lp_backward_kernel(const T* a, const T* mu, const T* ls, const T* g, T* gmu, T* gls,
+                                         std::int64_t rows, std::int64_t dim) {
   for (std::int64_t i = gid(); i < rows * dim; i += gstride()) {
     const std::int64_t r = i / dim, d = i % dim;
     const T inv_var = ::exp(T(-2) * ls[d]);
@@ -242,8 +239,8 @@ __global__ void gauss_ent_backward_kernel(const T* g, T* gls, std::int64_t rows,
 }
 
 template <class T>
-__global__ void ln_forward_kernel(const T* x, const T* w, const T* b, T* y, T* xhat, T* rstd,
-                                  std::int64_t rows, std::int64_t F, T eps) {
+__global__ void ln_forward_kernel(const T* x, const T* w, const T* b, T* y, T* xhat, T* rstd, std::int64_t rows,
+                                  std::int64_t F, T eps) {
   for (std::int64_t r = gid(); r < rows; r += gstride()) {
     const T* xr = x + r * F;
     T* hr = xhat + r * F;
@@ -266,8 +263,8 @@ __global__ void ln_forward_kernel(const T* x, const T* w, const T* b, T* y, T* x
 }
 
 template <class T>
-__global__ void ln_backward_kernel(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw,
-                                   T* gb, T* gx, std::int64_t rows, std::int64_t F) {
+__global__ void ln_backward_kernel(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw, T* gb, T* gx,
+                                   std::int64_t rows, std::int64_t F) {
   for (std::int64_t r = gid(); r < rows; r += gstride()) {
     const T* g = gy + r * F;
     const T* h = xhat + r * F;
@@ -350,8 +347,7 @@ template <class T>
 __global__ void gauss_sample_kernel(const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim,
                                     std::uint64_t seed, std::uint32_t stream, int purpose, std::uint64_t index) {
   for (std::int64_t r = gid(); r < rows; r += gstride()) {
-    RngCursor cur =
-        RngStream(seed, stream + static_cast<std::uint32_t>(r), static_cast<RngPurpose>(purpose)).at(index);
+    RngCursor cur = RngStream(seed, stream + static_cast<std::uint32_t>(r), static_cast<RngPurpose>(purpose)).at(index);
     for (std::int64_t d = 0; d < dim; ++d)
       out[r * dim + d] =
           static_cast<T>(static_cast<double>(mu[r * dim + d]) + ::exp(static_cast<double>(ls[d])) * cur.normal());
@@ -433,8 +429,8 @@ __global__ void adam_tick_kernel(double* hyper, double b1, double b2) {
 }
 
 template <class T>
-__global__ void adam_hyper_kernel(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, T b1, T b2,
-                                  T eps, const std::int32_t* skip) {
+__global__ void adam_hyper_kernel(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, T b1, T b2, T eps,
+                                  const std::int32_t* skip) {
   if (skip && *skip) return;
   const T step_size = static_cast<T>(hyper[2]);
   const T inv_bc2_sqrt = static_cast<T>(hyper[3]);
@@ -471,7 +467,8 @@ void huber_sum(const T* d, double* sum, std::int64_t n, double delta, cudaStream
 template <class T>
 void scaled_clamp(const T* d, T* g, std::int64_t n, double k, double delta, cudaStream_t s) {
   if (n == 0) return;
-  herd::gpu::launch(scaled_clamp_kernel<T>, blocks_for(n), kThreads, 0, s, d, g, n, static_cast<T>(k), static_cast<T>(delta));
+  herd::gpu::launch(scaled_clamp_kernel<T>, blocks_for(n), kThreads, 0, s, d, g, n, static_cast<T>(k),
+                    static_cast<T>(delta));
   check_launch();
 }
 
@@ -490,19 +487,19 @@ void exp(const T* x, T* y, std::int64_t n, cudaStream_t s) {
 }
 
 template <class T>
-void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::int64_t cols, bool log,
-                      cudaStream_t s) {
+void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::int64_t cols, bool log, cudaStream_t s) {
   if (rows == 0 || cols == 0) return;
   herd::gpu::launch(softmax_backward_kernel<T>, blocks_for(rows), kThreads, 0, s, y, gy, gx, rows, cols, log);
   check_launch();
 }
 
 template <class T>
-void gather_rows(const T* lp, const std::int64_t* idx, T* out, double* sum, std::int64_t rows,
-                 std::int64_t cols, cudaStream_t s, double k, std::int64_t* err, int err_code) {
+void gather_rows(const T* lp, const std::int64_t* idx, T* out, double* sum, std::int64_t rows, std::int64_t cols,
+                 cudaStream_t s, double k, std::int64_t* err, int err_code) {
   if (sum) zero_double(sum, s);
   if (rows == 0) return;
-  herd::gpu::launch(gather_kernel<T>, blocks_for(rows), kThreads, 0, s, lp, idx, out, sum, rows, cols, k, err, err_code);
+  herd::gpu::launch(gather_kernel<T>, blocks_for(rows), kThreads, 0, s, lp, idx, out, sum, rows, cols, k, err,
+                    err_code);
   check_launch();
 }
 
@@ -514,40 +511,40 @@ void argmax_rows(const T* x, std::int64_t* out, std::int64_t rows, std::int64_t 
 }
 
 template <class T>
-void cross_entropy_backward(const T* lp, const std::int64_t* t, T* g, std::int64_t rows,
-                            std::int64_t cols, double k, cudaStream_t s) {
+void cross_entropy_backward(const T* lp, const std::int64_t* t, T* g, std::int64_t rows, std::int64_t cols, double k,
+                            cudaStream_t s) {
   if (rows * cols == 0) return;
-  herd::gpu::launch(ce_backward_kernel<T>, blocks_for(rows * cols), kThreads, 0, s, lp, t, g, rows, cols, static_cast<T>(k));
+  herd::gpu::launch(ce_backward_kernel<T>, blocks_for(rows * cols), kThreads, 0, s, lp, t, g, rows, cols,
+                    static_cast<T>(k));
   check_launch();
 }
 
 template <class T>
-void categorical_entropy(const T* p, const T* lp, T* h, std::int64_t rows, std::int64_t cols,
-                         cudaStream_t s) {
+void categorical_entropy(const T* p, const T* lp, T* h, std::int64_t rows, std::int64_t cols, cudaStream_t s) {
   if (rows == 0) return;
   herd::gpu::launch(cat_entropy_kernel<T>, blocks_for(rows), kThreads, 0, s, p, lp, h, rows, cols);
   check_launch();
 }
 
 template <class T>
-void categorical_log_prob_backward(const T* p, const std::int64_t* a, const T* g, T* gl,
-                                   std::int64_t rows, std::int64_t cols, cudaStream_t s) {
+void categorical_log_prob_backward(const T* p, const std::int64_t* a, const T* g, T* gl, std::int64_t rows,
+                                   std::int64_t cols, cudaStream_t s) {
   if (rows * cols == 0) return;
   herd::gpu::launch(cat_lp_backward_kernel<T>, blocks_for(rows * cols), kThreads, 0, s, p, a, g, gl, rows, cols);
   check_launch();
 }
 
 template <class T>
-void categorical_entropy_backward(const T* p, const T* lp, const T* g, T* gl, std::int64_t rows,
-                                  std::int64_t cols, cudaStream_t s) {
+void categorical_entropy_backward(const T* p, const T* lp, const T* g, T* gl, std::int64_t rows, std::int64_t cols,
+                                  cudaStream_t s) {
   if (rows == 0) return;
   herd::gpu::launch(cat_ent_backward_kernel<T>, blocks_for(rows), kThreads, 0, s, p, lp, g, gl, rows, cols);
   check_launch();
 }
 
 template <class T>
-void gaussian_log_prob(const T* a, const T* mu, const T* ls, T* out, std::int64_t rows,
-                       std::int64_t dim, cudaStream_t s) {
+void gaussian_log_prob(const T* a, const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim,
+                       cudaStream_t s) {
   if (rows == 0) return;
   herd::gpu::launch(gauss_lp_kernel<T>, blocks_for(rows), kThreads, 0, s, a, mu, ls, out, rows, dim);
   check_launch();
@@ -561,10 +558,11 @@ void gaussian_entropy(const T* ls, T* out, std::int64_t rows, std::int64_t dim, 
 }
 
 template <class T>
-void gaussian_log_prob_backward(const T* a, const T* mu, const T* ls, const T* g, T* gmu, T* gls,
-                                std::int64_t rows, std::int64_t dim, cudaStream_t s) {
+void gaussian_log_prob_backward(const T* a, const T* mu, const T* ls, const T* g, T* gmu, T* gls, std::int64_t rows,
+                                std::int64_t dim, cudaStream_t s) {
   if (rows * dim == 0) return;
-  herd::gpu::launch(gauss_lp_backward_kernel<T>, blocks_for(rows * dim), kThreads, 0, s, a, mu, ls, g, gmu, gls, rows, dim);
+  herd::gpu::launch(gauss_lp_backward_kernel<T>, blocks_for(rows * dim), kThreads, 0, s, a, mu, ls, g, gmu, gls, rows,
+                    dim);
   check_launch();
 }
 
@@ -576,27 +574,28 @@ void gaussian_entropy_backward(const T* g, T* gls, std::int64_t rows, std::int64
 }
 
 template <class T>
-void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* xhat, T* rstd, std::int64_t rows,
-                        std::int64_t F, double eps, cudaStream_t s) {
+void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* xhat, T* rstd, std::int64_t rows, std::int64_t F,
+                        double eps, cudaStream_t s) {
   if (rows == 0) return;
-  herd::gpu::launch(ln_forward_kernel<T>, blocks_for(rows), kThreads, 0, s, x, w, b, y, xhat, rstd, rows, F, static_cast<T>(eps));
+  herd::gpu::launch(ln_forward_kernel<T>, blocks_for(rows), kThreads, 0, s, x, w, b, y, xhat, rstd, rows, F,
+                    static_cast<T>(eps));
   check_launch();
 }
 
 template <class T>
-void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw, T* gb, T* gx,
-                         std::int64_t rows, std::int64_t F, cudaStream_t s) {
+void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw, T* gb, T* gx, std::int64_t rows,
+                         std::int64_t F, cudaStream_t s) {
   if (rows == 0) return;
   herd::gpu::launch(ln_backward_kernel<T>, blocks_for(rows), kThreads, 0, s, gy, xhat, rstd, w, gw, gb, gx, rows, F);
   check_launch();
 }
 
 template <class T>
-void rmsprop_update(T* w, const T* g, T* v, T* m, std::int64_t n, double lr, double alpha, double eps,
-                    cudaStream_t s, const std::int32_t* skip) {
+void rmsprop_update(T* w, const T* g, T* v, T* m, std::int64_t n, double lr, double alpha, double eps, cudaStream_t s,
+                    const std::int32_t* skip) {
   if (n == 0) return;
-  herd::gpu::launch(rmsprop_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, v, m, n, static_cast<T>(lr), static_cast<T>(alpha),
-                                                   static_cast<T>(eps), skip);
+  herd::gpu::launch(rmsprop_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, v, m, n, static_cast<T>(lr),
+                    static_cast<T>(alpha), static_cast<T>(eps), skip);
   check_launch();
 }
 
@@ -618,7 +617,8 @@ template <class T>
 void categorical_sample(const T* p, std::int64_t* out, std::int64_t rows, std::int64_t cols, std::uint64_t seed,
                         std::uint32_t stream, int purpose, std::uint64_t index, cudaStream_t s) {
   if (rows == 0) return;
-  herd::gpu::launch(cat_sample_kernel<T>, blocks_for(rows), kThreads, 0, s, p, out, rows, cols, seed, stream, purpose, index);
+  herd::gpu::launch(cat_sample_kernel<T>, blocks_for(rows), kThreads, 0, s, p, out, rows, cols, seed, stream, purpose,
+                    index);
   check_launch();
 }
 
@@ -626,7 +626,8 @@ template <class T>
 void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim, std::uint64_t seed,
                      std::uint32_t stream, int purpose, std::uint64_t index, cudaStream_t s) {
   if (rows == 0) return;
-  herd::gpu::launch(gauss_sample_kernel<T>, blocks_for(rows), kThreads, 0, s, mu, ls, out, rows, dim, seed, stream, purpose, index);
+  herd::gpu::launch(gauss_sample_kernel<T>, blocks_for(rows), kThreads, 0, s, mu, ls, out, rows, dim, seed, stream,
+                    purpose, index);
   check_launch();
 }
 
@@ -673,59 +674,52 @@ void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const doubl
                        double eps, cudaStream_t s, const std::int32_t* skip) {
   if (n == 0) return;
   herd::gpu::launch(adam_hyper_kernel<T>, blocks_for(n), kThreads, 0, s, w, g, m, v, n, hyper, static_cast<T>(beta1),
-                                                       static_cast<T>(beta2), static_cast<T>(eps), skip);
+                    static_cast<T>(beta2), static_cast<T>(eps), skip);
   check_launch();
 }
 
-#define HERD_NN_OPS_INSTANTIATE(T)                                                                   \
-  template void diff_sq_sum<T>(const T*, const T*, T*, double*, std::int64_t, cudaStream_t, double);\
-  template void huber_sum<T>(const T*, double*, std::int64_t, double, cudaStream_t, double);        \
-  template void argmax_rows<T>(const T*, std::int64_t*, std::int64_t, std::int64_t, cudaStream_t);  \
-  template void scaled_clamp<T>(const T*, T*, std::int64_t, double, double, cudaStream_t);          \
-  template void add<T>(const T*, const T*, T*, std::int64_t, cudaStream_t);                         \
-  template void exp<T>(const T*, T*, std::int64_t, cudaStream_t);                                   \
-  template void softmax_backward<T>(const T*, const T*, T*, std::int64_t, std::int64_t, bool,       \
-                                    cudaStream_t);                                                  \
-  template void gather_rows<T>(const T*, const std::int64_t*, T*, double*, std::int64_t,            \
-                               std::int64_t, cudaStream_t, double, std::int64_t*, int);             \
-  template void cross_entropy_backward<T>(const T*, const std::int64_t*, T*, std::int64_t,          \
-                                          std::int64_t, double, cudaStream_t);                      \
-  template void categorical_entropy<T>(const T*, const T*, T*, std::int64_t, std::int64_t,          \
-                                       cudaStream_t);                                               \
-  template void categorical_log_prob_backward<T>(const T*, const std::int64_t*, const T*, T*,       \
-                                                 std::int64_t, std::int64_t, cudaStream_t);         \
-  template void categorical_entropy_backward<T>(const T*, const T*, const T*, T*, std::int64_t,     \
-                                                std::int64_t, cudaStream_t);                        \
-  template void gaussian_log_prob<T>(const T*, const T*, const T*, T*, std::int64_t, std::int64_t,  \
-                                     cudaStream_t);                                                 \
-  template void gaussian_entropy<T>(const T*, T*, std::int64_t, std::int64_t, cudaStream_t);        \
-  template void gaussian_log_prob_backward<T>(const T*, const T*, const T*, const T*, T*, T*,       \
-                                              std::int64_t, std::int64_t, cudaStream_t);            \
-  template void gaussian_entropy_backward<T>(const T*, T*, std::int64_t, std::int64_t,              \
-                                             cudaStream_t);                                         \
-  template void layer_norm_forward<T>(const T*, const T*, const T*, T*, T*, T*, std::int64_t,       \
-                                      std::int64_t, double, cudaStream_t);                          \
-  template void layer_norm_backward<T>(const T*, const T*, const T*, const T*, T*, T*, T*,          \
-                                       std::int64_t, std::int64_t, cudaStream_t);                   \
-  template void rmsprop_update<T>(T*, const T*, T*, T*, std::int64_t, double, double, double,       \
-                                  cudaStream_t, const std::int32_t*);                               \
-  template void clip_by_norm<T>(T*, const double*, std::int64_t, double, cudaStream_t);              \
-  template void sum_squares<T>(const T*, double*, std::int64_t, cudaStream_t);                      \
-  template void conv_im2col<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,       \
-                              std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,        \
-                              cudaStream_t);                                                                \
-  template void conv_col2im<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,       \
-                              std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,        \
-                              cudaStream_t);                                                                \
-  template void conv_bias_add<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);   \
-  template void conv_bias_grad<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);  \
-  template void adam_update_hyper<T>(T*, const T*, T*, T*, std::int64_t, const double*, double, double,    \
-                                     double, cudaStream_t, const std::int32_t*);                           \
-  template void categorical_sample<T>(const T*, std::int64_t*, std::int64_t, std::int64_t,          \
-                                      std::uint64_t, std::uint32_t, int, std::uint64_t,             \
-                                      cudaStream_t);                                                \
-  template void gaussian_sample<T>(const T*, const T*, T*, std::int64_t, std::int64_t,              \
-                                   std::uint64_t, std::uint32_t, int, std::uint64_t, cudaStream_t);
+#define HERD_NN_OPS_INSTANTIATE(T)                                                                                     \
+  template void diff_sq_sum<T>(const T*, const T*, T*, double*, std::int64_t, cudaStream_t, double);                   \
+  template void huber_sum<T>(const T*, double*, std::int64_t, double, cudaStream_t, double);                           \
+  template void argmax_rows<T>(const T*, std::int64_t*, std::int64_t, std::int64_t, cudaStream_t);                     \
+  template void scaled_clamp<T>(const T*, T*, std::int64_t, double, double, cudaStream_t);                             \
+  template void add<T>(const T*, const T*, T*, std::int64_t, cudaStream_t);                                            \
+  template void exp<T>(const T*, T*, std::int64_t, cudaStream_t);                                                      \
+  template void softmax_backward<T>(const T*, const T*, T*, std::int64_t, std::int64_t, bool, cudaStream_t);           \
+  template void gather_rows<T>(const T*, const std::int64_t*, T*, double*, std::int64_t, std::int64_t, cudaStream_t,   \
+                               double, std::int64_t*, int);                                                            \
+  template void cross_entropy_backward<T>(const T*, const std::int64_t*, T*, std::int64_t, std::int64_t, double,       \
+                                          cudaStream_t);                                                               \
+  template void categorical_entropy<T>(const T*, const T*, T*, std::int64_t, std::int64_t, cudaStream_t);              \
+  template void categorical_log_prob_backward<T>(const T*, const std::int64_t*, const T*, T*, std::int64_t,            \
+                                                 std::int64_t, cudaStream_t);                                          \
+  template void categorical_entropy_backward<T>(const T*, const T*, const T*, T*, std::int64_t, std::int64_t,          \
+                                                cudaStream_t);                                                         \
+  template void gaussian_log_prob<T>(const T*, const T*, const T*, T*, std::int64_t, std::int64_t, cudaStream_t);      \
+  template void gaussian_entropy<T>(const T*, T*, std::int64_t, std::int64_t, cudaStream_t);                           \
+  template void gaussian_log_prob_backward<T>(const T*, const T*, const T*, const T*, T*, T*, std::int64_t,            \
+                                              std::int64_t, cudaStream_t);                                             \
+  template void gaussian_entropy_backward<T>(const T*, T*, std::int64_t, std::int64_t, cudaStream_t);                  \
+  template void layer_norm_forward<T>(const T*, const T*, const T*, T*, T*, T*, std::int64_t, std::int64_t, double,    \
+                                      cudaStream_t);                                                                   \
+  template void layer_norm_backward<T>(const T*, const T*, const T*, const T*, T*, T*, T*, std::int64_t, std::int64_t, \
+                                       cudaStream_t);                                                                  \
+  template void rmsprop_update<T>(T*, const T*, T*, T*, std::int64_t, double, double, double, cudaStream_t,            \
+                                  const std::int32_t*);                                                                \
+  template void clip_by_norm<T>(T*, const double*, std::int64_t, double, cudaStream_t);                                \
+  template void sum_squares<T>(const T*, double*, std::int64_t, cudaStream_t);                                         \
+  template void conv_im2col<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,     \
+                               std::int64_t, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);                  \
+  template void conv_col2im<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,     \
+                               std::int64_t, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);                  \
+  template void conv_bias_add<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);                \
+  template void conv_bias_grad<T>(const T*, T*, std::int64_t, std::int64_t, std::int64_t, cudaStream_t);               \
+  template void adam_update_hyper<T>(T*, const T*, T*, T*, std::int64_t, const double*, double, double, double,        \
+                                     cudaStream_t, const std::int32_t*);                                               \
+  template void categorical_sample<T>(const T*, std::int64_t*, std::int64_t, std::int64_t, std::uint64_t,              \
+                                      std::uint32_t, int, std::uint64_t, cudaStream_t);                                \
+  template void gaussian_sample<T>(const T*, const T*, T*, std::int64_t, std::int64_t, std::uint64_t, std::uint32_t,   \
+                                   int, std::uint64_t, cudaStream_t);
 
 HERD_NN_OPS_INSTANTIATE(float)
 HERD_NN_OPS_INSTANTIATE(double)

@@ -94,11 +94,10 @@ void dueling_backward(const float* g, float* ga, float* gv, std::int64_t n, std:
 }
 
 void dqn_td_loss(const float* q, const float* q_next, const std::int64_t* best, const std::int64_t* actions,
-                 const double* returns, const double* discounts, const double* weights, std::int64_t n,
-                 std::int64_t A, bool mse, double delta, float* grad, double* td, double* stats,
-                 std::int32_t* bad, cudaStream_t s) {
-  herd::gpu::launch(td_loss_kernel, 1, kThreads, 0, s, q, q_next, best, actions, returns, discounts, weights, n, A,
-                    mse, delta, grad, td, stats, bad);
+                 const double* returns, const double* discounts, const double* weights, std::int64_t n, std::int64_t A,
+                 bool mse, double delta, float* grad, double* td, double* stats, std::int32_t* bad, cudaStream_t s) {
+  herd::gpu::launch(td_loss_kernel, 1, kThreads, 0, s, q, q_next, best, actions, returns, discounts, weights, n, A, mse,
+                    delta, grad, td, stats, bad);
   check_launch();
 }
 

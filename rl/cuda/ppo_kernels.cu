@@ -17,15 +17,16 @@ using detail::gstride;
 using detail::kThreads;
 
 __global__ void gae_kernel(const float* rewards, const float* values, const std::uint8_t* term,
-                           const std::uint8_t* trunc, const float* final_values, const float* last_values, int T,
-                           int B, double gamma, double gl, float* adv, float* ret) {
+                           const std::uint8_t* trunc, const float* final_values, const float* last_values, int T, int B,
+                           double gamma, double gl, float* adv, float* ret) {
   for (std::int64_t b = gid(); b < B; b += gstride()) {
     double carry = 0.0;  // A_{t+1}
     for (int t = T; t-- > 0;) {
       const std::int64_t i = static_cast<std::int64_t>(t) * B + b;
       const bool te = term[i] != 0, tr = trunc[i] != 0;
-      const double next = te ? 0.0 : (tr ? static_cast<double>(final_values[i])
-                                         : static_cast<double>(t + 1 < T ? values[i + B] : last_values[b]));
+      const double next = te ? 0.0
+                             : (tr ? static_cast<double>(final_values[i])
+                                   : static_cast<double>(t + 1 < T ? values[i + B] : last_values[b]));
       const double a = gae_step(rewards[i], values[i], next, te || tr, gamma, gl, carry);
       carry = a;
       adv[i] = static_cast<float>(a);
@@ -35,10 +36,10 @@ __global__ void gae_kernel(const float* rewards, const float* values, const std:
 }
 
 __global__ void gather_kernel(const std::uint32_t* perm, const std::uint32_t* starts, const std::int32_t* k,
-                              std::int64_t n, const float* obs, std::int64_t D,
-                              const std::int64_t* act_i64, const float* act_f32, std::int64_t A, const float* adv,
-                              const float* logp, const float* val, const float* ret, float* obs_out,
-                              std::int64_t* act_i64_out, float* act_f32_out, float* aux) {
+                              std::int64_t n, const float* obs, std::int64_t D, const std::int64_t* act_i64,
+                              const float* act_f32, std::int64_t A, const float* adv, const float* logp,
+                              const float* val, const float* ret, float* obs_out, std::int64_t* act_i64_out,
+                              float* act_f32_out, float* aux) {
   const std::uint32_t* idx = perm + starts[*k];
   for (std::int64_t r = gid(); r < n; r += gstride()) {
     const std::int64_t j = idx[r];
@@ -57,9 +58,9 @@ __global__ void gather_kernel(const std::uint32_t* perm, const std::uint32_t* st
 
 // One block: normalisation statistics, then the per-sample terms and gradients of
 // Ppo::minibatch_loss (same double arithmetic per sample), then the means.
-__global__ void ppo_loss_kernel(const float* logp, const float* ent, const float* val, const float* aux,
-                                std::int64_t n, bool normalize, const double* clip_range, double cvf, double vf,
-                                double ec, float* grad, double* all_terms, const std::int32_t* k, std::int32_t* bad) {
+__global__ void ppo_loss_kernel(const float* logp, const float* ent, const float* val, const float* aux, std::int64_t n,
+                                bool normalize, const double* clip_range, double cvf, double vf, double ec, float* grad,
+                                double* all_terms, const std::int32_t* k, std::int32_t* bad) {
   __shared__ double buf[kThreads];
   const double clip = *clip_range;
   double* terms = all_terms + 6 * static_cast<std::int64_t>(*k);
@@ -162,13 +163,15 @@ void gae(const float* rewards, const float* values, const std::uint8_t* terminat
   check_launch();
 }
 
-void ppo_gather(const std::uint32_t* perm, const std::uint32_t* starts, const std::int32_t* minibatch, std::int64_t n, const float* obs, std::int64_t obs_dim,
-                const std::int64_t* actions_i64, const float* actions_f32, std::int64_t action_dim,
-                const float* advantages, const float* log_probs, const float* values, const float* returns,
-                float* obs_out, std::int64_t* act_i64_out, float* act_f32_out, float* aux, cudaStream_t s) {
+void ppo_gather(const std::uint32_t* perm, const std::uint32_t* starts, const std::int32_t* minibatch, std::int64_t n,
+                const float* obs, std::int64_t obs_dim, const std::int64_t* actions_i64, const float* actions_f32,
+                std::int64_t action_dim, const float* advantages, const float* log_probs, const float* values,
+                const float* returns, float* obs_out, std::int64_t* act_i64_out, float* act_f32_out, float* aux,
+                cudaStream_t s) {
   if (n <= 0) return;
-  herd::gpu::launch(gather_kernel, blocks_for(n), kThreads, 0, s, perm, starts, minibatch, n, obs, obs_dim, actions_i64, actions_f32,
-                    action_dim, advantages, log_probs, values, returns, obs_out, act_i64_out, act_f32_out, aux);
+  herd::gpu::launch(gather_kernel, blocks_for(n), kThreads, 0, s, perm, starts, minibatch, n, obs, obs_dim, actions_i64,
+                    actions_f32, action_dim, advantages, log_probs, values, returns, obs_out, act_i64_out, act_f32_out,
+                    aux);
   check_launch();
 }
 
@@ -176,8 +179,8 @@ void ppo_loss(const float* log_probs, const float* entropies, const float* value
               bool normalize, const double* clip, double clip_vf, double vf_coef, double ent_coef, float* grad,
               double* terms, const std::int32_t* minibatch, std::int32_t* bad, cudaStream_t s) {
   if (n <= 0) return;
-  herd::gpu::launch(ppo_loss_kernel, 1, kThreads, 0, s, log_probs, entropies, values, aux, n, normalize, clip,
-                    clip_vf, vf_coef, ent_coef, grad, terms, minibatch, bad);
+  herd::gpu::launch(ppo_loss_kernel, 1, kThreads, 0, s, log_probs, entropies, values, aux, n, normalize, clip, clip_vf,
+                    vf_coef, ent_coef, grad, terms, minibatch, bad);
   check_launch();
 }
 

@@ -23,12 +23,10 @@ void dsdt(const double* s, double a, double* out) {
   const double d1 = kM1 * sq(kLc1) + kM2 * (sq(kL1) + sq(kLc2) + 2 * kL1 * kLc2 * cos2) + kI1 + kI2;
   const double d2 = kM2 * (sq(kLc2) + kL1 * kLc2 * cos2) + kI2;
   const double phi2 = kM2 * kLc2 * kG * std::cos(theta1 + theta2 - kPi / 2.0);
-  const double phi1 = -kM2 * kL1 * kLc2 * sq(dtheta2) * sin2 -
-                      2 * kM2 * kL1 * kLc2 * dtheta2 * dtheta1 * sin2 +
+  const double phi1 = -kM2 * kL1 * kLc2 * sq(dtheta2) * sin2 - 2 * kM2 * kL1 * kLc2 * dtheta2 * dtheta1 * sin2 +
                       (kM1 * kLc1 + kM2 * kL1) * kG * std::cos(theta1 - kPi / 2) + phi2;
   const double ddtheta2 =
-      (a + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * sq(dtheta1) * sin2 - phi2) /
-      (kM2 * sq(kLc2) + kI2 - sq(d2) / d1);
+      (a + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * sq(dtheta1) * sin2 - phi2) / (kM2 * sq(kLc2) + kI2 - sq(d2) / d1);
   const double ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
   out[0] = dtheta1;
   out[1] = dtheta2;
@@ -81,8 +79,8 @@ StepResult Acrobot::step_impl(const double* action, float* obs) {
   return r;
 }
 
-void Acrobot::step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
-                         double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const {
+void Acrobot::step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs, double* rewards,
+                         std::uint8_t* terminated, std::uint8_t* truncated) const {
   const EnvSimd level = env_simd();
   if (level == EnvSimd::kScalar) {
     Env::step_batch(envs, n, actions, obs, rewards, terminated, truncated);
@@ -99,8 +97,8 @@ void Acrobot::step_batch(Env* const* envs, std::size_t n, const double* actions,
       const double* s = static_cast<const Acrobot*>(envs[b + i])->s_;
       for (int j = 0; j < 4; ++j) soa.s[j][i] = s[j];
     }
-    const detail::AcrobotLanes l{{soa.s[0], soa.s[1], soa.s[2], soa.s[3]}, actions + b, obs + 6 * b,
-                                 rewards + b, terminated + b};
+    const detail::AcrobotLanes l{
+        {soa.s[0], soa.s[1], soa.s[2], soa.s[3]}, actions + b, obs + 6 * b, rewards + b, terminated + b};
     detail::acrobot_lanes(l, m, level);
     for (std::size_t i = 0; i < m; ++i) {
       auto* e = static_cast<Acrobot*>(envs[b + i]);

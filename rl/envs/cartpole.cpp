@@ -13,10 +13,9 @@ namespace {
 using namespace detail::cartpole;
 
 Space cartpole_obs_space() {
-  const double high[4] = {static_cast<float>(kXThreshold * 2), HUGE_VAL,
-                          static_cast<float>(kThetaThreshold * 2), HUGE_VAL};
-  return Space::box({-high[0], -high[1], -high[2], -high[3]},
-                    {high[0], high[1], high[2], high[3]});
+  const double high[4] = {static_cast<float>(kXThreshold * 2), HUGE_VAL, static_cast<float>(kThetaThreshold * 2),
+                          HUGE_VAL};
+  return Space::box({-high[0], -high[1], -high[2], -high[3]}, {high[0], high[1], high[2], high[3]});
 }
 
 /// The transition, inlined into both the exported function and the batched loop.
@@ -26,8 +25,7 @@ inline bool transition(CartPoleState& s, std::int64_t action) {
   // so that the batched kernels provably call the same function.
   double sintheta, costheta;
   ::sincos(s.theta, &sintheta, &costheta);
-  const double temp =
-      (force + kPoleMassLength * (s.theta_dot * s.theta_dot) * sintheta) / kTotalMass;
+  const double temp = (force + kPoleMassLength * (s.theta_dot * s.theta_dot) * sintheta) / kTotalMass;
   const double thetaacc = (kGravity * sintheta - costheta * temp) /
                           (kLength * (4.0 / 3.0 - kMassPole * (costheta * costheta) / kTotalMass));
   const double xacc = temp - kPoleMassLength * thetaacc * costheta / kTotalMass;
@@ -35,8 +33,7 @@ inline bool transition(CartPoleState& s, std::int64_t action) {
   s.x_dot = s.x_dot + kTau * xacc;
   s.theta = s.theta + kTau * s.theta_dot;
   s.theta_dot = s.theta_dot + kTau * thetaacc;
-  return s.x < -kXThreshold || s.x > kXThreshold || s.theta < -kThetaThreshold ||
-         s.theta > kThetaThreshold;
+  return s.x < -kXThreshold || s.x > kXThreshold || s.theta < -kThetaThreshold || s.theta > kThetaThreshold;
 }
 
 }  // namespace
@@ -76,9 +73,8 @@ StepResult CartPole::step_impl(const double* action, float* obs) {
   return r;
 }
 
-void CartPole::step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
-                          double* rewards, std::uint8_t* terminated,
-                          std::uint8_t* truncated) const {
+void CartPole::step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs, double* rewards,
+                          std::uint8_t* terminated, std::uint8_t* truncated) const {
   const EnvSimd level = env_simd();
   if (level == EnvSimd::kScalar) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -117,15 +113,15 @@ void CartPole::step_batch(Env* const* envs, std::size_t n, const double* actions
       soa.theta_dot[i] = s.theta_dot;
       ::sincos(s.theta, &soa.sin[i], &soa.cos[i]);  // the scalar path's function (transition)
     }
-    const detail::CartPoleLanes l{soa.x, soa.x_dot, soa.theta, soa.theta_dot, soa.sin, soa.cos,
-                                  actions + b, obs + 4 * b, terminated + b};
+    const detail::CartPoleLanes l{soa.x,   soa.x_dot,   soa.theta,   soa.theta_dot, soa.sin,
+                                  soa.cos, actions + b, obs + 4 * b, terminated + b};
     const std::size_t vec = m - m % lanes;
     if (level == EnvSimd::kAvx512) detail::cartpole_lanes_avx512(l, vec);
     else detail::cartpole_lanes_avx2(l, vec);
     if (vec < m) {
-      const detail::CartPoleLanes t{soa.x + vec, soa.x_dot + vec, soa.theta + vec, soa.theta_dot + vec,
-                                    soa.sin + vec, soa.cos + vec, actions + b + vec, obs + 4 * (b + vec),
-                                    terminated + b + vec};
+      const detail::CartPoleLanes t{soa.x + vec,         soa.x_dot + vec,     soa.theta + vec,
+                                    soa.theta_dot + vec, soa.sin + vec,       soa.cos + vec,
+                                    actions + b + vec,   obs + 4 * (b + vec), terminated + b + vec};
       detail::cartpole_lanes_scalar(t, m - vec);
     }
     for (std::size_t i = 0; i < m; ++i) {

@@ -44,17 +44,20 @@ EnvSimd env_simd() {
 
 const char* env_simd_name(EnvSimd level) {
   switch (level) {
-    case EnvSimd::kScalar: return "scalar";
-    case EnvSimd::kAvx2: return "avx2";
-    case EnvSimd::kAvx512: return "avx512";
+    case EnvSimd::kScalar:
+      return "scalar";
+    case EnvSimd::kAvx2:
+      return "avx2";
+    case EnvSimd::kAvx512:
+      return "avx512";
   }
   return "?";
 }
 
 void set_env_simd(EnvSimd level) {
   HERD_REQUIRE(static_cast<int>(level) <= static_cast<int>(env_simd_supported()),
-               "set_env_simd: level {} is not supported by this CPU (the widest supported is {})",
-               env_simd_name(level), env_simd_name(env_simd_supported()));
+               "set_env_simd: level {} is not supported by this CPU (the widest supported is {})", env_simd_name(level),
+               env_simd_name(env_simd_supported()));
   g_level.store(static_cast<std::uint8_t>(level), std::memory_order_relaxed);
 }
 
@@ -64,9 +67,12 @@ using namespace cartpole;
 
 std::size_t simd_lanes(EnvSimd level) {
   switch (level) {
-    case EnvSimd::kAvx512: return 8;
-    case EnvSimd::kAvx2: return 4;
-    case EnvSimd::kScalar: break;
+    case EnvSimd::kAvx512:
+      return 8;
+    case EnvSimd::kAvx2:
+      return 4;
+    case EnvSimd::kScalar:
+      break;
   }
   return 1;
 }
@@ -102,8 +108,7 @@ void cartpole_lanes_scalar(const CartPoleLanes& l, std::size_t n) {
 // so it is never read).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f,avx512dq"))) void cartpole_lanes_avx512(const CartPoleLanes& l,
-                                                                       std::size_t n) {
+__attribute__((target("avx512f,avx512dq"))) void cartpole_lanes_avx512(const CartPoleLanes& l, std::size_t n) {
   const __m512d pml = _mm512_set1_pd(kPoleMassLength), total = _mm512_set1_pd(kTotalMass);
   const __m512d grav = _mm512_set1_pd(kGravity), len = _mm512_set1_pd(kLength);
   const __m512d four_thirds = _mm512_set1_pd(4.0 / 3.0), mpole = _mm512_set1_pd(kMassPole);
@@ -125,12 +130,11 @@ __attribute__((target("avx512f,avx512dq"))) void cartpole_lanes_avx512(const Car
         _mm512_div_pd(_mm512_add_pd(force, _mm512_mul_pd(_mm512_mul_pd(pml, _mm512_mul_pd(thd, thd)), s)), total);
     // thetaacc = (g * s - c * temp) / (len * (4/3 - mpole * (c * c) / total))
     const __m512d num = _mm512_sub_pd(_mm512_mul_pd(grav, s), _mm512_mul_pd(c, temp));
-    const __m512d den = _mm512_mul_pd(
-        len, _mm512_sub_pd(four_thirds, _mm512_div_pd(_mm512_mul_pd(mpole, _mm512_mul_pd(c, c)), total)));
+    const __m512d den =
+        _mm512_mul_pd(len, _mm512_sub_pd(four_thirds, _mm512_div_pd(_mm512_mul_pd(mpole, _mm512_mul_pd(c, c)), total)));
     const __m512d thetaacc = _mm512_div_pd(num, den);
     // xacc = temp - pml * thetaacc * c / total
-    const __m512d xacc =
-        _mm512_sub_pd(temp, _mm512_div_pd(_mm512_mul_pd(_mm512_mul_pd(pml, thetaacc), c), total));
+    const __m512d xacc = _mm512_sub_pd(temp, _mm512_div_pd(_mm512_mul_pd(_mm512_mul_pd(pml, thetaacc), c), total));
     const __m512d nx = _mm512_add_pd(x, _mm512_mul_pd(tau, xd));
     const __m512d nxd = _mm512_add_pd(xd, _mm512_mul_pd(tau, xacc));
     const __m512d nt = _mm512_add_pd(th, _mm512_mul_pd(tau, thd));
@@ -139,9 +143,9 @@ __attribute__((target("avx512f,avx512dq"))) void cartpole_lanes_avx512(const Car
     _mm512_storeu_pd(l.x_dot + i, nxd);
     _mm512_storeu_pd(l.theta + i, nt);
     _mm512_storeu_pd(l.theta_dot + i, ntd);
-    const __mmask8 term = static_cast<__mmask8>(
-        _mm512_cmp_pd_mask(nx, xlo, _CMP_LT_OQ) | _mm512_cmp_pd_mask(nx, xhi, _CMP_GT_OQ) |
-        _mm512_cmp_pd_mask(nt, tlo, _CMP_LT_OQ) | _mm512_cmp_pd_mask(nt, thi, _CMP_GT_OQ));
+    const __mmask8 term =
+        static_cast<__mmask8>(_mm512_cmp_pd_mask(nx, xlo, _CMP_LT_OQ) | _mm512_cmp_pd_mask(nx, xhi, _CMP_GT_OQ) |
+                              _mm512_cmp_pd_mask(nt, tlo, _CMP_LT_OQ) | _mm512_cmp_pd_mask(nt, thi, _CMP_GT_OQ));
     for (std::size_t j = 0; j < 8; ++j) l.terminated[i + j] = static_cast<std::uint8_t>((term >> j) & 1u);
     const __m512 a = _mm512_insertf32x8(_mm512_zextps256_ps512(_mm512_cvtpd_ps(nx)), _mm512_cvtpd_ps(nxd), 1);
     const __m512 b = _mm512_insertf32x8(_mm512_zextps256_ps512(_mm512_cvtpd_ps(nt)), _mm512_cvtpd_ps(ntd), 1);
@@ -169,11 +173,10 @@ __attribute__((target("avx2"))) void cartpole_lanes_avx2(const CartPoleLanes& l,
     const __m256d temp =
         _mm256_div_pd(_mm256_add_pd(force, _mm256_mul_pd(_mm256_mul_pd(pml, _mm256_mul_pd(thd, thd)), s)), total);
     const __m256d num = _mm256_sub_pd(_mm256_mul_pd(grav, s), _mm256_mul_pd(c, temp));
-    const __m256d den = _mm256_mul_pd(
-        len, _mm256_sub_pd(four_thirds, _mm256_div_pd(_mm256_mul_pd(mpole, _mm256_mul_pd(c, c)), total)));
+    const __m256d den =
+        _mm256_mul_pd(len, _mm256_sub_pd(four_thirds, _mm256_div_pd(_mm256_mul_pd(mpole, _mm256_mul_pd(c, c)), total)));
     const __m256d thetaacc = _mm256_div_pd(num, den);
-    const __m256d xacc =
-        _mm256_sub_pd(temp, _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(pml, thetaacc), c), total));
+    const __m256d xacc = _mm256_sub_pd(temp, _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(pml, thetaacc), c), total));
     const __m256d nx = _mm256_add_pd(x, _mm256_mul_pd(tau, xd));
     const __m256d nxd = _mm256_add_pd(xd, _mm256_mul_pd(tau, xacc));
     const __m256d nt = _mm256_add_pd(th, _mm256_mul_pd(tau, thd));
@@ -182,9 +185,9 @@ __attribute__((target("avx2"))) void cartpole_lanes_avx2(const CartPoleLanes& l,
     _mm256_storeu_pd(l.x_dot + i, nxd);
     _mm256_storeu_pd(l.theta + i, nt);
     _mm256_storeu_pd(l.theta_dot + i, ntd);
-    const __m256d term = _mm256_or_pd(
-        _mm256_or_pd(_mm256_cmp_pd(nx, xlo, _CMP_LT_OQ), _mm256_cmp_pd(nx, xhi, _CMP_GT_OQ)),
-        _mm256_or_pd(_mm256_cmp_pd(nt, tlo, _CMP_LT_OQ), _mm256_cmp_pd(nt, thi, _CMP_GT_OQ)));
+    const __m256d term =
+        _mm256_or_pd(_mm256_or_pd(_mm256_cmp_pd(nx, xlo, _CMP_LT_OQ), _mm256_cmp_pd(nx, xhi, _CMP_GT_OQ)),
+                     _mm256_or_pd(_mm256_cmp_pd(nt, tlo, _CMP_LT_OQ), _mm256_cmp_pd(nt, thi, _CMP_GT_OQ)));
     const int bits = _mm256_movemask_pd(term);
     for (std::size_t j = 0; j < 4; ++j) l.terminated[i + j] = static_cast<std::uint8_t>((bits >> j) & 1);
     __m128 r0 = _mm256_cvtpd_ps(nx), r1 = _mm256_cvtpd_ps(nxd), r2 = _mm256_cvtpd_ps(nt), r3 = _mm256_cvtpd_ps(ntd);
@@ -202,7 +205,6 @@ void cartpole_lanes_avx512(const CartPoleLanes& l, std::size_t n) { cartpole_lan
 void cartpole_lanes_avx2(const CartPoleLanes& l, std::size_t n) { cartpole_lanes_scalar(l, n); }
 
 #endif
-
 
 // ---------------------------------------------------------------------------------------
 // Acrobot: RK4 arithmetic W lanes at a time (GCC vector extensions, compiled for the
@@ -268,30 +270,34 @@ template <int W>
     sc.sq_dt2[i] = sq(y[3][i]);
     sc.sq_dt1[i] = sq(y[2][i]);
   }
-  for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
-    const V dtheta1 = ld<V>(y[2] + i), dtheta2 = ld<V>(y[3] + i);
-    const V sin2 = ld<V>(sc.sin2 + i), cos2 = ld<V>(sc.cos2 + i);
-    const V d1 = kM1 * p.lc1 + kM2 * (p.l1 + p.lc2 + 2 * kL1 * kLc2 * cos2) + kI1 + kI2;
-    const V d2 = kM2 * (p.lc2 + kL1 * kLc2 * cos2) + kI2;
-    const V phi2 = kM2 * kLc2 * kG * ld<V>(sc.cos_phi2 + i);
-    const V phi1 = -kM2 * kL1 * kLc2 * ld<V>(sc.sq_dt2 + i) * sin2 - 2 * kM2 * kL1 * kLc2 * dtheta2 * dtheta1 * sin2 +
-                   (kM1 * kLc1 + kM2 * kL1) * kG * ld<V>(sc.cos1 + i) + phi2;
-    st(sc.d1 + i, d1);
-    st(sc.d2 + i, d2);
-    st(sc.phi1 + i, phi1);
-    st(sc.phi2 + i, phi2);
-  });
+  for_lanes<W>(
+      n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+        const V dtheta1 = ld<V>(y[2] + i), dtheta2 = ld<V>(y[3] + i);
+        const V sin2 = ld<V>(sc.sin2 + i), cos2 = ld<V>(sc.cos2 + i);
+        const V d1 = kM1 * p.lc1 + kM2 * (p.l1 + p.lc2 + 2 * kL1 * kLc2 * cos2) + kI1 + kI2;
+        const V d2 = kM2 * (p.lc2 + kL1 * kLc2 * cos2) + kI2;
+        const V phi2 = kM2 * kLc2 * kG * ld<V>(sc.cos_phi2 + i);
+        const V phi1 = -kM2 * kL1 * kLc2 * ld<V>(sc.sq_dt2 + i) * sin2 -
+                       2 * kM2 * kL1 * kLc2 * dtheta2 * dtheta1 * sin2 +
+                       (kM1 * kLc1 + kM2 * kL1) * kG * ld<V>(sc.cos1 + i) + phi2;
+        st(sc.d1 + i, d1);
+        st(sc.d2 + i, d2);
+        st(sc.phi1 + i, phi1);
+        st(sc.phi2 + i, phi2);
+      });
   for (std::size_t i = 0; i < n; ++i) sc.sq_d2[i] = sq(sc.d2[i]);
-  for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
-    const V d1 = ld<V>(sc.d1 + i), d2 = ld<V>(sc.d2 + i), phi1 = ld<V>(sc.phi1 + i), phi2 = ld<V>(sc.phi2 + i);
-    const V ddtheta2 = (ld<V>(a + i) + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * ld<V>(sc.sq_dt1 + i) * ld<V>(sc.sin2 + i) - phi2) /
-                       (kM2 * p.lc2 + kI2 - ld<V>(sc.sq_d2 + i) / d1);
-    const V ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
-    st(out[0] + i, ld<V>(y[2] + i));
-    st(out[1] + i, ld<V>(y[3] + i));
-    st(out[2] + i, ddtheta1);
-    st(out[3] + i, ddtheta2);
-  });
+  for_lanes<W>(
+      n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+        const V d1 = ld<V>(sc.d1 + i), d2 = ld<V>(sc.d2 + i), phi1 = ld<V>(sc.phi1 + i), phi2 = ld<V>(sc.phi2 + i);
+        const V ddtheta2 =
+            (ld<V>(a + i) + d2 / d1 * phi1 - kM2 * kL1 * kLc2 * ld<V>(sc.sq_dt1 + i) * ld<V>(sc.sin2 + i) - phi2) /
+            (kM2 * p.lc2 + kI2 - ld<V>(sc.sq_d2 + i) / d1);
+        const V ddtheta1 = -(d2 * ddtheta2 + phi1) / d1;
+        st(out[0] + i, ld<V>(y[2] + i));
+        st(out[1] + i, ld<V>(y[3] + i));
+        st(out[2] + i, ddtheta1);
+        st(out[3] + i, ddtheta2);
+      });
 }
 
 template <int W>
@@ -313,18 +319,21 @@ template <int W>
   acrobot_dsdt_lanes<W>(s, sc.torque, k[0], n, sc, p);
   for (int stage = 1; stage < 4; ++stage) {
     const double h = stage == 3 ? dt : dt2;
-    for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
-      for (int j = 0; j < 4; ++j) st(y[j] + i, ld<V>(s[j] + i) + h * ld<V>(k[stage - 1][j] + i));
-      st(sc.a + i, ld<V>(sc.torque + i) + h * 0.0);
-    });
+    for_lanes<W>(
+        n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+          for (int j = 0; j < 4; ++j) st(y[j] + i, ld<V>(s[j] + i) + h * ld<V>(k[stage - 1][j] + i));
+          st(sc.a + i, ld<V>(sc.torque + i) + h * 0.0);
+        });
     acrobot_dsdt_lanes<W>(y, sc.a, k[stage], n, sc, p);
   }
   // ns = s + dt / 6 * (k1 + 2 k2 + 2 k3 + k4), into y.
-  for_lanes<W>(n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
-    for (int j = 0; j < 4; ++j)
-      st(y[j] + i, ld<V>(s[j] + i) + dt / 6.0 * (ld<V>(k[0][j] + i) + 2 * ld<V>(k[1][j] + i) +
-                                                 2 * ld<V>(k[2][j] + i) + ld<V>(k[3][j] + i)));
-  });
+  for_lanes<W>(
+      n, [&]<class V>(std::size_t i) __attribute__((always_inline)) {
+        for (int j = 0; j < 4; ++j)
+          st(y[j] + i, ld<V>(s[j] + i) + dt / 6.0 *
+                                             (ld<V>(k[0][j] + i) + 2 * ld<V>(k[1][j] + i) + 2 * ld<V>(k[2][j] + i) +
+                                              ld<V>(k[3][j] + i)));
+      });
   for (std::size_t i = 0; i < n; ++i) {
     double ns[4];
     ns[0] = wrap(y[0][i], -kPi, kPi);

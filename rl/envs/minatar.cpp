@@ -23,11 +23,10 @@ std::vector<int> full_set() { return {0, 1, 2, 3, 4, 5}; }
 
 // --- MinAtarEnv ---------------------------------------------------------------------------
 
-MinAtarEnv::MinAtarEnv(std::string id, int n_channels, std::vector<int> minimal,
-                       bool full_actions, std::size_t game_state_dim, std::unique_ptr<MinAtarGame> game)
+MinAtarEnv::MinAtarEnv(std::string id, int n_channels, std::vector<int> minimal, bool full_actions,
+                       std::size_t game_state_dim, std::unique_ptr<MinAtarGame> game)
     : Env(std::move(id), grid_space(n_channels),
-          Space::discrete(static_cast<std::int64_t>(full_actions ? 6 : minimal.size())),
-          game_state_dim + 2, 0),
+          Space::discrete(static_cast<std::int64_t>(full_actions ? 6 : minimal.size())), game_state_dim + 2, 0),
       game_(std::move(game)),
       n_channels_(n_channels),
       action_map_(full_actions ? full_set() : std::move(minimal)),
@@ -36,8 +35,7 @@ MinAtarEnv::MinAtarEnv(std::string id, int n_channels, std::vector<int> minimal,
 MinAtarEnv::~MinAtarEnv() = default;
 
 void MinAtarEnv::set_sticky_action_prob(double p) {
-  HERD_REQUIRE(p >= 0.0 && p <= 1.0, "{}: sticky_action_prob is {}, but must be in [0, 1]",
-               id(), p);
+  HERD_REQUIRE(p >= 0.0 && p <= 1.0, "{}: sticky_action_prob is {}, but must be in [0, 1]", id(), p);
   sticky_prob_ = p;
 }
 
@@ -101,8 +99,8 @@ void MinAtarEnv::step_batch_u8(Env* const* envs, std::size_t n, const double* ac
 }
 
 StepResult MinAtarEnv::advance(const double* action) {
-  const std::uint64_t index = ((episode() & ((std::uint64_t{1} << 28) - 1)) << 20) |
-                              (t_ & ((std::uint64_t{1} << 20) - 1));
+  const std::uint64_t index =
+      ((episode() & ((std::uint64_t{1} << 28) - 1)) << 20) | (t_ & ((std::uint64_t{1} << 20) - 1));
   RngCursor rng = RngStream(seed(), global_id(), RngPurpose::kEnvStep).at(index);
   ++t_;
   int a = full_action(static_cast<int>(action[0]));
@@ -213,8 +211,8 @@ class BreakoutGame final : public MinAtarGame {
 }  // namespace
 
 MinAtarBreakout::MinAtarBreakout(bool full_actions)
-    : MinAtarEnv(full_actions ? "MinAtar/Breakout-v0" : "MinAtar/Breakout-v1", 4, {0, 1, 3},
-                 full_actions, 37, std::make_unique<BreakoutGame>()) {}
+    : MinAtarEnv(full_actions ? "MinAtar/Breakout-v0" : "MinAtar/Breakout-v1", 4, {0, 1, 3}, full_actions, 37,
+                 std::make_unique<BreakoutGame>()) {}
 
 // --- Freeway ------------------------------------------------------------------------------
 
@@ -298,8 +296,7 @@ class FreewayGame final : public MinAtarGame {
   }
 
   bool chicken_on_car() const {
-    return chicken_y_ >= 1 && chicken_y_ <= 8 &&
-           cars_[static_cast<std::size_t>(chicken_y_ - 1)].x == 4;
+    return chicken_y_ >= 1 && chicken_y_ <= 8 && cars_[static_cast<std::size_t>(chicken_y_ - 1)].x == 4;
   }
 
   struct Car {
@@ -312,7 +309,7 @@ class FreewayGame final : public MinAtarGame {
 }  // namespace
 
 MinAtarFreeway::MinAtarFreeway(bool full_actions)
-    : MinAtarEnv(full_actions ? "MinAtar/Freeway-v0" : "MinAtar/Freeway-v1", 7, {0, 2, 4},
-                 full_actions, 3 + 4 * 8, std::make_unique<FreewayGame>()) {}
+    : MinAtarEnv(full_actions ? "MinAtar/Freeway-v0" : "MinAtar/Freeway-v1", 7, {0, 2, 4}, full_actions, 3 + 4 * 8,
+                 std::make_unique<FreewayGame>()) {}
 
 }  // namespace herd::rl

@@ -126,8 +126,8 @@ class AsterixGame final : public MinAtarGame {
 }  // namespace
 
 MinAtarAsterix::MinAtarAsterix(bool full_actions)
-    : MinAtarEnv(full_actions ? "MinAtar/Asterix-v0" : "MinAtar/Asterix-v1", 4, {0, 1, 2, 3, 4},
-                 full_actions, 6 + 4 * 8, std::make_unique<AsterixGame>()) {}
+    : MinAtarEnv(full_actions ? "MinAtar/Asterix-v0" : "MinAtar/Asterix-v1", 4, {0, 1, 2, 3, 4}, full_actions,
+                 6 + 4 * 8, std::make_unique<AsterixGame>()) {}
 
 int MinAtarAsterix::spawn_period(int ramps) { return std::max(1, 10 - ramps); }
 

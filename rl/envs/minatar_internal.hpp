@@ -17,9 +17,8 @@ inline constexpr int kCells = kN * kN;
 /// Reads an integral state value in [lo, hi] or throws herd::InputError naming the env and
 /// the field.
 inline int state_int(const std::string& id, const std::string& field, double v, int lo, int hi) {
-  HERD_REQUIRE(v == std::floor(v) && v >= lo && v <= hi,
-               "{}: state value {} is {}, but must be an integer in [{}, {}]", id, field, v, lo,
-               hi);
+  HERD_REQUIRE(v == std::floor(v) && v >= lo && v <= hi, "{}: state value {} is {}, but must be an integer in [{}, {}]",
+               id, field, v, lo, hi);
   return static_cast<int>(v);
 }
 
@@ -92,9 +91,7 @@ class MinAtarGame {
 };
 
 /// Sets cell (y, x) of `channel` in a `[channels, 10, 10]` grid.
-inline void set_cell(std::uint8_t* grid, int channel, int y, int x) {
-  grid[channel * kCells + y * kN + x] = 1;
-}
+inline void set_cell(std::uint8_t* grid, int channel, int y, int x) { grid[channel * kCells + y * kN + x] = 1; }
 
 /// Index of cell (y, x) in a row-major 10x10 grid.
 constexpr std::size_t at(int y, int x) { return static_cast<std::size_t>(y * kN + x); }

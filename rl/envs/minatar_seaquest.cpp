@@ -89,11 +89,9 @@ class SeaquestGame final : public MinAtarGame {
       const int lane = 1 + static_cast<int>(rng.below(8));
       const int dir = rng.below(2) == 0 ? 1 : -1;
       const bool sub = rng.below(3) == 0;
-      const bool blocked = std::any_of(enemies_.begin(), enemies_.end(), [&](const Mover& e) {
-        return e.kind != 0 && e.lane == lane && e.dir == -dir;
-      });
-      auto slot = std::find_if(enemies_.begin(), enemies_.end(),
-                               [](const Mover& e) { return e.kind == 0; });
+      const bool blocked = std::any_of(enemies_.begin(), enemies_.end(),
+                                       [&](const Mover& e) { return e.kind != 0 && e.lane == lane && e.dir == -dir; });
+      auto slot = std::find_if(enemies_.begin(), enemies_.end(), [](const Mover& e) { return e.kind == 0; });
       if (!blocked && slot != enemies_.end()) {
         *slot = Mover{sub ? 2 : 1, lane, dir > 0 ? 0 : kN - 1, dir, period, 10, 0};
       }
@@ -102,8 +100,8 @@ class SeaquestGame final : public MinAtarGame {
       diver_timer_ = 30;
       const int lane = 1 + static_cast<int>(rng.below(8));
       const int dir = rng.below(2) == 0 ? 1 : -1;
-      auto slot = std::find_if(divers_on_screen_.begin(), divers_on_screen_.end(),
-                               [](const Mover& d) { return d.kind == 0; });
+      auto slot =
+          std::find_if(divers_on_screen_.begin(), divers_on_screen_.end(), [](const Mover& d) { return d.kind == 0; });
       if (slot != divers_on_screen_.end()) {
         *slot = Mover{1, lane, dir > 0 ? 0 : kN - 1, dir, MinAtarSeaquest::kDiverPeriod, 0, 0};
       }
@@ -228,9 +226,8 @@ class SeaquestGame final : public MinAtarGame {
 
   bool touching_enemy() const {
     if (enemy_bullets_[at(sub_y_, sub_x_)] != 0) return true;
-    return std::any_of(enemies_.begin(), enemies_.end(), [&](const Mover& e) {
-      return e.kind != 0 && e.lane == sub_y_ && e.x == sub_x_;
-    });
+    return std::any_of(enemies_.begin(), enemies_.end(),
+                       [&](const Mover& e) { return e.kind != 0 && e.lane == sub_y_ && e.x == sub_x_; });
   }
 
   void touch_diver() {
@@ -268,10 +265,8 @@ class SeaquestGame final : public MinAtarGame {
 }  // namespace
 
 MinAtarSeaquest::MinAtarSeaquest(bool full_actions)
-    : MinAtarEnv(full_actions ? "MinAtar/Seaquest-v0" : "MinAtar/Seaquest-v1", 10,
-                 {0, 1, 2, 3, 4, 5}, full_actions,
-                 9 + 2 * kCells + 7 * kMaxEnemies + 6 * kMaxDiverSlots,
-                 std::make_unique<SeaquestGame>()) {}
+    : MinAtarEnv(full_actions ? "MinAtar/Seaquest-v0" : "MinAtar/Seaquest-v1", 10, {0, 1, 2, 3, 4, 5}, full_actions,
+                 9 + 2 * kCells + 7 * kMaxEnemies + 6 * kMaxDiverSlots, std::make_unique<SeaquestGame>()) {}
 
 int MinAtarSeaquest::spawn_period(int surfacings) { return std::max(1, 20 - surfacings); }
 

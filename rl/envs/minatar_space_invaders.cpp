@@ -154,8 +154,8 @@ class SpaceInvadersGame final : public MinAtarGame {
 }  // namespace
 
 MinAtarSpaceInvaders::MinAtarSpaceInvaders(bool full_actions)
-    : MinAtarEnv(full_actions ? "MinAtar/SpaceInvaders-v0" : "MinAtar/SpaceInvaders-v1", 6,
-                 {0, 1, 3, 5}, full_actions, 6 + 3 * kCells, std::make_unique<SpaceInvadersGame>()) {}
+    : MinAtarEnv(full_actions ? "MinAtar/SpaceInvaders-v0" : "MinAtar/SpaceInvaders-v1", 6, {0, 1, 3, 5}, full_actions,
+                 6 + 3 * kCells, std::make_unique<SpaceInvadersGame>()) {}
 
 int MinAtarSpaceInvaders::wave_speed(int waves) { return std::max(1, 12 - waves); }
 

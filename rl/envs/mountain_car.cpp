@@ -25,8 +25,7 @@ inline double clip(double x, double lo, double hi) { return x < lo ? lo : (x > h
 
 // --- MountainCar-v0 --------------------------------------------------------------------
 
-MountainCar::MountainCar()
-    : Env("MountainCar-v0", mountain_car_obs_space(), Space::discrete(3), 2, 200) {}
+MountainCar::MountainCar() : Env("MountainCar-v0", mountain_car_obs_space(), Space::discrete(3), 2, 200) {}
 
 std::vector<double> MountainCar::get_state() const { return {position_, velocity_}; }
 
@@ -67,8 +66,7 @@ void MountainCar::set_state_impl(const double* state) {
 // --- MountainCarContinuous-v0 ------------------------------------------------------------
 
 MountainCarContinuous::MountainCarContinuous()
-    : Env("MountainCarContinuous-v0", mountain_car_obs_space(), Space::box({-1.0}, {1.0}), 2,
-          999) {}
+    : Env("MountainCarContinuous-v0", mountain_car_obs_space(), Space::box({-1.0}, {1.0}), 2, 999) {}
 
 std::vector<double> MountainCarContinuous::get_state() const { return {position_, velocity_}; }
 

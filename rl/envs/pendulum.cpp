@@ -35,8 +35,7 @@ inline double clip(double x, double lo, double hi) { return x < lo ? lo : (x > h
 }  // namespace
 
 Pendulum::Pendulum()
-    : Env("Pendulum-v1",
-          Space::box({-1.0, -1.0, -kMaxSpeed}, {1.0, 1.0, kMaxSpeed}),
+    : Env("Pendulum-v1", Space::box({-1.0, -1.0, -kMaxSpeed}, {1.0, 1.0, kMaxSpeed}),
           Space::box({-kMaxTorque}, {kMaxTorque}), 2, 200) {}
 
 std::vector<double> Pendulum::get_state() const { return {th_, thdot_}; }
@@ -57,10 +56,8 @@ void Pendulum::reset_impl(RngCursor& rng, float* obs) {
 StepResult Pendulum::step_impl(const double* action, float* obs) {
   const double th = th_, thdot = thdot_;
   const double u = clip(action[0], -kMaxTorque, kMaxTorque);
-  const double costs = std::pow(angle_normalize(th), 2.0) + 0.1 * std::pow(thdot, 2.0) +
-                       0.001 * std::pow(u, 2.0);
-  double newthdot =
-      thdot + (3 * kG / (2 * kL) * std::sin(th) + 3.0 / (kM * std::pow(kL, 2.0)) * u) * kDt;
+  const double costs = std::pow(angle_normalize(th), 2.0) + 0.1 * std::pow(thdot, 2.0) + 0.001 * std::pow(u, 2.0);
+  double newthdot = thdot + (3 * kG / (2 * kL) * std::sin(th) + 3.0 / (kM * std::pow(kL, 2.0)) * u) * kDt;
   newthdot = clip(newthdot, -kMaxSpeed, kMaxSpeed);
   const double newth = th + newthdot * kDt;
   th_ = newth;

@@ -90,9 +90,9 @@ void merge(Clock& into, const Clock& from) {
 }
 
 struct Allocation {
-  char* user = nullptr;   // what cudaMalloc returned
-  std::size_t size = 0;   // bytes asked for
-  char* map = nullptr;    // checked mode: the mapping (data pages, then the guard page)
+  char* user = nullptr;      // what cudaMalloc returned
+  std::size_t size = 0;      // bytes asked for
+  char* map = nullptr;       // checked mode: the mapping (data pages, then the guard page)
   std::size_t data_len = 0;  // checked mode: bytes of data pages
   // Checked mode: the stream and operation that last wrote it (stream-order checks).
   mutable const Stream* w_stream = nullptr;
@@ -249,9 +249,10 @@ void write_all(const char* m) {
       "herd host-emu: stream-order race: %s on %s%p uses the %zu-byte device allocation at %p, last written by "
       "work on %s%p that is not ordered before it (no event wait, stream, event or device synchronisation "
       "between; the legacy default stream orders only against blocking streams)\n",
-      tl_op_is_kernel ? "a kernel" : "a copy or memset", tl_op_stream->legacy ? "the legacy default stream " : "stream ",
-      static_cast<const void*>(tl_op_stream), al->size, static_cast<const void*>(al->user),
-      al->w_stream->legacy ? "the legacy default stream " : "stream ", static_cast<const void*>(al->w_stream));
+      tl_op_is_kernel ? "a kernel" : "a copy or memset",
+      tl_op_stream->legacy ? "the legacy default stream " : "stream ", static_cast<const void*>(tl_op_stream), al->size,
+      static_cast<const void*>(al->user), al->w_stream->legacy ? "the legacy default stream " : "stream ",
+      static_cast<const void*>(al->w_stream));
   if (n > 0) {
     const ssize_t w = write(2, buf, static_cast<std::size_t>(n));
     (void)w;
@@ -621,11 +622,16 @@ cudaMemcpyKind infer_kind(const void* dst, const void* src) {
 
 const char* kind_name(cudaMemcpyKind k) {
   switch (k) {
-    case cudaMemcpyHostToHost: return "cudaMemcpyHostToHost";
-    case cudaMemcpyHostToDevice: return "cudaMemcpyHostToDevice";
-    case cudaMemcpyDeviceToHost: return "cudaMemcpyDeviceToHost";
-    case cudaMemcpyDeviceToDevice: return "cudaMemcpyDeviceToDevice";
-    default: return "cudaMemcpyDefault";
+    case cudaMemcpyHostToHost:
+      return "cudaMemcpyHostToHost";
+    case cudaMemcpyHostToDevice:
+      return "cudaMemcpyHostToDevice";
+    case cudaMemcpyDeviceToHost:
+      return "cudaMemcpyDeviceToHost";
+    case cudaMemcpyDeviceToDevice:
+      return "cudaMemcpyDeviceToDevice";
+    default:
+      return "cudaMemcpyDefault";
   }
 }
 
@@ -664,8 +670,7 @@ void count_copy(cudaMemcpyKind k, std::size_t n) {
 }
 
 cudaError_t sync_stream(Stream* st) {
-  if (st->capture)
-    return fail(cudaErrorStreamCaptureUnsupported, "synchronising a stream that is being captured");
+  if (st->capture) return fail(cudaErrorStreamCaptureUnsupported, "synchronising a stream that is being captured");
   count_wait();
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   deliver(st, UINT64_MAX);
@@ -683,12 +688,12 @@ const bool g_registered = [] {
 void launch_on_host(dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream, std::function<void()> body) {
   install_handler();
   const unsigned long long threads = 1ULL * block.x * block.y * block.z;
-  if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
-      grid.y > 65535 || grid.z > 65535 || shared_bytes > 48 * 1024) {
+  if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+      grid.z > 65535 || shared_bytes > 48 * 1024) {
     fail(cudaErrorInvalidConfiguration,
          "kernel launch with grid (" + std::to_string(grid.x) + ", " + std::to_string(grid.y) + ", " +
-             std::to_string(grid.z) + "), block (" + std::to_string(block.x) + ", " + std::to_string(block.y) +
-             ", " + std::to_string(block.z) + "), " + std::to_string(shared_bytes) + " bytes of shared memory");
+             std::to_string(grid.z) + "), block (" + std::to_string(block.x) + ", " + std::to_string(block.y) + ", " +
+             std::to_string(block.z) + "), " + std::to_string(shared_bytes) + " bytes of shared memory");
     return;
   }
   submit(stream, [grid, block, b = std::move(body)]() { run_grid(grid, block, b); });
@@ -716,32 +721,53 @@ cudaError_t cudaPeekAtLastError(void) { return tl_last_error; }
 
 const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
-    case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
-    case cudaErrorIllegalState: return "cudaErrorIllegalState";
-    default: return "cudaErrorUnknown";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    case cudaErrorStreamCaptureUnsupported:
+      return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureUnmatched:
+      return "cudaErrorStreamCaptureUnmatched";
+    case cudaErrorIllegalState:
+      return "cudaErrorIllegalState";
+    default:
+      return "cudaErrorUnknown";
   }
 }
 
 const char* cudaGetErrorString(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "no error (host backend)";
-    case cudaErrorInvalidValue: return "invalid argument (host backend)";
-    case cudaErrorMemoryAllocation: return "out of memory (host backend)";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument (host backend)";
-    case cudaErrorInvalidDevice: return "invalid device ordinal (host backend)";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle (host backend)";
-    case cudaErrorNotReady: return "device not ready (host backend)";
-    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing (host backend)";
-    case cudaErrorStreamCaptureUnmatched: return "capture was not initiated in this stream (host backend)";
-    default: return "unknown error (host backend)";
+    case cudaSuccess:
+      return "no error (host backend)";
+    case cudaErrorInvalidValue:
+      return "invalid argument (host backend)";
+    case cudaErrorMemoryAllocation:
+      return "out of memory (host backend)";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument (host backend)";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal (host backend)";
+    case cudaErrorInvalidResourceHandle:
+      return "invalid resource handle (host backend)";
+    case cudaErrorNotReady:
+      return "device not ready (host backend)";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing (host backend)";
+    case cudaErrorStreamCaptureUnmatched:
+      return "capture was not initiated in this stream (host backend)";
+    default:
+      return "unknown error (host backend)";
   }
 }
 
@@ -831,10 +857,8 @@ cudaError_t cudaFree(void* ptr) {
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   auto it = rt().allocs.find(reinterpret_cast<std::uintptr_t>(ptr));
   if (it == rt().allocs.end()) return fail(cudaErrorInvalidValue, "cudaFree of a pointer cudaMalloc did not return");
-  if (it->second.map)
-    munmap(it->second.map, it->second.data_len + page_size());
-  else
-    std::free(it->second.user);
+  if (it->second.map) munmap(it->second.map, it->second.data_len + page_size());
+  else std::free(it->second.user);
   rt().allocs.erase(it);
   return cudaSuccess;
 }
@@ -953,8 +977,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
   count_copy(k, n);
   if (k == cudaMemcpyDeviceToHost && is_pinned(dst, n)) {
     // Asynchronous in CUDA: delivered at the host's next sync with this stream.
-    Stream::Delivery d{st->next_seq++, std::vector<char>(static_cast<const char*>(src), static_cast<const char*>(src) + n),
-                       dst};
+    Stream::Delivery d{st->next_seq++,
+                       std::vector<char>(static_cast<const char*>(src), static_cast<const char*>(src) + n), dst};
     std::memset(dst, kPoison, n);
     st->deliveries.push_back(std::move(d));
     return cudaSuccess;
@@ -1013,8 +1037,7 @@ cudaError_t cudaMemset(void* p, int value, size_t n) { return cudaMemsetAsync(p,
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   Stream* st = stream_of(s);
-  if (st == &rt().default_stream)
-    return fail(cudaErrorStreamCaptureUnsupported, "capturing the legacy default stream");
+  if (st == &rt().default_stream) return fail(cudaErrorStreamCaptureUnsupported, "capturing the legacy default stream");
   if (st->capture) return fail(cudaErrorIllegalState, "cudaStreamBeginCapture on a stream already capturing");
   st->capture = new Graph;
   return cudaSuccess;
@@ -1088,15 +1111,14 @@ cublasStatus_t host_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation
   const GemmOp oa = ta == CUBLAS_OP_N ? GemmOp::kN : GemmOp::kT;
   const GemmOp ob = tb == CUBLAS_OP_N ? GemmOp::kN : GemmOp::kT;
   if (const char* bad = herd::gpu::gemm_invalid_argument(oa, ob, m, n, k, lda, ldb, ldc); *bad) {
-    std::fprintf(stderr, "herd host-emu: cublas gemm: invalid %s (m=%d n=%d k=%d lda=%d ldb=%d ldc=%d)\n", bad, m, n,
-                 k, lda, ldb, ldc);
+    std::fprintf(stderr, "herd host-emu: cublas gemm: invalid %s (m=%d n=%d k=%d lda=%d ldb=%d ldc=%d)\n", bad, m, n, k,
+                 lda, ldb, ldc);
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   herd::gpu::detail::count(Count::kKernel);
   const T a = *alpha, b = *beta;  // host pointer mode: read at the call, as cuBLAS does
-  submit(reinterpret_cast<BlasHandle*>(h)->stream, [=] {
-    herd::gpu::reference_gemm<T>(oa, ob, m, n, k, a, A, lda, B, ldb, b, C, ldc);
-  });
+  submit(reinterpret_cast<BlasHandle*>(h)->stream,
+         [=] { herd::gpu::reference_gemm<T>(oa, ob, m, n, k, a, A, lda, B, ldb, b, C, ldc); });
   return CUBLAS_STATUS_SUCCESS;
 }
 

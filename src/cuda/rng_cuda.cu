@@ -5,8 +5,8 @@
 namespace herd::cuda {
 
 namespace {
-__global__ void rng_fill_kernel(RngStream stream, std::uint64_t first, std::size_t n,
-                                std::uint32_t* words, double* uniforms, double* normals) {
+__global__ void rng_fill_kernel(RngStream stream, std::uint64_t first, std::size_t n, std::uint32_t* words,
+                                double* uniforms, double* normals) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const RngBlock b = stream.block(first + i);
@@ -16,8 +16,8 @@ __global__ void rng_fill_kernel(RngStream stream, std::uint64_t first, std::size
 }
 }  // namespace
 
-void rng_fill(const RngStream& stream, std::uint64_t first_index, std::size_t n,
-              std::uint32_t* words, double* uniforms, double* normals, cudaStream_t cuda_stream) {
+void rng_fill(const RngStream& stream, std::uint64_t first_index, std::size_t n, std::uint32_t* words, double* uniforms,
+              double* normals, cudaStream_t cuda_stream) {
   if (n == 0) return;
   const unsigned threads = 256;
   const unsigned blocks = static_cast<unsigned>((n + threads - 1) / threads);

@@ -29,12 +29,14 @@ void write(const fs::path& p, const std::string& text) { std::ofstream(p) << tex
 
 /// herd-sample under `timeout 60 mpiexec -n 2`, with environment assignments `env`.
 Run sample2(const fs::path& dir, const std::string& args, const std::string& env = "") {
-  return herd::testing::run_shell(dir, env + "timeout 60 '" + HERD_MPIEXEC + "' -n 2 '" + HERD_SAMPLE_EXE + "' " + args);
+  return herd::testing::run_shell(dir,
+                                  env + "timeout 60 '" + HERD_MPIEXEC + "' -n 2 '" + HERD_SAMPLE_EXE + "' " + args);
 }
 
 std::string input() {
-  return std::string("chain_size = 20000\nrandom_seed = 5\nparallelization_model = \"multi_chain\"\n"
-                     "checkpoint_period = 2000\n[target]\nlibrary = \"") +
+  return std::string(
+             "chain_size = 20000\nrandom_seed = 5\nparallelization_model = \"multi_chain\"\n"
+             "checkpoint_period = 2000\n[target]\nlibrary = \"") +
          HERD_TEST_FAIL_PLUGIN + "\"\nndim = 2\n";
 }
 

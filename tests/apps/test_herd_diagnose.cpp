@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <hdf5.h>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
 #include "../mcmc/diagnostics_vectors.hpp"
 #include "herd/core/config.hpp"
 #include "herd/mcmc/diagnostics.hpp"
-#include <fmt/format.h>
 
 namespace fs = std::filesystem;
 
@@ -59,24 +59,21 @@ Run run(const std::string& args) {
 }
 
 /// Writes [M, N] draws as CSV: one column per chain, one row per draw.
-fs::path write_csv(const std::string& name, const std::vector<double>& x, std::size_t m,
-                   std::size_t n, const std::string& header = "") {
+fs::path write_csv(const std::string& name, const std::vector<double>& x, std::size_t m, std::size_t n,
+                   const std::string& header = "") {
   fs::create_directories(kWork);
   const fs::path p = kWork / name;
   std::FILE* f = std::fopen(p.c_str(), "w");
   if (!header.empty()) std::fprintf(f, "%s\n", header.c_str());
   for (std::size_t t = 0; t < n; ++t)
-    for (std::size_t c = 0; c < m; ++c)
-      std::fprintf(f, "%.17g%s", x[c * n + t], c + 1 < m ? "," : "\n");
+    for (std::size_t c = 0; c < m; ++c) std::fprintf(f, "%.17g%s", x[c * n + t], c + 1 < m ? "," : "\n");
   std::fclose(f);
   return p;
 }
 
-void write_dataset(hid_t loc, const char* name, const std::vector<double>& x,
-                   std::vector<hsize_t> dims) {
+void write_dataset(hid_t loc, const char* name, const std::vector<double>& x, std::vector<hsize_t> dims) {
   const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-  const hid_t ds = H5Dcreate2(loc, name, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT,
-                              H5P_DEFAULT);
+  const hid_t ds = H5Dcreate2(loc, name, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x.data());
   H5Dclose(ds);
   H5Sclose(space);
@@ -139,10 +136,8 @@ TEST_CASE("herd-diagnose: CSV with a header, --json, values of the library", "[m
   const auto j = nlohmann::json::parse(r.out);
   REQUIRE(j.contains("tv1"));
   check_matches(j["tv1"], tv);
-  CHECK_THAT(j["tv1"]["rhat"].get<double>(),
-             Catch::Matchers::WithinRel(herd_test::kReference[0].rhat, 1e-9));
-  CHECK_THAT(j["tv1"]["ess_bulk"].get<double>(),
-             Catch::Matchers::WithinRel(herd_test::kReference[0].ess_bulk, 1e-9));
+  CHECK_THAT(j["tv1"]["rhat"].get<double>(), Catch::Matchers::WithinRel(herd_test::kReference[0].rhat, 1e-9));
+  CHECK_THAT(j["tv1"]["ess_bulk"].get<double>(), Catch::Matchers::WithinRel(herd_test::kReference[0].ess_bulk, 1e-9));
   // Without a header, and the text table.
   const auto plain = write_csv("tv2.csv", herd_test::test_vector(2).x, 4, 999);
   const Run t = run(q(plain));
@@ -206,8 +201,7 @@ TEST_CASE("herd-diagnose: bad input exits 2 with a one-line message", "[mcmc][ap
   check_error(run(q(h5) + " --dataset nope"), "no dataset 'nope'");
   check_error(run(q(h5) + " --dataset flat"), "has rank 1, but must have rank 2");
   const auto inf = write_h5("inf.h5", true);
-  check_error(run(q(inf) + " --dataset theta"),
-              "has inf at [chain 1, draw 234, param 1], but draws must be finite");
+  check_error(run(q(inf) + " --dataset theta"), "has inf at [chain 1, draw 234, param 1], but draws must be finite");
   check_error(run(q(inf)), "must be finite");
   // A missing file and a bad command line.
   check_error(run(q((kWork / "missing.csv"))), "cannot open");
@@ -283,8 +277,9 @@ fs::path write_paradram_chain(const std::string& name, const Compact& c, const s
   const fs::path p = kWork / name;
   std::ofstream o(p);
   auto col = [&](const std::string& v) { return padded ? fmt::format("{:>26}", v) : v; };
-  const char* h[] = {"ProcessID", "DelayedRejectionStage", "MeanAcceptanceRate", "AdaptationMeasure", "BurninLocation",
-                     "SampleWeight", "SampleLogFunc", "SampleVariable1", "SampleVariable2"};
+  const char* h[] = {"ProcessID",         "DelayedRejectionStage", "MeanAcceptanceRate",
+                     "AdaptationMeasure", "BurninLocation",        "SampleWeight",
+                     "SampleLogFunc",     "SampleVariable1",       "SampleVariable2"};
   for (int k = 0; k < 9; ++k) o << (k ? delim : "") << col(h[k]);
   o << "\n";
   for (std::size_t i = 0; i < c.weight.size(); ++i) {
@@ -297,8 +292,7 @@ fs::path write_paradram_chain(const std::string& name, const Compact& c, const s
 
 }  // namespace
 
-TEST_CASE("herd-diagnose: ParaDRAM chain files: weights expand the compact chain, metadata excluded",
-          "[mcmc][apps]") {
+TEST_CASE("herd-diagnose: ParaDRAM chain files: weights expand the compact chain, metadata excluded", "[mcmc][apps]") {
   const Compact a = make_compact(400, 1), b = make_compact(380, 2);
   // One ParaMonte-style file (comma, no padding): one chain.
   const auto fa = write_paradram_chain("run_process_1_chain.txt", a, ",", false);
@@ -372,8 +366,7 @@ TEST_CASE("herd-diagnose: CmdStan CSV files with comment lines, one per chain", 
     o << "# model = bernoulli_model\n# method = sample (Default)\n#   num_samples = 300\n";
     o << "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,theta\n";
     o << "# Adaptation terminated\n# Step size = 0.93\n# Diagonal elements of inverse mass matrix:\n# 0.51\n";
-    for (std::size_t i = 0; i < n; ++i)
-      o << fmt::format("{:.17g},0.9,0.93,1,3,0,{:.17g},{:.17g}\n", l[i], -l[i], t[i]);
+    for (std::size_t i = 0; i < n; ++i) o << fmt::format("{:.17g},0.9,0.93,1,3,0,{:.17g},{:.17g}\n", l[i], -l[i], t[i]);
     o << "\n#  Elapsed Time: 0.005 seconds (Warm-up)\n#                0.01 seconds (Total)\n";
     paths.push_back(p);
   }

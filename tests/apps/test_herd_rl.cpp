@@ -123,8 +123,9 @@ TEST_CASE("herd-rl train: folders made, earlier outputs refused or replaced, cha
   CHECK_THAT(again.err, Contains("sub/dir/run.ckpt exists") && Contains("--resume") && Contains("--overwrite"));
   CHECK(fs::last_write_time(d / "sub/dir/run.ckpt") == before);
   // --resume with a changed learning rate resumes and names the change.
-  const Run changed = run(d, "train small.toml --stop-after 1 --set output_prefix=sub/dir/run --resume "
-                             "--set algo.learning_rate=0.0001");
+  const Run changed = run(d,
+                          "train small.toml --stop-after 1 --set output_prefix=sub/dir/run --resume "
+                          "--set algo.learning_rate=0.0001");
   REQUIRE(changed.rc == 0);
   CHECK_THAT(changed.out, Contains("warning: resumed with a changed setting: algo.learning_rate = 0.0001"));
   // --overwrite starts afresh.
@@ -154,8 +155,7 @@ TEST_CASE("herd-rl train --resume continues to the same result", "[rl][apps]") {
   CHECK(a.root().read<double>("curve/return_mean").size() == b.root().read<double>("curve/return_mean").size());
 }
 
-TEST_CASE("herd-rl train: the progress CSV of a resumed run continues it; --quiet; TensorBoard files",
-          "[rl][apps]") {
+TEST_CASE("herd-rl train: the progress CSV of a resumed run continues it; --quiet; TensorBoard files", "[rl][apps]") {
   const fs::path d = workdir("progress");
   std::ofstream(d / "small.toml") << kSmall;
   REQUIRE(run(d, "train small.toml --quiet --set output_prefix=full").rc == 0);
@@ -168,7 +168,9 @@ TEST_CASE("herd-rl train: the progress CSV of a resumed run continues it; --quie
   // are replaced, not duplicated.
   {
     const auto full = lines_of(slurp(d / "full_progress.csv"));
-    std::ofstream(d / "part_progress.csv", std::ios::app) << full[4] << "\n" << full[5] << "\n" << "6,76";
+    std::ofstream(d / "part_progress.csv", std::ios::app) << full[4] << "\n"
+                                                          << full[5] << "\n"
+                                                          << "6,76";
   }
   REQUIRE(run(d, "train small.toml --quiet --set output_prefix=part --resume").rc == 0);
   const auto a = steady_rows(d / "full_progress.csv"), b = steady_rows(d / "part_progress.csv");
@@ -191,8 +193,7 @@ TEST_CASE("herd-rl train: the progress CSV of a resumed run continues it; --quie
   CHECK((events[0].find("rollout/return_mean") != std::string::npos));
 }
 
-TEST_CASE("herd-rl train --resume: settings that cannot change are named; a complete run is left alone",
-          "[rl][apps]") {
+TEST_CASE("herd-rl train --resume: settings that cannot change are named; a complete run is left alone", "[rl][apps]") {
   const fs::path d = workdir("resume_checks");
   std::ofstream(d / "small.toml") << kSmall;
   REQUIRE(run(d, "train small.toml --quiet --stop-after 2").rc == 0);
@@ -305,8 +306,9 @@ TEST_CASE("herd-rl: bad input exits 2 naming key and value, nothing overwritten"
 TEST_CASE("herd-rl: algo.lr_scaling is reported and algo.num_minibatches is checked", "[rl][apps]") {
   const fs::path d = workdir("lr_scaling");
   std::ofstream(d / "small.toml") << kSmall;  // 4 envs x 32 steps = 128 steps per iteration
-  Run r = run(d, "train small.toml --stop-after 1 --set algo.lr_scaling=linear --set algo.lr_reference_batch=64 "
-                 "--set algo.lr_warmup_iterations=3");
+  Run r = run(d,
+              "train small.toml --stop-after 1 --set algo.lr_scaling=linear --set algo.lr_reference_batch=64 "
+              "--set algo.lr_warmup_iterations=3");
   INFO(r.out << r.err);
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("learning rate 0.002 (linear scaling x2 from a reference batch of 64), warm-up 3"));
@@ -430,8 +432,9 @@ buffer_size = 600
   // the checkpoint is kept.
   REQUIRE(run_np(d, 2, "train dqn.toml --quiet --set output_prefix=nan --stop-after 1").rc == 0);
   const std::string before = slurp(d / "nan.ckpt");
-  const Run nan = run_np(d, 2, "train dqn.toml --quiet --set output_prefix=nan --resume --set dqn.learning_rate=1e38 "
-                               "--set dqn.max_grad_norm=0");
+  const Run nan = run_np(d, 2,
+                         "train dqn.toml --quiet --set output_prefix=nan --resume --set dqn.learning_rate=1e38 "
+                         "--set dqn.max_grad_norm=0");
   INFO(nan.err);
   CHECK(nan.rc == 3);
   CHECK_THAT(nan.err, Contains("not finite") && Contains("iteration"));
@@ -493,14 +496,14 @@ TEST_CASE("mpiexec -n 2 herd-rl: a NaN loss stops every rank (exit 3), the check
 //; the rule here: the 2-rank runs reach >= 475 on at least 3 of 5 seeds and on
 // no fewer than the one-process runs minus 1. With a per-seed success rate of 0.8 for both,
 // the false-failure rate is about 6%; about 1% at 0.9. rl-slow (runs in CI, ~60 s).
-TEST_CASE("mpiexec -n 2 herd-rl train learns CartPole as well as one process with the same envs",
-          "[.][rl-slow]") {
+TEST_CASE("mpiexec -n 2 herd-rl train learns CartPole as well as one process with the same envs", "[.][rl-slow]") {
   const fs::path d = workdir("mpi_learn");
   int one = 0, two = 0;
   for (int seed = 0; seed < 5; ++seed) {
     const std::string s = std::to_string(seed);
     const Run a = run(d, "train --quiet --set seed=" + s + " --set output_prefix=one" + s);
-    const Run b = run_np(d, 2, "train --quiet --set sampler.num_envs=4 --set seed=" + s + " --set output_prefix=two" + s);
+    const Run b =
+        run_np(d, 2, "train --quiet --set sampler.num_envs=4 --set seed=" + s + " --set output_prefix=two" + s);
     INFO(a.err << b.err);
     REQUIRE(a.rc == 0);
     REQUIRE(b.rc == 0);
@@ -558,8 +561,9 @@ minibatch_size = 64
   CHECK_THAT(e1.out, Contains("episodes = 5") && Contains("mean_return = "));
   CHECK(e1.out == e2.out);
   // Other convolutions cannot resume this checkpoint: exit 2 naming the key and both values.
-  const Run bad = run(d, "train conv.toml --set output_prefix=part --set total_steps=1024 --set "
-                         "network.conv_channels=[16] --resume");
+  const Run bad = run(d,
+                      "train conv.toml --set output_prefix=part --set total_steps=1024 --set "
+                      "network.conv_channels=[16] --resume");
   CHECK(bad.rc == 2);
   CHECK_THAT(bad.err, Contains("network.conv_channels = [16] (the checkpoint has [8])"));
 }

@@ -28,8 +28,8 @@ Run run(const fs::path& dir, const std::string& args) { return herd::testing::ru
 /// A small PPO run on the corridor; `env` is the [env] table's body.
 std::string config(const std::string& env) {
   return "total_steps = 512\noutput_prefix = \"run\"\ncheckpoint_period = 1\nprogress_period = 1\n"
-         "[env]\n" + env +
-         "[sampler]\nnum_envs = 4\nnum_steps = 32\n[algo]\nepochs = 2\nminibatch_size = 64\n";
+         "[env]\n" +
+         env + "[sampler]\nnum_envs = 4\nnum_steps = 32\n[algo]\nepochs = 2\nminibatch_size = 64\n";
 }
 
 /// The progress CSV without its wall-clock columns (2, 17, 18).
@@ -62,8 +62,7 @@ TEST_CASE("herd-rl trains, resumes and evaluates a C environment from a shared l
   copy_library(d);
   std::ofstream(d / "c.toml") << config("library = \"lib/libcorridor.so\"\nsymbol = \"" + symbol + "\"\n");
   fs::create_directories(d / "whole");
-  std::ofstream(d / "whole" / "c.toml")
-      << config("library = \"../lib/libcorridor.so\"\nsymbol = \"" + symbol + "\"\n");
+  std::ofstream(d / "whole" / "c.toml") << config("library = \"../lib/libcorridor.so\"\nsymbol = \"" + symbol + "\"\n");
 
   // An uninterrupted run, and one stopped after 2 of 4 iterations and resumed.
   const Run whole = run(d / "whole", "train c.toml --quiet");
@@ -138,8 +137,7 @@ TEST_CASE("herd-rl names the file, key and value of a C environment that cannot 
   CHECK_THAT(r.err, Contains("c.toml:1: key \"env\" is \"Nope-v0\"") && Contains("[env] library"));
 }
 
-TEST_CASE("herd-rl [env] wrappers: frame stack, reward clipping, time limit; episodic life needs lives",
-          "[rl][apps]") {
+TEST_CASE("herd-rl [env] wrappers: frame stack, reward clipping, time limit; episodic life needs lives", "[rl][apps]") {
   const fs::path d = workdir("wrappers");
   const std::string body =
       "id = \"MinAtar/Breakout-v1\"\nframe_stack = 2\nclip_reward = true\nmax_episode_steps = 200\n";

@@ -40,9 +40,7 @@ fs::path workdir(const std::string& name) { return herd::testing::fresh_dir(HERD
 
 Run run(const fs::path& dir, const std::string& args) { return herd::testing::run_app(HERD_SAMPLE_EXE, dir, args); }
 
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream(p) << text;
-}
+void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
 const char* kToml = R"(description = "2-D correlated normal"
 chain_size = 3000
@@ -83,7 +81,8 @@ TEST_CASE("herd-sample writes ParaDRAM text files and an ArviZ-style HDF5 file",
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("ess_bulk") && Contains("out/run.h5"));
-  for (const char* f : {"run_chain.txt", "run_sample.txt", "run_progress.txt", "run_report.txt", "run_report.html", "run.h5"})
+  for (const char* f :
+       {"run_chain.txt", "run_sample.txt", "run_progress.txt", "run_report.txt", "run_report.html", "run.h5"})
     CHECK(fs::exists(dir / "out" / f));
   // Chain file: ParaDRAM's columns, 17 significant digits.
   std::ifstream chain(dir / "out" / "run_chain.txt");
@@ -91,7 +90,8 @@ TEST_CASE("herd-sample writes ParaDRAM text files and an ArviZ-style HDF5 file",
   std::getline(chain, header);
   std::getline(chain, first);
   CHECK(header ==
-        "ProcessID,DelayedRejectionStage,MeanAcceptanceRate,AdaptationMeasure,BurninLocation,SampleWeight,SampleLogFunc,a,b");
+        "ProcessID,DelayedRejectionStage,MeanAcceptanceRate,AdaptationMeasure,BurninLocation,SampleWeight,"
+        "SampleLogFunc,a,b");
   CHECK(std::count(first.begin(), first.end(), ',') == 8);
   CHECK_THAT(first, Contains("e+00") || Contains("e-0"));
   std::size_t rows = 1, weight_sum = 0;
@@ -142,8 +142,10 @@ TEST_CASE("herd-sample writes ParaDRAM text files and an ArviZ-style HDF5 file",
   CHECK(ess[0] > 100);
 }
 
-TEST_CASE("herd-sample: same seed, same input => byte-identical chain, sample and datasets; "
-          "namelist = TOML", "[apps][mcmc]") {
+TEST_CASE(
+    "herd-sample: same seed, same input => byte-identical chain, sample and datasets; "
+    "namelist = TOML",
+    "[apps][mcmc]") {
   const auto d1 = workdir("repro1"), d2 = workdir("repro2"), d3 = workdir("repro3");
   write(d1 / "run.toml", kToml);
   write(d2 / "run.toml", kToml);
@@ -162,8 +164,8 @@ TEST_CASE("herd-sample: same seed, same input => byte-identical chain, sample an
   }
   auto f1 = herd::io::H5File::open((d1 / "out" / "run.h5").string());
   auto f3 = herd::io::H5File::open((d3 / "out" / "run.h5").string());
-  for (const char* ds : {"posterior/a", "posterior/b", "sample_stats/lp", "chain_compact/state", "sample/a",
-                         "diagnostics/ess_bulk"}) {
+  for (const char* ds :
+       {"posterior/a", "posterior/b", "sample_stats/lp", "chain_compact/state", "sample/a", "diagnostics/ess_bulk"}) {
     INFO(ds);
     CHECK(f1.open_dataset(ds).read<double>() == f3.open_dataset(ds).read<double>());
   }
@@ -235,8 +237,8 @@ s = xr.open_dataset(sys.argv[1], group="sample", engine="h5netcdf")
 assert s["a"].dims == ("sample",)
 print("ok")
 )");
-  const std::string cmd = "/usr/bin/python3 '" + (dir / "check.py").string() + "' '" + (dir / "out" / "run.h5").string() +
-                          "' > '" + (dir / "py.txt").string() + "' 2>&1";
+  const std::string cmd = "/usr/bin/python3 '" + (dir / "check.py").string() + "' '" +
+                          (dir / "out" / "run.h5").string() + "' > '" + (dir / "py.txt").string() + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   INFO(slurp(dir / "py.txt"));
   CHECK(rc == 0);
@@ -254,7 +256,8 @@ TEST_CASE("herd-sample: model data from JSON and HDF5 files equal the embedded d
     g.write<double>("sigma", std::vector<double>{15, 10, 16, 11, 9, 11, 10, 18});
     f.close();
   }
-  const std::string common = "--quiet --set chain_size=500 --set random_seed=3 --set target.model=eight_schools_noncentered";
+  const std::string common =
+      "--quiet --set chain_size=500 --set random_seed=3 --set target.model=eight_schools_noncentered";
   REQUIRE(run(dir, common + " --output out/embedded").rc == 0);
   const Run rj = run(dir, common + " --output out/json --set data.file=data.json");
   INFO(rj.err);
@@ -279,7 +282,8 @@ TEST_CASE("herd-sample: model data from JSON and HDF5 files equal the embedded d
 TEST_CASE("herd-sample: a plugin log density from a shared library (ParaMonte C signature)", "[apps][mcmc]") {
   const auto dir = workdir("plugin");
   const std::string lib = HERD_TEST_PLUGIN_PATH;
-  const std::string common = "--quiet --set chain_size=2000 --set random_seed=5 --set target.ndim=3 --set target.library=" + lib;
+  const std::string common =
+      "--quiet --set chain_size=2000 --set random_seed=5 --set target.ndim=3 --set target.library=" + lib;
   const Run r = run(dir, common + " --output out/p");
   INFO(r.err);
   REQUIRE(r.rc == 0);
@@ -290,7 +294,10 @@ TEST_CASE("herd-sample: a plugin log density from a shared library (ParaMonte C 
   // The plugin scribbles on its input: herd must pass a copy, so the chain stays finite.
   for (double v : x) REQUIRE(std::abs(v) < 10.0);
   // Same chain as the built-in standard normal (log densities differ by a constant only).
-  REQUIRE(run(dir, "--quiet --set chain_size=2000 --set random_seed=5 --set target.builtin=normal --set target.ndim=3 --output out/n").rc == 0);
+  REQUIRE(run(dir,
+              "--quiet --set chain_size=2000 --set random_seed=5 --set target.builtin=normal --set target.ndim=3 "
+              "--output out/n")
+              .rc == 0);
   auto g = herd::io::H5File::open((dir / "out" / "n.h5").string());
   CHECK(g.open_dataset("chain_compact/state").read<double>() == f.open_dataset("chain_compact/state").read<double>());
   // A missing symbol or library is an input error naming it.
@@ -330,14 +337,15 @@ TEST_CASE("herd-sample: chain_file_format = binary and verbose", "[apps][mcmc]")
 TEST_CASE("herd-sample: a chain that barely moves says so and what to do (report and terminal)", "[apps][mcmc]") {
   // A proposal 100 times too wide, adaptation off: about one proposal in 10^4 is accepted.
   const auto dir = workdir("low_acceptance");
-  write(dir / "run.toml", "chain_size = 3\nrandom_seed = 3\noutput_prefix = \"out/stuck\"\nadaptive_update_count = 0\n"
-                          "proposal_std = [100, 100]\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  write(dir / "run.toml",
+        "chain_size = 3\nrandom_seed = 3\noutput_prefix = \"out/stuck\"\nadaptive_update_count = 0\n"
+        "proposal_std = [100, 100]\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
   const Run r = run(dir, "run.toml");
   INFO(r.out << r.err);
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("WARNING: the mean acceptance rate is") && Contains("proposal_std"));
-  CHECK_THAT(slurp(dir / "out/stuck_report.txt"), Contains("WARNING: the mean acceptance rate is") &&
-                                                      Contains("scale_factor"));
+  CHECK_THAT(slurp(dir / "out/stuck_report.txt"),
+             Contains("WARNING: the mean acceptance rate is") && Contains("scale_factor"));
   // A healthy run has no such line.
   const auto ok = workdir("ok_acceptance");
   write(ok / "run.toml", std::string(kToml));
@@ -351,8 +359,9 @@ TEST_CASE("herd-sample: a 100-D standard normal with the default proposal sample
   // ParaDRAM's rule (times scale_factor^2) gives a normal acceptance. Fixed seed; the
   // acceptance of a 100-D random walk at 2.38/sqrt(d) is about 0.23, far inside [0.1, 0.5].
   const auto dir = workdir("normal100");
-  write(dir / "run.toml", "chain_size = 1000\nrandom_seed = 5\noutput_prefix = \"out/n\"\ncheckpoint_period_seconds = 0\n"
-                          "[target]\nbuiltin = \"normal\"\nndim = 100\n");
+  write(dir / "run.toml",
+        "chain_size = 1000\nrandom_seed = 5\noutput_prefix = \"out/n\"\ncheckpoint_period_seconds = 0\n"
+        "[target]\nbuiltin = \"normal\"\nndim = 100\n");
   const Run r = run(dir, "run.toml --quiet");
   INFO(r.err);
   REQUIRE(r.rc == 0);
@@ -371,7 +380,8 @@ TEST_CASE("herd-sample: model data of the wrong shape is rejected naming file, k
     std::string file, text, expect;
   };
   const std::vector<Case> cases = {
-      {"col.json", R"({"J": 8, "y": [[28], [8], [-3], [7], [-1], [1], [18], [12]], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]})",
+      {"col.json",
+       R"({"J": 8, "y": [[28], [8], [-3], [7], [-1], [1], [18], [12]], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]})",
        "data field \"y\" has shape [8, 1], but must be a vector of J = 8 numbers (shape [8])"},
       {"mat.json", R"({"J": 8, "y": [28, 8, -3, 7, -1, 1, 18, 12], "sigma": [[15, 10, 16, 11], [9, 11, 10, 18]]})",
        "data field \"sigma\" has shape [2, 4], but must be a vector of J = 8 numbers (shape [8])"},
@@ -386,7 +396,8 @@ TEST_CASE("herd-sample: model data of the wrong shape is rejected naming file, k
     const Run r = run(dir, common + " --output out/x --set data.file=" + c.file);
     INFO(c.file << "\nstderr: " << r.err);
     CHECK(r.rc == 2);
-    CHECK_THAT(r.err, Contains("herd-sample: error:") && Contains("data.file \"" + c.file + "\"") && Contains(c.expect));
+    CHECK_THAT(r.err,
+               Contains("herd-sample: error:") && Contains("data.file \"" + c.file + "\"") && Contains(c.expect));
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(dir / "out"));
   }
@@ -423,11 +434,13 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
        "key \"proposal_cor\" element (2,2) is 2, but a correlation matrix has 1 on its diagonal"},
       // Before: "(text)" instead of the number, and no key for a too large integer.
       {"chain_size = 10\n" + normal2, "--set output_real_precision=40",
-       "--set output_real_precision=40: key \"output_real_precision\" is 40 (an integer), but must be an integer in [1, 17]"},
+       "--set output_real_precision=40: key \"output_real_precision\" is 40 (an integer), but must be an integer in "
+       "[1, 17]"},
       {"chain_size = 10\n" + normal2, "--set chain_size=99999999999999999999",
        "key \"chain_size\" is 1e+20 (a float), but must be an integer >= 1"},
       // Before: CLI11's "Value -1 not in range 0.000000 to 1797693134862315708...".
-      {"chain_size = 10\n" + normal2, "--seed -1", "--seed is \"-1\", but must be an integer in [0, 9223372036854775807]"},
+      {"chain_size = 10\n" + normal2, "--seed -1",
+       "--seed is \"-1\", but must be an integer in [0, 9223372036854775807]"},
       // New-user report item 3: 2^63 and above were clamped to 2^63-1 (distinct seeds, one
       // chain); --set random_seed=2^63 was "a float".
       {"chain_size = 10\n" + normal2, "--seed 9223372036854775808",
@@ -461,13 +474,13 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
   for (const auto& c : cases) {
     const auto dir = workdir("err_names" + std::to_string(k++));
     write(dir / "run.in", c.file_text);
-    const Run r = run(dir, std::string("run.in ") + (c.args.find("--output") == std::string::npos ? "--output out/x " : "") +
-                               c.args);
+    const Run r = run(
+        dir, std::string("run.in ") + (c.args.find("--output") == std::string::npos ? "--output out/x " : "") + c.args);
     INFO(c.file_text << c.args << "\nstderr: " << r.err);
     CHECK(r.rc == 2);
-    CHECK_THAT(r.err, Contains("herd-sample: error: " + (c.expect.rfind("--", 0) == 0 || c.expect.rfind("run.in", 0) == 0
-                                                             ? c.expect
-                                                             : std::string())) &&
+    CHECK_THAT(r.err, Contains("herd-sample: error: " +
+                               (c.expect.rfind("--", 0) == 0 || c.expect.rfind("run.in", 0) == 0 ? c.expect
+                                                                                                 : std::string())) &&
                           Contains(c.expect));
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(dir / "out"));
@@ -536,9 +549,10 @@ TEST_CASE("herd-sample: a resumed run reports this invocation's and the whole ch
 TEST_CASE("herd-sample: a resume with another input names the settings that changed", "[apps][mcmc]") {
   // New-user report item 12: the refusal did not say which key differed.
   const auto dir = workdir("changed_input");
-  write(dir / "run.toml", std::string("chain_size = 3000\nrandom_seed = 4\noutput_prefix = \"out/r\"\n"
-                                      "checkpoint_period = 1000\ncheckpoint_period_seconds = 0\n[target]\nlibrary = \"") +
-                              HERD_TEST_KILL_PLUGIN + "\"\nndim = 2\n");
+  write(dir / "run.toml",
+        std::string("chain_size = 3000\nrandom_seed = 4\noutput_prefix = \"out/r\"\n"
+                    "checkpoint_period = 1000\ncheckpoint_period_seconds = 0\n[target]\nlibrary = \"") +
+            HERD_TEST_KILL_PLUGIN + "\"\nndim = 2\n");
   const Run killed = herd::testing::run_shell(
       dir, std::string("HERD_TEST_KILL_AFTER=5000 '") + HERD_SAMPLE_EXE + "' run.toml --quiet");
   REQUIRE(killed.rc != 0);
@@ -634,9 +648,10 @@ TEST_CASE("herd-sample: progress is reported while a chain accepts nothing", "[a
   // proposals between the 1st and 2nd recorded states (fixed seed), so several rows show
   // the same accepted count with growing proposal counts.
   const auto dir = workdir("progress_stuck");
-  write(dir / "run.toml", "chain_size = 3\nrandom_seed = 3\noutput_prefix = \"out/stuck\"\nadaptive_update_count = 0\n"
-                          "proposal_std = [100, 100]\nprogress_report_period = 10\n"
-                          "[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  write(dir / "run.toml",
+        "chain_size = 3\nrandom_seed = 3\noutput_prefix = \"out/stuck\"\nadaptive_update_count = 0\n"
+        "proposal_std = [100, 100]\nprogress_report_period = 10\n"
+        "[target]\nbuiltin = \"normal\"\nndim = 2\n");
   const Run r = run(dir, "run.toml");
   INFO(r.err);
   REQUIRE(r.rc == 0);
@@ -699,7 +714,8 @@ TEST_CASE("herd-sample: a ParaMonte 1 namelist in the style of its examples runs
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:7: restartFileFormat = \"ascii\" is accepted, but"));
   CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:8: inputFileHasPriority = true is accepted, but"));
-  CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:9: systemInfoFilePath = \"./sysinfo.cache\" is accepted"));
+  CHECK_THAT(r.out,
+             Contains("herd-sample: note: paramonte.in:9: systemInfoFilePath = \"./sysinfo.cache\" is accepted"));
   const fs::path chain = dir / "outputs" / "ParaDRAM_run_chain.txt";
   REQUIRE(fs::exists(chain));
   const auto rows = lines_of(slurp(chain));
@@ -721,8 +737,9 @@ TEST_CASE("herd-sample: a ParaMonte 1 namelist in the style of its examples runs
 
 TEST_CASE("herd-sample: every problem of an input is reported at once, one line each", "[apps][mcmc]") {
   const auto dir = workdir("all_errors");
-  write(dir / "bad.nml", "&ParaDRAM\n  chainSize = -3\n  proposalModel = 'cauchy'\n  nosuchKey = 1\n"
-                         "  outputRealPrecision = 40\n/\n");
+  write(dir / "bad.nml",
+        "&ParaDRAM\n  chainSize = -3\n  proposalModel = 'cauchy'\n  nosuchKey = 1\n"
+        "  outputRealPrecision = 40\n/\n");
   const Run r = run(dir, "bad.nml --set target.builtin=normal --set target.ndim=2 --output out/x");
   INFO(r.err);
   CHECK(r.rc == 2);
@@ -734,8 +751,9 @@ TEST_CASE("herd-sample: every problem of an input is reported at once, one line 
   CHECK_THAT(lines[3], Contains("herd-sample: error: bad.nml:5: key \"outputRealPrecision\""));
   CHECK_FALSE(fs::exists(dir / "out"));
   // Problems found across keys (lengths, ranges that depend on ndim) come together too.
-  write(dir / "bad.toml", "start_point = [1.0]\ndelayed_rejection_count = 20\nvariable_names = [\"a\", \"b\", \"c\"]\n"
-                          "[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  write(dir / "bad.toml",
+        "start_point = [1.0]\ndelayed_rejection_count = 20\nvariable_names = [\"a\", \"b\", \"c\"]\n"
+        "[target]\nbuiltin = \"normal\"\nndim = 2\n");
   const Run t = run(dir, "bad.toml --output out/y");
   INFO(t.err);
   CHECK(t.rc == 2);
@@ -781,8 +799,9 @@ TEST_CASE("herd-sample: a plugin library path is relative to the input file's fo
   const auto dir = workdir("plugin_relative");
   fs::create_directories(dir / "model");
   fs::copy_file(HERD_TEST_PLUGIN_PATH, dir / "model" / "gauss_plugin.so");
-  write(dir / "model" / "run.toml", "chain_size = 500\nrandom_seed = 3\noutput_prefix = \"out/p\"\n"
-                                    "[target]\nlibrary = \"gauss_plugin.so\"\nndim = 2\n");
+  write(dir / "model" / "run.toml",
+        "chain_size = 500\nrandom_seed = 3\noutput_prefix = \"out/p\"\n"
+        "[target]\nlibrary = \"gauss_plugin.so\"\nndim = 2\n");
   // Run from the parent folder: the library is found next to the input file.
   const Run r = run(dir, "model/run.toml --quiet");
   INFO(r.err);
@@ -824,13 +843,16 @@ TEST_CASE("herd-diagnose reads herd-sample's own chain and sample files as one c
 }
 #endif
 
-TEST_CASE("herd-sample: vector parameters are ArviZ variables with a dimension; every group opens in xarray "
-          "without phony_dims", "[apps][mcmc]") {
+TEST_CASE(
+    "herd-sample: vector parameters are ArviZ variables with a dimension; every group opens in xarray "
+    "without phony_dims",
+    "[apps][mcmc]") {
   // eight_schools_noncentered: theta_trans[1..8] (sampled) and theta[1..8] (derived) are
   // vectors; mu and tau scalars. Two chains (multi_chain) so that the KS tables are written.
   const auto dir = workdir("xarray_vectors");
-  REQUIRE(run(dir, "--quiet --set target.model=eight_schools_noncentered --set chain_size=1500 --set random_seed=9 "
-                   "--set parallelization_model=multi_chain --set chains_per_rank=2 --output out/es")
+  REQUIRE(run(dir,
+              "--quiet --set target.model=eight_schools_noncentered --set chain_size=1500 --set random_seed=9 "
+              "--set parallelization_model=multi_chain --set chains_per_rank=2 --output out/es")
               .rc == 0);
   write(dir / "check.py", R"(import sys, warnings
 import numpy as np, h5py, xarray as xr
@@ -866,8 +888,8 @@ d = xr.open_dataset(path, group="diagnostics", engine="h5netcdf")
 assert "theta[1]" in [str(v) for v in d["variable"].values]
 print("ok")
 )");
-  const std::string cmd = "/usr/bin/python3 '" + (dir / "check.py").string() + "' '" + (dir / "out" / "es.h5").string() +
-                          "' > '" + (dir / "py.txt").string() + "' 2>&1";
+  const std::string cmd = "/usr/bin/python3 '" + (dir / "check.py").string() + "' '" +
+                          (dir / "out" / "es.h5").string() + "' > '" + (dir / "py.txt").string() + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   INFO(slurp(dir / "py.txt"));
   CHECK(rc == 0);
@@ -912,7 +934,8 @@ TEST_CASE("herd-sample: a complete run keeps only run.ckpt of its restart record
   };
   CHECK(tail_cols(first_row(slurp(dir / "out/run_run2_chain.txt"))) == tail_cols(last_row(chain)));
   std::vector<std::string> record2;
-  for (const auto& e : fs::directory_iterator(dir / "out/run_run2_restart")) record2.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(dir / "out/run_run2_restart"))
+    record2.push_back(e.path().filename().string());
   CHECK(record2 == std::vector<std::string>{"run.ckpt"});
 }
 
@@ -928,8 +951,9 @@ TEST_CASE("herd-sample multi_chain: the pairwise KS table tests the refined samp
   // Seed fixed up front.
   const auto dir = workdir("ks_refined");
   write(dir / "run.toml", kToml);
-  const Run r = run(dir, "run.toml --quiet --set chain_size=20000 --set parallelization_model=multi_chain --set "
-                         "chains_per_rank=4");
+  const Run r = run(dir,
+                    "run.toml --quiet --set chain_size=20000 --set parallelization_model=multi_chain --set "
+                    "chains_per_rank=4");
   INFO(r.err);
   REQUIRE(r.rc == 0);
   herd::io::H5File f = herd::io::H5File::open((dir / "out/run.h5").string());
@@ -980,11 +1004,12 @@ TEST_CASE("herd-sample multi_chain: superchains with their own random starts, an
   // one start or each had its own: Margossian et al. (2024) need K superchains, each from one
   // start shared by its M chains. 2 superchains x 2 chains of a 2-D normal.
   const auto dir = workdir("superchains");
-  write(dir / "run.toml", "chain_size = 2000\nrandom_seed = 5\noutput_prefix = \"out/run\"\n"
-                          "parallelization_model = \"multi_chain\"\nchains_per_rank = 4\nsuperchains = 2\n"
-                          "random_start_point = true\nrandom_start_point_scope = \"superchain\"\n"
-                          "random_start_point_domain_lower = [-5.0, -5.0]\n"
-                          "random_start_point_domain_upper = [5.0, 5.0]\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  write(dir / "run.toml",
+        "chain_size = 2000\nrandom_seed = 5\noutput_prefix = \"out/run\"\n"
+        "parallelization_model = \"multi_chain\"\nchains_per_rank = 4\nsuperchains = 2\n"
+        "random_start_point = true\nrandom_start_point_scope = \"superchain\"\n"
+        "random_start_point_domain_lower = [-5.0, -5.0]\n"
+        "random_start_point_domain_upper = [5.0, 5.0]\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
   const Run r = run(dir, "run.toml --quiet");
   INFO(r.err);
   REQUIRE(r.rc == 0);

@@ -93,9 +93,11 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir / "out")) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  CHECK(files == std::vector<std::string>{"run.h5", "run_report.html", "run_report.txt", "run_restart"});  // checkpoints by default
+  CHECK(files == std::vector<std::string>{"run.h5", "run_report.html", "run_report.txt",
+                                          "run_restart"});  // checkpoints by default
   std::vector<std::string> record;
-  for (const auto& e : fs::directory_iterator(dir / "out" / "run_restart")) record.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(dir / "out" / "run_restart"))
+    record.push_back(e.path().filename().string());
   std::sort(record.begin(), record.end());
   CHECK(record == std::vector<std::string>{"run.ckpt"});  // complete: draws.bin and batched.ckpt removed
   const std::string rep = slurp(dir / "out" / "run_report.txt");
@@ -145,10 +147,11 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
 
   // h5py (ArviZ's reader), when this machine has it: the netCDF dimensions are (chain, draw).
   if (std::system("python3 -c 'import h5py' > /dev/null 2>&1") == 0) {
-    const Run p = run_shell(dir, "python3 -c \"import h5py; f = h5py.File('out/run.h5', 'r'); d = f['posterior/x3']; "
-                             "assert d.shape == (256, 200), d.shape; "
-                             "assert [s[0].name for s in d.dims] == ['/posterior/chain', '/posterior/draw']; "
-                             "assert f['sample_stats/lp'].shape == (256, 200)\"");
+    const Run p = run_shell(dir,
+                            "python3 -c \"import h5py; f = h5py.File('out/run.h5', 'r'); d = f['posterior/x3']; "
+                            "assert d.shape == (256, 200), d.shape; "
+                            "assert [s[0].name for s in d.dims] == ['/posterior/chain', '/posterior/draw']; "
+                            "assert f['sample_stats/lp'].shape == (256, 200)\"");
     INFO(p.err);
     CHECK(p.rc == 0);
   }
@@ -218,8 +221,8 @@ TEST_CASE("herd-sample device = cpu_batched: pooled adaptation gives the same ch
   for (const int ranks : {1, 2, 3}) {
     INFO(ranks << " processes");
     const std::string out = "pooled_" + std::to_string(ranks);
-    const Run r = sample(dir, ranks, common + " --set chains_per_rank=" + std::to_string(192 / ranks) + " --output " +
-                                         out + "/run");
+    const Run r = sample(
+        dir, ranks, common + " --set chains_per_rank=" + std::to_string(192 / ranks) + " --output " + out + "/run");
     INFO(r.err);
     REQUIRE(r.rc == 0);
     got.push_back(datasets(dir / out / "run.h5"));
@@ -246,10 +249,11 @@ TEST_CASE("herd-sample device = cpu_batched runs a posteriordb model and a plugi
   CHECK(f.open_dataset("posterior/beta_dim_0").read<std::int64_t>() == std::vector<std::int64_t>{0, 1, 2, 3});
   CHECK(f.open_dataset("posterior/log_sigma").shape() == std::vector<hsize_t>{16, 100});
   {
-    const Run x = run_shell(dir, "/usr/bin/python3 -W error -c \"import xarray as xr; "
-                                 "p = xr.open_dataset('pdb/run.h5', group='posterior', engine='h5netcdf'); "
-                                 "assert p['beta'].dims == ('chain', 'draw', 'beta_dim_0'), p['beta'].dims; "
-                                 "assert 'beta[1]' not in p.data_vars; print('ok')\"");
+    const Run x = run_shell(dir,
+                            "/usr/bin/python3 -W error -c \"import xarray as xr; "
+                            "p = xr.open_dataset('pdb/run.h5', group='posterior', engine='h5netcdf'); "
+                            "assert p['beta'].dims == ('chain', 'draw', 'beta_dim_0'), p['beta'].dims; "
+                            "assert 'beta[1]' not in p.data_vars; print('ok')\"");
     INFO(x.out << x.err);
     CHECK(x.rc == 0);
   }
@@ -306,8 +310,9 @@ TEST_CASE("herd-sample device = cpu_batched: a 100-D normal with the default pro
   // ParaDRAM's scaled proposal (identity x (2.38/sqrt(d))^2): at 100-D a random walk at that
   // scale accepts about 0.23; fixed seed, so [0.05, 0.6] cannot fail by chance.
   const auto dir = workdir("normal100");
-  write(dir / "run.toml", "device = \"cpu_batched\"\nchains_per_rank = 16\nwarmup = 400\nchain_size = 400\n"
-                          "random_seed = 11\noutput_prefix = \"out/n\"\n[target]\nbuiltin = \"normal\"\nndim = 100\n");
+  write(dir / "run.toml",
+        "device = \"cpu_batched\"\nchains_per_rank = 16\nwarmup = 400\nchain_size = 400\n"
+        "random_seed = 11\noutput_prefix = \"out/n\"\n[target]\nbuiltin = \"normal\"\nndim = 100\n");
   const Run r = sample(dir, 0, "run.toml");
   INFO(r.out << r.err);
   REQUIRE(r.rc == 0);
@@ -321,10 +326,11 @@ TEST_CASE("herd-sample device = cpu_batched: a 100-D normal with the default pro
   // A proposal 10^4 times too wide without adaptation accepts (next to) nothing: the
   // terminal and the report say so.
   const auto stuck = workdir("stuck");
-  write(stuck / "run.toml", "device = \"cpu_batched\"\nchains_per_rank = 8\nwarmup = 100\nchain_size = 200\n"
-                            "random_seed = 3\noutput_prefix = \"out/s\"\nbatched_adaptation = \"none\"\n"
-                            "delayed_rejection_count = 0\nproposal_std = [1e4, 1e4, 1e4, 1e4]\n"
-                            "[target]\nbuiltin = \"normal\"\nndim = 4\n");
+  write(stuck / "run.toml",
+        "device = \"cpu_batched\"\nchains_per_rank = 8\nwarmup = 100\nchain_size = 200\n"
+        "random_seed = 3\noutput_prefix = \"out/s\"\nbatched_adaptation = \"none\"\n"
+        "delayed_rejection_count = 0\nproposal_std = [1e4, 1e4, 1e4, 1e4]\n"
+        "[target]\nbuiltin = \"normal\"\nndim = 4\n");
   const Run s = sample(stuck, 0, "run.toml");
   INFO(s.out << s.err);
   REQUIRE(s.rc == 0);
@@ -363,7 +369,8 @@ TEST_CASE("herd-sample under mpiexec: a prefix in use is refused by rank 0 in on
   ::close(fd);
   INFO(r.err);
   CHECK(r.rc == 2);
-  CHECK_THAT(r.err, Contains("herd-sample: error: rank 0: output_prefix \"out/run\" is in use by another herd-sample run"));
+  CHECK_THAT(r.err,
+             Contains("herd-sample: error: rank 0: output_prefix \"out/run\" is in use by another herd-sample run"));
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   CHECK_FALSE(fs::exists(dir / "out/run.h5"));
 }
@@ -393,11 +400,12 @@ TEST_CASE("herd-sample cpu_batched: unconverged chains get convergence warnings 
   // no warm-up and a proposal 20 times too small: they cannot meet in 400 proposals (R-hat
   // about 8, ESS about 17, acceptance above 0.8). Deterministic (fixed seed).
   const auto dir = workdir("warnings");
-  write(dir / "run.toml", "device = \"cpu_batched\"\nchains_per_rank = 16\nwarmup = 0\nchain_size = 400\nthin = 2\n"
-                          "random_seed = 2026\noutput_prefix = \"out/run\"\nrandom_start_point = true\n"
-                          "random_start_point_domain_lower = [-20.0, -20.0]\n"
-                          "random_start_point_domain_upper = [20.0, 20.0]\nproposal_std = [0.05, 0.05]\n"
-                          "scale_factor = \"1\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  write(dir / "run.toml",
+        "device = \"cpu_batched\"\nchains_per_rank = 16\nwarmup = 0\nchain_size = 400\nthin = 2\n"
+        "random_seed = 2026\noutput_prefix = \"out/run\"\nrandom_start_point = true\n"
+        "random_start_point_domain_lower = [-20.0, -20.0]\n"
+        "random_start_point_domain_upper = [20.0, 20.0]\nproposal_std = [0.05, 0.05]\n"
+        "scale_factor = \"1\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
   const Run r = sample(dir, 0, "run.toml");
   INFO(r.out << r.err);
   REQUIRE(r.rc == 0);
@@ -425,12 +433,13 @@ TEST_CASE("herd-sample cpu_batched: superchains with their own random starts, an
   // No warm-up and a tiny proposal (1e-3), so the first draw of each chain is within 0.01 of
   // its start.
   const auto dir = workdir("superchains");
-  write(dir / "run.toml", "device = \"cpu_batched\"\nchains_per_rank = 8\nwarmup = 0\nchain_size = 200\nthin = 1\n"
-                          "random_seed = 31\noutput_prefix = \"out/run\"\nrandom_start_point = true\n"
-                          "random_start_point_scope = \"superchain\"\nsuperchains = 2\n"
-                          "random_start_point_domain_lower = [-5.0, -5.0]\n"
-                          "random_start_point_domain_upper = [5.0, 5.0]\nproposal_std = [0.001, 0.001]\n"
-                          "scale_factor = \"1\"\nbatched_adaptation = \"none\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  write(dir / "run.toml",
+        "device = \"cpu_batched\"\nchains_per_rank = 8\nwarmup = 0\nchain_size = 200\nthin = 1\n"
+        "random_seed = 31\noutput_prefix = \"out/run\"\nrandom_start_point = true\n"
+        "random_start_point_scope = \"superchain\"\nsuperchains = 2\n"
+        "random_start_point_domain_lower = [-5.0, -5.0]\n"
+        "random_start_point_domain_upper = [5.0, 5.0]\nproposal_std = [0.001, 0.001]\n"
+        "scale_factor = \"1\"\nbatched_adaptation = \"none\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
   const Run r = sample(dir, 0, "run.toml --quiet");
   INFO(r.err);
   REQUIRE(r.rc == 0);
@@ -481,8 +490,8 @@ TEST_CASE("herd-sample cpu_batched: progress while it samples (log and terminal)
     WARN("no /usr/bin/script: the terminal case is not checked");
     return;
   }
-  const Run t = run_shell(dir, std::string("/usr/bin/script -qec \"'") + HERD_SAMPLE_EXE +
-                                   "' run.toml --set overwrite=true\" /dev/null");
+  const Run t = run_shell(
+      dir, std::string("/usr/bin/script -qec \"'") + HERD_SAMPLE_EXE + "' run.toml --set overwrite=true\" /dev/null");
   INFO(t.out << t.err);
   REQUIRE(t.rc == 0);
   CHECK_THAT(t.out, Contains("\rsampling") && Contains("proposals per chain"));
@@ -493,11 +502,12 @@ TEST_CASE("herd-sample cpu_batched: every name of the target registry runs; an u
   using herd::mcmc::TargetRegistry;
   herd::examples::register_models(TargetRegistry::global());  // as herd-sample does
   const auto dir = workdir("registry");
-  const std::string common = "--quiet --set device=cpu_batched --set chains_per_rank=4 --set warmup=50 "
-                             "--set chain_size=100 --set random_seed=1 --set checkpoint_period_seconds=0 ";
+  const std::string common =
+      "--quiet --set device=cpu_batched --set chains_per_rank=4 --set warmup=50 "
+      "--set chain_size=100 --set random_seed=1 --set checkpoint_period_seconds=0 ";
   int runs = 0;
-  for (auto family : {TargetRegistry::Family::kBuiltin, TargetRegistry::Family::kModel,
-                      TargetRegistry::Family::kPlugin}) {
+  for (auto family :
+       {TargetRegistry::Family::kBuiltin, TargetRegistry::Family::kModel, TargetRegistry::Family::kPlugin}) {
     for (const auto& name : TargetRegistry::global().names(family, true)) {
       std::string target;
       if (family == TargetRegistry::Family::kModel) {
@@ -507,8 +517,9 @@ TEST_CASE("herd-sample cpu_batched: every name of the target registry runs; an u
       } else {
         target = "--set target.builtin=" + name + " --set target.ndim=2";
         if (name == "mixture")
-          target += " --set 'target.weights=[0.5, 0.5]' --set 'target.means=[-1.0, 0.0, 1.0, 0.0]' "
-                    "--set 'target.sigmas=[1.0, 1.0]'";
+          target +=
+              " --set 'target.weights=[0.5, 0.5]' --set 'target.means=[-1.0, 0.0, 1.0, 0.0]' "
+              "--set 'target.sigmas=[1.0, 1.0]'";
       }
       INFO(target);
       const Run r = sample(dir, 0, common + target + " --output out/" + std::to_string(runs));
@@ -532,7 +543,7 @@ std::set<std::string> h5_paths(const fs::path& file) {
   std::set<std::string> out;
   const auto f = herd::io::H5File::open(file.string());
   std::function<void(const herd::io::H5Group&, const std::string&)> walk = [&](const herd::io::H5Group& g,
-                                                                              const std::string& at) {
+                                                                               const std::string& at) {
     for (const auto& name : g.members()) {
       const std::string path = at.empty() ? name : at + "/" + name;
       out.insert(path);
@@ -548,16 +559,20 @@ std::set<std::string> h5_paths(const fs::path& file) {
 TEST_CASE("herd-sample cpu_batched: the .h5 has the serial run's groups and datasets, diagnostics included",
           "[apps][mcmc]") {
   const auto dir = workdir("serial_groups");
-  const std::string common = "--quiet --set target.builtin=normal --set target.ndim=2 --set chains_per_rank=4 "
-                             "--set superchains=2 --set chain_size=2000 --set random_seed=5 ";
+  const std::string common =
+      "--quiet --set target.builtin=normal --set target.ndim=2 --set chains_per_rank=4 "
+      "--set superchains=2 --set chain_size=2000 --set random_seed=5 ";
   REQUIRE(sample(dir, 0, common + "--set parallelization_model=multi_chain --output out/serial").rc == 0);
   REQUIRE(sample(dir, 0, common + "--set device=cpu_batched --set warmup=500 --output out/batched").rc == 0);
   const std::set<std::string> serial = h5_paths(dir / "out" / "serial.h5"),
                               batched = h5_paths(dir / "out" / "batched.h5");
   // The per-proposal statistics the batched engine does not record.
-  const std::set<std::string> unrecorded = {"sample_stats/accepted", "sample_stats/dr_stage",
-                                            "sample_stats/acceptance_probability", "chain_compact/dr_stage",
-                                            "chain_compact/acceptance_probability", "chain_compact/adaptation_measure"};
+  const std::set<std::string> unrecorded = {"sample_stats/accepted",
+                                            "sample_stats/dr_stage",
+                                            "sample_stats/acceptance_probability",
+                                            "chain_compact/dr_stage",
+                                            "chain_compact/acceptance_probability",
+                                            "chain_compact/adaptation_measure"};
   std::set<std::string> expected;
   for (const auto& p : serial)
     if (unrecorded.count(p) == 0) expected.insert(p);

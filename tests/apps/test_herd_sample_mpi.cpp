@@ -55,10 +55,16 @@ builtin = "banana"
 ndim = 3
 )";
 
-const std::vector<const char*> kDoubleSets = {"posterior/a", "posterior/b", "sample_stats/lp",
-                                              "sample_stats/acceptance_probability", "chain_compact/state",
-                                              "chain_compact/log_density", "sample/a", "sample/lp",
-                                              "diagnostics/ess_bulk", "diagnostics/rhat"};
+const std::vector<const char*> kDoubleSets = {"posterior/a",
+                                              "posterior/b",
+                                              "sample_stats/lp",
+                                              "sample_stats/acceptance_probability",
+                                              "chain_compact/state",
+                                              "chain_compact/log_density",
+                                              "sample/a",
+                                              "sample/lp",
+                                              "diagnostics/ess_bulk",
+                                              "diagnostics/rhat"};
 
 void check_same_h5(const fs::path& a, const fs::path& b) {
   auto fa = herd::io::H5File::open(a.string());
@@ -112,8 +118,9 @@ TEST_CASE("herd-sample multi_chain: -n 1 x 4, -n 2 x 2 and -n 4 x 1 give bit-ide
     int ranks, per_rank;
   };
   for (const Layout l : {Layout{0, 4}, Layout{2, 2}, Layout{4, 1}}) {
-    const Run r = sample(dir, l.ranks, common + " --set chains_per_rank=" + std::to_string(l.per_rank) + " --output n" +
-                                           std::to_string(l.ranks) + "/run");
+    const Run r = sample(dir, l.ranks,
+                         common + " --set chains_per_rank=" + std::to_string(l.per_rank) + " --output n" +
+                             std::to_string(l.ranks) + "/run");
     INFO(r.err);
     REQUIRE(r.rc == 0);
   }
@@ -143,13 +150,15 @@ TEST_CASE("herd-sample multi_chain: -n 1 x 4, -n 2 x 2 and -n 4 x 1 give bit-ide
   CHECK_THAT(report, Contains("across chains") && Contains("Kolmogorov") && Contains("2 x 2 = 4 chains"));
   // ArviZ/xarray opens it with a chain dimension of 4.
   if (std::system("/usr/bin/python3 -c 'import xarray, h5netcdf' > /dev/null 2>&1") == 0) {
-    write(dir / "check.py", "import sys, xarray as xr\n"
-                            "ds = xr.open_dataset(sys.argv[1], group='posterior', engine='h5netcdf')\n"
-                            "assert ds.sizes['chain'] == 4, ds.sizes\n"
-                            "st = xr.open_dataset(sys.argv[1], group='sample_stats', engine='h5netcdf')\n"
-                            "assert st['lp'].shape == ds['a'].shape\n");
-    CHECK(std::system(("/usr/bin/python3 '" + (dir / "check.py").string() + "' '" + (dir / "n2" / "run.h5").string() +
-                       "'").c_str()) == 0);
+    write(dir / "check.py",
+          "import sys, xarray as xr\n"
+          "ds = xr.open_dataset(sys.argv[1], group='posterior', engine='h5netcdf')\n"
+          "assert ds.sizes['chain'] == 4, ds.sizes\n"
+          "st = xr.open_dataset(sys.argv[1], group='sample_stats', engine='h5netcdf')\n"
+          "assert st['lp'].shape == ds['a'].shape\n");
+    CHECK(std::system(
+              ("/usr/bin/python3 '" + (dir / "check.py").string() + "' '" + (dir / "n2" / "run.h5").string() + "'")
+                  .c_str()) == 0);
   } else {
     WARN("python3 xarray/h5netcdf not installed: xarray check skipped");
   }
@@ -161,7 +170,7 @@ TEST_CASE("herd-sample: different inputs on different ranks are refused at start
   write(dir / "b.toml", std::string(kToml) + "\n");
   // MPMD launch: rank 0 and rank 1 read different seeds.
   const Run r = run_shell(dir, std::string(HERD_MPIEXEC) + " -n 1 " + HERD_SAMPLE_EXE + " a.toml --seed 1 : -n 1 " +
-                               HERD_SAMPLE_EXE + " a.toml --seed 2");
+                                   HERD_SAMPLE_EXE + " a.toml --seed 2");
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Contains("differs between ranks") && Contains("rank(s) 1"));
   CHECK_FALSE(fs::exists(dir / "out"));
@@ -169,15 +178,17 @@ TEST_CASE("herd-sample: different inputs on different ranks are refused at start
 
 TEST_CASE("herd-sample: a failing rank ends every rank; resuming the run completes it exactly", "[apps][mcmc][mpi]") {
   const auto dir = workdir("fault");
-  const std::string input = std::string("chain_size = 30000\nrandom_seed = 5\nparallelization_model = \"multi_chain\"\n"
-                                        "checkpoint_period = 2000\n[target]\nlibrary = \"") +
+  const std::string input = std::string(
+                                "chain_size = 30000\nrandom_seed = 5\nparallelization_model = \"multi_chain\"\n"
+                                "checkpoint_period = 2000\n[target]\nlibrary = \"") +
                             HERD_TEST_FAIL_PLUGIN + "\"\nndim = 2\n";
   write(dir / "run.toml", input);
   const Run ref = sample(dir, 2, "run.toml --quiet --output ref/run");
   INFO(ref.err);
   REQUIRE(ref.rc == 0);
   const auto t0 = std::chrono::steady_clock::now();
-  const Run bad = sample(dir, 2, "run.toml --quiet --output x/run", "HERD_TEST_FAIL_RANK=1 HERD_TEST_FAIL_AFTER=15000 ");
+  const Run bad =
+      sample(dir, 2, "run.toml --quiet --output x/run", "HERD_TEST_FAIL_RANK=1 HERD_TEST_FAIL_AFTER=15000 ");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(bad.rc != 0);
   CHECK_THAT(bad.err, Contains("rank 1 of 2 failed") && Contains("+inf"));
@@ -196,8 +207,9 @@ TEST_CASE("herd-sample: a failing rank ends every rank; resuming the run complet
 TEST_CASE("herd-sample restart: another input is refused, the same resumes, a complete run is reported",
           "[apps][mcmc]") {
   const auto dir = workdir("restart");
-  const std::string input = std::string("chain_size = 20000\nrandom_seed = 3\ncheckpoint_period = 1000\n"
-                                        "variable_names = [\"a\", \"b\"]\n[target]\nlibrary = \"") +
+  const std::string input = std::string(
+                                "chain_size = 20000\nrandom_seed = 3\ncheckpoint_period = 1000\n"
+                                "variable_names = [\"a\", \"b\"]\n[target]\nlibrary = \"") +
                             HERD_TEST_FAIL_PLUGIN + "\"\nndim = 2\n";
   write(dir / "run.toml", input);
   REQUIRE(sample(dir, 0, "run.toml --quiet --output ref/run").rc == 0);

@@ -56,8 +56,7 @@ TEST_CASE("HERD_CHECK names the message, file:line and expression", "[core]") {
 TEST_CASE("log levels parse, and bad names are input errors", "[core]") {
   CHECK(herd::parse_log_level("debug") == herd::LogLevel::kDebug);
   CHECK(herd::parse_log_level("warn") == herd::LogLevel::kWarn);
-  CHECK_THROWS_WITH(herd::parse_log_level("loud"),
-                    Contains("log level is \"loud\"") && Contains("trace, debug, info"));
+  CHECK_THROWS_WITH(herd::parse_log_level("loud"), Contains("log level is \"loud\"") && Contains("trace, debug, info"));
   herd::configure_logging(1, 4, herd::LogLevel::kInfo);
   CHECK(herd::logger().level() == spdlog::level::warn);  // non-zero ranks: warn and above
   herd::configure_logging(1, 4, herd::LogLevel::kDebug, true);
@@ -165,8 +164,9 @@ TEST_CASE("parse_memory_size reads units; format_bytes writes binary units", "[c
 
 TEST_CASE("check_memory_need compares with max_memory, else the available memory", "[core]") {
   CHECK_NOTHROW(herd::check_memory_need(1000, 2000, "the run", "lower it"));
-  CHECK_THROWS_WITH(herd::check_memory_need(3000, 2000, "the run", "lower it"),
-                    Catch::Matchers::Equals("the run needs about 2.93 KiB of memory, but max_memory is 1.95 KiB; lower it"));
+  CHECK_THROWS_WITH(
+      herd::check_memory_need(3000, 2000, "the run", "lower it"),
+      Catch::Matchers::Equals("the run needs about 2.93 KiB of memory, but max_memory is 1.95 KiB; lower it"));
   const auto avail = herd::available_memory_bytes();
   REQUIRE(avail.has_value());  // Linux: /proc/meminfo
   CHECK(*avail > 0);

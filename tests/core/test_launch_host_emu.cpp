@@ -131,8 +131,7 @@ TEST_CASE("host backend: counters of launches, waits and transfers", "[core][hos
   cudaFree(d);
 }
 
-TEST_CASE("host backend: a captured graph runs at each launch, with the arguments of the capture",
-          "[core][host-emu]") {
+TEST_CASE("host backend: a captured graph runs at each launch, with the arguments of the capture", "[core][host-emu]") {
   double* d = device_alloc<double>(4);
   HERD_CUDA_CHECK(cudaMemset(d, 0, 4 * sizeof(double)));
   cudaStream_t s;
@@ -163,8 +162,7 @@ TEST_CASE("host backend: a captured graph runs at each launch, with the argument
   cudaFree(d);
 }
 
-TEST_CASE("host backend: a copy into page-locked memory is delivered at the sync, NaN before",
-          "[core][host-emu]") {
+TEST_CASE("host backend: a copy into page-locked memory is delivered at the sync, NaN before", "[core][host-emu]") {
   double* d = device_alloc<double>(2);
   const double src[2] = {3.0, 4.0};
   HERD_CUDA_CHECK(cudaMemcpy(d, src, sizeof src, cudaMemcpyHostToDevice));
@@ -178,7 +176,7 @@ TEST_CASE("host backend: a copy into page-locked memory is delivered at the sync
   HERD_CUDA_CHECK(cudaMemcpyAsync(pinned, d, 2 * sizeof(double), cudaMemcpyDeviceToHost, s));
   HERD_CUDA_CHECK(cudaEventRecord(ev, s));
   herd::gpu::launch(add_value, 1, 2, 0, s, d, 10.0, 2);  // after the copy: not in it
-  CHECK(std::isnan(pinned[0]));  // read before a sync: the poison, not the value
+  CHECK(std::isnan(pinned[0]));                          // read before a sync: the poison, not the value
   HERD_CUDA_CHECK(cudaEventSynchronize(ev));
   CHECK(pinned[0] == 3.0);
   CHECK(pinned[1] == 4.0);

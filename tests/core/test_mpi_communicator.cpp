@@ -27,8 +27,7 @@ TEST_CASE("MpiCommunicator: rank, size, barrier", "[core][mpi]") {
   CHECK(herd::make_world_communicator()->backend() == "mpi");
 }
 
-TEST_CASE("MpiCommunicator: allreduce sum/min/max on double, float, int64, int32",
-          "[core][mpi]") {
+TEST_CASE("MpiCommunicator: allreduce sum/min/max on double, float, int64, int32", "[core][mpi]") {
   herd::MpiCommunicator c;
   const int r = c.rank(), n = c.size();
   std::vector<double> d{1.0 * r, 0.5, -1.0 * r};

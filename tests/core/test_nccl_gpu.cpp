@@ -25,8 +25,7 @@ struct DeviceBuffer {
 
 }  // namespace
 
-TEST_CASE("NcclCommunicator: one rank: allreduce, async allreduce, broadcast, gathers",
-          "[gpu][core]") {
+TEST_CASE("NcclCommunicator: one rank: allreduce, async allreduce, broadcast, gathers", "[gpu][core]") {
   herd::SelfCommunicator boot;
   cudaStream_t stream = nullptr;
   HERD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

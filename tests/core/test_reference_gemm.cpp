@@ -11,8 +11,8 @@
 
 #include "herd/core/reference_gemm.hpp"
 
-using herd::gpu::GemmOp;
 using herd::gpu::gemm_invalid_argument;
+using herd::gpu::GemmOp;
 using herd::gpu::reference_gemm;
 
 namespace {
@@ -45,10 +45,8 @@ Dense op_of(const std::vector<double>& s, GemmOp op, std::int64_t rows, std::int
   for (std::int64_t i = 0; i < rows; ++i)
     for (std::int64_t j = 0; j < cols; ++j) {
       const double x = s[static_cast<std::size_t>(i + j * ld)];
-      if (op == GemmOp::kN)
-        d(i, j) = x;
-      else
-        d(j, i) = x;
+      if (op == GemmOp::kN) d(i, j) = x;
+      else d(j, i) = x;
     }
   return d;
 }

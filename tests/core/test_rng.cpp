@@ -49,8 +49,7 @@ TEST_CASE("Philox4x32-10 known-answer vectors", "[core][rng]") {
   }
 }
 
-TEST_CASE("RngStream maps (seed, stream, purpose, index, sub) to the documented counter",
-          "[core][rng]") {
+TEST_CASE("RngStream maps (seed, stream, purpose, index, sub) to the documented counter", "[core][rng]") {
   const std::uint64_t seed = 0x0123456789abcdefull;
   const std::uint64_t index = 0x0000a1b2c3d4e5f6ull;  // 48 bits
   const RngStream s(seed, 77u, RngPurpose::kAcceptance);
@@ -83,8 +82,8 @@ TEST_CASE("uniforms are in the open interval (0, 1)", "[core][rng]") {
 }
 
 TEST_CASE("streams, purposes and indices give different draws", "[core][rng]") {
-  const RngStream a(1, 0, RngPurpose::kProposal), b(1, 1, RngPurpose::kProposal),
-      c(1, 0, RngPurpose::kAcceptance), d(2, 0, RngPurpose::kProposal);
+  const RngStream a(1, 0, RngPurpose::kProposal), b(1, 1, RngPurpose::kProposal), c(1, 0, RngPurpose::kAcceptance),
+      d(2, 0, RngPurpose::kProposal);
   CHECK(a.u64(0) != b.u64(0));
   CHECK(a.u64(0) != c.u64(0));
   CHECK(a.u64(0) != d.u64(0));
@@ -93,8 +92,7 @@ TEST_CASE("streams, purposes and indices give different draws", "[core][rng]") {
   CHECK(a.with_purpose(RngPurpose::kAcceptance).u64(7) == c.u64(7));
 }
 
-TEST_CASE("draws depend only on (seed, stream, purpose, index), not on order or thread",
-          "[core][rng]") {
+TEST_CASE("draws depend only on (seed, stream, purpose, index), not on order or thread", "[core][rng]") {
   const RngStream s(42, 3, RngPurpose::kProposal);
   const std::size_t n = 20000;
   std::vector<double> seq(n);
@@ -113,11 +111,14 @@ TEST_CASE("draws depend only on (seed, stream, purpose, index), not on order or 
   std::vector<std::size_t> perm(n);
   for (std::size_t i = 0; i < n; ++i) perm[i] = i;
   std::shuffle(perm.begin(), perm.end(), std::mt19937_64(7));
-  pool.parallel_for_each(0, n, [&](std::size_t j) {
-    const std::size_t i = perm[j];
-    auto c = s.at(i);
-    par[i] = c.normal() + c.uniform();
-  }, 37);
+  pool.parallel_for_each(
+      0, n,
+      [&](std::size_t j) {
+        const std::size_t i = perm[j];
+        auto c = s.at(i);
+        par[i] = c.normal() + c.uniform();
+      },
+      37);
   CHECK(par == seq);
 }
 

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <cuda_runtime_api.h>
+#include <catch2/catch.hpp>
 
 #include "herd/core/cuda/cuda_check.hpp"
 #include "herd/core/cuda/rng_cuda.hpp"

@@ -11,8 +11,8 @@
 
 #include "ks.hpp"
 
-#include "herd/core/rng.hpp"
 #include "herd/core/philox_lanes.hpp"
+#include "herd/core/rng.hpp"
 #include "herd/core/ziggurat.hpp"
 
 using herd::RngPurpose;
@@ -69,8 +69,7 @@ TEST_CASE("ziggurat tables: Marsaglia-Tsang r and equal layer areas", "[core][rn
   }
 }
 
-TEST_CASE("ziggurat normals are addressed by (seed, stream, purpose, index)",
-          "[core][rng][ziggurat]") {
+TEST_CASE("ziggurat normals are addressed by (seed, stream, purpose, index)", "[core][rng][ziggurat]") {
   const RngStream s(7, 3, RngPurpose::kProposal);
   const auto& t = herd::ziggurat_tables();
   double a[16], b[16];
@@ -84,8 +83,7 @@ TEST_CASE("ziggurat normals are addressed by (seed, stream, purpose, index)",
   for (double x : a) CHECK(std::isfinite(x));
 }
 
-TEST_CASE("RngCursor::fill_u32 returns the words of next_u32, from any position",
-          "[core][rng][ziggurat]") {
+TEST_CASE("RngCursor::fill_u32 returns the words of next_u32, from any position", "[core][rng][ziggurat]") {
   const RngStream s(99, 7, RngPurpose::kProposal);
   for (int skip : {0, 1, 3, 4, 6}) {
     for (int n : {0, 1, 5, 16, 20, 37, 70}) {
@@ -179,8 +177,7 @@ TEST_CASE("philox_blocks_by_index equals RngStream::block for every width path",
       }
     }
   }
-  CHECK((herd::philox_lanes_width() == 1 || herd::philox_lanes_width() == 8 ||
-         herd::philox_lanes_width() == 16));
+  CHECK((herd::philox_lanes_width() == 1 || herd::philox_lanes_width() == 8 || herd::philox_lanes_width() == 16));
 }
 
 TEST_CASE("ziggurat_normals_from_words equals ziggurat_normals, retries included", "[core][rng][ziggurat]") {

@@ -2,8 +2,8 @@
 #include <cmath>
 #include <fstream>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "herd/core/error.hpp"
@@ -56,9 +56,11 @@ TEST_CASE("posteriordb models: names, data errors", "[examples]") {
   for (const auto& v : col["y"]) nested.push_back(json::array({v}));
   const auto t = col["y"].size();
   col["y"] = nested;
-  CHECK_THROWS_WITH(herd::examples::make_model("arK", col),
-                    Catch::Contains(fmt::format("arK: data field \"y\" has shape [{}, 1], but must be a vector of T = {} "
-                                                "numbers (shape [{}])", t, t, t)));
+  CHECK_THROWS_WITH(
+      herd::examples::make_model("arK", col),
+      Catch::Contains(fmt::format("arK: data field \"y\" has shape [{}, 1], but must be a vector of T = {} "
+                                  "numbers (shape [{}])",
+                                  t, t, t)));
   json arr = json::parse(herd::examples::embedded_data("arK"));
   arr["K"] = json::array({arr["K"]});
   CHECK_THROWS_WITH(herd::examples::make_model("arK", arr),

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "herd/examples/posteriordb.hpp"
@@ -36,8 +36,12 @@ TEST_CASE("DRAM passes the posteriordb validation rule on six posteriors", "[slo
   // Chain sizes (accepted states) give a bulk-ESS of several thousand; the seeds were fixed
   // when the test was written.
   const ModelRun runs[] = {
-      {"kidscore_interaction", 20000, 101}, {"arK", 30000, 102},           {"eight_schools_noncentered", 60000, 103},
-      {"garch11", 20000, 104},              {"gp_pois_regr", 120000, 105}, {"low_dim_gauss_mix", 15000, 106},
+      {"kidscore_interaction", 20000, 101},
+      {"arK", 30000, 102},
+      {"eight_schools_noncentered", 60000, 103},
+      {"garch11", 20000, 104},
+      {"gp_pois_regr", 120000, 105},
+      {"low_dim_gauss_mix", 15000, 106},
   };
   const fs::path work = fs::path(HERD_TEST_WORK_DIR) / "posteriordb_validation";
   fs::remove_all(work);
@@ -49,9 +53,9 @@ TEST_CASE("DRAM passes the posteriordb validation rule on six posteriors", "[slo
     herd::io::Schema schema("validation");
     herd::mcmc::declare_sampler_specs(schema);
     herd::io::Config config("validation");
-    std::vector<std::string> sets = {
-        "chain_size=" + std::to_string(run.chain_size), "random_seed=" + std::to_string(run.seed),
-        "output_prefix=" + (work / run.name).string(), "sample_refinement_count=0"};
+    std::vector<std::string> sets = {"chain_size=" + std::to_string(run.chain_size),
+                                     "random_seed=" + std::to_string(run.seed),
+                                     "output_prefix=" + (work / run.name).string(), "sample_refinement_count=0"};
     // Start at the first reference check point (a typical point, as a user starting from an
     // optimum would) with a proposal of standard deviation 0.1 in every coordinate, which then
     // adapts.

@@ -82,8 +82,9 @@ TEST_CASE("target registry: an unknown name is one line listing the known ones",
     FAIL("no error");
   } catch (const herd::InputError& e) {
     const std::string m = e.what();
-    CHECK(m == "key \"target.builtin\" is \"norml\", but must be one of \"normal\", \"banana\", \"rosenbrock\", "
-               "\"mixture\", \"funnel\"");
+    CHECK(m ==
+          "key \"target.builtin\" is \"norml\", but must be one of \"normal\", \"banana\", \"rosenbrock\", "
+          "\"mixture\", \"funnel\"");
   }
   try {
     registry().find(TargetRegistry::Family::kModel, "eight_school");

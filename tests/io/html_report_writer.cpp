@@ -20,8 +20,8 @@ int main(int argc, char** argv) {
     r.heading("Tables");
     r.note(herd::io::HtmlReport::Level::kOk, "an ok note");
     r.note(herd::io::HtmlReport::Level::kWarning, "a warning note");
-    r.table({"name", "value"}, {{"a", "1"}, {"b<", "2"}}, {herd::io::HtmlReport::Level::kInfo,
-                                                           herd::io::HtmlReport::Level::kWarning});
+    r.table({"name", "value"}, {{"a", "1"}, {"b<", "2"}},
+            {herd::io::HtmlReport::Level::kInfo, herd::io::HtmlReport::Level::kWarning});
     r.heading("Plots");
     // Figure "lines": 2 panels; panel 0 has 2 line series of 100 points, panel 1 one step series of 10.
     Plot a;

@@ -121,9 +121,7 @@ TEST_CASE("checkpoint: every single-bit flip is rejected", "[io]") {
 
 TEST_CASE("checkpoint: foreign, newer and missing files are rejected", "[io]") {
   TempDir tmp;
-  {
-    std::ofstream(tmp.file("foreign.ckpt")) << "{\"json\": true, \"not\": \"a checkpoint\"}\n";
-  }
+  { std::ofstream(tmp.file("foreign.ckpt")) << "{\"json\": true, \"not\": \"a checkpoint\"}\n"; }
   CHECK_THROWS_WITH(CheckpointReader(tmp.file("foreign.ckpt")), Catch::Contains("not a herd checkpoint"));
   CHECK_THROWS_WITH(CheckpointReader(tmp.file("missing.ckpt")),
                     Catch::Contains("missing.ckpt") && Catch::Contains("No such file"));
@@ -246,7 +244,8 @@ TEST_CASE("block checksums: independent of how bytes were appended; a changed by
   bad[(1u << 20) + 17] ^= std::byte{0x20};  // in block 2
   write_raw(path, bad, bad.size());
   CHECK_THROWS_WITH(whole.verify(path, "the record"),
-                    Catch::Matchers::Contains("the record \"" + path + "\" is corrupt: block 2 of 3 (bytes 1048576 to "
+                    Catch::Matchers::Contains("the record \"" + path +
+                                              "\" is corrupt: block 2 of 3 (bytes 1048576 to "
                                               "2097151)") &&
                         Catch::Matchers::Contains("overwrite = true"));
   write_raw(path, data, data.size() - 10);  // shorter than recorded

@@ -54,7 +54,8 @@ TEST_CASE("data: JSON mistakes are one-line errors", "[io]") {
         "data.json: \"y[1]\" is a number where an array of 1 was expected (ragged nesting)");
   CHECK(error_of("{\"y\": [1.5, [2, 8], [4, 0]]}") ==
         "data.json: \"y[1]\" is an array where a number was expected (ragged nesting)");
-  CHECK(error_of("{\"y\": [[], [1]]}") == "data.json: \"y[1]\" is ragged: 1 elements, but must have 0 (model data arrays are rectangular; the first "
+  CHECK(error_of("{\"y\": [[], [1]]}") ==
+        "data.json: \"y[1]\" is ragged: 1 elements, but must have 0 (model data arrays are rectangular; the first "
         "elements give shape [2, 0])");
   CHECK(error_of("[1, 2]") == "data.json: JSON model data must be an object of named arrays, not an array");
   CHECK(error_of("{\"y\": [1, 2,\n]}").rfind("data.json:2: JSON syntax error:", 0) == 0);

@@ -115,8 +115,8 @@ TEST_CASE("hdf5: attributes of every kind round-trip", "[io]") {
   CHECK(root.attribute_names().size() == 8);
   CHECK(f.open_dataset("x").attribute_string("units") == "m/s");
   CHECK_THROWS_AS(root.attribute<double>("nope"), herd::IoError);
-  CHECK_THROWS_AS(root.attribute<double>("vec"), herd::IoError);     // not a scalar
-  CHECK_THROWS_AS(root.attribute<double>("title"), herd::IoError);   // not numeric
+  CHECK_THROWS_AS(root.attribute<double>("vec"), herd::IoError);    // not a scalar
+  CHECK_THROWS_AS(root.attribute<double>("title"), herd::IoError);  // not numeric
 }
 
 TEST_CASE("hdf5: extendible datasets grow by appending blocks", "[io]") {
@@ -287,9 +287,7 @@ TEST_CASE("hdf5: a file made on one thread and used on another prints no HDF5 er
 TEST_CASE("hdf5: bad use gives clear errors, not crashes", "[io]") {
   TempDir tmp;
   CHECK_THROWS_WITH(H5File::open(tmp.file("missing.h5")), Catch::Contains("no such file"));
-  {
-    std::ofstream(tmp.file("text.h5")) << "this is not HDF5\n";
-  }
+  { std::ofstream(tmp.file("text.h5")) << "this is not HDF5\n"; }
   CHECK_THROWS_WITH(H5File::open(tmp.file("text.h5")), Catch::Contains("not an HDF5 file"));
   CHECK_FALSE(H5File::is_hdf5(tmp.file("text.h5")));
   H5File f = H5File::create(tmp.file("ok.h5"));
@@ -316,9 +314,7 @@ TEST_CASE("hdf5: truncated files are errors, not crashes", "[io]") {
   for (std::size_t keep : {std::size_t{0}, std::size_t{100}, bytes.size() / 2, bytes.size() - 8}) {
     INFO("kept " << keep << " of " << bytes.size() << " bytes");
     const std::string cut = tmp.file("cut.h5");
-    {
-      std::ofstream(cut, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(keep));
-    }
+    { std::ofstream(cut, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(keep)); }
     bool threw = false;
     try {
       H5File f = H5File::open(cut);
@@ -330,4 +326,3 @@ TEST_CASE("hdf5: truncated files are errors, not crashes", "[io]") {
     CHECK(threw);
   }
 }
-

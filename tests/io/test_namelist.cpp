@@ -16,9 +16,7 @@ using Kind = ConfigValue::Kind;
 
 namespace {
 
-Config nml(std::string_view text, std::string_view group = "ParaDRAM") {
-  return parse_namelist(text, "in.nml", group);
-}
+Config nml(std::string_view text, std::string_view group = "ParaDRAM") { return parse_namelist(text, "in.nml", group); }
 
 const ConfigValue& at(const Config& c, std::string_view key) {
   const ConfigValue* v = c.find(key);
@@ -253,9 +251,7 @@ TEST_CASE("namelist: a ParaMonte file through a schema with aliases", "[io]") {
 
 TEST_CASE("namelist: files are read and auto-detected", "[io]") {
   herd::test::TempDir tmp;
-  {
-    std::ofstream(tmp.file("in.nml")) << "! a ParaMonte input\n\n&ParaDRAM chainSize = 7 /\n";
-  }
+  { std::ofstream(tmp.file("in.nml")) << "! a ParaMonte input\n\n&ParaDRAM chainSize = 7 /\n"; }
   const Config c = read_config(tmp.file("in.nml"), "ParaDRAM");
   CHECK(c.case_insensitive());
   CHECK(c.find("chainsize")->as_int() == 7);

@@ -79,9 +79,8 @@ scale = 1.5
 
 TEST_CASE("schema: --set overrides are typed by the schema", "[io]") {
   const Config c = toml("model = \"gauss\"\nchain_size = 10\n");
-  const Settings r = sampler_schema().apply(
-      c, {"chain_size=20", "proposal.scale = 0.5", "start=[1, 2, 3]", "overwrite=yes", "method=am",
-          "outputs=chain,report", "seeds=1,2"});
+  const Settings r = sampler_schema().apply(c, {"chain_size=20", "proposal.scale = 0.5", "start=[1, 2, 3]",
+                                                "overwrite=yes", "method=am", "outputs=chain,report", "seeds=1,2"});
   CHECK(r.get_int("chain_size") == 20);
   CHECK(r.origin("chain_size") == "--set chain_size=20");
   CHECK(r.get_float("proposal.scale") == 0.5);
@@ -168,8 +167,7 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
   CHECK(error_of("model = 'm'\nstart = []\n") ==
         "run.toml:2: key \"start\" has 0 elements, but must be a list of 1 to 8 floats");
   // Missing required key.
-  CHECK(error_of("chain_size = 3\n") ==
-        "run.toml: missing required key \"model\" (a string; model name)");
+  CHECK(error_of("chain_size = 3\n") == "run.toml: missing required key \"model\" (a string; model name)");
   // Overrides.
   CHECK(error_of("model = 'm'\n", {"chain_size=abc"}) ==
         "--set chain_size=abc: key \"chain_size\" is \"abc\" (text), but must be an integer >= 1");
@@ -217,9 +215,7 @@ TEST_CASE("schema: declaration mistakes are caught", "[io]") {
 
 TEST_CASE("schema: TOML files are read with locations", "[io]") {
   herd::test::TempDir tmp;
-  {
-    std::ofstream(tmp.file("run.toml")) << "# comment\nmodel = \"gauss\"\n[proposal]\nscale = 2\n";
-  }
+  { std::ofstream(tmp.file("run.toml")) << "# comment\nmodel = \"gauss\"\n[proposal]\nscale = 2\n"; }
   const Config c = read_config(tmp.file("run.toml"));
   CHECK_FALSE(c.case_insensitive());
   CHECK(c.find("proposal.scale")->where.str() == tmp.file("run.toml") + ":4");
@@ -299,8 +295,8 @@ TEST_CASE("TOML: nesting deeper than 64 levels is refused before parsing, in eve
     return t + " = 1\n";
   };
   auto arrays = [](int n) {
-    return "x = " + std::string(static_cast<std::size_t>(n), '[') + "1" + std::string(static_cast<std::size_t>(n), ']') +
-           "\n";
+    return "x = " + std::string(static_cast<std::size_t>(n), '[') + "1" +
+           std::string(static_cast<std::size_t>(n), ']') + "\n";
   };
   auto inline_tables = [](int n) {
     std::string t = "x = ";
@@ -316,9 +312,8 @@ TEST_CASE("TOML: nesting deeper than 64 levels is refused before parsing, in eve
   };
   for (const int n : {40000, 1000, 66}) {
     INFO("levels: " << n);
-    CHECK_THAT(toml_error("ok = 1\n" + dotted(n)),
-               Catch::Matchers::StartsWith("deep.toml:2: TOML nesting of") &&
-                   Catch::Matchers::Contains("but at most 64 are accepted"));
+    CHECK_THAT(toml_error("ok = 1\n" + dotted(n)), Catch::Matchers::StartsWith("deep.toml:2: TOML nesting of") &&
+                                                       Catch::Matchers::Contains("but at most 64 are accepted"));
     CHECK_THAT(toml_error(arrays(n)), Catch::Matchers::Contains("at most 64"));
     CHECK_THAT(toml_error(inline_tables(n)), Catch::Matchers::Contains("at most 64"));
     CHECK_THAT(toml_error(header(n)), Catch::Matchers::Contains("at most 64"));

@@ -1,7 +1,7 @@
 // Writes an ArviZ-style InferenceData file (groups "posterior" and "sample_stats" with
 // chain/draw coordinates) for check_xarray.py to open with xarray + h5netcdf.
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <vector>
 
@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
       for (hsize_t i = 0; i < draws; ++i) {
         x[c * draws + i] = static_cast<double>(c) + 0.001 * static_cast<double>(i);
         for (hsize_t j = 0; j < d; ++j)
-          theta[(c * draws + i) * d + j] = 100.0 * static_cast<double>(c) + static_cast<double>(i) + 0.1 * static_cast<double>(j);
+          theta[(c * draws + i) * d + j] =
+              100.0 * static_cast<double>(c) + static_cast<double>(i) + 0.1 * static_cast<double>(j);
       }
     post.write_variable("x", x, {"chain", "draw"});
     post.create_coordinate("theta_dim_0", std::vector<std::int64_t>{0, 1, 2});

@@ -4,11 +4,11 @@
 // Usage: par_resume_tool <dir> <chains_per_rank> <period_steps> <chain_size>
 // With HERD_TEST_FAIL_AFTER=n in the environment the log density of the last rank throws
 // after n calls (the fault test: every rank must end, naming the failed rank).
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <atomic>
 #include <stdexcept>
 #include <string>
 
@@ -43,19 +43,18 @@ int main(int argc, char** argv) {
     return slow_gauss(x, d);
   };
   try {
-  herd::mcmc::abort_all_on_error(*comm, [&] {
-    herd::mcmc::check_launch(comm->size());
-    herd::mcmc::DramOptions o;
-    o.start_point.assign(10, 1.0);
-    o.chain_size = std::atoll(argv[4]);
-    o.seed = 2026;
-    o.delayed_rejection_count = 1;
-    herd::mcmc::check_same_input(*comm, herd::mcmc::dram_options_hash(o));
-    herd::mcmc::run_multi_chain(o, density, true, *comm, std::atoi(argv[2]), 0, dir + "/run",
-                                std::atoll(argv[3]));
-    comm->barrier();
-    if (comm->rank() == 0) std::ofstream(dir + "/done") << "done\n";
-  });
+    herd::mcmc::abort_all_on_error(*comm, [&] {
+      herd::mcmc::check_launch(comm->size());
+      herd::mcmc::DramOptions o;
+      o.start_point.assign(10, 1.0);
+      o.chain_size = std::atoll(argv[4]);
+      o.seed = 2026;
+      o.delayed_rejection_count = 1;
+      herd::mcmc::check_same_input(*comm, herd::mcmc::dram_options_hash(o));
+      herd::mcmc::run_multi_chain(o, density, true, *comm, std::atoi(argv[2]), 0, dir + "/run", std::atoll(argv[3]));
+      comm->barrier();
+      if (comm->rank() == 0) std::ofstream(dir + "/done") << "done\n";
+    });
   } catch (const std::exception& e) {  // one rank: abort_all_on_error rethrows
     std::fprintf(stderr, "herd: rank 0 of 1 failed: %s\n", e.what());
     rc = 1;

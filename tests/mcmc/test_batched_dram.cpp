@@ -3,10 +3,10 @@
 // errors, the HDF5 sink and the report.
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -28,7 +28,8 @@ namespace {
 std::vector<double> start_cov(int d) {
   std::vector<double> c(static_cast<std::size_t>(d) * d);
   for (int i = 0; i < d; ++i)
-    for (int j = 0; j < d; ++j) c[static_cast<std::size_t>(i) * d + j] = 0.3 * std::pow(0.4, std::abs(i - j)) * (1 + 0.1 * i) * (1 + 0.1 * j);
+    for (int j = 0; j < d; ++j)
+      c[static_cast<std::size_t>(i) * d + j] = 0.3 * std::pow(0.4, std::abs(i - j)) * (1 + 0.1 * i) * (1 + 0.1 * j);
   return c;
 }
 
@@ -69,14 +70,14 @@ TEST_CASE("batched kernel: acceptance uniforms, stage-1 and DR trials equal the 
       DramSampler serial(so, [&](const double* x, int dd) { return gv(x, dd); });
       for (std::uint64_t k : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{999}, (std::uint64_t{1} << 40) + 5}) {
         // Raw words of the three streams (the same Philox counters) and the uniforms.
-        for (auto purpose : {herd::RngPurpose::kProposal, herd::RngPurpose::kAcceptance,
-                             herd::RngPurpose::kDelayedRejection}) {
+        for (auto purpose :
+             {herd::RngPurpose::kProposal, herd::RngPurpose::kAcceptance, herd::RngPurpose::kDelayedRejection}) {
           const auto b1 = herd::RngStream(seed, batched::chain_id(p, i), purpose).block(k);
           const auto b2 = herd::RngStream(seed, so.chain_id, purpose).block(k);
           for (int q = 0; q < 4; ++q) CHECK(b1.v[q] == b2.v[q]);
         }
-        for (int s = 1; s <= 4; ++s) CHECK(batched::acceptance_uniform(p, batched::chain_id(p, i), k, s) ==
-                                           serial.acceptance_uniform(k, s));
+        for (int s = 1; s <= 4; ++s)
+          CHECK(batched::acceptance_uniform(p, batched::chain_id(p, i), k, s) == serial.acceptance_uniform(k, s));
         // Stage-1 trial, then DR trials forced by -inf log densities (always rejected).
         batched::begin_proposal(p, a, i, k);
         std::vector<double> want(d);
@@ -175,12 +176,11 @@ TEST_CASE("batched host path: thinning, blocks, threads and the batched-density 
   bo.block_draws = 100;
   const auto r3 = run_batched_dram(bo, banana, a3);
   // The batched-density (staged) path: the same chains.
-  const auto r = run_batched_dram(
-      bo,
-      BatchedLogDensity([&](const double* x, int n, int dd, double* out) {
-        for (int i = 0; i < n; ++i) out[i] = banana(x + static_cast<std::size_t>(i) * dd, dd);
-      }),
-      b1);
+  const auto r = run_batched_dram(bo, BatchedLogDensity([&](const double* x, int n, int dd, double* out) {
+                                    for (int i = 0; i < n; ++i)
+                                      out[i] = banana(x + static_cast<std::size_t>(i) * dd, dd);
+                                  }),
+                                  b1);
   REQUIRE(a1.draws == 42);
   CHECK(a1.x == a3.x);
   CHECK(a1.lp == a3.lp);
@@ -210,14 +210,19 @@ TEST_CASE("batched options: bad input names the field", "[mcmc][batched]") {
   bad([](auto& b) { b.num_chains = 0; }, "num_chains is 0");
   bad([](auto& b) { b.scale_factor = "fast"; }, "scale_factor");
   bad([](auto& b) { b.device = BatchedDevice::kCuda; }, "device = cuda");
-  bad([](auto& b) {
-    b.domain_lower = {1.0, 1.0};
-    b.domain_upper = {2.0, 2.0};
-  }, "outside the domain");
-  CHECK_THROWS_WITH(run_batched_dram(o, [](const double*, int) { return -std::numeric_limits<double>::infinity(); }, s),
+  bad(
+      [](auto& b) {
+        b.domain_lower = {1.0, 1.0};
+        b.domain_upper = {2.0, 2.0};
+      },
+      "outside the domain");
+  CHECK_THROWS_WITH(run_batched_dram(
+                        o, [](const double*, int) { return -std::numeric_limits<double>::infinity(); }, s),
                     Catch::Contains("start point of chain 0"));
-  CHECK_THROWS_AS(run_batched_dram(o, [](const double* x, int) { return x[0] > 0.5 ? std::numeric_limits<double>::infinity() : 0.0; }, s),
-                  herd::NumericalError);
+  CHECK_THROWS_AS(
+      run_batched_dram(
+          o, [](const double* x, int) { return x[0] > 0.5 ? std::numeric_limits<double>::infinity() : 0.0; }, s),
+      herd::NumericalError);
 }
 
 TEST_CASE("batched HDF5 sink: [chain, draw, d] streamed in blocks, with dimension scales", "[mcmc][batched][io]") {
@@ -376,7 +381,8 @@ TEST_CASE("batched kernel: segment_local (the GPU kernel's thread-local state) g
       const auto rg = e2.run(
           [&](std::size_t b, std::size_t en, std::uint64_t k0, std::uint64_t k1) {
             const batched::KernelParams q = *p2;
-            for (std::size_t i = b; i < en; ++i) batched::segment_local<8>(q, *a2, i, k0, k1 - k0, 1, gv, nullptr, nullptr);
+            for (std::size_t i = b; i < en; ++i)
+              batched::segment_local<8>(q, *a2, i, k0, k1 - k0, 1, gv, nullptr, nullptr);
           },
           got, true);
       CHECK(got.x == want.x);
@@ -408,12 +414,13 @@ bool tree_value(const Stats& leaves, std::uint64_t lo, std::uint64_t hi, int lev
   if (e <= lo || b >= hi) return false;
   if (level == 0) {
     const std::size_t i = b - lo;
-    out = {leaves.n[i], leaves.s1[2 * i], leaves.s1[2 * i + 1], leaves.s2[4 * i], leaves.s2[4 * i + 1],
-           leaves.s2[4 * i + 2], leaves.s2[4 * i + 3]};
+    out = {leaves.n[i],          leaves.s1[2 * i],     leaves.s1[2 * i + 1], leaves.s2[4 * i],
+           leaves.s2[4 * i + 1], leaves.s2[4 * i + 2], leaves.s2[4 * i + 3]};
     return true;
   }
   std::vector<double> l, r;
-  const bool hl = tree_value(leaves, lo, hi, level - 1, 2 * j, l), hr = tree_value(leaves, lo, hi, level - 1, 2 * j + 1, r);
+  const bool hl = tree_value(leaves, lo, hi, level - 1, 2 * j, l),
+             hr = tree_value(leaves, lo, hi, level - 1, 2 * j + 1, r);
   if (hl && hr)
     for (std::size_t t = 0; t < l.size(); ++t) l[t] += r[t];
   out = hl ? l : r;
@@ -465,7 +472,8 @@ TEST_CASE("batched pooled adaptation: the summation tree is the same however the
             }
           for (const auto& [lv, j] : plan.emitted) {
             const std::size_t row = (j << lv) - (lo + b);
-            nodes.push_back({lv, j,
+            nodes.push_back({lv,
+                             j,
                              {part.n[row], part.s1[2 * row], part.s1[2 * row + 1], part.s2[4 * row],
                               part.s2[4 * row + 1], part.s2[4 * row + 2], part.s2[4 * row + 3]}});
           }
@@ -554,7 +562,8 @@ TEST_CASE("batched engine: a run resumed from any checkpoint continues bit for b
   for (auto mode : {BatchedAdaptation::kPooled, BatchedAdaptation::kPerChain, BatchedAdaptation::kNone}) {
     for (const char* path : {"fused", "staged", "device hooks"}) {
       const std::string ps = path;
-      if (ps == "device hooks" && mode == BatchedAdaptation::kPerChain) continue;  // per-chain updates run on the device
+      if (ps == "device hooks" && mode == BatchedAdaptation::kPerChain)
+        continue;  // per-chain updates run on the device
       INFO("adaptation " << static_cast<int>(mode) << ", " << path << " path");
       BatchedDramOptions o;
       o.ndim = d;
@@ -587,9 +596,11 @@ TEST_CASE("batched engine: a run resumed from any checkpoint continues bit for b
       CHECK(full.lp == plain.lp);
       CHECK(r.proposal_cov == r0.proposal_cov);
       CHECK(all.saved.size() == 9 + 7);
-      for (const std::size_t q : {std::size_t{0}, std::size_t{5}, std::size_t{9}, std::size_t{12}, all.saved.size() - 1}) {
+      for (const std::size_t q :
+           {std::size_t{0}, std::size_t{5}, std::size_t{9}, std::size_t{12}, all.saved.size() - 1}) {
         const BatchedSnapshot& st = all.saved[q];
-        INFO("resumed from checkpoint " << q << " (proposal " << st.next_proposal << ", " << st.draws_done << " draws)");
+        INFO("resumed from checkpoint " << q << " (proposal " << st.next_proposal << ", " << st.draws_done
+                                        << " draws)");
         MemoryCheckpointer res;
         res.from = &st;
         o.checkpointer = &res;
@@ -648,8 +659,10 @@ TEST_CASE("batched DRAM: the draw buffer is sized by the draws a block needs", "
   CHECK(detail::block_buffer_draws(o) == 1);
 }
 
-TEST_CASE("batched DRAM: device memory counts per-chain factors and adaptation, and a run that does not fit "
-          "is refused with the sizes", "[mcmc][batched]") {
+TEST_CASE(
+    "batched DRAM: device memory counts per-chain factors and adaptation, and a run that does not fit "
+    "is refused with the sizes",
+    "[mcmc][batched]") {
   BatchedDramOptions o;
   o.ndim = 10;
   o.num_chains = 100000;

@@ -19,8 +19,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -30,8 +30,8 @@
 #include "herd/mcmc/batched_targets.hpp"
 #include "herd/mcmc/cuda/batched_dram_cuda.hpp"
 #include "herd/mcmc/cuda/batched_surrogate_cuda.hpp"
-#include "herd/nn/mlp.hpp"
 #include "herd/mcmc/ks_test.hpp"
+#include "herd/nn/mlp.hpp"
 #include "ks.hpp"
 
 using namespace herd::mcmc;
@@ -202,7 +202,7 @@ TEST_CASE("gpu batched DRAM: state sizes 8 and 32, d > 32, several DR stages and
     int d, dr;
     BatchedAdaptation mode;
   };
-  const Case cases[] = {{5, 3, BatchedAdaptation::kPooled},   {8, 2, BatchedAdaptation::kPerChain},
+  const Case cases[] = {{5, 3, BatchedAdaptation::kPooled},    {8, 2, BatchedAdaptation::kPerChain},
                         {24, 3, BatchedAdaptation::kPerChain}, {32, 1, BatchedAdaptation::kPooled},
                         {40, 2, BatchedAdaptation::kPerChain}, {40, 4, BatchedAdaptation::kNone}};
   for (const Case& c : cases) {
@@ -352,8 +352,7 @@ TEST_CASE("gpu batched DRAM: a segment is one kernel launch and at most one host
 // device runner (thread-local state for d <= 8, 16, 32, the array form above, several DR
 // stages, per-chain and pooled adaptation, the built-in targets). On a CUDA device the
 // normals may differ in the last bits, so there the acceptance rates are compared only.
-TEST_CASE("gpu batched DRAM: device path equals the host path draw for draw (host backend)",
-          "[gpu][mcmc][batched]") {
+TEST_CASE("gpu batched DRAM: device path equals the host path draw for draw (host backend)", "[gpu][mcmc][batched]") {
   const bool exact = herd::gpu::active_backend() == herd::gpu::Backend::kHost;
   struct Case {
     int d;

@@ -86,7 +86,8 @@ std::vector<double> dispersed_starts(std::int64_t m, const std::vector<double>& 
   std::vector<double> s(static_cast<std::size_t>(m) * d);
   for (std::int64_t i = 0; i < m; ++i)
     for (int j = 0; j < d; ++j)
-      s[static_cast<std::size_t>(i) * d + j] = mu[j] + 2.0 * std::sqrt(cov[static_cast<std::size_t>(j) * d + j]) * z(gen);
+      s[static_cast<std::size_t>(i) * d + j] =
+          mu[j] + 2.0 * std::sqrt(cov[static_cast<std::size_t>(j) * d + j]) * z(gen);
   return s;
 }
 
@@ -120,10 +121,8 @@ TEST_CASE("batched host path: 10-D Gaussian, one DR stage, pooled-then-frozen an
     CHECK(r.adaptive_updates > 0);
     // Per chain, an early update of a chain that has barely moved can be singular: the
     // previous factor is kept (counted). Pooled, never.
-    if (mode == BatchedAdaptation::kPooled)
-      CHECK(r.chol_failures == 0);
-    else
-      CHECK(r.chol_failures * 100 < r.adaptive_updates);
+    if (mode == BatchedAdaptation::kPooled) CHECK(r.chol_failures == 0);
+    else CHECK(r.chol_failures * 100 < r.adaptive_updates);
     // A working adaptation: plain RWM at the optimal scale accepts about 0.25-0.3 in d = 10;
     // with one DR stage more. The unadapted unit proposal would accept far less here.
     CHECK(r.acceptance_rate > 0.25);
@@ -132,7 +131,8 @@ TEST_CASE("batched host path: 10-D Gaussian, one DR stage, pooled-then-frozen an
       // The frozen pooled proposal is about (2.38^2 / d) cov (a tolerance, not a test).
       const double g2 = 2.38 * 2.38 / d;
       for (int j = 0; j < d; ++j) {
-        const double ratio = r.proposal_cov[static_cast<std::size_t>(j) * d + j] / (g2 * cov[static_cast<std::size_t>(j) * d + j]);
+        const double ratio =
+            r.proposal_cov[static_cast<std::size_t>(j) * d + j] / (g2 * cov[static_cast<std::size_t>(j) * d + j]);
         INFO("proposal variance ratio of coordinate " << j << ": " << ratio);
         CHECK(ratio > 0.8);
         CHECK(ratio < 1.25);

@@ -79,8 +79,8 @@ TEST_CASE("C API: ParaMonte 2's runParaDRAMF/D/L with v2 specification names", "
   // (1.5, 4): the ellipse cuts the target's tails), domainErrCount(Max), a target acceptance
   // range, parallelismNumThread.
   auto nml = [&](const std::string& prefix, int chain) {
-    return "&paradram\n  outputFileName = '" + prefix + "'\n  outputStatus = 'retry'\n  outputChainSize = " +
-           std::to_string(chain) +
+    return "&paradram\n  outputFileName = '" + prefix +
+           "'\n  outputStatus = 'retry'\n  outputChainSize = " + std::to_string(chain) +
            "\n  randomSeed = 5\n  domain = 'Ellipsoid'\n  domainBallAvg = 1, -2\n  domainBallStd = 1.5, 4.0\n"
            "  domainErrCount = 500\n  domainErrCountMax = 50000\n  targetAcceptanceRate = 0.2, 0.5\n"
            "  parallelismNumThread = 2\n  proposalStart = 1.0, -2.0\n  outputSplashMode = 'Silent'\n/\n";
@@ -118,8 +118,8 @@ TEST_CASE("C API: outputStatus = 'extend' continues a complete run in <prefix>_r
   const fs::path dir = fs::path(HERD_TEST_WORK_DIR) / "c_api_extend";
   fs::remove_all(dir);
   const std::string prefix = (dir / "ext").string();
-  const std::string nml = "&paradram outputFileName = '" + prefix +
-                          "', outputStatus = 'extend', outputChainSize = 2000, randomSeed = 21 /";
+  const std::string nml =
+      "&paradram outputFileName = '" + prefix + "', outputStatus = 'extend', outputChainSize = 2000, randomSeed = 21 /";
   REQUIRE(c_driver_v2('D', nml.c_str()) == 0);
   REQUIRE(fs::exists(prefix + ".h5"));
   CHECK_FALSE(fs::exists(prefix + "_run2.h5"));

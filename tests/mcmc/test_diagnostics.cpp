@@ -133,8 +133,7 @@ TEST_CASE("FFT autocovariance equals the direct O(n^2) sum", "[mcmc]") {
   CHECK(r[0] == 1.0);
 }
 
-TEST_CASE("ESS of a long-memory series (the FFT path over all lags) equals Geyer's sums of direct lags",
-          "[mcmc]") {
+TEST_CASE("ESS of a long-memory series (the FFT path over all lags) equals Geyer's sums of direct lags", "[mcmc]") {
   // AR(1) with phi = 0.99 (tau about 200): Geyer's sequence runs far past the directly summed
   // lags, so ess_chains takes every lag from the FFT (FFTW). Reference: posterior's .ess with
   // each lag summed directly (biased autocovariance, chain-averaged), on 3 chains x 40001
@@ -156,8 +155,10 @@ TEST_CASE("ESS of a long-memory series (the FFT path over all lags) equals Geyer
   // Split chains [2m, h].
   std::vector<std::vector<double>> chains;
   for (std::size_t c = 0; c < m; ++c) {
-    chains.emplace_back(x.begin() + static_cast<std::ptrdiff_t>(c * n), x.begin() + static_cast<std::ptrdiff_t>(c * n + h));
-    chains.emplace_back(x.begin() + static_cast<std::ptrdiff_t>(c * n + n - h), x.begin() + static_cast<std::ptrdiff_t>(c * n + n));
+    chains.emplace_back(x.begin() + static_cast<std::ptrdiff_t>(c * n),
+                        x.begin() + static_cast<std::ptrdiff_t>(c * n + h));
+    chains.emplace_back(x.begin() + static_cast<std::ptrdiff_t>(c * n + n - h),
+                        x.begin() + static_cast<std::ptrdiff_t>(c * n + n));
   }
   const std::size_t mc = chains.size();
   std::vector<double> means(mc);
@@ -244,14 +245,12 @@ TEST_CASE("two-sample Kolmogorov-Smirnov against R", "[mcmc]") {
   // Symmetric in its arguments; identical samples give D = 0, p = 1.
   const auto b2 = herd::mcmc::ks_two_sample(x.subspan(2000, 40), x.subspan(0, 60));
   CHECK(b2.p_value == Approx(b.p_value).epsilon(1e-14));
-  const auto same = herd::mcmc::ks_two_sample(x.subspan(0, 50), x.subspan(0, 50),
-                                              herd::mcmc::KsMethod::kAsymptotic);
+  const auto same = herd::mcmc::ks_two_sample(x.subspan(0, 50), x.subspan(0, 50), herd::mcmc::KsMethod::kAsymptotic);
   CHECK(same.statistic == 0.0);
   CHECK(same.p_value == 1.0);
   // Kolmogorov's Q: both series forms agree around l = 1; Q(0) = 1.
   CHECK(herd::mcmc::kolmogorov_q(0.0) == 1.0);
-  CHECK(herd::mcmc::kolmogorov_q(1.0 - 1e-12) ==
-        Approx(herd::mcmc::kolmogorov_q(1.0)).epsilon(1e-10));
+  CHECK(herd::mcmc::kolmogorov_q(1.0 - 1e-12) == Approx(herd::mcmc::kolmogorov_q(1.0)).epsilon(1e-10));
   CHECK_REL(herd::mcmc::kolmogorov_q(1.0), 0.26999967167735456);  // R: 1 - pkolmogorov1x(1)
   // Exact small case by hand: n = m = 1, D = 1 always, p = 1.
   CHECK(herd::mcmc::smirnov_p_exact(1, 1, 1) == Approx(1.0));
@@ -259,8 +258,7 @@ TEST_CASE("two-sample Kolmogorov-Smirnov against R", "[mcmc]") {
   CHECK(herd::mcmc::smirnov_p_exact(2, 2, 4) == Approx(1.0 / 3.0).epsilon(1e-15));
 }
 
-TEST_CASE("ties switch the KS test to the asymptotic p-value; weights equal expansion",
-          "[mcmc]") {
+TEST_CASE("ties switch the KS test to the asymptotic p-value; weights equal expansion", "[mcmc]") {
   const std::vector<double> x{1, 2, 2, 3, 5}, y{2, 4, 6, 7};
   const auto t = herd::mcmc::ks_two_sample(x, y);
   CHECK_FALSE(t.exact);
@@ -469,8 +467,7 @@ TEST_CASE("ParaDRAM refinement: weights, rounds, stopping rule", "[mcmc]") {
   CHECK(r.index.size() == r.rounds.back().compact_size);
   for (std::size_t k = 1; k < r.index.size(); ++k) CHECK(r.index[k] > r.index[k - 1]);
   // Every round's IAC is the batch-means IAC of that round's chain; the sample shrinks.
-  for (std::size_t k = 1; k < r.rounds.size(); ++k)
-    CHECK(r.rounds[k].verbose_size <= r.rounds[k - 1].verbose_size);
+  for (std::size_t k = 1; k < r.rounds.size(); ++k) CHECK(r.rounds[k].verbose_size <= r.rounds[k - 1].verbose_size);
   // Batch means against the formula written out (b = floor(W^0.666666666666666) = 2154,
   // 46 batches); numpy gives 1.64442216507178 on this LCG stream.
   const auto wn = herd_test::lcg_ar1(1, 100000, 0.0, 3, 0.0);
@@ -496,8 +493,7 @@ TEST_CASE("concurrent calls on several threads give the serial results", "[mcmc]
   }
 }
 
-TEST_CASE("bulk R-hat of a large input (staged scatter) equals the formula written out",
-          "[mcmc]") {
+TEST_CASE("bulk R-hat of a large input (staged scatter) equals the formula written out", "[mcmc]") {
   // 8 chains x 40001 draws (odd: middle draws dropped), rounded to 1/64 so there are ties.
   const std::size_t m = 8, n = 40001, h = n / 2;
   auto x = herd_test::lcg_ar1(m, n, 0.7, 2024, 0.01);
@@ -533,7 +529,8 @@ TEST_CASE("bulk R-hat of a large input (staged scatter) equals the formula writt
     vars[c] = v / static_cast<double>(h - 1);
   }
   double mm = 0, w = 0;
-  for (std::size_t c = 0; c < 2 * m; ++c) mm += means[c] / static_cast<double>(2 * m), w += vars[c] / static_cast<double>(2 * m);
+  for (std::size_t c = 0; c < 2 * m; ++c)
+    mm += means[c] / static_cast<double>(2 * m), w += vars[c] / static_cast<double>(2 * m);
   double b = 0;
   for (double mu : means) b += (mu - mm) * (mu - mm);
   b = static_cast<double>(h) * b / static_cast<double>(2 * m - 1);

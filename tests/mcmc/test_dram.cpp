@@ -3,10 +3,10 @@
 // Statistical validations are in test_dram_stats.cpp ([slow]).
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <random>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,10 +14,10 @@
 #include <catch2/catch.hpp>
 
 #include "herd/core/error.hpp"
-#include "herd/mcmc/chain_sink.hpp"
 #include "herd/io/schema.hpp"
 #include "herd/io/toml_reader.hpp"
 #include "herd/mcmc/batched_dram_kernel.hpp"
+#include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/dram.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #include "herd/mcmc/targets.hpp"
@@ -41,9 +41,8 @@ DramOptions small_options(int d = 2) {
 }
 
 bool same_chain(const MemoryChainSink& a, const MemoryChainSink& b) {
-  return a.step == b.step && a.weight == b.weight && a.log_density == b.log_density &&
-         a.dr_stage == b.dr_stage && a.accept_prob == b.accept_prob && a.adapt_measure == b.adapt_measure &&
-         a.points == b.points;
+  return a.step == b.step && a.weight == b.weight && a.log_density == b.log_density && a.dr_stage == b.dr_stage &&
+         a.accept_prob == b.accept_prob && a.adapt_measure == b.adapt_measure && a.points == b.points;
 }
 
 }  // namespace
@@ -87,8 +86,7 @@ TEST_CASE("options are validated with messages naming the field", "[mcmc][dram]"
   o.chain_size = 0;
   expect_error(o, "chain_size");
   // A start point outside the support.
-  CHECK_THROWS_AS(DramSampler(small_options(), [](const double*, int) { return -INFINITY; }),
-                  herd::InputError);
+  CHECK_THROWS_AS(DramSampler(small_options(), [](const double*, int) { return -INFINITY; }), herd::InputError);
 }
 
 TEST_CASE("delayed-rejection stage scales multiply", "[mcmc][dram]") {
@@ -118,14 +116,13 @@ TEST_CASE("delayed-rejection acceptance: stage 2 by hand", "[mcmc][dram]") {
   };
   const double a1_fwd = std::min(1.0, std::exp(lp[1] - lp[0]));
   const double a1_rev = std::min(1.0, std::exp(lp[1] - lp[2]));
-  const double expect = std::min(
-      0.0, (lp[2] + lq1(2, 1) + std::log(1 - a1_rev)) - (lp[0] + lq1(0, 1) + std::log(1 - a1_fwd)));
+  const double expect =
+      std::min(0.0, (lp[2] + lq1(2, 1) + std::log(1 - a1_rev)) - (lp[0] + lq1(0, 1) + std::log(1 - a1_fwd)));
   CHECK(dr_log_acceptance(2, d, w, lp, scale, ProposalKind::kNormal) == Approx(expect).epsilon(1e-12));
   CHECK(dr_log_acceptance(1, d, w, lp, scale, ProposalKind::kNormal) == Approx(-2.0));
   // An impossible end point.
   const double lp_inf[] = {-1.0, -3.0, -std::numeric_limits<double>::infinity()};
-  CHECK(dr_log_acceptance(2, d, w, lp_inf, scale, ProposalKind::kNormal) ==
-        -std::numeric_limits<double>::infinity());
+  CHECK(dr_log_acceptance(2, d, w, lp_inf, scale, ProposalKind::kNormal) == -std::numeric_limits<double>::infinity());
 }
 
 // Detailed balance of each stage's kernel: for every path,
@@ -166,8 +163,7 @@ TEST_CASE("delayed-rejection acceptance satisfies detailed balance for unequal s
         };
         const double f = kernel(w, lp), b = kernel(wr, lpr);
         INFO("kind " << int(kind) << " m " << m << " trial " << trial);
-        if (std::isfinite(f) || std::isfinite(b))
-          CHECK(f == Approx(b).epsilon(1e-9).margin(1e-12));
+        if (std::isfinite(f) || std::isfinite(b)) CHECK(f == Approx(b).epsilon(1e-9).margin(1e-12));
       }
     }
   }
@@ -219,12 +215,9 @@ struct RecursiveDrReference {
         den += log_q(j, s, s + dir * j) + herd::mcmc::batched::log1m_exp(log_alpha(s, s + dir * j));
         num += log_q(j, e, e - dir * j) + herd::mcmc::batched::log1m_exp(log_alpha(e, e - dir * j));
       }
-      if (num == kNegInf)
-        res = kNegInf;
-      else if (den == kNegInf)
-        res = 0.0;
-      else
-        res = num - den < 0.0 ? num - den : 0.0;
+      if (num == kNegInf) res = kNegInf;
+      else if (den == kNegInf) res = 0.0;
+      else res = num - den < 0.0 ? num - den : 0.0;
     }
     have_memo[s][e] = true;
     memo[s][e] = res;
@@ -364,7 +357,8 @@ TEST_CASE("same seed, same chain; other chain id, other chain; thread count irre
   MemoryChainSink bt;
   DramSampler(o, BatchedLogDensity([](const double* x, int n, int d, double* out) {
                 for (int i = 0; i < n; ++i) out[i] = std_normal_2d(x + i * d, d);
-              })).run(bt);
+              }))
+      .run(bt);
   CHECK(same_chain(bt, a));
 }
 
@@ -386,10 +380,10 @@ TEST_CASE("batched lockstep chains equal single-chain runs", "[mcmc][dram]") {
   int max_n = 0;
   std::int64_t points = 0;
   DramSampler b(o, BatchedLogDensity([&](const double* x, int m, int d, double* out) {
-    max_n = std::max(max_n, m);
-    points += m;
-    for (int i = 0; i < m; ++i) out[i] = std_normal_2d(x + i * d, d);
-  }));
+                  max_n = std::max(max_n, m);
+                  points += m;
+                  for (int i = 0; i < m; ++i) out[i] = std_normal_2d(x + i * d, d);
+                }));
   const auto res = b.run_chains(pb);
   CHECK(max_n == n);
   std::int64_t evals = 0;
@@ -419,8 +413,7 @@ TEST_CASE("propose() reproduces the kernel's trial points (fork-join)", "[mcmc][
     s.step(sink);
     for (std::size_t st = 0; st < evaluated.size(); ++st) {
       std::vector<double> y(3);
-      s.propose(before.proposal_number, static_cast<int>(st) + 1, before.point.data(), before.chol.data(),
-                y.data());
+      s.propose(before.proposal_number, static_cast<int>(st) + 1, before.point.data(), before.chol.data(), y.data());
       CHECK(y == evaluated[st]);
       ++checked;
     }
@@ -454,8 +447,7 @@ TEST_CASE("propose + acceptance_uniform decide each step as the kernel does", "[
       w[2 * st] = w0;
       w[2 * st + 1] = w1;
       lp[st] = std_normal_2d(y.data(), 2);
-      const double la = dr_log_acceptance(st, 2, w.data(), lp.data(), s.stage_scales().data(),
-                                          ProposalKind::kNormal);
+      const double la = dr_log_acceptance(st, 2, w.data(), lp.data(), s.stage_scales().data(), ProposalKind::kNormal);
       if (std::log(s.acceptance_uniform(before.proposal_number, st)) < la || la == 0.0) accepted_stage = st;
     }
     if (accepted_stage > 0) {
@@ -684,8 +676,8 @@ TEST_CASE("built-in targets: values and batches", "[mcmc][targets]") {
   CHECK(banana(bx, 2) == Approx(-std::log(2 * M_PI) - std::log(10.0)));
   const GaussianMixture gm({1.0, 3.0}, {-2.0, 2.0}, {1.0, 0.5}, 1);
   const double g0[] = {2.0};
-  CHECK(gm(g0, 1) == Approx(std::log(0.25 * std::exp(-8.0) / std::sqrt(2 * M_PI) +
-                                     0.75 / (0.5 * std::sqrt(2 * M_PI)))));
+  CHECK(gm(g0, 1) ==
+        Approx(std::log(0.25 * std::exp(-8.0) / std::sqrt(2 * M_PI) + 0.75 / (0.5 * std::sqrt(2 * M_PI)))));
   const NealFunnel funnel(3);
   const double f0[] = {0.0, 0.0, 0.0};
   CHECK(funnel(f0, 3) == Approx(-std::log(3.0) - 1.5 * std::log(2 * M_PI)));
@@ -778,9 +770,10 @@ TEST_CASE("sampler specs: random_start_point_scope = superchain gives K starts, 
           "[mcmc]") {
   herd::io::Schema schema("test");
   declare_sampler_specs(schema);
-  const std::string base = "random_seed = 9\nparallelization_model = \"multi_chain\"\nchains_per_rank = 6\n"
-                           "random_start_point = true\nrandom_start_point_domain_lower = [-1.0, -1.0]\n"
-                           "random_start_point_domain_upper = [1.0, 1.0]\n";
+  const std::string base =
+      "random_seed = 9\nparallelization_model = \"multi_chain\"\nchains_per_rank = 6\n"
+      "random_start_point = true\nrandom_start_point_domain_lower = [-1.0, -1.0]\n"
+      "random_start_point_domain_upper = [1.0, 1.0]\n";
   const auto specs = [&](const std::string& extra) {
     return resolve_sampler_specs(schema.apply(herd::io::parse_toml(base + extra, "test.toml"), {}), 2);
   };
@@ -804,7 +797,8 @@ TEST_CASE("sampler specs: random_start_point_scope = superchain gives K starts, 
   // 6 chains do not split into 4 superchains; 3 do not make groups of 2.
   herd::mcmc::SamplerSpecs bad = s;
   bad.superchains = 4;
-  CHECK_THROWS_WITH(herd::mcmc::check_superchains(bad, 1), Catch::Contains("superchains") && Catch::Contains("6 chains"));
+  CHECK_THROWS_WITH(herd::mcmc::check_superchains(bad, 1),
+                    Catch::Contains("superchains") && Catch::Contains("6 chains"));
   bad.superchains = 3;
   bad.chains_per_rank = 3;
   CHECK_THROWS_AS(herd::mcmc::check_superchains(bad, 1), herd::InputError);

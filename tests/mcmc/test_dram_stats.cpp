@@ -31,8 +31,8 @@ std::int64_t skip_steps(const MemoryChainSink& m, const DramResult& r, double fr
 
 // Mean, covariance (batch means) and marginal KS checks against N(mu, cov).
 // False-failure rates: every moment assertion at p_moment, every KS assertion at p_ks.
-void check_gaussian(const MemoryChainSink& m, std::int64_t skip, const Eigen::VectorXd& mu,
-                    const Eigen::MatrixXd& cov, double p_moment, double p_ks) {
+void check_gaussian(const MemoryChainSink& m, std::int64_t skip, const Eigen::VectorXd& mu, const Eigen::MatrixXd& cov,
+                    double p_moment, double p_ks) {
   const int d = static_cast<int>(mu.size());
   const double thr = t_threshold(p_moment, kBatches - 1);
   for (int i = 0; i < d; ++i) {
@@ -88,8 +88,7 @@ TEST_CASE("correlated Gaussians, d = 2 and 10: marginals (KS) and covariance rec
 
 // Three configurations with unequal stage scales, adaptation off so the stages do the work;
 // each has 2-5 moment assertions at 1e-4 and 1-2 KS at 1e-4: in all < 2e-3.
-TEST_CASE("delayed rejection with 1-3 stages and unequal scales matches analytic targets",
-          "[mcmc][dram][slow]") {
+TEST_CASE("delayed rejection with 1-3 stages and unequal scales matches analytic targets", "[mcmc][dram][slow]") {
   struct Case {
     int d;
     double rho;
@@ -149,14 +148,13 @@ TEST_CASE("ParaDRAM's simplified delayed-rejection rule is biased for unequal sc
     DramSampler s(o, [](const double* x, int) { return -0.5 * x[0] * x[0]; });
     MemoryChainSink m;
     s.run(m);
-    const auto g = verbose_map(m, [](const double* x) { return x[0] * x[0]; }, 1000);
+    const auto g = verbose_map(
+        m, [](const double* x) { return x[0] * x[0]; }, 1000);
     const double t = batch_t(g, 1.0, kBatches);
     const double thr = t_threshold(1e-4, kBatches - 1);
     INFO("rule " << static_cast<int>(rule) << ": t of the variance = " << t);
-    if (rule == DrRule::kExact)
-      CHECK(std::abs(t) < thr);  // false-failure rate 1e-4
-    else
-      CHECK(t < -4 * thr);  // biased low
+    if (rule == DrRule::kExact) CHECK(std::abs(t) < thr);  // false-failure rate 1e-4
+    else CHECK(t < -4 * thr);                              // biased low
   }
 }
 
@@ -214,8 +212,8 @@ TEST_CASE("adaptation: the proposal covariance converges to 2.38^2/d times the t
       for (int j = 0; j < d; ++j) got(i, j) = r.proposal_cov[static_cast<std::size_t>(i) * d + j];
     const Eigen::MatrixXd want = (2.38 * 2.38 / d) * cov;
     const double rel = (got - want).norm() / want.norm();
-    INFO("d = " << d << ": relative error " << rel << ", acceptance " << r.acceptance_rate
-                << ", updates " << r.adaptive_updates << ", failures " << r.chol_failures);
+    INFO("d = " << d << ": relative error " << rel << ", acceptance " << r.acceptance_rate << ", updates "
+                << r.adaptive_updates << ", failures " << r.chol_failures);
     CHECK(rel < 0.08);
     CHECK(r.adaptive_updates > 1000);
     // Haario et al.: with the optimal scale, the acceptance rate of a Gaussian target is
@@ -275,10 +273,10 @@ TEST_CASE("banana target: exact marginal of x1 with adaptation and delayed rejec
   const double t1 = batch_t(x1, 0.0, kBatches);
   const double t2 = batch_t(x2, 0.0, kBatches);
   const double tau = geyer_tau(x1);
-  const double p = ks_pvalue(thin(x1, static_cast<std::size_t>(std::ceil(2 * tau))),
-                             [](double v) { return normal_cdf(v / 10.0); });
-  INFO("t(x1) = " << t1 << ", t(x2) = " << t2 << ", KS p = " << p << ", tau = " << tau
-                  << ", acceptance " << r.acceptance_rate);
+  const double p =
+      ks_pvalue(thin(x1, static_cast<std::size_t>(std::ceil(2 * tau))), [](double v) { return normal_cdf(v / 10.0); });
+  INFO("t(x1) = " << t1 << ", t(x2) = " << t2 << ", KS p = " << p << ", tau = " << tau << ", acceptance "
+                  << r.acceptance_rate);
   CHECK(std::abs(t1) < thr);
   CHECK(std::abs(t2) < thr);
   CHECK(p > 1e-4);

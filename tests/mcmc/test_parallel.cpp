@@ -111,7 +111,8 @@ TEST_CASE("parallel: a resumable chain record is read back whole, in blocks, int
   CHECK(c.weight.capacity() == c.weight.size());
   // A file cut inside a record is refused, naming the file.
   fs::resize_file(f.chain_path, fs::file_size(f.chain_path) - 5);
-  CHECK_THROWS_WITH(read_resumable_chain(f.chain_path, 3), Catch::Contains("c.chain") && Catch::Contains("whole number"));
+  CHECK_THROWS_WITH(read_resumable_chain(f.chain_path, 3),
+                    Catch::Contains("c.chain") && Catch::Contains("whole number"));
 }
 
 TEST_CASE("parallel: a resumable run killed by an error resumes byte-identically", "[mcmc][parallel]") {
@@ -150,7 +151,8 @@ TEST_CASE("parallel: a resumable run killed by an error resumes byte-identically
   const MemoryChainSink c = read_resumable_chain(f.chain_path, 3);
   CHECK(static_cast<std::int64_t>(c.size()) == o.chain_size);
   // A completed run is reported, not redone.
-  const ResumableRun again = run_resumable(o, [](const double*, int) -> double { throw std::runtime_error("no"); }, f);
+  const ResumableRun again = run_resumable(
+      o, [](const double*, int) -> double { throw std::runtime_error("no"); }, f);
   CHECK(again.already_complete);
   // Other options refuse to resume; overwrite starts afresh.
   DramOptions other = o;
@@ -253,10 +255,8 @@ TEST_CASE("parallel: a foreign launcher is detected from its environment", "[mcm
   CHECK(launcher_process_count() >= 4);
   CHECK_THROWS_AS(check_launch(1), herd::InputError);
   CHECK_NOTHROW(check_launch(4));
-  if (old)
-    ::setenv("OMPI_COMM_WORLD_SIZE", saved.c_str(), 1);
-  else
-    ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  if (old) ::setenv("OMPI_COMM_WORLD_SIZE", saved.c_str(), 1);
+  else ::unsetenv("OMPI_COMM_WORLD_SIZE");
   herd::SelfCommunicator comm;
   CHECK_NOTHROW(check_same_input(comm, 123));
   CHECK(dram_options_hash(opts(0)) != dram_options_hash(opts(1)));
@@ -306,9 +306,9 @@ TEST_CASE("EtaEstimator: the time left from this process's own rate (a resumed r
   // process started / states accepted by it x states left: 5.1 / 11 x 589 = 273 s after
   // 0.1 s at 100 states/s, where about 5.9 s are left.
   herd::mcmc::EtaEstimator eta(1000);
-  CHECK(std::isnan(eta.update(5.0, 401)));          // the first progress: no rate yet
-  CHECK(eta.update(5.1, 411) == Approx(5.89));      // 10 states in 0.1 s, 589 left
-  CHECK(eta.update(6.0, 501) == Approx(4.99));      // 100 states in 1 s, 499 left
+  CHECK(std::isnan(eta.update(5.0, 401)));      // the first progress: no rate yet
+  CHECK(eta.update(5.1, 411) == Approx(5.89));  // 10 states in 0.1 s, 589 left
+  CHECK(eta.update(6.0, 501) == Approx(4.99));  // 100 states in 1 s, 499 left
   CHECK(std::isnan(herd::mcmc::EtaEstimator(10).update(1.0, 3)));
   herd::mcmc::EtaEstimator stuck(10);
   stuck.update(1.0, 3);

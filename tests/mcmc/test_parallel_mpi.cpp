@@ -86,8 +86,7 @@ TEST_CASE("parallel MPI: fork-join is bit-identical to the serial chain", "[mcmc
   }
 }
 
-TEST_CASE("parallel MPI: resumable fork-join resumes a serial checkpoint and writes the serial record",
-          "[mcmc][mpi]") {
+TEST_CASE("parallel MPI: resumable fork-join resumes a serial checkpoint and writes the serial record", "[mcmc][mpi]") {
   herd::MpiCommunicator comm;
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("herd_test_fj_resume_np" + std::to_string(comm.size()));

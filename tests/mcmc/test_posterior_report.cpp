@@ -54,10 +54,10 @@ std::map<std::string, std::pair<int, int>> figures(const std::string& html) {
 TEST_CASE("chain_history counts acceptances and the largest adaptation measure per window of proposals", "[mcmc]") {
   MemoryChainSink c;
   c.begin(3, 1);
-  add(c, 0, 2, 0.5);   // start state: stays for proposals 1, 2 (not an acceptance)
-  add(c, 2, 3, 0.25);  // accepted at proposal 2 (window 0)
-  add(c, 5, 1, 0.125); // accepted at proposal 5 (window 1)
-  add(c, 6, 4, 0.0);   // accepted at proposal 6 (window 1); the chain ends after proposal 9
+  add(c, 0, 2, 0.5);                           // start state: stays for proposals 1, 2 (not an acceptance)
+  add(c, 2, 3, 0.25);                          // accepted at proposal 2 (window 0)
+  add(c, 5, 1, 0.125);                         // accepted at proposal 5 (window 1)
+  add(c, 6, 4, 0.0);                           // accepted at proposal 6 (window 1); the chain ends after proposal 9
   const ChainHistory h = chain_history(c, 3);  // 9 proposals: windows of 3
   CHECK(h.chain_id == 3);
   REQUIRE(h.proposals == std::vector<double>{3, 6, 9});
@@ -97,7 +97,8 @@ TEST_CASE("convergence verdicts name R-hat, ESS and acceptance problems with wha
   CHECK(v[1].level == 2);
   CHECK_THAT(v[1].text, Contains("ESS is below 200") && Contains("mu"));
   CHECK(v[2].level == 2);
-  CHECK_THAT(v[2].text, Contains("0.01, below 0.05") && Contains("scale_factor") && Contains("delayed_rejection_count"));
+  CHECK_THAT(v[2].text,
+             Contains("0.01, below 0.05") && Contains("scale_factor") && Contains("delayed_rejection_count"));
 
   s = {summarize(DrawsView(good, 2, 200))};
   d.acceptance_rate = 0.93;
@@ -137,7 +138,7 @@ TEST_CASE("write_posterior_report: every plot with its series and points; bad si
   CHECK(f.at("trace").first == 6);
   // thin_indices(5000, 1000): every 6th draw (834) and the last one, per chain and quantity.
   CHECK(f.at("trace").second == 6 * 835);
-  CHECK(f.at("density").first == 8);       // 3 chains + pooled, 2 quantities
+  CHECK(f.at("density").first == 8);  // 3 chains + pooled, 2 quantities
   CHECK(f.at("density").second == 8 * 128);
   CHECK(f.at("corner").first == 3);
   CHECK(f.at("rank").first == 6);

@@ -76,8 +76,7 @@ TEST_CASE("shared Cholesky: the singularity rule refuses numerically singular ma
   CHECK(factor(1e-30, 0.0, 1e30));
 }
 
-TEST_CASE("shared Cholesky: a singular adaptive update keeps the previous factor (batched path)",
-          "[mcmc][batched]") {
+TEST_CASE("shared Cholesky: a singular adaptive update keeps the previous factor (batched path)", "[mcmc][batched]") {
   // Three warm-up states on the line x1 = x2 about the reference 0: scatter [[2, 2], [2, 2]].
   const int d = 2;
   const double s1[2] = {6, 6};
@@ -106,7 +105,10 @@ TEST_CASE("shared Cholesky: a singular adaptive update keeps the previous factor
   o.num_threads = 1;
   MemoryBatchedSink sink;
   const auto r = run_batched_dram(
-      o, [](const double* x, int) { return x[0] == 0.25 && x[1] == -0.5 ? 0.0 : -std::numeric_limits<double>::infinity(); },
+      o,
+      [](const double* x, int) {
+        return x[0] == 0.25 && x[1] == -0.5 ? 0.0 : -std::numeric_limits<double>::infinity();
+      },
       sink);
   CHECK(r.adaptive_updates == 0);
   CHECK(r.chol_failures == 3 * 5);  // 3 chains x 5 updates
@@ -195,41 +197,63 @@ TEST_CASE("proposal setup: the serial and batched kernels refuse the same option
     const char* needle;
   };
   const std::vector<Case> cases = {
-      {"cov size", [](auto& c, auto&, auto&, auto&, auto&, auto&, auto&) { c = {1, 0, 1}; },
+      {"cov size",
+       [](auto& c, auto&, auto&, auto&, auto&, auto&, auto&) {
+         c = {1, 0, 1};
+       },
        "proposal_start_cov has 3 values, but must have d*d = 4"},
-      {"cov and std", [](auto& c, auto& s, auto&, auto&, auto&, auto&, auto&) {
+      {"cov and std",
+       [](auto& c, auto& s, auto&, auto&, auto&, auto&, auto&) {
          c = {1, 0, 0, 1};
          s = {1, 1};
        },
        "give proposal_start_cov or proposal_start_std, not both"},
-      {"asymmetric", [](auto& c, auto&, auto&, auto&, auto&, auto&, auto&) { c = {1, 0.5, 0.4, 1}; },
+      {"asymmetric",
+       [](auto& c, auto&, auto&, auto&, auto&, auto&, auto&) {
+         c = {1, 0.5, 0.4, 1};
+       },
        "proposal_start_cov is not symmetric"},
-      {"indefinite", [](auto& c, auto&, auto&, auto&, auto&, auto&, auto&) { c = {1, 2, 2, 1}; },
+      {"indefinite",
+       [](auto& c, auto&, auto&, auto&, auto&, auto&, auto&) {
+         c = {1, 2, 2, 1};
+       },
        "proposal_start_cov is not positive definite"},
       {"std size", [](auto&, auto& s, auto&, auto&, auto&, auto&, auto&) { s = {1}; },
        "proposal_start_std has 1 values, but must have d = 2"},
-      {"std value", [](auto&, auto& s, auto&, auto&, auto&, auto&, auto&) { s = {1, -2}; },
+      {"std value",
+       [](auto&, auto& s, auto&, auto&, auto&, auto&, auto&) {
+         s = {1, -2};
+       },
        "proposal_start_std[1] is -2, but must be positive and finite"},
-      {"dr factors size", [](auto&, auto&, auto&, auto&, auto& dr, auto& f, auto&) {
+      {"dr factors size",
+       [](auto&, auto&, auto&, auto&, auto& dr, auto& f, auto&) {
          dr = 2;
          f = {0.5, 0.5, 0.5};
        },
        "delayed_rejection_scale_factors has 3 values"},
-      {"dr factor value", [](auto&, auto&, auto&, auto&, auto& dr, auto& f, auto&) {
+      {"dr factor value",
+       [](auto&, auto&, auto&, auto&, auto& dr, auto& f, auto&) {
          dr = 1;
          f = {0.0};
        },
        "delayed_rejection_scale_factors[0] is 0, but must be positive and finite"},
       {"lower size", [](auto&, auto&, auto& lo, auto&, auto&, auto&, auto&) { lo = {-1}; },
        "domain_lower has 1 values, but must have d = 2"},
-      {"upper size", [](auto&, auto&, auto&, auto& hi, auto&, auto&, auto&) { hi = {1, 1, 1}; },
+      {"upper size",
+       [](auto&, auto&, auto&, auto& hi, auto&, auto&, auto&) {
+         hi = {1, 1, 1};
+       },
        "domain_upper has 3 values, but must have d = 2"},
-      {"empty box", [](auto&, auto&, auto& lo, auto& hi, auto&, auto&, auto&) {
+      {"empty box",
+       [](auto&, auto&, auto& lo, auto& hi, auto&, auto&, auto&) {
          lo = {-1, 1};
          hi = {1, 1};
        },
        "domain_lower[1] = 1 and domain_upper[1] = 1, but lower must be < upper"},
-      {"NaN bound", [](auto&, auto&, auto& lo, auto&, auto&, auto&, auto&) { lo = {std::nan(""), -1}; },
+      {"NaN bound",
+       [](auto&, auto&, auto& lo, auto&, auto&, auto&, auto&) {
+         lo = {std::nan(""), -1};
+       },
        "domain_lower[0] = nan and domain_upper[0] = inf, but lower must be < upper"},
       {"period", [](auto&, auto&, auto&, auto&, auto&, auto&, auto& p) { p = -3; },
        "adaptive_update_period is -3, but must be >= 0 (0: 4*d)"},

@@ -36,8 +36,8 @@ std::vector<double> random_point(std::mt19937_64& rng, int d, double scale) {
 }  // namespace
 
 static_assert(std::is_trivially_copyable_v<GaussianLogDensity> && std::is_trivially_copyable_v<BananaLogDensity> &&
-                  std::is_trivially_copyable_v<RosenbrockLogDensity> && std::is_trivially_copyable_v<FunnelLogDensity> &&
-                  std::is_trivially_copyable_v<MixtureLogDensity>,
+                  std::is_trivially_copyable_v<RosenbrockLogDensity> &&
+                  std::is_trivially_copyable_v<FunnelLogDensity> && std::is_trivially_copyable_v<MixtureLogDensity>,
               "the analytic functors are passed by value to CUDA kernels");
 
 TEST_CASE("analytic targets: the multivariate normal gives the same bits on the serial and batched paths",
@@ -107,7 +107,7 @@ TEST_CASE("analytic targets: banana, Rosenbrock, funnel and mixture agree on bot
     }
     const Rosenbrock r3(3);
     const double ones[] = {1.0, 1.0, 1.0}, zeros[] = {0.0, 0.0, 0.0}, p[] = {0.5, 2.0, 0.0};
-    CHECK(r3(ones, 3) == 0.0);                // the mode
+    CHECK(r3(ones, 3) == 0.0);                   // the mode
     CHECK(r3(zeros, 3) == Approx(-2.0 / 20.0));  // (1 - 0)^2 twice
     // (0.5)^2 + 100 (2 - 0.25)^2 + (1 - 2)^2 + 100 (0 - 4)^2, over s = 20.
     CHECK(r3(p, 3) == Approx(-(0.25 + 100.0 * 1.75 * 1.75 + 1.0 + 1600.0) / 20.0));

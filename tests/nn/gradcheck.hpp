@@ -22,8 +22,7 @@ inline Tensor randn(const Shape& s, std::uint32_t stream, double scale = 1.0, do
 /// Central differences of the scalar `loss()` with respect to every element of `x`,
 /// compared with `analytic` (same shape): |a - n| <= atol + rtol |n|.
 inline void compare_numeric(Tensor& x, const Tensor& analytic, const std::function<double()>& loss,
-                            const std::string& what, double h = 1e-6, double rtol = 1e-5,
-                            double atol = 1e-7) {
+                            const std::string& what, double h = 1e-6, double rtol = 1e-5, double atol = 1e-7) {
   REQUIRE(x.shape() == analytic.shape());
   for (std::int64_t i = 0; i < x.numel(); ++i) {
     const double v = x.item(i);

@@ -88,8 +88,8 @@ TEST_CASE("nn CUDA: activations forward/backward equal the CPU modules", "[gpu][
     cuda::Act act;
     double alpha;
   };
-  for (const Case& c : {Case{&relu, cuda::Act::kReLU, 0.0}, Case{&tanh_m, cuda::Act::kTanh, 0.0},
-                        Case{&elu, cuda::Act::kELU, 0.7}}) {
+  for (const Case& c :
+       {Case{&relu, cuda::Act::kReLU, 0.0}, Case{&tanh_m, cuda::Act::kTanh, 0.0}, Case{&elu, cuda::Act::kELU, 0.7}}) {
     CAPTURE(static_cast<int>(c.act));
     const Tensor& y = c.m->forward(x);
     const Tensor& gx = c.m->backward(gy);
@@ -134,8 +134,7 @@ TEST_CASE("nn CUDA: bias add, bias grad, softmax against loops", "[gpu][nn]") {
       }
     }
     for (std::int64_t c = 0; c < cols; ++c)
-      CHECK(gbo[static_cast<std::size_t>(c)] ==
-            Approx(gsum[static_cast<std::size_t>(c)]).epsilon(1e-4).margin(1e-3));
+      CHECK(gbo[static_cast<std::size_t>(c)] == Approx(gsum[static_cast<std::size_t>(c)]).epsilon(1e-4).margin(1e-3));
   }
 }
 

@@ -37,10 +37,10 @@ MlpOptions options(DType dtype, std::uint64_t seed, std::vector<std::int64_t> si
 
 // One loss backward on rank-dependent data (no DataParallel involved).
 void local_backward(Module& m, int rank, int step, DType dtype, std::int64_t in, std::int64_t out) {
-  const Tensor x = random_tensor({9, in}, dtype, 100 + static_cast<std::uint64_t>(step),
-                                 static_cast<std::uint32_t>(rank));
-  const Tensor y = random_tensor({9, out}, dtype, 200 + static_cast<std::uint64_t>(step),
-                                 static_cast<std::uint32_t>(rank));
+  const Tensor x =
+      random_tensor({9, in}, dtype, 100 + static_cast<std::uint64_t>(step), static_cast<std::uint32_t>(rank));
+  const Tensor y =
+      random_tensor({9, out}, dtype, 200 + static_cast<std::uint64_t>(step), static_cast<std::uint32_t>(rank));
   MseLoss loss;
   loss.forward(m.forward(x), y);
   m.zero_grad();
@@ -71,14 +71,12 @@ std::vector<double> reference_grads(Communicator& c, Module& m) {
 
 }  // namespace
 
-TEST_CASE("DataParallel: averaged gradients equal a plain all-reduce after backward",
-          "[nn][mpi]") {
+TEST_CASE("DataParallel: averaged gradients equal a plain all-reduce after backward", "[nn][mpi]") {
   MpiCommunicator comm;
   const std::vector<std::int64_t> sizes{5, 7, 6, 3};
   // bucket sizes in elements (float64): one element, odd boundaries (weights of 35 and
   // 42 elements span several buckets), one bucket exactly a parameter, the default.
-  for (std::size_t elems : {std::size_t{1}, std::size_t{13}, std::size_t{17}, std::size_t{42},
-                            std::size_t{25} << 17}) {
+  for (std::size_t elems : {std::size_t{1}, std::size_t{13}, std::size_t{17}, std::size_t{42}, std::size_t{25} << 17}) {
     CAPTURE(elems);
     Mlp ref(options(DType::kFloat64, 3, sizes));
     Mlp dpm(options(DType::kFloat64, 3, sizes));
@@ -108,8 +106,7 @@ TEST_CASE("DataParallel: averaged gradients equal a plain all-reduce after backw
   }
 }
 
-TEST_CASE("DataParallel: broadcast makes replicas equal; backward called directly + finish",
-          "[nn][mpi]") {
+TEST_CASE("DataParallel: broadcast makes replicas equal; backward called directly + finish", "[nn][mpi]") {
   MpiCommunicator comm;
   // Different initialisation on every rank: the constructor broadcasts rank 0's.
   Mlp ref(options(DType::kFloat32, 11, {4, 8, 2}));
@@ -168,8 +165,7 @@ TEST_CASE("DataParallel: a bare Linear (no hook calls) and nested containers", "
   }
 }
 
-TEST_CASE("DataParallel: parameters stay identical across ranks over many Adam steps",
-          "[nn][mpi]") {
+TEST_CASE("DataParallel: parameters stay identical across ranks over many Adam steps", "[nn][mpi]") {
   MpiCommunicator comm;
   for (std::size_t bucket_bytes : {std::size_t{52}, std::size_t{4096}, std::size_t{25} << 20}) {
     CAPTURE(bucket_bytes);
@@ -206,8 +202,7 @@ TEST_CASE("DataParallel: rejects a zero-element bucket", "[nn][mpi]") {
   CHECK_THROWS_AS(DataParallel(m, comm, o), InputError);
 }
 
-TEST_CASE("DataParallel: wait_seconds is the host time finish spends blocked on a late rank",
-          "[nn][mpi]") {
+TEST_CASE("DataParallel: wait_seconds is the host time finish spends blocked on a late rank", "[nn][mpi]") {
   MpiCommunicator comm;
   Mlp m(options(DType::kFloat64, 5, {6, 16, 2}));
   DataParallelOptions o;

@@ -25,8 +25,8 @@ std::vector<float> randn(std::size_t n, std::uint32_t stream) {
   return v;
 }
 
-void check_params(const std::vector<std::vector<float>>& got, const std::vector<Parameter*>& want,
-                  bool grads, double tol) {
+void check_params(const std::vector<std::vector<float>>& got, const std::vector<Parameter*>& want, bool grads,
+                  double tol) {
   REQUIRE(got.size() == want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     const Tensor& t = grads ? want[i]->grad : want[i]->value;

@@ -99,7 +99,8 @@ TEST_CASE("gradcheck: losses", "[nn]") {
     MseLoss mse;
     mse.forward(pred, target);
     Tensor g = mse.backward(2.5).clone();
-    compare_numeric(pred, g, [&] { return 2.5 * mse.forward(pred, target); }, "MSE");
+    compare_numeric(
+        pred, g, [&] { return 2.5 * mse.forward(pred, target); }, "MSE");
 
     HuberLoss huber(0.8);
     // Keep |pred - target| away from delta, where the second derivative jumps.
@@ -107,7 +108,8 @@ TEST_CASE("gradcheck: losses", "[nn]") {
       if (std::abs(std::abs(pred.item(i) - target.item(i)) - 0.8) < 0.01) pred.set_item(i, target.item(i));
     huber.forward(pred, target);
     g = huber.backward().clone();
-    compare_numeric(pred, g, [&] { return huber.forward(pred, target); }, "Huber");
+    compare_numeric(
+        pred, g, [&] { return huber.forward(pred, target); }, "Huber");
 
     Tensor logits = randn({b, 5}, 13);
     std::vector<std::int64_t> t(static_cast<std::size_t>(b));
@@ -116,7 +118,8 @@ TEST_CASE("gradcheck: losses", "[nn]") {
     CrossEntropyLoss ce;
     ce.forward(logits, targets);
     g = ce.backward(-0.5).clone();
-    compare_numeric(logits, g, [&] { return -0.5 * ce.forward(logits, targets); }, "CrossEntropy");
+    compare_numeric(
+        logits, g, [&] { return -0.5 * ce.forward(logits, targets); }, "CrossEntropy");
   }
 }
 

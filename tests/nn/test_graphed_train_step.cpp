@@ -59,8 +59,7 @@ TEST_CASE("GraphedTrainStep on the host equals the written-out step bit for bit"
   // DataParallel::finish and train on unreduced gradients.
   b.set_grad_ready_hook([](Parameter&) {});
   const auto steps_before = ob.steps();
-  CHECK_THROWS_WITH(step.step(rand_host({2, 5}, dt, 1), rand_host({2, 3}, dt, 2)),
-                    Catch::Contains("DataParallel"));
+  CHECK_THROWS_WITH(step.step(rand_host({2, 5}, dt, 1), rand_host({2, 3}, dt, 2)), Catch::Contains("DataParallel"));
   CHECK(ob.steps() == steps_before);  // nothing ran
   b.set_grad_ready_hook({});
   CHECK_NOTHROW(step.step(rand_host({2, 5}, dt, 1), rand_host({2, 3}, dt, 2)));

@@ -51,7 +51,10 @@ void check_close(const Tensor& got, const Tensor& want, DType dt, const std::str
 // An eager model and a graphed one, identical at the start.
 struct Pair {
   explicit Pair(DType dt, bool graph = true, double lr = 3e-3)
-      : eager(opts(dt)), graphed(opts(dt)), oe(eager.named_parameters(), lr), og(graphed.named_parameters(), lr),
+      : eager(opts(dt)),
+        graphed(opts(dt)),
+        oe(eager.named_parameters(), lr),
+        og(graphed.named_parameters(), lr),
         step(graphed, lg, og, graph) {}
   static MlpOptions opts(DType dt) {
     MlpOptions o;
@@ -90,7 +93,7 @@ struct Pair {
   GraphedTrainStep step;
 };
 
-#define BOTH_DTYPES                                             \
+#define BOTH_DTYPES                                            \
   const DType dt = GENERATE(DType::kFloat32, DType::kFloat64); \
   INFO(dtype_name(dt))
 

@@ -10,16 +10,16 @@
 
 #include <cmath>
 #include <filesystem>
-#include <string>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "herd/core/communicator.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/launch.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/nn/activations.hpp"
-#include "herd/core/communicator.hpp"
 #include "herd/nn/conv2d.hpp"
 #include "herd/nn/data_parallel.hpp"
 #include "herd/nn/distributions.hpp"
@@ -103,8 +103,8 @@ void differential(Module& gpu, Module& cpu, const Shape& in, DType dt, std::uint
   check_params(gpu, cpu, dt, true);
 }
 
-#define BOTH_DTYPES                                                   \
-  const DType dt = GENERATE(DType::kFloat32, DType::kFloat64);       \
+#define BOTH_DTYPES                                            \
+  const DType dt = GENERATE(DType::kFloat32, DType::kFloat64); \
   INFO(dtype_name(dt))
 
 }  // namespace
@@ -121,8 +121,7 @@ TEST_CASE("device Tensor: copies, zero, fill, views, streams", "[gpu][nn]") {
   e.copy_from(d);
   check_close(e, h, DType::kFloat32, "device to device");
   e.fill(2.5);
-  check_close(e, Tensor::from_vector({5, 3}, std::vector<double>(15, 2.5), DType::kFloat32), DType::kFloat32,
-              "fill");
+  check_close(e, Tensor::from_vector({5, 3}, std::vector<double>(15, 2.5), DType::kFloat32), DType::kFloat32, "fill");
   e.zero();
   check_close(e, Tensor({5, 3}, DType::kFloat32), DType::kFloat32, "zero");
   CHECK(compute_stream(kGpu) != nullptr);
@@ -162,8 +161,8 @@ TEST_CASE("device Conv2d matches the CPU: forward, input, weight and bias gradie
                           Case{4, 3, 1, 1, 1, 0, 5, 5}, Case{3, 2, 2, 2, 3, 1, 10, 7}, Case{2, 3, 4, 3, 1, 0, 4, 3});
   const std::int64_t batch = GENERATE(1, 17);
   const bool bias = GENERATE(true, false);
-  INFO("cin " << c.cin << " cout " << c.cout << " kernel " << c.kh << "x" << c.kw << " stride " << c.stride
-              << " pad " << c.pad << " image " << c.h << "x" << c.w << " batch " << batch << " bias " << bias);
+  INFO("cin " << c.cin << " cout " << c.cout << " kernel " << c.kh << "x" << c.kw << " stride " << c.stride << " pad "
+              << c.pad << " image " << c.h << "x" << c.w << " batch " << batch << " bias " << bias);
   const RngStream init(11, 3, RngPurpose::kInit);
   Conv2d cpu(c.cin, c.cout, c.kh, c.kw, c.stride, c.pad, dt, Device::cpu(), bias, init, 2);
   Conv2d gpu(c.cin, c.cout, c.kh, c.kw, c.stride, c.pad, dt, kGpu, bias, init, 2);
@@ -384,10 +383,8 @@ TEST_CASE("device losses and Categorical: no host wait in forward, input errors 
     const std::vector<double> got = lp.to(Device::cpu()).to_vector();
     const std::vector<double> ref = cat_cpu.log_prob(good).to_vector();
     for (std::size_t i = 0; i < got.size(); ++i) {
-      if (i == 11)
-        CHECK(std::isnan(got[i]));
-      else
-        CHECK(got[i] == Approx(ref[i]).epsilon(1e-6));
+      if (i == 11) CHECK(std::isnan(got[i]));
+      else CHECK(got[i] == Approx(ref[i]).epsilon(1e-6));
     }
     cat.log_prob(bad_lo);
     CHECK_THROWS_WITH(cat.entropy().to(Device::cpu()), Catch::Contains("actions[3] is -1"));
@@ -534,11 +531,16 @@ TEST_CASE("device Mlp trained with Adam, SGD and RMSprop (plain and centred) mat
   };
   auto make_opt = [&](Module& m) -> std::unique_ptr<Optimizer> {
     switch (which) {
-      case 0: return std::make_unique<Adam>(m.named_parameters(), 1e-2);
-      case 1: return std::make_unique<Sgd>(m.named_parameters(), 5e-2, 0.9);
-      case 2: return std::make_unique<Sgd>(m.named_parameters(), 5e-2, 0.9, 0.0, true);
-      case 3: return std::make_unique<RmsProp>(m.named_parameters(), 1e-2);
-      default: return std::make_unique<RmsProp>(m.named_parameters(), 1e-2, 0.95, 0.01, true);
+      case 0:
+        return std::make_unique<Adam>(m.named_parameters(), 1e-2);
+      case 1:
+        return std::make_unique<Sgd>(m.named_parameters(), 5e-2, 0.9);
+      case 2:
+        return std::make_unique<Sgd>(m.named_parameters(), 5e-2, 0.9, 0.0, true);
+      case 3:
+        return std::make_unique<RmsProp>(m.named_parameters(), 1e-2);
+      default:
+        return std::make_unique<RmsProp>(m.named_parameters(), 1e-2, 0.95, 0.01, true);
     }
   };
   auto cpu = build(Device::cpu());
@@ -570,8 +572,7 @@ TEST_CASE("device Mlp trained with Adam, SGD and RMSprop (plain and centred) mat
   for (std::size_t i = 0; i < sc.size(); ++i) check_close(og->state()[i].tensor, sc[i].tensor, dt, "reloaded");
 }
 
-TEST_CASE("clip_grad_norm_on_device equals clip_grad_norm without a host wait; a skip flag vetoes steps",
-          "[gpu][nn]") {
+TEST_CASE("clip_grad_norm_on_device equals clip_grad_norm without a host wait; a skip flag vetoes steps", "[gpu][nn]") {
   BOTH_DTYPES;
   auto build = [&] {
     MlpOptions o;

@@ -35,8 +35,8 @@ Tensor tensor_of(const json& j, DType dt = DType::kFloat32) {
   return Tensor::from_vector(Shape(std::span<const std::int64_t>(shape)), data, dt);
 }
 
-void check_close(const Tensor& got, const std::vector<double>& want, const std::string& what,
-                 double rtol = 1e-5, double atol = 1e-6) {
+void check_close(const Tensor& got, const std::vector<double>& want, const std::string& what, double rtol = 1e-5,
+                 double atol = 1e-6) {
   REQUIRE(static_cast<std::size_t>(got.numel()) == want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {
     const double g = got.item(static_cast<std::int64_t>(i)), w = want[i];
@@ -45,8 +45,7 @@ void check_close(const Tensor& got, const std::vector<double>& want, const std::
   }
 }
 
-void check_close(const Tensor& got, const json& want, const std::string& what, double rtol = 1e-5,
-                 double atol = 1e-6) {
+void check_close(const Tensor& got, const json& want, const std::string& what, double rtol = 1e-5, double atol = 1e-6) {
   check_close(got, want.at("data").get<std::vector<double>>(), what, rtol, atol);
 }
 
@@ -134,7 +133,8 @@ TEST_CASE("parity with PyTorch: three clipped Huber steps of SGD, Adam, RMSprop"
     const json& want = fx.at("multi_step").at(name);
     Tensor xk = x.clone();
     for (int k = 0; k < 3; ++k) {
-      for (std::int64_t i = 0; i < x.numel(); ++i) xk.set_item(i, static_cast<float>(x.item(i) + 0.1f * static_cast<float>(k)));
+      for (std::int64_t i = 0; i < x.numel(); ++i)
+        xk.set_item(i, static_cast<float>(x.item(i) + 0.1f * static_cast<float>(k)));
       opt->zero_grad();
       huber.forward(mlp.forward(xk), y);
       mlp.backward(huber.backward());

@@ -14,18 +14,18 @@
 #include "herd/nn/activations.hpp"
 #include "herd/nn/conv2d.hpp"
 #include "herd/nn/distributions.hpp"
+#include "herd/nn/hdf5_state.hpp"
 #include "herd/nn/init.hpp"
 #include "herd/nn/linear.hpp"
 #include "herd/nn/losses.hpp"
 #include "herd/nn/mlp.hpp"
 #include "herd/nn/optimizer.hpp"
-#include "herd/nn/hdf5_state.hpp"
 #include "herd/nn/serialize.hpp"
 
 using namespace herd;
 using namespace herd::nn;
-using herd::nn::test::randn;
 using Catch::Matchers::Contains;
+using herd::nn::test::randn;
 
 TEST_CASE("Tensor: shapes, views, dtypes", "[nn]") {
   Tensor t({4, 3}, DType::kFloat32);
@@ -286,8 +286,8 @@ TEST_CASE("optimizer state errors name the entry", "[nn]") {
   CHECK(st[2].name == "0.weight.exp_avg");
   auto bad = st;
   bad[3].tensor = Tensor({7}, DType::kFloat32);
-  CHECK_THROWS_WITH(adam.load_state(bad), Contains("'0.bias.exp_avg'") && Contains("[3] in the optimizer") &&
-                                              Contains("[7] in the state"));
+  CHECK_THROWS_WITH(adam.load_state(bad),
+                    Contains("'0.bias.exp_avg'") && Contains("[3] in the optimizer") && Contains("[7] in the state"));
   auto missing = st;
   missing.pop_back();
   CHECK_THROWS_WITH(adam.load_state(missing), Contains("'2.bias.exp_avg_sq'") && Contains("missing"));
@@ -384,7 +384,8 @@ TEST_CASE("HDF5: save, load, continue training is identical; load errors name bo
   MlpOptions o;
   o.sizes = {3, 8, 16, 2};
   Mlp other(o);
-  CHECK_THROWS_WITH(other.load_state_dict(st.parameters), Contains("0.weight") && Contains("[8, 3]") && Contains("[16, 3]"));
+  CHECK_THROWS_WITH(other.load_state_dict(st.parameters),
+                    Contains("0.weight") && Contains("[8, 3]") && Contains("[16, 3]"));
   auto missing = st.parameters;
   missing.erase(missing.begin());
   CHECK_THROWS_WITH(straight.mlp->load_state_dict(missing), Contains("0.weight") && Contains("missing"));

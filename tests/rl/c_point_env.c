@@ -57,8 +57,8 @@ static int32_t point_reset(void* env, uint64_t seed, float* obs) {
   return 0;
 }
 
-static int32_t point_step(void* env, const double* action, float* obs, double* reward,
-                          int32_t* terminated, int32_t* truncated) {
+static int32_t point_step(void* env, const double* action, float* obs, double* reward, int32_t* terminated,
+                          int32_t* truncated) {
   enter();
   point_env* e = (point_env*)env;
   if (e->fail != 0.0) {

@@ -93,7 +93,8 @@ TEST_CASE("GAE rejects bad arguments", "[rl]") {
   const std::vector<std::uint8_t> term{0}, trunc{1};
   std::vector<float> a(1), ret(1);
   GaeInputs in{1, 1, r.data(), v.data(), term.data(), trunc.data(), nullptr, last.data(), 0.99f, 0.95f};
-  CHECK_THROWS_WITH(herd::rl::compute_gae(in, a.data(), ret.data()), Catch::Contains("truncated, but final_values is null"));
+  CHECK_THROWS_WITH(herd::rl::compute_gae(in, a.data(), ret.data()),
+                    Catch::Contains("truncated, but final_values is null"));
   in.gamma = 1.5f;
   CHECK_THROWS_WITH(herd::rl::compute_gae(in, a.data(), ret.data()), Catch::Contains("gamma is 1.5"));
   in.gamma = 0.9f;

@@ -89,8 +89,7 @@ void check_same_losses(const UpdateStats& cpu, const UpdateStats& gpu) {
 // the parameters agree to 1% of the CPU's change in L2 over all parameters (float rounding
 // only; Adam and RMSprop magnify noise on near-zero gradients, so no elementwise bound), and
 // the change is not zero.
-void check_same_change(const std::vector<nn::NamedTensor>& before, ActorCriticAgent& cpu,
-                       ActorCriticAgent& gpu) {
+void check_same_change(const std::vector<nn::NamedTensor>& before, ActorCriticAgent& cpu, ActorCriticAgent& gpu) {
   const auto a = cpu.state_dict(), b = gpu.state_dict();
   REQUIRE(a.size() == before.size());
   REQUIRE(b.size() == before.size());
@@ -203,9 +202,9 @@ TEST_CASE("CUDA agent: evaluate and backward give the CPU gradients", "[gpu][rl]
       const auto obs = random_obs(n, D, 5);
       std::vector<double> act(n * A);
       RngCursor c = RngStream(8, 0).at(0);
-      for (auto& a : act) a = p.cpu->discrete() ? static_cast<double>(c.below(static_cast<std::uint32_t>(
-                                                      p.env->action_space().n())))
-                                                : c.normal();
+      for (auto& a : act)
+        a = p.cpu->discrete() ? static_cast<double>(c.below(static_cast<std::uint32_t>(p.env->action_space().n())))
+                              : c.normal();
       std::vector<float> gl(n), ge(n), gv(n);
       for (std::size_t i = 0; i < n; ++i) {
         gl[i] = static_cast<float>(c.normal() / n);
@@ -225,8 +224,7 @@ TEST_CASE("CUDA agent: evaluate and backward give the CPU gradients", "[gpu][rl]
         REQUIRE(q1.size() == q2.size());
         for (std::size_t i = 0; i < q1.size(); ++i) {
           REQUIRE(q2[i].param->grad.is_cuda());
-          check_close(q1[i].param->grad.to_vector(), host_values(q2[i].param->grad), 2e-4, 1e-7,
-                      "grad " + q1[i].name);
+          check_close(q1[i].param->grad.to_vector(), host_values(q2[i].param->grad), 2e-4, 1e-7, "grad " + q1[i].name);
         }
       }
     }
@@ -258,11 +256,11 @@ TEST_CASE("CUDA agent: one PPO update gives the CPU parameters", "[gpu][rl]") {
 TEST_CASE("Trainer checkpoints move between CPU and CUDA runs", "[gpu][rl]") {
   auto config = [](const std::string& device) {
     std::string text;
-    TrainConfig c = resolve_train_config(io::Config("<t>"),
-                                         {"device=" + device, "sampler.num_envs=8", "sampler.num_steps=16",
-                                          "total_steps=1024", "algo.epochs=2", "algo.minibatch_size=32",
-                                          "normalize.obs=true", "seed=3", "output_prefix=test_rl_gpu_ckpt"},
-                                         &text);
+    TrainConfig c = resolve_train_config(
+        io::Config("<t>"),
+        {"device=" + device, "sampler.num_envs=8", "sampler.num_steps=16", "total_steps=1024", "algo.epochs=2",
+         "algo.minibatch_size=32", "normalize.obs=true", "seed=3", "output_prefix=test_rl_gpu_ckpt"},
+        &text);
     return std::make_pair(c, text);
   };
   const auto [cg, tg] = config("cuda");
@@ -338,8 +336,8 @@ TEST_CASE("device GAE equals the host GAE bit for bit", "[gpu][rl]") {
   std::uint8_t* d_trunc = to_device(trunc);
   float* d_adv = to_device(std::vector<float>(N));
   float* d_ret = to_device(std::vector<float>(N));
-  for (const auto& [gamma, lambda] : std::vector<std::pair<float, float>>{{0.99f, 0.95f}, {1.0f, 1.0f}, {0.0f, 0.5f},
-                                                                          {0.9f, 0.0f}, {0.97f, 0.8f}}) {
+  for (const auto& [gamma, lambda] :
+       std::vector<std::pair<float, float>>{{0.99f, 0.95f}, {1.0f, 1.0f}, {0.0f, 0.5f}, {0.9f, 0.0f}, {0.97f, 0.8f}}) {
     INFO("gamma " << gamma << " lambda " << lambda);
     GaeInputs in;
     in.steps = T;
@@ -363,8 +361,7 @@ TEST_CASE("device GAE equals the host GAE bit for bit", "[gpu][rl]") {
         ++differ;
     CHECK(differ == 0);
   }
-  for (void* p : std::initializer_list<void*>{d_rew, d_val, d_fin, d_last, d_term, d_trunc, d_adv, d_ret})
-    cudaFree(p);
+  for (void* p : std::initializer_list<void*>{d_rew, d_val, d_fin, d_last, d_term, d_trunc, d_adv, d_ret}) cudaFree(p);
 }
 
 TEST_CASE("PPO learn on the device (GAE, losses, clipping on the device) gives the host's results", "[gpu][rl]") {
@@ -428,8 +425,7 @@ TEST_CASE("A2C learn on the device (RMSprop, eager) gives the host's results", "
   check_same_change(before, *p.cpu, *p.gpu);
 }
 
-TEST_CASE("PPO device update: the minibatch step replayed as a CUDA graph gives the eager steps' bits",
-          "[gpu][rl]") {
+TEST_CASE("PPO device update: the minibatch step replayed as a CUDA graph gives the eager steps' bits", "[gpu][rl]") {
   // Two device agents with the same seed, one Ppo capturing its minibatch step, one eager:
   // three learning steps on CartPole rollouts (128 samples, minibatches of 48: two full
   // ones per epoch, then a short one that runs eagerly), parameters and optimizer state
@@ -503,7 +499,8 @@ TEST_CASE("PPO device update: a non-finite loss stops before the parameters chan
       CHECK(what.find("nan") != std::string::npos);
     }
     const auto after = agent.state_dict();
-    for (std::size_t i = 0; i < before.size(); ++i) CHECK(host_values(after[i].tensor) == host_values(before[i].tensor));
+    for (std::size_t i = 0; i < before.size(); ++i)
+      CHECK(host_values(after[i].tensor) == host_values(before[i].tensor));
   }
 }
 
@@ -518,12 +515,11 @@ TEST_CASE("device round trips of a PPO iteration and of PPO minibatch updates (b
   const bool counted = gpu::active_backend() == gpu::Backend::kHost;
   std::string text;
   const int T = 16;
-  const TrainConfig c = resolve_train_config(io::Config("<t>"),
-                                             {"device=cuda", "sampler.num_envs=8",
-                                              "sampler.num_steps=" + std::to_string(T), "total_steps=4096",
-                                              "algo.epochs=2", "algo.minibatch_size=32", "seed=3",
-                                              "output_prefix=test_rl_gpu_counts"},
-                                             &text);
+  const TrainConfig c = resolve_train_config(
+      io::Config("<t>"),
+      {"device=cuda", "sampler.num_envs=8", "sampler.num_steps=" + std::to_string(T), "total_steps=4096",
+       "algo.epochs=2", "algo.minibatch_size=32", "seed=3", "output_prefix=test_rl_gpu_counts"},
+      &text);
   Trainer t(c, text);
   t.iterate();  // first iteration: allocations
   const gpu::CounterScope it_scope;
@@ -609,10 +605,10 @@ TEST_CASE("PPO on CartPole-v1 with 256 envs on the GPU reaches the CPU's return 
   int ok = 0;
   for (int seed = 0; seed < 5; ++seed) {
     std::string text;
-    const TrainConfig c = load_train_config(examples_dir() + "/cartpole_ppo_256.toml",
-                                            {"device=cuda", "seed=" + std::to_string(seed),
-                                             "output_prefix=test_rl_gpu_learn_" + std::to_string(seed)},
-                                            &text);
+    const TrainConfig c = load_train_config(
+        examples_dir() + "/cartpole_ppo_256.toml",
+        {"device=cuda", "seed=" + std::to_string(seed), "output_prefix=test_rl_gpu_learn_" + std::to_string(seed)},
+        &text);
     Trainer t(c, text);
     const auto t0 = std::chrono::steady_clock::now();
     while (!t.done()) t.iterate();

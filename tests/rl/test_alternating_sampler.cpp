@@ -54,8 +54,8 @@ TEST_CASE("AlternatingSampler fills the same buffer as the parallel sampler", "[
       so.num_steps = 40;
       so.seed = 3;
       so.first_global_id = 5;
-      so.normalize_reward = true;     // exact: rewards are scaled once both groups are in
-      so.max_episode_steps = 17;      // truncations: bootstrap values of final observations
+      so.normalize_reward = true;  // exact: rewards are scaled once both groups are in
+      so.max_episode_steps = 17;   // truncations: bootstrap values of final observations
       so.num_threads = 2;
       ParallelSampler par(so);
       AlternatingSampler alt(so);
@@ -116,8 +116,8 @@ TrainConfig config_with(const std::string& sampler, const std::string& algo) {
   return resolve_train_config(
       io::Config("<test>"),
       {"algorithm=" + algo, "sampler.kind=" + sampler, "sampler.num_envs=4", "sampler.num_steps=16",
-       "sampler.num_threads=2", "total_steps=384", "algo.epochs=2", "algo.minibatch_size=32",
-       "normalize.reward=true", "seed=5", "output_prefix=test_rl_alt_" + algo});
+       "sampler.num_threads=2", "total_steps=384", "algo.epochs=2", "algo.minibatch_size=32", "normalize.reward=true",
+       "seed=5", "output_prefix=test_rl_alt_" + algo});
 }
 }  // namespace
 
@@ -128,8 +128,9 @@ TEST_CASE("Trainer with the alternating sampler equals the parallel one and resu
     Trainer alt(config_with("alternating", algo), "x");
     while (!par.done()) par.iterate();
     for (int i = 0; i < 3; ++i) alt.iterate();
-    const std::string path =
-        (std::filesystem::temp_directory_path() / ("herd_test_rl_alt_" + algo + "_" + std::to_string(::getpid()) + ".ckpt")).string();
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("herd_test_rl_alt_" + algo + "_" + std::to_string(::getpid()) + ".ckpt"))
+                                 .string();
     alt.save_checkpoint(path);
     Trainer resumed(config_with("alternating", algo), "x");
     resumed.load_checkpoint(path);

@@ -25,9 +25,7 @@ using namespace herd::rl;
 namespace {
 
 // A small image observation space {2, 5, 5} in [0, 1].
-Space image_space() {
-  return Space::box(std::vector<double>(50, 0.0), std::vector<double>(50, 1.0), {2, 5, 5});
-}
+Space image_space() { return Space::box(std::vector<double>(50, 0.0), std::vector<double>(50, 1.0), {2, 5, 5}); }
 
 AgentOptions conv_options(bool shared) {
   AgentOptions ao;
@@ -195,12 +193,12 @@ TEST_CASE("Conv agent: bad observation spaces and layer specs are InputErrors", 
 
 TEST_CASE("Conv agent: PPO on MinAtar Breakout through the Trainer resumes bit for bit", "[rl][conv]") {
   std::string text;
-  const TrainConfig c = resolve_train_config(
-      io::Config("<test>"),
-      {"env=MinAtar/Breakout-v1", "network.conv_channels=[4]", "network.conv_kernels=[3]", "network.hidden=[16]",
-       "network.activation=relu", "sampler.num_envs=4", "sampler.num_steps=16", "total_steps=256", "algo.epochs=2",
-       "algo.minibatch_size=32"},
-      &text);
+  const TrainConfig c =
+      resolve_train_config(io::Config("<test>"),
+                           {"env=MinAtar/Breakout-v1", "network.conv_channels=[4]", "network.conv_kernels=[3]",
+                            "network.hidden=[16]", "network.activation=relu", "sampler.num_envs=4",
+                            "sampler.num_steps=16", "total_steps=256", "algo.epochs=2", "algo.minibatch_size=32"},
+                           &text);
   REQUIRE(c.agent.conv.size() == 1);
   REQUIRE(c.num_iterations() == 4);
   Trainer full(c, text);
@@ -226,14 +224,15 @@ TEST_CASE("Conv agent: PPO on MinAtar Breakout through the Trainer resumes bit f
   CHECK(p1[0].tensor.to_vector() != initial[0].tensor.to_vector());
   // A checkpoint with other convolutions is refused, naming the key.
   std::string t2;
-  const TrainConfig c2 = resolve_train_config(
-      io::Config("<test>"),
-      {"env=MinAtar/Breakout-v1", "network.conv_channels=[8]", "network.conv_kernels=[3]", "network.hidden=[16]",
-       "network.activation=relu", "sampler.num_envs=4", "sampler.num_steps=16", "total_steps=256", "algo.epochs=2",
-       "algo.minibatch_size=32"},
-      &t2);
+  const TrainConfig c2 =
+      resolve_train_config(io::Config("<test>"),
+                           {"env=MinAtar/Breakout-v1", "network.conv_channels=[8]", "network.conv_kernels=[3]",
+                            "network.hidden=[16]", "network.activation=relu", "sampler.num_envs=4",
+                            "sampler.num_steps=16", "total_steps=256", "algo.epochs=2", "algo.minibatch_size=32"},
+                           &t2);
   Trainer other(c2, t2);
-  CHECK_THROWS_WITH(other.load_checkpoint(path), Catch::Contains("network.conv_channels = [8] (the checkpoint has [4])"));
+  CHECK_THROWS_WITH(other.load_checkpoint(path),
+                    Catch::Contains("network.conv_channels = [8] (the checkpoint has [4])"));
   std::remove(path.c_str());
 }
 
@@ -247,9 +246,9 @@ TEST_CASE("Config network.conv_*: layers read, mismatches named with key, value 
     }
     return "no error";
   };
-  const TrainConfig two = resolve({"env=MinAtar/Freeway-v1", "network.conv_channels=[16, 32]",
-                                   "network.conv_kernels=[3, 2]", "network.conv_strides=[1, 2]",
-                                   "network.conv_padding=[1, 0]"});
+  const TrainConfig two =
+      resolve({"env=MinAtar/Freeway-v1", "network.conv_channels=[16, 32]", "network.conv_kernels=[3, 2]",
+               "network.conv_strides=[1, 2]", "network.conv_padding=[1, 0]"});
   REQUIRE(two.agent.conv.size() == 2);
   CHECK(two.agent.conv[1].channels == 32);
   CHECK(two.agent.conv[1].kernel == 2);
@@ -299,8 +298,8 @@ TEST_CASE("MinAtar PPO presets: the paper's network, and they resolve against th
   for (const char* game : {"breakout", "freeway", "asterix", "seaquest", "space_invaders"}) {
     INFO(game);
     std::string text;
-    const TrainConfig c = load_train_config(std::string(HERD_EXAMPLES_DIR) + "/minatar_" + game + "_ppo.toml", {},
-                                            &text);
+    const TrainConfig c =
+        load_train_config(std::string(HERD_EXAMPLES_DIR) + "/minatar_" + game + "_ppo.toml", {}, &text);
     CHECK(c.env.rfind("MinAtar/", 0) == 0);
     REQUIRE(c.agent.conv.size() == 1);
     CHECK(c.agent.conv[0].channels == 16);
@@ -318,8 +317,8 @@ TEST_CASE("MinAtar DQN presets: the paper's network and replay settings, and the
   for (const char* game : {"breakout", "freeway", "asterix", "seaquest", "space_invaders"}) {
     INFO(game);
     std::string text;
-    const TrainConfig c = load_train_config(std::string(HERD_EXAMPLES_DIR) + "/minatar_" + game + "_dqn.toml", {},
-                                            &text);
+    const TrainConfig c =
+        load_train_config(std::string(HERD_EXAMPLES_DIR) + "/minatar_" + game + "_dqn.toml", {}, &text);
     CHECK(c.algorithm == "dqn");
     CHECK(c.env.rfind("MinAtar/", 0) == 0);
     REQUIRE(c.agent.conv.size() == 1);

@@ -10,9 +10,9 @@
 
 #include <array>
 #include <cmath>
-#include <limits>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "herd/core/mpi_communicator.hpp"
@@ -56,8 +56,8 @@ RolloutBuffer slice(const RolloutBuffer& u, std::size_t r0, std::size_t n) {
   b.resize(static_cast<int>(n), 1, D, A);
   std::copy_n(u.obs.begin() + static_cast<std::ptrdiff_t>(r0 * D), n * D, b.obs.begin());
   std::copy_n(u.actions.begin() + static_cast<std::ptrdiff_t>(r0 * A), n * A, b.actions.begin());
-  for (auto v : {&RolloutBuffer::log_probs, &RolloutBuffer::values, &RolloutBuffer::advantages,
-                  &RolloutBuffer::returns})
+  for (auto v :
+       {&RolloutBuffer::log_probs, &RolloutBuffer::values, &RolloutBuffer::advantages, &RolloutBuffer::returns})
     std::copy_n((u.*v).begin() + static_cast<std::ptrdiff_t>(r0), n, (b.*v).begin());
   return b;
 }
@@ -125,19 +125,17 @@ std::vector<double> flat_params(ActorCriticAgent& a) {
 
 TrainConfig mpi_config(const std::string& algo, const std::string& sampler, int ranks) {
   // 12 envs per rank x 8 steps; the union minibatch of 24 * ranks takes 4 minibatches a pass.
-  return resolve_train_config(
-      io::Config("<test>"),
-      {"algorithm=" + algo, "sampler.kind=" + sampler, "sampler.num_envs=12", "sampler.num_steps=8",
-       "total_steps=" + std::to_string(6 * 96 * ranks), "algo.epochs=2",
-       "algo.minibatch_size=" + std::to_string(24 * ranks), "normalize.obs=true", "normalize.reward=true",
-       "seed=9", "output_prefix=test_rl_mpi_" + algo + "_" + sampler},
-      nullptr, ranks);
+  return resolve_train_config(io::Config("<test>"),
+                              {"algorithm=" + algo, "sampler.kind=" + sampler, "sampler.num_envs=12",
+                               "sampler.num_steps=8", "total_steps=" + std::to_string(6 * 96 * ranks), "algo.epochs=2",
+                               "algo.minibatch_size=" + std::to_string(24 * ranks), "normalize.obs=true",
+                               "normalize.reward=true", "seed=9", "output_prefix=test_rl_mpi_" + algo + "_" + sampler},
+                              nullptr, ranks);
 }
 
 }  // namespace
 
-TEST_CASE("Data-parallel PPO: the averaged gradient equals the one-process gradient on the union",
-          "[rl][mpi][np3]") {
+TEST_CASE("Data-parallel PPO: the averaged gradient equals the one-process gradient on the union", "[rl][mpi][np3]") {
   check_gradient("CartPole-v1", false, 0.0);
   check_gradient("CartPole-v1", true, 0.1);
   check_gradient("Pendulum-v1", false, 0.1);
@@ -223,8 +221,8 @@ TEST_CASE("Data-parallel Trainer: rank 0's checkpoint resumes bit-identically; a
   single.iterate();
   single.save_checkpoint(one);
   Trainer third(c, "x", &comm);
-  CHECK_THROWS_WITH(third.load_checkpoint(one), Catch::Contains("1 rank(s)") &&
-                                                    Catch::Contains("this run has " + std::to_string(comm.size())));
+  CHECK_THROWS_WITH(third.load_checkpoint(one),
+                    Catch::Contains("1 rank(s)") && Catch::Contains("this run has " + std::to_string(comm.size())));
   // ... and the N-rank checkpoint by a one-process trainer.
   Trainer lone(c1, "x");
   CHECK_THROWS_WITH(lone.load_checkpoint(path), Catch::Contains(std::to_string(comm.size()) + " rank(s)"));
@@ -275,7 +273,8 @@ ReplaySample dqn_batch(std::size_t n, std::uint64_t at) {
 // Rows [r0, r0 + n) of `u`.
 ReplaySample dqn_rows(const ReplaySample& u, std::size_t r0, std::size_t n) {
   ReplaySample b;
-  b.obs.assign(u.obs.begin() + static_cast<std::ptrdiff_t>(4 * r0), u.obs.begin() + static_cast<std::ptrdiff_t>(4 * (r0 + n)));
+  b.obs.assign(u.obs.begin() + static_cast<std::ptrdiff_t>(4 * r0),
+               u.obs.begin() + static_cast<std::ptrdiff_t>(4 * (r0 + n)));
   b.next_obs.assign(u.next_obs.begin() + static_cast<std::ptrdiff_t>(4 * r0),
                     u.next_obs.begin() + static_cast<std::ptrdiff_t>(4 * (r0 + n)));
   const auto at = static_cast<std::ptrdiff_t>(r0), end = static_cast<std::ptrdiff_t>(r0 + n);
@@ -292,7 +291,8 @@ ReplaySample dqn_rows(const ReplaySample& u, std::size_t r0, std::size_t n) {
 // double DQN, dueling heads, 2-step returns, prioritized replay, Polyak target updates.
 std::string dqn_config_text(int ranks, const std::string& prefix) {
   return "env = \"CartPole-v1\"\nalgorithm = \"dqn\"\nseed = 5\ntotal_steps = " + std::to_string(6 * 64 * ranks) +
-         "\noutput_prefix = \"" + prefix + "\"\n[sampler]\nnum_envs = 4\nnum_steps = 16\n[network]\nhidden = [16]\n"
+         "\noutput_prefix = \"" + prefix +
+         "\"\n[sampler]\nnum_envs = 4\nnum_steps = 16\n[network]\nhidden = [16]\n"
          "[dqn]\nbuffer_size = 400\nbatch_size = 8\nlearning_starts = 64\ntrain_freq = 2\ngradient_steps = 2\n"
          "target_update_interval = 96\ntau = 0.5\ndouble_q = true\ndueling = true\nn_step = 2\nprioritized = true\n"
          "learning_rate = 1e-3\n";
@@ -324,7 +324,8 @@ TEST_CASE("Data-parallel DQN: a gradient step equals the one-process step on the
     for (std::uint64_t step = 0; step < 3; ++step) {
       const ReplaySample u = dqn_batch(per_rank * R, step);
       std::vector<double> td_dp, td_1;
-      const DqnStepStats a = dp.train_step(dqn_rows(u, per_rank * static_cast<std::size_t>(comm.rank()), per_rank), &td_dp);
+      const DqnStepStats a =
+          dp.train_step(dqn_rows(u, per_rank * static_cast<std::size_t>(comm.rank()), per_rank), &td_dp);
       const DqnStepStats b = one.train_step(u, &td_1);
       // Each rank reports its batch's means; the union's are the mean of the ranks' means.
       std::array<double, 3> m = {a.loss, a.q_mean, a.target_mean};
@@ -354,10 +355,8 @@ TEST_CASE("Data-parallel DQN: a non-finite loss on one rank stops every rank bef
     ReplaySample b = dqn_batch(6, static_cast<std::uint64_t>(comm.rank()));
     if (comm.rank() == comm.size() - 1) b.returns[2] = std::numeric_limits<double>::quiet_NaN();
     const auto before = q_params(*on);
-    if (comm.rank() == comm.size() - 1)
-      CHECK_THROWS_WITH(dp.train_step(b, nullptr), Catch::Contains("TD loss is nan"));
-    else
-      CHECK_THROWS_WITH(dp.train_step(b, nullptr), Catch::Contains("averaged over the ranks is not finite"));
+    if (comm.rank() == comm.size() - 1) CHECK_THROWS_WITH(dp.train_step(b, nullptr), Catch::Contains("TD loss is nan"));
+    else CHECK_THROWS_WITH(dp.train_step(b, nullptr), Catch::Contains("averaged over the ranks is not finite"));
     CHECK(q_params(*on) == before);
     // The ranks are still in step: a good batch trains on every rank.
     CHECK_NOTHROW(dp.train_step(dqn_batch(6, 10 + static_cast<std::uint64_t>(comm.rank())), nullptr));
@@ -369,9 +368,8 @@ TEST_CASE("Data-parallel DqnTrainer: identical networks and curves on every rank
           "[rl][mpi][dqn]") {
   MpiCommunicator comm;
   std::string text;
-  const TrainConfig c =
-      parse_train_config(dqn_config_text(comm.size(), "test_rl_mpi_dqn_np" + std::to_string(comm.size())), &text,
-                         comm.size());
+  const TrainConfig c = parse_train_config(
+      dqn_config_text(comm.size(), "test_rl_mpi_dqn_np" + std::to_string(comm.size())), &text, comm.size());
   DqnTrainer t(c, text, &comm);
   CHECK(t.config().steps_per_iteration() == 64 * comm.size());
   CHECK(same_on_all_ranks(comm, q_params(t.q_network())));

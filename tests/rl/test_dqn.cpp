@@ -103,7 +103,7 @@ TEST_CASE("DQN loss and gradients match hand-computed Huber values", "[rl][dqn]"
   const auto gw = online->head().weight().grad.to_vector();
   const auto gb = online->head().bias().grad.to_vector();
   CHECK(gw[0] == Approx(0.0));
-  CHECK(gw[1] == Approx(0.25));   // -0.25 * (-1)
+  CHECK(gw[1] == Approx(0.25));  // -0.25 * (-1)
   CHECK(gw[2] == 0.0);
   CHECK(gw[3] == 0.0);
   CHECK(gw[4] == Approx(0.025));  // 0.025 * 1
@@ -156,7 +156,7 @@ TEST_CASE("DQN's MSE loss: weighted mean squared TD error, gradient 2 w d / n", 
   CHECK(td[1] == Approx(-0.5));
   CHECK(st.loss == Approx((0.5 * 16 + 0.25) / 2));
   const auto gb = online->head().bias().grad.to_vector();
-  CHECK(gb[2] == Approx(0.5 * 2 * 4 / 2.0));   // sample 0, action 2
+  CHECK(gb[2] == Approx(0.5 * 2 * 4 / 2.0));     // sample 0, action 2
   CHECK(gb[0] == Approx(1.0 * 2 * -0.5 / 2.0));  // sample 1, action 0
   CHECK(gb[1] == 0.0);
 }

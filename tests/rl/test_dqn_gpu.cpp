@@ -40,7 +40,6 @@ namespace {
 const Device kGpu = Device::cuda(0);
 constexpr std::int64_t kObs = 6, kActions = 4, kBatch = 40;
 
-
 std::unique_ptr<QNetwork> make_net(Device d, bool dueling, std::uint64_t seed) {
   EncoderSpec spec;
   spec.hidden = {32, 32};
@@ -228,12 +227,15 @@ TEST_CASE("Dqn::train_step on CUDA: a non-finite loss throws and leaves the para
 TEST_CASE("DqnTrainer on CUDA: iterations, and its checkpoint resumes on the CPU", "[gpu][rl][dqn]") {
   const std::string dir = (std::filesystem::temp_directory_path() / "herd_test_dqn_gpu").string();
   std::filesystem::create_directories(dir);
-  const std::string text = "env = \"CartPole-v1\"\nalgorithm = \"dqn\"\nseed = 3\ntotal_steps = 256\n"
-                           "device = \"cuda\"\noutput_prefix = \"" + dir + "/run\"\n"
-                           "[sampler]\nnum_envs = 4\nnum_steps = 16\n[network]\nhidden = [16]\n"
-                           "[dqn]\nbuffer_size = 512\nbatch_size = 16\nlearning_starts = 64\ntrain_freq = 2\n"
-                           "target_update_interval = 64\ndouble_q = true\ndueling = true\nn_step = 2\n"
-                           "prioritized = true\n";
+  const std::string text =
+      "env = \"CartPole-v1\"\nalgorithm = \"dqn\"\nseed = 3\ntotal_steps = 256\n"
+      "device = \"cuda\"\noutput_prefix = \"" +
+      dir +
+      "/run\"\n"
+      "[sampler]\nnum_envs = 4\nnum_steps = 16\n[network]\nhidden = [16]\n"
+      "[dqn]\nbuffer_size = 512\nbatch_size = 16\nlearning_starts = 64\ntrain_freq = 2\n"
+      "target_update_interval = 64\ndouble_q = true\ndueling = true\nn_step = 2\n"
+      "prioritized = true\n";
   std::string resolved;
   const TrainConfig c = parse_train_config(text, &resolved, 1);
   DqnTrainer t(c, resolved);

@@ -29,11 +29,11 @@ int passes(const std::string& preset, const std::vector<std::string>& extra, int
     while (!t.done()) t.iterate();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double ret = t.recent_mean_return();
-    std::printf("%s seed %d: %lld env steps, %llu gradient steps, %.1f s (%.0f frames/s), last-100 training return "
-                "%.2f\n",
-                preset.c_str(), seed, static_cast<long long>(t.env_steps()),
-                static_cast<unsigned long long>(t.gradient_steps()), secs, static_cast<double>(t.env_steps()) / secs,
-                ret);
+    std::printf(
+        "%s seed %d: %lld env steps, %llu gradient steps, %.1f s (%.0f frames/s), last-100 training return "
+        "%.2f\n",
+        preset.c_str(), seed, static_cast<long long>(t.env_steps()),
+        static_cast<unsigned long long>(t.gradient_steps()), secs, static_cast<double>(t.env_steps()) / secs, ret);
     std::fflush(stdout);
     if (ret >= threshold) ++ok;
   }

@@ -24,11 +24,20 @@ using namespace herd::rl;
 namespace {
 
 TrainConfig dqn_config(std::vector<std::string> extra, std::string* text) {
-  std::vector<std::string> sets = {"algorithm=dqn",          "sampler.num_envs=2",     "sampler.num_steps=50",
-                                   "total_steps=600",        "network.hidden=[16, 16]", "network.activation=relu",
-                                   "dqn.learning_starts=60", "dqn.train_freq=2",      "dqn.gradient_steps=2",
-                                   "dqn.batch_size=8",       "dqn.target_update_interval=40",
-                                   "dqn.learning_rate=1e-3", "progress_period=0",     "checkpoint_period_seconds=0"};
+  std::vector<std::string> sets = {"algorithm=dqn",
+                                   "sampler.num_envs=2",
+                                   "sampler.num_steps=50",
+                                   "total_steps=600",
+                                   "network.hidden=[16, 16]",
+                                   "network.activation=relu",
+                                   "dqn.learning_starts=60",
+                                   "dqn.train_freq=2",
+                                   "dqn.gradient_steps=2",
+                                   "dqn.batch_size=8",
+                                   "dqn.target_update_interval=40",
+                                   "dqn.learning_rate=1e-3",
+                                   "progress_period=0",
+                                   "checkpoint_period_seconds=0"};
   sets.insert(sets.end(), extra.begin(), extra.end());
   return resolve_train_config(io::Config("<test>"), sets, text);
 }
@@ -123,8 +132,8 @@ TEST_CASE("DqnTrainer: replay storage type, epsilon and target updates follow th
   std::string text;
   // Epsilon 1 -> 0.1 over the first half; hard target copies every 100 env steps; training
   // rounds every 3 vector steps (none at vector step 50, right after the copy).
-  TrainConfig c = dqn_config({"dqn.exploration_fraction=0.5", "dqn.exploration_final_eps=0.1",
-                              "dqn.learning_starts=0", "dqn.target_update_interval=100", "dqn.train_freq=3"},
+  TrainConfig c = dqn_config({"dqn.exploration_fraction=0.5", "dqn.exploration_final_eps=0.1", "dqn.learning_starts=0",
+                              "dqn.target_update_interval=100", "dqn.train_freq=3"},
                              &text);
   DqnTrainer t(c, text);
   CHECK(t.epsilon() == 1.0);
@@ -146,9 +155,9 @@ TEST_CASE("DQN config errors name the key, the value and what was expected", "[r
   const io::Config none("<t>");
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "env=Pendulum-v1"}),
                     Catch::Contains("\"algorithm\" is \"dqn\"") && Catch::Contains("discrete action space"));
-  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "sampler.num_envs=8", "dqn.buffer_size=20",
-                                                "dqn.n_step=3"}),
-                    Catch::Contains("\"dqn.buffer_size\" is 20") && Catch::Contains(">= 40"));
+  CHECK_THROWS_WITH(
+      resolve_train_config(none, {"algorithm=dqn", "sampler.num_envs=8", "dqn.buffer_size=20", "dqn.n_step=3"}),
+      Catch::Contains("\"dqn.buffer_size\" is 20") && Catch::Contains(">= 40"));
   // With a frame stack a ring also holds the frames of a stack: n_step + frame_stack + 1 slots.
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "sampler.num_envs=8", "dqn.buffer_size=40",
                                                 "dqn.n_step=3", "env.frame_stack=4"}),
@@ -178,7 +187,8 @@ TEST_CASE("DQN config errors name the key, the value and what was expected", "[r
                                                     "algo.lr_reference_batch=32", "dqn.learning_rate=1e-4"});
   CHECK(s.dqn.learning_rate == Approx(4e-4));
   // A replay buffer above max_memory is refused before it is allocated.
-  const TrainConfig big = resolve_train_config(none, {"algorithm=dqn", "dqn.buffer_size=100000000", "max_memory=100MB"});
+  const TrainConfig big =
+      resolve_train_config(none, {"algorithm=dqn", "dqn.buffer_size=100000000", "max_memory=100MB"});
   CHECK_THROWS_WITH(DqnTrainer(big, ""), Catch::Contains("dqn.buffer_size") && Catch::Contains("max_memory"));
 }
 
@@ -200,8 +210,8 @@ TEST_CASE("DqnTrainer: resume conflicts, outputs, evaluation", "[rl][dqn]") {
   CHECK_THROWS_AS(t2.load_checkpoint(t.checkpoint_path()), InputError);
   // Resumed with a changed learning rate: reported; the run completes and writes its files.
   std::string text3;
-  const TrainConfig c3 = dqn_config({"output_prefix=" + prefix, "dqn.learning_rate=5e-4", "logging.tensorboard=true"},
-                                    &text3);
+  const TrainConfig c3 =
+      dqn_config({"output_prefix=" + prefix, "dqn.learning_rate=5e-4", "logging.tensorboard=true"}, &text3);
   DqnTrainer t3(c3, text3);
   t3.load_checkpoint(t.checkpoint_path());
   REQUIRE(t3.changed_on_resume().size() == 1);
@@ -228,9 +238,11 @@ TEST_CASE("DqnTrainer: resume conflicts, outputs, evaluation", "[rl][dqn]") {
   DqnTrainer as_dqn(c, text);
   CHECK_FALSE(as_dqn.resume_conflicts(t.checkpoint_path()).size());
   auto run = make_training_run(ppo, tp);
-  CHECK(run->resume_conflicts(t.checkpoint_path()) == std::vector<std::string>{"algorithm = \"ppo\" (the checkpoint has \"dqn\")"});
+  CHECK(run->resume_conflicts(t.checkpoint_path()) ==
+        std::vector<std::string>{"algorithm = \"ppo\" (the checkpoint has \"dqn\")"});
   run->save_checkpoint(prefix + "_ppo.ckpt");
-  CHECK(as_dqn.resume_conflicts(prefix + "_ppo.ckpt") == std::vector<std::string>{"algorithm = \"dqn\" (the checkpoint has \"ppo\")"});
+  CHECK(as_dqn.resume_conflicts(prefix + "_ppo.ckpt") ==
+        std::vector<std::string>{"algorithm = \"dqn\" (the checkpoint has \"ppo\")"});
   fs::remove(prefix + "_ppo.ckpt");
   for (const char* ext : {".ckpt", ".h5", "_progress.csv"}) fs::remove(prefix + ext);
 }
@@ -241,8 +253,7 @@ namespace {
 // the step count mod 7, two actions, reward 1 per step.
 class NeverEnds final : public Env {
  public:
-  NeverEnds()
-      : Env("test/NeverEnds-v0", Space::box({0.0}, {6.0}), Space::discrete(2), 1, 0) {}
+  NeverEnds() : Env("test/NeverEnds-v0", Space::box({0.0}, {6.0}), Space::discrete(2), 1, 0) {}
   std::vector<double> get_state() const override { return {static_cast<double>(t_)}; }
   void observe(float* obs) const override { obs[0] = static_cast<float>(t_ % 7); }
 
@@ -317,14 +328,15 @@ TEST_CASE("A key of another algorithm is refused, not ignored", "[rl][dqn]") {
   const herd::io::Config none("<defaults>");
   // DQN reads gamma and the learning-rate scaling keys of [algo], nothing else there.
   CHECK_NOTHROW(resolve_train_config(none, {"algorithm=dqn", "algo.gamma=0.9", "algo.lr_scaling=sqrt"}));
-  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "algo.learning_rate=0.5"}),
-                    Catch::Contains("--set algo.learning_rate=0.5") && Catch::Contains("key \"algo.learning_rate\" is set") &&
-                        Catch::Contains("algorithm = \"dqn\" does not read it") && Catch::Contains("dqn.learning_rate"));
+  CHECK_THROWS_WITH(
+      resolve_train_config(none, {"algorithm=dqn", "algo.learning_rate=0.5"}),
+      Catch::Contains("--set algo.learning_rate=0.5") && Catch::Contains("key \"algo.learning_rate\" is set") &&
+          Catch::Contains("algorithm = \"dqn\" does not read it") && Catch::Contains("dqn.learning_rate"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "algo.epochs=7"}), Catch::Contains("algo.epochs"));
   // PPO and A2C read nothing of [dqn].
-  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=ppo", "dqn.buffer_size=20"}),
-                    Catch::Contains("key \"dqn.buffer_size\" is set") &&
-                        Catch::Contains("algorithm = \"ppo\" does not read [dqn]"));
+  CHECK_THROWS_WITH(
+      resolve_train_config(none, {"algorithm=ppo", "dqn.buffer_size=20"}),
+      Catch::Contains("key \"dqn.buffer_size\" is set") && Catch::Contains("algorithm = \"ppo\" does not read [dqn]"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=a2c", "dqn.n_step=3"}), Catch::Contains("dqn.n_step"));
   CHECK_NOTHROW(resolve_train_config(none, {"algorithm=ppo", "algo.epochs=7"}));
 }

@@ -20,8 +20,7 @@ using herd::rl::EnvPoolOptions;
 
 namespace {
 
-const char* const kIds[] = {"CartPole-v1", "Acrobot-v1", "MountainCar-v0",
-                            "MountainCarContinuous-v0", "Pendulum-v1"};
+const char* const kIds[] = {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"};
 
 /// Deterministic action of env k (global id) at its t-th step: a valid discrete action, or
 /// a torque/force in [-3, 3] (outside the bounds, to exercise clipping).
@@ -43,8 +42,7 @@ bool same(const std::vector<float>& a, const float* b) {
 }
 
 /// Standalone env k stepped by hand with the documented auto-reset rule.
-Trajectory reference(const std::string& id, std::uint32_t k, std::uint64_t seed, int steps,
-                     std::int64_t limit) {
+Trajectory reference(const std::string& id, std::uint32_t k, std::uint64_t seed, int steps, std::int64_t limit) {
   auto env = herd::rl::make_env(id);
   if (limit >= 0) env->set_max_episode_steps(limit);
   env->set_global_id(k);
@@ -112,8 +110,8 @@ TEST_CASE("sync EnvPool equals standalone envs with same-step auto-reset", "[rl]
               ++ends;
               truncs += ref[k].trunc[t];
             }
-            if (limit > 0) REQUIRE(bool(pool.truncated()[k]) == (pool.env(k).elapsed_steps() == 0 &&
-                                                                   !pool.terminated()[k]));
+            if (limit > 0)
+              REQUIRE(bool(pool.truncated()[k]) == (pool.env(k).elapsed_steps() == 0 && !pool.terminated()[k]));
           }
         }
         CHECK(ends > 0);
@@ -188,8 +186,7 @@ TEST_CASE("async EnvPool: each result once, trajectories as in sync mode", "[rl]
               if (sent[k] > received[k] && !ids.count(k)) {
                 const double a = action_of(pool.action_space(), k, 0);
                 const std::int32_t kid = k;
-                CHECK_THROWS_WITH(pool.send(std::span<const double>(&a, 1),
-                                            std::span<const std::int32_t>(&kid, 1)),
+                CHECK_THROWS_WITH(pool.send(std::span<const double>(&a, 1), std::span<const std::int32_t>(&kid, 1)),
                                   Catch::Contains("in flight"));
                 break;
               }
@@ -221,8 +218,7 @@ TEST_CASE("EnvPool validates actions and calls, naming env and value", "[rl][poo
   o.first_global_id = 10;
   EnvPool pool(o);
   pool.reset();
-  CHECK_THROWS_WITH(pool.step(std::vector<double>{0, 1, 2, 0}),
-                    Catch::Contains("env 12") && Catch::Contains("is 2"));
+  CHECK_THROWS_WITH(pool.step(std::vector<double>{0, 1, 2, 0}), Catch::Contains("env 12") && Catch::Contains("is 2"));
   CHECK_THROWS_WITH(pool.step(std::vector<double>{0, 1, NAN, 0}), Catch::Contains("nan"));
   CHECK_THROWS_WITH(pool.step(std::vector<double>{0, 1, 1}), Catch::Contains("has 3 values"));
   CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{0, 1, 1, -1}),

@@ -3,9 +3,9 @@
 // truncations), MountainCarContinuous by hand-made cases, spaces, resets and the registry.
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,8 +60,7 @@ void replay(const std::string& file) {
       res = env->step(d["actions"][t].get<std::int64_t>(), obs.data());
     } else {
       const json& a = d["actions"][t];
-      const std::vector<double> av = a.is_array() ? a.get<std::vector<double>>()
-                                                  : std::vector<double>{a.get<double>()};
+      const std::vector<double> av = a.is_array() ? a.get<std::vector<double>>() : std::vector<double>{a.get<double>()};
       res = env->step(av, obs.data());
     }
     INFO(id << " step " << t);
@@ -92,18 +91,10 @@ void replay(const std::string& file) {
 
 }  // namespace
 
-TEST_CASE("CartPole-v1 matches Gymnasium 1.4.0 bit for bit", "[rl][envs]") {
-  replay("CartPole-v1_seed0.json");
-}
-TEST_CASE("Acrobot-v1 matches Gymnasium 1.4.0 bit for bit", "[rl][envs]") {
-  replay("Acrobot-v1_seed0.json");
-}
-TEST_CASE("MountainCar-v0 matches Gymnasium 1.4.0 bit for bit", "[rl][envs]") {
-  replay("MountainCar-v0_seed0.json");
-}
-TEST_CASE("Pendulum-v1 matches Gymnasium 1.4.0 bit for bit", "[rl][envs]") {
-  replay("Pendulum-v1_seed0.json");
-}
+TEST_CASE("CartPole-v1 matches Gymnasium 1.4.0 bit for bit", "[rl][envs]") { replay("CartPole-v1_seed0.json"); }
+TEST_CASE("Acrobot-v1 matches Gymnasium 1.4.0 bit for bit", "[rl][envs]") { replay("Acrobot-v1_seed0.json"); }
+TEST_CASE("MountainCar-v0 matches Gymnasium 1.4.0 bit for bit", "[rl][envs]") { replay("MountainCar-v0_seed0.json"); }
+TEST_CASE("Pendulum-v1 matches Gymnasium 1.4.0 bit for bit", "[rl][envs]") { replay("Pendulum-v1_seed0.json"); }
 
 TEST_CASE("MountainCarContinuous-v0 follows its equations (hand-made cases)", "[rl][envs]") {
   // One step from a float64 state (as after reset) with a float64 action. Expected values:
@@ -220,16 +211,14 @@ TEST_CASE("actions are validated with the env and value named", "[rl][envs]") {
   float obs[6];
   CHECK_THROWS_AS(cp->step(std::int64_t{0}, obs), herd::InputError);  // before reset
   cp->reset(1, obs);
-  CHECK_THROWS_WITH(cp->step(std::int64_t{2}, obs),
-                    Catch::Contains("CartPole-v1") && Catch::Contains("is 2"));
+  CHECK_THROWS_WITH(cp->step(std::int64_t{2}, obs), Catch::Contains("CartPole-v1") && Catch::Contains("is 2"));
   CHECK_THROWS_AS(cp->step(std::vector<double>{0.5}, obs), herd::InputError);
   CHECK_THROWS_WITH(cp->step(std::vector<double>{NAN}, obs), Catch::Contains("nan"));
   CHECK_THROWS_WITH(cp->step(std::vector<double>{0, 1}, obs), Catch::Contains("2 components"));
   CHECK_NOTHROW(cp->step(std::vector<double>{1.0}, obs));
   auto pd = herd::rl::make_env("Pendulum-v1");
   pd->reset(1, obs);
-  CHECK_THROWS_WITH(pd->step(std::vector<double>{NAN}, obs),
-                    Catch::Contains("Pendulum-v1") && Catch::Contains("NaN"));
+  CHECK_THROWS_WITH(pd->step(std::vector<double>{NAN}, obs), Catch::Contains("Pendulum-v1") && Catch::Contains("NaN"));
   CHECK_THROWS_AS(pd->step(std::int64_t{1}, obs), herd::InputError);
   // Out-of-bounds torques are clipped as Gymnasium clips them: 7 acts as 2.
   auto p2 = herd::rl::make_env("Pendulum-v1");
@@ -288,8 +277,7 @@ TEST_CASE("CartPole: reward after termination and the batched kernel", "[rl][env
 
 TEST_CASE("registry: ids, time limits, user environments", "[rl][envs]") {
   const auto ids = herd::rl::registered_env_ids();
-  for (const char* id : {"CartPole-v1", "Acrobot-v1", "MountainCar-v0",
-                         "MountainCarContinuous-v0", "Pendulum-v1"}) {
+  for (const char* id : {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"}) {
     CHECK(herd::rl::is_registered(id));
   }
   CHECK(herd::rl::make_env("CartPole-v1")->max_episode_steps() == 500);

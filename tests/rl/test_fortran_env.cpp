@@ -11,8 +11,8 @@
 extern "C" {
 void* f_osc_create(void* user, std::uint64_t seed);
 std::int32_t f_osc_reset(void* env, std::uint64_t seed, float* obs);
-std::int32_t f_osc_step(void* env, const double* action, float* obs, double* reward,
-                        std::int32_t* terminated, std::int32_t* truncated);
+std::int32_t f_osc_step(void* env, const double* action, float* obs, double* reward, std::int32_t* terminated,
+                        std::int32_t* truncated);
 void f_osc_destroy(void* env);
 }
 

@@ -86,9 +86,9 @@ int reach_training_mean(const std::string& preset, double threshold, std::int64_
   int ok = 0;
   for (int seed = 0; seed < 5; ++seed) {
     std::string text;
-    const TrainConfig c = load_train_config(std::string(HERD_EXAMPLES_DIR) + "/" + preset + ".toml",
-                                            {"seed=" + std::to_string(seed), "output_prefix=test_learning_" + preset},
-                                            &text);
+    const TrainConfig c =
+        load_train_config(std::string(HERD_EXAMPLES_DIR) + "/" + preset + ".toml",
+                          {"seed=" + std::to_string(seed), "output_prefix=test_learning_" + preset}, &text);
     Trainer t(c, text);
     bool reached = false;
     while (!t.done() && t.env_steps() < budget && !reached) {
@@ -106,8 +106,7 @@ int reach_training_mean(const std::string& preset, double threshold, std::int64_
 
 // The presets tuned for wall time to threshold (docs/rl.md): measured on seeds 0-4 at
 // 72704-113152 (CartPole) and 28672-40960 (Acrobot) env steps.
-TEST_CASE("Fast presets reach the training-mean threshold within their step budget (4 of 5 seeds)",
-          "[rl][slow][ci]") {
+TEST_CASE("Fast presets reach the training-mean threshold within their step budget (4 of 5 seeds)", "[rl][slow][ci]") {
   CHECK(reach_training_mean("cartpole_ppo_fast", 475.0, 150000) >= 4);
   CHECK(reach_training_mean("acrobot_ppo_fast", -100.0, 60000) >= 4);
 }

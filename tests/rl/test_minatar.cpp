@@ -33,8 +33,7 @@ float channel_sum(const std::vector<float>& obs, int ch) {
 /// action, t]` with the given bricks (all by default).
 std::vector<double> breakout_state(int bx, int by, int dx, int dy, int px,
                                    std::vector<int> bricks = std::vector<int>(30, 1)) {
-  std::vector<double> s = {double(bx), double(by), double(dx), double(dy), double(px),
-                           double(bx), double(by)};
+  std::vector<double> s = {double(bx), double(by), double(dx), double(dy), double(px), double(bx), double(by)};
   for (int b : bricks) s.push_back(b);
   s.push_back(0);
   s.push_back(0);
@@ -95,10 +94,8 @@ TEST_CASE("Box shapes: default flat, image shapes checked against the component 
   const Space img = Space::box(std::vector<double>(12, 0.0), std::vector<double>(12, 1.0), {3, 2, 2});
   CHECK(img.shape() == std::vector<std::int64_t>{3, 2, 2});
   CHECK(img.dim() == 12);
-  CHECK_THROWS_AS(Space::box(std::vector<double>(12, 0.0), std::vector<double>(12, 1.0), {3, 2, 3}),
-                  herd::InputError);
-  CHECK_THROWS_AS(Space::box(std::vector<double>(12, 0.0), std::vector<double>(12, 1.0), {12, 0}),
-                  herd::InputError);
+  CHECK_THROWS_AS(Space::box(std::vector<double>(12, 0.0), std::vector<double>(12, 1.0), {3, 2, 3}), herd::InputError);
+  CHECK_THROWS_AS(Space::box(std::vector<double>(12, 0.0), std::vector<double>(12, 1.0), {12, 0}), herd::InputError);
   CHECK_THROWS_AS(Space::box({0.0}, {1.0}, {}), herd::InputError);
 }
 
@@ -230,8 +227,7 @@ TEST_CASE("MinAtar Breakout: walls, ceiling, bricks, paddle, termination", "[rl]
   }
 }
 
-TEST_CASE("MinAtar sticky actions repeat the previous action with probability 0.1",
-          "[rl][minatar]") {
+TEST_CASE("MinAtar sticky actions repeat the previous action with probability 0.1", "[rl][minatar]") {
   // Previous action left, command right: the paddle moves left exactly when the step was
   // sticky. 20000 trials: standard deviation of the frequency 0.0021; tolerance 0.011 (5 sd).
   MinAtarBreakout env;
@@ -401,10 +397,9 @@ TEST_CASE("MinAtar Freeway: moves, cooldown, scoring, collisions, wrap, time", "
   }
 }
 
-TEST_CASE("MinAtar: deterministic per seed; state round trip continues identically",
-          "[rl][minatar]") {
-  for (const char* id : {"MinAtar/Breakout-v0", "MinAtar/Freeway-v1", "MinAtar/Asterix-v1",
-                         "MinAtar/SpaceInvaders-v1", "MinAtar/Seaquest-v1"}) {
+TEST_CASE("MinAtar: deterministic per seed; state round trip continues identically", "[rl][minatar]") {
+  for (const char* id : {"MinAtar/Breakout-v0", "MinAtar/Freeway-v1", "MinAtar/Asterix-v1", "MinAtar/SpaceInvaders-v1",
+                         "MinAtar/Seaquest-v1"}) {
     auto a = herd::rl::make_env(id), b = herd::rl::make_env(id);
     a->set_global_id(3);
     b->set_global_id(3);
@@ -436,10 +431,9 @@ TEST_CASE("MinAtar: deterministic per seed; state round trip continues identical
 }
 
 TEST_CASE("MinAtar in the EnvPool equals standalone envs", "[rl][minatar]") {
-  for (const char* id : {"MinAtar/Breakout-v1", "MinAtar/Breakout-v0", "MinAtar/Freeway-v1",
-                         "MinAtar/Freeway-v0", "MinAtar/Asterix-v1", "MinAtar/Asterix-v0",
-                         "MinAtar/SpaceInvaders-v1", "MinAtar/SpaceInvaders-v0",
-                         "MinAtar/Seaquest-v1", "MinAtar/Seaquest-v0"}) {
+  for (const char* id : {"MinAtar/Breakout-v1", "MinAtar/Breakout-v0", "MinAtar/Freeway-v1", "MinAtar/Freeway-v0",
+                         "MinAtar/Asterix-v1", "MinAtar/Asterix-v0", "MinAtar/SpaceInvaders-v1",
+                         "MinAtar/SpaceInvaders-v0", "MinAtar/Seaquest-v1", "MinAtar/Seaquest-v0"}) {
     herd::rl::EnvPoolOptions o;
     o.env_id = id;
     o.num_envs = 24;

@@ -27,10 +27,8 @@ float channel_sum(const std::vector<float>& obs, int ch) {
 /// last action, t]` with every lane empty; timers far from firing unless given.
 struct AsterixState {
   std::vector<double> s;
-  AsterixState(int px, int py, int spawn_timer = 9, int move_timer = 4, int ramps = 0,
-               int ramp_timer = 50) {
-    s = {double(px), double(py), double(ramps), double(spawn_timer), double(move_timer),
-         double(ramp_timer)};
+  AsterixState(int px, int py, int spawn_timer = 9, int move_timer = 4, int ramps = 0, int ramp_timer = 50) {
+    s = {double(px), double(py), double(ramps), double(spawn_timer), double(move_timer), double(ramp_timer)};
     for (int i = 0; i < 8; ++i) s.insert(s.end(), {0.0, 0.0, 1.0, 0.0});
     s.push_back(0);
     s.push_back(0);
@@ -171,10 +169,9 @@ TEST_CASE("MinAtar Asterix: player moves, collisions, gold, spawns, ramping", "[
       env.set_state(st.s);
       const auto r = env.step(kNoop, obs.data());
       REQUIRE_FALSE(r.terminated);
-      REQUIRE(cell(obs, 1, 6, 0) + cell(obs, 1, 6, 9) + cell(obs, 3, 6, 0) + cell(obs, 3, 6, 9) ==
-              1);
+      REQUIRE(cell(obs, 1, 6, 0) + cell(obs, 1, 6, 9) + cell(obs, 3, 6, 0) + cell(obs, 3, 6, 9) == 1);
       REQUIRE(cell(obs, 2, 6, 0) + cell(obs, 2, 6, 1) + cell(obs, 2, 6, 8) + cell(obs, 2, 6, 9) ==
-              0);  // no trail before the first move
+              0);                         // no trail before the first move
       REQUIRE(env.get_state()[3] == 10);  // spawn timer restarted with the period
     }
     // All lanes taken: no spawn.
@@ -251,10 +248,8 @@ namespace {
 /// fire timer, aliens, friendly bullets, enemy bullets (10x10 each), last action, t]`.
 struct InvadersState {
   std::vector<double> s;
-  InvadersState(int cx, int dir = -1, int waves = 0, int cooldown = 0, int move_timer = 9,
-                int enemy_timer = 9) {
-    s = {double(cx), double(dir), double(waves), double(cooldown), double(move_timer),
-         double(enemy_timer)};
+  InvadersState(int cx, int dir = -1, int waves = 0, int cooldown = 0, int move_timer = 9, int enemy_timer = 9) {
+    s = {double(cx), double(dir), double(waves), double(cooldown), double(move_timer), double(enemy_timer)};
     s.resize(6 + 300 + 2, 0.0);
   }
   InvadersState& alien(int y, int x) {
@@ -275,8 +270,7 @@ constexpr int kSiNoop = 0, kSiLeft = 1, kSiRight = 2, kSiFire = 3;  // minimal s
 
 }  // namespace
 
-TEST_CASE("MinAtar Space Invaders: ids, start, firing, alien moves, enemy fire",
-          "[rl][minatar]") {
+TEST_CASE("MinAtar Space Invaders: ids, start, firing, alien moves, enemy fire", "[rl][minatar]") {
   using herd::rl::MinAtarSpaceInvaders;
   for (const char* id : {"MinAtar/SpaceInvaders-v0", "MinAtar/SpaceInvaders-v1"}) {
     auto env = herd::rl::make_env(id);
@@ -429,16 +423,13 @@ namespace {
 struct SeaquestState {
   std::vector<double> s;
   int n_enemies = 0, n_divers = 0;
-  SeaquestState(int x, int y, int facing = -1, int oxygen = 200, int divers = 0,
-                int cooldown = 0, int enemy_timer = 15, int diver_timer = 25,
-                int surfacings = 0) {
-    s = {double(x),      double(y),           double(facing),      double(oxygen),
-         double(divers), double(cooldown),    double(enemy_timer), double(diver_timer),
-         double(surfacings)};
+  SeaquestState(int x, int y, int facing = -1, int oxygen = 200, int divers = 0, int cooldown = 0, int enemy_timer = 15,
+                int diver_timer = 25, int surfacings = 0) {
+    s = {double(x),        double(y),           double(facing),      double(oxygen),    double(divers),
+         double(cooldown), double(enemy_timer), double(diver_timer), double(surfacings)};
     s.resize(9 + 200 + 7 * 32 + 6 * 16 + 2, 0.0);
   }
-  SeaquestState& enemy(int lane, int kind, int x, int dir, int move_timer = 4,
-                       int fire_timer = 9, int moved = 1) {
+  SeaquestState& enemy(int lane, int kind, int x, int dir, int move_timer = 4, int fire_timer = 9, int moved = 1) {
     double* o = s.data() + 209 + 7 * n_enemies++;
     const double v[7] = {double(kind),       double(lane),       double(x),    double(dir),
                          double(move_timer), double(fire_timer), double(moved)};
@@ -447,8 +438,7 @@ struct SeaquestState {
   }
   SeaquestState& diver(int lane, int x, int dir, int move_timer = 4, int moved = 1) {
     double* o = s.data() + 209 + 7 * 32 + 6 * n_divers++;
-    const double v[6] = {1.0, double(lane), double(x), double(dir), double(move_timer),
-                         double(moved)};
+    const double v[6] = {1.0, double(lane), double(x), double(dir), double(move_timer), double(moved)};
     std::copy(v, v + 6, o);
     return *this;
   }
@@ -494,8 +484,7 @@ TEST_CASE("MinAtar Seaquest: ids, start, first spawns, moves and oxygen", "[rl][
     CHECK(channel_sum(obs, 5) + channel_sum(obs, 6) == 1);
     int row = -1;
     for (int y = 1; y <= 8; ++y) {
-      if (cell(obs, 5, y, 0) + cell(obs, 5, y, 9) + cell(obs, 6, y, 0) + cell(obs, 6, y, 9) > 0)
-        row = y;
+      if (cell(obs, 5, y, 0) + cell(obs, 5, y, 9) + cell(obs, 6, y, 0) + cell(obs, 6, y, 9) > 0) row = y;
     }
     CHECK(row > 0);
     CHECK(channel_sum(obs, 3) == 0);

@@ -69,8 +69,8 @@ TEST_CASE("make_encoder on CUDA: parameters, outputs and gradients match the CPU
     const nn::Tensor xg = x.to(kGpu);
     const nn::Tensor r = random_input(6, out_cpu, 4);
     const nn::Tensor rg = r.to(kGpu);
-    const std::string what = "encoder of shape " + std::to_string(c.shape.size()) + "-D, " +
-                             std::to_string(c.spec.conv.size()) + " conv";
+    const std::string what =
+        "encoder of shape " + std::to_string(c.shape.size()) + "-D, " + std::to_string(c.spec.conv.size()) + " conv";
     check_close(cpu->forward(x).to_vector(), host_values(gpu->forward(xg)), 2e-4, 1e-6, what + " output");
     cpu->zero_grad();
     gpu->zero_grad();

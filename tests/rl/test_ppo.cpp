@@ -230,12 +230,12 @@ TEST_CASE("Sampler: results do not depend on the thread count", "[rl]") {
 namespace {
 TrainConfig small_config(const std::string& algo) {
   std::string text;
-  TrainConfig c = resolve_train_config(
-      io::Config("<test>"),
-      {"algorithm=" + algo, "sampler.num_envs=4", "sampler.num_steps=16", "total_steps=384", "algo.epochs=2",
-       "algo.minibatch_size=32", "normalize.obs=true", "normalize.reward=true", "seed=5",
-       "output_prefix=test_rl_resume_" + algo},
-      &text);
+  TrainConfig c =
+      resolve_train_config(io::Config("<test>"),
+                           {"algorithm=" + algo, "sampler.num_envs=4", "sampler.num_steps=16", "total_steps=384",
+                            "algo.epochs=2", "algo.minibatch_size=32", "normalize.obs=true", "normalize.reward=true",
+                            "seed=5", "output_prefix=test_rl_resume_" + algo},
+                           &text);
   return c;
 }
 }  // namespace
@@ -341,8 +341,8 @@ TEST_CASE("Config: sizes checked before narrowing, max_memory, and a warning for
   CHECK_THAT(one.warnings[0], Catch::Contains("algo.minibatch_size is 1"));
   CHECK(resolve_train_config(none, {"algo.minibatch_size=1", "algo.normalize_advantage=false"}).warnings.empty());
   // The Trainer refuses a run above max_memory before it allocates the rollout.
-  const TrainConfig big = resolve_train_config(none, {"sampler.num_envs=4096", "sampler.num_steps=4096",
-                                                      "max_memory=100MB"});
+  const TrainConfig big =
+      resolve_train_config(none, {"sampler.num_envs=4096", "sampler.num_steps=4096", "max_memory=100MB"});
   CHECK_THROWS_WITH(Trainer(big, ""), Catch::Contains("4096 envs x 4096 steps") && Catch::Contains("max_memory is"));
   CHECK(training_memory_need(big, 4, 1) > 1e9);
 }

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include "herd/core/error.hpp"
 #include "herd/io/checkpoint.hpp"
@@ -147,11 +147,25 @@ TEST_CASE("Trainer::progress_row maps the curve's columns to the CSV's", "[rl]")
       if (std::string(herd::rl::kCurveColumns[k]) == name) return static_cast<double>(k);
     return -1.0;
   };
-  const char* curve_names[] = {"iteration",      "env_steps",          "wall_seconds",      "episodes",
-                               "return_mean",    "return_min",         "return_max",        "episode_length",
-                               "episode_length_min", "episode_length_max", "policy_loss",   "value_loss",
-                               "entropy",        "approx_kl",          "clip_fraction",     "explained_variance",
-                               "learning_rate",  "sample_steps_per_second", "train_steps_per_second"};
+  const char* curve_names[] = {"iteration",
+                               "env_steps",
+                               "wall_seconds",
+                               "episodes",
+                               "return_mean",
+                               "return_min",
+                               "return_max",
+                               "episode_length",
+                               "episode_length_min",
+                               "episode_length_max",
+                               "policy_loss",
+                               "value_loss",
+                               "entropy",
+                               "approx_kl",
+                               "clip_fraction",
+                               "explained_variance",
+                               "learning_rate",
+                               "sample_steps_per_second",
+                               "train_steps_per_second"};
   for (std::size_t k = 0; k < p.size(); ++k) {
     INFO(herd::rl::kProgressColumns[k]);
     CHECK(p[k] == at(curve_names[k]));
@@ -160,7 +174,8 @@ TEST_CASE("Trainer::progress_row maps the curve's columns to the CSV's", "[rl]")
 
 namespace {
 herd::rl::TrainConfig small_config(const fs::path& dir, std::string* text, std::vector<std::string> extra = {}) {
-  std::vector<std::string> sets = {"total_steps=512", "sampler.num_envs=4", "sampler.num_steps=32", "algo.epochs=1",
+  std::vector<std::string> sets = {"total_steps=512",        "sampler.num_envs=4",
+                                   "sampler.num_steps=32",   "algo.epochs=1",
                                    "algo.minibatch_size=64", "output_prefix=" + (dir / "run").string()};
   sets.insert(sets.end(), extra.begin(), extra.end());
   return herd::rl::load_train_config("", sets, text);

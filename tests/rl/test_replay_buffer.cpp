@@ -41,11 +41,10 @@ std::map<std::uint64_t, Seen> sample_all(const ReplayBuffer& rb, int draws = 400
   auto cur = RngStream(7, 0, RngPurpose::kShuffle).at(0);
   rb.sample(static_cast<std::size_t>(draws), cur, 1.0, s);
   for (int i = 0; i < draws; ++i)
-    out[s.indices[static_cast<std::size_t>(i)]] = {s.obs[static_cast<std::size_t>(i)],
-                                                    s.next_obs[static_cast<std::size_t>(i)],
-                                                    s.returns[static_cast<std::size_t>(i)],
-                                                    s.discounts[static_cast<std::size_t>(i)],
-                                                    s.steps[static_cast<std::size_t>(i)]};
+    out[s.indices[static_cast<std::size_t>(i)]] = {
+        s.obs[static_cast<std::size_t>(i)], s.next_obs[static_cast<std::size_t>(i)],
+        s.returns[static_cast<std::size_t>(i)], s.discounts[static_cast<std::size_t>(i)],
+        s.steps[static_cast<std::size_t>(i)]};
   return out;
 }
 
@@ -79,7 +78,7 @@ TEST_CASE("SumTree keeps sums, finds by prefix and rebuilds bit for bit", "[rl][
   CHECK(t.find(2.5) == 3);
   CHECK(t.find(3.75) == 4);
   CHECK(t.find(3.999) == 4);
-  CHECK(t.find(4.0) == 4);   // at the total (rounding): the last positive leaf
+  CHECK(t.find(4.0) == 4);  // at the total (rounding): the last positive leaf
   CHECK(t.find(100.0) == 4);
   t.set(2, 0.0);
   CHECK(t.total() == 2.0);
@@ -195,8 +194,7 @@ TEST_CASE("Uniform replay samples valid transitions equally often", "[rl][replay
   CHECK(chi_square(counts, std::vector<double>(6, 1.0 / 6), 60000) < 20.515);
 }
 
-TEST_CASE("n-step returns match the written-out sums, cut at terminated, bootstrapped at truncated",
-          "[rl][replay]") {
+TEST_CASE("n-step returns match the written-out sums, cut at terminated, bootstrapped at truncated", "[rl][replay]") {
   ReplayBufferOptions o;
   o.capacity = 64;
   o.n_step = 3;
@@ -228,9 +226,9 @@ TEST_CASE("n-step returns match the written-out sums, cut at terminated, bootstr
   };
   check(0, 0, 3, 1 + 0.5 * 2 + 0.25 * 4, 0.125, 3);
   check(1, 1, 10, 2 + 0.5 * 4 + 0.25 * 8, 0.0, 3);  // terminates within the horizon (next obs unused)
-  check(2, 2, 10, 4 + 0.5 * 8, 0.0, 2);              // next obs irrelevant (discount 0)
+  check(2, 2, 10, 4 + 0.5 * 8, 0.0, 2);             // next obs irrelevant (discount 0)
   check(3, 3, 10, 8, 0.0, 1);
-  check(4, 10, 12, 16 + 0.5 * 32, 0.25, 2);          // truncated: bootstrap from the final obs
+  check(4, 10, 12, 16 + 0.5 * 32, 0.25, 2);  // truncated: bootstrap from the final obs
   check(5, 11, 12, 32, 0.5, 1);
   check(7, 20, 23, 64 + 0.5 * 128 + 0.25 * 256, 0.125, 3);
   check(8, 21, 24, 128 + 0.5 * 256 + 0.25 * 512, 0.125, 3);
@@ -381,7 +379,7 @@ double check_rebuilt_stacks(const std::string& id, const WrapperOptions& w, bool
     rb.add(obs.data(), act.data(), pool.rewards().data(), term.data(), trunc.data(), pool.final_obs().data());
     for (std::size_t b = 0; b < B; ++b) {
       mirror[b * per_env + written[b]++ % per_env].assign(obs.begin() + static_cast<std::ptrdiff_t>(b * D),
-                                                           obs.begin() + static_cast<std::ptrdiff_t>((b + 1) * D));
+                                                          obs.begin() + static_cast<std::ptrdiff_t>((b + 1) * D));
       terminations += term[b];
       if (trunc[b] && !term[b]) {
         ++truncations;
@@ -420,8 +418,7 @@ double check_rebuilt_stacks(const std::string& id, const WrapperOptions& w, bool
 
 }  // namespace
 
-TEST_CASE("Frame-stack replay stores each frame once and rebuilds the wrapper's stacks exactly",
-          "[rl][replay]") {
+TEST_CASE("Frame-stack replay stores each frame once and rebuilds the wrapper's stacks exactly", "[rl][replay]") {
   // MinAtar Breakout (uint8, episodes end by terminations and by a 13-step time limit) and
   // CartPole (float32, 3 frames, 9-step limit): random episodes, resets, truncations with
   // final slots, rings wrapping many times; every sampled stack equals the stacked
@@ -492,8 +489,8 @@ TEST_CASE("Frame-stack replay: bytes per transition, refusals, checkpoint round 
   auto c = RngStream(2, 0, RngPurpose::kShuffle).at(0);
   rb.sample(200, c, 1.0, s);
   std::map<std::uint64_t, std::vector<float>> seen;
-  for (std::size_t i = 0; i < 200; ++i) seen[s.indices[i]] = {s.obs[2 * i], s.obs[2 * i + 1], s.next_obs[2 * i],
-                                                               s.next_obs[2 * i + 1]};
+  for (std::size_t i = 0; i < 200; ++i)
+    seen[s.indices[i]] = {s.obs[2 * i], s.obs[2 * i + 1], s.next_obs[2 * i], s.next_obs[2 * i + 1]};
   // Slots: 0 (5,5)->(5,6); 1 (5,6) truncated -> final (6,7) in slot 2; 3 (9,9)->(9,10);
   // 4 (9,10) terminated; 5 (3,3) waits for its next step.
   CHECK(seen.size() == 4);

@@ -26,8 +26,7 @@ namespace {
 /// step; the game ends (terminated) when none is left. Reward t - 2 (-1, 0, 1, 2, ...).
 class LivesEnv final : public Env {
  public:
-  LivesEnv()
-      : Env("Lives-test", herd::rl::Space::box({-1e9, -1e9}, {1e9, 1e9}), herd::rl::Space::discrete(2), 3, 0) {}
+  LivesEnv() : Env("Lives-test", herd::rl::Space::box({-1e9, -1e9}, {1e9, 1e9}), herd::rl::Space::discrete(2), 3, 0) {}
   bool has_lives() const override { return true; }
   std::int64_t lives() const override { return lives_; }
   std::vector<double> get_state() const override { return {double(games_), double(t_), double(lives_)}; }
@@ -64,9 +63,7 @@ class LivesEnv final : public Env {
   int games_ = 0, t_ = 0, lives_ = 3;
 };
 
-std::unique_ptr<Env> lives_env(const WrapperOptions& o) {
-  return herd::rl::wrap_env(std::make_unique<LivesEnv>(), o);
-}
+std::unique_ptr<Env> lives_env(const WrapperOptions& o) { return herd::rl::wrap_env(std::make_unique<LivesEnv>(), o); }
 
 std::vector<float> obs_of(Env& e) {
   std::vector<float> o(e.obs_dim());
@@ -151,15 +148,13 @@ TEST_CASE("frame stack in the EnvPool: the auto-reset row holds the new episode'
   pool.step(a);  // t = 4: the time limit
   CHECK(pool.truncated()[0] == 1);
   CHECK(pool.terminated()[0] == 0);
-  CHECK(std::vector<float>(pool.final_obs().begin(), pool.final_obs().begin() + 4) ==
-        std::vector<float>{13, 2, 14, 2});
+  CHECK(std::vector<float>(pool.final_obs().begin(), pool.final_obs().begin() + 4) == std::vector<float>{13, 2, 14, 2});
   CHECK(std::vector<float>(pool.obs().begin(), pool.obs().begin() + 4) == std::vector<float>{20, 3, 20, 3});
   pool.step(a);
   CHECK(std::vector<float>(pool.obs().begin(), pool.obs().begin() + 4) == std::vector<float>{20, 3, 21, 3});
 }
 
-TEST_CASE("episodic life in the EnvPool: the auto-reset row continues the game after a lost life",
-          "[rl][wrappers]") {
+TEST_CASE("episodic life in the EnvPool: the auto-reset row continues the game after a lost life", "[rl][wrappers]") {
   herd::rl::register_env("Lives-test", [] { return std::make_unique<LivesEnv>(); });
   WrapperOptions o;
   o.episodic_life = true;
@@ -176,7 +171,7 @@ TEST_CASE("episodic life in the EnvPool: the auto-reset row continues the game a
   CHECK(pool.truncated()[0] == 0);
   CHECK(std::vector<float>(pool.final_obs().begin(), pool.final_obs().end()) == std::vector<float>{13, 2});
   CHECK(std::vector<float>(pool.obs().begin(), pool.obs().end()) == std::vector<float>{14, 2});  // the no-op step
-  pool.step(a);  // t = 5
+  pool.step(a);                                                                                  // t = 5
   pool.step(a);  // t = 6: a life lost, the no-op step t = 7
   CHECK(pool.terminated()[0] == 1);
   CHECK(std::vector<float>(pool.obs().begin(), pool.obs().end()) == std::vector<float>{17, 1});
@@ -255,8 +250,8 @@ TEST_CASE("time limit: truncated (not terminated) after max_episode_steps game s
   env->reset(0, obs.data());
   env->step(1, obs.data());
   env->step(1, obs.data());
-  CHECK(env->step(1, obs.data()).terminated);  // life lost at t = 3
-  env->reset(obs.data());                      // no-op: t = 4
+  CHECK(env->step(1, obs.data()).terminated);     // life lost at t = 3
+  env->reset(obs.data());                         // no-op: t = 4
   const StepResult r = env->step(1, obs.data());  // t = 5
   CHECK(r.truncated);
   CHECK(!r.terminated);

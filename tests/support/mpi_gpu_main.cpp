@@ -5,8 +5,8 @@
 // it runs the tests on every rank with rank r on device r and fails on every rank when any
 // rank failed, as mpi_main.cpp does.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 #include <cstdio>
 

@@ -1,8 +1,8 @@
 // Catch2 main for MPI test executables: initialises MPI, runs the tests on every rank,
 // and fails on every rank when any rank failed (so mpiexec's exit code is meaningful).
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
+#include <catch2/catch.hpp>
 
 int main(int argc, char** argv) {
   int provided = 0;

@@ -44,8 +44,8 @@ std::vector<std::byte> read_file_bytes(const std::string& path);
 /// of the data (the same for every pattern of appends). Not thread-safe.
 struct BlockChecksums {
   static constexpr std::uint64_t kBlockBytes = std::uint64_t{1} << 20;  ///< 1 MiB
-  std::vector<std::uint32_t> crcs;  ///< one per block, the last possibly partial
-  std::uint64_t bytes = 0;          ///< bytes covered
+  std::vector<std::uint32_t> crcs;                                      ///< one per block, the last possibly partial
+  std::uint64_t bytes = 0;                                              ///< bytes covered
 
   /// Extends the checksums over appended bytes.
   void add(std::span<const std::byte> data);

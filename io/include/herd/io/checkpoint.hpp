@@ -58,22 +58,16 @@ class CheckpointWriter {
   void add_bytes(std::string_view name, std::span<const std::byte> bytes);
   /// Adds a section holding a contiguous array of trivially copyable values.
   template <class T>
-    requires std::is_trivially_copyable_v<T>
-  void add(std::string_view name, std::span<const T> values) {
-    add_bytes(name, std::as_bytes(values));
-  }
+  requires std::is_trivially_copyable_v<T>
+  void add(std::string_view name, std::span<const T> values) { add_bytes(name, std::as_bytes(values)); }
   /// Adds a section holding a vector of trivially copyable values.
   template <class T>
-    requires std::is_trivially_copyable_v<T>
-  void add(std::string_view name, const std::vector<T>& values) {
-    add(name, std::span<const T>(values));
-  }
+  requires std::is_trivially_copyable_v<T>
+  void add(std::string_view name, const std::vector<T>& values) { add(name, std::span<const T>(values)); }
   /// Adds a section holding one trivially copyable value.
   template <class T>
-    requires std::is_trivially_copyable_v<T>
-  void add_value(std::string_view name, const T& value) {
-    add(name, std::span<const T>(&value, 1));
-  }
+  requires std::is_trivially_copyable_v<T>
+  void add_value(std::string_view name, const T& value) { add(name, std::span<const T>(&value, 1)); }
   /// Adds a section holding a string.
   void add_string(std::string_view name, std::string_view text);
 
@@ -113,8 +107,8 @@ class CheckpointReader {
   /// Section `name` as an array of `T`. @throws IoError when missing or its size is not a
   /// multiple of `sizeof(T)`.
   template <class T>
-    requires std::is_trivially_copyable_v<T>
-  std::vector<T> get(std::string_view name) const {
+  requires std::is_trivially_copyable_v<T> std::vector<T> get(std::string_view name)
+  const {
     auto b = bytes(name);
     check_multiple(name, b.size(), sizeof(T));
     std::vector<T> out(b.size() / sizeof(T));
@@ -123,8 +117,8 @@ class CheckpointReader {
   }
   /// Section `name` as one `T`. @throws IoError when missing or of another size.
   template <class T>
-    requires std::is_trivially_copyable_v<T>
-  T value(std::string_view name) const {
+  requires std::is_trivially_copyable_v<T> T value(std::string_view name)
+  const {
     auto b = bytes(name);
     check_size(name, b.size(), sizeof(T));
     T v;

@@ -18,9 +18,9 @@ namespace herd::io {
 
 /// One named array.
 struct DataArray {
-  std::vector<double> values;       ///< row-major elements
-  std::vector<std::size_t> shape;   ///< empty for a scalar
-  bool integer = true;              ///< every element was written as an integer
+  std::vector<double> values;      ///< row-major elements
+  std::vector<std::size_t> shape;  ///< empty for a scalar
+  bool integer = true;             ///< every element was written as an integer
   std::size_t size() const noexcept { return values.size(); }
 };
 

@@ -93,8 +93,8 @@ hid_t native_type() {
 template <class T>
 inline constexpr bool is_h5_numeric_v =
     std::is_same_v<T, double> || std::is_same_v<T, float> || std::is_same_v<T, std::int32_t> ||
-    std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint8_t> ||
-    std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::uint64_t>;
+    std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint32_t> ||
+    std::is_same_v<T, std::uint64_t>;
 
 }  // namespace detail
 
@@ -141,44 +141,42 @@ class H5Object {
 
   /// Writes a numeric scalar attribute. @throws IoError
   template <class T>
-    requires detail::is_h5_numeric_v<T>
+  requires detail::is_h5_numeric_v<T>
   void set_attribute(std::string_view name, T value) {
     write_attribute_raw(name, detail::native_type<T>(), &value, 1, true);
   }
   /// Writes a 1-D numeric attribute. @throws IoError
   template <class T>
-    requires detail::is_h5_numeric_v<T>
+  requires detail::is_h5_numeric_v<T>
   void set_attribute(std::string_view name, std::span<const T> values) {
     write_attribute_raw(name, detail::native_type<T>(), values.data(), values.size(), false);
   }
   /// Writes a 1-D numeric attribute from a vector. @throws IoError
   template <class T>
-    requires detail::is_h5_numeric_v<T>
+  requires detail::is_h5_numeric_v<T>
   void set_attribute(std::string_view name, const std::vector<T>& values) {
     set_attribute(name, std::span<const T>(values));
   }
   /// Writes a scalar string attribute (variable-length UTF-8). @throws IoError
   void set_attribute(std::string_view name, std::string_view value);
   /// Writes a scalar string attribute. @throws IoError
-  void set_attribute(std::string_view name, const char* value) {
-    set_attribute(name, std::string_view(value));
-  }
+  void set_attribute(std::string_view name, const char* value) { set_attribute(name, std::string_view(value)); }
   /// Writes a 1-D string attribute (variable-length UTF-8). @throws IoError
   void set_attribute(std::string_view name, const std::vector<std::string>& values);
 
   /// Reads a numeric scalar attribute, converting as HDF5 does.
   /// @throws IoError when missing, not numeric, or not one element.
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  T attribute(std::string_view name) const {
+  requires detail::is_h5_numeric_v<T> T attribute(std::string_view name)
+  const {
     T v{};
     read_attribute_raw(name, detail::native_type<T>(), &v, 1, true);
     return v;
   }
   /// Reads a numeric attribute of any size as a vector. @throws IoError
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  std::vector<T> attribute_vector(std::string_view name) const {
+  requires detail::is_h5_numeric_v<T> std::vector<T> attribute_vector(std::string_view name)
+  const {
     std::vector<T> v(attribute_size(name));
     read_attribute_raw(name, detail::native_type<T>(), v.data(), v.size(), false);
     return v;
@@ -196,10 +194,8 @@ class H5Object {
   /// "file.h5:/object/path", for messages.
   std::string where() const { return where_of(path_); }
   std::string where_of(const std::string& object_path) const;
-  void write_attribute_raw(std::string_view name, hid_t mem_type, const void* data,
-                           std::size_t n, bool scalar);
-  void read_attribute_raw(std::string_view name, hid_t mem_type, void* data, std::size_t n,
-                          bool scalar) const;
+  void write_attribute_raw(std::string_view name, hid_t mem_type, const void* data, std::size_t n, bool scalar);
+  void read_attribute_raw(std::string_view name, hid_t mem_type, void* data, std::size_t n, bool scalar) const;
 
   detail::H5Handle handle_;
   std::string path_;
@@ -221,23 +217,19 @@ class H5Dataset : public H5Object {
   /// Writes the whole dataset; `data.size()` must equal `size()`.
   /// @throws InputError on a size mismatch, IoError on HDF5 failure.
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  void write(std::span<const T> data) {
-    write_raw(detail::native_type<T>(), data.data(), data.size());
-  }
+  requires detail::is_h5_numeric_v<T>
+  void write(std::span<const T> data) { write_raw(detail::native_type<T>(), data.data(), data.size()); }
   /// Writes the whole dataset from a vector. @throws InputError, IoError
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  void write(const std::vector<T>& data) {
-    write(std::span<const T>(data));
-  }
+  requires detail::is_h5_numeric_v<T>
+  void write(const std::vector<T>& data) { write(std::span<const T>(data)); }
   /// Writes a whole string dataset. @throws InputError, IoError
   void write_strings(const std::vector<std::string>& data);
 
   /// Reads the whole dataset (converting numeric types as HDF5 does). @throws IoError
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  std::vector<T> read() const {
+  requires detail::is_h5_numeric_v<T> std::vector<T> read()
+  const {
     std::vector<T> v(size());
     read_raw(detail::native_type<T>(), v.data(), v.size());
     return v;
@@ -245,8 +237,8 @@ class H5Dataset : public H5Object {
   /// Reads rows `[first, first + count)` along dimension 0, row-major.
   /// @throws InputError when out of range, IoError on HDF5 failure.
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  std::vector<T> read_rows(hsize_t first, hsize_t count) const {
+  requires detail::is_h5_numeric_v<T> std::vector<T> read_rows(hsize_t first, hsize_t count)
+  const {
     std::vector<T> v(count * row_size());
     read_rows_raw(detail::native_type<T>(), first, count, v.data());
     return v;
@@ -259,16 +251,12 @@ class H5Dataset : public H5Object {
   /// without holding it in memory.
   /// @throws InputError on a size mismatch or a non-extendible dataset, IoError on HDF5 failure.
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  void append(std::span<const T> rows) {
-    append_raw(detail::native_type<T>(), rows.data(), rows.size());
-  }
+  requires detail::is_h5_numeric_v<T>
+  void append(std::span<const T> rows) { append_raw(detail::native_type<T>(), rows.data(), rows.size()); }
   /// Appends rows from a vector. @throws InputError, IoError
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  void append(const std::vector<T>& rows) {
-    append(std::span<const T>(rows));
-  }
+  requires detail::is_h5_numeric_v<T>
+  void append(const std::vector<T>& rows) { append(std::span<const T>(rows)); }
   /// Number of elements in one row (product of dimensions 1..; 1 for a 1-D dataset).
   std::size_t row_size() const;
 
@@ -316,9 +304,8 @@ class H5Group : public H5Object {
   /// For an extendible dataset `shape[0]` is the initial length (often 0).
   /// @throws InputError on bad options, IoError when it exists or on HDF5 failure.
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  H5Dataset create_dataset(std::string_view name, const std::vector<hsize_t>& shape,
-                           const DatasetOptions& options = {}) {
+  requires detail::is_h5_numeric_v<T> H5Dataset create_dataset(std::string_view name, const std::vector<hsize_t>& shape,
+                                                               const DatasetOptions& options = {}) {
     return create_dataset_raw(name, detail::native_type<T>(), shape, options);
   }
   /// Creates a variable-length UTF-8 string dataset. @throws InputError, IoError
@@ -330,9 +317,9 @@ class H5Group : public H5Object {
   /// Creates and writes a dataset in one call; `shape` empty means 1-D of `data.size()`.
   /// @throws InputError when the shape does not match the data, IoError on failure.
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  H5Dataset write(std::string_view name, std::span<const T> data, std::vector<hsize_t> shape = {},
-                  const DatasetOptions& options = {}) {
+  requires detail::is_h5_numeric_v<T> H5Dataset write(std::string_view name, std::span<const T> data,
+                                                      std::vector<hsize_t> shape = {},
+                                                      const DatasetOptions& options = {}) {
     if (shape.empty()) shape = {static_cast<hsize_t>(data.size())};
     H5Dataset ds = create_dataset<T>(name, shape, options);
     ds.write(data);
@@ -340,15 +327,14 @@ class H5Group : public H5Object {
   }
   /// As above, from a vector.
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  H5Dataset write(std::string_view name, const std::vector<T>& data, std::vector<hsize_t> shape = {},
-                  const DatasetOptions& options = {}) {
+  requires detail::is_h5_numeric_v<T> H5Dataset write(std::string_view name, const std::vector<T>& data,
+                                                      std::vector<hsize_t> shape = {},
+                                                      const DatasetOptions& options = {}) {
     return write(name, std::span<const T>(data), std::move(shape), options);
   }
   /// Writes a scalar numeric dataset.
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  H5Dataset write_scalar(std::string_view name, T value) {
+  requires detail::is_h5_numeric_v<T> H5Dataset write_scalar(std::string_view name, T value) {
     H5Dataset ds = create_dataset<T>(name, {});
     ds.write(std::span<const T>(&value, 1));
     return ds;
@@ -357,25 +343,21 @@ class H5Group : public H5Object {
   H5Dataset write_strings(std::string_view name, const std::vector<std::string>& data);
   /// Reads a whole dataset. @throws IoError
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  std::vector<T> read(std::string_view name) const {
-    return open_dataset(name).read<T>();
-  }
+  requires detail::is_h5_numeric_v<T> std::vector<T> read(std::string_view name)
+  const { return open_dataset(name).read<T>(); }
 
   /// Writes a netCDF-4 coordinate variable: a 1-D dataset `name` holding `values`, made a
   /// dimension scale of the same name. Attach it with `attach_dimensions`.
   /// @throws IoError
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  H5Dataset create_coordinate(std::string_view name, std::span<const T> values) {
+  requires detail::is_h5_numeric_v<T> H5Dataset create_coordinate(std::string_view name, std::span<const T> values) {
     H5Dataset ds = write(name, values);
     ds.make_scale(name);
     return ds;
   }
   /// As above, from a vector.
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  H5Dataset create_coordinate(std::string_view name, const std::vector<T>& values) {
+  requires detail::is_h5_numeric_v<T> H5Dataset create_coordinate(std::string_view name, const std::vector<T>& values) {
     return create_coordinate(name, std::span<const T>(values));
   }
   /// Creates a netCDF-4 dimension without coordinate values: a dimension scale of length
@@ -392,9 +374,9 @@ class H5Group : public H5Object {
   /// @throws InputError when `data.size()` differs from the product of the lengths,
   /// IoError when a scale is missing.
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  H5Dataset write_variable(std::string_view name, std::span<const T> data, const std::vector<std::string>& dims,
-                           const DatasetOptions& options = {}) {
+  requires detail::is_h5_numeric_v<T> H5Dataset write_variable(std::string_view name, std::span<const T> data,
+                                                               const std::vector<std::string>& dims,
+                                                               const DatasetOptions& options = {}) {
     H5Dataset ds = create_dataset<T>(name, dimension_shape(name, data.size(), dims), options);
     ds.write(data);
     attach_dimensions(ds, dims);
@@ -402,17 +384,17 @@ class H5Group : public H5Object {
   }
   /// As above, from a vector.
   template <class T>
-    requires detail::is_h5_numeric_v<T>
-  H5Dataset write_variable(std::string_view name, const std::vector<T>& data, const std::vector<std::string>& dims,
-                           const DatasetOptions& options = {}) {
+  requires detail::is_h5_numeric_v<T> H5Dataset write_variable(std::string_view name, const std::vector<T>& data,
+                                                               const std::vector<std::string>& dims,
+                                                               const DatasetOptions& options = {}) {
     return write_variable(name, std::span<const T>(data), dims, options);
   }
 
  private:
   friend class H5File;
   H5Group(detail::H5Handle h, std::string path) : H5Object(std::move(h), std::move(path)) {}
-  H5Dataset create_dataset_raw(std::string_view name, hid_t mem_type,
-                               const std::vector<hsize_t>& shape, const DatasetOptions& options);
+  H5Dataset create_dataset_raw(std::string_view name, hid_t mem_type, const std::vector<hsize_t>& shape,
+                               const DatasetOptions& options);
   std::string child_path(std::string_view name) const;
   std::vector<hsize_t> dimension_shape(std::string_view name, std::size_t size,
                                        const std::vector<std::string>& dims) const;

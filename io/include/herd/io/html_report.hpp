@@ -34,13 +34,13 @@ struct PlotSeries {
   /// A series named `name` with points (x[i], y[i]) drawn as `mark`.
   PlotSeries(std::string name_, std::vector<double> x_, std::vector<double> y_, Mark mark_ = Mark::kLine)
       : name(std::move(name_)), x(std::move(x_)), y(std::move(y_)), mark(mark_) {}
-  std::string name;        ///< legend label (also the `name` of the Vega dataset's series)
-  std::vector<double> x;   ///< abscissae
-  std::vector<double> y;   ///< ordinates, same size as `x`
+  std::string name;       ///< legend label (also the `name` of the Vega dataset's series)
+  std::vector<double> x;  ///< abscissae
+  std::vector<double> y;  ///< ordinates, same size as `x`
   Mark mark = Mark::kLine;
-  double opacity = 1.0;    ///< 0..1
-  std::string color;       ///< CSS colour; empty: the next of Vega's "category" (Tableau 10) colours
-  bool dashed = false;     ///< dashed line (reference curves)
+  double opacity = 1.0;  ///< 0..1
+  std::string color;     ///< CSS colour; empty: the next of Vega's "category" (Tableau 10) colours
+  bool dashed = false;   ///< dashed line (reference curves)
 };
 
 /// One panel: axes, labelled, holding series and horizontal reference lines.
@@ -57,7 +57,7 @@ struct Plot {
   /// Fixed axis ranges [min, max] (used when both are finite and min < max; else from the data).
   double x_min = std::numeric_limits<double>::quiet_NaN(), x_max = std::numeric_limits<double>::quiet_NaN();
   double y_min = std::numeric_limits<double>::quiet_NaN(), y_max = std::numeric_limits<double>::quiet_NaN();
-  int width = 260;              ///< plotting area, CSS pixels
+  int width = 260;  ///< plotting area, CSS pixels
   int height = 150;
 };
 

@@ -145,8 +145,7 @@ class Schema {
   SchemaKey& add_string_list(std::string name, std::optional<std::vector<std::string>> def, std::string doc);
   /// A matrix of floats given as rows; missing elements (namelist holes, short rows) take
   /// the default's elements. Overrides use TOML syntax: `--set m=[[1,0],[0,1]]`.
-  SchemaKey& add_float_matrix(std::string name, std::optional<std::vector<std::vector<double>>> def,
-                              std::string doc);
+  SchemaKey& add_float_matrix(std::string name, std::optional<std::vector<std::vector<double>>> def, std::string doc);
 
   /// Every problem of `config` (plus `overrides`, each "key=value"), one line each, in
   /// file order; empty when it is valid.

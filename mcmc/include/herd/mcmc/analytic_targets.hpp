@@ -61,10 +61,8 @@ struct GaussianLogDensity {
       }
       if (j < i) s0 += p[j] * (x[j] - mean[j]);
       const double t = ri * (s0 + s1);
-      if (i & 1)
-        q1 += t;
-      else
-        q0 += t;
+      if (i & 1) q1 += t;
+      else q0 += t;
     }
     return log_norm - 0.5 * (q0 + q1);
   }

@@ -34,9 +34,9 @@ std::vector<double> autocorrelation(std::span<const double> x);
 
 /// emcee's integrated autocorrelation time with its flag.
 struct IntegratedTime {
-  double tau = 0;            ///< the estimate
-  std::size_t window = 0;    ///< Sokal's window M: smallest M with M >= c * tau(M)
-  bool too_short = false;    ///< true when tol * tau > draws (the estimate is unreliable)
+  double tau = 0;          ///< the estimate
+  std::size_t window = 0;  ///< Sokal's window M: smallest M with M >= c * tau(M)
+  bool too_short = false;  ///< true when tol * tau > draws (the estimate is unreliable)
 };
 
 /// Integrated autocorrelation time as emcee 3 computes it: the per-walker FFT

@@ -119,12 +119,12 @@ struct BatchedSnapshot {
   std::int64_t draws_done = 0;      ///< thinned draws per chain already handed to the sink
   double seconds = 0.0;             ///< wall time of the run so far (every session)
   std::int64_t adaptive_updates = 0, chol_failures = 0;
-  std::vector<double> x;            ///< states `[M, d]`
-  std::vector<double> lp;           ///< their log densities `[M]`
-  std::vector<std::int64_t> accepted;        ///< accepted per stage `[M, stages]`
-  std::vector<std::int64_t> accepted_warmup; ///< `accepted` at the end of the warm-up (empty before it)
-  std::vector<std::int64_t> out_of_domain;   ///< `[M]`
-  std::vector<std::int64_t> nan_count;       ///< `[M]`
+  std::vector<double> x;                      ///< states `[M, d]`
+  std::vector<double> lp;                     ///< their log densities `[M]`
+  std::vector<std::int64_t> accepted;         ///< accepted per stage `[M, stages]`
+  std::vector<std::int64_t> accepted_warmup;  ///< `accepted` at the end of the warm-up (empty before it)
+  std::vector<std::int64_t> out_of_domain;    ///< `[M]`
+  std::vector<std::int64_t> nan_count;        ///< `[M]`
   /// Proposal factor(s): `[d, d]` (pooled, none) or `[M, d, d]` (per chain).
   std::vector<double> chol;
   /// Running adaptation estimates and the statistics' reference point: pooled `[1]`, `[d]`,
@@ -156,8 +156,7 @@ class BatchedDrawSink {
   virtual ~BatchedDrawSink() = default;
   /// Before any draws: M chains with global ids first_chain_id.., dimension d, and the
   /// number of draws per chain that will follow.
-  virtual void begin(std::int64_t num_chains, std::uint32_t first_chain_id, int ndim,
-                     std::int64_t draws_per_chain) = 0;
+  virtual void begin(std::int64_t num_chains, std::uint32_t first_chain_id, int ndim, std::int64_t draws_per_chain) = 0;
   /// Draws `first_draw .. first_draw + n` of every chain: `x` `[M, n, d]`, `lp` `[M, n]`.
   virtual void write_block(std::int64_t first_draw, std::int64_t n, const double* x, const double* lp) = 0;
   /// After the last block.
@@ -167,17 +166,16 @@ class BatchedDrawSink {
 /// Keeps all draws in memory (tests, small runs, reports).
 class MemoryBatchedSink final : public BatchedDrawSink {
  public:
-  void begin(std::int64_t num_chains, std::uint32_t first_chain_id, int ndim,
-             std::int64_t draws_per_chain) override;
+  void begin(std::int64_t num_chains, std::uint32_t first_chain_id, int ndim, std::int64_t draws_per_chain) override;
   void write_block(std::int64_t first_draw, std::int64_t n, const double* x, const double* lp) override;
   void finish() override {}
 
-  std::int64_t num_chains = 0;   ///< M
+  std::int64_t num_chains = 0;       ///< M
   std::uint32_t first_chain_id = 0;  ///< global id of chain 0
-  int ndim = 0;                  ///< d
-  std::int64_t draws = 0;        ///< draws per chain (all written by the end)
-  std::vector<double> x;         ///< `[M, draws, d]` row-major
-  std::vector<double> lp;        ///< `[M, draws]`
+  int ndim = 0;                      ///< d
+  std::int64_t draws = 0;            ///< draws per chain (all written by the end)
+  std::vector<double> x;             ///< `[M, draws, d]` row-major
+  std::vector<double> lp;            ///< `[M, draws]`
   /// Draws of coordinate j as `[M, draws]` row-major (for diagnostics).
   std::vector<double> coordinate(int j) const;
 };
@@ -193,8 +191,7 @@ class Hdf5BatchedSink final : public BatchedDrawSink {
   /// Creates (overwrites) `path`. @throws herd::IoError
   explicit Hdf5BatchedSink(const std::string& path, const std::string& group = "posterior");
   ~Hdf5BatchedSink() override;
-  void begin(std::int64_t num_chains, std::uint32_t first_chain_id, int ndim,
-             std::int64_t draws_per_chain) override;
+  void begin(std::int64_t num_chains, std::uint32_t first_chain_id, int ndim, std::int64_t draws_per_chain) override;
   void write_block(std::int64_t first_draw, std::int64_t n, const double* x, const double* lp) override;
   /// Writes the `draw` scale and closes the file.
   void finish() override;
@@ -206,20 +203,20 @@ class Hdf5BatchedSink final : public BatchedDrawSink {
 
 /// Summary of a batched run.
 struct BatchedDramResult {
-  std::int64_t num_chains = 0;            ///< M
-  std::int64_t proposals_per_chain = 0;   ///< warmup + steps
-  std::int64_t draws_per_chain = 0;       ///< steps / thin
-  double acceptance_rate = 0.0;           ///< accepted / proposals after the warm-up, over all chains
+  std::int64_t num_chains = 0;               ///< M
+  std::int64_t proposals_per_chain = 0;      ///< warmup + steps
+  std::int64_t draws_per_chain = 0;          ///< steps / thin
+  double acceptance_rate = 0.0;              ///< accepted / proposals after the warm-up, over all chains
   std::vector<std::int64_t> stage_accepted;  ///< accepted per stage after the warm-up, all chains
-  std::int64_t nan_count = 0;             ///< NaN log densities counted as -inf (all chains)
-  std::int64_t out_of_domain = 0;         ///< trials outside the box (all chains)
-  std::int64_t adaptive_updates = 0;      ///< factor replacements (per chain: summed over chains)
-  std::int64_t chol_failures = 0;         ///< updates that kept the previous factor
+  std::int64_t nan_count = 0;                ///< NaN log densities counted as -inf (all chains)
+  std::int64_t out_of_domain = 0;            ///< trials outside the box (all chains)
+  std::int64_t adaptive_updates = 0;         ///< factor replacements (per chain: summed over chains)
+  std::int64_t chol_failures = 0;            ///< updates that kept the previous factor
   /// Frozen stage-1 proposal covariance L L^T `[d, d]` (pooled / none: the shared one;
   /// per chain: chain 0's).
   std::vector<double> proposal_cov;
-  double seconds = 0.0;                   ///< wall time of the run
-  double chain_steps_per_second = 0.0;    ///< M * (warmup + steps) / seconds
+  double seconds = 0.0;                 ///< wall time of the run
+  double chain_steps_per_second = 0.0;  ///< M * (warmup + steps) / seconds
 };
 
 namespace detail {

@@ -43,38 +43,38 @@ inline constexpr int kMaxPath = kMaxStages + 1;
 
 /// Parameters shared by all chains (a trivially copyable value, passed to kernels).
 struct KernelParams {
-  int d = 0;                          ///< dimension
-  int stages = 1;                     ///< 1 + delayed-rejection stages (<= kMaxStages)
+  int d = 0;                                                   ///< dimension
+  int stages = 1;                                              ///< 1 + delayed-rejection stages (<= kMaxStages)
   double stage_scale[kMaxStages] = {1.0, 1.0, 1.0, 1.0, 1.0};  ///< c_1 = 1, c_2, ...
-  std::uint64_t seed = 0;             ///< the run's seed (Philox key)
-  std::uint32_t first_chain_id = 0;   ///< global chain id of row 0
-  bool has_box = false;               ///< whether `lower`/`upper` apply
-  const double* lower = nullptr;      ///< domain box `[d]` (host or device memory)
-  const double* upper = nullptr;      ///< `[d]`
-  const ZigguratTables* zig = nullptr;  ///< ziggurat tables (host or device memory)
-  bool chol_per_chain = false;        ///< `chol` is `[M, d, d]` (else one shared `[d, d]`)
-  bool adapting = false;              ///< accumulate warm-up statistics after each proposal
+  std::uint64_t seed = 0;                                      ///< the run's seed (Philox key)
+  std::uint32_t first_chain_id = 0;                            ///< global chain id of row 0
+  bool has_box = false;                                        ///< whether `lower`/`upper` apply
+  const double* lower = nullptr;                               ///< domain box `[d]` (host or device memory)
+  const double* upper = nullptr;                               ///< `[d]`
+  const ZigguratTables* zig = nullptr;                         ///< ziggurat tables (host or device memory)
+  bool chol_per_chain = false;                                 ///< `chol` is `[M, d, d]` (else one shared `[d, d]`)
+  bool adapting = false;                                       ///< accumulate warm-up statistics after each proposal
 };
 
 /// Struct-of-arrays state of M chains; all pointers are host or device memory.
 struct ChainArrays {
-  double* x = nullptr;        ///< current states `[M, d]`
-  double* lp = nullptr;       ///< their log densities `[M]`
-  double* y = nullptr;        ///< trial point of the pending stage `[M, d]`
-  double* w = nullptr;        ///< whitened delayed-rejection path `[M, stages + 1, d]` (w_0 = 0)
-  double* lpath = nullptr;    ///< log densities along the path `[M, stages + 1]`
-  double* chol = nullptr;     ///< proposal factor(s) L, lower, row-major: `[d, d]` or `[M, d, d]`
-  std::int32_t* stage = nullptr;      ///< stage of the pending trial `[M]` (0: none)
-  std::uint8_t* inside = nullptr;     ///< pending trial inside the domain box `[M]`
-  RngCursor* dr_cursor = nullptr;     ///< delayed-rejection cursor of the proposal `[M]`
-  std::int64_t* accepted = nullptr;   ///< accepted proposals per stage `[M, stages]`
+  double* x = nullptr;                    ///< current states `[M, d]`
+  double* lp = nullptr;                   ///< their log densities `[M]`
+  double* y = nullptr;                    ///< trial point of the pending stage `[M, d]`
+  double* w = nullptr;                    ///< whitened delayed-rejection path `[M, stages + 1, d]` (w_0 = 0)
+  double* lpath = nullptr;                ///< log densities along the path `[M, stages + 1]`
+  double* chol = nullptr;                 ///< proposal factor(s) L, lower, row-major: `[d, d]` or `[M, d, d]`
+  std::int32_t* stage = nullptr;          ///< stage of the pending trial `[M]` (0: none)
+  std::uint8_t* inside = nullptr;         ///< pending trial inside the domain box `[M]`
+  RngCursor* dr_cursor = nullptr;         ///< delayed-rejection cursor of the proposal `[M]`
+  std::int64_t* accepted = nullptr;       ///< accepted proposals per stage `[M, stages]`
   std::int64_t* out_of_domain = nullptr;  ///< trials outside the box `[M]`
   std::int64_t* nan_count = nullptr;      ///< NaN log densities (counted as -inf) `[M]`
   std::int64_t* posinf_count = nullptr;   ///< +inf log densities (an error; treated as -inf) `[M]`
   // Warm-up statistics since the last adaptive update, about a reference point:
-  double* ad_n = nullptr;     ///< proposals accumulated `[M]`
-  double* ad_s1 = nullptr;    ///< sum of (x - ref) `[M, d]`
-  double* ad_s2 = nullptr;    ///< sum of (x - ref)(x - ref)^T, lower triangle, `[M, d, d]`
+  double* ad_n = nullptr;          ///< proposals accumulated `[M]`
+  double* ad_s1 = nullptr;         ///< sum of (x - ref) `[M, d]`
+  double* ad_s2 = nullptr;         ///< sum of (x - ref)(x - ref)^T, lower triangle, `[M, d, d]`
   const double* ad_ref = nullptr;  ///< reference point: `[d]` (shared) or `[M, d]` (chol_per_chain)
 };
 
@@ -130,10 +130,10 @@ HERD_HOST_DEVICE inline void apply_factor(const double* l, const double* w, cons
 template <int MaxPath>
 struct DrRecursion {
   int d = 0;
-  const double* w = nullptr;      ///< `[m + 1, d]` whitened path
-  const double* lp = nullptr;     ///< `[m + 1]`
-  const double* scale = nullptr;  ///< stage scales c_1 = 1, c_2, ...
-  bool uniform = false;           ///< uniform (ellipsoid) proposals instead of Gaussian ones
+  const double* w = nullptr;       ///< `[m + 1, d]` whitened path
+  const double* lp = nullptr;      ///< `[m + 1]`
+  const double* scale = nullptr;   ///< stage scales c_1 = 1, c_2, ...
+  bool uniform = false;            ///< uniform (ellipsoid) proposals instead of Gaussian ones
   double dist2[MaxPath][MaxPath];  ///< squared whitened distances of the points in [lo, hi]
   double table[MaxPath][MaxPath];  ///< log acceptance of sub-path a -> b, filled by `log_alpha`
 
@@ -171,12 +171,9 @@ struct DrRecursion {
               den += log_q(j, f, f + dir * j) + log1m_exp(table[f][f + dir * j]);
               num += log_q(j, t, t - dir * j) + log1m_exp(table[t][t - dir * j]);
             }
-            if (num == kNegInf)
-              res = kNegInf;
-            else if (den == kNegInf)
-              res = 0.0;
-            else
-              res = num - den < 0.0 ? num - den : 0.0;  // min(0, num - den); NaN -> 0 as std::min(0.0, .)
+            if (num == kNegInf) res = kNegInf;
+            else if (den == kNegInf) res = 0.0;
+            else res = num - den < 0.0 ? num - den : 0.0;  // min(0, num - den); NaN -> 0 as std::min(0.0, .)
           }
           table[f][t] = res;
         }
@@ -246,8 +243,8 @@ HERD_HOST_DEVICE inline double checked_log_density(const ChainArrays& a, std::si
 /// Decides the pending stage of proposal k of chain i given the log density `lp` of its
 /// trial (already checked; ignored when the trial is outside the box). Returns true when
 /// a further delayed-rejection trial is pending in y (evaluate it and call again).
-HERD_HOST_DEVICE inline bool finish_stage(const KernelParams& p, const ChainArrays& a, std::size_t i,
-                                          std::uint64_t k, double lp) {
+HERD_HOST_DEVICE inline bool finish_stage(const KernelParams& p, const ChainArrays& a, std::size_t i, std::uint64_t k,
+                                          double lp) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   const int d = p.d;
   const std::size_t du = static_cast<std::size_t>(d);
@@ -331,13 +328,13 @@ HERD_HOST_DEVICE inline void pooled_pair_add(const ChainArrays& a, int d, std::s
 /// inline (`double f(const double* x, int d)`, host/device callable), then the warm-up
 /// accumulation when adapting. The fused path of functor targets.
 template <class F>
-HERD_HOST_DEVICE inline void fused_proposal(const KernelParams& p, const ChainArrays& a, std::size_t i,
-                                            std::uint64_t k, const F& f) {
+HERD_HOST_DEVICE inline void fused_proposal(const KernelParams& p, const ChainArrays& a, std::size_t i, std::uint64_t k,
+                                            const F& f) {
   const std::size_t du = static_cast<std::size_t>(p.d);
   begin_proposal(p, a, i, k);
   for (;;) {
-    const double lp = a.inside[i] ? checked_log_density(a, i, f(a.y + i * du, p.d))
-                                  : -std::numeric_limits<double>::infinity();
+    const double lp =
+        a.inside[i] ? checked_log_density(a, i, f(a.y + i * du, p.d)) : -std::numeric_limits<double>::infinity();
     if (!finish_stage(p, a, i, k, lp)) break;
   }
   if (p.adapting) accumulate(p, a, i);
@@ -366,9 +363,8 @@ struct LocalChain {
 /// increments back. The same per-chain functions on the same numbers in the same order as
 /// `fused_proposal` on the arrays, so the chain is bit-identical (tested on the host).
 template <int D, class F>
-HERD_HOST_DEVICE inline void segment_local(const KernelParams& p, const ChainArrays& a, std::size_t i,
-                                           std::uint64_t k0, std::uint64_t per, std::int64_t nd, const F& f,
-                                           double* bx, double* blp) {
+HERD_HOST_DEVICE inline void segment_local(const KernelParams& p, const ChainArrays& a, std::size_t i, std::uint64_t k0,
+                                           std::uint64_t per, std::int64_t nd, const F& f, double* bx, double* blp) {
   const int d = p.d;
   const std::size_t du = static_cast<std::size_t>(d);
   LocalChain<D> c;
@@ -456,9 +452,9 @@ HERD_HOST_DEVICE inline bool cholesky(const double* a, int d, double* l) {
 /// `work` (`[d, d]`; may alias s2). Returns 1 when the factor was replaced, 0 when the update
 /// was deferred (fewer than d + 1 proposals so far), -1 when the factorisation failed (the
 /// previous factor is kept). Adaptive Metropolis of Haario, Saksman & Tamminen (2001).
-HERD_HOST_DEVICE inline int merge_and_factor(int d, double n, const double* s1, const double* s2,
-                                             const double* ref, double& run_n, double* run_mean,
-                                             double* run_m2, double scale, double* chol, double* work) {
+HERD_HOST_DEVICE inline int merge_and_factor(int d, double n, const double* s1, const double* s2, const double* ref,
+                                             double& run_n, double* run_mean, double* run_m2, double scale,
+                                             double* chol, double* work) {
   const auto du = static_cast<std::size_t>(d);
   if (n > 0) {
     // Batch mean and scatter about it: M2_b = s2 - s1 s1^T / n.
@@ -467,8 +463,8 @@ HERD_HOST_DEVICE inline int merge_and_factor(int d, double n, const double* s1, 
       for (int c = 0; c <= r; ++c) {
         const double mb_r = ref[r] + s1[r] / n, mb_c = ref[c] + s1[c] / n;
         const double m2b = s2[static_cast<std::size_t>(r) * du + c] - s1[r] * s1[c] / n;
-        const double v = run_m2[static_cast<std::size_t>(r) * du + c] + m2b +
-                         f * (mb_r - run_mean[r]) * (mb_c - run_mean[c]);
+        const double v =
+            run_m2[static_cast<std::size_t>(r) * du + c] + m2b + f * (mb_r - run_mean[r]) * (mb_c - run_mean[c]);
         run_m2[static_cast<std::size_t>(r) * du + c] = v;
         run_m2[static_cast<std::size_t>(c) * du + r] = v;
       }

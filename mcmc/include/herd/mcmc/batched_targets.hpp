@@ -12,8 +12,8 @@
 ///
 /// The analytic formulas are those of the serial targets (targets.hpp evaluates the same
 /// functors), so the values are bit-identical on the host. Thread-safety: the functors are
-/// immutable values (concurrent calls fine); `MlpLogDensity` calls `Mlp::forward`, which is not reentrant: one thread at a time
-/// (the batched sampler calls it from its calling thread only).
+/// immutable values (concurrent calls fine); `MlpLogDensity` calls `Mlp::forward`, which is not reentrant: one thread
+/// at a time (the batched sampler calls it from its calling thread only).
 
 #include <cmath>
 #include <cstdint>

@@ -116,15 +116,15 @@ class MemoryChainSink final : public ChainSink {
   /// skipping the first `burnin_steps` verbose steps.
   std::vector<double> verbose(std::int64_t burnin_steps = 0) const;
 
-  std::uint32_t chain_id = 0;           ///< from `begin`
-  int ndim = 0;                         ///< from `begin`
-  std::vector<std::uint64_t> step;      ///< `ChainRecord::step` of each state
-  std::vector<std::int64_t> weight;     ///< `ChainRecord::weight` of each state
-  std::vector<double> log_density;      ///< `ChainRecord::log_density` of each state
-  std::vector<std::int32_t> dr_stage;   ///< `ChainRecord::dr_stage` of each state
-  std::vector<double> accept_prob;      ///< `ChainRecord::accept_prob` of each state
-  std::vector<double> adapt_measure;    ///< `ChainRecord::adapt_measure` of each state
-  std::vector<double> points;           ///< `[size, ndim]` row-major
+  std::uint32_t chain_id = 0;          ///< from `begin`
+  int ndim = 0;                        ///< from `begin`
+  std::vector<std::uint64_t> step;     ///< `ChainRecord::step` of each state
+  std::vector<std::int64_t> weight;    ///< `ChainRecord::weight` of each state
+  std::vector<double> log_density;     ///< `ChainRecord::log_density` of each state
+  std::vector<std::int32_t> dr_stage;  ///< `ChainRecord::dr_stage` of each state
+  std::vector<double> accept_prob;     ///< `ChainRecord::accept_prob` of each state
+  std::vector<double> adapt_measure;   ///< `ChainRecord::adapt_measure` of each state
+  std::vector<double> points;          ///< `[size, ndim]` row-major
 };
 
 /// Appends records to a binary file (little-endian, as the host writes it).

@@ -50,8 +50,8 @@ class DrawsView {
   /// Weights may be 0 (padding of shorter compact chains).
   /// @throws herd::InputError on a size mismatch, a negative weight, or chains whose
   ///         weights do not sum to the same (positive) verbose length.
-  DrawsView(std::span<const double> values, std::span<const std::int64_t> weights,
-            std::size_t chains, std::size_t draws);
+  DrawsView(std::span<const double> values, std::span<const std::int64_t> weights, std::size_t chains,
+            std::size_t draws);
 
   /// Number of chains.
   std::size_t chains() const { return chains_; }

@@ -143,52 +143,52 @@ struct DramState {
   std::int32_t record_stage = 0;      ///< `ChainRecord::dr_stage` of the current state
   double record_accept_prob = 1.0;    ///< `ChainRecord::accept_prob` of the current state
   double record_adapt_measure = 0.0;  ///< `ChainRecord::adapt_measure` so far
-  std::int64_t records_written = 0;  ///< compact records already handed to the sink
+  std::int64_t records_written = 0;   ///< compact records already handed to the sink
 
   // Adaptation.
-  double scale = 1.0;                 ///< current scale factor (after acceptance-rate rescaling)
-  std::vector<double> chol;           ///< stage-1 proposal factor L, `[d, d]` row-major, lower
-  std::vector<double> mean;           ///< running weighted mean `[d]`
-  std::vector<double> m2;             ///< running sum w (x - mean)(x - mean)^T `[d, d]`
-  double cov_weight = 0.0;            ///< total weight in the running estimate
-  std::int64_t cov_unique = 0;        ///< unique states in the running estimate
-  std::vector<double> pending_points; ///< states left since the last update `[m, d]`
-  std::vector<double> pending_weights; ///< their weights not yet merged
-  std::vector<std::uint8_t> pending_new;  ///< 1 when the state was never merged before
-  std::int64_t current_counted = 0;   ///< weight of the current state already merged
-  std::int64_t updates_done = 0;      ///< adaptive updates attempted (failures included)
-  std::int64_t updates_deferred = 0;  ///< skipped: fewer than d + 1 unique states so far
-  std::int64_t chol_failures = 0;     ///< updates whose factorisation failed (previous proposal kept)
+  double scale = 1.0;                       ///< current scale factor (after acceptance-rate rescaling)
+  std::vector<double> chol;                 ///< stage-1 proposal factor L, `[d, d]` row-major, lower
+  std::vector<double> mean;                 ///< running weighted mean `[d]`
+  std::vector<double> m2;                   ///< running sum w (x - mean)(x - mean)^T `[d, d]`
+  double cov_weight = 0.0;                  ///< total weight in the running estimate
+  std::int64_t cov_unique = 0;              ///< unique states in the running estimate
+  std::vector<double> pending_points;       ///< states left since the last update `[m, d]`
+  std::vector<double> pending_weights;      ///< their weights not yet merged
+  std::vector<std::uint8_t> pending_new;    ///< 1 when the state was never merged before
+  std::int64_t current_counted = 0;         ///< weight of the current state already merged
+  std::int64_t updates_done = 0;            ///< adaptive updates attempted (failures included)
+  std::int64_t updates_deferred = 0;        ///< skipped: fewer than d + 1 unique states so far
+  std::int64_t chol_failures = 0;           ///< updates whose factorisation failed (previous proposal kept)
   std::int64_t accepted_since_update = 0;   ///< for acceptance-rate targeting
   std::int64_t proposals_since_update = 0;  ///< proposals since the last update (schedule)
 
   // Counters.
-  std::int64_t accepted = 0;              ///< accepted proposals (all stages)
+  std::int64_t accepted = 0;                 ///< accepted proposals (all stages)
   std::vector<std::int64_t> stage_accepted;  ///< accepted per stage (index 0 = stage 1)
-  std::int64_t nan_count = 0;             ///< NaN log densities treated as -inf
-  std::int64_t out_of_domain = 0;         ///< proposals outside the box (all stages)
-  std::int64_t evaluations = 0;           ///< log-density calls
+  std::int64_t nan_count = 0;                ///< NaN log densities treated as -inf
+  std::int64_t out_of_domain = 0;            ///< proposals outside the box (all stages)
+  std::int64_t evaluations = 0;              ///< log-density calls
 
   // Burn-in trackers: prefix-maximum records (compact index, log density) and the last
   // compact index whose adaptation measure exceeded the threshold (-1: none).
-  std::vector<std::int64_t> best_index;      ///< compact indices of prefix maxima
-  std::vector<double> best_log_density;      ///< their log densities (increasing)
+  std::vector<std::int64_t> best_index;       ///< compact indices of prefix maxima
+  std::vector<double> best_log_density;       ///< their log densities (increasing)
   std::int64_t last_index_over_measure = -1;  ///< see above
 };
 
 /// Summary of a finished run of one chain.
 struct DramResult {
-  std::uint32_t chain_id = 0;    ///< global chain id
-  std::int64_t proposals = 0;    ///< steps (proposal numbers used)
-  std::int64_t chain_size = 0;   ///< unique states written (compact records)
-  double acceptance_rate = 0.0;  ///< accepted / proposals
-  std::vector<std::int64_t> stage_accepted;  ///< accepted proposals per stage (index 0 = stage 1)
-  std::int64_t evaluations = 0;              ///< log-density evaluations (start point included)
-  std::int64_t nan_count = 0;                ///< NaN log densities counted as -inf
-  std::int64_t out_of_domain = 0;            ///< trials outside the domain box (not evaluated)
-  std::int64_t adaptive_updates = 0;         ///< adaptive updates attempted
+  std::uint32_t chain_id = 0;                  ///< global chain id
+  std::int64_t proposals = 0;                  ///< steps (proposal numbers used)
+  std::int64_t chain_size = 0;                 ///< unique states written (compact records)
+  double acceptance_rate = 0.0;                ///< accepted / proposals
+  std::vector<std::int64_t> stage_accepted;    ///< accepted proposals per stage (index 0 = stage 1)
+  std::int64_t evaluations = 0;                ///< log-density evaluations (start point included)
+  std::int64_t nan_count = 0;                  ///< NaN log densities counted as -inf
+  std::int64_t out_of_domain = 0;              ///< trials outside the domain box (not evaluated)
+  std::int64_t adaptive_updates = 0;           ///< adaptive updates attempted
   std::int64_t adaptive_updates_deferred = 0;  ///< updates skipped for want of d + 1 unique states
-  std::int64_t chol_failures = 0;            ///< updates that kept the previous proposal
+  std::int64_t chol_failures = 0;              ///< updates that kept the previous proposal
   /// Burn-in: compact index (records before it are burn-in) by the likelihood rule
   /// (first state within log(n) of the best log density, n = chain_size), by the
   /// adaptation-measure rule, and the later of the two.
@@ -245,8 +245,7 @@ class DramSampler {
   /// Trial point of `stage` (1-based) of proposal number `k` from `point`, with the
   /// stage-1 factor `chol` (`[d, d]` row-major lower): what the fork-join model needs
   /// to propose on any rank. Writes `[d]` values to `out`. Pure; thread-safe.
-  void propose(std::uint64_t k, int stage, const double* point, const double* chol,
-               double* out) const;
+  void propose(std::uint64_t k, int stage, const double* point, const double* chol, double* out) const;
 
   /// The acceptance uniform in (0, 1) of `stage` (1-based) of proposal number `k`: stage
   /// s of proposal k is accepted iff this is below its acceptance probability. With
@@ -324,8 +323,8 @@ class DramSampler {
   bool nan_warned_ = false, chol_warned_ = false;
   // Scratch (kept to avoid allocation in the hot loop).
   std::vector<double> z_, y_, wpath_, lpath_, scratch_;
-  std::vector<double> prop_cov_;  // current stage-1 proposal covariance L L^T, [d, d]
-  std::vector<double> prior_cov_;  // start proposal covariance / scale_factor^2, [d, d]
+  std::vector<double> prop_cov_;                // current stage-1 proposal covariance L L^T, [d, d]
+  std::vector<double> prior_cov_;               // start proposal covariance / scale_factor^2, [d, d]
   std::vector<double> start_cov_, start_chol_;  // start proposal C0 and its factor L0, [d, d]
 };
 
@@ -340,7 +339,7 @@ class DramSampler {
 /// Cost O(m^3 + m^2 d) with memoisation of the sub-paths. Thread-safe (pure). The exact
 /// rule is `batched::DrRecursion` (batched_dram_kernel.hpp), the one `HERD_HOST_DEVICE`
 /// implementation the batched kernel runs too.
-double dr_log_acceptance(int m, int d, const double* w, const double* lp, const double* scale,
-                         ProposalKind kind, DrRule rule = DrRule::kExact);
+double dr_log_acceptance(int m, int d, const double* w, const double* lp, const double* scale, ProposalKind kind,
+                         DrRule rule = DrRule::kExact);
 
 }  // namespace herd::mcmc

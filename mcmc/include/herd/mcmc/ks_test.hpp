@@ -50,15 +50,13 @@ double smirnov_p_exact(std::size_t nx, std::size_t ny, std::int64_t d_num);
 
 /// Two-sample KS test of unweighted samples.
 /// @throws herd::InputError when a sample is empty, or kExact is asked for n_x n_y > 10^8.
-KsResult ks_two_sample(std::span<const double> x, std::span<const double> y,
-                       KsMethod method = KsMethod::kAuto);
+KsResult ks_two_sample(std::span<const double> x, std::span<const double> y, KsMethod method = KsMethod::kAuto);
 
 /// Two-sample KS test of weighted (compact) samples: entry i of x counts wx[i] times.
 /// Equal to the test of the expanded samples (whose repeated entries are ties).
 /// @throws herd::InputError on a size mismatch, a negative weight or a zero total weight.
-KsResult ks_two_sample(std::span<const double> x, std::span<const std::int64_t> wx,
-                       std::span<const double> y, std::span<const std::int64_t> wy,
-                       KsMethod method = KsMethod::kAuto);
+KsResult ks_two_sample(std::span<const double> x, std::span<const std::int64_t> wx, std::span<const double> y,
+                       std::span<const std::int64_t> wy, KsMethod method = KsMethod::kAuto);
 
 /// The table of tests between every pair of chains, `[chains, chains]` row-major,
 /// symmetric, with D = 0 and p = 1 on the diagonal. Weighted views use their weights.

@@ -95,14 +95,14 @@ struct QuantitySummary {
 
 /// The outcome of a run.
 struct SampleRunSummary {
-  std::vector<std::string> paths;  ///< files written
-  DramResult kernel;               ///< the kernel's counters (the first chain's)
-  std::vector<DramResult> chains;  ///< every chain's counters, in global id order (rank 0)
-  std::int64_t compact_size = 0;   ///< unique states (all chains)
-  std::int64_t verbose_size = 0;   ///< steps (sum of weights, all chains)
-  std::int64_t burnin = 0;         ///< compact index where the posterior starts (first chain)
+  std::vector<std::string> paths;    ///< files written
+  DramResult kernel;                 ///< the kernel's counters (the first chain's)
+  std::vector<DramResult> chains;    ///< every chain's counters, in global id order (rank 0)
+  std::int64_t compact_size = 0;     ///< unique states (all chains)
+  std::int64_t verbose_size = 0;     ///< steps (sum of weights, all chains)
+  std::int64_t burnin = 0;           ///< compact index where the posterior starts (first chain)
   std::int64_t posterior_draws = 0;  ///< chains x common post-burn-in length
-  std::int64_t sample_size = 0;    ///< rows of the refined samples (all chains)
+  std::int64_t sample_size = 0;      ///< rows of the refined samples (all chains)
   /// Variables, then derived quantities; across chains (R-hat, bulk/tail ESS over
   /// `[chains, draws]`) when there are several.
   std::vector<QuantitySummary> summary;
@@ -131,8 +131,7 @@ void prepare_outputs(const SamplerSpecs& specs, int ranks = 1, bool resuming = f
 /// Runs the sampler and writes every output, on one process. Call `prepare_outputs` first.
 /// @throws herd::InputError (bad specifications for this target), herd::NumericalError
 /// (+inf log density), herd::IoError.
-SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& target,
-                              const SampleRunOptions& options);
+SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& target, const SampleRunOptions& options);
 
 /// The run over the ranks of `comm` (collective): `multi_chain` (`run_multi_chain`), or
 /// `single_chain` as fork-join (`run_fork_join`) on more than one rank, else serial; with
@@ -140,8 +139,8 @@ SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& tar
 /// from `<prefix>_restart/` when it holds a record of this run. Only rank 0 writes outputs
 /// and prints; the summary is filled on rank 0 only.
 /// @throws as above; an error on another rank is not seen here (`abort_all_on_error`).
-SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& target,
-                              const SampleRunOptions& options, Communicator& comm);
+SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& target, const SampleRunOptions& options,
+                              Communicator& comm);
 
 /// What a program (herd-sample, the C API) resolved from its input on one rank.
 struct SamplerProgramInput {
@@ -216,14 +215,13 @@ std::string low_acceptance_warning(double rate);
 /// acceptance line is `low_acceptance_warning`'s. `rows` are the summary rows over
 /// `chains` chains, `run_longer` how to run longer (e.g. "raise chain_size"). Empty when
 /// the run passes every check. Pure; thread-safe.
-std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::size_t chains,
-                                 double acceptance_rate, const std::string& run_longer = "raise chain_size");
+std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::size_t chains, double acceptance_rate,
+                                 const std::string& run_longer = "raise chain_size");
 
 /// The output-file rules shared with herd-rl (herd/io/output_files.hpp): liveness of the
 /// process that left a temporary or lock file, and the exclusive lock on `<prefix>.lock`
 /// that rank 0 holds for a whole run.
-using io::process_alive;
 using io::OutputPrefixLock;
-
+using io::process_alive;
 
 }  // namespace herd::mcmc

@@ -77,7 +77,7 @@ struct MultiChainRun {
   std::vector<DramResult> results;
   int ranks = 1;            ///< ranks of the communicator
   int chains_per_rank = 1;  ///< chains run by each rank
-  double seconds = 0.0;  ///< wall time of the run on this rank, gathering included
+  double seconds = 0.0;     ///< wall time of the run on this rank, gathering included
   /// Resumed chains (checkpointed runs): proposals the earlier invocations made, summed over
   /// all chains of all ranks, and their sampling seconds (the longest chain's, as of its
   /// checkpoint); 0 for a fresh start. Same on every rank.
@@ -101,10 +101,9 @@ struct MultiChainRun {
 /// `options.start_point`. Collective.
 /// @throws as `DramSampler::run` (the first error of this rank's chains); a failure on
 ///   another rank is not reported here (wrap the call in `abort_all_on_error`).
-MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity& log_density,
-                              bool thread_safe, Communicator& comm, int chains_per_rank,
-                              int threads = 0, const std::string& checkpoint_prefix = "",
-                              std::int64_t checkpoint_period_steps = 0,
+MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity& log_density, bool thread_safe,
+                              Communicator& comm, int chains_per_rank, int threads = 0,
+                              const std::string& checkpoint_prefix = "", std::int64_t checkpoint_period_steps = 0,
                               double checkpoint_period_seconds = 5.0, bool overwrite = false,
                               ChainSink* first_chain_tee = nullptr, std::span<const double> start_points = {});
 
@@ -132,25 +131,25 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
 
 /// Outcome of `run_fork_join`.
 struct ForkJoinRun {
-  DramResult result;                 ///< the chain's summary (same on every rank)
-  std::int64_t rounds = 0;           ///< fork-join rounds
-  std::vector<std::int64_t> rank_accepted;  ///< stage-1 acceptances won by each rank's proposal `[size]`
-  std::vector<std::int64_t> rank_proposals; ///< proposals each rank's value decided `[size]`
-  std::int64_t fallback_evaluations = 0;  ///< evaluations done by every rank (DR stages, start point)
-  double eval_seconds = 0.0;  ///< this rank's time in stage-1 log densities
-  double comm_seconds = 0.0;  ///< this rank's time in the per-round allgather
-  double seconds = 0.0;       ///< wall time
+  DramResult result;                         ///< the chain's summary (same on every rank)
+  std::int64_t rounds = 0;                   ///< fork-join rounds
+  std::vector<std::int64_t> rank_accepted;   ///< stage-1 acceptances won by each rank's proposal `[size]`
+  std::vector<std::int64_t> rank_proposals;  ///< proposals each rank's value decided `[size]`
+  std::int64_t fallback_evaluations = 0;     ///< evaluations done by every rank (DR stages, start point)
+  double eval_seconds = 0.0;                 ///< this rank's time in stage-1 log densities
+  double comm_seconds = 0.0;                 ///< this rank's time in the per-round allgather
+  double seconds = 0.0;                      ///< wall time
   /// Shahmoradi & Bagheri (2020)'s cyclic-geometric prediction of the speedup for the
   /// measured acceptance rate, the mean stage-1 evaluation time over ranks and the
   /// communication time per round (the smallest allgather time over ranks, since the others
   /// include waiting for slower evaluations) (`fork_join_predicted_speedup`).
   double predicted_speedup = 1.0;
-  double mean_eval_seconds = 0.0;      ///< mean stage-1 log-density time over ranks
-  double comm_seconds_per_round = 0.0; ///< communication time per round used by the prediction
-  bool resumed = false;           ///< started from a checkpoint (`files` given)
-  bool already_complete = false;  ///< the checkpoint says the run had finished: nothing done
-  std::int64_t checkpoints = 0;   ///< checkpoints written by this call (rank 0)
-  double checkpoint_seconds = 0.0;  ///< time spent in them (rank 0)
+  double mean_eval_seconds = 0.0;       ///< mean stage-1 log-density time over ranks
+  double comm_seconds_per_round = 0.0;  ///< communication time per round used by the prediction
+  bool resumed = false;                 ///< started from a checkpoint (`files` given)
+  bool already_complete = false;        ///< the checkpoint says the run had finished: nothing done
+  std::int64_t checkpoints = 0;         ///< checkpoints written by this call (rank 0)
+  double checkpoint_seconds = 0.0;      ///< time spent in them (rank 0)
   /// Resumed: the proposals made and the sampling seconds spent by the earlier calls (as of
   /// the checkpoint resumed from); 0 for a fresh start. `seconds` is this call's.
   std::uint64_t proposals_before = 0;
@@ -171,8 +170,8 @@ struct ForkJoinRun {
 /// and `result` from the checkpoint (the log density is not called).
 /// @throws as `DramSampler::run`; herd::Error naming the rank when the log density threw
 ///   there for a proposal the chain reached; as `run_resumable` for the files.
-ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log_density,
-                          Communicator& comm, ChainSink& sink, const ResumableOptions* files = nullptr);
+ForkJoinRun run_fork_join(const DramOptions& options, const PointLogDensity& log_density, Communicator& comm,
+                          ChainSink& sink, const ResumableOptions* files = nullptr);
 
 /// ParaDRAM's fork-join speedup model (Shahmoradi & Bagheri 2020): with acceptance rate
 /// `p` the number of proposals a round decides is a geometric variable cut at `ranks`
@@ -192,7 +191,7 @@ struct ResumableOptions {
   /// Seconds of wall time between checkpoints (0: by steps only; both 0: only at the end).
   /// The default, 5 s, keeps the checkpoint cost (tens of ms for the fsyncs) under 1%.
   double period_seconds = 5.0;
-  bool overwrite = false;         ///< start fresh even when a checkpoint exists
+  bool overwrite = false;  ///< start fresh even when a checkpoint exists
   /// When given, also receives every record as it is made (`begin`, `write`, `flush`),
   /// e.g. for progress output; after a resume only the new records. Not owned.
   ChainSink* tee = nullptr;
@@ -207,11 +206,11 @@ struct ResumableOptions {
 /// Outcome of `run_resumable`.
 struct ResumableRun {
   DramResult result;
-  bool resumed = false;          ///< started from a checkpoint
+  bool resumed = false;  ///< started from a checkpoint
   /// The checkpoint says the run had finished: nothing done, `result` is the finished
   /// run's (from the checkpoint, `seconds` 0).
   bool already_complete = false;
-  std::int64_t checkpoints = 0;  ///< checkpoints written by this call
+  std::int64_t checkpoints = 0;     ///< checkpoints written by this call
   double checkpoint_seconds = 0.0;  ///< time spent in them (fsync of the chain file, state)
   /// Resumed: the proposals made and the sampling seconds spent by the earlier calls (as of
   /// the checkpoint resumed from; every checkpoint stores the total so far as

@@ -31,10 +31,10 @@ namespace herd::mcmc {
 /// The sampler's course over one chain: acceptance rate and adaptation measure in windows
 /// of proposals. Built by `chain_history` from a compact chain.
 struct ChainHistory {
-  std::uint32_t chain_id = 0;        ///< global chain id (shown 1-based)
-  std::vector<double> proposals;     ///< proposal number at the end of each window
-  std::vector<double> acceptance;    ///< accepted / proposals within the window
-  std::vector<double> adaptation;    ///< largest adaptation measure of the states accepted in the window (NaN: none)
+  std::uint32_t chain_id = 0;      ///< global chain id (shown 1-based)
+  std::vector<double> proposals;   ///< proposal number at the end of each window
+  std::vector<double> acceptance;  ///< accepted / proposals within the window
+  std::vector<double> adaptation;  ///< largest adaptation measure of the states accepted in the window (NaN: none)
 };
 
 /// The acceptance rate and adaptation measure of a compact chain in `windows` equal windows
@@ -44,13 +44,13 @@ ChainHistory chain_history(const MemoryChainSink& chain, std::size_t windows = 2
 
 /// Everything the report shows; only `names`, `chains`, `draws` and `values` are required.
 struct PosteriorReportData {
-  std::string title;                 ///< e.g. "herd-sample report: <description>"
-  std::string subtitle;              ///< a line under the title (program, time)
+  std::string title;     ///< e.g. "herd-sample report: <description>"
+  std::string subtitle;  ///< a line under the title (program, time)
   /// Facts about the run (label, value), shown as a table first.
   std::vector<std::pair<std::string, std::string>> facts;
-  std::vector<std::string> names;    ///< quantity names, one per entry of `values`
-  std::size_t chains = 0;            ///< chains of each quantity's draws
-  std::size_t draws = 0;             ///< draws per chain
+  std::vector<std::string> names;        ///< quantity names, one per entry of `values`
+  std::size_t chains = 0;                ///< chains of each quantity's draws
+  std::size_t draws = 0;                 ///< draws per chain
   std::vector<std::uint32_t> chain_ids;  ///< labels of the chains (empty: 0, 1, ...; shown 1-based)
   /// Per quantity, its draws `[chains, draws]` row-major (the caller keeps them alive).
   std::vector<std::span<const double>> values;
@@ -114,7 +114,8 @@ std::vector<ReportVerdict> convergence_verdicts(const PosteriorReportData& data,
 /// report directly. Pure; thread-safe.
 std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& names,
                                                 const std::vector<DiagnosticSummary>& summary, std::size_t chains,
-                                                double acceptance_rate, std::string_view run_longer = "raise chain_size");
+                                                double acceptance_rate,
+                                                std::string_view run_longer = "raise chain_size");
 
 /// Writes the report to `path` (atomically).
 /// @throws herd::InputError when the data are inconsistent (sizes); herd::IoError when the

@@ -33,11 +33,11 @@ struct RefinementOptions {
 
 /// One IAC evaluation of the refinement.
 struct RefinementRound {
-  bool verbose_stage = false;      ///< false: IACs of the compact chain; true: of the verbose
-  std::size_t compact_size = 0;    ///< states with a positive weight before this round's thinning
-  std::int64_t verbose_size = 0;   ///< their total weight
-  std::vector<double> iac;         ///< batch-means IAC of each variable
-  double iac_summary = 0;          ///< their summary (the skip when >= 2)
+  bool verbose_stage = false;     ///< false: IACs of the compact chain; true: of the verbose
+  std::size_t compact_size = 0;   ///< states with a positive weight before this round's thinning
+  std::int64_t verbose_size = 0;  ///< their total weight
+  std::vector<double> iac;        ///< batch-means IAC of each variable
+  double iac_summary = 0;         ///< their summary (the skip when >= 2)
 };
 
 /// The refined sample: which states of the input survive, with which weights, and the table
@@ -61,7 +61,7 @@ std::vector<std::int64_t> refined_weights(std::span<const std::int64_t> weights,
 /// @param weights n integer weights >= 0 (empty: all 1).
 /// @throws herd::InputError on a shape mismatch, num_vars == 0, an empty chain, or a
 ///         negative weight.
-RefinedSample refine_sample(std::span<const double> states, std::span<const std::int64_t> weights,
-                            std::size_t num_vars, const RefinementOptions& options = {});
+RefinedSample refine_sample(std::span<const double> states, std::span<const std::int64_t> weights, std::size_t num_vars,
+                            const RefinementOptions& options = {});
 
 }  // namespace herd::mcmc

@@ -14,9 +14,9 @@
 /// its first progress on: after a resume the work of earlier invocations and the start-up
 /// (reading and checking the restart record) do not distort it.
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
-#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>

@@ -58,19 +58,19 @@ struct SamplerSpecs {
   int output_column_width = 0;
   bool silent_mode = false;
   std::string parallelization_model = "single_chain";
-  std::int64_t chains_per_rank = 1;         ///< multi_chain: chains per process (threads); batched: chains per process
+  std::int64_t chains_per_rank = 1;  ///< multi_chain: chains per process (threads); batched: chains per process
   /// "cpu" (serial DRAM kernel), "cpu_batched" or "cuda" (batched DRAM, docs/batched.md).
   std::string device = "cpu";
-  std::int64_t warmup = 1000;               ///< batched: adapting proposals per chain, discarded
-  std::int64_t thin = 1;                    ///< batched: keep every thin-th post-warm-up state
+  std::int64_t warmup = 1000;                 ///< batched: adapting proposals per chain, discarded
+  std::int64_t thin = 1;                      ///< batched: keep every thin-th post-warm-up state
   std::string batched_adaptation = "pooled";  ///< batched: "pooled", "per_chain" or "none"
-  std::int64_t checkpoint_period = 0;       ///< proposals between checkpoints (0: by time only)
-  double checkpoint_period_seconds = 5.0;   ///< seconds between checkpoints (both 0: no checkpoints)
+  std::int64_t checkpoint_period = 0;         ///< proposals between checkpoints (0: by time only)
+  double checkpoint_period_seconds = 5.0;     ///< seconds between checkpoints (both 0: no checkpoints)
   /// Watchdog (herd-sample, device "cpu"): seconds after which a log-density call that has
   /// not returned, or a rank with no sign of life, ends the job naming the rank (0: off).
   double stall_timeout_seconds = 0.0;
-  bool mpi_finalize_requested = true;       ///< C API: finalise MPI at the end if herd initialised it
-  std::uint64_t max_memory = 0;             ///< bytes a run may hold (0: what the machine has available)
+  bool mpi_finalize_requested = true;  ///< C API: finalise MPI at the end if herd initialised it
+  std::uint64_t max_memory = 0;        ///< bytes a run may hold (0: what the machine has available)
   std::int64_t max_num_domain_check_to_warn = 1000;
   std::int64_t max_num_domain_check_to_stop = 100000;
   /// ParaMonte 2's `outputStatus`: "" (not given: herd's behaviour), "retry"/"repeat"

@@ -95,8 +95,7 @@ class GaussianMixture {
  public:
   /// @param weights `[K]` positive; @param means `[K, d]` row-major; @param sigmas `[K]` positive.
   /// @throws herd::InputError on bad shapes or values.
-  GaussianMixture(std::vector<double> weights, std::vector<double> means, std::vector<double> sigmas,
-                  int d);
+  GaussianMixture(std::vector<double> weights, std::vector<double> means, std::vector<double> sigmas, int d);
   /// Log density at `x` (`d` values).
   double operator()(const double* x, int d) const;
   /// Log densities of the `n` rows of `x` (`[n, d]` row-major) into `out[n]`.

@@ -2,8 +2,8 @@
 /// @file activations.hpp
 /// Activation layers (PyTorch semantics): elementwise `ReLU`, `Tanh`, `ELU`, and `Softmax`,
 /// `LogSoftmax` over the last dimension. No parameters. Any shape of 1 to 4 dimensions;
-/// the output has the input's shape. Host or CUDA device (element-wise and row kernels, docs/nn.md "CUDA"); thread-safety as `Module`.
-/// NaN inputs propagate to the outputs.
+/// the output has the input's shape. Host or CUDA device (element-wise and row kernels, docs/nn.md "CUDA");
+/// thread-safety as `Module`. NaN inputs propagate to the outputs.
 
 #include "herd/nn/module.hpp"
 

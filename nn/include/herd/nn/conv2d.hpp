@@ -24,10 +24,10 @@ class Conv2d : public Module {
  public:
   /// @throws InputError for a non-positive channel count, kernel size or stride, or a
   ///         negative padding.
-  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_h,
-         std::int64_t kernel_w, std::int64_t stride = 1, std::int64_t padding = 0,
-         DType dtype = DType::kFloat32, Device device = Device::cpu(), bool bias = true,
-         const RngStream& rng = RngStream(0, 0, RngPurpose::kInit), std::uint64_t init_index = 0);
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_h, std::int64_t kernel_w,
+         std::int64_t stride = 1, std::int64_t padding = 0, DType dtype = DType::kFloat32,
+         Device device = Device::cpu(), bool bias = true, const RngStream& rng = RngStream(0, 0, RngPurpose::kInit),
+         std::uint64_t init_index = 0);
 
   /// @throws InputError when the input is not `[N, C_in, H, W]` or smaller than the kernel.
   const Tensor& forward(const Tensor& input) override;

@@ -72,9 +72,9 @@ struct DataParallelStats {
   /// the device has run past it (`stats()` never blocks; after
   /// `synchronize(module().device())` it is known).
   double wait_seconds = 0;
-  double finish_seconds = 0;    ///< host wall clock in all of `finish` (launch rest, wait, unpack, scale)
+  double finish_seconds = 0;            ///< host wall clock in all of `finish` (launch rest, wait, unpack, scale)
   std::size_t buckets_in_backward = 0;  ///< buckets started before `backward` returned
-  bool wait_on_device = false;  ///< true when `wait_seconds` is a device-side stall (device modules)
+  bool wait_on_device = false;          ///< true when `wait_seconds` is a device-side stall (device modules)
 };
 
 /// Wraps a module for data-parallel training (see the file comment). The module and the
@@ -123,8 +123,8 @@ class DataParallel {
   };
   struct Bucket {
     std::size_t offset = 0, count = 0;  // in elements
-    std::size_t pending_total = 0;       // parameters overlapping it
-    std::size_t pending = 0;             // of those, not yet ready in this pass
+    std::size_t pending_total = 0;      // parameters overlapping it
+    std::size_t pending = 0;            // of those, not yet ready in this pass
     std::unique_ptr<CommRequest> request;
   };
 

@@ -66,8 +66,7 @@ class Categorical {
 class Gaussian : public Module {
  public:
   /// @throws InputError unless dim > 0.
-  Gaussian(std::int64_t dim, DType dtype = DType::kFloat32, Device device = Device::cpu(),
-           double init_log_std = 0.0);
+  Gaussian(std::int64_t dim, DType dtype = DType::kFloat32, Device device = Device::cpu(), double init_log_std = 0.0);
   /// Sets the mean `[batch, dim]`, zeroes the accumulated mean gradient, returns `mean`.
   const Tensor& forward(const Tensor& mean) override;
   /// grad_output + the accumulated dL/d(mean).

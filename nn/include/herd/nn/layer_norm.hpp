@@ -16,8 +16,8 @@ namespace herd::nn {
 class LayerNorm : public Module {
  public:
   /// @throws InputError unless features > 0 and eps > 0.
-  explicit LayerNorm(std::int64_t features, double eps = 1e-5, bool affine = true,
-                     DType dtype = DType::kFloat32, Device device = Device::cpu());
+  explicit LayerNorm(std::int64_t features, double eps = 1e-5, bool affine = true, DType dtype = DType::kFloat32,
+                     Device device = Device::cpu());
   const Tensor& forward(const Tensor& input) override;
   const Tensor& backward(const Tensor& grad_output) override;
   std::string type_name() const override { return "LayerNorm"; }

@@ -19,9 +19,8 @@ namespace herd::nn {
 class Linear : public Module {
  public:
   /// @throws InputError when `in` or `out` is not positive.
-  Linear(std::int64_t in, std::int64_t out, DType dtype = DType::kFloat32,
-         Device device = Device::cpu(), bool bias = true,
-         const RngStream& rng = RngStream(0, 0, RngPurpose::kInit), std::uint64_t init_index = 0);
+  Linear(std::int64_t in, std::int64_t out, DType dtype = DType::kFloat32, Device device = Device::cpu(),
+         bool bias = true, const RngStream& rng = RngStream(0, 0, RngPurpose::kInit), std::uint64_t init_index = 0);
 
   /// @param input `[batch, in]` @return `[batch, out]`
   const Tensor& forward(const Tensor& input) override;

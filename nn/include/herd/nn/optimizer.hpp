@@ -114,8 +114,8 @@ class Sgd : public Optimizer {
 class Adam : public Optimizer {
  public:
   /// @throws InputError unless 0 <= beta < 1 and eps >= 0.
-  Adam(std::vector<NamedParameter> params, double lr = 1e-3, double beta1 = 0.9,
-       double beta2 = 0.999, double eps = 1e-8);
+  Adam(std::vector<NamedParameter> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+       double eps = 1e-8);
   std::string type_name() const override { return "Adam"; }
   /// One step with the learning rate and step count in device memory, for CUDA graphs (a
   /// replayed graph cannot take new kernel arguments): `hyper` is float64 `[4]` in the
@@ -145,8 +145,8 @@ class Adam : public Optimizer {
 class RmsProp : public Optimizer {
  public:
   /// @throws InputError unless 0 <= alpha < 1 and eps >= 0.
-  RmsProp(std::vector<NamedParameter> params, double lr = 1e-2, double alpha = 0.99,
-          double eps = 1e-8, bool centered = false);
+  RmsProp(std::vector<NamedParameter> params, double lr = 1e-2, double alpha = 0.99, double eps = 1e-8,
+          bool centered = false);
   std::string type_name() const override { return "RMSprop"; }
   /// Whether the centred form is used.
   bool centered() const { return centered_; }

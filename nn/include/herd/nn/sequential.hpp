@@ -15,8 +15,7 @@ namespace herd::nn {
 class Sequential : public Module {
  public:
   /// An empty container for children of `dtype` on `device`.
-  explicit Sequential(DType dtype = DType::kFloat32, Device device = Device::cpu())
-      : Module(dtype, device) {}
+  explicit Sequential(DType dtype = DType::kFloat32, Device device = Device::cpu()) : Module(dtype, device) {}
 
   /// Appends `m` (named by its position) and returns it.
   /// @throws InputError when its dtype or device differs from this container's.

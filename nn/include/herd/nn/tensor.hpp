@@ -45,8 +45,7 @@ const char* dtype_name(DType t);
 /// The `DType` of a C++ element type (float, double, std::int64_t).
 template <class T>
 constexpr DType dtype_of() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                    std::is_same_v<T, std::int64_t>,
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int64_t>,
                 "herd::nn tensors hold float, double or std::int64_t");
   if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
   else if constexpr (std::is_same_v<T, double>) return DType::kFloat64;
@@ -120,8 +119,7 @@ class Tensor {
   }
   /// A new host tensor holding `values` (row-major), converted to `dtype`.
   /// @throws InputError when `values.size() != shape.numel()`.
-  static Tensor from_vector(const Shape& shape, std::span<const double> values,
-                            DType dtype = DType::kFloat64);
+  static Tensor from_vector(const Shape& shape, std::span<const double> values, DType dtype = DType::kFloat64);
   /// A new host tensor of int64 values.
   static Tensor from_indices(const Shape& shape, std::span<const std::int64_t> values);
 
@@ -149,7 +147,7 @@ class Tensor {
   template <class T>
   T* data() {
     check_type(dtype_of<T>());
-    return static_cast<T*>(raw()) ;
+    return static_cast<T*>(raw());
   }
   /// Const overload of `data`.
   template <class T>
@@ -160,9 +158,7 @@ class Tensor {
   /// Untyped pointer to the first element (nullptr when undefined).
   void* raw() { return storage_ ? static_cast<char*>(storage_->data) + offset_ : nullptr; }
   /// Const overload of `raw`.
-  const void* raw() const {
-    return storage_ ? static_cast<const char*>(storage_->data) + offset_ : nullptr;
-  }
+  const void* raw() const { return storage_ ? static_cast<const char*>(storage_->data) + offset_ : nullptr; }
 
   /// Element `i` of the flattened tensor as a double (host only; for tests and small reads).
   /// @throws Error on a CUDA tensor or an out-of-range index.
@@ -216,9 +212,7 @@ class Tensor {
   void resize_like(const Tensor& like) { resize(like.shape(), like.dtype(), like.device()); }
 
   /// True when both are views of the same memory with equal offset and shape.
-  bool same_as(const Tensor& o) const {
-    return storage_ == o.storage_ && offset_ == o.offset_ && shape_ == o.shape_;
-  }
+  bool same_as(const Tensor& o) const { return storage_ == o.storage_ && offset_ == o.offset_ && shape_ == o.shape_; }
   /// "Tensor[float32, [2, 3], cpu]".
   std::string str() const;
 

@@ -10,17 +10,17 @@ namespace herd::rl {
 
 /// Options of `A2c` (defaults: SB3's A2C).
 struct A2cOptions {
-  double learning_rate = 7e-4;     ///< initial learning rate
-  bool anneal_lr = false;          ///< lr * progress_remaining
-  double ent_coef = 0.0;           ///< entropy bonus coefficient
-  double vf_coef = 0.5;            ///< value loss coefficient
-  double max_grad_norm = 0.5;      ///< global gradient-norm clip (<= 0: off)
+  double learning_rate = 7e-4;  ///< initial learning rate
+  bool anneal_lr = false;       ///< lr * progress_remaining
+  double ent_coef = 0.0;        ///< entropy bonus coefficient
+  double vf_coef = 0.5;         ///< value loss coefficient
+  double max_grad_norm = 0.5;   ///< global gradient-norm clip (<= 0: off)
   /// Normalise advantages over the rollout (not a rollout of one sample, as Stable-Baselines3).
   bool normalize_advantage = false;
   OptimizerKind optimizer = OptimizerKind::kRmsProp;  ///< RMSprop (alpha 0.99) or Adam
-  double optimizer_eps = 1e-5;     ///< optimizer epsilon
-  int lr_warmup_iterations = 0;    ///< gradual warm-up iterations (see `PpoOptions`; 0: none)
-  double lr_warmup_start = 1.0;    ///< warm-up factor at iteration 0
+  double optimizer_eps = 1e-5;                        ///< optimizer epsilon
+  int lr_warmup_iterations = 0;                       ///< gradual warm-up iterations (see `PpoOptions`; 0: none)
+  double lr_warmup_start = 1.0;                       ///< warm-up factor at iteration 0
 };
 
 /// A2C: one gradient step per rollout on the whole `[T, B]` batch of

@@ -16,18 +16,18 @@ namespace herd::rl {
 /// Inputs of `compute_gae`. All arrays are host memory, row-major time-major `[T, B]`
 /// (element (t, b) at `t * B + b`) unless stated otherwise.
 struct GaeInputs {
-  int steps = 0;                          ///< T: rollout length in steps
-  int envs = 0;                           ///< B: number of environments
-  const float* rewards = nullptr;         ///< r_t, `[T, B]`
-  const float* values = nullptr;          ///< V(s_t), `[T, B]`
+  int steps = 0;                             ///< T: rollout length in steps
+  int envs = 0;                              ///< B: number of environments
+  const float* rewards = nullptr;            ///< r_t, `[T, B]`
+  const float* values = nullptr;             ///< V(s_t), `[T, B]`
   const std::uint8_t* terminated = nullptr;  ///< 1 where step t ended the episode in a terminal state
   const std::uint8_t* truncated = nullptr;   ///< 1 where step t ended the episode by a time limit
   /// V(final observation) where `truncated` is 1 (ignored elsewhere), `[T, B]`; may be null
   /// only if no step is truncated.
   const float* final_values = nullptr;
-  const float* last_values = nullptr;     ///< V(s_T) of the observation after the rollout, `[B]`
-  float gamma = 0.99f;                    ///< discount in [0, 1]
-  float lambda = 0.95f;                   ///< GAE lambda in [0, 1]
+  const float* last_values = nullptr;  ///< V(s_T) of the observation after the rollout, `[B]`
+  float gamma = 0.99f;                 ///< discount in [0, 1]
+  float lambda = 0.95f;                ///< GAE lambda in [0, 1]
 };
 
 /// One step of the GAE recursion, shared by `compute_gae` and the device kernel

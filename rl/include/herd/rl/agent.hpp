@@ -25,13 +25,13 @@ namespace herd::rl {
 
 /// Options of an `ActorCriticAgent`.
 struct AgentOptions {
-  std::vector<std::int64_t> hidden = {64, 64};  ///< hidden widths of actor and critic
+  std::vector<std::int64_t> hidden = {64, 64};        ///< hidden widths of actor and critic
   nn::Activation activation = nn::Activation::kTanh;  ///< hidden nonlinearity
-  double init_log_std = 0.0;  ///< initial log standard deviation of a Gaussian policy
+  double init_log_std = 0.0;                          ///< initial log standard deviation of a Gaussian policy
   /// One MLP trunk shared by a linear policy head and a linear value head (the value loss
   /// then also trains the trunk), instead of separate actor and critic MLPs.
   bool shared_trunk = false;
-  std::uint64_t seed = 0;     ///< initialisation draws: `RngStream(seed, 0 or 1, kInit)`
+  std::uint64_t seed = 0;  ///< initialisation draws: `RngStream(seed, 0 or 1, kInit)`
   /// Where the networks, heads and (through `named_parameters`) the optimizer state live:
   /// `Device::cpu()` or, in CUDA builds, `Device::cuda(i)` (see the class comment).
   Device device = Device::cpu();
@@ -78,8 +78,8 @@ struct AgentOptions {
 /// uniform within float rounding of a class boundary) and its log-probabilities and values
 /// agree within float32 rounding (cuBLAS sums in another order). Row padding is kept.
 /// `Ppo`'s device update uses `device_batch`, `evaluate_device` and `backward_device`
-/// instead of `evaluate`/`backward` (no copies, no waits). `state_dict` returns tensors on the agent's device; `load_state_dict` takes
-/// tensors of any device and float dtype, so checkpoints move between CPU and CUDA runs.
+/// instead of `evaluate`/`backward` (no copies, no waits). `state_dict` returns tensors on the agent's device;
+/// `load_state_dict` takes tensors of any device and float dtype, so checkpoints move between CPU and CUDA runs.
 ///
 /// Thread-safety: one thread at a time (the modules keep buffers).
 class ActorCriticAgent {
@@ -117,8 +117,8 @@ class ActorCriticAgent {
   /// on row i's observation (and draws), not on n or the other rows, bit for bit: the
   /// batch is padded to a multiple of 8 rows so every row takes the same path through the
   /// matrix products. Same for `value`.
-  void act(const float* obs, std::size_t n, const RngStream* rng, std::uint64_t index,
-           double* actions, float* log_probs, float* values);
+  void act(const float* obs, std::size_t n, const RngStream* rng, std::uint64_t index, double* actions,
+           float* log_probs, float* values);
   /// Critic values V(obs) `[n]` for `obs` `[n, obs_dim]`.
   void value(const float* obs, std::size_t n, float* values);
 

@@ -15,8 +15,8 @@
  *
  * Thread-safety: unless `thread_safe` is nonzero, herd never runs two callbacks of such
  * environments at the same time (one process-wide lock; they may still run on different
- * threads, one after another), so simulators with global state are safe. With `thread_safe` set, distinct instances are stepped
- * concurrently; one instance is never used by two threads at once.
+ * threads, one after another), so simulators with global state are safe. With `thread_safe` set, distinct instances are
+ * stepped concurrently; one instance is never used by two threads at once.
  *
  * From the command line: a shared library that exports a `herd_env_spec_fn` (a function
  * that fills a spec) is named in a herd-rl configuration, `[env] library = "libmyenv.so"`
@@ -70,8 +70,7 @@ typedef struct herd_env_spec {
   int32_t (*reset)(void* env, uint64_t seed, float* obs);
   /** One step under `action[action_dim]`: writes `obs[obs_dim]`, `*reward`,
    *  `*terminated` and `*truncated` (0 or 1). */
-  int32_t (*step)(void* env, const double* action, float* obs, double* reward,
-                  int32_t* terminated, int32_t* truncated);
+  int32_t (*step)(void* env, const double* action, float* obs, double* reward, int32_t* terminated, int32_t* truncated);
   /** Frees the instance; may be NULL. */
   void (*destroy)(void* env);
   /** Optional: writes the internal state (`state_dim` doubles); may be NULL. */

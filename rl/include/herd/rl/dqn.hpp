@@ -15,8 +15,8 @@
 #include "herd/core/communicator.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/nn/data_parallel.hpp"
-#include "herd/nn/mlp.hpp"
 #include "herd/nn/linear.hpp"
+#include "herd/nn/mlp.hpp"
 #include "herd/nn/module.hpp"
 #include "herd/nn/optimizer.hpp"
 #include "herd/rl/ppo.hpp"
@@ -34,33 +34,33 @@ enum class DqnLoss {
 /// `dueling`, `n_step` and `prioritized` add the rlpyt/Rainbow variants, off by default).
 /// Step counts are env steps summed over all environments unless said otherwise.
 struct DqnOptions {
-  std::int64_t buffer_size = 1000000;     ///< replay capacity (transitions, all envs)
-  int batch_size = 32;                    ///< transitions per gradient step
-  std::int64_t learning_starts = 100;     ///< env steps of uniformly random actions before training starts
-  int train_freq = 4;                     ///< vector steps (one step of every env) between training rounds
+  std::int64_t buffer_size = 1000000;  ///< replay capacity (transitions, all envs)
+  int batch_size = 32;                 ///< transitions per gradient step
+  std::int64_t learning_starts = 100;  ///< env steps of uniformly random actions before training starts
+  int train_freq = 4;                  ///< vector steps (one step of every env) between training rounds
   /// Gradient steps per training round (-1: as many as the env steps of the round,
   /// train_freq * num_envs, as SB3's -1).
   int gradient_steps = 1;
   std::int64_t target_update_interval = 10000;  ///< env steps between target updates
-  double tau = 1.0;                       ///< target update: 1 copies, < 1 is Polyak averaging
-  double exploration_initial_eps = 1.0;   ///< epsilon at the start
-  double exploration_final_eps = 0.05;    ///< epsilon after the schedule
-  double exploration_fraction = 0.1;      ///< fraction of total_steps over which epsilon decays linearly
-  bool double_q = false;                  ///< double DQN targets
-  bool dueling = false;                   ///< dueling heads
-  int n_step = 1;                         ///< n of the n-step return
-  bool prioritized = false;               ///< prioritized replay (proportional)
-  double alpha = 0.6;                     ///< priority exponent
-  double beta0 = 0.4;                     ///< importance exponent at the start, annealed linearly to 1 at total_steps
-  double priority_eps = 1e-6;             ///< added to |TD error| in priorities
-  double learning_rate = 1e-4;            ///< optimizer step size (constant)
-  double max_grad_norm = 10.0;            ///< gradient-norm clip (0: off)
-  double gamma = 0.99;                    ///< discount
-  double huber_delta = 1.0;               ///< Huber loss threshold (SB3: smooth L1, 1)
-  DqnLoss loss = DqnLoss::kHuber;         ///< TD loss
+  double tau = 1.0;                             ///< target update: 1 copies, < 1 is Polyak averaging
+  double exploration_initial_eps = 1.0;         ///< epsilon at the start
+  double exploration_final_eps = 0.05;          ///< epsilon after the schedule
+  double exploration_fraction = 0.1;            ///< fraction of total_steps over which epsilon decays linearly
+  bool double_q = false;                        ///< double DQN targets
+  bool dueling = false;                         ///< dueling heads
+  int n_step = 1;                               ///< n of the n-step return
+  bool prioritized = false;                     ///< prioritized replay (proportional)
+  double alpha = 0.6;                           ///< priority exponent
+  double beta0 = 0.4;              ///< importance exponent at the start, annealed linearly to 1 at total_steps
+  double priority_eps = 1e-6;      ///< added to |TD error| in priorities
+  double learning_rate = 1e-4;     ///< optimizer step size (constant)
+  double max_grad_norm = 10.0;     ///< gradient-norm clip (0: off)
+  double gamma = 0.99;             ///< discount
+  double huber_delta = 1.0;        ///< Huber loss threshold (SB3: smooth L1, 1)
+  DqnLoss loss = DqnLoss::kHuber;  ///< TD loss
   OptimizerKind optimizer = OptimizerKind::kAdam;  ///< Adam (SB3) or RMSprop (the MinAtar paper)
-  double optimizer_eps = 1e-8;            ///< Adam/RMSprop epsilon (PyTorch's Adam default)
-  double rmsprop_alpha = 0.95;            ///< RMSprop's squared-gradient decay (MinAtar paper: 0.95)
+  double optimizer_eps = 1e-8;                     ///< Adam/RMSprop epsilon (PyTorch's Adam default)
+  double rmsprop_alpha = 0.95;                     ///< RMSprop's squared-gradient decay (MinAtar paper: 0.95)
   /// Centred RMSprop (PyTorch's `centered=True`; the MinAtar paper's and Mnih et al.'s DQN).
   bool rmsprop_centered = false;
 };
@@ -127,17 +127,17 @@ class QNetwork : public nn::Module {
   std::int64_t features_, actions_;
   bool dueling_;
   nn::Tensor in_, q_, grad_adv_, grad_val_, grad_h_, none_;
-  nn::Tensor act_in_;             // greedy_actions on the host: the input rows
-  struct ActingBuffers;           // greedy_actions on a CUDA device: pinned staging, device tensors
+  nn::Tensor act_in_;    // greedy_actions on the host: the input rows
+  struct ActingBuffers;  // greedy_actions on a CUDA device: pinned staging, device tensors
   std::unique_ptr<ActingBuffers> acting_;
 };
 
 /// Statistics of one `Dqn::train_step`.
 struct DqnStepStats {
-  double loss = 0;        ///< weighted mean TD loss (Huber or squared error: `DqnLoss`)
-  double q_mean = 0;      ///< mean Q(s, a) of the batch
+  double loss = 0;         ///< weighted mean TD loss (Huber or squared error: `DqnLoss`)
+  double q_mean = 0;       ///< mean Q(s, a) of the batch
   double target_mean = 0;  ///< mean TD target
-  double grad_norm = 0;   ///< gradient norm before clipping
+  double grad_norm = 0;    ///< gradient norm before clipping
 };
 
 /// DQN's update on an online and a target `QNetwork` (not owned; same architecture and
@@ -200,7 +200,7 @@ class Dqn {
   nn::Tensor obs_t_, next_t_, grad_q_;
   Communicator* comm_ = nullptr;          // data-parallel ranks (null: one process)
   std::unique_ptr<nn::DataParallel> dp_;  // gradient all-reduce over comm_
-  struct DeviceState;  // CUDA buffers of train_step_device
+  struct DeviceState;                     // CUDA buffers of train_step_device
   std::unique_ptr<DeviceState> dev_;
   DqnStepStats train_step_device(const ReplaySample& batch, std::vector<double>* td_errors);
 };

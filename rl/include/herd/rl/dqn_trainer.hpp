@@ -30,19 +30,49 @@ namespace herd::rl {
 /// sampled batches), `target_mean` and `grad_norm` are means over the iteration's gradient
 /// steps (NaN without one); `epsilon` and `beta` are the values at the iteration's end;
 /// `gradient_steps` counts all gradient steps so far; `replay_size` the valid transitions.
-inline constexpr std::array<const char*, 22> kDqnCurveColumns = {
-    "iteration",          "env_steps",          "wall_seconds",   "return_mean",  "return_min",
-    "return_max",         "episode_length",     "episode_length_min", "episode_length_max", "episodes",
-    "loss",               "q_mean",             "target_mean",    "grad_norm",    "epsilon",
-    "beta",               "learning_rate",      "gradient_steps", "replay_size",  "steps_per_second",
-    "sample_steps_per_second", "train_steps_per_second"};
+inline constexpr std::array<const char*, 22> kDqnCurveColumns = {"iteration",
+                                                                 "env_steps",
+                                                                 "wall_seconds",
+                                                                 "return_mean",
+                                                                 "return_min",
+                                                                 "return_max",
+                                                                 "episode_length",
+                                                                 "episode_length_min",
+                                                                 "episode_length_max",
+                                                                 "episodes",
+                                                                 "loss",
+                                                                 "q_mean",
+                                                                 "target_mean",
+                                                                 "grad_norm",
+                                                                 "epsilon",
+                                                                 "beta",
+                                                                 "learning_rate",
+                                                                 "gradient_steps",
+                                                                 "replay_size",
+                                                                 "steps_per_second",
+                                                                 "sample_steps_per_second",
+                                                                 "train_steps_per_second"};
 
 /// Columns of a DQN run's `<prefix>_progress.csv` (a subset of the curve, named as PPO's
 /// CSV where they mean the same).
-inline constexpr std::array<const char*, 18> kDqnProgressColumns = {
-    "iteration",   "env_steps",  "wall_time_s", "episodes",       "return_mean",  "return_min",
-    "return_max",  "length_mean", "length_min", "length_max",     "loss",         "q_mean",
-    "epsilon",     "learning_rate", "gradient_steps", "replay_size", "sample_steps_per_s", "train_steps_per_s"};
+inline constexpr std::array<const char*, 18> kDqnProgressColumns = {"iteration",
+                                                                    "env_steps",
+                                                                    "wall_time_s",
+                                                                    "episodes",
+                                                                    "return_mean",
+                                                                    "return_min",
+                                                                    "return_max",
+                                                                    "length_mean",
+                                                                    "length_min",
+                                                                    "length_max",
+                                                                    "loss",
+                                                                    "q_mean",
+                                                                    "epsilon",
+                                                                    "learning_rate",
+                                                                    "gradient_steps",
+                                                                    "replay_size",
+                                                                    "sample_steps_per_s",
+                                                                    "train_steps_per_s"};
 
 /// Bytes a DQN run holds as configured (upper estimate): the replay buffer
 /// (`ReplayBuffer::memory_need`), two sampled batches of observations, the envs' buffers
@@ -153,15 +183,15 @@ class DqnTrainer final : public TrainingRun {
   std::vector<std::string> changed_on_resume_;
   std::unique_ptr<SelfCommunicator> own_comm_;  // when none is given
   Communicator* comm_ = nullptr;
-  std::uint32_t first_gid_ = 0;  // global id of this rank's env 0
-  bool replay_ready_ = false;     // every rank's replay holds a transition (several ranks)
+  std::uint32_t first_gid_ = 0;        // global id of this rank's env 0
+  bool replay_ready_ = false;          // every rank's replay holds a transition (several ranks)
   std::vector<EpisodeInfo> finished_;  // this rank's episodes finished in the current iteration
   std::unique_ptr<EnvPool> pool_;
   std::unique_ptr<QNetwork> online_, target_;
   std::unique_ptr<Dqn> dqn_;
   std::unique_ptr<ReplayBuffer> replay_;
   std::int64_t num_actions_ = 0;
-  std::vector<float> obs_;   // [B, obs_dim] current observations
+  std::vector<float> obs_;  // [B, obs_dim] current observations
   std::vector<double> ep_ret_;
   std::vector<std::int64_t> ep_len_;
   std::vector<std::int64_t> actions_;
@@ -187,8 +217,8 @@ class DqnTrainer final : public TrainingRun {
 /// id 1<<20, reset stream `seed`, exploration draws from `RngStream(seed, 1<<20, kPolicy)`;
 /// episodes cut off at `max_episode_steps` steps as `evaluate_policy` (0: no cap).
 /// @throws herd::InputError for an unknown env, episodes < 1 or max_episode_steps < 0.
-EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episodes, double epsilon,
-                              std::uint64_t seed, std::int64_t max_episode_steps = kEvalMaxEpisodeSteps);
+EvalResult evaluate_q_network(QNetwork& q, const std::string& env_id, int episodes, double epsilon, std::uint64_t seed,
+                              std::int64_t max_episode_steps = kEvalMaxEpisodeSteps);
 
 /// Loads the online network of a `DqnTrainer` checkpoint and evaluates it greedily
 /// (`stochastic`: epsilon-greedy with the run's final epsilon); `max_episode_steps` < 0:

@@ -123,17 +123,16 @@ class Env {
   /// @param actions `[n, action_dim]` valid actions
   /// @param obs `[n, obs_dim]` output rows
   /// @param rewards, terminated, truncated `[n]` outputs (flags 0 or 1)
-  virtual void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
-                          double* rewards, std::uint8_t* terminated,
-                          std::uint8_t* truncated) const;
+  virtual void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs, double* rewards,
+                          std::uint8_t* terminated, std::uint8_t* truncated) const;
 
   /// `step_batch` with the observations written as uint8 (`ObsDtype::kUint8` pools): the
   /// default steps each env into a float32 row and converts it with `obs_to_u8`;
   /// environments whose observations are bytes (MinAtar's grids) may override it to write
   /// them directly, with the same values.
   /// @param obs `[n, obs_dim]` uint8 output rows
-  virtual void step_batch_u8(Env* const* envs, std::size_t n, const double* actions, std::uint8_t* obs,
-                             double* rewards, std::uint8_t* terminated, std::uint8_t* truncated) const;
+  virtual void step_batch_u8(Env* const* envs, std::size_t n, const double* actions, std::uint8_t* obs, double* rewards,
+                             std::uint8_t* terminated, std::uint8_t* truncated) const;
 
   /// Message "<id> (env <global id>): action ... is <value>, but must be ..." when the
   /// action is not valid; empty when it is. Thread-safe (reads only the spaces).

@@ -40,8 +40,8 @@ struct EnvPoolOptions {
   /// groups). Otherwise batch_size == num_envs means sync mode: num_threads - 1 workers
   /// plus the calling thread, and with one thread `send` steps the envs before returning.
   bool async_workers = false;
-  std::uint64_t seed = 0;       ///< seed of every env's reset stream
-  std::uint32_t first_global_id = 0;  ///< env k has global id first_global_id + k
+  std::uint64_t seed = 0;               ///< seed of every env's reset stream
+  std::uint32_t first_global_id = 0;    ///< env k has global id first_global_id + k
   std::int64_t max_episode_steps = -1;  ///< time limit override (-1: registered; 0: none)
   /// Sync steps: the least work (seconds) worth handing to another thread. The pool
   /// measures the cost of an env step as it runs and gives each task at least this much,
@@ -58,12 +58,12 @@ struct EnvPoolOptions {
 /// One batch of results: row j belongs to environment `env_ids[j]`. Views into the pool's
 /// buffers, valid until the next `recv` (async) or `step`/`reset` (sync).
 struct EnvBatch {
-  std::span<const std::int32_t> env_ids;     ///< `[B]`
-  std::span<const float> obs;                ///< `[B, obs_dim]` row-major float32
-  std::span<const double> rewards;           ///< `[B]`
-  std::span<const std::uint8_t> terminated;  ///< `[B]` 0 or 1
-  std::span<const std::uint8_t> truncated;   ///< `[B]` 0 or 1
-  std::span<const float> final_obs;          ///< `[B, obs_dim]`, meaningful where done
+  std::span<const std::int32_t> env_ids;       ///< `[B]`
+  std::span<const float> obs;                  ///< `[B, obs_dim]` row-major float32
+  std::span<const double> rewards;             ///< `[B]`
+  std::span<const std::uint8_t> terminated;    ///< `[B]` 0 or 1
+  std::span<const std::uint8_t> truncated;     ///< `[B]` 0 or 1
+  std::span<const float> final_obs;            ///< `[B, obs_dim]`, meaningful where done
   std::span<const std::uint8_t> obs_u8;        ///< `[B, obs_dim]` of a uint8 pool (else empty)
   std::span<const std::uint8_t> final_obs_u8;  ///< `[B, obs_dim]` of a uint8 pool, where done
   /// Number of rows B.
@@ -186,8 +186,7 @@ class EnvPool {
  private:
   void init(const EnvPoolOptions& options);
   void check_sync_idle(const char* what) const;
-  void validate_actions(const double* actions, const std::int32_t* ids, std::size_t m,
-                        const char* what) const;
+  void validate_actions(const double* actions, const std::int32_t* ids, std::size_t m, const char* what) const;
   void step_range(std::size_t b, std::size_t e, const double* actions);
   void step_range_u8(std::size_t b, std::size_t e, const double* actions);
   void step_validated(const double* actions);
@@ -200,8 +199,8 @@ class EnvPool {
   std::size_t batch_size_ = 0, num_threads_ = 1, obs_dim_ = 0, action_dim_ = 0;
   ObsDtype obs_dtype_ = ObsDtype::kFloat32;
   std::uint64_t seed_ = 0;
-  double min_task_ns_ = 0;   // from options.min_task_seconds
-  double env_step_ns_ = 0;   // running estimate of one env step (0: not yet measured)
+  double min_task_ns_ = 0;  // from options.min_task_seconds
+  double env_step_ns_ = 0;  // running estimate of one env step (0: not yet measured)
 
   // sync buffers
   std::vector<float> obs_, final_obs_;
@@ -213,7 +212,7 @@ class EnvPool {
 
   // async state: a ring of `num_slots_` batches of `batch_size_` rows
   enum class Op : std::uint8_t { kNone, kReset, kStep };
-  std::vector<Op> op_;                  // pending operation per env (user thread writes)
+  std::vector<Op> op_;                   // pending operation per env (user thread writes)
   std::vector<double> pending_actions_;  // [N, action_dim]
   std::vector<std::uint8_t> busy_;       // in flight (user thread only)
   std::size_t num_in_flight_ = 0;

@@ -79,9 +79,8 @@ class CartPole final : public Env {
   /// Steps a batch at the `env_simd()` level (chunks of environments copied to
   /// structure-of-arrays form and stepped 4 or 8 per vector; the scalar level is a tight
   /// loop over `cartpole_transition`), bit-identical with `step_unchecked` at every level.
-  void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
-                  double* rewards, std::uint8_t* terminated,
-                  std::uint8_t* truncated) const override;
+  void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs, double* rewards,
+                  std::uint8_t* terminated, std::uint8_t* truncated) const override;
 
  protected:
   void reset_impl(RngCursor& rng, float* obs) override;
@@ -111,9 +110,8 @@ class Acrobot final : public Env {
   /// Steps a batch at the `env_simd()` level (chunks of structure-of-arrays states, the RK4
   /// arithmetic 4 or 8 environments per vector, glibc's functions per environment; the
   /// scalar level steps one at a time), bit-identical with `step_unchecked` at every level.
-  void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs,
-                  double* rewards, std::uint8_t* terminated,
-                  std::uint8_t* truncated) const override;
+  void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs, double* rewards,
+                  std::uint8_t* terminated, std::uint8_t* truncated) const override;
 
  protected:
   void reset_impl(RngCursor& rng, float* obs) override;

@@ -69,8 +69,8 @@ class MinAtarEnv : public Env {
   /// @param full_actions whether the action space is the full 6-action set
   /// @param game_state_dim doubles of the game's own state
   /// @param game the game's rules and state (internal to the MinAtar sources)
-  MinAtarEnv(std::string id, int n_channels, std::vector<int> minimal, bool full_actions,
-             std::size_t game_state_dim, std::unique_ptr<minatar_detail::MinAtarGame> game);
+  MinAtarEnv(std::string id, int n_channels, std::vector<int> minimal, bool full_actions, std::size_t game_state_dim,
+             std::unique_ptr<minatar_detail::MinAtarGame> game);
 
  private:
   void reset_impl(RngCursor& rng, float* obs) final;

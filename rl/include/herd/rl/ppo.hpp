@@ -30,22 +30,22 @@ enum class OptimizerKind {
 
 /// Options of `Ppo` (defaults: SB3's PPO, except where noted).
 struct PpoOptions {
-  double learning_rate = 3e-4;   ///< initial learning rate
-  bool anneal_lr = true;         ///< lr * progress_remaining (linear to 0)
-  double clip_range = 0.2;       ///< initial clip range epsilon (> 0)
-  bool anneal_clip = true;       ///< clip_range * progress_remaining
-  double clip_range_vf = 0.0;    ///< value clipping around the old values (0: off)
-  int epochs = 10;               ///< passes over the rollout per update
-  int minibatch_size = 64;       ///< samples per gradient step, over all ranks (0: the whole rollout)
-  double ent_coef = 0.0;         ///< entropy bonus coefficient
-  double vf_coef = 0.5;          ///< value loss coefficient
-  double max_grad_norm = 0.5;    ///< global gradient-norm clip (<= 0: off)
+  double learning_rate = 3e-4;  ///< initial learning rate
+  bool anneal_lr = true;        ///< lr * progress_remaining (linear to 0)
+  double clip_range = 0.2;      ///< initial clip range epsilon (> 0)
+  bool anneal_clip = true;      ///< clip_range * progress_remaining
+  double clip_range_vf = 0.0;   ///< value clipping around the old values (0: off)
+  int epochs = 10;              ///< passes over the rollout per update
+  int minibatch_size = 64;      ///< samples per gradient step, over all ranks (0: the whole rollout)
+  double ent_coef = 0.0;        ///< entropy bonus coefficient
+  double vf_coef = 0.5;         ///< value loss coefficient
+  double max_grad_norm = 0.5;   ///< global gradient-norm clip (<= 0: off)
   /// Per-minibatch advantage normalisation; a minibatch of one sample (over all ranks) is
   /// left unnormalised, as Stable-Baselines3 does (its normalised advantage would be 0).
   bool normalize_advantage = true;
   OptimizerKind optimizer = OptimizerKind::kAdam;  ///< Adam or RMSprop
-  double optimizer_eps = 1e-5;   ///< epsilon of Adam/RMSprop (SB3 uses 1e-5)
-  std::uint64_t seed = 0;        ///< minibatch permutations: `RngStream(seed, rank, kShuffle)`
+  double optimizer_eps = 1e-5;                     ///< epsilon of Adam/RMSprop (SB3 uses 1e-5)
+  std::uint64_t seed = 0;                          ///< minibatch permutations: `RngStream(seed, rank, kShuffle)`
   /// Gradual warm-up (Goyal et al. 2017, §2.2): for iteration i < `lr_warmup_iterations`
   /// the learning rate is multiplied by `lr_warmup_start + (1 - lr_warmup_start) * i /
   /// lr_warmup_iterations` (on top of annealing), reaching the full rate at iteration
@@ -188,20 +188,20 @@ class Ppo {
  private:
   ActorCriticAgent& agent_;
   PpoOptions opt_options_;
-  Communicator* comm_ = nullptr;                // null or one rank: single process
-  std::unique_ptr<nn::DataParallel> dp_;      // data-parallel gradient averaging
+  Communicator* comm_ = nullptr;          // null or one rank: single process
+  std::unique_ptr<nn::DataParallel> dp_;  // data-parallel gradient averaging
   std::vector<nn::NamedParameter> params_;
   std::unique_ptr<nn::Optimizer> opt_;
   std::vector<float> obs_, adv_, g_logp_, g_ent_, g_val_;
   std::vector<double> act_;
-  std::vector<std::uint32_t> perm_;   // [epochs, n] permutations of one update
+  std::vector<std::uint32_t> perm_;    // [epochs, n] permutations of one update
   std::vector<double> stats_;          // data-parallel: [epochs * minibatches, 3] advantage sums
   const double* adv_stats_ = nullptr;  // this minibatch's global (count, sum, sum of squares)
   std::array<double, 6> terms_{};      // loss terms being all-reduced
   bool device_update_ = false;         // updates run on the agent's CUDA device
   std::int64_t graph_steps_ = 0, graph_captures_ = 0;
   std::string graph_error_;
-  struct DeviceState;                  // device buffers of a device update (ppo_device.cpp)
+  struct DeviceState;  // device buffers of a device update (ppo_device.cpp)
   struct DeviceStateDeleter {
     void operator()(DeviceState* d) const;
   };

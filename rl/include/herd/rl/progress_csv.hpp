@@ -17,10 +17,10 @@ namespace herd::rl {
 /// Columns of `<prefix>_progress.csv`, in order (docs/rl.md gives each column's meaning
 /// and its Stable-Baselines3 / CleanRL counterpart).
 inline constexpr std::array<const char*, 19> kProgressColumns = {
-    "iteration",    "env_steps",    "wall_time_s",  "episodes",          "return_mean",
-    "return_min",   "return_max",   "length_mean",  "length_min",        "length_max",
-    "policy_loss",  "value_loss",   "entropy",      "approx_kl",         "clip_fraction",
-    "explained_variance", "learning_rate", "sample_steps_per_s", "train_steps_per_s"};
+    "iteration",        "env_steps",   "wall_time_s",   "episodes",           "return_mean",   "return_min",
+    "return_max",       "length_mean", "length_min",    "length_max",         "policy_loss",   "value_loss",
+    "entropy",          "approx_kl",   "clip_fraction", "explained_variance", "learning_rate", "sample_steps_per_s",
+    "train_steps_per_s"};
 
 /// One row, values in the order of `kProgressColumns`; NaN is written "nan".
 using ProgressRow = std::array<double, kProgressColumns.size()>;

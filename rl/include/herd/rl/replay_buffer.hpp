@@ -56,8 +56,8 @@ struct ReplayBufferOptions {
   /// Transitions held over all environments (SB3's `buffer_size`); each env keeps a ring of
   /// `capacity / num_envs` slots (rounded down).
   std::size_t capacity = 1000000;
-  std::size_t num_envs = 1;   ///< B: environments stepped together
-  std::size_t obs_dim = 1;    ///< components of one observation (with a frame stack: all k frames)
+  std::size_t num_envs = 1;  ///< B: environments stepped together
+  std::size_t obs_dim = 1;   ///< components of one observation (with a frame stack: all k frames)
   /// k of a frame-stack wrapper (`WrapperOptions::frame_stack`) whose stacked observations
   /// `add` receives: each slot then stores the newest frame only (obs_dim / k components),
   /// and `sample` rebuilds the stacks (see the class comment). 1: observations are stored
@@ -66,18 +66,18 @@ struct ReplayBufferOptions {
   /// Observations stored as uint8 (each value must be an integer in [0, 255], e.g. MinAtar's
   /// 0/1 grids or Atari frames); otherwise float32.
   bool uint8_obs = false;
-  int n_step = 1;             ///< n of the n-step return (>= 1)
-  double gamma = 0.99;        ///< discount of the n-step return
-  bool prioritized = false;   ///< proportional prioritized replay instead of uniform
-  double alpha = 0.6;         ///< priority exponent (prioritized)
+  int n_step = 1;              ///< n of the n-step return (>= 1)
+  double gamma = 0.99;         ///< discount of the n-step return
+  bool prioritized = false;    ///< proportional prioritized replay instead of uniform
+  double alpha = 0.6;          ///< priority exponent (prioritized)
   double priority_eps = 1e-6;  ///< added to |TD error| before the exponent (prioritized)
 };
 
 /// A sampled minibatch (host arrays, row-major).
 struct ReplaySample {
-  std::vector<float> obs;              ///< `[batch, obs_dim]` s_t
-  std::vector<std::int64_t> actions;   ///< `[batch]` a_t (0-based index)
-  std::vector<double> returns;         ///< `[batch]` sum_{k<m} gamma^k r_{t+k}
+  std::vector<float> obs;             ///< `[batch, obs_dim]` s_t
+  std::vector<std::int64_t> actions;  ///< `[batch]` a_t (0-based index)
+  std::vector<double> returns;        ///< `[batch]` sum_{k<m} gamma^k r_{t+k}
   /// `[batch]` gamma^m, or 0 where the episode terminated within the m steps: the target is
   /// returns + discounts * max_a Q(next_obs, a).
   std::vector<double> discounts;

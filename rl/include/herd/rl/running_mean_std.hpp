@@ -65,8 +65,7 @@ class RewardNormalizer {
   RewardNormalizer(std::size_t envs, double gamma);
   /// Updates the statistics with one step of rewards `[B]` and done flags `[B]` and writes
   /// the scaled rewards, clipped to [-clip, clip], to `out` `[B]` (may alias `rewards`).
-  void step(const float* rewards, const std::uint8_t* dones, float* out, double clip = 10.0,
-            double eps = 1e-8);
+  void step(const float* rewards, const std::uint8_t* dones, float* out, double clip = 10.0, double eps = 1e-8);
   /// Merges the return statistics across the ranks of `comm` at every `step` (see
   /// `RunningMeanStd::update`; `step` becomes collective). Null: this process alone.
   void set_communicator(Communicator* comm) { comm_ = comm; }

@@ -32,17 +32,17 @@ struct SamplerStateRefs;  // rl/sampler_state.hpp
 
 /// Options of a sampler.
 struct SamplerOptions {
-  std::string env_id = "CartPole-v1";  ///< registry id
-  int num_envs = 8;                    ///< B
-  int num_steps = 32;                  ///< T per `collect`
-  int num_threads = 1;                 ///< env-stepping threads (parallel sampler)
-  std::uint64_t seed = 0;              ///< env reset streams and policy draws
-  std::uint32_t first_global_id = 0;   ///< env k has global id first_global_id + k
-  bool normalize_obs = false;          ///< running observation normalisation (SB3 VecNormalize)
-  bool normalize_reward = false;       ///< reward scaling by the discounted-return std
-  double gamma = 0.99;                 ///< discount of the reward normaliser's return
-  double clip_obs = 10.0;              ///< clip of normalised observations
-  double clip_reward = 10.0;           ///< clip of scaled rewards
+  std::string env_id = "CartPole-v1";   ///< registry id
+  int num_envs = 8;                     ///< B
+  int num_steps = 32;                   ///< T per `collect`
+  int num_threads = 1;                  ///< env-stepping threads (parallel sampler)
+  std::uint64_t seed = 0;               ///< env reset streams and policy draws
+  std::uint32_t first_global_id = 0;    ///< env k has global id first_global_id + k
+  bool normalize_obs = false;           ///< running observation normalisation (SB3 VecNormalize)
+  bool normalize_reward = false;        ///< reward scaling by the discounted-return std
+  double gamma = 0.99;                  ///< discount of the reward normaliser's return
+  double clip_obs = 10.0;               ///< clip of normalised observations
+  double clip_reward = 10.0;            ///< clip of scaled rewards
   std::int64_t max_episode_steps = -1;  ///< time limit override (-1: registered; 0: none)
   /// Observation dtype of the env batches: with kUint8 the pools write bytes (for integer
   /// observations in [0, 255], MinAtar's grids: faster stepping) and the sampler converts
@@ -56,7 +56,7 @@ struct SamplerOptions {
 
 /// A finished episode: undiscounted raw return and length in env steps.
 struct EpisodeInfo {
-  double ret = 0;       ///< sum of raw rewards
+  double ret = 0;           ///< sum of raw rewards
   std::int64_t length = 0;  ///< steps
 };
 

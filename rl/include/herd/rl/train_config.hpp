@@ -35,26 +35,26 @@ struct TrainConfig {
   /// `eval.max_episode_steps`: `herd-rl eval` cuts an episode off after this many steps and
   /// reports it as truncated (0: no cap).
   std::int64_t eval_max_episode_steps = 27000;
-  std::string algorithm = "ppo";     ///< "ppo", "a2c" or "dqn"
-  std::uint64_t seed = 0;            ///< seed of every random stream
-  std::int64_t total_steps = 100000;  ///< env steps to train (rounded up to whole rollouts)
+  std::string algorithm = "ppo";          ///< "ppo", "a2c" or "dqn"
+  std::uint64_t seed = 0;                 ///< seed of every random stream
+  std::int64_t total_steps = 100000;      ///< env steps to train (rounded up to whole rollouts)
   std::string output_prefix = "herd_rl";  ///< writes `<prefix>.h5` and `<prefix>.ckpt`
-  std::int64_t checkpoint_period = 0;  ///< iterations between checkpoints (0: only at the end)
+  std::int64_t checkpoint_period = 0;     ///< iterations between checkpoints (0: only at the end)
   /// Wall-clock seconds between checkpoints (0: none by time): after each iteration that
   /// ends at least this long after the last checkpoint, so an interrupted run loses little.
   double checkpoint_period_seconds = 120;
-  bool tensorboard = false;  ///< `logging.tensorboard`: also write TensorBoard event files
-  std::int64_t progress_period = 10;   ///< iterations between progress lines (0: none)
+  bool tensorboard = false;           ///< `logging.tensorboard`: also write TensorBoard event files
+  std::int64_t progress_period = 10;  ///< iterations between progress lines (0: none)
   /// Where the agent's networks run and train (`device`): "cpu", "cuda" or "cuda:<index>"
   /// (`agent.device` holds it parsed). Under `mpiexec` a plain "cuda" gives each rank GPU
   /// (local rank mod device count), chosen by `Trainer`.
   std::string device = "cpu";
-  std::string sampler = "serial";    ///< "serial", "parallel" or "alternating"
-  SamplerOptions sampler_options;    ///< env, sizes, threads, normalisation
-  AgentOptions agent;                ///< network
-  double gamma = 0.98;               ///< discount
-  double gae_lambda = 0.8;           ///< GAE lambda
-  PpoOptions ppo;                    ///< PPO hyperparameters (A2C uses a subset); `ppo.learning_rate` is scaled
+  std::string sampler = "serial";  ///< "serial", "parallel" or "alternating"
+  SamplerOptions sampler_options;  ///< env, sizes, threads, normalisation
+  AgentOptions agent;              ///< network
+  double gamma = 0.98;             ///< discount
+  double gae_lambda = 0.8;         ///< GAE lambda
+  PpoOptions ppo;                  ///< PPO hyperparameters (A2C uses a subset); `ppo.learning_rate` is scaled
   /// DQN hyperparameters (the `[dqn]` section; `dqn.gamma` is `algo.gamma`); with
   /// `algo.lr_scaling`, `dqn.learning_rate` is scaled by k = dqn.batch_size / lr_reference_batch.
   DqnOptions dqn;
@@ -86,9 +86,7 @@ struct TrainConfig {
     return static_cast<std::int64_t>(ranks) * sampler_options.num_envs * sampler_options.num_steps;
   }
   /// Iterations to run: ceil(total_steps / steps_per_iteration).
-  std::int64_t num_iterations() const {
-    return (total_steps + steps_per_iteration() - 1) / steps_per_iteration();
-  }
+  std::int64_t num_iterations() const { return (total_steps + steps_per_iteration() - 1) / steps_per_iteration(); }
   /// The A2C options this configuration implies.
   A2cOptions a2c() const;
 };

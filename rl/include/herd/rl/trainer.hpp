@@ -31,11 +31,27 @@ namespace herd::rl {
 /// `steps_per_second` is the iteration's env steps over its wall time, the sampling and
 /// training rates the same steps over the time of collecting the rollout and of the
 /// advantages plus update.
-inline constexpr std::array<const char*, 21> kCurveColumns = {
-    "iteration", "env_steps", "wall_seconds", "return_mean", "return_min", "return_max",
-    "episode_length", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
-    "explained_variance", "steps_per_second", "learning_rate", "clip_range", "episodes",
-    "episode_length_min", "episode_length_max", "sample_steps_per_second", "train_steps_per_second"};
+inline constexpr std::array<const char*, 21> kCurveColumns = {"iteration",
+                                                              "env_steps",
+                                                              "wall_seconds",
+                                                              "return_mean",
+                                                              "return_min",
+                                                              "return_max",
+                                                              "episode_length",
+                                                              "policy_loss",
+                                                              "value_loss",
+                                                              "entropy",
+                                                              "approx_kl",
+                                                              "clip_fraction",
+                                                              "explained_variance",
+                                                              "steps_per_second",
+                                                              "learning_rate",
+                                                              "clip_range",
+                                                              "episodes",
+                                                              "episode_length_min",
+                                                              "episode_length_max",
+                                                              "sample_steps_per_second",
+                                                              "train_steps_per_second"};
 
 /// True for the curve columns measured by the wall clock (they differ between runs that
 /// are otherwise bit-identical, e.g. a resumed run and an uninterrupted one).
@@ -202,16 +218,16 @@ class Trainer final : public TrainingRun {
   int interrupted_by_ = 0;
   double episodes_total_ = 0;  // finished training episodes, all ranks (NaN: unknown, an older checkpoint)
   std::vector<CurveRow> curve_;
-  std::unique_ptr<ProgressCsv> csv_;                // rank 0, during `run`
-  std::unique_ptr<io::TensorBoardWriter> tb_;       // rank 0 with logging.tensorboard, during `run`
+  std::unique_ptr<ProgressCsv> csv_;           // rank 0, during `run`
+  std::unique_ptr<io::TensorBoardWriter> tb_;  // rank 0 with logging.tensorboard, during `run`
 };
 
 /// Result of `evaluate_policy`: per-episode returns, their mean and population std, lengths
 /// and how the episodes ended.
 struct EvalResult {
-  std::vector<double> returns;  ///< undiscounted returns
-  double mean = 0;              ///< mean return
-  double std = 0;               ///< standard deviation of the returns
+  std::vector<double> returns;        ///< undiscounted returns
+  double mean = 0;                    ///< mean return
+  double std = 0;                     ///< standard deviation of the returns
   std::vector<std::int64_t> lengths;  ///< steps of each episode
   /// Episodes that ended truncated, not terminated: by the env's time limit or cut off at
   /// the evaluation's step cap (their returns are those of the steps played).

@@ -23,9 +23,9 @@ namespace herd::rl {
 /// A learning curve: named columns of equal length (one value per iteration; NaN where a
 /// quantity is undefined, e.g. the return before the first finished episode).
 struct TrainingCurve {
-  std::vector<std::string> names;                    ///< column names in file order
+  std::vector<std::string> names;                      ///< column names in file order
   std::map<std::string, std::vector<double>> columns;  ///< by name
-  std::string source;                                ///< the file read
+  std::string source;                                  ///< the file read
   /// Rows (0 when empty).
   std::size_t rows() const { return columns.empty() ? 0 : columns.begin()->second.size(); }
   /// The column `name`, or nullptr when absent.

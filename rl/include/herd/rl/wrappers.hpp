@@ -40,9 +40,7 @@ struct WrapperOptions {
   bool episodic_life = false;           ///< a lost life ends the episode (envs with lives)
   std::int64_t max_episode_steps = -1;  ///< time limit (-1: the env's registered one; 0: none)
   /// Whether any wrapper (or time-limit override) is asked for.
-  bool any() const {
-    return frame_stack != 1 || clip_reward || episodic_life || max_episode_steps != -1;
-  }
+  bool any() const { return frame_stack != 1 || clip_reward || episodic_life || max_episode_steps != -1; }
 };
 
 /// Wraps `env` (which must not have been reset yet) as `options` says; returns it unchanged

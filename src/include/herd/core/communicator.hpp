@@ -71,15 +71,13 @@ class Communicator {
   virtual void allreduce(void* data, std::size_t count, DataType type, ReduceOp op) = 0;
   /// Non-blocking `allreduce`; the buffer must stay alive and untouched until `wait()`.
   /// Collective (every rank starts it in the same order).
-  virtual std::unique_ptr<CommRequest> allreduce_async(void* data, std::size_t count,
-                                                       DataType type, ReduceOp op) = 0;
+  virtual std::unique_ptr<CommRequest> allreduce_async(void* data, std::size_t count, DataType type, ReduceOp op) = 0;
   /// Gathers `count` elements from every rank into `recv` (`[size(), count]`, rank-major)
   /// on every rank. Collective.
   virtual void allgather(const void* send, void* recv, std::size_t count, DataType type) = 0;
   /// Gathers `count` elements from every rank into `recv` (`[size(), count]`) on `root`;
   /// `recv` is ignored on other ranks. Collective.
-  virtual void gather(const void* send, void* recv, std::size_t count, DataType type,
-                      int root) = 0;
+  virtual void gather(const void* send, void* recv, std::size_t count, DataType type, int root) = 0;
   /// Ends every rank of the job with `code` (MPI_Abort); used when one rank fails so the
   /// others do not hang. Not collective; never returns.
   [[noreturn]] virtual void abort(int code) = 0;
@@ -123,8 +121,7 @@ class SelfCommunicator final : public Communicator {
   void barrier() override {}
   void broadcast(void*, std::size_t, DataType, int root) override;
   void allreduce(void*, std::size_t, DataType, ReduceOp) override {}
-  std::unique_ptr<CommRequest> allreduce_async(void* data, std::size_t count, DataType type,
-                                               ReduceOp op) override;
+  std::unique_ptr<CommRequest> allreduce_async(void* data, std::size_t count, DataType type, ReduceOp op) override;
   void allgather(const void* send, void* recv, std::size_t count, DataType type) override;
   void gather(const void* send, void* recv, std::size_t count, DataType type, int root) override;
   [[noreturn]] void abort(int code) override;

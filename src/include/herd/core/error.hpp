@@ -67,24 +67,23 @@ template <class E>
 
 /// Throws `herd::Error` with file:line, the failed expression and a fmt-formatted message
 /// when `cond` is false: `HERD_CHECK(n > 0, "dram: ndim is {}, but must be positive", n)`.
-#define HERD_CHECK(cond, ...)                                                                \
-  do {                                                                                       \
-    if (!(cond)) [[unlikely]]                                                                \
-      ::herd::detail::throw_check<::herd::Error>(__FILE__, __LINE__, #cond,                  \
-                                                 ::fmt::format(__VA_ARGS__));                \
+#define HERD_CHECK(cond, ...)                                                                            \
+  do {                                                                                                   \
+    if (!(cond)) [[unlikely]]                                                                            \
+      ::herd::detail::throw_check<::herd::Error>(__FILE__, __LINE__, #cond, ::fmt::format(__VA_ARGS__)); \
   } while (0)
 
 /// As `HERD_CHECK`, but throws the given exception type (a subclass of `herd::Error`).
-#define HERD_CHECK_AS(Type, cond, ...)                                                       \
-  do {                                                                                       \
-    if (!(cond)) [[unlikely]]                                                                \
+#define HERD_CHECK_AS(Type, cond, ...)                                                          \
+  do {                                                                                          \
+    if (!(cond)) [[unlikely]]                                                                   \
       ::herd::detail::throw_check<Type>(__FILE__, __LINE__, #cond, ::fmt::format(__VA_ARGS__)); \
   } while (0)
 
 /// Checks an argument at an API boundary; throws `herd::InputError` with the plain message
 /// (users see it, so no file:line).
-#define HERD_REQUIRE(cond, ...)                                                              \
-  do {                                                                                       \
-    if (!(cond)) [[unlikely]]                                                                \
-      throw ::herd::InputError(::fmt::format(__VA_ARGS__));                                  \
+#define HERD_REQUIRE(cond, ...)                             \
+  do {                                                      \
+    if (!(cond)) [[unlikely]]                               \
+      throw ::herd::InputError(::fmt::format(__VA_ARGS__)); \
   } while (0)

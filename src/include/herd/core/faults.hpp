@@ -3,15 +3,14 @@
 /// Start-up checks and failure handling for programs run on several processes (MPI ranks),
 /// shared by herd-sample, herd-rl and the C API (DESIGN.md §4).
 
-#include <cstdint>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <string>
-#include <thread>
-#include <condition_variable>
 #include <mutex>
+#include <string>
 #include <string_view>
+#include <thread>
 
 #include "herd/core/communicator.hpp"
 

@@ -54,8 +54,7 @@ class MpiCommunicator final : public Communicator {
   void barrier() override;
   void broadcast(void* data, std::size_t count, DataType type, int root) override;
   void allreduce(void* data, std::size_t count, DataType type, ReduceOp op) override;
-  std::unique_ptr<CommRequest> allreduce_async(void* data, std::size_t count, DataType type,
-                                               ReduceOp op) override;
+  std::unique_ptr<CommRequest> allreduce_async(void* data, std::size_t count, DataType type, ReduceOp op) override;
   void allgather(const void* send, void* recv, std::size_t count, DataType type) override;
   void gather(const void* send, void* recv, std::size_t count, DataType type, int root) override;
   [[noreturn]] void abort(int code) override;

@@ -64,8 +64,7 @@ class NcclCommunicator final : public Communicator {
   void allreduce(void* data, std::size_t count, DataType type, ReduceOp op) override;
   /// ncclAllReduce in place, enqueued only; the request's event completes with it.
   /// Collective (same order on every rank).
-  std::unique_ptr<CommRequest> allreduce_async(void* data, std::size_t count, DataType type,
-                                               ReduceOp op) override;
+  std::unique_ptr<CommRequest> allreduce_async(void* data, std::size_t count, DataType type, ReduceOp op) override;
   /// ncclAllGather into `recv` (`[size(), count]`, device); synchronises. Collective.
   void allgather(const void* send, void* recv, std::size_t count, DataType type) override;
   /// Point-to-point sends to `root` grouped with ncclGroupStart/End (NCCL has no gather);

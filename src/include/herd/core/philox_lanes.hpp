@@ -14,8 +14,7 @@
 namespace herd {
 
 /// Writes `RngStream::block(index0 + i, sub)` to `out[4 i .. 4 i + 3]` for i in [0, count).
-void philox_blocks_by_index(const RngStream& s, std::uint64_t index0, std::uint32_t sub, int count,
-                            std::uint32_t* out);
+void philox_blocks_by_index(const RngStream& s, std::uint64_t index0, std::uint32_t sub, int count, std::uint32_t* out);
 
 /// The SIMD width in use (16, 8 or 1), for benchmarks and tests.
 int philox_lanes_width();

@@ -54,8 +54,7 @@ struct RngBlock {
 
 /// Raw Philox4x32-10 of one counter and key; the known-answer function.
 /// Host and device; thread-safe (pure).
-HERD_HOST_DEVICE inline RngBlock philox4x32_10(const std::uint32_t counter[4],
-                                               const std::uint32_t key[2]) {
+HERD_HOST_DEVICE inline RngBlock philox4x32_10(const std::uint32_t counter[4], const std::uint32_t key[2]) {
   r123::Philox4x32 gen;
   r123::Philox4x32::ctr_type c = {{counter[0], counter[1], counter[2], counter[3]}};
   r123::Philox4x32::key_type k = {{key[0], key[1]}};
@@ -154,8 +153,8 @@ HERD_HOST_DEVICE inline float u32_to_uniformf(std::uint32_t x) {
 /// through a cursor depends only on the stream, the index and the kinds of draws before it.
 class RngCursor {
  public:
-  HERD_HOST_DEVICE RngCursor(std::uint32_t key0, std::uint32_t key1, std::uint32_t c1,
-                             std::uint32_t c2, std::uint32_t c3)
+  HERD_HOST_DEVICE RngCursor(std::uint32_t key0, std::uint32_t key1, std::uint32_t c1, std::uint32_t c2,
+                             std::uint32_t c3)
       : key_{key0, key1}, ctr_{0u, c1, c2, c3} {}
 
   /// Next 32-bit word.
@@ -264,8 +263,7 @@ class RngStream {
   /// @param seed   the run's 64-bit seed (the Philox key)
   /// @param stream the global id of a chain, environment or other consumer
   /// @param purpose what the draws are for (separates uses of one stream)
-  HERD_HOST_DEVICE RngStream(std::uint64_t seed, std::uint32_t stream,
-                             RngPurpose purpose = RngPurpose::kGeneric)
+  HERD_HOST_DEVICE RngStream(std::uint64_t seed, std::uint32_t stream, RngPurpose purpose = RngPurpose::kGeneric)
       : key0_(static_cast<std::uint32_t>(seed)),
         key1_(static_cast<std::uint32_t>(seed >> 32)),
         stream_(stream),
@@ -274,17 +272,14 @@ class RngStream {
   /// A cursor over the draws of `index` (only its low 48 bits are used).
   HERD_HOST_DEVICE RngCursor at(std::uint64_t index) const {
     const auto c1 = static_cast<std::uint32_t>(index);
-    const auto c2 = static_cast<std::uint32_t>((index >> 32) & 0xffffu) |
-                    (static_cast<std::uint32_t>(purpose_) << 16);
+    const auto c2 = static_cast<std::uint32_t>((index >> 32) & 0xffffu) | (static_cast<std::uint32_t>(purpose_) << 16);
     return RngCursor(key0_, key1_, c1, c2, stream_);
   }
   /// Block `sub` of `index`.
   HERD_HOST_DEVICE RngBlock block(std::uint64_t index, std::uint32_t sub = 0) const {
     const std::uint32_t ctr[4] = {
         sub, static_cast<std::uint32_t>(index),
-        static_cast<std::uint32_t>((index >> 32) & 0xffffu) |
-            (static_cast<std::uint32_t>(purpose_) << 16),
-        stream_};
+        static_cast<std::uint32_t>((index >> 32) & 0xffffu) | (static_cast<std::uint32_t>(purpose_) << 16), stream_};
     const std::uint32_t key[2] = {key0_, key1_};
     return philox4x32_10(ctr, key);
   }

@@ -42,13 +42,12 @@ class ThreadPool {
   /// size (0: about 4 chunks per thread). Which thread runs a chunk is unspecified, so the
   /// body must not depend on it.
   /// @throws whatever `body` threw (the first exception observed).
-  void parallel_for(std::size_t begin, std::size_t end,
-                    const std::function<void(std::size_t, std::size_t)>& body,
+  void parallel_for(std::size_t begin, std::size_t end, const std::function<void(std::size_t, std::size_t)>& body,
                     std::size_t grain = 0);
 
   /// Calls `body(i)` for every i in [begin, end); see the chunked overload.
-  void parallel_for_each(std::size_t begin, std::size_t end,
-                         const std::function<void(std::size_t)>& body, std::size_t grain = 0);
+  void parallel_for_each(std::size_t begin, std::size_t end, const std::function<void(std::size_t)>& body,
+                         std::size_t grain = 0);
 
   /// Runs `task` on a worker; the future carries its result or exception.
   template <class F>

@@ -86,10 +86,8 @@ inline ZigguratTables make_ziggurat_tables() {
   for (int it = 0; it < 200; ++it) {
     const double mid = 0.5 * (lo + hi);
     if (mid == lo || mid == hi) break;
-    if (ziggurat_fill(mid, t) > 0.0)
-      hi = mid;
-    else
-      lo = mid;
+    if (ziggurat_fill(mid, t) > 0.0) hi = mid;
+    else lo = mid;
   }
   ziggurat_fill(0.5 * (lo + hi), t);
   for (int i = 0; i < ZigguratTables::kLayers; ++i) t.ratio[i] = t.x[i + 1] / t.x[i];
@@ -105,8 +103,7 @@ HERD_HOST_DEVICE HERD_FORCE_INLINE double bit_cast_double(std::uint64_t b) {
 
 /// The slow path of `ziggurat_normal`: wedge test or tail. Returns true and sets `out`
 /// when the attempt is accepted.
-HERD_HOST_DEVICE inline bool ziggurat_slow(RngCursor& c, const ZigguratTables& t, int i,
-                                           double x, double& out) {
+HERD_HOST_DEVICE inline bool ziggurat_slow(RngCursor& c, const ZigguratTables& t, int i, double x, double& out) {
   if (i == 0) {
     // Tail beyond r (Marsaglia 1964): x = r + e1/r with acceptance exp(-e1^2/(2 r^2)),
     // i.e. accept when 2 e2 > (e1/r)^2 for two standard exponentials.
@@ -138,8 +135,8 @@ inline const ZigguratTables& ziggurat_tables() {
 
 /// The fast path of one attempt from a 64-bit draw: true (and `out`) when the point falls
 /// in the layer's rectangle; otherwise `layer` and `x` for the slow path.
-HERD_HOST_DEVICE HERD_FORCE_INLINE bool ziggurat_try(std::uint64_t bits, const ZigguratTables& t,
-                                                    double& out, int& layer, double& x, double& sign) {
+HERD_HOST_DEVICE HERD_FORCE_INLINE bool ziggurat_try(std::uint64_t bits, const ZigguratTables& t, double& out,
+                                                     int& layer, double& x, double& sign) {
   layer = static_cast<int>(bits & 0xffu);
   // Branch-free sign (a branch on a random bit mispredicts half the time): bit 8 of
   // `bits` moved to the sign bit of a double 1.0.
@@ -169,8 +166,7 @@ HERD_HOST_DEVICE HERD_FORCE_INLINE double ziggurat_normal(RngCursor& c, const Zi
 /// use the words after them, in order. So the result depends only on the cursor's
 /// position, as with `ziggurat_normal`, though the word order differs from n calls of it.
 /// Host and device.
-HERD_HOST_DEVICE inline void ziggurat_normals(RngCursor& c, const ZigguratTables& t, double* out,
-                                              int n) {
+HERD_HOST_DEVICE inline void ziggurat_normals(RngCursor& c, const ZigguratTables& t, double* out, int n) {
   constexpr int kChunk = 16;
   std::uint32_t w[2 * kChunk];
   for (int base = 0; base < n; base += kChunk) {
@@ -200,8 +196,7 @@ HERD_HOST_DEVICE inline void ziggurat_normals_from_words(const std::uint32_t* w,
   bool have_cursor = false;
   RngCursor c(0, 0, 0, 0, 0);
   for (int k = 0; k < n; ++k) {
-    const std::uint64_t bits =
-        static_cast<std::uint64_t>(w[2 * k]) | (static_cast<std::uint64_t>(w[2 * k + 1]) << 32);
+    const std::uint64_t bits = static_cast<std::uint64_t>(w[2 * k]) | (static_cast<std::uint64_t>(w[2 * k + 1]) << 32);
     double v, x, sign;
     int i;
     if (!ziggurat_try(bits, t, v, i, x, sign)) [[unlikely]] {
@@ -217,8 +212,6 @@ HERD_HOST_DEVICE inline void ziggurat_normals_from_words(const std::uint32_t* w,
 }
 
 /// Host convenience: `n` standard normals with the process-wide tables.
-inline void ziggurat_normals(RngCursor& c, double* out, int n) {
-  ziggurat_normals(c, ziggurat_tables(), out, n);
-}
+inline void ziggurat_normals(RngCursor& c, double* out, int n) { ziggurat_normals(c, ziggurat_tables(), out, n); }
 
 }  // namespace herd

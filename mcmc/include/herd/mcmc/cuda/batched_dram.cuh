@@ -55,7 +55,10 @@ class DeviceArray {
   ~DeviceArray() {
     if (p_) cudaFree(p_);
   }
-  DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
   DeviceArray& operator=(DeviceArray&& o) noexcept {
     if (this != &o) {
       if (p_) cudaFree(p_);
@@ -98,7 +101,10 @@ class PinnedArray {
   ~PinnedArray() {
     if (p_) cudaFreeHost(p_);
   }
-  PinnedArray(PinnedArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  PinnedArray(PinnedArray&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
   PinnedArray& operator=(PinnedArray&& o) noexcept {
     if (this != &o) {
       if (p_) cudaFreeHost(p_);
@@ -125,7 +131,8 @@ class PinnedArray {
 class DeviceGaussian {
  public:
   DeviceGaussian(const GaussianTarget& g, cudaStream_t s)
-      : mean_(g.mean().data(), g.mean().size(), s), prec2_(g.quadratic_form().data(), g.quadratic_form().size(), s),
+      : mean_(g.mean().data(), g.mean().size(), s),
+        prec2_(g.quadratic_form().data(), g.quadratic_form().size(), s),
         view_{g.ndim(), mean_.get(), prec2_.get(), g.log_norm()} {}
   GaussianLogDensity view() const { return view_; }
 
@@ -165,7 +172,7 @@ __global__ void segment(batched::KernelParams p, batched::ChainArrays a, std::si
 // hot state's accesses coalesce.
 template <int D, class F>
 __global__ void segment_local_kernel(batched::KernelParams p, batched::ChainArrays a, std::size_t m, std::uint64_t k0,
-                              std::uint64_t per, std::int64_t nd, F f, double* bx, double* blp) {
+                                     std::uint64_t per, std::int64_t nd, F f, double* bx, double* blp) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < m) batched::segment_local<D>(p, a, i, k0, per, nd, f, bx, blp);
 }
@@ -173,16 +180,14 @@ __global__ void segment_local_kernel(batched::KernelParams p, batched::ChainArra
 // Launches the segment kernel: thread-local state for d <= 32, the arrays otherwise.
 template <class F>
 void launch_segment(unsigned blocks, unsigned threads, cudaStream_t s, const batched::KernelParams& p,
-                    const batched::ChainArrays& a, std::size_t m, std::uint64_t k0, std::uint64_t per,
-                    std::int64_t nd, const F& f, double* bx, double* blp) {
-  if (p.d <= 8)
-    herd::gpu::launch(segment_local_kernel<8, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
+                    const batched::ChainArrays& a, std::size_t m, std::uint64_t k0, std::uint64_t per, std::int64_t nd,
+                    const F& f, double* bx, double* blp) {
+  if (p.d <= 8) herd::gpu::launch(segment_local_kernel<8, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
   else if (p.d <= 16)
     herd::gpu::launch(segment_local_kernel<16, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
   else if (p.d <= 32)
     herd::gpu::launch(segment_local_kernel<32, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
-  else
-    herd::gpu::launch(segment<F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
+  else herd::gpu::launch(segment<F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
 }
 
 // One level of the pooled summation tree (detail::pooled_tree_plan): parent node
@@ -200,14 +205,13 @@ __global__ inline void pooled_tree_level(batched::ChainArrays a, int d, std::uin
 // numbers go back to the host, not a result per chain. Resets the statistics and moves each
 // chain's reference to its running mean; the factors stay on the device.
 __global__ inline void per_chain_update(batched::ChainArrays a, std::size_t m, int d, double scale, double* run_n,
-                                        double* run_mean, double* run_m2, double* ref,
-                                        unsigned long long* counts) {
+                                        double* run_mean, double* run_m2, double* ref, unsigned long long* counts) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= m) return;
   const std::size_t du = static_cast<std::size_t>(d), dd = du * du;
   double* s2 = a.ad_s2 + i * dd;
-  const int r = batched::merge_and_factor(d, a.ad_n[i], a.ad_s1 + i * du, s2, ref + i * du, run_n[i],
-                                          run_mean + i * du, run_m2 + i * dd, scale, a.chol + i * dd, s2);
+  const int r = batched::merge_and_factor(d, a.ad_n[i], a.ad_s1 + i * du, s2, ref + i * du, run_n[i], run_mean + i * du,
+                                          run_m2 + i * dd, scale, a.chol + i * dd, s2);
   if (r == 1) atomicAdd(counts, 1ULL);
   if (r == -1) atomicAdd(counts + 1, 1ULL);
   a.ad_n[i] = 0.0;
@@ -362,7 +366,8 @@ class DeviceChains {
     for (std::size_t lv = 0; lv < plan.parents.size(); ++lv) {
       const auto [lo, hi] = plan.parents[lv];
       const auto nb = static_cast<unsigned>((hi - lo + threads - 1) / threads);
-      herd::gpu::launch(kernels::pooled_tree_level, nb, threads, 0, stream_, da, d, first, static_cast<int>(lv) + 1, lo, hi);
+      herd::gpu::launch(kernels::pooled_tree_level, nb, threads, 0, stream_, da, d, first, static_cast<int>(lv) + 1, lo,
+                        hi);
       HERD_CUDA_CHECK(cudaGetLastError());
     }
     std::vector<detail::PooledNode> nodes(plan.emitted.size());
@@ -373,7 +378,8 @@ class DeviceChains {
       nd.level = lv;
       nd.index = j;
       nd.stats.resize(1 + du_ + dd_);
-      HERD_CUDA_CHECK(cudaMemcpyAsync(nd.stats.data(), ad_n_.get() + row, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+      HERD_CUDA_CHECK(
+          cudaMemcpyAsync(nd.stats.data(), ad_n_.get() + row, sizeof(double), cudaMemcpyDeviceToHost, stream_));
       HERD_CUDA_CHECK(cudaMemcpyAsync(nd.stats.data() + 1, ad_s1_.get() + row * du_, du_ * sizeof(double),
                                       cudaMemcpyDeviceToHost, stream_));
       HERD_CUDA_CHECK(cudaMemcpyAsync(nd.stats.data() + 1 + du_, ad_s2_.get() + row * dd_, dd_ * sizeof(double),
@@ -421,8 +427,8 @@ class DeviceChains {
   int d = 0;
   static constexpr unsigned threads = 128;
   unsigned blocks = 0;
-  batched::KernelParams dp;   ///< parameters with device pointers
-  batched::ChainArrays da;    ///< device arrays
+  batched::KernelParams dp;     ///< parameters with device pointers
+  batched::ChainArrays da;      ///< device arrays
   DeviceArray<double> bx, blp;  ///< device draw buffers `[M, block, d]`, `[M, block]`
 
  private:
@@ -441,8 +447,8 @@ class DeviceChains {
   DeviceArray<double> ad_n_, ad_s1_, ad_s2_, ad_ref_, run_n_, run_mean_, run_m2_;
   DeviceArray<unsigned long long> result_;  ///< per-chain updates: {replaced, failed}
   PinnedArray<double> stage_x_, stage_lp_;  ///< page-locked staging of the draw blocks
-  PinnedArray<std::int64_t> stage_counts_;   ///< page-locked staging of the counters
-  bool chol_dirty_ = false;                  ///< per-chain factors changed on the device
+  PinnedArray<std::int64_t> stage_counts_;  ///< page-locked staging of the counters
+  bool chol_dirty_ = false;                 ///< per-chain factors changed on the device
 };
 
 /// Runs the batched sampler on the current CUDA device with a device-callable functor
@@ -468,8 +474,8 @@ BatchedDramResult run_batched_dram(BatchedDramOptions options, const F& f, Batch
   hooks.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* hbx, double* hblp, bool adapting) {
     batched::KernelParams p = dc.dp;
     p.adapting = adapting;
-    kernels::launch_segment(dc.blocks, dc.threads, stream, p, dc.da, dc.m, k0, per, nd, f,
-                            hbx ? dc.bx.get() : nullptr, hbx ? dc.blp.get() : nullptr);
+    kernels::launch_segment(dc.blocks, dc.threads, stream, p, dc.da, dc.m, k0, per, nd, f, hbx ? dc.bx.get() : nullptr,
+                            hbx ? dc.blp.get() : nullptr);
     HERD_CUDA_CHECK(cudaGetLastError());
     dc.download_block(nd, hbx, hblp);
   };

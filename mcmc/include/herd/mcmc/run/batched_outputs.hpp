@@ -89,7 +89,7 @@ std::size_t default_superchains(std::int64_t chains);
 /// the batched diagnostics (nested R-hat over `superchains` contiguous superchains).
 struct BatchedPosterior {
   std::vector<QuantitySummary> rows;
-  std::vector<std::vector<double>> columns;  ///< [quantity][chain, draw] row-major
+  std::vector<std::vector<double>> columns;     ///< [quantity][chain, draw] row-major
   std::vector<BatchedDiagnostics> diagnostics;  ///< [variable]
 };
 
@@ -113,10 +113,10 @@ struct BatchedRunFacts {
   BatchedDramOptions all_options;  ///< the run's options over all chains (num_chains = all, first id 0)
   BatchedDramResult totals;        ///< `reduce_batched_result`
   int processes = 1;
-  std::size_t superchains = 0;     ///< of nested R-hat (0: not computed)
-  std::int64_t draws = 0;          ///< thinned draws per chain
+  std::size_t superchains = 0;                   ///< of nested R-hat (0: not computed)
+  std::int64_t draws = 0;                        ///< thinned draws per chain
   const BatchedRestartRecord* record = nullptr;  ///< null without checkpoints
-  double session_seconds = 0.0;    ///< this invocation's wall time so far
+  double session_seconds = 0.0;                  ///< this invocation's wall time so far
 };
 
 /// Root attributes of the batched `.h5` (herd_version, sampler, device, target,

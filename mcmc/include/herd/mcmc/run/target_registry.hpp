@@ -24,8 +24,8 @@ namespace herd::mcmc {
 
 /// A target made from the input.
 struct MadeTarget {
-  SampleTarget target;                            ///< the point log density and its names
-  std::shared_ptr<const BatchedTarget> batched;   ///< the device-callable form, or null
+  SampleTarget target;                           ///< the point log density and its names
+  std::shared_ptr<const BatchedTarget> batched;  ///< the device-callable form, or null
   /// Loads code the target needs (a plugin library) once the outputs are checked; may be
   /// empty (`SamplerProgramInput::load_target`).
   std::function<void()> load;

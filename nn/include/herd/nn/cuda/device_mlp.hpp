@@ -32,8 +32,8 @@ class DeviceMlp {
   /// a CUDA device, then after its pending nn-stream work) to the current device.
   /// @param lr, beta1, beta2, eps Adam's hyper-parameters (as `nn::Adam`)
   /// @throws InputError unless the model is float32; CudaError on CUDA failures.
-  DeviceMlp(Mlp& model, const MlpOptions& options, cudaStream_t stream, double lr = 1e-3,
-            double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8);
+  DeviceMlp(Mlp& model, const MlpOptions& options, cudaStream_t stream, double lr = 1e-3, double beta1 = 0.9,
+            double beta2 = 0.999, double eps = 1e-8);
   ~DeviceMlp();
   DeviceMlp(const DeviceMlp&) = delete;
   DeviceMlp& operator=(const DeviceMlp&) = delete;

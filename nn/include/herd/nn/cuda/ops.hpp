@@ -38,8 +38,7 @@ void exp(const T* x, T* y, std::int64_t n, cudaStream_t s);
 /// Softmax backward per row: `gx = y (gy - sum(y gy))` (`log`: `gx = gy - exp(y) sum(gy)`,
 /// `y` being the log-softmax). CPU reference: `Softmax`/`LogSoftmax::backward`.
 template <class T>
-void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::int64_t cols,
-                      bool log, cudaStream_t s);
+void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::int64_t cols, bool log, cudaStream_t s);
 /// `out[r] = lp[r, idx[r]]` for `lp` `[rows, cols]` (when `out` is not null);
 /// `*sum = k sum_r lp[r, idx[r]]` in double when `sum` is not null (overwritten).
 /// Indices are checked on the device: an index outside [0, cols) reads nothing, gives NaN
@@ -48,9 +47,8 @@ void softmax_backward(const T* y, const T* gy, T* gx, std::int64_t rows, std::in
 /// first offender: `{err_code, r, idx[r], cols}`), which the host reports at its next
 /// synchronisation (nn/device_ops.hpp `check_dev_errors`).
 template <class T>
-void gather_rows(const T* lp, const std::int64_t* idx, T* out, double* sum, std::int64_t rows,
-                 std::int64_t cols, cudaStream_t s, double k = 1.0, std::int64_t* err = nullptr,
-                 int err_code = 0);
+void gather_rows(const T* lp, const std::int64_t* idx, T* out, double* sum, std::int64_t rows, std::int64_t cols,
+                 cudaStream_t s, double k = 1.0, std::int64_t* err = nullptr, int err_code = 0);
 /// Index of the largest entry per row of `x` `[rows, cols]` (the first on ties; NaN never
 /// wins, as the CPU's `>` comparison) into int64 `out` `[rows]`.
 /// CPU reference: `Categorical::mode`.
@@ -59,56 +57,54 @@ void argmax_rows(const T* x, std::int64_t* out, std::int64_t rows, std::int64_t 
 /// Cross-entropy gradient: `g[r, c] = k (exp(lp[r, c]) - [c == t[r]])`.
 /// CPU reference: `CrossEntropyLoss::backward`.
 template <class T>
-void cross_entropy_backward(const T* lp, const std::int64_t* t, T* g, std::int64_t rows,
-                            std::int64_t cols, double k, cudaStream_t s);
+void cross_entropy_backward(const T* lp, const std::int64_t* t, T* g, std::int64_t rows, std::int64_t cols, double k,
+                            cudaStream_t s);
 /// Categorical entropy per row: `h[r] = -sum_c p lp`. CPU reference: `Categorical::entropy`.
 template <class T>
-void categorical_entropy(const T* p, const T* lp, T* h, std::int64_t rows, std::int64_t cols,
-                         cudaStream_t s);
+void categorical_entropy(const T* p, const T* lp, T* h, std::int64_t rows, std::int64_t cols, cudaStream_t s);
 /// `gl[r, :] += g[r] (onehot(a[r]) - p[r, :])` (d log p(a)/d logits).
 template <class T>
-void categorical_log_prob_backward(const T* p, const std::int64_t* a, const T* g, T* gl,
-                                   std::int64_t rows, std::int64_t cols, cudaStream_t s);
+void categorical_log_prob_backward(const T* p, const std::int64_t* a, const T* g, T* gl, std::int64_t rows,
+                                   std::int64_t cols, cudaStream_t s);
 /// `gl[r, :] -= g[r] p (lp + H_r)` (dH/d logits). CPU reference: `Categorical::backward_entropy`.
 template <class T>
-void categorical_entropy_backward(const T* p, const T* lp, const T* g, T* gl, std::int64_t rows,
-                                  std::int64_t cols, cudaStream_t s);
+void categorical_entropy_backward(const T* p, const T* lp, const T* g, T* gl, std::int64_t rows, std::int64_t cols,
+                                  cudaStream_t s);
 /// Diagonal Gaussian log-density per row of actions `a` `[rows, dim]` around `mu` with
 /// log-std `ls` `[dim]`: `out[r] = -1/2 sum_d (a - mu)^2 exp(-2 ls) - sum ls - dim log(2 pi)/2`.
 /// CPU reference: `Gaussian::log_prob`.
 template <class T>
-void gaussian_log_prob(const T* a, const T* mu, const T* ls, T* out, std::int64_t rows,
-                       std::int64_t dim, cudaStream_t s);
+void gaussian_log_prob(const T* a, const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim,
+                       cudaStream_t s);
 /// Gaussian entropy, the same for every row: `out[r] = sum ls + dim (1 + log(2 pi))/2`.
 template <class T>
 void gaussian_entropy(const T* ls, T* out, std::int64_t rows, std::int64_t dim, cudaStream_t s);
 /// `gmu += g[r] (a - mu) exp(-2 ls)`; `gls[d] += sum_r g[r] ((a - mu)^2 exp(-2 ls) - 1)`.
 /// CPU reference: `Gaussian::backward_log_prob`.
 template <class T>
-void gaussian_log_prob_backward(const T* a, const T* mu, const T* ls, const T* g, T* gmu, T* gls,
-                                std::int64_t rows, std::int64_t dim, cudaStream_t s);
+void gaussian_log_prob_backward(const T* a, const T* mu, const T* ls, const T* g, T* gmu, T* gls, std::int64_t rows,
+                                std::int64_t dim, cudaStream_t s);
 /// `gls[d] += sum_r g[r]` for every d. CPU reference: `Gaussian::backward_entropy`.
 template <class T>
-void gaussian_entropy_backward(const T* g, T* gls, std::int64_t rows, std::int64_t dim,
-                               cudaStream_t s);
+void gaussian_entropy_backward(const T* g, T* gls, std::int64_t rows, std::int64_t dim, cudaStream_t s);
 /// LayerNorm forward over rows of `F` features: `xhat = (x - mean) rstd`,
 /// `rstd = 1/sqrt(var + eps)` (biased variance), `y = xhat w + b` (w, b null: `y = xhat`).
 /// CPU reference: `LayerNorm::forward`.
 template <class T>
-void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* xhat, T* rstd,
-                        std::int64_t rows, std::int64_t F, double eps, cudaStream_t s);
+void layer_norm_forward(const T* x, const T* w, const T* b, T* y, T* xhat, T* rstd, std::int64_t rows, std::int64_t F,
+                        double eps, cudaStream_t s);
 /// LayerNorm backward: accumulates `gw += sum_r gy xhat`, `gb += sum_r gy` (when w is not
 /// null) and writes `gx = rstd (d - mean(d) - xhat mean(d xhat))`, `d = gy w` (or gy).
 template <class T>
-void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw, T* gb,
-                         T* gx, std::int64_t rows, std::int64_t F, cudaStream_t s);
+void layer_norm_backward(const T* gy, const T* xhat, const T* rstd, const T* w, T* gw, T* gb, T* gx, std::int64_t rows,
+                         std::int64_t F, cudaStream_t s);
 /// One RMSprop step (as `nn::RmsProp`): `v = a v + (1 - a) g^2`, `w -= lr g / (sqrt(v) + eps)`;
 /// centred when `m` (the gradient average) is not null: `m = a m + (1 - a) g`,
 /// `w -= lr g / (sqrt(v - m^2) + eps)`. `skip` (device memory, may be null): when `*skip` is
 /// non-zero at run time, `w`, `v` and `m` stay unchanged (see `adam_update`).
 template <class T>
-void rmsprop_update(T* w, const T* g, T* v, T* m, std::int64_t n, double lr, double alpha, double eps,
-                    cudaStream_t s, const std::int32_t* skip = nullptr);
+void rmsprop_update(T* w, const T* g, T* v, T* m, std::int64_t n, double lr, double alpha, double eps, cudaStream_t s,
+                    const std::int32_t* skip = nullptr);
 /// The scaling of `clip_grad_norm` without a host read-back: with `coef = max_norm /
 /// (sqrt(*sum_sq) + 1e-6)` computed on the device from the device double `*sum_sq` (the
 /// squared global norm, e.g. from `sum_squares`), `g *= coef` (rounded to T) when
@@ -124,17 +120,15 @@ void sum_squares(const T* x, double* acc, std::int64_t n, cudaStream_t s);
 /// (zero outside the image) for an input `[C, H, W]` and `col` `[C kh kw, ho wo]`; one
 /// thread per element of `col`. CPU reference: `im2col` in nn/conv2d.cpp.
 template <class T>
-void conv_im2col(const T* x, T* col, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
-                 std::int64_t kw, std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo,
-                 cudaStream_t s);
+void conv_im2col(const T* x, T* col, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh, std::int64_t kw,
+                 std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo, cudaStream_t s);
 /// Conv2d col2im of one sample, the adjoint of `conv_im2col`: `x[c, iy, ix]` is *set* to
 /// the sum of the `col` entries that `conv_im2col` reads from that position (gather form:
 /// one thread per input element, no atomics, so the sum order is fixed: i, then j).
 /// CPU reference: `col2im` in nn/conv2d.cpp.
 template <class T>
-void conv_col2im(const T* col, T* x, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh,
-                 std::int64_t kw, std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo,
-                 cudaStream_t s);
+void conv_col2im(const T* col, T* x, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t kh, std::int64_t kw,
+                 std::int64_t stride, std::int64_t pad, std::int64_t ho, std::int64_t wo, cudaStream_t s);
 /// `y[n, o, q] += b[o]` for `y` `[N, O, P]` (NCHW with P = H W). CPU reference: the bias
 /// broadcast of `Conv2d::forward`.
 template <class T>
@@ -154,8 +148,8 @@ void adam_tick(double* hyper, double beta1, double beta2, cudaStream_t s);
 /// `inv_bc2_sqrt` read from `hyper` (set by `adam_tick`) and rounded to T. `skip`: as for
 /// `adam_update` (a non-zero device flag leaves w, m and v unchanged).
 template <class T>
-void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, double beta1,
-                       double beta2, double eps, cudaStream_t s, const std::int32_t* skip = nullptr);
+void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const double* hyper, double beta1, double beta2,
+                       double eps, cudaStream_t s, const std::int32_t* skip = nullptr);
 
 /// Categorical sampling by inversion on the device, the draws of `Categorical::sample`:
 /// row r takes the uniform `RngStream(seed, stream + r, purpose).uniform(index)` and the
@@ -163,17 +157,15 @@ void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const doubl
 /// class otherwise). Philox and the uniform conversion are bit-identical on host and
 /// device, so the actions equal the CPU's exactly. `out` is int64 `[rows]`.
 template <class T>
-void categorical_sample(const T* p, std::int64_t* out, std::int64_t rows, std::int64_t cols,
-                        std::uint64_t seed, std::uint32_t stream, int purpose, std::uint64_t index,
-                        cudaStream_t s);
+void categorical_sample(const T* p, std::int64_t* out, std::int64_t rows, std::int64_t cols, std::uint64_t seed,
+                        std::uint32_t stream, int purpose, std::uint64_t index, cudaStream_t s);
 /// Diagonal Gaussian sampling on the device, the draws of `Gaussian::sample`: row r walks
 /// `RngStream(seed, stream + r, purpose).at(index)` and sets
 /// `out[r, d] = mu[r, d] + exp(ls[d]) z_d` (in double, then rounded to T) with the
 /// cursor's standard normals in order. The normals use the device's log/sincospi, which
 /// may differ from the host's in the last bits of a double (see herd/core/rng.hpp).
 template <class T>
-void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim,
-                     std::uint64_t seed, std::uint32_t stream, int purpose, std::uint64_t index,
-                     cudaStream_t s);
+void gaussian_sample(const T* mu, const T* ls, T* out, std::int64_t rows, std::int64_t dim, std::uint64_t seed,
+                     std::uint32_t stream, int purpose, std::uint64_t index, cudaStream_t s);
 
 }  // namespace herd::nn::cuda

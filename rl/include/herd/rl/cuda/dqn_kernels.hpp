@@ -34,9 +34,8 @@ void dueling_backward(const float* g, float* ga, float* gv, std::int64_t n, std:
 /// (an int32) 1 when the mean loss is not finite, else 0 (an optimizer skip flag). Actions
 /// must lie in [0, A) (checked by the caller). One block; sums in a fixed tree order.
 void dqn_td_loss(const float* q, const float* q_next, const std::int64_t* best, const std::int64_t* actions,
-                 const double* returns, const double* discounts, const double* weights, std::int64_t n,
-                 std::int64_t A, bool mse, double delta, float* grad, double* td, double* stats,
-                 std::int32_t* bad, cudaStream_t s);
+                 const double* returns, const double* discounts, const double* weights, std::int64_t n, std::int64_t A,
+                 bool mse, double delta, float* grad, double* td, double* stats, std::int32_t* bad, cudaStream_t s);
 
 /// Polyak target update over `n` floats: `dst[i] = dst[i] * (1 - tau) + tau * src[i]` in
 /// float (as `QNetwork::update_from` on the host, bit for bit).

@@ -32,11 +32,11 @@ void gae(const float* rewards, const float* values, const std::uint8_t* terminat
 /// advantages, old log-probabilities, old values, returns. Every argument stays the same
 /// from minibatch to minibatch (the counter moves on the device), so the launch can be
 /// replayed in a CUDA graph.
-void ppo_gather(const std::uint32_t* perm, const std::uint32_t* starts, const std::int32_t* minibatch,
-                std::int64_t n, const float* obs, std::int64_t obs_dim, const std::int64_t* actions_i64,
-                const float* actions_f32, std::int64_t action_dim, const float* advantages, const float* log_probs,
-                const float* values, const float* returns, float* obs_out, std::int64_t* act_i64_out,
-                float* act_f32_out, float* aux, cudaStream_t s);
+void ppo_gather(const std::uint32_t* perm, const std::uint32_t* starts, const std::int32_t* minibatch, std::int64_t n,
+                const float* obs, std::int64_t obs_dim, const std::int64_t* actions_i64, const float* actions_f32,
+                std::int64_t action_dim, const float* advantages, const float* log_probs, const float* values,
+                const float* returns, float* obs_out, std::int64_t* act_i64_out, float* act_f32_out, float* aux,
+                cudaStream_t s);
 
 /// The PPO loss of one minibatch of `n` samples, the device twin of `Ppo::minibatch_loss`
 /// (one process): advantages (`aux` row 0) normalised over the minibatch when `normalize`

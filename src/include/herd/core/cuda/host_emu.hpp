@@ -39,8 +39,7 @@ namespace herd::gpu::emu {
 /// (the launch layer counts). A bad configuration (no threads, more than 1024 threads per
 /// block, more than 48 KiB of dynamic shared memory) sets `cudaErrorInvalidConfiguration`
 /// as the last error and runs nothing.
-void launch_on_host(dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
-                    std::function<void()> body);
+void launch_on_host(dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream, std::function<void()> body);
 
 /// The barrier of the threads of the running block (`__syncthreads`).
 void sync_block_threads();

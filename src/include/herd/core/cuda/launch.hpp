@@ -33,15 +33,17 @@ namespace herd::gpu {
 /// Launches `kernel` over `grid` x `block` with `shared_bytes` of dynamic shared memory on
 /// `stream` (see the file comment).
 template <class... P, class... A>
-void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
-            A&&... args) {
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "herd::gpu::launch: wrong number of kernel arguments");
   detail::count(detail::Count::kKernel);
 #if defined(HERD_HOST_EMU)
   emu::launch_on_host(grid, block, shared_bytes, stream,
                       [kernel, ... a = static_cast<P>(std::forward<A>(args))]() { kernel(a...); });
 #else
+  // CUDA's launch chevrons, in a .hpp that clang-format reads as C++ (it would split them).
+  // clang-format off
   kernel<<<grid, block, shared_bytes, stream>>>(static_cast<P>(std::forward<A>(args))...);
+  // clang-format on
 #endif
 }
 

@@ -16,7 +16,7 @@ namespace herd::cuda {
 /// `words[4*i .. 4*i+4)` and the cursor's first uniform double and first normal of that
 /// index to `uniforms[i]` and `normals[i]`. All pointers are device memory (`[n*4]`, `[n]`,
 /// `[n]`); asynchronous on `cuda_stream`. @throws CudaError if the launch fails.
-void rng_fill(const RngStream& stream, std::uint64_t first_index, std::size_t n,
-              std::uint32_t* words, double* uniforms, double* normals, cudaStream_t cuda_stream);
+void rng_fill(const RngStream& stream, std::uint64_t first_index, std::size_t n, std::uint32_t* words, double* uniforms,
+              double* normals, cudaStream_t cuda_stream);
 
 }  // namespace herd::cuda
