@@ -1,6 +1,8 @@
 // The DRAM kernel (dram.hpp).
 #include "herd/mcmc/dram.hpp"
 
+#include "dram_detail.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -625,9 +627,7 @@ void DramSampler::adapt() {
   refresh_proposal_cov();
 }
 
-DramResult DramSampler::finish_result(double seconds) const {
-  const DramState& s = state_;
-  const int d = d_;
+DramResult detail::dram_result_counters(const DramState& s) {
   DramResult r;
   r.chain_id = s.chain_id;
   r.proposals = static_cast<std::int64_t>(s.proposal_number);
@@ -640,6 +640,13 @@ DramResult DramSampler::finish_result(double seconds) const {
   r.adaptive_updates = s.updates_done;
   r.adaptive_updates_deferred = s.updates_deferred;
   r.chol_failures = s.chol_failures;
+  return r;
+}
+
+DramResult DramSampler::finish_result(double seconds) const {
+  const DramState& s = state_;
+  const int d = d_;
+  DramResult r = detail::dram_result_counters(s);
   // Likelihood rule: first state with log density >= best - log(n); it is a prefix maximum.
   const double best = s.best_log_density.back();
   const double thr = best - std::log(static_cast<double>(std::max<std::int64_t>(1, s.records_written)));
