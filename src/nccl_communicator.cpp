@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include "herd/core/cuda/cuda_check.hpp"
+#include "herd/core/cuda/lazy_library.hpp"
 #include "herd/core/cuda/nccl_check.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/mpi_communicator.hpp"
@@ -87,6 +88,9 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, cudaStream_t stream,
   device_ = device < 0 ? node_local_rank(bootstrap) % count : device;
   HERD_REQUIRE(device_ < count, "NcclCommunicator: device {} requested, but only {} present", device_, count);
   HERD_CUDA_CHECK(cudaSetDevice(device_));
+  // NCCL is opened at first use: every rank opens it before the id's broadcast, so that a
+  // missing library throws on each rank rather than leaving the others waiting for rank 0.
+  detail::nccl_library();
   ncclUniqueId id{};
   if (rank_ == 0) HERD_NCCL_CHECK(ncclGetUniqueId(&id));
   bootstrap.broadcast(&id, sizeof(id), DataType::kUint8, 0);
