@@ -237,7 +237,7 @@ struct Dqn::DeviceState {};
 
 Dqn::~Dqn() = default;
 
-Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o, Communicator* comm)
+Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o, Communicator* comm, Communicator* grad_comm)
     : online_(online), target_(target), opt_options_(o), params_(online.named_parameters()) {
   HERD_REQUIRE(online.device() == target.device(), "rl::Dqn: the online network is on {}, but the target on {}",
                online.device().str(), target.device().str());
@@ -250,12 +250,17 @@ Dqn::Dqn(QNetwork& online, QNetwork& target, const DqnOptions& o, Communicator* 
     opt_ =
         std::make_unique<nn::RmsProp>(params_, o.learning_rate, o.rmsprop_alpha, o.optimizer_eps, o.rmsprop_centered);
   if (comm && comm->size() > 1) {
-    HERD_REQUIRE(online.device().is_cpu(),
-                 "rl::Dqn: data-parallel training over {} ranks needs host networks, but they "
-                 "are on {}",
+    HERD_REQUIRE(!grad_comm || grad_comm->size() == comm->size(),
+                 "rl::Dqn: grad_comm has {} ranks, but comm has {}; they must be the same ranks", grad_comm->size(),
+                 comm->size());
+    // Networks on a CUDA device average their gradients over an NCCL communicator on that
+    // GPU (nn::DataParallel refuses a host communicator for them).
+    HERD_REQUIRE(online.device().is_cpu() || grad_comm,
+                 "rl::Dqn: data-parallel training over {} ranks on {} needs a device communicator "
+                 "(grad_comm: an NcclCommunicator on that GPU)",
                  comm->size(), online.device().str());
     comm_ = comm;
-    dp_ = std::make_unique<nn::DataParallel>(online_, *comm_);
+    dp_ = std::make_unique<nn::DataParallel>(online_, grad_comm ? *grad_comm : *comm_);
   }
 }
 
@@ -416,8 +421,23 @@ DqnStepStats Dqn::train_step_device(const ReplaySample& b, std::vector<double>* 
                     reinterpret_cast<const double*>(up + w_at), n, A, opt_options_.loss == DqnLoss::kMse,
                     opt_options_.huber_delta, grad_q_.data<float>(), back + 5, back, bad, st);
   opt_->zero_grad();
+  if (dp_) {
+    // Data-parallel: a rank whose loss is not finite sends NaN gradients, so the average,
+    // the same bits on every rank, is not finite on every rank (the CPU path's rule).
+    cuda::fill_if_flagged(bad, grad_q_.data<float>(), grad_q_.numel(), std::numeric_limits<float>::quiet_NaN(), st);
+  }
   online_.backward(grad_q_);
-  if (opt_options_.max_grad_norm > 0) nn::clip_grad_norm_on_device(params_, opt_options_.max_grad_norm, back + 3);
+  if (dp_) dp_->finish();  // NCCL all-reduces ordered on the streams: no host wait
+  if (opt_options_.max_grad_norm > 0) {
+    nn::clip_grad_norm_on_device(params_, opt_options_.max_grad_norm, back + 3);
+  } else if (dp_) {
+    HERD_CUDA_CHECK(cudaMemsetAsync(back + 3, 0, sizeof(double), st));
+    for (const auto& p : params_)
+      nn::cuda::sum_squares<float>(p.param->grad.data<float>(), back + 3, p.param->grad.numel(), st);
+  }
+  // Every rank vetoes the step when the averaged gradient is not finite (its own loss, or
+  // another rank's NaN gradients).
+  if (dp_) cuda::flag_if_not_finite(back + 3, bad, st);
   opt_->set_skip_flag(bad);  // a non-finite loss leaves the parameters unchanged
   opt_->step();
   opt_->set_skip_flag(nullptr);
@@ -432,6 +452,10 @@ DqnStepStats Dqn::train_step_device(const ReplaySample& b, std::vector<double>* 
   s.grad_norm = opt_options_.max_grad_norm > 0 ? std::sqrt(h[3]) : std::numeric_limits<double>::quiet_NaN();
   if (td_errors) td_errors->assign(h + 5, h + 5 + n);
   if (*d.back_host.at<std::int32_t>(4 * sizeof(double)) != 0) {
+    if (dp_ && std::isfinite(s.loss))
+      throw NumericalError(
+          "rl::Dqn::train_step: the gradient averaged over the ranks is not finite (the TD loss of "
+          "another rank is not finite, or a gradient overflowed)");
     std::ostringstream m;
     m << "rl::Dqn::train_step: the TD loss is " << s.loss << " (not finite)";
     throw NumericalError(m.str());

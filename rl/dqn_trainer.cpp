@@ -114,10 +114,10 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
   }
   comm_ = comm;
   config_.ranks = comm_->size();
-  if (comm_->size() > 1 && config_.agent.device.is_cuda())
-    throw InputError("rl::DqnTrainer: device is \"" + c.device + "\" with " + std::to_string(comm_->size()) +
-                     " ranks, but data-parallel DQN runs on the CPU; use device = \"cpu\" under mpiexec, or "
-                     "one process on the GPU");
+  // One rank per GPU (a plain "cuda": this rank's local GPU), the gradients averaged over
+  // NCCL on the device, as PPO's Trainer does.
+  config_.agent.device = detail::rank_device(config_.agent.device, c.device, *comm_, "rl::DqnTrainer");
+  dev_comm_ = detail::make_device_comm(*comm_, config_.agent.device, c.device, "rl::DqnTrainer");
   const auto probe = make_env(c.env);
   if (!probe->action_space().is_discrete())
     throw InputError("rl::DqnTrainer: env \"" + c.env + "\" has the action space " + probe->action_space().to_string() +
@@ -147,7 +147,8 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
   online_ = make_q_network(config_, *probe, config_.agent.device);
   target_ = make_q_network(config_, *probe, config_.agent.device);
   target_->update_from(*online_, 1.0);
-  dqn_ = std::make_unique<Dqn>(*online_, *target_, config_.dqn, comm_->size() > 1 ? comm_ : nullptr);
+  dqn_ = std::make_unique<Dqn>(*online_, *target_, config_.dqn, comm_->size() > 1 ? comm_ : nullptr,
+                               dev_comm_ ? &dev_comm_->comm() : nullptr);
   replay_ = std::make_unique<ReplayBuffer>(replay_options(config_, probe->obs_dim(), u8));
   wall_start_ = now_seconds();
 }

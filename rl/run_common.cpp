@@ -8,7 +8,16 @@
 #include <cstring>
 #include <limits>
 
+#include "herd/core/config.hpp"
+#include "herd/core/device.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/mpi_communicator.hpp"
+#if HERD_HAVE_NCCL
+#include <cuda_runtime_api.h>
+
+#include "herd/core/cuda/cuda_check.hpp"
+#include "herd/core/nccl_communicator.hpp"
+#endif
 
 namespace herd::rl::detail {
 
@@ -19,7 +28,7 @@ double now_seconds() {
 std::string format_eta(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   char buf[32];
-  const auto t = static_cast<long>(s + 0.5);
+  const long t = std::lround(s);
   if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
   else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
   else std::snprintf(buf, sizeof buf, "%lds", t);
@@ -45,9 +54,13 @@ std::vector<nn::NamedTensor> load_tensors(const io::CheckpointReader& r, const s
                                           std::vector<nn::NamedTensor> like, const std::string& who) {
   for (auto& t : like) {
     const auto v = r.get<double>(p + t.name);
-    if (static_cast<std::int64_t>(v.size()) != t.tensor.numel())
-      throw InputError(who + ": \"" + p + t.name + "\" has " + std::to_string(v.size()) +
-                       " values in the checkpoint, but " + std::to_string(t.tensor.numel()) + " in this run");
+    if (static_cast<std::int64_t>(v.size()) != t.tensor.numel()) {
+      std::string m = who;
+      m += ": \"" + p;
+      m += t.name + "\" has " + std::to_string(v.size());
+      m += " values in the checkpoint, but " + std::to_string(t.tensor.numel()) + " in this run";
+      throw InputError(m);
+    }
     t.tensor = nn::Tensor::from_vector(t.tensor.shape(), v, t.tensor.dtype());
   }
   return like;
@@ -250,6 +263,60 @@ RunEnd run_iterations(TrainingRun& run, Communicator& comm, std::ostream* progre
   run.save_checkpoint(run.checkpoint_path());
   if (end == RunEnd::kDone && comm.rank() == 0) run.write_output(run.output_path());
   return end;
+}
+
+Device rank_device(const Device& configured, const std::string& device_text, Communicator& comm,
+                   const std::string& who) {
+  const bool per_rank = configured.is_cuda() && comm.size() > 1 && device_text == "cuda";
+  return data_parallel_device(configured, device_text, comm.size(), comm.rank(), node_local_rank(comm),
+                              per_rank ? cuda_device_count() : 0, who);
+}
+
+#if HERD_HAVE_NCCL
+struct DeviceComm::Impl {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<NcclCommunicator> nccl;
+};
+
+DeviceComm::DeviceComm(Communicator& bootstrap, int device) : impl_(std::make_unique<Impl>()) {
+  HERD_CUDA_CHECK(cudaSetDevice(device));
+  HERD_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+  try {
+    // NcclCommunicator makes `device` current for this thread, as wanted.
+    impl_->nccl = std::make_unique<NcclCommunicator>(bootstrap, impl_->stream, device);
+  } catch (...) {
+    cudaStreamDestroy(impl_->stream);
+    throw;
+  }
+}
+
+DeviceComm::~DeviceComm() {
+  impl_->nccl.reset();
+  if (impl_->stream) cudaStreamDestroy(impl_->stream);
+}
+
+Communicator& DeviceComm::comm() { return *impl_->nccl; }
+#else
+struct DeviceComm::Impl {};
+
+DeviceComm::DeviceComm(Communicator& bootstrap, int device) {
+  (void)bootstrap;
+  (void)device;
+  throw InputError("rl::DeviceComm: this build of herd has no NCCL");
+}
+
+DeviceComm::~DeviceComm() = default;
+
+Communicator& DeviceComm::comm() { throw InputError("rl::DeviceComm: this build of herd has no NCCL"); }
+#endif
+
+std::unique_ptr<DeviceComm> make_device_comm(Communicator& comm, const Device& device, const std::string& device_text,
+                                             const std::string& who) {
+  if (!device.is_cuda() || comm.size() <= 1) return nullptr;
+  if (const std::string why = multi_gpu_refusal(device, comm.size()); !why.empty())
+    throw InputError(who + ": device is \"" + device_text + "\" with " + std::to_string(comm.size()) + " ranks, but " +
+                     why);
+  return std::make_unique<DeviceComm>(comm, device.index);
 }
 
 }  // namespace herd::rl::detail

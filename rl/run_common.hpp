@@ -137,6 +137,45 @@ void require_same_ranks(const std::string& who, const std::string& path, std::in
 EvalResult run_episodes(Env& env, float* obs, std::uint64_t seed, int episodes, std::int64_t max_episode_steps,
                         const std::function<StepResult()>& step);
 
+/// The networks' device on this rank of a run over `comm`: `data_parallel_device` with this
+/// rank's node-local rank (`node_local_rank`) and the CUDA devices usable here (counted only
+/// when a GPU per rank is wanted). Not collective. @throws herd::InputError as
+/// `data_parallel_device`.
+Device rank_device(const Device& configured, const std::string& device_text, Communicator& comm,
+                   const std::string& who);
+
+/// The communicator over which networks on a CUDA device average their gradients under
+/// several ranks (PPO/A2C's `Trainer` and `DqnTrainer`, through `nn::DataParallel`): an
+/// `NcclCommunicator` on that GPU (unique id broadcast over the host communicator) with a
+/// non-blocking stream of its own, so that the bucket all-reduces overlap the rest of
+/// backward on the nn stream. The host collectives stay on the host communicator. NCCL
+/// builds only (elsewhere it cannot be made: `make_device_comm` refuses). Not thread-safe.
+class DeviceComm {
+ public:
+  /// Makes `device` current for this thread, creates the stream and the NCCL communicator.
+  /// Collective over `bootstrap` (which must outlive this object). @throws herd::CudaError,
+  /// herd::CommunicationError when NCCL cannot start.
+  DeviceComm(Communicator& bootstrap, int device);
+  /// Destroys the NCCL communicator, then the stream; never throws.
+  ~DeviceComm();
+  DeviceComm(const DeviceComm&) = delete;
+  DeviceComm& operator=(const DeviceComm&) = delete;
+  /// The NCCL communicator (device buffers of `device`).
+  Communicator& comm();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The gradients' device communicator of networks on `device` under `comm`'s ranks: a
+/// `DeviceComm` on that GPU for a CUDA device and more than one rank, else null (the
+/// gradients are then averaged over `comm` itself, or not at all). Collective over `comm`
+/// when it makes one. @throws herd::InputError "<who>: device is \"<device_text>\" with N
+/// ranks, but " + `multi_gpu_refusal` in a build without NCCL; as `DeviceComm`.
+std::unique_ptr<DeviceComm> make_device_comm(Communicator& comm, const Device& device, const std::string& device_text,
+                                             const std::string& who);
+
 /// What `run_iterations` asks of a run.
 struct RunHooks {
   std::function<void()> iterate;                 ///< one iteration, its curve row logged

@@ -290,7 +290,7 @@ bool normalize_env_key(io::Config& cfg, std::vector<std::string>& overrides) {
 /// the library from any working folder (herd-rl eval, resume).
 std::string library_path(const io::Settings& st) {
   namespace fs = std::filesystem;
-  const std::string lib = st.get_string("env.library");
+  std::string lib = st.get_string("env.library");
   if (lib.empty() || fs::path(lib).is_absolute()) return lib;
   const std::string& from = st.value("env.library").where.file;
   fs::path base = fs::current_path();
@@ -534,11 +534,9 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
            "must give each of the sampler.num_envs = " + std::to_string(so.num_envs) + " envs at least dqn.n_step + " +
                (c.frame_stack > 1 ? "env.frame_stack + 1" : std::string("2")) + " = " + std::to_string(need) +
                " slots (>= " + std::to_string(need * so.num_envs) + ")");
-    if (ranks > 1 && c.agent.device.is_cuda())
-      fail("device", "\"" + c.device + "\"",
-           "data-parallel DQN (" + std::to_string(ranks) +
-               " ranks) runs on the CPU: use device = \"cpu\" under mpiexec, or one "
-               "process on the GPU");
+    // Data-parallel DQN on GPUs averages its gradients over NCCL (as PPO's).
+    if (const std::string why = multi_gpu_refusal(c.agent.device, ranks); user_input && !why.empty())
+      fail("device", "\"" + c.device + "\"", "with " + std::to_string(ranks) + " ranks " + why);
     if (c.sampler == "alternating")
       fail("sampler.kind", "\"alternating\"", "DQN steps its envs with the \"serial\" or \"parallel\" sampler");
     if (so.normalize_obs || so.normalize_reward)
@@ -584,6 +582,21 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
 
 TrainConfig parse_train_config(const std::string& text, std::string* resolved, int ranks) {
   return resolve_train_config(io::parse_toml(text, "<checkpoint config>"), {}, resolved, ranks, false);
+}
+
+Device data_parallel_device(const Device& configured, const std::string& device_text, int ranks, int rank,
+                            int local_rank, int device_count, const std::string& who) {
+  if (!configured.is_cuda() || ranks <= 1 || device_text != "cuda") return configured;
+  if (device_count < 1)
+    throw InputError(who + ": device is \"cuda\", but no CUDA device is usable on rank " + std::to_string(rank) + " (" +
+                     describe_devices() + ")");
+  return Device::cuda(local_rank % device_count);
+}
+
+std::string multi_gpu_refusal(const Device& device, int ranks, bool have_nccl) {
+  if (!device.is_cuda() || ranks <= 1 || have_nccl) return "";
+  return "this build of herd has no NCCL (gradients of GPU agents are averaged over NCCL); run one rank, or device = "
+         "\"cpu\"";
 }
 
 }  // namespace herd::rl

@@ -12,49 +12,16 @@
 #include <set>
 #include <sstream>
 
-#include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
-#include "herd/core/mpi_communicator.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/rl/dqn_trainer.hpp"
 #include "herd/rl/registry.hpp"
 #include "resume_settings.hpp"
 #include "run_common.hpp"
-#if HERD_HAVE_NCCL
-#include <cuda_runtime_api.h>
-
-#include "herd/core/cuda/cuda_check.hpp"
-#include "herd/core/nccl_communicator.hpp"
-#endif
 
 namespace herd::rl {
-
-#if HERD_HAVE_NCCL
-// The gradients' NCCL communicator of a CUDA agent under several ranks, on its own stream
-// (so that DataParallel's bucket all-reduces overlap the rest of backward on the nn stream).
-struct Trainer::DeviceComm {
-  cudaStream_t stream = nullptr;
-  std::unique_ptr<NcclCommunicator> comm;
-  DeviceComm(Communicator& bootstrap, int device) {
-    int previous = 0;
-    HERD_CUDA_CHECK(cudaGetDevice(&previous));
-    HERD_CUDA_CHECK(cudaSetDevice(device));
-    HERD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    comm = std::make_unique<NcclCommunicator>(bootstrap, stream, device);
-    (void)previous;  // NcclCommunicator makes `device` current for this thread, as wanted
-  }
-  ~DeviceComm() {
-    comm.reset();
-    if (stream) cudaStreamDestroy(stream);
-  }
-  DeviceComm(const DeviceComm&) = delete;
-  DeviceComm& operator=(const DeviceComm&) = delete;
-};
-#else
-struct Trainer::DeviceComm {};
-#endif
 
 namespace {
 
@@ -191,28 +158,14 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
                     "lower sampler.num_envs or sampler.num_steps");
   sampler_ = make_sampler(c.sampler, so);
   AgentOptions ao = c.agent;
-  if (ao.device.is_cuda() && comm_->size() > 1 && c.device == "cuda") {
-    // One rank per GPU: a plain "cuda" means this rank's local GPU.
-    const int count = cuda_device_count();
-    if (count == 0)
-      throw InputError("rl::Trainer: device is \"cuda\", but no CUDA device is usable on rank " +
-                       std::to_string(comm_->rank()) + " (" + describe_devices() + ")");
-    ao.device = Device::cuda(node_local_rank(*comm_) % count);
-  }
+  // One rank per GPU: a plain "cuda" means this rank's local GPU.
+  ao.device = detail::rank_device(ao.device, c.device, *comm_, "rl::Trainer");
   config_.agent.device = ao.device;
+  // Gradients of a CUDA agent under several ranks: NCCL on its GPU (refused without NCCL).
+  dev_comm_ = detail::make_device_comm(*comm_, ao.device, c.device, "rl::Trainer");
   agent_ = std::make_unique<ActorCriticAgent>(probe->observation_space(), probe->action_space(), ao);
   Communicator* dp = comm_->size() > 1 ? comm_ : nullptr;
-  Communicator* grads = nullptr;
-  if (dp && ao.device.is_cuda()) {
-#if HERD_HAVE_NCCL
-    dev_comm_ = std::make_unique<DeviceComm>(*comm_, ao.device.index);
-    grads = dev_comm_->comm.get();
-#else
-    throw InputError("rl::Trainer: device is \"" + c.device + "\" with " + std::to_string(comm_->size()) +
-                     " ranks, but this build of herd has no NCCL (gradients of GPU agents are averaged over NCCL); "
-                     "run one rank, or device = \"cpu\"");
-#endif
-  }
+  Communicator* grads = dev_comm_ ? &dev_comm_->comm() : nullptr;
   if (c.algorithm == "a2c") algo_ = std::make_unique<A2c>(*agent_, c.a2c(), dp, grads);
   else if (c.algorithm == "ppo") algo_ = std::make_unique<Ppo>(*agent_, c.ppo, dp, grads);
   else throw InputError("rl::Trainer: algorithm is \"" + c.algorithm + "\", but must be \"ppo\" or \"a2c\"");

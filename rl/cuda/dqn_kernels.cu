@@ -79,6 +79,15 @@ __global__ void polyak_kernel(float* dst, const float* src, std::int64_t n, floa
   for (std::int64_t i = gid(); i < n; i += gstride()) dst[i] = dst[i] * keep + tau * src[i];
 }
 
+__global__ void fill_if_flagged_kernel(const std::int32_t* flag, float* x, std::int64_t n, float value) {
+  if (*flag == 0) return;
+  for (std::int64_t i = gid(); i < n; i += gstride()) x[i] = value;
+}
+
+__global__ void flag_if_not_finite_kernel(const double* v, std::int32_t* flag) {
+  if (threadIdx.x == 0 && !isfinite(*v)) *flag = 1;
+}
+
 }  // namespace
 
 void dueling_forward(const float* a, const float* v, float* q, std::int64_t n, std::int64_t A, cudaStream_t s) {
@@ -104,6 +113,17 @@ void dqn_td_loss(const float* q, const float* q_next, const std::int64_t* best, 
 void polyak_update(float* dst, const float* src, std::int64_t n, float keep, float tau, cudaStream_t s) {
   if (n <= 0) return;
   herd::gpu::launch(polyak_kernel, blocks_for(n), kThreads, 0, s, dst, src, n, keep, tau);
+  check_launch();
+}
+
+void fill_if_flagged(const std::int32_t* flag, float* x, std::int64_t n, float value, cudaStream_t s) {
+  if (n <= 0) return;
+  herd::gpu::launch(fill_if_flagged_kernel, blocks_for(n), kThreads, 0, s, flag, x, n, value);
+  check_launch();
+}
+
+void flag_if_not_finite(const double* v, std::int32_t* flag, cudaStream_t s) {
+  herd::gpu::launch(flag_if_not_finite_kernel, 1, 32, 0, s, v, flag);
   check_launch();
 }
 

@@ -5,7 +5,10 @@
 // another rank count. The same for DQN ([dqn]): one data-parallel gradient step equals the
 // one-process step on the union of the ranks' batches; a DqnTrainer's online and target
 // networks and curve stay identical on every rank while each rank steps its own envs into
-// its own replay buffer; a killed and resumed run equals an uninterrupted one.
+// its own replay buffer; a killed and resumed run equals an uninterrupted one. DQN on CUDA
+// devices under several ranks is no longer refused in NCCL builds (without a GPU here the
+// trainer looks for this rank's GPU), and refused with its reason in builds without NCCL
+// (test_dqn_nccl_gpu.cpp runs it on GPUs).
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -15,6 +18,8 @@
 #include <limits>
 #include <numeric>
 
+#include "herd/core/config.hpp"
+#include "herd/core/device.hpp"
 #include "herd/core/mpi_communicator.hpp"
 #include "herd/rl/a2c.hpp"
 #include "herd/rl/dqn_trainer.hpp"
@@ -86,7 +91,8 @@ void check_gradient(const std::string& env_id, bool shared, double clip_vf, bool
   std::iota(mine.begin(), mine.end(), 0u);
   ref.optimizer().zero_grad();
   const MinibatchLoss lu = ref.minibatch_loss(u, all, 0.2, true);
-  const RolloutBuffer local = slice(u, static_cast<std::size_t>(comm.rank() * m), static_cast<std::size_t>(m));
+  const RolloutBuffer local =
+      slice(u, static_cast<std::size_t>(comm.rank()) * static_cast<std::size_t>(m), static_cast<std::size_t>(m));
   dp.optimizer().zero_grad();
   dp.minibatch_loss(local, mine, 0.2, true);
   CHECK(std::isfinite(lu.total));
@@ -216,7 +222,7 @@ TEST_CASE("Data-parallel Trainer: rank 0's checkpoint resumes bit-identically; a
     }
   // A one-process checkpoint (written by each rank to its own file) is refused here.
   const std::string one = "test_rl_mpi_one_r" + std::to_string(comm.rank()) + ".ckpt";
-  TrainConfig c1 = c;
+  const TrainConfig& c1 = c;
   Trainer single(c1, "x");
   single.iterate();
   single.save_checkpoint(one);
@@ -435,4 +441,36 @@ TEST_CASE("Data-parallel DqnTrainer: rank 0's checkpoint resumes bit-identically
   CHECK_THROWS_WITH(lone.load_checkpoint(path), Catch::Contains(std::to_string(comm.size()) + " rank(s)"));
   comm.barrier();
   if (comm.rank() == 0) std::remove(path.c_str());
+}
+
+TEST_CASE("Data-parallel DqnTrainer and Trainer on CUDA devices: refused only without NCCL", "[rl][mpi][dqn]") {
+  MpiCommunicator comm;
+  std::string text;
+  TrainConfig c = parse_train_config(dqn_config_text(comm.size(), "x"), &text, comm.size());
+  c.agent.device = Device::cuda(0);
+  TrainConfig p = mpi_config("ppo", "parallel", comm.size());
+  p.agent.device = Device::cuda(0);
+#if HERD_HAVE_NCCL
+  // The refusal is gone: a plain "cuda" now asks for this rank's GPU (none here; on a
+  // machine with GPUs test_rl_dqn_nccl_gpu trains).
+  if (cuda_device_count() == 0) {
+    c.device = p.device = "cuda";
+    CHECK_THROWS_WITH(DqnTrainer(c, text, &comm),
+                      Catch::StartsWith("rl::DqnTrainer: device is \"cuda\", but no CUDA device is usable on rank " +
+                                        std::to_string(comm.rank())));
+    CHECK_THROWS_WITH(Trainer(p, "x", &comm),
+                      Catch::StartsWith("rl::Trainer: device is \"cuda\", but no CUDA device is usable on rank " +
+                                        std::to_string(comm.rank())));
+  }
+#else
+  // Without NCCL (GPU gradients are averaged over it) both trainers refuse, naming why.
+  c.device = p.device = "cuda:0";
+  const std::string n = std::to_string(comm.size());
+  const std::string why =
+      " ranks, but this build of herd has no NCCL (gradients of GPU agents are averaged over NCCL); "
+      "run one rank, or device = \"cpu\"";
+  CHECK_THROWS_WITH(DqnTrainer(c, text, &comm), "rl::DqnTrainer: device is \"cuda:0\" with " + n + why);
+  CHECK_THROWS_WITH(Trainer(p, "x", &comm), "rl::Trainer: device is \"cuda:0\" with " + n + why);
+#endif
+  comm.barrier();
 }

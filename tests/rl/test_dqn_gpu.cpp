@@ -4,7 +4,9 @@
 // gradient norm, the TD errors that become priorities, and the parameters after the step;
 // hard and Polyak target updates bit for bit; a non-finite loss; the host waits and
 // transfers of one update (the budget of "On a CUDA device" in herd/rl/dqn.hpp); and a
-// DqnTrainer on the device (iterations, checkpoint into a CPU run). Without a device the
+// DqnTrainer on the device (iterations, checkpoint into a CPU run); the guards of a
+// data-parallel step on the device (a flagged rank's gradient filled with NaN, the flag
+// raised by a non-finite gradient norm; test_dqn_nccl_gpu.cpp runs them over NCCL). Without a device the
 // program prints "SKIPPED" and exits 77; the host-emu build runs the same kernels on the CPU.
 //
 // Tolerances: float32 results of cuBLAS and Eigen differ in summation order only, and the
@@ -15,6 +17,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <string>
@@ -25,6 +29,7 @@
 #include "herd/core/error.hpp"
 #include "herd/core/launch.hpp"
 #include "herd/nn/tensor.hpp"
+#include "herd/rl/cuda/dqn_kernels.hpp"
 #include "herd/rl/dqn.hpp"
 #include "herd/rl/dqn_trainer.hpp"
 #include "herd/rl/network.hpp"
@@ -257,4 +262,46 @@ TEST_CASE("DqnTrainer on CUDA: iterations, and its checkpoint resumes on the CPU
   CHECK(all_params(cpu.target_network()) == all_params(t.target_network()));
   CHECK(cpu.gradient_steps() == t.gradient_steps());
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("DQN's data-parallel guards on CUDA: a flagged gradient becomes NaN, a non-finite norm raises the flag",
+          "[gpu][rl][dqn]") {
+  // Device scratch: floats 0-4 a gradient, float 5 a flag (int32 bits), 6-7 a double.
+  nn::Tensor host({8}, nn::DType::kFloat32);
+  const auto put = [&](std::int32_t flag, double v) {
+    for (int i = 0; i < 5; ++i) host.data<float>()[i] = 0.5f * static_cast<float>(i + 1);
+    std::memcpy(host.data<float>() + 5, &flag, sizeof flag);
+    std::memcpy(host.data<float>() + 6, &v, sizeof v);
+    return host.to(kGpu);
+  };
+  const auto flag_of = [](const nn::Tensor& h) {
+    std::int32_t f = 0;
+    std::memcpy(&f, h.data<float>() + 5, sizeof f);
+    return f;
+  };
+  cudaStream_t st = nn::compute_stream(kGpu);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const std::int32_t flag : {0, 1}) {
+    nn::Tensor d = put(flag, 1.0);
+    auto* f = reinterpret_cast<std::int32_t*>(d.data<float>() + 5);
+    cuda::fill_if_flagged(f, d.data<float>(), 5, nan, st);
+    const nn::Tensor h = d.to(Device::cpu());
+    for (int i = 0; i < 5; ++i) {
+      if (flag) CHECK(std::isnan(h.data<float>()[i]));
+      else CHECK(h.data<float>()[i] == 0.5f * static_cast<float>(i + 1));
+    }
+  }
+  struct Case {
+    std::int32_t flag;
+    double v;
+    std::int32_t want;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const Case c : {Case{0, 2.5, 0}, Case{1, 2.5, 1}, Case{0, std::nan(""), 1}, Case{0, inf, 1}, Case{1, inf, 1}}) {
+    INFO("flag " << c.flag << ", value " << c.v);
+    nn::Tensor d = put(c.flag, c.v);
+    cuda::flag_if_not_finite(reinterpret_cast<const double*>(d.data<float>() + 6),
+                             reinterpret_cast<std::int32_t*>(d.data<float>() + 5), st);
+    CHECK(flag_of(d.to(Device::cpu())) == c.want);
+  }
 }

@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "herd/core/config.hpp"
+#include "herd/core/device.hpp"
 #include "herd/core/error.hpp"
 #include "herd/io/config.hpp"
 #include "herd/io/hdf5.hpp"
@@ -178,10 +180,11 @@ TEST_CASE("DQN config errors name the key, the value and what was expected", "[r
   CHECK(resolve_train_config(none, {"algorithm=dqn", "dqn.loss=mse"}).dqn.loss == DqnLoss::kMse);
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "dqn.loss=l1"}),
                     Catch::Contains("dqn.loss") && Catch::Contains("l1"));
-  // Data-parallel DQN over MPI ranks runs on the CPU; several ranks on GPUs are refused.
+  // Data-parallel DQN over MPI ranks, on the CPU or (NCCL builds) on GPUs: a checkpoint's
+  // configuration of a multi-GPU run resolves anywhere (its device is not checked); a
+  // user's is refused without NCCL ("Data-parallel placement on GPUs" below).
   CHECK(resolve_train_config(none, {"algorithm=dqn"}, nullptr, 2).ranks == 2);
-  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "device=cuda"}, nullptr, 2, false),
-                    Catch::Contains("\"device\" is \"cuda\"") && Catch::Contains("runs on the CPU"));
+  CHECK(resolve_train_config(none, {"algorithm=dqn", "device=cuda"}, nullptr, 2, false).agent.device.is_cuda());
   // Learning-rate scaling with the minibatch (Stooke & Abbeel 2018).
   const TrainConfig s = resolve_train_config(none, {"algorithm=dqn", "dqn.batch_size=512", "algo.lr_scaling=sqrt",
                                                     "algo.lr_reference_batch=32", "dqn.learning_rate=1e-4"});
@@ -339,4 +342,27 @@ TEST_CASE("A key of another algorithm is refused, not ignored", "[rl][dqn]") {
       Catch::Contains("key \"dqn.buffer_size\" is set") && Catch::Contains("algorithm = \"ppo\" does not read [dqn]"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=a2c", "dqn.n_step=3"}), Catch::Contains("dqn.n_step"));
   CHECK_NOTHROW(resolve_train_config(none, {"algorithm=ppo", "algo.epochs=7"}));
+}
+
+TEST_CASE("Data-parallel placement on GPUs: one GPU per rank; refused only without NCCL", "[rl][dqn][ppo]") {
+  // A plain "cuda" under several ranks: rank r takes GPU (node-local rank mod device count).
+  const Device cuda = Device::cuda(0);
+  CHECK(data_parallel_device(cuda, "cuda", 4, 3, 3, 2, "t") == Device::cuda(1));
+  CHECK(data_parallel_device(cuda, "cuda", 4, 2, 0, 2, "t") == Device::cuda(0));  // rank 2, first on its node
+  CHECK(data_parallel_device(cuda, "cuda", 2, 1, 1, 8, "t") == Device::cuda(1));
+  // "cuda:<index>" pins every rank; the CPU and one rank keep the configured device.
+  CHECK(data_parallel_device(Device::cuda(1), "cuda:1", 4, 3, 3, 2, "t") == Device::cuda(1));
+  CHECK(data_parallel_device(Device::cpu(), "cpu", 4, 3, 3, 2, "t") == Device::cpu());
+  CHECK(data_parallel_device(cuda, "cuda", 1, 0, 0, 0, "t") == cuda);  // one process: checked by the config
+  CHECK_THROWS_WITH(data_parallel_device(cuda, "cuda", 2, 1, 1, 0, "rl::DqnTrainer"),
+                    Catch::StartsWith("rl::DqnTrainer: device is \"cuda\", but no CUDA device is usable on rank 1"));
+  // Gradients of GPU networks under several ranks are averaged over NCCL: refused only in
+  // a build without it (both answers, whichever this build is).
+  CHECK(multi_gpu_refusal(cuda, 2, true).empty());
+  CHECK(multi_gpu_refusal(Device::cpu(), 2, false).empty());
+  CHECK(multi_gpu_refusal(cuda, 1, false).empty());
+  CHECK(multi_gpu_refusal(cuda, 2, false) ==
+        "this build of herd has no NCCL (gradients of GPU agents are averaged over NCCL); run one rank, or device = "
+        "\"cpu\"");
+  CHECK(multi_gpu_refusal(cuda, 3).empty() == (HERD_HAVE_NCCL != 0));
 }

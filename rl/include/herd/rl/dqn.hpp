@@ -154,23 +154,34 @@ struct DqnStepStats {
 /// `train_step` then throws as on the host. Results equal the host's up to summation order
 /// (cuBLAS against Eigen, tree sums against sequential ones).
 ///
-/// **Data-parallel** (a communicator of more than one rank, host networks): every rank
-/// computes the loss on its own batch; the gradients are all-reduced (averaged) during
-/// backward by `nn::DataParallel`, which also broadcasts rank 0's parameters at
-/// construction, so every rank takes the same optimizer step and the parameters stay
-/// identical: one collective per gradient step. The loss, mean Q and mean target returned
-/// are this rank's (`DqnTrainer` averages them over the ranks once per iteration); the
-/// gradient norm is that of the averaged gradient; TD errors stay per rank (each rank's
-/// replay priorities). `train_step` is then collective. A rank whose loss is not finite
-/// sends NaN gradients, so every rank finds the averaged gradient not finite and throws
-/// `NumericalError` before the optimizer step (the parameters stay as they were).
+/// **Data-parallel** (a communicator of more than one rank): every rank computes the loss
+/// on its own batch; the gradients are all-reduced (averaged) during backward by
+/// `nn::DataParallel`, which also broadcasts rank 0's parameters at construction, so every
+/// rank takes the same optimizer step and the parameters stay identical: one collective
+/// per gradient step. Host networks average over `comm` (MPI); networks on a CUDA device
+/// over `grad_comm`, an `NcclCommunicator` on that GPU (one GPU per rank), on the device:
+/// the bucket all-reduces run on the communicator's stream during backward, and the nn
+/// stream waits for them on the device, so a step keeps its one upload, one read-back and
+/// one host wait (NCCL gives every rank the same bits, so the parameters stay bitwise
+/// identical). The loss, mean Q and mean target returned are this rank's (`DqnTrainer`
+/// averages them over the ranks once per iteration); the gradient norm is that of the
+/// averaged gradient; TD errors stay per rank (each rank's replay priorities).
+/// `train_step` is then collective. A rank whose loss is not finite sends NaN gradients, so
+/// every rank finds the averaged gradient not finite and throws `NumericalError` before
+/// the optimizer step (the parameters stay as they were; on a device the optimizer's skip
+/// flag, raised on every rank by the non-finite norm of the averaged gradient, vetoes it).
 class Dqn {
  public:
   /// Builds the optimizer over `online`'s parameters; with `comm` of more than one rank
-  /// (not owned; outlives this object) trains data-parallel (collective). @throws
-  /// herd::InputError for non-positive learning rate, batch size or huber_delta, networks on
-  /// different devices, or CUDA networks with more than one rank.
-  Dqn(QNetwork& online, QNetwork& target, const DqnOptions& options, Communicator* comm = nullptr);
+  /// (not owned; outlives this object) trains data-parallel (collective). `grad_comm` (not
+  /// owned; null: `comm`) is the communicator the gradients are averaged over, the same
+  /// ranks as `comm`: for networks on a CUDA device an `NcclCommunicator` on that GPU
+  /// (required there). @throws herd::InputError for non-positive learning rate, batch size
+  /// or huber_delta, networks on different devices, a `grad_comm` of another size, CUDA
+  /// networks over several ranks without `grad_comm` (or with one that is not an
+  /// `NcclCommunicator` on their GPU: `nn::DataParallel`).
+  Dqn(QNetwork& online, QNetwork& target, const DqnOptions& options, Communicator* comm = nullptr,
+      Communicator* grad_comm = nullptr);
   ~Dqn();
   Dqn(const Dqn&) = delete;
   Dqn& operator=(const Dqn&) = delete;
@@ -199,7 +210,7 @@ class Dqn {
   std::unique_ptr<nn::Optimizer> opt_;
   nn::Tensor obs_t_, next_t_, grad_q_;
   Communicator* comm_ = nullptr;          // data-parallel ranks (null: one process)
-  std::unique_ptr<nn::DataParallel> dp_;  // gradient all-reduce over comm_
+  std::unique_ptr<nn::DataParallel> dp_;  // gradient all-reduce over comm_ (or the device communicator)
   struct DeviceState;                     // CUDA buffers of train_step_device
   std::unique_ptr<DeviceState> dev_;
   DqnStepStats train_step_device(const ReplaySample& batch, std::vector<double>* td_errors);

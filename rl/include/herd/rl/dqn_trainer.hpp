@@ -84,17 +84,22 @@ double dqn_memory_need(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs
 bool replay_uint8(const Space& space);
 
 /// DQN training (see the file comment). Not thread-safe. The networks and their update run
-/// on `device` (the CPU, or a CUDA device in one process: see "On a CUDA device" in `Dqn`;
-/// acting uploads the envs' observations and reads the greedy actions back once per
-/// vector step).
+/// on `device` (the CPU or a CUDA device: see "On a CUDA device" in `Dqn`; acting uploads
+/// the envs' observations and reads the greedy actions back once per vector step).
 ///
-/// **Ranks** (a communicator of N > 1, host networks): data-parallel (see "Data-parallel"
-/// in `Dqn`). Rank r steps B envs of global ids r * B + k (their own reset and policy
-/// streams) into its own replay buffer and samples its j-th batch from draw j * N + r of the
-/// replay stream; env steps and every schedule count all ranks' env steps; a rank's
-/// finished episodes join the window at the end of each iteration, in rank order; the
-/// curve's loss, Q and target means are averaged and `replay_size` summed over the ranks.
-/// `iterate`, `run` and `save_checkpoint` are collective; rank 0 writes the files.
+/// **Ranks** (a communicator of N > 1): data-parallel (see "Data-parallel" in `Dqn`). Rank
+/// r steps B envs of global ids r * B + k (their own reset and policy streams) into its own
+/// replay buffer and samples its j-th batch from draw j * N + r of the replay stream; env
+/// steps and every schedule count all ranks' env steps; a rank's finished episodes join
+/// the window at the end of each iteration, in rank order; the curve's loss, Q and target
+/// means are averaged and `replay_size` summed over the ranks. Each rank keeps its own
+/// target network (updated from its online network, so identical on every rank). On CUDA
+/// devices, as `Trainer`: a plain "cuda" gives rank r the GPU (node-local rank mod device
+/// count; `data_parallel_device`), "cuda:<index>" pins every rank to that GPU; the
+/// gradients are averaged over an `NcclCommunicator` on the device (own stream, unique id
+/// over `comm`), the host collectives (replay readiness, episodes, curve statistics,
+/// checkpoint gathers) stay on `comm`. `iterate`, `run` and `save_checkpoint` are
+/// collective; rank 0 writes the files.
 ///
 /// **Steps.** An iteration is `sampler.num_steps` vector steps (every one of the B =
 /// `sampler.num_envs` envs steps once per vector step), so `steps_per_iteration()` and
@@ -120,9 +125,10 @@ bool replay_uint8(const Space& space);
 class DqnTrainer final : public TrainingRun {
  public:
   /// Builds the envs, networks, replay buffer and optimizer. @throws herd::InputError (a
-  /// non-discrete action space, a CUDA device with more than one rank or in a build
-  /// without CUDA, a replay buffer larger than `max_memory` or the memory available).
-  /// Collective over `comm` (null: one process).
+  /// non-discrete action space, a CUDA device in a build without CUDA, without a usable
+  /// device on this rank, or with more than one rank in a build without NCCL, a replay
+  /// buffer larger than `max_memory` or the memory available); herd::CommunicationError
+  /// when NCCL cannot start. Collective over `comm` (null: one process).
   DqnTrainer(const TrainConfig& config, std::string config_text, Communicator* comm = nullptr);
   ~DqnTrainer() override;
   DqnTrainer(const DqnTrainer&) = delete;
@@ -137,6 +143,7 @@ class DqnTrainer final : public TrainingRun {
   bool done() const override { return iteration_ >= config_.num_iterations(); }
   std::int64_t iteration() const override { return iteration_; }
   const TrainConfig& config() const override { return config_; }
+  /// The device the networks run on (for "cuda" under several ranks: this rank's GPU).
   Device device() const override { return config_.agent.device; }
   void save_checkpoint(const std::string& path) const override;
   void load_checkpoint(const std::string& path) override;
@@ -188,6 +195,7 @@ class DqnTrainer final : public TrainingRun {
   std::vector<EpisodeInfo> finished_;  // this rank's episodes finished in the current iteration
   std::unique_ptr<EnvPool> pool_;
   std::unique_ptr<QNetwork> online_, target_;
+  std::unique_ptr<detail::DeviceComm> dev_comm_;  // NCCL and its stream (CUDA networks under several ranks)
   std::unique_ptr<Dqn> dqn_;
   std::unique_ptr<ReplayBuffer> replay_;
   std::int64_t num_actions_ = 0;

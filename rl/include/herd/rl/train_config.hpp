@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "herd/core/config.hpp"
+#include "herd/core/device.hpp"
 #include "herd/io/schema.hpp"
 #include "herd/rl/a2c.hpp"
 #include "herd/rl/agent.hpp"
@@ -106,7 +108,8 @@ const io::Schema& train_schema();
 ///         ranks or not divisible by `ranks`, `algo.num_minibatches` not dividing the steps
 ///         per iteration, an odd num_envs for the alternating sampler, a `device` that is
 ///         not "cpu", "cuda" or "cuda:<index>", or, with `user_input`, "cuda" in a
-///         CPU-only build or without a usable CUDA device, an `env.library` that cannot be
+///         CPU-only build or without a usable CUDA device, for DQN "cuda" over several
+///         ranks in a build without NCCL (`multi_gpu_refusal`), an `env.library` that cannot be
 ///         loaded, lacks `env.symbol` or fills an invalid spec). The learning-rate
 ///         scale depends on `ranks`: resolve with the rank count of the run.
 TrainConfig resolve_train_config(const io::Config& config, const std::vector<std::string>& overrides,
@@ -121,5 +124,25 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
 /// not checked: a checkpoint of a CUDA run can be evaluated on a CPU-only machine).
 /// @throws herd::InputError
 TrainConfig parse_train_config(const std::string& text, std::string* resolved = nullptr, int ranks = 1);
+
+/// Where one rank of a data-parallel run puts its networks (`Trainer` and `DqnTrainer`):
+/// with the plain device "cuda" (`device_text`) under `ranks` > 1, each rank its own GPU,
+/// `cuda:(local_rank mod device_count)`, `local_rank` being the rank among the ranks on the
+/// same node (`node_local_rank`) and `device_count` the CUDA devices usable there (one rank
+/// per GPU; more ranks than GPUs on a node share them, which NCCL then refuses); otherwise
+/// (the CPU, "cuda:<index>", which pins every rank to that GPU, or one rank) `configured`.
+/// Host-side; thread-safe.
+/// @throws herd::InputError "<who>: device is \"cuda\", but no CUDA device is usable on rank
+///         <rank> (<devices>)" when a GPU per rank is wanted and `device_count` is 0.
+Device data_parallel_device(const Device& configured, const std::string& device_text, int ranks, int rank,
+                            int local_rank, int device_count, const std::string& who);
+
+/// Why networks on `device` cannot train over `ranks` data-parallel ranks in a build with
+/// (`have_nccl`) or without NCCL: empty when they can (the CPU, one rank, or CUDA devices
+/// with NCCL, over which their gradients are averaged), else "this build of herd has no NCCL
+/// (gradients of GPU agents are averaged over NCCL); run one rank, or device = \"cpu\"" (the
+/// end of the refusal of `resolve_train_config`, `Trainer` and `DqnTrainer`). Host-side;
+/// thread-safe (pure).
+std::string multi_gpu_refusal(const Device& device, int ranks, bool have_nccl = HERD_HAVE_NCCL != 0);
 
 }  // namespace herd::rl

@@ -24,6 +24,10 @@
 
 namespace herd::rl {
 
+namespace detail {
+class DeviceComm;  // the gradients' NCCL communicator (rl/run_common.hpp, private to rl/)
+}  // namespace detail
+
 /// Columns of the learning curve, one row per iteration (names of the HDF5 datasets under
 /// `/curve`). Returns and episode lengths are over the last 100 finished training episodes
 /// (NaN before the first); losses and diagnostics are means over the iteration's
@@ -207,8 +211,7 @@ class Trainer final : public TrainingRun {
   Communicator* comm_ = nullptr;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<ActorCriticAgent> agent_;
-  struct DeviceComm;  // NCCL communicator and its stream (CUDA agents under several ranks)
-  std::unique_ptr<DeviceComm> dev_comm_;
+  std::unique_ptr<detail::DeviceComm> dev_comm_;  // NCCL and its stream (CUDA agents under several ranks)
   std::unique_ptr<Ppo> algo_;
   RolloutBuffer buffer_;
   std::int64_t iteration_ = 0;

@@ -2,7 +2,8 @@
 /// @file dqn_kernels.hpp
 /// Host-callable launchers of the CUDA kernels of DQN on a device (CUDA builds only): the
 /// dueling combination and its backward, the TD loss with its gradient, TD errors and
-/// statistics, and the Polyak target update. Conventions as herd/rl/cuda/ppo_kernels.hpp:
+/// statistics, the Polyak target update, and the guards of a data-parallel step (a flagged
+/// gradient filled with NaN, a flag raised by a non-finite value). Conventions as herd/rl/cuda/ppo_kernels.hpp:
 /// every launcher enqueues on stream `s` and returns at once (no host wait); pointers are
 /// device memory of the current device; arrays are row-major; a failed launch throws
 /// `herd::CudaError`; launchers are reentrant; kernels go through the launch layer
@@ -40,5 +41,14 @@ void dqn_td_loss(const float* q, const float* q_next, const std::int64_t* best, 
 /// Polyak target update over `n` floats: `dst[i] = dst[i] * (1 - tau) + tau * src[i]` in
 /// float (as `QNetwork::update_from` on the host, bit for bit).
 void polyak_update(float* dst, const float* src, std::int64_t n, float keep, float tau, cudaStream_t s);
+
+/// Data-parallel DQN's poisoning of a rank's gradient: when `*flag` (an int32) is non-zero
+/// at run time, every one of the `n` floats of `x` becomes `value` (NaN: a rank whose loss is
+/// not finite sends NaN gradients into the all-reduce); otherwise `x` is left as is.
+void fill_if_flagged(const std::int32_t* flag, float* x, std::int64_t n, float value, cudaStream_t s);
+
+/// `*flag = 1` when the double `*v` is not finite (e.g. the squared norm of the gradients
+/// averaged over the ranks); otherwise `*flag` is left as is. One thread.
+void flag_if_not_finite(const double* v, std::int32_t* flag, cudaStream_t s);
 
 }  // namespace herd::rl::cuda
