@@ -662,6 +662,8 @@ void sgd_t(T* w, const T* g, T* buf, std::int64_t n, double lr, double momentum,
 
 }  // namespace
 
+// T is a type: it cannot be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define HERD_NN_CUDA_OVERLOADS(T)                                                                                   \
   void bias_add(T* y, const T* b, std::int64_t rows, std::int64_t cols, cudaStream_t s) {                           \
     bias_add_t(y, b, rows, cols, s);                                                                                \
@@ -699,6 +701,7 @@ HERD_NN_CUDA_OVERLOADS(float)
 HERD_NN_CUDA_OVERLOADS(double)
 
 #undef HERD_NN_CUDA_OVERLOADS
+// NOLINTEND(bugprone-macro-parentheses)
 
 template <class T>
 void diff_sq_sum(const T* p, const T* t, T* d, double* sum, std::int64_t n, cudaStream_t s, double k) {
@@ -871,6 +874,7 @@ void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const doubl
               static_cast<T>(eps), skip);
 }
 
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define HERD_NN_OPS_INSTANTIATE(T)                                                                                     \
   template void diff_sq_sum<T>(const T*, const T*, T*, double*, std::int64_t, cudaStream_t, double);                   \
   template void huber_sum<T>(const T*, double*, std::int64_t, double, cudaStream_t, double);                           \
@@ -917,5 +921,6 @@ void adam_update_hyper(T* w, const T* g, T* m, T* v, std::int64_t n, const doubl
 HERD_NN_OPS_INSTANTIATE(float)
 HERD_NN_OPS_INSTANTIATE(double)
 #undef HERD_NN_OPS_INSTANTIATE
+// NOLINTEND(bugprone-macro-parentheses)
 
 }  // namespace herd::nn::cuda
