@@ -3,8 +3,8 @@
 /// Input readers of `herd-diagnose`: text files of draws in one of four formats, recognised by
 /// their header and never guessed (anything else is refused), and HDF5 datasets of shape
 /// [chains, draws] or [chains, draws, params] (or every such dataset of a `posterior` group,
-/// as ArviZ writes it). The HDF5 part uses the HDF5 C API directly until the io layer
-/// provides readers.
+/// as ArviZ writes it). The HDF5 part uses the HDF5 C API directly, not the io layer's
+/// readers (herd/io/hdf5.hpp).
 ///
 /// Text formats (one file is one chain, except the first):
 /// - draws CSV: one column per chain, one row per draw; no header, or a header of chain

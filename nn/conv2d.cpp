@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu_compute.hpp"
 #include "herd/core/config.hpp"
 #include "herd/nn/init.hpp"
-#include "kernels.hpp"
 #if HERD_HAVE_CUDA
-#include "device_ops.hpp"
-#include "herd/nn/cuda/ops.hpp"
+#include "device_blas.hpp"
+#include "device_context.hpp"
+#include "herd/nn/cuda/kernels.hpp"
 #endif
 
 namespace herd::nn {

@@ -9,7 +9,7 @@
 #if HERD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "device_ops.hpp"
+#include "device_context.hpp"
 #include "herd/core/cuda/cuda_check.hpp"
 #include "herd/nn/cuda/kernels.hpp"
 #endif

@@ -3,12 +3,12 @@
 #include <cmath>
 #include <numbers>
 
+#include "categorical_draw.hpp"
+#include "cpu_compute.hpp"
 #include "herd/core/config.hpp"
-#include "kernels.hpp"
 #if HERD_HAVE_CUDA
-#include "device_ops.hpp"
+#include "device_context.hpp"
 #include "herd/nn/cuda/kernels.hpp"
-#include "herd/nn/cuda/ops.hpp"
 #endif
 namespace herd::nn {
 
@@ -151,15 +151,7 @@ void Categorical::sample(const RngStream& rng, std::uint64_t index, Tensor& acti
   detail::dispatch(probs_.dtype(), [&](auto tag) {
     using T = decltype(tag);
     for (std::int64_t i = 0; i < B; ++i) {
-      const T* p = probs_.data<T>() + i * C;
-      const double u = row_stream(rng, i).uniform(index);
-      double c = 0;
-      std::int64_t k = 0;
-      for (; k < C - 1; ++k) {
-        c += static_cast<double>(p[k]);
-        if (u < c) break;
-      }
-      a[i] = k;
+      a[i] = detail::categorical_draw(probs_.data<T>() + i * C, C, row_stream(rng, i).uniform(index));
     }
   });
 }

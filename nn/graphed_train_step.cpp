@@ -3,14 +3,14 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu_compute.hpp"
 #include "herd/core/config.hpp"
-#include "kernels.hpp"
 #if HERD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "device_ops.hpp"
+#include "device_context.hpp"
 #include "herd/core/cuda/cuda_check.hpp"
-#include "herd/nn/cuda/ops.hpp"
+#include "herd/nn/cuda/kernels.hpp"
 #endif
 
 namespace herd::nn {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "kernels.hpp"
+#include "cpu_compute.hpp"
 
 namespace herd::nn {
 namespace {

@@ -2,12 +2,11 @@
 
 #include <cmath>
 
+#include "cpu_compute.hpp"
 #include "herd/core/config.hpp"
-#include "kernels.hpp"
 #if HERD_HAVE_CUDA
-#include "device_ops.hpp"
+#include "device_context.hpp"
 #include "herd/nn/cuda/kernels.hpp"
-#include "herd/nn/cuda/ops.hpp"
 #endif
 
 namespace herd::nn {

@@ -2,10 +2,45 @@
 
 #include <set>
 
+#include "cpu_compute.hpp"
 #include "herd/core/config.hpp"
-#include "kernels.hpp"
 
 namespace herd::nn {
+
+namespace {
+
+// Validates names and shapes, then copies `state` into `targets` (load_state_dict).
+void load_named(const std::vector<NamedParameter>& targets, const std::vector<NamedTensor>& state, bool strict,
+                const char* who) {
+  std::set<std::string> wanted;
+  for (const auto& t : targets) wanted.insert(t.name);
+  if (strict) {
+    for (const auto& s : state)
+      HERD_REQUIRE(wanted.count(s.name), "{}: state has '{}' (shape {}), which the model does not have", who, s.name,
+                   s.tensor.shape().str());
+  }
+  // Validate everything before copying anything.
+  std::vector<const Tensor*> src(targets.size(), nullptr);
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    for (const auto& s : state)
+      if (s.name == targets[i].name) src[i] = &s.tensor;
+    HERD_REQUIRE(src[i] != nullptr, "{}: the model's '{}' (shape {}) is missing from the state", who, targets[i].name,
+                 targets[i].param->value.shape().str());
+    HERD_REQUIRE(src[i]->shape() == targets[i].param->value.shape(),
+                 "{}: '{}' has shape {} in the model but {} in the state", who, targets[i].name,
+                 targets[i].param->value.shape().str(), src[i]->shape().str());
+    HERD_REQUIRE(src[i]->dtype() != DType::kInt64, "{}: '{}' is int64 in the state", who, targets[i].name);
+  }
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    Tensor& v = targets[i].param->value;
+    // Copies to or from a device need one dtype: convert on the host first.
+    if ((v.is_cuda() || src[i]->is_cuda()) && src[i]->dtype() != v.dtype())
+      v.copy_from(src[i]->to(Device::cpu()).to(v.dtype()));
+    else v.copy_from(*src[i]);
+  }
+}
+
+}  // namespace
 
 Module::Module(DType dtype, Device device) : dtype_(dtype), device_(device) {
   HERD_REQUIRE(dtype != DType::kInt64, "nn::Module: dtype is int64, but must be float32 or float64");
@@ -82,7 +117,7 @@ std::vector<NamedTensor> Module::state_dict() {
 }
 
 void Module::load_state_dict(const std::vector<NamedTensor>& state, bool strict) {
-  detail::load_named(named_parameters(), state, strict, "nn::Module::load_state_dict");
+  load_named(named_parameters(), state, strict, "nn::Module::load_state_dict");
 }
 
 void Module::check_input(const Tensor& x, int ndim, const char* who) const {
@@ -94,40 +129,6 @@ void Module::check_input(const Tensor& x, int ndim, const char* who) const {
   HERD_REQUIRE(ndim < 0 || x.ndim() == ndim, "{}: input has shape {}, but must have {} dimensions", who,
                x.shape().str(), ndim);
 }
-
-namespace detail {
-
-void load_named(const std::vector<NamedParameter>& targets, const std::vector<NamedTensor>& state, bool strict,
-                const char* who) {
-  std::set<std::string> wanted;
-  for (const auto& t : targets) wanted.insert(t.name);
-  if (strict) {
-    for (const auto& s : state)
-      HERD_REQUIRE(wanted.count(s.name), "{}: state has '{}' (shape {}), which the model does not have", who, s.name,
-                   s.tensor.shape().str());
-  }
-  // Validate everything before copying anything.
-  std::vector<const Tensor*> src(targets.size(), nullptr);
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    for (const auto& s : state)
-      if (s.name == targets[i].name) src[i] = &s.tensor;
-    HERD_REQUIRE(src[i] != nullptr, "{}: the model's '{}' (shape {}) is missing from the state", who, targets[i].name,
-                 targets[i].param->value.shape().str());
-    HERD_REQUIRE(src[i]->shape() == targets[i].param->value.shape(),
-                 "{}: '{}' has shape {} in the model but {} in the state", who, targets[i].name,
-                 targets[i].param->value.shape().str(), src[i]->shape().str());
-    HERD_REQUIRE(src[i]->dtype() != DType::kInt64, "{}: '{}' is int64 in the state", who, targets[i].name);
-  }
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    Tensor& v = targets[i].param->value;
-    // Copies to or from a device need one dtype: convert on the host first.
-    if ((v.is_cuda() || src[i]->is_cuda()) && src[i]->dtype() != v.dtype())
-      v.copy_from(src[i]->to(Device::cpu()).to(v.dtype()));
-    else v.copy_from(*src[i]);
-  }
-}
-
-}  // namespace detail
 
 void set_num_threads(int n) {
   HERD_REQUIRE(n >= 1, "nn::set_num_threads: n is {}, but must be at least 1", n);

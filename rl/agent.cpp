@@ -15,7 +15,7 @@
 
 #include "cuda_memory.hpp"
 #include "herd/core/cuda/cuda_check.hpp"
-#include "herd/nn/cuda/ops.hpp"
+#include "herd/nn/cuda/kernels.hpp"
 #endif
 
 namespace herd::rl {

@@ -16,7 +16,7 @@
 
 #include "cuda_memory.hpp"
 #include "herd/core/cuda/cuda_check.hpp"
-#include "herd/nn/cuda/ops.hpp"
+#include "herd/nn/cuda/kernels.hpp"
 #include "herd/rl/cuda/dqn_kernels.hpp"
 #endif
 

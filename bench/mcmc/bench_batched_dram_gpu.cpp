@@ -63,7 +63,8 @@ BENCHMARK(BM_BatchedGaussian10)
     ->Iterations(2);
 
 // The neural-surrogate target (MLP 10-64-64-1, tanh, float32; goal 1e9 chain-steps/s with
-// 1M chains): one DeviceMlp forward over all chains per stage round, 2 rounds per proposal.
+// 1M chains): one forward of the nn Mlp on the device over all chains per stage round, 2
+// rounds per proposal.
 void BM_BatchedSurrogate10(benchmark::State& state) {
   const auto chains = static_cast<std::int64_t>(state.range(0));
   herd::nn::MlpOptions mo;

@@ -1,7 +1,9 @@
-// MLP 64-256-256-16 (tanh, float32) train step on one CUDA GPU: zero_grad,
-// forward, MSE, backward (cuBLAS + nn CUDA kernels) and one fused Adam launch, at batch 32
-// to 65536, each with plain launches ("launch") and with forward/backward captured as a
-// CUDA graph ("graph"). One benchmark iteration is 20 steps and a stream synchronisation;
+// MLP 64-256-256-16 (tanh, float32) train step on one CUDA GPU through the module API
+// (an `Mlp` on Device::cuda(0), `MseLoss`, `Adam`): zero_grad, forward, MSE, backward
+// (cuBLAS + nn CUDA kernels) and the Adam update, at batch 32 to 65536, each with plain
+// launches ("launch": `GraphedTrainStep` with use_graph = false, the eager step) and with
+// the whole step captured as a CUDA graph and replayed ("graph": `GraphedTrainStep`). One
+// benchmark iteration is 20 steps and a synchronisation of the nn stream;
 // the "step_us" counter is microseconds per step. The CPU figures are bench_mlp's; the
 // PyTorch GPU baseline is bench_mlp_gpu_torch.py (run it with the GPU machine's python3).
 // Exits with 77 when no CUDA device is present (like the [gpu] tests).
@@ -10,12 +12,12 @@
 #include <cstdio>
 #include <vector>
 
-#include <cuda_runtime.h>
-
-#include "herd/core/cuda/cuda_check.hpp"
 #include "herd/core/device.hpp"
 #include "herd/core/rng.hpp"
-#include "herd/nn/cuda/device_mlp.hpp"
+#include "herd/nn/graphed_train_step.hpp"
+#include "herd/nn/losses.hpp"
+#include "herd/nn/mlp.hpp"
+#include "herd/nn/optimizer.hpp"
 
 using namespace herd;
 using namespace herd::nn;
@@ -25,37 +27,32 @@ namespace {
 constexpr int kStepsPerIteration = 20;
 
 void bm_train(benchmark::State& st, std::int64_t batch, bool graph) {
+  const Device gpu = Device::cuda(0);
   MlpOptions o;
   o.sizes = {64, 256, 256, 16};
   o.activation = Activation::kTanh;
-  Mlp cpu(o);
-  cudaStream_t stream = nullptr;
-  HERD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  {
-    cuda::DeviceMlp gpu(cpu, o, stream);
-    std::vector<float> x(static_cast<std::size_t>(batch * 64)), y(static_cast<std::size_t>(batch * 16));
-    RngCursor c = RngStream(7, 1, RngPurpose::kUser).at(0);
-    for (auto& v : x) v = static_cast<float>(c.normal());
-    for (auto& v : y) v = static_cast<float>(c.normal());
-    float *dx = nullptr, *dy = nullptr;
-    HERD_CUDA_CHECK(cudaMalloc(&dx, x.size() * sizeof(float)));
-    HERD_CUDA_CHECK(cudaMalloc(&dy, y.size() * sizeof(float)));
-    HERD_CUDA_CHECK(cudaMemcpyAsync(dx, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
-    HERD_CUDA_CHECK(cudaMemcpyAsync(dy, y.data(), y.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
-    if (graph) gpu.capture(dx, dy, batch);
-    gpu.train_step(dx, dy, batch);
-    HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
-    for (auto _ : st) {
-      for (int i = 0; i < kStepsPerIteration; ++i) gpu.train_step(dx, dy, batch);
-      HERD_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
-    st.counters["step_us"] = benchmark::Counter(
-        kStepsPerIteration * 1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
-    st.counters["loss"] = gpu.loss();
-    cudaFree(dx);
-    cudaFree(dy);
+  o.device = gpu;
+  Mlp net(o);
+  Adam adam(net.named_parameters(), 1e-3);
+  MseLoss mse;
+  GraphedTrainStep step(net, mse, adam, graph);
+  Tensor x({batch, 64}, DType::kFloat32), y({batch, 16}, DType::kFloat32);
+  RngCursor c = RngStream(7, 1, RngPurpose::kUser).at(0);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.set_item(i, c.normal());
+  for (std::int64_t i = 0; i < y.numel(); ++i) y.set_item(i, c.normal());
+  const Tensor xd = x.to(gpu), yd = y.to(gpu);
+  // Warm-up: the eager first step, then (graph) the capture.
+  LossValue loss = step.step(xd, yd);
+  loss = step.step(xd, yd);
+  synchronize(gpu);
+  for (auto _ : st) {
+    for (int i = 0; i < kStepsPerIteration; ++i) loss = step.step(xd, yd);
+    synchronize(gpu);
   }
-  HERD_CUDA_CHECK(cudaStreamDestroy(stream));
+  st.counters["step_us"] = benchmark::Counter(
+      kStepsPerIteration * 1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  st.counters["loss"] = loss.value();
+  if (!step.graph_error().empty()) st.SetLabel("graph capture failed: " + step.graph_error());
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
 //   of the chains' last draws (independent across chains) per coordinate.
 // - The statistical test of the host path (10-D Gaussian, one DR stage, pooled-then-frozen
 //   adaptation) on the GPU, with 100k chains.
-// - The neural-surrogate target on the device (DeviceMlp forward per stage round) against
-//   the host path with the same network: two-sample KS of the last draws.
+// - The neural-surrogate target on the device (the nn Mlp on the device, one forward per
+//   stage round) against the host path with the same network: two-sample KS of the last
+//   draws.
 // - Every kernel variant against the host path: thread-local state of size 8 (d <= 8) and 32
 //   (16 < d <= 32), the array form (d > 32), several delayed-rejection stages, per-chain,
 //   pooled and no adaptation; the other built-in targets (banana, funnel, Rosenbrock).

@@ -5,10 +5,9 @@
 /// so a step costs one graph launch instead of a few dozen kernel launches (at
 /// batch <= 256 launch overhead dominates an MLP step). Same idea as PyTorch's
 /// `torch.cuda.graphs.make_graphed_callables` / whole-step capture (static input buffers,
-/// warm-up before capture, replay), and as `cuda::DeviceMlp::capture`, but through the
-/// module API, so it works for any device module whose forward/backward enqueue work
-/// without host waits (every layer of this library: `Mlp`, `Sequential`, `Linear`,
-/// `Conv2d`, activations, `LayerNorm`).
+/// warm-up before capture, replay), through the module API, so it works for any device
+/// module whose forward/backward enqueue work without host waits (every layer of this
+/// library: `Mlp`, `Sequential`, `Linear`, `Conv2d`, activations, `LayerNorm`).
 
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
 /// @file serialize.hpp
-/// A small binary file of named tensors (model parameters and optimizer state), until the
-/// HDF5 adapter of the io layer takes over; both store the same `NamedTensor` lists
+/// A small binary file of named tensors (model parameters and optimizer state), beside the
+/// HDF5 adapter of the io layer (hdf5_state.hpp); both store the same `NamedTensor` lists
 /// (`Module::state_dict`, `Optimizer::state`).
 ///
 /// Format (little-endian): "HERDNN01", u64 count, then per tensor: u64 name length, name

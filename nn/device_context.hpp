@@ -1,12 +1,13 @@
 #pragma once
-// Internal helpers of the nn CUDA backend (CUDA builds only): the nn stream of a device,
-// per-thread cuBLAS handles bound to it, row-major GEMM over cuBLAS and small scratch
-// memory. Not installed.
+// The device context of the nn CUDA backend (CUDA builds only; internal, not installed):
+// the nn stream of each device, the current-device guard, per-thread scratch, the deferred
+// input-error record and device checks of tensors. cuBLAS lives in device_blas.hpp, the
+// kernels behind herd/nn/cuda/kernels.hpp; the modules' .cpp files choose between these and
+// the CPU compute (cpu_compute.hpp) per call.
 
 #include "herd/core/config.hpp"
 
 #if HERD_HAVE_CUDA
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -16,13 +17,17 @@
 
 namespace herd::nn::detail {
 
+/// Devices the nn backend serves: indices [0, kMaxDevices).
+inline constexpr int kMaxDevices = 64;
+/// The index of CUDA device `d`, checked.
+/// @throws InputError unless `d` is a CUDA device with an index in [0, kMaxDevices).
+int device_slot(Device d);
+
 /// The nn stream of CUDA device `d` (one per device and process, created on first use as
 /// a blocking stream, so the legacy default stream also orders against it). Every module,
 /// loss, head and optimizer enqueues its device work here. Thread-safe.
 cudaStream_t dev_stream(Device d);
-/// The calling thread's cuBLAS handle for `d`, bound to `dev_stream(d)` (pointer mode host,
-/// default math: no TF32). Thread-safe (one handle per thread and device).
-cublasHandle_t dev_blas(Device d);
+
 /// Makes `d` the current CUDA device for the scope, restoring the previous one.
 class DevGuard {
  public:
@@ -35,13 +40,6 @@ class DevGuard {
   int previous_ = 0;
   bool changed_ = false;
 };
-
-/// C[M,N] (=|+=) op(A) op(B) on device `d`, row-major like the CPU `gemm` (trans_a: A is
-/// stored [K,M]; trans_b: B is stored [N,K]), via cuBLAS on the column-major view
-/// (C^T = op(B)^T op(A)^T, so the operands swap and no data moves).
-template <class T>
-void dev_gemm(Device d, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A,
-              const T* B, T* C, bool accumulate);
 
 /// One device double of scratch per thread and device (for reductions), valid until the
 /// thread's next call.
@@ -66,7 +64,7 @@ std::int64_t* dev_error_record(Device d);
 ///         e.g. "nn::CrossEntropyLoss::forward: targets[4] is 5, but must be in [0, 5)".
 void check_dev_errors(Device d);
 
-/// Throws InputError naming `who` unless `t` is on `d` (or undefined when `allow_empty`).
+/// Throws InputError naming `who` unless `t` is defined and on `d`.
 void require_device(const Tensor& t, Device d, const char* who);
 
 }  // namespace herd::nn::detail

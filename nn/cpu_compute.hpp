@@ -1,13 +1,15 @@
 #pragma once
-// Internal CPU kernels of herd::nn (Eigen; compiled with -march=x86-64-v3). Not installed:
-// Eigen stays out of the public headers, so users need not be built with AVX.
+// The CPU compute of herd::nn (internal, not installed): Eigen views of tensors, the
+// float/double dispatch every module uses (host and device paths alike), and the row-major
+// GEMM over the nn thread pool. Compiled with -march=x86-64-v3; Eigen stays out of the
+// public headers, so users need not be built with AVX. The device counterparts:
+// device_context.hpp (streams, error record), device_blas.hpp (cuBLAS GEMM) and
+// herd/nn/cuda/kernels.hpp (kernel launchers).
 
 #include <Eigen/Core>
 
 #include <cstdint>
-#include <vector>
 
-#include "herd/nn/module.hpp"
 #include "herd/nn/tensor.hpp"
 
 namespace herd::nn::detail {
@@ -47,11 +49,10 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const T* A, const T* B, T* C,
           bool accumulate);
 
+/// Sets the number of threads `gemm` uses (the calling thread included; 1: no pool).
+/// Not thread-safe: call between steps (`nn::set_num_threads`).
 void set_pool_threads(int n);
+/// The number of threads `gemm` uses.
 int pool_threads();
-
-/// Validates names and shapes, then copies `state` into `targets` (see load_state_dict).
-void load_named(const std::vector<NamedParameter>& targets, const std::vector<NamedTensor>& state, bool strict,
-                const char* who);
 
 }  // namespace herd::nn::detail

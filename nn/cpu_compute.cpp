@@ -1,4 +1,4 @@
-#include "kernels.hpp"
+#include "cpu_compute.hpp"
 
 #include <memory>
 

@@ -1,3 +1,0 @@
-// The host backend's build of ops.cu (herd/core/cuda/launch.hpp): the same CUDA source
-// compiled as C++ with HERD_HOST_EMU, for the host-emu test executables.
-#include "../ops.cu"
