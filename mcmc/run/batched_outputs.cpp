@@ -16,6 +16,7 @@
 #include "herd/io/output_files.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/posterior_report.hpp"
+#include "outputs.hpp"
 
 namespace herd::mcmc {
 
@@ -258,17 +259,7 @@ void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const st
 }
 
 void write_batched_h5_attributes(io::H5File& h5, const BatchedRunFacts& f) {
-  const SamplerSpecs& specs = *f.specs;
-  io::H5Group rootg = h5.root();
-  rootg.set_attribute("herd_version", HERD_VERSION_STRING);
-  rootg.set_attribute("sampler", "batched DRAM (herd, docs/batched.md)");
-  rootg.set_attribute("device", specs.device);
-  rootg.set_attribute("target", f.target->description);
-  rootg.set_attribute("input_source", f.options->input_source);
-  rootg.set_attribute("random_seed", static_cast<std::uint64_t>(specs.random_seed));
-  rootg.set_attribute("description", specs.description);
-  io::H5Group input = rootg.create_group("input");
-  for (const auto& [key, v] : f.options->input_attributes) input.set_attribute(key, v);
+  detail::write_h5_root_attributes(h5, "batched DRAM (herd, docs/batched.md)", *f.specs, *f.target, *f.options);
 }
 
 namespace {
@@ -406,11 +397,7 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
   write_posterior_report(specs.output_prefix + "_report.html", h);
 }
 
-void write_text_output(const std::string& path, const std::string& text) {
-  std::FILE* out = io::open_output_file(path);  // never through a symbolic link
-  const bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
-  if (std::fclose(out) != 0 || !ok) throw IoError(fmt::format("writing \"{}\" failed", path));
-}
+void write_text_output(const std::string& path, const std::string& text) { detail::write_report_file(path, text); }
 
 void print_batched_summary(const BatchedRunFacts& f, const std::string& table, const std::string& warnings) {
   const SamplerSpecs& specs = *f.specs;

@@ -1,0 +1,302 @@
+// The outputs every engine shares (outputs.hpp, paradram_run.hpp): file names, output
+// checks, the summary table, the warnings, the `.h5` root attributes, ArviZ variables, and
+// each chain's contribution to the outputs.
+#include "outputs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "herd/core/config.hpp"
+#include "herd/core/error.hpp"
+#include "herd/io/output_files.hpp"
+#include "herd/mcmc/posterior_report.hpp"
+#include "text_chain.hpp"
+
+namespace herd::mcmc {
+
+namespace fs = std::filesystem;
+using detail::kLowAcceptance;
+
+namespace detail {
+
+int chain_count(const SamplerSpecs& s, int ranks) {
+  return s.parallelization_model == "multi_chain" ? ranks * static_cast<int>(s.chains_per_rank) : 1;
+}
+
+std::string chain_file_path(const SamplerSpecs& s, int chains, int k) {
+  const char* ext = s.chain_file_format == "binary" ? "_chain.bin" : "_chain.txt";
+  return chains == 1 ? s.output_prefix + ext : fmt::format("{}_process_{}{}", s.output_prefix, k, ext);
+}
+
+std::string sample_file_path(const SamplerSpecs& s, int chains, int k) {
+  return chains == 1 ? s.output_prefix + "_sample.txt" : fmt::format("{}_process_{}_sample.txt", s.output_prefix, k);
+}
+
+std::string restart_folder(const SamplerSpecs& s) { return s.output_prefix + "_restart"; }
+
+void write_h5_root_attributes(io::H5File& h5, const std::string& sampler, const SamplerSpecs& specs,
+                              const SampleTarget& target, const SampleRunOptions& options) {
+  const bool batched = specs.device != "cpu";
+  io::H5Group rootg = h5.root();
+  rootg.set_attribute("herd_version", HERD_VERSION_STRING);
+  rootg.set_attribute("sampler", sampler);
+  if (batched) rootg.set_attribute("device", specs.device);
+  rootg.set_attribute("target", target.description);
+  rootg.set_attribute("input_source", options.input_source);
+  rootg.set_attribute("random_seed", static_cast<std::uint64_t>(specs.random_seed));
+  rootg.set_attribute("description", specs.description);
+  if (!batched) rootg.set_attribute("parallelization_model", specs.parallelization_model);
+  io::H5Group input = rootg.create_group("input");
+  for (const auto& [k, v] : options.input_attributes) input.set_attribute(k, v);
+}
+
+void write_report_file(const std::string& path, const std::string& text) {
+  TextFile f(path);
+  f.write(text);
+  f.close();
+}
+
+namespace {
+
+std::vector<double> expand(const std::vector<double>& compact, const std::vector<std::int64_t>& weight,
+                           std::size_t first) {
+  std::vector<double> out;
+  for (std::size_t i = first; i < compact.size(); ++i)
+    out.insert(out.end(), static_cast<std::size_t>(weight[i]), compact[i]);
+  return out;
+}
+
+/// The variables' columns, then the derived quantities' (those not named as a variable).
+std::vector<Column> chain_columns(const SamplerSpecs& specs, const SampleTarget& target,
+                                  const MemoryChainSink& memory) {
+  std::vector<Column> columns;
+  const int d = target.ndim;
+  const std::size_t n = memory.size();
+  for (int j = 0; j < d; ++j) {
+    Column c{specs.variable_names[static_cast<std::size_t>(j)], std::vector<double>(n)};
+    for (std::size_t i = 0; i < n; ++i) c.compact[i] = memory.point(i)[j];
+    columns.push_back(std::move(c));
+  }
+  if (target.quantities && !target.quantity_names.empty()) {
+    const std::size_t nq = target.quantity_names.size();
+    std::vector<double> q(nq);
+    std::vector<Column> qc;
+    for (const auto& name : target.quantity_names) qc.push_back({name, std::vector<double>(n)});
+    for (std::size_t i = 0; i < n; ++i) {
+      target.quantities(memory.point(i), q.data());
+      for (std::size_t k = 0; k < nq; ++k) qc[k].compact[i] = q[k];
+    }
+    for (auto& c : qc) {
+      const bool dup =
+          std::any_of(columns.begin(), columns.begin() + d, [&](const Column& v) { return v.name == c.name; });
+      if (!dup) columns.push_back(std::move(c));
+    }
+  }
+  return columns;
+}
+
+/// The refined sample's compact rows (ParaDRAM's batch-means refinement of the
+/// post-burn-in compact chain, or `sample_size` evenly spaced draws, or every draw).
+void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& memory, ChainOutputs& o) {
+  const auto first = static_cast<std::size_t>(o.burnin);
+  const std::size_t m = memory.size() - first;
+  std::vector<double> states(m * (static_cast<std::size_t>(d) + 1));
+  std::vector<std::int64_t> w(m);
+  for (std::size_t i = 0; i < m; ++i) {
+    states[i * (d + 1)] = memory.log_density[first + i];
+    std::copy(memory.point(first + i), memory.point(first + i) + d,
+              states.begin() + static_cast<std::ptrdiff_t>(i * (d + 1) + 1));
+    w[i] = memory.weight[first + i];
+  }
+  if (specs.sample_size > 0) {
+    // n evenly spaced draws of the post-burn-in verbose chain.
+    std::vector<std::int64_t> cum(m + 1, 0);
+    for (std::size_t i = 0; i < m; ++i) cum[i + 1] = cum[i] + w[i];
+    const auto total_w = static_cast<double>(cum[m]);
+    for (std::int64_t k = 0; k < specs.sample_size; ++k) {
+      const auto pos = static_cast<std::int64_t>(
+          std::floor((static_cast<double>(k) + 0.5) * total_w / static_cast<double>(specs.sample_size)));
+      const auto it = std::upper_bound(cum.begin(), cum.end(), pos);
+      o.sample_rows.push_back(first + static_cast<std::size_t>(it - cum.begin() - 1));
+    }
+  } else if (specs.sample_refinement_count == 0) {
+    for (std::size_t i = 0; i < m; ++i)
+      o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(w[i]), first + i);
+  } else {
+    RefinementOptions ro;
+    ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
+    o.refined = refine_sample(states, w, static_cast<std::size_t>(d) + 1, ro);
+    for (std::size_t k = 0; k < o.refined.index.size(); ++k)
+      o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(o.refined.weight[k]),
+                           first + o.refined.index[k]);
+  }
+}
+
+}  // namespace
+
+ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target, const MemoryChainSink& memory,
+                           const DramResult& kr) {
+  ChainOutputs o;
+  const std::size_t n = memory.size();
+  o.burnin = std::clamp<std::int64_t>(kr.burnin, 0, static_cast<std::int64_t>(n) - 1);
+  o.columns = chain_columns(specs, target, memory);
+  o.lp_post = expand(memory.log_density, memory.weight, static_cast<std::size_t>(o.burnin));
+  refined_sample(specs, target.ndim, memory, o);
+  return o;
+}
+
+void append_verbose(std::vector<double>& out, const std::vector<double>& compact,
+                    const std::vector<std::int64_t>& weight, std::size_t first, std::size_t limit) {
+  for (std::size_t i = first; i < compact.size() && limit > 0; ++i) {
+    const std::size_t take = std::min(static_cast<std::size_t>(weight[i]), limit);
+    out.insert(out.end(), take, compact[i]);
+    limit -= take;
+  }
+}
+
+}  // namespace detail
+
+using detail::chain_count;
+using detail::chain_file_path;
+using detail::kMaxTextChains;
+using detail::restart_folder;
+using detail::sample_file_path;
+
+namespace {
+
+std::string cell(double v) { return fmt::format("{:.6g}", v); }
+
+}  // namespace
+
+std::string low_acceptance_warning(double rate) {
+  if (rate >= kLowAcceptance) return {};
+  return fmt::format(
+      "WARNING: the mean acceptance rate is {:.3g}, below {:g}: the chain barely moved, so its draws and "
+      "statistics are not a usable sample. Give proposal_std (or proposal_cov) of the order of the posterior's "
+      "standard deviations, or a smaller scale_factor (e.g. \"0.1*gelman\"); check start_point and that the log "
+      "density is finite (not -inf or NaN) around it.",
+      rate, kLowAcceptance);
+}
+
+std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::size_t chains, double acceptance_rate,
+                                 const std::string& run_longer) {
+  std::vector<std::string> names;
+  std::vector<DiagnosticSummary> summary;
+  for (const auto& r : rows) {
+    names.push_back(r.name);
+    summary.push_back(r.stats);
+  }
+  // Below kLowAcceptance the low-acceptance warning replaces the verdict's acceptance line.
+  const bool stuck = std::isfinite(acceptance_rate) && acceptance_rate < kLowAcceptance;
+  std::string out;
+  for (const ReportVerdict& v : convergence_verdicts(
+           names, summary, chains, stuck ? std::numeric_limits<double>::quiet_NaN() : acceptance_rate, run_longer))
+    if (v.level >= 2) out += "WARNING: " + v.text + "\n";
+  if (stuck) out += low_acceptance_warning(acceptance_rate) + "\n";
+  return out;
+}
+
+std::vector<std::string> output_paths(const SamplerSpecs& s, int ranks) {
+  const std::string& p = s.output_prefix;
+  if (s.device != "cpu") return {p + "_report.txt", p + "_report.html", p + ".h5"};  // batched runs (herd-sample)
+  const int m = chain_count(s, ranks);
+  std::vector<std::string> out;
+  if (m <= kMaxTextChains) {
+    for (int k = 1; k <= m; ++k) out.push_back(chain_file_path(s, m, k));
+    for (int k = 1; k <= m; ++k) out.push_back(sample_file_path(s, m, k));
+  }
+  out.push_back(p + "_progress.txt");
+  out.push_back(p + "_report.txt");
+  out.push_back(p + "_report.html");
+  out.push_back(p + ".h5");
+  return out;
+}
+
+void prepare_outputs(const SamplerSpecs& s, int ranks, bool resuming) {
+  // No output is written through a symbolic link, with or without overwrite (a link could
+  // point at any file of the user's); the restart folder is never a link either.
+  for (const auto& path : output_paths(s, ranks)) io::refuse_symlink(path);
+  io::refuse_symlink(restart_folder(s));
+  if (!resuming) {
+    for (const auto& path : output_paths(s, ranks)) {
+      if (!s.overwrite && fs::exists(path)) {
+        throw InputError(
+            fmt::format("output file \"{}\" exists; set overwrite = true or choose another output_prefix", path));
+      }
+    }
+  }
+  const fs::path parent = fs::path(s.output_prefix).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec) throw IoError(fmt::format("cannot create the output folder \"{}\": {}", parent.string(), ec.message()));
+  }
+  // Temporaries of an earlier run of this prefix that was killed while writing a file.
+  std::vector<std::string> names;
+  for (const auto& path : output_paths(s, ranks)) names.push_back(fs::path(path).filename().string());
+  io::remove_stale_temporaries(parent.empty() ? std::string(".") : parent.string(), names);
+  io::remove_stale_temporaries(restart_folder(s), {});
+  // Heartbeat files of an earlier run's stall watchdog (StallWatchdog): meaningful only
+  // while that run lived; this run holds the prefix lock, so it is gone.
+  std::error_code hec;
+  if (!fs::is_symlink(restart_folder(s), hec) && fs::is_directory(restart_folder(s), hec))
+    for (const auto& e : fs::directory_iterator(restart_folder(s), hec))
+      if (e.path().filename().string().rfind("heartbeat.", 0) == 0 && e.is_regular_file(hec)) fs::remove(e.path(), hec);
+}
+
+std::string format_summary_table(const std::vector<QuantitySummary>& rows) {
+  std::size_t w = 8;
+  for (const auto& r : rows) w = std::max(w, r.name.size());
+  std::string out =
+      fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}\n", "name", w, "mean",
+                  "sd", "q5", "q50", "q95", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "rhat");
+  for (const auto& r : rows) {
+    const auto& s = r.stats;
+    out += fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9.0f} {:>9.0f} {:>7.4f}\n", r.name,
+                       w, cell(s.mean), cell(s.sd), cell(s.q5), cell(s.q50), cell(s.q95), cell(s.mcse_mean),
+                       cell(s.mcse_sd), s.ess_bulk, s.ess_tail, s.rhat);
+  }
+  return out;
+}
+
+std::vector<ArvizVariable> arviz_variables(const std::vector<std::string>& names) {
+  std::vector<ArvizVariable> out;
+  auto split = [](const std::string& n, std::string& base, long& index) {
+    const std::size_t open = n.rfind('[');
+    if (open == std::string::npos || open == 0 || n.back() != ']') return false;
+    const std::string digits = n.substr(open + 1, n.size() - open - 2);
+    if (digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+    base = n.substr(0, open);
+    index = std::stol(digits);
+    return true;
+  };
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::string base;
+    long index = 0;
+    if (split(names[i], base, index) && index == 1) {
+      ArvizVariable v{base, {i}, true};
+      std::size_t j = i + 1;
+      std::string b2;
+      long k2 = 0;
+      while (j < names.size() && split(names[j], b2, k2) && b2 == base && k2 == static_cast<long>(v.columns.size()) + 1)
+        v.columns.push_back(j++);
+      // Elements whose base name is also a column's name stay as written.
+      const bool clash = std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n == base; });
+      if (!clash) {
+        out.push_back(std::move(v));
+        i = j - 1;
+        continue;
+      }
+    }
+    out.push_back({names[i], {i}, false});
+  }
+  return out;
+}
+
+}  // namespace herd::mcmc

@@ -1,0 +1,79 @@
+#pragma once
+// What every engine's outputs share (private to herd::mcmc; the public part is declared in
+// paradram_run.hpp): limits and file names, the root attributes of the `.h5`, and each
+// chain's contribution to the outputs (columns, burn-in, refined sample).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "herd/io/hdf5.hpp"
+#include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/refinement.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
+
+namespace herd::mcmc::detail {
+
+/// Per-chain text files up to this many chains (DESIGN.md §4); beyond, the `.h5` only.
+inline constexpr int kMaxTextChains = 64;
+/// ParaDRAM's pairwise KS table up to this many chains.
+inline constexpr int kMaxKsChains = 16;
+/// Below this mean acceptance rate the chain barely moved: the report and the terminal say so
+/// (the terminal also during the run, once kHintSteps proposals are made).
+inline constexpr double kLowAcceptance = 1e-3;
+/// Proposals after which the terminal warns of a low acceptance rate during the run.
+inline constexpr std::uint64_t kHintSteps = 20000;
+
+/// The serial kernel's number of chains on `ranks` ranks: ranks x chains_per_rank for
+/// multi_chain, else 1. Pure.
+int chain_count(const SamplerSpecs& s, int ranks);
+/// The chain file of chain `k` (1-based) of `chains`: `<prefix>_chain.txt|.bin`, or
+/// `<prefix>_process_<k>_chain.txt|.bin` with several chains. Pure.
+std::string chain_file_path(const SamplerSpecs& s, int chains, int k);
+/// The sample file of chain `k` (1-based) of `chains`, named as `chain_file_path`. Pure.
+std::string sample_file_path(const SamplerSpecs& s, int chains, int k);
+/// The restart folder `<prefix>_restart`. Pure.
+std::string restart_folder(const SamplerSpecs& s);
+
+/// Writes the root attributes of a run's `.h5` that every engine writes, in this order:
+/// herd_version, `sampler`, device (batched devices only), target, input_source,
+/// random_seed, description, parallelization_model (the serial kernel only), then the group
+/// `input` with the resolved input (`options.input_attributes`) as attributes.
+/// Not thread-safe (HDF5). @throws herd::IoError
+void write_h5_root_attributes(io::H5File& h5, const std::string& sampler, const SamplerSpecs& specs,
+                              const SampleTarget& target, const SampleRunOptions& options);
+
+/// Writes a report file `path` holding `text` (never through a symbolic link): the
+/// `_report.txt` of every engine. Not thread-safe for one path.
+/// @throws herd::IoError "cannot write|close "<path>": <the system's reason>"
+void write_report_file(const std::string& path, const std::string& text);
+
+/// Values of one reported quantity on the compact states (`[compact]`).
+struct Column {
+  std::string name;
+  std::vector<double> compact;
+};
+
+/// Everything a chain contributes to the outputs, computed on rank 0.
+struct ChainOutputs {
+  std::vector<Column> columns;           ///< variables, then derived quantities (compact)
+  std::vector<double> lp_post;           ///< log density of the verbose chain after burn-in
+  std::int64_t burnin = 0;               ///< compact index where the posterior starts
+  std::vector<std::size_t> sample_rows;  ///< compact rows of the refined sample (repeated by weight)
+  RefinedSample refined;                 ///< the refinement's rounds (empty unless refined)
+};
+
+/// The columns, burn-in (the kernel's, clamped to the chain), post-burn-in log densities and
+/// refined sample of one chain `memory` with the kernel's result `kr`. Calls the target's
+/// quantities (from this thread). @throws what `refine_sample` throws.
+ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target, const MemoryChainSink& memory,
+                           const DramResult& kr);
+
+/// Appends the first `limit` verbose draws of a compact column `[compact]` with weights
+/// `weight` from compact index `first` on to `out`. Pure.
+void append_verbose(std::vector<double>& out, const std::vector<double>& compact,
+                    const std::vector<std::int64_t>& weight, std::size_t first, std::size_t limit);
+
+}  // namespace herd::mcmc::detail

@@ -1,0 +1,601 @@
+// The program around a run (paradram_run.hpp, `run_sampler_program`): the run record in
+// `<prefix>_restart/run.ckpt` (fresh, resume, complete, another input), the input hash,
+// extending a complete run (outputStatus = "extend"), and the steps every rank takes from
+// reading the input to the exit code. Serves every engine: the serial kernel
+// (`run_paradram`) and the batched runs (`SamplerProgramInput::run`).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+#include <Eigen/Dense>
+
+#include "herd/core/error.hpp"
+#include "herd/core/faults.hpp"
+#include "herd/core/memory.hpp"
+#include "herd/io/checkpoint.hpp"
+#include "herd/io/hdf5.hpp"
+#include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/parallel.hpp"
+#include "outputs.hpp"
+
+namespace herd::mcmc {
+
+namespace fs = std::filesystem;
+using detail::chain_count;
+using detail::restart_folder;
+
+namespace {
+
+constexpr const char* kRunRecordKind = "herd-sample-run";
+
+std::string run_record_path(const SamplerSpecs& s) { return restart_folder(s) + "/run.ckpt"; }
+
+// Settings that do not change what a run computes: left out of the input hash.
+const char* const kIgnoredInHash[] = {"overwrite",
+                                      "silent_mode",
+                                      "progress_report_period",
+                                      "checkpoint_period",
+                                      "checkpoint_period_seconds",
+                                      "mpi_finalize_requested",
+                                      "output_status",
+                                      "restart_file_format",
+                                      "input_file_has_priority",
+                                      "system_info_file_path",
+                                      "parallelism_num_thread",
+                                      "output_splash_mode",
+                                      "stall_timeout_seconds",
+                                      "max_memory"};
+
+bool ignored_in_hash(const std::string& key) {
+  return std::find_if(std::begin(kIgnoredInHash), std::end(kIgnoredInHash), [&](const char* x) { return key == x; }) !=
+         std::end(kIgnoredInHash);
+}
+
+/// The record's layout name: the batched device, or the serial kernel's parallelization_model.
+std::string run_layout(const SamplerSpecs& s) { return s.device != "cpu" ? s.device : s.parallelization_model; }
+
+/// The resolved input as "key\tvalue\n" lines (the settings the input hash covers).
+std::string recorded_input(const std::vector<std::pair<std::string, std::string>>& attrs) {
+  std::string out;
+  for (const auto& [k, v] : attrs)
+    if (!ignored_in_hash(k)) out.append(k).append(1, '\t').append(v).append(1, '\n');
+  return out;
+}
+
+/// Which recorded settings differ from this run's (`recorded_input` form each), e.g.
+/// "chain_size (40000 in the record, 40001 now)"; empty when none differs.
+std::string input_differences(const std::string& before, const std::string& now) {
+  auto parse = [](const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> kv;
+    std::size_t p = 0;
+    while (p < text.size()) {
+      std::size_t e = text.find('\n', p);
+      if (e == std::string::npos) e = text.size();
+      const std::string line = text.substr(p, e - p);
+      const std::size_t t = line.find('\t');
+      if (t != std::string::npos) kv.emplace_back(line.substr(0, t), line.substr(t + 1));
+      p = e + 1;
+    }
+    return kv;
+  };
+  const auto a = parse(before), b = parse(now);
+  auto find = [](const auto& v, const std::string& k) -> const std::string* {
+    for (const auto& [kk, vv] : v)
+      if (kk == k) return &vv;
+    return nullptr;
+  };
+  std::string out;
+  auto add = [&](const std::string& k, const std::string* x, const std::string* y) {
+    out +=
+        fmt::format("{}{} ({} in the record, {} now)", out.empty() ? "" : ", ", k, x ? *x : "unset", y ? *y : "unset");
+  };
+  for (const auto& [k, v] : a) {
+    const std::string* y = find(b, k);
+    if (y == nullptr || *y != v) add(k, &v, y);
+  }
+  for (const auto& [k, v] : b)
+    if (find(a, k) == nullptr) add(k, nullptr, &v);
+  return out;
+}
+
+void write_run_record(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, bool complete,
+                      const std::vector<std::pair<std::string, std::string>>& attrs) {
+  io::CheckpointWriter w(kRunRecordKind, 1);
+  w.add_value("input_hash", hash);
+  w.add_value("random_seed", s.random_seed);
+  w.add_value("chains", chains);
+  w.add_string("parallelization_model", run_layout(s));
+  w.add_string("input", recorded_input(attrs));
+  w.add_value("complete", static_cast<std::uint8_t>(complete ? 1 : 0));
+  w.commit(run_record_path(s));
+}
+
+/// Deletes the restart folder of an earlier run of this prefix before a fresh start, but
+/// only what herd made: a folder holding its run record (`run.ckpt`), or an empty one (a
+/// run killed between making the folder and writing the record). Anything else of that
+/// name (a user's folder or file, a link) is refused, with or without overwrite.
+/// @throws herd::InputError naming the folder.
+void remove_restart_folder(const SamplerSpecs& s) {
+  const std::string dir = restart_folder(s);
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (ec || !fs::exists(st)) return;
+  const bool ours = fs::is_directory(st) && (fs::is_empty(dir, ec) || fs::exists(run_record_path(s), ec));
+  if (!ours)
+    throw InputError(
+        fmt::format("\"{}\" exists but is not a restart folder of herd (it has no run record run.ckpt), "
+                    "so it is not deleted: move it away or choose another output_prefix",
+                    dir));
+  // The run record goes last: a run killed while deleting leaves a folder that is still
+  // recognised as herd's (and is deleted by the next fresh start).
+  const std::string record = run_record_path(s);
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().string() != record) fs::remove_all(e.path(), ec);
+  if (!ec) fs::remove(record, ec);
+  if (!ec) fs::remove(dir, ec);
+  if (ec) throw IoError(fmt::format("cannot remove the old restart folder \"{}\": {}", dir, ec.message()));
+}
+
+}  // namespace
+
+void trim_restart_folder(const std::string& output_prefix) {
+  const std::string dir = output_prefix + "_restart";
+  const std::string record = dir + "/run.ckpt";
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (ec || !fs::is_directory(st) || !fs::exists(record, ec)) return;  // not herd's record: untouched
+  std::vector<fs::path> gone;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().string() != record) gone.push_back(e.path());
+  for (const auto& p : gone) {
+    fs::remove_all(p, ec);
+    if (ec)
+      throw IoError(
+          fmt::format("cannot remove \"{}\" of the complete run's restart record: {}", p.string(), ec.message()));
+  }
+}
+
+namespace {
+
+enum class RestartStatus { kFresh = 0, kResume = 1, kComplete = 2 };
+
+/// What the restart record of this output prefix says; the seed of the recorded run.
+/// @throws herd::InputError when the record belongs to another input.
+RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, std::uint64_t& seed,
+                            const std::vector<std::pair<std::string, std::string>>& attrs) {
+  const std::string path = run_record_path(s);
+  if (s.overwrite || !fs::exists(path)) return RestartStatus::kFresh;
+  io::CheckpointReader r(path);
+  r.expect_kind(kRunRecordKind, 1);
+  const bool complete = r.value<std::uint8_t>("complete") != 0;
+  // A finished run of another input: its outputs are what the overwrite check protects.
+  if (r.value<std::uint64_t>("input_hash") != hash && complete) return RestartStatus::kFresh;
+  if (r.value<std::uint64_t>("input_hash") != hash) {
+    std::string what = "the record does not store its input, so the changed settings are not known";
+    if (r.has("input")) {
+      const std::string diff = input_differences(r.string("input"), recorded_input(attrs));
+      what = diff.empty() ? std::string("the settings are the same, so the target (its file, data or library) differs")
+                          : "changed: " + diff;
+    }
+    throw InputError(
+        fmt::format("the restart record \"{}\" belongs to a run with another input ({}); set overwrite = "
+                    "true to start afresh (this deletes \"{}\"), restore the original input, or choose "
+                    "another output_prefix",
+                    path, what, restart_folder(s)));
+  }
+  const auto rc = r.value<std::int64_t>("chains");
+  const std::string model = r.string("parallelization_model");
+  if (rc != chains || model != run_layout(s))
+    throw InputError(
+        fmt::format("the restart record \"{}\" is of a {} run with {} chain(s), but this run is {} with {} "
+                    "chain(s) (ranks x chains_per_rank); resume with the same number of processes, or "
+                    "set overwrite = true to start afresh",
+                    path, model, rc, run_layout(s), chains));
+  seed = r.value<std::uint64_t>("random_seed");
+  return complete ? RestartStatus::kComplete : RestartStatus::kResume;
+}
+
+}  // namespace
+
+std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTarget& target) {
+  // FNV-1a over the resolved (key, value) pairs that change what a run computes.
+  std::uint64_t h = 1469598103934665603ULL;
+  auto add = [&h](std::string_view s) {
+    for (const char c : s) {
+      h ^= static_cast<unsigned char>(c);
+      h *= 1099511628211ULL;
+    }
+    h ^= 0xff;
+    h *= 1099511628211ULL;
+  };
+  for (const auto& [k, v] : options.input_attributes) {
+    if (ignored_in_hash(k)) continue;
+    add(k);
+    add(v);
+  }
+  add(target.description);
+  add(std::to_string(target.ndim));
+  return h;
+}
+
+namespace {
+
+/// A run of `prefix` is complete when its `.h5` exists and its restart record, if any,
+/// says so.
+bool run_complete(const std::string& prefix) {
+  if (!fs::exists(prefix + ".h5")) return false;
+  const std::string rec = prefix + "_restart/run.ckpt";
+  if (!fs::exists(rec)) return true;
+  io::CheckpointReader r(rec);
+  return r.value<std::uint8_t>("complete") != 0;
+}
+
+/// The last state and the post-burn-in sample covariance `[d, d]` of the compact chain in
+/// `<last>.h5` (the whole chain when fewer than d + 2 draws follow the burn-in).
+struct ExtensionStart {
+  std::vector<double> last_state;
+  Eigen::MatrixXd cov;
+};
+
+ExtensionStart extension_start(const std::string& last, std::size_t d) {
+  io::H5File f = io::H5File::open(last + ".h5");
+  io::H5Group cc = f.open_group("chain_compact");
+  const auto state = cc.read<double>("state");
+  const auto weight = cc.read<std::int64_t>("weight");
+  const std::size_t n = weight.size();
+  if (d == 0 || state.size() != n * d || n == 0)
+    throw InputError(
+        fmt::format("outputStatus = 'extend': \"{}.h5\" holds a chain of {} values for {} variables, "
+                    "which does not fit this run's dimension",
+                    last, state.size(), d));
+  auto burnin = static_cast<std::size_t>(std::max<std::int64_t>(0, cc.attribute<std::int64_t>("burnin")));
+  std::int64_t total = 0;
+  for (std::size_t i = burnin; i < n; ++i) total += weight[i];
+  if (total < static_cast<std::int64_t>(d) + 2) burnin = 0;  // too few draws after the burn-in: the whole chain
+  const auto di = static_cast<Eigen::Index>(d);
+  Eigen::VectorXd mean = Eigen::VectorXd::Zero(di);
+  double wsum = 0;
+  for (std::size_t i = burnin; i < n; ++i) {
+    mean += static_cast<double>(weight[i]) * Eigen::Map<const Eigen::VectorXd>(&state[i * d], di);
+    wsum += static_cast<double>(weight[i]);
+  }
+  mean /= wsum;
+  Eigen::MatrixXd cov = Eigen::MatrixXd::Zero(di, di);
+  for (std::size_t i = burnin; i < n; ++i) {
+    const Eigen::VectorXd z = Eigen::Map<const Eigen::VectorXd>(&state[i * d], di) - mean;
+    cov += static_cast<double>(weight[i]) * z * z.transpose();
+  }
+  cov /= std::max(1.0, wsum - 1.0);
+  return {std::vector<double>(state.end() - static_cast<std::ptrdiff_t>(d), state.end()), std::move(cov)};
+}
+
+/// Sets (or adds) the input attribute `key` to the TOML array of `v`.
+void set_input_attribute(SampleRunOptions& options, const std::string& key, const std::vector<double>& v) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) text += fmt::format("{}{:.17g}", i ? ", " : "", v[i]);
+  text += "]";
+  for (auto& [kk, vv] : options.input_attributes)
+    if (kk == key) {
+      vv = text;
+      return;
+    }
+  options.input_attributes.emplace_back(key, text);
+}
+
+/// ParaMonte 2's outputStatus = "extend" on a complete run: the run continues in a new set of
+/// outputs `<prefix>_run<k>` (k = 2, 3, ...: the first that is not complete; an interrupted
+/// one resumes), starting from the last state of the latest complete run and with its
+/// post-burn-in covariance as the start proposal covariance (times scale_factor^2, as ParaDRAM
+/// initialises an extension from the earlier sample). Every rank reads the same files.
+/// @throws InputError for a complete multi-chain or batched run (not extended).
+void extend_complete_run(SamplerProgramInput& in) {
+  SamplerSpecs& s = in.specs;
+  const std::string base = s.output_prefix;
+  if (!run_complete(base)) return;  // fresh, or interrupted: resumed as always
+  if (s.parallelization_model != "single_chain" || s.device != "cpu")
+    throw InputError(
+        fmt::format("outputStatus = 'extend': the run of \"{}\" is complete, but only single-chain runs of "
+                    "the serial kernel are extended; use outputStatus = 'retry' to run it again",
+                    base));
+  std::string last = base;
+  int k = 2;
+  while (run_complete(fmt::format("{}_run{}", base, k))) last = fmt::format("{}_run{}", base, k++);
+  const std::string next = fmt::format("{}_run{}", base, k);
+  const std::size_t d = s.variable_names.size();
+  ExtensionStart start = extension_start(last, d);
+  s.output_prefix = next;
+  s.start_point = std::move(start.last_state);
+  s.random_start_point = false;
+  std::string how = "its last state";
+  if (Eigen::LLT<Eigen::MatrixXd>(start.cov).info() == Eigen::Success) {
+    s.proposal_cov.assign(d * d, 0.0);
+    for (std::size_t i = 0; i < d; ++i)
+      for (std::size_t j = 0; j < d; ++j)
+        s.proposal_cov[i * d + j] = start.cov(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
+    s.proposal_cor.clear();
+    s.proposal_std.clear();
+    how += " and its sample covariance as the start proposal covariance";
+  }
+  set_input_attribute(in.options, "start_point", s.start_point);
+  if (!s.proposal_cov.empty()) set_input_attribute(in.options, "proposal_cov", s.proposal_cov);
+  for (auto& [kk, vv] : in.options.input_attributes)
+    if (kk == "output_prefix") vv = fmt::format("\"{}\"", next);
+  s.notes.push_back(fmt::format(
+      "outputStatus = 'extend': the run of \"{}\" is complete; it continues in \"{}\" from {}", last, next, how));
+  in.options.resolved_input +=
+      fmt::format("# outputStatus = 'extend': continues \"{}\" (output_prefix \"{}\")\n", last, next);
+}
+
+/// The state of one `run_sampler_program` call on one rank, shared by its steps. Members
+/// are destroyed in reverse order: the watchdog, then the prefix lock, then the input.
+struct ProgramRun {
+  ProgramRun(Communicator& c, const std::string& name) : comm(c), program(name), rank(c.rank()), size(c.size()) {}
+
+  Communicator& comm;
+  const std::string& program;
+  const int rank, size;
+  SamplerProgramInput in;
+  std::string err;
+  std::int64_t chains = 0;     ///< the record's chain count (batched: every rank's chains)
+  bool custom = false;         ///< `in.run` runs instead of run_paradram (a batched run)
+  bool recorded = false;       ///< a restart record is read and written
+  bool checkpointing = false;  ///< recorded, with checkpoint settings
+  /// Rank 0 holds an exclusive lock on <prefix>.lock for the whole run: a second run of the
+  /// same prefix (which would share the restart record) is refused.
+  std::unique_ptr<OutputPrefixLock> prefix_lock;
+  fs::path made_parent;  ///< rank 0: the output folder this run made (removed again on refusal)
+  RestartStatus status = RestartStatus::kFresh;
+  std::unique_ptr<StallWatchdog> watchdog;
+
+  /// Prints `msg` as "<program>: error: [rank R: ]<line>" lines on stderr.
+  void error(const std::string& msg) const {
+    const std::string who = size > 1 ? fmt::format("rank {}: ", rank) : std::string();
+    // Several problems of one input come as several lines: each is one error line.
+    std::size_t start = 0;
+    while (start <= msg.size()) {
+      const std::size_t nl = msg.find('\n', start);
+      const std::string line = msg.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      if (!line.empty()) std::fprintf(stderr, "%s: error: %s%s\n", program.c_str(), who.c_str(), line.c_str());
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+    }
+    std::fflush(stderr);
+  }
+
+  /// A refusal on rank 0 (or on any rank): nothing of this run is left behind; returns 2.
+  int refuse() {
+    prefix_lock.reset();
+    std::error_code ec;
+    if (!made_parent.empty()) fs::remove(made_parent, ec);  // only when still empty: nothing earlier is touched
+    return 2;
+  }
+
+  /// The lowest rank whose `local` error is not empty prints it; true when any rank failed.
+  bool any_failed(const std::string& local) {
+    const int first_bad =
+        size > 1 ? comm.allreduce_value<int>(local.empty() ? size : rank, ReduceOp::kMin) : (local.empty() ? size : 0);
+    if (first_bad < size && rank == first_bad) error(local);
+    return first_bad < size;
+  }
+};
+
+/// 1. Every rank reads the input; an error on any rank ends every rank (false). Then 2.,
+/// the same input on every rank.
+bool read_input(ProgramRun& p, const std::function<SamplerProgramInput()>& resolve) {
+  try {
+    check_launch(p.size);
+    p.in = resolve();
+    check_superchains(p.in.specs, p.size);
+    if (p.in.specs.output_status == "extend") extend_complete_run(p.in);
+  } catch (const std::exception& e) {
+    p.err = error_text(e, "reading the input");
+  }
+  // One line, not one per rank: the lowest rank with an error prints it (usually rank 0,
+  // and every rank reads the same input).
+  if (p.any_failed(p.err)) return false;
+  p.in.options.input_hash = sampler_input_hash(p.in.options, p.in.target);
+  try {
+    check_same_input(p.comm, p.in.options.input_hash, "resolved input");
+  } catch (const std::exception& e) {
+    if (p.rank == 0) p.error(e.what());
+    return false;
+  }
+  const SamplerSpecs& specs = p.in.specs;
+  // Batched devices: every rank's chains (the model's chain count is the serial kernel's).
+  p.chains =
+      specs.device != "cpu" ? static_cast<std::int64_t>(p.size) * specs.chains_per_rank : chain_count(specs, p.size);
+  p.custom = static_cast<bool>(p.in.run);
+  p.recorded = !p.custom || p.in.run_restartable;
+  p.checkpointing = p.recorded && (specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0);
+  return true;
+}
+
+/// 3. Rank 0: the output folder, the prefix lock, the restart record and the output files;
+/// the decision and the seed are broadcast. False on a refusal (printed).
+bool settle_restart(ProgramRun& p) {
+  SamplerSpecs& specs = p.in.specs;
+  const SampleRunOptions& opts = p.in.options;
+  std::int64_t dec[3] = {0, 0, static_cast<std::int64_t>(specs.random_seed)};
+  if (p.rank == 0) {
+    const fs::path parent = fs::path(specs.output_prefix).parent_path();
+    try {
+      std::error_code ec;
+      if (!parent.empty() && !fs::exists(parent, ec)) {
+        fs::create_directories(parent, ec);
+        if (ec) throw IoError(fmt::format("cannot create the output folder \"{}\": {}", parent.string(), ec.message()));
+        p.made_parent = parent;
+      }
+      p.prefix_lock = std::make_unique<OutputPrefixLock>(specs.output_prefix, p.program);
+      std::uint64_t seed = specs.random_seed;
+      const RestartStatus st = !p.recorded
+                                   ? RestartStatus::kFresh
+                                   : check_restart(specs, opts.input_hash, p.chains, seed, opts.input_attributes);
+      if (st != RestartStatus::kFresh && !p.in.seed_given) specs.random_seed = seed;
+      dec[1] = static_cast<std::int64_t>(st);
+      dec[2] = static_cast<std::int64_t>(specs.random_seed);
+      prepare_outputs(specs, p.size, st != RestartStatus::kFresh);
+    } catch (const std::exception& e) {
+      p.err = error_text(e, "preparing the outputs");
+      dec[0] = 1;
+    }
+  }
+  p.comm.broadcast(dec, 3, DataType::kInt64, 0);
+  if (dec[0] != 0) {
+    if (p.rank == 0) p.error(p.err);
+    return false;
+  }
+  specs.random_seed = static_cast<std::uint64_t>(dec[2]);
+  p.status = static_cast<RestartStatus>(dec[1]);
+  return true;
+}
+
+/// 3b. Code the input names (a plugin library: its constructors run when it is loaded) is
+/// loaded only now, under the lock and after the output checks, on every rank; an exit()
+/// from it is reported instead of ending the run quietly. False on a failure (printed).
+bool load_target(ProgramRun& p) {
+  if (!p.in.load_target || p.status == RestartStatus::kComplete) return true;
+  const ExitGuard guard(p.comm, p.program, "the log density's library (target.library)");
+  std::string load_err;
+  try {
+    p.in.load_target();
+  } catch (const std::exception& e) {
+    load_err = e.what();
+  }
+  return !p.any_failed(load_err);
+}
+
+/// 3c. Rank 0, on a fresh start: the restart folder of an earlier run goes (only what herd
+/// made), and a new run record is written. False on a failure (printed).
+bool start_fresh(ProgramRun& p) {
+  const SamplerSpecs& specs = p.in.specs;
+  const SampleRunOptions& opts = p.in.options;
+  std::int64_t fresh_failed = 0;
+  if (p.rank == 0 && p.status == RestartStatus::kFresh && p.recorded) {
+    try {
+      remove_restart_folder(specs);
+      if (p.checkpointing) {
+        std::error_code ec;
+        fs::create_directories(restart_folder(specs), ec);
+        if (ec)
+          throw IoError(
+              fmt::format("cannot create the restart folder \"{}\": {}", restart_folder(specs), ec.message()));
+        write_run_record(specs, opts.input_hash, p.chains, false, opts.input_attributes);
+      }
+    } catch (const std::exception& e) {
+      p.err = e.what();
+      fresh_failed = 1;
+    }
+  }
+  if (p.size > 1) p.comm.broadcast(&fresh_failed, 1, DataType::kInt64, 0);
+  if (fresh_failed != 0 && p.rank == 0) p.error(p.err);
+  return fresh_failed == 0;
+}
+
+/// A complete run: its record is trimmed (a run killed between recording its completion
+/// and trimming its record) and the terminal says so.
+void report_complete(const ProgramRun& p, bool quiet) {
+  const SamplerSpecs& specs = p.in.specs;
+  if (p.rank == 0) {
+    try {
+      trim_restart_folder(specs.output_prefix);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: warning: %s\n", p.program.c_str(), e.what());
+    }
+  }
+  if (!quiet)
+    std::printf("%s: the run recorded in %s is complete; its outputs are %s.* (set overwrite = true to run it again)\n",
+                p.program.c_str(), restart_folder(specs).c_str(), specs.output_prefix.c_str());
+}
+
+/// The notes, the banner and whether the run resumes, on rank 0's terminal.
+void print_start(const ProgramRun& p) {
+  const SamplerSpecs& specs = p.in.specs;
+  for (const auto& n : specs.notes) std::printf("%s: note: %s\n", p.program.c_str(), n.c_str());
+  if (!p.in.banner.empty()) std::printf("%s\n", p.in.banner.c_str());
+  if (p.status == RestartStatus::kResume)
+    std::printf("%s: resuming from the restart record in %s\n", p.program.c_str(), restart_folder(specs).c_str());
+  std::fflush(stdout);
+}
+
+/// The optional watchdog: a log-density call that never returns, or a rank that stopped,
+/// ends the job naming the rank (heartbeat files in the restart folder; see StallWatchdog).
+void start_watchdog(ProgramRun& p) {
+  const SamplerSpecs& specs = p.in.specs;
+  if (specs.stall_timeout_seconds <= 0) return;
+  p.watchdog = std::make_unique<StallWatchdog>(p.comm, specs.stall_timeout_seconds, p.program, "the log density",
+                                               p.checkpointing ? restart_folder(specs) + "/heartbeat." : std::string());
+  StallWatchdog* w = p.watchdog.get();
+  p.in.target.log_density = [f = p.in.target.log_density, w](const double* x, int n) {
+    struct Leave {
+      StallWatchdog* w;
+      ~Leave() { w->leave(); }
+    };
+    w->enter();
+    const Leave leave{w};
+    return f(x, n);
+  };
+}
+
+/// 4. The run; an error on one rank ends every rank (the checkpoints stay intact). False
+/// when it failed (printed).
+bool run(ProgramRun& p) {
+  SamplerSpecs& specs = p.in.specs;
+  SampleRunOptions& opts = p.in.options;
+  try {
+    // A log density that calls exit() ends the job with a message and exit code 1.
+    const ExitGuard guard(p.comm, p.program, "the log density");
+    abort_all_on_error(p.comm, [&] {
+      if (p.custom) p.in.run(p.in, p.comm);
+      else run_paradram(specs, p.in.target, opts, p.comm);
+      if (p.rank == 0 && p.checkpointing)
+        write_run_record(specs, opts.input_hash, p.chains, true, opts.input_attributes);
+    });
+  } catch (const std::exception& e) {
+    p.error(error_text(e, "sampling"));
+    return false;
+  }
+  return true;
+}
+
+/// 5. The run is complete (its record says so): what only an interrupted run needs goes
+/// (chain records, checkpoints, heartbeats); run.ckpt stays, so that a rerun reports the
+/// run as complete and outputStatus = "extend" continues it (from the .h5).
+void finish(ProgramRun& p) {
+  p.watchdog.reset();  // removes this rank's heartbeat file
+  if (!p.checkpointing) return;
+  if (p.size > 1) p.comm.barrier();  // every rank's chain files are closed, its watchdog stopped
+  if (p.rank == 0) {
+    try {
+      trim_restart_folder(p.in.specs.output_prefix);
+    } catch (const std::exception& e) {
+      // The outputs are complete; the leftover record only takes disk space.
+      std::fprintf(stderr, "%s: warning: %s\n", p.program.c_str(), e.what());
+    }
+  }
+}
+
+}  // namespace
+
+int run_sampler_program(Communicator& comm, const std::function<SamplerProgramInput()>& resolve,
+                        const std::string& program) {
+  ProgramRun p(comm, program);
+  if (!read_input(p, resolve)) return 2;
+  if (!settle_restart(p)) return p.refuse();
+  if (!load_target(p)) return p.refuse();
+  if (!start_fresh(p)) return p.refuse();
+  const bool quiet = p.in.options.quiet || p.in.specs.silent_mode || p.rank != 0;
+  if (p.status == RestartStatus::kComplete) {
+    report_complete(p, quiet);
+    return 0;
+  }
+  if (!quiet) print_start(p);
+  p.in.resuming = p.status == RestartStatus::kResume;
+  start_watchdog(p);
+  if (!run(p)) return 1;
+  finish(p);
+  return 0;
+}
+
+}  // namespace herd::mcmc

@@ -1,0 +1,88 @@
+// The sampling progress of a serial, multi-chain or fork-join run (progress_sink.hpp).
+#include "progress_sink.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "outputs.hpp"
+
+namespace herd::mcmc::detail {
+
+ProgressSink::ProgressSink(const SamplerSpecs& specs, const TextFormat& fmt)
+    : specs_(specs), fmt_(fmt), eta_(static_cast<double>(specs.chain_size)) {}
+
+void ProgressSink::open(const std::string& progress_path) {
+  progress_ = std::make_unique<TextFile>(progress_path);
+  progress_->write("NumFuncCallTotal" + fmt_.delim + "NumFuncCallAccepted" + fmt_.delim +
+                   "MeanAcceptanceRateSinceStart" + fmt_.delim + "MeanAcceptanceRateSinceLastReport" + fmt_.delim +
+                   "TimeElapsedSinceLastReportInSeconds" + fmt_.delim + "TimeElapsedSinceStartInSeconds" + fmt_.delim +
+                   "TimeRemainedToFinishInSeconds\n");
+}
+
+void ProgressSink::write(const ChainRecord& r) {
+  const std::int64_t i = rows_++;
+  if (progress_) progress(r.step + static_cast<std::uint64_t>(r.weight), i + 1);
+}
+
+void ProgressSink::flush() {
+  if (progress_) progress_->flush();
+}
+
+void ProgressSink::tick(std::uint64_t proposals, std::int64_t) {
+  if (progress_) progress(proposals, rows_ + 1);
+}
+
+void ProgressSink::close() {
+  if (progress_) progress_->close();
+  progress_.reset();
+}
+
+void ProgressSink::finish(std::uint64_t steps) {
+  if (progress_ && steps > last_report_) progress(steps, rows_, true);
+}
+
+void ProgressSink::resume(std::int64_t rows, std::uint64_t steps) {
+  rows_ = rows0_ = last_accepted_ = rows;
+  last_report_ = steps0_ = steps;
+}
+
+void ProgressSink::progress(std::uint64_t steps, std::int64_t accepted, bool last) {
+  const auto period = static_cast<std::uint64_t>(specs_.progress_report_period);
+  if (!last && steps / period == last_report_ / period) return;
+  const double now = clock_.seconds();
+  const double rate = static_cast<double>(accepted) / static_cast<double>(std::max<std::uint64_t>(steps, 1));
+  const double rate_last = static_cast<double>(accepted - last_accepted_) /
+                           static_cast<double>(std::max<std::uint64_t>(steps - last_report_, 1));
+  // The time left from this process's own rate (not from its start-up, nor from the
+  // states of earlier invocations): NaN until known.
+  const double remaining = eta_.update(now, static_cast<double>(accepted));
+  progress_->write(fmt_.integer(steps) + fmt_.delim + fmt_.integer(accepted) + fmt_.delim + fmt_.real(rate) +
+                   fmt_.delim + fmt_.real(rate_last) + fmt_.delim + fmt_.real(now - last_time_) + fmt_.delim +
+                   fmt_.real(now) + fmt_.delim + fmt_.real(remaining) + "\n");
+  if (on_progress) on_progress(steps, accepted, now, steps - steps0_, remaining);
+  last_report_ = steps;
+  last_accepted_ = accepted;
+  last_time_ = now;
+}
+
+std::function<void(std::uint64_t, std::int64_t, double, std::uint64_t, double)> terminal_progress(
+    RunProgress& phases, const SamplerSpecs& specs) {
+  return [&phases, &specs, last = -1e9, hinted = false](std::uint64_t steps, std::int64_t accepted, double secs,
+                                                        std::uint64_t new_steps, double eta) mutable {
+    if (!hinted && steps >= kHintSteps && static_cast<double>(accepted) < kLowAcceptance * static_cast<double>(steps)) {
+      hinted = true;  // once per run, on its own line
+      phases.print_line(low_acceptance_warning(static_cast<double>(accepted) / static_cast<double>(steps)));
+    }
+    if (secs - last < 0.25) return;  // RunProgress shows at most this often anyway
+    last = secs;
+    // No time left is guessed before this process's own rate is known.
+    const std::string left = std::isfinite(eta) ? fmt::format("{:.1f} s", eta) : std::string("unknown");
+    phases.detail(fmt::format("steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {}", steps, accepted,
+                              specs.chain_size, static_cast<double>(accepted) / static_cast<double>(steps),
+                              static_cast<double>(new_steps) / std::max(secs, 1e-9), left));
+  };
+}
+
+}  // namespace herd::mcmc::detail

@@ -1,0 +1,252 @@
+// The `.h5` of a serial, multi-chain or fork-join run (serial_run.hpp): ArviZ's posterior
+// and sample_stats groups `[chain, draw]`, the compact chains, the refined samples and the
+// diagnostics.
+#include <algorithm>
+#include <type_traits>
+
+#include "serial_run.hpp"
+
+namespace herd::mcmc::detail {
+
+namespace {
+
+/// The chains' global ids and the draw indices, the `chain` and `draw` coordinates.
+std::vector<std::int64_t> chain_ids(const SerialRun& r) {
+  std::vector<std::int64_t> chain_idx(r.m);
+  for (std::size_t c = 0; c < r.m; ++c) chain_idx[c] = static_cast<std::int64_t>(r.chains[c].chain_id);
+  return chain_idx;
+}
+
+std::vector<std::int64_t> iota(std::size_t n) {
+  std::vector<std::int64_t> idx(n);
+  for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::int64_t>(i);
+  return idx;
+}
+
+/// A vector's coordinate dimension `<name>_dim_0`, once per group that uses it.
+std::string vector_dim(io::H5Group& g, const ArvizVariable& v) {
+  g.create_coordinate<std::int64_t>(v.name + "_dim_0", iota(v.columns.size()));
+  return v.name + "_dim_0";
+}
+
+/// `posterior`: (chain, draw), a vector `beta[1..K]` as one variable with `beta_dim_0`.
+void write_posterior(const SerialRun& r, io::H5Group& rootg, const std::vector<ArvizVariable>& variables) {
+  const std::size_t m = r.m, ndraw = r.ndraw;
+  io::H5Group post = rootg.create_group("posterior");
+  post.create_coordinate<std::int64_t>("chain", chain_ids(r));
+  post.create_coordinate<std::int64_t>("draw", iota(ndraw));
+  for (const auto& v : variables) {
+    if (!v.is_vector) {
+      io::H5Dataset ds = post.write<double>(v.name, verbose_column(r, v.columns[0]), {m, ndraw});
+      post.attach_dimensions(ds, {"chain", "draw"});
+      continue;
+    }
+    const std::size_t k = v.columns.size();
+    std::vector<double> data(m * ndraw * k);
+    for (std::size_t e = 0; e < k; ++e) {
+      const std::vector<double> column = verbose_column(r, v.columns[e]);
+      for (std::size_t t = 0; t < m * ndraw; ++t) data[t * k + e] = column[t];
+    }
+    const std::string dim = vector_dim(post, v);
+    post.write_variable<double>(v.name, data, {"chain", "draw", dim});
+  }
+}
+
+/// `sample_stats`: lp, accepted, delayed-rejection stage, acceptance probability.
+void write_sample_stats(const SerialRun& r, io::H5Group& rootg) {
+  const std::size_t m = r.m, ndraw = r.ndraw;
+  io::H5Group stats = rootg.create_group("sample_stats");
+  stats.create_coordinate<std::int64_t>("chain", chain_ids(r));
+  stats.create_coordinate<std::int64_t>("draw", iota(ndraw));
+  auto put_stat = [&](const char* name, const auto& values) {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    io::H5Dataset ds = stats.write<T>(name, values, {m, ndraw});
+    stats.attach_dimensions(ds, {"chain", "draw"});
+  };
+  // One dataset at a time: `of(i, k)` gives the value of the k-th of the weight[i] draws of
+  // compact state i (the first is the one where the state was accepted).
+  auto per_draw = [&](const char* name, auto of) {
+    std::vector<decltype(of(r.chains[0], std::size_t{0}, std::int64_t{0}))> v;
+    v.reserve(m * ndraw);
+    for (std::size_t c = 0; c < m; ++c) {
+      const MemoryChainSink& memory = r.chains[c];
+      const std::size_t before = v.size();
+      for (std::size_t i = static_cast<std::size_t>(r.co[c].burnin); i < memory.size() && v.size() - before < ndraw;
+           ++i)
+        for (std::int64_t k = 0; k < memory.weight[i] && v.size() - before < ndraw; ++k) v.push_back(of(memory, i, k));
+    }
+    put_stat(name, v);
+  };
+  if (m == 1 && r.co[0].lp_post.size() == ndraw) {
+    put_stat("lp", r.co[0].lp_post);
+  } else {
+    std::vector<double> lp;
+    for (std::size_t c = 0; c < m; ++c)
+      lp.insert(lp.end(), r.co[c].lp_post.begin(), r.co[c].lp_post.begin() + static_cast<std::ptrdiff_t>(ndraw));
+    put_stat("lp", lp);
+  }
+  per_draw("accepted", [](const MemoryChainSink& mem, std::size_t i, std::int64_t k) -> std::uint8_t {
+    return k == 0 && mem.step[i] > 0 ? 1 : 0;
+  });
+  per_draw("dr_stage", [](const MemoryChainSink& mem, std::size_t i, std::int64_t k) -> std::int32_t {
+    return k == 0 ? mem.dr_stage[i] : 0;
+  });
+  per_draw("acceptance_probability", [](const MemoryChainSink& mem, std::size_t i, std::int64_t k) -> double {
+    return k == 0 ? mem.accept_prob[i] : 0.0;
+  });
+}
+
+/// `chain_compact`: the compact chains, every state (burn-in included), concatenated in
+/// chain order; with several chains `chain` gives each row's chain and `burnin` [chains].
+void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
+  const std::size_t m = r.m;
+  const auto& chains = r.chains;
+  io::H5Group cc = rootg.create_group("chain_compact");
+  std::vector<std::int64_t> chain_of, burnins;
+  std::size_t rows = 0;
+  for (std::size_t c = 0; c < m; ++c) {
+    rows += chains[c].size();
+    if (m > 1) chain_of.insert(chain_of.end(), chains[c].size(), static_cast<std::int64_t>(chains[c].chain_id));
+    burnins.push_back(r.co[c].burnin);
+  }
+  // Every dataset has named dimensions, so that xarray opens the group without
+  // phony_dims: rows are "compact_draw", state columns "variable" (the names).
+  cc.create_dimension("compact_draw", rows);
+  cc.write_strings("variable", r.specs.variable_names).make_scale("variable");
+  auto put = [&](const char* name, const auto& values) {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    io::H5Dataset ds = cc.write<T>(name, values);
+    cc.attach_dimensions(ds, {"compact_draw"});
+  };
+  // One column at a time: a single chain's straight from memory, several chains'
+  // concatenated into a buffer freed before the next column.
+  auto column = [&](auto member, auto&& write_it) {
+    if (m == 1) {
+      write_it(chains[0].*member);
+      return;
+    }
+    std::decay_t<decltype(chains[0].*member)> all;
+    for (std::size_t c = 0; c < m; ++c) all.insert(all.end(), (chains[c].*member).begin(), (chains[c].*member).end());
+    write_it(all);
+  };
+  auto put_column = [&](const char* name, auto member) {
+    column(member, [&](const auto& values) { put(name, values); });
+  };
+  put_column("step", &MemoryChainSink::step);
+  put_column("weight", &MemoryChainSink::weight);
+  put_column("log_density", &MemoryChainSink::log_density);
+  put_column("dr_stage", &MemoryChainSink::dr_stage);
+  put_column("acceptance_probability", &MemoryChainSink::accept_prob);
+  put_column("adaptation_measure", &MemoryChainSink::adapt_measure);
+  column(&MemoryChainSink::points, [&](const std::vector<double>& pts) {
+    io::H5Dataset ds = cc.write<double>("state", pts, {rows, static_cast<hsize_t>(r.d)});
+    cc.attach_dimensions(ds, {"compact_draw", "variable"});
+  });
+  cc.set_attribute("burnin", r.out.burnin);
+  if (m > 1) {
+    put("chain", chain_of);
+    cc.create_dimension("chains", m);
+    io::H5Dataset ds = cc.write<std::int64_t>("burnin", burnins);
+    cc.attach_dimensions(ds, {"chains"});
+  }
+}
+
+/// `sample`: the refined samples (of every chain, in chain order), with their own dimension.
+void write_sample(const SerialRun& r, io::H5Group& rootg, const std::vector<ArvizVariable>& variables) {
+  const std::size_t m = r.m;
+  io::H5Group sg = rootg.create_group("sample");
+  sg.create_coordinate<std::int64_t>("sample", iota(static_cast<std::size_t>(r.out.sample_size)));
+  std::vector<double> v;
+  for (std::size_t c = 0; c < m; ++c)
+    for (std::size_t row : r.co[c].sample_rows) v.push_back(r.chains[c].log_density[row]);
+  io::H5Dataset ds = sg.write<double>("lp", v);
+  sg.attach_dimensions(ds, {"sample"});
+  for (const auto& var : variables) {
+    v.clear();
+    for (std::size_t c = 0; c < m; ++c)
+      for (std::size_t row : r.co[c].sample_rows)
+        for (std::size_t k : var.columns) v.push_back(r.co[c].columns[k].compact[row]);
+    if (!var.is_vector) {
+      io::H5Dataset dk = sg.write<double>(var.name, v);
+      sg.attach_dimensions(dk, {"sample"});
+    } else {
+      const std::string dim = vector_dim(sg, var);
+      sg.write_variable<double>(var.name, v, {"sample", dim});
+    }
+  }
+  if (m > 1) {
+    std::vector<std::int64_t> ch;
+    for (std::size_t c = 0; c < m; ++c)
+      ch.insert(ch.end(), r.co[c].sample_rows.size(), static_cast<std::int64_t>(r.chains[c].chain_id));
+    io::H5Dataset dc = sg.write<std::int64_t>("chain_id", ch);
+    sg.attach_dimensions(dc, {"sample"});
+  }
+}
+
+/// The KS tables `[variable, chain, chain]` of the `diagnostics` group.
+void write_ks_tables(const SerialRun& r, io::H5Group& dg) {
+  const std::size_t m = r.m;
+  // ParaDRAM's pairwise KS table per variable: [variable, chain, chain].
+  std::vector<double> stat, pval;
+  for (const auto& t : r.ks)
+    for (const auto& x : t) {
+      stat.push_back(x.statistic);
+      pval.push_back(x.p_value);
+    }
+  dg.create_dimension("ks_variable", static_cast<hsize_t>(r.d));
+  dg.create_dimension("chain_a", m);
+  dg.create_dimension("chain_b", m);
+  io::H5Dataset ks_stat = dg.write<double>("ks_statistic", stat, {static_cast<hsize_t>(r.d), m, m});
+  dg.attach_dimensions(ks_stat, {"ks_variable", "chain_a", "chain_b"});
+  io::H5Dataset ks_p = dg.write<double>("ks_p_value", pval, {static_cast<hsize_t>(r.d), m, m});
+  dg.attach_dimensions(ks_p, {"ks_variable", "chain_a", "chain_b"});
+  ks_p.set_attribute("tested", r.ks_tested);
+  ks_stat.set_attribute("tested", r.ks_tested);
+}
+
+}  // namespace
+
+void write_h5_draws(const SerialRun& r, std::optional<io::H5File>& h5) {
+  h5.emplace(io::H5File::create_atomic(r.h5_path));
+  write_h5_root_attributes(*h5, "DRAM (herd, ParaDRAM-compatible)", r.specs, r.target, r.options);
+  io::H5Group rootg = h5->root();
+  std::vector<std::string> column_names;
+  for (std::size_t k = 0; k < r.ncol; ++k) column_names.push_back(r.co[0].columns[k].name);
+  const std::vector<ArvizVariable> variables = arviz_variables(column_names);
+  write_posterior(r, rootg, variables);
+  write_sample_stats(r, rootg);
+  write_chain_compact(r, rootg);
+  write_sample(r, rootg, variables);
+}
+
+void write_h5_diagnostics(const SerialRun& r, io::H5File& h5) {
+  // diagnostics: per quantity (across chains).
+  io::H5Group dg = h5.root().create_group("diagnostics");
+  std::vector<std::string> names;
+  for (const auto& q : r.out.summary) names.push_back(q.name);
+  dg.write_strings("variable", names).make_scale("variable");
+  auto put_diag = [&](const char* name, double DiagnosticSummary::*field) {
+    std::vector<double> v;
+    for (const auto& q : r.out.summary) v.push_back(q.stats.*field);
+    io::H5Dataset ds = dg.write<double>(name, v);
+    dg.attach_dimensions(ds, {"variable"});
+  };
+  put_diag("mean", &DiagnosticSummary::mean);
+  put_diag("sd", &DiagnosticSummary::sd);
+  put_diag("q5", &DiagnosticSummary::q5);
+  put_diag("q50", &DiagnosticSummary::q50);
+  put_diag("q95", &DiagnosticSummary::q95);
+  put_diag("mcse_mean", &DiagnosticSummary::mcse_mean);
+  put_diag("mcse_sd", &DiagnosticSummary::mcse_sd);
+  put_diag("ess_bulk", &DiagnosticSummary::ess_bulk);
+  put_diag("ess_tail", &DiagnosticSummary::ess_tail);
+  put_diag("rhat", &DiagnosticSummary::rhat);
+  if (!r.nested.empty()) {
+    io::H5Dataset ds = dg.write<double>("nested_rhat", r.nested);
+    dg.attach_dimensions(ds, {"variable"});
+    ds.set_attribute("superchains", static_cast<std::int64_t>(r.nsuper));
+  }
+  if (!r.ks.empty()) write_ks_tables(r, dg);
+}
+
+}  // namespace herd::mcmc::detail

@@ -1,0 +1,398 @@
+// The serial kernel's run, `run_paradram` (paradram_run.hpp): a short sequence of phases
+// over one context (serial_run.hpp), sampling by engine (serial DRAM, resumable, fork-join,
+// multi-chain), then rank 0's post-processing and outputs.
+#include "serial_run.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <future>
+#include <numeric>
+#include <span>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "herd/core/error.hpp"
+#include "herd/mcmc/diagnostics.hpp"
+#include "herd/mcmc/parallel.hpp"
+
+namespace herd::mcmc {
+
+namespace detail {
+
+namespace fs = std::filesystem;
+
+SerialRun::SerialRun(const SamplerSpecs& s, const SampleTarget& t, const SampleRunOptions& o, Communicator& c)
+    : specs(s),
+      target(t),
+      options(o),
+      comm(c),
+      d(t.ndim),
+      rank(c.rank()),
+      ranks(c.size()),
+      root(rank == 0),
+      quiet(o.quiet || s.silent_mode || !root),
+      multi(s.parallelization_model == "multi_chain"),
+      nchains(chain_count(s, ranks)),
+      text_files(nchains <= kMaxTextChains),
+      progress_path(s.output_prefix + "_progress.txt"),
+      report_path(s.output_prefix + "_report.txt"),
+      h5_path(s.output_prefix + ".h5"),
+      paths(output_paths(s, ranks)),
+      tf{s.output_delimiter, s.output_real_precision, s.output_column_width},
+      checkpointing(s.checkpoint_period > 0 || s.checkpoint_period_seconds > 0),
+      rdir(restart_folder(s)),
+      progress(s, tf),
+      phases(o.terminal, quiet) {}
+
+namespace {
+
+/// Set-up: the restart folder (rank 0, with checkpoints), the progress file and terminal
+/// line, and rank 0's streamed text chain of a single chain.
+void set_up(SerialRun& r) {
+  if (r.checkpointing && r.root) {
+    std::error_code ec;
+    fs::create_directories(r.rdir, ec);
+    if (ec) throw IoError(fmt::format("cannot create the restart folder \"{}\": {}", r.rdir, ec.message()));
+  }
+  if (r.checkpointing && r.ranks > 1) r.comm.barrier();
+  r.phases.phase("sampling");
+  if (r.root) r.progress.open(r.progress_path);
+  if (!r.quiet && r.options.terminal) r.progress.on_progress = terminal_progress(r.phases, r.specs);
+  // A single chain's text chain file is written while it samples (rank 0).
+  if (r.root && !r.multi && r.specs.chain_file_format != "binary") {
+    r.text = std::make_unique<TextChainStream>(chain_file_path(r.specs, 1, 1), r.specs, r.tf);
+    r.progress_text = std::make_unique<FanSink>(r.progress, *r.text);
+  }
+  r.tee = r.progress_text ? static_cast<ChainSink*>(r.progress_text.get())
+          : r.root        ? static_cast<ChainSink*>(&r.progress)
+                          : static_cast<ChainSink*>(&r.null_sink);
+}
+
+/// The restart record of a single chain (`run_resumable`, `run_fork_join`): its files, and
+/// the streamed text chain and progress that follow its checkpoints and resumes.
+ResumableOptions resumable_files(SerialRun& r) {
+  ResumableOptions files;
+  files.chain_path = r.rdir + "/chain_0.chain";
+  files.checkpoint_path = r.rdir + "/chain_0.ckpt";
+  files.period_steps = r.specs.checkpoint_period;
+  files.period_seconds = r.specs.checkpoint_period_seconds;
+  if (r.text && r.checkpointing) {
+    r.text->set_durable();
+    files.on_checkpoint = [&text = r.text](io::CheckpointWriter& w) { text->checkpoint(w); };
+  }
+  if (r.root)
+    files.on_resume = [&text = r.text, &progress = r.progress](const io::CheckpointReader& rd) {
+      if (text) text->resume(rd);
+      progress.resume(rd.value<std::int64_t>("dram.records_written"), rd.value<std::uint64_t>("dram.proposal_number"));
+    };
+  return files;
+}
+
+/// `multi_chain`: ranks x chains_per_rank chains, random starts per chain or superchain.
+void sample_multi_chain(SerialRun& r) {
+  const SamplerSpecs& specs = r.specs;
+  std::vector<double> starts;
+  if (specs.random_start_point)
+    for (int c = 0; c < r.nchains; ++c) {
+      const DramOptions oc =
+          to_dram_options(specs, r.d, start_point_chain(specs, static_cast<std::uint32_t>(c), r.nchains));
+      starts.insert(starts.end(), oc.start_point.begin(), oc.start_point.end());
+    }
+  MultiChainRun m = run_multi_chain(r.dopt, r.target.log_density, r.target.thread_safe, r.comm,
+                                    static_cast<int>(specs.chains_per_rank), 0,
+                                    r.checkpointing ? r.rdir + "/chain" : "", specs.checkpoint_period,
+                                    specs.checkpoint_period_seconds, false, r.root ? r.tee : nullptr, starts);
+  r.chains = std::move(m.chains);
+  r.results = std::move(m.results);
+  r.resumed = m.proposals_before > 0;
+  r.proposals_before = m.proposals_before;
+  r.seconds_before = m.seconds_before;
+  r.parallel_report += fmt::format("parallelization model             multi_chain\n");
+  r.parallel_report +=
+      fmt::format("ranks x chains per rank           {} x {} = {} chains\n", r.ranks, specs.chains_per_rank, r.nchains);
+  r.parallel_report += fmt::format("sampling wall time                {:.3f} s\n", m.seconds);
+  std::int64_t props = 0;
+  for (const auto& x : r.results) props += x.proposals;
+  r.parallel_report += fmt::format(
+      "proposals per second (all chains, this invocation) {:.4g}\n",
+      static_cast<double>(static_cast<std::uint64_t>(props) - m.proposals_before) / std::max(m.seconds, 1e-9));
+}
+
+/// The report's parallelism lines of a fork-join run over `ranks` ranks.
+std::string fork_join_report(const ForkJoinRun& f, int ranks) {
+  std::string rep = "parallelization model             single_chain (fork-join)\n";
+  if (f.already_complete) return rep + "(the chain was complete in the restart record: nothing sampled)\n";
+  const double tf_eval = f.mean_eval_seconds;
+  const double measured =
+      f.seconds > 0 ? static_cast<double>(f.result.proposals - static_cast<std::int64_t>(f.proposals_before)) *
+                          tf_eval / f.seconds
+                    : 0.0;
+  rep += fmt::format("ranks                             {}\n", ranks);
+  rep += fmt::format("rounds                            {}\n", f.rounds);
+  rep += fmt::format("proposals decided per round       {:.4f}\n",
+                     f.rounds > 0 ? static_cast<double>(std::accumulate(f.rank_proposals.begin(),
+                                                                        f.rank_proposals.end(), std::int64_t{0})) /
+                                        static_cast<double>(f.rounds)
+                                  : 0.0);
+  rep += fmt::format("mean log-density time             {:.4g} s\n", tf_eval);
+  rep += fmt::format("communication time per round      {:.4g} s\n", f.comm_seconds_per_round);
+  rep += fmt::format(
+      "measured speedup                  {:.3f} (this invocation's proposals x mean log-density time / wall time "
+      "{:.3f} s)\n",
+      measured, f.seconds);
+  rep += fmt::format("predicted speedup                 {:.3f} (cyclic-geometric model, Shahmoradi & Bagheri 2020)\n",
+                     f.predicted_speedup);
+  rep += "per-rank contributions (this run or, after a resume, its last part):\n";
+  rep += fmt::format("{:>6} {:>20} {:>20}\n", "rank", "proposals decided", "stage-1 acceptances");
+  for (int k = 0; k < ranks; ++k)
+    rep += fmt::format("{:>6} {:>20} {:>20}\n", k, f.rank_proposals[static_cast<std::size_t>(k)],
+                       f.rank_accepted[static_cast<std::size_t>(k)]);
+  return rep;
+}
+
+/// `single_chain` over several ranks: fork-join.
+void sample_fork_join(SerialRun& r, ResumableOptions& files) {
+  MemoryChainSink memory;
+  FanSink fan(memory, *r.tee);
+  ChainSink& sink = r.root && !r.checkpointing ? static_cast<ChainSink&>(fan) : *r.tee;
+  ForkJoinRun f = run_fork_join(r.dopt, r.target.log_density, r.comm, sink, r.checkpointing ? &files : nullptr);
+  r.text_done = !f.already_complete;
+  r.resumed = f.resumed;
+  r.proposals_before = f.proposals_before;
+  r.seconds_before = f.seconds_before;
+  r.checkpoints = f.checkpoints;
+  r.checkpoint_seconds = f.checkpoint_seconds;
+  if (r.root && r.checkpointing) memory = read_resumable_chain(files.chain_path, r.d, files.checkpoint_path);
+  r.chains.push_back(std::move(memory));
+  r.results.push_back(f.result);
+  r.parallel_report += fork_join_report(f, r.ranks);
+}
+
+/// One chain on one rank with checkpoints.
+void sample_resumable(SerialRun& r, ResumableOptions& files) {
+  files.tee = r.tee;
+  const ResumableRun x = run_resumable(r.dopt, r.target.log_density, files);
+  r.text_done = !x.already_complete;
+  r.resumed = x.resumed;
+  r.proposals_before = x.proposals_before;
+  r.seconds_before = x.seconds_before;
+  r.checkpoints = x.checkpoints;
+  r.checkpoint_seconds = x.checkpoint_seconds;
+  r.chains.push_back(read_resumable_chain(files.chain_path, r.d, files.checkpoint_path));
+  r.results.push_back(x.result);
+}
+
+/// One chain on one rank, in memory.
+void sample_serial(SerialRun& r) {
+  MemoryChainSink memory;
+  FanSink fan(memory, *r.tee);
+  DramSampler sampler(r.dopt, r.target.log_density);
+  r.results.push_back(sampler.run(fan));
+  r.chains.push_back(std::move(memory));
+  r.text_done = true;
+}
+
+/// Sampling by engine; then the progress file and the streamed text chain are closed.
+void sample(SerialRun& r) {
+  const Timer sampling;
+  ResumableOptions files = resumable_files(r);
+  r.dopt = to_dram_options(r.specs, r.d, 0);
+  try {
+    if (r.multi) sample_multi_chain(r);
+    else if (r.ranks > 1) sample_fork_join(r, files);
+    else if (r.checkpointing) sample_resumable(r, files);
+    else sample_serial(r);
+  } catch (...) {
+    try {
+      r.progress.close();
+      if (r.text) r.text->close();
+    } catch (...) {
+    }
+    throw;
+  }
+  r.sampling_seconds = sampling.seconds();
+  if (!r.results.empty()) r.progress.finish(static_cast<std::uint64_t>(r.results[0].proposals));
+  r.progress.close();
+  if (r.text) {
+    r.checkpoint_seconds += r.text->writeback_seconds;
+    r.text->close();
+  }
+  r.text_done = r.text_done && r.text != nullptr;
+}
+
+/// Rank 0: each chain's outputs (burn-in, posterior draws, refined sample), the counts of
+/// the summary and the posterior's common length.
+void summarize_chains(SerialRun& r) {
+  r.m = r.chains.size();
+  r.phases.phase("post-processing: burn-in, posterior draws, refined sample");
+  for (std::size_t c = 0; c < r.m; ++c) {
+    if (r.m > 1) r.phases.detail(fmt::format("chain {} of {}", c + 1, r.m));
+    r.co.push_back(chain_outputs(r.specs, r.target, r.chains[c], r.results[c]));
+  }
+  r.phases.phase("post-processing: diagnostics (R-hat, ESS, MCSE, KS)");
+  r.out.kernel = r.results[0];
+  r.out.chains = r.results;
+  for (std::size_t c = 0; c < r.m; ++c) {
+    r.out.compact_size += static_cast<std::int64_t>(r.chains[c].size());
+    r.out.verbose_size += r.chains[c].total_weight();
+    r.out.sample_size += static_cast<std::int64_t>(r.co[c].sample_rows.size());
+  }
+  r.out.burnin = r.co[0].burnin;
+  // The posterior: the post-burn-in verbose chains cut to a common length.
+  r.ndraw = r.co[0].lp_post.size();
+  for (const auto& x : r.co) r.ndraw = std::min(r.ndraw, x.lp_post.size());
+  r.out.posterior_draws = static_cast<std::int64_t>(r.ndraw * r.m);
+  r.ncol = r.co[0].columns.size();
+}
+
+/// The chain and sample text files (up to kMaxTextChains chains).
+void write_text_files(const SerialRun& r) {
+  if (!r.text_files) return;
+  const auto m = static_cast<int>(r.m);
+  for (std::size_t c = 0; c < r.m; ++c) {
+    const int k = static_cast<int>(r.chains[c].chain_id) + 1;
+    if (!(c == 0 && r.text_done))  // else streamed while sampling
+      write_chain_file(chain_file_path(r.specs, m, k), r.specs, r.tf, r.chains[c], m == 1 ? 1 : k);
+    write_sample_file(sample_file_path(r.specs, m, k), r.specs, r.tf, r.chains[c], r.d, r.co[c].sample_rows);
+  }
+}
+
+/// ParaDRAM's pairwise KS table, of the chains' refined samples: the test assumes
+/// independent draws, which the refined (thinned) samples nearly are; the verbose chains'
+/// autocorrelated draws give far too small p-values.
+void ks_table(SerialRun& r) {
+  const bool ks_samples_ok =
+      std::all_of(r.co.begin(), r.co.end(), [](const ChainOutputs& x) { return !x.sample_rows.empty(); });
+  if (r.m >= 2 && r.m <= static_cast<std::size_t>(kMaxKsChains) && ks_samples_ok) {
+    std::vector<std::vector<double>> samples(r.m);
+    for (int j = 0; j < r.d; ++j) {
+      for (std::size_t c = 0; c < r.m; ++c) {
+        samples[c].clear();
+        for (std::size_t row : r.co[c].sample_rows)
+          samples[c].push_back(r.co[c].columns[static_cast<std::size_t>(j)].compact[row]);
+      }
+      r.ks.push_back(ks_pairwise(std::span<const std::vector<double>>(samples)));
+    }
+  }
+  // Which draws the table tested, for the report and the .h5.
+  r.ks_tested = r.specs.sample_size > 0
+                    ? fmt::format(
+                          "the chains' samples of sample_size = {} evenly spaced draws (thinned only as far as that "
+                          "spacing goes)",
+                          r.specs.sample_size)
+                : r.specs.sample_refinement_count == 0
+                    ? std::string(
+                          "the chains' unrefined samples (sample_refinement_count = 0: every post-burn-in draw, "
+                          "autocorrelated, so the p-values are too small)")
+                    : std::string(
+                          "the chains' refined samples (thinned by their integrated autocorrelation time: nearly "
+                          "independent draws, as the test assumes)");
+}
+
+/// The summary rows, nested R-hat over the superchains (contiguous global chain ids;
+/// check_superchains made sure they divide the chains) and the KS table.
+void compute_diagnostics(SerialRun& r) {
+  r.nsuper = static_cast<std::size_t>(r.specs.superchains);
+  const bool with_nested = r.nsuper >= 2 && r.m % r.nsuper == 0 && r.ndraw >= 1;
+  for (std::size_t k = 0; k < r.ncol; ++k) {
+    const std::vector<double> column = verbose_column(r, k);
+    QuantitySummary qs{r.co[0].columns[k].name, {}};
+    qs.stats = summarize(DrawsView(column, r.m, r.ndraw));
+    r.out.summary.push_back(std::move(qs));
+    if (with_nested) r.nested.push_back(nested_rhat(DrawsView(column, r.m, r.ndraw), r.nsuper));
+  }
+  ks_table(r);
+  // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers: about 110
+  // bytes per draw) is not needed by the writing phases.
+  release_diagnostics_workspace();
+}
+
+/// The chain and sample text files and the .h5 but its diagnostics group do not depend on
+/// the diagnostics: a second thread writes them while this one computes the diagnostics
+/// (HDF5, not thread-safe, is called by one thread at a time: the writer until it is done,
+/// then this one). Their phases show the time left to wait for them. Then the `.h5`'s
+/// diagnostics, and the file is committed.
+void write_files_and_diagnostics(SerialRun& r) {
+  std::optional<io::H5File> h5;
+  std::promise<void> text_written, draws_written;
+  std::future<void> text_ready = text_written.get_future(), draws_ready = draws_written.get_future();
+  std::jthread writer([&] {
+    try {
+      write_text_files(r);
+      text_written.set_value();
+    } catch (...) {
+      text_written.set_exception(std::current_exception());
+      draws_written.set_value();  // not written: the text files' error is reported first
+      return;
+    }
+    try {
+      write_h5_draws(r, h5);
+      draws_written.set_value();
+    } catch (...) {
+      draws_written.set_exception(std::current_exception());
+    }
+  });
+  compute_diagnostics(r);
+  if (r.text_files) r.phases.phase("writing the chain and sample text files");
+  text_ready.get();
+  // <prefix>.h5, written atomically: the draws by the writer thread, then the diagnostics.
+  r.phases.phase("writing " + r.h5_path);
+  draws_ready.get();
+  writer.join();
+  write_h5_diagnostics(r, *h5);
+  h5->commit();
+}
+
+/// Totals over the chains, the mean acceptance rate and the convergence warnings.
+void run_totals(SerialRun& r) {
+  for (const auto& x : r.results) {
+    r.proposals += x.proposals;
+    r.evaluations += x.evaluations;
+    r.nan_count += x.nan_count;
+    r.ood += x.out_of_domain;
+  }
+  for (const auto& x : r.results) r.acceptance += x.acceptance_rate * static_cast<double>(x.proposals);
+  r.acceptance /= std::max<double>(1.0, static_cast<double>(r.proposals));
+  r.warnings = convergence_warnings(r.out.summary, r.m, r.acceptance);
+}
+
+}  // namespace
+
+std::vector<double> verbose_column(const SerialRun& r, std::size_t k) {
+  std::vector<double> v;
+  v.reserve(r.m * r.ndraw);
+  for (std::size_t c = 0; c < r.m; ++c)
+    append_verbose(v, r.co[c].columns[k].compact, r.chains[c].weight, static_cast<std::size_t>(r.co[c].burnin),
+                   r.ndraw);
+  return v;
+}
+
+}  // namespace detail
+
+SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& target, const SampleRunOptions& options) {
+  SelfCommunicator self;
+  return run_paradram(specs, target, options, self);
+}
+
+SampleRunSummary run_paradram(const SamplerSpecs& specs, const SampleTarget& target, const SampleRunOptions& options,
+                              Communicator& comm) {
+  HERD_REQUIRE(target.ndim >= 1 && target.log_density, "sampler: the target has ndim {} and {} log density",
+               target.ndim, target.log_density ? "a" : "no");
+  detail::SerialRun r(specs, target, options, comm);
+  detail::set_up(r);
+  detail::sample(r);
+  if (!r.root) return {};
+  detail::summarize_chains(r);
+  detail::write_files_and_diagnostics(r);
+  detail::run_totals(r);
+  detail::write_html_report(r);
+  // _report.txt last, so that it gives the time of every phase before it.
+  detail::write_text_report(r);
+  r.phases.finish();
+  r.out.paths = r.paths;
+  detail::print_terminal_summary(r);
+  return std::move(r.out);
+}
+
+}  // namespace herd::mcmc

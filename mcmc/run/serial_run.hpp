@@ -1,0 +1,116 @@
+#pragma once
+// The serial kernel's run (`run_paradram`; private to herd::mcmc): one context that its
+// phases share, and the phases that live in other files (the `.h5`, the reports).
+//
+// Phases, in order (serial_run.cpp): set-up (restart folder, progress, the streamed text
+// chain), sampling by engine (serial, resumable, fork-join, multi-chain), then on rank 0
+// post-processing (each chain's outputs, the posterior's common length), the chain and
+// sample text files and the `.h5`'s draws (serial_h5.cpp) on a writer thread while the
+// diagnostics are computed, the `.h5`'s diagnostics, the totals and warnings, and the
+// reports and terminal summary (serial_report.cpp).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "herd/core/communicator.hpp"
+#include "herd/core/timer.hpp"
+#include "herd/io/hdf5.hpp"
+#include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/ks_test.hpp"
+#include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/run_progress.hpp"
+#include "outputs.hpp"
+#include "progress_sink.hpp"
+#include "text_chain.hpp"
+
+namespace herd::mcmc::detail {
+
+/// The state of one `run_paradram` call, filled phase by phase (the post-processing part on
+/// rank 0 only). Holds references to the caller's specifications, target, options and
+/// communicator, which must outlive it. Not thread-safe: the writer thread only reads the
+/// chains and their outputs while the main thread computes the diagnostics.
+struct SerialRun {
+  /// The set-up's figures of a run of `specs` on `target` over `comm` (starts the run's clock).
+  SerialRun(const SamplerSpecs& specs, const SampleTarget& target, const SampleRunOptions& options, Communicator& comm);
+  SerialRun(const SerialRun&) = delete;
+  SerialRun& operator=(const SerialRun&) = delete;
+
+  // --- Set-up --------------------------------------------------------------------------
+  const SamplerSpecs& specs;
+  const SampleTarget& target;
+  const SampleRunOptions& options;
+  Communicator& comm;
+  const Timer total;  ///< the whole run
+  int d, rank, ranks;
+  bool root, quiet, multi;
+  int nchains;      ///< chain_count
+  bool text_files;  ///< per-chain text files (up to kMaxTextChains chains)
+  std::string progress_path, report_path, h5_path;
+  std::vector<std::string> paths;  ///< output_paths
+  TextFormat tf;
+  bool checkpointing;
+  std::string rdir;  ///< the restart folder
+  DramOptions dopt;  ///< the kernel's options of chain 0 (set when sampling starts)
+
+  // --- Sampling ------------------------------------------------------------------------
+  ProgressSink progress;
+  NullChainSink null_sink;
+  /// The terminal, phase by phase (RunProgress); the phases' times go into the report.
+  RunProgress phases;
+  std::unique_ptr<TextChainStream> text;  ///< rank 0's streamed text chain (single chain)
+  std::unique_ptr<FanSink> progress_text;
+  ChainSink* tee = nullptr;  ///< what rank 0's first chain's records go to while sampling
+  bool text_done = false;    ///< the streamed text chain is complete
+  std::vector<MemoryChainSink> chains;
+  std::vector<DramResult> results;
+  std::string parallel_report;  ///< the report's "parallelism" section
+  double checkpoint_seconds = 0.0;
+  std::int64_t checkpoints = 0;
+  bool resumed = false;  ///< resumed from a checkpoint: what the earlier invocations did
+  std::uint64_t proposals_before = 0;
+  double seconds_before = 0.0;
+  double sampling_seconds = 0.0;
+
+  // --- Post-processing (rank 0) --------------------------------------------------------
+  std::size_t m = 0;      ///< chains
+  std::size_t ndraw = 0;  ///< the posterior's common post-burn-in verbose length per chain
+  std::size_t ncol = 0;   ///< reported quantities (variables, then derived quantities)
+  std::vector<ChainOutputs> co;
+  std::vector<double> nested;  ///< nested R-hat per quantity (empty: not computed)
+  std::size_t nsuper = 0;
+  std::vector<std::vector<KsResult>> ks;  ///< [variable][chain a * m + chain b]
+  std::string ks_tested;                  ///< which draws the KS table tested
+  std::int64_t proposals = 0, evaluations = 0, nan_count = 0, ood = 0;
+  double acceptance = 0.0;
+  std::string warnings;
+  SampleRunSummary out;
+};
+
+/// One quantity's posterior draws, [chain, draw]: the verbose chains after burn-in cut to a
+/// common length, expanded from the compact chains, so that the whole verbose posterior is
+/// never held at once (except for the HTML report's plots). Thread-safe (reads `r`).
+std::vector<double> verbose_column(const SerialRun& r, std::size_t k);
+
+/// Creates `<prefix>.h5` (atomically: committed by the caller) and writes every group but
+/// `diagnostics`: root attributes and `input`, `posterior`, `sample_stats`, `chain_compact`,
+/// `sample`. Rank 0. @throws herd::IoError
+void write_h5_draws(const SerialRun& r, std::optional<io::H5File>& h5);
+
+/// Writes the `.h5`'s `diagnostics` group (summary, nested R-hat, KS table). @throws herd::IoError
+void write_h5_diagnostics(const SerialRun& r, io::H5File& h5);
+
+/// Writes `<prefix>_report.html` (nothing without posterior draws). @throws herd::IoError
+void write_html_report(SerialRun& r);
+
+/// Writes `<prefix>_report.txt` (sets `r.out.seconds` first). @throws herd::IoError
+void write_text_report(SerialRun& r);
+
+/// Prints the summary table, the totals, the warnings and the outputs on the terminal
+/// (unless quiet).
+void print_terminal_summary(const SerialRun& r);
+
+}  // namespace herd::mcmc::detail

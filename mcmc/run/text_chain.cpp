@@ -1,0 +1,258 @@
+// ParaDRAM's text chain and sample files (text_chain.hpp).
+#include "text_chain.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "herd/core/error.hpp"
+#include "herd/core/timer.hpp"
+#include "herd/io/output_files.hpp"
+
+namespace herd::mcmc::detail {
+
+namespace fs = std::filesystem;
+
+std::string TextFormat::real(double v) const {
+  std::string s;
+  append_real(s, v);
+  return s;
+}
+
+void TextFormat::append_real(std::string& out, double v) const {
+  char buf[64];
+  const std::to_chars_result r =
+      std::isfinite(v) && precision >= 1 && precision <= 40
+          ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, precision - 1)
+          : std::to_chars_result{nullptr, std::errc::value_too_large};
+  if (r.ec != std::errc()) {
+    std::string s = fmt::format("{:.{}e}", v, precision - 1);
+    if (static_cast<int>(s.size()) < width) out.append(static_cast<std::size_t>(width) - s.size(), ' ');
+    out += s;
+    return;
+  }
+  const auto n = static_cast<int>(r.ptr - buf);
+  if (n < width) out.append(static_cast<std::size_t>(width - n), ' ');
+  out.append(buf, r.ptr);
+}
+
+TextFile::TextFile(std::string path, bool append) : path_(std::move(path)) {
+  f_ = io::open_output_file(path_, append);  // never through a symbolic link
+}
+
+TextFile::~TextFile() {
+  if (f_) std::fclose(f_);
+}
+
+std::uint64_t TextFile::sync() {
+  flush();
+  if (::fsync(fileno(f_)) != 0) throw IoError(fmt::format("cannot fsync \"{}\"", path_));
+  const long n = std::ftell(f_);
+  if (n < 0) throw IoError(fmt::format("cannot tell the length of \"{}\"", path_));
+  return static_cast<std::uint64_t>(n);
+}
+
+void TextFile::start_writeback() {
+  flush();
+  const long n = std::ftell(f_);
+#if defined(__linux__)
+  if (n > static_cast<long>(written_back_))
+    (void)::sync_file_range(fileno(f_), static_cast<off_t>(written_back_),
+                            static_cast<off_t>(n) - static_cast<off_t>(written_back_), SYNC_FILE_RANGE_WRITE);
+#endif
+  if (n > 0) written_back_ = static_cast<std::uint64_t>(n);
+}
+
+void TextFile::fail(const char* what) const {
+  const int e = errno;
+  if (e == 0) throw IoError(fmt::format("{} \"{}\"", what, path_));
+  std::string why = std::strerror(e);
+  if (!why.empty()) why[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(why[0])));
+  throw IoError(fmt::format("{} \"{}\": {}", what, path_, why));
+}
+
+void TextFile::write(std::string_view s) {
+  errno = 0;
+  if (std::fwrite(s.data(), 1, s.size(), f_) != s.size()) fail("cannot write");
+}
+
+void TextFile::flush() {
+  errno = 0;
+  if (std::fflush(f_) != 0) fail("cannot write");
+}
+
+void TextFile::close() {
+  errno = 0;
+  if (f_ && std::fclose(f_) != 0) {
+    f_ = nullptr;
+    fail("cannot close");
+  }
+  f_ = nullptr;
+}
+
+std::int64_t RunningBurnin::add(std::int64_t i, double lp) {
+  if (max_lp_.empty() || lp > max_lp_.back()) {
+    max_idx_.push_back(i);
+    max_lp_.push_back(lp);
+  }
+  const double threshold = max_lp_.back() - std::log(static_cast<double>(i + 1));
+  const auto it = std::lower_bound(max_lp_.begin(), max_lp_.end(), threshold);
+  return max_idx_[static_cast<std::size_t>(it - max_lp_.begin())];
+}
+
+void RunningBurnin::restore(std::vector<std::int64_t> rows, std::vector<double> values) {
+  max_idx_ = std::move(rows);
+  max_lp_ = std::move(values);
+}
+
+std::string chain_header(const SamplerSpecs& specs, const TextFormat& tf) {
+  std::string h = "ProcessID" + tf.delim + "DelayedRejectionStage" + tf.delim + "MeanAcceptanceRate" + tf.delim +
+                  "AdaptationMeasure" + tf.delim + "BurninLocation" + tf.delim + "SampleWeight" + tf.delim +
+                  "SampleLogFunc";
+  for (const auto& n : specs.variable_names) h += tf.delim + n;
+  return h + "\n";
+}
+
+std::string chain_rows(const SamplerSpecs& specs, const TextFormat& tf, RunningBurnin& burnin, std::int64_t i,
+                       const ChainRecord& r, int process_id) {
+  const std::int64_t b = burnin.add(i, r.log_density) + 1;  // 1-based, as ParaDRAM
+  // Mean acceptance rate when this state became current: i acceptances in r.step proposals.
+  const double rate = r.step == 0 ? 1.0 : static_cast<double>(i) / static_cast<double>(r.step);
+  const bool verbose = specs.chain_file_format == "verbose";
+  const std::int64_t reps = verbose ? r.weight : 1;
+  const std::int64_t weight = verbose ? 1 : r.weight;
+  std::string row = tf.integer(process_id) + tf.delim + tf.integer(r.dr_stage) + tf.delim;
+  row.reserve(static_cast<std::size_t>(r.ndim + 7) *
+              (static_cast<std::size_t>(std::max(tf.precision + 7, tf.width)) + tf.delim.size()));
+  tf.append_real(row, rate);
+  row += tf.delim;
+  tf.append_real(row, r.adapt_measure);
+  row += tf.delim + tf.integer(b) + tf.delim + tf.integer(weight) + tf.delim;
+  tf.append_real(row, r.log_density);
+  for (int k = 0; k < r.ndim; ++k) {
+    row += tf.delim;
+    tf.append_real(row, r.point[k]);
+  }
+  row += '\n';
+  if (reps == 1) return row;
+  std::string out;
+  for (std::int64_t k = 0; k < reps; ++k) out += row;
+  return out;
+}
+
+TextChainStream::TextChainStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf)
+    : path_(std::move(path)), specs_(specs), tf_(tf) {}
+
+void TextChainStream::begin(std::uint32_t, int) {
+  if (file_) return;
+  file_ = std::make_unique<TextFile>(path_);
+  file_->write(chain_header(specs_, tf_));
+}
+
+void TextChainStream::write(const ChainRecord& r) {
+  const std::string rows = chain_rows(specs_, tf_, burnin_, rows_++, r, 1);
+  file_->write(rows);
+  pending_ += rows.size();
+  if (durable_ && pending_ >= (std::size_t{1} << 20)) {
+    // Start the disk writes now, so that the checkpoint's fsync waits less (as for the
+    // binary record); the time counts as checkpoint time.
+    Timer t;
+    file_->start_writeback();
+    pending_ = 0;
+    writeback_seconds += t.seconds();
+  }
+}
+
+void TextChainStream::flush() {
+  if (file_) file_->flush();
+}
+
+void TextChainStream::checkpoint(io::CheckpointWriter& w) {
+  w.add_value("text.bytes", file_->sync());
+  w.add_value("text.rows", rows_);
+  w.add("text.burnin_rows", burnin_.rows());
+  w.add("text.burnin_values", burnin_.values());
+}
+
+void TextChainStream::resume(const io::CheckpointReader& r) {
+  const auto bytes = r.value<std::uint64_t>("text.bytes");
+  std::error_code ec;
+  const auto size = fs::file_size(path_, ec);
+  if (ec || size < bytes)
+    throw IoError(
+        fmt::format("the chain file \"{}\" is shorter than its checkpoint records ({} bytes); set "
+                    "overwrite = true to start afresh",
+                    path_, bytes));
+  fs::resize_file(path_, bytes);
+  rows_ = r.value<std::int64_t>("text.rows");
+  burnin_.restore(r.get<std::int64_t>("text.burnin_rows"), r.get<double>("text.burnin_values"));
+  file_ = std::make_unique<TextFile>(path_, true);
+}
+
+void TextChainStream::close() {
+  if (file_) file_->close();
+  file_.reset();
+}
+
+namespace {
+
+/// Compact record `i` of `c` as the sampler wrote it.
+ChainRecord record_of(const MemoryChainSink& c, std::size_t i) {
+  ChainRecord r;
+  r.chain_id = c.chain_id;
+  r.step = c.step[i];
+  r.weight = c.weight[i];
+  r.log_density = c.log_density[i];
+  r.dr_stage = c.dr_stage[i];
+  r.accept_prob = c.accept_prob[i];
+  r.adapt_measure = c.adapt_measure[i];
+  r.point = c.point(i);
+  r.ndim = c.ndim;
+  return r;
+}
+
+}  // namespace
+
+void write_chain_file(const std::string& path, const SamplerSpecs& specs, const TextFormat& tf,
+                      const MemoryChainSink& c, int process_id) {
+  if (specs.chain_file_format == "binary") {
+    BinaryChainSink b(path);
+    b.begin(c.chain_id, c.ndim);
+    for (std::size_t i = 0; i < c.size(); ++i) b.write(record_of(c, i));
+    b.flush();
+    return;
+  }
+  TextFile f(path);
+  f.write(chain_header(specs, tf));
+  RunningBurnin burnin;
+  for (std::size_t idx = 0; idx < c.size(); ++idx)
+    f.write(chain_rows(specs, tf, burnin, static_cast<std::int64_t>(idx), record_of(c, idx), process_id));
+  f.close();
+}
+
+void write_sample_file(const std::string& path, const SamplerSpecs& specs, const TextFormat& tf,
+                       const MemoryChainSink& c, int ndim, const std::vector<std::size_t>& rows) {
+  TextFile f(path);
+  std::string h = "SampleLogFunc";
+  for (const auto& name : specs.variable_names) h += tf.delim + name;
+  f.write(h + "\n");
+  for (std::size_t r : rows) {
+    std::string row;
+    tf.append_real(row, c.log_density[r]);
+    for (int j = 0; j < ndim; ++j) {
+      row += tf.delim;
+      tf.append_real(row, c.point(r)[j]);
+    }
+    f.write(row + "\n");
+  }
+  f.close();
+}
+
+}  // namespace herd::mcmc::detail

@@ -1,0 +1,150 @@
+#pragma once
+// ParaDRAM's text files of a serial, multi-chain or fork-join run (private to herd::mcmc):
+// the number format, a buffered output file, the running likelihood burn-in, the chain
+// file's header and rows, the chain file streamed while a single chain samples, and the
+// chain and sample files written from a chain's records at the end.
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "herd/io/checkpoint.hpp"
+#include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
+
+namespace herd::mcmc::detail {
+
+/// Formats reals with `precision` significant digits (scientific) and integers, both padded
+/// with blanks on the left to `width`; `delim` separates columns. Thread-safe (const).
+struct TextFormat {
+  std::string delim = ",";
+  int precision = 17;
+  int width = 0;
+  /// `v` as `append_real` writes it.
+  std::string real(double v) const;
+  /// Appends `real(v)` to `out`. Finite values go through std::to_chars (scientific, the
+  /// same digits and layout as printf's and fmt's "%.{p-1}e", about twice as fast, with no
+  /// string per value: the chain file is written while the chain samples).
+  void append_real(std::string& out, double v) const;
+  /// `v` in decimal, padded to `width`.
+  template <class T>
+  std::string integer(T v) const {
+    std::string s = fmt::format("{}", v);
+    if (static_cast<int>(s.size()) < width) s.insert(0, static_cast<std::size_t>(width) - s.size(), ' ');
+    return s;
+  }
+};
+
+/// A buffered output file (never written through a symbolic link, `io::open_output_file`).
+/// Every failure throws herd::IoError "<what> "<path>": <the system's reason>". Not
+/// thread-safe.
+class TextFile {
+ public:
+  /// Creates `path`, or with `append` opens it for appending. @throws IoError
+  explicit TextFile(std::string path, bool append = false);
+  ~TextFile();
+  TextFile(const TextFile&) = delete;
+  TextFile& operator=(const TextFile&) = delete;
+  /// Flushes and fsyncs; returns the file's length in bytes. @throws IoError
+  std::uint64_t sync();
+  /// Flushes and starts the disk writes of what was written since the last call, without
+  /// waiting (Linux sync_file_range; a hint: errors are left for `sync`).
+  void start_writeback();
+  /// Throws IoError "<what> "<path>": <the system's reason>" (no space left on device, ...).
+  [[noreturn]] void fail(const char* what) const;
+  /// Appends `s`. @throws IoError
+  void write(std::string_view s);
+  /// Flushes the buffer. @throws IoError
+  void flush();
+  /// Closes the file (idempotent). @throws IoError
+  void close();
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+  std::uint64_t written_back_ = 0;
+};
+
+/// Running likelihood burn-in of ParaDRAM's chain file: at row i (0-based) the first row j
+/// with lp_j >= max_{k<=i} lp_k - log(i + 1). Such a j is always a prefix-maximum row, so a
+/// binary search over the prefix maxima gives it in O(log n). Not thread-safe.
+class RunningBurnin {
+ public:
+  /// Adds row `i` with log density `lp`; returns the burn-in row (0-based).
+  std::int64_t add(std::int64_t i, double lp);
+  /// The prefix maxima's rows, for checkpoints.
+  const std::vector<std::int64_t>& rows() const { return max_idx_; }
+  /// The prefix maxima's log densities, for checkpoints.
+  const std::vector<double>& values() const { return max_lp_; }
+  /// Restores the prefix maxima of a checkpoint.
+  void restore(std::vector<std::int64_t> rows, std::vector<double> values);
+
+ private:
+  std::vector<std::int64_t> max_idx_;
+  std::vector<double> max_lp_;
+};
+
+/// ParaDRAM's chain-file header line (ProcessID, ..., SampleLogFunc, the variables).
+std::string chain_header(const SamplerSpecs& specs, const TextFormat& tf);
+
+/// Row(s) of ParaDRAM's chain file for record number `i` (0-based) of a chain (verbose:
+/// the row repeated `weight` times with weight 1); `burnin` gets the row's log density.
+std::string chain_rows(const SamplerSpecs& specs, const TextFormat& tf, RunningBurnin& burnin, std::int64_t i,
+                       const ChainRecord& r, int process_id);
+
+/// The text chain file of a single-chain run, written while it samples (users watch it
+/// grow). With checkpoints its length, row count and burn-in state go into each
+/// checkpoint (after an fsync), and a resumed run truncates it back to that length.
+/// Not thread-safe (the sampler's thread only).
+class TextChainStream final : public ChainSink {
+ public:
+  /// The file `path` of a chain of `specs` (kept by reference) in the format `tf`.
+  TextChainStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf);
+
+  /// Opens the file afresh (header) unless `resume` opened it. @throws IoError
+  void begin(std::uint32_t, int) override;
+  /// Appends the record's row(s). @throws IoError
+  void write(const ChainRecord& r) override;
+  /// Checkpoints will fsync the file: start its writeback every 1 MiB.
+  void set_durable() { durable_ = true; }
+  /// Seconds spent starting writebacks.
+  double writeback_seconds = 0.0;
+  /// Flushes the buffer. @throws IoError
+  void flush() override;
+  /// Adds the file's state to a checkpoint (fsyncs the file first). @throws IoError
+  void checkpoint(io::CheckpointWriter& w);
+  /// Truncates the file to the checkpoint's length and continues it.
+  /// @throws IoError when the file is shorter than the checkpoint says.
+  void resume(const io::CheckpointReader& r);
+  /// Closes the file (idempotent). @throws IoError
+  void close();
+
+ private:
+  std::string path_;
+  const SamplerSpecs& specs_;
+  TextFormat tf_;
+  std::unique_ptr<TextFile> file_;
+  RunningBurnin burnin_;
+  std::int64_t rows_ = 0;
+  std::size_t pending_ = 0;
+  bool durable_ = false;
+};
+
+/// Writes ParaDRAM's chain file `path` of one chain (compact, verbose or binary, by
+/// `specs.chain_file_format`) from its compact records: the same bytes as writing them
+/// while sampling. @throws IoError
+void write_chain_file(const std::string& path, const SamplerSpecs& specs, const TextFormat& tf,
+                      const MemoryChainSink& c, int process_id);
+
+/// Writes ParaDRAM's sample file `path`: a header (SampleLogFunc, the variables), then the
+/// log density and the `ndim` coordinates of the compact rows `rows` of `c`, in order.
+/// @throws IoError
+void write_sample_file(const std::string& path, const SamplerSpecs& specs, const TextFormat& tf,
+                       const MemoryChainSink& c, int ndim, const std::vector<std::size_t>& rows);
+
+}  // namespace herd::mcmc::detail
