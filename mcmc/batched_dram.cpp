@@ -44,6 +44,11 @@ struct detail::BatchedEngine::Impl {
   std::vector<std::uint8_t> inside;
   std::vector<RngCursor> dr_cursor;
   std::vector<std::int64_t> accepted, out_of_domain, nan_count, posinf_count;
+  // The current states' records (step, stage, acceptance probability, adaptation measure).
+  std::vector<std::uint64_t> state_step;
+  std::vector<std::uint8_t> state_stage;
+  std::vector<double> state_alpha, adapt_measure;
+  double last_measure = 0.0;  // of the last pooled update
   // Running adaptation estimates: pooled (one) or per chain (M).
   std::vector<double> run_n, run_mean, run_m2;
   std::int64_t updates = 0, failures = 0;
@@ -159,8 +164,12 @@ detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(
   s.out_of_domain.assign(m, 0);
   s.nan_count.assign(m, 0);
   s.posinf_count.assign(m, 0);
+  s.state_step.assign(m, 0);
+  s.state_stage.assign(m, 0);
+  s.state_alpha.assign(m, 1.0);
   const bool adapt = o.adaptation != BatchedAdaptation::kNone && o.warmup > 0;
   if (adapt) {
+    s.adapt_measure.assign(m, 0.0);
     s.ad_n.assign(m, 0.0);
     s.ad_s1.assign(m * du, 0.0);
     s.ad_s2.assign(m * du * du, 0.0);
@@ -194,6 +203,10 @@ detail::BatchedEngine::BatchedEngine(const BatchedDramOptions& options) : impl_(
   a.out_of_domain = s.out_of_domain.data();
   a.nan_count = s.nan_count.data();
   a.posinf_count = s.posinf_count.data();
+  a.state_step = s.state_step.data();
+  a.state_stage = s.state_stage.data();
+  a.state_alpha = s.state_alpha.data();
+  a.adapt_measure = adapt ? s.adapt_measure.data() : nullptr;
   a.ad_n = adapt ? s.ad_n.data() : nullptr;
   a.ad_s1 = adapt ? s.ad_s1.data() : nullptr;
   a.ad_s2 = adapt ? s.ad_s2.data() : nullptr;
@@ -232,6 +245,10 @@ void detail::BatchedEngine::Impl::restore(const BatchedSnapshot& st) {
   need("run_mean", st.run_mean.size(), run_mean.size());
   need("run_m2", st.run_m2.size(), run_m2.size());
   need("ad_ref", st.ad_ref.size(), ad_ref.size());
+  need("state_step", st.state_step.size(), m);
+  need("state_stage", st.state_stage.size(), m);
+  need("state_alpha", st.state_alpha.size(), m);
+  need("adapt_measure", st.adapt_measure.size(), adapt_measure.size());
   const auto total = static_cast<std::uint64_t>(o.warmup + o.steps);
   HERD_REQUIRE(st.next_proposal <= total && st.draws_done >= 0 && st.draws_done <= o.steps / o.thin,
                "batched_dram: the resume state is at proposal {} with {} draws, beyond this run's {} proposals",
@@ -249,6 +266,10 @@ void detail::BatchedEngine::Impl::restore(const BatchedSnapshot& st) {
   put(st.run_mean, run_mean);
   put(st.run_m2, run_m2);
   put(st.ad_ref, ad_ref);
+  for (std::size_t i = 0; i < m; ++i) state_step[i] = static_cast<std::uint64_t>(st.state_step[i]);
+  put(st.state_stage, state_stage);
+  put(st.state_alpha, state_alpha);
+  put(st.adapt_measure, adapt_measure);
   updates = st.adaptive_updates;
   failures = st.chol_failures;
   k_start = st.next_proposal;
@@ -279,6 +300,10 @@ void detail::BatchedEngine::Impl::maybe_checkpoint(std::uint64_t k, std::int64_t
   st.run_mean = run_mean;
   st.run_m2 = run_m2;
   st.ad_ref = ad_ref;
+  st.state_step.assign(state_step.begin(), state_step.end());
+  st.state_stage = state_stage;
+  st.state_alpha = state_alpha;
+  st.adapt_measure = adapt_measure;
   o.checkpointer->save(st);
 }
 
@@ -301,9 +326,11 @@ void detail::BatchedEngine::Impl::adapt_update() {
     parallel([&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) {
         double* s2 = ad_s2.data() + i * du * du;
+        double h = 0.0;
         res[i] = batched::merge_and_factor(d, ad_n[i], ad_s1.data() + i * du, s2, ad_ref.data() + i * du, run_n[i],
                                            run_mean.data() + i * du, run_m2.data() + i * du * du, scale,
-                                           chol.data() + i * du * du, s2);
+                                           chol.data() + i * du * du, s2, &h);
+        adapt_measure[i] = std::max(adapt_measure[i], h);
         ad_n[i] = 0.0;
         std::fill(ad_s1.begin() + static_cast<std::ptrdiff_t>(i * du),
                   ad_s1.begin() + static_cast<std::ptrdiff_t>((i + 1) * du), 0.0);
@@ -349,6 +376,7 @@ void detail::BatchedEngine::Impl::adapt_update() {
     nodes.push_back(std::move(nd));
   }
   pooled_update(nodes);
+  for (double& v : adapt_measure) v = std::max(v, last_measure);
   std::fill(ad_n.begin(), ad_n.end(), 0.0);
   std::fill(ad_s1.begin(), ad_s1.end(), 0.0);
   std::fill(ad_s2.begin(), ad_s2.end(), 0.0);
@@ -358,7 +386,7 @@ int detail::BatchedEngine::Impl::pooled_merge(double n, const double* s1, const 
   const auto du = static_cast<std::size_t>(d);
   std::vector<double> work(du * du);
   const int r = batched::merge_and_factor(d, n, s1, s2, ad_ref.data(), run_n[0], run_mean.data(), run_m2.data(), scale,
-                                          chol.data(), work.data());
+                                          chol.data(), work.data(), &last_measure);
   updates += r == 1;
   failures += r == -1;
   std::copy(run_mean.begin(), run_mean.end(), ad_ref.begin());
@@ -490,8 +518,9 @@ void detail::BatchedEngine::Impl::check_posinf(std::uint64_t k) const {
 }
 
 // The schedule: warm-up segments between adaptive updates, then blocks of thinned draws.
-// seg(k0, per, nd, bx, blp) advances every chain through proposals k0 .. k0 + nd*per - 1,
-// recording the state after each `per` proposals into bx[i, t], blp[i, t] when bx != null.
+// seg(k0, per, nd, bx, blp, bs) advances every chain through proposals k0 .. k0 + nd*per - 1,
+// recording the state after each `per` proposals into bx[i, t], blp[i, t] when bx != null,
+// and its statistics into bs (batched::record_stats) when bs.accepted != null.
 template <class Seg, class Adapt, class Sync>
 BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt_fn, Sync&& sync,
                                                         BatchedDrawSink& sink) {
@@ -513,7 +542,7 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
     // With checkpoints the warm-up ends a segment every period also without adaptation.
     const std::uint64_t k1 = adapt || ckpt ? std::min(warm, (k / per + 1) * per) : warm;
     p.adapting = adapt;
-    seg(k, k1 - k, std::int64_t{1}, nullptr, nullptr);
+    seg(k, k1 - k, std::int64_t{1}, nullptr, nullptr, batched::DrawStats{});
     k = k1;
     sync();
     check_posinf(k);
@@ -529,22 +558,25 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
     have_acc0 = true;
   }
   const auto bmax = static_cast<std::size_t>(detail::block_buffer_draws(o));
-  std::vector<double> bx(m * bmax * du), blp(m * bmax);
+  std::vector<double> bx(m * bmax * du), blp(m * bmax), balpha(m * bmax), bmeasure(m * bmax);
+  std::vector<std::uint8_t> baccepted(m * bmax), bstage(m * bmax);
+  const batched::DrawStats bs{baccepted.data(), bstage.data(), balpha.data(), bmeasure.data()};
   std::int64_t drawn = drawn_start;
   try {
     while (drawn < ndraws) {
       const std::int64_t nd = std::min<std::int64_t>(o.block_draws, ndraws - drawn);
-      seg(k, static_cast<std::uint64_t>(o.thin), nd, bx.data(), blp.data());
+      seg(k, static_cast<std::uint64_t>(o.thin), nd, bx.data(), blp.data(), bs);
       k += static_cast<std::uint64_t>(nd * o.thin);
       sync();
       check_posinf(k);
       sink.write_block(drawn, nd, bx.data(), blp.data());
+      sink.write_stats(drawn, nd, BatchedDrawStats{baccepted.data(), bstage.data(), balpha.data(), bmeasure.data()});
       drawn += nd;
       if (o.progress) o.progress(k, drawn);
       if (k < total) maybe_checkpoint(k, drawn, elapsed());
     }
     if (k < total) {
-      seg(k, total - k, std::int64_t{1}, nullptr, nullptr);
+      seg(k, total - k, std::int64_t{1}, nullptr, nullptr, batched::DrawStats{});
       k = total;
       sync();
       check_posinf(k);
@@ -594,7 +626,8 @@ BatchedDramResult detail::BatchedEngine::run(
     bool parallel) {
   Impl& s = *impl_;
   const auto du = static_cast<std::size_t>(s.d);
-  auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp) {
+  auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp,
+                 const batched::DrawStats& bs) {
     auto body = [&](std::size_t b, std::size_t e) {
       for (std::int64_t t = 0; t < nd; ++t) {
         const std::uint64_t ka = k0 + static_cast<std::uint64_t>(t) * per;
@@ -605,6 +638,7 @@ BatchedDramResult detail::BatchedEngine::run(
             std::copy(s.x.begin() + static_cast<std::ptrdiff_t>(i * du),
                       s.x.begin() + static_cast<std::ptrdiff_t>((i + 1) * du), bx + slot * du);
             blp[slot] = s.lp[i];
+            batched::record_stats(s.a, i, ka, bs, slot);
           }
       }
     };
@@ -662,7 +696,8 @@ BatchedDramResult detail::BatchedEngine::run_staged(const BatchedLogDensity& f, 
         for (std::size_t i = b; i < e; ++i) batched::accumulate(s.p, s.a, i);
       });
   };
-  auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp) {
+  auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp,
+                 const batched::DrawStats& bs) {
     for (std::int64_t t = 0; t < nd; ++t) {
       const std::uint64_t ka = k0 + static_cast<std::uint64_t>(t) * per;
       for (std::uint64_t k = ka; k < ka + per; ++k) one_proposal(k);
@@ -672,6 +707,7 @@ BatchedDramResult detail::BatchedEngine::run_staged(const BatchedLogDensity& f, 
           std::copy(s.x.begin() + static_cast<std::ptrdiff_t>(i * du),
                     s.x.begin() + static_cast<std::ptrdiff_t>((i + 1) * du), bx + slot * du);
           blp[slot] = s.lp[i];
+          batched::record_stats(s.a, i, ka, bs, slot);
         }
     }
   };
@@ -684,9 +720,8 @@ BatchedDramResult detail::BatchedEngine::run_device(const DeviceHooks& h, Batche
   HERD_REQUIRE(s.o.checkpointer == nullptr || h.download_state,
                "batched_dram: run_device: checkpoints need the download_state hook");
   s.download_state = h.download_state;
-  auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp) {
-    h.segment(k0, per, nd, bx, blp, s.p.adapting);
-  };
+  auto seg = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp,
+                 const batched::DrawStats& bs) { h.segment(k0, per, nd, bx, blp, bs, s.p.adapting); };
   return s.schedule(seg, h.adapt_update, h.sync, sink);
 }
 
@@ -698,6 +733,7 @@ int detail::BatchedEngine::pooled_update(const std::vector<PooledNode>& local_no
 }
 const detail::PooledTreePlan& detail::BatchedEngine::pooled_plan() const { return impl_->plan; }
 const double* detail::BatchedEngine::pooled_reference() const { return impl_->ad_ref.data(); }
+double detail::BatchedEngine::last_adaptation_measure() const { return impl_->last_measure; }
 void detail::BatchedEngine::count_updates(std::int64_t replaced, std::int64_t failed) {
   impl_->updates += replaced;
   impl_->failures += failed;
@@ -733,12 +769,15 @@ std::size_t detail::device_memory_bytes(const BatchedDramOptions& o, std::size_t
   // x, lp, y, path w, lpath; stage, inside, delayed-rejection cursor; counters.
   b += m * (d + 1 + d + np * d + np) * f + m * (sizeof(std::int32_t) + 1 + sizeof(RngCursor));
   b += m * (stages + 3) * sizeof(std::int64_t);
-  b += (per_chain ? m * dd : dd) * f;  // proposal factor(s)
+  b += m * (sizeof(std::uint64_t) + 1 + f);  // the states' records: step, stage, acceptance probability
+  b += (per_chain ? m * dd : dd) * f;        // proposal factor(s)
   if (adapt) {
-    b += m * (1 + d + dd) * f + (per_chain ? m * d : d) * f;                    // statistics, references
+    b += m * (1 + d + dd) * f + (per_chain ? m * d : d) * f + m * f;            // statistics, references, measures
     if (per_chain) b += m * (1 + d + dd) * f + 2 * sizeof(unsigned long long);  // running estimates, counts
   }
-  const std::size_t draws = m * static_cast<std::size_t>(block_buffer_draws(o)) * (d + 1) * f;
+  // x, lp and the per-draw statistics (accepted, stage: 1 byte each; acceptance
+  // probability, adaptation measure: doubles).
+  const std::size_t draws = m * static_cast<std::size_t>(block_buffer_draws(o)) * ((d + 3) * f + 2);
   if (draw_buffer_bytes) *draw_buffer_bytes = draws;
   return b + draws;
 }
@@ -783,6 +822,22 @@ void MemoryBatchedSink::begin(std::int64_t m, std::uint32_t first, int nd, std::
   draws = draws_per_chain;
   x.assign(checked_count({m, draws_per_chain, nd}, "MemoryBatchedSink: chains x draws x ndim"), 0.0);
   lp.assign(checked_count({m, draws_per_chain}, "MemoryBatchedSink: chains x draws"), 0.0);
+  accepted.assign(lp.size(), 0);
+  dr_stage.assign(lp.size(), 0);
+  acceptance_probability.assign(lp.size(), 0.0);
+  adaptation_measure.assign(lp.size(), 0.0);
+}
+
+void MemoryBatchedSink::write_stats(std::int64_t first, std::int64_t n, const BatchedDrawStats& s) {
+  for (std::int64_t i = 0; i < num_chains; ++i)
+    for (std::int64_t t = 0; t < n; ++t) {
+      const auto src = static_cast<std::size_t>(i * n + t);
+      const auto dst = static_cast<std::size_t>(i * draws + first + t);
+      accepted[dst] = s.accepted[src];
+      dr_stage[dst] = s.dr_stage[src];
+      acceptance_probability[dst] = s.acceptance_probability[src];
+      adaptation_measure[dst] = s.adaptation_measure[src];
+    }
 }
 
 void MemoryBatchedSink::write_block(std::int64_t first, std::int64_t n, const double* bx, const double* blp) {

@@ -529,14 +529,6 @@ void DramSampler::merge_pending(bool greedy) {
   s.pending_new.clear();
 }
 
-namespace {
-double log_det_lower(const double* l, int d) {
-  double s = 0.0;
-  for (int i = 0; i < d; ++i) s += 2.0 * std::log(l[static_cast<std::size_t>(i) * d + i]);
-  return s;
-}
-}  // namespace
-
 void DramSampler::refresh_proposal_cov() {
   const int d = d_;
   const auto du = static_cast<std::size_t>(d);
@@ -616,8 +608,8 @@ void DramSampler::adapt() {
   for (std::size_t i = 0; i < dd; ++i) mid[i] = 0.5 * (prop_cov_[i] + cov[i]);
   double h = 1.0;
   if (cholesky(mid, d, lmid)) {
-    const double lbc =
-        0.25 * log_det_lower(s.chol.data(), d) + 0.25 * log_det_lower(lnew, d) - 0.5 * log_det_lower(lmid, d);
+    const double lbc = 0.25 * batched::log_det_lower(s.chol.data(), d) + 0.25 * batched::log_det_lower(lnew, d) -
+                       0.5 * batched::log_det_lower(lmid, d);
     h = std::sqrt(std::max(0.0, 1.0 - std::exp(std::min(0.0, lbc))));
   }
   s.record_adapt_measure = std::max(s.record_adapt_measure, h);

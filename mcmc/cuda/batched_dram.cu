@@ -62,12 +62,13 @@ __global__ void accumulate_all(batched::KernelParams p, batched::ChainArrays a, 
 }
 
 __global__ void record(batched::ChainArrays a, std::size_t m, int d, std::int64_t nd, std::int64_t t, double* bx,
-                       double* blp) {
+                       double* blp, std::uint64_t since, batched::DrawStats bs) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= m) return;
   const std::size_t slot = i * static_cast<std::size_t>(nd) + static_cast<std::size_t>(t);
   for (int j = 0; j < d; ++j) bx[slot * d + j] = a.x[i * d + j];
   blp[slot] = a.lp[i];
+  batched::record_stats(a, i, since, bs, slot);
 }
 
 }  // namespace
@@ -103,7 +104,8 @@ BatchedDramResult run_batched_device_network(const BatchedDramOptions& options_i
   dc.upload_lp();
   const int stages = engine.params().stages;
   detail::BatchedEngine::DeviceHooks hooks;
-  hooks.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* hbx, double* hblp, bool adapting) {
+  hooks.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* hbx, double* hblp,
+                      const batched::DrawStats& hbs, bool adapting) {
     batched::KernelParams p = dc.dp;
     p.adapting = adapting;
     for (std::int64_t t = 0; t < nd; ++t) {
@@ -118,10 +120,11 @@ BatchedDramResult run_batched_device_network(const BatchedDramOptions& options_i
         if (adapting) herd::gpu::launch(accumulate_all, dc.blocks, dc.threads, 0, stream, p, dc.da, m);
       }
       if (hbx)
-        herd::gpu::launch(record, dc.blocks, dc.threads, 0, stream, dc.da, m, d, nd, t, dc.bx.get(), dc.blp.get());
+        herd::gpu::launch(record, dc.blocks, dc.threads, 0, stream, dc.da, m, d, nd, t, dc.bx.get(), dc.blp.get(), ka,
+                          hbs.accepted ? dc.bs : batched::DrawStats{});
       HERD_CUDA_CHECK(cudaGetLastError());
     }
-    dc.download_block(nd, hbx, hblp);
+    dc.download_block(nd, hbx, hblp, hbs);
   };
   hooks.adapt_update = [&] { dc.adapt_update(); };
   hooks.sync = [&] { dc.sync(); };

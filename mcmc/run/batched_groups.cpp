@@ -138,10 +138,18 @@ void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const Memo
     std::unique_ptr<RowWriter<std::int64_t>> chain;
     if (m > 1) chain = std::make_unique<RowWriter<std::int64_t>>(cc, "chain", rows);
     RowWriter<double> logd(cc, "log_density", rows), state(cc, "state", rows, d);
+    // The row's state's record, as the serial run's ChainRecord (the values of its first draw:
+    // every draw of a row holds the same state).
+    RowWriter<std::int32_t> stage(cc, "dr_stage", rows);
+    RowWriter<double> alpha(cc, "acceptance_probability", rows), measure(cc, "adaptation_measure", rows);
     for (std::size_t c = 0; c < m; ++c) {
       std::vector<std::uint64_t> st;
-      std::vector<double> lp, x;
+      std::vector<double> lp, x, al, me;
+      std::vector<std::int32_t> sg;
       for (std::size_t t : compact[c].first) {
+        sg.push_back(draws.dr_stage[c * D + t]);
+        al.push_back(draws.acceptance_probability[c * D + t]);
+        me.push_back(draws.adaptation_measure[c * D + t]);
         // The proposal after which the draw was recorded (1-based, warm-up included).
         st.push_back(static_cast<std::uint64_t>(f.specs->warmup + static_cast<std::int64_t>(t + 1) * f.specs->thin));
         lp.push_back(draws.lp[c * D + t]);
@@ -152,10 +160,14 @@ void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const Memo
       weight.append(compact[c].weight);
       logd.append(lp);
       state.append(x);
+      stage.append(sg);
+      alpha.append(al);
+      measure.append(me);
       if (chain) chain->append(std::vector<std::int64_t>(compact[c].first.size(), static_cast<std::int64_t>(c)));
     }
   }
-  for (const char* name : {"step", "weight", "log_density"}) {
+  for (const char* name :
+       {"step", "weight", "log_density", "dr_stage", "acceptance_probability", "adaptation_measure"}) {
     io::H5Dataset ds = cc.open_dataset(name);
     cc.attach_dimensions(ds, {"compact_draw"});
   }
@@ -169,6 +181,30 @@ void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const Memo
     io::H5Dataset b = cc.write<std::int64_t>("burnin", std::vector<std::int64_t>(m, 0));
     cc.attach_dimensions(b, {"chains"});
   }
+}
+
+/// `sample_stats`' per-draw statistics (the group and its `chain`, `draw` scales are the gather
+/// sink's), with the serial run's dtypes and meaning: accepted (u8), and the accepting stage
+/// (i32) and acceptance probability (f64) on accepted draws, 0 on the others. One dataset at
+/// a time, so rank 0 holds at most 8 more bytes per draw while writing.
+void write_sample_stats(io::H5Group& root, const MemoryBatchedSink& draws) {
+  io::H5Group stats = root.open_group("sample_stats");
+  const auto M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
+  auto put = [&](const char* name, const auto& values) {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    io::H5Dataset ds = stats.write<T>(name, values, {M, D});
+    stats.attach_dimensions(ds, {"chain", "draw"});
+  };
+  put("accepted", draws.accepted);
+  {
+    std::vector<std::int32_t> stage(draws.dr_stage.size());
+    for (std::size_t q = 0; q < stage.size(); ++q) stage[q] = draws.accepted[q] != 0 ? draws.dr_stage[q] : 0;
+    put("dr_stage", stage);
+  }
+  std::vector<double> alpha(draws.acceptance_probability.size());
+  for (std::size_t q = 0; q < alpha.size(); ++q)
+    alpha[q] = draws.accepted[q] != 0 ? draws.acceptance_probability[q] : 0.0;
+  put("acceptance_probability", alpha);
 }
 
 /// `sample`: the chains' samples (rows `rows[c]` of chain c), in chain order.
@@ -286,6 +322,7 @@ void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, c
     if (draws.draws > 0) rows[c] = sample_draws(draws, c, compact[c], *facts.specs);
   }
   io::H5Group root = h5.root();
+  write_sample_stats(root, draws);
   write_chain_compact(root, facts, draws, compact);
   write_sample(root, facts, draws, rows);
   write_diagnostics(root, facts, draws, post, rows);

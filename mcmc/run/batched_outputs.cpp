@@ -54,6 +54,17 @@ void BatchedGatherSink::replay_record(std::int64_t draws) {
     record_->read(offset + nx * sizeof(double), glp_.data(), nl);
     offset += (nx + nl) * sizeof(double);
     store(first, n);
+    // The block's statistics follow it (write_stats).
+    galpha_.resize(nl);
+    gmeasure_.resize(nl);
+    gaccepted_.resize(nl);
+    gstage_.resize(nl);
+    record_->read(offset, galpha_.data(), nl);
+    record_->read(offset + nl * sizeof(double), gmeasure_.data(), nl);
+    record_->read_bytes(offset + 2 * nl * sizeof(double), gaccepted_.data(), nl);
+    record_->read_bytes(offset + 2 * nl * sizeof(double) + nl, gstage_.data(), nl);
+    offset += 2 * nl * (sizeof(double) + 1);
+    memory.write_stats(first, n, {gaccepted_.data(), gstage_.data(), galpha_.data(), gmeasure_.data()});
     first += n;
   }
 }
@@ -73,6 +84,28 @@ void BatchedGatherSink::write_block(std::int64_t first, std::int64_t n, const do
     record_->append(glp_.data(), nl * static_cast<std::size_t>(comm_.size()));
   }
   store(first, n);
+}
+
+void BatchedGatherSink::write_stats(std::int64_t first, std::int64_t n, const BatchedDrawStats& s) {
+  const auto nl = static_cast<std::size_t>(m_ * n);
+  const bool root = file_ != nullptr;
+  const std::size_t all = root ? nl * static_cast<std::size_t>(comm_.size()) : 0;
+  galpha_.resize(all);
+  gmeasure_.resize(all);
+  gaccepted_.resize(all);
+  gstage_.resize(all);
+  comm_.gather(s.acceptance_probability, root ? galpha_.data() : nullptr, nl, DataType::kFloat64, 0);
+  comm_.gather(s.adaptation_measure, root ? gmeasure_.data() : nullptr, nl, DataType::kFloat64, 0);
+  comm_.gather(s.accepted, root ? gaccepted_.data() : nullptr, nl, DataType::kUint8, 0);
+  comm_.gather(s.dr_stage, root ? gstage_.data() : nullptr, nl, DataType::kUint8, 0);
+  if (!root) return;
+  if (record_ != nullptr) {
+    record_->append(galpha_.data(), all);
+    record_->append(gmeasure_.data(), all);
+    record_->append_bytes(gaccepted_.data(), all);
+    record_->append_bytes(gstage_.data(), all);
+  }
+  memory.write_stats(first, n, {gaccepted_.data(), gstage_.data(), galpha_.data(), gmeasure_.data()});
 }
 
 void BatchedGatherSink::store(std::int64_t first, std::int64_t n) {

@@ -49,10 +49,10 @@ BatchedDrawRecord::~BatchedDrawRecord() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void BatchedDrawRecord::append(const double* data, std::size_t n) {
-  const char* p = reinterpret_cast<const char*>(data);
-  std::size_t left = n * sizeof(double);
-  sums_.add(std::as_bytes(std::span<const double>(data, n)));
+void BatchedDrawRecord::append_bytes(const void* data, std::size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  std::size_t left = bytes;
+  sums_.add(std::span<const std::byte>(static_cast<const std::byte*>(data), bytes));
   while (left > 0) {
     const ssize_t w = ::pwrite(fd_, p, left, static_cast<off_t>(size_));
     if (w < 0 && errno == EINTR) continue;
@@ -63,9 +63,9 @@ void BatchedDrawRecord::append(const double* data, std::size_t n) {
   }
 }
 
-void BatchedDrawRecord::read(std::uint64_t offset, double* data, std::size_t n) const {
-  char* p = reinterpret_cast<char*>(data);
-  std::size_t left = n * sizeof(double);
+void BatchedDrawRecord::read_bytes(std::uint64_t offset, void* data, std::size_t bytes) const {
+  char* p = static_cast<char*>(data);
+  std::size_t left = bytes;
   while (left > 0) {
     const ssize_t r = ::pread(fd_, p, left, static_cast<off_t>(offset));
     if (r < 0 && errno == EINTR) continue;
@@ -120,7 +120,7 @@ bool BatchedRestartRecord::due(std::uint64_t k) {
 void BatchedRestartRecord::save(const BatchedSnapshot& st) {
   Timer t;
   const bool root = comm_.rank() == 0;
-  io::CheckpointWriter w(kKind, 1);
+  io::CheckpointWriter w(kKind, kVersion);
   // Per-chain arrays, gathered in global chain order (rank-major).
   auto rows = [&](const char* name, const auto& v) {
     using T = typename std::decay_t<decltype(v)>::value_type;
@@ -134,6 +134,10 @@ void BatchedRestartRecord::save(const BatchedSnapshot& st) {
   rows("out_of_domain", st.out_of_domain);
   rows("nan_count", st.nan_count);
   if (!st.accepted_warmup.empty()) rows("accepted_warmup", st.accepted_warmup);
+  rows("state_step", st.state_step);
+  rows("state_stage", st.state_stage);
+  rows("state_alpha", st.state_alpha);
+  if (adapt_) rows("adapt_measure", st.adapt_measure);
   // The factor(s) and the adaptation state: per chain, or shared (the same on every rank).
   for (const auto& [name, v] : {std::pair<const char*, const std::vector<double>*>{"chol", &st.chol},
                                 {"run_n", &st.run_n},
@@ -172,7 +176,12 @@ void BatchedRestartRecord::discard() {
 
 void BatchedRestartRecord::read(const std::string& path) {
   io::CheckpointReader r(path);
-  r.expect_kind(kKind, 1);
+  r.expect_kind(kKind, kVersion);
+  if (r.kind_version() < kVersion)
+    throw IoError(
+        fmt::format("the batched restart record \"{}\" has layout version {}, but this herd records per-draw "
+                    "statistics (version {}); set overwrite = true to start afresh",
+                    path, r.kind_version(), kVersion));
   const std::int64_t n = m_ * comm_.size();
   if (r.value<std::uint64_t>("input_hash") != hash_ || r.value<std::int64_t>("chains") != n ||
       r.value<std::int64_t>("chains_per_rank") != m_ || r.value<std::int64_t>("ndim") != d_ ||
@@ -213,6 +222,10 @@ void BatchedRestartRecord::read_arrays(io::CheckpointReader& r) {
   mine("out_of_domain", snap_.out_of_domain);
   mine("nan_count", snap_.nan_count);
   if (r.has("accepted_warmup")) mine("accepted_warmup", snap_.accepted_warmup);
+  mine("state_step", snap_.state_step);
+  mine("state_stage", snap_.state_stage);
+  mine("state_alpha", snap_.state_alpha);
+  if (adapt_) mine("adapt_measure", snap_.adapt_measure);
   for (const auto& [name, v] : {std::pair<const char*, std::vector<double>*>{"chol", &snap_.chol},
                                 {"run_n", &snap_.run_n},
                                 {"run_mean", &snap_.run_mean},

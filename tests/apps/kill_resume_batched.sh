@@ -36,8 +36,10 @@ timeout 300 "${launch[@]}" "$exe" run.toml --quiet --output ref/run || { echo "r
 t1=$(date +%s.%N)
 echo "uninterrupted run: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) * 1000 }') ms"
 grep "^checkpoints:" ref/run_report.txt
-# The record of the whole run (a complete run removes it): chains x draws x (d + 1) doubles.
-total=$(( chains * (size / 20) * 4 * 8 ))
+# The record of the whole run (a complete run removes it): chains x draws x ((d + 3) doubles
+# + 2 bytes): the draw, its lp, and its statistics (acceptance probability, adaptation
+# measure; accepted, dr_stage).
+total=$(( chains * (size / 20) * (6 * 8 + 2) ))
 [ -e ref/run_restart/draws.bin ] && { echo "a complete run kept its draws.bin"; exit 1; }
 record_bytes() { stat -c %s x/run_restart/draws.bin 2>/dev/null || echo 0; }
 kills=0
@@ -116,7 +118,16 @@ def same(x, y):
     return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
 bad = [n for n in names if n not in b or not same(a[n], b[n])]
 print(f"{len(names)} HDF5 datasets compared, {len(bad)} differ {bad[:5]}")
-sys.exit(1 if bad or not names else 0)
+# The per-draw statistics a resumed run takes from the record are among them (and not empty:
+# the first kill is in the warm-up, whose states carry adaptation measures into the draws).
+stats = ["sample_stats/accepted", "sample_stats/dr_stage", "sample_stats/acceptance_probability",
+         "chain_compact/dr_stage", "chain_compact/acceptance_probability", "chain_compact/adaptation_measure"]
+missing = [n for n in stats if n not in names]
+if missing:
+    print(f"datasets missing: {missing}")
+print(f"accepted draws: {int(a['sample_stats/accepted'][()].sum())}, rows with an adaptation measure: "
+      f"{int((a['chain_compact/adaptation_measure'][()] > 0).sum())}")
+sys.exit(1 if bad or missing or not names else 0)
 EOT
 [ "$kills" -ge 1 ] || { echo "every run finished before its kill: nothing tested"; status=1; }
 # The last run may finish (a complete run removes its record), so ask whether any kill left a

@@ -554,6 +554,17 @@ std::set<std::string> h5_paths(const fs::path& file) {
   return out;
 }
 
+/// A dataset's element type as "<class><bytes><u|s>" (e.g. "int4s", "float8"), and its rank.
+std::string dtype_of(const herd::io::H5Dataset& ds) {
+  const hid_t t = H5Dget_type(ds.id());
+  const H5T_class_t c = H5Tget_class(t);
+  std::string out = c == H5T_INTEGER ? "int" : c == H5T_FLOAT ? "float" : c == H5T_STRING ? "string" : "other";
+  out += std::to_string(H5Tget_size(t));
+  if (c == H5T_INTEGER) out += H5Tget_sign(t) == H5T_SGN_NONE ? "u" : "s";
+  H5Tclose(t);
+  return out + "/" + std::to_string(ds.shape().size());
+}
+
 }  // namespace
 
 TEST_CASE("herd-sample cpu_batched: the .h5 has the serial run's groups and datasets, diagnostics included",
@@ -566,26 +577,101 @@ TEST_CASE("herd-sample cpu_batched: the .h5 has the serial run's groups and data
   REQUIRE(sample(dir, 0, common + "--set device=cpu_batched --set warmup=500 --output out/batched").rc == 0);
   const std::set<std::string> serial = h5_paths(dir / "out" / "serial.h5"),
                               batched = h5_paths(dir / "out" / "batched.h5");
-  // The per-proposal statistics the batched engine does not record.
-  const std::set<std::string> unrecorded = {"sample_stats/accepted",
-                                            "sample_stats/dr_stage",
-                                            "sample_stats/acceptance_probability",
-                                            "chain_compact/dr_stage",
-                                            "chain_compact/acceptance_probability",
-                                            "chain_compact/adaptation_measure"};
-  std::set<std::string> expected;
-  for (const auto& p : serial)
-    if (unrecorded.count(p) == 0) expected.insert(p);
-  CHECK(expected.size() == serial.size() - unrecorded.size());
-  CHECK(batched == expected);
-  for (const char* p : {"diagnostics/rhat", "diagnostics/nested_rhat", "diagnostics/ks_p_value", "sample/chain_id",
-                        "chain_compact/state"})
+  // The same groups and datasets, no exceptions, the per-proposal statistics included.
+  CHECK(batched == serial);
+  for (const char* p :
+       {"diagnostics/rhat", "diagnostics/nested_rhat", "diagnostics/ks_p_value", "sample/chain_id",
+        "chain_compact/state", "sample_stats/accepted", "sample_stats/dr_stage", "sample_stats/acceptance_probability",
+        "chain_compact/dr_stage", "chain_compact/acceptance_probability", "chain_compact/adaptation_measure"})
     CHECK(batched.count(p) == 1);
-  // The diagnostics are the batched draws': the mean of posterior/x1 and its compact form.
   const auto f = herd::io::H5File::open((dir / "out" / "batched.h5").string());
+  const auto fs_ = herd::io::H5File::open((dir / "out" / "serial.h5").string());
+  // The per-proposal statistics have the serial run's dtypes, ranks and dimension names.
+  for (const char* p :
+       {"sample_stats/accepted", "sample_stats/dr_stage", "sample_stats/acceptance_probability",
+        "chain_compact/dr_stage", "chain_compact/acceptance_probability", "chain_compact/adaptation_measure"}) {
+    INFO(p);
+    CHECK(dtype_of(f.open_dataset(p)) == dtype_of(fs_.open_dataset(p)));
+    // chain_compact's row dimension is a bare netCDF dimension whose name carries its length.
+    if (std::string(p).rfind("sample_stats/", 0) == 0)
+      CHECK(f.open_dataset(p).dimension_names() == fs_.open_dataset(p).dimension_names());
+  }
+  CHECK(f.open_dataset("sample_stats/accepted").shape() == f.open_dataset("sample_stats/lp").shape());
+  CHECK(f.open_dataset("chain_compact/dr_stage").shape() == f.open_dataset("chain_compact/weight").shape());
+  // Their meaning: draws are accepted where a compact row starts (but for a chain's first
+  // draw, which may be a state from the warm-up); accepted draws carry the row's stage (>= 1)
+  // and acceptance probability, the others 0.
+  {
+    const auto acc = f.open_dataset("sample_stats/accepted").read<std::int64_t>();
+    const auto stage = f.open_dataset("sample_stats/dr_stage").read<std::int64_t>();
+    const auto alpha = f.open_dataset("sample_stats/acceptance_probability").read<double>();
+    const auto w = f.open_dataset("chain_compact/weight").read<std::int64_t>();
+    const auto cstage = f.open_dataset("chain_compact/dr_stage").read<std::int64_t>();
+    const auto calpha = f.open_dataset("chain_compact/acceptance_probability").read<double>();
+    const auto cchain = f.open_dataset("chain_compact/chain").read<std::int64_t>();
+    std::size_t row = 0, bad = 0;
+    std::int64_t prev_chain = -1;
+    std::size_t draw = 0;
+    for (; row < w.size(); ++row) {
+      const std::size_t at = draw;  // the row's first draw [chain, draw] flattened
+      const bool first_of_chain = cchain[row] != prev_chain;
+      prev_chain = cchain[row];
+      if (!first_of_chain) bad += acc[at] != 1;
+      if (acc[at] == 1) bad += stage[at] != cstage[row] || alpha[at] != calpha[row] || cstage[row] < 1;
+      for (std::int64_t k = 1; k < w[row]; ++k) bad += acc[at + k] != 0 || stage[at + k] != 0 || alpha[at + k] != 0.0;
+      draw += static_cast<std::size_t>(w[row]);
+    }
+    CHECK(draw == acc.size());
+    CHECK(bad == 0);
+  }
+  // The diagnostics are the batched draws': the mean of posterior/x1 and its compact form.
   const auto x1 = f.open_dataset("posterior/x1").read<double>();
   const double mean = std::accumulate(x1.begin(), x1.end(), 0.0) / static_cast<double>(x1.size());
   CHECK(f.open_dataset("diagnostics/mean").read<double>()[0] == Approx(mean).epsilon(1e-12));
   const auto w = f.open_dataset("chain_compact/weight").read<std::int64_t>();
   CHECK(std::accumulate(w.begin(), w.end(), std::int64_t{0}) == static_cast<std::int64_t>(x1.size()));
+}
+
+TEST_CASE("herd-sample cpu_batched: the dr_stage histogram of the .h5 is the report's acceptances per stage",
+          "[apps][mcmc]") {
+  // thin = 1 (every post-warm-up proposal a draw), two delayed-rejection stages, a start
+  // proposal too wide for the target so that every stage accepts; under mpiexec -n 2 the
+  // per-draw statistics of both ranks' chains are gathered too.
+  const auto dir = workdir("dr_histogram");
+  const std::string common =
+      "--quiet --set device=cpu_batched --set target.builtin=normal --set target.ndim=3 --set chains_per_rank=8 "
+      "--set warmup=0 --set chain_size=600 --set thin=1 --set random_seed=12 --set batched_adaptation=none "
+      "--set delayed_rejection_count=2 --set 'proposal_std=[4.0, 4.0, 4.0]' ";
+  for (int ranks : {0, 2}) {
+#ifndef HERD_MPIEXEC
+    if (ranks > 0) continue;
+#endif
+    INFO("ranks " << ranks);
+    const std::string out = "out/h" + std::to_string(ranks);
+    const Run r = sample(dir, ranks, common + "--output " + out);
+    REQUIRE(r.rc == 0);
+    const std::string report = slurp(dir / (out + "_report.txt"));
+    const auto at = report.find("per stage:");
+    REQUIRE(at != std::string::npos);
+    std::istringstream line(report.substr(at + 10, report.find('\n', at) - at - 10));
+    std::vector<std::int64_t> per_stage;
+    for (std::int64_t v; line >> v;) per_stage.push_back(v);
+    REQUIRE(per_stage.size() == 3);
+    const auto f = herd::io::H5File::open((dir / (out + ".h5")).string());
+    const auto stage = f.open_dataset("sample_stats/dr_stage").read<std::int64_t>();
+    const auto acc = f.open_dataset("sample_stats/accepted").read<std::int64_t>();
+    CHECK(stage.size() == static_cast<std::size_t>((ranks > 0 ? ranks : 1) * 8 * 600));
+    std::vector<std::int64_t> hist(3, 0);
+    std::int64_t accepted = 0;
+    for (std::size_t q = 0; q < stage.size(); ++q) {
+      if (stage[q] >= 1 && stage[q] <= 3) ++hist[static_cast<std::size_t>(stage[q] - 1)];
+      accepted += acc[q];
+    }
+    CHECK(hist == per_stage);
+    CHECK(accepted == per_stage[0] + per_stage[1] + per_stage[2]);
+    CHECK(per_stage[1] > 0);
+    CHECK(per_stage[2] > 0);
+    // No adaptation: every row's adaptation measure is 0.
+    for (double v : f.open_dataset("chain_compact/adaptation_measure").read<double>()) CHECK(v == 0.0);
+  }
 }

@@ -151,7 +151,140 @@ TEST_CASE("batched host path: chains bit-identical to the serial kernel with the
             mismatches += v[static_cast<std::size_t>((1 + warm + t) * d + j)] !=
                           sink.x[static_cast<std::size_t>((i * steps + t) * d + j)];
         CHECK(mismatches == 0);
+        // The per-draw statistics are the serial records' (thin 1: draw t is verbose step
+        // 1 + warm + t): accepted when a compact record starts there, and the state's stage
+        // and acceptance probability (start point: 0 and 1), bit for bit.
+        std::vector<std::uint8_t> first, stage;
+        std::vector<double> alpha;
+        for (std::size_t r = 0; r < ms.size(); ++r)
+          for (std::int64_t w = 0; w < ms.weight[r]; ++w) {
+            first.push_back(w == 0 && ms.step[r] > 0 ? 1 : 0);
+            stage.push_back(static_cast<std::uint8_t>(ms.dr_stage[r]));
+            alpha.push_back(ms.accept_prob[r]);
+          }
+        std::size_t stat_mismatches = 0;
+        for (std::int64_t t = 0; t < steps; ++t) {
+          const auto v0 = static_cast<std::size_t>(1 + warm + t), q = static_cast<std::size_t>(i * steps + t);
+          stat_mismatches += sink.accepted[q] != first[v0] || sink.dr_stage[q] != stage[v0] ||
+                             sink.acceptance_probability[q] != alpha[v0] || sink.adaptation_measure[q] != 0.0;
+        }
+        CHECK(stat_mismatches == 0);
       }
+    }
+  }
+}
+
+namespace {
+
+BatchedDramResult run_like_device(const BatchedDramOptions& o, const GaussianLogDensity& gv, BatchedDrawSink& sink,
+                                  std::vector<double>* measures = nullptr,
+                                  std::vector<std::uint64_t>* steps_at_warmup_end = nullptr);
+
+// A flat log density (every first-stage proposal is accepted: alpha = 1 > u), and one whose
+// support is the single point `at` (nothing is ever accepted).
+struct FlatLogDensity {
+  double operator()(const double*, int) const { return 0.0; }
+};
+struct PointSupport {
+  double at = 0.25;
+  double operator()(const double* x, int d) const {
+    for (int j = 0; j < d; ++j)
+      if (x[j] != at) return -std::numeric_limits<double>::infinity();
+    return 0.0;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("batched per-draw statistics: known answers when every or no proposal is accepted", "[mcmc][batched]") {
+  BatchedDramOptions o;
+  o.ndim = 3;
+  o.num_chains = 6;
+  o.seed = 9;
+  o.start_points.assign(3, 0.25);
+  o.warmup = 40;
+  o.steps = 90;
+  o.delayed_rejection_count = 2;
+  o.block_draws = 7;
+  o.num_threads = 2;
+  for (auto mode : {BatchedAdaptation::kNone, BatchedAdaptation::kPooled, BatchedAdaptation::kPerChain}) {
+    for (std::int64_t thin : {1, 4}) {
+      INFO("adaptation " << static_cast<int>(mode) << ", thin " << thin);
+      o.adaptation = mode;
+      o.thin = thin;
+      const std::size_t n = static_cast<std::size_t>(6 * (90 / thin));
+      MemoryBatchedSink flat, none;
+      const auto rf = run_batched_dram(o, FlatLogDensity{}, flat);
+      CHECK(rf.stage_accepted == std::vector<std::int64_t>{6 * 90, 0, 0});
+      REQUIRE(flat.accepted.size() == n);
+      // Every proposal accepted at stage 1 with probability 1; accepted after the warm-up,
+      // so no adaptation measure.
+      CHECK(flat.accepted == std::vector<std::uint8_t>(n, 1));
+      CHECK(flat.dr_stage == std::vector<std::uint8_t>(n, 1));
+      CHECK(flat.acceptance_probability == std::vector<double>(n, 1.0));
+      CHECK(flat.adaptation_measure == std::vector<double>(n, 0.0));
+      const auto rn = run_batched_dram(o, PointSupport{}, none);
+      CHECK(rn.stage_accepted == std::vector<std::int64_t>{0, 0, 0});
+      // The start point throughout: never accepted, stage 0, probability 1 (the serial
+      // kernel's record of a start point), no factor ever replaced (no scatter), measure 0.
+      CHECK(none.accepted == std::vector<std::uint8_t>(n, 0));
+      CHECK(none.dr_stage == std::vector<std::uint8_t>(n, 0));
+      CHECK(none.acceptance_probability == std::vector<double>(n, 1.0));
+      CHECK(none.adaptation_measure == std::vector<double>(n, 0.0));
+    }
+  }
+}
+
+TEST_CASE("batched per-draw statistics: the dr_stage histogram is the run's per-stage acceptance count",
+          "[mcmc][batched]") {
+  // thin = 1: every post-warm-up proposal is a draw, so the accepted draws' stages count
+  // exactly the acceptances per stage the run reports; with thinning, at most as many.
+  const int d = 4;
+  const GaussianTarget g = GaussianTarget::ar1(d, 0.5);
+  const auto gv = g.view();
+  BatchedDramOptions o;
+  o.ndim = d;
+  o.num_chains = 16;
+  o.first_chain_id = 5;
+  o.seed = 77;
+  o.start_points.assign(d, 0.5);
+  o.proposal_start_std.assign(d, 3.0);  // too wide: the DR stages accept often
+  o.warmup = 0;
+  o.steps = 500;
+  o.delayed_rejection_count = 3;
+  o.adaptation = BatchedAdaptation::kNone;
+  o.block_draws = 64;
+  o.num_threads = 2;
+  for (std::int64_t thin : {1, 3}) {
+    for (const char* path : {"fused", "staged", "device hooks"}) {
+      INFO(path << " path, thin " << thin);
+      o.thin = thin;
+      MemoryBatchedSink sink;
+      const std::string ps = path;
+      BatchedDramResult r;
+      if (ps == "fused") r = run_batched_dram(o, gv, sink);
+      else if (ps == "staged")
+        r = run_batched_dram(o, BatchedLogDensity([&](const double* x, int n, int dd, double* out) {
+                               for (int i = 0; i < n; ++i) out[i] = gv(x + static_cast<std::size_t>(i) * dd, dd);
+                             }),
+                             sink);
+      else r = run_like_device(o, gv, sink);
+      std::vector<std::int64_t> hist(4, 0);
+      std::int64_t accepted = 0;
+      for (std::size_t q = 0; q < sink.accepted.size(); ++q) {
+        accepted += sink.accepted[q];
+        if (sink.accepted[q] != 0) ++hist.at(sink.dr_stage[q] - 1u);
+        // An accepted draw's state was accepted at some stage with positive probability.
+        if (sink.accepted[q] != 0) CHECK((sink.dr_stage[q] >= 1 && sink.acceptance_probability[q] > 0.0));
+      }
+      for (int s = 0; s < 4; ++s) {
+        INFO("stage " << s + 1);
+        if (thin == 1) CHECK(hist[s] == r.stage_accepted[s]);
+        else CHECK(hist[s] <= r.stage_accepted[s]);
+      }
+      CHECK(r.stage_accepted[1] > 100);  // the delayed-rejection stages are exercised
+      CHECK(r.stage_accepted[3] > 0);
+      if (thin == 1) CHECK(static_cast<double>(accepted) == Approx(r.acceptance_rate * 16 * 500));
     }
   }
 }
@@ -357,10 +490,11 @@ TEST_CASE("batched kernel: segment_local (the GPU kernel's thread-local state) g
     const auto* p = &e.params();
     const auto* a = &e.arrays();
     detail::BatchedEngine::DeviceHooks h;  // the device runner's structure, run on the host
-    h.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp, bool adapting) {
+    h.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp,
+                    const batched::DrawStats& bs, bool adapting) {
       batched::KernelParams q = *p;
       q.adapting = adapting;
-      for (std::size_t i = 0; i < 7; ++i) batched::segment_local<8>(q, *a, i, k0, per, nd, gv, bx, blp);
+      for (std::size_t i = 0; i < 7; ++i) batched::segment_local<8>(q, *a, i, k0, per, nd, gv, bx, blp, bs);
     };
     h.adapt_update = [] {};  // replaced below: the host engine's own update is not reachable
     h.sync = [] {};
@@ -505,6 +639,10 @@ bool same_tail(const MemoryBatchedSink& full, const MemoryBatchedSink& part, std
     for (std::int64_t t = first; t < full.draws; ++t) {
       const auto q = static_cast<std::size_t>(c * full.draws + t);
       if (full.lp[q] != part.lp[q]) return false;
+      if (full.accepted[q] != part.accepted[q] || full.dr_stage[q] != part.dr_stage[q] ||
+          full.acceptance_probability[q] != part.acceptance_probability[q] ||
+          full.adaptation_measure[q] != part.adaptation_measure[q])
+        return false;
       for (int j = 0; j < full.ndim; ++j)
         if (full.x[q * full.ndim + j] != part.x[q * full.ndim + j]) return false;
     }
@@ -513,7 +651,10 @@ bool same_tail(const MemoryBatchedSink& full, const MemoryBatchedSink& part, std
 
 // The device runner's structure on the host (segment_local segments; pooled updates through
 // pooled_plan / pooled_update as cuda/batched_dram.cuh does them; state already on the host).
-BatchedDramResult run_like_device(const BatchedDramOptions& o, const GaussianLogDensity& gv, BatchedDrawSink& sink) {
+// `measures`: the adaptation measure of every pooled update, in order; `steps_at_warmup_end`:
+// every chain's `state_step` when the first block of draws starts.
+BatchedDramResult run_like_device(const BatchedDramOptions& o, const GaussianLogDensity& gv, BatchedDrawSink& sink,
+                                  std::vector<double>* measures, std::vector<std::uint64_t>* steps_at_warmup_end) {
   detail::BatchedEngine e(o);
   const int d = o.ndim;
   e.init_log_density([&](const double* x, std::size_t n, double* out) {
@@ -523,10 +664,13 @@ BatchedDramResult run_like_device(const BatchedDramOptions& o, const GaussianLog
   const auto a = e.arrays();
   const auto m = static_cast<std::size_t>(o.num_chains), du = static_cast<std::size_t>(d);
   detail::BatchedEngine::DeviceHooks h;
-  h.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp, bool adapting) {
+  h.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp,
+                  const batched::DrawStats& bs, bool adapting) {
     batched::KernelParams q = *p;
     q.adapting = adapting;
-    for (std::size_t i = 0; i < m; ++i) batched::segment_local<8>(q, a, i, k0, per, nd, gv, bx, blp);
+    if (bx && steps_at_warmup_end && steps_at_warmup_end->empty())
+      steps_at_warmup_end->assign(a.state_step, a.state_step + m);
+    for (std::size_t i = 0; i < m; ++i) batched::segment_local<8>(q, a, i, k0, per, nd, gv, bx, blp, bs);
   };
   h.adapt_update = [&] {
     const auto& plan = e.pooled_plan();
@@ -543,6 +687,8 @@ BatchedDramResult run_like_device(const BatchedDramOptions& o, const GaussianLog
       nodes.push_back(std::move(nd));
     }
     e.pooled_update(nodes);
+    if (measures) measures->push_back(e.last_adaptation_measure());
+    for (std::size_t i = 0; i < m; ++i) a.adapt_measure[i] = std::max(a.adapt_measure[i], e.last_adaptation_measure());
     std::fill(a.ad_n, a.ad_n + m, 0.0);
     std::fill(a.ad_s1, a.ad_s1 + m * du, 0.0);
     std::fill(a.ad_s2, a.ad_s2 + m * du * du, 0.0);
@@ -634,6 +780,91 @@ TEST_CASE("batched engine: a run resumed from any checkpoint continues bit for b
   CHECK_THROWS_WITH(detail::BatchedEngine(o), Catch::Contains("resume state's x has 6 values, but this run needs 8"));
 }
 
+TEST_CASE("batched adaptation measure: the serial kernel's Hellinger distance of the proposals, a known answer",
+          "[mcmc][batched]") {
+  // C0 = I; statistics of 10 points about 0 with scatter 10 diag(4, 1/4) and scale 1 give
+  // C1 = diag(4, 1/4): H^2 = 1 - |C0|^(1/4) |C1|^(1/4) / |(C0 + C1)/2|^(1/2) = 1 - 1 / 1.25.
+  const int d = 2;
+  std::vector<double> chol = {1, 0, 0, 1}, s1 = {0, 0}, s2 = {40, 0, 0, 2.5}, ref = {0, 0}, work(4);
+  std::vector<double> mean(2, 0.0), m2(4, 0.0);
+  double run_n = 0.0, h = -1.0;
+  CHECK(batched::merge_and_factor(d, 10.0, s1.data(), s2.data(), ref.data(), run_n, mean.data(), m2.data(), 1.0,
+                                  chol.data(), work.data(), &h) == 1);
+  CHECK(h == Approx(std::sqrt(0.2)).epsilon(1e-14));
+  CHECK(chol[0] == Approx(2.0));
+  CHECK(chol[3] == Approx(0.5));
+  // The same proposal again (no new statistics): distance 0.
+  CHECK(batched::merge_and_factor(d, 0.0, s1.data(), s2.data(), ref.data(), run_n, mean.data(), m2.data(), 1.0,
+                                  chol.data(), work.data(), &h) == 1);
+  CHECK(h == Approx(0.0).margin(1e-7));
+  // A deferred update (fewer than d + 1 proposals) changes nothing: 0.
+  double n0 = 0.0;
+  std::vector<double> mean0(2, 0.0), m20(4, 0.0), c0 = {1, 0, 0, 1};
+  CHECK(batched::merge_and_factor(d, 2.0, s1.data(), s2.data(), ref.data(), n0, mean0.data(), m20.data(), 1.0,
+                                  c0.data(), work.data(), &h) == 0);
+  CHECK(h == 0.0);
+}
+
+TEST_CASE("batched adaptation measure: a recorded state's measure is the largest of the updates while it was current",
+          "[mcmc][batched]") {
+  const int d = 4;
+  const GaussianTarget g = GaussianTarget::ar1(d, 0.5);
+  const auto gv = g.view();
+  BatchedDramOptions o;
+  o.ndim = d;
+  o.num_chains = 32;
+  o.seed = 1234;
+  o.start_points.assign(d, 1.0);
+  o.adaptation = BatchedAdaptation::kPooled;
+  o.adaptive_update_period = 10;
+  o.steps = 60;
+  o.thin = 1;
+  o.block_draws = 16;
+  o.num_threads = 1;
+  o.delayed_rejection_count = 0;          // plain Metropolis: more chains keep their warm-up state a while
+  std::size_t nonzero = 0;                // recorded states that were current during an update
+  for (std::int64_t warm : {200, 205}) {  // the last update at the warm-up's end, or 5 proposals before it
+    INFO("warmup " << warm);
+    o.warmup = warm;
+    MemoryBatchedSink sink, fused;
+    std::vector<double> h;
+    std::vector<std::uint64_t> since;
+    run_like_device(o, gv, sink, &h, &since);
+    REQUIRE(h.size() == 20);
+    REQUIRE(since.size() == 32);
+    // The host engine's updates give the same measures.
+    run_batched_dram(o, gv, fused);
+    CHECK(fused.adaptation_measure == sink.adaptation_measure);
+    for (std::size_t c = 0; c < 32; ++c) {
+      // Update j happened after proposal 10 (j + 1) - 1; the state current at the warm-up's end
+      // (current since proposal since[c] - 1) saw the updates at counts >= since[c].
+      double want = 0.0;
+      for (std::size_t j = 0; j < h.size(); ++j)
+        if (10 * (j + 1) >= since[c]) want = std::max(want, h[j]);
+      bool moved = false;
+      for (std::int64_t t = 0; t < 60; ++t) {
+        const auto q = c * 60 + static_cast<std::size_t>(t);
+        moved = moved || sink.accepted[q] != 0;
+        INFO("chain " << c << ", draw " << t);
+        CHECK(sink.adaptation_measure[q] == (moved ? 0.0 : want));
+        nonzero += !moved && want > 0.0;
+      }
+    }
+  }
+  // Not vacuous: with warmup 200 the state current at the last update is the one the first
+  // draw starts from, kept there by about 7 in 10 chains (acceptance about 0.3).
+  CHECK(nonzero > 0);
+  // One chain: per-chain adaptation is pooled adaptation, measures included.
+  o.num_chains = 1;
+  o.warmup = 200;
+  MemoryBatchedSink pooled, per_chain;
+  run_batched_dram(o, gv, pooled);
+  o.adaptation = BatchedAdaptation::kPerChain;
+  run_batched_dram(o, gv, per_chain);
+  CHECK(per_chain.x == pooled.x);
+  CHECK(per_chain.adaptation_measure == pooled.adaptation_measure);
+}
+
 TEST_CASE("batched DRAM: the draw buffer is sized by the draws a block needs", "[mcmc][batched]") {
   BatchedDramOptions o;
   o.ndim = 10;
@@ -644,12 +875,13 @@ TEST_CASE("batched DRAM: the draw buffer is sized by the draws a block needs", "
   CHECK(detail::block_buffer_draws(o) == 100);
   std::size_t draws = 0;
   const std::size_t total = detail::device_memory_bytes(o, &draws);
-  CHECK(draws == std::size_t{1000000} * 100 * 11 * sizeof(double));  // [M, n, d] + [M, n]
+  // [M, n, d] + [M, n] doubles, and the statistics [M, n]: two doubles and two bytes.
+  CHECK(draws == std::size_t{1000000} * 100 * (13 * sizeof(double) + 2));
   CHECK(total > draws);
   o.steps = 100000;  // 10000 draws: blocks of block_draws
   CHECK(detail::block_buffer_draws(o) == 256);
   detail::device_memory_bytes(o, &draws);
-  CHECK(draws == std::size_t{1000000} * 256 * 11 * sizeof(double));
+  CHECK(draws == std::size_t{1000000} * 256 * (13 * sizeof(double) + 2));
   o.steps = 9;  // thin 10: no draw is kept, no buffer
   CHECK(detail::block_buffer_draws(o) == 0);
   detail::device_memory_bytes(o, &draws);

@@ -164,6 +164,16 @@ TEST_CASE("gpu batched DRAM: MLP surrogate on the device matches the host path",
   MlpLogDensity f(net, 10, {}, {}, 0.1, 0.0);
   run_batched_dram(o, BatchedLogDensity([&](const double* x, int n, int d, double* out) { f(x, n, d, out); }), host);
   cuda::run_batched_surrogate(o, net, mo, {}, {}, 0.1, 0.0, dev);
+  // The network path records the per-draw statistics too: accepted draws carry the stage and
+  // a positive acceptance probability of the state.
+  REQUIRE(dev.accepted.size() == host.accepted.size());
+  std::size_t bad = 0, accepted = 0;
+  for (std::size_t q = 0; q < dev.accepted.size(); ++q) {
+    accepted += dev.accepted[q];
+    if (dev.accepted[q] != 0) bad += dev.dr_stage[q] < 1 || !(dev.acceptance_probability[q] > 0.0);
+  }
+  CHECK(bad == 0);
+  CHECK(accepted > 0);
   for (int j = 0; j < 10; ++j) {
     const auto ks = ks_two_sample(last_coordinate(host, j), last_coordinate(dev, j));
     INFO("coordinate " << j << ": two-sample KS p = " << ks.p_value);
@@ -294,7 +304,10 @@ TEST_CASE("gpu batched DRAM: a device run resumed from a checkpoint continues bi
       for (std::int64_t c = 0; c < full.num_chains; ++c)
         for (std::int64_t t = st.draws_done; t < full.draws; ++t) {
           const auto k = static_cast<std::size_t>(c * full.draws + t);
-          same = same && full.lp[k] == part.lp[k];
+          same = same && full.lp[k] == part.lp[k] && full.accepted[k] == part.accepted[k] &&
+                 full.dr_stage[k] == part.dr_stage[k] &&
+                 full.acceptance_probability[k] == part.acceptance_probability[k] &&
+                 full.adaptation_measure[k] == part.adaptation_measure[k];
           for (int j = 0; j < full.ndim; ++j) same = same && full.x[k * 6 + j] == part.x[k * 6 + j];
         }
       CHECK(same);
@@ -406,6 +419,11 @@ TEST_CASE("gpu batched DRAM: device path equals the host path draw for draw (hos
       CHECK(rd.acceptance_rate == rh.acceptance_rate);
       CHECK(dev.x == host.x);
       CHECK(dev.lp == host.lp);
+      // The per-draw statistics (recorded by the segment kernels, copied back with the draws).
+      CHECK(dev.accepted == host.accepted);
+      CHECK(dev.dr_stage == host.dr_stage);
+      CHECK(dev.acceptance_probability == host.acceptance_probability);
+      CHECK(dev.adaptation_measure == host.adaptation_measure);
     } else {
       CHECK(std::abs(rd.acceptance_rate - rh.acceptance_rate) < 0.05);
     }

@@ -14,6 +14,7 @@
 
 #include "herd/core/communicator.hpp"
 #include "herd/core/error.hpp"
+#include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/mcmc/run/batched_outputs.hpp"
 #include "herd/mcmc/run/batched_record.hpp"
@@ -45,15 +46,47 @@ void block(std::int64_t m, std::int64_t first, std::int64_t n, int d, std::vecto
     }
 }
 
-/// Writes draws [0, draws) of `m` chains through `sink` in blocks of `per_block`.
+/// Known per-draw statistics of draw `t` of chain `c`.
+std::uint8_t accepted_of(std::int64_t c, std::int64_t t) { return static_cast<std::uint8_t>((c + t) % 2); }
+std::uint8_t stage_of(std::int64_t c, std::int64_t t) { return static_cast<std::uint8_t>((c + 2 * t) % 3); }
+double alpha_of(std::int64_t c, std::int64_t t) { return 0.5 + 0.001 * double(c) + 0.01 * double(t); }
+double measure_of(std::int64_t c, std::int64_t t) { return 0.25 * double(c) + 0.0625 * double(t); }
+
+/// Writes draws [0, draws) of `m` chains through `sink` in blocks of `per_block`, each with
+/// its statistics.
 void feed(BatchedDrawSink& sink, std::int64_t m, int d, std::int64_t draws, std::int64_t per_block,
           std::int64_t from = 0) {
-  std::vector<double> x, lp;
+  std::vector<double> x, lp, alpha, measure;
+  std::vector<std::uint8_t> acc, stage;
   for (std::int64_t first = from; first < draws; first += per_block) {
     const std::int64_t n = std::min(per_block, draws - first);
     block(m, first, n, d, x, lp);
     sink.write_block(first, n, x.data(), lp.data());
+    acc.clear();
+    stage.clear();
+    alpha.clear();
+    measure.clear();
+    for (std::int64_t c = 0; c < m; ++c)
+      for (std::int64_t t = first; t < first + n; ++t) {
+        acc.push_back(accepted_of(c, t));
+        stage.push_back(stage_of(c, t));
+        alpha.push_back(alpha_of(c, t));
+        measure.push_back(measure_of(c, t));
+      }
+    sink.write_stats(first, n, {acc.data(), stage.data(), alpha.data(), measure.data()});
   }
+}
+
+/// Checks the per-draw statistics kept by a sink against `feed`'s.
+bool stats_match(const MemoryBatchedSink& mem) {
+  bool ok = mem.accepted.size() == static_cast<std::size_t>(mem.num_chains * mem.draws);
+  for (std::int64_t c = 0; c < mem.num_chains && ok; ++c)
+    for (std::int64_t t = 0; t < mem.draws; ++t) {
+      const auto i = static_cast<std::size_t>(c * mem.draws + t);
+      ok = ok && mem.accepted[i] == accepted_of(c, t) && mem.dr_stage[i] == stage_of(c, t) &&
+           mem.acceptance_probability[i] == alpha_of(c, t) && mem.adaptation_measure[i] == measure_of(c, t);
+    }
+  return ok;
 }
 
 /// Checks the datasets of a batched `.h5` against `value`: a [chain, draw], beta [chain, draw, 2], lp.
@@ -100,6 +133,7 @@ TEST_CASE("batched gather sink: posterior/<variable> and sample_stats/lp [chain,
     REQUIRE(sink.memory.x.size() == 3u * 7u * 3u);
     CHECK(sink.memory.x[(2 * 7 + 5) * 3 + 1] == value(2, 5, 1));
     CHECK(sink.memory.lp[1 * 7 + 6] == value(1, 6, -1));
+    CHECK(stats_match(sink.memory));
     CHECK_FALSE(fs::exists(path));  // written through a temporary until committed
     h5.commit();
   }
@@ -143,6 +177,10 @@ TEST_CASE("batched restart record: a checkpoint reads back; a resumed run cuts d
   fill(s.run_mean, m * d, -1.0);
   fill(s.run_m2, m * d * d, 2.0);
   fill(s.ad_ref, m * d, 0.0);
+  s.state_step = {0, 150, 199};
+  s.state_stage = {0, 1, 2};
+  s.state_alpha = {1.0, 0.75, 0.125};
+  s.adapt_measure = {0.5, 0.0, 0.0};
   std::uint64_t recorded = 0;
   {
     BatchedRestartRecord record(comm, specs, o, 42, false);
@@ -159,7 +197,9 @@ TEST_CASE("batched restart record: a checkpoint reads back; a resumed run cuts d
     feed(sink, 3, 3, 4, 2);  // draws 0..3, then the checkpoint
     record.save(s);
     recorded = record.draws()->size();
-    CHECK(recorded == 4u * 3u * (3u + 1u) * sizeof(double));
+    // Per draw and chain: x, lp, acceptance probability and adaptation measure (doubles),
+    // accepted and stage (a byte each).
+    CHECK(recorded == 4u * 3u * ((3u + 3u) * sizeof(double) + 2u));
     CHECK(record.checkpoints == 1);
     feed(sink, 3, 3, 6, 2, 4);  // draws 4..5 appended after the checkpoint: a kill loses them
     CHECK(record.draws()->size() > recorded);
@@ -187,6 +227,10 @@ TEST_CASE("batched restart record: a checkpoint reads back; a resumed run cuts d
     CHECK(r->run_mean == s.run_mean);
     CHECK(r->run_m2 == s.run_m2);
     CHECK(r->ad_ref == s.ad_ref);
+    CHECK(r->state_step == s.state_step);
+    CHECK(r->state_stage == s.state_stage);
+    CHECK(r->state_alpha == s.state_alpha);
+    CHECK(r->adapt_measure == s.adapt_measure);
     // draws.bin is cut back to the checkpoint's length, then replayed into a new file.
     CHECK(record.draws()->size() == recorded);
     CHECK(fs::file_size(specs.output_prefix + "_restart/draws.bin") == recorded);
@@ -197,6 +241,7 @@ TEST_CASE("batched restart record: a checkpoint reads back; a resumed run cuts d
       sink.begin(3, 0, 3, 7);
       feed(sink, 3, 3, 7, 2, 4);  // the engine continues at draw 4
       sink.finish();
+      CHECK(stats_match(sink.memory));  // the replayed draws' statistics, then the new ones
       h5.commit();
     }
     check_file(path, 3, 7);
@@ -251,6 +296,15 @@ TEST_CASE("batched restart record: another run's record and a changed byte of dr
   fs::resize_file(specs.output_prefix + "_restart/draws.bin", 100);
   CHECK_THROWS_WITH(BatchedRestartRecord(comm, specs, o, 7, true),
                     Catch::Contains("has 100 bytes") && Catch::Contains("overwrite = true"));
+  // A record of the layout before the per-draw statistics (version 1): its draws.bin has no
+  // statistics, so it is refused rather than misread.
+  {
+    io::CheckpointWriter w(BatchedRestartRecord::kKind, 1);
+    w.add_value("input_hash", std::uint64_t{7});
+    w.commit(specs.output_prefix + "_restart/batched.ckpt");
+  }
+  CHECK_THROWS_WITH(BatchedRestartRecord(comm, specs, o, 7, true),
+                    Catch::Contains("layout version 1") && Catch::Contains("overwrite = true"));
   fs::remove_all(dir);
 }
 

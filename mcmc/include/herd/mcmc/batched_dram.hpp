@@ -130,6 +130,12 @@ struct BatchedSnapshot {
   /// Running adaptation estimates and the statistics' reference point: pooled `[1]`, `[d]`,
   /// `[d, d]`, `[d]`; per chain `[M]`, `[M, d]`, `[M, d, d]`, `[M, d]`; empty without adaptation.
   std::vector<double> run_n, run_mean, run_m2, ad_ref;
+  /// The current states' records (`batched::ChainArrays`): proposals before each state
+  /// became current `[M]`, the stage and acceptance probability that accepted it `[M]`, and
+  /// its adaptation measure (`[M]`; empty without adaptation).
+  std::vector<std::int64_t> state_step;
+  std::vector<std::uint8_t> state_stage;
+  std::vector<double> state_alpha, adapt_measure;
 };
 
 /// Checkpoints of a batched run (herd-sample's restart record). The engine calls
@@ -149,6 +155,26 @@ class BatchedCheckpointer {
   virtual void save(const BatchedSnapshot& s) = 0;
 };
 
+/// The per-draw statistics of a block of recorded draws, `[M, n]` each (chain i's draw t at
+/// i n + t), with the serial run's meaning (paradram_run.hpp, `sample_stats` and
+/// `chain_compact`), a recorded draw standing for the `thin` proposals since the previous one
+/// (since the end of the warm-up for the first):
+struct BatchedDrawStats {
+  /// 1 when the recorded state was accepted at one of those proposals (with thin = 1: the
+  /// proposal was accepted), else 0.
+  const std::uint8_t* accepted = nullptr;
+  /// The stage that accepted the recorded state: 1 first stage, 2.. delayed-rejection
+  /// stages, 0 the start point (the chain has accepted nothing yet).
+  const std::uint8_t* dr_stage = nullptr;
+  /// The acceptance probability with which the recorded state was accepted (1: start point).
+  const double* acceptance_probability = nullptr;
+  /// The largest Hellinger distance between the proposals before and after an adaptive
+  /// update made while the recorded state was current (0 for states accepted after the
+  /// warm-up, and without adaptation): with pooled adaptation the shared proposal's change,
+  /// per chain the chain's own.
+  const double* adaptation_measure = nullptr;
+};
+
 /// Receives the thinned draws of a batched run. Called from the thread that runs the
 /// sampler (one at a time).
 class BatchedDrawSink {
@@ -159,6 +185,12 @@ class BatchedDrawSink {
   virtual void begin(std::int64_t num_chains, std::uint32_t first_chain_id, int ndim, std::int64_t draws_per_chain) = 0;
   /// Draws `first_draw .. first_draw + n` of every chain: `x` `[M, n, d]`, `lp` `[M, n]`.
   virtual void write_block(std::int64_t first_draw, std::int64_t n, const double* x, const double* lp) = 0;
+  /// The statistics of the same draws, right after their `write_block`. Default: ignored.
+  virtual void write_stats(std::int64_t first_draw, std::int64_t n, const BatchedDrawStats& stats) {
+    (void)first_draw;
+    (void)n;
+    (void)stats;
+  }
   /// After the last block.
   virtual void finish() = 0;
 };
@@ -168,6 +200,7 @@ class MemoryBatchedSink final : public BatchedDrawSink {
  public:
   void begin(std::int64_t num_chains, std::uint32_t first_chain_id, int ndim, std::int64_t draws_per_chain) override;
   void write_block(std::int64_t first_draw, std::int64_t n, const double* x, const double* lp) override;
+  void write_stats(std::int64_t first_draw, std::int64_t n, const BatchedDrawStats& stats) override;
   void finish() override {}
 
   std::int64_t num_chains = 0;       ///< M
@@ -176,6 +209,9 @@ class MemoryBatchedSink final : public BatchedDrawSink {
   std::int64_t draws = 0;            ///< draws per chain (all written by the end)
   std::vector<double> x;             ///< `[M, draws, d]` row-major
   std::vector<double> lp;            ///< `[M, draws]`
+  /// The per-draw statistics (`BatchedDrawStats`), `[M, draws]` each.
+  std::vector<std::uint8_t> accepted, dr_stage;
+  std::vector<double> acceptance_probability, adaptation_measure;
   /// Draws of coordinate j as `[M, draws]` row-major (for diagnostics).
   std::vector<double> coordinate(int j) const;
 };
@@ -276,12 +312,15 @@ class BatchedEngine {
   /// What a device backend supplies to run the same schedule on a device: `segment`
   /// advances every chain through proposals k0 .. k0 + nd*per - 1 (accumulating warm-up
   /// statistics when `adapting`) and writes the state after each `per` proposals to the
-  /// host buffers bx `[M, nd, d]`, blp `[M, nd]` when they are non-null; `adapt_update`
+  /// host buffers bx `[M, nd, d]`, blp `[M, nd]` when they are non-null, and its statistics
+  /// (`batched::record_stats`) to the host buffers `bs` `[M, nd]` when `bs.accepted` is
+  /// non-null; `adapt_update`
   /// performs an adaptive update (pooled: reduce on the device, then `pooled_merge`);
   /// `sync` copies the counters (accepted, NaN, +inf, out of domain) and the factor(s) back
   /// into the host arrays.
   struct DeviceHooks {
-    std::function<void(std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp, bool adapting)>
+    std::function<void(std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* bx, double* blp,
+                       const batched::DrawStats& bs, bool adapting)>
         segment;
     std::function<void()> adapt_update;
     std::function<void()> sync;
@@ -305,6 +344,10 @@ class BatchedEngine {
   const PooledTreePlan& pooled_plan() const;
   /// The shared reference point `[d]` of the warm-up statistics (pooled mode).
   const double* pooled_reference() const;
+  /// The adaptation measure of the last pooled update (`batched::merge_and_factor`; 0 when
+  /// it was deferred or failed): a device backend raises every chain's
+  /// `ChainArrays::adapt_measure` to it after `pooled_update`, as the host engine does.
+  double last_adaptation_measure() const;
   /// Records the outcome of per-chain updates done on a device (factor replacements, failures).
   void count_updates(std::int64_t replaced, std::int64_t failed);
   /// The running adaptation estimates and the statistics' reference point on the host
@@ -344,9 +387,10 @@ class BatchedEngine {
 std::int64_t block_buffer_draws(const BatchedDramOptions& o);
 
 /// Bytes of device memory the CUDA path allocates for these options: the chain arrays
-/// (states, trial points, delayed-rejection paths, counters), the proposal factor(s), the
-/// warm-up statistics and per-chain estimates when adapting, and the draw buffer of
-/// `block_buffer_draws` draws per chain, for `o.num_chains` chains. The draw buffer is
+/// (states, trial points, delayed-rejection paths, counters, the states' records), the
+/// proposal factor(s), the warm-up statistics, measures and per-chain estimates when
+/// adapting, and the draw buffer of `block_buffer_draws` draws per chain (x, lp and the
+/// per-draw statistics: (d + 3) doubles + 2 bytes a draw), for `o.num_chains` chains. The draw buffer is
 /// returned in `draw_buffer_bytes` when not null.
 std::size_t device_memory_bytes(const BatchedDramOptions& o, std::size_t* draw_buffer_bytes = nullptr);
 

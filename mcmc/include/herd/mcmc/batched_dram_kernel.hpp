@@ -76,6 +76,25 @@ struct ChainArrays {
   double* ad_s1 = nullptr;         ///< sum of (x - ref) `[M, d]`
   double* ad_s2 = nullptr;         ///< sum of (x - ref)(x - ref)^T, lower triangle, `[M, d, d]`
   const double* ad_ref = nullptr;  ///< reference point: `[d]` (shared) or `[M, d]` (chol_per_chain)
+  // The current state's record, as the serial kernel's `ChainRecord` (dram.hpp), written at
+  // each acceptance (a few stores per accepted proposal; read only at recorded draws):
+  std::uint64_t* state_step = nullptr;  ///< proposals made before the current state became current `[M]` (0: start)
+  std::uint8_t* state_stage = nullptr;  ///< stage that accepted it `[M]`: 0 start point, 1 first stage, 2.. DR stages
+  double* state_alpha = nullptr;        ///< acceptance probability with which it was accepted `[M]` (1: start point)
+  /// Largest Hellinger distance between the proposals before and after each adaptive update
+  /// made while the current state was current `[M]` (reset to 0 at each acceptance); null
+  /// without adaptation (the measure is then 0).
+  double* adapt_measure = nullptr;
+};
+
+/// Where the per-draw statistics of a block of recorded draws go, `[M, n]` each (row-major,
+/// chain i's draw t at i n + t): host or device memory. Written at recorded (thinned) draws
+/// only, by `record_stats`.
+struct DrawStats {
+  std::uint8_t* accepted = nullptr;  ///< 1 when the state was accepted since the previous recorded draw
+  std::uint8_t* stage = nullptr;     ///< `ChainArrays::state_stage` of the recorded state
+  double* alpha = nullptr;           ///< `ChainArrays::state_alpha` of the recorded state
+  double* measure = nullptr;         ///< `ChainArrays::adapt_measure` of the recorded state (0 without)
 };
 
 /// Global chain id of row i.
@@ -86,6 +105,20 @@ HERD_HOST_DEVICE inline std::uint32_t chain_id(const KernelParams& p, std::size_
 /// The proposal factor of chain i.
 HERD_HOST_DEVICE inline const double* chain_chol(const KernelParams& p, const ChainArrays& a, std::size_t i) {
   return p.chol_per_chain ? a.chol + i * static_cast<std::size_t>(p.d) * p.d : a.chol;
+}
+
+/// Records chain i's per-draw statistics into `out` at `slot` (i n + t), after proposals
+/// `since` .. k - 1 (the interval since the previous recorded draw, or since the end of the
+/// warm-up for the first): accepted = the current state became current in that interval
+/// (`state_step` > since), and the state's stage, acceptance probability and adaptation
+/// measure. Does nothing when `out.accepted` is null.
+HERD_HOST_DEVICE inline void record_stats(const ChainArrays& a, std::size_t i, std::uint64_t since,
+                                          const DrawStats& out, std::size_t slot) {
+  if (out.accepted == nullptr) return;
+  out.accepted[slot] = a.state_step[i] > since ? 1 : 0;
+  out.stage[slot] = a.state_stage[i];
+  out.alpha[slot] = a.state_alpha[i];
+  out.measure[slot] = a.adapt_measure != nullptr ? a.adapt_measure[i] : 0.0;
 }
 
 /// log(1 - exp(la)) for la <= 0 (Maechler 2012); -inf for la == 0. As dram.cpp.
@@ -268,6 +301,10 @@ HERD_HOST_DEVICE inline bool finish_stage(const KernelParams& p, const ChainArra
     for (int j = 0; j < d; ++j) x[j] = y[j];
     a.lp[i] = lp;
     ++a.accepted[i * static_cast<std::size_t>(p.stages) + (st - 1)];
+    a.state_step[i] = k + 1;
+    a.state_stage[i] = static_cast<std::uint8_t>(st);
+    a.state_alpha[i] = alpha;
+    if (a.adapt_measure != nullptr) a.adapt_measure[i] = 0.0;
     a.stage[i] = 0;
     return false;
   }
@@ -355,16 +392,21 @@ struct LocalChain {
   RngCursor dr{0, 0, 0, 0, 0};
   std::int64_t accepted[kMaxStages];
   std::int64_t out_of_domain, nan_count, posinf_count;
+  std::uint64_t state_step;
+  std::uint8_t state_stage;
+  double state_alpha, adapt_measure;
 };
 
 /// Advances chain i through `nd` blocks of `per` proposals from k0 with its state copied
 /// into a `LocalChain<D>` (d <= D), recording the state after each block into bx[i, t]
-/// (`[M, nd, d]`) and blp[i, t] when bx is non-null, then writes the state and the counter
+/// (`[M, nd, d]`) and blp[i, t] when bx is non-null (and its statistics into `ds` at i nd + t
+/// when `ds.accepted` is non-null; `record_stats`), then writes the state and the counter
 /// increments back. The same per-chain functions on the same numbers in the same order as
 /// `fused_proposal` on the arrays, so the chain is bit-identical (tested on the host).
 template <int D, class F>
 HERD_HOST_DEVICE inline void segment_local(const KernelParams& p, const ChainArrays& a, std::size_t i, std::uint64_t k0,
-                                           std::uint64_t per, std::int64_t nd, const F& f, double* bx, double* blp) {
+                                           std::uint64_t per, std::int64_t nd, const F& f, double* bx, double* blp,
+                                           const DrawStats& ds = DrawStats{}) {
   const int d = p.d;
   const std::size_t du = static_cast<std::size_t>(d);
   LocalChain<D> c;
@@ -374,6 +416,10 @@ HERD_HOST_DEVICE inline void segment_local(const KernelParams& p, const ChainArr
   c.inside = 1;
   for (int s = 0; s < kMaxStages; ++s) c.accepted[s] = 0;
   c.out_of_domain = c.nan_count = c.posinf_count = 0;
+  c.state_step = a.state_step[i];
+  c.state_stage = a.state_stage[i];
+  c.state_alpha = a.state_alpha[i];
+  c.adapt_measure = a.adapt_measure != nullptr ? a.adapt_measure[i] : 0.0;
   KernelParams q = p;
   q.first_chain_id = p.first_chain_id + static_cast<std::uint32_t>(i);
   q.chol_per_chain = false;
@@ -391,6 +437,10 @@ HERD_HOST_DEVICE inline void segment_local(const KernelParams& p, const ChainArr
   la.out_of_domain = &c.out_of_domain;
   la.nan_count = &c.nan_count;
   la.posinf_count = &c.posinf_count;
+  la.state_step = &c.state_step;
+  la.state_stage = &c.state_stage;
+  la.state_alpha = &c.state_alpha;
+  la.adapt_measure = a.adapt_measure != nullptr ? &c.adapt_measure : nullptr;
   if (a.ad_n) {
     la.ad_n = a.ad_n + i;
     la.ad_s1 = a.ad_s1 + i * du;
@@ -404,10 +454,15 @@ HERD_HOST_DEVICE inline void segment_local(const KernelParams& p, const ChainArr
       const std::size_t slot = i * static_cast<std::size_t>(nd) + static_cast<std::size_t>(t);
       for (int j = 0; j < d; ++j) bx[slot * du + j] = c.x[j];
       blp[slot] = c.lp;
+      record_stats(la, 0, ka, ds, slot);
     }
   }
   for (int j = 0; j < d; ++j) a.x[i * du + j] = c.x[j];
   a.lp[i] = c.lp;
+  a.state_step[i] = c.state_step;
+  a.state_stage[i] = c.state_stage;
+  a.state_alpha[i] = c.state_alpha;
+  if (a.adapt_measure != nullptr) a.adapt_measure[i] = c.adapt_measure;
   for (int s = 0; s < p.stages; ++s) a.accepted[i * static_cast<std::size_t>(p.stages) + s] += c.accepted[s];
   a.out_of_domain[i] += c.out_of_domain;
   a.nan_count[i] += c.nan_count;
@@ -446,16 +501,31 @@ HERD_HOST_DEVICE inline bool cholesky(const double* a, int d, double* l) {
   return true;
 }
 
+/// Sum of log of the squared diagonal of the lower factor `l` (`[d, d]`): log det(L L^T).
+/// As dram.cpp's adaptation measure computes it.
+HERD_HOST_DEVICE inline double log_det_lower(const double* l, int d) {
+  double s = 0.0;
+  for (int i = 0; i < d; ++i) s += 2.0 * std::log(l[static_cast<std::size_t>(i) * d + i]);
+  return s;
+}
+
 /// An adaptive update from warm-up statistics (n, s1, s2 about `ref`, s2 lower): merges
 /// them into the running estimate (run_n, run_mean `[d]`, run_m2 `[d, d]` full) by Chan,
 /// Golub & LeVeque's pairwise rule, then factors scale^2 * run_m2 / run_n into `chol` using
 /// `work` (`[d, d]`; may alias s2). Returns 1 when the factor was replaced, 0 when the update
 /// was deferred (fewer than d + 1 proposals so far), -1 when the factorisation failed (the
 /// previous factor is kept). Adaptive Metropolis of Haario, Saksman & Tamminen (2001).
+/// When `measure` is not null it receives the update's adaptation measure, the serial
+/// kernel's (dram.cpp): the Hellinger distance between N(0, C0) and N(0, C1), C0 = L L^T the
+/// previous proposal and C1 the new one, H^2 = 1 - |C0|^(1/4) |C1|^(1/4) / |(C0 + C1)/2|^(1/2)
+/// (1 when (C0 + C1)/2 does not factor; 0 when the factor is not replaced). The midpoint is
+/// factored in `work` before the new factor, so no more memory is needed (one more
+/// factorisation per update).
 HERD_HOST_DEVICE inline int merge_and_factor(int d, double n, const double* s1, const double* s2, const double* ref,
                                              double& run_n, double* run_mean, double* run_m2, double scale,
-                                             double* chol, double* work) {
+                                             double* chol, double* work, double* measure = nullptr) {
   const auto du = static_cast<std::size_t>(d);
+  if (measure != nullptr) *measure = 0.0;
   if (n > 0) {
     // Batch mean and scatter about it: M2_b = s2 - s1 s1^T / n.
     const double wa = run_n, wn = wa + n, f = wa * n / wn;
@@ -473,8 +543,32 @@ HERD_HOST_DEVICE inline int merge_and_factor(int d, double n, const double* s1, 
   }
   if (run_n < d + 1) return 0;
   const double g = scale * scale / run_n;
+  double log_det_mid = 0.0;
+  bool mid_ok = false;
+  if (measure != nullptr) {
+    // (C0 + C1) / 2, lower triangle, C0 as dram.cpp's cached proposal covariance (row dot
+    // products of the factor), then factored in place.
+    for (int r = 0; r < d; ++r)
+      for (int c = 0; c <= r; ++c) {
+        double v = 0.0;
+        for (int q = 0; q <= c; ++q)
+          v += chol[static_cast<std::size_t>(r) * du + q] * chol[static_cast<std::size_t>(c) * du + q];
+        work[static_cast<std::size_t>(r) * du + c] = 0.5 * (v + g * run_m2[static_cast<std::size_t>(r) * du + c]);
+      }
+    mid_ok = cholesky(work, d, work);
+    if (mid_ok) log_det_mid = log_det_lower(work, d);
+  }
   for (std::size_t q = 0; q < du * du; ++q) work[q] = g * run_m2[q];
   if (!cholesky(work, d, work)) return -1;
+  if (measure != nullptr) {
+    double h = 1.0;
+    if (mid_ok) {
+      const double lbc = 0.25 * log_det_lower(chol, d) + 0.25 * log_det_lower(work, d) - 0.5 * log_det_mid;
+      const double e = 1.0 - std::exp(lbc < 0.0 ? lbc : 0.0);
+      h = std::sqrt(e > 0.0 ? e : 0.0);
+    }
+    *measure = h;
+  }
   for (std::size_t q = 0; q < du * du; ++q) chol[q] = work[q];
   return 1;
 }

@@ -23,8 +23,9 @@
 /// bit-identical to the host path; normals may differ in the last bits (exp/log), so chains
 /// are statistically equivalent to the host path's, not identical.
 ///
-/// Memory (device): `detail::device_memory_bytes(options)`: about M (5 d + 2 + (1 + d + d^2)
-/// [adapting] + d^2 [per-chain factor]) doubles plus a draw buffer of M n (d + 1) doubles,
+/// Memory (device): `detail::device_memory_bytes(options)`: about M (5 d + 4 + (2 + d + d^2)
+/// [adapting] + d^2 [per-chain factor]) doubles plus a draw buffer of M n ((d + 3) doubles +
+/// 2 bytes) (the draws, their lp and per-draw statistics),
 /// n = `detail::block_buffer_draws` = min(block_draws, steps / thin); a run that does not fit
 /// the free device memory is refused up front with the sizes (herd::InputError). Streams: everything is
 /// enqueued on `stream`; the call returns after the last draws were handed to the sink.
@@ -152,7 +153,7 @@ __global__ void eval_rows(F f, const double* x, int d, std::size_t n, double* ou
 // One thread per chain: nd blocks of `per` proposals, recording the state after each.
 template <class F>
 __global__ void segment(batched::KernelParams p, batched::ChainArrays a, std::size_t m, std::uint64_t k0,
-                        std::uint64_t per, std::int64_t nd, F f, double* bx, double* blp) {
+                        std::uint64_t per, std::int64_t nd, F f, double* bx, double* blp, batched::DrawStats bs) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= m) return;
   const int d = p.d;
@@ -163,6 +164,7 @@ __global__ void segment(batched::KernelParams p, batched::ChainArrays a, std::si
       const std::size_t slot = i * static_cast<std::size_t>(nd) + static_cast<std::size_t>(t);
       for (int j = 0; j < d; ++j) bx[slot * d + j] = a.x[i * d + j];
       blp[slot] = a.lp[i];
+      batched::record_stats(a, i, ka, bs, slot);
     }
   }
 }
@@ -172,22 +174,24 @@ __global__ void segment(batched::KernelParams p, batched::ChainArrays a, std::si
 // hot state's accesses coalesce.
 template <int D, class F>
 __global__ void segment_local_kernel(batched::KernelParams p, batched::ChainArrays a, std::size_t m, std::uint64_t k0,
-                                     std::uint64_t per, std::int64_t nd, F f, double* bx, double* blp) {
+                                     std::uint64_t per, std::int64_t nd, F f, double* bx, double* blp,
+                                     batched::DrawStats bs) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i < m) batched::segment_local<D>(p, a, i, k0, per, nd, f, bx, blp);
+  if (i < m) batched::segment_local<D>(p, a, i, k0, per, nd, f, bx, blp, bs);
 }
 
 // Launches the segment kernel: thread-local state for d <= 32, the arrays otherwise.
 template <class F>
 void launch_segment(unsigned blocks, unsigned threads, cudaStream_t s, const batched::KernelParams& p,
                     const batched::ChainArrays& a, std::size_t m, std::uint64_t k0, std::uint64_t per, std::int64_t nd,
-                    const F& f, double* bx, double* blp) {
-  if (p.d <= 8) herd::gpu::launch(segment_local_kernel<8, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
+                    const F& f, double* bx, double* blp, const batched::DrawStats& bs) {
+  if (p.d <= 8)
+    herd::gpu::launch(segment_local_kernel<8, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp, bs);
   else if (p.d <= 16)
-    herd::gpu::launch(segment_local_kernel<16, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
+    herd::gpu::launch(segment_local_kernel<16, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp, bs);
   else if (p.d <= 32)
-    herd::gpu::launch(segment_local_kernel<32, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
-  else herd::gpu::launch(segment<F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp);
+    herd::gpu::launch(segment_local_kernel<32, F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp, bs);
+  else herd::gpu::launch(segment<F>, blocks, threads, 0, s, p, a, m, k0, per, nd, f, bx, blp, bs);
 }
 
 // One level of the pooled summation tree (detail::pooled_tree_plan): parent node
@@ -210,8 +214,10 @@ __global__ inline void per_chain_update(batched::ChainArrays a, std::size_t m, i
   if (i >= m) return;
   const std::size_t du = static_cast<std::size_t>(d), dd = du * du;
   double* s2 = a.ad_s2 + i * dd;
+  double h = 0.0;
   const int r = batched::merge_and_factor(d, a.ad_n[i], a.ad_s1 + i * du, s2, ref + i * du, run_n[i], run_mean + i * du,
-                                          run_m2 + i * dd, scale, a.chol + i * dd, s2);
+                                          run_m2 + i * dd, scale, a.chol + i * dd, s2, &h);
+  if (h > a.adapt_measure[i]) a.adapt_measure[i] = h;
   if (r == 1) atomicAdd(counts, 1ULL);
   if (r == -1) atomicAdd(counts + 1, 1ULL);
   a.ad_n[i] = 0.0;
@@ -220,6 +226,12 @@ __global__ inline void per_chain_update(batched::ChainArrays a, std::size_t m, i
     ref[i * du + j] = run_mean[i * du + j];
   }
   for (std::size_t j = 0; j < dd; ++j) s2[j] = 0.0;
+}
+
+// After a pooled update: every chain's current state saw the shared proposal change by `h`.
+__global__ inline void raise_measure(double* measure, std::size_t m, double h) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < m && h > measure[i]) measure[i] = h;
 }
 
 }  // namespace kernels
@@ -264,7 +276,13 @@ class DeviceChains {
     nan_.upload(ha_.nan_count, m, stream);
     posinf_.upload(ha_.posinf_count, m, stream);
     stage_.zero(stream);
+    // The states' records (a resumed run's from the host).
+    state_step_ = DeviceArray<std::uint64_t>(ha_.state_step, m, stream);
+    state_stage_ = DeviceArray<std::uint8_t>(ha_.state_stage, m, stream);
+    state_alpha_ = DeviceArray<double>(ha_.state_alpha, m, stream);
     adapt_ = ha_.ad_n != nullptr;
+    measure_ = DeviceArray<double>(ha_.adapt_measure != nullptr ? m : 0);
+    if (ha_.adapt_measure != nullptr) measure_.upload(ha_.adapt_measure, m, stream);
     const bool pc = adapt_ && hp_.chol_per_chain;
     ad_n_ = DeviceArray<double>(adapt_ ? m : 0);
     ad_s1_ = DeviceArray<double>(adapt_ ? m * du_ : 0);
@@ -289,6 +307,11 @@ class DeviceChains {
     const auto bmax = static_cast<std::size_t>(detail::block_buffer_draws(o));
     bx = DeviceArray<double>(m * bmax * du_);
     blp = DeviceArray<double>(m * bmax);
+    b_accepted_ = DeviceArray<std::uint8_t>(m * bmax);
+    b_stage_ = DeviceArray<std::uint8_t>(m * bmax);
+    b_alpha_ = DeviceArray<double>(m * bmax);
+    b_measure_ = DeviceArray<double>(m * bmax);
+    bs = batched::DrawStats{b_accepted_.get(), b_stage_.get(), b_alpha_.get(), b_measure_.get()};
     dp = hp_;
     dp.lower = lower_.get();
     dp.upper = upper_.get();
@@ -306,6 +329,10 @@ class DeviceChains {
     da.out_of_domain = ood_.get();
     da.nan_count = nan_.get();
     da.posinf_count = posinf_.get();
+    da.state_step = state_step_.get();
+    da.state_stage = state_stage_.get();
+    da.state_alpha = state_alpha_.get();
+    da.adapt_measure = ha_.adapt_measure != nullptr ? measure_.get() : nullptr;
     da.ad_n = adapt_ ? ad_n_.get() : nullptr;
     da.ad_s1 = adapt_ ? ad_s1_.get() : nullptr;
     da.ad_s2 = adapt_ ? ad_s2_.get() : nullptr;
@@ -314,18 +341,25 @@ class DeviceChains {
 
   /// Uploads the start log densities from the engine's host array.
   void upload_lp() { lp_.upload(ha_.lp, m, stream_); }
-  /// The end of every segment: copies the recorded block (nd draws per chain, when `hbx`)
-  /// and the chains' counters (acceptances, out-of-domain, NaN, +inf) to the host arrays
-  /// with one host wait (all copies go to page-locked staging, then one stream
-  /// synchronisation). The counters change only in segments, so the engine's `sync` after a
-  /// segment needs no copy of them.
-  void download_block(std::int64_t nd, double* hbx, double* hblp) {
+  /// The end of every segment: copies the recorded block (nd draws per chain, when `hbx`,
+  /// and their statistics into `hbs` when `hbs.accepted` is non-null) and the chains'
+  /// counters (acceptances, out-of-domain, NaN, +inf) to the host arrays with one host wait
+  /// (all copies go to page-locked staging, then one stream synchronisation). The counters
+  /// change only in segments, so the engine's `sync` after a segment needs no copy of them.
+  void download_block(std::int64_t nd, double* hbx, double* hblp, const batched::DrawStats& hbs = {}) {
     const std::size_t nx = m * static_cast<std::size_t>(nd) * du_, nl = m * static_cast<std::size_t>(nd);
     if (hbx) {
       if (stage_x_.size() < nx) stage_x_ = PinnedArray<double>(bx.size());
-      if (stage_lp_.size() < nl) stage_lp_ = PinnedArray<double>(blp.size());
+      if (stage_lp_.size() < 3 * nl) stage_lp_ = PinnedArray<double>(3 * blp.size());
+      if (stage_bytes_.size() < 2 * nl) stage_bytes_ = PinnedArray<std::uint8_t>(2 * blp.size());
       bx.download(stage_x_.get(), nx, stream_);
       blp.download(stage_lp_.get(), nl, stream_);
+      if (hbs.accepted) {
+        b_alpha_.download(stage_lp_.get() + nl, nl, stream_);
+        b_measure_.download(stage_lp_.get() + 2 * nl, nl, stream_);
+        b_accepted_.download(stage_bytes_.get(), nl, stream_);
+        b_stage_.download(stage_bytes_.get() + nl, nl, stream_);
+      }
     }
     const std::size_t na = accepted_.size();
     if (stage_counts_.size() < na + 3 * m) stage_counts_ = PinnedArray<std::int64_t>(na + 3 * m);
@@ -338,6 +372,12 @@ class DeviceChains {
     if (hbx) {
       std::copy(stage_x_.get(), stage_x_.get() + nx, hbx);
       std::copy(stage_lp_.get(), stage_lp_.get() + nl, hblp);
+      if (hbs.accepted) {
+        std::copy(stage_lp_.get() + nl, stage_lp_.get() + 2 * nl, hbs.alpha);
+        std::copy(stage_lp_.get() + 2 * nl, stage_lp_.get() + 3 * nl, hbs.measure);
+        std::copy(stage_bytes_.get(), stage_bytes_.get() + nl, hbs.accepted);
+        std::copy(stage_bytes_.get() + nl, stage_bytes_.get() + 2 * nl, hbs.stage);
+      }
     }
     std::copy(sc, sc + na, ha_.accepted);
     std::copy(sc + na, sc + na + m, ha_.out_of_domain);
@@ -387,6 +427,9 @@ class DeviceChains {
     }
     HERD_CUDA_CHECK(cudaStreamSynchronize(stream_));
     engine_.pooled_update(nodes);  // collective over the ranks when the options name a communicator
+    herd::gpu::launch(kernels::raise_measure, blocks, threads, 0, stream_, measure_.get(), m,
+                      engine_.last_adaptation_measure());
+    HERD_CUDA_CHECK(cudaGetLastError());
     chol_.upload(ha_.chol, dd_, stream_);
     ad_ref_.upload(engine_.pooled_reference(), du_, stream_);
     ad_n_.zero(stream_);
@@ -400,6 +443,10 @@ class DeviceChains {
     x_.download(ha_.x, m * du_, stream_);
     lp_.download(ha_.lp, m, stream_);
     chol_.download(ha_.chol, nchol_, stream_);
+    state_step_.download(ha_.state_step, m, stream_);
+    state_stage_.download(ha_.state_stage, m, stream_);
+    state_alpha_.download(ha_.state_alpha, m, stream_);
+    if (ha_.adapt_measure != nullptr) measure_.download(ha_.adapt_measure, m, stream_);
     if (adapt_ && hp_.chol_per_chain) {
       const detail::BatchedEngine::AdaptationArrays r = engine_.adaptation_arrays();
       run_n_.download(r.run_n, m, stream_);
@@ -430,6 +477,7 @@ class DeviceChains {
   batched::KernelParams dp;     ///< parameters with device pointers
   batched::ChainArrays da;      ///< device arrays
   DeviceArray<double> bx, blp;  ///< device draw buffers `[M, block, d]`, `[M, block]`
+  batched::DrawStats bs;        ///< device buffers of the per-draw statistics `[M, block]`
 
  private:
   detail::BatchedEngine& engine_;
@@ -444,9 +492,13 @@ class DeviceChains {
   DeviceArray<std::uint8_t> inside_;
   DeviceArray<RngCursor> dr_cursor_;
   DeviceArray<std::int64_t> accepted_, ood_, nan_, posinf_;
+  DeviceArray<std::uint64_t> state_step_;
+  DeviceArray<std::uint8_t> state_stage_, b_accepted_, b_stage_;
+  DeviceArray<double> state_alpha_, measure_, b_alpha_, b_measure_;
+  PinnedArray<std::uint8_t> stage_bytes_;  ///< page-locked staging of the per-draw bytes
   DeviceArray<double> ad_n_, ad_s1_, ad_s2_, ad_ref_, run_n_, run_mean_, run_m2_;
   DeviceArray<unsigned long long> result_;  ///< per-chain updates: {replaced, failed}
-  PinnedArray<double> stage_x_, stage_lp_;  ///< page-locked staging of the draw blocks
+  PinnedArray<double> stage_x_, stage_lp_;  ///< page-locked staging of the draw blocks (lp, alpha, measure)
   PinnedArray<std::int64_t> stage_counts_;  ///< page-locked staging of the counters
   bool chol_dirty_ = false;                 ///< per-chain factors changed on the device
 };
@@ -471,13 +523,14 @@ BatchedDramResult run_batched_dram(BatchedDramOptions options, const F& f, Batch
   });
   dc.upload_lp();
   detail::BatchedEngine::DeviceHooks hooks;
-  hooks.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* hbx, double* hblp, bool adapting) {
+  hooks.segment = [&](std::uint64_t k0, std::uint64_t per, std::int64_t nd, double* hbx, double* hblp,
+                      const batched::DrawStats& hbs, bool adapting) {
     batched::KernelParams p = dc.dp;
     p.adapting = adapting;
     kernels::launch_segment(dc.blocks, dc.threads, stream, p, dc.da, dc.m, k0, per, nd, f, hbx ? dc.bx.get() : nullptr,
-                            hbx ? dc.blp.get() : nullptr);
+                            hbx ? dc.blp.get() : nullptr, hbx && hbs.accepted ? dc.bs : batched::DrawStats{});
     HERD_CUDA_CHECK(cudaGetLastError());
-    dc.download_block(nd, hbx, hblp);
+    dc.download_block(nd, hbx, hblp, hbs);
   };
   hooks.adapt_update = [&] { dc.adapt_update(); };
   hooks.sync = [&] { dc.sync(); };

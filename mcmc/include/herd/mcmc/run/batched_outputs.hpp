@@ -32,10 +32,11 @@ inline constexpr const char* kBatchedRunLonger = "raise warmup, so that the prop
 /// Gathers each block of draws from the ranks of `comm` to rank 0 (global chain order:
 /// rank-major; every rank runs the same number of chains), which streams it into chunked
 /// datasets `posterior/<variable>` and `sample_stats/lp` `[chain, draw]` of `file` and keeps
-/// it in `memory` (for the diagnostics). Collective: `write_block` on every rank in the same
-/// order. Rank 0 passes the open file, the other ranks null. With a draws record (rank 0)
-/// every gathered block is appended to it, and a resumed run's first `replay` draws per chain
-/// are read back from it at `begin` (in blocks of `block_draws`, as the engine wrote them).
+/// it, with the block's per-draw statistics (`write_stats`), in `memory` (for the
+/// diagnostics and `write_batched_serial_groups`). Collective: `write_block` and
+/// `write_stats` on every rank in the same order. Rank 0 passes the open file, the other ranks null. With a draws
+/// record (rank 0) every gathered block is appended to it, and a resumed run's first `replay` draws per chain are read
+/// back from it at `begin` (in blocks of `block_draws`, as the engine wrote them).
 /// @throws herd::IoError when HDF5 or the record fails.
 class BatchedGatherSink final : public BatchedDrawSink {
  public:
@@ -48,6 +49,8 @@ class BatchedGatherSink final : public BatchedDrawSink {
 
   void begin(std::int64_t m, std::uint32_t first, int d, std::int64_t draws) override;
   void write_block(std::int64_t first, std::int64_t n, const double* x, const double* lp) override;
+  /// Gathers the block's statistics to rank 0, which records and keeps them.
+  void write_stats(std::int64_t first, std::int64_t n, const BatchedDrawStats& stats) override;
   /// Rank 0: closes the datasets and attaches the `chain`, `draw` (and `<name>_dim_0`) scales.
   void finish() override;
 
@@ -70,7 +73,8 @@ class BatchedGatherSink final : public BatchedDrawSink {
   std::vector<hid_t> ids_;
   std::int64_t m_ = 0, total_ = 0;
   int d_ = 0;
-  std::vector<double> gx_, glp_;
+  std::vector<double> gx_, glp_, galpha_, gmeasure_;
+  std::vector<std::uint8_t> gaccepted_, gstage_;
 };
 
 /// The run's counters over every rank of `comm` (collective): acceptance rate averaged,
@@ -137,9 +141,11 @@ void write_batched_h5_attributes(io::H5File& h5, const BatchedRunFacts& facts);
 ///    every summary row of `post` (`variable` scale), `nested_rhat` (attribute `superchains`)
 ///    when `facts.superchains` >= 2, and for 2..16 chains ParaDRAM's pairwise KS table of the
 ///    samples (`ks_statistic`, `ks_p_value` `[ks_variable, chain_a, chain_b]`).
-/// Not written (the batched engine records no per-proposal statistics): `sample_stats`'
-/// accepted, dr_stage and acceptance_probability, and `chain_compact`'s dr_stage,
-/// acceptance_probability and adaptation_measure. @throws herd::IoError
+/// Also, from the per-draw statistics (`BatchedDrawStats`), with the serial run's dtypes:
+/// `sample_stats`' accepted (u8), dr_stage (i32) and acceptance_probability (f64)
+/// `[chain, draw]` (dr_stage and acceptance_probability 0 where accepted is 0), and
+/// `chain_compact`'s dr_stage, acceptance_probability and adaptation_measure (the row's
+/// state's). @throws herd::IoError
 void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, const MemoryBatchedSink& draws,
                                  const BatchedPosterior& post);
 

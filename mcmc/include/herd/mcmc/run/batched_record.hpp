@@ -3,7 +3,9 @@
 /// The restart record of a batched run (`device = "cpu_batched" | "cuda"`), in
 /// `<prefix>_restart/` (docs/batched.md "Restart"):
 ///  - `draws.bin` (`BatchedDrawRecord`, rank 0): the gathered blocks of thinned draws, appended
-///    as they come, each block `x [chains, n, d]` then `lp [chains, n]` (doubles);
+///    as they come, each block `x [chains, n, d]` then `lp [chains, n]` (doubles), then the
+///    block's per-draw statistics (`BatchedDrawStats`): `acceptance_probability`,
+///    `adaptation_measure` `[chains, n]` (doubles), `accepted`, `dr_stage` `[chains, n]` (bytes);
 ///  - `batched.ckpt` (`BatchedRestartRecord`, written atomically by rank 0): every rank's
 ///    chains gathered in global chain order, the adaptation state, the proposal index, the
 ///    draws already recorded, the length of `draws.bin` that holds them and the CRC-32 of
@@ -27,7 +29,7 @@ class CheckpointReader;
 
 namespace herd::mcmc {
 
-/// `<prefix>_restart/draws.bin`: an append-only file of doubles whose durable length and
+/// `<prefix>_restart/draws.bin`: an append-only file of doubles and bytes whose durable length and
 /// per-MiB CRC-32s a checkpoint records. Opening it checks the recorded part against the
 /// recorded checksums and cuts the file back to the recorded length, so what a killed run
 /// appended after its last checkpoint is dropped. Host only; not thread-safe; move-less.
@@ -43,9 +45,13 @@ class BatchedDrawRecord {
   BatchedDrawRecord& operator=(const BatchedDrawRecord&) = delete;
 
   /// Appends `n` doubles (`data[0..n)`) and extends the checksums. @throws herd::IoError
-  void append(const double* data, std::size_t n);
+  void append(const double* data, std::size_t n) { append_bytes(data, n * sizeof(double)); }
+  /// Appends `bytes` bytes from `data` and extends the checksums. @throws herd::IoError
+  void append_bytes(const void* data, std::size_t bytes);
   /// Reads `n` doubles at byte `offset` into `data`. @throws herd::IoError (also past the end)
-  void read(std::uint64_t offset, double* data, std::size_t n) const;
+  void read(std::uint64_t offset, double* data, std::size_t n) const { read_bytes(offset, data, n * sizeof(double)); }
+  /// Reads `bytes` bytes at byte `offset` into `data`. @throws herd::IoError (also past the end)
+  void read_bytes(std::uint64_t offset, void* data, std::size_t bytes) const;
   /// Makes the appended blocks durable (`fsync`; before a checkpoint counts them).
   /// @throws herd::IoError
   void sync();
@@ -67,8 +73,9 @@ class BatchedDrawRecord {
 /// it, and `due` and `save` are called on every rank at the same schedule boundaries; rank 0
 /// decides `due` (`checkpoint_period` proposals or `checkpoint_period_seconds` since the last
 /// one) and broadcasts it. Layout of `batched.ckpt` (`io::CheckpointWriter`, kind
-/// `kKind`, version 1): per-chain arrays `x [N, d]`, `lp [N]`, `accepted [N, stages]`,
-/// `out_of_domain [N]`, `nan_count [N]`, `accepted_warmup` (after the warm-up), the factor(s)
+/// `kKind`, version `kVersion`): per-chain arrays `x [N, d]`, `lp [N]`, `accepted [N, stages]`,
+/// `out_of_domain [N]`, `nan_count [N]`, `accepted_warmup` (after the warm-up), the states'
+/// records `state_step`, `state_stage`, `state_alpha` `[N]` and (adapting) `adapt_measure [N]`, the factor(s)
 /// `chol` and the adaptation state `run_n`, `run_mean`, `run_m2`, `ad_ref` (shared, or
 /// `[N, ...]` per chain), scalars `input_hash`, `chains`, `chains_per_rank`, `ndim`,
 /// `stages`, `next_proposal`, `draws_done`, `draw_bytes`, `seconds`, `adaptive_updates`,
@@ -77,13 +84,17 @@ class BatchedRestartRecord final : public BatchedCheckpointer {
  public:
   /// The checkpoint kind written to and expected in `batched.ckpt`.
   static constexpr const char* kKind = "herd-sample-batched";
+  /// Its layout version: 2 added the states' records and the per-draw statistics of
+  /// `draws.bin`; a record of version 1 is refused (naming `overwrite = true`).
+  static constexpr std::uint32_t kVersion = 2;
 
   /// The record of a run with options `o` (this rank's chains) and resolved input hash
   /// `input_hash`. `resuming` (the program's run record is of this input): every rank reads
   /// its rows of `batched.ckpt` when it exists, and rank 0 checks and cuts `draws.bin`.
   /// Not collective (every rank reads the file itself); the restart folder must exist.
   /// @throws herd::InputError (a record of another run or layout: chains, ndim, stages or
-  /// input hash differ), herd::IoError (a record without checksums, a corrupt `draws.bin`).
+  /// input hash differ), herd::IoError (a record without checksums or of layout version 1,
+  /// a corrupt `draws.bin`).
   BatchedRestartRecord(Communicator& comm, const SamplerSpecs& specs, const BatchedDramOptions& o,
                        std::uint64_t input_hash, bool resuming);
 
