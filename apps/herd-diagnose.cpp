@@ -141,9 +141,9 @@ void write_html(const std::string& file, const std::vector<herd::apps::DrawsArra
   herd::mcmc::write_posterior_report(out, h);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+/// The program: main's body, run by main, which turns an exception that escapes it into an
+/// error line.
+int run_main(int argc, char** argv) {
   CLI::App app{
       "herd-diagnose: R-hat, ESS and MCSE (Vehtari et al. 2021, as R posterior) of "
       "draws in an HDF5 file ([chains, draws] or [chains, draws, params] datasets, or "
@@ -212,4 +212,19 @@ int main(int argc, char** argv) {
         herd::error_text(e, "reading the draws of " + (files.empty() ? std::string("the input") : files[0])).c_str());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // What escapes the program's own handlers (std::bad_alloc, say) is one error line and exit
+  // status 1 rather than std::terminate.
+  try {
+    return run_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "herd-diagnose: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "herd-diagnose: error: unknown exception\n");
+  }
+  return 1;
 }

@@ -20,6 +20,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -115,9 +116,9 @@ void print_error(const std::string& msg) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+/// The program: main's body, run by main, which turns an exception that escapes it into an
+/// error line.
+int run_main(int argc, char** argv) {
   CLI::App app{"herd-rl: deep reinforcement learning (PPO, A2C, DQN) on batched environments"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("herd-rl (herd) ") + HERD_VERSION_STRING);
@@ -339,7 +340,8 @@ int main(int argc, char** argv) {
     if (!quiet && !complete) {
       const herd::rl::TrainConfig& rc = trainer->config();
       // Training runs whole iterations: say so when total_steps is not a multiple of one.
-      const long long steps = static_cast<long long>(rc.num_iterations() * rc.steps_per_iteration());
+      const long long steps =
+          static_cast<long long>(rc.num_iterations()) * static_cast<long long>(rc.steps_per_iteration());
       const std::string rounded = steps == rc.total_steps ? ""
                                                           : "; total_steps " + std::to_string(rc.total_steps) +
                                                                 " rounded up to whole iterations";
@@ -445,4 +447,19 @@ int main(int argc, char** argv) {
     }
   }
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // What escapes the program's own handlers (std::bad_alloc, say) is one error line and exit
+  // status 1 rather than std::terminate.
+  try {
+    return run_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "herd-rl: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "herd-rl: error: unknown exception\n");
+  }
+  return 1;
 }

@@ -9,6 +9,7 @@
 // from its last checkpoint (docs/parallel.md).
 #include <charconv>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -157,9 +158,9 @@ herd::mcmc::SamplerProgramInput resolve_named(const CommandLine& cl, const herd:
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+/// The program: main's body, run by main, which turns an exception that escapes it into an
+/// error line.
+int run_main(int argc, char** argv) {
   // The posteriordb models join the built-in targets and plugins of the target registry.
   herd::examples::register_models(herd::mcmc::TargetRegistry::global());
   CLI::App app{"herd-sample: delayed-rejection adaptive Metropolis (DRAM) sampling, ParaDRAM-compatible"};
@@ -210,4 +211,19 @@ int main(int argc, char** argv) {
         *comm, [&] { return resolve_named(cl, *comm); }, "herd-sample");
   }  // the communicator goes before MPI is finalised (at exit)
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // What escapes the program's own handlers (std::bad_alloc, say) is one error line and exit
+  // status 1 rather than std::terminate.
+  try {
+    return run_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "herd-sample: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "herd-sample: error: unknown exception\n");
+  }
+  return 1;
 }

@@ -110,7 +110,9 @@ void obs_to_u8(const float* src, std::size_t n, std::uint8_t* dst) {
     float c = src[i];
     c = c > 0.0f ? c : 0.0f;
     c = c < 255.0f ? c : 255.0f;
-    dst[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(c + 0.5f));
+    // Halves up without `c + 0.5f`, which rounds the float below 0.5 up to 1 (c - t is exact).
+    const std::int32_t t = static_cast<std::int32_t>(c);
+    dst[i] = static_cast<std::uint8_t>(t + (c - static_cast<float>(t) >= 0.5f ? 1 : 0));
   }
 }
 

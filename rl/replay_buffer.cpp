@@ -1,8 +1,8 @@
 #include "herd/rl/replay_buffer.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <sstream>
 
 #include "herd/core/error.hpp"
@@ -118,7 +118,9 @@ double ReplayBuffer::bytes_per_slot() const {
 }
 
 double ReplayBuffer::memory_need(const ReplayBufferOptions& o) {
-  const double per = o.num_envs ? static_cast<double>(o.capacity / o.num_envs) : 0.0;
+  // Whole slots per env, rounded down as the constructor does (the remainder is not allocated).
+  const std::size_t per_env = o.num_envs ? o.capacity / o.num_envs : 0;
+  const double per = static_cast<double>(per_env);
   const double slots = per * static_cast<double>(o.num_envs);
   const double frame = static_cast<double>(o.obs_dim) / static_cast<double>(std::max(o.frame_stack, 1));
   return slots * (frame * (o.uint8_obs ? 1.0 : 4.0) + 9.0) +
@@ -187,9 +189,10 @@ void ReplayBuffer::read_obs(std::size_t s, float* out) const {
 namespace {
 
 // Whether an added observation component equals the value the replay rebuilds, bit for bit
-// (uint8 storage: as numbers, the added value being an integer in [0, 255]).
+// (uint8 storage: as numbers, the added value being an integer in [0, 255]). Bit equality is
+// meant for float storage: a NaN frame is the same frame again, -0 and +0 are not.
 bool same_value(float added, float rebuilt, bool uint8) {
-  return uint8 ? added == rebuilt : std::memcmp(&added, &rebuilt, sizeof(float)) == 0;
+  return uint8 ? added == rebuilt : std::bit_cast<std::uint32_t>(added) == std::bit_cast<std::uint32_t>(rebuilt);
 }
 
 [[noreturn]] void refuse_stack(std::size_t env, bool final_obs, std::size_t component, std::size_t frame_dim, int k,

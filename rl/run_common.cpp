@@ -28,7 +28,7 @@ double now_seconds() {
 std::string format_eta(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   char buf[32];
-  const long t = std::lround(s);
+  const long t = std::lround(s);  // s + 0.5 would round the double below 0.5 (and odd s >= 2^52) up
   if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
   else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
   else std::snprintf(buf, sizeof buf, "%lds", t);
@@ -54,13 +54,9 @@ std::vector<nn::NamedTensor> load_tensors(const io::CheckpointReader& r, const s
                                           std::vector<nn::NamedTensor> like, const std::string& who) {
   for (auto& t : like) {
     const auto v = r.get<double>(p + t.name);
-    if (static_cast<std::int64_t>(v.size()) != t.tensor.numel()) {
-      std::string m = who;
-      m += ": \"" + p;
-      m += t.name + "\" has " + std::to_string(v.size());
-      m += " values in the checkpoint, but " + std::to_string(t.tensor.numel()) + " in this run";
-      throw InputError(m);
-    }
+    if (static_cast<std::int64_t>(v.size()) != t.tensor.numel())
+      throw InputError(fmt::format("{}: \"{}{}\" has {} values in the checkpoint, but {} in this run", who, p, t.name,
+                                   v.size(), t.tensor.numel()));
     t.tensor = nn::Tensor::from_vector(t.tensor.shape(), v, t.tensor.dtype());
   }
   return like;

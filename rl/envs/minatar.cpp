@@ -13,7 +13,7 @@ namespace {
 using namespace minatar_detail;
 
 Space grid_space(int channels) {
-  const auto d = static_cast<std::size_t>(channels * kCells);
+  const auto d = static_cast<std::size_t>(channels) * static_cast<std::size_t>(kCells);
   return Space::box(std::vector<double>(d, 0.0), std::vector<double>(d, 1.0), {channels, kN, kN});
 }
 
@@ -149,8 +149,8 @@ class BreakoutGame final : public MinAtarGame {
       ny = ball_y_;
     }
     double reward = 0.0;
-    if (ny >= 1 && ny <= 3 && bricks_[static_cast<std::size_t>((ny - 1) * kN + nx)]) {
-      bricks_[static_cast<std::size_t>((ny - 1) * kN + nx)] = 0;
+    if (ny >= 1 && ny <= 3 && bricks_[at(ny - 1, nx)]) {
+      bricks_[at(ny - 1, nx)] = 0;
       reward = 1.0;
       dy_ = -dy_;
       ny = ball_y_;
@@ -180,7 +180,7 @@ class BreakoutGame final : public MinAtarGame {
     set_cell(grid, 2, last_y_, last_x_);
     for (int r = 0; r < 3; ++r) {
       for (int c = 0; c < kN; ++c) {
-        if (bricks_[static_cast<std::size_t>(r * kN + c)]) set_cell(grid, 3, r + 1, c);
+        if (bricks_[at(r, c)]) set_cell(grid, 3, r + 1, c);
       }
     }
   }

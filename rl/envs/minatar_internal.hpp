@@ -94,7 +94,9 @@ class MinAtarGame {
 inline void set_cell(std::uint8_t* grid, int channel, int y, int x) { grid[channel * kCells + y * kN + x] = 1; }
 
 /// Index of cell (y, x) in a row-major 10x10 grid.
-constexpr std::size_t at(int y, int x) { return static_cast<std::size_t>(y * kN + x); }
+constexpr std::size_t at(int y, int x) {
+  return static_cast<std::size_t>(y) * static_cast<std::size_t>(kN) + static_cast<std::size_t>(x);
+}
 
 constexpr int act(MinAtarAction a) { return static_cast<int>(a); }
 

@@ -19,7 +19,7 @@ void move_bullets(std::array<std::int8_t, 100>& g) {
   std::array<std::int8_t, 100> next{};
   for (int y = 0; y < kN; ++y) {
     for (int x = 0; x < kN; ++x) {
-      const int d = g[at(y, x)];
+      const int d = g[at(y, x)];  // NOLINT(bugprone-signed-char-misuse): a direction, -1, 0 or 1
       if (d != 0 && x + d >= 0 && x + d < kN) next[at(y, x + d)] = static_cast<std::int8_t>(d);
     }
   }
@@ -115,7 +115,9 @@ class SeaquestGame final : public MinAtarGame {
           terminal = true;
         } else {
           if (divers_ == MinAtarSeaquest::kMaxDivers) {
-            reward += oxygen_ / 20;
+            // MinAtar's bonus `oxygen * 10 // max_oxygen`: whole points, rounded down.
+            const int bonus = oxygen_ * 10 / MinAtarSeaquest::kMaxOxygen;
+            reward += bonus;
             divers_ = 0;
           } else {
             --divers_;

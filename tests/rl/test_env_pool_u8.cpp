@@ -45,6 +45,13 @@ TEST_CASE("obs_to_u8 rounds and saturates; obs_to_f32 scales", "[rl][env_pool]")
   std::vector<std::uint8_t> out(in.size());
   herd::rl::obs_to_u8(in.data(), in.size(), out.data());
   CHECK(out == std::vector<std::uint8_t>{0, 0, 0, 1, 1, 2, 255, 255, 255, 0});
+  // The float just below a half rounds down (x + 0.5f would round it up: 0.49999997f + 0.5f
+  // is 1.0f in float arithmetic).
+  const std::vector<float> below = {std::nextafter(0.5f, 0.0f), std::nextafter(1.5f, 0.0f),
+                                    std::nextafter(254.5f, 0.0f), 254.5f};
+  std::vector<std::uint8_t> out_below(below.size());
+  herd::rl::obs_to_u8(below.data(), below.size(), out_below.data());
+  CHECK(out_below == std::vector<std::uint8_t>{0, 1, 254, 255});
   const std::vector<std::uint8_t> b = {0, 1, 255};
   std::vector<float> f(3);
   herd::rl::obs_to_f32(b.data(), 3, f.data());

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 
+// NOLINTBEGIN(bugprone-reserved-identifier): CUDA's own qualifier and built-in names, on purpose
 #undef __global__
 #undef __device__
 #undef __host__
@@ -31,6 +32,7 @@
 #define __shared__ static thread_local
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+// NOLINTEND(bugprone-reserved-identifier)
 
 namespace herd::gpu::emu {
 
@@ -52,9 +54,11 @@ inline thread_local uint3 blockIdx{};
 inline thread_local dim3 blockDim{};
 inline thread_local dim3 gridDim{};
 
+// NOLINTBEGIN(bugprone-reserved-identifier): CUDA's built-in function names, on purpose
 inline void __syncthreads() { herd::gpu::emu::sync_block_threads(); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+// NOLINTEND(bugprone-reserved-identifier)
 
 /// `*p += v`, atomically; returns the old value.
 template <class T>
