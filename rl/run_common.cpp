@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "herd/core/config.hpp"
 #include "herd/core/device.hpp"
 #include "herd/core/error.hpp"
