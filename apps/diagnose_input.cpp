@@ -270,7 +270,8 @@ TextFile read_text_file(const std::string& path) {
         const auto fields = split_by(t, delim);
         width = fields.size();
         std::vector<std::string> low;
-        for (auto f : fields) low.push_back(lower(f));
+        low.reserve(fields.size());
+        for (const auto& f : fields) low.push_back(lower(f));
         auto find = [&](const char* n) {
           return static_cast<std::size_t>(std::find(low.begin(), low.end(), n) - low.begin());
         };
@@ -342,6 +343,7 @@ TextFile read_text_file(const std::string& path) {
 std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::string* note) {
   HERD_REQUIRE(!paths.empty(), "herd-diagnose: no input file");
   std::vector<TextFile> files;
+  files.reserve(paths.size());
   for (const auto& p : paths) files.push_back(read_text_file(p));
   const TextFile& f0 = files[0];
   if (f0.kind == TextKind::kDrawsCsv) {
