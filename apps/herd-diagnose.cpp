@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "app_main.hpp"
 #include "diagnose_input.hpp"
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
@@ -216,15 +217,4 @@ int run_main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // What escapes the program's own handlers (std::bad_alloc, say) is one error line and exit
-  // status 1 rather than std::terminate.
-  try {
-    return run_main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "herd-diagnose: error: %s\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "herd-diagnose: error: unknown exception\n");
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return herd::apps::guarded_main("herd-diagnose", run_main, argc, argv); }

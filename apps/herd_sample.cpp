@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "app_main.hpp"
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/log.hpp"
@@ -215,15 +216,4 @@ int run_main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // What escapes the program's own handlers (std::bad_alloc, say) is one error line and exit
-  // status 1 rather than std::terminate.
-  try {
-    return run_main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "herd-sample: error: %s\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "herd-sample: error: unknown exception\n");
-  }
-  return 1;
-}
+int main(int argc, char** argv) { return herd::apps::guarded_main("herd-sample", run_main, argc, argv); }
