@@ -32,9 +32,7 @@ struct Cublas {
 
 template <class F>
 void resolve(void* handle, F& f, const char* name) {
-  // POSIX guarantees that a dlsym'd function address converts to a function pointer.
-  f = reinterpret_cast<F>(
-      herd::detail::cuda_library_symbol(handle, kWhat, kSoname, name, herd::detail::LazyLibraryError::kCuda));
+  herd::detail::resolve_cuda_symbol(handle, f, kWhat, kSoname, name, herd::detail::LazyLibraryError::kCuda);
 }
 
 // Loaded once; a failed load throws herd::CudaError and is tried again at the next call.

@@ -35,9 +35,7 @@ struct Nccl {
 
 template <class F>
 void resolve(void* handle, F& f, const char* name) {
-  // POSIX guarantees that a dlsym'd function address converts to a function pointer.
-  f = reinterpret_cast<F>(
-      herd::detail::cuda_library_symbol(handle, kWhat, kSoname, name, herd::detail::LazyLibraryError::kCommunication));
+  herd::detail::resolve_cuda_symbol(handle, f, kWhat, kSoname, name, herd::detail::LazyLibraryError::kCommunication);
 }
 
 // Loaded once; a failed load throws herd::CommunicationError and is tried again at the next call.

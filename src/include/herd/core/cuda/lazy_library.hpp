@@ -31,6 +31,16 @@ void* open_cuda_library(const char* what, const char* soname, const char* fallba
 ///         no symbol '<name>': <dlerror message>".
 void* cuda_library_symbol(void* handle, const char* what, const char* soname, const char* name, LazyLibraryError error);
 
+/// Sets the function pointer `f` to `name` in a library opened by `open_cuda_library`
+/// (`cuda_library_symbol`, converted to `F`: POSIX guarantees that a dlsym'd function address
+/// converts to a function pointer). Thread-safe.
+/// @throws as `cuda_library_symbol`.
+template <class F>
+void resolve_cuda_symbol(void* handle, F& f, const char* what, const char* soname, const char* name,
+                         LazyLibraryError error) {
+  f = reinterpret_cast<F>(cuda_library_symbol(handle, what, soname, name, error));
+}
+
 /// cuBLAS's handle (`libcublas.so.<CUBLAS_VER_MAJOR>`), opened at the first call; later calls
 /// return it at once. Thread-safe.
 /// @throws herd::CudaError naming the library and the loader's message when it cannot be opened
