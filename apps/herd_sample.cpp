@@ -6,8 +6,14 @@
 // success (or when the run recorded in <prefix>_restart/ is already complete), 2 for bad
 // input (nothing is written), 1 when the run fails. Under `mpiexec -n N` (MPICH) it runs
 // the parallelization_model over N processes; rerunning an interrupted run resumes it
-// from its last checkpoint (docs/parallel.md).
+// from its last checkpoint (docs/parallel.md). SIGINT or SIGTERM ends it with one line that
+// says whether and how the run resumes (exit status 130 / 143).
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -144,6 +150,51 @@ herd::mcmc::SamplerProgramInput resolve(const CommandLine& cl, const herd::Commu
   return in;
 }
 
+/// The line printed on SIGINT ([0]) and SIGTERM ([1]): what became of the run and how to go
+/// on. Filled once the input is resolved (rank 0 only; empty: nothing printed), read by the
+/// signal handler, which may only call async-signal-safe functions.
+std::array<std::string, 2> g_stop_lines;
+
+/// Writes the stop line and lets the signal end the process as it would have without a
+/// handler (exit status 128 + signal; SA_RESETHAND restored the default action). The restart
+/// record needs nothing done here: it is written so that a kill -9 at any point resumes.
+extern "C" void on_stop_signal(int sig) {
+  const std::string& line = g_stop_lines[sig == SIGTERM ? 1 : 0];
+  if (!line.empty()) {
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+  }
+  ::raise(sig);
+}
+
+/// Fills `g_stop_lines` for this run and installs `on_stop_signal` for SIGINT and SIGTERM
+/// (a SIGINT ignored at start, as in a background job of a script, stays ignored).
+void install_stop_lines(const herd::mcmc::SamplerProgramInput& in, const herd::Communicator& comm) {
+  const herd::mcmc::SamplerSpecs& s = in.specs;
+  const std::string folder = s.output_prefix + "_restart";
+  std::string what;
+  if (in.run && !in.run_restartable)
+    what = fmt::format("device = \"{}\" keeps no restart record, so the run starts afresh when run again", s.device);
+  else if (s.checkpoint_period == 0 && s.checkpoint_period_seconds == 0)
+    what = "checkpoints are off (checkpoint_period = checkpoint_period_seconds = 0), so the run cannot be resumed";
+  else if (s.overwrite)
+    what = fmt::format(
+        "overwrite = true, so the same command starts afresh (with overwrite = false it resumes from {})", folder);
+  else what = fmt::format("the restart record in {} is kept: the same command resumes the run", folder);
+  for (int i = 0; i < 2; ++i)
+    g_stop_lines[static_cast<std::size_t>(i)] =
+        comm.rank() == 0 ? fmt::format("herd-sample: interrupted by {}; {}\n", i == 0 ? "SIGINT" : "SIGTERM", what)
+                         : std::string();
+  for (const int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
 /// `resolve`, with --output and --seed (which travel as --set overrides) named as the user
 /// typed them in its messages.
 herd::mcmc::SamplerProgramInput resolve_named(const CommandLine& cl, const herd::Communicator& comm) {
@@ -209,7 +260,13 @@ int run_main(int argc, char** argv) {
       return 1;
     }
     rc = herd::mcmc::run_sampler_program(
-        *comm, [&] { return resolve_named(cl, *comm); }, "herd-sample");
+        *comm,
+        [&] {
+          herd::mcmc::SamplerProgramInput in = resolve_named(cl, *comm);
+          install_stop_lines(in, *comm);
+          return in;
+        },
+        "herd-sample");
   }  // the communicator goes before MPI is finalised (at exit)
   return rc;
 }
