@@ -146,7 +146,7 @@ herd::mcmc::SamplerProgramInput resolve(const CommandLine& cl, const herd::Commu
   herd::mcmc::complete_program_input(in, herd::mcmc::TargetRegistry::global().make(settings, "kidscore_interaction"),
                                      schema, settings, comm, input_name(cl));
   in.options.quiet = cl.quiet;
-  in.banner = banner(in, comm.size());
+  in.banner = [ranks = comm.size()](const herd::mcmc::SamplerProgramInput& settled) { return banner(settled, ranks); };
   return in;
 }
 

@@ -513,7 +513,7 @@ void report_complete(const ProgramRun& p, bool quiet) {
 void print_start(const ProgramRun& p) {
   const SamplerSpecs& specs = p.in.specs;
   for (const auto& n : specs.notes) std::printf("%s: note: %s\n", p.program.c_str(), n.c_str());
-  if (!p.in.banner.empty()) std::printf("%s\n", p.in.banner.c_str());
+  if (p.in.banner) std::printf("%s\n", p.in.banner(p.in).c_str());
   if (p.status == RestartStatus::kResume)
     std::printf("%s: resuming from the restart record in %s\n", p.program.c_str(), restart_folder(specs).c_str());
   std::fflush(stdout);

@@ -101,19 +101,25 @@ EOF
 # SIGTERM once the record has started: exit 143 with one line saying that the record is kept
 # and the same command resumes; it does, to the reference's chain. A run that a busy machine
 # let finish before the signal tests nothing and is made again (printed).
-set -m
-for attempt in 1 2 3; do
-  rm -rf s
-  "${launch[@]}" "$exe" run.toml --quiet --output s/run 2> sig.err &
-  pid=$!
-  while kill -0 "$pid" 2>/dev/null && [ "$(record_bytes s)" -eq 0 ]; do sleep 0.005; done
-  kill -TERM -- -"$pid" 2>/dev/null
-  wait "$pid"
-  rc=$?
-  [ $rc = 0 ] || break
-  echo "SIGTERM attempt $attempt: the run finished before the signal reached it; again"
-done
-set +m
+# signal_run INPUT DIR: runs INPUT with output DIR/run, SIGTERMs it once its record has
+# started; rc, stdout DIR.out, stderr DIR.err.
+signal_run() {
+  set -m
+  for attempt in 1 2 3; do
+    rm -rf "$2"
+    "${launch[@]}" "$exe" "$1" --output "$2"/run > "$2".out 2> "$2".err &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null && [ "$(record_bytes "$2")" -eq 0 ]; do sleep 0.005; done
+    kill -TERM -- -"$pid" 2>/dev/null
+    wait "$pid"
+    rc=$?
+    [ $rc = 0 ] || break
+    echo "SIGTERM attempt $attempt: the run finished before the signal reached it; again"
+  done
+  set +m
+}
+signal_run run.toml s
+cp s.err sig.err
 line="herd-sample: interrupted by SIGTERM; the restart record in s/run_restart is kept: the same command resumes the run"
 # Under mpiexec (MPICH's Hydra) the launcher's status is the number of the signal that ended the ranks.
 want=143
@@ -124,5 +130,12 @@ timeout 120 "${launch[@]}" "$exe" run.toml --output s/run > sig.log 2>&1 || { ec
 grep -q "resuming from the restart record in s/run_restart" sig.log || { echo "no resume after SIGTERM"; cat sig.log; status=1; }
 for f in ref/*_chain.txt; do cmp "$f" "s/$(basename "$f")" || status=1; done
 echo "SIGTERM: exit $rc, one line, resumed to the reference's chain"
+# Without random_seed a resumed run keeps the recorded seed, and its banner says so.
+grep -v '^random_seed' run.toml > noseed.toml
+signal_run noseed.toml n
+timeout 120 "${launch[@]}" "$exe" noseed.toml --output n/run > n.log 2>&1 || { echo "resume without a seed failed"; status=1; }
+first=$(sed -n 's/^herd-sample: .*, seed \([0-9]*\).*/\1/p' n.out)
+again=$(sed -n 's/^herd-sample: .*, seed \([0-9]*\).*/\1/p' n.log)
+[ -n "$first" ] && [ "$first" = "$again" ] || { echo "banner seed $first, after the resume $again"; status=1; }
 [ $status -eq 0 ] && echo "killed $kills times; $n text files and the HDF5 datasets are byte-identical" && cd / && rm -rf "$work"
 exit $status

@@ -148,7 +148,9 @@ struct SamplerProgramInput {
   SampleTarget target;
   SampleRunOptions options;
   bool seed_given = false;  ///< the input gave random_seed (else a resumed run keeps its recorded seed)
-  std::string banner;       ///< one line printed by rank 0 before the run (may be empty)
+  /// Makes the one line rank 0 prints before the run (may be unset), called once the
+  /// restart record has settled the input (a resumed run keeps its recorded seed).
+  std::function<std::string(const SamplerProgramInput& input)> banner;
   /// When set, runs instead of `run_paradram` (collective, on every rank; herd-sample's
   /// batched devices): `run_sampler_program` then neither reads nor writes a restart record,
   /// unless `run_restartable`.
