@@ -1,6 +1,6 @@
 // The outputs every engine shares (outputs.hpp, paradram_run.hpp): file names, output
 // checks, the summary table, the warnings, the `.h5` root attributes and diagnostics group,
-// ArviZ variables, and each chain's contribution to the outputs.
+// the HTML report's common part, ArviZ variables, and each chain's contribution to the outputs.
 #include "outputs.hpp"
 
 #include <algorithm>
@@ -101,6 +101,29 @@ void write_h5_diagnostics(io::H5File& h5, const H5DiagnosticsData& data) {
     dg.attach_dimensions(ds, {"ks_variable", "chain_a", "chain_b"});
     ds.set_attribute("tested", data.ks_tested);
   }
+}
+
+PosteriorReportData html_report_data(const SamplerSpecs& specs, const SampleTarget& target,
+                                     const SampleRunOptions& options, std::string_view sampler,
+                                     const std::vector<QuantitySummary>& summary,
+                                     std::span<const std::vector<double>> values, std::size_t chains, std::size_t draws,
+                                     double acceptance_rate, std::vector<double> start_covariance) {
+  PosteriorReportData h;
+  h.title = "herd-sample report" + (specs.description.empty() ? std::string() : ": " + specs.description);
+  h.subtitle = fmt::format("herd {}, {}; target: {}; input: {}", HERD_VERSION_STRING, sampler, target.description,
+                           options.input_source);
+  for (const auto& q : summary) {
+    h.names.push_back(q.name);
+    h.summary.push_back(q.stats);
+  }
+  h.chains = chains;
+  h.draws = draws;
+  for (const auto& v : values) h.values.emplace_back(v);
+  h.sampled = static_cast<std::size_t>(target.ndim);
+  h.acceptance_rate = acceptance_rate;
+  h.start_covariance = std::move(start_covariance);
+  h.resolved_input = options.resolved_input;
+  return h;
 }
 
 void write_report_file(const std::string& path, const std::string& text) {

@@ -1,8 +1,8 @@
 #pragma once
 // What every engine's outputs share (private to herd::mcmc; the public part is declared in
 // paradram_run.hpp): limits and file names, the root attributes and the `diagnostics` group
-// of the `.h5`, and each chain's contribution to the outputs (columns, burn-in, refined
-// sample).
+// of the `.h5`, the common part of the HTML report, and each chain's contribution to the
+// outputs (columns, burn-in, refined sample).
 
 #include <cstdint>
 #include <span>
@@ -15,6 +15,7 @@
 #include "herd/mcmc/dram.hpp"
 #include "herd/mcmc/ks_test.hpp"
 #include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/posterior_report.hpp"
 #include "herd/mcmc/refinement.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 
@@ -73,6 +74,19 @@ struct H5DiagnosticsData {
 /// attribute `tested`. Not thread-safe (HDF5). @throws herd::IoError, herd::InputError when
 /// `nested_rhat` or a KS row has the wrong length.
 void write_h5_diagnostics(io::H5File& h5, const H5DiagnosticsData& data);
+
+/// The parts of `<prefix>_report.html` (posterior_report.hpp) that every engine fills alike:
+/// the title (from the description), the subtitle ("herd <version>, <sampler>; target: ...;
+/// input: ..."), the quantities' names, summary and draws (`values[k]`: quantity k's draws
+/// `[chains, draws]`, kept alive by the caller), the sampled coordinates (`target.ndim`), the
+/// mean acceptance rate, the `start_covariance` `[d, d]` and the resolved input. The caller
+/// adds the engine's facts, history, final covariances and notes, then writes the report
+/// (`write_posterior_report`). Pure.
+PosteriorReportData html_report_data(const SamplerSpecs& specs, const SampleTarget& target,
+                                     const SampleRunOptions& options, std::string_view sampler,
+                                     const std::vector<QuantitySummary>& summary,
+                                     std::span<const std::vector<double>> values, std::size_t chains, std::size_t draws,
+                                     double acceptance_rate, std::vector<double> start_covariance);
 
 /// Writes a report file `path` holding `text` (never through a symbolic link): the
 /// `_report.txt` of every engine. Not thread-safe for one path.
