@@ -11,6 +11,16 @@
 
 namespace herd::mcmc::detail {
 
+std::vector<double> start_covariance(const std::vector<double>& proposal_start_cov,
+                                     const std::vector<double>& proposal_start_std, int d) {
+  if (!proposal_start_cov.empty()) return proposal_start_cov;
+  const auto du = static_cast<std::size_t>(d);
+  std::vector<double> c(du * du, 0.0);
+  for (std::size_t i = 0; i < du; ++i)
+    c[i * du + i] = proposal_start_std.empty() ? 1.0 : proposal_start_std[i] * proposal_start_std[i];
+  return c;
+}
+
 StartProposal start_proposal(const std::vector<double>& proposal_start_cov,
                              const std::vector<double>& proposal_start_std, int d, const std::string& who) {
   const auto du = static_cast<std::size_t>(d);
@@ -27,26 +37,20 @@ StartProposal start_proposal(const std::vector<double>& proposal_start_cov,
       HERD_REQUIRE(sd[i] > 0 && std::isfinite(sd[i]),
                    "{}: proposal_start_std[{}] is {}, but must be positive and finite", who, i, sd[i]);
   }
-  Eigen::MatrixXd c = Eigen::MatrixXd::Identity(d, d);
-  if (!cov.empty()) {
-    for (int i = 0; i < d; ++i)
-      for (int j = 0; j < d; ++j) c(i, j) = cov[static_cast<std::size_t>(i) * du + j];
+  StartProposal s;
+  s.cov = start_covariance(cov, sd, d);
+  Eigen::MatrixXd c(d, d);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j < d; ++j) c(i, j) = s.cov[static_cast<std::size_t>(i) * du + j];
+  if (!cov.empty())
     HERD_REQUIRE((c - c.transpose()).cwiseAbs().maxCoeff() <= 1e-12 * c.cwiseAbs().maxCoeff(),
                  "{}: proposal_start_cov is not symmetric", who);
-  } else if (!sd.empty()) {
-    for (int i = 0; i < d; ++i) c(i, i) = sd[i] * sd[i];
-  }
   Eigen::LLT<Eigen::MatrixXd> llt(c);
   HERD_REQUIRE(llt.info() == Eigen::Success, "{}: proposal_start_cov is not positive definite", who);
   const Eigen::MatrixXd l = llt.matrixL();
-  StartProposal s;
-  s.cov.assign(du * du, 0.0);
   s.chol.assign(du * du, 0.0);
   for (int i = 0; i < d; ++i)
-    for (int j = 0; j < d; ++j) {
-      s.cov[static_cast<std::size_t>(i) * du + j] = c(i, j);
-      if (j <= i) s.chol[static_cast<std::size_t>(i) * du + j] = l(i, j);
-    }
+    for (int j = 0; j <= i; ++j) s.chol[static_cast<std::size_t>(i) * du + j] = l(i, j);
   return s;
 }
 

@@ -15,13 +15,11 @@
 #include "herd/mcmc/ks_test.hpp"
 #include "herd/mcmc/refinement.hpp"
 #include "herd/mcmc/run/batched_outputs.hpp"
+#include "outputs.hpp"
 
 namespace herd::mcmc {
 
 namespace {
-
-/// Pairwise KS tables up to this many chains, as the serial run writes them.
-constexpr std::size_t kMaxKsChains = 16;
 
 /// One chain's recorded draws in compact form: runs of equal consecutive draws merged.
 struct CompactDraws {
@@ -249,65 +247,43 @@ void write_sample(io::H5Group& root, const BatchedRunFacts& f, const MemoryBatch
   }
 }
 
-/// `diagnostics`: the summary of every quantity (variables, then derived quantities),
-/// nested R-hat over the superchains, and for 2..16 chains ParaDRAM's pairwise KS table of
-/// the chains' samples.
-void write_diagnostics(io::H5Group& root, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
-                       const BatchedPosterior& post, const std::vector<std::vector<std::size_t>>& rows) {
-  io::H5Group dg = root.create_group("diagnostics");
-  std::vector<std::string> names;
-  for (const auto& q : post.rows) names.push_back(q.name);
-  dg.write_strings("variable", names).make_scale("variable");
-  auto put = [&](const char* name, double DiagnosticSummary::*field) {
-    std::vector<double> v;
-    for (const auto& q : post.rows) v.push_back(q.stats.*field);
-    io::H5Dataset ds = dg.write<double>(name, v);
-    dg.attach_dimensions(ds, {"variable"});
-  };
-  put("mean", &DiagnosticSummary::mean);
-  put("sd", &DiagnosticSummary::sd);
-  put("q5", &DiagnosticSummary::q5);
-  put("q50", &DiagnosticSummary::q50);
-  put("q95", &DiagnosticSummary::q95);
-  put("mcse_mean", &DiagnosticSummary::mcse_mean);
-  put("mcse_sd", &DiagnosticSummary::mcse_sd);
-  put("ess_bulk", &DiagnosticSummary::ess_bulk);
-  put("ess_tail", &DiagnosticSummary::ess_tail);
-  put("rhat", &DiagnosticSummary::rhat);
+/// ParaDRAM's pairwise KS table of the chains' samples (rows `rows[c]` of chain c),
+/// `[variable][chain a * M + chain b]`: for 2..kMaxKsChains chains, each with a sample; else empty.
+std::vector<std::vector<KsResult>> ks_tables(const MemoryBatchedSink& draws,
+                                             const std::vector<std::vector<std::size_t>>& rows) {
   const auto M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
-  if (f.superchains >= 2) {
-    std::vector<double> nested;
-    for (const auto& col : post.columns) nested.push_back(nested_rhat(DrawsView(col, M, D), f.superchains));
-    io::H5Dataset ds = dg.write<double>("nested_rhat", nested);
-    dg.attach_dimensions(ds, {"variable"});
-    ds.set_attribute("superchains", static_cast<std::int64_t>(f.superchains));
-  }
   const bool samples_ok = std::all_of(rows.begin(), rows.end(), [](const auto& r) { return !r.empty(); });
-  if (M < 2 || M > kMaxKsChains || !samples_ok) return;
+  if (M < 2 || M > static_cast<std::size_t>(detail::kMaxKsChains) || !samples_ok) return {};
   const auto d = static_cast<std::size_t>(draws.ndim);
-  std::vector<double> stat, pval;
+  std::vector<std::vector<KsResult>> ks;
   std::vector<std::vector<double>> samples(M);
   for (std::size_t j = 0; j < d; ++j) {
     for (std::size_t c = 0; c < M; ++c) {
       samples[c].clear();
       for (std::size_t t : rows[c]) samples[c].push_back(draws.x[(c * D + t) * d + j]);
     }
-    for (const auto& x : ks_pairwise(std::span<const std::vector<double>>(samples))) {
-      stat.push_back(x.statistic);
-      pval.push_back(x.p_value);
-    }
+    ks.push_back(ks_pairwise(std::span<const std::vector<double>>(samples)));
   }
-  dg.create_dimension("ks_variable", d);
-  dg.create_dimension("chain_a", M);
-  dg.create_dimension("chain_b", M);
-  const std::string tested =
-      "the chains' samples of the recorded (thinned) draws (sample_size, or ParaDRAM's refinement)";
-  for (const auto& [name, v] :
-       {std::pair<const char*, const std::vector<double>*>{"ks_statistic", &stat}, {"ks_p_value", &pval}}) {
-    io::H5Dataset ds = dg.write<double>(name, *v, {d, M, M});
-    dg.attach_dimensions(ds, {"ks_variable", "chain_a", "chain_b"});
-    ds.set_attribute("tested", tested);
-  }
+  return ks;
+}
+
+/// `diagnostics` (detail::write_h5_diagnostics): the summary of every quantity (variables,
+/// then derived quantities), nested R-hat over the superchains, and for 2..16 chains
+/// ParaDRAM's pairwise KS table of the chains' samples.
+void write_diagnostics(io::H5File& h5, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
+                       const BatchedPosterior& post, const std::vector<std::vector<std::size_t>>& rows) {
+  const auto M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
+  std::vector<double> nested;
+  if (f.superchains >= 2)
+    for (const auto& col : post.columns) nested.push_back(nested_rhat(DrawsView(col, M, D), f.superchains));
+  const std::vector<std::vector<KsResult>> ks = ks_tables(draws, rows);
+  detail::write_h5_diagnostics(
+      h5, {.summary = post.rows,
+           .nested_rhat = nested,
+           .superchains = f.superchains,
+           .ks = ks,
+           .chains = M,
+           .ks_tested = "the chains' samples of the recorded (thinned) draws (sample_size, or ParaDRAM's refinement)"});
 }
 
 }  // namespace
@@ -325,7 +301,7 @@ void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, c
   write_sample_stats(root, draws);
   write_chain_compact(root, facts, draws, compact);
   write_sample(root, facts, draws, rows);
-  write_diagnostics(root, facts, draws, post, rows);
+  write_diagnostics(h5, facts, draws, post, rows);
 }
 
 }  // namespace herd::mcmc

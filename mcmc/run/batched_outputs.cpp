@@ -16,6 +16,7 @@
 #include "herd/io/output_files.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/posterior_report.hpp"
+#include "herd/mcmc/proposal_setup.hpp"
 #include "outputs.hpp"
 
 namespace herd::mcmc {
@@ -364,16 +365,6 @@ std::string batched_text_report(const BatchedRunFacts& f, const BatchedPosterior
 
 namespace {
 
-/// The start proposal covariance `[d, d]` of the run (the given one, else diagonal).
-std::vector<double> start_covariance(const BatchedDramOptions& o) {
-  if (!o.proposal_start_cov.empty()) return o.proposal_start_cov;
-  const auto du = static_cast<std::size_t>(o.ndim);
-  std::vector<double> c(du * du, 0.0);
-  for (std::size_t i = 0; i < du; ++i)
-    c[i * du + i] = o.proposal_start_std.empty() ? 1.0 : o.proposal_start_std[i] * o.proposal_start_std[i];
-  return c;
-}
-
 /// The "Run" facts of the HTML report.
 std::vector<std::pair<std::string, std::string>> html_facts(const BatchedRunFacts& f) {
   const SamplerSpecs& specs = *f.specs;
@@ -397,22 +388,14 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
   if (f.draws < 1) return;
   const SamplerSpecs& specs = *f.specs;
   const BatchedDramOptions& o = f.all_options;
-  PosteriorReportData h;
-  h.title = "herd-sample report" + (specs.description.empty() ? std::string() : ": " + specs.description);
-  h.subtitle = fmt::format("herd {}, batched DRAM (docs/batched.md) on {}; target: {}; input: {}", HERD_VERSION_STRING,
-                           specs.device, f.target->description, f.options->input_source);
+  PosteriorReportData h = detail::html_report_data(
+      specs, *f.target, *f.options, fmt::format("batched DRAM (docs/batched.md) on {}", specs.device), post.rows,
+      post.columns, static_cast<std::size_t>(f.totals.num_chains), static_cast<std::size_t>(f.draws),
+      f.totals.acceptance_rate, detail::start_covariance(o.proposal_start_cov, o.proposal_start_std, o.ndim));
   h.facts = html_facts(f);
-  for (const auto& q : post.rows) h.names.push_back(q.name);
-  h.chains = static_cast<std::size_t>(f.totals.num_chains);
-  h.draws = static_cast<std::size_t>(f.draws);
-  for (const auto& c : post.columns) h.values.emplace_back(c);
-  for (const auto& q : post.rows) h.summary.push_back(q.stats);
-  h.sampled = static_cast<std::size_t>(o.ndim);
-  h.acceptance_rate = f.totals.acceptance_rate;
   h.history_note =
       "Batched runs do not record the acceptance rate and adaptation over the run: the table gives "
       "the mean acceptance rate after the warm-up.";
-  h.start_covariance = start_covariance(o);
   const auto du = static_cast<std::size_t>(o.ndim);
   if (f.totals.proposal_cov.size() == du * du)
     h.final_covariances.emplace_back(o.adaptation == BatchedAdaptation::kPerChain
@@ -425,7 +408,6 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
   if (f.superchains > 0)
     h.notes.push_back(
         fmt::format("Nested R-hat over {} superchains is in {}_report.txt.", f.superchains, specs.output_prefix));
-  h.resolved_input = f.options->resolved_input;
   h.run_longer = kBatchedRunLonger;
   write_posterior_report(specs.output_prefix + "_report.html", h);
 }

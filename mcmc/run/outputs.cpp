@@ -1,12 +1,13 @@
 // The outputs every engine shares (outputs.hpp, paradram_run.hpp): file names, output
-// checks, the summary table, the warnings, the `.h5` root attributes, ArviZ variables, and
-// each chain's contribution to the outputs.
+// checks, the summary table, the warnings, the `.h5` root attributes and diagnostics group,
+// the HTML report's common part, ArviZ variables, and each chain's contribution to the outputs.
 #include "outputs.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -52,6 +53,77 @@ void write_h5_root_attributes(io::H5File& h5, const std::string& sampler, const 
   if (!batched) rootg.set_attribute("parallelization_model", specs.parallelization_model);
   io::H5Group input = rootg.create_group("input");
   for (const auto& [k, v] : options.input_attributes) input.set_attribute(k, v);
+}
+
+void write_h5_diagnostics(io::H5File& h5, const H5DiagnosticsData& data) {
+  io::H5Group dg = h5.root().create_group("diagnostics");
+  std::vector<std::string> names;
+  for (const auto& q : data.summary) names.push_back(q.name);
+  dg.write_strings("variable", names).make_scale("variable");
+  // The summary's fields, one dataset [variable] each, in this order.
+  using S = DiagnosticSummary;
+  const std::pair<const char*, double S::*> fields[] = {{"mean", &S::mean},
+                                                        {"sd", &S::sd},
+                                                        {"q5", &S::q5},
+                                                        {"q50", &S::q50},
+                                                        {"q95", &S::q95},
+                                                        {"mcse_mean", &S::mcse_mean},
+                                                        {"mcse_sd", &S::mcse_sd},
+                                                        {"ess_bulk", &S::ess_bulk},
+                                                        {"ess_tail", &S::ess_tail},
+                                                        {"rhat", &S::rhat}};
+  for (const auto& [name, field] : fields) {
+    std::vector<double> v;
+    for (const auto& q : data.summary) v.push_back(q.stats.*field);
+    io::H5Dataset ds = dg.write<double>(name, v);
+    dg.attach_dimensions(ds, {"variable"});
+  }
+  if (!data.nested_rhat.empty()) {
+    io::H5Dataset ds = dg.write<double>("nested_rhat", data.nested_rhat);
+    dg.attach_dimensions(ds, {"variable"});
+    ds.set_attribute("superchains", static_cast<std::int64_t>(data.superchains));
+  }
+  if (data.ks.empty()) return;
+  // ParaDRAM's pairwise KS table per variable: [variable, chain, chain].
+  const std::size_t nvar = data.ks.size(), m = data.chains;
+  std::vector<double> stat, pval;
+  for (const auto& t : data.ks)
+    for (const auto& x : t) {
+      stat.push_back(x.statistic);
+      pval.push_back(x.p_value);
+    }
+  dg.create_dimension("ks_variable", nvar);
+  dg.create_dimension("chain_a", m);
+  dg.create_dimension("chain_b", m);
+  for (const auto& [name, v] :
+       {std::pair<const char*, const std::vector<double>*>{"ks_statistic", &stat}, {"ks_p_value", &pval}}) {
+    io::H5Dataset ds = dg.write<double>(name, *v, {nvar, m, m});
+    dg.attach_dimensions(ds, {"ks_variable", "chain_a", "chain_b"});
+    ds.set_attribute("tested", data.ks_tested);
+  }
+}
+
+PosteriorReportData html_report_data(const SamplerSpecs& specs, const SampleTarget& target,
+                                     const SampleRunOptions& options, std::string_view sampler,
+                                     const std::vector<QuantitySummary>& summary,
+                                     std::span<const std::vector<double>> values, std::size_t chains, std::size_t draws,
+                                     double acceptance_rate, std::vector<double> start_covariance) {
+  PosteriorReportData h;
+  h.title = "herd-sample report" + (specs.description.empty() ? std::string() : ": " + specs.description);
+  h.subtitle = fmt::format("herd {}, {}; target: {}; input: {}", HERD_VERSION_STRING, sampler, target.description,
+                           options.input_source);
+  for (const auto& q : summary) {
+    h.names.push_back(q.name);
+    h.summary.push_back(q.stats);
+  }
+  h.chains = chains;
+  h.draws = draws;
+  for (const auto& v : values) h.values.emplace_back(v);
+  h.sampled = static_cast<std::size_t>(target.ndim);
+  h.acceptance_rate = acceptance_rate;
+  h.start_covariance = std::move(start_covariance);
+  h.resolved_input = options.resolved_input;
+  return h;
 }
 
 void write_report_file(const std::string& path, const std::string& text) {

@@ -1,16 +1,21 @@
 #pragma once
 // What every engine's outputs share (private to herd::mcmc; the public part is declared in
-// paradram_run.hpp): limits and file names, the root attributes of the `.h5`, and each
-// chain's contribution to the outputs (columns, burn-in, refined sample).
+// paradram_run.hpp): limits and file names, the root attributes and the `diagnostics` group
+// of the `.h5`, the common part of the HTML report, and each chain's contribution to the
+// outputs (columns, burn-in, refined sample).
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "herd/io/hdf5.hpp"
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/ks_test.hpp"
 #include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/posterior_report.hpp"
 #include "herd/mcmc/refinement.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 
@@ -44,6 +49,44 @@ std::string restart_folder(const SamplerSpecs& s);
 /// Not thread-safe (HDF5). @throws herd::IoError
 void write_h5_root_attributes(io::H5File& h5, const std::string& sampler, const SamplerSpecs& specs,
                               const SampleTarget& target, const SampleRunOptions& options);
+
+/// What the `.h5`'s `diagnostics` group of every engine holds: a view of the caller's
+/// figures, which must outlive the `write_h5_diagnostics` call.
+struct H5DiagnosticsData {
+  /// One row per quantity (variables, then derived quantities): the `variable` scale and
+  /// the datasets mean, sd, q5, q50, q95, mcse_mean, mcse_sd, ess_bulk, ess_tail, rhat.
+  std::span<const QuantitySummary> summary;
+  /// Nested R-hat per quantity (same length as `summary`); empty: no `nested_rhat`.
+  std::span<const double> nested_rhat;
+  std::size_t superchains = 0;  ///< the attribute `superchains` of `nested_rhat`
+  /// ParaDRAM's pairwise KS tests, `[variable][chain a * chains + chain b]`; empty: no
+  /// `ks_statistic` / `ks_p_value`.
+  std::span<const std::vector<KsResult>> ks;
+  std::size_t chains = 0;      ///< chains of the KS table
+  std::string_view ks_tested;  ///< the attribute `tested` of the KS datasets: which draws were tested
+};
+
+/// Writes the group `diagnostics` of `h5` (the same for the serial, multi-chain, fork-join
+/// and batched engines): the string scale `variable` [quantity] and the summary datasets
+/// `[variable]` (f64); `nested_rhat` [variable] with the int64 attribute `superchains` when
+/// given; and when given the bare dimensions `ks_variable`, `chain_a`, `chain_b` and
+/// `ks_statistic`, `ks_p_value` `[ks_variable, chain_a, chain_b]` (f64) with the string
+/// attribute `tested`. Not thread-safe (HDF5). @throws herd::IoError, herd::InputError when
+/// `nested_rhat` or a KS row has the wrong length.
+void write_h5_diagnostics(io::H5File& h5, const H5DiagnosticsData& data);
+
+/// The parts of `<prefix>_report.html` (posterior_report.hpp) that every engine fills alike:
+/// the title (from the description), the subtitle ("herd <version>, <sampler>; target: ...;
+/// input: ..."), the quantities' names, summary and draws (`values[k]`: quantity k's draws
+/// `[chains, draws]`, kept alive by the caller), the sampled coordinates (`target.ndim`), the
+/// mean acceptance rate, the `start_covariance` `[d, d]` and the resolved input. The caller
+/// adds the engine's facts, history, final covariances and notes, then writes the report
+/// (`write_posterior_report`). Pure.
+PosteriorReportData html_report_data(const SamplerSpecs& specs, const SampleTarget& target,
+                                     const SampleRunOptions& options, std::string_view sampler,
+                                     const std::vector<QuantitySummary>& summary,
+                                     std::span<const std::vector<double>> values, std::size_t chains, std::size_t draws,
+                                     double acceptance_rate, std::vector<double> start_covariance);
 
 /// Writes a report file `path` holding `text` (never through a symbolic link): the
 /// `_report.txt` of every engine. Not thread-safe for one path.

@@ -1,6 +1,6 @@
 // The `.h5` of a serial, multi-chain or fork-join run (serial_run.hpp): ArviZ's posterior
-// and sample_stats groups `[chain, draw]`, the compact chains, the refined samples and the
-// diagnostics.
+// and sample_stats groups `[chain, draw]`, the compact chains and the refined samples (the
+// diagnostics group is every engine's `write_h5_diagnostics`, outputs.hpp).
 #include <algorithm>
 #include <type_traits>
 
@@ -183,27 +183,6 @@ void write_sample(const SerialRun& r, io::H5Group& rootg, const std::vector<Arvi
   }
 }
 
-/// The KS tables `[variable, chain, chain]` of the `diagnostics` group.
-void write_ks_tables(const SerialRun& r, io::H5Group& dg) {
-  const std::size_t m = r.m;
-  // ParaDRAM's pairwise KS table per variable: [variable, chain, chain].
-  std::vector<double> stat, pval;
-  for (const auto& t : r.ks)
-    for (const auto& x : t) {
-      stat.push_back(x.statistic);
-      pval.push_back(x.p_value);
-    }
-  dg.create_dimension("ks_variable", static_cast<hsize_t>(r.d));
-  dg.create_dimension("chain_a", m);
-  dg.create_dimension("chain_b", m);
-  io::H5Dataset ks_stat = dg.write<double>("ks_statistic", stat, {static_cast<hsize_t>(r.d), m, m});
-  dg.attach_dimensions(ks_stat, {"ks_variable", "chain_a", "chain_b"});
-  io::H5Dataset ks_p = dg.write<double>("ks_p_value", pval, {static_cast<hsize_t>(r.d), m, m});
-  dg.attach_dimensions(ks_p, {"ks_variable", "chain_a", "chain_b"});
-  ks_p.set_attribute("tested", r.ks_tested);
-  ks_stat.set_attribute("tested", r.ks_tested);
-}
-
 }  // namespace
 
 void write_h5_draws(const SerialRun& r, std::optional<io::H5File>& h5) {
@@ -217,36 +196,6 @@ void write_h5_draws(const SerialRun& r, std::optional<io::H5File>& h5) {
   write_sample_stats(r, rootg);
   write_chain_compact(r, rootg);
   write_sample(r, rootg, variables);
-}
-
-void write_h5_diagnostics(const SerialRun& r, io::H5File& h5) {
-  // diagnostics: per quantity (across chains).
-  io::H5Group dg = h5.root().create_group("diagnostics");
-  std::vector<std::string> names;
-  for (const auto& q : r.out.summary) names.push_back(q.name);
-  dg.write_strings("variable", names).make_scale("variable");
-  auto put_diag = [&](const char* name, double DiagnosticSummary::*field) {
-    std::vector<double> v;
-    for (const auto& q : r.out.summary) v.push_back(q.stats.*field);
-    io::H5Dataset ds = dg.write<double>(name, v);
-    dg.attach_dimensions(ds, {"variable"});
-  };
-  put_diag("mean", &DiagnosticSummary::mean);
-  put_diag("sd", &DiagnosticSummary::sd);
-  put_diag("q5", &DiagnosticSummary::q5);
-  put_diag("q50", &DiagnosticSummary::q50);
-  put_diag("q95", &DiagnosticSummary::q95);
-  put_diag("mcse_mean", &DiagnosticSummary::mcse_mean);
-  put_diag("mcse_sd", &DiagnosticSummary::mcse_sd);
-  put_diag("ess_bulk", &DiagnosticSummary::ess_bulk);
-  put_diag("ess_tail", &DiagnosticSummary::ess_tail);
-  put_diag("rhat", &DiagnosticSummary::rhat);
-  if (!r.nested.empty()) {
-    io::H5Dataset ds = dg.write<double>("nested_rhat", r.nested);
-    dg.attach_dimensions(ds, {"variable"});
-    ds.set_attribute("superchains", static_cast<std::int64_t>(r.nsuper));
-  }
-  if (!r.ks.empty()) write_ks_tables(r, dg);
 }
 
 }  // namespace herd::mcmc::detail

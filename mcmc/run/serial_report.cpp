@@ -8,6 +8,7 @@
 
 #include "herd/core/config.hpp"
 #include "herd/mcmc/posterior_report.hpp"
+#include "herd/mcmc/proposal_setup.hpp"
 #include "paramonte_report.hpp"
 #include "serial_run.hpp"
 
@@ -38,18 +39,9 @@ std::vector<std::pair<std::string, std::string>> html_facts(const SerialRun& r) 
   return facts;
 }
 
-/// The start proposal covariance as the kernel used it (DramOptions' rule), and the chains'
-/// final proposal covariances (up to 4).
+/// The chains' final proposal covariances (up to 4).
 void html_covariances(const SerialRun& r, PosteriorReportData& h) {
   const auto du = static_cast<std::size_t>(r.d);
-  if (!r.dopt.proposal_start_cov.empty()) {
-    h.start_covariance = r.dopt.proposal_start_cov;
-  } else {
-    h.start_covariance.assign(du * du, 0.0);
-    for (std::size_t i = 0; i < du; ++i)
-      h.start_covariance[i * du + i] =
-          r.dopt.proposal_start_std.empty() ? 1.0 : r.dopt.proposal_start_std[i] * r.dopt.proposal_start_std[i];
-  }
   for (std::size_t c = 0; c < r.m && c < 4; ++c)
     if (r.results[c].proposal_cov.size() == du * du)
       h.final_covariances.emplace_back(fmt::format("final proposal, chain {}", r.chains[c].chain_id + 1),
@@ -272,31 +264,21 @@ void write_html_report(SerialRun& r) {
   const SamplerSpecs& specs = r.specs;
   r.phases.phase("writing " + specs.output_prefix + "_report.html");
   if (r.ndraw < 1) return;
-  PosteriorReportData h;
-  h.title = "herd-sample report" + (specs.description.empty() ? std::string() : ": " + specs.description);
-  h.subtitle = fmt::format("herd {}, DRAM sampler (ParaDRAM-compatible); target: {}; input: {}", HERD_VERSION_STRING,
-                           r.target.description, r.options.input_source);
-  h.facts = html_facts(r);
-  for (std::size_t k = 0; k < r.ncol; ++k) h.names.push_back(r.co[0].columns[k].name);
-  h.chains = r.m;
-  h.draws = r.ndraw;
-  for (std::size_t c = 0; c < r.m; ++c) h.chain_ids.push_back(r.chains[c].chain_id);
   // The plots (densities, rank plots) use every draw of every quantity: the one place where
   // the whole verbose posterior is held, after the diagnostics' scratch was freed.
   std::vector<std::vector<double>> plotted(r.ncol);
-  for (std::size_t k = 0; k < r.ncol; ++k) {
-    plotted[k] = verbose_column(r, k);
-    h.values.emplace_back(plotted[k]);
-  }
-  for (const auto& q : r.out.summary) h.summary.push_back(q.stats);
-  h.sampled = static_cast<std::size_t>(r.d);
-  h.acceptance_rate = r.acceptance;
+  for (std::size_t k = 0; k < r.ncol; ++k) plotted[k] = verbose_column(r, k);
+  // The start proposal covariance as the kernel used it (DramOptions' rule).
+  PosteriorReportData h = html_report_data(specs, r.target, r.options, "DRAM sampler (ParaDRAM-compatible)",
+                                           r.out.summary, plotted, r.m, r.ndraw, r.acceptance,
+                                           start_covariance(r.dopt.proposal_start_cov, r.dopt.proposal_start_std, r.d));
+  h.facts = html_facts(r);
+  for (std::size_t c = 0; c < r.m; ++c) h.chain_ids.push_back(r.chains[c].chain_id);
   for (std::size_t c = 0; c < r.m; ++c) h.history.push_back(chain_history(r.chains[c]));
   html_covariances(r, h);
   if (r.m > 1)
     h.notes.push_back("Several chains: R-hat and ESS are computed across the chains, cut to a common length.");
   if (!r.text_files) h.notes.push_back("More than 64 chains: no per-chain text files; see the .h5 file.");
-  h.resolved_input = r.options.resolved_input;
   write_posterior_report(specs.output_prefix + "_report.html", h);
 }
 

@@ -340,7 +340,12 @@ void write_files_and_diagnostics(SerialRun& r) {
   r.phases.phase("writing " + r.h5_path);
   draws_ready.get();
   writer.join();
-  write_h5_diagnostics(r, *h5);
+  write_h5_diagnostics(*h5, {.summary = r.out.summary,
+                             .nested_rhat = r.nested,
+                             .superchains = r.nsuper,
+                             .ks = r.ks,
+                             .chains = r.m,
+                             .ks_tested = r.ks_tested});
   h5->commit();
 }
 

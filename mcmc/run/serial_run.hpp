@@ -100,9 +100,6 @@ std::vector<double> verbose_column(const SerialRun& r, std::size_t k);
 /// `sample`. Rank 0. @throws herd::IoError
 void write_h5_draws(const SerialRun& r, std::optional<io::H5File>& h5);
 
-/// Writes the `.h5`'s `diagnostics` group (summary, nested R-hat, KS table). @throws herd::IoError
-void write_h5_diagnostics(const SerialRun& r, io::H5File& h5);
-
 /// Writes `<prefix>_report.html` (nothing without posterior draws). @throws herd::IoError
 void write_html_report(SerialRun& r);
 

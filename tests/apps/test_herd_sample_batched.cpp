@@ -596,6 +596,39 @@ TEST_CASE("herd-sample cpu_batched: the .h5 has the serial run's groups and data
     if (std::string(p).rfind("sample_stats/", 0) == 0)
       CHECK(f.open_dataset(p).dimension_names() == fs_.open_dataset(p).dimension_names());
   }
+  // One writer makes both engines' diagnostics group: the same datasets (the summary, nested
+  // R-hat, the KS table with its bare dimensions) with the same dtypes, shapes, dimension
+  // names and attributes (names, kinds and sizes; superchains' value). Both runs have 4
+  // chains and 2 variables, so even the shapes agree.
+  {
+    const herd::io::H5Group bd = f.open_group("diagnostics"), sd = fs_.open_group("diagnostics");
+    REQUIRE(bd.members() == sd.members());
+    for (const char* p : {"mean", "sd", "q5", "q50", "q95", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "rhat",
+                          "nested_rhat", "variable", "ks_statistic", "ks_p_value", "ks_variable", "chain_a", "chain_b"})
+      CHECK(bd.is_dataset(p));
+    CHECK(bd.attribute_names() == sd.attribute_names());
+    for (const auto& name : sd.members()) {
+      INFO(name);
+      const herd::io::H5Dataset b = bd.open_dataset(name), s = sd.open_dataset(name);
+      CHECK(dtype_of(b) == dtype_of(s));
+      CHECK(b.shape() == s.shape());
+      CHECK(b.dimension_names() == s.dimension_names());
+      REQUIRE(b.attribute_names() == s.attribute_names());
+      for (const auto& a : s.attribute_names()) {
+        INFO(a);
+        CHECK(b.attribute_kind(a) == s.attribute_kind(a));
+        CHECK(b.attribute_size(a) == s.attribute_size(a));
+      }
+    }
+    CHECK(bd.open_dataset("variable").read_strings() == sd.open_dataset("variable").read_strings());
+    CHECK(bd.open_dataset("nested_rhat").attribute<std::int64_t>("superchains") == 2);
+    CHECK(sd.open_dataset("nested_rhat").attribute<std::int64_t>("superchains") == 2);
+    CHECK(bd.open_dataset("ks_p_value").shape() == std::vector<hsize_t>{2, 4, 4});
+    for (const char* ks : {"ks_statistic", "ks_p_value"}) {
+      CHECK_FALSE(bd.open_dataset(ks).attribute_string("tested").empty());
+      CHECK_FALSE(sd.open_dataset(ks).attribute_string("tested").empty());
+    }
+  }
   CHECK(f.open_dataset("sample_stats/accepted").shape() == f.open_dataset("sample_stats/lp").shape());
   CHECK(f.open_dataset("chain_compact/dr_stage").shape() == f.open_dataset("chain_compact/weight").shape());
   // Their meaning: draws are accepted where a compact row starts (but for a chain's first

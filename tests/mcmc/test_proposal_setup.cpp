@@ -157,6 +157,13 @@ TEST_CASE("proposal setup: the start proposal is the same factor on both paths, 
     CHECK(c.chol == std::vector<double>{2, 0, 1, 3});
     CHECK(detail::start_proposal({}, {2, 3}, 2, "t").chol == std::vector<double>{2, 0, 0, 3});
     CHECK(detail::start_proposal({}, {}, 2, "t").chol == std::vector<double>{1, 0, 0, 1});
+    // The start covariance alone (what the HTML reports of both engines show) is the one the
+    // factor is of: the given one, diag(std^2), or the identity.
+    CHECK(detail::start_covariance({4, 2, 2, 10}, {}, 2) == std::vector<double>{4, 2, 2, 10});
+    CHECK(detail::start_covariance({}, {2, 3}, 2) == std::vector<double>{4, 0, 0, 9});
+    CHECK(detail::start_covariance({}, {}, 2) == std::vector<double>{1, 0, 0, 1});
+    CHECK(detail::start_proposal({}, {2, 3}, 2, "t").cov == detail::start_covariance({}, {2, 3}, 2));
+    CHECK(detail::start_proposal({}, {}, 2, "t").cov == detail::start_covariance({}, {}, 2));
     CHECK(detail::stage_scales(2, {}, 4, 5, "t") ==
           std::vector<double>{1.0, std::pow(0.5, 0.25), std::pow(0.5, 0.25) * std::pow(0.5, 0.25)});
     CHECK(detail::stage_scales(2, {0.5, 0.2}, 4, 5, "t") == std::vector<double>{1.0, 0.5, 0.5 * 0.2});

@@ -22,6 +22,13 @@ struct StartProposal {
   std::vector<double> chol;
 };
 
+/// The start proposal covariance C0 `[d, d]` row-major of already checked options:
+/// `proposal_start_cov` when given, else diag(`proposal_start_std`^2) when given, else the
+/// identity. What `start_proposal` factors, and what the engines' HTML reports show as the
+/// start proposal. Performs no checks (a `proposal_start_cov` must hold d*d values).
+std::vector<double> start_covariance(const std::vector<double>& proposal_start_cov,
+                                     const std::vector<double>& proposal_start_std, int d);
+
 /// Checks `proposal_start_cov` (`[d, d]` row-major, symmetric to 1e-12 of its largest
 /// entry, positive definite) and `proposal_start_std` (`[d]`, positive and finite; at most
 /// one of the two given) and builds the start proposal: C0 = proposal_start_cov, or
