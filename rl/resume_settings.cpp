@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include <fmt/format.h>
+
 #include "herd/core/error.hpp"
 
 namespace herd::rl::detail {
@@ -30,7 +32,7 @@ std::vector<std::string> fixed_conflicts(const std::string& saved_text, const st
   for (const std::string& key : fixed) {
     const auto s = saved.find(key), n = now.find(key);
     if (s != saved.end() && n != now.end() && s->second != n->second)
-      out.push_back(key + " = " + n->second + " (the checkpoint has " + s->second + ")");
+      out.push_back(fmt::format("{} = {} (the checkpoint has {})", key, n->second, s->second));
   }
   return out;
 }
@@ -45,7 +47,7 @@ std::vector<std::string> trajectory_changes(const std::string& saved_text, const
   for (const auto& [key, value] : saved) {
     const auto it = now.find(key);
     if (it != now.end() && it->second != value && may_change.count(key) == 0)
-      out.push_back(key + " = " + it->second + " (the checkpoint has " + value + ")");
+      out.push_back(fmt::format("{} = {} (the checkpoint has {})", key, it->second, value));
   }
   return out;
 }

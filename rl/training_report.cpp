@@ -183,7 +183,7 @@ TrainingCurve read_curve_h5(const std::string& path) {
 std::string write_training_report(const std::string& prefix, const std::string& out) {
   namespace fs = std::filesystem;
   const std::string csv_path = prefix + "_progress.csv", h5_path = prefix + ".h5";
-  const std::string path = out.empty() ? prefix + "_report.html" : out;
+  std::string path = out.empty() ? prefix + "_report.html" : out;
   const bool have_csv = fs::exists(csv_path), have_h5 = fs::exists(h5_path);
   HERD_REQUIRE(have_csv || have_h5, "herd-rl report: neither {} nor {} exists: is \"{}\" the output_prefix of a run?",
                csv_path, h5_path, prefix);

@@ -182,7 +182,7 @@ std::string wrapped_env_id(const std::string& id, const WrapperOptions& o) {
 }
 
 std::string register_wrapped_env(const std::string& id, const WrapperOptions& o) {
-  const std::string wid = wrapped_env_id(id, o);
+  std::string wid = wrapped_env_id(id, o);
   if (wid == id) return id;
   (void)wrap_env(make_env(id), o);  // checks the options (lives, sizes) now
   register_env(wid, [id, o] { return wrap_env(make_env(id), o); });
