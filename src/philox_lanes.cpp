@@ -29,7 +29,9 @@ void fill_lanes(const RngStream& s, std::uint64_t index0, std::uint32_t sub, int
 // uninitialised (a known false positive of the headers).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx512f"))) void blocks_avx512(const Lanes& l, std::uint32_t* out) {
   const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
