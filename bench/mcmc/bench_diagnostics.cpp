@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app_main.hpp"
 #include "herd/core/thread_pool.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 
@@ -55,9 +56,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   std::size_t chains = 64, draws = 100000, params = 10, reps = 3, threads = 1, arviz_reps = 1;
   std::string python = "python3";
   bool use_arviz = true;
@@ -157,3 +156,7 @@ int main(int argc, char** argv) {
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return herd::apps::guarded_main("bench_diagnostics", run_main, argc, argv); }

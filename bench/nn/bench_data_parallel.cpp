@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app_main.hpp"
 #include "herd/core/mpi_communicator.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/nn/data_parallel.hpp"
@@ -54,9 +55,7 @@ std::vector<std::int64_t> parse_sizes(const std::string& s) {
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   std::vector<std::int64_t> sizes{1024, 1024, 1024, 1024};
   std::int64_t batch = 64;
   double bucket_mb = 1.0;
@@ -173,3 +172,7 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return herd::apps::guarded_main("bench_data_parallel", run_main, argc, argv); }

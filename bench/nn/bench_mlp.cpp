@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app_main.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/nn/losses.hpp"
 #include "herd/nn/mlp.hpp"
@@ -114,9 +115,7 @@ std::string run_checked(const std::string& cmd) {
   return pclose(p) == 0 ? out : std::string();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   bool torch = true, quick = false, torch_passive = false;
   int rounds = 5;
   std::string python;
@@ -207,3 +206,7 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return herd::apps::guarded_main("bench_mlp", run_main, argc, argv); }

@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app_main.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/rl/env_pool.hpp"
 #include "herd/rl/envs.hpp"
@@ -160,7 +161,9 @@ nlohmann::json spread(std::vector<double> v) {
   return {v.front(), median(v), v.back()};
 }
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_main(int argc, char** argv) {
   double seconds = 1.0;
   int repeats = 5;
   bool gym = true, simd_only = false;
@@ -300,3 +303,7 @@ int main(int argc, char** argv) {
   std::printf("%s\n", doc.dump(2).c_str());
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return herd::apps::guarded_main("bench_env_pool", run_main, argc, argv); }

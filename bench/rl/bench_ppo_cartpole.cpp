@@ -38,6 +38,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app_main.hpp"
 #include "herd/io/config.hpp"
 #include "herd/nn/module.hpp"
 #include "herd/rl/trainer.hpp"
@@ -116,7 +117,7 @@ nlohmann::json sb3_run(const std::string& python, int seed, long long max_steps)
   std::string line = out;
   while (!line.empty() && line.back() == '\n') line.pop_back();
   line = line.substr(line.find_last_of('\n') == std::string::npos ? 0 : line.find_last_of('\n') + 1);
-  const auto j = nlohmann::json::parse(line, nullptr, false);
+  auto j = nlohmann::json::parse(line, nullptr, false);
   if (st != 0 || j.is_discarded() || !j.contains("seconds")) {
     return {{"error", "sb3_ppo_cartpole.py exited " + std::to_string(st)}};
   }
@@ -170,6 +171,7 @@ int config_runs(const char* self, const std::string& config, const std::vector<s
                                      "--set",        "output_prefix=/tmp/bench_ppo_child"};
     for (const auto& kv : sets) args.insert(args.end(), {"--set", kv});
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     int fds[2];
@@ -225,7 +227,9 @@ int config_runs(const char* self, const std::string& config, const std::vector<s
   return 0;
 }
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_main(int argc, char** argv) {
   int seeds = 5;
   long long max_steps = 200000;
   bool tp = false;
@@ -334,3 +338,7 @@ int main(int argc, char** argv) {
   std::printf("  \"goal_seconds\": 0.5\n}\n");
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return herd::apps::guarded_main("bench_ppo_cartpole", run_main, argc, argv); }

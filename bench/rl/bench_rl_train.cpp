@@ -138,6 +138,7 @@ int main(int argc, char** argv) {
       const int envs = scaling == "strong" ? 8 / ranks : 8;
       const int mb = scaling == "strong" ? 256 : 256 * ranks;
       std::vector<double> r;
+      r.reserve(static_cast<std::size_t>(std::max(repeats, 0)));
       for (int k = 0; k < repeats; ++k) r.push_back(measure(mpiexec, self, ranks, envs, mb, iterations));
       const double m = median(r);
       if (ranks == 1) one = m;

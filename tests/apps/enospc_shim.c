@@ -2,7 +2,7 @@
  * and pwrite64() fail with ENOSPC once the files whose path contains HERD_ENOSPC_PATTERN
  * (default ".h5") have received HERD_ENOSPC_AFTER bytes (default 0) in all. Other files
  * are written normally. */
-#define _GNU_SOURCE
+#define _GNU_SOURCE /* NOLINT(bugprone-reserved-identifier): glibc's feature-test macro, for RTLD_NEXT */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>

@@ -62,7 +62,7 @@ Run run(const std::string& args) {
 fs::path write_csv(const std::string& name, const std::vector<double>& x, std::size_t m, std::size_t n,
                    const std::string& header = "") {
   fs::create_directories(kWork);
-  const fs::path p = kWork / name;
+  fs::path p = kWork / name;
   std::FILE* f = std::fopen(p.c_str(), "w");
   if (!header.empty()) std::fprintf(f, "%s\n", header.c_str());
   for (std::size_t t = 0; t < n; ++t)
@@ -83,7 +83,7 @@ void write_dataset(hid_t loc, const char* name, const std::vector<double>& x, st
 /// (TV2) and a rank-1 coordinate in posterior/, and a rank-1 dataset "flat" at the root.
 fs::path write_h5(const std::string& name, bool with_inf = false) {
   fs::create_directories(kWork);
-  const fs::path p = kWork / name;
+  fs::path p = kWork / name;
   const auto tv1 = herd_test::test_vector(1), tv4 = herd_test::test_vector(4);
   std::vector<double> theta(4 * 1000 * 2);
   for (std::size_t i = 0; i < 4000; ++i) {
@@ -274,7 +274,7 @@ std::string pm_real(double v) {
 
 fs::path write_paradram_chain(const std::string& name, const Compact& c, const std::string& delim, bool padded) {
   fs::create_directories(kWork);
-  const fs::path p = kWork / name;
+  fs::path p = kWork / name;
   std::ofstream o(p);
   auto col = [&](const std::string& v) { return padded ? fmt::format("{:>26}", v) : v; };
   const char* h[] = {"ProcessID",         "DelayedRejectionStage", "MeanAcceptanceRate",
@@ -331,7 +331,7 @@ TEST_CASE("herd-diagnose: ParaDRAM chain files: weights expand the compact chain
 TEST_CASE("herd-diagnose: ParaDRAM sample files, one per chain", "[mcmc][apps]") {
   const auto x1 = ar1(500, 3, 0.0), x2 = ar1(500, 4, 0.1), l1 = ar1(500, 5, -2.0), l2 = ar1(500, 6, -2.0);
   auto write = [&](const std::string& name, const std::vector<double>& lp, const std::vector<double>& x) {
-    const fs::path p = kWork / name;
+    fs::path p = kWork / name;
     std::ofstream o(p);
     o << "SampleLogFunc,mu\n";
     for (std::size_t i = 0; i < x.size(); ++i) o << fmt::format("{:.17g},{:.17g}\n", lp[i], x[i]);

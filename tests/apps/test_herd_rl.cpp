@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include "app_runner.hpp"
@@ -501,9 +502,9 @@ TEST_CASE("mpiexec -n 2 herd-rl train learns CartPole as well as one process wit
   int one = 0, two = 0;
   for (int seed = 0; seed < 5; ++seed) {
     const std::string s = std::to_string(seed);
-    const Run a = run(d, "train --quiet --set seed=" + s + " --set output_prefix=one" + s);
-    const Run b =
-        run_np(d, 2, "train --quiet --set sampler.num_envs=4 --set seed=" + s + " --set output_prefix=two" + s);
+    const Run a = run(d, fmt::format("train --quiet --set seed={0} --set output_prefix=one{0}", s));
+    const Run b = run_np(
+        d, 2, fmt::format("train --quiet --set sampler.num_envs=4 --set seed={0} --set output_prefix=two{0}", s));
     INFO(a.err << b.err);
     REQUIRE(a.rc == 0);
     REQUIRE(b.rc == 0);

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include "app_runner.hpp"
@@ -221,8 +222,8 @@ TEST_CASE("herd-sample device = cpu_batched: pooled adaptation gives the same ch
   for (const int ranks : {1, 2, 3}) {
     INFO(ranks << " processes");
     const std::string out = "pooled_" + std::to_string(ranks);
-    const Run r = sample(
-        dir, ranks, common + " --set chains_per_rank=" + std::to_string(192 / ranks) + " --output " + out + "/run");
+    const Run r =
+        sample(dir, ranks, fmt::format("{} --set chains_per_rank={} --output {}/run", common, 192 / ranks, out));
     INFO(r.err);
     REQUIRE(r.rc == 0);
     got.push_back(datasets(dir / out / "run.h5"));
@@ -545,7 +546,7 @@ std::set<std::string> h5_paths(const fs::path& file) {
   std::function<void(const herd::io::H5Group&, const std::string&)> walk = [&](const herd::io::H5Group& g,
                                                                                const std::string& at) {
     for (const auto& name : g.members()) {
-      const std::string path = at.empty() ? name : at + "/" + name;
+      const std::string path = at.empty() ? name : fmt::format("{}/{}", at, name);
       out.insert(path);
       if (g.is_group(name)) walk(g.open_group(name), path);
     }
@@ -681,7 +682,7 @@ TEST_CASE("herd-sample cpu_batched: the dr_stage histogram of the .h5 is the rep
 #endif
     INFO("ranks " << ranks);
     const std::string out = "out/h" + std::to_string(ranks);
-    const Run r = sample(dir, ranks, common + "--output " + out);
+    const Run r = sample(dir, ranks, fmt::format("{}--output {}", common, out));
     REQUIRE(r.rc == 0);
     const std::string report = slurp(dir / (out + "_report.txt"));
     const auto at = report.find("per stage:");

@@ -63,6 +63,7 @@ TEST_CASE("the pool survives being hammered from several threads, with nesting",
   constexpr int kCallers = 6, kRounds = 200;
   std::vector<long> results(kCallers, 0);
   std::vector<std::thread> callers;
+  callers.reserve(kCallers);
   for (int t = 0; t < kCallers; ++t) {
     callers.emplace_back([&, t] {
       for (int r = 0; r < kRounds; ++r) {

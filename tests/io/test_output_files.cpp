@@ -23,7 +23,7 @@ using Catch::Matchers::Contains;
 namespace {
 
 fs::path fresh(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("herd_test_output_files_" + std::to_string(::getpid())) / name;
+  fs::path d = fs::temp_directory_path() / ("herd_test_output_files_" + std::to_string(::getpid())) / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

@@ -25,9 +25,8 @@ double slow_gauss(const double* x, int d) {
   for (int i = 0; i < d; ++i) q += x[i] * x[i] / (1.0 + i);
   return -0.5 * q;
 }
-}  // namespace
 
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr, "usage: %s dir chains_per_rank period_steps chain_size\n", argv[0]);
     return 2;
@@ -62,4 +61,18 @@ int main(int argc, char** argv) {
   comm.reset();
   herd::MpiEnvironment::finalize();
   return rc;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  // What escapes run_main (MPI could not start, say) is one error line and exit status 1, not
+  // std::terminate.
+  try {
+    return run_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "par_resume_tool: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "par_resume_tool: error: unknown exception\n");
+  }
+  return 1;
 }

@@ -108,7 +108,7 @@ TEST_CASE("batched host path: chains bit-identical to the serial kernel with the
       bo.num_chains = 5;
       bo.first_chain_id = 1000;
       bo.seed = 42;
-      bo.start_points.assign(static_cast<std::size_t>(5 * d), 0.0);
+      bo.start_points.assign(5 * static_cast<std::size_t>(d), 0.0);
       for (int i = 0; i < 5 * d; ++i) bo.start_points[static_cast<std::size_t>(i)] = 0.1 * (i % 7) - 0.3;
       bo.proposal_start_cov = start_cov(d);
       bo.delayed_rejection_count = dr;

@@ -26,7 +26,7 @@ using namespace herd::mcmc;
 namespace {
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("herd_batched_run_" + name + "_" + std::to_string(::getpid()));
+  fs::path p = fs::temp_directory_path() / ("herd_batched_run_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
   return p;

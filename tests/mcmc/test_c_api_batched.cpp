@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path fresh(const std::string& name) {
-  const fs::path dir = fs::path(HERD_TEST_WORK_DIR) / name;
+  fs::path dir = fs::path(HERD_TEST_WORK_DIR) / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

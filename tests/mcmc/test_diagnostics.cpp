@@ -425,8 +425,10 @@ TEST_CASE("nested R-hat: defining identities and many short chains", "[mcmc]") {
   const double r_conv = m::nested_rhat(DrawsView(conv, 1024, 10), 16);
   CHECK(r_conv < 1.01);
   auto apart = conv;
-  for (std::size_t c = 0; c < 1024; ++c)
-    for (std::size_t t = 0; t < 10; ++t) apart[c * 10 + t] += 0.5 * static_cast<double>(c / 64);
+  for (std::size_t c = 0; c < 1024; ++c) {
+    const std::size_t superchain = c / 64;  // chain c's superchain: its offset is 0.5 per superchain
+    for (std::size_t t = 0; t < 10; ++t) apart[c * 10 + t] += 0.5 * static_cast<double>(superchain);
+  }
   CHECK(m::nested_rhat(DrawsView(apart, 1024, 10), 16) > 1.5);
   // One draw per chain (N = 1): within-chain variance is 0, the between-chain part remains.
   CHECK(std::isfinite(m::nested_rhat(DrawsView(conv, 1024 * 10 / 4, 4), 10)));
@@ -481,6 +483,7 @@ TEST_CASE("concurrent calls on several threads give the serial results", "[mcmc]
   for (int k = 1; k <= 5; ++k) tvs.push_back(test_vector(k));
   for (int k = 0; k < 5; ++k) serial[k] = herd::mcmc::summarize(DrawsView(tvs[k].x, tvs[k].m, tvs[k].n));
   std::vector<std::thread> threads;
+  threads.reserve(5);
   for (int k = 0; k < 5; ++k)
     threads.emplace_back([&, k] { par[k] = herd::mcmc::summarize(DrawsView(tvs[k].x, tvs[k].m, tvs[k].n)); });
   for (auto& t : threads) t.join();

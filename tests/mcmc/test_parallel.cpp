@@ -230,6 +230,7 @@ TEST_CASE("parallel: multi-chain on one rank equals run_chains, threads or not",
   DramOptions o = opts(1);
   std::vector<MemoryChainSink> ref(4);
   std::vector<ChainSink*> ptr;
+  ptr.reserve(ref.size());
   for (auto& s : ref) ptr.push_back(&s);
   DramSampler(o, banana).run_chains(ptr, 1);
   for (int threads : {1, 2}) {

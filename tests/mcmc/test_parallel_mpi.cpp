@@ -54,6 +54,7 @@ TEST_CASE("parallel MPI: multi-chain is bit-identical across rank/thread layouts
       // All 2n chains as one process running them serially.
       std::vector<MemoryChainSink> ref(static_cast<std::size_t>(2 * n));
       std::vector<ChainSink*> ptr;
+      ptr.reserve(ref.size());
       for (auto& s : ref) ptr.push_back(&s);
       const std::vector<DramResult> rr = DramSampler(o, banana).run_chains(ptr, 1);
       REQUIRE(m.chains.size() == ref.size());
