@@ -334,7 +334,7 @@ namespace {
 void collect_leaves(const ConfigValue& t, const std::string& prefix,
                     std::vector<std::pair<std::string, const ConfigValue*>>& out) {
   for (const auto& [k, v] : t.as_table()) {
-    const std::string full = prefix.empty() ? k : prefix + "." + k;
+    const std::string full = prefix.empty() ? k : fmt::format("{}.{}", prefix, k);
     if (v.is_table()) collect_leaves(v, full, out);
     else out.emplace_back(full, &v);
   }

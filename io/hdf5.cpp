@@ -479,9 +479,10 @@ std::string H5Group::child_path(std::string_view name) const {
 H5Group H5Group::create_group(std::string_view name) {
   HERD_REQUIRE(!name.empty(), "hdf5: empty group name in {}", where());
   const auto parts = split_path(name);
+  HERD_REQUIRE(!parts.empty(), "hdf5: group name \"{}\" in {} has only slashes, but must name a group", name, where());
   H5Group parent;
   hid_t loc = id();
-  std::string leaf = parts.back();
+  const std::string& leaf = parts.back();
   if (parts.size() > 1) {
     std::string head(name.substr(0, name.rfind('/')));
     parent = require_group(head);
@@ -546,6 +547,8 @@ H5Dataset H5Group::create_dataset_raw(std::string_view name, hid_t type, const s
                "hdf5: {}: chunk has rank {}, but the dataset has rank {}", full, opt.chunk.size(), shape.size());
 
   const auto parts = split_path(name);
+  HERD_REQUIRE(!parts.empty(), "hdf5: dataset name \"{}\" in {} has only slashes, but must name a dataset", name,
+               where());
   H5Group parent;
   hid_t loc = id();
   if (parts.size() > 1) {

@@ -250,30 +250,32 @@ SchemaKey& Schema::add_string(std::string name, std::optional<std::string> def, 
 }
 
 namespace {
+/// The default list `def` as an array value (empty when there is none); its elements are
+/// moved into the values.
 template <class T, class Make>
-ConfigValue list_of(const std::optional<std::vector<T>>& def, Make make) {
+ConfigValue list_of(std::optional<std::vector<T>>&& def, Make make) {
   if (!def) return ConfigValue();
   ConfigValue::Array a;
-  for (const auto& x : *def) a.push_back(make(x));
+  for (auto&& x : *def) a.push_back(make(std::move(x)));
   return ConfigValue::array(std::move(a));
 }
 }  // namespace
 
 SchemaKey& Schema::add_bool_list(std::string name, std::optional<std::vector<bool>> def, std::string doc) {
-  return add(std::move(name), ValueType::kBoolList, list_of(def, [](bool b) { return ConfigValue::boolean(b); }),
-             std::move(doc));
+  return add(std::move(name), ValueType::kBoolList,
+             list_of(std::move(def), [](bool b) { return ConfigValue::boolean(b); }), std::move(doc));
 }
 SchemaKey& Schema::add_int_list(std::string name, std::optional<std::vector<std::int64_t>> def, std::string doc) {
-  return add(std::move(name), ValueType::kIntList, list_of(def, [](std::int64_t i) { return ConfigValue::integer(i); }),
-             std::move(doc));
+  return add(std::move(name), ValueType::kIntList,
+             list_of(std::move(def), [](std::int64_t i) { return ConfigValue::integer(i); }), std::move(doc));
 }
 SchemaKey& Schema::add_float_list(std::string name, std::optional<std::vector<double>> def, std::string doc) {
-  return add(std::move(name), ValueType::kFloatList, list_of(def, [](double d) { return ConfigValue::real(d); }),
-             std::move(doc));
+  return add(std::move(name), ValueType::kFloatList,
+             list_of(std::move(def), [](double d) { return ConfigValue::real(d); }), std::move(doc));
 }
 SchemaKey& Schema::add_string_list(std::string name, std::optional<std::vector<std::string>> def, std::string doc) {
   return add(std::move(name), ValueType::kStringList,
-             list_of(def, [](const std::string& s) { return ConfigValue::string(s); }), std::move(doc));
+             list_of(std::move(def), [](std::string s) { return ConfigValue::string(std::move(s)); }), std::move(doc));
 }
 
 SchemaKey& Schema::add_float_matrix(std::string name, std::optional<std::vector<std::vector<double>>> def,
@@ -281,8 +283,9 @@ SchemaKey& Schema::add_float_matrix(std::string name, std::optional<std::vector<
   ConfigValue d;
   if (def) {
     ConfigValue::Array rows;
-    for (const auto& row : *def)
-      rows.push_back(list_of(std::optional<std::vector<double>>(row), [](double x) { return ConfigValue::real(x); }));
+    for (auto& row : *def)
+      rows.push_back(
+          list_of(std::optional<std::vector<double>>(std::move(row)), [](double x) { return ConfigValue::real(x); }));
     d = ConfigValue::array(std::move(rows));
   }
   return add(std::move(name), ValueType::kFloatMatrix, std::move(d), std::move(doc));
@@ -440,11 +443,12 @@ class Resolver {
 
   void walk(const ConfigValue& table, const std::string& prefix, const std::string& written_prefix) {
     for (const auto& [k, v] : table.as_table()) {
-      const std::string path = prefix.empty() ? k : prefix + "." + k;
+      const std::string path = prefix.empty() ? k : fmt::format("{}.{}", prefix, k);
       const std::string shown_leaf = (fold_ && !v.written_name.empty()) ? v.written_name : k;
-      const std::string written = v.is_raw_text() && !v.written_name.empty()
-                                      ? v.written_name
-                                      : (written_prefix.empty() ? shown_leaf : written_prefix + "." + shown_leaf);
+      const std::string written =
+          v.is_raw_text() && !v.written_name.empty()
+              ? v.written_name
+              : (written_prefix.empty() ? shown_leaf : fmt::format("{}.{}", written_prefix, shown_leaf));
       const int idx = match(path);
       if (idx >= 0) {
         auto& slot = assigned[static_cast<std::size_t>(idx)];

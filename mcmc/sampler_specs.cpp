@@ -282,7 +282,8 @@ void check_length(const io::Settings& st, const char* key, const std::vector<dou
 void check_matrix(const io::Settings& st, const char* key, const std::vector<double>& v, std::size_t d,
                   bool correlation) {
   if (v.empty()) return;
-  const std::string where = st.origin(key), name = st.written(key);
+  const std::string where = st.origin(key);
+  const std::string& name = st.written(key);
   Eigen::MatrixXd m(static_cast<Eigen::Index>(d), static_cast<Eigen::Index>(d));
   double big = 0.0;
   for (std::size_t i = 0; i < d; ++i)

@@ -39,7 +39,7 @@ nlohmann::json nested(const io::DataArray& a) {
 mcmc::MadeTarget make_model_target(const std::string& name, const io::Settings& st) {
   std::shared_ptr<PosteriorModel> m;
   if (st.has("data.file")) {
-    const std::string path = st.get_string("data.file");
+    const std::string& path = st.get_string("data.file");
     const nlohmann::json data = load_model_data(path, st.get_string("data.group"), st.origin("data.file"));
     try {
       m = make_model(name, data);

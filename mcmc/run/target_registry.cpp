@@ -43,7 +43,7 @@ std::string quoted(const std::vector<std::string>& names) {
 /// depend on the working directory; one given with --set (or absolute) is used as is.
 std::string plugin_path(const io::Settings& st) {
   namespace fs = std::filesystem;
-  const std::string lib = st.get_string("target.library");
+  const std::string& lib = st.get_string("target.library");
   const std::string& from = st.value("target.library").where.file;
   if (lib.empty() || fs::path(lib).is_absolute() || from.empty() || from.rfind("--set", 0) == 0 || from.front() == '(')
     return lib;
