@@ -301,6 +301,10 @@ TEST_CASE("hdf5: bad use gives clear errors, not crashes", "[io]") {
   CHECK_THROWS_AS(root.open_dataset("x").read_strings(), herd::IoError);
   CHECK_THROWS_AS(root.create_dataset<double>("s", {}, DatasetOptions{true, {}, 0, true}), herd::InputError);
   CHECK_THROWS_AS(H5File::create(tmp.file("ok.h5"), false), herd::IoError);
+  // A name of slashes only names nothing: an error, not parts.back() of an empty split.
+  CHECK_THROWS_WITH(root.create_group("/"), Catch::Contains("has only slashes"));
+  CHECK_THROWS_WITH(root.create_group("//"), Catch::Contains("has only slashes"));
+  CHECK_THROWS_WITH(root.write_scalar<double>("/", 1.0), Catch::Contains("has only slashes"));
 }
 
 TEST_CASE("hdf5: truncated files are errors, not crashes", "[io]") {
