@@ -114,10 +114,15 @@ void check_prob(const char* fn, double prob) {
 
 /// Normal quantiles of Blom-offset ranks (r - 3/8) / (S + 1/4), cached by 2r (ranks may be
 /// half-integers with ties) in the workspace; z(S + 1 - r) = -z(r) halves the evaluations.
+/// The cache outlives the call: the next quantity with the same S (every quantity of a run)
+/// reuses the quantiles already evaluated, which are the same numbers.
 class ZTable {
  public:
-  ZTable(std::size_t s, std::vector<double>& cache) : s_(s), z_(cache) {
-    z_.assign(s + 2, kNaN);  // entries 2r <= S + 1
+  ZTable(std::size_t s, std::vector<double>& cache, std::size_t& cached_s) : s_(s), z_(cache) {
+    if (cached_s != s || z_.size() != s + 2) {
+      z_.assign(s + 2, kNaN);  // entries 2r <= S + 1
+      cached_s = s;
+    }
   }
   double operator()(std::size_t two_r) {
     const std::size_t mirror = 2 * (s_ + 1) - two_r;
@@ -313,21 +318,21 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
     for (std::size_t t = 0; t < p.h; ++t) ones += hi[t] = x[p.n - p.h + t] <= q ? 1.0 : 0.0;
   }
   if (ones == 0.0 || ones == static_cast<double>(s2)) return kNaN;  // constant indicator
-  return detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true);
+  return detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true);
 }
 
 /// Bulk and tail R-hat and bulk-ESS from the sorted pairs (needs sort_pairs).
 void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
                       double* ess_b) {
   const std::size_t s2 = 2 * p.m * p.h;
-  ZTable ztab(s2, ws.ztab);
+  ZTable ztab(s2, ws.ztab, ws.ztab_s);
   ws.split.resize(s2);
   z_scale_sorted(ws.recs.data(), p.s, s2, ws.split.data(), ztab, ws.stage);
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
   const bool ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
   if (rhat_b) *rhat_b = ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
-  if (ess_b) *ess_b = ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  if (ess_b) *ess_b = ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   if (rhat_t) {
     fold_sorted(ws.recs, median, ws.folded);
     ws.split2.resize(s2);
@@ -496,15 +501,28 @@ void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1,
   }
 }
 
-double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
+namespace {
+/// ess_chains and ess_chains_overwrite: `writable` is y itself (centred in place, once) or
+/// nullptr (each chain centred into a buffer whenever its lags are summed).
+double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
   if (n < 3 || m == 0) return kNaN;
   const std::size_t s = m * n;
   if (!checked && (!all_finite(y, s) || is_constant(y, s))) return kNaN;
   ws.means.resize(m);
   for (std::size_t c = 0; c < m; ++c) ws.means[c] = mean_of(y + c * n, n);
+  // The same centred values either way: y[t] - mean of its chain.
+  if (writable != nullptr) {
+    for (std::size_t c = 0; c < m; ++c) {
+      const double mu = ws.means[c];
+      double* yc = writable + c * n;
+      for (std::size_t t = 0; t < n; ++t) yc[t] -= mu;
+    }
+  } else {
+    ws.centered.resize(n);
+  }
   // One chain at a time, centred into a buffer that stays in cache while its lags are summed.
-  ws.centered.resize(n);
-  auto center = [&](std::size_t c) {
+  auto center = [&](std::size_t c) -> const double* {
+    if (writable != nullptr) return writable + c * n;
     const double mu = ws.means[c];
     const double* yc = y + c * n;
     for (std::size_t t = 0; t < n; ++t) ws.centered[t] = yc[t] - mu;
@@ -594,6 +612,15 @@ double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, 
   const double total = static_cast<double>(s);
   tau = std::max(tau, 1.0 / std::log10(total));
   return total / tau;
+}
+}  // namespace
+
+double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
+  return ess_impl(y, nullptr, m, n, ws, checked);
+}
+
+double ess_chains_overwrite(double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
+  return ess_impl(y, y, m, n, ws, checked);
 }
 
 double rhat_chains(const double* y, std::size_t m, std::size_t n, bool checked) {
@@ -716,18 +743,21 @@ DiagnosticSummary summarize(const DrawsView& v) {
   // above); an odd count drops the middle draws, which may leave constant split draws.
   const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
   r.rhat_basic = split_ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
-  r.ess_mean = split_ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
-  r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
+  // (x - mean)^2 of the split draws, before ess_mean centres the split draws in place.
+  ws.split2.resize(s2);
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (double& z : ws.split) {
-    z = (z - r.mean) * (z - r.mean);
+  for (std::size_t i = 0; i < s2; ++i) {
+    const double z = (ws.split[i] - r.mean) * (ws.split[i] - r.mean);
+    ws.split2[i] = z;
     lo = z < lo ? z : lo;
     hi = z > hi ? z : hi;
   }
+  r.ess_mean = split_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
   // (x - mean)^2 is constant when x takes two values symmetric about the mean; it overflows
   // only for |x| > 1e154.
   const bool sq_ok = std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon());
-  r.ess_sd = sq_ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  r.ess_sd = sq_ok ? detail::ess_chains_overwrite(ws.split2.data(), 2 * p.m, p.h, ws, true) : kNaN;
   const double evar = m2 / sd_s;
   const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;
   r.mcse_sd = std::sqrt(varvar / evar / 4.0);
@@ -806,7 +836,7 @@ double ess_mean(const DrawsView& v) {
   const Prepared p = prepare(v, ws);
   ws.split.resize(2 * p.m * p.h);
   detail::split_chains(p.x, p.m, p.n, ws.split.data());
-  return detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  return detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws);
 }
 
 double ess_sd(const DrawsView& v) {
@@ -817,7 +847,7 @@ double ess_sd(const DrawsView& v) {
   ws.split.resize(2 * p.m * p.h);
   detail::split_chains(p.x, p.m, p.n, ws.split.data());
   for (double& z : ws.split) z = (z - mu) * (z - mu);
-  return detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  return detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws);
 }
 
 double mcse_mean(const DrawsView& v) {

@@ -83,7 +83,8 @@ struct Workspace {
   };
 #pragma pack(pop)
   std::vector<Staged> stage;  // z values grouped by destination window
-  std::vector<double> ztab;   // normal quantiles of ranks
+  std::vector<double> ztab;   // normal quantiles of ranks, kept between calls
+  std::size_t ztab_s = 0;     // the draw count S that ztab's quantiles are of
   std::vector<std::uint32_t> radix_count;
   std::vector<double> centered;  // one centred chain
   std::vector<double> acov;      // chain-averaged autocovariance
@@ -111,6 +112,11 @@ void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& 
 /// NaN when n < 3, a value is non-finite or the values are constant; `checked` = true
 /// skips those two checks (the caller knows the values are finite and not constant).
 double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked = false);
+
+/// ess_chains on scratch values: the same result, but `y` is centred in place (each chain
+/// minus its mean) instead of chain by chain into a buffer for every block of lags, so the
+/// values are left changed.
+double ess_chains_overwrite(double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked = false);
 
 /// posterior's `.rhat` of m chains of n draws, [m, n] row-major. NaN when m < 2, n < 2,
 /// a value is non-finite or the values are constant (`checked` as for ess_chains).
