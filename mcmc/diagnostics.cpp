@@ -4,12 +4,16 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <numeric>
 
 #if HERD_HAVE_FFTW
 #include <fftw3.h>
+#endif
+#if defined(__linux__)
+#include <sys/mman.h>
 #endif
 
 #include <Eigen/Core>
@@ -118,7 +122,7 @@ void check_prob(const char* fn, double prob) {
 /// reuses the quantiles already evaluated, which are the same numbers.
 class ZTable {
  public:
-  ZTable(std::size_t s, std::vector<double>& cache, std::size_t& cached_s) : s_(s), z_(cache) {
+  ZTable(std::size_t s, detail::BigVector<double>& cache, std::size_t& cached_s) : s_(s), z_(cache) {
     if (cached_s != s || z_.size() != s + 2) {
       z_.assign(s + 2, kNaN);  // entries 2r <= S + 1
       cached_s = s;
@@ -138,7 +142,7 @@ class ZTable {
 
  private:
   std::size_t s_;
-  std::vector<double>& z_;
+  detail::BigVector<double>& z_;
 };
 
 constexpr std::uint32_t kDropped = 0xffffffffu;
@@ -149,7 +153,7 @@ constexpr std::uint32_t kDropped = 0xffffffffu;
 /// split positions, each written once. For large inputs the random writes go through
 /// `stage`, grouped by 32768-position windows, so the final scatter stays in cache.
 void z_scale_sorted(const Rec* sorted, std::size_t count, std::size_t s2, double* out, ZTable& ztab,
-                    std::vector<detail::Workspace::Staged>& stage) {
+                    detail::BigVector<detail::Workspace::Staged>& stage) {
   constexpr std::size_t kShift = 15;
   const bool staged = s2 >= (std::size_t{1} << 18);
   std::vector<std::size_t> cursor;
@@ -184,7 +188,7 @@ void z_scale_sorted(const Rec* sorted, std::size_t count, std::size_t s2, double
 }
 
 /// Sorted (key of |x - med|, split position) of all draws, merged outward from the median.
-void fold_sorted(const std::vector<Rec>& sorted, double med, std::vector<Rec>& out) {
+void fold_sorted(const detail::BigVector<Rec>& sorted, double med, detail::BigVector<Rec>& out) {
   const std::size_t s = sorted.size();
   out.resize(s);
   const std::uint64_t kmed = sort_key(med);
@@ -345,6 +349,17 @@ void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, d
 
 // ---------------------------------------------------------------------------------------
 namespace detail {
+
+void* allocate_huge(std::size_t bytes) {
+  void* p = std::aligned_alloc(std::size_t{1} << 21, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__)
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without huge pages the block still works
+#endif
+  return p;
+}
+
+void free_huge(void* p, std::size_t /*bytes*/) noexcept { std::free(p); }
 
 Workspace& workspace() {
   thread_local Workspace ws;
