@@ -150,21 +150,15 @@ constexpr std::uint32_t kDropped = 0xffffffffu;
 /// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds (key,
 /// split position) records of all draws sorted by key; the middle draws of odd chains carry
 /// kDropped and are skipped. Ties (equal keys) get their average rank. `out` has the s2
-/// split positions, each written once. For large inputs the random writes go through
-/// `stage`, grouped by 32768-position windows, so the final scatter stays in cache.
-void z_scale_sorted(const Rec* sorted, std::size_t count, std::size_t s2, double* out, ZTable& ztab,
-                    detail::BigVector<detail::Workspace::Staged>& stage) {
-  constexpr std::size_t kShift = 15;
-  const bool staged = s2 >= (std::size_t{1} << 18);
-  std::vector<std::size_t> cursor;
-  if (staged) {
-    stage.resize(s2);
-    cursor.resize((s2 >> kShift) + 1);
-    for (std::size_t k = 0; k < cursor.size(); ++k) cursor[k] = k << kShift;
-  }
+/// split positions, each written once, in random order: with the workspace on huge pages
+/// direct writes (each destination's line prefetched a few records ahead) beat staging them
+/// through position windows, and need no staging buffer.
+void z_scale_sorted(const Rec* sorted, std::size_t count, double* out, ZTable& ztab) {
+  constexpr std::size_t kAhead = 16;
   std::size_t rank = 0;
   std::size_t i = 0;
   while (i < count) {
+    if (i + kAhead < count && sorted[i + kAhead].pos != kDropped) __builtin_prefetch(out + sorted[i + kAhead].pos, 1);
     std::size_t j = i + 1;
     std::size_t included = sorted[i].pos != kDropped ? 1 : 0;
     while (j < count && sorted[j].key == sorted[i].key) {
@@ -175,16 +169,12 @@ void z_scale_sorted(const Rec* sorted, std::size_t count, std::size_t s2, double
       const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
       for (std::size_t k = i; k < j; ++k) {
         const std::uint32_t pos = sorted[k].pos;
-        if (pos == kDropped) continue;
-        if (staged) stage[cursor[pos >> kShift]++] = {z, pos};
-        else out[pos] = z;
+        if (pos != kDropped) out[pos] = z;
       }
       rank += included;
     }
     i = j;
   }
-  if (staged)
-    for (const auto& e : stage) out[e.pos] = e.z;
 }
 
 /// Sorted (key of |x - med|, split position) of all draws, merged outward from the median.
@@ -196,17 +186,18 @@ void fold_sorted(const detail::BigVector<Rec>& sorted, double med, detail::BigVe
       std::lower_bound(sorted.begin(), sorted.end(), kmed, [](const Rec& r, std::uint64_t k) { return r.key < k; }) -
       sorted.begin());
   std::size_t right = right0, left = right0;  // [0, left) and [right, s) remain
+  // Branch-free merge (which side comes next is a coin flip for the branch predictor): an
+  // exhausted side reads a valid record and is never taken.
   for (std::size_t k = 0; k < s; ++k) {
     const bool has_l = left > 0, has_r = right < s;
-    const double fl = has_l ? std::fabs(from_key(sorted[left - 1].key) - med) : 0;
-    const double fr = has_r ? std::fabs(from_key(sorted[right].key) - med) : 0;
-    if (has_r && (!has_l || fr <= fl)) {
-      out[k] = {sort_key(fr), sorted[right].pos};
-      ++right;
-    } else {
-      out[k] = {sort_key(fl), sorted[left - 1].pos};
-      --left;
-    }
+    const Rec& l = sorted[has_l ? left - 1 : 0];
+    const Rec& r = sorted[has_r ? right : s - 1];
+    const double fl = std::fabs(from_key(l.key) - med);
+    const double fr = std::fabs(from_key(r.key) - med);
+    const bool take_r = has_r & (!has_l | (fr <= fl));
+    out[k] = {sort_key(take_r ? fr : fl), take_r ? r.pos : l.pos};
+    right += take_r ? 1 : 0;
+    left -= take_r ? 0 : 1;
   }
 }
 
@@ -331,7 +322,7 @@ void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, d
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws.ztab, ws.ztab_s);
   ws.split.resize(s2);
-  z_scale_sorted(ws.recs.data(), p.s, s2, ws.split.data(), ztab, ws.stage);
+  z_scale_sorted(ws.recs.data(), p.s, ws.split.data(), ztab);
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
   const bool ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
@@ -340,7 +331,7 @@ void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, d
   if (rhat_t) {
     fold_sorted(ws.recs, median, ws.folded);
     ws.split2.resize(s2);
-    z_scale_sorted(ws.folded.data(), p.s, s2, ws.split2.data(), ztab, ws.stage);
+    z_scale_sorted(ws.folded.data(), p.s, ws.split2.data(), ztab);
     *rhat_t = detail::rhat_chains(ws.split2.data(), 2 * p.m, p.h, !detail::is_constant(ws.split2.data(), s2));
   }
 }

@@ -112,17 +112,10 @@ struct Workspace {
   };
 #pragma pack(pop)
   static_assert(sizeof(Rec) == 12);
-  BigVector<Rec> recs;    // sorted records (the radix sort's scratch is `folded`)
-  BigVector<Rec> folded;  // sorted (key of |x - med|, split position); first the radix scratch
-#pragma pack(push, 4)
-  struct Staged {
-    double z;
-    std::uint32_t pos;
-  };
-#pragma pack(pop)
-  BigVector<Staged> stage;  // z values grouped by destination window
-  BigVector<double> ztab;   // normal quantiles of ranks, kept between calls
-  std::size_t ztab_s = 0;   // the draw count S that ztab's quantiles are of
+  BigVector<Rec> recs;     // sorted records (the radix sort's scratch is `folded`)
+  BigVector<Rec> folded;   // sorted (key of |x - med|, split position); first the radix scratch
+  BigVector<double> ztab;  // normal quantiles of ranks, kept between calls
+  std::size_t ztab_s = 0;  // the draw count S that ztab's quantiles are of
   std::vector<std::uint32_t> radix_count;
   std::vector<double> centered;  // one centred chain
   std::vector<double> acov;      // chain-averaged autocovariance

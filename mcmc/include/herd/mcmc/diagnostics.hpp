@@ -102,7 +102,7 @@ struct DiagnosticSummary {
 ///
 /// Cost: one LSD radix sort of the S draws plus O(S) passes, and O(S L) for the L
 /// autocovariance lags Geyer's sequences need (by FFT when L is large). The calling
-/// thread's workspace grows to about 70 bytes per draw and is kept for the next call
+/// thread's workspace grows to about 50 bytes per draw and is kept for the next call
 /// (release it with release_diagnostics_workspace()).
 /// @param draws `[chains, draws]` row-major, optionally weighted.
 DiagnosticSummary summarize(const DrawsView& draws);
