@@ -8,6 +8,7 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 #if HERD_HAVE_FFTW
 #include <fftw3.h>
@@ -22,6 +23,7 @@
 
 #include "diagnostics_detail.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/thread_pool.hpp"
 
 namespace herd::mcmc {
 
@@ -773,6 +775,29 @@ DiagnosticSummary summarize(const DrawsView& v) {
   r.mcse_q5 = mcse_quantile7(FromRecs{ws.recs.data()}, p.s, 0.05, e05);
   r.mcse_q95 = mcse_quantile7(FromRecs{ws.recs.data()}, p.s, 0.95, e95);
   return r;
+}
+
+std::vector<DiagnosticSummary> summarize_all(std::size_t count,
+                                             const std::function<DrawsView(std::size_t, std::vector<double>&)>& draws,
+                                             std::size_t threads) {
+  std::vector<DiagnosticSummary> out(count);
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min(threads, count);
+  if (threads <= 1) {
+    std::vector<double> buffer;
+    for (std::size_t q = 0; q < count; ++q) out[q] = summarize(draws(q, buffer));
+    return out;
+  }
+  // Quantities are claimed one at a time, so a slow one does not hold up a fixed share.
+  ThreadPool pool(threads - 1);
+  pool.parallel_for_each(
+      0, count,
+      [&](std::size_t q) {
+        std::vector<double> buffer;
+        out[q] = summarize(draws(q, buffer));
+      },
+      1);
+  return out;
 }
 
 void release_diagnostics_workspace() { detail::workspace() = detail::Workspace(); }
