@@ -20,7 +20,6 @@
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
-#include "herd/core/thread_pool.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/posterior_report.hpp"
 
@@ -32,8 +31,8 @@ struct Row {
 };
 
 /// Diagnostics of every parameter of `arrays`, in order; parameters are spread over `threads`
-/// threads (each holds one parameter's draws and the diagnostics' scratch, about 80 bytes
-/// per draw). The numbers do not depend on `threads`.
+/// threads (herd::mcmc::summarize_all: each holds one parameter's draws and the diagnostics'
+/// scratch, about 60 bytes per draw). The numbers do not depend on `threads`.
 std::vector<Row> diagnose(const std::vector<herd::apps::DrawsArray>& arrays, std::size_t threads) {
   struct Job {
     const herd::apps::DrawsArray* a;
@@ -42,22 +41,19 @@ std::vector<Row> diagnose(const std::vector<herd::apps::DrawsArray>& arrays, std
   std::vector<Job> jobs;
   for (const auto& a : arrays)
     for (std::size_t p = 0; p < a.params; ++p) jobs.push_back({&a, p});
-  std::vector<Row> rows(jobs.size());
-  const auto one = [&](std::size_t j) {
-    thread_local std::vector<double> slice;
-    const auto& a = *jobs[j].a;
-    const std::size_t p = jobs[j].p;
-    slice.resize(a.chains * a.draws);
-    for (std::size_t i = 0; i < a.chains * a.draws; ++i) slice[i] = a.values[i * a.params + p];
-    rows[j] = {a.names[p], herd::mcmc::summarize(herd::mcmc::DrawsView(slice, a.chains, a.draws))};
-  };
-  threads = std::min(threads, jobs.size());
-  if (threads <= 1) {
-    for (std::size_t j = 0; j < jobs.size(); ++j) one(j);
-  } else {
-    herd::ThreadPool pool(threads - 1);  // the calling thread works too
-    pool.parallel_for_each(0, jobs.size(), one, 1);
-  }
+  const auto summaries = herd::mcmc::summarize_all(
+      jobs.size(),
+      [&](std::size_t j, std::vector<double>& slice) {
+        const auto& a = *jobs[j].a;
+        const std::size_t p = jobs[j].p;
+        slice.resize(a.chains * a.draws);
+        for (std::size_t i = 0; i < a.chains * a.draws; ++i) slice[i] = a.values[i * a.params + p];
+        return herd::mcmc::DrawsView(slice, a.chains, a.draws);
+      },
+      threads);
+  std::vector<Row> rows;
+  rows.reserve(jobs.size());
+  for (std::size_t j = 0; j < jobs.size(); ++j) rows.push_back({jobs[j].a->names[jobs[j].p], summaries[j]});
   return rows;
 }
 
@@ -163,7 +159,7 @@ int run_main(int argc, char** argv) {
   app.add_option("--html", html, "also write a self-contained HTML report with plots to this file");
   std::size_t threads = 0;
   app.add_option("--threads", threads,
-                 "threads that compute parameters' diagnostics in parallel (0: one per core; each holds about 80 "
+                 "threads that compute parameters' diagnostics in parallel (0: one per core; each holds about 60 "
                  "bytes per draw)");
   std::string max_memory;
   app.add_option("--max-memory", max_memory,

@@ -4,12 +4,17 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 #if HERD_HAVE_FFTW
 #include <fftw3.h>
+#endif
+#if defined(__linux__)
+#include <sys/mman.h>
 #endif
 
 #include <Eigen/Core>
@@ -18,6 +23,7 @@
 
 #include "diagnostics_detail.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/thread_pool.hpp"
 
 namespace herd::mcmc {
 
@@ -114,10 +120,15 @@ void check_prob(const char* fn, double prob) {
 
 /// Normal quantiles of Blom-offset ranks (r - 3/8) / (S + 1/4), cached by 2r (ranks may be
 /// half-integers with ties) in the workspace; z(S + 1 - r) = -z(r) halves the evaluations.
+/// The cache outlives the call: the next quantity with the same S (every quantity of a run)
+/// reuses the quantiles already evaluated, which are the same numbers.
 class ZTable {
  public:
-  ZTable(std::size_t s, std::vector<double>& cache) : s_(s), z_(cache) {
-    z_.assign(s + 2, kNaN);  // entries 2r <= S + 1
+  ZTable(std::size_t s, detail::BigVector<double>& cache, std::size_t& cached_s) : s_(s), z_(cache) {
+    if (cached_s != s || z_.size() != s + 2) {
+      z_.assign(s + 2, kNaN);  // entries 2r <= S + 1
+      cached_s = s;
+    }
   }
   double operator()(std::size_t two_r) {
     const std::size_t mirror = 2 * (s_ + 1) - two_r;
@@ -133,7 +144,7 @@ class ZTable {
 
  private:
   std::size_t s_;
-  std::vector<double>& z_;
+  detail::BigVector<double>& z_;
 };
 
 constexpr std::uint32_t kDropped = 0xffffffffu;
@@ -141,21 +152,15 @@ constexpr std::uint32_t kDropped = 0xffffffffu;
 /// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds (key,
 /// split position) records of all draws sorted by key; the middle draws of odd chains carry
 /// kDropped and are skipped. Ties (equal keys) get their average rank. `out` has the s2
-/// split positions, each written once. For large inputs the random writes go through
-/// `stage`, grouped by 32768-position windows, so the final scatter stays in cache.
-void z_scale_sorted(const Rec* sorted, std::size_t count, std::size_t s2, double* out, ZTable& ztab,
-                    std::vector<detail::Workspace::Staged>& stage) {
-  constexpr std::size_t kShift = 15;
-  const bool staged = s2 >= (std::size_t{1} << 18);
-  std::vector<std::size_t> cursor;
-  if (staged) {
-    stage.resize(s2);
-    cursor.resize((s2 >> kShift) + 1);
-    for (std::size_t k = 0; k < cursor.size(); ++k) cursor[k] = k << kShift;
-  }
+/// split positions, each written once, in random order: with the workspace on huge pages
+/// direct writes (each destination's line prefetched a few records ahead) beat staging them
+/// through position windows, and need no staging buffer.
+void z_scale_sorted(const Rec* sorted, std::size_t count, double* out, ZTable& ztab) {
+  constexpr std::size_t kAhead = 16;
   std::size_t rank = 0;
   std::size_t i = 0;
   while (i < count) {
+    if (i + kAhead < count && sorted[i + kAhead].pos != kDropped) __builtin_prefetch(out + sorted[i + kAhead].pos, 1);
     std::size_t j = i + 1;
     std::size_t included = sorted[i].pos != kDropped ? 1 : 0;
     while (j < count && sorted[j].key == sorted[i].key) {
@@ -166,20 +171,16 @@ void z_scale_sorted(const Rec* sorted, std::size_t count, std::size_t s2, double
       const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
       for (std::size_t k = i; k < j; ++k) {
         const std::uint32_t pos = sorted[k].pos;
-        if (pos == kDropped) continue;
-        if (staged) stage[cursor[pos >> kShift]++] = {z, pos};
-        else out[pos] = z;
+        if (pos != kDropped) out[pos] = z;
       }
       rank += included;
     }
     i = j;
   }
-  if (staged)
-    for (const auto& e : stage) out[e.pos] = e.z;
 }
 
 /// Sorted (key of |x - med|, split position) of all draws, merged outward from the median.
-void fold_sorted(const std::vector<Rec>& sorted, double med, std::vector<Rec>& out) {
+void fold_sorted(const detail::BigVector<Rec>& sorted, double med, detail::BigVector<Rec>& out) {
   const std::size_t s = sorted.size();
   out.resize(s);
   const std::uint64_t kmed = sort_key(med);
@@ -187,17 +188,18 @@ void fold_sorted(const std::vector<Rec>& sorted, double med, std::vector<Rec>& o
       std::lower_bound(sorted.begin(), sorted.end(), kmed, [](const Rec& r, std::uint64_t k) { return r.key < k; }) -
       sorted.begin());
   std::size_t right = right0, left = right0;  // [0, left) and [right, s) remain
+  // Branch-free merge (which side comes next is a coin flip for the branch predictor): an
+  // exhausted side reads a valid record and is never taken.
   for (std::size_t k = 0; k < s; ++k) {
     const bool has_l = left > 0, has_r = right < s;
-    const double fl = has_l ? std::fabs(from_key(sorted[left - 1].key) - med) : 0;
-    const double fr = has_r ? std::fabs(from_key(sorted[right].key) - med) : 0;
-    if (has_r && (!has_l || fr <= fl)) {
-      out[k] = {sort_key(fr), sorted[right].pos};
-      ++right;
-    } else {
-      out[k] = {sort_key(fl), sorted[left - 1].pos};
-      --left;
-    }
+    const Rec& l = sorted[has_l ? left - 1 : 0];
+    const Rec& r = sorted[has_r ? right : s - 1];
+    const double fl = std::fabs(from_key(l.key) - med);
+    const double fr = std::fabs(from_key(r.key) - med);
+    const bool take_r = has_r & (!has_l | (fr <= fl));
+    out[k] = {sort_key(take_r ? fr : fl), take_r ? r.pos : l.pos};
+    right += take_r ? 1 : 0;
+    left -= take_r ? 0 : 1;
   }
 }
 
@@ -313,25 +315,25 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
     for (std::size_t t = 0; t < p.h; ++t) ones += hi[t] = x[p.n - p.h + t] <= q ? 1.0 : 0.0;
   }
   if (ones == 0.0 || ones == static_cast<double>(s2)) return kNaN;  // constant indicator
-  return detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true);
+  return detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true);
 }
 
 /// Bulk and tail R-hat and bulk-ESS from the sorted pairs (needs sort_pairs).
 void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
                       double* ess_b) {
   const std::size_t s2 = 2 * p.m * p.h;
-  ZTable ztab(s2, ws.ztab);
+  ZTable ztab(s2, ws.ztab, ws.ztab_s);
   ws.split.resize(s2);
-  z_scale_sorted(ws.recs.data(), p.s, s2, ws.split.data(), ztab, ws.stage);
+  z_scale_sorted(ws.recs.data(), p.s, ws.split.data(), ztab);
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
   const bool ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
   if (rhat_b) *rhat_b = ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
-  if (ess_b) *ess_b = ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  if (ess_b) *ess_b = ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   if (rhat_t) {
     fold_sorted(ws.recs, median, ws.folded);
     ws.split2.resize(s2);
-    z_scale_sorted(ws.folded.data(), p.s, s2, ws.split2.data(), ztab, ws.stage);
+    z_scale_sorted(ws.folded.data(), p.s, ws.split2.data(), ztab);
     *rhat_t = detail::rhat_chains(ws.split2.data(), 2 * p.m, p.h, !detail::is_constant(ws.split2.data(), s2));
   }
 }
@@ -340,6 +342,17 @@ void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, d
 
 // ---------------------------------------------------------------------------------------
 namespace detail {
+
+void* allocate_huge(std::size_t bytes) {
+  void* p = std::aligned_alloc(std::size_t{1} << 21, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__)
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without huge pages the block still works
+#endif
+  return p;
+}
+
+void free_huge(void* p, std::size_t /*bytes*/) noexcept { std::free(p); }
 
 Workspace& workspace() {
   thread_local Workspace ws;
@@ -496,15 +509,28 @@ void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1,
   }
 }
 
-double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
+namespace {
+/// ess_chains and ess_chains_overwrite: `writable` is y itself (centred in place, once) or
+/// nullptr (each chain centred into a buffer whenever its lags are summed).
+double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
   if (n < 3 || m == 0) return kNaN;
   const std::size_t s = m * n;
   if (!checked && (!all_finite(y, s) || is_constant(y, s))) return kNaN;
   ws.means.resize(m);
   for (std::size_t c = 0; c < m; ++c) ws.means[c] = mean_of(y + c * n, n);
+  // The same centred values either way: y[t] - mean of its chain.
+  if (writable != nullptr) {
+    for (std::size_t c = 0; c < m; ++c) {
+      const double mu = ws.means[c];
+      double* yc = writable + c * n;
+      for (std::size_t t = 0; t < n; ++t) yc[t] -= mu;
+    }
+  } else {
+    ws.centered.resize(n);
+  }
   // One chain at a time, centred into a buffer that stays in cache while its lags are summed.
-  ws.centered.resize(n);
-  auto center = [&](std::size_t c) {
+  auto center = [&](std::size_t c) -> const double* {
+    if (writable != nullptr) return writable + c * n;
     const double mu = ws.means[c];
     const double* yc = y + c * n;
     for (std::size_t t = 0; t < n; ++t) ws.centered[t] = yc[t] - mu;
@@ -594,6 +620,15 @@ double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, 
   const double total = static_cast<double>(s);
   tau = std::max(tau, 1.0 / std::log10(total));
   return total / tau;
+}
+}  // namespace
+
+double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
+  return ess_impl(y, nullptr, m, n, ws, checked);
+}
+
+double ess_chains_overwrite(double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
+  return ess_impl(y, y, m, n, ws, checked);
 }
 
 double rhat_chains(const double* y, std::size_t m, std::size_t n, bool checked) {
@@ -716,18 +751,21 @@ DiagnosticSummary summarize(const DrawsView& v) {
   // above); an odd count drops the middle draws, which may leave constant split draws.
   const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
   r.rhat_basic = split_ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
-  r.ess_mean = split_ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
-  r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
+  // (x - mean)^2 of the split draws, before ess_mean centres the split draws in place.
+  ws.split2.resize(s2);
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (double& z : ws.split) {
-    z = (z - r.mean) * (z - r.mean);
+  for (std::size_t i = 0; i < s2; ++i) {
+    const double z = (ws.split[i] - r.mean) * (ws.split[i] - r.mean);
+    ws.split2[i] = z;
     lo = z < lo ? z : lo;
     hi = z > hi ? z : hi;
   }
+  r.ess_mean = split_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
   // (x - mean)^2 is constant when x takes two values symmetric about the mean; it overflows
   // only for |x| > 1e154.
   const bool sq_ok = std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon());
-  r.ess_sd = sq_ok ? detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  r.ess_sd = sq_ok ? detail::ess_chains_overwrite(ws.split2.data(), 2 * p.m, p.h, ws, true) : kNaN;
   const double evar = m2 / sd_s;
   const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;
   r.mcse_sd = std::sqrt(varvar / evar / 4.0);
@@ -737,6 +775,29 @@ DiagnosticSummary summarize(const DrawsView& v) {
   r.mcse_q5 = mcse_quantile7(FromRecs{ws.recs.data()}, p.s, 0.05, e05);
   r.mcse_q95 = mcse_quantile7(FromRecs{ws.recs.data()}, p.s, 0.95, e95);
   return r;
+}
+
+std::vector<DiagnosticSummary> summarize_all(std::size_t count,
+                                             const std::function<DrawsView(std::size_t, std::vector<double>&)>& draws,
+                                             std::size_t threads) {
+  std::vector<DiagnosticSummary> out(count);
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min(threads, count);
+  if (threads <= 1) {
+    std::vector<double> buffer;
+    for (std::size_t q = 0; q < count; ++q) out[q] = summarize(draws(q, buffer));
+    return out;
+  }
+  // Quantities are claimed one at a time, so a slow one does not hold up a fixed share.
+  ThreadPool pool(threads - 1);
+  pool.parallel_for_each(
+      0, count,
+      [&](std::size_t q) {
+        std::vector<double> buffer;
+        out[q] = summarize(draws(q, buffer));
+      },
+      1);
+  return out;
 }
 
 void release_diagnostics_workspace() { detail::workspace() = detail::Workspace(); }
@@ -806,7 +867,7 @@ double ess_mean(const DrawsView& v) {
   const Prepared p = prepare(v, ws);
   ws.split.resize(2 * p.m * p.h);
   detail::split_chains(p.x, p.m, p.n, ws.split.data());
-  return detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  return detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws);
 }
 
 double ess_sd(const DrawsView& v) {
@@ -817,7 +878,7 @@ double ess_sd(const DrawsView& v) {
   ws.split.resize(2 * p.m * p.h);
   detail::split_chains(p.x, p.m, p.n, ws.split.data());
   for (double& z : ws.split) z = (z - mu) * (z - mu);
-  return detail::ess_chains(ws.split.data(), 2 * p.m, p.h, ws);
+  return detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws);
 }
 
 double mcse_mean(const DrawsView& v) {

@@ -295,16 +295,26 @@ void ks_table(SerialRun& r) {
 void compute_diagnostics(SerialRun& r) {
   r.nsuper = static_cast<std::size_t>(r.specs.superchains);
   const bool with_nested = r.nsuper >= 2 && r.m % r.nsuper == 0 && r.ndraw >= 1;
+  // Quantities on the cores (one quantity's verbose column and the diagnostics' scratch per
+  // thread, about 60 bytes per draw each), beside the writer thread; the same numbers as one
+  // thread gives.
+  const auto stats = summarize_all(
+      r.ncol,
+      [&](std::size_t k, std::vector<double>& column) {
+        column = verbose_column(r, k);
+        return DrawsView(column, r.m, r.ndraw);
+      },
+      r.options.diagnostics_threads);
   for (std::size_t k = 0; k < r.ncol; ++k) {
-    const std::vector<double> column = verbose_column(r, k);
-    QuantitySummary qs{r.co[0].columns[k].name, {}};
-    qs.stats = summarize(DrawsView(column, r.m, r.ndraw));
-    r.out.summary.push_back(std::move(qs));
-    if (with_nested) r.nested.push_back(nested_rhat(DrawsView(column, r.m, r.ndraw), r.nsuper));
+    r.out.summary.push_back({r.co[0].columns[k].name, stats[k]});
+    if (with_nested) {
+      const std::vector<double> column = verbose_column(r, k);
+      r.nested.push_back(nested_rhat(DrawsView(column, r.m, r.ndraw), r.nsuper));
+    }
   }
   ks_table(r);
-  // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers: about 110
-  // bytes per draw) is not needed by the writing phases.
+  // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers) is not
+  // needed by the writing phases.
   release_diagnostics_workspace();
 }
 

@@ -541,3 +541,64 @@ TEST_CASE("bulk R-hat of a large input (staged scatter) equals the formula writt
   const double expected = std::sqrt((b / w + nd - 1.0) / nd);
   CHECK_THAT(herd::mcmc::rhat_bulk(DrawsView(x, m, n)), Catch::Matchers::WithinRel(expected, 1e-12));
 }
+
+TEST_CASE("summarize_all on several threads gives one thread's results, bit for bit", "[mcmc]") {
+  // Quantities of different shapes and costs: the five test vectors, two large inputs of one
+  // draw count (the second reuses the first's normal-quantile table on the same thread), one
+  // with ties and an odd draw count, and a constant one (NaN diagnostics).
+  std::vector<std::vector<double>> values;
+  std::vector<std::pair<std::size_t, std::size_t>> shape;
+  for (int k = 1; k <= 5; ++k) {
+    const auto tv = test_vector(k);
+    values.push_back(tv.x);
+    shape.emplace_back(tv.m, tv.n);
+  }
+  values.push_back(herd_test::lcg_ar1(6, 50000, 0.9, 7, 0.0));
+  shape.emplace_back(6, 50000);
+  values.push_back(herd_test::lcg_ar1(6, 50000, 0.3, 8, 0.0));
+  shape.emplace_back(6, 50000);
+  auto ties = herd_test::lcg_ar1(4, 30001, 0.6, 9, 0.0);
+  for (double& v : ties) v = std::round(v * 32.0) / 32.0;
+  values.push_back(ties);
+  shape.emplace_back(4, 30001);
+  values.emplace_back(2 * 100, 1.5);
+  shape.emplace_back(2, 100);
+  const auto view = [&](std::size_t q, std::vector<double>& buffer) {
+    buffer = values[q];  // through the thread's buffer, as herd-diagnose does
+    return DrawsView(buffer, shape[q].first, shape[q].second);
+  };
+  std::vector<herd::mcmc::DiagnosticSummary> one;
+  for (std::size_t q = 0; q < values.size(); ++q) {
+    herd::mcmc::release_diagnostics_workspace();  // each reference from a fresh workspace
+    one.push_back(herd::mcmc::summarize(DrawsView(values[q], shape[q].first, shape[q].second)));
+  }
+  CHECK(std::isnan(one.back().rhat));
+  CHECK(one.back().sd == 0.0);
+  const auto bits = [](const herd::mcmc::DiagnosticSummary& s) {
+    const double f[] = {s.mean,    s.sd,      s.q5,        s.q50,       s.q95,       s.mcse_mean,
+                        s.mcse_sd, s.mcse_q5, s.mcse_q95,  s.ess_bulk,  s.ess_tail,  s.ess_mean,
+                        s.ess_sd,  s.rhat,    s.rhat_bulk, s.rhat_tail, s.rhat_basic};
+    std::vector<std::uint64_t> b;
+    for (double v : f) b.push_back(std::bit_cast<std::uint64_t>(v));
+    return b;
+  };
+  for (std::size_t threads : {1, 2, 3, 0}) {
+    INFO("threads " << threads);
+    const auto all = herd::mcmc::summarize_all(values.size(), view, threads);
+    REQUIRE(all.size() == values.size());
+    for (std::size_t q = 0; q < values.size(); ++q) {
+      INFO("quantity " << q);
+      CHECK(bits(all[q]) == bits(one[q]));
+    }
+  }
+  // An exception of one quantity's draws reaches the caller.
+  CHECK_THROWS_WITH(herd::mcmc::summarize_all(
+                        4,
+                        [&](std::size_t q, std::vector<double>& buffer) {
+                          if (q == 2) throw herd::InputError("quantity 2 is unreadable");
+                          return view(q, buffer);
+                        },
+                        2),
+                    "quantity 2 is unreadable");
+  CHECK(herd::mcmc::summarize_all(0, view, 2).empty());
+}

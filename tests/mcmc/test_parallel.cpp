@@ -1,6 +1,7 @@
 // Serial tests of parallel.hpp: checkpoints of the kernel state, exact restart
 // of a resumable run after a crash, fork-join with one rank, and the fault checks.
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -20,8 +21,12 @@
 
 #include "herd/core/communicator.hpp"
 #include "herd/core/error.hpp"
+#include "herd/io/schema.hpp"
+#include "herd/io/toml_reader.hpp"
+#include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/parallel.hpp"
 #include "herd/mcmc/run_progress.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
 
 using namespace herd::mcmc;
 namespace fs = std::filesystem;
@@ -396,4 +401,48 @@ TEST_CASE("RunProgress's phase table gives each phase's CPU time and the peak me
   CHECK(costs[2].cpu_seconds < 0.1);
   const std::string table = p.phase_table();
   CHECK_THAT(table, Catch::Contains("peak memory") && Catch::Contains(" MB\n") && Catch::Contains("total"));
+}
+
+TEST_CASE("parallel: a run's post-processing diagnostics on several threads equal one thread's, bit for bit",
+          "[mcmc][parallel]") {
+  // Two chains (multi_chain on threads) of the 3-D banana: 3 quantities, each summarized whole
+  // by one of the diagnostics threads, beside the thread that writes the draws.
+  const fs::path dir = temp_dir("diag_threads");
+  herd::io::Schema schema("test");
+  declare_sampler_specs(schema);
+  SampleTarget target;
+  target.ndim = 3;
+  target.log_density = banana;
+  target.thread_safe = true;
+  std::vector<std::vector<QuantitySummary>> summaries;
+  for (std::size_t threads : {1, 2, 3}) {
+    std::string toml =
+        "random_seed = 11\nchain_size = 4000\nparallelization_model = \"multi_chain\"\n"
+        "chains_per_rank = 2\nstart_point = [0.3, -0.2, 0.1]\noutput_prefix = \"";
+    std::string sub = "t";
+    sub += std::to_string(threads);
+    toml += (dir / sub / "run").string();
+    toml += "\"\n";
+    const SamplerSpecs specs = resolve_sampler_specs(schema.apply(herd::io::parse_toml(toml, "test.toml"), {}), 3);
+    prepare_outputs(specs);
+    SampleRunOptions o;
+    o.quiet = true;
+    o.diagnostics_threads = threads;
+    summaries.push_back(run_paradram(specs, target, o).summary);
+  }
+  const auto bits = [](const std::vector<QuantitySummary>& v) {
+    std::vector<std::uint64_t> b;
+    for (const auto& q : v)
+      for (double f :
+           {q.stats.mean, q.stats.sd, q.stats.q5, q.stats.q50, q.stats.q95, q.stats.mcse_mean, q.stats.mcse_sd,
+            q.stats.mcse_q5, q.stats.mcse_q95, q.stats.ess_bulk, q.stats.ess_tail, q.stats.ess_mean, q.stats.ess_sd,
+            q.stats.rhat, q.stats.rhat_bulk, q.stats.rhat_tail, q.stats.rhat_basic})
+        b.push_back(std::bit_cast<std::uint64_t>(f));
+    return b;
+  };
+  REQUIRE(summaries[0].size() == 3);
+  CHECK(summaries[0][0].stats.ess_bulk > 100);
+  CHECK(bits(summaries[1]) == bits(summaries[0]));
+  CHECK(bits(summaries[2]) == bits(summaries[0]));
+  fs::remove_all(dir);
 }

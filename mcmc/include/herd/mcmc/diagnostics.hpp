@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -102,10 +103,25 @@ struct DiagnosticSummary {
 ///
 /// Cost: one LSD radix sort of the S draws plus O(S) passes, and O(S L) for the L
 /// autocovariance lags Geyer's sequences need (by FFT when L is large). The calling
-/// thread's workspace grows to about 70 bytes per draw and is kept for the next call
+/// thread's workspace grows to about 50 bytes per draw and is kept for the next call
 /// (release it with release_diagnostics_workspace()).
 /// @param draws `[chains, draws]` row-major, optionally weighted.
 DiagnosticSummary summarize(const DrawsView& draws);
+
+/// summarize() of `count` quantities on up to `threads` threads (the calling thread works
+/// too; 0: one per core), each quantity whole on one thread, so the results are the same,
+/// bit for bit, for any thread count; what `herd-diagnose` and herd-sample's post-processing
+/// use. `draws(q, buffer)` returns quantity q's view; it is called once per quantity, on the
+/// thread that summarizes it (concurrently with other calls when threads > 1), and may fill
+/// `buffer`, a vector of that thread's that the view may point into and that stays alive and
+/// untouched until summarize() has returned.
+/// Memory: each thread holds its buffer and a workspace (about 50 bytes per draw); the
+/// workers' are freed on return, the calling thread's workspace is kept (as by summarize).
+/// @returns the summaries in quantity order.
+/// @throws whatever `draws` or summarize() threw (the first observed).
+std::vector<DiagnosticSummary> summarize_all(
+    std::size_t count, const std::function<DrawsView(std::size_t q, std::vector<double>& buffer)>& draws,
+    std::size_t threads = 0);
 
 /// Frees the calling thread's scratch buffers and FFT plans (they are rebuilt on demand).
 void release_diagnostics_workspace();

@@ -85,6 +85,9 @@ struct SampleRunOptions {
   /// `sampler_input_hash` of the input (set by `run_sampler_program`): matches a restart
   /// record to its input.
   std::uint64_t input_hash = 0;
+  /// Threads that compute the quantities' diagnostics after sampling (0: one per core), beside
+  /// the thread that writes the draws; the numbers do not depend on it.
+  std::size_t diagnostics_threads = 0;
 };
 
 /// Statistics of one reported quantity over the post-burn-in verbose chain.
