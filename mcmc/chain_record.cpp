@@ -59,9 +59,10 @@ ChainRecord decode_chain_record(std::span<const std::byte> in, int ndim, double*
   if (ndim < 0) throw IoError(fmt::format("decode_chain_record: ndim {} is negative, expected >= 0", ndim));
   const std::size_t need = chain_record_bytes(ndim);
   if (in.size() < need)
-    throw IoError(fmt::format("decode_chain_record: truncated chain record: {} bytes given, a record of {} "
-                              "dimensions has {} (48 + 8 ndim)",
-                              in.size(), ndim, need));
+    throw IoError(
+        fmt::format("decode_chain_record: truncated chain record: {} bytes given, a record of {} "
+                    "dimensions has {} (48 + 8 ndim)",
+                    in.size(), ndim, need));
   const std::byte* p = in.data();
   ChainRecord r;
   r.step = get_le<std::uint64_t>(p);

@@ -28,10 +28,10 @@ namespace fs = std::filesystem;
 namespace {
 
 // Bit patterns of the doubles of the known record.
-constexpr std::uint64_t kNegZero = 0x8000000000000000ULL;    // -0.0
-constexpr std::uint64_t kHalf = 0x3FE0000000000000ULL;       // 0.5
-constexpr std::uint64_t kOne = 0x3FF0000000000000ULL;        // 1.0
-constexpr std::uint64_t kNanPayload = 0xFFF800000000BEEFULL;  // quiet NaN, sign set, payload 0xBEEF
+constexpr std::uint64_t kNegZero = 0x8000000000000000ULL;       // -0.0
+constexpr std::uint64_t kHalf = 0x3FE0000000000000ULL;          // 0.5
+constexpr std::uint64_t kOne = 0x3FF0000000000000ULL;           // 1.0
+constexpr std::uint64_t kNanPayload = 0xFFF800000000BEEFULL;    // quiet NaN, sign set, payload 0xBEEF
 constexpr std::uint64_t kMinusOneHalf = 0xBFF8000000000000ULL;  // -1.5
 
 /// The record of a 2-dimensional chain that `kExpectedBytes` encodes.
@@ -159,8 +159,7 @@ TEST_CASE("chain record: a truncated buffer is refused with the sizes named", "[
                     "64 (48 + 8 ndim)");
   CHECK_THROWS_WITH(decode_chain_record({}, 2, pt.data()), Catch::Contains("0 bytes given"));
   CHECK_THROWS_WITH(decode_chain_record(all.first(47), 0, nullptr), Catch::Contains("47 bytes given"));
-  CHECK_THROWS_WITH(decode_chain_record(all, -1, pt.data()),
-                    "decode_chain_record: ndim -1 is negative, expected >= 0");
+  CHECK_THROWS_WITH(decode_chain_record(all, -1, pt.data()), "decode_chain_record: ndim -1 is negative, expected >= 0");
   CHECK(pt[0] == 1.0);  // the point is untouched by a refusal
   CHECK(pt[1] == 2.0);
 }
