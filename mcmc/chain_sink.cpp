@@ -13,7 +13,6 @@ namespace {
 constexpr char kMagic[8] = {'H', 'E', 'R', 'D', 'C', 'H', 'N', '1'};
 constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
-std::size_t record_bytes(int ndim) { return 48 + 8 * static_cast<std::size_t>(ndim); }
 }  // namespace
 
 void MemoryChainSink::begin(std::uint32_t id, int d) {
@@ -77,7 +76,7 @@ void BinaryChainSink::put(const void* p, std::size_t n) {
 }
 
 void BinaryChainSink::begin(std::uint32_t chain_id, int ndim) {
-  const auto rb = static_cast<std::uint32_t>(record_bytes(ndim));
+  const auto rb = static_cast<std::uint32_t>(chain_record_bytes(ndim));
   const std::int32_t d = ndim;
   put(kMagic, 8);
   put(&kVersion, 4);
@@ -87,18 +86,10 @@ void BinaryChainSink::begin(std::uint32_t chain_id, int ndim) {
 }
 
 void BinaryChainSink::write(const ChainRecord& r) {
-  const std::size_t n = record_bytes(r.ndim);
+  const std::size_t n = chain_record_bytes(r.ndim);
   if (used_ + n > buf_.size()) drain();
   if (n > buf_.size()) throw IoError("BinaryChainSink: record larger than the buffer");
-  unsigned char* p = buf_.data() + used_;
-  std::memcpy(p, &r.step, 8);
-  std::memcpy(p + 8, &r.weight, 8);
-  std::memcpy(p + 16, &r.log_density, 8);
-  std::memcpy(p + 24, &r.dr_stage, 4);
-  std::memcpy(p + 28, &r.chain_id, 4);
-  std::memcpy(p + 32, &r.accept_prob, 8);
-  std::memcpy(p + 40, &r.adapt_measure, 8);
-  std::memcpy(p + 48, r.point, 8 * static_cast<std::size_t>(r.ndim));
+  encode_chain_record(r, buf_.data() + used_);
   used_ += n;
   ++records_;
 }
@@ -122,31 +113,20 @@ MemoryChainSink read_binary_chain(const std::string& path) {
   if (std::fread(magic, 1, 8, f) != 8 || std::memcmp(magic, kMagic, 8) != 0 || std::fread(&version, 4, 1, f) != 1 ||
       std::fread(&d, 4, 1, f) != 1 || std::fread(&chain, 4, 1, f) != 1 || std::fread(&rb, 4, 1, f) != 1)
     throw IoError(fmt::format("read_binary_chain: '{}' is not a herd chain file", path));
-  if (version != kVersion || d <= 0 || rb != record_bytes(d))
+  if (version != kVersion || d <= 0 || rb != chain_record_bytes(d))
     throw IoError(
         fmt::format("read_binary_chain: '{}' has version {} ndim {} record size {}, "
                     "expected version {} and 48 + 8 ndim bytes",
                     path, version, d, rb, kVersion));
   MemoryChainSink m;
   m.begin(chain, d);
-  std::vector<unsigned char> rec(rb);
+  std::vector<std::byte> rec(rb);
   std::vector<double> pt(d);
   for (;;) {
     const std::size_t got = std::fread(rec.data(), 1, rb, f);
     if (got == 0) break;
     if (got != rb) throw IoError(fmt::format("read_binary_chain: '{}' ends inside a record", path));
-    ChainRecord r;
-    std::memcpy(&r.step, rec.data(), 8);
-    std::memcpy(&r.weight, rec.data() + 8, 8);
-    std::memcpy(&r.log_density, rec.data() + 16, 8);
-    std::memcpy(&r.dr_stage, rec.data() + 24, 4);
-    std::memcpy(&r.chain_id, rec.data() + 28, 4);
-    std::memcpy(&r.accept_prob, rec.data() + 32, 8);
-    std::memcpy(&r.adapt_measure, rec.data() + 40, 8);
-    std::memcpy(pt.data(), rec.data() + 48, 8 * static_cast<std::size_t>(d));
-    r.point = pt.data();
-    r.ndim = d;
-    m.write(r);
+    m.write(decode_chain_record(rec, d, pt.data()));
   }
   return m;
 }

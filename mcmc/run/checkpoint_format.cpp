@@ -1,8 +1,7 @@
 // The format of a chain's checkpoint and chain file (parallel.hpp, checkpoint_format.hpp):
-// hashing of the options, byte records, and the sections of the kernel state and result.
+// hashing of the options, the buffer of byte records, and the sections of the kernel state and result.
 #include "checkpoint_format.hpp"
 
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,37 +40,11 @@ struct Fnv {
   }
 };
 
-template <class T>
-T get(const std::byte*& p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  p += sizeof(T);
-  return v;
-}
-
 }  // namespace
 
 namespace detail {
 
 // --- compact records as bytes (the resumable chain file) ---
-
-std::size_t record_bytes(int d) { return 48 + 8 * static_cast<std::size_t>(d); }
-
-ChainRecord read_record(const std::byte*& p, int ndim, double* point) {
-  ChainRecord r;
-  r.step = get<std::uint64_t>(p);
-  r.weight = get<std::int64_t>(p);
-  r.log_density = get<double>(p);
-  r.dr_stage = get<std::int32_t>(p);
-  r.chain_id = get<std::uint32_t>(p);
-  r.accept_prob = get<double>(p);
-  r.adapt_measure = get<double>(p);
-  std::memcpy(point, p, 8 * static_cast<std::size_t>(ndim));
-  p += 8 * ndim;
-  r.point = point;
-  r.ndim = ndim;
-  return r;
-}
 
 void ByteSink::begin(std::uint32_t chain_id, int ndim) {
   if (tee) tee->begin(chain_id, ndim);
@@ -88,20 +61,8 @@ void ByteSink::tick(std::uint64_t proposals, std::int64_t records) {
 void ByteSink::write(const ChainRecord& r) {
   if (tee) tee->write(r);
   const std::size_t n0 = buf.size();
-  buf.resize(n0 + record_bytes(r.ndim));
-  std::byte* p = buf.data() + n0;
-  auto put_at = [&p](const void* v, std::size_t n) {
-    std::memcpy(p, v, n);
-    p += n;
-  };
-  put_at(&r.step, 8);
-  put_at(&r.weight, 8);
-  put_at(&r.log_density, 8);
-  put_at(&r.dr_stage, 4);
-  put_at(&r.chain_id, 4);
-  put_at(&r.accept_prob, 8);
-  put_at(&r.adapt_measure, 8);
-  put_at(r.point, 8 * static_cast<std::size_t>(r.ndim));
+  buf.resize(n0 + chain_record_bytes(r.ndim));
+  encode_chain_record(r, buf.data() + n0);
 }
 
 // --- sections of a chain checkpoint ---

@@ -1,8 +1,9 @@
 #pragma once
-// Internal to the run layer's chain files (not installed): the byte layout of a resumable
-// chain file's records, the sections of a chain checkpoint ("herd-dram-chain" version 1),
-// and the durable record of one chain (append-only chain file + atomic checkpoint) that
-// `run_resumable` and the resumable `run_fork_join` share. Public API: herd/mcmc/parallel.hpp.
+// Internal to the run layer's chain files (not installed): the buffer of a resumable
+// chain file's records (their bytes: herd/mcmc/chain_record.hpp), the sections of a chain
+// checkpoint ("herd-dram-chain" version 1), and the durable record of one chain
+// (append-only chain file + atomic checkpoint) that `run_resumable` and the resumable
+// `run_fork_join` share. Public API: herd/mcmc/parallel.hpp.
 
 #include <cstddef>
 #include <cstdint>
@@ -28,17 +29,9 @@ constexpr std::size_t kAppendChunk = std::size_t{1} << 20;
 
 // --- compact records as bytes (the resumable chain file) ---------------------------------
 
-/// Bytes of one chain-file record of a `d`-dimensional chain: 48 + 8 d (see `run_resumable`).
-/// Pure.
-std::size_t record_bytes(int d);
-
-/// Decodes the record at `p` (as `ByteSink::write` encoded it) and advances `p` past it; the
-/// record's `point` is copied to `point` (`ndim` doubles, owned by the caller), which the
-/// returned record points to. Pure apart from the writes to `p` and `point`.
-ChainRecord read_record(const std::byte*& p, int ndim, double* point);
-
-/// Buffers records as bytes (the chain file's layout) until the driver appends them to the
-/// chain file; also hands every call to `tee` when one is given (not owned). One thread.
+/// Buffers records as bytes (`encode_chain_record`, chain_record.hpp) until the driver
+/// appends them to the chain file; also hands every call to `tee` when one is given (not
+/// owned). One thread.
 class ByteSink final : public ChainSink {
  public:
   /// `tee_sink`, when given, also receives every call.
@@ -49,7 +42,7 @@ class ByteSink final : public ChainSink {
   void flush() override;
   /// Passes the call to the tee.
   void tick(std::uint64_t proposals, std::int64_t records) override;
-  /// Passes `r` to the tee, then appends its `record_bytes(r.ndim)` bytes to `buf`.
+  /// Passes `r` to the tee, then appends its `chain_record_bytes(r.ndim)` bytes to `buf`.
   void write(const ChainRecord& r) override;
 
   std::vector<std::byte> buf;  ///< records not yet appended to the chain file

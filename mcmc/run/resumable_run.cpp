@@ -96,7 +96,7 @@ MemoryChainSink read_resumable_chain(const std::string& path, int ndim) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw IoError(fmt::format("cannot open the chain file \"{}\"", path));
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
-  const std::size_t rb = detail::record_bytes(ndim);
+  const std::size_t rb = chain_record_bytes(ndim);
   std::error_code ec;
   const auto file_bytes = static_cast<std::size_t>(std::filesystem::file_size(path, ec));
   if (ec) throw IoError(fmt::format("cannot read the size of the chain file \"{}\": {}", path, ec.message()));
@@ -115,16 +115,17 @@ MemoryChainSink read_resumable_chain(const std::string& path, int ndim) {
   std::vector<double> pt(static_cast<std::size_t>(ndim));
   const std::size_t per_block = std::max<std::size_t>(1, (std::size_t{1} << 20) / rb);
   std::vector<std::byte> data(per_block * rb);
-  const std::byte* p = data.data();
+  std::span<const std::byte> block;  // the records of `data` not decoded yet
   for (std::size_t i = 0; i < records; ++i) {
     if (i % per_block == 0) {
       const std::size_t want = std::min(per_block, records - i) * rb;
       if (std::fread(data.data(), 1, want, f) != want)
         throw IoError(fmt::format("cannot read the chain file \"{}\" (record {} of {}): it changed while read", path, i,
                                   records));
-      p = data.data();
+      block = std::span<const std::byte>(data.data(), want);
     }
-    const ChainRecord r = detail::read_record(p, ndim, pt.data());
+    const ChainRecord r = decode_chain_record(block, ndim, pt.data());
+    block = block.subspan(rb);
     if (i == 0) c.begin(r.chain_id, ndim);
     c.write(r);
   }

@@ -9,27 +9,15 @@
 /// `BinaryChainSink` (an append-only little-endian binary file; the checkpoint of a run
 /// will store its length). `read_binary_chain` reads such a file back.
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-namespace herd::mcmc {
+#include "herd/mcmc/chain_record.hpp"  // ChainRecord and its byte encoding
 
-/// One state of a compact chain: a unique accepted point and its bookkeeping.
-/// `point` points to `ndim` doubles owned by the sampler, valid only during the
-/// `ChainSink::write` call.
-struct ChainRecord {
-  std::uint32_t chain_id = 0;  ///< global chain id (the RNG stream id)
-  std::uint64_t step = 0;      ///< proposals made before this state became current (0: start point)
-  std::int64_t weight = 0;     ///< number of steps the chain stayed in this state (>= 1)
-  double log_density = 0.0;    ///< log target density at `point` (natural log)
-  std::int32_t dr_stage = 0;   ///< stage that accepted it: 0 start point, 1 first stage, 2.. delayed-rejection stages
-  double accept_prob = 1.0;    ///< acceptance probability with which it was accepted (1 for the start point)
-  double adapt_measure = 0.0;  ///< largest Hellinger distance of the proposal adaptations made while it was current
-  const double* point = nullptr;  ///< the state, `ndim` values
-  int ndim = 0;
-};
+namespace herd::mcmc {
 
 /// Receives the compact chain of one MCMC chain, in chain order.
 /// Thread-safety: a sink is written by one chain, from one thread at a time; use one sink
@@ -130,9 +118,10 @@ class MemoryChainSink final : public ChainSink {
 /// Appends records to a binary file (little-endian, as the host writes it).
 ///
 /// Layout: a 24-byte header `"HERDCHN1"`, u32 version (1), i32 ndim, u32 chain id,
-/// u32 record size in bytes; then fixed-size records of u64 step, i64 weight, f64 log
-/// density, i32 DR stage, u32 chain id, f64 acceptance probability, f64 adaptation
-/// measure, f64 point[ndim] (48 + 8 ndim bytes). Writes go through a 1 MiB buffer.
+/// u32 record size in bytes; then fixed-size records as `encode_chain_record` writes them
+/// (chain_record.hpp: u64 step, i64 weight, f64 log density, i32 DR stage, u32 chain id, f64
+/// acceptance probability, f64 adaptation measure, f64 point[ndim]; 48 + 8 ndim bytes).
+/// Writes go through a 1 MiB buffer.
 /// Not thread-safe. The destructor flushes and closes, swallowing errors.
 class BinaryChainSink final : public ChainSink {
  public:
@@ -159,7 +148,7 @@ class BinaryChainSink final : public ChainSink {
 
   std::string path_;
   std::FILE* file_ = nullptr;
-  std::vector<unsigned char> buf_;
+  std::vector<std::byte> buf_;
   std::size_t used_ = 0;
   std::uint64_t records_ = 0;
 };

@@ -223,8 +223,9 @@ struct ResumableRun {
 /// of every MiB of the chain file it covers; a resumed run checks them before it appends
 /// (herd::IoError naming the file and block on a mismatch). The chain file holds records of
 /// 48 + 8 d bytes: u64 step, i64 weight, f64 log density, i32 DR stage, u32 chain id, f64
-/// acceptance probability, f64 adaptation measure, f64 point[d] (little-endian); read it
-/// with `read_resumable_chain`. When a checkpoint for different options exists the run
+/// acceptance probability, f64 adaptation measure, f64 point[d] (little-endian; the layout of
+/// `encode_chain_record`, chain_record.hpp, as in the binary chain file); read it with
+/// `read_resumable_chain`. When a checkpoint for different options exists the run
 /// refuses to resume. Thread-safety: one call per chain and file pair.
 /// @throws herd::InputError (checkpoint of other options), herd::IoError, and as
 ///   `DramSampler::run`.
