@@ -151,7 +151,8 @@ TEST_CASE("analytic targets: banana, Rosenbrock, funnel and mixture agree on bot
         for (int c = 0; c < k; ++c) {
           double lc = std::log(w[static_cast<std::size_t>(c)] / wsum);
           for (int i = 0; i < d; ++i)
-            lc += log_normal(x[static_cast<std::size_t>(i)], m[static_cast<std::size_t>(c * d + i)],
+            lc += log_normal(x[static_cast<std::size_t>(i)],
+                             m[static_cast<std::size_t>(c) * static_cast<std::size_t>(d) + static_cast<std::size_t>(i)],
                              s[static_cast<std::size_t>(c)]);
           p += std::exp(lc);
         }

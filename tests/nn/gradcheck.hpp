@@ -53,6 +53,7 @@ inline void gradcheck_module(Module& m, Tensor x, const std::string& what) {
   const Tensor gx = m.backward(r).clone();
   std::vector<Tensor> pgrads;
   auto params = m.named_parameters();
+  pgrads.reserve(params.size());
   for (auto& p : params) pgrads.push_back(p.param->grad.clone());
   compare_numeric(x, gx, loss, what + " input");
   for (std::size_t k = 0; k < params.size(); ++k)

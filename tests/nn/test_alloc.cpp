@@ -32,7 +32,8 @@ std::atomic<long> g_mallocs{0};
 std::atomic<bool> g_counting{false};
 }  // namespace
 #if !defined(HERD_TEST_NO_MALLOC_HOOK) && defined(__GLIBC__)
-extern "C" void* __libc_malloc(std::size_t);  // glibc
+// glibc's own allocator, which the hook below calls; the reserved name is glibc's.
+extern "C" void* __libc_malloc(std::size_t);  // NOLINT(bugprone-reserved-identifier)
 extern "C" void* malloc(std::size_t n) {
   if (g_counting.load(std::memory_order_relaxed)) g_mallocs.fetch_add(1, std::memory_order_relaxed);
   return __libc_malloc(n);

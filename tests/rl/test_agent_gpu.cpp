@@ -11,8 +11,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -357,7 +359,8 @@ TEST_CASE("device GAE equals the host GAE bit for bit", "[gpu][rl]") {
     const auto dadv = to_host(d_adv, N), dret = to_host(d_ret, N);
     std::size_t differ = 0;
     for (std::size_t i = 0; i < N; ++i)
-      if (std::memcmp(&adv[i], &dadv[i], sizeof(float)) != 0 || std::memcmp(&ret[i], &dret[i], sizeof(float)) != 0)
+      if (std::bit_cast<std::uint32_t>(adv[i]) != std::bit_cast<std::uint32_t>(dadv[i]) ||
+          std::bit_cast<std::uint32_t>(ret[i]) != std::bit_cast<std::uint32_t>(dret[i]))
         ++differ;
     CHECK(differ == 0);
   }
@@ -543,7 +546,7 @@ TEST_CASE("device round trips of a PPO iteration and of PPO minibatch updates (b
   std::size_t truncations_steps = 0;
   for (int s = 0; s < T; ++s)
     for (int b = 0; b < 8; ++b)
-      if (buf.truncated[static_cast<std::size_t>(s * 8 + b)]) {
+      if (buf.truncated[static_cast<std::size_t>(s) * 8 + static_cast<std::size_t>(b)]) {
         ++truncations_steps;
         break;
       }

@@ -237,10 +237,10 @@ TEST_CASE("Conv agent: PPO on MinAtar Breakout through the Trainer resumes bit f
 }
 
 TEST_CASE("Config network.conv_*: layers read, mismatches named with key, value and expectation", "[rl][conv]") {
-  auto resolve = [](std::vector<std::string> sets) { return resolve_train_config(io::Config("<t>"), sets); };
-  auto error = [&](std::vector<std::string> sets) -> std::string {
+  auto resolve = [](const std::vector<std::string>& sets) { return resolve_train_config(io::Config("<t>"), sets); };
+  auto error = [&](const std::vector<std::string>& sets) -> std::string {
     try {
-      resolve(std::move(sets));
+      resolve(sets);
     } catch (const InputError& e) {
       return e.what();
     }

@@ -135,7 +135,7 @@ TEST_CASE("a uint8 pool in async mode returns the float32 pool's results", "[rl]
           fin[{k, n[k]}] =
               u8 ? std::vector<std::uint8_t>(b.final_obs_u8.begin() + j * od, b.final_obs_u8.begin() + (j + 1) * od)
                  : as_u8(b.final_obs.subspan(j * od, od));
-        a.push_back(actions(1, static_cast<std::size_t>(k * 1000 + n[k]), 3)[0]);
+        a.push_back(actions(1, static_cast<std::size_t>(k) * 1000 + static_cast<std::size_t>(n[k]), 3)[0]);
         ids.push_back(k);
         ++n[k];
       }

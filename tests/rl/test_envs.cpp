@@ -2,7 +2,9 @@
 // (tests/rl/data, from shared/validation/gym, seed 0 of each env: resets, terminations and
 // truncations), MountainCarContinuous by hand-made cases, spaces, resets and the registry.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -28,8 +30,8 @@ json load(const std::string& name) {
   return json::parse(in);
 }
 
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
+bool same_bits(float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
 
 /// Replays a reference file: start each episode from its recorded reset state, step with the
 /// recorded actions, compare everything bit for bit.
@@ -345,7 +347,7 @@ void check_batched_equals_scalar(const char* id, std::size_t n, herd::rl::EnvSim
     for (std::size_t i = 0; i < n; ++i) {
       const StepResult r = ref[i]->step_unchecked(&act[i], oref.data() + od * i);
       INFO("step " << t << ", env " << i);
-      REQUIRE(std::memcmp(&r.reward, &rew[i], sizeof(double)) == 0);
+      REQUIRE(same_bits(r.reward, rew[i]));
       REQUIRE(r.terminated == (te[i] != 0));
       REQUIRE(r.truncated == (tr[i] != 0));
       const auto sr = ref[i]->get_state(), sb = bat[i]->get_state();

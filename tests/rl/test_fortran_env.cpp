@@ -48,6 +48,7 @@ TEST_CASE("a Fortran environment runs in the EnvPool", "[rl][c_env][pool]") {
   std::vector<std::vector<float>> runs;
   for (std::size_t threads : {1u, 2u}) {
     std::vector<std::unique_ptr<herd::rl::Env>> envs;
+    envs.reserve(8);
     for (int k = 0; k < 8; ++k) envs.push_back(herd::rl::make_c_env(spec, "Oscillator-f90"));
     herd::rl::EnvPoolOptions o;
     o.num_threads = threads;

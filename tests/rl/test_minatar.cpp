@@ -20,19 +20,19 @@ using herd::rl::MinAtarFreeway;
 namespace {
 
 float cell(const std::vector<float>& obs, int ch, int y, int x) {
-  return obs[static_cast<std::size_t>(ch * 100 + y * 10 + x)];
+  return obs[static_cast<std::size_t>(ch) * 100 + static_cast<std::size_t>(y) * 10 + static_cast<std::size_t>(x)];
 }
 
 float channel_sum(const std::vector<float>& obs, int ch) {
   float s = 0;
-  for (int i = 0; i < 100; ++i) s += obs[static_cast<std::size_t>(ch * 100 + i)];
+  for (int i = 0; i < 100; ++i) s += obs[static_cast<std::size_t>(ch) * 100 + static_cast<std::size_t>(i)];
   return s;
 }
 
 /// Breakout state `[ball_x, ball_y, dx, dy, paddle_x, last_x, last_y, bricks x30, last
 /// action, t]` with the given bricks (all by default).
 std::vector<double> breakout_state(int bx, int by, int dx, int dy, int px,
-                                   std::vector<int> bricks = std::vector<int>(30, 1)) {
+                                   const std::vector<int>& bricks = std::vector<int>(30, 1)) {
   std::vector<double> s = {double(bx), double(by), double(dx), double(dy), double(px), double(bx), double(by)};
   for (int b : bricks) s.push_back(b);
   s.push_back(0);

@@ -14,12 +14,12 @@ using herd::rl::MinAtarAsterix;
 namespace {
 
 float cell(const std::vector<float>& obs, int ch, int y, int x) {
-  return obs[static_cast<std::size_t>(ch * 100 + y * 10 + x)];
+  return obs[static_cast<std::size_t>(ch) * 100 + static_cast<std::size_t>(y) * 10 + static_cast<std::size_t>(x)];
 }
 
 float channel_sum(const std::vector<float>& obs, int ch) {
   float s = 0;
-  for (int i = 0; i < 100; ++i) s += obs[static_cast<std::size_t>(ch * 100 + i)];
+  for (int i = 0; i < 100; ++i) s += obs[static_cast<std::size_t>(ch) * 100 + static_cast<std::size_t>(i)];
   return s;
 }
 

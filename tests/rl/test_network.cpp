@@ -215,6 +215,7 @@ TEST_CASE("make_encoder: finite-difference gradients through convolutions and de
     std::vector<nn::Tensor> grads;
     auto params = net->named_parameters();
     REQUIRE(params.size() == 8);  // two convolutions, two Linear layers
+    grads.reserve(params.size());
     for (auto& p : params) grads.push_back(p.param->grad.clone());
     auto compare = [&](nn::Tensor& v, const nn::Tensor& g, const std::string& what) {
       const double h = 1e-2;

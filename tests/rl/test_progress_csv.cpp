@@ -30,7 +30,7 @@ std::string slurp(const fs::path& p) {
 }
 
 fs::path fresh(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("herd_progress_test_" + std::to_string(::getpid())) / name;
+  fs::path d = fs::temp_directory_path() / ("herd_progress_test_" + std::to_string(::getpid())) / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

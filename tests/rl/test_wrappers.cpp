@@ -189,6 +189,7 @@ TEST_CASE("reward clipping: sign of the reward", "[rl][wrappers]") {
   std::vector<float> obs(2);
   env->reset(0, obs.data());
   std::vector<double> r;
+  r.reserve(5);
   for (int t = 0; t < 5; ++t) r.push_back(env->step(1, obs.data()).reward);
   CHECK(r == std::vector<double>{-1, 0, 1, 1, 1});  // the env's rewards: -1, 0, 1, 2, 3
 }
