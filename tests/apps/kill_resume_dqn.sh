@@ -20,7 +20,7 @@ total_steps = 4800
 checkpoint_period = 2
 [sampler]
 num_envs = 2
-num_steps = 50
+num_steps = 500
 [network]
 hidden = [16]
 [dqn]
@@ -34,7 +34,9 @@ buffer_size = 400
 TOML
 ranks=1
 [ ${#launch[@]} -gt 0 ] && ranks=${launch[-1]}
-sed -i "s/^total_steps = .*/total_steps = $((iters * 100 * ranks))/" run.toml
+# 1000 env steps (250 updates) per iteration: an iteration lasts a few ms even on an idle
+# machine, so the kill points below (polled every 5 ms) fall inside the runs.
+sed -i "s/^total_steps = .*/total_steps = $((iters * 1000 * ranks))/" run.toml
 fail() { echo "FAIL: $*"; exit 1; }
 rows() { [ -f "$1" ] && echo $(( $(wc -l < "$1") - 1 )) || echo 0; }
 # The columns that do not depend on the wall clock (wall_time_s and the two rates).
