@@ -9,6 +9,7 @@
 #    the run with the reference's CSV.
 # Usage: kill_resume_dqn.sh <herd-rl> <workdir> [launcher...]
 set -u
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/signal_train.sh"
 exe=$1; work=$2; shift 2
 launch=("$@")
 rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
@@ -69,21 +70,7 @@ echo "SIGKILL: $kills kills, final CSV and networks equal to the reference"
 # 3. SIGTERM: finish the iteration, checkpoint, print the resume command.
 set -m
 p=sig_TERM
-# On a busy machine this poll can be starved until the run has finished; such an attempt
-# tests nothing and is made again, signalled earlier (attempts are printed).
-for attempt in 1 2 3; do
-  rm -f "$p".* "$p"_*
-  "${launch[@]}" "$exe" train run.toml --set output_prefix=$p > $p.out 2> $p.err &
-  pid=$!
-  target=$(( 3 + RANDOM % (iters / 3) ))
-  [ $attempt -gt 1 ] && target=1
-  while kill -0 "$pid" 2>/dev/null && [ "$(rows ${p}_progress.csv)" -lt "$target" ]; do sleep 0.005; done
-  kill -TERM -- -"$pid" 2>/dev/null
-  wait "$pid"
-  rc=$?
-  [ "$rc" = 0 ] && [ "$(rows ${p}_progress.csv)" = "$iters" ] || break
-  echo "SIGTERM attempt $attempt: the run finished before the signal reached it; again"
-done
+signal_train TERM $p $(( 3 + RANDOM % (iters / 3) ))
 cat $p.err
 [ "$rc" = 143 ] || fail "SIGTERM: exit $rc, expected 143"
 cmd=$(sed -n 's/^herd-rl: resume with: //p' $p.err)

@@ -11,6 +11,7 @@
 # Usage: kill_resume_rl.sh <herd-rl> <workdir> <iterations> [launcher...]
 #   iterations: 150 for one process, 150 / N for N ranks (4 envs x 32 steps per rank)
 set -u
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/signal_train.sh"
 exe=$1; work=$2; iters=$3; shift 3
 launch=("$@")
 rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
@@ -100,21 +101,7 @@ done
 set -m  # background jobs with job control: SIGINT is not ignored
 for sig in INT TERM; do
   p=sig_$sig
-  # On a busy machine this poll can be starved until the run has finished; such an attempt
-  # tests nothing and is made again, signalled earlier (attempts are printed).
-  for attempt in 1 2 3; do
-    rm -f "$p".* "$p"_*
-    "${launch[@]}" "$exe" train run.toml --set output_prefix=$p > $p.out 2> $p.err &
-    pid=$!
-    target=$(( 5 + RANDOM % (iters / 3) ))
-    [ $attempt -gt 1 ] && target=1
-    while kill -0 "$pid" 2>/dev/null && [ "$(rows ${p}_progress.csv)" -lt "$target" ]; do sleep 0.005; done
-    kill -$sig -- -"$pid" 2>/dev/null  # the whole process group, as a terminal's Ctrl-C
-    wait "$pid"
-    rc=$?
-    [ "$rc" = 0 ] && [ "$(rows ${p}_progress.csv)" = "$iters" ] || break
-    echo "SIG$sig attempt $attempt: the run finished before the signal reached it; again"
-  done
+  signal_train $sig $p $(( 5 + RANDOM % (iters / 3) ))
   want=$([ $sig = INT ] && echo 130 || echo 143)
   cat $p.err
   [ "$rc" = "$want" ] || fail "SIG$sig: exit $rc, expected $want"
