@@ -149,65 +149,85 @@ class ZTable {
 
 constexpr std::uint32_t kDropped = 0xffffffffu;
 
-/// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds (key,
-/// split position) records of all draws sorted by key; the middle draws of odd chains carry
-/// kDropped and are skipped. Ties (equal keys) get their average rank. `out` has the s2
-/// split positions, each written once, in random order: with the workspace on huge pages
-/// direct writes (each destination's line prefetched a few records ahead) beat staging them
-/// through position windows, and need no staging buffer.
-void z_scale_sorted(const Rec* sorted, std::size_t count, double* out, ZTable& ztab) {
+using WRec = detail::Workspace::WRec;
+
+// A record stands for 1 draw (Rec, unweighted views) or for `count` equal draws at
+// consecutive split positions (WRec, weighted views); the rank code below is written once
+// for both.
+inline std::uint32_t count_of(const Rec& /*r*/) { return 1; }
+inline std::uint32_t count_of(const WRec& r) { return r.count; }
+/// Writes z to the split positions of a (not dropped) record.
+inline void store(double* out, const Rec& r, double z) { out[r.pos] = z; }
+inline void store(double* out, const WRec& r, double z) { std::fill_n(out + r.pos, r.count, z); }
+/// `take_r ? r : l` with the key replaced, branch-free.
+inline Rec merged(const Rec& l, const Rec& r, bool take_r, std::uint64_t key) { return {key, take_r ? r.pos : l.pos}; }
+inline WRec merged(const WRec& l, const WRec& r, bool take_r, std::uint64_t key) {
+  return {key, take_r ? r.pos : l.pos, take_r ? r.count : l.count};
+}
+
+/// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds `count`
+/// records of all draws sorted by key; the middle draws of odd chains carry kDropped and are
+/// skipped. Ties (equal keys) get their average rank over the draws they stand for. `out` has
+/// the s2 split positions, each written once, in random order: with the workspace on huge
+/// pages direct writes (each destination's line prefetched a few records ahead) beat staging
+/// them through position windows, and need no staging buffer.
+template <class R>
+void z_scale_sorted(const R* sorted, std::size_t count, double* out, ZTable& ztab) {
   constexpr std::size_t kAhead = 16;
   std::size_t rank = 0;
   std::size_t i = 0;
   while (i < count) {
     if (i + kAhead < count && sorted[i + kAhead].pos != kDropped) __builtin_prefetch(out + sorted[i + kAhead].pos, 1);
     std::size_t j = i + 1;
-    std::size_t included = sorted[i].pos != kDropped ? 1 : 0;
+    std::size_t included = sorted[i].pos != kDropped ? count_of(sorted[i]) : 0;
     while (j < count && sorted[j].key == sorted[i].key) {
-      included += sorted[j].pos != kDropped ? 1 : 0;
+      included += sorted[j].pos != kDropped ? count_of(sorted[j]) : 0;
       ++j;
     }
     if (included > 0) {
       const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
-      for (std::size_t k = i; k < j; ++k) {
-        const std::uint32_t pos = sorted[k].pos;
-        if (pos != kDropped) out[pos] = z;
-      }
+      for (std::size_t k = i; k < j; ++k)
+        if (sorted[k].pos != kDropped) store(out, sorted[k], z);
       rank += included;
     }
     i = j;
   }
 }
 
-/// Sorted (key of |x - med|, split position) of all draws, merged outward from the median.
-void fold_sorted(const detail::BigVector<Rec>& sorted, double med, detail::BigVector<Rec>& out) {
+/// Sorted records (key of |x - med|, split position) of all draws, merged outward from the
+/// median.
+template <class R>
+void fold_sorted(const detail::BigVector<R>& sorted, double med, detail::BigVector<R>& out) {
   const std::size_t s = sorted.size();
   out.resize(s);
   const std::uint64_t kmed = sort_key(med);
   const std::size_t right0 = static_cast<std::size_t>(
-      std::lower_bound(sorted.begin(), sorted.end(), kmed, [](const Rec& r, std::uint64_t k) { return r.key < k; }) -
+      std::lower_bound(sorted.begin(), sorted.end(), kmed, [](const R& r, std::uint64_t k) { return r.key < k; }) -
       sorted.begin());
   std::size_t right = right0, left = right0;  // [0, left) and [right, s) remain
   // Branch-free merge (which side comes next is a coin flip for the branch predictor): an
   // exhausted side reads a valid record and is never taken.
   for (std::size_t k = 0; k < s; ++k) {
     const bool has_l = left > 0, has_r = right < s;
-    const Rec& l = sorted[has_l ? left - 1 : 0];
-    const Rec& r = sorted[has_r ? right : s - 1];
+    const R& l = sorted[has_l ? left - 1 : 0];
+    const R& r = sorted[has_r ? right : s - 1];
     const double fl = std::fabs(from_key(l.key) - med);
     const double fr = std::fabs(from_key(r.key) - med);
     const bool take_r = has_r & (!has_l | (fr <= fl));
-    out[k] = {sort_key(take_r ? fr : fl), take_r ? r.pos : l.pos};
+    out[k] = merged(l, r, take_r, sort_key(take_r ? fr : fl));
     right += take_r ? 1 : 0;
     left -= take_r ? 0 : 1;
   }
 }
 
-/// The shared state of one quantity's analysis: verbose draws, sizes, sorted pairs.
+/// The shared state of one quantity's analysis: verbose draws, sizes, and for a weighted
+/// view its compact values and weights.
 struct Prepared {
   const double* x = nullptr;  // [M, N]
   std::size_t m = 0, n = 0, s = 0, h = 0;
   bool finite = true;
+  const DrawsView* view = nullptr;
+  bool compact() const { return view->weighted(); }
 };
 
 Prepared prepare(const DrawsView& v, detail::Workspace& ws) {
@@ -218,6 +238,7 @@ Prepared prepare(const DrawsView& v, detail::Workspace& ws) {
   p.s = p.m * p.n;
   p.h = p.n / 2;
   p.finite = detail::all_finite(p.x, p.s);
+  p.view = &v;
   return p;
 }
 
@@ -227,8 +248,59 @@ void sort_all(const Prepared& p, detail::Workspace& ws) {
   std::sort(ws.sorted.begin(), ws.sorted.end());
 }
 
+/// Sorts a[0, n) by key, stably, with b[0, n) as scratch; the result ends in a. `start` is
+/// scratch too. Radix sort: one MSD pass on the top 16 bits (into b), then, inside each
+/// bucket, LSD passes on the low 48 bits (four 12-bit digits, histograms in one pass, a pass
+/// whose digit is the same for every key skipped) while the bucket is in cache.
+template <class R>
+void radix_sort(R* a, R* b, std::size_t n, std::vector<std::uint32_t>& start) {
+  constexpr std::size_t kTop = std::size_t{1} << 16;
+  start.assign(kTop + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) ++start[(a[i].key >> 48) + 1];
+  for (std::size_t k = 0; k < kTop; ++k) start[k + 1] += start[k];
+  {
+    std::vector<std::uint32_t> cur(start.begin(), start.end() - 1);
+    for (std::size_t i = 0; i < n; ++i) b[cur[a[i].key >> 48]++] = a[i];
+  }
+  constexpr std::size_t kDigit = std::size_t{1} << 12;
+  std::uint32_t cnt[4 * kDigit];
+  for (std::size_t k = 0; k < kTop; ++k) {
+    const std::size_t lo = start[k], len = start[k + 1] - lo;
+    if (len == 0) continue;
+    R* src = b + lo;
+    R* dst = a + lo;
+    if (len <= 64) {  // insertion sort
+      for (std::size_t i = 1; i < len; ++i) {
+        const R r = src[i];
+        std::size_t q = i;
+        for (; q > 0 && src[q - 1].key > r.key; --q) src[q] = src[q - 1];
+        src[q] = r;
+      }
+      std::copy(src, src + len, dst);
+      continue;
+    }
+    std::fill(std::begin(cnt), std::end(cnt), 0u);
+    for (std::size_t i = 0; i < len; ++i)
+      for (int d = 0; d < 4; ++d) ++cnt[d * kDigit + ((src[i].key >> (12 * d)) & (kDigit - 1))];
+    for (int d = 0; d < 4; ++d) {
+      std::uint32_t* c = cnt + d * kDigit;
+      const int shift = 12 * d;
+      if (c[(src[0].key >> shift) & (kDigit - 1)] == len) continue;
+      std::uint32_t sum = 0;
+      for (std::size_t q = 0; q < kDigit; ++q) {
+        const std::uint32_t v = c[q];
+        c[q] = sum;
+        sum += v;
+      }
+      for (std::size_t i = 0; i < len; ++i) dst[c[(src[i].key >> shift) & (kDigit - 1)]++] = src[i];
+      std::swap(src, dst);
+    }
+    if (src != a + lo) std::copy(src, src + len, a + lo);
+  }
+}
+
 /// ws.recs <- all draws' keys sorted, each with its split position (kDropped for the
-/// middle draw of an odd chain).
+/// middle draw of an odd chain). Unweighted views.
 void sort_recs(const Prepared& p, detail::Workspace& ws) {
   const std::size_t s = p.s;
   auto& a = ws.recs;
@@ -243,60 +315,79 @@ void sort_recs(const Prepared& p, detail::Workspace& ws) {
       a[i] = {sort_key(p.x[i]), pos};
     }
   }
-  // Radix sort: one MSD pass on the top 16 bits (into b), then, inside each bucket, LSD
-  // passes on the low 48 bits (four 12-bit digits, histograms in one pass, a pass whose digit
-  // is the same for every key skipped) while the bucket is in cache; the result ends in a.
-  constexpr std::size_t kTop = std::size_t{1} << 16;
-  auto& start = ws.radix_count;
-  start.assign(kTop + 1, 0);
-  for (const auto& r : a) ++start[(r.key >> 48) + 1];
-  for (std::size_t k = 0; k < kTop; ++k) start[k + 1] += start[k];
-  {
-    std::vector<std::uint32_t> cur(start.begin(), start.end() - 1);
-    for (const auto& r : a) b[cur[r.key >> 48]++] = r;
-  }
-  constexpr std::size_t kDigit = std::size_t{1} << 12;
-  std::uint32_t cnt[4 * kDigit];
-  for (std::size_t k = 0; k < kTop; ++k) {
-    const std::size_t lo = start[k], n = start[k + 1] - lo;
-    if (n == 0) continue;
-    Rec* src = b.data() + lo;
-    Rec* dst = a.data() + lo;
-    if (n <= 64) {  // insertion sort
-      for (std::size_t i = 1; i < n; ++i) {
-        const Rec r = src[i];
-        std::size_t q = i;
-        for (; q > 0 && src[q - 1].key > r.key; --q) src[q] = src[q - 1];
-        src[q] = r;
-      }
-      std::copy(src, src + n, dst);
-      continue;
-    }
-    std::fill(std::begin(cnt), std::end(cnt), 0u);
-    for (std::size_t i = 0; i < n; ++i)
-      for (int d = 0; d < 4; ++d) ++cnt[d * kDigit + ((src[i].key >> (12 * d)) & (kDigit - 1))];
-    for (int d = 0; d < 4; ++d) {
-      std::uint32_t* c = cnt + d * kDigit;
-      const int shift = 12 * d;
-      if (c[(src[0].key >> shift) & (kDigit - 1)] == n) continue;
-      std::uint32_t sum = 0;
-      for (std::size_t q = 0; q < kDigit; ++q) {
-        const std::uint32_t v = c[q];
-        c[q] = sum;
-        sum += v;
-      }
-      for (std::size_t i = 0; i < n; ++i) dst[c[(src[i].key >> shift) & (kDigit - 1)]++] = src[i];
-      std::swap(src, dst);
-    }
-    if (src != a.data() + lo) std::copy(src, src + n, a.data() + lo);
-  }
+  radix_sort(a.data(), b.data(), s, ws.radix_count);
 }
 
-/// Accessors of the i-th smallest value.
-struct FromRecs {
-  const Rec* r;
-  double operator()(std::size_t i) const { return from_key(r[i].key); }
+/// ws.wrecs <- the runs of equal draws of a weighted view sorted by key, and ws.wcum their
+/// cumulative draw counts. A compact state of weight w > 0 whose draws are the verbose draws
+/// [t0, t0 + w) of chain c fills the split positions 2 c h + t0 ... (a chain's two halves are
+/// adjacent in the split layout), one record; when it holds an odd chain's middle draw
+/// (t = h), that draw becomes its own kDropped record and the rest keeps the positions from
+/// 2 c h + t0 on (those after the middle shift down by one). Zero weights give no record.
+void sort_compact(const Prepared& p, detail::Workspace& ws) {
+  const DrawsView& v = *p.view;
+  const std::size_t d = v.draws();
+  const double* x = v.values().data();
+  const std::int64_t* w = v.weights().data();
+  const bool odd = p.n % 2 == 1;
+  auto& a = ws.wrecs;
+  a.resize(p.m * d + p.m);  // at most one state per chain is cut at the middle
+  std::size_t k = 0;
+  for (std::size_t c = 0; c < p.m; ++c) {
+    const std::size_t base = 2 * c * p.h;
+    std::size_t t0 = 0;  // verbose index of the state's first draw
+    for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
+      if (w[j] == 0) continue;
+      const auto wj = static_cast<std::size_t>(w[j]);
+      const std::uint64_t key = sort_key(x[j]);
+      if (odd && t0 <= p.h && p.h < t0 + wj) {
+        a[k++] = {key, kDropped, 1};
+        if (wj > 1) a[k++] = {key, static_cast<std::uint32_t>(base + t0), static_cast<std::uint32_t>(wj - 1)};
+      } else {
+        const std::size_t pos = base + t0 - (odd && t0 > p.h ? 1 : 0);
+        a[k++] = {key, static_cast<std::uint32_t>(pos), static_cast<std::uint32_t>(wj)};
+      }
+      t0 += wj;
+    }
+  }
+  a.resize(k);
+  ws.wfolded.resize(k);  // scratch until fold_sorted fills it
+  radix_sort(a.data(), ws.wfolded.data(), k, ws.radix_count);
+  ws.wcum.resize(k);
+  std::uint32_t total = 0;
+  for (std::size_t i = 0; i < k; ++i) ws.wcum[i] = total += a[i].count;
+}
+
+/// Sorts the draws for ranks and order statistics: sort_compact for a weighted view, else
+/// sort_recs.
+void sort_draws(const Prepared& p, detail::Workspace& ws) {
+  if (p.compact()) sort_compact(p, ws);
+  else sort_recs(p, ws);
+}
+
+/// The i-th smallest draw (0-based) after sort_draws: a record of ws.recs, or the run of
+/// ws.wrecs that holds the i-th draw (binary search of the cumulative counts).
+struct OrderStats {
+  const Rec* recs = nullptr;
+  const WRec* wrecs = nullptr;
+  const std::uint32_t* cum = nullptr;
+  std::size_t runs = 0;
+  OrderStats(const Prepared& p, const detail::Workspace& ws) {
+    if (p.compact()) {
+      wrecs = ws.wrecs.data();
+      cum = ws.wcum.data();
+      runs = ws.wrecs.size();
+    } else {
+      recs = ws.recs.data();
+    }
+  }
+  double operator()(std::size_t i) const {
+    if (wrecs == nullptr) return from_key(recs[i].key);
+    return from_key(wrecs[std::upper_bound(cum, cum + runs, i) - cum].key);
+  }
 };
+
+/// Accessor of the i-th smallest value of all draws sorted.
 struct FromSorted {
   const double* x;
   double operator()(std::size_t i) const { return x[i]; }
@@ -318,24 +409,33 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
   return detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true);
 }
 
-/// Bulk and tail R-hat and bulk-ESS from the sorted pairs (needs sort_pairs).
-void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
-                      double* ess_b) {
+/// Bulk and tail R-hat and bulk-ESS from the `count` sorted records `recs` (folded into
+/// `folded` for the tail).
+template <class R>
+void rank_diagnostics(const Prepared& p, double median, detail::BigVector<R>& recs, detail::BigVector<R>& folded,
+                      detail::Workspace& ws, double* rhat_b, double* rhat_t, double* ess_b) {
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws.ztab, ws.ztab_s);
   ws.split.resize(s2);
-  z_scale_sorted(ws.recs.data(), p.s, ws.split.data(), ztab);
+  z_scale_sorted(recs.data(), recs.size(), ws.split.data(), ztab);
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
   const bool ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
   if (rhat_b) *rhat_b = ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
   if (ess_b) *ess_b = ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   if (rhat_t) {
-    fold_sorted(ws.recs, median, ws.folded);
+    fold_sorted(recs, median, folded);
     ws.split2.resize(s2);
-    z_scale_sorted(ws.folded.data(), p.s, ws.split2.data(), ztab);
+    z_scale_sorted(folded.data(), folded.size(), ws.split2.data(), ztab);
     *rhat_t = detail::rhat_chains(ws.split2.data(), 2 * p.m, p.h, !detail::is_constant(ws.split2.data(), s2));
   }
+}
+
+/// rank_diagnostics on the records of sort_draws.
+void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
+                      double* ess_b) {
+  if (p.compact()) rank_diagnostics(p, median, ws.wrecs, ws.wfolded, ws, rhat_b, rhat_t, ess_b);
+  else rank_diagnostics(p, median, ws.recs, ws.folded, ws, rhat_b, rhat_t, ess_b);
 }
 
 }  // namespace
@@ -729,13 +829,15 @@ DiagnosticSummary summarize(const DrawsView& v) {
     m4 += d2 * d2;
   }
   r.sd = p.s > 1 ? std::sqrt(m2 / (sd_s - 1.0)) : kNaN;
-  sort_recs(p, ws);
-  r.q5 = quantile7(FromRecs{ws.recs.data()}, p.s, 0.05);
-  r.q50 = quantile7(FromRecs{ws.recs.data()}, p.s, 0.5);
-  r.q95 = quantile7(FromRecs{ws.recs.data()}, p.s, 0.95);
+  // Ranks and order statistics from the sorted draws (of a weighted view: of its compact
+  // states, each standing for its weight in draws).
+  sort_draws(p, ws);
+  const OrderStats xs(p, ws);
+  r.q5 = quantile7(xs, p.s, 0.05);
+  r.q50 = quantile7(xs, p.s, 0.5);
+  r.q95 = quantile7(xs, p.s, 0.95);
   // posterior's is_constant from the sorted extremes.
-  const bool constant =
-      std::fabs(from_key(ws.recs[p.s - 1].key) - from_key(ws.recs[0].key)) < std::numeric_limits<double>::epsilon();
+  const bool constant = std::fabs(xs(p.s - 1) - xs(0)) < std::numeric_limits<double>::epsilon();
   if (constant) {
     r.mcse_mean = r.mcse_sd = r.mcse_q5 = r.mcse_q95 = kNaN;
     r.ess_bulk = r.ess_tail = r.ess_mean = r.ess_sd = kNaN;
@@ -772,8 +874,8 @@ DiagnosticSummary summarize(const DrawsView& v) {
   const double e05 = ess_indicator(p, r.q5, ws);
   const double e95 = ess_indicator(p, r.q95, ws);
   r.ess_tail = nan_min(e05, e95);
-  r.mcse_q5 = mcse_quantile7(FromRecs{ws.recs.data()}, p.s, 0.05, e05);
-  r.mcse_q95 = mcse_quantile7(FromRecs{ws.recs.data()}, p.s, 0.95, e95);
+  r.mcse_q5 = mcse_quantile7(xs, p.s, 0.05, e05);
+  r.mcse_q95 = mcse_quantile7(xs, p.s, 0.95, e95);
   return r;
 }
 
@@ -808,7 +910,7 @@ double rhat_bulk(const DrawsView& v) {
   detail::Workspace& ws = detail::workspace();
   const Prepared p = prepare(v, ws);
   if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
-  sort_recs(p, ws);
+  sort_draws(p, ws);
   double rb = kNaN;
   rank_diagnostics(p, 0.0, ws, &rb, nullptr, nullptr);
   return rb;
@@ -818,9 +920,9 @@ double rhat_tail(const DrawsView& v) {
   detail::Workspace& ws = detail::workspace();
   const Prepared p = prepare(v, ws);
   if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
-  sort_recs(p, ws);
+  sort_draws(p, ws);
   double rt = kNaN;
-  rank_diagnostics(p, quantile7(FromRecs{ws.recs.data()}, p.s, 0.5), ws, nullptr, &rt, nullptr);
+  rank_diagnostics(p, quantile7(OrderStats(p, ws), p.s, 0.5), ws, nullptr, &rt, nullptr);
   return rt;
 }
 
@@ -837,7 +939,7 @@ double ess_bulk(const DrawsView& v) {
   detail::Workspace& ws = detail::workspace();
   const Prepared p = prepare(v, ws);
   if (!p.finite || detail::is_constant(p.x, p.s)) return kNaN;
-  sort_recs(p, ws);
+  sort_draws(p, ws);
   double eb = kNaN;
   rank_diagnostics(p, 0.0, ws, nullptr, nullptr, &eb);
   return eb;

@@ -112,10 +112,22 @@ struct Workspace {
   };
 #pragma pack(pop)
   static_assert(sizeof(Rec) == 12);
-  BigVector<Rec> recs;     // sorted records (the radix sort's scratch is `folded`)
-  BigVector<Rec> folded;   // sorted (key of |x - med|, split position); first the radix scratch
-  BigVector<double> ztab;  // normal quantiles of ranks, kept between calls
-  std::size_t ztab_s = 0;  // the draw count S that ztab's quantiles are of
+  BigVector<Rec> recs;    // sorted records (the radix sort's scratch is `folded`)
+  BigVector<Rec> folded;  // sorted (key of |x - med|, split position); first the radix scratch
+  /// A run of `count` equal draws of a weighted view (a compact state's draws, or its part
+  /// that the split layout keeps): their sort key and the first of the `count` consecutive
+  /// split positions they fill, or kDropped (count 1) for an odd chain's middle draw.
+  struct WRec {
+    std::uint64_t key;
+    std::uint32_t pos;
+    std::uint32_t count;
+  };
+  static_assert(sizeof(WRec) == 16);
+  BigVector<WRec> wrecs;          // sorted runs of a weighted view (the radix scratch is `wfolded`)
+  BigVector<WRec> wfolded;        // sorted runs by |x - med|; first the radix scratch
+  BigVector<std::uint32_t> wcum;  // draws in wrecs[0..i] (inclusive prefix sums of count)
+  BigVector<double> ztab;         // normal quantiles of ranks, kept between calls
+  std::size_t ztab_s = 0;         // the draw count S that ztab's quantiles are of
   std::vector<std::uint32_t> radix_count;
   std::vector<double> centered;  // one centred chain
   std::vector<double> acov;      // chain-averaged autocovariance

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -318,6 +320,174 @@ TEST_CASE("compact (weighted) input gives the results of the expanded chain", "[
   bad = w;
   bad[1] = -1;
   CHECK_THROWS_AS(DrawsView(compact, bad, m, d), herd::InputError);
+}
+
+namespace {
+/// A compact column [m, d] with weights (zero-padded to a common d) and its verbose
+/// expansion [m, n]: chain c's states come from `value(c, i)` with weights from `weight(c, i)`
+/// (>= 0), the last state's weight cut so that every chain has exactly n draws.
+struct CompactColumn {
+  std::vector<double> values, verbose;
+  std::vector<std::int64_t> weights;
+  std::size_t m = 0, d = 0, n = 0;
+  DrawsView weighted() const { return {values, weights, m, d}; }
+  DrawsView expanded() const { return {verbose, m, n}; }
+};
+
+template <class Value, class Weight>
+CompactColumn compact_column(std::size_t m, std::size_t n, Value value, Weight weight) {
+  std::vector<std::vector<double>> vals(m);
+  std::vector<std::vector<std::int64_t>> ws(m);
+  CompactColumn col;
+  col.m = m;
+  col.n = n;
+  for (std::size_t c = 0; c < m; ++c) {
+    std::int64_t left = static_cast<std::int64_t>(n);
+    for (std::size_t i = 0; left > 0; ++i) {
+      const std::int64_t w = std::min(weight(c, i), left);
+      vals[c].push_back(value(c, i));
+      ws[c].push_back(w);
+      left -= w;
+    }
+    col.d = std::max(col.d, vals[c].size());
+  }
+  col.values.assign(m * col.d, -7.0);  // padding values are never draws
+  col.weights.assign(m * col.d, 0);
+  for (std::size_t c = 0; c < m; ++c) {
+    std::copy(vals[c].begin(), vals[c].end(), col.values.begin() + static_cast<std::ptrdiff_t>(c * col.d));
+    std::copy(ws[c].begin(), ws[c].end(), col.weights.begin() + static_cast<std::ptrdiff_t>(c * col.d));
+    for (std::size_t i = 0; i < vals[c].size(); ++i) col.verbose.insert(col.verbose.end(), ws[c][i], vals[c][i]);
+  }
+  return col;
+}
+
+/// Equal bits, or both NaN.
+bool same_bits(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
+/// Every field of summarize() and the rank- and order-based single-purpose functions agree,
+/// bit for bit, between the weighted view and its expansion.
+void check_weighted_equals_expanded(const CompactColumn& col) {
+  namespace m = herd::mcmc;
+  const DrawsView wv = col.weighted(), ev = col.expanded();
+  REQUIRE(wv.verbose_draws() == col.n);
+  const m::DiagnosticSummary a = m::summarize(wv), b = m::summarize(ev);
+  const double m::DiagnosticSummary::*fields[] = {
+      &m::DiagnosticSummary::mean,      &m::DiagnosticSummary::sd,        &m::DiagnosticSummary::q5,
+      &m::DiagnosticSummary::q50,       &m::DiagnosticSummary::q95,       &m::DiagnosticSummary::mcse_mean,
+      &m::DiagnosticSummary::mcse_sd,   &m::DiagnosticSummary::mcse_q5,   &m::DiagnosticSummary::mcse_q95,
+      &m::DiagnosticSummary::ess_bulk,  &m::DiagnosticSummary::ess_tail,  &m::DiagnosticSummary::ess_mean,
+      &m::DiagnosticSummary::ess_sd,    &m::DiagnosticSummary::rhat,      &m::DiagnosticSummary::rhat_bulk,
+      &m::DiagnosticSummary::rhat_tail, &m::DiagnosticSummary::rhat_basic};
+  static_assert(sizeof(m::DiagnosticSummary) == sizeof(fields) / sizeof(fields[0]) * sizeof(double));
+  for (std::size_t f = 0; f < std::size(fields); ++f) {
+    INFO("field " << f << ": weighted " << a.*fields[f] << ", expanded " << b.*fields[f]);
+    CHECK(same_bits(a.*fields[f], b.*fields[f]));
+  }
+  CHECK(same_bits(m::rhat_bulk(wv), m::rhat_bulk(ev)));
+  CHECK(same_bits(m::rhat_tail(wv), m::rhat_tail(ev)));
+  CHECK(same_bits(m::ess_bulk(wv), m::ess_bulk(ev)));
+  CHECK(same_bits(m::ess_tail(wv), m::ess_tail(ev)));
+  for (double prob : {0.0, 0.05, 0.37, 0.5, 0.95, 1.0}) {
+    INFO("prob " << prob);
+    CHECK(same_bits(m::quantile(wv, prob), m::quantile(ev, prob)));
+    CHECK(same_bits(m::ess_quantile(wv, prob), m::ess_quantile(ev, prob)));
+    CHECK(same_bits(m::mcse_quantile(wv, prob), m::mcse_quantile(ev, prob)));
+  }
+  // The same median as the plain type-7 quantile of the expansion (== : the sorted records
+  // keep -0 as +0).
+  if (std::all_of(col.verbose.begin(), col.verbose.end(), [](double x) { return std::isfinite(x); }))
+    CHECK(a.q50 == m::quantiles(col.verbose, std::vector<double>{0.5})[0]);
+}
+}  // namespace
+
+TEST_CASE("weighted summaries rank the compact states: bit for bit the expanded chain's", "[mcmc]") {
+  std::mt19937_64 rng(20211203);
+  std::normal_distribution<double> normal;
+  std::uniform_int_distribution<int> small(0, 4);
+  std::vector<double> pool(4000);
+  for (double& x : pool) x = normal(rng);
+  const double levels[] = {-1.5, 0.0, 0.25, 0.25 + 1e-17, 3.0};  // 0.25 + 1e-17 == 0.25: a tie
+  for (std::size_t m : {1u, 4u}) {
+    for (std::size_t n : {2u, 3u, 6u, 7u, 8u, 101u, 1000u, 1001u, 4097u}) {
+      // Random weights 0..4 (zeros inside the chain are states that stand for no draw).
+      std::vector<std::int64_t> wt(m * 5000);
+      for (auto& w : wt) w = small(rng);
+      const auto weight = [&](std::size_t c, std::size_t i) { return wt[(c * 5000 + i) % wt.size()]; };
+      SECTION("normal values, m " + std::to_string(m) + ", n " + std::to_string(n)) {
+        check_weighted_equals_expanded(compact_column(
+            m, n, [&](std::size_t c, std::size_t i) { return pool[(c * 997 + i) % pool.size()]; }, weight));
+      }
+      SECTION("values from a small set (ties across states), m " + std::to_string(m) + ", n " + std::to_string(n)) {
+        check_weighted_equals_expanded(compact_column(
+            m, n, [&](std::size_t c, std::size_t i) { return levels[(c * 3 + i * 7 + i / 5) % 5]; }, weight));
+      }
+      SECTION("+0 and -0 tie, m " + std::to_string(m) + ", n " + std::to_string(n)) {
+        check_weighted_equals_expanded(compact_column(
+            m, n, [&](std::size_t c, std::size_t i) { return (c + i) % 3 == 0 ? -0.0 : (i % 3 == 1 ? 0.0 : 1.0); },
+            weight));
+      }
+      SECTION("constant, m " + std::to_string(m) + ", n " + std::to_string(n)) {
+        const auto col = compact_column(
+            m, n, [](std::size_t, std::size_t) { return 2.5; }, weight);
+        check_weighted_equals_expanded(col);
+        CHECK(herd::mcmc::summarize(col.weighted()).q95 == 2.5);
+      }
+    }
+  }
+  SECTION("a state of weight > n/2 (over the middle, at the start, at the end)") {
+    for (std::size_t m : {1u, 4u})
+      for (std::size_t n : {1000u, 1001u})
+        for (std::size_t at : {0u, 1u, 3u, 200u}) {
+          INFO("m " << m << ", n " << n << ", heavy state " << at);
+          const auto col = compact_column(
+              m, n, [&](std::size_t c, std::size_t i) { return pool[(c * 131 + i) % pool.size()]; },
+              [&](std::size_t c, std::size_t i) -> std::int64_t {
+                if (i == at + c) return static_cast<std::int64_t>(n / 2 + 1 + c);
+                return static_cast<std::int64_t>((i * 5 + c) % 4);
+              });
+          check_weighted_equals_expanded(col);
+        }
+  }
+  SECTION("the middle draw alone, or starting a state, in an odd chain") {
+    // n = 9, h = 4: the middle draw (t = 4) is a state of weight 1 (only a dropped record),
+    // starts a state of weight 3, or ends one.
+    for (const std::vector<std::int64_t>& w :
+         {std::vector<std::int64_t>{2, 2, 1, 0, 2, 2}, {1, 3, 3, 2}, {4, 0, 3, 2}, {5, 4}, {9}, {0, 4, 1, 4}}) {
+      const auto col = compact_column(
+          2, 9, [&](std::size_t c, std::size_t i) { return pool[c * 31 + i]; },
+          [&](std::size_t /*c*/, std::size_t i) { return i < w.size() ? w[i] : std::int64_t{1}; });
+      check_weighted_equals_expanded(col);
+    }
+  }
+  SECTION("a non-finite draw makes every field NaN; a non-finite padding value does not") {
+    for (double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+      for (std::size_t m : {1u, 4u}) {
+        auto col = compact_column(
+            m, 1001, [&](std::size_t c, std::size_t i) { return pool[(c * 577 + i) % pool.size()]; },
+            [&](std::size_t c, std::size_t i) { return static_cast<std::int64_t>((c + i) % 3); });
+        // A zero-weight state: not a draw.
+        const auto zero = static_cast<std::size_t>(std::find(col.weights.begin(), col.weights.end(), std::int64_t{0}) -
+                                                   col.weights.begin());
+        col.values[zero] = bad;
+        check_weighted_equals_expanded(col);
+        CHECK(std::isfinite(herd::mcmc::summarize(col.weighted()).rhat));
+        // A state of positive weight: every verbose draw it stands for is non-finite.
+        const auto pos = zero + 1;
+        REQUIRE(col.weights[pos] > 0);
+        col.values[pos] = bad;
+        col.verbose.clear();
+        for (std::size_t i = 0; i < col.values.size(); ++i)
+          col.verbose.insert(col.verbose.end(), col.weights[i], col.values[i]);
+        check_weighted_equals_expanded(col);
+        const auto s = herd::mcmc::summarize(col.weighted());
+        CHECK(std::isnan(s.mean));
+        CHECK(std::isnan(s.q50));
+        CHECK(std::isnan(s.rhat_tail));
+      }
+    }
+  }
 }
 
 TEST_CASE("edge cases: 1 chain, few draws, constant, NaN/Inf, ties, monotone maps", "[mcmc]") {
