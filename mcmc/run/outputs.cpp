@@ -221,15 +221,6 @@ ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target
   return o;
 }
 
-void append_verbose(std::vector<double>& out, const std::vector<double>& compact,
-                    const std::vector<std::int64_t>& weight, std::size_t first, std::size_t limit) {
-  for (std::size_t i = first; i < compact.size() && limit > 0; ++i) {
-    const std::size_t take = std::min(static_cast<std::size_t>(weight[i]), limit);
-    out.insert(out.end(), take, compact[i]);
-    limit -= take;
-  }
-}
-
 }  // namespace detail
 
 using detail::chain_count;

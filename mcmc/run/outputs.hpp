@@ -114,9 +114,4 @@ struct ChainOutputs {
 ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target, const MemoryChainSink& memory,
                            const DramResult& kr);
 
-/// Appends the first `limit` verbose draws of a compact column `[compact]` with weights
-/// `weight` from compact index `first` on to `out`. Pure.
-void append_verbose(std::vector<double>& out, const std::vector<double>& compact,
-                    const std::vector<std::int64_t>& weight, std::size_t first, std::size_t limit);
-
 }  // namespace herd::mcmc::detail

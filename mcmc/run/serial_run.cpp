@@ -295,22 +295,20 @@ void ks_table(SerialRun& r) {
 void compute_diagnostics(SerialRun& r) {
   r.nsuper = static_cast<std::size_t>(r.specs.superchains);
   const bool with_nested = r.nsuper >= 2 && r.m % r.nsuper == 0 && r.ndraw >= 1;
-  // Quantities on the cores (one quantity's verbose column and the diagnostics' scratch per
-  // thread, about 60 bytes per draw each), beside the writer thread; the same numbers as one
-  // thread gives.
-  const auto stats = summarize_all(
-      r.ncol,
-      [&](std::size_t k, std::vector<double>& column) {
-        column = verbose_column(r, k);
-        return DrawsView(column, r.m, r.ndraw);
-      },
-      r.options.diagnostics_threads);
+  // Quantities on the cores (one quantity's compact column and the diagnostics' scratch per
+  // thread, about 40 bytes per verbose draw each), beside the writer thread; the same numbers
+  // as one thread gives. The views are weighted (the compact posterior): the diagnostics
+  // rank the compact states instead of every verbose draw, with the verbose column's results.
+  const CompactPosterior cp = compact_posterior(r);
+  const auto view = [&](std::size_t k, std::vector<double>& values) {
+    compact_values(r, cp, k, values);
+    return DrawsView(values, cp.weights, r.m, cp.states);
+  };
+  const auto stats = summarize_all(r.ncol, view, r.options.diagnostics_threads);
+  std::vector<double> values;
   for (std::size_t k = 0; k < r.ncol; ++k) {
     r.out.summary.push_back({r.co[0].columns[k].name, stats[k]});
-    if (with_nested) {
-      const std::vector<double> column = verbose_column(r, k);
-      r.nested.push_back(nested_rhat(DrawsView(column, r.m, r.ndraw), r.nsuper));
-    }
+    if (with_nested) r.nested.push_back(nested_rhat(view(k, values), r.nsuper));
   }
   ks_table(r);
   // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers) is not
@@ -374,13 +372,53 @@ void run_totals(SerialRun& r) {
 
 }  // namespace
 
+PosteriorStates posterior_states(const SerialRun& r, std::size_t c) {
+  const std::vector<std::int64_t>& weight = r.chains[c].weight;
+  PosteriorStates ps;
+  ps.first = ps.end = static_cast<std::size_t>(r.co[c].burnin);
+  auto left = static_cast<std::int64_t>(r.ndraw);
+  while (left > 0 && ps.end < weight.size()) {
+    ps.last_weight = std::min(weight[ps.end++], left);
+    left -= ps.last_weight;
+  }
+  return ps;
+}
+
 std::vector<double> verbose_column(const SerialRun& r, std::size_t k) {
   std::vector<double> v;
   v.reserve(r.m * r.ndraw);
-  for (std::size_t c = 0; c < r.m; ++c)
-    append_verbose(v, r.co[c].columns[k].compact, r.chains[c].weight, static_cast<std::size_t>(r.co[c].burnin),
-                   r.ndraw);
+  for (std::size_t c = 0; c < r.m; ++c) {
+    const PosteriorStates ps = posterior_states(r, c);
+    const std::vector<double>& compact = r.co[c].columns[k].compact;
+    for (std::size_t i = ps.first; i < ps.end; ++i)
+      v.insert(v.end(), static_cast<std::size_t>(ps.weight(r.chains[c], i)), compact[i]);
+  }
   return v;
+}
+
+CompactPosterior compact_posterior(const SerialRun& r) {
+  std::vector<PosteriorStates> ps(r.m);
+  CompactPosterior cp;
+  for (std::size_t c = 0; c < r.m; ++c) {
+    ps[c] = posterior_states(r, c);
+    cp.states = std::max(cp.states, ps[c].end - ps[c].first);
+  }
+  cp.weights.assign(r.m * cp.states, 0);
+  for (std::size_t c = 0; c < r.m; ++c)
+    for (std::size_t i = ps[c].first; i < ps[c].end; ++i)
+      cp.weights[c * cp.states + (i - ps[c].first)] = ps[c].weight(r.chains[c], i);
+  return cp;
+}
+
+void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t k, std::vector<double>& out) {
+  out.assign(r.m * cp.states, 0.0);
+  for (std::size_t c = 0; c < r.m; ++c) {
+    const PosteriorStates ps = posterior_states(r, c);
+    const std::vector<double>& compact = r.co[c].columns[k].compact;
+    std::copy(compact.begin() + static_cast<std::ptrdiff_t>(ps.first),
+              compact.begin() + static_cast<std::ptrdiff_t>(ps.end),
+              out.begin() + static_cast<std::ptrdiff_t>(c * cp.states));
+  }
 }
 
 }  // namespace detail

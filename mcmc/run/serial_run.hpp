@@ -90,10 +90,44 @@ struct SerialRun {
   SampleRunSummary out;
 };
 
+/// The compact states of chain `c` that hold its posterior draws: states [first, end) of
+/// `r.chains[c]` (from its burn-in on), their weights as recorded but the last one's cut to
+/// `last_weight`, so that they stand for exactly `r.ndraw` verbose draws.
+struct PosteriorStates {
+  std::size_t first = 0, end = 0;
+  std::int64_t last_weight = 0;
+  /// Weight of state i in [first, end) within the posterior.
+  std::int64_t weight(const MemoryChainSink& chain, std::size_t i) const {
+    return i + 1 == end ? last_weight : chain.weight[i];
+  }
+};
+
+/// Chain `c`'s PosteriorStates (needs r.co and r.ndraw >= 1 set). Thread-safe (reads `r`).
+PosteriorStates posterior_states(const SerialRun& r, std::size_t c);
+
 /// One quantity's posterior draws, [chain, draw]: the verbose chains after burn-in cut to a
-/// common length, expanded from the compact chains, so that the whole verbose posterior is
-/// never held at once (except for the HTML report's plots). Thread-safe (reads `r`).
+/// common length, expanded from the compact chains (posterior_states), so that the whole
+/// verbose posterior is never held at once (except for the HTML report's plots).
+/// Thread-safe (reads `r`).
 std::vector<double> verbose_column(const SerialRun& r, std::size_t k);
+
+/// The posterior as compact chains: what verbose_column expands, without expanding it.
+/// `weights` is [chains, states] row-major: chain c's posterior_states weights (each
+/// chain's sum to r.ndraw), then zeros padding it to `states`, the most states of a chain.
+/// The same for every quantity; pair it with compact_values() in a weighted DrawsView, whose
+/// diagnostics are bit for bit those of the verbose column's (diagnostics.hpp).
+struct CompactPosterior {
+  std::size_t states = 0;
+  std::vector<std::int64_t> weights;
+};
+
+/// The run's CompactPosterior (needs r.co and r.ndraw >= 1 set). Thread-safe (reads `r`).
+CompactPosterior compact_posterior(const SerialRun& r);
+
+/// Quantity `k`'s values of the compact posterior `cp` of `r`, [chains, cp.states] row-major
+/// (0 where the weight pads), into `out` (resized; its memory is reused). Thread-safe (reads
+/// `r` and `cp`, writes `out`).
+void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t k, std::vector<double>& out);
 
 /// Creates `<prefix>.h5` (atomically: committed by the caller) and writes every group but
 /// `diagnostics`: root attributes and `input`, `posterior`, `sample_stats`, `chain_compact`,
