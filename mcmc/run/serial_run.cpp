@@ -296,7 +296,7 @@ void compute_diagnostics(SerialRun& r) {
   r.nsuper = static_cast<std::size_t>(r.specs.superchains);
   const bool with_nested = r.nsuper >= 2 && r.m % r.nsuper == 0 && r.ndraw >= 1;
   // Quantities on the cores (one quantity's compact column and the diagnostics' scratch per
-  // thread, about 40 bytes per verbose draw each), beside the writer thread; the same numbers
+  // thread, about 45 bytes per verbose draw each), beside the writer thread; the same numbers
   // as one thread gives. The views are weighted (the compact posterior): the diagnostics
   // rank the compact states instead of every verbose draw, with the verbose column's results.
   const CompactPosterior cp = compact_posterior(r);

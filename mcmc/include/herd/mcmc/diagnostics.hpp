@@ -16,8 +16,11 @@
 ///
 /// Layout: one quantity's draws are `[chains, draws]` row-major (chain c's draw t at
 /// `values[c * draws + t]`). A compact chain (ParaDRAM style) adds one integer weight per
-/// entry (>= 0); it is expanded one quantity at a time, so a weighted view gives exactly the
-/// results of the expanded ("verbose") chain. All chains must have the same verbose length.
+/// entry (>= 0). A weighted view gives exactly (bit for bit) the results of the expanded
+/// ("verbose") chain: the ranks, quantiles and their MCSE are computed from the sorted
+/// compact entries (each standing for its weight in draws, an odd chain's dropped middle
+/// draw taken out of its entry's ranks), the rest over the expansion, one quantity at a time.
+/// All chains must have the same verbose length.
 ///
 /// NaN/Inf: any non-finite draw makes every estimate of that quantity NaN (no exception).
 /// Constant draws (max - min below machine epsilon) give NaN R-hat and ESS (as `posterior`),
@@ -101,11 +104,15 @@ struct DiagnosticSummary {
 /// All diagnostics of one quantity in one pass (one sort, shared buffers); what the
 /// sampler's report, `herd-diagnose` and the benchmark use.
 ///
-/// Cost: one LSD radix sort of the S draws plus O(S) passes, and O(S L) for the L
-/// autocovariance lags Geyer's sequences need (by FFT when L is large). The calling
-/// thread's workspace grows to about 50 bytes per draw and is kept for the next call
-/// (release it with release_diagnostics_workspace()).
-/// @param draws `[chains, draws]` row-major, optionally weighted.
+/// Cost: one LSD radix sort of the S draws (of a weighted view: of its K entries of positive
+/// weight, plus one per odd chain) plus O(S) passes, and O(S L) for the L autocovariance lags
+/// Geyer's sequences need (by FFT when L is large). The calling thread's workspace grows to
+/// about 50 bytes per draw (weighted: about 32 per draw plus 36 per entry) and is kept for the
+/// next call (release it with release_diagnostics_workspace()).
+/// @param draws `[chains, draws]` row-major, optionally weighted (zero weights allowed); the
+///        result is that of the expanded view, bit for bit.
+/// Thread-safe (the calling thread's workspace); never throws for non-finite or constant
+/// draws (NaN fields, see the file comment); @throws std::bad_alloc.
 DiagnosticSummary summarize(const DrawsView& draws);
 
 /// summarize() of `count` quantities on up to `threads` threads (the calling thread works
@@ -115,7 +122,8 @@ DiagnosticSummary summarize(const DrawsView& draws);
 /// thread that summarizes it (concurrently with other calls when threads > 1), and may fill
 /// `buffer`, a vector of that thread's that the view may point into and that stays alive and
 /// untouched until summarize() has returned.
-/// Memory: each thread holds its buffer and a workspace (about 50 bytes per draw); the
+/// Memory: each thread holds its buffer and a workspace (about 50 bytes per draw; less for
+/// weighted views, see summarize()); the
 /// workers' are freed on return, the calling thread's workspace is kept (as by summarize).
 /// @returns the summaries in quantity order.
 /// @throws whatever `draws` or summarize() threw (the first observed).
@@ -128,15 +136,18 @@ void release_diagnostics_workspace();
 
 /// Rank-normalized split R-hat: max of bulk and tail (folded) R-hat. Needs >= 2 draws per chain.
 double rhat(const DrawsView& draws);
-/// Bulk R-hat: split R-hat of the rank-normalized (z-scaled) split draws.
+/// Bulk R-hat: split R-hat of the rank-normalized (z-scaled) split draws (a weighted view's
+/// ranks from its sorted entries, as in summarize(), with the expansion's result).
 double rhat_bulk(const DrawsView& draws);
-/// Tail R-hat: bulk R-hat of |x - median(x)|, the median taken over all draws.
+/// Tail R-hat: bulk R-hat of |x - median(x)|, the median taken over all draws (weighted
+/// views as for rhat_bulk).
 double rhat_tail(const DrawsView& draws);
 /// The legacy R-hat (BDA3) of the split chains (`split = true`) or of the chains as given
 /// (`split = false`, needs >= 2 chains).
 double rhat_basic(const DrawsView& draws, bool split = true);
 
-/// Bulk effective sample size: ESS of the rank-normalized split draws.
+/// Bulk effective sample size: ESS of the rank-normalized split draws (weighted views as for
+/// rhat_bulk).
 double ess_bulk(const DrawsView& draws);
 /// Tail effective sample size: min(ess_quantile(0.05), ess_quantile(0.95)).
 double ess_tail(const DrawsView& draws);
