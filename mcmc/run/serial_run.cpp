@@ -301,7 +301,7 @@ void compute_diagnostics(SerialRun& r) {
   const auto stats = summarize_all(
       r.ncol,
       [&](std::size_t k, std::vector<double>& column) {
-        column = verbose_column(r, k);
+        verbose_column(r, k, column);
         return DrawsView(column, r.m, r.ndraw);
       },
       r.options.diagnostics_threads);
@@ -376,11 +376,16 @@ void run_totals(SerialRun& r) {
 
 std::vector<double> verbose_column(const SerialRun& r, std::size_t k) {
   std::vector<double> v;
-  v.reserve(r.m * r.ndraw);
-  for (std::size_t c = 0; c < r.m; ++c)
-    append_verbose(v, r.co[c].columns[k].compact, r.chains[c].weight, static_cast<std::size_t>(r.co[c].burnin),
-                   r.ndraw);
+  verbose_column(r, k, v);
   return v;
+}
+
+void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out) {
+  out.clear();
+  out.reserve(r.m * r.ndraw);
+  for (std::size_t c = 0; c < r.m; ++c)
+    append_verbose(out, r.co[c].columns[k].compact, r.chains[c].weight, static_cast<std::size_t>(r.co[c].burnin),
+                   r.ndraw);
 }
 
 }  // namespace detail

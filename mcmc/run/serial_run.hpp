@@ -92,8 +92,12 @@ struct SerialRun {
 
 /// One quantity's posterior draws, [chain, draw]: the verbose chains after burn-in cut to a
 /// common length, expanded from the compact chains, so that the whole verbose posterior is
-/// never held at once (except for the HTML report's plots). Thread-safe (reads `r`).
+/// never held at once. Thread-safe (reads `r`).
 std::vector<double> verbose_column(const SerialRun& r, std::size_t k);
+
+/// The same draws written into `out` (resized to `m * ndraw`; its capacity is reused, so
+/// the next quantity's draws take no new allocation). Thread-safe for distinct `out`.
+void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out);
 
 /// Creates `<prefix>.h5` (atomically: committed by the caller) and writes every group but
 /// `diagnostics`: root attributes and `input`, `posterior`, `sample_stats`, `chain_compact`,
