@@ -102,7 +102,7 @@ void write_html(const std::string& file, const std::vector<herd::apps::DrawsArra
   h.title = "herd-diagnose report: " + std::filesystem::path(file).filename().string();
   h.subtitle = "Convergence diagnostics of the draws in " + file;
   const std::size_t chains = arrays.at(0).chains, draws = arrays.at(0).draws;
-  std::vector<std::vector<double>> slices;
+  std::vector<std::pair<const herd::apps::DrawsArray*, std::size_t>> shown;  // (array, parameter) per quantity
   std::vector<std::string> skipped;
   std::size_t row = 0;
   for (const auto& a : arrays) {
@@ -112,16 +112,19 @@ void write_html(const std::string& file, const std::vector<herd::apps::DrawsArra
         skipped.push_back(a.names[p]);
         continue;
       }
-      std::vector<double> v(a.chains * a.draws);
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = a.values[i * a.params + p];
-      slices.push_back(std::move(v));
+      shown.emplace_back(&a, p);
       h.names.push_back(a.names[p]);
       h.summary.push_back(rows[row].s);
     }
   }
   h.chains = chains;
   h.draws = draws;
-  for (const auto& v : slices) h.values.emplace_back(v);
+  // One parameter's [chains, draws] slice at a time (the report holds at most two).
+  h.fill_values = [&shown](std::size_t q, std::vector<double>& v) {
+    const auto& [a, p] = shown[q];
+    v.resize(a->chains * a->draws);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = a->values[i * a->params + p];
+  };
   h.facts = {{"input", file},
              {"chains", std::to_string(chains)},
              {"draws per chain", std::to_string(draws)},

@@ -35,8 +35,9 @@ std::string chain_label(const PosteriorReportData& d, std::size_t c) {
 
 std::size_t plotted_chains(const PosteriorReportData& d) { return std::min(d.chains, kPlotChains); }
 
-std::span<const double> chain_of(const PosteriorReportData& d, std::size_t q, std::size_t c) {
-  return d.values[q].subspan(c * d.draws, d.draws);
+/// Chain c's draws of one quantity's draws `v` `[chains, draws]`.
+std::span<const double> chain_of(const PosteriorReportData& d, std::span<const double> v, std::size_t c) {
+  return v.subspan(c * d.draws, d.draws);
 }
 
 double ess_threshold(std::size_t chains) { return kEssPerChain * static_cast<double>(std::min(chains, kEssChains)); }
@@ -106,8 +107,10 @@ std::vector<std::size_t> pooled_thin(const PosteriorReportData& d, std::size_t m
 void check(const PosteriorReportData& d) {
   HERD_REQUIRE(d.chains >= 1 && d.draws >= 1, "posterior report: {} chains x {} draws, but needs at least 1 x 1",
                d.chains, d.draws);
-  HERD_REQUIRE(d.values.size() == d.names.size(), "posterior report: {} quantities but {} names", d.values.size(),
-               d.names.size());
+  HERD_REQUIRE(d.values.empty() || !d.fill_values, "posterior report: both values and fill_values given");
+  if (!d.fill_values)
+    HERD_REQUIRE(d.values.size() == d.names.size(), "posterior report: {} quantities but {} names", d.values.size(),
+                 d.names.size());
   for (std::size_t q = 0; q < d.values.size(); ++q)
     HERD_REQUIRE(d.values[q].size() == d.chains * d.draws, "posterior report: quantity {} has {} draws, not {} x {}",
                  d.names[q], d.values[q].size(), d.chains, d.draws);
@@ -115,6 +118,151 @@ void check(const PosteriorReportData& d) {
                "posterior report: {} summaries for {} quantities", d.summary.size(), d.names.size());
   HERD_REQUIRE(d.chain_ids.empty() || d.chain_ids.size() == d.chains, "posterior report: {} chain ids for {} chains",
                d.chain_ids.size(), d.chains);
+}
+
+/// Quantity q's draws `[chains, draws]`: a view of `values[q]`, or `fill_values` into `buf`
+/// (then valid while `buf` is unchanged).
+std::span<const double> quantity_draws(const PosteriorReportData& d, std::size_t q, std::vector<double>& buf) {
+  if (!d.values.empty()) return d.values[q];
+  d.fill_values(q, buf);
+  HERD_REQUIRE(buf.size() == d.chains * d.draws, "posterior report: quantity {} has {} draws, not {} x {}", d.names[q],
+               buf.size(), d.chains, d.draws);
+  return buf;
+}
+
+/// What the plots show of one plotted quantity, made in one pass over its draws; small
+/// (thinned points, density grids, histograms), kept while the next quantities are read.
+struct QuantityPlots {
+  Plot trace, density, autocorrelation, rank;  ///< its panels (rank: with 2 or more chains)
+  PlotSeries pooled;                           ///< density of all draws (the corner plot's diagonal)
+  double lo = 0, hi = 0;                       ///< the density grid's range (the corner plot's axes)
+  std::vector<double> thinned;                 ///< the draws at `pooled_thin` (scatter panels)
+};
+
+/// The panels of quantity q (draws `v`, summary `s`): its trace at `trace_idx` per plotted
+/// chain, its densities (Silverman's bandwidth on the grid [min - bw, max + bw]), the
+/// autocorrelation per chain, the rank histograms per chain (2 or more chains) and its
+/// draws at `scatter_idx`.
+QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, std::span<const double> v,
+                            const DiagnosticSummary& s, const std::vector<std::size_t>& trace_idx,
+                            const std::vector<std::size_t>& scatter_idx) {
+  const std::size_t pc = plotted_chains(d);
+  QuantityPlots out;
+  {
+    Plot& p = out.trace;
+    p.title = d.names[q];
+    p.x_label = "draw";
+    p.legend = q == 0 && pc > 1;
+    for (std::size_t c = 0; c < pc; ++c) {
+      const auto vc = chain_of(d, v, c);
+      PlotSeries series(chain_label(d, c), {}, {});
+      for (std::size_t t : trace_idx) {
+        series.x.push_back(static_cast<double>(t));
+        series.y.push_back(vc[t]);
+      }
+      series.opacity = pc > 1 ? 0.75 : 1.0;
+      p.series.push_back(std::move(series));
+    }
+  }
+  {
+    double mn = INFINITY, mx = -INFINITY;
+    for (double x : v)
+      if (std::isfinite(x)) mn = std::min(mn, x), mx = std::max(mx, x);
+    const auto qs = quantiles(v, std::vector<double>{0.25, 0.75});
+    double bw = bandwidth(s, qs[1] - qs[0], v.size());
+    if (!(mx > mn)) mn -= 0.5, mx += 0.5;
+    if (!(bw > 0) || !std::isfinite(bw)) bw = (mx - mn) / 50.0;
+    out.lo = mn - bw;
+    out.hi = mx + bw;
+    Plot& p = out.density;
+    p.title = d.names[q];
+    p.x_label = d.names[q];
+    p.y_label = "density";
+    p.zero = true;
+    p.legend = q == 0 && pc > 1;
+    if (pc > 1)
+      for (std::size_t c = 0; c < pc; ++c) {
+        PlotSeries series = density(chain_of(d, v, c), out.lo, out.hi, bw, chain_label(d, c));
+        series.opacity = 0.6;
+        p.series.push_back(std::move(series));
+      }
+    PlotSeries all = density(v, out.lo, out.hi, bw, "all chains");
+    out.pooled = PlotSeries(d.names[q], all.x, all.y);
+    all.color = "#222222";
+    p.series.push_back(std::move(all));
+  }
+  {
+    Plot& p = out.autocorrelation;
+    const std::size_t n = std::min(d.draws, kAcfDraws);
+    p.title = d.names[q];
+    p.x_label = "lag";
+    p.y_label = "autocorrelation";
+    p.legend = q == 0 && pc > 1;
+    p.y_rules = {0.0};
+    std::size_t lags = 0;
+    std::vector<std::vector<double>> acfs;
+    for (std::size_t c = 0; c < pc; ++c) {
+      const auto vc = chain_of(d, v, c).first(n);
+      acfs.push_back(n >= 2 ? autocorrelation(vc) : std::vector<double>{});
+      // Lags shown: three times the first lag below 0.05 (of the first chain), in [50, 1000].
+      if (c == 0) {
+        std::size_t first = acfs[0].size();
+        for (std::size_t l = 0; l < acfs[0].size(); ++l)
+          if (acfs[0][l] < 0.05) {
+            first = l;
+            break;
+          }
+        lags = std::clamp<std::size_t>(3 * first, 50, 1000);
+      }
+    }
+    for (std::size_t c = 0; c < pc; ++c) {
+      PlotSeries series(chain_label(d, c), {}, {});
+      for (std::size_t l = 0; l < acfs[c].size() && l <= lags; ++l) {
+        series.x.push_back(static_cast<double>(l));
+        series.y.push_back(acfs[c][l]);
+      }
+      p.series.push_back(std::move(series));
+    }
+  }
+  if (d.chains >= 2) {
+    Plot& p = out.rank;
+    std::vector<double> probs;
+    for (std::size_t b = 1; b < kRankBins; ++b) probs.push_back(static_cast<double>(b) / kRankBins);
+    const auto cuts = quantiles(v, probs);
+    p.title = d.names[q];
+    p.x_label = "rank bin";
+    p.y_label = "draws";
+    p.zero = true;
+    p.legend = q == 0;
+    p.y_rules = {static_cast<double>(d.draws) / kRankBins};
+    for (std::size_t c = 0; c < pc; ++c) {
+      std::vector<double> counts(kRankBins, 0.0);
+      for (double x : chain_of(d, v, c))
+        counts[static_cast<std::size_t>(std::upper_bound(cuts.begin(), cuts.end(), x) - cuts.begin())] += 1.0;
+      PlotSeries series(chain_label(d, c), {}, {}, PlotSeries::Mark::kStep);
+      for (std::size_t b = 0; b < kRankBins; ++b) {
+        series.x.push_back(static_cast<double>(b));
+        series.y.push_back(counts[b]);
+      }
+      series.x.push_back(static_cast<double>(kRankBins));  // closes the last step
+      series.y.push_back(counts.back());
+      p.series.push_back(std::move(series));
+    }
+  }
+  for (std::size_t t : scatter_idx) out.thinned.push_back(v[t]);
+  return out;
+}
+
+/// Sums of squared and crossed deviations (saa, sab, sbb) of two quantities' draws from
+/// their means `ma`, `mb`, in draw order.
+std::array<double, 3> pair_sums(std::span<const double> va, std::span<const double> vb, double ma, double mb) {
+  double saa = 0, sab = 0, sbb = 0;
+  const std::size_t n = va.size();
+  for (std::size_t t = 0; t < n; ++t) {
+    const double xa = va[t] - ma, xb = vb[t] - mb;
+    saa += xa * xa, sab += xa * xb, sbb += xb * xb;
+  }
+  return {saa, sab, sbb};
 }
 
 std::string name_list(const std::vector<std::string>& items) {
@@ -220,13 +368,42 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
 void write_posterior_report(const std::string& path, const PosteriorReportData& d) {
   check(d);
   const std::size_t nq = d.names.size();
+  const bool summarize_here = d.summary.empty();
   std::vector<DiagnosticSummary> summary = d.summary;
-  if (summary.empty())
-    for (std::size_t q = 0; q < nq; ++q) summary.push_back(summarize(DrawsView(d.values[q], d.chains, d.draws)));
+  summary.resize(nq);
   const std::size_t ns = d.sampled == 0 ? nq : std::min(d.sampled, nq);
   const std::size_t pc = plotted_chains(d);
   const std::size_t pq = std::min(nq, kPlotQuantities);
   const bool thinned = d.draws > kTracePoints;
+  // The corner plot's quantities (with 2 or more sampled coordinates) and the covariance
+  // figure's pairs (0, 1), (2, 3), (4, 5) of sampled coordinates: all among the plotted ones.
+  static_assert(kCornerQuantities <= kPlotQuantities && 6 <= kPlotQuantities);
+  const std::size_t corner = ns >= 2 ? std::min(ns, kCornerQuantities) : 0;
+  const bool have_cov = !d.final_covariances.empty() || !d.start_covariance.empty();
+  const std::size_t pairs = have_cov ? std::min<std::size_t>(3, ns / 2) : 0;
+
+  // One pass over the quantities, each expanded once: its summary (when not given), its
+  // panels and thinned draws, and with the one before it the pair's covariance sums; at
+  // most two quantities' draws are held (the current and the one before).
+  const auto trace_idx = io::thin_indices(d.draws, kTracePoints);
+  const auto scatter_idx = pooled_thin(d, kCornerPoints);
+  const std::vector<std::size_t> no_idx;
+  std::vector<QuantityPlots> plotted(pq);
+  std::vector<std::array<double, 3>> pair_sum(pairs);
+  {
+    std::array<std::vector<double>, 2> buffers;
+    std::span<const double> before;
+    const std::size_t passes = summarize_here ? nq : pq;
+    for (std::size_t q = 0; q < passes; ++q) {
+      const auto v = quantity_draws(d, q, buffers[q % 2]);
+      if (summarize_here) summary[q] = summarize(DrawsView(v, d.chains, d.draws));
+      if (q < pq)
+        plotted[q] =
+            plot_quantity(d, q, v, summary[q], trace_idx, q < std::max(corner, 2 * pairs) ? scatter_idx : no_idx);
+      if (q % 2 == 1 && q / 2 < pairs) pair_sum[q / 2] = pair_sums(before, v, summary[q - 1].mean, summary[q].mean);
+      before = v;
+    }
+  }
 
   HtmlReport r(d.title, d.subtitle);
   // --- run facts and verdicts
@@ -273,84 +450,33 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
       nq > pq ? fmt::format(" The first {} of {} quantities are shown.", pq, nq) : std::string();
   const std::string shown_c =
       d.chains > pc ? fmt::format(" The first {} of {} chains are drawn.", pc, d.chains) : std::string();
+  // The panels of one kind, one per plotted quantity (moved out of `plotted`).
+  auto panels = [&](Plot QuantityPlots::*kind) {
+    std::vector<Plot> plots;
+    plots.reserve(plotted.size());
+    for (auto& qp : plotted) plots.push_back(std::move(qp.*kind));
+    return plots;
+  };
   // --- traces
-  {
-    const auto idx = io::thin_indices(d.draws, kTracePoints);
-    std::vector<Plot> plots;
-    for (std::size_t q = 0; q < pq; ++q) {
-      Plot p;
-      p.title = d.names[q];
-      p.x_label = "draw";
-      p.legend = q == 0 && pc > 1;
-      for (std::size_t c = 0; c < pc; ++c) {
-        const auto v = chain_of(d, q, c);
-        PlotSeries s(chain_label(d, c), {}, {});
-        for (std::size_t t : idx) {
-          s.x.push_back(static_cast<double>(t));
-          s.y.push_back(v[t]);
-        }
-        s.opacity = pc > 1 ? 0.75 : 1.0;
-        p.series.push_back(std::move(s));
-      }
-      plots.push_back(std::move(p));
-    }
-    r.figure(plots, 2,
-             "Trace of each quantity per chain (draw number after burn-in). Chains that wander apart or stay flat "
-             "for long stretches have not mixed." +
-                 (thinned ? fmt::format(" Thinned for plotting to {} evenly spaced draws per chain.", idx.size())
-                          : std::string()) +
-                 shown_q + shown_c,
-             "trace");
-  }
+  r.figure(panels(&QuantityPlots::trace), 2,
+           "Trace of each quantity per chain (draw number after burn-in). Chains that wander apart or stay flat "
+           "for long stretches have not mixed." +
+               (thinned ? fmt::format(" Thinned for plotting to {} evenly spaced draws per chain.", trace_idx.size())
+                        : std::string()) +
+               shown_q + shown_c,
+           "trace");
   // --- marginal densities
-  // Density grids and bandwidths of the plotted quantities (the corner plot's are among them).
-  static_assert(kCornerQuantities <= kPlotQuantities);
-  std::vector<double> lo(pq), hi(pq), bw(pq);
-  for (std::size_t q = 0; q < pq; ++q) {
-    const auto v = d.values[q];
-    double mn = INFINITY, mx = -INFINITY;
-    for (double x : v)
-      if (std::isfinite(x)) mn = std::min(mn, x), mx = std::max(mx, x);
-    const auto qs = quantiles(v, std::vector<double>{0.25, 0.75});
-    bw[q] = bandwidth(summary[q], qs[1] - qs[0], v.size());
-    if (!(mx > mn)) mn -= 0.5, mx += 0.5;
-    if (!(bw[q] > 0) || !std::isfinite(bw[q])) bw[q] = (mx - mn) / 50.0;
-    lo[q] = mn - bw[q];
-    hi[q] = mx + bw[q];
-  }
-  {
-    std::vector<Plot> plots;
-    for (std::size_t q = 0; q < pq; ++q) {
-      Plot p;
-      p.title = d.names[q];
-      p.x_label = d.names[q];
-      p.y_label = "density";
-      p.zero = true;
-      p.legend = q == 0 && pc > 1;
-      if (pc > 1)
-        for (std::size_t c = 0; c < pc; ++c) {
-          PlotSeries s = density(chain_of(d, q, c), lo[q], hi[q], bw[q], chain_label(d, c));
-          s.opacity = 0.6;
-          p.series.push_back(std::move(s));
-        }
-      PlotSeries all = density(d.values[q], lo[q], hi[q], bw[q], "all chains");
-      all.color = "#222222";
-      p.series.push_back(std::move(all));
-      plots.push_back(std::move(p));
-    }
-    r.figure(plots, 3,
-             fmt::format("Marginal posterior densities: Gaussian kernel density estimates (Silverman's bandwidth) of "
-                         "all draws{}.",
-                         pc > 1 ? " (black) and of each chain (colours): per-chain curves that differ mean the chains "
-                                  "have not converged to the same distribution"
-                                : "") +
-                 shown_q + shown_c,
-             "density");
-  }
+  r.figure(panels(&QuantityPlots::density), 3,
+           fmt::format("Marginal posterior densities: Gaussian kernel density estimates (Silverman's bandwidth) of "
+                       "all draws{}.",
+                       pc > 1 ? " (black) and of each chain (colours): per-chain curves that differ mean the chains "
+                                "have not converged to the same distribution"
+                              : "") +
+               shown_q + shown_c,
+           "density");
   // --- corner plot
-  if (ns >= 2) {
-    const std::size_t k = std::min(ns, kCornerQuantities);
-    const auto idx = pooled_thin(d, kCornerPoints);
+  if (corner >= 2) {
+    const std::size_t k = corner;
     const int cell = std::clamp(static_cast<int>(900 / k), 90, 170);
     std::vector<Plot> plots;
     for (std::size_t i = 0; i < k; ++i)
@@ -362,22 +488,18 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
         } else if (i == j) {
           p.title = d.names[i];
           p.zero = true;
-          p.series.push_back(density(d.values[i], lo[i], hi[i], bw[i], d.names[i]));
+          p.series.push_back(plotted[i].pooled);
         } else {
-          PlotSeries s(d.names[j] + " vs " + d.names[i], {}, {}, PlotSeries::Mark::kPoint);
-          for (std::size_t t : idx) {
-            s.x.push_back(d.values[j][t]);
-            s.y.push_back(d.values[i][t]);
-          }
-          s.opacity = 0.35;
-          p.series.push_back(std::move(s));
+          p.series.emplace_back(d.names[j] + " vs " + d.names[i], plotted[j].thinned, plotted[i].thinned,
+                                PlotSeries::Mark::kPoint);
+          p.series.back().opacity = 0.35;
         }
         // Shared ranges: column j's x and row i's y are the same in every panel.
-        p.x_min = lo[j];
-        p.x_max = hi[j];
+        p.x_min = plotted[j].lo;
+        p.x_max = plotted[j].hi;
         if (i != j) {
-          p.y_min = lo[i];
-          p.y_max = hi[i];
+          p.y_min = plotted[i].lo;
+          p.y_max = plotted[i].hi;
         }
         if (i == k - 1) p.x_label = d.names[j];
         if (j == 0 && i > 0) p.y_label = d.names[i];
@@ -387,93 +509,27 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
         plots, static_cast<int>(k),
         fmt::format("Corner plot: pairwise scatter of {} draws (evenly thinned over all chains) below the "
                     "diagonal, marginal densities on it.{}",
-                    idx.size(),
+                    scatter_idx.size(),
                     ns > k ? fmt::format(" The first {} of {} sampled coordinates are shown.", k, ns) : std::string()),
         "corner");
   }
   // --- autocorrelation
-  {
-    std::vector<Plot> plots;
-    const std::size_t n = std::min(d.draws, kAcfDraws);
-    for (std::size_t q = 0; q < pq; ++q) {
-      Plot p;
-      p.title = d.names[q];
-      p.x_label = "lag";
-      p.y_label = "autocorrelation";
-      p.legend = q == 0 && pc > 1;
-      p.y_rules = {0.0};
-      std::size_t lags = 0;
-      std::vector<std::vector<double>> acfs;
-      for (std::size_t c = 0; c < pc; ++c) {
-        const auto v = chain_of(d, q, c).first(n);
-        acfs.push_back(n >= 2 ? autocorrelation(v) : std::vector<double>{});
-        // Lags shown: three times the first lag below 0.05 (of the first chain), in [50, 1000].
-        if (c == 0) {
-          std::size_t first = acfs[0].size();
-          for (std::size_t l = 0; l < acfs[0].size(); ++l)
-            if (acfs[0][l] < 0.05) {
-              first = l;
-              break;
-            }
-          lags = std::clamp<std::size_t>(3 * first, 50, 1000);
-        }
-      }
-      for (std::size_t c = 0; c < pc; ++c) {
-        PlotSeries s(chain_label(d, c), {}, {});
-        for (std::size_t l = 0; l < acfs[c].size() && l <= lags; ++l) {
-          s.x.push_back(static_cast<double>(l));
-          s.y.push_back(acfs[c][l]);
-        }
-        p.series.push_back(std::move(s));
-      }
-      plots.push_back(std::move(p));
-    }
-    r.figure(
-        plots, 3,
-        "Autocorrelation of each chain's draws by lag (FFT)" +
-            (d.draws > kAcfDraws ? fmt::format(", from the first {} draws of each chain", kAcfDraws) : std::string()) +
-            ". Slow decay means few effective draws per draw." + shown_q + shown_c,
-        "autocorrelation");
-  }
+  r.figure(
+      panels(&QuantityPlots::autocorrelation), 3,
+      "Autocorrelation of each chain's draws by lag (FFT)" +
+          (d.draws > kAcfDraws ? fmt::format(", from the first {} draws of each chain", kAcfDraws) : std::string()) +
+          ". Slow decay means few effective draws per draw." + shown_q + shown_c,
+      "autocorrelation");
   // --- rank plots
-  if (d.chains >= 2) {
-    std::vector<Plot> plots;
-    const double expected = static_cast<double>(d.draws) / kRankBins;
-    for (std::size_t q = 0; q < pq; ++q) {
-      std::vector<double> probs;
-      for (std::size_t b = 1; b < kRankBins; ++b) probs.push_back(static_cast<double>(b) / kRankBins);
-      const auto cuts = quantiles(d.values[q], probs);
-      Plot p;
-      p.title = d.names[q];
-      p.x_label = "rank bin";
-      p.y_label = "draws";
-      p.zero = true;
-      p.legend = q == 0;
-      p.y_rules = {expected};
-      for (std::size_t c = 0; c < pc; ++c) {
-        std::vector<double> counts(kRankBins, 0.0);
-        for (double v : chain_of(d, q, c))
-          counts[static_cast<std::size_t>(std::upper_bound(cuts.begin(), cuts.end(), v) - cuts.begin())] += 1.0;
-        PlotSeries s(chain_label(d, c), {}, {}, PlotSeries::Mark::kStep);
-        for (std::size_t b = 0; b < kRankBins; ++b) {
-          s.x.push_back(static_cast<double>(b));
-          s.y.push_back(counts[b]);
-        }
-        s.x.push_back(static_cast<double>(kRankBins));  // closes the last step
-        s.y.push_back(counts.back());
-        p.series.push_back(std::move(s));
-      }
-      plots.push_back(std::move(p));
-    }
-    r.figure(plots, 3,
+  if (d.chains >= 2)
+    r.figure(panels(&QuantityPlots::rank), 3,
              fmt::format("Rank plots (Vehtari et al. 2021): histograms of each chain's draws over {} bins of the "
                          "ranks of all draws pooled. Mixed chains give flat histograms near the dashed line ({:.4g} "
                          "draws per bin); a chain above it at one end and below at the other sits apart from the "
                          "rest.",
-                         kRankBins, expected) +
+                         kRankBins, static_cast<double>(d.draws) / kRankBins) +
                  shown_q + shown_c,
              "rank");
-  }
   // --- the sampler over the run
   r.heading("Sampler");
   if (!d.history.empty()) {
@@ -516,12 +572,10 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
   }
   // --- proposal covariance ellipses
   const std::size_t dc = ns;
-  const bool have_cov = !d.final_covariances.empty() || !d.start_covariance.empty();
-  if (have_cov && dc >= 2) {
-    const auto idx = pooled_thin(d, kCornerPoints);
+  if (pairs > 0) {
     std::vector<Plot> plots;
-    for (std::size_t a = 0; a + 1 < dc && plots.size() < 3; a += 2) {
-      const std::size_t b = a + 1;
+    for (std::size_t pair = 0; pair < pairs; ++pair) {
+      const std::size_t a = 2 * pair, b = a + 1;
       const double ma = summary[a].mean, mb = summary[b].mean;
       Plot p;
       p.title = d.names[a] + " - " + d.names[b];
@@ -529,22 +583,13 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
       p.y_label = d.names[b];
       p.legend = plots.empty();
       p.width = p.height = 260;
-      PlotSeries pts("draws", {}, {}, PlotSeries::Mark::kPoint);
-      for (std::size_t t : idx) {
-        pts.x.push_back(d.values[a][t]);
-        pts.y.push_back(d.values[b][t]);
-      }
+      PlotSeries pts("draws", plotted[a].thinned, plotted[b].thinned, PlotSeries::Mark::kPoint);
       pts.color = "#bbbbbb";
       pts.opacity = 0.5;
       p.series.push_back(std::move(pts));
       // Posterior covariance of the two coordinates (all draws).
-      double saa = 0, sab = 0, sbb = 0;
-      const std::size_t n = d.values[a].size();
-      for (std::size_t t = 0; t < n; ++t) {
-        const double xa = d.values[a][t] - ma, xb = d.values[b][t] - mb;
-        saa += xa * xa, sab += xa * xb, sbb += xb * xb;
-      }
-      const double div = std::max<double>(1.0, static_cast<double>(n) - 1.0);
+      const auto [saa, sab, sbb] = pair_sum[pair];
+      const double div = std::max<double>(1.0, static_cast<double>(d.chains * d.draws) - 1.0);
       PlotSeries post = ellipse(saa / div, sab / div, sbb / div, ma, mb, "posterior covariance");
       post.color = "#222222";
       post.dashed = true;

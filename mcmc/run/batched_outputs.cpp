@@ -390,8 +390,9 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
   const BatchedDramOptions& o = f.all_options;
   PosteriorReportData h = detail::html_report_data(
       specs, *f.target, *f.options, fmt::format("batched DRAM (docs/batched.md) on {}", specs.device), post.rows,
-      post.columns, static_cast<std::size_t>(f.totals.num_chains), static_cast<std::size_t>(f.draws),
-      f.totals.acceptance_rate, detail::start_covariance(o.proposal_start_cov, o.proposal_start_std, o.ndim));
+      static_cast<std::size_t>(f.totals.num_chains), static_cast<std::size_t>(f.draws), f.totals.acceptance_rate,
+      detail::start_covariance(o.proposal_start_cov, o.proposal_start_std, o.ndim));
+  for (const auto& v : post.columns) h.values.emplace_back(v);  // held already: viewed, not copied
   h.facts = html_facts(f);
   h.history_note =
       "Batched runs do not record the acceptance rate and adaptation over the run: the table gives "

@@ -105,8 +105,7 @@ void write_h5_diagnostics(io::H5File& h5, const H5DiagnosticsData& data) {
 
 PosteriorReportData html_report_data(const SamplerSpecs& specs, const SampleTarget& target,
                                      const SampleRunOptions& options, std::string_view sampler,
-                                     const std::vector<QuantitySummary>& summary,
-                                     std::span<const std::vector<double>> values, std::size_t chains, std::size_t draws,
+                                     const std::vector<QuantitySummary>& summary, std::size_t chains, std::size_t draws,
                                      double acceptance_rate, std::vector<double> start_covariance) {
   PosteriorReportData h;
   h.title = "herd-sample report" + (specs.description.empty() ? std::string() : ": " + specs.description);
@@ -118,7 +117,6 @@ PosteriorReportData html_report_data(const SamplerSpecs& specs, const SampleTarg
   }
   h.chains = chains;
   h.draws = draws;
-  for (const auto& v : values) h.values.emplace_back(v);
   h.sampled = static_cast<std::size_t>(target.ndim);
   h.acceptance_rate = acceptance_rate;
   h.start_covariance = std::move(start_covariance);

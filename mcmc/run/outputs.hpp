@@ -77,15 +77,14 @@ void write_h5_diagnostics(io::H5File& h5, const H5DiagnosticsData& data);
 
 /// The parts of `<prefix>_report.html` (posterior_report.hpp) that every engine fills alike:
 /// the title (from the description), the subtitle ("herd <version>, <sampler>; target: ...;
-/// input: ..."), the quantities' names, summary and draws (`values[k]`: quantity k's draws
-/// `[chains, draws]`, kept alive by the caller), the sampled coordinates (`target.ndim`), the
-/// mean acceptance rate, the `start_covariance` `[d, d]` and the resolved input. The caller
-/// adds the engine's facts, history, final covariances and notes, then writes the report
+/// input: ..."), the quantities' names and summary, the draws' shape (`chains` x `draws`),
+/// the sampled coordinates (`target.ndim`), the mean acceptance rate, the `start_covariance`
+/// `[d, d]` and the resolved input. The caller adds the draws (`values` or `fill_values`),
+/// the engine's facts, history, final covariances and notes, then writes the report
 /// (`write_posterior_report`). Pure.
 PosteriorReportData html_report_data(const SamplerSpecs& specs, const SampleTarget& target,
                                      const SampleRunOptions& options, std::string_view sampler,
-                                     const std::vector<QuantitySummary>& summary,
-                                     std::span<const std::vector<double>> values, std::size_t chains, std::size_t draws,
+                                     const std::vector<QuantitySummary>& summary, std::size_t chains, std::size_t draws,
                                      double acceptance_rate, std::vector<double> start_covariance);
 
 /// Writes a report file `path` holding `text` (never through a symbolic link): the

@@ -264,14 +264,13 @@ void write_html_report(SerialRun& r) {
   const SamplerSpecs& specs = r.specs;
   r.phases.phase("writing " + specs.output_prefix + "_report.html");
   if (r.ndraw < 1) return;
-  // The plots (densities, rank plots) use every draw of every quantity: the one place where
-  // the whole verbose posterior is held, after the diagnostics' scratch was freed.
-  std::vector<std::vector<double>> plotted(r.ncol);
-  for (std::size_t k = 0; k < r.ncol; ++k) plotted[k] = verbose_column(r, k);
   // The start proposal covariance as the kernel used it (DramOptions' rule).
-  PosteriorReportData h = html_report_data(specs, r.target, r.options, "DRAM sampler (ParaDRAM-compatible)",
-                                           r.out.summary, plotted, r.m, r.ndraw, r.acceptance,
-                                           start_covariance(r.dopt.proposal_start_cov, r.dopt.proposal_start_std, r.d));
+  PosteriorReportData h =
+      html_report_data(specs, r.target, r.options, "DRAM sampler (ParaDRAM-compatible)", r.out.summary, r.m, r.ndraw,
+                       r.acceptance, start_covariance(r.dopt.proposal_start_cov, r.dopt.proposal_start_std, r.d));
+  // The plots use every draw of the plotted quantities, expanded from the compact chains one
+  // quantity at a time (at most two held at once).
+  h.fill_values = [&r](std::size_t k, std::vector<double>& out) { verbose_column(r, k, out); };
   h.facts = html_facts(r);
   for (std::size_t c = 0; c < r.m; ++c) h.chain_ids.push_back(r.chains[c].chain_id);
   for (std::size_t c = 0; c < r.m; ++c) h.history.push_back(chain_history(r.chains[c]));

@@ -386,14 +386,19 @@ PosteriorStates posterior_states(const SerialRun& r, std::size_t c) {
 
 std::vector<double> verbose_column(const SerialRun& r, std::size_t k) {
   std::vector<double> v;
-  v.reserve(r.m * r.ndraw);
+  verbose_column(r, k, v);
+  return v;
+}
+
+void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out) {
+  out.clear();
+  out.reserve(r.m * r.ndraw);
   for (std::size_t c = 0; c < r.m; ++c) {
     const PosteriorStates ps = posterior_states(r, c);
     const std::vector<double>& compact = r.co[c].columns[k].compact;
     for (std::size_t i = ps.first; i < ps.end; ++i)
-      v.insert(v.end(), static_cast<std::size_t>(ps.weight(r.chains[c], i)), compact[i]);
+      out.insert(out.end(), static_cast<std::size_t>(ps.weight(r.chains[c], i)), compact[i]);
   }
-  return v;
 }
 
 CompactPosterior compact_posterior(const SerialRun& r) {

@@ -107,9 +107,12 @@ PosteriorStates posterior_states(const SerialRun& r, std::size_t c);
 
 /// One quantity's posterior draws, [chain, draw]: the verbose chains after burn-in cut to a
 /// common length, expanded from the compact chains (posterior_states), so that the whole
-/// verbose posterior is never held at once (except for the HTML report's plots).
-/// Thread-safe (reads `r`).
+/// verbose posterior is never held at once. Thread-safe (reads `r`).
 std::vector<double> verbose_column(const SerialRun& r, std::size_t k);
+
+/// The same draws written into `out` (resized to `m * ndraw`; its capacity is reused, so
+/// the next quantity's draws take no new allocation). Thread-safe for distinct `out`.
+void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out);
 
 /// The posterior as compact chains: what verbose_column expands, without expanding it.
 /// `weights` is [chains, states] row-major: chain c's posterior_states weights (each

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "herd/core/error.hpp"
@@ -152,5 +153,108 @@ TEST_CASE("write_posterior_report: every plot with its series and points; bad si
 
   d.values = {a};
   CHECK_THROWS_AS(write_posterior_report(path, d), herd::InputError);
+  CHECK_FALSE(std::filesystem::exists(path));
+}
+
+namespace {
+
+/// The text of a file.
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("write_posterior_report: draws through fill_values give the values' file byte for byte, two at a time",
+          "[mcmc]") {
+  // 18 quantities (more than the 16 plotted), 7 sampled coordinates (a 7 x 7 corner plot and
+  // 3 covariance slices), correlated normals; 3 chains (rank plots) or 1.
+  const std::size_t chains = GENERATE(std::size_t{3}, std::size_t{1});
+  const bool given_summary = GENERATE(true, false);
+  const std::size_t nq = 18, draws = 2000;
+  const herd::RngStream rng(11, 2);
+  std::vector<std::vector<double>> cols(nq, std::vector<double>(chains * draws));
+  for (std::size_t i = 0; i < chains * draws; ++i)
+    for (std::size_t q = 0; q < nq; ++q)
+      cols[q][i] = (q > 0 ? 0.6 * cols[q - 1][i] : 0.0) + rng.normal(i * nq + q) + static_cast<double>(q);
+  PosteriorReportData d;
+  d.title = "fill_values";
+  d.chains = chains;
+  d.draws = draws;
+  d.sampled = 7;
+  for (std::size_t q = 0; q < nq; ++q) {
+    d.names.push_back(std::to_string(q));  // (not "q" + ...: GCC 12 warns falsely of an overlapping memcpy)
+    if (given_summary) d.summary.push_back(summarize(DrawsView(cols[q], chains, draws)));
+  }
+  d.start_covariance.assign(49, 0.0);
+  for (std::size_t j = 0; j < 7; ++j) d.start_covariance[j * 8] = 1.0;
+  d.final_covariances = {{"final", d.start_covariance}};
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto by_values = (dir / "herd_test_report_values.html").string();
+  const auto by_fill = (dir / "herd_test_report_fill.html").string();
+
+  for (const auto& c : cols) d.values.emplace_back(c);
+  write_posterior_report(by_values, d);
+  d.values.clear();
+
+  // The filler counts its calls per quantity and the buffers it is handed: the report may
+  // hold at most two quantities' draws, so it must hand over at most two distinct buffers,
+  // each empty or holding an earlier quantity's draws, and ask for each quantity once, in order.
+  std::vector<int> calls(nq, 0);
+  std::map<const std::vector<double>*, std::size_t> buffers;  // buffer -> the quantity it holds
+  std::size_t last = 0;
+  bool in_order = true, reused_clean = true;
+  d.fill_values = [&](std::size_t q, std::vector<double>& out) {
+    in_order = in_order && (q == 0 || q > last);
+    last = q;
+    ++calls.at(q);
+    const auto it = buffers.find(&out);
+    if (it == buffers.end()) reused_clean = reused_clean && out.empty();
+    else reused_clean = reused_clean && out == cols[it->second];
+    buffers[&out] = q;
+    out = cols[q];
+  };
+  write_posterior_report(by_fill, d);
+  const std::string a = slurp(by_values), b = slurp(by_fill);
+  std::filesystem::remove(by_values);
+  std::filesystem::remove(by_fill);
+  REQUIRE(a.size() > 100000);
+  CHECK(a == b);
+  CHECK(buffers.size() == 2);
+  CHECK(in_order);
+  CHECK(reused_clean);
+  // Every quantity once when the summary is computed here; else the 16 plotted ones only.
+  for (std::size_t q = 0; q < nq; ++q) CHECK(calls[q] == (given_summary && q >= kPlotQuantities ? 0 : 1));
+}
+
+TEST_CASE("write_posterior_report: fill_values errors refused, no file written", "[mcmc]") {
+  const std::size_t chains = 2, draws = 50;
+  std::vector<double> x(chains * draws);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<double>(i));
+  PosteriorReportData d;
+  d.names = {"x", "y"};
+  d.chains = chains;
+  d.draws = draws;
+  const auto path = (std::filesystem::temp_directory_path() / "herd_test_report_fill_errors.html").string();
+  std::filesystem::remove(path);
+  // Neither values nor fill_values.
+  CHECK_THROWS_WITH(write_posterior_report(path, d), Contains("0 quantities but 2 names"));
+  // Both.
+  d.values = {x, x};
+  d.fill_values = [&](std::size_t, std::vector<double>& out) { out = x; };
+  CHECK_THROWS_WITH(write_posterior_report(path, d), Contains("both values and fill_values"));
+  d.values.clear();
+  // A short quantity.
+  d.fill_values = [&](std::size_t q, std::vector<double>& out) {
+    out = x;
+    if (q == 1) out.pop_back();
+  };
+  CHECK_THROWS_WITH(write_posterior_report(path, d), Contains("quantity y has 99 draws, not 2 x 50"));
+  // The filler's own error propagates.
+  d.fill_values = [](std::size_t, std::vector<double>&) { throw herd::IoError("cannot read the chain"); };
+  CHECK_THROWS_AS(write_posterior_report(path, d), herd::IoError);
   CHECK_FALSE(std::filesystem::exists(path));
 }

@@ -12,10 +12,16 @@
 /// every draw): at most `kTracePoints` points per chain in a trace, `kCornerPoints` per
 /// scatter panel, and densities from at most `kDensityDraws` draws per series.
 ///
+/// Memory: the report expands at most two quantities' draws at a time (one pass per
+/// quantity computes everything its plots need, two for the covariance of a coordinate
+/// pair), so a caller that hands the draws through `PosteriorReportData::fill_values`
+/// instead of `values` keeps 16 bytes per draw for the report, however many quantities.
+///
 /// Thread-safety: reentrant (diagnostics use thread-local workspaces).
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <span>
 #include <string>
@@ -42,7 +48,13 @@ struct ChainHistory {
 /// `step` counts in the window holding `step`; the start state (step 0) does not count.
 ChainHistory chain_history(const MemoryChainSink& chain, std::size_t windows = 200);
 
-/// Everything the report shows; only `names`, `chains`, `draws` and `values` are required.
+/// Fills `out` with quantity `quantity`'s draws `[chains, draws]` row-major (resizing it;
+/// what `out` held before is another quantity's draws, to be overwritten, so its capacity
+/// can be reused). See `PosteriorReportData::fill_values`.
+using PosteriorDrawsFiller = std::function<void(std::size_t quantity, std::vector<double>& out)>;
+
+/// Everything the report shows; only `names`, `chains`, `draws` and the draws (`values` or
+/// `fill_values`) are required.
 struct PosteriorReportData {
   std::string title;     ///< e.g. "herd-sample report: <description>"
   std::string subtitle;  ///< a line under the title (program, time)
@@ -53,7 +65,15 @@ struct PosteriorReportData {
   std::size_t draws = 0;                 ///< draws per chain
   std::vector<std::uint32_t> chain_ids;  ///< labels of the chains (empty: 0, 1, ...; shown 1-based)
   /// Per quantity, its draws `[chains, draws]` row-major (the caller keeps them alive).
+  /// Empty: `fill_values` gives them.
   std::vector<std::span<const double>> values;
+  /// The draws one quantity at a time, used when `values` is empty (and required then when
+  /// there are `names`): called on the thread that writes the report, in increasing
+  /// quantity order, at most once per quantity (every quantity when `summary` is empty,
+  /// else the first `kPlotQuantities`), with one of two buffers the report reuses, so at
+  /// most two quantities' draws are held at once. What it throws propagates (no file is
+  /// written); a filled size other than `chains * draws` is a herd::InputError.
+  PosteriorDrawsFiller fill_values;
   /// Per quantity, its diagnostics; empty: computed here with `summarize`.
   std::vector<DiagnosticSummary> summary;
   /// Number of leading quantities that are sampled coordinates (the corner plot and the
@@ -117,9 +137,12 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
                                                 double acceptance_rate,
                                                 std::string_view run_longer = "raise chain_size");
 
-/// Writes the report to `path` (atomically).
-/// @throws herd::InputError when the data are inconsistent (sizes); herd::IoError when the
-///         file cannot be written (an earlier file is then unchanged).
+/// Writes the report to `path` (atomically). The draws come from `data.values`, or when
+/// that is empty from `data.fill_values`; either way the same file.
+/// @throws herd::InputError when the data are inconsistent (sizes; `values` and
+///         `fill_values` both set, or neither with quantities named); herd::IoError when the
+///         file cannot be written (an earlier file is then unchanged); whatever
+///         `fill_values` throws.
 void write_posterior_report(const std::string& path, const PosteriorReportData& data);
 
 }  // namespace herd::mcmc
