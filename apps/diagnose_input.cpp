@@ -195,8 +195,8 @@ std::vector<std::string> read_names(const std::string& path, hid_t g, const std:
   if (H5Tis_variable_str(type.id) > 0) {
     H5Id mt(H5Tcopy(type.id), H5Tclose);
     std::vector<char*> raw(n, nullptr);
-    HERD_REQUIRE(H5Dread(ds.id, mt.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()) >= 0,
-                 "{}: cannot read dataset '{}'", path, shown);
+    HERD_REQUIRE(H5Dread(ds.id, mt.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()) >= 0, "{}: cannot read dataset '{}'",
+                 path, shown);
     for (char* c : raw) names.emplace_back(c != nullptr ? c : "");
     H5Dvlen_reclaim(mt.id, space.id, H5P_DEFAULT, raw.data());
   } else {
@@ -215,12 +215,11 @@ std::vector<std::string> read_names(const std::string& path, hid_t g, const std:
 /// The compact chain of a file without a `posterior` group (herd-sample's
 /// `h5_posterior = "compact"`): `chain_compact/state` [n, d], `weight` [n], `variable` [d],
 /// the target's derived quantities `derived_quantities` [n, q] with their names
-/// `derived_quantity` [q] when it has any, and with several chains `chain` [n] (each chain's rows contiguous, in the posterior's
-/// chain order) and `burnin` [chains], else the group's attribute `burnin`. Each chain's
-/// post-burn-in verbose chain is cut to the shortest (as herd-sample cuts the verbose
-/// posterior), and the variables are grouped (`beta[1..K]` as `beta`) and ordered by name
-/// as the `posterior` group's datasets are: the same arrays as the verbose file of the run,
-/// in compact form (`DrawsArray::weights`).
+/// `derived_quantity` [q] when it has any, and with several chains `chain` [n] (each chain's rows contiguous, in the
+/// posterior's chain order) and `burnin` [chains], else the group's attribute `burnin`. Each chain's post-burn-in
+/// verbose chain is cut to the shortest (as herd-sample cuts the verbose posterior), and the variables are grouped
+/// (`beta[1..K]` as `beta`) and ordered by name as the `posterior` group's datasets are: the same arrays as the verbose
+/// file of the run, in compact form (`DrawsArray::weights`).
 std::vector<DrawsArray> read_chain_compact(const std::string& path, hid_t file) {
   H5Id g(H5Gopen2(file, "chain_compact", H5P_DEFAULT), H5Gclose);
   HERD_REQUIRE(static_cast<bool>(g), "{}: 'chain_compact' is not a group", path);
@@ -265,9 +264,10 @@ std::vector<DrawsArray> read_chain_compact(const std::string& path, hid_t file) 
   for (std::size_t i = 0; i < rows; ++i)
     for (std::size_t k = 0; k < ncol; ++k)
       if (!std::isfinite(value(i, k)))
-        throw InputError(fmt::format("{}: dataset 'chain_compact/{}' has {} at [row {}, column {}], but draws "
-                                     "must be finite",
-                                     path, k < d ? "state" : "derived_quantities", value(i, k), i, k < d ? k : k - d));
+        throw InputError(
+            fmt::format("{}: dataset 'chain_compact/{}' has {} at [row {}, column {}], but draws "
+                        "must be finite",
+                        path, k < d ? "state" : "derived_quantities", value(i, k), i, k < d ? k : k - d));
   // Each chain's first row and its burn-in (compact rows).
   std::vector<std::size_t> first{0};
   if (is_dataset(g.id, "chain")) {

@@ -165,7 +165,8 @@ int run_main(int argc, char** argv) {
   CLI::App app{
       "herd-diagnose: R-hat, ESS and MCSE (Vehtari et al. 2021, as R posterior) of "
       "draws in an HDF5 file ([chains, draws] or [chains, draws, params] datasets, or "
-      "every dataset of a 'posterior' group), a CSV file (one column per chain, one "
+      "every dataset of a 'posterior' group, or herd-sample's weighted 'chain_compact' group when the file has "
+      "no 'posterior'), a CSV file (one column per chain, one "
       "row per draw), ParaDRAM chain or sample files (herd's or ParaMonte's; one file "
       "per chain), or CmdStan CSV files (one file per chain)"};
   std::vector<std::string> files;
@@ -175,7 +176,8 @@ int run_main(int argc, char** argv) {
   app.add_option("FILE", files,
                  "HDF5 (.h5) file, draws CSV, or ParaDRAM _chain.txt/_sample.txt or CmdStan CSV files (one per chain)")
       ->required();
-  app.add_option("--dataset", dataset, "HDF5 dataset to read (default: the 'posterior' group)");
+  app.add_option("--dataset", dataset,
+                 "HDF5 dataset to read (default: the 'posterior' group, else herd-sample's 'chain_compact')");
   app.add_flag("--json", json, "print one JSON object keyed by parameter");
   app.add_option("--html", html, "also write a self-contained HTML report with plots to this file");
   std::size_t threads = 0;

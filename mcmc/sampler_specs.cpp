@@ -133,11 +133,13 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("chainFileFormat")
       .alias("outputChainFileFormat");
   s.add_string("h5_posterior", "verbose",
-               "draws in <prefix>.h5: verbose: the groups posterior [chain, draw(, dim)] and sample_stats (lp, "
-               "accepted, dr_stage, acceptance_probability per verbose draw) beside chain_compact, about 8 d + 37 "
-               "bytes per verbose draw more (d variables); compact: chain_compact only (every state once with its "
-               "weight and the burn-in; herd-diagnose expands it), no posterior and no sample_stats group; "
-               "chain_compact, sample and diagnostics are the same in both")
+               "draws in <prefix>.h5 (d variables, q derived quantities): verbose: the groups posterior [chain, "
+               "draw(, dim)] (8 (d + q) + 8 bytes per verbose draw after the burn-in) and sample_stats (lp, accepted, "
+               "dr_stage, acceptance_probability: 29 bytes per verbose draw) beside chain_compact (every compact "
+               "state once with its weight, burn-in included: 44 + 8 d bytes per state); compact: no posterior and "
+               "no sample_stats, the root attribute h5_posterior = \"compact\", and chain_compact also holds the "
+               "derived quantities (+ 8 q bytes per state); herd-diagnose reads either; chain_compact's other "
+               "datasets, sample and diagnostics are the same in both (docs/dram.md)")
       .choices({"verbose", "compact"});
   s.add_bool("overwrite", false, "replace existing output files").alias("overwriteRequested");
   s.add_int("progress_report_period", 1000,

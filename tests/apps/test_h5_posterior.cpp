@@ -39,9 +39,8 @@ std::vector<std::string> values_of(const H5Group& g, const std::string& name) {
 
 /// herd-sample on `args` with `--set h5_posterior=<layout>` into `dir/<layout>`.
 void sample(const fs::path& dir, const std::string& args, const std::string& layout) {
-  const auto r = herd::testing::run_app(HERD_SAMPLE_EXE, dir,
-                                        args + " --quiet --seed 11 --set h5_posterior=" + layout + " --output " +
-                                            layout + "/run");
+  const auto r = herd::testing::run_app(
+      HERD_SAMPLE_EXE, dir, args + " --quiet --seed 11 --set h5_posterior=" + layout + " --output " + layout + "/run");
   INFO(r.err);
   REQUIRE(r.rc == 0);
 }

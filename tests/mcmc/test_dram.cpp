@@ -820,9 +820,9 @@ TEST_CASE("sampler specs: h5_posterior is verbose by default, compact on request
   };
   CHECK(resolve_sampler_specs(settings(""), 2).h5_posterior == "verbose");
   CHECK(resolve_sampler_specs(settings("h5_posterior = \"compact\"\n"), 2).h5_posterior == "compact");
-  CHECK_THROWS_WITH(settings("h5_posterior = \"foo\"\n"),
-                    Catch::Contains("test.toml:2") && Catch::Contains("\"h5_posterior\" is \"foo\"") &&
-                        Catch::Contains("one of \"verbose\", \"compact\""));
+  CHECK_THROWS_WITH(settings("h5_posterior = \"foo\"\n"), Catch::Contains("test.toml:2") &&
+                                                              Catch::Contains("\"h5_posterior\" is \"foo\"") &&
+                                                              Catch::Contains("one of \"verbose\", \"compact\""));
   // Only the .h5's layout changes, not what the run computes: an interrupted run resumes
   // under either value (the restart record's input hash is the same).
   SampleTarget target;
