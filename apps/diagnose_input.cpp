@@ -13,6 +13,7 @@
 
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
+#include "herd/mcmc/paradram_run.hpp"
 
 namespace herd::apps {
 
@@ -142,6 +143,205 @@ DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& n
     for (std::size_t p = 0; p < a.params; ++p) a.names.push_back(fmt::format("{}[{}]", base, p));
   }
   return a;
+}
+
+/// The shape of dataset `name` of `loc` (empty when it cannot be opened).
+std::vector<hsize_t> dataset_shape(hid_t loc, const std::string& name) {
+  H5Id ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds) return {};
+  H5Id sp(H5Dget_space(ds.id), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(sp.id);
+  if (rank < 0) return {};
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(sp.id, dims.data(), nullptr);
+  return dims;
+}
+
+/// Dataset `name` of group `g` (shown as `chain_compact/<name>`) read whole as `T` (HDF5
+/// converts the stored type), after checking that it is numeric with `n` values.
+template <typename T>
+std::vector<T> read_compact_column(const std::string& path, hid_t g, const std::string& name, std::size_t n,
+                                   hid_t memtype) {
+  const std::string shown = "chain_compact/" + name;
+  H5Id ds(H5Dopen2(g, name.c_str(), H5P_DEFAULT), H5Dclose);
+  HERD_REQUIRE(static_cast<bool>(ds), "{}: no dataset '{}', which a compact-only file (h5_posterior = \"compact\") has",
+               path, shown);
+  H5Id type(H5Dget_type(ds.id), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.id);
+  HERD_REQUIRE(cls == H5T_FLOAT || cls == H5T_INTEGER, "{}: dataset '{}' is not numeric", path, shown);
+  H5Id space(H5Dget_space(ds.id), H5Sclose);
+  const auto have = static_cast<std::size_t>(H5Sget_simple_extent_npoints(space.id));
+  HERD_REQUIRE(have == n, "{}: dataset '{}' has {} values, but must have {}", path, shown, have, n);
+  std::vector<T> v(n);
+  HERD_REQUIRE(n == 0 || H5Dread(ds.id, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0,
+               "{}: cannot read dataset '{}'", path, shown);
+  return v;
+}
+
+/// The `n` strings of the rank-1 dataset `chain_compact/<name>` (variable-length or fixed),
+/// the names of the columns of `chain_compact/<of>`.
+std::vector<std::string> read_names(const std::string& path, hid_t g, const std::string& name, const std::string& of,
+                                    std::size_t n) {
+  const std::string shown = "chain_compact/" + name;
+  H5Id ds(H5Dopen2(g, name.c_str(), H5P_DEFAULT), H5Dclose);
+  HERD_REQUIRE(static_cast<bool>(ds), "{}: no dataset '{}' (the names of chain_compact/{})", path, shown, of);
+  H5Id type(H5Dget_type(ds.id), H5Tclose);
+  H5Id space(H5Dget_space(ds.id), H5Sclose);
+  HERD_REQUIRE(H5Tget_class(type.id) == H5T_STRING, "{}: dataset '{}' does not hold strings", path, shown);
+  const auto have = static_cast<std::size_t>(H5Sget_simple_extent_npoints(space.id));
+  HERD_REQUIRE(have == n, "{}: dataset '{}' has {} names, but 'chain_compact/{}' has {} columns", path, shown, have, of,
+               n);
+  std::vector<std::string> names;
+  if (H5Tis_variable_str(type.id) > 0) {
+    H5Id mt(H5Tcopy(type.id), H5Tclose);
+    std::vector<char*> raw(n, nullptr);
+    HERD_REQUIRE(H5Dread(ds.id, mt.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()) >= 0, "{}: cannot read dataset '{}'",
+                 path, shown);
+    for (char* c : raw) names.emplace_back(c != nullptr ? c : "");
+    H5Dvlen_reclaim(mt.id, space.id, H5P_DEFAULT, raw.data());
+  } else {
+    const std::size_t width = H5Tget_size(type.id);
+    std::vector<char> buf(n * width + 1, '\0');
+    HERD_REQUIRE(H5Dread(ds.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) >= 0,
+                 "{}: cannot read dataset '{}'", path, shown);
+    for (std::size_t i = 0; i < n; ++i) {
+      const char* b = buf.data() + i * width;
+      names.emplace_back(b, std::find(b, b + width, '\0'));
+    }
+  }
+  return names;
+}
+
+/// The compact chain of a file without a `posterior` group (herd-sample's
+/// `h5_posterior = "compact"`): `chain_compact/state` [n, d], `weight` [n], `variable` [d],
+/// the target's derived quantities `derived_quantities` [n, q] with their names
+/// `derived_quantity` [q] when it has any, and with several chains `chain` [n] (each chain's rows contiguous, in the
+/// posterior's chain order) and `burnin` [chains], else the group's attribute `burnin`. Each chain's post-burn-in
+/// verbose chain is cut to the shortest (as herd-sample cuts the verbose posterior), and the variables are grouped
+/// (`beta[1..K]` as `beta`) and ordered by name as the `posterior` group's datasets are: the same arrays as the verbose
+/// file of the run, in compact form (`DrawsArray::weights`).
+std::vector<DrawsArray> read_chain_compact(const std::string& path, hid_t file) {
+  H5Id g(H5Gopen2(file, "chain_compact", H5P_DEFAULT), H5Gclose);
+  HERD_REQUIRE(static_cast<bool>(g), "{}: 'chain_compact' is not a group", path);
+  const std::vector<hsize_t> shape = dataset_shape(g.id, "state");
+  HERD_REQUIRE(shape.size() == 2 && shape[0] > 0 && shape[1] > 0,
+               "{}: 'chain_compact/state' must be a dataset [compact_draw, variable] with at least one row and column",
+               path);
+  const std::size_t n = checked_count({static_cast<std::int64_t>(shape[0]), static_cast<std::int64_t>(shape[1])},
+                                      fmt::format("{}: dataset 'chain_compact/state'", path));
+  const auto rows = static_cast<std::size_t>(shape[0]), d = static_cast<std::size_t>(shape[1]);
+  // The states, their weights and chains, and the expanded copy of one variable at a time.
+  check_memory_need(static_cast<double>(n) * 8.0 * 2.0 + static_cast<double>(rows) * 16.0, g_max_memory,
+                    fmt::format("{}: reading 'chain_compact/state' ({} x {} values)", path, rows, d),
+                    "diagnose a smaller dataset (--dataset)", "--max-memory");
+  const std::vector<double> state = read_compact_column<double>(path, g.id, "state", n, H5T_NATIVE_DOUBLE);
+  const std::vector<std::int64_t> weight =
+      read_compact_column<std::int64_t>(path, g.id, "weight", rows, H5T_NATIVE_INT64);
+  std::vector<std::string> names = read_names(path, g.id, "variable", "state", d);
+  for (std::size_t i = 0; i < rows; ++i)
+    HERD_REQUIRE(weight[i] >= 1, "{}: 'chain_compact/weight' is {} at row {}, but weights must be positive", path,
+                 weight[i], i);
+  // The derived quantities on every state ([n, nq]; a compact-only file of a target with
+  // quantities): columns d.. after the variables, as the verbose posterior has them.
+  std::vector<double> derived;
+  std::size_t nq = 0;
+  if (is_dataset(g.id, "derived_quantities")) {
+    const std::vector<hsize_t> qs = dataset_shape(g.id, "derived_quantities");
+    HERD_REQUIRE(qs.size() == 2 && qs[0] == shape[0],
+                 "{}: 'chain_compact/derived_quantities' must be a dataset [compact_draw, derived_quantity] with the "
+                 "{} rows of 'chain_compact/state'",
+                 path, rows);
+    nq = static_cast<std::size_t>(qs[1]);
+    check_memory_need(static_cast<double>(rows) * static_cast<double>(nq + d) * 16.0, g_max_memory,
+                      fmt::format("{}: reading 'chain_compact/derived_quantities' ({} x {} values)", path, rows, nq),
+                      "diagnose a smaller dataset (--dataset)", "--max-memory");
+    derived = read_compact_column<double>(path, g.id, "derived_quantities", rows * nq, H5T_NATIVE_DOUBLE);
+    const std::vector<std::string> qn = read_names(path, g.id, "derived_quantity", "derived_quantities", nq);
+    names.insert(names.end(), qn.begin(), qn.end());
+  }
+  const std::size_t ncol = d + nq;
+  auto value = [&](std::size_t row, std::size_t k) { return k < d ? state[row * d + k] : derived[row * nq + k - d]; };
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t k = 0; k < ncol; ++k)
+      if (!std::isfinite(value(i, k)))
+        throw InputError(
+            fmt::format("{}: dataset 'chain_compact/{}' has {} at [row {}, column {}], but draws "
+                        "must be finite",
+                        path, k < d ? "state" : "derived_quantities", value(i, k), i, k < d ? k : k - d));
+  // Each chain's first row and its burn-in (compact rows).
+  std::vector<std::size_t> first{0};
+  if (is_dataset(g.id, "chain")) {
+    const std::vector<std::int64_t> chain =
+        read_compact_column<std::int64_t>(path, g.id, "chain", rows, H5T_NATIVE_INT64);
+    std::vector<std::int64_t> seen{chain[0]};
+    for (std::size_t i = 1; i < rows; ++i) {
+      if (chain[i] == chain[i - 1]) continue;
+      HERD_REQUIRE(std::find(seen.begin(), seen.end(), chain[i]) == seen.end(),
+                   "{}: 'chain_compact/chain' returns to chain {} at row {}, but each chain's rows must be contiguous",
+                   path, chain[i], i);
+      seen.push_back(chain[i]);
+      first.push_back(i);
+    }
+  }
+  const std::size_t m = first.size();
+  first.push_back(rows);
+  std::vector<std::int64_t> burnin;
+  if (is_dataset(g.id, "burnin")) {
+    burnin = read_compact_column<std::int64_t>(path, g.id, "burnin", m, H5T_NATIVE_INT64);
+  } else {
+    HERD_REQUIRE(H5Aexists(g.id, "burnin") > 0, "{}: 'chain_compact' has no attribute or dataset 'burnin'", path);
+    H5Id a(H5Aopen(g.id, "burnin", H5P_DEFAULT), H5Aclose);
+    std::int64_t b = 0;
+    HERD_REQUIRE(static_cast<bool>(a) && H5Aread(a.id, H5T_NATIVE_INT64, &b) >= 0,
+                 "{}: cannot read the attribute 'chain_compact/burnin'", path);
+    burnin.assign(m, b);
+  }
+  // The posterior's common length: the shortest post-burn-in verbose chain.
+  std::int64_t ndraw = -1;
+  for (std::size_t c = 0; c < m; ++c) {
+    const std::size_t len = first[c + 1] - first[c];
+    HERD_REQUIRE(burnin[c] >= 0 && static_cast<std::size_t>(burnin[c]) < len,
+                 "{}: chain_compact's burn-in of chain {} is {}, but the chain has {} rows", path, c, burnin[c], len);
+    std::int64_t total = 0;
+    for (std::size_t i = first[c] + static_cast<std::size_t>(burnin[c]); i < first[c + 1]; ++i) total += weight[i];
+    ndraw = ndraw < 0 ? total : std::min(ndraw, total);
+  }
+  // Each chain's rows after the burn-in up to ndraw verbose draws (the last one's weight
+  // cut), padded with weight 0 to the longest.
+  std::vector<std::vector<std::int64_t>> cut(m);
+  for (std::size_t c = 0; c < m; ++c) {
+    std::int64_t left = ndraw;
+    for (std::size_t i = first[c] + static_cast<std::size_t>(burnin[c]); i < first[c + 1] && left > 0; ++i) {
+      cut[c].push_back(std::min(weight[i], left));
+      left -= cut[c].back();
+    }
+  }
+  std::size_t width = 0;
+  for (const auto& w : cut) width = std::max(width, w.size());
+  std::vector<std::int64_t> weights(m * width, 0);
+  for (std::size_t c = 0; c < m; ++c) std::copy(cut[c].begin(), cut[c].end(), weights.begin() + c * width);
+  std::vector<mcmc::ArvizVariable> vars = mcmc::arviz_variables(names);
+  std::sort(vars.begin(), vars.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::vector<DrawsArray> out;
+  for (const auto& v : vars) {
+    DrawsArray a;
+    a.chains = m;
+    a.draws = width;
+    a.params = v.columns.size();
+    a.weights = weights;
+    a.values.assign(m * width * a.params, 0.0);
+    for (std::size_t c = 0; c < m; ++c) {
+      const std::size_t r0 = first[c] + static_cast<std::size_t>(burnin[c]);
+      for (std::size_t t = 0; t < cut[c].size(); ++t)
+        for (std::size_t p = 0; p < a.params; ++p)
+          a.values[(c * width + t) * a.params + p] = value(r0 + t, v.columns[p]);
+    }
+    if (!v.is_vector) a.names.push_back(v.name);
+    else
+      for (std::size_t p = 0; p < a.params; ++p) a.names.push_back(fmt::format("{}[{}]", v.name, p));
+    out.push_back(std::move(a));
+  }
+  return out;
 }
 
 }  // namespace
@@ -419,6 +619,8 @@ std::vector<DrawsArray> read_hdf5(const std::string& path, const std::string& da
     HERD_REQUIRE(!out.empty(), "{}: the 'posterior' group has no dataset of rank 2 or 3", path);
     return out;
   }
+  // A compact-only file of herd-sample (h5_posterior = "compact"): the weighted compact chain.
+  if (H5Lexists(file.id, "chain_compact", H5P_DEFAULT) > 0) return read_chain_compact(path, file.id);
   const auto names = dataset_names(file.id);
   HERD_REQUIRE(names.size() == 1, "{}: no 'posterior' group and {} datasets at the root; name one with --dataset", path,
                names.size());

@@ -31,10 +31,14 @@
 namespace herd::apps {
 
 /// One named quantity group: values `[chains, draws, params]` row-major (params = 1 for a
-/// 2-D dataset or a CSV file), with one name per parameter.
+/// 2-D dataset or a CSV file), with one name per parameter; a compact chain (herd-sample's
+/// `chain_compact`) also has integer weights `[chains, draws]`: entry (c, t) stands for
+/// `weights[c * draws + t]` repeated draws (0: padding), every chain's weights summing to
+/// the same verbose length (mcmc::DrawsView's weighted form).
 struct DrawsArray {
-  std::vector<std::string> names;  ///< params names ("theta" or "theta[0]", "theta[1]", ...)
-  std::vector<double> values;      ///< [chains, draws, params] row-major
+  std::vector<std::string> names;     ///< params names ("theta" or "theta[0]", "theta[1]", ...)
+  std::vector<double> values;         ///< [chains, draws, params] row-major
+  std::vector<std::int64_t> weights;  ///< [chains, draws] row-major; empty: every entry is one draw
   std::size_t chains = 0, draws = 0, params = 0;
 };
 
@@ -52,10 +56,17 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::st
 bool is_hdf5(const std::string& path);
 
 /// Reads HDF5 draws: the dataset `dataset` when not empty (rank 2 or 3), else every dataset
-/// of rank 2 or 3 in the group `posterior` (rank-1 coordinate datasets are skipped), else the
-/// only dataset of the root group.
+/// of rank 2 or 3 in the group `posterior` (rank-1 coordinate datasets are skipped), else
+/// (a herd-sample file written with `h5_posterior = "compact"`) the group `chain_compact`:
+/// `state` [n, d] with `weight` [n], `variable` [d], `derived_quantities` [n, q] with
+/// `derived_quantity` [q] when present, `chain` [n] and `burnin` [chains] (or
+/// the group's attribute `burnin`), each chain's post-burn-in rows cut to the shortest
+/// chain's verbose length as herd-sample cuts its `posterior`, the variables grouped and
+/// ordered as that group's datasets (weighted arrays: the same diagnostics as the verbose
+/// file of the same run), else the only dataset of the root group.
 /// @throws herd::InputError on a missing dataset or group, a wrong rank, a non-numeric type,
-///         an empty dataset, or a NaN/Inf draw.
+///         an empty dataset, or a NaN/Inf draw; for `chain_compact` also on a weight below
+///         1, a chain whose rows are not contiguous, or a burn-in outside its chain.
 std::vector<DrawsArray> read_hdf5(const std::string& path, const std::string& dataset);
 
 /// The memory `read_hdf5` may use for one dataset's values (bytes; 0, the default: the

@@ -48,6 +48,7 @@ std::vector<Row> diagnose(const std::vector<herd::apps::DrawsArray>& arrays, std
         const std::size_t p = jobs[j].p;
         slice.resize(a.chains * a.draws);
         for (std::size_t i = 0; i < a.chains * a.draws; ++i) slice[i] = a.values[i * a.params + p];
+        if (!a.weights.empty()) return herd::mcmc::DrawsView(slice, a.weights, a.chains, a.draws);
         return herd::mcmc::DrawsView(slice, a.chains, a.draws);
       },
       threads);
@@ -94,10 +95,30 @@ void print_json(const std::vector<Row>& rows) {
   std::fputs((j.dump(2) + "\n").c_str(), stdout);
 }
 
+/// `a` with its weights expanded: every entry repeated `weights` times (padding dropped), the
+/// verbose draws `[chains, draws, params]`; `a` itself when it has no weights.
+herd::apps::DrawsArray expanded(const herd::apps::DrawsArray& a) {
+  if (a.weights.empty()) return a;
+  herd::apps::DrawsArray v;
+  v.names = a.names;
+  v.chains = a.chains;
+  v.params = a.params;
+  for (std::size_t t = 0; t < a.draws; ++t) v.draws += static_cast<std::size_t>(a.weights[t]);
+  v.values.reserve(v.chains * v.draws * v.params);
+  for (std::size_t i = 0; i < a.chains * a.draws; ++i)
+    for (std::int64_t k = 0; k < a.weights[i]; ++k)
+      v.values.insert(v.values.end(), a.values.begin() + static_cast<std::ptrdiff_t>(i * a.params),
+                      a.values.begin() + static_cast<std::ptrdiff_t>((i + 1) * a.params));
+  return v;
+}
+
 /// The HTML report (posterior_report.hpp) of the arrays that share the first one's
-/// [chains, draws] shape; the others are named in a note.
-void write_html(const std::string& file, const std::vector<herd::apps::DrawsArray>& arrays,
+/// [chains, draws] shape (compact arrays expanded first); the others are named in a note.
+void write_html(const std::string& file, const std::vector<herd::apps::DrawsArray>& compact_or_verbose,
                 const std::vector<Row>& rows, const std::string& out) {
+  std::vector<herd::apps::DrawsArray> arrays;
+  arrays.reserve(compact_or_verbose.size());
+  for (const auto& a : compact_or_verbose) arrays.push_back(expanded(a));
   herd::mcmc::PosteriorReportData h;
   h.title = "herd-diagnose report: " + std::filesystem::path(file).filename().string();
   h.subtitle = "Convergence diagnostics of the draws in " + file;
@@ -147,7 +168,8 @@ int run_main(int argc, char** argv) {
   CLI::App app{
       "herd-diagnose: R-hat, ESS and MCSE (Vehtari et al. 2021, as R posterior) of "
       "draws in an HDF5 file ([chains, draws] or [chains, draws, params] datasets, or "
-      "every dataset of a 'posterior' group), a CSV file (one column per chain, one "
+      "every dataset of a 'posterior' group, or herd-sample's weighted 'chain_compact' group when the file has "
+      "no 'posterior'), a CSV file (one column per chain, one "
       "row per draw), ParaDRAM chain or sample files (herd's or ParaMonte's; one file "
       "per chain), or CmdStan CSV files (one file per chain)"};
   std::vector<std::string> files;
@@ -157,7 +179,8 @@ int run_main(int argc, char** argv) {
   app.add_option("FILE", files,
                  "HDF5 (.h5) file, draws CSV, or ParaDRAM _chain.txt/_sample.txt or CmdStan CSV files (one per chain)")
       ->required();
-  app.add_option("--dataset", dataset, "HDF5 dataset to read (default: the 'posterior' group)");
+  app.add_option("--dataset", dataset,
+                 "HDF5 dataset to read (default: the 'posterior' group, else herd-sample's 'chain_compact')");
   app.add_flag("--json", json, "print one JSON object keyed by parameter");
   app.add_option("--html", html, "also write a self-contained HTML report with plots to this file");
   std::size_t threads = 0;

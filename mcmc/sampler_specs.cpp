@@ -132,6 +132,15 @@ void declare_sampler_specs(io::Schema& s) {
       .choices({"compact", "verbose", "binary"})
       .alias("chainFileFormat")
       .alias("outputChainFileFormat");
+  s.add_string("h5_posterior", "verbose",
+               "draws in <prefix>.h5 (d variables, q derived quantities): verbose: the groups posterior [chain, "
+               "draw(, dim)] (8 (d + q) + 8 bytes per verbose draw after the burn-in) and sample_stats (lp, accepted, "
+               "dr_stage, acceptance_probability: 29 bytes per verbose draw) beside chain_compact (every compact "
+               "state once with its weight, burn-in included: 44 + 8 d bytes per state); compact: no posterior and "
+               "no sample_stats, the root attribute h5_posterior = \"compact\", and chain_compact also holds the "
+               "derived quantities (+ 8 q bytes per state); herd-diagnose reads either; chain_compact's other "
+               "datasets, sample and diagnostics are the same in both (docs/dram.md)")
+      .choices({"verbose", "compact"});
   s.add_bool("overwrite", false, "replace existing output files").alias("overwriteRequested");
   s.add_int("progress_report_period", 1000,
             "proposals between rows of _progress.txt: a row at the first accepted state after each "
@@ -457,6 +466,7 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
     fail(fmt::format("{}: key \"{}\" is \"\", but must name a file prefix (or a folder ending in '/')",
                      st.origin("output_prefix"), st.written("output_prefix")));
   s.chain_file_format = st.get_string("chain_file_format");
+  s.h5_posterior = st.get_string("h5_posterior");
   s.overwrite = st.get_bool("overwrite");
   s.progress_report_period = st.get_int("progress_report_period");
   s.sample_refinement_count = st.get_int("sample_refinement_count");

@@ -119,6 +119,43 @@ class RowWriter {
   std::size_t k_, next_ = 0;
 };
 
+/// With `h5_posterior = "compact"`, `chain_compact`'s derived quantities (those the target
+/// names that are not variables, which the verbose file keeps in `posterior` only):
+/// `derived_quantity` [derived_quantity] (names) and `derived_quantities` [compact_draw,
+/// derived_quantity], the target's quantities at each compact row's state, chain by chain.
+void write_derived_quantities(io::H5Group& cc, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
+                              const std::vector<CompactDraws>& compact) {
+  const SampleTarget& target = *f.target;
+  if (!target.quantities || target.quantity_names.empty()) return;
+  const std::vector<std::string>& vars = f.specs->variable_names;
+  std::vector<std::string> names;
+  std::vector<std::size_t> index;
+  for (std::size_t i = 0; i < target.quantity_names.size(); ++i)
+    if (std::find(vars.begin(), vars.end(), target.quantity_names[i]) == vars.end()) {
+      names.push_back(target.quantity_names[i]);
+      index.push_back(i);
+    }
+  if (names.empty()) return;
+  const auto D = static_cast<std::size_t>(draws.draws), d = static_cast<std::size_t>(draws.ndim);
+  std::size_t rows = 0;
+  for (const auto& c : compact) rows += c.first.size();
+  cc.write_strings("derived_quantity", names).make_scale("derived_quantity");
+  {
+    RowWriter<double> out(cc, "derived_quantities", rows, names.size());
+    std::vector<double> q(target.quantity_names.size()), block;
+    for (std::size_t c = 0; c < compact.size(); ++c) {
+      block.clear();
+      for (std::size_t t : compact[c].first) {
+        target.quantities(draws.x.data() + (c * D + t) * d, q.data());
+        for (std::size_t i : index) block.push_back(q[i]);
+      }
+      out.append(block);
+    }
+  }
+  io::H5Dataset ds = cc.open_dataset("derived_quantities");
+  cc.attach_dimensions(ds, {"compact_draw", "derived_quantity"});
+}
+
 /// `chain_compact`: every chain's recorded draws in compact form, in chain order, written
 /// chain by chain.
 void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
@@ -171,6 +208,7 @@ void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const Memo
   }
   io::H5Dataset st = cc.open_dataset("state");
   cc.attach_dimensions(st, {"compact_draw", "variable"});
+  if (f.specs->h5_posterior == "compact") write_derived_quantities(cc, f, draws, compact);
   cc.set_attribute("burnin", std::int64_t{0});  // the warm-up is not recorded
   if (m > 1) {
     io::H5Dataset ch = cc.open_dataset("chain");
@@ -298,7 +336,7 @@ void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, c
     if (draws.draws > 0) rows[c] = sample_draws(draws, c, compact[c], *facts.specs);
   }
   io::H5Group root = h5.root();
-  write_sample_stats(root, draws);
+  if (facts.specs->h5_posterior != "compact") write_sample_stats(root, draws);
   write_chain_compact(root, facts, draws, compact);
   write_sample(root, facts, draws, rows);
   write_diagnostics(h5, facts, draws, post, rows);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,8 +23,15 @@
 namespace herd::mcmc {
 
 BatchedGatherSink::BatchedGatherSink(Communicator& comm, io::H5File* file, std::vector<std::string> names,
-                                     BatchedDrawRecord* record, std::int64_t replay, std::int64_t block_draws)
-    : comm_(comm), file_(file), names_(std::move(names)), record_(record), replay_(replay), block_draws_(block_draws) {}
+                                     BatchedDrawRecord* record, std::int64_t replay, std::int64_t block_draws,
+                                     bool write_posterior)
+    : comm_(comm),
+      file_(file),
+      names_(std::move(names)),
+      record_(record),
+      replay_(replay),
+      block_draws_(block_draws),
+      write_posterior_(write_posterior) {}
 
 BatchedGatherSink::~BatchedGatherSink() { close_sets(); }
 
@@ -33,6 +41,10 @@ void BatchedGatherSink::begin(std::int64_t m, std::uint32_t /*first*/, int d, st
   total_ = m * comm_.size();
   if (file_ == nullptr) return;
   memory.begin(total_, 0, d, draws);
+  if (!write_posterior_) {
+    replay_record(draws);
+    return;
+  }
   io::H5Group root = file_->root();
   post_ = root.create_group("posterior");
   stats_ = root.create_group("sample_stats");
@@ -111,6 +123,7 @@ void BatchedGatherSink::write_stats(std::int64_t first, std::int64_t n, const Ba
 
 void BatchedGatherSink::store(std::int64_t first, std::int64_t n) {
   memory.write_block(first, n, gx_.data(), glp_.data());
+  if (!write_posterior_) return;
   // gx_ is [total, n, d]: one [total, n] slab per scalar, [total, n, K] per vector.
   const auto rows = static_cast<std::size_t>(total_ * n);
   std::vector<double> slab;
@@ -126,7 +139,7 @@ void BatchedGatherSink::store(std::int64_t first, std::int64_t n) {
 }
 
 void BatchedGatherSink::finish() {
-  if (file_ == nullptr) return;
+  if (file_ == nullptr || !write_posterior_) return;
   close_sets();
   std::vector<std::int64_t> chain(static_cast<std::size_t>(total_)), draw(static_cast<std::size_t>(memory.draws));
   for (std::size_t i = 0; i < chain.size(); ++i) chain[i] = static_cast<std::int64_t>(i);
@@ -256,11 +269,12 @@ std::vector<double> quantities_at_draws(const SampleTarget& target, const Memory
 }  // namespace
 
 void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const std::vector<std::string>& variable_names,
-                            const MemoryBatchedSink& draws, BatchedPosterior& post) {
+                            const MemoryBatchedSink& draws, BatchedPosterior& post, bool to_file) {
   if (!target.quantities || target.quantity_names.empty()) return;
   const std::size_t M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
   const std::vector<double> all = quantities_at_draws(target, draws);
-  io::H5Group pg = h5.root().open_group("posterior");
+  std::optional<io::H5Group> pg;
+  if (to_file) pg = h5.root().open_group("posterior");
   // The quantities that are not sampled coordinates, as ArviZ variables (vectors with a dimension).
   std::vector<std::string> qnames;
   std::vector<std::size_t> qindex;
@@ -280,20 +294,22 @@ void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const st
       post.rows.push_back({qnames[var.columns[e]], summarize(DrawsView(v, M, D))});
       post.columns.push_back(v);
     }
+    if (!pg) continue;
     if (!var.is_vector) {
-      io::H5Dataset ds = pg.write(var.name, data, {static_cast<hsize_t>(M), static_cast<hsize_t>(D)});
-      pg.attach_dimensions(ds, {"chain", "draw"});
+      io::H5Dataset ds = pg->write(var.name, data, {static_cast<hsize_t>(M), static_cast<hsize_t>(D)});
+      pg->attach_dimensions(ds, {"chain", "draw"});
     } else {
       std::vector<std::int64_t> idx(var.columns.size());
       for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = static_cast<std::int64_t>(k);
-      pg.create_coordinate<std::int64_t>(var.name + "_dim_0", idx);
-      pg.write_variable<double>(var.name, data, {"chain", "draw", var.name + "_dim_0"});
+      pg->create_coordinate<std::int64_t>(var.name + "_dim_0", idx);
+      pg->write_variable<double>(var.name, data, {"chain", "draw", var.name + "_dim_0"});
     }
   }
 }
 
 void write_batched_h5_attributes(io::H5File& h5, const BatchedRunFacts& f) {
   detail::write_h5_root_attributes(h5, "batched DRAM (herd, docs/batched.md)", *f.specs, *f.target, *f.options);
+  if (f.specs->h5_posterior == "compact") h5.root().set_attribute("h5_posterior", f.specs->h5_posterior);
 }
 
 namespace {
@@ -356,10 +372,10 @@ std::string batched_text_report(const BatchedRunFacts& f, const BatchedPosterior
       "the .h5's sample group of the recorded draws)\n";
   rep += "\n== posterior (thinned draws after the warm-up): statistics and diagnostics ==\n" + table;
   if (!warnings.empty()) rep += "\n== convergence warnings ==\n" + warnings;
-  rep += fmt::format(
-      "\noutputs: {}.h5 (posterior, sample_stats/lp [chain, draw], chain_compact, sample, diagnostics), "
-      "{}_report.txt, {}_report.html\n",
-      specs.output_prefix, specs.output_prefix, specs.output_prefix);
+  rep += fmt::format("\noutputs: {}.h5 ({}chain_compact, sample, diagnostics), {}_report.txt, {}_report.html\n",
+                     specs.output_prefix,
+                     specs.h5_posterior == "compact" ? "" : "posterior, sample_stats/lp [chain, draw], ",
+                     specs.output_prefix, specs.output_prefix);
   return rep;
 }
 

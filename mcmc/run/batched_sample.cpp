@@ -88,7 +88,7 @@ void write_outputs(BatchedRunFacts& facts, io::H5File& h5, const MemoryBatchedSi
                    const Timer& session, BatchedRestartRecord* record) {
   const SamplerSpecs& specs = *facts.specs;
   BatchedPosterior post = summarize_batched_draws(draws, specs.variable_names, facts.superchains);
-  add_batched_quantities(h5, *facts.target, specs.variable_names, draws, post);
+  add_batched_quantities(h5, *facts.target, specs.variable_names, draws, post, specs.h5_posterior != "compact");
   write_batched_serial_groups(h5, facts, draws, post);
   const std::string table = format_summary_table(post.rows);
   phases.phase("writing " + specs.output_prefix + ".h5");
@@ -205,7 +205,7 @@ void run_batched_sample(const SamplerSpecs& specs, const SampleTarget& target,
   io::H5File h5;
   if (root) h5 = io::H5File::create_atomic(specs.output_prefix + ".h5");
   BatchedGatherSink sink(comm, root ? &h5 : nullptr, specs.variable_names, record ? record->draws() : nullptr,
-                         record ? record->draws_done() : 0, o.block_draws);
+                         record ? record->draws_done() : 0, o.block_draws, specs.h5_posterior != "compact");
   const BatchedDramResult r = run_engine(o, target, batched.get(), sink);
   phases.phase("post-processing: totals and diagnostics (R-hat, ESS, nested R-hat)");
   BatchedRunFacts facts;

@@ -46,7 +46,8 @@ const char* const kIgnoredInHash[] = {"overwrite",
                                       "parallelism_num_thread",
                                       "output_splash_mode",
                                       "stall_timeout_seconds",
-                                      "max_memory"};
+                                      "max_memory",
+                                      "h5_posterior"};
 
 bool ignored_in_hash(const std::string& key) {
   return std::find_if(std::begin(kIgnoredInHash), std::end(kIgnoredInHash), [&](const char* x) { return key == x; }) !=

@@ -1,6 +1,7 @@
 // The `.h5` of a serial, multi-chain or fork-join run (serial_run.hpp): ArviZ's posterior
-// and sample_stats groups `[chain, draw]`, the compact chains and the refined samples (the
-// diagnostics group is every engine's `write_h5_diagnostics`, outputs.hpp).
+// and sample_stats groups `[chain, draw]` (not with h5_posterior = "compact"), the compact
+// chains and the refined samples (the diagnostics group is every engine's
+// `write_h5_diagnostics`, outputs.hpp).
 #include <algorithm>
 #include <type_traits>
 
@@ -142,6 +143,21 @@ void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
     io::H5Dataset ds = cc.write<double>("state", pts, {rows, static_cast<hsize_t>(r.d)});
     cc.attach_dimensions(ds, {"compact_draw", "variable"});
   });
+  // h5_posterior = "compact": the derived quantities (not in `state`) on every state, which
+  // the verbose file keeps in `posterior` only.
+  if (r.specs.h5_posterior == "compact" && r.ncol > static_cast<std::size_t>(r.d)) {
+    const auto d = static_cast<std::size_t>(r.d), nq = r.ncol - d;
+    std::vector<std::string> names;
+    for (std::size_t k = d; k < r.ncol; ++k) names.push_back(r.co[0].columns[k].name);
+    cc.write_strings("derived_quantity", names).make_scale("derived_quantity");
+    std::vector<double> q(rows * nq);
+    std::size_t row = 0;
+    for (std::size_t c = 0; c < m; ++c)
+      for (std::size_t i = 0; i < chains[c].size(); ++i, ++row)
+        for (std::size_t k = 0; k < nq; ++k) q[row * nq + k] = r.co[c].columns[d + k].compact[i];
+    io::H5Dataset ds = cc.write<double>("derived_quantities", q, {rows, nq});
+    cc.attach_dimensions(ds, {"compact_draw", "derived_quantity"});
+  }
   cc.set_attribute("burnin", r.out.burnin);
   if (m > 1) {
     put("chain", chain_of);
@@ -192,8 +208,13 @@ void write_h5_draws(const SerialRun& r, std::optional<io::H5File>& h5) {
   std::vector<std::string> column_names;
   for (std::size_t k = 0; k < r.ncol; ++k) column_names.push_back(r.co[0].columns[k].name);
   const std::vector<ArvizVariable> variables = arviz_variables(column_names);
-  write_posterior(r, rootg, variables);
-  write_sample_stats(r, rootg);
+  // h5_posterior = "compact": the draws once, in chain_compact (readers expand the weights).
+  if (r.specs.h5_posterior == "compact") {
+    rootg.set_attribute("h5_posterior", r.specs.h5_posterior);
+  } else {
+    write_posterior(r, rootg, variables);
+    write_sample_stats(r, rootg);
+  }
   write_chain_compact(r, rootg);
   write_sample(r, rootg, variables);
 }

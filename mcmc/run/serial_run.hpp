@@ -134,7 +134,8 @@ void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t 
 
 /// Creates `<prefix>.h5` (atomically: committed by the caller) and writes every group but
 /// `diagnostics`: root attributes and `input`, `posterior`, `sample_stats`, `chain_compact`,
-/// `sample`. Rank 0. @throws herd::IoError
+/// `sample`; with `h5_posterior = "compact"` no `posterior` and no `sample_stats`, and the
+/// root attribute `h5_posterior = "compact"`. Rank 0. @throws herd::IoError
 void write_h5_draws(const SerialRun& r, std::optional<io::H5File>& h5);
 
 /// Writes `<prefix>_report.html` (nothing without posterior draws). @throws herd::IoError

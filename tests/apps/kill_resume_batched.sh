@@ -9,8 +9,11 @@
 # The kill points follow the record's progress (draws.bin), so the test holds on a loaded
 # machine. Usage: kill_resume_batched.sh <herd-sample> <workdir> <adaptation> <chains> <chain_size>
 #        <checkpoint_period> [launcher... (its last word: the process count)]
+# HERD_TEST_H5_POSTERIOR=compact runs with h5_posterior = "compact" (no posterior and no
+# sample_stats group: the draws are kept in memory and the record only).
 set -u
 exe=$1; work=$2; adaptation=$3; chains=$4; size=$5; period=$6; shift 6
+h5_posterior=${HERD_TEST_H5_POSTERIOR:-verbose}
 launch=("$@")
 np=1
 [ ${#launch[@]} -gt 0 ] && np=${launch[-1]}
@@ -27,6 +30,7 @@ proposal_std = [0.5, 0.5, 0.5]
 delayed_rejection_count = 1
 batched_adaptation = "$adaptation"
 checkpoint_period = $period
+h5_posterior = "$h5_posterior"
 [target]
 builtin = "banana"
 ndim = 3
@@ -106,7 +110,7 @@ if [ $rc -ne 0 ] || ! grep -q "is complete" <<< "$again"; then
 fi
 left=$(ls x | grep '\.tmp\.' || true)
 [ -z "$left" ] || { echo "temporary files were left behind: $left"; status=1; }
-/usr/bin/python3 - ref/run.h5 x/run.h5 <<'EOT' || status=1
+/usr/bin/python3 - ref/run.h5 x/run.h5 "$h5_posterior" <<'EOT' || status=1
 import sys, h5py
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
 names = []
@@ -120,14 +124,19 @@ bad = [n for n in names if n not in b or not same(a[n], b[n])]
 print(f"{len(names)} HDF5 datasets compared, {len(bad)} differ {bad[:5]}")
 # The per-draw statistics a resumed run takes from the record are among them (and not empty:
 # the first kill is in the warm-up, whose states carry adaptation measures into the draws).
-stats = ["sample_stats/accepted", "sample_stats/dr_stage", "sample_stats/acceptance_probability",
-         "chain_compact/dr_stage", "chain_compact/acceptance_probability", "chain_compact/adaptation_measure"]
+compact = sys.argv[3] == "compact"
+stats = ([] if compact else ["sample_stats/accepted", "sample_stats/dr_stage", "sample_stats/acceptance_probability"]) + [
+    "chain_compact/dr_stage", "chain_compact/acceptance_probability", "chain_compact/adaptation_measure"]
 missing = [n for n in stats if n not in names]
 if missing:
     print(f"datasets missing: {missing}")
-print(f"accepted draws: {int(a['sample_stats/accepted'][()].sum())}, rows with an adaptation measure: "
-      f"{int((a['chain_compact/adaptation_measure'][()] > 0).sum())}")
-sys.exit(1 if bad or missing or not names else 0)
+# h5_posterior = "compact": neither the uninterrupted nor the resumed file has the verbose groups.
+extra = [g for g in ("posterior", "sample_stats") for f in (a, b) if compact and g in f]
+if extra:
+    print(f"groups of the verbose layout in a compact file: {extra}")
+accepted = "" if compact else f"accepted draws: {int(a['sample_stats/accepted'][()].sum())}, "
+print(f"{accepted}rows with an adaptation measure: {int((a['chain_compact/adaptation_measure'][()] > 0).sum())}")
+sys.exit(1 if bad or missing or extra or not names else 0)
 EOT
 [ "$kills" -ge 1 ] || { echo "every run finished before its kill: nothing tested"; status=1; }
 # The last run may finish (a complete run removes its record), so ask whether any kill left a

@@ -222,6 +222,16 @@ std::vector<BadInput> catalogue() {
        "train rl.toml --quiet",
        2,
        {"rl.toml:1", "nesting"}},
+      // --- enum keys ----------------------------------------------------------------------------
+      {"h5_posterior = \"foo\", with overwrite = true and earlier outputs",
+       "herd-sample",
+       {{"run.toml", serial("overwrite = true\nh5_posterior = \"foo\"\n")},
+        {"out/run.h5", kOld},
+        {"out/run_chain.txt", kOld}},
+       "run.toml",
+       2,
+       {"run.toml:5", "key \"h5_posterior\" is \"foo\"", "one of \"verbose\", \"compact\""},
+       {"out/run.h5", "out/run_chain.txt"}},
       // --- names and delimiters ---------------------------------------------------------------
       {"duplicate variable_names, with overwrite = true and earlier outputs",
        "herd-sample",

@@ -19,6 +19,7 @@
 #include "herd/mcmc/batched_dram_kernel.hpp"
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #include "herd/mcmc/targets.hpp"
 
@@ -806,4 +807,31 @@ TEST_CASE("sampler specs: random_start_point_scope = superchain gives K starts, 
   // The scope needs random starts and superchains.
   CHECK_THROWS_WITH(specs("random_start_point_scope = \"superchain\"\n"),
                     Catch::Contains("random_start_point_scope") && Catch::Contains("superchains >= 2"));
+}
+
+TEST_CASE("sampler specs: h5_posterior is verbose by default, compact on request, and leaves the input hash alone",
+          "[mcmc]") {
+  herd::io::Schema schema("test");
+  declare_sampler_specs(schema);
+  const auto settings = [&](const std::string& extra) {
+    std::string text = "random_seed = 3\n";
+    text += extra;
+    return schema.apply(herd::io::parse_toml(text, "test.toml"), {});
+  };
+  CHECK(resolve_sampler_specs(settings(""), 2).h5_posterior == "verbose");
+  CHECK(resolve_sampler_specs(settings("h5_posterior = \"compact\"\n"), 2).h5_posterior == "compact");
+  CHECK_THROWS_WITH(settings("h5_posterior = \"foo\"\n"), Catch::Contains("test.toml:2") &&
+                                                              Catch::Contains("\"h5_posterior\" is \"foo\"") &&
+                                                              Catch::Contains("one of \"verbose\", \"compact\""));
+  // Only the .h5's layout changes, not what the run computes: an interrupted run resumes
+  // under either value (the restart record's input hash is the same).
+  SampleTarget target;
+  target.ndim = 2;
+  SampleRunOptions verbose, compact;
+  verbose.input_attributes = {{"random_seed", "3"}, {"h5_posterior", "\"verbose\""}};
+  compact.input_attributes = {{"random_seed", "3"}, {"h5_posterior", "\"compact\""}};
+  CHECK(sampler_input_hash(verbose, target) == sampler_input_hash(compact, target));
+  SampleRunOptions other_seed = compact;
+  other_seed.input_attributes.front() = {"random_seed", "4"};
+  CHECK(sampler_input_hash(other_seed, target) != sampler_input_hash(compact, target));
 }

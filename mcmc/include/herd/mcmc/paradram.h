@@ -4,7 +4,8 @@
  * exact signature. The input is a ParaMonte `&ParaDRAM ... /` namelist (v1 and v2 names) or
  * a herd TOML file; outputs are `<outputFileName>_chain.txt`, `_sample.txt`, `_report.txt`,
  * `_progress.txt` and `<outputFileName>.h5` (missing folders are created; existing outputs are
- * never overwritten unless `overwrite = true`).
+ * never overwritten unless `overwrite = true`; `h5_posterior = 'compact'` in the input keeps
+ * the `.h5`'s draws once, in its `chain_compact` group, without the verbose `posterior`).
  *
  * The log density is called from the calling thread only, with a private copy of the point
  * (it may scribble on it). Not re-entrant: one run at a time per process (HDF5 is serial).

@@ -10,7 +10,9 @@
 ///   <prefix>_report.txt   resolved specifications, timings, statistics, diagnostics
 ///   <prefix>.h5           posterior (chain, draw), sample_stats, chain_compact, sample,
 ///                         diagnostics, and the resolved input as attributes; written
-///                         atomically at the end.
+///                         atomically at the end. With `h5_posterior = "compact"` no
+///                         posterior and no sample_stats: the draws once, in chain_compact
+///                         (docs/dram.md, "The .h5: verbose or compact").
 ///
 /// Parallel runs (docs/parallel.md): with `parallelization_model = "multi_chain"`
 /// the run has ranks x `chains_per_rank` chains; its text files are per chain,

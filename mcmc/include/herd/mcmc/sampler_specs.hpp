@@ -47,6 +47,10 @@ struct SamplerSpecs {
   std::uint64_t random_seed = 0;
   std::string output_prefix;
   std::string chain_file_format = "compact";
+  /// What the `.h5` holds of the draws: "verbose" (the `posterior` and per-draw `sample_stats`
+  /// groups [chain, draw] beside `chain_compact`) or "compact" (`chain_compact` only: every
+  /// state once with its weight; readers expand it, e.g. herd-diagnose).
+  std::string h5_posterior = "verbose";
   bool overwrite = false;
   std::int64_t progress_report_period = 1000;
   std::int64_t sample_refinement_count = 20;

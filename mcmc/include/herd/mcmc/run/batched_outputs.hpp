@@ -36,13 +36,16 @@ inline constexpr const char* kBatchedRunLonger = "raise warmup, so that the prop
 /// diagnostics and `write_batched_serial_groups`). Collective: `write_block` and
 /// `write_stats` on every rank in the same order. Rank 0 passes the open file, the other ranks null. With a draws
 /// record (rank 0) every gathered block is appended to it, and a resumed run's first `replay` draws per chain are read
-/// back from it at `begin` (in blocks of `block_draws`, as the engine wrote them).
+/// back from it at `begin` (in blocks of `block_draws`, as the engine wrote them). With
+/// `write_posterior` false (`h5_posterior = "compact"`) rank 0 writes no `posterior` and no
+/// `sample_stats` group and only keeps the draws in `memory` (and the record).
 /// @throws herd::IoError when HDF5 or the record fails.
 class BatchedGatherSink final : public BatchedDrawSink {
  public:
   /// `names`: the `ndim` variable names (column order of the draws).
   BatchedGatherSink(Communicator& comm, io::H5File* file, std::vector<std::string> names,
-                    BatchedDrawRecord* record = nullptr, std::int64_t replay = 0, std::int64_t block_draws = 256);
+                    BatchedDrawRecord* record = nullptr, std::int64_t replay = 0, std::int64_t block_draws = 256,
+                    bool write_posterior = true);
   ~BatchedGatherSink() override;
   BatchedGatherSink(const BatchedGatherSink&) = delete;
   BatchedGatherSink& operator=(const BatchedGatherSink&) = delete;
@@ -69,6 +72,7 @@ class BatchedGatherSink final : public BatchedDrawSink {
   std::vector<ArvizVariable> vars_;
   BatchedDrawRecord* record_;
   std::int64_t replay_, block_draws_;
+  bool write_posterior_;
   io::H5Group post_, stats_;
   std::vector<hid_t> ids_;
   std::int64_t m_ = 0, total_ = 0;
@@ -103,11 +107,11 @@ BatchedPosterior summarize_batched_draws(const MemoryBatchedSink& draws, const s
                                          std::size_t superchains);
 
 /// Derived quantities of `target` (those not named among `variable_names`) computed on every
-/// draw: written to `posterior/<name>` of `h5` (vectors with a `<name>_dim_0` scale) and
-/// appended to `post` (a summary row and the draws each). Nothing when the target has none.
-/// @throws herd::IoError
+/// draw: written to `posterior/<name>` of `h5` (vectors with a `<name>_dim_0` scale; not
+/// when `to_file` is false, `h5_posterior = "compact"`) and appended to `post` (a summary
+/// row and the draws each). Nothing when the target has none. @throws herd::IoError
 void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const std::vector<std::string>& variable_names,
-                            const MemoryBatchedSink& draws, BatchedPosterior& post);
+                            const MemoryBatchedSink& draws, BatchedPosterior& post, bool to_file = true);
 
 /// The facts of a finished batched run that its outputs state (rank 0).
 struct BatchedRunFacts {
@@ -124,8 +128,8 @@ struct BatchedRunFacts {
 };
 
 /// Root attributes of the batched `.h5` (herd_version, sampler, device, target,
-/// input_source, random_seed, description) and the group `input` with the resolved input as
-/// attributes. @throws herd::IoError
+/// input_source, random_seed, description; `h5_posterior` = "compact" when the input says
+/// so) and the group `input` with the resolved input as attributes. @throws herd::IoError
 void write_batched_h5_attributes(io::H5File& h5, const BatchedRunFacts& facts);
 
 /// The groups of the serial run's `.h5` (paradram_run.hpp) that a batched run fills from its
@@ -143,7 +147,8 @@ void write_batched_h5_attributes(io::H5File& h5, const BatchedRunFacts& facts);
 ///    samples (`ks_statistic`, `ks_p_value` `[ks_variable, chain_a, chain_b]`).
 /// Also, from the per-draw statistics (`BatchedDrawStats`), with the serial run's dtypes:
 /// `sample_stats`' accepted (u8), dr_stage (i32) and acceptance_probability (f64)
-/// `[chain, draw]` (dr_stage and acceptance_probability 0 where accepted is 0), and
+/// `[chain, draw]` (dr_stage and acceptance_probability 0 where accepted is 0; none with
+/// `h5_posterior = "compact"`), and
 /// `chain_compact`'s dr_stage, acceptance_probability and adaptation_measure (the row's
 /// state's). @throws herd::IoError
 void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, const MemoryBatchedSink& draws,
