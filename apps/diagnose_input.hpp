@@ -33,7 +33,7 @@ namespace herd::apps {
 /// One named quantity group: values `[chains, draws, params]` row-major (params = 1 for a
 /// 2-D dataset or a CSV file), with one name per parameter.
 struct DrawsArray {
-  std::vector<std::string> names;  ///< params names ("theta" or "theta[0]", "theta[1]", ...)
+  std::vector<std::string> names;  ///< params names ("theta" or "theta[0]", "theta[1]", ...; read_hdf5)
   std::vector<double> values;      ///< [chains, draws, params] row-major
   std::size_t chains = 0, draws = 0, params = 0;
 };
@@ -53,7 +53,12 @@ bool is_hdf5(const std::string& path);
 
 /// Reads HDF5 draws: the dataset `dataset` when not empty (rank 2 or 3), else every dataset
 /// of rank 2 or 3 in the group `posterior` (rank-1 coordinate datasets are skipped), else the
-/// only dataset of the root group.
+/// only dataset of the root group. Parameters are named as ArviZ names them: a dataset
+/// `theta` [chains, draws] is `theta`, the elements of `theta` [chains, draws, K] are
+/// `theta[0]`..`theta[K-1]` (its 0-based coordinate). In a file herd-sample wrote (the root
+/// attribute `herd_version`), the datasets of `posterior` that its recorded name list
+/// (`diagnostics/variable`, else `chain_compact/variable`) names take herd-sample's names, as
+/// its summary table has them: the elements of `beta` [chains, draws, 4] are `beta[1]`..`beta[4]`.
 /// @throws herd::InputError on a missing dataset or group, a wrong rank, a non-numeric type,
 ///         an empty dataset, or a NaN/Inf draw.
 std::vector<DrawsArray> read_hdf5(const std::string& path, const std::string& dataset);
