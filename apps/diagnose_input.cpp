@@ -72,6 +72,16 @@ bool is_dataset(hid_t loc, const std::string& name) {
   return info.type == H5O_TYPE_DATASET;
 }
 
+/// Whether group `loc` tracks and indexes the creation order of its links (herd's io layer and
+/// netCDF-4 create groups so).
+bool tracks_creation_order(hid_t loc) {
+  H5Id plist(H5Gget_create_plist(loc), H5Pclose);
+  if (!plist) return false;
+  unsigned flags = 0;
+  if (H5Pget_link_creation_order(plist.id, &flags) < 0) return false;
+  return (flags & H5P_CRT_ORDER_TRACKED) != 0U && (flags & H5P_CRT_ORDER_INDEXED) != 0U;
+}
+
 /// Names of the links of group `loc` in the order of `index`; empty when one cannot be read.
 std::vector<std::string> link_names(hid_t loc, H5_index_t index) {
   std::vector<std::string> names;
@@ -89,9 +99,12 @@ std::vector<std::string> link_names(hid_t loc, H5_index_t index) {
   return names;
 }
 
-/// Names of the datasets directly in group `loc`, in name order.
+/// Names of the datasets directly in group `loc`: in creation order when the group tracks it,
+/// else in name order.
 std::vector<std::string> dataset_names(hid_t loc) {
-  std::vector<std::string> links = link_names(loc, H5_INDEX_NAME);
+  std::vector<std::string> links;
+  if (tracks_creation_order(loc)) links = link_names(loc, H5_INDEX_CRT_ORDER);
+  if (links.empty()) links = link_names(loc, H5_INDEX_NAME);
   std::vector<std::string> names;
   for (auto& name : links)
     if (is_dataset(loc, name)) names.push_back(std::move(name));
@@ -169,24 +182,25 @@ std::vector<std::string> recorded_names(hid_t file) {
 }
 
 /// The datasets of rank 2 or more of the `posterior` group `group` of `file` (rank-1
-/// coordinates, ArviZ's `chain`, `draw`, `theta_dim_0`, are skipped), in the group's order
-/// (`dataset_names`). In a file herd wrote, those that herd-sample's recorded names
-/// (`recorded_names`) name have their parameters named as herd-sample names them (a scalar
-/// `x10` by its name, the elements of a vector `beta` [chain, draw, K] by the K consecutive
-/// names `beta[...]`, so `beta[1]`..`beta[K]`); the others are named by ArviZ's convention.
+/// coordinates, ArviZ's `chain`, `draw`, `theta_dim_0`, are skipped). In a file herd wrote:
+/// first those that herd-sample's recorded names (`recorded_names`) name, in that order,
+/// each parameter named as herd-sample names it (a scalar `x10` by its name, the elements
+/// of a vector `beta` [chain, draw, K] by the K consecutive names `beta[...]`, so
+/// `beta[1]`..`beta[K]`); then, as in any other file, the rest in the group's order
+/// (`dataset_names`), named by ArviZ's convention.
 std::vector<PosteriorEntry> posterior_entries(hid_t file, hid_t group) {
   struct Candidate {
     std::string name;
     std::size_t rank = 0, params = 1;
     bool taken = false;
-    std::vector<std::string> labels;
   };
   std::vector<Candidate> candidates;
   for (const std::string& name : dataset_names(group)) {
     const std::vector<hsize_t> dims = dataset_dims(group, name);
     if (dims.size() < 2) continue;
-    candidates.push_back({name, dims.size(), dims.size() == 3 ? static_cast<std::size_t>(dims[2]) : 1, false, {}});
+    candidates.push_back({name, dims.size(), dims.size() == 3 ? static_cast<std::size_t>(dims[2]) : 1, false});
   }
+  std::vector<PosteriorEntry> out;
   const std::vector<std::string> recorded = herd_written(file) ? recorded_names(file) : std::vector<std::string>();
   auto untaken = [&](const std::string& name, std::size_t rank) -> Candidate* {
     for (auto& c : candidates)
@@ -196,7 +210,7 @@ std::vector<PosteriorEntry> posterior_entries(hid_t file, hid_t group) {
   for (std::size_t i = 0; i < recorded.size();) {
     if (Candidate* c = untaken(recorded[i], 2)) {
       c->taken = true;
-      c->labels = {recorded[i]};
+      out.push_back({c->name, {recorded[i]}});
       ++i;
       continue;
     }
@@ -209,16 +223,15 @@ std::vector<PosteriorEntry> posterior_entries(hid_t file, hid_t group) {
           std::all_of(first, first + static_cast<std::ptrdiff_t>(c->params),
                       [&](const std::string& n) { return n.rfind(prefix, 0) == 0; })) {
         c->taken = true;
-        c->labels.assign(first, first + static_cast<std::ptrdiff_t>(c->params));
+        out.push_back({c->name, std::vector<std::string>(first, first + static_cast<std::ptrdiff_t>(c->params))});
         i += c->params;
         continue;
       }
     }
     ++i;  // a recorded name of no posterior dataset
   }
-  std::vector<PosteriorEntry> out;
-  out.reserve(candidates.size());
-  for (auto& c : candidates) out.push_back({std::move(c.name), std::move(c.labels)});
+  for (const auto& c : candidates)
+    if (!c.taken) out.push_back({c.name, {}});
   return out;
 }
 

@@ -53,8 +53,11 @@ bool is_hdf5(const std::string& path);
 
 /// Reads HDF5 draws: the dataset `dataset` when not empty (rank 2 or 3), else every dataset
 /// of rank 2 or 3 in the group `posterior` (rank-1 coordinate datasets are skipped), else the
-/// only dataset of the root group. Parameters are named as ArviZ names them: a dataset
-/// `theta` [chains, draws] is `theta`, the elements of `theta` [chains, draws, K] are
+/// only dataset of the root group. The datasets of `posterior` come in the group's link
+/// creation order when it tracks it (netCDF-4 and herd's files do), else in name order; in a
+/// file herd-sample wrote, those of its recorded name list (below) first, in that list's order
+/// (its summary table's: x1, x2, ..., x10, not HDF5's name order x1, x10, x2). Parameters are named as ArviZ names
+/// them: a dataset `theta` [chains, draws] is `theta`, the elements of `theta` [chains, draws, K] are
 /// `theta[0]`..`theta[K-1]` (its 0-based coordinate). In a file herd-sample wrote (the root
 /// attribute `herd_version`), the datasets of `posterior` that its recorded name list
 /// (`diagnostics/variable`, else `chain_compact/variable`) names take herd-sample's names, as

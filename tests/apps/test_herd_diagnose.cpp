@@ -247,11 +247,11 @@ TEST_CASE("herd-diagnose: HDF5 datasets and the posterior group", "[mcmc][apps]"
   }
 }
 
-TEST_CASE("herd-diagnose: a herd file's quantities named as herd-sample names them; others as ArviZ does",
+TEST_CASE("herd-diagnose: a herd file's quantities in herd-sample's order and names; others in ArviZ's",
           "[mcmc][apps]") {
   using V = std::vector<std::string>;
-  // herd's file: the names of its `variable` list (diagnostics/, else chain_compact/), not
-  // ArviZ's 0-based beta[0], beta[1].
+  // herd's file: the order and the names of its `variable` list (diagnostics/, else
+  // chain_compact/), not HDF5's name order (beta, x10, x2) and 0-based beta[0], beta[1].
   for (const char* group : {"diagnostics", "chain_compact"}) {
     INFO(group);
     const auto h5 = write_named_h5(std::string("herd_") + group + ".h5", {.herd = true, .list_group = group});
@@ -259,29 +259,43 @@ TEST_CASE("herd-diagnose: a herd file's quantities named as herd-sample names th
     INFO(r.err);
     REQUIRE(r.rc == 0);
     const auto j = nlohmann::ordered_json::parse(r.out);
-    V got = keys(j);
-    std::sort(got.begin(), got.end());
-    CHECK(got == V{"beta[1]", "beta[2]", "x10", "x2"});
+    CHECK(keys(j) == V{"beta[1]", "beta[2]", "x2", "x10"});
     check_matches(j["beta[1]"], herd_test::test_vector(1));
     check_matches(j["beta[2]"], herd_test::test_vector(4));
     check_matches(j["x10"], herd_test::test_vector(1));
     // The table and --dataset name them so too.
     const Run t = run(q(h5));
-    CHECK(t.out.find("beta[2]") != std::string::npos);
+    CHECK(t.out.find("beta[2]") < t.out.find("x2"));
+    CHECK(t.out.find("x2") < t.out.find("x10"));
     CHECK(t.out.find("beta[0]") == std::string::npos);
     const Run d = run(q(h5) + " --dataset posterior/beta --json");
     CHECK(keys(nlohmann::ordered_json::parse(d.out)) == V{"beta[1]", "beta[2]"});
   }
-  // A file herd did not write: ArviZ's 0-based element names, also with a `variable` list.
+  // A file herd did not write: ArviZ's 0-based element names (also with a `variable` list),
+  // in the group's creation order when it tracks it, else in name order.
   const auto foreign = write_named_h5("foreign.h5", {.herd = false});
   const Run f = run(q(foreign) + " --json");
   REQUIRE(f.rc == 0);
   CHECK(keys(nlohmann::ordered_json::parse(f.out)) == V{"beta[0]", "beta[1]", "x10", "x2"});
-  // A herd file without a name list: ArviZ's names.
-  const auto bare = write_named_h5("herd_bare.h5", {.herd = true, .list_group = nullptr});
+  const auto ordered = write_named_h5("foreign_ordered.h5", {.herd = false, .creation_order = true});
+  const Run o = run(q(ordered) + " --json");
+  REQUIRE(o.rc == 0);
+  CHECK(keys(nlohmann::ordered_json::parse(o.out)) == V{"x10", "beta[0]", "beta[1]", "x2"});
+  // A herd file without a name list: its creation order, ArviZ's names.
+  const auto bare = write_named_h5("herd_bare.h5", {.herd = true, .list_group = nullptr, .creation_order = true});
   const Run b = run(q(bare) + " --json");
   REQUIRE(b.rc == 0);
-  CHECK(keys(nlohmann::ordered_json::parse(b.out)) == V{"beta[0]", "beta[1]", "x10", "x2"});
+  CHECK(keys(nlohmann::ordered_json::parse(b.out)) == V{"x10", "beta[0]", "beta[1]", "x2"});
+  // The HTML report's summary table follows the same order.
+  const auto html = kWork / "named.html";
+  const auto h5 = write_named_h5("herd_html.h5", {});
+  REQUIRE(run(q(h5) + " --html " + q(html)).rc == 0);
+  const std::string page = slurp(html);
+  const auto b2 = page.find("<td>beta[2]</td>"), x2 = page.find("<td>x2</td>"), x10 = page.find("<td>x10</td>");
+  REQUIRE(x10 != std::string::npos);
+  CHECK(b2 < x2);
+  CHECK(x2 < x10);
+  CHECK(page.find("beta[0]") == std::string::npos);
 }
 
 TEST_CASE("herd-diagnose: bad input exits 2 with a one-line message", "[mcmc][apps]") {
