@@ -427,6 +427,7 @@ void print_batched_summary(const BatchedRunFacts& f, const std::string& table, c
                static_cast<long long>(specs.thin), static_cast<long long>(specs.warmup), t.acceptance_rate,
                t.chain_steps_per_second, t.seconds);
   std::fprintf(out, "%s", warnings.c_str());
+  std::fprintf(out, "%s", detail::outputs_list(output_paths(specs, f.processes)).c_str());
   std::fflush(out);
 }
 

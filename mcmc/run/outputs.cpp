@@ -230,6 +230,12 @@ void append_verbose(std::vector<double>& out, const std::vector<double>& compact
   }
 }
 
+std::string outputs_list(const std::vector<std::string>& paths) {
+  std::string out = "outputs:\n";
+  for (const auto& p : paths) out += "  " + p + "\n";
+  return out;
+}
+
 }  // namespace detail
 
 using detail::chain_count;

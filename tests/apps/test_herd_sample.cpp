@@ -81,6 +81,10 @@ TEST_CASE("herd-sample writes ParaDRAM text files and an ArviZ-style HDF5 file",
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("ess_bulk") && Contains("out/run.h5"));
+  // The terminal ends with the output files (batched runs list theirs alike).
+  CHECK_THAT(r.out, Catch::Matchers::EndsWith("\noutputs:\n  out/run_chain.txt\n  out/run_sample.txt\n  "
+                                              "out/run_progress.txt\n  out/run_report.txt\n  out/run_report.html\n  "
+                                              "out/run.h5\n"));
   for (const char* f :
        {"run_chain.txt", "run_sample.txt", "run_progress.txt", "run_report.txt", "run_report.html", "run.h5"})
     CHECK(fs::exists(dir / "out" / f));

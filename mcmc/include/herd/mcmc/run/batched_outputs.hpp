@@ -162,8 +162,9 @@ void write_batched_html_report(const BatchedRunFacts& facts, const BatchedPoster
 /// Writes `text` to `path` (never through a symbolic link). @throws herd::IoError
 void write_text_output(const std::string& path, const std::string& text);
 
-/// Prints the summary table, the one-line run summary and the warnings to the run's terminal
-/// (`options.terminal`, else stdout) unless quiet or silent.
+/// Prints the summary table, the one-line run summary, the warnings and the output files (as
+/// the serial run lists them: `output_paths`) to the run's terminal (`options.terminal`, else
+/// stdout) unless quiet or silent.
 void print_batched_summary(const BatchedRunFacts& facts, const std::string& table, const std::string& warnings);
 
 }  // namespace herd::mcmc
