@@ -858,7 +858,7 @@ TEST_CASE("herd-diagnose on herd-sample's .h5: herd-sample's names, order and nu
       {"b10", std::string("--set device=cpu_batched --set chains_per_rank=8 --set chain_size=500") + normal10}};
   for (const auto& [prefix, args] : runs) {
     INFO(prefix);
-    REQUIRE(run(dir, args + " --quiet --output out/" + prefix).rc == 0);
+    REQUIRE(run(dir, fmt::format("{} --quiet --output out/{}", args, prefix)).rc == 0);
     const std::string h5 = (dir / "out" / (prefix + ".h5")).string();
     const Run d = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "out/" + prefix + ".h5 --json");
     INFO(d.err);
