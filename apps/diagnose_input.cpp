@@ -73,30 +73,174 @@ bool is_dataset(hid_t loc, const std::string& name) {
   return info.type == H5O_TYPE_DATASET;
 }
 
-/// Names of the datasets directly in group `loc`, in name order.
-std::vector<std::string> dataset_names(hid_t loc) {
+/// Whether group `loc` tracks and indexes the creation order of its links (herd's io layer and
+/// netCDF-4 create groups so).
+bool tracks_creation_order(hid_t loc) {
+  H5Id plist(H5Gget_create_plist(loc), H5Pclose);
+  if (!plist) return false;
+  unsigned flags = 0;
+  if (H5Pget_link_creation_order(plist.id, &flags) < 0) return false;
+  return (flags & H5P_CRT_ORDER_TRACKED) != 0U && (flags & H5P_CRT_ORDER_INDEXED) != 0U;
+}
+
+/// Names of the links of group `loc` in the order of `index`; empty when one cannot be read.
+std::vector<std::string> link_names(hid_t loc, H5_index_t index) {
   std::vector<std::string> names;
   H5G_info_t gi;
   if (H5Gget_info(loc, &gi) < 0) return names;
   for (hsize_t i = 0; i < gi.nlinks; ++i) {
-    const ssize_t len = H5Lget_name_by_idx(loc, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    if (len <= 0) continue;
+    const ssize_t len = H5Lget_name_by_idx(loc, ".", index, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (len <= 0) return {};
     std::string name(static_cast<std::size_t>(len), '\0');
-    H5Lget_name_by_idx(loc, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), static_cast<std::size_t>(len) + 1,
-                       H5P_DEFAULT);
-    if (is_dataset(loc, name)) names.push_back(name);
+    if (H5Lget_name_by_idx(loc, ".", index, H5_ITER_INC, i, name.data(), static_cast<std::size_t>(len) + 1,
+                           H5P_DEFAULT) < 0)
+      return {};
+    names.push_back(std::move(name));
   }
   return names;
 }
 
-int dataset_rank(hid_t loc, const std::string& name) {
-  H5Id ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!ds) return -1;
-  H5Id sp(H5Dget_space(ds.id), H5Sclose);
-  return H5Sget_simple_extent_ndims(sp.id);
+/// Names of the datasets directly in group `loc`: in creation order when the group tracks it,
+/// else in name order.
+std::vector<std::string> dataset_names(hid_t loc) {
+  std::vector<std::string> links;
+  if (tracks_creation_order(loc)) links = link_names(loc, H5_INDEX_CRT_ORDER);
+  if (links.empty()) links = link_names(loc, H5_INDEX_NAME);
+  std::vector<std::string> names;
+  for (auto& name : links)
+    if (is_dataset(loc, name)) names.push_back(std::move(name));
+  return names;
 }
 
-DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& name, const std::string& shown) {
+/// The strings of the 1-D string dataset `name` of `loc` (variable- or fixed-length); empty
+/// when there is none or it is not such a dataset.
+std::vector<std::string> read_string_list(hid_t loc, const std::string& name) {
+  if (!is_dataset(loc, name)) return {};
+  H5Id ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds) return {};
+  H5Id type(H5Dget_type(ds.id), H5Tclose);
+  H5Id space(H5Dget_space(ds.id), H5Sclose);
+  if (H5Tget_class(type.id) != H5T_STRING || H5Sget_simple_extent_ndims(space.id) != 1) return {};
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space.id, &n, nullptr);
+  if (n == 0 || n > (hsize_t{1} << 24U)) return {};
+  std::vector<std::string> out;
+  if (H5Tis_variable_str(type.id) > 0) {
+    H5Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(mem.id, H5T_VARIABLE);
+    H5Tset_cset(mem.id, H5Tget_cset(type.id));
+    std::vector<char*> ptrs(static_cast<std::size_t>(n), nullptr);
+    if (H5Dread(ds.id, mem.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()) < 0) return {};
+    for (char* p : ptrs) out.emplace_back(p != nullptr ? p : "");
+    H5Dvlen_reclaim(mem.id, space.id, H5P_DEFAULT, ptrs.data());
+    return out;
+  }
+  const std::size_t width = H5Tget_size(type.id);
+  if (width == 0 || width > 4096) return {};
+  std::vector<char> buf(static_cast<std::size_t>(n) * width);
+  if (H5Dread(ds.id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0) return {};
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i) {
+    const std::string_view cell(buf.data() + i * width, width);
+    out.emplace_back(cell.substr(0, cell.find('\0')));
+  }
+  return out;
+}
+
+/// The dimensions of dataset `name` of `loc` (empty when it cannot be opened).
+std::vector<hsize_t> dataset_dims(hid_t loc, const std::string& name) {
+  H5Id ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds) return {};
+  H5Id sp(H5Dget_space(ds.id), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(sp.id);
+  if (rank <= 0) return {};
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(sp.id, dims.data(), nullptr);
+  return dims;
+}
+
+/// A dataset of the `posterior` group to diagnose, with the names of its parameters (empty:
+/// named by ArviZ's convention, `read_dataset`).
+struct PosteriorEntry {
+  std::string name;
+  std::vector<std::string> labels;
+};
+
+/// Whether herd wrote the file (its root attribute `herd_version`).
+bool herd_written(hid_t file) { return H5Aexists(file, "herd_version") > 0; }
+
+/// herd-sample's names of the quantities of a herd file in the order of its summary table:
+/// `diagnostics/variable` (variables, then derived quantities), else `chain_compact/variable`
+/// (the sampled variables); empty when the file has neither.
+std::vector<std::string> recorded_names(hid_t file) {
+  for (const char* group : {"diagnostics", "chain_compact"}) {
+    if (H5Lexists(file, group, H5P_DEFAULT) <= 0) continue;
+    H5Id g(H5Gopen2(file, group, H5P_DEFAULT), H5Gclose);
+    if (!g) continue;
+    auto names = read_string_list(g.id, "variable");
+    if (!names.empty()) return names;
+  }
+  return {};
+}
+
+/// The datasets of rank 2 or more of the `posterior` group `group` of `file` (rank-1
+/// coordinates, ArviZ's `chain`, `draw`, `theta_dim_0`, are skipped). In a file herd wrote:
+/// first those that herd-sample's recorded names (`recorded_names`) name, in that order,
+/// each parameter named as herd-sample names it (a scalar `x10` by its name, the elements
+/// of a vector `beta` [chain, draw, K] by the K consecutive names `beta[...]`, so
+/// `beta[1]`..`beta[K]`); then, as in any other file, the rest in the group's order
+/// (`dataset_names`), named by ArviZ's convention.
+std::vector<PosteriorEntry> posterior_entries(hid_t file, hid_t group) {
+  struct Candidate {
+    std::string name;
+    std::size_t rank = 0, params = 1;
+    bool taken = false;
+  };
+  std::vector<Candidate> candidates;
+  for (const std::string& name : dataset_names(group)) {
+    const std::vector<hsize_t> dims = dataset_dims(group, name);
+    if (dims.size() < 2) continue;
+    candidates.push_back({name, dims.size(), dims.size() == 3 ? static_cast<std::size_t>(dims[2]) : 1, false});
+  }
+  std::vector<PosteriorEntry> out;
+  const std::vector<std::string> recorded = herd_written(file) ? recorded_names(file) : std::vector<std::string>();
+  auto untaken = [&](const std::string& name, std::size_t rank) -> Candidate* {
+    for (auto& c : candidates)
+      if (!c.taken && c.rank == rank && c.name == name) return &c;
+    return nullptr;
+  };
+  for (std::size_t i = 0; i < recorded.size();) {
+    if (Candidate* c = untaken(recorded[i], 2)) {
+      c->taken = true;
+      out.push_back({c->name, {recorded[i]}});
+      ++i;
+      continue;
+    }
+    const std::size_t open = recorded[i].rfind('[');
+    if (open != std::string::npos && open > 0) {
+      const std::string prefix = recorded[i].substr(0, open + 1);
+      Candidate* c = untaken(recorded[i].substr(0, open), 3);
+      const auto first = recorded.begin() + static_cast<std::ptrdiff_t>(i);
+      if (c != nullptr && c->params <= recorded.size() - i &&
+          std::all_of(first, first + static_cast<std::ptrdiff_t>(c->params),
+                      [&](const std::string& n) { return n.rfind(prefix, 0) == 0; })) {
+        c->taken = true;
+        out.push_back({c->name, std::vector<std::string>(first, first + static_cast<std::ptrdiff_t>(c->params))});
+        i += c->params;
+        continue;
+      }
+    }
+    ++i;  // a recorded name of no posterior dataset
+  }
+  for (const auto& c : candidates)
+    if (!c.taken) out.push_back({c.name, {}});
+  return out;
+}
+
+/// Reads dataset `name` of `loc` (`shown`: its name in messages). Its parameters are named
+/// `labels` when that holds one name per parameter, else after the dataset (ArviZ's
+/// convention: `theta`, or `theta[0]`, `theta[1]`, ... by the 0-based coordinate).
+DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& name, const std::string& shown,
+                        const std::vector<std::string>& labels = {}) {
   H5Id ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
   HERD_REQUIRE(static_cast<bool>(ds), "{}: cannot open dataset '{}'", path, shown);
   H5Id type(H5Dget_type(ds.id), H5Tclose);
@@ -137,7 +281,9 @@ DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& n
     }
   }
   const std::string base = name.substr(name.find_last_of('/') + 1);
-  if (rank == 2) {
+  if (labels.size() == a.params) {
+    a.names = labels;
+  } else if (rank == 2) {
     a.names.push_back(base);
   } else {
     for (std::size_t p = 0; p < a.params; ++p) a.names.push_back(fmt::format("{}[{}]", base, p));
@@ -218,8 +364,9 @@ std::vector<std::string> read_names(const std::string& path, hid_t g, const std:
 /// `derived_quantity` [q] when it has any, and with several chains `chain` [n] (each chain's rows contiguous, in the
 /// posterior's chain order) and `burnin` [chains], else the group's attribute `burnin`. Each chain's post-burn-in
 /// verbose chain is cut to the shortest (as herd-sample cuts the verbose posterior), and the variables are grouped
-/// (`beta[1..K]` as `beta`) and ordered by name as the `posterior` group's datasets are: the same arrays as the verbose
-/// file of the run, in compact form (`DrawsArray::weights`).
+/// (`beta[1..K]` as `beta`), named and ordered as herd-sample's summary table (the recorded names, variables then
+/// derived quantities), as read_hdf5 gives the verbose file of the run: the same arrays, in compact form
+/// (`DrawsArray::weights`).
 std::vector<DrawsArray> read_chain_compact(const std::string& path, hid_t file) {
   H5Id g(H5Gopen2(file, "chain_compact", H5P_DEFAULT), H5Gclose);
   HERD_REQUIRE(static_cast<bool>(g), "{}: 'chain_compact' is not a group", path);
@@ -320,8 +467,7 @@ std::vector<DrawsArray> read_chain_compact(const std::string& path, hid_t file) 
   for (const auto& w : cut) width = std::max(width, w.size());
   std::vector<std::int64_t> weights(m * width, 0);
   for (std::size_t c = 0; c < m; ++c) std::copy(cut[c].begin(), cut[c].end(), weights.begin() + c * width);
-  std::vector<mcmc::ArvizVariable> vars = mcmc::arviz_variables(names);
-  std::sort(vars.begin(), vars.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  const std::vector<mcmc::ArvizVariable> vars = mcmc::arviz_variables(names);
   std::vector<DrawsArray> out;
   for (const auto& v : vars) {
     DrawsArray a;
@@ -336,9 +482,7 @@ std::vector<DrawsArray> read_chain_compact(const std::string& path, hid_t file) 
         for (std::size_t p = 0; p < a.params; ++p)
           a.values[(c * width + t) * a.params + p] = value(r0 + t, v.columns[p]);
     }
-    if (!v.is_vector) a.names.push_back(v.name);
-    else
-      for (std::size_t p = 0; p < a.params; ++p) a.names.push_back(fmt::format("{}[{}]", v.name, p));
+    for (std::size_t p = 0; p < a.params; ++p) a.names.push_back(names[v.columns[p]]);
     out.push_back(std::move(a));
   }
   return out;
@@ -603,19 +747,26 @@ std::vector<DrawsArray> read_hdf5(const std::string& path, const std::string& da
   H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   HERD_REQUIRE(static_cast<bool>(file), "{}: cannot open the HDF5 file", path);
   std::vector<DrawsArray> out;
+  const bool has_posterior = H5Lexists(file.id, "posterior", H5P_DEFAULT) > 0;
   if (!dataset.empty()) {
     HERD_REQUIRE(is_dataset(file.id, dataset), "{}: no dataset '{}'", path, dataset);
-    out.push_back(read_dataset(path, file.id, dataset, dataset));
+    // posterior/<name> of a herd file: herd-sample's names of its parameters.
+    std::vector<std::string> labels;
+    const std::string_view in_group = std::string_view(dataset).substr(dataset.front() == '/' ? 1 : 0);
+    if (has_posterior && herd_written(file.id) && in_group.rfind("posterior/", 0) == 0) {
+      H5Id group(H5Gopen2(file.id, "posterior", H5P_DEFAULT), H5Gclose);
+      if (group)
+        for (auto& e : posterior_entries(file.id, group.id))
+          if (e.name == in_group.substr(10)) labels = std::move(e.labels);
+    }
+    out.push_back(read_dataset(path, file.id, dataset, dataset, labels));
     return out;
   }
-  if (H5Lexists(file.id, "posterior", H5P_DEFAULT) > 0) {
+  if (has_posterior) {
     H5Id group(H5Gopen2(file.id, "posterior", H5P_DEFAULT), H5Gclose);
     HERD_REQUIRE(static_cast<bool>(group), "{}: 'posterior' is not a group", path);
-    for (const std::string& name : dataset_names(group.id)) {
-      const int rank = dataset_rank(group.id, name);
-      if (rank < 2) continue;  // coordinates (chain, draw, ...) of an ArviZ file
-      out.push_back(read_dataset(path, group.id, name, "posterior/" + name));
-    }
+    for (const PosteriorEntry& e : posterior_entries(file.id, group.id))
+      out.push_back(read_dataset(path, group.id, e.name, "posterior/" + e.name, e.labels));
     HERD_REQUIRE(!out.empty(), "{}: the 'posterior' group has no dataset of rank 2 or 3", path);
     return out;
   }

@@ -63,7 +63,16 @@ bool is_hdf5(const std::string& path);
 /// the group's attribute `burnin`), each chain's post-burn-in rows cut to the shortest
 /// chain's verbose length as herd-sample cuts its `posterior`, the variables grouped and
 /// ordered as that group's datasets (weighted arrays: the same diagnostics as the verbose
-/// file of the same run), else the only dataset of the root group.
+/// file of the same run), else the only dataset of the root group. The datasets of
+/// `posterior` come in the group's link creation order when it tracks it (netCDF-4 and herd's
+/// files do), else in name order; in a file herd-sample wrote, those of its recorded name list
+/// (below) first, in that list's order (its summary table's: x1, x2, ..., x10, not HDF5's
+/// name order x1, x10, x2). Parameters are named as ArviZ names them: a dataset `theta`
+/// [chains, draws] is `theta`, the elements of `theta` [chains, draws, K] are
+/// `theta[0]`..`theta[K-1]` (its 0-based coordinate). In a file herd-sample wrote (the root
+/// attribute `herd_version`), the datasets that its recorded name list
+/// (`diagnostics/variable`, else `chain_compact/variable`) names take herd-sample's names, as
+/// its summary table has them: the elements of `beta` [chains, draws, 4] are `beta[1]`..`beta[4]`.
 /// @throws herd::InputError on a missing dataset or group, a wrong rank, a non-numeric type,
 ///         an empty dataset, or a NaN/Inf draw; for `chain_compact` also on a weight below
 ///         1, a chain whose rows are not contiguous, or a burn-in outside its chain.

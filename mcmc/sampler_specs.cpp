@@ -389,7 +389,8 @@ double sampler_memory_need(const SamplerSpecs& s, int ndim, int ranks) {
   double need = 0;
   if (s.device != "cpu") {
     // Rank 0 holds every chain's draws [chains, draws, d] and lp, a gathered block, one
-    // coordinate at a time for the diagnostics, and each chain's state and factor; for the
+    // coordinate's diagnostics scratch (counted once; each diagnostics thread holds one, as
+    // in a serial run), and each chain's state and factor; for the
     // .h5's chain_compact and sample groups the compact index (row, weight), the sample's
     // rows and one variable of the sample (4 x 8 bytes per draw at most).
     const double chains = r * static_cast<double>(s.chains_per_rank);

@@ -231,21 +231,29 @@ std::size_t default_superchains(std::int64_t m) {
 }
 
 BatchedPosterior summarize_batched_draws(const MemoryBatchedSink& draws, const std::vector<std::string>& names,
-                                         std::size_t k) {
-  // One pass per coordinate: the summary row and `batched_diagnostics`' fields from it.
+                                         std::size_t k, std::size_t threads) {
+  // The coordinates' draws and summaries on `threads` threads (summarize_all: the same
+  // numbers as one thread), then `batched_diagnostics`' fields from each summary.
+  const auto M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
+  const auto d = static_cast<std::size_t>(draws.ndim);
   BatchedPosterior p;
-  for (int j = 0; j < draws.ndim; ++j) {
-    p.columns.push_back(draws.coordinate(j));
-    const std::vector<double>& v = p.columns.back();
-    const DrawsView view(v, static_cast<std::size_t>(draws.num_chains), static_cast<std::size_t>(draws.draws));
-    p.rows.push_back({names[static_cast<std::size_t>(j)], summarize(view)});
-    const DiagnosticSummary& sum = p.rows.back().stats;
+  p.columns.resize(d);
+  const std::vector<DiagnosticSummary> stats = summarize_all(
+      d,
+      [&](std::size_t j, std::vector<double>& /*buffer*/) {
+        p.columns[j] = draws.coordinate(static_cast<int>(j));
+        return DrawsView(p.columns[j], M, D);
+      },
+      threads);
+  for (std::size_t j = 0; j < d; ++j) {
+    p.rows.push_back({names[j], stats[j]});
+    const DiagnosticSummary& sum = stats[j];
     BatchedDiagnostics b;
     b.rhat = sum.rhat;
     b.ess_bulk = sum.ess_bulk;
     b.mean = sum.mean;
     b.sd = sum.sd;
-    b.nested_rhat = k > 0 ? nested_rhat(view, k) : std::numeric_limits<double>::quiet_NaN();
+    b.nested_rhat = k > 0 ? nested_rhat(DrawsView(p.columns[j], M, D), k) : std::numeric_limits<double>::quiet_NaN();
     p.diagnostics.push_back(b);
   }
   return p;
@@ -269,7 +277,7 @@ std::vector<double> quantities_at_draws(const SampleTarget& target, const Memory
 }  // namespace
 
 void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const std::vector<std::string>& variable_names,
-                            const MemoryBatchedSink& draws, BatchedPosterior& post, bool to_file) {
+                            const MemoryBatchedSink& draws, BatchedPosterior& post, std::size_t threads, bool to_file) {
   if (!target.quantities || target.quantity_names.empty()) return;
   const std::size_t M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
   const std::vector<double> all = quantities_at_draws(target, draws);
@@ -284,15 +292,25 @@ void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const st
     qnames.push_back(name);
     qindex.push_back(i);
   }
+  // Their draws and summaries on `threads` threads (summarize_all: one thread's numbers).
+  std::vector<std::vector<double>> columns(qnames.size());
+  const std::vector<DiagnosticSummary> stats = summarize_all(
+      qnames.size(),
+      [&](std::size_t e, std::vector<double>& /*buffer*/) {
+        const std::size_t i = qindex[e];
+        columns[e].assign(all.begin() + static_cast<std::ptrdiff_t>(i * M * D),
+                          all.begin() + static_cast<std::ptrdiff_t>((i + 1) * M * D));
+        return DrawsView(columns[e], M, D);
+      },
+      threads);
   for (const auto& var : arviz_variables(qnames)) {
     std::vector<double> data(M * D * var.columns.size());
     for (std::size_t e = 0; e < var.columns.size(); ++e) {
-      const std::size_t i = qindex[var.columns[e]];
-      const std::vector<double> v(all.begin() + static_cast<std::ptrdiff_t>(i * M * D),
-                                  all.begin() + static_cast<std::ptrdiff_t>((i + 1) * M * D));
+      const std::size_t q = var.columns[e];
+      const std::vector<double>& v = columns[q];
       for (std::size_t c = 0; c < M * D; ++c) data[c * var.columns.size() + e] = v[c];
-      post.rows.push_back({qnames[var.columns[e]], summarize(DrawsView(v, M, D))});
-      post.columns.push_back(v);
+      post.rows.push_back({qnames[q], stats[q]});
+      post.columns.push_back(std::move(columns[q]));
     }
     if (!pg) continue;
     if (!var.is_vector) {
@@ -444,6 +462,7 @@ void print_batched_summary(const BatchedRunFacts& f, const std::string& table, c
                static_cast<long long>(specs.thin), static_cast<long long>(specs.warmup), t.acceptance_rate,
                t.chain_steps_per_second, t.seconds);
   std::fprintf(out, "%s", warnings.c_str());
+  std::fprintf(out, "%s", detail::outputs_list(output_paths(specs, f.processes)).c_str());
   std::fflush(out);
 }
 

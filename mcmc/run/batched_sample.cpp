@@ -87,8 +87,12 @@ BatchedDramResult run_engine(const BatchedDramOptions& o, const SampleTarget& ta
 void write_outputs(BatchedRunFacts& facts, io::H5File& h5, const MemoryBatchedSink& draws, RunProgress& phases,
                    const Timer& session, BatchedRestartRecord* record) {
   const SamplerSpecs& specs = *facts.specs;
-  BatchedPosterior post = summarize_batched_draws(draws, specs.variable_names, facts.superchains);
-  add_batched_quantities(h5, *facts.target, specs.variable_names, draws, post, specs.h5_posterior != "compact");
+  // The quantities' diagnostics on the cores (SampleRunOptions::diagnostics_threads, as the
+  // serial run's); the same numbers as one thread gives.
+  const std::size_t threads = facts.options->diagnostics_threads;
+  BatchedPosterior post = summarize_batched_draws(draws, specs.variable_names, facts.superchains, threads);
+  add_batched_quantities(h5, *facts.target, specs.variable_names, draws, post, threads,
+                         specs.h5_posterior != "compact");
   write_batched_serial_groups(h5, facts, draws, post);
   const std::string table = format_summary_table(post.rows);
   phases.phase("writing " + specs.output_prefix + ".h5");

@@ -219,6 +219,12 @@ ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target
   return o;
 }
 
+std::string outputs_list(const std::vector<std::string>& paths) {
+  std::string out = "outputs:\n";
+  for (const auto& p : paths) out += "  " + p + "\n";
+  return out;
+}
+
 }  // namespace detail
 
 using detail::chain_count;

@@ -42,6 +42,11 @@ std::string sample_file_path(const SamplerSpecs& s, int chains, int k);
 /// The restart folder `<prefix>_restart`. Pure.
 std::string restart_folder(const SamplerSpecs& s);
 
+/// The list of a run's output files that every engine prints on the terminal after its
+/// summary: the line "outputs:", then "  <path>" per path, each line ending in a newline.
+/// Pure; thread-safe.
+std::string outputs_list(const std::vector<std::string>& paths);
+
 /// Writes the root attributes of a run's `.h5` that every engine writes, in this order:
 /// herd_version, `sampler`, device (batched devices only), target, input_source,
 /// random_seed, description, parallelization_model (the serial kernel only), then the group

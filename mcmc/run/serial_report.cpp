@@ -307,8 +307,7 @@ void print_terminal_summary(const SerialRun& r) {
                static_cast<long long>(r.out.burnin), static_cast<long long>(r.out.posterior_draws),
                static_cast<long long>(r.out.sample_size), r.out.seconds);
   std::fprintf(out, "%s", r.warnings.c_str());
-  std::fprintf(out, "outputs:\n");
-  for (const auto& p : r.paths) std::fprintf(out, "  %s\n", p.c_str());
+  std::fprintf(out, "%s", outputs_list(r.paths).c_str());
 }
 
 }  // namespace herd::mcmc::detail

@@ -103,6 +103,78 @@ fs::path write_h5(const std::string& name, bool with_inf = false) {
   return p;
 }
 
+/// A 1-D dataset of variable-length strings, as herd's io layer writes name lists.
+void write_strings(hid_t loc, const char* name, const std::vector<std::string>& v) {
+  const hsize_t n = v.size();
+  const hid_t space = H5Screate_simple(1, &n, nullptr);
+  const hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, H5T_VARIABLE);
+  const hid_t ds = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  std::vector<const char*> ptrs;
+  ptrs.reserve(v.size());
+  for (const auto& x : v) ptrs.push_back(x.c_str());
+  H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data());
+  H5Dclose(ds);
+  H5Tclose(type);
+  H5Sclose(space);
+}
+
+/// How `write_named_h5` lays its file out.
+struct NamedLayout {
+  bool herd = true;                        ///< the root attribute herd_version (a file herd wrote)
+  const char* list_group = "diagnostics";  ///< where the `variable` name list is (null: none)
+  bool creation_order = false;             ///< the posterior group tracks its links' creation order
+};
+
+/// posterior/ with, created in this order, x10 (TV1), beta [4, 1000, 2] (TV1, TV4), x2 (TV4)
+/// and the coordinates chain and beta_dim_0; the name list (as herd-sample writes it)
+/// `beta[1], beta[2], x2, x10`. Name order is beta, x10, x2; creation order x10, beta, x2.
+fs::path write_named_h5(const std::string& name, const NamedLayout& layout) {
+  fs::create_directories(kWork);
+  fs::path p = kWork / name;
+  const auto tv1 = herd_test::test_vector(1), tv4 = herd_test::test_vector(4);
+  std::vector<double> beta(4 * 1000 * 2);
+  for (std::size_t i = 0; i < 4000; ++i) {
+    beta[2 * i] = tv1.x[i];
+    beta[2 * i + 1] = tv4.x[i];
+  }
+  const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (layout.herd) {
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, 6);
+    const hid_t space = H5Screate(H5S_SCALAR);
+    const hid_t a = H5Acreate2(f, "herd_version", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, type, "0.0.0");
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Tclose(type);
+  }
+  const hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+  if (layout.creation_order) H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  const hid_t g = H5Gcreate2(f, "posterior", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+  H5Pclose(gcpl);
+  write_dataset(g, "x10", tv1.x, {4, 1000});
+  write_dataset(g, "beta", beta, {4, 1000, 2});
+  write_dataset(g, "x2", tv4.x, {4, 1000});
+  write_dataset(g, "chain", {0, 1, 2, 3}, {4});
+  write_dataset(g, "beta_dim_0", {0, 1}, {2});
+  H5Gclose(g);
+  if (layout.list_group != nullptr) {
+    const hid_t d = H5Gcreate2(f, layout.list_group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    write_strings(d, "variable", {"beta[1]", "beta[2]", "x2", "x10"});
+    H5Gclose(d);
+  }
+  H5Fclose(f);
+  return p;
+}
+
+/// The keys of a JSON object, in its order.
+std::vector<std::string> keys(const nlohmann::ordered_json& j) {
+  std::vector<std::string> k;
+  for (auto it = j.begin(); it != j.end(); ++it) k.push_back(it.key());
+  return k;
+}
+
 void check_matches(const nlohmann::json& j, const herd_test::TestVector& tv) {
   const auto s = herd::mcmc::summarize(herd::mcmc::DrawsView(tv.x, tv.m, tv.n));
   CHECK(j["mean"].get<double>() == s.mean);
@@ -173,6 +245,57 @@ TEST_CASE("herd-diagnose: HDF5 datasets and the posterior group", "[mcmc][apps]"
     REQUIRE(m.rc == 0);
     CHECK(m.out == g.out);
   }
+}
+
+TEST_CASE("herd-diagnose: a herd file's quantities in herd-sample's order and names; others in ArviZ's",
+          "[mcmc][apps]") {
+  using V = std::vector<std::string>;
+  // herd's file: the order and the names of its `variable` list (diagnostics/, else
+  // chain_compact/), not HDF5's name order (beta, x10, x2) and 0-based beta[0], beta[1].
+  for (const char* group : {"diagnostics", "chain_compact"}) {
+    INFO(group);
+    const auto h5 = write_named_h5(std::string("herd_") + group + ".h5", {.herd = true, .list_group = group});
+    const Run r = run(q(h5) + " --json");
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::ordered_json::parse(r.out);
+    CHECK(keys(j) == V{"beta[1]", "beta[2]", "x2", "x10"});
+    check_matches(j["beta[1]"], herd_test::test_vector(1));
+    check_matches(j["beta[2]"], herd_test::test_vector(4));
+    check_matches(j["x10"], herd_test::test_vector(1));
+    // The table and --dataset name them so too.
+    const Run t = run(q(h5));
+    CHECK(t.out.find("beta[2]") < t.out.find("x2"));
+    CHECK(t.out.find("x2") < t.out.find("x10"));
+    CHECK(t.out.find("beta[0]") == std::string::npos);
+    const Run d = run(q(h5) + " --dataset posterior/beta --json");
+    CHECK(keys(nlohmann::ordered_json::parse(d.out)) == V{"beta[1]", "beta[2]"});
+  }
+  // A file herd did not write: ArviZ's 0-based element names (also with a `variable` list),
+  // in the group's creation order when it tracks it, else in name order.
+  const auto foreign = write_named_h5("foreign.h5", {.herd = false});
+  const Run f = run(q(foreign) + " --json");
+  REQUIRE(f.rc == 0);
+  CHECK(keys(nlohmann::ordered_json::parse(f.out)) == V{"beta[0]", "beta[1]", "x10", "x2"});
+  const auto ordered = write_named_h5("foreign_ordered.h5", {.herd = false, .creation_order = true});
+  const Run o = run(q(ordered) + " --json");
+  REQUIRE(o.rc == 0);
+  CHECK(keys(nlohmann::ordered_json::parse(o.out)) == V{"x10", "beta[0]", "beta[1]", "x2"});
+  // A herd file without a name list: its creation order, ArviZ's names.
+  const auto bare = write_named_h5("herd_bare.h5", {.herd = true, .list_group = nullptr, .creation_order = true});
+  const Run b = run(q(bare) + " --json");
+  REQUIRE(b.rc == 0);
+  CHECK(keys(nlohmann::ordered_json::parse(b.out)) == V{"x10", "beta[0]", "beta[1]", "x2"});
+  // The HTML report's summary table follows the same order.
+  const auto html = kWork / "named.html";
+  const auto h5 = write_named_h5("herd_html.h5", {});
+  REQUIRE(run(q(h5) + " --html " + q(html)).rc == 0);
+  const std::string page = slurp(html);
+  const auto b2 = page.find("<td>beta[2]</td>"), x2 = page.find("<td>x2</td>"), x10 = page.find("<td>x10</td>");
+  REQUIRE(x10 != std::string::npos);
+  CHECK(b2 < x2);
+  CHECK(x2 < x10);
+  CHECK(page.find("beta[0]") == std::string::npos);
 }
 
 TEST_CASE("herd-diagnose: bad input exits 2 with a one-line message", "[mcmc][apps]") {

@@ -81,6 +81,10 @@ TEST_CASE("herd-sample writes ParaDRAM text files and an ArviZ-style HDF5 file",
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("ess_bulk") && Contains("out/run.h5"));
+  // The terminal ends with the output files (batched runs list theirs alike).
+  CHECK_THAT(r.out, Catch::Matchers::EndsWith("\noutputs:\n  out/run_chain.txt\n  out/run_sample.txt\n  "
+                                              "out/run_progress.txt\n  out/run_report.txt\n  out/run_report.html\n  "
+                                              "out/run.h5\n"));
   for (const char* f :
        {"run_chain.txt", "run_sample.txt", "run_progress.txt", "run_report.txt", "run_report.html", "run.h5"})
     CHECK(fs::exists(dir / "out" / f));
@@ -840,6 +844,45 @@ TEST_CASE("herd-diagnose reads herd-sample's own chain and sample files as one c
   const Run ds = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "out/run_sample.txt --json");
   REQUIRE(ds.rc == 0);
   CHECK(nlohmann::json::parse(ds.out).size() == 3);
+}
+
+TEST_CASE("herd-diagnose on herd-sample's .h5: herd-sample's names, order and numbers (serial and cpu_batched)",
+          "[apps][mcmc]") {
+  // kidscore_interaction (the default target): a vector beta[1..4] beside log_sigma and the
+  // derived sigma; a 10-D normal: x1..x10, which HDF5's name order puts as x1, x10, x2, ...
+  const auto dir = workdir("diagnose_h5");
+  const char* normal10 = " --set target.builtin=normal --set target.ndim=10";
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"kid", "--set chain_size=5000"},
+      {"n10", std::string("--set chain_size=5000") + normal10},
+      {"b10", std::string("--set device=cpu_batched --set chains_per_rank=8 --set chain_size=500") + normal10}};
+  for (const auto& [prefix, args] : runs) {
+    INFO(prefix);
+    REQUIRE(run(dir, fmt::format("{} --quiet --output out/{}", args, prefix)).rc == 0);
+    const std::string h5 = (dir / "out" / (prefix + ".h5")).string();
+    const Run d = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "out/" + prefix + ".h5 --json");
+    INFO(d.err);
+    REQUIRE(d.rc == 0);
+    const auto j = nlohmann::ordered_json::parse(d.out);
+    auto f = herd::io::H5File::open(h5);
+    const auto names = f.open_dataset("diagnostics/variable").read_strings();
+    std::vector<std::string> got;
+    for (auto it = j.begin(); it != j.end(); ++it) got.push_back(it.key());
+    CHECK(got == names);
+    // The same draws, so herd-sample's diagnostics to the last bit.
+    for (const char* field : {"mean", "sd", "q50", "ess_bulk", "ess_tail", "rhat"}) {
+      const auto v = f.open_dataset(std::string("diagnostics/") + field).read<double>();
+      REQUIRE(v.size() == names.size());
+      for (std::size_t k = 0; k < names.size(); ++k) {
+        INFO(field << " of " << names[k]);
+        CHECK(j[names[k]][field].get<double>() == v[k]);
+      }
+    }
+  }
+  // The vector's elements as herd-sample names them, 1-based.
+  auto kid = herd::io::H5File::open((dir / "out" / "kid.h5").string());
+  CHECK(kid.open_dataset("diagnostics/variable").read_strings() ==
+        std::vector<std::string>{"beta[1]", "beta[2]", "beta[3]", "beta[4]", "log_sigma", "sigma"});
 }
 #endif
 

@@ -90,6 +90,9 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("ess_bulk") && Contains("256 chains x 200 draws") && Contains("chain-steps/s"));
+  // The terminal ends with the output files, listed as a serial run lists them.
+  CHECK_THAT(r.out,
+             Catch::Matchers::EndsWith("\noutputs:\n  out/run_report.txt\n  out/run_report.html\n  out/run.h5\n"));
   // Exactly the listed outputs.
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(dir / "out")) files.push_back(e.path().filename().string());

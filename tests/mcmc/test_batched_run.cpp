@@ -1,6 +1,7 @@
 // The batched run layer (herd/mcmc/run/): the outputs writer (draws gathered into
 // posterior/<variable> and sample_stats/lp), the restart record (batched.ckpt + draws.bin:
 // write, read back, resume, corruption and another run refused), and the run's totals.
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -10,7 +11,10 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
+
+#include "diagnostics_vectors.hpp"
 
 #include "herd/core/communicator.hpp"
 #include "herd/core/error.hpp"
@@ -343,4 +347,82 @@ TEST_CASE("batched run totals, superchains and the posterior summary", "[mcmc]")
   CHECK(p.diagnostics[0].mean == Approx(4.0));
   CHECK(std::isnan(p.diagnostics[0].nested_rhat));
   CHECK(p.columns[0] == x);
+}
+
+TEST_CASE("batched posterior: variables' and quantities' summaries on 1, 2 and 3 threads are summarize's, bit for bit",
+          "[mcmc]") {
+  // 8 chains x 600 draws of 5 coordinates (AR(1) draws of different correlations; one with
+  // ties), and derived quantities: a repeat of the variable a (left out), exp(a), and a
+  // vector s[1..2].
+  const std::size_t m = 8, n = 600;
+  const int d = 5;
+  std::vector<std::vector<double>> coord;
+  coord.reserve(static_cast<std::size_t>(d));
+  for (int j = 0; j < d; ++j) coord.push_back(herd_test::lcg_ar1(m, n, 0.1 + 0.2 * j, 100.0 + j, 0.05 * j));
+  for (double& v : coord[3]) v = std::round(v * 16.0) / 16.0;
+  std::vector<double> x(m * n * static_cast<std::size_t>(d)), lp(m * n, 0.0);
+  for (std::size_t q = 0; q < m * n; ++q)
+    for (int j = 0; j < d; ++j) x[q * static_cast<std::size_t>(d) + static_cast<std::size_t>(j)] = coord[j][q];
+  MemoryBatchedSink draws;
+  draws.begin(static_cast<std::int64_t>(m), 0, d, static_cast<std::int64_t>(n));
+  draws.write_block(0, static_cast<std::int64_t>(n), x.data(), lp.data());
+  const std::vector<std::string> names = {"a", "b[1]", "b[2]", "c", "e"};
+  SampleTarget target;
+  target.ndim = d;
+  target.quantity_names = {"a", "ea", "s[1]", "s[2]"};
+  target.quantities = [](const double* p, double* q) {
+    q[0] = p[0];
+    q[1] = std::exp(p[0]);
+    q[2] = p[1] + p[3];
+    q[3] = p[1] * p[2];
+  };
+  // The references: summarize and nested_rhat of each column on this thread.
+  std::vector<std::vector<double>> columns = coord;
+  std::vector<std::vector<double>> quantity(3, std::vector<double>(m * n));
+  for (std::size_t q = 0; q < m * n; ++q) {
+    quantity[0][q] = std::exp(coord[0][q]);
+    quantity[1][q] = coord[1][q] + coord[3][q];
+    quantity[2][q] = coord[1][q] * coord[2][q];
+  }
+  columns.insert(columns.end(), quantity.begin(), quantity.end());
+  const std::vector<std::string> row_names = {"a", "b[1]", "b[2]", "c", "e", "ea", "s[1]", "s[2]"};
+  std::vector<DiagnosticSummary> one;
+  std::vector<double> nested;
+  for (const auto& col : columns) {
+    release_diagnostics_workspace();
+    one.push_back(summarize(DrawsView(col, m, n)));
+    nested.push_back(nested_rhat(DrawsView(col, m, n), 4));
+  }
+  const auto bits = [](const DiagnosticSummary& s) {
+    const double f[] = {s.mean,    s.sd,      s.q5,        s.q50,       s.q95,       s.mcse_mean,
+                        s.mcse_sd, s.mcse_q5, s.mcse_q95,  s.ess_bulk,  s.ess_tail,  s.ess_mean,
+                        s.ess_sd,  s.rhat,    s.rhat_bulk, s.rhat_tail, s.rhat_basic};
+    std::vector<std::uint64_t> b;
+    for (double v : f) b.push_back(std::bit_cast<std::uint64_t>(v));
+    return b;
+  };
+  const fs::path dir = fresh_dir("threads");
+  for (std::size_t threads : {1, 2, 3}) {
+    INFO("threads " << threads);
+    BatchedPosterior p = summarize_batched_draws(draws, names, 4, threads);
+    io::H5File h5 = io::H5File::create((dir / fmt::format("t{}.h5", threads)).string());
+    io::H5Group post = h5.root().create_group("posterior");  // with its scales, as the gather sink leaves it
+    post.create_coordinate<std::int64_t>("chain", std::vector<std::int64_t>(m, 0));
+    post.create_coordinate<std::int64_t>("draw", std::vector<std::int64_t>(n, 0));
+    add_batched_quantities(h5, target, names, draws, p, threads);
+    REQUIRE(p.rows.size() == columns.size());
+    REQUIRE(p.columns.size() == columns.size());
+    REQUIRE(p.diagnostics.size() == names.size());
+    for (std::size_t k = 0; k < columns.size(); ++k) {
+      INFO(row_names[k]);
+      CHECK(p.rows[k].name == row_names[k]);
+      CHECK(p.columns[k] == columns[k]);
+      CHECK(bits(p.rows[k].stats) == bits(one[k]));
+      if (k < names.size()) {
+        CHECK(std::bit_cast<std::uint64_t>(p.diagnostics[k].nested_rhat) == std::bit_cast<std::uint64_t>(nested[k]));
+        CHECK(std::bit_cast<std::uint64_t>(p.diagnostics[k].ess_bulk) == std::bit_cast<std::uint64_t>(one[k].ess_bulk));
+      }
+    }
+  }
+  fs::remove_all(dir);
 }

@@ -117,9 +117,10 @@ struct SampleRunSummary {
 /// The output files a run with these specifications writes on `ranks` ranks (for
 /// overwrite checks): the chain and sample text files (one pair, or one per chain for
 /// multi_chain: `<prefix>_process_<k>_chain.txt|.bin`, `<prefix>_process_<k>_sample.txt`,
-/// k = 1..chains, for up to 64 chains), `_progress.txt`, `_report.txt`, `.h5`; with
-/// `device` "cpu_batched" or "cuda" only `_report.txt` and `.h5`. The restart
-/// folder `<prefix>_restart/` is not listed (it is the run's record, see the file comment).
+/// k = 1..chains, for up to 64 chains), `_progress.txt`, `_report.txt`, `_report.html`,
+/// `.h5`; with `device` "cpu_batched" or "cuda" only `_report.txt`, `_report.html` and `.h5`.
+/// The restart folder `<prefix>_restart/` is not listed (it is the run's record, see the file
+/// comment). In this order, the terminal lists them at the end of a run.
 std::vector<std::string> output_paths(const SamplerSpecs& specs, int ranks = 1);
 
 /// Refuses a symbolic link at any output name or at `<prefix>_restart` (with or without

@@ -102,16 +102,21 @@ struct BatchedPosterior {
 };
 
 /// Summary rows and diagnostics of every variable of `draws` (`names`: `draws.ndim`
-/// names). Thread-safe (pure).
+/// names). The variables are spread over `threads` threads (summarize_all, diagnostics.hpp;
+/// 0: one per core; each holds about 60 bytes per draw of one variable); the numbers do not
+/// depend on `threads`. Thread-safe (pure).
 BatchedPosterior summarize_batched_draws(const MemoryBatchedSink& draws, const std::vector<std::string>& names,
-                                         std::size_t superchains);
+                                         std::size_t superchains, std::size_t threads = 0);
 
 /// Derived quantities of `target` (those not named among `variable_names`) computed on every
 /// draw: written to `posterior/<name>` of `h5` (vectors with a `<name>_dim_0` scale; not
 /// when `to_file` is false, `h5_posterior = "compact"`) and appended to `post` (a summary
-/// row and the draws each). Nothing when the target has none. @throws herd::IoError
+/// row and the draws each). Nothing when the target has none. The summaries are spread over
+/// `threads` threads as in `summarize_batched_draws` (the same numbers for any `threads`).
+/// @throws herd::IoError
 void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const std::vector<std::string>& variable_names,
-                            const MemoryBatchedSink& draws, BatchedPosterior& post, bool to_file = true);
+                            const MemoryBatchedSink& draws, BatchedPosterior& post, std::size_t threads = 0,
+                            bool to_file = true);
 
 /// The facts of a finished batched run that its outputs state (rank 0).
 struct BatchedRunFacts {
@@ -167,8 +172,9 @@ void write_batched_html_report(const BatchedRunFacts& facts, const BatchedPoster
 /// Writes `text` to `path` (never through a symbolic link). @throws herd::IoError
 void write_text_output(const std::string& path, const std::string& text);
 
-/// Prints the summary table, the one-line run summary and the warnings to the run's terminal
-/// (`options.terminal`, else stdout) unless quiet or silent.
+/// Prints the summary table, the one-line run summary, the warnings and the output files (as
+/// the serial run lists them: `output_paths`) to the run's terminal (`options.terminal`, else
+/// stdout) unless quiet or silent.
 void print_batched_summary(const BatchedRunFacts& facts, const std::string& table, const std::string& warnings);
 
 }  // namespace herd::mcmc
