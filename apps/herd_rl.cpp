@@ -9,7 +9,7 @@
 // Exit codes: 0 success; 2 bad input (nothing written); 1 other errors; 3 a non-finite
 // loss stopped training (the last good checkpoint is kept); 130 / 143 interrupted by
 // SIGINT / SIGTERM (the current iteration finished, a checkpoint written, the command that
-// resumes printed).
+// resumes printed; under mpiexec, MPICH's launcher's own status is 0 or these).
 // Under an MPI launcher `train` runs data-parallel over the ranks (rl::Trainer); a launcher
 // that claims several processes while MPI reports one is refused; a rank that fails ends
 // every rank (MPI_Abort) with a message naming it. Rank 0 holds <prefix>.lock for the whole
@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include <time.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -67,20 +68,37 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 // Whether this process prints the acknowledgement (rank 0, not --quiet).
 volatile std::sig_atomic_t g_announce = 0;
 
+// When the first stop signal arrived (CLOCK_MONOTONIC), written by the handler only.
+struct timespec g_first_stop {};
+
 extern "C" void on_stop_signal(int sig) {
-  if (g_stop_signal == 0) g_stop_signal = sig;
-  if (g_announce) {
-    static const char msg[] =
-        "\nherd-rl: interrupted: finishing the current iteration and writing a checkpoint "
-        "(interrupt again to stop at once)\n";
-    (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+  struct timespec now {};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  if (g_stop_signal == 0) {
+    g_stop_signal = sig;
+    g_first_stop = now;
+    if (g_announce) {
+      static const char msg[] =
+          "\nherd-rl: interrupted: finishing the current iteration and writing a checkpoint "
+          "(interrupt again after 2 s to stop at once)\n";
+      (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+    }
+    return;
   }
+  // A copy of the first signal arrives within moments under an MPI launcher (MPICH's mpiexec
+  // forwards the terminal's Ctrl-C, which its ranks in the same process group also got): it
+  // is not a second interrupt. A later one ends the process at once, by the signal.
+  const double since = static_cast<double>(now.tv_sec - g_first_stop.tv_sec) +
+                       1e-9 * static_cast<double>(now.tv_nsec - g_first_stop.tv_nsec);
+  if (since < 2.0) return;
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
 }
 
 // SIGINT and SIGTERM finish the current iteration and checkpoint (Trainer::run polls the
-// flag); the handler is reset by its first delivery (SA_RESETHAND), so a second signal
-// ends the process at once. A SIGINT ignored at start (a background job of a script,
-// nohup) stays ignored, as shells expect.
+// flag); a second signal two seconds or more after the first ends the process at once
+// (an earlier one is taken for a launcher's forwarded copy). A SIGINT ignored at start (a
+// background job of a script, nohup) stays ignored, as shells expect.
 void install_stop_handlers() {
   for (const int sig : {SIGINT, SIGTERM}) {
     struct sigaction old {};
@@ -88,7 +106,9 @@ void install_stop_handlers() {
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    sigaddset(&sa.sa_mask, SIGINT);  // the handler runs with both signals blocked
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sa.sa_flags = SA_RESTART;
     ::sigaction(sig, &sa, nullptr);
   }
 }
