@@ -161,6 +161,21 @@ namespace {
 
 enum class RestartStatus { kFresh = 0, kResume = 1, kComplete = 2 };
 
+/// Whether the restart folder of `s` holds a checkpoint that a resumed run continues from:
+/// a chain's `chain_<id>.ckpt` (serial, fork-join, multi_chain) or `batched.ckpt` (batched
+/// devices). The run record `run.ckpt` is written before the first checkpoint, so a run
+/// killed before that leaves a record without one (its rerun starts from the first
+/// proposal); temporaries (`*.ckpt.tmp.*`) do not count.
+bool holds_checkpoint(const SamplerSpecs& s) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(restart_folder(s), ec)) {
+    const std::string name = e.path().filename().string();
+    const bool chain_ckpt = name.starts_with("chain_") && name.ends_with(".ckpt");
+    if ((chain_ckpt || name == "batched.ckpt") && e.is_regular_file(ec)) return true;
+  }
+  return false;
+}
+
 /// What the restart record of this output prefix says; the seed of the recorded run.
 /// @throws herd::InputError when the record belongs to another input.
 RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, std::uint64_t& seed,
@@ -347,6 +362,9 @@ struct ProgramRun {
   std::unique_ptr<OutputPrefixLock> prefix_lock;
   fs::path made_parent;  ///< rank 0: the output folder this run made (removed again on refusal)
   RestartStatus status = RestartStatus::kFresh;
+  /// Rank 0, when resuming: the record holds a checkpoint (`holds_checkpoint`); without one
+  /// the run starts from its first proposal with the recorded seed.
+  bool has_checkpoint = false;
   std::unique_ptr<StallWatchdog> watchdog;
 
   /// Prints `msg` as "<program>: error: [rank R: ]<line>" lines on stderr.
@@ -433,6 +451,7 @@ bool settle_restart(ProgramRun& p) {
                                    ? RestartStatus::kFresh
                                    : check_restart(specs, opts.input_hash, p.chains, seed, opts.input_attributes);
       if (st != RestartStatus::kFresh && !p.in.seed_given) specs.random_seed = seed;
+      p.has_checkpoint = st == RestartStatus::kResume && holds_checkpoint(specs);
       dec[1] = static_cast<std::int64_t>(st);
       dec[2] = static_cast<std::int64_t>(specs.random_seed);
       prepare_outputs(specs, p.size, st != RestartStatus::kFresh);
@@ -509,13 +528,19 @@ void report_complete(const ProgramRun& p, bool quiet) {
                 p.program.c_str(), restart_folder(specs).c_str(), specs.output_prefix.c_str());
 }
 
-/// The notes, the banner and whether the run resumes, on rank 0's terminal.
+/// The notes, the banner and whether the run resumes (from a checkpoint, or from the first
+/// proposal of a record that holds none yet), on rank 0's terminal.
 void print_start(const ProgramRun& p) {
   const SamplerSpecs& specs = p.in.specs;
   for (const auto& n : specs.notes) std::printf("%s: note: %s\n", p.program.c_str(), n.c_str());
   if (p.in.banner) std::printf("%s\n", p.in.banner(p.in).c_str());
-  if (p.status == RestartStatus::kResume)
+  if (p.status == RestartStatus::kResume && p.has_checkpoint)
     std::printf("%s: resuming from the restart record in %s\n", p.program.c_str(), restart_folder(specs).c_str());
+  else if (p.status == RestartStatus::kResume)
+    std::printf(
+        "%s: the restart record in %s holds no checkpoint yet (the earlier run stopped before its first), so "
+        "the run starts from the first proposal with the recorded seed %llu\n",
+        p.program.c_str(), restart_folder(specs).c_str(), static_cast<unsigned long long>(specs.random_seed));
   std::fflush(stdout);
 }
 

@@ -546,6 +546,43 @@ TEST_CASE("herd-sample: a resumed run reports this invocation's and the whole ch
   CHECK(report_value(rep2, "proposals (steps)") == total);  // the same chain
 }
 
+TEST_CASE("herd-sample: a record killed before its first checkpoint is not announced as a resume", "[apps][mcmc]") {
+  // Before: the rerun printed "resuming from the restart record", then started from the
+  // first proposal (the record held no checkpoint).
+  const auto dir = workdir("no_checkpoint_yet");
+  write(dir / "run.toml",
+        std::string("chain_size = 3000\nrandom_seed = 4\noutput_prefix = \"out/r\"\n"
+                    "checkpoint_period = 1000\ncheckpoint_period_seconds = 0\n[target]\nlibrary = \"") +
+            HERD_TEST_KILL_PLUGIN + "\"\nndim = 2\n");
+  const std::string exe = std::string("'") + HERD_SAMPLE_EXE + "'";
+  REQUIRE(herd::testing::run_shell(dir, exe + " run.toml --quiet --output ref/r").rc == 0);
+  // SIGKILLed at its 301st evaluation: the run record is written, the first checkpoint
+  // (proposal 1000) is not.
+  REQUIRE(herd::testing::run_shell(dir, "HERD_TEST_KILL_AFTER=300 " + exe + " run.toml --quiet").rc != 0);
+  REQUIRE(fs::exists(dir / "out/r_restart/run.ckpt"));
+  REQUIRE_FALSE(fs::exists(dir / "out/r_restart/chain_0.ckpt"));
+  const Run fresh = run(dir, "run.toml");
+  INFO(fresh.out << fresh.err);
+  REQUIRE(fresh.rc == 0);
+  CHECK_THAT(fresh.out, Contains("herd-sample: the restart record in out/r_restart holds no checkpoint yet (the "
+                                 "earlier run stopped before its first), so the run starts from the first proposal "
+                                 "with the recorded seed 4\n"));
+  CHECK_THAT(fresh.out, !Contains("resuming"));
+  CHECK_THAT(slurp(dir / "out/r_report.txt"), !Contains("resumed"));
+  CHECK(slurp(dir / "out/r_chain.txt") == slurp(dir / "ref/r_chain.txt"));
+  // SIGKILLed after its checkpoint at proposal 2000: a resume, and the terminal and the
+  // report say so.
+  REQUIRE(herd::testing::run_shell(dir, "HERD_TEST_KILL_AFTER=2500 " + exe + " run.toml --quiet --output x/r").rc != 0);
+  REQUIRE(fs::exists(dir / "x/r_restart/chain_0.ckpt"));
+  const Run resumed = run(dir, "run.toml --output x/r");
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.rc == 0);
+  CHECK_THAT(resumed.out, Contains("herd-sample: resuming from the restart record in x/r_restart\n"));
+  CHECK_THAT(resumed.out, !Contains("no checkpoint"));
+  CHECK(report_value(slurp(dir / "x/r_report.txt"), "resumed from the restart record at proposal") == 2000);
+  CHECK(slurp(dir / "x/r_chain.txt") == slurp(dir / "ref/r_chain.txt"));
+}
+
 TEST_CASE("herd-sample: a resume with another input names the settings that changed", "[apps][mcmc]") {
   // New-user report item 12: the refusal did not say which key differed.
   const auto dir = workdir("changed_input");
