@@ -42,6 +42,15 @@ class ChainSink {
     (void)proposals;
     (void)records;
   }
+  /// Called once, before `begin`, when the chain continues from a checkpoint instead of
+  /// starting (`run_resumable`, `run_fork_join`, the resumable chains of
+  /// `run_multi_chain`): the earlier invocations made `proposals` proposals and wrote
+  /// `records` records, and the sink gets only the records after them. Lets a progress
+  /// display count from there (this invocation's rate). Default: nothing.
+  virtual void resume_at(std::uint64_t proposals, std::int64_t records) {
+    (void)proposals;
+    (void)records;
+  }
   /// Proposals between two `tick` calls.
   static constexpr std::uint64_t kTickProposals = 4096;
 };
@@ -78,6 +87,11 @@ class FanSink final : public ChainSink {
   void tick(std::uint64_t proposals, std::int64_t records) override {
     a_.tick(proposals, records);
     b_.tick(proposals, records);
+  }
+  /// Calls `resume_at` on both.
+  void resume_at(std::uint64_t proposals, std::int64_t records) override {
+    a_.resume_at(proposals, records);
+    b_.resume_at(proposals, records);
   }
 
  private:
