@@ -583,6 +583,58 @@ TEST_CASE("herd-sample: a record killed before its first checkpoint is not annou
   CHECK(slurp(dir / "x/r_chain.txt") == slurp(dir / "ref/r_chain.txt"));
 }
 
+TEST_CASE("herd-sample: an interrupted overwrite = true rerun leaves none of the earlier run's outputs",
+          "[apps][mcmc]") {
+  // Before: the earlier run's .h5, reports and sample file stayed next to the new partial
+  // chain until the rerun finished: a complete-looking but stale set of results.
+  const auto dir = workdir("overwrite_interrupted");
+  write(dir / "run.toml",
+        std::string("chain_size = 3000\nrandom_seed = 4\noutput_prefix = \"out/r\"\n"
+                    "checkpoint_period = 1000\ncheckpoint_period_seconds = 0\n[target]\nlibrary = \"") +
+            HERD_TEST_KILL_PLUGIN + "\"\nndim = 2\n");
+  const std::string exe = std::string("'") + HERD_SAMPLE_EXE + "'";
+  REQUIRE(herd::testing::run_shell(dir, exe + " run.toml --quiet").rc == 0);
+  // A per-chain file of an earlier multi_chain run, and a file of the user's.
+  write(dir / "out/r_process_3_sample.txt", "an earlier multi_chain run's sample\n");
+  write(dir / "out/r_notes.txt", "the user's notes\n");
+  const std::vector<std::string> earlier = {"r.h5",        "r_report.txt",   "r_report.html",         "r_sample.txt",
+                                            "r_chain.txt", "r_progress.txt", "r_process_3_sample.txt"};
+  std::vector<std::string> before;
+  for (const auto& f : earlier) {
+    REQUIRE(fs::exists(dir / "out" / f));
+    before.push_back(slurp(dir / "out" / f));
+  }
+  // Bad input with overwrite = true: refused, every earlier output intact.
+  const Run bad = run(dir, "run.toml --quiet --set overwrite=true --set 'variable_names=[\"a\",\"a\"]'");
+  CHECK(bad.rc == 2);
+  for (std::size_t i = 0; i < earlier.size(); ++i) {
+    INFO(earlier[i]);
+    CHECK(slurp(dir / "out" / earlier[i]) == before[i]);
+  }
+  // SIGKILLed at its 1501st evaluation: the earlier run's outputs were removed when it
+  // started sampling, its own partial chain is there, the user's file is untouched.
+  const Run killed =
+      herd::testing::run_shell(dir, "HERD_TEST_KILL_AFTER=1500 " + exe + " run.toml --set overwrite=true --seed 5");
+  CHECK(killed.rc != 0);
+  CHECK_THAT(killed.out, Contains("herd-sample: overwrite = true: removed the 7 output file(s) of an earlier run of "
+                                  "out/r\n"));
+  for (const auto& f : {"r.h5", "r_report.txt", "r_report.html", "r_sample.txt", "r_process_3_sample.txt"}) {
+    INFO(f);
+    CHECK_FALSE(fs::exists(dir / "out" / f));
+  }
+  CHECK(fs::exists(dir / "out/r_chain.txt"));
+  CHECK(slurp(dir / "out/r_chain.txt") != before[4]);
+  CHECK(slurp(dir / "out/r_notes.txt") == "the user's notes\n");
+  // The interrupted rerun resumes (overwrite = false) and writes every output again.
+  const Run resumed = run(dir, "run.toml --quiet --seed 5");
+  INFO(resumed.err);
+  CHECK(resumed.rc == 0);
+  for (const auto& f : {"r.h5", "r_report.txt", "r_report.html", "r_sample.txt"}) {
+    INFO(f);
+    CHECK(fs::exists(dir / "out" / f));
+  }
+}
+
 TEST_CASE("herd-sample: a resume with another input names the settings that changed", "[apps][mcmc]") {
   // New-user report item 12: the refusal did not say which key differed.
   const auto dir = workdir("changed_input");
