@@ -1,6 +1,8 @@
 // Compact chain sinks (chain_sink.hpp).
 #include "herd/mcmc/chain_sink.hpp"
 
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -13,6 +15,20 @@ namespace {
 constexpr char kMagic[8] = {'H', 'E', 'R', 'D', 'C', 'H', 'N', '1'};
 constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
+/// Bytes of the file header: the magic, then four 32-bit words (chain_sink.hpp).
+constexpr std::size_t kHeaderBytes = 24;
+
+/// Writes `v` at `p` least significant byte first, whatever the host's byte order.
+void put_u32_le(std::byte* p, std::uint32_t v) noexcept {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xffU);
+}
+
+/// Reads a 32-bit word stored least significant byte first at `p`.
+std::uint32_t get_u32_le(const std::byte* p) noexcept {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(std::to_integer<unsigned>(p[i])) << (8 * i);
+  return v;
+}
 }  // namespace
 
 void MemoryChainSink::begin(std::uint32_t id, int d) {
@@ -76,13 +92,14 @@ void BinaryChainSink::put(const void* p, std::size_t n) {
 }
 
 void BinaryChainSink::begin(std::uint32_t chain_id, int ndim) {
-  const auto rb = static_cast<std::uint32_t>(chain_record_bytes(ndim));
-  const std::int32_t d = ndim;
-  put(kMagic, 8);
-  put(&kVersion, 4);
-  put(&d, 4);
-  put(&chain_id, 4);
-  put(&rb, 4);
+  // Little-endian like the records (ndim as two's complement), not the host's byte order.
+  std::byte h[kHeaderBytes];
+  std::memcpy(h, kMagic, 8);
+  put_u32_le(h + 8, kVersion);
+  put_u32_le(h + 12, static_cast<std::uint32_t>(ndim));
+  put_u32_le(h + 16, chain_id);
+  put_u32_le(h + 20, static_cast<std::uint32_t>(chain_record_bytes(ndim)));
+  put(h, kHeaderBytes);
 }
 
 void BinaryChainSink::write(const ChainRecord& r) {
@@ -107,12 +124,13 @@ MemoryChainSink read_binary_chain(const std::string& path) {
     std::FILE* f;
     ~Closer() { std::fclose(f); }
   } closer{f};
-  char magic[8];
-  std::uint32_t version = 0, chain = 0, rb = 0;
-  std::int32_t d = 0;
-  if (std::fread(magic, 1, 8, f) != 8 || std::memcmp(magic, kMagic, 8) != 0 || std::fread(&version, 4, 1, f) != 1 ||
-      std::fread(&d, 4, 1, f) != 1 || std::fread(&chain, 4, 1, f) != 1 || std::fread(&rb, 4, 1, f) != 1)
+  std::byte h[kHeaderBytes];
+  if (std::fread(h, 1, kHeaderBytes, f) != kHeaderBytes || std::memcmp(h, kMagic, 8) != 0)
     throw IoError(fmt::format("read_binary_chain: '{}' is not a herd chain file", path));
+  const std::uint32_t version = get_u32_le(h + 8);
+  const auto d = static_cast<std::int32_t>(get_u32_le(h + 12));  // two's complement
+  const std::uint32_t chain = get_u32_le(h + 16);
+  const std::uint32_t rb = get_u32_le(h + 20);
   if (version != kVersion || d <= 0 || rb != chain_record_bytes(d))
     throw IoError(
         fmt::format("read_binary_chain: '{}' has version {} ndim {} record size {}, "

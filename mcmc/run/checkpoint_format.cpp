@@ -58,6 +58,10 @@ void ByteSink::tick(std::uint64_t proposals, std::int64_t records) {
   if (tee) tee->tick(proposals, records);
 }
 
+void ByteSink::resume_at(std::uint64_t proposals, std::int64_t records) {
+  if (tee) tee->resume_at(proposals, records);
+}
+
 void ByteSink::write(const ChainRecord& r) {
   if (tee) tee->write(r);
   const std::size_t n0 = buf.size();

@@ -42,6 +42,8 @@ class ByteSink final : public ChainSink {
   void flush() override;
   /// Passes the call to the tee.
   void tick(std::uint64_t proposals, std::int64_t records) override;
+  /// Passes the call to the tee.
+  void resume_at(std::uint64_t proposals, std::int64_t records) override;
   /// Passes `r` to the tee, then appends its `chain_record_bytes(r.ndim)` bytes to `buf`.
   void write(const ChainRecord& r) override;
 

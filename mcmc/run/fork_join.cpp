@@ -89,7 +89,8 @@ class ForkJoinDriver {
     round_.vals.resize(static_cast<std::size_t>(size_) * 2);
     PointLogDensity lookup = [this](const double* x, int dim) { return round_value(x, dim); };
     sampler_.emplace(options_, lookup);
-    if (rec_.state) sampler_->set_state(std::move(*rec_.state));
+    const bool resumed = rec_.state != nullptr;
+    if (resumed) sampler_->set_state(std::move(*rec_.state));
     if (files_ && rank_ == 0) {
       if (files_->period_steps > 0)
         next_ckpt_ = sampler_->state().proposal_number + static_cast<std::uint64_t>(files_->period_steps);
@@ -101,6 +102,7 @@ class ForkJoinDriver {
     hi_ = options_.domain_upper;
     lo_.resize(d_, -kInf);
     hi_.resize(d_, kInf);
+    if (resumed) out_sink().resume_at(sampler_->state().proposal_number, sampler_->state().records_written);
     out_sink().begin(sampler_->state().chain_id, d_);
   }
 
@@ -211,7 +213,7 @@ class ForkJoinDriver {
   void evaluate_own_trial(std::uint64_t k, double mine[2]) {
     const double* y = round_.ys.data() + static_cast<std::size_t>(rank_) * d_;
     bool inside = true;
-    for (int i = 0; i < d_; ++i) inside &= (y[i] >= lo_[i]) & (y[i] <= hi_[i]);
+    for (int i = 0; i < d_; ++i) inside = inside && y[i] >= lo_[i] && y[i] <= hi_[i];
     if (!inside) return;
     Timer te;
     try {

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <Eigen/Dense>
@@ -139,6 +141,55 @@ void remove_restart_folder(const SamplerSpecs& s) {
   if (ec) throw IoError(fmt::format("cannot remove the old restart folder \"{}\": {}", dir, ec.message()));
 }
 
+/// Whether `name` is a per-chain output file of a multi_chain run of the prefix whose file
+/// name is `base`: `<base>_process_<k>_chain.txt|.bin` or `<base>_process_<k>_sample.txt`
+/// (k a positive decimal number without leading zeros).
+bool is_process_output(const std::string& name, const std::string& base) {
+  const std::string head = base + "_process_";
+  if (!name.starts_with(head)) return false;
+  std::size_t i = head.size();
+  const std::size_t digits = i;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == digits || name[digits] == '0') return false;
+  const std::string tail = name.substr(i);
+  return tail == "_chain.txt" || tail == "_chain.bin" || tail == "_sample.txt";
+}
+
+/// Removes the outputs that an earlier run of this prefix left, before an overwrite = true
+/// run samples: this run's `output_paths` and every other name herd-sample writes for the
+/// prefix in any layout (`<prefix>_chain.txt|.bin`, `_sample.txt`, `_progress.txt`,
+/// `_report.txt`, `_report.html`, `.h5`, and multi_chain's `<prefix>_process_<k>_...`
+/// files), so that an interrupted or failed run never leaves the earlier run's `.h5` and
+/// reports (complete-looking, but stale) next to its own partial chain. Regular files only:
+/// `prepare_outputs` refused links, and anything else of those names is left alone. Returns
+/// how many files were removed. @throws herd::IoError naming a file that cannot be removed.
+std::size_t remove_earlier_outputs(const SamplerSpecs& s, int ranks) {
+  const fs::path prefix(s.output_prefix);
+  const fs::path folder = prefix.parent_path().empty() ? fs::path(".") : prefix.parent_path();
+  const std::string base = prefix.filename().string();
+  std::vector<std::string> names;
+  for (const auto& path : output_paths(s, ranks)) names.push_back(fs::path(path).filename().string());
+  for (const char* suffix :
+       {"_chain.txt", "_chain.bin", "_sample.txt", "_progress.txt", "_report.txt", "_report.html", ".h5"})
+    names.push_back(base + suffix);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec))
+    if (is_process_output(e.path().filename().string(), base)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::size_t removed = 0;
+  for (const auto& name : names) {
+    const fs::path path = folder / name;
+    if (!fs::is_regular_file(fs::symlink_status(path, ec))) continue;
+    if (!fs::remove(path, ec) && !ec) continue;  // gone meanwhile
+    if (ec)
+      throw IoError(
+          fmt::format("overwrite = true: cannot remove the earlier output \"{}\": {}", path.string(), ec.message()));
+    ++removed;
+  }
+  return removed;
+}
+
 }  // namespace
 
 void trim_restart_folder(const std::string& output_prefix) {
@@ -161,6 +212,21 @@ void trim_restart_folder(const std::string& output_prefix) {
 namespace {
 
 enum class RestartStatus { kFresh = 0, kResume = 1, kComplete = 2 };
+
+/// Whether the restart folder of `s` holds a checkpoint that a resumed run continues from:
+/// a chain's `chain_<id>.ckpt` (serial, fork-join, multi_chain) or `batched.ckpt` (batched
+/// devices). The run record `run.ckpt` is written before the first checkpoint, so a run
+/// killed before that leaves a record without one (its rerun starts from the first
+/// proposal); temporaries (`*.ckpt.tmp.*`) do not count.
+bool holds_checkpoint(const SamplerSpecs& s) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(restart_folder(s), ec)) {
+    const std::string name = e.path().filename().string();
+    const bool chain_ckpt = name.starts_with("chain_") && name.ends_with(".ckpt");
+    if ((chain_ckpt || name == "batched.ckpt") && e.is_regular_file(ec)) return true;
+  }
+  return false;
+}
 
 /// What the restart record of this output prefix says; the seed of the recorded run.
 /// @throws herd::InputError when the record belongs to another input.
@@ -348,6 +414,11 @@ struct ProgramRun {
   std::unique_ptr<OutputPrefixLock> prefix_lock;
   fs::path made_parent;  ///< rank 0: the output folder this run made (removed again on refusal)
   RestartStatus status = RestartStatus::kFresh;
+  /// Rank 0, when resuming: the record holds a checkpoint (`holds_checkpoint`); without one
+  /// the run starts from its first proposal with the recorded seed.
+  bool has_checkpoint = false;
+  /// Rank 0: output files of an earlier run removed by an overwrite = true fresh start.
+  std::size_t removed_outputs = 0;
   std::unique_ptr<StallWatchdog> watchdog;
 
   /// Prints `msg` as "<program>: error: [rank R: ]<line>" lines on stderr.
@@ -434,6 +505,7 @@ bool settle_restart(ProgramRun& p) {
                                    ? RestartStatus::kFresh
                                    : check_restart(specs, opts.input_hash, p.chains, seed, opts.input_attributes);
       if (st != RestartStatus::kFresh && !p.in.seed_given) specs.random_seed = seed;
+      p.has_checkpoint = st == RestartStatus::kResume && holds_checkpoint(specs);
       dec[1] = static_cast<std::int64_t>(st);
       dec[2] = static_cast<std::int64_t>(specs.random_seed);
       prepare_outputs(specs, p.size, st != RestartStatus::kFresh);
@@ -467,16 +539,19 @@ bool load_target(ProgramRun& p) {
   return !p.any_failed(load_err);
 }
 
-/// 3c. Rank 0, on a fresh start: the restart folder of an earlier run goes (only what herd
-/// made), and a new run record is written. False on a failure (printed).
+/// 3c. Rank 0, on a fresh start, once the input has passed every check: the restart folder
+/// of an earlier run goes (only what herd made), with overwrite = true the earlier run's
+/// outputs go too (`remove_earlier_outputs`), and a new run record is written. False on a
+/// failure (printed).
 bool start_fresh(ProgramRun& p) {
   const SamplerSpecs& specs = p.in.specs;
   const SampleRunOptions& opts = p.in.options;
   std::int64_t fresh_failed = 0;
-  if (p.rank == 0 && p.status == RestartStatus::kFresh && p.recorded) {
+  if (p.rank == 0 && p.status == RestartStatus::kFresh && (p.recorded || specs.overwrite)) {
     try {
-      remove_restart_folder(specs);
-      if (p.checkpointing) {
+      if (p.recorded) remove_restart_folder(specs);
+      if (specs.overwrite) p.removed_outputs = remove_earlier_outputs(specs, p.size);
+      if (p.recorded && p.checkpointing) {
         std::error_code ec;
         fs::create_directories(restart_folder(specs), ec);
         if (ec)
@@ -510,13 +585,22 @@ void report_complete(const ProgramRun& p, bool quiet) {
                 p.program.c_str(), restart_folder(specs).c_str(), specs.output_prefix.c_str());
 }
 
-/// The notes, the banner and whether the run resumes, on rank 0's terminal.
+/// The notes, the banner and whether the run resumes (from a checkpoint, or from the first
+/// proposal of a record that holds none yet), on rank 0's terminal.
 void print_start(const ProgramRun& p) {
   const SamplerSpecs& specs = p.in.specs;
   for (const auto& n : specs.notes) std::printf("%s: note: %s\n", p.program.c_str(), n.c_str());
   if (p.in.banner) std::printf("%s\n", p.in.banner(p.in).c_str());
-  if (p.status == RestartStatus::kResume)
+  if (p.removed_outputs > 0)
+    std::printf("%s: overwrite = true: removed the %zu output file(s) of an earlier run of %s\n", p.program.c_str(),
+                p.removed_outputs, specs.output_prefix.c_str());
+  if (p.status == RestartStatus::kResume && p.has_checkpoint)
     std::printf("%s: resuming from the restart record in %s\n", p.program.c_str(), restart_folder(specs).c_str());
+  else if (p.status == RestartStatus::kResume)
+    std::printf(
+        "%s: the restart record in %s holds no checkpoint yet (the earlier run stopped before its first), so "
+        "the run starts from the first proposal with the recorded seed %llu\n",
+        p.program.c_str(), restart_folder(specs).c_str(), static_cast<unsigned long long>(specs.random_seed));
   std::fflush(stdout);
 }
 

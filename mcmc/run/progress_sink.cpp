@@ -21,6 +21,8 @@ void ProgressSink::open(const std::string& progress_path) {
                    "TimeRemainedToFinishInSeconds\n");
 }
 
+void ProgressSink::begin(std::uint32_t, int) { begin_ = clock_.seconds(); }
+
 void ProgressSink::write(const ChainRecord& r) {
   const std::int64_t i = rows_++;
   if (progress_) progress(r.step + static_cast<std::uint64_t>(r.weight), i + 1);
@@ -43,9 +45,9 @@ void ProgressSink::finish(std::uint64_t steps) {
   if (progress_ && steps > last_report_) progress(steps, rows_, true);
 }
 
-void ProgressSink::resume(std::int64_t rows, std::uint64_t steps) {
-  rows_ = rows0_ = last_accepted_ = rows;
-  last_report_ = steps0_ = steps;
+void ProgressSink::resume_at(std::uint64_t proposals, std::int64_t records) {
+  rows_ = last_accepted_ = records;
+  last_report_ = steps0_ = proposals;
 }
 
 void ProgressSink::progress(std::uint64_t steps, std::int64_t accepted, bool last) {
@@ -61,7 +63,8 @@ void ProgressSink::progress(std::uint64_t steps, std::int64_t accepted, bool las
   progress_->write(fmt_.integer(steps) + fmt_.delim + fmt_.integer(accepted) + fmt_.delim + fmt_.real(rate) +
                    fmt_.delim + fmt_.real(rate_last) + fmt_.delim + fmt_.real(now - last_time_) + fmt_.delim +
                    fmt_.real(now) + fmt_.delim + fmt_.real(remaining) + "\n");
-  if (on_progress) on_progress(steps, accepted, now, steps - steps0_, remaining);
+  // This process's steps over this process's sampling time (from `begin`).
+  if (on_progress) on_progress(steps, accepted, now - begin_, steps - steps0_, remaining);
   last_report_ = steps;
   last_accepted_ = accepted;
   last_time_ = now;

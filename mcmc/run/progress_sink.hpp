@@ -25,6 +25,10 @@ class ProgressSink final : public ChainSink {
 
   /// Creates the progress file (header row). @throws IoError
   void open(const std::string& progress_path);
+  /// The chain starts (or, after `resume_at`, continues) sampling now: the terminal's
+  /// steps per second count this process's time from here, not its start-up (reading and
+  /// checking a restart record can take longer than the steps before the first line).
+  void begin(std::uint32_t chain_id, int ndim) override;
   /// Counts the record; a progress row when a period is complete. @throws IoError
   void write(const ChainRecord& r) override;
   /// Flushes the progress file. @throws IoError
@@ -38,14 +42,14 @@ class ProgressSink final : public ChainSink {
   /// readers expect at least the periodic rows plus this one); nothing when the last periodic
   /// row was at `steps` already.
   void finish(std::uint64_t steps);
-  /// A resumed run: `rows` records and `steps` proposals were made before this process
-  /// (rates and the time remaining count from here).
-  void resume(std::int64_t rows, std::uint64_t steps);
+  /// A resumed run: `proposals` proposals were made and `records` records written before
+  /// this process (rates and the time remaining count from here).
+  void resume_at(std::uint64_t proposals, std::int64_t records) override;
 
   /// Terminal progress is printed through this callback (may be empty): totals, the
-  /// seconds since this process started sampling, the steps made by this process (they
-  /// differ after a resume), and the seconds left (NaN: not known yet; measured only from
-  /// the acceptances of this process since its first progress, `EtaEstimator`).
+  /// seconds since this process started sampling (`begin`), the steps made by this process
+  /// (they differ after a resume), and the seconds left (NaN: not known yet; measured only
+  /// from the acceptances of this process since its first progress, `EtaEstimator`).
   std::function<void(std::uint64_t steps, std::int64_t accepted, double seconds, std::uint64_t new_steps, double eta)>
       on_progress;
 
@@ -55,10 +59,11 @@ class ProgressSink final : public ChainSink {
   const SamplerSpecs& specs_;
   TextFormat fmt_;
   std::unique_ptr<TextFile> progress_;
-  std::int64_t rows_ = 0, rows0_ = 0;
+  std::int64_t rows_ = 0;
   std::uint64_t steps0_ = 0;
   EtaEstimator eta_;
   Timer clock_;
+  double begin_ = 0.0;  // clock_'s seconds when the chain began sampling in this process
   std::uint64_t last_report_ = 0;
   std::int64_t last_accepted_ = 0;
   double last_time_ = 0.0;

@@ -154,7 +154,8 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
   }
   DramSampler sampler(options, log_density);
   io::AppendFile file;
-  if (rec.state) {
+  const bool resumed = rec.state != nullptr;
+  if (resumed) {
     sampler.set_state(std::move(*rec.state));
     // The recorded part of the chain file is checked before anything is appended to it.
     rec.checksums.verify(files.chain_path, "the chain file");
@@ -163,6 +164,7 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
     file = io::AppendFile::create(files.chain_path);
   }
   ByteSink sink(files.tee);
+  if (resumed) sink.resume_at(sampler.state().proposal_number, sampler.state().records_written);
   sink.begin(sampler.state().chain_id, sampler.ndim());
   auto commit = [&](const DramResult* final_result) {
     Timer t;

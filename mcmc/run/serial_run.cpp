@@ -81,11 +81,8 @@ ResumableOptions resumable_files(SerialRun& r) {
     r.text->set_durable();
     files.on_checkpoint = [&text = r.text](io::CheckpointWriter& w) { text->checkpoint(w); };
   }
-  if (r.root)
-    files.on_resume = [&text = r.text, &progress = r.progress](const io::CheckpointReader& rd) {
-      if (text) text->resume(rd);
-      progress.resume(rd.value<std::int64_t>("dram.records_written"), rd.value<std::uint64_t>("dram.proposal_number"));
-    };
+  // The progress sink learns of a resume through ChainSink::resume_at (every engine).
+  if (r.root && r.text) files.on_resume = [&text = r.text](const io::CheckpointReader& rd) { text->resume(rd); };
   return files;
 }
 

@@ -69,7 +69,7 @@ before=$(cat x/run_restart/*.chain 2>/dev/null | wc -c)
 echo "record bytes before the final resume: $before"
 timeout 120 "${launch[@]}" "$exe" run.toml --output x/run > final.log 2>&1 || { echo "final resumed run failed"; cat final.log; exit 1; }
 status=0
-grep -q "resuming from the restart record\|is complete" final.log || { echo "the final run did not resume"; cat final.log; status=1; }
+grep -q "resuming from the restart record\|holds no checkpoint yet\|is complete" final.log || { echo "the final run did not resume"; cat final.log; status=1; }
 again=$(timeout 60 "${launch[@]}" "$exe" run.toml --output x/run 2>&1)
 rc=$?
 if [ $rc -ne 0 ] || ! grep -q "is complete" <<< "$again"; then
@@ -98,18 +98,19 @@ EOF
 # A run that completes removes its record, so the runs after it have nothing to resume:
 # what counts is that some kill left a record that a later run resumed from.
 [ "$resumable" -gt 0 ] || { echo "no checkpoint was reached before the kills: resume not tested"; status=1; }
-# SIGTERM once the record has started: exit 143 with one line saying that the record is kept
-# and the same command resumes; it does, to the reference's chain. A run that a busy machine
-# let finish before the signal tests nothing and is made again (printed).
-# signal_run INPUT DIR: runs INPUT with output DIR/run, SIGTERMs it once its record has
-# started; rc, stdout DIR.out, stderr DIR.err.
+# SIGTERM once the record holds a checkpoint: exit 143 with one line saying that the record
+# is kept and the same command resumes; it does, to the reference's chain. A run that a busy
+# machine let finish before the signal tests nothing and is made again (printed).
+# signal_run INPUT DIR: runs INPUT with output DIR/run, SIGTERMs it once its record holds a
+# chain checkpoint (before it, the rerun starts from the first proposal and says so);
+# rc, stdout DIR.out, stderr DIR.err.
 signal_run() {
   set -m
   for attempt in 1 2 3; do
     rm -rf "$2"
     "${launch[@]}" "$exe" "$1" --output "$2"/run > "$2".out 2> "$2".err &
     pid=$!
-    while kill -0 "$pid" 2>/dev/null && [ "$(record_bytes "$2")" -eq 0 ]; do sleep 0.005; done
+    while kill -0 "$pid" 2>/dev/null && ! compgen -G "$2/run_restart/chain_*.ckpt" >/dev/null; do sleep 0.005; done
     kill -TERM -- -"$pid" 2>/dev/null
     wait "$pid"
     rc=$?

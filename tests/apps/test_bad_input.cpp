@@ -1,6 +1,7 @@
 // The bad-input catalogue: inputs and faults that herd-sample, herd-rl and herd-diagnose
 // must refuse with one clear line and a non-zero exit code, never a crash, never a bare
-// `std::bad_alloc`, never touching earlier outputs. One row per case in `catalogue()`;
+// `std::bad_alloc`, never touching earlier outputs (bad input); a fault during an
+// overwrite = true run leaves no partial output. One row per case in `catalogue()`;
 // extend it by adding rows (docs/io.md "Guarantees" lists what the rows check).
 #include <algorithm>
 #include <filesystem>
@@ -32,6 +33,10 @@ struct BadInput {
   std::string env = {};                     ///< environment assignments before the command ("@SHIM@" as in args)
   std::function<void(const fs::path&)> setup = {};  ///< extra preparation of the work folder
   std::string shell = {};  ///< shell commands before the program's, e.g. limits ("ulimit -f 100;")
+  /// Files (from `files`) that must be gone afterwards: the outputs of an earlier run that an
+  /// overwrite = true run removes once its input passed every check (a fault while it runs
+  /// leaves no partial file in their place).
+  std::vector<std::string> gone = {};
 };
 
 const std::string kTarget = "[target]\nbuiltin = \"normal\"\nndim = 3\n";
@@ -309,32 +314,41 @@ std::vector<BadInput> catalogue() {
        corrupt_restart_record("device = \"cpu_batched\"\nchains_per_rank = 4\nwarmup = 0\nchain_size = 4000\n", 10000,
                               "out/r_restart/draws.bin")},
       // --- a full disk ------------------------------------------------------------------------
+      // overwrite = true removed the earlier .h5 when sampling started; the failed write
+      // publishes no partial .h5 in its place.
       {"disk full while the .h5 is written (serial; exit 139 before)",
        "herd-sample",
        {{"run.toml", serial("overwrite = true\n")}, {"out/run.h5", kOld}},
        "run.toml --quiet",
        1,
        {"out/run.h5", "no space left"},
-       {"out/run.h5"},
-       "LD_PRELOAD=@SHIM@ HERD_ENOSPC_AFTER=20000"},
+       {},
+       "LD_PRELOAD=@SHIM@ HERD_ENOSPC_AFTER=20000",
+       {},
+       {},
+       {"out/run.h5"}},
       {"disk full while the .h5 is written (cpu_batched)",
        "herd-sample",
        {{"run.toml", batched("chain_size = 2000\noverwrite = true\n")}, {"out/run.h5", kOld}},
        "run.toml --quiet",
        1,
        {"out/run.h5", "no space left"},
-       {"out/run.h5"},
-       "LD_PRELOAD=@SHIM@ HERD_ENOSPC_AFTER=20000"},
+       {},
+       "LD_PRELOAD=@SHIM@ HERD_ENOSPC_AFTER=20000",
+       {},
+       {},
+       {"out/run.h5"}},
       {"a file size limit reached while the chain text file is written (ulimit -f)",
        "herd-sample",
        {{"run.toml", serial("overwrite = true\n")}, {"out/run.h5", kOld}},
        "run.toml --quiet",
        1,
        {"cannot write \"out/run_chain.txt\"", "file too large"},
-       {"out/run.h5"},
        {},
        {},
-       "trap '' XFSZ; ulimit -f 100; "},
+       {},
+       "trap '' XFSZ; ulimit -f 100; ",
+       {"out/run.h5"}},
   };
 }
 
@@ -386,6 +400,10 @@ TEST_CASE("Bad-input catalogue: one line, the right exit code, earlier outputs i
       const auto it = std::find_if(c.files.begin(), c.files.end(), [&](const auto& f) { return f.first == path; });
       REQUIRE(it != c.files.end());
       CHECK(herd::testing::slurp(dir / path) == it->second);
+    }
+    for (const auto& path : c.gone) {
+      INFO("must be gone: " << path);
+      CHECK_FALSE(fs::exists(dir / path));
     }
   }
 }

@@ -550,6 +550,95 @@ TEST_CASE("herd-sample: a resumed run reports this invocation's and the whole ch
   CHECK(report_value(rep2, "proposals (steps)") == total);  // the same chain
 }
 
+TEST_CASE("herd-sample: a record killed before its first checkpoint is not announced as a resume", "[apps][mcmc]") {
+  // Before: the rerun printed "resuming from the restart record", then started from the
+  // first proposal (the record held no checkpoint).
+  const auto dir = workdir("no_checkpoint_yet");
+  write(dir / "run.toml",
+        std::string("chain_size = 3000\nrandom_seed = 4\noutput_prefix = \"out/r\"\n"
+                    "checkpoint_period = 1000\ncheckpoint_period_seconds = 0\n[target]\nlibrary = \"") +
+            HERD_TEST_KILL_PLUGIN + "\"\nndim = 2\n");
+  const std::string exe = std::string("'") + HERD_SAMPLE_EXE + "'";
+  REQUIRE(herd::testing::run_shell(dir, exe + " run.toml --quiet --output ref/r").rc == 0);
+  // SIGKILLed at its 301st evaluation: the run record is written, the first checkpoint
+  // (proposal 1000) is not.
+  REQUIRE(herd::testing::run_shell(dir, "HERD_TEST_KILL_AFTER=300 " + exe + " run.toml --quiet").rc != 0);
+  REQUIRE(fs::exists(dir / "out/r_restart/run.ckpt"));
+  REQUIRE_FALSE(fs::exists(dir / "out/r_restart/chain_0.ckpt"));
+  const Run fresh = run(dir, "run.toml");
+  INFO(fresh.out << fresh.err);
+  REQUIRE(fresh.rc == 0);
+  CHECK_THAT(fresh.out, Contains("herd-sample: the restart record in out/r_restart holds no checkpoint yet (the "
+                                 "earlier run stopped before its first), so the run starts from the first proposal "
+                                 "with the recorded seed 4\n"));
+  CHECK_THAT(fresh.out, !Contains("resuming"));
+  CHECK_THAT(slurp(dir / "out/r_report.txt"), !Contains("resumed"));
+  CHECK(slurp(dir / "out/r_chain.txt") == slurp(dir / "ref/r_chain.txt"));
+  // SIGKILLed after its checkpoint at proposal 2000: a resume, and the terminal and the
+  // report say so.
+  REQUIRE(herd::testing::run_shell(dir, "HERD_TEST_KILL_AFTER=2500 " + exe + " run.toml --quiet --output x/r").rc != 0);
+  REQUIRE(fs::exists(dir / "x/r_restart/chain_0.ckpt"));
+  const Run resumed = run(dir, "run.toml --output x/r");
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.rc == 0);
+  CHECK_THAT(resumed.out, Contains("herd-sample: resuming from the restart record in x/r_restart\n"));
+  CHECK_THAT(resumed.out, !Contains("no checkpoint"));
+  CHECK(report_value(slurp(dir / "x/r_report.txt"), "resumed from the restart record at proposal") == 2000);
+  CHECK(slurp(dir / "x/r_chain.txt") == slurp(dir / "ref/r_chain.txt"));
+}
+
+TEST_CASE("herd-sample: an interrupted overwrite = true rerun leaves none of the earlier run's outputs",
+          "[apps][mcmc]") {
+  // Before: the earlier run's .h5, reports and sample file stayed next to the new partial
+  // chain until the rerun finished: a complete-looking but stale set of results.
+  const auto dir = workdir("overwrite_interrupted");
+  write(dir / "run.toml",
+        std::string("chain_size = 3000\nrandom_seed = 4\noutput_prefix = \"out/r\"\n"
+                    "checkpoint_period = 1000\ncheckpoint_period_seconds = 0\n[target]\nlibrary = \"") +
+            HERD_TEST_KILL_PLUGIN + "\"\nndim = 2\n");
+  const std::string exe = std::string("'") + HERD_SAMPLE_EXE + "'";
+  REQUIRE(herd::testing::run_shell(dir, exe + " run.toml --quiet").rc == 0);
+  // A per-chain file of an earlier multi_chain run, and a file of the user's.
+  write(dir / "out/r_process_3_sample.txt", "an earlier multi_chain run's sample\n");
+  write(dir / "out/r_notes.txt", "the user's notes\n");
+  const std::vector<std::string> earlier = {"r.h5",        "r_report.txt",   "r_report.html",         "r_sample.txt",
+                                            "r_chain.txt", "r_progress.txt", "r_process_3_sample.txt"};
+  std::vector<std::string> before;
+  for (const auto& f : earlier) {
+    REQUIRE(fs::exists(dir / "out" / f));
+    before.push_back(slurp(dir / "out" / f));
+  }
+  // Bad input with overwrite = true: refused, every earlier output intact.
+  const Run bad = run(dir, "run.toml --quiet --set overwrite=true --set 'variable_names=[\"a\",\"a\"]'");
+  CHECK(bad.rc == 2);
+  for (std::size_t i = 0; i < earlier.size(); ++i) {
+    INFO(earlier[i]);
+    CHECK(slurp(dir / "out" / earlier[i]) == before[i]);
+  }
+  // SIGKILLed at its 1501st evaluation: the earlier run's outputs were removed when it
+  // started sampling, its own partial chain is there, the user's file is untouched.
+  const Run killed =
+      herd::testing::run_shell(dir, "HERD_TEST_KILL_AFTER=1500 " + exe + " run.toml --set overwrite=true --seed 5");
+  CHECK(killed.rc != 0);
+  CHECK_THAT(killed.out, Contains("herd-sample: overwrite = true: removed the 7 output file(s) of an earlier run of "
+                                  "out/r\n"));
+  for (const auto& f : {"r.h5", "r_report.txt", "r_report.html", "r_sample.txt", "r_process_3_sample.txt"}) {
+    INFO(f);
+    CHECK_FALSE(fs::exists(dir / "out" / f));
+  }
+  CHECK(fs::exists(dir / "out/r_chain.txt"));
+  CHECK(slurp(dir / "out/r_chain.txt") != before[4]);
+  CHECK(slurp(dir / "out/r_notes.txt") == "the user's notes\n");
+  // The interrupted rerun resumes (overwrite = false) and writes every output again.
+  const Run resumed = run(dir, "run.toml --quiet --seed 5");
+  INFO(resumed.err);
+  CHECK(resumed.rc == 0);
+  for (const auto& f : {"r.h5", "r_report.txt", "r_report.html", "r_sample.txt"}) {
+    INFO(f);
+    CHECK(fs::exists(dir / "out" / f));
+  }
+}
+
 TEST_CASE("herd-sample: a resume with another input names the settings that changed", "[apps][mcmc]") {
   // New-user report item 12: the refusal did not say which key differed.
   const auto dir = workdir("changed_input");

@@ -192,6 +192,54 @@ TEST_CASE("chain record: the binary chain file holds the same bytes after its he
   fs::remove_all(path.parent_path());
 }
 
+TEST_CASE("chain record: the binary chain file's 24-byte header is little-endian, hand-written bytes",
+          "[mcmc][chain_record]") {
+  // Written out by hand from the layout of chain_sink.hpp: chain 0xA1B2C3D4, ndim 2.
+  constexpr std::array<unsigned char, 24> kHeader{
+      'H',  'E',  'R',  'D',  'C', 'H', 'N', '1',  //  0 magic
+      0x01, 0x00, 0x00, 0x00,                      //  8 u32 version 1
+      0x02, 0x00, 0x00, 0x00,                      // 12 i32 ndim 2
+      0xD4, 0xC3, 0xB2, 0xA1,                      // 16 u32 chain id 0xA1B2C3D4
+      0x40, 0x00, 0x00, 0x00,                      // 20 u32 record size 64
+  };
+  std::vector<std::byte> header(kHeader.size());
+  for (std::size_t i = 0; i < header.size(); ++i) header[i] = static_cast<std::byte>(kHeader[i]);
+
+  // The writer: exactly these bytes, then the record.
+  const fs::path written = scratch("header_written.bin");
+  {
+    BinaryChainSink sink(written.string());
+    sink.begin(0xA1B2C3D4U, 2);
+    sink.write(KnownRecord().record());
+  }
+  const auto file = slurp(written);
+  REQUIRE(file.size() == 24 + 64);
+  CHECK(std::vector<std::byte>(file.begin(), file.begin() + 24) == header);
+
+  // The reader: a file of hand-written bytes decodes to the known chain.
+  const fs::path by_hand = scratch("header_by_hand.bin");
+  std::vector<std::byte> bytes = header;
+  const auto rec = expected_bytes();
+  bytes.insert(bytes.end(), rec.begin(), rec.end());
+  write_bytes(by_hand, bytes);
+  const MemoryChainSink back = read_binary_chain(by_hand.string());
+  CHECK(back.chain_id == 0xA1B2C3D4U);
+  CHECK(back.ndim == 2);
+  REQUIRE(back.size() == 1);
+  CHECK(back.step[0] == 0x0102030405060708ULL);
+  CHECK(bits(back.point(0)[0]) == kNanPayload);
+  CHECK(bits(back.point(0)[1]) == kMinusOneHalf);
+
+  // The words are read least significant byte first: a version written big-endian is 2^24.
+  std::vector<std::byte> swapped = bytes;
+  swapped[8] = std::byte{0x00};
+  swapped[11] = std::byte{0x01};
+  write_bytes(by_hand, swapped);
+  CHECK_THROWS_WITH(read_binary_chain(by_hand.string()),
+                    Catch::Contains(by_hand.string()) && Catch::Contains("version 16777216 ndim 2 record size 64"));
+  fs::remove_all(written.parent_path());
+}
+
 TEST_CASE("chain record: a restart record's chain file of hand-written bytes reads back", "[mcmc][chain_record]") {
   const fs::path path = scratch("known.chain");
   auto bytes = expected_bytes();

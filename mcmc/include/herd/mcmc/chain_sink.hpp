@@ -6,8 +6,8 @@
 /// chain is never held whole in memory unless the sink chooses to.
 ///
 /// Sinks provided: `MemoryChainSink` (vectors; tests and small runs) and
-/// `BinaryChainSink` (an append-only little-endian binary file; the checkpoint of a run
-/// will store its length). `read_binary_chain` reads such a file back.
+/// `BinaryChainSink` (an append-only little-endian binary file: a 24-byte header, then
+/// the records of chain_record.hpp). `read_binary_chain` reads such a file back.
 
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +39,15 @@ class ChainSink {
   /// not: `proposals` made so far and `records` written so far. Lets a progress display
   /// move while a chain accepts nothing (no record is written then). Default: nothing.
   virtual void tick(std::uint64_t proposals, std::int64_t records) {
+    (void)proposals;
+    (void)records;
+  }
+  /// Called once, before `begin`, when the chain continues from a checkpoint instead of
+  /// starting (`run_resumable`, `run_fork_join`, the resumable chains of
+  /// `run_multi_chain`): the earlier invocations made `proposals` proposals and wrote
+  /// `records` records, and the sink gets only the records after them. Lets a progress
+  /// display count from there (this invocation's rate). Default: nothing.
+  virtual void resume_at(std::uint64_t proposals, std::int64_t records) {
     (void)proposals;
     (void)records;
   }
@@ -79,6 +88,11 @@ class FanSink final : public ChainSink {
     a_.tick(proposals, records);
     b_.tick(proposals, records);
   }
+  /// Calls `resume_at` on both.
+  void resume_at(std::uint64_t proposals, std::int64_t records) override {
+    a_.resume_at(proposals, records);
+    b_.resume_at(proposals, records);
+  }
 
  private:
   ChainSink& a_;
@@ -115,13 +129,21 @@ class MemoryChainSink final : public ChainSink {
   std::vector<double> points;          ///< `[size, ndim]` row-major
 };
 
-/// Appends records to a binary file (little-endian, as the host writes it).
+/// Appends records to a binary file, every field little-endian whatever the host.
 ///
-/// Layout: a 24-byte header `"HERDCHN1"`, u32 version (1), i32 ndim, u32 chain id,
-/// u32 record size in bytes; then fixed-size records as `encode_chain_record` writes them
-/// (chain_record.hpp: u64 step, i64 weight, f64 log density, i32 DR stage, u32 chain id, f64
-/// acceptance probability, f64 adaptation measure, f64 point[ndim]; 48 + 8 ndim bytes).
-/// Writes go through a 1 MiB buffer.
+/// Layout: a 24-byte header, no padding (integers little-endian, two's complement):
+///
+/// | offset | bytes | type    | field                                   |
+/// |-------:|------:|---------|-----------------------------------------|
+/// |      0 |     8 | char[8] | magic `"HERDCHN1"` (no terminating NUL) |
+/// |      8 |     4 | u32     | format version (1)                      |
+/// |     12 |     4 | i32     | ndim (>= 1)                             |
+/// |     16 |     4 | u32     | chain id                                |
+/// |     20 |     4 | u32     | record size in bytes, 48 + 8 ndim       |
+///
+/// then fixed-size records as `encode_chain_record` writes them (chain_record.hpp: u64 step,
+/// i64 weight, f64 log density, i32 DR stage, u32 chain id, f64 acceptance probability, f64
+/// adaptation measure, f64 point[ndim]; 48 + 8 ndim bytes). Writes go through a 1 MiB buffer.
 /// Not thread-safe. The destructor flushes and closes, swallowing errors.
 class BinaryChainSink final : public ChainSink {
  public:
@@ -153,7 +175,8 @@ class BinaryChainSink final : public ChainSink {
   std::uint64_t records_ = 0;
 };
 
-/// Reads a file written by `BinaryChainSink`. @throws herd::IoError on a bad or truncated file.
+/// Reads a file written by `BinaryChainSink` (its layout: header and records little-endian,
+/// on any host). @throws herd::IoError on a bad or truncated file, naming it.
 MemoryChainSink read_binary_chain(const std::string& path);
 
 }  // namespace herd::mcmc

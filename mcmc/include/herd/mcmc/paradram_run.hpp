@@ -186,7 +186,8 @@ std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTa
 /// `check_launch`; `resolve` on every rank (any exception there: every rank returns 2, the
 /// failing ranks print "<program>: error: [rank R: ]<message>"); `check_same_input` on
 /// `sampler_input_hash`; rank 0 reads the restart record (`<prefix>_restart/run.ckpt`):
-/// none or `overwrite`: fresh start (the folder is deleted); of this input: resume (or, when
+/// none or `overwrite`: fresh start (the folder is deleted, and with `overwrite` the earlier
+/// run's outputs of the prefix too, once the target is loaded); of this input: resume (or, when
 /// complete, print that and return 0); of another input: an error saying how to start
 /// afresh (2); rank 0's seed is used on every rank. Then `run_paradram` inside
 /// `abort_all_on_error` (a failure on one rank ends all with "herd: rank R of N failed").
