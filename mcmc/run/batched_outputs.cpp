@@ -456,9 +456,9 @@ void print_batched_summary(const BatchedRunFacts& f, const std::string& table, c
   std::FILE* out = f.options->terminal != nullptr ? f.options->terminal : stdout;
   std::fprintf(out, "\n%s", table.c_str());
   std::fprintf(out,
-               "\n%lld chains x %lld draws (thin %lld after %lld warm-up proposals), acceptance rate %.3f, "
+               "\n%lld chain%s x %lld draws (thin %lld after %lld warm-up proposals), acceptance rate %.3f, "
                "%.4g chain-steps/s, %.2f s\n",
-               static_cast<long long>(t.num_chains), static_cast<long long>(f.draws),
+               static_cast<long long>(t.num_chains), t.num_chains == 1 ? "" : "s", static_cast<long long>(f.draws),
                static_cast<long long>(specs.thin), static_cast<long long>(specs.warmup), t.acceptance_rate,
                t.chain_steps_per_second, t.seconds);
   std::fprintf(out, "%s", warnings.c_str());

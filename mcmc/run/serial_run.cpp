@@ -155,6 +155,7 @@ void sample_fork_join(SerialRun& r, ResumableOptions& files) {
   ChainSink& sink = r.root && !r.checkpointing ? static_cast<ChainSink&>(fan) : *r.tee;
   ForkJoinRun f = run_fork_join(r.dopt, r.target.log_density, r.comm, sink, r.checkpointing ? &files : nullptr);
   r.text_done = !f.already_complete;
+  r.already_complete = f.already_complete;
   r.resumed = f.resumed;
   r.proposals_before = f.proposals_before;
   r.seconds_before = f.seconds_before;
@@ -171,6 +172,7 @@ void sample_resumable(SerialRun& r, ResumableOptions& files) {
   files.tee = r.tee;
   const ResumableRun x = run_resumable(r.dopt, r.target.log_density, files);
   r.text_done = !x.already_complete;
+  r.already_complete = x.already_complete;
   r.resumed = x.resumed;
   r.proposals_before = x.proposals_before;
   r.seconds_before = x.seconds_before;
@@ -209,7 +211,9 @@ void sample(SerialRun& r) {
     throw;
   }
   r.sampling_seconds = sampling.seconds();
-  if (!r.results.empty()) r.progress.finish(static_cast<std::uint64_t>(r.results[0].proposals));
+  // A chain finished by an earlier invocation has no progress of this one to report (its
+  // counts would read as 0 accepted of every step, and warn of a stuck chain).
+  if (!r.results.empty() && !r.already_complete) r.progress.finish(static_cast<std::uint64_t>(r.results[0].proposals));
   r.progress.close();
   if (r.text) {
     r.checkpoint_seconds += r.text->writeback_seconds;

@@ -63,8 +63,9 @@ struct SerialRun {
   RunProgress phases;
   std::unique_ptr<TextChainStream> text;  ///< rank 0's streamed text chain (single chain)
   std::unique_ptr<FanSink> progress_text;
-  ChainSink* tee = nullptr;  ///< what rank 0's first chain's records go to while sampling
-  bool text_done = false;    ///< the streamed text chain is complete
+  ChainSink* tee = nullptr;       ///< what rank 0's first chain's records go to while sampling
+  bool text_done = false;         ///< the streamed text chain is complete
+  bool already_complete = false;  ///< the restart record held a finished chain: nothing sampled now
   std::vector<MemoryChainSink> chains;
   std::vector<DramResult> results;
   std::string parallel_report;  ///< the report's "parallelism" section

@@ -111,7 +111,9 @@ signal_run() {
     "${launch[@]}" "$exe" "$1" --output "$2"/run > "$2".out 2> "$2".err &
     pid=$!
     while kill -0 "$pid" 2>/dev/null && ! compgen -G "$2/run_restart/chain_*.ckpt" >/dev/null; do sleep 0.005; done
-    kill -TERM -- -"$pid" 2>/dev/null
+    # Under a launcher to the launcher alone, as `kill` or a scheduler sends it: a SIGTERM to
+    # the whole process group also ends MPICH's proxies, which may then drop the ranks' output.
+    if [ ${#launch[@]} -gt 0 ]; then kill -TERM "$pid" 2>/dev/null; else kill -TERM -- -"$pid" 2>/dev/null; fi
     wait "$pid"
     rc=$?
     [ $rc = 0 ] || break
