@@ -154,12 +154,20 @@ herd::mcmc::SamplerProgramInput resolve(const CommandLine& cl, const herd::Commu
 /// on. Filled once the input is resolved (rank 0 only; empty: nothing printed), read by the
 /// signal handler, which may only call async-signal-safe functions.
 std::array<std::string, 2> g_stop_lines;
+/// The lines for a resumable run stopped before its first checkpoint ([0] SIGINT, [1]
+/// SIGTERM; empty: use `g_stop_lines`), and the checkpoint files whose presence
+/// (`access`, async-signal-safe) tells the two apart: rank 0's chain and a batched run's.
+std::array<std::string, 2> g_early_stop_lines;
+std::array<std::string, 2> g_checkpoint_files;
 
 /// Writes the stop line and lets the signal end the process as it would have without a
 /// handler (exit status 128 + signal; SA_RESETHAND restored the default action). The restart
 /// record needs nothing done here: it is written so that a kill -9 at any point resumes.
 extern "C" void on_stop_signal(int sig) {
-  const std::string& line = g_stop_lines[sig == SIGTERM ? 1 : 0];
+  const std::size_t i = sig == SIGTERM ? 1 : 0;
+  const bool early = !g_early_stop_lines[i].empty() && ::access(g_checkpoint_files[0].c_str(), F_OK) != 0 &&
+                     ::access(g_checkpoint_files[1].c_str(), F_OK) != 0;
+  const std::string& line = early ? g_early_stop_lines[i] : g_stop_lines[i];
   if (!line.empty()) {
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
   }
@@ -171,7 +179,7 @@ extern "C" void on_stop_signal(int sig) {
 void install_stop_lines(const herd::mcmc::SamplerProgramInput& in, const herd::Communicator& comm) {
   const herd::mcmc::SamplerSpecs& s = in.specs;
   const std::string folder = s.output_prefix + "_restart";
-  std::string what;
+  std::string what, early;
   if (in.run && !in.run_restartable)
     what = fmt::format("device = \"{}\" keeps no restart record, so the run starts afresh when run again", s.device);
   else if (s.checkpoint_period == 0 && s.checkpoint_period_seconds == 0)
@@ -179,11 +187,23 @@ void install_stop_lines(const herd::mcmc::SamplerProgramInput& in, const herd::C
   else if (s.overwrite)
     what = fmt::format(
         "overwrite = true, so the same command starts afresh (with overwrite = false it resumes from {})", folder);
-  else what = fmt::format("the restart record in {} is kept: the same command resumes the run", folder);
-  for (int i = 0; i < 2; ++i)
-    g_stop_lines[static_cast<std::size_t>(i)] =
-        comm.rank() == 0 ? fmt::format("herd-sample: interrupted by {}; {}\n", i == 0 ? "SIGINT" : "SIGTERM", what)
-                         : std::string();
+  else {
+    what = fmt::format("the restart record in {} is kept: the same command resumes the run", folder);
+    // Before the first checkpoint the record holds only the seed: a rerun starts over.
+    early = fmt::format(
+        "the restart record in {} holds no checkpoint yet, so the same command starts the run again from its first "
+        "proposal (with the recorded seed)",
+        folder);
+    g_checkpoint_files = {folder + "/chain_0.ckpt", folder + "/batched.ckpt"};
+  }
+  for (std::size_t i = 0; i < 2; ++i) {
+    const char* name = i == 0 ? "SIGINT" : "SIGTERM";
+    g_stop_lines[i] =
+        comm.rank() == 0 ? fmt::format("herd-sample: interrupted by {}; {}\n", name, what) : std::string();
+    g_early_stop_lines[i] = comm.rank() == 0 && !early.empty()
+                                ? fmt::format("herd-sample: interrupted by {}; {}\n", name, early)
+                                : std::string();
+  }
   for (const int sig : {SIGINT, SIGTERM}) {
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;

@@ -140,5 +140,26 @@ timeout 120 "${launch[@]}" "$exe" noseed.toml --output n/run > n.log 2>&1 || { e
 first=$(sed -n 's/^herd-sample: .*, seed \([0-9]*\).*/\1/p' n.out)
 again=$(sed -n 's/^herd-sample: .*, seed \([0-9]*\).*/\1/p' n.log)
 [ -n "$first" ] && [ "$first" = "$again" ] || { echo "banner seed $first, after the resume $again"; status=1; }
+# SIGTERM before the first checkpoint (the record holds only the seed): the line says that
+# the same command starts over, and the rerun does, to the reference's chain.
+early=(--set checkpoint_period=1000000000 --set checkpoint_period_seconds=1000 --output e/run)
+set -m
+"${launch[@]}" "$exe" run.toml "${early[@]}" > e.out 2> e.err &
+pid=$!
+while kill -0 "$pid" 2>/dev/null && [ ! -e e/run_restart/run.ckpt ]; do sleep 0.002; done
+if [ ${#launch[@]} -gt 0 ]; then kill -TERM "$pid" 2>/dev/null; else kill -TERM -- -"$pid" 2>/dev/null; fi
+wait "$pid"
+rc=$?
+set +m
+if [ $rc = 0 ]; then
+  echo "SIGTERM before the first checkpoint: the run finished first (not tested)"
+else
+  line="herd-sample: interrupted by SIGTERM; the restart record in e/run_restart holds no checkpoint yet, so the same command starts the run again from its first proposal (with the recorded seed)"
+  grep -qxF "$line" e.err || { echo "SIGTERM before the first checkpoint: expected the line '$line', got:"; cat e.err; status=1; }
+  timeout 120 "${launch[@]}" "$exe" run.toml "${early[@]}" > e.log 2>&1 || { echo "rerun after an early SIGTERM failed"; cat e.log; status=1; }
+  grep -q "holds no checkpoint yet" e.log || { echo "the rerun after an early SIGTERM did not say it starts over"; cat e.log; status=1; }
+  for f in ref/*_chain.txt; do cmp "$f" "e/$(basename "$f")" || status=1; done
+  echo "SIGTERM before the first checkpoint: exit $rc, the start-over line, rerun to the reference's chain"
+fi
 [ $status -eq 0 ] && echo "killed $kills times; $n text files and the HDF5 datasets are byte-identical" && cd / && rm -rf "$work"
 exit $status
