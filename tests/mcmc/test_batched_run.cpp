@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "diagnostics_vectors.hpp"
+#include "summary_bits.hpp"
 
 #include "herd/core/communicator.hpp"
 #include "herd/core/error.hpp"
@@ -393,14 +394,7 @@ TEST_CASE("batched posterior: variables' and quantities' summaries on 1, 2 and 3
     one.push_back(summarize(DrawsView(col, m, n)));
     nested.push_back(nested_rhat(DrawsView(col, m, n), 4));
   }
-  const auto bits = [](const DiagnosticSummary& s) {
-    const double f[] = {s.mean,    s.sd,      s.q5,        s.q50,       s.q95,       s.mcse_mean,
-                        s.mcse_sd, s.mcse_q5, s.mcse_q95,  s.ess_bulk,  s.ess_tail,  s.ess_mean,
-                        s.ess_sd,  s.rhat,    s.rhat_bulk, s.rhat_tail, s.rhat_basic};
-    std::vector<std::uint64_t> b;
-    for (double v : f) b.push_back(std::bit_cast<std::uint64_t>(v));
-    return b;
-  };
+  const auto bits = herd::mcmc::testing::summary_bits;
   const fs::path dir = fresh_dir("threads");
   for (std::size_t threads : {1, 2, 3}) {
     INFO("threads " << threads);

@@ -19,6 +19,7 @@
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/ks_test.hpp"
 #include "herd/mcmc/refinement.hpp"
+#include "summary_bits.hpp"
 
 using herd::mcmc::DrawsView;
 using herd_test::kReference;
@@ -744,14 +745,7 @@ TEST_CASE("summarize_all on several threads gives one thread's results, bit for 
   }
   CHECK(std::isnan(one.back().rhat));
   CHECK(one.back().sd == 0.0);
-  const auto bits = [](const herd::mcmc::DiagnosticSummary& s) {
-    const double f[] = {s.mean,    s.sd,      s.q5,        s.q50,       s.q95,       s.mcse_mean,
-                        s.mcse_sd, s.mcse_q5, s.mcse_q95,  s.ess_bulk,  s.ess_tail,  s.ess_mean,
-                        s.ess_sd,  s.rhat,    s.rhat_bulk, s.rhat_tail, s.rhat_basic};
-    std::vector<std::uint64_t> b;
-    for (double v : f) b.push_back(std::bit_cast<std::uint64_t>(v));
-    return b;
-  };
+  const auto bits = herd::mcmc::testing::summary_bits;
   for (std::size_t threads : {1, 2, 3, 0}) {
     INFO("threads " << threads);
     const auto all = herd::mcmc::summarize_all(values.size(), view, threads);
