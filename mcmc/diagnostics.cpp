@@ -9,6 +9,7 @@
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <tuple>
 
 #if HERD_HAVE_FFTW
 #include <fftw3.h>
@@ -393,20 +394,23 @@ struct FromSorted {
   double operator()(std::size_t i) const { return x[i]; }
 };
 
-/// ESS of the indicator I(x <= q) of the split draws.
+/// ESS of the indicator I(x <= q) of the split draws, from the indicators packed 64 to a
+/// word (detail::ess_indicator_bits).
 double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
-  const std::size_t s2 = 2 * p.m * p.h;
-  ws.split.resize(s2);
-  double ones = 0;
+  const std::size_t m2 = 2 * p.m;
+  const std::size_t wpc = detail::indicator_words(p.h);
+  ws.bits.resize(m2 * wpc);
+  std::uint64_t ones = 0;
   for (std::size_t c = 0; c < p.m; ++c) {
     const double* x = p.x + c * p.n;
-    double* lo = ws.split.data() + 2 * c * p.h;
-    double* hi = lo + p.h;
-    for (std::size_t t = 0; t < p.h; ++t) ones += lo[t] = x[t] <= q ? 1.0 : 0.0;
-    for (std::size_t t = 0; t < p.h; ++t) ones += hi[t] = x[p.n - p.h + t] <= q ? 1.0 : 0.0;
+    std::uint64_t* lo = ws.bits.data() + 2 * c * wpc;
+    std::uint64_t* hi = lo + wpc;
+    detail::pack_indicator(x, p.h, q, lo);
+    detail::pack_indicator(x + (p.n - p.h), p.h, q, hi);
+    for (std::size_t w = 0; w < 2 * wpc; ++w) ones += static_cast<std::uint64_t>(std::popcount(lo[w]));
   }
-  if (ones == 0.0 || ones == static_cast<double>(s2)) return kNaN;  // constant indicator
-  return detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true);
+  if (ones == 0 || ones == m2 * p.h) return kNaN;  // constant indicator
+  return detail::ess_indicator_bits(ws.bits.data(), m2, p.h, ws);
 }
 
 /// Bulk and tail R-hat and bulk-ESS from the `count` sorted records `recs` (folded into
@@ -610,66 +614,42 @@ void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1,
 }
 
 namespace {
-/// ess_chains and ess_chains_overwrite: `writable` is y itself (centred in place, once) or
-/// nullptr (each chain centred into a buffer whenever its lags are summed).
-double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
-  if (n < 3 || m == 0) return kNaN;
-  const std::size_t s = m * n;
-  if (!checked && (!all_finite(y, s) || is_constant(y, s))) return kNaN;
-  ws.means.resize(m);
-  for (std::size_t c = 0; c < m; ++c) ws.means[c] = mean_of(y + c * n, n);
-  // The same centred values either way: y[t] - mean of its chain.
-  if (writable != nullptr) {
-    for (std::size_t c = 0; c < m; ++c) {
-      const double mu = ws.means[c];
-      double* yc = writable + c * n;
-      for (std::size_t t = 0; t < n; ++t) yc[t] -= mu;
-    }
-  } else {
-    ws.centered.resize(n);
+/// ws.acov[0, n) <- the chain-averaged autocovariance (divisor m n) of the m centred chains
+/// center(c) (each n values) at every lag, by FFT: the inverse transform of the chains'
+/// summed power spectra, so one inverse transform serves every chain.
+template <class Center>
+void all_lags_fft(std::size_t m, std::size_t n, Workspace& ws, Center&& center) {
+  const std::size_t len = fft_length(2 * n);
+  const std::size_t half = len / 2 + 1;
+  ws.fft.prepare(len);
+  double* r = ws.fft.real();
+  std::complex<double>* spec = ws.fft.spectrum();
+  ws.power.assign(half, 0.0);
+  for (std::size_t c = 0; c < m; ++c) {
+    const double* z = center(c);
+    std::copy(z, z + n, r);
+    std::fill(r + n, r + len, 0.0);
+    ws.fft.forward();
+    for (std::size_t k = 0; k < half; ++k) ws.power[k] += std::norm(spec[k]);
   }
-  // One chain at a time, centred into a buffer that stays in cache while its lags are summed.
-  auto center = [&](std::size_t c) -> const double* {
-    if (writable != nullptr) return writable + c * n;
-    const double mu = ws.means[c];
-    const double* yc = y + c * n;
-    for (std::size_t t = 0; t < n; ++t) ws.centered[t] = yc[t] - mu;
-    return ws.centered.data();
-  };
-  ws.acov.assign(n, 0.0);
-  std::size_t have = 0;  // lags [0, have) of ws.acov are final
-  const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
-  auto ensure = [&](std::size_t lag) {
-    if (lag < have) return;
-    if (lag < kDirectLags) {
-      // Direct sums for a block of lags (Geyer's sequence usually stops after a few).
-      const std::size_t upto = std::min({n, kDirectLags, std::max({lag + 1, have + have / 4, std::size_t{16}})});
-      for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, have, upto, ws.acov.data());
-      for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
-      have = upto;
-    } else {
-      // All lags at once: the chain-averaged autocovariance is the inverse FFT of the
-      // averaged power spectra, so one inverse transform serves every chain.
-      const std::size_t len = fft_length(2 * n);
-      const std::size_t half = len / 2 + 1;
-      ws.fft.prepare(len);
-      double* r = ws.fft.real();
-      std::complex<double>* spec = ws.fft.spectrum();
-      ws.power.assign(half, 0.0);
-      for (std::size_t c = 0; c < m; ++c) {
-        const double* z = center(c);
-        std::copy(z, z + n, r);
-        std::fill(r + n, r + len, 0.0);
-        ws.fft.forward();
-        for (std::size_t k = 0; k < half; ++k) ws.power[k] += std::norm(spec[k]);
-      }
-      for (std::size_t k = 0; k < half; ++k) spec[k] = std::complex<double>(ws.power[k], 0.0);
-      ws.fft.inverse();
-      const double scale = inv_mn / static_cast<double>(len);
-      for (std::size_t k = 0; k < n; ++k) ws.acov[k] = r[k] * scale;
-      have = n;
-    }
-  };
+  for (std::size_t k = 0; k < half; ++k) spec[k] = std::complex<double>(ws.power[k], 0.0);
+  ws.fft.inverse();
+  const double scale = 1.0 / (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(len));
+  for (std::size_t k = 0; k < n; ++k) ws.acov[k] = r[k] * scale;
+}
+
+/// The next block of directly summed lags after [0, have), for a request of `lag`: blocks
+/// grow by a quarter (Geyer's sequence usually stops after a few dozen lags), capped at
+/// `cap` and n.
+std::size_t next_block(std::size_t have, std::size_t lag, std::size_t n, std::size_t cap) {
+  return std::min({n, cap, std::max({lag + 1, have + have / 4, std::size_t{16}})});
+}
+
+/// posterior's `.ess` from the chain means ws.means [m] and the chain-averaged autocovariance
+/// ws.acov [n] (divisor m n), which `ensure(lag)` makes final at lags [0, lag] (and may make
+/// final beyond) as Geyer's sequences ask for them.
+template <class Ensure>
+double geyer_ess(std::size_t m, std::size_t n, Workspace& ws, Ensure&& ensure) {
   const double nd = static_cast<double>(n);
   ensure(1);
   const double mean_var = ws.acov[0] * nd / (nd - 1.0);
@@ -717,11 +697,185 @@ double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n,
   double sum = 0;
   for (std::int64_t k = 0; k < max_t; ++k) sum += rho[static_cast<std::size_t>(k)];
   double tau = -1.0 + 2.0 * sum + rho[static_cast<std::size_t>(max_t)];
-  const double total = static_cast<double>(s);
+  const double total = static_cast<double>(m) * nd;
   tau = std::max(tau, 1.0 / std::log10(total));
   return total / tau;
 }
+
+/// ess_chains and ess_chains_overwrite: `writable` is y itself (centred in place, once) or
+/// nullptr (each chain centred into a buffer whenever its lags are summed).
+double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
+  if (n < 3 || m == 0) return kNaN;
+  const std::size_t s = m * n;
+  if (!checked && (!all_finite(y, s) || is_constant(y, s))) return kNaN;
+  ws.means.resize(m);
+  for (std::size_t c = 0; c < m; ++c) ws.means[c] = mean_of(y + c * n, n);
+  // The same centred values either way: y[t] - mean of its chain.
+  if (writable != nullptr) {
+    for (std::size_t c = 0; c < m; ++c) {
+      const double mu = ws.means[c];
+      double* yc = writable + c * n;
+      for (std::size_t t = 0; t < n; ++t) yc[t] -= mu;
+    }
+  } else {
+    ws.centered.resize(n);
+  }
+  // One chain at a time, centred into a buffer that stays in cache while its lags are summed.
+  auto center = [&](std::size_t c) -> const double* {
+    if (writable != nullptr) return writable + c * n;
+    const double mu = ws.means[c];
+    const double* yc = y + c * n;
+    for (std::size_t t = 0; t < n; ++t) ws.centered[t] = yc[t] - mu;
+    return ws.centered.data();
+  };
+  ws.acov.assign(n, 0.0);
+  std::size_t have = 0;  // lags [0, have) of ws.acov are final
+  const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
+  return geyer_ess(m, n, ws, [&](std::size_t lag) {
+    if (lag < have) return;
+    if (lag < kDirectLags) {
+      const std::size_t upto = next_block(have, lag, n, kDirectLags);
+      for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, have, upto, ws.acov.data());
+      for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
+      have = upto;
+    } else {
+      all_lags_fft(m, n, ws, center);
+      have = n;
+    }
+  });
+}
+
+/// A double-double value hi + lo (|lo| <= ulp(hi) / 2), for sums rounded once at the end.
+struct DoubleDouble {
+  double hi = 0, lo = 0;
+  /// Adds a + b exactly representable as a double-double (Knuth's two-sum, then normalised).
+  void add(double a, double b) {
+    const double s = hi + a;
+    const double v = s - hi;
+    const double e = (hi - (s - v)) + (a - v) + lo + b;
+    hi = s + e;
+    lo = e - (hi - s);
+  }
+  /// Adds the product x y exactly split into p + e (fused multiply-add).
+  void add_product(double x, double y) {
+    const double p = x * y;
+    add(p, std::fma(x, y, -p));
+  }
+};
+
+/// Lags beyond which the indicator ESS takes every lag from the FFT: a lag of n packed draws
+/// costs about n / 64 word operations, a little less than an FFT of 2n points up to here.
+constexpr std::size_t kBitLags = 2048;
 }  // namespace
+
+std::size_t indicator_words(std::size_t n) { return (n + 63) / 64 + 1; }
+
+void pack_indicator(const double* x, std::size_t n, double q, std::uint64_t* bits) {
+  const std::size_t full = n / 64;
+  for (std::size_t w = 0; w < full; ++w) {
+    const double* v = x + 64 * w;
+    std::uint64_t b = 0;
+    for (std::size_t i = 0; i < 64; ++i) b |= static_cast<std::uint64_t>(v[i] <= q) << i;
+    bits[w] = b;
+  }
+  std::uint64_t b = 0;
+  for (std::size_t i = 64 * full; i < n; ++i) b |= static_cast<std::uint64_t>(x[i] <= q) << (i - 64 * full);
+  bits[full] = b;
+  if (n % 64 != 0) bits[full + 1] = 0;
+}
+
+void indicator_lag_counts(const std::uint64_t* bits, std::size_t n, std::size_t k0, std::size_t k1,
+                          std::uint64_t* out) {
+  const std::size_t words = (n + 63) / 64;  // bits[words] is the zero padding word
+  for (std::size_t k = k0; k < k1; ++k) {
+    const std::size_t q = k / 64, r = k % 64;
+    std::uint64_t count = 0;
+    // Word i of the series shifted down by k: bits t + k for t in [64 i, 64 i + 64); the
+    // bits past n are zero, so every pair counted has t + k < n.
+    if (r == 0) {
+      for (std::size_t i = 0; i + q < words; ++i)
+        count += static_cast<std::uint64_t>(std::popcount(bits[i] & bits[i + q]));
+    } else {
+      for (std::size_t i = 0; i + q < words; ++i) {
+        const std::uint64_t shifted = (bits[i + q] >> r) | (bits[i + q + 1] << (64 - r));
+        count += static_cast<std::uint64_t>(std::popcount(bits[i] & shifted));
+      }
+    }
+    out[k - k0] = count;
+  }
+}
+
+double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws) {
+  if (n < 3 || m == 0) return kNaN;
+  const std::size_t wpc = indicator_words(n);
+  const std::size_t words = (n + 63) / 64;
+  // Per chain: the ones before each word (prefix counts), the chain mean, and the centred
+  // values a = 1 - mean (a one) and b = -mean (a zero) that ess_chains would sum.
+  ws.bit_prefix.resize(m * (words + 1));
+  ws.means.resize(m);
+  for (std::size_t c = 0; c < m; ++c) {
+    const std::uint64_t* bc = bits + c * wpc;
+    std::uint64_t* pre = ws.bit_prefix.data() + c * (words + 1);
+    pre[0] = 0;
+    for (std::size_t w = 0; w < words; ++w) pre[w + 1] = pre[w] + static_cast<std::uint64_t>(std::popcount(bc[w]));
+    ws.means[c] = static_cast<double>(pre[words]) / static_cast<double>(n);
+  }
+  auto ones_before = [&](std::size_t c, std::size_t j) {  // ones among draws [0, j), j <= n
+    const std::uint64_t* pre = ws.bit_prefix.data() + c * (words + 1);
+    const std::size_t w = j / 64, r = j % 64;
+    if (r == 0) return pre[w];
+    return pre[w] + static_cast<std::uint64_t>(std::popcount(bits[c * wpc + w] & ((std::uint64_t{1} << r) - 1)));
+  };
+  ws.acov.assign(n, 0.0);
+  std::size_t have = 0;
+  const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
+  return geyer_ess(m, n, ws, [&](std::size_t lag) {
+    if (lag < have) return;
+    if (lag < kBitLags) {
+      // sum_t (I_t - mu)(I_{t+k} - mu) over t < n - k from the pair counts: n11 pairs of
+      // ones, n10 + n01 mixed pairs, n00 pairs of zeros, each pair's product of the centred
+      // values a, b as ess_chains rounds them; the sum over chains in double-double, rounded
+      // once.
+      const std::size_t upto = next_block(have, lag, n, kBitLags);
+      std::vector<DoubleDouble> sums(upto - have);
+      ws.bit_counts.resize(upto - have);
+      for (std::size_t c = 0; c < m; ++c) {
+        const double mu = ws.means[c];
+        const double a = 1.0 - mu, b = -mu;
+        indicator_lag_counts(bits + c * wpc, n, have, upto, ws.bit_counts.data());
+        const std::uint64_t ones = ones_before(c, n);
+        for (std::size_t k = have; k < upto; ++k) {
+          const std::uint64_t n11 = ws.bit_counts[k - have];
+          const std::uint64_t head = ones_before(c, n - k);     // ones among t in [0, n - k)
+          const std::uint64_t tail = ones - ones_before(c, k);  // ones among t + k in [k, n)
+          const std::uint64_t mixed = head + tail - 2 * n11;
+          const std::uint64_t n00 = (n - k) - head - tail + n11;
+          DoubleDouble& d = sums[k - have];
+          const auto cnt = [](std::uint64_t v) { return static_cast<double>(v); };
+          // count * x * y: x y = p + e exactly, count * p and count * e exactly as two terms each.
+          for (const auto& [count, x, y] : {std::tuple{n11, a, a}, std::tuple{mixed, a, b}, std::tuple{n00, b, b}}) {
+            const double p = x * y;
+            const double e = std::fma(x, y, -p);
+            d.add_product(cnt(count), p);
+            d.add_product(cnt(count), e);
+          }
+        }
+      }
+      for (std::size_t k = have; k < upto; ++k) ws.acov[k] = sums[k - have].hi * inv_mn;
+      have = upto;
+    } else {
+      ws.centered.resize(n);
+      all_lags_fft(m, n, ws, [&](std::size_t c) -> const double* {
+        const double mu = ws.means[c];
+        const double a = 1.0 - mu, b = -mu;
+        const std::uint64_t* bc = bits + c * wpc;
+        for (std::size_t t = 0; t < n; ++t) ws.centered[t] = (bc[t / 64] >> (t % 64)) & 1U ? a : b;
+        return ws.centered.data();
+      });
+      have = n;
+    }
+  });
+}
 
 double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
   return ess_impl(y, nullptr, m, n, ws, checked);

@@ -134,6 +134,9 @@ struct Workspace {
   std::vector<double> rho;       // Geyer's sequence
   std::vector<double> power;     // chain-summed power spectrum (real)
   std::vector<double> means;
+  BigVector<std::uint64_t> bits;          // packed split indicators [2M, indicator_words(h)]
+  std::vector<std::uint64_t> bit_prefix;  // ones before each word, per chain
+  std::vector<std::uint64_t> bit_counts;  // pairs of ones per lag of one chain, one block of lags
 };
 
 /// The calling thread's workspace.
@@ -155,6 +158,32 @@ void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& 
 /// NaN when n < 3, a value is non-finite or the values are constant; `checked` = true
 /// skips those two checks (the caller knows the values are finite and not constant).
 double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, bool checked = false);
+
+/// acc[k] += sum_{t < n - k} z[t] z[t + k] for k in [k0, k1), k1 <= n, as summed by
+/// ess_chains for the lags it does not take from the FFT.
+void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1, double* acc);
+
+/// 64-bit words of one packed indicator chain of n draws: ceil(n / 64) words of draws and one
+/// zero word after them (the lag sums read one word past the draws).
+std::size_t indicator_words(std::size_t n);
+
+/// Packs I(x[t] <= q) for t in [0, n) into bits [indicator_words(n)]: draw t is bit t % 64 of
+/// word t / 64; the bits past n and the last word are zero.
+void pack_indicator(const double* x, std::size_t n, double q, std::uint64_t* bits);
+
+/// out[k - k0] = sum_{t < n - k} I_t I_{t + k} for k in [k0, k1), k1 <= n: the pairs of ones k
+/// draws apart of one packed chain (pack_indicator's layout), by popcount of the words and
+/// the words shifted by k (about n / 64 word operations per lag).
+void indicator_lag_counts(const std::uint64_t* bits, std::size_t n, std::size_t k0, std::size_t k1, std::uint64_t* out);
+
+/// ess_chains of m indicator chains of n draws packed as pack_indicator writes them ([m,
+/// indicator_words(n)] words), without unpacking them: each lag's autocovariance comes from
+/// integer counts of pairs (indicator_lag_counts, prefix counts of ones) and the products of
+/// the centred values 1 - mean and -mean, summed in double-double and rounded once (so it is
+/// the exactly rounded sum that ess_chains approximates term by term); lags beyond 2048 come
+/// from the FFT as in ess_chains. NaN when n < 3; the caller makes sure the indicator is not
+/// constant. Uses ws (not its `bits`).
+double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws);
 
 /// ess_chains on scratch values: the same result, but `y` is centred in place (each chain
 /// minus its mean) instead of chain by chain into a buffer for every block of lags, so the

@@ -13,6 +13,7 @@
 #include <boost/math/distributions/normal.hpp>
 #include <catch2/catch.hpp>
 
+#include "diagnostics_detail.hpp"
 #include "diagnostics_vectors.hpp"
 #include "herd/core/error.hpp"
 #include "herd/mcmc/autocorrelation.hpp"
@@ -765,4 +766,110 @@ TEST_CASE("summarize_all on several threads gives one thread's results, bit for 
                         2),
                     "quantity 2 is unreadable");
   CHECK(herd::mcmc::summarize_all(0, view, 2).empty());
+}
+
+TEST_CASE("packed indicators: pairs of ones k draws apart by popcount equal the double loop", "[mcmc]") {
+  namespace d = herd::mcmc::detail;
+  std::mt19937_64 rng(20261205);
+  // Lengths around and off multiples of 64; densities from sparse to dense ones.
+  for (std::size_t n : {1u, 2u, 63u, 64u, 65u, 127u, 128u, 129u, 200u, 1000u, 4099u}) {
+    for (double p1 : {0.03, 0.5, 0.97}) {
+      INFO("n " << n << " density " << p1);
+      std::bernoulli_distribution one(p1);
+      std::vector<double> x(n);
+      for (double& v : x) v = one(rng) ? -1.0 : 1.0;  // I(x <= 0)
+      std::vector<std::uint64_t> bits(d::indicator_words(n), ~std::uint64_t{0});
+      REQUIRE(bits.size() == (n + 63) / 64 + 1);
+      d::pack_indicator(x.data(), n, 0.0, bits.data());
+      for (std::size_t t = 0; t < 64 * bits.size(); ++t) {
+        const bool bit = (bits[t / 64] >> (t % 64)) & 1U;
+        if (bit != (t < n && x[t] <= 0.0)) FAIL("bit " << t << " is " << bit);
+      }
+      // All lags at once, and the same lags from a block starting past 0.
+      std::vector<std::uint64_t> all(n), part(n);
+      d::indicator_lag_counts(bits.data(), n, 0, n, all.data());
+      const std::size_t k0 = n / 3;
+      d::indicator_lag_counts(bits.data(), n, k0, n, part.data());
+      for (std::size_t k = 0; k < n; ++k) {
+        double want = 0;  // written out on the 0/1 values
+        for (std::size_t t = 0; t + k < n; ++t) want += (x[t] <= 0.0 ? 1.0 : 0.0) * (x[t + k] <= 0.0 ? 1.0 : 0.0);
+        if (static_cast<double>(all[k]) != want) FAIL("lag " << k << ": " << all[k] << " pairs, want " << want);
+        if (k >= k0 && part[k - k0] != all[k]) FAIL("lag " << k << " from a block at " << k0 << ": " << part[k - k0]);
+      }
+    }
+  }
+}
+
+namespace {
+/// m chains of n indicators I(x <= q) of an AR(1) series (phi) as 0/1 doubles [m, n] and
+/// packed [m, indicator_words(n)].
+void ar1_indicators(std::size_t m, std::size_t n, double phi, double q, std::uint64_t seed, std::vector<double>& vals,
+                    std::vector<std::uint64_t>& bits) {
+  namespace d = herd::mcmc::detail;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  std::vector<double> x(n);
+  const std::size_t wpc = d::indicator_words(n);
+  vals.assign(m * n, 0.0);
+  bits.assign(m * wpc, 0);
+  for (std::size_t c = 0; c < m; ++c) {
+    double v = normal(rng) / std::sqrt(1.0 - phi * phi);
+    for (std::size_t t = 0; t < n; ++t) {
+      x[t] = v = phi * v + normal(rng);
+      vals[c * n + t] = x[t] <= q ? 1.0 : 0.0;
+    }
+    d::pack_indicator(x.data(), n, q, bits.data() + c * wpc);
+  }
+}
+}  // namespace
+
+TEST_CASE("ESS of packed indicators equals ess_chains of the 0/1 draws", "[mcmc]") {
+  namespace d = herd::mcmc::detail;
+  d::Workspace& ws = d::workspace();
+  std::vector<double> vals;
+  std::vector<std::uint64_t> bits;
+  struct Case {
+    std::size_t m, n;
+    double phi, q;
+  };
+  // Short and long chains, lengths off multiples of 64, tails and the middle, white noise to
+  // strong memory (lags summed directly up to the FFT switch of ess_chains and past it).
+  for (const Case& k : {Case{2, 3, 0.0, 0.0}, Case{4, 37, 0.3, 0.5}, Case{2, 1001, 0.5, -1.6}, Case{8, 5000, 0.9, 1.6},
+                        Case{2, 100003, 0.95, -1.0}, Case{3, 20011, 0.0, 0.2}, Case{1, 65, 0.7, 0.0}}) {
+    INFO("m " << k.m << " n " << k.n << " phi " << k.phi << " q " << k.q);
+    ar1_indicators(k.m, k.n, k.phi, k.q, 77 + k.n, vals, bits);
+    const double want = d::ess_chains(vals.data(), k.m, k.n, ws);
+    REQUIRE(std::isfinite(want));
+    const double got = d::ess_indicator_bits(bits.data(), k.m, k.n, ws);
+    CHECK_THAT(got, Catch::Matchers::WithinRel(want, 1e-12));
+  }
+  // Geyer's sequence past 2048 lags: every lag from the FFT, as ess_chains takes them.
+  ar1_indicators(2, 200000, 0.9995, 0.0, 5, vals, bits);
+  const double want = d::ess_chains(vals.data(), 2, 200000, ws);
+  CHECK_THAT(d::ess_indicator_bits(bits.data(), 2, 200000, ws), Catch::Matchers::WithinRel(want, 1e-12));
+  CHECK(std::isnan(d::ess_indicator_bits(bits.data(), 2, 2, ws)));
+}
+
+TEST_CASE("tail ESS and quantile MCSE from packed indicators equal the formula on 0/1 draws", "[mcmc]") {
+  // summarize's ess_tail and ess_quantile against ess_chains of the split 0/1 indicators
+  // (the unpacked computation), odd and even draw counts, weighted and not.
+  namespace d = herd::mcmc::detail;
+  for (std::size_t n : {4001u, 4000u}) {
+    const std::size_t m = 3, h = n / 2;
+    const auto x = herd_test::lcg_ar1(m, n, 0.8, 4242, 0.05);
+    const DrawsView v(x, m, n);
+    const auto s = herd::mcmc::summarize(v);
+    std::vector<double> split(2 * m * h);
+    d::split_chains(x.data(), m, n, split.data());
+    auto ess_at = [&](double q) {
+      std::vector<double> ind(split.size());
+      for (std::size_t i = 0; i < split.size(); ++i) ind[i] = split[i] <= q ? 1.0 : 0.0;
+      return d::ess_chains(ind.data(), 2 * m, h, d::workspace());
+    };
+    const double e05 = ess_at(s.q5), e95 = ess_at(s.q95);
+    INFO("n " << n);
+    CHECK_THAT(s.ess_tail, Catch::Matchers::WithinRel(std::min(e05, e95), 1e-12));
+    CHECK_THAT(herd::mcmc::ess_quantile(v, 0.05), Catch::Matchers::WithinRel(e05, 1e-12));
+    CHECK_THAT(herd::mcmc::ess_quantile(v, 0.95), Catch::Matchers::WithinRel(e95, 1e-12));
+  }
 }
