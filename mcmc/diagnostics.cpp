@@ -34,9 +34,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kBetaLo = 0.1586553;
 constexpr double kBetaHi = 0.8413447;
 // Lags summed directly (O(S) each, in blocks growing by 1.25) before switching to the FFT for
-// all lags. Most series stop within a few dozen lags; FFTW (about 3.5x faster than Eigen's
-// kiss FFT at 1e6 points) did not move the best switch point: 48 and 96 were slower than 160
-// on a 10-D run of 1.1e6 draws.
+// all lags: at least kDirectLags, more for long chains (direct_lag_cap). Most series stop
+// within a few dozen lags; FFTW (about 3.5x faster than Eigen's kiss FFT at 1e6 points) did
+// not move the best switch point below 160 (48 and 96 were slower on a 10-D run of 1.1e6
+// draws).
 constexpr std::size_t kDirectLags = 160;
 
 using BoostPolicy =
@@ -645,6 +646,20 @@ std::size_t next_block(std::size_t have, std::size_t lag, std::size_t n, std::si
   return std::min({n, cap, std::max({lag + 1, have + have / 4, std::size_t{16}})});
 }
 
+/// The lags that ess_chains sums directly for m chains of n draws before it takes every lag
+/// from the FFT instead: rent-or-buy, so that a series whose Geyer sequence turns out to need
+/// the FFT spent at most about the FFT's cost on direct lags before (and at most twice the
+/// cheaper way's cost in all). The FFT costs m forward transforms and one inverse of len
+/// points, each about as costly as 5 len log2(len) direct products (measured with FFTW: 3.5
+/// at 1e5 draws per chain, 7 at 4.7e5, whose transforms leave the cache), a lag m n
+/// products; never fewer than kDirectLags. About 300 lags for 2 chains of 4.7e5 draws.
+std::size_t direct_lag_cap(std::size_t m, std::size_t n) {
+  const double len = static_cast<double>(fft_length(2 * n));
+  const double fft = static_cast<double>(m + 1) * 5.0 * len * std::log2(len);
+  const auto cap = static_cast<std::size_t>(fft / (static_cast<double>(m) * static_cast<double>(n)));
+  return std::max(cap, kDirectLags);
+}
+
 /// posterior's `.ess` from the chain means ws.means [m] and the chain-averaged autocovariance
 /// ws.acov [n] (divisor m n), which `ensure(lag)` makes final at lags [0, lag] (and may make
 /// final beyond) as Geyer's sequences ask for them.
@@ -731,10 +746,11 @@ double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n,
   ws.acov.assign(n, 0.0);
   std::size_t have = 0;  // lags [0, have) of ws.acov are final
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
+  const std::size_t cap = direct_lag_cap(m, n);
   return geyer_ess(m, n, ws, [&](std::size_t lag) {
     if (lag < have) return;
-    if (lag < kDirectLags) {
-      const std::size_t upto = next_block(have, lag, n, kDirectLags);
+    if (lag < cap) {
+      const std::size_t upto = next_block(have, lag, n, cap);
       for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, have, upto, ws.acov.data());
       for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
       have = upto;
