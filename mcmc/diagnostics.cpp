@@ -9,6 +9,10 @@
 #include <mutex>
 #include <numeric>
 #include <thread>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 #include <tuple>
 
 #if HERD_HAVE_FFTW
@@ -595,22 +599,129 @@ void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& 
   for (std::size_t k = 0; k < n; ++k) out[k] = r[k] * scale;
 }
 
-/// acc[k] += sum_{t < n - k} z[t] z[t + k] for k in [k0, k1): one matrix-vector product over
-/// the common length (columns are z shifted by k, overlapping in memory) plus the short tails.
-void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1, double* acc) {
-  if (k1 <= k0) return;
-  const std::size_t b = k1 - k0;
-  const std::size_t len = n - (k1 - 1);
-  using Shifted = Eigen::Map<const Eigen::MatrixXd, 0, Eigen::OuterStride<>>;
-  const Shifted shifted(z + k0, static_cast<Eigen::Index>(len), static_cast<Eigen::Index>(b), Eigen::OuterStride<>(1));
-  const Eigen::Map<const Eigen::VectorXd> head(z, static_cast<Eigen::Index>(len));
-  Eigen::Map<Eigen::VectorXd> out(acc + k0, static_cast<Eigen::Index>(b));
-  out.noalias() += shifted.transpose() * head;
-  for (std::size_t j = 0; j + 1 < b; ++j) {
+namespace {
+/// Lags of one block of direct_lags: 8 vectors of 4 accumulators.
+constexpr std::size_t kLagBlock = 32;
+
+/// s[j] += sum_{t < len} z[t] z[t + k0 + j] for the 32 lags j of a block (z[t + k0 + 31] must
+/// exist for t < len), by fused multiply-adds in a fixed order: draws in groups of 16, t0 +
+/// r + 4i for r = 0..3 (outer) and i = 0..3, then the draws after the last group one by one.
+/// Within a group, the lags' vectors and the draws 4 apart share their loads: the products of
+/// z[t0 + r + 4i] with the 4-draw window at t0 + r + k0 + 4u go to the lags' vector u - i,
+/// so 11 window loads and 4 broadcasts feed 32 fused multiply-adds.
+void lag_block(const double* z, std::size_t len, std::size_t k0, double* s) {
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256d a0 = _mm256_loadu_pd(s), a1 = _mm256_loadu_pd(s + 4), a2 = _mm256_loadu_pd(s + 8),
+          a3 = _mm256_loadu_pd(s + 12), a4 = _mm256_loadu_pd(s + 16), a5 = _mm256_loadu_pd(s + 20),
+          a6 = _mm256_loadu_pd(s + 24), a7 = _mm256_loadu_pd(s + 28);
+  std::size_t t0 = 0;
+  for (; t0 + 16 <= len; t0 += 16) {
+    for (std::size_t r = 0; r < 4; ++r) {
+      const double* zt = z + t0 + r;
+      const double* w = zt + k0;
+      const __m256d b0 = _mm256_broadcast_sd(zt), b1 = _mm256_broadcast_sd(zt + 4), b2 = _mm256_broadcast_sd(zt + 8),
+                    b3 = _mm256_broadcast_sd(zt + 12);
+      __m256d v = _mm256_loadu_pd(w);
+      a0 = _mm256_fmadd_pd(b0, v, a0);
+      v = _mm256_loadu_pd(w + 4);
+      a1 = _mm256_fmadd_pd(b0, v, a1);
+      a0 = _mm256_fmadd_pd(b1, v, a0);
+      v = _mm256_loadu_pd(w + 8);
+      a2 = _mm256_fmadd_pd(b0, v, a2);
+      a1 = _mm256_fmadd_pd(b1, v, a1);
+      a0 = _mm256_fmadd_pd(b2, v, a0);
+      v = _mm256_loadu_pd(w + 12);
+      a3 = _mm256_fmadd_pd(b0, v, a3);
+      a2 = _mm256_fmadd_pd(b1, v, a2);
+      a1 = _mm256_fmadd_pd(b2, v, a1);
+      a0 = _mm256_fmadd_pd(b3, v, a0);
+      v = _mm256_loadu_pd(w + 16);
+      a4 = _mm256_fmadd_pd(b0, v, a4);
+      a3 = _mm256_fmadd_pd(b1, v, a3);
+      a2 = _mm256_fmadd_pd(b2, v, a2);
+      a1 = _mm256_fmadd_pd(b3, v, a1);
+      v = _mm256_loadu_pd(w + 20);
+      a5 = _mm256_fmadd_pd(b0, v, a5);
+      a4 = _mm256_fmadd_pd(b1, v, a4);
+      a3 = _mm256_fmadd_pd(b2, v, a3);
+      a2 = _mm256_fmadd_pd(b3, v, a2);
+      v = _mm256_loadu_pd(w + 24);
+      a6 = _mm256_fmadd_pd(b0, v, a6);
+      a5 = _mm256_fmadd_pd(b1, v, a5);
+      a4 = _mm256_fmadd_pd(b2, v, a4);
+      a3 = _mm256_fmadd_pd(b3, v, a3);
+      v = _mm256_loadu_pd(w + 28);
+      a7 = _mm256_fmadd_pd(b0, v, a7);
+      a6 = _mm256_fmadd_pd(b1, v, a6);
+      a5 = _mm256_fmadd_pd(b2, v, a5);
+      a4 = _mm256_fmadd_pd(b3, v, a4);
+      v = _mm256_loadu_pd(w + 32);
+      a7 = _mm256_fmadd_pd(b1, v, a7);
+      a6 = _mm256_fmadd_pd(b2, v, a6);
+      a5 = _mm256_fmadd_pd(b3, v, a5);
+      v = _mm256_loadu_pd(w + 36);
+      a7 = _mm256_fmadd_pd(b2, v, a7);
+      a6 = _mm256_fmadd_pd(b3, v, a6);
+      v = _mm256_loadu_pd(w + 40);
+      a7 = _mm256_fmadd_pd(b3, v, a7);
+    }
+  }
+  for (std::size_t t = t0; t < len; ++t) {
+    const __m256d b = _mm256_broadcast_sd(z + t);
+    const double* w = z + t + k0;
+    a0 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w), a0);
+    a1 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 4), a1);
+    a2 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 8), a2);
+    a3 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 12), a3);
+    a4 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 16), a4);
+    a5 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 20), a5);
+    a6 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 24), a6);
+    a7 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 28), a7);
+  }
+  _mm256_storeu_pd(s, a0);
+  _mm256_storeu_pd(s + 4, a1);
+  _mm256_storeu_pd(s + 8, a2);
+  _mm256_storeu_pd(s + 12, a3);
+  _mm256_storeu_pd(s + 16, a4);
+  _mm256_storeu_pd(s + 20, a5);
+  _mm256_storeu_pd(s + 24, a6);
+  _mm256_storeu_pd(s + 28, a7);
+#else
+  // The same operations in the same order, one lag at a time.
+  for (std::size_t j = 0; j < kLagBlock; ++j) {
     const std::size_t k = k0 + j;
-    double tail = 0;
-    for (std::size_t t = len; t + k < n; ++t) tail += z[t] * z[t + k];
-    acc[k] += tail;
+    double a = s[j];
+    std::size_t t0 = 0;
+    for (; t0 + 16 <= len; t0 += 16)
+      for (std::size_t r = 0; r < 4; ++r)
+        for (std::size_t i = 0; i < 4; ++i) a = std::fma(z[t0 + r + 4 * i], z[t0 + r + 4 * i + k], a);
+    for (std::size_t t = t0; t < len; ++t) a = std::fma(z[t], z[t + k], a);
+    s[j] = a;
+  }
+#endif
+}
+}  // namespace
+
+/// Lags in blocks of 32 (lag_block) over the draws where every lag of the block is in range,
+/// then each lag's remaining draws one by one; lags after the last whole block one by one
+/// over all draws. Each lag's sum starts at 0 and is added to acc[k] at the end.
+void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1, double* acc) {
+  k1 = std::min(k1, n);
+  std::size_t k = k0;
+  for (; k + kLagBlock <= k1; k += kLagBlock) {
+    const std::size_t len = n - (k + kLagBlock - 1);
+    alignas(32) double s[kLagBlock] = {};
+    lag_block(z, len, k, s);
+    for (std::size_t j = 0; j < kLagBlock; ++j) {
+      double a = s[j];
+      for (std::size_t t = len; t + k + j < n; ++t) a = std::fma(z[t], z[t + k + j], a);
+      acc[k + j] += a;
+    }
+  }
+  for (; k < k1; ++k) {
+    double a = 0;
+    for (std::size_t t = 0; t + k < n; ++t) a = std::fma(z[t], z[t + k], a);
+    acc[k] += a;
   }
 }
 
@@ -681,7 +792,9 @@ double geyer_ess(std::size_t m, std::size_t n, Workspace& ws, Ensure&& ensure) {
   };
   // Geyer's initial positive sequence (posterior's .ess, 0-based).
   std::vector<double>& rho = ws.rho;
-  rho.assign(n, 0.0);
+  // Only the entries the sequences write are read: each is written (or zeroed) before, so the
+  // buffer is not cleared (n values per call).
+  rho.resize(n);
   std::int64_t t = 0;
   double rho_even = 1.0;
   double rho_odd = rho_at(1);
@@ -692,10 +805,9 @@ double geyer_ess(std::size_t m, std::size_t n, Workspace& ws, Ensure&& ensure) {
     t += 2;
     rho_even = rho_at(static_cast<std::size_t>(t));
     rho_odd = rho_at(static_cast<std::size_t>(t + 1));
-    if (rho_even + rho_odd >= 0) {
-      rho[static_cast<std::size_t>(t)] = rho_even;
-      rho[static_cast<std::size_t>(t + 1)] = rho_odd;
-    }
+    const bool keep = rho_even + rho_odd >= 0;
+    rho[static_cast<std::size_t>(t)] = keep ? rho_even : 0.0;
+    rho[static_cast<std::size_t>(t + 1)] = keep ? rho_odd : 0.0;
   }
   const std::int64_t max_t = t;
   if (rho_even > 0) rho[static_cast<std::size_t>(max_t)] = rho_even;
@@ -743,14 +855,17 @@ double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n,
     for (std::size_t t = 0; t < n; ++t) ws.centered[t] = yc[t] - mu;
     return ws.centered.data();
   };
-  ws.acov.assign(n, 0.0);
+  ws.acov.resize(n);     // lags are cleared block by block as they are summed
   std::size_t have = 0;  // lags [0, have) of ws.acov are final
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   const std::size_t cap = direct_lag_cap(m, n);
   return geyer_ess(m, n, ws, [&](std::size_t lag) {
     if (lag < have) return;
     if (lag < cap) {
-      const std::size_t upto = next_block(have, lag, n, cap);
+      // Whole blocks of kLagBlock lags (the lags past the request are final too).
+      const std::size_t upto = std::min(n, (next_block(have, lag, n, cap) + kLagBlock - 1) / kLagBlock * kLagBlock);
+      std::fill(ws.acov.begin() + static_cast<std::ptrdiff_t>(have),
+                ws.acov.begin() + static_cast<std::ptrdiff_t>(upto), 0.0);
       for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, have, upto, ws.acov.data());
       for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
       have = upto;
@@ -842,7 +957,7 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
     if (r == 0) return pre[w];
     return pre[w] + static_cast<std::uint64_t>(std::popcount(bits[c * wpc + w] & ((std::uint64_t{1} << r) - 1)));
   };
-  ws.acov.assign(n, 0.0);
+  ws.acov.resize(n);  // each lag is written once
   std::size_t have = 0;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   return geyer_ess(m, n, ws, [&](std::size_t lag) {

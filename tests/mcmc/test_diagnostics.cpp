@@ -873,3 +873,39 @@ TEST_CASE("tail ESS and quantile MCSE from packed indicators equal the formula o
     CHECK_THAT(herd::mcmc::ess_quantile(v, 0.95), Catch::Matchers::WithinRel(e95, 1e-12));
   }
 }
+
+TEST_CASE("direct autocovariance lags (blocks of 32 by fused multiply-adds) equal the sums written out", "[mcmc]") {
+  // acc[k] += sum_{t < n - k} z[t] z[t + k] for [k0, k1): series lengths around the block of
+  // 32 lags and the 16 draws of a tile, ranges starting inside and ending off a block;
+  // reference in long double, tolerance a few units of the terms' absolute sum's rounding.
+  namespace d = herd::mcmc::detail;
+  std::mt19937_64 rng(31);
+  std::normal_distribution<double> normal;
+  struct Range {
+    std::size_t n, k0, k1;
+  };
+  for (const Range& r : {Range{1, 0, 1}, Range{5, 0, 5}, Range{31, 0, 31}, Range{32, 0, 32}, Range{33, 0, 33},
+                         Range{47, 3, 40}, Range{100, 0, 64}, Range{100, 32, 100}, Range{1000, 0, 160},
+                         Range{1000, 7, 77}, Range{5003, 64, 200}, Range{20011, 0, 96}}) {
+    INFO("n " << r.n << " lags [" << r.k0 << ", " << r.k1 << ")");
+    std::vector<double> z(r.n);
+    for (double& v : z) v = normal(rng) + 0.3;  // not centred: large sums too
+    std::vector<double> acc(r.n + 1, 0.5);
+    d::direct_lags(z.data(), r.n, r.k0, r.k1, acc.data());
+    for (std::size_t k = 0; k <= r.n; ++k) {
+      if (k < r.k0 || k >= r.k1) {
+        if (acc[k] != 0.5) FAIL("lag " << k << " outside the range was changed to " << acc[k]);
+        continue;
+      }
+      long double want = 0.5L, abs_sum = 0;
+      for (std::size_t t = 0; t + k < r.n; ++t) {
+        const long double p = static_cast<long double>(z[t]) * static_cast<long double>(z[t + k]);
+        want += p;
+        abs_sum += std::fabs(p);
+      }
+      const long double err = std::fabs(static_cast<long double>(acc[k]) - want);
+      if (err > 1e-13L * (abs_sum + 1.0L))
+        FAIL("lag " << k << ": " << acc[k] << ", want " << static_cast<double>(want));
+    }
+  }
+}
