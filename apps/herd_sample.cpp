@@ -11,9 +11,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -156,17 +158,20 @@ herd::mcmc::SamplerProgramInput resolve(const CommandLine& cl, const herd::Commu
 std::array<std::string, 2> g_stop_lines;
 /// The lines for a resumable run stopped before its first checkpoint ([0] SIGINT, [1]
 /// SIGTERM; empty: use `g_stop_lines`), and the checkpoint files whose presence
-/// (`access`, async-signal-safe) tells the two apart: rank 0's chain and a batched run's.
+/// (`access`, async-signal-safe) tells the two apart: a batched run's and every chain's
+/// (a resume starts from the checkpoints of whichever chains have one, as `holds_checkpoint`
+/// decides, so a checkpoint of any chain, on any rank, counts).
 std::array<std::string, 2> g_early_stop_lines;
-std::array<std::string, 2> g_checkpoint_files;
+std::vector<std::string> g_checkpoint_files;
 
 /// Writes the stop line and lets the signal end the process as it would have without a
 /// handler (exit status 128 + signal; SA_RESETHAND restored the default action). The restart
 /// record needs nothing done here: it is written so that a kill -9 at any point resumes.
 extern "C" void on_stop_signal(int sig) {
   const std::size_t i = sig == SIGTERM ? 1 : 0;
-  const bool early = !g_early_stop_lines[i].empty() && ::access(g_checkpoint_files[0].c_str(), F_OK) != 0 &&
-                     ::access(g_checkpoint_files[1].c_str(), F_OK) != 0;
+  bool early = !g_early_stop_lines[i].empty();
+  for (std::size_t f = 0; early && f < g_checkpoint_files.size(); ++f)
+    early = ::access(g_checkpoint_files[f].c_str(), F_OK) != 0;
   const std::string& line = early ? g_early_stop_lines[i] : g_stop_lines[i];
   if (!line.empty()) {
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
@@ -194,7 +199,12 @@ void install_stop_lines(const herd::mcmc::SamplerProgramInput& in, const herd::C
         "the restart record in {} holds no checkpoint yet, so the same command starts the run again from its first "
         "proposal (with the recorded seed)",
         folder);
-    g_checkpoint_files = {folder + "/chain_0.ckpt", folder + "/batched.ckpt"};
+    // Every chain of the run (ranks x chains per rank bounds each parallelization model's
+    // count), capped: past the cap the line may say "no checkpoint yet" of a record whose
+    // later chains hold one, which the resume then reports correctly.
+    const auto chains = std::clamp<std::int64_t>(comm.size() * std::max<std::int64_t>(s.chains_per_rank, 1), 1, 4096);
+    g_checkpoint_files.assign({folder + "/batched.ckpt"});
+    for (std::int64_t c = 0; c < chains; ++c) g_checkpoint_files.push_back(fmt::format("{}/chain_{}.ckpt", folder, c));
   }
   for (std::size_t i = 0; i < 2; ++i) {
     const char* name = i == 0 ? "SIGINT" : "SIGTERM";
