@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <numeric>
 #include <span>
 #include <string>
 #include <thread>
@@ -34,42 +36,84 @@ struct Row {
   herd::mcmc::DiagnosticSummary s;
 };
 
+/// The order in which to summarize the parameters of `a` (a read array): longest first by a
+/// cheap guess, so that on several threads the last ones to finish are short. The diagnostics
+/// of one parameter cost one sort of its draws (the same for all) plus autocovariance lags,
+/// of which it needs the more the more its draws are autocorrelated; the guess is the lag-1
+/// autocorrelation of up to 8 of its chains. Unweighted arrays of several parameters; else
+/// (and on ties) in order.
+std::vector<std::size_t> longest_first(const herd::apps::DrawsArray& a) {
+  std::vector<std::size_t> order(a.params);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (a.params < 2 || !a.weights.empty() || a.draws < 2) return order;
+  std::vector<double> rho(a.params, 0.0);
+  const std::size_t step = std::max<std::size_t>(1, a.chains / 8);
+  for (std::size_t p = 0; p < a.params; ++p) {
+    double num = 0, den = 0;
+    for (std::size_t c = 0; c < a.chains; c += step) {
+      const double* x = a.columns[p].data() + c * a.draws;
+      double mu = 0;
+      for (std::size_t t = 0; t < a.draws; ++t) mu += x[t];
+      mu /= static_cast<double>(a.draws);
+      for (std::size_t t = 0; t + 1 < a.draws; ++t) {
+        num += (x[t] - mu) * (x[t + 1] - mu);
+        den += (x[t] - mu) * (x[t] - mu);
+      }
+    }
+    rho[p] = den > 0 ? num / den : 0.0;
+  }
+  std::stable_sort(order.begin(), order.end(), [&rho](std::size_t i, std::size_t j) { return rho[i] > rho[j]; });
+  return order;
+}
+
 /// Diagnostics of every parameter of `arrays`, in order; parameters are spread over `threads`
 /// threads, each summarizing one parameter at a time (about 50 bytes of scratch per draw,
 /// herd::mcmc::summarize), straight from the parameter's buffer. `load(a)` makes array a's
 /// buffers ready (Hdf5Draws::read: the first parameters of an array wait for, and help with,
-/// its reading while the other threads compute); a parameter's buffer is released once its
-/// diagnostics are done unless `keep`. The numbers do not depend on `threads`.
+/// its reading while the other threads compute); the arrays are taken in order, the
+/// parameters of one longest first (longest_first); a parameter's buffer is released once
+/// its diagnostics are done unless `keep`. The numbers do not depend on `threads`.
 std::vector<Row> diagnose(std::vector<herd::apps::DrawsArray>& arrays, const std::function<void(std::size_t)>& load,
                           std::size_t threads, bool keep) {
-  struct Job {
-    std::size_t a, p;
+  // Slot j is the j-th parameter to be claimed: array slot_array[j], whose parameters have the
+  // slots [first[a], first[a + 1]), in the order that array's `order` gives once it is read.
+  std::vector<std::size_t> first{0}, slot_array;
+  for (std::size_t a = 0; a < arrays.size(); ++a) {
+    first.push_back(first.back() + arrays[a].params);
+    slot_array.insert(slot_array.end(), arrays[a].params, a);
+  }
+  struct Order {
+    std::once_flag once;
+    std::vector<std::size_t> params;
   };
-  std::vector<Job> jobs;
-  for (std::size_t a = 0; a < arrays.size(); ++a)
-    for (std::size_t p = 0; p < arrays[a].params; ++p) jobs.push_back({a, p});
-  std::vector<herd::mcmc::DiagnosticSummary> summaries(jobs.size());
-  auto one = [&](std::size_t j) {
-    const auto [ai, p] = jobs[j];
+  std::vector<Order> orders(arrays.size());
+  std::vector<herd::mcmc::DiagnosticSummary> summaries(slot_array.size());
+  auto one = [&](std::size_t slot) {
+    const std::size_t ai = slot_array[slot];
     load(ai);
     auto& a = arrays[ai];
+    Order& o = orders[ai];
+    std::call_once(o.once, [&] { o.params = longest_first(a); });
+    const std::size_t p = o.params[slot - first[ai]];
     const std::span<const double> x = a.columns[p].span();
-    summaries[j] = a.weights.empty() ? herd::mcmc::summarize(herd::mcmc::DrawsView(x, a.chains, a.draws))
-                                     : herd::mcmc::summarize(herd::mcmc::DrawsView(x, a.weights, a.chains, a.draws));
+    summaries[first[ai] + p] = a.weights.empty()
+                                   ? herd::mcmc::summarize(herd::mcmc::DrawsView(x, a.chains, a.draws))
+                                   : herd::mcmc::summarize(herd::mcmc::DrawsView(x, a.weights, a.chains, a.draws));
     if (!keep) a.columns[p].reset();
   };
-  threads = std::min(threads, jobs.size());
+  threads = std::min(threads, slot_array.size());
   if (threads <= 1) {
-    for (std::size_t j = 0; j < jobs.size(); ++j) one(j);
+    for (std::size_t j = 0; j < slot_array.size(); ++j) one(j);
   } else {
-    // Parameters are claimed one at a time, in order, so a slow one does not hold up a fixed
-    // share; the workers' scratch is freed with the pool.
+    // Parameters are claimed one at a time, so a slow one does not hold up a fixed share;
+    // the workers' scratch is freed with the pool.
     herd::ThreadPool pool(threads - 1);
-    pool.parallel_for_each(0, jobs.size(), one, 1);
+    pool.parallel_for_each(0, slot_array.size(), one, 1);
   }
   std::vector<Row> rows;
-  rows.reserve(jobs.size());
-  for (std::size_t j = 0; j < jobs.size(); ++j) rows.push_back({arrays[jobs[j].a].names[jobs[j].p], summaries[j]});
+  rows.reserve(summaries.size());
+  for (std::size_t a = 0; a < arrays.size(); ++a)
+    for (std::size_t p = 0; p < arrays[a].params; ++p) rows.push_back({arrays[a].names[p], summaries[first[a] + p]});
   return rows;
 }
 
