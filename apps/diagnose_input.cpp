@@ -246,9 +246,9 @@ std::vector<PosteriorEntry> posterior_entries(hid_t file, hid_t group) {
   return out;
 }
 
-/// Bytes of the staging buffer a block of a dataset with several parameters is read into
-/// (it stays in the 1 MiB L2 cache while its rows are copied into the parameters' buffers),
-/// and the values a block has at least.
+/// Bytes of a block that a dataset is read in (unless its chunks are larger): a dataset of
+/// several parameters goes through a staging buffer of this size, which stays in the 1 MiB
+/// L2 cache while its rows are copied into the parameters' buffers.
 constexpr std::size_t kBlockBytes = std::size_t{1} << 19;
 
 /// One dataset to read in blocks [chains cb, draws db, all params] (blocks in chain-major
@@ -272,9 +272,9 @@ struct BlockSource {
   std::exception_ptr error;
 };
 
-/// The block shape of `s` (a dataset [chains, draws, params] with `dcpl`): whole chunks of a
-/// chunked dataset (so each chunk is read, and decompressed, once), else single-chain rows of
-/// about kBlockBytes.
+/// The block shape of `s` (a dataset [chains, draws, params] with `dcpl`): about kBlockBytes
+/// of whole rows, made of whole chunks of a chunked dataset (so each chunk is read, and
+/// decompressed, once): draws of one chain (of one row of chunks), or several whole chains.
 void plan_blocks(BlockSource& s, hid_t dcpl) {
   const std::size_t row = s.params;  // values per draw
   std::size_t chunk_c = 1, chunk_d = 1;
@@ -289,6 +289,9 @@ void plan_blocks(BlockSource& s, hid_t dcpl) {
   const std::size_t per_chunk_row = chunk_c * chunk_d * row;
   const std::size_t target = kBlockBytes / sizeof(double);
   s.db = std::min(s.draws, chunk_d * std::max<std::size_t>(1, target / std::max<std::size_t>(per_chunk_row, 1)));
+  if (s.db == s.draws)  // short chains: several (rows of chunks of) chains per block
+    s.cb = std::min(s.chains,
+                    chunk_c * std::max<std::size_t>(1, target / std::max<std::size_t>(chunk_c * s.draws * row, 1)));
   s.draw_blocks = (s.draws + s.db - 1) / s.db;
   s.blocks = (s.chains + s.cb - 1) / s.cb * s.draw_blocks;
 }

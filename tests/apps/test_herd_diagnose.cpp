@@ -623,6 +623,27 @@ TEST_CASE("herd-diagnose: HDF5 datasets read in blocks, in any storage layout, o
       check_summary(nlohmann::json::parse(r.out)["theta"], param[1], m, n);
     }
   }
+  // Many short chains: blocks of several whole chains (of whole rows of chunks), the last
+  // one shorter.
+  {
+    const std::size_t mm = 3000, nn = 20;
+    std::vector<double> y(mm * nn * 2);
+    std::vector<std::vector<double>> yp(2);
+    for (std::size_t p = 0; p < 2; ++p) {
+      const auto s = ar1(mm * nn, static_cast<unsigned>(7 + p), 0.5 * static_cast<double>(p));
+      for (std::size_t i = 0; i < mm * nn; ++i) y[i * 2 + p] = s[i];
+      yp[p] = s;
+    }
+    for (const Layout& l : {Layout{}, Layout{{7, 20, 1}, false}}) {
+      const auto h5 = write_layout_h5("short.h5", y, {mm, nn, 2}, l);
+      const Run r1 = run(q(h5) + " --json --threads 1"), r3 = run(q(h5) + " --json --threads 3");
+      INFO(r1.err);
+      REQUIRE(r1.rc == 0);
+      CHECK(r3.out == r1.out);
+      const auto j = nlohmann::json::parse(r1.out);
+      for (std::size_t p = 0; p < 2; ++p) check_summary(j[fmt::format("theta[{}]", p)], yp[p], mm, nn);
+    }
+  }
   // Several non-finite draws in different blocks: the message names the first in storage
   // order, whichever thread reads it.
   {
