@@ -245,8 +245,8 @@ int run_main(int argc, char** argv) {
   app.add_option("--html", html, "also write a self-contained HTML report with plots to this file");
   std::size_t threads = 0;
   app.add_option("--threads", threads,
-                 "threads that compute parameters' diagnostics in parallel (0: one per core; each holds about 60 "
-                 "bytes per draw)");
+                 "threads that read and compute parameters' diagnostics in parallel (0: one per core; each holds "
+                 "about 50 bytes of scratch per draw, besides the draws)");
   std::string max_memory;
   app.add_option("--max-memory", max_memory,
                  "memory the values of one dataset may use, e.g. 16GiB (default: the memory available)");
