@@ -2,12 +2,22 @@
 #include "diagnose_input.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <mutex>
 #include <string_view>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include <hdf5.h>
 
@@ -236,18 +246,73 @@ std::vector<PosteriorEntry> posterior_entries(hid_t file, hid_t group) {
   return out;
 }
 
-/// Reads dataset `name` of `loc` (`shown`: its name in messages). Its parameters are named
-/// `labels` when that holds one name per parameter, else after the dataset (ArviZ's
-/// convention: `theta`, or `theta[0]`, `theta[1]`, ... by the 0-based coordinate).
-DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& name, const std::string& shown,
-                        const std::vector<std::string>& labels = {}) {
-  H5Id ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose);
-  HERD_REQUIRE(static_cast<bool>(ds), "{}: cannot open dataset '{}'", path, shown);
-  H5Id type(H5Dget_type(ds.id), H5Tclose);
+/// Bytes of a block that a dataset is read in (unless its chunks are larger): a dataset of
+/// several parameters goes through a staging buffer of this size, which stays in the 1 MiB
+/// L2 cache while its rows are copied into the parameters' buffers.
+constexpr std::size_t kBlockBytes = std::size_t{1} << 19;
+
+/// One dataset to read in blocks [chains cb, draws db, all params] (blocks in chain-major
+/// order), and the state of its reading.
+struct BlockSource {
+  std::string path, shown;
+  H5Id ds{H5I_INVALID_HID, H5Dclose};
+  int rank = 0;
+  std::size_t chains = 0, draws = 0, params = 0;
+  std::size_t cb = 1, db = 1, draw_blocks = 1, blocks = 1;
+  // The reading: blocks are claimed through `next`; the rest under `mu`.
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool allocated = false, finished = false;
+  std::size_t done = 0;
+  bool read_error = false;
+  std::uint64_t bad = std::numeric_limits<std::uint64_t>::max();  // first non-finite, storage order
+  double bad_value = 0;
+  std::exception_ptr error;
+};
+
+/// The block shape of `s` (a dataset [chains, draws, params] with `dcpl`): about kBlockBytes
+/// of whole rows, made of whole chunks of a chunked dataset (so each chunk is read, and
+/// decompressed, once): draws of one chain (of one row of chunks), or several whole chains.
+void plan_blocks(BlockSource& s, hid_t dcpl) {
+  const std::size_t row = s.params;  // values per draw
+  std::size_t chunk_c = 1, chunk_d = 1;
+  if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) {
+    hsize_t cd[3] = {1, 1, 1};
+    if (H5Pget_chunk(dcpl, s.rank, cd) == s.rank) {
+      chunk_c = std::clamp<std::size_t>(cd[0], 1, s.chains);
+      chunk_d = std::clamp<std::size_t>(cd[1], 1, s.draws);
+    }
+  }
+  s.cb = chunk_c;
+  const std::size_t per_chunk_row = chunk_c * chunk_d * row;
+  const std::size_t target = kBlockBytes / sizeof(double);
+  s.db = std::min(s.draws, chunk_d * std::max<std::size_t>(1, target / std::max<std::size_t>(per_chunk_row, 1)));
+  if (s.db == s.draws)  // short chains: several (rows of chunks of) chains per block
+    s.cb = std::min(s.chains,
+                    chunk_c * std::max<std::size_t>(1, target / std::max<std::size_t>(chunk_c * s.draws * row, 1)));
+  s.draw_blocks = (s.draws + s.db - 1) / s.db;
+  s.blocks = (s.chains + s.cb - 1) / s.cb * s.draw_blocks;
+}
+
+/// Opens dataset `name` of `loc` (`shown`: its name in messages) and checks it: numeric,
+/// rank 2 or 3, not empty, within the memory allowed. Its parameters are named `labels`
+/// when that holds one name per parameter, else after the dataset (ArviZ's convention:
+/// `theta`, or `theta[0]`, `theta[1]`, ... by the 0-based coordinate). Reads no draws.
+std::unique_ptr<BlockSource> plan_dataset(const std::string& path, hid_t loc, const std::string& name,
+                                          const std::string& shown, DrawsArray& a,
+                                          const std::vector<std::string>& labels = {}) {
+  auto s = std::make_unique<BlockSource>();
+  s->path = path;
+  s->shown = shown;
+  s->ds.id = H5Dopen2(loc, name.c_str(), H5P_DEFAULT);
+  HERD_REQUIRE(static_cast<bool>(s->ds), "{}: cannot open dataset '{}'", path, shown);
+  H5Id type(H5Dget_type(s->ds.id), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type.id);
   HERD_REQUIRE(cls == H5T_FLOAT || cls == H5T_INTEGER, "{}: dataset '{}' is not numeric, but draws must be numbers",
                path, shown);
-  H5Id space(H5Dget_space(ds.id), H5Sclose);
+  H5Id space(H5Dget_space(s->ds.id), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.id);
   HERD_REQUIRE(rank == 2 || rank == 3,
                "{}: dataset '{}' has rank {}, but must have rank 2 [chains, draws] or 3 "
@@ -255,7 +320,6 @@ DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& n
                path, shown, rank);
   hsize_t dims[3] = {1, 1, 1};
   H5Sget_simple_extent_dims(space.id, dims, nullptr);
-  DrawsArray a;
   a.chains = dims[0];
   a.draws = dims[1];
   a.params = rank == 3 ? dims[2] : 1;
@@ -270,16 +334,6 @@ DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& n
       static_cast<double>(n) * 8.0 * 2.0, g_max_memory,
       fmt::format("{}: reading dataset '{}' ({} x {} x {} values)", path, shown, a.chains, a.draws, a.params),
       "diagnose a smaller dataset (--dataset)", "--max-memory");
-  a.values.resize(n);
-  HERD_REQUIRE(H5Dread(ds.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, a.values.data()) >= 0,
-               "{}: cannot read dataset '{}'", path, shown);
-  for (std::size_t i = 0; i < a.values.size(); ++i) {
-    if (!std::isfinite(a.values[i])) {
-      const std::size_t p = i % a.params, t = (i / a.params) % a.draws, c = i / a.params / a.draws;
-      throw InputError(fmt::format("{}: dataset '{}' has {} at [chain {}, draw {}{}], but draws must be finite", path,
-                                   shown, a.values[i], c, t, rank == 3 ? fmt::format(", param {}", p) : std::string()));
-    }
-  }
   const std::string base = name.substr(name.find_last_of('/') + 1);
   if (labels.size() == a.params) {
     a.names = labels;
@@ -288,7 +342,81 @@ DrawsArray read_dataset(const std::string& path, hid_t loc, const std::string& n
   } else {
     for (std::size_t p = 0; p < a.params; ++p) a.names.push_back(fmt::format("{}[{}]", base, p));
   }
-  return a;
+  s->rank = rank;
+  s->chains = a.chains;
+  s->draws = a.draws;
+  s->params = a.params;
+  H5Id dcpl(H5Dget_create_plist(s->ds.id), H5Pclose);
+  plan_blocks(*s, dcpl.id);
+  return s;
+}
+
+/// Reads block `b` of `s` into the parameters' buffers of `a` (through `staging` when the
+/// dataset has several parameters, else straight into place), HDF5 calls under `h5`; false
+/// when HDF5 cannot read it. `bad`/`bad_value`: the block's first non-finite value in storage
+/// order (its index among the dataset's values), when it has one.
+bool read_block(BlockSource& s, std::size_t b, DrawsArray& a, std::mutex& h5, std::vector<double>& staging,
+                std::uint64_t& bad, double& bad_value) {
+  const std::size_t c0 = b / s.draw_blocks * s.cb, t0 = b % s.draw_blocks * s.db;
+  const std::size_t nc = std::min(s.cb, s.chains - c0), nt = std::min(s.db, s.draws - t0);
+  const std::size_t p_count = s.params, n = s.draws;
+  const bool direct = p_count == 1;  // the block's rows are rows of the one buffer
+  if (!direct) staging.resize(nc * nt * p_count);
+  {
+    const std::lock_guard<std::mutex> lock(h5);
+    H5Id fspace(H5Dget_space(s.ds.id), H5Sclose);
+    const hsize_t start[3] = {c0, t0, 0}, count[3] = {nc, nt, p_count};
+    if (!fspace || H5Sselect_hyperslab(fspace.id, H5S_SELECT_SET, start, nullptr, count, nullptr) < 0) return false;
+    if (direct) {
+      // The memory selection: the same rows of the [chains, draws] buffer.
+      const hsize_t mdims[2] = {s.chains, s.draws};
+      H5Id mspace(H5Screate_simple(2, mdims, nullptr), H5Sclose);
+      if (!mspace || H5Sselect_hyperslab(mspace.id, H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
+          H5Dread(s.ds.id, H5T_NATIVE_DOUBLE, mspace.id, fspace.id, H5P_DEFAULT, a.columns[0].data()) < 0)
+        return false;
+    } else {
+      const hsize_t mcount = staging.size();
+      H5Id mspace(H5Screate_simple(1, &mcount, nullptr), H5Sclose);
+      if (!mspace || H5Dread(s.ds.id, H5T_NATIVE_DOUBLE, mspace.id, fspace.id, H5P_DEFAULT, staging.data()) < 0)
+        return false;
+    }
+  }
+  bad = std::numeric_limits<std::uint64_t>::max();
+  if (direct) {
+    double* col = a.columns[0].data();
+    for (std::size_t c = 0; c < nc && bad == std::numeric_limits<std::uint64_t>::max(); ++c) {
+      const double* row = col + (c0 + c) * n + t0;
+      for (std::size_t t = 0; t < nt; ++t) {
+        if (!std::isfinite(row[t])) {
+          bad = (c0 + c) * n + t0 + t;
+          bad_value = row[t];
+          break;
+        }
+      }
+    }
+    return true;
+  }
+  // Each parameter's rows: a strided gather from the staging buffer (in cache), written
+  // contiguously into its buffer.
+  const double* src = staging.data();
+  for (std::size_t p = 0; p < p_count; ++p) {
+    double* col = a.columns[p].data();
+    for (std::size_t c = 0; c < nc; ++c) {
+      const double* in = src + c * nt * p_count + p;
+      double* out = col + (c0 + c) * n + t0;
+      for (std::size_t t = 0; t < nt; ++t) out[t] = in[t * p_count];
+    }
+  }
+  bool finite = true;
+  for (const double v : staging) finite &= std::isfinite(v);
+  if (!finite) {
+    const auto at = static_cast<std::size_t>(
+        std::find_if(staging.begin(), staging.end(), [](double v) { return !std::isfinite(v); }) - staging.begin());
+    const std::size_t c = at / p_count / nt, t = at / p_count % nt, p = at % p_count;
+    bad = ((c0 + c) * n + t0 + t) * p_count + p;
+    bad_value = staging[at];
+  }
+  return true;
 }
 
 /// The shape of dataset `name` of `loc` (empty when it cannot be opened).
@@ -475,14 +603,16 @@ std::vector<DrawsArray> read_chain_compact(const std::string& path, hid_t file) 
     a.draws = width;
     a.params = v.columns.size();
     a.weights = weights;
-    a.values.assign(m * width * a.params, 0.0);
-    for (std::size_t c = 0; c < m; ++c) {
-      const std::size_t r0 = first[c] + static_cast<std::size_t>(burnin[c]);
-      for (std::size_t t = 0; t < cut[c].size(); ++t)
-        for (std::size_t p = 0; p < a.params; ++p)
-          a.values[(c * width + t) * a.params + p] = value(r0 + t, v.columns[p]);
+    for (std::size_t p = 0; p < a.params; ++p) {
+      DrawsBuffer col(m * width);
+      std::fill_n(col.data(), col.size(), 0.0);  // the padding
+      for (std::size_t c = 0; c < m; ++c) {
+        const std::size_t r0 = first[c] + static_cast<std::size_t>(burnin[c]);
+        for (std::size_t t = 0; t < cut[c].size(); ++t) col[c * width + t] = value(r0 + t, v.columns[p]);
+      }
+      a.columns.push_back(std::move(col));
+      a.names.push_back(names[v.columns[p]]);
     }
-    for (std::size_t p = 0; p < a.params; ++p) a.names.push_back(names[v.columns[p]]);
     out.push_back(std::move(a));
   }
   return out;
@@ -699,11 +829,14 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::st
     a.chains = f0.names.size();
     a.draws = f0.draws;
     a.params = 1;
-    a.values.resize(f0.rows.size());
+    DrawsBuffer col(f0.rows.size());
     for (std::size_t t = 0; t < a.draws; ++t)
-      for (std::size_t c = 0; c < a.chains; ++c) a.values[c * a.draws + t] = f0.rows[t * a.chains + c];
+      for (std::size_t c = 0; c < a.chains; ++c) col[c * a.draws + t] = f0.rows[t * a.chains + c];
+    a.columns.push_back(std::move(col));
     a.names.push_back(std::filesystem::path(paths[0]).stem().string());
-    return {a};
+    std::vector<DrawsArray> out;
+    out.push_back(std::move(a));
+    return out;
   }
   std::size_t n = f0.draws;
   for (std::size_t i = 1; i < files.size(); ++i) {
@@ -730,11 +863,15 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::st
   a.draws = n;
   a.params = f0.names.size();
   a.names = f0.names;
-  a.values.resize(a.chains * a.draws * a.params);
-  for (std::size_t c = 0; c < a.chains; ++c)
-    std::copy(files[c].rows.begin(), files[c].rows.begin() + static_cast<std::ptrdiff_t>(n * a.params),
-              a.values.begin() + static_cast<std::ptrdiff_t>(c * n * a.params));
-  return {a};
+  for (std::size_t p = 0; p < a.params; ++p) {
+    DrawsBuffer col(a.chains * n);
+    for (std::size_t c = 0; c < a.chains; ++c)
+      for (std::size_t t = 0; t < n; ++t) col[c * n + t] = files[c].rows[t * a.params + p];
+    a.columns.push_back(std::move(col));
+  }
+  std::vector<DrawsArray> out;
+  out.push_back(std::move(a));
+  return out;
 }
 
 bool is_hdf5(const std::string& path) {
@@ -742,41 +879,220 @@ bool is_hdf5(const std::string& path) {
   return H5Fis_hdf5(path.c_str()) > 0;
 }
 
-std::vector<DrawsArray> read_hdf5(const std::string& path, const std::string& dataset) {
+struct Hdf5Draws::Impl {
+  std::string path;
+  H5Id file{H5I_INVALID_HID, H5Fclose};
+  std::mutex h5;  // HDF5 calls one at a time (a library built without thread-safety needs it)
+  std::vector<DrawsArray> arrays;
+  std::vector<std::unique_ptr<BlockSource>> sources;  // per array; null: read whole already
+
+  /// Adds dataset `name` of `loc` as the next array.
+  void add(hid_t loc, const std::string& name, const std::string& shown, const std::vector<std::string>& labels = {}) {
+    DrawsArray a;
+    auto src = plan_dataset(path, loc, name, shown, a, labels);
+    arrays.push_back(std::move(a));
+    sources.push_back(std::move(src));
+  }
+};
+
+Hdf5Draws::Hdf5Draws(const std::string& path, const std::string& dataset) : impl_(std::make_unique<Impl>()) {
+  Impl& d = *impl_;
+  d.path = path;
   quiet_hdf5();
-  H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  HERD_REQUIRE(static_cast<bool>(file), "{}: cannot open the HDF5 file", path);
-  std::vector<DrawsArray> out;
-  const bool has_posterior = H5Lexists(file.id, "posterior", H5P_DEFAULT) > 0;
+  d.file.id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  HERD_REQUIRE(static_cast<bool>(d.file), "{}: cannot open the HDF5 file", path);
+  const hid_t file = d.file.id;
+  const bool has_posterior = H5Lexists(file, "posterior", H5P_DEFAULT) > 0;
   if (!dataset.empty()) {
-    HERD_REQUIRE(is_dataset(file.id, dataset), "{}: no dataset '{}'", path, dataset);
+    HERD_REQUIRE(is_dataset(file, dataset), "{}: no dataset '{}'", path, dataset);
     // posterior/<name> of a herd file: herd-sample's names of its parameters.
     std::vector<std::string> labels;
     const std::string_view in_group = std::string_view(dataset).substr(dataset.front() == '/' ? 1 : 0);
-    if (has_posterior && herd_written(file.id) && in_group.rfind("posterior/", 0) == 0) {
-      H5Id group(H5Gopen2(file.id, "posterior", H5P_DEFAULT), H5Gclose);
+    if (has_posterior && herd_written(file) && in_group.rfind("posterior/", 0) == 0) {
+      H5Id group(H5Gopen2(file, "posterior", H5P_DEFAULT), H5Gclose);
       if (group)
-        for (auto& e : posterior_entries(file.id, group.id))
+        for (auto& e : posterior_entries(file, group.id))
           if (e.name == in_group.substr(10)) labels = std::move(e.labels);
     }
-    out.push_back(read_dataset(path, file.id, dataset, dataset, labels));
-    return out;
+    d.add(file, dataset, dataset, labels);
+    return;
   }
   if (has_posterior) {
-    H5Id group(H5Gopen2(file.id, "posterior", H5P_DEFAULT), H5Gclose);
+    H5Id group(H5Gopen2(file, "posterior", H5P_DEFAULT), H5Gclose);
     HERD_REQUIRE(static_cast<bool>(group), "{}: 'posterior' is not a group", path);
-    for (const PosteriorEntry& e : posterior_entries(file.id, group.id))
-      out.push_back(read_dataset(path, group.id, e.name, "posterior/" + e.name, e.labels));
-    HERD_REQUIRE(!out.empty(), "{}: the 'posterior' group has no dataset of rank 2 or 3", path);
-    return out;
+    for (const PosteriorEntry& e : posterior_entries(file, group.id)) {
+      try {
+        d.add(group.id, e.name, "posterior/" + e.name, e.labels);
+      } catch (...) {
+        // The datasets before this one come first, as when each is read before the next is
+        // looked at.
+        check_in_order();
+        throw;
+      }
+    }
+    HERD_REQUIRE(!d.arrays.empty(), "{}: the 'posterior' group has no dataset of rank 2 or 3", path);
+    return;
   }
   // A compact-only file of herd-sample (h5_posterior = "compact"): the weighted compact chain.
-  if (H5Lexists(file.id, "chain_compact", H5P_DEFAULT) > 0) return read_chain_compact(path, file.id);
-  const auto names = dataset_names(file.id);
+  if (H5Lexists(file, "chain_compact", H5P_DEFAULT) > 0) {
+    d.arrays = read_chain_compact(path, file);
+    d.sources.resize(d.arrays.size());
+    return;
+  }
+  const auto names = dataset_names(file);
   HERD_REQUIRE(names.size() == 1, "{}: no 'posterior' group and {} datasets at the root; name one with --dataset", path,
                names.size());
-  out.push_back(read_dataset(path, file.id, names[0], names[0]));
-  return out;
+  d.add(file, names[0], names[0]);
+}
+
+Hdf5Draws::~Hdf5Draws() = default;
+
+std::vector<DrawsArray>& Hdf5Draws::arrays() { return impl_->arrays; }
+
+void Hdf5Draws::read(std::size_t a) {
+  BlockSource* s = impl_->sources.at(a).get();
+  if (s == nullptr) return;
+  DrawsArray& arr = impl_->arrays[a];
+  {
+    std::unique_lock<std::mutex> lock(s->mu);
+    if (s->finished) {
+      if (s->error) std::rethrow_exception(s->error);
+      return;
+    }
+    if (!s->allocated) {
+      s->allocated = true;
+      try {
+        arr.columns.reserve(arr.params);
+        for (std::size_t p = 0; p < arr.params; ++p) arr.columns.emplace_back(arr.chains * arr.draws);
+      } catch (...) {
+        s->error = std::current_exception();
+        s->failed = true;
+      }
+    }
+  }
+  // This thread's staging buffer, kept for its next blocks (released when a dataset of huge
+  // chunks made it large).
+  thread_local std::vector<double> staging;
+  std::size_t mine = 0;
+  std::uint64_t bad = std::numeric_limits<std::uint64_t>::max();
+  double bad_value = 0;
+  bool read_error = false;
+  for (std::size_t b = s->next++; b < s->blocks; b = s->next++) {
+    ++mine;
+    if (s->failed) continue;
+    std::uint64_t block_bad = 0;
+    double block_value = 0;
+    if (!read_block(*s, b, arr, impl_->h5, staging, block_bad, block_value)) {
+      read_error = true;
+      s->failed = true;
+    } else if (block_bad < bad) {
+      bad = block_bad;
+      bad_value = block_value;
+    }
+  }
+  if (staging.capacity() * sizeof(double) > 16 * kBlockBytes) staging = std::vector<double>();
+  std::unique_lock<std::mutex> lock(s->mu);
+  s->read_error = s->read_error || read_error;
+  if (bad < s->bad) {
+    s->bad = bad;
+    s->bad_value = bad_value;
+  }
+  s->done += mine;
+  if (s->done == s->blocks && !s->finished) {
+    if (!s->error && s->read_error) {
+      s->error = std::make_exception_ptr(InputError(fmt::format("{}: cannot read dataset '{}'", s->path, s->shown)));
+    } else if (!s->error && s->bad != std::numeric_limits<std::uint64_t>::max()) {
+      const std::size_t i = s->bad, p = i % s->params, t = (i / s->params) % s->draws, c = i / s->params / s->draws;
+      s->error = std::make_exception_ptr(
+          InputError(fmt::format("{}: dataset '{}' has {} at [chain {}, draw {}{}], but draws must be finite", s->path,
+                                 s->shown, s->bad_value, c, t, s->rank == 3 ? fmt::format(", param {}", p) : "")));
+    }
+    s->finished = true;
+    s->cv.notify_all();
+  }
+  s->cv.wait(lock, [s] { return s->finished; });
+  if (s->error) std::rethrow_exception(s->error);
+}
+
+void Hdf5Draws::check_in_order() {
+  for (std::size_t a = 0; a < impl_->arrays.size(); ++a) read(a);
+}
+
+namespace {
+constexpr std::size_t kHugePage = std::size_t{1} << 21;
+constexpr std::size_t kKeptBlocks = 4;
+
+/// Released blocks of 2 MiB or more, for the next buffer of the same size.
+struct BlockCache {
+  std::mutex mu;
+  std::vector<std::pair<std::size_t, void*>> blocks;  // (bytes, block)
+  BlockCache() = default;
+  BlockCache(const BlockCache&) = delete;
+  BlockCache& operator=(const BlockCache&) = delete;
+  ~BlockCache() {
+    for (auto& [bytes, p] : blocks) std::free(p);
+  }
+};
+
+BlockCache& block_cache() {
+  static BlockCache cache;
+  return cache;
+}
+
+/// The bytes of a block of n doubles: rounded up to whole huge pages from 2 MiB on.
+std::size_t block_size(std::size_t n) {
+  const std::size_t bytes = std::max<std::size_t>(n, 1) * sizeof(double);
+  return bytes < kHugePage ? bytes : (bytes + kHugePage - 1) / kHugePage * kHugePage;
+}
+}  // namespace
+
+DrawsBuffer::DrawsBuffer(std::size_t n) : size_(n) {
+  const std::size_t bytes = block_size(n);
+  void* p = nullptr;
+  if (bytes >= kHugePage) {
+    BlockCache& cache = block_cache();
+    const std::lock_guard<std::mutex> lock(cache.mu);
+    const auto it =
+        std::find_if(cache.blocks.begin(), cache.blocks.end(), [&](const auto& b) { return b.first == bytes; });
+    if (it != cache.blocks.end()) {
+      p = it->second;
+      cache.blocks.erase(it);
+    }
+  }
+  if (p == nullptr) {
+    p = bytes >= kHugePage ? std::aligned_alloc(kHugePage, bytes) : std::malloc(bytes);
+    if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__)
+    if (bytes >= kHugePage) madvise(p, bytes, MADV_HUGEPAGE);  // advice only
+#endif
+  }
+  data_ = static_cast<double*>(p);
+}
+
+DrawsBuffer& DrawsBuffer::operator=(DrawsBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+  }
+  return *this;
+}
+
+void DrawsBuffer::reset() noexcept {
+  if (data_ == nullptr) return;
+  const std::size_t bytes = block_size(size_);
+  void* p = data_;
+  data_ = nullptr;
+  size_ = 0;
+  if (bytes >= kHugePage) {
+    BlockCache& cache = block_cache();
+    const std::lock_guard<std::mutex> lock(cache.mu);
+    if (cache.blocks.size() < kKeptBlocks) {
+      cache.blocks.emplace_back(bytes, p);
+      return;
+    }
+  }
+  std::free(p);
 }
 
 void set_max_memory(std::uint64_t bytes) { g_max_memory = bytes; }

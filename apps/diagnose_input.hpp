@@ -25,19 +25,57 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace herd::apps {
 
-/// One named quantity group: values `[chains, draws, params]` row-major (params = 1 for a
-/// 2-D dataset or a CSV file), with one name per parameter; a compact chain (herd-sample's
-/// `chain_compact`) also has integer weights `[chains, draws]`: entry (c, t) stands for
-/// `weights[c * draws + t]` repeated draws (0: padding), every chain's weights summing to
-/// the same verbose length (mcmc::DrawsView's weighted form).
+/// One quantity's draws, `[chains, draws]` row-major: an owning block of doubles that is not
+/// zeroed when allocated (every reader writes each element) and, from 2 MiB on, is 2 MiB
+/// aligned and advised for transparent huge pages (Linux), so that its first touch takes
+/// 512x fewer page faults. A released block of one size is kept for the next allocation of
+/// that size (a few at most, process-wide), so reading the datasets of a file one after the
+/// other reuses memory already touched instead of faulting in fresh pages. Move-only; a
+/// buffer is used by one thread at a time; allocation and release are thread-safe.
+class DrawsBuffer {
+ public:
+  DrawsBuffer() = default;
+  /// `n` uninitialised doubles. @throws std::bad_alloc
+  explicit DrawsBuffer(std::size_t n);
+  ~DrawsBuffer() { reset(); }
+  DrawsBuffer(const DrawsBuffer&) = delete;
+  DrawsBuffer& operator=(const DrawsBuffer&) = delete;
+  DrawsBuffer(DrawsBuffer&& o) noexcept : data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  DrawsBuffer& operator=(DrawsBuffer&& o) noexcept;
+  double* data() { return data_; }
+  const double* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  double& operator[](std::size_t i) { return data_[i]; }
+  double operator[](std::size_t i) const { return data_[i]; }
+  std::span<const double> span() const { return {data_, size_}; }
+  /// Releases the block (size() becomes 0).
+  void reset() noexcept;
+
+ private:
+  double* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// One named quantity group: `params` quantities of `chains` x `draws` draws, each in its own
+/// buffer `columns[p]` ([chains, draws] row-major: the layout the diagnostics take, so none
+/// is copied again), with one name per parameter (params = 1 for a 2-D dataset or a CSV
+/// file); a compact chain (herd-sample's `chain_compact`) also has integer weights
+/// `[chains, draws]`: entry (c, t) stands for `weights[c * draws + t]` repeated draws (0:
+/// padding), every chain's weights summing to the same verbose length (mcmc::DrawsView's
+/// weighted form). `columns` is empty while an Hdf5Draws array is not read yet.
 struct DrawsArray {
   std::vector<std::string> names;     ///< params names ("theta" or "theta[0]", "theta[1]", ...)
-  std::vector<double> values;         ///< [chains, draws, params] row-major
+  std::vector<DrawsBuffer> columns;   ///< params buffers of [chains, draws] row-major
   std::vector<std::int64_t> weights;  ///< [chains, draws] row-major; empty: every entry is one draw
   std::size_t chains = 0, draws = 0, params = 0;
 };
@@ -55,7 +93,9 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::st
 /// Whether `path` is an HDF5 file (by its signature).
 bool is_hdf5(const std::string& path);
 
-/// Reads HDF5 draws: the dataset `dataset` when not empty (rank 2 or 3), else every dataset
+/// The draws of an HDF5 file, read on demand, array by array, by the threads that need them.
+///
+/// Which datasets: the dataset `dataset` when not empty (rank 2 or 3), else every dataset
 /// of rank 2 or 3 in the group `posterior` (rank-1 coordinate datasets are skipped), else
 /// (a herd-sample file written with `h5_posterior = "compact"`) the group `chain_compact`:
 /// `state` [n, d] with `weight` [n], `variable` [d], `derived_quantities` [n, q] with
@@ -73,16 +113,54 @@ bool is_hdf5(const std::string& path);
 /// attribute `herd_version`), the datasets that its recorded name list
 /// (`diagnostics/variable`, else `chain_compact/variable`) names take herd-sample's names, as
 /// its summary table has them: the elements of `beta` [chains, draws, 4] are `beta[1]`..`beta[4]`.
-/// @throws herd::InputError on a missing dataset or group, a wrong rank, a non-numeric type,
-///         an empty dataset, or a NaN/Inf draw; for `chain_compact` also on a weight below
-///         1, a chain whose rows are not contiguous, or a burn-in outside its chain.
-std::vector<DrawsArray> read_hdf5(const std::string& path, const std::string& dataset);
+///
+/// How: the constructor lists the arrays and checks every dataset's type, rank, shape and
+/// memory need, reading no draws (except `chain_compact`'s, read whole there). read(a) reads
+/// dataset a in blocks of whole rows [chains, draws, all params] (whole chunks of a chunked
+/// dataset) of about half a megabyte, each into a small staging buffer that stays in cache and
+/// from there straight into the parameters' buffers; the threads that call read(a) meanwhile
+/// share its blocks (HDF5 calls one at a time, the copies into the buffers in parallel), so a
+/// thread reads a dataset while others compute on the previous one.
+///
+/// Errors come as if the datasets were read whole, in order: the first failing dataset's
+/// error, and of a dataset with several non-finite draws the first in its storage order.
+/// Thread-safety: read() and check_in_order() may be called from any thread; arrays() is
+/// safe to read while no read() writes the array read.
+class Hdf5Draws {
+ public:
+  /// Opens `path` and lists its arrays (above). @throws herd::InputError on a missing file,
+  /// dataset or group, a wrong rank, a non-numeric type, an empty dataset, a dataset larger
+  /// than the memory allowed (set_max_memory), or (`chain_compact`) a weight below 1, a chain
+  /// whose rows are not contiguous, a burn-in outside its chain or a NaN/Inf draw; when
+  /// dataset k > 0 is refused, the datasets before it are read first and their errors
+  /// (read() below) come first.
+  Hdf5Draws(const std::string& path, const std::string& dataset);
+  ~Hdf5Draws();
+  Hdf5Draws(const Hdf5Draws&) = delete;
+  Hdf5Draws& operator=(const Hdf5Draws&) = delete;
 
-/// The memory `read_hdf5` may use for one dataset's values (bytes; 0, the default: the
-/// memory available on the machine). A dataset whose values (and the per-parameter copy
-/// the diagnostics make) need more is refused with herd::InputError naming it and its
-/// shape, before anything is read (an HDF5 file can declare a dataset of terabytes that
-/// holds no data). Not thread-safe (set it once, before reading).
+  /// The arrays in order, with names and shapes; an array's `columns` are filled by read().
+  std::vector<DrawsArray>& arrays();
+
+  /// Reads array `a` unless done, sharing its blocks with the other threads that read it,
+  /// and returns when all of it is in. Blocking; thread-safe.
+  /// @throws herd::InputError (to every caller, now and later) when a block cannot be read
+  ///         or a draw is NaN/Inf (the first in storage order: "[chain c, draw t, param p]").
+  void read(std::size_t a);
+
+  /// read() of every array in order: throws the first array's error, if any.
+  void check_in_order();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The memory that one dataset's values may use (bytes; 0, the default: the memory
+/// available on the machine). A dataset whose values (and the scratch the diagnostics use)
+/// need more is refused with herd::InputError naming it and its shape, before anything is
+/// read (an HDF5 file can declare a dataset of terabytes that holds no data). Not
+/// thread-safe (set it once, before reading).
 void set_max_memory(std::uint64_t bytes);
 
 }  // namespace herd::apps

@@ -6,6 +6,11 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +25,7 @@
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
+#include "herd/core/thread_pool.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/posterior_report.hpp"
 
@@ -30,31 +36,84 @@ struct Row {
   herd::mcmc::DiagnosticSummary s;
 };
 
+/// The order in which to summarize the parameters of `a` (a read array): longest first by a
+/// cheap guess, so that on several threads the last ones to finish are short. The diagnostics
+/// of one parameter cost one sort of its draws (the same for all) plus autocovariance lags,
+/// of which it needs the more the more its draws are autocorrelated; the guess is the lag-1
+/// autocorrelation of up to 8 of its chains. Unweighted arrays of several parameters; else
+/// (and on ties) in order.
+std::vector<std::size_t> longest_first(const herd::apps::DrawsArray& a) {
+  std::vector<std::size_t> order(a.params);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (a.params < 2 || !a.weights.empty() || a.draws < 2) return order;
+  std::vector<double> rho(a.params, 0.0);
+  const std::size_t step = std::max<std::size_t>(1, a.chains / 8);
+  for (std::size_t p = 0; p < a.params; ++p) {
+    double num = 0, den = 0;
+    for (std::size_t c = 0; c < a.chains; c += step) {
+      const double* x = a.columns[p].data() + c * a.draws;
+      double mu = 0;
+      for (std::size_t t = 0; t < a.draws; ++t) mu += x[t];
+      mu /= static_cast<double>(a.draws);
+      for (std::size_t t = 0; t + 1 < a.draws; ++t) {
+        num += (x[t] - mu) * (x[t + 1] - mu);
+        den += (x[t] - mu) * (x[t] - mu);
+      }
+    }
+    rho[p] = den > 0 ? num / den : 0.0;
+  }
+  std::stable_sort(order.begin(), order.end(), [&rho](std::size_t i, std::size_t j) { return rho[i] > rho[j]; });
+  return order;
+}
+
 /// Diagnostics of every parameter of `arrays`, in order; parameters are spread over `threads`
-/// threads (herd::mcmc::summarize_all: each holds one parameter's draws and the diagnostics'
-/// scratch, about 60 bytes per draw). The numbers do not depend on `threads`.
-std::vector<Row> diagnose(const std::vector<herd::apps::DrawsArray>& arrays, std::size_t threads) {
-  struct Job {
-    const herd::apps::DrawsArray* a;
-    std::size_t p;
+/// threads, each summarizing one parameter at a time (about 50 bytes of scratch per draw,
+/// herd::mcmc::summarize), straight from the parameter's buffer. `load(a)` makes array a's
+/// buffers ready (Hdf5Draws::read: the first parameters of an array wait for, and help with,
+/// its reading while the other threads compute); the arrays are taken in order, the
+/// parameters of one longest first (longest_first); a parameter's buffer is released once
+/// its diagnostics are done unless `keep`. The numbers do not depend on `threads`.
+std::vector<Row> diagnose(std::vector<herd::apps::DrawsArray>& arrays, const std::function<void(std::size_t)>& load,
+                          std::size_t threads, bool keep) {
+  // Slot j is the j-th parameter to be claimed: array slot_array[j], whose parameters have the
+  // slots [first[a], first[a + 1]), in the order that array's `order` gives once it is read.
+  std::vector<std::size_t> first{0}, slot_array;
+  for (std::size_t a = 0; a < arrays.size(); ++a) {
+    first.push_back(first.back() + arrays[a].params);
+    slot_array.insert(slot_array.end(), arrays[a].params, a);
+  }
+  struct Order {
+    std::once_flag once;
+    std::vector<std::size_t> params;
   };
-  std::vector<Job> jobs;
-  for (const auto& a : arrays)
-    for (std::size_t p = 0; p < a.params; ++p) jobs.push_back({&a, p});
-  const auto summaries = herd::mcmc::summarize_all(
-      jobs.size(),
-      [&](std::size_t j, std::vector<double>& slice) {
-        const auto& a = *jobs[j].a;
-        const std::size_t p = jobs[j].p;
-        slice.resize(a.chains * a.draws);
-        for (std::size_t i = 0; i < a.chains * a.draws; ++i) slice[i] = a.values[i * a.params + p];
-        if (!a.weights.empty()) return herd::mcmc::DrawsView(slice, a.weights, a.chains, a.draws);
-        return herd::mcmc::DrawsView(slice, a.chains, a.draws);
-      },
-      threads);
+  std::vector<Order> orders(arrays.size());
+  std::vector<herd::mcmc::DiagnosticSummary> summaries(slot_array.size());
+  auto one = [&](std::size_t slot) {
+    const std::size_t ai = slot_array[slot];
+    load(ai);
+    auto& a = arrays[ai];
+    Order& o = orders[ai];
+    std::call_once(o.once, [&] { o.params = longest_first(a); });
+    const std::size_t p = o.params[slot - first[ai]];
+    const std::span<const double> x = a.columns[p].span();
+    summaries[first[ai] + p] = a.weights.empty()
+                                   ? herd::mcmc::summarize(herd::mcmc::DrawsView(x, a.chains, a.draws))
+                                   : herd::mcmc::summarize(herd::mcmc::DrawsView(x, a.weights, a.chains, a.draws));
+    if (!keep) a.columns[p].reset();
+  };
+  threads = std::min(threads, slot_array.size());
+  if (threads <= 1) {
+    for (std::size_t j = 0; j < slot_array.size(); ++j) one(j);
+  } else {
+    // Parameters are claimed one at a time, so a slow one does not hold up a fixed share;
+    // the workers' scratch is freed with the pool.
+    herd::ThreadPool pool(threads - 1);
+    pool.parallel_for_each(0, slot_array.size(), one, 1);
+  }
   std::vector<Row> rows;
-  rows.reserve(jobs.size());
-  for (std::size_t j = 0; j < jobs.size(); ++j) rows.push_back({jobs[j].a->names[jobs[j].p], summaries[j]});
+  rows.reserve(summaries.size());
+  for (std::size_t a = 0; a < arrays.size(); ++a)
+    for (std::size_t p = 0; p < arrays[a].params; ++p) rows.push_back({arrays[a].names[p], summaries[first[a] + p]});
   return rows;
 }
 
@@ -96,29 +155,30 @@ void print_json(const std::vector<Row>& rows) {
 }
 
 /// `a` with its weights expanded: every entry repeated `weights` times (padding dropped), the
-/// verbose draws `[chains, draws, params]`; `a` itself when it has no weights.
-herd::apps::DrawsArray expanded(const herd::apps::DrawsArray& a) {
-  if (a.weights.empty()) return a;
+/// verbose draws of each parameter; `a` itself (moved) when it has no weights.
+herd::apps::DrawsArray expanded(herd::apps::DrawsArray& a) {
+  if (a.weights.empty()) return std::move(a);
   herd::apps::DrawsArray v;
   v.names = a.names;
   v.chains = a.chains;
   v.params = a.params;
   for (std::size_t t = 0; t < a.draws; ++t) v.draws += static_cast<std::size_t>(a.weights[t]);
-  v.values.reserve(v.chains * v.draws * v.params);
-  for (std::size_t i = 0; i < a.chains * a.draws; ++i)
-    for (std::int64_t k = 0; k < a.weights[i]; ++k)
-      v.values.insert(v.values.end(), a.values.begin() + static_cast<std::ptrdiff_t>(i * a.params),
-                      a.values.begin() + static_cast<std::ptrdiff_t>((i + 1) * a.params));
+  for (const auto& col : a.columns) {
+    herd::apps::DrawsBuffer out(v.chains * v.draws);
+    double* o = out.data();
+    for (std::size_t i = 0; i < a.chains * a.draws; ++i) o = std::fill_n(o, a.weights[i], col[i]);
+    v.columns.push_back(std::move(out));
+  }
   return v;
 }
 
 /// The HTML report (posterior_report.hpp) of the arrays that share the first one's
 /// [chains, draws] shape (compact arrays expanded first); the others are named in a note.
-void write_html(const std::string& file, const std::vector<herd::apps::DrawsArray>& compact_or_verbose,
+void write_html(const std::string& file, std::vector<herd::apps::DrawsArray>& compact_or_verbose,
                 const std::vector<Row>& rows, const std::string& out) {
   std::vector<herd::apps::DrawsArray> arrays;
   arrays.reserve(compact_or_verbose.size());
-  for (const auto& a : compact_or_verbose) arrays.push_back(expanded(a));
+  for (auto& a : compact_or_verbose) arrays.push_back(expanded(a));
   herd::mcmc::PosteriorReportData h;
   h.title = "herd-diagnose report: " + std::filesystem::path(file).filename().string();
   h.subtitle = "Convergence diagnostics of the draws in " + file;
@@ -143,8 +203,8 @@ void write_html(const std::string& file, const std::vector<herd::apps::DrawsArra
   // One parameter's [chains, draws] slice at a time (the report holds at most two).
   h.fill_values = [&shown](std::size_t q, std::vector<double>& v) {
     const auto& [a, p] = shown[q];
-    v.resize(a->chains * a->draws);
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = a->values[i * a->params + p];
+    const auto x = a->columns[p].span();
+    v.assign(x.begin(), x.end());
   };
   h.facts = {{"input", file},
              {"chains", std::to_string(chains)},
@@ -185,8 +245,8 @@ int run_main(int argc, char** argv) {
   app.add_option("--html", html, "also write a self-contained HTML report with plots to this file");
   std::size_t threads = 0;
   app.add_option("--threads", threads,
-                 "threads that compute parameters' diagnostics in parallel (0: one per core; each holds about 60 "
-                 "bytes per draw)");
+                 "threads that read and compute parameters' diagnostics in parallel (0: one per core; each holds "
+                 "about 50 bytes of scratch per draw, besides the draws)");
   std::string max_memory;
   app.add_option("--max-memory", max_memory,
                  "memory the values of one dataset may use, e.g. 16GiB (default: the memory available)");
@@ -202,21 +262,36 @@ int run_main(int argc, char** argv) {
     } catch (const herd::InputError& e) {
       throw herd::InputError(fmt::format("--max-memory {}: {}", max_memory, e.what()));
     }
-    std::vector<herd::apps::DrawsArray> arrays;
+    std::vector<herd::apps::DrawsArray> text_arrays;
+    std::unique_ptr<herd::apps::Hdf5Draws> h5;
     bool any_h5 = false;
     for (const auto& f : files) any_h5 = any_h5 || herd::apps::is_hdf5(f);
     if (any_h5) {
       HERD_REQUIRE(files.size() == 1,
                    "{}: several files are given, but an HDF5 file holds all chains itself: give it alone", files[0]);
-      arrays = herd::apps::read_hdf5(files[0], dataset);
+      h5 = std::make_unique<herd::apps::Hdf5Draws>(files[0], dataset);
     } else {
       HERD_REQUIRE(dataset.empty(), "{}: --dataset is given, but the file is not HDF5", files[0]);
       std::string note;
-      arrays = herd::apps::read_text(files, &note);
+      text_arrays = herd::apps::read_text(files, &note);
       if (!note.empty()) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
     }
+    auto& arrays = h5 ? h5->arrays() : text_arrays;
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-    const auto rows = diagnose(arrays, threads);
+    std::vector<Row> rows;
+    try {
+      // HDF5 draws are read as the threads come to them, each parameter's buffer released
+      // after its diagnostics unless the report needs them again.
+      rows = diagnose(
+          arrays,
+          [&h5](std::size_t a) {
+            if (h5) h5->read(a);
+          },
+          threads, !html.empty());
+    } catch (...) {
+      if (h5) h5->check_in_order();  // an earlier dataset's error comes first
+      throw;
+    }
     if (json) print_json(rows);
     else print_table(rows);
     if (!html.empty()) {

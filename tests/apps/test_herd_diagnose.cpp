@@ -1,9 +1,11 @@
 // herd-diagnose end to end: CSV and HDF5 inputs, --json, and the exit-2 error cases.
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -531,6 +533,171 @@ TEST_CASE("herd-diagnose: a file of no known format is refused, never guessed", 
   const fs::path b = kWork / "bin_chain.txt";
   std::ofstream(b, std::ios::binary) << std::string("\x01\x00\x02\x03", 4);
   check_error(run(q(b)), "binary");
+}
+
+namespace {
+
+/// How `write_layout_h5` stores its dataset.
+struct Layout {
+  std::vector<hsize_t> chunk;  ///< chunk shape (empty: contiguous)
+  bool deflate = false;        ///< gzip-compressed chunks
+  hid_t type = H5T_NATIVE_DOUBLE;
+};
+
+/// posterior/theta of shape `dims` ([chains, draws] or [chains, draws, params]) holding `x`
+/// (row-major), stored as `layout` says.
+fs::path write_layout_h5(const std::string& name, const std::vector<double>& x, const std::vector<hsize_t>& dims,
+                         const Layout& layout) {
+  fs::create_directories(kWork);
+  fs::path p = kWork / name;
+  const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t g = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (!layout.chunk.empty()) H5Pset_chunk(dcpl, static_cast<int>(layout.chunk.size()), layout.chunk.data());
+  if (layout.deflate) H5Pset_deflate(dcpl, 1);
+  const hid_t ds = H5Dcreate2(g, "theta", layout.type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x.data());
+  H5Dclose(ds);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Gclose(g);
+  H5Fclose(f);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("herd-diagnose: HDF5 datasets read in blocks, in any storage layout, on any number of threads",
+          "[mcmc][apps]") {
+  // [5, 30011, 3]: a chain's rows are 720 kB, so blocks of about 512 kB end inside chains
+  // and chunks of [2, 7000, 2] end inside the dataset on every axis.
+  const std::size_t m = 5, n = 30011, k = 3;
+  std::vector<double> x(m * n * k);
+  std::vector<std::vector<double>> param(k);  // [chains, draws] of each parameter
+  for (std::size_t p = 0; p < k; ++p) {
+    for (std::size_t c = 0; c < m; ++c) {
+      const auto s = ar1(n, static_cast<unsigned>(100 + 10 * p + c), 0.01 * static_cast<double>(c));
+      for (std::size_t t = 0; t < n; ++t) {
+        // Integers in the second parameter, so that an integer dataset holds the same values.
+        const double v = p == 1 ? std::round(1000.0 * s[t]) : s[t];
+        x[(c * n + t) * k + p] = v;
+        param[p].push_back(v);
+      }
+    }
+  }
+  const std::vector<hsize_t> dims{m, n, k};
+  struct Case {
+    const char* name;
+    Layout layout;
+  };
+  std::vector<Case> cases{{"contiguous.h5", {}}, {"chunked.h5", {{2, 7000, 2}, false}}};
+  if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) cases.push_back({"deflate.h5", {{2, 7000, 2}, true}});
+  std::string first;
+  for (const auto& cs : cases) {
+    INFO(cs.name);
+    const auto h5 = write_layout_h5(cs.name, x, dims, cs.layout);
+    for (const char* t : {"1", "2", "3"}) {
+      const Run r = run(q(h5) + " --json --threads " + t);
+      INFO(r.err);
+      REQUIRE(r.rc == 0);
+      if (first.empty()) {
+        first = r.out;
+        const auto j = nlohmann::json::parse(r.out);
+        for (std::size_t p = 0; p < k; ++p) check_summary(j[fmt::format("theta[{}]", p)], param[p], m, n);
+      }
+      CHECK(r.out == first);  // every layout and thread count: the same numbers
+    }
+  }
+  // An integer dataset is converted; a [chains, draws] dataset (one parameter) is read straight
+  // into its buffer, contiguous or chunked.
+  {
+    std::vector<double> ints(m * n);
+    for (std::size_t i = 0; i < m * n; ++i) ints[i] = param[1][i];
+    const auto h5 = write_layout_h5("int.h5", ints, {m, n}, {{3, 4000}, false, H5T_NATIVE_INT32});
+    const auto flat = write_layout_h5("flat2d.h5", ints, {m, n}, {});
+    for (const auto& f : {h5, flat}) {
+      const Run r = run(q(f) + " --json --threads 2");
+      INFO(r.err);
+      REQUIRE(r.rc == 0);
+      check_summary(nlohmann::json::parse(r.out)["theta"], param[1], m, n);
+    }
+  }
+  // Many short chains: blocks of several whole chains (of whole rows of chunks), the last
+  // one shorter.
+  {
+    const std::size_t mm = 3000, nn = 20;
+    std::vector<double> y(mm * nn * 2);
+    std::vector<std::vector<double>> yp(2);
+    for (std::size_t p = 0; p < 2; ++p) {
+      const auto s = ar1(mm * nn, static_cast<unsigned>(7 + p), 0.5 * static_cast<double>(p));
+      for (std::size_t i = 0; i < mm * nn; ++i) y[i * 2 + p] = s[i];
+      yp[p] = s;
+    }
+    for (const Layout& l : {Layout{}, Layout{{7, 20, 1}, false}}) {
+      const auto h5 = write_layout_h5("short.h5", y, {mm, nn, 2}, l);
+      const Run r1 = run(q(h5) + " --json --threads 1"), r3 = run(q(h5) + " --json --threads 3");
+      INFO(r1.err);
+      REQUIRE(r1.rc == 0);
+      CHECK(r3.out == r1.out);
+      const auto j = nlohmann::json::parse(r1.out);
+      for (std::size_t p = 0; p < 2; ++p) check_summary(j[fmt::format("theta[{}]", p)], yp[p], mm, nn);
+    }
+  }
+  // Several non-finite draws in different blocks: the message names the first in storage
+  // order, whichever thread reads it.
+  {
+    std::vector<double> bad = x;
+    bad[(4 * n + 10) * k + 0] = std::numeric_limits<double>::quiet_NaN();
+    bad[(2 * n + 29000) * k + 2] = -std::numeric_limits<double>::infinity();
+    bad[(3 * n + 5) * k + 1] = std::numeric_limits<double>::infinity();
+    for (const auto& cs : cases) {
+      const auto h5 = write_layout_h5(std::string("bad_") + cs.name, bad, dims, cs.layout);
+      for (const char* t : {"1", "3"})
+        check_error(run(q(h5) + " --threads " + t),
+                    "dataset 'posterior/theta' has -inf at [chain 2, draw 29000, param 2], but draws must be finite");
+    }
+  }
+}
+
+TEST_CASE("herd-diagnose: the errors of several datasets come in the group's order", "[mcmc][apps]") {
+  // posterior/ in name order: a (fine), b (a NaN late in its data), c (a NaN early in its
+  // data), and e (strings [2, 2]: refused by its type, before any draw is read).
+  fs::create_directories(kWork);
+  const auto tv1 = herd_test::test_vector(1);
+  auto make = [&](const std::string& name, bool with_e) {
+    const fs::path p = kWork / name;
+    const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t g = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    write_dataset(g, "a", tv1.x, {4, 1000});
+    auto b = tv1.x, c = tv1.x;
+    b[3990] = std::numeric_limits<double>::quiet_NaN();
+    c[1] = std::numeric_limits<double>::quiet_NaN();
+    write_dataset(g, "b", b, {4, 1000});
+    write_dataset(g, "c", c, {4, 1000});
+    if (with_e) {
+      const hsize_t dims[2] = {2, 2};
+      const hid_t space = H5Screate_simple(2, dims, nullptr);
+      const hid_t type = H5Tcopy(H5T_C_S1);
+      H5Tset_size(type, 2);
+      const hid_t ds = H5Dcreate2(g, "e", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, "a\0b\0c\0d\0");
+      H5Dclose(ds);
+      H5Tclose(type);
+      H5Sclose(space);
+    }
+    H5Gclose(g);
+    H5Fclose(f);
+    return p;
+  };
+  for (const char* t : {"1", "2", "3"}) {
+    check_error(run(q(make("order.h5", false)) + " --threads " + t),
+                "dataset 'posterior/b' has nan at [chain 3, draw 990], but draws must be finite");
+  }
+  // A dataset refused by its type: the draws of those before it are read first, so b's NaN
+  // still comes first.
+  const auto with_e = make("order_e.h5", true);
+  check_error(run(q(with_e)), "dataset 'posterior/b' has nan at [chain 3, draw 990]");
 }
 
 TEST_CASE("herd-diagnose --version prints the project version", "[mcmc][apps]") {
