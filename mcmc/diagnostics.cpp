@@ -461,12 +461,11 @@ void* allocate_huge(std::size_t bytes) {
   constexpr std::size_t kAlign = std::size_t{1} << 21;
   void* m = mmap(nullptr, bytes + kAlign, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) throw std::bad_alloc();
-  const auto base = reinterpret_cast<std::uintptr_t>(m);
-  const std::uintptr_t aligned = (base + kAlign - 1) & ~(kAlign - 1);
-  if (aligned > base) munmap(m, aligned - base);
-  if (const std::size_t tail = base + kAlign - aligned; tail > 0)
-    munmap(reinterpret_cast<void*>(aligned + bytes), tail);
-  auto* p = reinterpret_cast<void*>(aligned);
+  // The 2 MiB aligned block inside the mapping; the slack before and after it is unmapped.
+  const auto head = static_cast<std::size_t>(-reinterpret_cast<std::uintptr_t>(m) & (kAlign - 1));
+  char* p = static_cast<char*>(m) + head;
+  if (head > 0) munmap(m, head);
+  if (kAlign - head > 0) munmap(p + bytes, kAlign - head);
   madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without huge pages the block still works
   return p;
 }

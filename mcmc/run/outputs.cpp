@@ -139,6 +139,7 @@ std::vector<Column> chain_columns(const SamplerSpecs& specs, const SampleTarget&
   std::vector<Column> columns;
   const int d = target.ndim;
   const std::size_t n = memory.size();
+  columns.reserve(static_cast<std::size_t>(d) + target.quantity_names.size());
   for (int j = 0; j < d; ++j) columns.push_back({specs.variable_names[static_cast<std::size_t>(j)], {}});
   if (target.quantities && !target.quantity_names.empty()) {
     const std::size_t nq = target.quantity_names.size();
