@@ -2,6 +2,7 @@
 #include "herd/mcmc/diagnostics.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -127,30 +128,39 @@ void check_prob(const char* fn, double prob) {
 /// Normal quantiles of Blom-offset ranks (r - 3/8) / (S + 1/4), cached by 2r (ranks may be
 /// half-integers with ties) in the workspace; z(S + 1 - r) = -z(r) halves the evaluations.
 /// The cache outlives the call: the next quantity with the same S (every quantity of a run)
-/// reuses the quantiles already evaluated, which are the same numbers.
+/// reuses the quantiles already evaluated, which are the same numbers. Under summarize_all
+/// the threads share one cache (ws.shared_z) when their S is its S: an entry is NaN or its
+/// final value, read and written atomically (relaxed: two threads that both find it NaN
+/// store the same number), so each thread's z-scores are the same bits as with its own.
 class ZTable {
  public:
-  ZTable(std::size_t s, detail::BigVector<double>& cache, std::size_t& cached_s) : s_(s), z_(cache) {
-    if (cached_s != s || z_.size() != s + 2) {
-      z_.assign(s + 2, kNaN);  // entries 2r <= S + 1
-      cached_s = s;
+  ZTable(std::size_t s, detail::Workspace& ws) : s_(s) {
+    if (ws.shared_z != nullptr) z_ = ws.shared_z->table(s);
+    if (z_ == nullptr) {
+      if (ws.ztab_s != s || ws.ztab.size() != s + 2) {
+        ws.ztab.assign(s + 2, kNaN);  // entries 2r <= S + 1
+        ws.ztab_s = s;
+      }
+      z_ = ws.ztab.data();
     }
   }
   double operator()(std::size_t two_r) {
     const std::size_t mirror = 2 * (s_ + 1) - two_r;
     if (two_r > mirror) return -(*this)(mirror);
-    double& z = z_[two_r];
-    if (std::isnan(z)) {
+    const std::atomic_ref<double> z(z_[two_r]);
+    double v = z.load(std::memory_order_relaxed);
+    if (std::isnan(v)) {
       const double r = 0.5 * static_cast<double>(two_r);
       const double p = (r - 0.375) / (static_cast<double>(s_) + 0.25);
-      z = boost::math::quantile(boost::math::normal_distribution<double, BoostPolicy>(), p);
+      v = boost::math::quantile(boost::math::normal_distribution<double, BoostPolicy>(), p);
+      z.store(v, std::memory_order_relaxed);
     }
-    return z;
+    return v;
   }
 
  private:
   std::size_t s_;
-  detail::BigVector<double>& z_;
+  double* z_ = nullptr;
 };
 
 constexpr std::uint32_t kDropped = 0xffffffffu;
@@ -424,7 +434,7 @@ template <class R>
 void rank_diagnostics(const Prepared& p, double median, detail::BigVector<R>& recs, detail::BigVector<R>& folded,
                       detail::Workspace& ws, double* rhat_b, double* rhat_t, double* ess_b) {
   const std::size_t s2 = 2 * p.m * p.h;
-  ZTable ztab(s2, ws.ztab, ws.ztab_s);
+  ZTable ztab(s2, ws);
   ws.split.resize(s2);
   z_scale_sorted(recs.data(), recs.size(), ws.split.data(), ztab);
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
@@ -433,10 +443,10 @@ void rank_diagnostics(const Prepared& p, double median, detail::BigVector<R>& re
   if (rhat_b) *rhat_b = ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
   if (ess_b) *ess_b = ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   if (rhat_t) {
+    // The tail's z-scores reuse the split buffer (the bulk ESS above is done with it).
     fold_sorted(recs, median, folded);
-    ws.split2.resize(s2);
-    z_scale_sorted(folded.data(), folded.size(), ws.split2.data(), ztab);
-    *rhat_t = detail::rhat_chains(ws.split2.data(), 2 * p.m, p.h, !detail::is_constant(ws.split2.data(), s2));
+    z_scale_sorted(folded.data(), folded.size(), ws.split.data(), ztab);
+    *rhat_t = detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, !detail::is_constant(ws.split.data(), s2));
   }
 }
 
@@ -452,20 +462,54 @@ void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, d
 // ---------------------------------------------------------------------------------------
 namespace detail {
 
+#if defined(__linux__)
+// Straight from the kernel, not from malloc: a freed block goes back at once (malloc keeps
+// freed blocks in its arenas once its mmap threshold has risen, so the memory of one phase's
+// scratch stayed resident through the next ones), and is 2 MiB aligned without slack.
+void* allocate_huge(std::size_t bytes) {
+  constexpr std::size_t kAlign = std::size_t{1} << 21;
+  void* m = mmap(nullptr, bytes + kAlign, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) throw std::bad_alloc();
+  // The 2 MiB aligned block inside the mapping; the slack before and after it is unmapped.
+  const auto head = static_cast<std::size_t>(-reinterpret_cast<std::uintptr_t>(m) & (kAlign - 1));
+  char* p = static_cast<char*>(m) + head;
+  if (head > 0) munmap(m, head);
+  if (kAlign - head > 0) munmap(p + bytes, kAlign - head);
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without huge pages the block still works
+  return p;
+}
+
+void free_huge(void* p, std::size_t bytes) noexcept { munmap(p, bytes); }
+#else
 void* allocate_huge(std::size_t bytes) {
   void* p = std::aligned_alloc(std::size_t{1} << 21, bytes);
   if (p == nullptr) throw std::bad_alloc();
-#if defined(__linux__)
-  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without huge pages the block still works
-#endif
   return p;
 }
 
 void free_huge(void* p, std::size_t /*bytes*/) noexcept { std::free(p); }
+#endif
 
 Workspace& workspace() {
   thread_local Workspace ws;
   return ws;
+}
+
+std::size_t Workspace::bytes() const {
+  const auto of = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  const std::size_t len = fft.length();
+  return of(expanded) + of(split) + of(sorted) + of(recs) + of(folded) + of(wrecs) + of(wfolded) + of(wcum) + of(ztab) +
+         of(radix_count) + of(centered) + of(acov) + of(rho) + of(power) + of(means) + of(bits) + of(bit_prefix) +
+         of(bit_counts) + (len > 0 ? len * sizeof(double) + (len / 2 + 1) * sizeof(std::complex<double>) : 0);
+}
+
+double* SharedZTable::table(std::size_t s) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  if (z_.empty()) {
+    z_.assign(s + 2, std::numeric_limits<double>::quiet_NaN());
+    s_ = s;
+  }
+  return s_ == s ? z_.data() : nullptr;
 }
 
 std::size_t fft_length(std::size_t n) {
@@ -1138,21 +1182,23 @@ DiagnosticSummary summarize(const DrawsView& v) {
   // above); an odd count drops the middle draws, which may leave constant split draws.
   const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
   r.rhat_basic = split_ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
-  // (x - mean)^2 of the split draws, before ess_mean centres the split draws in place.
-  ws.split2.resize(s2);
+  // (x - mean)^2 of the split draws, in place, for ess_sd; then the split draws again for
+  // ess_mean (which centres them in place). One split buffer instead of two: 8 bytes per
+  // draw less scratch for one more copy.
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (std::size_t i = 0; i < s2; ++i) {
     const double z = (ws.split[i] - r.mean) * (ws.split[i] - r.mean);
-    ws.split2[i] = z;
+    ws.split[i] = z;
     lo = z < lo ? z : lo;
     hi = z > hi ? z : hi;
   }
-  r.ess_mean = split_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
-  r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
   // (x - mean)^2 is constant when x takes two values symmetric about the mean; it overflows
   // only for |x| > 1e154.
   const bool sq_ok = std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon());
-  r.ess_sd = sq_ok ? detail::ess_chains_overwrite(ws.split2.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  r.ess_sd = sq_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  if (split_ok) detail::split_chains(p.x, p.m, p.n, ws.split.data());
+  r.ess_mean = split_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
   const double evar = m2 / sd_s;
   const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;
   r.mcse_sd = std::sqrt(varvar / evar / 4.0);
@@ -1175,19 +1221,31 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
     for (std::size_t q = 0; q < count; ++q) out[q] = summarize(draws(q, buffer));
     return out;
   }
-  // Quantities are claimed one at a time, so a slow one does not hold up a fixed share.
+  // Quantities are claimed one at a time, so a slow one does not hold up a fixed share. The
+  // threads share one table of normal quantiles (8 bytes per draw, not one per thread).
+  detail::SharedZTable shared_z;
   ThreadPool pool(threads - 1);
   pool.parallel_for_each(
       0, count,
       [&](std::size_t q) {
         std::vector<double> buffer;
-        out[q] = summarize(draws(q, buffer));
+        detail::Workspace& ws = detail::workspace();
+        ws.shared_z = &shared_z;
+        try {
+          out[q] = summarize(draws(q, buffer));
+        } catch (...) {
+          ws.shared_z = nullptr;
+          throw;
+        }
+        ws.shared_z = nullptr;
       },
       1);
   return out;
 }
 
 void release_diagnostics_workspace() { detail::workspace() = detail::Workspace(); }
+
+std::size_t diagnostics_workspace_bytes() { return detail::workspace().bytes(); }
 
 double rhat(const DrawsView& v) { return summarize(v).rhat; }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -17,7 +18,9 @@
 
 namespace herd::mcmc::detail {
 
-/// The huge-page blocks of BigAllocator (`bytes` a multiple of 2 MiB). @throws std::bad_alloc
+/// The huge-page blocks of BigAllocator (`bytes` a multiple of 2 MiB): on Linux mapped from
+/// the kernel (2 MiB aligned, marked for transparent huge pages) and unmapped by free_huge, so
+/// that freed scratch leaves the resident set at once. @throws std::bad_alloc
 void* allocate_huge(std::size_t bytes);
 /// Frees a block of allocate_huge.
 void free_huge(void* p, std::size_t bytes) noexcept;
@@ -96,12 +99,27 @@ class RealFft {
 #endif
 };
 
+/// The normal quantiles of z-scaled ranks (by 2r) that the threads of one summarize_all call
+/// share: one table for one draw count S, allocated by the first thread that asks (8 bytes
+/// per draw); its entries are NaN until evaluated and are read and written through
+/// std::atomic_ref (relaxed). Thread-safe.
+class SharedZTable {
+ public:
+  /// The table of S = `s` (s + 2 entries), or nullptr when it was made for another S (the
+  /// caller then uses its own). @throws std::bad_alloc
+  double* table(std::size_t s);
+
+ private:
+  std::mutex mu_;
+  std::size_t s_ = 0;
+  BigVector<double> z_;
+};
+
 /// Scratch buffers and FFT plans, one per thread.
 struct Workspace {
   RealFft fft;
   BigVector<double> expanded;  // verbose [M, N] of a weighted view
-  BigVector<double> split;     // [2M, h] split layout
-  BigVector<double> split2;    // second split buffer
+  BigVector<double> split;     // [2M, h] split layout (z-scores, then the split draws)
   BigVector<double> sorted;    // sorted values
   /// A draw's order-preserving sort key and its position in the split layout (12 bytes:
   /// the radix sort moves these records, so their size is its memory traffic).
@@ -123,11 +141,12 @@ struct Workspace {
     std::uint32_t count;
   };
   static_assert(sizeof(WRec) == 16);
-  BigVector<WRec> wrecs;          // sorted runs of a weighted view (the radix scratch is `wfolded`)
-  BigVector<WRec> wfolded;        // sorted runs by |x - med|; first the radix scratch
-  BigVector<std::uint32_t> wcum;  // draws in wrecs[0..i] (inclusive prefix sums of count)
-  BigVector<double> ztab;         // normal quantiles of ranks, kept between calls
-  std::size_t ztab_s = 0;         // the draw count S that ztab's quantiles are of
+  BigVector<WRec> wrecs;             // sorted runs of a weighted view (the radix scratch is `wfolded`)
+  BigVector<WRec> wfolded;           // sorted runs by |x - med|; first the radix scratch
+  BigVector<std::uint32_t> wcum;     // draws in wrecs[0..i] (inclusive prefix sums of count)
+  BigVector<double> ztab;            // normal quantiles of ranks, kept between calls
+  std::size_t ztab_s = 0;            // the draw count S that ztab's quantiles are of
+  SharedZTable* shared_z = nullptr;  // summarize_all's table, used instead of ztab when set
   std::vector<std::uint32_t> radix_count;
   std::vector<double> centered;  // one centred chain
   std::vector<double> acov;      // chain-averaged autocovariance
@@ -137,6 +156,8 @@ struct Workspace {
   BigVector<std::uint64_t> bits;          // packed split indicators [2M, indicator_words(h)]
   std::vector<std::uint64_t> bit_prefix;  // ones before each word, per chain
   std::vector<std::uint64_t> bit_counts;  // pairs of ones per lag of one chain, one block of lags
+  /// Bytes held: the buffers' capacities and the FFT's buffers (diagnostics_workspace_bytes).
+  std::size_t bytes() const;
 };
 
 /// The calling thread's workspace.

@@ -132,25 +132,15 @@ void write_report_file(const std::string& path, const std::string& text) {
 
 namespace {
 
-std::vector<double> expand(const std::vector<double>& compact, const std::vector<std::int64_t>& weight,
-                           std::size_t first) {
-  std::vector<double> out;
-  for (std::size_t i = first; i < compact.size(); ++i)
-    out.insert(out.end(), static_cast<std::size_t>(weight[i]), compact[i]);
-  return out;
-}
-
-/// The variables' columns, then the derived quantities' (those not named as a variable).
+/// The variables' columns (names only: their values are the chain's points), then the
+/// derived quantities' (those not named as a variable).
 std::vector<Column> chain_columns(const SamplerSpecs& specs, const SampleTarget& target,
                                   const MemoryChainSink& memory) {
   std::vector<Column> columns;
   const int d = target.ndim;
   const std::size_t n = memory.size();
-  for (int j = 0; j < d; ++j) {
-    Column c{specs.variable_names[static_cast<std::size_t>(j)], std::vector<double>(n)};
-    for (std::size_t i = 0; i < n; ++i) c.compact[i] = memory.point(i)[j];
-    columns.push_back(std::move(c));
-  }
+  columns.reserve(static_cast<std::size_t>(d) + target.quantity_names.size());
+  for (int j = 0; j < d; ++j) columns.push_back({specs.variable_names[static_cast<std::size_t>(j)], {}});
   if (target.quantities && !target.quantity_names.empty()) {
     const std::size_t nq = target.quantity_names.size();
     std::vector<double> q(nq);
@@ -214,7 +204,8 @@ ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target
   const std::size_t n = memory.size();
   o.burnin = std::clamp<std::int64_t>(kr.burnin, 0, static_cast<std::int64_t>(n) - 1);
   o.columns = chain_columns(specs, target, memory);
-  o.lp_post = expand(memory.log_density, memory.weight, static_cast<std::size_t>(o.burnin));
+  for (auto i = static_cast<std::size_t>(o.burnin); i < n; ++i)
+    o.post_draws += static_cast<std::size_t>(memory.weight[i]);
   refined_sample(specs, target.ndim, memory, o);
   return o;
 }

@@ -100,22 +100,33 @@ void write_report_file(const std::string& path, const std::string& text);
 /// Values of one reported quantity on the compact states (`[compact]`).
 struct Column {
   std::string name;
+  /// A derived quantity's values; empty for a sampled coordinate, whose values are the
+  /// chain's points (compact_value), not copied.
   std::vector<double> compact;
 };
 
 /// Everything a chain contributes to the outputs, computed on rank 0.
 struct ChainOutputs {
-  std::vector<Column> columns;           ///< variables, then derived quantities (compact)
-  std::vector<double> lp_post;           ///< log density of the verbose chain after burn-in
+  std::vector<Column> columns;           ///< variables (names only), then derived quantities (compact)
+  std::size_t post_draws = 0;            ///< draws of the verbose chain after burn-in
   std::int64_t burnin = 0;               ///< compact index where the posterior starts
   std::vector<std::size_t> sample_rows;  ///< compact rows of the refined sample (repeated by weight)
   RefinedSample refined;                 ///< the refinement's rounds (empty unless refined)
 };
 
-/// The columns, burn-in (the kernel's, clamped to the chain), post-burn-in log densities and
+/// The columns, burn-in (the kernel's, clamped to the chain), post-burn-in verbose length and
 /// refined sample of one chain `memory` with the kernel's result `kr`. Calls the target's
-/// quantities (from this thread). @throws what `refine_sample` throws.
+/// quantities (from this thread). Memory: 8 bytes per compact state and derived quantity
+/// (the sampled coordinates are read from `memory`), plus the refined sample's rows.
+/// @throws what `refine_sample` throws.
 ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target, const MemoryChainSink& memory,
                            const DramResult& kr);
+
+/// Quantity `k`'s value on compact state `i` of the chain `memory` whose outputs are `o`:
+/// coordinate k of the state for k < memory.ndim, else the derived quantity's column. Pure.
+inline double compact_value(const MemoryChainSink& memory, const ChainOutputs& o, std::size_t k, std::size_t i) {
+  const auto d = static_cast<std::size_t>(memory.ndim);
+  return k < d ? memory.point(i)[k] : o.columns[k].compact[i];
+}
 
 }  // namespace herd::mcmc::detail

@@ -78,14 +78,8 @@ void write_sample_stats(const SerialRun& r, io::H5Group& rootg) {
     }
     put_stat(name, v);
   };
-  if (m == 1 && r.co[0].lp_post.size() == ndraw) {
-    put_stat("lp", r.co[0].lp_post);
-  } else {
-    std::vector<double> lp;
-    for (std::size_t c = 0; c < m; ++c)
-      lp.insert(lp.end(), r.co[c].lp_post.begin(), r.co[c].lp_post.begin() + static_cast<std::ptrdiff_t>(ndraw));
-    put_stat("lp", lp);
-  }
+  per_draw("lp",
+           [](const MemoryChainSink& mem, std::size_t i, std::int64_t /*k*/) -> double { return mem.log_density[i]; });
   per_draw("accepted", [](const MemoryChainSink& mem, std::size_t i, std::int64_t k) -> std::uint8_t {
     return k == 0 && mem.step[i] > 0 ? 1 : 0;
   });
@@ -181,7 +175,7 @@ void write_sample(const SerialRun& r, io::H5Group& rootg, const std::vector<Arvi
     v.clear();
     for (std::size_t c = 0; c < m; ++c)
       for (std::size_t row : r.co[c].sample_rows)
-        for (std::size_t k : var.columns) v.push_back(r.co[c].columns[k].compact[row]);
+        for (std::size_t k : var.columns) v.push_back(compact_value(r.chains[c], r.co[c], k, row));
     if (!var.is_vector) {
       io::H5Dataset dk = sg.write<double>(var.name, v);
       sg.attach_dimensions(dk, {"sample"});

@@ -130,7 +130,7 @@ std::string report_chains(const SerialRun& r) {
     for (std::size_t c = 0; c < m; ++c)
       s +=
           fmt::format("{:>6} {:>12} {:>12} {:>10.4f} {:>10} {:>12}\n", r.chains[c].chain_id + 1, r.results[c].proposals,
-                      r.chains[c].size(), r.results[c].acceptance_rate, r.co[c].burnin, r.co[c].lp_post.size());
+                      r.chains[c].size(), r.results[c].acceptance_rate, r.co[c].burnin, r.co[c].post_draws);
     s += "\n";
   }
   s += "== final proposal covariance" + std::string(m > 1 ? " (chain 1)" : "") + " ==\n";
@@ -197,8 +197,7 @@ std::vector<double> posterior_covariance(const SerialRun& r) {
       for (int i = 0; i < d; ++i)
         for (int j = 0; j < d; ++j)
           prod[static_cast<std::size_t>(i) * du + static_cast<std::size_t>(j)] =
-              (r.co[c].columns[static_cast<std::size_t>(i)].compact[row] - mean[i]) *
-              (r.co[c].columns[static_cast<std::size_t>(j)].compact[row] - mean[j]);
+              (r.chains[c].point(row)[i] - mean[i]) * (r.chains[c].point(row)[j] - mean[j]);
       for (std::size_t rep = 0; rep < take; ++rep)
         for (std::size_t e = 0; e < prod.size(); ++e) cov[e] += prod[e];
     }

@@ -11,6 +11,9 @@
 #include <thread>
 
 #include <fmt/format.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "herd/core/error.hpp"
 #include "herd/mcmc/diagnostics.hpp"
@@ -46,6 +49,15 @@ SerialRun::SerialRun(const SamplerSpecs& s, const SampleTarget& t, const SampleR
       phases(o.terminal, quiet) {}
 
 namespace {
+
+/// Hands the free memory that malloc keeps in its arenas back to the system (glibc; elsewhere
+/// nothing): called where a phase's large temporaries were freed, so that they do not stay
+/// resident beside the next phase's.
+void release_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 
 /// Set-up: the restart folder (rank 0, with checkpoints), the progress file and terminal
 /// line, and rank 0's streamed text chain of a single chain.
@@ -241,10 +253,13 @@ void summarize_chains(SerialRun& r) {
   }
   r.out.burnin = r.co[0].burnin;
   // The posterior: the post-burn-in verbose chains cut to a common length.
-  r.ndraw = r.co[0].lp_post.size();
-  for (const auto& x : r.co) r.ndraw = std::min(r.ndraw, x.lp_post.size());
+  r.ndraw = r.co[0].post_draws;
+  for (const auto& x : r.co) r.ndraw = std::min(r.ndraw, x.post_draws);
   r.out.posterior_draws = static_cast<std::int64_t>(r.ndraw * r.m);
   r.ncol = r.co[0].columns.size();
+  // The refinement's temporaries (about 100 bytes per state) are freed: out of the resident
+  // set before the diagnostics' scratch comes in.
+  release_free_memory();
 }
 
 /// The chain and sample text files (up to kMaxTextChains chains).
@@ -270,8 +285,7 @@ void ks_table(SerialRun& r) {
     for (int j = 0; j < r.d; ++j) {
       for (std::size_t c = 0; c < r.m; ++c) {
         samples[c].clear();
-        for (std::size_t row : r.co[c].sample_rows)
-          samples[c].push_back(r.co[c].columns[static_cast<std::size_t>(j)].compact[row]);
+        for (std::size_t row : r.co[c].sample_rows) samples[c].push_back(r.chains[c].point(row)[j]);
       }
       r.ks.push_back(ks_pairwise(std::span<const std::vector<double>>(samples)));
     }
@@ -296,10 +310,12 @@ void ks_table(SerialRun& r) {
 void compute_diagnostics(SerialRun& r) {
   r.nsuper = static_cast<std::size_t>(r.specs.superchains);
   const bool with_nested = r.nsuper >= 2 && r.m % r.nsuper == 0 && r.ndraw >= 1;
-  // Quantities on the cores (one quantity's compact column and the diagnostics' scratch per
-  // thread, about 45 bytes per verbose draw each), beside the writer thread; the same numbers
-  // as one thread gives. The views are weighted (the compact posterior): the diagnostics
-  // rank the compact states instead of every verbose draw, with the verbose column's results.
+  // Quantities on the cores, beside the writer thread; the same numbers as one thread gives.
+  // Each thread holds one quantity's compact values (8 bytes per state) and the diagnostics'
+  // scratch (summarize: 16 bytes per verbose draw and 36 per state, plus the ESS's buffers),
+  // and the threads share one z table (8 bytes per draw). The views are weighted (the compact
+  // posterior): the diagnostics rank the compact states instead of every verbose draw, with
+  // the verbose column's results.
   const CompactPosterior cp = compact_posterior(r);
   const auto view = [&](std::size_t k, std::vector<double>& values) {
     compact_values(r, cp, k, values);
@@ -337,6 +353,7 @@ void write_files_and_diagnostics(SerialRun& r) {
     }
     try {
       write_h5_draws(r, h5);
+      release_free_memory();  // the writer's column buffers, while the diagnostics go on
       draws_written.set_value();
     } catch (...) {
       draws_written.set_exception(std::current_exception());
@@ -396,9 +413,9 @@ void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out)
   out.reserve(r.m * r.ndraw);
   for (std::size_t c = 0; c < r.m; ++c) {
     const PosteriorStates ps = posterior_states(r, c);
-    const std::vector<double>& compact = r.co[c].columns[k].compact;
     for (std::size_t i = ps.first; i < ps.end; ++i)
-      out.insert(out.end(), static_cast<std::size_t>(ps.weight(r.chains[c], i)), compact[i]);
+      out.insert(out.end(), static_cast<std::size_t>(ps.weight(r.chains[c], i)),
+                 compact_value(r.chains[c], r.co[c], k, i));
   }
 }
 
@@ -420,10 +437,8 @@ void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t 
   out.assign(r.m * cp.states, 0.0);
   for (std::size_t c = 0; c < r.m; ++c) {
     const PosteriorStates ps = posterior_states(r, c);
-    const std::vector<double>& compact = r.co[c].columns[k].compact;
-    std::copy(compact.begin() + static_cast<std::ptrdiff_t>(ps.first),
-              compact.begin() + static_cast<std::ptrdiff_t>(ps.end),
-              out.begin() + static_cast<std::ptrdiff_t>(c * cp.states));
+    double* to = out.data() + c * cp.states;
+    for (std::size_t i = ps.first; i < ps.end; ++i) *to++ = compact_value(r.chains[c], r.co[c], k, i);
   }
 }
 

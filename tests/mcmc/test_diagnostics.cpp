@@ -909,3 +909,38 @@ TEST_CASE("direct autocovariance lags (blocks of 32 by fused multiply-adds) equa
     }
   }
 }
+
+TEST_CASE("summarize's scratch: one split buffer, sort records per compact state", "[mcmc]") {
+  // White noise (its autocorrelations die out at once: the ESS sums a few direct lags, no
+  // FFT), 1 chain, as a weighted view of K states of weights 1..5 (S = 3 K draws) and as the
+  // S draws themselves. The workspace holds the verbose and the split draws (8 + 8 bytes per
+  // draw), the z table (8), the ESS's autocovariance and Geyer sequence over a split chain
+  // (4 + 4), and the sort records: 36 bytes per state weighted (key, position, count; the
+  // radix scratch; cumulative counts), 24 per draw unweighted. A second split buffer would
+  // add 8 bytes per draw, one record per draw of a weighted view 24.
+  constexpr std::size_t kStates = 100000;
+  const std::vector<double> x = herd_test::lcg_ar1(1, kStates, 0.0, 4242, 0.0);
+  std::vector<std::int64_t> w(kStates);
+  std::vector<double> verbose;
+  for (std::size_t i = 0; i < kStates; ++i) {
+    w[i] = static_cast<std::int64_t>(1 + i % 5);
+    verbose.insert(verbose.end(), static_cast<std::size_t>(w[i]), x[i]);
+  }
+  const double s = static_cast<double>(verbose.size()), k = static_cast<double>(kStates);
+  REQUIRE(s == 3.0 * k);
+  constexpr double kSlack = 1 << 20;  // fixed-size parts: radix histogram, means, ...
+  herd::mcmc::release_diagnostics_workspace();
+  CHECK(herd::mcmc::diagnostics_workspace_bytes() == 0);
+  const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));
+  const auto weighted_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
+  CHECK(weighted_bytes >= 32.0 * s);
+  CHECK(weighted_bytes <= 32.0 * s + 36.0 * k + kSlack);
+  herd::mcmc::release_diagnostics_workspace();
+  const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
+  const auto expanded_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
+  CHECK(expanded_bytes >= 48.0 * s);
+  CHECK(expanded_bytes <= 48.0 * s + kSlack);
+  CHECK(herd::mcmc::testing::summary_bits(weighted) == herd::mcmc::testing::summary_bits(expanded));
+  herd::mcmc::release_diagnostics_workspace();
+  CHECK(herd::mcmc::diagnostics_workspace_bytes() == 0);
+}

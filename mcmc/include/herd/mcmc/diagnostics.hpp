@@ -107,8 +107,10 @@ struct DiagnosticSummary {
 /// Cost: one LSD radix sort of the S draws (of a weighted view: of its K entries of positive
 /// weight, plus one per odd chain) plus O(S) passes, and O(S L) for the L autocovariance lags
 /// Geyer's sequences need (by FFT when L is large). The calling thread's workspace grows to
-/// about 50 bytes per draw (weighted: about 32 per draw plus 36 per entry) and is kept for the
-/// next call (release it with release_diagnostics_workspace()).
+/// about 48 bytes per draw (weighted: about 32 per draw plus 36 per entry; one split buffer
+/// serves the z-scores and the split draws in turn), plus about 16 per draw while the FFT is
+/// used, and is kept for the next call (release it with release_diagnostics_workspace();
+/// diagnostics_workspace_bytes() gives its size).
 /// @param draws `[chains, draws]` row-major, optionally weighted (zero weights allowed); the
 ///        result is that of the expanded view, bit for bit.
 /// Thread-safe (the calling thread's workspace); never throws for non-finite or constant
@@ -122,9 +124,9 @@ DiagnosticSummary summarize(const DrawsView& draws);
 /// thread that summarizes it (concurrently with other calls when threads > 1), and may fill
 /// `buffer`, a vector of that thread's that the view may point into and that stays alive and
 /// untouched until summarize() has returned.
-/// Memory: each thread holds its buffer and a workspace (about 50 bytes per draw; less for
-/// weighted views, see summarize()); the
-/// workers' are freed on return, the calling thread's workspace is kept (as by summarize).
+/// Memory: each thread holds its buffer and a workspace (see summarize(); the threads share
+/// one table of normal quantiles, 8 bytes per draw, instead of one each); the workers' are
+/// freed on return, the calling thread's workspace is kept (as by summarize).
 /// @returns the summaries in quantity order.
 /// @throws whatever `draws` or summarize() threw (the first observed).
 std::vector<DiagnosticSummary> summarize_all(
@@ -133,6 +135,15 @@ std::vector<DiagnosticSummary> summarize_all(
 
 /// Frees the calling thread's scratch buffers and FFT plans (they are rebuilt on demand).
 void release_diagnostics_workspace();
+
+/// Bytes the calling thread's diagnostics workspace holds now: its buffers' capacities and
+/// the FFT's buffers (not counting the 2 MiB rounding of large blocks, nor FFTW's twiddle
+/// tables). After summarize() of a weighted view of S draws in K entries whose
+/// autocorrelations die out within 160 lags (no FFT): about 32 S + 36 K bytes (verbose
+/// draws and split draws, the z table, sort records, the ESS's autocovariance and Geyer
+/// sequence); of an unweighted view, about 48 S. 0 after release_diagnostics_workspace().
+/// Thread-safe (the calling thread's workspace).
+std::size_t diagnostics_workspace_bytes();
 
 /// Rank-normalized split R-hat: max of bulk and tail (folded) R-hat. Needs >= 2 draws per chain.
 double rhat(const DrawsView& draws);
