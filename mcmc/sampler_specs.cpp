@@ -388,14 +388,14 @@ double sampler_memory_need(const SamplerSpecs& s, int ndim, int ranks) {
   const double d = ndim, n = static_cast<double>(s.chain_size), r = std::max(ranks, 1);
   double need = 0;
   if (s.device != "cpu") {
-    // Rank 0 holds every chain's draws [chains, draws, d] and lp, a gathered block, one
-    // coordinate's diagnostics scratch (counted once; each diagnostics thread holds one, as
-    // in a serial run), and each chain's state and factor; for the
-    // .h5's chain_compact and sample groups the compact index (row, weight), the sample's
-    // rows and one variable of the sample (4 x 8 bytes per draw at most).
+    // The draws wait in rank 0's scratch file (BatchedDrawStore), not in memory. Rank 0
+    // holds one quantity's draws [chains, draws] with the diagnostics' workspace (about 64
+    // bytes per draw; counted once: each diagnostics thread holds one, as in a serial run),
+    // the engine's block of draws and its gathered copy ([chains, 256, d + 1] each), and
+    // each chain's state and factor.
     const double chains = r * static_cast<double>(s.chains_per_rank);
     const double draws = n / static_cast<double>(std::max<std::int64_t>(s.thin, 1));
-    need = chains * draws * (d + 1) * 8 + 6 * chains * draws * 8 + chains * (3 * d + 4) * 8 +
+    need = chains * draws * 64 + 2 * chains * std::min(draws, 256.0) * (d + 1) * 8 + chains * (3 * d + 4) * 8 +
            (s.batched_adaptation == "per_chain" ? chains : 1.0) * 3 * d * d * 8;
   } else {
     // Each chain held compactly (unique states, weights, lp) and copied once for the

@@ -43,22 +43,66 @@ CompactDraws compact_chain(const MemoryBatchedSink& draws, std::size_t c) {
   return out;
 }
 
-/// Draw indices of one chain's sample (each repeated by its weight): `sample_size` evenly
-/// spaced draws, every draw (refinement count 0), or ParaDRAM's refinement of the compact chain.
-std::vector<std::size_t> sample_draws(const MemoryBatchedSink& draws, std::size_t c, const CompactDraws& cd,
-                                      const SamplerSpecs& specs) {
+/// A run of `weight` copies of draw `draw` in a chain's refined sample.
+struct SampleRun {
+  std::uint32_t draw, weight;
+};
+
+/// Every chain's sample, as its draw indices in order (each repeated by its weight):
+/// `sample_size` evenly spaced draws, every draw (refinement count 0), or ParaDRAM's
+/// refinement of the compact chain, whose runs are the only thing kept (8 bytes each).
+class ChainSamples {
+ public:
+  ChainSamples(const SamplerSpecs& specs, std::size_t chains, std::size_t draws)
+      : specs_(specs), draws_(draws), begin_(1, 0), sizes_(chains, 0) {
+    HERD_REQUIRE(draws <= UINT32_MAX, "batched outputs: {} draws per chain, at most 2^32 - 1", draws);
+  }
+  /// Whether the sample needs the refinement (`add_refined` for every chain in order).
+  bool refined() const { return draws_ > 0 && specs_.sample_size <= 0 && specs_.sample_refinement_count != 0; }
+  /// Chain c's refined runs (chains in order).
+  void add_refined(std::size_t c, const std::vector<SampleRun>& runs) {
+    std::size_t n = 0;
+    for (const SampleRun& r : runs) n += r.weight;
+    sizes_[c] = n;
+    runs_.insert(runs_.end(), runs.begin(), runs.end());
+    begin_.push_back(runs_.size());
+  }
+  /// Draw indices of chain c's sample into `rows` (replaced).
+  void rows(std::size_t c, std::vector<std::size_t>& rows) const {
+    rows.clear();
+    if (draws_ == 0) return;
+    if (specs_.sample_size > 0) {
+      for (std::int64_t k = 0; k < specs_.sample_size; ++k)
+        rows.push_back(static_cast<std::size_t>(std::floor(
+            (static_cast<double>(k) + 0.5) * static_cast<double>(draws_) / static_cast<double>(specs_.sample_size))));
+      return;
+    }
+    if (specs_.sample_refinement_count == 0) {
+      for (std::size_t t = 0; t < draws_; ++t) rows.push_back(t);
+      return;
+    }
+    for (std::size_t i = begin_[c]; i < begin_[c + 1]; ++i) rows.insert(rows.end(), runs_[i].weight, runs_[i].draw);
+  }
+  /// The number of draws in chain c's sample.
+  std::size_t size(std::size_t c) const {
+    if (draws_ == 0) return 0;
+    if (specs_.sample_size > 0) return static_cast<std::size_t>(specs_.sample_size);
+    if (specs_.sample_refinement_count == 0) return draws_;
+    return sizes_[c];
+  }
+
+ private:
+  const SamplerSpecs& specs_;
+  std::size_t draws_;
+  std::vector<std::size_t> begin_;  // chain c's runs: [begin_[c], begin_[c + 1])
+  std::vector<SampleRun> runs_;
+  std::vector<std::size_t> sizes_;
+};
+
+/// ParaDRAM's refinement of chain c of `draws` (a group of chains), as runs of draws.
+std::vector<SampleRun> refined_runs(const MemoryBatchedSink& draws, std::size_t c, const CompactDraws& cd,
+                                    const SamplerSpecs& specs) {
   const auto D = static_cast<std::size_t>(draws.draws), d = static_cast<std::size_t>(draws.ndim);
-  std::vector<std::size_t> rows;
-  if (specs.sample_size > 0) {
-    for (std::int64_t k = 0; k < specs.sample_size; ++k)
-      rows.push_back(static_cast<std::size_t>(std::floor((static_cast<double>(k) + 0.5) * static_cast<double>(D) /
-                                                         static_cast<double>(specs.sample_size))));
-    return rows;
-  }
-  if (specs.sample_refinement_count == 0) {
-    for (std::size_t t = 0; t < D; ++t) rows.push_back(t);
-    return rows;
-  }
   const std::size_t n = cd.first.size();
   std::vector<double> states(n * (d + 1));
   for (std::size_t i = 0; i < n; ++i) {
@@ -69,9 +113,24 @@ std::vector<std::size_t> sample_draws(const MemoryBatchedSink& draws, std::size_
   RefinementOptions ro;
   ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
   const RefinedSample r = refine_sample(states, cd.weight, d + 1, ro);
+  std::vector<SampleRun> runs;
   for (std::size_t k = 0; k < r.index.size(); ++k)
-    rows.insert(rows.end(), static_cast<std::size_t>(r.weight[k]), cd.first[r.index[k]]);
-  return rows;
+    if (r.weight[k] > 0)
+      runs.push_back({static_cast<std::uint32_t>(cd.first[r.index[k]]), static_cast<std::uint32_t>(r.weight[k])});
+  return runs;
+}
+
+/// Calls `f(group, c, global chain)` for every chain, reading the store a group of chains at
+/// a time (`extra` bytes per draw more for the caller; `stats`: with the per-draw statistics).
+template <class F>
+void for_each_chain(const BatchedDrawStore& draws, std::size_t extra, bool stats, F&& f) {
+  MemoryBatchedSink group;
+  const std::int64_t size = draws.chain_group(extra);
+  for (std::int64_t c0 = 0; c0 < draws.num_chains(); c0 += size) {
+    const std::int64_t count = std::min(size, draws.num_chains() - c0);
+    draws.read_chains(c0, count, group, stats);
+    for (std::int64_t c = 0; c < count; ++c) f(group, static_cast<std::size_t>(c), static_cast<std::size_t>(c0 + c));
+  }
 }
 
 /// A dataset `[rows]` or `[rows, k]` of element type T written a block of rows at a time
@@ -123,8 +182,8 @@ class RowWriter {
 /// names that are not variables, which the verbose file keeps in `posterior` only):
 /// `derived_quantity` [derived_quantity] (names) and `derived_quantities` [compact_draw,
 /// derived_quantity], the target's quantities at each compact row's state, chain by chain.
-void write_derived_quantities(io::H5Group& cc, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
-                              const std::vector<CompactDraws>& compact) {
+void write_derived_quantities(io::H5Group& cc, const BatchedRunFacts& f, const BatchedDrawStore& draws,
+                              std::size_t rows) {
   const SampleTarget& target = *f.target;
   if (!target.quantities || target.quantity_names.empty()) return;
   const std::vector<std::string>& vars = f.specs->variable_names;
@@ -136,34 +195,35 @@ void write_derived_quantities(io::H5Group& cc, const BatchedRunFacts& f, const M
       index.push_back(i);
     }
   if (names.empty()) return;
-  const auto D = static_cast<std::size_t>(draws.draws), d = static_cast<std::size_t>(draws.ndim);
-  std::size_t rows = 0;
-  for (const auto& c : compact) rows += c.first.size();
+  const auto D = static_cast<std::size_t>(draws.draws()), d = static_cast<std::size_t>(draws.ndim());
   cc.write_strings("derived_quantity", names).make_scale("derived_quantity");
   {
     RowWriter<double> out(cc, "derived_quantities", rows, names.size());
     std::vector<double> q(target.quantity_names.size()), block;
-    for (std::size_t c = 0; c < compact.size(); ++c) {
+    for_each_chain(draws, 0, false, [&](const MemoryBatchedSink& g, std::size_t c, std::size_t /*chain*/) {
       block.clear();
-      for (std::size_t t : compact[c].first) {
-        target.quantities(draws.x.data() + (c * D + t) * d, q.data());
+      for (std::size_t t : compact_chain(g, c).first) {
+        target.quantities(g.x.data() + (c * D + t) * d, q.data());
         for (std::size_t i : index) block.push_back(q[i]);
       }
       out.append(block);
-    }
+    });
   }
   io::H5Dataset ds = cc.open_dataset("derived_quantities");
   cc.attach_dimensions(ds, {"compact_draw", "derived_quantity"});
 }
 
 /// `chain_compact`: every chain's recorded draws in compact form, in chain order, written
-/// chain by chain.
-void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
-                         const std::vector<CompactDraws>& compact) {
-  const auto D = static_cast<std::size_t>(draws.draws), d = static_cast<std::size_t>(draws.ndim);
-  const std::size_t m = compact.size();
+/// chain by chain from groups of chains read from the store (its `compact_rows` give the
+/// datasets' sizes); in the same pass each chain's sample is refined into `samples` when
+/// the input asks for ParaDRAM's refinement.
+void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const BatchedDrawStore& draws,
+                         ChainSamples& samples) {
+  const auto D = static_cast<std::size_t>(draws.draws()), d = static_cast<std::size_t>(draws.ndim());
+  const auto m = static_cast<std::size_t>(draws.num_chains());
   std::size_t rows = 0;
-  for (const auto& c : compact) rows += c.first.size();
+  for (const std::int64_t r : draws.compact_rows()) rows += static_cast<std::size_t>(r);
+  const bool refine = samples.refined();
   io::H5Group cc = root.create_group("chain_compact");
   cc.create_dimension("compact_draw", rows);
   cc.write_strings("variable", f.specs->variable_names).make_scale("variable");
@@ -177,29 +237,31 @@ void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const Memo
     // every draw of a row holds the same state).
     RowWriter<std::int32_t> stage(cc, "dr_stage", rows);
     RowWriter<double> alpha(cc, "acceptance_probability", rows), measure(cc, "adaptation_measure", rows);
-    for (std::size_t c = 0; c < m; ++c) {
+    for_each_chain(draws, 0, true, [&](const MemoryBatchedSink& g, std::size_t c, std::size_t global) {
+      const CompactDraws cd = compact_chain(g, c);
+      if (refine) samples.add_refined(global, refined_runs(g, c, cd, *f.specs));
       std::vector<std::uint64_t> st;
       std::vector<double> lp, x, al, me;
       std::vector<std::int32_t> sg;
-      for (std::size_t t : compact[c].first) {
-        sg.push_back(draws.dr_stage[c * D + t]);
-        al.push_back(draws.acceptance_probability[c * D + t]);
-        me.push_back(draws.adaptation_measure[c * D + t]);
+      for (std::size_t t : cd.first) {
+        sg.push_back(g.dr_stage[c * D + t]);
+        al.push_back(g.acceptance_probability[c * D + t]);
+        me.push_back(g.adaptation_measure[c * D + t]);
         // The proposal after which the draw was recorded (1-based, warm-up included).
         st.push_back(static_cast<std::uint64_t>(f.specs->warmup + static_cast<std::int64_t>(t + 1) * f.specs->thin));
-        lp.push_back(draws.lp[c * D + t]);
-        x.insert(x.end(), draws.x.begin() + static_cast<std::ptrdiff_t>((c * D + t) * d),
-                 draws.x.begin() + static_cast<std::ptrdiff_t>((c * D + t + 1) * d));
+        lp.push_back(g.lp[c * D + t]);
+        x.insert(x.end(), g.x.begin() + static_cast<std::ptrdiff_t>((c * D + t) * d),
+                 g.x.begin() + static_cast<std::ptrdiff_t>((c * D + t + 1) * d));
       }
       step.append(st);
-      weight.append(compact[c].weight);
+      weight.append(cd.weight);
       logd.append(lp);
       state.append(x);
       stage.append(sg);
       alpha.append(al);
       measure.append(me);
-      if (chain) chain->append(std::vector<std::int64_t>(compact[c].first.size(), static_cast<std::int64_t>(c)));
-    }
+      if (chain) chain->append(std::vector<std::int64_t>(cd.first.size(), static_cast<std::int64_t>(global)));
+    });
   }
   for (const char* name :
        {"step", "weight", "log_density", "dr_stage", "acceptance_probability", "adaptation_measure"}) {
@@ -208,7 +270,7 @@ void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const Memo
   }
   io::H5Dataset st = cc.open_dataset("state");
   cc.attach_dimensions(st, {"compact_draw", "variable"});
-  if (f.specs->h5_posterior == "compact") write_derived_quantities(cc, f, draws, compact);
+  if (f.specs->h5_posterior == "compact") write_derived_quantities(cc, f, draws, rows);
   cc.set_attribute("burnin", std::int64_t{0});  // the warm-up is not recorded
   if (m > 1) {
     io::H5Dataset ch = cc.open_dataset("chain");
@@ -222,48 +284,65 @@ void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const Memo
 /// `sample_stats`' per-draw statistics (the group and its `chain`, `draw` scales are the gather
 /// sink's), with the serial run's dtypes and meaning: accepted (u8), and the accepting stage
 /// (i32) and acceptance probability (f64) on accepted draws, 0 on the others. One dataset at
-/// a time, so rank 0 holds at most 8 more bytes per draw while writing.
-void write_sample_stats(io::H5Group& root, const MemoryBatchedSink& draws) {
+/// a time, so rank 0 holds at most 10 bytes per draw while writing.
+void write_sample_stats(io::H5Group& root, const BatchedDrawStore& draws) {
   io::H5Group stats = root.open_group("sample_stats");
-  const auto M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
+  const auto M = static_cast<std::size_t>(draws.num_chains()), D = static_cast<std::size_t>(draws.draws());
   auto put = [&](const char* name, const auto& values) {
     using T = typename std::decay_t<decltype(values)>::value_type;
     io::H5Dataset ds = stats.write<T>(name, values, {M, D});
     stats.attach_dimensions(ds, {"chain", "draw"});
   };
-  put("accepted", draws.accepted);
+  std::vector<std::uint8_t> accepted;
+  draws.read_bytes_column(false, accepted);
+  put("accepted", accepted);
   {
-    std::vector<std::int32_t> stage(draws.dr_stage.size());
-    for (std::size_t q = 0; q < stage.size(); ++q) stage[q] = draws.accepted[q] != 0 ? draws.dr_stage[q] : 0;
+    std::vector<std::uint8_t> dr_stage;
+    draws.read_bytes_column(true, dr_stage);
+    std::vector<std::int32_t> stage(dr_stage.size());
+    for (std::size_t q = 0; q < stage.size(); ++q) stage[q] = accepted[q] != 0 ? dr_stage[q] : 0;
     put("dr_stage", stage);
   }
-  std::vector<double> alpha(draws.acceptance_probability.size());
+  std::vector<double> alpha;
+  draws.column(draws.alpha_column(), alpha);
   for (std::size_t q = 0; q < alpha.size(); ++q)
-    alpha[q] = draws.accepted[q] != 0 ? draws.acceptance_probability[q] : 0.0;
+    if (accepted[q] == 0) alpha[q] = 0.0;
   put("acceptance_probability", alpha);
 }
 
-/// `sample`: the chains' samples (rows `rows[c]` of chain c), in chain order.
-void write_sample(io::H5Group& root, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
-                  const std::vector<std::vector<std::size_t>>& rows) {
-  const auto D = static_cast<std::size_t>(draws.draws), d = static_cast<std::size_t>(draws.ndim);
-  const std::size_t m = rows.size();
+/// `sample`: the chains' samples, in chain order, a variable at a time.
+void write_sample(io::H5Group& root, const BatchedRunFacts& f, const BatchedDrawStore& draws,
+                  const ChainSamples& samples) {
+  const auto D = static_cast<std::size_t>(draws.draws());
+  const auto m = static_cast<std::size_t>(draws.num_chains());
   std::size_t n = 0;
-  for (const auto& r : rows) n += r.size();
+  for (std::size_t c = 0; c < m; ++c) n += samples.size(c);
   io::H5Group sg = root.create_group("sample");
   std::vector<std::int64_t> idx(n);
   for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::int64_t>(i);
   sg.create_coordinate<std::int64_t>("sample", idx);
+  idx = {};
   std::vector<double> v;
-  for (std::size_t c = 0; c < m; ++c)
-    for (std::size_t t : rows[c]) v.push_back(draws.lp[c * D + t]);
+  std::vector<std::size_t> rows;
+  // The samples of the store's columns `cols` (interleaved: [sample, cols.size()]) into v.
+  std::vector<std::vector<double>> cv;
+  auto sampled = [&](const std::vector<std::size_t>& cols) {
+    cv.resize(cols.size());
+    for (std::size_t e = 0; e < cols.size(); ++e) draws.column(cols[e], cv[e]);
+    v.clear();
+    v.reserve(n * cols.size());
+    for (std::size_t c = 0; c < m; ++c) {
+      samples.rows(c, rows);
+      for (std::size_t t : rows)
+        for (const auto& col : cv) v.push_back(col[c * D + t]);
+    }
+    for (auto& col : cv) col = {};
+  };
+  sampled({draws.lp_column()});
   io::H5Dataset lp = sg.write<double>("lp", v);
   sg.attach_dimensions(lp, {"sample"});
   for (const auto& var : arviz_variables(f.specs->variable_names)) {
-    v.clear();
-    for (std::size_t c = 0; c < m; ++c)
-      for (std::size_t t : rows[c])
-        for (std::size_t k : var.columns) v.push_back(draws.x[(c * D + t) * d + k]);
+    sampled(var.columns);
     if (!var.is_vector) {
       io::H5Dataset dk = sg.write<double>(var.name, v);
       sg.attach_dimensions(dk, {"sample"});
@@ -279,28 +358,33 @@ void write_sample(io::H5Group& root, const BatchedRunFacts& f, const MemoryBatch
   }
   if (m > 1) {
     std::vector<std::int64_t> ch;
-    for (std::size_t c = 0; c < m; ++c) ch.insert(ch.end(), rows[c].size(), static_cast<std::int64_t>(c));
+    ch.reserve(n);
+    for (std::size_t c = 0; c < m; ++c) ch.insert(ch.end(), samples.size(c), static_cast<std::int64_t>(c));
     io::H5Dataset dc = sg.write<std::int64_t>("chain_id", ch);
     sg.attach_dimensions(dc, {"sample"});
   }
 }
 
-/// ParaDRAM's pairwise KS table of the chains' samples (rows `rows[c]` of chain c),
-/// `[variable][chain a * M + chain b]`: for 2..kMaxKsChains chains, each with a sample; else empty.
-std::vector<std::vector<KsResult>> ks_tables(const MemoryBatchedSink& draws,
-                                             const std::vector<std::vector<std::size_t>>& rows) {
-  const auto M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
-  const bool samples_ok = std::all_of(rows.begin(), rows.end(), [](const auto& r) { return !r.empty(); });
+/// ParaDRAM's pairwise KS table of the chains' samples, `[variable][chain a * M + chain b]`:
+/// for 2..kMaxKsChains chains, each with a sample; else empty.
+std::vector<std::vector<KsResult>> ks_tables(const BatchedDrawStore& draws, const ChainSamples& samples) {
+  const auto M = static_cast<std::size_t>(draws.num_chains()), D = static_cast<std::size_t>(draws.draws());
+  bool samples_ok = true;
+  for (std::size_t c = 0; c < M; ++c) samples_ok = samples_ok && samples.size(c) > 0;
   if (M < 2 || M > static_cast<std::size_t>(detail::kMaxKsChains) || !samples_ok) return {};
-  const auto d = static_cast<std::size_t>(draws.ndim);
+  const auto d = static_cast<std::size_t>(draws.ndim());
   std::vector<std::vector<KsResult>> ks;
-  std::vector<std::vector<double>> samples(M);
+  std::vector<std::vector<double>> sample(M);
+  std::vector<double> column;
+  std::vector<std::size_t> rows;
   for (std::size_t j = 0; j < d; ++j) {
+    draws.column(j, column);
     for (std::size_t c = 0; c < M; ++c) {
-      samples[c].clear();
-      for (std::size_t t : rows[c]) samples[c].push_back(draws.x[(c * D + t) * d + j]);
+      sample[c].clear();
+      samples.rows(c, rows);
+      for (std::size_t t : rows) sample[c].push_back(column[c * D + t]);
     }
-    ks.push_back(ks_pairwise(std::span<const std::vector<double>>(samples)));
+    ks.push_back(ks_pairwise(std::span<const std::vector<double>>(sample)));
   }
   return ks;
 }
@@ -308,13 +392,12 @@ std::vector<std::vector<KsResult>> ks_tables(const MemoryBatchedSink& draws,
 /// `diagnostics` (detail::write_h5_diagnostics): the summary of every quantity (variables,
 /// then derived quantities), nested R-hat over the superchains, and for 2..16 chains
 /// ParaDRAM's pairwise KS table of the chains' samples.
-void write_diagnostics(io::H5File& h5, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
-                       const BatchedPosterior& post, const std::vector<std::vector<std::size_t>>& rows) {
-  const auto M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
+void write_diagnostics(io::H5File& h5, const BatchedRunFacts& f, const BatchedDrawStore& draws,
+                       const BatchedPosterior& post, const ChainSamples& samples) {
+  const auto M = static_cast<std::size_t>(draws.num_chains());
   std::vector<double> nested;
-  if (f.superchains >= 2)
-    for (const auto& col : post.columns) nested.push_back(nested_rhat(DrawsView(col, M, D), f.superchains));
-  const std::vector<std::vector<KsResult>> ks = ks_tables(draws, rows);
+  if (f.superchains >= 2) nested = post.nested_rhat;
+  const std::vector<std::vector<KsResult>> ks = ks_tables(draws, samples);
   detail::write_h5_diagnostics(
       h5, {.summary = post.rows,
            .nested_rhat = nested,
@@ -326,20 +409,15 @@ void write_diagnostics(io::H5File& h5, const BatchedRunFacts& f, const MemoryBat
 
 }  // namespace
 
-void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, const MemoryBatchedSink& draws,
+void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, const BatchedDrawStore& draws,
                                  const BatchedPosterior& post) {
-  const auto M = static_cast<std::size_t>(draws.num_chains);
-  std::vector<CompactDraws> compact(M);
-  std::vector<std::vector<std::size_t>> rows(M);
-  for (std::size_t c = 0; c < M; ++c) {
-    compact[c] = compact_chain(draws, c);
-    if (draws.draws > 0) rows[c] = sample_draws(draws, c, compact[c], *facts.specs);
-  }
+  const auto M = static_cast<std::size_t>(draws.num_chains());
+  ChainSamples samples(*facts.specs, M, static_cast<std::size_t>(draws.draws()));
   io::H5Group root = h5.root();
   if (facts.specs->h5_posterior != "compact") write_sample_stats(root, draws);
-  write_chain_compact(root, facts, draws, compact);
-  write_sample(root, facts, draws, rows);
-  write_diagnostics(h5, facts, draws, post, rows);
+  write_chain_compact(root, facts, draws, samples);  // also refines the samples
+  write_sample(root, facts, draws, samples);
+  write_diagnostics(h5, facts, draws, post, samples);
 }
 
 }  // namespace herd::mcmc

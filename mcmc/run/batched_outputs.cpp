@@ -24,14 +24,20 @@ namespace herd::mcmc {
 
 BatchedGatherSink::BatchedGatherSink(Communicator& comm, io::H5File* file, std::vector<std::string> names,
                                      BatchedDrawRecord* record, std::int64_t replay, std::int64_t block_draws,
-                                     bool write_posterior)
+                                     bool write_posterior, std::string scratch_dir)
     : comm_(comm),
       file_(file),
       names_(std::move(names)),
       record_(record),
       replay_(replay),
       block_draws_(block_draws),
-      write_posterior_(write_posterior) {}
+      write_posterior_(write_posterior),
+      scratch_dir_(std::move(scratch_dir)) {}
+
+BatchedDrawStore& BatchedGatherSink::draws() {
+  HERD_REQUIRE(store_ != nullptr, "BatchedGatherSink::draws: only rank 0 keeps the draws, after begin");
+  return *store_;
+}
 
 BatchedGatherSink::~BatchedGatherSink() { close_sets(); }
 
@@ -40,7 +46,7 @@ void BatchedGatherSink::begin(std::int64_t m, std::uint32_t /*first*/, int d, st
   d_ = d;
   total_ = m * comm_.size();
   if (file_ == nullptr) return;
-  memory.begin(total_, 0, d, draws);
+  store_ = std::make_unique<BatchedDrawStore>(scratch_dir_, total_, d, draws);
   if (!write_posterior_) {
     replay_record(draws);
     return;
@@ -66,7 +72,7 @@ void BatchedGatherSink::replay_record(std::int64_t draws) {
     record_->read(offset, gx_.data(), nx);
     record_->read(offset + nx * sizeof(double), glp_.data(), nl);
     offset += (nx + nl) * sizeof(double);
-    store(first, n);
+    store(first, n, gx_.data(), glp_.data());
     // The block's statistics follow it (write_stats).
     galpha_.resize(nl);
     gmeasure_.resize(nl);
@@ -77,7 +83,7 @@ void BatchedGatherSink::replay_record(std::int64_t draws) {
     record_->read_bytes(offset + 2 * nl * sizeof(double), gaccepted_.data(), nl);
     record_->read_bytes(offset + 2 * nl * sizeof(double) + nl, gstage_.data(), nl);
     offset += 2 * nl * (sizeof(double) + 1);
-    memory.write_stats(first, n, {gaccepted_.data(), gstage_.data(), galpha_.data(), gmeasure_.data()});
+    store_->write_stats(first, n, {gaccepted_.data(), gstage_.data(), galpha_.data(), gmeasure_.data()});
     first += n;
   }
 }
@@ -85,46 +91,56 @@ void BatchedGatherSink::replay_record(std::int64_t draws) {
 void BatchedGatherSink::write_block(std::int64_t first, std::int64_t n, const double* x, const double* lp) {
   const auto nx = static_cast<std::size_t>(m_ * n * d_), nl = static_cast<std::size_t>(m_ * n);
   const bool root = file_ != nullptr;
-  if (root) {
-    gx_.resize(nx * static_cast<std::size_t>(comm_.size()));
-    glp_.resize(nl * static_cast<std::size_t>(comm_.size()));
+  // One process: the engine's block is the gathered block (no copy of it).
+  const bool alone = comm_.size() == 1;
+  if (!alone) {
+    if (root) {
+      gx_.resize(nx * static_cast<std::size_t>(comm_.size()));
+      glp_.resize(nl * static_cast<std::size_t>(comm_.size()));
+    }
+    comm_.gather(x, root ? gx_.data() : nullptr, nx, DataType::kFloat64, 0);
+    comm_.gather(lp, root ? glp_.data() : nullptr, nl, DataType::kFloat64, 0);
   }
-  comm_.gather(x, root ? gx_.data() : nullptr, nx, DataType::kFloat64, 0);
-  comm_.gather(lp, root ? glp_.data() : nullptr, nl, DataType::kFloat64, 0);
   if (!root) return;
+  const double* bx = alone ? x : gx_.data();
+  const double* blp = alone ? lp : glp_.data();
   if (record_ != nullptr) {
-    record_->append(gx_.data(), nx * static_cast<std::size_t>(comm_.size()));
-    record_->append(glp_.data(), nl * static_cast<std::size_t>(comm_.size()));
+    record_->append(bx, nx * static_cast<std::size_t>(comm_.size()));
+    record_->append(blp, nl * static_cast<std::size_t>(comm_.size()));
   }
-  store(first, n);
+  store(first, n, bx, blp);
 }
 
 void BatchedGatherSink::write_stats(std::int64_t first, std::int64_t n, const BatchedDrawStats& s) {
   const auto nl = static_cast<std::size_t>(m_ * n);
   const bool root = file_ != nullptr;
   const std::size_t all = root ? nl * static_cast<std::size_t>(comm_.size()) : 0;
-  galpha_.resize(all);
-  gmeasure_.resize(all);
-  gaccepted_.resize(all);
-  gstage_.resize(all);
-  comm_.gather(s.acceptance_probability, root ? galpha_.data() : nullptr, nl, DataType::kFloat64, 0);
-  comm_.gather(s.adaptation_measure, root ? gmeasure_.data() : nullptr, nl, DataType::kFloat64, 0);
-  comm_.gather(s.accepted, root ? gaccepted_.data() : nullptr, nl, DataType::kUint8, 0);
-  comm_.gather(s.dr_stage, root ? gstage_.data() : nullptr, nl, DataType::kUint8, 0);
+  BatchedDrawStats g = s;  // one process: the engine's block as it is
+  if (comm_.size() > 1) {
+    galpha_.resize(all);
+    gmeasure_.resize(all);
+    gaccepted_.resize(all);
+    gstage_.resize(all);
+    comm_.gather(s.acceptance_probability, root ? galpha_.data() : nullptr, nl, DataType::kFloat64, 0);
+    comm_.gather(s.adaptation_measure, root ? gmeasure_.data() : nullptr, nl, DataType::kFloat64, 0);
+    comm_.gather(s.accepted, root ? gaccepted_.data() : nullptr, nl, DataType::kUint8, 0);
+    comm_.gather(s.dr_stage, root ? gstage_.data() : nullptr, nl, DataType::kUint8, 0);
+    g = {gaccepted_.data(), gstage_.data(), galpha_.data(), gmeasure_.data()};
+  }
   if (!root) return;
   if (record_ != nullptr) {
-    record_->append(galpha_.data(), all);
-    record_->append(gmeasure_.data(), all);
-    record_->append_bytes(gaccepted_.data(), all);
-    record_->append_bytes(gstage_.data(), all);
+    record_->append(g.acceptance_probability, all);
+    record_->append(g.adaptation_measure, all);
+    record_->append_bytes(g.accepted, all);
+    record_->append_bytes(g.dr_stage, all);
   }
-  memory.write_stats(first, n, {gaccepted_.data(), gstage_.data(), galpha_.data(), gmeasure_.data()});
+  store_->write_stats(first, n, g);
 }
 
-void BatchedGatherSink::store(std::int64_t first, std::int64_t n) {
-  memory.write_block(first, n, gx_.data(), glp_.data());
+void BatchedGatherSink::store(std::int64_t first, std::int64_t n, const double* x, const double* lp) {
+  store_->write_block(first, n, x, lp);
   if (!write_posterior_) return;
-  // gx_ is [total, n, d]: one [total, n] slab per scalar, [total, n, K] per vector.
+  // x is [total, n, d]: one [total, n] slab per scalar, [total, n, K] per vector.
   const auto rows = static_cast<std::size_t>(total_ * n);
   std::vector<double> slab;
   for (std::size_t v = 0; v < vars_.size(); ++v) {
@@ -132,16 +148,16 @@ void BatchedGatherSink::store(std::int64_t first, std::int64_t n) {
     slab.resize(rows * cols.size());
     for (std::size_t q = 0; q < rows; ++q)
       for (std::size_t e = 0; e < cols.size(); ++e)
-        slab[q * cols.size() + e] = gx_[q * static_cast<std::size_t>(d_) + cols[e]];
+        slab[q * cols.size() + e] = x[q * static_cast<std::size_t>(d_) + cols[e]];
     write(ids_[v], first, n, slab.data(), vars_[v].is_vector ? cols.size() : 0);
   }
-  write(ids_.back(), first, n, glp_.data());
+  write(ids_.back(), first, n, lp);
 }
 
 void BatchedGatherSink::finish() {
   if (file_ == nullptr || !write_posterior_) return;
   close_sets();
-  std::vector<std::int64_t> chain(static_cast<std::size_t>(total_)), draw(static_cast<std::size_t>(memory.draws));
+  std::vector<std::int64_t> chain(static_cast<std::size_t>(total_)), draw(static_cast<std::size_t>(store_->draws()));
   for (std::size_t i = 0; i < chain.size(); ++i) chain[i] = static_cast<std::int64_t>(i);
   for (std::size_t i = 0; i < draw.size(); ++i) draw[i] = static_cast<std::int64_t>(i);
   for (io::H5Group* g : {&post_, &stats_}) {
@@ -230,21 +246,34 @@ std::size_t default_superchains(std::int64_t m) {
   return 0;
 }
 
-BatchedPosterior summarize_batched_draws(const MemoryBatchedSink& draws, const std::vector<std::string>& names,
-                                         std::size_t k, std::size_t threads) {
-  // The coordinates' draws and summaries on `threads` threads (summarize_all: the same
-  // numbers as one thread), then `batched_diagnostics`' fields from each summary.
-  const auto M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
-  const auto d = static_cast<std::size_t>(draws.ndim);
-  BatchedPosterior p;
-  p.columns.resize(d);
-  const std::vector<DiagnosticSummary> stats = summarize_all(
-      d,
-      [&](std::size_t j, std::vector<double>& /*buffer*/) {
-        p.columns[j] = draws.coordinate(static_cast<int>(j));
-        return DrawsView(p.columns[j], M, D);
+namespace {
+
+/// The summaries (and nested R-hat over `k` superchains, k > 0) of the store's columns
+/// `cols`, on `threads` threads, each reading one column at a time into its buffer.
+std::vector<DiagnosticSummary> summarize_columns(const BatchedDrawStore& draws, const std::vector<std::size_t>& cols,
+                                                 std::size_t k, std::size_t threads, std::vector<double>& nested) {
+  const auto M = static_cast<std::size_t>(draws.num_chains()), D = static_cast<std::size_t>(draws.draws());
+  nested.assign(cols.size(), std::numeric_limits<double>::quiet_NaN());
+  return summarize_all(
+      cols.size(),
+      [&](std::size_t q, std::vector<double>& buffer) {
+        draws.column(cols[q], buffer);
+        if (k > 0) nested[q] = nested_rhat(DrawsView(buffer, M, D), k);
+        return DrawsView(buffer, M, D);
       },
       threads);
+}
+
+}  // namespace
+
+BatchedPosterior summarize_batched_draws(const BatchedDrawStore& draws, const std::vector<std::string>& names,
+                                         std::size_t k, std::size_t threads) {
+  // The coordinates' summaries on `threads` threads (summarize_all: the same numbers as one
+  // thread), then `batched_diagnostics`' fields from each summary.
+  const auto d = static_cast<std::size_t>(draws.ndim());
+  BatchedPosterior p;
+  for (std::size_t j = 0; j < d; ++j) p.columns.push_back(j);
+  const std::vector<DiagnosticSummary> stats = summarize_columns(draws, p.columns, k, threads, p.nested_rhat);
   for (std::size_t j = 0; j < d; ++j) {
     p.rows.push_back({names[j], stats[j]});
     const DiagnosticSummary& sum = stats[j];
@@ -253,7 +282,7 @@ BatchedPosterior summarize_batched_draws(const MemoryBatchedSink& draws, const s
     b.ess_bulk = sum.ess_bulk;
     b.mean = sum.mean;
     b.sd = sum.sd;
-    b.nested_rhat = k > 0 ? nested_rhat(DrawsView(p.columns[j], M, D), k) : std::numeric_limits<double>::quiet_NaN();
+    b.nested_rhat = p.nested_rhat[j];
     p.diagnostics.push_back(b);
   }
   return p;
@@ -261,28 +290,36 @@ BatchedPosterior summarize_batched_draws(const MemoryBatchedSink& draws, const s
 
 namespace {
 
-/// The quantities of `target` at every draw: `[quantity][chain * draws + draw]`, flattened.
-std::vector<double> quantities_at_draws(const SampleTarget& target, const MemoryBatchedSink& draws) {
-  const std::size_t nq = target.quantity_names.size(),
-                    n = static_cast<std::size_t>(draws.num_chains) * static_cast<std::size_t>(draws.draws),
-                    dd = static_cast<std::size_t>(draws.ndim);
-  std::vector<double> q(nq), all(nq * n);
-  for (std::size_t c = 0; c < n; ++c) {
-    target.quantities(draws.x.data() + c * dd, q.data());
-    for (std::size_t i = 0; i < nq; ++i) all[i * n + c] = q[i];
+/// The quantities `index` of `target` at every draw, a group of chains at a time, into the
+/// store's columns `first + e` (e: position in `index`).
+void quantities_to_store(const SampleTarget& target, const std::vector<std::size_t>& index, BatchedDrawStore& draws,
+                         std::size_t first) {
+  const std::size_t nq = target.quantity_names.size(), ne = index.size(), dd = static_cast<std::size_t>(draws.ndim());
+  const auto D = static_cast<std::size_t>(draws.draws());
+  const std::int64_t group = draws.chain_group(sizeof(double) * ne);
+  std::vector<double> q(nq);
+  std::vector<std::vector<double>> out(ne);
+  MemoryBatchedSink chains;
+  for (std::int64_t c0 = 0; c0 < draws.num_chains(); c0 += group) {
+    const std::int64_t count = std::min(group, draws.num_chains() - c0);
+    draws.read_chains(c0, count, chains, false);
+    const std::size_t n = static_cast<std::size_t>(count) * D;
+    for (auto& v : out) v.resize(n);
+    for (std::size_t c = 0; c < n; ++c) {
+      target.quantities(chains.x.data() + c * dd, q.data());
+      for (std::size_t e = 0; e < ne; ++e) out[e][c] = q[index[e]];
+    }
+    for (std::size_t e = 0; e < ne; ++e) draws.write_chains(first + e, c0, count, out[e].data());
   }
-  return all;
 }
 
 }  // namespace
 
 void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const std::vector<std::string>& variable_names,
-                            const MemoryBatchedSink& draws, BatchedPosterior& post, std::size_t threads, bool to_file) {
+                            BatchedDrawStore& draws, BatchedPosterior& post, std::size_t superchains,
+                            std::size_t threads, bool to_file) {
   if (!target.quantities || target.quantity_names.empty()) return;
-  const std::size_t M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
-  const std::vector<double> all = quantities_at_draws(target, draws);
-  std::optional<io::H5Group> pg;
-  if (to_file) pg = h5.root().open_group("posterior");
+  const auto M = static_cast<std::size_t>(draws.num_chains()), D = static_cast<std::size_t>(draws.draws());
   // The quantities that are not sampled coordinates, as ArviZ variables (vectors with a dimension).
   std::vector<std::string> qnames;
   std::vector<std::size_t> qindex;
@@ -292,33 +329,37 @@ void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const st
     qnames.push_back(name);
     qindex.push_back(i);
   }
-  // Their draws and summaries on `threads` threads (summarize_all: one thread's numbers).
-  std::vector<std::vector<double>> columns(qnames.size());
-  const std::vector<DiagnosticSummary> stats = summarize_all(
-      qnames.size(),
-      [&](std::size_t e, std::vector<double>& /*buffer*/) {
-        const std::size_t i = qindex[e];
-        columns[e].assign(all.begin() + static_cast<std::ptrdiff_t>(i * M * D),
-                          all.begin() + static_cast<std::ptrdiff_t>((i + 1) * M * D));
-        return DrawsView(columns[e], M, D);
-      },
-      threads);
+  if (qnames.empty()) return;
+  const std::size_t first = draws.add_columns(qnames.size());
+  quantities_to_store(target, qindex, draws, first);
+  std::optional<io::H5Group> pg;
+  if (to_file) pg = h5.root().open_group("posterior");
+  // Their summaries on `threads` threads (summarize_all: one thread's numbers).
+  std::vector<std::size_t> cols(qnames.size());
+  for (std::size_t e = 0; e < cols.size(); ++e) cols[e] = first + e;
+  std::vector<double> nested;
+  const std::vector<DiagnosticSummary> stats = summarize_columns(draws, cols, superchains, threads, nested);
+  std::vector<double> data, column;
   for (const auto& var : arviz_variables(qnames)) {
-    std::vector<double> data(M * D * var.columns.size());
-    for (std::size_t e = 0; e < var.columns.size(); ++e) {
-      const std::size_t q = var.columns[e];
-      const std::vector<double>& v = columns[q];
-      for (std::size_t c = 0; c < M * D; ++c) data[c * var.columns.size() + e] = v[c];
+    const std::size_t k = var.columns.size();
+    for (const std::size_t q : var.columns) {
       post.rows.push_back({qnames[q], stats[q]});
-      post.columns.push_back(std::move(columns[q]));
+      post.columns.push_back(cols[q]);
+      post.nested_rhat.push_back(nested[q]);
     }
     if (!pg) continue;
+    // One vector's elements at a time ([chain, draw, k]; a scalar is one column).
+    data.resize(M * D * k);
+    for (std::size_t e = 0; e < k; ++e) {
+      draws.column(cols[var.columns[e]], column);
+      for (std::size_t c = 0; c < M * D; ++c) data[c * k + e] = column[c];
+    }
     if (!var.is_vector) {
       io::H5Dataset ds = pg->write(var.name, data, {static_cast<hsize_t>(M), static_cast<hsize_t>(D)});
       pg->attach_dimensions(ds, {"chain", "draw"});
     } else {
-      std::vector<std::int64_t> idx(var.columns.size());
-      for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = static_cast<std::int64_t>(k);
+      std::vector<std::int64_t> idx(k);
+      for (std::size_t e = 0; e < idx.size(); ++e) idx[e] = static_cast<std::int64_t>(e);
       pg->create_coordinate<std::int64_t>(var.name + "_dim_0", idx);
       pg->write_variable<double>(var.name, data, {"chain", "draw", var.name + "_dim_0"});
     }
@@ -418,7 +459,7 @@ std::vector<std::pair<std::string, std::string>> html_facts(const BatchedRunFact
 
 }  // namespace
 
-void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior& post) {
+void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior& post, const BatchedDrawStore& draws) {
   if (f.draws < 1) return;
   const SamplerSpecs& specs = *f.specs;
   const BatchedDramOptions& o = f.all_options;
@@ -426,7 +467,8 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
       specs, *f.target, *f.options, fmt::format("batched DRAM (docs/batched.md) on {}", specs.device), post.rows,
       static_cast<std::size_t>(f.totals.num_chains), static_cast<std::size_t>(f.draws), f.totals.acceptance_rate,
       detail::start_covariance(o.proposal_start_cov, o.proposal_start_std, o.ndim));
-  for (const auto& v : post.columns) h.values.emplace_back(v);  // held already: viewed, not copied
+  // One quantity's draws at a time, from the store.
+  h.fill_values = [&](std::size_t q, std::vector<double>& out) { draws.column(post.columns[q], out); };
   h.facts = html_facts(f);
   h.history_note =
       "Batched runs do not record the acceptance rate and adaptation over the run: the table gives "

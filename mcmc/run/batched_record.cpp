@@ -1,7 +1,10 @@
 // The batched run's restart record (herd/mcmc/run/batched_record.hpp).
 #include "herd/mcmc/run/batched_record.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <span>
@@ -10,6 +13,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -234,6 +238,242 @@ void BatchedRestartRecord::read_arrays(io::CheckpointReader& r) {
     if (per_chain_ && (adapt_ || v == &snap_.chol)) mine(name, *v);
     else *v = r.get<double>(name);
   }
+}
+
+}  // namespace herd::mcmc
+
+namespace herd::mcmc {
+
+namespace {
+
+/// Reads the file bytes at `offset` into the buffers `iov[0..count)` in order (preadv, at
+/// most IOV_MAX buffers a call, short reads continued). Returns false with errno set on failure.
+bool read_scattered(int fd, std::uint64_t offset, std::vector<iovec>& iov) {
+  std::size_t i = 0;
+  while (i < iov.size()) {
+    const int count = static_cast<int>(std::min<std::size_t>(iov.size() - i, IOV_MAX));
+    const ssize_t r = ::preadv(fd, iov.data() + i, count, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      if (r == 0) errno = 0;
+      return false;
+    }
+    offset += static_cast<std::uint64_t>(r);
+    auto left = static_cast<std::size_t>(r);
+    while (i < iov.size() && left >= iov[i].iov_len) left -= iov[i++].iov_len;
+    if (left > 0) {  // a buffer read in part: continue inside it
+      iov[i].iov_base = static_cast<char*>(iov[i].iov_base) + left;
+      iov[i].iov_len -= left;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+BatchedDrawStore::BatchedDrawStore(const std::string& dir, std::int64_t chains, int ndim, std::int64_t draws)
+    : m_(chains), n_(draws), d_(ndim) {
+  path_ = (dir.empty() ? std::string(".") : dir) + "/.herd-draws-XXXXXX";
+  std::vector<char> name(path_.begin(), path_.end());
+  name.push_back('\0');
+  fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd_ < 0) fail("creating");
+  path_.assign(name.data());
+  ::unlink(path_.c_str());  // anonymous from now on: closing it (or a kill) frees it
+  const auto per = static_cast<std::uint64_t>(m_) * static_cast<std::uint64_t>(n_);
+  for (int j = 0; j < d_ + 3; ++j) cols_.push_back({per * sizeof(double) * static_cast<std::uint64_t>(j), 8});
+  end_ = per * sizeof(double) * static_cast<std::uint64_t>(d_ + 3);
+  cols_.push_back({end_, 1});
+  cols_.push_back({end_ + per, 1});
+  end_ += 2 * per;
+  if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) fail("sizing");
+}
+
+BatchedDrawStore::~BatchedDrawStore() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void BatchedDrawStore::fail(const char* what) const {
+  const int e = errno;
+  throw IoError(fmt::format("{} the scratch file of the draws \"{}\" (unlinked once created) failed: {}", what, path_,
+                            e != 0 ? std::strerror(e) : "unexpected end of file"));
+}
+
+std::size_t BatchedDrawStore::block_of(std::int64_t first, std::int64_t n) {
+  const auto it = std::lower_bound(blocks_.begin(), blocks_.end(), first,
+                                   [](const Block& b, std::int64_t f) { return b.first < f; });
+  if (it != blocks_.end() && it->first == first && it->n == n) return static_cast<std::size_t>(it - blocks_.begin());
+  const std::int64_t next = blocks_.empty() ? 0 : blocks_.back().first + blocks_.back().n;
+  if (it != blocks_.end() || first != next || n < 1 || first + n > n_)
+    throw IoError(
+        fmt::format("the draws' scratch file: block [{}, {}) does not follow the blocks written ({} of {} "
+                    "draws per chain)",
+                    first, first + n, next, n_));
+  blocks_.push_back({first, n});
+  return blocks_.size() - 1;
+}
+
+void BatchedDrawStore::put(const Column& c, const Block& b, std::int64_t c0, std::int64_t count, const void* data) {
+  auto offset = c.offset + static_cast<std::uint64_t>(m_ * b.first + c0 * b.n) * c.size;
+  const char* p = static_cast<const char*>(data);
+  auto left = static_cast<std::size_t>(count * b.n) * c.size;
+  while (left > 0) {
+    const ssize_t w = ::pwrite(fd_, p, left, static_cast<off_t>(offset));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) fail("writing");
+    p += w;
+    offset += static_cast<std::uint64_t>(w);
+    left -= static_cast<std::size_t>(w);
+  }
+}
+
+void BatchedDrawStore::get(const Column& c, const Block& b, std::int64_t c0, std::int64_t count, void* data) const {
+  std::vector<iovec> iov{{data, static_cast<std::size_t>(count * b.n) * c.size}};
+  if (!read_scattered(fd_, c.offset + static_cast<std::uint64_t>(m_ * b.first + c0 * b.n) * c.size, iov))
+    fail("reading");
+}
+
+void BatchedDrawStore::write_block(std::int64_t first, std::int64_t n, const double* x, const double* lp) {
+  const std::size_t known = blocks_.size();
+  const Block b = blocks_[block_of(first, n)];
+  const auto rows = static_cast<std::size_t>(m_ * n), d = static_cast<std::size_t>(d_);
+  if (blocks_.size() > known) count_runs(b, x, lp);
+  tmp_.resize(rows);
+  for (std::size_t j = 0; j < d; ++j) {
+    for (std::size_t q = 0; q < rows; ++q) tmp_[q] = x[q * d + j];
+    put(cols_[j], b, 0, m_, tmp_.data());
+  }
+  put(cols_[lp_column()], b, 0, m_, lp);
+}
+
+void BatchedDrawStore::count_runs(const Block& b, const double* x, const double* lp) {
+  // A draw starts a run unless it equals the chain's draw before it (x and lp, compared
+  // with ==, as chain_compact merges them); last_ keeps each chain's last draw.
+  const auto d = static_cast<std::size_t>(d_), n = static_cast<std::size_t>(b.n);
+  const auto m = static_cast<std::size_t>(m_);
+  if (b.first == 0) {
+    runs_.assign(m, 0);
+    last_.assign(m * (d + 1), 0.0);
+  }
+  for (std::size_t c = 0; c < m; ++c) {
+    double* last = last_.data() + c * (d + 1);
+    for (std::size_t t = 0; t < n; ++t) {
+      const double* row = x + (c * n + t) * d;
+      const double l = lp[c * n + t];
+      const bool same = (b.first > 0 || t > 0) && std::equal(row, row + d, last) && l == last[d];
+      if (!same) ++runs_[c];
+      std::copy_n(row, d, last);
+      last[d] = l;
+    }
+  }
+}
+
+void BatchedDrawStore::write_stats(std::int64_t first, std::int64_t n, const BatchedDrawStats& s) {
+  const Block b = blocks_[block_of(first, n)];
+  put(cols_[alpha_column()], b, 0, m_, s.acceptance_probability);
+  put(cols_[measure_column()], b, 0, m_, s.adaptation_measure);
+  put(cols_[measure_column() + 1], b, 0, m_, s.accepted);
+  put(cols_[measure_column() + 2], b, 0, m_, s.dr_stage);
+}
+
+std::size_t BatchedDrawStore::add_columns(std::size_t count) {
+  const std::size_t first = cols_.size();
+  const auto bytes = static_cast<std::uint64_t>(m_) * static_cast<std::uint64_t>(n_) * sizeof(double);
+  for (std::size_t i = 0; i < count; ++i) {
+    cols_.push_back({end_, 8});
+    end_ += bytes;
+  }
+  if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) fail("sizing");
+  return first;
+}
+
+void BatchedDrawStore::write_chains(std::size_t col, std::int64_t c0, std::int64_t count, const double* values) {
+  HERD_REQUIRE(col < cols_.size() && cols_[col].size == 8 && c0 >= 0 && c0 + count <= m_,
+               "BatchedDrawStore::write_chains: column {} chains [{}, {})", col, c0, c0 + count);
+  for (const Block& b : blocks_) {
+    tmp_.resize(static_cast<std::size_t>(count * b.n));
+    for (std::int64_t c = 0; c < count; ++c)
+      std::copy_n(values + c * n_ + b.first, b.n, tmp_.begin() + static_cast<std::ptrdiff_t>(c * b.n));
+    put(cols_[col], b, c0, count, tmp_.data());
+  }
+}
+
+void BatchedDrawStore::column(std::size_t col, std::vector<double>& out) const {
+  HERD_REQUIRE(col < cols_.size() && cols_[col].size == 8, "BatchedDrawStore::column: {} is not a column of doubles",
+               col);
+  out.resize(static_cast<std::size_t>(m_ * n_));
+  std::vector<iovec> iov;
+  for (const Block& b : blocks_) {
+    // The block's [chains, n] in the file, each chain's n draws to its row of `out`.
+    iov.resize(static_cast<std::size_t>(m_));
+    for (std::int64_t c = 0; c < m_; ++c)
+      iov[static_cast<std::size_t>(c)] = {out.data() + c * n_ + b.first,
+                                          static_cast<std::size_t>(b.n) * sizeof(double)};
+    if (!read_scattered(fd_, cols_[col].offset + static_cast<std::uint64_t>(m_ * b.first) * sizeof(double), iov))
+      fail("reading");
+  }
+}
+
+void BatchedDrawStore::read_bytes_column(bool dr_stage, std::vector<std::uint8_t>& out) const {
+  const Column& col = cols_[measure_column() + (dr_stage ? 2 : 1)];
+  out.resize(static_cast<std::size_t>(m_ * n_));
+  std::vector<iovec> iov;
+  for (const Block& b : blocks_) {
+    iov.resize(static_cast<std::size_t>(m_));
+    for (std::int64_t c = 0; c < m_; ++c)
+      iov[static_cast<std::size_t>(c)] = {out.data() + c * n_ + b.first, static_cast<std::size_t>(b.n)};
+    if (!read_scattered(fd_, col.offset + static_cast<std::uint64_t>(m_ * b.first), iov)) fail("reading");
+  }
+}
+
+void BatchedDrawStore::read_chains(std::int64_t c0, std::int64_t count, MemoryBatchedSink& out, bool stats) const {
+  HERD_REQUIRE(c0 >= 0 && count >= 0 && c0 + count <= m_, "BatchedDrawStore::read_chains: chains [{}, {}) of {}", c0,
+               c0 + count, m_);
+  out.begin(count, static_cast<std::uint32_t>(c0), d_, n_);
+  const auto d = static_cast<std::size_t>(d_);
+  std::vector<double> tmp;
+  std::vector<std::uint8_t> bytes;
+  for (const Block& b : blocks_) {
+    const auto n = static_cast<std::size_t>(b.n);
+    tmp.resize(static_cast<std::size_t>(count) * n);
+    // Element (c, t) of the block's [count, n] to draw first + t of chain c of `out`.
+    auto to = [&](auto& dst, const auto& src, std::size_t stride, std::size_t j) {
+      for (std::size_t c = 0; c < static_cast<std::size_t>(count); ++c)
+        for (std::size_t t = 0; t < n; ++t)
+          dst[(c * static_cast<std::size_t>(n_) + static_cast<std::size_t>(b.first) + t) * stride + j] = src[c * n + t];
+    };
+    // The coordinates: all of the block's columns, then each draw's row written whole.
+    tmp.resize(static_cast<std::size_t>(count) * n * std::max<std::size_t>(d, 1));
+    const std::size_t cn = static_cast<std::size_t>(count) * n;
+    for (std::size_t j = 0; j < d; ++j) get(cols_[j], b, c0, count, tmp.data() + j * cn);
+    for (std::size_t c = 0; c < static_cast<std::size_t>(count); ++c)
+      for (std::size_t t = 0; t < n; ++t) {
+        double* row = out.x.data() + (c * static_cast<std::size_t>(n_) + static_cast<std::size_t>(b.first) + t) * d;
+        for (std::size_t j = 0; j < d; ++j) row[j] = tmp[j * cn + c * n + t];
+      }
+    get(cols_[lp_column()], b, c0, count, tmp.data());
+    to(out.lp, tmp, 1, 0);
+    if (!stats) continue;
+    get(cols_[alpha_column()], b, c0, count, tmp.data());
+    to(out.acceptance_probability, tmp, 1, 0);
+    get(cols_[measure_column()], b, c0, count, tmp.data());
+    to(out.adaptation_measure, tmp, 1, 0);
+    bytes.resize(tmp.size());
+    get(cols_[measure_column() + 1], b, c0, count, bytes.data());
+    to(out.accepted, bytes, 1, 0);
+    get(cols_[measure_column() + 2], b, c0, count, bytes.data());
+    to(out.dr_stage, bytes, 1, 0);
+  }
+}
+
+std::int64_t BatchedDrawStore::chain_group(std::size_t extra) const {
+  // At most 16 MiB, and at most one quantity's draws (8 bytes per draw).
+  const auto draws = static_cast<std::size_t>(std::max<std::int64_t>(n_, 1));
+  const std::size_t per_chain = draws * (sizeof(double) * (static_cast<std::size_t>(d_) + 4) + 2 + extra);
+  const std::size_t budget =
+      std::min(std::size_t{16} << 20, static_cast<std::size_t>(std::max<std::int64_t>(m_, 1)) * draws * sizeof(double));
+  const auto group = static_cast<std::int64_t>(budget / per_chain);
+  return std::clamp<std::int64_t>(group, 1, std::max<std::int64_t>(m_, 1));
 }
 
 }  // namespace herd::mcmc

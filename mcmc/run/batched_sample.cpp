@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -84,14 +85,15 @@ BatchedDramResult run_engine(const BatchedDramOptions& o, const SampleTarget& ta
 
 /// Rank 0, after sampling: diagnostics, derived quantities, the `.h5`, the reports, then the
 /// bulk of the restart record is removed and the terminal summary printed.
-void write_outputs(BatchedRunFacts& facts, io::H5File& h5, const MemoryBatchedSink& draws, RunProgress& phases,
+void write_outputs(BatchedRunFacts& facts, io::H5File& h5, BatchedDrawStore& draws, RunProgress& phases,
                    const Timer& session, BatchedRestartRecord* record) {
   const SamplerSpecs& specs = *facts.specs;
   // The quantities' diagnostics on the cores (SampleRunOptions::diagnostics_threads, as the
-  // serial run's); the same numbers as one thread gives.
+  // serial run's); the same numbers as one thread gives. Every step reads the draws from the
+  // store one quantity (or one group of chains) at a time.
   const std::size_t threads = facts.options->diagnostics_threads;
   BatchedPosterior post = summarize_batched_draws(draws, specs.variable_names, facts.superchains, threads);
-  add_batched_quantities(h5, *facts.target, specs.variable_names, draws, post, threads,
+  add_batched_quantities(h5, *facts.target, specs.variable_names, draws, post, facts.superchains, threads,
                          specs.h5_posterior != "compact");
   write_batched_serial_groups(h5, facts, draws, post);
   const std::string table = format_summary_table(post.rows);
@@ -106,7 +108,7 @@ void write_outputs(BatchedRunFacts& facts, io::H5File& h5, const MemoryBatchedSi
   facts.session_seconds = session.seconds();
   std::string rep = batched_text_report(facts, post, table, warnings);
   phases.phase("writing " + specs.output_prefix + "_report.html");
-  write_batched_html_report(facts, post);
+  write_batched_html_report(facts, post, draws);
   // _report.txt last, so that it gives the time of every phase before it.
   phases.phase("writing " + specs.output_prefix + "_report.txt");
   rep += "\n== time per phase (this session; the last one, writing this report, so far) ==\n" + phases.phase_table();
@@ -208,8 +210,10 @@ void run_batched_sample(const SamplerSpecs& specs, const SampleTarget& target,
   if (root && !quiet) o.progress = sampling_progress(phases, specs, size);
   io::H5File h5;
   if (root) h5 = io::H5File::create_atomic(specs.output_prefix + ".h5");
+  // Rank 0 keeps the draws for the post-processing in a scratch file beside the outputs.
+  const std::string scratch = std::filesystem::path(specs.output_prefix).parent_path().string();
   BatchedGatherSink sink(comm, root ? &h5 : nullptr, specs.variable_names, record ? record->draws() : nullptr,
-                         record ? record->draws_done() : 0, o.block_draws, specs.h5_posterior != "compact");
+                         record ? record->draws_done() : 0, o.block_draws, specs.h5_posterior != "compact", scratch);
   const BatchedDramResult r = run_engine(o, target, batched.get(), sink);
   phases.phase("post-processing: totals and diagnostics (R-hat, ESS, nested R-hat)");
   BatchedRunFacts facts;
@@ -226,9 +230,9 @@ void run_batched_sample(const SamplerSpecs& specs, const SampleTarget& target,
   // or the automatic choice.
   facts.superchains = specs.superchains >= 2 ? static_cast<std::size_t>(specs.superchains)
                                              : default_superchains(facts.totals.num_chains);
-  facts.draws = sink.memory.draws;
+  facts.draws = sink.draws().draws();
   facts.record = record.get();
-  write_outputs(facts, h5, sink.memory, phases, session, record.get());
+  write_outputs(facts, h5, sink.draws(), phases, session, record.get());
 }
 
 void use_batched_run(SamplerProgramInput& in, std::shared_ptr<const BatchedTarget> batched, const Communicator& comm) {

@@ -130,15 +130,32 @@ TEST_CASE("batched gather sink: posterior/<variable> and sample_stats/lp [chain,
   const std::string path = (dir / "run.h5").string();
   {
     io::H5File h5 = io::H5File::create_atomic(path);
-    BatchedGatherSink sink(comm, &h5, {"a", "beta[1]", "beta[2]"});
+    BatchedGatherSink sink(comm, &h5, {"a", "beta[1]", "beta[2]"}, nullptr, 0, 256, true, dir.string());
     sink.begin(3, 0, 3, 7);
     feed(sink, 3, 3, 7, 3);  // blocks of 3, 3, 1 draws
     sink.finish();
-    // The draws are kept in memory too, [chain, draw, d].
-    REQUIRE(sink.memory.x.size() == 3u * 7u * 3u);
-    CHECK(sink.memory.x[(2 * 7 + 5) * 3 + 1] == value(2, 5, 1));
-    CHECK(sink.memory.lp[1 * 7 + 6] == value(1, 6, -1));
-    CHECK(stats_match(sink.memory));
+    // The draws are kept in the store too: by quantity [chain, draw], or by group of chains.
+    const BatchedDrawStore& store = sink.draws();
+    CHECK(store.bytes() == 3u * 7u * ((3u + 3u) * sizeof(double) + 2u));
+    std::vector<double> col;
+    store.column(1, col);
+    REQUIRE(col.size() == 3u * 7u);
+    CHECK(col[2 * 7 + 5] == value(2, 5, 1));
+    store.column(store.lp_column(), col);
+    CHECK(col[1 * 7 + 6] == value(1, 6, -1));
+    MemoryBatchedSink all, last;
+    store.read_chains(0, 3, all);
+    REQUIRE(all.x.size() == 3u * 7u * 3u);
+    CHECK(all.x[(2 * 7 + 5) * 3 + 1] == value(2, 5, 1));
+    CHECK(stats_match(all));
+    store.read_chains(2, 1, last);
+    CHECK(last.x[5 * 3 + 2] == value(2, 5, 2));
+    CHECK(last.lp[6] == value(2, 6, -1));
+    // The scratch file is anonymous: nothing of it in the folder.
+    std::size_t files = 0;
+    for (const auto& e : fs::directory_iterator(dir))
+      files += e.path().filename().string().starts_with(".herd") ? 1 : 0;
+    CHECK(files == 0);
     CHECK_FALSE(fs::exists(path));  // written through a temporary until committed
     h5.commit();
   }
@@ -197,7 +214,7 @@ TEST_CASE("batched restart record: a checkpoint reads back; a resumed run cuts d
     CHECK_FALSE(record.due(150));
     CHECK(record.due(200));
     io::H5File h5 = io::H5File::create_atomic((dir / "first.h5").string());
-    BatchedGatherSink sink(comm, &h5, {"a", "beta[1]", "beta[2]"}, record.draws(), 0, 2);
+    BatchedGatherSink sink(comm, &h5, {"a", "beta[1]", "beta[2]"}, record.draws(), 0, 2, true, dir.string());
     sink.begin(3, 0, 3, 7);
     feed(sink, 3, 3, 4, 2);  // draws 0..3, then the checkpoint
     record.save(s);
@@ -242,11 +259,14 @@ TEST_CASE("batched restart record: a checkpoint reads back; a resumed run cuts d
     const std::string path = (dir / "resumed.h5").string();
     {
       io::H5File h5 = io::H5File::create_atomic(path);
-      BatchedGatherSink sink(comm, &h5, {"a", "beta[1]", "beta[2]"}, record.draws(), record.draws_done(), 2);
+      BatchedGatherSink sink(comm, &h5, {"a", "beta[1]", "beta[2]"}, record.draws(), record.draws_done(), 2, true,
+                             dir.string());
       sink.begin(3, 0, 3, 7);
       feed(sink, 3, 3, 7, 2, 4);  // the engine continues at draw 4
       sink.finish();
-      CHECK(stats_match(sink.memory));  // the replayed draws' statistics, then the new ones
+      MemoryBatchedSink all;
+      sink.draws().read_chains(0, 3, all);
+      CHECK(stats_match(all));  // the replayed draws' statistics, then the new ones
       h5.commit();
     }
     check_file(path, 3, 7);
@@ -337,8 +357,8 @@ TEST_CASE("batched run totals, superchains and the posterior summary", "[mcmc]")
   CHECK(t.stage_accepted == std::vector<std::int64_t>{10, 5});
   CHECK(t.chain_steps_per_second == Approx(2000.0));
   // Two chains of three draws: the summary's mean is the mean of the draws.
-  MemoryBatchedSink draws;
-  draws.begin(2, 0, 1, 3);
+  const fs::path dir = fresh_dir("summary");
+  BatchedDrawStore draws(dir.string(), 2, 1, 3);
   const std::vector<double> x = {1, 2, 3, 4, 5, 9}, lp = {0, 0, 0, 0, 0, 0};
   draws.write_block(0, 3, x.data(), lp.data());
   const BatchedPosterior p = summarize_batched_draws(draws, {"theta"}, 0);
@@ -347,7 +367,63 @@ TEST_CASE("batched run totals, superchains and the posterior summary", "[mcmc]")
   CHECK(p.rows[0].stats.mean == Approx(4.0));
   CHECK(p.diagnostics[0].mean == Approx(4.0));
   CHECK(std::isnan(p.diagnostics[0].nested_rhat));
-  CHECK(p.columns[0] == x);
+  std::vector<double> col;
+  draws.column(p.columns[0], col);
+  CHECK(col == x);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("batched draw store: blocks in order, columns, chain groups and compact rows; another order refused",
+          "[mcmc]") {
+  const fs::path dir = fresh_dir("store");
+  const std::int64_t m = 5, draws = 11;
+  const int d = 2;
+  BatchedDrawStore store(dir.string(), m, d, draws);
+  std::vector<double> x, lp;
+  // Blocks of 4, 4, 3 draws; a block written again (its statistics after it) is the same block.
+  for (std::int64_t first = 0; first < draws; first += 4) {
+    const std::int64_t n = std::min<std::int64_t>(4, draws - first);
+    block(m, first, n, d, x, lp);
+    store.write_block(first, n, x.data(), lp.data());
+  }
+  block(m, 4, 4, d, x, lp);
+  store.write_block(4, 4, x.data(), lp.data());
+  CHECK_THROWS_AS(store.write_block(3, 4, x.data(), lp.data()), IoError);   // not a block boundary
+  CHECK_THROWS_AS(store.write_block(11, 1, x.data(), lp.data()), IoError);  // past the draws
+  std::vector<double> col;
+  for (int j = -1; j < d; ++j) {
+    store.column(j < 0 ? store.lp_column() : static_cast<std::size_t>(j), col);
+    bool ok = col.size() == static_cast<std::size_t>(m * draws);
+    for (std::int64_t c = 0; c < m && ok; ++c)
+      for (std::int64_t t = 0; t < draws; ++t)
+        ok = ok && col[static_cast<std::size_t>(c * draws + t)] == value(c, t, j);
+    CHECK(ok);
+  }
+  // Chains [1, 4) as a group; an appended column written for chains [2, 5) and read back.
+  MemoryBatchedSink g;
+  store.read_chains(1, 3, g, false);
+  CHECK(g.num_chains == 3);
+  CHECK(g.x[static_cast<std::size_t>((2 * draws + 9) * d + 1)] == value(3, 9, 1));
+  CHECK(g.lp[static_cast<std::size_t>(0 * draws + 10)] == value(1, 10, -1));
+  const std::size_t q = store.add_columns(1);
+  std::vector<double> v(static_cast<std::size_t>(3 * draws));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.5 * double(i);
+  store.write_chains(q, 2, 3, v.data());
+  store.column(q, col);
+  CHECK(col[0] == 0.0);  // chains 0 and 1: not written, zeros
+  CHECK(col[static_cast<std::size_t>(2 * draws)] == 0.0);
+  CHECK(col[static_cast<std::size_t>(4 * draws + 7)] == 0.5 * double(2 * draws + 7));
+  CHECK(store.chain_group() >= 1);
+  CHECK(store.chain_group() <= m);
+  // Compact rows, counted as the blocks come: runs of equal x and lp, across a block boundary.
+  BatchedDrawStore runs(dir.string(), 2, 1, 6);
+  const std::vector<double> x1 = {1, 1, 2, 5, 6, 6}, lp1 = {0, 0, 0, 0, 0, 1};  // [chain, 3 draws]
+  const std::vector<double> x2 = {2, 2, 3, 6, 7, 7}, lp2 = {0, 0, 0, 1, 1, 1};
+  runs.write_block(0, 3, x1.data(), lp1.data());
+  runs.write_block(0, 3, x1.data(), lp1.data());  // the same block again: not counted twice
+  runs.write_block(3, 3, x2.data(), lp2.data());
+  CHECK(runs.compact_rows() == std::vector<std::int64_t>{3, 4});
+  fs::remove_all(dir);
 }
 
 TEST_CASE("batched posterior: variables' and quantities' summaries on 1, 2 and 3 threads are summarize's, bit for bit",
@@ -364,8 +440,8 @@ TEST_CASE("batched posterior: variables' and quantities' summaries on 1, 2 and 3
   std::vector<double> x(m * n * static_cast<std::size_t>(d)), lp(m * n, 0.0);
   for (std::size_t q = 0; q < m * n; ++q)
     for (int j = 0; j < d; ++j) x[q * static_cast<std::size_t>(d) + static_cast<std::size_t>(j)] = coord[j][q];
-  MemoryBatchedSink draws;
-  draws.begin(static_cast<std::int64_t>(m), 0, d, static_cast<std::int64_t>(n));
+  const fs::path dir = fresh_dir("threads");
+  BatchedDrawStore draws(dir.string(), static_cast<std::int64_t>(m), d, static_cast<std::int64_t>(n));
   draws.write_block(0, static_cast<std::int64_t>(n), x.data(), lp.data());
   const std::vector<std::string> names = {"a", "b[1]", "b[2]", "c", "e"};
   SampleTarget target;
@@ -395,7 +471,6 @@ TEST_CASE("batched posterior: variables' and quantities' summaries on 1, 2 and 3
     nested.push_back(nested_rhat(DrawsView(col, m, n), 4));
   }
   const auto bits = herd::mcmc::testing::summary_bits;
-  const fs::path dir = fresh_dir("threads");
   for (std::size_t threads : {1, 2, 3}) {
     INFO("threads " << threads);
     BatchedPosterior p = summarize_batched_draws(draws, names, 4, threads);
@@ -403,15 +478,19 @@ TEST_CASE("batched posterior: variables' and quantities' summaries on 1, 2 and 3
     io::H5Group post = h5.root().create_group("posterior");  // with its scales, as the gather sink leaves it
     post.create_coordinate<std::int64_t>("chain", std::vector<std::int64_t>(m, 0));
     post.create_coordinate<std::int64_t>("draw", std::vector<std::int64_t>(n, 0));
-    add_batched_quantities(h5, target, names, draws, p, threads);
+    add_batched_quantities(h5, target, names, draws, p, 4, threads);
     REQUIRE(p.rows.size() == columns.size());
     REQUIRE(p.columns.size() == columns.size());
+    REQUIRE(p.nested_rhat.size() == columns.size());
     REQUIRE(p.diagnostics.size() == names.size());
+    std::vector<double> col;
     for (std::size_t k = 0; k < columns.size(); ++k) {
       INFO(row_names[k]);
       CHECK(p.rows[k].name == row_names[k]);
-      CHECK(p.columns[k] == columns[k]);
+      draws.column(p.columns[k], col);
+      CHECK(col == columns[k]);
       CHECK(bits(p.rows[k].stats) == bits(one[k]));
+      CHECK(std::bit_cast<std::uint64_t>(p.nested_rhat[k]) == std::bit_cast<std::uint64_t>(nested[k]));
       if (k < names.size()) {
         CHECK(std::bit_cast<std::uint64_t>(p.diagnostics[k].nested_rhat) == std::bit_cast<std::uint64_t>(nested[k]));
         CHECK(std::bit_cast<std::uint64_t>(p.diagnostics[k].ess_bulk) == std::bit_cast<std::uint64_t>(one[k].ess_bulk));

@@ -109,8 +109,9 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& settings, int ndim,
 
 /// Bytes of memory a run of `specs` holds at its peak on rank 0 (an upper estimate, as a
 /// double so that no input overflows it): the chains in memory (compact chains of the
-/// serial kernel, or every chain's draws of a batched device), the copies made for the
-/// outputs and diagnostics, and the proposal covariances. `ranks` is the number of
+/// serial kernel; a batched device keeps its draws in a scratch file and holds one
+/// quantity's draws and a block of draws), the copies made for the outputs and
+/// diagnostics, and the proposal covariances. `ranks` is the number of
 /// processes.
 double sampler_memory_need(const SamplerSpecs& specs, int ndim, int ranks);
 

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,20 +33,22 @@ inline constexpr const char* kBatchedRunLonger = "raise warmup, so that the prop
 /// Gathers each block of draws from the ranks of `comm` to rank 0 (global chain order:
 /// rank-major; every rank runs the same number of chains), which streams it into chunked
 /// datasets `posterior/<variable>` and `sample_stats/lp` `[chain, draw]` of `file` and keeps
-/// it, with the block's per-draw statistics (`write_stats`), in `memory` (for the
-/// diagnostics and `write_batched_serial_groups`). Collective: `write_block` and
+/// it, with the block's per-draw statistics (`write_stats`), in a `BatchedDrawStore` (a
+/// scratch file in `scratch_dir`, for the diagnostics and `write_batched_serial_groups`,
+/// which read it a quantity or a group of chains at a time). With one process the engine's
+/// block is used as it is (no gathered copy). Collective: `write_block` and
 /// `write_stats` on every rank in the same order. Rank 0 passes the open file, the other ranks null. With a draws
 /// record (rank 0) every gathered block is appended to it, and a resumed run's first `replay` draws per chain are read
 /// back from it at `begin` (in blocks of `block_draws`, as the engine wrote them). With
 /// `write_posterior` false (`h5_posterior = "compact"`) rank 0 writes no `posterior` and no
-/// `sample_stats` group and only keeps the draws in `memory` (and the record).
+/// `sample_stats` group and only keeps the draws in the store (and the record).
 /// @throws herd::IoError when HDF5 or the record fails.
 class BatchedGatherSink final : public BatchedDrawSink {
  public:
   /// `names`: the `ndim` variable names (column order of the draws).
   BatchedGatherSink(Communicator& comm, io::H5File* file, std::vector<std::string> names,
                     BatchedDrawRecord* record = nullptr, std::int64_t replay = 0, std::int64_t block_draws = 256,
-                    bool write_posterior = true);
+                    bool write_posterior = true, std::string scratch_dir = {});
   ~BatchedGatherSink() override;
   BatchedGatherSink(const BatchedGatherSink&) = delete;
   BatchedGatherSink& operator=(const BatchedGatherSink&) = delete;
@@ -57,11 +60,13 @@ class BatchedGatherSink final : public BatchedDrawSink {
   /// Rank 0: closes the datasets and attaches the `chain`, `draw` (and `<name>_dim_0`) scales.
   void finish() override;
 
-  MemoryBatchedSink memory;  ///< rank 0: every chain's draws `[chains, draws, d]` (for the diagnostics)
+  /// Rank 0, after `begin`: every chain's draws and statistics (the other ranks: none, a
+  /// herd::InputError).
+  BatchedDrawStore& draws();
 
  private:
   void replay_record(std::int64_t draws);
-  void store(std::int64_t first, std::int64_t n);
+  void store(std::int64_t first, std::int64_t n, const double* x, const double* lp);
   hid_t create(const io::H5Group& g, const std::string& name, std::int64_t draws, std::size_t k = 0);
   void write(hid_t id, std::int64_t first, std::int64_t n, const double* data, std::size_t k = 0) const;
   void close_sets();
@@ -73,6 +78,8 @@ class BatchedGatherSink final : public BatchedDrawSink {
   BatchedDrawRecord* record_;
   std::int64_t replay_, block_draws_;
   bool write_posterior_;
+  std::string scratch_dir_;
+  std::unique_ptr<BatchedDrawStore> store_;
   io::H5Group post_, stats_;
   std::vector<hid_t> ids_;
   std::int64_t m_ = 0, total_ = 0;
@@ -93,30 +100,37 @@ BatchedDramResult reduce_batched_result(const BatchedDramResult& r, const Batche
 std::size_t default_superchains(std::int64_t chains);
 
 /// The posterior of a batched run as the reports show it: per quantity its summary row
-/// (variables first, then derived quantities), its draws `[chain, draw]`, and per variable
-/// the batched diagnostics (nested R-hat over `superchains` contiguous superchains).
+/// (variables first, then derived quantities), the column of the `BatchedDrawStore` that
+/// holds its draws `[chain, draw]`, its nested R-hat, and per variable the batched
+/// diagnostics (nested R-hat over `superchains` contiguous superchains). No draws: the
+/// outputs read them from the store a quantity at a time.
 struct BatchedPosterior {
   std::vector<QuantitySummary> rows;
-  std::vector<std::vector<double>> columns;     ///< [quantity][chain, draw] row-major
+  std::vector<std::size_t> columns;             ///< [quantity] its column of the store
+  std::vector<double> nested_rhat;              ///< [quantity] (NaN without superchains)
   std::vector<BatchedDiagnostics> diagnostics;  ///< [variable]
 };
 
-/// Summary rows and diagnostics of every variable of `draws` (`names`: `draws.ndim`
-/// names). The variables are spread over `threads` threads (summarize_all, diagnostics.hpp;
-/// 0: one per core; each holds about 60 bytes per draw of one variable); the numbers do not
-/// depend on `threads`. Thread-safe (pure).
-BatchedPosterior summarize_batched_draws(const MemoryBatchedSink& draws, const std::vector<std::string>& names,
+/// Summary rows and diagnostics of every variable of `draws` (`names`: `draws.ndim()`
+/// names), with nested R-hat over `superchains` (0: none). The variables are spread over
+/// `threads` threads (summarize_all, diagnostics.hpp; 0: one per core), each reading one
+/// variable's draws from the store at a time (8 bytes per draw, and the diagnostics'
+/// workspace, about 50 more); the numbers do not depend on `threads`. Thread-safe for
+/// concurrent readers of `draws`. @throws herd::IoError (reading the store)
+BatchedPosterior summarize_batched_draws(const BatchedDrawStore& draws, const std::vector<std::string>& names,
                                          std::size_t superchains, std::size_t threads = 0);
 
 /// Derived quantities of `target` (those not named among `variable_names`) computed on every
-/// draw: written to `posterior/<name>` of `h5` (vectors with a `<name>_dim_0` scale; not
-/// when `to_file` is false, `h5_posterior = "compact"`) and appended to `post` (a summary
-/// row and the draws each). Nothing when the target has none. The summaries are spread over
-/// `threads` threads as in `summarize_batched_draws` (the same numbers for any `threads`).
+/// draw, a group of chains at a time (`BatchedDrawStore::chain_group`), into new columns of
+/// `draws`: written to `posterior/<name>` of `h5` (vectors with a `<name>_dim_0` scale, one
+/// vector's elements at a time; not when `to_file` is false, `h5_posterior = "compact"`)
+/// and appended to `post` (a summary row, its column and nested R-hat over `superchains`
+/// each). Nothing when the target has none. The summaries are spread over `threads` threads
+/// as in `summarize_batched_draws` (the same numbers for any `threads`).
 /// @throws herd::IoError
 void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const std::vector<std::string>& variable_names,
-                            const MemoryBatchedSink& draws, BatchedPosterior& post, std::size_t threads = 0,
-                            bool to_file = true);
+                            BatchedDrawStore& draws, BatchedPosterior& post, std::size_t superchains,
+                            std::size_t threads = 0, bool to_file = true);
 
 /// The facts of a finished batched run that its outputs state (rank 0).
 struct BatchedRunFacts {
@@ -156,7 +170,10 @@ void write_batched_h5_attributes(io::H5File& h5, const BatchedRunFacts& facts);
 /// `h5_posterior = "compact"`), and
 /// `chain_compact`'s dr_stage, acceptance_probability and adaptation_measure (the row's
 /// state's). @throws herd::IoError
-void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, const MemoryBatchedSink& draws,
+/// Memory: the draws are read from `draws` a group of chains (`chain_group`) or one
+/// variable at a time; what is kept over all chains is per chain a few counts and, with
+/// ParaDRAM's refinement, the sample's rows (8 bytes each).
+void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, const BatchedDrawStore& draws,
                                  const BatchedPosterior& post);
 
 /// `<prefix>_report.txt` up to (not including) the phase times: the target and layout, the
@@ -165,9 +182,11 @@ void write_batched_serial_groups(io::H5File& h5, const BatchedRunFacts& facts, c
 std::string batched_text_report(const BatchedRunFacts& facts, const BatchedPosterior& post, const std::string& table,
                                 const std::string& warnings);
 
-/// Writes `<prefix>_report.html` (posterior_report.hpp) when there is at least one draw.
+/// Writes `<prefix>_report.html` (posterior_report.hpp) when there is at least one draw,
+/// reading the quantities' draws from `draws` one at a time (`fill_values`).
 /// @throws herd::IoError
-void write_batched_html_report(const BatchedRunFacts& facts, const BatchedPosterior& post);
+void write_batched_html_report(const BatchedRunFacts& facts, const BatchedPosterior& post,
+                               const BatchedDrawStore& draws);
 
 /// Writes `text` to `path` (never through a symbolic link). @throws herd::IoError
 void write_text_output(const std::string& path, const std::string& text);

@@ -12,10 +12,14 @@
 ///    every MiB of it. A resumed run reads its rows back and continues bit for bit.
 /// The program's run record (`run.ckpt`: input hash, complete flag) is managed around it by
 /// `run_sampler_program` (paradram_run.hpp).
+/// Also here: `BatchedDrawStore`, rank 0's copy of the draws for the post-processing (an
+/// unlinked scratch file read one quantity or one group of chains at a time; not part of the
+/// restart record).
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "herd/core/communicator.hpp"
 #include "herd/core/timer.hpp"
@@ -66,6 +70,94 @@ class BatchedDrawRecord {
   io::BlockChecksums sums_;
   int fd_ = -1;
   std::uint64_t size_ = 0;
+};
+
+/// Rank 0's recorded draws of a batched run for the post-processing, which reads them one
+/// quantity (or one group of chains) at a time, so that no process holds every draw: an
+/// anonymous scratch file (created in a folder and unlinked at once, so that even a killed
+/// run leaves nothing behind; the kernel's page cache keeps it, not the process's memory).
+/// It has one column per quantity, `[chains, draws]` each: the coordinates `0..ndim-1`, the
+/// log density (`lp_column()`), the acceptance probability and adaptation measure
+/// (`alpha_column()`, `measure_column()`), then the bytes `accepted` and `dr_stage`, then
+/// the columns `add_columns` appends (derived quantities). A column is stored block by
+/// block as the draws came: block [first, first + n) of column q is `[chains, n]` at
+/// element `chains x first` of the column, so a block is one write per column and a column
+/// one scattered read per block (preadv). Size on disk: chains x draws x (8 (ndim + 3) + 2)
+/// bytes plus 8 per appended column and draw.
+/// Writing (`write_block`, `write_stats`, `add_columns`, `write_chains`): one thread. Reading
+/// (`column`, `read_chains`, `read_bytes_column`): thread-safe, also concurrently with each
+/// other (pread). Not copyable.
+class BatchedDrawStore {
+ public:
+  /// An empty store of `chains` x `draws` draws of `ndim` coordinates, its scratch file in
+  /// folder `dir` ("" or "." the working directory). @throws herd::IoError when the file
+  /// cannot be created.
+  BatchedDrawStore(const std::string& dir, std::int64_t chains, int ndim, std::int64_t draws);
+  ~BatchedDrawStore();
+  BatchedDrawStore(const BatchedDrawStore&) = delete;
+  BatchedDrawStore& operator=(const BatchedDrawStore&) = delete;
+
+  std::int64_t num_chains() const { return m_; }                                   ///< M
+  int ndim() const { return d_; }                                                  ///< d
+  std::int64_t draws() const { return n_; }                                        ///< draws per chain
+  std::size_t lp_column() const { return static_cast<std::size_t>(d_); }           ///< the log density
+  std::size_t alpha_column() const { return static_cast<std::size_t>(d_) + 1; }    ///< acceptance probability
+  std::size_t measure_column() const { return static_cast<std::size_t>(d_) + 2; }  ///< adaptation measure
+
+  /// Draws [first, first + n) of every chain in the engine's layout, `x [chains, n, ndim]`
+  /// and `lp [chains, n]`. Blocks come in order: `first` is the end of the previous block
+  /// (or that block again, with the same `n`). @throws herd::IoError (also for a block out of order)
+  void write_block(std::int64_t first, std::int64_t n, const double* x, const double* lp);
+  /// The per-draw statistics of block [first, first + n) (`[chains, n]` each); the same
+  /// order rule as `write_block`. @throws herd::IoError
+  void write_stats(std::int64_t first, std::int64_t n, const BatchedDrawStats& stats);
+  /// Appends `count` columns of doubles (zeros until written); returns the first one's index.
+  std::size_t add_columns(std::size_t count);
+  /// Writes chains [c0, c0 + count) of column `col`: `values [count, draws]`. @throws herd::IoError
+  void write_chains(std::size_t col, std::int64_t c0, std::int64_t count, const double* values);
+
+  /// Column `col` (a double column), `[chains, draws]` row-major, into `out` (resized).
+  /// @throws herd::IoError
+  void column(std::size_t col, std::vector<double>& out) const;
+  /// `accepted` (`dr_stage` false) or `dr_stage` (true), `[chains, draws]`, into `out`. @throws herd::IoError
+  void read_bytes_column(bool dr_stage, std::vector<std::uint8_t>& out) const;
+  /// Chains [c0, c0 + count) into `out` (`begin(count, c0, ndim, draws)`, then every draw:
+  /// `x`, `lp` and, with `stats`, the per-draw statistics). @throws herd::IoError
+  void read_chains(std::int64_t c0, std::int64_t count, MemoryBatchedSink& out, bool stats = true) const;
+  /// Chains per `read_chains` call that keep a group's draws (and `extra` more bytes per
+  /// draw) to at most 16 MiB and at most one quantity's draws (chains x draws x 8 bytes),
+  /// but at least one chain. Pure.
+  std::int64_t chain_group(std::size_t extra = 0) const;
+  /// Bytes in the scratch file (all columns).
+  std::uint64_t bytes() const { return end_; }
+  /// Per chain, its runs of equal consecutive draws (x and lp compared with ==): the rows of
+  /// its compact chain, counted as the blocks came (`[chains]`; empty before the first block).
+  const std::vector<std::int64_t>& compact_rows() const { return runs_; }
+
+ private:
+  struct Block {
+    std::int64_t first, n;
+  };
+  struct Column {
+    std::uint64_t offset;  // of element 0
+    std::size_t size;      // bytes per element
+  };
+  std::size_t block_of(std::int64_t first, std::int64_t n);
+  void count_runs(const Block& b, const double* x, const double* lp);
+  void put(const Column& c, const Block& b, std::int64_t c0, std::int64_t count, const void* data);
+  void get(const Column& c, const Block& b, std::int64_t c0, std::int64_t count, void* data) const;
+  [[noreturn]] void fail(const char* what) const;
+
+  std::string path_;
+  int fd_ = -1;
+  std::int64_t m_, n_;
+  int d_;
+  std::vector<Block> blocks_;
+  std::vector<Column> cols_;
+  std::uint64_t end_ = 0;
+  std::vector<double> tmp_;         // one column of a block while writing
+  std::vector<std::int64_t> runs_;  // compact_rows()
+  std::vector<double> last_;        // each chain's last draw [chains, ndim + 1] (x, lp)
 };
 
 /// The batched run's checkpoints (`BatchedCheckpointer`) in `<specs.output_prefix>_restart/`:
