@@ -21,7 +21,7 @@ void ProgressSink::open(const std::string& progress_path) {
                    "TimeRemainedToFinishInSeconds\n");
 }
 
-void ProgressSink::begin(std::uint32_t, int) { begin_ = clock_.seconds(); }
+void ProgressSink::begin(std::uint32_t, int) { begin_ = last_time_ = clock_.seconds(); }
 
 void ProgressSink::write(const ChainRecord& r) {
   const std::int64_t i = rows_++;
@@ -60,14 +60,20 @@ void ProgressSink::progress(std::uint64_t steps, std::int64_t accepted, bool las
   // The time left from this process's own rate (not from its start-up, nor from the
   // states of earlier invocations): NaN until known.
   const double remaining = eta_.update(now, static_cast<double>(accepted));
+  // The times count from when this process began sampling (`begin`), as ParaDRAM's from its
+  // sampling start: not from start-up (reading the input, checking a restart record).
   progress_->write(fmt_.integer(steps) + fmt_.delim + fmt_.integer(accepted) + fmt_.delim + fmt_.real(rate) +
                    fmt_.delim + fmt_.real(rate_last) + fmt_.delim + fmt_.real(now - last_time_) + fmt_.delim +
-                   fmt_.real(now) + fmt_.delim + fmt_.real(remaining) + "\n");
+                   fmt_.real(now - begin_) + fmt_.delim + fmt_.real(remaining) + "\n");
   // This process's steps over this process's sampling time (from `begin`).
   if (on_progress) on_progress(steps, accepted, now - begin_, steps - steps0_, remaining);
   last_report_ = steps;
   last_accepted_ = accepted;
   last_time_ = now;
+}
+
+std::unique_ptr<FanSink> progress_and_text(ProgressSink& progress, ChainSink& text) {
+  return std::make_unique<FanSink>(text, progress);
 }
 
 std::function<void(std::uint64_t, std::int64_t, double, std::uint64_t, double)> terminal_progress(

@@ -62,7 +62,7 @@ void set_up(SerialRun& r) {
   // A single chain's text chain file is written while it samples (rank 0).
   if (r.root && !r.multi && r.specs.chain_file_format != "binary") {
     r.text = std::make_unique<TextChainStream>(chain_file_path(r.specs, 1, 1), r.specs, r.tf);
-    r.progress_text = std::make_unique<FanSink>(r.progress, *r.text);
+    r.progress_text = progress_and_text(r.progress, *r.text);
   }
   r.tee = r.progress_text ? static_cast<ChainSink*>(r.progress_text.get())
           : r.root        ? static_cast<ChainSink*>(&r.progress)

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -562,5 +564,75 @@ TEST_CASE("parallel: the first progress line after a resume rates this process's
   // This process's sampling time only: at most what the loop took, not the 0.3 s before.
   CHECK(first.seconds >= 0.0);
   CHECK(first.seconds <= sampled);
+  // The progress file's times count from the same start (they counted from the sink's
+  // making: the first row said 0.3 s since the start and since the last report).
+  const auto rows = [&] {
+    std::ifstream in(dir / "progress.txt");
+    std::vector<std::vector<double>> out;
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::vector<double> v;
+      std::istringstream row(line);
+      for (std::string cell; std::getline(row, cell, ',');) v.push_back(std::stod(cell));
+      out.push_back(v);
+    }
+    return out;
+  }();
+  REQUIRE(rows.size() == 1);
+  REQUIRE(rows[0].size() == 7);
+  CHECK(rows[0][0] == 10000);
+  CHECK(rows[0][4] >= 0.0);  // TimeElapsedSinceLastReportInSeconds
+  CHECK(rows[0][4] <= sampled);
+  CHECK(rows[0][5] == rows[0][4]);  // TimeElapsedSinceStartInSeconds: the first row's are equal
+  fs::remove_all(dir);
+}
+
+namespace {
+
+/// A sink whose `begin` takes 0.3 s, as a text chain's does when it truncates an earlier
+/// run's large file.
+struct SlowBegin final : ChainSink {
+  void begin(std::uint32_t, int) override { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+  void write(const ChainRecord&) override {}
+};
+
+}  // namespace
+
+// After a restart from a record without a checkpoint, the first line said 2.3e4 steps/s for a
+// chain making 6e5: the text chain's begin, which truncated the earlier run's 25 MB chain
+// file, came after the progress sink's and counted as sampling time.
+TEST_CASE("parallel: the text chain's start-up is not counted as the progress sink's sampling time",
+          "[mcmc][parallel]") {
+  const fs::path dir = temp_dir("progress_text_order");
+  SamplerSpecs specs;
+  specs.chain_size = 100000;
+  specs.progress_report_period = 1000;
+  detail::ProgressSink p(specs, detail::TextFormat{});
+  p.open((dir / "progress.txt").string());
+  double seconds = -1.0;
+  p.on_progress = [&](std::uint64_t, std::int64_t, double s, std::uint64_t, double) {
+    if (seconds < 0) seconds = s;
+  };
+  SlowBegin text;
+  const std::unique_ptr<FanSink> both = detail::progress_and_text(p, text);
+  const herd::Timer since_begin;
+  both->begin(0, 1);
+  const double text_begin = since_begin.seconds();
+  REQUIRE(text_begin >= 0.29);
+  const herd::Timer sampling;
+  double x = 0.0;
+  ChainRecord r;
+  r.point = &x;
+  r.ndim = 1;
+  r.weight = 10;
+  for (std::uint64_t step = 0; step < 1200; step += 10) {
+    r.step = step;
+    both->write(r);
+  }
+  const double sampled = sampling.seconds();
+  p.close();
+  REQUIRE(seconds >= 0.0);
+  CHECK(seconds <= sampled);  // not the 0.3 s of the text chain's begin
   fs::remove_all(dir);
 }
