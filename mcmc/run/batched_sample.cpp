@@ -64,7 +64,8 @@ std::function<void(std::uint64_t, std::int64_t)> sampling_progress(RunProgress& 
     const double rate = now > first ? chains * static_cast<double>(k - k0) / (now - first) : 0.0;
     phases.detail(fmt::format("{} {}/{} proposals per chain, {}/{} draws  {:.3g} chain-steps/s  ETA {}",
                               k < warm ? "warm-up" : "draws", k, total, drawn, ndraws, rate,
-                              std::isfinite(left) ? fmt::format("{:.1f} s", left) : std::string("unknown")));
+                              std::isfinite(left) ? fmt::format("{:.1f} s", left) : std::string("unknown")),
+                  static_cast<double>(k) / static_cast<double>(std::max<std::uint64_t>(total, 1)));
   };
 }
 

@@ -84,13 +84,17 @@ std::function<void(std::uint64_t, std::int64_t, double, std::uint64_t, double)> 
       hinted = true;  // once per run, on its own line
       phases.print_line(low_acceptance_warning(static_cast<double>(accepted) / static_cast<double>(steps)));
     }
-    if (secs - last < 0.25) return;  // RunProgress shows at most this often anyway
+    // RunProgress shows at most this often anyway; the chain's last progress (all its states
+    // accepted) always goes through, so that a log ends the phase with it.
+    const bool final = accepted >= specs.chain_size;
+    if (secs - last < 0.25 && !final) return;
     last = secs;
     // No time left is guessed before this process's own rate is known.
     const std::string left = std::isfinite(eta) ? fmt::format("{:.1f} s", eta) : std::string("unknown");
     phases.detail(fmt::format("steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {}", steps, accepted,
                               specs.chain_size, static_cast<double>(accepted) / static_cast<double>(steps),
-                              static_cast<double>(new_steps) / std::max(secs, 1e-9), left));
+                              static_cast<double>(new_steps) / std::max(secs, 1e-9), left),
+                  static_cast<double>(accepted) / static_cast<double>(std::max<std::int64_t>(specs.chain_size, 1)));
   };
 }
 

@@ -335,7 +335,7 @@ TEST_CASE("RunProgress: phases timed and reported, lines in a log at the first p
     return text;
   };
   // A log (a file) with the default period of 10 s: the first progress of a phase at once,
-  // the next not within the period.
+  // the next not within the period, but the phase's last progress when it ends.
   std::FILE* f = std::tmpfile();
   REQUIRE(f != nullptr);
   {
@@ -355,7 +355,7 @@ TEST_CASE("RunProgress: phases timed and reported, lines in a log at the first p
   }
   const std::string text = text_of(f);
   INFO(text);
-  CHECK(text == "sampling: steps 10\nWARNING: something\n");
+  CHECK(text == "sampling: steps 10\nsampling: steps 20\nWARNING: something\n");
   // A phase without progress of its own gets lines from the ticker with its elapsed time
   // (period 0.05 s here).
   std::FILE* g = std::tmpfile();
@@ -376,6 +376,35 @@ TEST_CASE("RunProgress: phases timed and reported, lines in a log at the first p
   q.detail("x");
   q.finish();
   CHECK(q.phases().size() == 1);
+}
+
+// A run of a few seconds with its output piped showed one progress line (its first: the
+// next was due 10 s later) and not its final counts.
+TEST_CASE("RunProgress: a log shows every further tenth of a phase once 1 s passed, and the phase's last progress",
+          "[mcmc][progress]") {
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  {
+    herd::mcmc::RunProgress p(f, false);  // the default periods: 0.25 s on a terminal, 10 s in a log
+    REQUIRE_FALSE(p.tty());
+    p.phase("sampling");
+    p.detail("steps 0", 0.0);   // the phase's first progress: at once
+    p.detail("steps 5", 0.05);  // less than a tenth more: held back
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    p.detail("steps 16", 0.16);  // a tenth more, 1 s after the last line: shown
+    p.detail("steps 20", 0.20);  // less than a tenth more than the last line shown: held back
+    p.phase("post-processing");  // ... but it was the phase's last progress: shown now
+    p.detail("chain 1 of 2");    // no fraction: the first line only, then the last at the end
+    p.detail("chain 2 of 2");
+    p.finish();
+  }
+  std::rewind(f);
+  std::string text;
+  for (int c; (c = std::fgetc(f)) != EOF;) text += static_cast<char>(c);
+  std::fclose(f);
+  CHECK(text ==
+        "sampling: steps 0\nsampling: steps 16\nsampling: steps 20\npost-processing: chain 1 of 2\n"
+        "post-processing: chain 2 of 2\n");
 }
 
 TEST_CASE("RunProgress's phase table gives each phase's CPU time and the peak memory at its end", "[mcmc][progress]") {
