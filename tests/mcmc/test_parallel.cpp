@@ -665,3 +665,26 @@ TEST_CASE("parallel: the text chain's start-up is not counted as the progress si
   CHECK(seconds <= sampled);  // not the 0.3 s of the text chain's begin
   fs::remove_all(dir);
 }
+
+// The batched run's memory estimate counted one thread's diagnostics scratch while the
+// quantities are summarized on every core at once, each thread holding one's scratch.
+TEST_CASE("sampler_memory_need counts the diagnostics scratch of every diagnostics thread", "[mcmc]") {
+  SamplerSpecs s;
+  s.device = "cpu_batched";
+  s.chains_per_rank = 64;
+  s.chain_size = 1000;
+  s.thin = 1;
+  const int d = 10;
+  const double per_thread = 64.0 * 1000.0 * static_cast<double>(kDiagnosticsScratchBytes);
+  const double one = sampler_memory_need(s, d, 1, 1);
+  CHECK(sampler_memory_need(s, d, 1, 4) - one == Approx(3 * per_thread));
+  // At most one thread per quantity; 0: one per core.
+  CHECK(sampler_memory_need(s, d, 1, 64) - one == Approx(9 * per_thread));
+  CHECK(diagnostics_threads_used(64, 10) == 10);
+  CHECK(diagnostics_threads_used(3, 10) == 3);
+  CHECK(diagnostics_threads_used(0, 1000) == std::max(1u, std::thread::hardware_concurrency()));
+  CHECK(diagnostics_threads_used(0, 0) == 1);
+  // The serial kernel's estimate does not depend on it.
+  s.device = "cpu";
+  CHECK(sampler_memory_need(s, d, 1, 1) == sampler_memory_need(s, d, 1, 8));
+}
