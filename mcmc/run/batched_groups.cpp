@@ -310,14 +310,11 @@ std::vector<std::vector<KsResult>> ks_tables(const MemoryBatchedSink& draws,
 /// ParaDRAM's pairwise KS table of the chains' samples.
 void write_diagnostics(io::H5File& h5, const BatchedRunFacts& f, const MemoryBatchedSink& draws,
                        const BatchedPosterior& post, const std::vector<std::vector<std::size_t>>& rows) {
-  const auto M = static_cast<std::size_t>(draws.num_chains), D = static_cast<std::size_t>(draws.draws);
-  std::vector<double> nested;
-  if (f.superchains >= 2)
-    for (const auto& col : post.columns) nested.push_back(nested_rhat(DrawsView(col, M, D), f.superchains));
+  const auto M = static_cast<std::size_t>(draws.num_chains);
   const std::vector<std::vector<KsResult>> ks = ks_tables(draws, rows);
   detail::write_h5_diagnostics(
       h5, {.summary = post.rows,
-           .nested_rhat = nested,
+           .nested_rhat = post.nested_rhat,  // add_nested_rhat: computed once
            .superchains = f.superchains,
            .ks = ks,
            .chains = M,

@@ -259,6 +259,15 @@ BatchedPosterior summarize_batched_draws(const MemoryBatchedSink& draws, const s
   return p;
 }
 
+void add_nested_rhat(BatchedPosterior& post, std::size_t chains, std::size_t draws, std::size_t superchains) {
+  post.nested_rhat.clear();
+  if (superchains < 2) return;
+  for (std::size_t j = 0; j < post.columns.size(); ++j)
+    post.nested_rhat.push_back(j < post.diagnostics.size()
+                                   ? post.diagnostics[j].nested_rhat
+                                   : nested_rhat(DrawsView(post.columns[j], chains, draws), superchains));
+}
+
 namespace {
 
 /// The quantities of `target` at every draw: `[quantity][chain * draws + draw]`, flattened.

@@ -94,6 +94,8 @@ void write_outputs(BatchedRunFacts& facts, io::H5File& h5, const MemoryBatchedSi
   BatchedPosterior post = summarize_batched_draws(draws, specs.variable_names, facts.superchains, threads);
   add_batched_quantities(h5, *facts.target, specs.variable_names, draws, post, threads,
                          specs.h5_posterior != "compact");
+  add_nested_rhat(post, static_cast<std::size_t>(draws.num_chains), static_cast<std::size_t>(draws.draws),
+                  facts.superchains);
   write_batched_serial_groups(h5, facts, draws, post);
   const std::string table = format_summary_table(post.rows);
   phases.phase("writing " + specs.output_prefix + ".h5");

@@ -99,6 +99,8 @@ struct BatchedPosterior {
   std::vector<QuantitySummary> rows;
   std::vector<std::vector<double>> columns;     ///< [quantity][chain, draw] row-major
   std::vector<BatchedDiagnostics> diagnostics;  ///< [variable]
+  /// [quantity] nested R-hat of every row (`add_nested_rhat`); empty without superchains.
+  std::vector<double> nested_rhat;
 };
 
 /// Summary rows and diagnostics of every variable of `draws` (`names`: `draws.ndim`
@@ -117,6 +119,12 @@ BatchedPosterior summarize_batched_draws(const MemoryBatchedSink& draws, const s
 void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const std::vector<std::string>& variable_names,
                             const MemoryBatchedSink& draws, BatchedPosterior& post, std::size_t threads = 0,
                             bool to_file = true);
+
+/// Fills `post.nested_rhat` for every row over `superchains` contiguous superchains of the
+/// `chains` x `draws` columns (nothing below 2 superchains): the variables' from
+/// `post.diagnostics` (`summarize_batched_draws` computed them), the derived quantities'
+/// here, so that each is computed once. Thread-safe for distinct `post`.
+void add_nested_rhat(BatchedPosterior& post, std::size_t chains, std::size_t draws, std::size_t superchains);
 
 /// The facts of a finished batched run that its outputs state (rank 0).
 struct BatchedRunFacts {
