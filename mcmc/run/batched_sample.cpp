@@ -104,8 +104,10 @@ void write_outputs(BatchedRunFacts& facts, io::H5File& h5, const MemoryBatchedSi
   // R-hat, ESS and the acceptance rate checked as every engine checks them; in the report
   // and on the terminal, with what to try (a short warm-up leaves a batched run with a
   // poorly adapted proposal: hence "raise warmup").
-  const std::string warnings = convergence_warnings(post.rows, static_cast<std::size_t>(facts.totals.num_chains),
-                                                    facts.totals.acceptance_rate, kBatchedRunLonger);
+  // With superchains, convergence is judged on nested R-hat (many short chains).
+  const std::string warnings =
+      convergence_warnings(post.rows, static_cast<std::size_t>(facts.totals.num_chains), facts.totals.acceptance_rate,
+                           kBatchedRunLonger, post.nested_rhat, facts.superchains);
   facts.session_seconds = session.seconds();
   std::string rep = batched_text_report(facts, post, table, warnings);
   phases.phase("writing " + specs.output_prefix + "_report.html");

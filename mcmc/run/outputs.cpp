@@ -250,7 +250,8 @@ std::string low_acceptance_warning(double rate) {
 }
 
 std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::size_t chains, double acceptance_rate,
-                                 const std::string& run_longer) {
+                                 const std::string& run_longer, std::span<const double> nested_rhat,
+                                 std::size_t superchains) {
   std::vector<std::string> names;
   std::vector<DiagnosticSummary> summary;
   for (const auto& r : rows) {
@@ -260,8 +261,9 @@ std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::
   // Below kLowAcceptance the low-acceptance warning replaces the verdict's acceptance line.
   const bool stuck = std::isfinite(acceptance_rate) && acceptance_rate < kLowAcceptance;
   std::string out;
-  for (const ReportVerdict& v : convergence_verdicts(
-           names, summary, chains, stuck ? std::numeric_limits<double>::quiet_NaN() : acceptance_rate, run_longer))
+  for (const ReportVerdict& v :
+       convergence_verdicts(names, summary, chains, stuck ? std::numeric_limits<double>::quiet_NaN() : acceptance_rate,
+                            run_longer, nested_rhat, superchains))
     if (v.level >= 2) out += "WARNING: " + v.text + "\n";
   if (stuck) out += low_acceptance_warning(acceptance_rate) + "\n";
   return out;

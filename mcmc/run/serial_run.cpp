@@ -368,7 +368,7 @@ void run_totals(SerialRun& r) {
   }
   for (const auto& x : r.results) r.acceptance += x.acceptance_rate * static_cast<double>(x.proposals);
   r.acceptance /= std::max<double>(1.0, static_cast<double>(r.proposals));
-  r.warnings = convergence_warnings(r.out.summary, r.m, r.acceptance);
+  r.warnings = convergence_warnings(r.out.summary, r.m, r.acceptance, "raise chain_size", r.nested, r.nsuper);
 }
 
 }  // namespace
