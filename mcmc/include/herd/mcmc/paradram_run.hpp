@@ -207,7 +207,9 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
 void trim_restart_folder(const std::string& output_prefix);
 
 /// The summary table printed at the end of a run: one row per quantity with mean, sd, q5,
-/// q50, q95, MCSE of the mean and sd, bulk and tail ESS, R-hat.
+/// q50, q95, MCSE of the mean and sd, bulk and tail ESS, R-hat; herd-diagnose's header
+/// ("parameter", ...) and precisions (6 significant digits, MCSE 3, ESS whole, R-hat 4
+/// decimals).
 std::string format_summary_table(const std::vector<QuantitySummary>& rows);
 
 /// The warning printed (terminal and report) when a run's mean acceptance rate `rate` (in
