@@ -21,7 +21,10 @@ void ProgressSink::open(const std::string& progress_path) {
                    "TimeRemainedToFinishInSeconds\n");
 }
 
-void ProgressSink::begin(std::uint32_t, int) { begin_ = last_time_ = clock_.seconds(); }
+void ProgressSink::begin(std::uint32_t, int) {
+  begin_ = last_time_ = clock_.seconds();
+  begun_ = true;
+}
 
 void ProgressSink::write(const ChainRecord& r) {
   const std::int64_t i = rows_++;
@@ -42,7 +45,9 @@ void ProgressSink::close() {
 }
 
 void ProgressSink::finish(std::uint64_t steps) {
-  if (progress_ && steps > last_report_) progress(steps, rows_, true);
+  // Not when this process never sampled the chain (complete in the restart record): its
+  // counts would read as 0 accepted of every step.
+  if (progress_ && begun_ && steps > last_report_) progress(steps, rows_, true);
 }
 
 void ProgressSink::resume_at(std::uint64_t proposals, std::int64_t records) {

@@ -42,7 +42,8 @@ class ProgressSink final : public ChainSink {
   void close();
   /// The last row, at the end of the chain (`steps` proposals), as ParaDRAM writes it (its
   /// readers expect at least the periodic rows plus this one); nothing when the last periodic
-  /// row was at `steps` already.
+  /// row was at `steps` already, or when the chain never began sampling in this process
+  /// (a multi_chain resume whose first chain was complete in the restart record).
   void finish(std::uint64_t steps);
   /// A resumed run: `proposals` proposals were made and `records` records written before
   /// this process (rates and the time remaining count from here).
@@ -66,6 +67,7 @@ class ProgressSink final : public ChainSink {
   EtaEstimator eta_;
   Timer clock_;
   double begin_ = 0.0;  // clock_'s seconds when the chain began sampling in this process
+  bool begun_ = false;  // `begin` was called
   std::uint64_t last_report_ = 0;
   std::int64_t last_accepted_ = 0;
   double last_time_ = 0.0;

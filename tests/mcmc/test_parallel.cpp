@@ -617,6 +617,28 @@ TEST_CASE("parallel: the first progress line after a resume rates this process's
   fs::remove_all(dir);
 }
 
+// A multi_chain run resumed after its first chain was complete (the others not) printed
+// "steps 1588489  accepted 0/300000  acceptance 0.000  3.64e+07 steps/s": the progress sink,
+// which that chain never began in this process, still wrote its final row.
+TEST_CASE("parallel: a progress sink whose chain never began in this process writes no final row", "[mcmc][parallel]") {
+  const fs::path dir = temp_dir("progress_not_begun");
+  SamplerSpecs specs;
+  specs.chain_size = 1000;
+  specs.progress_report_period = 100;
+  detail::ProgressSink p(specs, detail::TextFormat{});
+  p.open((dir / "progress.txt").string());
+  int lines = 0;
+  p.on_progress = [&](std::uint64_t, std::int64_t, double, std::uint64_t, double) { ++lines; };
+  p.finish(5000);
+  p.close();
+  CHECK(lines == 0);
+  std::ifstream in(dir / "progress.txt");
+  std::string header, row;
+  std::getline(in, header);
+  CHECK_FALSE(static_cast<bool>(std::getline(in, row)));  // the header only
+  fs::remove_all(dir);
+}
+
 namespace {
 
 /// A sink whose `begin` takes 0.3 s, as a text chain's does when it truncates an earlier
