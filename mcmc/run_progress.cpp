@@ -51,7 +51,10 @@ RunProgress::RunProgress(std::FILE* out, bool quiet, double tty_period, double l
 
 RunProgress::~RunProgress() {
   try {
-    finish();
+    // An unfinished run ends here by an exception (an error, SIGINT or SIGTERM): no last
+    // progress line then. Under mpiexec a SIGTERM can leave stdout closed, and a write to
+    // it would end the process (SIGPIPE) before it says why it stopped.
+    finish_run(false);
   } catch (...) {
   }
 }
@@ -136,13 +139,15 @@ void RunProgress::tick_loop() {
   }
 }
 
-void RunProgress::finish() {
+void RunProgress::finish() { finish_run(true); }
+
+void RunProgress::finish_run(bool show_last) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
     finished_ = true;
     stop_ = true;
-    show_last_detail();
+    if (show_last) show_last_detail();
     if (!name_.empty()) {
       const double now = clock_.seconds();
       double cpu = 0.0;

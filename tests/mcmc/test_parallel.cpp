@@ -405,6 +405,22 @@ TEST_CASE("RunProgress: a log shows every further tenth of a phase once 1 s pass
   CHECK(text ==
         "sampling: steps 0\nsampling: steps 16\nsampling: steps 20\npost-processing: chain 1 of 2\n"
         "post-processing: chain 2 of 2\n");
+  // A run that ends by an exception (the destructor, not finish) shows no last line: under
+  // mpiexec a SIGTERM can leave stdout closed, and writing to it ended the rank (SIGPIPE)
+  // before it printed why it stopped (kill_resume_sample.sh under mpiexec -n 2 failed).
+  std::FILE* g = std::tmpfile();
+  REQUIRE(g != nullptr);
+  {
+    herd::mcmc::RunProgress p(g, false);
+    p.phase("sampling");
+    p.detail("steps 0", 0.0);
+    p.detail("steps 5", 0.05);  // held back, and not shown by the destructor
+  }
+  std::rewind(g);
+  std::string unwound;
+  for (int c; (c = std::fgetc(g)) != EOF;) unwound += static_cast<char>(c);
+  std::fclose(g);
+  CHECK(unwound == "sampling: steps 0\n");
 }
 
 TEST_CASE("RunProgress's phase table gives each phase's CPU time and the peak memory at its end", "[mcmc][progress]") {

@@ -72,7 +72,10 @@ class RunProgress {
   void detail(std::string text, double fraction = std::numeric_limits<double>::quiet_NaN());
   /// Prints `line` on its own line now (a warning during the run), keeping the progress line.
   void print_line(const std::string& line);
-  /// Ends the last phase, stops the ticker and clears the progress line (idempotent).
+  /// Ends the last phase (in a log, with its last progress if not shown yet), stops the
+  /// ticker and clears the progress line (idempotent). The destructor finishes an unfinished
+  /// run without that last progress line (it is reached by an exception: an error or a
+  /// signal, whose own message follows).
   void finish();
 
   /// The phases so far (the current one with its time so far): name, seconds.
@@ -96,8 +99,9 @@ class RunProgress {
 
  private:
   void tick_loop();
-  void show();              // the caller holds mu_
-  void show_last_detail();  // the caller holds mu_
+  void finish_run(bool show_last);  // finish; the destructor's shows no last progress
+  void show();                      // the caller holds mu_
+  void show_last_detail();          // the caller holds mu_
 
   static constexpr double kLogStep = 0.1;     // a log's line at every tenth of a phase's work
   static constexpr double kLogStepGap = 1.0;  // seconds at least between those lines
