@@ -113,17 +113,32 @@ herd::io::Schema input_schema() {
   return schema;
 }
 
+/// The banner's count of what the summary table has a row for: "5 variables" (sampled), and
+/// ", 1 derived quantity" when the target derives quantities that are not variables (the
+/// table's rows are the variables, then those).
+std::string quantity_counts(const herd::mcmc::SamplerProgramInput& in) {
+  std::size_t derived = 0;
+  if (in.target.quantities) {
+    const auto& vars = in.specs.variable_names;
+    for (const auto& q : in.target.quantity_names)
+      if (std::find(vars.begin(), vars.end(), q) == vars.end()) ++derived;
+  }
+  std::string s = fmt::format("{} variable{}", in.target.ndim, in.target.ndim == 1 ? "" : "s");
+  if (derived > 0) s += fmt::format(", {} derived quantit{}", derived, derived == 1 ? "y" : "ies");
+  return s;
+}
+
 /// The line rank 0 prints before the run.
 std::string banner(const herd::mcmc::SamplerProgramInput& in, int ranks) {
   if (in.specs.device != "cpu")
     return fmt::format(
-        "herd-sample: {}, {} variables, device {}, {} x {} chains, warmup {}, chain_size {}, thin {}, "
+        "herd-sample: {}, {}, device {}, {} x {} chains, warmup {}, chain_size {}, thin {}, "
         "seed {}",
-        in.target.description, in.target.ndim, in.specs.device, ranks, in.specs.chains_per_rank, in.specs.warmup,
+        in.target.description, quantity_counts(in), in.specs.device, ranks, in.specs.chains_per_rank, in.specs.warmup,
         in.specs.chain_size, in.specs.thin, in.specs.random_seed);
   return fmt::format(
-      "herd-sample: {}, {} variables, chain_size {}, seed {}{}", in.target.description, in.target.ndim,
-      in.specs.chain_size, in.specs.random_seed,
+      "herd-sample: {}, {}, chain_size {}, seed {}{}", in.target.description, quantity_counts(in), in.specs.chain_size,
+      in.specs.random_seed,
       ranks > 1 ? fmt::format(", {} on {} processes", in.specs.parallelization_model, ranks) : std::string());
 }
 

@@ -302,24 +302,45 @@ ChainHistory chain_history(const MemoryChainSink& chain, std::size_t windows) {
 }
 
 std::vector<ReportVerdict> convergence_verdicts(const PosteriorReportData& d, const std::vector<DiagnosticSummary>& s) {
-  return convergence_verdicts(d.names, s, d.chains, d.acceptance_rate, d.run_longer);
+  return convergence_verdicts(d.names, s, d.chains, d.acceptance_rate, d.run_longer, d.nested_rhat, d.superchains);
 }
 
 std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& names,
                                                 const std::vector<DiagnosticSummary>& s, std::size_t chains,
-                                                double acceptance_rate, std::string_view run_longer) {
+                                                double acceptance_rate, std::string_view run_longer,
+                                                std::span<const double> nested_rhat, std::size_t superchains) {
   std::vector<ReportVerdict> out;
-  std::vector<std::string> high_rhat, low_ess, undefined;
+  std::vector<std::string> high_rhat, low_ess, undefined, high_nested, rhat_only;
   const double ess_min = ess_threshold(chains);
+  const auto nested = [&](std::size_t q) {
+    return superchains >= 2 && q < nested_rhat.size() && std::isfinite(nested_rhat[q]);
+  };
+  bool judged_nested = false;
   for (std::size_t q = 0; q < s.size() && q < names.size(); ++q) {
     if (!std::isfinite(s[q].rhat) || !std::isfinite(s[q].ess_bulk) || !std::isfinite(s[q].ess_tail)) {
       undefined.push_back(names[q]);
       continue;
     }
-    if (s[q].rhat > kRhatLimit) high_rhat.push_back(fmt::format("{} ({:.3f})", names[q], s[q].rhat));
+    if (nested(q)) {  // many short chains: their superchains must agree, not each chain's halves
+      judged_nested = true;
+      if (nested_rhat[q] > kRhatLimit) high_nested.push_back(fmt::format("{} ({:.3f})", names[q], nested_rhat[q]));
+      else if (s[q].rhat > kRhatLimit) rhat_only.push_back(fmt::format("{} ({:.3f})", names[q], s[q].rhat));
+    } else if (s[q].rhat > kRhatLimit) {
+      high_rhat.push_back(fmt::format("{} ({:.3f})", names[q], s[q].rhat));
+    }
     const double ess = std::min(s[q].ess_bulk, s[q].ess_tail);
     if (ess < ess_min) low_ess.push_back(fmt::format("{} ({:.0f})", names[q], ess));
   }
+  const std::size_t per_super = superchains >= 2 ? chains / superchains : 0;
+  if (!high_nested.empty())
+    out.push_back(
+        {3, fmt::format("Nested R-hat over {} superchains of {} chains (Margossian et al. 2024: the test for many "
+                        "short chains) is above {} for {}: the superchains do not agree, so the draws are not yet "
+                        "a sample of the target. Run longer ({}), start the superchains from dispersed points "
+                        "(random_start_point = true, random_start_point_scope = \"superchain\"), and look at the "
+                        "trace and rank plots of the HTML report for stuck or separated chains; several modes need "
+                        "another parameterization or proposal.",
+                        superchains, per_super, kRhatLimit, name_list(high_nested), run_longer)});
   if (!high_rhat.empty())
     out.push_back(
         {3, fmt::format(
@@ -350,16 +371,23 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
     out.push_back({2, fmt::format("The mean acceptance rate is {:.3g}, above {}: the steps are so small that the chain "
                                   "explores slowly. Make the proposal larger (a larger scale_factor or proposal_std).",
                                   a, kAcceptanceHigh)});
+  if (!rhat_only.empty())
+    out.push_back({1, fmt::format("R-hat is above {} for {}, but nested R-hat over {} superchains is not: with many "
+                                  "short chains each chain and its halves need not agree yet, only the superchains "
+                                  "(Margossian et al. 2024), so nested R-hat is the test that applies.",
+                                  kRhatLimit, name_list(rhat_only), superchains)});
   if (!undefined.empty())
     out.push_back({1, fmt::format("R-hat or ESS is undefined (NA) for {}: constant draws, a non-finite draw, or too "
                                   "few draws (ESS needs at least 6 per chain).",
                                   name_list(undefined))});
-  if (out.empty() || (out.size() == 1 && out[0].level == 1)) {
+  if (std::all_of(out.begin(), out.end(), [](const ReportVerdict& v) { return v.level <= 1; })) {
     std::string acc = std::isfinite(a) ? fmt::format("; the mean acceptance rate {:.3g} is within [{}, {}]", a,
                                                      kAcceptanceLow, kAcceptanceHigh)
                                        : std::string();
-    out.insert(out.begin(), {0, fmt::format("R-hat is at most {} and bulk- and tail-ESS at least {:.0f} for every "
+    out.insert(out.begin(), {0, fmt::format("{} is at most {} and bulk- and tail-ESS at least {:.0f} for every "
                                             "quantity with defined diagnostics{}.",
+                                            judged_nested ? fmt::format("Nested R-hat over {} superchains", superchains)
+                                                          : std::string("R-hat"),
                                             kRhatLimit, ess_min, acc)});
   }
   return out;

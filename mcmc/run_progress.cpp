@@ -45,12 +45,16 @@ RunProgress::RunProgress(std::FILE* out, bool quiet, double tty_period, double l
     : out_(quiet ? nullptr : out) {
   tty_ = out_ != nullptr && isatty(fileno(out_)) != 0;
   period_ = tty_ ? tty_period : log_period;
+  step_gap_ = std::min(kLogStepGap, period_);
   if (out_ != nullptr) ticker_ = std::thread([this] { tick_loop(); });
 }
 
 RunProgress::~RunProgress() {
   try {
-    finish();
+    // An unfinished run ends here by an exception (an error, SIGINT or SIGTERM): no last
+    // progress line then. Under mpiexec a SIGTERM can leave stdout closed, and a write to
+    // it would end the process (SIGPIPE) before it says why it stopped.
+    finish_run(false);
   } catch (...) {
   }
 }
@@ -65,19 +69,36 @@ void RunProgress::phase(std::string name) {
     done_.emplace_back(name_, now - phase_start_);
     costs_.push_back({name_, now - phase_start_, cpu - phase_cpu_start_, rss});
   }
+  show_last_detail();
   name_ = std::move(name);
   detail_.clear();
+  detail_shown_ = true;
+  shown_fraction_ = 0.0;
   phase_start_ = now;
   phase_cpu_start_ = cpu;
   if (tty_ && out_ != nullptr) show();  // the new phase's name at once on a terminal
   printed_in_phase_ = false;            // and its first progress at once too, however short the phase
 }
 
-void RunProgress::detail(std::string text) {
+void RunProgress::detail(std::string text, double fraction) {
   std::lock_guard<std::mutex> lock(mu_);
   detail_ = std::move(text);
+  detail_shown_ = false;
   if (out_ == nullptr || finished_) return;
-  if (!printed_in_phase_ || clock_.seconds() - last_print_ >= period_) show();
+  const double since = clock_.seconds() - last_print_;
+  // In a log also at every further tenth of the phase, once a step gap passed since the last
+  // line (a run shorter than the period shows more than its first line).
+  const bool next_step =
+      !tty_ && std::isfinite(fraction) && fraction >= shown_fraction_ + kLogStep && since >= step_gap_;
+  if (!printed_in_phase_ || since >= period_ || next_step) {
+    show();
+    if (std::isfinite(fraction)) shown_fraction_ = fraction;
+  }
+}
+
+void RunProgress::show_last_detail() {
+  // In a log, the phase's last progress (its final line) when the period held it back.
+  if (out_ != nullptr && !tty_ && !name_.empty() && !detail_.empty() && !detail_shown_) show();
 }
 
 void RunProgress::print_line(const std::string& line) {
@@ -102,6 +123,7 @@ void RunProgress::show() {
   std::fflush(out_);
   last_print_ = now;
   printed_in_phase_ = true;
+  detail_shown_ = true;
 }
 
 void RunProgress::tick_loop() {
@@ -117,12 +139,15 @@ void RunProgress::tick_loop() {
   }
 }
 
-void RunProgress::finish() {
+void RunProgress::finish() { finish_run(true); }
+
+void RunProgress::finish_run(bool show_last) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
     finished_ = true;
     stop_ = true;
+    if (show_last) show_last_detail();
     if (!name_.empty()) {
       const double now = clock_.seconds();
       double cpu = 0.0;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -384,18 +385,26 @@ void check_variable_names(const io::Settings& st, const std::vector<std::string>
 
 }  // namespace
 
-double sampler_memory_need(const SamplerSpecs& s, int ndim, int ranks) {
+std::size_t diagnostics_threads_used(std::size_t threads, std::size_t quantities) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  return std::max<std::size_t>(1, std::min(threads, quantities));
+}
+
+double sampler_memory_need(const SamplerSpecs& s, int ndim, int ranks, std::size_t diagnostics_threads) {
   const double d = ndim, n = static_cast<double>(s.chain_size), r = std::max(ranks, 1);
   double need = 0;
   if (s.device != "cpu") {
     // The draws wait in rank 0's scratch file (BatchedDrawStore), not in memory. Rank 0
-    // holds one quantity's draws [chains, draws] with the diagnostics' workspace (about 64
-    // bytes per draw; counted once: each diagnostics thread holds one, as in a serial run),
-    // the engine's block of draws and its gathered copy ([chains, 256, d + 1] each), and
-    // each chain's state and factor.
+    // holds, on each of the `diagnostics_threads_used` threads that summarize quantities at
+    // once, one quantity's draws [chains, draws] with the diagnostics' workspace
+    // (kDiagnosticsScratchBytes per draw), the engine's block of draws and its gathered copy
+    // ([chains, 256, d + 1] each), and each chain's state and factor.
     const double chains = r * static_cast<double>(s.chains_per_rank);
     const double draws = n / static_cast<double>(std::max<std::int64_t>(s.thin, 1));
-    need = chains * draws * 64 + 2 * chains * std::min(draws, 256.0) * (d + 1) * 8 + chains * (3 * d + 4) * 8 +
+    const auto threads =
+        static_cast<double>(diagnostics_threads_used(diagnostics_threads, static_cast<std::size_t>(ndim)));
+    need = threads * chains * draws * static_cast<double>(kDiagnosticsScratchBytes) +
+           2 * chains * std::min(draws, 256.0) * (d + 1) * 8 + chains * (3 * d + 4) * 8 +
            (s.batched_adaptation == "per_chain" ? chains : 1.0) * 3 * d * d * 8;
   } else {
     // Each chain held compactly (unique states, weights, lp) and copied once for the
@@ -406,11 +415,11 @@ double sampler_memory_need(const SamplerSpecs& s, int ndim, int ranks) {
   return need;
 }
 
-void check_sampler_memory(const SamplerSpecs& s, int ndim, int ranks) {
+void check_sampler_memory(const SamplerSpecs& s, int ndim, int ranks, std::size_t diagnostics_threads) {
   const double chains = s.device != "cpu" || s.parallelization_model == "multi_chain"
                             ? static_cast<double>(std::max(ranks, 1)) * static_cast<double>(s.chains_per_rank)
                             : 1.0;
-  check_memory_need(sampler_memory_need(s, ndim, ranks), s.max_memory,
+  check_memory_need(sampler_memory_need(s, ndim, ranks, diagnostics_threads), s.max_memory,
                     fmt::format("the run ({:.0f} chain(s) x chain_size {} x ndim {}{})", chains, s.chain_size, ndim,
                                 s.device != "cpu" && s.thin > 1 ? fmt::format(", thin {}", s.thin) : std::string()),
                     "lower chain_size or chains_per_rank");

@@ -486,6 +486,8 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
     h.notes.push_back(
         fmt::format("Nested R-hat over {} superchains is in {}_report.txt.", f.superchains, specs.output_prefix));
   h.run_longer = kBatchedRunLonger;
+  h.nested_rhat = post.nested_rhat;  // the verdicts judge superchains on nested R-hat
+  h.superchains = f.superchains;
   write_posterior_report(specs.output_prefix + "_report.html", h);
 }
 

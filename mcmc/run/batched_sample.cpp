@@ -65,7 +65,8 @@ std::function<void(std::uint64_t, std::int64_t)> sampling_progress(RunProgress& 
     const double rate = now > first ? chains * static_cast<double>(k - k0) / (now - first) : 0.0;
     phases.detail(fmt::format("{} {}/{} proposals per chain, {}/{} draws  {:.3g} chain-steps/s  ETA {}",
                               k < warm ? "warm-up" : "draws", k, total, drawn, ndraws, rate,
-                              std::isfinite(left) ? fmt::format("{:.1f} s", left) : std::string("unknown")));
+                              std::isfinite(left) ? fmt::format("{:.1f} s", left) : std::string("unknown")),
+                  static_cast<double>(k) / static_cast<double>(std::max<std::uint64_t>(total, 1)));
   };
 }
 
@@ -103,8 +104,10 @@ void write_outputs(BatchedRunFacts& facts, io::H5File& h5, BatchedDrawStore& dra
   // R-hat, ESS and the acceptance rate checked as every engine checks them; in the report
   // and on the terminal, with what to try (a short warm-up leaves a batched run with a
   // poorly adapted proposal: hence "raise warmup").
-  const std::string warnings = convergence_warnings(post.rows, static_cast<std::size_t>(facts.totals.num_chains),
-                                                    facts.totals.acceptance_rate, kBatchedRunLonger);
+  // With superchains, convergence is judged on nested R-hat (many short chains).
+  const std::string warnings =
+      convergence_warnings(post.rows, static_cast<std::size_t>(facts.totals.num_chains), facts.totals.acceptance_rate,
+                           kBatchedRunLonger, post.nested_rhat, facts.superchains);
   facts.session_seconds = session.seconds();
   std::string rep = batched_text_report(facts, post, table, warnings);
   phases.phase("writing " + specs.output_prefix + "_report.html");

@@ -241,7 +241,8 @@ std::string low_acceptance_warning(double rate) {
 }
 
 std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::size_t chains, double acceptance_rate,
-                                 const std::string& run_longer) {
+                                 const std::string& run_longer, std::span<const double> nested_rhat,
+                                 std::size_t superchains) {
   std::vector<std::string> names;
   std::vector<DiagnosticSummary> summary;
   for (const auto& r : rows) {
@@ -251,8 +252,9 @@ std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::
   // Below kLowAcceptance the low-acceptance warning replaces the verdict's acceptance line.
   const bool stuck = std::isfinite(acceptance_rate) && acceptance_rate < kLowAcceptance;
   std::string out;
-  for (const ReportVerdict& v : convergence_verdicts(
-           names, summary, chains, stuck ? std::numeric_limits<double>::quiet_NaN() : acceptance_rate, run_longer))
+  for (const ReportVerdict& v :
+       convergence_verdicts(names, summary, chains, stuck ? std::numeric_limits<double>::quiet_NaN() : acceptance_rate,
+                            run_longer, nested_rhat, superchains))
     if (v.level >= 2) out += "WARNING: " + v.text + "\n";
   if (stuck) out += low_acceptance_warning(acceptance_rate) + "\n";
   return out;
@@ -307,16 +309,18 @@ void prepare_outputs(const SamplerSpecs& s, int ranks, bool resuming) {
 }
 
 std::string format_summary_table(const std::vector<QuantitySummary>& rows) {
-  std::size_t w = 8;
+  // herd-diagnose's table (apps/herd-diagnose.cpp): the same header and precisions, so that
+  // both tools print a posterior alike (MCSE to 3 significant digits).
+  std::size_t w = 9;
   for (const auto& r : rows) w = std::max(w, r.name.size());
   std::string out =
-      fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}\n", "name", w, "mean",
+      fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>9} {:>7}\n", "parameter", w, "mean",
                   "sd", "q5", "q50", "q95", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "rhat");
   for (const auto& r : rows) {
     const auto& s = r.stats;
-    out += fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9.0f} {:>9.0f} {:>7.4f}\n", r.name,
-                       w, cell(s.mean), cell(s.sd), cell(s.q5), cell(s.q50), cell(s.q95), cell(s.mcse_mean),
-                       cell(s.mcse_sd), s.ess_bulk, s.ess_tail, s.rhat);
+    out += fmt::format("{:<{}} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10.3g} {:>10.3g} {:>9.0f} {:>9.0f} {:>7.4f}\n",
+                       r.name, w, cell(s.mean), cell(s.sd), cell(s.q5), cell(s.q50), cell(s.q95), s.mcse_mean,
+                       s.mcse_sd, s.ess_bulk, s.ess_tail, s.rhat);
   }
   return out;
 }

@@ -46,7 +46,7 @@ void complete_program_input(SamplerProgramInput& in, MadeTarget made, const io::
   in.specs = resolve_sampler_specs(settings, in.target.ndim, in.target.names);
   in.target.log_density = restrict_to_domain(in.specs, in.target.ndim, std::move(in.target.log_density));
   // Before anything is allocated: every size, and the memory the run holds.
-  check_sampler_memory(in.specs, in.target.ndim, comm.size());
+  check_sampler_memory(in.specs, in.target.ndim, comm.size(), in.options.diagnostics_threads);
   // device = "cpu_batched" | "cuda": the batched run, with its own restart record.
   use_batched_run(in, std::move(made.batched), comm);
   in.seed_given = settings.has("random_seed");

@@ -21,7 +21,10 @@ void ProgressSink::open(const std::string& progress_path) {
                    "TimeRemainedToFinishInSeconds\n");
 }
 
-void ProgressSink::begin(std::uint32_t, int) { begin_ = clock_.seconds(); }
+void ProgressSink::begin(std::uint32_t, int) {
+  begin_ = last_time_ = clock_.seconds();
+  begun_ = true;
+}
 
 void ProgressSink::write(const ChainRecord& r) {
   const std::int64_t i = rows_++;
@@ -42,7 +45,9 @@ void ProgressSink::close() {
 }
 
 void ProgressSink::finish(std::uint64_t steps) {
-  if (progress_ && steps > last_report_) progress(steps, rows_, true);
+  // Not when this process never sampled the chain (complete in the restart record): its
+  // counts would read as 0 accepted of every step.
+  if (progress_ && begun_ && steps > last_report_) progress(steps, rows_, true);
 }
 
 void ProgressSink::resume_at(std::uint64_t proposals, std::int64_t records) {
@@ -60,14 +65,20 @@ void ProgressSink::progress(std::uint64_t steps, std::int64_t accepted, bool las
   // The time left from this process's own rate (not from its start-up, nor from the
   // states of earlier invocations): NaN until known.
   const double remaining = eta_.update(now, static_cast<double>(accepted));
+  // The times count from when this process began sampling (`begin`), as ParaDRAM's from its
+  // sampling start: not from start-up (reading the input, checking a restart record).
   progress_->write(fmt_.integer(steps) + fmt_.delim + fmt_.integer(accepted) + fmt_.delim + fmt_.real(rate) +
                    fmt_.delim + fmt_.real(rate_last) + fmt_.delim + fmt_.real(now - last_time_) + fmt_.delim +
-                   fmt_.real(now) + fmt_.delim + fmt_.real(remaining) + "\n");
+                   fmt_.real(now - begin_) + fmt_.delim + fmt_.real(remaining) + "\n");
   // This process's steps over this process's sampling time (from `begin`).
   if (on_progress) on_progress(steps, accepted, now - begin_, steps - steps0_, remaining);
   last_report_ = steps;
   last_accepted_ = accepted;
   last_time_ = now;
+}
+
+std::unique_ptr<FanSink> progress_and_text(ProgressSink& progress, ChainSink& text) {
+  return std::make_unique<FanSink>(text, progress);
 }
 
 std::function<void(std::uint64_t, std::int64_t, double, std::uint64_t, double)> terminal_progress(
@@ -78,13 +89,17 @@ std::function<void(std::uint64_t, std::int64_t, double, std::uint64_t, double)> 
       hinted = true;  // once per run, on its own line
       phases.print_line(low_acceptance_warning(static_cast<double>(accepted) / static_cast<double>(steps)));
     }
-    if (secs - last < 0.25) return;  // RunProgress shows at most this often anyway
+    // RunProgress shows at most this often anyway; the chain's last progress (all its states
+    // accepted) always goes through, so that a log ends the phase with it.
+    const bool final = accepted >= specs.chain_size;
+    if (secs - last < 0.25 && !final) return;
     last = secs;
     // No time left is guessed before this process's own rate is known.
     const std::string left = std::isfinite(eta) ? fmt::format("{:.1f} s", eta) : std::string("unknown");
     phases.detail(fmt::format("steps {}  accepted {}/{}  acceptance {:.3f}  {:.3g} steps/s  ETA {}", steps, accepted,
                               specs.chain_size, static_cast<double>(accepted) / static_cast<double>(steps),
-                              static_cast<double>(new_steps) / std::max(secs, 1e-9), left));
+                              static_cast<double>(new_steps) / std::max(secs, 1e-9), left),
+                  static_cast<double>(accepted) / static_cast<double>(std::max<std::int64_t>(specs.chain_size, 1)));
   };
 }
 

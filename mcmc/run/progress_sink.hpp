@@ -26,8 +26,10 @@ class ProgressSink final : public ChainSink {
   /// Creates the progress file (header row). @throws IoError
   void open(const std::string& progress_path);
   /// The chain starts (or, after `resume_at`, continues) sampling now: the terminal's
-  /// steps per second count this process's time from here, not its start-up (reading and
-  /// checking a restart record can take longer than the steps before the first line).
+  /// steps per second and the progress rows' times (TimeElapsedSinceStartInSeconds, and the
+  /// first row's TimeElapsedSinceLastReportInSeconds) count this process's time from here,
+  /// not its start-up (reading and checking a restart record can take longer than the steps
+  /// before the first line).
   void begin(std::uint32_t chain_id, int ndim) override;
   /// Counts the record; a progress row when a period is complete. @throws IoError
   void write(const ChainRecord& r) override;
@@ -40,7 +42,8 @@ class ProgressSink final : public ChainSink {
   void close();
   /// The last row, at the end of the chain (`steps` proposals), as ParaDRAM writes it (its
   /// readers expect at least the periodic rows plus this one); nothing when the last periodic
-  /// row was at `steps` already.
+  /// row was at `steps` already, or when the chain never began sampling in this process
+  /// (a multi_chain resume whose first chain was complete in the restart record).
   void finish(std::uint64_t steps);
   /// A resumed run: `proposals` proposals were made and `records` records written before
   /// this process (rates and the time remaining count from here).
@@ -64,10 +67,17 @@ class ProgressSink final : public ChainSink {
   EtaEstimator eta_;
   Timer clock_;
   double begin_ = 0.0;  // clock_'s seconds when the chain began sampling in this process
+  bool begun_ = false;  // `begin` was called
   std::uint64_t last_report_ = 0;
   std::int64_t last_accepted_ = 0;
   double last_time_ = 0.0;
 };
+
+/// The sink of rank 0's progress and its streamed text chain (`text`, a TextChainStream):
+/// `text` first, so that its `begin`, which creates the text chain file (truncating an
+/// earlier run's file of the prefix: 24 ms for 25 MB), is start-up and not counted as
+/// sampling time by `progress`, whose clock starts at its own `begin`. Both must outlive it.
+std::unique_ptr<FanSink> progress_and_text(ProgressSink& progress, ChainSink& text);
 
 /// The terminal side of `ProgressSink::on_progress` for a run of `specs` (both kept by
 /// reference): the sampling phase's detail line on `phases` (steps, acceptances, rate,

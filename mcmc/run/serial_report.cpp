@@ -274,6 +274,8 @@ void write_html_report(SerialRun& r) {
   for (std::size_t c = 0; c < r.m; ++c) h.chain_ids.push_back(r.chains[c].chain_id);
   for (std::size_t c = 0; c < r.m; ++c) h.history.push_back(chain_history(r.chains[c]));
   html_covariances(r, h);
+  h.nested_rhat = r.nested;  // the verdicts judge superchains on nested R-hat
+  h.superchains = r.nsuper;
   if (r.m > 1)
     h.notes.push_back("Several chains: R-hat and ESS are computed across the chains, cut to a common length.");
   if (!r.text_files) h.notes.push_back("More than 64 chains: no per-chain text files; see the .h5 file.");

@@ -74,7 +74,7 @@ void set_up(SerialRun& r) {
   // A single chain's text chain file is written while it samples (rank 0).
   if (r.root && !r.multi && r.specs.chain_file_format != "binary") {
     r.text = std::make_unique<TextChainStream>(chain_file_path(r.specs, 1, 1), r.specs, r.tf);
-    r.progress_text = std::make_unique<FanSink>(r.progress, *r.text);
+    r.progress_text = progress_and_text(r.progress, *r.text);
   }
   r.tee = r.progress_text ? static_cast<ChainSink*>(r.progress_text.get())
           : r.root        ? static_cast<ChainSink*>(&r.progress)
@@ -385,7 +385,7 @@ void run_totals(SerialRun& r) {
   }
   for (const auto& x : r.results) r.acceptance += x.acceptance_rate * static_cast<double>(x.proposals);
   r.acceptance /= std::max<double>(1.0, static_cast<double>(r.proposals));
-  r.warnings = convergence_warnings(r.out.summary, r.m, r.acceptance);
+  r.warnings = convergence_warnings(r.out.summary, r.m, r.acceptance, "raise chain_size", r.nested, r.nsuper);
 }
 
 }  // namespace

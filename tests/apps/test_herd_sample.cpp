@@ -973,6 +973,35 @@ TEST_CASE("herd-diagnose on herd-sample's .h5: herd-sample's names, order and nu
   CHECK(kid.open_dataset("diagnostics/variable").read_strings() ==
         std::vector<std::string>{"beta[1]", "beta[2]", "beta[3]", "beta[4]", "log_sigma", "sigma"});
 }
+
+// herd-sample's summary table said `name` where herd-diagnose's says `parameter`, with the
+// MCSE to 6 significant digits instead of 3; its banner said "5 variables" above a table of
+// 6 rows (the derived sigma uncounted).
+TEST_CASE("herd-sample's banner counts the table's rows, and its table is herd-diagnose's on the same draws",
+          "[apps][mcmc]") {
+  const auto dir = workdir("table_as_diagnose");
+  // kidscore_interaction (the default target): 5 variables and the derived sigma.
+  const Run s = run(dir, "--set chain_size=5000 --output out/kid");
+  INFO(s.out << s.err);
+  REQUIRE(s.rc == 0);
+  CHECK_THAT(s.out, Contains(", 5 variables, 1 derived quantity, chain_size 5000,"));
+  // Piped, the sampling's progress still ends with its final counts (it showed only its first
+  // line, the next being due 10 s later).
+  CHECK_THAT(s.out, Contains("sampling: steps 1000 ") && Contains(" accepted 5000/5000 "));
+  const Run d = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "out/kid.h5");
+  INFO(d.err);
+  REQUIRE(d.rc == 0);
+  // herd-sample's table: from its header to the blank line after its rows.
+  const auto lines = lines_of(s.out);
+  auto head =
+      std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("parameter ", 0) == 0; });
+  REQUIRE(head != lines.end());
+  std::string table;
+  for (auto it = head; it != lines.end() && !it->empty(); ++it) table += *it + "\n";
+  CHECK(std::count(table.begin(), table.end(), '\n') == 7);  // the header and 6 rows
+  CHECK(table == d.out);
+  CHECK_THAT(table, Contains("mcse_mean") && Contains("\nsigma "));
+}
 #endif
 
 TEST_CASE(

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -333,7 +335,7 @@ TEST_CASE("RunProgress: phases timed and reported, lines in a log at the first p
     return text;
   };
   // A log (a file) with the default period of 10 s: the first progress of a phase at once,
-  // the next not within the period.
+  // the next not within the period, but the phase's last progress when it ends.
   std::FILE* f = std::tmpfile();
   REQUIRE(f != nullptr);
   {
@@ -353,7 +355,7 @@ TEST_CASE("RunProgress: phases timed and reported, lines in a log at the first p
   }
   const std::string text = text_of(f);
   INFO(text);
-  CHECK(text == "sampling: steps 10\nWARNING: something\n");
+  CHECK(text == "sampling: steps 10\nsampling: steps 20\nWARNING: something\n");
   // A phase without progress of its own gets lines from the ticker with its elapsed time
   // (period 0.05 s here).
   std::FILE* g = std::tmpfile();
@@ -374,6 +376,51 @@ TEST_CASE("RunProgress: phases timed and reported, lines in a log at the first p
   q.detail("x");
   q.finish();
   CHECK(q.phases().size() == 1);
+}
+
+// A run of a few seconds with its output piped showed one progress line (its first: the
+// next was due 10 s later) and not its final counts.
+TEST_CASE("RunProgress: a log shows every further tenth of a phase once 1 s passed, and the phase's last progress",
+          "[mcmc][progress]") {
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  {
+    herd::mcmc::RunProgress p(f, false);  // the default periods: 0.25 s on a terminal, 10 s in a log
+    REQUIRE_FALSE(p.tty());
+    p.phase("sampling");
+    p.detail("steps 0", 0.0);   // the phase's first progress: at once
+    p.detail("steps 5", 0.05);  // less than a tenth more: held back
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    p.detail("steps 16", 0.16);  // a tenth more, 1 s after the last line: shown
+    p.detail("steps 20", 0.20);  // less than a tenth more than the last line shown: held back
+    p.phase("post-processing");  // ... but it was the phase's last progress: shown now
+    p.detail("chain 1 of 2");    // no fraction: the first line only, then the last at the end
+    p.detail("chain 2 of 2");
+    p.finish();
+  }
+  std::rewind(f);
+  std::string text;
+  for (int c; (c = std::fgetc(f)) != EOF;) text += static_cast<char>(c);
+  std::fclose(f);
+  CHECK(text ==
+        "sampling: steps 0\nsampling: steps 16\nsampling: steps 20\npost-processing: chain 1 of 2\n"
+        "post-processing: chain 2 of 2\n");
+  // A run that ends by an exception (the destructor, not finish) shows no last line: under
+  // mpiexec a SIGTERM can leave stdout closed, and writing to it ended the rank (SIGPIPE)
+  // before it printed why it stopped (kill_resume_sample.sh under mpiexec -n 2 failed).
+  std::FILE* g = std::tmpfile();
+  REQUIRE(g != nullptr);
+  {
+    herd::mcmc::RunProgress p(g, false);
+    p.phase("sampling");
+    p.detail("steps 0", 0.0);
+    p.detail("steps 5", 0.05);  // held back, and not shown by the destructor
+  }
+  std::rewind(g);
+  std::string unwound;
+  for (int c; (c = std::fgetc(g)) != EOF;) unwound += static_cast<char>(c);
+  std::fclose(g);
+  CHECK(unwound == "sampling: steps 0\n");
 }
 
 TEST_CASE("RunProgress's phase table gives each phase's CPU time and the peak memory at its end", "[mcmc][progress]") {
@@ -562,5 +609,120 @@ TEST_CASE("parallel: the first progress line after a resume rates this process's
   // This process's sampling time only: at most what the loop took, not the 0.3 s before.
   CHECK(first.seconds >= 0.0);
   CHECK(first.seconds <= sampled);
+  // The progress file's times count from the same start (they counted from the sink's
+  // making: the first row said 0.3 s since the start and since the last report).
+  const auto rows = [&] {
+    std::ifstream in(dir / "progress.txt");
+    std::vector<std::vector<double>> out;
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::vector<double> v;
+      std::istringstream row(line);
+      for (std::string cell; std::getline(row, cell, ',');) v.push_back(std::stod(cell));
+      out.push_back(v);
+    }
+    return out;
+  }();
+  REQUIRE(rows.size() == 1);
+  REQUIRE(rows[0].size() == 7);
+  CHECK(rows[0][0] == 10000);
+  CHECK(rows[0][4] >= 0.0);  // TimeElapsedSinceLastReportInSeconds
+  CHECK(rows[0][4] <= sampled);
+  CHECK(rows[0][5] == rows[0][4]);  // TimeElapsedSinceStartInSeconds: the first row's are equal
   fs::remove_all(dir);
+}
+
+// A multi_chain run resumed after its first chain was complete (the others not) printed
+// "steps 1588489  accepted 0/300000  acceptance 0.000  3.64e+07 steps/s": the progress sink,
+// which that chain never began in this process, still wrote its final row.
+TEST_CASE("parallel: a progress sink whose chain never began in this process writes no final row", "[mcmc][parallel]") {
+  const fs::path dir = temp_dir("progress_not_begun");
+  SamplerSpecs specs;
+  specs.chain_size = 1000;
+  specs.progress_report_period = 100;
+  detail::ProgressSink p(specs, detail::TextFormat{});
+  p.open((dir / "progress.txt").string());
+  int lines = 0;
+  p.on_progress = [&](std::uint64_t, std::int64_t, double, std::uint64_t, double) { ++lines; };
+  p.finish(5000);
+  p.close();
+  CHECK(lines == 0);
+  std::ifstream in(dir / "progress.txt");
+  std::string header, row;
+  std::getline(in, header);
+  CHECK_FALSE(static_cast<bool>(std::getline(in, row)));  // the header only
+  fs::remove_all(dir);
+}
+
+namespace {
+
+/// A sink whose `begin` takes 0.3 s, as a text chain's does when it truncates an earlier
+/// run's large file.
+struct SlowBegin final : ChainSink {
+  void begin(std::uint32_t, int) override { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+  void write(const ChainRecord&) override {}
+};
+
+}  // namespace
+
+// After a restart from a record without a checkpoint, the first line said 2.3e4 steps/s for a
+// chain making 6e5: the text chain's begin, which truncated the earlier run's 25 MB chain
+// file, came after the progress sink's and counted as sampling time.
+TEST_CASE("parallel: the text chain's start-up is not counted as the progress sink's sampling time",
+          "[mcmc][parallel]") {
+  const fs::path dir = temp_dir("progress_text_order");
+  SamplerSpecs specs;
+  specs.chain_size = 100000;
+  specs.progress_report_period = 1000;
+  detail::ProgressSink p(specs, detail::TextFormat{});
+  p.open((dir / "progress.txt").string());
+  double seconds = -1.0;
+  p.on_progress = [&](std::uint64_t, std::int64_t, double s, std::uint64_t, double) {
+    if (seconds < 0) seconds = s;
+  };
+  SlowBegin text;
+  const std::unique_ptr<FanSink> both = detail::progress_and_text(p, text);
+  const herd::Timer since_begin;
+  both->begin(0, 1);
+  const double text_begin = since_begin.seconds();
+  REQUIRE(text_begin >= 0.29);
+  const herd::Timer sampling;
+  double x = 0.0;
+  ChainRecord r;
+  r.point = &x;
+  r.ndim = 1;
+  r.weight = 10;
+  for (std::uint64_t step = 0; step < 1200; step += 10) {
+    r.step = step;
+    both->write(r);
+  }
+  const double sampled = sampling.seconds();
+  p.close();
+  REQUIRE(seconds >= 0.0);
+  CHECK(seconds <= sampled);  // not the 0.3 s of the text chain's begin
+  fs::remove_all(dir);
+}
+
+// The batched run's memory estimate counted one thread's diagnostics scratch while the
+// quantities are summarized on every core at once, each thread holding one's scratch.
+TEST_CASE("sampler_memory_need counts the diagnostics scratch of every diagnostics thread", "[mcmc]") {
+  SamplerSpecs s;
+  s.device = "cpu_batched";
+  s.chains_per_rank = 64;
+  s.chain_size = 1000;
+  s.thin = 1;
+  const int d = 10;
+  const double per_thread = 64.0 * 1000.0 * static_cast<double>(kDiagnosticsScratchBytes);
+  const double one = sampler_memory_need(s, d, 1, 1);
+  CHECK(sampler_memory_need(s, d, 1, 4) - one == Approx(3 * per_thread));
+  // At most one thread per quantity; 0: one per core.
+  CHECK(sampler_memory_need(s, d, 1, 64) - one == Approx(9 * per_thread));
+  CHECK(diagnostics_threads_used(64, 10) == 10);
+  CHECK(diagnostics_threads_used(3, 10) == 3);
+  CHECK(diagnostics_threads_used(0, 1000) == std::max(1u, std::thread::hardware_concurrency()));
+  CHECK(diagnostics_threads_used(0, 0) == 1);
+  // The serial kernel's estimate does not depend on it.
+  s.device = "cpu";
+  CHECK(sampler_memory_need(s, d, 1, 1) == sampler_memory_need(s, d, 1, 8));
 }

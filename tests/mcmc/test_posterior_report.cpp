@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -15,6 +16,7 @@
 
 using namespace herd::mcmc;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -107,6 +109,35 @@ TEST_CASE("convergence verdicts name R-hat, ESS and acceptance problems with wha
   REQUIRE(v.size() == 1);
   CHECK(v[0].level == 2);
   CHECK_THAT(v[0].text, Contains("above 0.8"));
+
+  // With superchains, nested R-hat is judged instead of R-hat (many short chains): R-hat's
+  // excess alone is a note; nested R-hat above the limit is the problem.
+  s = {summarize(DrawsView(apart, 2, 200))};
+  d.acceptance_rate = 0.3;
+  const std::vector<double> nested_ok{1.004}, nested_bad{1.05};
+  v = convergence_verdicts(d.names, s, d.chains, d.acceptance_rate, "raise chain_size", nested_ok, 2);
+  REQUIRE(v.size() == 2);
+  CHECK(v[0].level == 2);  // the ESS
+  CHECK(v[1].level == 1);
+  CHECK_THAT(v[1].text,
+             Contains("R-hat is above 1.01 for mu (") && Contains("but nested R-hat over 2 superchains is not"));
+  const std::vector<DiagnosticSummary> fine{summarize(DrawsView(good, 2, 200))};
+  v = convergence_verdicts(d.names, fine, d.chains, d.acceptance_rate, "raise chain_size", nested_ok, 2);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].level == 0);
+  CHECK_THAT(v[0].text, StartsWith("Nested R-hat over 2 superchains is at most 1.01"));
+  v = convergence_verdicts(d.names, s, d.chains, d.acceptance_rate, "raise chain_size", nested_bad, 2);
+  REQUIRE(v.size() == 2);
+  CHECK(v[0].level == 3);
+  CHECK_THAT(v[0].text, Contains("Nested R-hat over 2 superchains of 1 chains") &&
+                            Contains("is above 1.01 for mu (1.050)") && Contains("raise chain_size"));
+  CHECK_THAT(v[0].text, !Contains("R-hat is above 1.01 for mu"));
+  // A NaN nested R-hat (not computed for the quantity) falls back to R-hat.
+  const std::vector<double> nested_nan{std::numeric_limits<double>::quiet_NaN()};
+  v = convergence_verdicts(d.names, s, d.chains, d.acceptance_rate, "raise chain_size", nested_nan, 2);
+  REQUIRE(!v.empty());
+  CHECK(v[0].level == 3);
+  CHECK_THAT(v[0].text, StartsWith("R-hat is above 1.01 for mu"));
 }
 
 TEST_CASE("write_posterior_report: every plot with its series and points; bad sizes refused", "[mcmc]") {

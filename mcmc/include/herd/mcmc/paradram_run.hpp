@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -206,7 +207,9 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
 void trim_restart_folder(const std::string& output_prefix);
 
 /// The summary table printed at the end of a run: one row per quantity with mean, sd, q5,
-/// q50, q95, MCSE of the mean and sd, bulk and tail ESS, R-hat.
+/// q50, q95, MCSE of the mean and sd, bulk and tail ESS, R-hat; herd-diagnose's header
+/// ("parameter", ...) and precisions (6 significant digits, MCSE 3, ESS whole, R-hat 4
+/// decimals).
 std::string format_summary_table(const std::vector<QuantitySummary>& rows);
 
 /// The warning printed (terminal and report) when a run's mean acceptance rate `rate` (in
@@ -219,13 +222,16 @@ std::string low_acceptance_warning(double rate);
 /// The convergence warnings of a finished run, for the terminal and `_report.txt` of every
 /// engine (serial, multi-chain, fork-join, batched): one line "WARNING: ..." per problem,
 /// each saying what to try, from `convergence_verdicts` (posterior_report.hpp; the HTML
-/// report shows the same verdicts): R-hat above 1.01, bulk- or tail-ESS below 100 per chain
-/// (100 x min(chains, 4)), a mean acceptance rate outside [0.05, 0.8]; below 1e-3 the
-/// acceptance line is `low_acceptance_warning`'s. `rows` are the summary rows over
-/// `chains` chains, `run_longer` how to run longer (e.g. "raise chain_size"). Empty when
-/// the run passes every check. Pure; thread-safe.
+/// report shows the same verdicts): R-hat above 1.01 (nested R-hat, where `nested_rhat`
+/// gives it per row over `superchains` superchains: the statistic that applies to many
+/// short chains), bulk- or tail-ESS below 100 per chain (100 x min(chains, 4)), a mean
+/// acceptance rate outside [0.05, 0.8]; below 1e-3 the acceptance line is
+/// `low_acceptance_warning`'s. `rows` are the summary rows over `chains` chains,
+/// `run_longer` how to run longer (e.g. "raise chain_size"). Empty when the run passes
+/// every check. Pure; thread-safe.
 std::string convergence_warnings(const std::vector<QuantitySummary>& rows, std::size_t chains, double acceptance_rate,
-                                 const std::string& run_longer = "raise chain_size");
+                                 const std::string& run_longer = "raise chain_size",
+                                 std::span<const double> nested_rhat = {}, std::size_t superchains = 0);
 
 /// The output-file rules shared with herd-rl (herd/io/output_files.hpp): liveness of the
 /// process that left a temporary or lock file, and the exclusive lock on `<prefix>.lock`

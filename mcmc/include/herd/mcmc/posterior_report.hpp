@@ -96,6 +96,10 @@ struct PosteriorReportData {
   std::string resolved_input;
   /// How the verdicts say to run longer (e.g. "raise warmup and chain_size" for batched runs).
   std::string run_longer = "raise chain_size";
+  /// Nested R-hat per quantity over `superchains` superchains (empty: not computed); the
+  /// verdicts judge convergence on it where it is finite (`convergence_verdicts`).
+  std::vector<double> nested_rhat;
+  std::size_t superchains = 0;  ///< superchains of `nested_rhat`
 };
 
 /// Convergence verdict thresholds (Vehtari et al. 2021): R-hat above this is a problem.
@@ -121,21 +125,27 @@ struct ReportVerdict {
   std::string text;
 };
 
-/// The convergence verdicts, in words, with what to try: R-hat > kRhatLimit, bulk or tail
-/// ESS below kEssPerChain x min(chains, kEssChains), and a mean acceptance rate outside
-/// [kAcceptanceLow, kAcceptanceHigh]; one "ok" verdict when none applies.
+/// The convergence verdicts, in words, with what to try: R-hat > kRhatLimit (nested R-hat
+/// where given, see below), bulk or tail ESS below kEssPerChain x min(chains, kEssChains),
+/// and a mean acceptance rate outside [kAcceptanceLow, kAcceptanceHigh]; one "ok" verdict
+/// when none applies.
 std::vector<ReportVerdict> convergence_verdicts(const PosteriorReportData& data,
                                                 const std::vector<DiagnosticSummary>& summary);
 
 /// The same verdicts from the quantities' `names` and `summary` (same length), the number of
 /// `chains` the summary pools, the run's mean `acceptance_rate` (NaN: unknown, no verdict)
-/// and how to run longer (`run_longer`, e.g. "raise chain_size"). Every engine's terminal
-/// and text report use these through `convergence_warnings` (paradram_run.hpp), the HTML
-/// report directly. Pure; thread-safe.
+/// and how to run longer (`run_longer`, e.g. "raise chain_size"). With `nested_rhat` (per
+/// quantity, over `superchains` superchains of chains / superchains chains; empty: none)
+/// the convergence of a quantity whose nested R-hat is finite is judged on it, the statistic
+/// that applies to many short chains (Margossian et al. 2024), with the same limit
+/// kRhatLimit: a problem when it is above, and only a note (level 1) when R-hat alone is.
+/// Every engine's terminal and text report use these through `convergence_warnings`
+/// (paradram_run.hpp), the HTML report directly. Pure; thread-safe.
 std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& names,
                                                 const std::vector<DiagnosticSummary>& summary, std::size_t chains,
                                                 double acceptance_rate,
-                                                std::string_view run_longer = "raise chain_size");
+                                                std::string_view run_longer = "raise chain_size",
+                                                std::span<const double> nested_rhat = {}, std::size_t superchains = 0);
 
 /// Writes the report to `path` (atomically). The draws come from `data.values`, or when
 /// that is empty from `data.fill_values`; either way the same file.

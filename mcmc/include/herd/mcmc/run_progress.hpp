@@ -4,7 +4,10 @@
 /// multi-chain, fork-join, batched): sampling, then the post-processing phases (refinement,
 /// diagnostics, writing the files). On a terminal one line is rewritten in place at most
 /// every 0.25 s; in a log (not a terminal) a line is printed at the first progress of a
-/// phase and then at most every 10 s, as herd-sample's sampling progress always did. Phases
+/// phase, then at every further tenth of the phase's work done once 1 s passed since the
+/// last line (progress that states its fraction done), and at the latest every 10 s, and
+/// the phase's last progress when the phase ends (so a run of a few seconds shows its
+/// progress and its final counts, not only its first line). Phases
 /// that report no progress of their own (writing an HDF5 file) get a line from a ticker
 /// thread with their elapsed time once they last longer than the period. The time of each
 /// phase goes into the report (`phase_table`), with the process's CPU time in it (user +
@@ -17,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -60,12 +64,18 @@ class RunProgress {
   /// Ends the current phase (its time is recorded) and starts `name`, e.g. "sampling" or
   /// "writing out/run.h5".
   void phase(std::string name);
-  /// The current phase's progress, e.g. "steps 1000  accepted 300/1000 ... ETA 3.1 s": shown
-  /// at once when it is the phase's first, else at the next period.
-  void detail(std::string text);
+  /// The current phase's progress, e.g. "steps 1000  accepted 300/1000 ... ETA 3.1 s", and
+  /// the fraction of the phase's work done (in [0, 1]; NaN: not known): shown at once when
+  /// it is the phase's first, else at the next period; in a log also when `fraction` passed
+  /// another tenth since the last line shown and 1 s (at most the period) passed since the
+  /// last line; in a log the last one is shown when the phase ends, if not shown yet.
+  void detail(std::string text, double fraction = std::numeric_limits<double>::quiet_NaN());
   /// Prints `line` on its own line now (a warning during the run), keeping the progress line.
   void print_line(const std::string& line);
-  /// Ends the last phase, stops the ticker and clears the progress line (idempotent).
+  /// Ends the last phase (in a log, with its last progress if not shown yet), stops the
+  /// ticker and clears the progress line (idempotent). The destructor finishes an unfinished
+  /// run without that last progress line (it is reached by an exception: an error or a
+  /// signal, whose own message follows).
   void finish();
 
   /// The phases so far (the current one with its time so far): name, seconds.
@@ -89,7 +99,12 @@ class RunProgress {
 
  private:
   void tick_loop();
-  void show();  // the caller holds mu_
+  void finish_run(bool show_last);  // finish; the destructor's shows no last progress
+  void show();                      // the caller holds mu_
+  void show_last_detail();          // the caller holds mu_
+
+  static constexpr double kLogStep = 0.1;     // a log's line at every tenth of a phase's work
+  static constexpr double kLogStepGap = 1.0;  // seconds at least between those lines
 
   std::FILE* out_;
   bool tty_ = false;
@@ -98,6 +113,9 @@ class RunProgress {
   std::condition_variable cv_;
   std::thread ticker_;
   bool stop_ = false, finished_ = false, printed_in_phase_ = false, line_open_ = false;
+  bool detail_shown_ = true;     // the current detail_ was printed (or there is none)
+  double shown_fraction_ = 0.0;  // the fraction done of the last line shown (this phase)
+  double step_gap_ = 1.0;        // min(kLogStepGap, the period)
   std::string name_, detail_;
   Timer clock_;
   double phase_start_ = 0.0, last_print_ = -1e300;

@@ -6,6 +6,7 @@
 ///
 /// Thread-safety: plain functions and values.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -107,18 +108,29 @@ std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs&
 SamplerSpecs resolve_sampler_specs(const io::Settings& settings, int ndim,
                                    const std::vector<std::string>& default_names = {});
 
+/// Bytes of diagnostics scratch that one thread of `summarize_all` holds per draw of the
+/// quantity it summarizes (split halves, sorted copy, sort records, normal-quantile table:
+/// about 64 bytes with the quantity's draws; docs/batched.md).
+inline constexpr std::size_t kDiagnosticsScratchBytes = 64;
+
+/// The threads `summarize_all` runs on for `threads` asked (0: one per core) and
+/// `quantities` quantities: min(threads, quantities), at least 1. Thread-safe.
+std::size_t diagnostics_threads_used(std::size_t threads, std::size_t quantities);
+
 /// Bytes of memory a run of `specs` holds at its peak on rank 0 (an upper estimate, as a
 /// double so that no input overflows it): the chains in memory (compact chains of the
-/// serial kernel; a batched device keeps its draws in a scratch file and holds one
-/// quantity's draws and a block of draws), the copies made for the outputs and
-/// diagnostics, and the proposal covariances. `ranks` is the number of
+/// serial kernel; a batched device keeps its draws in a scratch file and holds, on each of
+/// the `diagnostics_threads_used(diagnostics_threads, ndim)` threads that summarize the
+/// quantities at once (as `SampleRunOptions::diagnostics_threads`, 0: one per core), one
+/// quantity's draws with its diagnostics scratch, and a block of draws), the copies made for
+/// the outputs and diagnostics, and the proposal covariances. `ranks` is the number of
 /// processes.
-double sampler_memory_need(const SamplerSpecs& specs, int ndim, int ranks);
+double sampler_memory_need(const SamplerSpecs& specs, int ndim, int ranks, std::size_t diagnostics_threads = 0);
 
 /// Refuses a run whose `sampler_memory_need` exceeds `specs.max_memory` (when > 0) or the
 /// memory available on this machine. @throws herd::InputError naming chain_size,
 /// chains_per_rank and ndim and what to change.
-void check_sampler_memory(const SamplerSpecs& specs, int ndim, int ranks);
+void check_sampler_memory(const SamplerSpecs& specs, int ndim, int ranks, std::size_t diagnostics_threads = 0);
 
 /// The kernel options for the specifications (start point drawn when
 /// `random_start_point`, from the seed's start-point stream of `chain_id`). The start
