@@ -413,6 +413,7 @@ void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out)
   // each state written its weight's times through a pointer.
   out.resize(r.m * r.ndraw);
   double* to = out.data();
+  double* const end = out.data() + out.size();
   for (std::size_t c = 0; c < r.m; ++c) {
     const PosteriorStates ps = posterior_states(r, c);
     const MemoryChainSink& chain = r.chains[c];
@@ -422,7 +423,13 @@ void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out)
     const std::size_t stride = k < d ? d : 1;
     for (std::size_t i = ps.first; i < ps.end; ++i) {
       const double v = from[i * stride];
-      for (auto w = ps.weight(chain, i); w > 0; --w) *to++ = v;
+      const auto w = ps.weight(chain, i);
+      if (w <= 8 && end - to >= 8) {  // most weights: 8 stores of which the next states overwrite the extra
+        std::fill_n(to, 8, v);
+        to += w;
+      } else {
+        to = std::fill_n(to, w, v);
+      }
     }
   }
   out.resize(static_cast<std::size_t>(to - out.data()));  // (each chain gives r.ndraw draws)
