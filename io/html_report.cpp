@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <iterator>
 #include <span>
 
 #include <fmt/format.h>
@@ -140,7 +141,7 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
     for (std::size_t i = 0; i < ser.x.size(); ++i) {
       const double x = ser.x[i], y = ser.y[i];
       if (!std::isfinite(x) || !std::isfinite(y) || (p.log_y && y <= 0)) continue;
-      csv += number(x) + "," + number(y) + "\n";
+      fmt::format_to(std::back_inserter(csv), "{:.6g},{:.6g}\n", x, y);  // number(x),number(y)
       ++kept;
       y_lo = std::min(y_lo, y);
       y_hi = std::max(y_hi, y);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <numbers>
 
 #include <fmt/format.h>
@@ -11,8 +13,134 @@
 #include "herd/core/error.hpp"
 #include "herd/io/html_report.hpp"
 #include "herd/mcmc/autocorrelation.hpp"
+#include "posterior_report_detail.hpp"
 
 namespace herd::mcmc {
+
+detail::SampleRange detail::sample_range(std::span<const double> sample) {
+  // Four independent lanes (no loop-carried dependency between neighbours); v < lo ? v : lo
+  // keeps lo when v is NaN, which `nan` records.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::array<double, 4> lo{kInf, kInf, kInf, kInf}, hi{-kInf, -kInf, -kInf, -kInf};
+  std::array<bool, 4> nan{};
+  const std::size_t n = sample.size();
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (std::size_t k = 0; k < 4; ++k) {
+      const double v = sample[i + k];
+      lo[k] = v < lo[k] ? v : lo[k];
+      hi[k] = v > hi[k] ? v : hi[k];
+      nan[k] = nan[k] || std::isnan(v);
+    }
+  for (; i < n; ++i) {
+    const double v = sample[i];
+    lo[0] = v < lo[0] ? v : lo[0];
+    hi[0] = v > hi[0] ? v : hi[0];
+    nan[0] = nan[0] || std::isnan(v);
+  }
+  SampleRange r;
+  r.min = std::min(std::min(lo[0], lo[1]), std::min(lo[2], lo[3]));
+  r.max = std::max(std::max(hi[0], hi[1]), std::max(hi[2], hi[3]));
+  r.finite = !(nan[0] || nan[1] || nan[2] || nan[3]) && std::isfinite(r.min) && std::isfinite(r.max);
+  return r;
+}
+
+std::vector<double> detail::binned_quantiles(std::span<const double> sample, std::span<const double> probs) {
+  return binned_quantiles(sample, probs, sample_range(sample));
+}
+
+std::vector<double> detail::binned_quantiles(std::span<const double> sample, std::span<const double> probs,
+                                             const SampleRange& range) {
+  const std::size_t n = sample.size();
+  const bool probs_ok = std::all_of(probs.begin(), probs.end(), [](double p) { return p >= 0.0 && p <= 1.0; });
+  if (n < kBinnedQuantilesMin || n > std::numeric_limits<std::uint32_t>::max() || probs.empty() || !probs_ok)
+    return quantiles(sample, probs);
+  const double mn = range.min, mx = range.max;
+  // 2048 bins, counted in 4 interleaved copies (draw i into copy i % 4): repeated draws (a
+  // compact chain's expansion) then do not wait on each other's increments; 32 KiB in all.
+  constexpr std::size_t kCopies = 4;
+  const std::size_t nb = std::min<std::size_t>(n / 16, 2048);
+  const double scale = static_cast<double>(nb) / (mx - mn);
+  if (!range.finite || !(mx > mn) || !std::isfinite(scale) || !(scale > 0)) return quantiles(sample, probs);
+  // The bin of a value: each step (subtraction, product, min, truncation) is monotone, so a
+  // draw in a lower bin is smaller than every draw in a higher one.
+  const double top = static_cast<double>(nb - 1);
+  const auto bin = [mn, scale, top](double v) { return static_cast<std::size_t>(std::min((v - mn) * scale, top)); };
+  std::vector<std::uint32_t> copies(kCopies * nb, 0);
+  {
+    std::size_t i = 0;
+    for (; i + kCopies <= n; i += kCopies)
+      for (std::size_t k = 0; k < kCopies; ++k) ++copies[k * nb + bin(sample[i + k])];
+    for (; i < n; ++i) ++copies[bin(sample[i])];
+  }
+  std::vector<std::uint32_t> count(nb);
+  for (std::size_t b = 0; b < nb; ++b) count[b] = copies[b] + copies[nb + b] + copies[2 * nb + b] + copies[3 * nb + b];
+  // The 0-based order statistics type 7 interpolates between (as quantiles() selects them).
+  std::vector<std::size_t> ranks;
+  for (double pr : probs) {
+    const double index = 1.0 + static_cast<double>(n - 1) * pr;
+    ranks.push_back(static_cast<std::size_t>(std::floor(index)) - 1);
+    ranks.push_back(static_cast<std::size_t>(std::ceil(index)) - 1);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  // Each rank's bin and its rank within the bin; the wanted bins get consecutive segments of
+  // `held` (slot: a bin's segment, -1 when not wanted).
+  struct Segment {
+    std::size_t bin, begin, end, done;
+  };
+  std::vector<Segment> segments;
+  std::vector<std::size_t> rank_segment(ranks.size()), rank_within(ranks.size());
+  {
+    std::size_t b = 0, below = 0;  // draws in bins < b
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      while (below + count[b] <= ranks[i]) below += count[b++];
+      if (segments.empty() || segments.back().bin != b) {
+        const std::size_t begin = segments.empty() ? 0 : segments.back().end;
+        segments.push_back({b, begin, begin + count[b], begin});
+      }
+      rank_segment[i] = segments.size() - 1;
+      rank_within[i] = segments.back().begin + (ranks[i] - below);
+    }
+  }
+  std::vector<std::int32_t> slot(nb, -1);
+  std::vector<std::size_t> fill(segments.size());
+  for (std::size_t s = 0; s < segments.size(); ++s) {
+    slot[segments[s].bin] = static_cast<std::int32_t>(s);
+    fill[s] = segments[s].begin;
+  }
+  std::vector<double> held(segments.back().end);
+  for (double v : sample) {
+    const std::int32_t s = slot[bin(v)];
+    if (s >= 0) held[fill[static_cast<std::size_t>(s)]++] = v;
+  }
+  // Select each rank within its segment, ascending (each selection right of the previous one).
+  std::vector<double> value(ranks.size());
+  const auto at = [&held](std::size_t i) { return held.begin() + static_cast<std::ptrdiff_t>(i); };
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    Segment& seg = segments[rank_segment[i]];
+    std::nth_element(at(seg.done), at(rank_within[i]), at(seg.end));
+    value[i] = held[rank_within[i]];
+    seg.done = rank_within[i] + 1;
+  }
+  const auto xs = [&](std::size_t r) {
+    return value[static_cast<std::size_t>(std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin())];
+  };
+  // Type 7 as quantiles() interpolates.
+  std::vector<double> out(probs.size());
+  for (std::size_t i = 0; i < probs.size(); ++i) {
+    const double index = 1.0 + static_cast<double>(n - 1) * probs[i];
+    const double lo = std::floor(index);
+    const double hi = std::ceil(index);
+    double q = xs(static_cast<std::size_t>(lo) - 1);
+    if (index > lo && xs(static_cast<std::size_t>(hi) - 1) != q) {
+      const double h = index - lo;
+      q = (1.0 - h) * q + h * xs(static_cast<std::size_t>(hi) - 1);
+    }
+    out[i] = q;
+  }
+  return out;
+}
 
 namespace {
 
@@ -46,14 +174,25 @@ double ess_threshold(std::size_t chains) { return kEssPerChain * static_cast<dou
 /// the draws are counted into 512 fine bins first (exact to a small fraction of bw).
 PlotSeries density(std::span<const double> x, double lo, double hi, double bw, std::string name) {
   constexpr std::size_t kBins = 512;
-  std::vector<double> counts(kBins, 0.0);
   const double width = (hi - lo) / kBins;
-  std::size_t n = 0;
-  for (double v : x) {
-    if (!std::isfinite(v)) continue;
+  // Whole counts in 4 interleaved copies (draw i into copy i % 4), so that repeated draws do
+  // not wait on each other's increments; their sums are the counts exactly.
+  std::array<std::uint64_t, 4 * kBins> copies{};
+  const auto count = [&](std::size_t copy, double v) {
+    if (!std::isfinite(v)) return;
     const auto b = static_cast<std::size_t>(std::clamp((v - lo) / width, 0.0, static_cast<double>(kBins - 1)));
-    counts[b] += 1.0;
-    ++n;
+    ++copies[copy * kBins + b];
+  };
+  std::size_t i = 0;
+  for (; i + 4 <= x.size(); i += 4)
+    for (std::size_t k = 0; k < 4; ++k) count(k, x[i + k]);
+  for (; i < x.size(); ++i) count(0, x[i]);
+  std::vector<double> counts(kBins, 0.0);
+  std::size_t n = 0;
+  for (std::size_t b = 0; b < kBins; ++b) {
+    const std::uint64_t c = copies[b] + copies[kBins + b] + copies[2 * kBins + b] + copies[3 * kBins + b];
+    counts[b] = static_cast<double>(c);
+    n += c;
   }
   PlotSeries s(std::move(name), {}, {});
   if (n == 0) return s;
@@ -148,6 +287,13 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, std::sp
                             const std::vector<std::size_t>& scatter_idx) {
   const std::size_t pc = plotted_chains(d);
   QuantityPlots out;
+  // The order statistics the panels need, from one pass: the quartiles (the density's
+  // bandwidth), then with 2 or more chains the rank plot's cuts at b / kRankBins.
+  std::vector<double> probs{0.25, 0.75};
+  if (d.chains >= 2)
+    for (std::size_t b = 1; b < kRankBins; ++b) probs.push_back(static_cast<double>(b) / kRankBins);
+  const detail::SampleRange range = detail::sample_range(v);
+  const std::vector<double> qs = detail::binned_quantiles(v, probs, range);
   {
     Plot& p = out.trace;
     p.title = d.names[q];
@@ -165,10 +311,12 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, std::sp
     }
   }
   {
-    double mn = INFINITY, mx = -INFINITY;
-    for (double x : v)
-      if (std::isfinite(x)) mn = std::min(mn, x), mx = std::max(mx, x);
-    const auto qs = quantiles(v, std::vector<double>{0.25, 0.75});
+    double mn = range.min, mx = range.max;
+    if (!range.finite) {  // the range of the finite draws
+      mn = INFINITY, mx = -INFINITY;
+      for (double x : v)
+        if (std::isfinite(x)) mn = std::min(mn, x), mx = std::max(mx, x);
+    }
     double bw = bandwidth(s, qs[1] - qs[0], v.size());
     if (!(mx > mn)) mn -= 0.5, mx += 0.5;
     if (!(bw > 0) || !std::isfinite(bw)) bw = (mx - mn) / 50.0;
@@ -226,9 +374,7 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, std::sp
   }
   if (d.chains >= 2) {
     Plot& p = out.rank;
-    std::vector<double> probs;
-    for (std::size_t b = 1; b < kRankBins; ++b) probs.push_back(static_cast<double>(b) / kRankBins);
-    const auto cuts = quantiles(v, probs);
+    const auto cuts = std::span<const double>(qs).subspan(2);
     p.title = d.names[q];
     p.x_label = "rank bin";
     p.y_label = "draws";

@@ -409,14 +409,30 @@ std::vector<double> verbose_column(const SerialRun& r, std::size_t k) {
 }
 
 void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out) {
-  out.clear();
-  out.reserve(r.m * r.ndraw);
+  // Sized once (no fill when the buffer already has the size: it held another quantity), then
+  // each state written its weight's times through a pointer.
+  out.resize(r.m * r.ndraw);
+  double* to = out.data();
+  double* const end = out.data() + out.size();
   for (std::size_t c = 0; c < r.m; ++c) {
     const PosteriorStates ps = posterior_states(r, c);
-    for (std::size_t i = ps.first; i < ps.end; ++i)
-      out.insert(out.end(), static_cast<std::size_t>(ps.weight(r.chains[c], i)),
-                 compact_value(r.chains[c], r.co[c], k, i));
+    const MemoryChainSink& chain = r.chains[c];
+    const auto d = static_cast<std::size_t>(chain.ndim);
+    // compact_value's two cases: a coordinate (stride d in the points) or a derived column.
+    const double* from = k < d ? chain.points.data() + k : r.co[c].columns[k].compact.data();
+    const std::size_t stride = k < d ? d : 1;
+    for (std::size_t i = ps.first; i < ps.end; ++i) {
+      const double v = from[i * stride];
+      const auto w = ps.weight(chain, i);
+      if (w <= 8 && end - to >= 8) {  // most weights: 8 stores of which the next states overwrite the extra
+        std::fill_n(to, 8, v);
+        to += w;
+      } else {
+        to = std::fill_n(to, w, v);
+      }
+    }
   }
+  out.resize(static_cast<std::size_t>(to - out.data()));  // (each chain gives r.ndraw draws)
 }
 
 CompactPosterior compact_posterior(const SerialRun& r) {

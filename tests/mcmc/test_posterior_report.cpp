@@ -3,7 +3,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -13,6 +16,7 @@
 #include "herd/core/error.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/mcmc/posterior_report.hpp"
+#include "posterior_report_detail.hpp"
 
 using namespace herd::mcmc;
 using Catch::Matchers::Contains;
@@ -288,4 +292,68 @@ TEST_CASE("write_posterior_report: fill_values errors refused, no file written",
   d.fill_values = [](std::size_t, std::vector<double>&) { throw herd::IoError("cannot read the chain"); };
   CHECK_THROWS_AS(write_posterior_report(path, d), herd::IoError);
   CHECK_FALSE(std::filesystem::exists(path));
+}
+
+TEST_CASE("binned_quantiles: the numbers of quantiles(), with ties, odd and even sizes, bunched draws", "[mcmc]") {
+  using herd::mcmc::detail::binned_quantiles;
+  using herd::mcmc::detail::kBinnedQuantilesMin;
+  const herd::RngStream rng(20261205, 7);
+  // The report's probabilities (quartiles, rank cuts), the ends, and uneven ones.
+  std::vector<double> probs{0.25, 0.75, 0.0, 1.0, 0.5, 1e-9, 1.0 - 1e-9, 0.3333333333, 0.05, 0.95};
+  for (std::size_t b = 1; b < 20; ++b) probs.push_back(static_cast<double>(b) / 20);
+  for (std::size_t k = 0; k < 12; ++k) probs.push_back(rng.uniform(1000000 + k));
+  const double inf = std::numeric_limits<double>::infinity();
+  int compared = 0;
+  for (const std::size_t n : {std::size_t{100}, kBinnedQuantilesMin - 1, kBinnedQuantilesMin, std::size_t{10001},
+                              std::size_t{65536}, std::size_t{250001}})
+    for (std::size_t kind = 0; kind < 6; ++kind) {
+      std::vector<double> x(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double z = rng.normal(kind * 10000000 + i);
+        // Distinct values; many ties; bunched near 0 with long tails; one far outlier per 1000;
+        // a third tied, the rest within 1e-15 of each other; 7 values in long runs.
+        const std::array<double, 6> v{z,
+                                      std::round(4.0 * z) / 4.0,
+                                      z * z * z * z * z * z,
+                                      i % 1000 == 0 ? 1e12 : z,
+                                      i % 3 == 0 ? 2.0 : 1.0 + 1e-15 * z,
+                                      static_cast<double>(i % 7)};
+        x[i] = v.at(kind);
+      }
+      const auto want = quantiles(x, probs), got = binned_quantiles(x, probs);
+      REQUIRE(got.size() == want.size());
+      for (std::size_t k = 0; k < probs.size(); ++k) {
+        INFO("n " << n << " kind " << kind << " prob " << probs[k]);
+        // Bit for bit, but for the sign of a zero: -0 and +0 are a tie, and which of them an
+        // order statistic is depends on the order of selection in quantiles() itself.
+        CHECK((std::bit_cast<std::uint64_t>(got[k]) == std::bit_cast<std::uint64_t>(want[k]) ||
+               (got[k] == 0.0 && want[k] == 0.0)));
+        ++compared;
+      }
+    }
+  CHECK(compared == 6 * 6 * static_cast<int>(probs.size()));
+  // sample_range: min, max and whether all are finite, NaNs skipped.
+  using herd::mcmc::detail::sample_range;
+  std::vector<double> r{3.0, -1.0, 7.0, 2.0, 5.0, -4.0, 0.5};
+  auto sr = sample_range(r);
+  CHECK((sr.min == -4.0 && sr.max == 7.0 && sr.finite));
+  r[2] = std::numeric_limits<double>::quiet_NaN();
+  sr = sample_range(r);
+  CHECK((sr.min == -4.0 && sr.max == 5.0 && !sr.finite));
+  r[2] = -inf;
+  sr = sample_range(r);
+  CHECK((sr.min == -inf && sr.max == 5.0 && !sr.finite));
+  CHECK_FALSE(sample_range(std::vector<double>{}).finite);
+  // The fallbacks: constant, a NaN (NaN results), an infinity, and the errors of quantiles().
+  std::vector<double> c(kBinnedQuantilesMin + 1, 3.5);
+  CHECK(binned_quantiles(c, probs) == std::vector<double>(probs.size(), 3.5));
+  c[17] = 4.0;
+  CHECK(binned_quantiles(c, std::vector<double>{0.0, 1.0}) == std::vector<double>{3.5, 4.0});
+  c[18] = inf;
+  CHECK(binned_quantiles(c, std::vector<double>{0.5, 1.0}) == std::vector<double>{3.5, inf});
+  c[19] = std::numeric_limits<double>::quiet_NaN();
+  for (double q : binned_quantiles(c, std::vector<double>{0.5})) CHECK(std::isnan(q));
+  CHECK(binned_quantiles(c, std::vector<double>{}).empty());
+  CHECK_THROWS_AS(binned_quantiles(c, std::vector<double>{0.5, 1.5}), herd::InputError);
+  CHECK_THROWS_AS(binned_quantiles(std::vector<double>{}, std::vector<double>{0.5}), herd::InputError);
 }
