@@ -499,7 +499,7 @@ std::size_t Workspace::bytes() const {
   const auto of = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
   const std::size_t len = fft.length();
   return of(expanded) + of(split) + of(sorted) + of(recs) + of(folded) + of(wrecs) + of(wfolded) + of(wcum) + of(ztab) +
-         of(radix_count) + of(centered) + of(acov) + of(rho) + of(power) + of(means) + of(bits) + of(bit_prefix) +
+         of(radix_count) + of(centered) + of(acov) + of(power) + of(means) + of(bits) + of(bit_prefix) +
          of(bit_counts) + (len > 0 ? len * sizeof(double) + (len / 2 + 1) * sizeof(std::complex<double>) : 0);
 }
 
@@ -770,11 +770,12 @@ void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1,
 }
 
 namespace {
-/// ws.acov[0, n) <- the chain-averaged autocovariance (divisor m n) of the m centred chains
-/// center(c) (each n values) at every lag, by FFT: the inverse transform of the chains'
-/// summed power spectra, so one inverse transform serves every chain.
+/// The chain-averaged autocovariance (divisor m n) of the m centred chains center(c) (each n
+/// values) at every lag [0, n), by FFT: the inverse transform of the chains' summed power
+/// spectra, so one inverse transform serves every chain. Returns ws.fft.real(), whose first n
+/// entries hold the lags (scaled in place: no copy of n values besides the transform's own).
 template <class Center>
-void all_lags_fft(std::size_t m, std::size_t n, Workspace& ws, Center&& center) {
+const double* all_lags_fft(std::size_t m, std::size_t n, Workspace& ws, Center&& center) {
   const std::size_t len = fft_length(2 * n);
   const std::size_t half = len / 2 + 1;
   ws.fft.prepare(len);
@@ -791,7 +792,8 @@ void all_lags_fft(std::size_t m, std::size_t n, Workspace& ws, Center&& center) 
   for (std::size_t k = 0; k < half; ++k) spec[k] = std::complex<double>(ws.power[k], 0.0);
   ws.fft.inverse();
   const double scale = 1.0 / (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(len));
-  for (std::size_t k = 0; k < n; ++k) ws.acov[k] = r[k] * scale;
+  for (std::size_t k = 0; k < n; ++k) r[k] *= scale;
+  return r;
 }
 
 /// The next block of directly summed lags after [0, have), for a request of `lag`: blocks
@@ -816,13 +818,14 @@ std::size_t direct_lag_cap(std::size_t m, std::size_t n) {
 }
 
 /// posterior's `.ess` from the chain means ws.means [m] and the chain-averaged autocovariance
-/// ws.acov [n] (divisor m n), which `ensure(lag)` makes final at lags [0, lag] (and may make
-/// final beyond) as Geyer's sequences ask for them.
+/// (divisor m n) that `ensure(lag)` returns: a pointer to the lags, final at [0, lag] (and
+/// perhaps beyond), valid until the next call; the lags are asked for in increasing order,
+/// each read once (the pointer may change between calls, a lag read before is not read again).
+/// Geyer's sequences are summed as they go, pair by pair: no buffer of lags.
 template <class Ensure>
 double geyer_ess(std::size_t m, std::size_t n, Workspace& ws, Ensure&& ensure) {
   const double nd = static_cast<double>(n);
-  ensure(1);
-  const double mean_var = ws.acov[0] * nd / (nd - 1.0);
+  const double mean_var = ensure(1)[0] * nd / (nd - 1.0);
   double var_plus = mean_var * (nd - 1.0) / nd;
   if (m > 1) {
     const double mm = mean_of(ws.means.data(), m);
@@ -830,44 +833,37 @@ double geyer_ess(std::size_t m, std::size_t n, Workspace& ws, Ensure&& ensure) {
     for (double mu : ws.means) v += (mu - mm) * (mu - mm);
     var_plus += v / static_cast<double>(m - 1);
   }
-  auto rho_at = [&](std::size_t k) {
-    ensure(k);
-    return 1.0 - (mean_var - ws.acov[k]) / var_plus;
-  };
-  // Geyer's initial positive sequence (posterior's .ess, 0-based).
-  std::vector<double>& rho = ws.rho;
-  // Only the entries the sequences write are read: each is written (or zeroed) before, so the
-  // buffer is not cleared (n values per call).
-  rho.resize(n);
+  auto rho_at = [&](std::size_t k) { return 1.0 - (mean_var - ensure(k)[k]) / var_plus; };
+  // Geyer's initial positive sequence (posterior's .ess, 0-based): the pairs (rho[t],
+  // rho[t + 1]) for t = 0, 2, ..., max_t, a pair whose sum is negative kept as zeros. Its
+  // initial monotone sequence: each pair t in [2, max_t - 2] whose sum exceeds the previous
+  // (monotone) pair's becomes two copies of the previous pair's mean. Then tau = -1 +
+  // 2 (rho[0] + ... + rho[max_t - 1]) + rho[max_t], rho[max_t] = rho_even when positive.
+  // A pair followed by another is not the last one: it is made monotone and added at once
+  // (in lag order, as a sum over the stored sequence adds it), so only the last pair and
+  // the one before it are kept.
+  double sum = 0;
+  double prev_even = 0, prev_odd = 0;  // the last pair added (monotone)
   std::int64_t t = 0;
   double rho_even = 1.0;
   double rho_odd = rho_at(1);
-  rho[0] = rho_even;
-  rho[1] = rho_odd;
+  double pair_even = rho_even, pair_odd = rho_odd;  // pair t as the positive sequence keeps it
   const auto ni = static_cast<std::int64_t>(n);
   while (t < ni - 5 && !std::isnan(rho_even + rho_odd) && rho_even + rho_odd > 0) {
+    if (t >= 2 && pair_even + pair_odd > prev_even + prev_odd) pair_even = pair_odd = (prev_even + prev_odd) / 2.0;
+    sum += pair_even;
+    sum += pair_odd;
+    prev_even = pair_even;
+    prev_odd = pair_odd;
     t += 2;
     rho_even = rho_at(static_cast<std::size_t>(t));
     rho_odd = rho_at(static_cast<std::size_t>(t + 1));
     const bool keep = rho_even + rho_odd >= 0;
-    rho[static_cast<std::size_t>(t)] = keep ? rho_even : 0.0;
-    rho[static_cast<std::size_t>(t + 1)] = keep ? rho_odd : 0.0;
+    pair_even = keep ? rho_even : 0.0;
+    pair_odd = keep ? rho_odd : 0.0;
   }
-  const std::int64_t max_t = t;
-  if (rho_even > 0) rho[static_cast<std::size_t>(max_t)] = rho_even;
-  // Geyer's initial monotone sequence.
-  t = 0;
-  while (t <= max_t - 4) {
-    t += 2;
-    const auto u = static_cast<std::size_t>(t);
-    if (rho[u] + rho[u + 1] > rho[u - 2] + rho[u - 1]) {
-      rho[u] = (rho[u - 2] + rho[u - 1]) / 2.0;
-      rho[u + 1] = rho[u];
-    }
-  }
-  double sum = 0;
-  for (std::int64_t k = 0; k < max_t; ++k) sum += rho[static_cast<std::size_t>(k)];
-  double tau = -1.0 + 2.0 * sum + rho[static_cast<std::size_t>(max_t)];
+  if (rho_even > 0) pair_even = rho_even;
+  double tau = -1.0 + 2.0 * sum + pair_even;
   const double total = static_cast<double>(m) * nd;
   tau = std::max(tau, 1.0 / std::log10(total));
   return total / tau;
@@ -899,24 +895,28 @@ double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n,
     for (std::size_t t = 0; t < n; ++t) ws.centered[t] = yc[t] - mu;
     return ws.centered.data();
   };
-  ws.acov.resize(n);     // lags are cleared block by block as they are summed
-  std::size_t have = 0;  // lags [0, have) of ws.acov are final
+  // ws.acov holds the directly summed lags [0, have), grown block by block (a few hundred
+  // lags at most: direct_lag_cap); past the cap every lag comes from the FFT's buffer.
+  ws.acov.clear();
+  std::size_t have = 0;
+  const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   const std::size_t cap = direct_lag_cap(m, n);
   return geyer_ess(m, n, ws, [&](std::size_t lag) {
-    if (lag < have) return;
+    if (lag < have) return acov;
     if (lag < cap) {
       // Whole blocks of kLagBlock lags (the lags past the request are final too).
       const std::size_t upto = std::min(n, (next_block(have, lag, n, cap) + kLagBlock - 1) / kLagBlock * kLagBlock);
-      std::fill(ws.acov.begin() + static_cast<std::ptrdiff_t>(have),
-                ws.acov.begin() + static_cast<std::ptrdiff_t>(upto), 0.0);
+      ws.acov.resize(upto, 0.0);  // the new lags [have, upto) start at 0
       for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, have, upto, ws.acov.data());
       for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
+      acov = ws.acov.data();
       have = upto;
     } else {
-      all_lags_fft(m, n, ws, center);
+      acov = all_lags_fft(m, n, ws, center);
       have = n;
     }
+    return acov;
   });
 }
 
@@ -1001,11 +1001,12 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
     if (r == 0) return pre[w];
     return pre[w] + static_cast<std::uint64_t>(std::popcount(bits[c * wpc + w] & ((std::uint64_t{1} << r) - 1)));
   };
-  ws.acov.resize(n);  // each lag is written once
+  ws.acov.clear();  // lags [0, have), grown block by block up to kBitLags; then the FFT's
   std::size_t have = 0;
+  const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   return geyer_ess(m, n, ws, [&](std::size_t lag) {
-    if (lag < have) return;
+    if (lag < have) return acov;
     if (lag < kBitLags) {
       // sum_t (I_t - mu)(I_{t+k} - mu) over t < n - k from the pair counts: n11 pairs of
       // ones, n10 + n01 mixed pairs, n00 pairs of zeros, each pair's product of the centred
@@ -1036,11 +1037,13 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
           }
         }
       }
+      ws.acov.resize(upto);
       for (std::size_t k = have; k < upto; ++k) ws.acov[k] = sums[k - have].hi * inv_mn;
+      acov = ws.acov.data();
       have = upto;
     } else {
       ws.centered.resize(n);
-      all_lags_fft(m, n, ws, [&](std::size_t c) -> const double* {
+      acov = all_lags_fft(m, n, ws, [&](std::size_t c) -> const double* {
         const double mu = ws.means[c];
         const double a = 1.0 - mu, b = -mu;
         const std::uint64_t* bc = bits + c * wpc;
@@ -1049,6 +1052,7 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
       });
       have = n;
     }
+    return acov;
   });
 }
 

@@ -148,10 +148,9 @@ struct Workspace {
   std::size_t ztab_s = 0;            // the draw count S that ztab's quantiles are of
   SharedZTable* shared_z = nullptr;  // summarize_all's table, used instead of ztab when set
   std::vector<std::uint32_t> radix_count;
-  std::vector<double> centered;  // one centred chain
-  std::vector<double> acov;      // chain-averaged autocovariance
-  std::vector<double> rho;       // Geyer's sequence
-  std::vector<double> power;     // chain-summed power spectrum (real)
+  std::vector<double> centered;  // one centred chain (ess_chains, and the indicator ESS's FFT)
+  std::vector<double> acov;      // chain-averaged autocovariance at the directly summed lags
+  std::vector<double> power;     // chain-summed power spectrum (real), while the FFT is used
   std::vector<double> means;
   BigVector<std::uint64_t> bits;          // packed split indicators [2M, indicator_words(h)]
   std::vector<std::uint64_t> bit_prefix;  // ones before each word, per chain
