@@ -30,6 +30,7 @@
 #include "diagnostics_detail.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/thread_pool.hpp"
+#include "order_statistics.hpp"
 
 namespace herd::mcmc {
 
@@ -1377,6 +1378,20 @@ double quantile(const DrawsView& v, double prob) {
   return quantile7(FromSorted{ws.sorted.data()}, p.s, prob);
 }
 
+namespace detail {
+std::vector<std::size_t> type7_ranks(std::size_t n, std::span<const double> probs) {
+  std::vector<std::size_t> ranks;
+  for (double pr : probs) {
+    const double index = 1.0 + static_cast<double>(n - 1) * pr;
+    ranks.push_back(static_cast<std::size_t>(std::floor(index)) - 1);
+    ranks.push_back(static_cast<std::size_t>(std::ceil(index)) - 1);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+}  // namespace detail
+
 std::vector<double> quantiles(std::span<const double> sample, std::span<const double> probs) {
   HERD_REQUIRE(!sample.empty(), "quantiles: the sample is empty");
   for (double pr : probs) check_prob("quantiles", pr);
@@ -1391,14 +1406,7 @@ std::vector<double> quantiles(std::span<const double> sample, std::span<const do
   // distinct ranks instead of a full sort; the values are exactly those of the sorted sample.
   std::vector<double> xs(sample.begin(), sample.end());
   const std::size_t n = xs.size();
-  std::vector<std::size_t> ranks;
-  for (double pr : probs) {
-    const double index = 1.0 + static_cast<double>(n - 1) * pr;
-    ranks.push_back(static_cast<std::size_t>(std::floor(index)) - 1);
-    ranks.push_back(static_cast<std::size_t>(std::ceil(index)) - 1);
-  }
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  const std::vector<std::size_t> ranks = detail::type7_ranks(n, probs);
   std::size_t done = 0;  // xs[0, done) hold the smallest values, xs[r] for every selected r < done is final
   for (std::size_t r : ranks) {
     std::nth_element(xs.begin() + static_cast<std::ptrdiff_t>(done), xs.begin() + static_cast<std::ptrdiff_t>(r),

@@ -13,6 +13,7 @@
 #include "herd/core/error.hpp"
 #include "herd/io/html_report.hpp"
 #include "herd/mcmc/autocorrelation.hpp"
+#include "order_statistics.hpp"
 #include "posterior_report_detail.hpp"
 
 namespace herd::mcmc {
@@ -76,14 +77,7 @@ std::vector<double> detail::binned_quantiles(std::span<const double> sample, std
   std::vector<std::uint32_t> count(nb);
   for (std::size_t b = 0; b < nb; ++b) count[b] = copies[b] + copies[nb + b] + copies[2 * nb + b] + copies[3 * nb + b];
   // The 0-based order statistics type 7 interpolates between (as quantiles() selects them).
-  std::vector<std::size_t> ranks;
-  for (double pr : probs) {
-    const double index = 1.0 + static_cast<double>(n - 1) * pr;
-    ranks.push_back(static_cast<std::size_t>(std::floor(index)) - 1);
-    ranks.push_back(static_cast<std::size_t>(std::ceil(index)) - 1);
-  }
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  const std::vector<std::size_t> ranks = detail::type7_ranks(n, probs);
   // Each rank's bin and its rank within the bin; the wanted bins get consecutive segments of
   // `held` (slot: a bin's segment, -1 when not wanted).
   struct Segment {
