@@ -402,27 +402,24 @@ void BatchedDrawStore::column(std::size_t col, std::vector<double>& out) const {
   HERD_REQUIRE(col < cols_.size() && cols_[col].size == 8, "BatchedDrawStore::column: {} is not a column of doubles",
                col);
   out.resize(static_cast<std::size_t>(m_ * n_));
-  std::vector<iovec> iov;
-  for (const Block& b : blocks_) {
-    // The block's [chains, n] in the file, each chain's n draws to its row of `out`.
-    iov.resize(static_cast<std::size_t>(m_));
-    for (std::int64_t c = 0; c < m_; ++c)
-      iov[static_cast<std::size_t>(c)] = {out.data() + c * n_ + b.first,
-                                          static_cast<std::size_t>(b.n) * sizeof(double)};
-    if (!read_scattered(fd_, cols_[col].offset + static_cast<std::uint64_t>(m_ * b.first) * sizeof(double), iov))
-      fail("reading");
-  }
+  gather(cols_[col], out.data());
 }
 
 void BatchedDrawStore::read_bytes_column(bool dr_stage, std::vector<std::uint8_t>& out) const {
-  const Column& col = cols_[measure_column() + (dr_stage ? 2 : 1)];
   out.resize(static_cast<std::size_t>(m_ * n_));
+  gather(cols_[measure_column() + (dr_stage ? 2 : 1)], out.data());
+}
+
+void BatchedDrawStore::gather(const Column& col, void* out) const {
+  auto* to = static_cast<char*>(out);
   std::vector<iovec> iov;
   for (const Block& b : blocks_) {
+    // The block's [chains, n] in the file, each chain's n elements to its row of `out`.
     iov.resize(static_cast<std::size_t>(m_));
     for (std::int64_t c = 0; c < m_; ++c)
-      iov[static_cast<std::size_t>(c)] = {out.data() + c * n_ + b.first, static_cast<std::size_t>(b.n)};
-    if (!read_scattered(fd_, col.offset + static_cast<std::uint64_t>(m_ * b.first), iov)) fail("reading");
+      iov[static_cast<std::size_t>(c)] = {to + static_cast<std::size_t>(c * n_ + b.first) * col.size,
+                                          static_cast<std::size_t>(b.n) * col.size};
+    if (!read_scattered(fd_, col.offset + static_cast<std::uint64_t>(m_ * b.first) * col.size, iov)) fail("reading");
   }
 }
 
@@ -435,12 +432,12 @@ void BatchedDrawStore::read_chains(std::int64_t c0, std::int64_t count, MemoryBa
   std::vector<std::uint8_t> bytes;
   for (const Block& b : blocks_) {
     const auto n = static_cast<std::size_t>(b.n);
-    tmp.resize(static_cast<std::size_t>(count) * n);
     // Element (c, t) of the block's [count, n] to draw first + t of chain c of `out`.
-    auto to = [&](auto& dst, const auto& src, std::size_t stride, std::size_t j) {
+    auto to = [&](auto& dst, const auto& src) {
       for (std::size_t c = 0; c < static_cast<std::size_t>(count); ++c)
-        for (std::size_t t = 0; t < n; ++t)
-          dst[(c * static_cast<std::size_t>(n_) + static_cast<std::size_t>(b.first) + t) * stride + j] = src[c * n + t];
+        std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(c * n), n,
+                    dst.begin() + static_cast<std::ptrdiff_t>(c * static_cast<std::size_t>(n_) +
+                                                              static_cast<std::size_t>(b.first)));
     };
     // The coordinates: all of the block's columns, then each draw's row written whole.
     tmp.resize(static_cast<std::size_t>(count) * n * std::max<std::size_t>(d, 1));
@@ -452,17 +449,17 @@ void BatchedDrawStore::read_chains(std::int64_t c0, std::int64_t count, MemoryBa
         for (std::size_t j = 0; j < d; ++j) row[j] = tmp[j * cn + c * n + t];
       }
     get(cols_[lp_column()], b, c0, count, tmp.data());
-    to(out.lp, tmp, 1, 0);
+    to(out.lp, tmp);
     if (!stats) continue;
     get(cols_[alpha_column()], b, c0, count, tmp.data());
-    to(out.acceptance_probability, tmp, 1, 0);
+    to(out.acceptance_probability, tmp);
     get(cols_[measure_column()], b, c0, count, tmp.data());
-    to(out.adaptation_measure, tmp, 1, 0);
+    to(out.adaptation_measure, tmp);
     bytes.resize(tmp.size());
     get(cols_[measure_column() + 1], b, c0, count, bytes.data());
-    to(out.accepted, bytes, 1, 0);
+    to(out.accepted, bytes);
     get(cols_[measure_column() + 2], b, c0, count, bytes.data());
-    to(out.dr_stage, bytes, 1, 0);
+    to(out.dr_stage, bytes);
   }
 }
 

@@ -146,6 +146,8 @@ class BatchedDrawStore {
   void count_runs(const Block& b, const double* x, const double* lp);
   void put(const Column& c, const Block& b, std::int64_t c0, std::int64_t count, const void* data);
   void get(const Column& c, const Block& b, std::int64_t c0, std::int64_t count, void* data) const;
+  /// Every block of column `c` into `out` (`[chains, draws]` of `c.size`-byte elements).
+  void gather(const Column& c, void* out) const;
   [[noreturn]] void fail(const char* what) const;
 
   std::string path_;
