@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -286,6 +287,19 @@ BatchedDrawStore::BatchedDrawStore(const std::string& dir, std::int64_t chains, 
   cols_.push_back({end_, 1});
   cols_.push_back({end_ + per, 1});
   end_ += 2 * per;
+  // The file is sparse until written: check the free space now, before the sampling, not
+  // when a block of draws fails to fit after hours of it. (Appended columns come later and
+  // are checked by their writes.)
+  struct statvfs fs {};
+  if (::fstatvfs(fd_, &fs) == 0) {
+    const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+    if (end_ > free_bytes)
+      throw IoError(fmt::format(
+          "the scratch file of the draws \"{}\" needs {} bytes ({} chains x {} draws x (8 x ({} coordinates + 3) + "
+          "2)), but its file system has {} bytes free; free space in \"{}\" (the folder of output_prefix) or "
+          "record fewer draws (chain_size, thin)",
+          path_, end_, m_, n_, d_, free_bytes, dir.empty() ? std::string(".") : dir));
+  }
   if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) fail("sizing");
 }
 

@@ -373,6 +373,26 @@ TEST_CASE("batched run totals, superchains and the posterior summary", "[mcmc]")
   fs::remove_all(dir);
 }
 
+TEST_CASE("batched draw store: more draws than its file system has room for are refused before any is written",
+          "[mcmc]") {
+  const fs::path dir = fresh_dir("store_full");
+  // 1e9 chains x 1e6 draws x (8 x 13 + 2) bytes: about 1e17 bytes, more than any disk here.
+  try {
+    BatchedDrawStore store(dir.string(), 1000000000, 10, 1000000);
+    FAIL("a store larger than the free space was created");
+  } catch (const herd::IoError& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("needs 106000000000000000 bytes"));
+    CHECK_THAT(what, Catch::Contains("bytes free"));
+    CHECK_THAT(what, Catch::Contains(dir.string()));
+  }
+  // Nothing is left behind (the file was unlinked when created).
+  CHECK(fs::is_empty(dir));
+  // A store that fits is created as before.
+  CHECK_NOTHROW(BatchedDrawStore(dir.string(), 2, 1, 3));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("batched draw store: blocks in order, columns, chain groups and compact rows; another order refused",
           "[mcmc]") {
   const fs::path dir = fresh_dir("store");

@@ -91,7 +91,8 @@ class BatchedDrawStore {
  public:
   /// An empty store of `chains` x `draws` draws of `ndim` coordinates, its scratch file in
   /// folder `dir` ("" or "." the working directory). @throws herd::IoError when the file
-  /// cannot be created.
+  /// cannot be created, or when its file system has fewer bytes free than the draws need
+  /// (checked here, before any draw is written: the file is sparse until then).
   BatchedDrawStore(const std::string& dir, std::int64_t chains, int ndim, std::int64_t draws);
   ~BatchedDrawStore();
   BatchedDrawStore(const BatchedDrawStore&) = delete;
