@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "herd/core/error.hpp"
+#include "herd/io/atomic_file.hpp"
 #include "herd/io/html_report.hpp"
 #include "herd/mcmc/autocorrelation.hpp"
 #include "order_statistics.hpp"
@@ -134,6 +135,31 @@ std::vector<double> detail::binned_quantiles(std::span<const double> sample, std
     out[i] = q;
   }
   return out;
+}
+
+detail::RepeatedCovariance::RepeatedCovariance(std::span<const double> mean)
+    : mean_(mean.begin(), mean.end()),
+      dev_(mean.size()),
+      prod_(mean.size() * (mean.size() + 1) / 2),
+      tri_(prod_.size(), 0.0) {}
+
+void detail::RepeatedCovariance::add(const double* x, std::int64_t weight) {
+  const std::size_t d = mean_.size(), nt = tri_.size();
+  for (std::size_t i = 0; i < d; ++i) dev_[i] = x[i] - mean_[i];
+  for (std::size_t i = 0, e = 0; i < d; ++i)
+    for (std::size_t j = 0; j <= i; ++j) prod_[e++] = dev_[i] * dev_[j];
+  double* const tri = tri_.data();
+  const double* const prod = prod_.data();
+  for (std::int64_t rep = 0; rep < weight; ++rep)
+    for (std::size_t e = 0; e < nt; ++e) tri[e] += prod[e];
+}
+
+std::vector<double> detail::RepeatedCovariance::matrix(double divisor) const {
+  const std::size_t d = mean_.size();
+  std::vector<double> cov(d * d);
+  for (std::size_t i = 0, e = 0; i < d; ++i)
+    for (std::size_t j = 0; j <= i; ++j, ++e) cov[i * d + j] = cov[j * d + i] = tri_[e] / divisor;
+  return cov;
 }
 
 namespace {
@@ -534,6 +560,11 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
 }
 
 void write_posterior_report(const std::string& path, const PosteriorReportData& d) {
+  const std::string html = posterior_report_html(d);
+  io::write_file_atomic(path, std::as_bytes(std::span<const char>(html.data(), html.size())));
+}
+
+std::string posterior_report_html(const PosteriorReportData& d) {
   check(d);
   const std::size_t nq = d.names.size();
   const bool summarize_here = d.summary.empty();
@@ -793,7 +824,7 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
     r.heading("Input");
     r.preformatted(d.resolved_input);
   }
-  r.write(path);
+  return r.html();
 }
 
 }  // namespace herd::mcmc

@@ -6,8 +6,9 @@
 // chain), sampling by engine (serial, resumable, fork-join, multi-chain), then on rank 0
 // post-processing (each chain's outputs, the posterior's common length), the chain and
 // sample text files and the `.h5`'s draws (serial_h5.cpp) on a writer thread while the
-// diagnostics are computed, the `.h5`'s diagnostics, the totals and warnings, and the
-// reports and terminal summary (serial_report.cpp).
+// diagnostics are computed, the totals and warnings, the HTML report built while the writer
+// finishes, the `.h5`'s diagnostics, and the reports and terminal summary
+// (serial_report.cpp).
 
 #include <cstdint>
 #include <memory>
@@ -139,8 +140,15 @@ void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t 
 /// root attribute `h5_posterior = "compact"`. Rank 0. @throws herd::IoError
 void write_h5_draws(const SerialRun& r, std::optional<io::H5File>& h5);
 
-/// Writes `<prefix>_report.html` (nothing without posterior draws). @throws herd::IoError
-void write_html_report(SerialRun& r);
+/// Starts the phase `writing <prefix>_report.html` and builds that report's document
+/// (nothing without posterior draws): it needs the summary rows and the totals
+/// (`r.acceptance`), and calls no HDF5, so it may run while the writer thread writes the
+/// `.h5`. Reads `r` (the chains, as the writer does).
+std::optional<std::string> html_report(SerialRun& r);
+
+/// Stores the document of html_report() as `<prefix>_report.html` (atomically).
+/// @throws herd::IoError
+void write_html_file(const SerialRun& r, const std::string& html);
 
 /// Writes `<prefix>_report.txt` (sets `r.out.seconds` first). @throws herd::IoError
 void write_text_report(SerialRun& r);

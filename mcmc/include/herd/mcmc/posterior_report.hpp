@@ -155,4 +155,11 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
 ///         `fill_values` throws.
 void write_posterior_report(const std::string& path, const PosteriorReportData& data);
 
+/// The document `write_posterior_report` writes, as a string (the same bytes), without
+/// writing it: a caller can build it while other work runs and store it later
+/// (io::write_file_atomic). Thread-safe for distinct `data` (reads `data`; `fill_values` is
+/// called on the calling thread).
+/// @throws herd::InputError as `write_posterior_report`; whatever `fill_values` throws.
+std::string posterior_report_html(const PosteriorReportData& data);
+
 }  // namespace herd::mcmc
