@@ -5,8 +5,10 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <numbers>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -582,26 +584,50 @@ std::string posterior_report_html(const PosteriorReportData& d) {
   const std::size_t pairs = have_cov ? std::min<std::size_t>(3, ns / 2) : 0;
 
   // One pass over the quantities, each expanded once: its summary (when not given), its
-  // panels and thinned draws, and with the one before it the pair's covariance sums; at
-  // most two quantities' draws are held (the current and the one before).
+  // panels and thinned draws, and with the one before it the pair's covariance sums; the
+  // quantities go in pairs (0, 1), (2, 3), ... to the threads in turn, each thread holding
+  // at most two quantities' draws (the current and the one before). Every result has its
+  // own slot, so any number of threads gives the same numbers.
   const auto trace_idx = io::thin_indices(d.draws, kTracePoints);
   const auto scatter_idx = pooled_thin(d, kCornerPoints);
   const std::vector<std::size_t> no_idx;
   std::vector<QuantityPlots> plotted(pq);
   std::vector<std::array<double, 3>> pair_sum(pairs);
   {
-    std::array<std::vector<double>, 2> buffers;
-    std::span<const double> before;
     const std::size_t passes = summarize_here ? nq : pq;
-    for (std::size_t q = 0; q < passes; ++q) {
-      const auto v = quantity_draws(d, q, buffers[q % 2]);
-      if (summarize_here) summary[q] = summarize(DrawsView(v, d.chains, d.draws));
-      if (q < pq)
-        plotted[q] =
-            plot_quantity(d, q, v, summary[q], trace_idx, q < std::max(corner, 2 * pairs) ? scatter_idx : no_idx);
-      if (q % 2 == 1 && q / 2 < pairs) pair_sum[q / 2] = pair_sums(before, v, summary[q - 1].mean, summary[q].mean);
-      before = v;
-    }
+    const std::size_t units = (passes + 1) / 2;
+    const std::size_t nthreads = std::clamp<std::size_t>(d.threads, 1, std::max<std::size_t>(units, 1));
+    std::vector<std::exception_ptr> error(nthreads);
+    std::vector<std::size_t> error_at(nthreads, passes);
+    const auto work = [&](std::size_t t) {
+      std::array<std::vector<double>, 2> buffers;
+      std::size_t q = 0;
+      try {
+        for (std::size_t u = t; u < units; u += nthreads) {
+          std::span<const double> before;
+          for (q = 2 * u; q < std::min(2 * u + 2, passes); ++q) {
+            const auto v = quantity_draws(d, q, buffers[q % 2]);
+            if (summarize_here) summary[q] = summarize(DrawsView(v, d.chains, d.draws));
+            if (q < pq)
+              plotted[q] =
+                  plot_quantity(d, q, v, summary[q], trace_idx, q < std::max(corner, 2 * pairs) ? scatter_idx : no_idx);
+            if (q % 2 == 1 && q / 2 < pairs)
+              pair_sum[q / 2] = pair_sums(before, v, summary[q - 1].mean, summary[q].mean);
+            before = v;
+          }
+        }
+      } catch (...) {
+        error[t] = std::current_exception();
+        error_at[t] = q;
+      }
+    };
+    {
+      std::vector<std::jthread> helpers;
+      for (std::size_t t = 1; t < nthreads; ++t) helpers.emplace_back(work, t);
+      work(0);
+    }  // joined
+    const auto first = std::min_element(error_at.begin(), error_at.end());
+    if (*first < passes) std::rethrow_exception(error[static_cast<std::size_t>(first - error_at.begin())]);
   }
 
   HtmlReport r(d.title, d.subtitle);

@@ -185,7 +185,7 @@ std::string report_posterior(const SerialRun& r) {
 /// The variables' posterior covariance `[d, d]`, over the verbose draws in order, from the
 /// compact states: a state of weight w adds its products w times (RepeatedCovariance: the
 /// sums of the expanded draws, bit for bit).
-std::vector<double> posterior_covariance(const SerialRun& r) {
+std::vector<double> covariance_of_posterior(const SerialRun& r) {
   const auto du = static_cast<std::size_t>(r.d);
   std::vector<double> mean(du, 0.0);
   for (std::size_t j = 0; j < du; ++j) mean[j] = r.out.summary[j].stats.mean;
@@ -206,7 +206,7 @@ std::vector<double> posterior_covariance(const SerialRun& r) {
 std::string report_covariance(const SerialRun& r) {
   const int d = r.d;
   std::string s = "\n== posterior covariance ==\n";
-  const std::vector<double> cov = posterior_covariance(r);
+  const std::vector<double>& cov = r.covariance;
   for (int i = 0; i < d; ++i) {
     for (int j = 0; j < d; ++j) s += fmt::format("{:>14.6e}", cov[i * d + j]);
     s += "\n";
@@ -263,8 +263,11 @@ std::optional<std::string> html_report(SerialRun& r) {
       html_report_data(specs, r.target, r.options, "DRAM sampler (ParaDRAM-compatible)", r.out.summary, r.m, r.ndraw,
                        r.acceptance, start_covariance(r.dopt.proposal_start_cov, r.dopt.proposal_start_std, r.d));
   // The plots use every draw of the plotted quantities, expanded from the compact chains one
-  // quantity at a time (at most two held at once).
+  // quantity at a time (at most two held at once per thread).
   h.fill_values = [&r](std::size_t k, std::vector<double>& out) { verbose_column(r, k, out); };
+  // On the diagnostics' threads (verbose_column is thread-safe for distinct buffers): two
+  // quantities' draws per thread, no more than the diagnostics' scratch held per thread.
+  h.threads = diagnostics_threads_used(r.options.diagnostics_threads, r.ncol);
   h.facts = html_facts(r);
   for (std::size_t c = 0; c < r.m; ++c) h.chain_ids.push_back(r.chains[c].chain_id);
   for (std::size_t c = 0; c < r.m; ++c) h.history.push_back(chain_history(r.chains[c]));
@@ -281,6 +284,8 @@ void write_html_file(const SerialRun& r, const std::string& html) {
   io::write_file_atomic(r.specs.output_prefix + "_report.html",
                         std::as_bytes(std::span<const char>(html.data(), html.size())));
 }
+
+std::vector<double> posterior_covariance(const SerialRun& r) { return covariance_of_posterior(r); }
 
 void write_text_report(SerialRun& r) {
   r.phases.phase("writing " + r.report_path);

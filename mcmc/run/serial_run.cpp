@@ -380,7 +380,12 @@ void write_files_and_diagnostics(SerialRun& r) {
   if (r.text_files) r.phases.phase("writing the chain and sample text files");
   text_ready.get();
   run_totals(r);
+  // The text report's covariance (about 0.05 s of additions at 1.6e6 draws of 10 variables)
+  // beside the HTML report's plots.
+  std::future<std::vector<double>> covariance =
+      std::async(std::launch::async, [&r] { return posterior_covariance(r); });
   const std::optional<std::string> html = html_report(r);
+  r.covariance = covariance.get();
   // <prefix>.h5, written atomically: the draws by the writer thread, then the diagnostics.
   r.phases.phase("writing " + r.h5_path);
   draws_ready.get();

@@ -86,6 +86,7 @@ struct SerialRun {
   std::size_t nsuper = 0;
   std::vector<std::vector<KsResult>> ks;  ///< [variable][chain a * m + chain b]
   std::string ks_tested;                  ///< which draws the KS table tested
+  std::vector<double> covariance;         ///< the variables' posterior covariance [d, d] (posterior_covariance)
   std::int64_t proposals = 0, evaluations = 0, nan_count = 0, ood = 0;
   double acceptance = 0.0;
   std::string warnings;
@@ -150,7 +151,14 @@ std::optional<std::string> html_report(SerialRun& r);
 /// @throws herd::IoError
 void write_html_file(const SerialRun& r, const std::string& html);
 
-/// Writes `<prefix>_report.txt` (sets `r.out.seconds` first). @throws herd::IoError
+/// The variables' posterior covariance `[d, d]` row-major, over the verbose draws in order
+/// about the summary's means (needs r.out.summary): from the compact states, a state of
+/// weight w adding its products w times, so bit for bit the expanded draws' sums. Reads `r`
+/// only (thread-safe beside other readers).
+std::vector<double> posterior_covariance(const SerialRun& r);
+
+/// Writes `<prefix>_report.txt` (sets `r.out.seconds` first; needs `r.covariance`).
+/// @throws herd::IoError
 void write_text_report(SerialRun& r);
 
 /// Prints the summary table, the totals, the warnings and the outputs on the terminal

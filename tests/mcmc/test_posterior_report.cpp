@@ -11,7 +11,10 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "herd/core/error.hpp"
 #include "herd/core/rng.hpp"
@@ -23,6 +26,8 @@ using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
 namespace {
+
+std::string fmt_quantity(std::size_t q) { return "cannot read quantity " + std::to_string(q); }
 
 /// Writes a compact record (step, weight, adaptation measure) into `c`.
 void add(MemoryChainSink& c, std::uint64_t step, std::int64_t weight, double adapt) {
@@ -266,6 +271,39 @@ TEST_CASE("write_posterior_report: draws through fill_values give the values' fi
   // The document built without writing it is the file's bytes (herd-sample builds it while
   // the .h5 is written and stores it afterwards).
   CHECK(posterior_report_html(d) == b);
+  // On several threads (pairs of quantities in turn): the same bytes, each quantity asked for
+  // once, each thread's calls in increasing order, at most 2 buffers per thread.
+  for (const std::size_t threads : {2, 3, 40}) {
+    INFO("threads " << threads);
+    std::mutex mu;
+    std::vector<int> asked(nq, 0);
+    std::map<std::thread::id, std::pair<std::size_t, std::set<const std::vector<double>*>>> per_thread;
+    bool ordered = true;
+    d.threads = threads;
+    d.fill_values = [&](std::size_t q, std::vector<double>& out) {
+      {
+        const std::lock_guard<std::mutex> lock(mu);
+        auto& [previous, bufs] = per_thread[std::this_thread::get_id()];
+        ordered = ordered && (bufs.empty() || q > previous);
+        previous = q;
+        bufs.insert(&out);
+        ++asked.at(q);
+      }
+      out = cols[q];
+    };
+    CHECK(posterior_report_html(d) == b);
+    CHECK(ordered);
+    CHECK(per_thread.size() <= threads);
+    for (const auto& [id, pb] : per_thread) CHECK(pb.second.size() <= 2);
+    for (std::size_t q = 0; q < nq; ++q) CHECK(asked[q] == (given_summary && q >= kPlotQuantities ? 0 : 1));
+  }
+  // The error of the lowest failing quantity propagates, whichever thread meets it first.
+  d.threads = 4;
+  d.fill_values = [&](std::size_t q, std::vector<double>& out) {
+    if (q == 5 || q == 9) throw herd::IoError(fmt_quantity(q));
+    out = cols[q];
+  };
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("quantity 5"));
 }
 
 TEST_CASE("write_posterior_report: fill_values errors refused, no file written", "[mcmc]") {
