@@ -1036,8 +1036,8 @@ TEST_CASE("refine_sample: each round's IACs are batch_means_iac of the surviving
     w[i] = 1 + static_cast<std::int64_t>(i * 7 % 5);
   }
   const auto column = [&](const std::vector<std::size_t>& rows, std::size_t v) {
-    std::vector<double> c;
-    for (std::size_t r : rows) c.push_back(states[r * nv + v]);
+    std::vector<double> c(rows.size());
+    for (std::size_t k = 0; k < rows.size(); ++k) c[k] = states[rows[k] * nv + v];
     return c;
   };
   const auto bits = [](double x) { return std::bit_cast<std::uint64_t>(x); };
