@@ -757,6 +757,11 @@ void H5File::flush() {
   check(H5Fflush(id(), H5F_SCOPE_GLOBAL), path_, "flush");
 }
 
+void H5File::sync_data() const {
+  if (!is_open()) throw IoError(fmt::format("{}: file is closed", path_));
+  fsync_path(temp_path_.empty() ? path_ : temp_path_);
+}
+
 void H5File::close() {
   if (!is_open()) return;
   detail::h5_init();

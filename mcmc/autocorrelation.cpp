@@ -120,15 +120,21 @@ double batch_means_iac(std::span<const double> x, std::span<const std::int64_t> 
     }
   };
   double total_sum = 0;
+  // The runs come in verbose order, each starting where the one before ended: the batch k
+  // of position pos and its end (k + 1) b are followed along, not divided out per run.
+  std::size_t k = 0;
+  std::int64_t batch_end = b;
   for_each_verbose([&](double v, std::int64_t pos, std::int64_t take) {
     // A run of `take` copies of v starting at verbose position pos may span batches.
     while (take > 0) {
-      const std::int64_t k = pos / b;
-      const std::int64_t room = (k + 1) * b - pos;
-      const std::int64_t put = std::min(room, take);
-      batch[static_cast<std::size_t>(k)] += v * static_cast<double>(put);
+      const std::int64_t put = std::min(batch_end - pos, take);
+      batch[k] += v * static_cast<double>(put);
       pos += put;
       take -= put;
+      if (pos == batch_end) {
+        ++k;
+        batch_end += b;
+      }
     }
   });
   for (double& s : batch) {

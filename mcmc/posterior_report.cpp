@@ -5,12 +5,15 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <numbers>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "herd/core/error.hpp"
+#include "herd/io/atomic_file.hpp"
 #include "herd/io/html_report.hpp"
 #include "herd/mcmc/autocorrelation.hpp"
 #include "order_statistics.hpp"
@@ -134,6 +137,31 @@ std::vector<double> detail::binned_quantiles(std::span<const double> sample, std
     out[i] = q;
   }
   return out;
+}
+
+detail::RepeatedCovariance::RepeatedCovariance(std::span<const double> mean)
+    : mean_(mean.begin(), mean.end()),
+      dev_(mean.size()),
+      prod_(mean.size() * (mean.size() + 1) / 2),
+      tri_(prod_.size(), 0.0) {}
+
+void detail::RepeatedCovariance::add(const double* x, std::int64_t weight) {
+  const std::size_t d = mean_.size(), nt = tri_.size();
+  for (std::size_t i = 0; i < d; ++i) dev_[i] = x[i] - mean_[i];
+  for (std::size_t i = 0, e = 0; i < d; ++i)
+    for (std::size_t j = 0; j <= i; ++j) prod_[e++] = dev_[i] * dev_[j];
+  double* const tri = tri_.data();
+  const double* const prod = prod_.data();
+  for (std::int64_t rep = 0; rep < weight; ++rep)
+    for (std::size_t e = 0; e < nt; ++e) tri[e] += prod[e];
+}
+
+std::vector<double> detail::RepeatedCovariance::matrix(double divisor) const {
+  const std::size_t d = mean_.size();
+  std::vector<double> cov(d * d);
+  for (std::size_t i = 0, e = 0; i < d; ++i)
+    for (std::size_t j = 0; j <= i; ++j, ++e) cov[i * d + j] = cov[j * d + i] = tri_[e] / divisor;
+  return cov;
 }
 
 namespace {
@@ -534,6 +562,11 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
 }
 
 void write_posterior_report(const std::string& path, const PosteriorReportData& d) {
+  const std::string html = posterior_report_html(d);
+  io::write_file_atomic(path, std::as_bytes(std::span<const char>(html.data(), html.size())));
+}
+
+std::string posterior_report_html(const PosteriorReportData& d) {
   check(d);
   const std::size_t nq = d.names.size();
   const bool summarize_here = d.summary.empty();
@@ -551,26 +584,50 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
   const std::size_t pairs = have_cov ? std::min<std::size_t>(3, ns / 2) : 0;
 
   // One pass over the quantities, each expanded once: its summary (when not given), its
-  // panels and thinned draws, and with the one before it the pair's covariance sums; at
-  // most two quantities' draws are held (the current and the one before).
+  // panels and thinned draws, and with the one before it the pair's covariance sums; the
+  // quantities go in pairs (0, 1), (2, 3), ... to the threads in turn, each thread holding
+  // at most two quantities' draws (the current and the one before). Every result has its
+  // own slot, so any number of threads gives the same numbers.
   const auto trace_idx = io::thin_indices(d.draws, kTracePoints);
   const auto scatter_idx = pooled_thin(d, kCornerPoints);
   const std::vector<std::size_t> no_idx;
   std::vector<QuantityPlots> plotted(pq);
   std::vector<std::array<double, 3>> pair_sum(pairs);
   {
-    std::array<std::vector<double>, 2> buffers;
-    std::span<const double> before;
     const std::size_t passes = summarize_here ? nq : pq;
-    for (std::size_t q = 0; q < passes; ++q) {
-      const auto v = quantity_draws(d, q, buffers[q % 2]);
-      if (summarize_here) summary[q] = summarize(DrawsView(v, d.chains, d.draws));
-      if (q < pq)
-        plotted[q] =
-            plot_quantity(d, q, v, summary[q], trace_idx, q < std::max(corner, 2 * pairs) ? scatter_idx : no_idx);
-      if (q % 2 == 1 && q / 2 < pairs) pair_sum[q / 2] = pair_sums(before, v, summary[q - 1].mean, summary[q].mean);
-      before = v;
-    }
+    const std::size_t units = (passes + 1) / 2;
+    const std::size_t nthreads = std::clamp<std::size_t>(d.threads, 1, std::max<std::size_t>(units, 1));
+    std::vector<std::exception_ptr> error(nthreads);
+    std::vector<std::size_t> error_at(nthreads, passes);
+    const auto work = [&](std::size_t t) {
+      std::array<std::vector<double>, 2> buffers;
+      std::size_t q = 0;
+      try {
+        for (std::size_t u = t; u < units; u += nthreads) {
+          std::span<const double> before;
+          for (q = 2 * u; q < std::min(2 * u + 2, passes); ++q) {
+            const auto v = quantity_draws(d, q, buffers[q % 2]);
+            if (summarize_here) summary[q] = summarize(DrawsView(v, d.chains, d.draws));
+            if (q < pq)
+              plotted[q] =
+                  plot_quantity(d, q, v, summary[q], trace_idx, q < std::max(corner, 2 * pairs) ? scatter_idx : no_idx);
+            if (q % 2 == 1 && q / 2 < pairs)
+              pair_sum[q / 2] = pair_sums(before, v, summary[q - 1].mean, summary[q].mean);
+            before = v;
+          }
+        }
+      } catch (...) {
+        error[t] = std::current_exception();
+        error_at[t] = q;
+      }
+    };
+    {
+      std::vector<std::jthread> helpers;
+      for (std::size_t t = 1; t < nthreads; ++t) helpers.emplace_back(work, t);
+      work(0);
+    }  // joined
+    const auto first = std::min_element(error_at.begin(), error_at.end());
+    if (*first < passes) std::rethrow_exception(error[static_cast<std::size_t>(first - error_at.begin())]);
   }
 
   HtmlReport r(d.title, d.subtitle);
@@ -793,7 +850,7 @@ void write_posterior_report(const std::string& path, const PosteriorReportData& 
     r.heading("Input");
     r.preformatted(d.resolved_input);
   }
-  r.write(path);
+  return r.html();
 }
 
 }  // namespace herd::mcmc

@@ -3,6 +3,7 @@
 // so that the tests can check them.
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -39,5 +40,26 @@ std::vector<double> binned_quantiles(std::span<const double> sample, std::span<c
                                      const SampleRange& range);
 /// binned_quantiles over sample_range(sample).
 std::vector<double> binned_quantiles(std::span<const double> sample, std::span<const double> probs);
+
+/// The sums of products of deviations of draws that come as weighted states (a compact
+/// chain: a state of weight w stands for w equal draws), for their covariance matrix.
+/// add(x, w) adds the products (x_i - mean_i)(x_j - mean_j) w times, one repetition after
+/// the other, so each element is the same sum, in the same order, as the expanded draws'
+/// (bit for bit the loop over every draw and every (i, j)). Only the lower triangle is
+/// summed: (x_i - m_i)(x_j - m_j) and (x_j - m_j)(x_i - m_i) are the same double, and
+/// matrix() mirrors it. Cost per state: d(d+1)/2 products and w d(d+1)/2 additions (half
+/// those of the full matrix); memory d(d+1) doubles. Not thread-safe (one per thread).
+class RepeatedCovariance {
+ public:
+  /// Sums about `mean` (d values, copied), all zero.
+  explicit RepeatedCovariance(std::span<const double> mean);
+  /// Adds the draw `x` (d values) `weight` times (nothing for weight <= 0).
+  void add(const double* x, std::int64_t weight);
+  /// The sums divided by `divisor`, as a [d, d] row-major symmetric matrix.
+  std::vector<double> matrix(double divisor) const;
+
+ private:
+  std::vector<double> mean_, dev_, prod_, tri_;
+};
 
 }  // namespace herd::mcmc::detail

@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
+#include "../posterior_report_detail.hpp"
 #include "herd/core/config.hpp"
+#include "herd/io/atomic_file.hpp"
 #include "herd/mcmc/posterior_report.hpp"
 #include "herd/mcmc/proposal_setup.hpp"
 #include "paramonte_report.hpp"
@@ -179,31 +183,22 @@ std::string report_posterior(const SerialRun& r) {
 }
 
 /// The variables' posterior covariance `[d, d]`, over the verbose draws in order, from the
-/// compact states: a state of weight w adds its products w times (the sums of the expanded
-/// draws, bit for bit).
-std::vector<double> posterior_covariance(const SerialRun& r) {
-  const int d = r.d;
-  std::vector<double> mean(d, 0.0);
-  for (int j = 0; j < d; ++j) mean[j] = r.out.summary[static_cast<std::size_t>(j)].stats.mean;
-  const auto du = static_cast<std::size_t>(d);
-  std::vector<double> cov(du * du, 0.0);
-  const std::size_t nall = r.m * r.ndraw;
-  std::vector<double> prod(du * du);
+/// compact states: a state of weight w adds its products w times (RepeatedCovariance: the
+/// sums of the expanded draws, bit for bit).
+std::vector<double> covariance_of_posterior(const SerialRun& r) {
+  const auto du = static_cast<std::size_t>(r.d);
+  std::vector<double> mean(du, 0.0);
+  for (std::size_t j = 0; j < du; ++j) mean[j] = r.out.summary[j].stats.mean;
+  RepeatedCovariance sums(mean);
   for (std::size_t c = 0; c < r.m; ++c) {
     std::size_t left = r.ndraw;
     for (std::size_t row = static_cast<std::size_t>(r.co[c].burnin); row < r.chains[c].size() && left > 0; ++row) {
       const auto take = std::min(static_cast<std::size_t>(r.chains[c].weight[row]), left);
       left -= take;
-      for (int i = 0; i < d; ++i)
-        for (int j = 0; j < d; ++j)
-          prod[static_cast<std::size_t>(i) * du + static_cast<std::size_t>(j)] =
-              (r.chains[c].point(row)[i] - mean[i]) * (r.chains[c].point(row)[j] - mean[j]);
-      for (std::size_t rep = 0; rep < take; ++rep)
-        for (std::size_t e = 0; e < prod.size(); ++e) cov[e] += prod[e];
+      sums.add(r.chains[c].point(row), static_cast<std::int64_t>(take));
     }
   }
-  for (auto& c : cov) c /= std::max<double>(1.0, static_cast<double>(nall) - 1.0);
-  return cov;
+  return sums.matrix(std::max<double>(1.0, static_cast<double>(r.m * r.ndraw) - 1.0));
 }
 
 /// Covariance and correlation of the variables, the refinement's rounds (single chain) and
@@ -211,7 +206,7 @@ std::vector<double> posterior_covariance(const SerialRun& r) {
 std::string report_covariance(const SerialRun& r) {
   const int d = r.d;
   std::string s = "\n== posterior covariance ==\n";
-  const std::vector<double> cov = posterior_covariance(r);
+  const std::vector<double>& cov = r.covariance;
   for (int i = 0; i < d; ++i) {
     for (int j = 0; j < d; ++j) s += fmt::format("{:>14.6e}", cov[i * d + j]);
     s += "\n";
@@ -258,18 +253,21 @@ std::string report_paramonte(const SerialRun& r) {
 
 }  // namespace
 
-void write_html_report(SerialRun& r) {
+std::optional<std::string> html_report(SerialRun& r) {
   // _report.html: the same run with plots (posterior_report.hpp).
   const SamplerSpecs& specs = r.specs;
   r.phases.phase("writing " + specs.output_prefix + "_report.html");
-  if (r.ndraw < 1) return;
+  if (r.ndraw < 1) return std::nullopt;
   // The start proposal covariance as the kernel used it (DramOptions' rule).
   PosteriorReportData h =
       html_report_data(specs, r.target, r.options, "DRAM sampler (ParaDRAM-compatible)", r.out.summary, r.m, r.ndraw,
                        r.acceptance, start_covariance(r.dopt.proposal_start_cov, r.dopt.proposal_start_std, r.d));
   // The plots use every draw of the plotted quantities, expanded from the compact chains one
-  // quantity at a time (at most two held at once).
+  // quantity at a time (at most two held at once per thread).
   h.fill_values = [&r](std::size_t k, std::vector<double>& out) { verbose_column(r, k, out); };
+  // On the diagnostics' threads (verbose_column is thread-safe for distinct buffers): two
+  // quantities' draws per thread, no more than the diagnostics' scratch held per thread.
+  h.threads = diagnostics_threads_used(r.options.diagnostics_threads, r.ncol);
   h.facts = html_facts(r);
   for (std::size_t c = 0; c < r.m; ++c) h.chain_ids.push_back(r.chains[c].chain_id);
   for (std::size_t c = 0; c < r.m; ++c) h.history.push_back(chain_history(r.chains[c]));
@@ -279,8 +277,15 @@ void write_html_report(SerialRun& r) {
   if (r.m > 1)
     h.notes.push_back("Several chains: R-hat and ESS are computed across the chains, cut to a common length.");
   if (!r.text_files) h.notes.push_back("More than 64 chains: no per-chain text files; see the .h5 file.");
-  write_posterior_report(specs.output_prefix + "_report.html", h);
+  return posterior_report_html(h);
 }
+
+void write_html_file(const SerialRun& r, const std::string& html) {
+  io::write_file_atomic(r.specs.output_prefix + "_report.html",
+                        std::as_bytes(std::span<const char>(html.data(), html.size())));
+}
+
+std::vector<double> posterior_covariance(const SerialRun& r) { return covariance_of_posterior(r); }
 
 void write_text_report(SerialRun& r) {
   r.phases.phase("writing " + r.report_path);

@@ -6,8 +6,9 @@
 // chain), sampling by engine (serial, resumable, fork-join, multi-chain), then on rank 0
 // post-processing (each chain's outputs, the posterior's common length), the chain and
 // sample text files and the `.h5`'s draws (serial_h5.cpp) on a writer thread while the
-// diagnostics are computed, the `.h5`'s diagnostics, the totals and warnings, and the
-// reports and terminal summary (serial_report.cpp).
+// diagnostics are computed, the totals and warnings, the HTML report built while the writer
+// finishes, the `.h5`'s diagnostics, and the reports and terminal summary
+// (serial_report.cpp).
 
 #include <cstdint>
 #include <memory>
@@ -85,6 +86,7 @@ struct SerialRun {
   std::size_t nsuper = 0;
   std::vector<std::vector<KsResult>> ks;  ///< [variable][chain a * m + chain b]
   std::string ks_tested;                  ///< which draws the KS table tested
+  std::vector<double> covariance;         ///< the variables' posterior covariance [d, d] (posterior_covariance)
   std::int64_t proposals = 0, evaluations = 0, nan_count = 0, ood = 0;
   double acceptance = 0.0;
   std::string warnings;
@@ -139,10 +141,24 @@ void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t 
 /// root attribute `h5_posterior = "compact"`. Rank 0. @throws herd::IoError
 void write_h5_draws(const SerialRun& r, std::optional<io::H5File>& h5);
 
-/// Writes `<prefix>_report.html` (nothing without posterior draws). @throws herd::IoError
-void write_html_report(SerialRun& r);
+/// Starts the phase `writing <prefix>_report.html` and builds that report's document
+/// (nothing without posterior draws): it needs the summary rows and the totals
+/// (`r.acceptance`), and calls no HDF5, so it may run while the writer thread writes the
+/// `.h5`. Reads `r` (the chains, as the writer does).
+std::optional<std::string> html_report(SerialRun& r);
 
-/// Writes `<prefix>_report.txt` (sets `r.out.seconds` first). @throws herd::IoError
+/// Stores the document of html_report() as `<prefix>_report.html` (atomically).
+/// @throws herd::IoError
+void write_html_file(const SerialRun& r, const std::string& html);
+
+/// The variables' posterior covariance `[d, d]` row-major, over the verbose draws in order
+/// about the summary's means (needs r.out.summary): from the compact states, a state of
+/// weight w adding its products w times, so bit for bit the expanded draws' sums. Reads `r`
+/// only (thread-safe beside other readers).
+std::vector<double> posterior_covariance(const SerialRun& r);
+
+/// Writes `<prefix>_report.txt` (sets `r.out.seconds` first; needs `r.covariance`).
+/// @throws herd::IoError
 void write_text_report(SerialRun& r);
 
 /// Prints the summary table, the totals, the warnings and the outputs on the terminal

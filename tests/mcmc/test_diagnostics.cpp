@@ -16,6 +16,7 @@
 #include "diagnostics_detail.hpp"
 #include "diagnostics_vectors.hpp"
 #include "herd/core/error.hpp"
+#include "herd/core/rng.hpp"
 #include "herd/mcmc/autocorrelation.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/ks_test.hpp"
@@ -955,4 +956,113 @@ TEST_CASE("summarize's scratch: one split buffer, sort records per compact state
   CHECK(twice_bytes - expanded_bytes <= 40.5 * s);
   herd::mcmc::release_diagnostics_workspace();
   CHECK(herd::mcmc::diagnostics_workspace_bytes() == 0);
+}
+
+TEST_CASE("batch_means_iac of weighted states: bit for bit the batch sums of the position-divided walk", "[mcmc]") {
+  // The batch of each run of equal draws was pos / b per run; it is now followed along the
+  // runs. The reference below is the divided walk, on weights whose runs span several
+  // batches, end exactly at batch ends, and leave a tail past nb * b.
+  const herd::RngStream rng(20261205, 41);
+  for (const std::size_t n : {std::size_t{7}, std::size_t{1000}, std::size_t{30011}}) {
+    std::vector<double> x(n);
+    std::vector<std::int64_t> w(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      x[i] = rng.normal(2 * i) + (i % 5 == 0 ? 3.0 : 0.0);
+      w[i] = i % 11 == 0 ? 57 + static_cast<std::int64_t>(i % 7) : 1 + static_cast<std::int64_t>(i * 5 % 6);
+    }
+    std::int64_t total = 0;
+    for (auto v : w) total += v;
+    for (const std::size_t batch : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{64}}) {
+      INFO("n " << n << " batch size " << batch);
+      const auto b = static_cast<std::int64_t>(
+          batch > 0 ? static_cast<double>(batch) : std::floor(std::pow(static_cast<double>(total), 0.666666666666666)));
+      const std::int64_t nb = total / b, neff = nb * b;
+      if (nb < 2) continue;
+      std::vector<double> sums(static_cast<std::size_t>(nb), 0.0);
+      std::int64_t pos = 0;
+      for (std::size_t i = 0; i < n && pos < neff; ++i) {
+        std::int64_t take = std::min(w[i], neff - pos);
+        while (take > 0) {
+          const std::int64_t k = pos / b;
+          const std::int64_t put = std::min((k + 1) * b - pos, take);
+          sums[static_cast<std::size_t>(k)] += x[i] * static_cast<double>(put);
+          pos += put;
+          take -= put;
+        }
+      }
+      double total_sum = 0;
+      for (double& s : sums) {
+        total_sum += s;
+        s /= static_cast<double>(b);
+      }
+      const double avg = total_sum / static_cast<double>(neff);
+      double avg_batch = 0;
+      for (double s : sums) avg_batch += s;
+      avg_batch /= static_cast<double>(nb);
+      double var_batch = 0;
+      for (double s : sums) var_batch += (s - avg_batch) * (s - avg_batch);
+      var_batch /= static_cast<double>(nb - 1);
+      double var_point = 0;
+      pos = 0;
+      for (std::size_t i = 0; i < n && pos < neff; ++i) {
+        const std::int64_t take = std::min(w[i], neff - pos);
+        var_point += (x[i] - avg) * (x[i] - avg) * static_cast<double>(take);
+        pos += take;
+      }
+      var_point /= static_cast<double>(neff - 1);
+      const double expected = static_cast<double>(b) * var_batch / var_point;
+      const double got = herd::mcmc::batch_means_iac(x, w, batch);
+      CHECK(std::bit_cast<std::uint64_t>(got) == std::bit_cast<std::uint64_t>(expected));
+      CHECK(got > 0.5);
+    }
+  }
+}
+
+TEST_CASE("refine_sample: each round's IACs are batch_means_iac of the surviving columns, bit for bit", "[mcmc]") {
+  // The refinement reads each row once for all its variables; the IACs must be those of
+  // batch_means_iac over each variable's column (the compact stage unweighted, the verbose
+  // stage weighted), NaN for a column with a non-finite value, whatever the other columns.
+  const herd::RngStream rng(20261205, 43);
+  const std::size_t n = 20000, nv = 4;
+  std::vector<double> states(n * nv);
+  std::vector<std::int64_t> w(n);
+  double ar = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    ar = 0.9 * ar + rng.normal(i);  // autocorrelated: several thinning rounds
+    states[i * nv] = ar;
+    states[i * nv + 1] = ar + 0.5 * rng.normal(n + i);
+    states[i * nv + 2] = rng.normal(2 * n + i);
+    states[i * nv + 3] = i == 777 ? std::numeric_limits<double>::infinity() : 0.1 * ar;
+    w[i] = 1 + static_cast<std::int64_t>(i * 7 % 5);
+  }
+  const auto column = [&](const std::vector<std::size_t>& rows, std::size_t v) {
+    std::vector<double> c(rows.size());
+    for (std::size_t k = 0; k < rows.size(); ++k) c[k] = states[rows[k] * nv + v];
+    return c;
+  };
+  const auto bits = [](double x) { return std::bit_cast<std::uint64_t>(x); };
+  for (const bool with_inf : {true, false}) {
+    INFO("infinite draw in column 3: " << with_inf);
+    if (!with_inf) states[777 * nv + 3] = 0.0;
+    herd::mcmc::RefinementOptions ro;
+    ro.summary = with_inf ? herd::mcmc::IacSummary::kMax : herd::mcmc::IacSummary::kAverage;
+    const herd::mcmc::RefinedSample r = herd::mcmc::refine_sample(states, w, nv, ro);
+    REQUIRE(r.rounds.size() >= 2);
+    // Round 1: every state, unweighted (the compact stage).
+    std::vector<std::size_t> all(n);
+    for (std::size_t i = 0; i < n; ++i) all[i] = i;
+    for (std::size_t v = 0; v < nv; ++v) {
+      INFO("variable " << v);
+      CHECK(bits(r.rounds[0].iac[v]) == bits(herd::mcmc::batch_means_iac(column(all, v))));
+    }
+    CHECK(std::isnan(r.rounds[0].iac[3]) == with_inf);
+    CHECK(r.rounds[0].iac[0] > 5.0);  // AR(1) 0.9: IAC near (1 + 0.9) / (1 - 0.9) = 19
+    // The last round, of the verbose stage: the surviving states with their refined weights.
+    const auto& last = r.rounds.back();
+    if (last.verbose_stage && last.compact_size == r.index.size())
+      for (std::size_t v = 0; v < nv; ++v) {
+        INFO("variable " << v << " (verbose stage)");
+        CHECK(bits(last.iac[v]) == bits(herd::mcmc::batch_means_iac(column(r.index, v), r.weight)));
+      }
+  }
 }

@@ -11,7 +11,10 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "herd/core/error.hpp"
 #include "herd/core/rng.hpp"
@@ -23,6 +26,8 @@ using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
 namespace {
+
+std::string fmt_quantity(std::size_t q) { return "cannot read quantity " + std::to_string(q); }
 
 /// Writes a compact record (step, weight, adaptation measure) into `c`.
 void add(MemoryChainSink& c, std::uint64_t step, std::int64_t weight, double adapt) {
@@ -263,6 +268,42 @@ TEST_CASE("write_posterior_report: draws through fill_values give the values' fi
   CHECK(reused_clean);
   // Every quantity once when the summary is computed here; else the 16 plotted ones only.
   for (std::size_t q = 0; q < nq; ++q) CHECK(calls[q] == (given_summary && q >= kPlotQuantities ? 0 : 1));
+  // The document built without writing it is the file's bytes (herd-sample builds it while
+  // the .h5 is written and stores it afterwards).
+  CHECK(posterior_report_html(d) == b);
+  // On several threads (pairs of quantities in turn): the same bytes, each quantity asked for
+  // once, each thread's calls in increasing order, at most 2 buffers per thread.
+  for (const std::size_t threads : {2, 3, 40}) {
+    INFO("threads " << threads);
+    std::mutex mu;
+    std::vector<int> asked(nq, 0);
+    std::map<std::thread::id, std::pair<std::size_t, std::set<const std::vector<double>*>>> per_thread;
+    bool ordered = true;
+    d.threads = threads;
+    d.fill_values = [&](std::size_t q, std::vector<double>& out) {
+      {
+        const std::lock_guard<std::mutex> lock(mu);
+        auto& [previous, bufs] = per_thread[std::this_thread::get_id()];
+        ordered = ordered && (bufs.empty() || q > previous);
+        previous = q;
+        bufs.insert(&out);
+        ++asked.at(q);
+      }
+      out = cols[q];
+    };
+    CHECK(posterior_report_html(d) == b);
+    CHECK(ordered);
+    CHECK(per_thread.size() <= threads);
+    for (const auto& [id, pb] : per_thread) CHECK(pb.second.size() <= 2);
+    for (std::size_t q = 0; q < nq; ++q) CHECK(asked[q] == (given_summary && q >= kPlotQuantities ? 0 : 1));
+  }
+  // The error of the lowest failing quantity propagates, whichever thread meets it first.
+  d.threads = 4;
+  d.fill_values = [&](std::size_t q, std::vector<double>& out) {
+    if (q == 5 || q == 9) throw herd::IoError(fmt_quantity(q));
+    out = cols[q];
+  };
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("quantity 5"));
 }
 
 TEST_CASE("write_posterior_report: fill_values errors refused, no file written", "[mcmc]") {
@@ -356,4 +397,47 @@ TEST_CASE("binned_quantiles: the numbers of quantiles(), with ties, odd and even
   CHECK(binned_quantiles(c, std::vector<double>{}).empty());
   CHECK_THROWS_AS(binned_quantiles(c, std::vector<double>{0.5, 1.5}), herd::InputError);
   CHECK_THROWS_AS(binned_quantiles(std::vector<double>{}, std::vector<double>{0.5}), herd::InputError);
+}
+
+TEST_CASE("RepeatedCovariance: the expanded draws' covariance bit for bit, from weighted states", "[mcmc]") {
+  // Weighted states (weights 1..9 and some large ones), their expansion into draws, and the
+  // full-matrix sums over every draw in order, as the report summed them before: the packed
+  // lower triangle mirrored gives the same doubles, every element.
+  const std::size_t d = GENERATE(std::size_t{1}, std::size_t{3}, std::size_t{10});
+  const std::size_t states = 3000;
+  const herd::RngStream rng(20261205, 31);
+  std::vector<double> points(states * d);
+  std::vector<std::int64_t> weights(states);
+  for (std::size_t s = 0; s < states; ++s) {
+    for (std::size_t j = 0; j < d; ++j)
+      points[s * d + j] = rng.normal(s * d + j) * static_cast<double>(j + 1) + 0.3 * static_cast<double>(j);
+    weights[s] = s % 97 == 0 ? 40 + static_cast<std::int64_t>(s % 13) : 1 + static_cast<std::int64_t>(s * 7 % 9);
+  }
+  std::vector<double> mean(d, 0.0);
+  std::int64_t n = 0;
+  for (std::size_t s = 0; s < states; ++s) {
+    for (std::size_t j = 0; j < d; ++j) mean[j] += static_cast<double>(weights[s]) * points[s * d + j];
+    n += weights[s];
+  }
+  for (auto& m : mean) m /= static_cast<double>(n);
+  std::vector<double> expanded(d * d, 0.0);
+  for (std::size_t s = 0; s < states; ++s)
+    for (std::int64_t rep = 0; rep < weights[s]; ++rep)
+      for (std::size_t i = 0; i < d; ++i)
+        for (std::size_t j = 0; j < d; ++j)
+          expanded[i * d + j] += (points[s * d + i] - mean[i]) * (points[s * d + j] - mean[j]);
+  const double div = static_cast<double>(n) - 1.0;
+  for (auto& e : expanded) e /= div;
+  herd::mcmc::detail::RepeatedCovariance sums(mean);
+  for (std::size_t s = 0; s < states; ++s) sums.add(points.data() + s * d, weights[s]);
+  sums.add(points.data(), 0);  // weight 0 adds nothing
+  const std::vector<double> cov = sums.matrix(div);
+  REQUIRE(cov.size() == d * d);
+  for (std::size_t e = 0; e < d * d; ++e) {
+    INFO("element " << e);
+    CHECK(std::bit_cast<std::uint64_t>(cov[e]) == std::bit_cast<std::uint64_t>(expanded[e]));
+  }
+  // A known answer too: the diagonal near the variances (j + 1)^2 of the states' draws.
+  for (std::size_t j = 0; j < d; ++j)
+    CHECK(cov[j * d + j] == Approx(static_cast<double>((j + 1) * (j + 1))).epsilon(0.1));
 }

@@ -437,6 +437,14 @@ class H5File {
 
   /// Flushes buffers to the operating system. @throws IoError
   void flush();
+  /// fsyncs what the operating system already holds of the file (the temporary file of an
+  /// atomic one), without calling HDF5: HDF5's own buffers (metadata) are not flushed, so
+  /// the file's bytes are those it would have anyway. A writer calls it after the bulk of
+  /// the data, so that commit()'s fsync then has only what follows to write. Not a
+  /// durability point (commit() still fsyncs). Needs no HDF5 lock: may run on one thread
+  /// while another calls HDF5, but not beside close(), commit() or a move of this object.
+  /// @throws IoError when the file is closed or cannot be synced.
+  void sync_data() const;
   /// Closes the file (all objects of it too). @throws IoError
   void close();
   /// For a file from `create_atomic`: closes, fsyncs, renames over the final path, fsyncs

@@ -72,8 +72,17 @@ struct PosteriorReportData {
   /// quantity order, at most once per quantity (every quantity when `summary` is empty,
   /// else the first `kPlotQuantities`), with one of two buffers the report reuses, so at
   /// most two quantities' draws are held at once. What it throws propagates (no file is
-  /// written); a filled size other than `chains * draws` is a herd::InputError.
+  /// written); a filled size other than `chains * draws` is a herd::InputError. With
+  /// `threads` > 1 see there.
   PosteriorDrawsFiller fill_values;
+  /// Threads that make the quantities' panels at once (0 or 1: the calling thread only).
+  /// The quantities go in pairs (0, 1), (2, 3), ... to the threads in turn; each thread
+  /// holds up to two quantities' draws, so up to 2 x threads are held at once, and
+  /// `fill_values` is then called from these threads at once (each call with its own
+  /// buffer; in increasing quantity order within a thread): it must be thread-safe. The
+  /// report is the same, byte for byte, for any number; the error of the lowest quantity
+  /// that failed propagates.
+  std::size_t threads = 1;
   /// Per quantity, its diagnostics; empty: computed here with `summarize`.
   std::vector<DiagnosticSummary> summary;
   /// Number of leading quantities that are sampled coordinates (the corner plot and the
@@ -154,5 +163,12 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
 ///         file cannot be written (an earlier file is then unchanged); whatever
 ///         `fill_values` throws.
 void write_posterior_report(const std::string& path, const PosteriorReportData& data);
+
+/// The document `write_posterior_report` writes, as a string (the same bytes), without
+/// writing it: a caller can build it while other work runs and store it later
+/// (io::write_file_atomic). Thread-safe for distinct `data` (reads `data`; `fill_values` is
+/// called on the calling thread).
+/// @throws herd::InputError as `write_posterior_report`; whatever `fill_values` throws.
+std::string posterior_report_html(const PosteriorReportData& data);
 
 }  // namespace herd::mcmc
