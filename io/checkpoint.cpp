@@ -2,11 +2,6 @@
 
 #include <array>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HERD_CRC32_CLMUL 1
-#endif
-
 #include "herd/core/error.hpp"
 #include "herd/io/atomic_file.hpp"
 
@@ -33,63 +28,6 @@ constexpr std::array<std::array<std::uint32_t, 256>, 8> make_crc_tables() {
   return t;
 }
 constexpr auto kCrcTables = make_crc_tables();
-
-#if defined(HERD_CRC32_CLMUL)
-#define HERD_CLMUL_TARGET __attribute__((target("pclmul,sse4.1")))
-
-HERD_CLMUL_TARGET inline __m128i load16(const std::byte* q) {
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-}
-
-/// x's 128 bits moved `k`'s distance ahead: its low half times k's low, high half times k's high.
-HERD_CLMUL_TARGET inline __m128i ahead(__m128i x, __m128i k) {
-  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
-}
-
-/// The CRC-32 register (not inverted) after `n` more bytes at `p`, n >= 64 and a multiple
-/// of 16, by carry-less multiplication (Gopal, Ozturk et al., "Fast CRC Computation for
-/// Generic Polynomials Using PCLMULQDQ Instruction", Intel 2009, with its bit-reflected
-/// constants for this polynomial): four 128-bit lanes folded 64 bytes ahead at a time, the
-/// lanes folded into one, then 16 bytes at a time, 128 bits reduced to 64 and Barrett's
-/// reduction to 32. The same value as the tables give. Needs PCLMULQDQ and SSE4.1.
-HERD_CLMUL_TARGET std::uint32_t crc32_clmul(const std::byte* p, std::size_t n, std::uint32_t crc) {
-  // x^(4*128+64) and x^(4*128) mod P (64 bytes ahead), x^(128+64) and x^128 mod P (16 bytes
-  // ahead), x^64 mod P (each reflected and shifted left by 1), and P' and mu of Barrett.
-  const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
-  const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
-  const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124);
-  const __m128i barrett = _mm_set_epi64x(0x01f7011641, 0x01db710641);
-  const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
-  __m128i x1 = _mm_xor_si128(load16(p), _mm_cvtsi32_si128(static_cast<int>(crc)));
-  __m128i x2 = load16(p + 16), x3 = load16(p + 32), x4 = load16(p + 48);
-  p += 64;
-  n -= 64;
-  for (; n >= 64; p += 64, n -= 64) {
-    x1 = _mm_xor_si128(ahead(x1, k1k2), load16(p));
-    x2 = _mm_xor_si128(ahead(x2, k1k2), load16(p + 16));
-    x3 = _mm_xor_si128(ahead(x3, k1k2), load16(p + 32));
-    x4 = _mm_xor_si128(ahead(x4, k1k2), load16(p + 48));
-  }
-  x1 = _mm_xor_si128(ahead(x1, k3k4), x2);
-  x1 = _mm_xor_si128(ahead(x1, k3k4), x3);
-  x1 = _mm_xor_si128(ahead(x1, k3k4), x4);
-  for (; n >= 16; p += 16, n -= 16) x1 = _mm_xor_si128(ahead(x1, k3k4), load16(p));
-  // 128 bits to 64: the low half times x^128 mod P onto the high half, then the low 32 bits
-  // times x^64 mod P onto the rest.
-  x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), _mm_clmulepi64_si128(x1, k3k4, 0x10));
-  x1 = _mm_xor_si128(_mm_srli_si128(x1, 4), _mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5, 0x00));
-  // Barrett: q = (low 32 bits x mu) mod x^32, then x1 - q P.
-  __m128i q = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), barrett, 0x10);
-  q = _mm_clmulepi64_si128(_mm_and_si128(q, low32), barrett, 0x00);
-  return static_cast<std::uint32_t>(_mm_extract_epi32(_mm_xor_si128(x1, q), 1));
-}
-
-/// Whether this processor has the instructions of crc32_clmul (asked once).
-bool have_clmul() {
-  static const bool yes = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-  return yes;
-}
-#endif
 
 /// Appends little-endian fields to a buffer sized in advance.
 class Output {
@@ -151,16 +89,6 @@ std::uint32_t crc32(std::span<const std::byte> data, std::uint32_t crc) noexcept
   crc = ~crc;
   const std::byte* p = data.data();
   std::size_t n = data.size();
-#if defined(HERD_CRC32_CLMUL)
-  // Whole 16-byte blocks by carry-less multiplication (about 10x the tables' speed), the
-  // rest by the tables.
-  if (n >= 64 && have_clmul()) {
-    const std::size_t blocks = n & ~std::size_t{15};
-    crc = crc32_clmul(p, blocks, crc);
-    p += blocks;
-    n -= blocks;
-  }
-#endif
   while (n >= 8) {
     std::uint32_t lo, hi;  // little-endian host (static_assert in the header)
     std::memcpy(&lo, p, 4);
