@@ -2,6 +2,7 @@
 #include "herd/mcmc/diagnostics.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -259,6 +260,117 @@ Prepared prepare(const DrawsView& v, detail::Workspace& ws) {
   return p;
 }
 
+/// prepare() without the expansion, for summarize: a weighted view's draws stay compact (x is
+/// nullptr; moments, fill_split and the indicators read the compact values), an
+/// unweighted view's are its values.
+Prepared prepare_lean(const DrawsView& v, detail::Workspace& ws) {
+  if (!v.weighted()) return prepare(v, ws);
+  Prepared p;
+  p.m = v.chains();
+  p.n = v.verbose_draws();
+  p.s = p.m * p.n;
+  p.h = p.n / 2;
+  p.view = &v;
+  // The expansion is finite when every value of positive weight is.
+  const double* x = v.values().data();
+  const std::int64_t* w = v.weights().data();
+  for (std::size_t j = 0; j < v.values().size(); ++j) p.finite &= w[j] == 0 || std::isfinite(x[j]);
+  return p;
+}
+
+/// Calls f(chunk, len) on the verbose draws of a weighted view ([M, N], chain after chain) in
+/// order, expanded chunk by chunk into a buffer that stays in cache: every chunk but the last
+/// holds kChunk draws (a multiple of 4, so that 4-lane sums over the chunks add the same draws
+/// in the same lanes and order as over the whole expansion).
+template <class F>
+void for_each_verbose_chunk(const DrawsView& v, F&& f) {
+  constexpr std::size_t kChunk = 2048;
+  static_assert(kChunk % 4 == 0);
+  std::array<double, kChunk> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled before read
+  std::size_t fill = 0;
+  const double* x = v.values().data();
+  const std::int64_t* w = v.weights().data();
+  for (std::size_t j = 0; j < v.values().size(); ++j) {
+    auto left = static_cast<std::size_t>(w[j]);
+    while (left > 0) {
+      const std::size_t take = std::min(left, kChunk - fill);
+      std::fill_n(buf.data() + fill, take, x[j]);
+      fill += take;
+      left -= take;
+      if (fill == kChunk) {
+        f(buf.data(), fill);
+        fill = 0;
+      }
+    }
+  }
+  if (fill > 0) f(buf.data(), fill);
+}
+
+/// The mean and the sums m2 = sum (x - mean)^2 and m4 = sum (x - mean)^4 of all draws: of
+/// p.x, or of a weighted view's draws expanded chunk by chunk, with the same operations in
+/// the same order (mean_of's four lanes), so the same bits.
+void moments(const Prepared& p, double& mean, double& m2, double& m4) {
+  m2 = m4 = 0;
+  if (!p.compact()) {
+    mean = mean_of(p.x, p.s);
+    for (std::size_t i = 0; i < p.s; ++i) {
+      const double d2 = (p.x[i] - mean) * (p.x[i] - mean);
+      m2 += d2;
+      m4 += d2 * d2;
+    }
+    return;
+  }
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for_each_verbose_chunk(*p.view, [&](const double* x, std::size_t len) {
+    const std::size_t full = len / 4 * 4;
+    for (std::size_t i = 0; i < full; i += 4) {
+      s0 += x[i];
+      s1 += x[i + 1];
+      s2 += x[i + 2];
+      s3 += x[i + 3];
+    }
+    for (std::size_t i = full; i < len; ++i) s0 += x[i];  // only in the last chunk
+  });
+  const double mu = ((s0 + s1) + (s2 + s3)) / static_cast<double>(p.s);
+  mean = mu;
+  for_each_verbose_chunk(*p.view, [&](const double* x, std::size_t len) {
+    for (std::size_t i = 0; i < len; ++i) {
+      const double d2 = (x[i] - mu) * (x[i] - mu);
+      m2 += d2;
+      m4 += d2 * d2;
+    }
+  });
+}
+
+/// out [2M, h] <- the split layout of the draws (split_chains of p.x; a weighted view's
+/// compact values written straight to their split positions, an odd chain's middle draw
+/// left out, as sort_compact places them).
+void fill_split(const Prepared& p, double* out) {
+  if (!p.compact()) {
+    detail::split_chains(p.x, p.m, p.n, out);
+    return;
+  }
+  const DrawsView& v = *p.view;
+  const std::size_t d = v.draws();
+  const double* x = v.values().data();
+  const std::int64_t* w = v.weights().data();
+  const bool odd = p.n % 2 == 1;
+  for (std::size_t c = 0; c < p.m; ++c) {
+    double* oc = out + 2 * c * p.h;
+    std::size_t t0 = 0;  // verbose index of the state's first draw
+    for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
+      const auto wj = static_cast<std::size_t>(w[j]);
+      if (odd && t0 <= p.h && p.h < t0 + wj) {
+        std::fill_n(oc + t0, p.h - t0, x[j]);
+        std::fill_n(oc + p.h, t0 + wj - p.h - 1, x[j]);
+      } else {
+        std::fill_n(oc + t0 - (odd && t0 > p.h ? 1 : 0), wj, x[j]);
+      }
+      t0 += wj;
+    }
+  }
+}
+
 /// ws.sorted <- all draws sorted.
 void sort_all(const Prepared& p, detail::Workspace& ws) {
   ws.sorted.assign(p.x, p.x + p.s);
@@ -411,22 +523,32 @@ struct FromSorted {
 };
 
 /// ESS of the indicator I(x <= q) of the split draws, from the indicators packed 64 to a
-/// word (detail::ess_indicator_bits).
-double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
+/// word (detail::ess_indicator_bits). The draws are read from `x0`: chain c's first half at
+/// x0 + c stride, its second half `second` after it (p.x: stride N, second N - h; the split
+/// layout: stride 2h, second h). `scratch` (2M h doubles, may be nullptr) is free for the FFT
+/// (detail::ess_indicator_bits; *scratch_written tells whether it did); it may be `x0`
+/// itself, which is read before.
+double ess_indicator(const Prepared& p, const double* x0, std::size_t stride, std::size_t second, double q,
+                     detail::Workspace& ws, double* scratch = nullptr, bool* scratch_written = nullptr) {
   const std::size_t m2 = 2 * p.m;
   const std::size_t wpc = detail::indicator_words(p.h);
   ws.bits.resize(m2 * wpc);
   std::uint64_t ones = 0;
   for (std::size_t c = 0; c < p.m; ++c) {
-    const double* x = p.x + c * p.n;
+    const double* x = x0 + c * stride;
     std::uint64_t* lo = ws.bits.data() + 2 * c * wpc;
     std::uint64_t* hi = lo + wpc;
     detail::pack_indicator(x, p.h, q, lo);
-    detail::pack_indicator(x + (p.n - p.h), p.h, q, hi);
+    detail::pack_indicator(x + second, p.h, q, hi);
     for (std::size_t w = 0; w < 2 * wpc; ++w) ones += static_cast<std::uint64_t>(std::popcount(lo[w]));
   }
   if (ones == 0 || ones == m2 * p.h) return kNaN;  // constant indicator
-  return detail::ess_indicator_bits(ws.bits.data(), m2, p.h, ws);
+  return detail::ess_indicator_bits(ws.bits.data(), m2, p.h, ws, scratch, scratch_written);
+}
+
+/// ess_indicator of the verbose draws p.x (prepare()).
+double ess_indicator(const Prepared& p, double q, detail::Workspace& ws, double* scratch = nullptr) {
+  return ess_indicator(p, p.x, p.n, p.n - p.h, q, ws, scratch);
 }
 
 /// Bulk and tail R-hat and bulk-ESS from the `count` sorted records `recs` (folded into
@@ -771,26 +893,47 @@ void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1,
 }
 
 namespace {
-/// The chain-averaged autocovariance (divisor m n) of the m centred chains center(c) (each n
-/// values) at every lag [0, n), by FFT: the inverse transform of the chains' summed power
-/// spectra, so one inverse transform serves every chain. Returns ws.fft.real(), whose first n
-/// entries hold the lags (scaled in place: no copy of n values besides the transform's own).
-template <class Center>
-const double* all_lags_fft(std::size_t m, std::size_t n, Workspace& ws, Center&& center) {
+/// The chain-averaged autocovariance (divisor m n) of the m centred chains that fill(c, r)
+/// writes into r (n values each) at every lag [0, n), by FFT: the inverse transform of the
+/// chains' summed power spectra, so one inverse transform serves every chain. Returns
+/// ws.fft.real(), whose first n entries hold the lags (scaled in place: no copy of n values
+/// besides the transform's own). The summed power spectrum (len / 2 + 1 <= 2n values) is
+/// kept in `chains` [m, n] (m >= 2) instead of ws.power, 4 bytes per split draw less
+/// scratch, when it is not nullptr: `chains` is free scratch when `chains_free`, else it holds
+/// the chains that fill reads (chain c at chains + c n) and may be overwritten once read; the
+/// spectrum then goes to chains 0 and 1 once both are read. The same sums either way:
+/// 0 + |X_0|^2 + |X_1|^2 + ...
+template <class Fill>
+const double* all_lags_fft(std::size_t m, std::size_t n, Workspace& ws, Fill&& fill, double* chains = nullptr,
+                           bool chains_free = false) {
   const std::size_t len = fft_length(2 * n);
   const std::size_t half = len / 2 + 1;
   ws.fft.prepare(len);
   double* r = ws.fft.real();
   std::complex<double>* spec = ws.fft.spectrum();
-  ws.power.assign(half, 0.0);
-  for (std::size_t c = 0; c < m; ++c) {
-    const double* z = center(c);
-    std::copy(z, z + n, r);
-    std::fill(r + n, r + len, 0.0);
-    ws.fft.forward();
-    for (std::size_t k = 0; k < half; ++k) ws.power[k] += std::norm(spec[k]);
+  const bool in_chains = chains != nullptr && m >= 2 && half <= 2 * n;
+  const bool deferred = in_chains && !chains_free;  // chain 0's spectrum added once chain 1 is read
+  double* power = nullptr;
+  if (!in_chains) {
+    ws.power.assign(half, 0.0);
+    power = ws.power.data();
+  } else if (chains_free) {
+    power = chains;
+    std::fill_n(power, half, 0.0);
   }
-  for (std::size_t k = 0; k < half; ++k) spec[k] = std::complex<double>(ws.power[k], 0.0);
+  for (std::size_t c = 0; c < m; ++c) {
+    fill(c, r);
+    std::fill(r + n, r + len, 0.0);
+    if (deferred && c == 1) {
+      // Chains 0 and 1 are read; the spectrum still holds chain 0's.
+      power = chains;
+      for (std::size_t k = 0; k < half; ++k) power[k] = 0.0 + std::norm(spec[k]);
+    }
+    ws.fft.forward();
+    if (deferred && c == 0) continue;
+    for (std::size_t k = 0; k < half; ++k) power[k] += std::norm(spec[k]);
+  }
+  for (std::size_t k = 0; k < half; ++k) spec[k] = std::complex<double>(power[k], 0.0);
   ws.fft.inverse();
   const double scale = 1.0 / (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(len));
   for (std::size_t k = 0; k < n; ++k) r[k] *= scale;
@@ -914,7 +1057,19 @@ double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n,
       acov = ws.acov.data();
       have = upto;
     } else {
-      acov = all_lags_fft(m, n, ws, center);
+      acov = all_lags_fft(
+          m, n, ws,
+          [&](std::size_t c, double* r) {
+            // The values center(c) gives, written straight into the transform's input.
+            if (writable != nullptr) {
+              std::copy(writable + c * n, writable + (c + 1) * n, r);
+              return;
+            }
+            const double mu = ws.means[c];
+            const double* yc = y + c * n;
+            for (std::size_t t = 0; t < n; ++t) r[t] = yc[t] - mu;
+          },
+          writable);
       have = n;
     }
     return acov;
@@ -981,7 +1136,8 @@ void indicator_lag_counts(const std::uint64_t* bits, std::size_t n, std::size_t 
   }
 }
 
-double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws) {
+double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws, double* scratch,
+                          bool* scratch_written) {
   if (n < 3 || m == 0) return kNaN;
   const std::size_t wpc = indicator_words(n);
   const std::size_t words = (n + 63) / 64;
@@ -1043,14 +1199,16 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
       acov = ws.acov.data();
       have = upto;
     } else {
-      ws.centered.resize(n);
-      acov = all_lags_fft(m, n, ws, [&](std::size_t c) -> const double* {
-        const double mu = ws.means[c];
-        const double a = 1.0 - mu, b = -mu;
-        const std::uint64_t* bc = bits + c * wpc;
-        for (std::size_t t = 0; t < n; ++t) ws.centered[t] = (bc[t / 64] >> (t % 64)) & 1U ? a : b;
-        return ws.centered.data();
-      });
+      acov = all_lags_fft(
+          m, n, ws,
+          [&](std::size_t c, double* r) {
+            const double mu = ws.means[c];
+            const double a = 1.0 - mu, b = -mu;
+            const std::uint64_t* bc = bits + c * wpc;
+            for (std::size_t t = 0; t < n; ++t) r[t] = (bc[t / 64] >> (t % 64)) & 1U ? a : b;
+          },
+          scratch, true);
+      if (scratch_written != nullptr && scratch != nullptr) *scratch_written = true;
       have = n;
     }
     return acov;
@@ -1148,20 +1306,17 @@ DrawsView::DrawsView(std::span<const double> values, std::span<const std::int64_
 
 DiagnosticSummary summarize(const DrawsView& v) {
   detail::Workspace& ws = detail::workspace();
-  const Prepared p = prepare(v, ws);
+  // A weighted view is never expanded (8 bytes per draw less scratch): its moments, split
+  // draws and indicators come from the compact values, the same numbers in the same order.
+  const Prepared p = prepare_lean(v, ws);
   DiagnosticSummary r;
   if (!p.finite) {
     return DiagnosticSummary{kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN,
                              kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN};
   }
   const double sd_s = static_cast<double>(p.s);
-  r.mean = mean_of(p.x, p.s);
   double m2 = 0, m4 = 0;
-  for (std::size_t i = 0; i < p.s; ++i) {
-    const double d2 = (p.x[i] - r.mean) * (p.x[i] - r.mean);
-    m2 += d2;
-    m4 += d2 * d2;
-  }
+  moments(p, r.mean, m2, m4);
   r.sd = p.s > 1 ? std::sqrt(m2 / (sd_s - 1.0)) : kNaN;
   // Ranks and order statistics from the sorted draws (of a weighted view: of its compact
   // states, each standing for its weight in draws).
@@ -1182,7 +1337,7 @@ DiagnosticSummary summarize(const DrawsView& v) {
   r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
   const std::size_t s2 = 2 * p.m * p.h;
   ws.split.resize(s2);
-  detail::split_chains(p.x, p.m, p.n, ws.split.data());
+  fill_split(p, ws.split.data());
   // With an even draw count the split draws are all draws: finite and not constant (checked
   // above); an odd count drops the middle draws, which may leave constant split draws.
   const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
@@ -1201,14 +1356,26 @@ DiagnosticSummary summarize(const DrawsView& v) {
   // only for |x| > 1e154.
   const bool sq_ok = std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon());
   r.ess_sd = sq_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
-  if (split_ok) detail::split_chains(p.x, p.m, p.n, ws.split.data());
+  if (split_ok) fill_split(p, ws.split.data());
   r.ess_mean = split_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
   const double evar = m2 / sd_s;
   const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;
   r.mcse_sd = std::sqrt(varvar / evar / 4.0);
-  const double e05 = ess_indicator(p, r.q5, ws);
-  const double e95 = ess_indicator(p, r.q95, ws);
+  // The indicators' FFT (if any) keeps its power spectrum in the split buffer.
+  double e05 = kNaN, e95 = kNaN;
+  if (p.compact()) {
+    // The indicators of the split draws, written once more (ess_mean centred them in place;
+    // and again when the first indicator's FFT overwrote them).
+    fill_split(p, ws.split.data());
+    bool written = false;
+    e05 = ess_indicator(p, ws.split.data(), 2 * p.h, p.h, r.q5, ws, ws.split.data(), &written);
+    if (written) fill_split(p, ws.split.data());
+    e95 = ess_indicator(p, ws.split.data(), 2 * p.h, p.h, r.q95, ws, ws.split.data());
+  } else {
+    e05 = ess_indicator(p, r.q5, ws, ws.split.data());
+    e95 = ess_indicator(p, r.q95, ws, ws.split.data());
+  }
   r.ess_tail = nan_min(e05, e95);
   r.mcse_q5 = mcse_quantile7(xs, p.s, 0.05, e05);
   r.mcse_q95 = mcse_quantile7(xs, p.s, 0.95, e95);

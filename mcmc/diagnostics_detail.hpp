@@ -202,8 +202,11 @@ void indicator_lag_counts(const std::uint64_t* bits, std::size_t n, std::size_t 
 /// the centred values 1 - mean and -mean, summed in double-double and rounded once (so it is
 /// the exactly rounded sum that ess_chains approximates term by term); lags beyond 2048 come
 /// from the FFT as in ess_chains. NaN when n < 3; the caller makes sure the indicator is not
-/// constant. Uses ws (not its `bits`).
-double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws);
+/// constant. Uses ws (not its `bits`); `scratch`, when not nullptr, is m n doubles that the
+/// FFT may overwrite (it then keeps the summed power spectrum there instead of in ws.power,
+/// and sets *scratch_written to true when scratch_written is not nullptr).
+double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws,
+                          double* scratch = nullptr, bool* scratch_written = nullptr);
 
 /// ess_chains on scratch values: the same result, but `y` is centred in place (each chain
 /// minus its mean) instead of chain by chain into a buffer for every block of lags, so the

@@ -913,12 +913,14 @@ TEST_CASE("direct autocovariance lags (blocks of 32 by fused multiply-adds) equa
 TEST_CASE("summarize's scratch: one split buffer, sort records per compact state", "[mcmc]") {
   // White noise (its autocorrelations die out at once: the ESS sums a few direct lags, no
   // FFT), 1 chain, as a weighted view of K states of weights 1..5 (S = 3 K draws) and as the
-  // S draws themselves. The workspace holds the verbose and the split draws (8 + 8 bytes per
-  // draw), the z table (8), and the sort records: 36 bytes per state weighted (key, position,
-  // count; the radix scratch; cumulative counts), 24 per draw unweighted. The ESS keeps only
-  // the lags it sums (a few dozen here): no buffer per draw. A second split buffer would add
-  // 8 bytes per draw, one record per draw of a weighted view 24, the ESS's autocovariance or
-  // Geyer sequence sized by the split chain 4 each (S / 2 values: 1.2 MB here, past kSlack).
+  // S draws themselves. The workspace holds the split draws (8 bytes per draw; a weighted
+  // view is never expanded, an unweighted one is its own verbose draws), the z table (8),
+  // and the sort records: 36 bytes per state weighted (key, position, count; the radix
+  // scratch; cumulative counts), 24 per draw unweighted. The ESS keeps only the lags it sums
+  // (a few dozen here): no buffer per draw. The expansion of a weighted view or a second
+  // split buffer would add 8 bytes per draw (2.4 MB here), one record per draw of a weighted
+  // view 24, the ESS's autocovariance or Geyer sequence sized by the split chain 4 each (S / 2
+  // values: 1.2 MB here, past kSlack).
   constexpr std::size_t kStates = 100000;
   const std::vector<double> x = herd_test::lcg_ar1(1, kStates, 0.0, 4242, 0.0);
   std::vector<std::int64_t> w(kStates);
@@ -934,8 +936,8 @@ TEST_CASE("summarize's scratch: one split buffer, sort records per compact state
   CHECK(herd::mcmc::diagnostics_workspace_bytes() == 0);
   const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));
   const auto weighted_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
-  CHECK(weighted_bytes >= 24.0 * s);
-  CHECK(weighted_bytes <= 24.0 * s + 36.0 * k + kSlack);
+  CHECK(weighted_bytes >= 16.0 * s);
+  CHECK(weighted_bytes <= 16.0 * s + 36.0 * k + kSlack);
   herd::mcmc::release_diagnostics_workspace();
   const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
   const auto expanded_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
@@ -955,4 +957,34 @@ TEST_CASE("summarize's scratch: one split buffer, sort records per compact state
   CHECK(twice_bytes - expanded_bytes <= 40.5 * s);
   herd::mcmc::release_diagnostics_workspace();
   CHECK(herd::mcmc::diagnostics_workspace_bytes() == 0);
+}
+
+TEST_CASE("summarize's scratch with the FFT: no power-spectrum buffer", "[mcmc]") {
+  // AR(1) 0.999 (autocorrelation time about 2000: Geyer's sequence runs past the directly
+  // summed lags, so the ESS takes every lag from the FFT), 1 chain, a weighted view of K
+  // states of weights 1..5 (S = 3 K draws; 2 split chains of h = S / 2). The workspace holds
+  // what the test above counts plus the FFT's input and spectrum (8 len + 16 (len / 2 + 1)
+  // bytes, len = fft_length(2 h)); the chains' summed power spectrum lives in the split
+  // buffer, so a buffer of its own (8 (len / 2 + 1) bytes: 1.2 MB here, past kSlack) fails.
+  constexpr std::size_t kStates = 100000;
+  const std::vector<double> x = herd_test::lcg_ar1(1, kStates, 0.999, 99, 0.0);
+  std::vector<std::int64_t> w(kStates);
+  std::vector<double> verbose;
+  for (std::size_t i = 0; i < kStates; ++i) {
+    w[i] = static_cast<std::int64_t>(1 + i % 5);
+    verbose.insert(verbose.end(), static_cast<std::size_t>(w[i]), x[i]);
+  }
+  const double s = static_cast<double>(verbose.size()), k = static_cast<double>(kStates);
+  const auto len = static_cast<double>(herd::mcmc::detail::fft_length(verbose.size() / 2 * 2));
+  constexpr double kSlack = 1 << 20;
+  herd::mcmc::release_diagnostics_workspace();
+  const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));
+  const auto bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
+  INFO("bytes " << bytes << ", FFT length " << len);
+  CHECK(bytes >= 16.0 * s + 16.0 * len);  // the FFT was used
+  CHECK(bytes <= 16.0 * s + 36.0 * k + 16.0 * len + kSlack);
+  herd::mcmc::release_diagnostics_workspace();
+  const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
+  CHECK(herd::mcmc::testing::summary_bits(weighted) == herd::mcmc::testing::summary_bits(expanded));
+  herd::mcmc::release_diagnostics_workspace();
 }
