@@ -2,6 +2,7 @@
 #include "herd/mcmc/diagnostics.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -211,30 +212,86 @@ void z_scale_sorted(const R* sorted, std::size_t count, double* out, ZTable& zta
   }
 }
 
-/// Sorted records (key of |x - med|, split position) of all draws, merged outward from the
-/// median.
+/// The records of all draws sorted by |x - med| (the key replaced by the key of |x - med|),
+/// one at a time: the sorted records merged outward from the median. Branch-free (which side
+/// comes next is a coin flip for the branch predictor): an exhausted side reads a valid
+/// record and is never taken. The records given so far are sorted[left(), right()).
 template <class R>
-void fold_sorted(const detail::BigVector<R>& sorted, double med, detail::BigVector<R>& out) {
-  const std::size_t s = sorted.size();
-  out.resize(s);
-  const std::uint64_t kmed = sort_key(med);
-  const std::size_t right0 = static_cast<std::size_t>(
-      std::lower_bound(sorted.begin(), sorted.end(), kmed, [](const R& r, std::uint64_t k) { return r.key < k; }) -
-      sorted.begin());
-  std::size_t right = right0, left = right0;  // [0, left) and [right, s) remain
-  // Branch-free merge (which side comes next is a coin flip for the branch predictor): an
-  // exhausted side reads a valid record and is never taken.
-  for (std::size_t k = 0; k < s; ++k) {
-    const bool has_l = left > 0, has_r = right < s;
-    const R& l = sorted[has_l ? left - 1 : 0];
-    const R& r = sorted[has_r ? right : s - 1];
-    const double fl = std::fabs(from_key(l.key) - med);
-    const double fr = std::fabs(from_key(r.key) - med);
-    const bool take_r = has_r & (!has_l | (fr <= fl));
-    out[k] = merged(l, r, take_r, sort_key(take_r ? fr : fl));
-    right += take_r ? 1 : 0;
-    left -= take_r ? 0 : 1;
+class FoldMerge {
+ public:
+  FoldMerge(const R* sorted, std::size_t s, double med) : sorted_(sorted), s_(s), med_(med) {
+    const std::uint64_t kmed = sort_key(med);
+    right_ = left_ = static_cast<std::size_t>(
+        std::lower_bound(sorted, sorted + s, kmed, [](const R& r, std::uint64_t k) { return r.key < k; }) - sorted);
   }
+  /// The next record; at most s calls.
+  R next() {
+    const bool has_l = left_ > 0, has_r = right_ < s_;
+    const R& l = sorted_[has_l ? left_ - 1 : 0];
+    const R& r = sorted_[has_r ? right_ : s_ - 1];
+    const double fl = std::fabs(from_key(l.key) - med_);
+    const double fr = std::fabs(from_key(r.key) - med_);
+    const bool take_r = has_r & (!has_l | (fr <= fl));
+    right_ += take_r ? 1 : 0;
+    left_ -= take_r ? 0 : 1;
+    return merged(l, r, take_r, sort_key(take_r ? fr : fl));
+  }
+  std::size_t left() const { return left_; }
+  std::size_t right() const { return right_; }
+
+ private:
+  const R* sorted_;
+  std::size_t s_;
+  double med_;
+  std::size_t left_ = 0, right_ = 0;
+};
+
+/// z_scale_sorted of the `count` records `sorted` folded about `med` (FoldMerge), scaled as
+/// they are merged instead of stored first (no buffer of folded records: 12 bytes per draw,
+/// 16 per state of a weighted view). A tie group (equal folded keys) is the records merged
+/// since the last change of key: two ranges of `sorted`, one on each side of the median,
+/// which get its z-score once its last record is known. The split positions a few records
+/// ahead on both sides are prefetched. The same z-scores at the same positions.
+template <class R>
+void z_scale_folded(const R* sorted, std::size_t count, double med, double* out, ZTable& ztab) {
+  if (count == 0) return;
+  constexpr std::size_t kAhead = 16;
+  FoldMerge<R> merge(sorted, count, med);
+  std::size_t rank = 0;
+  std::size_t l0 = merge.left(), r0 = merge.right();  // the group: sorted[l, l0) and [r0, r)
+  std::size_t included = 0;
+  std::size_t group = 0;  // records in the group
+  R first{};              // its first record
+  auto flush = [&](std::size_t l, std::size_t r) {
+    if (included == 0) return;
+    const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
+    if (group == 1) {
+      store(out, first, z);  // no need to ask which side it came from (a coin flip)
+    } else {
+      for (std::size_t k = l; k < l0; ++k)
+        if (sorted[k].pos != kDropped) store(out, sorted[k], z);
+      for (std::size_t k = r0; k < r; ++k)
+        if (sorted[k].pos != kDropped) store(out, sorted[k], z);
+    }
+    rank += included;
+  };
+  for (std::size_t t = 0; t < count; ++t) {
+    const std::size_t l = merge.left(), r = merge.right();
+    if (r + kAhead < count && sorted[r + kAhead].pos != kDropped) __builtin_prefetch(out + sorted[r + kAhead].pos, 1);
+    if (l > kAhead && sorted[l - kAhead - 1].pos != kDropped) __builtin_prefetch(out + sorted[l - kAhead - 1].pos, 1);
+    const R rec = merge.next();
+    if (t == 0 || rec.key != first.key) {
+      if (t > 0) flush(l, r);
+      l0 = l;
+      r0 = r;
+      included = 0;
+      group = 0;
+      first = rec;
+    }
+    ++group;
+    included += rec.pos != kDropped ? count_of(rec) : 0;
+  }
+  flush(merge.left(), merge.right());
 }
 
 /// The shared state of one quantity's analysis: verbose draws, sizes, and for a weighted
@@ -259,33 +316,182 @@ Prepared prepare(const DrawsView& v, detail::Workspace& ws) {
   return p;
 }
 
+/// prepare() without the expansion, for summarize: a weighted view's draws stay compact (x is
+/// nullptr; moments, fill_split and the indicators read the compact values), an
+/// unweighted view's are its values.
+Prepared prepare_lean(const DrawsView& v, detail::Workspace& ws) {
+  if (!v.weighted()) return prepare(v, ws);
+  Prepared p;
+  p.m = v.chains();
+  p.n = v.verbose_draws();
+  p.s = p.m * p.n;
+  p.h = p.n / 2;
+  p.view = &v;
+  // The expansion is finite when every value of positive weight is.
+  const double* x = v.values().data();
+  const std::int64_t* w = v.weights().data();
+  for (std::size_t j = 0; j < v.values().size(); ++j) p.finite &= w[j] == 0 || std::isfinite(x[j]);
+  return p;
+}
+
+/// Writes w copies of v from out on, and returns out + w; a run of at most 4 (a compact
+/// state's usual weight) as 4 stores at once, so up to 3 values past the run are written too
+/// when out + 4 <= end (the caller writes them later). Cheaper than std::fill_n's loop for
+/// runs of a few values.
+inline double* fill_run(double* out, std::size_t w, double v, const double* end) {
+  if (w <= 4 && out + 4 <= end) {
+    out[0] = v;
+    out[1] = v;
+    out[2] = v;
+    out[3] = v;
+    return out + w;
+  }
+  return std::fill_n(out, w, v);
+}
+
+/// Calls f(chunk, len) on the verbose draws of a weighted view ([M, N], chain after chain) in
+/// order, expanded chunk by chunk into a buffer that stays in cache: every chunk but the last
+/// holds kChunk draws (a multiple of 4, so that 4-lane sums over the chunks add the same draws
+/// in the same lanes and order as over the whole expansion).
+template <class F>
+void for_each_verbose_chunk(const DrawsView& v, F&& f) {
+  constexpr std::size_t kChunk = 2048;
+  static_assert(kChunk % 4 == 0);
+  std::array<double, kChunk + 4> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled before read
+  const double* end = buf.data() + buf.size();
+  std::size_t fill = 0;
+  const double* x = v.values().data();
+  const std::int64_t* w = v.weights().data();
+  for (std::size_t j = 0; j < v.values().size(); ++j) {
+    auto left = static_cast<std::size_t>(w[j]);
+    while (left > 0) {
+      const std::size_t take = std::min(left, kChunk - fill);
+      fill_run(buf.data() + fill, take, x[j], end);
+      fill += take;
+      left -= take;
+      if (fill == kChunk) {
+        f(buf.data(), fill);
+        fill = 0;
+      }
+    }
+  }
+  if (fill > 0) f(buf.data(), fill);
+}
+
+/// The mean and the sums m2 = sum (x - mean)^2 and m4 = sum (x - mean)^4 of all draws: of
+/// p.x, or of a weighted view's draws expanded chunk by chunk, with the same operations in
+/// the same order (mean_of's four lanes), so the same bits.
+void moments(const Prepared& p, double& mean, double& m2, double& m4) {
+  m2 = m4 = 0;
+  if (!p.compact()) {
+    mean = mean_of(p.x, p.s);
+    for (std::size_t i = 0; i < p.s; ++i) {
+      const double d2 = (p.x[i] - mean) * (p.x[i] - mean);
+      m2 += d2;
+      m4 += d2 * d2;
+    }
+    return;
+  }
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for_each_verbose_chunk(*p.view, [&](const double* x, std::size_t len) {
+    const std::size_t full = len / 4 * 4;
+    for (std::size_t i = 0; i < full; i += 4) {
+      s0 += x[i];
+      s1 += x[i + 1];
+      s2 += x[i + 2];
+      s3 += x[i + 3];
+    }
+    for (std::size_t i = full; i < len; ++i) s0 += x[i];  // only in the last chunk
+  });
+  const double mu = ((s0 + s1) + (s2 + s3)) / static_cast<double>(p.s);
+  mean = mu;
+  // A state's w draws add the same d2 and d2^2 w times, computed once.
+  const double* x = p.view->values().data();
+  const std::int64_t* w = p.view->weights().data();
+  for (std::size_t j = 0; j < p.view->values().size(); ++j) {
+    const double d2 = (x[j] - mu) * (x[j] - mu);
+    const double d4 = d2 * d2;
+    for (std::int64_t k = 0; k < w[j]; ++k) {
+      m2 += d2;
+      m4 += d4;
+    }
+  }
+}
+
+/// out [2M, h] <- the split layout of the draws (split_chains of p.x; a weighted view's
+/// compact values written straight to their split positions, an odd chain's middle draw
+/// left out, as sort_compact places them).
+void fill_split(const Prepared& p, double* out) {
+  if (!p.compact()) {
+    detail::split_chains(p.x, p.m, p.n, out);
+    return;
+  }
+  const DrawsView& v = *p.view;
+  const std::size_t d = v.draws();
+  const double* x = v.values().data();
+  const std::int64_t* w = v.weights().data();
+  const bool odd = p.n % 2 == 1;
+  const double* end = out + 2 * p.m * p.h;  // positions are written in increasing order
+  for (std::size_t c = 0; c < p.m; ++c) {
+    double* oc = out + 2 * c * p.h;
+    std::size_t t0 = 0;  // verbose index of the state's first draw
+    for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
+      const auto wj = static_cast<std::size_t>(w[j]);
+      if (odd && t0 <= p.h && p.h < t0 + wj) {
+        fill_run(oc + t0, p.h - t0, x[j], end);
+        fill_run(oc + p.h, t0 + wj - p.h - 1, x[j], end);
+      } else {
+        fill_run(oc + t0 - (odd && t0 > p.h ? 1 : 0), wj, x[j], end);
+      }
+      t0 += wj;
+    }
+  }
+}
+
 /// ws.sorted <- all draws sorted.
 void sort_all(const Prepared& p, detail::Workspace& ws) {
   ws.sorted.assign(p.x, p.x + p.s);
   std::sort(ws.sorted.begin(), ws.sorted.end());
 }
 
-/// Sorts a[0, n) by key, stably, with b[0, n) as scratch; the result ends in a. `start` is
-/// scratch too. Radix sort: one MSD pass on the top 16 bits (into b), then, inside each
-/// bucket, LSD passes on the low 48 bits (four 12-bit digits, histograms in one pass, a pass
-/// whose digit is the same for every key skipped) while the bucket is in cache.
+/// Sorts a[0, n) by key (not stably: the order of equal keys is unspecified, and nothing
+/// reads it: ranks, folds and order statistics go by key). Radix sort: one MSD pass on the
+/// top 16 bits, in place (American flag sort: each record swapped into its bucket's next
+/// free slot), then, inside each bucket, LSD passes on the low 48 bits (four 12-bit digits,
+/// histograms in one pass, a pass whose digit is the same for every key skipped) while the
+/// bucket is in cache, with `scratch` (grown to the largest bucket of more than 64 records,
+/// a few thousand for smooth data, n at worst) instead of a second buffer of n records.
+/// `start` is scratch too.
 template <class R>
-void radix_sort(R* a, R* b, std::size_t n, std::vector<std::uint32_t>& start) {
+void radix_sort(R* a, std::size_t n, std::vector<std::uint32_t>& start, detail::BigVector<R>& scratch) {
   constexpr std::size_t kTop = std::size_t{1} << 16;
   start.assign(kTop + 1, 0);
   for (std::size_t i = 0; i < n; ++i) ++start[(a[i].key >> 48) + 1];
   for (std::size_t k = 0; k < kTop; ++k) start[k + 1] += start[k];
+  std::size_t largest = 0;
   {
-    std::vector<std::uint32_t> cur(start.begin(), start.end() - 1);
-    for (std::size_t i = 0; i < n; ++i) b[cur[a[i].key >> 48]++] = a[i];
+    std::vector<std::uint32_t> next(start.begin(), start.end() - 1);
+    for (std::size_t k = 0; k < kTop; ++k) {
+      const std::uint32_t end = start[k + 1];
+      if (end - start[k] > 64) largest = std::max<std::size_t>(largest, end - start[k]);
+      while (next[k] < end) {
+        R r = a[next[k]];
+        auto b = static_cast<std::size_t>(r.key >> 48);
+        while (b != k) {  // r belongs to bucket b: swap it in, and place what it displaces
+          std::swap(r, a[next[b]++]);
+          b = static_cast<std::size_t>(r.key >> 48);
+        }
+        a[next[k]++] = r;
+      }
+    }
   }
+  if (scratch.size() < largest) scratch.resize(largest);
   constexpr std::size_t kDigit = std::size_t{1} << 12;
   std::uint32_t cnt[4 * kDigit];
   for (std::size_t k = 0; k < kTop; ++k) {
     const std::size_t lo = start[k], len = start[k + 1] - lo;
     if (len == 0) continue;
-    R* src = b + lo;
-    R* dst = a + lo;
+    R* src = a + lo;
     if (len <= 64) {  // insertion sort
       for (std::size_t i = 1; i < len; ++i) {
         const R r = src[i];
@@ -293,9 +499,9 @@ void radix_sort(R* a, R* b, std::size_t n, std::vector<std::uint32_t>& start) {
         for (; q > 0 && src[q - 1].key > r.key; --q) src[q] = src[q - 1];
         src[q] = r;
       }
-      std::copy(src, src + len, dst);
       continue;
     }
+    R* dst = scratch.data();
     std::fill(std::begin(cnt), std::end(cnt), 0u);
     for (std::size_t i = 0; i < len; ++i)
       for (int d = 0; d < 4; ++d) ++cnt[d * kDigit + ((src[i].key >> (12 * d)) & (kDigit - 1))];
@@ -321,9 +527,7 @@ void radix_sort(R* a, R* b, std::size_t n, std::vector<std::uint32_t>& start) {
 void sort_recs(const Prepared& p, detail::Workspace& ws) {
   const std::size_t s = p.s;
   auto& a = ws.recs;
-  auto& b = ws.folded;  // scratch until fold_sorted fills it
   a.resize(s);
-  b.resize(s);
   for (std::size_t c = 0, i = 0; c < p.m; ++c) {
     for (std::size_t t = 0; t < p.n; ++t, ++i) {
       std::uint32_t pos = kDropped;
@@ -332,7 +536,7 @@ void sort_recs(const Prepared& p, detail::Workspace& ws) {
       a[i] = {sort_key(p.x[i]), pos};
     }
   }
-  radix_sort(a.data(), b.data(), s, ws.radix_count);
+  radix_sort(a.data(), s, ws.radix_count, ws.radix_scratch);
 }
 
 /// ws.wrecs <- the runs of equal draws of a weighted view sorted by key, and ws.wcum their
@@ -368,8 +572,7 @@ void sort_compact(const Prepared& p, detail::Workspace& ws) {
     }
   }
   a.resize(k);
-  ws.wfolded.resize(k);  // scratch until fold_sorted fills it
-  radix_sort(a.data(), ws.wfolded.data(), k, ws.radix_count);
+  radix_sort(a.data(), k, ws.radix_count, ws.wradix_scratch);
   ws.wcum.resize(k);
   std::uint32_t total = 0;
   for (std::size_t i = 0; i < k; ++i) ws.wcum[i] = total += a[i].count;
@@ -410,30 +613,71 @@ struct FromSorted {
   double operator()(std::size_t i) const { return x[i]; }
 };
 
+/// Sets bits [u, v) of `words` (bit t is bit t % 64 of word t / 64).
+inline void set_bits(std::uint64_t* words, std::size_t u, std::size_t v) {
+  while (u < v) {
+    const std::size_t b = u % 64, take = std::min(v - u, 64 - b);
+    const std::uint64_t ones = take == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << take) - 1;
+    words[u / 64] |= ones << b;
+    u += take;
+  }
+}
+
+/// The split indicators I(x <= q) of a weighted view packed as ess_indicator packs them
+/// ([2M, wpc] words, pack_indicator's layout), straight from its compact states: a state's
+/// run of draws sets a range of bits in one or both halves of its chain.
+void pack_indicator_compact(const Prepared& p, double q, std::uint64_t* bits, std::size_t wpc) {
+  const DrawsView& v = *p.view;
+  const std::size_t d = v.draws();
+  const double* x = v.values().data();
+  const std::int64_t* w = v.weights().data();
+  const std::size_t off = p.n - p.h;  // verbose index of the second half's first draw
+  std::fill_n(bits, 2 * p.m * wpc, std::uint64_t{0});
+  for (std::size_t c = 0; c < p.m; ++c) {
+    std::uint64_t* lo = bits + 2 * c * wpc;
+    std::uint64_t* hi = lo + wpc;
+    std::size_t t0 = 0;
+    for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
+      const auto wj = static_cast<std::size_t>(w[j]);
+      if (wj > 0 && x[j] <= q) {
+        const std::size_t e = t0 + wj;
+        if (t0 < p.h) set_bits(lo, t0, std::min(e, p.h));
+        if (e > off) set_bits(hi, std::max(t0, off) - off, e - off);
+      }
+      t0 += wj;
+    }
+  }
+}
+
 /// ESS of the indicator I(x <= q) of the split draws, from the indicators packed 64 to a
-/// word (detail::ess_indicator_bits).
-double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
+/// word (detail::ess_indicator_bits): of p.x's halves, or of a weighted view's compact
+/// states (pack_indicator_compact). `scratch` (2M h doubles, may be nullptr) is free for the
+/// indicator's FFT to overwrite (detail::ess_indicator_bits).
+double ess_indicator(const Prepared& p, double q, detail::Workspace& ws, double* scratch = nullptr) {
   const std::size_t m2 = 2 * p.m;
   const std::size_t wpc = detail::indicator_words(p.h);
   ws.bits.resize(m2 * wpc);
-  std::uint64_t ones = 0;
-  for (std::size_t c = 0; c < p.m; ++c) {
-    const double* x = p.x + c * p.n;
-    std::uint64_t* lo = ws.bits.data() + 2 * c * wpc;
-    std::uint64_t* hi = lo + wpc;
-    detail::pack_indicator(x, p.h, q, lo);
-    detail::pack_indicator(x + (p.n - p.h), p.h, q, hi);
-    for (std::size_t w = 0; w < 2 * wpc; ++w) ones += static_cast<std::uint64_t>(std::popcount(lo[w]));
+  if (p.compact()) {
+    pack_indicator_compact(p, q, ws.bits.data(), wpc);
+  } else {
+    for (std::size_t c = 0; c < p.m; ++c) {
+      const double* x = p.x + c * p.n;
+      std::uint64_t* lo = ws.bits.data() + 2 * c * wpc;
+      detail::pack_indicator(x, p.h, q, lo);
+      detail::pack_indicator(x + (p.n - p.h), p.h, q, lo + wpc);
+    }
   }
+  std::uint64_t ones = 0;
+  for (const std::uint64_t b : ws.bits) ones += static_cast<std::uint64_t>(std::popcount(b));
   if (ones == 0 || ones == m2 * p.h) return kNaN;  // constant indicator
-  return detail::ess_indicator_bits(ws.bits.data(), m2, p.h, ws);
+  return detail::ess_indicator_bits(ws.bits.data(), m2, p.h, ws, scratch);
 }
 
-/// Bulk and tail R-hat and bulk-ESS from the `count` sorted records `recs` (folded into
-/// `folded` for the tail).
+/// Bulk and tail R-hat and bulk-ESS from the sorted records `recs` (folded about the median
+/// as they are scaled, for the tail).
 template <class R>
-void rank_diagnostics(const Prepared& p, double median, detail::BigVector<R>& recs, detail::BigVector<R>& folded,
-                      detail::Workspace& ws, double* rhat_b, double* rhat_t, double* ess_b) {
+void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<R>& recs, detail::Workspace& ws,
+                      double* rhat_b, double* rhat_t, double* ess_b) {
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws);
   ws.split.resize(s2);
@@ -445,8 +689,7 @@ void rank_diagnostics(const Prepared& p, double median, detail::BigVector<R>& re
   if (ess_b) *ess_b = ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   if (rhat_t) {
     // The tail's z-scores reuse the split buffer (the bulk ESS above is done with it).
-    fold_sorted(recs, median, folded);
-    z_scale_sorted(folded.data(), folded.size(), ws.split.data(), ztab);
+    z_scale_folded(recs.data(), recs.size(), median, ws.split.data(), ztab);
     *rhat_t = detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, !detail::is_constant(ws.split.data(), s2));
   }
 }
@@ -454,8 +697,8 @@ void rank_diagnostics(const Prepared& p, double median, detail::BigVector<R>& re
 /// rank_diagnostics on the records of sort_draws.
 void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
                       double* ess_b) {
-  if (p.compact()) rank_diagnostics(p, median, ws.wrecs, ws.wfolded, ws, rhat_b, rhat_t, ess_b);
-  else rank_diagnostics(p, median, ws.recs, ws.folded, ws, rhat_b, rhat_t, ess_b);
+  if (p.compact()) rank_diagnostics(p, median, ws.wrecs, ws, rhat_b, rhat_t, ess_b);
+  else rank_diagnostics(p, median, ws.recs, ws, rhat_b, rhat_t, ess_b);
 }
 
 }  // namespace
@@ -499,9 +742,10 @@ Workspace& workspace() {
 std::size_t Workspace::bytes() const {
   const auto of = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
   const std::size_t len = fft.length();
-  return of(expanded) + of(split) + of(sorted) + of(recs) + of(folded) + of(wrecs) + of(wfolded) + of(wcum) + of(ztab) +
-         of(radix_count) + of(centered) + of(acov) + of(power) + of(means) + of(bits) + of(bit_prefix) +
-         of(bit_counts) + (len > 0 ? len * sizeof(double) + (len / 2 + 1) * sizeof(std::complex<double>) : 0);
+  return of(expanded) + of(split) + of(sorted) + of(recs) + of(radix_scratch) + of(wrecs) + of(wradix_scratch) +
+         of(wcum) + of(ztab) + of(radix_count) + of(centered) + of(acov) + of(power) + of(means) + of(bits) +
+         of(bit_prefix) + of(bit_counts) +
+         (len > 0 ? len * sizeof(double) + (len / 2 + 1) * sizeof(std::complex<double>) : 0);
 }
 
 double* SharedZTable::table(std::size_t s) {
@@ -771,26 +1015,47 @@ void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1,
 }
 
 namespace {
-/// The chain-averaged autocovariance (divisor m n) of the m centred chains center(c) (each n
-/// values) at every lag [0, n), by FFT: the inverse transform of the chains' summed power
-/// spectra, so one inverse transform serves every chain. Returns ws.fft.real(), whose first n
-/// entries hold the lags (scaled in place: no copy of n values besides the transform's own).
-template <class Center>
-const double* all_lags_fft(std::size_t m, std::size_t n, Workspace& ws, Center&& center) {
+/// The chain-averaged autocovariance (divisor m n) of the m centred chains that fill(c, r)
+/// writes into r (n values each) at every lag [0, n), by FFT: the inverse transform of the
+/// chains' summed power spectra, so one inverse transform serves every chain. Returns
+/// ws.fft.real(), whose first n entries hold the lags (scaled in place: no copy of n values
+/// besides the transform's own). The summed power spectrum (len / 2 + 1 <= 2n values) is
+/// kept in `chains` [m, n] (m >= 2) instead of ws.power, 4 bytes per split draw less
+/// scratch, when it is not nullptr: `chains` is free scratch when `chains_free`, else it holds
+/// the chains that fill reads (chain c at chains + c n) and may be overwritten once read; the
+/// spectrum then goes to chains 0 and 1 once both are read. The same sums either way:
+/// 0 + |X_0|^2 + |X_1|^2 + ...
+template <class Fill>
+const double* all_lags_fft(std::size_t m, std::size_t n, Workspace& ws, Fill&& fill, double* chains = nullptr,
+                           bool chains_free = false) {
   const std::size_t len = fft_length(2 * n);
   const std::size_t half = len / 2 + 1;
   ws.fft.prepare(len);
   double* r = ws.fft.real();
   std::complex<double>* spec = ws.fft.spectrum();
-  ws.power.assign(half, 0.0);
-  for (std::size_t c = 0; c < m; ++c) {
-    const double* z = center(c);
-    std::copy(z, z + n, r);
-    std::fill(r + n, r + len, 0.0);
-    ws.fft.forward();
-    for (std::size_t k = 0; k < half; ++k) ws.power[k] += std::norm(spec[k]);
+  const bool in_chains = chains != nullptr && m >= 2 && half <= 2 * n;
+  const bool deferred = in_chains && !chains_free;  // chain 0's spectrum added once chain 1 is read
+  double* power = nullptr;
+  if (!in_chains) {
+    ws.power.assign(half, 0.0);
+    power = ws.power.data();
+  } else if (chains_free) {
+    power = chains;
+    std::fill_n(power, half, 0.0);
   }
-  for (std::size_t k = 0; k < half; ++k) spec[k] = std::complex<double>(ws.power[k], 0.0);
+  for (std::size_t c = 0; c < m; ++c) {
+    fill(c, r);
+    std::fill(r + n, r + len, 0.0);
+    if (deferred && c == 1) {
+      // Chains 0 and 1 are read; the spectrum still holds chain 0's.
+      power = chains;
+      for (std::size_t k = 0; k < half; ++k) power[k] = 0.0 + std::norm(spec[k]);
+    }
+    ws.fft.forward();
+    if (deferred && c == 0) continue;
+    for (std::size_t k = 0; k < half; ++k) power[k] += std::norm(spec[k]);
+  }
+  for (std::size_t k = 0; k < half; ++k) spec[k] = std::complex<double>(power[k], 0.0);
   ws.fft.inverse();
   const double scale = 1.0 / (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(len));
   for (std::size_t k = 0; k < n; ++k) r[k] *= scale;
@@ -914,7 +1179,19 @@ double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n,
       acov = ws.acov.data();
       have = upto;
     } else {
-      acov = all_lags_fft(m, n, ws, center);
+      acov = all_lags_fft(
+          m, n, ws,
+          [&](std::size_t c, double* r) {
+            // The values center(c) gives, written straight into the transform's input.
+            if (writable != nullptr) {
+              std::copy(writable + c * n, writable + (c + 1) * n, r);
+              return;
+            }
+            const double mu = ws.means[c];
+            const double* yc = y + c * n;
+            for (std::size_t t = 0; t < n; ++t) r[t] = yc[t] - mu;
+          },
+          writable);
       have = n;
     }
     return acov;
@@ -981,7 +1258,7 @@ void indicator_lag_counts(const std::uint64_t* bits, std::size_t n, std::size_t 
   }
 }
 
-double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws) {
+double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws, double* scratch) {
   if (n < 3 || m == 0) return kNaN;
   const std::size_t wpc = indicator_words(n);
   const std::size_t words = (n + 63) / 64;
@@ -1043,14 +1320,15 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
       acov = ws.acov.data();
       have = upto;
     } else {
-      ws.centered.resize(n);
-      acov = all_lags_fft(m, n, ws, [&](std::size_t c) -> const double* {
-        const double mu = ws.means[c];
-        const double a = 1.0 - mu, b = -mu;
-        const std::uint64_t* bc = bits + c * wpc;
-        for (std::size_t t = 0; t < n; ++t) ws.centered[t] = (bc[t / 64] >> (t % 64)) & 1U ? a : b;
-        return ws.centered.data();
-      });
+      acov = all_lags_fft(
+          m, n, ws,
+          [&](std::size_t c, double* r) {
+            const double mu = ws.means[c];
+            const double a = 1.0 - mu, b = -mu;
+            const std::uint64_t* bc = bits + c * wpc;
+            for (std::size_t t = 0; t < n; ++t) r[t] = (bc[t / 64] >> (t % 64)) & 1U ? a : b;
+          },
+          scratch, true);
       have = n;
     }
     return acov;
@@ -1148,20 +1426,17 @@ DrawsView::DrawsView(std::span<const double> values, std::span<const std::int64_
 
 DiagnosticSummary summarize(const DrawsView& v) {
   detail::Workspace& ws = detail::workspace();
-  const Prepared p = prepare(v, ws);
+  // A weighted view is never expanded (8 bytes per draw less scratch): its moments, split
+  // draws and indicators come from the compact values, the same numbers in the same order.
+  const Prepared p = prepare_lean(v, ws);
   DiagnosticSummary r;
   if (!p.finite) {
     return DiagnosticSummary{kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN,
                              kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN};
   }
   const double sd_s = static_cast<double>(p.s);
-  r.mean = mean_of(p.x, p.s);
   double m2 = 0, m4 = 0;
-  for (std::size_t i = 0; i < p.s; ++i) {
-    const double d2 = (p.x[i] - r.mean) * (p.x[i] - r.mean);
-    m2 += d2;
-    m4 += d2 * d2;
-  }
+  moments(p, r.mean, m2, m4);
   r.sd = p.s > 1 ? std::sqrt(m2 / (sd_s - 1.0)) : kNaN;
   // Ranks and order statistics from the sorted draws (of a weighted view: of its compact
   // states, each standing for its weight in draws).
@@ -1182,7 +1457,7 @@ DiagnosticSummary summarize(const DrawsView& v) {
   r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
   const std::size_t s2 = 2 * p.m * p.h;
   ws.split.resize(s2);
-  detail::split_chains(p.x, p.m, p.n, ws.split.data());
+  fill_split(p, ws.split.data());
   // With an even draw count the split draws are all draws: finite and not constant (checked
   // above); an odd count drops the middle draws, which may leave constant split draws.
   const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
@@ -1201,14 +1476,16 @@ DiagnosticSummary summarize(const DrawsView& v) {
   // only for |x| > 1e154.
   const bool sq_ok = std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon());
   r.ess_sd = sq_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
-  if (split_ok) detail::split_chains(p.x, p.m, p.n, ws.split.data());
+  if (split_ok) fill_split(p, ws.split.data());
   r.ess_mean = split_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
   r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
   const double evar = m2 / sd_s;
   const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;
   r.mcse_sd = std::sqrt(varvar / evar / 4.0);
-  const double e05 = ess_indicator(p, r.q5, ws);
-  const double e95 = ess_indicator(p, r.q95, ws);
+  // The indicators are packed from the draws (a weighted view's: from its compact states),
+  // so their FFT (if any) may keep its power spectrum in the split buffer.
+  const double e05 = ess_indicator(p, r.q5, ws, ws.split.data());
+  const double e95 = ess_indicator(p, r.q95, ws, ws.split.data());
   r.ess_tail = nan_min(e05, e95);
   r.mcse_q5 = mcse_quantile7(xs, p.s, 0.05, e05);
   r.mcse_q95 = mcse_quantile7(xs, p.s, 0.95, e95);

@@ -130,8 +130,8 @@ struct Workspace {
   };
 #pragma pack(pop)
   static_assert(sizeof(Rec) == 12);
-  BigVector<Rec> recs;    // sorted records (the radix sort's scratch is `folded`)
-  BigVector<Rec> folded;  // sorted (key of |x - med|, split position); first the radix scratch
+  BigVector<Rec> recs;           // sorted records
+  BigVector<Rec> radix_scratch;  // the radix sort's scratch: its largest bucket (a few thousand records)
   /// A run of `count` equal draws of a weighted view (a compact state's draws, or its part
   /// that the split layout keeps): their sort key and the first of the `count` consecutive
   /// split positions they fill, or kDropped (count 1) for an odd chain's middle draw.
@@ -141,8 +141,8 @@ struct Workspace {
     std::uint32_t count;
   };
   static_assert(sizeof(WRec) == 16);
-  BigVector<WRec> wrecs;             // sorted runs of a weighted view (the radix scratch is `wfolded`)
-  BigVector<WRec> wfolded;           // sorted runs by |x - med|; first the radix scratch
+  BigVector<WRec> wrecs;             // sorted runs of a weighted view
+  BigVector<WRec> wradix_scratch;    // the radix sort's scratch for wrecs
   BigVector<std::uint32_t> wcum;     // draws in wrecs[0..i] (inclusive prefix sums of count)
   BigVector<double> ztab;            // normal quantiles of ranks, kept between calls
   std::size_t ztab_s = 0;            // the draw count S that ztab's quantiles are of
@@ -202,8 +202,10 @@ void indicator_lag_counts(const std::uint64_t* bits, std::size_t n, std::size_t 
 /// the centred values 1 - mean and -mean, summed in double-double and rounded once (so it is
 /// the exactly rounded sum that ess_chains approximates term by term); lags beyond 2048 come
 /// from the FFT as in ess_chains. NaN when n < 3; the caller makes sure the indicator is not
-/// constant. Uses ws (not its `bits`).
-double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws);
+/// constant. Uses ws (not its `bits`); `scratch`, when not nullptr, is m n doubles that the
+/// FFT may overwrite (it then keeps the summed power spectrum there instead of in ws.power).
+double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws,
+                          double* scratch = nullptr);
 
 /// ess_chains on scratch values: the same result, but `y` is centred in place (each chain
 /// minus its mean) instead of chain by chain into a buffer for every block of lags, so the

@@ -312,7 +312,7 @@ void compute_diagnostics(SerialRun& r) {
   const bool with_nested = r.nsuper >= 2 && r.m % r.nsuper == 0 && r.ndraw >= 1;
   // Quantities on the cores, beside the writer thread; the same numbers as one thread gives.
   // Each thread holds one quantity's compact values (8 bytes per state) and the diagnostics'
-  // scratch (summarize: 16 bytes per verbose draw and 36 per state, plus the ESS's buffers),
+  // scratch (summarize: 8 bytes per verbose draw and 36 per state, plus the ESS's buffers),
   // and the threads share one z table (8 bytes per draw). The views are weighted (the compact
   // posterior): the diagnostics rank the compact states instead of every verbose draw, with
   // the verbose column's results.

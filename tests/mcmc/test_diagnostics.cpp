@@ -914,12 +914,16 @@ TEST_CASE("direct autocovariance lags (blocks of 32 by fused multiply-adds) equa
 TEST_CASE("summarize's scratch: one split buffer, sort records per compact state", "[mcmc]") {
   // White noise (its autocorrelations die out at once: the ESS sums a few direct lags, no
   // FFT), 1 chain, as a weighted view of K states of weights 1..5 (S = 3 K draws) and as the
-  // S draws themselves. The workspace holds the verbose and the split draws (8 + 8 bytes per
-  // draw), the z table (8), and the sort records: 36 bytes per state weighted (key, position,
-  // count; the radix scratch; cumulative counts), 24 per draw unweighted. The ESS keeps only
-  // the lags it sums (a few dozen here): no buffer per draw. A second split buffer would add
-  // 8 bytes per draw, one record per draw of a weighted view 24, the ESS's autocovariance or
-  // Geyer sequence sized by the split chain 4 each (S / 2 values: 1.2 MB here, past kSlack).
+  // S draws themselves. The workspace holds the split draws (8 bytes per draw; a weighted
+  // view is never expanded, an unweighted one is its own verbose draws), the z table (8),
+  // and the sort records: 20 bytes per state weighted (key, position, count; cumulative
+  // counts), 12 per draw unweighted (key, position); the radix sort's scratch is its largest
+  // bucket (a few thousand records), the folded records are scaled as they are merged. The
+  // ESS keeps only the lags it sums (a few dozen here): no buffer per draw. The expansion of
+  // a weighted view or a second split buffer would add 8 bytes per draw (2.4 MB here), one
+  // record per draw of a weighted view 24, a radix scratch or buffer of folded records of
+  // all records 16 per state (1.6 MB) or 12 per draw, the ESS's autocovariance or Geyer
+  // sequence sized by the split chain 4 each (S / 2 values: 1.2 MB here, past kSlack).
   constexpr std::size_t kStates = 100000;
   const std::vector<double> x = herd_test::lcg_ar1(1, kStates, 0.0, 4242, 0.0);
   std::vector<std::int64_t> w(kStates);
@@ -935,16 +939,17 @@ TEST_CASE("summarize's scratch: one split buffer, sort records per compact state
   CHECK(herd::mcmc::diagnostics_workspace_bytes() == 0);
   const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));
   const auto weighted_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
-  CHECK(weighted_bytes >= 24.0 * s);
-  CHECK(weighted_bytes <= 24.0 * s + 36.0 * k + kSlack);
+  CHECK(weighted_bytes >= 16.0 * s);
+  CHECK(weighted_bytes <= 16.0 * s + 20.0 * k + kSlack);
   herd::mcmc::release_diagnostics_workspace();
   const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
   const auto expanded_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
-  CHECK(expanded_bytes >= 40.0 * s);
-  CHECK(expanded_bytes <= 40.0 * s + kSlack);
+  CHECK(expanded_bytes >= 28.0 * s);
+  CHECK(expanded_bytes <= 28.0 * s + kSlack);
   CHECK(herd::mcmc::testing::summary_bits(weighted) == herd::mcmc::testing::summary_bits(expanded));
-  // Twice the draws (the white noise twice over): the workspace grows by 40 bytes per draw
-  // added and the packed indicators' 1 / 4 (bits and prefix counts), the fixed parts cancel.
+  // Twice the draws (the white noise twice over): the workspace grows by 28 bytes per draw
+  // added, the packed indicators' 1 / 4 (bits and prefix counts) and the radix scratch's
+  // larger buckets (about 1 / 4), the fixed parts cancel.
   // An ESS buffer sized by the split chain would add 4 per draw (1.2 MB here) per buffer.
   std::vector<double> twice = verbose;
   twice.insert(twice.end(), verbose.begin(), verbose.end());
@@ -952,8 +957,8 @@ TEST_CASE("summarize's scratch: one split buffer, sort records per compact state
   (void)herd::mcmc::summarize(DrawsView(twice, 1, twice.size()));
   const auto twice_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
   INFO("bytes " << expanded_bytes << " for S draws, " << twice_bytes << " for 2 S");
-  CHECK(twice_bytes - expanded_bytes >= 40.0 * s);
-  CHECK(twice_bytes - expanded_bytes <= 40.5 * s);
+  CHECK(twice_bytes - expanded_bytes >= 28.0 * s);
+  CHECK(twice_bytes - expanded_bytes <= 28.75 * s);
   herd::mcmc::release_diagnostics_workspace();
   CHECK(herd::mcmc::diagnostics_workspace_bytes() == 0);
 }
@@ -1065,4 +1070,34 @@ TEST_CASE("refine_sample: each round's IACs are batch_means_iac of the surviving
         CHECK(bits(last.iac[v]) == bits(herd::mcmc::batch_means_iac(column(r.index, v), r.weight)));
       }
   }
+}
+
+TEST_CASE("summarize's scratch with the FFT: no power-spectrum buffer", "[mcmc]") {
+  // AR(1) 0.999 (autocorrelation time about 2000: Geyer's sequence runs past the directly
+  // summed lags, so the ESS takes every lag from the FFT), 1 chain, a weighted view of K
+  // states of weights 1..5 (S = 3 K draws; 2 split chains of h = S / 2). The workspace holds
+  // what the test above counts plus the FFT's input and spectrum (8 len + 16 (len / 2 + 1)
+  // bytes, len = fft_length(2 h)); the chains' summed power spectrum lives in the split
+  // buffer, so a buffer of its own (8 (len / 2 + 1) bytes: 1.2 MB here, past kSlack) fails.
+  constexpr std::size_t kStates = 100000;
+  const std::vector<double> x = herd_test::lcg_ar1(1, kStates, 0.999, 99, 0.0);
+  std::vector<std::int64_t> w(kStates);
+  std::vector<double> verbose;
+  for (std::size_t i = 0; i < kStates; ++i) {
+    w[i] = static_cast<std::int64_t>(1 + i % 5);
+    verbose.insert(verbose.end(), static_cast<std::size_t>(w[i]), x[i]);
+  }
+  const double s = static_cast<double>(verbose.size()), k = static_cast<double>(kStates);
+  const auto len = static_cast<double>(herd::mcmc::detail::fft_length(verbose.size() / 2 * 2));
+  constexpr double kSlack = 1 << 20;
+  herd::mcmc::release_diagnostics_workspace();
+  const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));
+  const auto bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
+  INFO("bytes " << bytes << ", FFT length " << len);
+  CHECK(bytes >= 16.0 * s + 16.0 * len);  // the FFT was used
+  CHECK(bytes <= 16.0 * s + 20.0 * k + 16.0 * len + kSlack);
+  herd::mcmc::release_diagnostics_workspace();
+  const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
+  CHECK(herd::mcmc::testing::summary_bits(weighted) == herd::mcmc::testing::summary_bits(expanded));
+  herd::mcmc::release_diagnostics_workspace();
 }

@@ -107,11 +107,12 @@ struct DiagnosticSummary {
 /// Cost: one LSD radix sort of the S draws (of a weighted view: of its K entries of positive
 /// weight, plus one per odd chain) plus O(S) passes, and O(S L) for the L autocovariance lags
 /// Geyer's sequences need (by FFT when L is large). The calling thread's workspace grows to
-/// about 40 bytes per draw (weighted: about 24 per draw plus 36 per entry; one split buffer
-/// serves the z-scores and the split draws in turn; the ESS keeps only the L lags it sums
-/// directly), plus about 40 per draw of a split chain once the FFT is used (its input and
-/// spectrum, the power spectrum), and is kept for the next call (release it with release_diagnostics_workspace();
-/// diagnostics_workspace_bytes() gives its size).
+/// about 40 bytes per draw (weighted: about 16 per draw plus 36 per entry, the view never
+/// expanded; one split buffer serves the z-scores, the split draws and the FFT's summed power
+/// spectrum in turn; the ESS keeps only the L lags it sums directly), plus about 32 per draw
+/// of a split chain once the FFT is used (its input and spectrum), and is kept for the next
+/// call (release it with release_diagnostics_workspace(); diagnostics_workspace_bytes() gives
+/// its size).
 /// @param draws `[chains, draws]` row-major, optionally weighted (zero weights allowed); the
 ///        result is that of the expanded view, bit for bit.
 /// Thread-safe (the calling thread's workspace); never throws for non-finite or constant
@@ -140,9 +141,9 @@ void release_diagnostics_workspace();
 /// Bytes the calling thread's diagnostics workspace holds now: its buffers' capacities and
 /// the FFT's buffers (not counting the 2 MiB rounding of large blocks, nor FFTW's twiddle
 /// tables). After summarize() of a weighted view of S draws in K entries whose
-/// autocorrelations die out within 160 lags (no FFT): about 24 S + 36 K bytes (verbose
-/// draws and split draws, the z table, sort records; the ESS's autocovariance at the lags it
-/// summed, a few kilobytes); of an unweighted view, about 40 S. 0 after
+/// autocorrelations die out within 160 lags (no FFT): about 16 S + 36 K bytes (split draws,
+/// the z table, sort records; the ESS's autocovariance at the lags it summed, a few
+/// kilobytes); of an unweighted view, about 40 S. 0 after
 /// release_diagnostics_workspace().
 /// Thread-safe (the calling thread's workspace).
 std::size_t diagnostics_workspace_bytes();
