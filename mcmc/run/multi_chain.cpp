@@ -39,14 +39,16 @@ void pack_chain(std::vector<double>& out, const MemoryChainSink& c, const DramRe
                                       static_cast<double>(r.burnin),
                                       r.seconds};
   out.insert(out.end(), res, res + kResultScalars);
+  ChainReader rd(c, kAllColumns);
   for (std::size_t i = 0; i < c.size(); ++i) {
-    out.push_back(static_cast<double>(c.step[i]));
-    out.push_back(static_cast<double>(c.weight[i]));
-    out.push_back(c.log_density[i]);
-    out.push_back(static_cast<double>(c.dr_stage[i]));
-    out.push_back(c.accept_prob[i]);
-    out.push_back(c.adapt_measure[i]);
-    out.insert(out.end(), c.point(i), c.point(i) + c.ndim);
+    out.push_back(static_cast<double>(rd.step(i)));
+    out.push_back(static_cast<double>(rd.weight(i)));
+    out.push_back(rd.log_density(i));
+    out.push_back(static_cast<double>(rd.dr_stage(i)));
+    out.push_back(rd.accept_prob(i));
+    out.push_back(rd.adapt_measure(i));
+    const double* x = rd.point(i);
+    out.insert(out.end(), x, x + c.ndim);
   }
 }
 
@@ -284,7 +286,8 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
                  chains[c].ndim, d);
     const std::size_t b = burnin_cut(chains[c], burnin[c]);
     std::size_t n = 0;
-    for (std::size_t i = b; i < chains[c].size(); ++i) n += static_cast<std::size_t>(chains[c].weight[i]);
+    ChainReader rd(chains[c], kWeightColumn);
+    for (std::size_t i = b; i < chains[c].size(); ++i) n += static_cast<std::size_t>(rd.weight(i));
     HERD_REQUIRE(n > 0, "multi_chain_diagnostics: chain {} has no draw after its burn-in", c);
     len = std::min(len, n);
   }
@@ -295,8 +298,12 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
     for (std::size_t c = 0; c < m; ++c) {
       const std::size_t b = burnin_cut(chains[c], burnin[c]);
       std::size_t t = 0;
-      for (std::size_t i = b; i < chains[c].size() && t < len; ++i)
-        for (std::int64_t w = 0; w < chains[c].weight[i] && t < len; ++w) values[c * len + t++] = chains[c].point(i)[j];
+      ChainReader rd(chains[c], kWeightColumn | kPointColumns, j);
+      for (std::size_t i = b; i < chains[c].size() && t < len; ++i) {
+        const std::int64_t wi = rd.weight(i);
+        const double x = rd.x(i, static_cast<std::size_t>(j));
+        for (std::int64_t w = 0; w < wi && t < len; ++w) values[c * len + t++] = x;
+      }
     }
     const DrawsView view(values, m, len);
     out.summary.push_back(summarize(view));
@@ -312,16 +319,20 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
       const std::size_t n = ch.size() - b;
       const auto du = static_cast<std::size_t>(d);
       std::vector<double> states(n * (du + 1));
-      std::vector<std::int64_t> w(ch.weight.begin() + static_cast<std::ptrdiff_t>(b), ch.weight.end());
+      std::vector<std::int64_t> w(n);
+      ChainReader rd(ch, kWeightColumn | kLogDensityColumn | kPointColumns);
       for (std::size_t i = 0; i < n; ++i) {
-        states[i * (du + 1)] = ch.log_density[b + i];
-        std::copy(ch.point(b + i), ch.point(b + i) + d, states.begin() + static_cast<std::ptrdiff_t>(i * (du + 1) + 1));
+        w[i] = rd.weight(b + i);
+        states[i * (du + 1)] = rd.log_density(b + i);
+        const double* x = rd.point(b + i);
+        std::copy(x, x + d, states.begin() + static_cast<std::ptrdiff_t>(i * (du + 1) + 1));
       }
       const RefinedSample rs = refine_sample(states, w, du + 1, RefinementOptions{});
-      for (std::size_t k = 0; k < rs.index.size(); ++k)
+      for (std::size_t k = 0; k < rs.index.size(); ++k) {
+        const double* x = rd.point(b + rs.index[k]);
         for (std::size_t j = 0; j < du; ++j)
-          samples[j][c].insert(samples[j][c].end(), static_cast<std::size_t>(rs.weight[k]),
-                               ch.point(b + rs.index[k])[j]);
+          samples[j][c].insert(samples[j][c].end(), static_cast<std::size_t>(rs.weight[k]), x[j]);
+      }
     }
     for (const auto& per_var : samples) out.ks.push_back(ks_pairwise(std::span<const std::vector<double>>(per_var)));
   }

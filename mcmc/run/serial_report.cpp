@@ -191,13 +191,14 @@ std::vector<double> posterior_covariance(const SerialRun& r) {
   std::vector<double> prod(du * du);
   for (std::size_t c = 0; c < r.m; ++c) {
     std::size_t left = r.ndraw;
+    ChainReader rd(r.chains[c], kWeightColumn | kPointColumns);
     for (std::size_t row = static_cast<std::size_t>(r.co[c].burnin); row < r.chains[c].size() && left > 0; ++row) {
-      const auto take = std::min(static_cast<std::size_t>(r.chains[c].weight[row]), left);
+      const auto take = std::min(static_cast<std::size_t>(rd.weight(row)), left);
       left -= take;
+      const double* x = rd.point(row);
       for (int i = 0; i < d; ++i)
         for (int j = 0; j < d; ++j)
-          prod[static_cast<std::size_t>(i) * du + static_cast<std::size_t>(j)] =
-              (r.chains[c].point(row)[i] - mean[i]) * (r.chains[c].point(row)[j] - mean[j]);
+          prod[static_cast<std::size_t>(i) * du + static_cast<std::size_t>(j)] = (x[i] - mean[i]) * (x[j] - mean[j]);
       for (std::size_t rep = 0; rep < take; ++rep)
         for (std::size_t e = 0; e < prod.size(); ++e) cov[e] += prod[e];
     }

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -236,9 +237,11 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
 MemoryChainSink read_resumable_chain(const std::string& path, int ndim);
 
 /// As above, after checking the chain file's recorded part against the CRC-32s (one per
-/// MiB of the file) that its checkpoint `checkpoint_path` holds.
+/// MiB of the file) that its checkpoint `checkpoint_path` holds; with `scratch_dir` the
+/// chain is read into a file-backed MemoryChainSink whose scratch file is in that folder.
 /// @throws herd::IoError naming the file and the first block that differs, or a
 /// checkpoint without checksums (written by an earlier version of herd).
-MemoryChainSink read_resumable_chain(const std::string& path, int ndim, const std::string& checkpoint_path);
+MemoryChainSink read_resumable_chain(const std::string& path, int ndim, const std::string& checkpoint_path,
+                                     const std::optional<std::string>& scratch_dir = std::nullopt);
 
 }  // namespace herd::mcmc
