@@ -1,10 +1,10 @@
 // Compact chain sinks (chain_sink.hpp).
 #include "herd/mcmc/chain_sink.hpp"
 
-#include <cstddef>
-#include <cstdint>
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -71,13 +71,20 @@ class ChainStore {
   /// Byte offset of column `c` (a ChainColumns bit; the points: coordinate `k`) in a block.
   std::size_t offset(unsigned c, std::size_t k = 0) const {
     switch (c) {
-      case kStepColumn: return 0;
-      case kWeightColumn: return 8 * per_;
-      case kLogDensityColumn: return 16 * per_;
-      case kAcceptProbColumn: return 24 * per_;
-      case kAdaptMeasureColumn: return 32 * per_;
-      case kPointColumns: return (40 + 8 * k) * per_;
-      default: return (40 + 8 * d_) * per_;  // kDrStageColumn
+      case kStepColumn:
+        return 0;
+      case kWeightColumn:
+        return 8 * per_;
+      case kLogDensityColumn:
+        return 16 * per_;
+      case kAcceptProbColumn:
+        return 24 * per_;
+      case kAdaptMeasureColumn:
+        return 32 * per_;
+      case kPointColumns:
+        return (40 + 8 * k) * per_;
+      default:
+        return (40 + 8 * d_) * per_;  // kDrStageColumn
     }
   }
 
@@ -98,8 +105,7 @@ class ChainStore {
       const std::uint64_t at = static_cast<std::uint64_t>(n_ / per_) * tail_.size();
       std::size_t done = 0;
       while (done < tail_.size()) {
-        const ssize_t w =
-            ::pwrite(fd_, tail_.data() + done, tail_.size() - done, static_cast<off_t>(at + done));
+        const ssize_t w = ::pwrite(fd_, tail_.data() + done, tail_.size() - done, static_cast<off_t>(at + done));
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) fail("writing");
         done += static_cast<std::size_t>(w);

@@ -88,12 +88,10 @@ void write_sample_stats(const SerialRun& r, io::H5Group& rootg) {
   per_draw("accepted", kStepColumn, [](ChainReader& rd, std::size_t i, std::int64_t k) -> std::uint8_t {
     return k == 0 && rd.step(i) > 0 ? 1 : 0;
   });
-  per_draw("dr_stage", kDrStageColumn, [](ChainReader& rd, std::size_t i, std::int64_t k) -> std::int32_t {
-    return k == 0 ? rd.dr_stage(i) : 0;
-  });
-  per_draw("acceptance_probability", kAcceptProbColumn, [](ChainReader& rd, std::size_t i, std::int64_t k) -> double {
-    return k == 0 ? rd.accept_prob(i) : 0.0;
-  });
+  per_draw("dr_stage", kDrStageColumn,
+           [](ChainReader& rd, std::size_t i, std::int64_t k) -> std::int32_t { return k == 0 ? rd.dr_stage(i) : 0; });
+  per_draw("acceptance_probability", kAcceptProbColumn,
+           [](ChainReader& rd, std::size_t i, std::int64_t k) -> double { return k == 0 ? rd.accept_prob(i) : 0.0; });
 }
 
 /// `chain_compact`: the compact chains, every state (burn-in included), concatenated in
