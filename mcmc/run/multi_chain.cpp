@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -102,11 +103,20 @@ struct MultiChainJob {
   bool overwrite = false;
   ChainSink* first_chain_tee = nullptr;
   std::span<const double> start_points;
+  const std::optional<std::string>& scratch_dir;  // the chains' scratch folder (none: in memory)
 };
+
+/// An empty chain, file-backed when `scratch_dir` is given.
+MemoryChainSink new_chain(const std::optional<std::string>& scratch_dir) {
+  return scratch_dir ? MemoryChainSink(*scratch_dir) : MemoryChainSink();
+}
 
 /// This rank's chains and what their earlier invocations did (resumed runs).
 struct LocalChains {
-  explicit LocalChains(std::size_t m) : chains(m), results(m), proposals_before(m, 0), seconds_before(m, 0.0) {}
+  LocalChains(std::size_t m, const std::optional<std::string>& scratch_dir)
+      : results(m), proposals_before(m, 0), seconds_before(m, 0.0) {
+    for (std::size_t i = 0; i < m; ++i) chains.push_back(new_chain(scratch_dir));
+  }
   std::vector<MemoryChainSink> chains;
   std::vector<DramResult> results;
   std::vector<std::uint64_t> proposals_before;
@@ -151,7 +161,7 @@ void run_chain_resumable(const MultiChainJob& job, std::size_t i, const DramOpti
   local.proposals_before[i] = rr.proposals_before;
   local.seconds_before[i] = rr.seconds_before;
   local.results[i] = std::move(rr.result);
-  local.chains[i] = read_resumable_chain(f.chain_path, job.d, f.checkpoint_path);
+  local.chains[i] = read_resumable_chain(f.chain_path, job.d, f.checkpoint_path, job.scratch_dir);
 }
 
 /// Runs this rank's chains, on up to `threads` threads (0: one per chain) when `thread_safe`.
@@ -192,7 +202,8 @@ void reduce_before(const LocalChains& local, Communicator& comm, MultiChainRun& 
 
 /// Gathers every rank's chains to rank 0 (packed as doubles, padded to the longest pack);
 /// other ranks keep their own. Collective.
-void gather_chains(Communicator& comm, int d, LocalChains& local, MultiChainRun& out) {
+void gather_chains(Communicator& comm, int d, LocalChains& local, MultiChainRun& out,
+                   const std::optional<std::string>& scratch_dir) {
   const int rank = comm.rank(), size = comm.size();
   const std::size_t m = local.chains.size();
   std::vector<double> pack;
@@ -218,6 +229,7 @@ void gather_chains(Communicator& comm, int d, LocalChains& local, MultiChainRun&
         out.chains[k] = std::move(local.chains[i]);
         out.results[k] = std::move(local.results[i]);
       } else {
+        out.chains[k] = new_chain(scratch_dir);
         p = unpack_chain(p, d, out.chains[k], out.results[k]);
       }
     }
@@ -237,7 +249,7 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
                               Communicator& comm, int chains_per_rank, int threads,
                               const std::string& checkpoint_prefix, std::int64_t checkpoint_period_steps,
                               double checkpoint_period_seconds, bool overwrite, ChainSink* first_chain_tee,
-                              std::span<const double> start_points) {
+                              std::span<const double> start_points, const std::optional<std::string>& scratch_dir) {
   HERD_REQUIRE(chains_per_rank >= 1, "chains_per_rank is {}, but must be >= 1", chains_per_rank);
   HERD_REQUIRE(start_points.empty() || start_points.size() == static_cast<std::size_t>(comm.size()) *
                                                                   static_cast<std::size_t>(chains_per_rank) *
@@ -255,8 +267,9 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
                           .checkpoint_period_seconds = checkpoint_period_seconds,
                           .overwrite = overwrite,
                           .first_chain_tee = first_chain_tee,
-                          .start_points = start_points};
-  LocalChains local(job.m);
+                          .start_points = start_points,
+                          .scratch_dir = scratch_dir};
+  LocalChains local(job.m, scratch_dir);
   run_local_chains(job, thread_safe, threads, local);
   MultiChainRun out;
   out.ranks = comm.size();
@@ -266,7 +279,7 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
     out.chains = std::move(local.chains);
     out.results = std::move(local.results);
   } else {
-    gather_chains(comm, job.d, local, out);
+    gather_chains(comm, job.d, local, out, scratch_dir);
   }
   out.seconds = timer.seconds();
   return out;

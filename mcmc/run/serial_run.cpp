@@ -109,20 +109,11 @@ void sample_multi_chain(SerialRun& r) {
           to_dram_options(specs, r.d, start_point_chain(specs, static_cast<std::uint32_t>(c), r.nchains));
       starts.insert(starts.end(), oc.start_point.begin(), oc.start_point.end());
     }
-  MultiChainRun m = run_multi_chain(r.dopt, r.target.log_density, r.target.thread_safe, r.comm,
-                                    static_cast<int>(specs.chains_per_rank), 0,
-                                    r.checkpointing ? r.rdir + "/chain" : "", specs.checkpoint_period,
-                                    specs.checkpoint_period_seconds, false, r.root ? r.tee : nullptr, starts);
-  // The gathered chains (in memory) go to scratch files one by one, out of the
-  // post-processing's resident set.
-  for (MemoryChainSink& c : m.chains) {
-    MemoryChainSink f(r.scratch_dir);
-    f.begin(c.chain_id, c.ndim);
-    ChainReader rd(c, kAllColumns);
-    for (std::size_t i = 0; i < c.size(); ++i) f.write(rd.record(i));
-    c = MemoryChainSink();
-    r.chains.push_back(std::move(f));
-  }
+  MultiChainRun m = run_multi_chain(
+      r.dopt, r.target.log_density, r.target.thread_safe, r.comm, static_cast<int>(specs.chains_per_rank), 0,
+      r.checkpointing ? r.rdir + "/chain" : "", specs.checkpoint_period, specs.checkpoint_period_seconds, false,
+      r.root ? r.tee : nullptr, starts, r.scratch_dir);
+  r.chains = std::move(m.chains);
   r.results = std::move(m.results);
   r.resumed = m.proposals_before > 0;
   r.proposals_before = m.proposals_before;

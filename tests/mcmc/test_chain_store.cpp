@@ -16,9 +16,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "herd/core/communicator.hpp"
 #include "herd/core/error.hpp"
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/parallel.hpp"
 
 namespace {
 
@@ -210,4 +212,34 @@ TEST_CASE("file-backed chain: the heap held while sampling does not grow with th
   CHECK(held4 <= (std::size_t{1} << 20) + 8 * (44 + 8 * d));
   CHECK(file4 <= file1 + 16384);
   CHECK(file4 < mem1);
+}
+
+TEST_CASE("file-backed chain: run_multi_chain with a scratch folder gives the in-memory chains", "[mcmc][chain]") {
+  TempDir dir;
+  herd::SelfCommunicator self;
+  const int d = 3;
+  const DramOptions o = options(d, 3000);
+  const MultiChainRun a = run_multi_chain(o, gauss, true, self, 3);
+  const MultiChainRun b =
+      run_multi_chain(o, gauss, true, self, 3, 0, "", 0, 5.0, false, nullptr, {}, dir.path.string());
+  REQUIRE(a.chains.size() == 3);
+  REQUIRE(b.chains.size() == 3);
+  for (std::size_t c = 0; c < 3; ++c) {
+    const MemoryChainSink& m = a.chains[c];
+    const MemoryChainSink& f = b.chains[c];
+    CHECK_FALSE(m.file_backed());
+    CHECK(f.file_backed());
+    CHECK(f.chain_id == m.chain_id);
+    REQUIRE(f.size() == m.size());
+    ChainReader rd(f, kAllColumns);
+    bool same = true;
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      same = same && rd.step(i) == m.step[i] && rd.weight(i) == m.weight[i] && rd.log_density(i) == m.log_density[i] &&
+             rd.dr_stage(i) == m.dr_stage[i] && rd.accept_prob(i) == m.accept_prob[i] &&
+             rd.adapt_measure(i) == m.adapt_measure[i];
+      for (int j = 0; j < d; ++j) same = same && rd.x(i, static_cast<std::size_t>(j)) == m.point(i)[j];
+    }
+    CHECK(same);
+  }
+  CHECK(fs::is_empty(dir.path));
 }
