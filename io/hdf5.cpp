@@ -387,6 +387,25 @@ void H5Dataset::read_rows_raw(hid_t mem_type, hsize_t first, hsize_t count, void
   check(H5Dread(id(), mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, data), where(), "read rows");
 }
 
+void H5Dataset::write_rows_raw(hid_t mem_type, hsize_t first, const void* data, std::size_t n) {
+  std::vector<hsize_t> dims = shape();
+  HERD_REQUIRE(!dims.empty(), "hdf5: write_rows on scalar dataset {}", where());
+  const std::size_t row = product(dims, 1);
+  HERD_REQUIRE(row > 0 && n % row == 0, "hdf5: write_rows of {} elements to {}, whose rows hold {}", n, where(), row);
+  const hsize_t count = n / row;
+  HERD_REQUIRE(first <= dims[0] && count <= dims[0] - first, "hdf5: write_rows({}, {}) on {} with {} rows", first,
+               count, where(), dims[0]);
+  if (count == 0) return;
+  H5Handle fspace(H5Dget_space(id()), H5Sclose);
+  std::vector<hsize_t> start(dims.size(), 0), cnt = dims;
+  start[0] = first;
+  cnt[0] = count;
+  check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr), where(),
+        "select rows");
+  H5Handle mspace = make_space(cnt);
+  check(H5Dwrite(id(), mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, data), where(), "write rows");
+}
+
 void H5Dataset::append_raw(hid_t mem_type, const void* data, std::size_t n) {
   std::vector<hsize_t> dims = shape();
   HERD_REQUIRE(!dims.empty(), "hdf5: append to scalar dataset {}", where());

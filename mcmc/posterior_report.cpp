@@ -446,17 +446,20 @@ ChainHistory chain_history(const MemoryChainSink& chain, std::size_t windows) {
   ChainHistory h;
   h.chain_id = chain.chain_id;
   if (chain.size() == 0 || windows == 0) return h;
+  ChainReader rd(chain, kStepColumn | kWeightColumn | kAdaptMeasureColumn);
+  const std::size_t last = chain.size() - 1;
   const std::uint64_t total =
-      chain.step.back() + static_cast<std::uint64_t>(std::max<std::int64_t>(chain.weight.back(), 1)) - 1;
+      rd.step(last) + static_cast<std::uint64_t>(std::max<std::int64_t>(rd.weight(last), 1)) - 1;
   if (total == 0) return h;
   const std::uint64_t width = std::max<std::uint64_t>(1, (total + windows - 1) / windows);
   const std::size_t n = static_cast<std::size_t>((total + width - 1) / width);
   std::vector<double> accepted(n, 0.0), adapt(n, kNaN);
   for (std::size_t i = 0; i < chain.size(); ++i) {
-    if (chain.step[i] == 0) continue;
-    const auto w = std::min<std::size_t>(n - 1, static_cast<std::size_t>((chain.step[i] - 1) / width));
+    const std::uint64_t step = rd.step(i);
+    if (step == 0) continue;
+    const auto w = std::min<std::size_t>(n - 1, static_cast<std::size_t>((step - 1) / width));
     accepted[w] += 1.0;
-    const double a = chain.adapt_measure[i];
+    const double a = rd.adapt_measure(i);
     if (std::isfinite(a) && (std::isnan(adapt[w]) || a > adapt[w])) adapt[w] = a;
   }
   for (std::size_t w = 0; w < n; ++w) {

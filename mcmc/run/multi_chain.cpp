@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -39,14 +40,16 @@ void pack_chain(std::vector<double>& out, const MemoryChainSink& c, const DramRe
                                       static_cast<double>(r.burnin),
                                       r.seconds};
   out.insert(out.end(), res, res + kResultScalars);
+  ChainReader rd(c, kAllColumns);
   for (std::size_t i = 0; i < c.size(); ++i) {
-    out.push_back(static_cast<double>(c.step[i]));
-    out.push_back(static_cast<double>(c.weight[i]));
-    out.push_back(c.log_density[i]);
-    out.push_back(static_cast<double>(c.dr_stage[i]));
-    out.push_back(c.accept_prob[i]);
-    out.push_back(c.adapt_measure[i]);
-    out.insert(out.end(), c.point(i), c.point(i) + c.ndim);
+    out.push_back(static_cast<double>(rd.step(i)));
+    out.push_back(static_cast<double>(rd.weight(i)));
+    out.push_back(rd.log_density(i));
+    out.push_back(static_cast<double>(rd.dr_stage(i)));
+    out.push_back(rd.accept_prob(i));
+    out.push_back(rd.adapt_measure(i));
+    const double* x = rd.point(i);
+    out.insert(out.end(), x, x + c.ndim);
   }
 }
 
@@ -100,11 +103,20 @@ struct MultiChainJob {
   bool overwrite = false;
   ChainSink* first_chain_tee = nullptr;
   std::span<const double> start_points;
+  const std::optional<std::string>& scratch_dir;  // the chains' scratch folder (none: in memory)
 };
+
+/// An empty chain, file-backed when `scratch_dir` is given.
+MemoryChainSink new_chain(const std::optional<std::string>& scratch_dir) {
+  return scratch_dir ? MemoryChainSink(*scratch_dir) : MemoryChainSink();
+}
 
 /// This rank's chains and what their earlier invocations did (resumed runs).
 struct LocalChains {
-  explicit LocalChains(std::size_t m) : chains(m), results(m), proposals_before(m, 0), seconds_before(m, 0.0) {}
+  LocalChains(std::size_t m, const std::optional<std::string>& scratch_dir)
+      : results(m), proposals_before(m, 0), seconds_before(m, 0.0) {
+    for (std::size_t i = 0; i < m; ++i) chains.push_back(new_chain(scratch_dir));
+  }
   std::vector<MemoryChainSink> chains;
   std::vector<DramResult> results;
   std::vector<std::uint64_t> proposals_before;
@@ -149,7 +161,7 @@ void run_chain_resumable(const MultiChainJob& job, std::size_t i, const DramOpti
   local.proposals_before[i] = rr.proposals_before;
   local.seconds_before[i] = rr.seconds_before;
   local.results[i] = std::move(rr.result);
-  local.chains[i] = read_resumable_chain(f.chain_path, job.d, f.checkpoint_path);
+  local.chains[i] = read_resumable_chain(f.chain_path, job.d, f.checkpoint_path, job.scratch_dir);
 }
 
 /// Runs this rank's chains, on up to `threads` threads (0: one per chain) when `thread_safe`.
@@ -190,7 +202,8 @@ void reduce_before(const LocalChains& local, Communicator& comm, MultiChainRun& 
 
 /// Gathers every rank's chains to rank 0 (packed as doubles, padded to the longest pack);
 /// other ranks keep their own. Collective.
-void gather_chains(Communicator& comm, int d, LocalChains& local, MultiChainRun& out) {
+void gather_chains(Communicator& comm, int d, LocalChains& local, MultiChainRun& out,
+                   const std::optional<std::string>& scratch_dir) {
   const int rank = comm.rank(), size = comm.size();
   const std::size_t m = local.chains.size();
   std::vector<double> pack;
@@ -216,6 +229,7 @@ void gather_chains(Communicator& comm, int d, LocalChains& local, MultiChainRun&
         out.chains[k] = std::move(local.chains[i]);
         out.results[k] = std::move(local.results[i]);
       } else {
+        out.chains[k] = new_chain(scratch_dir);
         p = unpack_chain(p, d, out.chains[k], out.results[k]);
       }
     }
@@ -235,7 +249,7 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
                               Communicator& comm, int chains_per_rank, int threads,
                               const std::string& checkpoint_prefix, std::int64_t checkpoint_period_steps,
                               double checkpoint_period_seconds, bool overwrite, ChainSink* first_chain_tee,
-                              std::span<const double> start_points) {
+                              std::span<const double> start_points, const std::optional<std::string>& scratch_dir) {
   HERD_REQUIRE(chains_per_rank >= 1, "chains_per_rank is {}, but must be >= 1", chains_per_rank);
   HERD_REQUIRE(start_points.empty() || start_points.size() == static_cast<std::size_t>(comm.size()) *
                                                                   static_cast<std::size_t>(chains_per_rank) *
@@ -253,8 +267,9 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
                           .checkpoint_period_seconds = checkpoint_period_seconds,
                           .overwrite = overwrite,
                           .first_chain_tee = first_chain_tee,
-                          .start_points = start_points};
-  LocalChains local(job.m);
+                          .start_points = start_points,
+                          .scratch_dir = scratch_dir};
+  LocalChains local(job.m, scratch_dir);
   run_local_chains(job, thread_safe, threads, local);
   MultiChainRun out;
   out.ranks = comm.size();
@@ -264,7 +279,7 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
     out.chains = std::move(local.chains);
     out.results = std::move(local.results);
   } else {
-    gather_chains(comm, job.d, local, out);
+    gather_chains(comm, job.d, local, out, scratch_dir);
   }
   out.seconds = timer.seconds();
   return out;
@@ -284,7 +299,8 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
                  chains[c].ndim, d);
     const std::size_t b = burnin_cut(chains[c], burnin[c]);
     std::size_t n = 0;
-    for (std::size_t i = b; i < chains[c].size(); ++i) n += static_cast<std::size_t>(chains[c].weight[i]);
+    ChainReader rd(chains[c], kWeightColumn);
+    for (std::size_t i = b; i < chains[c].size(); ++i) n += static_cast<std::size_t>(rd.weight(i));
     HERD_REQUIRE(n > 0, "multi_chain_diagnostics: chain {} has no draw after its burn-in", c);
     len = std::min(len, n);
   }
@@ -295,8 +311,12 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
     for (std::size_t c = 0; c < m; ++c) {
       const std::size_t b = burnin_cut(chains[c], burnin[c]);
       std::size_t t = 0;
-      for (std::size_t i = b; i < chains[c].size() && t < len; ++i)
-        for (std::int64_t w = 0; w < chains[c].weight[i] && t < len; ++w) values[c * len + t++] = chains[c].point(i)[j];
+      ChainReader rd(chains[c], kWeightColumn | kPointColumns, j);
+      for (std::size_t i = b; i < chains[c].size() && t < len; ++i) {
+        const std::int64_t wi = rd.weight(i);
+        const double x = rd.x(i, static_cast<std::size_t>(j));
+        for (std::int64_t w = 0; w < wi && t < len; ++w) values[c * len + t++] = x;
+      }
     }
     const DrawsView view(values, m, len);
     out.summary.push_back(summarize(view));
@@ -312,16 +332,20 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
       const std::size_t n = ch.size() - b;
       const auto du = static_cast<std::size_t>(d);
       std::vector<double> states(n * (du + 1));
-      std::vector<std::int64_t> w(ch.weight.begin() + static_cast<std::ptrdiff_t>(b), ch.weight.end());
+      std::vector<std::int64_t> w(n);
+      ChainReader rd(ch, kWeightColumn | kLogDensityColumn | kPointColumns);
       for (std::size_t i = 0; i < n; ++i) {
-        states[i * (du + 1)] = ch.log_density[b + i];
-        std::copy(ch.point(b + i), ch.point(b + i) + d, states.begin() + static_cast<std::ptrdiff_t>(i * (du + 1) + 1));
+        w[i] = rd.weight(b + i);
+        states[i * (du + 1)] = rd.log_density(b + i);
+        const double* x = rd.point(b + i);
+        std::copy(x, x + d, states.begin() + static_cast<std::ptrdiff_t>(i * (du + 1) + 1));
       }
       const RefinedSample rs = refine_sample(states, w, du + 1, RefinementOptions{});
-      for (std::size_t k = 0; k < rs.index.size(); ++k)
+      for (std::size_t k = 0; k < rs.index.size(); ++k) {
+        const double* x = rd.point(b + rs.index[k]);
         for (std::size_t j = 0; j < du; ++j)
-          samples[j][c].insert(samples[j][c].end(), static_cast<std::size_t>(rs.weight[k]),
-                               ch.point(b + rs.index[k])[j]);
+          samples[j][c].insert(samples[j][c].end(), static_cast<std::size_t>(rs.weight[k]), x[j]);
+      }
     }
     for (const auto& per_var : samples) out.ks.push_back(ks_pairwise(std::span<const std::vector<double>>(per_var)));
   }

@@ -146,8 +146,9 @@ std::vector<Column> chain_columns(const SamplerSpecs& specs, const SampleTarget&
     std::vector<double> q(nq);
     std::vector<Column> qc;
     for (const auto& name : target.quantity_names) qc.push_back({name, std::vector<double>(n)});
+    ChainReader rd(memory, kPointColumns);
     for (std::size_t i = 0; i < n; ++i) {
-      target.quantities(memory.point(i), q.data());
+      target.quantities(rd.point(i), q.data());
       for (std::size_t k = 0; k < nq; ++k) qc[k].compact[i] = q[k];
     }
     for (auto& c : qc) {
@@ -166,11 +167,12 @@ void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& mem
   const std::size_t m = memory.size() - first;
   std::vector<double> states(m * (static_cast<std::size_t>(d) + 1));
   std::vector<std::int64_t> w(m);
+  ChainReader rd(memory, kLogDensityColumn | kWeightColumn | kPointColumns);
   for (std::size_t i = 0; i < m; ++i) {
-    states[i * (d + 1)] = memory.log_density[first + i];
-    std::copy(memory.point(first + i), memory.point(first + i) + d,
-              states.begin() + static_cast<std::ptrdiff_t>(i * (d + 1) + 1));
-    w[i] = memory.weight[first + i];
+    states[i * (d + 1)] = rd.log_density(first + i);
+    const double* p = rd.point(first + i);
+    std::copy(p, p + d, states.begin() + static_cast<std::ptrdiff_t>(i * (d + 1) + 1));
+    w[i] = rd.weight(first + i);
   }
   if (specs.sample_size > 0) {
     // n evenly spaced draws of the post-burn-in verbose chain.
@@ -204,8 +206,8 @@ ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target
   const std::size_t n = memory.size();
   o.burnin = std::clamp<std::int64_t>(kr.burnin, 0, static_cast<std::int64_t>(n) - 1);
   o.columns = chain_columns(specs, target, memory);
-  for (auto i = static_cast<std::size_t>(o.burnin); i < n; ++i)
-    o.post_draws += static_cast<std::size_t>(memory.weight[i]);
+  ChainReader rd(memory, kWeightColumn);
+  for (auto i = static_cast<std::size_t>(o.burnin); i < n; ++i) o.post_draws += static_cast<std::size_t>(rd.weight(i));
   refined_sample(specs, target.ndim, memory, o);
   return o;
 }

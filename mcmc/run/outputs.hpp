@@ -122,11 +122,11 @@ struct ChainOutputs {
 ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target, const MemoryChainSink& memory,
                            const DramResult& kr);
 
-/// Quantity `k`'s value on compact state `i` of the chain `memory` whose outputs are `o`:
-/// coordinate k of the state for k < memory.ndim, else the derived quantity's column. Pure.
-inline double compact_value(const MemoryChainSink& memory, const ChainOutputs& o, std::size_t k, std::size_t i) {
-  const auto d = static_cast<std::size_t>(memory.ndim);
-  return k < d ? memory.point(i)[k] : o.columns[k].compact[i];
+/// Quantity `k`'s value on compact state `i` of the chain read by `chain` (a reader of its
+/// points, all or coordinate k) whose outputs are `o`: coordinate k of the state for k <
+/// `d`, else the derived quantity's column. @throws herd::IoError (the chain's scratch file)
+inline double compact_value(ChainReader& chain, std::size_t d, const ChainOutputs& o, std::size_t k, std::size_t i) {
+  return k < d ? chain.x(i, k) : o.columns[k].compact[i];
 }
 
 }  // namespace herd::mcmc::detail

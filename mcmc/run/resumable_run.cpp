@@ -81,18 +81,32 @@ using detail::open_record;
 
 // --- restart ------------------------------------------------------------------------------
 
-MemoryChainSink read_resumable_chain(const std::string& path, int ndim, const std::string& checkpoint_path) {
+namespace {
+
+/// Reads the chain file `path` into `c` (in memory or file-backed).
+MemoryChainSink read_chain_into(const std::string& path, int ndim, MemoryChainSink c);
+
+}  // namespace
+
+MemoryChainSink read_resumable_chain(const std::string& path, int ndim, const std::string& checkpoint_path,
+                                     const std::optional<std::string>& scratch_dir) {
   {
     io::CheckpointReader r(checkpoint_path);
     r.expect_kind("herd-dram-chain", 1);
     detail::load_chain_checksums(r, checkpoint_path).verify(path, "the chain file");
   }
-  return read_resumable_chain(path, ndim);
+  return read_chain_into(path, ndim, scratch_dir ? MemoryChainSink(*scratch_dir) : MemoryChainSink());
 }
 
 MemoryChainSink read_resumable_chain(const std::string& path, int ndim) {
-  // Read in blocks of whole records into columns reserved to their final size: the chain is
-  // held once (no copy of the file, no spare capacity).
+  return read_chain_into(path, ndim, MemoryChainSink());
+}
+
+namespace {
+
+MemoryChainSink read_chain_into(const std::string& path, int ndim, MemoryChainSink c) {
+  // Read in blocks of whole records into columns reserved to their final size (in memory:
+  // the chain is held once, no copy of the file, no spare capacity).
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw IoError(fmt::format("cannot open the chain file \"{}\"", path));
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
@@ -104,14 +118,15 @@ MemoryChainSink read_resumable_chain(const std::string& path, int ndim) {
     throw IoError(
         fmt::format("the chain file \"{}\" has {} bytes, not a whole number of {}-byte records", path, file_bytes, rb));
   const std::size_t records = file_bytes / rb;
-  MemoryChainSink c;
-  c.step.reserve(records);
-  c.weight.reserve(records);
-  c.log_density.reserve(records);
-  c.dr_stage.reserve(records);
-  c.accept_prob.reserve(records);
-  c.adapt_measure.reserve(records);
-  c.points.reserve(records * static_cast<std::size_t>(ndim));
+  if (!c.file_backed()) {
+    c.step.reserve(records);
+    c.weight.reserve(records);
+    c.log_density.reserve(records);
+    c.dr_stage.reserve(records);
+    c.accept_prob.reserve(records);
+    c.adapt_measure.reserve(records);
+    c.points.reserve(records * static_cast<std::size_t>(ndim));
+  }
   std::vector<double> pt(static_cast<std::size_t>(ndim));
   const std::size_t per_block = std::max<std::size_t>(1, (std::size_t{1} << 20) / rb);
   std::vector<std::byte> data(per_block * rb);
@@ -132,6 +147,8 @@ MemoryChainSink read_resumable_chain(const std::string& path, int ndim) {
   if (c.size() == 0) c.ndim = ndim;
   return c;
 }
+
+}  // namespace
 
 ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& log_density,
                            const ResumableOptions& files) {

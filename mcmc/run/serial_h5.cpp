@@ -4,6 +4,7 @@
 // `write_h5_diagnostics`, outputs.hpp).
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "serial_run.hpp"
 
@@ -64,31 +65,33 @@ void write_sample_stats(const SerialRun& r, io::H5Group& rootg) {
     io::H5Dataset ds = stats.write<T>(name, values, {m, ndraw});
     stats.attach_dimensions(ds, {"chain", "draw"});
   };
-  // One dataset at a time: `of(i, k)` gives the value of the k-th of the weight[i] draws of
-  // compact state i (the first is the one where the state was accepted).
-  auto per_draw = [&](const char* name, auto of) {
-    std::vector<decltype(of(r.chains[0], std::size_t{0}, std::int64_t{0}))> v;
+  // One dataset at a time: `of(rd, i, k)` gives the value of the k-th of the weight[i] draws
+  // of compact state i (the first is the one where the state was accepted), `rd` reading the
+  // weights and the column `col`.
+  auto per_draw = [&](const char* name, unsigned col, auto of) {
+    std::vector<decltype(of(std::declval<ChainReader&>(), std::size_t{0}, std::int64_t{0}))> v;
     v.reserve(m * ndraw);
     for (std::size_t c = 0; c < m; ++c) {
       const MemoryChainSink& memory = r.chains[c];
+      ChainReader rd(memory, kWeightColumn | col);
       const std::size_t before = v.size();
       for (std::size_t i = static_cast<std::size_t>(r.co[c].burnin); i < memory.size() && v.size() - before < ndraw;
-           ++i)
-        for (std::int64_t k = 0; k < memory.weight[i] && v.size() - before < ndraw; ++k) v.push_back(of(memory, i, k));
+           ++i) {
+        const std::int64_t w = rd.weight(i);
+        for (std::int64_t k = 0; k < w && v.size() - before < ndraw; ++k) v.push_back(of(rd, i, k));
+      }
     }
     put_stat(name, v);
   };
-  per_draw("lp",
-           [](const MemoryChainSink& mem, std::size_t i, std::int64_t /*k*/) -> double { return mem.log_density[i]; });
-  per_draw("accepted", [](const MemoryChainSink& mem, std::size_t i, std::int64_t k) -> std::uint8_t {
-    return k == 0 && mem.step[i] > 0 ? 1 : 0;
+  per_draw("lp", kLogDensityColumn,
+           [](ChainReader& rd, std::size_t i, std::int64_t /*k*/) -> double { return rd.log_density(i); });
+  per_draw("accepted", kStepColumn, [](ChainReader& rd, std::size_t i, std::int64_t k) -> std::uint8_t {
+    return k == 0 && rd.step(i) > 0 ? 1 : 0;
   });
-  per_draw("dr_stage", [](const MemoryChainSink& mem, std::size_t i, std::int64_t k) -> std::int32_t {
-    return k == 0 ? mem.dr_stage[i] : 0;
-  });
-  per_draw("acceptance_probability", [](const MemoryChainSink& mem, std::size_t i, std::int64_t k) -> double {
-    return k == 0 ? mem.accept_prob[i] : 0.0;
-  });
+  per_draw("dr_stage", kDrStageColumn,
+           [](ChainReader& rd, std::size_t i, std::int64_t k) -> std::int32_t { return k == 0 ? rd.dr_stage(i) : 0; });
+  per_draw("acceptance_probability", kAcceptProbColumn,
+           [](ChainReader& rd, std::size_t i, std::int64_t k) -> double { return k == 0 ? rd.accept_prob(i) : 0.0; });
 }
 
 /// `chain_compact`: the compact chains, every state (burn-in included), concatenated in
@@ -113,30 +116,58 @@ void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
     io::H5Dataset ds = cc.write<T>(name, values);
     cc.attach_dimensions(ds, {"compact_draw"});
   };
-  // One column at a time: a single chain's straight from memory, several chains'
-  // concatenated into a buffer freed before the next column.
-  auto column = [&](auto member, auto&& write_it) {
-    if (m == 1) {
-      write_it(chains[0].*member);
-      return;
+  // One column at a time, written in pieces of kRows rows read from the chains (block by
+  // block): neither the chains nor a whole column are resident (the same bytes as one write).
+  constexpr std::size_t kRows = 8192;
+  auto put_column = [&](const char* name, unsigned col, auto of) {
+    using T = decltype(of(std::declval<ChainReader&>(), std::size_t{0}));
+    io::H5Dataset ds = cc.create_dataset<T>(name, {static_cast<hsize_t>(rows)});
+    std::vector<T> piece;
+    piece.reserve(kRows);
+    hsize_t at = 0;
+    for (std::size_t c = 0; c < m; ++c) {
+      ChainReader rd(chains[c], col);
+      for (std::size_t i = 0; i < chains[c].size(); ++i) {
+        piece.push_back(of(rd, i));
+        if (piece.size() == kRows) {
+          ds.write_rows<T>(at, piece);
+          at += piece.size();
+          piece.clear();
+        }
+      }
     }
-    std::decay_t<decltype(chains[0].*member)> all;
-    for (std::size_t c = 0; c < m; ++c) all.insert(all.end(), (chains[c].*member).begin(), (chains[c].*member).end());
-    write_it(all);
+    ds.write_rows<T>(at, piece);
+    cc.attach_dimensions(ds, {"compact_draw"});
   };
-  auto put_column = [&](const char* name, auto member) {
-    column(member, [&](const auto& values) { put(name, values); });
-  };
-  put_column("step", &MemoryChainSink::step);
-  put_column("weight", &MemoryChainSink::weight);
-  put_column("log_density", &MemoryChainSink::log_density);
-  put_column("dr_stage", &MemoryChainSink::dr_stage);
-  put_column("acceptance_probability", &MemoryChainSink::accept_prob);
-  put_column("adaptation_measure", &MemoryChainSink::adapt_measure);
-  column(&MemoryChainSink::points, [&](const std::vector<double>& pts) {
-    io::H5Dataset ds = cc.write<double>("state", pts, {rows, static_cast<hsize_t>(r.d)});
+  put_column("step", kStepColumn, [](ChainReader& rd, std::size_t i) { return rd.step(i); });
+  put_column("weight", kWeightColumn, [](ChainReader& rd, std::size_t i) { return rd.weight(i); });
+  put_column("log_density", kLogDensityColumn, [](ChainReader& rd, std::size_t i) { return rd.log_density(i); });
+  put_column("dr_stage", kDrStageColumn, [](ChainReader& rd, std::size_t i) { return rd.dr_stage(i); });
+  put_column("acceptance_probability", kAcceptProbColumn,
+             [](ChainReader& rd, std::size_t i) { return rd.accept_prob(i); });
+  put_column("adaptation_measure", kAdaptMeasureColumn,
+             [](ChainReader& rd, std::size_t i) { return rd.adapt_measure(i); });
+  {
+    const auto d = static_cast<std::size_t>(r.d);
+    io::H5Dataset ds = cc.create_dataset<double>("state", {static_cast<hsize_t>(rows), static_cast<hsize_t>(d)});
+    std::vector<double> piece;
+    piece.reserve(kRows * d);
+    hsize_t at = 0;
+    for (std::size_t c = 0; c < m; ++c) {
+      ChainReader rd(chains[c], kPointColumns);
+      for (std::size_t i = 0; i < chains[c].size(); ++i) {
+        const double* p = rd.point(i);
+        piece.insert(piece.end(), p, p + d);
+        if (piece.size() == kRows * d) {
+          ds.write_rows<double>(at, piece);
+          at += kRows;
+          piece.clear();
+        }
+      }
+    }
+    ds.write_rows<double>(at, piece);
     cc.attach_dimensions(ds, {"compact_draw", "variable"});
-  });
+  }
   // h5_posterior = "compact": the derived quantities (not in `state`) on every state, which
   // the verbose file keeps in `posterior` only.
   if (r.specs.h5_posterior == "compact" && r.ncol > static_cast<std::size_t>(r.d)) {
@@ -167,15 +198,20 @@ void write_sample(const SerialRun& r, io::H5Group& rootg, const std::vector<Arvi
   io::H5Group sg = rootg.create_group("sample");
   sg.create_coordinate<std::int64_t>("sample", iota(static_cast<std::size_t>(r.out.sample_size)));
   std::vector<double> v;
-  for (std::size_t c = 0; c < m; ++c)
-    for (std::size_t row : r.co[c].sample_rows) v.push_back(r.chains[c].log_density[row]);
+  for (std::size_t c = 0; c < m; ++c) {
+    ChainReader rd(r.chains[c], kLogDensityColumn);  // the rows are in increasing order
+    for (std::size_t row : r.co[c].sample_rows) v.push_back(rd.log_density(row));
+  }
   io::H5Dataset ds = sg.write<double>("lp", v);
   sg.attach_dimensions(ds, {"sample"});
   for (const auto& var : variables) {
     v.clear();
-    for (std::size_t c = 0; c < m; ++c)
+    for (std::size_t c = 0; c < m; ++c) {
+      ChainReader rd(r.chains[c], kPointColumns);
+      const auto d = static_cast<std::size_t>(r.chains[c].ndim);
       for (std::size_t row : r.co[c].sample_rows)
-        for (std::size_t k : var.columns) v.push_back(compact_value(r.chains[c], r.co[c], k, row));
+        for (std::size_t k : var.columns) v.push_back(compact_value(rd, d, r.co[c], k, row));
+    }
     if (!var.is_vector) {
       io::H5Dataset dk = sg.write<double>(var.name, v);
       sg.attach_dimensions(dk, {"sample"});

@@ -192,10 +192,11 @@ std::vector<double> covariance_of_posterior(const SerialRun& r) {
   RepeatedCovariance sums(mean);
   for (std::size_t c = 0; c < r.m; ++c) {
     std::size_t left = r.ndraw;
+    ChainReader rd(r.chains[c], kWeightColumn | kPointColumns);
     for (std::size_t row = static_cast<std::size_t>(r.co[c].burnin); row < r.chains[c].size() && left > 0; ++row) {
-      const auto take = std::min(static_cast<std::size_t>(r.chains[c].weight[row]), left);
+      const auto take = std::min(static_cast<std::size_t>(rd.weight(row)), left);
       left -= take;
-      sums.add(r.chains[c].point(row), static_cast<std::int64_t>(take));
+      sums.add(rd.point(row), static_cast<std::int64_t>(take));
     }
   }
   return sums.matrix(std::max<double>(1.0, static_cast<double>(r.m * r.ndraw) - 1.0));

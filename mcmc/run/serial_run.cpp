@@ -41,6 +41,7 @@ SerialRun::SerialRun(const SamplerSpecs& s, const SampleTarget& t, const SampleR
       progress_path(s.output_prefix + "_progress.txt"),
       report_path(s.output_prefix + "_report.txt"),
       h5_path(s.output_prefix + ".h5"),
+      scratch_dir(std::filesystem::path(s.output_prefix).parent_path().string()),
       paths(output_paths(s, ranks)),
       tf{s.output_delimiter, s.output_real_precision, s.output_column_width},
       checkpointing(s.checkpoint_period > 0 || s.checkpoint_period_seconds > 0),
@@ -108,10 +109,10 @@ void sample_multi_chain(SerialRun& r) {
           to_dram_options(specs, r.d, start_point_chain(specs, static_cast<std::uint32_t>(c), r.nchains));
       starts.insert(starts.end(), oc.start_point.begin(), oc.start_point.end());
     }
-  MultiChainRun m = run_multi_chain(r.dopt, r.target.log_density, r.target.thread_safe, r.comm,
-                                    static_cast<int>(specs.chains_per_rank), 0,
-                                    r.checkpointing ? r.rdir + "/chain" : "", specs.checkpoint_period,
-                                    specs.checkpoint_period_seconds, false, r.root ? r.tee : nullptr, starts);
+  MultiChainRun m = run_multi_chain(
+      r.dopt, r.target.log_density, r.target.thread_safe, r.comm, static_cast<int>(specs.chains_per_rank), 0,
+      r.checkpointing ? r.rdir + "/chain" : "", specs.checkpoint_period, specs.checkpoint_period_seconds, false,
+      r.root ? r.tee : nullptr, starts, r.scratch_dir);
   r.chains = std::move(m.chains);
   r.results = std::move(m.results);
   r.resumed = m.proposals_before > 0;
@@ -162,7 +163,7 @@ std::string fork_join_report(const ForkJoinRun& f, int ranks) {
 
 /// `single_chain` over several ranks: fork-join.
 void sample_fork_join(SerialRun& r, ResumableOptions& files) {
-  MemoryChainSink memory;
+  MemoryChainSink memory(r.scratch_dir);
   FanSink fan(memory, *r.tee);
   ChainSink& sink = r.root && !r.checkpointing ? static_cast<ChainSink&>(fan) : *r.tee;
   ForkJoinRun f = run_fork_join(r.dopt, r.target.log_density, r.comm, sink, r.checkpointing ? &files : nullptr);
@@ -173,7 +174,8 @@ void sample_fork_join(SerialRun& r, ResumableOptions& files) {
   r.seconds_before = f.seconds_before;
   r.checkpoints = f.checkpoints;
   r.checkpoint_seconds = f.checkpoint_seconds;
-  if (r.root && r.checkpointing) memory = read_resumable_chain(files.chain_path, r.d, files.checkpoint_path);
+  if (r.root && r.checkpointing)
+    memory = read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir);
   r.chains.push_back(std::move(memory));
   r.results.push_back(f.result);
   r.parallel_report += fork_join_report(f, r.ranks);
@@ -190,13 +192,13 @@ void sample_resumable(SerialRun& r, ResumableOptions& files) {
   r.seconds_before = x.seconds_before;
   r.checkpoints = x.checkpoints;
   r.checkpoint_seconds = x.checkpoint_seconds;
-  r.chains.push_back(read_resumable_chain(files.chain_path, r.d, files.checkpoint_path));
+  r.chains.push_back(read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir));
   r.results.push_back(x.result);
 }
 
 /// One chain on one rank, in memory.
 void sample_serial(SerialRun& r) {
-  MemoryChainSink memory;
+  MemoryChainSink memory(r.scratch_dir);
   FanSink fan(memory, *r.tee);
   DramSampler sampler(r.dopt, r.target.log_density);
   r.results.push_back(sampler.run(fan));
@@ -285,7 +287,8 @@ void ks_table(SerialRun& r) {
     for (int j = 0; j < r.d; ++j) {
       for (std::size_t c = 0; c < r.m; ++c) {
         samples[c].clear();
-        for (std::size_t row : r.co[c].sample_rows) samples[c].push_back(r.chains[c].point(row)[j]);
+        ChainReader rd(r.chains[c], kPointColumns, j);  // the rows are in increasing order
+        for (std::size_t row : r.co[c].sample_rows) samples[c].push_back(rd.x(row, static_cast<std::size_t>(j)));
       }
       r.ks.push_back(ks_pairwise(std::span<const std::vector<double>>(samples)));
     }
@@ -403,12 +406,13 @@ void write_files_and_diagnostics(SerialRun& r) {
 }  // namespace
 
 PosteriorStates posterior_states(const SerialRun& r, std::size_t c) {
-  const std::vector<std::int64_t>& weight = r.chains[c].weight;
+  ChainReader weight(r.chains[c], kWeightColumn);
+  const std::size_t n = r.chains[c].size();
   PosteriorStates ps;
   ps.first = ps.end = static_cast<std::size_t>(r.co[c].burnin);
   auto left = static_cast<std::int64_t>(r.ndraw);
-  while (left > 0 && ps.end < weight.size()) {
-    ps.last_weight = std::min(weight[ps.end++], left);
+  while (left > 0 && ps.end < n) {
+    ps.last_weight = std::min(weight.weight(ps.end++), left);
     left -= ps.last_weight;
   }
   return ps;
@@ -430,12 +434,12 @@ void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out)
     const PosteriorStates ps = posterior_states(r, c);
     const MemoryChainSink& chain = r.chains[c];
     const auto d = static_cast<std::size_t>(chain.ndim);
-    // compact_value's two cases: a coordinate (stride d in the points) or a derived column.
-    const double* from = k < d ? chain.points.data() + k : r.co[c].columns[k].compact.data();
-    const std::size_t stride = k < d ? d : 1;
+    // compact_value's two cases: a coordinate (read block by block) or a derived column.
+    ChainReader rd(chain, k < d ? kWeightColumn | kPointColumns : kWeightColumn, k < d ? static_cast<int>(k) : -1);
+    const double* derived = k < d ? nullptr : r.co[c].columns[k].compact.data();
     for (std::size_t i = ps.first; i < ps.end; ++i) {
-      const double v = from[i * stride];
-      const auto w = ps.weight(chain, i);
+      const double v = k < d ? rd.x(i, k) : derived[i];
+      const auto w = ps.weight(i, rd.weight(i));
       if (w <= 8 && end - to >= 8) {  // most weights: 8 stores of which the next states overwrite the extra
         std::fill_n(to, 8, v);
         to += w;
@@ -455,9 +459,11 @@ CompactPosterior compact_posterior(const SerialRun& r) {
     cp.states = std::max(cp.states, ps[c].end - ps[c].first);
   }
   cp.weights.assign(r.m * cp.states, 0);
-  for (std::size_t c = 0; c < r.m; ++c)
+  for (std::size_t c = 0; c < r.m; ++c) {
+    ChainReader rd(r.chains[c], kWeightColumn);
     for (std::size_t i = ps[c].first; i < ps[c].end; ++i)
-      cp.weights[c * cp.states + (i - ps[c].first)] = ps[c].weight(r.chains[c], i);
+      cp.weights[c * cp.states + (i - ps[c].first)] = ps[c].weight(i, rd.weight(i));
+  }
   return cp;
 }
 
@@ -466,7 +472,9 @@ void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t 
   for (std::size_t c = 0; c < r.m; ++c) {
     const PosteriorStates ps = posterior_states(r, c);
     double* to = out.data() + c * cp.states;
-    for (std::size_t i = ps.first; i < ps.end; ++i) *to++ = compact_value(r.chains[c], r.co[c], k, i);
+    const auto d = static_cast<std::size_t>(r.chains[c].ndim);
+    ChainReader rd(r.chains[c], kPointColumns, k < d ? static_cast<int>(k) : 0);
+    for (std::size_t i = ps.first; i < ps.end; ++i) *to++ = compact_value(rd, d, r.co[c], k, i);
   }
 }
 

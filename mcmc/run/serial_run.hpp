@@ -51,6 +51,8 @@ struct SerialRun {
   int nchains;      ///< chain_count
   bool text_files;  ///< per-chain text files (up to kMaxTextChains chains)
   std::string progress_path, report_path, h5_path;
+  /// Where the compact chains' scratch files go (MemoryChainSink): the outputs' folder.
+  std::string scratch_dir;
   std::vector<std::string> paths;  ///< output_paths
   TextFormat tf;
   bool checkpointing;
@@ -99,10 +101,8 @@ struct SerialRun {
 struct PosteriorStates {
   std::size_t first = 0, end = 0;
   std::int64_t last_weight = 0;
-  /// Weight of state i in [first, end) within the posterior.
-  std::int64_t weight(const MemoryChainSink& chain, std::size_t i) const {
-    return i + 1 == end ? last_weight : chain.weight[i];
-  }
+  /// Weight within the posterior of state i in [first, end), whose recorded weight is `w`.
+  std::int64_t weight(std::size_t i, std::int64_t w) const { return i + 1 == end ? last_weight : w; }
 };
 
 /// Chain `c`'s PosteriorStates (needs r.co and r.ndraw >= 1 set). Thread-safe (reads `r`).

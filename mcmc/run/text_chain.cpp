@@ -201,39 +201,22 @@ void TextChainStream::close() {
   file_.reset();
 }
 
-namespace {
-
-/// Compact record `i` of `c` as the sampler wrote it.
-ChainRecord record_of(const MemoryChainSink& c, std::size_t i) {
-  ChainRecord r;
-  r.chain_id = c.chain_id;
-  r.step = c.step[i];
-  r.weight = c.weight[i];
-  r.log_density = c.log_density[i];
-  r.dr_stage = c.dr_stage[i];
-  r.accept_prob = c.accept_prob[i];
-  r.adapt_measure = c.adapt_measure[i];
-  r.point = c.point(i);
-  r.ndim = c.ndim;
-  return r;
-}
-
-}  // namespace
-
 void write_chain_file(const std::string& path, const SamplerSpecs& specs, const TextFormat& tf,
                       const MemoryChainSink& c, int process_id) {
   if (specs.chain_file_format == "binary") {
     BinaryChainSink b(path);
     b.begin(c.chain_id, c.ndim);
-    for (std::size_t i = 0; i < c.size(); ++i) b.write(record_of(c, i));
+    ChainReader rd(c, kAllColumns);
+    for (std::size_t i = 0; i < c.size(); ++i) b.write(rd.record(i));
     b.flush();
     return;
   }
   TextFile f(path);
   f.write(chain_header(specs, tf));
   RunningBurnin burnin;
+  ChainReader rd(c, kAllColumns);
   for (std::size_t idx = 0; idx < c.size(); ++idx)
-    f.write(chain_rows(specs, tf, burnin, static_cast<std::int64_t>(idx), record_of(c, idx), process_id));
+    f.write(chain_rows(specs, tf, burnin, static_cast<std::int64_t>(idx), rd.record(idx), process_id));
   f.close();
 }
 
@@ -243,12 +226,14 @@ void write_sample_file(const std::string& path, const SamplerSpecs& specs, const
   std::string h = "SampleLogFunc";
   for (const auto& name : specs.variable_names) h += tf.delim + name;
   f.write(h + "\n");
+  ChainReader rd(c, kLogDensityColumn | kPointColumns);  // the rows are in increasing order
   for (std::size_t r : rows) {
     std::string row;
-    tf.append_real(row, c.log_density[r]);
+    tf.append_real(row, rd.log_density(r));
+    const double* x = rd.point(r);
     for (int j = 0; j < ndim; ++j) {
       row += tf.delim;
-      tf.append_real(row, c.point(r)[j]);
+      tf.append_real(row, x[j]);
     }
     f.write(row + "\n");
   }

@@ -225,6 +225,15 @@ class H5Dataset : public H5Object {
   void write(const std::vector<T>& data) { write(std::span<const T>(data)); }
   /// Writes a whole string dataset. @throws InputError, IoError
   void write_strings(const std::vector<std::string>& data);
+  /// Writes rows `[first, first + n)` along dimension 0 (row-major; `rows.size()` = n times
+  /// the row size), so that a dataset is written piece by piece without its whole data in
+  /// memory: a contiguous dataset written so holds the bytes one `write` gives.
+  /// @throws InputError when out of range or not whole rows, IoError on HDF5 failure.
+  template <class T>
+  requires detail::is_h5_numeric_v<T>
+  void write_rows(hsize_t first, std::span<const T> rows) {
+    write_rows_raw(detail::native_type<T>(), first, rows.data(), rows.size());
+  }
 
   /// Reads the whole dataset (converting numeric types as HDF5 does). @throws IoError
   template <class T>
@@ -277,6 +286,7 @@ class H5Dataset : public H5Object {
   void write_raw(hid_t mem_type, const void* data, std::size_t n);
   void read_raw(hid_t mem_type, void* data, std::size_t n) const;
   void read_rows_raw(hid_t mem_type, hsize_t first, hsize_t count, void* data) const;
+  void write_rows_raw(hid_t mem_type, hsize_t first, const void* data, std::size_t n);
   void append_raw(hid_t mem_type, const void* data, std::size_t n);
 };
 

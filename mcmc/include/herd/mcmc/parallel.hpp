@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -98,14 +99,17 @@ struct MultiChainRun {
 /// output; it is written from that chain's thread only). `start_points`, when not empty,
 /// holds every chain's start point, `[comm.size() * chains_per_rank, d]` row-major in global
 /// id order (offset by `options.chain_id`); empty: every chain starts at
-/// `options.start_point`. Collective.
+/// `options.start_point`. With `scratch_dir` the chains are file-backed MemoryChainSinks
+/// with their scratch files in that folder (while sampled, read back and gathered); else in
+/// memory. Collective.
 /// @throws as `DramSampler::run` (the first error of this rank's chains); a failure on
 ///   another rank is not reported here (wrap the call in `abort_all_on_error`).
 MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity& log_density, bool thread_safe,
                               Communicator& comm, int chains_per_rank, int threads = 0,
                               const std::string& checkpoint_prefix = "", std::int64_t checkpoint_period_steps = 0,
                               double checkpoint_period_seconds = 5.0, bool overwrite = false,
-                              ChainSink* first_chain_tee = nullptr, std::span<const double> start_points = {});
+                              ChainSink* first_chain_tee = nullptr, std::span<const double> start_points = {},
+                              const std::optional<std::string>& scratch_dir = std::nullopt);
 
 /// Diagnostics across the chains of a multi-chain run (what a report adds for them).
 struct MultiChainDiagnostics {
@@ -236,9 +240,11 @@ ResumableRun run_resumable(const DramOptions& options, const PointLogDensity& lo
 MemoryChainSink read_resumable_chain(const std::string& path, int ndim);
 
 /// As above, after checking the chain file's recorded part against the CRC-32s (one per
-/// MiB of the file) that its checkpoint `checkpoint_path` holds.
+/// MiB of the file) that its checkpoint `checkpoint_path` holds; with `scratch_dir` the
+/// chain is read into a file-backed MemoryChainSink whose scratch file is in that folder.
 /// @throws herd::IoError naming the file and the first block that differs, or a
 /// checkpoint without checksums (written by an earlier version of herd).
-MemoryChainSink read_resumable_chain(const std::string& path, int ndim, const std::string& checkpoint_path);
+MemoryChainSink read_resumable_chain(const std::string& path, int ndim, const std::string& checkpoint_path,
+                                     const std::optional<std::string>& scratch_dir = std::nullopt);
 
 }  // namespace herd::mcmc

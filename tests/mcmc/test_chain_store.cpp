@@ -1,0 +1,245 @@
+// The file-backed MemoryChainSink (herd/mcmc/chain_sink.hpp): its columns go to an unlinked
+// scratch file in blocks, one block in memory, and ChainReader reads them back. Checked: the
+// values read back are those of the in-memory sink (every column, blocks full and partial,
+// one coordinate or all), the bad-folder error, and that the heap this process holds while a
+// chain is sampled into the sink does not grow with the chain (counted through operator new,
+// which this test replaces: exact and deterministic, unlike the RSS).
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/communicator.hpp"
+#include "herd/core/error.hpp"
+#include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/parallel.hpp"
+
+namespace {
+
+std::atomic<std::size_t> g_live{0}, g_peak{0};
+
+/// Bytes live through operator new now, and their high-water mark since `reset_peak`.
+std::size_t live_bytes() { return g_live.load(); }
+std::size_t peak_bytes() { return g_peak.load(); }
+void reset_peak() { g_peak.store(g_live.load()); }
+
+constexpr std::size_t kHeader = 16;  // keeps the returned block 16-byte aligned
+
+}  // namespace
+
+// Counting replacements of the global allocation functions (the array and nothrow forms
+// call these). Each block carries its size in a 16-byte header.
+void* operator new(std::size_t n) {
+  void* p = std::malloc(n + kHeader);
+  if (p == nullptr) throw std::bad_alloc();
+  *static_cast<std::size_t*>(p) = n;
+  const std::size_t now = g_live.fetch_add(n) + n;
+  std::size_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
+  return static_cast<char*>(p) + kHeader;
+}
+void operator delete(void* p) noexcept {
+  if (p == nullptr) return;
+  char* base = static_cast<char*>(p) - kHeader;
+  g_live.fetch_sub(*reinterpret_cast<std::size_t*>(base));
+  std::free(base);
+}
+void operator delete(void* p, std::size_t /*n*/) noexcept { operator delete(p); }
+
+namespace fs = std::filesystem;
+using namespace herd::mcmc;
+
+namespace {
+
+/// A fresh folder under the temporary directory, removed by the destructor.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("herd_chain_store_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+double gauss(const double* x, int d) {
+  double q = 0;
+  for (int i = 0; i < d; ++i) q += x[i] * x[i];
+  return -0.5 * q;
+}
+
+DramOptions options(int d, std::int64_t chain_size) {
+  DramOptions o;
+  o.start_point.assign(static_cast<std::size_t>(d), 0.1);
+  o.chain_size = chain_size;
+  o.seed = 7;
+  o.delayed_rejection_count = 1;
+  return o;
+}
+
+/// `n` records with distinct values in every field (point j of record i: i + j / 8).
+void write_records(ChainSink& s, std::size_t n, int d) {
+  std::vector<double> x(static_cast<std::size_t>(d));
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int j = 0; j < d; ++j) x[static_cast<std::size_t>(j)] = static_cast<double>(i) + j / 8.0;
+    ChainRecord r;
+    r.step = 3 * i;
+    r.weight = static_cast<std::int64_t>(1 + i % 5);
+    r.log_density = -0.5 * static_cast<double>(i);
+    r.dr_stage = static_cast<std::int32_t>(i % 3);
+    r.accept_prob = 1.0 / static_cast<double>(i + 1);
+    r.adapt_measure = static_cast<double>(i) * 0.25;
+    r.point = x.data();
+    r.ndim = d;
+    s.write(r);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("file-backed chain: read back as the in-memory one", "[mcmc][chain]") {
+  TempDir dir;
+  const int d = 3;
+  for (const std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{6}, std::size_t{23}}) {
+    CAPTURE(n);
+    MemoryChainSink mem;
+    MemoryChainSink file(dir.path.string(), 6);  // blocks of 6 states: n = 23 is 3 full, 5 in the tail
+    mem.begin(4, d);
+    file.begin(4, d);
+    write_records(mem, n, d);
+    write_records(file, n, d);
+    REQUIRE(file.file_backed());
+    CHECK(file.block_states() == 6);
+    REQUIRE(file.size() == n);
+    CHECK(file.step.empty());  // the columns are not in the vectors
+    CHECK(file.chain_id == 4);
+    CHECK(file.total_weight() == mem.total_weight());
+    CHECK(file.verbose(7) == mem.verbose(7));
+    ChainReader a(mem, kAllColumns), b(file, kAllColumns);
+    for (std::size_t i = 0; i < n; ++i) {
+      CHECK(b.step(i) == mem.step[i]);
+      CHECK(b.weight(i) == mem.weight[i]);
+      CHECK(b.log_density(i) == mem.log_density[i]);
+      CHECK(b.dr_stage(i) == mem.dr_stage[i]);
+      CHECK(b.accept_prob(i) == mem.accept_prob[i]);
+      CHECK(b.adapt_measure(i) == mem.adapt_measure[i]);
+      const std::vector<double> p(b.point(i), b.point(i) + d);
+      CHECK(p == std::vector<double>(mem.point(i), mem.point(i) + d));
+      for (int j = 0; j < d; ++j) CHECK(a.x(i, static_cast<std::size_t>(j)) == b.x(i, static_cast<std::size_t>(j)));
+      const ChainRecord r = b.record(i);
+      CHECK(r.chain_id == 4);
+      CHECK(r.weight == mem.weight[i]);
+      CHECK(r.point[d - 1] == static_cast<double>(i) + (d - 1) / 8.0);
+    }
+    // One coordinate, read backwards (every read leaves the block loaded).
+    ChainReader one(file, kPointColumns | kWeightColumn, 2);
+    for (std::size_t i = n; i-- > 0;) {
+      CHECK(one.x(i, 2) == static_cast<double>(i) + 2 / 8.0);
+      CHECK(one.weight(i) == mem.weight[i]);
+    }
+  }
+}
+
+TEST_CASE("file-backed chain: moves, refuses copies, names a bad folder", "[mcmc][chain]") {
+  TempDir dir;
+  MemoryChainSink a(dir.path.string(), 4);
+  a.begin(0, 2);
+  write_records(a, 9, 2);
+  MemoryChainSink b(std::move(a));
+  CHECK(b.size() == 9);
+  CHECK(ChainReader(b, kWeightColumn).weight(8) == 4);
+  CHECK_THROWS_AS(MemoryChainSink(b), herd::Error);
+  std::vector<MemoryChainSink> v;
+  v.push_back(std::move(b));
+  CHECK(v[0].total_weight() == 1 + 2 + 3 + 4 + 5 + 1 + 2 + 3 + 4);
+  // The scratch file is unlinked at once: nothing is left in the folder.
+  CHECK(fs::is_empty(dir.path));
+
+  const std::string missing = (dir.path / "no" / "such").string();
+  MemoryChainSink c(missing);
+  try {
+    c.begin(0, 2);
+    FAIL("no error");
+  } catch (const herd::IoError& e) {
+    const std::string what = e.what();
+    CHECK(what.find(missing) != std::string::npos);
+    CHECK(what.find("No such file") != std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("file-backed chain: the heap held while sampling does not grow with the chain", "[mcmc][chain]") {
+  TempDir dir;
+  const int d = 10;
+  // Peak heap bytes above the start while a chain of `n` states is sampled into `sink`.
+  const auto sampled = [&](std::int64_t n, bool file) {
+    const std::size_t before = live_bytes();
+    reset_peak();
+    std::size_t held = 0;
+    {
+      MemoryChainSink sink = file ? MemoryChainSink(dir.path.string()) : MemoryChainSink();
+      DramSampler s(options(d, n), gauss);
+      const DramResult r = s.run(sink);
+      REQUIRE(static_cast<std::int64_t>(sink.size()) == r.chain_size);
+      held = sink.resident_bytes();
+    }
+    return std::pair<std::size_t, std::size_t>{peak_bytes() - before, held};
+  };
+  const auto [mem1, mem_held1] = sampled(20000, false);
+  const auto [mem4, mem_held4] = sampled(80000, false);
+  const auto [file1, held1] = sampled(20000, true);
+  const auto [file4, held4] = sampled(80000, true);
+  // In memory: 44 + 8 d bytes per compact state, at least (the vectors' spare capacity aside).
+  CHECK(mem_held4 >= 80000 * (44 + 8 * d));
+  CHECK(mem4 > mem1 + 60000 * (44 + 8 * d));
+  // File-backed: one block (about 1 MiB) whatever the length, and the same heap peak for a
+  // chain 4x as long (a few KiB of slack: nothing per state).
+  CHECK(held1 == held4);
+  CHECK(held4 <= (std::size_t{1} << 20) + 8 * (44 + 8 * d));
+  CHECK(file4 <= file1 + 16384);
+  CHECK(file4 < mem1);
+}
+
+TEST_CASE("file-backed chain: run_multi_chain with a scratch folder gives the in-memory chains", "[mcmc][chain]") {
+  TempDir dir;
+  herd::SelfCommunicator self;
+  const int d = 3;
+  const DramOptions o = options(d, 3000);
+  const MultiChainRun a = run_multi_chain(o, gauss, true, self, 3);
+  const MultiChainRun b =
+      run_multi_chain(o, gauss, true, self, 3, 0, "", 0, 5.0, false, nullptr, {}, dir.path.string());
+  REQUIRE(a.chains.size() == 3);
+  REQUIRE(b.chains.size() == 3);
+  for (std::size_t c = 0; c < 3; ++c) {
+    const MemoryChainSink& m = a.chains[c];
+    const MemoryChainSink& f = b.chains[c];
+    CHECK_FALSE(m.file_backed());
+    CHECK(f.file_backed());
+    CHECK(f.chain_id == m.chain_id);
+    REQUIRE(f.size() == m.size());
+    ChainReader rd(f, kAllColumns);
+    bool same = true;
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      same = same && rd.step(i) == m.step[i] && rd.weight(i) == m.weight[i] && rd.log_density(i) == m.log_density[i] &&
+             rd.dr_stage(i) == m.dr_stage[i] && rd.accept_prob(i) == m.accept_prob[i] &&
+             rd.adapt_measure(i) == m.adapt_measure[i];
+      for (int j = 0; j < d; ++j) same = same && rd.x(i, static_cast<std::size_t>(j)) == m.point(i)[j];
+    }
+    CHECK(same);
+  }
+  CHECK(fs::is_empty(dir.path));
+}
