@@ -71,6 +71,31 @@ double dr_log_acceptance(int m, int d, const double* w, const double* lp, const 
     const double den = lp[0] + log1m_exp(mx - lp[0]);
     return std::min(0.0, num - den);
   }
+  if (m == 2 && kind != ProposalKind::kUniform) {
+    // One delayed-rejection stage (the common case): only the three sub-paths that alpha(0 -> 2)
+    // needs, 0 -> 1, 2 -> 1 and 0 -> 2, by the same operations in the same order as
+    // DrRecursion::log_alpha(0, 2), which also fills the unused 1 -> 0, 1 -> 2, 2 -> 0 and the
+    // distance |w_2 - w_0| (two log1m_exp calls more). The numerator comes first: when it is
+    // -inf the denominator does not matter.
+    const double* w0 = w;
+    const double* w1 = w + d;
+    const double* w2 = w + 2 * static_cast<std::ptrdiff_t>(d);
+    const double t21 = lp[1] == kNegInf ? kNegInf : (lp[1] - lp[2] < 0.0 ? lp[1] - lp[2] : 0.0);
+    double q12 = 0.0;
+    for (int i = 0; i < d; ++i) q12 += (w1[i] - w2[i]) * (w1[i] - w2[i]);
+    const double c = scale[0];
+    double num = lp[2];
+    num += -0.5 * (q12 / (c * c)) + log1m_exp(t21);
+    if (num == kNegInf) return kNegInf;
+    const double t01 =
+        lp[1] == kNegInf ? kNegInf : (lp[0] == kNegInf ? 0.0 : (lp[1] - lp[0] < 0.0 ? lp[1] - lp[0] : 0.0));
+    double q01 = 0.0;
+    for (int i = 0; i < d; ++i) q01 += (w0[i] - w1[i]) * (w0[i] - w1[i]);
+    double den = lp[0];
+    den += -0.5 * (q01 / (c * c)) + log1m_exp(t01);
+    if (den == kNegInf) return 0.0;
+    return num - den < 0.0 ? num - den : 0.0;
+  }
   batched::DrRecursion<kMaxPath> r;
   r.d = d;
   r.w = w;
@@ -415,7 +440,8 @@ bool DramSampler::finish_stage(double lp, ChainSink& sink) {
                            options_.dr_rule);
   }
   const double u = (st == 1 && use_ahead_) ? acc_u1_ : acc_cur_.uniform();
-  const double alpha = la == 0.0 ? 1.0 : std::exp(la);
+  // exp(-inf) is +0 exactly: no libm call for the (frequent) -inf of a second stage.
+  const double alpha = la == 0.0 ? 1.0 : la == kNegInf ? 0.0 : std::exp(la);
   if (u < alpha) {
     accept(y_.data(), lp, st, alpha, sink);
     end_proposal();

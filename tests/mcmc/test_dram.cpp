@@ -298,6 +298,40 @@ TEST_CASE("delayed-rejection table equals the recursive form bitwise (batched, 1
     }
 }
 
+TEST_CASE("dr_log_acceptance with one delayed-rejection stage equals the full table bitwise", "[mcmc][dram]") {
+  // dram.cpp computes alpha(0 -> 2) of Gaussian proposals from the three sub-paths it needs;
+  // DrRecursion fills every sub-path. Random paths with -inf log densities, ties and both
+  // orders of lp[1], lp[2] (where the numerator is -inf and the denominator is skipped).
+  std::mt19937_64 gen(20261205);
+  std::uniform_real_distribution<double> unif(-1.0, 1.0);
+  const double scale[] = {1.0, 0.37};
+  const double ninf = -std::numeric_limits<double>::infinity();
+  int finite = 0, neg_inf = 0;
+  for (const int d : {1, 2, 10, 17})
+    for (int trial = 0; trial < 3000; ++trial) {
+      std::vector<double> w(3 * static_cast<std::size_t>(d)), lp(3);
+      for (int i = 0; i < 3; ++i)
+        for (int k = 0; k < d; ++k) w[i * d + k] = i == 0 ? 0.0 : 1.5 * unif(gen);
+      for (int i = 0; i < 3; ++i) lp[i] = 4.0 * unif(gen);
+      if (trial % 7 == 1) lp[1] = ninf;
+      if (trial % 11 == 2) lp[2] = ninf;
+      if (trial % 13 == 3) lp[2] = lp[1];
+      if (trial % 17 == 4) lp[1] = lp[0];
+      herd::mcmc::batched::DrRecursion<16> it;
+      it.d = d;
+      it.w = w.data();
+      it.lp = lp.data();
+      it.scale = scale;
+      const double want = it.log_alpha(0, 2);
+      const double got = dr_log_acceptance(2, d, w.data(), lp.data(), scale, ProposalKind::kNormal);
+      INFO("d " << d << " trial " << trial << ": " << got << " vs " << want);
+      REQUIRE(bits_of(got) == bits_of(want));
+      (want == ninf ? neg_inf : finite) += 1;
+    }
+  CHECK(finite > 1000);
+  CHECK(neg_inf > 1000);
+}
+
 TEST_CASE("delayed-rejection table equals the recursive form bitwise (serial, up to 9 stages)", "[mcmc][dram]") {
   compare_with_recursive_reference<16>(9, 6);
 }
