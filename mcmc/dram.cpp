@@ -47,6 +47,50 @@ using batched::apply_factor;
 using batched::cholesky;
 using batched::log1m_exp;
 
+// y = x + L w as apply_factor computes it, from the factor in blocks of 4 rows (lb, see
+// DramSampler::chol_blocks_): rows 4b..4b+3 accumulate column by column in one 4-wide vector,
+// so each row's sum runs over j = 0, 1, ..., i in apply_factor's order, starting from 0.0,
+// with a separate multiply and add (no FMA: neither target enables it). The zeros above the
+// diagonal add +-0 * w_j after a row's last term, which leaves the sum unchanged (it is never
+// -0, starting from +0 in round-to-nearest), for finite w.
+using Vec4 = double __attribute__((vector_size(32)));
+
+[[gnu::always_inline]] inline void apply_factor_blocks(const double* lb, const double* w, const double* x, double* y,
+                                                       int d) {
+  const int nb = (d + 3) / 4;
+  for (int b = 0; b < nb; ++b) {
+    const double* col = lb + static_cast<std::size_t>(b) * d * 4;
+    const int jend = std::min(d, 4 * b + 4);
+    Vec4 acc = {0.0, 0.0, 0.0, 0.0};
+    for (int j = 0; j < jend; ++j) {
+      Vec4 l;
+      __builtin_memcpy(&l, col + 4 * static_cast<std::size_t>(j), sizeof l);
+      const Vec4 wj = {w[j], w[j], w[j], w[j]};
+      acc += l * wj;
+    }
+    const int rows = std::min(4, d - 4 * b);
+    for (int r = 0; r < rows; ++r) y[4 * b + r] = x[4 * b + r] + acc[r];
+  }
+}
+
+__attribute__((target("avx2"))) void apply_factor_blocks_avx2(const double* lb, const double* w, const double* x,
+                                                              double* y, int d) {
+  apply_factor_blocks(lb, w, x, y, d);
+}
+
+void apply_factor_blocks_generic(const double* lb, const double* w, const double* x, double* y, int d) {
+  apply_factor_blocks(lb, w, x, y, d);
+}
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
+
 std::string lower_no_space(const std::string& s) {
   std::string r;
   for (char c : s)
@@ -205,6 +249,8 @@ void DramSampler::validate() {
     ahead_acc_.assign(4 * kAhead, 0u);
     ahead_tmp_.assign(4 * kAhead, 0u);
   }
+  dr_ahead_ = use_ahead_ && stage_scale_.size() == 2;
+  if (dr_ahead_) ahead_dr_.assign(static_cast<std::size_t>(kAhead) * ahead_words_, 0u);
   ahead_valid_ = false;
 }
 
@@ -215,6 +261,11 @@ void DramSampler::refill_ahead(std::uint64_t k0) {
     for (int lane = 0; lane < kAhead; ++lane)
       for (int q = 0; q < 4; ++q)
         ahead_prop_[static_cast<std::size_t>(lane) * ahead_words_ + 4 * b + q] = ahead_tmp_[4 * lane + q];
+    if (!dr_ahead_) continue;
+    philox_blocks_by_index(dr_rng_, k0, static_cast<std::uint32_t>(b), kAhead, ahead_tmp_.data());
+    for (int lane = 0; lane < kAhead; ++lane)
+      for (int q = 0; q < 4; ++q)
+        ahead_dr_[static_cast<std::size_t>(lane) * ahead_words_ + 4 * b + q] = ahead_tmp_[4 * lane + q];
   }
   philox_blocks_by_index(acc_rng_, k0, 0, kAhead, ahead_acc_.data());
   ahead_k0_ = k0;
@@ -393,7 +444,9 @@ void DramSampler::accept(const double* y, double lp, int stage, double alpha, Ch
 // y = x + L w for the current state; returns whether y is inside the domain box.
 bool DramSampler::trial_point(const double* w, double* y) const {
   const int d = d_;
-  apply_factor(state_.chol.data(), w, state_.point.data(), y, d);
+  static const bool avx2 = cpu_has_avx2();
+  if (avx2) apply_factor_blocks_avx2(chol_blocks_.data(), w, state_.point.data(), y, d);
+  else apply_factor_blocks_generic(chol_blocks_.data(), w, state_.point.data(), y, d);
   if (!has_box_) return true;
   bool inside = true;
   for (int i = 0; i < d; ++i) inside &= (y[i] >= lower_[i]) & (y[i] <= upper_[i]);
@@ -409,8 +462,7 @@ void DramSampler::begin_proposal() {
     const std::uint32_t* w = ahead_prop_.data() + lane * static_cast<std::size_t>(ahead_words_);
     ziggurat_normals_from_words(w, d_, *zig_, z_.data(), [&] {
       RngCursor c = prop_rng_.at(k);
-      std::uint32_t skip[32];
-      c.fill_u32(skip, 2 * d_);
+      c.skip_u32(2 * d_);
       return c;
     });
     const std::uint32_t* a = ahead_acc_.data() + 4 * lane;
@@ -439,7 +491,7 @@ bool DramSampler::finish_stage(double lp, ChainSink& sink) {
     la = dr_log_acceptance(st, d, wpath_.data(), lpath_.data(), stage_scale_.data(), options_.proposal,
                            options_.dr_rule);
   }
-  const double u = (st == 1 && use_ahead_) ? acc_u1_ : acc_cur_.uniform();
+  const double u = (st == 1 && use_ahead_) ? acc_u1_ : (st == 2 && dr_ahead_) ? acc_u2_ : acc_cur_.uniform();
   // exp(-inf) is +0 exactly: no libm call for the (frequent) -inf of a second stage.
   const double alpha = la == 0.0 ? 1.0 : la == kNegInf ? 0.0 : std::exp(la);
   if (u < alpha) {
@@ -459,13 +511,30 @@ bool DramSampler::finish_stage(double lp, ChainSink& sink) {
     std::copy(z_.begin(), z_.end(), w + d);
     lpath_[0] = s.log_density;
     lpath_[1] = lp;
-    dr_cur_ = dr_rng_.at(s.proposal_number);
-    if (use_ahead_) {  // the DR stages' uniforms follow the first one
-      acc_cur_ = acc_rng_.at(s.proposal_number);
-      (void)acc_cur_.uniform();
+    if (!dr_ahead_) {
+      dr_cur_ = dr_rng_.at(s.proposal_number);
+      if (use_ahead_) {  // the DR stages' uniforms follow the first one
+        acc_cur_ = acc_rng_.at(s.proposal_number);
+        (void)acc_cur_.uniform();
+      }
     }
   }
-  draw_direction(dr_cur_, z_.data());
+  if (st == 1 && dr_ahead_) {
+    // The words drawn ahead: the same normals as draw_direction(dr_rng_.at(k)), and the
+    // uniform after the first one of the acceptance stream.
+    const std::uint64_t k = s.proposal_number;
+    const std::size_t lane = static_cast<std::size_t>(k - ahead_k0_);
+    ziggurat_normals_from_words(ahead_dr_.data() + lane * static_cast<std::size_t>(ahead_words_), d, *zig_, z_.data(),
+                                [&] {
+                                  RngCursor c = dr_rng_.at(k);
+                                  c.skip_u32(2 * d);
+                                  return c;
+                                });
+    const std::uint32_t* a = ahead_acc_.data() + 4 * lane;
+    acc_u2_ = u64_to_uniform(static_cast<std::uint64_t>(a[2]) | (static_cast<std::uint64_t>(a[3]) << 32));
+  } else {
+    draw_direction(dr_cur_, z_.data());
+  }
   const double cs = stage_scale_[st];
   double* ws = w + static_cast<std::size_t>(st + 1) * d;
   for (int i = 0; i < d; ++i) ws[i] = cs * z_[i];
@@ -566,6 +635,14 @@ void DramSampler::refresh_proposal_cov() {
       for (int k = 0; k <= j; ++k) v += state_.chol[i * du + k] * state_.chol[j * du + k];
       prop_cov_[i * du + j] = prop_cov_[j * du + i] = v;
     }
+  const std::size_t nb = (du + 3) / 4;
+  chol_blocks_.assign(nb * du * 4, 0.0);
+  for (std::size_t b = 0; b < nb; ++b)
+    for (std::size_t j = 0; j < du; ++j)
+      for (std::size_t r = 0; r < 4; ++r) {
+        const std::size_t i = 4 * b + r;
+        if (i < du && j <= i) chol_blocks_[(b * du + j) * 4 + r] = state_.chol[i * du + j];
+      }
 }
 
 void DramSampler::adapt() {

@@ -83,6 +83,20 @@ TEST_CASE("ziggurat normals are addressed by (seed, stream, purpose, index)", "[
   for (double x : a) CHECK(std::isfinite(x));
 }
 
+TEST_CASE("RngCursor::skip_u32 leaves the cursor where next_u32 calls do, from any position", "[core][rng]") {
+  const RngStream s(99, 7, RngPurpose::kDelayedRejection);
+  for (int before : {0, 1, 2, 3, 4, 5, 7}) {
+    for (int n : {0, 1, 2, 3, 4, 5, 8, 19, 20, 21, 33}) {
+      auto a = s.at(77), b = s.at(77);
+      for (int k = 0; k < before; ++k) CHECK(a.next_u32() == b.next_u32());
+      a.skip_u32(n);
+      for (int k = 0; k < n; ++k) b.next_u32();
+      for (int k = 0; k < 9; ++k) CHECK(a.next_u32() == b.next_u32());
+      CHECK(a.blocks_used() == b.blocks_used());
+    }
+  }
+}
+
 TEST_CASE("RngCursor::fill_u32 returns the words of next_u32, from any position", "[core][rng][ziggurat]") {
   const RngStream s(99, 7, RngPurpose::kProposal);
   for (int skip : {0, 1, 3, 4, 6}) {
