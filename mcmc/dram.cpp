@@ -448,9 +448,10 @@ bool DramSampler::trial_point(const double* w, double* y) const {
   if (avx2) apply_factor_blocks_avx2(chol_blocks_.data(), w, state_.point.data(), y, d);
   else apply_factor_blocks_generic(chol_blocks_.data(), w, state_.point.data(), y, d);
   if (!has_box_) return true;
-  bool inside = true;
-  for (int i = 0; i < d; ++i) inside &= (y[i] >= lower_[i]) & (y[i] <= upper_[i]);
-  return inside;
+  unsigned inside = 1;  // branch-free: a data-dependent branch per coordinate mispredicts
+  for (int i = 0; i < d; ++i)
+    inside &= static_cast<unsigned>(y[i] >= lower_[i]) & static_cast<unsigned>(y[i] <= upper_[i]);
+  return inside != 0;
 }
 
 void DramSampler::begin_proposal() {
