@@ -247,7 +247,6 @@ void DramSampler::validate() {
   if (use_ahead_) {
     ahead_prop_.assign(static_cast<std::size_t>(kAhead) * ahead_words_, 0u);
     ahead_acc_.assign(4 * kAhead, 0u);
-    ahead_tmp_.assign(4 * kAhead, 0u);
   }
   dr_ahead_ = use_ahead_ && stage_scale_.size() == 2;
   if (dr_ahead_) ahead_dr_.assign(static_cast<std::size_t>(kAhead) * ahead_words_, 0u);
@@ -255,18 +254,9 @@ void DramSampler::validate() {
 }
 
 void DramSampler::refill_ahead(std::uint64_t k0) {
-  const int blocks = ahead_words_ / 4;
-  for (int b = 0; b < blocks; ++b) {
-    philox_blocks_by_index(prop_rng_, k0, static_cast<std::uint32_t>(b), kAhead, ahead_tmp_.data());
-    for (int lane = 0; lane < kAhead; ++lane)
-      for (int q = 0; q < 4; ++q)
-        ahead_prop_[static_cast<std::size_t>(lane) * ahead_words_ + 4 * b + q] = ahead_tmp_[4 * lane + q];
-    if (!dr_ahead_) continue;
-    philox_blocks_by_index(dr_rng_, k0, static_cast<std::uint32_t>(b), kAhead, ahead_tmp_.data());
-    for (int lane = 0; lane < kAhead; ++lane)
-      for (int q = 0; q < 4; ++q)
-        ahead_dr_[static_cast<std::size_t>(lane) * ahead_words_ + 4 * b + q] = ahead_tmp_[4 * lane + q];
-  }
+  const auto words = static_cast<std::size_t>(ahead_words_);
+  philox_blocks_by_index(prop_rng_, k0, 0, ahead_words_ / 4, kAhead, ahead_prop_.data(), words);
+  if (dr_ahead_) philox_blocks_by_index(dr_rng_, k0, 0, ahead_words_ / 4, kAhead, ahead_dr_.data(), words);
   philox_blocks_by_index(acc_rng_, k0, 0, kAhead, ahead_acc_.data());
   ahead_k0_ = k0;
   ahead_valid_ = true;

@@ -194,6 +194,26 @@ TEST_CASE("philox_blocks_by_index equals RngStream::block for every width path",
   CHECK((herd::philox_lanes_width() == 1 || herd::philox_lanes_width() == 8 || herd::philox_lanes_width() == 16));
 }
 
+TEST_CASE("philox_blocks_by_index with several blocks per index and a stride equals RngStream::block", "[core][rng]") {
+  const RngStream s(0xfedcba9876543210ull, 5, RngPurpose::kDelayedRejection);
+  for (std::uint64_t base : {std::uint64_t{3}, std::uint64_t{0xfffffff9u}})
+    for (int count : {1, 8, 13, 16, 33})
+      for (int nsub : {1, 2, 5})
+        for (std::size_t pad : {std::size_t{0}, std::size_t{3}}) {
+          const std::size_t stride = 4 * static_cast<std::size_t>(nsub) + pad;
+          std::vector<std::uint32_t> out(stride * static_cast<std::size_t>(count), 0xdeadbeefu);
+          herd::philox_blocks_by_index(s, base, 2, nsub, count, out.data(), stride);
+          for (int i = 0; i < count; ++i) {
+            for (int j = 0; j < nsub; ++j) {
+              const auto b = s.block(base + static_cast<std::uint64_t>(i), 2u + static_cast<std::uint32_t>(j));
+              for (int k = 0; k < 4; ++k) REQUIRE(out[stride * i + 4 * j + k] == b.v[k]);
+            }
+            for (std::size_t q = 4 * static_cast<std::size_t>(nsub); q < stride; ++q)
+              REQUIRE(out[stride * i + q] == 0xdeadbeefu);  // the padding is left alone
+          }
+        }
+}
+
 TEST_CASE("ziggurat_normals_from_words equals ziggurat_normals, retries included", "[core][rng][ziggurat]") {
   const RngStream s(2718, 28, RngPurpose::kProposal);
   const auto& t = herd::ziggurat_tables();

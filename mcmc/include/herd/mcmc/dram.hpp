@@ -316,7 +316,7 @@ class DramSampler {
   bool ahead_valid_ = false;
   std::uint64_t ahead_k0_ = 0;
   int ahead_words_ = 0;  // words per proposal (2d rounded up to whole blocks)
-  std::vector<std::uint32_t> ahead_prop_, ahead_acc_, ahead_tmp_;
+  std::vector<std::uint32_t> ahead_prop_, ahead_acc_;
   double acc_u1_ = 0.5;  // stage-1 acceptance uniform of the current proposal (ahead path)
   // With exactly one delayed-rejection stage, its normals' first-attempt words are drawn ahead
   // too (ahead_dr_), and its acceptance uniform is words 2, 3 of the acceptance block.
