@@ -47,6 +47,50 @@ using batched::apply_factor;
 using batched::cholesky;
 using batched::log1m_exp;
 
+// y = x + L w as apply_factor computes it, from the factor in blocks of 4 rows (lb, see
+// DramSampler::chol_blocks_): rows 4b..4b+3 accumulate column by column in one 4-wide vector,
+// so each row's sum runs over j = 0, 1, ..., i in apply_factor's order, starting from 0.0,
+// with a separate multiply and add (no FMA: neither target enables it). The zeros above the
+// diagonal add +-0 * w_j after a row's last term, which leaves the sum unchanged (it is never
+// -0, starting from +0 in round-to-nearest), for finite w.
+using Vec4 = double __attribute__((vector_size(32)));
+
+[[gnu::always_inline]] inline void apply_factor_blocks(const double* lb, const double* w, const double* x, double* y,
+                                                       int d) {
+  const int nb = (d + 3) / 4;
+  for (int b = 0; b < nb; ++b) {
+    const double* col = lb + static_cast<std::size_t>(b) * d * 4;
+    const int jend = std::min(d, 4 * b + 4);
+    Vec4 acc = {0.0, 0.0, 0.0, 0.0};
+    for (int j = 0; j < jend; ++j) {
+      Vec4 l;
+      __builtin_memcpy(&l, col + 4 * static_cast<std::size_t>(j), sizeof l);
+      const Vec4 wj = {w[j], w[j], w[j], w[j]};
+      acc += l * wj;
+    }
+    const int rows = std::min(4, d - 4 * b);
+    for (int r = 0; r < rows; ++r) y[4 * b + r] = x[4 * b + r] + acc[r];
+  }
+}
+
+__attribute__((target("avx2"))) void apply_factor_blocks_avx2(const double* lb, const double* w, const double* x,
+                                                              double* y, int d) {
+  apply_factor_blocks(lb, w, x, y, d);
+}
+
+void apply_factor_blocks_generic(const double* lb, const double* w, const double* x, double* y, int d) {
+  apply_factor_blocks(lb, w, x, y, d);
+}
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
+
 std::string lower_no_space(const std::string& s) {
   std::string r;
   for (char c : s)
@@ -70,6 +114,31 @@ double dr_log_acceptance(int m, int d, const double* w, const double* lp, const 
     const double num = lp[m] + log1m_exp(mx - lp[m]);
     const double den = lp[0] + log1m_exp(mx - lp[0]);
     return std::min(0.0, num - den);
+  }
+  if (m == 2 && kind != ProposalKind::kUniform) {
+    // One delayed-rejection stage (the common case): only the three sub-paths that alpha(0 -> 2)
+    // needs, 0 -> 1, 2 -> 1 and 0 -> 2, by the same operations in the same order as
+    // DrRecursion::log_alpha(0, 2), which also fills the unused 1 -> 0, 1 -> 2, 2 -> 0 and the
+    // distance |w_2 - w_0| (two log1m_exp calls more). The numerator comes first: when it is
+    // -inf the denominator does not matter.
+    const double* w0 = w;
+    const double* w1 = w + d;
+    const double* w2 = w + 2 * static_cast<std::ptrdiff_t>(d);
+    const double t21 = lp[1] == kNegInf ? kNegInf : (lp[1] - lp[2] < 0.0 ? lp[1] - lp[2] : 0.0);
+    double q12 = 0.0;
+    for (int i = 0; i < d; ++i) q12 += (w1[i] - w2[i]) * (w1[i] - w2[i]);
+    const double c = scale[0];
+    double num = lp[2];
+    num += -0.5 * (q12 / (c * c)) + log1m_exp(t21);
+    if (num == kNegInf) return kNegInf;
+    const double t01 =
+        lp[1] == kNegInf ? kNegInf : (lp[0] == kNegInf ? 0.0 : (lp[1] - lp[0] < 0.0 ? lp[1] - lp[0] : 0.0));
+    double q01 = 0.0;
+    for (int i = 0; i < d; ++i) q01 += (w0[i] - w1[i]) * (w0[i] - w1[i]);
+    double den = lp[0];
+    den += -0.5 * (q01 / (c * c)) + log1m_exp(t01);
+    if (den == kNegInf) return 0.0;
+    return num - den < 0.0 ? num - den : 0.0;
   }
   batched::DrRecursion<kMaxPath> r;
   r.d = d;
@@ -178,19 +247,16 @@ void DramSampler::validate() {
   if (use_ahead_) {
     ahead_prop_.assign(static_cast<std::size_t>(kAhead) * ahead_words_, 0u);
     ahead_acc_.assign(4 * kAhead, 0u);
-    ahead_tmp_.assign(4 * kAhead, 0u);
   }
+  dr_ahead_ = use_ahead_ && stage_scale_.size() == 2;
+  if (dr_ahead_) ahead_dr_.assign(static_cast<std::size_t>(kAhead) * ahead_words_, 0u);
   ahead_valid_ = false;
 }
 
 void DramSampler::refill_ahead(std::uint64_t k0) {
-  const int blocks = ahead_words_ / 4;
-  for (int b = 0; b < blocks; ++b) {
-    philox_blocks_by_index(prop_rng_, k0, static_cast<std::uint32_t>(b), kAhead, ahead_tmp_.data());
-    for (int lane = 0; lane < kAhead; ++lane)
-      for (int q = 0; q < 4; ++q)
-        ahead_prop_[static_cast<std::size_t>(lane) * ahead_words_ + 4 * b + q] = ahead_tmp_[4 * lane + q];
-  }
+  const auto words = static_cast<std::size_t>(ahead_words_);
+  philox_blocks_by_index(prop_rng_, k0, 0, ahead_words_ / 4, kAhead, ahead_prop_.data(), words);
+  if (dr_ahead_) philox_blocks_by_index(dr_rng_, k0, 0, ahead_words_ / 4, kAhead, ahead_dr_.data(), words);
   philox_blocks_by_index(acc_rng_, k0, 0, kAhead, ahead_acc_.data());
   ahead_k0_ = k0;
   ahead_valid_ = true;
@@ -368,11 +434,14 @@ void DramSampler::accept(const double* y, double lp, int stage, double alpha, Ch
 // y = x + L w for the current state; returns whether y is inside the domain box.
 bool DramSampler::trial_point(const double* w, double* y) const {
   const int d = d_;
-  apply_factor(state_.chol.data(), w, state_.point.data(), y, d);
+  static const bool avx2 = cpu_has_avx2();
+  if (avx2) apply_factor_blocks_avx2(chol_blocks_.data(), w, state_.point.data(), y, d);
+  else apply_factor_blocks_generic(chol_blocks_.data(), w, state_.point.data(), y, d);
   if (!has_box_) return true;
-  bool inside = true;
-  for (int i = 0; i < d; ++i) inside &= (y[i] >= lower_[i]) & (y[i] <= upper_[i]);
-  return inside;
+  unsigned inside = 1;  // branch-free: a data-dependent branch per coordinate mispredicts
+  for (int i = 0; i < d; ++i)
+    inside &= static_cast<unsigned>(y[i] >= lower_[i]) & static_cast<unsigned>(y[i] <= upper_[i]);
+  return inside != 0;
 }
 
 void DramSampler::begin_proposal() {
@@ -384,8 +453,7 @@ void DramSampler::begin_proposal() {
     const std::uint32_t* w = ahead_prop_.data() + lane * static_cast<std::size_t>(ahead_words_);
     ziggurat_normals_from_words(w, d_, *zig_, z_.data(), [&] {
       RngCursor c = prop_rng_.at(k);
-      std::uint32_t skip[32];
-      c.fill_u32(skip, 2 * d_);
+      c.skip_u32(2 * d_);
       return c;
     });
     const std::uint32_t* a = ahead_acc_.data() + 4 * lane;
@@ -414,8 +482,9 @@ bool DramSampler::finish_stage(double lp, ChainSink& sink) {
     la = dr_log_acceptance(st, d, wpath_.data(), lpath_.data(), stage_scale_.data(), options_.proposal,
                            options_.dr_rule);
   }
-  const double u = (st == 1 && use_ahead_) ? acc_u1_ : acc_cur_.uniform();
-  const double alpha = la == 0.0 ? 1.0 : std::exp(la);
+  const double u = (st == 1 && use_ahead_) ? acc_u1_ : (st == 2 && dr_ahead_) ? acc_u2_ : acc_cur_.uniform();
+  // exp(-inf) is +0 exactly: no libm call for the (frequent) -inf of a second stage.
+  const double alpha = la == 0.0 ? 1.0 : la == kNegInf ? 0.0 : std::exp(la);
   if (u < alpha) {
     accept(y_.data(), lp, st, alpha, sink);
     end_proposal();
@@ -433,13 +502,30 @@ bool DramSampler::finish_stage(double lp, ChainSink& sink) {
     std::copy(z_.begin(), z_.end(), w + d);
     lpath_[0] = s.log_density;
     lpath_[1] = lp;
-    dr_cur_ = dr_rng_.at(s.proposal_number);
-    if (use_ahead_) {  // the DR stages' uniforms follow the first one
-      acc_cur_ = acc_rng_.at(s.proposal_number);
-      (void)acc_cur_.uniform();
+    if (!dr_ahead_) {
+      dr_cur_ = dr_rng_.at(s.proposal_number);
+      if (use_ahead_) {  // the DR stages' uniforms follow the first one
+        acc_cur_ = acc_rng_.at(s.proposal_number);
+        (void)acc_cur_.uniform();
+      }
     }
   }
-  draw_direction(dr_cur_, z_.data());
+  if (st == 1 && dr_ahead_) {
+    // The words drawn ahead: the same normals as draw_direction(dr_rng_.at(k)), and the
+    // uniform after the first one of the acceptance stream.
+    const std::uint64_t k = s.proposal_number;
+    const std::size_t lane = static_cast<std::size_t>(k - ahead_k0_);
+    ziggurat_normals_from_words(ahead_dr_.data() + lane * static_cast<std::size_t>(ahead_words_), d, *zig_, z_.data(),
+                                [&] {
+                                  RngCursor c = dr_rng_.at(k);
+                                  c.skip_u32(2 * d);
+                                  return c;
+                                });
+    const std::uint32_t* a = ahead_acc_.data() + 4 * lane;
+    acc_u2_ = u64_to_uniform(static_cast<std::uint64_t>(a[2]) | (static_cast<std::uint64_t>(a[3]) << 32));
+  } else {
+    draw_direction(dr_cur_, z_.data());
+  }
   const double cs = stage_scale_[st];
   double* ws = w + static_cast<std::size_t>(st + 1) * d;
   for (int i = 0; i < d; ++i) ws[i] = cs * z_[i];
@@ -540,6 +626,14 @@ void DramSampler::refresh_proposal_cov() {
       for (int k = 0; k <= j; ++k) v += state_.chol[i * du + k] * state_.chol[j * du + k];
       prop_cov_[i * du + j] = prop_cov_[j * du + i] = v;
     }
+  const std::size_t nb = (du + 3) / 4;
+  chol_blocks_.assign(nb * du * 4, 0.0);
+  for (std::size_t b = 0; b < nb; ++b)
+    for (std::size_t j = 0; j < du; ++j)
+      for (std::size_t r = 0; r < 4; ++r) {
+        const std::size_t i = 4 * b + r;
+        if (i < du && j <= i) chol_blocks_[(b * du + j) * 4 + r] = state_.chol[i * du + j];
+      }
 }
 
 void DramSampler::adapt() {

@@ -32,7 +32,7 @@ void fill_lanes(const RngStream& s, std::uint64_t index0, std::uint32_t sub, int
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-__attribute__((target("avx512f"))) void blocks_avx512(const Lanes& l, std::uint32_t* out) {
+__attribute__((target("avx512f"))) void blocks_avx512(const Lanes& l, std::uint32_t* out, std::size_t stride) {
   const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
   const __m512i lo_mask = _mm512_set1_epi64(0xffffffffll);
@@ -63,12 +63,12 @@ __attribute__((target("avx512f"))) void blocks_avx512(const Lanes& l, std::uint3
   _mm512_store_si512(w[2], c);
   _mm512_store_si512(w[3], d);
   for (int i = 0; i < 16; ++i)
-    for (int k = 0; k < 4; ++k) out[4 * i + k] = w[k][i];
+    for (int k = 0; k < 4; ++k) out[stride * i + k] = w[k][i];
 }
 
 #pragma GCC diagnostic pop
 
-__attribute__((target("avx2"))) void blocks_avx2(const Lanes& l, int offset, std::uint32_t* out) {
+__attribute__((target("avx2"))) void blocks_avx2(const Lanes& l, int offset, std::uint32_t* out, std::size_t stride) {
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
   const __m256i lo_mask = _mm256_set1_epi64x(0xffffffffll);
@@ -93,13 +93,16 @@ __attribute__((target("avx2"))) void blocks_avx2(const Lanes& l, int offset, std
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  alignas(32) std::uint32_t w[4][8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(w[0]), a);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(w[1]), b);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(w[2]), c);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(w[3]), d);
-  for (int i = 0; i < 8; ++i)
-    for (int k = 0; k < 4; ++k) out[4 * i + k] = w[k][i];
+  // Transpose: lane i's block (a_i, b_i, c_i, d_i) is one 128-bit store; r_j holds lanes j
+  // (low half) and j + 4 (high half).
+  const __m256i ab_lo = _mm256_unpacklo_epi32(a, b), ab_hi = _mm256_unpackhi_epi32(a, b);
+  const __m256i cd_lo = _mm256_unpacklo_epi32(c, d), cd_hi = _mm256_unpackhi_epi32(c, d);
+  const __m256i r[4] = {_mm256_unpacklo_epi64(ab_lo, cd_lo), _mm256_unpackhi_epi64(ab_lo, cd_lo),
+                        _mm256_unpacklo_epi64(ab_hi, cd_hi), _mm256_unpackhi_epi64(ab_hi, cd_hi)};
+  for (int j = 0; j < 4; ++j) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + stride * j), _mm256_castsi256_si128(r[j]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + stride * (j + 4)), _mm256_extracti128_si256(r[j], 1));
+  }
 }
 
 int detect_width() {
@@ -120,20 +123,31 @@ int philox_lanes_width() {
 
 void philox_blocks_by_index(const RngStream& s, std::uint64_t index0, std::uint32_t sub, int count,
                             std::uint32_t* out) {
+  philox_blocks_by_index(s, index0, sub, 1, count, out, 4);
+}
+
+void philox_blocks_by_index(const RngStream& s, std::uint64_t index0, std::uint32_t sub0, int nsub, int count,
+                            std::uint32_t* out, std::size_t stride) {
   const int width = philox_lanes_width();
   int done = 0;
   while (done < count) {
     const int left = count - done;
+    std::uint32_t* o = out + stride * static_cast<std::size_t>(done);
     if (width >= 8 && left >= 8) {
       Lanes l;
       const int n = (width == 16 && left >= 16) ? 16 : 8;
-      fill_lanes(s, index0 + static_cast<std::uint64_t>(done), sub, n, l);
-      if (n == 16) blocks_avx512(l, out + 4 * done);
-      else blocks_avx2(l, 0, out + 4 * done);
+      fill_lanes(s, index0 + static_cast<std::uint64_t>(done), sub0, n, l);
+      for (int j = 0; j < nsub; ++j) {
+        l.c0 = sub0 + static_cast<std::uint32_t>(j);
+        if (n == 16) blocks_avx512(l, o + 4 * j, stride);
+        else blocks_avx2(l, 0, o + 4 * j, stride);
+      }
       done += n;
     } else {
-      const RngBlock b = s.block(index0 + static_cast<std::uint64_t>(done), sub);
-      for (int k = 0; k < 4; ++k) out[4 * done + k] = b.v[k];
+      for (int j = 0; j < nsub; ++j) {
+        const RngBlock b = s.block(index0 + static_cast<std::uint64_t>(done), sub0 + static_cast<std::uint32_t>(j));
+        for (int k = 0; k < 4; ++k) o[4 * j + k] = b.v[k];
+      }
       ++done;
     }
   }

@@ -122,29 +122,48 @@ std::string chain_header(const SamplerSpecs& specs, const TextFormat& tf) {
 
 std::string chain_rows(const SamplerSpecs& specs, const TextFormat& tf, RunningBurnin& burnin, std::int64_t i,
                        const ChainRecord& r, int process_id) {
+  std::string out;
+  append_chain_rows(out, specs, tf, burnin, i, r, process_id);
+  return out;
+}
+
+void append_chain_rows(std::string& out, const SamplerSpecs& specs, const TextFormat& tf, RunningBurnin& burnin,
+                       std::int64_t i, const ChainRecord& r, int process_id) {
   const std::int64_t b = burnin.add(i, r.log_density) + 1;  // 1-based, as ParaDRAM
   // Mean acceptance rate when this state became current: i acceptances in r.step proposals.
   const double rate = r.step == 0 ? 1.0 : static_cast<double>(i) / static_cast<double>(r.step);
   const bool verbose = specs.chain_file_format == "verbose";
   const std::int64_t reps = verbose ? r.weight : 1;
   const std::int64_t weight = verbose ? 1 : r.weight;
-  std::string row = tf.integer(process_id) + tf.delim + tf.integer(r.dr_stage) + tf.delim;
-  row.reserve(static_cast<std::size_t>(r.ndim + 7) *
-              (static_cast<std::size_t>(std::max(tf.precision + 7, tf.width)) + tf.delim.size()));
-  tf.append_real(row, rate);
-  row += tf.delim;
-  tf.append_real(row, r.adapt_measure);
-  row += tf.delim + tf.integer(b) + tf.delim + tf.integer(weight) + tf.delim;
-  tf.append_real(row, r.log_density);
+  const std::size_t start = out.size();
+  out.reserve(start + static_cast<std::size_t>(r.ndim + 7) *
+                          (static_cast<std::size_t>(std::max(tf.precision + 7, tf.width)) + tf.delim.size()));
+  tf.append_integer(out, process_id);
+  out += tf.delim;
+  tf.append_integer(out, r.dr_stage);
+  out += tf.delim;
+  tf.append_real(out, rate);
+  out += tf.delim;
+  tf.append_real(out, r.adapt_measure);
+  out += tf.delim;
+  tf.append_integer(out, b);
+  out += tf.delim;
+  tf.append_integer(out, weight);
+  out += tf.delim;
+  tf.append_real(out, r.log_density);
   for (int k = 0; k < r.ndim; ++k) {
-    row += tf.delim;
-    tf.append_real(row, r.point[k]);
+    out += tf.delim;
+    tf.append_real(out, r.point[k]);
   }
-  row += '\n';
-  if (reps == 1) return row;
-  std::string out;
-  for (std::int64_t k = 0; k < reps; ++k) out += row;
-  return out;
+  out += '\n';
+  if (reps == 1) return;
+  const std::size_t len = out.size() - start;
+  if (reps < 1) {
+    out.resize(start);
+    return;
+  }
+  out.reserve(start + len * static_cast<std::size_t>(reps));  // no reallocation below: the copies read `out`
+  for (std::int64_t k = 1; k < reps; ++k) out.append(out.data() + start, len);
 }
 
 TextChainStream::TextChainStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf)
@@ -157,9 +176,10 @@ void TextChainStream::begin(std::uint32_t, int) {
 }
 
 void TextChainStream::write(const ChainRecord& r) {
-  const std::string rows = chain_rows(specs_, tf_, burnin_, rows_++, r, 1);
-  file_->write(rows);
-  pending_ += rows.size();
+  row_buf_.clear();
+  append_chain_rows(row_buf_, specs_, tf_, burnin_, rows_++, r, 1);
+  file_->write(row_buf_);
+  pending_ += row_buf_.size();
   if (durable_ && pending_ >= (std::size_t{1} << 20)) {
     // Start the disk writes now, so that the checkpoint's fsync waits less (as for the
     // binary record); the time counts as checkpoint time.

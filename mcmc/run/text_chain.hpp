@@ -4,6 +4,7 @@
 // file's header and rows, the chain file streamed while a single chain samples, and the
 // chain and sample files written from a chain's records at the end.
 
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -31,6 +32,15 @@ struct TextFormat {
   /// same digits and layout as printf's and fmt's "%.{p-1}e", about twice as fast, with no
   /// string per value: the chain file is written while the chain samples).
   void append_real(std::string& out, double v) const;
+  /// Appends `integer(v)` to `out` (std::to_chars: no string per value).
+  template <class T>
+  void append_integer(std::string& out, T v) const {
+    char buf[24];
+    const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
+    const auto n = static_cast<int>(r.ptr - buf);
+    if (n < width) out.append(static_cast<std::size_t>(width - n), ' ');
+    out.append(buf, r.ptr);
+  }
   /// `v` in decimal, padded to `width`.
   template <class T>
   std::string integer(T v) const {
@@ -97,6 +107,10 @@ std::string chain_header(const SamplerSpecs& specs, const TextFormat& tf);
 std::string chain_rows(const SamplerSpecs& specs, const TextFormat& tf, RunningBurnin& burnin, std::int64_t i,
                        const ChainRecord& r, int process_id);
 
+/// As `chain_rows`, appending the rows to `out` (the streamed chain reuses one buffer).
+void append_chain_rows(std::string& out, const SamplerSpecs& specs, const TextFormat& tf, RunningBurnin& burnin,
+                       std::int64_t i, const ChainRecord& r, int process_id);
+
 /// The text chain file of a single-chain run, written while it samples (users watch it
 /// grow). With checkpoints its length, row count and burn-in state go into each
 /// checkpoint (after an fsync), and a resumed run truncates it back to that length.
@@ -131,6 +145,7 @@ class TextChainStream final : public ChainSink {
   std::unique_ptr<TextFile> file_;
   RunningBurnin burnin_;
   std::int64_t rows_ = 0;
+  std::string row_buf_;  // the rows of the last record (capacity kept)
   std::size_t pending_ = 0;
   bool durable_ = false;
 };

@@ -83,6 +83,20 @@ TEST_CASE("ziggurat normals are addressed by (seed, stream, purpose, index)", "[
   for (double x : a) CHECK(std::isfinite(x));
 }
 
+TEST_CASE("RngCursor::skip_u32 leaves the cursor where next_u32 calls do, from any position", "[core][rng]") {
+  const RngStream s(99, 7, RngPurpose::kDelayedRejection);
+  for (int before : {0, 1, 2, 3, 4, 5, 7}) {
+    for (int n : {0, 1, 2, 3, 4, 5, 8, 19, 20, 21, 33}) {
+      auto a = s.at(77), b = s.at(77);
+      for (int k = 0; k < before; ++k) CHECK(a.next_u32() == b.next_u32());
+      a.skip_u32(n);
+      for (int k = 0; k < n; ++k) b.next_u32();
+      for (int k = 0; k < 9; ++k) CHECK(a.next_u32() == b.next_u32());
+      CHECK(a.blocks_used() == b.blocks_used());
+    }
+  }
+}
+
 TEST_CASE("RngCursor::fill_u32 returns the words of next_u32, from any position", "[core][rng][ziggurat]") {
   const RngStream s(99, 7, RngPurpose::kProposal);
   for (int skip : {0, 1, 3, 4, 6}) {
@@ -178,6 +192,26 @@ TEST_CASE("philox_blocks_by_index equals RngStream::block for every width path",
     }
   }
   CHECK((herd::philox_lanes_width() == 1 || herd::philox_lanes_width() == 8 || herd::philox_lanes_width() == 16));
+}
+
+TEST_CASE("philox_blocks_by_index with several blocks per index and a stride equals RngStream::block", "[core][rng]") {
+  const RngStream s(0xfedcba9876543210ull, 5, RngPurpose::kDelayedRejection);
+  for (std::uint64_t base : {std::uint64_t{3}, std::uint64_t{0xfffffff9u}})
+    for (int count : {1, 8, 13, 16, 33})
+      for (int nsub : {1, 2, 5})
+        for (std::size_t pad : {std::size_t{0}, std::size_t{3}}) {
+          const std::size_t stride = 4 * static_cast<std::size_t>(nsub) + pad;
+          std::vector<std::uint32_t> out(stride * static_cast<std::size_t>(count), 0xdeadbeefu);
+          herd::philox_blocks_by_index(s, base, 2, nsub, count, out.data(), stride);
+          for (int i = 0; i < count; ++i) {
+            for (int j = 0; j < nsub; ++j) {
+              const auto b = s.block(base + static_cast<std::uint64_t>(i), 2u + static_cast<std::uint32_t>(j));
+              for (int k = 0; k < 4; ++k) REQUIRE(out[stride * i + 4 * j + k] == b.v[k]);
+            }
+            for (std::size_t q = 4 * static_cast<std::size_t>(nsub); q < stride; ++q)
+              REQUIRE(out[stride * i + q] == 0xdeadbeefu);  // the padding is left alone
+          }
+        }
 }
 
 TEST_CASE("ziggurat_normals_from_words equals ziggurat_normals, retries included", "[core][rng][ziggurat]") {

@@ -298,6 +298,40 @@ TEST_CASE("delayed-rejection table equals the recursive form bitwise (batched, 1
     }
 }
 
+TEST_CASE("dr_log_acceptance with one delayed-rejection stage equals the full table bitwise", "[mcmc][dram]") {
+  // dram.cpp computes alpha(0 -> 2) of Gaussian proposals from the three sub-paths it needs;
+  // DrRecursion fills every sub-path. Random paths with -inf log densities, ties and both
+  // orders of lp[1], lp[2] (where the numerator is -inf and the denominator is skipped).
+  std::mt19937_64 gen(20261205);
+  std::uniform_real_distribution<double> unif(-1.0, 1.0);
+  const double scale[] = {1.0, 0.37};
+  const double ninf = -std::numeric_limits<double>::infinity();
+  int finite = 0, neg_inf = 0;
+  for (const int d : {1, 2, 10, 17})
+    for (int trial = 0; trial < 3000; ++trial) {
+      std::vector<double> w(3 * static_cast<std::size_t>(d)), lp(3);
+      for (int i = 0; i < 3; ++i)
+        for (int k = 0; k < d; ++k) w[i * d + k] = i == 0 ? 0.0 : 1.5 * unif(gen);
+      for (int i = 0; i < 3; ++i) lp[i] = 4.0 * unif(gen);
+      if (trial % 7 == 1) lp[1] = ninf;
+      if (trial % 11 == 2) lp[2] = ninf;
+      if (trial % 13 == 3) lp[2] = lp[1];
+      if (trial % 17 == 4) lp[1] = lp[0];
+      herd::mcmc::batched::DrRecursion<16> it;
+      it.d = d;
+      it.w = w.data();
+      it.lp = lp.data();
+      it.scale = scale;
+      const double want = it.log_alpha(0, 2);
+      const double got = dr_log_acceptance(2, d, w.data(), lp.data(), scale, ProposalKind::kNormal);
+      INFO("d " << d << " trial " << trial << ": " << got << " vs " << want);
+      REQUIRE(bits_of(got) == bits_of(want));
+      (want == ninf ? neg_inf : finite) += 1;
+    }
+  CHECK(finite > 1000);
+  CHECK(neg_inf > 1000);
+}
+
 TEST_CASE("delayed-rejection table equals the recursive form bitwise (serial, up to 9 stages)", "[mcmc][dram]") {
   compare_with_recursive_reference<16>(9, 6);
 }
@@ -458,6 +492,47 @@ TEST_CASE("propose + acceptance_uniform decide each step as the kernel does", "[
       CHECK(s.state().weight == before.weight + 1);
     }
   }
+}
+
+// The kernel's trial points (4-row vector blocks of the factor), its one-stage delayed-rejection
+// normals and acceptance uniforms drawn ahead equal `propose` (apply_factor, a cursor per
+// stage) and `acceptance_uniform` bit for bit, across adaptive updates, for d below, at and
+// above the 16 of the draw-ahead path and not a multiple of 4.
+TEST_CASE("the kernel's trial points and uniforms equal propose and acceptance_uniform bitwise", "[mcmc][dram]") {
+  auto gauss = [](const double* x, int d) {
+    double s = 0.0;
+    for (int i = 0; i < d; ++i) s += (1.0 + 0.3 * i) * x[i] * x[i];
+    return -0.5 * s;
+  };
+  for (const int d : {1, 3, 10, 13, 20})
+    for (const int stages : {1, 2}) {
+      DramOptions o = small_options(d);
+      o.delayed_rejection_count = stages;
+      o.adaptive_update_period = 25;
+      o.seed = 1001 + static_cast<std::uint64_t>(d);
+      DramSampler s(o, gauss);
+      NullChainSink sink;
+      int checked[3] = {0, 0, 0};
+      for (int k = 0; k < 3000; ++k) {
+        const DramState before = s.state();
+        s.step(sink);
+        const DramState& after = s.state();
+        if (after.record_step != before.proposal_number + 1) continue;  // rejected
+        const int st = after.record_stage;
+        std::vector<double> y(static_cast<std::size_t>(d));
+        s.propose(before.proposal_number, st, before.point.data(), before.chol.data(), y.data());
+        INFO("d " << d << " stages " << stages << " proposal " << k << " stage " << st);
+        REQUIRE(after.point == y);
+        REQUIRE(s.acceptance_uniform(before.proposal_number, st) < after.record_accept_prob);
+        if (st == 1) {
+          const double la = std::min(0.0, gauss(y.data(), d) - before.log_density);
+          REQUIRE(after.record_accept_prob == (la == 0.0 ? 1.0 : std::exp(la)));
+        }
+        ++checked[st];
+      }
+      CHECK(checked[1] > 300);
+      CHECK(checked[2] > 20);  // coverage: some second-stage acceptances in every case
+    }
 }
 
 TEST_CASE("set_state restores a chain exactly (restart)", "[mcmc][dram]") {

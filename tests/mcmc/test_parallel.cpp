@@ -726,3 +726,39 @@ TEST_CASE("sampler_memory_need counts the diagnostics scratch of every diagnosti
   s.device = "cpu";
   CHECK(sampler_memory_need(s, d, 1, 1) == sampler_memory_need(s, d, 1, 8));
 }
+
+TEST_CASE("chain_rows: ParaDRAM's compact and verbose rows, padded and not", "[mcmc]") {
+  herd::mcmc::SamplerSpecs specs;
+  const double point[3] = {1.25, -0.0625, 3e-7};
+  herd::mcmc::ChainRecord r;
+  r.step = 8;
+  r.weight = 3;
+  r.log_density = -2.5;
+  r.dr_stage = 2;
+  r.adapt_measure = 0.125;
+  r.point = point;
+  r.ndim = 3;
+  for (const int width : {0, 16}) {
+    herd::mcmc::detail::TextFormat tf;
+    tf.precision = 5;
+    tf.width = width;
+    auto pad = [&](const std::string& s) {
+      return std::string(static_cast<std::size_t>(std::max<int>(0, width - static_cast<int>(s.size()))), ' ') + s;
+    };
+    auto real = [&](double v) { return pad(fmt::format("{:.4e}", v)); };
+    // Record 4 of the chain (4 acceptances in 8 proposals); the running burn-in has seen only
+    // this record: row 5, 1-based.
+    const std::string body = real(0.5) + "," + real(0.125) + "," + pad("5") + ",";
+    const std::string tail = "," + real(-2.5) + "," + real(1.25) + "," + real(-0.0625) + "," + real(3e-7) + "\n";
+    specs.chain_file_format = "compact";
+    herd::mcmc::detail::RunningBurnin b1;
+    CHECK(herd::mcmc::detail::chain_rows(specs, tf, b1, 4, r, 7) ==
+          pad("7") + "," + pad("2") + "," + body + pad("3") + tail);
+    specs.chain_file_format = "verbose";
+    herd::mcmc::detail::RunningBurnin b2;
+    const std::string row = pad("7") + "," + pad("2") + "," + body + pad("1") + tail;
+    std::string out = "kept";
+    herd::mcmc::detail::append_chain_rows(out, specs, tf, b2, 4, r, 7);
+    CHECK(out == "kept" + row + row + row);
+  }
+}

@@ -43,8 +43,17 @@ inline constexpr std::uint32_t kCheckpointFormatVersion = 1;
 
 /// CRC-32 (IEEE 802.3 polynomial 0xEDB88320, reflected, initial and final XOR 0xFFFFFFFF),
 /// the checksum of zlib and PNG: `crc32("123456789") == 0xCBF43926`. Continue a running
-/// checksum by passing the previous result as `crc`.
+/// checksum by passing the previous result as `crc`. On x86-64 CPUs with PCLMULQDQ (checked
+/// once at run time) the whole 16-byte blocks of inputs of 64 bytes or more are folded by
+/// carry-less multiplication, many times faster than the table method; the value is the same.
+/// Thread-safe (pure).
 std::uint32_t crc32(std::span<const std::byte> data, std::uint32_t crc = 0) noexcept;
+
+namespace detail {
+/// `crc32` by the portable method alone (table "slicing by 8"), whatever the CPU: the
+/// reference the carry-less-multiplication path is tested against. Thread-safe (pure).
+std::uint32_t crc32_portable(std::span<const std::byte> data, std::uint32_t crc = 0) noexcept;
+}  // namespace detail
 
 /// Builds a checkpoint in memory, then commits it atomically.
 /// `kind` names the producer ("herd.mcmc.dram", "herd.rl.ppo") and `kind_version` its own

@@ -316,8 +316,17 @@ class DramSampler {
   bool ahead_valid_ = false;
   std::uint64_t ahead_k0_ = 0;
   int ahead_words_ = 0;  // words per proposal (2d rounded up to whole blocks)
-  std::vector<std::uint32_t> ahead_prop_, ahead_acc_, ahead_tmp_;
+  std::vector<std::uint32_t> ahead_prop_, ahead_acc_;
   double acc_u1_ = 0.5;  // stage-1 acceptance uniform of the current proposal (ahead path)
+  // With exactly one delayed-rejection stage, its normals' first-attempt words are drawn ahead
+  // too (ahead_dr_), and its acceptance uniform is words 2, 3 of the acceptance block.
+  bool dr_ahead_ = false;
+  std::vector<std::uint32_t> ahead_dr_;
+  double acc_u2_ = 0.5;  // stage-2 acceptance uniform of the current proposal (dr_ahead_ path)
+  // The stage-1 factor L in blocks of 4 rows, column by column (block b, column j: rows 4b..4b+3
+  // of column j, zero above the diagonal and past row d), rebuilt with prop_cov_: trial points
+  // y = x + L w by 4-row vectors with each row's sum in the order of apply_factor.
+  std::vector<double> chol_blocks_;
   void refill_ahead(std::uint64_t k0);
   const ZigguratTables* zig_ = nullptr;
   bool nan_warned_ = false, chol_warned_ = false;

@@ -233,6 +233,19 @@ class RngCursor {
       while (i < n) out[i++] = buf_.v[pos_++];
     }
   }
+  /// Skips the next `n` >= 0 words: the cursor ends where `n` calls of `next_u32` leave it,
+  /// without generating the whole blocks skipped. Host and device.
+  HERD_HOST_DEVICE void skip_u32(int n) {
+    while (n > 0 && pos_ < 4) {
+      ++pos_;
+      --n;
+    }
+    ctr_[0] += static_cast<std::uint32_t>(n / 4);
+    if (n % 4 != 0) {
+      refill();
+      pos_ = n % 4;
+    }
+  }
   /// Number of blocks generated so far (each 4 words).
   HERD_HOST_DEVICE std::uint32_t blocks_used() const { return ctr_[0]; }
 
