@@ -22,38 +22,11 @@
 #include "herd/mcmc/dram.hpp"
 #include "herd/mcmc/parallel.hpp"
 
-namespace {
+#include "heap_counter.hpp"
 
-std::atomic<std::size_t> g_live{0}, g_peak{0};
-
-/// Bytes live through operator new now, and their high-water mark since `reset_peak`.
-std::size_t live_bytes() { return g_live.load(); }
-std::size_t peak_bytes() { return g_peak.load(); }
-void reset_peak() { g_peak.store(g_live.load()); }
-
-constexpr std::size_t kHeader = 16;  // keeps the returned block 16-byte aligned
-
-}  // namespace
-
-// Counting replacements of the global allocation functions (the array and nothrow forms
-// call these). Each block carries its size in a 16-byte header.
-void* operator new(std::size_t n) {
-  void* p = std::malloc(n + kHeader);
-  if (p == nullptr) throw std::bad_alloc();
-  *static_cast<std::size_t*>(p) = n;
-  const std::size_t now = g_live.fetch_add(n) + n;
-  std::size_t peak = g_peak.load();
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
-  }
-  return static_cast<char*>(p) + kHeader;
-}
-void operator delete(void* p) noexcept {
-  if (p == nullptr) return;
-  char* base = static_cast<char*>(p) - kHeader;
-  g_live.fetch_sub(*reinterpret_cast<std::size_t*>(base));
-  std::free(base);
-}
-void operator delete(void* p, std::size_t /*n*/) noexcept { operator delete(p); }
+using herd_test::live_bytes;
+using herd_test::peak_bytes;
+using herd_test::reset_peak;
 
 namespace fs = std::filesystem;
 using namespace herd::mcmc;
