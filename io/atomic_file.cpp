@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <fcntl.h>
@@ -202,6 +203,17 @@ void BlockChecksums::verify(const std::string& path, std::string_view what) cons
                       "checkpoint; {}",
                       what, path, b + 1, blocks, first, first + n - 1, again));
   }
+}
+
+int create_unlinked_scratch(const std::string& dir, std::string_view stem, std::string& path) {
+  path = (dir.empty() ? std::string(".") : dir) + "/" + std::string(stem) + "XXXXXX";
+  std::vector<char> name(path.begin(), path.end());
+  name.push_back('\0');
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0) return -1;
+  path.assign(name.data());
+  ::unlink(path.c_str());
+  return fd;
 }
 
 }  // namespace herd::io

@@ -371,20 +371,35 @@ void H5Dataset::read_raw(hid_t mem_type, void* data, std::size_t n) const {
   check(H5Dread(id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where(), "read");
 }
 
+namespace {
+
+/// The file and memory dataspaces of rows [first, first + count) of dataset `dset` of shape
+/// `dims` (a hyperslab of whole rows; the memory space is those rows, contiguous).
+struct RowSelection {
+  H5Handle file, mem;
+};
+RowSelection select_rows(hid_t dset, const std::vector<hsize_t>& dims, hsize_t first, hsize_t count,
+                         const std::string& where) {
+  RowSelection sel{H5Handle(H5Dget_space(dset), H5Sclose), {}};
+  std::vector<hsize_t> start(dims.size(), 0), cnt = dims;
+  start[0] = first;
+  cnt[0] = count;
+  check(H5Sselect_hyperslab(sel.file.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr), where,
+        "select rows");
+  sel.mem = make_space(cnt);
+  return sel;
+}
+
+}  // namespace
+
 void H5Dataset::read_rows_raw(hid_t mem_type, hsize_t first, hsize_t count, void* data) const {
   std::vector<hsize_t> dims = shape();
   HERD_REQUIRE(!dims.empty(), "hdf5: read_rows on scalar dataset {}", where());
   HERD_REQUIRE(first <= dims[0] && count <= dims[0] - first, "hdf5: read_rows({}, {}) on {} with {} rows", first, count,
                where(), dims[0]);
   if (count == 0 || product(dims, 1) == 0) return;
-  H5Handle fspace(H5Dget_space(id()), H5Sclose);
-  std::vector<hsize_t> start(dims.size(), 0), cnt = dims;
-  start[0] = first;
-  cnt[0] = count;
-  check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr), where(),
-        "select rows");
-  H5Handle mspace = make_space(cnt);
-  check(H5Dread(id(), mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, data), where(), "read rows");
+  const RowSelection sel = select_rows(id(), dims, first, count, where());
+  check(H5Dread(id(), mem_type, sel.mem.get(), sel.file.get(), H5P_DEFAULT, data), where(), "read rows");
 }
 
 void H5Dataset::write_rows_raw(hid_t mem_type, hsize_t first, const void* data, std::size_t n) {
@@ -396,14 +411,8 @@ void H5Dataset::write_rows_raw(hid_t mem_type, hsize_t first, const void* data, 
   HERD_REQUIRE(first <= dims[0] && count <= dims[0] - first, "hdf5: write_rows({}, {}) on {} with {} rows", first,
                count, where(), dims[0]);
   if (count == 0) return;
-  H5Handle fspace(H5Dget_space(id()), H5Sclose);
-  std::vector<hsize_t> start(dims.size(), 0), cnt = dims;
-  start[0] = first;
-  cnt[0] = count;
-  check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr), where(),
-        "select rows");
-  H5Handle mspace = make_space(cnt);
-  check(H5Dwrite(id(), mem_type, mspace.get(), fspace.get(), H5P_DEFAULT, data), where(), "write rows");
+  const RowSelection sel = select_rows(id(), dims, first, count, where());
+  check(H5Dwrite(id(), mem_type, sel.mem.get(), sel.file.get(), H5P_DEFAULT, data), where(), "write rows");
 }
 
 void H5Dataset::append_raw(hid_t mem_type, const void* data, std::size_t n) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "herd/core/error.hpp"
+#include "herd/io/atomic_file.hpp"
 #include "herd/io/output_files.hpp"
 
 namespace herd::mcmc {
@@ -48,13 +49,8 @@ class ChainStore {
       : d_(static_cast<std::size_t>(ndim)), rec_(44 + 8 * d_) {
     per_ = block_states > 0 ? block_states : std::max<std::size_t>(2, kBlockBytes / rec_);
     per_ += per_ % 2;  // even: the 4-byte column ends 8-byte aligned
-    path_ = (dir.empty() ? std::string(".") : dir) + "/.herd-chain-XXXXXX";
-    std::vector<char> name(path_.begin(), path_.end());
-    name.push_back('\0');
-    fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+    fd_ = io::create_unlinked_scratch(dir, ".herd-chain-", path_);
     if (fd_ < 0) fail("creating");
-    path_.assign(name.data());
-    ::unlink(path_.c_str());  // anonymous from now on: closing it (or a kill) frees it
     tail_.resize(per_ * rec_);
   }
   ~ChainStore() {

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "herd/core/error.hpp"
+#include "herd/io/atomic_file.hpp"
 #include "herd/io/checkpoint.hpp"
 
 namespace herd::mcmc {
@@ -274,13 +275,8 @@ bool read_scattered(int fd, std::uint64_t offset, std::vector<iovec>& iov) {
 
 BatchedDrawStore::BatchedDrawStore(const std::string& dir, std::int64_t chains, int ndim, std::int64_t draws)
     : m_(chains), n_(draws), d_(ndim) {
-  path_ = (dir.empty() ? std::string(".") : dir) + "/.herd-draws-XXXXXX";
-  std::vector<char> name(path_.begin(), path_.end());
-  name.push_back('\0');
-  fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+  fd_ = io::create_unlinked_scratch(dir, ".herd-draws-", path_);
   if (fd_ < 0) fail("creating");
-  path_.assign(name.data());
-  ::unlink(path_.c_str());  // anonymous from now on: closing it (or a kill) frees it
   const auto per = static_cast<std::uint64_t>(m_) * static_cast<std::uint64_t>(n_);
   for (int j = 0; j < d_ + 3; ++j) cols_.push_back({per * sizeof(double) * static_cast<std::uint64_t>(j), 8});
   end_ = per * sizeof(double) * static_cast<std::uint64_t>(d_ + 3);

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
@@ -281,4 +282,26 @@ TEST_CASE("block checksums: independent of how bytes were appended; a changed by
   BlockChecksums part;
   part.add(std::span<const std::byte>(data).first(1000));
   CHECK_NOTHROW(part.verify(path, "the record"));
+}
+
+TEST_CASE("create_unlinked_scratch: a writable file that has no name once created; -1 and errno for a missing folder",
+          "[io]") {
+  TempDir dir;
+  std::string path;
+  const int fd = create_unlinked_scratch(dir.path().string(), ".herd-test-", path);
+  REQUIRE(fd >= 0);
+  CHECK(path.rfind(dir.path().string() + "/.herd-test-", 0) == 0);
+  CHECK(path.size() == dir.path().string().size() + 1 + 11 + 6);  // "/", the stem, 6 random characters
+  CHECK(std::filesystem::is_empty(dir.path()));                   // unlinked at once
+  const char bytes[] = "scratch";
+  CHECK(::pwrite(fd, bytes, sizeof bytes, 0) == static_cast<ssize_t>(sizeof bytes));
+  char back[sizeof bytes] = {};
+  CHECK(::pread(fd, back, sizeof back, 0) == static_cast<ssize_t>(sizeof back));
+  CHECK(std::string(back) == "scratch");
+  ::close(fd);
+  errno = 0;
+  const int bad = create_unlinked_scratch(dir.file("missing"), ".herd-test-", path);
+  CHECK(bad == -1);
+  CHECK(errno == ENOENT);
+  CHECK(path == dir.file("missing") + "/.herd-test-XXXXXX");
 }

@@ -20,6 +20,13 @@ namespace herd::io {
 /// A fresh temporary name next to `path`: "<path>.tmp.<pid>.<counter>".
 std::string temp_path_for(const std::string& path);
 
+/// Creates an anonymous scratch file in folder `dir` ("" means the working directory): the
+/// file `<dir>/<stem>XXXXXX` (mkostemp, read-write, close-on-exec), unlinked at once so that
+/// closing it, or any exit or kill, frees it. Returns the descriptor, or -1 with `errno` set
+/// when the file cannot be created; `path` receives the name it had (the template on
+/// failure), for the caller's messages. Reentrant.
+int create_unlinked_scratch(const std::string& dir, std::string_view stem, std::string& path);
+
 /// fsyncs the file at `path`. @throws IoError
 void fsync_path(const std::string& path);
 
