@@ -67,7 +67,7 @@ std::vector<std::size_t> longest_first(const herd::apps::DrawsArray& a) {
 }
 
 /// Diagnostics of every parameter of `arrays`, in order; parameters are spread over `threads`
-/// threads, each summarizing one parameter at a time (about 50 bytes of scratch per draw,
+/// threads, each summarizing one parameter at a time (about 20 bytes of scratch per draw,
 /// herd::mcmc::summarize), straight from the parameter's buffer. `load(a)` makes array a's
 /// buffers ready (Hdf5Draws::read: the first parameters of an array wait for, and help with,
 /// its reading while the other threads compute); the arrays are taken in order, the
@@ -246,7 +246,7 @@ int run_main(int argc, char** argv) {
   std::size_t threads = 0;
   app.add_option("--threads", threads,
                  "threads that read and compute parameters' diagnostics in parallel (0: one per core; each holds "
-                 "about 50 bytes of scratch per draw, besides the draws)");
+                 "about 20 bytes of scratch per draw, besides the draws and one shared table of 8 bytes per draw)");
   std::string max_memory;
   app.add_option("--max-memory", max_memory,
                  "memory the values of one dataset may use, e.g. 16GiB (default: the memory available)");
