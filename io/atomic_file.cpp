@@ -187,15 +187,10 @@ void BlockChecksums::verify(const std::string& path, std::string_view what) cons
   for (std::uint64_t b = 0; b < blocks; ++b) {
     const std::uint64_t first = b * kBlockBytes;
     const auto n = static_cast<std::size_t>(std::min(kBlockBytes, bytes - first));
-    std::size_t got = 0;
-    while (got < n) {
-      const ssize_t r = ::pread(fd, buf.data() + got, n - got, static_cast<off_t>(first + got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) throw_errno("read", path);
-      if (r == 0)
-        throw IoError(
-            fmt::format("{} \"{}\" has fewer bytes than its checkpoint records ({}); {}", what, path, bytes, again));
-      got += static_cast<std::size_t>(r);
+    if (!pread_all(fd, buf.data(), n, first)) {
+      if (errno != 0) throw_errno("read", path);
+      throw IoError(
+          fmt::format("{} \"{}\" has fewer bytes than its checkpoint records ({}); {}", what, path, bytes, again));
     }
     if (crc32(std::span<const std::byte>(buf.data(), n)) != crcs[static_cast<std::size_t>(b)])
       throw IoError(
@@ -203,6 +198,33 @@ void BlockChecksums::verify(const std::string& path, std::string_view what) cons
                       "checkpoint; {}",
                       what, path, b + 1, blocks, first, first + n - 1, again));
   }
+}
+
+bool pwrite_all(int fd, const void* p, std::size_t n, std::uint64_t offset) noexcept {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, c, n, static_cast<off_t>(offset));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    c += w;
+    offset += static_cast<std::uint64_t>(w);
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+bool pread_all(int fd, void* p, std::size_t n, std::uint64_t offset) noexcept {
+  char* c = static_cast<char*>(p);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, c, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) errno = 0;  // the file ended first
+    if (r <= 0) return false;
+    c += r;
+    offset += static_cast<std::uint64_t>(r);
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
 }
 
 int create_unlinked_scratch(const std::string& dir, std::string_view stem, std::string& path) {

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <utility>
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "herd/core/error.hpp"
@@ -99,13 +98,7 @@ class ChainStore {
     put(kDrStageColumn, &r.dr_stage, 4);
     if (j + 1 == per_) {  // the block is full: to the file
       const std::uint64_t at = static_cast<std::uint64_t>(n_ / per_) * tail_.size();
-      std::size_t done = 0;
-      while (done < tail_.size()) {
-        const ssize_t w = ::pwrite(fd_, tail_.data() + done, tail_.size() - done, static_cast<off_t>(at + done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) fail("writing");
-        done += static_cast<std::size_t>(w);
-      }
+      if (!io::pwrite_all(fd_, tail_.data(), tail_.size(), at)) fail("writing");
     }
     ++n_;
   }
@@ -116,13 +109,7 @@ class ChainStore {
     if ((b + 1) * per_ > n_) return tail_.data();
     const std::uint64_t base = static_cast<std::uint64_t>(b) * tail_.size();
     const auto get = [&](std::size_t off, std::size_t bytes) {
-      std::size_t done = 0;
-      while (done < bytes) {
-        const ssize_t r = ::pread(fd_, out + off + done, bytes - done, static_cast<off_t>(base + off + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) fail("reading");
-        done += static_cast<std::size_t>(r);
-      }
+      if (!io::pread_all(fd_, out + off, bytes, base + off)) fail("reading");
     };
     for (unsigned c : {kStepColumn, kWeightColumn, kLogDensityColumn, kAcceptProbColumn, kAdaptMeasureColumn})
       if ((cols & c) != 0U) get(offset(c), 8 * per_);

@@ -70,17 +70,7 @@ void BatchedDrawRecord::append_bytes(const void* data, std::size_t bytes) {
 }
 
 void BatchedDrawRecord::read_bytes(std::uint64_t offset, void* data, std::size_t bytes) const {
-  char* p = static_cast<char*>(data);
-  std::size_t left = bytes;
-  while (left > 0) {
-    const ssize_t r = ::pread(fd_, p, left, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) errno = 0;  // end of file
-    if (r <= 0) fail("read");
-    p += r;
-    offset += static_cast<std::uint64_t>(r);
-    left -= static_cast<std::size_t>(r);
-  }
+  if (!io::pread_all(fd_, data, bytes, offset)) fail("read");
 }
 
 void BatchedDrawRecord::sync() {
@@ -324,17 +314,8 @@ std::size_t BatchedDrawStore::block_of(std::int64_t first, std::int64_t n) {
 }
 
 void BatchedDrawStore::put(const Column& c, const Block& b, std::int64_t c0, std::int64_t count, const void* data) {
-  auto offset = c.offset + static_cast<std::uint64_t>(m_ * b.first + c0 * b.n) * c.size;
-  const char* p = static_cast<const char*>(data);
-  auto left = static_cast<std::size_t>(count * b.n) * c.size;
-  while (left > 0) {
-    const ssize_t w = ::pwrite(fd_, p, left, static_cast<off_t>(offset));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) fail("writing");
-    p += w;
-    offset += static_cast<std::uint64_t>(w);
-    left -= static_cast<std::size_t>(w);
-  }
+  const auto offset = c.offset + static_cast<std::uint64_t>(m_ * b.first + c0 * b.n) * c.size;
+  if (!io::pwrite_all(fd_, data, static_cast<std::size_t>(count * b.n) * c.size, offset)) fail("writing");
 }
 
 void BatchedDrawStore::get(const Column& c, const Block& b, std::int64_t c0, std::int64_t count, void* data) const {

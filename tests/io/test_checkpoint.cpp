@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
+#include <vector>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -304,4 +306,26 @@ TEST_CASE("create_unlinked_scratch: a writable file that has no name once create
   CHECK(bad == -1);
   CHECK(errno == ENOENT);
   CHECK(path == dir.file("missing") + "/.herd-test-XXXXXX");
+}
+
+TEST_CASE(
+    "pwrite_all and pread_all: whole buffers at an offset; false with errno 0 past the end, errno set on a bad fd",
+    "[io]") {
+  TempDir dir;
+  std::string path;
+  const int fd = create_unlinked_scratch(dir.path().string(), ".herd-test-", path);
+  REQUIRE(fd >= 0);
+  std::vector<std::uint32_t> out(100000), back(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::uint32_t>(i * 2654435761u);
+  CHECK(pwrite_all(fd, out.data(), out.size() * 4, 1000));
+  CHECK(pread_all(fd, back.data(), back.size() * 4, 1000));
+  CHECK(back == out);
+  errno = EINVAL;
+  CHECK_FALSE(pread_all(fd, back.data(), 16, 1000 + out.size() * 4 - 8));  // 8 bytes left
+  CHECK(errno == 0);
+  ::close(fd);
+  CHECK_FALSE(pwrite_all(fd, out.data(), 4, 0));
+  CHECK(errno == EBADF);
+  CHECK_FALSE(pread_all(fd, back.data(), 4, 0));
+  CHECK(errno == EBADF);
 }

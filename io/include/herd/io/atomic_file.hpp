@@ -27,6 +27,16 @@ std::string temp_path_for(const std::string& path);
 /// failure), for the caller's messages. Reentrant.
 int create_unlinked_scratch(const std::string& dir, std::string_view stem, std::string& path);
 
+/// Writes all `n` bytes at `p` to `fd` from byte `offset` on (pwrite), retrying short
+/// writes and EINTR. Returns false with `errno` set on any other failure (some bytes may be
+/// written). Reentrant; concurrent calls on one descriptor are safe (no file position).
+bool pwrite_all(int fd, const void* p, std::size_t n, std::uint64_t offset) noexcept;
+
+/// Reads exactly `n` bytes of `fd` from byte `offset` on into `p` (pread), retrying short
+/// reads and EINTR. Returns false with `errno` set on failure, or with `errno` 0 when the
+/// file ends first. Reentrant; concurrent calls on one descriptor are safe.
+bool pread_all(int fd, void* p, std::size_t n, std::uint64_t offset) noexcept;
+
 /// fsyncs the file at `path`. @throws IoError
 void fsync_path(const std::string& path);
 
