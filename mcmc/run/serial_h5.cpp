@@ -118,25 +118,31 @@ void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
   };
   // One column at a time, written in pieces of kRows rows read from the chains (block by
   // block): neither the chains nor a whole column are resident (the same bytes as one write).
+  // `append(rd, i, piece)` adds compact state i's `width` values of the column to `piece`.
   constexpr std::size_t kRows = 8192;
-  auto put_column = [&](const char* name, unsigned col, auto of) {
-    using T = decltype(of(std::declval<ChainReader&>(), std::size_t{0}));
-    io::H5Dataset ds = cc.create_dataset<T>(name, {static_cast<hsize_t>(rows)});
-    std::vector<T> piece;
-    piece.reserve(kRows);
+  auto write_in_pieces = [&](io::H5Dataset& ds, unsigned col, std::size_t width, auto& piece, auto&& append) {
+    using T = typename std::decay_t<decltype(piece)>::value_type;
+    piece.reserve(kRows * width);
     hsize_t at = 0;
     for (std::size_t c = 0; c < m; ++c) {
       ChainReader rd(chains[c], col);
       for (std::size_t i = 0; i < chains[c].size(); ++i) {
-        piece.push_back(of(rd, i));
-        if (piece.size() == kRows) {
+        append(rd, i, piece);
+        if (piece.size() == kRows * width) {
           ds.write_rows<T>(at, piece);
-          at += piece.size();
+          at += kRows;
           piece.clear();
         }
       }
     }
     ds.write_rows<T>(at, piece);
+  };
+  auto put_column = [&](const char* name, unsigned col, auto of) {
+    using T = decltype(of(std::declval<ChainReader&>(), std::size_t{0}));
+    io::H5Dataset ds = cc.create_dataset<T>(name, {static_cast<hsize_t>(rows)});
+    std::vector<T> piece;
+    write_in_pieces(ds, col, 1, piece,
+                    [&](ChainReader& rd, std::size_t i, std::vector<T>& p) { p.push_back(of(rd, i)); });
     cc.attach_dimensions(ds, {"compact_draw"});
   };
   put_column("step", kStepColumn, [](ChainReader& rd, std::size_t i) { return rd.step(i); });
@@ -151,21 +157,10 @@ void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
     const auto d = static_cast<std::size_t>(r.d);
     io::H5Dataset ds = cc.create_dataset<double>("state", {static_cast<hsize_t>(rows), static_cast<hsize_t>(d)});
     std::vector<double> piece;
-    piece.reserve(kRows * d);
-    hsize_t at = 0;
-    for (std::size_t c = 0; c < m; ++c) {
-      ChainReader rd(chains[c], kPointColumns);
-      for (std::size_t i = 0; i < chains[c].size(); ++i) {
-        const double* p = rd.point(i);
-        piece.insert(piece.end(), p, p + d);
-        if (piece.size() == kRows * d) {
-          ds.write_rows<double>(at, piece);
-          at += kRows;
-          piece.clear();
-        }
-      }
-    }
-    ds.write_rows<double>(at, piece);
+    write_in_pieces(ds, kPointColumns, d, piece, [d](ChainReader& rd, std::size_t i, std::vector<double>& p) {
+      const double* x = rd.point(i);
+      p.insert(p.end(), x, x + d);
+    });
     cc.attach_dimensions(ds, {"compact_draw", "variable"});
   }
   // h5_posterior = "compact": the derived quantities (not in `state`) on every state, which
