@@ -88,73 +88,129 @@ IntegratedTime integrated_time(const DrawsView& walkers, double c, double tol) {
   return r;
 }
 
-double batch_means_iac(std::span<const double> x, std::span<const std::int64_t> weights, std::size_t batch_size) {
-  const std::size_t np = x.size();
-  HERD_REQUIRE(np > 0, "batch_means_iac: the series is empty");
-  HERD_REQUIRE(weights.empty() || weights.size() == np,
-               "batch_means_iac: weights has {} elements, but the series has {}", weights.size(), np);
+namespace {
+
+/// The weights' total (the verbose length; `np` when `weights` is empty), after checking them
+/// against a series of `np` compact states. @throws herd::InputError naming `fn`.
+std::int64_t checked_total(const char* fn, std::size_t np, std::span<const std::int64_t> weights) {
+  HERD_REQUIRE(np > 0, "{}: the series is empty", fn);
+  HERD_REQUIRE(weights.empty() || weights.size() == np, "{}: weights has {} elements, but the series has {}", fn,
+               weights.size(), np);
   std::int64_t total = 0;
   for (std::size_t i = 0; i < weights.size(); ++i) {
-    HERD_REQUIRE(weights[i] >= 0, "batch_means_iac: weights[{}] is {}, but must be >= 0", i, weights[i]);
+    HERD_REQUIRE(weights[i] >= 0, "{}: weights[{}] is {}, but must be >= 0", fn, i, weights[i]);
     total += weights[i];
   }
   if (weights.empty()) total = static_cast<std::int64_t>(np);
-  HERD_REQUIRE(total > 0, "batch_means_iac: the weights sum to 0, but must be positive");
-  if (!detail::all_finite(x.data(), np)) return kNaN;
+  HERD_REQUIRE(total > 0, "{}: the weights sum to 0, but must be positive", fn);
+  return total;
+}
+
+/// batch_means_iac of the nv variables of rows `row(0..np-1)` (each nv values) at once, the
+/// weights checked (total `total`). Each variable's sums take the same terms in the same
+/// order as a single series would, while each row is read once for all its variables.
+template <class Row>
+std::vector<double> iacs_of_rows(std::size_t np, std::size_t nv, Row&& row, std::span<const std::int64_t> weights,
+                                 std::int64_t total, std::size_t batch_size) {
   const auto b =
       static_cast<std::int64_t>(batch_size > 0 ? static_cast<double>(batch_size)
                                                : std::floor(std::pow(static_cast<double>(total), 0.666666666666666)));
-  if (b < 1) return 1.0;
-  const std::int64_t nb = total / b;
-  if (nb < 2) return 1.0;
+  const std::int64_t nb = b >= 1 ? total / b : 0;
   const std::int64_t neff = nb * b;
-  // Walk the verbose sequence once: batch sums, then the variance about the mean.
-  std::vector<double> batch(static_cast<std::size_t>(nb), 0.0);
-  auto for_each_verbose = [&](auto&& fn) {
+  // One pass over every row: finiteness (of the whole series), and the batch sums
+  // [batch, variable] over the first neff verbose draws. The runs come in verbose order,
+  // each starting where the one before ended: the batch k of position pos and its end
+  // (k + 1) b are followed along, not divided out per run.
+  std::vector<char> finite(nv, 1);
+  std::vector<double> batch(static_cast<std::size_t>(std::max<std::int64_t>(nb, 0)) * nv, 0.0);
+  {
+    std::int64_t pos = 0, batch_end = b;
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < np; ++i) {
+      const double* x = row(i);
+      for (std::size_t v = 0; v < nv; ++v) finite[v] = static_cast<char>(finite[v] && std::isfinite(x[v]));
+      if (nb < 2 || pos >= neff) continue;
+      const std::int64_t w = weights.empty() ? 1 : weights[i];
+      std::int64_t take = std::min(w, neff - pos);
+      // A run of `take` copies starting at verbose position pos may span batches.
+      while (take > 0) {
+        const std::int64_t put = std::min(batch_end - pos, take);
+        double* sums = batch.data() + k * nv;
+        for (std::size_t v = 0; v < nv; ++v) sums[v] += x[v] * static_cast<double>(put);
+        pos += put;
+        take -= put;
+        if (pos == batch_end) {
+          ++k;
+          batch_end += b;
+        }
+      }
+    }
+  }
+  std::vector<double> out(nv, 1.0);  // ParaMonte's convention for fewer than 2 batches
+  if (nb < 2) {
+    for (std::size_t v = 0; v < nv; ++v)
+      if (!finite[v]) out[v] = kNaN;
+    return out;
+  }
+  const auto nbu = static_cast<std::size_t>(nb);
+  std::vector<double> avg(nv), var_batch(nv), var_point(nv, 0.0);
+  for (std::size_t v = 0; v < nv; ++v) {
+    double total_sum = 0;
+    for (std::size_t k = 0; k < nbu; ++k) {
+      double& s = batch[k * nv + v];
+      total_sum += s;
+      s /= static_cast<double>(b);
+    }
+    avg[v] = total_sum / static_cast<double>(neff);
+    double avg_batch = 0;
+    for (std::size_t k = 0; k < nbu; ++k) avg_batch += batch[k * nv + v];
+    avg_batch /= static_cast<double>(nb);
+    double vb = 0;
+    for (std::size_t k = 0; k < nbu; ++k) vb += (batch[k * nv + v] - avg_batch) * (batch[k * nv + v] - avg_batch);
+    var_batch[v] = vb / static_cast<double>(nb - 1);
+  }
+  {
     std::int64_t pos = 0;
     for (std::size_t i = 0; i < np && pos < neff; ++i) {
       const std::int64_t w = weights.empty() ? 1 : weights[i];
       const std::int64_t take = std::min(w, neff - pos);
-      if (take > 0) fn(x[i], pos, take);
+      if (take > 0) {
+        const double* x = row(i);
+        for (std::size_t v = 0; v < nv; ++v)
+          var_point[v] += (x[v] - avg[v]) * (x[v] - avg[v]) * static_cast<double>(take);
+      }
       pos += take;
     }
-  };
-  double total_sum = 0;
-  // The runs come in verbose order, each starting where the one before ended: the batch k
-  // of position pos and its end (k + 1) b are followed along, not divided out per run.
-  std::size_t k = 0;
-  std::int64_t batch_end = b;
-  for_each_verbose([&](double v, std::int64_t pos, std::int64_t take) {
-    // A run of `take` copies of v starting at verbose position pos may span batches.
-    while (take > 0) {
-      const std::int64_t put = std::min(batch_end - pos, take);
-      batch[k] += v * static_cast<double>(put);
-      pos += put;
-      take -= put;
-      if (pos == batch_end) {
-        ++k;
-        batch_end += b;
-      }
-    }
-  });
-  for (double& s : batch) {
-    total_sum += s;
-    s /= static_cast<double>(b);
   }
-  const double avg = total_sum / static_cast<double>(neff);
-  double avg_batch = 0;
-  for (double s : batch) avg_batch += s;
-  avg_batch /= static_cast<double>(nb);
-  double var_batch = 0;
-  for (double s : batch) var_batch += (s - avg_batch) * (s - avg_batch);
-  var_batch /= static_cast<double>(nb - 1);
-  double var_point = 0;
-  for_each_verbose([&](double v, std::int64_t, std::int64_t take) {
-    var_point += (v - avg) * (v - avg) * static_cast<double>(take);
-  });
-  var_point /= static_cast<double>(neff - 1);
-  if (!(var_point > 0)) return kNaN;
-  return static_cast<double>(b) * var_batch / var_point;
+  for (std::size_t v = 0; v < nv; ++v) {
+    const double vp = var_point[v] / static_cast<double>(neff - 1);
+    out[v] = !finite[v] || !(vp > 0) ? kNaN : static_cast<double>(b) * var_batch[v] / vp;
+  }
+  return out;
+}
+
+}  // namespace
+
+double batch_means_iac(std::span<const double> x, std::span<const std::int64_t> weights, std::size_t batch_size) {
+  const std::int64_t total = checked_total("batch_means_iac", x.size(), weights);
+  return iacs_of_rows(
+      x.size(), 1, [&x](std::size_t i) { return x.data() + i; }, weights, total, batch_size)[0];
+}
+
+std::vector<double> batch_means_iacs(std::span<const double> states, std::size_t nv, std::span<const std::size_t> rows,
+                                     std::span<const std::int64_t> weights, std::size_t batch_size) {
+  HERD_REQUIRE(nv > 0 && states.size() % nv == 0, "batch_means_iacs: {} values are not rows of {} variables",
+               states.size(), nv);
+  const std::size_t n = states.size() / nv;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    HERD_REQUIRE(rows[i] < n, "batch_means_iacs: rows[{}] is {}, but the states have {} rows", i, rows[i], n);
+  const std::size_t np = rows.empty() ? n : rows.size();
+  const std::int64_t total = checked_total("batch_means_iacs", np, weights);
+  if (rows.empty())
+    return iacs_of_rows(
+        np, nv, [&](std::size_t i) { return states.data() + i * nv; }, weights, total, batch_size);
+  return iacs_of_rows(
+      np, nv, [&](std::size_t i) { return states.data() + rows[i] * nv; }, weights, total, batch_size);
 }
 
 }  // namespace herd::mcmc

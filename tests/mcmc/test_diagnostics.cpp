@@ -963,6 +963,53 @@ TEST_CASE("summarize's scratch: one split buffer, sort records per compact state
   CHECK(herd::mcmc::diagnostics_workspace_bytes() == 0);
 }
 
+TEST_CASE("batch_means_iacs: every variable's batch_means_iac bit for bit, of chosen rows and weights", "[mcmc]") {
+  // 4 variables x 5000 states: AR(1) series of different memory, one with an infinity.
+  constexpr std::size_t kVars = 4, kRows = 5000;
+  std::mt19937_64 gen(11);
+  std::normal_distribution<double> z;
+  std::vector<double> states(kVars * kRows);
+  for (std::size_t v = 0; v < kVars; ++v) {
+    double x = 0;
+    for (std::size_t i = 0; i < kRows; ++i) {
+      x = 0.3 * static_cast<double>(v) * x + z(gen);
+      states[i * kVars + v] = x;
+    }
+  }
+  std::vector<std::size_t> rows;
+  std::vector<std::int64_t> weights;
+  for (std::size_t i = 0; i < kRows; i += 1 + i % 3) {
+    rows.push_back(i);
+    weights.push_back(static_cast<std::int64_t>(i % 4));  // zeros included
+  }
+  const auto column = [&](std::size_t v, bool all) {
+    std::vector<double> c;
+    if (all)
+      for (std::size_t i = 0; i < kRows; ++i) c.push_back(states[i * kVars + v]);
+    else
+      for (std::size_t r : rows) c.push_back(states[r * kVars + v]);
+    return c;
+  };
+  const std::vector<double> every = herd::mcmc::batch_means_iacs(states, kVars);
+  const std::vector<double> chosen = herd::mcmc::batch_means_iacs(states, kVars, rows, weights);
+  const std::vector<double> batch7 = herd::mcmc::batch_means_iacs(states, kVars, rows, weights, 7);
+  REQUIRE(every.size() == kVars);
+  for (std::size_t v = 0; v < kVars; ++v) {
+    INFO("variable " << v);
+    CHECK(same_bits(every[v], herd::mcmc::batch_means_iac(column(v, true))));
+    CHECK(same_bits(chosen[v], herd::mcmc::batch_means_iac(column(v, false), weights)));
+    CHECK(same_bits(batch7[v], herd::mcmc::batch_means_iac(column(v, false), weights, 7)));
+  }
+  CHECK(every[3] > every[0]);  // more memory, longer IAC
+  states[100 * kVars + 2] = std::numeric_limits<double>::infinity();
+  const std::vector<double> with_inf = herd::mcmc::batch_means_iacs(states, kVars);
+  CHECK(std::isnan(with_inf[2]));
+  CHECK(same_bits(with_inf[1], every[1]));
+  CHECK_THROWS_AS(herd::mcmc::batch_means_iacs(std::vector<double>(7), 2), herd::InputError);
+  CHECK_THROWS_AS(herd::mcmc::batch_means_iacs(states, kVars, std::vector<std::size_t>{kRows}), herd::InputError);
+  CHECK_THROWS_AS(herd::mcmc::batch_means_iacs(states, kVars, rows, std::vector<std::int64_t>(3, 1)), herd::InputError);
+}
+
 TEST_CASE("batch_means_iac of weighted states: bit for bit the batch sums of the position-divided walk", "[mcmc]") {
   // The batch of each run of equal draws was pos / b per run; it is now followed along the
   // runs. The reference below is the divided walk, on weights whose runs span several

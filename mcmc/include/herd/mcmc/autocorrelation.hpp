@@ -64,4 +64,15 @@ IntegratedTime integrated_time(const DrawsView& walkers, double c = 5.0, double 
 double batch_means_iac(std::span<const double> x, std::span<const std::int64_t> weights = {},
                        std::size_t batch_size = 0);
 
+/// batch_means_iac of every variable of the row-major states `states` [n, nv] at once (the
+/// same bits as batch_means_iac of each gathered column), each row read once for all its
+/// variables: of the rows `rows` in that order (empty: all n in order) with their `weights`
+/// (empty: all 1; else one per row used). Host, reentrant. Follows ParaMonte's ParaDRAM
+/// (batch means as in batch_means_iac). Returns nv IACs.
+/// @throws herd::InputError when states is not rows of nv, a row index is out of range, or
+///   as batch_means_iac for the weights.
+std::vector<double> batch_means_iacs(std::span<const double> states, std::size_t nv,
+                                     std::span<const std::size_t> rows = {}, std::span<const std::int64_t> weights = {},
+                                     std::size_t batch_size = 0);
+
 }  // namespace herd::mcmc
