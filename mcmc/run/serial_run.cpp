@@ -230,8 +230,8 @@ void sample(SerialRun& r) {
   if (!r.results.empty() && !r.already_complete) r.progress.finish(static_cast<std::uint64_t>(r.results[0].proposals));
   r.progress.close();
   if (r.text) {
+    r.text->close();  // the writer's writeback time is final once it is closed
     r.checkpoint_seconds += r.text->writeback_seconds;
-    r.text->close();
   }
   r.text_done = r.text_done && r.text != nullptr;
 }

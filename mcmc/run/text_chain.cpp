@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -166,8 +168,22 @@ void append_chain_rows(std::string& out, const SamplerSpecs& specs, const TextFo
   for (std::int64_t k = 1; k < reps; ++k) out.append(out.data() + start, len);
 }
 
+namespace {
+
+constexpr std::size_t kHeadWords = 5;
+
+}  // namespace
+
 TextChainStream::TextChainStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf)
     : path_(std::move(path)), specs_(specs), tf_(tf) {}
+
+TextChainStream::~TextChainStream() {
+  try {
+    if (cur_ != nullptr && cur_->used > 0) submit();
+  } catch (...) {
+  }
+  stop_writer();
+}
 
 void TextChainStream::begin(std::uint32_t, int) {
   if (file_) return;
@@ -175,26 +191,150 @@ void TextChainStream::begin(std::uint32_t, int) {
   file_->write(chain_header(specs_, tf_));
 }
 
+TextChainStream::Block* TextChainStream::take_block(std::size_t words) {
+  Block* b = nullptr;
+  {
+    std::unique_lock lock(m_);
+    if (free_.empty() && blocks_.size() < static_cast<std::size_t>(kBlocks)) {
+      blocks_.push_back(std::make_unique<Block>());
+      b = blocks_.back().get();
+    } else {
+      to_sampler_.wait(lock, [this] { return !free_.empty(); });
+      b = free_.back();
+      free_.pop_back();
+    }
+  }
+  const std::size_t cap = std::max(words, kBlockBytes / sizeof(double));
+  if (b->capacity < cap) {
+    b->words = std::make_unique_for_overwrite<double[]>(cap);
+    b->capacity = cap;
+  }
+  b->used = 0;
+  return b;
+}
+
+void TextChainStream::submit() {
+  if (cur_ == nullptr || cur_->used == 0) return;
+  if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
+  {
+    const std::lock_guard lock(m_);
+    full_.push_back(cur_);
+  }
+  cur_ = nullptr;
+  want_partial_.store(false, std::memory_order_relaxed);
+  to_writer_.notify_one();
+}
+
 void TextChainStream::write(const ChainRecord& r) {
-  row_buf_.clear();
-  append_chain_rows(row_buf_, specs_, tf_, burnin_, rows_++, r, 1);
-  file_->write(row_buf_);
-  pending_ += row_buf_.size();
-  if (durable_ && pending_ >= (std::size_t{1} << 20)) {
-    // Start the disk writes now, so that the checkpoint's fsync waits less (as for the
-    // binary record); the time counts as checkpoint time.
-    Timer t;
-    file_->start_writeback();
-    pending_ = 0;
-    writeback_seconds += t.seconds();
+  if (failed_.load(std::memory_order_acquire)) rethrow_error();
+  const std::size_t need = kHeadWords + static_cast<std::size_t>(std::max(r.ndim, 0));
+  if (cur_ != nullptr && cur_->capacity - cur_->used < need) submit();
+  if (cur_ == nullptr) cur_ = take_block(need);
+  double* w = cur_->words.get() + cur_->used;
+  w[0] = std::bit_cast<double>(r.step);
+  w[1] = std::bit_cast<double>(r.weight);
+  w[2] = r.log_density;
+  w[3] = r.adapt_measure;
+  w[4] = std::bit_cast<double>((static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.dr_stage)) << 32) |
+                               static_cast<std::uint32_t>(r.ndim));
+  if (r.ndim > 0) std::memcpy(w + kHeadWords, r.point, sizeof(double) * static_cast<std::size_t>(r.ndim));
+  cur_->used += need;
+  // The writer found nothing to do for half a second: hand it this block as it is.
+  if (want_partial_.load(std::memory_order_relaxed)) submit();
+}
+
+void TextChainStream::writer_loop() {
+  for (;;) {
+    Block* b = nullptr;
+    {
+      std::unique_lock lock(m_);
+      while (full_.empty() && !stop_)
+        if (to_writer_.wait_for(lock, std::chrono::milliseconds(500)) == std::cv_status::timeout && full_.empty())
+          want_partial_.store(true, std::memory_order_relaxed);
+      if (full_.empty()) return;  // stopped, everything written
+      b = full_.front();
+      full_.pop_front();
+      busy_ = true;
+    }
+    if (!failed_.load(std::memory_order_relaxed)) {
+      try {
+        write_block(*b);
+      } catch (...) {
+        error_ = std::current_exception();
+        failed_.store(true, std::memory_order_release);
+      }
+    }
+    {
+      const std::lock_guard lock(m_);
+      b->used = 0;
+      free_.push_back(b);
+      busy_ = false;
+    }
+    to_sampler_.notify_all();
   }
 }
 
+void TextChainStream::write_block(const Block& b) {
+  const double* w = b.words.get();
+  const double* end = w + b.used;
+  constexpr std::size_t kChunk = std::size_t{64} << 10;
+  ChainRecord r;
+  while (w < end) {
+    r.step = std::bit_cast<std::uint64_t>(w[0]);
+    r.weight = std::bit_cast<std::int64_t>(w[1]);
+    r.log_density = w[2];
+    r.adapt_measure = w[3];
+    const auto packed = std::bit_cast<std::uint64_t>(w[4]);
+    r.dr_stage = static_cast<std::int32_t>(static_cast<std::uint32_t>(packed >> 32));
+    r.ndim = static_cast<int>(static_cast<std::uint32_t>(packed));
+    r.point = w + kHeadWords;
+    append_chain_rows(row_buf_, specs_, tf_, burnin_, rows_++, r, 1);
+    w += kHeadWords + static_cast<std::size_t>(r.ndim);
+    if (row_buf_.size() >= kChunk || w >= end) {
+      file_->write(row_buf_);
+      pending_ += row_buf_.size();
+      row_buf_.clear();
+      if (durable_ && pending_ >= (std::size_t{1} << 20)) {
+        // Start the disk writes now, so that the checkpoint's fsync waits less (as for the
+        // binary record); the time counts as checkpoint time.
+        Timer t;
+        file_->start_writeback();
+        pending_ = 0;
+        writeback_seconds += t.seconds();
+      }
+    }
+  }
+}
+
+void TextChainStream::drain() {
+  submit();
+  if (writer_.joinable()) {
+    std::unique_lock lock(m_);
+    to_sampler_.wait(lock, [this] { return full_.empty() && !busy_; });
+  }
+  if (failed_.load(std::memory_order_acquire)) rethrow_error();
+}
+
+void TextChainStream::stop_writer() noexcept {
+  if (!writer_.joinable()) return;
+  {
+    const std::lock_guard lock(m_);
+    stop_ = true;
+  }
+  to_writer_.notify_one();
+  writer_.join();
+  stop_ = false;
+}
+
+void TextChainStream::rethrow_error() const { std::rethrow_exception(error_); }
+
 void TextChainStream::flush() {
+  drain();
   if (file_) file_->flush();
 }
 
 void TextChainStream::checkpoint(io::CheckpointWriter& w) {
+  drain();
   w.add_value("text.bytes", file_->sync());
   w.add_value("text.rows", rows_);
   w.add("text.burnin_rows", burnin_.rows());
@@ -202,6 +342,7 @@ void TextChainStream::checkpoint(io::CheckpointWriter& w) {
 }
 
 void TextChainStream::resume(const io::CheckpointReader& r) {
+  drain();
   const auto bytes = r.value<std::uint64_t>("text.bytes");
   std::error_code ec;
   const auto size = fs::file_size(path_, ec);
@@ -217,6 +358,14 @@ void TextChainStream::resume(const io::CheckpointReader& r) {
 }
 
 void TextChainStream::close() {
+  try {
+    drain();
+  } catch (...) {
+    stop_writer();
+    file_.reset();
+    throw;
+  }
+  stop_writer();
   if (file_) file_->close();
   file_.reset();
 }

@@ -4,12 +4,18 @@
 // file's header and rows, the chain file streamed while a single chain samples, and the
 // chain and sample files written from a chain's records at the end.
 
+#include <atomic>
 #include <charconv>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -114,40 +120,89 @@ void append_chain_rows(std::string& out, const SamplerSpecs& specs, const TextFo
 /// The text chain file of a single-chain run, written while it samples (users watch it
 /// grow). With checkpoints its length, row count and burn-in state go into each
 /// checkpoint (after an fsync), and a resumed run truncates it back to that length.
-/// Not thread-safe (the sampler's thread only).
+///
+/// The rows are formatted and written on a writer thread of its own, so that the sampler
+/// does not wait on the number formatting or the file: `write` copies the record into a
+/// block (no allocation per record); a full block goes to the writer, which owns the
+/// burn-in, the row counter and the file while it runs. At most `kBlocks` blocks of
+/// `kBlockBytes` exist (the sampler waits for a free one when the writer falls behind). A
+/// block that waits half a second for more records goes to the writer as it is (the file
+/// grows under a slow log density too). `flush`, `checkpoint`, `close` and the destructor
+/// first wait until the writer has written every record handed over; a write error of the
+/// writer (disk full, ...) is thrown again, the same herd::IoError, by the next `write`,
+/// `flush`, `checkpoint` or `close`. The same bytes as formatting on the sampler thread.
+/// Not thread-safe: one (sampler) thread calls the members; the writer is internal.
 class TextChainStream final : public ChainSink {
  public:
+  /// Bytes of one block of records (a record takes 40 + 8 ndim bytes).
+  static constexpr std::size_t kBlockBytes = std::size_t{256} << 10;
+  /// Blocks at most (the memory of the hand-over: kBlocks x kBlockBytes).
+  static constexpr int kBlocks = 4;
+
   /// The file `path` of a chain of `specs` (kept by reference) in the format `tf`.
   TextChainStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf);
+  /// Writes what was handed over and stops the writer; errors are dropped (call `close`).
+  ~TextChainStream() override;
+  TextChainStream(const TextChainStream&) = delete;
+  TextChainStream& operator=(const TextChainStream&) = delete;
 
   /// Opens the file afresh (header) unless `resume` opened it. @throws IoError
   void begin(std::uint32_t, int) override;
-  /// Appends the record's row(s). @throws IoError
+  /// Hands the record's row(s) to the writer. @throws IoError (an earlier write's error)
   void write(const ChainRecord& r) override;
   /// Checkpoints will fsync the file: start its writeback every 1 MiB.
   void set_durable() { durable_ = true; }
-  /// Seconds spent starting writebacks.
+  /// Seconds spent starting writebacks (by the writer; read it after `close`).
   double writeback_seconds = 0.0;
-  /// Flushes the buffer. @throws IoError
+  /// Waits until every record is written, then flushes the buffer. @throws IoError
   void flush() override;
-  /// Adds the file's state to a checkpoint (fsyncs the file first). @throws IoError
+  /// Adds the file's state to a checkpoint (every record written, the file fsynced first).
+  /// @throws IoError
   void checkpoint(io::CheckpointWriter& w);
   /// Truncates the file to the checkpoint's length and continues it.
   /// @throws IoError when the file is shorter than the checkpoint says.
   void resume(const io::CheckpointReader& r);
-  /// Closes the file (idempotent). @throws IoError
+  /// Writes every record, stops the writer and closes the file (idempotent). @throws IoError
   void close();
 
  private:
+  /// Records in their hand-over layout: 5 words of head (step, weight, log density,
+  /// adaptation measure, stage and ndim), then the point.
+  struct Block {
+    std::unique_ptr<double[]> words;
+    std::size_t capacity = 0;  // words
+    std::size_t used = 0;      // words
+  };
+  Block* take_block(std::size_t words);
+  void submit();
+  void drain();
+  void stop_writer() noexcept;
+  void rethrow_error() const;
+  void writer_loop();
+  void write_block(const Block& b);
+
   std::string path_;
   const SamplerSpecs& specs_;
   TextFormat tf_;
   std::unique_ptr<TextFile> file_;
-  RunningBurnin burnin_;
-  std::int64_t rows_ = 0;
-  std::string row_buf_;  // the rows of the last record (capacity kept)
+  RunningBurnin burnin_;   // the writer's while it runs
+  std::int64_t rows_ = 0;  // the writer's while it runs
+  std::string row_buf_;    // the writer's rows not yet in the file (capacity kept)
   std::size_t pending_ = 0;
   bool durable_ = false;
+
+  std::vector<std::unique_ptr<Block>> blocks_;  // every block made
+  Block* cur_ = nullptr;                        // the block the sampler fills
+  std::mutex m_;
+  std::condition_variable to_writer_, to_sampler_;
+  std::vector<Block*> free_;  // guarded by m_
+  std::deque<Block*> full_;   // guarded by m_, in order
+  bool busy_ = false;         // guarded by m_: the writer holds a block
+  bool stop_ = false;         // guarded by m_
+  std::atomic<bool> want_partial_{false};
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;  // set by the writer before failed_
+  std::thread writer_;
 };
 
 /// Writes ParaDRAM's chain file `path` of one chain (compact, verbose or binary, by

@@ -349,6 +349,28 @@ std::vector<BadInput> catalogue() {
        {},
        "trap '' XFSZ; ulimit -f 100; ",
        {"out/run.h5"}},
+      // The chain text file is written by a writer thread: its error reaches the sampler
+      // (the next write, flush or checkpoint) with the same message, and nothing hangs.
+      {"a file size limit reached while the chain text file is written, with checkpoints",
+       "herd-sample",
+       {{"run.toml", serial("overwrite = true\ncheckpoint_period = 500\n")}},
+       "run.toml --quiet",
+       1,
+       {"cannot write \"out/run_chain.txt\"", "file too large"},
+       {},
+       {},
+       {},
+       "trap '' XFSZ; ulimit -f 100; "},
+      {"a file size limit reached while a longer chain text file is written (several blocks)",
+       "herd-sample",
+       {{"run.toml", "chain_size = 30000\nrandom_seed = 1\noutput_prefix = \"out/run\"\noverwrite = true\n" + kTarget}},
+       "run.toml --quiet",
+       1,
+       {"cannot write \"out/run_chain.txt\"", "file too large"},
+       {},
+       {},
+       {},
+       "trap '' XFSZ; ulimit -f 100; "},
   };
 }
 
