@@ -17,6 +17,7 @@
 #include "herd/core/error.hpp"
 #include "herd/core/timer.hpp"
 #include "herd/io/output_files.hpp"
+#include "real_format.hpp"
 
 namespace herd::mcmc::detail {
 
@@ -30,6 +31,13 @@ std::string TextFormat::real(double v) const {
 
 void TextFormat::append_real(std::string& out, double v) const {
   char buf[64];
+  static_assert(sizeof buf >= kScientificMaxChars);
+  if (char* end = format_scientific(buf, v, precision)) {  // the bytes of to_chars below, faster
+    const auto n = static_cast<int>(end - buf);
+    if (n < width) out.append(static_cast<std::size_t>(width - n), ' ');
+    out.append(buf, end);
+    return;
+  }
   const std::to_chars_result r =
       std::isfinite(v) && precision >= 1 && precision <= 40
           ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, precision - 1)

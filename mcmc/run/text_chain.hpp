@@ -34,9 +34,10 @@ struct TextFormat {
   int width = 0;
   /// `v` as `append_real` writes it.
   std::string real(double v) const;
-  /// Appends `real(v)` to `out`. Finite values go through std::to_chars (scientific, the
-  /// same digits and layout as printf's and fmt's "%.{p-1}e", about twice as fast, with no
-  /// string per value: the chain file is written while the chain samples).
+  /// Appends `real(v)` to `out`. Finite values: the bytes of std::to_chars (scientific,
+  /// the same digits and layout as printf's and fmt's "%.{p-1}e"), by `format_scientific`
+  /// (real_format.hpp, about 2x faster than to_chars) or, where it cannot vouch for the
+  /// rounding, by to_chars itself; no string per value (the chain file's numbers).
   void append_real(std::string& out, double v) const;
   /// Appends `integer(v)` to `out` (std::to_chars: no string per value).
   template <class T>

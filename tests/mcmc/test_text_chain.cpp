@@ -1,0 +1,242 @@
+// The text chain's internals (mcmc/run/, private to herd::mcmc): the streamed chain file
+// (TextChainStream, formatted on a writer thread) against the chain file written from the
+// records at the end, its write errors, and the number formatter against std::to_chars.
+#include <bit>
+#include <cfloat>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "herd/core/error.hpp"
+#include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
+#include "real_format.hpp"  // mcmc/run/
+#include "text_chain.hpp"   // mcmc/run/
+
+using namespace herd::mcmc;
+using namespace herd::mcmc::detail;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+fs::path work_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("herd_test_text_chain_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+/// `n` records of a 3-D chain: random points, weights 1..4, stages 0..2, growing steps.
+struct Records {
+  std::vector<double> points;
+  std::vector<ChainRecord> recs;
+  Records(std::size_t n, unsigned seed) : points(3 * n), recs(n) {
+    std::mt19937_64 g(seed);
+    std::normal_distribution<double> z;
+    std::uint64_t step = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int k = 0; k < 3; ++k) points[3 * i + static_cast<std::size_t>(k)] = z(g) * 3.0;
+      ChainRecord& r = recs[i];
+      r.step = step;
+      r.weight = 1 + static_cast<std::int64_t>(g() % 4);
+      step += static_cast<std::uint64_t>(r.weight);
+      r.log_density = -0.5 * z(g) * z(g) - static_cast<double>(g() % 8);
+      r.dr_stage = static_cast<std::int32_t>(g() % 3);
+      r.adapt_measure = std::abs(z(g)) * 1e-3;
+      r.point = &points[3 * i];
+      r.ndim = 3;
+    }
+  }
+};
+
+SamplerSpecs specs_of(const std::string& format) {
+  SamplerSpecs s;
+  s.chain_file_format = format;
+  s.variable_names = {"x1", "x2", "x3"};
+  return s;
+}
+
+/// The bytes of std::to_chars(v, scientific, p - 1).
+std::string to_chars_bytes(double v, int p) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, p - 1);
+  return {buf, r.ptr};
+}
+
+/// format_scientific's bytes, or to_chars' where it declines; counts the declines.
+std::string fast_bytes(double v, int p, std::size_t& declined) {
+  char buf[64];
+  char* end = format_scientific(buf, v, p);
+  if (end == nullptr) {
+    ++declined;
+    return to_chars_bytes(v, p);
+  }
+  return {buf, end};
+}
+
+}  // namespace
+
+TEST_CASE("text chain: streamed on a writer thread, the bytes of the chain file written at the end", "[text_chain]") {
+  // 20,000 records of 64 bytes fill 5 hand-over blocks of 4,096: blocks are reused.
+  const Records rs(20000, 7);
+  for (const std::string format : {"compact", "verbose"}) {
+    INFO(format);
+    const SamplerSpecs specs = specs_of(format);
+    for (const int precision : {8, 17}) {
+      const TextFormat tf{",", precision, 0};
+      const fs::path dir = work_dir(format + std::to_string(precision));
+      MemoryChainSink memory;
+      memory.begin(0, 3);
+      {
+        TextChainStream s((dir / "streamed.txt").string(), specs, tf);
+        s.begin(0, 3);
+        for (std::size_t i = 0; i < rs.recs.size(); ++i) {
+          s.write(rs.recs[i]);
+          memory.write(rs.recs[i]);
+          if (i == 5000) s.flush();  // a partial block, then more records
+        }
+        s.flush();
+        s.close();
+      }
+      write_chain_file((dir / "at_end.txt").string(), specs, tf, memory, 1);
+      const std::string streamed = slurp(dir / "streamed.txt");
+      CHECK(streamed.size() > rs.recs.size() * 40);
+      CHECK(streamed == slurp(dir / "at_end.txt"));
+      // The destructor alone writes what was handed over (no close).
+      {
+        TextChainStream s((dir / "destroyed.txt").string(), specs, tf);
+        s.begin(0, 3);
+        for (const ChainRecord& r : rs.recs) s.write(r);
+      }
+      CHECK(slurp(dir / "destroyed.txt") == streamed);
+    }
+  }
+  fs::remove_all(fs::temp_directory_path() / ("herd_test_text_chain_" + std::to_string(::getpid())));
+}
+
+TEST_CASE("text chain: a write error of the writer thread reaches the sampler's next call", "[text_chain]") {
+  if (!fs::exists("/dev/full")) {
+    WARN("no /dev/full: skipped");
+    return;
+  }
+  const Records rs(50000, 9);
+  const SamplerSpecs specs = specs_of("compact");
+  const TextFormat tf{",", 17, 0};
+  const std::string expected = "cannot write \"/dev/full\": no space left on device";
+  {
+    // Many blocks: a later write throws (the sampler never waits forever for a block).
+    TextChainStream s("/dev/full", specs, tf);
+    s.begin(0, 3);
+    std::string msg;
+    std::size_t at = 0;
+    try {
+      for (; at < rs.recs.size(); ++at) s.write(rs.recs[at]);
+    } catch (const herd::IoError& e) {
+      msg = e.what();
+    }
+    CHECK(msg == expected);
+    CHECK(at < rs.recs.size());
+    CHECK_THROWS_WITH(s.flush(), expected);
+    CHECK_THROWS_WITH(s.close(), expected);
+  }
+  {
+    // Less than a block: the flush throws.
+    TextChainStream s("/dev/full", specs, tf);
+    s.begin(0, 3);
+    for (std::size_t i = 0; i < 100; ++i) s.write(rs.recs[i]);
+    CHECK_THROWS_WITH(s.flush(), expected);
+  }
+}
+
+TEST_CASE("format_scientific: the bytes of std::to_chars at every precision 1..17", "[text_chain]") {
+  std::mt19937_64 g(2024);
+  std::normal_distribution<double> z;
+  std::size_t declined = 0;
+  std::size_t count = 0;
+  std::size_t mismatches = 0;
+  auto check = [&](double v) {
+    for (int p = 1; p <= 17; ++p) {
+      ++count;
+      const std::string want = to_chars_bytes(v, p);
+      const std::string got = fast_bytes(v, p, declined);
+      if (got != want && ++mismatches <= 10)
+        FAIL_CHECK(std::hexfloat << v << " p " << p << ": " << got << " vs " << want);
+    }
+  };
+  // Random bit patterns (every exponent, subnormals included) and normals over 21 decades.
+  for (int i = 0; i < 100000; ++i) {
+    const auto v = std::bit_cast<double>(g());
+    if (std::isfinite(v)) check(v);
+    check(z(g) * std::pow(10.0, static_cast<int>(g() % 21) - 10));
+  }
+  const std::size_t declined_random = declined;
+  const std::size_t count_random = count;
+  // Edge cases: extremes, zeros, powers of 2 and 10 and their neighbours, exact decimal
+  // ties, and 9.99.. that round up to the next power of ten.
+  std::vector<double> edge = {DBL_MAX,
+                              DBL_MIN,
+                              DBL_TRUE_MIN,
+                              -0.0,
+                              0.0,
+                              0.5,
+                              1.25,
+                              2.5e-3,
+                              0.125,
+                              0.375,
+                              2.5,
+                              9.5,
+                              95.0,
+                              0.95,
+                              1e23,
+                              0.1,
+                              0.3,
+                              1.0 / 3.0,
+                              4503599627370496.5,
+                              9007199254740993.0};
+  for (int k = -1074; k <= 1023; ++k) {
+    const double t = std::ldexp(1.0, k);
+    edge.insert(edge.end(), {t, std::nextafter(t, 0.0), std::nextafter(t, INFINITY), 1.5 * t, 1.25 * t});
+  }
+  for (int k = -324; k <= 308; ++k) {
+    const double t = std::pow(10.0, k);
+    edge.insert(edge.end(), {t, std::nextafter(t, 0.0), std::nextafter(t, INFINITY)});
+    for (int p = 1; p <= 17; ++p) {
+      const double x = (10.0 - 5.0 * std::pow(10.0, -p)) * t;  // about 9.99..95 e k
+      edge.insert(edge.end(), {x, std::nextafter(x, 0.0), std::nextafter(x, INFINITY)});
+    }
+  }
+  for (int a = 1; a < 4000; a += 2) edge.insert(edge.end(), {a / 2.0, a / 8.0, a / 1024.0, a * 0.5e-3});
+  for (const double v : edge) {
+    check(v);
+    check(-v);
+  }
+  CHECK(mismatches == 0);
+  INFO(declined << " of " << count << " declined (" << declined_random << " of " << count_random << " random)");
+  // The fast path does the work: it declines only near ties (and zero).
+  CHECK(declined_random * 1000 < count_random);
+  // TextFormat pads to the width as before.
+  const TextFormat tf{",", 5, 14};
+  std::string s;
+  tf.append_real(s, -1.0 / 3.0);
+  CHECK(s == "   -3.3333e-01");
+  s.clear();
+  tf.append_real(s, std::numeric_limits<double>::quiet_NaN());
+  CHECK(s == std::string(14 - 3, ' ') + "nan");
+}
