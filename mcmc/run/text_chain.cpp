@@ -283,6 +283,7 @@ void TextChainStream::writer_loop() {
 }
 
 void TextChainStream::write_block(const Block& b) {
+  if (!file_) throw IoError(fmt::format("the chain file \"{}\" was not opened before its rows", path_));
   const double* w = b.words.get();
   const double* end = w + b.used;
   constexpr std::size_t kChunk = std::size_t{64} << 10;

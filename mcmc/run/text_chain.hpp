@@ -163,7 +163,8 @@ class TextChainStream final : public ChainSink {
   /// Truncates the file to the checkpoint's length and continues it.
   /// @throws IoError when the file is shorter than the checkpoint says.
   void resume(const io::CheckpointReader& r);
-  /// Writes every record, stops the writer and closes the file (idempotent). @throws IoError
+  /// Writes every record, stops the writer and closes the file (idempotent; after a write
+  /// error each call throws it again). @throws IoError
   void close();
 
  private:
