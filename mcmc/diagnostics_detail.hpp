@@ -216,6 +216,12 @@ double ess_chains_overwrite(double* y, std::size_t m, std::size_t n, Workspace& 
 /// a value is non-finite or the values are constant (`checked` as for ess_chains).
 double rhat_chains(const double* y, std::size_t m, std::size_t n, bool checked = false);
 
+/// rhat_chains(y, m, n, true) into *rhat and ess_chains_overwrite(y, m, n, ws, true) into
+/// *ess, bit for bit, with one pass of chain means and one pass that centres the values in
+/// place and sums their squares (instead of two each). The values must be finite and not
+/// constant (both are computed as `checked`); y is left centred.
+void rhat_ess_overwrite(double* y, std::size_t m, std::size_t n, Workspace& ws, double* rhat, double* ess);
+
 /// The verbose [M, N] draws of a view: the values themselves when unweighted, else the
 /// expansion in ws.expanded.
 const double* verbose_values(const DrawsView& v, Workspace& ws);
