@@ -1121,6 +1121,143 @@ void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1,
 }
 
 namespace {
+/// Lags of a half block of direct_lags_chains.
+constexpr std::size_t kHalfBlock = kLagBlock / 2;
+
+#if defined(__AVX2__) && defined(__FMA__)
+/// One step r of lag_block's group of 16 draws (zt = z + t0 + r) for 16 lags [k0, k0 + 16)
+/// instead of 32: the products of z[t0 + r + 4i] (i = 0..3, in this order for every lag)
+/// with the 4-draw windows at t0 + r + k0 + 4u go to the lags' vector u - i (7 window loads,
+/// 4 broadcasts, 16 fused multiply-adds).
+[[gnu::always_inline]] inline void half_step(const double* zt, std::size_t k0, __m256d& a0, __m256d& a1, __m256d& a2,
+                                             __m256d& a3) {
+  const double* w = zt + k0;
+  const __m256d b0 = _mm256_broadcast_sd(zt), b1 = _mm256_broadcast_sd(zt + 4), b2 = _mm256_broadcast_sd(zt + 8),
+                b3 = _mm256_broadcast_sd(zt + 12);
+  __m256d v = _mm256_loadu_pd(w);
+  a0 = _mm256_fmadd_pd(b0, v, a0);
+  v = _mm256_loadu_pd(w + 4);
+  a1 = _mm256_fmadd_pd(b0, v, a1);
+  a0 = _mm256_fmadd_pd(b1, v, a0);
+  v = _mm256_loadu_pd(w + 8);
+  a2 = _mm256_fmadd_pd(b0, v, a2);
+  a1 = _mm256_fmadd_pd(b1, v, a1);
+  a0 = _mm256_fmadd_pd(b2, v, a0);
+  v = _mm256_loadu_pd(w + 12);
+  a3 = _mm256_fmadd_pd(b0, v, a3);
+  a2 = _mm256_fmadd_pd(b1, v, a2);
+  a1 = _mm256_fmadd_pd(b2, v, a1);
+  a0 = _mm256_fmadd_pd(b3, v, a0);
+  v = _mm256_loadu_pd(w + 16);
+  a3 = _mm256_fmadd_pd(b1, v, a3);
+  a2 = _mm256_fmadd_pd(b2, v, a2);
+  a1 = _mm256_fmadd_pd(b3, v, a1);
+  v = _mm256_loadu_pd(w + 20);
+  a3 = _mm256_fmadd_pd(b2, v, a3);
+  a2 = _mm256_fmadd_pd(b3, v, a2);
+  v = _mm256_loadu_pd(w + 24);
+  a3 = _mm256_fmadd_pd(b3, v, a3);
+}
+
+/// The draws after the last group of 16, one by one (lag_block's order).
+[[gnu::always_inline]] inline void half_rest(const double* z, std::size_t t0, std::size_t len, std::size_t k0,
+                                             __m256d& a0, __m256d& a1, __m256d& a2, __m256d& a3) {
+  for (std::size_t t = t0; t < len; ++t) {
+    const __m256d b = _mm256_broadcast_sd(z + t);
+    const double* w = z + t + k0;
+    a0 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w), a0);
+    a1 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 4), a1);
+    a2 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 8), a2);
+    a3 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 12), a3);
+  }
+}
+#endif
+
+/// s[j] = sum_{t < len} z[t] z[t + k0 + j] for 16 lags j, in lag_block's order of the draws
+/// (z[t + k0 + 15] must exist for t < len): for `chains` = 2 chains z and z2 at once (s and
+/// s2), whose 8 vectors of sums keep both fused multiply-add pipes busy as lag_block's 8 do;
+/// for 1, z alone.
+void half_block(const double* z, const double* z2, int chains, std::size_t len, std::size_t k0, double* s, double* s2) {
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+  std::size_t t0 = 0;
+  if (chains == 2) {
+    for (; t0 + 16 <= len; t0 += 16) {
+      for (std::size_t r = 0; r < 4; ++r) {
+        half_step(z + t0 + r, k0, a0, a1, a2, a3);
+        half_step(z2 + t0 + r, k0, c0, c1, c2, c3);
+      }
+    }
+    half_rest(z2, t0, len, k0, c0, c1, c2, c3);
+    _mm256_storeu_pd(s2, c0);
+    _mm256_storeu_pd(s2 + 4, c1);
+    _mm256_storeu_pd(s2 + 8, c2);
+    _mm256_storeu_pd(s2 + 12, c3);
+  } else {
+    for (; t0 + 16 <= len; t0 += 16)
+      for (std::size_t r = 0; r < 4; ++r) half_step(z + t0 + r, k0, a0, a1, a2, a3);
+  }
+  half_rest(z, t0, len, k0, a0, a1, a2, a3);
+  _mm256_storeu_pd(s, a0);
+  _mm256_storeu_pd(s + 4, a1);
+  _mm256_storeu_pd(s + 8, a2);
+  _mm256_storeu_pd(s + 12, a3);
+#else
+  // The same operations in the same order, one lag at a time.
+  for (int c = 0; c < chains; ++c) {
+    const double* zc = c == 0 ? z : z2;
+    double* sc = c == 0 ? s : s2;
+    for (std::size_t j = 0; j < kHalfBlock; ++j) {
+      const std::size_t k = k0 + j;
+      double a = 0;
+      std::size_t t0 = 0;
+      for (; t0 + 16 <= len; t0 += 16)
+        for (std::size_t r = 0; r < 4; ++r)
+          for (std::size_t i = 0; i < 4; ++i) a = std::fma(zc[t0 + r + 4 * i], zc[t0 + r + 4 * i + k], a);
+      for (std::size_t t = t0; t < len; ++t) a = std::fma(zc[t], zc[t + k], a);
+      sc[j] = a;
+    }
+  }
+#endif
+}
+}  // namespace
+
+void direct_lags_chains(const double* y, std::size_t m, std::size_t n, std::size_t k0, std::size_t k1, double* acc) {
+  k1 = std::min(k1, n);
+  std::size_t k = k0;
+  while (k < k1) {
+    const std::size_t block = k / kLagBlock * kLagBlock;  // the block of 32 that direct_lags sums lag k in
+    if (block + kLagBlock > n) {
+      // direct_lags sums this lag alone over all draws.
+      for (std::size_t c = 0; c < m; ++c) {
+        const double* z = y + c * n;
+        double a = 0;
+        for (std::size_t t = 0; t + k < n; ++t) a = std::fma(z[t], z[t + k], a);
+        acc[k] += a;
+      }
+      ++k;
+      continue;
+    }
+    // Lags [k, k + 16) (k is a multiple of 16), over the draws of their block of 32.
+    const std::size_t len = n - (block + kLagBlock - 1);
+    for (std::size_t c = 0; c < m; c += 2) {
+      const int chains = c + 1 < m ? 2 : 1;
+      const double* z[2] = {y + c * n, y + (c + 1) * n};
+      alignas(32) double s[2][kHalfBlock];
+      half_block(z[0], z[1], chains, len, k, s[0], s[1]);
+      for (int i = 0; i < chains; ++i) {
+        for (std::size_t j = 0; j < kHalfBlock; ++j) {
+          double a = s[i][j];
+          for (std::size_t t = len; t + k + j < n; ++t) a = std::fma(z[i][t], z[i][t + k + j], a);
+          acc[k + j] += a;
+        }
+      }
+    }
+    k += kHalfBlock;
+  }
+}
+
+namespace {
 /// The chain-averaged autocovariance (divisor m n) of the m centred chains that fill(c, r)
 /// writes into r (n values each) at every lag [0, n), by FFT: the inverse transform of the
 /// chains' summed power spectra, so one inverse transform serves every chain. Returns
@@ -1276,21 +1413,30 @@ double ess_centred(const double* y, double* writable, std::size_t m, std::size_t
   };
   // ws.acov holds the directly summed lags [0, have), grown block by block (a few hundred
   // lags at most: direct_lag_cap); past the cap every lag comes from the FFT's buffer.
+  // `have` follows the blocks of whole kLagBlock lags that decide when to switch to the FFT;
+  // of them, the lags [0, done) are summed: all of them at once from a centred buffer, or,
+  // when the chains are centred in place, only up to the request in half blocks of 16 lags
+  // (direct_lags_chains: the same sums, and no more lags than Geyer's sequence asks for,
+  // give or take 15).
   ws.acov.clear();
-  std::size_t have = 0;
+  std::size_t have = 0, done = 0;
   const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   const std::size_t cap = direct_lag_cap(m, n);
   return geyer_ess(m, n, ws, [&](std::size_t lag) {
-    if (lag < have) return acov;
-    if (lag < cap) {
-      // Whole blocks of kLagBlock lags (the lags past the request are final too).
-      const std::size_t upto = std::min(n, (next_block(have, lag, n, cap) + kLagBlock - 1) / kLagBlock * kLagBlock);
-      ws.acov.resize(upto, 0.0);  // the new lags [have, upto) start at 0
-      for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, have, upto, ws.acov.data());
-      for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
+    if (lag < done) return acov;
+    if (lag < have || lag < cap) {
+      if (lag >= have)  // whole blocks of kLagBlock lags
+        have = std::min(n, (next_block(have, lag, n, cap) + kLagBlock - 1) / kLagBlock * kLagBlock);
+      const std::size_t upto =
+          writable != nullptr ? std::min(have, (lag + kHalfBlock) / kHalfBlock * kHalfBlock) : have;
+      ws.acov.resize(upto, 0.0);  // the new lags [done, upto) start at 0
+      if (writable != nullptr) direct_lags_chains(writable, m, n, done, upto, ws.acov.data());
+      else
+        for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, done, upto, ws.acov.data());
+      for (std::size_t k = done; k < upto; ++k) ws.acov[k] *= inv_mn;
       acov = ws.acov.data();
-      have = upto;
+      done = upto;
     } else {
       acov = all_lags_fft(
           m, n, ws,
@@ -1305,7 +1451,7 @@ double ess_centred(const double* y, double* writable, std::size_t m, std::size_t
             for (std::size_t t = 0; t < n; ++t) r[t] = yc[t] - mu;
           },
           writable);
-      have = n;
+      have = done = n;
     }
     return acov;
   });

@@ -183,6 +183,14 @@ double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, 
 /// ess_chains for the lags it does not take from the FFT.
 void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1, double* acc);
 
+/// direct_lags of m chains [m, n] at once, bit for bit: acc[k] += (chain 0's sum at lag k) +
+/// (chain 1's) + ... (added in chain order) for k in [k0, k1), each lag's sum in the order
+/// direct_lags gives it when called on whole blocks of 32 lags from multiples of 32 (as
+/// ess_chains calls it). k0 must be a multiple of 16, and k1 one too unless k1 >= n. Lags in
+/// half blocks of 16, two chains at a time (8 vectors of sums, as direct_lags' 32 lags of one
+/// chain), so that a caller can stop 16 lags after the last one it needs instead of 32.
+void direct_lags_chains(const double* y, std::size_t m, std::size_t n, std::size_t k0, std::size_t k1, double* acc);
+
 /// 64-bit words of one packed indicator chain of n draws: ceil(n / 64) words of draws and one
 /// zero word after them (the lag sums read one word past the draws).
 std::size_t indicator_words(std::size_t n);

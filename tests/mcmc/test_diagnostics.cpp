@@ -875,6 +875,38 @@ TEST_CASE("tail ESS and quantile MCSE from packed indicators equal the formula o
   }
 }
 
+TEST_CASE("direct lags of several chains in half blocks equal direct_lags per chain in blocks of 32, bit for bit",
+          "[mcmc]") {
+  // ess_chains sums chain after chain in whole blocks of 32 lags from 0 (direct_lags);
+  // direct_lags_chains sums 2 chains at a time in half blocks of 16 and may stop after any of
+  // them. Every lag's sum must be the same bits: odd and even chain counts, series lengths
+  // around the blocks (the last partial block lag by lag), ranges in steps of 16 lags.
+  namespace d = herd::mcmc::detail;
+  std::mt19937_64 rng(77);
+  std::normal_distribution<double> normal;
+  for (std::size_t m : {1u, 2u, 3u, 4u}) {
+    for (std::size_t n : {1u, 15u, 16u, 17u, 31u, 32u, 33u, 47u, 48u, 63u, 64u, 65u, 100u, 1001u, 5003u}) {
+      INFO("m " << m << ", n " << n);
+      std::vector<double> y(m * n);
+      for (double& v : y) v = normal(rng) - 0.2;
+      const std::size_t k1 = std::min<std::size_t>(n, 200);
+      const std::size_t blocks = (k1 + 31) / 32 * 32;
+      std::vector<double> want(blocks + 1, 0.25);
+      for (std::size_t c = 0; c < m; ++c) d::direct_lags(y.data() + c * n, n, 0, blocks, want.data());
+      // In steps of 16 lags, and in one call.
+      for (std::size_t step : {std::size_t{16}, std::size_t{48}, blocks}) {
+        std::vector<double> got(blocks + 1, 0.25);
+        for (std::size_t k = 0; k < blocks; k += step)
+          d::direct_lags_chains(y.data(), m, n, k, std::min(k + step, blocks), got.data());
+        for (std::size_t k = 0; k <= blocks; ++k) {
+          if (std::bit_cast<std::uint64_t>(got[k]) != std::bit_cast<std::uint64_t>(want[k]))
+            FAIL("step " << step << ", lag " << k << ": " << got[k] << ", want " << want[k]);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("direct autocovariance lags (blocks of 32 by fused multiply-adds) equal the sums written out", "[mcmc]") {
   // acc[k] += sum_{t < n - k} z[t] z[t + k] for [k0, k1): series lengths around the block of
   // 32 lags and the 16 draws of a tile, ranges starting inside and ending off a block;
