@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #endif
 #include <tuple>
+#include <type_traits>
 
 #if HERD_HAVE_FFTW
 #include <fftw3.h>
@@ -188,9 +189,12 @@ using WRec = detail::Workspace::WRec;
 // for both.
 inline std::uint32_t count_of(const Rec& /*r*/) { return 1; }
 inline std::uint32_t count_of(const WRec& r) { return r.count; }
-/// Writes z to the split positions of a (not dropped) record.
-inline void store(double* out, const Rec& r, double z) { out[r.pos] = z; }
-inline void store(double* out, const WRec& r, double z) { std::fill_n(out + r.pos, r.count, z); }
+/// Writes z for a (not dropped) record: at its split position (Rec), or as its compact
+/// state's z-score (WRec: the state's draws all get it, fill_split spreads it).
+template <class R>
+inline void store(double* out, const R& r, double z) {
+  out[r.pos] = z;
+}
 /// `take_r ? r : l` with the key replaced, branch-free.
 inline Rec merged(const Rec& l, const Rec& r, bool take_r, std::uint64_t key) { return {key, take_r ? r.pos : l.pos}; }
 inline WRec merged(const WRec& l, const WRec& r, bool take_r, std::uint64_t key) {
@@ -443,7 +447,7 @@ void moments(const Prepared& p, double& mean, double& m2, double& m4) {
 
 /// out [2M, h] <- the split layout of the draws (split_chains of p.x; a weighted view's
 /// compact values written straight to their split positions, an odd chain's middle draw
-/// left out, as sort_compact places them).
+/// left out).
 void fill_split(const Prepared& p, double* out) {
   if (!p.compact()) {
     detail::split_chains(p.x, p.m, p.n, out);
@@ -465,6 +469,42 @@ void fill_split(const Prepared& p, double* out) {
         fill_run(oc + p.h, t0 + wj - p.h - 1, x[j], end);
       } else {
         fill_run(oc + t0 - (odd && t0 > p.h ? 1 : 0), wj, x[j], end);
+      }
+      t0 += wj;
+    }
+  }
+}
+
+/// out [2M, h] <- a weighted view's split layout (fill_split) of one value per slot: the
+/// compact states with draws in the split layout (sort_compact's slots, in state order) get
+/// zs[slot] (their z-score) at their split positions. `zs` may be out's last `slots` entries
+/// (s2 - slots on): each slot is read before its draws are written, and the draws of the
+/// states up to slot i fill at most i + 1 positions more than there are slots up to i (a
+/// slot has at least one draw), so they end before slot i + 1 (fill_run's stores past a run
+/// are kept before it too).
+void spread_slots(const Prepared& p, double* out, const double* zs) {
+  const DrawsView& v = *p.view;
+  const std::size_t d = v.draws();
+  const std::int64_t* w = v.weights().data();
+  const bool odd = p.n % 2 == 1;
+  const double* end = out + 2 * p.m * p.h;
+  std::size_t slot = 0;
+  for (std::size_t c = 0; c < p.m; ++c) {
+    double* oc = out + 2 * c * p.h;
+    std::size_t t0 = 0;  // verbose index of the state's first draw
+    for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
+      const auto wj = static_cast<std::size_t>(w[j]);
+      const bool middle = odd && t0 <= p.h && p.h < t0 + wj;
+      if (wj > (middle ? 1U : 0U)) {
+        const double z = zs[slot];
+        ++slot;
+        const double* stop = std::min(end, zs + slot);  // the next slot, not read yet
+        if (middle) {
+          fill_run(oc + t0, p.h - t0, z, stop);
+          fill_run(oc + p.h, t0 + wj - p.h - 1, z, stop);
+        } else {
+          fill_run(oc + t0 - (odd && t0 > p.h ? 1 : 0), wj, z, stop);
+        }
       }
       t0 += wj;
     }
@@ -639,11 +679,13 @@ void sort_recs(const Prepared& p, detail::Workspace& ws) {
 }
 
 /// ws.wrecs <- the runs of equal draws of a weighted view sorted by key, and ws.wcum their
-/// cumulative draw counts. A compact state of weight w > 0 whose draws are the verbose draws
-/// [t0, t0 + w) of chain c fills the split positions 2 c h + t0 ... (a chain's two halves are
-/// adjacent in the split layout), one record; when it holds an odd chain's middle draw
-/// (t = h), that draw becomes its own kDropped record and the rest keeps the positions from
-/// 2 c h + t0 on (those after the middle shift down by one). Zero weights give no record.
+/// cumulative draw counts, and ws.wslots the slots: the compact states with draws in the
+/// split layout, numbered in state order. A slot's state is one record {key, slot, count} of
+/// its draws in the split layout; when a state holds an odd chain's middle draw (t = h),
+/// that draw becomes its own kDropped record and the rest (w - 1 draws, if any) the state's
+/// record. Zero weights give no record. (The z-scaling writes one z-score per slot, which
+/// spread_slots spreads over the state's split positions: a random write per state into 8
+/// bytes per state, not a run into 8 bytes per draw.)
 void sort_compact(const Prepared& p, detail::Workspace& ws) {
   const DrawsView& v = *p.view;
   const std::size_t d = v.draws();
@@ -653,8 +695,8 @@ void sort_compact(const Prepared& p, detail::Workspace& ws) {
   auto& a = ws.wrecs;
   a.resize(p.m * d + p.m);  // at most one state per chain is cut at the middle
   std::size_t k = 0;
+  std::uint32_t slot = 0;  // < 2^32 - 1 states (DrawsView): never kDropped
   for (std::size_t c = 0; c < p.m; ++c) {
-    const std::size_t base = 2 * c * p.h;
     std::size_t t0 = 0;  // verbose index of the state's first draw
     for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
       if (w[j] == 0) continue;
@@ -662,14 +704,14 @@ void sort_compact(const Prepared& p, detail::Workspace& ws) {
       const std::uint64_t key = sort_key(x[j]);
       if (odd && t0 <= p.h && p.h < t0 + wj) {
         a[k++] = {key, kDropped, 1};
-        if (wj > 1) a[k++] = {key, static_cast<std::uint32_t>(base + t0), static_cast<std::uint32_t>(wj - 1)};
+        if (wj > 1) a[k++] = {key, slot++, static_cast<std::uint32_t>(wj - 1)};
       } else {
-        const std::size_t pos = base + t0 - (odd && t0 > p.h ? 1 : 0);
-        a[k++] = {key, static_cast<std::uint32_t>(pos), static_cast<std::uint32_t>(wj)};
+        a[k++] = {key, slot++, static_cast<std::uint32_t>(wj)};
       }
       t0 += wj;
     }
   }
+  ws.wslots = slot;
   a.resize(k);
   radix_sort(a.data(), k, ws.radix_count, ws.wradix_scratch);
   ws.wcum.resize(k);
@@ -780,7 +822,12 @@ void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws);
   ws.split.resize(s2);
-  const bool constant = z_scale_sorted(recs.data(), recs.size(), ws.split.data(), ztab);
+  // Unweighted: z-scores straight to the split positions; weighted: one per slot (compact
+  // state), in the split buffer's last entries, then spread over the states' positions.
+  constexpr bool kSlots = std::is_same_v<R, WRec>;
+  double* zout = kSlots ? ws.split.data() + (s2 - ws.wslots) : ws.split.data();
+  const bool constant = z_scale_sorted(recs.data(), recs.size(), zout, ztab);
+  if (kSlots) spread_slots(p, ws.split.data(), zout);
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
   const bool ok = p.n % 2 == 0 || !constant;
@@ -795,7 +842,8 @@ void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<
   if (rhat_t) {
     // The tail's z-scores reuse the split buffer (the bulk ESS above is done with it). Constant
     // z-scores give NaN (rhat_chains unchecked would find them constant).
-    const bool tail_constant = z_scale_folded(recs.data(), recs.size(), median, ws.split.data(), ztab);
+    const bool tail_constant = z_scale_folded(recs.data(), recs.size(), median, zout, ztab);
+    if (kSlots) spread_slots(p, ws.split.data(), zout);
     *rhat_t = tail_constant ? kNaN : detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true);
   }
 }

@@ -133,8 +133,9 @@ struct Workspace {
   BigVector<Rec> recs;           // sorted records
   BigVector<Rec> radix_scratch;  // the radix sort's scratch: its largest bucket (a few thousand records)
   /// A run of `count` equal draws of a weighted view (a compact state's draws, or its part
-  /// that the split layout keeps): their sort key and the first of the `count` consecutive
-  /// split positions they fill, or kDropped (count 1) for an odd chain's middle draw.
+  /// that the split layout keeps): their sort key and the slot of the compact state (its
+  /// number among the states with draws in the split layout), or kDropped (count 1) for an
+  /// odd chain's middle draw.
   struct WRec {
     std::uint64_t key;
     std::uint32_t pos;
@@ -144,6 +145,7 @@ struct Workspace {
   BigVector<WRec> wrecs;             // sorted runs of a weighted view
   BigVector<WRec> wradix_scratch;    // the radix sort's scratch for wrecs
   BigVector<std::uint32_t> wcum;     // draws in wrecs[0..i] (inclusive prefix sums of count)
+  std::size_t wslots = 0;            // slots of wrecs (states with draws in the split layout)
   BigVector<double> ztab;            // normal quantiles of ranks, kept between calls
   std::size_t ztab_s = 0;            // the draw count S that ztab's quantiles are of
   SharedZTable* shared_z = nullptr;  // summarize_all's table, used instead of ztab when set

@@ -453,6 +453,23 @@ TEST_CASE("weighted summaries rank the compact states: bit for bit the expanded 
           check_weighted_equals_expanded(col);
         }
   }
+  SECTION("weights of 1 (the z-scores' slots fill the split buffer's tail exactly)") {
+    // Every slot's state has one draw (its split positions catch up with the unread slots
+    // at every step), then weights 1 with a heavy last state or a heavy first state.
+    for (std::size_t m : {1u, 3u})
+      for (std::size_t n : {9u, 10u, 1000u, 1001u})
+        for (int shape = 0; shape < 3; ++shape) {
+          INFO("m " << m << ", n " << n << ", shape " << shape);
+          const auto col = compact_column(
+              m, n, [&](std::size_t c, std::size_t i) { return pool[(c * 71 + i) % pool.size()]; },
+              [&](std::size_t /*c*/, std::size_t i) -> std::int64_t {
+                if (shape == 1 && i == n / 2 - 1) return static_cast<std::int64_t>(n);  // the rest
+                if (shape == 2 && i == 0) return 5;
+                return 1;
+              });
+          check_weighted_equals_expanded(col);
+        }
+  }
   SECTION("the middle draw alone, or starting a state, in an odd chain") {
     // n = 9, h = 4: the middle draw (t = 4) is a state of weight 1 (only a dropped record),
     // starts a state of weight 3, or ends one.
