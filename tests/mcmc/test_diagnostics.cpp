@@ -453,6 +453,29 @@ TEST_CASE("weighted summaries rank the compact states: bit for bit the expanded 
           check_weighted_equals_expanded(col);
         }
   }
+  SECTION("one bucket of the radix sort's top 16 bits (MSD digits below, or LSD passes)") {
+    // Values in [1, 1 + 1/16) share the keys' top 16 bits: one bucket of every state (3,000:
+    // msd_sort; 20,000: lsd_sort48), and keys that differ only in their lowest bits or in a
+    // few clustered ones (msd_sort's digits recurse down to bit 0).
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (std::size_t states : {3000u, 20000u}) {
+      for (int shape = 0; shape < 3; ++shape) {
+        INFO("states " << states << ", shape " << shape);
+        std::vector<double> vals(states);
+        for (std::size_t i = 0; i < states; ++i) {
+          const double u = unit(rng);
+          if (shape == 0) vals[i] = 1.0 + u / 16.0;
+          else if (shape == 1) vals[i] = 1.0 + std::ldexp(std::floor(u * 4096.0), -52);  // low 12 bits
+          else vals[i] = 1.0 + std::ldexp(std::floor(u * 64.0), -30) + std::ldexp(std::floor(u * 1e4), -52);
+        }
+        const std::size_t n = states * 2 + 1;
+        const auto col = compact_column(
+            1, n, [&](std::size_t /*c*/, std::size_t i) { return vals[i % states]; },
+            [&](std::size_t /*c*/, std::size_t i) -> std::int64_t { return 1 + static_cast<std::int64_t>(i % 3); });
+        check_weighted_equals_expanded(col);
+      }
+    }
+  }
   SECTION("weights of 1 (the z-scores' slots fill the split buffer's tail exactly)") {
     // Every slot's state has one draw (its split positions catch up with the unread slots
     // at every step), then weights 1 with a heavy last state or a heavy first state.
