@@ -988,7 +988,7 @@ TEST_CASE("summarize's scratch: one split buffer, sort records per compact state
   // FFT), 1 chain, as a weighted view of K states of weights 1..5 (S = 3 K draws) and as the
   // S draws themselves. The workspace holds the split draws (8 bytes per draw; a weighted
   // view is never expanded, an unweighted one is its own verbose draws), the z table (8),
-  // and the sort records: 20 bytes per state weighted (key, position, count; cumulative
+  // and the sort records: 20 bytes per state weighted (key, slot, count; cumulative
   // counts), 12 per draw unweighted (key, position); the radix sort's scratch is its largest
   // bucket (a few thousand records), the folded records are scaled as they are merged. The
   // ESS keeps only the lags it sums (a few dozen here): no buffer per draw. The expansion of
