@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #endif
 #include <tuple>
+#include <type_traits>
 
 #if HERD_HAVE_FFTW
 #include <fftw3.h>
@@ -167,6 +168,20 @@ class ZTable {
 
 constexpr std::uint32_t kDropped = 0xffffffffu;
 
+/// The smallest and largest of the z-scores written by a z-scaling (each tie group's once):
+/// the extremes of the values written, so constant() is detail::is_constant of them without a
+/// pass over them (true when none was written, as is_constant of nothing).
+struct ZRange {
+  double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
+  bool any = false;
+  void add(double z) {
+    lo = std::min(lo, z);
+    hi = std::max(hi, z);
+    any = true;
+  }
+  bool constant() const { return !any || std::fabs(hi - lo) < std::numeric_limits<double>::epsilon(); }
+};
+
 using WRec = detail::Workspace::WRec;
 
 // A record stands for 1 draw (Rec, unweighted views) or for `count` equal draws at
@@ -174,9 +189,12 @@ using WRec = detail::Workspace::WRec;
 // for both.
 inline std::uint32_t count_of(const Rec& /*r*/) { return 1; }
 inline std::uint32_t count_of(const WRec& r) { return r.count; }
-/// Writes z to the split positions of a (not dropped) record.
-inline void store(double* out, const Rec& r, double z) { out[r.pos] = z; }
-inline void store(double* out, const WRec& r, double z) { std::fill_n(out + r.pos, r.count, z); }
+/// Writes z for a (not dropped) record: at its split position (Rec), or as its compact
+/// state's z-score (WRec: the state's draws all get it, fill_split spreads it).
+template <class R>
+inline void store(double* out, const R& r, double z) {
+  out[r.pos] = z;
+}
 /// `take_r ? r : l` with the key replaced, branch-free.
 inline Rec merged(const Rec& l, const Rec& r, bool take_r, std::uint64_t key) { return {key, take_r ? r.pos : l.pos}; }
 inline WRec merged(const WRec& l, const WRec& r, bool take_r, std::uint64_t key) {
@@ -188,12 +206,15 @@ inline WRec merged(const WRec& l, const WRec& r, bool take_r, std::uint64_t key)
 /// skipped. Ties (equal keys) get their average rank over the draws they stand for. `out` has
 /// the s2 split positions, each written once, in random order: with the workspace on huge
 /// pages direct writes (each destination's line prefetched a few records ahead) beat staging
-/// them through position windows, and need no staging buffer.
+/// them through position windows, and need no staging buffer. Returns whether the z-scores
+/// written are constant (detail::is_constant of `out`, from the groups' z-scores: no pass
+/// over `out`).
 template <class R>
-void z_scale_sorted(const R* sorted, std::size_t count, double* out, ZTable& ztab) {
+bool z_scale_sorted(const R* sorted, std::size_t count, double* out, ZTable& ztab) {
   constexpr std::size_t kAhead = 16;
   std::size_t rank = 0;
   std::size_t i = 0;
+  ZRange range;
   while (i < count) {
     if (i + kAhead < count && sorted[i + kAhead].pos != kDropped) __builtin_prefetch(out + sorted[i + kAhead].pos, 1);
     std::size_t j = i + 1;
@@ -204,12 +225,14 @@ void z_scale_sorted(const R* sorted, std::size_t count, double* out, ZTable& zta
     }
     if (included > 0) {
       const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
+      range.add(z);
       for (std::size_t k = i; k < j; ++k)
         if (sorted[k].pos != kDropped) store(out, sorted[k], z);
       rank += included;
     }
     i = j;
   }
+  return range.constant();
 }
 
 /// The records of all draws sorted by |x - med| (the key replaced by the key of |x - med|),
@@ -251,10 +274,12 @@ class FoldMerge {
 /// 16 per state of a weighted view). A tie group (equal folded keys) is the records merged
 /// since the last change of key: two ranges of `sorted`, one on each side of the median,
 /// which get its z-score once its last record is known. The split positions a few records
-/// ahead on both sides are prefetched. The same z-scores at the same positions.
+/// ahead on both sides are prefetched. The same z-scores at the same positions; returns
+/// whether they are constant (as z_scale_sorted).
 template <class R>
-void z_scale_folded(const R* sorted, std::size_t count, double med, double* out, ZTable& ztab) {
-  if (count == 0) return;
+bool z_scale_folded(const R* sorted, std::size_t count, double med, double* out, ZTable& ztab) {
+  if (count == 0) return true;
+  ZRange range;
   constexpr std::size_t kAhead = 16;
   FoldMerge<R> merge(sorted, count, med);
   std::size_t rank = 0;
@@ -265,6 +290,7 @@ void z_scale_folded(const R* sorted, std::size_t count, double med, double* out,
   auto flush = [&](std::size_t l, std::size_t r) {
     if (included == 0) return;
     const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
+    range.add(z);
     if (group == 1) {
       store(out, first, z);  // no need to ask which side it came from (a coin flip)
     } else {
@@ -292,6 +318,7 @@ void z_scale_folded(const R* sorted, std::size_t count, double med, double* out,
     included += rec.pos != kDropped ? count_of(rec) : 0;
   }
   flush(merge.left(), merge.right());
+  return range.constant();
 }
 
 /// The shared state of one quantity's analysis: verbose draws, sizes, and for a weighted
@@ -420,7 +447,7 @@ void moments(const Prepared& p, double& mean, double& m2, double& m4) {
 
 /// out [2M, h] <- the split layout of the draws (split_chains of p.x; a weighted view's
 /// compact values written straight to their split positions, an odd chain's middle draw
-/// left out, as sort_compact places them).
+/// left out).
 void fill_split(const Prepared& p, double* out) {
   if (!p.compact()) {
     detail::split_chains(p.x, p.m, p.n, out);
@@ -448,20 +475,191 @@ void fill_split(const Prepared& p, double* out) {
   }
 }
 
+/// out [2M, h] <- a weighted view's split layout (fill_split) of one value per slot: the
+/// compact states with draws in the split layout (sort_compact's slots, in state order) get
+/// zs[slot] (their z-score) at their split positions. `zs` may be out's last `slots` entries
+/// (s2 - slots on): each slot is read before its draws are written, and the draws of the
+/// states up to slot i fill at most i + 1 positions more than there are slots up to i (a
+/// slot has at least one draw), so they end before slot i + 1 (fill_run's stores past a run
+/// are kept before it too).
+void spread_slots(const Prepared& p, double* out, const double* zs) {
+  const DrawsView& v = *p.view;
+  const std::size_t d = v.draws();
+  const std::int64_t* w = v.weights().data();
+  const bool odd = p.n % 2 == 1;
+  const double* end = out + 2 * p.m * p.h;
+  std::size_t slot = 0;
+  for (std::size_t c = 0; c < p.m; ++c) {
+    double* oc = out + 2 * c * p.h;
+    std::size_t t0 = 0;  // verbose index of the state's first draw
+    for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
+      const auto wj = static_cast<std::size_t>(w[j]);
+      const bool middle = odd && t0 <= p.h && p.h < t0 + wj;
+      if (wj > (middle ? 1U : 0U)) {
+        const double z = zs[slot];
+        ++slot;
+        const double* stop = std::min(end, zs + slot);  // the next slot, not read yet
+        if (middle) {
+          fill_run(oc + t0, p.h - t0, z, stop);
+          fill_run(oc + p.h, t0 + wj - p.h - 1, z, stop);
+        } else {
+          fill_run(oc + t0 - (odd && t0 > p.h ? 1 : 0), wj, z, stop);
+        }
+      }
+      t0 += wj;
+    }
+  }
+}
+
+/// out [2M, h] <- (x - mean)^2 of the split draws (fill_split, then squared in place, as one
+/// pass: a weighted view's square computed once per compact state), and lo, hi <- the
+/// smallest and largest of them (+inf, -inf when there is none).
+void fill_split_squares(const Prepared& p, double mean, double* out, double& lo, double& hi) {
+  lo = std::numeric_limits<double>::infinity();
+  hi = -lo;
+  const auto sq = [mean](double x) { return (x - mean) * (x - mean); };
+  if (!p.compact()) {
+    for (std::size_t c = 0; c < p.m; ++c) {
+      const double* x = p.x + c * p.n;
+      double* o = out + 2 * c * p.h;
+      for (std::size_t half = 0; half < 2; ++half, x += p.n - p.h, o += p.h) {
+        for (std::size_t t = 0; t < p.h; ++t) {
+          const double z = sq(x[t]);
+          o[t] = z;
+          lo = z < lo ? z : lo;
+          hi = z > hi ? z : hi;
+        }
+      }
+    }
+    return;
+  }
+  const DrawsView& v = *p.view;
+  const std::size_t d = v.draws();
+  const double* x = v.values().data();
+  const std::int64_t* w = v.weights().data();
+  const bool odd = p.n % 2 == 1;
+  const double* end = out + 2 * p.m * p.h;  // positions are written in increasing order
+  for (std::size_t c = 0; c < p.m; ++c) {
+    double* oc = out + 2 * c * p.h;
+    std::size_t t0 = 0;  // verbose index of the state's first draw
+    for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
+      const auto wj = static_cast<std::size_t>(w[j]);
+      // Draws of the state in the split layout: all but an odd chain's middle draw.
+      const bool middle = odd && t0 <= p.h && p.h < t0 + wj;
+      if (wj > (middle ? 1U : 0U)) {
+        const double z = sq(x[j]);
+        lo = z < lo ? z : lo;
+        hi = z > hi ? z : hi;
+        if (middle) {
+          fill_run(oc + t0, p.h - t0, z, end);
+          fill_run(oc + p.h, t0 + wj - p.h - 1, z, end);
+        } else {
+          fill_run(oc + t0 - (odd && t0 > p.h ? 1 : 0), wj, z, end);
+        }
+      }
+      t0 += wj;
+    }
+  }
+}
+
 /// ws.sorted <- all draws sorted.
 void sort_all(const Prepared& p, detail::Workspace& ws) {
   ws.sorted.assign(p.x, p.x + p.s);
   std::sort(ws.sorted.begin(), ws.sorted.end());
 }
 
+/// Insertion sort of a[0, len) by key.
+template <class R>
+void insertion_sort(R* a, std::size_t len) {
+  for (std::size_t i = 1; i < len; ++i) {
+    const R r = a[i];
+    std::size_t q = i;
+    for (; q > 0 && a[q - 1].key > r.key; --q) a[q] = a[q - 1];
+    a[q] = r;
+  }
+}
+
+/// Sorts a[0, len) by key, the keys' bits above the low `bits` being equal: MSD radix sort
+/// on a digit of about log2(len) bits (at most 11) right below the highest bit in which the
+/// keys differ, through `tmp` (len records) and back, then each run of equal digits the same
+/// way (insertion sort at 32 records or fewer). Random low bits leave runs of about one
+/// record after one digit, so a bucket of a few thousand records costs about one histogram,
+/// one scatter and one copy instead of four of each (12-bit LSD passes over 48 bits).
+/// `count` is scratch of at least 2^11 entries.
+template <class R>
+void msd_sort(R* a, R* tmp, std::size_t len, std::uint32_t* count) {
+  if (len <= 32) {
+    insertion_sort(a, len);
+    return;
+  }
+  std::uint64_t diff = 0;
+  const std::uint64_t k0 = a[0].key;
+  for (std::size_t i = 1; i < len; ++i) diff |= a[i].key ^ k0;
+  if (diff == 0) return;                  // all keys equal
+  const int high = std::bit_width(diff);  // the keys differ in bits [0, high) only
+  const int b = std::min({high, 11, static_cast<int>(std::bit_width(len))});
+  const int shift = high - b;
+  const std::uint64_t mask = (std::uint64_t{1} << b) - 1;
+  const std::size_t digits = std::size_t{1} << b;
+  std::fill_n(count, digits, 0U);
+  for (std::size_t i = 0; i < len; ++i) ++count[(a[i].key >> shift) & mask];
+  std::uint32_t sum = 0;
+  for (std::size_t q = 0; q < digits; ++q) {
+    const std::uint32_t v = count[q];
+    count[q] = sum;
+    sum += v;
+  }
+  for (std::size_t i = 0; i < len; ++i) tmp[count[(a[i].key >> shift) & mask]++] = a[i];
+  std::copy(tmp, tmp + len, a);
+  // The runs of equal digits, found by scanning (count[] is free for the recursion).
+  for (std::size_t i = 0; i < len;) {
+    const std::uint64_t dg = (a[i].key >> shift) & mask;
+    std::size_t j = i + 1;
+    while (j < len && ((a[j].key >> shift) & mask) == dg) ++j;
+    if (j - i > 1 && shift > 0) msd_sort(a + i, tmp + i, j - i, count);
+    i = j;
+  }
+}
+
+/// Sorts a[0, len) by key through `tmp` (len records): LSD passes on the low 48 bits (four
+/// 12-bit digits, histograms in one pass, a pass whose digit is the same for every key
+/// skipped). Each pass's histogram of 4096 counters pays off for large buckets only.
+template <class R>
+void lsd_sort48(R* a, R* tmp, std::size_t len) {
+  constexpr std::size_t kDigit = std::size_t{1} << 12;
+  std::uint32_t cnt[4 * kDigit];
+  R* src = a;
+  R* dst = tmp;
+  std::fill(std::begin(cnt), std::end(cnt), 0U);
+  for (std::size_t i = 0; i < len; ++i)
+    for (int d = 0; d < 4; ++d) ++cnt[d * kDigit + ((src[i].key >> (12 * d)) & (kDigit - 1))];
+  for (int d = 0; d < 4; ++d) {
+    std::uint32_t* c = cnt + d * kDigit;
+    const int shift = 12 * d;
+    if (c[(src[0].key >> shift) & (kDigit - 1)] == len) continue;
+    std::uint32_t sum = 0;
+    for (std::size_t q = 0; q < kDigit; ++q) {
+      const std::uint32_t v = c[q];
+      c[q] = sum;
+      sum += v;
+    }
+    for (std::size_t i = 0; i < len; ++i) dst[c[(src[i].key >> shift) & (kDigit - 1)]++] = src[i];
+    std::swap(src, dst);
+  }
+  if (src != a) std::copy(src, src + len, a);
+}
+
+/// Buckets larger than this are sorted by lsd_sort48, smaller ones by msd_sort (measured: a
+/// bucket of 2,500 records, a weighted view's at 3e5 states, is about 20% faster by
+/// msd_sort; one of 32,000, herd-diagnose's at 6.4e6 draws, about 45% slower).
+constexpr std::size_t kLsdBucket = 8192;
+
 /// Sorts a[0, n) by key (not stably: the order of equal keys is unspecified, and nothing
 /// reads it: ranks, folds and order statistics go by key). Radix sort: one MSD pass on the
 /// top 16 bits, in place (American flag sort: each record swapped into its bucket's next
-/// free slot), then, inside each bucket, LSD passes on the low 48 bits (four 12-bit digits,
-/// histograms in one pass, a pass whose digit is the same for every key skipped) while the
-/// bucket is in cache, with `scratch` (grown to the largest bucket of more than 64 records,
-/// a few thousand for smooth data, n at worst) instead of a second buffer of n records.
-/// `start` is scratch too.
+/// free slot), then each bucket while it is in cache (insertion sort up to 64 records,
+/// msd_sort up to kLsdBucket, lsd_sort48 beyond), with `scratch` (grown to the largest bucket of more than 64 records,
+/// a few thousand for smooth data, n at worst) instead of a second buffer of n records. `start` is scratch too.
 template <class R>
 void radix_sort(R* a, std::size_t n, std::vector<std::uint32_t>& start, detail::BigVector<R>& scratch) {
   constexpr std::size_t kTop = std::size_t{1} << 16;
@@ -486,39 +684,13 @@ void radix_sort(R* a, std::size_t n, std::vector<std::uint32_t>& start, detail::
     }
   }
   if (scratch.size() < largest) scratch.resize(largest);
-  constexpr std::size_t kDigit = std::size_t{1} << 12;
-  std::uint32_t cnt[4 * kDigit];
+  std::array<std::uint32_t, std::size_t{1} << 11>
+      count;  // NOLINT(cppcoreguidelines-pro-type-member-init): msd_sort's scratch
   for (std::size_t k = 0; k < kTop; ++k) {
     const std::size_t lo = start[k], len = start[k + 1] - lo;
-    if (len == 0) continue;
-    R* src = a + lo;
-    if (len <= 64) {  // insertion sort
-      for (std::size_t i = 1; i < len; ++i) {
-        const R r = src[i];
-        std::size_t q = i;
-        for (; q > 0 && src[q - 1].key > r.key; --q) src[q] = src[q - 1];
-        src[q] = r;
-      }
-      continue;
-    }
-    R* dst = scratch.data();
-    std::fill(std::begin(cnt), std::end(cnt), 0u);
-    for (std::size_t i = 0; i < len; ++i)
-      for (int d = 0; d < 4; ++d) ++cnt[d * kDigit + ((src[i].key >> (12 * d)) & (kDigit - 1))];
-    for (int d = 0; d < 4; ++d) {
-      std::uint32_t* c = cnt + d * kDigit;
-      const int shift = 12 * d;
-      if (c[(src[0].key >> shift) & (kDigit - 1)] == len) continue;
-      std::uint32_t sum = 0;
-      for (std::size_t q = 0; q < kDigit; ++q) {
-        const std::uint32_t v = c[q];
-        c[q] = sum;
-        sum += v;
-      }
-      for (std::size_t i = 0; i < len; ++i) dst[c[(src[i].key >> shift) & (kDigit - 1)]++] = src[i];
-      std::swap(src, dst);
-    }
-    if (src != a + lo) std::copy(src, src + len, a + lo);
+    if (len <= 64) insertion_sort(a + lo, len);
+    else if (len <= kLsdBucket) msd_sort(a + lo, scratch.data(), len, count.data());
+    else lsd_sort48(a + lo, scratch.data(), len);
   }
 }
 
@@ -540,11 +712,13 @@ void sort_recs(const Prepared& p, detail::Workspace& ws) {
 }
 
 /// ws.wrecs <- the runs of equal draws of a weighted view sorted by key, and ws.wcum their
-/// cumulative draw counts. A compact state of weight w > 0 whose draws are the verbose draws
-/// [t0, t0 + w) of chain c fills the split positions 2 c h + t0 ... (a chain's two halves are
-/// adjacent in the split layout), one record; when it holds an odd chain's middle draw
-/// (t = h), that draw becomes its own kDropped record and the rest keeps the positions from
-/// 2 c h + t0 on (those after the middle shift down by one). Zero weights give no record.
+/// cumulative draw counts, and ws.wslots the slots: the compact states with draws in the
+/// split layout, numbered in state order. A slot's state is one record {key, slot, count} of
+/// its draws in the split layout; when a state holds an odd chain's middle draw (t = h),
+/// that draw becomes its own kDropped record and the rest (w - 1 draws, if any) the state's
+/// record. Zero weights give no record. (The z-scaling writes one z-score per slot, which
+/// spread_slots spreads over the state's split positions: a random write per state into 8
+/// bytes per state, not a run into 8 bytes per draw.)
 void sort_compact(const Prepared& p, detail::Workspace& ws) {
   const DrawsView& v = *p.view;
   const std::size_t d = v.draws();
@@ -554,8 +728,8 @@ void sort_compact(const Prepared& p, detail::Workspace& ws) {
   auto& a = ws.wrecs;
   a.resize(p.m * d + p.m);  // at most one state per chain is cut at the middle
   std::size_t k = 0;
+  std::uint32_t slot = 0;  // < 2^32 - 1 states (DrawsView): never kDropped
   for (std::size_t c = 0; c < p.m; ++c) {
-    const std::size_t base = 2 * c * p.h;
     std::size_t t0 = 0;  // verbose index of the state's first draw
     for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
       if (w[j] == 0) continue;
@@ -563,14 +737,14 @@ void sort_compact(const Prepared& p, detail::Workspace& ws) {
       const std::uint64_t key = sort_key(x[j]);
       if (odd && t0 <= p.h && p.h < t0 + wj) {
         a[k++] = {key, kDropped, 1};
-        if (wj > 1) a[k++] = {key, static_cast<std::uint32_t>(base + t0), static_cast<std::uint32_t>(wj - 1)};
+        if (wj > 1) a[k++] = {key, slot++, static_cast<std::uint32_t>(wj - 1)};
       } else {
-        const std::size_t pos = base + t0 - (odd && t0 > p.h ? 1 : 0);
-        a[k++] = {key, static_cast<std::uint32_t>(pos), static_cast<std::uint32_t>(wj)};
+        a[k++] = {key, slot++, static_cast<std::uint32_t>(wj)};
       }
       t0 += wj;
     }
   }
+  ws.wslots = slot;
   a.resize(k);
   radix_sort(a.data(), k, ws.radix_count, ws.wradix_scratch);
   ws.wcum.resize(k);
@@ -681,16 +855,29 @@ void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws);
   ws.split.resize(s2);
-  z_scale_sorted(recs.data(), recs.size(), ws.split.data(), ztab);
+  // Unweighted: z-scores straight to the split positions; weighted: one per slot (compact
+  // state), in the split buffer's last entries, then spread over the states' positions.
+  constexpr bool kSlots = std::is_same_v<R, WRec>;
+  double* zout = kSlots ? ws.split.data() + (s2 - ws.wslots) : ws.split.data();
+  const bool constant = z_scale_sorted(recs.data(), recs.size(), zout, ztab);
+  if (kSlots) spread_slots(p, ws.split.data(), zout);
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
-  const bool ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
-  if (rhat_b) *rhat_b = ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
-  if (ess_b) *ess_b = ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  const bool ok = p.n % 2 == 0 || !constant;
+  if (rhat_b && ess_b) {
+    // Both from one pass of chain means and centring (the same numbers as apart).
+    if (ok) detail::rhat_ess_overwrite(ws.split.data(), 2 * p.m, p.h, ws, rhat_b, ess_b);
+    else *rhat_b = *ess_b = kNaN;
+  } else {
+    if (rhat_b) *rhat_b = ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
+    if (ess_b) *ess_b = ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  }
   if (rhat_t) {
-    // The tail's z-scores reuse the split buffer (the bulk ESS above is done with it).
-    z_scale_folded(recs.data(), recs.size(), median, ws.split.data(), ztab);
-    *rhat_t = detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, !detail::is_constant(ws.split.data(), s2));
+    // The tail's z-scores reuse the split buffer (the bulk ESS above is done with it). Constant
+    // z-scores give NaN (rhat_chains unchecked would find them constant).
+    const bool tail_constant = z_scale_folded(recs.data(), recs.size(), median, zout, ztab);
+    if (kSlots) spread_slots(p, ws.split.data(), zout);
+    *rhat_t = tail_constant ? kNaN : detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true);
   }
 }
 
@@ -1015,6 +1202,143 @@ void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1,
 }
 
 namespace {
+/// Lags of a half block of direct_lags_chains.
+constexpr std::size_t kHalfBlock = kLagBlock / 2;
+
+#if defined(__AVX2__) && defined(__FMA__)
+/// One step r of lag_block's group of 16 draws (zt = z + t0 + r) for 16 lags [k0, k0 + 16)
+/// instead of 32: the products of z[t0 + r + 4i] (i = 0..3, in this order for every lag)
+/// with the 4-draw windows at t0 + r + k0 + 4u go to the lags' vector u - i (7 window loads,
+/// 4 broadcasts, 16 fused multiply-adds).
+[[gnu::always_inline]] inline void half_step(const double* zt, std::size_t k0, __m256d& a0, __m256d& a1, __m256d& a2,
+                                             __m256d& a3) {
+  const double* w = zt + k0;
+  const __m256d b0 = _mm256_broadcast_sd(zt), b1 = _mm256_broadcast_sd(zt + 4), b2 = _mm256_broadcast_sd(zt + 8),
+                b3 = _mm256_broadcast_sd(zt + 12);
+  __m256d v = _mm256_loadu_pd(w);
+  a0 = _mm256_fmadd_pd(b0, v, a0);
+  v = _mm256_loadu_pd(w + 4);
+  a1 = _mm256_fmadd_pd(b0, v, a1);
+  a0 = _mm256_fmadd_pd(b1, v, a0);
+  v = _mm256_loadu_pd(w + 8);
+  a2 = _mm256_fmadd_pd(b0, v, a2);
+  a1 = _mm256_fmadd_pd(b1, v, a1);
+  a0 = _mm256_fmadd_pd(b2, v, a0);
+  v = _mm256_loadu_pd(w + 12);
+  a3 = _mm256_fmadd_pd(b0, v, a3);
+  a2 = _mm256_fmadd_pd(b1, v, a2);
+  a1 = _mm256_fmadd_pd(b2, v, a1);
+  a0 = _mm256_fmadd_pd(b3, v, a0);
+  v = _mm256_loadu_pd(w + 16);
+  a3 = _mm256_fmadd_pd(b1, v, a3);
+  a2 = _mm256_fmadd_pd(b2, v, a2);
+  a1 = _mm256_fmadd_pd(b3, v, a1);
+  v = _mm256_loadu_pd(w + 20);
+  a3 = _mm256_fmadd_pd(b2, v, a3);
+  a2 = _mm256_fmadd_pd(b3, v, a2);
+  v = _mm256_loadu_pd(w + 24);
+  a3 = _mm256_fmadd_pd(b3, v, a3);
+}
+
+/// The draws after the last group of 16, one by one (lag_block's order).
+[[gnu::always_inline]] inline void half_rest(const double* z, std::size_t t0, std::size_t len, std::size_t k0,
+                                             __m256d& a0, __m256d& a1, __m256d& a2, __m256d& a3) {
+  for (std::size_t t = t0; t < len; ++t) {
+    const __m256d b = _mm256_broadcast_sd(z + t);
+    const double* w = z + t + k0;
+    a0 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w), a0);
+    a1 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 4), a1);
+    a2 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 8), a2);
+    a3 = _mm256_fmadd_pd(b, _mm256_loadu_pd(w + 12), a3);
+  }
+}
+#endif
+
+/// s[j] = sum_{t < len} z[t] z[t + k0 + j] for 16 lags j, in lag_block's order of the draws
+/// (z[t + k0 + 15] must exist for t < len): for `chains` = 2 chains z and z2 at once (s and
+/// s2), whose 8 vectors of sums keep both fused multiply-add pipes busy as lag_block's 8 do;
+/// for 1, z alone.
+void half_block(const double* z, const double* z2, int chains, std::size_t len, std::size_t k0, double* s, double* s2) {
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+  std::size_t t0 = 0;
+  if (chains == 2) {
+    for (; t0 + 16 <= len; t0 += 16) {
+      for (std::size_t r = 0; r < 4; ++r) {
+        half_step(z + t0 + r, k0, a0, a1, a2, a3);
+        half_step(z2 + t0 + r, k0, c0, c1, c2, c3);
+      }
+    }
+    half_rest(z2, t0, len, k0, c0, c1, c2, c3);
+    _mm256_storeu_pd(s2, c0);
+    _mm256_storeu_pd(s2 + 4, c1);
+    _mm256_storeu_pd(s2 + 8, c2);
+    _mm256_storeu_pd(s2 + 12, c3);
+  } else {
+    for (; t0 + 16 <= len; t0 += 16)
+      for (std::size_t r = 0; r < 4; ++r) half_step(z + t0 + r, k0, a0, a1, a2, a3);
+  }
+  half_rest(z, t0, len, k0, a0, a1, a2, a3);
+  _mm256_storeu_pd(s, a0);
+  _mm256_storeu_pd(s + 4, a1);
+  _mm256_storeu_pd(s + 8, a2);
+  _mm256_storeu_pd(s + 12, a3);
+#else
+  // The same operations in the same order, one lag at a time.
+  for (int c = 0; c < chains; ++c) {
+    const double* zc = c == 0 ? z : z2;
+    double* sc = c == 0 ? s : s2;
+    for (std::size_t j = 0; j < kHalfBlock; ++j) {
+      const std::size_t k = k0 + j;
+      double a = 0;
+      std::size_t t0 = 0;
+      for (; t0 + 16 <= len; t0 += 16)
+        for (std::size_t r = 0; r < 4; ++r)
+          for (std::size_t i = 0; i < 4; ++i) a = std::fma(zc[t0 + r + 4 * i], zc[t0 + r + 4 * i + k], a);
+      for (std::size_t t = t0; t < len; ++t) a = std::fma(zc[t], zc[t + k], a);
+      sc[j] = a;
+    }
+  }
+#endif
+}
+}  // namespace
+
+void direct_lags_chains(const double* y, std::size_t m, std::size_t n, std::size_t k0, std::size_t k1, double* acc) {
+  k1 = std::min(k1, n);
+  std::size_t k = k0;
+  while (k < k1) {
+    const std::size_t block = k / kLagBlock * kLagBlock;  // the block of 32 that direct_lags sums lag k in
+    if (block + kLagBlock > n) {
+      // direct_lags sums this lag alone over all draws.
+      for (std::size_t c = 0; c < m; ++c) {
+        const double* z = y + c * n;
+        double a = 0;
+        for (std::size_t t = 0; t + k < n; ++t) a = std::fma(z[t], z[t + k], a);
+        acc[k] += a;
+      }
+      ++k;
+      continue;
+    }
+    // Lags [k, k + 16) (k is a multiple of 16), over the draws of their block of 32.
+    const std::size_t len = n - (block + kLagBlock - 1);
+    for (std::size_t c = 0; c < m; c += 2) {
+      const int chains = c + 1 < m ? 2 : 1;
+      const double* z[2] = {y + c * n, y + (c + 1) * n};
+      alignas(32) double s[2][kHalfBlock];
+      half_block(z[0], z[1], chains, len, k, s[0], s[1]);
+      for (int i = 0; i < chains; ++i) {
+        for (std::size_t j = 0; j < kHalfBlock; ++j) {
+          double a = s[i][j];
+          for (std::size_t t = len; t + k + j < n; ++t) a = std::fma(z[i][t], z[i][t + k + j], a);
+          acc[k + j] += a;
+        }
+      }
+    }
+    k += kHalfBlock;
+  }
+}
+
+namespace {
 /// The chain-averaged autocovariance (divisor m n) of the m centred chains that fill(c, r)
 /// writes into r (n values each) at every lag [0, n), by FFT: the inverse transform of the
 /// chains' summed power spectra, so one inverse transform serves every chain. Returns
@@ -1135,6 +1459,8 @@ double geyer_ess(std::size_t m, std::size_t n, Workspace& ws, Ensure&& ensure) {
   return total / tau;
 }
 
+double ess_centred(const double* y, double* writable, std::size_t m, std::size_t n, Workspace& ws);
+
 /// ess_chains and ess_chains_overwrite: `writable` is y itself (centred in place, once) or
 /// nullptr (each chain centred into a buffer whenever its lags are summed).
 double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n, Workspace& ws, bool checked) {
@@ -1150,9 +1476,14 @@ double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n,
       double* yc = writable + c * n;
       for (std::size_t t = 0; t < n; ++t) yc[t] -= mu;
     }
-  } else {
-    ws.centered.resize(n);
   }
+  return ess_centred(y, writable, m, n, ws);
+}
+
+/// ess_impl after its chain means (ws.means) and, when `writable` is not nullptr, its
+/// centring in place (writable == y, each chain minus its mean); n >= 3, m >= 1.
+double ess_centred(const double* y, double* writable, std::size_t m, std::size_t n, Workspace& ws) {
+  if (writable == nullptr) ws.centered.resize(n);
   // One chain at a time, centred into a buffer that stays in cache while its lags are summed.
   auto center = [&](std::size_t c) -> const double* {
     if (writable != nullptr) return writable + c * n;
@@ -1163,21 +1494,30 @@ double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n,
   };
   // ws.acov holds the directly summed lags [0, have), grown block by block (a few hundred
   // lags at most: direct_lag_cap); past the cap every lag comes from the FFT's buffer.
+  // `have` follows the blocks of whole kLagBlock lags that decide when to switch to the FFT;
+  // of them, the lags [0, done) are summed: all of them at once from a centred buffer, or,
+  // when the chains are centred in place, only up to the request in half blocks of 16 lags
+  // (direct_lags_chains: the same sums, and no more lags than Geyer's sequence asks for,
+  // give or take 15).
   ws.acov.clear();
-  std::size_t have = 0;
+  std::size_t have = 0, done = 0;
   const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   const std::size_t cap = direct_lag_cap(m, n);
   return geyer_ess(m, n, ws, [&](std::size_t lag) {
-    if (lag < have) return acov;
-    if (lag < cap) {
-      // Whole blocks of kLagBlock lags (the lags past the request are final too).
-      const std::size_t upto = std::min(n, (next_block(have, lag, n, cap) + kLagBlock - 1) / kLagBlock * kLagBlock);
-      ws.acov.resize(upto, 0.0);  // the new lags [have, upto) start at 0
-      for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, have, upto, ws.acov.data());
-      for (std::size_t k = have; k < upto; ++k) ws.acov[k] *= inv_mn;
+    if (lag < done) return acov;
+    if (lag < have || lag < cap) {
+      if (lag >= have)  // whole blocks of kLagBlock lags
+        have = std::min(n, (next_block(have, lag, n, cap) + kLagBlock - 1) / kLagBlock * kLagBlock);
+      const std::size_t upto =
+          writable != nullptr ? std::min(have, (lag + kHalfBlock) / kHalfBlock * kHalfBlock) : have;
+      ws.acov.resize(upto, 0.0);  // the new lags [done, upto) start at 0
+      if (writable != nullptr) direct_lags_chains(writable, m, n, done, upto, ws.acov.data());
+      else
+        for (std::size_t c = 0; c < m; ++c) direct_lags(center(c), n, done, upto, ws.acov.data());
+      for (std::size_t k = done; k < upto; ++k) ws.acov[k] *= inv_mn;
       acov = ws.acov.data();
-      have = upto;
+      done = upto;
     } else {
       acov = all_lags_fft(
           m, n, ws,
@@ -1192,7 +1532,7 @@ double ess_impl(const double* y, double* writable, std::size_t m, std::size_t n,
             for (std::size_t t = 0; t < n; ++t) r[t] = yc[t] - mu;
           },
           writable);
-      have = n;
+      have = done = n;
     }
     return acov;
   });
@@ -1343,6 +1683,19 @@ double ess_chains_overwrite(double* y, std::size_t m, std::size_t n, Workspace& 
   return ess_impl(y, y, m, n, ws, checked);
 }
 
+namespace {
+/// rhat_chains from the chain means [m] and variances [m] (divisor n - 1); m, n >= 2.
+double rhat_from(const std::vector<double>& means, const std::vector<double>& vars, std::size_t m, std::size_t n) {
+  const double mm = mean_of(means.data(), m);
+  double vb = 0;
+  for (double mu : means) vb += (mu - mm) * (mu - mm);
+  const double nd = static_cast<double>(n);
+  const double var_between = nd * vb / static_cast<double>(m - 1);
+  const double var_within = mean_of(vars.data(), m);
+  return std::sqrt((var_between / var_within + nd - 1.0) / nd);
+}
+}  // namespace
+
 double rhat_chains(const double* y, std::size_t m, std::size_t n, bool checked) {
   if (m < 2 || n < 2) return kNaN;
   const std::size_t s = m * n;
@@ -1356,13 +1709,28 @@ double rhat_chains(const double* y, std::size_t m, std::size_t n, bool checked) 
     means[c] = mu;
     vars[c] = v / static_cast<double>(n - 1);
   }
-  const double mm = mean_of(means.data(), m);
-  double vb = 0;
-  for (double mu : means) vb += (mu - mm) * (mu - mm);
-  const double nd = static_cast<double>(n);
-  const double var_between = nd * vb / static_cast<double>(m - 1);
-  const double var_within = mean_of(vars.data(), m);
-  return std::sqrt((var_between / var_within + nd - 1.0) / nd);
+  return rhat_from(means, vars, m, n);
+}
+
+void rhat_ess_overwrite(double* y, std::size_t m, std::size_t n, Workspace& ws, double* rhat, double* ess) {
+  // One pass per chain for its mean, one that centres it and sums the squares of the centred
+  // values: (y - mu)^2 as rhat_chains sums it, y - mu as ess_chains_overwrite stores it.
+  ws.means.resize(m);
+  std::vector<double> vars(m);
+  for (std::size_t c = 0; c < m; ++c) {
+    double* z = y + c * n;
+    const double mu = mean_of(z, n);
+    double v = 0;
+    for (std::size_t t = 0; t < n; ++t) {
+      const double d = z[t] - mu;
+      z[t] = d;
+      v += d * d;
+    }
+    ws.means[c] = mu;
+    vars[c] = v / static_cast<double>(n - 1);
+  }
+  *rhat = m < 2 || n < 2 ? kNaN : rhat_from(ws.means, vars, m, n);
+  *ess = n < 3 || m == 0 ? kNaN : ess_centred(y, y, m, n, ws);
 }
 
 const double* verbose_values(const DrawsView& v, Workspace& ws) {
@@ -1457,27 +1825,21 @@ DiagnosticSummary summarize(const DrawsView& v) {
   r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
   const std::size_t s2 = 2 * p.m * p.h;
   ws.split.resize(s2);
-  fill_split(p, ws.split.data());
-  // With an even draw count the split draws are all draws: finite and not constant (checked
-  // above); an odd count drops the middle draws, which may leave constant split draws.
-  const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
-  r.rhat_basic = split_ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
-  // (x - mean)^2 of the split draws, in place, for ess_sd; then the split draws again for
+  // (x - mean)^2 of the split draws for ess_sd; then the split draws for the basic R-hat and
   // ess_mean (which centres them in place). One split buffer instead of two: 8 bytes per
-  // draw less scratch for one more copy.
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (std::size_t i = 0; i < s2; ++i) {
-    const double z = (ws.split[i] - r.mean) * (ws.split[i] - r.mean);
-    ws.split[i] = z;
-    lo = z < lo ? z : lo;
-    hi = z > hi ? z : hi;
-  }
+  // draw less scratch for one more fill.
+  double lo = 0, hi = 0;
+  fill_split_squares(p, r.mean, ws.split.data(), lo, hi);
   // (x - mean)^2 is constant when x takes two values symmetric about the mean; it overflows
   // only for |x| > 1e154.
   const bool sq_ok = std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon());
   r.ess_sd = sq_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
-  if (split_ok) fill_split(p, ws.split.data());
-  r.ess_mean = split_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+  fill_split(p, ws.split.data());
+  // With an even draw count the split draws are all draws: finite and not constant (checked
+  // above); an odd count drops the middle draws, which may leave constant split draws.
+  const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
+  if (split_ok) detail::rhat_ess_overwrite(ws.split.data(), 2 * p.m, p.h, ws, &r.rhat_basic, &r.ess_mean);
+  else r.rhat_basic = r.ess_mean = kNaN;
   r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
   const double evar = m2 / sd_s;
   const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;

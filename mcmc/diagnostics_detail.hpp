@@ -133,8 +133,9 @@ struct Workspace {
   BigVector<Rec> recs;           // sorted records
   BigVector<Rec> radix_scratch;  // the radix sort's scratch: its largest bucket (a few thousand records)
   /// A run of `count` equal draws of a weighted view (a compact state's draws, or its part
-  /// that the split layout keeps): their sort key and the first of the `count` consecutive
-  /// split positions they fill, or kDropped (count 1) for an odd chain's middle draw.
+  /// that the split layout keeps): their sort key and the slot of the compact state (its
+  /// number among the states with draws in the split layout), or kDropped (count 1) for an
+  /// odd chain's middle draw.
   struct WRec {
     std::uint64_t key;
     std::uint32_t pos;
@@ -144,6 +145,7 @@ struct Workspace {
   BigVector<WRec> wrecs;             // sorted runs of a weighted view
   BigVector<WRec> wradix_scratch;    // the radix sort's scratch for wrecs
   BigVector<std::uint32_t> wcum;     // draws in wrecs[0..i] (inclusive prefix sums of count)
+  std::size_t wslots = 0;            // slots of wrecs (states with draws in the split layout)
   BigVector<double> ztab;            // normal quantiles of ranks, kept between calls
   std::size_t ztab_s = 0;            // the draw count S that ztab's quantiles are of
   SharedZTable* shared_z = nullptr;  // summarize_all's table, used instead of ztab when set
@@ -183,6 +185,14 @@ double ess_chains(const double* y, std::size_t m, std::size_t n, Workspace& ws, 
 /// ess_chains for the lags it does not take from the FFT.
 void direct_lags(const double* z, std::size_t n, std::size_t k0, std::size_t k1, double* acc);
 
+/// direct_lags of m chains [m, n] at once, bit for bit: acc[k] += (chain 0's sum at lag k) +
+/// (chain 1's) + ... (added in chain order) for k in [k0, k1), each lag's sum in the order
+/// direct_lags gives it when called on whole blocks of 32 lags from multiples of 32 (as
+/// ess_chains calls it). k0 must be a multiple of 16, and k1 one too unless k1 >= n. Lags in
+/// half blocks of 16, two chains at a time (8 vectors of sums, as direct_lags' 32 lags of one
+/// chain), so that a caller can stop 16 lags after the last one it needs instead of 32.
+void direct_lags_chains(const double* y, std::size_t m, std::size_t n, std::size_t k0, std::size_t k1, double* acc);
+
 /// 64-bit words of one packed indicator chain of n draws: ceil(n / 64) words of draws and one
 /// zero word after them (the lag sums read one word past the draws).
 std::size_t indicator_words(std::size_t n);
@@ -215,6 +225,12 @@ double ess_chains_overwrite(double* y, std::size_t m, std::size_t n, Workspace& 
 /// posterior's `.rhat` of m chains of n draws, [m, n] row-major. NaN when m < 2, n < 2,
 /// a value is non-finite or the values are constant (`checked` as for ess_chains).
 double rhat_chains(const double* y, std::size_t m, std::size_t n, bool checked = false);
+
+/// rhat_chains(y, m, n, true) into *rhat and ess_chains_overwrite(y, m, n, ws, true) into
+/// *ess, bit for bit, with one pass of chain means and one pass that centres the values in
+/// place and sums their squares (instead of two each). The values must be finite and not
+/// constant (both are computed as `checked`); y is left centred.
+void rhat_ess_overwrite(double* y, std::size_t m, std::size_t n, Workspace& ws, double* rhat, double* ess);
 
 /// The verbose [M, N] draws of a view: the values themselves when unweighted, else the
 /// expansion in ws.expanded.

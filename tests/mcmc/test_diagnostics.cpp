@@ -453,6 +453,46 @@ TEST_CASE("weighted summaries rank the compact states: bit for bit the expanded 
           check_weighted_equals_expanded(col);
         }
   }
+  SECTION("one bucket of the radix sort's top 16 bits (MSD digits below, or LSD passes)") {
+    // Values in [1, 1 + 1/16) share the keys' top 16 bits: one bucket of every state (3,000:
+    // msd_sort; 20,000: lsd_sort48), and keys that differ only in their lowest bits or in a
+    // few clustered ones (msd_sort's digits recurse down to bit 0).
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (std::size_t states : {3000u, 20000u}) {
+      for (int shape = 0; shape < 3; ++shape) {
+        INFO("states " << states << ", shape " << shape);
+        std::vector<double> vals(states);
+        for (std::size_t i = 0; i < states; ++i) {
+          const double u = unit(rng);
+          if (shape == 0) vals[i] = 1.0 + u / 16.0;
+          else if (shape == 1) vals[i] = 1.0 + std::ldexp(std::floor(u * 4096.0), -52);  // low 12 bits
+          else vals[i] = 1.0 + std::ldexp(std::floor(u * 64.0), -30) + std::ldexp(std::floor(u * 1e4), -52);
+        }
+        const std::size_t n = states * 2 + 1;
+        const auto col = compact_column(
+            1, n, [&](std::size_t /*c*/, std::size_t i) { return vals[i % states]; },
+            [&](std::size_t /*c*/, std::size_t i) -> std::int64_t { return 1 + static_cast<std::int64_t>(i % 3); });
+        check_weighted_equals_expanded(col);
+      }
+    }
+  }
+  SECTION("weights of 1 (the z-scores' slots fill the split buffer's tail exactly)") {
+    // Every slot's state has one draw (its split positions catch up with the unread slots
+    // at every step), then weights 1 with a heavy last state or a heavy first state.
+    for (std::size_t m : {1u, 3u})
+      for (std::size_t n : {9u, 10u, 1000u, 1001u})
+        for (int shape = 0; shape < 3; ++shape) {
+          INFO("m " << m << ", n " << n << ", shape " << shape);
+          const auto col = compact_column(
+              m, n, [&](std::size_t c, std::size_t i) { return pool[(c * 71 + i) % pool.size()]; },
+              [&](std::size_t /*c*/, std::size_t i) -> std::int64_t {
+                if (shape == 1 && i == n / 2 - 1) return static_cast<std::int64_t>(n);  // the rest
+                if (shape == 2 && i == 0) return 5;
+                return 1;
+              });
+          check_weighted_equals_expanded(col);
+        }
+  }
   SECTION("the middle draw alone, or starting a state, in an odd chain") {
     // n = 9, h = 4: the middle draw (t = 4) is a state of weight 1 (only a dropped record),
     // starts a state of weight 3, or ends one.
@@ -875,6 +915,38 @@ TEST_CASE("tail ESS and quantile MCSE from packed indicators equal the formula o
   }
 }
 
+TEST_CASE("direct lags of several chains in half blocks equal direct_lags per chain in blocks of 32, bit for bit",
+          "[mcmc]") {
+  // ess_chains sums chain after chain in whole blocks of 32 lags from 0 (direct_lags);
+  // direct_lags_chains sums 2 chains at a time in half blocks of 16 and may stop after any of
+  // them. Every lag's sum must be the same bits: odd and even chain counts, series lengths
+  // around the blocks (the last partial block lag by lag), ranges in steps of 16 lags.
+  namespace d = herd::mcmc::detail;
+  std::mt19937_64 rng(77);
+  std::normal_distribution<double> normal;
+  for (std::size_t m : {1u, 2u, 3u, 4u}) {
+    for (std::size_t n : {1u, 15u, 16u, 17u, 31u, 32u, 33u, 47u, 48u, 63u, 64u, 65u, 100u, 1001u, 5003u}) {
+      INFO("m " << m << ", n " << n);
+      std::vector<double> y(m * n);
+      for (double& v : y) v = normal(rng) - 0.2;
+      const std::size_t k1 = std::min<std::size_t>(n, 200);
+      const std::size_t blocks = (k1 + 31) / 32 * 32;
+      std::vector<double> want(blocks + 1, 0.25);
+      for (std::size_t c = 0; c < m; ++c) d::direct_lags(y.data() + c * n, n, 0, blocks, want.data());
+      // In steps of 16 lags, and in one call.
+      for (std::size_t step : {std::size_t{16}, std::size_t{48}, blocks}) {
+        std::vector<double> got(blocks + 1, 0.25);
+        for (std::size_t k = 0; k < blocks; k += step)
+          d::direct_lags_chains(y.data(), m, n, k, std::min(k + step, blocks), got.data());
+        for (std::size_t k = 0; k <= blocks; ++k) {
+          if (std::bit_cast<std::uint64_t>(got[k]) != std::bit_cast<std::uint64_t>(want[k]))
+            FAIL("step " << step << ", lag " << k << ": " << got[k] << ", want " << want[k]);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("direct autocovariance lags (blocks of 32 by fused multiply-adds) equal the sums written out", "[mcmc]") {
   // acc[k] += sum_{t < n - k} z[t] z[t + k] for [k0, k1): series lengths around the block of
   // 32 lags and the 16 draws of a tile, ranges starting inside and ending off a block;
@@ -916,7 +988,7 @@ TEST_CASE("summarize's scratch: one split buffer, sort records per compact state
   // FFT), 1 chain, as a weighted view of K states of weights 1..5 (S = 3 K draws) and as the
   // S draws themselves. The workspace holds the split draws (8 bytes per draw; a weighted
   // view is never expanded, an unweighted one is its own verbose draws), the z table (8),
-  // and the sort records: 20 bytes per state weighted (key, position, count; cumulative
+  // and the sort records: 20 bytes per state weighted (key, slot, count; cumulative
   // counts), 12 per draw unweighted (key, position); the radix sort's scratch is its largest
   // bucket (a few thousand records), the folded records are scaled as they are merged. The
   // ESS keeps only the lags it sums (a few dozen here): no buffer per draw. The expansion of
