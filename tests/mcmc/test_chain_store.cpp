@@ -30,6 +30,14 @@ using herd_test::live_bytes;
 using herd_test::peak_bytes;
 using herd_test::reset_peak;
 
+// The counters for this program's other translation unit (test_h5_writer_memory.cpp), which
+// cannot include heap_counter.hpp (one definition of operator new per program).
+namespace herd_test {
+std::size_t counted_live_bytes() { return live_bytes(); }
+std::size_t counted_peak_bytes() { return peak_bytes(); }
+void counted_reset_peak() { reset_peak(); }
+}  // namespace herd_test
+
 namespace fs = std::filesystem;
 using namespace herd::mcmc;
 
