@@ -415,6 +415,27 @@ void H5Dataset::write_rows_raw(hid_t mem_type, hsize_t first, const void* data, 
   check(H5Dwrite(id(), mem_type, sel.mem.get(), sel.file.get(), H5P_DEFAULT, data), where(), "write rows");
 }
 
+void H5Dataset::write_block_raw(hid_t mem_type, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
+                                const void* data, std::size_t n) {
+  const std::vector<hsize_t> dims = shape();
+  HERD_REQUIRE(!dims.empty(), "hdf5: write_block on scalar dataset {}", where());
+  HERD_REQUIRE(start.size() == dims.size() && count.size() == dims.size(),
+               "hdf5: write_block with start of rank {} and count of rank {} on {} of rank {}", start.size(),
+               count.size(), where(), dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    HERD_REQUIRE(start[i] <= dims[i] && count[i] <= dims[i] - start[i],
+                 "hdf5: write_block: dimension {} from {} for {} on {}, which has {}", i, start[i], count[i], where(),
+                 dims[i]);
+  const std::size_t elements = product(count, 0);
+  HERD_REQUIRE(n == elements, "hdf5: write_block of {} elements to a block of {} in {}", n, elements, where());
+  if (n == 0) return;
+  H5Handle file(H5Dget_space(id()), H5Sclose);
+  check(H5Sselect_hyperslab(file.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), where(),
+        "select block");
+  const H5Handle mem = make_space(count);
+  check(H5Dwrite(id(), mem_type, mem.get(), file.get(), H5P_DEFAULT, data), where(), "write block");
+}
+
 void H5Dataset::append_raw(hid_t mem_type, const void* data, std::size_t n) {
   std::vector<hsize_t> dims = shape();
   HERD_REQUIRE(!dims.empty(), "hdf5: append to scalar dataset {}", where());

@@ -213,4 +213,11 @@ std::vector<double> batch_means_iacs(std::span<const double> states, std::size_t
       np, nv, [&](std::size_t i) { return states.data() + rows[i] * nv; }, weights, total, batch_size);
 }
 
+std::vector<double> batch_means_iacs_by_row(std::size_t np, std::size_t nv, const RowSource& row,
+                                            std::span<const std::int64_t> weights, std::size_t batch_size) {
+  HERD_REQUIRE(nv > 0, "batch_means_iacs_by_row: rows of 0 variables");
+  const std::int64_t total = checked_total("batch_means_iacs_by_row", np, weights);
+  return iacs_of_rows(np, nv, row, weights, total, batch_size);
+}
+
 }  // namespace herd::mcmc

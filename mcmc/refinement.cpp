@@ -46,16 +46,15 @@ double summarize_iac(std::vector<double> v, IacSummary how) {
   }
   return v.front();
 }
-}  // namespace
 
-RefinedSample refine_sample(std::span<const double> states, std::span<const std::int64_t> weights, std::size_t num_vars,
-                            const RefinementOptions& options) {
-  HERD_REQUIRE(num_vars > 0, "refine_sample: num_vars is 0, but must be positive");
-  HERD_REQUIRE(states.size() % num_vars == 0 && !states.empty(),
-               "refine_sample: states has {} elements, but must be a positive multiple of "
-               "num_vars = {}",
-               states.size(), num_vars);
-  const std::size_t n = states.size() / num_vars;
+/// The rounds of refine_sample over `n` states with `weights` (checked here). `iacs(index,
+/// weights)` gives the batch-means IACs of the states `index` (increasing) with those weights
+/// (empty: the compact stage's unit weights); `thinned(kept, index)` tells the states' source
+/// that of the states in play (the last `iacs` call's) the positions `kept` (increasing)
+/// remain, which are the states `index`.
+template <class Iacs, class Thinned>
+RefinedSample refine_rounds(std::size_t n, std::span<const std::int64_t> weights, const RefinementOptions& options,
+                            Iacs&& iacs, Thinned&& thinned) {
   HERD_REQUIRE(weights.empty() || weights.size() == n,
                "refine_sample: weights has {} elements, but there are {} states", weights.size(), n);
   RefinedSample r;
@@ -73,14 +72,15 @@ RefinedSample refine_sample(std::span<const double> states, std::span<const std:
   bool verbose = false;
   std::size_t limit = options.max_rounds;
   std::size_t thinnings = 0;
+  std::vector<std::size_t> kept;
   for (;;) {
     RefinementRound round;
     round.verbose_stage = verbose;
     round.compact_size = r.index.size();
     round.verbose_size = 0;
     for (std::int64_t w : r.weight) round.verbose_size += w;
-    round.iac = batch_means_iacs(states, num_vars, r.index,
-                                 verbose ? std::span<const std::int64_t>(r.weight) : std::span<const std::int64_t>());
+    round.iac = iacs(std::span<const std::size_t>(r.index),
+                     verbose ? std::span<const std::int64_t>(r.weight) : std::span<const std::int64_t>());
     round.iac_summary = summarize_iac(round.iac, options.summary);
     const double skip = round.iac_summary;
     r.rounds.push_back(std::move(round));
@@ -94,20 +94,76 @@ RefinedSample refine_sample(std::span<const double> states, std::span<const std:
       }
       break;
     }
-    const std::vector<std::int64_t> nw = refined_weights(r.weight, skip);
-    std::vector<std::size_t> index;
-    std::vector<std::int64_t> weight;
+    // The states that keep a weight, moved down in place.
+    std::vector<std::int64_t> nw = refined_weights(r.weight, skip);
+    kept.clear();
+    std::size_t to = 0;
     for (std::size_t k = 0; k < nw.size(); ++k)
       if (nw[k] > 0) {
-        index.push_back(r.index[k]);
-        weight.push_back(nw[k]);
+        kept.push_back(k);
+        r.index[to] = r.index[k];
+        r.weight[to++] = nw[k];
       }
-    r.index = std::move(index);
-    r.weight = std::move(weight);
+    nw = {};
+    r.index.resize(to);
+    r.weight.resize(to);
+    r.index.shrink_to_fit();
+    r.weight.shrink_to_fit();
+    thinned(std::span<const std::size_t>(kept), std::span<const std::size_t>(r.index));
     ++thinnings;
     if (r.index.size() <= 1) break;
   }
   return r;
+}
+
+}  // namespace
+
+RefinedSample refine_sample(std::span<const double> states, std::span<const std::int64_t> weights, std::size_t num_vars,
+                            const RefinementOptions& options) {
+  HERD_REQUIRE(num_vars > 0, "refine_sample: num_vars is 0, but must be positive");
+  HERD_REQUIRE(states.size() % num_vars == 0 && !states.empty(),
+               "refine_sample: states has {} elements, but must be a positive multiple of "
+               "num_vars = {}",
+               states.size(), num_vars);
+  return refine_rounds(
+      states.size() / num_vars, weights, options,
+      [&](std::span<const std::size_t> index, std::span<const std::int64_t> w) {
+        return batch_means_iacs(states, num_vars, index, w);
+      },
+      [](std::span<const std::size_t>, std::span<const std::size_t>) {});
+}
+
+RefinedSample refine_sample(std::size_t n, std::size_t num_vars, const RowSource& row,
+                            std::span<const std::int64_t> weights, const RefinementOptions& options) {
+  HERD_REQUIRE(num_vars > 0, "refine_sample: num_vars is 0, but must be positive");
+  HERD_REQUIRE(n > 0, "refine_sample: there are no states");
+  // The kept states' rows once the first thinning has left fewer in play (row k of `held`
+  // is the k-th state in play); empty: read through `row`.
+  std::vector<double> held;
+  bool holding = false;
+  return refine_rounds(
+      n, weights, options,
+      [&](std::span<const std::size_t> index, std::span<const std::int64_t> w) {
+        if (holding) return batch_means_iacs(held, num_vars, {}, w);
+        return batch_means_iacs_by_row(
+            index.size(), num_vars, [&](std::size_t k) { return row(index[k]); }, w);
+      },
+      [&](std::span<const std::size_t> kept, std::span<const std::size_t> index) {
+        if (!holding) {
+          held.resize(index.size() * num_vars);
+          for (std::size_t k = 0; k < index.size(); ++k) {
+            const double* x = row(index[k]);
+            std::copy(x, x + num_vars, held.begin() + static_cast<std::ptrdiff_t>(k * num_vars));
+          }
+          holding = true;
+          return;
+        }
+        // The kept rows moved down in place (kept[k] >= k).
+        for (std::size_t k = 0; k < kept.size(); ++k)
+          std::copy_n(held.begin() + static_cast<std::ptrdiff_t>(kept[k] * num_vars), num_vars,
+                      held.begin() + static_cast<std::ptrdiff_t>(k * num_vars));
+        held.resize(kept.size() * num_vars);
+      });
 }
 
 }  // namespace herd::mcmc

@@ -165,14 +165,10 @@ std::vector<Column> chain_columns(const SamplerSpecs& specs, const SampleTarget&
 void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& memory, ChainOutputs& o) {
   const auto first = static_cast<std::size_t>(o.burnin);
   const std::size_t m = memory.size() - first;
-  std::vector<double> states(m * (static_cast<std::size_t>(d) + 1));
   std::vector<std::int64_t> w(m);
-  ChainReader rd(memory, kLogDensityColumn | kWeightColumn | kPointColumns);
-  for (std::size_t i = 0; i < m; ++i) {
-    states[i * (d + 1)] = rd.log_density(first + i);
-    const double* p = rd.point(first + i);
-    std::copy(p, p + d, states.begin() + static_cast<std::ptrdiff_t>(i * (d + 1) + 1));
-    w[i] = rd.weight(first + i);
+  {
+    ChainReader rd(memory, kWeightColumn);
+    for (std::size_t i = 0; i < m; ++i) w[i] = rd.weight(first + i);
   }
   if (specs.sample_size > 0) {
     // n evenly spaced draws of the post-burn-in verbose chain.
@@ -191,7 +187,21 @@ void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& mem
   } else {
     RefinementOptions ro;
     ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
-    o.refined = refine_sample(states, w, static_cast<std::size_t>(d) + 1, ro);
+    // The refinement's states (log density, then the point) are read from the chain block
+    // by block, not gathered: no copy of the chain is resident (only the rows the first
+    // thinning keeps are held).
+    const auto nv = static_cast<std::size_t>(d) + 1;
+    ChainReader rd(memory, kLogDensityColumn | kPointColumns);
+    std::vector<double> row(nv);
+    o.refined = refine_sample(
+        m, nv,
+        [&](std::size_t i) {
+          row[0] = rd.log_density(first + i);
+          const double* p = rd.point(first + i);
+          std::copy(p, p + d, row.begin() + 1);
+          return static_cast<const double*>(row.data());
+        },
+        w, ro);
     for (std::size_t k = 0; k < o.refined.index.size(); ++k)
       o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(o.refined.weight[k]),
                            first + o.refined.index[k]);

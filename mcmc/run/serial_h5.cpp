@@ -25,63 +25,119 @@ std::vector<std::int64_t> iota(std::size_t n) {
   return idx;
 }
 
+/// The coordinate `name` holding 0, 1, ..., n - 1 (int64), written in pieces of 128 Ki values
+/// (the `draw` coordinate has one value per draw of a chain: no whole column of them is
+/// resident); the same bytes as create_coordinate of iota(n).
+void iota_coordinate(io::H5Group& g, const std::string& name, std::size_t n) {
+  io::H5Dataset ds = g.create_dataset<std::int64_t>(name, {static_cast<hsize_t>(n)});
+  constexpr std::size_t kPiece = 131072;
+  std::vector<std::int64_t> piece;
+  piece.reserve(std::min(n, kPiece));
+  for (std::size_t at = 0; at < n; at += kPiece) {
+    piece.clear();
+    for (std::size_t i = at; i < std::min(n, at + kPiece); ++i) piece.push_back(static_cast<std::int64_t>(i));
+    ds.write_rows<std::int64_t>(at, piece);
+  }
+  ds.make_scale(name);
+}
+
 /// A vector's coordinate dimension `<name>_dim_0`, once per group that uses it.
 std::string vector_dim(io::H5Group& g, const ArvizVariable& v) {
   g.create_coordinate<std::int64_t>(v.name + "_dim_0", iota(v.columns.size()));
   return v.name + "_dim_0";
 }
 
-/// `posterior`: (chain, draw), a vector `beta[1..K]` as one variable with `beta_dim_0`.
+/// Draws per piece of a verbose [chain, draw] dataset written piece by piece (1 MiB of
+/// doubles): no whole verbose column is resident while the `.h5` is written (the same bytes
+/// as one write).
+constexpr std::size_t kDrawsPerPiece = 131072;
+
+/// Writes the verbose draws of dataset `ds` [chain, draw] or [chain, draw, width] piece by
+/// piece: chain c's posterior states (posterior_states), each repeated by its posterior
+/// weight, read by a ChainReader of `columns` (with `coordinate`, as ChainReader's) and the
+/// weights of chain c; `append(rd, c, i, k, piece)` adds the `width` values of the k-th draw
+/// of state i to `piece`.
+template <class T, class Append>
+void write_verbose(const SerialRun& r, io::H5Dataset& ds, unsigned columns, int coordinate, std::size_t width,
+                   Append&& append) {
+  const bool with_width = ds.shape().size() == 3;
+  std::vector<T> piece;
+  piece.reserve((kDrawsPerPiece + 64) * width);
+  for (std::size_t c = 0; c < r.m; ++c) {
+    const PosteriorStates ps = posterior_states(r, c);
+    ChainReader rd(r.chains[c], kWeightColumn | columns, coordinate);
+    hsize_t at = 0;
+    auto flush = [&] {
+      const auto n = static_cast<hsize_t>(piece.size() / width);
+      std::vector<hsize_t> start{static_cast<hsize_t>(c), at}, count{1, n};
+      if (with_width) {
+        start.push_back(0);
+        count.push_back(static_cast<hsize_t>(width));
+      }
+      ds.write_block<T>(start, count, piece);
+      at += n;
+      piece.clear();
+    };
+    for (std::size_t i = ps.first; i < ps.end; ++i) {
+      const std::int64_t w = ps.weight(i, rd.weight(i));
+      for (std::int64_t k = 0; k < w; ++k) append(rd, c, i, k, piece);
+      if (piece.size() >= kDrawsPerPiece * width) flush();
+    }
+    flush();
+  }
+}
+
+/// `posterior`: (chain, draw), a vector `beta[1..K]` as one variable with `beta_dim_0`. Each
+/// variable's draws are written in pieces, read from the chains block by block.
 void write_posterior(const SerialRun& r, io::H5Group& rootg, const std::vector<ArvizVariable>& variables) {
   const std::size_t m = r.m, ndraw = r.ndraw;
   io::H5Group post = rootg.create_group("posterior");
   post.create_coordinate<std::int64_t>("chain", chain_ids(r));
-  post.create_coordinate<std::int64_t>("draw", iota(ndraw));
+  iota_coordinate(post, "draw", ndraw);
+  const auto d = static_cast<std::size_t>(r.d);
   for (const auto& v : variables) {
+    const std::size_t k = v.columns.size();
+    // The coordinates read: a scalar variable's own, a vector's all; none for derived ones.
+    const bool sampled = std::any_of(v.columns.begin(), v.columns.end(), [d](std::size_t j) { return j < d; });
+    const unsigned columns = sampled ? kPointColumns : 0U;
+    const int coordinate = sampled && !v.is_vector ? static_cast<int>(v.columns[0]) : -1;
+    std::vector<double> row(k);
+    auto append = [&](ChainReader& rd, std::size_t c, std::size_t i, std::int64_t draw, std::vector<double>& piece) {
+      if (draw == 0)
+        for (std::size_t e = 0; e < k; ++e) row[e] = compact_value(rd, d, r.co[c], v.columns[e], i);
+      piece.insert(piece.end(), row.begin(), row.end());
+    };
     if (!v.is_vector) {
-      io::H5Dataset ds = post.write<double>(v.name, verbose_column(r, v.columns[0]), {m, ndraw});
+      io::H5Dataset ds = post.create_dataset<double>(v.name, {m, ndraw});
+      write_verbose<double>(r, ds, columns, coordinate, 1, append);
       post.attach_dimensions(ds, {"chain", "draw"});
       continue;
     }
-    const std::size_t k = v.columns.size();
-    std::vector<double> data(m * ndraw * k);
-    for (std::size_t e = 0; e < k; ++e) {
-      const std::vector<double> column = verbose_column(r, v.columns[e]);
-      for (std::size_t t = 0; t < m * ndraw; ++t) data[t * k + e] = column[t];
-    }
     const std::string dim = vector_dim(post, v);
-    post.write_variable<double>(v.name, data, {"chain", "draw", dim});
+    io::H5Dataset ds = post.create_dataset<double>(v.name, {m, ndraw, k});
+    write_verbose<double>(r, ds, columns, coordinate, k, append);
+    post.attach_dimensions(ds, {"chain", "draw", dim});
   }
 }
 
-/// `sample_stats`: lp, accepted, delayed-rejection stage, acceptance probability.
+/// `sample_stats`: lp, accepted, delayed-rejection stage, acceptance probability, each
+/// written in pieces.
 void write_sample_stats(const SerialRun& r, io::H5Group& rootg) {
   const std::size_t m = r.m, ndraw = r.ndraw;
   io::H5Group stats = rootg.create_group("sample_stats");
   stats.create_coordinate<std::int64_t>("chain", chain_ids(r));
-  stats.create_coordinate<std::int64_t>("draw", iota(ndraw));
-  auto put_stat = [&](const char* name, const auto& values) {
-    using T = typename std::decay_t<decltype(values)>::value_type;
-    io::H5Dataset ds = stats.write<T>(name, values, {m, ndraw});
-    stats.attach_dimensions(ds, {"chain", "draw"});
-  };
+  iota_coordinate(stats, "draw", ndraw);
   // One dataset at a time: `of(rd, i, k)` gives the value of the k-th of the weight[i] draws
   // of compact state i (the first is the one where the state was accepted), `rd` reading the
   // weights and the column `col`.
   auto per_draw = [&](const char* name, unsigned col, auto of) {
-    std::vector<decltype(of(std::declval<ChainReader&>(), std::size_t{0}, std::int64_t{0}))> v;
-    v.reserve(m * ndraw);
-    for (std::size_t c = 0; c < m; ++c) {
-      const MemoryChainSink& memory = r.chains[c];
-      ChainReader rd(memory, kWeightColumn | col);
-      const std::size_t before = v.size();
-      for (std::size_t i = static_cast<std::size_t>(r.co[c].burnin); i < memory.size() && v.size() - before < ndraw;
-           ++i) {
-        const std::int64_t w = rd.weight(i);
-        for (std::int64_t k = 0; k < w && v.size() - before < ndraw; ++k) v.push_back(of(rd, i, k));
-      }
-    }
-    put_stat(name, v);
+    using T = decltype(of(std::declval<ChainReader&>(), std::size_t{0}, std::int64_t{0}));
+    io::H5Dataset ds = stats.create_dataset<T>(name, {m, ndraw});
+    write_verbose<T>(r, ds, col, -1, 1,
+                     [&](ChainReader& rd, std::size_t /*c*/, std::size_t i, std::int64_t k, std::vector<T>& piece) {
+                       piece.push_back(of(rd, i, k));
+                     });
+    stats.attach_dimensions(ds, {"chain", "draw"});
   };
   per_draw("lp", kLogDensityColumn,
            [](ChainReader& rd, std::size_t i, std::int64_t /*k*/) -> double { return rd.log_density(i); });

@@ -2,10 +2,12 @@
 // compression, dimension scales, byte-identical files, atomic files, clear errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <numeric>
+#include <span>
 #include <thread>
 
 #include <fcntl.h>
@@ -188,6 +190,46 @@ TEST_CASE("hdf5: equal data gives byte-identical files", "[io]") {
   const std::string a = slurp(tmp.file("a.h5")), b = slurp(tmp.file("b.h5"));
   CHECK(a.size() > 0);
   CHECK(a == b);
+}
+
+TEST_CASE("hdf5: a dataset written block by block holds the bytes of one write", "[io]") {
+  TempDir tmp;
+  // [chain 2, draw 5, width 3] and [chain 2, draw 5]: values 0, 1, 2, ... in row-major order.
+  std::vector<double> v3(30), v2(10);
+  std::iota(v3.begin(), v3.end(), 0.0);
+  std::iota(v2.begin(), v2.end(), 100.0);
+  auto write = [&](const std::string& path, bool blocks) {
+    H5File f = H5File::create(path);
+    H5Group g = f.root();
+    H5Dataset a = g.create_dataset<double>("a", {2, 5, 3});
+    H5Dataset b = g.create_dataset<double>("b", {2, 5});
+    if (!blocks) {
+      a.write(v3);
+      b.write(v2);
+      return;
+    }
+    // Each chain's draws in pieces of 2, 2 and 1.
+    for (hsize_t c = 0; c < 2; ++c)
+      for (hsize_t at = 0; at < 5; at += 2) {
+        const hsize_t n = std::min<hsize_t>(2, 5 - at);
+        a.write_block<double>({c, at, 0}, {1, n, 3},
+                              std::span<const double>(v3).subspan(static_cast<std::size_t>((c * 5 + at) * 3),
+                                                                  static_cast<std::size_t>(n * 3)));
+        b.write_block<double>(
+            {c, at}, {1, n},
+            std::span<const double>(v2).subspan(static_cast<std::size_t>(c * 5 + at), static_cast<std::size_t>(n)));
+      }
+    // Errors: out of range, wrong rank, wrong size.
+    CHECK_THROWS_AS(b.write_block<double>({1, 4}, {1, 2}, std::span<const double>(v2).first(2)), herd::InputError);
+    CHECK_THROWS_AS(b.write_block<double>({1}, {1}, std::span<const double>(v2).first(1)), herd::InputError);
+    CHECK_THROWS_AS(b.write_block<double>({0, 0}, {1, 2}, std::span<const double>(v2).first(3)), herd::InputError);
+  };
+  write(tmp.file("whole.h5"), false);
+  write(tmp.file("blocks.h5"), true);
+  CHECK(slurp(tmp.file("whole.h5")) == slurp(tmp.file("blocks.h5")));
+  H5File f = H5File::open(tmp.file("blocks.h5"));
+  CHECK(f.root().read<double>("a") == v3);
+  CHECK(f.root().read<double>("b") == v2);
 }
 
 TEST_CASE("hdf5: dimension scales are attached and named", "[io]") {

@@ -4,6 +4,7 @@
 // one coordinate or all), the bad-folder error, and that the heap this process holds while a
 // chain is sampled into the sink does not grow with the chain (counted through operator new,
 // which this test replaces: exact and deterministic, unlike the RSS).
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -21,12 +22,21 @@
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/dram.hpp"
 #include "herd/mcmc/parallel.hpp"
+#include "herd/mcmc/refinement.hpp"
 
 #include "heap_counter.hpp"
 
 using herd_test::live_bytes;
 using herd_test::peak_bytes;
 using herd_test::reset_peak;
+
+// The counters for this program's other translation unit (test_h5_writer_memory.cpp), which
+// cannot include heap_counter.hpp (one definition of operator new per program).
+namespace herd_test {
+std::size_t counted_live_bytes() { return live_bytes(); }
+std::size_t counted_peak_bytes() { return peak_bytes(); }
+void counted_reset_peak() { reset_peak(); }
+}  // namespace herd_test
 
 namespace fs = std::filesystem;
 using namespace herd::mcmc;
@@ -215,4 +225,72 @@ TEST_CASE("file-backed chain: run_multi_chain with a scratch folder gives the in
     CHECK(same);
   }
   CHECK(fs::is_empty(dir.path));
+}
+
+TEST_CASE("file-backed chain: refine_sample reads it block by block, the same result without a copy of it",
+          "[mcmc][chain]") {
+  TempDir dir;
+  const int d = 10;
+  const std::size_t nv = d + 1;  // log density, then the point (as herd-sample refines)
+  MemoryChainSink sink(dir.path.string());
+  DramSampler s(options(d, 80000), gauss);
+  s.run(sink);
+  const std::size_t n = sink.size();
+  REQUIRE(n > 50000);
+  std::vector<std::int64_t> w(n);
+  {
+    ChainReader rd(sink, kWeightColumn);
+    for (std::size_t i = 0; i < n; ++i) w[i] = rd.weight(i);
+  }
+  // The states gathered (8 nv bytes per state), as before.
+  RefinedSample gathered;
+  {
+    std::vector<double> states(n * nv);
+    ChainReader rd(sink, kLogDensityColumn | kPointColumns);
+    for (std::size_t i = 0; i < n; ++i) {
+      states[i * nv] = rd.log_density(i);
+      const double* p = rd.point(i);
+      std::copy(p, p + d, states.begin() + static_cast<std::ptrdiff_t>(i * nv + 1));
+    }
+    gathered = refine_sample(states, w, nv);
+  }
+  // Read through a row source, the heap counted.
+  const std::size_t before = live_bytes();
+  reset_peak();
+  RefinedSample streamed;
+  {
+    ChainReader rd(sink, kLogDensityColumn | kPointColumns);
+    std::vector<double> row(nv);
+    streamed = refine_sample(
+        n, nv,
+        [&](std::size_t i) {
+          row[0] = rd.log_density(i);
+          const double* p = rd.point(i);
+          std::copy(p, p + d, row.begin() + 1);
+          return static_cast<const double*>(row.data());
+        },
+        w);
+  }
+  const std::size_t peak = peak_bytes() - before;
+  // Bit for bit the same refinement: rows, weights and every round.
+  CHECK(streamed.index == gathered.index);
+  CHECK(streamed.weight == gathered.weight);
+  REQUIRE(streamed.rounds.size() == gathered.rounds.size());
+  REQUIRE(gathered.rounds.size() >= 2);
+  for (std::size_t k = 0; k < gathered.rounds.size(); ++k) {
+    const RefinementRound& a = streamed.rounds[k];
+    const RefinementRound& b = gathered.rounds[k];
+    CHECK(a.verbose_stage == b.verbose_stage);
+    CHECK(a.compact_size == b.compact_size);
+    CHECK(a.verbose_size == b.verbose_size);
+    CHECK(a.iac == b.iac);
+    CHECK(a.iac_summary == b.iac_summary);
+  }
+  // The heap: the reader's block (about 1 MiB), the indices and weights of the states in
+  // play (16 bytes per state), the first thinning's new weights and kept positions (16 per
+  // state at most) and then the kept states' rows: under 48 bytes per state here, against
+  // 8 nv = 88 for the gathered states alone (measured: INFO below).
+  INFO("peak heap " << peak << " bytes for " << n << " states");
+  CHECK(peak < (std::size_t{3} << 20) + 48 * n);
+  CHECK(peak < 8 * nv * n);
 }

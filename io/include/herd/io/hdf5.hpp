@@ -234,6 +234,17 @@ class H5Dataset : public H5Object {
   void write_rows(hsize_t first, std::span<const T> rows) {
     write_rows_raw(detail::native_type<T>(), first, rows.data(), rows.size());
   }
+  /// Writes the block of elements at `start` with lengths `count` (one per dimension;
+  /// `data` row-major, the product of `count` elements), e.g. draws [a, a + n) of chain c of
+  /// a [chain, draw] dataset: start {c, a}, count {1, n}. A contiguous dataset written so,
+  /// block by block, holds the bytes one `write` gives.
+  /// @throws InputError when the block is out of range or `data` has the wrong size, IoError
+  /// on HDF5 failure.
+  template <class T>
+  requires detail::is_h5_numeric_v<T>
+  void write_block(const std::vector<hsize_t>& start, const std::vector<hsize_t>& count, std::span<const T> data) {
+    write_block_raw(detail::native_type<T>(), start, count, data.data(), data.size());
+  }
 
   /// Reads the whole dataset (converting numeric types as HDF5 does). @throws IoError
   template <class T>
@@ -288,6 +299,8 @@ class H5Dataset : public H5Object {
   void read_rows_raw(hid_t mem_type, hsize_t first, hsize_t count, void* data) const;
   void write_rows_raw(hid_t mem_type, hsize_t first, const void* data, std::size_t n);
   void append_raw(hid_t mem_type, const void* data, std::size_t n);
+  void write_block_raw(hid_t mem_type, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
+                       const void* data, std::size_t n);
 };
 
 /// An HDF5 group (the root group of a file is `H5File::root()`). Names may be paths

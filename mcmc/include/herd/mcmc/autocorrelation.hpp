@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -74,5 +75,19 @@ double batch_means_iac(std::span<const double> x, std::span<const std::int64_t> 
 std::vector<double> batch_means_iacs(std::span<const double> states, std::size_t nv,
                                      std::span<const std::size_t> rows = {}, std::span<const std::int64_t> weights = {},
                                      std::size_t batch_size = 0);
+
+/// A row source for batch_means_iacs_by_row: `row(k)` gives the nv values of the k-th row
+/// (k = 0, 1, ... in increasing order within a pass), valid until the next call.
+using RowSource = std::function<const double*(std::size_t)>;
+
+/// batch_means_iacs of `np` rows that are not held in one array: `row(k)` gives row k
+/// (`RowSource`; called in increasing k, twice over), e.g. read block by block from a chain
+/// on disk. The same bits as batch_means_iacs of the rows gathered in that order with the
+/// same `weights` (empty: all 1; else np). Host, reentrant. Memory: the batch sums only
+/// (nv values per batch, about np^(2/3) batches). Returns nv IACs.
+/// @throws herd::InputError when np is 0, nv is 0, or as batch_means_iac for the weights;
+///   what `row` throws.
+std::vector<double> batch_means_iacs_by_row(std::size_t np, std::size_t nv, const RowSource& row,
+                                            std::span<const std::int64_t> weights = {}, std::size_t batch_size = 0);
 
 }  // namespace herd::mcmc

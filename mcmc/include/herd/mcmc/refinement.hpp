@@ -20,6 +20,8 @@
 #include <span>
 #include <vector>
 
+#include "herd/mcmc/autocorrelation.hpp"
+
 namespace herd::mcmc {
 
 /// How the per-variable IACs of a round are summarized into one skip.
@@ -63,5 +65,19 @@ std::vector<std::int64_t> refined_weights(std::span<const std::int64_t> weights,
 ///         negative weight.
 RefinedSample refine_sample(std::span<const double> states, std::span<const std::int64_t> weights, std::size_t num_vars,
                             const RefinementOptions& options = {});
+
+/// refine_sample of `n` states that are not held in one array: `row(i)` gives state i's
+/// `num_vars` values (`RowSource`: valid until the next call; called in increasing i within
+/// each pass over the states), e.g. read block by block from a chain on disk. The same
+/// result as refine_sample of the states gathered, bit for bit. While every state with a
+/// positive weight is in play (the rounds before the first thinning) each round reads them
+/// in two passes; the first thinning's kept states are then read once more and held
+/// (num_vars values each), and the later rounds read those. Memory: about 32 bytes per state
+/// (the kept indices and weights, the thinning's new weights) plus 8 num_vars per kept state,
+/// instead of the 8 num_vars per state of the states array. Host, reentrant.
+/// @throws herd::InputError on num_vars == 0, n == 0, a weights size other than 0 or n, or a
+///         negative weight; what `row` throws.
+RefinedSample refine_sample(std::size_t n, std::size_t num_vars, const RowSource& row,
+                            std::span<const std::int64_t> weights, const RefinementOptions& options = {});
 
 }  // namespace herd::mcmc
