@@ -174,8 +174,11 @@ void sample_fork_join(SerialRun& r, ResumableOptions& files) {
   r.seconds_before = f.seconds_before;
   r.checkpoints = f.checkpoints;
   r.checkpoint_seconds = f.checkpoint_seconds;
+  // A chain sampled by this run needs no second check of what it wrote (or checked at the
+  // resume); a complete record from an earlier process is checked.
   if (r.root && r.checkpointing)
-    memory = read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir);
+    memory = f.already_complete ? read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir)
+                                : read_sampled_chain(files.chain_path, r.d, r.scratch_dir);
   r.chains.push_back(std::move(memory));
   r.results.push_back(f.result);
   r.parallel_report += fork_join_report(f, r.ranks);
@@ -192,7 +195,9 @@ void sample_resumable(SerialRun& r, ResumableOptions& files) {
   r.seconds_before = x.seconds_before;
   r.checkpoints = x.checkpoints;
   r.checkpoint_seconds = x.checkpoint_seconds;
-  r.chains.push_back(read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir));
+  r.chains.push_back(x.already_complete
+                         ? read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir)
+                         : read_sampled_chain(files.chain_path, r.d, r.scratch_dir));
   r.results.push_back(x.result);
 }
 
