@@ -66,21 +66,26 @@ void write_sample_stats(const SerialRun& r, io::H5Group& rootg) {
     stats.attach_dimensions(ds, {"chain", "draw"});
   };
   // One dataset at a time: `of(rd, i, k)` gives the value of the k-th of the weight[i] draws
-  // of compact state i (the first is the one where the state was accepted), `rd` reading the
-  // weights and the column `col`.
+  // of compact state i (the first is the one where the state was accepted; the others all
+  // have the value of k = 1), `rd` reading the weights and the column `col`. Each state's
+  // draws are stored as a run (its first draw, then a fill), not draw by draw.
   auto per_draw = [&](const char* name, unsigned col, auto of) {
-    std::vector<decltype(of(std::declval<ChainReader&>(), std::size_t{0}, std::int64_t{0}))> v;
-    v.reserve(m * ndraw);
+    std::vector<decltype(of(std::declval<ChainReader&>(), std::size_t{0}, std::int64_t{0}))> v(m * ndraw);
+    std::size_t at = 0;
     for (std::size_t c = 0; c < m; ++c) {
       const MemoryChainSink& memory = r.chains[c];
       ChainReader rd(memory, kWeightColumn | col);
-      const std::size_t before = v.size();
-      for (std::size_t i = static_cast<std::size_t>(r.co[c].burnin); i < memory.size() && v.size() - before < ndraw;
-           ++i) {
-        const std::int64_t w = rd.weight(i);
-        for (std::int64_t k = 0; k < w && v.size() - before < ndraw; ++k) v.push_back(of(rd, i, k));
+      std::size_t left = ndraw;
+      for (std::size_t i = static_cast<std::size_t>(r.co[c].burnin); i < memory.size() && left > 0; ++i) {
+        const auto take = std::min(static_cast<std::size_t>(std::max<std::int64_t>(rd.weight(i), 0)), left);
+        if (take == 0) continue;
+        v[at] = of(rd, i, 0);
+        std::fill_n(v.begin() + static_cast<std::ptrdiff_t>(at + 1), take - 1, of(rd, i, 1));
+        at += take;
+        left -= take;
       }
     }
+    v.resize(at);  // (each chain gives ndraw draws)
     put_stat(name, v);
   };
   per_draw("lp", kLogDensityColumn,
