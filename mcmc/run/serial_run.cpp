@@ -457,8 +457,9 @@ void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out)
 }
 
 CompactPosterior compact_posterior(const SerialRun& r) {
-  std::vector<PosteriorStates> ps(r.m);
   CompactPosterior cp;
+  std::vector<PosteriorStates>& ps = cp.chains;
+  ps.resize(r.m);
   for (std::size_t c = 0; c < r.m; ++c) {
     ps[c] = posterior_states(r, c);
     cp.states = std::max(cp.states, ps[c].end - ps[c].first);
@@ -473,13 +474,14 @@ CompactPosterior compact_posterior(const SerialRun& r) {
 }
 
 void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t k, std::vector<double>& out) {
-  out.assign(r.m * cp.states, 0.0);
+  out.resize(r.m * cp.states);  // every entry written below (no fill first)
   for (std::size_t c = 0; c < r.m; ++c) {
-    const PosteriorStates ps = posterior_states(r, c);
+    const PosteriorStates& ps = cp.chains[c];
     double* to = out.data() + c * cp.states;
     const auto d = static_cast<std::size_t>(r.chains[c].ndim);
     ChainReader rd(r.chains[c], kPointColumns, k < d ? static_cast<int>(k) : 0);
     for (std::size_t i = ps.first; i < ps.end; ++i) *to++ = compact_value(rd, d, r.co[c], k, i);
+    std::fill(to, out.data() + (c + 1) * cp.states, 0.0);  // the padding
   }
 }
 
