@@ -184,9 +184,13 @@ void sample_fork_join(SerialRun& r, ResumableOptions& files) {
   r.parallel_report += fork_join_report(f, r.ranks);
 }
 
-/// One chain on one rank with checkpoints.
+/// One chain on one rank with checkpoints. The chain is kept as it is sampled (as
+/// sample_serial keeps it), so that a fresh run does not read its chain file back; a resumed
+/// or complete record's chain holds earlier invocations' states, and is read from the file.
 void sample_resumable(SerialRun& r, ResumableOptions& files) {
-  files.tee = r.tee;
+  MemoryChainSink memory(r.scratch_dir);
+  FanSink fan(memory, *r.tee);
+  files.tee = &fan;
   const ResumableRun x = run_resumable(r.dopt, r.target.log_density, files);
   r.text_done = !x.already_complete;
   r.already_complete = x.already_complete;
@@ -195,9 +199,10 @@ void sample_resumable(SerialRun& r, ResumableOptions& files) {
   r.seconds_before = x.seconds_before;
   r.checkpoints = x.checkpoints;
   r.checkpoint_seconds = x.checkpoint_seconds;
-  r.chains.push_back(x.already_complete
-                         ? read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir)
-                         : read_sampled_chain(files.chain_path, r.d, r.scratch_dir));
+  if (x.already_complete)
+    r.chains.push_back(read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir));
+  else if (x.resumed) r.chains.push_back(read_sampled_chain(files.chain_path, r.d, r.scratch_dir));
+  else r.chains.push_back(std::move(memory));
   r.results.push_back(x.result);
 }
 

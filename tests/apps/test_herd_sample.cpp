@@ -573,6 +573,18 @@ TEST_CASE("herd-sample: a resumed run reports this invocation's and the whole ch
   const std::string rep2 = slurp(fresh / "out/r_report.txt");
   CHECK(rep2.find("resumed from") == std::string::npos);
   CHECK(report_value(rep2, "proposals (steps)") == total);  // the same chain
+  // The same outputs: the resumed run read its chain back from the chain file (its first
+  // 40000 proposals are an earlier process's), the fresh one kept the chain it sampled.
+  for (const char* f : {"out/r_chain.txt", "out/r_sample.txt"}) {
+    INFO(f);
+    CHECK(slurp(dir / f) == slurp(fresh / f));
+  }
+  auto h_resumed = herd::io::H5File::open((dir / "out/r.h5").string());
+  auto h_fresh = herd::io::H5File::open((fresh / "out/r.h5").string());
+  for (const char* ds : {"chain_compact/state", "chain_compact/log_density", "posterior/x1", "sample_stats/lp"}) {
+    INFO(ds);
+    CHECK(h_resumed.open_dataset(ds).read<double>() == h_fresh.open_dataset(ds).read<double>());
+  }
 }
 
 TEST_CASE("herd-sample: a record killed before its first checkpoint is not announced as a resume", "[apps][mcmc]") {
