@@ -37,16 +37,20 @@ void write_posterior(const SerialRun& r, io::H5Group& rootg, const std::vector<A
   io::H5Group post = rootg.create_group("posterior");
   post.create_coordinate<std::int64_t>("chain", chain_ids(r));
   post.create_coordinate<std::int64_t>("draw", iota(ndraw));
+  // One column buffer for every variable: each expansion overwrites the last one's draws
+  // (no zero fill, no fresh pages per variable; one column held, as before).
+  std::vector<double> column;
   for (const auto& v : variables) {
     if (!v.is_vector) {
-      io::H5Dataset ds = post.write<double>(v.name, verbose_column(r, v.columns[0]), {m, ndraw});
+      verbose_column(r, v.columns[0], column);
+      io::H5Dataset ds = post.write<double>(v.name, column, {m, ndraw});
       post.attach_dimensions(ds, {"chain", "draw"});
       continue;
     }
     const std::size_t k = v.columns.size();
     std::vector<double> data(m * ndraw * k);
     for (std::size_t e = 0; e < k; ++e) {
-      const std::vector<double> column = verbose_column(r, v.columns[e]);
+      verbose_column(r, v.columns[e], column);
       for (std::size_t t = 0; t < m * ndraw; ++t) data[t * k + e] = column[t];
     }
     const std::string dim = vector_dim(post, v);
@@ -76,7 +80,8 @@ void write_sample_stats(const SerialRun& r, io::H5Group& rootg) {
       const MemoryChainSink& memory = r.chains[c];
       ChainReader rd(memory, kWeightColumn | col);
       std::size_t left = ndraw;
-      for (std::size_t i = static_cast<std::size_t>(r.co[c].burnin); i < memory.size() && left > 0; ++i) {
+      const std::size_t n = memory.size();  // (not inlined: out of the loop)
+      for (std::size_t i = static_cast<std::size_t>(r.co[c].burnin); i < n && left > 0; ++i) {
         const auto take = std::min(static_cast<std::size_t>(std::max<std::int64_t>(rd.weight(i), 0)), left);
         if (take == 0) continue;
         v[at] = of(rd, i, 0);
@@ -131,7 +136,7 @@ void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
     hsize_t at = 0;
     for (std::size_t c = 0; c < m; ++c) {
       ChainReader rd(chains[c], col);
-      for (std::size_t i = 0; i < chains[c].size(); ++i) {
+      for (std::size_t i = 0, n = chains[c].size(); i < n; ++i) {
         append(rd, i, piece);
         if (piece.size() == kRows * width) {
           ds.write_rows<T>(at, piece);

@@ -193,7 +193,8 @@ std::vector<double> covariance_of_posterior(const SerialRun& r) {
   for (std::size_t c = 0; c < r.m; ++c) {
     std::size_t left = r.ndraw;
     ChainReader rd(r.chains[c], kWeightColumn | kPointColumns);
-    for (std::size_t row = static_cast<std::size_t>(r.co[c].burnin); row < r.chains[c].size() && left > 0; ++row) {
+    const std::size_t n = r.chains[c].size();  // (not inlined: out of the loop)
+    for (std::size_t row = static_cast<std::size_t>(r.co[c].burnin); row < n && left > 0; ++row) {
       const auto take = std::min(static_cast<std::size_t>(rd.weight(row)), left);
       left -= take;
       sums.add(rd.point(row), static_cast<std::int64_t>(take));
