@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <future>
 #include <limits>
 #include <numbers>
 #include <thread>
@@ -295,6 +296,7 @@ namespace {
 using io::HtmlReport;
 using io::Plot;
 using io::PlotSeries;
+using io::vega_spec;
 using Level = HtmlReport::Level;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -673,7 +675,7 @@ ChainHistory chain_history(const MemoryChainSink& chain, std::size_t windows) {
   const std::uint64_t width = std::max<std::uint64_t>(1, (total + windows - 1) / windows);
   const std::size_t n = static_cast<std::size_t>((total + width - 1) / width);
   std::vector<double> accepted(n, 0.0), adapt(n, kNaN);
-  for (std::size_t i = 0; i < chain.size(); ++i) {
+  for (std::size_t i = 0; i <= last; ++i) {
     const std::uint64_t step = rd.step(i);
     if (step == 0) continue;
     const auto w = std::min<std::size_t>(n - 1, static_cast<std::size_t>((step - 1) / width));
@@ -852,6 +854,52 @@ std::string posterior_report_html(const PosteriorReportData& d) {
     if (*first < passes) std::rethrow_exception(error[static_cast<std::size_t>(first - error_at.begin())]);
   }
 
+  // The panels of one kind, one per plotted quantity (moved out of `plotted`).
+  auto panels = [&](Plot QuantityPlots::*kind) {
+    std::vector<Plot> plots;
+    plots.reserve(plotted.size());
+    for (auto& qp : plotted) plots.push_back(std::move(qp.*kind));
+    return plots;
+  };
+  // The corner plot's Vega spec (its scatter panels: most of the document's numbers to
+  // format) on a second thread while this one lays out the rest: the same bytes.
+  const auto corner_spec = [&]() -> std::string {
+    if (corner < 2) return {};
+    const std::size_t k = corner;
+    const int cell = std::clamp(static_cast<int>(900 / k), 90, 170);
+    std::vector<Plot> plots;
+    for (std::size_t i = 0; i < k; ++i)
+      for (std::size_t j = 0; j < k; ++j) {
+        Plot p;
+        p.width = p.height = cell;
+        if (j > i) {
+          p.empty = true;
+        } else if (i == j) {
+          p.title = d.names[i];
+          p.zero = true;
+          p.series.push_back(plotted[i].pooled);
+        } else {
+          p.series.emplace_back(d.names[j] + " vs " + d.names[i], plotted[j].thinned, plotted[i].thinned,
+                                PlotSeries::Mark::kPoint);
+          p.series.back().opacity = 0.35;
+        }
+        // Shared ranges: column j's x and row i's y are the same in every panel.
+        p.x_min = plotted[j].lo;
+        p.x_max = plotted[j].hi;
+        if (i != j) {
+          p.y_min = plotted[i].lo;
+          p.y_max = plotted[i].hi;
+        }
+        if (i == k - 1) p.x_label = d.names[j];
+        if (j == 0 && i > 0) p.y_label = d.names[i];
+        plots.push_back(std::move(p));
+      }
+    return vega_spec(plots, static_cast<int>(k));
+  };
+  // (Reads plotted[].pooled, .thinned, .lo, .hi, which the figures below do not move.)
+  std::future<std::string> corner_ready =
+      std::async(d.threads >= 2 ? std::launch::async : std::launch::deferred, corner_spec);
+
   HtmlReport r(d.title, d.subtitle);
   // --- run facts and verdicts
   r.heading("Run");
@@ -897,13 +945,6 @@ std::string posterior_report_html(const PosteriorReportData& d) {
       nq > pq ? fmt::format(" The first {} of {} quantities are shown.", pq, nq) : std::string();
   const std::string shown_c =
       d.chains > pc ? fmt::format(" The first {} of {} chains are drawn.", pc, d.chains) : std::string();
-  // The panels of one kind, one per plotted quantity (moved out of `plotted`).
-  auto panels = [&](Plot QuantityPlots::*kind) {
-    std::vector<Plot> plots;
-    plots.reserve(plotted.size());
-    for (auto& qp : plotted) plots.push_back(std::move(qp.*kind));
-    return plots;
-  };
   // --- traces
   r.figure(panels(&QuantityPlots::trace), 2,
            "Trace of each quantity per chain (draw number after burn-in). Chains that wander apart or stay flat "
@@ -922,38 +963,11 @@ std::string posterior_report_html(const PosteriorReportData& d) {
                shown_q + shown_c,
            "density");
   // --- corner plot
+  const std::string corner_json = corner_ready.get();
   if (corner >= 2) {
     const std::size_t k = corner;
-    const int cell = std::clamp(static_cast<int>(900 / k), 90, 170);
-    std::vector<Plot> plots;
-    for (std::size_t i = 0; i < k; ++i)
-      for (std::size_t j = 0; j < k; ++j) {
-        Plot p;
-        p.width = p.height = cell;
-        if (j > i) {
-          p.empty = true;
-        } else if (i == j) {
-          p.title = d.names[i];
-          p.zero = true;
-          p.series.push_back(plotted[i].pooled);
-        } else {
-          p.series.emplace_back(d.names[j] + " vs " + d.names[i], plotted[j].thinned, plotted[i].thinned,
-                                PlotSeries::Mark::kPoint);
-          p.series.back().opacity = 0.35;
-        }
-        // Shared ranges: column j's x and row i's y are the same in every panel.
-        p.x_min = plotted[j].lo;
-        p.x_max = plotted[j].hi;
-        if (i != j) {
-          p.y_min = plotted[i].lo;
-          p.y_max = plotted[i].hi;
-        }
-        if (i == k - 1) p.x_label = d.names[j];
-        if (j == 0 && i > 0) p.y_label = d.names[i];
-        plots.push_back(std::move(p));
-      }
-    r.figure(
-        plots, static_cast<int>(k),
+    r.figure_spec(
+        corner_json,
         fmt::format("Corner plot: pairwise scatter of {} draws (evenly thinned over all chains) below the "
                     "diagonal, marginal densities on it.{}",
                     scatter_idx.size(),
