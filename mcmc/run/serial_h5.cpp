@@ -37,20 +37,16 @@ void write_posterior(const SerialRun& r, io::H5Group& rootg, const std::vector<A
   io::H5Group post = rootg.create_group("posterior");
   post.create_coordinate<std::int64_t>("chain", chain_ids(r));
   post.create_coordinate<std::int64_t>("draw", iota(ndraw));
-  // One column buffer for every variable: each expansion overwrites the last one's draws
-  // (no zero fill, no fresh pages per variable; one column held, as before).
-  std::vector<double> column;
   for (const auto& v : variables) {
     if (!v.is_vector) {
-      verbose_column(r, v.columns[0], column);
-      io::H5Dataset ds = post.write<double>(v.name, column, {m, ndraw});
+      io::H5Dataset ds = post.write<double>(v.name, verbose_column(r, v.columns[0]), {m, ndraw});
       post.attach_dimensions(ds, {"chain", "draw"});
       continue;
     }
     const std::size_t k = v.columns.size();
     std::vector<double> data(m * ndraw * k);
     for (std::size_t e = 0; e < k; ++e) {
-      verbose_column(r, v.columns[e], column);
+      const std::vector<double> column = verbose_column(r, v.columns[e]);
       for (std::size_t t = 0; t < m * ndraw; ++t) data[t * k + e] = column[t];
     }
     const std::string dim = vector_dim(post, v);
@@ -70,27 +66,21 @@ void write_sample_stats(const SerialRun& r, io::H5Group& rootg) {
     stats.attach_dimensions(ds, {"chain", "draw"});
   };
   // One dataset at a time: `of(rd, i, k)` gives the value of the k-th of the weight[i] draws
-  // of compact state i (the first is the one where the state was accepted; the others all
-  // have the value of k = 1), `rd` reading the weights and the column `col`. Each state's
-  // draws are stored as a run (its first draw, then a fill), not draw by draw.
+  // of compact state i (the first is the one where the state was accepted), `rd` reading the
+  // weights and the column `col`.
   auto per_draw = [&](const char* name, unsigned col, auto of) {
-    std::vector<decltype(of(std::declval<ChainReader&>(), std::size_t{0}, std::int64_t{0}))> v(m * ndraw);
-    std::size_t at = 0;
+    std::vector<decltype(of(std::declval<ChainReader&>(), std::size_t{0}, std::int64_t{0}))> v;
+    v.reserve(m * ndraw);
     for (std::size_t c = 0; c < m; ++c) {
       const MemoryChainSink& memory = r.chains[c];
       ChainReader rd(memory, kWeightColumn | col);
-      std::size_t left = ndraw;
-      const std::size_t n = memory.size();  // (not inlined: out of the loop)
-      for (std::size_t i = static_cast<std::size_t>(r.co[c].burnin); i < n && left > 0; ++i) {
-        const auto take = std::min(static_cast<std::size_t>(std::max<std::int64_t>(rd.weight(i), 0)), left);
-        if (take == 0) continue;
-        v[at] = of(rd, i, 0);
-        std::fill_n(v.begin() + static_cast<std::ptrdiff_t>(at + 1), take - 1, of(rd, i, 1));
-        at += take;
-        left -= take;
+      const std::size_t before = v.size();
+      for (std::size_t i = static_cast<std::size_t>(r.co[c].burnin); i < memory.size() && v.size() - before < ndraw;
+           ++i) {
+        const std::int64_t w = rd.weight(i);
+        for (std::int64_t k = 0; k < w && v.size() - before < ndraw; ++k) v.push_back(of(rd, i, k));
       }
     }
-    v.resize(at);  // (each chain gives ndraw draws)
     put_stat(name, v);
   };
   per_draw("lp", kLogDensityColumn,
@@ -136,7 +126,7 @@ void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
     hsize_t at = 0;
     for (std::size_t c = 0; c < m; ++c) {
       ChainReader rd(chains[c], col);
-      for (std::size_t i = 0, n = chains[c].size(); i < n; ++i) {
+      for (std::size_t i = 0; i < chains[c].size(); ++i) {
         append(rd, i, piece);
         if (piece.size() == kRows * width) {
           ds.write_rows<T>(at, piece);
