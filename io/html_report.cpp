@@ -312,6 +312,17 @@ std::vector<std::size_t> thin_indices(std::size_t n, std::size_t max_points) {
   return out;
 }
 
+namespace {
+
+/// Refuses a figure name with a character other than letters, digits, '_' and '-'.
+void check_figure_name(std::string_view name) {
+  for (char ch : name)
+    HERD_REQUIRE(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-',
+                 "html report: figure name \"{}\" may hold only letters, digits, '_' and '-'", name);
+}
+
+}  // namespace
+
 std::string vega_spec(const std::vector<Plot>& plots, int columns) {
   check_plots(plots, columns);
   Json spec;
@@ -373,10 +384,12 @@ void HtmlReport::table(const std::vector<std::string>& header, const std::vector
 }
 
 void HtmlReport::figure(const std::vector<Plot>& plots, int columns, std::string_view caption, std::string_view name) {
-  for (char ch : name)
-    HERD_REQUIRE(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-',
-                 "html report: figure name \"{}\" may hold only letters, digits, '_' and '-'", name);
-  const std::string spec = vega_spec(plots, columns);
+  check_figure_name(name);
+  figure_spec(vega_spec(plots, columns), caption, name);
+}
+
+void HtmlReport::figure_spec(const std::string& spec, std::string_view caption, std::string_view name) {
+  check_figure_name(name);
   ++figures_;
   body_ += fmt::format(
       "<figure id=\"fig{0}\" data-name=\"{3}\"><div class=\"herd-plot\"><noscript>This plot needs "

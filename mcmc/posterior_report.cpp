@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <future>
 #include <limits>
 #include <numbers>
 #include <thread>
@@ -48,6 +49,32 @@ detail::SampleRange detail::sample_range(std::span<const double> sample) {
   r.finite = !(nan[0] || nan[1] || nan[2] || nan[3]) && std::isfinite(r.min) && std::isfinite(r.max);
   return r;
 }
+
+namespace {
+
+/// Type-7 quantiles at `probs` of `n` draws as herd::mcmc::quantiles interpolates them, from
+/// the order statistics `value[i]` of the 0-based ranks `ranks[i]` (type7_ranks).
+std::vector<double> type7_interpolate(std::size_t n, std::span<const double> probs,
+                                      const std::vector<std::size_t>& ranks, const std::vector<double>& value) {
+  const auto xs = [&](std::size_t r) {
+    return value[static_cast<std::size_t>(std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin())];
+  };
+  std::vector<double> out(probs.size());
+  for (std::size_t i = 0; i < probs.size(); ++i) {
+    const double index = 1.0 + static_cast<double>(n - 1) * probs[i];
+    const double lo = std::floor(index);
+    const double hi = std::ceil(index);
+    double q = xs(static_cast<std::size_t>(lo) - 1);
+    if (index > lo && xs(static_cast<std::size_t>(hi) - 1) != q) {
+      const double h = index - lo;
+      q = (1.0 - h) * q + h * xs(static_cast<std::size_t>(hi) - 1);
+    }
+    out[i] = q;
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<double> detail::binned_quantiles(std::span<const double> sample, std::span<const double> probs) {
   return binned_quantiles(sample, probs, sample_range(sample));
@@ -120,23 +147,105 @@ std::vector<double> detail::binned_quantiles(std::span<const double> sample, std
     value[i] = held[rank_within[i]];
     seg.done = rank_within[i] + 1;
   }
-  const auto xs = [&](std::size_t r) {
-    return value[static_cast<std::size_t>(std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin())];
-  };
-  // Type 7 as quantiles() interpolates.
-  std::vector<double> out(probs.size());
-  for (std::size_t i = 0; i < probs.size(); ++i) {
-    const double index = 1.0 + static_cast<double>(n - 1) * probs[i];
-    const double lo = std::floor(index);
-    const double hi = std::ceil(index);
-    double q = xs(static_cast<std::size_t>(lo) - 1);
-    if (index > lo && xs(static_cast<std::size_t>(hi) - 1) != q) {
-      const double h = index - lo;
-      q = (1.0 - h) * q + h * xs(static_cast<std::size_t>(hi) - 1);
-    }
-    out[i] = q;
-  }
+  return type7_interpolate(n, probs, ranks, value);
+}
+
+namespace {
+
+/// The draws of weighted states expanded (`values[i]` `weights[i]` times), for the cases
+/// that go to herd::mcmc::quantiles.
+std::vector<double> expand_states(std::span<const double> values, std::span<const std::int64_t> weights) {
+  std::vector<double> out;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (weights[i] > 0) out.insert(out.end(), static_cast<std::size_t>(weights[i]), values[i]);
   return out;
+}
+
+}  // namespace
+
+detail::SampleRange detail::sample_range(std::span<const double> values, std::span<const std::int64_t> weights) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double lo = kInf, hi = -kInf;
+  bool nan = false, any = false;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (weights[i] <= 0) continue;
+    const double v = values[i];
+    any = true;
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+    nan = nan || std::isnan(v);
+  }
+  SampleRange r;
+  r.min = lo;
+  r.max = hi;
+  r.finite = any && !nan && std::isfinite(lo) && std::isfinite(hi);
+  return r;
+}
+
+std::vector<double> detail::binned_quantiles(std::span<const double> values, std::span<const std::int64_t> weights,
+                                             std::span<const double> probs, const SampleRange& range) {
+  std::size_t n = 0;
+  for (const std::int64_t w : weights) n += static_cast<std::size_t>(std::max<std::int64_t>(w, 0));
+  const bool probs_ok = std::all_of(probs.begin(), probs.end(), [](double p) { return p >= 0.0 && p <= 1.0; });
+  const double mn = range.min, mx = range.max;
+  const std::size_t nb = std::min<std::size_t>(n / 16, 2048);
+  const double scale = static_cast<double>(nb) / (mx - mn);
+  // binned_quantiles' cases for herd::mcmc::quantiles, on the expanded draws.
+  if (n < kBinnedQuantilesMin || n > std::numeric_limits<std::uint32_t>::max() || probs.empty() || !probs_ok ||
+      !range.finite || !(mx > mn) || !std::isfinite(scale) || !(scale > 0))
+    return quantiles(expand_states(values, weights), probs);
+  // The bins of binned_quantiles (the same monotone map), each state adding its weight; 4
+  // interleaved copies, so that neighbouring states in one bin do not wait on each other.
+  const double top = static_cast<double>(nb - 1);
+  const auto bin = [mn, scale, top](double v) { return static_cast<std::size_t>(std::min((v - mn) * scale, top)); };
+  constexpr std::size_t kCopies = 4;
+  const std::size_t ns = values.size();
+  std::vector<std::uint32_t> copies(kCopies * nb, 0);
+  {
+    // A padding state (weight 0) adds 0 to bin 0: its value need not be in the range.
+    const auto add = [&](std::size_t copy, std::size_t i) {
+      const std::int64_t w = weights[i];
+      copies[copy * nb + bin(w > 0 ? values[i] : mn)] += static_cast<std::uint32_t>(w > 0 ? w : 0);
+    };
+    std::size_t i = 0;
+    for (; i + kCopies <= ns; i += kCopies)
+      for (std::size_t k = 0; k < kCopies; ++k) add(k, i + k);
+    for (; i < ns; ++i) add(0, i);
+  }
+  std::vector<std::uint32_t> count(nb);
+  for (std::size_t b = 0; b < nb; ++b) count[b] = copies[b] + copies[nb + b] + copies[2 * nb + b] + copies[3 * nb + b];
+  const std::vector<std::size_t> ranks = detail::type7_ranks(n, probs);
+  // Each rank's bin and its rank within the bin (draws of lower bins are smaller).
+  std::vector<std::size_t> rank_bin(ranks.size()), rank_within(ranks.size());
+  std::vector<std::int32_t> slot(nb, -1);
+  std::size_t wanted = 0;
+  {
+    std::size_t b = 0, below = 0;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      while (below + count[b] <= ranks[i]) below += count[b++];
+      if (slot[b] < 0) slot[b] = static_cast<std::int32_t>(wanted++);
+      rank_bin[i] = static_cast<std::size_t>(slot[b]);
+      rank_within[i] = ranks[i] - below;
+    }
+  }
+  // The (value, weight) pairs of the wanted bins.
+  std::vector<std::vector<std::pair<double, std::int64_t>>> held(wanted);
+  for (std::size_t i = 0; i < ns; ++i) {
+    if (weights[i] <= 0) continue;
+    const std::int32_t s = slot[bin(values[i])];
+    if (s >= 0) held[static_cast<std::size_t>(s)].emplace_back(values[i], weights[i]);
+  }
+  for (auto& h : held) std::sort(h.begin(), h.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // The draw of rank r within a bin: the first pair whose cumulative weight passes r.
+  std::vector<double> value(ranks.size());
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const auto& h = held[rank_bin[i]];
+    std::size_t k = 0;
+    for (auto cum = static_cast<std::size_t>(h[0].second); cum <= rank_within[i];)
+      cum += static_cast<std::size_t>(h[++k].second);
+    value[i] = h[k].first;
+  }
+  return type7_interpolate(n, probs, ranks, value);
 }
 
 detail::RepeatedCovariance::RepeatedCovariance(std::span<const double> mean)
@@ -145,15 +254,33 @@ detail::RepeatedCovariance::RepeatedCovariance(std::span<const double> mean)
       prod_(mean.size() * (mean.size() + 1) / 2),
       tri_(prod_.size(), 0.0) {}
 
+namespace {
+
+/// tri[e] += prod[e], `weight` times over e < n, each element's additions in order (the
+/// elements are independent: vector lanes give the same sums as one at a time).
+void add_repeated(double* tri, const double* prod, std::size_t n, std::int64_t weight) {
+  for (std::int64_t rep = 0; rep < weight; ++rep)
+    for (std::size_t e = 0; e < n; ++e) tri[e] += prod[e];
+}
+
+/// add_repeated in 4-wide AVX2 lanes (plain additions: no FMA, so the same doubles).
+__attribute__((target("avx2"))) void add_repeated_avx2(double* tri, const double* prod, std::size_t n,
+                                                       std::int64_t weight) {
+  for (std::int64_t rep = 0; rep < weight; ++rep)
+    for (std::size_t e = 0; e < n; ++e) tri[e] += prod[e];
+}
+
+const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
+
+}  // namespace
+
 void detail::RepeatedCovariance::add(const double* x, std::int64_t weight) {
   const std::size_t d = mean_.size(), nt = tri_.size();
   for (std::size_t i = 0; i < d; ++i) dev_[i] = x[i] - mean_[i];
   for (std::size_t i = 0, e = 0; i < d; ++i)
     for (std::size_t j = 0; j <= i; ++j) prod_[e++] = dev_[i] * dev_[j];
-  double* const tri = tri_.data();
-  const double* const prod = prod_.data();
-  for (std::int64_t rep = 0; rep < weight; ++rep)
-    for (std::size_t e = 0; e < nt; ++e) tri[e] += prod[e];
+  if (kHaveAvx2) add_repeated_avx2(tri_.data(), prod_.data(), nt, weight);
+  else add_repeated(tri_.data(), prod_.data(), nt, weight);
 }
 
 std::vector<double> detail::RepeatedCovariance::matrix(double divisor) const {
@@ -169,6 +296,7 @@ namespace {
 using io::HtmlReport;
 using io::Plot;
 using io::PlotSeries;
+using io::vega_spec;
 using Level = HtmlReport::Level;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -185,30 +313,31 @@ std::string chain_label(const PosteriorReportData& d, std::size_t c) {
 
 std::size_t plotted_chains(const PosteriorReportData& d) { return std::min(d.chains, kPlotChains); }
 
-/// Chain c's draws of one quantity's draws `v` `[chains, draws]`.
-std::span<const double> chain_of(const PosteriorReportData& d, std::span<const double> v, std::size_t c) {
-  return v.subspan(c * d.draws, d.draws);
-}
-
 double ess_threshold(std::size_t chains) { return kEssPerChain * static_cast<double>(std::min(chains, kEssChains)); }
 
 /// Gaussian kernel density on `grid` points over [lo, hi] with bandwidth `bw`, binned:
 /// the draws are counted into 512 fine bins first (exact to a small fraction of bw).
-PlotSeries density(std::span<const double> x, double lo, double hi, double bw, std::string name) {
+/// With `weights` (same length as `x`; empty: 1 each), x[i] counts weights[i] times: the
+/// counts, and so the curve, are those of the expanded draws.
+PlotSeries density(std::span<const double> x, std::span<const std::int64_t> weights, double lo, double hi, double bw,
+                   std::string name) {
   constexpr std::size_t kBins = 512;
   const double width = (hi - lo) / kBins;
   // Whole counts in 4 interleaved copies (draw i into copy i % 4), so that repeated draws do
   // not wait on each other's increments; their sums are the counts exactly.
   std::array<std::uint64_t, 4 * kBins> copies{};
-  const auto count = [&](std::size_t copy, double v) {
+  const auto count = [&](std::size_t copy, double v, std::uint64_t w) {
     if (!std::isfinite(v)) return;
     const auto b = static_cast<std::size_t>(std::clamp((v - lo) / width, 0.0, static_cast<double>(kBins - 1)));
-    ++copies[copy * kBins + b];
+    copies[copy * kBins + b] += w;
+  };
+  const auto weight = [&weights](std::size_t i) {
+    return weights.empty() ? std::uint64_t{1} : static_cast<std::uint64_t>(std::max<std::int64_t>(weights[i], 0));
   };
   std::size_t i = 0;
   for (; i + 4 <= x.size(); i += 4)
-    for (std::size_t k = 0; k < 4; ++k) count(k, x[i + k]);
-  for (; i < x.size(); ++i) count(0, x[i]);
+    for (std::size_t k = 0; k < 4; ++k) count(k, x[i + k], weight(i + k));
+  for (; i < x.size(); ++i) count(0, x[i], weight(i));
   std::vector<double> counts(kBins, 0.0);
   std::size_t n = 0;
   for (std::size_t b = 0; b < kBins; ++b) {
@@ -269,7 +398,25 @@ void check(const PosteriorReportData& d) {
   HERD_REQUIRE(d.chains >= 1 && d.draws >= 1, "posterior report: {} chains x {} draws, but needs at least 1 x 1",
                d.chains, d.draws);
   HERD_REQUIRE(d.values.empty() || !d.fill_values, "posterior report: both values and fill_values given");
-  if (!d.fill_values)
+  if (d.fill_states) {
+    HERD_REQUIRE(d.values.empty() && !d.fill_values,
+                 "posterior report: fill_states given with values or fill_values (give one of the three)");
+    HERD_REQUIRE(!d.summary.empty(), "posterior report: fill_states needs the summary given");
+    HERD_REQUIRE(d.states >= 1 && d.state_weights.size() == d.chains * d.states,
+                 "posterior report: {} state weights, not {} chains x {} states", d.state_weights.size(), d.chains,
+                 d.states);
+    for (std::size_t c = 0; c < d.chains; ++c) {
+      std::int64_t sum = 0;
+      for (std::size_t i = 0; i < d.states; ++i) {
+        const std::int64_t w = d.state_weights[c * d.states + i];
+        HERD_REQUIRE(w >= 0, "posterior report: state {} of chain {} has the negative weight {}", i, c, w);
+        sum += w;
+      }
+      HERD_REQUIRE(sum == static_cast<std::int64_t>(d.draws),
+                   "posterior report: the state weights of chain {} sum to {}, not {} draws", c, sum, d.draws);
+    }
+  }
+  if (!d.fill_values && !d.fill_states)
     HERD_REQUIRE(d.values.size() == d.names.size(), "posterior report: {} quantities but {} names", d.values.size(),
                  d.names.size());
   for (std::size_t q = 0; q < d.values.size(); ++q)
@@ -281,14 +428,68 @@ void check(const PosteriorReportData& d) {
                d.chain_ids.size(), d.chains);
 }
 
-/// Quantity q's draws `[chains, draws]`: a view of `values[q]`, or `fill_values` into `buf`
-/// (then valid while `buf` is unchanged).
-std::span<const double> quantity_draws(const PosteriorReportData& d, std::size_t q, std::vector<double>& buf) {
-  if (!d.values.empty()) return d.values[q];
+/// One quantity's draws: `[chains, draws]` values (`w` empty), or weighted states
+/// `[chains, per]` (values `v`, weights `w`: state i of chain c stands for w[c per + i]
+/// consecutive draws).
+struct QuantityDraws {
+  std::span<const double> v;
+  std::span<const std::int64_t> w;  ///< empty: unweighted
+  std::size_t per = 0;              ///< entries of `v` per chain
+  bool weighted() const { return !w.empty(); }
+  std::span<const double> values(std::size_t c) const { return v.subspan(c * per, per); }
+  std::span<const std::int64_t> weights(std::size_t c) const {
+    return weighted() ? w.subspan(c * per, per) : std::span<const std::int64_t>();
+  }
+};
+
+/// Draw t of chain c of a QuantityDraws, for increasing t within a chain (a walk over the
+/// states' cumulative weights when weighted; any order when not).
+class DrawWalker {
+ public:
+  explicit DrawWalker(const QuantityDraws& q) : q_(q) {}
+  double at(std::size_t c, std::size_t t) {
+    if (!q_.weighted()) return q_.v[c * q_.per + t];
+    if (c != c_ || t < begin_) {
+      c_ = c;
+      i_ = c * q_.per;
+      begin_ = 0;
+    }
+    // State i_ covers draws [begin_, begin_ + w).
+    while (begin_ + static_cast<std::size_t>(q_.w[i_]) <= t) begin_ += static_cast<std::size_t>(q_.w[i_++]);
+    return q_.v[i_];
+  }
+
+ private:
+  const QuantityDraws& q_;
+  std::size_t c_ = std::numeric_limits<std::size_t>::max(), i_ = 0, begin_ = 0;
+};
+
+/// The first `n` draws of chain c (a view when unweighted; else expanded into `buf`).
+std::span<const double> first_draws(const QuantityDraws& q, std::size_t c, std::size_t n, std::vector<double>& buf) {
+  if (!q.weighted()) return q.values(c).first(n);
+  buf.clear();
+  const auto v = q.values(c);
+  const auto w = q.weights(c);
+  for (std::size_t i = 0; i < v.size() && buf.size() < n; ++i)
+    buf.insert(buf.end(), std::min(static_cast<std::size_t>(std::max<std::int64_t>(w[i], 0)), n - buf.size()), v[i]);
+  return buf;
+}
+
+/// Quantity q's draws: a view of `values[q]`, or `fill_values` into `buf` (`[chains,
+/// draws]`), or `fill_states` into `buf` with `state_weights` (`[chains, states]`); valid
+/// while `buf` is unchanged.
+QuantityDraws quantity_draws(const PosteriorReportData& d, std::size_t q, std::vector<double>& buf) {
+  if (!d.values.empty()) return {d.values[q], {}, d.draws};
+  if (d.fill_states) {
+    d.fill_states(q, buf);
+    HERD_REQUIRE(buf.size() == d.chains * d.states, "posterior report: quantity {} has {} states, not {} x {}",
+                 d.names[q], buf.size(), d.chains, d.states);
+    return {buf, d.state_weights, d.states};
+  }
   d.fill_values(q, buf);
   HERD_REQUIRE(buf.size() == d.chains * d.draws, "posterior report: quantity {} has {} draws, not {} x {}", d.names[q],
                buf.size(), d.chains, d.draws);
-  return buf;
+  return {buf, {}, d.draws};
 }
 
 /// What the plots show of one plotted quantity, made in one pass over its draws; small
@@ -304,7 +505,7 @@ struct QuantityPlots {
 /// chain, its densities (Silverman's bandwidth on the grid [min - bw, max + bw]), the
 /// autocorrelation per chain, the rank histograms per chain (2 or more chains) and its
 /// draws at `scatter_idx`.
-QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, std::span<const double> v,
+QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, const QuantityDraws& v,
                             const DiagnosticSummary& s, const std::vector<std::size_t>& trace_idx,
                             const std::vector<std::size_t>& scatter_idx) {
   const std::size_t pc = plotted_chains(d);
@@ -314,19 +515,20 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, std::sp
   std::vector<double> probs{0.25, 0.75};
   if (d.chains >= 2)
     for (std::size_t b = 1; b < kRankBins; ++b) probs.push_back(static_cast<double>(b) / kRankBins);
-  const detail::SampleRange range = detail::sample_range(v);
-  const std::vector<double> qs = detail::binned_quantiles(v, probs, range);
+  const detail::SampleRange range = v.weighted() ? detail::sample_range(v.v, v.w) : detail::sample_range(v.v);
+  const std::vector<double> qs =
+      v.weighted() ? detail::binned_quantiles(v.v, v.w, probs, range) : detail::binned_quantiles(v.v, probs, range);
+  DrawWalker walk(v);
   {
     Plot& p = out.trace;
     p.title = d.names[q];
     p.x_label = "draw";
     p.legend = q == 0 && pc > 1;
     for (std::size_t c = 0; c < pc; ++c) {
-      const auto vc = chain_of(d, v, c);
       PlotSeries series(chain_label(d, c), {}, {});
       for (std::size_t t : trace_idx) {
         series.x.push_back(static_cast<double>(t));
-        series.y.push_back(vc[t]);
+        series.y.push_back(walk.at(c, t));
       }
       series.opacity = pc > 1 ? 0.75 : 1.0;
       p.series.push_back(std::move(series));
@@ -336,10 +538,11 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, std::sp
     double mn = range.min, mx = range.max;
     if (!range.finite) {  // the range of the finite draws
       mn = INFINITY, mx = -INFINITY;
-      for (double x : v)
-        if (std::isfinite(x)) mn = std::min(mn, x), mx = std::max(mx, x);
+      for (std::size_t i = 0; i < v.v.size(); ++i)
+        if ((!v.weighted() || v.w[i] > 0) && std::isfinite(v.v[i]))
+          mn = std::min(mn, v.v[i]), mx = std::max(mx, v.v[i]);
     }
-    double bw = bandwidth(s, qs[1] - qs[0], v.size());
+    double bw = bandwidth(s, qs[1] - qs[0], d.chains * d.draws);
     if (!(mx > mn)) mn -= 0.5, mx += 0.5;
     if (!(bw > 0) || !std::isfinite(bw)) bw = (mx - mn) / 50.0;
     out.lo = mn - bw;
@@ -352,11 +555,11 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, std::sp
     p.legend = q == 0 && pc > 1;
     if (pc > 1)
       for (std::size_t c = 0; c < pc; ++c) {
-        PlotSeries series = density(chain_of(d, v, c), out.lo, out.hi, bw, chain_label(d, c));
+        PlotSeries series = density(v.values(c), v.weights(c), out.lo, out.hi, bw, chain_label(d, c));
         series.opacity = 0.6;
         p.series.push_back(std::move(series));
       }
-    PlotSeries all = density(v, out.lo, out.hi, bw, "all chains");
+    PlotSeries all = density(v.v, v.w, out.lo, out.hi, bw, "all chains");
     out.pooled = PlotSeries(d.names[q], all.x, all.y);
     all.color = "#222222";
     p.series.push_back(std::move(all));
@@ -371,8 +574,9 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, std::sp
     p.y_rules = {0.0};
     std::size_t lags = 0;
     std::vector<std::vector<double>> acfs;
+    std::vector<double> expanded;
     for (std::size_t c = 0; c < pc; ++c) {
-      const auto vc = chain_of(d, v, c).first(n);
+      const auto vc = first_draws(v, c, n, expanded);
       acfs.push_back(n >= 2 ? autocorrelation(vc) : std::vector<double>{});
       // Lags shown: three times the first lag below 0.05 (of the first chain), in [50, 1000].
       if (c == 0) {
@@ -405,8 +609,17 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, std::sp
     p.y_rules = {static_cast<double>(d.draws) / kRankBins};
     for (std::size_t c = 0; c < pc; ++c) {
       std::vector<double> counts(kRankBins, 0.0);
-      for (double x : chain_of(d, v, c))
-        counts[static_cast<std::size_t>(std::upper_bound(cuts.begin(), cuts.end(), x) - cuts.begin())] += 1.0;
+      const auto bin = [&cuts](double x) {
+        return static_cast<std::size_t>(std::upper_bound(cuts.begin(), cuts.end(), x) - cuts.begin());
+      };
+      if (v.weighted()) {  // whole counts: += w is exact, as w times += 1
+        const auto vc = v.values(c);
+        const auto wc = v.weights(c);
+        for (std::size_t i = 0; i < vc.size(); ++i)
+          if (wc[i] > 0) counts[bin(vc[i])] += static_cast<double>(wc[i]);
+      } else {
+        for (double x : v.values(c)) counts[bin(x)] += 1.0;
+      }
       PlotSeries series(chain_label(d, c), {}, {}, PlotSeries::Mark::kStep);
       for (std::size_t b = 0; b < kRankBins; ++b) {
         series.x.push_back(static_cast<double>(b));
@@ -417,18 +630,26 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, std::sp
       p.series.push_back(std::move(series));
     }
   }
-  for (std::size_t t : scatter_idx) out.thinned.push_back(v[t]);
+  for (std::size_t t : scatter_idx) out.thinned.push_back(walk.at(t / d.draws, t % d.draws));
   return out;
 }
 
 /// Sums of squared and crossed deviations (saa, sab, sbb) of two quantities' draws from
 /// their means `ma`, `mb`, in draw order.
-std::array<double, 3> pair_sums(std::span<const double> va, std::span<const double> vb, double ma, double mb) {
+/// Weighted states (the same weights for both) add their products w times, one after the
+/// other: the same sums, bit for bit, as the expanded draws give.
+std::array<double, 3> pair_sums(const QuantityDraws& a, const QuantityDraws& b, double ma, double mb) {
   double saa = 0, sab = 0, sbb = 0;
+  const std::span<const double> va = a.v, vb = b.v;
   const std::size_t n = va.size();
   for (std::size_t t = 0; t < n; ++t) {
     const double xa = va[t] - ma, xb = vb[t] - mb;
-    saa += xa * xa, sab += xa * xb, sbb += xb * xb;
+    if (!a.weighted()) {
+      saa += xa * xa, sab += xa * xb, sbb += xb * xb;
+      continue;
+    }
+    const double paa = xa * xa, pab = xa * xb, pbb = xb * xb;
+    for (std::int64_t k = 0; k < a.w[t]; ++k) saa += paa, sab += pab, sbb += pbb;
   }
   return {saa, sab, sbb};
 }
@@ -454,7 +675,7 @@ ChainHistory chain_history(const MemoryChainSink& chain, std::size_t windows) {
   const std::uint64_t width = std::max<std::uint64_t>(1, (total + windows - 1) / windows);
   const std::size_t n = static_cast<std::size_t>((total + width - 1) / width);
   std::vector<double> accepted(n, 0.0), adapt(n, kNaN);
-  for (std::size_t i = 0; i < chain.size(); ++i) {
+  for (std::size_t i = 0; i <= last; ++i) {
     const std::uint64_t step = rd.step(i);
     if (step == 0) continue;
     const auto w = std::min<std::size_t>(n - 1, static_cast<std::size_t>((step - 1) / width));
@@ -607,10 +828,10 @@ std::string posterior_report_html(const PosteriorReportData& d) {
       std::size_t q = 0;
       try {
         for (std::size_t u = t; u < units; u += nthreads) {
-          std::span<const double> before;
+          QuantityDraws before;
           for (q = 2 * u; q < std::min(2 * u + 2, passes); ++q) {
-            const auto v = quantity_draws(d, q, buffers[q % 2]);
-            if (summarize_here) summary[q] = summarize(DrawsView(v, d.chains, d.draws));
+            const QuantityDraws v = quantity_draws(d, q, buffers[q % 2]);
+            if (summarize_here) summary[q] = summarize(DrawsView(v.v, d.chains, d.draws));  // (values only)
             if (q < pq)
               plotted[q] =
                   plot_quantity(d, q, v, summary[q], trace_idx, q < std::max(corner, 2 * pairs) ? scatter_idx : no_idx);
@@ -632,6 +853,52 @@ std::string posterior_report_html(const PosteriorReportData& d) {
     const auto first = std::min_element(error_at.begin(), error_at.end());
     if (*first < passes) std::rethrow_exception(error[static_cast<std::size_t>(first - error_at.begin())]);
   }
+
+  // The panels of one kind, one per plotted quantity (moved out of `plotted`).
+  auto panels = [&](Plot QuantityPlots::*kind) {
+    std::vector<Plot> plots;
+    plots.reserve(plotted.size());
+    for (auto& qp : plotted) plots.push_back(std::move(qp.*kind));
+    return plots;
+  };
+  // The corner plot's Vega spec (its scatter panels: most of the document's numbers to
+  // format) on a second thread while this one lays out the rest: the same bytes.
+  const auto corner_spec = [&]() -> std::string {
+    if (corner < 2) return {};
+    const std::size_t k = corner;
+    const int cell = std::clamp(static_cast<int>(900 / k), 90, 170);
+    std::vector<Plot> plots;
+    for (std::size_t i = 0; i < k; ++i)
+      for (std::size_t j = 0; j < k; ++j) {
+        Plot p;
+        p.width = p.height = cell;
+        if (j > i) {
+          p.empty = true;
+        } else if (i == j) {
+          p.title = d.names[i];
+          p.zero = true;
+          p.series.push_back(plotted[i].pooled);
+        } else {
+          p.series.emplace_back(d.names[j] + " vs " + d.names[i], plotted[j].thinned, plotted[i].thinned,
+                                PlotSeries::Mark::kPoint);
+          p.series.back().opacity = 0.35;
+        }
+        // Shared ranges: column j's x and row i's y are the same in every panel.
+        p.x_min = plotted[j].lo;
+        p.x_max = plotted[j].hi;
+        if (i != j) {
+          p.y_min = plotted[i].lo;
+          p.y_max = plotted[i].hi;
+        }
+        if (i == k - 1) p.x_label = d.names[j];
+        if (j == 0 && i > 0) p.y_label = d.names[i];
+        plots.push_back(std::move(p));
+      }
+    return vega_spec(plots, static_cast<int>(k));
+  };
+  // (Reads plotted[].pooled, .thinned, .lo, .hi, which the figures below do not move.)
+  std::future<std::string> corner_ready =
+      std::async(d.threads >= 2 ? std::launch::async : std::launch::deferred, corner_spec);
 
   HtmlReport r(d.title, d.subtitle);
   // --- run facts and verdicts
@@ -678,13 +945,6 @@ std::string posterior_report_html(const PosteriorReportData& d) {
       nq > pq ? fmt::format(" The first {} of {} quantities are shown.", pq, nq) : std::string();
   const std::string shown_c =
       d.chains > pc ? fmt::format(" The first {} of {} chains are drawn.", pc, d.chains) : std::string();
-  // The panels of one kind, one per plotted quantity (moved out of `plotted`).
-  auto panels = [&](Plot QuantityPlots::*kind) {
-    std::vector<Plot> plots;
-    plots.reserve(plotted.size());
-    for (auto& qp : plotted) plots.push_back(std::move(qp.*kind));
-    return plots;
-  };
   // --- traces
   r.figure(panels(&QuantityPlots::trace), 2,
            "Trace of each quantity per chain (draw number after burn-in). Chains that wander apart or stay flat "
@@ -703,38 +963,11 @@ std::string posterior_report_html(const PosteriorReportData& d) {
                shown_q + shown_c,
            "density");
   // --- corner plot
+  const std::string corner_json = corner_ready.get();
   if (corner >= 2) {
     const std::size_t k = corner;
-    const int cell = std::clamp(static_cast<int>(900 / k), 90, 170);
-    std::vector<Plot> plots;
-    for (std::size_t i = 0; i < k; ++i)
-      for (std::size_t j = 0; j < k; ++j) {
-        Plot p;
-        p.width = p.height = cell;
-        if (j > i) {
-          p.empty = true;
-        } else if (i == j) {
-          p.title = d.names[i];
-          p.zero = true;
-          p.series.push_back(plotted[i].pooled);
-        } else {
-          p.series.emplace_back(d.names[j] + " vs " + d.names[i], plotted[j].thinned, plotted[i].thinned,
-                                PlotSeries::Mark::kPoint);
-          p.series.back().opacity = 0.35;
-        }
-        // Shared ranges: column j's x and row i's y are the same in every panel.
-        p.x_min = plotted[j].lo;
-        p.x_max = plotted[j].hi;
-        if (i != j) {
-          p.y_min = plotted[i].lo;
-          p.y_max = plotted[i].hi;
-        }
-        if (i == k - 1) p.x_label = d.names[j];
-        if (j == 0 && i > 0) p.y_label = d.names[i];
-        plots.push_back(std::move(p));
-      }
-    r.figure(
-        plots, static_cast<int>(k),
+    r.figure_spec(
+        corner_json,
         fmt::format("Corner plot: pairwise scatter of {} draws (evenly thinned over all chains) below the "
                     "diagonal, marginal densities on it.{}",
                     scatter_idx.size(),

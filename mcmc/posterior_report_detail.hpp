@@ -41,6 +41,23 @@ std::vector<double> binned_quantiles(std::span<const double> sample, std::span<c
 /// binned_quantiles over sample_range(sample).
 std::vector<double> binned_quantiles(std::span<const double> sample, std::span<const double> probs);
 
+/// sample_range of weighted states: the draws are `values[i]` repeated `weights[i]` times
+/// (same length; states of weight <= 0 are skipped), so the range is that of the expanded
+/// draws. Pure; thread-safe.
+SampleRange sample_range(std::span<const double> values, std::span<const std::int64_t> weights);
+
+/// binned_quantiles of weighted states (`values[i]` repeated `weights[i]` times, in that
+/// order; weights >= 0): the same numbers, bit for bit, as binned_quantiles (and so as
+/// herd::mcmc::quantiles) of the expanded draws, from one pass over the states that adds
+/// each state's weight to its bin, a second that copies out the (value, weight) pairs of
+/// the wanted bins, and per wanted bin a sort of those pairs and a walk over their
+/// cumulative weights. Where binned_quantiles would go to herd::mcmc::quantiles (fewer
+/// than kBinnedQuantilesMin draws, a non-finite draw, a constant sample, ...), the draws
+/// are expanded and handed to it. `range` is sample_range(values, weights).
+/// Thread-safe. @throws herd::InputError as herd::mcmc::quantiles.
+std::vector<double> binned_quantiles(std::span<const double> values, std::span<const std::int64_t> weights,
+                                     std::span<const double> probs, const SampleRange& range);
+
 /// The sums of products of deviations of draws that come as weighted states (a compact
 /// chain: a state of weight w stands for w equal draws), for their covariance matrix.
 /// add(x, w) adds the products (x_i - mean_i)(x_j - mean_j) w times, one repetition after

@@ -161,7 +161,9 @@ void run_chain_resumable(const MultiChainJob& job, std::size_t i, const DramOpti
   local.proposals_before[i] = rr.proposals_before;
   local.seconds_before[i] = rr.seconds_before;
   local.results[i] = std::move(rr.result);
-  local.chains[i] = read_resumable_chain(f.chain_path, job.d, f.checkpoint_path, job.scratch_dir);
+  // A chain sampled here needs no second check of what this process wrote (or checked).
+  local.chains[i] = rr.already_complete ? read_resumable_chain(f.chain_path, job.d, f.checkpoint_path, job.scratch_dir)
+                                        : read_sampled_chain(f.chain_path, job.d, job.scratch_dir);
 }
 
 /// Runs this rank's chains, on up to `threads` threads (0: one per chain) when `thread_safe`.

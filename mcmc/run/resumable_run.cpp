@@ -102,6 +102,10 @@ MemoryChainSink read_resumable_chain(const std::string& path, int ndim) {
   return read_chain_into(path, ndim, MemoryChainSink());
 }
 
+MemoryChainSink read_sampled_chain(const std::string& path, int ndim, const std::optional<std::string>& scratch_dir) {
+  return read_chain_into(path, ndim, scratch_dir ? MemoryChainSink(*scratch_dir) : MemoryChainSink());
+}
+
 namespace {
 
 MemoryChainSink read_chain_into(const std::string& path, int ndim, MemoryChainSink c) {

@@ -193,7 +193,8 @@ std::vector<double> covariance_of_posterior(const SerialRun& r) {
   for (std::size_t c = 0; c < r.m; ++c) {
     std::size_t left = r.ndraw;
     ChainReader rd(r.chains[c], kWeightColumn | kPointColumns);
-    for (std::size_t row = static_cast<std::size_t>(r.co[c].burnin); row < r.chains[c].size() && left > 0; ++row) {
+    const std::size_t n = r.chains[c].size();  // (not inlined: out of the loop)
+    for (std::size_t row = static_cast<std::size_t>(r.co[c].burnin); row < n && left > 0; ++row) {
       const auto take = std::min(static_cast<std::size_t>(rd.weight(row)), left);
       left -= take;
       sums.add(rd.point(row), static_cast<std::int64_t>(take));
@@ -263,11 +264,16 @@ std::optional<std::string> html_report(SerialRun& r) {
   PosteriorReportData h =
       html_report_data(specs, r.target, r.options, "DRAM sampler (ParaDRAM-compatible)", r.out.summary, r.m, r.ndraw,
                        r.acceptance, start_covariance(r.dopt.proposal_start_cov, r.dopt.proposal_start_std, r.d));
-  // The plots use every draw of the plotted quantities, expanded from the compact chains one
-  // quantity at a time (at most two held at once per thread).
-  h.fill_values = [&r](std::size_t k, std::vector<double>& out) { verbose_column(r, k, out); };
-  // On the diagnostics' threads (verbose_column is thread-safe for distinct buffers): two
-  // quantities' draws per thread, no more than the diagnostics' scratch held per thread.
+  // The plots use every draw of the plotted quantities, as the compact posterior's weighted
+  // states (the diagnostics' layout: 8 bytes per state for the weights, and per held quantity
+  // its values), one quantity at a time (at most two held at once per thread): the same
+  // report as the expanded draws give, from a pass over the states instead of the draws.
+  const CompactPosterior cp = compact_posterior(r);
+  h.states = cp.states;
+  h.state_weights = cp.weights;
+  h.fill_states = [&r, &cp](std::size_t k, std::vector<double>& out) { compact_values(r, cp, k, out); };
+  // On the diagnostics' threads (compact_values is thread-safe for distinct buffers): two
+  // quantities' values per thread.
   h.threads = diagnostics_threads_used(r.options.diagnostics_threads, r.ncol);
   h.facts = html_facts(r);
   for (std::size_t c = 0; c < r.m; ++c) h.chain_ids.push_back(r.chains[c].chain_id);

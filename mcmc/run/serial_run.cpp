@@ -174,16 +174,23 @@ void sample_fork_join(SerialRun& r, ResumableOptions& files) {
   r.seconds_before = f.seconds_before;
   r.checkpoints = f.checkpoints;
   r.checkpoint_seconds = f.checkpoint_seconds;
+  // A chain sampled by this run needs no second check of what it wrote (or checked at the
+  // resume); a complete record from an earlier process is checked.
   if (r.root && r.checkpointing)
-    memory = read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir);
+    memory = f.already_complete ? read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir)
+                                : read_sampled_chain(files.chain_path, r.d, r.scratch_dir);
   r.chains.push_back(std::move(memory));
   r.results.push_back(f.result);
   r.parallel_report += fork_join_report(f, r.ranks);
 }
 
-/// One chain on one rank with checkpoints.
+/// One chain on one rank with checkpoints. The chain is kept as it is sampled (as
+/// sample_serial keeps it), so that a fresh run does not read its chain file back; a resumed
+/// or complete record's chain holds earlier invocations' states, and is read from the file.
 void sample_resumable(SerialRun& r, ResumableOptions& files) {
-  files.tee = r.tee;
+  MemoryChainSink memory(r.scratch_dir);
+  FanSink fan(memory, *r.tee);
+  files.tee = &fan;
   const ResumableRun x = run_resumable(r.dopt, r.target.log_density, files);
   r.text_done = !x.already_complete;
   r.already_complete = x.already_complete;
@@ -192,7 +199,10 @@ void sample_resumable(SerialRun& r, ResumableOptions& files) {
   r.seconds_before = x.seconds_before;
   r.checkpoints = x.checkpoints;
   r.checkpoint_seconds = x.checkpoint_seconds;
-  r.chains.push_back(read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir));
+  if (x.already_complete)
+    r.chains.push_back(read_resumable_chain(files.chain_path, r.d, files.checkpoint_path, r.scratch_dir));
+  else if (x.resumed) r.chains.push_back(read_sampled_chain(files.chain_path, r.d, r.scratch_dir));
+  else r.chains.push_back(std::move(memory));
   r.results.push_back(x.result);
 }
 
@@ -452,8 +462,9 @@ void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out)
 }
 
 CompactPosterior compact_posterior(const SerialRun& r) {
-  std::vector<PosteriorStates> ps(r.m);
   CompactPosterior cp;
+  std::vector<PosteriorStates>& ps = cp.chains;
+  ps.resize(r.m);
   for (std::size_t c = 0; c < r.m; ++c) {
     ps[c] = posterior_states(r, c);
     cp.states = std::max(cp.states, ps[c].end - ps[c].first);
@@ -468,13 +479,14 @@ CompactPosterior compact_posterior(const SerialRun& r) {
 }
 
 void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t k, std::vector<double>& out) {
-  out.assign(r.m * cp.states, 0.0);
+  out.resize(r.m * cp.states);  // every entry written below (no fill first)
   for (std::size_t c = 0; c < r.m; ++c) {
-    const PosteriorStates ps = posterior_states(r, c);
+    const PosteriorStates& ps = cp.chains[c];
     double* to = out.data() + c * cp.states;
     const auto d = static_cast<std::size_t>(r.chains[c].ndim);
     ChainReader rd(r.chains[c], kPointColumns, k < d ? static_cast<int>(k) : 0);
     for (std::size_t i = ps.first; i < ps.end; ++i) *to++ = compact_value(rd, d, r.co[c], k, i);
+    std::fill(to, out.data() + (c + 1) * cp.states, 0.0);  // the padding
   }
 }
 

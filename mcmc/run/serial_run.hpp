@@ -125,6 +125,7 @@ void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out)
 struct CompactPosterior {
   std::size_t states = 0;
   std::vector<std::int64_t> weights;
+  std::vector<PosteriorStates> chains;  ///< each chain's posterior_states (found once, not per quantity)
 };
 
 /// The run's CompactPosterior (needs r.co and r.ndraw >= 1 set). Thread-safe (reads `r`).

@@ -1,5 +1,6 @@
 // herd-sample end to end: outputs, reproducibility, namelist = TOML, input errors.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -138,6 +139,30 @@ TEST_CASE("herd-sample writes ParaDRAM text files and an ArviZ-style HDF5 file",
   for (std::size_t i = static_cast<std::size_t>(burnin); i < w.size(); ++i) post += w[i];
   CHECK(a.shape()[1] == static_cast<hsize_t>(post));
   CHECK(f.open_dataset("sample_stats/lp").shape() == a.shape());
+  {
+    // sample_stats from the compact chain: each post-burn-in state's draws (its weight of
+    // them) repeat its log density; the first draw is where it was accepted (accepted, DR
+    // stage, acceptance probability), the others are rejections (0).
+    const auto step = f.open_dataset("chain_compact/step").read<std::uint64_t>();
+    const auto lpc = f.open_dataset("chain_compact/log_density").read<double>();
+    const auto stc = f.open_dataset("chain_compact/dr_stage").read<std::int32_t>();
+    const auto apc = f.open_dataset("chain_compact/acceptance_probability").read<double>();
+    std::vector<double> lp, ap;
+    std::vector<std::uint8_t> acc;
+    std::vector<std::int32_t> st;
+    for (std::size_t i = static_cast<std::size_t>(burnin); i < w.size(); ++i)
+      for (std::int64_t k = 0; k < w[i]; ++k) {
+        lp.push_back(lpc[i]);
+        acc.push_back(k == 0 && step[i] > 0 ? 1 : 0);
+        st.push_back(k == 0 ? stc[i] : 0);
+        ap.push_back(k == 0 ? apc[i] : 0.0);
+      }
+    CHECK(f.open_dataset("sample_stats/lp").read<double>() == lp);
+    CHECK(f.open_dataset("sample_stats/accepted").read<std::uint8_t>() == acc);
+    CHECK(f.open_dataset("sample_stats/dr_stage").read<std::int32_t>() == st);
+    CHECK(f.open_dataset("sample_stats/acceptance_probability").read<double>() == ap);
+    CHECK(std::count(acc.begin(), acc.end(), std::uint8_t{1}) > 100);
+  }
   CHECK(f.open_group("input").attribute_string("chain_size") == "3000");
   CHECK(f.open_group("input").attribute_string("target.builtin") == "\"normal\"");
   const auto names = f.open_dataset("diagnostics/variable").read_strings();
@@ -548,6 +573,18 @@ TEST_CASE("herd-sample: a resumed run reports this invocation's and the whole ch
   const std::string rep2 = slurp(fresh / "out/r_report.txt");
   CHECK(rep2.find("resumed from") == std::string::npos);
   CHECK(report_value(rep2, "proposals (steps)") == total);  // the same chain
+  // The same outputs: the resumed run read its chain back from the chain file (its first
+  // 40000 proposals are an earlier process's), the fresh one kept the chain it sampled.
+  for (const char* f : {"out/r_chain.txt", "out/r_sample.txt"}) {
+    INFO(f);
+    CHECK(slurp(dir / f) == slurp(fresh / f));
+  }
+  auto h_resumed = herd::io::H5File::open((dir / "out/r.h5").string());
+  auto h_fresh = herd::io::H5File::open((fresh / "out/r.h5").string());
+  for (const char* ds : {"chain_compact/state", "chain_compact/log_density", "posterior/x1", "sample_stats/lp"}) {
+    INFO(ds);
+    CHECK(h_resumed.open_dataset(ds).read<double>() == h_fresh.open_dataset(ds).read<double>());
+  }
 }
 
 TEST_CASE("herd-sample: a record killed before its first checkpoint is not announced as a resume", "[apps][mcmc]") {

@@ -63,7 +63,23 @@ TEST_CASE("HtmlReport rejects malformed tables, series and figure names", "[io]"
   CHECK_THROWS_AS(r.figure({p}, 1, "c", "f"), herd::InputError);
   CHECK_THROWS_AS(r.figure({}, 0, "c", "f"), herd::InputError);
   CHECK_THROWS_AS(r.figure({}, 1, "c", "a b"), herd::InputError);
+  CHECK_THROWS_AS(r.figure_spec("{}", "c", "a b"), herd::InputError);
   CHECK(r.figures() == 0);
+}
+
+TEST_CASE("HtmlReport::figure_spec of vega_spec is figure's document byte for byte", "[io]") {
+  Plot a, b;
+  a.title = "a <b>";
+  a.series.push_back({"s", {0, 1, 2}, {0.5, -1e-7, 3e12}});
+  b.series.push_back({"t", {1, 2}, {2, 1}, herd::io::PlotSeries::Mark::kPoint});
+  HtmlReport by_plots("t"), by_spec("t");
+  by_plots.figure({a}, 1, "first & one", "one");
+  by_plots.figure({a, b}, 2, "second", "two");
+  by_spec.figure_spec(herd::io::vega_spec({a}, 1), "first & one", "one");
+  by_spec.figure_spec(herd::io::vega_spec({a, b}, 2), "second", "two");
+  CHECK(by_spec.figures() == 2);
+  CHECK(by_spec.html() == by_plots.html());
+  CHECK(by_plots.html().find("Figure 2. second") != std::string::npos);
 }
 
 TEST_CASE("HtmlReport writes one self-contained document with escaped text and the Vega runtime", "[io]") {

@@ -117,10 +117,34 @@ TEST_CASE("parallel: a resumable chain record is read back whole, in blocks, int
   CHECK(same_chain(c, whole));
   CHECK(c.points.capacity() == c.points.size());
   CHECK(c.weight.capacity() == c.weight.size());
+  // The chain just sampled, read without its checksums (in memory, or into a scratch file):
+  // the same chain, even where the file no longer matches its checkpoint's CRC-32s (what
+  // this process wrote is not checked again; the checking overload finds the change).
+  CHECK(same_chain(read_sampled_chain(f.chain_path, 3), whole));
+  const MemoryChainSink scratch = read_sampled_chain(f.chain_path, 3, dir.string());
+  CHECK(scratch.file_backed());
+  REQUIRE(scratch.size() == whole.size());
+  {
+    ChainReader rd(scratch, kStepColumn | kWeightColumn | kLogDensityColumn | kPointColumns);
+    bool same = true;
+    for (std::size_t i = 0; i < whole.size(); ++i)
+      same = same && rd.step(i) == whole.step[i] && rd.weight(i) == whole.weight[i] &&
+             rd.log_density(i) == whole.log_density[i] &&
+             std::equal(rd.point(i), rd.point(i) + 3, &whole.points[3 * i]);
+    CHECK(same);
+  }
+  {
+    std::fstream io(f.chain_path, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(9);  // the first record's weight (bytes 8 to 15), its second byte: + 256
+    io.put(static_cast<char>(1));
+  }
+  CHECK(read_sampled_chain(f.chain_path, 3).weight[0] == whole.weight[0] + 256);
+  CHECK_THROWS_WITH(read_resumable_chain(f.chain_path, 3, f.checkpoint_path), Catch::Contains("c.chain"));
   // A file cut inside a record is refused, naming the file.
   fs::resize_file(f.chain_path, fs::file_size(f.chain_path) - 5);
   CHECK_THROWS_WITH(read_resumable_chain(f.chain_path, 3),
                     Catch::Contains("c.chain") && Catch::Contains("whole number"));
+  CHECK_THROWS_WITH(read_sampled_chain(f.chain_path, 3), Catch::Contains("c.chain") && Catch::Contains("whole number"));
 }
 
 TEST_CASE("parallel: a resumable run killed by an error resumes byte-identically", "[mcmc][parallel]") {

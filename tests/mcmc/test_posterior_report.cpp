@@ -441,3 +441,165 @@ TEST_CASE("RepeatedCovariance: the expanded draws' covariance bit for bit, from 
   for (std::size_t j = 0; j < d; ++j)
     CHECK(cov[j * d + j] == Approx(static_cast<double>((j + 1) * (j + 1))).epsilon(0.1));
 }
+
+namespace {
+
+/// Weighted states' draws expanded: values[i] weights[i] times.
+std::vector<double> expand(const std::vector<double>& values, const std::vector<std::int64_t>& weights) {
+  std::vector<double> out;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    out.insert(out.end(), static_cast<std::size_t>(weights[i]), values[i]);
+  return out;
+}
+
+/// Bit for bit, but for the sign of a zero (a tie of -0 and +0).
+bool same_bits(double a, double b) {
+  return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b) || (a == 0.0 && b == 0.0);
+}
+
+}  // namespace
+
+TEST_CASE("binned_quantiles and sample_range of weighted states: the expanded draws' numbers bit for bit", "[mcmc]") {
+  using herd::mcmc::detail::binned_quantiles;
+  using herd::mcmc::detail::kBinnedQuantilesMin;
+  using herd::mcmc::detail::sample_range;
+  const herd::RngStream rng(20261205, 41);
+  std::vector<double> probs{0.25, 0.75, 0.0, 1.0, 0.5, 1e-9, 1.0 - 1e-9, 0.05, 0.95};
+  for (std::size_t b = 1; b < 20; ++b) probs.push_back(static_cast<double>(b) / 20);
+  for (std::size_t k = 0; k < 8; ++k) probs.push_back(rng.uniform(2000000 + k));
+  int compared = 0;
+  // Compact-chain-like weights (mostly 1 to 4, some long runs, zeros as padding), state
+  // counts below and above kBinnedQuantilesMin draws, and the value kinds of the test above.
+  for (const std::size_t states : {std::size_t{50}, std::size_t{1500}, std::size_t{9000}, std::size_t{120001}})
+    for (std::size_t kind = 0; kind < 6; ++kind) {
+      std::vector<double> v(states);
+      std::vector<std::int64_t> w(states);
+      for (std::size_t i = 0; i < states; ++i) {
+        const double z = rng.normal(kind * 10000000 + i);
+        const std::array<double, 6> x{z,
+                                      std::round(4.0 * z) / 4.0,
+                                      z * z * z * z * z * z,
+                                      i % 1000 == 0 ? 1e12 : z,
+                                      i % 3 == 0 ? 2.0 : 1.0 + 1e-15 * z,
+                                      static_cast<double>(i % 7)};
+        v[i] = x.at(kind);
+        const double u = rng.uniform(50000000 + kind * 1000000 + i);
+        w[i] = u < 0.05   ? 0
+               : u < 0.08 ? 20 + static_cast<std::int64_t>(u * 1000) % 30
+                          : 1 + static_cast<std::int64_t>(u * 40) % 4;
+        if (w[i] == 0) v[i] = i % 2 == 0 ? 1e300 : std::numeric_limits<double>::quiet_NaN();  // never read
+      }
+      const std::vector<double> x = expand(v, w);
+      const auto range = sample_range(v, w);
+      const auto xr = sample_range(x);
+      CHECK((range.min == xr.min && range.max == xr.max && range.finite == xr.finite));
+      const auto want = quantiles(x, probs), got = binned_quantiles(v, w, probs, range);
+      REQUIRE(got.size() == want.size());
+      for (std::size_t k = 0; k < probs.size(); ++k) {
+        INFO("states " << states << " draws " << x.size() << " kind " << kind << " prob " << probs[k]);
+        CHECK(same_bits(got[k], want[k]));
+        ++compared;
+      }
+    }
+  CHECK(compared == 4 * 6 * static_cast<int>(probs.size()));
+  // Fallbacks on the expanded draws: a constant sample, an infinity, a NaN; errors as quantiles().
+  std::vector<double> c(kBinnedQuantilesMin, 3.5);
+  std::vector<std::int64_t> cw(c.size(), 2);
+  CHECK(binned_quantiles(c, cw, probs, sample_range(c, cw)) == std::vector<double>(probs.size(), 3.5));
+  c[17] = std::numeric_limits<double>::infinity();
+  CHECK(binned_quantiles(c, cw, std::vector<double>{0.5, 1.0}, sample_range(c, cw)) == std::vector<double>{3.5, c[17]});
+  CHECK_FALSE(sample_range(c, cw).finite);
+  c[18] = std::numeric_limits<double>::quiet_NaN();
+  cw[18] = 0;                               // a NaN under weight 0 is not a draw
+  CHECK_FALSE(sample_range(c, cw).finite);  // (the infinity still is)
+  c[17] = 1.0;
+  CHECK(sample_range(c, cw).finite);
+  CHECK(binned_quantiles(c, cw, std::vector<double>{0.0, 1.0}, sample_range(c, cw)) == std::vector<double>{1.0, 3.5});
+  cw[18] = 1;
+  for (double q : binned_quantiles(c, cw, std::vector<double>{0.5}, sample_range(c, cw))) CHECK(std::isnan(q));
+  CHECK_THROWS_AS(binned_quantiles(c, cw, std::vector<double>{1.5}, sample_range(c, cw)), herd::InputError);
+  const std::vector<double> none;
+  const std::vector<std::int64_t> no_weights;
+  CHECK_FALSE(sample_range(none, no_weights).finite);
+  CHECK_THROWS_AS(binned_quantiles(none, no_weights, std::vector<double>{0.5}, sample_range(none, no_weights)),
+                  herd::InputError);
+}
+
+TEST_CASE("write_posterior_report: weighted states through fill_states give the expanded draws' file byte for byte",
+          "[mcmc]") {
+  // 18 quantities (16 plotted), 7 sampled coordinates; compact chains: each state repeated
+  // by a weight (1 to 5, some long runs), chains of different state counts padded with
+  // weight 0 to a common length, every chain `draws` draws; 3 chains (rank plots) or 1.
+  const std::size_t chains = GENERATE(std::size_t{3}, std::size_t{1});
+  const std::size_t draws = GENERATE(std::size_t{2000}, std::size_t{70000});  // (past the 65536 autocorrelation draws)
+  const std::size_t nq = 18;
+  const herd::RngStream rng(20261205, 43);
+  std::vector<std::vector<std::int64_t>> chain_w(chains);
+  std::size_t states = 0;
+  for (std::size_t c = 0; c < chains; ++c) {
+    std::size_t left = draws;
+    for (std::size_t i = 0; left > 0; ++i) {
+      const double u = rng.uniform(c * 10000000 + i);
+      const auto w = std::min<std::size_t>(left, u < 0.02 ? 40 : 1 + static_cast<std::size_t>(u * 50) % 5);
+      chain_w[c].push_back(static_cast<std::int64_t>(w));
+      left -= w;
+    }
+    states = std::max(states, chain_w[c].size());
+  }
+  std::vector<std::int64_t> weights(chains * states, 0);
+  for (std::size_t c = 0; c < chains; ++c)
+    std::copy(chain_w[c].begin(), chain_w[c].end(), weights.begin() + c * states);
+  std::vector<std::vector<double>> compact(nq, std::vector<double>(chains * states, 0.0)), cols(nq);
+  for (std::size_t i = 0; i < chains * states; ++i)
+    for (std::size_t q = 0; q < nq; ++q)
+      compact[q][i] = weights[i] == 0 ? -7.0  // padding: never a draw
+                                      : (q > 0 ? 0.6 * compact[q - 1][i] : 0.0) + rng.normal(900000000 + i * nq + q) +
+                                            static_cast<double>(q) + (q == 3 ? std::round(compact[0][i]) : 0.0);
+  for (std::size_t q = 0; q < nq; ++q) cols[q] = expand(compact[q], weights);
+  PosteriorReportData d;
+  d.title = "fill_states";
+  d.chains = chains;
+  d.draws = draws;
+  d.sampled = 7;
+  for (std::size_t q = 0; q < nq; ++q) {
+    d.names.push_back(std::to_string(q));
+    d.summary.push_back(summarize(DrawsView(cols[q], chains, draws)));
+  }
+  d.start_covariance.assign(49, 0.0);
+  for (std::size_t j = 0; j < 7; ++j) d.start_covariance[j * 8] = 1.0;
+  d.final_covariances = {{"final", d.start_covariance}};
+  for (const auto& c : cols) d.values.emplace_back(c);
+  const std::string want = posterior_report_html(d);
+  REQUIRE(want.size() > 100000);
+  d.values.clear();
+  std::vector<int> calls(nq, 0);
+  d.states = states;
+  d.state_weights = weights;
+  d.fill_states = [&](std::size_t q, std::vector<double>& out) {
+    ++calls.at(q);
+    out = compact[q];
+  };
+  CHECK(posterior_report_html(d) == want);
+  for (std::size_t q = 0; q < nq; ++q) CHECK(calls[q] == (q >= kPlotQuantities ? 0 : 1));
+  d.threads = 3;
+  CHECK(posterior_report_html(d) == want);
+  // Refused: weights that do not sum to the draws, a negative weight, a wrong size, no
+  // summary, fill_states beside fill_values.
+  std::vector<std::int64_t> bad = weights;
+  bad[0] += 1;
+  d.state_weights = bad;
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("sum to"));
+  bad[0] = -1;
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("negative weight"));
+  d.state_weights = std::span<const std::int64_t>(weights).first(weights.size() - 1);
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("state weights"));
+  d.state_weights = weights;
+  d.fill_states = [&](std::size_t q, std::vector<double>& out) { out.assign(compact[q].size() + 1, 0.0); };
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("states, not"));
+  d.fill_states = [&](std::size_t q, std::vector<double>& out) { out = compact[q]; };
+  d.fill_values = [&](std::size_t q, std::vector<double>& out) { out = cols[q]; };
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("fill_states given with"));
+  d.fill_values = nullptr;
+  d.summary.clear();
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("needs the summary"));
+}

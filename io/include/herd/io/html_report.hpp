@@ -96,6 +96,10 @@ class HtmlReport {
   /// @throws herd::InputError when a series has x and y of different sizes, columns < 1,
   ///         or `name` has another character.
   void figure(const std::vector<Plot>& plots, int columns, std::string_view caption, std::string_view name);
+  /// The same figure from its Vega specification made beforehand (`vega_spec(plots,
+  /// columns)`, e.g. on another thread): the same bytes as `figure(plots, columns, ...)`.
+  /// @throws herd::InputError when `name` has a character `figure` refuses.
+  void figure_spec(const std::string& spec, std::string_view caption, std::string_view name);
 
   /// Number of figures added so far.
   std::size_t figures() const { return figures_; }

@@ -247,4 +247,14 @@ MemoryChainSink read_resumable_chain(const std::string& path, int ndim);
 MemoryChainSink read_resumable_chain(const std::string& path, int ndim, const std::string& checkpoint_path,
                                      const std::optional<std::string>& scratch_dir = std::nullopt);
 
+/// Reads the chain file of a `run_resumable` call that has just returned in this process
+/// having sampled (not `already_complete`), without checking it against its checkpoint's
+/// CRC-32s: this process wrote every byte of it, or checked the recorded part before it
+/// appended (a resume), so a second check reads the file once more for nothing. A chain
+/// file that comes from an earlier process (a complete record) goes through the checking
+/// overload. With `scratch_dir` as there. @throws herd::IoError (unreadable, or not whole
+/// records).
+MemoryChainSink read_sampled_chain(const std::string& path, int ndim,
+                                   const std::optional<std::string>& scratch_dir = std::nullopt);
+
 }  // namespace herd::mcmc

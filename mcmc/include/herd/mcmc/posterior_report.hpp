@@ -75,6 +75,20 @@ struct PosteriorReportData {
   /// written); a filled size other than `chains * draws` is a herd::InputError. With
   /// `threads` > 1 see there.
   PosteriorDrawsFiller fill_values;
+  /// The draws as weighted (compact) states instead of draws, used when `fill_states` is
+  /// set (then `values` and `fill_values` must be empty and `summary` given): entry (c, i)
+  /// of `state_weights` `[chains, states]` row-major says how many consecutive draws of
+  /// chain c state i stands for (0: padding after a shorter chain's states); each chain's
+  /// weights sum to `draws`. `fill_states` fills one quantity's values of the states
+  /// `[chains, states]` (the value under a weight of 0 is never read), called as
+  /// `fill_values` is (same order, buffers and threads). The report is the same, byte for
+  /// byte, as from the expanded draws (but for the sign of a zero quantile where a
+  /// quantity's draws hold both -0 and +0), and reads each state once per pass instead of
+  /// each draw: 8 bytes per state per held quantity instead of 8 per draw. The caller keeps
+  /// `state_weights` alive.
+  std::span<const std::int64_t> state_weights;
+  std::size_t states = 0;  ///< states per chain of `state_weights` and `fill_states`
+  PosteriorDrawsFiller fill_states;
   /// Threads that make the quantities' panels at once (0 or 1: the calling thread only).
   /// The quantities go in pairs (0, 1), (2, 3), ... to the threads in turn; each thread
   /// holds up to two quantities' draws, so up to 2 x threads are held at once, and
