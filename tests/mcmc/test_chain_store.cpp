@@ -17,6 +17,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "chain_store_fixture.hpp"
+
 #include "herd/core/communicator.hpp"
 #include "herd/core/error.hpp"
 #include "herd/mcmc/chain_sink.hpp"
@@ -41,38 +43,11 @@ void counted_reset_peak() { reset_peak(); }
 namespace fs = std::filesystem;
 using namespace herd::mcmc;
 
+using herd_test::gauss;
+using herd_test::options;
+using herd_test::TempDir;
+
 namespace {
-
-/// A fresh folder under the temporary directory, removed by the destructor.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("herd_chain_store_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
-
-double gauss(const double* x, int d) {
-  double q = 0;
-  for (int i = 0; i < d; ++i) q += x[i] * x[i];
-  return -0.5 * q;
-}
-
-DramOptions options(int d, std::int64_t chain_size) {
-  DramOptions o;
-  o.start_point.assign(static_cast<std::size_t>(d), 0.1);
-  o.chain_size = chain_size;
-  o.seed = 7;
-  o.delayed_rejection_count = 1;
-  return o;
-}
 
 /// `n` records with distinct values in every field (point j of record i: i + j / 8).
 void write_records(ChainSink& s, std::size_t n, int d) {
@@ -95,7 +70,7 @@ void write_records(ChainSink& s, std::size_t n, int d) {
 }  // namespace
 
 TEST_CASE("file-backed chain: read back as the in-memory one", "[mcmc][chain]") {
-  TempDir dir;
+  TempDir dir("herd_chain_store_");
   const int d = 3;
   for (const std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{6}, std::size_t{23}}) {
     CAPTURE(n);
@@ -138,7 +113,7 @@ TEST_CASE("file-backed chain: read back as the in-memory one", "[mcmc][chain]") 
 }
 
 TEST_CASE("file-backed chain: moves, refuses copies, names a bad folder", "[mcmc][chain]") {
-  TempDir dir;
+  TempDir dir("herd_chain_store_");
   MemoryChainSink a(dir.path.string(), 4);
   a.begin(0, 2);
   write_records(a, 9, 2);
@@ -166,7 +141,7 @@ TEST_CASE("file-backed chain: moves, refuses copies, names a bad folder", "[mcmc
 }
 
 TEST_CASE("file-backed chain: the heap held while sampling does not grow with the chain", "[mcmc][chain]") {
-  TempDir dir;
+  TempDir dir("herd_chain_store_");
   const int d = 10;
   // Peak heap bytes above the start while a chain of `n` states is sampled into `sink`.
   const auto sampled = [&](std::int64_t n, bool file) {
@@ -198,7 +173,7 @@ TEST_CASE("file-backed chain: the heap held while sampling does not grow with th
 }
 
 TEST_CASE("file-backed chain: run_multi_chain with a scratch folder gives the in-memory chains", "[mcmc][chain]") {
-  TempDir dir;
+  TempDir dir("herd_chain_store_");
   herd::SelfCommunicator self;
   const int d = 3;
   const DramOptions o = options(d, 3000);
@@ -229,7 +204,7 @@ TEST_CASE("file-backed chain: run_multi_chain with a scratch folder gives the in
 
 TEST_CASE("file-backed chain: refine_sample reads it block by block, the same result without a copy of it",
           "[mcmc][chain]") {
-  TempDir dir;
+  TempDir dir("herd_chain_store_");
   const int d = 10;
   const std::size_t nv = d + 1;  // log density, then the point (as herd-sample refines)
   MemoryChainSink sink(dir.path.string());

@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "chain_store_fixture.hpp"
+
 #include "herd/core/communicator.hpp"
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/dram.hpp"
@@ -26,46 +28,17 @@ void counted_reset_peak();
 
 using namespace herd::mcmc;
 
-namespace {
+using herd_test::gauss;
+using herd_test::options;
+using herd_test::TempDir;
 
-/// A fresh folder under the temporary directory, removed by the destructor.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() / ("herd_h5_writer_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
-
-double gauss(const double* x, int d) {
-  double q = 0;
-  for (int i = 0; i < d; ++i) q += x[i] * x[i];
-  return -0.5 * q;
-}
-
-DramOptions options(int d, std::int64_t chain_size) {
-  DramOptions o;
-  o.start_point.assign(static_cast<std::size_t>(d), 0.1);
-  o.chain_size = chain_size;
-  o.seed = 7;
-  o.delayed_rejection_count = 1;
-  return o;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("file-backed chain: the .h5 writer holds no whole verbose column", "[mcmc][chain]") {
   // write_h5_draws (serial_h5.cpp) writes `posterior`, `sample_stats` and the `draw`
   // coordinates in pieces read from the chain, beside the diagnostics threads' scratch: its
   // heap must not grow with the verbose chain (a whole column is 8 bytes per draw).
-  TempDir dir;
+  TempDir dir("herd_h5_writer_");
   const int d = 4;
   SamplerSpecs specs;
   specs.output_prefix = (dir.path / "run").string();
