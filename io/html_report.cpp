@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -35,7 +36,11 @@ using Json = nlohmann::ordered_json;
 constexpr const char* kPalette[] = {"#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b",
                                     "#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"};
 
-std::string number(double v) { return fmt::format("{:.6g}", v); }
+std::string number(double v) {
+  std::string s;
+  append_number_6g(s, v);
+  return s;
+}
 
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
@@ -114,7 +119,14 @@ std::string build_runtime() {
   return js;
 }
 
-Json panel(const Plot& p, std::size_t index, Json& data) {
+// Appends one dataset (a JSON object's text) to `data`, the comma-separated body of the
+// spec's "data" array.
+void add_dataset(std::string& data, const std::string& item) {
+  if (!data.empty()) data += ',';
+  data += item;
+}
+
+Json panel(const Plot& p, std::size_t index, std::string& data) {
   Json g;
   g["type"] = "group";
   g["name"] = fmt::format("panel{}", index);
@@ -136,22 +148,30 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
     const std::string color = ser.color.empty() ? kPalette[s % std::size(kPalette)] : ser.color;
     names.push_back(ser.name);
     colors.push_back(color);
-    std::string csv = "x,y\n";
+    // The dataset's JSON text written directly, as nlohmann's dump of {"name", "herd_series",
+    // "herd_points", "values", "format"} would: the CSV's only character to escape is the
+    // newline (finite numbers are digits, '-', '.', 'e' and '+').
+    const std::string dname = fmt::format("p{}_s{}", index, s);
+    std::string item =
+        "{\"name\":" + Json(dname).dump() + ",\"herd_series\":" + Json(ser.name).dump() + ",\"herd_points\":";
+    const std::size_t count_at = item.size();
+    item += ",\"values\":\"x,y\\n";
+    item.reserve(item.size() + 24 * ser.x.size() + 80);
     std::size_t kept = 0;
     for (std::size_t i = 0; i < ser.x.size(); ++i) {
       const double x = ser.x[i], y = ser.y[i];
       if (!std::isfinite(x) || !std::isfinite(y) || (p.log_y && y <= 0)) continue;
-      fmt::format_to(std::back_inserter(csv), "{:.6g},{:.6g}\n", x, y);  // number(x),number(y)
+      append_number_6g(item, x);
+      item += ',';
+      append_number_6g(item, y);
+      item += "\\n";
       ++kept;
       y_lo = std::min(y_lo, y);
       y_hi = std::max(y_hi, y);
     }
-    const std::string dname = fmt::format("p{}_s{}", index, s);
-    data.push_back({{"name", dname},
-                    {"herd_series", ser.name},
-                    {"herd_points", kept},
-                    {"values", csv},
-                    {"format", {{"type", "csv"}, {"parse", {{"x", "number"}, {"y", "number"}}}}}});
+    item.insert(count_at, fmt::format("{}", kept));
+    item += R"(","format":{"type":"csv","parse":{"x":"number","y":"number"}}})";
+    add_dataset(data, item);
     if (kept == 0) continue;  // an empty dataset would give the scales no domain
     xfields.push_back({{"data", dname}, {"field", "x"}});
     yfields.push_back({{"data", dname}, {"field", "y"}});
@@ -180,7 +200,9 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
     std::string csv = "y\n";
     for (double y : p.y_rules)
       if (std::isfinite(y) && (!p.log_y || y > 0)) csv += number(y) + "\n";
-    data.push_back({{"name", dname}, {"values", csv}, {"format", {{"type", "csv"}, {"parse", {{"y", "number"}}}}}});
+    add_dataset(
+        data,
+        Json({{"name", dname}, {"values", csv}, {"format", {{"type", "csv"}, {"parse", {{"y", "number"}}}}}}).dump());
     yfields.push_back({{"data", dname}, {"field", "y"}});
     marks.push_back({{"type", "rule"},
                      {"from", {{"data", dname}}},
@@ -257,10 +279,19 @@ Json panel(const Plot& p, std::size_t index, Json& data) {
   return g;
 }
 
-std::string json_for_script(const std::string& json) {
-  std::string s = json;
-  replace_all(s, "</", "<\\/");  // a JSON escape: the text cannot close its <script> element
-  return s;
+// Appends `json` to `out` with "</" written "<\/" (a JSON escape: the text cannot close its
+// <script> element), without a copy of the whole text.
+void append_json_for_script(std::string& out, std::string_view json) {
+  for (std::size_t from = 0;;) {
+    const std::size_t p = json.find("</", from);
+    if (p == std::string_view::npos) {
+      out.append(json.substr(from));
+      return;
+    }
+    out.append(json.substr(from, p - from));
+    out += "<\\/";
+    from = p + 2;
+  }
 }
 
 }  // namespace
@@ -295,6 +326,12 @@ std::string html_escape(std::string_view text) {
 const std::string& vega_runtime_javascript() {
   static const std::string js = build_runtime();
   return js;
+}
+
+void append_number_6g(std::string& out, double v) {
+  char buf[32];  // the longest: "-2.22507e-308"
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 6);
+  out.append(buf, r.ptr);
 }
 
 std::vector<std::size_t> thin_indices(std::size_t n, std::size_t max_points) {
@@ -334,11 +371,19 @@ std::string vega_spec(const std::vector<Plot>& plots, int columns) {
                     {"padding", {{"row", 22}, {"column", 24}}},
                     {"bounds", "full"},
                     {"align", "all"}};
-  Json data = Json::array(), marks = Json::array();
+  std::string data;  // the datasets' JSON texts, comma-separated
+  Json marks = Json::array();
   for (std::size_t i = 0; i < plots.size(); ++i) marks.push_back(panel(plots[i], i, data));
-  spec["data"] = data;
-  spec["marks"] = marks;
-  return spec.dump();
+  // spec.dump() with "data" and "marks" last: the same bytes as adding them to the tree.
+  std::string text = spec.dump();
+  text.pop_back();  // the closing '}'
+  text.reserve(text.size() + data.size() + 64);
+  text += ",\"data\":[";
+  text += data;
+  text += "],\"marks\":";
+  text += marks.dump();
+  text += '}';
+  return text;
 }
 
 HtmlReport::HtmlReport(std::string title, std::string subtitle)
@@ -391,20 +436,28 @@ void HtmlReport::figure(const std::vector<Plot>& plots, int columns, std::string
 void HtmlReport::figure_spec(const std::string& spec, std::string_view caption, std::string_view name) {
   check_figure_name(name);
   ++figures_;
-  body_ += fmt::format(
-      "<figure id=\"fig{0}\" data-name=\"{3}\"><div class=\"herd-plot\"><noscript>This plot needs "
-      "JavaScript.</noscript></div>"
-      "<script type=\"application/json\" class=\"herd-vega\" data-figure=\"{0}\">{1}</script>"
-      "<figcaption>Figure {0}. {2}</figcaption></figure>\n",
-      figures_, json_for_script(spec), html_escape(caption), name);
+  // Appended in place (the spec is most of the document: no copies of it).
+  body_.reserve(body_.size() + spec.size() + caption.size() + 300);
+  fmt::format_to(std::back_inserter(body_),
+                 "<figure id=\"fig{0}\" data-name=\"{1}\"><div class=\"herd-plot\"><noscript>This plot needs "
+                 "JavaScript.</noscript></div>"
+                 "<script type=\"application/json\" class=\"herd-vega\" data-figure=\"{0}\">",
+                 figures_, name);
+  append_json_for_script(body_, spec);
+  fmt::format_to(std::back_inserter(body_), "</script><figcaption>Figure {}. {}</figcaption></figure>\n", figures_,
+                 html_escape(caption));
 }
 
 std::string HtmlReport::html() const {
-  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  std::string h;
+  h.reserve(vega_runtime_javascript().size() + body_.size() + 8192);  // one allocation, no regrowth copies
+  h += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   h += "<meta name=\"generator\" content=\"herd\">\n";
   h += "<title>" + html_escape(title_) + "</title>\n<style>" + std::string(kStyle) + "</style>\n";
-  h += "<script>\n" + vega_runtime_javascript() + "</script>\n</head>\n<body>\n";
+  h += "<script>\n";
+  h += vega_runtime_javascript();
+  h += "</script>\n</head>\n<body>\n";
   h += "<h1>" + html_escape(title_) + "</h1>\n";
   if (!subtitle_.empty()) h += "<p class=\"sub\">" + html_escape(subtitle_) + "</p>\n";
   if (!toc_.empty()) {
@@ -413,7 +466,9 @@ std::string HtmlReport::html() const {
     h += "</nav>\n";
   }
   h += body_;
-  h += "<script>" + std::string(kRenderScript) + "</script>\n</body>\n</html>\n";
+  h += "<script>";
+  h += kRenderScript;
+  h += "</script>\n</body>\n</html>\n";
   return h;
 }
 
