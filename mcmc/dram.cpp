@@ -73,13 +73,83 @@ using Vec4 = double __attribute__((vector_size(32)));
   }
 }
 
+// The same sums for NB = (d + 3) / 4 blocks, the blocks interleaved: column j feeds every
+// block whose rows reach it (b >= j / 4), so the NB accumulators' add chains overlap instead
+// of running one after the other (the chain of dependent adds, not the arithmetic, bounds
+// the time: 22 adds in a row at d = 10 before, 10 now). Each block sees the same operations
+// in the same order as in apply_factor_blocks, so the results are the same bits.
+template <int NB>
+[[gnu::always_inline]] inline void apply_factor_blocks_fixed(const double* lb, const double* w, const double* x,
+                                                             double* y, int d) {
+  static_assert(NB >= 1 && NB <= 4);
+  const auto stride = static_cast<std::size_t>(d) * 4;
+  // Four named accumulators (an array indexed in a loop went to the stack).
+  Vec4 a0 = {0.0, 0.0, 0.0, 0.0}, a1 = a0, a2 = a0, a3 = a0;
+  auto madd = [&](Vec4& acc, int b, int j, const Vec4& wj) {
+    Vec4 l;
+    __builtin_memcpy(&l, lb + static_cast<std::size_t>(b) * stride + 4 * static_cast<std::size_t>(j), sizeof l);
+    acc += l * wj;
+  };
+  // Columns 4 b0 .. 4 b0 + 3 feed blocks b0 .. NB - 1.
+  for (int j = 0; j < std::min(d, 4); ++j) {
+    const Vec4 wj = {w[j], w[j], w[j], w[j]};
+    madd(a0, 0, j, wj);
+    if constexpr (NB > 1) madd(a1, 1, j, wj);
+    if constexpr (NB > 2) madd(a2, 2, j, wj);
+    if constexpr (NB > 3) madd(a3, 3, j, wj);
+  }
+  if constexpr (NB > 1)
+    for (int j = 4; j < std::min(d, 8); ++j) {
+      const Vec4 wj = {w[j], w[j], w[j], w[j]};
+      madd(a1, 1, j, wj);
+      if constexpr (NB > 2) madd(a2, 2, j, wj);
+      if constexpr (NB > 3) madd(a3, 3, j, wj);
+    }
+  if constexpr (NB > 2)
+    for (int j = 8; j < std::min(d, 12); ++j) {
+      const Vec4 wj = {w[j], w[j], w[j], w[j]};
+      madd(a2, 2, j, wj);
+      if constexpr (NB > 3) madd(a3, 3, j, wj);
+    }
+  if constexpr (NB > 3)
+    for (int j = 12; j < d; ++j) {
+      const Vec4 wj = {w[j], w[j], w[j], w[j]};
+      madd(a3, 3, j, wj);
+    }
+  const Vec4 acc[4] = {a0, a1, a2, a3};
+  for (int b = 0; b < NB; ++b) {
+    const int rows = std::min(4, d - 4 * b);
+    for (int r = 0; r < rows; ++r) y[4 * b + r] = x[4 * b + r] + acc[b][r];
+  }
+}
+
+[[gnu::always_inline]] inline void apply_factor_dispatch(const double* lb, const double* w, const double* x, double* y,
+                                                         int d) {
+  switch ((d + 3) / 4) {
+    case 1:
+      apply_factor_blocks_fixed<1>(lb, w, x, y, d);
+      break;
+    case 2:
+      apply_factor_blocks_fixed<2>(lb, w, x, y, d);
+      break;
+    case 3:
+      apply_factor_blocks_fixed<3>(lb, w, x, y, d);
+      break;
+    case 4:
+      apply_factor_blocks_fixed<4>(lb, w, x, y, d);
+      break;
+    default:
+      apply_factor_blocks(lb, w, x, y, d);
+  }
+}
+
 __attribute__((target("avx2"))) void apply_factor_blocks_avx2(const double* lb, const double* w, const double* x,
                                                               double* y, int d) {
-  apply_factor_blocks(lb, w, x, y, d);
+  apply_factor_dispatch(lb, w, x, y, d);
 }
 
 void apply_factor_blocks_generic(const double* lb, const double* w, const double* x, double* y, int d) {
-  apply_factor_blocks(lb, w, x, y, d);
+  apply_factor_dispatch(lb, w, x, y, d);
 }
 
 bool cpu_has_avx2() {
