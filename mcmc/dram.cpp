@@ -152,6 +152,33 @@ void apply_factor_blocks_generic(const double* lb, const double* w, const double
   apply_factor_dispatch(lb, w, x, y, d);
 }
 
+// m2[r][k] += (w c_r) c_k for the whole d x d matrix, row by row: the lower triangle (k <= r)
+// gets the same operations as a triangular loop, the upper one is overwritten afterwards by
+// the mirror of the lower; full rows vectorize without the triangle's short, variable tails.
+[[gnu::always_inline]] inline void scatter_rank1(double* m2, const double* c, double w, int d) {
+  const auto du = static_cast<std::size_t>(d);
+  for (int r = 0; r < d; ++r) {
+    const double wr = w * c[r];
+    const Vec4 wv = {wr, wr, wr, wr};
+    double* row = m2 + static_cast<std::size_t>(r) * du;
+    int k = 0;
+    for (; k + 4 <= d; k += 4) {
+      Vec4 a, b;
+      __builtin_memcpy(&a, row + k, sizeof a);
+      __builtin_memcpy(&b, c + k, sizeof b);
+      a += wv * b;
+      __builtin_memcpy(row + k, &a, sizeof a);
+    }
+    for (; k < d; ++k) row[k] += wr * c[k];
+  }
+}
+
+__attribute__((target("avx2"))) void scatter_rank1_avx2(double* m2, const double* c, double w, int d) {
+  scatter_rank1(m2, c, w, d);
+}
+
+void scatter_rank1_generic(double* m2, const double* c, double w, int d) { scatter_rank1(m2, c, w, d); }
+
 bool cpu_has_avx2() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
@@ -159,6 +186,19 @@ bool cpu_has_avx2() {
 #else
   return false;
 #endif
+}
+
+// dst[0..n) = src[0..n) for the few doubles of a point, inline: GCC makes a plain copy loop
+// a memmove call, which costs more than the copy itself at d = 10 (the empty asm hides the
+// loop's pattern from it).
+[[gnu::always_inline]] inline void copy_point(const double* src, int n, double* dst) {
+  int i = 0;
+  for (; i + 2 <= n; i += 2) {
+    dst[i] = src[i];
+    dst[i + 1] = src[i + 1];
+    asm("" : "+r"(i));
+  }
+  if (i < n) dst[i] = src[i];
 }
 
 std::string lower_no_space(const std::string& s) {
@@ -484,7 +524,7 @@ void DramSampler::accept(const double* y, double lp, int stage, double alpha, Ch
       s.pending_new.push_back(s.current_counted == 0 ? 1 : 0);
     }
   }
-  std::copy(y, y + d_, s.point.begin());
+  copy_point(y, d_, s.point.data());
   s.log_density = lp;
   s.weight = 1;
   s.record_step = s.proposal_number + 1;
@@ -654,6 +694,7 @@ void DramSampler::merge_pending(bool greedy) {
     for (int k = 0; k < d; ++k) mb[k] += w * x[k];
   }
   if (wb > 0) {
+    static const auto scatter = cpu_has_avx2() ? scatter_rank1_avx2 : scatter_rank1_generic;
     for (int k = 0; k < d; ++k) mb[k] /= wb;
     double* c = mb + d;  // [d] centred point
     for (std::size_t i = 0; i < m; ++i) {
@@ -661,19 +702,12 @@ void DramSampler::merge_pending(bool greedy) {
       if (w == 0.0) continue;
       const double* x = s.pending_points.data() + i * du;
       for (int k = 0; k < d; ++k) c[k] = x[k] - mb[k];
-      for (int r = 0; r < d; ++r) {
-        const double wr = w * c[r];
-        double* row = s.m2.data() + static_cast<std::size_t>(r) * du;
-        for (int k = 0; k <= r; ++k) row[k] += wr * c[k];
-      }
+      scatter(s.m2.data(), c, w, d);
     }
     const double wa = s.cov_weight, wn = wa + wb, f = wa * wb / wn;
     for (int k = 0; k < d; ++k) c[k] = mb[k] - s.mean[k];
-    for (int r = 0; r < d; ++r) {
-      double* row = s.m2.data() + static_cast<std::size_t>(r) * du;
-      for (int k = 0; k <= r; ++k) row[k] += f * c[r] * c[k];
-    }
-    for (int r = 0; r < d; ++r)  // mirror the lower triangle
+    scatter(s.m2.data(), c, f, d);  // (f c_r) c_k, as f * c[r] * c[k] groups
+    for (int r = 0; r < d; ++r)     // mirror the lower triangle
       for (int k = r + 1; k < d; ++k)
         s.m2[static_cast<std::size_t>(r) * du + k] = s.m2[static_cast<std::size_t>(k) * du + r];
     for (int k = 0; k < d; ++k) s.mean[k] += (wb / wn) * c[k];
