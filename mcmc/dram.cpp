@@ -593,8 +593,9 @@ bool DramSampler::finish_stage(double lp, ChainSink& sink) {
                            options_.dr_rule);
   }
   const double u = (st == 1 && use_ahead_) ? acc_u1_ : (st == 2 && dr_ahead_) ? acc_u2_ : acc_cur_.uniform();
-  // exp(-inf) is +0 exactly: no libm call for the (frequent) -inf of a second stage.
-  const double alpha = la == 0.0 ? 1.0 : la == kNegInf ? 0.0 : std::exp(la);
+  // exp(-inf) is +0 exactly: no libm call for the (frequent) -inf of a second stage; nor
+  // for a u above a cheap upper bound of exp(la) (most rejections; alpha is not kept then).
+  const double alpha = la == 0.0 ? 1.0 : la == kNegInf ? 0.0 : u >= detail::exp_upper_bound(la) ? 0.0 : std::exp(la);
   if (u < alpha) {
     accept(y_.data(), lp, st, alpha, sink);
     end_proposal();

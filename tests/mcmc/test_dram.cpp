@@ -23,6 +23,8 @@
 #include "herd/mcmc/sampler_specs.hpp"
 #include "herd/mcmc/targets.hpp"
 
+#include "dram_detail.hpp"
+
 using namespace herd::mcmc;
 
 namespace {
@@ -47,6 +49,28 @@ bool same_chain(const MemoryChainSink& a, const MemoryChainSink& b) {
 }
 
 }  // namespace
+
+TEST_CASE("exp_upper_bound bounds std::exp from above, within 6.2%, and gives up outside (-700, 0]", "[mcmc][dram]") {
+  using herd::mcmc::detail::exp_upper_bound;
+  std::mt19937_64 g(7);
+  std::uniform_real_distribution<double> any(-700.0, 0.0), near0(-1e-6, 0.0);
+  std::vector<double> xs = {0.0, -0.0, -1e-300, -5e-324, -0.5, -std::log(2.0), -1.0, -2.0, -699.999, -1.0 / 3.0};
+  for (int k = 0; k < 200000; ++k) xs.push_back(k % 4 == 0 ? near0(g) : any(g));
+  for (int n = -1008; n <= 0; ++n) {  // powers of two and their neighbours in t = x log2(e)
+    const double x = n / 1.4426950408889634;
+    for (double y : {std::nextafter(x, -1e9), x, std::nextafter(x, 1.0)})
+      if (y > -700.0 && y <= 0.0) xs.push_back(y);
+  }
+  for (double x : xs) {
+    const double e = std::exp(x), b = exp_upper_bound(x);
+    INFO("x = " << x);
+    REQUIRE(b >= e);
+    REQUIRE(b <= e * 1.0616);  // max of (1 + f) / 2^f at f = 1 / ln 2 - 1
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double x : {-700.0, -800.0, -inf, 1e-300, 1.0, inf, std::numeric_limits<double>::quiet_NaN()})
+    CHECK(exp_upper_bound(x) == inf);
+}
 
 TEST_CASE("scale factor expressions", "[mcmc][dram]") {
   CHECK(DramSampler::parse_scale_factor("gelman", 4) == Approx(2.38 / 2.0));
