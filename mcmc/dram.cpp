@@ -152,33 +152,6 @@ void apply_factor_blocks_generic(const double* lb, const double* w, const double
   apply_factor_dispatch(lb, w, x, y, d);
 }
 
-// m2[r][k] += (w c_r) c_k for the whole d x d matrix, row by row: the lower triangle (k <= r)
-// gets the same operations as a triangular loop, the upper one is overwritten afterwards by
-// the mirror of the lower; full rows vectorize without the triangle's short, variable tails.
-[[gnu::always_inline]] inline void scatter_rank1(double* m2, const double* c, double w, int d) {
-  const auto du = static_cast<std::size_t>(d);
-  for (int r = 0; r < d; ++r) {
-    const double wr = w * c[r];
-    const Vec4 wv = {wr, wr, wr, wr};
-    double* row = m2 + static_cast<std::size_t>(r) * du;
-    int k = 0;
-    for (; k + 4 <= d; k += 4) {
-      Vec4 a, b;
-      __builtin_memcpy(&a, row + k, sizeof a);
-      __builtin_memcpy(&b, c + k, sizeof b);
-      a += wv * b;
-      __builtin_memcpy(row + k, &a, sizeof a);
-    }
-    for (; k < d; ++k) row[k] += wr * c[k];
-  }
-}
-
-__attribute__((target("avx2"))) void scatter_rank1_avx2(double* m2, const double* c, double w, int d) {
-  scatter_rank1(m2, c, w, d);
-}
-
-void scatter_rank1_generic(double* m2, const double* c, double w, int d) { scatter_rank1(m2, c, w, d); }
-
 bool cpu_has_avx2() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
@@ -199,6 +172,39 @@ bool cpu_has_avx2() {
     asm("" : "+r"(i));
   }
   if (i < n) dst[i] = src[i];
+}
+
+// Whether the one-stage delayed-rejection test `u < exp(dr_log_acceptance(2, ...))` (Gaussian
+// proposal, exact rule) surely rejects, from an upper bound of its log ratio that needs no
+// libm call: false when unsure (the caller then computes the ratio). With b = lp1 - lp0 < 0
+// and lp1 < lp2, log alpha = num - den, num = lp2 - q12 / 2c^2 + log(1 - e^(lp1 - lp2)) <=
+// lp2 - q12 / 2c^2, and den = lp0 - q01 / 2c^2 + log(1 - e^b) >= lp0 - q01 / 2c^2 + L, as
+// 1 - e^b >= z = -b / (1 - b) (e^-b >= 1 - b) and log z >= e ln 2 for z = m 2^e, 1 <= m < 2.
+// The slack (1e-9 of the terms' magnitudes) covers the rounding of both computations, and
+// exp_upper_bound the step to alpha; so a rejection here is one of the exact test.
+bool dr2_surely_rejects(const double* w, const double* lp, double c, double u, int d) {
+  const double lp0 = lp[0], lp1 = lp[1], lp2 = lp[2];
+  if (!(lp2 > lp1 && lp1 < lp0 && lp1 > kNegInf && lp0 < std::numeric_limits<double>::infinity()))
+    return false;  // -inf ratios and 0 denominators are cheap for the exact path; NaN: unsure
+  const double b = lp1 - lp0;
+  const double z = -b / (1.0 - b);
+  if (!(z >= 0x1p-1000)) return false;
+  std::uint64_t zb;
+  __builtin_memcpy(&zb, &z, sizeof zb);
+  const double ell = static_cast<double>(static_cast<int>((zb >> 52) & 0x7ffu) - 1023) * 0.6931471805599453;
+  const double* w0 = w;
+  const double* w1 = w + d;
+  const double* w2 = w + 2 * static_cast<std::ptrdiff_t>(d);
+  double q12 = 0.0, q01 = 0.0;
+  for (int i = 0; i < d; ++i) {
+    q12 += (w1[i] - w2[i]) * (w1[i] - w2[i]);
+    q01 += (w0[i] - w1[i]) * (w0[i] - w1[i]);
+  }
+  const double h12 = 0.5 * (q12 / (c * c)), h01 = 0.5 * (q01 / (c * c));
+  const double slack = 1e-9 * (1.0 + std::fabs(lp2) + std::fabs(lp0) + h12 + h01 - ell);
+  const double la_ub = (lp2 - h12) - (lp0 - h01 + ell) + slack;
+  if (!(la_ub < 0.0)) return false;
+  return u >= detail::exp_upper_bound(la_ub);
 }
 
 std::string lower_no_space(const std::string& s) {
@@ -584,15 +590,21 @@ bool DramSampler::finish_stage(double lp, ChainSink& sink) {
   const int st = cur_stage_;
   const int nst = static_cast<int>(stage_scale_.size());
   if (!cur_inside_) lp = kNegInf;
+  const double u = (st == 1 && use_ahead_) ? acc_u1_ : (st == 2 && dr_ahead_) ? acc_u2_ : acc_cur_.uniform();
   double la;
   if (st == 1) {
     la = std::min(0.0, lp - s.log_density);
   } else {
     lpath_[st] = lp;
-    la = dr_log_acceptance(st, d, wpath_.data(), lpath_.data(), stage_scale_.data(), options_.proposal,
-                           options_.dr_rule);
+    // Most second stages are rejected: a cheap bound decides those without the two
+    // log1m_exp of the exact ratio (alpha is kept only on acceptance).
+    if (st == 2 && options_.proposal != ProposalKind::kUniform && options_.dr_rule == DrRule::kExact &&
+        dr2_surely_rejects(wpath_.data(), lpath_.data(), stage_scale_[0], u, d))
+      la = kNegInf;
+    else
+      la = dr_log_acceptance(st, d, wpath_.data(), lpath_.data(), stage_scale_.data(), options_.proposal,
+                             options_.dr_rule);
   }
-  const double u = (st == 1 && use_ahead_) ? acc_u1_ : (st == 2 && dr_ahead_) ? acc_u2_ : acc_cur_.uniform();
   // exp(-inf) is +0 exactly: no libm call for the (frequent) -inf of a second stage; nor
   // for a u above a cheap upper bound of exp(la) (most rejections; alpha is not kept then).
   const double alpha = la == 0.0 ? 1.0 : la == kNegInf ? 0.0 : u >= detail::exp_upper_bound(la) ? 0.0 : std::exp(la);
@@ -695,7 +707,6 @@ void DramSampler::merge_pending(bool greedy) {
     for (int k = 0; k < d; ++k) mb[k] += w * x[k];
   }
   if (wb > 0) {
-    static const auto scatter = cpu_has_avx2() ? scatter_rank1_avx2 : scatter_rank1_generic;
     for (int k = 0; k < d; ++k) mb[k] /= wb;
     double* c = mb + d;  // [d] centred point
     for (std::size_t i = 0; i < m; ++i) {
@@ -703,12 +714,19 @@ void DramSampler::merge_pending(bool greedy) {
       if (w == 0.0) continue;
       const double* x = s.pending_points.data() + i * du;
       for (int k = 0; k < d; ++k) c[k] = x[k] - mb[k];
-      scatter(s.m2.data(), c, w, d);
+      for (int r = 0; r < d; ++r) {
+        const double wr = w * c[r];
+        double* row = s.m2.data() + static_cast<std::size_t>(r) * du;
+        for (int k = 0; k <= r; ++k) row[k] += wr * c[k];
+      }
     }
     const double wa = s.cov_weight, wn = wa + wb, f = wa * wb / wn;
     for (int k = 0; k < d; ++k) c[k] = mb[k] - s.mean[k];
-    scatter(s.m2.data(), c, f, d);  // (f c_r) c_k, as f * c[r] * c[k] groups
-    for (int r = 0; r < d; ++r)     // mirror the lower triangle
+    for (int r = 0; r < d; ++r) {
+      double* row = s.m2.data() + static_cast<std::size_t>(r) * du;
+      for (int k = 0; k <= r; ++k) row[k] += f * c[r] * c[k];
+    }
+    for (int r = 0; r < d; ++r)  // mirror the lower triangle
       for (int k = r + 1; k < d; ++k)
         s.m2[static_cast<std::size_t>(r) * du + k] = s.m2[static_cast<std::size_t>(k) * du + r];
     for (int k = 0; k < d; ++k) s.mean[k] += (wb / wn) * c[k];
