@@ -72,6 +72,48 @@ TEST_CASE("exp_upper_bound bounds std::exp from above, within 6.2%, and gives up
     CHECK(exp_upper_bound(x) == inf);
 }
 
+TEST_CASE("dr2_surely_rejects rejects only what the exact one-stage DR test rejects", "[mcmc][dram]") {
+  // Random paths and log densities around a current state; whenever the bound says reject,
+  // u >= exp(dr_log_acceptance(2, ...)), the exact test's rejection. It must also decide
+  // most of the rejections with lp2 > lp1 (else the kernel gains nothing).
+  using herd::mcmc::detail::dr2_surely_rejects;
+  std::mt19937_64 g(11);
+  std::normal_distribution<double> nd;
+  std::uniform_real_distribution<double> ud(0.0, 1.0);
+  long decided = 0, rejected = 0, cases = 0;
+  for (int d : {1, 3, 10}) {
+    std::vector<double> w(3 * static_cast<std::size_t>(d));
+    for (int k = 0; k < 100000; ++k) {
+      for (int i = 0; i < d; ++i) {
+        w[static_cast<std::size_t>(i)] = 0.0;
+        w[static_cast<std::size_t>(d + i)] = nd(g);
+        w[static_cast<std::size_t>(2 * d + i)] = 0.5 * nd(g);
+      }
+      const double scale = k % 3 == 0 ? 1.0 : 0.7;
+      const double lp0 = -10.0 * ud(g) - (k % 5 == 0 ? 1e3 : 0.0);
+      const double lp1 = lp0 - (k % 7 == 0 ? 1e-12 : 4.0 * ud(g));
+      const double lp2 = k % 11 == 0 ? lp1 + 1e-13 : lp0 + 2.0 * nd(g);
+      const double lp[3] = {lp0, lp1, lp2};
+      const double sc[2] = {scale, 0.5};
+      const double alpha = std::exp(herd::mcmc::dr_log_acceptance(
+          2, d, w.data(), lp, sc, herd::mcmc::ProposalKind::kNormal, herd::mcmc::DrRule::kExact));
+      const double u = ud(g);
+      ++cases;
+      if (u >= alpha && lp2 > lp1) ++rejected;  // the rejections that need the log1m_exp
+      if (dr2_surely_rejects(w.data(), lp, scale, u, d)) {
+        ++decided;
+        INFO("d " << d << " k " << k << " lp " << lp0 << " " << lp1 << " " << lp2 << " u " << u);
+        REQUIRE(u >= alpha);
+      }
+    }
+  }
+  INFO("decided " << decided << " of " << rejected);
+  CHECK(decided > rejected / 2);  // most such rejections are decided by the bound
+  const double lp_inf[3] = {0.0, -std::numeric_limits<double>::infinity(), -1.0};
+  const std::vector<double> w3(3, 0.0);
+  CHECK_FALSE(dr2_surely_rejects(w3.data(), lp_inf, 1.0, 0.999, 1));  // -inf: left to the exact path
+}
+
 TEST_CASE("scale factor expressions", "[mcmc][dram]") {
   CHECK(DramSampler::parse_scale_factor("gelman", 4) == Approx(2.38 / 2.0));
   CHECK(DramSampler::parse_scale_factor(" 0.5 * Gelman ", 4) == Approx(0.5 * 2.38 / 2.0));
