@@ -23,6 +23,8 @@
 #include "herd/mcmc/sampler_specs.hpp"
 #include "herd/mcmc/targets.hpp"
 
+#include "dram_detail.hpp"
+
 using namespace herd::mcmc;
 
 namespace {
@@ -47,6 +49,70 @@ bool same_chain(const MemoryChainSink& a, const MemoryChainSink& b) {
 }
 
 }  // namespace
+
+TEST_CASE("exp_upper_bound bounds std::exp from above, within 6.2%, and gives up outside (-700, 0]", "[mcmc][dram]") {
+  using herd::mcmc::detail::exp_upper_bound;
+  std::mt19937_64 g(7);
+  std::uniform_real_distribution<double> any(-700.0, 0.0), near0(-1e-6, 0.0);
+  std::vector<double> xs = {0.0, -0.0, -1e-300, -5e-324, -0.5, -std::log(2.0), -1.0, -2.0, -699.999, -1.0 / 3.0};
+  for (int k = 0; k < 200000; ++k) xs.push_back(k % 4 == 0 ? near0(g) : any(g));
+  for (int n = -1008; n <= 0; ++n) {  // powers of two and their neighbours in t = x log2(e)
+    const double x = n / 1.4426950408889634;
+    for (double y : {std::nextafter(x, -1e9), x, std::nextafter(x, 1.0)})
+      if (y > -700.0 && y <= 0.0) xs.push_back(y);
+  }
+  for (double x : xs) {
+    const double e = std::exp(x), b = exp_upper_bound(x);
+    INFO("x = " << x);
+    REQUIRE(b >= e);
+    REQUIRE(b <= e * 1.0616);  // max of (1 + f) / 2^f at f = 1 / ln 2 - 1
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double x : {-700.0, -800.0, -inf, 1e-300, 1.0, inf, std::numeric_limits<double>::quiet_NaN()})
+    CHECK(exp_upper_bound(x) == inf);
+}
+
+TEST_CASE("dr2_surely_rejects rejects only what the exact one-stage DR test rejects", "[mcmc][dram]") {
+  // Random paths and log densities around a current state; whenever the bound says reject,
+  // u >= exp(dr_log_acceptance(2, ...)), the exact test's rejection. It must also decide
+  // most of the rejections with lp2 > lp1 (else the kernel gains nothing).
+  using herd::mcmc::detail::dr2_surely_rejects;
+  std::mt19937_64 g(11);
+  std::normal_distribution<double> nd;
+  std::uniform_real_distribution<double> ud(0.0, 1.0);
+  long decided = 0, rejected = 0, cases = 0;
+  for (int d : {1, 3, 10}) {
+    std::vector<double> w(3 * static_cast<std::size_t>(d));
+    for (int k = 0; k < 100000; ++k) {
+      for (int i = 0; i < d; ++i) {
+        w[static_cast<std::size_t>(i)] = 0.0;
+        w[static_cast<std::size_t>(d + i)] = nd(g);
+        w[static_cast<std::size_t>(2 * d + i)] = 0.5 * nd(g);
+      }
+      const double scale = k % 3 == 0 ? 1.0 : 0.7;
+      const double lp0 = -10.0 * ud(g) - (k % 5 == 0 ? 1e3 : 0.0);
+      const double lp1 = lp0 - (k % 7 == 0 ? 1e-12 : 4.0 * ud(g));
+      const double lp2 = k % 11 == 0 ? lp1 + 1e-13 : lp0 + 2.0 * nd(g);
+      const double lp[3] = {lp0, lp1, lp2};
+      const double sc[2] = {scale, 0.5};
+      const double alpha = std::exp(herd::mcmc::dr_log_acceptance(
+          2, d, w.data(), lp, sc, herd::mcmc::ProposalKind::kNormal, herd::mcmc::DrRule::kExact));
+      const double u = ud(g);
+      ++cases;
+      if (u >= alpha && lp2 > lp1) ++rejected;  // the rejections that need the log1m_exp
+      if (dr2_surely_rejects(w.data(), lp, scale, u, d)) {
+        ++decided;
+        INFO("d " << d << " k " << k << " lp " << lp0 << " " << lp1 << " " << lp2 << " u " << u);
+        REQUIRE(u >= alpha);
+      }
+    }
+  }
+  INFO("decided " << decided << " of " << rejected);
+  CHECK(decided > rejected / 2);  // most such rejections are decided by the bound
+  const double lp_inf[3] = {0.0, -std::numeric_limits<double>::infinity(), -1.0};
+  const std::vector<double> w3(3, 0.0);
+  CHECK_FALSE(dr2_surely_rejects(w3.data(), lp_inf, 1.0, 0.999, 1));  // -inf: left to the exact path
+}
 
 TEST_CASE("scale factor expressions", "[mcmc][dram]") {
   CHECK(DramSampler::parse_scale_factor("gelman", 4) == Approx(2.38 / 2.0));
