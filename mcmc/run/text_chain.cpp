@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -13,10 +12,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <span>
 
 #include "herd/core/error.hpp"
 #include "herd/core/timer.hpp"
 #include "herd/io/output_files.hpp"
+#include "herd/mcmc/chain_record.hpp"
 #include "real_format.hpp"
 
 namespace herd::mcmc::detail {
@@ -176,12 +177,6 @@ void append_chain_rows(std::string& out, const SamplerSpecs& specs, const TextFo
   for (std::int64_t k = 1; k < reps; ++k) out.append(out.data() + start, len);
 }
 
-namespace {
-
-constexpr std::size_t kHeadWords = 5;
-
-}  // namespace
-
 TextChainStream::TextChainStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf)
     : path_(std::move(path)), specs_(specs), tf_(tf) {}
 
@@ -199,7 +194,7 @@ void TextChainStream::begin(std::uint32_t, int) {
   file_->write(chain_header(specs_, tf_));
 }
 
-TextChainStream::Block* TextChainStream::take_block(std::size_t words) {
+TextChainStream::Block* TextChainStream::take_block(std::size_t bytes) {
   Block* b = nullptr;
   {
     std::unique_lock lock(m_);
@@ -212,9 +207,9 @@ TextChainStream::Block* TextChainStream::take_block(std::size_t words) {
       free_.pop_back();
     }
   }
-  const std::size_t cap = std::max(words, kBlockBytes / sizeof(double));
+  const std::size_t cap = std::max(bytes, kBlockBytes);
   if (b->capacity < cap) {
-    b->words = std::make_unique_for_overwrite<double[]>(cap);
+    b->bytes = std::make_unique_for_overwrite<std::byte[]>(cap);
     b->capacity = cap;
   }
   b->used = 0;
@@ -235,17 +230,13 @@ void TextChainStream::submit() {
 
 void TextChainStream::write(const ChainRecord& r) {
   if (failed_.load(std::memory_order_acquire)) rethrow_error();
-  const std::size_t need = kHeadWords + static_cast<std::size_t>(std::max(r.ndim, 0));
-  if (cur_ != nullptr && cur_->capacity - cur_->used < need) submit();
-  if (cur_ == nullptr) cur_ = take_block(need);
-  double* w = cur_->words.get() + cur_->used;
-  w[0] = std::bit_cast<double>(r.step);
-  w[1] = std::bit_cast<double>(r.weight);
-  w[2] = r.log_density;
-  w[3] = r.adapt_measure;
-  w[4] = std::bit_cast<double>((static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.dr_stage)) << 32) |
-                               static_cast<std::uint32_t>(r.ndim));
-  if (r.ndim > 0) std::memcpy(w + kHeadWords, r.point, sizeof(double) * static_cast<std::size_t>(r.ndim));
+  const std::size_t need = chain_record_bytes(std::max(r.ndim, 0));
+  if (cur_ != nullptr && (cur_->capacity - cur_->used < need || cur_->ndim != r.ndim)) submit();
+  if (cur_ == nullptr) {
+    cur_ = take_block(need);
+    cur_->ndim = r.ndim;
+  }
+  encode_chain_record(r, cur_->bytes.get() + cur_->used);
   cur_->used += need;
   // The writer found nothing to do for half a second: hand it this block as it is.
   if (want_partial_.load(std::memory_order_relaxed)) submit();
@@ -284,22 +275,14 @@ void TextChainStream::writer_loop() {
 
 void TextChainStream::write_block(const Block& b) {
   if (!file_) throw IoError(fmt::format("the chain file \"{}\" was not opened before its rows", path_));
-  const double* w = b.words.get();
-  const double* end = w + b.used;
   constexpr std::size_t kChunk = std::size_t{64} << 10;
-  ChainRecord r;
-  while (w < end) {
-    r.step = std::bit_cast<std::uint64_t>(w[0]);
-    r.weight = std::bit_cast<std::int64_t>(w[1]);
-    r.log_density = w[2];
-    r.adapt_measure = w[3];
-    const auto packed = std::bit_cast<std::uint64_t>(w[4]);
-    r.dr_stage = static_cast<std::int32_t>(static_cast<std::uint32_t>(packed >> 32));
-    r.ndim = static_cast<int>(static_cast<std::uint32_t>(packed));
-    r.point = w + kHeadWords;
+  const std::size_t rb = chain_record_bytes(b.ndim);
+  point_.resize(static_cast<std::size_t>(b.ndim));
+  for (std::size_t at = 0; at < b.used; at += rb) {
+    const ChainRecord r =
+        decode_chain_record(std::span<const std::byte>(b.bytes.get() + at, b.used - at), b.ndim, point_.data());
     append_chain_rows(row_buf_, specs_, tf_, burnin_, rows_++, r, 1);
-    w += kHeadWords + static_cast<std::size_t>(r.ndim);
-    if (row_buf_.size() >= kChunk || w >= end) {
+    if (row_buf_.size() >= kChunk || at + rb >= b.used) {
       file_->write(row_buf_);
       pending_ += row_buf_.size();
       row_buf_.clear();

@@ -135,7 +135,7 @@ void append_chain_rows(std::string& out, const SamplerSpecs& specs, const TextFo
 /// Not thread-safe: one (sampler) thread calls the members; the writer is internal.
 class TextChainStream final : public ChainSink {
  public:
-  /// Bytes of one block of records (a record takes 40 + 8 ndim bytes).
+  /// Bytes of one block of records (a record takes chain_record_bytes(ndim) = 48 + 8 ndim).
   static constexpr std::size_t kBlockBytes = std::size_t{256} << 10;
   /// Blocks at most (the memory of the hand-over: kBlocks x kBlockBytes).
   static constexpr int kBlocks = 4;
@@ -168,14 +168,14 @@ class TextChainStream final : public ChainSink {
   void close();
 
  private:
-  /// Records in their hand-over layout: 5 words of head (step, weight, log density,
-  /// adaptation measure, stage and ndim), then the point.
+  /// Records of one dimension `ndim`, encoded as in the binary chain (encode_chain_record).
   struct Block {
-    std::unique_ptr<double[]> words;
-    std::size_t capacity = 0;  // words
-    std::size_t used = 0;      // words
+    std::unique_ptr<std::byte[]> bytes;
+    std::size_t capacity = 0;
+    std::size_t used = 0;
+    int ndim = 0;
   };
-  Block* take_block(std::size_t words);
+  Block* take_block(std::size_t bytes);
   void submit();
   void drain();
   void stop_writer() noexcept;
@@ -187,9 +187,10 @@ class TextChainStream final : public ChainSink {
   const SamplerSpecs& specs_;
   TextFormat tf_;
   std::unique_ptr<TextFile> file_;
-  RunningBurnin burnin_;   // the writer's while it runs
-  std::int64_t rows_ = 0;  // the writer's while it runs
-  std::string row_buf_;    // the writer's rows not yet in the file (capacity kept)
+  RunningBurnin burnin_;       // the writer's while it runs
+  std::int64_t rows_ = 0;      // the writer's while it runs
+  std::string row_buf_;        // the writer's rows not yet in the file (capacity kept)
+  std::vector<double> point_;  // the writer's decoded point
   std::size_t pending_ = 0;
   bool durable_ = false;
 
