@@ -428,39 +428,6 @@ PosteriorStates posterior_states(const SerialRun& r, std::size_t c) {
   return ps;
 }
 
-std::vector<double> verbose_column(const SerialRun& r, std::size_t k) {
-  std::vector<double> v;
-  verbose_column(r, k, v);
-  return v;
-}
-
-void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out) {
-  // Sized once (no fill when the buffer already has the size: it held another quantity), then
-  // each state written its weight's times through a pointer.
-  out.resize(r.m * r.ndraw);
-  double* to = out.data();
-  double* const end = out.data() + out.size();
-  for (std::size_t c = 0; c < r.m; ++c) {
-    const PosteriorStates ps = posterior_states(r, c);
-    const MemoryChainSink& chain = r.chains[c];
-    const auto d = static_cast<std::size_t>(chain.ndim);
-    // compact_value's two cases: a coordinate (read block by block) or a derived column.
-    ChainReader rd(chain, k < d ? kWeightColumn | kPointColumns : kWeightColumn, k < d ? static_cast<int>(k) : -1);
-    const double* derived = k < d ? nullptr : r.co[c].columns[k].compact.data();
-    for (std::size_t i = ps.first; i < ps.end; ++i) {
-      const double v = k < d ? rd.x(i, k) : derived[i];
-      const auto w = ps.weight(i, rd.weight(i));
-      if (w <= 8 && end - to >= 8) {  // most weights: 8 stores of which the next states overwrite the extra
-        std::fill_n(to, 8, v);
-        to += w;
-      } else {
-        to = std::fill_n(to, w, v);
-      }
-    }
-  }
-  out.resize(static_cast<std::size_t>(to - out.data()));  // (each chain gives r.ndraw draws)
-}
-
 CompactPosterior compact_posterior(const SerialRun& r) {
   CompactPosterior cp;
   std::vector<PosteriorStates>& ps = cp.chains;

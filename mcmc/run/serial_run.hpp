@@ -108,16 +108,8 @@ struct PosteriorStates {
 /// Chain `c`'s PosteriorStates (needs r.co and r.ndraw >= 1 set). Thread-safe (reads `r`).
 PosteriorStates posterior_states(const SerialRun& r, std::size_t c);
 
-/// One quantity's posterior draws, [chain, draw]: the verbose chains after burn-in cut to a
-/// common length, expanded from the compact chains (posterior_states), so that the whole
-/// verbose posterior is never held at once. Thread-safe (reads `r`).
-std::vector<double> verbose_column(const SerialRun& r, std::size_t k);
-
-/// The same draws written into `out` (resized to `m * ndraw`; its capacity is reused, so
-/// the next quantity's draws take no new allocation). Thread-safe for distinct `out`.
-void verbose_column(const SerialRun& r, std::size_t k, std::vector<double>& out);
-
-/// The posterior as compact chains: what verbose_column expands, without expanding it.
+/// The posterior as compact chains: the post-burn-in verbose chains cut to a common length
+/// (posterior_states), without expanding them.
 /// `weights` is [chains, states] row-major: chain c's posterior_states weights (each
 /// chain's sum to r.ndraw), then zeros padding it to `states`, the most states of a chain.
 /// The same for every quantity; pair it with compact_values() in a weighted DrawsView, whose
