@@ -47,42 +47,64 @@ double summarize_iac(std::vector<double> v, IacSummary how) {
   return v.front();
 }
 
-/// The rounds of refine_sample over `n` states with `weights` (checked here). `iacs(index,
-/// weights)` gives the batch-means IACs of the states `index` (increasing) with those weights
-/// (empty: the compact stage's unit weights); `thinned(kept, index)` tells the states' source
-/// that of the states in play (the last `iacs` call's) the positions `kept` (increasing)
-/// remain, which are the states `index`.
-template <class Iacs, class Thinned>
-RefinedSample refine_rounds(std::size_t n, std::span<const std::int64_t> weights, const RefinementOptions& options,
-                            Iacs&& iacs, Thinned&& thinned) {
+/// The rounds of refine_sample over `n` states with `weights` (empty: all 1; checked here,
+/// then kept as the weights in play, thinned in place). `iacs(index, np, weights)` gives the
+/// batch-means IACs of the `np` states in play: the states `index` (increasing), or the
+/// states 0 .. np - 1 when `index` is empty (before the first thinning when every weight is
+/// positive: no index of every state is made), with those weights (empty: the compact
+/// stage's unit weights). A thinning calls `moved(from, to)` for each state that keeps a
+/// weight, in order (the state in play at position `from` is now at position `to` <= from),
+/// then `thinned(index)` with the states now in play.
+template <class Iacs, class Moved, class Thinned>
+RefinedSample refine_rounds(std::size_t n, std::vector<std::int64_t> weights, const RefinementOptions& options,
+                            Iacs&& iacs, Moved&& moved, Thinned&& thinned) {
   HERD_REQUIRE(weights.empty() || weights.size() == n,
                "refine_sample: weights has {} elements, but there are {} states", weights.size(), n);
-  RefinedSample r;
+  if (weights.empty()) weights.assign(n, 1);
+  std::size_t positive = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const std::int64_t w = weights.empty() ? 1 : weights[i];
-    HERD_REQUIRE(w >= 0, "refine_sample: weights[{}] is {}, but must be >= 0", i, w);
-    if (w > 0) {
-      r.index.push_back(i);
-      r.weight.push_back(w);
-    }
+    HERD_REQUIRE(weights[i] >= 0, "refine_sample: weights[{}] is {}, but must be >= 0", i, weights[i]);
+    positive += weights[i] > 0 ? 1 : 0;
   }
-  HERD_REQUIRE(!r.index.empty(), "refine_sample: the weights sum to 0");
-  if (r.index.size() == 1) return r;  // nothing to refine (ParaMonte: IAC 0)
+  HERD_REQUIRE(positive > 0, "refine_sample: the weights sum to 0");
+  RefinedSample r;
+  r.weight = std::move(weights);
+  // r.index is the identity (left empty) until the first thinning when every state is in play.
+  bool identity = positive == n;
+  if (!identity) {
+    r.index.reserve(positive);
+    std::size_t to = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      if (r.weight[i] > 0) {
+        r.index.push_back(i);
+        r.weight[to++] = r.weight[i];
+      }
+    r.weight.resize(to);
+    r.weight.shrink_to_fit();
+  }
+  const auto finish = [&] {
+    if (identity) {
+      r.index.resize(r.weight.size());
+      for (std::size_t i = 0; i < r.index.size(); ++i) r.index[i] = i;
+    }
+    return std::move(r);
+  };
+  if (r.weight.size() == 1) return finish();  // nothing to refine (ParaMonte: IAC 0)
 
   bool verbose = false;
   std::size_t limit = options.max_rounds;
   std::size_t thinnings = 0;
-  std::vector<std::size_t> kept;
   for (;;) {
     RefinementRound round;
     round.verbose_stage = verbose;
-    round.compact_size = r.index.size();
+    round.compact_size = r.weight.size();
     round.verbose_size = 0;
     for (std::int64_t w : r.weight) round.verbose_size += w;
-    round.iac = iacs(std::span<const std::size_t>(r.index),
+    round.iac = iacs(std::span<const std::size_t>(r.index), r.weight.size(),
                      verbose ? std::span<const std::int64_t>(r.weight) : std::span<const std::int64_t>());
     round.iac_summary = summarize_iac(round.iac, options.summary);
     const double skip = round.iac_summary;
+    const std::int64_t total = round.verbose_size;
     r.rounds.push_back(std::move(round));
     // NaN (constant columns) compares false: treated as "no refinement needed".
     const bool done = !(skip >= 2.0) || thinnings >= limit;
@@ -94,26 +116,43 @@ RefinedSample refine_rounds(std::size_t n, std::span<const std::int64_t> weights
       }
       break;
     }
-    // The states that keep a weight, moved down in place.
-    std::vector<std::int64_t> nw = refined_weights(r.weight, skip);
-    kept.clear();
+    // refined_weights(r.weight, skip), computed state by state and stored in place: the
+    // states that keep a weight move down (no array of the new weights beside the old).
+    HERD_REQUIRE(std::isfinite(skip), "refined_weights: skip is {}, but must be finite and >= 1", skip);
+    std::vector<std::size_t> kept_index;  // the kept states when r.index is the identity
+    if (identity)
+      kept_index.reserve(std::min(r.weight.size(), static_cast<std::size_t>(static_cast<double>(total) / skip) + 1));
+    double next = skip;  // verbose position (1-based, real) of the next kept draw
+    double cum = 0;
     std::size_t to = 0;
-    for (std::size_t k = 0; k < nw.size(); ++k)
-      if (nw[k] > 0) {
-        kept.push_back(k);
-        r.index[to] = r.index[k];
-        r.weight[to++] = nw[k];
+    for (std::size_t k = 0; k < r.weight.size(); ++k) {
+      cum += static_cast<double>(r.weight[k]);
+      std::int64_t c = 0;
+      while (next <= cum) {
+        ++c;
+        next += skip;
       }
-    nw = {};
-    r.index.resize(to);
+      if (c == 0) continue;
+      if (identity) kept_index.push_back(k);
+      else r.index[to] = r.index[k];
+      r.weight[to] = c;
+      moved(k, to);
+      ++to;
+    }
     r.weight.resize(to);
-    r.index.shrink_to_fit();
     r.weight.shrink_to_fit();
-    thinned(std::span<const std::size_t>(kept), std::span<const std::size_t>(r.index));
+    if (identity) {
+      r.index = std::move(kept_index);
+      identity = false;
+    } else {
+      r.index.resize(to);
+    }
+    r.index.shrink_to_fit();
+    thinned(std::span<const std::size_t>(r.index));
     ++thinnings;
-    if (r.index.size() <= 1) break;
+    if (r.weight.size() <= 1) break;
   }
-  return r;
+  return finish();
 }
 
 }  // namespace
@@ -126,43 +165,47 @@ RefinedSample refine_sample(std::span<const double> states, std::span<const std:
                "num_vars = {}",
                states.size(), num_vars);
   return refine_rounds(
-      states.size() / num_vars, weights, options,
-      [&](std::span<const std::size_t> index, std::span<const std::int64_t> w) {
+      states.size() / num_vars, std::vector<std::int64_t>(weights.begin(), weights.end()), options,
+      [&](std::span<const std::size_t> index, std::size_t /*np*/, std::span<const std::int64_t> w) {
         return batch_means_iacs(states, num_vars, index, w);
       },
-      [](std::span<const std::size_t>, std::span<const std::size_t>) {});
+      [](std::size_t, std::size_t) {}, [](std::span<const std::size_t>) {});
 }
 
 RefinedSample refine_sample(std::size_t n, std::size_t num_vars, const RowSource& row,
-                            std::span<const std::int64_t> weights, const RefinementOptions& options) {
+                            std::vector<std::int64_t> weights, const RefinementOptions& options) {
   HERD_REQUIRE(num_vars > 0, "refine_sample: num_vars is 0, but must be positive");
   HERD_REQUIRE(n > 0, "refine_sample: there are no states");
-  // The kept states' rows once the first thinning has left fewer in play (row k of `held`
-  // is the k-th state in play); empty: read through `row`.
+  // The rows of the states in play, once a thinning has left so few that they take at most
+  // 16 bytes per state of the chain (twice the weights the refinement started with); row k
+  // of `held` is the k-th state in play. Until then every round reads them through `row`.
   std::vector<double> held;
   bool holding = false;
   return refine_rounds(
-      n, weights, options,
-      [&](std::span<const std::size_t> index, std::span<const std::int64_t> w) {
+      n, std::move(weights), options,
+      [&](std::span<const std::size_t> index, std::size_t np, std::span<const std::int64_t> w) {
         if (holding) return batch_means_iacs(held, num_vars, {}, w);
+        if (index.empty()) return batch_means_iacs_by_row(np, num_vars, row, w);
         return batch_means_iacs_by_row(
-            index.size(), num_vars, [&](std::size_t k) { return row(index[k]); }, w);
+            np, num_vars, [&](std::size_t k) { return row(index[k]); }, w);
       },
-      [&](std::span<const std::size_t> kept, std::span<const std::size_t> index) {
-        if (!holding) {
-          held.resize(index.size() * num_vars);
-          for (std::size_t k = 0; k < index.size(); ++k) {
-            const double* x = row(index[k]);
-            std::copy(x, x + num_vars, held.begin() + static_cast<std::ptrdiff_t>(k * num_vars));
-          }
-          holding = true;
+      [&](std::size_t from, std::size_t to) {
+        if (holding && from != to)
+          std::copy_n(held.begin() + static_cast<std::ptrdiff_t>(from * num_vars), num_vars,
+                      held.begin() + static_cast<std::ptrdiff_t>(to * num_vars));
+      },
+      [&](std::span<const std::size_t> index) {
+        if (holding) {
+          held.resize(index.size() * num_vars);  // the kept rows were moved down
           return;
         }
-        // The kept rows moved down in place (kept[k] >= k).
-        for (std::size_t k = 0; k < kept.size(); ++k)
-          std::copy_n(held.begin() + static_cast<std::ptrdiff_t>(kept[k] * num_vars), num_vars,
-                      held.begin() + static_cast<std::ptrdiff_t>(k * num_vars));
-        held.resize(kept.size() * num_vars);
+        if (index.size() * num_vars > 2 * n) return;
+        held.resize(index.size() * num_vars);
+        for (std::size_t k = 0; k < index.size(); ++k) {
+          const double* x = row(index[k]);
+          std::copy(x, x + num_vars, held.begin() + static_cast<std::ptrdiff_t>(k * num_vars));
+        }
+        holding = true;
       });
 }
 

@@ -188,23 +188,32 @@ void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& mem
     RefinementOptions ro;
     ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
     // The refinement's states (log density, then the point) are read from the chain block
-    // by block, not gathered: no copy of the chain is resident (only the rows the first
-    // thinning keeps are held).
+    // by block, not gathered: no copy of the chain is resident, and the weights are handed
+    // over (thinned in place).
     const auto nv = static_cast<std::size_t>(d) + 1;
     ChainReader rd(memory, kLogDensityColumn | kPointColumns);
     std::vector<double> row(nv);
     o.refined = refine_sample(
         m, nv,
         [&](std::size_t i) {
-          row[0] = rd.log_density(first + i);
-          const double* p = rd.point(first + i);
-          std::copy(p, p + d, row.begin() + 1);
+          const std::size_t j = first + i;
+          const ChainBlock& b = rd.at(j);
+          const std::size_t s = j - b.first;
+          row[0] = b.log_density[s];
+          const double* p = b.points + s * b.state_stride;
+          for (std::size_t k = 0; k + 1 < nv; ++k) row[k + 1] = p[k * b.coord_stride];
           return static_cast<const double*>(row.data());
         },
-        w, ro);
+        std::move(w), ro);
+    std::size_t rows = 0;
+    for (std::int64_t x : o.refined.weight) rows += static_cast<std::size_t>(x);
+    o.sample_rows.reserve(rows);
     for (std::size_t k = 0; k < o.refined.index.size(); ++k)
       o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(o.refined.weight[k]),
                            first + o.refined.index[k]);
+    // sample_rows says the same: only the rounds are read after this (the report's table).
+    o.refined.index = {};
+    o.refined.weight = {};
   }
 }
 

@@ -1191,6 +1191,125 @@ TEST_CASE("refine_sample: each round's IACs are batch_means_iac of the surviving
   }
 }
 
+namespace {
+
+/// ParaDRAM's refinement written out as refinement.hpp describes it, on gathered states:
+/// the states with a positive weight, then rounds of batch_means_iacs (unweighted in the
+/// compact stage) summarized by their average or maximum, thinned by refined_weights.
+herd::mcmc::RefinedSample reference_refinement(const std::vector<double>& states, std::size_t nv,
+                                               const std::vector<std::int64_t>& w,
+                                               const herd::mcmc::RefinementOptions& ro) {
+  herd::mcmc::RefinedSample r;
+  const std::size_t n = states.size() / nv;
+  for (std::size_t i = 0; i < n; ++i)
+    if (w[i] > 0) {
+      r.index.push_back(i);
+      r.weight.push_back(w[i]);
+    }
+  if (r.index.size() == 1) return r;
+  bool verbose = false;
+  std::size_t limit = ro.max_rounds, thinnings = 0;
+  for (;;) {
+    herd::mcmc::RefinementRound round;
+    round.verbose_stage = verbose;
+    round.compact_size = r.index.size();
+    for (std::int64_t x : r.weight) round.verbose_size += x;
+    round.iac = herd::mcmc::batch_means_iacs(
+        states, nv, r.index, verbose ? std::span<const std::int64_t>(r.weight) : std::span<const std::int64_t>());
+    double sum = 0;
+    for (double x : round.iac) sum += x;
+    round.iac_summary = ro.summary == herd::mcmc::IacSummary::kMax
+                            ? *std::max_element(round.iac.begin(), round.iac.end())
+                            : sum / static_cast<double>(round.iac.size());
+    const double skip = round.iac_summary;
+    r.rounds.push_back(round);
+    if (!(skip >= 2.0) || thinnings >= limit) {
+      if (verbose) break;
+      verbose = true;
+      limit *= 2;
+      continue;
+    }
+    const std::vector<std::int64_t> nw = herd::mcmc::refined_weights(r.weight, skip);
+    herd::mcmc::RefinedSample next;
+    for (std::size_t k = 0; k < nw.size(); ++k)
+      if (nw[k] > 0) {
+        next.index.push_back(r.index[k]);
+        next.weight.push_back(nw[k]);
+      }
+    r.index = next.index;
+    r.weight = next.weight;
+    ++thinnings;
+    if (r.index.size() <= 1) break;
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("refine_sample, both overloads: the refinement written out, bit for bit, with zero weights and held rows",
+          "[mcmc]") {
+  // refine_sample thins the weights in place, makes no index of every state before the first
+  // thinning, and (read by row) holds the rows only once few states are left; the result
+  // must be what the plain algorithm gives: rows, weights and every round's IACs.
+  const auto bits = [](const std::vector<double>& v) {
+    std::vector<std::uint64_t> b;
+    for (double x : v) b.push_back(std::bit_cast<std::uint64_t>(x));
+    return b;
+  };
+  for (const std::size_t nv : {std::size_t{2}, std::size_t{12}}) {  // rows held at the first thinning, or later
+    const std::size_t n = 30000;
+    const auto x = herd_test::lcg_ar1(nv, n, 0.95, 17, 0.0);
+    std::vector<double> states(n * nv);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t v = 0; v < nv; ++v) states[i * nv + v] = x[v * n + i];
+    for (const int weights : {0, 1, 2}) {  // positive; some zero; empty (all 1)
+      for (const auto summary : {herd::mcmc::IacSummary::kAverage, herd::mcmc::IacSummary::kMax}) {
+        INFO("nv " << nv << ", weights " << weights << ", summary " << static_cast<int>(summary));
+        std::vector<std::int64_t> w(n);
+        for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<std::int64_t>(1 + i * 7 % 5);
+        if (weights == 1)
+          for (std::size_t i = 0; i < n; i += 3) w[i] = 0;
+        std::vector<std::int64_t> given = w;
+        if (weights == 2) {
+          std::fill(w.begin(), w.end(), 1);
+          given.clear();
+        }
+        herd::mcmc::RefinementOptions ro;
+        ro.summary = summary;
+        const herd::mcmc::RefinedSample ref = reference_refinement(states, nv, w, ro);
+        REQUIRE(ref.rounds.size() >= 3);
+        const herd::mcmc::RefinedSample gathered = herd::mcmc::refine_sample(states, given, nv, ro);
+        const herd::mcmc::RefinedSample by_row = herd::mcmc::refine_sample(
+            n, nv, [&](std::size_t i) { return states.data() + i * nv; }, given, ro);
+        for (const herd::mcmc::RefinedSample* got : {&gathered, &by_row}) {
+          CHECK(got->index == ref.index);
+          CHECK(got->weight == ref.weight);
+          REQUIRE(got->rounds.size() == ref.rounds.size());
+          for (std::size_t k = 0; k < ref.rounds.size(); ++k) {
+            INFO("round " << k);
+            CHECK(got->rounds[k].verbose_stage == ref.rounds[k].verbose_stage);
+            CHECK(got->rounds[k].compact_size == ref.rounds[k].compact_size);
+            CHECK(got->rounds[k].verbose_size == ref.rounds[k].verbose_size);
+            CHECK(bits(got->rounds[k].iac) == bits(ref.rounds[k].iac));
+            CHECK(std::bit_cast<std::uint64_t>(got->rounds[k].iac_summary) ==
+                  std::bit_cast<std::uint64_t>(ref.rounds[k].iac_summary));
+          }
+        }
+      }
+    }
+  }
+  // One state with a positive weight, and none.
+  const std::vector<double> three{1.0, 2.0, 3.0};
+  const herd::mcmc::RefinedSample one =
+      herd::mcmc::refine_sample(3, 1, [&](std::size_t i) { return three.data() + i; }, {0, 4, 0});
+  CHECK(one.index == std::vector<std::size_t>{1});
+  CHECK(one.weight == std::vector<std::int64_t>{4});
+  CHECK_THROWS_AS(herd::mcmc::refine_sample(3, 1, [&](std::size_t i) { return three.data() + i; }, {0, 0, 0}),
+                  herd::InputError);
+  CHECK_THROWS_AS(herd::mcmc::refine_sample(3, 1, [&](std::size_t i) { return three.data() + i; }, {1, -1, 0}),
+                  herd::InputError);
+}
+
 TEST_CASE("summarize's scratch with the FFT: no power-spectrum buffer", "[mcmc]") {
   // AR(1) 0.999 (autocorrelation time about 2000: Geyer's sequence runs past the directly
   // summed lags, so the ESS takes every lag from the FFT), 1 chain, a weighted view of K

@@ -69,15 +69,19 @@ RefinedSample refine_sample(std::span<const double> states, std::span<const std:
 /// refine_sample of `n` states that are not held in one array: `row(i)` gives state i's
 /// `num_vars` values (`RowSource`: valid until the next call; called in increasing i within
 /// each pass over the states), e.g. read block by block from a chain on disk. The same
-/// result as refine_sample of the states gathered, bit for bit. While every state with a
-/// positive weight is in play (the rounds before the first thinning) each round reads them
-/// in two passes; the first thinning's kept states are then read once more and held
-/// (num_vars values each), and the later rounds read those. Memory: about 32 bytes per state
-/// (the kept indices and weights, the thinning's new weights) plus 8 num_vars per kept state,
-/// instead of the 8 num_vars per state of the states array. Host, reentrant.
+/// result as refine_sample of the states gathered, bit for bit. `weights` (n, or empty: all
+/// 1) is taken over as the weights in play and thinned in place (move a vector in to keep
+/// one copy). Each round reads the states in play in two passes through `row`, until a
+/// thinning leaves so few that their rows take at most 16 bytes per state of the chain
+/// (2 n / num_vars states): those are then read once more and held, and the later rounds
+/// read them. No index of every state is made (before the first thinning the states in play
+/// are all states with a positive weight, in order) and a thinning computes the new weights
+/// in place. Memory beside `weights` (8 bytes per state): the first thinning's kept indices
+/// and their weights (16 bytes per kept state), later at most 16 bytes per state of held
+/// rows, instead of the 8 num_vars per state of the states array. Host, reentrant.
 /// @throws herd::InputError on num_vars == 0, n == 0, a weights size other than 0 or n, or a
 ///         negative weight; what `row` throws.
 RefinedSample refine_sample(std::size_t n, std::size_t num_vars, const RowSource& row,
-                            std::span<const std::int64_t> weights, const RefinementOptions& options = {});
+                            std::vector<std::int64_t> weights, const RefinementOptions& options = {});
 
 }  // namespace herd::mcmc
