@@ -161,30 +161,34 @@ std::vector<Column> chain_columns(const SamplerSpecs& specs, const SampleTarget&
 }
 
 /// The refined sample's compact rows (ParaDRAM's batch-means refinement of the
-/// post-burn-in compact chain, or `sample_size` evenly spaced draws, or every draw).
+/// post-burn-in compact chain, or `sample_size` evenly spaced draws, or every draw). Needs
+/// o.burnin and o.post_draws. The weights are read from the chain as they are needed: only
+/// the refinement holds them (8 bytes per state, thinned in place).
 void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& memory, ChainOutputs& o) {
   const auto first = static_cast<std::size_t>(o.burnin);
   const std::size_t m = memory.size() - first;
-  std::vector<std::int64_t> w(m);
-  {
-    ChainReader rd(memory, kWeightColumn);
-    for (std::size_t i = 0; i < m; ++i) w[i] = rd.weight(first + i);
-  }
+  ChainReader weight(memory, kWeightColumn);
   if (specs.sample_size > 0) {
-    // n evenly spaced draws of the post-burn-in verbose chain.
-    std::vector<std::int64_t> cum(m + 1, 0);
-    for (std::size_t i = 0; i < m; ++i) cum[i + 1] = cum[i] + w[i];
-    const auto total_w = static_cast<double>(cum[m]);
+    // n evenly spaced draws of the post-burn-in verbose chain: draw `pos` is in the last state
+    // whose cumulative weight before it is <= pos (upper_bound of the cumulative weights, less
+    // one); pos grows with k, so one walk over the weights finds them all.
+    const auto total_w = static_cast<double>(o.post_draws);
+    o.sample_rows.reserve(static_cast<std::size_t>(specs.sample_size));
+    std::size_t i = 0;
+    std::int64_t before = 0;  // the weight of states [0, i)
     for (std::int64_t k = 0; k < specs.sample_size; ++k) {
       const auto pos = static_cast<std::int64_t>(
           std::floor((static_cast<double>(k) + 0.5) * total_w / static_cast<double>(specs.sample_size)));
-      const auto it = std::upper_bound(cum.begin(), cum.end(), pos);
-      o.sample_rows.push_back(first + static_cast<std::size_t>(it - cum.begin() - 1));
+      while (i < m && before + weight.weight(first + i) <= pos) before += weight.weight(first + i++);
+      o.sample_rows.push_back(first + i);
     }
   } else if (specs.sample_refinement_count == 0) {
+    o.sample_rows.reserve(o.post_draws);
     for (std::size_t i = 0; i < m; ++i)
-      o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(w[i]), first + i);
+      o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(weight.weight(first + i)), first + i);
   } else {
+    std::vector<std::int64_t> w(m);
+    for (std::size_t i = 0; i < m; ++i) w[i] = weight.weight(first + i);
     RefinementOptions ro;
     ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
     // The refinement's states (log density, then the point) are read from the chain block
@@ -225,8 +229,11 @@ ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target
   const std::size_t n = memory.size();
   o.burnin = std::clamp<std::int64_t>(kr.burnin, 0, static_cast<std::int64_t>(n) - 1);
   o.columns = chain_columns(specs, target, memory);
-  ChainReader rd(memory, kWeightColumn);
-  for (auto i = static_cast<std::size_t>(o.burnin); i < n; ++i) o.post_draws += static_cast<std::size_t>(rd.weight(i));
+  {
+    ChainReader rd(memory, kWeightColumn);
+    for (auto i = static_cast<std::size_t>(o.burnin); i < n; ++i)
+      o.post_draws += static_cast<std::size_t>(rd.weight(i));
+  }
   refined_sample(specs, target.ndim, memory, o);
   return o;
 }
