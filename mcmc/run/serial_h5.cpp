@@ -244,35 +244,61 @@ void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
 }
 
 /// `sample`: the refined samples (of every chain, in chain order), with their own dimension.
+/// Each dataset and the `sample` coordinate are written in pieces of 8192 rows read from the
+/// chains (the rows are in increasing order): no whole column of the sample is resident (the
+/// same bytes as one write).
 void write_sample(const SerialRun& r, io::H5Group& rootg, const std::vector<ArvizVariable>& variables) {
   const std::size_t m = r.m;
+  const auto rows = static_cast<std::size_t>(r.out.sample_size);
   io::H5Group sg = rootg.create_group("sample");
-  sg.create_coordinate<std::int64_t>("sample", iota(static_cast<std::size_t>(r.out.sample_size)));
-  std::vector<double> v;
-  for (std::size_t c = 0; c < m; ++c) {
-    ChainReader rd(r.chains[c], kLogDensityColumn);  // the rows are in increasing order
-    for (std::size_t row : r.co[c].sample_rows) v.push_back(rd.log_density(row));
-  }
-  io::H5Dataset ds = sg.write<double>("lp", v);
-  sg.attach_dimensions(ds, {"sample"});
-  for (const auto& var : variables) {
-    v.clear();
+  iota_coordinate(sg, "sample", rows);
+  constexpr std::size_t kRows = 8192;
+  std::vector<double> piece;
+  // `ds` [rows(, width)] from `append(rd, c, row)`, which adds the `width` values of sample
+  // row `row` of chain c to `piece`, `rd` reading the columns `columns`.
+  auto write_pieces = [&](io::H5Dataset& ds, unsigned columns, std::size_t width, auto&& append) {
+    piece.clear();
+    piece.reserve(std::min(rows, kRows) * width);
+    hsize_t at = 0;
     for (std::size_t c = 0; c < m; ++c) {
-      ChainReader rd(r.chains[c], kPointColumns);
-      const auto d = static_cast<std::size_t>(r.chains[c].ndim);
-      for (std::size_t row : r.co[c].sample_rows)
-        for (std::size_t k : var.columns) v.push_back(compact_value(rd, d, r.co[c], k, row));
+      ChainReader rd(r.chains[c], columns);
+      for (std::size_t row : r.co[c].sample_rows) {
+        append(rd, c, row);
+        if (piece.size() == kRows * width) {
+          ds.write_rows<double>(at, piece);
+          at += kRows;
+          piece.clear();
+        }
+      }
     }
+    ds.write_rows<double>(at, piece);
+  };
+  {
+    io::H5Dataset ds = sg.create_dataset<double>("lp", {static_cast<hsize_t>(rows)});
+    write_pieces(ds, kLogDensityColumn, 1,
+                 [&](ChainReader& rd, std::size_t /*c*/, std::size_t row) { piece.push_back(rd.log_density(row)); });
+    sg.attach_dimensions(ds, {"sample"});
+  }
+  for (const auto& var : variables) {
+    const std::size_t k = var.columns.size();
+    auto append = [&](ChainReader& rd, std::size_t c, std::size_t row) {
+      const auto d = static_cast<std::size_t>(r.chains[c].ndim);
+      for (std::size_t col : var.columns) piece.push_back(compact_value(rd, d, r.co[c], col, row));
+    };
     if (!var.is_vector) {
-      io::H5Dataset dk = sg.write<double>(var.name, v);
-      sg.attach_dimensions(dk, {"sample"});
+      io::H5Dataset ds = sg.create_dataset<double>(var.name, {static_cast<hsize_t>(rows)});
+      write_pieces(ds, kPointColumns, 1, append);
+      sg.attach_dimensions(ds, {"sample"});
     } else {
       const std::string dim = vector_dim(sg, var);
-      sg.write_variable<double>(var.name, v, {"sample", dim});
+      io::H5Dataset ds = sg.create_dataset<double>(var.name, {static_cast<hsize_t>(rows), static_cast<hsize_t>(k)});
+      write_pieces(ds, kPointColumns, k, append);
+      sg.attach_dimensions(ds, {"sample", dim});
     }
   }
   if (m > 1) {
     std::vector<std::int64_t> ch;
+    ch.reserve(rows);
     for (std::size_t c = 0; c < m; ++c)
       ch.insert(ch.end(), r.co[c].sample_rows.size(), static_cast<std::int64_t>(r.chains[c].chain_id));
     io::H5Dataset dc = sg.write<std::int64_t>("chain_id", ch);

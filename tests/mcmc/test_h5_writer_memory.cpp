@@ -34,7 +34,8 @@ using herd_test::TempDir;
 
 namespace {}  // namespace
 
-TEST_CASE("file-backed chain: the .h5 writer holds no whole verbose column", "[mcmc][chain]") {
+TEST_CASE("file-backed chain: the .h5 writer holds no whole verbose column, nor a whole column of the sample",
+          "[mcmc][chain]") {
   // write_h5_draws (serial_h5.cpp) writes `posterior`, `sample_stats` and the `draw`
   // coordinates in pieces read from the chain, beside the diagnostics threads' scratch: its
   // heap must not grow with the verbose chain (a whole column is 8 bytes per draw).
@@ -79,4 +80,15 @@ TEST_CASE("file-backed chain: the .h5 writer holds no whole verbose column", "[m
   // whatever the length, against 8 bytes per draw (5 MB here) for one whole column.
   CHECK(peak4 < peak1 + 262144);
   CHECK(peak4 < 8 * draws4);
+  // sample_refinement_count = 0: the `sample` group holds every post-burn-in draw; its
+  // datasets and its `sample` coordinate are written in pieces too (the version before held a
+  // whole column of it, grown by push_back, and the coordinate: 16-24 bytes per draw).
+  specs.sample_refinement_count = 0;
+  const auto [speak1, sdraws1] = written(50000);
+  const auto [speak4, sdraws4] = written(200000);
+  INFO("every draw sampled: peak heap " << speak1 << " bytes at " << sdraws1 << " draws, " << speak4 << " at "
+                                        << sdraws4);
+  REQUIRE(sdraws4 > 3 * sdraws1);
+  CHECK(speak4 < speak1 + 262144);
+  CHECK(speak4 < 8 * sdraws4);
 }
