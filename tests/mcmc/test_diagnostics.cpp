@@ -1252,8 +1252,8 @@ TEST_CASE("refine_sample, both overloads: the refinement written out, bit for bi
   // thinning, and (read by row) holds the rows only once few states are left; the result
   // must be what the plain algorithm gives: rows, weights and every round's IACs.
   const auto bits = [](const std::vector<double>& v) {
-    std::vector<std::uint64_t> b;
-    for (double x : v) b.push_back(std::bit_cast<std::uint64_t>(x));
+    std::vector<std::uint64_t> b(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<std::uint64_t>(v[i]);
     return b;
   };
   for (const std::size_t nv : {std::size_t{2}, std::size_t{12}}) {  // rows held at the first thinning, or later
