@@ -111,7 +111,8 @@ struct ChainOutputs {
   std::size_t post_draws = 0;            ///< draws of the verbose chain after burn-in
   std::int64_t burnin = 0;               ///< compact index where the posterior starts
   std::vector<std::size_t> sample_rows;  ///< compact rows of the refined sample (repeated by weight)
-  RefinedSample refined;                 ///< the refinement's rounds (empty unless refined)
+  RefinedSample refined;                 ///< the refinement's rounds (empty unless refined; index and weight
+                                         ///< cleared once sample_rows holds them)
 };
 
 /// The columns, burn-in (the kernel's, clamped to the chain), post-burn-in verbose length and
