@@ -482,20 +482,18 @@ std::span<const double> first_draws(const QuantityDraws& q, std::size_t c, std::
 /// few blocks of sums cost less than the FFT of all lags (an FFTW plan of 2^17 points alone
 /// takes 2-8 ms on this machine). NaN at every lag when a value is not finite or the series
 /// is constant (0 / 0), as the FFT's autocorrelation gives; the values agree with it to
-/// rounding.
+/// rounding. `z` holds the centred series (a caller's buffer, reused from one series to the
+/// next: its pages are not faulted in again); valid while `z` is unchanged.
 class DirectAcf {
  public:
-  explicit DirectAcf(std::span<const double> x) : finite_(detail::all_finite(x.data(), x.size())) {
-    if (!finite_) {
-      n_ = x.size();
-      return;
-    }
+  DirectAcf(std::span<const double> x, std::vector<double>& z)
+      : finite_(detail::all_finite(x.data(), x.size())), n_(x.size()), z_(z) {
+    if (!finite_) return;
     double s = 0;
     for (double v : x) s += v;
-    const double mu = s / static_cast<double>(x.size());
-    z_.resize(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) z_[i] = x[i] - mu;
-    n_ = z_.size();
+    const double mu = s / static_cast<double>(n_);
+    z_.resize(n_);
+    for (std::size_t i = 0; i < n_; ++i) z_[i] = x[i] - mu;
   }
   /// The number of lags there are (the series' length).
   std::size_t size() const { return n_; }
@@ -513,8 +511,8 @@ class DirectAcf {
 
  private:
   bool finite_;
-  std::size_t n_ = 0;
-  std::vector<double> z_;    // the centred series
+  std::size_t n_;
+  std::vector<double>& z_;   // the centred series
   std::vector<double> acc_;  // sum_t z[t] z[t + k] of the lags summed so far
 };
 
@@ -547,10 +545,10 @@ struct QuantityPlots {
 /// The panels of quantity q (draws `v`, summary `s`): its trace at `trace_idx` per plotted
 /// chain, its densities (Silverman's bandwidth on the grid [min - bw, max + bw]), the
 /// autocorrelation per chain, the rank histograms per chain (2 or more chains) and its
-/// draws at `scatter_idx`.
+/// draws at `scatter_idx`. `acf_scratch`: the autocorrelation's buffer (any content).
 QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, const QuantityDraws& v,
                             const DiagnosticSummary& s, const std::vector<std::size_t>& trace_idx,
-                            const std::vector<std::size_t>& scatter_idx) {
+                            const std::vector<std::size_t>& scatter_idx, std::vector<double>& acf_scratch) {
   const std::size_t pc = plotted_chains(d);
   QuantityPlots out;
   // The order statistics the panels need, from one pass: the quartiles (the density's
@@ -622,7 +620,7 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, const Q
       if (n >= 2) {
         const auto vc = first_draws(v, c, n, expanded);
         HERD_REQUIRE(!vc.empty(), "autocovariance: the series is empty");
-        acf.emplace(vc);
+        acf.emplace(vc, acf_scratch);
       }
       const std::size_t size = acf ? acf->size() : 0;
       // Lags shown: three times the first lag below 0.05 (of the first chain), in [50, 1000];
@@ -872,6 +870,7 @@ std::string posterior_report_html(const PosteriorReportData& d) {
     std::vector<std::size_t> error_at(nthreads, passes);
     const auto work = [&](std::size_t t) {
       std::array<std::vector<double>, 2> buffers;
+      std::vector<double> acf_scratch;
       std::size_t q = 0;
       try {
         for (std::size_t u = t; u < units; u += nthreads) {
@@ -880,8 +879,8 @@ std::string posterior_report_html(const PosteriorReportData& d) {
             const QuantityDraws v = quantity_draws(d, q, buffers[q % 2]);
             if (summarize_here) summary[q] = summarize(DrawsView(v.v, d.chains, d.draws));  // (values only)
             if (q < pq)
-              plotted[q] =
-                  plot_quantity(d, q, v, summary[q], trace_idx, q < std::max(corner, 2 * pairs) ? scatter_idx : no_idx);
+              plotted[q] = plot_quantity(d, q, v, summary[q], trace_idx,
+                                         q < std::max(corner, 2 * pairs) ? scatter_idx : no_idx, acf_scratch);
             if (q % 2 == 1 && q / 2 < pairs)
               pair_sum[q / 2] = pair_sums(before, v, summary[q - 1].mean, summary[q].mean);
             before = v;
