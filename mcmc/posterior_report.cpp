@@ -468,11 +468,16 @@ class DrawWalker {
 /// The first `n` draws of chain c (a view when unweighted; else expanded into `buf`).
 std::span<const double> first_draws(const QuantityDraws& q, std::size_t c, std::size_t n, std::vector<double>& buf) {
   if (!q.weighted()) return q.values(c).first(n);
-  buf.clear();
   const auto v = q.values(c);
   const auto w = q.weights(c);
-  for (std::size_t i = 0; i < v.size() && buf.size() < n; ++i)
-    buf.insert(buf.end(), std::min(static_cast<std::size_t>(std::max<std::int64_t>(w[i], 0)), n - buf.size()), v[i]);
+  buf.resize(n);  // filled state by state (one fill per state, not one insert)
+  std::size_t filled = 0;
+  for (std::size_t i = 0; i < v.size() && filled < n; ++i) {
+    const std::size_t k = std::min(static_cast<std::size_t>(std::max<std::int64_t>(w[i], 0)), n - filled);
+    std::fill_n(buf.begin() + static_cast<std::ptrdiff_t>(filled), k, v[i]);
+    filled += k;
+  }
+  buf.resize(filled);
   return buf;
 }
 
