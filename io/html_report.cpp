@@ -2,10 +2,13 @@
 #include "herd/io/html_report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <iterator>
 #include <span>
@@ -40,11 +43,6 @@ std::string number(double v) {
   std::string s;
   append_number_6g(s, v);
   return s;
-}
-
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
-    s.replace(p, from.size(), to);
 }
 
 void check_plots(const std::vector<Plot>& plots, int columns) {
@@ -101,11 +99,24 @@ std::string build_runtime() {
       "return mods[n];}\nfunction def(n,f){var module={exports:{}};f(module,module.exports,req);"
       "mods[n]=module.exports;}\n";
   std::vector<std::string> names;
+  std::size_t total = js.size() + 4096;
+  for (std::size_t i = 0; i < detail::kVegaModuleCount; ++i) total += std::strlen(detail::kVegaModules[i].text) + 128;
+  js.reserve(total);  // one allocation: each module is appended in place (about 450 KB in all)
   for (std::size_t i = 0; i < detail::kVegaModuleCount; ++i) {
     const detail::VegaModule& m = detail::kVegaModules[i];
-    std::string text = m.text;
-    replace_all(text, "</script", "<\\/script");
-    js += fmt::format("def('{}',function(module,exports,require){{\n{}\n}});\n", m.name, text);
+    js += "def('";
+    js += m.name;
+    js += "',function(module,exports,require){\n";
+    // The module's text with "</script" written "<\/script" (it cannot close the element).
+    const std::string_view text = m.text;
+    for (std::size_t from = 0;;) {
+      const std::size_t p = text.find("</script", from);
+      js.append(text.substr(from, p == std::string_view::npos ? std::string_view::npos : p - from));
+      if (p == std::string_view::npos) break;
+      js += "<\\/script";
+      from = p + 8;
+    }
+    js += "\n});\n";
     names.emplace_back(m.name);
   }
   js += "var vega={};\n";
@@ -328,10 +339,90 @@ const std::string& vega_runtime_javascript() {
   return js;
 }
 
+namespace {
+
+/// 10^0 .. 10^22: the powers of ten that are exact doubles.
+constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                             1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/// "%.6g" of `v` into `buf` (32 bytes) from one correctly rounded scaling of |v| by an exact
+/// power of ten into p in [1e5, 1e6) (error below 1.2e-10, so p's rounding to an integer is
+/// the exact value's wherever p's fraction is not within 1e-6 of one half and p not within
+/// 1e-6 of 1e5 or 1e6); nullptr for those few values and outside [1e-15, 1e21) (zero,
+/// subnormals, infinities, NaN), which std::to_chars then writes.
+char* format_6g_scaled(char* buf, double v) {
+  const double a = std::fabs(v);
+  if (!(a >= 1e-15 && a < 1e21)) return nullptr;
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &a, sizeof bits);
+  const int binary_exponent = static_cast<int>(bits >> 52) - 1023;  // a in [2^b, 2^(b + 1))
+  int e = (binary_exponent * 78913) >> 18;  // floor(b log10(2)): the decimal exponent or one less
+  double p = 0;
+  for (int tries = 0;; ++tries) {
+    if (tries == 3 || e < -15 || e > 20) return nullptr;
+    p = e <= 5 ? a * kPow10[5 - e] : a / kPow10[e - 5];
+    if (p < 1e5) {
+      --e;
+    } else if (p >= 1e6) {
+      ++e;
+    } else {
+      break;
+    }
+  }
+  if (p - 1e5 < 1e-6 || 1e6 - p < 1e-6) return nullptr;
+  auto digits = static_cast<std::uint32_t>(p);  // floor (p > 0)
+  const double frac = p - static_cast<double>(digits);
+  if (std::fabs(frac - 0.5) < 1e-6) return nullptr;
+  if (frac > 0.5) ++digits;
+  if (digits == 1000000) {
+    digits = 100000;
+    ++e;
+  }
+  std::array<char, 6> d{};
+  for (int i = 5; i >= 0; --i) {
+    d[static_cast<std::size_t>(i)] = static_cast<char>('0' + digits % 10);
+    digits /= 10;
+  }
+  int nd = 6;  // the significant digits kept (trailing zeros dropped)
+  while (nd > 1 && d[static_cast<std::size_t>(nd - 1)] == '0') --nd;
+  const auto digit = [&](int i) { return d[static_cast<std::size_t>(i)]; };
+  char* o = buf;
+  if (v < 0) *o++ = '-';
+  if (e >= -4 && e < 6) {  // fixed notation
+    if (e >= 0) {
+      for (int i = 0; i <= e; ++i) *o++ = digit(i);
+      if (nd > e + 1) {
+        *o++ = '.';
+        for (int i = e + 1; i < nd; ++i) *o++ = digit(i);
+      }
+    } else {
+      *o++ = '0';
+      *o++ = '.';
+      for (int i = -1; i > e; --i) *o++ = '0';
+      for (int i = 0; i < nd; ++i) *o++ = digit(i);
+    }
+  } else {  // d.ddddde+XX
+    *o++ = digit(0);
+    if (nd > 1) {
+      *o++ = '.';
+      for (int i = 1; i < nd; ++i) *o++ = digit(i);
+    }
+    *o++ = 'e';
+    *o++ = e < 0 ? '-' : '+';
+    const int x = e < 0 ? -e : e;  // at most 20
+    *o++ = static_cast<char>('0' + x / 10);
+    *o++ = static_cast<char>('0' + x % 10);
+  }
+  return o;
+}
+
+}  // namespace
+
 void append_number_6g(std::string& out, double v) {
   char buf[32];  // the longest: "-2.22507e-308"
-  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 6);
-  out.append(buf, r.ptr);
+  char* end = format_6g_scaled(buf, v);
+  if (end == nullptr) end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 6).ptr;
+  out.append(buf, end);
 }
 
 std::vector<std::size_t> thin_indices(std::size_t n, std::size_t max_points) {

@@ -9,14 +9,15 @@
 #include <future>
 #include <limits>
 #include <numbers>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "diagnostics_detail.hpp"
 #include "herd/core/error.hpp"
 #include "herd/io/atomic_file.hpp"
 #include "herd/io/html_report.hpp"
-#include "herd/mcmc/autocorrelation.hpp"
 #include "order_statistics.hpp"
 #include "posterior_report_detail.hpp"
 
@@ -467,13 +468,58 @@ class DrawWalker {
 /// The first `n` draws of chain c (a view when unweighted; else expanded into `buf`).
 std::span<const double> first_draws(const QuantityDraws& q, std::size_t c, std::size_t n, std::vector<double>& buf) {
   if (!q.weighted()) return q.values(c).first(n);
-  buf.clear();
   const auto v = q.values(c);
   const auto w = q.weights(c);
-  for (std::size_t i = 0; i < v.size() && buf.size() < n; ++i)
-    buf.insert(buf.end(), std::min(static_cast<std::size_t>(std::max<std::int64_t>(w[i], 0)), n - buf.size()), v[i]);
+  buf.resize(n);  // filled state by state (one fill per state, not one insert)
+  std::size_t filled = 0;
+  for (std::size_t i = 0; i < v.size() && filled < n; ++i) {
+    const std::size_t k = std::min(static_cast<std::size_t>(std::max<std::int64_t>(w[i], 0)), n - filled);
+    std::fill_n(buf.begin() + static_cast<std::ptrdiff_t>(filled), k, v[i]);
+    filled += k;
+  }
+  buf.resize(filled);
   return buf;
 }
+
+/// The autocorrelation of one series (about its mean, biased: lag 0 is 1) at the lags a
+/// panel asks for, by direct sums (detail::direct_lags) in blocks of 32 lags, computed only
+/// as far as asked: the panel shows at most 1001 lags of up to kAcfDraws draws, for which a
+/// few blocks of sums cost less than the FFT of all lags (an FFTW plan of 2^17 points alone
+/// takes 2-8 ms on this machine). NaN at every lag when a value is not finite or the series
+/// is constant (0 / 0), as the FFT's autocorrelation gives; the values agree with it to
+/// rounding. `z` holds the centred series (a caller's buffer, reused from one series to the
+/// next: its pages are not faulted in again); valid while `z` is unchanged.
+class DirectAcf {
+ public:
+  DirectAcf(std::span<const double> x, std::vector<double>& z)
+      : finite_(detail::all_finite(x.data(), x.size())), n_(x.size()), z_(z) {
+    if (!finite_) return;
+    double s = 0;
+    for (double v : x) s += v;
+    const double mu = s / static_cast<double>(n_);
+    z_.resize(n_);
+    for (std::size_t i = 0; i < n_; ++i) z_[i] = x[i] - mu;
+  }
+  /// The number of lags there are (the series' length).
+  std::size_t size() const { return n_; }
+  /// The autocorrelation at lag k < size().
+  double at(std::size_t k) {
+    if (!finite_) return kNaN;
+    if (k >= acc_.size()) {
+      // Whole blocks of 32 lags (direct_lags sums a partial block's lags one at a time).
+      const std::size_t k0 = acc_.size(), k1 = std::min(n_, (k / 32 + 1) * 32);
+      acc_.resize(k1, 0.0);
+      detail::direct_lags(z_.data(), n_, k0, k1, acc_.data());
+    }
+    return acc_[k] / acc_[0];
+  }
+
+ private:
+  bool finite_;
+  std::size_t n_;
+  std::vector<double>& z_;   // the centred series
+  std::vector<double> acc_;  // sum_t z[t] z[t + k] of the lags summed so far
+};
 
 /// Quantity q's draws: a view of `values[q]`, or `fill_values` into `buf` (`[chains,
 /// draws]`), or `fill_states` into `buf` with `state_weights` (`[chains, states]`); valid
@@ -504,10 +550,10 @@ struct QuantityPlots {
 /// The panels of quantity q (draws `v`, summary `s`): its trace at `trace_idx` per plotted
 /// chain, its densities (Silverman's bandwidth on the grid [min - bw, max + bw]), the
 /// autocorrelation per chain, the rank histograms per chain (2 or more chains) and its
-/// draws at `scatter_idx`.
+/// draws at `scatter_idx`. `acf_scratch`: the autocorrelation's buffer (any content).
 QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, const QuantityDraws& v,
                             const DiagnosticSummary& s, const std::vector<std::size_t>& trace_idx,
-                            const std::vector<std::size_t>& scatter_idx) {
+                            const std::vector<std::size_t>& scatter_idx, std::vector<double>& acf_scratch) {
   const std::size_t pc = plotted_chains(d);
   QuantityPlots out;
   // The order statistics the panels need, from one pass: the quartiles (the density's
@@ -573,27 +619,31 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, const Q
     p.legend = q == 0 && pc > 1;
     p.y_rules = {0.0};
     std::size_t lags = 0;
-    std::vector<std::vector<double>> acfs;
     std::vector<double> expanded;
     for (std::size_t c = 0; c < pc; ++c) {
-      const auto vc = first_draws(v, c, n, expanded);
-      acfs.push_back(n >= 2 ? autocorrelation(vc) : std::vector<double>{});
-      // Lags shown: three times the first lag below 0.05 (of the first chain), in [50, 1000].
+      std::optional<DirectAcf> acf;
+      if (n >= 2) {
+        const auto vc = first_draws(v, c, n, expanded);
+        HERD_REQUIRE(!vc.empty(), "autocovariance: the series is empty");
+        acf.emplace(vc, acf_scratch);
+      }
+      const std::size_t size = acf ? acf->size() : 0;
+      // Lags shown: three times the first lag below 0.05 (of the first chain), in [50, 1000];
+      // past lag 333 the first one below 0.05 gives 1000 whichever it is.
       if (c == 0) {
-        std::size_t first = acfs[0].size();
-        for (std::size_t l = 0; l < acfs[0].size(); ++l)
-          if (acfs[0][l] < 0.05) {
+        const std::size_t searched = std::min<std::size_t>(size, 334);
+        std::size_t first = searched;
+        for (std::size_t l = 0; l < searched; ++l)
+          if (acf->at(l) < 0.05) {
             first = l;
             break;
           }
         lags = std::clamp<std::size_t>(3 * first, 50, 1000);
       }
-    }
-    for (std::size_t c = 0; c < pc; ++c) {
       PlotSeries series(chain_label(d, c), {}, {});
-      for (std::size_t l = 0; l < acfs[c].size() && l <= lags; ++l) {
+      for (std::size_t l = 0; l < size && l <= lags; ++l) {
         series.x.push_back(static_cast<double>(l));
-        series.y.push_back(acfs[c][l]);
+        series.y.push_back(acf->at(l));
       }
       p.series.push_back(std::move(series));
     }
@@ -825,6 +875,7 @@ std::string posterior_report_html(const PosteriorReportData& d) {
     std::vector<std::size_t> error_at(nthreads, passes);
     const auto work = [&](std::size_t t) {
       std::array<std::vector<double>, 2> buffers;
+      std::vector<double> acf_scratch;
       std::size_t q = 0;
       try {
         for (std::size_t u = t; u < units; u += nthreads) {
@@ -833,8 +884,8 @@ std::string posterior_report_html(const PosteriorReportData& d) {
             const QuantityDraws v = quantity_draws(d, q, buffers[q % 2]);
             if (summarize_here) summary[q] = summarize(DrawsView(v.v, d.chains, d.draws));  // (values only)
             if (q < pq)
-              plotted[q] =
-                  plot_quantity(d, q, v, summary[q], trace_idx, q < std::max(corner, 2 * pairs) ? scatter_idx : no_idx);
+              plotted[q] = plot_quantity(d, q, v, summary[q], trace_idx,
+                                         q < std::max(corner, 2 * pairs) ? scatter_idx : no_idx, acf_scratch);
             if (q % 2 == 1 && q / 2 < pairs)
               pair_sum[q / 2] = pair_sums(before, v, summary[q - 1].mean, summary[q].mean);
             before = v;

@@ -110,6 +110,19 @@ TEST_CASE("append_number_6g writes fmt's {:.6g} byte for byte", "[io]") {
     if (!same(v)) ++differ;
   }
   CHECK(differ == 0);
+  // Ties and 6-digit values at every decimal exponent the scaled path takes, with their
+  // neighbours, and decimal grids (where the scaled value lands on or next to a half).
+  for (int k = -16; k <= 21; ++k)
+    for (long m = 100000; m < 1000000; m += 997) {
+      const double scale = std::pow(10.0, k - 5);
+      for (double base : {(static_cast<double>(m) + 0.5) * scale, static_cast<double>(m) * scale})
+        for (double v : {base, std::nextafter(base, 0.0), std::nextafter(base, INFINITY)})
+          if (!same(v) || !same(-v)) ++differ;
+    }
+  for (long i = -200000; i <= 200000; ++i)
+    for (double v : {i * 0.001, i * 1e-7, i * 0.5e-6, i * 1e-5 + 0.5e-5, i * 12345.0})
+      if (!same(v)) ++differ;
+  CHECK(differ == 0);
 }
 
 TEST_CASE("vega_spec's text is nlohmann's dump of its own tree, with fmt's CSV numbers", "[io]") {

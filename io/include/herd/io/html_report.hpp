@@ -125,8 +125,10 @@ std::string vega_spec(const std::vector<Plot>& plots, int columns);
 
 /// Appends `v` to `out` as the plots' data write numbers: 6 significant digits, the bytes of
 /// `fmt::format("{:.6g}", v)` and of printf's "%.6g" (shortest of fixed and exponent form,
-/// trailing zeros dropped, "-0", "inf", "-inf", "nan"; subnormals exact), by std::to_chars,
-/// about three times faster than fmt's formatter. Reentrant.
+/// trailing zeros dropped, "-0", "inf", "-inf", "nan"; subnormals exact): for |v| in
+/// [1e-15, 1e21) from one exact-power-of-ten scaling of v rounded to 6 digits (where that
+/// scaling's error cannot change the rounding), otherwise by std::to_chars; about 1.5-2
+/// times faster than std::to_chars alone, six than fmt's formatter. Reentrant.
 void append_number_6g(std::string& out, double v);
 
 /// `text` with &, <, >, " and ' replaced by character references.
