@@ -762,47 +762,58 @@ void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<
                       double* rhat_b, double* rhat_t, double* ess_b, const detail::SplitSeries* layout) {
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws);
-  if constexpr (std::is_same_v<R, WRec>) {
-    // Weighted: one z-score per slot (compact state), the split layout generated from them
-    // window by window (detail::SplitSeries): 8 bytes per state, no buffer per draw.
+  // Unweighted: z-scores straight to the split positions. Weighted: one per slot (compact
+  // state), 8 bytes per state, and the split layout generated from them (detail::SplitSeries):
+  // window by window for every pass, or, up to detail::stored_split_limit() split draws,
+  // once into the split buffer.
+  constexpr bool kWeighted = std::is_same_v<R, WRec>;
+  std::optional<detail::SplitSeries> series;
+  bool stored = true;
+  double* zout = nullptr;
+  if constexpr (kWeighted) {
     ws.slotz.resize(ws.wslots);
-    const detail::SplitSeries series =
-        layout != nullptr ? layout->with(detail::SplitSeries::Kind::kSlot, ws.slotz.data())
-                          : detail::SplitSeries(*p.view, detail::SplitSeries::Kind::kSlot, ws.slotz.data());
-    const bool constant = z_scale_sorted(recs.data(), recs.size(), ws.slotz.data(), ztab);
-    const bool ok = p.n % 2 == 0 || !constant;
-    if (rhat_b && ess_b) {
-      if (ok) detail::rhat_ess_series(series, ws, rhat_b, ess_b);
-      else *rhat_b = *ess_b = kNaN;
-    } else {
-      if (rhat_b) *rhat_b = ok ? detail::rhat_series(series, ws) : kNaN;
-      if (ess_b) *ess_b = ok ? detail::ess_series(series, ws) : kNaN;
-    }
-    if (rhat_t) {
-      const bool tail_constant = z_scale_folded(recs.data(), recs.size(), median, ws.slotz.data(), ztab);
-      *rhat_t = tail_constant ? kNaN : detail::rhat_series(series, ws);
-    }
-    return;
+    zout = ws.slotz.data();
+    if (layout != nullptr) series.emplace(layout->with(detail::SplitSeries::Kind::kSlot, zout));
+    else series.emplace(*p.view, detail::SplitSeries::Kind::kSlot, zout);
+    stored = s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
   } else {
     ws.split.resize(s2);
-    const bool constant = z_scale_sorted(recs.data(), recs.size(), ws.split.data(), ztab);
-    // z of non-constant finite draws is finite and not constant, unless an odd draw count
-    // dropped the only varying (middle) draws.
-    const bool ok = p.n % 2 == 0 || !constant;
-    if (rhat_b && ess_b) {
-      // Both from one pass of chain means and centring (the same numbers as apart).
-      if (ok) detail::rhat_ess_overwrite(ws.split.data(), 2 * p.m, p.h, ws, rhat_b, ess_b);
-      else *rhat_b = *ess_b = kNaN;
-    } else {
-      if (rhat_b) *rhat_b = ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
-      if (ess_b) *ess_b = ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+    zout = ws.split.data();
+  }
+  const auto to_split = [&] {
+    if (kWeighted && stored) {
+      ws.split.resize(s2);
+      detail::fill_series(*series, ws.split.data());
     }
-    if (rhat_t) {
-      // The tail's z-scores reuse the split buffer (the bulk ESS above is done with it). Constant
-      // z-scores give NaN (rhat_chains unchecked would find them constant).
-      const bool tail_constant = z_scale_folded(recs.data(), recs.size(), median, ws.split.data(), ztab);
-      *rhat_t = tail_constant ? kNaN : detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true);
-    }
+  };
+  const bool constant = z_scale_sorted(recs.data(), recs.size(), zout, ztab);
+  to_split();
+  // z of non-constant finite draws is finite and not constant, unless an odd draw count
+  // dropped the only varying (middle) draws.
+  const bool ok = p.n % 2 == 0 || !constant;
+  if (rhat_b && ess_b) {
+    // Both from one pass of chain means and centring (the same numbers as apart).
+    if (!ok) *rhat_b = *ess_b = kNaN;
+    else if (stored) detail::rhat_ess_overwrite(ws.split.data(), 2 * p.m, p.h, ws, rhat_b, ess_b);
+    else detail::rhat_ess_series(*series, ws, rhat_b, ess_b);
+  } else {
+    if (rhat_b)
+      *rhat_b =
+          !ok ? kNaN
+              : (stored ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : detail::rhat_series(*series, ws));
+    if (ess_b)
+      *ess_b = !ok ? kNaN
+                   : (stored ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true)
+                             : detail::ess_series(*series, ws));
+  }
+  if (rhat_t) {
+    // The tail's z-scores reuse the split buffer or the slots (the bulk ESS above is done
+    // with them). Constant z-scores give NaN (rhat_chains unchecked would find them constant).
+    const bool tail_constant = z_scale_folded(recs.data(), recs.size(), median, zout, ztab);
+    to_split();
+    *rhat_t = tail_constant ? kNaN
+                            : (stored ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true)
+                                      : detail::rhat_series(*series, ws));
   }
 }
 
@@ -2031,6 +2042,15 @@ double ess_series_centred(const SplitSeries& s, Workspace& ws, double* sq_sums =
 }
 }  // namespace
 
+std::atomic<std::size_t>& stored_split_limit() {
+  static std::atomic<std::size_t> limit{std::size_t{1} << 18};
+  return limit;
+}
+
+void fill_series(const SplitSeries& s, double* out) {
+  for (std::size_t c = 0; c < s.chains(); ++c) s.cursor(c, 0.0).next(out + c * s.length(), s.length());
+}
+
 double ess_series(const SplitSeries& s, Workspace& ws, bool check) {
   const std::size_t m = s.chains(), n = s.length();
   if (n < 3 || m == 0) return kNaN;
@@ -2163,7 +2183,9 @@ DiagnosticSummary summarize(const DrawsView& v) {
   if (p.compact()) layout.emplace(v, detail::SplitSeries::Kind::kState);
   rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, layout ? &*layout : nullptr);
   r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
-  if (p.compact()) {
+  const std::size_t s2 = 2 * p.m * p.h;
+  const bool stored = !p.compact() || s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
+  if (!stored) {
     // ess_sd, the basic R-hat and ess_mean of the split layout generated window by window
     // from the compact states (detail::SplitSeries): no buffer per draw.
     r.ess_sd = detail::ess_series(layout->with(detail::SplitSeries::Kind::kSquare, nullptr, r.mean), ws, true);
@@ -2171,18 +2193,26 @@ DiagnosticSummary summarize(const DrawsView& v) {
     // above); an odd count drops the middle draws, which may leave constant split draws.
     detail::rhat_ess_series(*layout, ws, &r.rhat_basic, &r.ess_mean, p.n % 2 == 1);
   } else {
-    const std::size_t s2 = 2 * p.m * p.h;
     ws.split.resize(s2);
     // (x - mean)^2 of the split draws for ess_sd; then the split draws for the basic R-hat and
     // ess_mean (which centres them in place). One split buffer instead of two: 8 bytes per
     // draw less scratch for one more fill.
-    double lo = 0, hi = 0;
-    fill_split_squares(p, r.mean, ws.split.data(), lo, hi);
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    if (p.compact()) {
+      detail::fill_series(layout->with(detail::SplitSeries::Kind::kSquare, nullptr, r.mean), ws.split.data());
+      for (const double z : ws.split) {
+        lo = z < lo ? z : lo;
+        hi = z > hi ? z : hi;
+      }
+    } else {
+      fill_split_squares(p, r.mean, ws.split.data(), lo, hi);
+    }
     // (x - mean)^2 is constant when x takes two values symmetric about the mean; it overflows
     // only for |x| > 1e154.
     const bool sq_ok = std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon());
     r.ess_sd = sq_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
-    fill_split(p, ws.split.data());
+    if (p.compact()) detail::fill_series(*layout, ws.split.data());
+    else fill_split(p, ws.split.data());
     // With an even draw count the split draws are all draws: finite and not constant (checked
     // above); an odd count drops the middle draws, which may leave constant split draws.
     const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
@@ -2195,7 +2225,7 @@ DiagnosticSummary summarize(const DrawsView& v) {
   r.mcse_sd = std::sqrt(varvar / evar / 4.0);
   // The indicators are packed from the draws (a weighted view's: from its compact states),
   // so their FFT (if any) may keep its power spectrum in the split buffer.
-  double* scratch = p.compact() ? nullptr : ws.split.data();
+  double* scratch = stored ? ws.split.data() : nullptr;
   const double e05 = ess_indicator(p, r.q5, ws, scratch);
   const double e95 = ess_indicator(p, r.q95, ws, scratch);
   r.ess_tail = nan_min(e05, e95);

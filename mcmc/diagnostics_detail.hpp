@@ -2,6 +2,7 @@
 // Internal helpers shared by the diagnostics sources (not installed): the thread-local
 // workspace, FFT autocovariance, Geyer's ESS, split R-hat.
 
+#include <atomic>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
@@ -308,6 +309,17 @@ double rhat_chains(const double* y, std::size_t m, std::size_t n, bool checked =
 /// place and sums their squares (instead of two each). The values must be finite and not
 /// constant (both are computed as `checked`); y is left centred.
 void rhat_ess_overwrite(double* y, std::size_t m, std::size_t n, Workspace& ws, double* rhat, double* ess);
+
+/// Split draws (2 M h) up to which summarize() stores a weighted view's split layout (each
+/// series generated once into ws.split, 8 bytes per split draw: at most 2 MiB by default,
+/// 2^18 draws) and runs the unweighted view's code on it, instead of generating the series
+/// window by window for every pass (ess_series): the same bits either way, and for small
+/// views the stored layout costs less CPU while the memory stays bounded. Process-wide
+/// (relaxed atomic); tests set it to 0 (always per window) or SIZE_MAX (always stored).
+std::atomic<std::size_t>& stored_split_limit();
+
+/// Writes the split layout [2M, h] that `s` generates to out (split chain c at out + c h).
+void fill_series(const SplitSeries& s, double* out);
 
 /// ess_chains_overwrite(y, 2M, h, ws, true) of the split layout y that `s` generates, bit for
 /// bit, without storing it: its lags are summed window by window (direct_lags_chains' sums,

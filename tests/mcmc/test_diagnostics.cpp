@@ -369,9 +369,30 @@ bool same_bits(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
 }
 
+/// Sets the split draws up to which a weighted view's split layout is stored (detail::
+/// stored_split_limit) for its lifetime, then restores the default.
+struct StoredSplitLimit {
+  std::size_t saved;
+  explicit StoredSplitLimit(std::size_t limit) : saved(herd::mcmc::detail::stored_split_limit().exchange(limit)) {}
+  ~StoredSplitLimit() { herd::mcmc::detail::stored_split_limit().store(saved); }
+  StoredSplitLimit(const StoredSplitLimit&) = delete;
+  StoredSplitLimit& operator=(const StoredSplitLimit&) = delete;
+};
+
+void check_weighted_equals_expanded_once(const CompactColumn& col);
+
 /// Every field of summarize() and the rank- and order-based single-purpose functions agree,
-/// bit for bit, between the weighted view and its expansion.
+/// bit for bit, between the weighted view and its expansion: with the weighted view's split
+/// layout generated window by window for every pass, and stored once per series.
 void check_weighted_equals_expanded(const CompactColumn& col) {
+  for (const std::size_t limit : {std::size_t{0}, std::numeric_limits<std::size_t>::max()}) {
+    INFO((limit == 0 ? "split layout generated per window" : "split layout stored"));
+    const StoredSplitLimit set(limit);
+    check_weighted_equals_expanded_once(col);
+  }
+}
+
+void check_weighted_equals_expanded_once(const CompactColumn& col) {
   namespace m = herd::mcmc;
   const DrawsView wv = col.weighted(), ev = col.expanded();
   REQUIRE(wv.verbose_draws() == col.n);
@@ -1006,8 +1027,9 @@ TEST_CASE("direct autocovariance lags (blocks of 32 by fused multiply-adds) equa
 TEST_CASE("summarize's scratch: no buffer per draw of a weighted view but the z table", "[mcmc]") {
   // White noise (its autocorrelations die out at once: the ESS sums a few direct lags, no
   // FFT), 1 chain, as a weighted view of K states of weights 1..5 (S = 3 K draws) and as the
-  // S draws themselves. A weighted view is never expanded and its split layout is never
-  // stored: the workspace holds the z table (8 bytes per draw, normal quantiles by rank),
+  // S draws themselves. A weighted view is never expanded and, past 2^18 split draws
+  // (detail::stored_split_limit), its split layout is never stored: the workspace holds the
+  // z table (8 bytes per draw, normal quantiles by rank),
   // the z-scores per state (8), the sort records (key, slot, count: 16) and their cumulative
   // counts (4), 28 bytes per state; the split chains are generated window by window (a few
   // thousand draws). An unweighted view holds the split draws (8 bytes per draw), the z
@@ -1029,6 +1051,8 @@ TEST_CASE("summarize's scratch: no buffer per draw of a weighted view but the z 
   const double s = static_cast<double>(verbose.size()), k = static_cast<double>(kStates);
   REQUIRE(s == 3.0 * k);
   constexpr double kSlack = 1 << 20;  // fixed-size parts: radix histogram, means, ...
+  // Past the split draws that a weighted view's split layout is stored up to (2 MiB).
+  REQUIRE(s > static_cast<double>(herd::mcmc::detail::stored_split_limit().load()));
   herd::mcmc::release_diagnostics_workspace();
   CHECK(herd::mcmc::diagnostics_workspace_bytes() == 0);
   const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));
@@ -1247,6 +1271,7 @@ TEST_CASE("summarize's scratch with the FFT: its buffers, no split buffer", "[mc
   const double s = static_cast<double>(verbose.size()), k = static_cast<double>(kStates);
   const auto len = static_cast<double>(herd::mcmc::detail::fft_length(verbose.size() / 2 * 2));
   constexpr double kSlack = 1 << 20;
+  REQUIRE(s > static_cast<double>(herd::mcmc::detail::stored_split_limit().load()));
   herd::mcmc::release_diagnostics_workspace();
   const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));
   const auto bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());

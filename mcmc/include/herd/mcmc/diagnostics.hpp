@@ -110,7 +110,8 @@ struct DiagnosticSummary {
 /// about 28 bytes per draw unweighted (one split buffer serves the z-scores, the split draws
 /// and the FFT's summed power spectrum in turn), and for a weighted view to 8 per draw (the
 /// z table) plus 28 per entry: the view is never expanded and its split chains are
-/// generated window by window from one value per entry, never stored; the ESS keeps only the
+/// generated window by window from one value per entry (stored only up to 2^18 split
+/// draws, 2 MiB, where that is cheaper: detail::stored_split_limit); the ESS keeps only the
 /// L lags it sums directly. Once the FFT is used, about 32 bytes per draw of a split chain
 /// more (its input and spectrum; weighted, 40 with the summed power spectrum). The workspace
 /// is kept for the next call (release it with release_diagnostics_workspace();
