@@ -10,6 +10,7 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -190,7 +191,7 @@ using WRec = detail::Workspace::WRec;
 inline std::uint32_t count_of(const Rec& /*r*/) { return 1; }
 inline std::uint32_t count_of(const WRec& r) { return r.count; }
 /// Writes z for a (not dropped) record: at its split position (Rec), or as its compact
-/// state's z-score (WRec: the state's draws all get it, fill_split spreads it).
+/// state's z-score (WRec: the state's draws all get it, detail::SplitSeries spreads it).
 template <class R>
 inline void store(double* out, const R& r, double z) {
   out[r.pos] = z;
@@ -344,7 +345,7 @@ Prepared prepare(const DrawsView& v, detail::Workspace& ws) {
 }
 
 /// prepare() without the expansion, for summarize: a weighted view's draws stay compact (x is
-/// nullptr; moments, fill_split and the indicators read the compact values), an
+/// nullptr; moments, detail::SplitSeries and the indicators read the compact values), an
 /// unweighted view's are its values.
 Prepared prepare_lean(const DrawsView& v, detail::Workspace& ws) {
   if (!v.weighted()) return prepare(v, ws);
@@ -445,119 +446,27 @@ void moments(const Prepared& p, double& mean, double& m2, double& m4) {
   }
 }
 
-/// out [2M, h] <- the split layout of the draws (split_chains of p.x; a weighted view's
-/// compact values written straight to their split positions, an odd chain's middle draw
-/// left out).
-void fill_split(const Prepared& p, double* out) {
-  if (!p.compact()) {
-    detail::split_chains(p.x, p.m, p.n, out);
-    return;
-  }
-  const DrawsView& v = *p.view;
-  const std::size_t d = v.draws();
-  const double* x = v.values().data();
-  const std::int64_t* w = v.weights().data();
-  const bool odd = p.n % 2 == 1;
-  const double* end = out + 2 * p.m * p.h;  // positions are written in increasing order
-  for (std::size_t c = 0; c < p.m; ++c) {
-    double* oc = out + 2 * c * p.h;
-    std::size_t t0 = 0;  // verbose index of the state's first draw
-    for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
-      const auto wj = static_cast<std::size_t>(w[j]);
-      if (odd && t0 <= p.h && p.h < t0 + wj) {
-        fill_run(oc + t0, p.h - t0, x[j], end);
-        fill_run(oc + p.h, t0 + wj - p.h - 1, x[j], end);
-      } else {
-        fill_run(oc + t0 - (odd && t0 > p.h ? 1 : 0), wj, x[j], end);
-      }
-      t0 += wj;
-    }
-  }
-}
+/// out [2M, h] <- the split layout of an unweighted view's draws (split_chains of p.x). A
+/// weighted view's is generated window by window instead (detail::SplitSeries).
+void fill_split(const Prepared& p, double* out) { detail::split_chains(p.x, p.m, p.n, out); }
 
-/// out [2M, h] <- a weighted view's split layout (fill_split) of one value per slot: the
-/// compact states with draws in the split layout (sort_compact's slots, in state order) get
-/// zs[slot] (their z-score) at their split positions. `zs` may be out's last `slots` entries
-/// (s2 - slots on): each slot is read before its draws are written, and the draws of the
-/// states up to slot i fill at most i + 1 positions more than there are slots up to i (a
-/// slot has at least one draw), so they end before slot i + 1 (fill_run's stores past a run
-/// are kept before it too).
-void spread_slots(const Prepared& p, double* out, const double* zs) {
-  const DrawsView& v = *p.view;
-  const std::size_t d = v.draws();
-  const std::int64_t* w = v.weights().data();
-  const bool odd = p.n % 2 == 1;
-  const double* end = out + 2 * p.m * p.h;
-  std::size_t slot = 0;
-  for (std::size_t c = 0; c < p.m; ++c) {
-    double* oc = out + 2 * c * p.h;
-    std::size_t t0 = 0;  // verbose index of the state's first draw
-    for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
-      const auto wj = static_cast<std::size_t>(w[j]);
-      const bool middle = odd && t0 <= p.h && p.h < t0 + wj;
-      if (wj > (middle ? 1U : 0U)) {
-        const double z = zs[slot];
-        ++slot;
-        const double* stop = std::min(end, zs + slot);  // the next slot, not read yet
-        if (middle) {
-          fill_run(oc + t0, p.h - t0, z, stop);
-          fill_run(oc + p.h, t0 + wj - p.h - 1, z, stop);
-        } else {
-          fill_run(oc + t0 - (odd && t0 > p.h ? 1 : 0), wj, z, stop);
-        }
-      }
-      t0 += wj;
-    }
-  }
-}
-
-/// out [2M, h] <- (x - mean)^2 of the split draws (fill_split, then squared in place, as one
-/// pass: a weighted view's square computed once per compact state), and lo, hi <- the
-/// smallest and largest of them (+inf, -inf when there is none).
+/// out [2M, h] <- (x - mean)^2 of an unweighted view's split draws (split_chains, then
+/// squared in place, as one pass), and lo, hi <- the smallest and largest of them (+inf, -inf
+/// when there is none).
 void fill_split_squares(const Prepared& p, double mean, double* out, double& lo, double& hi) {
   lo = std::numeric_limits<double>::infinity();
   hi = -lo;
   const auto sq = [mean](double x) { return (x - mean) * (x - mean); };
-  if (!p.compact()) {
-    for (std::size_t c = 0; c < p.m; ++c) {
-      const double* x = p.x + c * p.n;
-      double* o = out + 2 * c * p.h;
-      for (std::size_t half = 0; half < 2; ++half, x += p.n - p.h, o += p.h) {
-        for (std::size_t t = 0; t < p.h; ++t) {
-          const double z = sq(x[t]);
-          o[t] = z;
-          lo = z < lo ? z : lo;
-          hi = z > hi ? z : hi;
-        }
-      }
-    }
-    return;
-  }
-  const DrawsView& v = *p.view;
-  const std::size_t d = v.draws();
-  const double* x = v.values().data();
-  const std::int64_t* w = v.weights().data();
-  const bool odd = p.n % 2 == 1;
-  const double* end = out + 2 * p.m * p.h;  // positions are written in increasing order
   for (std::size_t c = 0; c < p.m; ++c) {
-    double* oc = out + 2 * c * p.h;
-    std::size_t t0 = 0;  // verbose index of the state's first draw
-    for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
-      const auto wj = static_cast<std::size_t>(w[j]);
-      // Draws of the state in the split layout: all but an odd chain's middle draw.
-      const bool middle = odd && t0 <= p.h && p.h < t0 + wj;
-      if (wj > (middle ? 1U : 0U)) {
-        const double z = sq(x[j]);
+    const double* x = p.x + c * p.n;
+    double* o = out + 2 * c * p.h;
+    for (std::size_t half = 0; half < 2; ++half, x += p.n - p.h, o += p.h) {
+      for (std::size_t t = 0; t < p.h; ++t) {
+        const double z = sq(x[t]);
+        o[t] = z;
         lo = z < lo ? z : lo;
         hi = z > hi ? z : hi;
-        if (middle) {
-          fill_run(oc + t0, p.h - t0, z, end);
-          fill_run(oc + p.h, t0 + wj - p.h - 1, z, end);
-        } else {
-          fill_run(oc + t0 - (odd && t0 > p.h ? 1 : 0), wj, z, end);
-        }
       }
-      t0 += wj;
     }
   }
 }
@@ -716,9 +625,8 @@ void sort_recs(const Prepared& p, detail::Workspace& ws) {
 /// split layout, numbered in state order. A slot's state is one record {key, slot, count} of
 /// its draws in the split layout; when a state holds an odd chain's middle draw (t = h),
 /// that draw becomes its own kDropped record and the rest (w - 1 draws, if any) the state's
-/// record. Zero weights give no record. (The z-scaling writes one z-score per slot, which
-/// spread_slots spreads over the state's split positions: a random write per state into 8
-/// bytes per state, not a run into 8 bytes per draw.)
+/// record. Zero weights give no record. (The z-scaling writes one z-score per slot, 8 bytes
+/// per state; detail::SplitSeries generates the split layout from them window by window.)
 void sort_compact(const Prepared& p, detail::Workspace& ws) {
   const DrawsView& v = *p.view;
   const std::size_t d = v.draws();
@@ -851,41 +759,70 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws, double*
 /// as they are scaled, for the tail).
 template <class R>
 void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<R>& recs, detail::Workspace& ws,
-                      double* rhat_b, double* rhat_t, double* ess_b) {
+                      double* rhat_b, double* rhat_t, double* ess_b, const detail::SplitSeries* layout) {
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws);
-  ws.split.resize(s2);
-  // Unweighted: z-scores straight to the split positions; weighted: one per slot (compact
-  // state), in the split buffer's last entries, then spread over the states' positions.
-  constexpr bool kSlots = std::is_same_v<R, WRec>;
-  double* zout = kSlots ? ws.split.data() + (s2 - ws.wslots) : ws.split.data();
+  // Unweighted: z-scores straight to the split positions. Weighted: one per slot (compact
+  // state), 8 bytes per state, and the split layout generated from them (detail::SplitSeries):
+  // window by window for every pass, or, up to detail::stored_split_limit() split draws,
+  // once into the split buffer.
+  constexpr bool kWeighted = std::is_same_v<R, WRec>;
+  std::optional<detail::SplitSeries> series;
+  bool stored = true;
+  double* zout = nullptr;
+  if constexpr (kWeighted) {
+    ws.slotz.resize(ws.wslots);
+    zout = ws.slotz.data();
+    if (layout != nullptr) series.emplace(layout->with(detail::SplitSeries::Kind::kSlot, zout));
+    else series.emplace(*p.view, detail::SplitSeries::Kind::kSlot, zout);
+    stored = s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
+  } else {
+    ws.split.resize(s2);
+    zout = ws.split.data();
+  }
+  const auto to_split = [&] {
+    if (kWeighted && stored) {
+      ws.split.resize(s2);
+      detail::fill_series(*series, ws.split.data());
+    }
+  };
   const bool constant = z_scale_sorted(recs.data(), recs.size(), zout, ztab);
-  if (kSlots) spread_slots(p, ws.split.data(), zout);
+  to_split();
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
   const bool ok = p.n % 2 == 0 || !constant;
   if (rhat_b && ess_b) {
     // Both from one pass of chain means and centring (the same numbers as apart).
-    if (ok) detail::rhat_ess_overwrite(ws.split.data(), 2 * p.m, p.h, ws, rhat_b, ess_b);
-    else *rhat_b = *ess_b = kNaN;
+    if (!ok) *rhat_b = *ess_b = kNaN;
+    else if (stored) detail::rhat_ess_overwrite(ws.split.data(), 2 * p.m, p.h, ws, rhat_b, ess_b);
+    else detail::rhat_ess_series(*series, ws, rhat_b, ess_b);
   } else {
-    if (rhat_b) *rhat_b = ok ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : kNaN;
-    if (ess_b) *ess_b = ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+    if (rhat_b)
+      *rhat_b =
+          !ok ? kNaN
+              : (stored ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true) : detail::rhat_series(*series, ws));
+    if (ess_b)
+      *ess_b = !ok ? kNaN
+                   : (stored ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true)
+                             : detail::ess_series(*series, ws));
   }
   if (rhat_t) {
-    // The tail's z-scores reuse the split buffer (the bulk ESS above is done with it). Constant
-    // z-scores give NaN (rhat_chains unchecked would find them constant).
+    // The tail's z-scores reuse the split buffer or the slots (the bulk ESS above is done
+    // with them). Constant z-scores give NaN (rhat_chains unchecked would find them constant).
     const bool tail_constant = z_scale_folded(recs.data(), recs.size(), median, zout, ztab);
-    if (kSlots) spread_slots(p, ws.split.data(), zout);
-    *rhat_t = tail_constant ? kNaN : detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true);
+    to_split();
+    *rhat_t = tail_constant ? kNaN
+                            : (stored ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true)
+                                      : detail::rhat_series(*series, ws));
   }
 }
 
-/// rank_diagnostics on the records of sort_draws.
+/// rank_diagnostics on the records of sort_draws; `layout` (nullptr, or the split layout of a
+/// weighted view) saves a walk of its weights.
 void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
-                      double* ess_b) {
-  if (p.compact()) rank_diagnostics(p, median, ws.wrecs, ws, rhat_b, rhat_t, ess_b);
-  else rank_diagnostics(p, median, ws.recs, ws, rhat_b, rhat_t, ess_b);
+                      double* ess_b, const detail::SplitSeries* layout = nullptr) {
+  if (p.compact()) rank_diagnostics(p, median, ws.wrecs, ws, rhat_b, rhat_t, ess_b, layout);
+  else rank_diagnostics(p, median, ws.recs, ws, rhat_b, rhat_t, ess_b, layout);
 }
 
 }  // namespace
@@ -929,9 +866,9 @@ Workspace& workspace() {
 std::size_t Workspace::bytes() const {
   const auto of = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
   const std::size_t len = fft.length();
-  return of(expanded) + of(split) + of(sorted) + of(recs) + of(radix_scratch) + of(wrecs) + of(wradix_scratch) +
-         of(wcum) + of(ztab) + of(radix_count) + of(centered) + of(acov) + of(power) + of(means) + of(bits) +
-         of(bit_prefix) + of(bit_counts) +
+  return of(expanded) + of(split) + of(slotz) + of(window) + of(lag_sums) + of(sorted) + of(recs) + of(radix_scratch) +
+         of(wrecs) + of(wradix_scratch) + of(wcum) + of(ztab) + of(radix_count) + of(centered) + of(acov) + of(power) +
+         of(means) + of(bits) + of(bit_prefix) + of(bit_counts) +
          (len > 0 ? len * sizeof(double) + (len / 2 + 1) * sizeof(std::complex<double>) : 0);
 }
 
@@ -1733,6 +1670,425 @@ void rhat_ess_overwrite(double* y, std::size_t m, std::size_t n, Workspace& ws, 
   *ess = n < 3 || m == 0 ? kNaN : ess_centred(y, y, m, n, ws);
 }
 
+SplitSeries::SplitSeries(const DrawsView& v, Kind kind, const double* vals, double mean)
+    : w_(v.weights().data()),
+      x_(v.values().data()),
+      vals_(vals),
+      kind_(kind),
+      mean_(mean),
+      m_(v.chains()),
+      d_(v.draws()),
+      n_(v.verbose_draws()),
+      h_(v.verbose_draws() / 2),
+      odd_(v.verbose_draws() % 2 == 1),
+      starts_(2 * v.chains()) {
+  std::size_t slot = 0;                // slots of the chains before
+  const std::size_t second = n_ - h_;  // verbose index of the second half's first draw
+  for (std::size_t c = 0; c < m_; ++c) {
+    Start& lo = starts_[2 * c];
+    Start& hi = starts_[2 * c + 1];
+    lo = {c * d_, std::min(static_cast<std::size_t>(w_[c * d_]), h_), slot, 0};
+    hi = {c * d_, 0, slot, 0};
+    bool found = h_ == 0;
+    std::size_t t0 = 0;
+    for (std::size_t j = c * d_; j < (c + 1) * d_; ++j) {
+      const auto wj = static_cast<std::size_t>(w_[j]);
+      if (!found && t0 + wj > second) {
+        hi = {j, t0 + wj - second, slot, t0};
+        found = true;
+      }
+      slot += has_slot(j, t0) ? 1 : 0;
+      t0 += wj;
+    }
+  }
+}
+
+SplitSeries::Cursor SplitSeries::cursor(std::size_t c2, double mu) const {
+  Cursor cur;
+  const Start& st = starts_[c2];
+  cur.s_ = this;
+  cur.half_ = c2 % 2;
+  cur.mu_ = mu;
+  // The first state is started: its draws in this half are pending.
+  cur.pend_ = st.left;
+  cur.pend_value_ = st.left > 0 ? value(st.j, st.slot) - mu : 0.0;
+  cur.j_ = st.j + 1;
+  cur.t0_ = st.t0 + static_cast<std::size_t>(w_[st.j]);
+  cur.slot_ = st.slot + (has_slot(st.j, st.t0) ? 1 : 0);
+  return cur;
+}
+
+namespace {
+/// Writes w copies of v from out on and returns out + w: a run of at most 8 (nearly every
+/// state of a DRAM chain) as 8 stores at once, so up to 7 values past the run are written too
+/// when out + 8 <= end (the caller writes them later); no branch on the run's length, whose
+/// mispredictions cost more than the stores.
+inline void store8(double* out, double v) {
+#if defined(__AVX2__)
+  const __m256d b = _mm256_set1_pd(v);
+  _mm256_storeu_pd(out, b);
+  _mm256_storeu_pd(out + 4, b);
+#else
+  std::fill_n(out, 8, v);
+#endif
+}
+inline double* fill_run8(double* out, std::size_t w, double v, const double* end) {
+  if (w <= 8 && out + 8 <= end) [[likely]] {
+    store8(out, v);
+    return out + w;
+  }
+  return std::fill_n(out, w, v);
+}
+}  // namespace
+
+template <SplitSeries::Kind K>
+void SplitSeries::Cursor::next_impl(double* out, std::size_t len) {
+  const SplitSeries& s = *s_;
+  const double* end = out + len;
+  const std::int64_t* w = s.w_;
+  const double* vals = K == Kind::kSlot ? s.vals_ : s.x_;
+  const double mean = s.mean_, mu = mu_;
+  const auto value = [&](std::size_t j, std::size_t slot) {
+    if constexpr (K == Kind::kSlot) return vals[slot];
+    else if constexpr (K == Kind::kState) return vals[j];
+    else return (vals[j] - mean) * (vals[j] - mean);
+  };
+  if (pend_ > 0) {
+    const std::size_t take = std::min(pend_, len);
+    out = fill_run8(out, take, pend_value_, end);
+    pend_ -= take;
+    len -= take;
+  }
+  // The first half ends at h (its last state may go on in the second half, or hold the
+  // dropped middle draw); the second half ends with its chain.
+  const std::size_t stop = half_ == 0 ? s.h_ : std::numeric_limits<std::size_t>::max();
+  std::size_t j = j_, slot = slot_, t0 = t0_;
+  while (len > 0) {
+    // Whole states of at most 8 draws while 8 or more draws are left in the request and the
+    // half (one compare per state; every state of a DRAM chain but a few percent).
+    std::size_t lim = std::min(len, stop - std::min(t0, stop));
+    const std::size_t lim0 = lim;
+    while (lim >= 8) {
+      const auto wj = static_cast<std::size_t>(w[j]);
+      if (wj > 8) break;
+      store8(out, value(j, slot) - mu);
+      out += wj;
+      lim -= wj;
+      slot += wj != 0 ? 1 : 0;
+      ++j;
+    }
+    len -= lim0 - lim;
+    t0 += lim0 - lim;
+    if (len == 0) break;
+    const auto wj = static_cast<std::size_t>(w[j]);
+    if (wj <= len && t0 + wj <= stop) [[likely]] {
+      // A state whose draws all lie in this half and in the request (zero weights too: none
+      // written, no slot).
+      out = fill_run8(out, wj, value(j, slot) - mu, end);
+      len -= wj;
+      slot += wj != 0 ? 1 : 0;
+    } else {
+      // Cut by the end of the half or of the request: the rest stays pending.
+      const std::size_t here = half_ == 0 ? std::min(wj, stop - std::min(t0, stop)) : wj;
+      const std::size_t take = std::min(here, len);
+      pend_value_ = value(j, slot) - mu;
+      out = fill_run8(out, take, pend_value_, end);
+      pend_ = here - take;
+      len -= take;
+      slot += s.has_slot(j, t0) ? 1 : 0;
+    }
+    t0 += wj;
+    ++j;
+  }
+  j_ = j;
+  slot_ = slot;
+  t0_ = t0;
+}
+
+void SplitSeries::Cursor::next(double* out, std::size_t len) {
+  switch (s_->kind_) {
+    case Kind::kSlot:
+      next_impl<Kind::kSlot>(out, len);
+      break;
+    case Kind::kState:
+      next_impl<Kind::kState>(out, len);
+      break;
+    case Kind::kSquare:
+      next_impl<Kind::kSquare>(out, len);
+      break;
+  }
+}
+
+namespace {
+/// Split draws generated per window by direct_lags_series (a multiple of 16: the groups of
+/// lag_block's order start at multiples of 16 in every window): two chains' windows, 256 KiB,
+/// stay in L2 while their lags are summed (4096 was about 2% slower: more halo copies and
+/// loop overhead per window).
+constexpr std::size_t kSeriesWindow = 16384;
+
+/// s[j] += sum_{t < len} z[t] z[t + k0 + j] for 16 lags j in lag_block's order of the draws,
+/// len a multiple of 16 (groups only), for 2 chains (z, s and z2, s2) or 1: half_block's
+/// groups with its sums carried in s (and s2) from a previous window instead of starting at 0.
+void half_groups(const double* z, const double* z2, int chains, std::size_t len, std::size_t k0, double* s,
+                 double* s2) {
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256d a0 = _mm256_loadu_pd(s), a1 = _mm256_loadu_pd(s + 4), a2 = _mm256_loadu_pd(s + 8),
+          a3 = _mm256_loadu_pd(s + 12);
+  if (chains == 2) {
+    __m256d c0 = _mm256_loadu_pd(s2), c1 = _mm256_loadu_pd(s2 + 4), c2 = _mm256_loadu_pd(s2 + 8),
+            c3 = _mm256_loadu_pd(s2 + 12);
+    for (std::size_t t0 = 0; t0 + 16 <= len; t0 += 16) {
+      for (std::size_t r = 0; r < 4; ++r) {
+        half_step(z + t0 + r, k0, a0, a1, a2, a3);
+        half_step(z2 + t0 + r, k0, c0, c1, c2, c3);
+      }
+    }
+    _mm256_storeu_pd(s2, c0);
+    _mm256_storeu_pd(s2 + 4, c1);
+    _mm256_storeu_pd(s2 + 8, c2);
+    _mm256_storeu_pd(s2 + 12, c3);
+  } else {
+    for (std::size_t t0 = 0; t0 + 16 <= len; t0 += 16)
+      for (std::size_t r = 0; r < 4; ++r) half_step(z + t0 + r, k0, a0, a1, a2, a3);
+  }
+  _mm256_storeu_pd(s, a0);
+  _mm256_storeu_pd(s + 4, a1);
+  _mm256_storeu_pd(s + 8, a2);
+  _mm256_storeu_pd(s + 12, a3);
+#else
+  for (int c = 0; c < chains; ++c) {
+    const double* zc = c == 0 ? z : z2;
+    double* sc = c == 0 ? s : s2;
+    for (std::size_t j = 0; j < kHalfBlock; ++j) {
+      const std::size_t k = k0 + j;
+      double a = sc[j];
+      for (std::size_t t0 = 0; t0 + 16 <= len; t0 += 16)
+        for (std::size_t r = 0; r < 4; ++r)
+          for (std::size_t i = 0; i < 4; ++i) a = std::fma(zc[t0 + r + 4 * i], zc[t0 + r + 4 * i + k], a);
+      sc[j] = a;
+    }
+  }
+#endif
+}
+
+/// direct_lags_chains(y, m, n, k0, k1, acc) of the split layout y that `s` generates, chains
+/// centred by ws.means (m = 2M, n = h), bit for bit, without y: two chains at a time, their
+/// draws generated kSeriesWindow at a time into ws.window with the halo of the lags summed;
+/// each lag's sum of each chain (ws.lag_sums) is carried from window to window in the order
+/// direct_lags_chains sums it (groups of 16 draws up to its last whole group, then draw by
+/// draw), then added to acc in chain order.
+void direct_lags_series(const SplitSeries& s, std::size_t m, std::size_t n, std::size_t k0, std::size_t k1, double* acc,
+                        Workspace& ws, double* sq_sums = nullptr) {
+  k1 = std::min(k1, n);
+  if (k0 >= k1) return;
+  // The lags summed: half blocks of 16 where direct_lags_chains sums them so, else single lags.
+  std::size_t kend = k0;
+  while (kend < k1) kend += (kend / kLagBlock * kLagBlock + kLagBlock > n) ? 1 : kHalfBlock;
+  const std::size_t halo = kend + 2 * kHalfBlock;  // the farthest read past a window's last draw
+  const std::size_t span = kSeriesWindow + halo;
+  const std::size_t nl = kend - k0;
+  ws.window.resize(2 * span);
+  ws.lag_sums.resize(2 * nl);
+  const std::size_t tmax = n - k0;  // draws t with a lag in range
+  for (std::size_t c = 0; c < m; c += 2) {
+    const int chains = c + 1 < m ? 2 : 1;
+    double* buf[2] = {ws.window.data(), ws.window.data() + span};
+    double* sums[2] = {ws.lag_sums.data(), ws.lag_sums.data() + nl};
+    std::fill(ws.lag_sums.begin(), ws.lag_sums.end(), 0.0);
+    const std::size_t c1 = c + static_cast<std::size_t>(chains) - 1;
+    SplitSeries::Cursor cur[2] = {s.cursor(c, ws.means[c]), s.cursor(c1, ws.means[c1])};
+    std::size_t gen = 0;  // buf holds the draws [t, gen) of the window starting at t
+    for (std::size_t t = 0; t < tmax; t += kSeriesWindow) {
+      const std::size_t target = std::min(n, t + span);
+      for (int i = 0; i < chains; ++i) {
+        if (t > 0) std::copy(buf[i] + kSeriesWindow, buf[i] + (gen - (t - kSeriesWindow)), buf[i]);
+        cur[i].next(buf[i] + (gen - t), target - gen);
+      }
+      gen = target;
+      const std::size_t wend = t + kSeriesWindow;
+      if (sq_sums != nullptr) {
+        // The window's own draws (k0 = 0: the windows cover every draw), in order.
+        for (int i = 0; i < chains; ++i) {
+          double v = sq_sums[c + static_cast<std::size_t>(i)];
+          for (std::size_t u = 0; u < std::min(kSeriesWindow, n - t); ++u) v += buf[i][u] * buf[i][u];
+          sq_sums[c + static_cast<std::size_t>(i)] = v;
+        }
+      }
+      for (std::size_t k = k0; k < kend;) {
+        const std::size_t block = k / kLagBlock * kLagBlock;
+        if (block + kLagBlock > n) {
+          // A lag summed alone, draw by draw.
+          for (int i = 0; i < chains; ++i) {
+            const double* z = buf[i];
+            double a = sums[i][k - k0];
+            for (std::size_t u = t; u < std::min(wend, n - k); ++u) a = std::fma(z[u - t], z[u - t + k], a);
+            sums[i][k - k0] = a;
+          }
+          ++k;
+          continue;
+        }
+        // Lags [k, k + 16): groups of 16 draws below gend, then draw by draw.
+        const std::size_t gend = (n - (block + kLagBlock - 1)) / 16 * 16;
+        if (gend > t)
+          half_groups(buf[0], buf[1], chains, std::min(wend, gend) - t, k, sums[0] + (k - k0), sums[1] + (k - k0));
+        for (int i = 0; i < chains; ++i) {
+          const double* z = buf[i];
+          for (std::size_t j = 0; j < kHalfBlock; ++j) {
+            double a = sums[i][k - k0 + j];
+            for (std::size_t u = std::max(t, gend); u < std::min(wend, n - k - j); ++u)
+              a = std::fma(z[u - t], z[u - t + k + j], a);
+            sums[i][k - k0 + j] = a;
+          }
+        }
+        k += kHalfBlock;
+      }
+    }
+    for (int i = 0; i < chains; ++i)
+      for (std::size_t k = k0; k < kend; ++k) acc[k] += sums[i][k - k0];
+  }
+}
+
+/// The chain means of the series (mean_of's four lanes over each split chain) into ws.means;
+/// the smallest and largest value into *lo and *hi (+inf and -inf when there is none) when
+/// lo is not nullptr.
+void series_means(const SplitSeries& s, Workspace& ws, double* lo = nullptr, double* hi = nullptr) {
+  double vlo = std::numeric_limits<double>::infinity(), vhi = -vlo;
+  const std::size_t m = s.chains(), n = s.length();
+  ws.means.resize(m);
+  ws.window.resize(kSeriesWindow);
+  double* buf = ws.window.data();
+  for (std::size_t c = 0; c < m; ++c) {
+    SplitSeries::Cursor cur = s.cursor(c, 0.0);
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (std::size_t t = 0; t < n; t += kSeriesWindow) {
+      const std::size_t len = std::min(kSeriesWindow, n - t);
+      cur.next(buf, len);
+      std::size_t i = 0;
+      for (; i + 4 <= len; i += 4) {
+        s0 += buf[i];
+        s1 += buf[i + 1];
+        s2 += buf[i + 2];
+        s3 += buf[i + 3];
+      }
+      for (; i < len; ++i) s0 += buf[i];  // only in the last window (kSeriesWindow % 4 == 0)
+      if (lo != nullptr)
+        for (i = 0; i < len; ++i) {
+          vlo = buf[i] < vlo ? buf[i] : vlo;
+          vhi = buf[i] > vhi ? buf[i] : vhi;
+        }
+    }
+    ws.means[c] = ((s0 + s1) + (s2 + s3)) / static_cast<double>(n);
+  }
+  if (lo != nullptr) {
+    *lo = vlo;
+    *hi = vhi;
+  }
+}
+
+/// Each split chain's sum of squares about its mean (ws.means), divided by n - 1.
+std::vector<double> series_vars(const SplitSeries& s, Workspace& ws) {
+  const std::size_t m = s.chains(), n = s.length();
+  std::vector<double> vars(m);
+  ws.window.resize(kSeriesWindow);
+  double* buf = ws.window.data();
+  for (std::size_t c = 0; c < m; ++c) {
+    SplitSeries::Cursor cur = s.cursor(c, ws.means[c]);
+    double v = 0;
+    for (std::size_t t = 0; t < n; t += kSeriesWindow) {
+      const std::size_t len = std::min(kSeriesWindow, n - t);
+      cur.next(buf, len);
+      for (std::size_t i = 0; i < len; ++i) v += buf[i] * buf[i];
+    }
+    vars[c] = v / static_cast<double>(n - 1);
+  }
+  return vars;
+}
+
+/// Lags summed beyond a request by a pass of ess_series_centred (at least 32, fewer than 64):
+/// a pass generates the series once, which costs about as much as 15 lags.
+constexpr std::size_t kSeriesAhead = 2 * kLagBlock;
+
+/// ess_centred's writable path on the series, chains centred by ws.means (n >= 3), bit for
+/// bit: Geyer's sequence asks for every lag in turn, so ess_centred sums directly exactly the
+/// lags below min(n, cap rounded up to a multiple of 32) (its blocks of 32 lags stop there)
+/// and takes every lag from the FFT once one at or beyond it is asked for. Each lag's direct
+/// sum is the same however the lags are grouped; here each pass over the series sums
+/// kSeriesAhead lags or so past the request (ess_centred sums 16 past it per pass of its
+/// stored chains). When `sq_sums` is not nullptr (m entries), the first pass (lags from 0,
+/// every draw) also sums each chain's squares of its centred values into it, in order
+/// (series_vars' sums).
+double ess_series_centred(const SplitSeries& s, Workspace& ws, double* sq_sums = nullptr) {
+  const std::size_t m = s.chains(), n = s.length();
+  ws.acov.clear();
+  std::size_t done = 0;
+  const double* acov = nullptr;
+  const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
+  const std::size_t direct = std::min(n, (direct_lag_cap(m, n) + kLagBlock - 1) / kLagBlock * kLagBlock);
+  return geyer_ess(m, n, ws, [&](std::size_t lag) {
+    if (lag < done) return acov;
+    if (lag < direct) {
+      const std::size_t upto = std::min(direct, (lag + 1 + kLagBlock - 1) / kLagBlock * kLagBlock + kSeriesAhead / 2);
+      ws.acov.resize(upto, 0.0);  // the new lags [done, upto) start at 0
+      direct_lags_series(s, m, n, done, upto, ws.acov.data(), ws, done == 0 ? sq_sums : nullptr);
+      for (std::size_t k = done; k < upto; ++k) ws.acov[k] *= inv_mn;
+      acov = ws.acov.data();
+      done = upto;
+    } else {
+      acov = all_lags_fft(m, n, ws, [&](std::size_t c, double* r) { s.cursor(c, ws.means[c]).next(r, n); });
+      done = n;
+    }
+    return acov;
+  });
+}
+}  // namespace
+
+std::atomic<std::size_t>& stored_split_limit() {
+  static std::atomic<std::size_t> limit{std::size_t{1} << 18};
+  return limit;
+}
+
+void fill_series(const SplitSeries& s, double* out) {
+  for (std::size_t c = 0; c < s.chains(); ++c) s.cursor(c, 0.0).next(out + c * s.length(), s.length());
+}
+
+double ess_series(const SplitSeries& s, Workspace& ws, bool check) {
+  const std::size_t m = s.chains(), n = s.length();
+  if (n < 3 || m == 0) return kNaN;
+  double lo = 0, hi = 0;
+  series_means(s, ws, check ? &lo : nullptr, &hi);
+  // Constant, as summarize checks ess_sd's squares (which overflow only for |x| > 1e154).
+  if (check && !(std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon()))) return kNaN;
+  return ess_series_centred(s, ws);
+}
+
+void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* ess, bool check) {
+  const std::size_t m = s.chains(), n = s.length();
+  double lo = 0, hi = 0;
+  series_means(s, ws, check ? &lo : nullptr, &hi);
+  // detail::is_constant of the values (true when there are none).
+  if (check && (m * n == 0 || std::fabs(hi - lo) < std::numeric_limits<double>::epsilon())) {
+    *rhat = *ess = kNaN;
+    return;
+  }
+  if (n < 3 || m == 0) {
+    *rhat = m < 2 || n < 2 ? kNaN : rhat_from(ws.means, series_vars(s, ws), m, n);
+    *ess = kNaN;
+    return;
+  }
+  // The sums of squares from the ESS's first pass (it sums lags from 0 over every draw).
+  std::vector<double> vars(m, 0.0);
+  *ess = ess_series_centred(s, ws, vars.data());
+  for (double& v : vars) v /= static_cast<double>(n - 1);
+  *rhat = m < 2 ? kNaN : rhat_from(ws.means, vars, m, n);
+}
+
+double rhat_series(const SplitSeries& s, Workspace& ws) {
+  const std::size_t m = s.chains(), n = s.length();
+  if (m < 2 || n < 2) return kNaN;
+  series_means(s, ws);
+  return rhat_from(ws.means, series_vars(s, ws), m, n);
+}
+
 const double* verbose_values(const DrawsView& v, Workspace& ws) {
   if (!v.weighted()) return v.values().data();
   const std::size_t m = v.chains(), d = v.draws(), n = v.verbose_draws();
@@ -1821,33 +2177,57 @@ DiagnosticSummary summarize(const DrawsView& v) {
     r.rhat = r.rhat_bulk = r.rhat_tail = r.rhat_basic = kNaN;
     return r;
   }
-  rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk);
+  // A weighted view's split layout, generated window by window from its compact states
+  // (detail::SplitSeries) for every quantity below that reads the split draws.
+  std::optional<detail::SplitSeries> layout;
+  if (p.compact()) layout.emplace(v, detail::SplitSeries::Kind::kState);
+  rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, layout ? &*layout : nullptr);
   r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
   const std::size_t s2 = 2 * p.m * p.h;
-  ws.split.resize(s2);
-  // (x - mean)^2 of the split draws for ess_sd; then the split draws for the basic R-hat and
-  // ess_mean (which centres them in place). One split buffer instead of two: 8 bytes per
-  // draw less scratch for one more fill.
-  double lo = 0, hi = 0;
-  fill_split_squares(p, r.mean, ws.split.data(), lo, hi);
-  // (x - mean)^2 is constant when x takes two values symmetric about the mean; it overflows
-  // only for |x| > 1e154.
-  const bool sq_ok = std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon());
-  r.ess_sd = sq_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
-  fill_split(p, ws.split.data());
-  // With an even draw count the split draws are all draws: finite and not constant (checked
-  // above); an odd count drops the middle draws, which may leave constant split draws.
-  const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
-  if (split_ok) detail::rhat_ess_overwrite(ws.split.data(), 2 * p.m, p.h, ws, &r.rhat_basic, &r.ess_mean);
-  else r.rhat_basic = r.ess_mean = kNaN;
+  const bool stored = !p.compact() || s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
+  if (!stored) {
+    // ess_sd, the basic R-hat and ess_mean of the split layout generated window by window
+    // from the compact states (detail::SplitSeries): no buffer per draw.
+    r.ess_sd = detail::ess_series(layout->with(detail::SplitSeries::Kind::kSquare, nullptr, r.mean), ws, true);
+    // With an even draw count the split draws are all draws: finite and not constant (checked
+    // above); an odd count drops the middle draws, which may leave constant split draws.
+    detail::rhat_ess_series(*layout, ws, &r.rhat_basic, &r.ess_mean, p.n % 2 == 1);
+  } else {
+    ws.split.resize(s2);
+    // (x - mean)^2 of the split draws for ess_sd; then the split draws for the basic R-hat and
+    // ess_mean (which centres them in place). One split buffer instead of two: 8 bytes per
+    // draw less scratch for one more fill.
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    if (p.compact()) {
+      detail::fill_series(layout->with(detail::SplitSeries::Kind::kSquare, nullptr, r.mean), ws.split.data());
+      for (const double z : ws.split) {
+        lo = z < lo ? z : lo;
+        hi = z > hi ? z : hi;
+      }
+    } else {
+      fill_split_squares(p, r.mean, ws.split.data(), lo, hi);
+    }
+    // (x - mean)^2 is constant when x takes two values symmetric about the mean; it overflows
+    // only for |x| > 1e154.
+    const bool sq_ok = std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon());
+    r.ess_sd = sq_ok ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true) : kNaN;
+    if (p.compact()) detail::fill_series(*layout, ws.split.data());
+    else fill_split(p, ws.split.data());
+    // With an even draw count the split draws are all draws: finite and not constant (checked
+    // above); an odd count drops the middle draws, which may leave constant split draws.
+    const bool split_ok = p.n % 2 == 0 || !detail::is_constant(ws.split.data(), s2);
+    if (split_ok) detail::rhat_ess_overwrite(ws.split.data(), 2 * p.m, p.h, ws, &r.rhat_basic, &r.ess_mean);
+    else r.rhat_basic = r.ess_mean = kNaN;
+  }
   r.mcse_mean = r.sd / std::sqrt(r.ess_mean);
   const double evar = m2 / sd_s;
   const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;
   r.mcse_sd = std::sqrt(varvar / evar / 4.0);
   // The indicators are packed from the draws (a weighted view's: from its compact states),
   // so their FFT (if any) may keep its power spectrum in the split buffer.
-  const double e05 = ess_indicator(p, r.q5, ws, ws.split.data());
-  const double e95 = ess_indicator(p, r.q95, ws, ws.split.data());
+  double* scratch = stored ? ws.split.data() : nullptr;
+  const double e05 = ess_indicator(p, r.q5, ws, scratch);
+  const double e95 = ess_indicator(p, r.q95, ws, scratch);
   r.ess_tail = nan_min(e05, e95);
   r.mcse_q5 = mcse_quantile7(xs, p.s, 0.05, e05);
   r.mcse_q95 = mcse_quantile7(xs, p.s, 0.95, e95);

@@ -369,9 +369,30 @@ bool same_bits(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
 }
 
+/// Sets the split draws up to which a weighted view's split layout is stored (detail::
+/// stored_split_limit) for its lifetime, then restores the default.
+struct StoredSplitLimit {
+  std::size_t saved;
+  explicit StoredSplitLimit(std::size_t limit) : saved(herd::mcmc::detail::stored_split_limit().exchange(limit)) {}
+  ~StoredSplitLimit() { herd::mcmc::detail::stored_split_limit().store(saved); }
+  StoredSplitLimit(const StoredSplitLimit&) = delete;
+  StoredSplitLimit& operator=(const StoredSplitLimit&) = delete;
+};
+
+void check_weighted_equals_expanded_once(const CompactColumn& col);
+
 /// Every field of summarize() and the rank- and order-based single-purpose functions agree,
-/// bit for bit, between the weighted view and its expansion.
+/// bit for bit, between the weighted view and its expansion: with the weighted view's split
+/// layout generated window by window for every pass, and stored once per series.
 void check_weighted_equals_expanded(const CompactColumn& col) {
+  for (const std::size_t limit : {std::size_t{0}, std::numeric_limits<std::size_t>::max()}) {
+    INFO((limit == 0 ? "split layout generated per window" : "split layout stored"));
+    const StoredSplitLimit set(limit);
+    check_weighted_equals_expanded_once(col);
+  }
+}
+
+void check_weighted_equals_expanded_once(const CompactColumn& col) {
   namespace m = herd::mcmc;
   const DrawsView wv = col.weighted(), ev = col.expanded();
   REQUIRE(wv.verbose_draws() == col.n);
@@ -438,6 +459,26 @@ TEST_CASE("weighted summaries rank the compact states: bit for bit the expanded 
         CHECK(herd::mcmc::summarize(col.weighted()).q95 == 2.5);
       }
     }
+  }
+  SECTION("long correlated chains: split chains generated window by window, lags across windows, the FFT") {
+    // Split chains of 10,000 to 25,000 draws (several of the windows of a few thousand draws
+    // that the weighted view's split layout is generated in), AR(1) values: 0.9 sums a few
+    // dozen lags directly (each sum carried across windows), 0.998 runs past the directly
+    // summed lags to the FFT; odd n drops a middle draw, m = 3 leaves a chain pair of one.
+    for (const double phi : {0.9, 0.998})
+      for (std::size_t m : {1u, 3u})
+        for (std::size_t n : {20001u, 50000u}) {
+          INFO("phi " << phi << ", m " << m << ", n " << n);
+          std::vector<double> ar(m * n);
+          for (std::size_t c = 0; c < m; ++c) {
+            double y = 0;
+            for (std::size_t i = 0; i < n; ++i) ar[c * n + i] = y = phi * y + normal(rng);
+          }
+          const auto col = compact_column(
+              m, n, [&](std::size_t c, std::size_t i) { return ar[c * n + i]; },
+              [&](std::size_t c, std::size_t i) { return static_cast<std::int64_t>((i * 7 + c * 3 + i / 11) % 5); });
+          check_weighted_equals_expanded(col);
+        }
   }
   SECTION("a state of weight > n/2 (over the middle, at the start, at the end)") {
     for (std::size_t m : {1u, 4u})
@@ -983,19 +1024,22 @@ TEST_CASE("direct autocovariance lags (blocks of 32 by fused multiply-adds) equa
   }
 }
 
-TEST_CASE("summarize's scratch: one split buffer, sort records per compact state", "[mcmc]") {
+TEST_CASE("summarize's scratch: no buffer per draw of a weighted view but the z table", "[mcmc]") {
   // White noise (its autocorrelations die out at once: the ESS sums a few direct lags, no
   // FFT), 1 chain, as a weighted view of K states of weights 1..5 (S = 3 K draws) and as the
-  // S draws themselves. The workspace holds the split draws (8 bytes per draw; a weighted
-  // view is never expanded, an unweighted one is its own verbose draws), the z table (8),
-  // and the sort records: 20 bytes per state weighted (key, slot, count; cumulative
-  // counts), 12 per draw unweighted (key, position); the radix sort's scratch is its largest
-  // bucket (a few thousand records), the folded records are scaled as they are merged. The
-  // ESS keeps only the lags it sums (a few dozen here): no buffer per draw. The expansion of
-  // a weighted view or a second split buffer would add 8 bytes per draw (2.4 MB here), one
-  // record per draw of a weighted view 24, a radix scratch or buffer of folded records of
-  // all records 16 per state (1.6 MB) or 12 per draw, the ESS's autocovariance or Geyer
-  // sequence sized by the split chain 4 each (S / 2 values: 1.2 MB here, past kSlack).
+  // S draws themselves. A weighted view is never expanded and, past 2^18 split draws
+  // (detail::stored_split_limit), its split layout is never stored: the workspace holds the
+  // z table (8 bytes per draw, normal quantiles by rank),
+  // the z-scores per state (8), the sort records (key, slot, count: 16) and their cumulative
+  // counts (4), 28 bytes per state; the split chains are generated window by window (a few
+  // thousand draws). An unweighted view holds the split draws (8 bytes per draw), the z
+  // table (8) and 12 bytes of sort record (key, position) per draw. The radix sort's scratch
+  // is its largest bucket (a few thousand records), the folded records are scaled as they
+  // are merged, the ESS keeps only the lags it sums (a few dozen here). The expansion of a
+  // weighted view or a split buffer would add 8 bytes per draw (2.4 MB here, past kSlack),
+  // one record per draw of a weighted view 24, a radix scratch or buffer of folded records
+  // of all records 16 per state (1.6 MB) or 12 per draw, the ESS's autocovariance or Geyer
+  // sequence sized by the split chain 4 each (S / 2 values: 1.2 MB here).
   constexpr std::size_t kStates = 100000;
   const std::vector<double> x = herd_test::lcg_ar1(1, kStates, 0.0, 4242, 0.0);
   std::vector<std::int64_t> w(kStates);
@@ -1007,12 +1051,28 @@ TEST_CASE("summarize's scratch: one split buffer, sort records per compact state
   const double s = static_cast<double>(verbose.size()), k = static_cast<double>(kStates);
   REQUIRE(s == 3.0 * k);
   constexpr double kSlack = 1 << 20;  // fixed-size parts: radix histogram, means, ...
+  // Past the split draws that a weighted view's split layout is stored up to (2 MiB).
+  REQUIRE(s > static_cast<double>(herd::mcmc::detail::stored_split_limit().load()));
   herd::mcmc::release_diagnostics_workspace();
   CHECK(herd::mcmc::diagnostics_workspace_bytes() == 0);
   const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));
   const auto weighted_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
-  CHECK(weighted_bytes >= 16.0 * s);
-  CHECK(weighted_bytes <= 16.0 * s + 20.0 * k + kSlack);
+  INFO("weighted: " << weighted_bytes << " bytes for S = " << s << " draws of K = " << k << " states");
+  CHECK(weighted_bytes >= 8.0 * s + 28.0 * k);
+  CHECK(weighted_bytes <= 8.0 * s + 28.0 * k + kSlack);
+  // Twice the states (the chain twice over): 8 bytes more per draw added (the z table) and
+  // 28 per state, the packed indicators' 1 / 4 per draw and the radix scratch's larger
+  // buckets; a buffer per draw would add 8 more per draw.
+  std::vector<double> x2 = x;
+  x2.insert(x2.end(), x.begin(), x.end());
+  std::vector<std::int64_t> w2 = w;
+  w2.insert(w2.end(), w.begin(), w.end());
+  herd::mcmc::release_diagnostics_workspace();
+  (void)herd::mcmc::summarize(DrawsView(x2, w2, 1, 2 * kStates));
+  const auto weighted_twice = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
+  INFO("weighted, twice the states: " << weighted_twice << " bytes");
+  CHECK(weighted_twice - weighted_bytes >= 8.0 * s + 28.0 * k);
+  CHECK(weighted_twice - weighted_bytes <= 8.5 * s + 28.0 * k);
   herd::mcmc::release_diagnostics_workspace();
   const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
   const auto expanded_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
@@ -1310,13 +1370,15 @@ TEST_CASE("refine_sample, both overloads: the refinement written out, bit for bi
                   herd::InputError);
 }
 
-TEST_CASE("summarize's scratch with the FFT: no power-spectrum buffer", "[mcmc]") {
+TEST_CASE("summarize's scratch with the FFT: its buffers, no split buffer", "[mcmc]") {
   // AR(1) 0.999 (autocorrelation time about 2000: Geyer's sequence runs past the directly
   // summed lags, so the ESS takes every lag from the FFT), 1 chain, a weighted view of K
   // states of weights 1..5 (S = 3 K draws; 2 split chains of h = S / 2). The workspace holds
-  // what the test above counts plus the FFT's input and spectrum (8 len + 16 (len / 2 + 1)
-  // bytes, len = fft_length(2 h)); the chains' summed power spectrum lives in the split
-  // buffer, so a buffer of its own (8 (len / 2 + 1) bytes: 1.2 MB here, past kSlack) fails.
+  // what the test above counts (8 bytes per draw, 28 per state) plus the FFT's input and
+  // spectrum (8 len + 16 (len / 2 + 1) bytes, len = fft_length(2 h)) and the chains' summed
+  // power spectrum (8 (len / 2 + 1)): the split chains are generated into the FFT's input
+  // from the z-scores per state, so a split buffer (8 bytes per draw: 2.4 MB here, past
+  // kSlack) fails. The weighted view's numbers are the expanded chain's, bit for bit.
   constexpr std::size_t kStates = 100000;
   const std::vector<double> x = herd_test::lcg_ar1(1, kStates, 0.999, 99, 0.0);
   std::vector<std::int64_t> w(kStates);
@@ -1328,12 +1390,14 @@ TEST_CASE("summarize's scratch with the FFT: no power-spectrum buffer", "[mcmc]"
   const double s = static_cast<double>(verbose.size()), k = static_cast<double>(kStates);
   const auto len = static_cast<double>(herd::mcmc::detail::fft_length(verbose.size() / 2 * 2));
   constexpr double kSlack = 1 << 20;
+  REQUIRE(s > static_cast<double>(herd::mcmc::detail::stored_split_limit().load()));
   herd::mcmc::release_diagnostics_workspace();
   const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));
   const auto bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
   INFO("bytes " << bytes << ", FFT length " << len);
-  CHECK(bytes >= 16.0 * s + 16.0 * len);  // the FFT was used
-  CHECK(bytes <= 16.0 * s + 20.0 * k + 16.0 * len + kSlack);
+  const double fft = 16.0 * len + 8.0 * (len / 2.0 + 1.0);
+  CHECK(bytes >= 8.0 * s + 28.0 * k + fft);  // the FFT was used
+  CHECK(bytes <= 8.0 * s + 28.0 * k + fft + kSlack);
   herd::mcmc::release_diagnostics_workspace();
   const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
   CHECK(herd::mcmc::testing::summary_bits(weighted) == herd::mcmc::testing::summary_bits(expanded));

@@ -107,12 +107,15 @@ struct DiagnosticSummary {
 /// Cost: one LSD radix sort of the S draws (of a weighted view: of its K entries of positive
 /// weight, plus one per odd chain) plus O(S) passes, and O(S L) for the L autocovariance lags
 /// Geyer's sequences need (by FFT when L is large). The calling thread's workspace grows to
-/// about 40 bytes per draw (weighted: about 16 per draw plus 36 per entry, the view never
-/// expanded; one split buffer serves the z-scores, the split draws and the FFT's summed power
-/// spectrum in turn; the ESS keeps only the L lags it sums directly), plus about 32 per draw
-/// of a split chain once the FFT is used (its input and spectrum), and is kept for the next
-/// call (release it with release_diagnostics_workspace(); diagnostics_workspace_bytes() gives
-/// its size).
+/// about 28 bytes per draw unweighted (one split buffer serves the z-scores, the split draws
+/// and the FFT's summed power spectrum in turn), and for a weighted view to 8 per draw (the
+/// z table) plus 28 per entry: the view is never expanded and its split chains are
+/// generated window by window from one value per entry (stored only up to 2^18 split
+/// draws, 2 MiB, where that is cheaper: detail::stored_split_limit); the ESS keeps only the
+/// L lags it sums directly. Once the FFT is used, about 32 bytes per draw of a split chain
+/// more (its input and spectrum; weighted, 40 with the summed power spectrum). The workspace
+/// is kept for the next call (release it with release_diagnostics_workspace();
+/// diagnostics_workspace_bytes() gives its size).
 /// @param draws `[chains, draws]` row-major, optionally weighted (zero weights allowed); the
 ///        result is that of the expanded view, bit for bit.
 /// Thread-safe (the calling thread's workspace); never throws for non-finite or constant
@@ -141,10 +144,10 @@ void release_diagnostics_workspace();
 /// Bytes the calling thread's diagnostics workspace holds now: its buffers' capacities and
 /// the FFT's buffers (not counting the 2 MiB rounding of large blocks, nor FFTW's twiddle
 /// tables). After summarize() of a weighted view of S draws in K entries whose
-/// autocorrelations die out within 160 lags (no FFT): about 16 S + 36 K bytes (split draws,
-/// the z table, sort records; the ESS's autocovariance at the lags it summed, a few
-/// kilobytes); of an unweighted view, about 40 S. 0 after
-/// release_diagnostics_workspace().
+/// autocorrelations die out within 160 lags (no FFT): about 8 S + 28 K bytes (the z table,
+/// z-scores per entry, sort records and their cumulative counts; windows of the split
+/// chains and the ESS's autocovariance at the lags it summed, a few hundred kilobytes); of an
+/// unweighted view, about 28 S. 0 after release_diagnostics_workspace().
 /// Thread-safe (the calling thread's workspace).
 std::size_t diagnostics_workspace_bytes();
 
