@@ -4,15 +4,20 @@
 #include "outputs.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <utility>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
+#include "herd/io/atomic_file.hpp"
 #include "herd/io/output_files.hpp"
 #include "herd/mcmc/posterior_report.hpp"
 #include "text_chain.hpp"
@@ -132,30 +137,24 @@ void write_report_file(const std::string& path, const std::string& text) {
 
 namespace {
 
-/// The variables' columns (names only: their values are the chain's points), then the
-/// derived quantities' (those not named as a variable).
-std::vector<Column> chain_columns(const SamplerSpecs& specs, const SampleTarget& target,
-                                  const MemoryChainSink& memory) {
+/// The variables' columns, then the derived quantities' (those not named as a variable),
+/// and the derived quantities' values (DerivedColumns).
+std::vector<Column> chain_columns(const SamplerSpecs& specs, const SampleTarget& target, const MemoryChainSink& memory,
+                                  DerivedColumns& derived) {
   std::vector<Column> columns;
   const int d = target.ndim;
-  const std::size_t n = memory.size();
   columns.reserve(static_cast<std::size_t>(d) + target.quantity_names.size());
-  for (int j = 0; j < d; ++j) columns.push_back({specs.variable_names[static_cast<std::size_t>(j)], {}});
+  for (int j = 0; j < d; ++j) columns.push_back({specs.variable_names[static_cast<std::size_t>(j)]});
   if (target.quantities && !target.quantity_names.empty()) {
-    const std::size_t nq = target.quantity_names.size();
-    std::vector<double> q(nq);
-    std::vector<Column> qc;
-    for (const auto& name : target.quantity_names) qc.push_back({name, std::vector<double>(n)});
-    ChainReader rd(memory, kPointColumns);
-    for (std::size_t i = 0; i < n; ++i) {
-      target.quantities(rd.point(i), q.data());
-      for (std::size_t k = 0; k < nq; ++k) qc[k].compact[i] = q[k];
-    }
-    for (auto& c : qc) {
+    std::vector<std::size_t> keep;
+    for (std::size_t k = 0; k < target.quantity_names.size(); ++k) {
+      const std::string& name = target.quantity_names[k];
       const bool dup =
-          std::any_of(columns.begin(), columns.begin() + d, [&](const Column& v) { return v.name == c.name; });
-      if (!dup) columns.push_back(std::move(c));
+          std::any_of(columns.begin(), columns.begin() + d, [&](const Column& v) { return v.name == name; });
+      if (!dup) keep.push_back(k);
     }
+    for (std::size_t k : keep) columns.push_back({target.quantity_names[k]});
+    derived = DerivedColumns(target, keep, memory);
   }
   return columns;
 }
@@ -223,12 +222,92 @@ void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& mem
 
 }  // namespace
 
+DerivedColumns::DerivedColumns(const SampleTarget& target, const std::vector<std::size_t>& keep,
+                               const MemoryChainSink& memory)
+    : nq_(keep.size()), n_(memory.size()) {
+  if (nq_ == 0) return;
+  const std::size_t nq_all = target.quantity_names.size();
+  std::vector<double> q(nq_all);
+  ChainReader rd(memory, kPointColumns);
+  if (!memory.file_backed()) {
+    values_.resize(nq_ * n_);
+    for (std::size_t i = 0; i < n_; ++i) {
+      target.quantities(rd.point(i), q.data());
+      for (std::size_t e = 0; e < nq_; ++e) values_[e * n_ + i] = q[keep[e]];
+    }
+    return;
+  }
+  fd_ = io::create_unlinked_scratch(memory.scratch_dir(), ".herd-derived-", path_);
+  if (fd_ < 0) fail("creating");
+  // Chunks of about 1 MiB of values (at least 64 states), each quantity's part written at
+  // its place in that quantity's column.
+  const std::size_t per = std::max<std::size_t>(64, (std::size_t{1} << 17) / nq_);
+  std::vector<double> chunk(nq_ * per);
+  for (std::size_t i0 = 0; i0 < n_; i0 += per) {
+    const std::size_t len = std::min(per, n_ - i0);
+    for (std::size_t i = 0; i < len; ++i) {
+      target.quantities(rd.point(i0 + i), q.data());
+      for (std::size_t e = 0; e < nq_; ++e) chunk[e * per + i] = q[keep[e]];
+    }
+    for (std::size_t e = 0; e < nq_; ++e)
+      if (!io::pwrite_all(fd_, chunk.data() + e * per, len * sizeof(double), (e * n_ + i0) * sizeof(double)))
+        fail("writing");
+  }
+}
+
+DerivedColumns::~DerivedColumns() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+DerivedColumns::DerivedColumns(DerivedColumns&& o) noexcept
+    : nq_(std::exchange(o.nq_, 0)),
+      n_(std::exchange(o.n_, 0)),
+      fd_(std::exchange(o.fd_, -1)),
+      path_(std::move(o.path_)),
+      values_(std::move(o.values_)) {}
+
+DerivedColumns& DerivedColumns::operator=(DerivedColumns&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    nq_ = std::exchange(o.nq_, 0);
+    n_ = std::exchange(o.n_, 0);
+    fd_ = std::exchange(o.fd_, -1);
+    path_ = std::move(o.path_);
+    values_ = std::move(o.values_);
+  }
+  return *this;
+}
+
+void DerivedColumns::fail(const char* what) const {
+  const int e = errno;
+  throw IoError(fmt::format("{} the derived quantities' scratch file \"{}\" (unlinked once created) failed: {}", what,
+                            path_, e != 0 ? std::strerror(e) : "unexpected end of file"));
+}
+
+DerivedReader::DerivedReader(const DerivedColumns& columns) : cols_(&columns) {
+  if (columns.fd_ < 0) return;
+  // 8192 states (64 KiB) for one quantity, fewer for many: about 64 KiB, 512 states at least.
+  per_ = std::clamp<std::size_t>(std::size_t{8192} / std::max<std::size_t>(1, columns.nq_), 512, 8192);
+  block_.assign(columns.nq_, std::numeric_limits<std::size_t>::max());
+  buf_.resize(columns.nq_);
+}
+
+void DerivedReader::load(std::size_t q, std::size_t b) {
+  const DerivedColumns& c = *cols_;
+  std::vector<double>& buf = buf_[q];
+  if (buf.empty()) buf.resize(per_);
+  const std::size_t first = b * per_;
+  const std::size_t len = std::min(per_, c.n_ - first);
+  if (!io::pread_all(c.fd_, buf.data(), len * sizeof(double), (q * c.n_ + first) * sizeof(double))) c.fail("reading");
+  block_[q] = b;
+}
+
 ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target, const MemoryChainSink& memory,
                            const DramResult& kr) {
   ChainOutputs o;
   const std::size_t n = memory.size();
   o.burnin = std::clamp<std::int64_t>(kr.burnin, 0, static_cast<std::int64_t>(n) - 1);
-  o.columns = chain_columns(specs, target, memory);
+  o.columns = chain_columns(specs, target, memory, o.derived);
   {
     ChainReader rd(memory, kWeightColumn);
     for (auto i = static_cast<std::size_t>(o.burnin); i < n; ++i)

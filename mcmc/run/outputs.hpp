@@ -4,6 +4,7 @@
 // of the `.h5`, the common part of the HTML report, and each chain's contribution to the
 // outputs (columns, burn-in, refined sample).
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -97,17 +98,77 @@ PosteriorReportData html_report_data(const SamplerSpecs& specs, const SampleTarg
 /// @throws herd::IoError "cannot write|close "<path>": <the system's reason>"
 void write_report_file(const std::string& path, const std::string& text);
 
-/// Values of one reported quantity on the compact states (`[compact]`).
+/// One reported quantity: a sampled coordinate (its values are the chain's points) or a
+/// derived quantity (its values are in ChainOutputs::derived).
 struct Column {
   std::string name;
-  /// A derived quantity's values; empty for a sampled coordinate, whose values are the
-  /// chain's points (compact_value), not copied.
-  std::vector<double> compact;
+};
+
+/// The derived quantities' values on the compact states of one chain, `[quantity][state]`,
+/// computed once after sampling. Beside a file-backed chain they go to an unlinked scratch
+/// file in the chain's scratch folder (quantity after quantity, 8 bytes per state and
+/// quantity), so that the resident memory does not grow with the chain; beside an in-memory
+/// chain they are held in memory. Read through `DerivedReader`. Movable, not copyable. Once
+/// made, any number of threads may read it, each through its own DerivedReader.
+class DerivedColumns {
+ public:
+  /// No derived quantities.
+  DerivedColumns() = default;
+  /// Quantities `keep` (indices into `target.quantity_names`) of every state of `memory`,
+  /// from `target.quantities` called on this thread, state by state in order. Memory: about
+  /// 1 MiB of buffer while computing (file-backed), else 8 bytes per state and quantity.
+  /// @throws herd::IoError naming the scratch file (cannot create or write it)
+  DerivedColumns(const SampleTarget& target, const std::vector<std::size_t>& keep, const MemoryChainSink& memory);
+  ~DerivedColumns();
+  DerivedColumns(const DerivedColumns&) = delete;
+  DerivedColumns& operator=(const DerivedColumns&) = delete;
+  /// Moves (the scratch file too).
+  DerivedColumns(DerivedColumns&& o) noexcept;
+  /// Moves (the scratch file too).
+  DerivedColumns& operator=(DerivedColumns&& o) noexcept;
+
+  std::size_t count() const { return nq_; }  ///< quantities
+  std::size_t size() const { return n_; }    ///< states
+  bool file_backed() const { return fd_ >= 0; }
+  /// Bytes held in memory (0 when file-backed).
+  std::size_t resident_bytes() const { return values_.capacity() * sizeof(double); }
+
+ private:
+  friend class DerivedReader;
+  [[noreturn]] void fail(const char* what) const;
+  std::size_t nq_ = 0, n_ = 0;
+  int fd_ = -1;
+  std::string path_;
+  std::vector<double> values_;  ///< in memory: [quantity][state]
+};
+
+/// Reads a DerivedColumns: file-backed, each quantity asked for through a buffer of a block of
+/// states (64 KiB for one quantity, down to 4 KiB each for many), loaded when a state outside
+/// it is asked for (reading in increasing order reads the file once). One reader per thread;
+/// the columns must outlive it.
+class DerivedReader {
+ public:
+  explicit DerivedReader(const DerivedColumns& columns);
+  /// Quantity `q`'s value on state `i`. @throws herd::IoError naming the scratch file
+  double value(std::size_t q, std::size_t i) {
+    const DerivedColumns& c = *cols_;
+    if (c.fd_ < 0) return c.values_[q * c.n_ + i];
+    if (i / per_ != block_[q]) load(q, i / per_);
+    return buf_[q][i % per_];
+  }
+
+ private:
+  void load(std::size_t q, std::size_t b);
+  const DerivedColumns* cols_;
+  std::size_t per_ = 1;                   ///< states per block
+  std::vector<std::size_t> block_;        ///< [quantity] the block in its buffer (SIZE_MAX: none)
+  std::vector<std::vector<double>> buf_;  ///< [quantity] its buffer (allocated at the first read)
 };
 
 /// Everything a chain contributes to the outputs, computed on rank 0.
 struct ChainOutputs {
-  std::vector<Column> columns;           ///< variables (names only), then derived quantities (compact)
+  std::vector<Column> columns;           ///< variables, then derived quantities (names)
+  DerivedColumns derived;                ///< the derived quantities' values (columns [d, ...))
   std::size_t post_draws = 0;            ///< draws of the verbose chain after burn-in
   std::int64_t burnin = 0;               ///< compact index where the posterior starts
   std::vector<std::size_t> sample_rows;  ///< compact rows of the refined sample (repeated by weight)
@@ -117,17 +178,18 @@ struct ChainOutputs {
 
 /// The columns, burn-in (the kernel's, clamped to the chain), post-burn-in verbose length and
 /// refined sample of one chain `memory` with the kernel's result `kr`. Calls the target's
-/// quantities (from this thread). Memory: 8 bytes per compact state and derived quantity
-/// (the sampled coordinates are read from `memory`), plus the refined sample's rows.
-/// @throws what `refine_sample` throws.
+/// quantities (from this thread). Memory: the refined sample's rows, and for an in-memory
+/// chain 8 bytes per compact state and derived quantity (beside a file-backed chain they go
+/// to a scratch file: DerivedColumns). @throws what `refine_sample` throws, herd::IoError
 ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target, const MemoryChainSink& memory,
                            const DramResult& kr);
 
-/// Quantity `k`'s value on compact state `i` of the chain read by `chain` (a reader of its
-/// points, all or coordinate k) whose outputs are `o`: coordinate k of the state for k <
-/// `d`, else the derived quantity's column. @throws herd::IoError (the chain's scratch file)
-inline double compact_value(ChainReader& chain, std::size_t d, const ChainOutputs& o, std::size_t k, std::size_t i) {
-  return k < d ? chain.x(i, k) : o.columns[k].compact[i];
+/// Quantity `k`'s value on compact state `i` of a chain: coordinate k of the state read by
+/// `chain` (a reader of its points, all or coordinate k) for k < `d`, else derived quantity
+/// k - d read by `derived` (a reader of the chain's ChainOutputs::derived).
+/// @throws herd::IoError (the scratch files)
+inline double compact_value(ChainReader& chain, DerivedReader& derived, std::size_t d, std::size_t k, std::size_t i) {
+  return k < d ? chain.x(i, k) : derived.value(k - d, i);
 }
 
 }  // namespace herd::mcmc::detail

@@ -102,9 +102,11 @@ void write_posterior(const SerialRun& r, io::H5Group& rootg, const std::vector<A
     const unsigned columns = sampled ? kPointColumns : 0U;
     const int coordinate = sampled && !v.is_vector ? static_cast<int>(v.columns[0]) : -1;
     std::vector<double> row(k);
+    std::vector<DerivedReader> dq;  // each chain's derived quantities
+    for (std::size_t c = 0; c < m; ++c) dq.emplace_back(r.co[c].derived);
     auto append = [&](ChainReader& rd, std::size_t c, std::size_t i, std::int64_t draw, std::vector<double>& piece) {
       if (draw == 0)
-        for (std::size_t e = 0; e < k; ++e) row[e] = compact_value(rd, d, r.co[c], v.columns[e], i);
+        for (std::size_t e = 0; e < k; ++e) row[e] = compact_value(rd, dq[c], d, v.columns[e], i);
       piece.insert(piece.end(), row.begin(), row.end());
     };
     if (!v.is_vector) {
@@ -226,12 +228,24 @@ void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
     std::vector<std::string> names;
     for (std::size_t k = d; k < r.ncol; ++k) names.push_back(r.co[0].columns[k].name);
     cc.write_strings("derived_quantity", names).make_scale("derived_quantity");
-    std::vector<double> q(rows * nq);
-    std::size_t row = 0;
-    for (std::size_t c = 0; c < m; ++c)
-      for (std::size_t i = 0; i < chains[c].size(); ++i, ++row)
-        for (std::size_t k = 0; k < nq; ++k) q[row * nq + k] = r.co[c].columns[d + k].compact[i];
-    io::H5Dataset ds = cc.write<double>("derived_quantities", q, {rows, nq});
+    // In pieces of kRows rows, as the columns above (the same bytes as one write).
+    io::H5Dataset ds =
+        cc.create_dataset<double>("derived_quantities", {static_cast<hsize_t>(rows), static_cast<hsize_t>(nq)});
+    std::vector<double> piece;
+    piece.reserve(std::min(rows, kRows) * nq);
+    hsize_t at = 0;
+    for (std::size_t c = 0; c < m; ++c) {
+      DerivedReader dq(r.co[c].derived);
+      for (std::size_t i = 0; i < chains[c].size(); ++i) {
+        for (std::size_t k = 0; k < nq; ++k) piece.push_back(dq.value(k, i));
+        if (piece.size() == kRows * nq) {
+          ds.write_rows<double>(at, piece);
+          at += kRows;
+          piece.clear();
+        }
+      }
+    }
+    ds.write_rows<double>(at, piece);
     cc.attach_dimensions(ds, {"compact_draw", "derived_quantity"});
   }
   cc.set_attribute("burnin", r.out.burnin);
@@ -281,9 +295,11 @@ void write_sample(const SerialRun& r, io::H5Group& rootg, const std::vector<Arvi
   }
   for (const auto& var : variables) {
     const std::size_t k = var.columns.size();
+    std::vector<DerivedReader> dq;  // each chain's derived quantities
+    for (std::size_t c = 0; c < m; ++c) dq.emplace_back(r.co[c].derived);
     auto append = [&](ChainReader& rd, std::size_t c, std::size_t row) {
       const auto d = static_cast<std::size_t>(r.chains[c].ndim);
-      for (std::size_t col : var.columns) piece.push_back(compact_value(rd, d, r.co[c], col, row));
+      for (std::size_t col : var.columns) piece.push_back(compact_value(rd, dq[c], d, col, row));
     };
     if (!var.is_vector) {
       io::H5Dataset ds = sg.create_dataset<double>(var.name, {static_cast<hsize_t>(rows)});

@@ -461,8 +461,13 @@ void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t 
     const PosteriorStates& ps = cp.chains[c];
     double* to = out.data() + c * cp.states;
     const auto d = static_cast<std::size_t>(r.chains[c].ndim);
-    ChainReader rd(r.chains[c], kPointColumns, k < d ? static_cast<int>(k) : 0);
-    for (std::size_t i = ps.first; i < ps.end; ++i) *to++ = compact_value(rd, d, r.co[c], k, i);
+    if (k >= d) {  // a derived quantity: no coordinate read
+      DerivedReader dq(r.co[c].derived);
+      for (std::size_t i = ps.first; i < ps.end; ++i) *to++ = dq.value(k - d, i);
+    } else {
+      ChainReader rd(r.chains[c], kPointColumns, static_cast<int>(k));
+      for (std::size_t i = ps.first; i < ps.end; ++i) *to++ = rd.x(i, k);
+    }
     std::fill(to, out.data() + (c + 1) * cp.states, 0.0);  // the padding
   }
 }

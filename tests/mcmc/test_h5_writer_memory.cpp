@@ -92,3 +92,71 @@ TEST_CASE("file-backed chain: the .h5 writer holds no whole verbose column, nor 
   CHECK(speak4 < speak1 + 262144);
   CHECK(speak4 < 8 * sdraws4);
 }
+
+TEST_CASE("file-backed chain: the derived quantities go to a scratch file, read back bit for bit, no column held",
+          "[mcmc][chain]") {
+  // chain_outputs (outputs.cpp) keeps the derived quantities' values of a file-backed chain
+  // in an unlinked scratch file beside the chain's (DerivedColumns): what it holds on the heap
+  // afterwards must not grow with the chain (a column in memory is 8 bytes per state and
+  // quantity), and every value read back (DerivedReader, compact_value) is the target's.
+  TempDir dir("herd_derived_");
+  const int d = 2;
+  SamplerSpecs specs;
+  specs.output_prefix = (dir.path / "run").string();
+  specs.variable_names = {"x1", "x2"};
+  specs.sample_size = 100;  // a sample of fixed size: only the derived columns could grow
+  SampleTarget target;
+  target.ndim = d;
+  target.log_density = gauss;
+  // "x2" repeats a variable: not a derived column. The others are, in this order.
+  target.quantity_names = {"sum", "x2", "prod", "sq1"};
+  target.quantities = [](const double* x, double* q) {
+    q[0] = x[0] + x[1];
+    q[1] = x[1];
+    q[2] = x[0] * x[1];
+    q[3] = x[0] * x[0];
+  };
+  const auto expected = [](const double* x, std::size_t e) {
+    return e == 0 ? x[0] + x[1] : e == 1 ? x[0] * x[1] : x[0] * x[0];
+  };
+  // The heap chain_outputs leaves held (its ChainOutputs), and a check of every value.
+  const auto held = [&](std::int64_t n, bool file_backed) {
+    MemoryChainSink sink = file_backed ? MemoryChainSink(dir.path.string()) : MemoryChainSink();
+    DramSampler s(options(d, n), gauss);
+    const DramResult result = s.run(sink);
+    const std::size_t before = herd_test::counted_live_bytes();
+    herd::mcmc::detail::ChainOutputs co = herd::mcmc::detail::chain_outputs(specs, target, sink, result);
+    const std::size_t bytes = herd_test::counted_live_bytes() - before;
+    REQUIRE(co.columns.size() == 5);
+    CHECK(co.columns[2].name == "sum");
+    CHECK(co.columns[3].name == "prod");
+    CHECK(co.columns[4].name == "sq1");
+    REQUIRE(co.derived.count() == 3);
+    REQUIRE(co.derived.size() == sink.size());
+    CHECK(co.derived.file_backed() == file_backed);
+    ChainReader rd(sink, kPointColumns);
+    herd::mcmc::detail::DerivedReader dq(co.derived);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < sink.size(); ++i)
+      for (std::size_t e = 0; e < 3; ++e) {
+        const double want = expected(rd.point(i), e);
+        if (herd::mcmc::detail::compact_value(rd, dq, d, d + e, i) != want) ++wrong;
+      }
+    // Read back out of order too (the blocks are reloaded).
+    for (std::size_t i = sink.size(); i-- > 0;)
+      if (dq.value(2, i) != expected(rd.point(i), 2)) ++wrong;
+    CHECK(wrong == 0);
+    return std::pair<std::size_t, std::size_t>{bytes, sink.size()};
+  };
+  const auto [bytes1, n1] = held(20000, true);
+  const auto [bytes4, n4] = held(80000, true);
+  INFO("held " << bytes1 << " bytes at " << n1 << " states, " << bytes4 << " at " << n4);
+  REQUIRE(n4 > 3 * n1);
+  // The names, the sample's 100 rows: flat, where 3 columns in memory take 24 bytes per state
+  // (1.9 MB at n4).
+  CHECK(bytes4 < bytes1 + 4096);
+  CHECK(bytes4 < n4);
+  // An in-memory chain keeps them in memory (the same values).
+  const auto [mbytes, mn] = held(20000, false);
+  CHECK(mbytes >= 24 * mn);
+}

@@ -175,6 +175,8 @@ class MemoryChainSink final : public ChainSink {
   std::size_t size() const;
   /// Whether the columns go to a scratch file (else to the public vectors).
   bool file_backed() const { return pending_; }
+  /// File-backed: the folder of its scratch file ("" = the current directory); in memory: "".
+  const std::string& scratch_dir() const { return store_dir_; }
   /// File-backed: states per block of the scratch file; in memory: 0.
   std::size_t block_states() const;
   /// Bytes this sink holds in memory: the vectors' capacities, plus (file-backed) the block
