@@ -172,19 +172,20 @@ void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& mem
     // whose cumulative weight before it is <= pos (upper_bound of the cumulative weights, less
     // one); pos grows with k, so one walk over the weights finds them all.
     const auto total_w = static_cast<double>(o.post_draws);
-    o.sample_rows.reserve(static_cast<std::size_t>(specs.sample_size));
+    std::vector<std::size_t> rows;
+    rows.reserve(static_cast<std::size_t>(specs.sample_size));
     std::size_t i = 0;
     std::int64_t before = 0;  // the weight of states [0, i)
     for (std::int64_t k = 0; k < specs.sample_size; ++k) {
       const auto pos = static_cast<std::int64_t>(
           std::floor((static_cast<double>(k) + 0.5) * total_w / static_cast<double>(specs.sample_size)));
       while (i < m && before + weight.weight(first + i) <= pos) before += weight.weight(first + i++);
-      o.sample_rows.push_back(first + i);
+      rows.push_back(first + i);
     }
+    o.sample_rows = SampleRows(std::move(rows));
   } else if (specs.sample_refinement_count == 0) {
-    o.sample_rows.reserve(o.post_draws);
-    for (std::size_t i = 0; i < m; ++i)
-      o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(weight.weight(first + i)), first + i);
+    // Every post-burn-in draw: read back from the chain by its readers, not held.
+    o.sample_rows = SampleRows::every_draw(first, memory.size(), o.post_draws);
   } else {
     std::vector<std::int64_t> w(m);
     for (std::size_t i = 0; i < m; ++i) w[i] = weight.weight(first + i);
@@ -210,10 +211,11 @@ void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& mem
         std::move(w), ro);
     std::size_t rows = 0;
     for (std::int64_t x : o.refined.weight) rows += static_cast<std::size_t>(x);
-    o.sample_rows.reserve(rows);
+    std::vector<std::size_t> sample;
+    sample.reserve(rows);
     for (std::size_t k = 0; k < o.refined.index.size(); ++k)
-      o.sample_rows.insert(o.sample_rows.end(), static_cast<std::size_t>(o.refined.weight[k]),
-                           first + o.refined.index[k]);
+      sample.insert(sample.end(), static_cast<std::size_t>(o.refined.weight[k]), first + o.refined.index[k]);
+    o.sample_rows = SampleRows(std::move(sample));
     // sample_rows says the same: only the rounds are read after this (the report's table).
     o.refined.index = {};
     o.refined.weight = {};

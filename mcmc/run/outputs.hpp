@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "herd/io/hdf5.hpp"
@@ -165,15 +166,58 @@ class DerivedReader {
   std::vector<std::vector<double>> buf_;  ///< [quantity] its buffer (allocated at the first read)
 };
 
+/// The compact rows of a chain's sample, in increasing order, each repeated by its weight in
+/// the sample: either held (`rows`: the refined sample, `sample_size` draws), or every
+/// post-burn-in draw (`sample_refinement_count = 0`): states [first, end) of the chain, each
+/// as often as its recorded weight, read back from the chain instead of held (8 bytes per draw
+/// less). Not thread-safe to modify; `for_each` may run on several threads at once.
+class SampleRows {
+ public:
+  /// An empty sample.
+  SampleRows() = default;
+  /// The rows `rows` (increasing).
+  explicit SampleRows(std::vector<std::size_t> rows) : rows_(std::move(rows)), size_(rows_.size()) {}
+  /// Every draw of states [first, end) of a chain whose weights there sum to `draws`.
+  static SampleRows every_draw(std::size_t first, std::size_t end, std::size_t draws) {
+    SampleRows s;
+    s.all_ = true;
+    s.first_ = first;
+    s.end_ = end;
+    s.size_ = draws;
+    return s;
+  }
+  std::size_t size() const { return size_; }  ///< rows of the sample (draws)
+  bool empty() const { return size_ == 0; }
+  /// Bytes held in memory.
+  std::size_t resident_bytes() const { return rows_.capacity() * sizeof(std::size_t); }
+  /// Calls `f(row)` for each row in order, `chain` being the chain the rows are of (its
+  /// weights are read for every_draw). @throws herd::IoError (the chain's scratch file)
+  template <class F>
+  void for_each(const MemoryChainSink& chain, F&& f) const {
+    if (!all_) {
+      for (std::size_t r : rows_) f(r);
+      return;
+    }
+    ChainReader weight(chain, kWeightColumn);
+    for (std::size_t i = first_; i < end_; ++i)
+      for (std::int64_t k = weight.weight(i); k > 0; --k) f(i);
+  }
+
+ private:
+  std::vector<std::size_t> rows_;
+  bool all_ = false;
+  std::size_t first_ = 0, end_ = 0, size_ = 0;
+};
+
 /// Everything a chain contributes to the outputs, computed on rank 0.
 struct ChainOutputs {
-  std::vector<Column> columns;           ///< variables, then derived quantities (names)
-  DerivedColumns derived;                ///< the derived quantities' values (columns [d, ...))
-  std::size_t post_draws = 0;            ///< draws of the verbose chain after burn-in
-  std::int64_t burnin = 0;               ///< compact index where the posterior starts
-  std::vector<std::size_t> sample_rows;  ///< compact rows of the refined sample (repeated by weight)
-  RefinedSample refined;                 ///< the refinement's rounds (empty unless refined; index and weight
-                                         ///< cleared once sample_rows holds them)
+  std::vector<Column> columns;  ///< variables, then derived quantities (names)
+  DerivedColumns derived;       ///< the derived quantities' values (columns [d, ...))
+  std::size_t post_draws = 0;   ///< draws of the verbose chain after burn-in
+  std::int64_t burnin = 0;      ///< compact index where the posterior starts
+  SampleRows sample_rows;       ///< compact rows of the refined sample (repeated by weight)
+  RefinedSample refined;        ///< the refinement's rounds (empty unless refined; index and weight
+                                ///< cleared once sample_rows holds them)
 };
 
 /// The columns, burn-in (the kernel's, clamped to the chain), post-burn-in verbose length and

@@ -276,14 +276,14 @@ void write_sample(const SerialRun& r, io::H5Group& rootg, const std::vector<Arvi
     hsize_t at = 0;
     for (std::size_t c = 0; c < m; ++c) {
       ChainReader rd(r.chains[c], columns);
-      for (std::size_t row : r.co[c].sample_rows) {
+      r.co[c].sample_rows.for_each(r.chains[c], [&](std::size_t row) {
         append(rd, c, row);
         if (piece.size() == kRows * width) {
           ds.write_rows<double>(at, piece);
           at += kRows;
           piece.clear();
         }
-      }
+      });
     }
     ds.write_rows<double>(at, piece);
   };

@@ -300,7 +300,8 @@ void ks_table(SerialRun& r) {
       for (std::size_t c = 0; c < r.m; ++c) {
         samples[c].clear();
         ChainReader rd(r.chains[c], kPointColumns, j);  // the rows are in increasing order
-        for (std::size_t row : r.co[c].sample_rows) samples[c].push_back(rd.x(row, static_cast<std::size_t>(j)));
+        r.co[c].sample_rows.for_each(
+            r.chains[c], [&](std::size_t row) { samples[c].push_back(rd.x(row, static_cast<std::size_t>(j))); });
       }
       r.ks.push_back(ks_pairwise(std::span<const std::vector<double>>(samples)));
     }

@@ -18,6 +18,7 @@
 #include "herd/core/timer.hpp"
 #include "herd/io/output_files.hpp"
 #include "herd/mcmc/chain_record.hpp"
+#include "outputs.hpp"
 #include "real_format.hpp"
 
 namespace herd::mcmc::detail {
@@ -382,13 +383,13 @@ void write_chain_file(const std::string& path, const SamplerSpecs& specs, const 
 }
 
 void write_sample_file(const std::string& path, const SamplerSpecs& specs, const TextFormat& tf,
-                       const MemoryChainSink& c, int ndim, const std::vector<std::size_t>& rows) {
+                       const MemoryChainSink& c, int ndim, const SampleRows& rows) {
   TextFile f(path);
   std::string h = "SampleLogFunc";
   for (const auto& name : specs.variable_names) h += tf.delim + name;
   f.write(h + "\n");
   ChainReader rd(c, kLogDensityColumn | kPointColumns);  // the rows are in increasing order
-  for (std::size_t r : rows) {
+  rows.for_each(c, [&](std::size_t r) {
     std::string row;
     tf.append_real(row, rd.log_density(r));
     const double* x = rd.point(r);
@@ -397,7 +398,7 @@ void write_sample_file(const std::string& path, const SamplerSpecs& specs, const
       tf.append_real(row, x[j]);
     }
     f.write(row + "\n");
-  }
+  });
   f.close();
 }
 

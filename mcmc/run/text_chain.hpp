@@ -26,6 +26,8 @@
 
 namespace herd::mcmc::detail {
 
+class SampleRows;  // outputs.hpp
+
 /// Formats reals with `precision` significant digits (scientific) and integers, both padded
 /// with blanks on the left to `width`; `delim` separates columns. Thread-safe (const).
 struct TextFormat {
@@ -215,9 +217,10 @@ void write_chain_file(const std::string& path, const SamplerSpecs& specs, const 
                       const MemoryChainSink& c, int process_id);
 
 /// Writes ParaDRAM's sample file `path`: a header (SampleLogFunc, the variables), then the
-/// log density and the `ndim` coordinates of the compact rows `rows` of `c`, in order.
+/// log density and the `ndim` coordinates of the compact rows `rows` of `c`, in order (read
+/// back from `c`, with every_draw rows).
 /// @throws IoError
 void write_sample_file(const std::string& path, const SamplerSpecs& specs, const TextFormat& tf,
-                       const MemoryChainSink& c, int ndim, const std::vector<std::size_t>& rows);
+                       const MemoryChainSink& c, int ndim, const SampleRows& rows);
 
 }  // namespace herd::mcmc::detail

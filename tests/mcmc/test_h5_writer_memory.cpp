@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -159,4 +160,45 @@ TEST_CASE("file-backed chain: the derived quantities go to a scratch file, read 
   // An in-memory chain keeps them in memory (the same values).
   const auto [mbytes, mn] = held(20000, false);
   CHECK(mbytes >= 24 * mn);
+}
+
+TEST_CASE("file-backed chain: with sample_refinement_count = 0 the sample's rows are read back, not held",
+          "[mcmc][chain]") {
+  // Every post-burn-in draw is sampled: chain_outputs (outputs.cpp) keeps no row per draw (8
+  // bytes per draw through the diagnostics); SampleRows::for_each reads the weights back.
+  TempDir dir("herd_every_draw_");
+  const int d = 2;
+  SamplerSpecs specs;
+  specs.output_prefix = (dir.path / "run").string();
+  specs.variable_names = {"x1", "x2"};
+  specs.sample_refinement_count = 0;
+  SampleTarget target;
+  target.ndim = d;
+  target.log_density = gauss;
+  const auto held = [&](std::int64_t n) {
+    MemoryChainSink sink(dir.path.string());
+    DramSampler s(options(d, n), gauss);
+    const DramResult result = s.run(sink);
+    const std::size_t before = herd_test::counted_live_bytes();
+    herd::mcmc::detail::ChainOutputs co = herd::mcmc::detail::chain_outputs(specs, target, sink, result);
+    const std::size_t bytes = herd_test::counted_live_bytes() - before;
+    CHECK(co.sample_rows.resident_bytes() == 0);
+    REQUIRE(co.sample_rows.size() == co.post_draws);
+    // The rows: each post-burn-in state as often as its weight, in order.
+    std::vector<std::size_t> want;
+    ChainReader w(sink, kWeightColumn);
+    for (auto i = static_cast<std::size_t>(co.burnin); i < sink.size(); ++i)
+      want.insert(want.end(), static_cast<std::size_t>(w.weight(i)), i);
+    std::vector<std::size_t> got;
+    co.sample_rows.for_each(sink, [&](std::size_t r) { got.push_back(r); });
+    CHECK(got == want);
+    return std::pair<std::size_t, std::size_t>{bytes, co.post_draws};
+  };
+  const auto [bytes1, draws1] = held(20000);
+  const auto [bytes4, draws4] = held(80000);
+  INFO("held " << bytes1 << " bytes at " << draws1 << " draws, " << bytes4 << " at " << draws4);
+  REQUIRE(draws4 > 3 * draws1);
+  // Flat, where the rows held take 8 bytes per draw (2 MB at draws4).
+  CHECK(bytes4 < bytes1 + 4096);
+  CHECK(bytes4 < draws4);
 }
