@@ -204,6 +204,10 @@ void StallWatchdog::watch(int fd) {
     std::fprintf(stderr, "%s; ending the job (the last checkpoint is kept: rerun to resume)\n", msg.c_str());
     std::fflush(stderr);
     if (ranks > 1) {
+      // Give the launcher a moment to relay the line: MPICH's Hydra drops what a rank wrote
+      // but it has not yet forwarded when an abort ends the job (the line was lost now and
+      // then on a loaded machine). A quarter of a second against a stall of seconds.
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
       // The main thread aborts the job as soon as it waits in MPI; MPI_Abort from this
       // thread while it is inside MPI would run the transport's progress twice at once (UCX
       // asserts). When it does not (it is in the log density), this thread aborts.
