@@ -1191,52 +1191,82 @@ constexpr std::size_t kHalfBlock = kLagBlock / 2;
 }
 #endif
 
-/// s[j] = sum_{t < len} z[t] z[t + k0 + j] for 16 lags j, in lag_block's order of the draws
-/// (z[t + k0 + 15] must exist for t < len): for `chains` = 2 chains z and z2 at once (s and
-/// s2), whose 8 vectors of sums keep both fused multiply-add pipes busy as lag_block's 8 do;
-/// for 1, z alone.
-void half_block(const double* z, const double* z2, int chains, std::size_t len, std::size_t k0, double* s, double* s2) {
+/// s[j] += sum_{t < len} z[t] z[t + k0 + j] for 16 lags j in lag_block's order of the draws,
+/// len a multiple of 16 (groups only), for 2 chains (z, s and z2, s2) or 1: half_block's
+/// groups with its sums carried in s (and s2) from a previous window instead of starting at 0.
+void half_groups(const double* z, const double* z2, int chains, std::size_t len, std::size_t k0, double* s,
+                 double* s2) {
 #if defined(__AVX2__) && defined(__FMA__)
-  __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
-  std::size_t t0 = 0;
+  __m256d a0 = _mm256_loadu_pd(s), a1 = _mm256_loadu_pd(s + 4), a2 = _mm256_loadu_pd(s + 8),
+          a3 = _mm256_loadu_pd(s + 12);
   if (chains == 2) {
-    for (; t0 + 16 <= len; t0 += 16) {
+    __m256d c0 = _mm256_loadu_pd(s2), c1 = _mm256_loadu_pd(s2 + 4), c2 = _mm256_loadu_pd(s2 + 8),
+            c3 = _mm256_loadu_pd(s2 + 12);
+    for (std::size_t t0 = 0; t0 + 16 <= len; t0 += 16) {
       for (std::size_t r = 0; r < 4; ++r) {
         half_step(z + t0 + r, k0, a0, a1, a2, a3);
         half_step(z2 + t0 + r, k0, c0, c1, c2, c3);
       }
     }
-    half_rest(z2, t0, len, k0, c0, c1, c2, c3);
     _mm256_storeu_pd(s2, c0);
     _mm256_storeu_pd(s2 + 4, c1);
     _mm256_storeu_pd(s2 + 8, c2);
     _mm256_storeu_pd(s2 + 12, c3);
   } else {
-    for (; t0 + 16 <= len; t0 += 16)
+    for (std::size_t t0 = 0; t0 + 16 <= len; t0 += 16)
       for (std::size_t r = 0; r < 4; ++r) half_step(z + t0 + r, k0, a0, a1, a2, a3);
   }
-  half_rest(z, t0, len, k0, a0, a1, a2, a3);
   _mm256_storeu_pd(s, a0);
   _mm256_storeu_pd(s + 4, a1);
   _mm256_storeu_pd(s + 8, a2);
   _mm256_storeu_pd(s + 12, a3);
 #else
-  // The same operations in the same order, one lag at a time.
   for (int c = 0; c < chains; ++c) {
     const double* zc = c == 0 ? z : z2;
     double* sc = c == 0 ? s : s2;
     for (std::size_t j = 0; j < kHalfBlock; ++j) {
       const std::size_t k = k0 + j;
-      double a = 0;
-      std::size_t t0 = 0;
-      for (; t0 + 16 <= len; t0 += 16)
+      double a = sc[j];
+      for (std::size_t t0 = 0; t0 + 16 <= len; t0 += 16)
         for (std::size_t r = 0; r < 4; ++r)
           for (std::size_t i = 0; i < 4; ++i) a = std::fma(zc[t0 + r + 4 * i], zc[t0 + r + 4 * i + k], a);
-      for (std::size_t t = t0; t < len; ++t) a = std::fma(zc[t], zc[t + k], a);
       sc[j] = a;
     }
   }
 #endif
+}
+
+/// s[j] += sum_{groups <= t < len} z[t] z[t + k0 + j] for 16 lags j, draw by draw (the draws
+/// after the last group of 16, in lag_block's order).
+void half_tail(const double* z, std::size_t groups, std::size_t len, std::size_t k0, double* s) {
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256d a0 = _mm256_loadu_pd(s), a1 = _mm256_loadu_pd(s + 4), a2 = _mm256_loadu_pd(s + 8),
+          a3 = _mm256_loadu_pd(s + 12);
+  half_rest(z, groups, len, k0, a0, a1, a2, a3);
+  _mm256_storeu_pd(s, a0);
+  _mm256_storeu_pd(s + 4, a1);
+  _mm256_storeu_pd(s + 8, a2);
+  _mm256_storeu_pd(s + 12, a3);
+#else
+  for (std::size_t j = 0; j < kHalfBlock; ++j) {
+    double a = s[j];
+    for (std::size_t t = groups; t < len; ++t) a = std::fma(z[t], z[t + k0 + j], a);
+    s[j] = a;
+  }
+#endif
+}
+
+/// s[j] = sum_{t < len} z[t] z[t + k0 + j] for 16 lags j, in lag_block's order of the draws
+/// (z[t + k0 + 15] must exist for t < len): for `chains` = 2 chains z and z2 at once (s and
+/// s2), whose 8 vectors of sums keep both fused multiply-add pipes busy as lag_block's 8 do;
+/// for 1, z alone.
+void half_block(const double* z, const double* z2, int chains, std::size_t len, std::size_t k0, double* s, double* s2) {
+  const std::size_t groups = len / 16 * 16;
+  std::fill_n(s, kHalfBlock, 0.0);
+  if (chains == 2) std::fill_n(s2, kHalfBlock, 0.0);
+  half_groups(z, z2, chains, groups, k0, s, s2);
+  half_tail(z, groups, len, k0, s);
+  if (chains == 2) half_tail(z2, groups, len, k0, s2);
 }
 }  // namespace
 
@@ -1825,51 +1855,6 @@ namespace {
 /// stay in L2 while their lags are summed (4096 was about 2% slower: more halo copies and
 /// loop overhead per window).
 constexpr std::size_t kSeriesWindow = 16384;
-
-/// s[j] += sum_{t < len} z[t] z[t + k0 + j] for 16 lags j in lag_block's order of the draws,
-/// len a multiple of 16 (groups only), for 2 chains (z, s and z2, s2) or 1: half_block's
-/// groups with its sums carried in s (and s2) from a previous window instead of starting at 0.
-void half_groups(const double* z, const double* z2, int chains, std::size_t len, std::size_t k0, double* s,
-                 double* s2) {
-#if defined(__AVX2__) && defined(__FMA__)
-  __m256d a0 = _mm256_loadu_pd(s), a1 = _mm256_loadu_pd(s + 4), a2 = _mm256_loadu_pd(s + 8),
-          a3 = _mm256_loadu_pd(s + 12);
-  if (chains == 2) {
-    __m256d c0 = _mm256_loadu_pd(s2), c1 = _mm256_loadu_pd(s2 + 4), c2 = _mm256_loadu_pd(s2 + 8),
-            c3 = _mm256_loadu_pd(s2 + 12);
-    for (std::size_t t0 = 0; t0 + 16 <= len; t0 += 16) {
-      for (std::size_t r = 0; r < 4; ++r) {
-        half_step(z + t0 + r, k0, a0, a1, a2, a3);
-        half_step(z2 + t0 + r, k0, c0, c1, c2, c3);
-      }
-    }
-    _mm256_storeu_pd(s2, c0);
-    _mm256_storeu_pd(s2 + 4, c1);
-    _mm256_storeu_pd(s2 + 8, c2);
-    _mm256_storeu_pd(s2 + 12, c3);
-  } else {
-    for (std::size_t t0 = 0; t0 + 16 <= len; t0 += 16)
-      for (std::size_t r = 0; r < 4; ++r) half_step(z + t0 + r, k0, a0, a1, a2, a3);
-  }
-  _mm256_storeu_pd(s, a0);
-  _mm256_storeu_pd(s + 4, a1);
-  _mm256_storeu_pd(s + 8, a2);
-  _mm256_storeu_pd(s + 12, a3);
-#else
-  for (int c = 0; c < chains; ++c) {
-    const double* zc = c == 0 ? z : z2;
-    double* sc = c == 0 ? s : s2;
-    for (std::size_t j = 0; j < kHalfBlock; ++j) {
-      const std::size_t k = k0 + j;
-      double a = sc[j];
-      for (std::size_t t0 = 0; t0 + 16 <= len; t0 += 16)
-        for (std::size_t r = 0; r < 4; ++r)
-          for (std::size_t i = 0; i < 4; ++i) a = std::fma(zc[t0 + r + 4 * i], zc[t0 + r + 4 * i + k], a);
-      sc[j] = a;
-    }
-  }
-#endif
-}
 
 /// direct_lags_chains(y, m, n, k0, k1, acc) of the split layout y that `s` generates, chains
 /// centred by ws.means (m = 2M, n = h), bit for bit, without y: two chains at a time, their
