@@ -19,6 +19,34 @@ std::vector<std::int64_t> chain_ids(const SerialRun& r) {
   return chain_idx;
 }
 
+/// Rows a `.h5` writer reads from the chains: written in pieces of kRows rows.
+constexpr std::size_t kRows = 8192;
+
+/// Writes the rows of `ds` appended to `piece` (a row's `width` values, then row_done())
+/// whenever kRows rows are there, and the rest at finish(): the same bytes as one write of all
+/// rows, with at most kRows rows resident. Not thread-safe.
+template <class T>
+class RowPieces {
+ public:
+  RowPieces(io::H5Dataset& ds, std::vector<T>& piece, std::size_t width)
+      : ds_(ds), piece_(piece), full_(kRows * width) {
+    piece_.clear();
+  }
+  void row_done() {
+    if (piece_.size() < full_) return;
+    ds_.write_rows<T>(at_, piece_);
+    at_ += kRows;
+    piece_.clear();
+  }
+  void finish() { ds_.write_rows<T>(at_, piece_); }
+
+ private:
+  io::H5Dataset& ds_;
+  std::vector<T>& piece_;
+  std::size_t full_;
+  hsize_t at_ = 0;
+};
+
 std::vector<std::int64_t> iota(std::size_t n) {
   std::vector<std::int64_t> idx(n);
   for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::int64_t>(i);
@@ -177,23 +205,18 @@ void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
   // One column at a time, written in pieces of kRows rows read from the chains (block by
   // block): neither the chains nor a whole column are resident (the same bytes as one write).
   // `append(rd, i, piece)` adds compact state i's `width` values of the column to `piece`.
-  constexpr std::size_t kRows = 8192;
   auto write_in_pieces = [&](io::H5Dataset& ds, unsigned col, std::size_t width, auto& piece, auto&& append) {
     using T = typename std::decay_t<decltype(piece)>::value_type;
     piece.reserve(kRows * width);
-    hsize_t at = 0;
+    RowPieces<T> out(ds, piece, width);
     for (std::size_t c = 0; c < m; ++c) {
       ChainReader rd(chains[c], col);
       for (std::size_t i = 0; i < chains[c].size(); ++i) {
         append(rd, i, piece);
-        if (piece.size() == kRows * width) {
-          ds.write_rows<T>(at, piece);
-          at += kRows;
-          piece.clear();
-        }
+        out.row_done();
       }
     }
-    ds.write_rows<T>(at, piece);
+    out.finish();
   };
   auto put_column = [&](const char* name, unsigned col, auto of) {
     using T = decltype(of(std::declval<ChainReader&>(), std::size_t{0}));
@@ -233,19 +256,15 @@ void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
         cc.create_dataset<double>("derived_quantities", {static_cast<hsize_t>(rows), static_cast<hsize_t>(nq)});
     std::vector<double> piece;
     piece.reserve(std::min(rows, kRows) * nq);
-    hsize_t at = 0;
+    RowPieces<double> out(ds, piece, nq);
     for (std::size_t c = 0; c < m; ++c) {
       DerivedReader dq(r.co[c].derived);
       for (std::size_t i = 0; i < chains[c].size(); ++i) {
         for (std::size_t k = 0; k < nq; ++k) piece.push_back(dq.value(k, i));
-        if (piece.size() == kRows * nq) {
-          ds.write_rows<double>(at, piece);
-          at += kRows;
-          piece.clear();
-        }
+        out.row_done();
       }
     }
-    ds.write_rows<double>(at, piece);
+    out.finish();
     cc.attach_dimensions(ds, {"compact_draw", "derived_quantity"});
   }
   cc.set_attribute("burnin", r.out.burnin);
@@ -266,26 +285,21 @@ void write_sample(const SerialRun& r, io::H5Group& rootg, const std::vector<Arvi
   const auto rows = static_cast<std::size_t>(r.out.sample_size);
   io::H5Group sg = rootg.create_group("sample");
   iota_coordinate(sg, "sample", rows);
-  constexpr std::size_t kRows = 8192;
   std::vector<double> piece;
   // `ds` [rows(, width)] from `append(rd, c, row)`, which adds the `width` values of sample
   // row `row` of chain c to `piece`, `rd` reading the columns `columns`.
   auto write_pieces = [&](io::H5Dataset& ds, unsigned columns, std::size_t width, auto&& append) {
     piece.clear();
     piece.reserve(std::min(rows, kRows) * width);
-    hsize_t at = 0;
+    RowPieces<double> out(ds, piece, width);
     for (std::size_t c = 0; c < m; ++c) {
       ChainReader rd(r.chains[c], columns);
       r.co[c].sample_rows.for_each(r.chains[c], [&](std::size_t row) {
         append(rd, c, row);
-        if (piece.size() == kRows * width) {
-          ds.write_rows<double>(at, piece);
-          at += kRows;
-          piece.clear();
-        }
+        out.row_done();
       });
     }
-    ds.write_rows<double>(at, piece);
+    out.finish();
   };
   {
     io::H5Dataset ds = sg.create_dataset<double>("lp", {static_cast<hsize_t>(rows)});
