@@ -3,8 +3,8 @@
 // (paradram_gauss10.c): 10 standard-normal coordinates, a log density about -5, a mean
 // acceptance rate in (0, 1), an adaptation measure that is zero in 92% of the rows, weights
 // 1..10. Reports the thread CPU time per real formatted by `format_scientific` (or
-// std::to_chars where it declines) and per row by `write_chain_row` into a 64 KiB buffer (as the writer thread), at precision 8 and 17;
-// the median of `repeats` passes. Prints one JSON object.
+// std::to_chars where it declines) and per row by `write_chain_row` into a 64 KiB buffer (as the writer thread), at
+// precision 8 and 17; the median of `repeats` passes. Prints one JSON object.
 //
 // Usage: bench_text_chain [rows=1000000] [repeats=5]
 #include <algorithm>
@@ -100,10 +100,10 @@ int main(int argc, char** argv) {
       std::vector<char> text(kChunk + detail::chain_row_bytes(tf, kDim));
       std::size_t used = 0;
       for (std::size_t i = 0; i < rows; ++i) {
-        used = static_cast<std::size_t>(detail::write_chain_row(text.data() + used, tf, burnin,
-                                                                static_cast<std::int64_t>(i), recs[i], recs[i].weight,
-                                                                1) -
-                                        text.data());
+        used =
+            static_cast<std::size_t>(detail::write_chain_row(text.data() + used, tf, burnin,
+                                                             static_cast<std::int64_t>(i), recs[i], recs[i].weight, 1) -
+                                     text.data());
         if (used >= kChunk) {
           bytes += used;
           used = 0;
@@ -113,8 +113,8 @@ int main(int argc, char** argv) {
       per_row.push_back((thread_cpu_seconds() - t) / static_cast<double>(rows) * 1e9);
       if (sum == 0) std::puts("");
     }
-    std::printf(", \"p%d\": {\"ns_per_real\": %.2f, \"ns_per_row\": %.1f, \"bytes\": %zu}", precision,
-                median(per_real), median(per_row), bytes);
+    std::printf(", \"p%d\": {\"ns_per_real\": %.2f, \"ns_per_row\": %.1f, \"bytes\": %zu}", precision, median(per_real),
+                median(per_row), bytes);
   }
   std::printf("}\n");
   return 0;

@@ -507,21 +507,29 @@ char* format_digits(char* out, std::uint64_t bits) noexcept {
   return p + 2;
 }
 
-using FormatFn = char* (*)(char*, std::uint64_t) noexcept;
-
-template <std::size_t... I>
-constexpr std::array<FormatFn, sizeof...(I)> make_formatters(std::index_sequence<I...>) {
-  return {&format_digits<static_cast<int>(I) + 1>...};
+template <int P>
+char* format_double(char* out, double v) noexcept {
+  return format_digits<P>(out, std::bit_cast<std::uint64_t>(v));
 }
 
-/// format_digits<P> at index P - 1.
-constexpr std::array<FormatFn, 17> kFormatters = make_formatters(std::make_index_sequence<17>{});
+template <std::size_t... I>
+constexpr std::array<ScientificFormatter, sizeof...(I)> make_formatters(std::index_sequence<I...>) {
+  return {&format_double<static_cast<int>(I) + 1>...};
+}
+
+/// format_double<P> at index P - 1.
+constexpr std::array<ScientificFormatter, 17> kFormatters = make_formatters(std::make_index_sequence<17>{});
 
 }  // namespace
 
+ScientificFormatter scientific_formatter(int precision) noexcept {
+  if (precision < 1 || precision > 17) return nullptr;
+  return kFormatters[static_cast<std::size_t>(precision - 1)];
+}
+
 char* format_scientific(char* out, double v, int precision) noexcept {
   if (precision < 1 || precision > 17) return nullptr;
-  return kFormatters[static_cast<std::size_t>(precision - 1)](out, std::bit_cast<std::uint64_t>(v));
+  return kFormatters[static_cast<std::size_t>(precision - 1)](out, v);
 }
 
 }  // namespace herd::mcmc::detail

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -112,6 +113,11 @@ std::int64_t RunningBurnin::add(std::int64_t i, double lp) {
     max_idx_.push_back(i);
     max_lp_.push_back(lp);
   }
+  // Without the logarithm where the first maximum clears the threshold anyway: L <= log(i + 1)
+  // (from i + 1 >= 2^j, ln 2 rounded down) and max - L rounded is at least max - log(i + 1)
+  // rounded (the subtraction is monotone), so the search below would return the first row.
+  const double lower_log = static_cast<double>(std::bit_width(static_cast<std::uint64_t>(i + 1)) - 1) * 0.6931;
+  if (max_lp_.front() >= max_lp_.back() - lower_log) return max_idx_.front();
   const double threshold = max_lp_.back() - std::log(static_cast<double>(i + 1));
   const auto it = std::lower_bound(max_lp_.begin(), max_lp_.end(), threshold);
   return max_idx_[static_cast<std::size_t>(it - max_lp_.begin())];
@@ -156,14 +162,22 @@ char* write_chain_row(char* p, const TextFormat& tf, RunningBurnin& burnin, std:
     std::memcpy(q, delim, dn);
     return q + dn;
   };
+  // The reals: the formatter of tf.precision called directly, tf.write_real where it
+  // declines (near ties, NaN, inf) or pads.
+  const ScientificFormatter fast = tf.width == 0 ? scientific_formatter(tf.precision) : nullptr;
+  auto real = [&](char* q, double v) {
+    if (fast != nullptr)
+      if (char* end = fast(q, v)) return end;
+    return tf.write_real(q, v);
+  };
   p = sep(tf.write_integer(p, process_id));
   p = sep(tf.write_integer(p, r.dr_stage));
-  p = sep(tf.write_real(p, rate));
-  p = sep(tf.write_real(p, r.adapt_measure));
+  p = sep(real(p, rate));
+  p = sep(real(p, r.adapt_measure));
   p = sep(tf.write_integer(p, b));
   p = sep(tf.write_integer(p, weight));
-  p = tf.write_real(p, r.log_density);
-  for (int k = 0; k < r.ndim; ++k) p = tf.write_real(sep(p), r.point[k]);
+  p = real(p, r.log_density);
+  for (int k = 0; k < r.ndim; ++k) p = real(sep(p), r.point[k]);
   *p++ = '\n';
   return p;
 }
