@@ -436,7 +436,8 @@ inline char* write_zero(char* p) {
     std::memcpy(p, kZero, P + 1);
     p += P + 1;
   }
-  std::memcpy(p, "e+00", 4);
+  constexpr char kExponent[4] = {'e', '+', '0', '0'};
+  std::memcpy(p, kExponent, 4);
   return p + 4;
 }
 

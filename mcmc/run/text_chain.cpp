@@ -39,8 +39,7 @@ char* TextFormat::write_real(char* p, double v) const {
     if (r.ec == std::errc()) return pad(p, r.ptr);
   }
   const std::string s = fmt::format("{:.{}e}", v, precision - 1);  // at most precision + 7 bytes
-  std::memcpy(p, s.data(), s.size());
-  return pad(p, p + s.size());
+  return pad(p, std::copy(s.begin(), s.end(), p));
 }
 
 void TextFormat::append_real(std::string& out, double v) const {

@@ -311,15 +311,21 @@ TEST_CASE("text chain rows: written in place, the bytes of std::to_chars' fields
           const ChainRecord& r = rs.recs[i];
           const auto row_index = static_cast<std::int64_t>(i);
           // The fields by std::to_chars, padded on the left.
-          auto pad = [&](std::string f) {
-            return std::string(f.size() < std::size_t(width) ? width - f.size() : 0, ' ') + f;
+          std::string want;
+          auto field = [&](const std::string& f, bool last = false) {
+            if (f.size() < static_cast<std::size_t>(width))
+              want.append(static_cast<std::size_t>(width) - f.size(), ' ');
+            want += f;
+            if (!last) want += delim;
           };
-          auto real = [&](double v) { return pad(to_chars_bytes(v, precision)); };
-          std::string want = pad("1") + delim + pad(std::to_string(r.dr_stage)) + delim +
-                             real(r.step == 0 ? 1.0 : static_cast<double>(i) / static_cast<double>(r.step)) + delim +
-                             real(r.adapt_measure) + delim + pad(std::to_string(b1.add(row_index, r.log_density) + 1)) +
-                             delim + pad(std::to_string(r.weight)) + delim + real(r.log_density);
-          for (int k = 0; k < r.ndim; ++k) want += delim + real(r.point[k]);
+          field("1");
+          field(std::to_string(r.dr_stage));
+          field(to_chars_bytes(r.step == 0 ? 1.0 : static_cast<double>(i) / static_cast<double>(r.step), precision));
+          field(to_chars_bytes(r.adapt_measure, precision));
+          field(std::to_string(b1.add(row_index, r.log_density) + 1));
+          field(std::to_string(r.weight));
+          field(to_chars_bytes(r.log_density, precision), r.ndim == 0);
+          for (int k = 0; k < r.ndim; ++k) field(to_chars_bytes(r.point[k], precision), k + 1 == r.ndim);
           want += '\n';
           std::vector<char> buf(chain_row_bytes(tf, r.ndim));
           char* end = write_chain_row(buf.data(), tf, b2, row_index, r, r.weight, 1);
