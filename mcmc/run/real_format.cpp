@@ -421,8 +421,12 @@ inline bool scale(std::uint64_t m, int e, int q, std::uint64_t& integer, std::ui
   // value = top 2^(64 + e + b); s = -(64 + e + b) bits of `top` are the fraction.
   const int s = -(64 + e + pow10_shift(q));
   if (s < 65 || s > 127) return false;
-  integer = static_cast<std::uint64_t>(top >> s);
-  fraction = static_cast<std::uint64_t>((top << (128 - s)) >> 64);
+  // s in [65, 127]: 64-bit shifts of the two words (r in [1, 63]).
+  const auto th = static_cast<std::uint64_t>(top >> 64);
+  const auto tl = static_cast<std::uint64_t>(top);
+  const int r = s - 64;
+  integer = th >> r;
+  fraction = (th << (64 - r)) | (tl >> r);
   return true;
 }
 
