@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace herd::mcmc::detail {
 
@@ -383,32 +384,35 @@ constexpr char kDigitPairs[] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-/// Writes the `n` digits of `x` (< 10^n, n <= 9, leading zeros kept) ending at `end`.
-inline void write_digits32(char* end, std::uint32_t x, int n) {
-  while (n >= 2) {
-    const std::uint32_t r = x % 100;
-    x /= 100;
-    end -= 2;
-    std::memcpy(end, kDigitPairs + 2 * r, 2);
-    n -= 2;
-  }
-  if (n == 1) *--end = static_cast<char>('0' + x);
-}
-
-/// Writes the `n` digits of `x` (< 10^n, n <= 18, leading zeros kept) ending at `end`.
-inline void write_digits(char* end, std::uint64_t x, int n) {
-  if (n > 9) {
+/// Writes the `N` digits of `x` (< 10^N, N <= 18, leading zeros kept) ending at `end`:
+/// two digits per table look-up, the divisions by constants (multiplications), and the
+/// chunks of 8 and 4 digits independent of each other (no loop).
+template <int N>
+inline void put_digits(char* end, std::uint64_t x) {
+  if constexpr (N > 8) {
     const std::uint64_t h = x / 100000000;
-    write_digits32(end, static_cast<std::uint32_t>(x - h * 100000000), 8);
-    end -= 8;
-    n -= 8;
-    x = h;
+    put_digits<8>(end, x - h * 100000000);
+    put_digits<N - 8>(end - 8, h);
+  } else if constexpr (N > 4) {
+    const auto y = static_cast<std::uint32_t>(x);
+    const std::uint32_t h = y / 10000;
+    put_digits<4>(end, y - h * 10000);
+    put_digits<N - 4>(end - 4, h);
+  } else if constexpr (N > 2) {
+    const auto y = static_cast<std::uint32_t>(x);
+    const std::uint32_t h = y / 100;
+    std::memcpy(end - 2, kDigitPairs + 2 * (y - h * 100), 2);
+    put_digits<N - 2>(end - 2, h);
+  } else if constexpr (N == 2) {
+    std::memcpy(end - 2, kDigitPairs + 2 * x, 2);
+  } else if constexpr (N == 1) {
+    end[-1] = static_cast<char>('0' + x);
   }
-  write_digits32(end, static_cast<std::uint32_t>(x), n);
 }
 
 /// The scaled value v 10^q = M 2^E 10^q: its integer part, and the top 64 bits of its
-/// fraction. False when the integer part would not fit (not reached for q from `k`).
+/// fraction. False when the integer part would not fit or the fraction would have more than
+/// 127 bits (not reached for the q of `format_digits`).
 inline bool scale(std::uint64_t m, int e, int q, std::uint64_t& integer, std::uint64_t& fraction) {
   const Pow10& t = kPow10[q - kMinQ];
   const u128 lo = static_cast<u128>(m) * t.lo;
@@ -417,77 +421,120 @@ inline bool scale(std::uint64_t m, int e, int q, std::uint64_t& integer, std::ui
   // value = top 2^(64 + e + b); s = -(64 + e + b) bits of `top` are the fraction.
   const int s = -(64 + e + pow10_shift(q));
   if (s < 65 || s > 127) return false;
-  integer = static_cast<std::uint64_t>(top >> s);
-  fraction = static_cast<std::uint64_t>((top << (128 - s)) >> 64);
+  // s in [65, 127]: 64-bit shifts of the two words (r in [1, 63]).
+  const auto th = static_cast<std::uint64_t>(top >> 64);
+  const auto tl = static_cast<std::uint64_t>(top);
+  const int r = s - 64;
+  integer = th >> r;
+  fraction = (th << (64 - r)) | (tl >> r);
   return true;
 }
 
-}  // namespace
+/// "0.00..0e+00" with P digits (std::to_chars' zero), written at `p`.
+template <int P>
+inline char* write_zero(char* p) {
+  constexpr char kZero[] = "0.0000000000000000";
+  if constexpr (P == 1) {
+    *p++ = '0';
+  } else {
+    std::memcpy(p, kZero, P + 1);
+    p += P + 1;
+  }
+  constexpr char kExponent[4] = {'e', '+', '0', '0'};
+  std::memcpy(p, kExponent, 4);
+  return p + 4;
+}
 
-char* format_scientific(char* out, double v, int precision) noexcept {
-  if (precision < 1 || precision > 17) return nullptr;
-  const auto bits = std::bit_cast<std::uint64_t>(v);
+/// `format_scientific` at precision P (1..17), from the double's bits.
+template <int P>
+char* format_digits(char* out, std::uint64_t bits) noexcept {
+  constexpr std::uint64_t kLower = kPowersOfTen[P - 1];
+  constexpr std::uint64_t kUpper = kPowersOfTen[P];
+  constexpr std::uint64_t kHalf = std::uint64_t{1} << 63;
+  constexpr std::uint64_t kMargin = 16;  // units of 2^-64: 2^-60, more than the error 2^-63
   const auto biased = static_cast<int>((bits >> 52) & 0x7ff);
-  std::uint64_t frac = bits & ((std::uint64_t{1} << 52) - 1);
-  if (biased == 0x7ff || (biased == 0 && frac == 0)) return nullptr;  // inf, NaN, zero
+  const std::uint64_t frac = bits & ((std::uint64_t{1} << 52) - 1);
+  if (biased == 0x7ff) return nullptr;  // inf, NaN
+  char* p = out;
+  *p = '-';
+  p += bits >> 63;
   // v = m 2^e with m normalized to 64 bits.
-  int e = 0;
-  std::uint64_t m = 0;
-  if (biased == 0) {
+  int e = biased - 1075 - 11;
+  std::uint64_t m = (frac | (std::uint64_t{1} << 52)) << 11;
+  if (biased == 0) [[unlikely]] {
+    if (frac == 0) return write_zero<P>(p);
     const int z = std::countl_zero(frac);
     m = frac << z;
     e = -1074 - z;
-  } else {
-    m = (frac | (std::uint64_t{1} << 52)) << 11;
-    e = biased - 1075 - 11;
   }
-  // k: floor(log10 v) or one less (v in [2^(e+63), 2^(e+64))).
+  // k: floor(log10 v) or one less (v in [2^(e+63), 2^(e+64))), so that S = v 10^(P-1-k)
+  // lies in [10^(P-1), 10^(P+1)): P or P + 1 digits before the point.
   int k = ((e + 63) * 78913) >> 18;
-  const std::uint64_t lower = kPowersOfTen[static_cast<std::size_t>(precision - 1)];
-  const std::uint64_t upper = kPowersOfTen[static_cast<std::size_t>(precision)];
+  const int q = P - 1 - k;
   std::uint64_t n = 0;
   std::uint64_t f = 0;
-  for (int attempt = 0;; ++attempt) {
-    const int q = precision - 1 - k;
-    if (q < kMinQ || q > kMaxQ || !scale(m, e, q, n, f)) return nullptr;
-    if (n >= upper) ++k;
-    else if (n < lower) --k;
-    else break;
-    if (attempt == 1) return nullptr;
+  if (q < kMinQ || q > kMaxQ || !scale(m, e, q, n, f)) return nullptr;
+  // Round S to nearest at P digits; the computed S is within 2^-63 of the exact one.
+  if (n >= kUpper) {
+    // P + 1 digits: drop the last one, d, which with f is the part rounded (half: 5).
+    if (n >= 10 * kUpper) return nullptr;
+    const std::uint64_t d = n % 10;
+    n /= 10;
+    ++k;
+    if ((d == 5 && f < kMargin) || (d == 4 && f > ~std::uint64_t{0} - kMargin)) return nullptr;
+    n += d >= 5;
+  } else {
+    if (f > kHalf - kMargin && f < kHalf + kMargin) return nullptr;
+    n += f > kHalf;
   }
-  // Round to nearest; the computed value is within 2^-63 of the exact one.
-  constexpr std::uint64_t kHalf = std::uint64_t{1} << 63;
-  constexpr std::uint64_t kMargin = 16;  // units of 2^-64
-  if (f > kHalf - kMargin && f < kHalf + kMargin) return nullptr;
-  if (f > kHalf) ++n;
-  if (n == upper) {
-    n = lower;
+  if (n == kUpper) {  // rounded up to 10^P
+    n = kLower;
     ++k;
   }
-  char* p = out;
-  if (bits >> 63) *p++ = '-';
-  if (precision == 1) {
+  if constexpr (P == 1) {
     *p++ = static_cast<char>('0' + n);
   } else {
     // All the digits one place to the right, then the first moved before the point.
-    write_digits(p + 1 + precision, n, precision);
+    put_digits<P>(p + 1 + P, n);
     p[0] = p[1];
     p[1] = '.';
-    p += precision + 1;
+    p += P + 1;
   }
-  *p++ = 'e';
-  if (k < 0) {
-    *p++ = '-';
-    k = -k;
-  } else {
-    *p++ = '+';
+  p[0] = 'e';
+  p[1] = k < 0 ? '-' : '+';
+  p += 2;
+  unsigned a = k < 0 ? static_cast<unsigned>(-k) : static_cast<unsigned>(k);
+  if (a >= 100) [[unlikely]] {
+    *p++ = static_cast<char>('0' + a / 100);
+    a %= 100;
   }
-  if (k >= 100) {
-    *p++ = static_cast<char>('0' + k / 100);
-    k %= 100;
-  }
-  std::memcpy(p, kDigitPairs + 2 * k, 2);
+  std::memcpy(p, kDigitPairs + 2 * a, 2);
   return p + 2;
+}
+
+template <int P>
+char* format_double(char* out, double v) noexcept {
+  return format_digits<P>(out, std::bit_cast<std::uint64_t>(v));
+}
+
+template <std::size_t... I>
+constexpr std::array<ScientificFormatter, sizeof...(I)> make_formatters(std::index_sequence<I...>) {
+  return {&format_double<static_cast<int>(I) + 1>...};
+}
+
+/// format_double<P> at index P - 1.
+constexpr std::array<ScientificFormatter, 17> kFormatters = make_formatters(std::make_index_sequence<17>{});
+
+}  // namespace
+
+ScientificFormatter scientific_formatter(int precision) noexcept {
+  if (precision < 1 || precision > 17) return nullptr;
+  return kFormatters[static_cast<std::size_t>(precision - 1)];
+}
+
+char* format_scientific(char* out, double v, int precision) noexcept {
+  if (precision < 1 || precision > 17) return nullptr;
+  return kFormatters[static_cast<std::size_t>(precision - 1)](out, v);
 }
 
 }  // namespace herd::mcmc::detail

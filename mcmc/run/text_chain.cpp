@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -31,28 +32,25 @@ std::string TextFormat::real(double v) const {
   return s;
 }
 
+char* TextFormat::write_real(char* p, double v) const {
+  if (char* end = format_scientific(p, v, precision)) return pad(p, end);  // the bytes of to_chars below, faster
+  if (std::isfinite(v) && precision >= 1 && precision <= 40) {
+    const std::to_chars_result r = std::to_chars(p, p + field_bytes(), v, std::chars_format::scientific, precision - 1);
+    if (r.ec == std::errc()) return pad(p, r.ptr);
+  }
+  const std::string s = fmt::format("{:.{}e}", v, precision - 1);  // at most precision + 7 bytes
+  return pad(p, std::copy(s.begin(), s.end(), p));
+}
+
 void TextFormat::append_real(std::string& out, double v) const {
   char buf[64];
-  static_assert(sizeof buf >= kScientificMaxChars);
-  if (char* end = format_scientific(buf, v, precision)) {  // the bytes of to_chars below, faster
-    const auto n = static_cast<int>(end - buf);
-    if (n < width) out.append(static_cast<std::size_t>(width - n), ' ');
-    out.append(buf, end);
+  if (field_bytes() <= sizeof buf) {
+    out.append(buf, write_real(buf, v));
     return;
   }
-  const std::to_chars_result r =
-      std::isfinite(v) && precision >= 1 && precision <= 40
-          ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, precision - 1)
-          : std::to_chars_result{nullptr, std::errc::value_too_large};
-  if (r.ec != std::errc()) {
-    std::string s = fmt::format("{:.{}e}", v, precision - 1);
-    if (static_cast<int>(s.size()) < width) out.append(static_cast<std::size_t>(width) - s.size(), ' ');
-    out += s;
-    return;
-  }
-  const auto n = static_cast<int>(r.ptr - buf);
-  if (n < width) out.append(static_cast<std::size_t>(width - n), ' ');
-  out.append(buf, r.ptr);
+  const std::size_t start = out.size();
+  out.resize(start + field_bytes());
+  out.resize(static_cast<std::size_t>(write_real(out.data() + start, v) - out.data()));
 }
 
 TextFile::TextFile(std::string path, bool append) : path_(std::move(path)) {
@@ -114,6 +112,11 @@ std::int64_t RunningBurnin::add(std::int64_t i, double lp) {
     max_idx_.push_back(i);
     max_lp_.push_back(lp);
   }
+  // Without the logarithm where the first maximum clears the threshold anyway: L <= log(i + 1)
+  // (from i + 1 >= 2^j, ln 2 rounded down) and max - L rounded is at least max - log(i + 1)
+  // rounded (the subtraction is monotone), so the search below would return the first row.
+  const double lower_log = static_cast<double>(std::bit_width(static_cast<std::uint64_t>(i + 1)) - 1) * 0.6931;
+  if (max_lp_.front() >= max_lp_.back() - lower_log) return max_idx_.front();
   const double threshold = max_lp_.back() - std::log(static_cast<double>(i + 1));
   const auto it = std::lower_bound(max_lp_.begin(), max_lp_.end(), threshold);
   return max_idx_[static_cast<std::size_t>(it - max_lp_.begin())];
@@ -139,35 +142,53 @@ std::string chain_rows(const SamplerSpecs& specs, const TextFormat& tf, RunningB
   return out;
 }
 
-void append_chain_rows(std::string& out, const SamplerSpecs& specs, const TextFormat& tf, RunningBurnin& burnin,
-                       std::int64_t i, const ChainRecord& r, int process_id) {
+std::size_t chain_row_bytes(const TextFormat& tf, int ndim) {
+  return static_cast<std::size_t>(std::max(ndim, 0) + 7) * (tf.field_bytes() + tf.delim.size()) + 1;
+}
+
+char* write_chain_row(char* p, const TextFormat& tf, RunningBurnin& burnin, std::int64_t i, const ChainRecord& r,
+                      std::int64_t weight, int process_id) {
   const std::int64_t b = burnin.add(i, r.log_density) + 1;  // 1-based, as ParaDRAM
   // Mean acceptance rate when this state became current: i acceptances in r.step proposals.
   const double rate = r.step == 0 ? 1.0 : static_cast<double>(i) / static_cast<double>(r.step);
+  const char* delim = tf.delim.data();
+  const std::size_t dn = tf.delim.size();
+  auto sep = [&](char* q) {
+    if (dn == 1) {
+      *q = *delim;
+      return q + 1;
+    }
+    std::memcpy(q, delim, dn);
+    return q + dn;
+  };
+  // The reals: the formatter of tf.precision called directly, tf.write_real where it
+  // declines (near ties, NaN, inf) or pads.
+  const ScientificFormatter fast = tf.width == 0 ? scientific_formatter(tf.precision) : nullptr;
+  auto real = [&](char* q, double v) {
+    if (fast != nullptr)
+      if (char* end = fast(q, v)) return end;
+    return tf.write_real(q, v);
+  };
+  p = sep(tf.write_integer(p, process_id));
+  p = sep(tf.write_integer(p, r.dr_stage));
+  p = sep(real(p, rate));
+  p = sep(real(p, r.adapt_measure));
+  p = sep(tf.write_integer(p, b));
+  p = sep(tf.write_integer(p, weight));
+  p = real(p, r.log_density);
+  for (int k = 0; k < r.ndim; ++k) p = real(sep(p), r.point[k]);
+  *p++ = '\n';
+  return p;
+}
+
+void append_chain_rows(std::string& out, const SamplerSpecs& specs, const TextFormat& tf, RunningBurnin& burnin,
+                       std::int64_t i, const ChainRecord& r, int process_id) {
   const bool verbose = specs.chain_file_format == "verbose";
   const std::int64_t reps = verbose ? r.weight : 1;
-  const std::int64_t weight = verbose ? 1 : r.weight;
   const std::size_t start = out.size();
-  out.reserve(start + static_cast<std::size_t>(r.ndim + 7) *
-                          (static_cast<std::size_t>(std::max(tf.precision + 7, tf.width)) + tf.delim.size()));
-  tf.append_integer(out, process_id);
-  out += tf.delim;
-  tf.append_integer(out, r.dr_stage);
-  out += tf.delim;
-  tf.append_real(out, rate);
-  out += tf.delim;
-  tf.append_real(out, r.adapt_measure);
-  out += tf.delim;
-  tf.append_integer(out, b);
-  out += tf.delim;
-  tf.append_integer(out, weight);
-  out += tf.delim;
-  tf.append_real(out, r.log_density);
-  for (int k = 0; k < r.ndim; ++k) {
-    out += tf.delim;
-    tf.append_real(out, r.point[k]);
-  }
-  out += '\n';
+  out.resize(start + chain_row_bytes(tf, r.ndim));
+  out.resize(static_cast<std::size_t>(
+      write_chain_row(out.data() + start, tf, burnin, i, r, verbose ? 1 : r.weight, process_id) - out.data()));
   if (reps == 1) return;
   const std::size_t len = out.size() - start;
   if (reps < 1) {
@@ -276,26 +297,53 @@ void TextChainStream::writer_loop() {
 
 void TextChainStream::write_block(const Block& b) {
   if (!file_) throw IoError(fmt::format("the chain file \"{}\" was not opened before its rows", path_));
+  // Rows are formatted in place into a buffer of kChunk bytes (plus a row) and written when
+  // it holds kChunk bytes or the block ends.
   constexpr std::size_t kChunk = std::size_t{64} << 10;
+  const std::size_t row_max = chain_row_bytes(tf_, b.ndim);
+  if (text_capacity_ < kChunk + row_max) {
+    text_ = std::make_unique_for_overwrite<char[]>(kChunk + row_max);
+    text_capacity_ = kChunk + row_max;
+  }
+  const bool verbose = specs_.chain_file_format == "verbose";
   const std::size_t rb = chain_record_bytes(b.ndim);
   point_.resize(static_cast<std::size_t>(b.ndim));
   for (std::size_t at = 0; at < b.used; at += rb) {
     const ChainRecord r =
         decode_chain_record(std::span<const std::byte>(b.bytes.get() + at, b.used - at), b.ndim, point_.data());
-    append_chain_rows(row_buf_, specs_, tf_, burnin_, rows_++, r, 1);
-    if (row_buf_.size() >= kChunk || at + rb >= b.used) {
-      file_->write(row_buf_);
-      pending_ += row_buf_.size();
-      row_buf_.clear();
-      if (durable_ && pending_ >= (std::size_t{1} << 20)) {
-        // Start the disk writes now, so that the checkpoint's fsync waits less (as for the
-        // binary record); the time counts as checkpoint time.
-        Timer t;
-        file_->start_writeback();
-        pending_ = 0;
-        writeback_seconds += t.seconds();
+    char* row = text_.get() + text_used_;
+    const char* end = write_chain_row(row, tf_, burnin_, rows_++, r, verbose ? 1 : r.weight, 1);
+    const auto len = static_cast<std::size_t>(end - row);
+    text_used_ += len;
+    if (verbose && r.weight != 1) {
+      if (r.weight < 1) {
+        text_used_ -= len;
+      } else {
+        repeat_.assign(row, len);
+        for (std::int64_t k = 1; k < r.weight; ++k) {
+          if (text_used_ >= kChunk) write_text();
+          std::memcpy(text_.get() + text_used_, repeat_.data(), len);
+          text_used_ += len;
+        }
       }
     }
+    if (text_used_ >= kChunk) write_text();
+  }
+  write_text();
+}
+
+void TextChainStream::write_text() {
+  if (text_used_ == 0) return;
+  file_->write(std::string_view(text_.get(), text_used_));
+  pending_ += text_used_;
+  text_used_ = 0;
+  if (durable_ && pending_ >= (std::size_t{1} << 20)) {
+    // Start the disk writes now, so that the checkpoint's fsync waits less (as for the
+    // binary record); the time counts as checkpoint time.
+    Timer t;
+    file_->start_writeback();
+    pending_ = 0;
+    writeback_seconds += t.seconds();
   }
 }
 

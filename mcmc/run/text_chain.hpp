@@ -4,11 +4,13 @@
 // file's header and rows, the chain file streamed while a single chain samples, and the
 // chain and sample files written from a chain's records at the end.
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -38,17 +40,33 @@ struct TextFormat {
   std::string real(double v) const;
   /// Appends `real(v)` to `out`. Finite values: the bytes of std::to_chars (scientific,
   /// the same digits and layout as printf's and fmt's "%.{p-1}e"), by `format_scientific`
-  /// (real_format.hpp, about 2x faster than to_chars) or, where it cannot vouch for the
-  /// rounding, by to_chars itself; no string per value (the chain file's numbers).
+  /// (real_format.hpp, about 4x faster than to_chars at precision 8) or, where it cannot
+  /// vouch for the rounding, by to_chars itself; no string per value.
   void append_real(std::string& out, double v) const;
   /// Appends `integer(v)` to `out` (std::to_chars: no string per value).
   template <class T>
   void append_integer(std::string& out, T v) const {
     char buf[24];
-    const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
-    const auto n = static_cast<int>(r.ptr - buf);
-    if (n < width) out.append(static_cast<std::size_t>(width - n), ' ');
-    out.append(buf, r.ptr);
+    out.append(buf, write_integer(buf, v));
+  }
+  /// Bytes that `write_real` or `write_integer` may write for one field (at least 32).
+  std::size_t field_bytes() const { return static_cast<std::size_t>(std::max({width, precision + 16, 32})); }
+  /// Writes `real(v)` at `p` (room for `field_bytes()`) and returns the end (not terminated).
+  char* write_real(char* p, double v) const;
+  /// Writes `integer(v)` at `p` (room for `field_bytes()`) and returns the end.
+  template <class T>
+  char* write_integer(char* p, T v) const {
+    return pad(p, std::to_chars(p, p + 24, v).ptr);
+  }
+  /// Pads the field [p, end) to `width` with blanks on the left (room for `field_bytes()`);
+  /// returns its new end.
+  char* pad(char* p, char* end) const {
+    const auto n = static_cast<int>(end - p);
+    if (n >= width) return end;
+    const auto fill = static_cast<std::size_t>(width - n);
+    std::memmove(p + fill, p, static_cast<std::size_t>(n));
+    std::memset(p, ' ', fill);
+    return end + fill;
   }
   /// `v` in decimal, padded to `width`.
   template <class T>
@@ -120,6 +138,16 @@ std::string chain_rows(const SamplerSpecs& specs, const TextFormat& tf, RunningB
 void append_chain_rows(std::string& out, const SamplerSpecs& specs, const TextFormat& tf, RunningBurnin& burnin,
                        std::int64_t i, const ChainRecord& r, int process_id);
 
+/// Bytes that `write_chain_row` may write for a record of `ndim` coordinates.
+std::size_t chain_row_bytes(const TextFormat& tf, int ndim);
+
+/// Writes one row of ParaDRAM's chain file for record number `i` (0-based) at `p` (room for
+/// `chain_row_bytes(tf, r.ndim)`) with sample weight `weight` (compact: r.weight; verbose:
+/// 1) and returns its end; `burnin` gets the row's log density. The bytes of `chain_rows`'
+/// first row: formatted in place, no string per field or row.
+char* write_chain_row(char* p, const TextFormat& tf, RunningBurnin& burnin, std::int64_t i, const ChainRecord& r,
+                      std::int64_t weight, int process_id);
+
 /// The text chain file of a single-chain run, written while it samples (users watch it
 /// grow). With checkpoints its length, row count and burn-in state go into each
 /// checkpoint (after an fsync), and a resumed run truncates it back to that length.
@@ -184,14 +212,18 @@ class TextChainStream final : public ChainSink {
   void rethrow_error() const;
   void writer_loop();
   void write_block(const Block& b);
+  void write_text();
 
   std::string path_;
   const SamplerSpecs& specs_;
   TextFormat tf_;
   std::unique_ptr<TextFile> file_;
-  RunningBurnin burnin_;       // the writer's while it runs
-  std::int64_t rows_ = 0;      // the writer's while it runs
-  std::string row_buf_;        // the writer's rows not yet in the file (capacity kept)
+  RunningBurnin burnin_;          // the writer's while it runs
+  std::int64_t rows_ = 0;         // the writer's while it runs
+  std::unique_ptr<char[]> text_;  // the writer's rows not yet in the file
+  std::size_t text_capacity_ = 0;
+  std::size_t text_used_ = 0;
+  std::string repeat_;         // the writer's verbose row being repeated
   std::vector<double> point_;  // the writer's decoded point
   std::size_t pending_ = 0;
   bool durable_ = false;

@@ -229,7 +229,7 @@ TEST_CASE("format_scientific: the bytes of std::to_chars at every precision 1..1
   }
   CHECK(mismatches == 0);
   INFO(declined << " of " << count << " declined (" << declined_random << " of " << count_random << " random)");
-  // The fast path does the work: it declines only near ties (and zero).
+  // The fast path does the work: it declines only near ties.
   CHECK(declined_random * 1000 < count_random);
   // TextFormat pads to the width as before.
   const TextFormat tf{",", 5, 14};
@@ -239,4 +239,147 @@ TEST_CASE("format_scientific: the bytes of std::to_chars at every precision 1..1
   s.clear();
   tf.append_real(s, std::numeric_limits<double>::quiet_NaN());
   CHECK(s == std::string(14 - 3, ' ') + "nan");
+}
+
+TEST_CASE("format_scientific: zeros, powers of ten and their neighbours at every precision", "[text_chain]") {
+  // Zero and negative zero are formatted (no longer handed to to_chars); the powers of ten
+  // and the doubles next to them are where the exponent estimate and the P + 1 digit
+  // rounding meet; the halfway cases 10^k (1 - 5 10^-p) decide between 9.99.. and 1.00...
+  for (int p = 1; p <= 17; ++p) {
+    INFO("precision " << p);
+    char buf[64];
+    for (const double z : {0.0, -0.0}) {
+      char* end = format_scientific(buf, z, p);
+      REQUIRE(end != nullptr);
+      CHECK(std::string(buf, end) == to_chars_bytes(z, p));
+    }
+    std::size_t declined = 0;
+    std::size_t count = 0;
+    for (int k = -323; k <= 308; ++k) {
+      const double t = std::pow(10.0, k);
+      double x = t;
+      for (int step = 0; step < 4; ++step) x = std::nextafter(x, 0.0);
+      for (int step = 0; step < 9; ++step, x = std::nextafter(x, INFINITY)) {
+        for (const double v : {x, -x, (1.0 - 5.0 * std::pow(10.0, -p)) * x}) {
+          ++count;
+          CHECK(fast_bytes(v, p, declined) == to_chars_bytes(v, p));
+        }
+      }
+    }
+    CHECK(declined * 20 < count);
+  }
+  // Subnormals at every precision (the exponent estimate's other end).
+  std::mt19937_64 g(77);
+  for (int i = 0; i < 20000; ++i) {
+    const double v = std::bit_cast<double>(g() & ((std::uint64_t{1} << 52) - 1));
+    for (int p = 1; p <= 17; ++p) {
+      std::size_t declined = 0;
+      CHECK(fast_bytes(v, p, declined) == to_chars_bytes(v, p));
+    }
+  }
+  // NaN and infinities: declined (to_chars writes them).
+  char buf[64];
+  for (const double v : {std::numeric_limits<double>::quiet_NaN(), double{INFINITY}, -double{INFINITY}}) {
+    CHECK(format_scientific(buf, v, 8) == nullptr);
+    CHECK(scientific_formatter(8)(buf, v) == nullptr);
+  }
+  CHECK(scientific_formatter(0) == nullptr);
+  CHECK(scientific_formatter(18) == nullptr);
+  CHECK(format_scientific(buf, 1.0, 18) == nullptr);
+}
+
+TEST_CASE("text chain rows: written in place, the bytes of std::to_chars' fields", "[text_chain]") {
+  // write_chain_row against the row built field by field from std::to_chars, padded, over
+  // precisions, widths and delimiters, with NaN, inf, zeros and near-tie values (the slow
+  // paths inside a row).
+  Records rs(2000, 11);
+  std::vector<double> special = {
+      0.0, -0.0, 0.125, 2.5, std::numeric_limits<double>::quiet_NaN(), INFINITY, -INFINITY, 1e-310, 9.9999999999e99};
+  for (std::size_t i = 0; i < special.size(); ++i) {
+    rs.points[3 * i] = special[i];
+    rs.recs[i].log_density = special[(i + 3) % special.size()];
+    rs.recs[i].adapt_measure = special[(i + 5) % special.size()];
+  }
+  for (const int precision : {1, 2, 8, 17}) {
+    for (const int width : {0, 9, 30}) {
+      for (const std::string delim : {",", " ; "}) {
+        INFO("precision " << precision << " width " << width << " delimiter '" << delim << "'");
+        const TextFormat tf{delim, precision, width};
+        RunningBurnin b1;
+        RunningBurnin b2;
+        for (std::size_t i = 0; i < rs.recs.size(); ++i) {
+          const ChainRecord& r = rs.recs[i];
+          const auto row_index = static_cast<std::int64_t>(i);
+          // The fields by std::to_chars, padded on the left.
+          std::string want;
+          auto field = [&](const std::string& f, bool last = false) {
+            if (f.size() < static_cast<std::size_t>(width))
+              want.append(static_cast<std::size_t>(width) - f.size(), ' ');
+            want += f;
+            if (!last) want += delim;
+          };
+          field("1");
+          field(std::to_string(r.dr_stage));
+          field(to_chars_bytes(r.step == 0 ? 1.0 : static_cast<double>(i) / static_cast<double>(r.step), precision));
+          field(to_chars_bytes(r.adapt_measure, precision));
+          field(std::to_string(b1.add(row_index, r.log_density) + 1));
+          field(std::to_string(r.weight));
+          field(to_chars_bytes(r.log_density, precision), r.ndim == 0);
+          for (int k = 0; k < r.ndim; ++k) field(to_chars_bytes(r.point[k], precision), k + 1 == r.ndim);
+          want += '\n';
+          std::vector<char> buf(chain_row_bytes(tf, r.ndim));
+          char* end = write_chain_row(buf.data(), tf, b2, row_index, r, r.weight, 1);
+          REQUIRE(std::string(buf.data(), end) == want);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("RunningBurnin: the first row within log(i + 1) of the running maximum", "[text_chain]") {
+  // Against the definition, with long plateaus (the first maximum clears the threshold
+  // without the logarithm) and late new maxima that move the burn-in row.
+  std::mt19937_64 g(5);
+  std::normal_distribution<double> z;
+  for (const double drift : {0.0, 1e-3, 3e-2}) {
+    RunningBurnin b;
+    std::vector<double> lp;
+    double max = -INFINITY;
+    for (std::int64_t i = 0; i < 20000; ++i) {
+      const double v = z(g) + drift * static_cast<double>(i) - (i == 0 ? 30.0 : 0.0);
+      lp.push_back(v);
+      max = std::max(max, v);
+      const double threshold = max - std::log(static_cast<double>(i + 1));
+      std::int64_t want = 0;
+      while (!(lp[static_cast<std::size_t>(want)] >= threshold)) ++want;
+      REQUIRE(b.add(i, v) == want);
+    }
+  }
+}
+
+TEST_CASE("text chain: verbose rows repeated across the writer's 64 KiB pieces", "[text_chain]") {
+  // Weights up to 3000 (a row repeated over several 64 KiB pieces) streamed against the
+  // file written at the end.
+  Records rs(300, 13);
+  for (std::size_t i = 0; i < rs.recs.size(); ++i)
+    rs.recs[i].weight = i % 7 == 0 ? 3000 : 1 + static_cast<std::int64_t>(i % 3);
+  const SamplerSpecs specs = specs_of("verbose");
+  const TextFormat tf{",", 17, 0};
+  const fs::path dir = work_dir("verbose_repeats");
+  MemoryChainSink memory;
+  memory.begin(0, 3);
+  {
+    TextChainStream s((dir / "streamed.txt").string(), specs, tf);
+    s.begin(0, 3);
+    for (const ChainRecord& r : rs.recs) {
+      s.write(r);
+      memory.write(r);
+    }
+    s.close();
+  }
+  write_chain_file((dir / "at_end.txt").string(), specs, tf, memory, 1);
+  const std::string streamed = slurp(dir / "streamed.txt");
+  CHECK(streamed.size() > (std::size_t{4} << 20));
+  CHECK(streamed == slurp(dir / "at_end.txt"));
+  fs::remove_all(fs::temp_directory_path() / ("herd_test_text_chain_" + std::to_string(::getpid())));
 }
