@@ -362,6 +362,17 @@ Prepared prepare_lean(const DrawsView& v, detail::Workspace& ws) {
   return p;
 }
 
+/// out[0, 8) <- v (8 stores at once; see fill_run8).
+inline void store8(double* out, double v) {
+#if defined(__AVX2__)
+  const __m256d b = _mm256_set1_pd(v);
+  _mm256_storeu_pd(out, b);
+  _mm256_storeu_pd(out + 4, b);
+#else
+  std::fill_n(out, 8, v);
+#endif
+}
+
 /// Writes w copies of v from out on, and returns out + w; a run of at most 4 (a compact
 /// state's usual weight) as 4 stores at once, so up to 3 values past the run are written too
 /// when out + 4 <= end (the caller writes them later). Cheaper than std::fill_n's loop for
@@ -380,18 +391,26 @@ inline double* fill_run(double* out, std::size_t w, double v, const double* end)
 /// Calls f(chunk, len) on the verbose draws of a weighted view ([M, N], chain after chain) in
 /// order, expanded chunk by chunk into a buffer that stays in cache: every chunk but the last
 /// holds kChunk draws (a multiple of 4, so that 4-lane sums over the chunks add the same draws
-/// in the same lanes and order as over the whole expansion).
+/// in the same lanes and order as over the whole expansion). A state of at most 8 draws that
+/// does not fill the chunk (nearly every one) is written as 8 stores, with one well-predicted
+/// branch per state (the loop over a state's share of chunks mispredicted on every change of
+/// weight).
 template <class F>
 void for_each_verbose_chunk(const DrawsView& v, F&& f) {
   constexpr std::size_t kChunk = 2048;
   static_assert(kChunk % 4 == 0);
-  std::array<double, kChunk + 4> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled before read
+  std::array<double, kChunk + 8> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled before read
   const double* end = buf.data() + buf.size();
   std::size_t fill = 0;
   const double* x = v.values().data();
   const std::int64_t* w = v.weights().data();
   for (std::size_t j = 0; j < v.values().size(); ++j) {
     auto left = static_cast<std::size_t>(w[j]);
+    if (left <= 8 && fill + left < kChunk) [[likely]] {
+      store8(buf.data() + fill, x[j]);  // fill < kChunk: the 8 stores stay in buf
+      fill += left;
+      continue;
+    }
     while (left > 0) {
       const std::size_t take = std::min(left, kChunk - fill);
       fill_run(buf.data() + fill, take, x[j], end);
@@ -1753,15 +1772,6 @@ namespace {
 /// state of a DRAM chain) as 8 stores at once, so up to 7 values past the run are written too
 /// when out + 8 <= end (the caller writes them later); no branch on the run's length, whose
 /// mispredictions cost more than the stores.
-inline void store8(double* out, double v) {
-#if defined(__AVX2__)
-  const __m256d b = _mm256_set1_pd(v);
-  _mm256_storeu_pd(out, b);
-  _mm256_storeu_pd(out + 4, b);
-#else
-  std::fill_n(out, 8, v);
-#endif
-}
 inline double* fill_run8(double* out, std::size_t w, double v, const double* end) {
   if (w <= 8 && out + 8 <= end) [[likely]] {
     store8(out, v);
@@ -1893,10 +1903,20 @@ void direct_lags_series(const SplitSeries& s, std::size_t m, std::size_t n, std:
       const std::size_t wend = t + kSeriesWindow;
       if (sq_sums != nullptr) {
         // The window's own draws (k0 = 0: the windows cover every draw), in order.
-        for (int i = 0; i < chains; ++i) {
-          double v = sq_sums[c + static_cast<std::size_t>(i)];
-          for (std::size_t u = 0; u < std::min(kSeriesWindow, n - t); ++u) v += buf[i][u] * buf[i][u];
-          sq_sums[c + static_cast<std::size_t>(i)] = v;
+        // Both chains in one loop (independent additions; each chain's in its order).
+        const std::size_t len = std::min(kSeriesWindow, n - t);
+        if (chains == 2) {
+          double va = sq_sums[c], vb = sq_sums[c + 1];
+          for (std::size_t u = 0; u < len; ++u) {
+            va += buf[0][u] * buf[0][u];
+            vb += buf[1][u] * buf[1][u];
+          }
+          sq_sums[c] = va;
+          sq_sums[c + 1] = vb;
+        } else {
+          double v = sq_sums[c];
+          for (std::size_t u = 0; u < len; ++u) v += buf[0][u] * buf[0][u];
+          sq_sums[c] = v;
         }
       }
       for (std::size_t k = k0; k < kend;) {
@@ -1935,34 +1955,55 @@ void direct_lags_series(const SplitSeries& s, std::size_t m, std::size_t n, std:
 
 /// The chain means of the series (mean_of's four lanes over each split chain) into ws.means;
 /// the smallest and largest value into *lo and *hi (+inf and -inf when there is none) when
-/// lo is not nullptr.
+/// lo is not nullptr. Two split chains at a time (there are 2M), their windows generated
+/// together and summed in one loop: each chain's lanes add its values in its order, and the
+/// two chains' eight lanes are independent additions (four alone wait on the adder's latency).
 void series_means(const SplitSeries& s, Workspace& ws, double* lo = nullptr, double* hi = nullptr) {
   double vlo = std::numeric_limits<double>::infinity(), vhi = -vlo;
   const std::size_t m = s.chains(), n = s.length();
   ws.means.resize(m);
-  ws.window.resize(kSeriesWindow);
-  double* buf = ws.window.data();
-  for (std::size_t c = 0; c < m; ++c) {
-    SplitSeries::Cursor cur = s.cursor(c, 0.0);
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  ws.window.resize(2 * kSeriesWindow);
+  double* a = ws.window.data();
+  double* b = a + kSeriesWindow;
+  for (std::size_t c = 0; c < m; c += 2) {
+    const bool two = c + 1 < m;
+    SplitSeries::Cursor ca = s.cursor(c, 0.0);
+    SplitSeries::Cursor cb = two ? s.cursor(c + 1, 0.0) : SplitSeries::Cursor{};
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
     for (std::size_t t = 0; t < n; t += kSeriesWindow) {
       const std::size_t len = std::min(kSeriesWindow, n - t);
-      cur.next(buf, len);
+      ca.next(a, len);
+      if (two) cb.next(b, len);
+      else std::fill_n(b, len, 0.0);  // summed into lanes that are not read
       std::size_t i = 0;
       for (; i + 4 <= len; i += 4) {
-        s0 += buf[i];
-        s1 += buf[i + 1];
-        s2 += buf[i + 2];
-        s3 += buf[i + 3];
+        a0 += a[i];
+        a1 += a[i + 1];
+        a2 += a[i + 2];
+        a3 += a[i + 3];
+        b0 += b[i];
+        b1 += b[i + 1];
+        b2 += b[i + 2];
+        b3 += b[i + 3];
       }
-      for (; i < len; ++i) s0 += buf[i];  // only in the last window (kSeriesWindow % 4 == 0)
-      if (lo != nullptr)
+      for (; i < len; ++i) {  // only in the last window (kSeriesWindow % 4 == 0)
+        a0 += a[i];
+        b0 += b[i];
+      }
+      if (lo != nullptr) {
         for (i = 0; i < len; ++i) {
-          vlo = buf[i] < vlo ? buf[i] : vlo;
-          vhi = buf[i] > vhi ? buf[i] : vhi;
+          vlo = a[i] < vlo ? a[i] : vlo;
+          vhi = a[i] > vhi ? a[i] : vhi;
         }
+        if (two)
+          for (i = 0; i < len; ++i) {
+            vlo = b[i] < vlo ? b[i] : vlo;
+            vhi = b[i] > vhi ? b[i] : vhi;
+          }
+      }
     }
-    ws.means[c] = ((s0 + s1) + (s2 + s3)) / static_cast<double>(n);
+    ws.means[c] = ((a0 + a1) + (a2 + a3)) / static_cast<double>(n);
+    if (two) ws.means[c + 1] = ((b0 + b1) + (b2 + b3)) / static_cast<double>(n);
   }
   if (lo != nullptr) {
     *lo = vlo;
@@ -1970,21 +2011,31 @@ void series_means(const SplitSeries& s, Workspace& ws, double* lo = nullptr, dou
   }
 }
 
-/// Each split chain's sum of squares about its mean (ws.means), divided by n - 1.
+/// Each split chain's sum of squares about its mean (ws.means), divided by n - 1; two split
+/// chains at a time, each summed in its order (as series_means).
 std::vector<double> series_vars(const SplitSeries& s, Workspace& ws) {
   const std::size_t m = s.chains(), n = s.length();
   std::vector<double> vars(m);
-  ws.window.resize(kSeriesWindow);
-  double* buf = ws.window.data();
-  for (std::size_t c = 0; c < m; ++c) {
-    SplitSeries::Cursor cur = s.cursor(c, ws.means[c]);
-    double v = 0;
+  ws.window.resize(2 * kSeriesWindow);
+  double* a = ws.window.data();
+  double* b = a + kSeriesWindow;
+  for (std::size_t c = 0; c < m; c += 2) {
+    const bool two = c + 1 < m;
+    SplitSeries::Cursor ca = s.cursor(c, ws.means[c]);
+    SplitSeries::Cursor cb = two ? s.cursor(c + 1, ws.means[c + 1]) : SplitSeries::Cursor{};
+    double va = 0, vb = 0;
     for (std::size_t t = 0; t < n; t += kSeriesWindow) {
       const std::size_t len = std::min(kSeriesWindow, n - t);
-      cur.next(buf, len);
-      for (std::size_t i = 0; i < len; ++i) v += buf[i] * buf[i];
+      ca.next(a, len);
+      if (two) cb.next(b, len);
+      else std::fill_n(b, len, 0.0);
+      for (std::size_t i = 0; i < len; ++i) {
+        va += a[i] * a[i];
+        vb += b[i] * b[i];
+      }
     }
-    vars[c] = v / static_cast<double>(n - 1);
+    vars[c] = va / static_cast<double>(n - 1);
+    if (two) vars[c + 1] = vb / static_cast<double>(n - 1);
   }
   return vars;
 }
@@ -1992,6 +2043,10 @@ std::vector<double> series_vars(const SplitSeries& s, Workspace& ws) {
 /// Lags summed beyond a request by a pass of ess_series_centred (at least 32, fewer than 64):
 /// a pass generates the series once, which costs about as much as 15 lags.
 constexpr std::size_t kSeriesAhead = 2 * kLagBlock;
+
+/// Lags summed past a hint by ess_series_centred's first pass: two more pairs of Geyer's
+/// sequence than the similar series needed.
+constexpr std::size_t kHintSlack = 4;
 
 /// ess_centred's writable path on the series, chains centred by ws.means (n >= 3), bit for
 /// bit: Geyer's sequence asks for every lag in turn, so ess_centred sums directly exactly the
@@ -2002,17 +2057,29 @@ constexpr std::size_t kSeriesAhead = 2 * kLagBlock;
 /// stored chains). When `sq_sums` is not nullptr (m entries), the first pass (lags from 0,
 /// every draw) also sums each chain's squares of its centred values into it, in order
 /// (series_vars' sums).
-double ess_series_centred(const SplitSeries& s, Workspace& ws, double* sq_sums = nullptr) {
+///
+/// `hint` (0: none) is the lag at which a similar series' Geyer sequence stopped (the bulk
+/// ESS's for ess_mean: ranks and values decorrelate alike): the first pass sums the lags up
+/// to it and a few more, so that one pass serves the whole sequence instead of two or three
+/// of kSeriesAhead lags. The lags are the same sums whatever the passes, so the hint changes
+/// no bit, only the passes and how many lags past the last one asked for are summed.
+/// ws.geyer_lag is set to the largest lag the sequence asked for.
+double ess_series_centred(const SplitSeries& s, Workspace& ws, double* sq_sums = nullptr, std::size_t hint = 0) {
   const std::size_t m = s.chains(), n = s.length();
   ws.acov.clear();
   std::size_t done = 0;
   const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   const std::size_t direct = std::min(n, (direct_lag_cap(m, n) + kLagBlock - 1) / kLagBlock * kLagBlock);
+  ws.geyer_lag = 0;
   return geyer_ess(m, n, ws, [&](std::size_t lag) {
+    ws.geyer_lag = std::max(ws.geyer_lag, lag);
     if (lag < done) return acov;
     if (lag < direct) {
-      const std::size_t upto = std::min(direct, (lag + 1 + kLagBlock - 1) / kLagBlock * kLagBlock + kSeriesAhead / 2);
+      std::size_t upto = std::min(direct, (lag + 1 + kLagBlock - 1) / kLagBlock * kLagBlock + kSeriesAhead / 2);
+      // Up to the hint and kHintSlack lags past it, in half blocks (direct_lags_series' k1).
+      if (done == 0 && hint > 0)
+        upto = std::min(direct, (hint + 1 + kHintSlack + kHalfBlock - 1) / kHalfBlock * kHalfBlock);
       ws.acov.resize(upto, 0.0);  // the new lags [done, upto) start at 0
       direct_lags_series(s, m, n, done, upto, ws.acov.data(), ws, done == 0 ? sq_sums : nullptr);
       for (std::size_t k = done; k < upto; ++k) ws.acov[k] *= inv_mn;
@@ -2036,17 +2103,17 @@ void fill_series(const SplitSeries& s, double* out) {
   for (std::size_t c = 0; c < s.chains(); ++c) s.cursor(c, 0.0).next(out + c * s.length(), s.length());
 }
 
-double ess_series(const SplitSeries& s, Workspace& ws, bool check) {
+double ess_series(const SplitSeries& s, Workspace& ws, bool check, std::size_t hint) {
   const std::size_t m = s.chains(), n = s.length();
   if (n < 3 || m == 0) return kNaN;
   double lo = 0, hi = 0;
   series_means(s, ws, check ? &lo : nullptr, &hi);
   // Constant, as summarize checks ess_sd's squares (which overflow only for |x| > 1e154).
   if (check && !(std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon()))) return kNaN;
-  return ess_series_centred(s, ws);
+  return ess_series_centred(s, ws, nullptr, hint);
 }
 
-void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* ess, bool check) {
+void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* ess, bool check, std::size_t hint) {
   const std::size_t m = s.chains(), n = s.length();
   double lo = 0, hi = 0;
   series_means(s, ws, check ? &lo : nullptr, &hi);
@@ -2062,7 +2129,7 @@ void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* 
   }
   // The sums of squares from the ESS's first pass (it sums lags from 0 over every draw).
   std::vector<double> vars(m, 0.0);
-  *ess = ess_series_centred(s, ws, vars.data());
+  *ess = ess_series_centred(s, ws, vars.data(), hint);
   for (double& v : vars) v /= static_cast<double>(n - 1);
   *rhat = m < 2 ? kNaN : rhat_from(ws.means, vars, m, n);
 }
@@ -2166,17 +2233,21 @@ DiagnosticSummary summarize(const DrawsView& v) {
   // (detail::SplitSeries) for every quantity below that reads the split draws.
   std::optional<detail::SplitSeries> layout;
   if (p.compact()) layout.emplace(v, detail::SplitSeries::Kind::kState);
+  ws.geyer_lag = 0;
   rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, layout ? &*layout : nullptr);
   r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
   const std::size_t s2 = 2 * p.m * p.h;
   const bool stored = !p.compact() || s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
   if (!stored) {
     // ess_sd, the basic R-hat and ess_mean of the split layout generated window by window
-    // from the compact states (detail::SplitSeries): no buffer per draw.
+    // from the compact states (detail::SplitSeries): no buffer per draw. ess_mean's Geyer
+    // sequence stops where the bulk ESS's did, nearly always (the ranks of the values
+    // decorrelate as the values do): its lags in one pass.
+    const std::size_t bulk_lag = ws.geyer_lag;
     r.ess_sd = detail::ess_series(layout->with(detail::SplitSeries::Kind::kSquare, nullptr, r.mean), ws, true);
     // With an even draw count the split draws are all draws: finite and not constant (checked
     // above); an odd count drops the middle draws, which may leave constant split draws.
-    detail::rhat_ess_series(*layout, ws, &r.rhat_basic, &r.ess_mean, p.n % 2 == 1);
+    detail::rhat_ess_series(*layout, ws, &r.rhat_basic, &r.ess_mean, p.n % 2 == 1, bulk_lag);
   } else {
     ws.split.resize(s2);
     // (x - mean)^2 of the split draws for ess_sd; then the split draws for the basic R-hat and
