@@ -425,10 +425,108 @@ void for_each_verbose_chunk(const DrawsView& v, F&& f) {
   if (fill > 0) f(buf.data(), fill);
 }
 
+/// Four-lane sums per split chain of the verbose draws of an [M, N] layout fed in order,
+/// chunk by chunk: split chain 2c holds chain c's draws [0, h), 2c + 1 its draws [N - h, N)
+/// (h = N / 2; an odd N's middle draw belongs to neither), and split position t goes to lane
+/// t % 4, so each lane adds the values series_means adds to it, in the same order. The
+/// smallest and largest value summed are kept too.
+class SplitLanes {
+ public:
+  SplitLanes(std::size_t m, std::size_t n) : n_(n), h_(n / 2), lanes_(2 * m) {}
+  /// Adds value(x[i]) for the next len draws.
+  template <class V>
+  void add(const double* x, std::size_t len, V value) {
+    while (len > 0) {
+      const std::size_t c = g_ / n_, t = g_ % n_;
+      std::size_t c2 = 2 * c, p = t, seg = 0;
+      if (t < h_) {
+        seg = std::min(len, h_ - t);
+      } else if (t < n_ - h_) {  // the dropped middle draw
+        const std::size_t skip = std::min(len, n_ - h_ - t);
+        x += skip;
+        g_ += skip;
+        len -= skip;
+        continue;
+      } else {
+        c2 = 2 * c + 1;
+        p = t - (n_ - h_);
+        seg = std::min(len, n_ - t);
+      }
+      std::array<double, 4>& l = lanes_[c2];
+      double a0 = l[0], a1 = l[1], a2 = l[2], a3 = l[3];
+      double lo = lo_, hi = hi_;
+      const auto one = [&](std::size_t lane, double v) {
+        switch (lane) {
+          case 0:
+            a0 += v;
+            break;
+          case 1:
+            a1 += v;
+            break;
+          case 2:
+            a2 += v;
+            break;
+          default:
+            a3 += v;
+            break;
+        }
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+      };
+      std::size_t i = 0;
+      for (; i < seg && (p + i) % 4 != 0; ++i) one((p + i) % 4, value(x[i]));
+      for (; i + 4 <= seg; i += 4) {
+        const double v0 = value(x[i]), v1 = value(x[i + 1]), v2 = value(x[i + 2]), v3 = value(x[i + 3]);
+        a0 += v0;
+        a1 += v1;
+        a2 += v2;
+        a3 += v3;
+        lo = v0 < lo ? v0 : lo;
+        hi = v0 > hi ? v0 : hi;
+        lo = v1 < lo ? v1 : lo;
+        hi = v1 > hi ? v1 : hi;
+        lo = v2 < lo ? v2 : lo;
+        hi = v2 > hi ? v2 : hi;
+        lo = v3 < lo ? v3 : lo;
+        hi = v3 > hi ? v3 : hi;
+      }
+      for (; i < seg; ++i) one((p + i) % 4, value(x[i]));
+      l = {a0, a1, a2, a3};
+      lo_ = lo;
+      hi_ = hi;
+      x += seg;
+      g_ += seg;
+      len -= seg;
+    }
+  }
+  /// series_means' results: the split chains' means and the extremes.
+  detail::SeriesMeans result() const {
+    detail::SeriesMeans r;
+    r.means.resize(lanes_.size());
+    for (std::size_t c = 0; c < lanes_.size(); ++c) {
+      const std::array<double, 4>& l = lanes_[c];
+      r.means[c] = ((l[0] + l[1]) + (l[2] + l[3])) / static_cast<double>(h_);
+    }
+    r.lo = lo_;
+    r.hi = hi_;
+    return r;
+  }
+
+ private:
+  std::size_t n_, h_;
+  std::size_t g_ = 0;  // verbose index of the next draw, chain after chain
+  std::vector<std::array<double, 4>> lanes_;
+  double lo_ = std::numeric_limits<double>::infinity(), hi_ = -std::numeric_limits<double>::infinity();
+};
+
 /// The mean and the sums m2 = sum (x - mean)^2 and m4 = sum (x - mean)^4 of all draws: of
 /// p.x, or of a weighted view's draws expanded chunk by chunk, with the same operations in
-/// the same order (mean_of's four lanes), so the same bits.
-void moments(const Prepared& p, double& mean, double& m2, double& m4) {
+/// the same order (mean_of's four lanes), so the same bits. For a weighted view, when `values`
+/// and `squares` are not nullptr, also series_means of its split draws and of their squares
+/// about the mean (detail::SplitSeries kState and kSquare), from the same chunks: the same
+/// numbers without two passes of generating the split series.
+void moments(const Prepared& p, double& mean, double& m2, double& m4, detail::SeriesMeans* values = nullptr,
+             detail::SeriesMeans* squares = nullptr) {
   m2 = m4 = 0;
   if (!p.compact()) {
     mean = mean_of(p.x, p.s);
@@ -439,6 +537,9 @@ void moments(const Prepared& p, double& mean, double& m2, double& m4) {
     }
     return;
   }
+  const bool split = values != nullptr && squares != nullptr;
+  std::optional<SplitLanes> lanes;
+  if (split) lanes.emplace(p.m, p.n);
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   for_each_verbose_chunk(*p.view, [&](const double* x, std::size_t len) {
     double a0 = s0, a1 = s1, a2 = s2, a3 = s3;  // in registers (see below)
@@ -454,23 +555,31 @@ void moments(const Prepared& p, double& mean, double& m2, double& m4) {
     s1 = a1;
     s2 = a2;
     s3 = a3;
+    if (split) lanes->add(x, len, [](double v) { return v; });
   });
   const double mu = ((s0 + s1) + (s2 + s3)) / static_cast<double>(p.s);
   mean = mu;
+  if (split) {
+    *values = lanes->result();
+    lanes.emplace(p.m, p.n);
+  }
   // Draw by draw over the chunks again (the same d2 for a state's w draws): an inner loop of
   // w additions per state mispredicted its exit at every change of weight.
   // The sums in locals per chunk: through the references (which the chunk might alias, as
   // far as the compiler knows) they went to memory and back every draw.
+  const auto sq = [mu](double v) { return (v - mu) * (v - mu); };
   for_each_verbose_chunk(*p.view, [&](const double* x, std::size_t len) {
     double a2 = m2, a4 = m4;
     for (std::size_t i = 0; i < len; ++i) {
-      const double d2 = (x[i] - mu) * (x[i] - mu);
+      const double d2 = sq(x[i]);
       a2 += d2;
       a4 += d2 * d2;
     }
     m2 = a2;
     m4 = a4;
+    if (split) lanes->add(x, len, sq);
   });
+  if (split) *squares = lanes->result();
 }
 
 /// out [2M, h] <- the split layout of an unweighted view's draws (split_chains of p.x). A
@@ -2111,20 +2220,36 @@ void fill_series(const SplitSeries& s, double* out) {
   for (std::size_t c = 0; c < s.chains(); ++c) s.cursor(c, 0.0).next(out + c * s.length(), s.length());
 }
 
-double ess_series(const SplitSeries& s, Workspace& ws, bool check, std::size_t hint) {
+namespace {
+/// series_means(s, ws, lo, hi), or `known`'s means and extremes when it is not nullptr.
+void series_means_or(const SplitSeries& s, Workspace& ws, double* lo, double* hi, const SeriesMeans* known) {
+  if (known == nullptr) {
+    series_means(s, ws, lo, hi);
+    return;
+  }
+  ws.means.assign(known->means.begin(), known->means.end());
+  if (lo != nullptr) {
+    *lo = known->lo;
+    *hi = known->hi;
+  }
+}
+}  // namespace
+
+double ess_series(const SplitSeries& s, Workspace& ws, bool check, std::size_t hint, const SeriesMeans* known) {
   const std::size_t m = s.chains(), n = s.length();
   if (n < 3 || m == 0) return kNaN;
   double lo = 0, hi = 0;
-  series_means(s, ws, check ? &lo : nullptr, &hi);
+  series_means_or(s, ws, check ? &lo : nullptr, &hi, known);
   // Constant, as summarize checks ess_sd's squares (which overflow only for |x| > 1e154).
   if (check && !(std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon()))) return kNaN;
   return ess_series_centred(s, ws, nullptr, hint);
 }
 
-void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* ess, bool check, std::size_t hint) {
+void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* ess, bool check, std::size_t hint,
+                     const SeriesMeans* known) {
   const std::size_t m = s.chains(), n = s.length();
   double lo = 0, hi = 0;
-  series_means(s, ws, check ? &lo : nullptr, &hi);
+  series_means_or(s, ws, check ? &lo : nullptr, &hi, known);
   // detail::is_constant of the values (true when there are none).
   if (check && (m * n == 0 || std::fabs(hi - lo) < std::numeric_limits<double>::epsilon())) {
     *rhat = *ess = kNaN;
@@ -2220,7 +2345,12 @@ DiagnosticSummary summarize(const DrawsView& v) {
   }
   const double sd_s = static_cast<double>(p.s);
   double m2 = 0, m4 = 0;
-  moments(p, r.mean, m2, m4);
+  // A weighted view past stored_split_limit generates its split series per window: the
+  // series means of ess_mean's values and ess_sd's squares come from moments' passes.
+  const std::size_t s2 = 2 * p.m * p.h;
+  const bool stored = !p.compact() || s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
+  detail::SeriesMeans value_means, square_means;
+  moments(p, r.mean, m2, m4, stored ? nullptr : &value_means, stored ? nullptr : &square_means);
   r.sd = p.s > 1 ? std::sqrt(m2 / (sd_s - 1.0)) : kNaN;
   // Ranks and order statistics from the sorted draws (of a weighted view: of its compact
   // states, each standing for its weight in draws).
@@ -2244,8 +2374,6 @@ DiagnosticSummary summarize(const DrawsView& v) {
   ws.geyer_lag = 0;
   rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, layout ? &*layout : nullptr);
   r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
-  const std::size_t s2 = 2 * p.m * p.h;
-  const bool stored = !p.compact() || s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
   if (!stored) {
     // ess_sd, the basic R-hat and ess_mean of the split layout generated window by window
     // from the compact states (detail::SplitSeries): no buffer per draw. The bulk ESS's
@@ -2256,10 +2384,10 @@ DiagnosticSummary summarize(const DrawsView& v) {
     // 0.6 times it (the fewest lags and passes summed over its 10 variables).
     const std::size_t bulk_lag = ws.geyer_lag;
     r.ess_sd = detail::ess_series(layout->with(detail::SplitSeries::Kind::kSquare, nullptr, r.mean), ws, true,
-                                  bulk_lag * 3 / 5);
+                                  bulk_lag * 3 / 5, &square_means);
     // With an even draw count the split draws are all draws: finite and not constant (checked
     // above); an odd count drops the middle draws, which may leave constant split draws.
-    detail::rhat_ess_series(*layout, ws, &r.rhat_basic, &r.ess_mean, p.n % 2 == 1, bulk_lag);
+    detail::rhat_ess_series(*layout, ws, &r.rhat_basic, &r.ess_mean, p.n % 2 == 1, bulk_lag, &value_means);
   } else {
     ws.split.resize(s2);
     // (x - mean)^2 of the split draws for ess_sd; then the split draws for the basic R-hat and

@@ -6,6 +6,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -328,18 +329,28 @@ void fill_series(const SplitSeries& s, double* out);
 /// (the summed power spectrum in ws.power). The values must be finite.
 /// `check` = true first checks the values as summarize checks ess_sd's squares: NaN when
 /// the largest is not finite or the values are constant (or there are none).
+/// A series' split chain means (mean_of's four lanes over each split chain, [2M]) and its
+/// smallest and largest value (+inf and -inf when it has none), as ess_series computes them
+/// in a pass of its own: for a caller that has them from a pass it makes anyway.
+struct SeriesMeans {
+  std::vector<double> means;
+  double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
+};
+
 /// `hint` (0: none) is the lag at which a similar series' Geyer sequence stopped
 /// (ws.geyer_lag after it): the first pass of lags goes that far, so one pass usually serves;
 /// the result is the same bits whatever the hint. Sets ws.geyer_lag to the largest lag this
-/// series' sequence asked for.
-double ess_series(const SplitSeries& s, Workspace& ws, bool check = false, std::size_t hint = 0);
+/// series' sequence asked for. `known` (nullptr: computed here) is the series' SeriesMeans,
+/// which must be those of `s`, bit for bit.
+double ess_series(const SplitSeries& s, Workspace& ws, bool check = false, std::size_t hint = 0,
+                  const SeriesMeans* known = nullptr);
 
 /// rhat_ess_overwrite(y, 2M, h, ws, rhat, ess) of the split layout that `s` generates, bit
 /// for bit, without storing it (as ess_series). The values must be finite and, unless
 /// `check` = true (both NaN when the values are constant, detail::is_constant), not constant.
-/// `hint` as for ess_series (ws.geyer_lag is set likewise when the ESS is computed).
+/// `hint` and `known` as for ess_series (ws.geyer_lag is set likewise when the ESS is computed).
 void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* ess, bool check = false,
-                     std::size_t hint = 0);
+                     std::size_t hint = 0, const SeriesMeans* known = nullptr);
 
 /// rhat_chains(y, 2M, h, true) of the split layout that `s` generates, bit for bit.
 double rhat_series(const SplitSeries& s, Workspace& ws);
