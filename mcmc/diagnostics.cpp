@@ -362,6 +362,17 @@ Prepared prepare_lean(const DrawsView& v, detail::Workspace& ws) {
   return p;
 }
 
+/// out[0, 8) <- v (8 stores at once; see fill_run8).
+inline void store8(double* out, double v) {
+#if defined(__AVX2__)
+  const __m256d b = _mm256_set1_pd(v);
+  _mm256_storeu_pd(out, b);
+  _mm256_storeu_pd(out + 4, b);
+#else
+  std::fill_n(out, 8, v);
+#endif
+}
+
 /// Writes w copies of v from out on, and returns out + w; a run of at most 4 (a compact
 /// state's usual weight) as 4 stores at once, so up to 3 values past the run are written too
 /// when out + 4 <= end (the caller writes them later). Cheaper than std::fill_n's loop for
@@ -380,18 +391,26 @@ inline double* fill_run(double* out, std::size_t w, double v, const double* end)
 /// Calls f(chunk, len) on the verbose draws of a weighted view ([M, N], chain after chain) in
 /// order, expanded chunk by chunk into a buffer that stays in cache: every chunk but the last
 /// holds kChunk draws (a multiple of 4, so that 4-lane sums over the chunks add the same draws
-/// in the same lanes and order as over the whole expansion).
+/// in the same lanes and order as over the whole expansion). A state of at most 8 draws that
+/// does not fill the chunk (nearly every one) is written as 8 stores, with one well-predicted
+/// branch per state (the loop over a state's share of chunks mispredicted on every change of
+/// weight).
 template <class F>
 void for_each_verbose_chunk(const DrawsView& v, F&& f) {
   constexpr std::size_t kChunk = 2048;
   static_assert(kChunk % 4 == 0);
-  std::array<double, kChunk + 4> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled before read
+  std::array<double, kChunk + 8> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled before read
   const double* end = buf.data() + buf.size();
   std::size_t fill = 0;
   const double* x = v.values().data();
   const std::int64_t* w = v.weights().data();
   for (std::size_t j = 0; j < v.values().size(); ++j) {
     auto left = static_cast<std::size_t>(w[j]);
+    if (left <= 8 && fill + left < kChunk) [[likely]] {
+      store8(buf.data() + fill, x[j]);  // fill < kChunk: the 8 stores stay in buf
+      fill += left;
+      continue;
+    }
     while (left > 0) {
       const std::size_t take = std::min(left, kChunk - fill);
       fill_run(buf.data() + fill, take, x[j], end);
@@ -406,10 +425,108 @@ void for_each_verbose_chunk(const DrawsView& v, F&& f) {
   if (fill > 0) f(buf.data(), fill);
 }
 
+/// Four-lane sums per split chain of the verbose draws of an [M, N] layout fed in order,
+/// chunk by chunk: split chain 2c holds chain c's draws [0, h), 2c + 1 its draws [N - h, N)
+/// (h = N / 2; an odd N's middle draw belongs to neither), and split position t goes to lane
+/// t % 4, so each lane adds the values series_means adds to it, in the same order. The
+/// smallest and largest value summed are kept too.
+class SplitLanes {
+ public:
+  SplitLanes(std::size_t m, std::size_t n) : n_(n), h_(n / 2), lanes_(2 * m) {}
+  /// Adds value(x[i]) for the next len draws.
+  template <class V>
+  void add(const double* x, std::size_t len, V value) {
+    while (len > 0) {
+      const std::size_t c = g_ / n_, t = g_ % n_;
+      std::size_t c2 = 2 * c, p = t, seg = 0;
+      if (t < h_) {
+        seg = std::min(len, h_ - t);
+      } else if (t < n_ - h_) {  // the dropped middle draw
+        const std::size_t skip = std::min(len, n_ - h_ - t);
+        x += skip;
+        g_ += skip;
+        len -= skip;
+        continue;
+      } else {
+        c2 = 2 * c + 1;
+        p = t - (n_ - h_);
+        seg = std::min(len, n_ - t);
+      }
+      std::array<double, 4>& l = lanes_[c2];
+      double a0 = l[0], a1 = l[1], a2 = l[2], a3 = l[3];
+      double lo = lo_, hi = hi_;
+      const auto one = [&](std::size_t lane, double v) {
+        switch (lane) {
+          case 0:
+            a0 += v;
+            break;
+          case 1:
+            a1 += v;
+            break;
+          case 2:
+            a2 += v;
+            break;
+          default:
+            a3 += v;
+            break;
+        }
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+      };
+      std::size_t i = 0;
+      for (; i < seg && (p + i) % 4 != 0; ++i) one((p + i) % 4, value(x[i]));
+      for (; i + 4 <= seg; i += 4) {
+        const double v0 = value(x[i]), v1 = value(x[i + 1]), v2 = value(x[i + 2]), v3 = value(x[i + 3]);
+        a0 += v0;
+        a1 += v1;
+        a2 += v2;
+        a3 += v3;
+        lo = v0 < lo ? v0 : lo;
+        hi = v0 > hi ? v0 : hi;
+        lo = v1 < lo ? v1 : lo;
+        hi = v1 > hi ? v1 : hi;
+        lo = v2 < lo ? v2 : lo;
+        hi = v2 > hi ? v2 : hi;
+        lo = v3 < lo ? v3 : lo;
+        hi = v3 > hi ? v3 : hi;
+      }
+      for (; i < seg; ++i) one((p + i) % 4, value(x[i]));
+      l = {a0, a1, a2, a3};
+      lo_ = lo;
+      hi_ = hi;
+      x += seg;
+      g_ += seg;
+      len -= seg;
+    }
+  }
+  /// series_means' results: the split chains' means and the extremes.
+  detail::SeriesMeans result() const {
+    detail::SeriesMeans r;
+    r.means.resize(lanes_.size());
+    for (std::size_t c = 0; c < lanes_.size(); ++c) {
+      const std::array<double, 4>& l = lanes_[c];
+      r.means[c] = ((l[0] + l[1]) + (l[2] + l[3])) / static_cast<double>(h_);
+    }
+    r.lo = lo_;
+    r.hi = hi_;
+    return r;
+  }
+
+ private:
+  std::size_t n_, h_;
+  std::size_t g_ = 0;  // verbose index of the next draw, chain after chain
+  std::vector<std::array<double, 4>> lanes_;
+  double lo_ = std::numeric_limits<double>::infinity(), hi_ = -std::numeric_limits<double>::infinity();
+};
+
 /// The mean and the sums m2 = sum (x - mean)^2 and m4 = sum (x - mean)^4 of all draws: of
 /// p.x, or of a weighted view's draws expanded chunk by chunk, with the same operations in
-/// the same order (mean_of's four lanes), so the same bits.
-void moments(const Prepared& p, double& mean, double& m2, double& m4) {
+/// the same order (mean_of's four lanes), so the same bits. For a weighted view, when `values`
+/// and `squares` are not nullptr, also series_means of its split draws and of their squares
+/// about the mean (detail::SplitSeries kState and kSquare), from the same chunks: the same
+/// numbers without two passes of generating the split series.
+void moments(const Prepared& p, double& mean, double& m2, double& m4, detail::SeriesMeans* values = nullptr,
+             detail::SeriesMeans* squares = nullptr) {
   m2 = m4 = 0;
   if (!p.compact()) {
     mean = mean_of(p.x, p.s);
@@ -420,30 +537,49 @@ void moments(const Prepared& p, double& mean, double& m2, double& m4) {
     }
     return;
   }
+  const bool split = values != nullptr && squares != nullptr;
+  std::optional<SplitLanes> lanes;
+  if (split) lanes.emplace(p.m, p.n);
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   for_each_verbose_chunk(*p.view, [&](const double* x, std::size_t len) {
+    double a0 = s0, a1 = s1, a2 = s2, a3 = s3;  // in registers (see below)
     const std::size_t full = len / 4 * 4;
     for (std::size_t i = 0; i < full; i += 4) {
-      s0 += x[i];
-      s1 += x[i + 1];
-      s2 += x[i + 2];
-      s3 += x[i + 3];
+      a0 += x[i];
+      a1 += x[i + 1];
+      a2 += x[i + 2];
+      a3 += x[i + 3];
     }
-    for (std::size_t i = full; i < len; ++i) s0 += x[i];  // only in the last chunk
+    for (std::size_t i = full; i < len; ++i) a0 += x[i];  // only in the last chunk
+    s0 = a0;
+    s1 = a1;
+    s2 = a2;
+    s3 = a3;
+    if (split) lanes->add(x, len, [](double v) { return v; });
   });
   const double mu = ((s0 + s1) + (s2 + s3)) / static_cast<double>(p.s);
   mean = mu;
-  // A state's w draws add the same d2 and d2^2 w times, computed once.
-  const double* x = p.view->values().data();
-  const std::int64_t* w = p.view->weights().data();
-  for (std::size_t j = 0; j < p.view->values().size(); ++j) {
-    const double d2 = (x[j] - mu) * (x[j] - mu);
-    const double d4 = d2 * d2;
-    for (std::int64_t k = 0; k < w[j]; ++k) {
-      m2 += d2;
-      m4 += d4;
-    }
+  if (split) {
+    *values = lanes->result();
+    lanes.emplace(p.m, p.n);
   }
+  // Draw by draw over the chunks again (the same d2 for a state's w draws): an inner loop of
+  // w additions per state mispredicted its exit at every change of weight.
+  // The sums in locals per chunk: through the references (which the chunk might alias, as
+  // far as the compiler knows) they went to memory and back every draw.
+  const auto sq = [mu](double v) { return (v - mu) * (v - mu); };
+  for_each_verbose_chunk(*p.view, [&](const double* x, std::size_t len) {
+    double a2 = m2, a4 = m4;
+    for (std::size_t i = 0; i < len; ++i) {
+      const double d2 = sq(x[i]);
+      a2 += d2;
+      a4 += d2 * d2;
+    }
+    m2 = a2;
+    m4 = a4;
+    if (split) lanes->add(x, len, sq);
+  });
+  if (split) *squares = lanes->result();
 }
 
 /// out [2M, h] <- the split layout of an unweighted view's draws (split_chains of p.x). A
@@ -1753,15 +1889,6 @@ namespace {
 /// state of a DRAM chain) as 8 stores at once, so up to 7 values past the run are written too
 /// when out + 8 <= end (the caller writes them later); no branch on the run's length, whose
 /// mispredictions cost more than the stores.
-inline void store8(double* out, double v) {
-#if defined(__AVX2__)
-  const __m256d b = _mm256_set1_pd(v);
-  _mm256_storeu_pd(out, b);
-  _mm256_storeu_pd(out + 4, b);
-#else
-  std::fill_n(out, 8, v);
-#endif
-}
 inline double* fill_run8(double* out, std::size_t w, double v, const double* end) {
   if (w <= 8 && out + 8 <= end) [[likely]] {
     store8(out, v);
@@ -1893,10 +2020,20 @@ void direct_lags_series(const SplitSeries& s, std::size_t m, std::size_t n, std:
       const std::size_t wend = t + kSeriesWindow;
       if (sq_sums != nullptr) {
         // The window's own draws (k0 = 0: the windows cover every draw), in order.
-        for (int i = 0; i < chains; ++i) {
-          double v = sq_sums[c + static_cast<std::size_t>(i)];
-          for (std::size_t u = 0; u < std::min(kSeriesWindow, n - t); ++u) v += buf[i][u] * buf[i][u];
-          sq_sums[c + static_cast<std::size_t>(i)] = v;
+        // Both chains in one loop (independent additions; each chain's in its order).
+        const std::size_t len = std::min(kSeriesWindow, n - t);
+        if (chains == 2) {
+          double va = sq_sums[c], vb = sq_sums[c + 1];
+          for (std::size_t u = 0; u < len; ++u) {
+            va += buf[0][u] * buf[0][u];
+            vb += buf[1][u] * buf[1][u];
+          }
+          sq_sums[c] = va;
+          sq_sums[c + 1] = vb;
+        } else {
+          double v = sq_sums[c];
+          for (std::size_t u = 0; u < len; ++u) v += buf[0][u] * buf[0][u];
+          sq_sums[c] = v;
         }
       }
       for (std::size_t k = k0; k < kend;) {
@@ -1935,34 +2072,55 @@ void direct_lags_series(const SplitSeries& s, std::size_t m, std::size_t n, std:
 
 /// The chain means of the series (mean_of's four lanes over each split chain) into ws.means;
 /// the smallest and largest value into *lo and *hi (+inf and -inf when there is none) when
-/// lo is not nullptr.
+/// lo is not nullptr. Two split chains at a time (there are 2M), their windows generated
+/// together and summed in one loop: each chain's lanes add its values in its order, and the
+/// two chains' eight lanes are independent additions (four alone wait on the adder's latency).
 void series_means(const SplitSeries& s, Workspace& ws, double* lo = nullptr, double* hi = nullptr) {
   double vlo = std::numeric_limits<double>::infinity(), vhi = -vlo;
   const std::size_t m = s.chains(), n = s.length();
   ws.means.resize(m);
-  ws.window.resize(kSeriesWindow);
-  double* buf = ws.window.data();
-  for (std::size_t c = 0; c < m; ++c) {
-    SplitSeries::Cursor cur = s.cursor(c, 0.0);
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  ws.window.resize(2 * kSeriesWindow);
+  double* a = ws.window.data();
+  double* b = a + kSeriesWindow;
+  for (std::size_t c = 0; c < m; c += 2) {
+    const bool two = c + 1 < m;
+    SplitSeries::Cursor ca = s.cursor(c, 0.0);
+    SplitSeries::Cursor cb = two ? s.cursor(c + 1, 0.0) : SplitSeries::Cursor{};
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
     for (std::size_t t = 0; t < n; t += kSeriesWindow) {
       const std::size_t len = std::min(kSeriesWindow, n - t);
-      cur.next(buf, len);
+      ca.next(a, len);
+      if (two) cb.next(b, len);
+      else std::fill_n(b, len, 0.0);  // summed into lanes that are not read
       std::size_t i = 0;
       for (; i + 4 <= len; i += 4) {
-        s0 += buf[i];
-        s1 += buf[i + 1];
-        s2 += buf[i + 2];
-        s3 += buf[i + 3];
+        a0 += a[i];
+        a1 += a[i + 1];
+        a2 += a[i + 2];
+        a3 += a[i + 3];
+        b0 += b[i];
+        b1 += b[i + 1];
+        b2 += b[i + 2];
+        b3 += b[i + 3];
       }
-      for (; i < len; ++i) s0 += buf[i];  // only in the last window (kSeriesWindow % 4 == 0)
-      if (lo != nullptr)
+      for (; i < len; ++i) {  // only in the last window (kSeriesWindow % 4 == 0)
+        a0 += a[i];
+        b0 += b[i];
+      }
+      if (lo != nullptr) {
         for (i = 0; i < len; ++i) {
-          vlo = buf[i] < vlo ? buf[i] : vlo;
-          vhi = buf[i] > vhi ? buf[i] : vhi;
+          vlo = a[i] < vlo ? a[i] : vlo;
+          vhi = a[i] > vhi ? a[i] : vhi;
         }
+        if (two)
+          for (i = 0; i < len; ++i) {
+            vlo = b[i] < vlo ? b[i] : vlo;
+            vhi = b[i] > vhi ? b[i] : vhi;
+          }
+      }
     }
-    ws.means[c] = ((s0 + s1) + (s2 + s3)) / static_cast<double>(n);
+    ws.means[c] = ((a0 + a1) + (a2 + a3)) / static_cast<double>(n);
+    if (two) ws.means[c + 1] = ((b0 + b1) + (b2 + b3)) / static_cast<double>(n);
   }
   if (lo != nullptr) {
     *lo = vlo;
@@ -1970,21 +2128,31 @@ void series_means(const SplitSeries& s, Workspace& ws, double* lo = nullptr, dou
   }
 }
 
-/// Each split chain's sum of squares about its mean (ws.means), divided by n - 1.
+/// Each split chain's sum of squares about its mean (ws.means), divided by n - 1; two split
+/// chains at a time, each summed in its order (as series_means).
 std::vector<double> series_vars(const SplitSeries& s, Workspace& ws) {
   const std::size_t m = s.chains(), n = s.length();
   std::vector<double> vars(m);
-  ws.window.resize(kSeriesWindow);
-  double* buf = ws.window.data();
-  for (std::size_t c = 0; c < m; ++c) {
-    SplitSeries::Cursor cur = s.cursor(c, ws.means[c]);
-    double v = 0;
+  ws.window.resize(2 * kSeriesWindow);
+  double* a = ws.window.data();
+  double* b = a + kSeriesWindow;
+  for (std::size_t c = 0; c < m; c += 2) {
+    const bool two = c + 1 < m;
+    SplitSeries::Cursor ca = s.cursor(c, ws.means[c]);
+    SplitSeries::Cursor cb = two ? s.cursor(c + 1, ws.means[c + 1]) : SplitSeries::Cursor{};
+    double va = 0, vb = 0;
     for (std::size_t t = 0; t < n; t += kSeriesWindow) {
       const std::size_t len = std::min(kSeriesWindow, n - t);
-      cur.next(buf, len);
-      for (std::size_t i = 0; i < len; ++i) v += buf[i] * buf[i];
+      ca.next(a, len);
+      if (two) cb.next(b, len);
+      else std::fill_n(b, len, 0.0);
+      for (std::size_t i = 0; i < len; ++i) {
+        va += a[i] * a[i];
+        vb += b[i] * b[i];
+      }
     }
-    vars[c] = v / static_cast<double>(n - 1);
+    vars[c] = va / static_cast<double>(n - 1);
+    if (two) vars[c + 1] = vb / static_cast<double>(n - 1);
   }
   return vars;
 }
@@ -1992,6 +2160,10 @@ std::vector<double> series_vars(const SplitSeries& s, Workspace& ws) {
 /// Lags summed beyond a request by a pass of ess_series_centred (at least 32, fewer than 64):
 /// a pass generates the series once, which costs about as much as 15 lags.
 constexpr std::size_t kSeriesAhead = 2 * kLagBlock;
+
+/// Lags summed past a hint by ess_series_centred's first pass: two more pairs of Geyer's
+/// sequence than the similar series needed.
+constexpr std::size_t kHintSlack = 4;
 
 /// ess_centred's writable path on the series, chains centred by ws.means (n >= 3), bit for
 /// bit: Geyer's sequence asks for every lag in turn, so ess_centred sums directly exactly the
@@ -2002,17 +2174,29 @@ constexpr std::size_t kSeriesAhead = 2 * kLagBlock;
 /// stored chains). When `sq_sums` is not nullptr (m entries), the first pass (lags from 0,
 /// every draw) also sums each chain's squares of its centred values into it, in order
 /// (series_vars' sums).
-double ess_series_centred(const SplitSeries& s, Workspace& ws, double* sq_sums = nullptr) {
+///
+/// `hint` (0: none) is the lag at which a similar series' Geyer sequence stopped (the bulk
+/// ESS's for ess_mean: ranks and values decorrelate alike): the first pass sums the lags up
+/// to it and a few more, so that one pass serves the whole sequence instead of two or three
+/// of kSeriesAhead lags. The lags are the same sums whatever the passes, so the hint changes
+/// no bit, only the passes and how many lags past the last one asked for are summed.
+/// ws.geyer_lag is set to the largest lag the sequence asked for.
+double ess_series_centred(const SplitSeries& s, Workspace& ws, double* sq_sums = nullptr, std::size_t hint = 0) {
   const std::size_t m = s.chains(), n = s.length();
   ws.acov.clear();
   std::size_t done = 0;
   const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   const std::size_t direct = std::min(n, (direct_lag_cap(m, n) + kLagBlock - 1) / kLagBlock * kLagBlock);
+  ws.geyer_lag = 0;
   return geyer_ess(m, n, ws, [&](std::size_t lag) {
+    ws.geyer_lag = std::max(ws.geyer_lag, lag);
     if (lag < done) return acov;
     if (lag < direct) {
-      const std::size_t upto = std::min(direct, (lag + 1 + kLagBlock - 1) / kLagBlock * kLagBlock + kSeriesAhead / 2);
+      std::size_t upto = std::min(direct, (lag + 1 + kLagBlock - 1) / kLagBlock * kLagBlock + kSeriesAhead / 2);
+      // Up to the hint and kHintSlack lags past it, in half blocks (direct_lags_series' k1).
+      if (done == 0 && hint > 0)
+        upto = std::min(direct, (hint + 1 + kHintSlack + kHalfBlock - 1) / kHalfBlock * kHalfBlock);
       ws.acov.resize(upto, 0.0);  // the new lags [done, upto) start at 0
       direct_lags_series(s, m, n, done, upto, ws.acov.data(), ws, done == 0 ? sq_sums : nullptr);
       for (std::size_t k = done; k < upto; ++k) ws.acov[k] *= inv_mn;
@@ -2036,20 +2220,36 @@ void fill_series(const SplitSeries& s, double* out) {
   for (std::size_t c = 0; c < s.chains(); ++c) s.cursor(c, 0.0).next(out + c * s.length(), s.length());
 }
 
-double ess_series(const SplitSeries& s, Workspace& ws, bool check) {
+namespace {
+/// series_means(s, ws, lo, hi), or `known`'s means and extremes when it is not nullptr.
+void series_means_or(const SplitSeries& s, Workspace& ws, double* lo, double* hi, const SeriesMeans* known) {
+  if (known == nullptr) {
+    series_means(s, ws, lo, hi);
+    return;
+  }
+  ws.means.assign(known->means.begin(), known->means.end());
+  if (lo != nullptr) {
+    *lo = known->lo;
+    *hi = known->hi;
+  }
+}
+}  // namespace
+
+double ess_series(const SplitSeries& s, Workspace& ws, bool check, std::size_t hint, const SeriesMeans* known) {
   const std::size_t m = s.chains(), n = s.length();
   if (n < 3 || m == 0) return kNaN;
   double lo = 0, hi = 0;
-  series_means(s, ws, check ? &lo : nullptr, &hi);
+  series_means_or(s, ws, check ? &lo : nullptr, &hi, known);
   // Constant, as summarize checks ess_sd's squares (which overflow only for |x| > 1e154).
   if (check && !(std::isfinite(hi) && !(std::fabs(hi - lo) < std::numeric_limits<double>::epsilon()))) return kNaN;
-  return ess_series_centred(s, ws);
+  return ess_series_centred(s, ws, nullptr, hint);
 }
 
-void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* ess, bool check) {
+void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* ess, bool check, std::size_t hint,
+                     const SeriesMeans* known) {
   const std::size_t m = s.chains(), n = s.length();
   double lo = 0, hi = 0;
-  series_means(s, ws, check ? &lo : nullptr, &hi);
+  series_means_or(s, ws, check ? &lo : nullptr, &hi, known);
   // detail::is_constant of the values (true when there are none).
   if (check && (m * n == 0 || std::fabs(hi - lo) < std::numeric_limits<double>::epsilon())) {
     *rhat = *ess = kNaN;
@@ -2062,7 +2262,7 @@ void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* 
   }
   // The sums of squares from the ESS's first pass (it sums lags from 0 over every draw).
   std::vector<double> vars(m, 0.0);
-  *ess = ess_series_centred(s, ws, vars.data());
+  *ess = ess_series_centred(s, ws, vars.data(), hint);
   for (double& v : vars) v /= static_cast<double>(n - 1);
   *rhat = m < 2 ? kNaN : rhat_from(ws.means, vars, m, n);
 }
@@ -2145,7 +2345,12 @@ DiagnosticSummary summarize(const DrawsView& v) {
   }
   const double sd_s = static_cast<double>(p.s);
   double m2 = 0, m4 = 0;
-  moments(p, r.mean, m2, m4);
+  // A weighted view past stored_split_limit generates its split series per window: the
+  // series means of ess_mean's values and ess_sd's squares come from moments' passes.
+  const std::size_t s2 = 2 * p.m * p.h;
+  const bool stored = !p.compact() || s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
+  detail::SeriesMeans value_means, square_means;
+  moments(p, r.mean, m2, m4, stored ? nullptr : &value_means, stored ? nullptr : &square_means);
   r.sd = p.s > 1 ? std::sqrt(m2 / (sd_s - 1.0)) : kNaN;
   // Ranks and order statistics from the sorted draws (of a weighted view: of its compact
   // states, each standing for its weight in draws).
@@ -2166,17 +2371,23 @@ DiagnosticSummary summarize(const DrawsView& v) {
   // (detail::SplitSeries) for every quantity below that reads the split draws.
   std::optional<detail::SplitSeries> layout;
   if (p.compact()) layout.emplace(v, detail::SplitSeries::Kind::kState);
+  ws.geyer_lag = 0;
   rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, layout ? &*layout : nullptr);
   r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
-  const std::size_t s2 = 2 * p.m * p.h;
-  const bool stored = !p.compact() || s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
   if (!stored) {
     // ess_sd, the basic R-hat and ess_mean of the split layout generated window by window
-    // from the compact states (detail::SplitSeries): no buffer per draw.
-    r.ess_sd = detail::ess_series(layout->with(detail::SplitSeries::Kind::kSquare, nullptr, r.mean), ws, true);
+    // from the compact states (detail::SplitSeries): no buffer per draw. The bulk ESS's
+    // stopping lag hints the others' first pass of lags (the same bits whatever the hint):
+    // ess_mean's Geyer sequence stops where the bulk's did, nearly always (the ranks of the
+    // values decorrelate as the values do); ess_sd's squares decorrelate faster (rho^2 for a
+    // Gaussian chain), and stopped at 0.4 to 1.5 times the bulk's lag on a 10-D DRAM run, so
+    // 0.6 times it (the fewest lags and passes summed over its 10 variables).
+    const std::size_t bulk_lag = ws.geyer_lag;
+    r.ess_sd = detail::ess_series(layout->with(detail::SplitSeries::Kind::kSquare, nullptr, r.mean), ws, true,
+                                  bulk_lag * 3 / 5, &square_means);
     // With an even draw count the split draws are all draws: finite and not constant (checked
     // above); an odd count drops the middle draws, which may leave constant split draws.
-    detail::rhat_ess_series(*layout, ws, &r.rhat_basic, &r.ess_mean, p.n % 2 == 1);
+    detail::rhat_ess_series(*layout, ws, &r.rhat_basic, &r.ess_mean, p.n % 2 == 1, bulk_lag, &value_means);
   } else {
     ws.split.resize(s2);
     // (x - mean)^2 of the split draws for ess_sd; then the split draws for the basic R-hat and

@@ -6,6 +6,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -232,6 +233,7 @@ struct Workspace {
   std::vector<double> acov;      // chain-averaged autocovariance at the directly summed lags
   std::vector<double> power;     // chain-summed power spectrum (real), while the FFT is used
   std::vector<double> means;
+  std::size_t geyer_lag = 0;              // the largest lag the last ESS of a generated series asked for (ess_series)
   BigVector<std::uint64_t> bits;          // packed split indicators [2M, indicator_words(h)]
   std::vector<std::uint64_t> bit_prefix;  // ones before each word, per chain
   std::vector<std::uint64_t> bit_counts;  // pairs of ones per lag of one chain, one block of lags
@@ -327,12 +329,28 @@ void fill_series(const SplitSeries& s, double* out);
 /// (the summed power spectrum in ws.power). The values must be finite.
 /// `check` = true first checks the values as summarize checks ess_sd's squares: NaN when
 /// the largest is not finite or the values are constant (or there are none).
-double ess_series(const SplitSeries& s, Workspace& ws, bool check = false);
+/// A series' split chain means (mean_of's four lanes over each split chain, [2M]) and its
+/// smallest and largest value (+inf and -inf when it has none), as ess_series computes them
+/// in a pass of its own: for a caller that has them from a pass it makes anyway.
+struct SeriesMeans {
+  std::vector<double> means;
+  double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
+};
+
+/// `hint` (0: none) is the lag at which a similar series' Geyer sequence stopped
+/// (ws.geyer_lag after it): the first pass of lags goes that far, so one pass usually serves;
+/// the result is the same bits whatever the hint. Sets ws.geyer_lag to the largest lag this
+/// series' sequence asked for. `known` (nullptr: computed here) is the series' SeriesMeans,
+/// which must be those of `s`, bit for bit.
+double ess_series(const SplitSeries& s, Workspace& ws, bool check = false, std::size_t hint = 0,
+                  const SeriesMeans* known = nullptr);
 
 /// rhat_ess_overwrite(y, 2M, h, ws, rhat, ess) of the split layout that `s` generates, bit
 /// for bit, without storing it (as ess_series). The values must be finite and, unless
 /// `check` = true (both NaN when the values are constant, detail::is_constant), not constant.
-void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* ess, bool check = false);
+/// `hint` and `known` as for ess_series (ws.geyer_lag is set likewise when the ESS is computed).
+void rhat_ess_series(const SplitSeries& s, Workspace& ws, double* rhat, double* ess, bool check = false,
+                     std::size_t hint = 0, const SeriesMeans* known = nullptr);
 
 /// rhat_chains(y, 2M, h, true) of the split layout that `s` generates, bit for bit.
 double rhat_series(const SplitSeries& s, Workspace& ws);

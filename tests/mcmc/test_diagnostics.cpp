@@ -1403,3 +1403,51 @@ TEST_CASE("summarize's scratch with the FFT: its buffers, no split buffer", "[mc
   CHECK(herd::mcmc::testing::summary_bits(weighted) == herd::mcmc::testing::summary_bits(expanded));
   herd::mcmc::release_diagnostics_workspace();
 }
+
+TEST_CASE("ess_series: the first pass's lag hint changes no bit, whatever it is", "[mcmc]") {
+  // 3 chains of AR(1) 0.9 states of weights 1..4 (odd verbose length: the middle draws are
+  // dropped), past stored_split_limit: Geyer's sequence stops after more than one pass of
+  // kSeriesAhead lags and before the FFT. Every hint, below, at and past the stopping lag L
+  // and past the directly summed lags, gives the stored layout's ESS and R-hat bit for bit,
+  // and the same stopping lag.
+  namespace d = herd::mcmc::detail;
+  constexpr std::size_t kM = 3, kN = 200001;
+  const std::vector<double> x = herd_test::lcg_ar1(kM, kN, 0.9, 4242, 0.05);
+  const auto col = compact_column(
+      kM, kN, [&](std::size_t c, std::size_t i) { return x[c * kN + i]; },
+      [](std::size_t c, std::size_t i) { return static_cast<std::int64_t>(1 + (7 * i + c) % 4); });
+  const DrawsView v = col.weighted();
+  d::Workspace& ws = d::workspace();
+  for (const auto kind : {d::SplitSeries::Kind::kState, d::SplitSeries::Kind::kSquare}) {
+    const d::SplitSeries s(v, kind, nullptr, 0.01);
+    const std::size_t m = s.chains(), h = s.length();
+    std::vector<double> y(m * h);
+    d::fill_series(s, y.data());
+    std::vector<double> y2 = y;
+    const double ess_ref = d::ess_chains_overwrite(y.data(), m, h, ws, true);
+    double rhat_ref = 0, ess_ref2 = 0;
+    d::rhat_ess_overwrite(y2.data(), m, h, ws, &rhat_ref, &ess_ref2);
+    REQUIRE(same_bits(ess_ref, ess_ref2));
+    REQUIRE(std::isfinite(ess_ref));
+    CHECK(same_bits(d::ess_series(s, ws), ess_ref));
+    const std::size_t lag = ws.geyer_lag;
+    INFO("kind " << static_cast<int>(kind) << ", stopping lag " << lag);
+    CHECK(lag > 64);   // more than one pass without a hint
+    CHECK(lag < 160);  // no FFT (about 190 lags are summed directly here)
+    for (const std::size_t hint : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{63}, lag - 9, lag - 1,
+                                   lag, lag + 1, lag + 40, std::size_t{1000}, h}) {
+      INFO("hint " << hint);
+      CHECK(same_bits(d::ess_series(s, ws, false, hint), ess_ref));
+      CHECK(ws.geyer_lag == lag);
+      double rhat = 0, ess = 0;
+      d::rhat_ess_series(s, ws, &rhat, &ess, false, hint);
+      CHECK(same_bits(rhat, rhat_ref));
+      CHECK(same_bits(ess, ess_ref));
+      CHECK(ws.geyer_lag == lag);
+    }
+  }
+  // summarize hands the bulk ESS's stopping lag to ess_mean: the expanded chain's numbers.
+  const StoredSplitLimit set(0);
+  check_weighted_equals_expanded_once(col);
+  herd::mcmc::release_diagnostics_workspace();
+}
