@@ -1,10 +1,10 @@
 #!/bin/bash
 # Kill-and-resume test of herd-sample: an uninterrupted run, then the same input
-# run again and again, each SIGKILLed (whole process group) at a random moment and resumed
-# from its restart record, then run to the end; the chain and sample text files and every
-# HDF5 dataset must be byte-identical to the uninterrupted run's, and one more run must
-# report the run as complete (exit 0) without redoing it; then a SIGTERM, its message, and
-# the resume it names.
+# run again and again, each SIGKILLed (the launcher and every process under it) at a random
+# moment and resumed from its restart record, then run to the end; the chain and sample
+# text files and every HDF5 dataset must be byte-identical to the uninterrupted run's, and
+# one more run must report the run as complete (exit 0) without redoing it; then a SIGTERM,
+# its message, and the resume it names.
 # The kill points follow the record's progress, so the test holds on a loaded machine.
 # Usage: kill_resume_sample.sh <herd-sample> <workdir> <parallelization_model> <chain_size>
 #        <checkpoint_period> [launcher...]
@@ -38,32 +38,69 @@ echo "uninterrupted run: ${span} ms"
 ls ref/run_restart/*.chain ref/run_restart/*.ckpt 2>/dev/null | grep -v run.ckpt && { echo "a complete run kept its chain records"; exit 1; }
 total=$(( ($(cat ref/*_chain.txt | wc -l) - $(ls ref/*_chain.txt | wc -l)) * 72 ))
 record_bytes() { stat -c %s "${1:-x}"/run_restart/*.chain 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+# kill_job PID: SIGKILLs the run started as PID (setsid) and every process under it, then
+# waits until none of them runs. Under MPICH's mpiexec a kill of the process group alone
+# reaches mpiexec only: Hydra starts its proxy and each rank in a session of its own, and
+# they ended later, when the proxy noticed, while the next run started.
+# The tree is stopped first (SIGSTOP) and listed again, so that no process forked meanwhile
+# is missed.
+job_tree() {
+  local pids=("$1") i=0 p
+  while [ $i -lt ${#pids[@]} ]; do
+    for p in $(pgrep -P "${pids[$i]}" 2>/dev/null); do pids+=("$p"); done
+    i=$((i + 1))
+  done
+  echo "${pids[@]}"
+}
+kill_job() {
+  local pids p
+  kill -STOP -- -"$1" $(job_tree "$1") 2>/dev/null
+  pids=($(job_tree "$1"))
+  kill -9 -- -"$1" "${pids[@]}" 2>/dev/null
+  for p in "${pids[@]}"; do
+    # Gone, or a zombie (its files and lock already released).
+    while [ -e /proc/$p ] && [ "$(awk '{ print $3 }' /proc/$p/stat 2>/dev/null)" != Z ]; do sleep 0.01; done
+  done
+}
+# Extra delay after a kill point, in ms: up to 99, and at most a tenth of the uninterrupted
+# run (a short fork-join chain lasts 150 ms: a 99 ms wait let it finish before its kill).
+extra_max=$(( span / 10 < 100 ? span / 10 + 1 : 100 ))
 kills=0
 resumable=0  # kills that left a non-empty record, which the next run resumes from
-for i in 1 2 3 4 5; do
-  # Kill points by progress, not time (the machine's load varies the speed 50-fold): once
-  # the record has grown by a random amount (up to a third of the chain), plus a random
-  # 0-99 ms; the last run at a random 50-349 ms after its start (start-up, or early).
-  # Printed, to replay a failure.
-  setsid "${launch[@]}" "$exe" run.toml --quiet --output x/run > log.$i 2>&1 &
-  pid=$!
-  extra=$(( RANDOM % 100 ))
-  if [ $i -lt 5 ]; then
-    target=$(( $(record_bytes) + 1 + RANDOM % (total / 3 + 1) ))
-    while kill -0 "$pid" 2>/dev/null && [ "$(record_bytes)" -lt "$target" ]; do sleep 0.01; done
-    what="record at $(record_bytes) of $total bytes, +${extra} ms"
-  else
-    extra=$(( 50 + RANDOM % 300 ))
-    what="${extra} ms after the start"
-  fi
-  sleep "$(awk -v m="$extra" 'BEGIN { printf "%.3f", m / 1000 }')"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -9 -- -"$pid" 2>/dev/null && kills=$((kills + 1)) && echo "killed: $what"
-    [ "$(record_bytes)" -gt 0 ] && resumable=$((resumable + 1))
-  else
-    echo "run $i had ended ($what)"
-  fi
-  wait "$pid" 2>/dev/null
+# Rounds of 5 kills from a fresh record, until some kill left a record to resume from: on a
+# loaded machine a short chain can finish between its kill point and the kill (the kill then
+# finds the record removed, and every later run finds the run complete). Up to 4 rounds.
+for round in 1 2 3 4; do
+  [ $round -gt 1 ] && echo "round $((round - 1)): no kill left a record to resume from; again from a fresh record"
+  rm -rf x
+  for i in 1 2 3 4 5; do
+    # Kill points by progress, not time (the machine's load varies the speed 50-fold): once
+    # the record has grown by a random amount (up to a third of the chain), plus a random
+    # 0-99 ms (at most a tenth of the uninterrupted run); the last run at a random 50-349 ms
+    # after its start (start-up, or early). Printed, to replay a failure.
+    setsid "${launch[@]}" "$exe" run.toml --quiet --output x/run > log.$i 2>&1 &
+    pid=$!
+    extra=$(( RANDOM % extra_max ))
+    if [ $i -lt 5 ]; then
+      target=$(( $(record_bytes) + 1 + (RANDOM * 32768 + RANDOM) % (total / 3 + 1) ))
+      while kill -0 "$pid" 2>/dev/null && [ "$(record_bytes)" -lt "$target" ]; do sleep 0.01; done
+      what="record at $(record_bytes) of $total bytes, +${extra} ms"
+    else
+      extra=$(( 50 + RANDOM % 300 ))
+      what="${extra} ms after the start"
+    fi
+    sleep "$(awk -v m="$extra" 'BEGIN { printf "%.3f", m / 1000 }')"
+    if kill -0 "$pid" 2>/dev/null; then
+      kill_job "$pid"
+      kills=$((kills + 1))
+      echo "killed: $what"
+      [ "$(record_bytes)" -gt 0 ] && resumable=$((resumable + 1))
+    else
+      echo "run $i had ended ($what)"
+    fi
+    wait "$pid" 2>/dev/null
+  done
+  [ "$resumable" -gt 0 ] && break
 done
 before=$(cat x/run_restart/*.chain 2>/dev/null | wc -c)
 echo "record bytes before the final resume: $before"
