@@ -9,6 +9,7 @@
 # Usage: kill_resume_sample.sh <herd-sample> <workdir> <parallelization_model> <chain_size>
 #        <checkpoint_period> [launcher...]
 set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 exe=$1; work=$2; model=$3; size=$4; period=$5; shift 5
 launch=("$@")
 rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
@@ -38,30 +39,8 @@ echo "uninterrupted run: ${span} ms"
 ls ref/run_restart/*.chain ref/run_restart/*.ckpt 2>/dev/null | grep -v run.ckpt && { echo "a complete run kept its chain records"; exit 1; }
 total=$(( ($(cat ref/*_chain.txt | wc -l) - $(ls ref/*_chain.txt | wc -l)) * 72 ))
 record_bytes() { stat -c %s "${1:-x}"/run_restart/*.chain 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
-# kill_job PID: SIGKILLs the run started as PID (setsid) and every process under it, then
-# waits until none of them runs. Under MPICH's mpiexec a kill of the process group alone
-# reaches mpiexec only: Hydra starts its proxy and each rank in a session of its own, and
-# they ended later, when the proxy noticed, while the next run started.
-# The tree is stopped first (SIGSTOP) and listed again, so that no process forked meanwhile
-# is missed.
-job_tree() {
-  local pids=("$1") i=0 p
-  while [ $i -lt ${#pids[@]} ]; do
-    for p in $(pgrep -P "${pids[$i]}" 2>/dev/null); do pids+=("$p"); done
-    i=$((i + 1))
-  done
-  echo "${pids[@]}"
-}
-kill_job() {
-  local pids p
-  kill -STOP -- -"$1" $(job_tree "$1") 2>/dev/null
-  pids=($(job_tree "$1"))
-  kill -9 -- -"$1" "${pids[@]}" 2>/dev/null
-  for p in "${pids[@]}"; do
-    # Gone, or a zombie (its files and lock already released).
-    while [ -e /proc/$p ] && [ "$(awk '{ print $3 }' /proc/$p/stat 2>/dev/null)" != Z ]; do sleep 0.01; done
-  done
-}
+# kill_job PID: SIGKILLs the run PID (started by setsid) and every process under it.
+source "$here/kill_job.sh"
 # Extra delay after a kill point, in ms: up to 99, and at most a tenth of the uninterrupted
 # run (a short fork-join chain lasts 150 ms: a 99 ms wait let it finish before its kill).
 extra_max=$(( span / 10 < 100 ? span / 10 + 1 : 100 ))
