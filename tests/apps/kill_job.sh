@@ -3,8 +3,9 @@
 # waits until none of them runs. Under MPICH's mpiexec a kill of the process group alone
 # reaches mpiexec only: Hydra starts its proxy and each rank in a session of its own, and
 # they ended later, when the proxy noticed, while the next run started.
-# The tree is stopped first (SIGSTOP) and listed again, so that no process forked meanwhile
-# is missed.
+# The launcher's process group is stopped at once (SIGSTOP: the kill's moment), then every
+# process under it, and the tree is listed again, so that no process forked meanwhile is
+# missed.
 job_tree() {
   local pids=("$1") i=0 p
   while [ $i -lt ${#pids[@]} ]; do
@@ -15,7 +16,8 @@ job_tree() {
 }
 kill_job() {
   local pids p
-  kill -STOP -- -"$1" $(job_tree "$1") 2>/dev/null
+  kill -STOP -- -"$1" 2>/dev/null
+  kill -STOP $(job_tree "$1") 2>/dev/null
   pids=($(job_tree "$1"))
   kill -9 -- -"$1" "${pids[@]}" 2>/dev/null
   for p in "${pids[@]}"; do
