@@ -12,6 +12,10 @@
 # HERD_TEST_H5_POSTERIOR=compact runs with h5_posterior = "compact" (no posterior and no
 # sample_stats group: the draws are kept in memory and the record only).
 set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# kill_job PID: SIGKILLs the run PID (started by setsid) and every process under it, and
+# waits until none runs (under mpiexec the ranks are out of the process group's reach).
+source "$here/kill_job.sh"
 exe=$1; work=$2; adaptation=$3; chains=$4; size=$5; period=$6; shift 6
 h5_posterior=${HERD_TEST_H5_POSTERIOR:-verbose}
 launch=("$@")
@@ -71,7 +75,9 @@ for i in 1 2 3 4 5; do
   fi
   sleep "$(awk -v m="$extra" 'BEGIN { printf "%.3f", m / 1000 }')"
   if kill -0 "$pid" 2>/dev/null; then
-    kill -9 -- -"$pid" 2>/dev/null && kills=$((kills + 1)) && echo "killed: $what"
+    kill_job "$pid"
+    kills=$((kills + 1))
+    echo "killed: $what"
   else
     echo "run $i had ended ($what)"
   fi

@@ -9,6 +9,9 @@
 #    the run with the reference's CSV.
 # Usage: kill_resume_dqn.sh <herd-rl> <workdir> [launcher...]
 set -u
+# kill_job PID: SIGKILLs the run PID (started by setsid) and every process under it, and
+# waits until none runs (under mpiexec the ranks are out of the process group's reach).
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kill_job.sh"
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/signal_train.sh"
 exe=$1; work=$2; shift 2
 launch=("$@")
@@ -54,7 +57,8 @@ for i in 1 2 3 4; do
   target=$(( $(rows x_progress.csv) + 1 + RANDOM % (iters / 4) ))
   while kill -0 "$pid" 2>/dev/null && [ "$(rows x_progress.csv)" -lt "$target" ]; do sleep 0.005; done
   if kill -0 "$pid" 2>/dev/null; then
-    kill -9 -- -"$pid" 2>/dev/null && kills=$((kills + 1))
+    kill_job "$pid"
+    kills=$((kills + 1))
     echo "killed run $i at row $(rows x_progress.csv) (target $target)"
   else
     echo "run $i had ended"

@@ -11,6 +11,9 @@
 # Usage: kill_resume_rl.sh <herd-rl> <workdir> <iterations> [launcher...]
 #   iterations: 150 for one process, 150 / N for N ranks (4 envs x 32 steps per rank)
 set -u
+# kill_job PID: SIGKILLs the run PID (started by setsid) and every process under it, and
+# waits until none runs (under mpiexec the ranks are out of the process group's reach).
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kill_job.sh"
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/signal_train.sh"
 exe=$1; work=$2; iters=$3; shift 3
 launch=("$@")
@@ -61,7 +64,8 @@ for i in 1 2 3 4 5 6; do
   while kill -0 "$pid" 2>/dev/null && [ "$(rows x_progress.csv)" -lt "$target" ]; do sleep 0.005; done
   sleep "$(awk -v m="$extra" 'BEGIN { printf "%.3f", m / 1000 }')"
   if kill -0 "$pid" 2>/dev/null; then
-    kill -9 -- -"$pid" 2>/dev/null && kills=$((kills + 1))
+    kill_job "$pid"
+    kills=$((kills + 1))
     echo "killed run $i at row $(rows x_progress.csv) (target $target, +$extra ms)"
   else
     echo "run $i had ended"
@@ -85,7 +89,7 @@ for secs in 0.002 0; do
     --set checkpoint_period_seconds=$secs > $p.log 2>&1 &
   pid=$!
   while kill -0 "$pid" 2>/dev/null && [ "$(rows ${p}_progress.csv)" -lt 30 ]; do sleep 0.005; done
-  kill -9 -- -"$pid" 2>/dev/null
+  kill_job "$pid"
   wait "$pid" 2>/dev/null
   out=$("${launch[@]}" "$exe" train run.toml --set output_prefix=$p --stop-after 0 --resume 2>&1)
   if [ $secs = 0 ]; then

@@ -1,14 +1,15 @@
 #!/bin/bash
 # Kill-and-resume test of herd-sample: an uninterrupted run, then the same input
-# run again and again, each SIGKILLed (whole process group) at a random moment and resumed
-# from its restart record, then run to the end; the chain and sample text files and every
-# HDF5 dataset must be byte-identical to the uninterrupted run's, and one more run must
-# report the run as complete (exit 0) without redoing it; then a SIGTERM, its message, and
-# the resume it names.
+# run again and again, each SIGKILLed (the launcher and every process under it) at a random
+# moment and resumed from its restart record, then run to the end; the chain and sample
+# text files and every HDF5 dataset must be byte-identical to the uninterrupted run's, and
+# one more run must report the run as complete (exit 0) without redoing it; then a SIGTERM,
+# its message, and the resume it names.
 # The kill points follow the record's progress, so the test holds on a loaded machine.
 # Usage: kill_resume_sample.sh <herd-sample> <workdir> <parallelization_model> <chain_size>
 #        <checkpoint_period> [launcher...]
 set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 exe=$1; work=$2; model=$3; size=$4; period=$5; shift 5
 launch=("$@")
 rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
@@ -38,32 +39,47 @@ echo "uninterrupted run: ${span} ms"
 ls ref/run_restart/*.chain ref/run_restart/*.ckpt 2>/dev/null | grep -v run.ckpt && { echo "a complete run kept its chain records"; exit 1; }
 total=$(( ($(cat ref/*_chain.txt | wc -l) - $(ls ref/*_chain.txt | wc -l)) * 72 ))
 record_bytes() { stat -c %s "${1:-x}"/run_restart/*.chain 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+# kill_job PID: SIGKILLs the run PID (started by setsid) and every process under it.
+source "$here/kill_job.sh"
+# Extra delay after a kill point, in ms: up to 99, and at most a tenth of the uninterrupted
+# run (a short fork-join chain lasts 150 ms: a 99 ms wait let it finish before its kill).
+extra_max=$(( span / 10 < 100 ? span / 10 + 1 : 100 ))
 kills=0
 resumable=0  # kills that left a non-empty record, which the next run resumes from
-for i in 1 2 3 4 5; do
-  # Kill points by progress, not time (the machine's load varies the speed 50-fold): once
-  # the record has grown by a random amount (up to a third of the chain), plus a random
-  # 0-99 ms; the last run at a random 50-349 ms after its start (start-up, or early).
-  # Printed, to replay a failure.
-  setsid "${launch[@]}" "$exe" run.toml --quiet --output x/run > log.$i 2>&1 &
-  pid=$!
-  extra=$(( RANDOM % 100 ))
-  if [ $i -lt 5 ]; then
-    target=$(( $(record_bytes) + 1 + RANDOM % (total / 3 + 1) ))
-    while kill -0 "$pid" 2>/dev/null && [ "$(record_bytes)" -lt "$target" ]; do sleep 0.01; done
-    what="record at $(record_bytes) of $total bytes, +${extra} ms"
-  else
-    extra=$(( 50 + RANDOM % 300 ))
-    what="${extra} ms after the start"
-  fi
-  sleep "$(awk -v m="$extra" 'BEGIN { printf "%.3f", m / 1000 }')"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -9 -- -"$pid" 2>/dev/null && kills=$((kills + 1)) && echo "killed: $what"
-    [ "$(record_bytes)" -gt 0 ] && resumable=$((resumable + 1))
-  else
-    echo "run $i had ended ($what)"
-  fi
-  wait "$pid" 2>/dev/null
+# Rounds of 5 kills from a fresh record, until some kill left a record to resume from: on a
+# loaded machine a short chain can finish between its kill point and the kill (the kill then
+# finds the record removed, and every later run finds the run complete). Up to 4 rounds.
+for round in 1 2 3 4; do
+  [ $round -gt 1 ] && echo "round $((round - 1)): no kill left a record to resume from; again from a fresh record"
+  rm -rf x
+  for i in 1 2 3 4 5; do
+    # Kill points by progress, not time (the machine's load varies the speed 50-fold): once
+    # the record has grown by a random amount (up to a third of the chain), plus a random
+    # 0-99 ms (at most a tenth of the uninterrupted run); the last run at a random 50-349 ms
+    # after its start (start-up, or early). Printed, to replay a failure.
+    setsid "${launch[@]}" "$exe" run.toml --quiet --output x/run > log.$i 2>&1 &
+    pid=$!
+    extra=$(( RANDOM % extra_max ))
+    if [ $i -lt 5 ]; then
+      target=$(( $(record_bytes) + 1 + (RANDOM * 32768 + RANDOM) % (total / 3 + 1) ))
+      while kill -0 "$pid" 2>/dev/null && [ "$(record_bytes)" -lt "$target" ]; do sleep 0.01; done
+      what="record at $(record_bytes) of $total bytes, +${extra} ms"
+    else
+      extra=$(( 50 + RANDOM % 300 ))
+      what="${extra} ms after the start"
+    fi
+    sleep "$(awk -v m="$extra" 'BEGIN { printf "%.3f", m / 1000 }')"
+    if kill -0 "$pid" 2>/dev/null; then
+      kill_job "$pid"
+      kills=$((kills + 1))
+      echo "killed: $what"
+      [ "$(record_bytes)" -gt 0 ] && resumable=$((resumable + 1))
+    else
+      echo "run $i had ended ($what)"
+    fi
+    wait "$pid" 2>/dev/null
+  done
+  [ "$resumable" -gt 0 ] && break
 done
 before=$(cat x/run_restart/*.chain 2>/dev/null | wc -c)
 echo "record bytes before the final resume: $before"
@@ -118,8 +134,16 @@ signal_run() {
     if [ ${#launch[@]} -gt 0 ]; then kill -TERM "$pid" 2>/dev/null; else kill -TERM -- -"$pid" 2>/dev/null; fi
     wait "$pid"
     rc=$?
-    [ $rc = 0 ] || break
-    echo "SIGTERM attempt $attempt: the run finished before the signal reached it; again"
+    # Finished: its report written. Not the exit status alone: MPICH's mpiexec exits 0 for
+    # ranks ended by the SIGTERM it relayed about 1 time in 4 (3 in 10 on a loaded machine);
+    # such a run is made again too, for a status to check.
+    if [ -e "$2"/run_report.txt ]; then
+      echo "SIGTERM attempt $attempt: the run finished before the signal reached it (exit $rc); again"
+    elif [ ${#launch[@]} -gt 0 ] && [ $rc = 0 ]; then
+      echo "SIGTERM attempt $attempt: mpiexec exited 0 for the SIGTERMed ranks (the run did not finish); again"
+    else
+      break
+    fi
   done
   set +m
 }
@@ -129,7 +153,14 @@ line="herd-sample: interrupted by SIGTERM; the restart record in s/run_restart i
 # Under mpiexec (MPICH's Hydra) the launcher's status is the number of the signal that ended the ranks.
 want=143
 [ ${#launch[@]} -gt 0 ] && want=15
-[ "$rc" = "$want" ] || { echo "SIGTERM: exit $rc, expected $want"; cat sig.err; status=1; }
+# launcher_lost_status DIR: under a launcher, an exit 0 of a run that did not finish (no
+# report) after 8 attempts passes with a note: MPICH's mpiexec sometimes reports 0 for ranks
+# its relayed SIGTERM ended; the serial variant checks the status every time.
+launcher_lost_status() {
+  [ ${#launch[@]} -gt 0 ] && [ "$rc" = 0 ] && [ ! -e "$1"/run_report.txt ] || return 1
+  echo "note: mpiexec exited 0 for the SIGTERMed ranks; status not checked this time"
+}
+[ "$rc" = "$want" ] || launcher_lost_status s || { echo "SIGTERM: exit $rc, expected $want"; cat sig.err; status=1; }
 # relayed LINE FILE: FILE holds LINE; under a launcher an empty FILE passes with a note: MPICH's
 # mpiexec relays the ranks' output only while it lives, and after a SIGTERM it sometimes ends
 # before the ranks' line reaches it (1 run in 4 on a loaded machine); the serial variant and
@@ -165,7 +196,8 @@ if [ ${#launch[@]} -gt 0 ]; then kill -TERM "$pid" 2>/dev/null; else kill -TERM 
 wait "$pid"
 rc=$?
 set +m
-if [ $rc = 0 ]; then
+# Finished: its report written (not the exit status, which mpiexec may lose, as above).
+if [ -e e/run_report.txt ]; then
   echo "SIGTERM before the first checkpoint: the run finished first (not tested)"
 else
   line="herd-sample: interrupted by SIGTERM; the restart record in e/run_restart holds no checkpoint yet, so the same command starts the run again from its first proposal (with the recorded seed)"

@@ -65,11 +65,15 @@ TEST_CASE("MpiCommunicator: a rank waiting for a late peer gives its core away",
   // the late rank needs); the wait spins 50 us, yields, and after 2 ms sleeps between polls.
   herd::MpiCommunicator c;
   if (c.size() < 2) return;
-  c.barrier();
-  if (c.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Rank 0's clocks start before the barrier, which the others leave only after rank 0 has
+  // entered it: its wait lasts at least the 300 ms whatever the scheduler does (started
+  // after the barrier, a rank 0 descheduled there for 0.1 s on a loaded machine waited less
+  // than the 0.2 s checked).
   timespec c0{}, c1{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
   const auto w0 = std::chrono::steady_clock::now();
+  c.barrier();
+  if (c.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   CHECK(c.allreduce_value<std::int32_t>(1, ReduceOp::kSum) == c.size());
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);

@@ -20,19 +20,30 @@ if [ $frc -eq 0 ] || [ $frc -eq 124 ] || ! grep -q "rank $((nranks - 1)) of $nra
   echo "fault test failed (rc $frc, ${elapsed}s):"; cat "$work/x/fault.log"; exit 1
 fi
 echo "fault: every rank ended (rc $frc) in ${elapsed}s: $(grep -m1 failed "$work/x/fault.log")"
+# Kill points by progress, not time (they were 0.2-0.6 s after each start: on a loaded
+# machine the start-up alone can last longer, and no run reached a checkpoint): once the
+# chain files have grown by a random amount (up to a quarter of the run's), plus a random
+# 0-49 ms. Printed, to replay a failure.
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../apps/kill_job.sh"
+total=$(cat "$work"/ref/*.chain | wc -c)
+record_bytes() { stat -c %s "$work"/x/*.chain 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
 kills=0
-for delay in 0.2 0.5 0.3 0.6 0.4; do
+for i in 1 2 3 4 5; do
   [ -f "$work/x/done" ] && break
   setsid "${launch[@]}" "$tool" "$work/x" "${args[@]}" > "$work/x/log" 2>&1 &
   pid=$!
-  sleep "$delay"
+  target=$(( $(record_bytes) + 1 + (RANDOM * 32768 + RANDOM) % (total / 4 + 1) ))
+  while kill -0 "$pid" 2>/dev/null && [ "$(record_bytes)" -lt "$target" ]; do sleep 0.01; done
+  extra=$(( RANDOM % 50 ))
+  sleep "$(awk -v m="$extra" 'BEGIN { printf "%.3f", m / 1000 }')"
   if kill -0 "$pid" 2>/dev/null; then
-    kill -9 -- -"$pid" 2>/dev/null && kills=$((kills + 1))
+    kill_job "$pid"
+    kills=$((kills + 1))
+    echo "killed: chain files at $(record_bytes) of $total bytes, +${extra} ms"
   fi
   wait "$pid" 2>/dev/null
 done
 before=$(cat "$work"/x/*.chain 2>/dev/null | wc -c)
-total=$(cat "$work"/ref/*.chain | wc -c)
 echo "chain bytes before the final resume: $before of $total"
 timeout 120 "${launch[@]}" "$tool" "$work/x" "${args[@]}" || { echo "final resumed run failed"; cat "$work/x/log"; exit 1; }
 echo "killed $kills times"

@@ -612,8 +612,11 @@ TEST_CASE("parallel: the first progress line after a resume rates this process's
   // checked) takes 0.3 s before the chain samples.
   p.resume_at(9500, 900);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  p.begin(0, 1);
+  // Started before `begin`, so that the sink's sampling time lies within it whatever the
+  // scheduler does between the two (started after it, a preemption there longer than the
+  // loop's last 20 writes made the check fail on a loaded machine).
   const herd::Timer sampling;
+  p.begin(0, 1);
   double x = 0.0;
   ChainRecord r;
   r.point = &x;
@@ -682,10 +685,14 @@ TEST_CASE("parallel: a progress sink whose chain never began in this process wri
 namespace {
 
 /// A sink whose `begin` takes 0.3 s, as a text chain's does when it truncates an earlier
-/// run's large file.
+/// run's large file. `since_begun` is restarted as `begin` returns.
 struct SlowBegin final : ChainSink {
-  void begin(std::uint32_t, int) override { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+  void begin(std::uint32_t, int) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    since_begun.reset();
+  }
   void write(const ChainRecord&) override {}
+  herd::Timer since_begun;
 };
 
 }  // namespace
@@ -711,7 +718,6 @@ TEST_CASE("parallel: the text chain's start-up is not counted as the progress si
   both->begin(0, 1);
   const double text_begin = since_begin.seconds();
   REQUIRE(text_begin >= 0.29);
-  const herd::Timer sampling;
   double x = 0.0;
   ChainRecord r;
   r.point = &x;
@@ -721,7 +727,12 @@ TEST_CASE("parallel: the text chain's start-up is not counted as the progress si
     r.step = step;
     both->write(r);
   }
-  const double sampled = sampling.seconds();
+  // From the end of the text chain's begin to the end of the loop: the progress sink's
+  // sampling time lies within it when its clock starts after the text chain's begin, whatever
+  // the scheduler does (a timer started after `both->begin` returned missed a preemption
+  // between the sink's begin and it, and failed on a loaded machine); it includes the 0.3 s
+  // when the clock starts first.
+  const double sampled = text.since_begun.seconds();
   p.close();
   REQUIRE(seconds >= 0.0);
   CHECK(seconds <= sampled);  // not the 0.3 s of the text chain's begin

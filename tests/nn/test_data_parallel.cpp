@@ -214,8 +214,10 @@ TEST_CASE("DataParallel: wait_seconds is the host time finish spends blocked on 
   loss.forward(dp.forward(x), y);
   m.zero_grad();
   // The last rank starts its backward 0.4 s late: every other rank's all-reduces cannot
-  // complete before that, so their finish blocks for most of it.
+  // complete before that, so their finish blocks for most of it. From a barrier, so that a
+  // rank that reached this point late (start-up on a loaded machine) still waits.
   const bool late = comm.rank() == comm.size() - 1;
+  comm.barrier();
   if (late) std::this_thread::sleep_for(std::chrono::milliseconds(400));
   dp.backward(loss.backward());
   const DataParallelStats& s = dp.stats();
