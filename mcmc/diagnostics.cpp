@@ -130,41 +130,29 @@ void check_prob(const char* fn, double prob) {
 }
 
 /// Normal quantiles of Blom-offset ranks (r - 3/8) / (S + 1/4), cached by 2r (ranks may be
-/// half-integers with ties) in the workspace; z(S + 1 - r) = -z(r) halves the evaluations.
-/// The cache outlives the call: the next quantity with the same S (every quantity of a run)
-/// reuses the quantiles already evaluated, which are the same numbers. Under summarize_all
-/// the threads share one cache (ws.shared_z) when their S is its S: an entry is NaN or its
-/// final value, read and written atomically (relaxed: two threads that both find it NaN
-/// store the same number), so each thread's z-scores are the same bits as with its own.
+/// half-integers with ties) in the workspace (detail::ZQuantiles); z(S + 1 - r) = -z(r) halves
+/// the evaluations. The cache outlives the call: the next quantity with the same S (every
+/// quantity of a run) reuses the quantiles already evaluated, which are the same numbers.
+/// Under summarize_all the threads share one cache (ws.shared_z) when their S is its S (its
+/// entries are thread-safe), so each thread's z-scores are the same bits as with its own.
 class ZTable {
  public:
   ZTable(std::size_t s, detail::Workspace& ws) : s_(s) {
     if (ws.shared_z != nullptr) z_ = ws.shared_z->table(s);
     if (z_ == nullptr) {
-      if (ws.ztab_s != s || ws.ztab.size() != s + 2) {
-        ws.ztab.assign(s + 2, kNaN);  // entries 2r <= S + 1
-        ws.ztab_s = s;
-      }
-      z_ = ws.ztab.data();
+      ws.ztab.reset(s);
+      z_ = &ws.ztab;
     }
   }
   double operator()(std::size_t two_r) {
     const std::size_t mirror = 2 * (s_ + 1) - two_r;
     if (two_r > mirror) return -(*this)(mirror);
-    const std::atomic_ref<double> z(z_[two_r]);
-    double v = z.load(std::memory_order_relaxed);
-    if (std::isnan(v)) {
-      const double r = 0.5 * static_cast<double>(two_r);
-      const double p = (r - 0.375) / (static_cast<double>(s_) + 0.25);
-      v = boost::math::quantile(boost::math::normal_distribution<double, BoostPolicy>(), p);
-      z.store(v, std::memory_order_relaxed);
-    }
-    return v;
+    return (*z_)(two_r);
   }
 
  private:
   std::size_t s_;
-  double* z_ = nullptr;
+  detail::ZQuantiles* z_ = nullptr;
 };
 
 constexpr std::uint32_t kDropped = 0xffffffffu;
@@ -620,8 +608,8 @@ void sort_recs(const Prepared& p, detail::Workspace& ws) {
   radix_sort(a.data(), s, ws.radix_count, ws.radix_scratch);
 }
 
-/// ws.wrecs <- the runs of equal draws of a weighted view sorted by key, and ws.wcum their
-/// cumulative draw counts, and ws.wslots the slots: the compact states with draws in the
+/// ws.wrecs <- the runs of equal draws of a weighted view sorted by key, ws.wblock the draws
+/// before each block of their records, and ws.wslots the slots: the compact states with draws in the
 /// split layout, numbered in state order. A slot's state is one record {key, slot, count} of
 /// its draws in the split layout; when a state holds an odd chain's middle draw (t = h),
 /// that draw becomes its own kDropped record and the rest (w - 1 draws, if any) the state's
@@ -655,9 +643,13 @@ void sort_compact(const Prepared& p, detail::Workspace& ws) {
   ws.wslots = slot;
   a.resize(k);
   radix_sort(a.data(), k, ws.radix_count, ws.wradix_scratch);
-  ws.wcum.resize(k);
+  constexpr std::size_t kBlock = detail::Workspace::kWBlock;
+  ws.wblock.resize((k + kBlock - 1) / kBlock);
   std::uint32_t total = 0;
-  for (std::size_t i = 0; i < k; ++i) ws.wcum[i] = total += a[i].count;
+  for (std::size_t i = 0; i < k; ++i) {
+    if (i % kBlock == 0) ws.wblock[i / kBlock] = total;
+    total += a[i].count;
+  }
 }
 
 /// Sorts the draws for ranks and order statistics: sort_compact for a weighted view, else
@@ -668,24 +660,30 @@ void sort_draws(const Prepared& p, detail::Workspace& ws) {
 }
 
 /// The i-th smallest draw (0-based) after sort_draws: a record of ws.recs, or the run of
-/// ws.wrecs that holds the i-th draw (binary search of the cumulative counts).
+/// ws.wrecs that holds the i-th draw (binary search of the blocks' draw counts, then a walk
+/// of at most one block's records).
 struct OrderStats {
   const Rec* recs = nullptr;
   const WRec* wrecs = nullptr;
-  const std::uint32_t* cum = nullptr;
-  std::size_t runs = 0;
+  const std::uint32_t* block = nullptr;
+  std::size_t blocks = 0;
   OrderStats(const Prepared& p, const detail::Workspace& ws) {
     if (p.compact()) {
       wrecs = ws.wrecs.data();
-      cum = ws.wcum.data();
-      runs = ws.wrecs.size();
+      block = ws.wblock.data();
+      blocks = ws.wblock.size();
     } else {
       recs = ws.recs.data();
     }
   }
   double operator()(std::size_t i) const {
     if (wrecs == nullptr) return from_key(recs[i].key);
-    return from_key(wrecs[std::upper_bound(cum, cum + runs, i) - cum].key);
+    // The last block that starts at or before draw i (block 0 starts at draw 0), then the run
+    // of that block that holds it: the first whose draws end past i.
+    const auto b = static_cast<std::size_t>(std::upper_bound(block, block + blocks, i) - block) - 1;
+    std::size_t k = b * detail::Workspace::kWBlock;
+    for (std::size_t t = block[b]; t + wrecs[k].count <= i; ++k) t += wrecs[k].count;
+    return from_key(wrecs[k].key);
   }
 };
 
@@ -867,18 +865,66 @@ std::size_t Workspace::bytes() const {
   const auto of = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
   const std::size_t len = fft.length();
   return of(expanded) + of(split) + of(slotz) + of(window) + of(lag_sums) + of(sorted) + of(recs) + of(radix_scratch) +
-         of(wrecs) + of(wradix_scratch) + of(wcum) + of(ztab) + of(radix_count) + of(centered) + of(acov) + of(power) +
-         of(means) + of(bits) + of(bit_prefix) + of(bit_counts) +
+         of(wrecs) + of(wradix_scratch) + of(wblock) + ztab.bytes() + of(radix_count) + of(centered) + of(acov) +
+         of(power) + of(means) + of(bits) + of(bit_prefix) + of(bit_counts) +
          (len > 0 ? len * sizeof(double) + (len / 2 + 1) * sizeof(std::complex<double>) : 0);
 }
 
-double* SharedZTable::table(std::size_t s) {
+namespace {
+/// Order-preserving bijection of doubles to unsigned keys (-0 below +0), and its inverse.
+inline std::uint64_t zkey(double x) {
+  const auto b = std::bit_cast<std::uint64_t>(x);
+  return (b >> 63) ? ~b : (b | (std::uint64_t{1} << 63));
+}
+inline double zval(std::uint64_t k) { return std::bit_cast<double>((k >> 63) ? (k & ~(std::uint64_t{1} << 63)) : ~k); }
+}  // namespace
+
+double ZQuantiles::exact(std::size_t i) const {
+  const double r = 0.5 * static_cast<double>(i);
+  const double p = (r - 0.375) / (static_cast<double>(s_) + 0.25);
+  return boost::math::quantile(boost::math::normal_distribution<double, BoostPolicy>(), p);
+}
+
+std::uint64_t ZQuantiles::interpolated(std::size_t i) const {
+  const std::size_t b = i / kStep;
+  const std::uint64_t k0 = knots_[b], k1 = knots_[b + 1];
+  // Wrapping unsigned arithmetic: the same key for the same i, whatever the knots.
+  return k0 + (k1 - k0) * (i % kStep) / kStep;
+}
+
+void ZQuantiles::reset(std::size_t s) {
+  if (s_ == s && !delta_.empty()) return;
+  s_ = s;
+  delta_.assign(s + 2, kUnset);
+  knots_.assign((s + 1) / kStep + 2, 0);
+  for (std::size_t b = 1; b < knots_.size(); ++b) knots_[b] = zkey(exact(b * kStep));
+}
+
+double ZQuantiles::operator()(std::size_t i) {
+  if (i < kStep) return exact(i);  // the first block has no knot at its start
+  const std::atomic_ref<std::int32_t> e(delta_[i]);
+  const std::int32_t d = e.load(std::memory_order_relaxed);
+  if (d == kEscape) return exact(i);
+  const std::uint64_t k = interpolated(i);
+  if (d != kUnset) return zval(k + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+  const double z = exact(i);
+  const auto diff = static_cast<std::int64_t>(zkey(z) - k);
+  const bool fits = diff > kEscape && diff <= std::numeric_limits<std::int32_t>::max();
+  e.store(fits ? static_cast<std::int32_t>(diff) : kEscape, std::memory_order_relaxed);
+  return z;
+}
+
+std::size_t ZQuantiles::bytes() const {
+  return knots_.capacity() * sizeof(std::uint64_t) + delta_.capacity() * sizeof(std::int32_t);
+}
+
+ZQuantiles* SharedZTable::table(std::size_t s) {
   const std::lock_guard<std::mutex> lock(mu_);
-  if (z_.empty()) {
-    z_.assign(s + 2, std::numeric_limits<double>::quiet_NaN());
-    s_ = s;
+  if (!made_) {
+    z_.reset(s);
+    made_ = true;
   }
-  return s_ == s ? z_.data() : nullptr;
+  return z_.draws() == s ? &z_ : nullptr;
 }
 
 std::size_t fft_length(std::size_t n) {

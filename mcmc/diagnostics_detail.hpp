@@ -6,6 +6,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -100,20 +101,54 @@ class RealFft {
 #endif
 };
 
-/// The normal quantiles of z-scaled ranks (by 2r) that the threads of one summarize_all call
-/// share: one table for one draw count S, allocated by the first thread that asks (8 bytes
-/// per draw); its entries are NaN until evaluated and are read and written through
-/// std::atomic_ref (relaxed). Thread-safe.
+/// The normal quantiles z(i) = Phi^-1((i / 2 - 3/8) / (S + 1/4)) of the z-scaled ranks r = i /
+/// 2 of S draws (Blom offsets, posterior's z_scale), for i in [1, S + 1], each evaluated once
+/// (boost::math::quantile) and kept in 4 bytes instead of 8: every kStep-th quantile (a knot)
+/// is kept whole, as its order-preserving key (zkey), and entry i as the difference between
+/// its key and the key interpolated linearly (in integers, wrapping) between the knots around
+/// it. The difference fits 32 bits wherever the quantiles are smooth on the scale of kStep
+/// entries; elsewhere (the first block, the most extreme ranks; a few thousand entries around
+/// the median, where z crosses 0) the entry is marked and the quantile evaluated on every
+/// call. The value returned is the evaluated quantile, bit for bit, either way. About 4.5
+/// bytes per draw. Entries are evaluated on first use and read and written through
+/// std::atomic_ref (relaxed; two threads that both find one unevaluated store the same
+/// number): operator() is thread-safe, reset() is not.
+class ZQuantiles {
+ public:
+  /// Makes the table of S = `s` draws (s + 2 entries, no quantile evaluated but the knots'),
+  /// unless it is of s already. @throws std::bad_alloc
+  void reset(std::size_t s);
+  /// The S of the table (0 when empty).
+  std::size_t draws() const { return s_; }
+  /// z(i), 1 <= i <= S + 1.
+  double operator()(std::size_t i);
+  /// Bytes held.
+  std::size_t bytes() const;
+
+ private:
+  static constexpr std::size_t kStep = 16;
+  static constexpr std::int32_t kUnset = std::numeric_limits<std::int32_t>::min();
+  static constexpr std::int32_t kEscape = kUnset + 1;
+  double exact(std::size_t i) const;
+  std::uint64_t interpolated(std::size_t i) const;
+  std::size_t s_ = 0;
+  BigVector<std::uint64_t> knots_;  // zkey(z(b kStep)) for b >= 1 (b = 0: unused)
+  BigVector<std::int32_t> delta_;   // zkey(z(i)) - interpolated(i), kUnset or kEscape
+};
+
+/// The normal quantiles of z-scaled ranks (ZQuantiles) that the threads of one summarize_all
+/// call share: one table for one draw count S, made by the first thread that asks (about 4.5
+/// bytes per draw). Thread-safe.
 class SharedZTable {
  public:
-  /// The table of S = `s` (s + 2 entries), or nullptr when it was made for another S (the
-  /// caller then uses its own). @throws std::bad_alloc
-  double* table(std::size_t s);
+  /// The table of S = `s`, or nullptr when it was made for another S (the caller then uses
+  /// its own). @throws std::bad_alloc
+  ZQuantiles* table(std::size_t s);
 
  private:
   std::mutex mu_;
-  std::size_t s_ = 0;
-  BigVector<double> z_;
+  bool made_ = false;
+  ZQuantiles z_;
 };
 
 /// The split layout [2M, h] of a weighted view's draws (split_chains of its expansion: h = N /
@@ -220,12 +255,15 @@ struct Workspace {
     std::uint32_t count;
   };
   static_assert(sizeof(WRec) == 16);
-  BigVector<WRec> wrecs;             // sorted runs of a weighted view
-  BigVector<WRec> wradix_scratch;    // the radix sort's scratch for wrecs
-  BigVector<std::uint32_t> wcum;     // draws in wrecs[0..i] (inclusive prefix sums of count)
+  BigVector<WRec> wrecs;           // sorted runs of a weighted view
+  BigVector<WRec> wradix_scratch;  // the radix sort's scratch for wrecs
+  /// Draws in the records before each block of kWBlock records of wrecs (wblock[b]: draws
+  /// in wrecs[0, b kWBlock)): the order statistics' index, 4 bytes per block instead of a
+  /// cumulative count per record.
+  static constexpr std::size_t kWBlock = 64;
+  std::vector<std::uint32_t> wblock;
   std::size_t wslots = 0;            // slots of wrecs (states with draws in the split layout)
-  BigVector<double> ztab;            // normal quantiles of ranks, kept between calls
-  std::size_t ztab_s = 0;            // the draw count S that ztab's quantiles are of
+  ZQuantiles ztab;                   // normal quantiles of ranks, kept between calls
   SharedZTable* shared_z = nullptr;  // summarize_all's table, used instead of ztab when set
   std::vector<std::uint32_t> radix_count;
   std::vector<double> centered;  // one centred chain (ess_chains, and the indicator ESS's FFT)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
@@ -1029,11 +1030,12 @@ TEST_CASE("summarize's scratch: no buffer per draw of a weighted view but the z 
   // FFT), 1 chain, as a weighted view of K states of weights 1..5 (S = 3 K draws) and as the
   // S draws themselves. A weighted view is never expanded and, past 2^18 split draws
   // (detail::stored_split_limit), its split layout is never stored: the workspace holds the
-  // z table (8 bytes per draw, normal quantiles by rank),
-  // the z-scores per state (8), the sort records (key, slot, count: 16) and their cumulative
-  // counts (4), 28 bytes per state; the split chains are generated window by window (a few
+  // z table (4.5 bytes per draw, normal quantiles by rank: a 32-bit difference per entry and
+  // a knot of 8 bytes per 16 entries), the z-scores per state (8) and the sort records (key,
+  // slot, count: 16), 24 bytes per state (and the records' block index, 4 bytes per 64
+  // records, instead of a cumulative count per record); the split chains are generated window by window (a few
   // thousand draws). An unweighted view holds the split draws (8 bytes per draw), the z
-  // table (8) and 12 bytes of sort record (key, position) per draw. The radix sort's scratch
+  // table (4.5) and 12 bytes of sort record (key, position) per draw. The radix sort's scratch
   // is its largest bucket (a few thousand records), the folded records are scaled as they
   // are merged, the ESS keeps only the lags it sums (a few dozen here). The expansion of a
   // weighted view or a split buffer would add 8 bytes per draw (2.4 MB here, past kSlack),
@@ -1058,10 +1060,10 @@ TEST_CASE("summarize's scratch: no buffer per draw of a weighted view but the z 
   const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));
   const auto weighted_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
   INFO("weighted: " << weighted_bytes << " bytes for S = " << s << " draws of K = " << k << " states");
-  CHECK(weighted_bytes >= 8.0 * s + 28.0 * k);
-  CHECK(weighted_bytes <= 8.0 * s + 28.0 * k + kSlack);
-  // Twice the states (the chain twice over): 8 bytes more per draw added (the z table) and
-  // 28 per state, the packed indicators' 1 / 4 per draw and the radix scratch's larger
+  CHECK(weighted_bytes >= 4.5 * s + 24.0 * k);
+  CHECK(weighted_bytes <= 4.5 * s + 24.0 * k + kSlack);
+  // Twice the states (the chain twice over): 4.5 bytes more per draw added (the z table) and
+  // 24 per state, the packed indicators' 1 / 4 per draw and the radix scratch's larger
   // buckets; a buffer per draw would add 8 more per draw.
   std::vector<double> x2 = x;
   x2.insert(x2.end(), x.begin(), x.end());
@@ -1071,15 +1073,15 @@ TEST_CASE("summarize's scratch: no buffer per draw of a weighted view but the z 
   (void)herd::mcmc::summarize(DrawsView(x2, w2, 1, 2 * kStates));
   const auto weighted_twice = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
   INFO("weighted, twice the states: " << weighted_twice << " bytes");
-  CHECK(weighted_twice - weighted_bytes >= 8.0 * s + 28.0 * k);
-  CHECK(weighted_twice - weighted_bytes <= 8.5 * s + 28.0 * k);
+  CHECK(weighted_twice - weighted_bytes >= 4.5 * s + 24.0 * k);
+  CHECK(weighted_twice - weighted_bytes <= 5.0 * s + 24.25 * k);
   herd::mcmc::release_diagnostics_workspace();
   const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
   const auto expanded_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
-  CHECK(expanded_bytes >= 28.0 * s);
-  CHECK(expanded_bytes <= 28.0 * s + kSlack);
+  CHECK(expanded_bytes >= 24.5 * s);
+  CHECK(expanded_bytes <= 24.5 * s + kSlack);
   CHECK(herd::mcmc::testing::summary_bits(weighted) == herd::mcmc::testing::summary_bits(expanded));
-  // Twice the draws (the white noise twice over): the workspace grows by 28 bytes per draw
+  // Twice the draws (the white noise twice over): the workspace grows by 24.5 bytes per draw
   // added, the packed indicators' 1 / 4 (bits and prefix counts) and the radix scratch's
   // larger buckets (about 1 / 4), the fixed parts cancel.
   // An ESS buffer sized by the split chain would add 4 per draw (1.2 MB here) per buffer.
@@ -1089,8 +1091,8 @@ TEST_CASE("summarize's scratch: no buffer per draw of a weighted view but the z 
   (void)herd::mcmc::summarize(DrawsView(twice, 1, twice.size()));
   const auto twice_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
   INFO("bytes " << expanded_bytes << " for S draws, " << twice_bytes << " for 2 S");
-  CHECK(twice_bytes - expanded_bytes >= 28.0 * s);
-  CHECK(twice_bytes - expanded_bytes <= 28.75 * s);
+  CHECK(twice_bytes - expanded_bytes >= 24.5 * s);
+  CHECK(twice_bytes - expanded_bytes <= 25.25 * s);
   herd::mcmc::release_diagnostics_workspace();
   CHECK(herd::mcmc::diagnostics_workspace_bytes() == 0);
 }
@@ -1374,7 +1376,7 @@ TEST_CASE("summarize's scratch with the FFT: its buffers, no split buffer", "[mc
   // AR(1) 0.999 (autocorrelation time about 2000: Geyer's sequence runs past the directly
   // summed lags, so the ESS takes every lag from the FFT), 1 chain, a weighted view of K
   // states of weights 1..5 (S = 3 K draws; 2 split chains of h = S / 2). The workspace holds
-  // what the test above counts (8 bytes per draw, 28 per state) plus the FFT's input and
+  // what the test above counts (4.5 bytes per draw, 24 per state) plus the FFT's input and
   // spectrum (8 len + 16 (len / 2 + 1) bytes, len = fft_length(2 h)) and the chains' summed
   // power spectrum (8 (len / 2 + 1)): the split chains are generated into the FFT's input
   // from the z-scores per state, so a split buffer (8 bytes per draw: 2.4 MB here, past
@@ -1396,10 +1398,52 @@ TEST_CASE("summarize's scratch with the FFT: its buffers, no split buffer", "[mc
   const auto bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
   INFO("bytes " << bytes << ", FFT length " << len);
   const double fft = 16.0 * len + 8.0 * (len / 2.0 + 1.0);
-  CHECK(bytes >= 8.0 * s + 28.0 * k + fft);  // the FFT was used
-  CHECK(bytes <= 8.0 * s + 28.0 * k + fft + kSlack);
+  CHECK(bytes >= 4.5 * s + 24.0 * k + fft);  // the FFT was used
+  CHECK(bytes <= 4.5 * s + 24.0 * k + fft + kSlack);
   herd::mcmc::release_diagnostics_workspace();
   const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
   CHECK(herd::mcmc::testing::summary_bits(weighted) == herd::mcmc::testing::summary_bits(expanded));
   herd::mcmc::release_diagnostics_workspace();
+}
+
+TEST_CASE("ZQuantiles: each rank's normal quantile bit for bit, on first use and once stored", "[mcmc]") {
+  // The table keeps most quantiles as 32-bit differences from an interpolation between knots
+  // (16 entries apart), and evaluates again those whose difference does not fit (the extreme
+  // ranks, the entries around the median). Either way it must give boost's quantile under
+  // the policy of the diagnostics (no promotion to long double), bit for bit: first in a
+  // scattered order (evaluated, stored), then in order (read back from the differences).
+  // S = 3.1e6 is a 1e6-state DRAM run's draw count; the small S cover tables with no knot
+  // past the first block and entry S + 1 (the median, z = 0).
+  using Policy =
+      boost::math::policies::policy<boost::math::policies::domain_error<boost::math::policies::ignore_error>,
+                                    boost::math::policies::overflow_error<boost::math::policies::ignore_error>,
+                                    boost::math::policies::evaluation_error<boost::math::policies::ignore_error>,
+                                    boost::math::policies::promote_double<false>>;
+  for (const std::size_t s : {std::size_t{1}, std::size_t{2}, std::size_t{15}, std::size_t{16}, std::size_t{17},
+                              std::size_t{1000}, std::size_t{99999}, std::size_t{3100000}}) {
+    INFO("S = " << s);
+    const auto want = [s](std::size_t i) {
+      const double r = 0.5 * static_cast<double>(i);
+      const double p = (r - 0.375) / (static_cast<double>(s) + 0.25);
+      return std::bit_cast<std::uint64_t>(boost::math::quantile(boost::math::normal_distribution<double, Policy>(), p));
+    };
+    herd::mcmc::detail::ZQuantiles z;
+    z.reset(s);
+    CHECK(z.draws() == s);
+    const double bytes = static_cast<double>(z.bytes()), n = static_cast<double>(s + 2);
+    CHECK(bytes >= 4.5 * n);
+    CHECK(bytes <= 4.5 * n + 32.0);
+    const std::size_t count = s + 1;  // entries 1 .. S + 1
+    std::size_t bad = 0;
+    // A stride prime to count visits every entry once, far from the last one.
+    std::size_t stride = 7919;
+    while (std::gcd(stride, count) != 1) ++stride;
+    for (std::size_t t = 0, i = 0; t < count; ++t, i = (i + stride) % count)
+      bad += std::bit_cast<std::uint64_t>(z(i + 1)) != want(i + 1) ? 1 : 0;
+    CHECK(bad == 0);
+    for (std::size_t i = 1; i <= count; ++i) bad += std::bit_cast<std::uint64_t>(z(i)) != want(i) ? 1 : 0;
+    CHECK(bad == 0);
+    z.reset(s);  // the same S: kept
+    CHECK(std::bit_cast<std::uint64_t>(z(count)) == want(count));
+  }
 }
