@@ -171,24 +171,32 @@ struct ZRange {
   bool constant() const { return !any || std::fabs(hi - lo) < std::numeric_limits<double>::epsilon(); }
 };
 
-using WRec = detail::Workspace::WRec;
-
-// A record stands for 1 draw (Rec, unweighted views) or for `count` equal draws at
-// consecutive split positions (WRec, weighted views); the rank code below is written once
-// for both.
-inline std::uint32_t count_of(const Rec& /*r*/) { return 1; }
-inline std::uint32_t count_of(const WRec& r) { return r.count; }
-/// Writes z for a (not dropped) record: at its split position (Rec), or as its compact
-/// state's z-score (WRec: the state's draws all get it, detail::SplitSeries spreads it).
-template <class R>
-inline void store(double* out, const R& r, double z) {
-  out[r.pos] = z;
-}
+// A record stands for 1 draw (unweighted views: UnitCounts) or for the draws of its slot at
+// consecutive split positions (weighted views: SlotCounts, the counts kept per slot); the
+// rank code below is written once for both. Dropped records (one draw each) are never asked.
+struct UnitCounts {
+  std::uint32_t operator()(std::uint32_t /*pos*/) const { return 1; }
+  void prefetch(std::uint32_t /*pos*/) const {}
+};
+struct SlotCounts {
+  const std::uint8_t* small = nullptr;
+  const std::pair<std::uint32_t, std::uint32_t>* big = nullptr;
+  std::size_t nbig = 0;
+  explicit SlotCounts(const detail::Workspace& ws)
+      : small(ws.wcount.data()), big(ws.wcount_big.data()), nbig(ws.wcount_big.size()) {}
+  std::uint32_t operator()(std::uint32_t slot) const {
+    const std::uint32_t c = small[slot];
+    if (c != detail::Workspace::kBigCount) [[likely]]
+      return c;
+    return std::lower_bound(big, big + nbig, slot, [](const auto& e, std::uint32_t v) { return e.first < v; })->second;
+  }
+  void prefetch(std::uint32_t slot) const { __builtin_prefetch(small + slot); }
+};
+/// Writes z for a (not dropped) record: at its split position (unweighted), or as its compact
+/// state's z-score (weighted: the state's draws all get it, detail::SplitSeries spreads it).
+inline void store(double* out, const Rec& r, double z) { out[r.pos] = z; }
 /// `take_r ? r : l` with the key replaced, branch-free.
 inline Rec merged(const Rec& l, const Rec& r, bool take_r, std::uint64_t key) { return {key, take_r ? r.pos : l.pos}; }
-inline WRec merged(const WRec& l, const WRec& r, bool take_r, std::uint64_t key) {
-  return {key, take_r ? r.pos : l.pos, take_r ? r.count : l.count};
-}
 
 /// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds `count`
 /// records of all draws sorted by key; the middle draws of odd chains carry kDropped and are
@@ -198,18 +206,21 @@ inline WRec merged(const WRec& l, const WRec& r, bool take_r, std::uint64_t key)
 /// them through position windows, and need no staging buffer. Returns whether the z-scores
 /// written are constant (detail::is_constant of `out`, from the groups' z-scores: no pass
 /// over `out`).
-template <class R>
-bool z_scale_sorted(const R* sorted, std::size_t count, double* out, ZTable& ztab) {
+template <class C>
+bool z_scale_sorted(const Rec* sorted, std::size_t count, const C& counts, double* out, ZTable& ztab) {
   constexpr std::size_t kAhead = 16;
   std::size_t rank = 0;
   std::size_t i = 0;
   ZRange range;
   while (i < count) {
-    if (i + kAhead < count && sorted[i + kAhead].pos != kDropped) __builtin_prefetch(out + sorted[i + kAhead].pos, 1);
+    if (i + kAhead < count && sorted[i + kAhead].pos != kDropped) {
+      __builtin_prefetch(out + sorted[i + kAhead].pos, 1);
+      counts.prefetch(sorted[i + kAhead].pos);
+    }
     std::size_t j = i + 1;
-    std::size_t included = sorted[i].pos != kDropped ? count_of(sorted[i]) : 0;
+    std::size_t included = sorted[i].pos != kDropped ? counts(sorted[i].pos) : 0;
     while (j < count && sorted[j].key == sorted[i].key) {
-      included += sorted[j].pos != kDropped ? count_of(sorted[j]) : 0;
+      included += sorted[j].pos != kDropped ? counts(sorted[j].pos) : 0;
       ++j;
     }
     if (included > 0) {
@@ -265,17 +276,17 @@ class FoldMerge {
 /// which get its z-score once its last record is known. The split positions a few records
 /// ahead on both sides are prefetched. The same z-scores at the same positions; returns
 /// whether they are constant (as z_scale_sorted).
-template <class R>
-bool z_scale_folded(const R* sorted, std::size_t count, double med, double* out, ZTable& ztab) {
+template <class C>
+bool z_scale_folded(const Rec* sorted, std::size_t count, const C& counts, double med, double* out, ZTable& ztab) {
   if (count == 0) return true;
   ZRange range;
   constexpr std::size_t kAhead = 16;
-  FoldMerge<R> merge(sorted, count, med);
+  FoldMerge<Rec> merge(sorted, count, med);
   std::size_t rank = 0;
   std::size_t l0 = merge.left(), r0 = merge.right();  // the group: sorted[l, l0) and [r0, r)
   std::size_t included = 0;
   std::size_t group = 0;  // records in the group
-  R first{};              // its first record
+  Rec first{};            // its first record
   auto flush = [&](std::size_t l, std::size_t r) {
     if (included == 0) return;
     const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
@@ -292,9 +303,15 @@ bool z_scale_folded(const R* sorted, std::size_t count, double med, double* out,
   };
   for (std::size_t t = 0; t < count; ++t) {
     const std::size_t l = merge.left(), r = merge.right();
-    if (r + kAhead < count && sorted[r + kAhead].pos != kDropped) __builtin_prefetch(out + sorted[r + kAhead].pos, 1);
-    if (l > kAhead && sorted[l - kAhead - 1].pos != kDropped) __builtin_prefetch(out + sorted[l - kAhead - 1].pos, 1);
-    const R rec = merge.next();
+    if (r + kAhead < count && sorted[r + kAhead].pos != kDropped) {
+      __builtin_prefetch(out + sorted[r + kAhead].pos, 1);
+      counts.prefetch(sorted[r + kAhead].pos);
+    }
+    if (l > kAhead && sorted[l - kAhead - 1].pos != kDropped) {
+      __builtin_prefetch(out + sorted[l - kAhead - 1].pos, 1);
+      counts.prefetch(sorted[l - kAhead - 1].pos);
+    }
+    const Rec rec = merge.next();
     if (t == 0 || rec.key != first.key) {
       if (t > 0) flush(l, r);
       l0 = l;
@@ -304,7 +321,7 @@ bool z_scale_folded(const R* sorted, std::size_t count, double med, double* out,
       first = rec;
     }
     ++group;
-    included += rec.pos != kDropped ? count_of(rec) : 0;
+    included += rec.pos != kDropped ? counts(rec.pos) : 0;
   }
   flush(merge.left(), merge.right());
   return range.constant();
@@ -608,10 +625,11 @@ void sort_recs(const Prepared& p, detail::Workspace& ws) {
   radix_sort(a.data(), s, ws.radix_count, ws.radix_scratch);
 }
 
-/// ws.wrecs <- the runs of equal draws of a weighted view sorted by key, ws.wblock the draws
-/// before each block of their records, and ws.wslots the slots: the compact states with draws in the
-/// split layout, numbered in state order. A slot's state is one record {key, slot, count} of
-/// its draws in the split layout; when a state holds an odd chain's middle draw (t = h),
+/// ws.recs <- the runs of equal draws of a weighted view sorted by key, ws.wcount (and
+/// ws.wcount_big) their draws per slot, ws.wblock the draws before each block of records, and
+/// ws.wslots the slots: the compact states with draws in the split layout, numbered in state
+/// order. A slot's state is one record {key, slot} of its draws in the split layout (their
+/// count in wcount, 13 bytes per state in all); when a state holds an odd chain's middle draw (t = h),
 /// that draw becomes its own kDropped record and the rest (w - 1 draws, if any) the state's
 /// record. Zero weights give no record. (The z-scaling writes one z-score per slot, 8 bytes
 /// per state; detail::SplitSeries generates the split layout from them window by window.)
@@ -621,10 +639,22 @@ void sort_compact(const Prepared& p, detail::Workspace& ws) {
   const double* x = v.values().data();
   const std::int64_t* w = v.weights().data();
   const bool odd = p.n % 2 == 1;
-  auto& a = ws.wrecs;
+  auto& a = ws.recs;
   a.resize(p.m * d + p.m);  // at most one state per chain is cut at the middle
+  ws.wcount.resize(p.m * d);
+  ws.wcount_big.clear();
   std::size_t k = 0;
   std::uint32_t slot = 0;  // < 2^32 - 1 states (DrawsView): never kDropped
+  // A record of slot `slot` for its `draws` draws (< 2^32: DrawsView).
+  const auto add = [&](std::uint64_t key, std::size_t draws) {
+    if (draws < detail::Workspace::kBigCount) {
+      ws.wcount[slot] = static_cast<std::uint8_t>(draws);
+    } else {
+      ws.wcount[slot] = detail::Workspace::kBigCount;
+      ws.wcount_big.emplace_back(slot, static_cast<std::uint32_t>(draws));
+    }
+    a[k++] = {key, slot++};
+  };
   for (std::size_t c = 0; c < p.m; ++c) {
     std::size_t t0 = 0;  // verbose index of the state's first draw
     for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
@@ -632,23 +662,24 @@ void sort_compact(const Prepared& p, detail::Workspace& ws) {
       const auto wj = static_cast<std::size_t>(w[j]);
       const std::uint64_t key = sort_key(x[j]);
       if (odd && t0 <= p.h && p.h < t0 + wj) {
-        a[k++] = {key, kDropped, 1};
-        if (wj > 1) a[k++] = {key, slot++, static_cast<std::uint32_t>(wj - 1)};
+        a[k++] = {key, kDropped};
+        if (wj > 1) add(key, wj - 1);
       } else {
-        a[k++] = {key, slot++, static_cast<std::uint32_t>(wj)};
+        add(key, wj);
       }
       t0 += wj;
     }
   }
   ws.wslots = slot;
   a.resize(k);
-  radix_sort(a.data(), k, ws.radix_count, ws.wradix_scratch);
+  radix_sort(a.data(), k, ws.radix_count, ws.radix_scratch);
   constexpr std::size_t kBlock = detail::Workspace::kWBlock;
   ws.wblock.resize((k + kBlock - 1) / kBlock);
+  const SlotCounts counts(ws);
   std::uint32_t total = 0;
   for (std::size_t i = 0; i < k; ++i) {
     if (i % kBlock == 0) ws.wblock[i / kBlock] = total;
-    total += a[i].count;
+    total += a[i].pos != kDropped ? counts(a[i].pos) : 1;
   }
 }
 
@@ -659,31 +690,29 @@ void sort_draws(const Prepared& p, detail::Workspace& ws) {
   else sort_recs(p, ws);
 }
 
-/// The i-th smallest draw (0-based) after sort_draws: a record of ws.recs, or the run of
-/// ws.wrecs that holds the i-th draw (binary search of the blocks' draw counts, then a walk
+/// The i-th smallest draw (0-based) after sort_draws: a record of ws.recs, or (weighted) the
+/// run of ws.recs that holds the i-th draw (binary search of the blocks' draw counts, then a walk
 /// of at most one block's records).
 struct OrderStats {
   const Rec* recs = nullptr;
-  const WRec* wrecs = nullptr;
-  const std::uint32_t* block = nullptr;
+  const std::uint32_t* block = nullptr;  // nullptr: unweighted
   std::size_t blocks = 0;
-  OrderStats(const Prepared& p, const detail::Workspace& ws) {
+  SlotCounts counts;
+  OrderStats(const Prepared& p, const detail::Workspace& ws) : recs(ws.recs.data()), counts(ws) {
     if (p.compact()) {
-      wrecs = ws.wrecs.data();
       block = ws.wblock.data();
       blocks = ws.wblock.size();
-    } else {
-      recs = ws.recs.data();
     }
   }
   double operator()(std::size_t i) const {
-    if (wrecs == nullptr) return from_key(recs[i].key);
+    if (block == nullptr) return from_key(recs[i].key);
     // The last block that starts at or before draw i (block 0 starts at draw 0), then the run
     // of that block that holds it: the first whose draws end past i.
     const auto b = static_cast<std::size_t>(std::upper_bound(block, block + blocks, i) - block) - 1;
     std::size_t k = b * detail::Workspace::kWBlock;
-    for (std::size_t t = block[b]; t + wrecs[k].count <= i; ++k) t += wrecs[k].count;
-    return from_key(wrecs[k].key);
+    const auto draws = [this](const Rec& r) -> std::size_t { return r.pos != kDropped ? counts(r.pos) : 1; };
+    for (std::size_t t = block[b]; t + draws(recs[k]) <= i; ++k) t += draws(recs[k]);
+    return from_key(recs[k].key);
   }
 };
 
@@ -755,16 +784,17 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws, double*
 
 /// Bulk and tail R-hat and bulk-ESS from the sorted records `recs` (folded about the median
 /// as they are scaled, for the tail).
-template <class R>
-void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<R>& recs, detail::Workspace& ws,
-                      double* rhat_b, double* rhat_t, double* ess_b, const detail::SplitSeries* layout) {
+template <class C>
+void rank_diagnostics(const Prepared& p, double median, const C& counts, detail::Workspace& ws, double* rhat_b,
+                      double* rhat_t, double* ess_b, const detail::SplitSeries* layout) {
+  const detail::BigVector<Rec>& recs = ws.recs;
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws);
   // Unweighted: z-scores straight to the split positions. Weighted: one per slot (compact
   // state), 8 bytes per state, and the split layout generated from them (detail::SplitSeries):
   // window by window for every pass, or, up to detail::stored_split_limit() split draws,
   // once into the split buffer.
-  constexpr bool kWeighted = std::is_same_v<R, WRec>;
+  constexpr bool kWeighted = std::is_same_v<C, SlotCounts>;
   std::optional<detail::SplitSeries> series;
   bool stored = true;
   double* zout = nullptr;
@@ -784,7 +814,7 @@ void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<
       detail::fill_series(*series, ws.split.data());
     }
   };
-  const bool constant = z_scale_sorted(recs.data(), recs.size(), zout, ztab);
+  const bool constant = z_scale_sorted(recs.data(), recs.size(), counts, zout, ztab);
   to_split();
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
@@ -807,7 +837,7 @@ void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<
   if (rhat_t) {
     // The tail's z-scores reuse the split buffer or the slots (the bulk ESS above is done
     // with them). Constant z-scores give NaN (rhat_chains unchecked would find them constant).
-    const bool tail_constant = z_scale_folded(recs.data(), recs.size(), median, zout, ztab);
+    const bool tail_constant = z_scale_folded(recs.data(), recs.size(), counts, median, zout, ztab);
     to_split();
     *rhat_t = tail_constant ? kNaN
                             : (stored ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true)
@@ -819,8 +849,8 @@ void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<
 /// weighted view) saves a walk of its weights.
 void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
                       double* ess_b, const detail::SplitSeries* layout = nullptr) {
-  if (p.compact()) rank_diagnostics(p, median, ws.wrecs, ws, rhat_b, rhat_t, ess_b, layout);
-  else rank_diagnostics(p, median, ws.recs, ws, rhat_b, rhat_t, ess_b, layout);
+  if (p.compact()) rank_diagnostics(p, median, SlotCounts(ws), ws, rhat_b, rhat_t, ess_b, layout);
+  else rank_diagnostics(p, median, UnitCounts(), ws, rhat_b, rhat_t, ess_b, layout);
 }
 
 }  // namespace
@@ -865,7 +895,7 @@ std::size_t Workspace::bytes() const {
   const auto of = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
   const std::size_t len = fft.length();
   return of(expanded) + of(split) + of(slotz) + of(window) + of(lag_sums) + of(sorted) + of(recs) + of(radix_scratch) +
-         of(wrecs) + of(wradix_scratch) + of(wblock) + ztab.bytes() + of(radix_count) + of(centered) + of(acov) +
+         of(wcount) + of(wcount_big) + of(wblock) + ztab.bytes() + of(radix_count) + of(centered) + of(acov) +
          of(power) + of(means) + of(bits) + of(bit_prefix) + of(bit_counts) +
          (len > 0 ? len * sizeof(double) + (len / 2 + 1) * sizeof(std::complex<double>) : 0);
 }
