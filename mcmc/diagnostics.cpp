@@ -782,11 +782,12 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws, double*
   return detail::ess_indicator_bits(ws.bits.data(), m2, p.h, ws, scratch);
 }
 
-/// Bulk and tail R-hat and bulk-ESS from the sorted records `recs` (folded about the median
-/// as they are scaled, for the tail).
+/// Bulk and tail R-hat and bulk-ESS from the sorted records ws.recs (folded about the median
+/// as they are scaled, for the tail). `slot_scratch` (weighted views; nullptr: ws.slotz) is
+/// where the z-scores per slot go: ws.wslots doubles that nothing reads any more.
 template <class C>
 void rank_diagnostics(const Prepared& p, double median, const C& counts, detail::Workspace& ws, double* rhat_b,
-                      double* rhat_t, double* ess_b, const detail::SplitSeries* layout) {
+                      double* rhat_t, double* ess_b, const detail::SplitSeries* layout, double* slot_scratch) {
   const detail::BigVector<Rec>& recs = ws.recs;
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws);
@@ -799,8 +800,11 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, detail:
   bool stored = true;
   double* zout = nullptr;
   if constexpr (kWeighted) {
-    ws.slotz.resize(ws.wslots);
-    zout = ws.slotz.data();
+    if (slot_scratch == nullptr) {
+      ws.slotz.resize(ws.wslots);
+      slot_scratch = ws.slotz.data();
+    }
+    zout = slot_scratch;
     if (layout != nullptr) series.emplace(layout->with(detail::SplitSeries::Kind::kSlot, zout));
     else series.emplace(*p.view, detail::SplitSeries::Kind::kSlot, zout);
     stored = s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
@@ -846,11 +850,11 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, detail:
 }
 
 /// rank_diagnostics on the records of sort_draws; `layout` (nullptr, or the split layout of a
-/// weighted view) saves a walk of its weights.
+/// weighted view) saves a walk of its weights; `slot_scratch` as above.
 void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
-                      double* ess_b, const detail::SplitSeries* layout = nullptr) {
-  if (p.compact()) rank_diagnostics(p, median, SlotCounts(ws), ws, rhat_b, rhat_t, ess_b, layout);
-  else rank_diagnostics(p, median, UnitCounts(), ws, rhat_b, rhat_t, ess_b, layout);
+                      double* ess_b, const detail::SplitSeries* layout = nullptr, double* slot_scratch = nullptr) {
+  if (p.compact()) rank_diagnostics(p, median, SlotCounts(ws), ws, rhat_b, rhat_t, ess_b, layout, slot_scratch);
+  else rank_diagnostics(p, median, UnitCounts(), ws, rhat_b, rhat_t, ess_b, layout, nullptr);
 }
 
 }  // namespace
@@ -2209,7 +2213,10 @@ DrawsView::DrawsView(std::span<const double> values, std::span<const std::int64_
   verbose_draws_ = static_cast<std::size_t>(first);
 }
 
-DiagnosticSummary summarize(const DrawsView& v) {
+namespace {
+/// summarize(v); `values_scratch` (nullptr, or v's values, writable: v.values().size()
+/// doubles) may be overwritten once the values are read no more.
+DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
   detail::Workspace& ws = detail::workspace();
   // A weighted view is never expanded (8 bytes per draw less scratch): its moments, split
   // draws and indicators come from the compact values, the same numbers in the same order.
@@ -2242,8 +2249,6 @@ DiagnosticSummary summarize(const DrawsView& v) {
   // (detail::SplitSeries) for every quantity below that reads the split draws.
   std::optional<detail::SplitSeries> layout;
   if (p.compact()) layout.emplace(v, detail::SplitSeries::Kind::kState);
-  rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, layout ? &*layout : nullptr);
-  r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
   const std::size_t s2 = 2 * p.m * p.h;
   const bool stored = !p.compact() || s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
   if (!stored) {
@@ -2292,8 +2297,17 @@ DiagnosticSummary summarize(const DrawsView& v) {
   r.ess_tail = nan_min(e05, e95);
   r.mcse_q5 = mcse_quantile7(xs, p.s, 0.05, e05);
   r.mcse_q95 = mcse_quantile7(xs, p.s, 0.95, e95);
+  // The ranks last: the values are read no more, so their buffer, when the caller lends it,
+  // takes the z-scores per slot (no buffer of 8 bytes per state of the workspace's own).
+  rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, layout ? &*layout : nullptr,
+                   p.compact() ? values_scratch : nullptr);
+  r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
   return r;
 }
+
+}  // namespace
+
+DiagnosticSummary summarize(const DrawsView& v) { return summarize_with(v, nullptr); }
 
 std::vector<DiagnosticSummary> summarize_all(std::size_t count,
                                              const std::function<DrawsView(std::size_t, std::vector<double>&)>& draws,
@@ -2301,13 +2315,22 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
   std::vector<DiagnosticSummary> out(count);
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = std::min(threads, count);
+  // A weighted view's values in the buffer given to `draws` (a fresh one per quantity) are its
+  // own: summarize overwrites them with the z-scores per slot once it has read them.
+  const auto summarize_in = [](const DrawsView& v, std::vector<double>& buffer) {
+    const bool lent =
+        v.weighted() && !v.values().empty() && v.values().data() == buffer.data() && v.values().size() <= buffer.size();
+    return summarize_with(v, lent ? buffer.data() : nullptr);
+  };
   if (threads <= 1) {
-    std::vector<double> buffer;
-    for (std::size_t q = 0; q < count; ++q) out[q] = summarize(draws(q, buffer));
+    for (std::size_t q = 0; q < count; ++q) {
+      std::vector<double> buffer;
+      out[q] = summarize_in(draws(q, buffer), buffer);
+    }
     return out;
   }
   // Quantities are claimed one at a time, so a slow one does not hold up a fixed share. The
-  // threads share one table of normal quantiles (8 bytes per draw, not one per thread).
+  // threads share one table of normal quantiles (4.5 bytes per draw, not one per thread).
   detail::SharedZTable shared_z;
   ThreadPool pool(threads - 1);
   pool.parallel_for_each(
@@ -2317,7 +2340,7 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
         detail::Workspace& ws = detail::workspace();
         ws.shared_z = &shared_z;
         try {
-          out[q] = summarize(draws(q, buffer));
+          out[q] = summarize_in(draws(q, buffer), buffer);
         } catch (...) {
           ws.shared_z = nullptr;
           throw;

@@ -868,6 +868,76 @@ TEST_CASE("summarize_all on several threads gives one thread's results, bit for 
   CHECK(herd::mcmc::summarize_all(0, view, 2).empty());
 }
 
+TEST_CASE(
+    "summarize_all of weighted views in the callback's buffer: summarize's bits, no z-scores per state of "
+    "its own",
+    "[mcmc]") {
+  // summarize_all lends a weighted view's values buffer (the one given to the callback) to
+  // summarize, which writes the z-scores per state there once the values are read no more,
+  // instead of into a buffer of the workspace (8 bytes per state). Views of every path: a
+  // stored split layout (few draws), split chains generated window by window (past
+  // detail::stored_split_limit), odd and even draw counts, several chains, ties, and one view
+  // whose values are not in the buffer (the callback's own, which must stay untouched).
+  std::vector<CompactColumn> cols;
+  const auto wt = [](std::size_t c, std::size_t i) { return static_cast<std::int64_t>((i * 7 + c * 3 + i / 11) % 5); };
+  const std::vector<double> ar = herd_test::lcg_ar1(3, 120000, 0.8, 31, 0.0);
+  const auto from_ar = [&](std::size_t c, std::size_t i) { return ar[c * 120000 + i % 120000]; };
+  cols.push_back(compact_column(1, 1001, from_ar, wt));
+  cols.push_back(compact_column(3, 200001, from_ar, wt));
+  cols.push_back(compact_column(2, 300000, from_ar, wt));
+  cols.push_back(compact_column(
+      2, 99999, [&](std::size_t c, std::size_t i) { return std::round(from_ar(c, i) * 8.0) / 8.0; }, wt));
+  const std::vector<double> own = cols[1].values;  // the view of quantity 4: not in the buffer
+  const auto view = [&](std::size_t q, std::vector<double>& buffer) {
+    if (q == cols.size()) return DrawsView(own, cols[1].weights, cols[1].m, cols[1].d);
+    buffer = cols[q].values;
+    return DrawsView(buffer, cols[q].weights, cols[q].m, cols[q].d);
+  };
+  std::vector<herd::mcmc::DiagnosticSummary> one;
+  for (const auto& col : cols) {
+    herd::mcmc::release_diagnostics_workspace();
+    one.push_back(herd::mcmc::summarize(col.weighted()));
+  }
+  one.push_back(one[1]);
+  const auto bits = herd::mcmc::testing::summary_bits;
+  for (std::size_t threads : {1, 2, 3}) {
+    INFO("threads " << threads);
+    herd::mcmc::release_diagnostics_workspace();
+    const auto all = herd::mcmc::summarize_all(one.size(), view, threads);
+    REQUIRE(all.size() == one.size());
+    for (std::size_t q = 0; q < one.size(); ++q) {
+      INFO("quantity " << q);
+      CHECK(bits(all[q]) == bits(one[q]));
+    }
+    CHECK(own == cols[1].values);
+  }
+  // Memory: one thread, the last quantity's values in the buffer: the workspace holds the z
+  // table (4.5 bytes per draw) and the sort records with their counts (13 bytes per state), no
+  // z-scores per state (8 more per state of positive weight; summarize() of the same view
+  // holds them).
+  const CompactColumn& big = cols[2];
+  const double s = static_cast<double>(big.m * big.n), k = static_cast<double>(big.values.size());
+  REQUIRE(s > static_cast<double>(herd::mcmc::detail::stored_split_limit().load()));
+  constexpr double kSlack = 1 << 20;
+  const auto only_big = [&](std::size_t /*q*/, std::vector<double>& buffer) {
+    buffer = big.values;
+    return DrawsView(buffer, big.weights, big.m, big.d);
+  };
+  herd::mcmc::release_diagnostics_workspace();
+  CHECK(bits(herd::mcmc::summarize_all(1, only_big, 1)[0]) == bits(one[2]));
+  const auto lent = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
+  herd::mcmc::release_diagnostics_workspace();
+  (void)herd::mcmc::summarize(big.weighted());
+  const auto own_slots = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
+  INFO("lent: " << lent << " bytes, own: " << own_slots << " bytes, S = " << s << ", K = " << k);
+  CHECK(lent >= 4.5 * s + 13.0 * k);
+  CHECK(lent <= 4.5 * s + 13.0 * k + kSlack);
+  const auto slots = static_cast<double>(
+      std::count_if(big.weights.begin(), big.weights.end(), [](std::int64_t w) { return w > 0; }));  // even n: no cut
+  CHECK(own_slots - lent >= 8.0 * slots);
+  herd::mcmc::release_diagnostics_workspace();
+}
+
 TEST_CASE("packed indicators: pairs of ones k draws apart by popcount equal the double loop", "[mcmc]") {
   namespace d = herd::mcmc::detail;
   std::mt19937_64 rng(20261205);
