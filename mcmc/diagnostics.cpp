@@ -880,6 +880,17 @@ void* allocate_huge(std::size_t bytes) {
 }
 
 void free_huge(void* p, std::size_t bytes) noexcept { munmap(p, bytes); }
+
+void advise_huge(void* p, std::size_t bytes) noexcept {
+  constexpr std::uintptr_t kAlign = std::uintptr_t{1} << 21;
+  constexpr int kMadvCollapse = 25;  // MADV_COLLAPSE (Linux 6.1; not in every libc's headers)
+  const auto begin = (reinterpret_cast<std::uintptr_t>(p) + kAlign - 1) & ~(kAlign - 1);
+  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) & ~(kAlign - 1);
+  if (end <= begin) return;
+  void* q = reinterpret_cast<void*>(begin);  // NOLINT(performance-no-int-to-ptr)
+  (void)madvise(q, end - begin, MADV_HUGEPAGE);
+  (void)madvise(q, end - begin, kMadvCollapse);
+}
 #else
 void* allocate_huge(std::size_t bytes) {
   void* p = std::aligned_alloc(std::size_t{1} << 21, bytes);
@@ -888,6 +899,8 @@ void* allocate_huge(std::size_t bytes) {
 }
 
 void free_huge(void* p, std::size_t /*bytes*/) noexcept { std::free(p); }
+
+void advise_huge(void* /*p*/, std::size_t /*bytes*/) noexcept {}
 #endif
 
 Workspace& workspace() {
@@ -904,26 +917,10 @@ std::size_t Workspace::bytes() const {
          (len > 0 ? len * sizeof(double) + (len / 2 + 1) * sizeof(std::complex<double>) : 0);
 }
 
-namespace {
-/// Order-preserving bijection of doubles to unsigned keys (-0 below +0), and its inverse.
-inline std::uint64_t zkey(double x) {
-  const auto b = std::bit_cast<std::uint64_t>(x);
-  return (b >> 63) ? ~b : (b | (std::uint64_t{1} << 63));
-}
-inline double zval(std::uint64_t k) { return std::bit_cast<double>((k >> 63) ? (k & ~(std::uint64_t{1} << 63)) : ~k); }
-}  // namespace
-
 double ZQuantiles::exact(std::size_t i) const {
   const double r = 0.5 * static_cast<double>(i);
   const double p = (r - 0.375) / (static_cast<double>(s_) + 0.25);
   return boost::math::quantile(boost::math::normal_distribution<double, BoostPolicy>(), p);
-}
-
-std::uint64_t ZQuantiles::interpolated(std::size_t i) const {
-  const std::size_t b = i / kStep;
-  const std::uint64_t k0 = knots_[b], k1 = knots_[b + 1];
-  // Wrapping unsigned arithmetic: the same key for the same i, whatever the knots.
-  return k0 + (k1 - k0) * (i % kStep) / kStep;
 }
 
 void ZQuantiles::reset(std::size_t s) {
@@ -934,7 +931,7 @@ void ZQuantiles::reset(std::size_t s) {
   for (std::size_t b = 1; b < knots_.size(); ++b) knots_[b] = zkey(exact(b * kStep));
 }
 
-double ZQuantiles::operator()(std::size_t i) {
+double ZQuantiles::evaluate(std::size_t i) {
   if (i < kStep) return exact(i);  // the first block has no knot at its start
   const std::atomic_ref<std::int32_t> e(delta_[i]);
   const std::int32_t d = e.load(std::memory_order_relaxed);
@@ -2320,6 +2317,8 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
   const auto summarize_in = [](const DrawsView& v, std::vector<double>& buffer) {
     const bool lent =
         v.weighted() && !v.values().empty() && v.values().data() == buffer.data() && v.values().size() <= buffer.size();
+    // The z-scores are scattered over it: on huge pages, as the workspace's own buffer was.
+    if (lent) detail::advise_huge(buffer.data(), v.values().size() * sizeof(double));
     return summarize_with(v, lent ? buffer.data() : nullptr);
   };
   if (threads <= 1) {

@@ -3,6 +3,7 @@
 // workspace, FFT autocovariance, Geyer's ESS, split R-hat.
 
 #include <atomic>
+#include <bit>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +27,14 @@ namespace herd::mcmc::detail {
 void* allocate_huge(std::size_t bytes);
 /// Frees a block of allocate_huge.
 void free_huge(void* p, std::size_t bytes) noexcept;
+
+/// Asks for the 2 MiB pages inside [p, p + bytes) of memory that is already written (a
+/// caller's vector) to be backed by huge pages now (Linux: MADV_HUGEPAGE, then MADV_COLLAPSE,
+/// Linux 6.1 and later, which copies them into huge pages; the contents stay). Advice only:
+/// errors (an older kernel, huge pages off) are ignored; elsewhere it does nothing. For
+/// buffers that take random writes (the z-scores per slot), whose TLB misses on 4 KiB pages
+/// cost more than the copy.
+void advise_huge(void* p, std::size_t bytes) noexcept;
 
 /// Allocator of the workspace's large buffers: blocks of 2 MiB or more are 2 MiB aligned and,
 /// on Linux, marked for transparent huge pages (madvise), so the radix sort's and the z-score
@@ -120,8 +129,16 @@ class ZQuantiles {
   void reset(std::size_t s);
   /// The S of the table (0 when empty).
   std::size_t draws() const { return s_; }
-  /// z(i), 1 <= i <= S + 1.
-  double operator()(std::size_t i);
+  /// z(i), 1 <= i <= S + 1 (inline: a stored entry is a load, the knots' interpolation and
+  /// an addition).
+  double operator()(std::size_t i) {
+    if (i >= kStep) {
+      const std::int32_t d = std::atomic_ref<std::int32_t>(delta_[i]).load(std::memory_order_relaxed);
+      if (d > kEscape) [[likely]]
+        return zval(interpolated(i) + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+    }
+    return evaluate(i);
+  }
   /// Bytes held.
   std::size_t bytes() const;
 
@@ -129,8 +146,24 @@ class ZQuantiles {
   static constexpr std::size_t kStep = 16;
   static constexpr std::int32_t kUnset = std::numeric_limits<std::int32_t>::min();
   static constexpr std::int32_t kEscape = kUnset + 1;
+  /// Order-preserving bijection of doubles to unsigned keys (-0 below +0), and its inverse.
+  static std::uint64_t zkey(double x) {
+    const auto b = std::bit_cast<std::uint64_t>(x);
+    return (b >> 63) ? ~b : (b | (std::uint64_t{1} << 63));
+  }
+  static double zval(std::uint64_t k) {
+    return std::bit_cast<double>((k >> 63) ? (k & ~(std::uint64_t{1} << 63)) : ~k);
+  }
+  /// The key interpolated between the knots around entry i >= kStep (wrapping unsigned
+  /// arithmetic: the same key for the same i, whatever the knots).
+  std::uint64_t interpolated(std::size_t i) const {
+    const std::size_t b = i / kStep;
+    const std::uint64_t k0 = knots_[b], k1 = knots_[b + 1];
+    return k0 + (k1 - k0) * (i % kStep) / kStep;
+  }
+  /// z(i) of an entry not stored (evaluated; then stored if it fits) or not storable.
+  double evaluate(std::size_t i);
   double exact(std::size_t i) const;
-  std::uint64_t interpolated(std::size_t i) const;
   std::size_t s_ = 0;
   BigVector<std::uint64_t> knots_;  // zkey(z(b kStep)) for b >= 1 (b = 0: unused)
   BigVector<std::int32_t> delta_;   // zkey(z(i)) - interpolated(i), kUnset or kEscape
