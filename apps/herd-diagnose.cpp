@@ -246,7 +246,7 @@ int run_main(int argc, char** argv) {
   std::size_t threads = 0;
   app.add_option("--threads", threads,
                  "threads that read and compute parameters' diagnostics in parallel (0: one per core; each holds "
-                 "about 20 bytes of scratch per draw, besides the draws and one shared table of 8 bytes per draw)");
+                 "about 20 bytes of scratch per draw, besides the draws and one shared table of 4.5 bytes per draw)");
   std::string max_memory;
   app.add_option("--max-memory", max_memory,
                  "memory the values of one dataset may use, e.g. 16GiB (default: the memory available)");

@@ -130,41 +130,29 @@ void check_prob(const char* fn, double prob) {
 }
 
 /// Normal quantiles of Blom-offset ranks (r - 3/8) / (S + 1/4), cached by 2r (ranks may be
-/// half-integers with ties) in the workspace; z(S + 1 - r) = -z(r) halves the evaluations.
-/// The cache outlives the call: the next quantity with the same S (every quantity of a run)
-/// reuses the quantiles already evaluated, which are the same numbers. Under summarize_all
-/// the threads share one cache (ws.shared_z) when their S is its S: an entry is NaN or its
-/// final value, read and written atomically (relaxed: two threads that both find it NaN
-/// store the same number), so each thread's z-scores are the same bits as with its own.
+/// half-integers with ties) in the workspace (detail::ZQuantiles); z(S + 1 - r) = -z(r) halves
+/// the evaluations. The cache outlives the call: the next quantity with the same S (every
+/// quantity of a run) reuses the quantiles already evaluated, which are the same numbers.
+/// Under summarize_all the threads share one cache (ws.shared_z) when their S is its S (its
+/// entries are thread-safe), so each thread's z-scores are the same bits as with its own.
 class ZTable {
  public:
   ZTable(std::size_t s, detail::Workspace& ws) : s_(s) {
     if (ws.shared_z != nullptr) z_ = ws.shared_z->table(s);
     if (z_ == nullptr) {
-      if (ws.ztab_s != s || ws.ztab.size() != s + 2) {
-        ws.ztab.assign(s + 2, kNaN);  // entries 2r <= S + 1
-        ws.ztab_s = s;
-      }
-      z_ = ws.ztab.data();
+      ws.ztab.reset(s);
+      z_ = &ws.ztab;
     }
   }
   double operator()(std::size_t two_r) {
     const std::size_t mirror = 2 * (s_ + 1) - two_r;
     if (two_r > mirror) return -(*this)(mirror);
-    const std::atomic_ref<double> z(z_[two_r]);
-    double v = z.load(std::memory_order_relaxed);
-    if (std::isnan(v)) {
-      const double r = 0.5 * static_cast<double>(two_r);
-      const double p = (r - 0.375) / (static_cast<double>(s_) + 0.25);
-      v = boost::math::quantile(boost::math::normal_distribution<double, BoostPolicy>(), p);
-      z.store(v, std::memory_order_relaxed);
-    }
-    return v;
+    return (*z_)(two_r);
   }
 
  private:
   std::size_t s_;
-  double* z_ = nullptr;
+  detail::ZQuantiles* z_ = nullptr;
 };
 
 constexpr std::uint32_t kDropped = 0xffffffffu;
@@ -183,24 +171,32 @@ struct ZRange {
   bool constant() const { return !any || std::fabs(hi - lo) < std::numeric_limits<double>::epsilon(); }
 };
 
-using WRec = detail::Workspace::WRec;
-
-// A record stands for 1 draw (Rec, unweighted views) or for `count` equal draws at
-// consecutive split positions (WRec, weighted views); the rank code below is written once
-// for both.
-inline std::uint32_t count_of(const Rec& /*r*/) { return 1; }
-inline std::uint32_t count_of(const WRec& r) { return r.count; }
-/// Writes z for a (not dropped) record: at its split position (Rec), or as its compact
-/// state's z-score (WRec: the state's draws all get it, detail::SplitSeries spreads it).
-template <class R>
-inline void store(double* out, const R& r, double z) {
-  out[r.pos] = z;
-}
+// A record stands for 1 draw (unweighted views: UnitCounts) or for the draws of its slot at
+// consecutive split positions (weighted views: SlotCounts, the counts kept per slot); the
+// rank code below is written once for both. Dropped records (one draw each) are never asked.
+struct UnitCounts {
+  std::uint32_t operator()(std::uint32_t /*pos*/) const { return 1; }
+  void prefetch(std::uint32_t /*pos*/) const {}
+};
+struct SlotCounts {
+  const std::uint8_t* small = nullptr;
+  const std::pair<std::uint32_t, std::uint32_t>* big = nullptr;
+  std::size_t nbig = 0;
+  explicit SlotCounts(const detail::Workspace& ws)
+      : small(ws.wcount.data()), big(ws.wcount_big.data()), nbig(ws.wcount_big.size()) {}
+  std::uint32_t operator()(std::uint32_t slot) const {
+    const std::uint32_t c = small[slot];
+    if (c != detail::Workspace::kBigCount) [[likely]]
+      return c;
+    return std::lower_bound(big, big + nbig, slot, [](const auto& e, std::uint32_t v) { return e.first < v; })->second;
+  }
+  void prefetch(std::uint32_t slot) const { __builtin_prefetch(small + slot); }
+};
+/// Writes z for a (not dropped) record: at its split position (unweighted), or as its compact
+/// state's z-score (weighted: the state's draws all get it, detail::SplitSeries spreads it).
+inline void store(double* out, const Rec& r, double z) { out[r.pos] = z; }
 /// `take_r ? r : l` with the key replaced, branch-free.
 inline Rec merged(const Rec& l, const Rec& r, bool take_r, std::uint64_t key) { return {key, take_r ? r.pos : l.pos}; }
-inline WRec merged(const WRec& l, const WRec& r, bool take_r, std::uint64_t key) {
-  return {key, take_r ? r.pos : l.pos, take_r ? r.count : l.count};
-}
 
 /// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds `count`
 /// records of all draws sorted by key; the middle draws of odd chains carry kDropped and are
@@ -210,18 +206,21 @@ inline WRec merged(const WRec& l, const WRec& r, bool take_r, std::uint64_t key)
 /// them through position windows, and need no staging buffer. Returns whether the z-scores
 /// written are constant (detail::is_constant of `out`, from the groups' z-scores: no pass
 /// over `out`).
-template <class R>
-bool z_scale_sorted(const R* sorted, std::size_t count, double* out, ZTable& ztab) {
+template <class C>
+bool z_scale_sorted(const Rec* sorted, std::size_t count, const C& counts, double* out, ZTable& ztab) {
   constexpr std::size_t kAhead = 16;
   std::size_t rank = 0;
   std::size_t i = 0;
   ZRange range;
   while (i < count) {
-    if (i + kAhead < count && sorted[i + kAhead].pos != kDropped) __builtin_prefetch(out + sorted[i + kAhead].pos, 1);
+    if (i + kAhead < count && sorted[i + kAhead].pos != kDropped) {
+      __builtin_prefetch(out + sorted[i + kAhead].pos, 1);
+      counts.prefetch(sorted[i + kAhead].pos);
+    }
     std::size_t j = i + 1;
-    std::size_t included = sorted[i].pos != kDropped ? count_of(sorted[i]) : 0;
+    std::size_t included = sorted[i].pos != kDropped ? counts(sorted[i].pos) : 0;
     while (j < count && sorted[j].key == sorted[i].key) {
-      included += sorted[j].pos != kDropped ? count_of(sorted[j]) : 0;
+      included += sorted[j].pos != kDropped ? counts(sorted[j].pos) : 0;
       ++j;
     }
     if (included > 0) {
@@ -277,17 +276,17 @@ class FoldMerge {
 /// which get its z-score once its last record is known. The split positions a few records
 /// ahead on both sides are prefetched. The same z-scores at the same positions; returns
 /// whether they are constant (as z_scale_sorted).
-template <class R>
-bool z_scale_folded(const R* sorted, std::size_t count, double med, double* out, ZTable& ztab) {
+template <class C>
+bool z_scale_folded(const Rec* sorted, std::size_t count, const C& counts, double med, double* out, ZTable& ztab) {
   if (count == 0) return true;
   ZRange range;
   constexpr std::size_t kAhead = 16;
-  FoldMerge<R> merge(sorted, count, med);
+  FoldMerge<Rec> merge(sorted, count, med);
   std::size_t rank = 0;
   std::size_t l0 = merge.left(), r0 = merge.right();  // the group: sorted[l, l0) and [r0, r)
   std::size_t included = 0;
   std::size_t group = 0;  // records in the group
-  R first{};              // its first record
+  Rec first{};            // its first record
   auto flush = [&](std::size_t l, std::size_t r) {
     if (included == 0) return;
     const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
@@ -304,9 +303,15 @@ bool z_scale_folded(const R* sorted, std::size_t count, double med, double* out,
   };
   for (std::size_t t = 0; t < count; ++t) {
     const std::size_t l = merge.left(), r = merge.right();
-    if (r + kAhead < count && sorted[r + kAhead].pos != kDropped) __builtin_prefetch(out + sorted[r + kAhead].pos, 1);
-    if (l > kAhead && sorted[l - kAhead - 1].pos != kDropped) __builtin_prefetch(out + sorted[l - kAhead - 1].pos, 1);
-    const R rec = merge.next();
+    if (r + kAhead < count && sorted[r + kAhead].pos != kDropped) {
+      __builtin_prefetch(out + sorted[r + kAhead].pos, 1);
+      counts.prefetch(sorted[r + kAhead].pos);
+    }
+    if (l > kAhead && sorted[l - kAhead - 1].pos != kDropped) {
+      __builtin_prefetch(out + sorted[l - kAhead - 1].pos, 1);
+      counts.prefetch(sorted[l - kAhead - 1].pos);
+    }
+    const Rec rec = merge.next();
     if (t == 0 || rec.key != first.key) {
       if (t > 0) flush(l, r);
       l0 = l;
@@ -316,7 +321,7 @@ bool z_scale_folded(const R* sorted, std::size_t count, double med, double* out,
       first = rec;
     }
     ++group;
-    included += rec.pos != kDropped ? count_of(rec) : 0;
+    included += rec.pos != kDropped ? counts(rec.pos) : 0;
   }
   flush(merge.left(), merge.right());
   return range.constant();
@@ -756,10 +761,11 @@ void sort_recs(const Prepared& p, detail::Workspace& ws) {
   radix_sort(a.data(), s, ws.radix_count, ws.radix_scratch);
 }
 
-/// ws.wrecs <- the runs of equal draws of a weighted view sorted by key, and ws.wcum their
-/// cumulative draw counts, and ws.wslots the slots: the compact states with draws in the
-/// split layout, numbered in state order. A slot's state is one record {key, slot, count} of
-/// its draws in the split layout; when a state holds an odd chain's middle draw (t = h),
+/// ws.recs <- the runs of equal draws of a weighted view sorted by key, ws.wcount (and
+/// ws.wcount_big) their draws per slot, ws.wblock the draws before each block of records, and
+/// ws.wslots the slots: the compact states with draws in the split layout, numbered in state
+/// order. A slot's state is one record {key, slot} of its draws in the split layout (their
+/// count in wcount, 13 bytes per state in all); when a state holds an odd chain's middle draw (t = h),
 /// that draw becomes its own kDropped record and the rest (w - 1 draws, if any) the state's
 /// record. Zero weights give no record. (The z-scaling writes one z-score per slot, 8 bytes
 /// per state; detail::SplitSeries generates the split layout from them window by window.)
@@ -769,10 +775,22 @@ void sort_compact(const Prepared& p, detail::Workspace& ws) {
   const double* x = v.values().data();
   const std::int64_t* w = v.weights().data();
   const bool odd = p.n % 2 == 1;
-  auto& a = ws.wrecs;
+  auto& a = ws.recs;
   a.resize(p.m * d + p.m);  // at most one state per chain is cut at the middle
+  ws.wcount.resize(p.m * d);
+  ws.wcount_big.clear();
   std::size_t k = 0;
   std::uint32_t slot = 0;  // < 2^32 - 1 states (DrawsView): never kDropped
+  // A record of slot `slot` for its `draws` draws (< 2^32: DrawsView).
+  const auto add = [&](std::uint64_t key, std::size_t draws) {
+    if (draws < detail::Workspace::kBigCount) {
+      ws.wcount[slot] = static_cast<std::uint8_t>(draws);
+    } else {
+      ws.wcount[slot] = detail::Workspace::kBigCount;
+      ws.wcount_big.emplace_back(slot, static_cast<std::uint32_t>(draws));
+    }
+    a[k++] = {key, slot++};
+  };
   for (std::size_t c = 0; c < p.m; ++c) {
     std::size_t t0 = 0;  // verbose index of the state's first draw
     for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
@@ -780,20 +798,25 @@ void sort_compact(const Prepared& p, detail::Workspace& ws) {
       const auto wj = static_cast<std::size_t>(w[j]);
       const std::uint64_t key = sort_key(x[j]);
       if (odd && t0 <= p.h && p.h < t0 + wj) {
-        a[k++] = {key, kDropped, 1};
-        if (wj > 1) a[k++] = {key, slot++, static_cast<std::uint32_t>(wj - 1)};
+        a[k++] = {key, kDropped};
+        if (wj > 1) add(key, wj - 1);
       } else {
-        a[k++] = {key, slot++, static_cast<std::uint32_t>(wj)};
+        add(key, wj);
       }
       t0 += wj;
     }
   }
   ws.wslots = slot;
   a.resize(k);
-  radix_sort(a.data(), k, ws.radix_count, ws.wradix_scratch);
-  ws.wcum.resize(k);
+  radix_sort(a.data(), k, ws.radix_count, ws.radix_scratch);
+  constexpr std::size_t kBlock = detail::Workspace::kWBlock;
+  ws.wblock.resize((k + kBlock - 1) / kBlock);
+  const SlotCounts counts(ws);
   std::uint32_t total = 0;
-  for (std::size_t i = 0; i < k; ++i) ws.wcum[i] = total += a[i].count;
+  for (std::size_t i = 0; i < k; ++i) {
+    if (i % kBlock == 0) ws.wblock[i / kBlock] = total;
+    total += a[i].pos != kDropped ? counts(a[i].pos) : 1;
+  }
 }
 
 /// Sorts the draws for ranks and order statistics: sort_compact for a weighted view, else
@@ -803,25 +826,29 @@ void sort_draws(const Prepared& p, detail::Workspace& ws) {
   else sort_recs(p, ws);
 }
 
-/// The i-th smallest draw (0-based) after sort_draws: a record of ws.recs, or the run of
-/// ws.wrecs that holds the i-th draw (binary search of the cumulative counts).
+/// The i-th smallest draw (0-based) after sort_draws: a record of ws.recs, or (weighted) the
+/// run of ws.recs that holds the i-th draw (binary search of the blocks' draw counts, then a walk
+/// of at most one block's records).
 struct OrderStats {
   const Rec* recs = nullptr;
-  const WRec* wrecs = nullptr;
-  const std::uint32_t* cum = nullptr;
-  std::size_t runs = 0;
-  OrderStats(const Prepared& p, const detail::Workspace& ws) {
+  const std::uint32_t* block = nullptr;  // nullptr: unweighted
+  std::size_t blocks = 0;
+  SlotCounts counts;
+  OrderStats(const Prepared& p, const detail::Workspace& ws) : recs(ws.recs.data()), counts(ws) {
     if (p.compact()) {
-      wrecs = ws.wrecs.data();
-      cum = ws.wcum.data();
-      runs = ws.wrecs.size();
-    } else {
-      recs = ws.recs.data();
+      block = ws.wblock.data();
+      blocks = ws.wblock.size();
     }
   }
   double operator()(std::size_t i) const {
-    if (wrecs == nullptr) return from_key(recs[i].key);
-    return from_key(wrecs[std::upper_bound(cum, cum + runs, i) - cum].key);
+    if (block == nullptr) return from_key(recs[i].key);
+    // The last block that starts at or before draw i (block 0 starts at draw 0), then the run
+    // of that block that holds it: the first whose draws end past i.
+    const auto b = static_cast<std::size_t>(std::upper_bound(block, block + blocks, i) - block) - 1;
+    std::size_t k = b * detail::Workspace::kWBlock;
+    const auto draws = [this](const Rec& r) -> std::size_t { return r.pos != kDropped ? counts(r.pos) : 1; };
+    for (std::size_t t = block[b]; t + draws(recs[k]) <= i; ++k) t += draws(recs[k]);
+    return from_key(recs[k].key);
   }
 };
 
@@ -891,24 +918,32 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws, double*
   return detail::ess_indicator_bits(ws.bits.data(), m2, p.h, ws, scratch);
 }
 
-/// Bulk and tail R-hat and bulk-ESS from the sorted records `recs` (folded about the median
-/// as they are scaled, for the tail).
-template <class R>
-void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<R>& recs, detail::Workspace& ws,
-                      double* rhat_b, double* rhat_t, double* ess_b, const detail::SplitSeries* layout) {
+/// Bulk and tail R-hat and bulk-ESS from the sorted records ws.recs (folded about the median
+/// as they are scaled, for the tail). `slot_scratch` (weighted views; nullptr: ws.slotz) is
+/// where the z-scores per slot go: ws.wslots doubles that nothing reads any more.
+/// `bulk_hint` (0: none) hints the bulk ESS's first pass of lags when its split layout is
+/// generated per window (detail::ess_series; the same bits whatever the hint).
+template <class C>
+void rank_diagnostics(const Prepared& p, double median, const C& counts, detail::Workspace& ws, double* rhat_b,
+                      double* rhat_t, double* ess_b, const detail::SplitSeries* layout, double* slot_scratch,
+                      std::size_t bulk_hint) {
+  const detail::BigVector<Rec>& recs = ws.recs;
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws);
   // Unweighted: z-scores straight to the split positions. Weighted: one per slot (compact
   // state), 8 bytes per state, and the split layout generated from them (detail::SplitSeries):
   // window by window for every pass, or, up to detail::stored_split_limit() split draws,
   // once into the split buffer.
-  constexpr bool kWeighted = std::is_same_v<R, WRec>;
+  constexpr bool kWeighted = std::is_same_v<C, SlotCounts>;
   std::optional<detail::SplitSeries> series;
   bool stored = true;
   double* zout = nullptr;
   if constexpr (kWeighted) {
-    ws.slotz.resize(ws.wslots);
-    zout = ws.slotz.data();
+    if (slot_scratch == nullptr) {
+      ws.slotz.resize(ws.wslots);
+      slot_scratch = ws.slotz.data();
+    }
+    zout = slot_scratch;
     if (layout != nullptr) series.emplace(layout->with(detail::SplitSeries::Kind::kSlot, zout));
     else series.emplace(*p.view, detail::SplitSeries::Kind::kSlot, zout);
     stored = s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
@@ -922,7 +957,7 @@ void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<
       detail::fill_series(*series, ws.split.data());
     }
   };
-  const bool constant = z_scale_sorted(recs.data(), recs.size(), zout, ztab);
+  const bool constant = z_scale_sorted(recs.data(), recs.size(), counts, zout, ztab);
   to_split();
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
@@ -931,7 +966,7 @@ void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<
     // Both from one pass of chain means and centring (the same numbers as apart).
     if (!ok) *rhat_b = *ess_b = kNaN;
     else if (stored) detail::rhat_ess_overwrite(ws.split.data(), 2 * p.m, p.h, ws, rhat_b, ess_b);
-    else detail::rhat_ess_series(*series, ws, rhat_b, ess_b);
+    else detail::rhat_ess_series(*series, ws, rhat_b, ess_b, false, bulk_hint);
   } else {
     if (rhat_b)
       *rhat_b =
@@ -945,7 +980,7 @@ void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<
   if (rhat_t) {
     // The tail's z-scores reuse the split buffer or the slots (the bulk ESS above is done
     // with them). Constant z-scores give NaN (rhat_chains unchecked would find them constant).
-    const bool tail_constant = z_scale_folded(recs.data(), recs.size(), median, zout, ztab);
+    const bool tail_constant = z_scale_folded(recs.data(), recs.size(), counts, median, zout, ztab);
     to_split();
     *rhat_t = tail_constant ? kNaN
                             : (stored ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true)
@@ -954,11 +989,13 @@ void rank_diagnostics(const Prepared& p, double median, const detail::BigVector<
 }
 
 /// rank_diagnostics on the records of sort_draws; `layout` (nullptr, or the split layout of a
-/// weighted view) saves a walk of its weights.
+/// weighted view) saves a walk of its weights; `slot_scratch` and `bulk_hint` as above.
 void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
-                      double* ess_b, const detail::SplitSeries* layout = nullptr) {
-  if (p.compact()) rank_diagnostics(p, median, ws.wrecs, ws, rhat_b, rhat_t, ess_b, layout);
-  else rank_diagnostics(p, median, ws.recs, ws, rhat_b, rhat_t, ess_b, layout);
+                      double* ess_b, const detail::SplitSeries* layout = nullptr, double* slot_scratch = nullptr,
+                      std::size_t bulk_hint = 0) {
+  if (p.compact())
+    rank_diagnostics(p, median, SlotCounts(ws), ws, rhat_b, rhat_t, ess_b, layout, slot_scratch, bulk_hint);
+  else rank_diagnostics(p, median, UnitCounts(), ws, rhat_b, rhat_t, ess_b, layout, nullptr, bulk_hint);
 }
 
 }  // namespace
@@ -984,6 +1021,17 @@ void* allocate_huge(std::size_t bytes) {
 }
 
 void free_huge(void* p, std::size_t bytes) noexcept { munmap(p, bytes); }
+
+void advise_huge(void* p, std::size_t bytes) noexcept {
+  constexpr std::uintptr_t kAlign = std::uintptr_t{1} << 21;
+  constexpr int kMadvCollapse = 25;  // MADV_COLLAPSE (Linux 6.1; not in every libc's headers)
+  const auto begin = (reinterpret_cast<std::uintptr_t>(p) + kAlign - 1) & ~(kAlign - 1);
+  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) & ~(kAlign - 1);
+  if (end <= begin) return;
+  void* q = reinterpret_cast<void*>(begin);  // NOLINT(performance-no-int-to-ptr)
+  (void)madvise(q, end - begin, MADV_HUGEPAGE);
+  (void)madvise(q, end - begin, kMadvCollapse);
+}
 #else
 void* allocate_huge(std::size_t bytes) {
   void* p = std::aligned_alloc(std::size_t{1} << 21, bytes);
@@ -992,6 +1040,8 @@ void* allocate_huge(std::size_t bytes) {
 }
 
 void free_huge(void* p, std::size_t /*bytes*/) noexcept { std::free(p); }
+
+void advise_huge(void* /*p*/, std::size_t /*bytes*/) noexcept {}
 #endif
 
 Workspace& workspace() {
@@ -1003,18 +1053,50 @@ std::size_t Workspace::bytes() const {
   const auto of = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
   const std::size_t len = fft.length();
   return of(expanded) + of(split) + of(slotz) + of(window) + of(lag_sums) + of(sorted) + of(recs) + of(radix_scratch) +
-         of(wrecs) + of(wradix_scratch) + of(wcum) + of(ztab) + of(radix_count) + of(centered) + of(acov) + of(power) +
-         of(means) + of(bits) + of(bit_prefix) + of(bit_counts) +
+         of(wcount) + of(wcount_big) + of(wblock) + ztab.bytes() + of(radix_count) + of(centered) + of(acov) +
+         of(power) + of(means) + of(bits) + of(bit_prefix) + of(bit_counts) +
          (len > 0 ? len * sizeof(double) + (len / 2 + 1) * sizeof(std::complex<double>) : 0);
 }
 
-double* SharedZTable::table(std::size_t s) {
+double ZQuantiles::exact(std::size_t i) const {
+  const double r = 0.5 * static_cast<double>(i);
+  const double p = (r - 0.375) / (static_cast<double>(s_) + 0.25);
+  return boost::math::quantile(boost::math::normal_distribution<double, BoostPolicy>(), p);
+}
+
+void ZQuantiles::reset(std::size_t s) {
+  if (s_ == s && !delta_.empty()) return;
+  s_ = s;
+  delta_.assign(s + 2, kUnset);
+  knots_.assign((s + 1) / kStep + 2, 0);
+  for (std::size_t b = 1; b < knots_.size(); ++b) knots_[b] = zkey(exact(b * kStep));
+}
+
+double ZQuantiles::evaluate(std::size_t i) {
+  if (i < kStep) return exact(i);  // the first block has no knot at its start
+  const std::atomic_ref<std::int32_t> e(delta_[i]);
+  const std::int32_t d = e.load(std::memory_order_relaxed);
+  if (d == kEscape) return exact(i);
+  const std::uint64_t k = interpolated(i);
+  if (d != kUnset) return zval(k + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+  const double z = exact(i);
+  const auto diff = static_cast<std::int64_t>(zkey(z) - k);
+  const bool fits = diff > kEscape && diff <= std::numeric_limits<std::int32_t>::max();
+  e.store(fits ? static_cast<std::int32_t>(diff) : kEscape, std::memory_order_relaxed);
+  return z;
+}
+
+std::size_t ZQuantiles::bytes() const {
+  return knots_.capacity() * sizeof(std::uint64_t) + delta_.capacity() * sizeof(std::int32_t);
+}
+
+ZQuantiles* SharedZTable::table(std::size_t s) {
   const std::lock_guard<std::mutex> lock(mu_);
-  if (z_.empty()) {
-    z_.assign(s + 2, std::numeric_limits<double>::quiet_NaN());
-    s_ = s;
+  if (!made_) {
+    z_.reset(s);
+    made_ = true;
   }
-  return s_ == s ? z_.data() : nullptr;
+  return z_.draws() == s ? &z_ : nullptr;
 }
 
 std::size_t fft_length(std::size_t n) {
@@ -2333,7 +2415,10 @@ DrawsView::DrawsView(std::span<const double> values, std::span<const std::int64_
   verbose_draws_ = static_cast<std::size_t>(first);
 }
 
-DiagnosticSummary summarize(const DrawsView& v) {
+namespace {
+/// summarize(v); `values_scratch` (nullptr, or v's values, writable: v.values().size()
+/// doubles) may be overwritten once the values are read no more.
+DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
   detail::Workspace& ws = detail::workspace();
   // A weighted view is never expanded (8 bytes per draw less scratch): its moments, split
   // draws and indicators come from the compact values, the same numbers in the same order.
@@ -2371,23 +2456,22 @@ DiagnosticSummary summarize(const DrawsView& v) {
   // (detail::SplitSeries) for every quantity below that reads the split draws.
   std::optional<detail::SplitSeries> layout;
   if (p.compact()) layout.emplace(v, detail::SplitSeries::Kind::kState);
-  ws.geyer_lag = 0;
-  rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, layout ? &*layout : nullptr);
-  r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
+  std::size_t mean_lag = 0;  // where ess_mean's Geyer sequence stopped (0: not computed)
   if (!stored) {
-    // ess_sd, the basic R-hat and ess_mean of the split layout generated window by window
-    // from the compact states (detail::SplitSeries): no buffer per draw. The bulk ESS's
-    // stopping lag hints the others' first pass of lags (the same bits whatever the hint):
-    // ess_mean's Geyer sequence stops where the bulk's did, nearly always (the ranks of the
-    // values decorrelate as the values do); ess_sd's squares decorrelate faster (rho^2 for a
+    // The basic R-hat, ess_mean and ess_sd of the split layout generated window by window
+    // from the compact states (detail::SplitSeries): no buffer per draw. ess_mean's stopping
+    // lag hints the others' first pass of lags (the same bits whatever the hint): the bulk
+    // ESS's Geyer sequence stops where ess_mean's did, nearly always (the ranks of the values
+    // decorrelate as the values do); ess_sd's squares decorrelate faster (rho^2 for a
     // Gaussian chain), and stopped at 0.4 to 1.5 times the bulk's lag on a 10-D DRAM run, so
     // 0.6 times it (the fewest lags and passes summed over its 10 variables).
-    const std::size_t bulk_lag = ws.geyer_lag;
-    r.ess_sd = detail::ess_series(layout->with(detail::SplitSeries::Kind::kSquare, nullptr, r.mean), ws, true,
-                                  bulk_lag * 3 / 5, &square_means);
     // With an even draw count the split draws are all draws: finite and not constant (checked
     // above); an odd count drops the middle draws, which may leave constant split draws.
-    detail::rhat_ess_series(*layout, ws, &r.rhat_basic, &r.ess_mean, p.n % 2 == 1, bulk_lag, &value_means);
+    ws.geyer_lag = 0;
+    detail::rhat_ess_series(*layout, ws, &r.rhat_basic, &r.ess_mean, p.n % 2 == 1, 0, &value_means);
+    mean_lag = ws.geyer_lag;
+    r.ess_sd = detail::ess_series(layout->with(detail::SplitSeries::Kind::kSquare, nullptr, r.mean), ws, true,
+                                  mean_lag * 3 / 5, &square_means);
   } else {
     ws.split.resize(s2);
     // (x - mean)^2 of the split draws for ess_sd; then the split draws for the basic R-hat and
@@ -2427,8 +2511,17 @@ DiagnosticSummary summarize(const DrawsView& v) {
   r.ess_tail = nan_min(e05, e95);
   r.mcse_q5 = mcse_quantile7(xs, p.s, 0.05, e05);
   r.mcse_q95 = mcse_quantile7(xs, p.s, 0.95, e95);
+  // The ranks last: the values are read no more, so their buffer, when the caller lends it,
+  // takes the z-scores per slot (no buffer of 8 bytes per state of the workspace's own).
+  rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, layout ? &*layout : nullptr,
+                   p.compact() ? values_scratch : nullptr, mean_lag);
+  r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
   return r;
 }
+
+}  // namespace
+
+DiagnosticSummary summarize(const DrawsView& v) { return summarize_with(v, nullptr); }
 
 std::vector<DiagnosticSummary> summarize_all(std::size_t count,
                                              const std::function<DrawsView(std::size_t, std::vector<double>&)>& draws,
@@ -2436,13 +2529,24 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
   std::vector<DiagnosticSummary> out(count);
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = std::min(threads, count);
+  // A weighted view's values in the buffer given to `draws` (a fresh one per quantity) are its
+  // own: summarize overwrites them with the z-scores per slot once it has read them.
+  const auto summarize_in = [](const DrawsView& v, std::vector<double>& buffer) {
+    const bool lent =
+        v.weighted() && !v.values().empty() && v.values().data() == buffer.data() && v.values().size() <= buffer.size();
+    // The z-scores are scattered over it: on huge pages, as the workspace's own buffer was.
+    if (lent) detail::advise_huge(buffer.data(), v.values().size() * sizeof(double));
+    return summarize_with(v, lent ? buffer.data() : nullptr);
+  };
   if (threads <= 1) {
-    std::vector<double> buffer;
-    for (std::size_t q = 0; q < count; ++q) out[q] = summarize(draws(q, buffer));
+    for (std::size_t q = 0; q < count; ++q) {
+      std::vector<double> buffer;
+      out[q] = summarize_in(draws(q, buffer), buffer);
+    }
     return out;
   }
   // Quantities are claimed one at a time, so a slow one does not hold up a fixed share. The
-  // threads share one table of normal quantiles (8 bytes per draw, not one per thread).
+  // threads share one table of normal quantiles (4.5 bytes per draw, not one per thread).
   detail::SharedZTable shared_z;
   ThreadPool pool(threads - 1);
   pool.parallel_for_each(
@@ -2452,7 +2556,7 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
         detail::Workspace& ws = detail::workspace();
         ws.shared_z = &shared_z;
         try {
-          out[q] = summarize(draws(q, buffer));
+          out[q] = summarize_in(draws(q, buffer), buffer);
         } catch (...) {
           ws.shared_z = nullptr;
           throw;

@@ -3,6 +3,7 @@
 // workspace, FFT autocovariance, Geyer's ESS, split R-hat.
 
 #include <atomic>
+#include <bit>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +27,14 @@ namespace herd::mcmc::detail {
 void* allocate_huge(std::size_t bytes);
 /// Frees a block of allocate_huge.
 void free_huge(void* p, std::size_t bytes) noexcept;
+
+/// Asks for the 2 MiB pages inside [p, p + bytes) of memory that is already written (a
+/// caller's vector) to be backed by huge pages now (Linux: MADV_HUGEPAGE, then MADV_COLLAPSE,
+/// Linux 6.1 and later, which copies them into huge pages; the contents stay). Advice only:
+/// errors (an older kernel, huge pages off) are ignored; elsewhere it does nothing. For
+/// buffers that take random writes (the z-scores per slot), whose TLB misses on 4 KiB pages
+/// cost more than the copy.
+void advise_huge(void* p, std::size_t bytes) noexcept;
 
 /// Allocator of the workspace's large buffers: blocks of 2 MiB or more are 2 MiB aligned and,
 /// on Linux, marked for transparent huge pages (madvise), so the radix sort's and the z-score
@@ -101,20 +110,78 @@ class RealFft {
 #endif
 };
 
-/// The normal quantiles of z-scaled ranks (by 2r) that the threads of one summarize_all call
-/// share: one table for one draw count S, allocated by the first thread that asks (8 bytes
-/// per draw); its entries are NaN until evaluated and are read and written through
-/// std::atomic_ref (relaxed). Thread-safe.
+/// The normal quantiles z(i) = Phi^-1((i / 2 - 3/8) / (S + 1/4)) of the z-scaled ranks r = i /
+/// 2 of S draws (Blom offsets, posterior's z_scale), for i in [1, S + 1], each evaluated once
+/// (boost::math::quantile) and kept in 4 bytes instead of 8: every kStep-th quantile (a knot)
+/// is kept whole, as its order-preserving key (zkey), and entry i as the difference between
+/// its key and the key interpolated linearly (in integers, wrapping) between the knots around
+/// it. The difference fits 32 bits wherever the quantiles are smooth on the scale of kStep
+/// entries; elsewhere (the first block, the most extreme ranks; a few thousand entries around
+/// the median, where z crosses 0) the entry is marked and the quantile evaluated on every
+/// call. The value returned is the evaluated quantile, bit for bit, either way. About 4.5
+/// bytes per draw. Entries are evaluated on first use and read and written through
+/// std::atomic_ref (relaxed; two threads that both find one unevaluated store the same
+/// number): operator() is thread-safe, reset() is not.
+class ZQuantiles {
+ public:
+  /// Makes the table of S = `s` draws (s + 2 entries, no quantile evaluated but the knots'),
+  /// unless it is of s already. @throws std::bad_alloc
+  void reset(std::size_t s);
+  /// The S of the table (0 when empty).
+  std::size_t draws() const { return s_; }
+  /// z(i), 1 <= i <= S + 1 (inline: a stored entry is a load, the knots' interpolation and
+  /// an addition).
+  double operator()(std::size_t i) {
+    if (i >= kStep) {
+      const std::int32_t d = std::atomic_ref<std::int32_t>(delta_[i]).load(std::memory_order_relaxed);
+      if (d > kEscape) [[likely]]
+        return zval(interpolated(i) + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+    }
+    return evaluate(i);
+  }
+  /// Bytes held.
+  std::size_t bytes() const;
+
+ private:
+  static constexpr std::size_t kStep = 16;
+  static constexpr std::int32_t kUnset = std::numeric_limits<std::int32_t>::min();
+  static constexpr std::int32_t kEscape = kUnset + 1;
+  /// Order-preserving bijection of doubles to unsigned keys (-0 below +0), and its inverse.
+  static std::uint64_t zkey(double x) {
+    const auto b = std::bit_cast<std::uint64_t>(x);
+    return (b >> 63) ? ~b : (b | (std::uint64_t{1} << 63));
+  }
+  static double zval(std::uint64_t k) {
+    return std::bit_cast<double>((k >> 63) ? (k & ~(std::uint64_t{1} << 63)) : ~k);
+  }
+  /// The key interpolated between the knots around entry i >= kStep (wrapping unsigned
+  /// arithmetic: the same key for the same i, whatever the knots).
+  std::uint64_t interpolated(std::size_t i) const {
+    const std::size_t b = i / kStep;
+    const std::uint64_t k0 = knots_[b], k1 = knots_[b + 1];
+    return k0 + (k1 - k0) * (i % kStep) / kStep;
+  }
+  /// z(i) of an entry not stored (evaluated; then stored if it fits) or not storable.
+  double evaluate(std::size_t i);
+  double exact(std::size_t i) const;
+  std::size_t s_ = 0;
+  BigVector<std::uint64_t> knots_;  // zkey(z(b kStep)) for b >= 1 (b = 0: unused)
+  BigVector<std::int32_t> delta_;   // zkey(z(i)) - interpolated(i), kUnset or kEscape
+};
+
+/// The normal quantiles of z-scaled ranks (ZQuantiles) that the threads of one summarize_all
+/// call share: one table for one draw count S, made by the first thread that asks (about 4.5
+/// bytes per draw). Thread-safe.
 class SharedZTable {
  public:
-  /// The table of S = `s` (s + 2 entries), or nullptr when it was made for another S (the
-  /// caller then uses its own). @throws std::bad_alloc
-  double* table(std::size_t s);
+  /// The table of S = `s`, or nullptr when it was made for another S (the caller then uses
+  /// its own). @throws std::bad_alloc
+  ZQuantiles* table(std::size_t s);
 
  private:
   std::mutex mu_;
-  std::size_t s_ = 0;
-  BigVector<double> z_;
+  bool made_ = false;
+  ZQuantiles z_;
 };
 
 /// The split layout [2M, h] of a weighted view's draws (split_chains of its expansion: h = N /
@@ -200,8 +267,13 @@ struct Workspace {
   std::vector<double> window;    // windows of split chains generated by SplitSeries (with their lags' halo)
   std::vector<double> lag_sums;  // per-chain sums of the lags of one request (direct_lags_series)
   BigVector<double> sorted;      // sorted values
-  /// A draw's order-preserving sort key and its position in the split layout (12 bytes:
-  /// the radix sort moves these records, so their size is its memory traffic).
+  /// A sort record: a draw's order-preserving sort key and its position in the split layout
+  /// (unweighted views), or a run of equal draws of a weighted view (a compact state's draws,
+  /// or the part that the split layout keeps): their key and the slot of the compact state
+  /// (its number among the states with draws in the split layout), its draws counted in
+  /// wcount. kDropped (one draw) marks an odd chain's middle draw. 12 bytes: the radix sort
+  /// moves these records, so their size is its memory traffic, and a weighted view holds one
+  /// per state.
 #pragma pack(push, 4)
   struct Rec {
     std::uint64_t key;
@@ -211,22 +283,18 @@ struct Workspace {
   static_assert(sizeof(Rec) == 12);
   BigVector<Rec> recs;           // sorted records
   BigVector<Rec> radix_scratch;  // the radix sort's scratch: its largest bucket (a few thousand records)
-  /// A run of `count` equal draws of a weighted view (a compact state's draws, or its part
-  /// that the split layout keeps): their sort key and the slot of the compact state (its
-  /// number among the states with draws in the split layout), or kDropped (count 1) for an
-  /// odd chain's middle draw.
-  struct WRec {
-    std::uint64_t key;
-    std::uint32_t pos;
-    std::uint32_t count;
-  };
-  static_assert(sizeof(WRec) == 16);
-  BigVector<WRec> wrecs;             // sorted runs of a weighted view
-  BigVector<WRec> wradix_scratch;    // the radix sort's scratch for wrecs
-  BigVector<std::uint32_t> wcum;     // draws in wrecs[0..i] (inclusive prefix sums of count)
-  std::size_t wslots = 0;            // slots of wrecs (states with draws in the split layout)
-  BigVector<double> ztab;            // normal quantiles of ranks, kept between calls
-  std::size_t ztab_s = 0;            // the draw count S that ztab's quantiles are of
+  /// A weighted view's draws per slot (its state's draws in the split layout, >= 1), 1 byte
+  /// per state: kBigCount for 255 draws or more, whose count is in wcount_big.
+  static constexpr std::uint8_t kBigCount = 255;
+  BigVector<std::uint8_t> wcount;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> wcount_big;  // (slot, draws), by slot
+  /// Draws in the records before each block of kWBlock records of a weighted view's recs
+  /// (wblock[b]: draws in recs[0, b kWBlock)): the order statistics' index, 4 bytes per
+  /// block instead of a cumulative count per record.
+  static constexpr std::size_t kWBlock = 64;
+  std::vector<std::uint32_t> wblock;
+  std::size_t wslots = 0;            // slots of a weighted view (states with draws in the split layout)
+  ZQuantiles ztab;                   // normal quantiles of ranks, kept between calls
   SharedZTable* shared_z = nullptr;  // summarize_all's table, used instead of ztab when set
   std::vector<std::uint32_t> radix_count;
   std::vector<double> centered;  // one centred chain (ess_chains, and the indicator ESS's FFT)

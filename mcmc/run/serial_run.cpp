@@ -327,9 +327,10 @@ void compute_diagnostics(SerialRun& r) {
   r.nsuper = static_cast<std::size_t>(r.specs.superchains);
   const bool with_nested = r.nsuper >= 2 && r.m % r.nsuper == 0 && r.ndraw >= 1;
   // Quantities on the cores, beside the writer thread; the same numbers as one thread gives.
-  // Each thread holds one quantity's compact values (8 bytes per state) and the diagnostics'
-  // scratch (summarize: 8 bytes per verbose draw and 36 per state, plus the ESS's buffers),
-  // and the threads share one z table (8 bytes per draw). The views are weighted (the compact
+  // Each thread holds one quantity's compact values (8 bytes per state, lent to summarize for
+  // its z-scores once it has read them) and the diagnostics' scratch (sort records and draws
+  // per state: 13 bytes per state, plus the ESS's buffers), and the threads share one z
+  // table (4.5 bytes per verbose draw). The views are weighted (the compact
   // posterior): the diagnostics rank the compact states instead of every verbose draw, with
   // the verbose column's results.
   const CompactPosterior cp = compact_posterior(r);

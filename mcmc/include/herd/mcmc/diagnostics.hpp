@@ -107,15 +107,15 @@ struct DiagnosticSummary {
 /// Cost: one LSD radix sort of the S draws (of a weighted view: of its K entries of positive
 /// weight, plus one per odd chain) plus O(S) passes, and O(S L) for the L autocovariance lags
 /// Geyer's sequences need (by FFT when L is large). The calling thread's workspace grows to
-/// about 28 bytes per draw unweighted (one split buffer serves the z-scores, the split draws
-/// and the FFT's summed power spectrum in turn), and for a weighted view to 8 per draw (the
-/// z table) plus 28 per entry: the view is never expanded and its split chains are
-/// generated window by window from one value per entry (stored only up to 2^18 split
-/// draws, 2 MiB, where that is cheaper: detail::stored_split_limit); the ESS keeps only the
-/// L lags it sums directly. Once the FFT is used, about 32 bytes per draw of a split chain
-/// more (its input and spectrum; weighted, 40 with the summed power spectrum). The workspace
-/// is kept for the next call (release it with release_diagnostics_workspace();
-/// diagnostics_workspace_bytes() gives its size).
+/// about 24.5 bytes per draw unweighted (one split buffer serves the z-scores, the split
+/// draws and the FFT's summed power spectrum in turn; the z table of normal quantiles 4.5,
+/// the sort records 12), and for a weighted view to 4.5 per draw (the z table) plus 21 per
+/// entry (sort records 12, draws per entry 1, z-scores per entry 8): the view is never expanded and its split chains
+/// are generated window by window from one value per entry (stored only up to 2^18 split draws, 2 MiB, where that is
+/// cheaper: detail::stored_split_limit); the ESS keeps only the L lags it sums directly. Once the FFT is used, about 32
+/// bytes per draw of a split chain more (its input and spectrum; weighted, 40 with the summed power spectrum). The
+/// workspace is kept for the next call (release it with release_diagnostics_workspace(); diagnostics_workspace_bytes()
+/// gives its size).
 /// @param draws `[chains, draws]` row-major, optionally weighted (zero weights allowed); the
 ///        result is that of the expanded view, bit for bit.
 /// Thread-safe (the calling thread's workspace); never throws for non-finite or constant
@@ -127,11 +127,15 @@ DiagnosticSummary summarize(const DrawsView& draws);
 /// bit for bit, for any thread count; what `herd-diagnose` and herd-sample's post-processing
 /// use. `draws(q, buffer)` returns quantity q's view; it is called once per quantity, on the
 /// thread that summarizes it (concurrently with other calls when threads > 1), and may fill
-/// `buffer`, a vector of that thread's that the view may point into and that stays alive and
-/// untouched until summarize() has returned.
+/// `buffer`, a fresh vector of that thread's that the view may point into and that stays
+/// alive until summarize() has returned. A weighted view whose values are `buffer`'s (they
+/// start at buffer.data()) lends them: once they are read no more, summarize() overwrites
+/// them with its z-scores per entry, instead of holding a buffer of its own for them (8 bytes
+/// per entry); the results are the same.
 /// Memory: each thread holds its buffer and a workspace (see summarize(); the threads share
-/// one table of normal quantiles, 8 bytes per draw, instead of one each); the workers' are
-/// freed on return, the calling thread's workspace is kept (as by summarize).
+/// one table of normal quantiles, 4.5 bytes per draw, instead of one each; a lent buffer
+/// leaves 13 bytes per entry of a weighted view's workspace); the workers' are freed on
+/// return, the calling thread's workspace is kept (as by summarize).
 /// @returns the summaries in quantity order.
 /// @throws whatever `draws` or summarize() threw (the first observed).
 std::vector<DiagnosticSummary> summarize_all(
