@@ -578,13 +578,15 @@ TEST_CASE("the kernel's trial points and uniforms equal propose and acceptance_u
       o.seed = 1001 + static_cast<std::uint64_t>(d);
       DramSampler s(o, gauss);
       NullChainSink sink;
-      int checked[3] = {0, 0, 0};
+      int checked[4] = {0, 0, 0, 0};  // accepted at stage 1, 2, 3 (two delayed-rejection stages)
       for (int k = 0; k < 3000; ++k) {
         const DramState before = s.state();
         s.step(sink);
         const DramState& after = s.state();
         if (after.record_step != before.proposal_number + 1) continue;  // rejected
         const int st = after.record_stage;
+        REQUIRE(st >= 1);
+        REQUIRE(st <= stages + 1);
         std::vector<double> y(static_cast<std::size_t>(d));
         s.propose(before.proposal_number, st, before.point.data(), before.chol.data(), y.data());
         INFO("d " << d << " stages " << stages << " proposal " << k << " stage " << st);
