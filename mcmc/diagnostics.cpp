@@ -378,16 +378,13 @@ inline void store8(double* out, double v) {
 #endif
 }
 
-/// Writes w copies of v from out on, and returns out + w; a run of at most 4 (a compact
-/// state's usual weight) as 4 stores at once, so up to 3 values past the run are written too
-/// when out + 4 <= end (the caller writes them later). Cheaper than std::fill_n's loop for
-/// runs of a few values.
-inline double* fill_run(double* out, std::size_t w, double v, const double* end) {
-  if (w <= 4 && out + 4 <= end) {
-    out[0] = v;
-    out[1] = v;
-    out[2] = v;
-    out[3] = v;
+/// Writes w copies of v from out on and returns out + w: a run of at most 8 (nearly every
+/// state of a DRAM chain) as 8 stores at once, so up to 7 values past the run are written too
+/// when out + 8 <= end (the caller writes them later); no branch on the run's length, whose
+/// mispredictions cost more than the stores.
+inline double* fill_run8(double* out, std::size_t w, double v, const double* end) {
+  if (w <= 8 && out + 8 <= end) [[likely]] {
+    store8(out, v);
     return out + w;
   }
   return std::fill_n(out, w, v);
@@ -418,7 +415,7 @@ void for_each_verbose_chunk(const DrawsView& v, F&& f) {
     }
     while (left > 0) {
       const std::size_t take = std::min(left, kChunk - fill);
-      fill_run(buf.data() + fill, take, x[j], end);
+      fill_run8(buf.data() + fill, take, x[j], end);
       fill += take;
       left -= take;
       if (fill == kChunk) {
@@ -1965,20 +1962,6 @@ SplitSeries::Cursor SplitSeries::cursor(std::size_t c2, double mu) const {
   cur.slot_ = st.slot + (has_slot(st.j, st.t0) ? 1 : 0);
   return cur;
 }
-
-namespace {
-/// Writes w copies of v from out on and returns out + w: a run of at most 8 (nearly every
-/// state of a DRAM chain) as 8 stores at once, so up to 7 values past the run are written too
-/// when out + 8 <= end (the caller writes them later); no branch on the run's length, whose
-/// mispredictions cost more than the stores.
-inline double* fill_run8(double* out, std::size_t w, double v, const double* end) {
-  if (w <= 8 && out + 8 <= end) [[likely]] {
-    store8(out, v);
-    return out + w;
-  }
-  return std::fill_n(out, w, v);
-}
-}  // namespace
 
 template <SplitSeries::Kind K>
 void SplitSeries::Cursor::next_impl(double* out, std::size_t len) {
