@@ -106,40 +106,81 @@ void remove_stale_temporaries(const std::string& dir, const std::vector<std::str
   }
 }
 
-OutputPrefixLock::OutputPrefixLock(const std::string& prefix, const std::string& program) : path_(prefix + ".lock") {
+namespace {
+
+/// The refusal when another process holds `path`'s lock (fd: an open descriptor of it, for
+/// the holder's pid).
+InputError lock_in_use(int fd, const std::string& prefix, const std::string& program, const std::string& path) {
+  char buf[32] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+  while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+  long pid = 0;
+  try {
+    pid = holder.empty() ? 0 : std::stol(holder);
+  } catch (const std::exception&) {
+    pid = 0;
+  }
+  if (pid > 0 && !process_alive(pid))
+    return InputError(
+        fmt::format("output_prefix \"{}\" is in use by another {} run (its rank 0, pid {}, has "
+                    "ended; other processes of that run still hold the lock file \"{}\"): wait for "
+                    "them to end or stop them, or choose another output_prefix",
+                    prefix, program, holder, path));
+  return InputError(
+      fmt::format("output_prefix \"{}\" is in use by another {} run (pid {}, lock file \"{}\"); wait "
+                  "for it to finish or choose another output_prefix",
+                  prefix, program, holder.empty() ? std::string("?") : holder, path));
+}
+
+/// Opens `path` for locking: no links, one name. Returns -1 for a missing file when
+/// `create` is false.
+int open_lock_file(const std::string& path, bool create) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ENOENT && !create) return -1;
+    if (e == ELOOP && is_link(path)) throw InputError(link_message(path));
+    throw IoError(
+        fmt::format("cannot {} the lock file \"{}\": {}", create ? "create" : "open", path, std::strerror(e)));
+  }
+  struct stat a {};
+  if (::fstat(fd, &a) != 0 || !S_ISREG(a.st_mode) || a.st_nlink > 1) {
+    ::close(fd);
+    throw InputError(
+        fmt::format("the lock file \"{}\" is not a plain file of its own (another name links to it); "
+                    "herd does not write through links: remove it or choose another output_prefix",
+                    path));
+  }
+  return fd;
+}
+
+/// True when `fd` is still the file at `path` (not replaced or removed since it was opened).
+bool same_file(int fd, const std::string& path) {
+  struct stat a {
+  }, b{};
+  return ::fstat(fd, &a) == 0 && ::lstat(path.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
+}  // namespace
+
+OutputPrefixLock::OutputPrefixLock(const std::string& prefix, const std::string& program)
+    : path_(prefix + ".lock"), prefix_(prefix), program_(program) {
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      const int e = errno;
-      if (e == ELOOP && is_link(path_)) throw InputError(link_message(path_));
-      throw IoError(fmt::format("cannot create the lock file \"{}\": {}", path_, std::strerror(e)));
-    }
-    struct stat a {};
-    if (::fstat(fd, &a) != 0 || !S_ISREG(a.st_mode) || a.st_nlink > 1) {
-      ::close(fd);
-      throw InputError(
-          fmt::format("the lock file \"{}\" is not a plain file of its own (another name links to it); "
-                      "herd does not write through links: remove it or choose another output_prefix",
-                      path_));
-    }
+    const int fd = open_lock_file(path_, true);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
-      char buf[32] = {};
-      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-      ::close(fd);
-      if (err != EWOULDBLOCK && err != EINTR)
+      if (err != EWOULDBLOCK && err != EINTR) {
+        ::close(fd);
         throw IoError(fmt::format("cannot lock \"{}\": {}", path_, std::strerror(err)));
-      std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("?");
-      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-      throw InputError(
-          fmt::format("output_prefix \"{}\" is in use by another {} run (pid {}, lock file "
-                      "\"{}\"); wait for it to finish or choose another output_prefix",
-                      prefix, program, holder, path_));
+      }
+      InputError refusal = lock_in_use(fd, prefix, program, path_);
+      ::close(fd);
+      throw refusal;
     }
     // The holder may have removed the file between our open and flock: then the lock is on
     // an unlinked inode, and a third run could lock a new file. Retry until they agree.
-    struct stat b {};
-    if (::lstat(path_.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
+    if (same_file(fd, path_)) {
       const std::string pid = std::to_string(static_cast<long>(::getpid())) + "\n";
       if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
         // The pid is only for the message; the lock itself holds.
@@ -152,9 +193,49 @@ OutputPrefixLock::OutputPrefixLock(const std::string& prefix, const std::string&
   throw IoError(fmt::format("cannot lock \"{}\": it keeps being replaced", path_));
 }
 
+void OutputPrefixLock::share() {
+  if (shared_ || fd_ < 0) return;
+  if (::flock(fd_, LOCK_SH | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK && err != EINTR)
+      throw IoError(fmt::format("cannot share the lock \"{}\": {}", path_, std::strerror(err)));
+    InputError refusal = lock_in_use(fd_, prefix_, program_, path_);
+    ::close(fd_);  // the lock went to the other run: never remove its file
+    fd_ = -1;
+    throw refusal;
+  }
+  shared_ = true;
+}
+
+std::unique_ptr<OutputPrefixLock> OutputPrefixLock::join(const std::string& prefix, const std::string& program) {
+  std::string path = prefix + ".lock";
+  const int fd = open_lock_file(path, false);
+  if (fd < 0) return nullptr;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK && err != EINTR) {
+      ::close(fd);
+      throw IoError(fmt::format("cannot lock \"{}\": {}", path, std::strerror(err)));
+    }
+    InputError refusal = lock_in_use(fd, prefix, program, path);
+    ::close(fd);
+    throw refusal;
+  }
+  std::unique_ptr<OutputPrefixLock> lock(new OutputPrefixLock(Joined{}, std::move(path)));
+  lock->prefix_ = prefix;
+  lock->program_ = program;
+  lock->fd_ = fd;
+  lock->shared_ = true;
+  return lock;
+}
+
 OutputPrefixLock::~OutputPrefixLock() {
   if (fd_ < 0) return;
-  ::unlink(path_.c_str());  // while still held: a waiting run sees the inode change and retries
+  // The last holder removes the file, while still holding it exclusively (a waiting run sees
+  // the inode change and retries). A holder that cannot get it exclusively leaves the file
+  // to the others (flock converts by releasing first, so the lock may be gone already).
+  const bool last = !shared_ || ::flock(fd_, LOCK_EX | LOCK_NB) == 0;
+  if (last && same_file(fd_, path_)) ::unlink(path_.c_str());
   ::close(fd_);
 }
 

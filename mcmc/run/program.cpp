@@ -409,8 +409,9 @@ struct ProgramRun {
   bool custom = false;         ///< `in.run` runs instead of run_paradram (a batched run)
   bool recorded = false;       ///< a restart record is read and written
   bool checkpointing = false;  ///< recorded, with checkpoint settings
-  /// Rank 0 holds an exclusive lock on <prefix>.lock for the whole run: a second run of the
-  /// same prefix (which would share the restart record) is refused.
+  /// The lock on <prefix>.lock for the whole run: a second run of the same prefix (which
+  /// would share the restart record) is refused. Rank 0 takes it; with several ranks it is
+  /// shared and every rank joins it, so that it stays held while any rank of this run lives.
   std::unique_ptr<OutputPrefixLock> prefix_lock;
   fs::path made_parent;  ///< rank 0: the output folder this run made (removed again on refusal)
   RestartStatus status = RestartStatus::kFresh;
@@ -436,9 +437,20 @@ struct ProgramRun {
     std::fflush(stderr);
   }
 
-  /// A refusal on rank 0 (or on any rank): nothing of this run is left behind; returns 2.
-  int refuse() {
+  /// Releases the prefix lock on every rank, rank 0 last (collective), so that rank 0 finds
+  /// itself the last holder and removes the lock file.
+  void release_lock() {
+    if (size > 1) {
+      if (rank != 0) prefix_lock.reset();
+      comm.barrier();
+    }
     prefix_lock.reset();
+  }
+
+  /// A refusal on rank 0 (or on any rank; collective): nothing of this run is left behind;
+  /// returns 2.
+  int refuse() {
+    release_lock();
     std::error_code ec;
     if (!made_parent.empty()) fs::remove(made_parent, ec);  // only when still empty: nothing earlier is touched
     return 2;
@@ -500,6 +512,7 @@ bool settle_restart(ProgramRun& p) {
         p.made_parent = parent;
       }
       p.prefix_lock = std::make_unique<OutputPrefixLock>(specs.output_prefix, p.program);
+      if (p.size > 1) p.prefix_lock->share();  // the other ranks join it below
       std::uint64_t seed = specs.random_seed;
       const RestartStatus st = !p.recorded
                                    ? RestartStatus::kFresh
@@ -521,7 +534,17 @@ bool settle_restart(ProgramRun& p) {
   }
   specs.random_seed = static_cast<std::uint64_t>(dec[2]);
   p.status = static_cast<RestartStatus>(dec[1]);
-  return true;
+  // Every rank holds the lock too: a rank that lives on after its job was killed (mpiexec
+  // alone) keeps a new run of the prefix from starting while it may still write.
+  std::string join_err;
+  if (p.rank != 0) {
+    try {
+      p.prefix_lock = OutputPrefixLock::join(specs.output_prefix, p.program);
+    } catch (const std::exception& e) {
+      join_err = error_text(e, "preparing the outputs");
+    }
+  }
+  return p.size == 1 || !p.any_failed(join_err);
 }
 
 /// 3b. Code the input names (a plugin library: its constructors run when it is loaded) is
@@ -673,6 +696,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   const bool quiet = p.in.options.quiet || p.in.specs.silent_mode || p.rank != 0;
   if (p.status == RestartStatus::kComplete) {
     report_complete(p, quiet);
+    p.release_lock();
     return 0;
   }
   if (!quiet) print_start(p);
@@ -680,6 +704,7 @@ int run_sampler_program(Communicator& comm, const std::function<SamplerProgramIn
   start_watchdog(p);
   if (!run(p)) return 1;
   finish(p);
+  p.release_lock();
   return 0;
 }
 

@@ -711,12 +711,14 @@ TEST_CASE("herd-sample: a second run of an output prefix in use is refused", "[a
   const int fd = ::open((dir / "out/run.lock").c_str(), O_RDWR | O_CREAT, 0644);
   REQUIRE(fd >= 0);
   REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
-  REQUIRE(::write(fd, "4242\n", 5) == 5);
+  const std::string me = std::to_string(::getpid());  // the holder's pid, alive
+  REQUIRE(::write(fd, (me + "\n").data(), me.size() + 1) == static_cast<ssize_t>(me.size() + 1));
   const Run r = run(dir, "run.toml");
   INFO(r.err);
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Contains("herd-sample: error: output_prefix \"out/run\" is in use by another herd-sample run "
-                             "(pid 4242, lock file \"out/run.lock\")"));
+                             "(pid " +
+                             me + ", lock file \"out/run.lock\")"));
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   CHECK_FALSE(fs::exists(dir / "out/run.h5"));
   ::close(fd);  // released: the run goes ahead and removes the lock file at the end

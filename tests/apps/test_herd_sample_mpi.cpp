@@ -4,14 +4,22 @@
 // restart record resumes, refuses another input, and reports a completed run.
 // The test itself is one process; it starts herd-sample through mpiexec (MPICH).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -137,6 +145,8 @@ TEST_CASE("herd-sample multi_chain: -n 1 x 4, -n 2 x 2 and -n 4 x 1 give bit-ide
     }
   }
   CHECK_FALSE(fs::exists(dir / "n0" / "run_chain.txt"));
+  // Every rank held the prefix lock; released in order, the last holder removed its file.
+  for (const char* n : {"n0", "n2", "n4"}) CHECK_FALSE(fs::exists(dir / n / "run.lock"));
   // The chains differ from each other.
   CHECK(slurp(dir / "n0" / "run_process_1_chain.txt") != slurp(dir / "n0" / "run_process_2_chain.txt"));
   check_same_h5(dir / "n0" / "run.h5", dir / "n2" / "run.h5");
@@ -242,4 +252,64 @@ TEST_CASE("herd-sample restart: another input is refused, the same resumes, a co
   const Run fresh = sample(dir, 0, "run.toml --quiet --output x/run --set overwrite=true --set chain_size=21000");
   CHECK(fresh.rc == 0);
   CHECK(slurp(dir / "x" / "run_chain.txt") != slurp(dir / "ref" / "run_chain.txt"));
+}
+
+TEST_CASE("herd-sample: a prefix whose lock a rank of an earlier run still holds is refused", "[apps][mcmc][mpi]") {
+  // After `mpiexec` alone is killed, its ranks may live on for a while and write their restart
+  // records. Every rank joins rank 0's lock, so a new run is refused until the last one ends.
+  // Here the test holds the shared lock such a rank would hold; the pid in the file (rank 0's)
+  // has ended.
+  const auto dir = workdir("rank_lock");
+  write(dir / "run.toml", std::string(kToml) + "\n");
+  fs::create_directories(dir / "out");
+  const int fd = ::open((dir / "out/run.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_SH | LOCK_NB) == 0);
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  REQUIRE(::waitpid(gone, nullptr, 0) == gone);
+  const std::string pid = std::to_string(gone) + "\n";
+  REQUIRE(::write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size()));
+  const std::string args = "run.toml --quiet --set parallelization_model=multi_chain --output out/run";
+  const Run r = sample(dir, 2, args);
+  INFO(r.err);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("output_prefix \"out/run\" is in use by another herd-sample run (its rank 0, pid " +
+                             std::to_string(gone) +
+                             ", has ended; other processes of that run still hold the lock "
+                             "file \"out/run.lock\")"));
+  CHECK_FALSE(fs::exists(dir / "out/run.h5"));
+  ::close(fd);  // the last rank of the earlier run ended
+  // While the run goes, both ranks hold the lock (shared): /proc/locks lists one FLOCK READ
+  // entry per process on the lock file's inode.
+  std::set<std::string> holders;
+  std::atomic<bool> done{false};
+  Run ok;
+  std::thread job([&] {
+    ok = sample(dir, 2, args + " --set chain_size=400000");
+    done = true;
+  });
+  while (!done && holders.size() < 2) {
+    struct stat st {};
+    if (::stat((dir / "out/run.lock").c_str(), &st) == 0) {
+      std::string inode(1, ':');  // maj:min:inode, then a space
+      inode.append(std::to_string(st.st_ino)).push_back(' ');
+      std::ifstream locks("/proc/locks");
+      std::set<std::string> now;
+      for (std::string line; std::getline(locks, line);) {
+        std::istringstream in(line);
+        std::string id, kind, advisory, mode, pid;
+        in >> id >> kind >> advisory >> mode >> pid;
+        if (kind == "FLOCK" && mode == "READ" && line.find(inode) != std::string::npos) now.insert(pid);
+      }
+      holders.insert(now.begin(), now.end());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  job.join();
+  INFO(ok.err);
+  CHECK(ok.rc == 0);
+  CHECK(holders.size() == 2);
+  CHECK(fs::exists(dir / "out/run.h5"));
+  CHECK_FALSE(fs::exists(dir / "out/run.lock"));
 }

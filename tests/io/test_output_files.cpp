@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,6 +104,60 @@ TEST_CASE("OutputPrefixLock: exclusive, refuses linked lock files, removed at re
   fs::create_hard_link(d / "victim", d / "run.lock");
   CHECK_THROWS_WITH(herd::io::OutputPrefixLock(prefix), Contains("run.lock") && Contains("links to it"));
   CHECK(slurp(d / "victim") == "precious");
+}
+
+TEST_CASE("OutputPrefixLock: shared by the processes of one run, removed by the last holder", "[io][files]") {
+  // flock locks belong to open files, so separate lock objects in this process stand for the
+  // ranks of one run and for a second run.
+  const fs::path d = fresh("lock_shared");
+  const std::string prefix = (d / "run").string();
+  CHECK(herd::io::OutputPrefixLock::join(prefix, "herd-test") == nullptr);  // nothing to join
+  auto rank0 = std::make_unique<herd::io::OutputPrefixLock>(prefix, "herd-test");
+  // Exclusive until shared: another rank cannot join yet.
+  CHECK_THROWS_WITH(herd::io::OutputPrefixLock::join(prefix, "herd-test"), Contains("in use by another herd-test run"));
+  rank0->share();
+  rank0->share();  // idempotent
+  auto rank1 = herd::io::OutputPrefixLock::join(prefix, "herd-test");
+  REQUIRE(rank1 != nullptr);
+  CHECK(rank1->path() == prefix + ".lock");
+  auto rank2 = herd::io::OutputPrefixLock::join(prefix, "herd-test");
+  REQUIRE(rank2 != nullptr);
+  // A new run is refused while any of them holds it, rank 0 included or not.
+  CHECK_THROWS_WITH(herd::io::OutputPrefixLock(prefix, "herd-test"),
+                    Contains("in use by another herd-test run (pid " + std::to_string(::getpid())));
+  rank0.reset();  // rank 0 ended first (killed, or released out of order): the file stays
+  CHECK(fs::exists(d / "run.lock"));
+  CHECK_THROWS_WITH(herd::io::OutputPrefixLock(prefix, "herd-test"), Contains("in use by another herd-test run"));
+  rank1.reset();
+  CHECK(fs::exists(d / "run.lock"));
+  CHECK_THROWS(herd::io::OutputPrefixLock(prefix, "herd-test"));
+  rank2.reset();  // the last holder removes it
+  CHECK_FALSE(fs::exists(d / "run.lock"));
+  {
+    // Released in order (the others, then rank 0): rank 0 is the last and removes the file.
+    herd::io::OutputPrefixLock a(prefix, "herd-test");
+    a.share();
+    auto b = herd::io::OutputPrefixLock::join(prefix, "herd-test");
+    REQUIRE(b != nullptr);
+    b.reset();
+    CHECK(fs::exists(d / "run.lock"));
+  }
+  CHECK_FALSE(fs::exists(d / "run.lock"));
+  // The pid in the file has ended while another process still holds the lock: the message
+  // says so instead of naming a live run.
+  const long gone = dead_pid();
+  write(d / "run.lock", std::to_string(gone) + "\n");
+  {
+    const int fd = ::open((d / "run.lock").c_str(), O_RDWR);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_SH | LOCK_NB) == 0);
+    CHECK_THROWS_WITH(herd::io::OutputPrefixLock(prefix, "herd-test"),
+                      Contains("its rank 0, pid " + std::to_string(gone) + ", has ended") &&
+                          Contains("other processes of that run still hold the lock file"));
+    ::close(fd);
+  }
+  { const herd::io::OutputPrefixLock taken_over(prefix, "herd-test"); }
+  CHECK_FALSE(fs::exists(d / "run.lock"));
 }
 
 TEST_CASE("check_folder_writable and remove_stale_temporaries", "[io][files]") {

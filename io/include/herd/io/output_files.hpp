@@ -10,6 +10,7 @@
 /// None is collective (the caller decides which rank writes).
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,33 +49,63 @@ void check_folder_writable(const std::string& dir, const std::string& what);
 /// links and folders are never followed. Errors are ignored (cleanup is best effort).
 void remove_stale_temporaries(const std::string& dir, const std::vector<std::string>& names);
 
-/// An exclusive advisory lock (flock(2), LOCK_EX | LOCK_NB) on `<prefix>.lock`, held while
-/// the object lives, so that two runs of one output prefix cannot run at once (they would
-/// write the same files, and the second would append to the first's restart record). The
-/// lock file holds the holder's pid (for the message) and is removed when the lock is
-/// released; a lock file left by a killed run is taken over (flock is released by the
-/// kernel when its holder dies). The lock file is opened with `O_NOFOLLOW` and must have
-/// one name (a symbolic or hard link at `<prefix>.lock` is refused, never written through).
-/// Not thread-safe (one owner); not collective (one rank takes it).
+/// An advisory lock (flock(2)) on `<prefix>.lock`, held while the object lives, so that two
+/// runs of one output prefix cannot run at once (they would write the same files, and the
+/// second would append to the first's restart record). The lock file holds the taker's pid
+/// (for the message) and is removed when the last holder releases it; a lock file left by a
+/// killed run is taken over (flock is released by the kernel when its holder dies). The lock
+/// file is opened with `O_NOFOLLOW` and must have one name (a symbolic or hard link at
+/// `<prefix>.lock` is refused, never written through).
+///
+/// One process takes it (exclusive); a run of several processes (MPI ranks) shares it: rank 0
+/// takes it and calls `share()`, then every other rank `join`s it, so that a new run is
+/// refused while any process of the earlier one still runs (after `mpiexec` alone was
+/// killed, its ranks may live on for a while and write their restart records). A new run
+/// can only take the lock exclusively, so it is refused as long as one holder remains.
+/// Release: the holder that finds itself the last (it can turn its shared lock into an
+/// exclusive one) removes the file; a run that releases its ranks in order (the others, a
+/// barrier, then rank 0) leaves no file behind.
+/// Not thread-safe (one owner per object); not collective (each process takes its own).
 class OutputPrefixLock {
  public:
-  /// Takes the lock for `prefix`; the prefix's folder must exist. `program` names the kind
-  /// of run in the message (e.g. "herd-sample").
+  /// Takes the lock exclusively for `prefix`; the prefix's folder must exist. `program` names
+  /// the kind of run in the message (e.g. "herd-sample").
   /// @throws herd::InputError "output_prefix \"P\" is in use by another PROGRAM run (pid N,
-  ///   lock file P.lock)" when another process holds it, or for a link at `P.lock`;
-  ///   herd::IoError when the lock file cannot be created (e.g. a read-only folder).
+  ///   lock file P.lock)" when another process holds it (shared or exclusive; when the pid in
+  ///   the file has ended, the message says that other processes of that run still hold it),
+  ///   or for a link at `P.lock`; herd::IoError when the lock file cannot be created (e.g. a
+  ///   read-only folder).
   explicit OutputPrefixLock(const std::string& prefix, const std::string& program = "herd");
-  /// Removes the lock file and releases the lock.
+  /// Releases the lock; removes the lock file when no other process holds it.
   ~OutputPrefixLock();
   OutputPrefixLock(const OutputPrefixLock&) = delete;
   OutputPrefixLock& operator=(const OutputPrefixLock&) = delete;
+
+  /// Turns the exclusive lock into a shared one, so that the other processes of this run can
+  /// `join` it. flock(2) converts by releasing and re-taking, so a new run that tries at that
+  /// instant may win the lock instead.
+  /// @throws herd::InputError (the message of the constructor) when another run took the lock
+  ///   in between; herd::IoError on another flock failure.
+  void share();
+
+  /// Another process of the run that holds the lock for `prefix` (shared, see `share`) takes
+  /// a shared lock on the same file. Returns nullptr when `<prefix>.lock` does not exist here
+  /// (a process whose node does not see the output folder of the taker).
+  /// @throws herd::InputError when the lock is held exclusively (a new run took it) or the
+  ///   file is a link; herd::IoError on another failure.
+  static std::unique_ptr<OutputPrefixLock> join(const std::string& prefix, const std::string& program = "herd");
 
   /// The lock file, `<prefix>.lock`.
   const std::string& path() const noexcept { return path_; }
 
  private:
+  struct Joined {};
+  OutputPrefixLock(Joined, std::string path) : path_(std::move(path)) {}
+
   std::string path_;
+  std::string prefix_, program_;
   int fd_ = -1;
+  bool shared_ = false;
 };
 
 }  // namespace herd::io
