@@ -1527,50 +1527,67 @@ namespace {
 /// piece_lags_stored of the m centred chains that fill(c, t0, k, out) writes piece by piece
 /// (the k <= P values [t0, t0 + k) of chain c to out; called for t0 = 0, P, 2P, ... of
 /// chain 0, then of chain 1, ...: in order, so a generated series can be read by a cursor).
+/// `pass` is the previous pass's piece length (0: none) on entry, this pass's on return.
 template <class Fill>
-const double* piece_lags(std::size_t m, std::size_t n, std::size_t lag, Workspace& ws, Fill&& fill,
-                         std::size_t* valid) {
-  const std::size_t p = piece_length(lag, n);
-  const std::size_t len = 2 * p, half = p + 1;
-  RealFft& fft = ws.piece_transform(len);
+const double* piece_lags(std::size_t m, std::size_t n, std::size_t lag, Workspace& ws, Fill&& fill, std::size_t* valid,
+                         std::size_t& pass) {
+  const std::size_t p = piece_length(lag, pass);
+  pass = p;
+  // Pieces of more than n / 2 (two or one): the whole chains, zero-padded to fft_length(2 n)
+  // points (fewer than 4p), cost less.
+  const bool whole = 2 * p > n;
+  const std::size_t len = whole ? fft_length(2 * n) : 2 * p, half = len / 2 + 1;
+  RealFft& fft = whole ? ws.fft : ws.piece_transform(len);
+  if (whole) fft.prepare(len);
   double* r = fft.real();
   std::complex<double>* spec = fft.spectrum();
-  ws.lag_spec.assign(2 * half, {});
+  ws.lag_spec.assign(whole ? half : 2 * half, {});
   std::complex<double>* acc = ws.lag_spec.data();  // summed cross spectra
-  std::complex<double>* prev = acc + half;         // the chain's previous piece's spectrum
+  std::complex<double>* prev = acc + half;         // the chain's previous piece's spectrum (not whole)
+  const std::size_t step = whole ? n : p;
   for (std::size_t c = 0; c < m; ++c) {
-    for (std::size_t t0 = 0; t0 < n; t0 += p) {
-      const std::size_t k = std::min(p, n - t0);
+    for (std::size_t t0 = 0; t0 < n; t0 += step) {
+      const std::size_t k = std::min(step, n - t0);
       fill(c, t0, k, r);
       std::fill(r + k, r + len, 0.0);
       fft.forward();
+      // Written out in real arithmetic (each operation rounded once, in this order, however
+      // the loops are vectorised): conj(a) b = (ar br + ai bi) + i (ar bi - ai br), |b|^2 =
+      // br^2 + bi^2.
       if (t0 > 0) {
         // Piece j (prev) against piece j + 1 shifted by P = len / 2 points: (-1)^f.
-        for (std::size_t f = 0; f < half; f += 2) acc[f] += std::conj(prev[f]) * spec[f];
-        for (std::size_t f = 1; f < half; f += 2) acc[f] -= std::conj(prev[f]) * spec[f];
+        for (std::size_t f = 0; f < half; ++f) {
+          const double ar = prev[f].real(), ai = prev[f].imag(), br = spec[f].real(), bi = spec[f].imag();
+          const double re = ar * br + ai * bi, im = ar * bi - ai * br;
+          acc[f] += f % 2 == 0 ? std::complex<double>(re, im) : std::complex<double>(-re, -im);
+        }
       }
-      for (std::size_t f = 0; f < half; ++f) acc[f] += std::norm(spec[f]);
-      std::copy(spec, spec + half, prev);
+      for (std::size_t f = 0; f < half; ++f) {
+        const double br = spec[f].real(), bi = spec[f].imag();
+        acc[f] += br * br + bi * bi;
+      }
+      if (!whole) std::copy(spec, spec + half, prev);
     }
   }
   std::copy(acc, acc + half, spec);
   fft.inverse();
-  *valid = std::min(n, p + 1);
+  *valid = whole ? n : p + 1;
   const double scale = 1.0 / (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(len));
   for (std::size_t k = 0; k < *valid; ++k) r[k] *= scale;
   return r;
 }
 }  // namespace
 
-std::size_t piece_length(std::size_t lag, std::size_t n) {
-  return std::min(std::bit_ceil(std::max<std::size_t>(4 * (lag + 1), 1024)), std::bit_ceil(n));
+std::size_t piece_length(std::size_t lag, std::size_t prev) {
+  return std::bit_ceil(std::max({4 * (lag + 1), std::size_t{1024}, 16 * prev}));
 }
 
 const double* piece_lags_stored(const double* y, std::size_t m, std::size_t n, std::size_t lag, Workspace& ws,
-                                std::size_t* valid) {
+                                std::size_t* valid, std::size_t prev) {
   return piece_lags(
       m, n, lag, ws,
-      [&](std::size_t c, std::size_t t0, std::size_t k, double* out) { std::copy_n(y + c * n + t0, k, out); }, valid);
+      [&](std::size_t c, std::size_t t0, std::size_t k, double* out) { std::copy_n(y + c * n + t0, k, out); }, valid,
+      prev);
 }
 
 RealFft& Workspace::piece_transform(std::size_t len) {
@@ -1697,6 +1714,7 @@ double ess_centred(const double* y, double* writable, std::size_t m, std::size_t
   // give or take 15).
   ws.acov.clear();
   std::size_t have = 0, done = 0;
+  std::size_t pass = 0;  // the last FFT pass's piece length
   const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   const std::size_t cap = direct_lag_cap(m, n);
@@ -1728,7 +1746,7 @@ double ess_centred(const double* y, double* writable, std::size_t m, std::size_t
             const double* yc = y + c * n + t0;
             for (std::size_t t = 0; t < k; ++t) r[t] = yc[t] - mu;
           },
-          &done);
+          &done, pass);
       have = done;
     }
     return acov;
@@ -1818,6 +1836,7 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
   };
   ws.acov.clear();  // lags [0, have), grown block by block up to kBitLags; then the FFT's
   std::size_t have = 0;
+  std::size_t pass = 0;  // the last FFT pass's piece length
   const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   return geyer_ess(m, n, ws, [&](std::size_t lag) {
@@ -1865,7 +1884,7 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
             const std::uint64_t* bc = bits + c * wpc;
             for (std::size_t t = t0; t < t0 + k; ++t) r[t - t0] = (bc[t / 64] >> (t % 64)) & 1U ? a : b;
           },
-          &have);
+          &have, pass);
     }
     return acov;
   });
@@ -2264,6 +2283,7 @@ double ess_series_centred(const SplitSeries& s, Workspace& ws, double* sq_sums =
   const std::size_t m = s.chains(), n = s.length();
   ws.acov.clear();
   std::size_t done = 0;
+  std::size_t pass = 0;  // the last FFT pass's piece length
   const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   const std::size_t direct = std::min(n, (direct_lag_cap(m, n) + kLagBlock - 1) / kLagBlock * kLagBlock);
@@ -2289,7 +2309,7 @@ double ess_series_centred(const SplitSeries& s, Workspace& ws, double* sq_sums =
             if (t0 == 0) cur = s.cursor(c, ws.means[c]);
             cur.next(r, k);
           },
-          &done);
+          &done, pass);
     }
     return acov;
   });

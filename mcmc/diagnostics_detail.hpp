@@ -261,7 +261,7 @@ class SplitSeries {
 
 /// Scratch buffers and FFT plans, one per thread.
 struct Workspace {
-  RealFft fft;  // autocovariance_fft's transform of a whole series (autocorrelation)
+  RealFft fft;  // a transform of whole series: autocovariance_fft's, piece_lags_stored's of one piece
   /// The ESS's piecewise transforms (piece_lags), one per power-of-two length 2^i (empty until
   /// used), so that a length planned once is kept for the next series.
   std::array<RealFft, 48> piece_fft;
@@ -330,24 +330,30 @@ bool is_constant(const double* x, std::size_t n);
 /// Biased (divisor n) autocovariance of one series at lags 0..n-1 by FFT, into `out` (size n).
 void autocovariance_fft(const double* x, std::size_t n, double* out, Workspace& ws);
 
-/// The piece length P of piece_lags for a request of lag `lag` < n: the power of two at
-/// least 4 (lag + 1) and 1024, but no more than the power of two at least n (one piece).
-std::size_t piece_length(std::size_t lag, std::size_t n);
+/// The piece length P of the ESS's FFT pass (piece_lags_stored) for a request of lag `lag`:
+/// the power of two at least 4 (lag + 1), 1024 and 16 `prev` (the previous pass's P, 0 for
+/// the first pass: a sequence that outlasts a pass grows the pieces 16-fold, so a few
+/// passes at most).
+std::size_t piece_length(std::size_t lag, std::size_t prev);
 
 /// The chain-averaged autocovariance (divisor m n) of m centred chains stored [m, n]
-/// (row-major) at lags [0, *valid), *valid = min(n, P + 1) > lag (P = piece_length(lag, n)),
-/// by FFT in pieces, as the ESS takes the lags past its directly summed ones: each chain is
-/// read in pieces of P values, in order, each piece zero-padded to 2P points and transformed
-/// once (real-to-complex, ws.piece_transform(2P)); the sum over chains and pieces j of
-/// conj(X_j) X_j + (-1)^f conj(X_j) X_{j+1} (at frequency f: piece j+1 shifted by P points) is
-/// the spectrum of sum_{t < n - k} x_t x_{t+k} at every lag k <= P, and one inverse transform
-/// gives them. Memory: the transform's 2P doubles and P + 1 complex, ws.lag_spec's 2 (P + 1)
-/// complex: 64 P bytes (P >= 4 (lag + 1): 256 bytes or more per lag), whatever n. CPU: m n / P
-/// transforms of 2P points and one inverse. Rounding: not that of the direct sums (a lag's
-/// last bits differ; about 1e-15 of lag 0 on the tests' series). Returns the lags (the
-/// transform's real buffer: valid until ws's next transform of that length). n >= 1.
+/// (row-major) at lags [0, *valid), *valid > lag, by FFT in pieces, as the ESS takes the lags
+/// past its directly summed ones. With P = piece_length(lag, prev) and 2P <= n, each chain
+/// is read in pieces of P values, in order, each piece zero-padded to 2P points and
+/// transformed once (real-to-complex, ws.piece_transform(2P)); the sum over chains and
+/// pieces j of conj(X_j) X_j + (-1)^f conj(X_j) X_{j+1} (at frequency f: piece j+1 shifted by
+/// P points) is the spectrum of sum_{t < n - k} x_t x_{t+k} at every lag k <= P, and one
+/// inverse transform gives them: *valid = P + 1. When 2P > n (two pieces or one), each chain
+/// is one piece zero-padded to fft_length(2 n) points (ws.fft, which costs less): *valid = n.
+/// Memory: the transform's 2P doubles and P + 1 complex, ws.lag_spec's 2 (P + 1) complex:
+/// 64 P bytes (P >= 4 (lag + 1): 256 bytes or more per lag), whatever n (one piece: 24 bytes
+/// per point of fft_length(2 n) < 4P). CPU: m n / P transforms of 2P points and one inverse
+/// (a pass costs about as much as 150 to 300 lags summed directly for P = 1024 to 65536). Rounding: not
+/// that of the direct sums (a lag's last bits differ; about 1e-15 of lag 0 on the tests'
+/// series). Returns the lags (the transform's real buffer: valid until ws's next transform of
+/// that length). n >= 1.
 const double* piece_lags_stored(const double* y, std::size_t m, std::size_t n, std::size_t lag, Workspace& ws,
-                                std::size_t* valid);
+                                std::size_t* valid, std::size_t prev = 0);
 
 /// ESS of m chains of n draws stored contiguously ([m, n] row-major), posterior's `.ess`.
 /// NaN when n < 3, a value is non-finite or the values are constant; `checked` = true

@@ -329,12 +329,17 @@ double geyer_ess_reference(const std::vector<double>& means, std::size_t n,
 TEST_CASE("FFT in pieces: every lag within 1e-12 of lag 0 of the direct sum in long double", "[mcmc]") {
   // piece_lags_stored at requests from the ESS's switch (a few hundred lags) to a few
   // thousand: pieces of P = 1024 to 32768 values (4 (lag + 1) rounded up to a power of two),
-  // one piece when P >= n; lags checked at 0, 1, the request, the last valid one (P) and
-  // every 97th between. The error of the transforms (pieces summed in the spectrum) is about
-  // 1e-16 to 1e-15 of lag 0 here; a lag wrapped around a piece or a piece's cross term left
-  // out (or given the wrong sign) would be off by a whole product sum.
+  // two pieces exactly (2^16 values, P = 2^15), the whole chains when 2P > n; lags checked at
+  // 0, 1, the request, the last valid one and every 97th between. The error of the transforms (pieces summed in the
+  // spectrum) is about 1e-16 to 1e-15 of lag 0 here; a lag wrapped around a piece or a piece's cross term left out (or
+  // given the wrong sign) would be off by a whole product sum.
   namespace d = herd::mcmc::detail;
   d::Workspace& ws = d::workspace();
+  // 4 (lag + 1) rounded up, at least 1024, a later pass 16 times the last one's pieces.
+  CHECK(d::piece_length(160, 0) == 1024);
+  CHECK(d::piece_length(425, 0) == 2048);
+  CHECK(d::piece_length(1025, 1024) == 16384);
+  CHECK(d::piece_length(8193, 2048) == 65536);
   for (LagSeries& s : long_memory_series()) {
     centre_chains(s.y, s.m, s.n);
     for (const std::size_t lag : {160u, 425u, 1500u, 5000u}) {
@@ -342,8 +347,8 @@ TEST_CASE("FFT in pieces: every lag within 1e-12 of lag 0 of the direct sum in l
       INFO(s.name << ", lag " << lag);
       std::size_t valid = 0;
       const double* got = d::piece_lags_stored(s.y.data(), s.m, s.n, lag, ws, &valid);
-      const std::size_t p = d::piece_length(lag, s.n);
-      CHECK(valid == std::min(s.n, p + 1));
+      const std::size_t p = d::piece_length(lag, 0);
+      CHECK(valid == (2 * p > s.n ? s.n : p + 1));
       REQUIRE(valid > lag);
       std::vector<std::size_t> ks{0, 1, lag, valid - 1};
       for (std::size_t k = 2; k < valid; k += 97) ks.push_back(k);
@@ -1634,8 +1639,9 @@ TEST_CASE("summarize's scratch with the FFT: pieces of a few times the lags, no 
   // summed lags, so the ESS takes its lags from the FFT in pieces), 1 chain, a weighted view
   // of K states of weights 1..5 (S = 3 K draws; 2 split chains of h = S / 2). The workspace
   // holds what the test above counts (4.5 bytes per draw, 21 per state) plus the piece
-  // transforms (64 P bytes for pieces of P values, P a few times the lags: 2 MiB at most
-  // here) and no transform of the whole chains: the split chains are generated piece by piece
+  // transforms of the lengths its passes used (16 bytes per point, 2P points for pieces of P
+  // values, P a few times the lags) and their summed spectra (32 P bytes): 3 MiB at most
+  // here, and no transform of the whole chains: the split chains are generated piece by piece
   // from the values per state, so a split buffer (8 bytes per draw: 2.4 MB here) or a
   // transform of fft_length(2 h) points (24 bytes per point: 7.2 MB) fails. The weighted
   // view's numbers are the expanded chain's, bit for bit.
@@ -1650,7 +1656,7 @@ TEST_CASE("summarize's scratch with the FFT: pieces of a few times the lags, no 
   }
   const double s = static_cast<double>(verbose.size()), k = static_cast<double>(kStates);
   constexpr double kSlack = 1 << 20;
-  constexpr double kPieces = 2 << 20;
+  constexpr double kPieces = 3 << 20;
   REQUIRE(s > static_cast<double>(d::stored_split_limit().load()));
   herd::mcmc::release_diagnostics_workspace();
   const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));

@@ -69,7 +69,8 @@ TEST_CASE("the ESS's FFT path holds memory bounded by the lags, flat in the draw
     std::vector<double> y = ar1(2, n, 0.999, 7);
     {  // ess_chains_overwrite (stored chains centred in place)
       bool fft = false;
-      const std::size_t held = held_by([&](d::Workspace& ws) { (void)d::ess_chains_overwrite(y.data(), 2, n, ws); }, fft);
+      const std::size_t held =
+          held_by([&](d::Workspace& ws) { (void)d::ess_chains_overwrite(y.data(), 2, n, ws); }, fft);
       INFO("held " << held << " bytes");
       CHECK(fft);
       CHECK(held <= kBound);
@@ -80,7 +81,8 @@ TEST_CASE("the ESS's FFT path holds memory bounded by the lags, flat in the draw
       std::vector<std::uint64_t> bits(2 * wpc);
       for (std::size_t c = 0; c < 2; ++c) d::pack_indicator(x.data() + c * n, n, 0.0, bits.data() + c * wpc);
       bool fft = false;
-      const std::size_t held = held_by([&](d::Workspace& ws) { (void)d::ess_indicator_bits(bits.data(), 2, n, ws); }, fft);
+      const std::size_t held =
+          held_by([&](d::Workspace& ws) { (void)d::ess_indicator_bits(bits.data(), 2, n, ws); }, fft);
       INFO("held " << held << " bytes");
       CHECK(fft);
       CHECK(held <= kBound);
