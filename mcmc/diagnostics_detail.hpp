@@ -347,11 +347,11 @@ std::size_t piece_length(std::size_t lag, std::size_t prev);
 /// is one piece zero-padded to fft_length(2 n) points (ws.fft, which costs less): *valid = n.
 /// Memory: the transform's 2P doubles and P + 1 complex, ws.lag_spec's 2 (P + 1) complex:
 /// 64 P bytes (P >= 4 (lag + 1): 256 bytes or more per lag), whatever n (one piece: 24 bytes
-/// per point of fft_length(2 n) < 4P). CPU: m n / P transforms of 2P points and one inverse
-/// (a pass costs about as much as 150 to 300 lags summed directly for P = 1024 to 65536). Rounding: not
-/// that of the direct sums (a lag's last bits differ; about 1e-15 of lag 0 on the tests'
-/// series). Returns the lags (the transform's real buffer: valid until ws's next transform of
-/// that length). n >= 1.
+/// per point of fft_length(2 n), about 2n < 4P points). CPU: m n / P transforms of 2P points
+/// and one inverse (a pass costs about as much as 100 to 250 lags summed directly for P =
+/// 1024 to 65536). Rounding: not that of the direct sums (a lag's last bits differ; about
+/// 1e-15 of lag 0 on the tests' series). Returns the lags (the transform's real buffer: valid
+/// until ws's next transform of that length). n >= 1.
 const double* piece_lags_stored(const double* y, std::size_t m, std::size_t n, std::size_t lag, Workspace& ws,
                                 std::size_t* valid, std::size_t prev = 0);
 
