@@ -893,9 +893,8 @@ void pack_indicator_compact(const Prepared& p, double q, std::uint64_t* bits, st
 
 /// ESS of the indicator I(x <= q) of the split draws, from the indicators packed 64 to a
 /// word (detail::ess_indicator_bits): of p.x's halves, or of a weighted view's compact
-/// states (pack_indicator_compact). `scratch` (2M h doubles, may be nullptr) is free for the
-/// indicator's FFT to overwrite (detail::ess_indicator_bits).
-double ess_indicator(const Prepared& p, double q, detail::Workspace& ws, double* scratch = nullptr) {
+/// states (pack_indicator_compact).
+double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
   const std::size_t m2 = 2 * p.m;
   const std::size_t wpc = detail::indicator_words(p.h);
   ws.bits.resize(m2 * wpc);
@@ -912,7 +911,7 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws, double*
   std::uint64_t ones = 0;
   for (const std::uint64_t b : ws.bits) ones += static_cast<std::uint64_t>(std::popcount(b));
   if (ones == 0 || ones == m2 * p.h) return kNaN;  // constant indicator
-  return detail::ess_indicator_bits(ws.bits.data(), m2, p.h, ws, scratch);
+  return detail::ess_indicator_bits(ws.bits.data(), m2, p.h, ws);
 }
 
 /// Bulk and tail R-hat and bulk-ESS from the sorted records ws.recs (folded about the median
@@ -1048,11 +1047,15 @@ Workspace& workspace() {
 
 std::size_t Workspace::bytes() const {
   const auto of = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
-  const std::size_t len = fft.length();
+  const auto transform = [](const RealFft& f) {
+    const std::size_t len = f.length();
+    return len > 0 ? len * sizeof(double) + (len / 2 + 1) * sizeof(std::complex<double>) : 0;
+  };
+  std::size_t pieces = 0;
+  for (const RealFft& f : piece_fft) pieces += transform(f);
   return of(expanded) + of(split) + of(slotz) + of(window) + of(lag_sums) + of(sorted) + of(recs) + of(radix_scratch) +
          of(wcount) + of(wcount_big) + of(wblock) + ztab.bytes() + of(radix_count) + of(centered) + of(acov) +
-         of(power) + of(means) + of(bits) + of(bit_prefix) + of(bit_counts) +
-         (len > 0 ? len * sizeof(double) + (len / 2 + 1) * sizeof(std::complex<double>) : 0);
+         of(lag_spec) + of(means) + of(bits) + of(bit_prefix) + of(bit_counts) + transform(fft) + pieces;
 }
 
 double ZQuantiles::exact(std::size_t i) const {
@@ -1521,53 +1524,80 @@ void direct_lags_chains(const double* y, std::size_t m, std::size_t n, std::size
 }
 
 namespace {
-/// The chain-averaged autocovariance (divisor m n) of the m centred chains that fill(c, r)
-/// writes into r (n values each) at every lag [0, n), by FFT: the inverse transform of the
-/// chains' summed power spectra, so one inverse transform serves every chain. Returns
-/// ws.fft.real(), whose first n entries hold the lags (scaled in place: no copy of n values
-/// besides the transform's own). The summed power spectrum (len / 2 + 1 <= 2n values) is
-/// kept in `chains` [m, n] (m >= 2) instead of ws.power, 4 bytes per split draw less
-/// scratch, when it is not nullptr: `chains` is free scratch when `chains_free`, else it holds
-/// the chains that fill reads (chain c at chains + c n) and may be overwritten once read; the
-/// spectrum then goes to chains 0 and 1 once both are read. The same sums either way:
-/// 0 + |X_0|^2 + |X_1|^2 + ...
+/// piece_lags_stored of the m centred chains that fill(c, t0, k, out) writes piece by piece
+/// (the k <= P values [t0, t0 + k) of chain c to out; called for t0 = 0, P, 2P, ... of
+/// chain 0, then of chain 1, ...: in order, so a generated series can be read by a cursor).
+/// `pass` is the previous pass's piece length (0: none) on entry, this pass's on return.
 template <class Fill>
-const double* all_lags_fft(std::size_t m, std::size_t n, Workspace& ws, Fill&& fill, double* chains = nullptr,
-                           bool chains_free = false) {
-  const std::size_t len = fft_length(2 * n);
-  const std::size_t half = len / 2 + 1;
-  ws.fft.prepare(len);
-  double* r = ws.fft.real();
-  std::complex<double>* spec = ws.fft.spectrum();
-  const bool in_chains = chains != nullptr && m >= 2 && half <= 2 * n;
-  const bool deferred = in_chains && !chains_free;  // chain 0's spectrum added once chain 1 is read
-  double* power = nullptr;
-  if (!in_chains) {
-    ws.power.assign(half, 0.0);
-    power = ws.power.data();
-  } else if (chains_free) {
-    power = chains;
-    std::fill_n(power, half, 0.0);
-  }
+const double* piece_lags(std::size_t m, std::size_t n, std::size_t lag, Workspace& ws, Fill&& fill, std::size_t* valid,
+                         std::size_t& pass) {
+  const std::size_t p = piece_length(lag, pass);
+  pass = p;
+  // Pieces of more than n / 2 (two or one): the whole chains, zero-padded to fft_length(2 n)
+  // points (fewer than 4p), cost less.
+  const bool whole = 2 * p > n;
+  const std::size_t len = whole ? fft_length(2 * n) : 2 * p, half = len / 2 + 1;
+  RealFft& fft = whole ? ws.fft : ws.piece_transform(len);
+  if (whole) fft.prepare(len);
+  double* r = fft.real();
+  std::complex<double>* spec = fft.spectrum();
+  ws.lag_spec.assign(whole ? half : 2 * half, {});
+  std::complex<double>* acc = ws.lag_spec.data();  // summed cross spectra
+  std::complex<double>* prev = acc + half;         // the chain's previous piece's spectrum (not whole)
+  const std::size_t step = whole ? n : p;
   for (std::size_t c = 0; c < m; ++c) {
-    fill(c, r);
-    std::fill(r + n, r + len, 0.0);
-    if (deferred && c == 1) {
-      // Chains 0 and 1 are read; the spectrum still holds chain 0's.
-      power = chains;
-      for (std::size_t k = 0; k < half; ++k) power[k] = 0.0 + std::norm(spec[k]);
+    for (std::size_t t0 = 0; t0 < n; t0 += step) {
+      const std::size_t k = std::min(step, n - t0);
+      fill(c, t0, k, r);
+      std::fill(r + k, r + len, 0.0);
+      fft.forward();
+      // Written out in real arithmetic (each operation rounded once, in this order, however
+      // the loops are vectorised): conj(a) b = (ar br + ai bi) + i (ar bi - ai br), |b|^2 =
+      // br^2 + bi^2.
+      if (t0 > 0) {
+        // Piece j (prev) against piece j + 1 shifted by P = len / 2 points: (-1)^f.
+        for (std::size_t f = 0; f < half; ++f) {
+          const double ar = prev[f].real(), ai = prev[f].imag(), br = spec[f].real(), bi = spec[f].imag();
+          const double re = ar * br + ai * bi, im = ar * bi - ai * br;
+          acc[f] += f % 2 == 0 ? std::complex<double>(re, im) : std::complex<double>(-re, -im);
+        }
+      }
+      for (std::size_t f = 0; f < half; ++f) {
+        const double br = spec[f].real(), bi = spec[f].imag();
+        acc[f] += br * br + bi * bi;
+      }
+      if (!whole) std::copy(spec, spec + half, prev);
     }
-    ws.fft.forward();
-    if (deferred && c == 0) continue;
-    for (std::size_t k = 0; k < half; ++k) power[k] += std::norm(spec[k]);
   }
-  for (std::size_t k = 0; k < half; ++k) spec[k] = std::complex<double>(power[k], 0.0);
-  ws.fft.inverse();
+  std::copy(acc, acc + half, spec);
+  fft.inverse();
+  *valid = whole ? n : p + 1;
   const double scale = 1.0 / (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(len));
-  for (std::size_t k = 0; k < n; ++k) r[k] *= scale;
+  for (std::size_t k = 0; k < *valid; ++k) r[k] *= scale;
   return r;
 }
+}  // namespace
 
+std::size_t piece_length(std::size_t lag, std::size_t prev) {
+  return std::bit_ceil(std::max({4 * (lag + 1), std::size_t{1024}, 16 * prev}));
+}
+
+const double* piece_lags_stored(const double* y, std::size_t m, std::size_t n, std::size_t lag, Workspace& ws,
+                                std::size_t* valid, std::size_t prev) {
+  return piece_lags(
+      m, n, lag, ws,
+      [&](std::size_t c, std::size_t t0, std::size_t k, double* out) { std::copy_n(y + c * n + t0, k, out); }, valid,
+      prev);
+}
+
+RealFft& Workspace::piece_transform(std::size_t len) {
+  HERD_REQUIRE(std::has_single_bit(len) && len >= 2, "piece_transform: length {} is not a power of two", len);
+  RealFft& fft = piece_fft.at(static_cast<std::size_t>(std::countr_zero(len)));
+  fft.prepare(len);
+  return fft;
+}
+
+namespace {
 /// The next block of directly summed lags after [0, have), for a request of `lag`: blocks
 /// grow by a quarter (Geyer's sequence usually stops after a few dozen lags), capped at
 /// `cap` and n.
@@ -1575,13 +1605,13 @@ std::size_t next_block(std::size_t have, std::size_t lag, std::size_t n, std::si
   return std::min({n, cap, std::max({lag + 1, have + have / 4, std::size_t{16}})});
 }
 
-/// The lags that ess_chains sums directly for m chains of n draws before it takes every lag
-/// from the FFT instead: rent-or-buy, so that a series whose Geyer sequence turns out to need
-/// the FFT spent at most about the FFT's cost on direct lags before (and at most twice the
-/// cheaper way's cost in all). The FFT costs m forward transforms and one inverse of len
-/// points, each about as costly as 5 len log2(len) direct products (measured with FFTW: 3.5
-/// at 1e5 draws per chain, 7 at 4.7e5, whose transforms leave the cache), a lag m n
-/// products; never fewer than kDirectLags. About 300 lags for 2 chains of 4.7e5 draws.
+/// The lags that ess_chains sums directly for m chains of n draws before it takes the lags
+/// from the FFT (in pieces: piece_lags) instead. Chosen as rent-or-buy against a transform of
+/// the whole chains (m forward transforms and one inverse of len = fft_length(2 n) points,
+/// each about as costly as 5 len log2(len) direct products, a lag m n products; never fewer
+/// than kDirectLags), and kept when the FFT went to pieces, which cost less: the switch point
+/// decides which quantities' lags are rounded as direct sums. About 300 lags for 2 chains of
+/// 4.7e5 draws.
 std::size_t direct_lag_cap(std::size_t m, std::size_t n) {
   const double len = static_cast<double>(fft_length(2 * n));
   const double fft = static_cast<double>(m + 1) * 5.0 * len * std::log2(len);
@@ -1675,7 +1705,8 @@ double ess_centred(const double* y, double* writable, std::size_t m, std::size_t
     return ws.centered.data();
   };
   // ws.acov holds the directly summed lags [0, have), grown block by block (a few hundred
-  // lags at most: direct_lag_cap); past the cap every lag comes from the FFT's buffer.
+  // lags at most: direct_lag_cap); past the cap the lags come from the FFT in pieces
+  // (piece_lags: a few times the lag asked for, one more pass when Geyer asks for more).
   // `have` follows the blocks of whole kLagBlock lags that decide when to switch to the FFT;
   // of them, the lags [0, done) are summed: all of them at once from a centred buffer, or,
   // when the chains are centred in place, only up to the request in half blocks of 16 lags
@@ -1683,6 +1714,7 @@ double ess_centred(const double* y, double* writable, std::size_t m, std::size_t
   // give or take 15).
   ws.acov.clear();
   std::size_t have = 0, done = 0;
+  std::size_t pass = 0;  // the last FFT pass's piece length
   const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   const std::size_t cap = direct_lag_cap(m, n);
@@ -1701,20 +1733,21 @@ double ess_centred(const double* y, double* writable, std::size_t m, std::size_t
       acov = ws.acov.data();
       done = upto;
     } else {
-      acov = all_lags_fft(
-          m, n, ws,
-          [&](std::size_t c, double* r) {
+      // Lags [0, done) from the FFT in pieces (those below `lag` are not read again).
+      acov = piece_lags(
+          m, n, lag, ws,
+          [&](std::size_t c, std::size_t t0, std::size_t k, double* r) {
             // The values center(c) gives, written straight into the transform's input.
             if (writable != nullptr) {
-              std::copy(writable + c * n, writable + (c + 1) * n, r);
+              std::copy_n(writable + c * n + t0, k, r);
               return;
             }
             const double mu = ws.means[c];
-            const double* yc = y + c * n;
-            for (std::size_t t = 0; t < n; ++t) r[t] = yc[t] - mu;
+            const double* yc = y + c * n + t0;
+            for (std::size_t t = 0; t < k; ++t) r[t] = yc[t] - mu;
           },
-          writable);
-      have = done = n;
+          &done, pass);
+      have = done;
     }
     return acov;
   });
@@ -1780,7 +1813,7 @@ void indicator_lag_counts(const std::uint64_t* bits, std::size_t n, std::size_t 
   }
 }
 
-double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws, double* scratch) {
+double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t n, Workspace& ws) {
   if (n < 3 || m == 0) return kNaN;
   const std::size_t wpc = indicator_words(n);
   const std::size_t words = (n + 63) / 64;
@@ -1803,6 +1836,7 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
   };
   ws.acov.clear();  // lags [0, have), grown block by block up to kBitLags; then the FFT's
   std::size_t have = 0;
+  std::size_t pass = 0;  // the last FFT pass's piece length
   const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   return geyer_ess(m, n, ws, [&](std::size_t lag) {
@@ -1842,16 +1876,15 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
       acov = ws.acov.data();
       have = upto;
     } else {
-      acov = all_lags_fft(
-          m, n, ws,
-          [&](std::size_t c, double* r) {
+      acov = piece_lags(
+          m, n, lag, ws,
+          [&](std::size_t c, std::size_t t0, std::size_t k, double* r) {
             const double mu = ws.means[c];
             const double a = 1.0 - mu, b = -mu;
             const std::uint64_t* bc = bits + c * wpc;
-            for (std::size_t t = 0; t < n; ++t) r[t] = (bc[t / 64] >> (t % 64)) & 1U ? a : b;
+            for (std::size_t t = t0; t < t0 + k; ++t) r[t - t0] = (bc[t / 64] >> (t % 64)) & 1U ? a : b;
           },
-          scratch, true);
-      have = n;
+          &have, pass);
     }
     return acov;
   });
@@ -2250,6 +2283,7 @@ double ess_series_centred(const SplitSeries& s, Workspace& ws, double* sq_sums =
   const std::size_t m = s.chains(), n = s.length();
   ws.acov.clear();
   std::size_t done = 0;
+  std::size_t pass = 0;  // the last FFT pass's piece length
   const double* acov = nullptr;
   const double inv_mn = 1.0 / (static_cast<double>(m) * static_cast<double>(n));
   const std::size_t direct = std::min(n, (direct_lag_cap(m, n) + kLagBlock - 1) / kLagBlock * kLagBlock);
@@ -2268,8 +2302,14 @@ double ess_series_centred(const SplitSeries& s, Workspace& ws, double* sq_sums =
       acov = ws.acov.data();
       done = upto;
     } else {
-      acov = all_lags_fft(m, n, ws, [&](std::size_t c, double* r) { s.cursor(c, ws.means[c]).next(r, n); });
-      done = n;
+      SplitSeries::Cursor cur;
+      acov = piece_lags(
+          m, n, lag, ws,
+          [&](std::size_t c, std::size_t t0, std::size_t k, double* r) {
+            if (t0 == 0) cur = s.cursor(c, ws.means[c]);
+            cur.next(r, k);
+          },
+          &done, pass);
     }
     return acov;
   });
@@ -2486,11 +2526,8 @@ DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
   const double evar = m2 / sd_s;
   const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;
   r.mcse_sd = std::sqrt(varvar / evar / 4.0);
-  // The indicators are packed from the draws (a weighted view's: from its compact states),
-  // so their FFT (if any) may keep its power spectrum in the split buffer.
-  double* scratch = stored ? ws.split.data() : nullptr;
-  const double e05 = ess_indicator(p, r.q5, ws, scratch);
-  const double e95 = ess_indicator(p, r.q95, ws, scratch);
+  const double e05 = ess_indicator(p, r.q5, ws);
+  const double e95 = ess_indicator(p, r.q95, ws);
   r.ess_tail = nan_min(e05, e95);
   r.mcse_q5 = mcse_quantile7(xs, p.s, 0.05, e05);
   r.mcse_q95 = mcse_quantile7(xs, p.s, 0.95, e95);

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -216,6 +217,181 @@ TEST_CASE("ESS of a long-memory series (the FFT path over all lags) equals Geyer
   const double got = herd::mcmc::ess_mean(herd::mcmc::DrawsView(x, m, n));
   INFO("ESS " << got << " want " << want);
   CHECK(std::fabs(got - want) <= 1e-9 * want);
+}
+
+namespace {
+/// Long-memory test series for the ESS's FFT in pieces: m chains of n values, [m, n].
+struct LagSeries {
+  std::string name;
+  std::size_t m, n;
+  std::vector<double> y;
+};
+
+std::vector<LagSeries> long_memory_series() {
+  std::mt19937_64 rng(2024);
+  std::normal_distribution<double> normal;
+  std::vector<LagSeries> out;
+  auto ar = [&](std::size_t m, std::size_t n, double phi, double step) {
+    std::vector<double> y(m * n);
+    for (std::size_t c = 0; c < m; ++c) {
+      double v = phi < 1.0 ? normal(rng) / std::sqrt(1.0 - phi * phi) : 0.0;
+      for (std::size_t t = 0; t < n; ++t) {
+        v = phi * v + normal(rng);
+        y[c * n + t] = step > 0 ? step * std::round(v / step) : v;  // step > 0: ties
+      }
+    }
+    return y;
+  };
+  out.push_back({"AR(1) 0.999, 2 chains", 2, 100000, ar(2, 100000, 0.999, 0.0)});
+  out.push_back({"random walk, 1 chain of 2^16 (whole pieces)", 1, 65536, ar(1, 65536, 1.0, 0.0)});
+  out.push_back({"AR(1) 0.995 in steps of 0.5 (ties), 3 chains", 3, 30001, ar(3, 30001, 0.995, 0.5)});
+  // Constant stretches of 1 to 3000 draws at a random walk's levels, and a constant chain.
+  {
+    const std::size_t m = 3, n = 40000;
+    std::vector<double> y(m * n, 0.0);
+    std::uniform_int_distribution<std::size_t> len(1, 3000);
+    for (std::size_t c = 0; c + 1 < m; ++c) {
+      double level = 0;
+      for (std::size_t t = 0; t < n;) {
+        level += normal(rng);
+        const std::size_t e = std::min(n, t + len(rng));
+        for (; t < e; ++t) y[c * n + t] = level;
+      }
+    }
+    std::fill(y.begin() + 2 * n, y.end(), 1.25);
+    out.push_back({"constant stretches, and a constant chain", m, n, y});
+  }
+  out.push_back({"AR(1) 0.999, 5 chains of 700 (one piece)", 5, 700, ar(5, 700, 0.999, 0.0)});
+  return out;
+}
+
+/// Each chain of [m, n] minus its mean (the mean in long double), in place.
+void centre_chains(std::vector<double>& y, std::size_t m, std::size_t n) {
+  for (std::size_t c = 0; c < m; ++c) {
+    long double s = 0;
+    for (std::size_t t = 0; t < n; ++t) s += y[c * n + t];
+    const auto mu = static_cast<double>(s / static_cast<long double>(n));
+    for (std::size_t t = 0; t < n; ++t) y[c * n + t] -= mu;
+  }
+}
+
+/// The chain-averaged autocovariance (divisor m n) of the centred chains [m, n] at lag k,
+/// each product and the sum in long double.
+long double direct_acov(const std::vector<double>& y, std::size_t m, std::size_t n, std::size_t k) {
+  long double s = 0;
+  for (std::size_t c = 0; c < m; ++c)
+    for (std::size_t t = 0; t + k < n; ++t)
+      s += static_cast<long double>(y[c * n + t]) * static_cast<long double>(y[c * n + t + k]);
+  return s / (static_cast<long double>(m) * static_cast<long double>(n));
+}
+
+/// posterior's .ess (Geyer's initial monotone sequence, written out) from the chain means
+/// and the chain-averaged autocovariance acov(k) (divisor m n) of m chains of n draws.
+double geyer_ess_reference(const std::vector<double>& means, std::size_t n,
+                           const std::function<double(std::size_t)>& acov) {
+  const std::size_t mc = means.size();
+  const double hd = static_cast<double>(n);
+  const double mean_var = acov(0) * hd / (hd - 1.0);
+  double mm = 0;
+  for (double mu : means) mm += mu / static_cast<double>(mc);
+  double vb = 0;
+  for (double mu : means) vb += (mu - mm) * (mu - mm);
+  const double var_plus = mean_var * (hd - 1.0) / hd + (mc > 1 ? vb / static_cast<double>(mc - 1) : 0.0);
+  std::vector<double> rho(n, 0.0);
+  auto rho_at = [&](std::size_t k) { return 1.0 - (mean_var - acov(k)) / var_plus; };
+  std::int64_t t = 0;
+  double re = 1.0, ro = rho_at(1);
+  rho[0] = re;
+  rho[1] = ro;
+  while (t < static_cast<std::int64_t>(n) - 5 && re + ro > 0) {
+    t += 2;
+    re = rho_at(static_cast<std::size_t>(t));
+    ro = rho_at(static_cast<std::size_t>(t + 1));
+    if (re + ro >= 0) {
+      rho[static_cast<std::size_t>(t)] = re;
+      rho[static_cast<std::size_t>(t + 1)] = ro;
+    }
+  }
+  const std::int64_t max_t = t;
+  if (re > 0) rho[static_cast<std::size_t>(max_t)] = re;
+  for (t = 2; t <= max_t - 2; t += 2) {
+    const auto k = static_cast<std::size_t>(t);
+    if (rho[k] + rho[k + 1] > rho[k - 2] + rho[k - 1]) rho[k] = rho[k + 1] = (rho[k - 2] + rho[k - 1]) / 2.0;
+  }
+  double sum = 0;
+  for (std::int64_t k = 0; k < max_t; ++k) sum += rho[static_cast<std::size_t>(k)];
+  const double total = static_cast<double>(mc * n);
+  const double tau = std::max(-1.0 + 2.0 * sum + rho[static_cast<std::size_t>(max_t)], 1.0 / std::log10(total));
+  return total / tau;
+}
+}  // namespace
+
+TEST_CASE("FFT in pieces: every lag within 1e-12 of lag 0 of the direct sum in long double", "[mcmc]") {
+  // piece_lags_stored at requests from the ESS's switch (a few hundred lags) to a few
+  // thousand: pieces of P = 1024 to 32768 values (4 (lag + 1) rounded up to a power of two),
+  // two pieces exactly (2^16 values, P = 2^15), the whole chains when 2P > n; lags checked at
+  // 0, 1, the request, the last valid one and every 97th between. The error of the transforms (pieces summed in the
+  // spectrum) is about 1e-16 to 1e-15 of lag 0 here; a lag wrapped around a piece or a piece's cross term left out (or
+  // given the wrong sign) would be off by a whole product sum.
+  namespace d = herd::mcmc::detail;
+  d::Workspace& ws = d::workspace();
+  // 4 (lag + 1) rounded up, at least 1024, a later pass 16 times the last one's pieces.
+  CHECK(d::piece_length(160, 0) == 1024);
+  CHECK(d::piece_length(425, 0) == 2048);
+  CHECK(d::piece_length(1025, 1024) == 16384);
+  CHECK(d::piece_length(8193, 2048) == 65536);
+  for (LagSeries& s : long_memory_series()) {
+    centre_chains(s.y, s.m, s.n);
+    for (const std::size_t lag : {160u, 425u, 1500u, 5000u}) {
+      if (lag >= s.n) continue;
+      INFO(s.name << ", lag " << lag);
+      std::size_t valid = 0;
+      const double* got = d::piece_lags_stored(s.y.data(), s.m, s.n, lag, ws, &valid);
+      const std::size_t p = d::piece_length(lag, 0);
+      CHECK(valid == (2 * p > s.n ? s.n : p + 1));
+      REQUIRE(valid > lag);
+      std::vector<std::size_t> ks{0, 1, lag, valid - 1};
+      for (std::size_t k = 2; k < valid; k += 97) ks.push_back(k);
+      const std::vector<double> lags(got, got + valid);  // got is valid until the next transform
+      const long double scale = direct_acov(s.y, s.m, s.n, 0);
+      double worst = 0;
+      for (std::size_t k : ks) {
+        const long double want = direct_acov(s.y, s.m, s.n, k);
+        worst = std::max(worst, static_cast<double>(std::fabs(static_cast<long double>(lags[k]) - want) / scale));
+      }
+      INFO("largest error " << worst << " of lag 0");
+      CHECK(worst <= 1e-12);
+    }
+  }
+}
+
+TEST_CASE("ESS past the directly summed lags (FFT in pieces) within 1e-12 of Geyer's on long double lags", "[mcmc]") {
+  // ess_chains and ess_chains_overwrite on the long-memory series, against posterior's .ess
+  // on every lag summed directly in long double. The constant chain's series is left out
+  // (its ESS is that of the others'); one chain of 700 never leaves the direct sums.
+  namespace d = herd::mcmc::detail;
+  d::Workspace& ws = d::workspace();
+  for (LagSeries& s : long_memory_series()) {
+    if (s.name.find("constant") != std::string::npos) continue;
+    INFO(s.name);
+    std::vector<double> means(s.m);
+    for (std::size_t c = 0; c < s.m; ++c) {
+      long double sum = 0;
+      for (std::size_t t = 0; t < s.n; ++t) sum += s.y[c * s.n + t];
+      means[c] = static_cast<double>(sum / static_cast<long double>(s.n));
+    }
+    std::vector<double> centred = s.y;
+    for (std::size_t c = 0; c < s.m; ++c)
+      for (std::size_t t = 0; t < s.n; ++t) centred[c * s.n + t] -= means[c];
+    const double want = geyer_ess_reference(
+        means, s.n, [&](std::size_t k) { return static_cast<double>(direct_acov(centred, s.m, s.n, k)); });
+    const double got = d::ess_chains(s.y.data(), s.m, s.n, ws);
+    std::vector<double> scratch = s.y;
+    const double overwrite = d::ess_chains_overwrite(scratch.data(), s.m, s.n, ws);
+    INFO("ESS " << got << ", want " << want);
+    CHECK(std::bit_cast<std::uint64_t>(got) == std::bit_cast<std::uint64_t>(overwrite));
+    CHECK_THAT(got, Catch::Matchers::WithinRel(want, 1e-12));
+  }
 }
 
 TEST_CASE("emcee integrated autocorrelation times", "[mcmc]") {
@@ -1458,15 +1634,18 @@ TEST_CASE("refine_sample, both overloads: the refinement written out, bit for bi
                   herd::InputError);
 }
 
-TEST_CASE("summarize's scratch with the FFT: its buffers, no split buffer", "[mcmc]") {
+TEST_CASE("summarize's scratch with the FFT: pieces of a few times the lags, no split buffer", "[mcmc]") {
   // AR(1) 0.999 (autocorrelation time about 2000: Geyer's sequence runs past the directly
-  // summed lags, so the ESS takes every lag from the FFT), 1 chain, a weighted view of K
-  // states of weights 1..5 (S = 3 K draws; 2 split chains of h = S / 2). The workspace holds
-  // what the test above counts (4.5 bytes per draw, 21 per state) plus the FFT's input and
-  // spectrum (8 len + 16 (len / 2 + 1) bytes, len = fft_length(2 h)) and the chains' summed
-  // power spectrum (8 (len / 2 + 1)): the split chains are generated into the FFT's input
-  // from the z-scores per state, so a split buffer (8 bytes per draw: 2.4 MB here, past
-  // kSlack) fails. The weighted view's numbers are the expanded chain's, bit for bit.
+  // summed lags, so the ESS takes its lags from the FFT in pieces), 1 chain, a weighted view
+  // of K states of weights 1..5 (S = 3 K draws; 2 split chains of h = S / 2). The workspace
+  // holds what the test above counts (4.5 bytes per draw, 21 per state) plus the piece
+  // transforms of the lengths its passes used (16 bytes per point, 2P points for pieces of P
+  // values, P a few times the lags) and their summed spectra (32 P bytes): 3 MiB at most
+  // here, and no transform of the whole chains: the split chains are generated piece by piece
+  // from the values per state, so a split buffer (8 bytes per draw: 2.4 MB here) or a
+  // transform of fft_length(2 h) points (24 bytes per point: 7.2 MB) fails. The weighted
+  // view's numbers are the expanded chain's, bit for bit.
+  namespace d = herd::mcmc::detail;
   constexpr std::size_t kStates = 100000;
   const std::vector<double> x = herd_test::lcg_ar1(1, kStates, 0.999, 99, 0.0);
   std::vector<std::int64_t> w(kStates);
@@ -1476,16 +1655,20 @@ TEST_CASE("summarize's scratch with the FFT: its buffers, no split buffer", "[mc
     verbose.insert(verbose.end(), static_cast<std::size_t>(w[i]), x[i]);
   }
   const double s = static_cast<double>(verbose.size()), k = static_cast<double>(kStates);
-  const auto len = static_cast<double>(herd::mcmc::detail::fft_length(verbose.size() / 2 * 2));
   constexpr double kSlack = 1 << 20;
-  REQUIRE(s > static_cast<double>(herd::mcmc::detail::stored_split_limit().load()));
+  constexpr double kPieces = 3 << 20;
+  REQUIRE(s > static_cast<double>(d::stored_split_limit().load()));
   herd::mcmc::release_diagnostics_workspace();
   const auto weighted = herd::mcmc::summarize(DrawsView(x, w, 1, kStates));
   const auto bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
-  INFO("bytes " << bytes << ", FFT length " << len);
-  const double fft = 16.0 * len + 8.0 * (len / 2.0 + 1.0);
-  CHECK(bytes >= 4.5 * s + 21.0 * k + fft);  // the FFT was used
-  CHECK(bytes <= 4.5 * s + 21.0 * k + fft + kSlack);
+  const d::Workspace& ws = d::workspace();
+  std::size_t largest = 0;
+  for (const d::RealFft& f : ws.piece_fft) largest = std::max(largest, f.length());
+  INFO("bytes " << bytes << ", largest piece transform " << largest << " points");
+  CHECK(largest > 0);           // the FFT was used
+  CHECK(ws.fft.length() == 0);  // not on the whole chains
+  CHECK(bytes >= 4.5 * s + 21.0 * k + 32.0 * static_cast<double>(largest));
+  CHECK(bytes <= 4.5 * s + 21.0 * k + kPieces + kSlack);
   herd::mcmc::release_diagnostics_workspace();
   const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
   CHECK(herd::mcmc::testing::summary_bits(weighted) == herd::mcmc::testing::summary_bits(expanded));

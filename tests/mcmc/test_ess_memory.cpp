@@ -1,0 +1,103 @@
+// Memory of the ESS's FFT path (mcmc/diagnostics_detail.hpp, piece_lags_stored): past the
+// directly summed lags, the lags come from transforms of pieces a few times the lags Geyer's
+// sequence asks for, so what the ESS holds is bounded by those lags, not by the draws.
+// Counted exactly: the bytes held through operator new (their high-water mark during the
+// call) and the workspace's own accounting (Workspace::bytes: its vectors, and the FFT
+// buffers that FFTW allocates outside operator new).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "diagnostics_detail.hpp"
+#include "heap_counter.hpp"
+#include "herd/mcmc/diagnostics.hpp"
+
+namespace {
+namespace d = herd::mcmc::detail;
+
+/// m chains of n draws of an AR(1) with coefficient phi (unit innovations), [m, n].
+std::vector<double> ar1(std::size_t m, std::size_t n, double phi, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  std::vector<double> x(m * n);
+  for (std::size_t c = 0; c < m; ++c) {
+    double v = normal(rng) / std::sqrt(1.0 - phi * phi);
+    for (std::size_t t = 0; t < n; ++t) x[c * n + t] = v = phi * v + normal(rng);
+  }
+  return x;
+}
+
+/// The bytes the ESS held at its peak: through operator new, above what was live before the
+/// call, plus the FFT buffers (allocated by FFTW, outside operator new) that the workspace
+/// holds after it; `fft_used` is set when a piece transform was planned (the workspace is
+/// released first, so only this call's transforms count).
+template <class Call>
+std::size_t held_by(Call&& call, bool& fft_used) {
+  herd::mcmc::release_diagnostics_workspace();
+  d::Workspace& ws = d::workspace();
+  const std::size_t before = herd_test::live_bytes();
+  herd_test::reset_peak();
+  call(ws);
+  const std::size_t heap = herd_test::peak_bytes() - before;
+  std::size_t transforms = 0;
+  fft_used = false;
+  for (const d::RealFft* f = ws.piece_fft.data(); f != ws.piece_fft.data() + ws.piece_fft.size(); ++f) {
+    fft_used = fft_used || f->length() > 0;
+    transforms += f->length() * sizeof(double) + (f->length() > 0 ? (f->length() / 2 + 1) * 16 : 0);
+  }
+  transforms += ws.fft.length() * 24;  // a transform of the whole chains (none)
+  const std::size_t bytes = heap + transforms;
+  herd::mcmc::release_diagnostics_workspace();
+  return bytes;
+}
+}  // namespace
+
+TEST_CASE("the ESS's FFT path holds memory bounded by the lags, flat in the draws", "[mcmc]") {
+  // AR(1) 0.999 (autocorrelation time about 2000): Geyer's sequence runs past the directly
+  // summed lags to a few thousand lags, so pieces of P = 16384 or 32768 values (64 P bytes:
+  // 1-2 MiB; the ESS of the weighted view's series, whose autocorrelations last longer,
+  // about twice that). The same bytes at 2^17 and 2^20 draws. A transform of the whole
+  // chains held 24 bytes per point of fft_length(2 n): 6 MiB for 2 chains of 2^17 draws, 48
+  // MiB for 2^20; a buffer of n doubles would add 1 or 8 MiB.
+  constexpr std::size_t kBound = std::size_t{4} << 20;
+  for (const std::size_t n : {std::size_t{1} << 17, std::size_t{1} << 20}) {
+    INFO("2 chains of " << n << " draws");
+    std::vector<double> y = ar1(2, n, 0.999, 7);
+    {  // ess_chains_overwrite (stored chains centred in place)
+      bool fft = false;
+      const std::size_t held =
+          held_by([&](d::Workspace& ws) { (void)d::ess_chains_overwrite(y.data(), 2, n, ws); }, fft);
+      INFO("held " << held << " bytes");
+      CHECK(fft);
+      CHECK(held <= kBound);
+    }
+    {  // ess_indicator_bits (packed indicators, lags past 2048)
+      const std::vector<double> x = ar1(2, n, 0.9995, 11);
+      const std::size_t wpc = d::indicator_words(n);
+      std::vector<std::uint64_t> bits(2 * wpc);
+      for (std::size_t c = 0; c < 2; ++c) d::pack_indicator(x.data() + c * n, n, 0.0, bits.data() + c * wpc);
+      bool fft = false;
+      const std::size_t held =
+          held_by([&](d::Workspace& ws) { (void)d::ess_indicator_bits(bits.data(), 2, n, ws); }, fft);
+      INFO("held " << held << " bytes");
+      CHECK(fft);
+      CHECK(held <= kBound);
+    }
+    {  // ess_series (a weighted view's split chains generated piece by piece)
+      // One chain of n states of weights 1..3 (2n draws): split chains of n draws.
+      std::vector<std::int64_t> w(n);
+      for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<std::int64_t>(1 + i % 3);
+      const herd::mcmc::DrawsView v(std::span<const double>(y.data(), n), w, 1, n);
+      const d::SplitSeries s(v, d::SplitSeries::Kind::kState);
+      bool fft = false;
+      const std::size_t held = held_by([&](d::Workspace& ws) { (void)d::ess_series(s, ws); }, fft);
+      INFO("held " << held << " bytes");
+      CHECK(fft);
+      CHECK(held <= kBound);
+    }
+  }
+}
