@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -389,5 +390,116 @@ TEST_CASE("Acrobot: SIMD batched steps are bit-identical with scalar steps", "[r
     if (static_cast<int>(level) > static_cast<int>(herd::rl::env_simd_supported())) continue;
     for (const std::size_t n : {1u, 3u, 7u, 9u, 37u, 263u})
       check_batched_equals_scalar("Acrobot-v1", n, level, n > 100 ? 150 : 400);
+  }
+}
+
+namespace {
+
+// env_sincos at `level` on `xs` against glibc's sincos, bit for bit; returns the number of
+// lanes it computed with glibc and collects those arguments into `fell`.
+std::size_t check_sincos_bits(const std::vector<double>& xs, herd::rl::EnvSimd level, std::vector<double>* fell) {
+  void (*volatile glibc_sincos)(double, double*, double*) = &::sincos;  // never folded or vectorized
+  const std::size_t n = xs.size();
+  std::vector<double> s(n), c(n);
+  std::vector<std::uint8_t> fb(n);
+  const std::size_t count = herd::rl::env_sincos(xs.data(), s.data(), c.data(), n, level, fb.data());
+  std::size_t bad = 0, flagged = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double gs, gc;
+    glibc_sincos(xs[i], &gs, &gc);
+    if (!same_bits(gs, s[i]) || !same_bits(gc, c[i])) {
+      if (++bad <= 5)
+        UNSCOPED_INFO("x = " << std::hexfloat << xs[i] << ": sin " << s[i] << " (glibc " << gs << "), cos " << c[i]
+                             << " (glibc " << gc << ")" << std::defaultfloat);
+    }
+    flagged += fb[i];
+    if (fb[i] && fell) fell->push_back(xs[i]);
+  }
+  CHECK(bad == 0);
+  CHECK(flagged == count);
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("env_sincos returns glibc's sincos bits", "[rl][envs][simd]") {
+  using herd::rl::EnvSimd;
+  const double b = herd::rl::kEnvSincosBound;
+  // Edges: 0, -0, the range's ends and their neighbours, the small-argument cut (2^-26),
+  // subnormals and other tiny values, values outside the range, NaN and infinities.
+  std::vector<double> edges = {0.0,
+                               -0.0,
+                               b,
+                               -b,
+                               std::nextafter(b, 0.0),
+                               std::nextafter(b, 1.0),
+                               std::nextafter(-b, 0.0),
+                               std::nextafter(-b, -1.0),
+                               0x1p-26,
+                               -0x1p-26,
+                               std::nextafter(0x1p-26, 0.0),
+                               std::nextafter(0x1p-26, 1.0),
+                               0x1p-27,
+                               0x1.8p-26,
+                               0x1p-1074,
+                               -0x1p-1074,
+                               0x1p-1060,
+                               0x0.fffffffffffffp-1022,
+                               0x1p-1022,
+                               -0x1p-1022,
+                               1e-300,
+                               1e-100,
+                               1e-20,
+                               -1e-12,
+                               1e-9,
+                               3e-8,
+                               1e-6,
+                               1e-3,
+                               0.2094395102393195,
+                               std::numbers::pi / 4,
+                               1.0,
+                               -2.5,
+                               1e6,
+                               1e300,
+                               HUGE_VAL,
+                               -HUGE_VAL,
+                               std::nan("")};
+  // Random arguments on the range: 9 in 10 uniform, 1 in 10 with log-uniform magnitude.
+  const herd::RngStream rng(2026, 3);
+  constexpr std::size_t kN = 10'000'000;
+  std::vector<double> xs(kN);
+  for (std::size_t i = 0; i < kN; ++i) {
+    const double u = rng.uniform(i);
+    xs[i] = i % 10 == 9 ? std::copysign(b * std::exp2(-30.0 * u), rng.uniform(kN + i) - 0.5) : b * (2.0 * u - 1.0);
+  }
+  for (const EnvSimd level : {EnvSimd::kScalar, EnvSimd::kAvx2, EnvSimd::kAvx512}) {
+    if (static_cast<int>(level) > static_cast<int>(herd::rl::env_simd_supported())) {
+      std::vector<double> s(1), c(1);
+      CHECK_THROWS_AS(herd::rl::env_sincos(xs.data(), s.data(), c.data(), 1, level), herd::InputError);
+      continue;
+    }
+    INFO("level " << herd::rl::env_simd_name(level));
+    check_sincos_bits(edges, level, nullptr);
+    if (level == EnvSimd::kScalar) continue;
+    // Every length of a partial last vector.
+    for (std::size_t n = 1; n <= 9; ++n)
+      check_sincos_bits(std::vector<double>(xs.begin(), xs.begin() + n), level, nullptr);
+    std::vector<double> fell;
+    const std::size_t count = check_sincos_bits(xs, level, &fell);
+    // The vector path ran (glibc took the ambiguous lanes only), where the CPU has FMA.
+    __builtin_cpu_init();
+    if (level == EnvSimd::kAvx512 || __builtin_cpu_supports("fma")) CHECK(count < kN / 4);
+    // Near the fallback boundary: the neighbours (up to 4 ulp away) of lanes glibc took.
+    std::vector<double> near;
+    for (std::size_t i = 0; i < fell.size() && near.size() < 800'000; ++i) {
+      double lo = fell[i], hi = fell[i];
+      for (int k = 0; k < 4; ++k) {
+        lo = std::nextafter(lo, -HUGE_VAL);
+        hi = std::nextafter(hi, HUGE_VAL);
+        near.push_back(lo);
+        near.push_back(hi);
+      }
+    }
+    check_sincos_bits(near, level, nullptr);
   }
 }
