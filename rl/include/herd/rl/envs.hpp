@@ -47,7 +47,7 @@ inline constexpr double kEnvSincosBound = 0.5;
 /// The rounding-ambiguity margins of `env_sincos`'s sin and cos, in units in the last place
 /// of the result: a lane whose extra-precision sin (cos) lies within this distance of a
 /// rounding midpoint takes glibc's `sincos` (docs/rl.md, "SIMD-across-envs stepping").
-inline constexpr double kEnvSinMargin = 1.0 / 32;
+inline constexpr double kEnvSinMargin = 1.0 / 16;
 inline constexpr double kEnvCosMargin = 1.0 / 128;
 
 /// sin and cos of `n` angles `x[i]` into `sin[i]`, `cos[i]`, the bits of glibc's `sincos`.
@@ -58,8 +58,9 @@ inline constexpr double kEnvCosMargin = 1.0 / 128;
 /// cos lies within `kEnvSinMargin` or `kEnvCosMargin` units in the last place of a rounding
 /// midpoint (conservatively below a power of two). The other lanes are correctly rounded,
 /// which is glibc's result wherever glibc's error is below 0.5 + margin - 0.0035 units in
-/// the last place (0.528 for sin, 0.5076 for cos); on 10^9 arguments of the range glibc's
-/// FMA variants erred by at most 0.5156 and 0.5019 (docs/rl.md). `fell_back`, when not
+/// the last place (0.559 for sin, 0.5076 for cos); on 10^9 arguments of the range glibc's
+/// FMA variants erred by at most 0.5156 and 0.5019, its others (10^8 arguments) by 0.5231
+/// and 0.5027 (docs/rl.md). `fell_back`, when not
 /// null, receives 1 for lanes computed by glibc and 0 for the others. Returns the number of
 /// lanes computed by glibc. Thread-safe; arrays of `n` elements, the outputs not overlapping
 /// the input or each other.
