@@ -111,8 +111,10 @@ void CartPole::step_batch(Env* const* envs, std::size_t n, const double* actions
       soa.x_dot[i] = s.x_dot;
       soa.theta[i] = s.theta;
       soa.theta_dot[i] = s.theta_dot;
-      ::sincos(s.theta, &soa.sin[i], &soa.cos[i]);  // the scalar path's function (transition)
     }
+    // The bits of glibc's sincos (the scalar path's function, see `transition`): vector
+    // lanes in extra precision, glibc's sincos where the rounding is close to ambiguous.
+    detail::sincos_lanes(soa.theta, soa.sin, soa.cos, m, level, nullptr);
     const detail::CartPoleLanes l{soa.x,   soa.x_dot,   soa.theta,   soa.theta_dot, soa.sin,
                                   soa.cos, actions + b, obs + 4 * b, terminated + b};
     const std::size_t vec = m - m % lanes;

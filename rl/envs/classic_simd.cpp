@@ -372,4 +372,212 @@ void acrobot_lanes(const AcrobotLanes& l, std::size_t n, EnvSimd level) {
 }
 
 }  // namespace detail
+
+// ---------------------------------------------------------------------------------------
+// sin and cos in double-double precision, W lanes per vector (env_sincos).
+//
+// For 2^-26 <= |x| <= 0.5 (nothing underflows):
+//   sin x = x - x^3/6 + x^5 (1/5! - x^2/7! + ... + x^12/17!)
+//   cos x = 1 - x^2/2 + x^4/24 + x^6 (-1/6! + x^2/8! - ... + x^10/16!)
+// x^2, x^3, x^4 and the terms x^3/6, x^4/24 are double-doubles (products split exactly
+// with FMA; 1/6 and 1/24 as double-doubles); the tails (at most 2^-10.9 |x| and 2^-15.5)
+// are FMA Horner sums in double. The value is v = hi + lo with hi = RN(v) and lo exact
+// (Fast2Sum). Error of v against sin x, in units in the last place (ulp) of the result, at
+// |x| = 0.5 (it shrinks as x^4): the tail's about 6 roundings (x^3, x^2 and their product,
+// the coefficients, the Horner sum, the final FMA) times 2^-53 |x^5 / 120| / (2^-53 sin x)
+// = 0.0034; truncation 2^-21; the double-double terms 2^-45; so below 0.0035 ulp. For
+// cos x: 6 2^-53 x^6/720 / (2^-53 cos x) = 0.00015, the rest below 2^-40; below 0.0002.
+// The lane is correctly rounded when v lies farther than that from a rounding midpoint;
+// it is glibc's result when, in addition, glibc's error is below 0.5 + (margin - 0.0035)
+// ulp (sin) or 0.5 + (margin - 0.0002) ulp (cos). Other lanes take glibc's sincos.
+namespace {
+
+template <int W>
+struct SincosVec {
+  typedef double d __attribute__((vector_size(W * sizeof(double))));
+  typedef std::int64_t i __attribute__((vector_size(W * sizeof(double))));
+};
+
+// sin/cos of x into s, c; returns a lane mask (-1: glibc must compute this lane).
+template <class D, class I, class Fma>
+[[gnu::always_inline]] inline I sincos_dd(D x, D& s, D& c, Fma fma) {
+  constexpr double kC6h = 0x1.5555555555555p-3, kC6l = 0x1.5555555555555p-57;    // 1/6
+  constexpr double kC24h = 0x1.5555555555555p-5, kC24l = 0x1.5555555555555p-59;  // 1/24
+  constexpr std::int64_t kAbs = 0x7fffffffffffffff;
+  const D ax = (D)((I)x & kAbs);
+  auto k = [](double v) { return D{} + v; };
+  const D x2h = x * x, x2l = fma(x, x, -x2h);
+  // sin
+  const D x3h = x * x2h, x3l = fma(x, x2l, fma(x, x2h, -x3h));
+  const D t3h = x3h * kC6h, t3l = fma(x3l, k(kC6h), fma(x3h, k(kC6l), fma(x3h, k(kC6h), -t3h)));
+  D q = fma(k(0x1.952c77030ad4ap-49), x2h, k(-0x1.ae7f3e733b81fp-41));
+  q = fma(q, x2h, k(0x1.6124613a86d09p-33));
+  q = fma(q, x2h, k(-0x1.ae64567f544e4p-26));
+  q = fma(q, x2h, k(0x1.71de3a556c734p-19));
+  q = fma(q, x2h, k(-0x1.a01a01a01a01ap-13));
+  q = fma(q, x2h, k(0x1.1111111111111p-7));
+  const D sh = x - t3h, sl = (x - sh) - t3h;  // exact: |t3h| <= |x|
+  const D lo_s = fma(x3h * x2h, q, sl - t3l);
+  s = sh + lo_s;
+  const D es = lo_s - (s - sh);  // exact: s + es = sh + lo_s
+  // cos
+  const D h = 0.5 * x2h, hl = 0.5 * x2l;
+  const D ch = 1.0 - h, cl = (1.0 - ch) - h;  // exact: h <= 1
+  const D x4h = x2h * x2h, x4l = fma(x2h + x2h, x2l, fma(x2h, x2h, -x4h));
+  const D qh = x4h * kC24h, ql = fma(x4l, k(kC24h), fma(x4h, k(kC24l), fma(x4h, k(kC24h), -qh)));
+  const D th = ch + qh, tl = qh - (th - ch);  // exact: qh <= ch
+  D r = fma(k(0x1.ae7f3e733b81fp-45), x2h, k(-0x1.93974a8c07c9dp-37));
+  r = fma(r, x2h, k(0x1.1eed8eff8d898p-29));
+  r = fma(r, x2h, k(-0x1.27e4fb7789f5cp-22));
+  r = fma(r, x2h, k(0x1.a01a01a01a01ap-16));
+  r = fma(r, x2h, k(-0x1.6c16c16c16c17p-10));
+  const D lo_c = fma(x4h * x2h, r, ((cl + tl) - hl) + ql);
+  c = th + lo_c;
+  const D ec = lo_c - (c - th);
+  // Ambiguous when v + e K rounds away from v (K = 1/2 / (1/2 - margin), rounded up):
+  // |e| >= (1/2 - margin) of the gap on e's side, i.e. the value lies within `margin`
+  // units in the last place of a midpoint. Below a power of two the gap is half as wide,
+  // so the test is conservative there.
+  constexpr double kKs = 0.5 / (0.5 - kEnvSinMargin) * (1 + 0x1p-40);
+  constexpr double kKc = 0.5 / (0.5 - kEnvCosMargin) * (1 + 0x1p-40);
+  return (ax < 0x1p-26) | ~(ax <= kEnvSincosBound) | (s + es * kKs != s) | (c + ec * kKc != c);
+}
+
+}  // namespace
+
+namespace {
+
+// glibc's sincos, out of line: inlined into the functions with target attributes, GCC
+// splits the call into separate sin and cos calls (the same bits, but slower).
+[[gnu::noinline]] void glibc_sincos(double x, double* s, double* c) { ::sincos(x, s, c); }
+
+// Lanes [0, n) of x through the W-wide kernel (the last partial vector padded), then
+// glibc's sincos for the lanes it flagged; returns their number. The vector loop has no
+// data-dependent branch (flagged lanes are appended to a list without one), so its
+// iterations overlap.
+template <int W, class Fma, class Movemask>
+[[gnu::always_inline]] inline std::size_t sincos_lanes_impl(const double* x, double* s, double* c, std::size_t n,
+                                                            std::uint8_t* fell_back, Fma fma, Movemask movemask) {
+  using D = typename SincosVec<W>::d;
+  using I = typename SincosVec<W>::i;
+  constexpr std::size_t kW = W, kPart = 512;
+  std::uint32_t list[kPart];
+  std::size_t count = 0;
+  for (std::size_t p = 0; p < n; p += kPart) {
+    const std::size_t pn = n - p < kPart ? n - p : kPart;
+    const std::size_t full = pn - pn % kW;
+    std::size_t k = 0;
+    for (std::size_t i = p; i < p + full; i += kW) {
+      D xv, sv, cv;
+      __builtin_memcpy(&xv, x + i, sizeof(D));
+      const unsigned bits = movemask(sincos_dd<D, I>(xv, sv, cv, fma));
+      __builtin_memcpy(s + i, &sv, sizeof(D));
+      __builtin_memcpy(c + i, &cv, sizeof(D));
+      for (std::size_t j = 0; j < kW; ++j) {
+        list[k] = static_cast<std::uint32_t>(i - p + j);
+        k += (bits >> j) & 1u;
+      }
+    }
+    if (full < pn) {  // the partial last vector, padded with a vector-path argument
+      const std::size_t i = p + full, m = pn - full;
+      double xs[W], ss[W], cs[W];
+      for (std::size_t j = 0; j < kW; ++j) xs[j] = j < m ? x[i + j] : 0.25;
+      D xv, sv, cv;
+      __builtin_memcpy(&xv, xs, sizeof(D));
+      const unsigned bits = movemask(sincos_dd<D, I>(xv, sv, cv, fma));
+      __builtin_memcpy(ss, &sv, sizeof(D));
+      __builtin_memcpy(cs, &cv, sizeof(D));
+      for (std::size_t j = 0; j < m; ++j) {
+        s[i + j] = ss[j];
+        c[i + j] = cs[j];
+        list[k] = static_cast<std::uint32_t>(full + j);
+        k += (bits >> j) & 1u;
+      }
+    }
+    if (fell_back) {
+      for (std::size_t i = p; i < p + pn; ++i) fell_back[i] = 0;
+      for (std::size_t t = 0; t < k; ++t) fell_back[p + list[t]] = 1;
+    }
+    for (std::size_t t = 0; t < k; ++t) {
+      const std::size_t i = p + list[t];
+      glibc_sincos(x[i], &s[i], &c[i]);
+    }
+    count += k;
+  }
+  return count;
+}
+
+#ifdef HERD_RL_X86_SIMD
+struct Fma256 {
+  __attribute__((target("avx2,fma"))) inline SincosVec<4>::d operator()(SincosVec<4>::d a, SincosVec<4>::d b,
+                                                                        SincosVec<4>::d c) const {
+    return (SincosVec<4>::d)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
+  }
+};
+struct Mask256 {
+  __attribute__((target("avx2,fma"))) inline unsigned operator()(SincosVec<4>::i m) const {
+    return static_cast<unsigned>(_mm256_movemask_pd((__m256d)m));
+  }
+};
+struct Fma512 {
+  __attribute__((target("avx512f,avx512dq"))) inline SincosVec<8>::d operator()(SincosVec<8>::d a, SincosVec<8>::d b,
+                                                                                SincosVec<8>::d c) const {
+    return (SincosVec<8>::d)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
+  }
+};
+struct Mask512 {
+  __attribute__((target("avx512f,avx512dq"))) inline unsigned operator()(SincosVec<8>::i m) const {
+    return static_cast<unsigned>(_mm512_movepi64_mask((__m512i)m));
+  }
+};
+
+__attribute__((target("avx2,fma"), flatten)) std::size_t sincos_avx2(const double* x, double* s, double* c,
+                                                                     std::size_t n, std::uint8_t* fell_back) {
+  return sincos_lanes_impl<4>(x, s, c, n, fell_back, Fma256{}, Mask256{});
+}
+__attribute__((target("avx512f,avx512dq"), flatten)) std::size_t sincos_avx512(const double* x, double* s, double* c,
+                                                                               std::size_t n, std::uint8_t* fell_back) {
+  return sincos_lanes_impl<8>(x, s, c, n, fell_back, Fma512{}, Mask512{});
+}
+#endif
+
+bool cpu_has_fma() {
+#ifdef HERD_RL_X86_SIMD
+  static const bool fma = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma") != 0;
+  }();
+  return fma;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+namespace detail {
+
+std::size_t sincos_lanes(const double* x, double* s, double* c, std::size_t n, EnvSimd level, std::uint8_t* fell_back) {
+#ifdef HERD_RL_X86_SIMD
+  if (level == EnvSimd::kAvx512) return sincos_avx512(x, s, c, n, fell_back);
+  if (level == EnvSimd::kAvx2 && cpu_has_fma()) return sincos_avx2(x, s, c, n, fell_back);
+#endif
+  (void)level;
+  for (std::size_t i = 0; i < n; ++i) {
+    glibc_sincos(x[i], &s[i], &c[i]);
+    if (fell_back) fell_back[i] = 1;
+  }
+  return n;
+}
+
+}  // namespace detail
+
+std::size_t env_sincos(const double* x, double* sin, double* cos, std::size_t n, EnvSimd level,
+                       std::uint8_t* fell_back) {
+  HERD_REQUIRE(static_cast<int>(level) <= static_cast<int>(env_simd_supported()),
+               "env_sincos: level {} is not supported by this CPU (the widest supported is {})", env_simd_name(level),
+               env_simd_name(env_simd_supported()));
+  return detail::sincos_lanes(x, sin, cos, n, level, fell_back);
+}
+
 }  // namespace herd::rl

@@ -6,9 +6,11 @@
 // `Acrobot::step_impl`): every lane performs the same IEEE-754 double operations in the same
 // order as the scalar code (vector add/sub/mul/div/compare/convert round exactly as their
 // scalar forms), the sources are compiled with -ffp-contract=off (no fused multiply-add,
-// also not between intrinsics), and every transcendental value comes from the same glibc
-// function as on the scalar path, called once per lane (`sincos`, `cos`, `pow`); the
-// kernels never use vector math libraries (libmvec/SVML round differently).
+// also not between intrinsics), and every transcendental value is the bits of the glibc
+// function the scalar path calls: Acrobot's `sincos`, `cos`, `pow` are called once per
+// lane; CartPole's `sincos` comes from `sincos_lanes`, correctly rounded vector lanes with
+// glibc's `sincos` wherever the rounding is close to ambiguous (`env_sincos`). The kernels
+// never use vector math libraries (libmvec/SVML round differently).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +35,7 @@ inline constexpr double kXThreshold = 2.4;
 }  // namespace cartpole
 
 /// One chunk of CartPoles in SoA form. Inputs: state arrays, `sin`/`cos` of theta (glibc
-/// `sincos`), actions (0 or 1 as float64). Outputs: the state arrays updated in place,
+/// `sincos`'s bits), actions (0 or 1 as float64). Outputs: the state arrays updated in place,
 /// `obs` rows `[n, 4]` float32, `terminated` `[n]` 0/1.
 struct CartPoleLanes {
   double* x;
@@ -120,6 +122,10 @@ void cartpole_lanes_avx512(const CartPoleLanes& l, std::size_t n);
 void cartpole_lanes_avx2(const CartPoleLanes& l, std::size_t n);
 /// Steps lanes [0, n) one at a time (the portable form; the same operations).
 void cartpole_lanes_scalar(const CartPoleLanes& l, std::size_t n);
+
+/// `env_sincos` without the level check: lanes [0, n) at `level` (the avx2 level needs FMA,
+/// else every lane takes glibc's `sincos`). Thread-safe.
+std::size_t sincos_lanes(const double* x, double* s, double* c, std::size_t n, EnvSimd level, std::uint8_t* fell_back);
 
 /// Vector width (lanes) of a SIMD level: 1, 4 or 8.
 std::size_t simd_lanes(EnvSimd level);

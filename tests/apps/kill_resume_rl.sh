@@ -82,16 +82,18 @@ echo "SIGKILL: $kills kills, CSV whole after each, final CSV equal to the refere
 # checkpoint_period_seconds: without iteration-based checkpoints, a run killed after 30
 # rows has a checkpoint by wall time (every 2 ms: an iteration takes longer) and resumes
 # from it; with neither, it
-# has none.
+# has none. These runs are 100 times longer than the others, so that the kill lands before
+# their end (the 45 iterations after row 30 can take less than the polling and the kill).
 for secs in 0.002 0; do
   p=secs_$secs
   setsid "${launch[@]}" "$exe" train run.toml --quiet --set output_prefix=$p --set checkpoint_period=0 \
-    --set checkpoint_period_seconds=$secs > $p.log 2>&1 &
+    --set checkpoint_period_seconds=$secs --set total_steps=1920000 > $p.log 2>&1 &
   pid=$!
   while kill -0 "$pid" 2>/dev/null && [ "$(rows ${p}_progress.csv)" -lt 30 ]; do sleep 0.005; done
   kill_job "$pid"
   wait "$pid" 2>/dev/null
-  out=$("${launch[@]}" "$exe" train run.toml --set output_prefix=$p --stop-after 0 --resume 2>&1)
+  out=$("${launch[@]}" "$exe" train run.toml --set output_prefix=$p --set total_steps=1920000 --stop-after 0 \
+    --resume 2>&1)
   if [ $secs = 0 ]; then
     echo "$out" | grep -q "no checkpoint $p.ckpt yet" || fail "checkpoint_period_seconds = 0: $out"
   else

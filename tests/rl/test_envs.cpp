@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -389,5 +390,135 @@ TEST_CASE("Acrobot: SIMD batched steps are bit-identical with scalar steps", "[r
     if (static_cast<int>(level) > static_cast<int>(herd::rl::env_simd_supported())) continue;
     for (const std::size_t n : {1u, 3u, 7u, 9u, 37u, 263u})
       check_batched_equals_scalar("Acrobot-v1", n, level, n > 100 ? 150 : 400);
+  }
+}
+
+namespace {
+
+// env_sincos at `level` on `xs` against glibc's sincos, bit for bit; returns the number of
+// lanes it computed with glibc and collects those arguments into `fell`.
+std::size_t check_sincos_bits(const std::vector<double>& xs, herd::rl::EnvSimd level, std::vector<double>* fell) {
+  void (*volatile glibc_sincos)(double, double*, double*) = &::sincos;  // never folded or vectorized
+  const std::size_t n = xs.size();
+  std::vector<double> s(n), c(n);
+  std::vector<std::uint8_t> fb(n);
+  const std::size_t count = herd::rl::env_sincos(xs.data(), s.data(), c.data(), n, level, fb.data());
+  std::size_t bad = 0, flagged = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double gs, gc;
+    glibc_sincos(xs[i], &gs, &gc);
+    if (!same_bits(gs, s[i]) || !same_bits(gc, c[i])) {
+      if (++bad <= 5)
+        UNSCOPED_INFO("x = " << std::hexfloat << xs[i] << ": sin " << s[i] << " (glibc " << gs << "), cos " << c[i]
+                             << " (glibc " << gc << ")" << std::defaultfloat);
+    }
+    flagged += fb[i];
+    if (fb[i] && fell) fell->push_back(xs[i]);
+  }
+  CHECK(bad == 0);
+  CHECK(flagged == count);
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("env_sincos returns glibc's sincos bits", "[rl][envs][simd]") {
+  using herd::rl::EnvSimd;
+  const double b = herd::rl::kEnvSincosBound;
+  // Edges: 0, -0, the range's ends and their neighbours, the small-argument cut (2^-26),
+  // subnormals and other tiny values, values outside the range, NaN and infinities.
+  std::vector<double> edges = {0.0,
+                               -0.0,
+                               b,
+                               -b,
+                               std::nextafter(b, 0.0),
+                               std::nextafter(b, 1.0),
+                               std::nextafter(-b, 0.0),
+                               std::nextafter(-b, -1.0),
+                               0x1p-26,
+                               -0x1p-26,
+                               std::nextafter(0x1p-26, 0.0),
+                               std::nextafter(0x1p-26, 1.0),
+                               0x1p-27,
+                               0x1.8p-26,
+                               0x1p-1074,
+                               -0x1p-1074,
+                               0x1p-1060,
+                               0x0.fffffffffffffp-1022,
+                               0x1p-1022,
+                               -0x1p-1022,
+                               1e-300,
+                               1e-100,
+                               1e-20,
+                               -1e-12,
+                               1e-9,
+                               3e-8,
+                               1e-6,
+                               1e-3,
+                               0.2094395102393195,
+                               std::numbers::pi / 4,
+                               1.0,
+                               -2.5,
+                               1e6,
+                               1e300,
+                               HUGE_VAL,
+                               -HUGE_VAL,
+                               std::nan("")};
+  // Hard cases: worst cases for rounding sin below 0.5 (the start of V. Lefevre's testlibm
+  // list, as CORE-MATH's sin.wc holds it), with both signs.
+  constexpr double kHard[] = {
+      0x1.00874a5f9fc33p-13, 0x1.009ee184a02e7p-8,  0x1.00aeab577dc9ap-11, 0x1.00e730f98fd44p-9, 0x1.00f620e3203b4p-7,
+      0x1.0102947e7003bp-3,  0x1.013b76f655be4p-4,  0x1.015b4fa4d915bp-14, 0x1.01a1c30445418p-4, 0x1.01a9891dd8e91p-4,
+      0x1.0202c01ab4668p-11, 0x1.0274e0d9c490bp-15, 0x1.0285070f9f1bcp-5,  0x1.02a31aed55ef6p-9, 0x1.02a936ee9e7cfp-13,
+      0x1.03749c462134ep-3,  0x1.038f3177e2192p-11, 0x1.039d88c480fccp-22, 0x1.0438976472dfcp-4, 0x1.0518fffe634f2p-2,
+      0x1.0aedf4dd4ccf8p-2,  0x1.0c907e3aeb72cp-2,  0x1.17ea5cdc2dfabp-2,  0x1.191e692fcac47p-2, 0x1.19b39fb3a447ep-2,
+      0x1.1c63df63d59dp-2,   0x1.1cbccdb599edp-2,   0x1.1faa24029ef88p-2,  0x1.21deffc5e2111p-2, 0x1.2272b995ca84ap-2,
+      0x1.229c6ccf46682p-2,  0x1.25dcb19204258p-3,  0x1.2b3f86f782cdfp-3,  0x1.2cbe1bf2e4468p-2, 0x1.2f30447b2a812p-2,
+      0x1.2fc3d8d81b559p-3,  0x1.2fe531ebd1be7p-2,  0x1.30298cd0ac51bp-2,  0x1.303e1f5abbc63p-3, 0x1.31186acde9643p-2,
+      0x1.3202fc34125edp-3,  0x1.33f34f531009dp-3,  0x1.371594f92fd3ap-3,  0x1.39a95a2c262ecp-3, 0x1.39ef0f2c94fd9p-3,
+      0x1.3af769a61402cp-2,  0x1.4057b989ba51dp-2,  0x1.4085c64d5e72ap-3,  0x1.4598e584b6597p-2, 0x1.45bd134f258cp-2,
+      0x1.46c69bc213672p-2,  0x1.48ec07043dc8dp-3,  0x1.4bd5ae7357bc8p-3,  0x1.4dea6a76b5613p-3, 0x1.4fe4ec9e946a4p-2,
+      0x1.547e3c7a54b9ap-3,  0x1.54ae5f22747a7p-3,  0x1.556dd5f9b78e2p-3,  0x1.5be9b845889efp-3, 0x1.5bfca0aa697edp-3,
+      0x1.5c322c932742dp-3,  0x1.5f4b582359617p-2,  0x1.5f89ae3484752p-3,  0x1.62237044f17fep-3, 0x1.64114261c604fp-3,
+      0x1.657e99b004799p-3,  0x1.685e3181dbe4bp-3,  0x1.6ae78685ff6d4p-3,  0x1.6b750f7a7c116p-2, 0x1.6e240ad3dcd12p-3,
+  };
+  for (const double h : kHard) edges.push_back(h), edges.push_back(-h);
+  // Random arguments on the range: 9 in 10 uniform, 1 in 10 with log-uniform magnitude.
+  const herd::RngStream rng(2026, 3);
+  constexpr std::size_t kN = 10'000'000;
+  std::vector<double> xs(kN);
+  for (std::size_t i = 0; i < kN; ++i) {
+    const double u = rng.uniform(i);
+    xs[i] = i % 10 == 9 ? std::copysign(b * std::exp2(-30.0 * u), rng.uniform(kN + i) - 0.5) : b * (2.0 * u - 1.0);
+  }
+  for (const EnvSimd level : {EnvSimd::kScalar, EnvSimd::kAvx2, EnvSimd::kAvx512}) {
+    if (static_cast<int>(level) > static_cast<int>(herd::rl::env_simd_supported())) {
+      std::vector<double> s(1), c(1);
+      CHECK_THROWS_AS(herd::rl::env_sincos(xs.data(), s.data(), c.data(), 1, level), herd::InputError);
+      continue;
+    }
+    INFO("level " << herd::rl::env_simd_name(level));
+    check_sincos_bits(edges, level, nullptr);
+    if (level == EnvSimd::kScalar) continue;
+    // Every length of a partial last vector.
+    for (std::size_t n = 1; n <= 9; ++n)
+      check_sincos_bits(std::vector<double>(xs.begin(), xs.begin() + n), level, nullptr);
+    std::vector<double> fell;
+    const std::size_t count = check_sincos_bits(xs, level, &fell);
+    // The vector path ran (glibc took the ambiguous lanes only), where the CPU has FMA.
+    __builtin_cpu_init();
+    if (level == EnvSimd::kAvx512 || __builtin_cpu_supports("fma")) CHECK(count < kN / 4);
+    // Near the fallback boundary: the neighbours (up to 4 ulp away) of lanes glibc took.
+    std::vector<double> near;
+    for (std::size_t i = 0; i < fell.size() && near.size() < 800'000; ++i) {
+      double lo = fell[i], hi = fell[i];
+      for (int k = 0; k < 4; ++k) {
+        lo = std::nextafter(lo, -HUGE_VAL);
+        hi = std::nextafter(hi, HUGE_VAL);
+        near.push_back(lo);
+        near.push_back(hi);
+      }
+    }
+    check_sincos_bits(near, level, nullptr);
   }
 }

@@ -21,9 +21,9 @@ namespace herd::rl {
 /// several environments per vector instruction over structure-of-arrays copies of their
 /// states. Every level gives results bit-identical with the scalar `step` (the reference):
 /// the same IEEE-754 double operations per environment in the same order, no fused
-/// multiply-add, and the same glibc `sincos`/`cos`/`pow` calls per environment (the
-/// transcendental functions are not vectorized, as vector math libraries round
-/// differently).
+/// multiply-add, and the bits of the same glibc `sincos`/`cos`/`pow` calls per environment
+/// (Acrobot calls them per environment; CartPole's `sincos` comes from `env_sincos`; vector
+/// math libraries, which round differently, are not used).
 enum class EnvSimd : std::uint8_t {
   kScalar,  ///< one environment at a time (the portable path)
   kAvx2,    ///< 4 environments per 256-bit vector
@@ -40,6 +40,33 @@ EnvSimd env_simd();
 void set_env_simd(EnvSimd level);
 /// "scalar", "avx2" or "avx512".
 const char* env_simd_name(EnvSimd level);
+
+/// Arguments of `env_sincos`'s vector path: 2^-26 <= |x| <= kEnvSincosBound [rad]; other
+/// arguments (and NaN, infinities) take glibc's `sincos`.
+inline constexpr double kEnvSincosBound = 0.5;
+/// The rounding-ambiguity margins of `env_sincos`'s sin and cos, in units in the last place
+/// of the result: a lane whose extra-precision sin (cos) lies within this distance of a
+/// rounding midpoint takes glibc's `sincos` (docs/rl.md, "SIMD-across-envs stepping").
+inline constexpr double kEnvSinMargin = 1.0 / 16;
+inline constexpr double kEnvCosMargin = 1.0 / 128;
+
+/// sin and cos of `n` angles `x[i]` into `sin[i]`, `cos[i]`, the bits of glibc's `sincos`.
+/// At the scalar level, and for lanes outside [2^-26, kEnvSincosBound] in magnitude, it
+/// calls glibc's `sincos`; otherwise it evaluates 4 (avx2, with FMA) or 8 (avx512) angles
+/// per vector in double-double precision (Taylor polynomials, error below 0.0035 units in
+/// the last place), rounds to double, and calls glibc's `sincos` for any lane whose sin or
+/// cos lies within `kEnvSinMargin` or `kEnvCosMargin` units in the last place of a rounding
+/// midpoint (conservatively below a power of two). The other lanes are correctly rounded,
+/// which is glibc's result wherever glibc's error is below 0.5 + margin - 0.0035 units in
+/// the last place (0.559 for sin, 0.5076 for cos); on 10^9 arguments of the range glibc's
+/// FMA variants erred by at most 0.5156 and 0.5019, its others (10^8 arguments) by 0.5231
+/// and 0.5027 (docs/rl.md). `fell_back`, when not
+/// null, receives 1 for lanes computed by glibc and 0 for the others. Returns the number of
+/// lanes computed by glibc. Thread-safe; arrays of `n` elements, the outputs not overlapping
+/// the input or each other.
+/// @throws herd::InputError when the CPU does not support `level`.
+std::size_t env_sincos(const double* x, double* sin, double* cos, std::size_t n, EnvSimd level,
+                       std::uint8_t* fell_back = nullptr);
 
 /// Internal state of one CartPole: x [m], x_dot [m/s], theta [rad], theta_dot [rad/s].
 struct CartPoleState {
