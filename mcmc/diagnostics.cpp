@@ -1064,27 +1064,29 @@ double ZQuantiles::exact(std::size_t i) const {
 void ZQuantiles::reset(std::size_t s) {
   if (s_ == s && !delta_.empty()) return;
   s_ = s;
+  shift_ = s < (std::size_t{1} << 18) ? 4 : 5;
   delta_.assign(s + 2, kUnset);
-  knots_.assign((s + 1) / kStep + 2, 0);
-  for (std::size_t b = 1; b < knots_.size(); ++b) knots_[b] = zkey(exact(b * kStep));
+  // Knots b - 1 .. b + 2 for every entry i <= S + 1 of block b = i / K >= 2.
+  knots_.assign(((s + 1) >> shift_) + 3, 0);
+  for (std::size_t b = 1; b < knots_.size(); ++b) knots_[b] = zkey(exact(b << shift_));
 }
 
 double ZQuantiles::evaluate(std::size_t i) {
-  if (i < kStep) return exact(i);  // the first block has no knot at its start
-  const std::atomic_ref<std::int32_t> e(delta_[i]);
-  const std::int32_t d = e.load(std::memory_order_relaxed);
+  if (i < (std::size_t{2} << shift_)) return exact(i);  // the first two blocks: no knot before them
+  const std::atomic_ref<std::int16_t> e(delta_[i]);
+  const std::int16_t d = e.load(std::memory_order_relaxed);
   if (d == kEscape) return exact(i);
   const std::uint64_t k = interpolated(i);
   if (d != kUnset) return zval(k + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
   const double z = exact(i);
   const auto diff = static_cast<std::int64_t>(zkey(z) - k);
-  const bool fits = diff > kEscape && diff <= std::numeric_limits<std::int32_t>::max();
-  e.store(fits ? static_cast<std::int32_t>(diff) : kEscape, std::memory_order_relaxed);
+  const bool fits = diff > kEscape && diff <= std::numeric_limits<std::int16_t>::max();
+  e.store(fits ? static_cast<std::int16_t>(diff) : kEscape, std::memory_order_relaxed);
   return z;
 }
 
 std::size_t ZQuantiles::bytes() const {
-  return knots_.capacity() * sizeof(std::uint64_t) + delta_.capacity() * sizeof(std::int32_t);
+  return knots_.capacity() * sizeof(std::uint64_t) + delta_.capacity() * sizeof(std::int16_t);
 }
 
 ZQuantiles* SharedZTable::table(std::size_t s) {
@@ -2529,7 +2531,7 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
     return out;
   }
   // Quantities are claimed one at a time, so a slow one does not hold up a fixed share. The
-  // threads share one table of normal quantiles (4.5 bytes per draw, not one per thread).
+  // threads share one table of normal quantiles (2.25 bytes per draw, not one per thread).
   detail::SharedZTable shared_z;
   ThreadPool pool(threads - 1);
   pool.parallel_for_each(

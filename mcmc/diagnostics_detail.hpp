@@ -112,16 +112,19 @@ class RealFft {
 
 /// The normal quantiles z(i) = Phi^-1((i / 2 - 3/8) / (S + 1/4)) of the z-scaled ranks r = i /
 /// 2 of S draws (Blom offsets, posterior's z_scale), for i in [1, S + 1], each evaluated once
-/// (boost::math::quantile) and kept in 4 bytes instead of 8: every kStep-th quantile (a knot)
-/// is kept whole, as its order-preserving key (zkey), and entry i as the difference between
-/// its key and the key interpolated linearly (in integers, wrapping) between the knots around
-/// it. The difference fits 32 bits wherever the quantiles are smooth on the scale of kStep
-/// entries; elsewhere (the first block, the most extreme ranks; a few thousand entries around
-/// the median, where z crosses 0) the entry is marked and the quantile evaluated on every
-/// call. The value returned is the evaluated quantile, bit for bit, either way. About 4.5
-/// bytes per draw. Entries are evaluated on first use and read and written through
-/// std::atomic_ref (relaxed; two threads that both find one unevaluated store the same
-/// number): operator() is thread-safe, reset() is not.
+/// (boost::math::quantile) and kept in 2 bytes instead of 8: every K-th quantile (a knot; K =
+/// 32 entries, 16 for S < 2^18) is kept whole, as its order-preserving key (zkey), and entry i
+/// as the 16-bit difference between its key and the cubic through the four knots around it,
+/// evaluated in integers (wrapping; the same key for the same i, whatever the knots). Within a
+/// binade the key is linear in the quantile, which is smooth on the scale of K entries, so the
+/// difference is a few units of the last place; where it does not fit (the first two blocks
+/// and the extreme ranks, where the quantile bends too fast; the blocks where the quantile
+/// crosses a power of two; the entries around the median, where z crosses 0: about 7,600
+/// entries at S = 3.1e6) the entry is marked and the quantile evaluated on every call. The
+/// value returned is the evaluated quantile, bit for bit, either way. About 2.25 bytes per
+/// draw. Entries are evaluated on first use and read and written through std::atomic_ref
+/// (relaxed; two threads that both find one unevaluated store the same number): operator() is
+/// thread-safe, reset() is not.
 class ZQuantiles {
  public:
   /// Makes the table of S = `s` draws (s + 2 entries, no quantile evaluated but the knots'),
@@ -129,11 +132,11 @@ class ZQuantiles {
   void reset(std::size_t s);
   /// The S of the table (0 when empty).
   std::size_t draws() const { return s_; }
-  /// z(i), 1 <= i <= S + 1 (inline: a stored entry is a load, the knots' interpolation and
-  /// an addition).
+  /// z(i), 1 <= i <= S + 1 (inline: a stored entry is a load, the knots' cubic and an
+  /// addition).
   double operator()(std::size_t i) {
-    if (i >= kStep) {
-      const std::int32_t d = std::atomic_ref<std::int32_t>(delta_[i]).load(std::memory_order_relaxed);
+    if (i >= (std::size_t{2} << shift_)) {
+      const std::int16_t d = std::atomic_ref<std::int16_t>(delta_[i]).load(std::memory_order_relaxed);
       if (d > kEscape) [[likely]]
         return zval(interpolated(i) + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
     }
@@ -143,9 +146,8 @@ class ZQuantiles {
   std::size_t bytes() const;
 
  private:
-  static constexpr std::size_t kStep = 16;
-  static constexpr std::int32_t kUnset = std::numeric_limits<std::int32_t>::min();
-  static constexpr std::int32_t kEscape = kUnset + 1;
+  static constexpr std::int16_t kUnset = std::numeric_limits<std::int16_t>::min();
+  static constexpr std::int16_t kEscape = kUnset + 1;
   /// Order-preserving bijection of doubles to unsigned keys (-0 below +0), and its inverse.
   static std::uint64_t zkey(double x) {
     const auto b = std::bit_cast<std::uint64_t>(x);
@@ -154,23 +156,35 @@ class ZQuantiles {
   static double zval(std::uint64_t k) {
     return std::bit_cast<double>((k >> 63) ? (k & ~(std::uint64_t{1} << 63)) : ~k);
   }
-  /// The key interpolated between the knots around entry i >= kStep (wrapping unsigned
-  /// arithmetic: the same key for the same i, whatever the knots).
+  /// The key of entry i >= 2K from the cubic through knots b - 1, b, b + 1 and b + 2 (b = i /
+  /// K; Newton's form in the knots' differences, t = (i - b K) / K): k_b + t d1 + t (t - 1) /
+  /// 2 (d1 - d0) + (t + 1) t (t - 1) / 6 (d2 - 2 d1 + d0), each term rounded down. Unsigned
+  /// products (wrapping where the knots are far apart: a key that does not fit the entry's
+  /// difference, never undefined behaviour), read as signed; the same key for the same i.
   std::uint64_t interpolated(std::size_t i) const {
-    const std::size_t b = i / kStep;
-    const std::uint64_t k0 = knots_[b], k1 = knots_[b + 1];
-    return k0 + (k1 - k0) * (i % kStep) / kStep;
+    const std::size_t b = i >> shift_;
+    const std::uint64_t* k = knots_.data() + b;
+    const std::uint64_t d0 = k[0] - k[-1], d1 = k[1] - k[0], d2 = k[2] - k[1];
+    const auto r = static_cast<std::int64_t>(i & ((std::size_t{1} << shift_) - 1));
+    const std::int64_t kk = std::int64_t{1} << shift_;
+    const auto signed_of = [](std::uint64_t x) { return static_cast<std::int64_t>(x); };
+    const std::int64_t t1 = signed_of(static_cast<std::uint64_t>(r) * d1) >> shift_;
+    const std::int64_t t2 = signed_of(static_cast<std::uint64_t>(r * (r - kk)) * (d1 - d0)) >> (2 * shift_ + 1);
+    const std::int64_t t3 =
+        (signed_of(static_cast<std::uint64_t>(r * (r - kk) * (r + kk)) * (d2 - 2 * d1 + d0)) >> (3 * shift_)) / 6;
+    return k[0] + static_cast<std::uint64_t>(t1) + static_cast<std::uint64_t>(t2) + static_cast<std::uint64_t>(t3);
   }
   /// z(i) of an entry not stored (evaluated; then stored if it fits) or not storable.
   double evaluate(std::size_t i);
   double exact(std::size_t i) const;
   std::size_t s_ = 0;
-  BigVector<std::uint64_t> knots_;  // zkey(z(b kStep)) for b >= 1 (b = 0: unused)
-  BigVector<std::int32_t> delta_;   // zkey(z(i)) - interpolated(i), kUnset or kEscape
+  unsigned shift_ = 5;              // K = 2^shift_ entries between knots
+  BigVector<std::uint64_t> knots_;  // zkey(z(b K)) for b >= 1 (b = 0: unused)
+  BigVector<std::int16_t> delta_;   // zkey(z(i)) - interpolated(i), kUnset or kEscape
 };
 
 /// The normal quantiles of z-scaled ranks (ZQuantiles) that the threads of one summarize_all
-/// call share: one table for one draw count S, made by the first thread that asks (about 4.5
+/// call share: one table for one draw count S, made by the first thread that asks (about 2.25
 /// bytes per draw). Thread-safe.
 class SharedZTable {
  public:

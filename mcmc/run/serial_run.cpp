@@ -330,7 +330,7 @@ void compute_diagnostics(SerialRun& r) {
   // Each thread holds one quantity's compact values (8 bytes per state, lent to summarize for
   // its z-scores once it has read them) and the diagnostics' scratch (sort records and draws
   // per state: 13 bytes per state, plus the ESS's buffers), and the threads share one z
-  // table (4.5 bytes per verbose draw). The views are weighted (the compact
+  // table (2.25 bytes per verbose draw). The views are weighted (the compact
   // posterior): the diagnostics rank the compact states instead of every verbose draw, with
   // the verbose column's results.
   const CompactPosterior cp = compact_posterior(r);
