@@ -112,16 +112,16 @@ class RealFft {
 
 /// The normal quantiles z(i) = Phi^-1((i / 2 - 3/8) / (S + 1/4)) of the z-scaled ranks r = i /
 /// 2 of S draws (Blom offsets, posterior's z_scale), for i in [1, S + 1], each evaluated once
-/// (boost::math::quantile) and kept in 2 bytes instead of 8: every K-th quantile (a knot; K =
+/// (boost::math::quantile) and kept in 1 byte instead of 8: every K-th quantile (a knot; K =
 /// 32 entries, 16 for S < 2^18) is kept whole, as its order-preserving key (zkey), and entry i
-/// as the 16-bit difference between its key and the cubic through the four knots around it,
+/// as the 8-bit difference between its key and the cubic through the four knots around it,
 /// evaluated in integers (wrapping; the same key for the same i, whatever the knots). Within a
 /// binade the key is linear in the quantile, which is smooth on the scale of K entries, so the
 /// difference is a few units of the last place; where it does not fit (the first two blocks
 /// and the extreme ranks, where the quantile bends too fast; the blocks where the quantile
-/// crosses a power of two; the entries around the median, where z crosses 0: about 7,600
-/// entries at S = 3.1e6) the entry is marked and the quantile evaluated on every call. The
-/// value returned is the evaluated quantile, bit for bit, either way. About 2.25 bytes per
+/// crosses a power of two; the entries around the median, where z crosses 0: about 31,600
+/// entries at S = 3.1e6, 1%) the entry is marked and the quantile evaluated on every call. The
+/// value returned is the evaluated quantile, bit for bit, either way. About 1.25 bytes per
 /// draw. Entries are evaluated on first use and read and written through std::atomic_ref
 /// (relaxed; two threads that both find one unevaluated store the same number): operator() is
 /// thread-safe, reset() is not.
@@ -136,7 +136,7 @@ class ZQuantiles {
   /// addition).
   double operator()(std::size_t i) {
     if (i >= (std::size_t{2} << shift_)) {
-      const std::int16_t d = std::atomic_ref<std::int16_t>(delta_[i]).load(std::memory_order_relaxed);
+      const std::int8_t d = std::atomic_ref<std::int8_t>(delta_[i]).load(std::memory_order_relaxed);
       if (d > kEscape) [[likely]]
         return zval(interpolated(i) + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
     }
@@ -146,8 +146,8 @@ class ZQuantiles {
   std::size_t bytes() const;
 
  private:
-  static constexpr std::int16_t kUnset = std::numeric_limits<std::int16_t>::min();
-  static constexpr std::int16_t kEscape = kUnset + 1;
+  static constexpr std::int8_t kUnset = std::numeric_limits<std::int8_t>::min();
+  static constexpr std::int8_t kEscape = kUnset + 1;
   /// Order-preserving bijection of doubles to unsigned keys (-0 below +0), and its inverse.
   static std::uint64_t zkey(double x) {
     const auto b = std::bit_cast<std::uint64_t>(x);
@@ -180,11 +180,11 @@ class ZQuantiles {
   std::size_t s_ = 0;
   unsigned shift_ = 5;              // K = 2^shift_ entries between knots
   BigVector<std::uint64_t> knots_;  // zkey(z(b K)) for b >= 1 (b = 0: unused)
-  BigVector<std::int16_t> delta_;   // zkey(z(i)) - interpolated(i), kUnset or kEscape
+  BigVector<std::int8_t> delta_;    // zkey(z(i)) - interpolated(i), kUnset or kEscape
 };
 
 /// The normal quantiles of z-scaled ranks (ZQuantiles) that the threads of one summarize_all
-/// call share: one table for one draw count S, made by the first thread that asks (about 2.25
+/// call share: one table for one draw count S, made by the first thread that asks (about 1.25
 /// bytes per draw). Thread-safe.
 class SharedZTable {
  public:
@@ -272,6 +272,8 @@ class SplitSeries {
   std::vector<Start> starts_;  // [2M]
 };
 
+struct SharedRanks;
+
 /// Scratch buffers and FFT plans, one per thread.
 struct Workspace {
   RealFft fft;
@@ -310,6 +312,9 @@ struct Workspace {
   std::size_t wslots = 0;            // slots of a weighted view (states with draws in the split layout)
   ZQuantiles ztab;                   // normal quantiles of ranks, kept between calls
   SharedZTable* shared_z = nullptr;  // summarize_all's table, used instead of ztab when set
+  /// summarize_all's rank buffers (recs, radix_scratch, radix_count, wcount, wcount_big,
+  /// wblock), lent to this workspace by a RankLease while it ranks a quantity; nullptr: its own.
+  SharedRanks* shared_ranks = nullptr;
   std::vector<std::uint32_t> radix_count;
   std::vector<double> centered;  // one centred chain (ess_chains, and the indicator ESS's FFT)
   std::vector<double> acov;      // chain-averaged autocovariance at the directly summed lags
@@ -321,6 +326,57 @@ struct Workspace {
   std::vector<std::uint64_t> bit_counts;  // pairs of ones per lag of one chain, one block of lags
   /// Bytes held: the buffers' capacities and the FFT's buffers (diagnostics_workspace_bytes).
   std::size_t bytes() const;
+};
+
+/// The rank side's buffers of a workspace (the sort records, the radix sort's scratch and
+/// counts, the draws per slot and the records' block index: 13 bytes per compact state of a
+/// weighted view, 12 per draw unweighted) that the threads of one summarize_all call share:
+/// one thread at a time ranks a quantity in them (RankLease), while the others are on the
+/// passes over their values, which need none of them. Thread-safe through RankLease.
+struct SharedRanks {
+  std::mutex mu;
+  BigVector<Workspace::Rec> recs, radix_scratch;
+  std::vector<std::uint32_t> radix_count;
+  BigVector<std::uint8_t> wcount;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> wcount_big;
+  std::vector<std::uint32_t> wblock;
+};
+
+/// Holds a workspace's rank buffers for one quantity's rank part (sort, order statistics,
+/// z-scalings): with ws.shared_ranks set, locks its mutex and swaps the shared buffers into
+/// `ws` until release() or destruction (which swap them back and unlock); otherwise `ws`
+/// keeps its own and the lease does nothing. The holder must not read ws's rank buffers
+/// after release(). Not copyable; one lease per workspace at a time.
+class RankLease {
+ public:
+  explicit RankLease(Workspace& ws) : ws_(ws), shared_(ws.shared_ranks) {
+    if (shared_ != nullptr) {
+      shared_->mu.lock();
+      swap();
+    }
+  }
+  RankLease(const RankLease&) = delete;
+  RankLease& operator=(const RankLease&) = delete;
+  ~RankLease() { release(); }
+  /// Gives the shared buffers back (no-op when none are held).
+  void release() {
+    if (shared_ == nullptr) return;
+    swap();
+    shared_->mu.unlock();
+    shared_ = nullptr;
+  }
+
+ private:
+  void swap() noexcept {
+    ws_.recs.swap(shared_->recs);
+    ws_.radix_scratch.swap(shared_->radix_scratch);
+    ws_.radix_count.swap(shared_->radix_count);
+    ws_.wcount.swap(shared_->wcount);
+    ws_.wcount_big.swap(shared_->wcount_big);
+    ws_.wblock.swap(shared_->wblock);
+  }
+  Workspace& ws_;
+  SharedRanks* shared_;
 };
 
 /// The calling thread's workspace.

@@ -107,9 +107,9 @@ struct DiagnosticSummary {
 /// Cost: one LSD radix sort of the S draws (of a weighted view: of its K entries of positive
 /// weight, plus one per odd chain) plus O(S) passes, and O(S L) for the L autocovariance lags
 /// Geyer's sequences need (by FFT when L is large). The calling thread's workspace grows to
-/// about 22.25 bytes per draw unweighted (one split buffer serves the z-scores, the split
-/// draws and the FFT's summed power spectrum in turn; the z table of normal quantiles 2.25,
-/// the sort records 12), and for a weighted view to 2.25 per draw (the z table) plus 21 per
+/// about 21.25 bytes per draw unweighted (one split buffer serves the z-scores, the split
+/// draws and the FFT's summed power spectrum in turn; the z table of normal quantiles 1.25,
+/// the sort records 12), and for a weighted view to 1.25 per draw (the z table) plus 21 per
 /// entry (sort records 12, draws per entry 1, z-scores per entry 8): the view is never expanded and its split chains
 /// are generated window by window from one value per entry (stored only up to 2^18 split draws, 2 MiB, where that is
 /// cheaper: detail::stored_split_limit); the ESS keeps only the L lags it sums directly. Once the FFT is used, about 32
@@ -133,7 +133,7 @@ DiagnosticSummary summarize(const DrawsView& draws);
 /// them with its z-scores per entry, instead of holding a buffer of its own for them (8 bytes
 /// per entry); the results are the same.
 /// Memory: each thread holds its buffer and a workspace (see summarize(); the threads share
-/// one table of normal quantiles, 2.25 bytes per draw, instead of one each; a lent buffer
+/// one table of normal quantiles, 1.25 bytes per draw, instead of one each; a lent buffer
 /// leaves 13 bytes per entry of a weighted view's workspace); the workers' are freed on
 /// return, the calling thread's workspace is kept (as by summarize).
 /// @returns the summaries in quantity order.
