@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -2554,13 +2555,30 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
     if (lent) detail::advise_huge(buffer.data(), v.values().size() * sizeof(double));
     return summarize_with(v, lent ? buffer.data() : nullptr);
   };
+  // A thread's buffer is kept from one of its quantities to the next (emptied, its capacity
+  // kept): its pages are faulted in (and collapsed into huge pages) once per thread, not once
+  // per quantity. Freed on return.
   if (threads <= 1) {
+    std::vector<double> buffer;
     for (std::size_t q = 0; q < count; ++q) {
-      std::vector<double> buffer;
+      buffer.clear();
       out[q] = summarize_in(draws(q, buffer), buffer);
     }
     return out;
   }
+  std::mutex buffers_mu;
+  std::deque<std::pair<std::thread::id, std::vector<double>>> buffers;  // one per thread
+  const auto thread_buffer = [&]() -> std::vector<double>& {
+    const std::lock_guard<std::mutex> lock(buffers_mu);
+    const std::thread::id id = std::this_thread::get_id();
+    for (auto& [owner, buffer] : buffers) {
+      if (owner == id) {
+        buffer.clear();
+        return buffer;
+      }
+    }
+    return buffers.emplace_back(id, std::vector<double>()).second;
+  };
   // Quantities are claimed one at a time, so a slow one does not hold up a fixed share. The
   // threads share one table of normal quantiles (1.25 bytes per draw, not one per thread) and
   // one set of rank buffers (sort records and counts, 13 bytes per compact state of a weighted
@@ -2572,7 +2590,7 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
   pool.parallel_for_each(
       0, count,
       [&](std::size_t q) {
-        std::vector<double> buffer;
+        std::vector<double>& buffer = thread_buffer();
         detail::Workspace& ws = detail::workspace();
         ws.shared_z = &shared_z;
         ws.shared_ranks = &shared_ranks;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -935,6 +936,60 @@ TEST_CASE(
   const auto slots = static_cast<double>(
       std::count_if(big.weights.begin(), big.weights.end(), [](std::int64_t w) { return w > 0; }));  // even n: no cut
   CHECK(own_slots - lent >= 8.0 * slots);
+  herd::mcmc::release_diagnostics_workspace();
+}
+
+TEST_CASE("summarize_all's threads share their rank buffers: none in a thread's workspace between quantities",
+          "[mcmc]") {
+  // 6 quantities (AR(1) series of different memory) as weighted views of K states of weights
+  // 1..5 (S = 3 K draws, past stored_split_limit), on 2 threads. Each thread's workspace,
+  // read when the callback asks for its next quantity, holds no sort records, draws per slot
+  // or radix scratch (13 bytes per state: 2.6 MB here, past the bound) and no z table (1.25
+  // per draw): they are summarize_all's, one set for both threads, lent for each quantity's
+  // rank part. What is left is per draw of a split chain at most the packed indicators'
+  // 1 / 8 byte and the few buffers of the ESS's lags. The results are one thread's, bit for bit.
+  constexpr std::size_t kStates = 200000, kQuantities = 6;
+  std::vector<std::int64_t> w(kStates);
+  for (std::size_t i = 0; i < kStates; ++i) w[i] = static_cast<std::int64_t>(1 + i % 5);
+  std::vector<std::vector<double>> values;
+  for (std::size_t q = 0; q < kQuantities; ++q)
+    values.push_back(herd_test::lcg_ar1(1, kStates, 0.15 * static_cast<double>(q), 100 + q, 0.0));
+  const double s = 3.0 * static_cast<double>(kStates), k = static_cast<double>(kStates);
+  REQUIRE(s > static_cast<double>(herd::mcmc::detail::stored_split_limit().load()));
+  std::mutex mu;
+  std::vector<std::thread::id> seen;  // threads that have summarized a quantity
+  std::vector<double> later;          // a thread's workspace bytes before its second and later quantities
+  const auto view = [&](std::size_t q, std::vector<double>& buffer) {
+    {
+      const std::lock_guard<std::mutex> lock(mu);
+      const auto id = std::this_thread::get_id();
+      if (std::find(seen.begin(), seen.end(), id) != seen.end())
+        later.push_back(static_cast<double>(herd::mcmc::diagnostics_workspace_bytes()));
+      else seen.push_back(id);
+    }
+    buffer = values[q];
+    return DrawsView(buffer, w, 1, kStates);
+  };
+  std::vector<herd::mcmc::DiagnosticSummary> one;
+  for (std::size_t q = 0; q < kQuantities; ++q) {
+    herd::mcmc::release_diagnostics_workspace();
+    one.push_back(herd::mcmc::summarize(DrawsView(values[q], w, 1, kStates)));
+  }
+  herd::mcmc::release_diagnostics_workspace();
+  const auto all = herd::mcmc::summarize_all(kQuantities, view, 2);
+  REQUIRE(all.size() == kQuantities);
+  for (std::size_t q = 0; q < kQuantities; ++q) {
+    INFO("quantity " << q);
+    CHECK(herd::mcmc::testing::summary_bits(all[q]) == herd::mcmc::testing::summary_bits(one[q]));
+  }
+  REQUIRE(later.size() == kQuantities - seen.size());
+  REQUIRE(!later.empty());
+  constexpr double kSlack = 1 << 20;
+  for (const double bytes : later) {
+    INFO("a thread's workspace between quantities: " << bytes << " bytes, S = " << s << ", K = " << k);
+    CHECK(bytes <= 0.125 * s + kSlack);
+    CHECK(bytes < 13.0 * k);  // (the bound above is below one set of rank buffers)
+  }
   herd::mcmc::release_diagnostics_workspace();
 }
 
