@@ -288,7 +288,8 @@ bool z_scale_folded(const Rec* sorted, std::size_t count, const C& counts, doubl
   std::size_t included = 0;
   std::size_t group = 0;  // records in the group
   Rec first{};            // its first record
-  auto flush = [&](std::size_t l, std::size_t r) {
+  // Inlined: its state (rank, the group) stays in registers; a call would keep it in memory.
+  auto flush = [&](std::size_t l, std::size_t r) __attribute__((always_inline)) {
     if (included == 0) return;
     const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
     range.add(z);
@@ -1087,15 +1088,38 @@ void ZQuantiles::reset(std::size_t s) {
   if (s_ == s && !delta_.empty()) return;
   s_ = s;
   shift_ = s < (std::size_t{1} << 18) ? 4 : 5;
-  delta_.assign(s + 2, kUnset);
+  // The tail: the extreme ranks, where the quantile bends too fast for the cubic's 8-bit
+  // differences, about the first S / 64 entries (and at least the first two blocks).
+  const std::size_t k = std::size_t{1} << shift_;
+  for (std::size_t r = 0; r < k; ++r) {
+    const auto ri = static_cast<std::int64_t>(r), ki = static_cast<std::int64_t>(k);
+    const std::int64_t p3 = ri * (ri - ki) * (ri + ki);  // <= 0: rounded down by hand
+    poly2_[r] = static_cast<std::uint64_t>(ri * (ri - ki));
+    poly3_[r] = static_cast<std::uint64_t>(p3 >= 0 ? p3 / 6 : -((-p3 + 5) / 6));
+  }
+  tail_n_ = std::min(s + 2, std::max(2 * k, ((s / 64) >> shift_) << shift_));
+  tail_.assign(tail_n_, kUnset32);
+  delta_.assign(s + 2 - tail_n_, kUnset);
   // Knots b - 1 .. b + 2 for every entry i <= S + 1 of block b = i / K >= 2.
   knots_.assign(((s + 1) >> shift_) + 3, 0);
   for (std::size_t b = 1; b < knots_.size(); ++b) knots_[b] = zkey(exact(b << shift_));
 }
 
 double ZQuantiles::evaluate(std::size_t i) {
-  if (i < (std::size_t{2} << shift_)) return exact(i);  // the first two blocks: no knot before them
-  const std::atomic_ref<std::int8_t> e(delta_[i]);
+  if (i < (std::size_t{1} << shift_)) return exact(i);  // the first block: no knot before it
+  if (i < tail_n_) {
+    const std::atomic_ref<std::int32_t> e(tail_[i]);
+    const std::int32_t d = e.load(std::memory_order_relaxed);
+    if (d == kEscape32) return exact(i);
+    const std::uint64_t k = linear(i);
+    if (d != kUnset32) return zval(k + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+    const double z = exact(i);
+    const auto diff = static_cast<std::int64_t>(zkey(z) - k);
+    const bool fits = diff > kEscape32 && diff <= std::numeric_limits<std::int32_t>::max();
+    e.store(fits ? static_cast<std::int32_t>(diff) : kEscape32, std::memory_order_relaxed);
+    return z;
+  }
+  const std::atomic_ref<std::int8_t> e(delta_[i - tail_n_]);
   const std::int8_t d = e.load(std::memory_order_relaxed);
   if (d == kEscape) return exact(i);
   const std::uint64_t k = interpolated(i);
@@ -1108,7 +1132,8 @@ double ZQuantiles::evaluate(std::size_t i) {
 }
 
 std::size_t ZQuantiles::bytes() const {
-  return knots_.capacity() * sizeof(std::uint64_t) + delta_.capacity() * sizeof(std::int8_t);
+  return knots_.capacity() * sizeof(std::uint64_t) + delta_.capacity() * sizeof(std::int8_t) +
+         tail_.capacity() * sizeof(std::int32_t);
 }
 
 ZQuantiles* SharedZTable::table(std::size_t s) {

@@ -2,6 +2,7 @@
 // Internal helpers shared by the diagnostics sources (not installed): the thread-local
 // workspace, FFT autocovariance, Geyer's ESS, split R-hat.
 
+#include <array>
 #include <atomic>
 #include <bit>
 #include <complex>
@@ -117,11 +118,13 @@ class RealFft {
 /// as the 8-bit difference between its key and the cubic through the four knots around it,
 /// evaluated in integers (wrapping; the same key for the same i, whatever the knots). Within a
 /// binade the key is linear in the quantile, which is smooth on the scale of K entries, so the
-/// difference is a few units of the last place; where it does not fit (the first two blocks
-/// and the extreme ranks, where the quantile bends too fast; the blocks where the quantile
-/// crosses a power of two; the entries around the median, where z crosses 0: about 31,600
-/// entries at S = 3.1e6, 1%) the entry is marked and the quantile evaluated on every call. The
-/// value returned is the evaluated quantile, bit for bit, either way. About 1.25 bytes per
+/// difference is a few units of the last place. The tail (the first S / 64 entries, the
+/// extreme ranks, where the quantile bends too fast for the cubic) keeps 32-bit differences
+/// from the line between the two knots around each entry instead. Where a difference does not
+/// fit (the first block; the most extreme ranks; the blocks where the quantile crosses a power
+/// of two; the entries around the median, where z crosses 0) the entry is marked and the
+/// quantile evaluated on every call. The value returned is the evaluated quantile, bit for
+/// bit, either way. About 1.3 bytes per
 /// draw. Entries are evaluated on first use and read and written through std::atomic_ref
 /// (relaxed; two threads that both find one unevaluated store the same number): operator() is
 /// thread-safe, reset() is not.
@@ -135,10 +138,14 @@ class ZQuantiles {
   /// z(i), 1 <= i <= S + 1 (inline: a stored entry is a load, the knots' cubic and an
   /// addition).
   double operator()(std::size_t i) {
-    if (i >= (std::size_t{2} << shift_)) {
-      const std::int8_t d = std::atomic_ref<std::int8_t>(delta_[i]).load(std::memory_order_relaxed);
+    if (i >= tail_n_) [[likely]] {
+      const std::int8_t d = std::atomic_ref<std::int8_t>(delta_[i - tail_n_]).load(std::memory_order_relaxed);
       if (d > kEscape) [[likely]]
         return zval(interpolated(i) + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+    } else if (i >= (std::size_t{1} << shift_)) {
+      const std::int32_t d = std::atomic_ref<std::int32_t>(tail_[i]).load(std::memory_order_relaxed);
+      if (d > kEscape32) [[likely]]
+        return zval(linear(i) + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
     }
     return evaluate(i);
   }
@@ -148,6 +155,8 @@ class ZQuantiles {
  private:
   static constexpr std::int8_t kUnset = std::numeric_limits<std::int8_t>::min();
   static constexpr std::int8_t kEscape = kUnset + 1;
+  static constexpr std::int32_t kUnset32 = std::numeric_limits<std::int32_t>::min();
+  static constexpr std::int32_t kEscape32 = kUnset32 + 1;
   /// Order-preserving bijection of doubles to unsigned keys (-0 below +0), and its inverse.
   static std::uint64_t zkey(double x) {
     const auto b = std::bit_cast<std::uint64_t>(x);
@@ -158,33 +167,43 @@ class ZQuantiles {
   }
   /// The key of entry i >= 2K from the cubic through knots b - 1, b, b + 1 and b + 2 (b = i /
   /// K; Newton's form in the knots' differences, t = (i - b K) / K): k_b + t d1 + t (t - 1) /
-  /// 2 (d1 - d0) + (t + 1) t (t - 1) / 6 (d2 - 2 d1 + d0), each term rounded down. Unsigned
+  /// 2 (d1 - d0) + (t + 1) t (t - 1) / 6 (d2 - 2 d1 + d0), each term rounded down (the
+  /// polynomials in r = i - b K from poly2_ and poly3_, the latter's / 6 rounded down too). Unsigned
   /// products (wrapping where the knots are far apart: a key that does not fit the entry's
   /// difference, never undefined behaviour), read as signed; the same key for the same i.
   std::uint64_t interpolated(std::size_t i) const {
     const std::size_t b = i >> shift_;
     const std::uint64_t* k = knots_.data() + b;
     const std::uint64_t d0 = k[0] - k[-1], d1 = k[1] - k[0], d2 = k[2] - k[1];
-    const auto r = static_cast<std::int64_t>(i & ((std::size_t{1} << shift_) - 1));
-    const std::int64_t kk = std::int64_t{1} << shift_;
+    const std::size_t r = i & ((std::size_t{1} << shift_) - 1);
     const auto signed_of = [](std::uint64_t x) { return static_cast<std::int64_t>(x); };
-    const std::int64_t t1 = signed_of(static_cast<std::uint64_t>(r) * d1) >> shift_;
-    const std::int64_t t2 = signed_of(static_cast<std::uint64_t>(r * (r - kk)) * (d1 - d0)) >> (2 * shift_ + 1);
-    const std::int64_t t3 =
-        (signed_of(static_cast<std::uint64_t>(r * (r - kk) * (r + kk)) * (d2 - 2 * d1 + d0)) >> (3 * shift_)) / 6;
+    const std::int64_t t1 = signed_of(r * d1) >> shift_;
+    const std::int64_t t2 = signed_of(poly2_[r] * (d1 - d0)) >> (2 * shift_ + 1);
+    const std::int64_t t3 = signed_of(poly3_[r] * (d2 - 2 * d1 + d0)) >> (3 * shift_);
     return k[0] + static_cast<std::uint64_t>(t1) + static_cast<std::uint64_t>(t2) + static_cast<std::uint64_t>(t3);
+  }
+  /// The key of tail entry K <= i < tail_n_ interpolated linearly between knots b = i / K and
+  /// b + 1 (in integers, wrapping).
+  std::uint64_t linear(std::size_t i) const {
+    const std::size_t b = i >> shift_;
+    const std::uint64_t k0 = knots_[b], k1 = knots_[b + 1];
+    return k0 + (((k1 - k0) * (i & ((std::size_t{1} << shift_) - 1))) >> shift_);
   }
   /// z(i) of an entry not stored (evaluated; then stored if it fits) or not storable.
   double evaluate(std::size_t i);
   double exact(std::size_t i) const;
   std::size_t s_ = 0;
-  unsigned shift_ = 5;              // K = 2^shift_ entries between knots
-  BigVector<std::uint64_t> knots_;  // zkey(z(b K)) for b >= 1 (b = 0: unused)
-  BigVector<std::int8_t> delta_;    // zkey(z(i)) - interpolated(i), kUnset or kEscape
+  unsigned shift_ = 5;                     // K = 2^shift_ entries between knots
+  std::size_t tail_n_ = 0;                 // entries [0, tail_n_) are the tail's (tail_), the others delta_'s
+  std::array<std::uint64_t, 32> poly2_{};  // r (r - K) for r < K (two's complement)
+  std::array<std::uint64_t, 32> poly3_{};  // floor(r (r - K) (r + K) / 6) for r < K (two's complement)
+  BigVector<std::uint64_t> knots_;         // zkey(z(b K)) for b >= 1 (b = 0: unused)
+  BigVector<std::int8_t> delta_;           // zkey(z(i)) - interpolated(i) at delta_[i - tail_n_], kUnset or kEscape
+  BigVector<std::int32_t> tail_;           // zkey(z(i)) - linear(i), kUnset32 or kEscape32 (i < K: unused)
 };
 
 /// The normal quantiles of z-scaled ranks (ZQuantiles) that the threads of one summarize_all
-/// call share: one table for one draw count S, made by the first thread that asks (about 1.25
+/// call share: one table for one draw count S, made by the first thread that asks (about 1.3
 /// bytes per draw). Thread-safe.
 class SharedZTable {
  public:

@@ -932,7 +932,7 @@ TEST_CASE(
   const auto own_slots = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
   INFO("lent: " << lent << " bytes, own: " << own_slots << " bytes, S = " << s << ", K = " << k);
   CHECK(lent >= 1.25 * s + 13.0 * k);
-  CHECK(lent <= 1.25 * s + 13.0 * k + kSlack);
+  CHECK(lent <= 1.3 * s + 13.0 * k + kSlack);
   const auto slots = static_cast<double>(
       std::count_if(big.weights.begin(), big.weights.end(), [](std::int64_t w) { return w > 0; }));  // even n: no cut
   CHECK(own_slots - lent >= 8.0 * slots);
@@ -1202,7 +1202,7 @@ TEST_CASE("summarize's scratch: no buffer per draw of a weighted view but the z 
   const auto weighted_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
   INFO("weighted: " << weighted_bytes << " bytes for S = " << s << " draws of K = " << k << " states");
   CHECK(weighted_bytes >= 1.25 * s + 21.0 * k);
-  CHECK(weighted_bytes <= 1.25 * s + 21.0 * k + kSlack);
+  CHECK(weighted_bytes <= 1.3 * s + 21.0 * k + kSlack);
   // Twice the states (the chain twice over): 1.25 bytes more per draw added (the z table) and
   // 21 per state, the packed indicators' 1 / 4 per draw and the radix scratch's larger
   // buckets; a buffer per draw would add 8 more per draw.
@@ -1220,7 +1220,7 @@ TEST_CASE("summarize's scratch: no buffer per draw of a weighted view but the z 
   const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
   const auto expanded_bytes = static_cast<double>(herd::mcmc::diagnostics_workspace_bytes());
   CHECK(expanded_bytes >= 21.25 * s);
-  CHECK(expanded_bytes <= 21.25 * s + kSlack);
+  CHECK(expanded_bytes <= 21.3 * s + kSlack);
   CHECK(herd::mcmc::testing::summary_bits(weighted) == herd::mcmc::testing::summary_bits(expanded));
   // Twice the draws (the white noise twice over): the workspace grows by 21.25 bytes per draw
   // added, the packed indicators' 1 / 4 (bits and prefix counts) and the radix scratch's
@@ -1540,7 +1540,7 @@ TEST_CASE("summarize's scratch with the FFT: its buffers, no split buffer", "[mc
   INFO("bytes " << bytes << ", FFT length " << len);
   const double fft = 16.0 * len + 8.0 * (len / 2.0 + 1.0);
   CHECK(bytes >= 1.25 * s + 21.0 * k + fft);  // the FFT was used
-  CHECK(bytes <= 1.25 * s + 21.0 * k + fft + kSlack);
+  CHECK(bytes <= 1.3 * s + 21.0 * k + fft + kSlack);
   herd::mcmc::release_diagnostics_workspace();
   const auto expanded = herd::mcmc::summarize(DrawsView(verbose, 1, verbose.size()));
   CHECK(herd::mcmc::testing::summary_bits(weighted) == herd::mcmc::testing::summary_bits(expanded));
@@ -1620,9 +1620,10 @@ TEST_CASE("ZQuantiles: each rank's normal quantile bit for bit, on first use and
     z.reset(s);
     CHECK(z.draws() == s);
     const double bytes = static_cast<double>(z.bytes()), n = static_cast<double>(s + 2);
-    // 1 byte per entry and a knot of 8 per 32 entries (per 16 below 2^18 draws).
+    // 1 byte per entry and a knot of 8 per 32 entries (per 16 below 2^18 draws); 4 bytes per
+    // entry of the tail (S / 64 entries, and at least 2 blocks).
     CHECK(bytes >= 1.0 * n);
-    CHECK(bytes <= (s >= (std::size_t{1} << 18) ? 1.25 : 1.5) * n + 32.0);
+    CHECK(bytes <= (s >= (std::size_t{1} << 18) ? 1.3 : 1.5625) * n + 320.0);
     const std::size_t count = s + 1;  // entries 1 .. S + 1
     std::size_t bad = 0;
     // A stride prime to count visits every entry once, far from the last one.
