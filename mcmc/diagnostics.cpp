@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -287,7 +288,8 @@ bool z_scale_folded(const Rec* sorted, std::size_t count, const C& counts, doubl
   std::size_t included = 0;
   std::size_t group = 0;  // records in the group
   Rec first{};            // its first record
-  auto flush = [&](std::size_t l, std::size_t r) {
+  // Inlined: its state (rank, the group) stays in registers; a call would keep it in memory.
+  auto flush = [&](std::size_t l, std::size_t r) __attribute__((always_inline)) {
     if (included == 0) return;
     const double z = ztab(2 * rank + 1 + included);  // 2 * average rank
     range.add(z);
@@ -365,6 +367,22 @@ Prepared prepare_lean(const DrawsView& v, detail::Workspace& ws) {
   const std::int64_t* w = v.weights().data();
   for (std::size_t j = 0; j < v.values().size(); ++j) p.finite &= w[j] == 0 || std::isfinite(x[j]);
   return p;
+}
+
+/// posterior's is_constant of the (finite) draws: largest - smallest < DBL_EPSILON, over the
+/// draws themselves or a weighted view's states of positive weight (the same extremes as its
+/// sorted draws' first and last).
+bool is_constant_draws(const Prepared& p) {
+  if (!p.compact()) return detail::is_constant(p.x, p.s);
+  const double* x = p.view->values().data();
+  const std::int64_t* w = p.view->weights().data();
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (std::size_t j = 0; j < p.view->values().size(); ++j) {
+    if (w[j] == 0) continue;
+    lo = x[j] < lo ? x[j] : lo;
+    hi = x[j] > hi ? x[j] : hi;
+  }
+  return std::fabs(hi - lo) < std::numeric_limits<double>::epsilon();
 }
 
 /// out[0, 8) <- v (8 stores at once; see fill_run8).
@@ -918,11 +936,14 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
 /// as they are scaled, for the tail). `slot_scratch` (weighted views; nullptr: ws.slotz) is
 /// where the z-scores per slot go: ws.wslots doubles that nothing reads any more.
 /// `bulk_hint` (0: none) hints the bulk ESS's first pass of lags when its split layout is
-/// generated per window (detail::ess_series; the same bits whatever the hint).
+/// generated per window (detail::ess_series; the same bits whatever the hint). The tail's
+/// z-scores and R-hat come first, then the bulk's z-scores: the records are read no more
+/// after them, so `lease` (nullptr: none) gives the rank buffers back before the bulk ESS,
+/// the longest part.
 template <class C>
 void rank_diagnostics(const Prepared& p, double median, const C& counts, detail::Workspace& ws, double* rhat_b,
                       double* rhat_t, double* ess_b, const detail::SplitSeries* layout, double* slot_scratch,
-                      std::size_t bulk_hint) {
+                      std::size_t bulk_hint, detail::RankLease* lease) {
   const detail::BigVector<Rec>& recs = ws.recs;
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws);
@@ -953,7 +974,18 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, detail:
       detail::fill_series(*series, ws.split.data());
     }
   };
+  if (rhat_t) {
+    // Constant z-scores give NaN (rhat_chains unchecked would find them constant).
+    const bool tail_constant = z_scale_folded(recs.data(), recs.size(), counts, median, zout, ztab);
+    to_split();
+    *rhat_t = tail_constant ? kNaN
+                            : (stored ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true)
+                                      : detail::rhat_series(*series, ws));
+  }
+  if (!rhat_b && !ess_b) return;
+  // The bulk's z-scores reuse the split buffer or the slots (the tail's R-hat is done with them).
   const bool constant = z_scale_sorted(recs.data(), recs.size(), counts, zout, ztab);
+  if (lease != nullptr) lease->release();
   to_split();
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
@@ -973,25 +1005,16 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, detail:
                    : (stored ? detail::ess_chains_overwrite(ws.split.data(), 2 * p.m, p.h, ws, true)
                              : detail::ess_series(*series, ws));
   }
-  if (rhat_t) {
-    // The tail's z-scores reuse the split buffer or the slots (the bulk ESS above is done
-    // with them). Constant z-scores give NaN (rhat_chains unchecked would find them constant).
-    const bool tail_constant = z_scale_folded(recs.data(), recs.size(), counts, median, zout, ztab);
-    to_split();
-    *rhat_t = tail_constant ? kNaN
-                            : (stored ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true)
-                                      : detail::rhat_series(*series, ws));
-  }
 }
 
 /// rank_diagnostics on the records of sort_draws; `layout` (nullptr, or the split layout of a
-/// weighted view) saves a walk of its weights; `slot_scratch` and `bulk_hint` as above.
+/// weighted view) saves a walk of its weights; `slot_scratch`, `bulk_hint` and `lease` as above.
 void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
                       double* ess_b, const detail::SplitSeries* layout = nullptr, double* slot_scratch = nullptr,
-                      std::size_t bulk_hint = 0) {
+                      std::size_t bulk_hint = 0, detail::RankLease* lease = nullptr) {
   if (p.compact())
-    rank_diagnostics(p, median, SlotCounts(ws), ws, rhat_b, rhat_t, ess_b, layout, slot_scratch, bulk_hint);
-  else rank_diagnostics(p, median, UnitCounts(), ws, rhat_b, rhat_t, ess_b, layout, nullptr, bulk_hint);
+    rank_diagnostics(p, median, SlotCounts(ws), ws, rhat_b, rhat_t, ess_b, layout, slot_scratch, bulk_hint, lease);
+  else rank_diagnostics(p, median, UnitCounts(), ws, rhat_b, rhat_t, ess_b, layout, nullptr, bulk_hint, lease);
 }
 
 }  // namespace
@@ -1067,27 +1090,53 @@ double ZQuantiles::exact(std::size_t i) const {
 void ZQuantiles::reset(std::size_t s) {
   if (s_ == s && !delta_.empty()) return;
   s_ = s;
-  delta_.assign(s + 2, kUnset);
-  knots_.assign((s + 1) / kStep + 2, 0);
-  for (std::size_t b = 1; b < knots_.size(); ++b) knots_[b] = zkey(exact(b * kStep));
+  shift_ = s < (std::size_t{1} << 18) ? 4 : 5;
+  // The tail: the extreme ranks, where the quantile bends too fast for the cubic's 8-bit
+  // differences, about the first S / 64 entries (and at least the first two blocks).
+  const std::size_t k = std::size_t{1} << shift_;
+  for (std::size_t r = 0; r < k; ++r) {
+    const auto ri = static_cast<std::int64_t>(r), ki = static_cast<std::int64_t>(k);
+    const std::int64_t p3 = ri * (ri - ki) * (ri + ki);  // <= 0: rounded down by hand
+    poly2_[r] = static_cast<std::uint64_t>(ri * (ri - ki));
+    poly3_[r] = static_cast<std::uint64_t>(p3 >= 0 ? p3 / 6 : -((-p3 + 5) / 6));
+  }
+  tail_n_ = std::min(s + 2, std::max(2 * k, ((s / 64) >> shift_) << shift_));
+  tail_.assign(tail_n_, kUnset32);
+  delta_.assign(s + 2 - tail_n_, kUnset);
+  // Knots b - 1 .. b + 2 for every entry i <= S + 1 of block b = i / K >= 2.
+  knots_.assign(((s + 1) >> shift_) + 3, 0);
+  for (std::size_t b = 1; b < knots_.size(); ++b) knots_[b] = zkey(exact(b << shift_));
 }
 
 double ZQuantiles::evaluate(std::size_t i) {
-  if (i < kStep) return exact(i);  // the first block has no knot at its start
-  const std::atomic_ref<std::int32_t> e(delta_[i]);
-  const std::int32_t d = e.load(std::memory_order_relaxed);
+  if (i < (std::size_t{1} << shift_)) return exact(i);  // the first block: no knot before it
+  if (i < tail_n_) {
+    const std::atomic_ref<std::int32_t> e(tail_[i]);
+    const std::int32_t d = e.load(std::memory_order_relaxed);
+    if (d == kEscape32) return exact(i);
+    const std::uint64_t k = linear(i);
+    if (d != kUnset32) return zval(k + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+    const double z = exact(i);
+    const auto diff = static_cast<std::int64_t>(zkey(z) - k);
+    const bool fits = diff > kEscape32 && diff <= std::numeric_limits<std::int32_t>::max();
+    e.store(fits ? static_cast<std::int32_t>(diff) : kEscape32, std::memory_order_relaxed);
+    return z;
+  }
+  const std::atomic_ref<std::int8_t> e(delta_[i - tail_n_]);
+  const std::int8_t d = e.load(std::memory_order_relaxed);
   if (d == kEscape) return exact(i);
   const std::uint64_t k = interpolated(i);
   if (d != kUnset) return zval(k + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
   const double z = exact(i);
   const auto diff = static_cast<std::int64_t>(zkey(z) - k);
-  const bool fits = diff > kEscape && diff <= std::numeric_limits<std::int32_t>::max();
-  e.store(fits ? static_cast<std::int32_t>(diff) : kEscape, std::memory_order_relaxed);
+  const bool fits = diff > kEscape && diff <= std::numeric_limits<std::int8_t>::max();
+  e.store(fits ? static_cast<std::int8_t>(diff) : kEscape, std::memory_order_relaxed);
   return z;
 }
 
 std::size_t ZQuantiles::bytes() const {
-  return knots_.capacity() * sizeof(std::uint64_t) + delta_.capacity() * sizeof(std::int32_t);
+  return knots_.capacity() * sizeof(std::uint64_t) + delta_.capacity() * sizeof(std::int8_t) +
+         tail_.capacity() * sizeof(std::int32_t);
 }
 
 ZQuantiles* SharedZTable::table(std::size_t s) {
@@ -2460,16 +2509,15 @@ DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
   detail::SeriesMeans value_means, square_means;
   moments(p, r.mean, m2, m4, stored ? nullptr : &value_means, stored ? nullptr : &square_means);
   r.sd = p.s > 1 ? std::sqrt(m2 / (sd_s - 1.0)) : kNaN;
-  // Ranks and order statistics from the sorted draws (of a weighted view: of its compact
-  // states, each standing for its weight in draws).
-  sort_draws(p, ws);
-  const OrderStats xs(p, ws);
-  r.q5 = quantile7(xs, p.s, 0.05);
-  r.q50 = quantile7(xs, p.s, 0.5);
-  r.q95 = quantile7(xs, p.s, 0.95);
-  // posterior's is_constant from the sorted extremes.
-  const bool constant = std::fabs(xs(p.s - 1) - xs(0)) < std::numeric_limits<double>::epsilon();
-  if (constant) {
+  // posterior's is_constant from the extremes of the draws (the sorted draws' first and last).
+  if (is_constant_draws(p)) {
+    // The quantiles of the sorted draws, every other field NaN.
+    const detail::RankLease lease(ws);
+    sort_draws(p, ws);
+    const OrderStats xs(p, ws);
+    r.q5 = quantile7(xs, p.s, 0.05);
+    r.q50 = quantile7(xs, p.s, 0.5);
+    r.q95 = quantile7(xs, p.s, 0.95);
     r.mcse_mean = r.mcse_sd = r.mcse_q5 = r.mcse_q95 = kNaN;
     r.ess_bulk = r.ess_tail = r.ess_mean = r.ess_sd = kNaN;
     r.rhat = r.rhat_bulk = r.rhat_tail = r.rhat_basic = kNaN;
@@ -2526,15 +2574,26 @@ DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
   const double evar = m2 / sd_s;
   const double varvar = (m4 / sd_s - evar * evar) / r.ess_sd;
   r.mcse_sd = std::sqrt(varvar / evar / 4.0);
+  // The rank part: the sort records (of a weighted view: of its compact states, each standing
+  // for its weight in draws) are held from the sort to the last z-scaling, under summarize_all
+  // in the rank buffers that its threads share (one thread at a time: the lease); the value
+  // passes above need none of them.
+  detail::RankLease lease(ws);
+  sort_draws(p, ws);
+  const OrderStats xs(p, ws);
+  r.q5 = quantile7(xs, p.s, 0.05);
+  r.q50 = quantile7(xs, p.s, 0.5);
+  r.q95 = quantile7(xs, p.s, 0.95);
   const double e05 = ess_indicator(p, r.q5, ws);
   const double e95 = ess_indicator(p, r.q95, ws);
   r.ess_tail = nan_min(e05, e95);
   r.mcse_q5 = mcse_quantile7(xs, p.s, 0.05, e05);
   r.mcse_q95 = mcse_quantile7(xs, p.s, 0.95, e95);
   // The ranks last: the values are read no more, so their buffer, when the caller lends it,
-  // takes the z-scores per slot (no buffer of 8 bytes per state of the workspace's own).
+  // takes the z-scores per slot (no buffer of 8 bytes per state of the workspace's own). The
+  // lease ends after the last z-scaling, before the bulk ESS.
   rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, layout ? &*layout : nullptr,
-                   p.compact() ? values_scratch : nullptr, mean_lag);
+                   p.compact() ? values_scratch : nullptr, mean_lag, &lease);
   r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
   return r;
 }
@@ -2558,30 +2617,54 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
     if (lent) detail::advise_huge(buffer.data(), v.values().size() * sizeof(double));
     return summarize_with(v, lent ? buffer.data() : nullptr);
   };
+  // A thread's buffer is kept from one of its quantities to the next (emptied, its capacity
+  // kept): its pages are faulted in (and collapsed into huge pages) once per thread, not once
+  // per quantity. Freed on return.
   if (threads <= 1) {
+    std::vector<double> buffer;
     for (std::size_t q = 0; q < count; ++q) {
-      std::vector<double> buffer;
+      buffer.clear();
       out[q] = summarize_in(draws(q, buffer), buffer);
     }
     return out;
   }
+  std::mutex buffers_mu;
+  std::deque<std::pair<std::thread::id, std::vector<double>>> buffers;  // one per thread
+  const auto thread_buffer = [&]() -> std::vector<double>& {
+    const std::lock_guard<std::mutex> lock(buffers_mu);
+    const std::thread::id id = std::this_thread::get_id();
+    for (auto& [owner, buffer] : buffers) {
+      if (owner == id) {
+        buffer.clear();
+        return buffer;
+      }
+    }
+    return buffers.emplace_back(id, std::vector<double>()).second;
+  };
   // Quantities are claimed one at a time, so a slow one does not hold up a fixed share. The
-  // threads share one table of normal quantiles (4.5 bytes per draw, not one per thread).
+  // threads share one table of normal quantiles (1.25 bytes per draw, not one per thread) and
+  // one set of rank buffers (sort records and counts, 13 bytes per compact state of a weighted
+  // view), which one thread at a time holds for its rank part (detail::RankLease) while the
+  // others are on their values' passes.
   detail::SharedZTable shared_z;
+  detail::SharedRanks shared_ranks;
   ThreadPool pool(threads - 1);
   pool.parallel_for_each(
       0, count,
       [&](std::size_t q) {
-        std::vector<double> buffer;
+        std::vector<double>& buffer = thread_buffer();
         detail::Workspace& ws = detail::workspace();
         ws.shared_z = &shared_z;
+        ws.shared_ranks = &shared_ranks;
         try {
           out[q] = summarize_in(draws(q, buffer), buffer);
         } catch (...) {
           ws.shared_z = nullptr;
+          ws.shared_ranks = nullptr;
           throw;
         }
         ws.shared_z = nullptr;
+        ws.shared_ranks = nullptr;
       },
       1);
   return out;

@@ -113,16 +113,21 @@ class RealFft {
 
 /// The normal quantiles z(i) = Phi^-1((i / 2 - 3/8) / (S + 1/4)) of the z-scaled ranks r = i /
 /// 2 of S draws (Blom offsets, posterior's z_scale), for i in [1, S + 1], each evaluated once
-/// (boost::math::quantile) and kept in 4 bytes instead of 8: every kStep-th quantile (a knot)
-/// is kept whole, as its order-preserving key (zkey), and entry i as the difference between
-/// its key and the key interpolated linearly (in integers, wrapping) between the knots around
-/// it. The difference fits 32 bits wherever the quantiles are smooth on the scale of kStep
-/// entries; elsewhere (the first block, the most extreme ranks; a few thousand entries around
-/// the median, where z crosses 0) the entry is marked and the quantile evaluated on every
-/// call. The value returned is the evaluated quantile, bit for bit, either way. About 4.5
-/// bytes per draw. Entries are evaluated on first use and read and written through
-/// std::atomic_ref (relaxed; two threads that both find one unevaluated store the same
-/// number): operator() is thread-safe, reset() is not.
+/// (boost::math::quantile) and kept in 1 byte instead of 8: every K-th quantile (a knot; K =
+/// 32 entries, 16 for S < 2^18) is kept whole, as its order-preserving key (zkey), and entry i
+/// as the 8-bit difference between its key and the cubic through the four knots around it,
+/// evaluated in integers (wrapping; the same key for the same i, whatever the knots). Within a
+/// binade the key is linear in the quantile, which is smooth on the scale of K entries, so the
+/// difference is a few units of the last place. The tail (the first S / 64 entries, the
+/// extreme ranks, where the quantile bends too fast for the cubic) keeps 32-bit differences
+/// from the line between the two knots around each entry instead. Where a difference does not
+/// fit (the first block; the most extreme ranks; the blocks where the quantile crosses a power
+/// of two; the entries around the median, where z crosses 0) the entry is marked and the
+/// quantile evaluated on every call. The value returned is the evaluated quantile, bit for
+/// bit, either way. About 1.3 bytes per
+/// draw. Entries are evaluated on first use and read and written through std::atomic_ref
+/// (relaxed; two threads that both find one unevaluated store the same number): operator() is
+/// thread-safe, reset() is not.
 class ZQuantiles {
  public:
   /// Makes the table of S = `s` draws (s + 2 entries, no quantile evaluated but the knots'),
@@ -130,13 +135,17 @@ class ZQuantiles {
   void reset(std::size_t s);
   /// The S of the table (0 when empty).
   std::size_t draws() const { return s_; }
-  /// z(i), 1 <= i <= S + 1 (inline: a stored entry is a load, the knots' interpolation and
-  /// an addition).
+  /// z(i), 1 <= i <= S + 1 (inline: a stored entry is a load, the knots' cubic and an
+  /// addition).
   double operator()(std::size_t i) {
-    if (i >= kStep) {
-      const std::int32_t d = std::atomic_ref<std::int32_t>(delta_[i]).load(std::memory_order_relaxed);
+    if (i >= tail_n_) [[likely]] {
+      const std::int8_t d = std::atomic_ref<std::int8_t>(delta_[i - tail_n_]).load(std::memory_order_relaxed);
       if (d > kEscape) [[likely]]
         return zval(interpolated(i) + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+    } else if (i >= (std::size_t{1} << shift_)) {
+      const std::int32_t d = std::atomic_ref<std::int32_t>(tail_[i]).load(std::memory_order_relaxed);
+      if (d > kEscape32) [[likely]]
+        return zval(linear(i) + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
     }
     return evaluate(i);
   }
@@ -144,9 +153,10 @@ class ZQuantiles {
   std::size_t bytes() const;
 
  private:
-  static constexpr std::size_t kStep = 16;
-  static constexpr std::int32_t kUnset = std::numeric_limits<std::int32_t>::min();
-  static constexpr std::int32_t kEscape = kUnset + 1;
+  static constexpr std::int8_t kUnset = std::numeric_limits<std::int8_t>::min();
+  static constexpr std::int8_t kEscape = kUnset + 1;
+  static constexpr std::int32_t kUnset32 = std::numeric_limits<std::int32_t>::min();
+  static constexpr std::int32_t kEscape32 = kUnset32 + 1;
   /// Order-preserving bijection of doubles to unsigned keys (-0 below +0), and its inverse.
   static std::uint64_t zkey(double x) {
     const auto b = std::bit_cast<std::uint64_t>(x);
@@ -155,23 +165,45 @@ class ZQuantiles {
   static double zval(std::uint64_t k) {
     return std::bit_cast<double>((k >> 63) ? (k & ~(std::uint64_t{1} << 63)) : ~k);
   }
-  /// The key interpolated between the knots around entry i >= kStep (wrapping unsigned
-  /// arithmetic: the same key for the same i, whatever the knots).
+  /// The key of entry i >= 2K from the cubic through knots b - 1, b, b + 1 and b + 2 (b = i /
+  /// K; Newton's form in the knots' differences, t = (i - b K) / K): k_b + t d1 + t (t - 1) /
+  /// 2 (d1 - d0) + (t + 1) t (t - 1) / 6 (d2 - 2 d1 + d0), each term rounded down (the
+  /// polynomials in r = i - b K from poly2_ and poly3_, the latter's / 6 rounded down too). Unsigned
+  /// products (wrapping where the knots are far apart: a key that does not fit the entry's
+  /// difference, never undefined behaviour), read as signed; the same key for the same i.
   std::uint64_t interpolated(std::size_t i) const {
-    const std::size_t b = i / kStep;
+    const std::size_t b = i >> shift_;
+    const std::uint64_t* k = knots_.data() + b;
+    const std::uint64_t d0 = k[0] - k[-1], d1 = k[1] - k[0], d2 = k[2] - k[1];
+    const std::size_t r = i & ((std::size_t{1} << shift_) - 1);
+    const auto signed_of = [](std::uint64_t x) { return static_cast<std::int64_t>(x); };
+    const std::int64_t t1 = signed_of(r * d1) >> shift_;
+    const std::int64_t t2 = signed_of(poly2_[r] * (d1 - d0)) >> (2 * shift_ + 1);
+    const std::int64_t t3 = signed_of(poly3_[r] * (d2 - 2 * d1 + d0)) >> (3 * shift_);
+    return k[0] + static_cast<std::uint64_t>(t1) + static_cast<std::uint64_t>(t2) + static_cast<std::uint64_t>(t3);
+  }
+  /// The key of tail entry K <= i < tail_n_ interpolated linearly between knots b = i / K and
+  /// b + 1 (in integers, wrapping).
+  std::uint64_t linear(std::size_t i) const {
+    const std::size_t b = i >> shift_;
     const std::uint64_t k0 = knots_[b], k1 = knots_[b + 1];
-    return k0 + (k1 - k0) * (i % kStep) / kStep;
+    return k0 + (((k1 - k0) * (i & ((std::size_t{1} << shift_) - 1))) >> shift_);
   }
   /// z(i) of an entry not stored (evaluated; then stored if it fits) or not storable.
   double evaluate(std::size_t i);
   double exact(std::size_t i) const;
   std::size_t s_ = 0;
-  BigVector<std::uint64_t> knots_;  // zkey(z(b kStep)) for b >= 1 (b = 0: unused)
-  BigVector<std::int32_t> delta_;   // zkey(z(i)) - interpolated(i), kUnset or kEscape
+  unsigned shift_ = 5;                     // K = 2^shift_ entries between knots
+  std::size_t tail_n_ = 0;                 // entries [0, tail_n_) are the tail's (tail_), the others delta_'s
+  std::array<std::uint64_t, 32> poly2_{};  // r (r - K) for r < K (two's complement)
+  std::array<std::uint64_t, 32> poly3_{};  // floor(r (r - K) (r + K) / 6) for r < K (two's complement)
+  BigVector<std::uint64_t> knots_;         // zkey(z(b K)) for b >= 1 (b = 0: unused)
+  BigVector<std::int8_t> delta_;           // zkey(z(i)) - interpolated(i) at delta_[i - tail_n_], kUnset or kEscape
+  BigVector<std::int32_t> tail_;           // zkey(z(i)) - linear(i), kUnset32 or kEscape32 (i < K: unused)
 };
 
 /// The normal quantiles of z-scaled ranks (ZQuantiles) that the threads of one summarize_all
-/// call share: one table for one draw count S, made by the first thread that asks (about 4.5
+/// call share: one table for one draw count S, made by the first thread that asks (about 1.3
 /// bytes per draw). Thread-safe.
 class SharedZTable {
  public:
@@ -259,6 +291,8 @@ class SplitSeries {
   std::vector<Start> starts_;  // [2M]
 };
 
+struct SharedRanks;
+
 /// Scratch buffers and FFT plans, one per thread.
 struct Workspace {
   RealFft fft;  // a transform of whole series: autocovariance_fft's, piece_lags_stored's of one piece
@@ -302,6 +336,9 @@ struct Workspace {
   std::size_t wslots = 0;            // slots of a weighted view (states with draws in the split layout)
   ZQuantiles ztab;                   // normal quantiles of ranks, kept between calls
   SharedZTable* shared_z = nullptr;  // summarize_all's table, used instead of ztab when set
+  /// summarize_all's rank buffers (recs, radix_scratch, radix_count, wcount, wcount_big,
+  /// wblock), lent to this workspace by a RankLease while it ranks a quantity; nullptr: its own.
+  SharedRanks* shared_ranks = nullptr;
   std::vector<std::uint32_t> radix_count;
   std::vector<double> centered;                // one centred chain (ess_chains, and the indicator ESS's FFT)
   std::vector<double> acov;                    // chain-averaged autocovariance at the directly summed lags
@@ -313,6 +350,57 @@ struct Workspace {
   std::vector<std::uint64_t> bit_counts;  // pairs of ones per lag of one chain, one block of lags
   /// Bytes held: the buffers' capacities and the FFT's buffers (diagnostics_workspace_bytes).
   std::size_t bytes() const;
+};
+
+/// The rank side's buffers of a workspace (the sort records, the radix sort's scratch and
+/// counts, the draws per slot and the records' block index: 13 bytes per compact state of a
+/// weighted view, 12 per draw unweighted) that the threads of one summarize_all call share:
+/// one thread at a time ranks a quantity in them (RankLease), while the others are on the
+/// passes over their values, which need none of them. Thread-safe through RankLease.
+struct SharedRanks {
+  std::mutex mu;
+  BigVector<Workspace::Rec> recs, radix_scratch;
+  std::vector<std::uint32_t> radix_count;
+  BigVector<std::uint8_t> wcount;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> wcount_big;
+  std::vector<std::uint32_t> wblock;
+};
+
+/// Holds a workspace's rank buffers for one quantity's rank part (sort, order statistics,
+/// z-scalings): with ws.shared_ranks set, locks its mutex and swaps the shared buffers into
+/// `ws` until release() or destruction (which swap them back and unlock); otherwise `ws`
+/// keeps its own and the lease does nothing. The holder must not read ws's rank buffers
+/// after release(). Not copyable; one lease per workspace at a time.
+class RankLease {
+ public:
+  explicit RankLease(Workspace& ws) : ws_(ws), shared_(ws.shared_ranks) {
+    if (shared_ != nullptr) {
+      shared_->mu.lock();
+      swap();
+    }
+  }
+  RankLease(const RankLease&) = delete;
+  RankLease& operator=(const RankLease&) = delete;
+  ~RankLease() { release(); }
+  /// Gives the shared buffers back (no-op when none are held).
+  void release() {
+    if (shared_ == nullptr) return;
+    swap();
+    shared_->mu.unlock();
+    shared_ = nullptr;
+  }
+
+ private:
+  void swap() noexcept {
+    ws_.recs.swap(shared_->recs);
+    ws_.radix_scratch.swap(shared_->radix_scratch);
+    ws_.radix_count.swap(shared_->radix_count);
+    ws_.wcount.swap(shared_->wcount);
+    ws_.wcount_big.swap(shared_->wcount_big);
+    ws_.wblock.swap(shared_->wblock);
+  }
+  Workspace& ws_;
+  SharedRanks* shared_;
 };
 
 /// The calling thread's workspace.

@@ -107,9 +107,9 @@ struct DiagnosticSummary {
 /// Cost: one LSD radix sort of the S draws (of a weighted view: of its K entries of positive
 /// weight, plus one per odd chain) plus O(S) passes, and O(S L) for the L autocovariance lags
 /// Geyer's sequences need (by FFT when L is large). The calling thread's workspace grows to
-/// about 24.5 bytes per draw unweighted (one split buffer serves the z-scores, the split
-/// draws and the FFT's summed power spectrum in turn; the z table of normal quantiles 4.5,
-/// the sort records 12), and for a weighted view to 4.5 per draw (the z table) plus 21 per
+/// about 21.25 bytes per draw unweighted (one split buffer serves the z-scores, the split
+/// draws and the FFT's summed power spectrum in turn; the z table of normal quantiles 1.25,
+/// the sort records 12), and for a weighted view to 1.25 per draw (the z table) plus 21 per
 /// entry (sort records 12, draws per entry 1, z-scores per entry 8): the view is never expanded and its split chains
 /// are generated window by window from one value per entry (stored only up to 2^18 split draws, 2 MiB, where that is
 /// cheaper: detail::stored_split_limit); the ESS keeps only the L lags it sums directly. Once the FFT is used, about 32
@@ -127,15 +127,19 @@ DiagnosticSummary summarize(const DrawsView& draws);
 /// bit for bit, for any thread count; what `herd-diagnose` and herd-sample's post-processing
 /// use. `draws(q, buffer)` returns quantity q's view; it is called once per quantity, on the
 /// thread that summarizes it (concurrently with other calls when threads > 1), and may fill
-/// `buffer`, a fresh vector of that thread's that the view may point into and that stays
-/// alive until summarize() has returned. A weighted view whose values are `buffer`'s (they
-/// start at buffer.data()) lends them: once they are read no more, summarize() overwrites
-/// them with its z-scores per entry, instead of holding a buffer of its own for them (8 bytes
-/// per entry); the results are the same.
-/// Memory: each thread holds its buffer and a workspace (see summarize(); the threads share
-/// one table of normal quantiles, 4.5 bytes per draw, instead of one each; a lent buffer
-/// leaves 13 bytes per entry of a weighted view's workspace); the workers' are freed on
-/// return, the calling thread's workspace is kept (as by summarize).
+/// `buffer`, an empty vector of that thread's (its capacity kept from the thread's previous
+/// quantity; freed on return) that the view may point into and that stays alive until
+/// summarize() has returned. A weighted view whose values are `buffer`'s (they start at
+/// buffer.data()) lends them: once they are read no more, summarize() overwrites them with
+/// its z-scores per entry, instead of holding a buffer of its own for them (8 bytes per
+/// entry); the results are the same.
+/// Memory: each thread holds its buffer and a workspace (see summarize()); with several
+/// threads they share one table of normal quantiles (1.25 bytes per draw) and one set of rank
+/// buffers (sort records and counts: 13 bytes per entry of a weighted view, 12 per draw
+/// unweighted), which one thread at a time holds, from its quantity's sort to its last
+/// z-scaling, while the others are on their values' passes (so a lent buffer leaves a thread's
+/// own workspace a few buffers of the ESS's lags and the packed indicators); the workers'
+/// workspaces are freed on return, the calling thread's is kept (as by summarize).
 /// @returns the summaries in quantity order.
 /// @throws whatever `draws` or summarize() threw (the first observed).
 std::vector<DiagnosticSummary> summarize_all(
