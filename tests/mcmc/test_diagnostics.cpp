@@ -141,6 +141,50 @@ TEST_CASE("FFT autocovariance equals the direct O(n^2) sum", "[mcmc]") {
   CHECK(r[0] == 1.0);
 }
 
+namespace {
+/// posterior's .ess (Geyer's initial monotone sequence, written out) from the chain means
+/// and the chain-averaged autocovariance acov(k) (divisor m n) of m chains of n draws;
+/// `max_lag` (if not null) gets the lag where the sequence stopped.
+double geyer_ess_reference(const std::vector<double>& means, std::size_t n,
+                           const std::function<double(std::size_t)>& acov, std::int64_t* max_lag = nullptr) {
+  const std::size_t mc = means.size();
+  const double hd = static_cast<double>(n);
+  const double mean_var = acov(0) * hd / (hd - 1.0);
+  double mm = 0;
+  for (double mu : means) mm += mu / static_cast<double>(mc);
+  double vb = 0;
+  for (double mu : means) vb += (mu - mm) * (mu - mm);
+  const double var_plus = mean_var * (hd - 1.0) / hd + (mc > 1 ? vb / static_cast<double>(mc - 1) : 0.0);
+  std::vector<double> rho(n, 0.0);
+  auto rho_at = [&](std::size_t k) { return 1.0 - (mean_var - acov(k)) / var_plus; };
+  std::int64_t t = 0;
+  double re = 1.0, ro = rho_at(1);
+  rho[0] = re;
+  rho[1] = ro;
+  while (t < static_cast<std::int64_t>(n) - 5 && re + ro > 0) {
+    t += 2;
+    re = rho_at(static_cast<std::size_t>(t));
+    ro = rho_at(static_cast<std::size_t>(t + 1));
+    if (re + ro >= 0) {
+      rho[static_cast<std::size_t>(t)] = re;
+      rho[static_cast<std::size_t>(t + 1)] = ro;
+    }
+  }
+  const std::int64_t max_t = t;
+  if (max_lag != nullptr) *max_lag = max_t;
+  if (re > 0) rho[static_cast<std::size_t>(max_t)] = re;
+  for (t = 2; t <= max_t - 2; t += 2) {
+    const auto k = static_cast<std::size_t>(t);
+    if (rho[k] + rho[k + 1] > rho[k - 2] + rho[k - 1]) rho[k] = rho[k + 1] = (rho[k - 2] + rho[k - 1]) / 2.0;
+  }
+  double sum = 0;
+  for (std::int64_t k = 0; k < max_t; ++k) sum += rho[static_cast<std::size_t>(k)];
+  const double total = static_cast<double>(mc * n);
+  const double tau = std::max(-1.0 + 2.0 * sum + rho[static_cast<std::size_t>(max_t)], 1.0 / std::log10(total));
+  return total / tau;
+}
+}  // namespace
+
 TEST_CASE("ESS of a long-memory series (the FFT path over all lags) equals Geyer's sums of direct lags", "[mcmc]") {
   // AR(1) with phi = 0.99 (tau about 200): Geyer's sequence runs far past the directly summed
   // lags, so ess_chains takes every lag from the FFT (FFTW). Reference: posterior's .ess with
@@ -181,40 +225,9 @@ TEST_CASE("ESS of a long-memory series (the FFT path over all lags) equals Geyer
       for (std::size_t t = 0; t + k < h; ++t) s += (chains[c][t] - means[c]) * (chains[c][t + k] - means[c]);
     return s / (static_cast<double>(mc) * static_cast<double>(h));
   };
-  const double hd = static_cast<double>(h);
-  const double mean_var = acov(0) * hd / (hd - 1.0);
-  double mm = 0;
-  for (double mu : means) mm += mu / static_cast<double>(mc);
-  double vb = 0;
-  for (double mu : means) vb += (mu - mm) * (mu - mm);
-  const double var_plus = mean_var * (hd - 1.0) / hd + vb / static_cast<double>(mc - 1);
-  std::vector<double> rho(h, 0.0);
-  auto rho_at = [&](std::size_t k) { return 1.0 - (mean_var - acov(k)) / var_plus; };
-  std::int64_t t = 0;
-  double re = 1.0, ro = rho_at(1);
-  rho[0] = re;
-  rho[1] = ro;
-  while (t < static_cast<std::int64_t>(h) - 5 && re + ro > 0) {
-    t += 2;
-    re = rho_at(static_cast<std::size_t>(t));
-    ro = rho_at(static_cast<std::size_t>(t + 1));
-    if (re + ro >= 0) {
-      rho[static_cast<std::size_t>(t)] = re;
-      rho[static_cast<std::size_t>(t + 1)] = ro;
-    }
-  }
-  const std::int64_t max_t = t;
+  std::int64_t max_t = 0;
+  const double want = geyer_ess_reference(means, h, acov, &max_t);
   REQUIRE(max_t > 400);  // far beyond the directly summed lags
-  if (re > 0) rho[static_cast<std::size_t>(max_t)] = re;
-  for (t = 2; t <= max_t - 2; t += 2) {
-    const auto k = static_cast<std::size_t>(t);
-    if (rho[k] + rho[k + 1] > rho[k - 2] + rho[k - 1]) rho[k] = rho[k + 1] = (rho[k - 2] + rho[k - 1]) / 2.0;
-  }
-  double sum = 0;
-  for (std::int64_t k = 0; k < max_t; ++k) sum += rho[static_cast<std::size_t>(k)];
-  const double total = static_cast<double>(mc * h);
-  const double tau = std::max(-1.0 + 2.0 * sum + rho[static_cast<std::size_t>(max_t)], 1.0 / std::log10(total));
-  const double want = total / tau;
   const double got = herd::mcmc::ess_mean(herd::mcmc::DrawsView(x, m, n));
   INFO("ESS " << got << " want " << want);
   CHECK(std::fabs(got - want) <= 1e-9 * want);
@@ -286,45 +299,6 @@ long double direct_acov(const std::vector<double>& y, std::size_t m, std::size_t
   return s / (static_cast<long double>(m) * static_cast<long double>(n));
 }
 
-/// posterior's .ess (Geyer's initial monotone sequence, written out) from the chain means
-/// and the chain-averaged autocovariance acov(k) (divisor m n) of m chains of n draws.
-double geyer_ess_reference(const std::vector<double>& means, std::size_t n,
-                           const std::function<double(std::size_t)>& acov) {
-  const std::size_t mc = means.size();
-  const double hd = static_cast<double>(n);
-  const double mean_var = acov(0) * hd / (hd - 1.0);
-  double mm = 0;
-  for (double mu : means) mm += mu / static_cast<double>(mc);
-  double vb = 0;
-  for (double mu : means) vb += (mu - mm) * (mu - mm);
-  const double var_plus = mean_var * (hd - 1.0) / hd + (mc > 1 ? vb / static_cast<double>(mc - 1) : 0.0);
-  std::vector<double> rho(n, 0.0);
-  auto rho_at = [&](std::size_t k) { return 1.0 - (mean_var - acov(k)) / var_plus; };
-  std::int64_t t = 0;
-  double re = 1.0, ro = rho_at(1);
-  rho[0] = re;
-  rho[1] = ro;
-  while (t < static_cast<std::int64_t>(n) - 5 && re + ro > 0) {
-    t += 2;
-    re = rho_at(static_cast<std::size_t>(t));
-    ro = rho_at(static_cast<std::size_t>(t + 1));
-    if (re + ro >= 0) {
-      rho[static_cast<std::size_t>(t)] = re;
-      rho[static_cast<std::size_t>(t + 1)] = ro;
-    }
-  }
-  const std::int64_t max_t = t;
-  if (re > 0) rho[static_cast<std::size_t>(max_t)] = re;
-  for (t = 2; t <= max_t - 2; t += 2) {
-    const auto k = static_cast<std::size_t>(t);
-    if (rho[k] + rho[k + 1] > rho[k - 2] + rho[k - 1]) rho[k] = rho[k + 1] = (rho[k - 2] + rho[k - 1]) / 2.0;
-  }
-  double sum = 0;
-  for (std::int64_t k = 0; k < max_t; ++k) sum += rho[static_cast<std::size_t>(k)];
-  const double total = static_cast<double>(mc * n);
-  const double tau = std::max(-1.0 + 2.0 * sum + rho[static_cast<std::size_t>(max_t)], 1.0 / std::log10(total));
-  return total / tau;
-}
 }  // namespace
 
 TEST_CASE("FFT in pieces: every lag within 1e-12 of lag 0 of the direct sum in long double", "[mcmc]") {
