@@ -155,6 +155,20 @@ int open_lock_file(const std::string& path, bool create) {
   return fd;
 }
 
+/// flock(fd, op | LOCK_NB). On a failure closes fd and throws: the refusal (`lock_in_use`)
+/// when another process holds the lock, herd::IoError otherwise.
+void lock_or_throw(int fd, int op, const std::string& prefix, const std::string& program, const std::string& path) {
+  if (::flock(fd, op | LOCK_NB) == 0) return;
+  const int err = errno;
+  if (err != EWOULDBLOCK && err != EINTR) {
+    ::close(fd);
+    throw IoError(fmt::format("cannot lock \"{}\": {}", path, std::strerror(err)));
+  }
+  InputError refusal = lock_in_use(fd, prefix, program, path);
+  ::close(fd);
+  throw refusal;
+}
+
 /// True when `fd` is still the file at `path` (not replaced or removed since it was opened).
 bool same_file(int fd, const std::string& path) {
   struct stat a {
@@ -168,16 +182,7 @@ OutputPrefixLock::OutputPrefixLock(const std::string& prefix, const std::string&
     : path_(prefix + ".lock"), prefix_(prefix), program_(program) {
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int fd = open_lock_file(path_, true);
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      if (err != EWOULDBLOCK && err != EINTR) {
-        ::close(fd);
-        throw IoError(fmt::format("cannot lock \"{}\": {}", path_, std::strerror(err)));
-      }
-      InputError refusal = lock_in_use(fd, prefix, program, path_);
-      ::close(fd);
-      throw refusal;
-    }
+    lock_or_throw(fd, LOCK_EX, prefix, program, path_);
     // The holder may have removed the file between our open and flock: then the lock is on
     // an unlinked inode, and a third run could lock a new file. Retry until they agree.
     if (same_file(fd, path_)) {
@@ -195,15 +200,10 @@ OutputPrefixLock::OutputPrefixLock(const std::string& prefix, const std::string&
 
 void OutputPrefixLock::share() {
   if (shared_ || fd_ < 0) return;
-  if (::flock(fd_, LOCK_SH | LOCK_NB) != 0) {
-    const int err = errno;
-    if (err != EWOULDBLOCK && err != EINTR)
-      throw IoError(fmt::format("cannot share the lock \"{}\": {}", path_, std::strerror(err)));
-    InputError refusal = lock_in_use(fd_, prefix_, program_, path_);
-    ::close(fd_);  // the lock went to the other run: never remove its file
-    fd_ = -1;
-    throw refusal;
-  }
+  const int fd = fd_;
+  fd_ = -1;  // on a failure the lock went to another run: never remove its file
+  lock_or_throw(fd, LOCK_SH, prefix_, program_, path_);
+  fd_ = fd;
   shared_ = true;
 }
 
@@ -211,22 +211,8 @@ std::unique_ptr<OutputPrefixLock> OutputPrefixLock::join(const std::string& pref
   std::string path = prefix + ".lock";
   const int fd = open_lock_file(path, false);
   if (fd < 0) return nullptr;
-  if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
-    const int err = errno;
-    if (err != EWOULDBLOCK && err != EINTR) {
-      ::close(fd);
-      throw IoError(fmt::format("cannot lock \"{}\": {}", path, std::strerror(err)));
-    }
-    InputError refusal = lock_in_use(fd, prefix, program, path);
-    ::close(fd);
-    throw refusal;
-  }
-  std::unique_ptr<OutputPrefixLock> lock(new OutputPrefixLock(Joined{}, std::move(path)));
-  lock->prefix_ = prefix;
-  lock->program_ = program;
-  lock->fd_ = fd;
-  lock->shared_ = true;
-  return lock;
+  lock_or_throw(fd, LOCK_SH, prefix, program, path);
+  return std::unique_ptr<OutputPrefixLock>(new OutputPrefixLock(Joined{}, std::move(path), prefix, program, fd));
 }
 
 OutputPrefixLock::~OutputPrefixLock() {

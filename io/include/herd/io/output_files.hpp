@@ -100,7 +100,9 @@ class OutputPrefixLock {
 
  private:
   struct Joined {};
-  OutputPrefixLock(Joined, std::string path) : path_(std::move(path)) {}
+  /// A shared lock `join` took on `fd`.
+  OutputPrefixLock(Joined, std::string path, std::string prefix, std::string program, int fd)
+      : path_(std::move(path)), prefix_(std::move(prefix)), program_(std::move(program)), fd_(fd), shared_(true) {}
 
   std::string path_;
   std::string prefix_, program_;
