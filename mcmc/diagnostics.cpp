@@ -1110,28 +1110,22 @@ void ZQuantiles::reset(std::size_t s) {
 
 double ZQuantiles::evaluate(std::size_t i) {
   if (i < (std::size_t{1} << shift_)) return exact(i);  // the first block: no knot before it
-  if (i < tail_n_) {
-    const std::atomic_ref<std::int32_t> e(tail_[i]);
-    const std::int32_t d = e.load(std::memory_order_relaxed);
-    if (d == kEscape32) return exact(i);
-    const std::uint64_t k = linear(i);
-    if (d != kUnset32) return zval(k + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+  // An entry is the difference of the key from its base (a line through the knots in the
+  // tail, the cubic elsewhere): filled at its first use, kEscape* where it does not fit.
+  const auto lookup = [&](auto& slot, auto unset, auto escape, std::uint64_t base) {
+    using D = decltype(unset);
+    const std::atomic_ref<D> e(slot);
+    const D d = e.load(std::memory_order_relaxed);
+    if (d == escape) return exact(i);
+    if (d != unset) return zval(base + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
     const double z = exact(i);
-    const auto diff = static_cast<std::int64_t>(zkey(z) - k);
-    const bool fits = diff > kEscape32 && diff <= std::numeric_limits<std::int32_t>::max();
-    e.store(fits ? static_cast<std::int32_t>(diff) : kEscape32, std::memory_order_relaxed);
+    const auto diff = static_cast<std::int64_t>(zkey(z) - base);
+    const bool fits = diff > escape && diff <= std::numeric_limits<D>::max();
+    e.store(fits ? static_cast<D>(diff) : escape, std::memory_order_relaxed);
     return z;
-  }
-  const std::atomic_ref<std::int8_t> e(delta_[i - tail_n_]);
-  const std::int8_t d = e.load(std::memory_order_relaxed);
-  if (d == kEscape) return exact(i);
-  const std::uint64_t k = interpolated(i);
-  if (d != kUnset) return zval(k + static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
-  const double z = exact(i);
-  const auto diff = static_cast<std::int64_t>(zkey(z) - k);
-  const bool fits = diff > kEscape && diff <= std::numeric_limits<std::int8_t>::max();
-  e.store(fits ? static_cast<std::int8_t>(diff) : kEscape, std::memory_order_relaxed);
-  return z;
+  };
+  if (i < tail_n_) return lookup(tail_[i], kUnset32, kEscape32, linear(i));
+  return lookup(delta_[i - tail_n_], kUnset, kEscape, interpolated(i));
 }
 
 std::size_t ZQuantiles::bytes() const {
