@@ -15,25 +15,41 @@ Env::Env(std::string id, Space observation_space, Space action_space, std::size_
       obs_space_(std::move(observation_space)),
       action_space_(std::move(action_space)),
       state_dim_(state_dim),
-      max_episode_steps_(max_episode_steps) {
+      own_limit_(max_episode_steps) {
   HERD_REQUIRE(max_episode_steps >= 0, "{}: max_episode_steps is {}, but must be >= 0", id_, max_episode_steps);
 }
 
 void Env::set_max_episode_steps(std::int64_t steps) {
   HERD_REQUIRE(steps >= 0, "{}: max_episode_steps is {}, but must be >= 0", id_, steps);
-  max_episode_steps_ = steps;
+  *limit_ = steps;
 }
 
 void Env::set_elapsed_steps(std::int64_t steps) {
   HERD_REQUIRE(steps >= 0, "{}: elapsed_steps is {}, but must be >= 0", id_, steps);
-  elapsed_ = steps;
+  *elapsed_ = steps;
 }
+
+void Env::bind_episode_counters(std::int64_t* elapsed, std::int64_t* limit) {
+  if (elapsed == nullptr || limit == nullptr) {
+    own_elapsed_ = *elapsed_;
+    own_limit_ = *limit_;
+    elapsed_ = &own_elapsed_;
+    limit_ = &own_limit_;
+    return;
+  }
+  *elapsed = *elapsed_;
+  *limit = *limit_;
+  elapsed_ = elapsed;
+  limit_ = limit;
+}
+
+std::unique_ptr<EnvStore> Env::make_store(Env* const* /*envs*/, std::size_t /*n*/) const { return nullptr; }
 
 void Env::reset(std::uint64_t seed, float* obs) {
   stream_ = RngStream(seed, global_id_, RngPurpose::kEnvReset);
   episode_ = 0;
   has_reset_ = true;
-  elapsed_ = 0;
+  *elapsed_ = 0;
   RngCursor rng = stream_.at(episode_);
   reset_impl(rng, obs);
 }
@@ -50,7 +66,7 @@ void Env::reset(float* obs) {
     return;
   }
   ++episode_;
-  elapsed_ = 0;
+  *elapsed_ = 0;
   RngCursor rng = stream_.at(episode_);
   reset_impl(rng, obs);
 }
@@ -143,7 +159,7 @@ void Env::sync_stream(Env& inner, const Env& outer) {
 
 void Env::reset_wrapped(Env& inner, const Env& outer, RngCursor& rng, float* obs) {
   sync_stream(inner, outer);
-  inner.elapsed_ = 0;
+  *inner.elapsed_ = 0;
   inner.reset_impl(rng, obs);
 }
 

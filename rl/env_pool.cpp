@@ -79,6 +79,7 @@ void EnvPool::init(const EnvPoolOptions& o) {
     env_ptrs_[k] = &e;
   }
   const bool u8 = obs_dtype_ == ObsDtype::kUint8;
+  if (o.structure_of_arrays && homogeneous_ && !u8) store_ = e0.make_store(env_ptrs_.data(), n);
   obs_.assign(u8 ? 0 : n * obs_dim_, 0.0f);
   final_obs_.assign(u8 ? 0 : n * obs_dim_, 0.0f);
   obs_u8_.assign(u8 ? n * obs_dim_ : 0, 0);
@@ -193,7 +194,10 @@ void EnvPool::step_range(std::size_t b, std::size_t e, const double* actions) {
     return;
   }
   const std::size_t od = obs_dim_, ad = action_dim_;
-  if (homogeneous_) {
+  if (store_) {
+    store_->step(b, e, actions + b * ad, obs_.data() + b * od, rewards_.data() + b, terminated_.data() + b,
+                 truncated_.data() + b);
+  } else if (homogeneous_) {
     env_ptrs_[b]->step_batch(env_ptrs_.data() + b, e - b, actions + b * ad, obs_.data() + b * od, rewards_.data() + b,
                              terminated_.data() + b, truncated_.data() + b);
   } else {

@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "classic_simd.hpp"
+#include "herd/core/error.hpp"
 #include "herd/rl/envs.hpp"
 
 namespace herd::rl {
@@ -52,26 +53,76 @@ CartPoleState cartpole_reset_state(RngCursor& rng) {
 
 CartPole::CartPole() : Env("CartPole-v1", cartpole_obs_space(), Space::discrete(2), 4, 500) {}
 
-std::vector<double> CartPole::get_state() const { return {s_.x, s_.x_dot, s_.theta, s_.theta_dot}; }
+std::vector<double> CartPole::get_state() const {
+  const CartPoleState s = state();
+  return {s.x, s.x_dot, s.theta, s.theta_dot};
+}
 
-void CartPole::observe(float* obs) const { cartpole_observe(s_, obs); }
+void CartPole::observe(float* obs) const { cartpole_observe(state(), obs); }
 
 void CartPole::reset_impl(RngCursor& rng, float* obs) {
-  s_ = cartpole_reset_state(rng);
-  after_terminal_ = false;
-  cartpole_observe(s_, obs);
+  const CartPoleState s = cartpole_reset_state(rng);
+  put_state(s);
+  *after_terminal_ = 0;
+  cartpole_observe(s, obs);
 }
 
 StepResult CartPole::step_impl(const double* action, float* obs) {
   StepResult r;
-  r.terminated = cartpole_transition(s_, static_cast<std::int64_t>(action[0]));
+  CartPoleState s = state();
+  r.terminated = transition(s, static_cast<std::int64_t>(action[0]));
+  put_state(s);
   // Reward 1 per step, including the terminating one; 0 for steps after it (Gymnasium's
   // steps_beyond_terminated rule for callers that step on after termination).
-  r.reward = (r.terminated && after_terminal_) ? 0.0 : 1.0;
-  if (r.terminated) after_terminal_ = true;
-  cartpole_observe(s_, obs);
+  r.reward = (r.terminated && *after_terminal_ != 0) ? 0.0 : 1.0;
+  if (r.terminated) *after_terminal_ = 1;
+  cartpole_observe(s, obs);
   return r;
 }
+
+namespace {
+
+/// Rewards, after-termination flags, step counts and truncation flags of lanes [0, n)
+/// after the transition wrote `terminated` (as `step_impl` and `Env::count_step`).
+inline void cartpole_finish(std::size_t n, const std::uint8_t* terminated, std::uint8_t* after_terminal,
+                            std::int64_t* elapsed, const std::int64_t* limit, double* rewards,
+                            std::uint8_t* truncated) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint8_t term = terminated[i];
+    rewards[i] = (term != 0 && after_terminal[i] != 0) ? 0.0 : 1.0;
+    after_terminal[i] = static_cast<std::uint8_t>(after_terminal[i] | term);
+    const std::int64_t steps = elapsed[i] + 1;
+    elapsed[i] = steps;
+    truncated[i] = limit[i] > 0 && steps >= limit[i];
+  }
+}
+
+constexpr std::size_t kChunk = 256;
+
+/// Lanes [0, m) (m <= kChunk) of SoA CartPoles at a vector level: glibc's sincos bits of
+/// theta (vector lanes in extra precision, glibc's sincos where the rounding is close to
+/// ambiguous; the scalar path's function, see `transition`), then the vector kernel, the
+/// lanes that fill no vector by the scalar kernel.
+void cartpole_chunk(double* x, double* x_dot, double* theta, double* theta_dot, std::size_t m, const double* actions,
+                    float* obs, std::uint8_t* terminated, EnvSimd level) {
+  struct alignas(64) SinCos {
+    double sin[kChunk], cos[kChunk];
+  };
+  thread_local SinCos sc;
+  detail::sincos_lanes(theta, sc.sin, sc.cos, m, level, nullptr);
+  const std::size_t lanes = detail::simd_lanes(level);
+  const detail::CartPoleLanes l{x, x_dot, theta, theta_dot, sc.sin, sc.cos, actions, obs, terminated};
+  const std::size_t vec = m - m % lanes;
+  if (level == EnvSimd::kAvx512) detail::cartpole_lanes_avx512(l, vec);
+  else detail::cartpole_lanes_avx2(l, vec);
+  if (vec < m) {
+    const detail::CartPoleLanes t{x + vec,      x_dot + vec,   theta + vec,   theta_dot + vec, sc.sin + vec,
+                                  sc.cos + vec, actions + vec, obs + 4 * vec, terminated + vec};
+    detail::cartpole_lanes_scalar(t, m - vec);
+  }
+}
+
+}  // namespace
 
 void CartPole::step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs, double* rewards,
                           std::uint8_t* terminated, std::uint8_t* truncated) const {
@@ -79,67 +130,116 @@ void CartPole::step_batch(Env* const* envs, std::size_t n, const double* actions
   if (level == EnvSimd::kScalar) {
     for (std::size_t i = 0; i < n; ++i) {
       auto* e = static_cast<CartPole*>(envs[i]);
-      const bool term = transition(e->s_, static_cast<std::int64_t>(actions[i]));
-      rewards[i] = (term && e->after_terminal_) ? 0.0 : 1.0;
-      if (term) e->after_terminal_ = true;
+      CartPoleState s = e->state();
+      const bool term = transition(s, static_cast<std::int64_t>(actions[i]));
+      e->put_state(s);
+      rewards[i] = (term && *e->after_terminal_ != 0) ? 0.0 : 1.0;
+      if (term) *e->after_terminal_ = 1;
       terminated[i] = term;
       truncated[i] = e->count_step();
-      cartpole_observe(e->s_, obs + 4 * i);
+      cartpole_observe(s, obs + 4 * i);
     }
     return;
   }
   // Chunks of structure-of-arrays copies of the states (they stay in L1), stepped by the
-  // vector kernel; the remainder of a chunk that fills no vector takes the scalar kernel.
-  constexpr std::size_t kChunk = 256;
+  // vector kernel. (A pool steps through a CartPoleStore instead, without the copies.)
   struct alignas(64) Soa {
-    double x[kChunk], x_dot[kChunk], theta[kChunk], theta_dot[kChunk], sin[kChunk], cos[kChunk];
+    double x[kChunk], x_dot[kChunk], theta[kChunk], theta_dot[kChunk];
   };
   thread_local Soa soa;
-  const std::size_t lanes = detail::simd_lanes(level);
   for (std::size_t b = 0; b < n; b += kChunk) {
     const std::size_t m = std::min(kChunk, n - b);
     for (std::size_t i = 0; i < m; ++i) {
-      // The env objects are separate allocations: fetch a few ahead (thousands of envs
-      // exceed L2, and the scatter below touches the same lines again).
-      if (b + i + 16 < n) {
-        const Env* ahead = envs[b + i + 16];
-        __builtin_prefetch(ahead, 1);  // the base's step count
-        __builtin_prefetch(&static_cast<const CartPole*>(ahead)->s_, 1);
-      }
-      const CartPoleState& s = static_cast<const CartPole*>(envs[b + i])->s_;
+      // The env objects are separate allocations: fetch a few ahead.
+      if (b + i + 16 < n) __builtin_prefetch(envs[b + i + 16], 1);
+      const CartPoleState s = static_cast<const CartPole*>(envs[b + i])->state();
       soa.x[i] = s.x;
       soa.x_dot[i] = s.x_dot;
       soa.theta[i] = s.theta;
       soa.theta_dot[i] = s.theta_dot;
     }
-    // The bits of glibc's sincos (the scalar path's function, see `transition`): vector
-    // lanes in extra precision, glibc's sincos where the rounding is close to ambiguous.
-    detail::sincos_lanes(soa.theta, soa.sin, soa.cos, m, level, nullptr);
-    const detail::CartPoleLanes l{soa.x,   soa.x_dot,   soa.theta,   soa.theta_dot, soa.sin,
-                                  soa.cos, actions + b, obs + 4 * b, terminated + b};
-    const std::size_t vec = m - m % lanes;
-    if (level == EnvSimd::kAvx512) detail::cartpole_lanes_avx512(l, vec);
-    else detail::cartpole_lanes_avx2(l, vec);
-    if (vec < m) {
-      const detail::CartPoleLanes t{soa.x + vec,         soa.x_dot + vec,     soa.theta + vec,
-                                    soa.theta_dot + vec, soa.sin + vec,       soa.cos + vec,
-                                    actions + b + vec,   obs + 4 * (b + vec), terminated + b + vec};
-      detail::cartpole_lanes_scalar(t, m - vec);
-    }
+    cartpole_chunk(soa.x, soa.x_dot, soa.theta, soa.theta_dot, m, actions + b, obs + 4 * b, terminated + b, level);
     for (std::size_t i = 0; i < m; ++i) {
       auto* e = static_cast<CartPole*>(envs[b + i]);
-      e->s_ = {soa.x[i], soa.x_dot[i], soa.theta[i], soa.theta_dot[i]};
+      e->put_state({soa.x[i], soa.x_dot[i], soa.theta[i], soa.theta_dot[i]});
       const bool term = terminated[b + i] != 0;
-      rewards[b + i] = (term && e->after_terminal_) ? 0.0 : 1.0;
-      e->after_terminal_ = e->after_terminal_ || term;
+      rewards[b + i] = (term && *e->after_terminal_ != 0) ? 0.0 : 1.0;
+      if (term) *e->after_terminal_ = 1;
       truncated[b + i] = e->count_step();
     }
   }
 }
 
 void CartPole::set_state_impl(const double* state) {
-  s_ = {state[0], state[1], state[2], state[3]};
-  after_terminal_ = false;
+  put_state({state[0], state[1], state[2], state[3]});
+  *after_terminal_ = 0;
+}
+
+void CartPole::bind(double* state, std::size_t stride, std::uint8_t* after_terminal, std::int64_t* elapsed,
+                    std::int64_t* limit) {
+  const CartPoleState s = this->state();
+  const std::uint8_t after = *after_terminal_;
+  if (state == nullptr) {
+    s_ = own_state_;
+    stride_ = 1;
+    after_terminal_ = &own_after_terminal_;
+  } else {
+    s_ = state;
+    stride_ = stride;
+    after_terminal_ = after_terminal;
+  }
+  put_state(s);
+  *after_terminal_ = after;
+  bind_episode_counters(elapsed, limit);
+}
+
+std::unique_ptr<EnvStore> CartPole::make_store(Env* const* envs, std::size_t n) const {
+  return std::make_unique<CartPoleStore>(envs, n);
+}
+
+CartPoleStore::CartPoleStore(Env* const* envs, std::size_t n)
+    : EnvStore(n), envs_(n), state_(4 * n), after_terminal_(n), elapsed_(n), limit_(n) {
+  for (std::size_t k = 0; k < n; ++k) {
+    auto* e = dynamic_cast<CartPole*>(envs[k]);
+    HERD_REQUIRE(e != nullptr, "CartPoleStore: environment {} is not a CartPole", k);
+    HERD_REQUIRE(e->s_ == e->own_state_, "CartPoleStore: environment {} ({} env {}) is already in a store", k, e->id(),
+                 e->global_id());
+    envs_[k] = e;
+  }
+  for (std::size_t k = 0; k < n; ++k)
+    envs_[k]->bind(state_.data() + k, n, &after_terminal_[k], &elapsed_[k], &limit_[k]);
+}
+
+CartPoleStore::~CartPoleStore() {
+  for (CartPole* e : envs_) e->bind(nullptr, 1, nullptr, nullptr, nullptr);
+}
+
+void CartPoleStore::step(std::size_t b, std::size_t e, const double* actions, float* obs, double* rewards,
+                         std::uint8_t* terminated, std::uint8_t* truncated) {
+  const std::size_t n = size();
+  double* const x = state_.data();
+  double* const x_dot = x + n;
+  double* const theta = x + 2 * n;
+  double* const theta_dot = x + 3 * n;
+  const EnvSimd level = env_simd();
+  for (std::size_t c = b; c < e; c += kChunk) {
+    const std::size_t m = std::min(kChunk, e - c), j = c - b;
+    if (level == EnvSimd::kScalar) {
+      for (std::size_t i = 0; i < m; ++i) {
+        CartPoleState s{x[c + i], x_dot[c + i], theta[c + i], theta_dot[c + i]};
+        terminated[j + i] = transition(s, static_cast<std::int64_t>(actions[j + i]));
+        x[c + i] = s.x;
+        x_dot[c + i] = s.x_dot;
+        theta[c + i] = s.theta;
+        theta_dot[c + i] = s.theta_dot;
+        cartpole_observe(s, obs + 4 * (j + i));
+      }
+    } else {
+      cartpole_chunk(x + c, x_dot + c, theta + c, theta_dot + c, m, actions + j, obs + 4 * j, terminated + j, level);
+    }
+    cartpole_finish(m, terminated + j, after_terminal_.data() + c, elapsed_.data() + c, limit_.data() + c, rewards + j,
+                    truncated + j);
+  }
 }
 
 }  // namespace herd::rl

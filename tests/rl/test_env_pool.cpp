@@ -13,6 +13,7 @@
 #include "herd/core/error.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/rl/env_pool.hpp"
+#include "herd/rl/envs.hpp"
 #include "herd/rl/registry.hpp"
 
 using herd::rl::EnvBatch;
@@ -298,4 +299,214 @@ TEST_CASE("a pool restored from env states continues bit-identically", "[rl][poo
       }
     }
   }
+}
+
+namespace {
+
+using herd::rl::EnvSimd;
+
+// Sets the process-wide SIMD level for its lifetime (restored on every exit).
+struct SimdLevel {
+  explicit SimdLevel(EnvSimd level) { herd::rl::set_env_simd(level); }
+  ~SimdLevel() { herd::rl::set_env_simd(herd::rl::env_simd_supported()); }
+  SimdLevel(const SimdLevel&) = delete;
+  SimdLevel& operator=(const SimdLevel&) = delete;
+};
+
+// Requires identical sync results, and identical states, flags, step counts and stream
+// positions of every env, in two pools.
+void require_same_pools(EnvPool& a, EnvPool& b) {
+  const std::size_t n = a.num_envs(), od = a.obs_dim();
+  REQUIRE(std::memcmp(a.obs().data(), b.obs().data(), n * od * sizeof(float)) == 0);
+  for (std::size_t k = 0; k < n; ++k) {
+    INFO("env " << k);
+    REQUIRE(std::memcmp(&a.rewards()[k], &b.rewards()[k], sizeof(double)) == 0);
+    REQUIRE(a.terminated()[k] == b.terminated()[k]);
+    REQUIRE(a.truncated()[k] == b.truncated()[k]);
+    if (a.terminated()[k] || a.truncated()[k])
+      REQUIRE(std::memcmp(a.final_obs().data() + k * od, b.final_obs().data() + k * od, od * sizeof(float)) == 0);
+    const auto sa = a.env(k).get_state(), sb = b.env(k).get_state();
+    REQUIRE(std::memcmp(sa.data(), sb.data(), sa.size() * sizeof(double)) == 0);
+    REQUIRE(a.env(k).elapsed_steps() == b.env(k).elapsed_steps());
+    REQUIRE(a.env(k).max_episode_steps() == b.env(k).max_episode_steps());
+    REQUIRE(a.env(k).episode() == b.env(k).episode());
+  }
+}
+
+// Copies every env's state, step count and stream position from `from` into `to` (a
+// checkpoint restored; the after-termination flag is not part of it, as in the trainers).
+void restore_pool(EnvPool& from, EnvPool& to) {
+  for (std::size_t k = 0; k < from.num_envs(); ++k) {
+    herd::rl::Env& f = from.env(k);
+    herd::rl::Env& t = to.env(k);
+    t.set_state(f.get_state());
+    t.set_elapsed_steps(f.elapsed_steps());
+    t.set_max_episode_steps(f.max_episode_steps());
+    t.restore_stream(f.seed(), f.episode());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CartPole pool: structure-of-arrays store equals per-object scalar steps", "[rl][pool][simd]") {
+  for (const EnvSimd level : {EnvSimd::kScalar, EnvSimd::kAvx2, EnvSimd::kAvx512}) {
+    if (static_cast<int>(level) > static_cast<int>(herd::rl::env_simd_supported())) continue;
+    // Not multiples of the vector widths (4, 8) or of the 256-env chunks; 2 threads split
+    // the envs at task boundaries that are not multiples of them either.
+    for (const std::size_t n : {1u, 3u, 9u, 37u, 263u, 601u}) {
+      for (const std::size_t threads : {1u, 2u}) {
+        INFO("level " << herd::rl::env_simd_name(level) << ", " << n << " envs, " << threads << " threads");
+        EnvPoolOptions o;
+        o.env_id = "CartPole-v1";
+        o.num_envs = n;
+        o.num_threads = threads;
+        o.min_task_seconds = 0;  // every thread used
+        o.seed = 5;
+        o.max_episode_steps = 60;
+        EnvPoolOptions r = o;
+        r.structure_of_arrays = false;
+        r.num_threads = 1;
+        EnvPool soa(o), ref(r);
+        REQUIRE(soa.uses_store());
+        REQUIRE(!ref.uses_store());
+        soa.reset();
+        ref.reset();
+        // Per-env time limits (set through the env, so in the store) and far-out states
+        // (an angle of 1e6: glibc's slow sincos path; envs stepped on past termination).
+        for (std::size_t k = 0; k < n; ++k) {
+          if (k % 5 == 2) {
+            soa.env(k).set_max_episode_steps(17 + static_cast<std::int64_t>(k % 13));
+            ref.env(k).set_max_episode_steps(17 + static_cast<std::int64_t>(k % 13));
+          }
+          if (k % 11 == 5) {
+            const std::vector<double> far{0.3, -40.0, 1e6 + 0.25 * static_cast<double>(k), 35.0};
+            soa.env(k).set_state(far);
+            ref.env(k).set_state(far);
+          }
+        }
+        std::vector<double> act(n);
+        const herd::RngStream rng(8, 3);
+        std::size_t ends = 0;
+        auto step_both = [&](int t) {
+          for (std::size_t i = 0; i < n; ++i) act[i] = static_cast<double>(rng.u32(t * n + i) & 1);
+          {
+            const SimdLevel l(level);
+            soa.step(act);
+          }
+          {
+            const SimdLevel l(EnvSimd::kScalar);
+            ref.step(act);
+          }
+          for (std::size_t k = 0; k < n; ++k) ends += soa.terminated()[k] | soa.truncated()[k];
+          require_same_pools(soa, ref);
+        };
+        int t = 0;
+        for (; t < 150; ++t) step_both(t);
+        // Single-env calls on envs in the store: a step and a reset through the Env
+        // interface, on both pools.
+        float row[4], row2[4];
+        const herd::rl::StepResult s1 = soa.env(n / 2).step(std::int64_t{1}, row);
+        const herd::rl::StepResult s2 = ref.env(n / 2).step(std::int64_t{1}, row2);
+        REQUIRE(std::memcmp(row, row2, sizeof row) == 0);
+        REQUIRE(s1.reward == s2.reward);
+        REQUIRE(s1.terminated == s2.terminated);
+        REQUIRE(s1.truncated == s2.truncated);
+        soa.env(n - 1).reset(row);
+        ref.env(n - 1).reset(row2);
+        REQUIRE(std::memcmp(row, row2, sizeof row) == 0);
+        // A checkpoint restored into a fresh store pool continues bit-identically.
+        EnvPool restored(o);
+        restored.reset();
+        restore_pool(soa, restored);
+        for (; t < 300; ++t) {
+          step_both(t);
+          {
+            const SimdLevel l(level);
+            restored.step(act);
+          }
+          require_same_pools(restored, soa);
+        }
+        CHECK(ends > n);
+      }
+    }
+  }
+}
+
+TEST_CASE("CartPoleStore binds and unbinds its envs", "[rl][pool][simd]") {
+  const std::size_t n = 13;
+  std::vector<std::unique_ptr<herd::rl::CartPole>> a(n), b(n);
+  std::vector<herd::rl::Env*> pa(n);
+  std::vector<float> oa(4 * n), ob(4 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (auto* v : {&a, &b}) {
+      (*v)[i] = std::make_unique<herd::rl::CartPole>();
+      (*v)[i]->set_global_id(static_cast<std::uint32_t>(i));
+      (*v)[i]->set_max_episode_steps(25);
+    }
+    a[i]->reset(4, oa.data() + 4 * i);
+    b[i]->reset(4, ob.data() + 4 * i);
+    pa[i] = a[i].get();
+  }
+  std::vector<double> act(n), rew(n), rb(n);
+  std::vector<std::uint8_t> te(n), tr(n);
+  const herd::RngStream rng(12, 0);
+  auto step_ref = [&](int t) {
+    for (std::size_t i = 0; i < n; ++i) {
+      act[i] = static_cast<double>(rng.u32(t * n + i) & 1);
+      const herd::rl::StepResult r = b[i]->step_unchecked(&act[i], ob.data() + 4 * i);
+      rb[i] = r.reward;
+      if (r.truncated || (r.terminated && i % 4 != 1)) b[i]->reset(ob.data() + 4 * i);
+    }
+  };
+  auto check = [&] {
+    REQUIRE(std::memcmp(oa.data(), ob.data(), oa.size() * sizeof(float)) == 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(a[i]->get_state() == b[i]->get_state());
+      REQUIRE(a[i]->elapsed_steps() == b[i]->elapsed_steps());
+    }
+  };
+  // Stepped on its own, then in a store, then on its own again (the values move into the
+  // store and back); envs with i % 4 == 1 step on past termination until truncated (the
+  // after-termination flag moves too: their rewards become 0).
+  int t = 0;
+  auto step_a = [&](auto&& stepper) {
+    stepper();
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(rew[i] == rb[i]);
+      if (tr[i] || (te[i] && i % 4 != 1)) a[i]->reset(oa.data() + 4 * i);
+    }
+  };
+  for (; t < 30; ++t) {
+    step_ref(t);
+    step_a([&] { a[0]->step_batch(pa.data(), n, act.data(), oa.data(), rew.data(), te.data(), tr.data()); });
+    check();
+  }
+  {
+    auto store = a[0]->make_store(pa.data(), n);
+    REQUIRE(store != nullptr);
+    REQUIRE(store->size() == n);
+    CHECK_THROWS_AS(a[0]->make_store(pa.data(), n), herd::InputError);  // already bound
+    for (; t < 90; ++t) {
+      step_ref(t);
+      // Two ranges, as two pool threads would step them.
+      step_a([&] {
+        store->step(0, 5, act.data(), oa.data(), rew.data(), te.data(), tr.data());
+        store->step(5, n, act.data() + 5, oa.data() + 20, rew.data() + 5, te.data() + 5, tr.data() + 5);
+      });
+      check();
+    }
+  }
+  for (; t < 120; ++t) {  // unbound: the objects hold the values again
+    step_ref(t);
+    step_a([&] { a[0]->step_batch(pa.data(), n, act.data(), oa.data(), rew.data(), te.data(), tr.data()); });
+    check();
+  }
+  // Types without a store, and pools that were asked for none.
+  EnvPoolOptions o;
+  o.env_id = "MountainCar-v0";
+  o.num_envs = 3;
+  CHECK(!EnvPool(o).uses_store());
+  o.env_id = "CartPole-v1";
+  o.structure_of_arrays = false;
+  CHECK(!EnvPool(o).uses_store());
 }

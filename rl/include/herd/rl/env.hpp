@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,41 @@ struct StepResult {
   double reward = 0.0;      ///< reward of the step (float64, as Gymnasium's Python floats)
   bool terminated = false;  ///< the MDP reached a terminal state
   bool truncated = false;   ///< the time limit ended the episode (Gymnasium `TimeLimit`)
+};
+
+class Env;
+
+/// The per-env state of a batch of environments of one type kept in structure-of-arrays
+/// form (one dense array per state component; element k belongs to env k of the batch), as
+/// `Env::make_store` makes it for an `EnvPool`. While the store lives, each of its
+/// environments reads and writes its state, step count and time limit in the store's arrays
+/// instead of its own members, so every `Env` call on it (`step`, `reset`, `get_state`,
+/// `set_state`, `set_elapsed_steps`, checkpoints) behaves as before; `step` (below) steps a
+/// range of them without touching the objects. The destructor moves the values back into
+/// the objects, which must still exist then. Not copyable.
+///
+/// Thread-safety: `step` on disjoint ranges may run on different threads at once; an env
+/// must not be used through its own interface while a `step` range holding it runs.
+class EnvStore {
+ public:
+  virtual ~EnvStore() = default;
+  EnvStore(const EnvStore&) = delete;
+  EnvStore& operator=(const EnvStore&) = delete;
+  /// Number of environments in the store.
+  std::size_t size() const { return size_; }
+  /// Steps envs [b, e) of the store (b < e <= size()) with valid actions, bit-identical with
+  /// `step_unchecked` on each env (time limit included).
+  /// @param actions `[e - b, action_dim]`; @param obs `[e - b, obs_dim]` output rows
+  /// @param rewards, terminated, truncated `[e - b]` outputs (flags 0 or 1)
+  virtual void step(std::size_t b, std::size_t e, const double* actions, float* obs, double* rewards,
+                    std::uint8_t* terminated, std::uint8_t* truncated) = 0;
+
+ protected:
+  /// @param size number of environments
+  explicit EnvStore(std::size_t size) : size_(size) {}
+
+ private:
+  std::size_t size_;
 };
 
 /// One environment instance: spaces, `reset`, `step`, internal state, time limit.
@@ -70,11 +106,11 @@ class Env {
   std::size_t state_dim() const { return state_dim_; }
 
   /// Steps after which `step` reports `truncated` (0: no limit).
-  std::int64_t max_episode_steps() const { return max_episode_steps_; }
+  std::int64_t max_episode_steps() const { return *limit_; }
   /// Sets the time limit (0: none). @throws herd::InputError when negative.
   void set_max_episode_steps(std::int64_t steps);
   /// Steps taken in the current episode.
-  std::int64_t elapsed_steps() const { return elapsed_; }
+  std::int64_t elapsed_steps() const { return *elapsed_; }
   /// Sets the step count of the current episode (for checkpoints and tests).
   /// @throws herd::InputError when negative.
   void set_elapsed_steps(std::int64_t steps);
@@ -126,6 +162,12 @@ class Env {
   virtual void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs, double* rewards,
                           std::uint8_t* terminated, std::uint8_t* truncated) const;
 
+  /// A structure-of-arrays store of `envs[0..n)` (all of the same dynamic type as `*this`,
+  /// none in another store), which binds them to it; null (the default) when this type has
+  /// none. The pool keeps the store for its lifetime and steps through it.
+  /// @throws herd::InputError when an env is already in a store.
+  virtual std::unique_ptr<EnvStore> make_store(Env* const* envs, std::size_t n) const;
+
   /// `step_batch` with the observations written as uint8 (`ObsDtype::kUint8` pools): the
   /// default steps each env into a float32 row and converts it with `obs_to_u8`;
   /// environments whose observations are bytes (MinAtar's grids) may override it to write
@@ -160,9 +202,14 @@ class Env {
 
   /// Counts one step of the episode; returns whether the time limit is reached.
   bool count_step() {
-    ++elapsed_;
-    return max_episode_steps_ > 0 && elapsed_ >= max_episode_steps_;
+    ++*elapsed_;
+    return *limit_ > 0 && *elapsed_ >= *limit_;
   }
+
+  /// For `EnvStore`s: moves the step count and time limit of this env to `*elapsed` and
+  /// `*limit` (their current values copied there), or back into the object when both are
+  /// null. Not thread-safe against other calls on this env.
+  void bind_episode_counters(std::int64_t* elapsed, std::int64_t* limit);
 
   /// Draws a start state from `rng` and writes its observation.
   virtual void reset_impl(RngCursor& rng, float* obs) = 0;
@@ -185,8 +232,11 @@ class Env {
   std::string id_;
   Space obs_space_, action_space_;
   std::size_t state_dim_;
-  std::int64_t max_episode_steps_;
-  std::int64_t elapsed_ = 0;
+  std::int64_t own_limit_;
+  std::int64_t own_elapsed_ = 0;
+  // The time limit and step count: the members above, or an EnvStore's elements.
+  std::int64_t* limit_ = &own_limit_;
+  std::int64_t* elapsed_ = &own_elapsed_;
   std::uint32_t global_id_ = 0;
   RngStream stream_{0, 0, RngPurpose::kEnvReset};
   std::uint64_t episode_ = 0;

@@ -53,6 +53,11 @@ struct EnvPoolOptions {
   /// converted by `obs_to_u8` as it is written (or written directly by envs that override
   /// `Env::step_batch_u8`), and the float32 buffers are empty.
   ObsDtype obs_dtype = ObsDtype::kFloat32;
+  /// Sync steps of a float32 pool of one environment type that has an `EnvStore`
+  /// (`Env::make_store`: CartPole): keep the envs' states in the store's dense arrays and
+  /// step them there, instead of each env object (the results are bit-identical; false is
+  /// the per-object reference, for tests and benchmarks).
+  bool structure_of_arrays = true;
 };
 
 /// One batch of results: row j belongs to environment `env_ids[j]`. Views into the pool's
@@ -128,12 +133,16 @@ class EnvPool {
   std::size_t action_dim() const { return action_dim_; }
   /// Observation space of every env.
   const Space& observation_space() const { return envs_[0]->observation_space(); }
+  /// Whether sync steps go through a structure-of-arrays `EnvStore`
+  /// (`EnvPoolOptions::structure_of_arrays`).
+  bool uses_store() const { return store_ != nullptr; }
   /// Element type of the observation batches.
   ObsDtype obs_dtype() const { return obs_dtype_; }
   /// Action space of every env.
   const Space& action_space() const { return envs_[0]->action_space(); }
   /// Environment k (for inspection, get_state/set_state between steps; not while it is in
-  /// flight). @throws std::out_of_range when k >= N.
+  /// flight; with a structure-of-arrays store its state lives in the store, which every
+  /// `Env` call reads and writes). @throws std::out_of_range when k >= N.
   Env& env(std::size_t k) { return *envs_.at(k); }
 
   // --- sync mode -------------------------------------------------------------------------
@@ -194,6 +203,7 @@ class EnvPool {
   void run_one(std::int32_t id);
 
   std::vector<std::unique_ptr<Env>> envs_;
+  std::unique_ptr<EnvStore> store_;  // after envs_: destroyed first, unbinding them
   std::vector<Env*> env_ptrs_;
   bool homogeneous_ = true;  // same dynamic type: use Env::step_batch per chunk
   std::size_t batch_size_ = 0, num_threads_ = 1, obs_dim_ = 0, action_dim_ = 0;

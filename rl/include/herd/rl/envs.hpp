@@ -11,6 +11,7 @@
 /// Thread-safety: as `Env`.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "herd/rl/env.hpp"
@@ -102,12 +103,17 @@ class CartPole final : public Env {
   /// Writes the float32 observation of the current state.
   void observe(float* obs) const override;
   /// The state as the batched kernel sees it.
-  const CartPoleState& state() const { return s_; }
+  CartPoleState state() const { return {s_[0], s_[stride_], s_[2 * stride_], s_[3 * stride_]}; }
   /// Steps a batch at the `env_simd()` level (chunks of environments copied to
   /// structure-of-arrays form and stepped 4 or 8 per vector; the scalar level is a tight
   /// loop over `cartpole_transition`), bit-identical with `step_unchecked` at every level.
   void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs, double* rewards,
                   std::uint8_t* terminated, std::uint8_t* truncated) const override;
+  /// A store keeping the states, after-termination flags, step counts and time limits of
+  /// `envs[0..n)` (all CartPoles) in dense arrays; its `step` runs the `step_batch` kernels
+  /// on them in place (no copies), at the `env_simd()` level, bit-identical with
+  /// `step_unchecked`. @throws herd::InputError when an env is already in a store.
+  std::unique_ptr<EnvStore> make_store(Env* const* envs, std::size_t n) const override;
 
  protected:
   void reset_impl(RngCursor& rng, float* obs) override;
@@ -115,8 +121,45 @@ class CartPole final : public Env {
   void set_state_impl(const double* state) override;
 
  private:
-  CartPoleState s_{};
-  bool after_terminal_ = false;  // Gymnasium's steps_beyond_terminated is not None
+  friend class CartPoleStore;
+  void put_state(const CartPoleState& s) {
+    s_[0] = s.x;
+    s_[stride_] = s.x_dot;
+    s_[2 * stride_] = s.theta;
+    s_[3 * stride_] = s.theta_dot;
+  }
+  // Moves the state to component arrays (component j at state[j * stride]), the flag to
+  // *after_terminal and the counters to *elapsed, *limit; null state: back into the object.
+  void bind(double* state, std::size_t stride, std::uint8_t* after_terminal, std::int64_t* elapsed,
+            std::int64_t* limit);
+
+  double own_state_[4] = {0, 0, 0, 0};
+  std::uint8_t own_after_terminal_ = 0;
+  // The state (component j at s_[j * stride_]) and Gymnasium's "steps_beyond_terminated is
+  // not None" flag: the members above, or a CartPoleStore's elements.
+  double* s_ = own_state_;
+  std::size_t stride_ = 1;
+  std::uint8_t* after_terminal_ = &own_after_terminal_;
+};
+
+/// The `EnvStore` of CartPoles (made by `CartPole::make_store`): arrays x, x_dot, theta,
+/// theta_dot, after-termination flags, step counts and time limits, element k for env k.
+class CartPoleStore final : public EnvStore {
+ public:
+  /// Binds `envs[0..n)` (CartPoles, none in a store) to a new store, their values copied in.
+  /// @throws herd::InputError when an env is already in a store.
+  CartPoleStore(Env* const* envs, std::size_t n);
+  /// Moves the values back into the environments.
+  ~CartPoleStore() override;
+  /// Steps envs [b, e) in place (see `EnvStore::step`).
+  void step(std::size_t b, std::size_t e, const double* actions, float* obs, double* rewards, std::uint8_t* terminated,
+            std::uint8_t* truncated) override;
+
+ private:
+  std::vector<CartPole*> envs_;
+  std::vector<double> state_;  // [4, n]: x, x_dot, theta, theta_dot
+  std::vector<std::uint8_t> after_terminal_;
+  std::vector<std::int64_t> elapsed_, limit_;
 };
 
 /// Acrobot-v1 (Sutton 1996; Sutton & Barto's book dynamics; Gymnasium `acrobot.py`, RK4
