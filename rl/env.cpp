@@ -14,60 +14,51 @@ Env::Env(std::string id, Space observation_space, Space action_space, std::size_
     : id_(std::move(id)),
       obs_space_(std::move(observation_space)),
       action_space_(std::move(action_space)),
-      state_dim_(state_dim),
-      own_limit_(max_episode_steps) {
+      state_dim_(state_dim) {
+  own_episode_.limit = max_episode_steps;
   HERD_REQUIRE(max_episode_steps >= 0, "{}: max_episode_steps is {}, but must be >= 0", id_, max_episode_steps);
 }
 
 void Env::set_max_episode_steps(std::int64_t steps) {
   HERD_REQUIRE(steps >= 0, "{}: max_episode_steps is {}, but must be >= 0", id_, steps);
-  *limit_ = steps;
+  ep_->limit = steps;
 }
 
 void Env::set_elapsed_steps(std::int64_t steps) {
   HERD_REQUIRE(steps >= 0, "{}: elapsed_steps is {}, but must be >= 0", id_, steps);
-  *elapsed_ = steps;
+  ep_->elapsed = steps;
 }
 
-void Env::bind_episode_counters(std::int64_t* elapsed, std::int64_t* limit) {
-  if (elapsed == nullptr || limit == nullptr) {
-    own_elapsed_ = *elapsed_;
-    own_limit_ = *limit_;
-    elapsed_ = &own_elapsed_;
-    limit_ = &own_limit_;
-    return;
-  }
-  *elapsed = *elapsed_;
-  *limit = *limit_;
-  elapsed_ = elapsed;
-  limit_ = limit;
+void Env::bind_episode(EpisodeClock* episode) {
+  EpisodeClock* to = episode != nullptr ? episode : &own_episode_;
+  if (to == ep_) return;
+  *to = *ep_;
+  ep_ = to;
 }
 
 std::unique_ptr<EnvStore> Env::make_store(Env* const* /*envs*/, std::size_t /*n*/) const { return nullptr; }
 
 void Env::reset(std::uint64_t seed, float* obs) {
-  stream_ = RngStream(seed, global_id_, RngPurpose::kEnvReset);
-  episode_ = 0;
-  has_reset_ = true;
-  *elapsed_ = 0;
-  RngCursor rng = stream_.at(episode_);
+  ep_->stream = RngStream(seed, global_id_, RngPurpose::kEnvReset);
+  ep_->episode = 0;
+  ep_->has_reset = true;
+  ep_->elapsed = 0;
+  RngCursor rng = ep_->stream.at(ep_->episode);
   reset_impl(rng, obs);
 }
 
 void Env::restore_stream(std::uint64_t seed, std::uint64_t episode) {
-  stream_ = RngStream(seed, global_id_, RngPurpose::kEnvReset);
-  episode_ = episode;
-  has_reset_ = true;
+  ep_->stream = RngStream(seed, global_id_, RngPurpose::kEnvReset);
+  ep_->episode = episode;
+  ep_->has_reset = true;
 }
 
 void Env::reset(float* obs) {
-  if (!has_reset_) {
+  if (!ep_->has_reset) {
     reset(0, obs);
     return;
   }
-  ++episode_;
-  *elapsed_ = 0;
-  RngCursor rng = stream_.at(episode_);
+  RngCursor rng = ep_->next_episode();
   reset_impl(rng, obs);
 }
 
@@ -94,7 +85,7 @@ StepResult Env::step(std::span<const double> action, float* obs) {
                id_, global_id_, action.size(), action_space_.to_string(), action_dim());
   const std::string msg = check_action(action.data());
   if (!msg.empty()) throw InputError(msg);
-  HERD_REQUIRE(has_reset_, "{} (env {}): step called before reset", id_, global_id_);
+  HERD_REQUIRE(ep_->has_reset, "{} (env {}): step called before reset", id_, global_id_);
   return step_unchecked(action.data(), obs);
 }
 
@@ -104,7 +95,7 @@ StepResult Env::step(std::int64_t action, float* obs) {
   HERD_REQUIRE(action >= action_space_.start() && action < action_space_.start() + action_space_.n(),
                "{} (env {}): action is {}, but must be an integer in [{}, {})", id_, global_id_, action,
                action_space_.start(), action_space_.start() + action_space_.n());
-  HERD_REQUIRE(has_reset_, "{} (env {}): step called before reset", id_, global_id_);
+  HERD_REQUIRE(ep_->has_reset, "{} (env {}): step called before reset", id_, global_id_);
   const double a = static_cast<double>(action);
   return step_unchecked(&a, obs);
 }
@@ -152,14 +143,14 @@ void Env::step_batch_u8(Env* const* envs, std::size_t n, const double* actions, 
 
 void Env::sync_stream(Env& inner, const Env& outer) {
   inner.global_id_ = outer.global_id_;
-  inner.stream_ = outer.stream_;
-  inner.episode_ = outer.episode_;
-  inner.has_reset_ = true;
+  inner.ep_->stream = outer.ep_->stream;
+  inner.ep_->episode = outer.ep_->episode;
+  inner.ep_->has_reset = true;
 }
 
 void Env::reset_wrapped(Env& inner, const Env& outer, RngCursor& rng, float* obs) {
   sync_stream(inner, outer);
-  *inner.elapsed_ = 0;
+  inner.ep_->elapsed = 0;
   inner.reset_impl(rng, obs);
 }
 
@@ -167,7 +158,7 @@ void Env::set_state(std::span<const double> state) {
   HERD_REQUIRE(state.size() == state_dim_, "{} (env {}): state has {} values, but must have {}", id_, global_id_,
                state.size(), state_dim_);
   set_state_impl(state.data());
-  has_reset_ = true;
+  ep_->has_reset = true;
 }
 
 }  // namespace herd::rl

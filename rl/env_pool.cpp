@@ -197,7 +197,14 @@ void EnvPool::step_range(std::size_t b, std::size_t e, const double* actions) {
   if (store_) {
     store_->step(b, e, actions + b * ad, obs_.data() + b * od, rewards_.data() + b, terminated_.data() + b,
                  truncated_.data() + b);
-  } else if (homogeneous_) {
+    for (std::size_t k = b; k < e; ++k) {
+      if (terminated_[k] | truncated_[k])
+        std::memcpy(final_obs_.data() + k * od, obs_.data() + k * od, od * sizeof(float));
+    }
+    store_->reset_done(b, e, terminated_.data() + b, truncated_.data() + b, obs_.data() + b * od);
+    return;
+  }
+  if (homogeneous_) {
     env_ptrs_[b]->step_batch(env_ptrs_.data() + b, e - b, actions + b * ad, obs_.data() + b * od, rewards_.data() + b,
                              terminated_.data() + b, truncated_.data() + b);
   } else {

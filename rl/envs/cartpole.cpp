@@ -85,15 +85,12 @@ namespace {
 /// Rewards, after-termination flags, step counts and truncation flags of lanes [0, n)
 /// after the transition wrote `terminated` (as `step_impl` and `Env::count_step`).
 inline void cartpole_finish(std::size_t n, const std::uint8_t* terminated, std::uint8_t* after_terminal,
-                            std::int64_t* elapsed, const std::int64_t* limit, double* rewards,
-                            std::uint8_t* truncated) {
+                            EpisodeClock* episodes, double* rewards, std::uint8_t* truncated) {
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint8_t term = terminated[i];
     rewards[i] = (term != 0 && after_terminal[i] != 0) ? 0.0 : 1.0;
     after_terminal[i] = static_cast<std::uint8_t>(after_terminal[i] | term);
-    const std::int64_t steps = elapsed[i] + 1;
-    elapsed[i] = steps;
-    truncated[i] = limit[i] > 0 && steps >= limit[i];
+    truncated[i] = episodes[i].count_step();
   }
 }
 
@@ -175,8 +172,7 @@ void CartPole::set_state_impl(const double* state) {
   *after_terminal_ = 0;
 }
 
-void CartPole::bind(double* state, std::size_t stride, std::uint8_t* after_terminal, std::int64_t* elapsed,
-                    std::int64_t* limit) {
+void CartPole::bind(double* state, std::size_t stride, std::uint8_t* after_terminal, EpisodeClock* episode) {
   const CartPoleState s = this->state();
   const std::uint8_t after = *after_terminal_;
   if (state == nullptr) {
@@ -190,7 +186,7 @@ void CartPole::bind(double* state, std::size_t stride, std::uint8_t* after_termi
   }
   put_state(s);
   *after_terminal_ = after;
-  bind_episode_counters(elapsed, limit);
+  bind_episode(episode);
 }
 
 std::unique_ptr<EnvStore> CartPole::make_store(Env* const* envs, std::size_t n) const {
@@ -198,7 +194,7 @@ std::unique_ptr<EnvStore> CartPole::make_store(Env* const* envs, std::size_t n) 
 }
 
 CartPoleStore::CartPoleStore(Env* const* envs, std::size_t n)
-    : EnvStore(n), envs_(n), state_(4 * n), after_terminal_(n), elapsed_(n), limit_(n) {
+    : EnvStore(n), envs_(n), state_(4 * n), after_terminal_(n), episodes_(n) {
   for (std::size_t k = 0; k < n; ++k) {
     auto* e = dynamic_cast<CartPole*>(envs[k]);
     HERD_REQUIRE(e != nullptr, "CartPoleStore: environment {} is not a CartPole", k);
@@ -206,12 +202,11 @@ CartPoleStore::CartPoleStore(Env* const* envs, std::size_t n)
                  e->global_id());
     envs_[k] = e;
   }
-  for (std::size_t k = 0; k < n; ++k)
-    envs_[k]->bind(state_.data() + k, n, &after_terminal_[k], &elapsed_[k], &limit_[k]);
+  for (std::size_t k = 0; k < n; ++k) envs_[k]->bind(state_.data() + k, n, &after_terminal_[k], &episodes_[k]);
 }
 
 CartPoleStore::~CartPoleStore() {
-  for (CartPole* e : envs_) e->bind(nullptr, 1, nullptr, nullptr, nullptr);
+  for (CartPole* e : envs_) e->bind(nullptr, 1, nullptr, nullptr);
 }
 
 void CartPoleStore::step(std::size_t b, std::size_t e, const double* actions, float* obs, double* rewards,
@@ -237,8 +232,31 @@ void CartPoleStore::step(std::size_t b, std::size_t e, const double* actions, fl
     } else {
       cartpole_chunk(x + c, x_dot + c, theta + c, theta_dot + c, m, actions + j, obs + 4 * j, terminated + j, level);
     }
-    cartpole_finish(m, terminated + j, after_terminal_.data() + c, elapsed_.data() + c, limit_.data() + c, rewards + j,
-                    truncated + j);
+    cartpole_finish(m, terminated + j, after_terminal_.data() + c, episodes_.data() + c, rewards + j, truncated + j);
+  }
+}
+
+void CartPoleStore::reset_done(std::size_t b, std::size_t e, const std::uint8_t* terminated,
+                               const std::uint8_t* truncated, float* obs) {
+  const std::size_t n = size();
+  double* const x = state_.data();
+  for (std::size_t k = b; k < e; ++k) {
+    if ((terminated[k - b] | truncated[k - b]) == 0) continue;
+    EpisodeClock& ep = episodes_[k];
+    float* row = obs + 4 * (k - b);
+    if (!ep.has_reset) {  // never reset: Env::reset's seeded first reset
+      envs_[k]->reset(row);
+      continue;
+    }
+    // Env::reset(obs) and CartPole::reset_impl, on the store's elements.
+    RngCursor rng = ep.next_episode();
+    const CartPoleState s = cartpole_reset_state(rng);
+    x[k] = s.x;
+    x[n + k] = s.x_dot;
+    x[2 * n + k] = s.theta;
+    x[3 * n + k] = s.theta_dot;
+    after_terminal_[k] = 0;
+    cartpole_observe(s, row);
   }
 }
 

@@ -488,11 +488,16 @@ TEST_CASE("CartPoleStore binds and unbinds its envs", "[rl][pool][simd]") {
     CHECK_THROWS_AS(a[0]->make_store(pa.data(), n), herd::InputError);  // already bound
     for (; t < 90; ++t) {
       step_ref(t);
-      // Two ranges, as two pool threads would step them.
-      step_a([&] {
-        store->step(0, 5, act.data(), oa.data(), rew.data(), te.data(), tr.data());
-        store->step(5, n, act.data() + 5, oa.data() + 20, rew.data() + 5, te.data() + 5, tr.data() + 5);
-      });
+      // Two ranges, as two pool threads would step them; ended envs reset by the store.
+      store->step(0, 5, act.data(), oa.data(), rew.data(), te.data(), tr.data());
+      store->step(5, n, act.data() + 5, oa.data() + 20, rew.data() + 5, te.data() + 5, tr.data() + 5);
+      std::vector<std::uint8_t> reset_te(te), reset_tr(tr);
+      for (std::size_t i = 0; i < n; ++i) {
+        REQUIRE(rew[i] == rb[i]);
+        if (i % 4 == 1) reset_te[i] = 0;  // stepped on past termination
+      }
+      store->reset_done(0, 7, reset_te.data(), reset_tr.data(), oa.data());
+      store->reset_done(7, n, reset_te.data() + 7, reset_tr.data() + 7, oa.data() + 28);
       check();
     }
   }

@@ -33,13 +33,34 @@ struct StepResult {
   bool truncated = false;   ///< the time limit ended the episode (Gymnasium `TimeLimit`)
 };
 
-class Env;
+/// An environment's episode bookkeeping (inside `Env`, or an `EnvStore`'s element): the
+/// time limit and step count of the current episode and the position in the reset stream.
+/// A plain value; thread-safety as the env that owns it.
+struct EpisodeClock {
+  std::int64_t elapsed = 0;                       ///< steps taken in the current episode
+  std::int64_t limit = 0;                         ///< steps after which a step is truncated (0: no limit)
+  std::uint64_t episode = 0;                      ///< episode number within `stream`
+  RngStream stream{0, 0, RngPurpose::kEnvReset};  ///< the reset stream
+  bool has_reset = false;                         ///< a reset (or a state) came first; steps are valid
+  /// Counts one step; returns whether the time limit is reached (`Env::step`'s truncation).
+  bool count_step() {
+    ++elapsed;
+    return limit > 0 && elapsed >= limit;
+  }
+  /// Starts the next episode of the stream (after a first reset): the step count restarts
+  /// and the cursor of the new episode's reset draws is returned.
+  RngCursor next_episode() {
+    ++episode;
+    elapsed = 0;
+    return stream.at(episode);
+  }
+};
 
 /// The per-env state of a batch of environments of one type kept in structure-of-arrays
 /// form (one dense array per state component; element k belongs to env k of the batch), as
 /// `Env::make_store` makes it for an `EnvPool`. While the store lives, each of its
 /// environments reads and writes its state, step count and time limit in the store's arrays
-/// instead of its own members, so every `Env` call on it (`step`, `reset`, `get_state`,
+/// (`EpisodeClock`) instead of its own members, so every `Env` call on it (`step`, `reset`, `get_state`,
 /// `set_state`, `set_elapsed_steps`, checkpoints) behaves as before; `step` (below) steps a
 /// range of them without touching the objects. The destructor moves the values back into
 /// the objects, which must still exist then. Not copyable.
@@ -59,6 +80,11 @@ class EnvStore {
   /// @param rewards, terminated, truncated `[e - b]` outputs (flags 0 or 1)
   virtual void step(std::size_t b, std::size_t e, const double* actions, float* obs, double* rewards,
                     std::uint8_t* terminated, std::uint8_t* truncated) = 0;
+  /// Resets each env k of [b, e) whose `terminated[k - b]` or `truncated[k - b]` is nonzero
+  /// as `Env::reset(obs)` does (the next episode of its stream), bit-identically, writing
+  /// its first observation to row k - b of `obs` (`[e - b, obs_dim]`; other rows untouched).
+  virtual void reset_done(std::size_t b, std::size_t e, const std::uint8_t* terminated, const std::uint8_t* truncated,
+                          float* obs) = 0;
 
  protected:
   /// @param size number of environments
@@ -106,11 +132,11 @@ class Env {
   std::size_t state_dim() const { return state_dim_; }
 
   /// Steps after which `step` reports `truncated` (0: no limit).
-  std::int64_t max_episode_steps() const { return *limit_; }
+  std::int64_t max_episode_steps() const { return ep_->limit; }
   /// Sets the time limit (0: none). @throws herd::InputError when negative.
   void set_max_episode_steps(std::int64_t steps);
   /// Steps taken in the current episode.
-  std::int64_t elapsed_steps() const { return *elapsed_; }
+  std::int64_t elapsed_steps() const { return ep_->elapsed; }
   /// Sets the step count of the current episode (for checkpoints and tests).
   /// @throws herd::InputError when negative.
   void set_elapsed_steps(std::int64_t steps);
@@ -120,9 +146,9 @@ class Env {
   /// Sets the global id; takes effect at the next seeded reset.
   void set_global_id(std::uint32_t id) { global_id_ = id; }
   /// Seed of the current reset stream.
-  std::uint64_t seed() const { return stream_.seed(); }
+  std::uint64_t seed() const { return ep_->stream.seed(); }
   /// Episode number within the current stream (0 after a seeded reset).
-  std::uint64_t episode() const { return episode_; }
+  std::uint64_t episode() const { return ep_->episode; }
   /// Restores the reset stream position (for checkpoints): the seed and the episode
   /// number of the current episode, so the next unseeded reset draws episode + 1. With
   /// `set_state` and `set_elapsed_steps` it restores an env exactly (a run resumed from a
@@ -201,15 +227,12 @@ class Env {
       std::int64_t max_episode_steps);
 
   /// Counts one step of the episode; returns whether the time limit is reached.
-  bool count_step() {
-    ++*elapsed_;
-    return *limit_ > 0 && *elapsed_ >= *limit_;
-  }
+  bool count_step() { return ep_->count_step(); }
 
-  /// For `EnvStore`s: moves the step count and time limit of this env to `*elapsed` and
-  /// `*limit` (their current values copied there), or back into the object when both are
-  /// null. Not thread-safe against other calls on this env.
-  void bind_episode_counters(std::int64_t* elapsed, std::int64_t* limit);
+  /// For `EnvStore`s: moves this env's episode bookkeeping to `*episode` (the current
+  /// values copied there), or back into the object when null. Not thread-safe against
+  /// other calls on this env.
+  void bind_episode(EpisodeClock* episode);
 
   /// Draws a start state from `rng` and writes its observation.
   virtual void reset_impl(RngCursor& rng, float* obs) = 0;
@@ -232,15 +255,10 @@ class Env {
   std::string id_;
   Space obs_space_, action_space_;
   std::size_t state_dim_;
-  std::int64_t own_limit_;
-  std::int64_t own_elapsed_ = 0;
-  // The time limit and step count: the members above, or an EnvStore's elements.
-  std::int64_t* limit_ = &own_limit_;
-  std::int64_t* elapsed_ = &own_elapsed_;
+  EpisodeClock own_episode_;
+  // The episode bookkeeping: the member above, or an EnvStore's element.
+  EpisodeClock* ep_ = &own_episode_;
   std::uint32_t global_id_ = 0;
-  RngStream stream_{0, 0, RngPurpose::kEnvReset};
-  std::uint64_t episode_ = 0;
-  bool has_reset_ = false;
 };
 
 }  // namespace herd::rl

@@ -129,9 +129,8 @@ class CartPole final : public Env {
     s_[3 * stride_] = s.theta_dot;
   }
   // Moves the state to component arrays (component j at state[j * stride]), the flag to
-  // *after_terminal and the counters to *elapsed, *limit; null state: back into the object.
-  void bind(double* state, std::size_t stride, std::uint8_t* after_terminal, std::int64_t* elapsed,
-            std::int64_t* limit);
+  // *after_terminal and the episode bookkeeping to *episode; null state: back into the object.
+  void bind(double* state, std::size_t stride, std::uint8_t* after_terminal, EpisodeClock* episode);
 
   double own_state_[4] = {0, 0, 0, 0};
   std::uint8_t own_after_terminal_ = 0;
@@ -143,7 +142,7 @@ class CartPole final : public Env {
 };
 
 /// The `EnvStore` of CartPoles (made by `CartPole::make_store`): arrays x, x_dot, theta,
-/// theta_dot, after-termination flags, step counts and time limits, element k for env k.
+/// theta_dot, after-termination flags and episode bookkeeping, element k for env k.
 class CartPoleStore final : public EnvStore {
  public:
   /// Binds `envs[0..n)` (CartPoles, none in a store) to a new store, their values copied in.
@@ -154,12 +153,15 @@ class CartPoleStore final : public EnvStore {
   /// Steps envs [b, e) in place (see `EnvStore::step`).
   void step(std::size_t b, std::size_t e, const double* actions, float* obs, double* rewards, std::uint8_t* terminated,
             std::uint8_t* truncated) override;
+  /// Resets the ended envs of [b, e) in place (see `EnvStore::reset_done`).
+  void reset_done(std::size_t b, std::size_t e, const std::uint8_t* terminated, const std::uint8_t* truncated,
+                  float* obs) override;
 
  private:
   std::vector<CartPole*> envs_;
   std::vector<double> state_;  // [4, n]: x, x_dot, theta, theta_dot
   std::vector<std::uint8_t> after_terminal_;
-  std::vector<std::int64_t> elapsed_, limit_;
+  std::vector<EpisodeClock> episodes_;
 };
 
 /// Acrobot-v1 (Sutton 1996; Sutton & Barto's book dynamics; Gymnasium `acrobot.py`, RK4
