@@ -15,50 +15,57 @@ Env::Env(std::string id, Space observation_space, Space action_space, std::size_
       obs_space_(std::move(observation_space)),
       action_space_(std::move(action_space)),
       state_dim_(state_dim) {
-  own_episode_.limit = max_episode_steps;
+  own_clock_.limit = max_episode_steps;
   HERD_REQUIRE(max_episode_steps >= 0, "{}: max_episode_steps is {}, but must be >= 0", id_, max_episode_steps);
 }
 
 void Env::set_max_episode_steps(std::int64_t steps) {
   HERD_REQUIRE(steps >= 0, "{}: max_episode_steps is {}, but must be >= 0", id_, steps);
-  ep_->limit = steps;
+  clock_->limit = steps;
 }
 
 void Env::set_elapsed_steps(std::int64_t steps) {
   HERD_REQUIRE(steps >= 0, "{}: elapsed_steps is {}, but must be >= 0", id_, steps);
-  ep_->elapsed = steps;
+  clock_->elapsed = steps;
 }
 
-void Env::bind_episode(EpisodeClock* episode) {
-  EpisodeClock* to = episode != nullptr ? episode : &own_episode_;
-  if (to == ep_) return;
-  *to = *ep_;
-  ep_ = to;
+void Env::bind_episode(EpisodeClock* clock, ResetStream* stream) {
+  EpisodeClock* to_clock = clock != nullptr ? clock : &own_clock_;
+  ResetStream* to_stream = stream != nullptr ? stream : &own_stream_;
+  if (to_clock != clock_) {
+    *to_clock = *clock_;
+    clock_ = to_clock;
+  }
+  if (to_stream != rs_) {
+    *to_stream = *rs_;
+    rs_ = to_stream;
+  }
 }
 
 std::unique_ptr<EnvStore> Env::make_store(Env* const* /*envs*/, std::size_t /*n*/) const { return nullptr; }
 
 void Env::reset(std::uint64_t seed, float* obs) {
-  ep_->stream = RngStream(seed, global_id_, RngPurpose::kEnvReset);
-  ep_->episode = 0;
-  ep_->has_reset = true;
-  ep_->elapsed = 0;
-  RngCursor rng = ep_->stream.at(ep_->episode);
+  rs_->stream = RngStream(seed, global_id_, RngPurpose::kEnvReset);
+  rs_->episode = 0;
+  rs_->has_reset = true;
+  clock_->elapsed = 0;
+  RngCursor rng = rs_->stream.at(rs_->episode);
   reset_impl(rng, obs);
 }
 
 void Env::restore_stream(std::uint64_t seed, std::uint64_t episode) {
-  ep_->stream = RngStream(seed, global_id_, RngPurpose::kEnvReset);
-  ep_->episode = episode;
-  ep_->has_reset = true;
+  rs_->stream = RngStream(seed, global_id_, RngPurpose::kEnvReset);
+  rs_->episode = episode;
+  rs_->has_reset = true;
 }
 
 void Env::reset(float* obs) {
-  if (!ep_->has_reset) {
+  if (!rs_->has_reset) {
     reset(0, obs);
     return;
   }
-  RngCursor rng = ep_->next_episode();
+  clock_->elapsed = 0;
+  RngCursor rng = rs_->next_episode();
   reset_impl(rng, obs);
 }
 
@@ -85,7 +92,7 @@ StepResult Env::step(std::span<const double> action, float* obs) {
                id_, global_id_, action.size(), action_space_.to_string(), action_dim());
   const std::string msg = check_action(action.data());
   if (!msg.empty()) throw InputError(msg);
-  HERD_REQUIRE(ep_->has_reset, "{} (env {}): step called before reset", id_, global_id_);
+  HERD_REQUIRE(rs_->has_reset, "{} (env {}): step called before reset", id_, global_id_);
   return step_unchecked(action.data(), obs);
 }
 
@@ -95,7 +102,7 @@ StepResult Env::step(std::int64_t action, float* obs) {
   HERD_REQUIRE(action >= action_space_.start() && action < action_space_.start() + action_space_.n(),
                "{} (env {}): action is {}, but must be an integer in [{}, {})", id_, global_id_, action,
                action_space_.start(), action_space_.start() + action_space_.n());
-  HERD_REQUIRE(ep_->has_reset, "{} (env {}): step called before reset", id_, global_id_);
+  HERD_REQUIRE(rs_->has_reset, "{} (env {}): step called before reset", id_, global_id_);
   const double a = static_cast<double>(action);
   return step_unchecked(&a, obs);
 }
@@ -143,14 +150,14 @@ void Env::step_batch_u8(Env* const* envs, std::size_t n, const double* actions, 
 
 void Env::sync_stream(Env& inner, const Env& outer) {
   inner.global_id_ = outer.global_id_;
-  inner.ep_->stream = outer.ep_->stream;
-  inner.ep_->episode = outer.ep_->episode;
-  inner.ep_->has_reset = true;
+  inner.rs_->stream = outer.rs_->stream;
+  inner.rs_->episode = outer.rs_->episode;
+  inner.rs_->has_reset = true;
 }
 
 void Env::reset_wrapped(Env& inner, const Env& outer, RngCursor& rng, float* obs) {
   sync_stream(inner, outer);
-  inner.ep_->elapsed = 0;
+  inner.clock_->elapsed = 0;
   inner.reset_impl(rng, obs);
 }
 
@@ -158,7 +165,7 @@ void Env::set_state(std::span<const double> state) {
   HERD_REQUIRE(state.size() == state_dim_, "{} (env {}): state has {} values, but must have {}", id_, global_id_,
                state.size(), state_dim_);
   set_state_impl(state.data());
-  ep_->has_reset = true;
+  rs_->has_reset = true;
 }
 
 }  // namespace herd::rl

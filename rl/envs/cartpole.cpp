@@ -4,6 +4,10 @@
 #include <cmath>
 #include <numbers>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "classic_simd.hpp"
 #include "herd/core/error.hpp"
 #include "herd/rl/envs.hpp"
@@ -41,14 +45,83 @@ inline bool transition(CartPoleState& s, std::int64_t action) {
 
 bool cartpole_transition(CartPoleState& s, std::int64_t action) { return transition(s, action); }
 
-CartPoleState cartpole_reset_state(RngCursor& rng) {
+namespace {
+
+/// The start state from four uniforms in (0, 1), drawn in this order.
+inline CartPoleState reset_state_of(double u0, double u1, double u2, double u3) {
   constexpr double kLow = -0.05, kHigh = 0.05;
-  CartPoleState s;
-  s.x = kLow + (kHigh - kLow) * rng.uniform();
-  s.x_dot = kLow + (kHigh - kLow) * rng.uniform();
-  s.theta = kLow + (kHigh - kLow) * rng.uniform();
-  s.theta_dot = kLow + (kHigh - kLow) * rng.uniform();
-  return s;
+  return {kLow + (kHigh - kLow) * u0, kLow + (kHigh - kLow) * u1, kLow + (kHigh - kLow) * u2,
+          kLow + (kHigh - kLow) * u3};
+}
+
+/// Philox4x32-10 of four independent lanes: `out[l]` is the block of counter `ctr[l]` and
+/// key `key[l]`, the words of `herd::philox4x32_10` (SSE2 on x86-64: the lanes are vector
+/// lanes; `_mm_mul_epu32` multiplies lanes 0 and 2, so odd lanes are shifted down for a
+/// second multiply).
+inline void philox_lanes4(const std::uint32_t ctr[4][4], const std::uint32_t key[4][2], std::uint32_t out[4][4]) {
+#if defined(__SSE2__)
+  auto lanes = [](std::uint32_t v0, std::uint32_t v1, std::uint32_t v2, std::uint32_t v3) {
+    return _mm_set_epi32(static_cast<int>(v3), static_cast<int>(v2), static_cast<int>(v1), static_cast<int>(v0));
+  };
+  const __m128i m0 = _mm_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m128i m1 = _mm_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  const __m128i w0 = _mm_set1_epi32(static_cast<int>(0x9E3779B9u));
+  const __m128i w1 = _mm_set1_epi32(static_cast<int>(0xBB67AE85u));
+  const __m128i lo_mask = _mm_set1_epi64x(0xffffffffll);
+  __m128i a = lanes(ctr[0][0], ctr[1][0], ctr[2][0], ctr[3][0]);
+  __m128i b = lanes(ctr[0][1], ctr[1][1], ctr[2][1], ctr[3][1]);
+  __m128i c = lanes(ctr[0][2], ctr[1][2], ctr[2][2], ctr[3][2]);
+  __m128i d = lanes(ctr[0][3], ctr[1][3], ctr[2][3], ctr[3][3]);
+  __m128i k0 = lanes(key[0][0], key[1][0], key[2][0], key[3][0]);
+  __m128i k1 = lanes(key[0][1], key[1][1], key[2][1], key[3][1]);
+  for (int r = 0; r < 10; ++r) {
+    const __m128i pa_even = _mm_mul_epu32(a, m0);
+    const __m128i pa_odd = _mm_mul_epu32(_mm_srli_epi64(a, 32), m0);
+    const __m128i pc_even = _mm_mul_epu32(c, m1);
+    const __m128i pc_odd = _mm_mul_epu32(_mm_srli_epi64(c, 32), m1);
+    const __m128i lo0 = _mm_or_si128(_mm_and_si128(pa_even, lo_mask), _mm_slli_epi64(pa_odd, 32));
+    const __m128i hi0 = _mm_or_si128(_mm_srli_epi64(pa_even, 32), _mm_andnot_si128(lo_mask, pa_odd));
+    const __m128i lo1 = _mm_or_si128(_mm_and_si128(pc_even, lo_mask), _mm_slli_epi64(pc_odd, 32));
+    const __m128i hi1 = _mm_or_si128(_mm_srli_epi64(pc_even, 32), _mm_andnot_si128(lo_mask, pc_odd));
+    a = _mm_xor_si128(_mm_xor_si128(hi1, b), k0);
+    b = lo1;
+    c = _mm_xor_si128(_mm_xor_si128(hi0, d), k1);
+    d = lo0;
+    k0 = _mm_add_epi32(k0, w0);
+    k1 = _mm_add_epi32(k1, w1);
+  }
+  alignas(16) std::uint32_t va[4], vb[4], vc[4], vd[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(va), a);
+  _mm_store_si128(reinterpret_cast<__m128i*>(vb), b);
+  _mm_store_si128(reinterpret_cast<__m128i*>(vc), c);
+  _mm_store_si128(reinterpret_cast<__m128i*>(vd), d);
+  for (int l = 0; l < 4; ++l) {
+    out[l][0] = va[l];
+    out[l][1] = vb[l];
+    out[l][2] = vc[l];
+    out[l][3] = vd[l];
+  }
+#else
+  for (int l = 0; l < 4; ++l) {
+    const RngBlock blk = philox4x32_10(ctr[l], key[l]);
+    for (int j = 0; j < 4; ++j) out[l][j] = blk.v[j];
+  }
+#endif
+}
+
+/// Uniform of words lo, hi (`RngCursor::uniform`: the first word low).
+inline double uniform_of(std::uint32_t lo, std::uint32_t hi) {
+  return u64_to_uniform(static_cast<std::uint64_t>(lo) | (static_cast<std::uint64_t>(hi) << 32));
+}
+
+}  // namespace
+
+CartPoleState cartpole_reset_state(RngCursor& rng) {
+  const double u0 = rng.uniform();
+  const double u1 = rng.uniform();
+  const double u2 = rng.uniform();
+  const double u3 = rng.uniform();
+  return reset_state_of(u0, u1, u2, u3);
 }
 
 CartPole::CartPole() : Env("CartPole-v1", cartpole_obs_space(), Space::discrete(2), 4, 500) {}
@@ -85,12 +158,12 @@ namespace {
 /// Rewards, after-termination flags, step counts and truncation flags of lanes [0, n)
 /// after the transition wrote `terminated` (as `step_impl` and `Env::count_step`).
 inline void cartpole_finish(std::size_t n, const std::uint8_t* terminated, std::uint8_t* after_terminal,
-                            EpisodeClock* episodes, double* rewards, std::uint8_t* truncated) {
+                            EpisodeClock* clocks, double* rewards, std::uint8_t* truncated) {
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint8_t term = terminated[i];
-    rewards[i] = (term != 0 && after_terminal[i] != 0) ? 0.0 : 1.0;
-    after_terminal[i] = static_cast<std::uint8_t>(after_terminal[i] | term);
-    truncated[i] = episodes[i].count_step();
+    const std::uint8_t term = terminated[i], after = after_terminal[i];
+    rewards[i] = 1.0 - static_cast<double>(term & after);  // 0 for steps after termination
+    after_terminal[i] = static_cast<std::uint8_t>(after | term);
+    truncated[i] = clocks[i].count_step();
   }
 }
 
@@ -172,7 +245,8 @@ void CartPole::set_state_impl(const double* state) {
   *after_terminal_ = 0;
 }
 
-void CartPole::bind(double* state, std::size_t stride, std::uint8_t* after_terminal, EpisodeClock* episode) {
+void CartPole::bind(double* state, std::size_t stride, std::uint8_t* after_terminal, EpisodeClock* clock,
+                    ResetStream* stream) {
   const CartPoleState s = this->state();
   const std::uint8_t after = *after_terminal_;
   if (state == nullptr) {
@@ -186,7 +260,7 @@ void CartPole::bind(double* state, std::size_t stride, std::uint8_t* after_termi
   }
   put_state(s);
   *after_terminal_ = after;
-  bind_episode(episode);
+  bind_episode(clock, stream);
 }
 
 std::unique_ptr<EnvStore> CartPole::make_store(Env* const* envs, std::size_t n) const {
@@ -194,7 +268,7 @@ std::unique_ptr<EnvStore> CartPole::make_store(Env* const* envs, std::size_t n) 
 }
 
 CartPoleStore::CartPoleStore(Env* const* envs, std::size_t n)
-    : EnvStore(n), envs_(n), state_(4 * n), after_terminal_(n), episodes_(n) {
+    : EnvStore(n), envs_(n), state_(4 * n), after_terminal_(n), clocks_(n), streams_(n) {
   for (std::size_t k = 0; k < n; ++k) {
     auto* e = dynamic_cast<CartPole*>(envs[k]);
     HERD_REQUIRE(e != nullptr, "CartPoleStore: environment {} is not a CartPole", k);
@@ -202,11 +276,12 @@ CartPoleStore::CartPoleStore(Env* const* envs, std::size_t n)
                  e->global_id());
     envs_[k] = e;
   }
-  for (std::size_t k = 0; k < n; ++k) envs_[k]->bind(state_.data() + k, n, &after_terminal_[k], &episodes_[k]);
+  for (std::size_t k = 0; k < n; ++k)
+    envs_[k]->bind(state_.data() + k, n, &after_terminal_[k], &clocks_[k], &streams_[k]);
 }
 
 CartPoleStore::~CartPoleStore() {
-  for (CartPole* e : envs_) e->bind(nullptr, 1, nullptr, nullptr);
+  for (CartPole* e : envs_) e->bind(nullptr, 1, nullptr, nullptr, nullptr);
 }
 
 void CartPoleStore::step(std::size_t b, std::size_t e, const double* actions, float* obs, double* rewards,
@@ -232,7 +307,7 @@ void CartPoleStore::step(std::size_t b, std::size_t e, const double* actions, fl
     } else {
       cartpole_chunk(x + c, x_dot + c, theta + c, theta_dot + c, m, actions + j, obs + 4 * j, terminated + j, level);
     }
-    cartpole_finish(m, terminated + j, after_terminal_.data() + c, episodes_.data() + c, rewards + j, truncated + j);
+    cartpole_finish(m, terminated + j, after_terminal_.data() + c, clocks_.data() + c, rewards + j, truncated + j);
   }
 }
 
@@ -240,24 +315,56 @@ void CartPoleStore::reset_done(std::size_t b, std::size_t e, const std::uint8_t*
                                const std::uint8_t* truncated, float* obs) {
   const std::size_t n = size();
   double* const x = state_.data();
+  // Env::reset(obs) and CartPole::reset_impl on the store's elements, two envs per Philox
+  // call: each start state takes four uniforms, words 0-3 of blocks 0 and 1 of its
+  // episode's counter (what `RngCursor::uniform` reads).
+  std::size_t pend[2];
+  int npend = 0;
+  auto flush = [&] {
+    std::uint32_t ctr[4][4], key[4][2], out[4][4];
+    for (int p = 0; p < 2; ++p) {
+      const RngStream& st = streams_[pend[p < npend ? p : 0]].stream;
+      const std::uint64_t index = streams_[pend[p < npend ? p : 0]].episode, seed = st.seed();
+      for (std::uint32_t sub = 0; sub < 2; ++sub) {
+        const int l = 2 * p + static_cast<int>(sub);
+        ctr[l][0] = sub;  // as RngStream::block(index, sub)
+        ctr[l][1] = static_cast<std::uint32_t>(index);
+        ctr[l][2] =
+            static_cast<std::uint32_t>((index >> 32) & 0xffffu) | (static_cast<std::uint32_t>(st.purpose()) << 16);
+        ctr[l][3] = st.stream();
+        key[l][0] = static_cast<std::uint32_t>(seed);
+        key[l][1] = static_cast<std::uint32_t>(seed >> 32);
+      }
+    }
+    philox_lanes4(ctr, key, out);
+    for (int p = 0; p < npend; ++p) {
+      const std::size_t k = pend[p];
+      const std::uint32_t* b0 = out[2 * p];
+      const std::uint32_t* b1 = out[2 * p + 1];
+      const CartPoleState s = reset_state_of(uniform_of(b0[0], b0[1]), uniform_of(b0[2], b0[3]),
+                                             uniform_of(b1[0], b1[1]), uniform_of(b1[2], b1[3]));
+      x[k] = s.x;
+      x[n + k] = s.x_dot;
+      x[2 * n + k] = s.theta;
+      x[3 * n + k] = s.theta_dot;
+      after_terminal_[k] = 0;
+      cartpole_observe(s, obs + 4 * (k - b));
+    }
+    npend = 0;
+  };
   for (std::size_t k = b; k < e; ++k) {
     if ((terminated[k - b] | truncated[k - b]) == 0) continue;
-    EpisodeClock& ep = episodes_[k];
-    float* row = obs + 4 * (k - b);
-    if (!ep.has_reset) {  // never reset: Env::reset's seeded first reset
-      envs_[k]->reset(row);
+    ResetStream& rs = streams_[k];
+    if (!rs.has_reset) {  // never reset: Env::reset's seeded first reset
+      envs_[k]->reset(obs + 4 * (k - b));
       continue;
     }
-    // Env::reset(obs) and CartPole::reset_impl, on the store's elements.
-    RngCursor rng = ep.next_episode();
-    const CartPoleState s = cartpole_reset_state(rng);
-    x[k] = s.x;
-    x[n + k] = s.x_dot;
-    x[2 * n + k] = s.theta;
-    x[3 * n + k] = s.theta_dot;
-    after_terminal_[k] = 0;
-    cartpole_observe(s, row);
+    clocks_[k].elapsed = 0;
+    ++rs.episode;  // ResetStream::next_episode
+    pend[npend++] = k;
+    if (npend == 2) flush();
   }
+  if (npend > 0) flush();
 }
 
 }  // namespace herd::rl

@@ -33,25 +33,28 @@ struct StepResult {
   bool truncated = false;   ///< the time limit ended the episode (Gymnasium `TimeLimit`)
 };
 
-/// An environment's episode bookkeeping (inside `Env`, or an `EnvStore`'s element): the
-/// time limit and step count of the current episode and the position in the reset stream.
-/// A plain value; thread-safety as the env that owns it.
+/// An environment's time limit and step count in the current episode (inside `Env`, or an
+/// `EnvStore`'s element, touched by every step). A plain value; thread-safety as its env's.
 struct EpisodeClock {
-  std::int64_t elapsed = 0;                       ///< steps taken in the current episode
-  std::int64_t limit = 0;                         ///< steps after which a step is truncated (0: no limit)
-  std::uint64_t episode = 0;                      ///< episode number within `stream`
-  RngStream stream{0, 0, RngPurpose::kEnvReset};  ///< the reset stream
-  bool has_reset = false;                         ///< a reset (or a state) came first; steps are valid
+  std::int64_t elapsed = 0;  ///< steps taken in the current episode
+  std::int64_t limit = 0;    ///< steps after which a step is truncated (0: no limit)
   /// Counts one step; returns whether the time limit is reached (`Env::step`'s truncation).
   bool count_step() {
     ++elapsed;
     return limit > 0 && elapsed >= limit;
   }
-  /// Starts the next episode of the stream (after a first reset): the step count restarts
-  /// and the cursor of the new episode's reset draws is returned.
+};
+
+/// An environment's position in its reset stream (inside `Env`, or an `EnvStore`'s element,
+/// touched by resets). A plain value; thread-safety as its env's.
+struct ResetStream {
+  std::uint64_t episode = 0;                      ///< episode number within `stream`
+  RngStream stream{0, 0, RngPurpose::kEnvReset};  ///< the reset stream
+  bool has_reset = false;                         ///< a reset (or a state) came first; steps are valid
+  /// Moves to the next episode (after a first reset) and returns the cursor of its reset
+  /// draws (the caller restarts the step count).
   RngCursor next_episode() {
     ++episode;
-    elapsed = 0;
     return stream.at(episode);
   }
 };
@@ -60,7 +63,7 @@ struct EpisodeClock {
 /// form (one dense array per state component; element k belongs to env k of the batch), as
 /// `Env::make_store` makes it for an `EnvPool`. While the store lives, each of its
 /// environments reads and writes its state, step count and time limit in the store's arrays
-/// (`EpisodeClock`) instead of its own members, so every `Env` call on it (`step`, `reset`, `get_state`,
+/// (`EpisodeClock`, `ResetStream`) instead of its own members, so every `Env` call on it (`step`, `reset`, `get_state`,
 /// `set_state`, `set_elapsed_steps`, checkpoints) behaves as before; `step` (below) steps a
 /// range of them without touching the objects. The destructor moves the values back into
 /// the objects, which must still exist then. Not copyable.
@@ -132,11 +135,11 @@ class Env {
   std::size_t state_dim() const { return state_dim_; }
 
   /// Steps after which `step` reports `truncated` (0: no limit).
-  std::int64_t max_episode_steps() const { return ep_->limit; }
+  std::int64_t max_episode_steps() const { return clock_->limit; }
   /// Sets the time limit (0: none). @throws herd::InputError when negative.
   void set_max_episode_steps(std::int64_t steps);
   /// Steps taken in the current episode.
-  std::int64_t elapsed_steps() const { return ep_->elapsed; }
+  std::int64_t elapsed_steps() const { return clock_->elapsed; }
   /// Sets the step count of the current episode (for checkpoints and tests).
   /// @throws herd::InputError when negative.
   void set_elapsed_steps(std::int64_t steps);
@@ -146,9 +149,9 @@ class Env {
   /// Sets the global id; takes effect at the next seeded reset.
   void set_global_id(std::uint32_t id) { global_id_ = id; }
   /// Seed of the current reset stream.
-  std::uint64_t seed() const { return ep_->stream.seed(); }
+  std::uint64_t seed() const { return rs_->stream.seed(); }
   /// Episode number within the current stream (0 after a seeded reset).
-  std::uint64_t episode() const { return ep_->episode; }
+  std::uint64_t episode() const { return rs_->episode; }
   /// Restores the reset stream position (for checkpoints): the seed and the episode
   /// number of the current episode, so the next unseeded reset draws episode + 1. With
   /// `set_state` and `set_elapsed_steps` it restores an env exactly (a run resumed from a
@@ -227,12 +230,12 @@ class Env {
       std::int64_t max_episode_steps);
 
   /// Counts one step of the episode; returns whether the time limit is reached.
-  bool count_step() { return ep_->count_step(); }
+  bool count_step() { return clock_->count_step(); }
 
-  /// For `EnvStore`s: moves this env's episode bookkeeping to `*episode` (the current
-  /// values copied there), or back into the object when null. Not thread-safe against
-  /// other calls on this env.
-  void bind_episode(EpisodeClock* episode);
+  /// For `EnvStore`s: moves this env's step count and time limit to `*clock` and its reset
+  /// stream position to `*stream` (the current values copied there), or back into the
+  /// object when both are null. Not thread-safe against other calls on this env.
+  void bind_episode(EpisodeClock* clock, ResetStream* stream);
 
   /// Draws a start state from `rng` and writes its observation.
   virtual void reset_impl(RngCursor& rng, float* obs) = 0;
@@ -255,9 +258,11 @@ class Env {
   std::string id_;
   Space obs_space_, action_space_;
   std::size_t state_dim_;
-  EpisodeClock own_episode_;
-  // The episode bookkeeping: the member above, or an EnvStore's element.
-  EpisodeClock* ep_ = &own_episode_;
+  EpisodeClock own_clock_;
+  ResetStream own_stream_;
+  // The episode bookkeeping: the members above, or an EnvStore's elements.
+  EpisodeClock* clock_ = &own_clock_;
+  ResetStream* rs_ = &own_stream_;
   std::uint32_t global_id_ = 0;
 };
 

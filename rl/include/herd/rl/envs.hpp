@@ -129,8 +129,9 @@ class CartPole final : public Env {
     s_[3 * stride_] = s.theta_dot;
   }
   // Moves the state to component arrays (component j at state[j * stride]), the flag to
-  // *after_terminal and the episode bookkeeping to *episode; null state: back into the object.
-  void bind(double* state, std::size_t stride, std::uint8_t* after_terminal, EpisodeClock* episode);
+  // *after_terminal and the episode bookkeeping to *clock, *stream; null state: back into
+  // the object.
+  void bind(double* state, std::size_t stride, std::uint8_t* after_terminal, EpisodeClock* clock, ResetStream* stream);
 
   double own_state_[4] = {0, 0, 0, 0};
   std::uint8_t own_after_terminal_ = 0;
@@ -161,7 +162,8 @@ class CartPoleStore final : public EnvStore {
   std::vector<CartPole*> envs_;
   std::vector<double> state_;  // [4, n]: x, x_dot, theta, theta_dot
   std::vector<std::uint8_t> after_terminal_;
-  std::vector<EpisodeClock> episodes_;
+  std::vector<EpisodeClock> clocks_;
+  std::vector<ResetStream> streams_;
 };
 
 /// Acrobot-v1 (Sutton 1996; Sutton & Barto's book dynamics; Gymnasium `acrobot.py`, RK4
