@@ -348,86 +348,100 @@ void restore_pool(EnvPool& from, EnvPool& to) {
 
 }  // namespace
 
-TEST_CASE("CartPole pool: structure-of-arrays store equals per-object scalar steps", "[rl][pool][simd]") {
+namespace {
+
+// A pool of `id` with a structure-of-arrays store stepped at `level` on `threads` threads
+// against one without (per-object scalar steps), bit for bit, `steps` steps, then a
+// checkpoint restored into a fresh store pool that continues as many steps alongside.
+void check_store_pool(const char* id, EnvSimd level, std::size_t n, std::size_t threads, int steps) {
+  const bool cartpole = std::string(id) == "CartPole-v1";
+  INFO(id << ", level " << herd::rl::env_simd_name(level) << ", " << n << " envs, " << threads << " threads");
+  EnvPoolOptions o;
+  o.env_id = id;
+  o.num_envs = n;
+  o.num_threads = threads;
+  o.min_task_seconds = 0;  // every thread used
+  o.seed = 5;
+  o.max_episode_steps = 60;
+  EnvPoolOptions r = o;
+  r.structure_of_arrays = false;
+  r.num_threads = 1;
+  EnvPool soa(o), ref(r);
+  REQUIRE(soa.uses_store());
+  REQUIRE(!ref.uses_store());
+  soa.reset();
+  ref.reset();
+  // Per-env time limits (set through the env, so in the store) and far-out states
+  // (CartPole: an angle of 1e6, glibc's slow sincos path, envs stepped on past
+  // termination; Acrobot: angles near +-pi, velocities near their bounds).
+  for (std::size_t k = 0; k < n; ++k) {
+    if (k % 5 == 2) {
+      soa.env(k).set_max_episode_steps(17 + static_cast<std::int64_t>(k % 13));
+      ref.env(k).set_max_episode_steps(17 + static_cast<std::int64_t>(k % 13));
+    }
+    if (k % 11 == 5) {
+      const double d = 0.25 * static_cast<double>(k);
+      const std::vector<double> far =
+          cartpole ? std::vector<double>{0.3, -40.0, 1e6 + d, 35.0} : std::vector<double>{3.1, -3.14, 12.0 + d, -28.0};
+      soa.env(k).set_state(far);
+      ref.env(k).set_state(far);
+    }
+  }
+  std::vector<double> act(n);
+  const herd::RngStream rng(8, 3);
+  std::size_t ends = 0;
+  auto step_both = [&](int t) {
+    for (std::size_t i = 0; i < n; ++i) act[i] = static_cast<double>(rng.u32(t * n + i) % (cartpole ? 2 : 3));
+    {
+      const SimdLevel l(level);
+      soa.step(act);
+    }
+    {
+      const SimdLevel l(EnvSimd::kScalar);
+      ref.step(act);
+    }
+    for (std::size_t k = 0; k < n; ++k) ends += soa.terminated()[k] | soa.truncated()[k];
+    require_same_pools(soa, ref);
+  };
+  int t = 0;
+  for (; t < steps; ++t) step_both(t);
+  // Single-env calls on envs in the store: a step and a reset through the Env
+  // interface, on both pools.
+  float row[6] = {}, row2[6] = {};
+  const herd::rl::StepResult s1 = soa.env(n / 2).step(std::int64_t{1}, row);  // obs_dim 4 or 6
+  const herd::rl::StepResult s2 = ref.env(n / 2).step(std::int64_t{1}, row2);
+  REQUIRE(std::memcmp(row, row2, sizeof row) == 0);
+  REQUIRE(s1.reward == s2.reward);
+  REQUIRE(s1.terminated == s2.terminated);
+  REQUIRE(s1.truncated == s2.truncated);
+  soa.env(n - 1).reset(row);
+  ref.env(n - 1).reset(row2);
+  REQUIRE(std::memcmp(row, row2, sizeof row) == 0);
+  // A checkpoint restored into a fresh store pool continues bit-identically.
+  EnvPool restored(o);
+  restored.reset();
+  restore_pool(soa, restored);
+  for (; t < 2 * steps; ++t) {
+    step_both(t);
+    {
+      const SimdLevel l(level);
+      restored.step(act);
+    }
+    require_same_pools(restored, soa);
+  }
+  if (cartpole || n > 5) CHECK(ends > (cartpole ? n : 0));  // Acrobot: the far-out envs end
+}
+
+}  // namespace
+
+TEST_CASE("CartPole, Acrobot pools: structure-of-arrays store equals per-object scalar steps", "[rl][pool][simd]") {
   for (const EnvSimd level : {EnvSimd::kScalar, EnvSimd::kAvx2, EnvSimd::kAvx512}) {
     if (static_cast<int>(level) > static_cast<int>(herd::rl::env_simd_supported())) continue;
     // Not multiples of the vector widths (4, 8) or of the 256-env chunks; 2 threads split
     // the envs at task boundaries that are not multiples of them either.
-    for (const std::size_t n : {1u, 3u, 9u, 37u, 263u, 601u}) {
-      for (const std::size_t threads : {1u, 2u}) {
-        INFO("level " << herd::rl::env_simd_name(level) << ", " << n << " envs, " << threads << " threads");
-        EnvPoolOptions o;
-        o.env_id = "CartPole-v1";
-        o.num_envs = n;
-        o.num_threads = threads;
-        o.min_task_seconds = 0;  // every thread used
-        o.seed = 5;
-        o.max_episode_steps = 60;
-        EnvPoolOptions r = o;
-        r.structure_of_arrays = false;
-        r.num_threads = 1;
-        EnvPool soa(o), ref(r);
-        REQUIRE(soa.uses_store());
-        REQUIRE(!ref.uses_store());
-        soa.reset();
-        ref.reset();
-        // Per-env time limits (set through the env, so in the store) and far-out states
-        // (an angle of 1e6: glibc's slow sincos path; envs stepped on past termination).
-        for (std::size_t k = 0; k < n; ++k) {
-          if (k % 5 == 2) {
-            soa.env(k).set_max_episode_steps(17 + static_cast<std::int64_t>(k % 13));
-            ref.env(k).set_max_episode_steps(17 + static_cast<std::int64_t>(k % 13));
-          }
-          if (k % 11 == 5) {
-            const std::vector<double> far{0.3, -40.0, 1e6 + 0.25 * static_cast<double>(k), 35.0};
-            soa.env(k).set_state(far);
-            ref.env(k).set_state(far);
-          }
-        }
-        std::vector<double> act(n);
-        const herd::RngStream rng(8, 3);
-        std::size_t ends = 0;
-        auto step_both = [&](int t) {
-          for (std::size_t i = 0; i < n; ++i) act[i] = static_cast<double>(rng.u32(t * n + i) & 1);
-          {
-            const SimdLevel l(level);
-            soa.step(act);
-          }
-          {
-            const SimdLevel l(EnvSimd::kScalar);
-            ref.step(act);
-          }
-          for (std::size_t k = 0; k < n; ++k) ends += soa.terminated()[k] | soa.truncated()[k];
-          require_same_pools(soa, ref);
-        };
-        int t = 0;
-        for (; t < 150; ++t) step_both(t);
-        // Single-env calls on envs in the store: a step and a reset through the Env
-        // interface, on both pools.
-        float row[4], row2[4];
-        const herd::rl::StepResult s1 = soa.env(n / 2).step(std::int64_t{1}, row);
-        const herd::rl::StepResult s2 = ref.env(n / 2).step(std::int64_t{1}, row2);
-        REQUIRE(std::memcmp(row, row2, sizeof row) == 0);
-        REQUIRE(s1.reward == s2.reward);
-        REQUIRE(s1.terminated == s2.terminated);
-        REQUIRE(s1.truncated == s2.truncated);
-        soa.env(n - 1).reset(row);
-        ref.env(n - 1).reset(row2);
-        REQUIRE(std::memcmp(row, row2, sizeof row) == 0);
-        // A checkpoint restored into a fresh store pool continues bit-identically.
-        EnvPool restored(o);
-        restored.reset();
-        restore_pool(soa, restored);
-        for (; t < 300; ++t) {
-          step_both(t);
-          {
-            const SimdLevel l(level);
-            restored.step(act);
-          }
-          require_same_pools(restored, soa);
-        }
-        CHECK(ends > n);
-      }
+    for (const std::size_t threads : {1u, 2u}) {
+      for (const std::size_t n : {1u, 3u, 9u, 37u, 263u, 601u}) check_store_pool("CartPole-v1", level, n, threads, 150);
+      for (const std::size_t n : {1u, 3u, 9u, 37u, 263u}) check_store_pool("Acrobot-v1", level, n, threads, 40);
     }
   }
 }
@@ -511,6 +525,8 @@ TEST_CASE("CartPoleStore binds and unbinds its envs", "[rl][pool][simd]") {
   o.env_id = "MountainCar-v0";
   o.num_envs = 3;
   CHECK(!EnvPool(o).uses_store());
+  o.env_id = "Acrobot-v1";
+  CHECK(EnvPool(o).uses_store());
   o.env_id = "CartPole-v1";
   o.structure_of_arrays = false;
   CHECK(!EnvPool(o).uses_store());

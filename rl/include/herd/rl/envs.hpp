@@ -186,6 +186,11 @@ class Acrobot final : public Env {
   /// scalar level steps one at a time), bit-identical with `step_unchecked` at every level.
   void step_batch(Env* const* envs, std::size_t n, const double* actions, float* obs, double* rewards,
                   std::uint8_t* terminated, std::uint8_t* truncated) const override;
+  /// A store keeping the states, step counts, time limits and reset streams of `envs[0..n)`
+  /// (all Acrobots) in dense arrays; its `step` runs the `step_batch` kernels on them in
+  /// place, bit-identical with `step_unchecked`. @throws herd::InputError when an env is
+  /// already in a store.
+  std::unique_ptr<EnvStore> make_store(Env* const* envs, std::size_t n) const override;
 
  protected:
   void reset_impl(RngCursor& rng, float* obs) override;
@@ -193,7 +198,45 @@ class Acrobot final : public Env {
   void set_state_impl(const double* state) override;
 
  private:
-  double s_[4] = {0, 0, 0, 0};
+  friend class AcrobotStore;
+  void load(double* s) const {
+    for (std::size_t j = 0; j < 4; ++j) s[j] = s_[j * stride_];
+  }
+  void put(const double* s) {
+    for (std::size_t j = 0; j < 4; ++j) s_[j * stride_] = s[j];
+  }
+  // Moves the state to component arrays (component j at state[j * stride]) and the episode
+  // bookkeeping to *clock, *stream; null state: back into the object.
+  void bind(double* state, std::size_t stride, EpisodeClock* clock, ResetStream* stream);
+
+  double own_state_[4] = {0, 0, 0, 0};
+  // The state (component j at s_[j * stride_]): the member above, or an AcrobotStore's
+  // elements.
+  double* s_ = own_state_;
+  std::size_t stride_ = 1;
+};
+
+/// The `EnvStore` of Acrobots (made by `Acrobot::make_store`): arrays theta1, theta2,
+/// dtheta1, dtheta2 and episode bookkeeping, element k for env k.
+class AcrobotStore final : public EnvStore {
+ public:
+  /// Binds `envs[0..n)` (Acrobots, none in a store) to a new store, their values copied in.
+  /// @throws herd::InputError when an env is already in a store.
+  AcrobotStore(Env* const* envs, std::size_t n);
+  /// Moves the values back into the environments.
+  ~AcrobotStore() override;
+  /// Steps envs [b, e) in place (see `EnvStore::step`).
+  void step(std::size_t b, std::size_t e, const double* actions, float* obs, double* rewards, std::uint8_t* terminated,
+            std::uint8_t* truncated) override;
+  /// Resets the ended envs of [b, e) in place (see `EnvStore::reset_done`).
+  void reset_done(std::size_t b, std::size_t e, const std::uint8_t* terminated, const std::uint8_t* truncated,
+                  float* obs) override;
+
+ private:
+  std::vector<Acrobot*> envs_;
+  std::vector<double> state_;  // [4, n]: theta1, theta2, dtheta1, dtheta2
+  std::vector<EpisodeClock> clocks_;
+  std::vector<ResetStream> streams_;
 };
 
 /// MountainCar-v0 (Moore 1990; Gymnasium `mountain_car.py`): Discrete(3) pushes, state and
