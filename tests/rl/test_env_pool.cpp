@@ -2,6 +2,7 @@
 // envs, async mode (each result exactly once, trajectories independent of thread count and
 // batch size, equal to sync mode), zero-copy buffers and action validation.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <map>
 #include <set>
@@ -313,6 +314,13 @@ struct SimdLevel {
   SimdLevel& operator=(const SimdLevel&) = delete;
 };
 
+// Whether n floats have identical bits.
+bool same_bits(const float* a, const float* b, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i])) return false;
+  return true;
+}
+
 // Requires identical sync results, and identical states, flags, step counts and stream
 // positions of every env, in two pools.
 void require_same_pools(EnvPool& a, EnvPool& b) {
@@ -320,7 +328,7 @@ void require_same_pools(EnvPool& a, EnvPool& b) {
   REQUIRE(std::memcmp(a.obs().data(), b.obs().data(), n * od * sizeof(float)) == 0);
   for (std::size_t k = 0; k < n; ++k) {
     INFO("env " << k);
-    REQUIRE(std::memcmp(&a.rewards()[k], &b.rewards()[k], sizeof(double)) == 0);
+    REQUIRE(std::bit_cast<std::uint64_t>(a.rewards()[k]) == std::bit_cast<std::uint64_t>(b.rewards()[k]));
     REQUIRE(a.terminated()[k] == b.terminated()[k]);
     REQUIRE(a.truncated()[k] == b.truncated()[k]);
     if (a.terminated()[k] || a.truncated()[k])
@@ -410,13 +418,13 @@ void check_store_pool(const char* id, EnvSimd level, std::size_t n, std::size_t 
   float row[6] = {}, row2[6] = {};
   const herd::rl::StepResult s1 = soa.env(n / 2).step(std::int64_t{1}, row);  // obs_dim 4 or 6
   const herd::rl::StepResult s2 = ref.env(n / 2).step(std::int64_t{1}, row2);
-  REQUIRE(std::memcmp(row, row2, sizeof row) == 0);
+  REQUIRE(same_bits(row, row2, 6));
   REQUIRE(s1.reward == s2.reward);
   REQUIRE(s1.terminated == s2.terminated);
   REQUIRE(s1.truncated == s2.truncated);
   soa.env(n - 1).reset(row);
   ref.env(n - 1).reset(row2);
-  REQUIRE(std::memcmp(row, row2, sizeof row) == 0);
+  REQUIRE(same_bits(row, row2, 6));
   // A checkpoint restored into a fresh store pool continues bit-identically.
   EnvPool restored(o);
   restored.reset();

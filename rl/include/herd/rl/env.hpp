@@ -62,11 +62,12 @@ struct ResetStream {
 /// The per-env state of a batch of environments of one type kept in structure-of-arrays
 /// form (one dense array per state component; element k belongs to env k of the batch), as
 /// `Env::make_store` makes it for an `EnvPool`. While the store lives, each of its
-/// environments reads and writes its state, step count and time limit in the store's arrays
-/// (`EpisodeClock`, `ResetStream`) instead of its own members, so every `Env` call on it (`step`, `reset`, `get_state`,
-/// `set_state`, `set_elapsed_steps`, checkpoints) behaves as before; `step` (below) steps a
-/// range of them without touching the objects. The destructor moves the values back into
-/// the objects, which must still exist then. Not copyable.
+/// environments reads and writes its state and episode bookkeeping (`EpisodeClock`,
+/// `ResetStream`) in the store's arrays instead of its own members, so every `Env` call on
+/// it (`step`, `reset`, `get_state`, `set_state`, `set_elapsed_steps`, checkpoints) behaves
+/// as before; `step` and `reset_done` (below) work on a range of them without touching the
+/// objects. The destructor moves the values back into the objects, which must still exist
+/// then. Not copyable.
 ///
 /// Thread-safety: `step` on disjoint ranges may run on different threads at once; an env
 /// must not be used through its own interface while a `step` range holding it runs.
