@@ -364,7 +364,7 @@ Prepared prepare_lean(const DrawsView& v, detail::Workspace& ws) {
   p.view = &v;
   // The expansion is finite when every value of positive weight is.
   const double* x = v.values().data();
-  const std::int64_t* w = v.weights().data();
+  const std::uint32_t* w = v.weights().data();
   for (std::size_t j = 0; j < v.values().size(); ++j) p.finite &= w[j] == 0 || std::isfinite(x[j]);
   return p;
 }
@@ -375,7 +375,7 @@ Prepared prepare_lean(const DrawsView& v, detail::Workspace& ws) {
 bool is_constant_draws(const Prepared& p) {
   if (!p.compact()) return detail::is_constant(p.x, p.s);
   const double* x = p.view->values().data();
-  const std::int64_t* w = p.view->weights().data();
+  const std::uint32_t* w = p.view->weights().data();
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (std::size_t j = 0; j < p.view->values().size(); ++j) {
     if (w[j] == 0) continue;
@@ -423,7 +423,7 @@ void for_each_verbose_chunk(const DrawsView& v, F&& f) {
   const double* end = buf.data() + buf.size();
   std::size_t fill = 0;
   const double* x = v.values().data();
-  const std::int64_t* w = v.weights().data();
+  const std::uint32_t* w = v.weights().data();
   for (std::size_t j = 0; j < v.values().size(); ++j) {
     auto left = static_cast<std::size_t>(w[j]);
     if (left <= 8 && fill + left < kChunk) [[likely]] {
@@ -788,7 +788,7 @@ void sort_compact(const Prepared& p, detail::Workspace& ws) {
   const DrawsView& v = *p.view;
   const std::size_t d = v.draws();
   const double* x = v.values().data();
-  const std::int64_t* w = v.weights().data();
+  const std::uint32_t* w = v.weights().data();
   const bool odd = p.n % 2 == 1;
   auto& a = ws.recs;
   a.resize(p.m * d + p.m);  // at most one state per chain is cut at the middle
@@ -890,7 +890,7 @@ void pack_indicator_compact(const Prepared& p, double q, std::uint64_t* bits, st
   const DrawsView& v = *p.view;
   const std::size_t d = v.draws();
   const double* x = v.values().data();
-  const std::int64_t* w = v.weights().data();
+  const std::uint32_t* w = v.weights().data();
   const std::size_t off = p.n - p.h;  // verbose index of the second half's first draw
   std::fill_n(bits, 2 * p.m * wpc, std::uint64_t{0});
   for (std::size_t c = 0; c < p.m; ++c) {
@@ -2043,7 +2043,7 @@ template <SplitSeries::Kind K>
 void SplitSeries::Cursor::next_impl(double* out, std::size_t len) {
   const SplitSeries& s = *s_;
   const double* end = out + len;
-  const std::int64_t* w = s.w_;
+  const std::uint32_t* w = s.w_;
   const double* vals = K == Kind::kSlot ? s.vals_ : s.x_;
   const double mean = s.mean_, mu = mu_;
   const auto value = [&](std::size_t j, std::size_t slot) {
@@ -2427,7 +2427,7 @@ const double* verbose_values(const DrawsView& v, Workspace& ws) {
   const std::size_t m = v.chains(), d = v.draws(), n = v.verbose_draws();
   ws.expanded.resize(m * n);
   const double* x = v.values().data();
-  const std::int64_t* w = v.weights().data();
+  const std::uint32_t* w = v.weights().data();
   double* out = ws.expanded.data();
   for (std::size_t i = 0; i < m * d; ++i) out = std::fill_n(out, w[i], x[i]);
   return ws.expanded.data();
@@ -2459,24 +2459,46 @@ DrawsView::DrawsView(std::span<const double> values, std::span<const std::int64_
     : DrawsView(values, chains, draws) {
   HERD_REQUIRE(weights.size() == values.size(), "DrawsView: weights has {} elements, but values has {}", weights.size(),
                values.size());
-  std::int64_t first = -1;
+  // Every weight of an accepted view is at most its draws in all (< 2^32): one above that is
+  // refused here, before the copy narrows it (set_weights refuses the sums).
   for (std::size_t c = 0; c < chains; ++c) {
-    std::int64_t total = 0;
     for (std::size_t t = 0; t < draws; ++t) {
       const std::int64_t w = weights[c * draws + t];
       HERD_REQUIRE(w >= 0, "DrawsView: weights[{}][{}] is {}, but must be >= 0", c, t, w);
-      total += w;
+      HERD_REQUIRE(w <= std::int64_t{std::numeric_limits<std::uint32_t>::max()},
+                   "DrawsView: weights[{}][{}] is {}, but at most 2^32 - 1 verbose draws in all are supported", c, t,
+                   w);
     }
+  }
+  auto owned = std::make_shared<std::vector<std::uint32_t>>(weights.size());
+  std::transform(weights.begin(), weights.end(), owned->begin(),
+                 [](std::int64_t w) { return static_cast<std::uint32_t>(w); });
+  set_weights(*owned);
+  owned_weights_ = std::move(owned);
+}
+
+DrawsView::DrawsView(std::span<const double> values, std::span<const std::uint32_t> weights, std::size_t chains,
+                     std::size_t draws)
+    : DrawsView(values, chains, draws) {
+  HERD_REQUIRE(weights.size() == values.size(), "DrawsView: weights has {} elements, but values has {}", weights.size(),
+               values.size());
+  set_weights(weights);
+}
+
+void DrawsView::set_weights(std::span<const std::uint32_t> weights) {
+  std::uint64_t first = 0;
+  for (std::size_t c = 0; c < chains_; ++c) {
+    std::uint64_t total = 0;  // at most 2^32 draws of 2^32 - 1: no wrap
+    for (std::size_t t = 0; t < draws_; ++t) total += weights[c * draws_ + t];
     HERD_REQUIRE(total > 0, "DrawsView: the weights of chain {} sum to 0, but must be positive", c);
-    if (first < 0) first = total;
+    if (c == 0) first = total;
     HERD_REQUIRE(total == first,
                  "DrawsView: the weights of chain {} sum to {}, but chain 0's sum to {}; all "
                  "chains must have the same verbose length",
                  c, total, first);
   }
-  HERD_REQUIRE(static_cast<std::uint64_t>(first) * chains <= std::numeric_limits<std::uint32_t>::max(),
-               "DrawsView: {} verbose draws in all, but at most 2^32 - 1 are supported",
-               static_cast<std::uint64_t>(first) * chains);
+  HERD_REQUIRE(first * chains_ <= std::numeric_limits<std::uint32_t>::max(),
+               "DrawsView: {} verbose draws in all, but at most 2^32 - 1 are supported", first * chains_);
   weights_ = weights;
   verbose_draws_ = static_cast<std::size_t>(first);
 }

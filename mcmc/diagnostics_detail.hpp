@@ -281,7 +281,7 @@ class SplitSeries {
   struct Start {
     std::size_t j = 0, left = 0, slot = 0, t0 = 0;
   };
-  const std::int64_t* w_ = nullptr;
+  const std::uint32_t* w_ = nullptr;
   const double* x_ = nullptr;
   const double* vals_ = nullptr;
   Kind kind_ = Kind::kSlot;

@@ -154,9 +154,13 @@ std::vector<KsResult> ks_pairwise(const DrawsView& chains, KsMethod method) {
   const std::size_t m = chains.chains(), d = chains.draws();
   std::vector<Weighted> prepared;
   prepared.reserve(m);
+  std::vector<std::int64_t> w;  // a chain's weights, widened for prepare
   for (std::size_t c = 0; c < m; ++c) {
-    std::span<const std::int64_t> w;
-    if (chains.weighted()) w = chains.weights().subspan(c * d, d);
+    w.clear();
+    if (chains.weighted()) {
+      const auto wc = chains.weights().subspan(c * d, d);
+      w.assign(wc.begin(), wc.end());
+    }
     prepared.push_back(prepare(chains.values().subspan(c * d, d), w, "chain"));
   }
   std::vector<KsResult> out(m * m);

@@ -155,7 +155,7 @@ namespace {
 
 /// The draws of weighted states expanded (`values[i]` `weights[i]` times), for the cases
 /// that go to herd::mcmc::quantiles.
-std::vector<double> expand_states(std::span<const double> values, std::span<const std::int64_t> weights) {
+std::vector<double> expand_states(std::span<const double> values, std::span<const std::uint32_t> weights) {
   std::vector<double> out;
   for (std::size_t i = 0; i < values.size(); ++i)
     if (weights[i] > 0) out.insert(out.end(), static_cast<std::size_t>(weights[i]), values[i]);
@@ -164,12 +164,12 @@ std::vector<double> expand_states(std::span<const double> values, std::span<cons
 
 }  // namespace
 
-detail::SampleRange detail::sample_range(std::span<const double> values, std::span<const std::int64_t> weights) {
+detail::SampleRange detail::sample_range(std::span<const double> values, std::span<const std::uint32_t> weights) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   double lo = kInf, hi = -kInf;
   bool nan = false, any = false;
   for (std::size_t i = 0; i < values.size(); ++i) {
-    if (weights[i] <= 0) continue;
+    if (weights[i] == 0) continue;
     const double v = values[i];
     any = true;
     lo = v < lo ? v : lo;
@@ -183,7 +183,7 @@ detail::SampleRange detail::sample_range(std::span<const double> values, std::sp
   return r;
 }
 
-std::vector<double> detail::binned_quantiles(std::span<const double> values, std::span<const std::int64_t> weights,
+std::vector<double> detail::binned_quantiles(std::span<const double> values, std::span<const std::uint32_t> weights,
                                              std::span<const double> probs, const SampleRange& range) {
   std::size_t n = 0;
   for (const std::int64_t w : weights) n += static_cast<std::size_t>(std::max<std::int64_t>(w, 0));
@@ -232,7 +232,7 @@ std::vector<double> detail::binned_quantiles(std::span<const double> values, std
   // The (value, weight) pairs of the wanted bins.
   std::vector<std::vector<std::pair<double, std::int64_t>>> held(wanted);
   for (std::size_t i = 0; i < ns; ++i) {
-    if (weights[i] <= 0) continue;
+    if (weights[i] == 0) continue;
     const std::int32_t s = slot[bin(values[i])];
     if (s >= 0) held[static_cast<std::size_t>(s)].emplace_back(values[i], weights[i]);
   }
@@ -320,7 +320,7 @@ double ess_threshold(std::size_t chains) { return kEssPerChain * static_cast<dou
 /// the draws are counted into 512 fine bins first (exact to a small fraction of bw).
 /// With `weights` (same length as `x`; empty: 1 each), x[i] counts weights[i] times: the
 /// counts, and so the curve, are those of the expanded draws.
-PlotSeries density(std::span<const double> x, std::span<const std::int64_t> weights, double lo, double hi, double bw,
+PlotSeries density(std::span<const double> x, std::span<const std::uint32_t> weights, double lo, double hi, double bw,
                    std::string name) {
   constexpr std::size_t kBins = 512;
   const double width = (hi - lo) / kBins;
@@ -407,13 +407,9 @@ void check(const PosteriorReportData& d) {
                  "posterior report: {} state weights, not {} chains x {} states", d.state_weights.size(), d.chains,
                  d.states);
     for (std::size_t c = 0; c < d.chains; ++c) {
-      std::int64_t sum = 0;
-      for (std::size_t i = 0; i < d.states; ++i) {
-        const std::int64_t w = d.state_weights[c * d.states + i];
-        HERD_REQUIRE(w >= 0, "posterior report: state {} of chain {} has the negative weight {}", i, c, w);
-        sum += w;
-      }
-      HERD_REQUIRE(sum == static_cast<std::int64_t>(d.draws),
+      std::uint64_t sum = 0;
+      for (std::size_t i = 0; i < d.states; ++i) sum += d.state_weights[c * d.states + i];
+      HERD_REQUIRE(sum == static_cast<std::uint64_t>(d.draws),
                    "posterior report: the state weights of chain {} sum to {}, not {} draws", c, sum, d.draws);
     }
   }
@@ -434,12 +430,12 @@ void check(const PosteriorReportData& d) {
 /// consecutive draws).
 struct QuantityDraws {
   std::span<const double> v;
-  std::span<const std::int64_t> w;  ///< empty: unweighted
-  std::size_t per = 0;              ///< entries of `v` per chain
+  std::span<const std::uint32_t> w;  ///< empty: unweighted
+  std::size_t per = 0;               ///< entries of `v` per chain
   bool weighted() const { return !w.empty(); }
   std::span<const double> values(std::size_t c) const { return v.subspan(c * per, per); }
-  std::span<const std::int64_t> weights(std::size_t c) const {
-    return weighted() ? w.subspan(c * per, per) : std::span<const std::int64_t>();
+  std::span<const std::uint32_t> weights(std::size_t c) const {
+    return weighted() ? w.subspan(c * per, per) : std::span<const std::uint32_t>();
   }
 };
 

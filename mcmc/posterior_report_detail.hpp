@@ -44,7 +44,7 @@ std::vector<double> binned_quantiles(std::span<const double> sample, std::span<c
 /// sample_range of weighted states: the draws are `values[i]` repeated `weights[i]` times
 /// (same length; states of weight <= 0 are skipped), so the range is that of the expanded
 /// draws. Pure; thread-safe.
-SampleRange sample_range(std::span<const double> values, std::span<const std::int64_t> weights);
+SampleRange sample_range(std::span<const double> values, std::span<const std::uint32_t> weights);
 
 /// binned_quantiles of weighted states (`values[i]` repeated `weights[i]` times, in that
 /// order; weights >= 0): the same numbers, bit for bit, as binned_quantiles (and so as
@@ -55,7 +55,7 @@ SampleRange sample_range(std::span<const double> values, std::span<const std::in
 /// than kBinnedQuantilesMin draws, a non-finite draw, a constant sample, ...), the draws
 /// are expanded and handed to it. `range` is sample_range(values, weights).
 /// Thread-safe. @throws herd::InputError as herd::mcmc::quantiles.
-std::vector<double> binned_quantiles(std::span<const double> values, std::span<const std::int64_t> weights,
+std::vector<double> binned_quantiles(std::span<const double> values, std::span<const std::uint32_t> weights,
                                      std::span<const double> probs, const SampleRange& range);
 
 /// The sums of products of deviations of draws that come as weighted states (a compact

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <future>
+#include <limits>
 #include <numeric>
 #include <span>
 #include <thread>
@@ -463,7 +464,16 @@ PosteriorStates posterior_states(const SerialRun& r, std::size_t c) {
   return ps;
 }
 
+void check_posterior_draws(std::size_t chains, std::size_t draws) {
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint32_t>::max();
+  HERD_REQUIRE(draws <= kMax && chains <= kMax && std::uint64_t{chains} * draws <= kMax,
+               "the posterior has {} chains x {} draws, but the diagnostics support at most 2^32 - 1 = {} draws in "
+               "all (a lower chain_size, or fewer chains)",
+               chains, draws, kMax);
+}
+
 CompactPosterior compact_posterior(const SerialRun& r) {
+  check_posterior_draws(r.m, r.ndraw);
   CompactPosterior cp;
   std::vector<PosteriorStates>& ps = cp.chains;
   ps.resize(r.m);
@@ -475,7 +485,7 @@ CompactPosterior compact_posterior(const SerialRun& r) {
   for (std::size_t c = 0; c < r.m; ++c) {
     ChainReader rd(r.chains[c], kWeightColumn);
     for (std::size_t i = ps[c].first; i < ps[c].end; ++i)
-      cp.weights[c * cp.states + (i - ps[c].first)] = ps[c].weight(i, rd.weight(i));
+      cp.weights[c * cp.states + (i - ps[c].first)] = static_cast<std::uint32_t>(ps[c].weight(i, rd.weight(i)));
   }
   return cp;
 }

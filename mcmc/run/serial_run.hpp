@@ -114,13 +114,23 @@ PosteriorStates posterior_states(const SerialRun& r, std::size_t c);
 /// chain's sum to r.ndraw), then zeros padding it to `states`, the most states of a chain.
 /// The same for every quantity; pair it with compact_values() in a weighted DrawsView, whose
 /// diagnostics are bit for bit those of the verbose column's (diagnostics.hpp).
+/// The weights are 32-bit (4 bytes per state, the diagnostics' and the HTML report's
+/// layout): a posterior of more than 2^32 - 1 draws in all, the only one with a weight that
+/// does not fit, is refused (check_posterior_draws), as the diagnostics' DrawsView refuses it.
 struct CompactPosterior {
   std::size_t states = 0;
-  std::vector<std::int64_t> weights;
+  std::vector<std::uint32_t> weights;
   std::vector<PosteriorStates> chains;  ///< each chain's posterior_states (found once, not per quantity)
 };
 
+/// Refuses a posterior of `chains` x `draws` verbose draws above 2^32 - 1 in all (the
+/// diagnostics' limit, DrawsView): within it every compact state's weight, at most `draws`,
+/// fits the CompactPosterior's 32 bits.
+/// @throws herd::InputError naming the draws and the limit.
+void check_posterior_draws(std::size_t chains, std::size_t draws);
+
 /// The run's CompactPosterior (needs r.co and r.ndraw >= 1 set). Thread-safe (reads `r`).
+/// @throws herd::InputError from check_posterior_draws(r.m, r.ndraw).
 CompactPosterior compact_posterior(const SerialRun& r);
 
 /// Quantity `k`'s values of the compact posterior `cp` of `r`, [chains, cp.states] row-major

@@ -4,10 +4,12 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -577,6 +579,58 @@ void check_weighted_equals_expanded_once(const CompactColumn& col) {
     CHECK(a.q50 == m::quantiles(col.verbose, std::vector<double>{0.5})[0]);
 }
 }  // namespace
+
+TEST_CASE("DrawsView: 32-bit weights are not copied and give the 64-bit ones' results; past 2^32 - 1 refused",
+          "[mcmc]") {
+  const auto tv = test_vector(2);
+  const std::size_t m = 3, d = 600;
+  std::vector<double> x(m * d);
+  std::vector<std::int64_t> w64(m * d);
+  std::vector<std::uint32_t> w32(m * d);
+  for (std::size_t c = 0; c < m; ++c) {
+    std::size_t total = 0;
+    for (std::size_t t = 0; t < d; ++t) {
+      x[c * d + t] = tv.x[c * 1000 + t];
+      // Chain c's weights sum to 1500 over its first states, then padding.
+      const std::size_t want = std::min<std::size_t>((t * (c + 3)) % 7, 1500 - total);
+      w64[c * d + t] = static_cast<std::int64_t>(want);
+      w32[c * d + t] = static_cast<std::uint32_t>(want);
+      total += want;
+    }
+    REQUIRE(total == 1500);
+  }
+  const DrawsView a(x, w64, m, d), b(x, w32, m, d);
+  CHECK(b.weights().data() == w32.data());  // the caller's weights, not a copy
+  CHECK(a.weights().data() != reinterpret_cast<const std::uint32_t*>(w64.data()));
+  REQUIRE(std::equal(a.weights().begin(), a.weights().end(), w32.begin(), w32.end()));
+  CHECK(a.verbose_draws() == 1500);
+  CHECK(b.verbose_draws() == 1500);
+  const herd::mcmc::DiagnosticSummary sa = herd::mcmc::summarize(a), sb = herd::mcmc::summarize(b);
+  CHECK(std::memcmp(&sa, &sb, sizeof sa) == 0);
+  // A copy of the int64 view shares its weights and outlives the original.
+  std::optional<DrawsView> copy;
+  {
+    const DrawsView tmp(x, w64, m, d);
+    copy.emplace(tmp);
+  }
+  const herd::mcmc::DiagnosticSummary sc = herd::mcmc::summarize(*copy);
+  CHECK(std::memcmp(&sa, &sc, sizeof sa) == 0);
+  // 2^32 - 1 draws in all are accepted, in one weight too; one more is refused, as one
+  // weight (int64, before it is narrowed) or as a sum (no wrap of the 32-bit weights).
+  const std::vector<double> one{1.0}, two{1.0, 2.0};
+  constexpr std::uint32_t kMax = 4294967295U;
+  const std::vector<std::int64_t> big64{std::int64_t{kMax}}, over64{std::int64_t{kMax} + 1};
+  CHECK(DrawsView(one, big64, 1, 1).verbose_draws() == kMax);
+  CHECK(DrawsView(one, big64, 1, 1).weights()[0] == kMax);
+  CHECK_THROWS_WITH(DrawsView(one, over64, 1, 1), Catch::Contains("at most 2^32 - 1"));
+  const std::vector<std::uint32_t> sum_over{kMax, 1}, halves{2147483648U, 2147483648U};
+  CHECK_THROWS_WITH(DrawsView(two, sum_over, 1, 2), Catch::Contains("4294967296 verbose draws in all"));
+  CHECK_THROWS_WITH(DrawsView(two, halves, 2, 1), Catch::Contains("4294967296 verbose draws in all"));
+  const std::vector<std::uint32_t> unequal{3, 4};
+  CHECK_THROWS_WITH(DrawsView(two, unequal, 2, 1), Catch::Contains("same verbose length"));
+  const std::vector<std::uint32_t> zeros{0, 0};
+  CHECK_THROWS_WITH(DrawsView(two, zeros, 1, 2), Catch::Contains("sum to 0"));
+}
 
 TEST_CASE("weighted summaries rank the compact states: bit for bit the expanded chain's", "[mcmc]") {
   std::mt19937_64 rng(20211203);

@@ -17,6 +17,7 @@
 #include "chain_store_fixture.hpp"
 
 #include "herd/core/communicator.hpp"
+#include "herd/core/error.hpp"
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/dram.hpp"
 #include "serial_run.hpp"
@@ -201,4 +202,54 @@ TEST_CASE("file-backed chain: with sample_refinement_count = 0 the sample's rows
   // Flat, where the rows held take 8 bytes per draw (2 MB at draws4).
   CHECK(bytes4 < bytes1 + 4096);
   CHECK(bytes4 < draws4);
+}
+
+TEST_CASE("compact posterior: 4 bytes per state for the weights, a posterior past 2^32 - 1 draws refused",
+          "[mcmc][chain]") {
+  // compact_posterior (serial_run.cpp) holds the weights the diagnostics and the HTML report
+  // read beside the quantities' values: 32 bits per state (64 before), counted exactly.
+  TempDir dir("herd_compact_posterior_");
+  const int d = 2;
+  SamplerSpecs specs;
+  specs.output_prefix = (dir.path / "run").string();
+  specs.variable_names = {"x1", "x2"};
+  SampleTarget target;
+  target.ndim = d;
+  target.log_density = gauss;
+  target.description = "gauss";
+  const SampleRunOptions run_options;
+  herd::SelfCommunicator comm;
+  herd::mcmc::detail::SerialRun r(specs, target, run_options, comm);
+  MemoryChainSink sink(dir.path.string());
+  DramSampler s(options(d, 60000), gauss);
+  const DramResult result = s.run(sink);
+  r.chains.push_back(std::move(sink));
+  r.co.push_back(herd::mcmc::detail::chain_outputs(specs, target, r.chains[0], result));
+  r.m = 1;
+  r.ndraw = r.co[0].post_draws;
+  const std::size_t before = herd_test::counted_live_bytes();
+  herd_test::counted_reset_peak();
+  std::size_t held = 0, states = 0;
+  {
+    const herd::mcmc::detail::CompactPosterior cp = herd::mcmc::detail::compact_posterior(r);
+    held = herd_test::counted_live_bytes() - before;
+    states = cp.states;
+    // The weights as the chain's, the last one cut: they sum to the posterior's draws.
+    std::uint64_t sum = 0;
+    for (const std::uint32_t w : cp.weights) sum += w;
+    CHECK(sum == r.ndraw);
+  }
+  INFO(held << " bytes held for " << states << " states");
+  REQUIRE(states > 10000);
+  // The weights (4 bytes per state) and one PosteriorStates; 8 per state fails it.
+  CHECK(held == 4 * states + sizeof(herd::mcmc::detail::PosteriorStates));
+  // The refusal: every weight is at most the posterior's draws per chain, so 32 bits hold
+  // each one exactly up to 2^32 - 1 draws in all; past that the run stops with this error.
+  using herd::mcmc::detail::check_posterior_draws;
+  constexpr std::size_t kMax = 4294967295U;
+  CHECK_NOTHROW(check_posterior_draws(1, kMax));
+  CHECK_NOTHROW(check_posterior_draws(3, kMax / 3));
+  CHECK_THROWS_WITH(check_posterior_draws(1, kMax + 1), Catch::Contains("at most 2^32 - 1"));
+  CHECK_THROWS_WITH(check_posterior_draws(2, std::size_t{1} << 31), Catch::Contains("2 chains x 2147483648 draws"));
+  CHECK_THROWS_AS(check_posterior_draws(1, kMax + 1), herd::InputError);
 }

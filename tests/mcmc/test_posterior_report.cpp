@@ -445,7 +445,7 @@ TEST_CASE("RepeatedCovariance: the expanded draws' covariance bit for bit, from 
 namespace {
 
 /// Weighted states' draws expanded: values[i] weights[i] times.
-std::vector<double> expand(const std::vector<double>& values, const std::vector<std::int64_t>& weights) {
+std::vector<double> expand(const std::vector<double>& values, const std::vector<std::uint32_t>& weights) {
   std::vector<double> out;
   for (std::size_t i = 0; i < values.size(); ++i)
     out.insert(out.end(), static_cast<std::size_t>(weights[i]), values[i]);
@@ -473,7 +473,7 @@ TEST_CASE("binned_quantiles and sample_range of weighted states: the expanded dr
   for (const std::size_t states : {std::size_t{50}, std::size_t{1500}, std::size_t{9000}, std::size_t{120001}})
     for (std::size_t kind = 0; kind < 6; ++kind) {
       std::vector<double> v(states);
-      std::vector<std::int64_t> w(states);
+      std::vector<std::uint32_t> w(states);
       for (std::size_t i = 0; i < states; ++i) {
         const double z = rng.normal(kind * 10000000 + i);
         const std::array<double, 6> x{z,
@@ -485,8 +485,8 @@ TEST_CASE("binned_quantiles and sample_range of weighted states: the expanded dr
         v[i] = x.at(kind);
         const double u = rng.uniform(50000000 + kind * 1000000 + i);
         w[i] = u < 0.05   ? 0
-               : u < 0.08 ? 20 + static_cast<std::int64_t>(u * 1000) % 30
-                          : 1 + static_cast<std::int64_t>(u * 40) % 4;
+               : u < 0.08 ? 20 + static_cast<std::uint32_t>(u * 1000) % 30
+                          : 1 + static_cast<std::uint32_t>(u * 40) % 4;
         if (w[i] == 0) v[i] = i % 2 == 0 ? 1e300 : std::numeric_limits<double>::quiet_NaN();  // never read
       }
       const std::vector<double> x = expand(v, w);
@@ -504,7 +504,7 @@ TEST_CASE("binned_quantiles and sample_range of weighted states: the expanded dr
   CHECK(compared == 4 * 6 * static_cast<int>(probs.size()));
   // Fallbacks on the expanded draws: a constant sample, an infinity, a NaN; errors as quantiles().
   std::vector<double> c(kBinnedQuantilesMin, 3.5);
-  std::vector<std::int64_t> cw(c.size(), 2);
+  std::vector<std::uint32_t> cw(c.size(), 2);
   CHECK(binned_quantiles(c, cw, probs, sample_range(c, cw)) == std::vector<double>(probs.size(), 3.5));
   c[17] = std::numeric_limits<double>::infinity();
   CHECK(binned_quantiles(c, cw, std::vector<double>{0.5, 1.0}, sample_range(c, cw)) == std::vector<double>{3.5, c[17]});
@@ -519,7 +519,7 @@ TEST_CASE("binned_quantiles and sample_range of weighted states: the expanded dr
   for (double q : binned_quantiles(c, cw, std::vector<double>{0.5}, sample_range(c, cw))) CHECK(std::isnan(q));
   CHECK_THROWS_AS(binned_quantiles(c, cw, std::vector<double>{1.5}, sample_range(c, cw)), herd::InputError);
   const std::vector<double> none;
-  const std::vector<std::int64_t> no_weights;
+  const std::vector<std::uint32_t> no_weights;
   CHECK_FALSE(sample_range(none, no_weights).finite);
   CHECK_THROWS_AS(binned_quantiles(none, no_weights, std::vector<double>{0.5}, sample_range(none, no_weights)),
                   herd::InputError);
@@ -534,19 +534,19 @@ TEST_CASE("write_posterior_report: weighted states through fill_states give the 
   const std::size_t draws = GENERATE(std::size_t{2000}, std::size_t{70000});  // (past the 65536 autocorrelation draws)
   const std::size_t nq = 18;
   const herd::RngStream rng(20261205, 43);
-  std::vector<std::vector<std::int64_t>> chain_w(chains);
+  std::vector<std::vector<std::uint32_t>> chain_w(chains);
   std::size_t states = 0;
   for (std::size_t c = 0; c < chains; ++c) {
     std::size_t left = draws;
     for (std::size_t i = 0; left > 0; ++i) {
       const double u = rng.uniform(c * 10000000 + i);
       const auto w = std::min<std::size_t>(left, u < 0.02 ? 40 : 1 + static_cast<std::size_t>(u * 50) % 5);
-      chain_w[c].push_back(static_cast<std::int64_t>(w));
+      chain_w[c].push_back(static_cast<std::uint32_t>(w));
       left -= w;
     }
     states = std::max(states, chain_w[c].size());
   }
-  std::vector<std::int64_t> weights(chains * states, 0);
+  std::vector<std::uint32_t> weights(chains * states, 0);
   for (std::size_t c = 0; c < chains; ++c)
     std::copy(chain_w[c].begin(), chain_w[c].end(), weights.begin() + c * states);
   std::vector<std::vector<double>> compact(nq, std::vector<double>(chains * states, 0.0)), cols(nq);
@@ -585,13 +585,11 @@ TEST_CASE("write_posterior_report: weighted states through fill_states give the 
   CHECK(posterior_report_html(d) == want);
   // Refused: weights that do not sum to the draws, a negative weight, a wrong size, no
   // summary, fill_states beside fill_values.
-  std::vector<std::int64_t> bad = weights;
+  std::vector<std::uint32_t> bad = weights;
   bad[0] += 1;
   d.state_weights = bad;
   CHECK_THROWS_WITH(posterior_report_html(d), Contains("sum to"));
-  bad[0] = -1;
-  CHECK_THROWS_WITH(posterior_report_html(d), Contains("negative weight"));
-  d.state_weights = std::span<const std::int64_t>(weights).first(weights.size() - 1);
+  d.state_weights = std::span<const std::uint32_t>(weights).first(weights.size() - 1);
   CHECK_THROWS_WITH(posterior_report_html(d), Contains("state weights"));
   d.state_weights = weights;
   d.fill_states = [&](std::size_t q, std::vector<double>& out) { out.assign(compact[q].size() + 1, 0.0); };

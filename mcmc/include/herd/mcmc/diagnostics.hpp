@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -51,10 +52,21 @@ class DrawsView {
   DrawsView(std::span<const double> values, std::size_t chains, std::size_t draws);
 
   /// Compact draws: entry (c, t) stands for `weights[c * draws + t]` repeated draws.
-  /// Weights may be 0 (padding of shorter compact chains).
+  /// Weights may be 0 (padding of shorter compact chains). The view keeps its weights in 32
+  /// bits: it copies these into a buffer of its own (4 bytes per entry, shared by the view's
+  /// copies); give them as 32-bit weights (the constructor below) to avoid the copy. A weight
+  /// above 2^32 - 1 cannot occur in a view it accepts (the draws in all are at most that).
   /// @throws herd::InputError on a size mismatch, a negative weight, or chains whose
-  ///         weights do not sum to the same (positive) verbose length.
+  ///         weights do not sum to the same (positive) verbose length, or more than 2^32 - 1
+  ///         verbose draws in all.
   DrawsView(std::span<const double> values, std::span<const std::int64_t> weights, std::size_t chains,
+            std::size_t draws);
+
+  /// Compact draws with 32-bit weights (4 bytes per entry; not copied): as the constructor
+  /// above, without its copy. The caller keeps `weights` alive while the view is used.
+  /// @throws herd::InputError on a size mismatch, chains whose weights do not sum to the
+  ///         same (positive) verbose length, or more than 2^32 - 1 verbose draws in all.
+  DrawsView(std::span<const double> values, std::span<const std::uint32_t> weights, std::size_t chains,
             std::size_t draws);
 
   /// Number of chains.
@@ -68,11 +80,16 @@ class DrawsView {
   /// The values, `[chains, draws]` row-major.
   std::span<const double> values() const { return values_; }
   /// The weights, `[chains, draws]` row-major; empty when unweighted.
-  std::span<const std::int64_t> weights() const { return weights_; }
+  std::span<const std::uint32_t> weights() const { return weights_; }
 
  private:
+  /// Checks `weights` (chains' equal positive sums, at most 2^32 - 1 draws in all) and sets
+  /// weights_ and verbose_draws_. @throws herd::InputError
+  void set_weights(std::span<const std::uint32_t> weights);
+
   std::span<const double> values_;
-  std::span<const std::int64_t> weights_;
+  std::span<const std::uint32_t> weights_;
+  std::shared_ptr<const std::vector<std::uint32_t>> owned_weights_;  // the int64 constructor's copy
   std::size_t chains_ = 0;
   std::size_t draws_ = 0;
   std::size_t verbose_draws_ = 0;

@@ -84,9 +84,10 @@ struct PosteriorReportData {
   /// `fill_values` is (same order, buffers and threads). The report is the same, byte for
   /// byte, as from the expanded draws (but for the sign of a zero quantile where a
   /// quantity's draws hold both -0 and +0), and reads each state once per pass instead of
-  /// each draw: 8 bytes per state per held quantity instead of 8 per draw. The caller keeps
-  /// `state_weights` alive.
-  std::span<const std::int64_t> state_weights;
+  /// each draw: 8 bytes per state per held quantity instead of 8 per draw, and 4 per state
+  /// for the weights (32 bits: the draws per chain, `draws`, are below 2^32 where a weight
+  /// is). The caller keeps `state_weights` alive.
+  std::span<const std::uint32_t> state_weights;
   std::size_t states = 0;  ///< states per chain of `state_weights` and `fill_states`
   PosteriorDrawsFiller fill_states;
   /// Threads that make the quantities' panels at once (0 or 1: the calling thread only).
