@@ -55,41 +55,19 @@ inline CartPoleState reset_state_of(double u0, double u1, double u2, double u3) 
 }
 
 /// Philox4x32-10 of four independent lanes: `out[l]` is the block of counter `ctr[l]` and
-/// key `key[l]`, the words of `herd::philox4x32_10` (SSE2 on x86-64: the lanes are vector
-/// lanes; `_mm_mul_epu32` multiplies lanes 0 and 2, so odd lanes are shifted down for a
-/// second multiply).
+/// key `key[l]`, the words of `herd::philox4x32_10` (on x86-64 the four lanes are SSE2 vector
+/// lanes through `herd::philox4x32_10_sse2`).
 inline void philox_lanes4(const std::uint32_t ctr[4][4], const std::uint32_t key[4][2], std::uint32_t out[4][4]) {
 #if defined(__SSE2__)
   auto lanes = [](std::uint32_t v0, std::uint32_t v1, std::uint32_t v2, std::uint32_t v3) {
     return _mm_set_epi32(static_cast<int>(v3), static_cast<int>(v2), static_cast<int>(v1), static_cast<int>(v0));
   };
-  const __m128i m0 = _mm_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m128i m1 = _mm_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  const __m128i w0 = _mm_set1_epi32(static_cast<int>(0x9E3779B9u));
-  const __m128i w1 = _mm_set1_epi32(static_cast<int>(0xBB67AE85u));
-  const __m128i lo_mask = _mm_set1_epi64x(0xffffffffll);
   __m128i a = lanes(ctr[0][0], ctr[1][0], ctr[2][0], ctr[3][0]);
   __m128i b = lanes(ctr[0][1], ctr[1][1], ctr[2][1], ctr[3][1]);
   __m128i c = lanes(ctr[0][2], ctr[1][2], ctr[2][2], ctr[3][2]);
   __m128i d = lanes(ctr[0][3], ctr[1][3], ctr[2][3], ctr[3][3]);
-  __m128i k0 = lanes(key[0][0], key[1][0], key[2][0], key[3][0]);
-  __m128i k1 = lanes(key[0][1], key[1][1], key[2][1], key[3][1]);
-  for (int r = 0; r < 10; ++r) {
-    const __m128i pa_even = _mm_mul_epu32(a, m0);
-    const __m128i pa_odd = _mm_mul_epu32(_mm_srli_epi64(a, 32), m0);
-    const __m128i pc_even = _mm_mul_epu32(c, m1);
-    const __m128i pc_odd = _mm_mul_epu32(_mm_srli_epi64(c, 32), m1);
-    const __m128i lo0 = _mm_or_si128(_mm_and_si128(pa_even, lo_mask), _mm_slli_epi64(pa_odd, 32));
-    const __m128i hi0 = _mm_or_si128(_mm_srli_epi64(pa_even, 32), _mm_andnot_si128(lo_mask, pa_odd));
-    const __m128i lo1 = _mm_or_si128(_mm_and_si128(pc_even, lo_mask), _mm_slli_epi64(pc_odd, 32));
-    const __m128i hi1 = _mm_or_si128(_mm_srli_epi64(pc_even, 32), _mm_andnot_si128(lo_mask, pc_odd));
-    a = _mm_xor_si128(_mm_xor_si128(hi1, b), k0);
-    b = lo1;
-    c = _mm_xor_si128(_mm_xor_si128(hi0, d), k1);
-    d = lo0;
-    k0 = _mm_add_epi32(k0, w0);
-    k1 = _mm_add_epi32(k1, w1);
-  }
+  philox4x32_10_sse2(a, b, c, d, lanes(key[0][0], key[1][0], key[2][0], key[3][0]),
+                     lanes(key[0][1], key[1][1], key[2][1], key[3][1]));
   alignas(16) std::uint32_t va[4], vb[4], vc[4], vd[4];
   _mm_store_si128(reinterpret_cast<__m128i*>(va), a);
   _mm_store_si128(reinterpret_cast<__m128i*>(vb), b);

@@ -70,23 +70,18 @@ HERD_HOST_DEVICE inline double u64_to_uniform(std::uint64_t x) {
   return (static_cast<double>(static_cast<std::int64_t>(x >> 12)) + 0.5) * 0x1.0p-52;
 }
 
-/// Four consecutive Philox4x32-10 blocks, sub-indices `ctr[0] .. ctr[0] + 3` of one
-/// counter, written to `out[16]` in block order: the same words as four calls of
-/// `philox4x32_10`. Written lane-parallel so that compilers vectorise it (the bulk path
-/// of `RngCursor::fill_u32`). Host and device; thread-safe (pure).
-HERD_HOST_DEVICE inline void philox4x32_10_x4(const std::uint32_t ctr[4], const std::uint32_t key[2],
-                                              std::uint32_t out[16]) {
 #if defined(__SSE2__) && !defined(__CUDA_ARCH__)
-  // SSE2 (every x86-64): the four blocks are the four lanes; _mm_mul_epu32 multiplies
-  // lanes 0 and 2, so odd lanes are shifted down for a second multiply.
+/// Philox4x32-10's ten rounds on four independent blocks at once, one block per 32-bit lane
+/// of the SSE2 registers: counter words `a, b, c, d` (in: the counters, out: the blocks'
+/// words) and key words `k0, k1` per lane. The same bits as `philox4x32_10` per lane
+/// (Salmon et al. 2011). `_mm_mul_epu32` multiplies lanes 0 and 2, so the odd lanes are
+/// shifted down for a second multiply. Host only (x86-64); thread-safe (pure).
+inline void philox4x32_10_sse2(__m128i& a, __m128i& b, __m128i& c, __m128i& d, __m128i k0, __m128i k1) {
   const __m128i m0 = _mm_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m128i m1 = _mm_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  const __m128i w0 = _mm_set1_epi32(static_cast<int>(0x9E3779B9u));
+  const __m128i w1 = _mm_set1_epi32(static_cast<int>(0xBB67AE85u));
   const __m128i lo_mask = _mm_set1_epi64x(0xffffffffll);
-  __m128i a = _mm_add_epi32(_mm_set1_epi32(static_cast<int>(ctr[0])), _mm_set_epi32(3, 2, 1, 0));
-  __m128i b = _mm_set1_epi32(static_cast<int>(ctr[1]));
-  __m128i c = _mm_set1_epi32(static_cast<int>(ctr[2]));
-  __m128i d = _mm_set1_epi32(static_cast<int>(ctr[3]));
-  std::uint32_t k0 = key[0], k1 = key[1];
   for (int r = 0; r < 10; ++r) {
     const __m128i pa_even = _mm_mul_epu32(a, m0);
     const __m128i pa_odd = _mm_mul_epu32(_mm_srli_epi64(a, 32), m0);
@@ -96,13 +91,29 @@ HERD_HOST_DEVICE inline void philox4x32_10_x4(const std::uint32_t ctr[4], const 
     const __m128i hi0 = _mm_or_si128(_mm_srli_epi64(pa_even, 32), _mm_andnot_si128(lo_mask, pa_odd));
     const __m128i lo1 = _mm_or_si128(_mm_and_si128(pc_even, lo_mask), _mm_slli_epi64(pc_odd, 32));
     const __m128i hi1 = _mm_or_si128(_mm_srli_epi64(pc_even, 32), _mm_andnot_si128(lo_mask, pc_odd));
-    a = _mm_xor_si128(_mm_xor_si128(hi1, b), _mm_set1_epi32(static_cast<int>(k0)));
+    a = _mm_xor_si128(_mm_xor_si128(hi1, b), k0);
     b = lo1;
-    c = _mm_xor_si128(_mm_xor_si128(hi0, d), _mm_set1_epi32(static_cast<int>(k1)));
+    c = _mm_xor_si128(_mm_xor_si128(hi0, d), k1);
     d = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    k0 = _mm_add_epi32(k0, w0);
+    k1 = _mm_add_epi32(k1, w1);
   }
+}
+#endif
+
+/// Four consecutive Philox4x32-10 blocks, sub-indices `ctr[0] .. ctr[0] + 3` of one
+/// counter, written to `out[16]` in block order: the same words as four calls of
+/// `philox4x32_10`. Written lane-parallel so that compilers vectorise it (the bulk path
+/// of `RngCursor::fill_u32`). Host and device; thread-safe (pure).
+HERD_HOST_DEVICE inline void philox4x32_10_x4(const std::uint32_t ctr[4], const std::uint32_t key[2],
+                                              std::uint32_t out[16]) {
+#if defined(__SSE2__) && !defined(__CUDA_ARCH__)
+  // SSE2 (every x86-64): the four blocks are the four lanes.
+  __m128i a = _mm_add_epi32(_mm_set1_epi32(static_cast<int>(ctr[0])), _mm_set_epi32(3, 2, 1, 0));
+  __m128i b = _mm_set1_epi32(static_cast<int>(ctr[1]));
+  __m128i c = _mm_set1_epi32(static_cast<int>(ctr[2]));
+  __m128i d = _mm_set1_epi32(static_cast<int>(ctr[3]));
+  philox4x32_10_sse2(a, b, c, d, _mm_set1_epi32(static_cast<int>(key[0])), _mm_set1_epi32(static_cast<int>(key[1])));
   // Transpose lanes (blocks) to block-major words.
   const __m128i ab_lo = _mm_unpacklo_epi32(a, b), ab_hi = _mm_unpackhi_epi32(a, b);
   const __m128i cd_lo = _mm_unpacklo_epi32(c, d), cd_hi = _mm_unpackhi_epi32(c, d);
