@@ -301,18 +301,9 @@ void CartPoleStore::reset_done(std::size_t b, std::size_t e, const std::uint8_t*
   auto flush = [&] {
     std::uint32_t ctr[4][4], key[4][2], out[4][4];
     for (int p = 0; p < 2; ++p) {
-      const RngStream& st = streams_[pend[p < npend ? p : 0]].stream;
-      const std::uint64_t index = streams_[pend[p < npend ? p : 0]].episode, seed = st.seed();
-      for (std::uint32_t sub = 0; sub < 2; ++sub) {
-        const int l = 2 * p + static_cast<int>(sub);
-        ctr[l][0] = sub;  // as RngStream::block(index, sub)
-        ctr[l][1] = static_cast<std::uint32_t>(index);
-        ctr[l][2] =
-            static_cast<std::uint32_t>((index >> 32) & 0xffffu) | (static_cast<std::uint32_t>(st.purpose()) << 16);
-        ctr[l][3] = st.stream();
-        key[l][0] = static_cast<std::uint32_t>(seed);
-        key[l][1] = static_cast<std::uint32_t>(seed >> 32);
-      }
+      const ResetStream& rs = streams_[pend[p < npend ? p : 0]];
+      for (std::uint32_t sub = 0; sub < 2; ++sub)
+        rs.stream.block_input(rs.episode, sub, ctr[2 * p + static_cast<int>(sub)], key[2 * p + static_cast<int>(sub)]);
     }
     philox_lanes4(ctr, key, out);
     for (int p = 0; p < npend; ++p) {

@@ -299,12 +299,22 @@ class RngStream {
     const auto c2 = static_cast<std::uint32_t>((index >> 32) & 0xffffu) | (static_cast<std::uint32_t>(purpose_) << 16);
     return RngCursor(key0_, key1_, c1, c2, stream_);
   }
+  /// The Philox4x32-10 counter `ctr[4]` and key `key[2]` of block `sub` of `index`:
+  /// `block(index, sub)` is `philox4x32_10(ctr, key)`, for callers that run the rounds of
+  /// several streams' blocks at once (e.g. one per SIMD lane).
+  HERD_HOST_DEVICE void block_input(std::uint64_t index, std::uint32_t sub, std::uint32_t ctr[4],
+                                    std::uint32_t key[2]) const {
+    ctr[0] = sub;
+    ctr[1] = static_cast<std::uint32_t>(index);
+    ctr[2] = static_cast<std::uint32_t>((index >> 32) & 0xffffu) | (static_cast<std::uint32_t>(purpose_) << 16);
+    ctr[3] = stream_;
+    key[0] = key0_;
+    key[1] = key1_;
+  }
   /// Block `sub` of `index`.
   HERD_HOST_DEVICE RngBlock block(std::uint64_t index, std::uint32_t sub = 0) const {
-    const std::uint32_t ctr[4] = {
-        sub, static_cast<std::uint32_t>(index),
-        static_cast<std::uint32_t>((index >> 32) & 0xffffu) | (static_cast<std::uint32_t>(purpose_) << 16), stream_};
-    const std::uint32_t key[2] = {key0_, key1_};
+    std::uint32_t ctr[4], key[2];
+    block_input(index, sub, ctr, key);
     return philox4x32_10(ctr, key);
   }
   /// First 32-bit word of `index`.
