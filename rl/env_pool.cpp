@@ -197,11 +197,8 @@ void EnvPool::step_range(std::size_t b, std::size_t e, const double* actions) {
   if (store_) {
     store_->step(b, e, actions + b * ad, obs_.data() + b * od, rewards_.data() + b, terminated_.data() + b,
                  truncated_.data() + b);
-    for (std::size_t k = b; k < e; ++k) {
-      if (terminated_[k] | truncated_[k])
-        std::memcpy(final_obs_.data() + k * od, obs_.data() + k * od, od * sizeof(float));
-    }
-    store_->reset_done(b, e, terminated_.data() + b, truncated_.data() + b, obs_.data() + b * od);
+    store_->reset_done(b, e, terminated_.data() + b, truncated_.data() + b, obs_.data() + b * od,
+                       final_obs_.data() + b * od);
     return;
   }
   if (homogeneous_) {
@@ -275,11 +272,18 @@ void EnvPool::step(std::span<const std::int64_t> actions) {
                actions.size(), n);
   action_scratch_.resize(n);
   const std::int64_t lo = space.start(), hi = space.start() + space.n();
+  // Converted first, checked together (no branch per env); the first invalid one is named.
+  bool valid = true;
+  double* const scratch = action_scratch_.data();
   for (std::size_t k = 0; k < n; ++k) {
+    const std::int64_t a = actions[k];
+    valid &= (a >= lo) & (a < hi);
+    scratch[k] = static_cast<double>(a);
+  }
+  for (std::size_t k = 0; !valid && k < n; ++k) {
     const std::int64_t a = actions[k];
     HERD_REQUIRE(a >= lo && a < hi, "EnvPool::step: {} (env {}): action is {}, but must be an integer in [{}, {})",
                  envs_[k]->id(), envs_[k]->global_id(), a, space.start(), space.start() + space.n());
-    action_scratch_[k] = static_cast<double>(a);
   }
   check_sync_idle("step");
   step_validated(action_scratch_.data());

@@ -7,6 +7,9 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstddef>
+#include <type_traits>
+#include <utility>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -568,6 +571,269 @@ std::size_t sincos_lanes(const double* x, double* s, double* c, std::size_t n, E
     if (fell_back) fell_back[i] = 1;
   }
   return n;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------
+// CartPole's per-env bookkeeping after a step and its start states, W envs per vector
+// (GCC vector extensions; the few ISA-specific operations come from the functors).
+namespace {
+
+using detail::CartPoleStarts;
+using namespace detail::cartpole;
+
+static_assert(std::is_trivially_copyable_v<EpisodeClock> && sizeof(EpisodeClock) == 16 &&
+                  offsetof(EpisodeClock, elapsed) == 0 && offsetof(EpisodeClock, limit) == 8,
+              "the vector bookkeeping reads EpisodeClock as pairs of int64 (elapsed, limit)");
+
+// Vector types of W 64-bit elements (2W 32-bit lanes), and of W bytes.
+template <int W>
+struct StartVec {
+  typedef std::uint32_t u32 __attribute__((vector_size(8 * W)));
+  typedef std::uint64_t u64 __attribute__((vector_size(8 * W)));
+  typedef double f64 __attribute__((vector_size(8 * W)));
+  typedef std::uint8_t u8 __attribute__((vector_size(W)));
+};
+
+// Bytes 0/1 of a 4-bit mask: byte j is bit j.
+constexpr std::uint32_t kNibbleBytes[16] = {0x00000000, 0x00000001, 0x00000100, 0x00000101, 0x00010000, 0x00010001,
+                                            0x00010100, 0x00010101, 0x01000000, 0x01000001, 0x01000100, 0x01000101,
+                                            0x01010000, 0x01010001, 0x01010100, 0x01010101};
+
+// Writes bits [0, W) of `bits` as W bytes 0/1.
+template <int W>
+[[gnu::always_inline]] inline void store_mask_bytes(std::uint8_t* out, unsigned bits) {
+  for (int q = 0; q < W / 4; ++q) {
+    const std::uint32_t v = kNibbleBytes[(bits >> (4 * q)) & 15u];
+    __builtin_memcpy(out + 4 * q, &v, 4);
+  }
+}
+
+// Index sequences for __builtin_shufflevector: 2i + Off (even/odd elements of two vectors),
+// and the interleaving of elements [Off, Off + N) of a with those of b (a's first), for two
+// vectors of 2N elements.
+template <std::size_t Off, std::size_t... I>
+constexpr auto stride2(std::index_sequence<I...>) {
+  return std::index_sequence<(2 * I + Off)...>{};
+}
+template <std::size_t N, std::size_t Off, std::size_t... I>
+constexpr auto interleave(std::index_sequence<I...>) {
+  return std::index_sequence<(I % 2 == 0 ? Off + I / 2 : 2 * N + Off + I / 2)...>{};
+}
+template <class V, std::size_t... I>
+[[gnu::always_inline]] inline V pick(V a, V b, std::index_sequence<I...>) {
+  return __builtin_shufflevector(a, b, static_cast<int>(I)...);
+}
+
+void cartpole_finish_scalar(std::size_t n, const std::uint8_t* terminated, std::uint8_t* after_terminal,
+                            EpisodeClock* clocks, double* rewards, std::uint8_t* truncated) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint8_t term = terminated[i], after = after_terminal[i];
+    rewards[i] = 1.0 - static_cast<double>(term & after);  // 0 for steps after termination
+    after_terminal[i] = static_cast<std::uint8_t>(after | term);
+    truncated[i] = clocks[i].count_step();
+  }
+}
+
+template <int W, class Movemask>
+[[gnu::always_inline]] inline void cartpole_finish_impl(std::size_t n, const std::uint8_t* terminated,
+                                                        std::uint8_t* after_terminal, EpisodeClock* clocks,
+                                                        double* rewards, std::uint8_t* truncated, Movemask movemask) {
+  using I = typename SincosVec<W>::i;
+  using B = typename StartVec<W>::u8;
+  constexpr std::int64_t kOneBits = 0x3ff0000000000000;  // 1.0
+  I tick{};  // +1 on the elapsed counts (the even int64 elements of W/2 clocks)
+  for (int j = 0; j < W; j += 2) tick[j] = 1;
+  std::size_t i = 0;
+  for (; i + W <= n; i += W) {
+    B t, a;
+    __builtin_memcpy(&t, terminated + i, W);
+    __builtin_memcpy(&a, after_terminal + i, W);
+    const B later = t & a, after = a | t;
+    __builtin_memcpy(after_terminal + i, &after, W);
+    // 1.0 - (terminated & after_terminal), as the scalar path: 1.0, or +0.0 for a step
+    // after termination.
+    const I rbits = (__builtin_convertvector(later, I) == 0) & kOneBits;
+    __builtin_memcpy(rewards + i, &rbits, sizeof(I));
+    I lo, hi;  // clocks [i, i + W/2) and [i + W/2, i + W) as (elapsed, limit) pairs
+    void* const c0 = clocks + i;
+    void* const c1 = clocks + i + W / 2;
+    __builtin_memcpy(&lo, c0, sizeof(I));
+    __builtin_memcpy(&hi, c1, sizeof(I));
+    lo += tick;
+    hi += tick;
+    __builtin_memcpy(c0, &lo, sizeof(I));
+    __builtin_memcpy(c1, &hi, sizeof(I));
+    const I elapsed = pick(lo, hi, stride2<0>(std::make_index_sequence<W>{}));
+    const I limit = pick(lo, hi, stride2<1>(std::make_index_sequence<W>{}));
+    store_mask_bytes<W>(truncated + i, movemask((limit > 0) & (elapsed >= limit)));
+  }
+  cartpole_finish_scalar(n - i, terminated + i, after_terminal + i, clocks + i, rewards + i, truncated + i);
+}
+
+// Philox4x32-10's rounds on 2W independent blocks, one per 32-bit lane (as
+// `philox4x32_10_sse2`, whose steps these are): `mul` is the unsigned 32 x 32 -> 64-bit
+// product of the low halves of each 64-bit element (vpmuludq), so odd lanes are shifted down.
+template <int W, class U32, class U64, class Mul>
+[[gnu::always_inline]] inline void philox_lanes(U32& a, U32& b, U32& c, U32& d, U32 k0, U32 k1, Mul mul) {
+  const U64 m0 = U64{} + 0xD2511F53u, m1 = U64{} + 0xCD9E8D57u;
+  const U64 lo_mask = U64{} + 0xffffffffu;
+  for (int r = 0; r < 10; ++r) {
+    const U64 av = (U64)a, cv = (U64)c;
+    const U64 pa_even = mul(av, m0), pa_odd = mul(av >> 32, m0);
+    const U64 pc_even = mul(cv, m1), pc_odd = mul(cv >> 32, m1);
+    const U64 lo0 = (pa_even & lo_mask) | (pa_odd << 32), hi0 = (pa_even >> 32) | (pa_odd & ~lo_mask);
+    const U64 lo1 = (pc_even & lo_mask) | (pc_odd << 32), hi1 = (pc_even >> 32) | (pc_odd & ~lo_mask);
+    a = (U32)hi1 ^ b ^ k0;
+    b = (U32)lo1;
+    c = (U32)hi0 ^ d ^ k1;
+    d = (U32)lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+
+template <int W, class Mul>
+[[gnu::always_inline]] inline void cartpole_starts_impl(const CartPoleStarts& s, std::size_t m, Mul mul) {
+  using U32 = typename StartVec<W>::u32;
+  using U64 = typename StartVec<W>::u64;
+  using F = typename StartVec<W>::f64;
+  // The uniform of each 64-bit element: (x >> 12) exactly as a double (below 2^52: the
+  // exponent trick), then (k + 1/2) 2^-52, both exact as in u64_to_uniform.
+  auto start = [](U64 x) {
+    const F k = (F)((x >> 12) | 0x4330000000000000u) - 0x1p52;
+    const F u = (k + 0.5) * 0x1p-52;
+    return kResetLow + (kResetHigh - kResetLow) * u;
+  };
+  for (std::size_t g = 0; g < m; g += W) {
+    const std::size_t cnt = m - g < W ? m - g : W;
+    // Lanes [0, W): block 0 of envs g .. g + W - 1; lanes [W, 2W): their block 1. A
+    // partial group repeats env g in the lanes past its end.
+    U32 a{}, b{}, c{}, d{}, k0{}, k1{};
+    for (std::size_t j = 0; j < 2 * W; ++j) {
+      const std::size_t e = g + (j % W < cnt ? j % W : 0);
+      a[j] = j < W ? 0u : 1u;
+      b[j] = s.c1[e];
+      c[j] = s.c2[e];
+      d[j] = s.c3[e];
+      k0[j] = s.k0[e];
+      k1[j] = s.k1[e];
+    }
+    philox_lanes<W, U32, U64>(a, b, c, d, k0, k1, mul);
+    // Env j's uniforms: words (0, 1) and (2, 3) of block 0, then of block 1, the first low.
+    constexpr auto block0 = interleave<W, 0>(std::make_index_sequence<2 * W>{});
+    constexpr auto block1 = interleave<W, W>(std::make_index_sequence<2 * W>{});
+    F out[4] = {start((U64)pick(a, b, block0)), start((U64)pick(c, d, block0)), start((U64)pick(a, b, block1)),
+                start((U64)pick(c, d, block1))};
+    double* const dst[4] = {s.x, s.x_dot, s.theta, s.theta_dot};
+    for (int q = 0; q < 4; ++q) __builtin_memcpy(dst[q] + g, &out[q], cnt * sizeof(double));
+  }
+}
+
+// One env at a time in the words' order (on x86-64, two envs per SSE2 Philox call: both
+// blocks of each in the four 32-bit lanes, `philox4x32_10_sse2`).
+void cartpole_starts_scalar(const CartPoleStarts& s, std::size_t m) {
+  double* const dst[4] = {s.x, s.x_dot, s.theta, s.theta_dot};
+  auto put = [&](std::size_t i, std::uint32_t sub, const std::uint32_t* w) {
+    for (int h = 0; h < 2; ++h) {
+      const std::uint64_t v = static_cast<std::uint64_t>(w[2 * h]) | (static_cast<std::uint64_t>(w[2 * h + 1]) << 32);
+      dst[2 * sub + h][i] = kResetLow + (kResetHigh - kResetLow) * u64_to_uniform(v);
+    }
+  };
+#if defined(__SSE2__)
+  for (std::size_t i = 0; i < m; i += 2) {
+    const std::size_t j = i + 1 < m ? i + 1 : i;  // lanes 2-3: env i + 1 (or env i again)
+    auto lanes = [](std::uint32_t v0, std::uint32_t v1, std::uint32_t v2, std::uint32_t v3) {
+      return _mm_set_epi32(static_cast<int>(v3), static_cast<int>(v2), static_cast<int>(v1), static_cast<int>(v0));
+    };
+    __m128i a = lanes(0, 1, 0, 1), b = lanes(s.c1[i], s.c1[i], s.c1[j], s.c1[j]);
+    __m128i c = lanes(s.c2[i], s.c2[i], s.c2[j], s.c2[j]), d = lanes(s.c3[i], s.c3[i], s.c3[j], s.c3[j]);
+    philox4x32_10_sse2(a, b, c, d, lanes(s.k0[i], s.k0[i], s.k0[j], s.k0[j]),
+                       lanes(s.k1[i], s.k1[i], s.k1[j], s.k1[j]));
+    alignas(16) std::uint32_t w[4][4];  // w[word][lane]
+    _mm_store_si128(reinterpret_cast<__m128i*>(w[0]), a);
+    _mm_store_si128(reinterpret_cast<__m128i*>(w[1]), b);
+    _mm_store_si128(reinterpret_cast<__m128i*>(w[2]), c);
+    _mm_store_si128(reinterpret_cast<__m128i*>(w[3]), d);
+    for (std::size_t l = 0; l < (j > i ? 4u : 2u); ++l) {
+      const std::uint32_t blk[4] = {w[0][l], w[1][l], w[2][l], w[3][l]};
+      put(i + l / 2, static_cast<std::uint32_t>(l % 2), blk);
+    }
+  }
+#else
+  for (std::size_t i = 0; i < m; ++i) {
+    for (std::uint32_t sub = 0; sub < 2; ++sub) {
+      const std::uint32_t ctr[4] = {sub, s.c1[i], s.c2[i], s.c3[i]}, key[2] = {s.k0[i], s.k1[i]};
+      put(i, sub, philox4x32_10(ctr, key).v);
+    }
+  }
+#endif
+}
+
+#ifdef HERD_RL_X86_SIMD
+struct MulEpu32x256 {
+  template <class U>
+  __attribute__((target("avx2"))) inline U operator()(U a, U b) const {
+    return (U)_mm256_mul_epu32((__m256i)a, (__m256i)b);
+  }
+};
+// GCC 12's AVX-512 headers: see cartpole_lanes_avx512.
+#pragma GCC diagnostic push
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+struct MulEpu32x512 {
+  template <class U>
+  __attribute__((target("avx512f,avx512dq"))) inline U operator()(U a, U b) const {
+    return (U)_mm512_mul_epu32((__m512i)a, (__m512i)b);
+  }
+};
+
+__attribute__((target("avx2"), flatten)) void cartpole_finish_avx2(std::size_t n, const std::uint8_t* terminated,
+                                                                   std::uint8_t* after_terminal, EpisodeClock* clocks,
+                                                                   double* rewards, std::uint8_t* truncated) {
+  cartpole_finish_impl<4>(n, terminated, after_terminal, clocks, rewards, truncated, Mask256{});
+}
+__attribute__((target("avx512f,avx512dq"), flatten)) void cartpole_finish_avx512(std::size_t n,
+                                                                                 const std::uint8_t* terminated,
+                                                                                 std::uint8_t* after_terminal,
+                                                                                 EpisodeClock* clocks, double* rewards,
+                                                                                 std::uint8_t* truncated) {
+  cartpole_finish_impl<8>(n, terminated, after_terminal, clocks, rewards, truncated, Mask512{});
+}
+__attribute__((target("avx2"), flatten)) void cartpole_starts_avx2(const CartPoleStarts& s, std::size_t m) {
+  cartpole_starts_impl<4>(s, m, MulEpu32x256{});
+}
+__attribute__((target("avx512f,avx512dq"), flatten)) void cartpole_starts_avx512(const CartPoleStarts& s,
+                                                                                 std::size_t m) {
+  cartpole_starts_impl<8>(s, m, MulEpu32x512{});
+}
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace
+
+namespace detail {
+
+void cartpole_finish(std::size_t n, const std::uint8_t* terminated, std::uint8_t* after_terminal, EpisodeClock* clocks,
+                     double* rewards, std::uint8_t* truncated, EnvSimd level) {
+#ifdef HERD_RL_X86_SIMD
+  if (level == EnvSimd::kAvx512)
+    return cartpole_finish_avx512(n, terminated, after_terminal, clocks, rewards, truncated);
+  if (level == EnvSimd::kAvx2) return cartpole_finish_avx2(n, terminated, after_terminal, clocks, rewards, truncated);
+#endif
+  (void)level;
+  cartpole_finish_scalar(n, terminated, after_terminal, clocks, rewards, truncated);
+}
+
+void cartpole_start_states(const CartPoleStarts& s, std::size_t m, EnvSimd level) {
+#ifdef HERD_RL_X86_SIMD
+  if (level == EnvSimd::kAvx512) return cartpole_starts_avx512(s, m);
+  if (level == EnvSimd::kAvx2) return cartpole_starts_avx2(s, m);
+#endif
+  (void)level;
+  cartpole_starts_scalar(s, m);
 }
 
 }  // namespace detail

@@ -518,8 +518,8 @@ TEST_CASE("CartPoleStore binds and unbinds its envs", "[rl][pool][simd]") {
         REQUIRE(rew[i] == rb[i]);
         if (i % 4 == 1) reset_te[i] = 0;  // stepped on past termination
       }
-      store->reset_done(0, 7, reset_te.data(), reset_tr.data(), oa.data());
-      store->reset_done(7, n, reset_te.data() + 7, reset_tr.data() + 7, oa.data() + 28);
+      store->reset_done(0, 7, reset_te.data(), reset_tr.data(), oa.data(), nullptr);
+      store->reset_done(7, n, reset_te.data() + 7, reset_tr.data() + 7, oa.data() + 28, nullptr);
       check();
     }
   }
