@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -219,6 +220,35 @@ TEST_CASE("async EnvPool: each result once, trajectories as in sync mode", "[rl]
   }
 }
 
+TEST_CASE("EnvPool: int64 actions step as their float64 values", "[rl][pool]") {
+  // Discrete(2) (CartPole) and Discrete(3) (Acrobot), 37 envs: not a multiple of the
+  // vector widths of the conversion.
+  for (const char* id : {"CartPole-v1", "Acrobot-v1"}) {
+    INFO(id);
+    EnvPoolOptions o;
+    o.env_id = id;
+    o.num_envs = 37;
+    o.seed = 3;
+    EnvPool a(o), b(o);
+    a.reset();
+    b.reset();
+    const auto num = static_cast<std::uint32_t>(a.env(0).action_space().n());
+    const herd::RngStream rng(4, 0);
+    std::vector<std::int64_t> ia(o.num_envs);
+    std::vector<double> da(o.num_envs);
+    for (int t = 0; t < 60; ++t) {
+      for (std::size_t k = 0; k < o.num_envs; ++k) {
+        ia[k] = rng.u32(t * o.num_envs + k) % num;
+        da[k] = static_cast<double>(ia[k]);
+      }
+      a.step(ia);
+      b.step(da);
+      REQUIRE(std::memcmp(a.obs().data(), b.obs().data(), a.obs().size() * sizeof(float)) == 0);
+      REQUIRE(std::memcmp(a.rewards().data(), b.rewards().data(), a.rewards().size() * sizeof(double)) == 0);
+    }
+  }
+}
+
 TEST_CASE("EnvPool validates actions and calls, naming env and value", "[rl][pool]") {
   EnvPoolOptions o;
   o.env_id = "CartPole-v1";
@@ -231,6 +261,17 @@ TEST_CASE("EnvPool validates actions and calls, naming env and value", "[rl][poo
   CHECK_THROWS_WITH(pool.step(std::vector<double>{0, 1, 1}), Catch::Contains("has 3 values"));
   CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{0, 1, 1, -1}),
                     Catch::Contains("env 13") && Catch::Contains("is -1"));
+  // Out of range by far (the range check runs in wrapping arithmetic): the first invalid
+  // env is named.
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{0, kMin, 1, 2}),
+                    Catch::Contains("env 11") && Catch::Contains(std::to_string(kMin)));
+  CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{0, 1, kMax, 0}),
+                    Catch::Contains("env 12") && Catch::Contains(std::to_string(kMax)));
+  CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{0, 1, 1, 2}),
+                    Catch::Contains("env 13") && Catch::Contains("is 2"));
+  CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{kMin + 1, 0, 0, 0}), Catch::Contains("env 10"));
   CHECK_NOTHROW(pool.step(std::vector<std::int64_t>{0, 1, 1, 0}));
   CHECK_THROWS_WITH(pool.recv(), Catch::Contains("in flight"));
   std::vector<std::int32_t> ids{0, 1};
