@@ -80,6 +80,11 @@ std::size_t simd_lanes(EnvSimd level) {
   return 1;
 }
 
+// Bytes 0/1 of a 4-bit mask: byte j is bit j.
+constexpr std::uint32_t kMaskBytes[16] = {
+    0x00000000, 0x00000001, 0x00000100, 0x00000101, 0x00010000, 0x00010001, 0x00010100, 0x00010101,
+    0x01000000, 0x01000001, 0x01000100, 0x01000101, 0x01010000, 0x01010001, 0x01010100, 0x01010101};
+
 void cartpole_lanes_scalar(const CartPoleLanes& l, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     const double x = l.x[i], x_dot = l.x_dot[i], theta = l.theta[i], theta_dot = l.theta_dot[i];
@@ -161,6 +166,11 @@ __attribute__((target("avx512f,avx512dq"))) void cartpole_lanes_avx512(const Car
 
 #pragma GCC diagnostic pop
 
+// The step in three passes over blocks of 64 lanes (16 vectors), each lane's operations
+// those of the scalar code in its order: one pass holds a chain of four dependent
+// divisions and ~80 cycles of latency per vector, more than the out-of-order window covers,
+// so the passes (1: temp and the denominator; 2: thetaacc; 3: xacc, the new state, flags
+// and observations) keep the dividers busy instead.
 __attribute__((target("avx2"))) void cartpole_lanes_avx2(const CartPoleLanes& l, std::size_t n) {
   const __m256d pml = _mm256_set1_pd(kPoleMassLength), total = _mm256_set1_pd(kTotalMass);
   const __m256d grav = _mm256_set1_pd(kGravity), len = _mm256_set1_pd(kLength);
@@ -169,38 +179,60 @@ __attribute__((target("avx2"))) void cartpole_lanes_avx2(const CartPoleLanes& l,
   const __m256d fpos = _mm256_set1_pd(kForceMag), fneg = _mm256_set1_pd(-kForceMag);
   const __m256d xlo = _mm256_set1_pd(-kXThreshold), xhi = _mm256_set1_pd(kXThreshold);
   const __m256d tlo = _mm256_set1_pd(-kThetaThreshold), thi = _mm256_set1_pd(kThetaThreshold);
-  for (std::size_t i = 0; i < n; i += 4) {
-    const __m256d x = _mm256_loadu_pd(l.x + i), xd = _mm256_loadu_pd(l.x_dot + i);
-    const __m256d th = _mm256_loadu_pd(l.theta + i), thd = _mm256_loadu_pd(l.theta_dot + i);
-    const __m256d s = _mm256_loadu_pd(l.sin_theta + i), c = _mm256_loadu_pd(l.cos_theta + i);
-    const __m256d right = _mm256_cmp_pd(_mm256_loadu_pd(l.action + i), one, _CMP_EQ_OQ);
-    const __m256d force = _mm256_blendv_pd(fneg, fpos, right);
-    const __m256d temp =
-        _mm256_div_pd(_mm256_add_pd(force, _mm256_mul_pd(_mm256_mul_pd(pml, _mm256_mul_pd(thd, thd)), s)), total);
-    const __m256d num = _mm256_sub_pd(_mm256_mul_pd(grav, s), _mm256_mul_pd(c, temp));
-    const __m256d den =
-        _mm256_mul_pd(len, _mm256_sub_pd(four_thirds, _mm256_div_pd(_mm256_mul_pd(mpole, _mm256_mul_pd(c, c)), total)));
-    const __m256d thetaacc = _mm256_div_pd(num, den);
-    const __m256d xacc = _mm256_sub_pd(temp, _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(pml, thetaacc), c), total));
-    const __m256d nx = _mm256_add_pd(x, _mm256_mul_pd(tau, xd));
-    const __m256d nxd = _mm256_add_pd(xd, _mm256_mul_pd(tau, xacc));
-    const __m256d nt = _mm256_add_pd(th, _mm256_mul_pd(tau, thd));
-    const __m256d ntd = _mm256_add_pd(thd, _mm256_mul_pd(tau, thetaacc));
-    _mm256_storeu_pd(l.x + i, nx);
-    _mm256_storeu_pd(l.x_dot + i, nxd);
-    _mm256_storeu_pd(l.theta + i, nt);
-    _mm256_storeu_pd(l.theta_dot + i, ntd);
-    const __m256d term =
-        _mm256_or_pd(_mm256_or_pd(_mm256_cmp_pd(nx, xlo, _CMP_LT_OQ), _mm256_cmp_pd(nx, xhi, _CMP_GT_OQ)),
-                     _mm256_or_pd(_mm256_cmp_pd(nt, tlo, _CMP_LT_OQ), _mm256_cmp_pd(nt, thi, _CMP_GT_OQ)));
-    const int bits = _mm256_movemask_pd(term);
-    for (std::size_t j = 0; j < 4; ++j) l.terminated[i + j] = static_cast<std::uint8_t>((bits >> j) & 1);
-    __m128 r0 = _mm256_cvtpd_ps(nx), r1 = _mm256_cvtpd_ps(nxd), r2 = _mm256_cvtpd_ps(nt), r3 = _mm256_cvtpd_ps(ntd);
-    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-    _mm_storeu_ps(l.obs + 4 * i, r0);
-    _mm_storeu_ps(l.obs + 4 * i + 4, r1);
-    _mm_storeu_ps(l.obs + 4 * i + 8, r2);
-    _mm_storeu_ps(l.obs + 4 * i + 12, r3);
+  constexpr std::size_t kBlock = 64;
+  alignas(32) double temp_b[kBlock], den_b[kBlock], acc_b[kBlock];
+  for (std::size_t b0 = 0; b0 < n; b0 += kBlock) {
+    const std::size_t bn = n - b0 < kBlock ? n - b0 : kBlock;
+    const double* const s_b = l.sin_theta + b0;
+    const double* const c_b = l.cos_theta + b0;
+    for (std::size_t i = 0; i < bn; i += 4) {
+      const __m256d thd = _mm256_loadu_pd(l.theta_dot + b0 + i);
+      const __m256d s = _mm256_loadu_pd(s_b + i), c = _mm256_loadu_pd(c_b + i);
+      const __m256d right = _mm256_cmp_pd(_mm256_loadu_pd(l.action + b0 + i), one, _CMP_EQ_OQ);
+      const __m256d force = _mm256_blendv_pd(fneg, fpos, right);
+      // temp = (force + pml * (thd * thd) * s) / total
+      _mm256_store_pd(temp_b + i, _mm256_div_pd(
+                                      _mm256_add_pd(force, _mm256_mul_pd(_mm256_mul_pd(pml, _mm256_mul_pd(thd, thd)), s)),
+                                      total));
+      // len * (4/3 - mpole * (c * c) / total)
+      _mm256_store_pd(den_b + i, _mm256_mul_pd(len, _mm256_sub_pd(four_thirds, _mm256_div_pd(_mm256_mul_pd(
+                                                                                               mpole, _mm256_mul_pd(c, c)),
+                                                                                           total))));
+    }
+    for (std::size_t i = 0; i < bn; i += 4) {
+      // thetaacc = (g * s - c * temp) / den
+      const __m256d s = _mm256_loadu_pd(s_b + i), c = _mm256_loadu_pd(c_b + i);
+      const __m256d num = _mm256_sub_pd(_mm256_mul_pd(grav, s), _mm256_mul_pd(c, _mm256_load_pd(temp_b + i)));
+      _mm256_store_pd(acc_b + i, _mm256_div_pd(num, _mm256_load_pd(den_b + i)));
+    }
+    for (std::size_t i = 0; i < bn; i += 4) {
+      const std::size_t k = b0 + i;
+      const __m256d x = _mm256_loadu_pd(l.x + k), xd = _mm256_loadu_pd(l.x_dot + k);
+      const __m256d th = _mm256_loadu_pd(l.theta + k), thd = _mm256_loadu_pd(l.theta_dot + k);
+      const __m256d c = _mm256_loadu_pd(c_b + i), thetaacc = _mm256_load_pd(acc_b + i);
+      // xacc = temp - pml * thetaacc * c / total
+      const __m256d xacc = _mm256_sub_pd(_mm256_load_pd(temp_b + i),
+                                         _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(pml, thetaacc), c), total));
+      const __m256d nx = _mm256_add_pd(x, _mm256_mul_pd(tau, xd));
+      const __m256d nxd = _mm256_add_pd(xd, _mm256_mul_pd(tau, xacc));
+      const __m256d nt = _mm256_add_pd(th, _mm256_mul_pd(tau, thd));
+      const __m256d ntd = _mm256_add_pd(thd, _mm256_mul_pd(tau, thetaacc));
+      _mm256_storeu_pd(l.x + k, nx);
+      _mm256_storeu_pd(l.x_dot + k, nxd);
+      _mm256_storeu_pd(l.theta + k, nt);
+      _mm256_storeu_pd(l.theta_dot + k, ntd);
+      const __m256d term =
+          _mm256_or_pd(_mm256_or_pd(_mm256_cmp_pd(nx, xlo, _CMP_LT_OQ), _mm256_cmp_pd(nx, xhi, _CMP_GT_OQ)),
+                       _mm256_or_pd(_mm256_cmp_pd(nt, tlo, _CMP_LT_OQ), _mm256_cmp_pd(nt, thi, _CMP_GT_OQ)));
+      const std::uint32_t bytes = kMaskBytes[_mm256_movemask_pd(term)];
+      __builtin_memcpy(l.terminated + k, &bytes, 4);
+      __m128 r0 = _mm256_cvtpd_ps(nx), r1 = _mm256_cvtpd_ps(nxd), r2 = _mm256_cvtpd_ps(nt), r3 = _mm256_cvtpd_ps(ntd);
+      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      _mm_storeu_ps(l.obs + 4 * k, r0);
+      _mm_storeu_ps(l.obs + 4 * k + 4, r1);
+      _mm_storeu_ps(l.obs + 4 * k + 8, r2);
+      _mm_storeu_ps(l.obs + 4 * k + 12, r3);
+    }
   }
 }
 
@@ -596,16 +628,11 @@ struct StartVec {
   typedef std::uint8_t u8 __attribute__((vector_size(W)));
 };
 
-// Bytes 0/1 of a 4-bit mask: byte j is bit j.
-constexpr std::uint32_t kNibbleBytes[16] = {0x00000000, 0x00000001, 0x00000100, 0x00000101, 0x00010000, 0x00010001,
-                                            0x00010100, 0x00010101, 0x01000000, 0x01000001, 0x01000100, 0x01000101,
-                                            0x01010000, 0x01010001, 0x01010100, 0x01010101};
-
 // Writes bits [0, W) of `bits` as W bytes 0/1.
 template <int W>
 [[gnu::always_inline]] inline void store_mask_bytes(std::uint8_t* out, unsigned bits) {
   for (int q = 0; q < W / 4; ++q) {
-    const std::uint32_t v = kNibbleBytes[(bits >> (4 * q)) & 15u];
+    const std::uint32_t v = detail::kMaskBytes[(bits >> (4 * q)) & 15u];
     __builtin_memcpy(out + 4 * q, &v, 4);
   }
 }
