@@ -433,9 +433,28 @@ struct SincosVec {
   typedef std::int64_t i __attribute__((vector_size(W * sizeof(double))));
 };
 
-// sin/cos of x into s, c; returns a lane mask (-1: glibc must compute this lane).
+// The tails' Horner sums in x^2 = RN(x x): q for sin (x^5 q), r for cos (x^6 r).
+template <class D, class Fma>
+[[gnu::always_inline]] inline void sincos_tails(D x, D& q, D& r, Fma fma) {
+  auto k = [](double v) { return D{} + v; };
+  const D x2h = x * x;
+  q = fma(k(0x1.952c77030ad4ap-49), x2h, k(-0x1.ae7f3e733b81fp-41));
+  q = fma(q, x2h, k(0x1.6124613a86d09p-33));
+  q = fma(q, x2h, k(-0x1.ae64567f544e4p-26));
+  q = fma(q, x2h, k(0x1.71de3a556c734p-19));
+  q = fma(q, x2h, k(-0x1.a01a01a01a01ap-13));
+  q = fma(q, x2h, k(0x1.1111111111111p-7));
+  r = fma(k(0x1.ae7f3e733b81fp-45), x2h, k(-0x1.93974a8c07c9dp-37));
+  r = fma(r, x2h, k(0x1.1eed8eff8d898p-29));
+  r = fma(r, x2h, k(-0x1.27e4fb7789f5cp-22));
+  r = fma(r, x2h, k(0x1.a01a01a01a01ap-16));
+  r = fma(r, x2h, k(-0x1.6c16c16c16c17p-10));
+}
+
+// sin/cos of x into s, c, given its tails q, r (sincos_tails); returns a lane mask (-1:
+// glibc must compute this lane).
 template <class D, class I, class Fma>
-[[gnu::always_inline]] inline I sincos_dd(D x, D& s, D& c, Fma fma) {
+[[gnu::always_inline]] inline I sincos_dd(D x, D q, D r, D& s, D& c, Fma fma) {
   constexpr double kC6h = 0x1.5555555555555p-3, kC6l = 0x1.5555555555555p-57;    // 1/6
   constexpr double kC24h = 0x1.5555555555555p-5, kC24l = 0x1.5555555555555p-59;  // 1/24
   constexpr std::int64_t kAbs = 0x7fffffffffffffff;
@@ -445,12 +464,6 @@ template <class D, class I, class Fma>
   // sin
   const D x3h = x * x2h, x3l = fma(x, x2l, fma(x, x2h, -x3h));
   const D t3h = x3h * kC6h, t3l = fma(x3l, k(kC6h), fma(x3h, k(kC6l), fma(x3h, k(kC6h), -t3h)));
-  D q = fma(k(0x1.952c77030ad4ap-49), x2h, k(-0x1.ae7f3e733b81fp-41));
-  q = fma(q, x2h, k(0x1.6124613a86d09p-33));
-  q = fma(q, x2h, k(-0x1.ae64567f544e4p-26));
-  q = fma(q, x2h, k(0x1.71de3a556c734p-19));
-  q = fma(q, x2h, k(-0x1.a01a01a01a01ap-13));
-  q = fma(q, x2h, k(0x1.1111111111111p-7));
   const D sh = x - t3h, sl = (x - sh) - t3h;  // exact: |t3h| <= |x|
   const D lo_s = fma(x3h * x2h, q, sl - t3l);
   s = sh + lo_s;
@@ -461,11 +474,6 @@ template <class D, class I, class Fma>
   const D x4h = x2h * x2h, x4l = fma(x2h + x2h, x2l, fma(x2h, x2h, -x4h));
   const D qh = x4h * kC24h, ql = fma(x4l, k(kC24h), fma(x4h, k(kC24l), fma(x4h, k(kC24h), -qh)));
   const D th = ch + qh, tl = qh - (th - ch);  // exact: qh <= ch
-  D r = fma(k(0x1.ae7f3e733b81fp-45), x2h, k(-0x1.93974a8c07c9dp-37));
-  r = fma(r, x2h, k(0x1.1eed8eff8d898p-29));
-  r = fma(r, x2h, k(-0x1.27e4fb7789f5cp-22));
-  r = fma(r, x2h, k(0x1.a01a01a01a01ap-16));
-  r = fma(r, x2h, k(-0x1.6c16c16c16c17p-10));
   const D lo_c = fma(x4h * x2h, r, ((cl + tl) - hl) + ql);
   c = th + lo_c;
   const D ec = lo_c - (c - th);
@@ -502,24 +510,37 @@ template <int W, class Fma, class Movemask>
     const std::size_t pn = n - p < kPart ? n - p : kPart;
     const std::size_t full = pn - pn % kW;
     std::size_t k = 0;
-    for (std::size_t i = p; i < p + full; i += kW) {
-      D xv, sv, cv;
-      __builtin_memcpy(&xv, x + i, sizeof(D));
-      const unsigned bits = movemask(sincos_dd<D, I>(xv, sv, cv, fma));
-      __builtin_memcpy(s + i, &sv, sizeof(D));
-      __builtin_memcpy(c + i, &cv, sizeof(D));
-      for (std::size_t j = 0; j < kW; ++j) {
-        list[k] = static_cast<std::uint32_t>(i - p + j);
-        k += (bits >> j) & 1u;
+    // Blocks of 64 lanes in two passes, the tails' Horner chains first, so that each pass's
+    // dependency chain is short enough for the out-of-order window to overlap vectors.
+    constexpr std::size_t kBlock = 64;
+    for (std::size_t b0 = p; b0 < p + full; b0 += kBlock) {
+      const std::size_t be = b0 + kBlock < p + full ? b0 + kBlock : p + full;
+      D qs[kBlock / kW], rs[kBlock / kW];
+      for (std::size_t i = b0, v = 0; i < be; i += kW, ++v) {
+        D xv;
+        __builtin_memcpy(&xv, x + i, sizeof(D));
+        sincos_tails(xv, qs[v], rs[v], fma);
+      }
+      for (std::size_t i = b0, v = 0; i < be; i += kW, ++v) {
+        D xv, sv, cv;
+        __builtin_memcpy(&xv, x + i, sizeof(D));
+        const unsigned bits = movemask(sincos_dd<D, I>(xv, qs[v], rs[v], sv, cv, fma));
+        __builtin_memcpy(s + i, &sv, sizeof(D));
+        __builtin_memcpy(c + i, &cv, sizeof(D));
+        for (std::size_t j = 0; j < kW; ++j) {
+          list[k] = static_cast<std::uint32_t>(i - p + j);
+          k += (bits >> j) & 1u;
+        }
       }
     }
     if (full < pn) {  // the partial last vector, padded with a vector-path argument
       const std::size_t i = p + full, m = pn - full;
       double xs[W], ss[W], cs[W];
       for (std::size_t j = 0; j < kW; ++j) xs[j] = j < m ? x[i + j] : 0.25;
-      D xv, sv, cv;
+      D xv, sv, cv, qv, rv;
       __builtin_memcpy(&xv, xs, sizeof(D));
-      const unsigned bits = movemask(sincos_dd<D, I>(xv, sv, cv, fma));
+      sincos_tails(xv, qv, rv, fma);
+      const unsigned bits = movemask(sincos_dd<D, I>(xv, qv, rv, sv, cv, fma));
       __builtin_memcpy(ss, &sv, sizeof(D));
       __builtin_memcpy(cs, &cv, sizeof(D));
       for (std::size_t j = 0; j < m; ++j) {
