@@ -647,6 +647,7 @@ struct StartVec {
   typedef std::uint64_t u64 __attribute__((vector_size(8 * W)));
   typedef double f64 __attribute__((vector_size(8 * W)));
   typedef std::uint8_t u8 __attribute__((vector_size(W)));
+  typedef std::uint32_t half32 __attribute__((vector_size(4 * W)));  // W 32-bit lanes
 };
 
 // Writes bits [0, W) of `bits` as W bytes 0/1.
@@ -672,6 +673,16 @@ constexpr auto interleave(std::index_sequence<I...>) {
 template <class V, std::size_t... I>
 [[gnu::always_inline]] inline V pick(V a, V b, std::index_sequence<I...>) {
   return __builtin_shufflevector(a, b, static_cast<int>(I)...);
+}
+// Elements I of the one vector h into a vector R (as many as indices).
+template <class R, class V, std::size_t... I>
+[[gnu::always_inline]] inline R pick_wide(V h, std::index_sequence<I...>) {
+  return __builtin_shufflevector(h, h, static_cast<int>(I)...);
+}
+// 0, 1, ..., N/2 - 1, 0, 1, ..., N/2 - 1.
+template <std::size_t... I>
+constexpr auto twice_ids(std::index_sequence<I...>) {
+  return std::index_sequence<(I % (sizeof...(I) / 2))...>{};
 }
 
 void cartpole_finish_scalar(std::size_t n, const std::uint8_t* terminated, std::uint8_t* after_terminal,
@@ -759,14 +770,29 @@ template <int W, class Mul>
     // Lanes [0, W): block 0 of envs g .. g + W - 1; lanes [W, 2W): their block 1. A
     // partial group repeats env g in the lanes past its end.
     U32 a{}, b{}, c{}, d{}, k0{}, k1{};
-    for (std::size_t j = 0; j < 2 * W; ++j) {
-      const std::size_t e = g + (j % W < cnt ? j % W : 0);
-      a[j] = j < W ? 0u : 1u;
-      b[j] = s.c1[e];
-      c[j] = s.c2[e];
-      d[j] = s.c3[e];
-      k0[j] = s.k0[e];
-      k1[j] = s.k1[e];
+    for (std::size_t j = W; j < 2 * W; ++j) a[j] = 1;
+    if (cnt == W) {  // W words of each array, twice
+      using H = typename StartVec<W>::half32;
+      constexpr auto twice = twice_ids(std::make_index_sequence<2 * W>{});
+      auto load2 = [&](const std::uint32_t* p) {
+        H h;
+        __builtin_memcpy(&h, p + g, sizeof(H));
+        return pick_wide<U32>(h, twice);
+      };
+      b = load2(s.c1);
+      c = load2(s.c2);
+      d = load2(s.c3);
+      k0 = load2(s.k0);
+      k1 = load2(s.k1);
+    } else {
+      for (std::size_t j = 0; j < 2 * W; ++j) {
+        const std::size_t e = g + (j % W < cnt ? j % W : 0);
+        b[j] = s.c1[e];
+        c[j] = s.c2[e];
+        d[j] = s.c3[e];
+        k0[j] = s.k0[e];
+        k1[j] = s.k1[e];
+      }
     }
     philox_lanes<W, U32, U64>(a, b, c, d, k0, k1, mul);
     // Env j's uniforms: words (0, 1) and (2, 3) of block 0, then of block 1, the first low.
@@ -820,6 +846,12 @@ void cartpole_starts_scalar(const CartPoleStarts& s, std::size_t m) {
 }
 
 #ifdef HERD_RL_X86_SIMD
+// Mask256 without the FMA target (so that it inlines into avx2-only functions).
+struct MaskBits256 {
+  __attribute__((target("avx2"))) inline unsigned operator()(SincosVec<4>::i m) const {
+    return static_cast<unsigned>(_mm256_movemask_pd((__m256d)m));
+  }
+};
 struct MulEpu32x256 {
   template <class U>
   __attribute__((target("avx2"))) inline U operator()(U a, U b) const {
@@ -841,7 +873,7 @@ struct MulEpu32x512 {
 __attribute__((target("avx2"), flatten)) void cartpole_finish_avx2(std::size_t n, const std::uint8_t* terminated,
                                                                    std::uint8_t* after_terminal, EpisodeClock* clocks,
                                                                    double* rewards, std::uint8_t* truncated) {
-  cartpole_finish_impl<4>(n, terminated, after_terminal, clocks, rewards, truncated, Mask256{});
+  cartpole_finish_impl<4>(n, terminated, after_terminal, clocks, rewards, truncated, MaskBits256{});
 }
 __attribute__((target("avx512f,avx512dq"), flatten)) void cartpole_finish_avx512(std::size_t n,
                                                                                  const std::uint8_t* terminated,
