@@ -81,9 +81,9 @@ std::size_t simd_lanes(EnvSimd level) {
 }
 
 // Bytes 0/1 of a 4-bit mask: byte j is bit j.
-constexpr std::uint32_t kMaskBytes[16] = {
-    0x00000000, 0x00000001, 0x00000100, 0x00000101, 0x00010000, 0x00010001, 0x00010100, 0x00010101,
-    0x01000000, 0x01000001, 0x01000100, 0x01000101, 0x01010000, 0x01010001, 0x01010100, 0x01010101};
+constexpr std::uint32_t kMaskBytes[16] = {0x00000000, 0x00000001, 0x00000100, 0x00000101, 0x00010000, 0x00010001,
+                                          0x00010100, 0x00010101, 0x01000000, 0x01000001, 0x01000100, 0x01000101,
+                                          0x01010000, 0x01010001, 0x01010100, 0x01010101};
 
 void cartpole_lanes_scalar(const CartPoleLanes& l, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
@@ -191,13 +191,14 @@ __attribute__((target("avx2"))) void cartpole_lanes_avx2(const CartPoleLanes& l,
       const __m256d right = _mm256_cmp_pd(_mm256_loadu_pd(l.action + b0 + i), one, _CMP_EQ_OQ);
       const __m256d force = _mm256_blendv_pd(fneg, fpos, right);
       // temp = (force + pml * (thd * thd) * s) / total
-      _mm256_store_pd(temp_b + i, _mm256_div_pd(
-                                      _mm256_add_pd(force, _mm256_mul_pd(_mm256_mul_pd(pml, _mm256_mul_pd(thd, thd)), s)),
-                                      total));
+      _mm256_store_pd(
+          temp_b + i,
+          _mm256_div_pd(_mm256_add_pd(force, _mm256_mul_pd(_mm256_mul_pd(pml, _mm256_mul_pd(thd, thd)), s)), total));
       // len * (4/3 - mpole * (c * c) / total)
-      _mm256_store_pd(den_b + i, _mm256_mul_pd(len, _mm256_sub_pd(four_thirds, _mm256_div_pd(_mm256_mul_pd(
-                                                                                               mpole, _mm256_mul_pd(c, c)),
-                                                                                           total))));
+      _mm256_store_pd(
+          den_b + i,
+          _mm256_mul_pd(len,
+                        _mm256_sub_pd(four_thirds, _mm256_div_pd(_mm256_mul_pd(mpole, _mm256_mul_pd(c, c)), total))));
     }
     for (std::size_t i = 0; i < bn; i += 4) {
       // thetaacc = (g * s - c * temp) / den

@@ -495,6 +495,56 @@ TEST_CASE("CartPole, Acrobot pools: structure-of-arrays store equals per-object 
   }
 }
 
+TEST_CASE("CartPole store pools: every env ending in one step, none, and ends in every group size",
+          "[rl][pool][simd]") {
+  // Time limits of 1 step end every env at every step (all reset together: full vector
+  // groups of start states and a partial last one); a limit of 1000 from a fresh reset ends
+  // none in the first steps; limits of 1-9 steps per env end varying subsets.
+  for (const EnvSimd level : {EnvSimd::kScalar, EnvSimd::kAvx2, EnvSimd::kAvx512}) {
+    if (static_cast<int>(level) > static_cast<int>(herd::rl::env_simd_supported())) continue;
+    for (const std::size_t n : {1u, 4u, 5u, 8u, 9u, 16u, 17u, 64u, 263u}) {
+      for (const int mode : {0, 1, 2}) {
+        INFO("level " << herd::rl::env_simd_name(level) << ", " << n << " envs, mode " << mode);
+        EnvPoolOptions o;
+        o.env_id = "CartPole-v1";
+        o.num_envs = n;
+        o.seed = 9;
+        o.max_episode_steps = mode == 0 ? 1 : 1000;
+        EnvPoolOptions r = o;
+        r.structure_of_arrays = false;
+        EnvPool soa(o), ref(r);
+        soa.reset();
+        ref.reset();
+        if (mode == 2) {
+          for (std::size_t k = 0; k < n; ++k) {
+            soa.env(k).set_max_episode_steps(1 + static_cast<std::int64_t>((k * 7) % 9));
+            ref.env(k).set_max_episode_steps(1 + static_cast<std::int64_t>((k * 7) % 9));
+          }
+        }
+        std::vector<double> act(n);
+        const herd::RngStream rng(10, 1);
+        const int steps = mode == 1 ? 5 : 40;
+        for (int t = 0; t < steps; ++t) {
+          for (std::size_t i = 0; i < n; ++i) act[i] = static_cast<double>(rng.u32(t * n + i) & 1);
+          {
+            const SimdLevel l(level);
+            soa.step(act);
+          }
+          {
+            const SimdLevel l(EnvSimd::kScalar);
+            ref.step(act);
+          }
+          std::size_t ends = 0;
+          for (std::size_t k = 0; k < n; ++k) ends += soa.terminated()[k] | soa.truncated()[k];
+          if (mode == 0) REQUIRE(ends == n);
+          if (mode == 1) REQUIRE(ends == 0);
+          require_same_pools(soa, ref);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("CartPoleStore binds and unbinds its envs", "[rl][pool][simd]") {
   const std::size_t n = 13;
   std::vector<std::unique_ptr<herd::rl::CartPole>> a(n), b(n);
