@@ -246,7 +246,7 @@ void CartPoleStore::reset_done(std::size_t b, std::size_t e, const std::uint8_t*
   const std::size_t n = size();
   double* const x = state_.data();
   // Env::reset(obs) and CartPole::reset_impl on the store's elements. The ended envs are
-  // listed first (no branch per env), then their start states are drawn together:
+  // listed first (16 flags per SSE2 mask), then their start states are drawn together:
   // each takes four uniforms, words 0-3 of blocks 0 and 1 of its episode's counter (what
   // `RngCursor::uniform` reads), several envs per vector (`detail::cartpole_start_states`).
   struct Scratch {
