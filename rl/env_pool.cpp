@@ -1,6 +1,7 @@
 #include "herd/rl/env_pool.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -197,11 +198,8 @@ void EnvPool::step_range(std::size_t b, std::size_t e, const double* actions) {
   if (store_) {
     store_->step(b, e, actions + b * ad, obs_.data() + b * od, rewards_.data() + b, terminated_.data() + b,
                  truncated_.data() + b);
-    for (std::size_t k = b; k < e; ++k) {
-      if (terminated_[k] | truncated_[k])
-        std::memcpy(final_obs_.data() + k * od, obs_.data() + k * od, od * sizeof(float));
-    }
-    store_->reset_done(b, e, terminated_.data() + b, truncated_.data() + b, obs_.data() + b * od);
+    store_->reset_done(b, e, terminated_.data() + b, truncated_.data() + b, obs_.data() + b * od,
+                       final_obs_.data() + b * od);
     return;
   }
   if (homogeneous_) {
@@ -275,11 +273,37 @@ void EnvPool::step(std::span<const std::int64_t> actions) {
                actions.size(), n);
   action_scratch_.resize(n);
   const std::int64_t lo = space.start(), hi = space.start() + space.n();
-  for (std::size_t k = 0; k < n; ++k) {
+  // Converted first, checked together (no branch per env); the first invalid one is named.
+  bool valid = true;
+  double* const scratch = action_scratch_.data();
+  constexpr std::int64_t kExact = std::int64_t{1} << 51;
+  if (lo > -kExact && hi < kExact) {
+    // a - lo in [0, 2^52) as a double by its bits (exponent of 2^52), then + lo: exactly
+    // static_cast<double>(a) for every valid a; all in 64-bit lanes, so the compiler
+    // vectorises it. Validity: (a - lo) and (hi - 1 - a), in wrapping arithmetic, both
+    // have the sign bit clear exactly when lo <= a < hi (|lo|, |hi| < 2^51).
+    const auto ulo = static_cast<std::uint64_t>(lo), uhi1 = static_cast<std::uint64_t>(hi - 1);
+    const double dlo = static_cast<double>(lo);
+    std::uint64_t bad = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto a = static_cast<std::uint64_t>(actions[k]);
+      const std::uint64_t off = a - ulo;
+      bad |= off | (uhi1 - a);
+      const std::uint64_t bits = (off & ((std::uint64_t{1} << 52) - 1)) | 0x4330000000000000u;
+      scratch[k] = (std::bit_cast<double>(bits) - 0x1p52) + dlo;
+    }
+    valid = (bad >> 63) == 0;
+  } else {
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::int64_t a = actions[k];
+      valid &= (a >= lo) & (a < hi);
+      scratch[k] = static_cast<double>(a);
+    }
+  }
+  for (std::size_t k = 0; !valid && k < n; ++k) {
     const std::int64_t a = actions[k];
     HERD_REQUIRE(a >= lo && a < hi, "EnvPool::step: {} (env {}): action is {}, but must be an integer in [{}, {})",
                  envs_[k]->id(), envs_[k]->global_id(), a, space.start(), space.start() + space.n());
-    action_scratch_[k] = static_cast<double>(a);
   }
   check_sync_idle("step");
   step_validated(action_scratch_.data());

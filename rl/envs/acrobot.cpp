@@ -198,12 +198,13 @@ void AcrobotStore::step(std::size_t b, std::size_t e, const double* actions, flo
 }
 
 void AcrobotStore::reset_done(std::size_t b, std::size_t e, const std::uint8_t* terminated,
-                              const std::uint8_t* truncated, float* obs) {
+                              const std::uint8_t* truncated, float* obs, float* final_obs) {
   const std::size_t n = size();
   double* const s0 = state_.data();
   for (std::size_t k = b; k < e; ++k) {
     if ((terminated[k - b] | truncated[k - b]) == 0) continue;
     float* row = obs + 6 * (k - b);
+    if (final_obs != nullptr) std::copy(row, row + 6, final_obs + 6 * (k - b));
     ResetStream& rs = streams_[k];
     if (!rs.has_reset) {  // never reset: Env::reset's seeded first reset
       envs_[k]->reset(row);

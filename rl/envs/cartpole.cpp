@@ -1,8 +1,10 @@
 // CartPole-v1. Compiled with -ffp-contract=off and no -march: the operations below follow
 // Gymnasium 1.4.0's cartpole.py in order, so results are bit-identical with it.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numbers>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -49,47 +51,8 @@ namespace {
 
 /// The start state from four uniforms in (0, 1), drawn in this order.
 inline CartPoleState reset_state_of(double u0, double u1, double u2, double u3) {
-  constexpr double kLow = -0.05, kHigh = 0.05;
-  return {kLow + (kHigh - kLow) * u0, kLow + (kHigh - kLow) * u1, kLow + (kHigh - kLow) * u2,
-          kLow + (kHigh - kLow) * u3};
-}
-
-/// Philox4x32-10 of four independent lanes: `out[l]` is the block of counter `ctr[l]` and
-/// key `key[l]`, the words of `herd::philox4x32_10` (on x86-64 the four lanes are SSE2 vector
-/// lanes through `herd::philox4x32_10_sse2`).
-inline void philox_lanes4(const std::uint32_t ctr[4][4], const std::uint32_t key[4][2], std::uint32_t out[4][4]) {
-#if defined(__SSE2__)
-  auto lanes = [](std::uint32_t v0, std::uint32_t v1, std::uint32_t v2, std::uint32_t v3) {
-    return _mm_set_epi32(static_cast<int>(v3), static_cast<int>(v2), static_cast<int>(v1), static_cast<int>(v0));
-  };
-  __m128i a = lanes(ctr[0][0], ctr[1][0], ctr[2][0], ctr[3][0]);
-  __m128i b = lanes(ctr[0][1], ctr[1][1], ctr[2][1], ctr[3][1]);
-  __m128i c = lanes(ctr[0][2], ctr[1][2], ctr[2][2], ctr[3][2]);
-  __m128i d = lanes(ctr[0][3], ctr[1][3], ctr[2][3], ctr[3][3]);
-  philox4x32_10_sse2(a, b, c, d, lanes(key[0][0], key[1][0], key[2][0], key[3][0]),
-                     lanes(key[0][1], key[1][1], key[2][1], key[3][1]));
-  alignas(16) std::uint32_t va[4], vb[4], vc[4], vd[4];
-  _mm_store_si128(reinterpret_cast<__m128i*>(va), a);
-  _mm_store_si128(reinterpret_cast<__m128i*>(vb), b);
-  _mm_store_si128(reinterpret_cast<__m128i*>(vc), c);
-  _mm_store_si128(reinterpret_cast<__m128i*>(vd), d);
-  for (int l = 0; l < 4; ++l) {
-    out[l][0] = va[l];
-    out[l][1] = vb[l];
-    out[l][2] = vc[l];
-    out[l][3] = vd[l];
-  }
-#else
-  for (int l = 0; l < 4; ++l) {
-    const RngBlock blk = philox4x32_10(ctr[l], key[l]);
-    for (int j = 0; j < 4; ++j) out[l][j] = blk.v[j];
-  }
-#endif
-}
-
-/// Uniform of words lo, hi (`RngCursor::uniform`: the first word low).
-inline double uniform_of(std::uint32_t lo, std::uint32_t hi) {
-  return u64_to_uniform(static_cast<std::uint64_t>(lo) | (static_cast<std::uint64_t>(hi) << 32));
+  return {kResetLow + (kResetHigh - kResetLow) * u0, kResetLow + (kResetHigh - kResetLow) * u1,
+          kResetLow + (kResetHigh - kResetLow) * u2, kResetLow + (kResetHigh - kResetLow) * u3};
 }
 
 }  // namespace
@@ -132,18 +95,6 @@ StepResult CartPole::step_impl(const double* action, float* obs) {
 }
 
 namespace {
-
-/// Rewards, after-termination flags, step counts and truncation flags of lanes [0, n)
-/// after the transition wrote `terminated` (as `step_impl` and `Env::count_step`).
-inline void cartpole_finish(std::size_t n, const std::uint8_t* terminated, std::uint8_t* after_terminal,
-                            EpisodeClock* clocks, double* rewards, std::uint8_t* truncated) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint8_t term = terminated[i], after = after_terminal[i];
-    rewards[i] = 1.0 - static_cast<double>(term & after);  // 0 for steps after termination
-    after_terminal[i] = static_cast<std::uint8_t>(after | term);
-    truncated[i] = clocks[i].count_step();
-  }
-}
 
 constexpr std::size_t kChunk = 256;
 
@@ -285,55 +236,82 @@ void CartPoleStore::step(std::size_t b, std::size_t e, const double* actions, fl
     } else {
       cartpole_chunk(x + c, x_dot + c, theta + c, theta_dot + c, m, actions + j, obs + 4 * j, terminated + j, level);
     }
-    cartpole_finish(m, terminated + j, after_terminal_.data() + c, clocks_.data() + c, rewards + j, truncated + j);
+    detail::cartpole_finish(m, terminated + j, after_terminal_.data() + c, clocks_.data() + c, rewards + j,
+                            truncated + j, level);
   }
 }
 
 void CartPoleStore::reset_done(std::size_t b, std::size_t e, const std::uint8_t* terminated,
-                               const std::uint8_t* truncated, float* obs) {
+                               const std::uint8_t* truncated, float* obs, float* final_obs) {
   const std::size_t n = size();
   double* const x = state_.data();
-  // Env::reset(obs) and CartPole::reset_impl on the store's elements, two envs per Philox
-  // call: each start state takes four uniforms, words 0-3 of blocks 0 and 1 of its
-  // episode's counter (what `RngCursor::uniform` reads).
-  std::size_t pend[2];
-  int npend = 0;
-  auto flush = [&] {
-    std::uint32_t ctr[4][4], key[4][2], out[4][4];
-    for (int p = 0; p < 2; ++p) {
-      const ResetStream& rs = streams_[pend[p < npend ? p : 0]];
-      for (std::uint32_t sub = 0; sub < 2; ++sub)
-        rs.stream.block_input(rs.episode, sub, ctr[2 * p + static_cast<int>(sub)], key[2 * p + static_cast<int>(sub)]);
-    }
-    philox_lanes4(ctr, key, out);
-    for (int p = 0; p < npend; ++p) {
-      const std::size_t k = pend[p];
-      const std::uint32_t* b0 = out[2 * p];
-      const std::uint32_t* b1 = out[2 * p + 1];
-      const CartPoleState s = reset_state_of(uniform_of(b0[0], b0[1]), uniform_of(b0[2], b0[3]),
-                                             uniform_of(b1[0], b1[1]), uniform_of(b1[2], b1[3]));
-      x[k] = s.x;
-      x[n + k] = s.x_dot;
-      x[2 * n + k] = s.theta;
-      x[3 * n + k] = s.theta_dot;
-      after_terminal_[k] = 0;
-      cartpole_observe(s, obs + 4 * (k - b));
-    }
-    npend = 0;
+  // Env::reset(obs) and CartPole::reset_impl on the store's elements. The ended envs are
+  // listed first (16 flags per SSE2 mask), then their start states are drawn together:
+  // each takes four uniforms, words 0-3 of blocks 0 and 1 of its episode's counter (what
+  // `RngCursor::uniform` reads), several envs per vector (`detail::cartpole_start_states`).
+  struct Scratch {
+    std::vector<std::uint32_t> ids, words;
+    std::vector<double> starts;
   };
-  for (std::size_t k = b; k < e; ++k) {
-    if ((terminated[k - b] | truncated[k - b]) == 0) continue;
+  thread_local Scratch sc;
+  const std::size_t len = e - b;
+  if (sc.ids.size() < len) {
+    sc.ids.resize(len);
+    sc.words.resize(5 * len);
+    sc.starts.resize(4 * len);
+  }
+  std::uint32_t* const ids = sc.ids.data();
+  std::size_t ended = 0, i0 = 0;
+#if defined(__SSE2__)
+  // 16 flags at a time: a bit mask of the nonzero ones, its set bits appended.
+  for (; i0 + 16 <= len; i0 += 16) {
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(terminated + i0));
+    const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(truncated + i0));
+    auto bits =
+        static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_or_si128(t, u), _mm_setzero_si128()))) ^ 0xffffu;
+    for (; bits != 0; bits &= bits - 1) ids[ended++] = static_cast<std::uint32_t>(i0 + std::countr_zero(bits));
+  }
+#endif
+  for (std::size_t i = i0; i < len; ++i) {
+    ids[ended] = static_cast<std::uint32_t>(i);
+    ended += (terminated[i] | truncated[i]) != 0;
+  }
+  std::uint32_t* const c1 = sc.words.data();
+  std::uint32_t *const c2 = c1 + len, *const c3 = c2 + len, *const k0 = c3 + len, *const k1 = k0 + len;
+  std::size_t m = 0;  // envs drawing their next episode's start state
+  for (std::size_t t = 0; t < ended; ++t) {
+    const std::size_t i = ids[t], k = b + i;
+    float* const row = obs + 4 * i;
+    if (final_obs != nullptr) std::copy(row, row + 4, final_obs + 4 * i);
     ResetStream& rs = streams_[k];
     if (!rs.has_reset) {  // never reset: Env::reset's seeded first reset
-      envs_[k]->reset(obs + 4 * (k - b));
+      envs_[k]->reset(row);
       continue;
     }
     clocks_[k].elapsed = 0;
     ++rs.episode;  // ResetStream::next_episode
-    pend[npend++] = k;
-    if (npend == 2) flush();
+    std::uint32_t ctr[4], key[2];
+    rs.stream.block_input(rs.episode, 0, ctr, key);
+    c1[m] = ctr[1];
+    c2[m] = ctr[2];
+    c3[m] = ctr[3];
+    k0[m] = key[0];
+    k1[m] = key[1];
+    ids[m++] = static_cast<std::uint32_t>(i);
   }
-  if (npend > 0) flush();
+  double* const sx = sc.starts.data();
+  double *const sxd = sx + len, *const st = sxd + len, *const std_ = st + len;
+  detail::cartpole_start_states({c1, c2, c3, k0, k1, sx, sxd, st, std_}, m, env_simd());
+  for (std::size_t t = 0; t < m; ++t) {
+    const std::size_t i = ids[t], k = b + i;
+    const CartPoleState s{sx[t], sxd[t], st[t], std_[t]};
+    x[k] = s.x;
+    x[n + k] = s.x_dot;
+    x[2 * n + k] = s.theta;
+    x[3 * n + k] = s.theta_dot;
+    after_terminal_[k] = 0;
+    cartpole_observe(s, obs + 4 * i);
+  }
 }
 
 }  // namespace herd::rl

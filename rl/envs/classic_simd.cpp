@@ -7,6 +7,9 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstddef>
+#include <type_traits>
+#include <utility>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -76,6 +79,11 @@ std::size_t simd_lanes(EnvSimd level) {
   }
   return 1;
 }
+
+// Bytes 0/1 of a 4-bit mask: byte j is bit j.
+constexpr std::uint32_t kMaskBytes[16] = {0x00000000, 0x00000001, 0x00000100, 0x00000101, 0x00010000, 0x00010001,
+                                          0x00010100, 0x00010101, 0x01000000, 0x01000001, 0x01000100, 0x01000101,
+                                          0x01010000, 0x01010001, 0x01010100, 0x01010101};
 
 void cartpole_lanes_scalar(const CartPoleLanes& l, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
@@ -158,6 +166,11 @@ __attribute__((target("avx512f,avx512dq"))) void cartpole_lanes_avx512(const Car
 
 #pragma GCC diagnostic pop
 
+// The step in three passes over blocks of 64 lanes (16 vectors), each lane's operations
+// those of the scalar code in its order: one pass holds a chain of four dependent
+// divisions and ~80 cycles of latency per vector, more than the out-of-order window covers,
+// so the passes (1: temp and the denominator; 2: thetaacc; 3: xacc, the new state, flags
+// and observations) keep the dividers busy instead.
 __attribute__((target("avx2"))) void cartpole_lanes_avx2(const CartPoleLanes& l, std::size_t n) {
   const __m256d pml = _mm256_set1_pd(kPoleMassLength), total = _mm256_set1_pd(kTotalMass);
   const __m256d grav = _mm256_set1_pd(kGravity), len = _mm256_set1_pd(kLength);
@@ -166,38 +179,61 @@ __attribute__((target("avx2"))) void cartpole_lanes_avx2(const CartPoleLanes& l,
   const __m256d fpos = _mm256_set1_pd(kForceMag), fneg = _mm256_set1_pd(-kForceMag);
   const __m256d xlo = _mm256_set1_pd(-kXThreshold), xhi = _mm256_set1_pd(kXThreshold);
   const __m256d tlo = _mm256_set1_pd(-kThetaThreshold), thi = _mm256_set1_pd(kThetaThreshold);
-  for (std::size_t i = 0; i < n; i += 4) {
-    const __m256d x = _mm256_loadu_pd(l.x + i), xd = _mm256_loadu_pd(l.x_dot + i);
-    const __m256d th = _mm256_loadu_pd(l.theta + i), thd = _mm256_loadu_pd(l.theta_dot + i);
-    const __m256d s = _mm256_loadu_pd(l.sin_theta + i), c = _mm256_loadu_pd(l.cos_theta + i);
-    const __m256d right = _mm256_cmp_pd(_mm256_loadu_pd(l.action + i), one, _CMP_EQ_OQ);
-    const __m256d force = _mm256_blendv_pd(fneg, fpos, right);
-    const __m256d temp =
-        _mm256_div_pd(_mm256_add_pd(force, _mm256_mul_pd(_mm256_mul_pd(pml, _mm256_mul_pd(thd, thd)), s)), total);
-    const __m256d num = _mm256_sub_pd(_mm256_mul_pd(grav, s), _mm256_mul_pd(c, temp));
-    const __m256d den =
-        _mm256_mul_pd(len, _mm256_sub_pd(four_thirds, _mm256_div_pd(_mm256_mul_pd(mpole, _mm256_mul_pd(c, c)), total)));
-    const __m256d thetaacc = _mm256_div_pd(num, den);
-    const __m256d xacc = _mm256_sub_pd(temp, _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(pml, thetaacc), c), total));
-    const __m256d nx = _mm256_add_pd(x, _mm256_mul_pd(tau, xd));
-    const __m256d nxd = _mm256_add_pd(xd, _mm256_mul_pd(tau, xacc));
-    const __m256d nt = _mm256_add_pd(th, _mm256_mul_pd(tau, thd));
-    const __m256d ntd = _mm256_add_pd(thd, _mm256_mul_pd(tau, thetaacc));
-    _mm256_storeu_pd(l.x + i, nx);
-    _mm256_storeu_pd(l.x_dot + i, nxd);
-    _mm256_storeu_pd(l.theta + i, nt);
-    _mm256_storeu_pd(l.theta_dot + i, ntd);
-    const __m256d term =
-        _mm256_or_pd(_mm256_or_pd(_mm256_cmp_pd(nx, xlo, _CMP_LT_OQ), _mm256_cmp_pd(nx, xhi, _CMP_GT_OQ)),
-                     _mm256_or_pd(_mm256_cmp_pd(nt, tlo, _CMP_LT_OQ), _mm256_cmp_pd(nt, thi, _CMP_GT_OQ)));
-    const int bits = _mm256_movemask_pd(term);
-    for (std::size_t j = 0; j < 4; ++j) l.terminated[i + j] = static_cast<std::uint8_t>((bits >> j) & 1);
-    __m128 r0 = _mm256_cvtpd_ps(nx), r1 = _mm256_cvtpd_ps(nxd), r2 = _mm256_cvtpd_ps(nt), r3 = _mm256_cvtpd_ps(ntd);
-    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-    _mm_storeu_ps(l.obs + 4 * i, r0);
-    _mm_storeu_ps(l.obs + 4 * i + 4, r1);
-    _mm_storeu_ps(l.obs + 4 * i + 8, r2);
-    _mm_storeu_ps(l.obs + 4 * i + 12, r3);
+  constexpr std::size_t kBlock = 64;
+  alignas(32) double temp_b[kBlock], den_b[kBlock], acc_b[kBlock];
+  for (std::size_t b0 = 0; b0 < n; b0 += kBlock) {
+    const std::size_t bn = n - b0 < kBlock ? n - b0 : kBlock;
+    const double* const s_b = l.sin_theta + b0;
+    const double* const c_b = l.cos_theta + b0;
+    for (std::size_t i = 0; i < bn; i += 4) {
+      const __m256d thd = _mm256_loadu_pd(l.theta_dot + b0 + i);
+      const __m256d s = _mm256_loadu_pd(s_b + i), c = _mm256_loadu_pd(c_b + i);
+      const __m256d right = _mm256_cmp_pd(_mm256_loadu_pd(l.action + b0 + i), one, _CMP_EQ_OQ);
+      const __m256d force = _mm256_blendv_pd(fneg, fpos, right);
+      // temp = (force + pml * (thd * thd) * s) / total
+      _mm256_store_pd(
+          temp_b + i,
+          _mm256_div_pd(_mm256_add_pd(force, _mm256_mul_pd(_mm256_mul_pd(pml, _mm256_mul_pd(thd, thd)), s)), total));
+      // len * (4/3 - mpole * (c * c) / total)
+      _mm256_store_pd(
+          den_b + i,
+          _mm256_mul_pd(len,
+                        _mm256_sub_pd(four_thirds, _mm256_div_pd(_mm256_mul_pd(mpole, _mm256_mul_pd(c, c)), total))));
+    }
+    for (std::size_t i = 0; i < bn; i += 4) {
+      // thetaacc = (g * s - c * temp) / den
+      const __m256d s = _mm256_loadu_pd(s_b + i), c = _mm256_loadu_pd(c_b + i);
+      const __m256d num = _mm256_sub_pd(_mm256_mul_pd(grav, s), _mm256_mul_pd(c, _mm256_load_pd(temp_b + i)));
+      _mm256_store_pd(acc_b + i, _mm256_div_pd(num, _mm256_load_pd(den_b + i)));
+    }
+    for (std::size_t i = 0; i < bn; i += 4) {
+      const std::size_t k = b0 + i;
+      const __m256d x = _mm256_loadu_pd(l.x + k), xd = _mm256_loadu_pd(l.x_dot + k);
+      const __m256d th = _mm256_loadu_pd(l.theta + k), thd = _mm256_loadu_pd(l.theta_dot + k);
+      const __m256d c = _mm256_loadu_pd(c_b + i), thetaacc = _mm256_load_pd(acc_b + i);
+      // xacc = temp - pml * thetaacc * c / total
+      const __m256d xacc = _mm256_sub_pd(_mm256_load_pd(temp_b + i),
+                                         _mm256_div_pd(_mm256_mul_pd(_mm256_mul_pd(pml, thetaacc), c), total));
+      const __m256d nx = _mm256_add_pd(x, _mm256_mul_pd(tau, xd));
+      const __m256d nxd = _mm256_add_pd(xd, _mm256_mul_pd(tau, xacc));
+      const __m256d nt = _mm256_add_pd(th, _mm256_mul_pd(tau, thd));
+      const __m256d ntd = _mm256_add_pd(thd, _mm256_mul_pd(tau, thetaacc));
+      _mm256_storeu_pd(l.x + k, nx);
+      _mm256_storeu_pd(l.x_dot + k, nxd);
+      _mm256_storeu_pd(l.theta + k, nt);
+      _mm256_storeu_pd(l.theta_dot + k, ntd);
+      const __m256d term =
+          _mm256_or_pd(_mm256_or_pd(_mm256_cmp_pd(nx, xlo, _CMP_LT_OQ), _mm256_cmp_pd(nx, xhi, _CMP_GT_OQ)),
+                       _mm256_or_pd(_mm256_cmp_pd(nt, tlo, _CMP_LT_OQ), _mm256_cmp_pd(nt, thi, _CMP_GT_OQ)));
+      const std::uint32_t bytes = kMaskBytes[_mm256_movemask_pd(term)];
+      __builtin_memcpy(l.terminated + k, &bytes, 4);
+      __m128 r0 = _mm256_cvtpd_ps(nx), r1 = _mm256_cvtpd_ps(nxd), r2 = _mm256_cvtpd_ps(nt), r3 = _mm256_cvtpd_ps(ntd);
+      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      _mm_storeu_ps(l.obs + 4 * k, r0);
+      _mm_storeu_ps(l.obs + 4 * k + 4, r1);
+      _mm_storeu_ps(l.obs + 4 * k + 8, r2);
+      _mm_storeu_ps(l.obs + 4 * k + 12, r3);
+    }
   }
 }
 
@@ -398,9 +434,28 @@ struct SincosVec {
   typedef std::int64_t i __attribute__((vector_size(W * sizeof(double))));
 };
 
-// sin/cos of x into s, c; returns a lane mask (-1: glibc must compute this lane).
+// The tails' Horner sums in x^2 = RN(x x): q for sin (x^5 q), r for cos (x^6 r).
+template <class D, class Fma>
+[[gnu::always_inline]] inline void sincos_tails(D x, D& q, D& r, Fma fma) {
+  auto k = [](double v) { return D{} + v; };
+  const D x2h = x * x;
+  q = fma(k(0x1.952c77030ad4ap-49), x2h, k(-0x1.ae7f3e733b81fp-41));
+  q = fma(q, x2h, k(0x1.6124613a86d09p-33));
+  q = fma(q, x2h, k(-0x1.ae64567f544e4p-26));
+  q = fma(q, x2h, k(0x1.71de3a556c734p-19));
+  q = fma(q, x2h, k(-0x1.a01a01a01a01ap-13));
+  q = fma(q, x2h, k(0x1.1111111111111p-7));
+  r = fma(k(0x1.ae7f3e733b81fp-45), x2h, k(-0x1.93974a8c07c9dp-37));
+  r = fma(r, x2h, k(0x1.1eed8eff8d898p-29));
+  r = fma(r, x2h, k(-0x1.27e4fb7789f5cp-22));
+  r = fma(r, x2h, k(0x1.a01a01a01a01ap-16));
+  r = fma(r, x2h, k(-0x1.6c16c16c16c17p-10));
+}
+
+// sin/cos of x into s, c, given its tails q, r (sincos_tails); returns a lane mask (-1:
+// glibc must compute this lane).
 template <class D, class I, class Fma>
-[[gnu::always_inline]] inline I sincos_dd(D x, D& s, D& c, Fma fma) {
+[[gnu::always_inline]] inline I sincos_dd(D x, D q, D r, D& s, D& c, Fma fma) {
   constexpr double kC6h = 0x1.5555555555555p-3, kC6l = 0x1.5555555555555p-57;    // 1/6
   constexpr double kC24h = 0x1.5555555555555p-5, kC24l = 0x1.5555555555555p-59;  // 1/24
   constexpr std::int64_t kAbs = 0x7fffffffffffffff;
@@ -410,12 +465,6 @@ template <class D, class I, class Fma>
   // sin
   const D x3h = x * x2h, x3l = fma(x, x2l, fma(x, x2h, -x3h));
   const D t3h = x3h * kC6h, t3l = fma(x3l, k(kC6h), fma(x3h, k(kC6l), fma(x3h, k(kC6h), -t3h)));
-  D q = fma(k(0x1.952c77030ad4ap-49), x2h, k(-0x1.ae7f3e733b81fp-41));
-  q = fma(q, x2h, k(0x1.6124613a86d09p-33));
-  q = fma(q, x2h, k(-0x1.ae64567f544e4p-26));
-  q = fma(q, x2h, k(0x1.71de3a556c734p-19));
-  q = fma(q, x2h, k(-0x1.a01a01a01a01ap-13));
-  q = fma(q, x2h, k(0x1.1111111111111p-7));
   const D sh = x - t3h, sl = (x - sh) - t3h;  // exact: |t3h| <= |x|
   const D lo_s = fma(x3h * x2h, q, sl - t3l);
   s = sh + lo_s;
@@ -426,11 +475,6 @@ template <class D, class I, class Fma>
   const D x4h = x2h * x2h, x4l = fma(x2h + x2h, x2l, fma(x2h, x2h, -x4h));
   const D qh = x4h * kC24h, ql = fma(x4l, k(kC24h), fma(x4h, k(kC24l), fma(x4h, k(kC24h), -qh)));
   const D th = ch + qh, tl = qh - (th - ch);  // exact: qh <= ch
-  D r = fma(k(0x1.ae7f3e733b81fp-45), x2h, k(-0x1.93974a8c07c9dp-37));
-  r = fma(r, x2h, k(0x1.1eed8eff8d898p-29));
-  r = fma(r, x2h, k(-0x1.27e4fb7789f5cp-22));
-  r = fma(r, x2h, k(0x1.a01a01a01a01ap-16));
-  r = fma(r, x2h, k(-0x1.6c16c16c16c17p-10));
   const D lo_c = fma(x4h * x2h, r, ((cl + tl) - hl) + ql);
   c = th + lo_c;
   const D ec = lo_c - (c - th);
@@ -467,24 +511,37 @@ template <int W, class Fma, class Movemask>
     const std::size_t pn = n - p < kPart ? n - p : kPart;
     const std::size_t full = pn - pn % kW;
     std::size_t k = 0;
-    for (std::size_t i = p; i < p + full; i += kW) {
-      D xv, sv, cv;
-      __builtin_memcpy(&xv, x + i, sizeof(D));
-      const unsigned bits = movemask(sincos_dd<D, I>(xv, sv, cv, fma));
-      __builtin_memcpy(s + i, &sv, sizeof(D));
-      __builtin_memcpy(c + i, &cv, sizeof(D));
-      for (std::size_t j = 0; j < kW; ++j) {
-        list[k] = static_cast<std::uint32_t>(i - p + j);
-        k += (bits >> j) & 1u;
+    // Blocks of 64 lanes in two passes, the tails' Horner chains first, so that each pass's
+    // dependency chain is short enough for the out-of-order window to overlap vectors.
+    constexpr std::size_t kBlock = 64;
+    for (std::size_t b0 = p; b0 < p + full; b0 += kBlock) {
+      const std::size_t be = b0 + kBlock < p + full ? b0 + kBlock : p + full;
+      D qs[kBlock / kW], rs[kBlock / kW];
+      for (std::size_t i = b0, v = 0; i < be; i += kW, ++v) {
+        D xv;
+        __builtin_memcpy(&xv, x + i, sizeof(D));
+        sincos_tails(xv, qs[v], rs[v], fma);
+      }
+      for (std::size_t i = b0, v = 0; i < be; i += kW, ++v) {
+        D xv, sv, cv;
+        __builtin_memcpy(&xv, x + i, sizeof(D));
+        const unsigned bits = movemask(sincos_dd<D, I>(xv, qs[v], rs[v], sv, cv, fma));
+        __builtin_memcpy(s + i, &sv, sizeof(D));
+        __builtin_memcpy(c + i, &cv, sizeof(D));
+        for (std::size_t j = 0; j < kW; ++j) {
+          list[k] = static_cast<std::uint32_t>(i - p + j);
+          k += (bits >> j) & 1u;
+        }
       }
     }
     if (full < pn) {  // the partial last vector, padded with a vector-path argument
       const std::size_t i = p + full, m = pn - full;
       double xs[W], ss[W], cs[W];
       for (std::size_t j = 0; j < kW; ++j) xs[j] = j < m ? x[i + j] : 0.25;
-      D xv, sv, cv;
+      D xv, sv, cv, qv, rv;
       __builtin_memcpy(&xv, xs, sizeof(D));
-      const unsigned bits = movemask(sincos_dd<D, I>(xv, sv, cv, fma));
+      sincos_tails(xv, qv, rv, fma);
+      const unsigned bits = movemask(sincos_dd<D, I>(xv, qv, rv, sv, cv, fma));
       __builtin_memcpy(ss, &sv, sizeof(D));
       __builtin_memcpy(cs, &cv, sizeof(D));
       for (std::size_t j = 0; j < m; ++j) {
@@ -568,6 +625,296 @@ std::size_t sincos_lanes(const double* x, double* s, double* c, std::size_t n, E
     if (fell_back) fell_back[i] = 1;
   }
   return n;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------
+// CartPole's per-env bookkeeping after a step and its start states, W envs per vector
+// (GCC vector extensions; the few ISA-specific operations come from the functors).
+namespace {
+
+using detail::CartPoleStarts;
+using namespace detail::cartpole;
+
+static_assert(std::is_trivially_copyable_v<EpisodeClock> && sizeof(EpisodeClock) == 16 &&
+                  offsetof(EpisodeClock, elapsed) == 0 && offsetof(EpisodeClock, limit) == 8,
+              "the vector bookkeeping reads EpisodeClock as pairs of int64 (elapsed, limit)");
+
+// Vector types of W 64-bit elements (2W 32-bit lanes), and of W bytes.
+template <int W>
+struct StartVec {
+  typedef std::uint32_t u32 __attribute__((vector_size(8 * W)));
+  typedef std::uint64_t u64 __attribute__((vector_size(8 * W)));
+  typedef double f64 __attribute__((vector_size(8 * W)));
+  typedef std::uint8_t u8 __attribute__((vector_size(W)));
+  typedef std::uint32_t half32 __attribute__((vector_size(4 * W)));  // W 32-bit lanes
+};
+
+// Writes bits [0, W) of `bits` as W bytes 0/1.
+template <int W>
+[[gnu::always_inline]] inline void store_mask_bytes(std::uint8_t* out, unsigned bits) {
+  for (int q = 0; q < W / 4; ++q) {
+    const std::uint32_t v = detail::kMaskBytes[(bits >> (4 * q)) & 15u];
+    __builtin_memcpy(out + 4 * q, &v, 4);
+  }
+}
+
+// Index sequences for __builtin_shufflevector: 2i + Off (even/odd elements of two vectors),
+// and the interleaving of elements [Off, Off + N) of a with those of b (a's first), for two
+// vectors of 2N elements.
+template <std::size_t Off, std::size_t... I>
+constexpr auto stride2(std::index_sequence<I...>) {
+  return std::index_sequence<(2 * I + Off)...>{};
+}
+template <std::size_t N, std::size_t Off, std::size_t... I>
+constexpr auto interleave(std::index_sequence<I...>) {
+  return std::index_sequence<(I % 2 == 0 ? Off + I / 2 : 2 * N + Off + I / 2)...>{};
+}
+template <class V, std::size_t... I>
+[[gnu::always_inline]] inline V pick(V a, V b, std::index_sequence<I...>) {
+  return __builtin_shufflevector(a, b, static_cast<int>(I)...);
+}
+// Elements I of the one vector h into a vector R (as many as indices).
+template <class R, class V, std::size_t... I>
+[[gnu::always_inline]] inline R pick_wide(V h, std::index_sequence<I...>) {
+  return __builtin_shufflevector(h, h, static_cast<int>(I)...);
+}
+// 0, 1, ..., N/2 - 1, 0, 1, ..., N/2 - 1.
+template <std::size_t... I>
+constexpr auto twice_ids(std::index_sequence<I...>) {
+  return std::index_sequence<(I % (sizeof...(I) / 2))...>{};
+}
+
+void cartpole_finish_scalar(std::size_t n, const std::uint8_t* terminated, std::uint8_t* after_terminal,
+                            EpisodeClock* clocks, double* rewards, std::uint8_t* truncated) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint8_t term = terminated[i], after = after_terminal[i];
+    rewards[i] = 1.0 - static_cast<double>(term & after);  // 0 for steps after termination
+    after_terminal[i] = static_cast<std::uint8_t>(after | term);
+    truncated[i] = clocks[i].count_step();
+  }
+}
+
+template <int W, class Movemask>
+[[gnu::always_inline]] inline void cartpole_finish_impl(std::size_t n, const std::uint8_t* terminated,
+                                                        std::uint8_t* after_terminal, EpisodeClock* clocks,
+                                                        double* rewards, std::uint8_t* truncated, Movemask movemask) {
+  using I = typename SincosVec<W>::i;
+  using B = typename StartVec<W>::u8;
+  constexpr std::int64_t kOneBits = 0x3ff0000000000000;  // 1.0
+  I tick{};  // +1 on the elapsed counts (the even int64 elements of W/2 clocks)
+  for (int j = 0; j < W; j += 2) tick[j] = 1;
+  std::size_t i = 0;
+  for (; i + W <= n; i += W) {
+    B t, a;
+    __builtin_memcpy(&t, terminated + i, W);
+    __builtin_memcpy(&a, after_terminal + i, W);
+    const B later = t & a, after = a | t;
+    __builtin_memcpy(after_terminal + i, &after, W);
+    // 1.0 - (terminated & after_terminal), as the scalar path: 1.0, or +0.0 for a step
+    // after termination.
+    const I rbits = (__builtin_convertvector(later, I) == 0) & kOneBits;
+    __builtin_memcpy(rewards + i, &rbits, sizeof(I));
+    I lo, hi;  // clocks [i, i + W/2) and [i + W/2, i + W) as (elapsed, limit) pairs
+    void* const c0 = clocks + i;
+    void* const c1 = clocks + i + W / 2;
+    __builtin_memcpy(&lo, c0, sizeof(I));
+    __builtin_memcpy(&hi, c1, sizeof(I));
+    lo += tick;
+    hi += tick;
+    __builtin_memcpy(c0, &lo, sizeof(I));
+    __builtin_memcpy(c1, &hi, sizeof(I));
+    const I elapsed = pick(lo, hi, stride2<0>(std::make_index_sequence<W>{}));
+    const I limit = pick(lo, hi, stride2<1>(std::make_index_sequence<W>{}));
+    store_mask_bytes<W>(truncated + i, movemask((limit > 0) & (elapsed >= limit)));
+  }
+  cartpole_finish_scalar(n - i, terminated + i, after_terminal + i, clocks + i, rewards + i, truncated + i);
+}
+
+// Philox4x32-10's rounds on 2W independent blocks, one per 32-bit lane (as
+// `philox4x32_10_sse2`, whose steps these are): `mul` is the unsigned 32 x 32 -> 64-bit
+// product of the low halves of each 64-bit element (vpmuludq), so odd lanes are shifted down.
+template <int W, class U32, class U64, class Mul>
+[[gnu::always_inline]] inline void philox_lanes(U32& a, U32& b, U32& c, U32& d, U32 k0, U32 k1, Mul mul) {
+  const U64 m0 = U64{} + 0xD2511F53u, m1 = U64{} + 0xCD9E8D57u;
+  const U64 lo_mask = U64{} + 0xffffffffu;
+  for (int r = 0; r < 10; ++r) {
+    const U64 av = (U64)a, cv = (U64)c;
+    const U64 pa_even = mul(av, m0), pa_odd = mul(av >> 32, m0);
+    const U64 pc_even = mul(cv, m1), pc_odd = mul(cv >> 32, m1);
+    const U64 lo0 = (pa_even & lo_mask) | (pa_odd << 32), hi0 = (pa_even >> 32) | (pa_odd & ~lo_mask);
+    const U64 lo1 = (pc_even & lo_mask) | (pc_odd << 32), hi1 = (pc_even >> 32) | (pc_odd & ~lo_mask);
+    a = (U32)hi1 ^ b ^ k0;
+    b = (U32)lo1;
+    c = (U32)hi0 ^ d ^ k1;
+    d = (U32)lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+}
+
+template <int W, class Mul>
+[[gnu::always_inline]] inline void cartpole_starts_impl(const CartPoleStarts& s, std::size_t m, Mul mul) {
+  using U32 = typename StartVec<W>::u32;
+  using U64 = typename StartVec<W>::u64;
+  using F = typename StartVec<W>::f64;
+  // The uniform of each 64-bit element: (x >> 12) exactly as a double (below 2^52: the
+  // exponent trick), then (k + 1/2) 2^-52, both exact as in u64_to_uniform.
+  auto start = [](U64 x) {
+    const F k = (F)((x >> 12) | 0x4330000000000000u) - 0x1p52;
+    const F u = (k + 0.5) * 0x1p-52;
+    return kResetLow + (kResetHigh - kResetLow) * u;
+  };
+  for (std::size_t g = 0; g < m; g += W) {
+    const std::size_t cnt = m - g < W ? m - g : W;
+    // Lanes [0, W): block 0 of envs g .. g + W - 1; lanes [W, 2W): their block 1. A
+    // partial group repeats env g in the lanes past its end.
+    U32 a{}, b{}, c{}, d{}, k0{}, k1{};
+    for (std::size_t j = W; j < 2 * W; ++j) a[j] = 1;
+    if (cnt == W) {  // W words of each array, twice
+      using H = typename StartVec<W>::half32;
+      constexpr auto twice = twice_ids(std::make_index_sequence<2 * W>{});
+      auto load2 = [&](const std::uint32_t* p) {
+        H h;
+        __builtin_memcpy(&h, p + g, sizeof(H));
+        return pick_wide<U32>(h, twice);
+      };
+      b = load2(s.c1);
+      c = load2(s.c2);
+      d = load2(s.c3);
+      k0 = load2(s.k0);
+      k1 = load2(s.k1);
+    } else {
+      for (std::size_t j = 0; j < 2 * W; ++j) {
+        const std::size_t e = g + (j % W < cnt ? j % W : 0);
+        b[j] = s.c1[e];
+        c[j] = s.c2[e];
+        d[j] = s.c3[e];
+        k0[j] = s.k0[e];
+        k1[j] = s.k1[e];
+      }
+    }
+    philox_lanes<W, U32, U64>(a, b, c, d, k0, k1, mul);
+    // Env j's uniforms: words (0, 1) and (2, 3) of block 0, then of block 1, the first low.
+    constexpr auto block0 = interleave<W, 0>(std::make_index_sequence<2 * W>{});
+    constexpr auto block1 = interleave<W, W>(std::make_index_sequence<2 * W>{});
+    F out[4] = {start((U64)pick(a, b, block0)), start((U64)pick(c, d, block0)), start((U64)pick(a, b, block1)),
+                start((U64)pick(c, d, block1))};
+    double* const dst[4] = {s.x, s.x_dot, s.theta, s.theta_dot};
+    for (int q = 0; q < 4; ++q) __builtin_memcpy(dst[q] + g, &out[q], cnt * sizeof(double));
+  }
+}
+
+// One env at a time in the words' order (on x86-64, two envs per SSE2 Philox call: both
+// blocks of each in the four 32-bit lanes, `philox4x32_10_sse2`).
+void cartpole_starts_scalar(const CartPoleStarts& s, std::size_t m) {
+  double* const dst[4] = {s.x, s.x_dot, s.theta, s.theta_dot};
+  auto put = [&](std::size_t i, std::uint32_t sub, const std::uint32_t* w) {
+    for (int h = 0; h < 2; ++h) {
+      const std::uint64_t v = static_cast<std::uint64_t>(w[2 * h]) | (static_cast<std::uint64_t>(w[2 * h + 1]) << 32);
+      dst[2 * sub + h][i] = kResetLow + (kResetHigh - kResetLow) * u64_to_uniform(v);
+    }
+  };
+#if defined(__SSE2__)
+  for (std::size_t i = 0; i < m; i += 2) {
+    const std::size_t j = i + 1 < m ? i + 1 : i;  // lanes 2-3: env i + 1 (or env i again)
+    auto lanes = [](std::uint32_t v0, std::uint32_t v1, std::uint32_t v2, std::uint32_t v3) {
+      return _mm_set_epi32(static_cast<int>(v3), static_cast<int>(v2), static_cast<int>(v1), static_cast<int>(v0));
+    };
+    __m128i a = lanes(0, 1, 0, 1), b = lanes(s.c1[i], s.c1[i], s.c1[j], s.c1[j]);
+    __m128i c = lanes(s.c2[i], s.c2[i], s.c2[j], s.c2[j]), d = lanes(s.c3[i], s.c3[i], s.c3[j], s.c3[j]);
+    philox4x32_10_sse2(a, b, c, d, lanes(s.k0[i], s.k0[i], s.k0[j], s.k0[j]),
+                       lanes(s.k1[i], s.k1[i], s.k1[j], s.k1[j]));
+    alignas(16) std::uint32_t w[4][4];  // w[word][lane]
+    _mm_store_si128(reinterpret_cast<__m128i*>(w[0]), a);
+    _mm_store_si128(reinterpret_cast<__m128i*>(w[1]), b);
+    _mm_store_si128(reinterpret_cast<__m128i*>(w[2]), c);
+    _mm_store_si128(reinterpret_cast<__m128i*>(w[3]), d);
+    for (std::size_t l = 0; l < (j > i ? 4u : 2u); ++l) {
+      const std::uint32_t blk[4] = {w[0][l], w[1][l], w[2][l], w[3][l]};
+      put(i + l / 2, static_cast<std::uint32_t>(l % 2), blk);
+    }
+  }
+#else
+  for (std::size_t i = 0; i < m; ++i) {
+    for (std::uint32_t sub = 0; sub < 2; ++sub) {
+      const std::uint32_t ctr[4] = {sub, s.c1[i], s.c2[i], s.c3[i]}, key[2] = {s.k0[i], s.k1[i]};
+      put(i, sub, philox4x32_10(ctr, key).v);
+    }
+  }
+#endif
+}
+
+#ifdef HERD_RL_X86_SIMD
+// Mask256 without the FMA target (so that it inlines into avx2-only functions).
+struct MaskBits256 {
+  __attribute__((target("avx2"))) inline unsigned operator()(SincosVec<4>::i m) const {
+    return static_cast<unsigned>(_mm256_movemask_pd((__m256d)m));
+  }
+};
+struct MulEpu32x256 {
+  template <class U>
+  __attribute__((target("avx2"))) inline U operator()(U a, U b) const {
+    return (U)_mm256_mul_epu32((__m256i)a, (__m256i)b);
+  }
+};
+// GCC 12's AVX-512 headers: see cartpole_lanes_avx512.
+#pragma GCC diagnostic push
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+struct MulEpu32x512 {
+  template <class U>
+  __attribute__((target("avx512f,avx512dq"))) inline U operator()(U a, U b) const {
+    return (U)_mm512_mul_epu32((__m512i)a, (__m512i)b);
+  }
+};
+
+__attribute__((target("avx2"), flatten)) void cartpole_finish_avx2(std::size_t n, const std::uint8_t* terminated,
+                                                                   std::uint8_t* after_terminal, EpisodeClock* clocks,
+                                                                   double* rewards, std::uint8_t* truncated) {
+  cartpole_finish_impl<4>(n, terminated, after_terminal, clocks, rewards, truncated, MaskBits256{});
+}
+__attribute__((target("avx512f,avx512dq"), flatten)) void cartpole_finish_avx512(std::size_t n,
+                                                                                 const std::uint8_t* terminated,
+                                                                                 std::uint8_t* after_terminal,
+                                                                                 EpisodeClock* clocks, double* rewards,
+                                                                                 std::uint8_t* truncated) {
+  cartpole_finish_impl<8>(n, terminated, after_terminal, clocks, rewards, truncated, Mask512{});
+}
+__attribute__((target("avx2"), flatten)) void cartpole_starts_avx2(const CartPoleStarts& s, std::size_t m) {
+  cartpole_starts_impl<4>(s, m, MulEpu32x256{});
+}
+__attribute__((target("avx512f,avx512dq"), flatten)) void cartpole_starts_avx512(const CartPoleStarts& s,
+                                                                                 std::size_t m) {
+  cartpole_starts_impl<8>(s, m, MulEpu32x512{});
+}
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace
+
+namespace detail {
+
+void cartpole_finish(std::size_t n, const std::uint8_t* terminated, std::uint8_t* after_terminal, EpisodeClock* clocks,
+                     double* rewards, std::uint8_t* truncated, EnvSimd level) {
+#ifdef HERD_RL_X86_SIMD
+  if (level == EnvSimd::kAvx512)
+    return cartpole_finish_avx512(n, terminated, after_terminal, clocks, rewards, truncated);
+  if (level == EnvSimd::kAvx2) return cartpole_finish_avx2(n, terminated, after_terminal, clocks, rewards, truncated);
+#endif
+  (void)level;
+  cartpole_finish_scalar(n, terminated, after_terminal, clocks, rewards, truncated);
+}
+
+void cartpole_start_states(const CartPoleStarts& s, std::size_t m, EnvSimd level) {
+#ifdef HERD_RL_X86_SIMD
+  if (level == EnvSimd::kAvx512) return cartpole_starts_avx512(s, m);
+  if (level == EnvSimd::kAvx2) return cartpole_starts_avx2(s, m);
+#endif
+  (void)level;
+  cartpole_starts_scalar(s, m);
 }
 
 }  // namespace detail

@@ -32,6 +32,7 @@ inline constexpr double kForceMag = 10.0;
 inline constexpr double kTau = 0.02;  // seconds between state updates
 inline constexpr double kThetaThreshold = 12 * 2 * std::numbers::pi / 360;
 inline constexpr double kXThreshold = 2.4;
+inline constexpr double kResetLow = -0.05, kResetHigh = 0.05;  // start-state components: uniform in (low, high)
 }  // namespace cartpole
 
 /// One chunk of CartPoles in SoA form. Inputs: state arrays, `sin`/`cos` of theta (glibc
@@ -122,6 +123,40 @@ void cartpole_lanes_avx512(const CartPoleLanes& l, std::size_t n);
 void cartpole_lanes_avx2(const CartPoleLanes& l, std::size_t n);
 /// Steps lanes [0, n) one at a time (the portable form; the same operations).
 void cartpole_lanes_scalar(const CartPoleLanes& l, std::size_t n);
+
+/// Rewards, after-termination flags, step counts and truncation flags of CartPole lanes
+/// [0, n) after the transition wrote `terminated` (0/1), as `CartPole::step_impl` and
+/// `EpisodeClock::count_step` per env: reward 0 for a terminal step after an earlier
+/// terminal one, else 1; `after_terminal |= terminated`; `++elapsed`; truncated when
+/// `limit > 0 && elapsed >= limit`. Vector lanes 4 (avx2) or 8 (avx512) at a time, the
+/// rest one at a time; the same values at every level. All arrays `[n]`.
+void cartpole_finish(std::size_t n, const std::uint8_t* terminated, std::uint8_t* after_terminal, EpisodeClock* clocks,
+                     double* rewards, std::uint8_t* truncated, EnvSimd level);
+
+/// Inputs and outputs of `cartpole_start_states`, arrays of `m` elements (env i of a batch
+/// of resets at element i): the Philox4x32-10 counter words 1-3 and key of block 0 of each
+/// env's episode (`RngStream::block_input(episode, 0, ...)`; block 1 differs in counter
+/// word 0 only), and the start states drawn from them.
+struct CartPoleStarts {
+  const std::uint32_t* c1;
+  const std::uint32_t* c2;
+  const std::uint32_t* c3;
+  const std::uint32_t* k0;
+  const std::uint32_t* k1;
+  double* x;
+  double* x_dot;
+  double* theta;
+  double* theta_dot;
+};
+
+/// CartPole start states of `m` envs from their reset streams, the values of
+/// `cartpole_reset_state(stream.at(episode))`: uniforms u0, u1 from words 0-1 and 2-3 of
+/// block 0, u2, u3 from block 1 (`RngCursor::uniform`, the first word low), each state
+/// component -0.05 + 0.1 u. At the avx2 (avx512) level 4 (8) envs per group, both blocks
+/// of each env in the 32-bit lanes of one vector (Philox4x32-10's rounds on 8 or 16 lanes
+/// at once); the last group is padded. At the scalar level one env at a time. Integer
+/// arithmetic and exact conversions, so every level gives the same bits. Thread-safe.
+void cartpole_start_states(const CartPoleStarts& s, std::size_t m, EnvSimd level);
 
 /// `env_sincos` without the level check: lanes [0, n) at `level` (the avx2 level needs FMA,
 /// else every lane takes glibc's `sincos`). Thread-safe.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -219,6 +220,35 @@ TEST_CASE("async EnvPool: each result once, trajectories as in sync mode", "[rl]
   }
 }
 
+TEST_CASE("EnvPool: int64 actions step as their float64 values", "[rl][pool]") {
+  // Discrete(2) (CartPole) and Discrete(3) (Acrobot), 37 envs: not a multiple of the
+  // vector widths of the conversion.
+  for (const char* id : {"CartPole-v1", "Acrobot-v1"}) {
+    INFO(id);
+    EnvPoolOptions o;
+    o.env_id = id;
+    o.num_envs = 37;
+    o.seed = 3;
+    EnvPool a(o), b(o);
+    a.reset();
+    b.reset();
+    const auto num = static_cast<std::uint32_t>(a.env(0).action_space().n());
+    const herd::RngStream rng(4, 0);
+    std::vector<std::int64_t> ia(o.num_envs);
+    std::vector<double> da(o.num_envs);
+    for (int t = 0; t < 60; ++t) {
+      for (std::size_t k = 0; k < o.num_envs; ++k) {
+        ia[k] = rng.u32(t * o.num_envs + k) % num;
+        da[k] = static_cast<double>(ia[k]);
+      }
+      a.step(ia);
+      b.step(da);
+      REQUIRE(std::memcmp(a.obs().data(), b.obs().data(), a.obs().size() * sizeof(float)) == 0);
+      REQUIRE(std::memcmp(a.rewards().data(), b.rewards().data(), a.rewards().size() * sizeof(double)) == 0);
+    }
+  }
+}
+
 TEST_CASE("EnvPool validates actions and calls, naming env and value", "[rl][pool]") {
   EnvPoolOptions o;
   o.env_id = "CartPole-v1";
@@ -231,6 +261,17 @@ TEST_CASE("EnvPool validates actions and calls, naming env and value", "[rl][poo
   CHECK_THROWS_WITH(pool.step(std::vector<double>{0, 1, 1}), Catch::Contains("has 3 values"));
   CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{0, 1, 1, -1}),
                     Catch::Contains("env 13") && Catch::Contains("is -1"));
+  // Out of range by far (the range check runs in wrapping arithmetic): the first invalid
+  // env is named.
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{0, kMin, 1, 2}),
+                    Catch::Contains("env 11") && Catch::Contains(std::to_string(kMin)));
+  CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{0, 1, kMax, 0}),
+                    Catch::Contains("env 12") && Catch::Contains(std::to_string(kMax)));
+  CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{0, 1, 1, 2}),
+                    Catch::Contains("env 13") && Catch::Contains("is 2"));
+  CHECK_THROWS_WITH(pool.step(std::vector<std::int64_t>{kMin + 1, 0, 0, 0}), Catch::Contains("env 10"));
   CHECK_NOTHROW(pool.step(std::vector<std::int64_t>{0, 1, 1, 0}));
   CHECK_THROWS_WITH(pool.recv(), Catch::Contains("in flight"));
   std::vector<std::int32_t> ids{0, 1};
@@ -454,6 +495,56 @@ TEST_CASE("CartPole, Acrobot pools: structure-of-arrays store equals per-object 
   }
 }
 
+TEST_CASE("CartPole store pools: every env ending in one step, none, and ends in every group size",
+          "[rl][pool][simd]") {
+  // Time limits of 1 step end every env at every step (all reset together: full vector
+  // groups of start states and a partial last one); a limit of 1000 from a fresh reset ends
+  // none in the first steps; limits of 1-9 steps per env end varying subsets.
+  for (const EnvSimd level : {EnvSimd::kScalar, EnvSimd::kAvx2, EnvSimd::kAvx512}) {
+    if (static_cast<int>(level) > static_cast<int>(herd::rl::env_simd_supported())) continue;
+    for (const std::size_t n : {1u, 4u, 5u, 8u, 9u, 16u, 17u, 64u, 263u}) {
+      for (const int mode : {0, 1, 2}) {
+        INFO("level " << herd::rl::env_simd_name(level) << ", " << n << " envs, mode " << mode);
+        EnvPoolOptions o;
+        o.env_id = "CartPole-v1";
+        o.num_envs = n;
+        o.seed = 9;
+        o.max_episode_steps = mode == 0 ? 1 : 1000;
+        EnvPoolOptions r = o;
+        r.structure_of_arrays = false;
+        EnvPool soa(o), ref(r);
+        soa.reset();
+        ref.reset();
+        if (mode == 2) {
+          for (std::size_t k = 0; k < n; ++k) {
+            soa.env(k).set_max_episode_steps(1 + static_cast<std::int64_t>((k * 7) % 9));
+            ref.env(k).set_max_episode_steps(1 + static_cast<std::int64_t>((k * 7) % 9));
+          }
+        }
+        std::vector<double> act(n);
+        const herd::RngStream rng(10, 1);
+        const int steps = mode == 1 ? 5 : 40;
+        for (int t = 0; t < steps; ++t) {
+          for (std::size_t i = 0; i < n; ++i) act[i] = static_cast<double>(rng.u32(t * n + i) & 1);
+          {
+            const SimdLevel l(level);
+            soa.step(act);
+          }
+          {
+            const SimdLevel l(EnvSimd::kScalar);
+            ref.step(act);
+          }
+          std::size_t ends = 0;
+          for (std::size_t k = 0; k < n; ++k) ends += soa.terminated()[k] | soa.truncated()[k];
+          if (mode == 0) REQUIRE(ends == n);
+          if (mode == 1) REQUIRE(ends == 0);
+          require_same_pools(soa, ref);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("CartPoleStore binds and unbinds its envs", "[rl][pool][simd]") {
   const std::size_t n = 13;
   std::vector<std::unique_ptr<herd::rl::CartPole>> a(n), b(n);
@@ -518,8 +609,8 @@ TEST_CASE("CartPoleStore binds and unbinds its envs", "[rl][pool][simd]") {
         REQUIRE(rew[i] == rb[i]);
         if (i % 4 == 1) reset_te[i] = 0;  // stepped on past termination
       }
-      store->reset_done(0, 7, reset_te.data(), reset_tr.data(), oa.data());
-      store->reset_done(7, n, reset_te.data() + 7, reset_tr.data() + 7, oa.data() + 28);
+      store->reset_done(0, 7, reset_te.data(), reset_tr.data(), oa.data(), nullptr);
+      store->reset_done(7, n, reset_te.data() + 7, reset_tr.data() + 7, oa.data() + 28, nullptr);
       check();
     }
   }

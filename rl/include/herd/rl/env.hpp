@@ -87,8 +87,11 @@ class EnvStore {
   /// Resets each env k of [b, e) whose `terminated[k - b]` or `truncated[k - b]` is nonzero
   /// as `Env::reset(obs)` does (the next episode of its stream), bit-identically, writing
   /// its first observation to row k - b of `obs` (`[e - b, obs_dim]`; other rows untouched).
+  /// When `final_obs` (`[e - b, obs_dim]`) is not null, row k - b of `obs` is first copied
+  /// to row k - b of `final_obs` for each such env (the episode's last observation; other
+  /// rows untouched).
   virtual void reset_done(std::size_t b, std::size_t e, const std::uint8_t* terminated, const std::uint8_t* truncated,
-                          float* obs) = 0;
+                          float* obs, float* final_obs) = 0;
 
  protected:
   /// @param size number of environments

@@ -156,7 +156,7 @@ class CartPoleStore final : public EnvStore {
             std::uint8_t* truncated) override;
   /// Resets the ended envs of [b, e) in place (see `EnvStore::reset_done`).
   void reset_done(std::size_t b, std::size_t e, const std::uint8_t* terminated, const std::uint8_t* truncated,
-                  float* obs) override;
+                  float* obs, float* final_obs) override;
 
  private:
   std::vector<CartPole*> envs_;
@@ -230,7 +230,7 @@ class AcrobotStore final : public EnvStore {
             std::uint8_t* truncated) override;
   /// Resets the ended envs of [b, e) in place (see `EnvStore::reset_done`).
   void reset_done(std::size_t b, std::size_t e, const std::uint8_t* terminated, const std::uint8_t* truncated,
-                  float* obs) override;
+                  float* obs, float* final_obs) override;
 
  private:
   std::vector<Acrobot*> envs_;
