@@ -140,6 +140,7 @@ class BreakoutGame final : public MinAtarGame {
     // A reflection undoes the blocked component of the diagonal move: at a side wall the
     // ball keeps its column, at the ceiling, a brick or the paddle it keeps its row.
     int nx = ball_x_ + dx_, ny = ball_y_ + dy_;
+    const int dx_in = dx_;     // the direction the ball came in with, before a side wall turns it
     if (nx < 0 || nx >= kN) {  // side wall
       dx_ = -dx_;
       nx = ball_x_;
@@ -159,8 +160,10 @@ class BreakoutGame final : public MinAtarGame {
       }
     } else if (ny == kN - 1) {
       if (nx == paddle_x_) {  // the paddle's side facing the ball: back the way it came
+        // (in a corner the wall has turned dx_ already: turning it again would send the
+        // ball back into the wall)
         dy_ = -1;
-        dx_ = -dx_;
+        dx_ = -dx_in;
         ny = ball_y_;
       } else if (ball_x_ == paddle_x_) {  // the paddle's far side: on in the same direction
         dy_ = -1;

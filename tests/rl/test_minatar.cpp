@@ -188,6 +188,25 @@ TEST_CASE("MinAtar Breakout: walls, ceiling, bricks, paddle, termination", "[rl]
     CHECK(cell(obs, 1, 7, 5) == 1);
     CHECK_FALSE(r.terminated);
   }
+  SECTION("a ball meeting a side wall and the paddle in the same step goes back up, away from the wall") {
+    // Right corner: the wall reflects the ball (now moving left), the paddle sends it up.
+    env.set_state(breakout_state(9, 8, 1, 1, 9));
+    auto r = env.step(0, obs.data());
+    CHECK_FALSE(r.terminated);
+    CHECK(cell(obs, 1, 8, 9) == 1);
+    CHECK(env.get_state()[2] == -1);
+    CHECK(env.get_state()[3] == -1);
+    r = env.step(0, obs.data());
+    CHECK(cell(obs, 1, 7, 8) == 1);
+    // Left corner, mirrored.
+    env.set_state(breakout_state(0, 8, -1, 1, 0));
+    r = env.step(0, obs.data());
+    CHECK_FALSE(r.terminated);
+    CHECK(cell(obs, 1, 8, 0) == 1);
+    CHECK(env.get_state()[2] == 1);
+    r = env.step(0, obs.data());
+    CHECK(cell(obs, 1, 7, 1) == 1);
+  }
   SECTION("missing the ball ends the game") {
     env.set_state(breakout_state(3, 8, 1, 1, 0));
     const auto r = env.step(0, obs.data());
