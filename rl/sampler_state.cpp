@@ -1,5 +1,6 @@
 #include "sampler_state.hpp"
 
+#include <algorithm>
 #include <span>
 
 #include "herd/core/error.hpp"
@@ -33,9 +34,13 @@ void load_sampler_state(const io::CheckpointReader& r, const std::string& p, con
   const auto states = r.get<double>(p + "env_states");
   const auto streams = r.get<std::uint64_t>(p + "env_streams");
   const std::size_t S = s.env(0).state_dim();
-  if (states.size() != B * S || streams.size() != 3 * B)
+  if (streams.size() != 3 * B)
     throw InputError(std::string(s.who) + "::load: the checkpoint holds " + std::to_string(streams.size() / 3) +
                      " environments, but this sampler has " + std::to_string(B));
+  if (states.size() != B * S)
+    throw InputError(std::string(s.who) + "::load: the checkpoint's " + s.env(0).id() + " states have " +
+                     std::to_string(states.size() / std::max<std::size_t>(B, 1)) + " values per environment, but this " +
+                     "build's have " + std::to_string(S) + " (a checkpoint from a version with other game rules)");
   auto raw = r.get<float>(p + "raw_obs");
   if (raw.size() != s.raw_obs.size())
     throw InputError(std::string(s.who) + "::load: the checkpoint's observations have " + std::to_string(raw.size()) +

@@ -28,7 +28,7 @@ the sides concurrently instead of interleaved; the table then needs both documen
 Prints one JSON document on stdout and a table of herd/SB3 ratios on stderr.
 
 Usage: bench/rl/minatar_learning.py --frames F [--seeds 0,1] [--games breakout,freeway]
-           [--algos dqn,ppo] [--herd-rl build/apps/herd-rl] [--presets examples/rl]
+           [--algos dqn,ppo] [--herd-rl build/apps/herd-rl] [--presets examples/rl] [--keep DIR]
 """
 import argparse
 import csv
@@ -246,6 +246,9 @@ def main():
     ap.add_argument("--sides", default="herd,sb3", help="which sides to run (one of them: to run both concurrently)")
     ap.add_argument("--herd-rl", default=os.path.join(ROOT, "build", "apps", "herd-rl"))
     ap.add_argument("--presets", default=os.path.join(ROOT, "examples", "rl"))
+    ap.add_argument("--keep", metavar="DIR",
+                    help="write herd-rl's outputs (checkpoint, .h5, progress CSV) to DIR and keep them "
+                         "(default: a temporary folder, removed at the end)")
     a = ap.parse_args()
     if a.frames < 1:
         sys.exit(f"minatar_learning: --frames is {a.frames}, but must be >= 1")
@@ -278,7 +281,8 @@ def main():
                     for side in a.sides.split(","):
                         print(f"minatar_learning: {game} {algo} {side} seed {s}, {frames} frames ...", file=sys.stderr,
                               flush=True)
-                        r = (run_herd(a.herd_rl, preset, frames, s, spec.get("epsilon_frames"), tmp) if side == "herd"
+                        r = (run_herd(a.herd_rl, preset, frames, s, spec.get("epsilon_frames"), a.keep or tmp)
+                             if side == "herd"
                              else run_sb3(python, game, algo, spec, frames, s))
                         r.update({"game": game, "algo": algo, "frames_per_s": r["frames"] / r["wall_s"]})
                         runs.append(r)

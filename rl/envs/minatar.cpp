@@ -127,6 +127,7 @@ class BreakoutGame final : public MinAtarGame {
     last_x_ = ball_x_;
     last_y_ = ball_y_;
     paddle_x_ = 4;
+    strike_ = false;
     bricks_.fill(1);
   }
 
@@ -150,15 +151,27 @@ class BreakoutGame final : public MinAtarGame {
       ny = ball_y_;
     }
     double reward = 0.0;
+    // The step after a strike, a ball moving into a brick passes into its cell: the brick
+    // stays and the ball does not turn (minatar's behaviour, measured frame by frame through
+    // its public API: every move into a brick right after a strike passed, every other one
+    // broke the brick). So a ball breaks at most one brick per step pair inside the rows.
+    const bool struck = strike_;
+    strike_ = false;
     if (ny >= 1 && ny <= 3 && bricks_[at(ny - 1, nx)]) {
-      bricks_[at(ny - 1, nx)] = 0;
-      reward = 1.0;
-      dy_ = -dy_;
-      ny = ball_y_;
-      if (std::all_of(bricks_.begin(), bricks_.end(), [](std::uint8_t b) { return b == 0; })) {
-        bricks_.fill(1);
+      if (!struck) {
+        bricks_[at(ny - 1, nx)] = 0;
+        reward = 1.0;
+        strike_ = true;
+        dy_ = -dy_;
+        ny = ball_y_;
       }
     } else if (ny == kN - 1) {
+      // Cleared rows come back when the ball next meets the paddle (in that step), not when
+      // the last brick breaks (minatar's timing, measured as above).
+      if ((nx == paddle_x_ || ball_x_ == paddle_x_) &&
+          std::all_of(bricks_.begin(), bricks_.end(), [](std::uint8_t b) { return b == 0; })) {
+        bricks_.fill(1);
+      }
       if (nx == paddle_x_) {  // the paddle's side facing the ball: back the way it came
         // (in a corner the wall has turned dx_ already: turning it again would send the
         // ball back into the wall)
@@ -191,6 +204,7 @@ class BreakoutGame final : public MinAtarGame {
   void get_state(StateWriter& w) const override {
     w.put(ball_x_, ball_y_, dx_, dy_, paddle_x_, last_x_, last_y_);
     w.cells(bricks_);
+    w.put(strike_ ? 1 : 0);
   }
 
   void set_state(StateReader& r) override {
@@ -203,18 +217,20 @@ class BreakoutGame final : public MinAtarGame {
     g.last_x_ = r.next("last_x", 0, 9);
     g.last_y_ = r.next("last_y", 0, 9);
     g.bricks_ = r.cells<std::uint8_t, 30>("brick", 0, 1);
+    g.strike_ = r.next("strike", 0, 1) != 0;
     *this = g;
   }
 
  private:
   int ball_x_ = 0, ball_y_ = 3, dx_ = 1, dy_ = 1, paddle_x_ = 4, last_x_ = 0, last_y_ = 3;
+  bool strike_ = false;  // the last step broke a brick
   std::array<std::uint8_t, 30> bricks_{};
 };
 
 }  // namespace
 
 MinAtarBreakout::MinAtarBreakout(bool full_actions)
-    : MinAtarEnv(full_actions ? "MinAtar/Breakout-v0" : "MinAtar/Breakout-v1", 4, {0, 1, 3}, full_actions, 37,
+    : MinAtarEnv(full_actions ? "MinAtar/Breakout-v0" : "MinAtar/Breakout-v1", 4, {0, 1, 3}, full_actions, 38,
                  std::make_unique<BreakoutGame>()) {}
 
 // --- Freeway ------------------------------------------------------------------------------
@@ -237,8 +253,10 @@ class FreewayGame final : public MinAtarGame {
       if (action == static_cast<int>(MinAtarAction::kUp)) {
         --chicken_y_;
         cooldown_ = MinAtarFreeway::kMoveEvery;
-      } else if (action == static_cast<int>(MinAtarAction::kDown) && chicken_y_ < kN - 1) {
-        ++chicken_y_;
+      } else if (action == static_cast<int>(MinAtarAction::kDown)) {
+        // On the bottom row the chicken cannot move down, but the press still starts the
+        // move cooldown (minatar's behaviour, measured frame by frame through its public API).
+        if (chicken_y_ < kN - 1) ++chicken_y_;
         cooldown_ = MinAtarFreeway::kMoveEvery;
       }
     }

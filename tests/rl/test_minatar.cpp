@@ -29,12 +29,14 @@ float channel_sum(const std::vector<float>& obs, int ch) {
   return s;
 }
 
-/// Breakout state `[ball_x, ball_y, dx, dy, paddle_x, last_x, last_y, bricks x30, last
-/// action, t]` with the given bricks (all by default).
+/// Breakout state `[ball_x, ball_y, dx, dy, paddle_x, last_x, last_y, bricks x30, strike,
+/// last action, t]` with the given bricks (all by default) and strike flag (the last step
+/// broke a brick).
 std::vector<double> breakout_state(int bx, int by, int dx, int dy, int px,
-                                   const std::vector<int>& bricks = std::vector<int>(30, 1)) {
+                                   const std::vector<int>& bricks = std::vector<int>(30, 1), int strike = 0) {
   std::vector<double> s = {double(bx), double(by), double(dx), double(dy), double(px), double(bx), double(by)};
   for (int b : bricks) s.push_back(b);
+  s.push_back(strike);
   s.push_back(0);
   s.push_back(0);
   return s;
@@ -162,13 +164,59 @@ TEST_CASE("MinAtar Breakout: walls, ceiling, bricks, paddle, termination", "[rl]
     env.step(0, obs.data());
     CHECK(cell(obs, 1, 5, 6) == 1);
   }
-  SECTION("clearing the last brick brings back three rows") {
+  SECTION("cleared rows come back when the ball next meets the paddle, in that step") {
     std::vector<int> bricks(30, 0);
     bricks[2 * 10 + 5] = 1;  // row 3, column 5
-    env.set_state(breakout_state(4, 4, 1, -1, 4, bricks));
-    const auto r = env.step(0, obs.data());
+    env.set_state(breakout_state(4, 4, 1, -1, 9, bricks));
+    auto r = env.step(0, obs.data());
     CHECK(r.reward == 1.0);
+    CHECK(channel_sum(obs, 3) == 0);
+    // Down the diagonal (6,5) (7,6) (8,7) (9,8): still no bricks.
+    for (int k = 0; k < 4; ++k) {
+      r = env.step(0, obs.data());
+      CHECK(channel_sum(obs, 3) == 0);
+      CHECK_FALSE(r.terminated);
+    }
+    CHECK(cell(obs, 1, 8, 9) == 1);
+    // Into the corner: the wall and the paddle (column 9) send it back up; three rows return.
+    r = env.step(0, obs.data());
+    CHECK_FALSE(r.terminated);
+    CHECK(r.reward == 0);
     CHECK(channel_sum(obs, 3) == 30);
+    CHECK(cell(obs, 1, 8, 9) == 1);
+  }
+  SECTION("the step after a strike, a ball moving into a brick passes into its cell") {
+    // Ball in a hole of row 2 (column 9) moving up-left: it breaks (row 1, column 8) and
+    // turns down; the next move into the brick at (row 3, column 7) passes into that cell.
+    std::vector<int> bricks(30, 1);
+    bricks[1 * 10 + 9] = 0;
+    env.set_state(breakout_state(9, 2, -1, -1, 4, bricks));
+    auto r = env.step(0, obs.data());
+    CHECK(r.reward == 1.0);
+    CHECK(cell(obs, 3, 1, 8) == 0);
+    CHECK(cell(obs, 1, 2, 8) == 1);
+    CHECK(env.get_state()[37] == 1);  // strike
+    r = env.step(0, obs.data());
+    CHECK(r.reward == 0);
+    CHECK(cell(obs, 1, 3, 7) == 1);  // the ball is in the brick's cell
+    CHECK(cell(obs, 3, 3, 7) == 1);  // the brick stays
+    CHECK(channel_sum(obs, 3) == 28);
+    CHECK(env.get_state()[3] == 1);  // still moving down
+    CHECK(env.get_state()[37] == 0);
+    r = env.step(0, obs.data());
+    CHECK(cell(obs, 1, 4, 6) == 1);
+    // Without a strike in the step before, the same move breaks the brick.
+    env.set_state(breakout_state(8, 2, -1, 1, 4, bricks));
+    r = env.step(0, obs.data());
+    CHECK(r.reward == 1.0);
+    CHECK(cell(obs, 3, 3, 7) == 0);
+    CHECK(cell(obs, 1, 2, 7) == 1);
+    // The flag comes back from a saved state.
+    env.set_state(breakout_state(8, 2, -1, 1, 4, bricks, 1));
+    r = env.step(0, obs.data());
+    CHECK(r.reward == 0);
+    CHECK(cell(obs, 3, 3, 7) == 1);
+    CHECK(cell(obs, 1, 3, 7) == 1);
   }
   SECTION("the paddle's near side bounces the ball up and back") {
     env.set_state(breakout_state(3, 8, 1, 1, 4));
@@ -243,6 +291,8 @@ TEST_CASE("MinAtar Breakout: walls, ceiling, bricks, paddle, termination", "[rl]
     s = breakout_state(3, 8, 1, 1, 4);
     s[4] = 10;
     CHECK_THROWS_AS(env.set_state(s), herd::InputError);
+    s = breakout_state(3, 8, 1, 1, 4, std::vector<int>(30, 1), 2);
+    CHECK_THROWS_AS(env.set_state(s), herd::InputError);
   }
 }
 
@@ -256,8 +306,8 @@ TEST_CASE("MinAtar sticky actions repeat the previous action with probability 0.
   const int n = 20000;
   for (int i = 0; i < n; ++i) {
     auto s = breakout_state(5, 5, 1, -1, 4);
-    s[37] = 1;  // last executed action: left
-    s[38] = i;  // step in the episode (the step's random index)
+    s[38] = 1;  // last executed action: left
+    s[39] = i;  // step in the episode (the step's random index)
     env.set_state(s);
     env.step(2, obs.data());
     sticky += cell(obs, 0, 9, 3) == 1;
@@ -267,8 +317,8 @@ TEST_CASE("MinAtar sticky actions repeat the previous action with probability 0.
   env.set_sticky_action_prob(0.0);
   for (int i = 0; i < 200; ++i) {
     auto s = breakout_state(5, 5, 1, -1, 4);
-    s[37] = 1;
-    s[38] = i;
+    s[38] = 1;
+    s[39] = i;
     env.set_state(s);
     env.step(2, obs.data());
     REQUIRE(cell(obs, 0, 9, 5) == 1);
@@ -321,11 +371,17 @@ TEST_CASE("MinAtar Freeway: moves, cooldown, scoring, collisions, wrap, time", "
     env.step(2, obs.data());  // down, cooldown still running
     CHECK(env.get_state()[0] == 6);
   }
-  SECTION("down is blocked at the bottom") {
+  SECTION("down is blocked at the bottom, but the press starts the move cooldown") {
     env.set_state(freeway_state(9, 0, 0));
     env.step(2, obs.data());
     CHECK(env.get_state()[0] == 9);
-    CHECK(env.get_state()[1] == 0);
+    CHECK(env.get_state()[1] == 2);
+    std::vector<int> ys;
+    for (int k = 0; k < 3; ++k) {
+      env.step(1, obs.data());  // up
+      ys.push_back(static_cast<int>(env.get_state()[0]));
+    }
+    CHECK(ys == std::vector<int>{9, 9, 8});
   }
   SECTION("reaching the top scores and returns the chicken to the bottom") {
     env.set_state(freeway_state(1, 0, 0));
