@@ -354,22 +354,27 @@ void compute_diagnostics(SerialRun& r) {
   // table (1.25 bytes per verbose draw). The views are weighted (the compact
   // posterior): the diagnostics rank the compact states instead of every verbose draw, with
   // the verbose column's results.
-  const CompactPosterior cp = compact_posterior(r);
+  // The compact posterior is kept for the HTML report, and the threads' values buffers
+  // (r.value_buffers) too: each is resized to the same size and overwritten by every
+  // quantity's compact_values, here and in the report, so its pages are mapped and faulted
+  // in once in the run instead of once per thread per phase, and never zero-filled.
+  r.posterior = compact_posterior(r);
+  const CompactPosterior& cp = r.posterior;
   const auto view = [&](std::size_t k, std::vector<double>& values) {
     compact_values(r, cp, k, values);
     return DrawsView(values, cp.weights, r.m, cp.states);
   };
-  const auto stats = summarize_all(r.ncol, view, r.options.diagnostics_threads);
-  std::vector<double> values;
+  const auto stats = summarize_all(r.ncol, view, r.options.diagnostics_threads, r.value_buffers);
+  if (with_nested && r.value_buffers.empty()) r.value_buffers.resize(1);
   for (std::size_t k = 0; k < r.ncol; ++k) {
     r.out.summary.push_back({r.co[0].columns[k].name, stats[k]});
-    if (with_nested) r.nested.push_back(nested_rhat(view(k, values), r.nsuper));
+    if (with_nested) r.nested.push_back(nested_rhat(view(k, r.value_buffers[0]), r.nsuper));
   }
   ks_table(r);
   // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers) is not
-  // needed by the writing phases, nor the quantities' values buffers that malloc keeps in its
-  // arenas once freed (the threads' and this one's: about 8 bytes per state each), which the
-  // HTML report's would otherwise come on top of.
+  // needed by the writing phases, nor what malloc keeps in its arenas once freed; the values
+  // buffers stay for the HTML report, which holds two per thread where the diagnostics held
+  // one.
   release_diagnostics_workspace();
   release_free_memory();
 }
@@ -434,6 +439,7 @@ void write_files_and_diagnostics(SerialRun& r) {
   std::future<std::vector<double>> covariance =
       std::async(std::launch::async, [&r] { return posterior_covariance(r); });
   const std::optional<std::string> html = html_report(r);
+  r.value_buffers = {};  // the HTML report's values buffers: out of the resident set
   r.covariance = covariance.get();
   // <prefix>.h5, written atomically: the draws by the writer thread, then the diagnostics.
   r.phases.phase("writing " + r.h5_path);
@@ -481,11 +487,13 @@ CompactPosterior compact_posterior(const SerialRun& r) {
     ps[c] = posterior_states(r, c);
     cp.states = std::max(cp.states, ps[c].end - ps[c].first);
   }
-  cp.weights.assign(r.m * cp.states, 0);
+  // Each chain's weights, then its padding: every entry written once (no zero fill first).
+  cp.weights.reserve(r.m * cp.states);
   for (std::size_t c = 0; c < r.m; ++c) {
     ChainReader rd(r.chains[c], kWeightColumn);
     for (std::size_t i = ps[c].first; i < ps[c].end; ++i)
-      cp.weights[c * cp.states + (i - ps[c].first)] = static_cast<std::uint32_t>(ps[c].weight(i, rd.weight(i)));
+      cp.weights.push_back(static_cast<std::uint32_t>(ps[c].weight(i, rd.weight(i))));
+    cp.weights.resize((c + 1) * cp.states, 0);
   }
   return cp;
 }
