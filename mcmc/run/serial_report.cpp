@@ -268,13 +268,14 @@ std::optional<std::string> html_report(SerialRun& r) {
   // states (the diagnostics' layout: 8 bytes per state for the weights, and per held quantity
   // its values), one quantity at a time (at most two held at once per thread): the same
   // report as the expanded draws give, from a pass over the states instead of the draws.
-  // The compact posterior that the diagnostics found (the same one), and their values
-  // buffers, written again (compact_values: the same size, every entry) instead of fresh ones.
+  // The compact posterior that the diagnostics found (the same one, not found again). The
+  // report's values buffers are its own (h.buffers not set): taking the diagnostics' over
+  // saved their page faults but raised the run's peak (see docs/dram.md, "System time after
+  // sampling").
   const CompactPosterior& cp = r.posterior;
   h.states = cp.states;
   h.state_weights = cp.weights;
   h.fill_states = [&r, &cp](std::size_t k, std::vector<double>& out) { compact_values(r, cp, k, out); };
-  h.buffers = &r.value_buffers;
   // On the diagnostics' threads (compact_values is thread-safe for distinct buffers): two
   // quantities' values per thread.
   h.threads = diagnostics_threads_used(r.options.diagnostics_threads, r.ncol);

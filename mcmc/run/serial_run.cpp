@@ -354,10 +354,12 @@ void compute_diagnostics(SerialRun& r) {
   // table (1.25 bytes per verbose draw). The views are weighted (the compact
   // posterior): the diagnostics rank the compact states instead of every verbose draw, with
   // the verbose column's results.
-  // The compact posterior is kept for the HTML report, and the threads' values buffers
-  // (r.value_buffers) too: each is resized to the same size and overwritten by every
-  // quantity's compact_values, here and in the report, so its pages are mapped and faulted
-  // in once in the run instead of once per thread per phase, and never zero-filled.
+  // The compact posterior is kept for the HTML report (found once). The threads' values
+  // buffers (r.value_buffers, summarize_all's caller-kept form) are handed from quantity to
+  // quantity as left: compact_values resizes each to the same size and overwrites every
+  // entry, so none is zero-filled first (summarize_all's own buffers come back emptied, and
+  // each quantity's resize value-initialised 8 bytes per state); the nested R-hat's views
+  // reuse one of them.
   r.posterior = compact_posterior(r);
   const CompactPosterior& cp = r.posterior;
   const auto view = [&](std::size_t k, std::vector<double>& values) {
@@ -371,10 +373,10 @@ void compute_diagnostics(SerialRun& r) {
     if (with_nested) r.nested.push_back(nested_rhat(view(k, r.value_buffers[0]), r.nsuper));
   }
   ks_table(r);
-  // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers) is not
-  // needed by the writing phases, nor what malloc keeps in its arenas once freed; the values
-  // buffers stay for the HTML report, which holds two per thread where the diagnostics held
-  // one.
+  // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers) and the
+  // values buffers are not needed by the writing phases, nor what malloc keeps in its arenas
+  // once freed, which the HTML report's buffers would otherwise come on top of.
+  r.value_buffers = {};
   release_diagnostics_workspace();
   release_free_memory();
 }
@@ -439,7 +441,6 @@ void write_files_and_diagnostics(SerialRun& r) {
   std::future<std::vector<double>> covariance =
       std::async(std::launch::async, [&r] { return posterior_covariance(r); });
   const std::optional<std::string> html = html_report(r);
-  r.value_buffers = {};  // the HTML report's values buffers: out of the resident set
   r.covariance = covariance.get();
   // <prefix>.h5, written atomically: the draws by the writer thread, then the diagnostics.
   r.phases.phase("writing " + r.h5_path);

@@ -117,9 +117,9 @@ struct SerialRun {
   /// The compact posterior (compact_posterior), found once by the diagnostics and read again
   /// by the HTML report.
   CompactPosterior posterior;
-  /// The quantities' values buffers (compact_values: 8 bytes per state each): the
-  /// diagnostics threads' (summarize_all), then the HTML report's (two per thread), the same
-  /// blocks written again instead of freshly mapped and faulted in; freed after the report.
+  /// The diagnostics threads' values buffers (summarize_all's caller-kept form;
+  /// compact_values: 8 bytes per state each), handed from quantity to quantity without a
+  /// zero fill; freed when the diagnostics are done.
   std::vector<std::vector<double>> value_buffers;
   std::int64_t proposals = 0, evaluations = 0, nan_count = 0, ood = 0;
   double acceptance = 0.0;

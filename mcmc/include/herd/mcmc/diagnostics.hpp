@@ -164,8 +164,8 @@ std::vector<DiagnosticSummary> summarize_all(
     std::size_t threads = 0);
 
 /// summarize_all() over buffers that the caller keeps, so that one set of large blocks serves
-/// several calls and the caller's other passes (herd-sample's HTML report takes the
-/// diagnostics' buffers over) instead of each mapping and faulting in fresh ones: thread t
+/// every quantity without a zero fill, and may serve several calls and the caller's other
+/// passes instead of each mapping and faulting in fresh ones: thread t
 /// of the call (in the order the threads first claim a quantity; the calling thread need not
 /// be 0) fills `buffers[t]` (`buffers` is grown to the threads used, never shrunk), which is
 /// passed to `draws` as the thread's previous quantity, or the caller, left it: size and

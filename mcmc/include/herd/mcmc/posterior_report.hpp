@@ -102,7 +102,7 @@ struct PosteriorReportData {
   /// freed on return): thread t of `threads` fills `(*buffers)[2 t]` and `(*buffers)[2 t +
   /// 1]` (the vector is grown to 2 x threads, never shrunk), passed to `fill_values` /
   /// `fill_states` as the caller or the previous quantity left them (size and contents), so
-  /// that blocks the caller has filled before (herd-sample: the diagnostics' values buffers)
+  /// that blocks the caller has filled before (for another pass over the same quantities)
   /// are written again instead of freshly mapped and faulted in. The report is the same.
   /// Not thread-safe for one `buffers` (one report at a time).
   std::vector<std::vector<double>>* buffers = nullptr;
