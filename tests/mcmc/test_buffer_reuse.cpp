@@ -63,8 +63,7 @@ TEST_CASE(
   const auto bits = herd::mcmc::testing::summary_bits;
   // The caller's blocks (as herd-sample's diagnostics leave them for its HTML report).
   std::vector<std::vector<double>> buffers(2, std::vector<double>(kStates, 0.0));
-  std::vector<const double*> where;
-  for (const auto& b : buffers) where.push_back(b.data());
+  const std::vector<const double*> where{buffers[0].data(), buffers[1].data()};
   for (int round = 0; round < 2; ++round) {
     INFO("call " << round);
     calls = 0;

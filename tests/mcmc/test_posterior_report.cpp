@@ -590,6 +590,7 @@ TEST_CASE("write_posterior_report: weighted states through fill_states give the 
     INFO("threads " << threads);
     std::vector<std::vector<double>> buffers(2 * threads, std::vector<double>(chains * states, 1.5));
     std::vector<const double*> blocks;
+    blocks.reserve(buffers.size());
     for (const auto& b : buffers) blocks.push_back(b.data());
     std::mutex mu;
     std::size_t in_blocks = 0, sized = 0, fills = 0;
