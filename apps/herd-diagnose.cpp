@@ -3,6 +3,7 @@
 // files (several files: one chain each; formats in diagnose_input.hpp), optionally as an HTML
 // report with plots. Exit codes: 0 success, 2 bad input or usage, 1 other.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -85,6 +86,9 @@ std::vector<Row> diagnose(std::vector<herd::apps::DrawsArray>& arrays, const std
   struct Order {
     std::once_flag once;
     std::vector<std::size_t> params;
+    /// The array's weights in 32 bits (the diagnostics' layout), converted and checked once
+    /// for all its parameters instead of once per parameter (4 bytes per entry each time).
+    std::vector<std::uint32_t> weights;
   };
   std::vector<Order> orders(arrays.size());
   std::vector<herd::mcmc::DiagnosticSummary> summaries(slot_array.size());
@@ -93,12 +97,20 @@ std::vector<Row> diagnose(std::vector<herd::apps::DrawsArray>& arrays, const std
     load(ai);
     auto& a = arrays[ai];
     Order& o = orders[ai];
-    std::call_once(o.once, [&] { o.params = longest_first(a); });
+    std::call_once(o.once, [&] {
+      o.params = longest_first(a);
+      if (a.weights.empty()) return;
+      // DrawsView's int64 constructor checks and narrows them (its errors, as per parameter
+      // before); its copy is kept.
+      const herd::mcmc::DrawsView checked(a.columns[o.params[0]].span(), a.weights, a.chains, a.draws);
+      o.weights.assign(checked.weights().begin(), checked.weights().end());
+    });
     const std::size_t p = o.params[slot - first[ai]];
     const std::span<const double> x = a.columns[p].span();
     summaries[first[ai] + p] = a.weights.empty()
                                    ? herd::mcmc::summarize(herd::mcmc::DrawsView(x, a.chains, a.draws))
-                                   : herd::mcmc::summarize(herd::mcmc::DrawsView(x, a.weights, a.chains, a.draws));
+                                   : herd::mcmc::summarize(herd::mcmc::DrawsView(
+                                         x, std::span<const std::uint32_t>(o.weights), a.chains, a.draws));
     if (!keep) a.columns[p].reset();
   };
   threads = std::min(threads, slot_array.size());

@@ -7,7 +7,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
-#include <deque>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -2618,44 +2617,55 @@ DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
 
 DiagnosticSummary summarize(const DrawsView& v) { return summarize_with(v, nullptr); }
 
-std::vector<DiagnosticSummary> summarize_all(std::size_t count,
-                                             const std::function<DrawsView(std::size_t, std::vector<double>&)>& draws,
-                                             std::size_t threads) {
+namespace {
+
+/// summarize_all over the buffers `buffers` (one per thread, grown to the threads used):
+/// `keep` passes each thread's buffer to `draws` as its previous quantity left it (size and
+/// contents), else emptied (its capacity kept).
+std::vector<DiagnosticSummary> summarize_all_in(
+    std::size_t count, const std::function<DrawsView(std::size_t, std::vector<double>&)>& draws, std::size_t threads,
+    std::vector<std::vector<double>>& buffers, bool keep) {
   std::vector<DiagnosticSummary> out(count);
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = std::min(threads, count);
-  // A weighted view's values in the buffer given to `draws` (a fresh one per quantity) are its
-  // own: summarize overwrites them with the z-scores per slot once it has read them.
-  const auto summarize_in = [](const DrawsView& v, std::vector<double>& buffer) {
+  if (count == 0) return out;
+  if (buffers.size() < threads) buffers.resize(threads);
+  // Each buffer's block as last advised: a block kept from one quantity to the next is
+  // advised (and collapsed into huge pages) once, not once per quantity.
+  std::vector<std::pair<const double*, std::size_t>> advised(threads, {nullptr, 0});
+  // A weighted view's values in the buffer given to `draws` are its own: summarize overwrites
+  // them with the z-scores per slot once it has read them.
+  const auto summarize_in = [&](std::size_t slot, const DrawsView& v) {
+    std::vector<double>& buffer = buffers[slot];
     const bool lent =
         v.weighted() && !v.values().empty() && v.values().data() == buffer.data() && v.values().size() <= buffer.size();
     // The z-scores are scattered over it: on huge pages, as the workspace's own buffer was.
-    if (lent) detail::advise_huge(buffer.data(), v.values().size() * sizeof(double));
+    if (lent) {
+      const std::pair<const double*, std::size_t> block{buffer.data(), v.values().size()};
+      if (advised[slot] != block) detail::advise_huge(buffer.data(), v.values().size() * sizeof(double));
+      advised[slot] = block;
+    }
     return summarize_with(v, lent ? buffer.data() : nullptr);
   };
-  // A thread's buffer is kept from one of its quantities to the next (emptied, its capacity
-  // kept): its pages are faulted in (and collapsed into huge pages) once per thread, not once
-  // per quantity. Freed on return.
+  const auto claim = [&](std::size_t slot) -> std::vector<double>& {
+    if (!keep) buffers[slot].clear();
+    return buffers[slot];
+  };
+  // A thread's buffer is kept from one of its quantities to the next: its pages are faulted
+  // in (and collapsed into huge pages) once per thread, not once per quantity.
   if (threads <= 1) {
-    std::vector<double> buffer;
-    for (std::size_t q = 0; q < count; ++q) {
-      buffer.clear();
-      out[q] = summarize_in(draws(q, buffer), buffer);
-    }
+    for (std::size_t q = 0; q < count; ++q) out[q] = summarize_in(0, draws(q, claim(0)));
     return out;
   }
-  std::mutex buffers_mu;
-  std::deque<std::pair<std::thread::id, std::vector<double>>> buffers;  // one per thread
-  const auto thread_buffer = [&]() -> std::vector<double>& {
-    const std::lock_guard<std::mutex> lock(buffers_mu);
+  std::mutex slots_mu;
+  std::vector<std::thread::id> owners;  // owners[slot]: the thread of buffers[slot]
+  const auto thread_slot = [&]() -> std::size_t {
+    const std::lock_guard<std::mutex> lock(slots_mu);
     const std::thread::id id = std::this_thread::get_id();
-    for (auto& [owner, buffer] : buffers) {
-      if (owner == id) {
-        buffer.clear();
-        return buffer;
-      }
-    }
-    return buffers.emplace_back(id, std::vector<double>()).second;
+    const auto it = std::find(owners.begin(), owners.end(), id);
+    if (it != owners.end()) return static_cast<std::size_t>(it - owners.begin());
+    owners.push_back(id);
+    return owners.size() - 1;
   };
   // Quantities are claimed one at a time, so a slow one does not hold up a fixed share. The
   // threads share one table of normal quantiles (1.25 bytes per draw, not one per thread) and
@@ -2668,12 +2678,12 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
   pool.parallel_for_each(
       0, count,
       [&](std::size_t q) {
-        std::vector<double>& buffer = thread_buffer();
+        const std::size_t slot = thread_slot();
         detail::Workspace& ws = detail::workspace();
         ws.shared_z = &shared_z;
         ws.shared_ranks = &shared_ranks;
         try {
-          out[q] = summarize_in(draws(q, buffer), buffer);
+          out[q] = summarize_in(slot, draws(q, claim(slot)));
         } catch (...) {
           ws.shared_z = nullptr;
           ws.shared_ranks = nullptr;
@@ -2684,6 +2694,21 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
       },
       1);
   return out;
+}
+
+}  // namespace
+
+std::vector<DiagnosticSummary> summarize_all(std::size_t count,
+                                             const std::function<DrawsView(std::size_t, std::vector<double>&)>& draws,
+                                             std::size_t threads) {
+  std::vector<std::vector<double>> buffers;  // freed on return
+  return summarize_all_in(count, draws, threads, buffers, false);
+}
+
+std::vector<DiagnosticSummary> summarize_all(std::size_t count,
+                                             const std::function<DrawsView(std::size_t, std::vector<double>&)>& draws,
+                                             std::size_t threads, std::vector<std::vector<double>>& buffers) {
+  return summarize_all_in(count, draws, threads, buffers, true);
 }
 
 void release_diagnostics_workspace() { detail::workspace() = detail::Workspace(); }

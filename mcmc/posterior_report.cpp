@@ -869,15 +869,18 @@ std::string posterior_report_html(const PosteriorReportData& d) {
     const std::size_t nthreads = std::clamp<std::size_t>(d.threads, 1, std::max<std::size_t>(units, 1));
     std::vector<std::exception_ptr> error(nthreads);
     std::vector<std::size_t> error_at(nthreads, passes);
+    std::vector<std::vector<double>> own;
+    std::vector<std::vector<double>>& buffer_set = d.buffers != nullptr ? *d.buffers : own;
+    if (buffer_set.size() < 2 * nthreads) buffer_set.resize(2 * nthreads);
     const auto work = [&](std::size_t t) {
-      std::array<std::vector<double>, 2> buffers;
+      const std::array<std::vector<double>*, 2> buffers{&buffer_set[2 * t], &buffer_set[2 * t + 1]};
       std::vector<double> acf_scratch;
       std::size_t q = 0;
       try {
         for (std::size_t u = t; u < units; u += nthreads) {
           QuantityDraws before;
           for (q = 2 * u; q < std::min(2 * u + 2, passes); ++q) {
-            const QuantityDraws v = quantity_draws(d, q, buffers[q % 2]);
+            const QuantityDraws v = quantity_draws(d, q, *buffers[q % 2]);
             if (summarize_here) summary[q] = summarize(DrawsView(v.v, d.chains, d.draws));  // (values only)
             if (q < pq)
               plotted[q] = plot_quantity(d, q, v, summary[q], trace_idx,

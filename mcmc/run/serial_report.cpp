@@ -268,7 +268,11 @@ std::optional<std::string> html_report(SerialRun& r) {
   // states (the diagnostics' layout: 8 bytes per state for the weights, and per held quantity
   // its values), one quantity at a time (at most two held at once per thread): the same
   // report as the expanded draws give, from a pass over the states instead of the draws.
-  const CompactPosterior cp = compact_posterior(r);
+  // The compact posterior that the diagnostics found (the same one, not found again). The
+  // report's values buffers are its own (h.buffers not set): taking the diagnostics' over
+  // saved their page faults but raised the run's peak (see docs/dram.md, "System time after
+  // sampling").
+  const CompactPosterior& cp = r.posterior;
   h.states = cp.states;
   h.state_weights = cp.weights;
   h.fill_states = [&r, &cp](std::size_t k, std::vector<double>& out) { compact_values(r, cp, k, out); };

@@ -354,22 +354,29 @@ void compute_diagnostics(SerialRun& r) {
   // table (1.25 bytes per verbose draw). The views are weighted (the compact
   // posterior): the diagnostics rank the compact states instead of every verbose draw, with
   // the verbose column's results.
-  const CompactPosterior cp = compact_posterior(r);
+  // The compact posterior is kept for the HTML report (found once). The threads' values
+  // buffers (r.value_buffers, summarize_all's caller-kept form) are handed from quantity to
+  // quantity as left: compact_values resizes each to the same size and overwrites every
+  // entry, so none is zero-filled first (summarize_all's own buffers come back emptied, and
+  // each quantity's resize value-initialised 8 bytes per state); the nested R-hat's views
+  // reuse one of them.
+  r.posterior = compact_posterior(r);
+  const CompactPosterior& cp = r.posterior;
   const auto view = [&](std::size_t k, std::vector<double>& values) {
     compact_values(r, cp, k, values);
     return DrawsView(values, cp.weights, r.m, cp.states);
   };
-  const auto stats = summarize_all(r.ncol, view, r.options.diagnostics_threads);
-  std::vector<double> values;
+  const auto stats = summarize_all(r.ncol, view, r.options.diagnostics_threads, r.value_buffers);
+  if (with_nested && r.value_buffers.empty()) r.value_buffers.resize(1);
   for (std::size_t k = 0; k < r.ncol; ++k) {
     r.out.summary.push_back({r.co[0].columns[k].name, stats[k]});
-    if (with_nested) r.nested.push_back(nested_rhat(view(k, values), r.nsuper));
+    if (with_nested) r.nested.push_back(nested_rhat(view(k, r.value_buffers[0]), r.nsuper));
   }
   ks_table(r);
-  // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers) is not
-  // needed by the writing phases, nor the quantities' values buffers that malloc keeps in its
-  // arenas once freed (the threads' and this one's: about 8 bytes per state each), which the
-  // HTML report's would otherwise come on top of.
+  // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers) and the
+  // values buffers are not needed by the writing phases, nor what malloc keeps in its arenas
+  // once freed, which the HTML report's buffers would otherwise come on top of.
+  r.value_buffers = {};
   release_diagnostics_workspace();
   release_free_memory();
 }
@@ -481,11 +488,13 @@ CompactPosterior compact_posterior(const SerialRun& r) {
     ps[c] = posterior_states(r, c);
     cp.states = std::max(cp.states, ps[c].end - ps[c].first);
   }
-  cp.weights.assign(r.m * cp.states, 0);
+  // Each chain's weights, then its padding: every entry written once (no zero fill first).
+  cp.weights.reserve(r.m * cp.states);
   for (std::size_t c = 0; c < r.m; ++c) {
     ChainReader rd(r.chains[c], kWeightColumn);
     for (std::size_t i = ps[c].first; i < ps[c].end; ++i)
-      cp.weights[c * cp.states + (i - ps[c].first)] = static_cast<std::uint32_t>(ps[c].weight(i, rd.weight(i)));
+      cp.weights.push_back(static_cast<std::uint32_t>(ps[c].weight(i, rd.weight(i))));
+    cp.weights.resize((c + 1) * cp.states, 0);
   }
   return cp;
 }

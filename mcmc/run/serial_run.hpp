@@ -30,6 +30,31 @@
 
 namespace herd::mcmc::detail {
 
+/// The compact states of chain `c` that hold its posterior draws: states [first, end) of
+/// `r.chains[c]` (from its burn-in on), their weights as recorded but the last one's cut to
+/// `last_weight`, so that they stand for exactly `r.ndraw` verbose draws.
+struct PosteriorStates {
+  std::size_t first = 0, end = 0;
+  std::int64_t last_weight = 0;
+  /// Weight within the posterior of state i in [first, end), whose recorded weight is `w`.
+  std::int64_t weight(std::size_t i, std::int64_t w) const { return i + 1 == end ? last_weight : w; }
+};
+
+/// The posterior as compact chains: the post-burn-in verbose chains cut to a common length
+/// (posterior_states), without expanding them.
+/// `weights` is [chains, states] row-major: chain c's posterior_states weights (each
+/// chain's sum to r.ndraw), then zeros padding it to `states`, the most states of a chain.
+/// The same for every quantity; pair it with compact_values() in a weighted DrawsView, whose
+/// diagnostics are bit for bit those of the verbose column's (diagnostics.hpp).
+/// The weights are 32-bit (4 bytes per state, the diagnostics' and the HTML report's
+/// layout): a posterior of more than 2^32 - 1 draws in all, the only one with a weight that
+/// does not fit, is refused (check_posterior_draws), as the diagnostics' DrawsView refuses it.
+struct CompactPosterior {
+  std::size_t states = 0;
+  std::vector<std::uint32_t> weights;
+  std::vector<PosteriorStates> chains;  ///< each chain's posterior_states (found once, not per quantity)
+};
+
 /// The state of one `run_paradram` call, filled phase by phase (the post-processing part on
 /// rank 0 only). Holds references to the caller's specifications, target, options and
 /// communicator, which must outlive it. Not thread-safe: the writer thread only reads the
@@ -89,39 +114,21 @@ struct SerialRun {
   std::vector<std::vector<KsResult>> ks;  ///< [variable][chain a * m + chain b]
   std::string ks_tested;                  ///< which draws the KS table tested
   std::vector<double> covariance;         ///< the variables' posterior covariance [d, d] (posterior_covariance)
+  /// The compact posterior (compact_posterior), found once by the diagnostics and read again
+  /// by the HTML report.
+  CompactPosterior posterior;
+  /// The diagnostics threads' values buffers (summarize_all's caller-kept form;
+  /// compact_values: 8 bytes per state each), handed from quantity to quantity without a
+  /// zero fill; freed when the diagnostics are done.
+  std::vector<std::vector<double>> value_buffers;
   std::int64_t proposals = 0, evaluations = 0, nan_count = 0, ood = 0;
   double acceptance = 0.0;
   std::string warnings;
   SampleRunSummary out;
 };
 
-/// The compact states of chain `c` that hold its posterior draws: states [first, end) of
-/// `r.chains[c]` (from its burn-in on), their weights as recorded but the last one's cut to
-/// `last_weight`, so that they stand for exactly `r.ndraw` verbose draws.
-struct PosteriorStates {
-  std::size_t first = 0, end = 0;
-  std::int64_t last_weight = 0;
-  /// Weight within the posterior of state i in [first, end), whose recorded weight is `w`.
-  std::int64_t weight(std::size_t i, std::int64_t w) const { return i + 1 == end ? last_weight : w; }
-};
-
 /// Chain `c`'s PosteriorStates (needs r.co and r.ndraw >= 1 set). Thread-safe (reads `r`).
 PosteriorStates posterior_states(const SerialRun& r, std::size_t c);
-
-/// The posterior as compact chains: the post-burn-in verbose chains cut to a common length
-/// (posterior_states), without expanding them.
-/// `weights` is [chains, states] row-major: chain c's posterior_states weights (each
-/// chain's sum to r.ndraw), then zeros padding it to `states`, the most states of a chain.
-/// The same for every quantity; pair it with compact_values() in a weighted DrawsView, whose
-/// diagnostics are bit for bit those of the verbose column's (diagnostics.hpp).
-/// The weights are 32-bit (4 bytes per state, the diagnostics' and the HTML report's
-/// layout): a posterior of more than 2^32 - 1 draws in all, the only one with a weight that
-/// does not fit, is refused (check_posterior_draws), as the diagnostics' DrawsView refuses it.
-struct CompactPosterior {
-  std::size_t states = 0;
-  std::vector<std::uint32_t> weights;
-  std::vector<PosteriorStates> chains;  ///< each chain's posterior_states (found once, not per quantity)
-};
 
 /// Refuses a posterior of `chains` x `draws` verbose draws above 2^32 - 1 in all (the
 /// diagnostics' limit, DrawsView): within it every compact state's weight, at most `draws`,

@@ -14,6 +14,17 @@
 namespace herd_test {
 
 inline std::atomic<std::size_t> g_heap_live{0}, g_heap_peak{0};
+/// Calls of operator new for exactly `g_sized_bytes` bytes (see count_news_of).
+inline std::atomic<std::size_t> g_sized_bytes{0}, g_sized_news{0};
+
+/// Starts counting (from 0) the calls of operator new for exactly `bytes` bytes (a block of
+/// a size that a test's buffers have and no other allocation has); 0 stops it.
+inline void count_news_of(std::size_t bytes) {
+  g_sized_news.store(0);
+  g_sized_bytes.store(bytes);
+}
+/// Calls of operator new of count_news_of's bytes since it was called.
+inline std::size_t sized_news() { return g_sized_news.load(); }
 
 /// Bytes live through operator new now.
 inline std::size_t live_bytes() { return g_heap_live.load(); }
@@ -30,13 +41,16 @@ void* operator new(std::size_t n) {
   void* p = std::malloc(n + herd_test::kHeapHeader);
   if (p == nullptr) throw std::bad_alloc();
   *static_cast<std::size_t*>(p) = n;
+  if (n == herd_test::g_sized_bytes.load(std::memory_order_relaxed)) herd_test::g_sized_news.fetch_add(1);
   const std::size_t now = herd_test::g_heap_live.fetch_add(n) + n;
   std::size_t peak = herd_test::g_heap_peak.load();
   while (now > peak && !herd_test::g_heap_peak.compare_exchange_weak(peak, now)) {
   }
   return static_cast<char*>(p) + herd_test::kHeapHeader;
 }
-void operator delete(void* p) noexcept {
+// Not inlined: inlined where GCC sees the block's operator new, its header arithmetic reads
+// as out of bounds and free() as mismatched (-Warray-bounds, -Wmismatched-new-delete).
+[[gnu::noinline]] void operator delete(void* p) noexcept {
   if (p == nullptr) return;
   char* base = static_cast<char*>(p) - herd_test::kHeapHeader;
   herd_test::g_heap_live.fetch_sub(*reinterpret_cast<std::size_t*>(base));

@@ -583,6 +583,39 @@ TEST_CASE("write_posterior_report: weighted states through fill_states give the 
   for (std::size_t q = 0; q < nq; ++q) CHECK(calls[q] == (q >= kPlotQuantities ? 0 : 1));
   d.threads = 3;
   CHECK(posterior_report_html(d) == want);
+  // Caller-kept buffers (herd-sample hands over the diagnostics' values buffers): thread t
+  // fills buffers 2t and 2t + 1 as they were left (here: sized and filled by the caller), so
+  // every fill writes into one of the caller's blocks, where it was; the same file.
+  for (const std::size_t threads : {std::size_t{1}, std::size_t{3}}) {
+    INFO("threads " << threads);
+    std::vector<std::vector<double>> buffers(2 * threads, std::vector<double>(chains * states, 1.5));
+    std::vector<const double*> blocks;
+    blocks.reserve(buffers.size());
+    for (const auto& b : buffers) blocks.push_back(b.data());
+    std::mutex mu;
+    std::size_t in_blocks = 0, sized = 0, fills = 0;
+    d.threads = threads;
+    d.buffers = &buffers;
+    d.fill_states = [&](std::size_t q, std::vector<double>& out) {
+      {
+        const std::lock_guard<std::mutex> lock(mu);
+        ++fills;
+        in_blocks += std::find(blocks.begin(), blocks.end(), out.data()) != blocks.end() ? 1 : 0;
+        sized += out.size() == chains * states ? 1 : 0;
+      }
+      out.resize(chains * states);
+      std::copy(compact[q].begin(), compact[q].end(), out.begin());
+    };
+    CHECK(posterior_report_html(d) == want);
+    CHECK(fills == std::min(nq, kPlotQuantities));
+    CHECK(in_blocks == fills);
+    CHECK(sized == fills);
+    CHECK(buffers.size() == 2 * threads);
+    for (std::size_t i = 0; i < buffers.size(); ++i) CHECK(buffers[i].data() == blocks[i]);
+  }
+  d.buffers = nullptr;
+  d.threads = 3;
+  d.fill_states = [&](std::size_t q, std::vector<double>& out) { out = compact[q]; };
   // Refused: weights that do not sum to the draws, a negative weight, a wrong size, no
   // summary, fill_states beside fill_values.
   std::vector<std::uint32_t> bad = weights;

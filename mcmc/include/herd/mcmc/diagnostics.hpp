@@ -163,6 +163,21 @@ std::vector<DiagnosticSummary> summarize_all(
     std::size_t count, const std::function<DrawsView(std::size_t q, std::vector<double>& buffer)>& draws,
     std::size_t threads = 0);
 
+/// summarize_all() over buffers that the caller keeps, so that one set of large blocks serves
+/// every quantity without a zero fill, and may serve several calls and the caller's other
+/// passes instead of each mapping and faulting in fresh ones: thread t
+/// of the call (in the order the threads first claim a quantity; the calling thread need not
+/// be 0) fills `buffers[t]` (`buffers` is grown to the threads used, never shrunk), which is
+/// passed to `draws` as the thread's previous quantity, or the caller, left it: size and
+/// contents kept, not emptied, so a `draws` that resizes it to the same size and overwrites
+/// every entry (no clear, no value-initialisation) writes each page once per call instead of
+/// twice. A lent buffer (see above) holds the z-scores on return. The results are those of
+/// summarize_all(), bit for bit. Not thread-safe for one `buffers` (one call at a time).
+/// @throws as summarize_all().
+std::vector<DiagnosticSummary> summarize_all(
+    std::size_t count, const std::function<DrawsView(std::size_t q, std::vector<double>& buffer)>& draws,
+    std::size_t threads, std::vector<std::vector<double>>& buffers);
+
 /// Frees the calling thread's scratch buffers and FFT plans (they are rebuilt on demand).
 void release_diagnostics_workspace();
 

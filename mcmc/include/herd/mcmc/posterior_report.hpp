@@ -98,6 +98,14 @@ struct PosteriorReportData {
   /// report is the same, byte for byte, for any number; the error of the lowest quantity
   /// that failed propagates.
   std::size_t threads = 1;
+  /// Buffers for the quantities' draws that the caller keeps (nullptr: the report's own,
+  /// freed on return): thread t of `threads` fills `(*buffers)[2 t]` and `(*buffers)[2 t +
+  /// 1]` (the vector is grown to 2 x threads, never shrunk), passed to `fill_values` /
+  /// `fill_states` as the caller or the previous quantity left them (size and contents), so
+  /// that blocks the caller has filled before (for another pass over the same quantities)
+  /// are written again instead of freshly mapped and faulted in. The report is the same.
+  /// Not thread-safe for one `buffers` (one report at a time).
+  std::vector<std::vector<double>>* buffers = nullptr;
   /// Per quantity, its diagnostics; empty: computed here with `summarize`.
   std::vector<DiagnosticSummary> summary;
   /// Number of leading quantities that are sampled coordinates (the corner plot and the
