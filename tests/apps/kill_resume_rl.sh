@@ -31,11 +31,13 @@ epochs = 2
 minibatch_size = 64
 [logging]
 tensorboard = true
+[network]
+hidden = [256, 256]
 TOML
-# Under a launcher every iteration ends in all-reduces whose latency varies with the load:
-# wider layers make an iteration last tens of ms, longer than the polling below and the
-# kill, so the kills land inside the runs instead of after their last row.
-[ ${#launch[@]} -gt 0 ] && printf '[network]\nhidden = [256, 256]\n' >> run.toml
+# The wide layers make an iteration last about 10 ms alone (tens of ms under a launcher,
+# whose all-reduces wait on the load), much longer than one poll below: on a loaded machine
+# the polling loop can stall for 100 ms or more, and with 2-3 ms iterations the runs then
+# ended before the kills (a failure seen under ctest -j2 beside other work).
 fail() { echo "FAIL: $*"; exit 1; }
 rows() { [ -f "$1" ] && echo $(( $(wc -l < "$1") - 1 )) || echo 0; }
 # Header once, whole rows of 19 fields, iterations 1, 2, ..., a final newline.
