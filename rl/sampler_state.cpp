@@ -39,8 +39,9 @@ void load_sampler_state(const io::CheckpointReader& r, const std::string& p, con
                      " environments, but this sampler has " + std::to_string(B));
   if (states.size() != B * S)
     throw InputError(std::string(s.who) + "::load: the checkpoint's " + s.env(0).id() + " states have " +
-                     std::to_string(states.size() / std::max<std::size_t>(B, 1)) + " values per environment, but this " +
-                     "build's have " + std::to_string(S) + " (a checkpoint from a version with other game rules)");
+                     std::to_string(states.size() / std::max<std::size_t>(B, 1)) +
+                     " values per environment, but this " + "build's have " + std::to_string(S) +
+                     " (a checkpoint from a version with other game rules)");
   auto raw = r.get<float>(p + "raw_obs");
   if (raw.size() != s.raw_obs.size())
     throw InputError(std::string(s.who) + "::load: the checkpoint's observations have " + std::to_string(raw.size()) +

@@ -15,8 +15,8 @@
 //       env's [channel, row, column] order), then its actions (indices of the env's action
 //       set, space-separated). herd resets the env (seed 0, successive episodes) until its
 //       first observation equals the given one (at most 4096 resets; Freeway: its state is
-//       set from that observation instead), then steps the actions; per step one line "reward terminated observation" (observation as
-//       above), and "end" after each episode. Stops an episode early at termination.
+//       set from that observation instead), then steps the actions; per step one line "reward terminated observation"
+//       (observation as above), and "end" after each episode. Stops an episode early at termination.
 //
 // Exit status 0; 1 on an error (message on stderr); 2 on a usage error.
 #include <cmath>
@@ -117,7 +117,8 @@ int forward(const std::string& ckpt, const std::string& obs_path) {
     values = agent.values();
   }
   for (std::size_t i = 0; i < n; ++i) {
-    for (std::int64_t a = 0; a < A; ++a) std::printf("%.9g ", static_cast<double>(logp[static_cast<std::size_t>(a)][i]));
+    for (std::int64_t a = 0; a < A; ++a)
+      std::printf("%.9g ", static_cast<double>(logp[static_cast<std::size_t>(a)][i]));
     std::printf("%.9g\n", static_cast<double>(values[i]));
   }
   return 0;
