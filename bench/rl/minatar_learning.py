@@ -22,6 +22,12 @@ DQN's epsilon decays over the preset's absolute number of frames (exploration_fr
 the preset's total_steps: the paper's 100000) when F is at least that, else over all of F
 (herd and SB3 alike; both take a fraction of the run).
 
+--sb3-log DIR writes SB3's logger (its train/ and rollout/ keys, one row per iteration) to
+DIR/sb3_<game>_<algo>_<seed>/progress.csv, to compare with herd-rl's progress CSV (--keep).
+--schedule-frames S (PPO only): both sides anneal as if the run had S frames (herd:
+total_steps = S and --stop-after; SB3: learn(S) stopped after F frames), so the first F
+frames of an S-frame run are trained (e.g. the first 1M frames of the preset's 5M).
+
 --sides herd or --sides sb3 runs one side only (two such invocations side by side run
 the sides concurrently instead of interleaved; the table then needs both documents).
 
@@ -29,6 +35,7 @@ Prints one JSON document on stdout and a table of herd/SB3 ratios on stderr.
 
 Usage: bench/rl/minatar_learning.py --frames F [--seeds 0,1] [--games breakout,freeway]
            [--algos dqn,ppo] [--herd-rl build/apps/herd-rl] [--presets examples/rl] [--keep DIR]
+           [--sb3-log DIR] [--schedule-frames S]
 """
 import argparse
 import csv
@@ -175,11 +182,13 @@ def run_child(cmd, env=None):
     return p.stdout, wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
-def run_herd(herd_rl, preset, frames, seed, epsilon_frames, tmp):
+def run_herd(herd_rl, preset, frames, seed, epsilon_frames, tmp, schedule_frames=None, per_iter=None):
     prefix = os.path.join(tmp, f"herd_{os.path.basename(preset)[:-5]}_{seed}")
-    cmd = [herd_rl, "train", preset, "--set", f"total_steps={frames}", "--set", f"seed={seed}",
+    cmd = [herd_rl, "train", preset, "--set", f"total_steps={schedule_frames or frames}", "--set", f"seed={seed}",
            "--set", f"output_prefix={prefix}", "--set", "checkpoint_period_seconds=1000000000",
            "--overwrite", "--quiet"]
+    if schedule_frames:
+        cmd += ["--stop-after", str(frames // per_iter)]
     if epsilon_frames is not None:
         cmd += ["--set", f"dqn.exploration_fraction={epsilon_frames / frames!r}"]
     _, wall, cpu = run_child(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
@@ -190,8 +199,10 @@ def run_herd(herd_rl, preset, frames, seed, epsilon_frames, tmp):
             "episodes": int(float(last["episodes"]))}
 
 
-def run_sb3(python, game, algo, spec, frames, seed):
-    job = json.dumps({"game": game, "algo": algo, "spec": spec, "frames": frames, "seed": seed})
+def run_sb3(python, game, algo, spec, frames, seed, log_dir=None, schedule_frames=None):
+    job = json.dumps({"game": game, "algo": algo, "spec": spec, "frames": frames, "seed": seed,
+                      "log_dir": log_dir and os.path.join(log_dir, f"sb3_{game}_{algo}_{seed}"),
+                      "schedule_frames": schedule_frames})
     out, wall, cpu = run_child([python, os.path.abspath(__file__), "--sb3-worker", job],
                                env=dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
     res = json.loads(out.strip().splitlines()[-1])
@@ -226,8 +237,21 @@ def sb3_worker(job):
         pk.update(net_arch=[], optimizer_class=th.optim.RMSprop if spec["optimizer"] == "rmsprop" else th.optim.Adam,
                   optimizer_kwargs=spec["optimizer_kwargs"])
         model = DQN("MlpPolicy", venv, policy_kwargs=pk, seed=seed, device="cpu", **kw)
+    if j.get("log_dir"):
+        from stable_baselines3.common.logger import configure
+        os.makedirs(j["log_dir"], exist_ok=True)
+        model.set_logger(configure(j["log_dir"], ["csv"]))
+    callback = None
+    if j.get("schedule_frames"):
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        class StopAt(BaseCallback):  # anneal over schedule_frames, stop after `frames`
+            def _on_step(self):
+                return self.num_timesteps <= frames  # the F-th frame's rollout is trained
+
+        callback = StopAt()
     w0, c0 = time.perf_counter(), time.process_time()
-    model.learn(total_timesteps=frames)
+    model.learn(total_timesteps=j.get("schedule_frames") or frames, callback=callback)
     learn_wall, learn_cpu = time.perf_counter() - w0, time.process_time() - c0
     eps = list(model.ep_info_buffer)
     ret = sum(e["r"] for e in eps) / len(eps) if eps else float("nan")
@@ -249,6 +273,10 @@ def main():
     ap.add_argument("--keep", metavar="DIR",
                     help="write herd-rl's outputs (checkpoint, .h5, progress CSV) to DIR and keep them "
                          "(default: a temporary folder, removed at the end)")
+    ap.add_argument("--sb3-log", metavar="DIR",
+                    help="write SB3's logger CSV (train/ keys per iteration) to DIR/sb3_<game>_<algo>_<seed>/")
+    ap.add_argument("--schedule-frames", type=int, metavar="S",
+                    help="PPO: anneal as in an S-frame run on both sides and stop after --frames")
     a = ap.parse_args()
     if a.frames < 1:
         sys.exit(f"minatar_learning: --frames is {a.frames}, but must be >= 1")
@@ -256,6 +284,9 @@ def main():
         bad = [v for v in value.split(",") if v not in allowed]
         if bad:
             sys.exit(f"minatar_learning: {opt} is {value!r}, but its items must be among {', '.join(allowed)}")
+    if a.schedule_frames is not None and (a.schedule_frames < a.frames or a.algos != "ppo"):
+        sys.exit(f"minatar_learning: --schedule-frames is {a.schedule_frames}, but needs --algos ppo and "
+                 f"must be >= --frames ({a.frames})")
     if not os.access(a.herd_rl, os.X_OK):
         sys.exit(f"minatar_learning: {a.herd_rl} is not an executable (build the herd-rl target, or pass --herd-rl)")
     python = subprocess.run([os.path.join(ROOT, "bench", "peer-venv"), "torch", "stable-baselines3", "gymnasium",
@@ -272,6 +303,7 @@ def main():
                 sys.exit(f"minatar_learning: cannot read preset {preset}: {e.strerror}")
             per_iter = cfg.get("sampler.num_envs", 8) * cfg.get("sampler.num_steps", 128)
             frames = -(-a.frames // per_iter) * per_iter
+            schedule = -(-a.schedule_frames // per_iter) * per_iter if a.schedule_frames else None
             try:
                 spec = sb3_spec(algo, cfg, frames)
             except UnmappedKey as e:
@@ -281,9 +313,10 @@ def main():
                     for side in a.sides.split(","):
                         print(f"minatar_learning: {game} {algo} {side} seed {s}, {frames} frames ...", file=sys.stderr,
                               flush=True)
-                        r = (run_herd(a.herd_rl, preset, frames, s, spec.get("epsilon_frames"), a.keep or tmp)
+                        r = (run_herd(a.herd_rl, preset, frames, s, spec.get("epsilon_frames"), a.keep or tmp,
+                                      schedule, per_iter)
                              if side == "herd"
-                             else run_sb3(python, game, algo, spec, frames, s))
+                             else run_sb3(python, game, algo, spec, frames, s, a.sb3_log, schedule))
                         r.update({"game": game, "algo": algo, "frames_per_s": r["frames"] / r["wall_s"]})
                         runs.append(r)
                         print(f"  wall {r['wall_s']:.1f} s, cpu {r['cpu_s']:.1f} s, {r['frames_per_s']:.0f} frames/s, "

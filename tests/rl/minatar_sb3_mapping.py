@@ -2,7 +2,7 @@
 """Checks how bench/rl/minatar_learning.py maps herd-rl's MinAtar presets to
 Stable-Baselines3 arguments (no torch, SB3 or minatar needed): known answers for the DQN
 and PPO presets, DQN's epsilon schedule kept in frames, gradient clipping off as +inf, and
-every key it cannot map refused by name. Exit 0 when all checks pass, 1 otherwise.
+every key it cannot map refused by name, and --schedule-frames checked. Exit 0 when all checks pass, 1 otherwise.
 
 Usage: minatar_sb3_mapping.py REPO_ROOT
 """
@@ -91,6 +91,18 @@ for game in ("breakout", "freeway"):
         c = copy.deepcopy(p)
         c[key] = value
         refused("ppo", c, word)
+
+# --schedule-frames (anneal as in a longer run, stop early) is for PPO only and must not be
+# below --frames: refused before anything runs (no herd-rl or SB3 needed).
+import subprocess
+script = os.path.join(root, "bench/rl/minatar_learning.py")
+for args, word in ((["--frames", "100", "--schedule-frames", "50", "--algos", "ppo"], "must be >= --frames"),
+                   (["--frames", "100", "--schedule-frames", "500", "--algos", "dqn"], "needs --algos ppo")):
+    # --herd-rl names no executable: without the check the script would stop there instead.
+    r = subprocess.run([sys.executable, script, "--herd-rl", "/nonexistent/herd-rl"] + args, capture_output=True,
+                       text=True)
+    check(f"minatar_learning.py {' '.join(args)}: exit status", r.returncode, 1)
+    check(f"minatar_learning.py {' '.join(args)}: names the problem", word in r.stderr, True)
 
 for f in failures:
     print("FAIL:", f)
