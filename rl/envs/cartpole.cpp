@@ -51,8 +51,7 @@ namespace {
 
 /// The start state from four uniforms in (0, 1), drawn in this order.
 inline CartPoleState reset_state_of(double u0, double u1, double u2, double u3) {
-  return {kResetLow + (kResetHigh - kResetLow) * u0, kResetLow + (kResetHigh - kResetLow) * u1,
-          kResetLow + (kResetHigh - kResetLow) * u2, kResetLow + (kResetHigh - kResetLow) * u3};
+  return {reset_component(u0), reset_component(u1), reset_component(u2), reset_component(u3)};
 }
 
 }  // namespace

@@ -764,7 +764,7 @@ template <int W, class Mul>
   auto start = [](U64 x) {
     const F k = (F)((x >> 12) | 0x4330000000000000u) - 0x1p52;
     const F u = (k + 0.5) * 0x1p-52;
-    return kResetLow + (kResetHigh - kResetLow) * u;
+    return kResetLow + (kResetHigh - kResetLow) * u;  // reset_component's operations per lane
   };
   for (std::size_t g = 0; g < m; g += W) {
     const std::size_t cnt = m - g < W ? m - g : W;
@@ -813,7 +813,7 @@ void cartpole_starts_scalar(const CartPoleStarts& s, std::size_t m) {
   auto put = [&](std::size_t i, std::uint32_t sub, const std::uint32_t* w) {
     for (int h = 0; h < 2; ++h) {
       const std::uint64_t v = static_cast<std::uint64_t>(w[2 * h]) | (static_cast<std::uint64_t>(w[2 * h + 1]) << 32);
-      dst[2 * sub + h][i] = kResetLow + (kResetHigh - kResetLow) * u64_to_uniform(v);
+      dst[2 * sub + h][i] = reset_component(u64_to_uniform(v));
     }
   };
 #if defined(__SSE2__)

@@ -33,6 +33,9 @@ inline constexpr double kTau = 0.02;  // seconds between state updates
 inline constexpr double kThetaThreshold = 12 * 2 * std::numbers::pi / 360;
 inline constexpr double kXThreshold = 2.4;
 inline constexpr double kResetLow = -0.05, kResetHigh = 0.05;  // start-state components: uniform in (low, high)
+/// A start-state component from a uniform `u` in (0, 1): low + (high - low) u (the vector
+/// start states apply the same operations lane by lane).
+constexpr double reset_component(double u) { return kResetLow + (kResetHigh - kResetLow) * u; }
 }  // namespace cartpole
 
 /// One chunk of CartPoles in SoA form. Inputs: state arrays, `sin`/`cos` of theta (glibc
