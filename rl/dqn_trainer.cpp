@@ -18,6 +18,7 @@
 #include "herd/rl/registry.hpp"
 #include "resume_settings.hpp"
 #include "run_common.hpp"
+#include "sampler_state.hpp"
 
 namespace herd::rl {
 
@@ -442,11 +443,7 @@ void DqnTrainer::load_local(const io::CheckpointReader& r, const std::string& pa
   if (streams.size() != 3 * B || obs.size() != obs_.size() || ep_ret.size() != B || ep_len.size() != B)
     throw InputError(std::string(kWho) + ": " + path + " holds " + std::to_string(streams.size() / 3) +
                      " environments, but this run has " + std::to_string(B));
-  if (states.size() != B * S)
-    throw InputError(std::string(kWho) + ": " + path + ": the " + pool_->env(0).id() + " states have " +
-                     std::to_string(states.size() / std::max<std::size_t>(B, 1)) +
-                     " values per environment, but this build's have " + std::to_string(S) +
-                     " (a checkpoint from a version with other game rules)");
+  detail::require_env_state_size(std::string(kWho) + ": " + path, pool_->env(0), states.size(), B);
   replay_->load(r, "replay/");
   for (std::size_t k = 0; k < B; ++k) {
     Env& e = pool_->env(k);

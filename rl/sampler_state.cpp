@@ -29,6 +29,15 @@ void save_sampler_state(io::CheckpointWriter& w, const std::string& p, const Sam
   w.add_value(p + "step_count", s.step_count);
 }
 
+void require_env_state_size(const std::string& where, const Env& env, std::size_t values, std::size_t num_envs) {
+  const std::size_t S = env.state_dim();
+  if (values != num_envs * S)
+    throw InputError(where + ": the checkpoint's " + env.id() + " states have " +
+                     std::to_string(values / std::max<std::size_t>(num_envs, 1)) +
+                     " values per environment, but this build's have " + std::to_string(S) +
+                     " (a checkpoint from a version with other game rules)");
+}
+
 void load_sampler_state(const io::CheckpointReader& r, const std::string& p, const SamplerStateRefs& s) {
   const std::size_t B = s.num_envs;
   const auto states = r.get<double>(p + "env_states");
@@ -37,11 +46,7 @@ void load_sampler_state(const io::CheckpointReader& r, const std::string& p, con
   if (streams.size() != 3 * B)
     throw InputError(std::string(s.who) + "::load: the checkpoint holds " + std::to_string(streams.size() / 3) +
                      " environments, but this sampler has " + std::to_string(B));
-  if (states.size() != B * S)
-    throw InputError(std::string(s.who) + "::load: the checkpoint's " + s.env(0).id() + " states have " +
-                     std::to_string(states.size() / std::max<std::size_t>(B, 1)) +
-                     " values per environment, but this " + "build's have " + std::to_string(S) +
-                     " (a checkpoint from a version with other game rules)");
+  require_env_state_size(std::string(s.who) + "::load", s.env(0), states.size(), B);
   auto raw = r.get<float>(p + "raw_obs");
   if (raw.size() != s.raw_obs.size())
     throw InputError(std::string(s.who) + "::load: the checkpoint's observations have " + std::to_string(raw.size()) +

@@ -33,6 +33,11 @@ struct SamplerStateRefs {
 /// rew_rms, rew_returns, ep_ret, ep_len, step_count).
 void save_sampler_state(io::CheckpointWriter& w, const std::string& prefix, const SamplerStateRefs& s);
 
+/// Checks that a checkpoint's env states (`values` doubles for `num_envs` envs) have `env`'s
+/// state size per env. @throws herd::InputError naming `where`, the env id and both sizes
+/// (a checkpoint from a version whose game state had another layout).
+void require_env_state_size(const std::string& where, const Env& env, std::size_t values, std::size_t num_envs);
+
 /// Restores what `save_sampler_state` wrote, raw observations included; checks the sizes
 /// before anything is changed. @throws herd::InputError on a mismatch, herd::IoError for a
 /// missing section.
