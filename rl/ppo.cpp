@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "herd/core/config.hpp"
@@ -205,8 +206,12 @@ UpdateStats Ppo::update(const RolloutBuffer& buf, double progress, std::int64_t 
           << L.value << ", entropy " << L.entropy << "), training stopped";
         throw NumericalError(m.str());
       }
-      if (o.max_grad_norm > 0) nn::clip_grad_norm(params_, o.max_grad_norm);
+      const double grad_norm =
+          o.max_grad_norm > 0 ? nn::clip_grad_norm(params_, o.max_grad_norm) : std::numeric_limits<double>::quiet_NaN();
       opt_->step();
+      if (observer_)
+        observer_({iteration, static_cast<int>(e), s / mb,
+                   std::span<const std::uint32_t>(perm_.data() + e * n + s, len), L, st.learning_rate, grad_norm});
       st.policy_loss += L.policy;
       st.value_loss += L.value;
       st.entropy += L.entropy;

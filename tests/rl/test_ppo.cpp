@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <vector>
 
 #include "herd/rl/a2c.hpp"
 #include "herd/rl/agent.hpp"
@@ -178,6 +179,77 @@ TEST_CASE("A PPO or A2C update with a minibatch of one sample changes the policy
     agent.evaluate(b.obs.data(), b.actions.data(), 1);
     CHECK(agent.log_probs()[0] > before + 1e-4);
   }
+}
+
+TEST_CASE("PPO's minibatch observer sees every step after it is taken, and changes nothing", "[rl]") {
+  auto env = make_env("CartPole-v1");
+  AgentOptions ao;
+  ao.seed = 11;
+  ActorCriticAgent observed(4, env->action_space(), ao), plain(4, env->action_space(), ao);
+  SamplerOptions so;
+  so.num_envs = 4;
+  so.num_steps = 16;
+  SerialSampler s(so);
+  RolloutBuffer b;
+  s.collect(observed, b);
+  b.compute_advantages(0.99, 0.95);
+  PpoOptions po;
+  po.minibatch_size = 16;  // 64 samples: 4 minibatches per epoch
+  po.epochs = 3;
+  po.max_grad_norm = 0.05;  // small enough that some steps are clipped
+  po.learning_rate = 1e-3;
+  Ppo with(observed, po), without(plain, po);
+  std::vector<MinibatchRecord> seen;
+  std::vector<std::uint32_t> rows;
+  std::vector<std::vector<double>> after;
+  int clipped = 0;
+  with.set_minibatch_observer([&](const MinibatchRecord& m) {
+    seen.push_back(m);
+    rows.insert(rows.end(), m.samples.begin(), m.samples.end());
+    std::vector<double> p;
+    double g2 = 0;
+    for (auto& np : observed.named_parameters()) {
+      for (double x : np.param->value.to_vector()) p.push_back(x);
+      for (double g : np.param->grad.to_vector()) g2 += g * g;
+    }
+    after.push_back(p);
+    // The gradient left in the parameters is the clipped one: norm min(grad_norm, 0.05).
+    CHECK(std::sqrt(g2) == Approx(std::min(m.grad_norm, 0.05)).epsilon(1e-4));
+    clipped += m.grad_norm > 0.05 ? 1 : 0;
+  });
+  const UpdateStats st = with.update(b, 1.0, 2);
+  const UpdateStats st_plain = without.update(b, 1.0, 2);
+  REQUIRE(seen.size() == 12u);
+  double kl = 0, policy = 0, clip_fraction = 0;
+  for (std::size_t k = 0; k < seen.size(); ++k) {
+    CHECK(seen[k].iteration == 2);
+    CHECK(seen[k].epoch == static_cast<int>(k / 4));
+    CHECK(seen[k].index == k % 4);
+    CHECK(seen[k].learning_rate == st.learning_rate);
+    CHECK(std::isfinite(seen[k].grad_norm));
+    kl += seen[k].loss.approx_kl;
+    policy += seen[k].loss.policy;
+    clip_fraction += seen[k].loss.clip_fraction;
+    if (k > 0) CHECK(after[k] != after[k - 1]);  // seen after the step
+  }
+  CHECK(clipped > 0);
+  // The update's statistics are the means of the minibatches' terms, in the same order.
+  CHECK(kl / 12.0 == st.approx_kl);
+  CHECK(policy / 12.0 == st.policy_loss);
+  CHECK(clip_fraction / 12.0 == st.clip_fraction);
+  // Every epoch's minibatches are consecutive slices of one permutation of the rows.
+  for (int e = 0; e < 3; ++e) {
+    std::vector<std::uint32_t> epoch(rows.begin() + e * 64, rows.begin() + (e + 1) * 64);
+    std::sort(epoch.begin(), epoch.end());
+    for (std::uint32_t i = 0; i < 64; ++i) REQUIRE(epoch[i] == i);
+  }
+  // Observing changes nothing: the same statistics and parameters as without an observer.
+  CHECK(st.approx_kl == st_plain.approx_kl);
+  CHECK(st.value_loss == st_plain.value_loss);
+  std::vector<double> last;
+  for (auto& np : plain.named_parameters())
+    for (double x : np.param->value.to_vector()) last.push_back(x);
+  CHECK(after.back() == last);
 }
 
 TEST_CASE("Sampler: truncated steps bootstrap from V(final obs), terminated ones do not", "[rl]") {

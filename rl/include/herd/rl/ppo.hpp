@@ -9,9 +9,11 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "herd/core/communicator.hpp"
@@ -80,6 +82,17 @@ struct MinibatchLoss {
   double entropy = 0;        ///< mean entropy
   double approx_kl = 0;      ///< mean (r - 1) - log r
   double clip_fraction = 0;  ///< fraction clipped
+};
+
+/// One minibatch step of `Ppo::update`, as its observer sees it (`Ppo::set_minibatch_observer`).
+struct MinibatchRecord {
+  std::int64_t iteration = 0;              ///< the update's iteration (0-based)
+  int epoch = 0;                           ///< pass over the rollout (0-based)
+  std::size_t index = 0;                   ///< minibatch within the epoch (0-based)
+  std::span<const std::uint32_t> samples;  ///< its rollout rows (`t * B + b`), valid during the call
+  MinibatchLoss loss;                      ///< its loss terms (computed before the step)
+  double learning_rate = 0;                ///< learning rate of the step
+  double grad_norm = 0;                    ///< global L2 gradient norm before clipping (NaN without clipping)
 };
 
 /// PPO on an `ActorCriticAgent` (which it references and must outlive it).
@@ -178,6 +191,12 @@ class Ppo {
   MinibatchLoss minibatch_loss(const RolloutBuffer& buffer, std::span<const std::uint32_t> idx, double clip,
                                bool accumulate_grad);
 
+  /// Calls `observer` after every minibatch step of a host `update` (after the optimizer
+  /// step: the agent's parameters and gradients, clipped, are those of that step); an empty
+  /// function removes it. A diagnostic hook (bench/rl/ppo_update_dump.cpp records an
+  /// update with it); it changes nothing in the update. Device updates do not call it.
+  void set_minibatch_observer(std::function<void(const MinibatchRecord&)> observer) { observer_ = std::move(observer); }
+
   /// The optimizer (state for checkpoints).
   nn::Optimizer& optimizer() { return *opt_; }
   /// Ranks of data-parallel training (1: one process).
@@ -194,11 +213,12 @@ class Ppo {
   std::unique_ptr<nn::Optimizer> opt_;
   std::vector<float> obs_, adv_, g_logp_, g_ent_, g_val_;
   std::vector<double> act_;
-  std::vector<std::uint32_t> perm_;    // [epochs, n] permutations of one update
-  std::vector<double> stats_;          // data-parallel: [epochs * minibatches, 3] advantage sums
-  const double* adv_stats_ = nullptr;  // this minibatch's global (count, sum, sum of squares)
-  std::array<double, 6> terms_{};      // loss terms being all-reduced
-  bool device_update_ = false;         // updates run on the agent's CUDA device
+  std::vector<std::uint32_t> perm_;                       // [epochs, n] permutations of one update
+  std::vector<double> stats_;                             // data-parallel: [epochs * minibatches, 3] advantage sums
+  const double* adv_stats_ = nullptr;                     // this minibatch's global (count, sum, sum of squares)
+  std::array<double, 6> terms_{};                         // loss terms being all-reduced
+  std::function<void(const MinibatchRecord&)> observer_;  // see set_minibatch_observer
+  bool device_update_ = false;                            // updates run on the agent's CUDA device
   std::int64_t graph_steps_ = 0, graph_captures_ = 0;
   std::string graph_error_;
   struct DeviceState;  // device buffers of a device update (ppo_device.cpp)
