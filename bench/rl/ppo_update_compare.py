@@ -5,7 +5,7 @@ Two commands (run in the bench venv, ~/.cache/herd/bench-venv: torch, stable-bas
 gymnasium, minatar, h5py; started with another interpreter, the script re-executes itself
 there):
 
-  ppo_update_compare.py compare HERD.h5 [--preset TOML] [--json FILE]
+  ppo_update_compare.py compare HERD.h5 [--preset TOML] [--json FILE] [--population-std]
       HERD.h5 is build/bench/rl/ppo_update_dump's record of one herd update (initial
       parameters, rollout, permutations, every minibatch's losses, gradient norm and
       parameters). Builds SB3's PPO with bench/rl/minatar_learning.py's mapping of the
@@ -17,7 +17,9 @@ there):
       gradient norm, the first minibatch's gradient and the parameters after every step.
       SB3's loss terms are recomputed from the tensors of its own train() (captured from
       `evaluate_actions` and the buffer's samples) with its formulas; gradients and
-      parameters are train()'s own.
+      parameters are train()'s own. --population-std: SB3 normalises the advantages with
+      the population standard deviation, as herd does, instead of its sample one (a
+      diagnostic: the one known difference between the two updates).
 
   ppo_update_compare.py sb3-rollout OUT.h5 --seed S [--preset TOML]
       SB3's own first iteration for seed S, as minatar_learning.py's worker runs it (the
@@ -39,7 +41,6 @@ the conv output in (channel, row, column) order, as torch's Flatten of NCHW) is
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tomllib
 

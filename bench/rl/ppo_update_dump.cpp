@@ -108,8 +108,8 @@ int main(int argc, char** argv) {
       auto state = agent.state_dict();
       for (auto& t : state) {
         const auto v = read_n(in.root(), "init/" + t.name, static_cast<std::size_t>(t.tensor.numel()));
-        t.tensor = herd::nn::Tensor::from_vector(t.tensor.shape(), std::vector<double>(v.begin(), v.end()),
-                                                 t.tensor.dtype());
+        t.tensor =
+            herd::nn::Tensor::from_vector(t.tensor.shape(), std::vector<double>(v.begin(), v.end()), t.tensor.dtype());
       }
       agent.load_state_dict(state);
       const auto probe = herd::rl::make_env(c.env);
@@ -183,8 +183,8 @@ int main(int argc, char** argv) {
     const std::size_t steps = cols[0].size();
     if (perm.size() != E * n) throw herd::Error("ppo_update_dump: the observer missed an epoch's permutation");
     u.write("perm", perm, {static_cast<hsize>(E), static_cast<hsize>(n)});
-    const char* names[7] = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm",
-                            "learning_rate"};
+    const char* names[7] = {"policy_loss",   "value_loss", "entropy",      "approx_kl",
+                            "clip_fraction", "grad_norm",  "learning_rate"};
     for (int k = 0; k < 7; ++k) u.write(names[k], cols[k]);
     H5Group pg = u.create_group("params");
     H5Group gg = u.create_group("grad0");
