@@ -128,7 +128,9 @@ struct DiagnosticSummary {
 /// about 21.25 bytes per draw unweighted (one split buffer serves the z-scores, the split
 /// draws and the FFT's summed power spectrum in turn; the z table of normal quantiles 1.25,
 /// the sort records 12), and for a weighted view to 1.25 per draw (the z table) plus 21 per
-/// entry (sort records 12, draws per entry 1, z-scores per entry 8): the view is never expanded and its split chains
+/// entry (sort records 12, draws per entry 1, z-scores per entry 8; past diagnostics_rank_budget() the sort records
+/// and draws per entry go to scratch files instead, and the rank side holds about the budget): the view is never
+/// expanded and its split chains
 /// are generated window by window from one value per entry (stored only up to 2^18 split draws, 2 MiB, where that is
 /// cheaper: detail::stored_split_limit); the ESS keeps only the L lags it sums directly. Once the FFT is used, about 32
 /// bytes per draw of a split chain more (its input and spectrum; weighted, 40 with the summed power spectrum). The
@@ -137,7 +139,8 @@ struct DiagnosticSummary {
 /// @param draws `[chains, draws]` row-major, optionally weighted (zero weights allowed); the
 ///        result is that of the expanded view, bit for bit.
 /// Thread-safe (the calling thread's workspace); never throws for non-finite or constant
-/// draws (NaN fields, see the file comment); @throws std::bad_alloc.
+/// draws (NaN fields, see the file comment); @throws std::bad_alloc; IoError when a weighted view ranked out of core
+/// (diagnostics_rank_budget()) cannot create, write or read its scratch files.
 DiagnosticSummary summarize(const DrawsView& draws);
 
 /// summarize() of `count` quantities on up to `threads` threads (the calling thread works
