@@ -5,8 +5,11 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -25,6 +28,7 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#include <unistd.h>
 
 #include <Eigen/Core>
 #include <boost/math/distributions/beta.hpp>
@@ -33,6 +37,7 @@
 #include "diagnostics_detail.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/thread_pool.hpp"
+#include "herd/io/atomic_file.hpp"
 #include "order_statistics.hpp"
 
 namespace herd::mcmc {
@@ -175,8 +180,8 @@ struct ZRange {
 // consecutive split positions (weighted views: SlotCounts, the counts kept per slot); the
 // rank code below is written once for both. Dropped records (one draw each) are never asked.
 struct UnitCounts {
-  std::uint32_t operator()(std::uint32_t /*pos*/) const { return 1; }
-  void prefetch(std::uint32_t /*pos*/) const {}
+  std::uint32_t operator()(const Rec& /*r*/) const { return 1; }
+  void prefetch(const Rec& /*r*/) const {}
 };
 struct SlotCounts {
   const std::uint8_t* small = nullptr;
@@ -191,12 +196,36 @@ struct SlotCounts {
     return std::lower_bound(big, big + nbig, slot, [](const auto& e, std::uint32_t v) { return e.first < v; })->second;
   }
   void prefetch(std::uint32_t slot) const { __builtin_prefetch(small + slot); }
+  std::uint32_t operator()(const Rec& r) const { return (*this)(r.pos); }
+  void prefetch(const Rec& r) const { prefetch(r.pos); }
+};
+/// A record of the out-of-core rank side (SpilledRanks): Rec's key and slot (or kDropped)
+/// with the draws it stands for (1 for kDropped), so that no array of counts per slot is held.
+struct SpillRec {
+  std::uint64_t key;
+  std::uint32_t pos;
+  std::uint32_t count;
+};
+static_assert(sizeof(SpillRec) == 16);
+/// The counts of SpillRec records: in the record.
+struct RecCounts {
+  std::uint32_t operator()(const SpillRec& r) const { return r.count; }
+  void prefetch(const SpillRec& /*r*/) const {}
 };
 /// Writes z for a (not dropped) record: at its split position (unweighted), or as its compact
 /// state's z-score (weighted: the state's draws all get it, detail::SplitSeries spreads it).
-inline void store(double* out, const Rec& r, double z) { out[r.pos] = z; }
+template <class R>
+inline void store(double* out, const R& r, double z) {
+  out[r.pos] = z;
+}
 /// `take_r ? r : l` with the key replaced, branch-free.
 inline Rec merged(const Rec& l, const Rec& r, bool take_r, std::uint64_t key) { return {key, take_r ? r.pos : l.pos}; }
+inline SpillRec merged(const SpillRec& l, const SpillRec& r, bool take_r, std::uint64_t key) {
+  return {key, take_r ? r.pos : l.pos, take_r ? r.count : l.count};
+}
+/// The record type of a sorted-records accessor (a pointer, or SpillAt).
+template <class A>
+using RecOf = std::remove_cvref_t<decltype(std::declval<A>()[0])>;
 
 /// z-scaled average ranks (posterior's z_scale) of the split draws: `sorted` holds `count`
 /// records of all draws sorted by key; the middle draws of odd chains carry kDropped and are
@@ -206,8 +235,8 @@ inline Rec merged(const Rec& l, const Rec& r, bool take_r, std::uint64_t key) { 
 /// them through position windows, and need no staging buffer. Returns whether the z-scores
 /// written are constant (detail::is_constant of `out`, from the groups' z-scores: no pass
 /// over `out`).
-template <class C>
-bool z_scale_sorted(const Rec* sorted, std::size_t count, const C& counts, double* out, ZTable& ztab) {
+template <class C, class A>
+bool z_scale_sorted(A sorted, std::size_t count, const C& counts, double* out, ZTable& ztab) {
   constexpr std::size_t kAhead = 16;
   std::size_t rank = 0;
   std::size_t i = 0;
@@ -215,12 +244,12 @@ bool z_scale_sorted(const Rec* sorted, std::size_t count, const C& counts, doubl
   while (i < count) {
     if (i + kAhead < count && sorted[i + kAhead].pos != kDropped) {
       __builtin_prefetch(out + sorted[i + kAhead].pos, 1);
-      counts.prefetch(sorted[i + kAhead].pos);
+      counts.prefetch(sorted[i + kAhead]);
     }
     std::size_t j = i + 1;
-    std::size_t included = sorted[i].pos != kDropped ? counts(sorted[i].pos) : 0;
+    std::size_t included = sorted[i].pos != kDropped ? counts(sorted[i]) : 0;
     while (j < count && sorted[j].key == sorted[i].key) {
-      included += sorted[j].pos != kDropped ? counts(sorted[j].pos) : 0;
+      included += sorted[j].pos != kDropped ? counts(sorted[j]) : 0;
       ++j;
     }
     if (included > 0) {
@@ -239,19 +268,30 @@ bool z_scale_sorted(const Rec* sorted, std::size_t count, const C& counts, doubl
 /// one at a time: the sorted records merged outward from the median. Branch-free (which side
 /// comes next is a coin flip for the branch predictor): an exhausted side reads a valid
 /// record and is never taken. The records given so far are sorted[left(), right()).
-template <class R>
+template <class A>
 class FoldMerge {
  public:
-  FoldMerge(const R* sorted, std::size_t s, double med) : sorted_(sorted), s_(s), med_(med) {
+  using R = RecOf<A>;
+  FoldMerge(A sorted, std::size_t s, double med) : sorted_(sorted), s_(s), med_(med) {
     const std::uint64_t kmed = sort_key(med);
-    right_ = left_ = static_cast<std::size_t>(
-        std::lower_bound(sorted, sorted + s, kmed, [](const R& r, std::uint64_t k) { return r.key < k; }) - sorted);
+    if constexpr (std::is_pointer_v<A>) {
+      right_ = left_ = static_cast<std::size_t>(
+          std::lower_bound(sorted, sorted + s, kmed, [](const R& r, std::uint64_t k) { return r.key < k; }) - sorted);
+    } else {  // the first record of key >= kmed, by bisection
+      std::size_t lo = 0, hi = s;
+      while (lo < hi) {
+        const std::size_t mid = lo + (hi - lo) / 2;
+        if (sorted[mid].key < kmed) lo = mid + 1;
+        else hi = mid;
+      }
+      right_ = left_ = lo;
+    }
   }
   /// The next record; at most s calls.
   R next() {
     const bool has_l = left_ > 0, has_r = right_ < s_;
-    const R& l = sorted_[has_l ? left_ - 1 : 0];
-    const R& r = sorted_[has_r ? right_ : s_ - 1];
+    const auto& l = sorted_[has_l ? left_ - 1 : 0];  // a reference into memory, or a copy
+    const auto& r = sorted_[has_r ? right_ : s_ - 1];
     const double fl = std::fabs(from_key(l.key) - med_);
     const double fr = std::fabs(from_key(r.key) - med_);
     const bool take_r = has_r & (!has_l | (fr <= fl));
@@ -263,7 +303,7 @@ class FoldMerge {
   std::size_t right() const { return right_; }
 
  private:
-  const R* sorted_;
+  A sorted_;
   std::size_t s_;
   double med_;
   std::size_t left_ = 0, right_ = 0;
@@ -276,17 +316,18 @@ class FoldMerge {
 /// which get its z-score once its last record is known. The split positions a few records
 /// ahead on both sides are prefetched. The same z-scores at the same positions; returns
 /// whether they are constant (as z_scale_sorted).
-template <class C>
-bool z_scale_folded(const Rec* sorted, std::size_t count, const C& counts, double med, double* out, ZTable& ztab) {
+template <class C, class A>
+bool z_scale_folded(A sorted, std::size_t count, const C& counts, double med, double* out, ZTable& ztab) {
+  using R = RecOf<A>;
   if (count == 0) return true;
   ZRange range;
   constexpr std::size_t kAhead = 16;
-  FoldMerge<Rec> merge(sorted, count, med);
+  FoldMerge<A> merge(sorted, count, med);
   std::size_t rank = 0;
   std::size_t l0 = merge.left(), r0 = merge.right();  // the group: sorted[l, l0) and [r0, r)
   std::size_t included = 0;
   std::size_t group = 0;  // records in the group
-  Rec first{};            // its first record
+  R first{};              // its first record
   // Inlined: its state (rank, the group) stays in registers; a call would keep it in memory.
   auto flush = [&](std::size_t l, std::size_t r) __attribute__((always_inline)) {
     if (included == 0) return;
@@ -306,13 +347,13 @@ bool z_scale_folded(const Rec* sorted, std::size_t count, const C& counts, doubl
     const std::size_t l = merge.left(), r = merge.right();
     if (r + kAhead < count && sorted[r + kAhead].pos != kDropped) {
       __builtin_prefetch(out + sorted[r + kAhead].pos, 1);
-      counts.prefetch(sorted[r + kAhead].pos);
+      counts.prefetch(sorted[r + kAhead]);
     }
     if (l > kAhead && sorted[l - kAhead - 1].pos != kDropped) {
       __builtin_prefetch(out + sorted[l - kAhead - 1].pos, 1);
-      counts.prefetch(sorted[l - kAhead - 1].pos);
+      counts.prefetch(sorted[l - kAhead - 1]);
     }
-    const Rec rec = merge.next();
+    const R rec = merge.next();
     if (t == 0 || rec.key != first.key) {
       if (t > 0) flush(l, r);
       l0 = l;
@@ -322,7 +363,7 @@ bool z_scale_folded(const Rec* sorted, std::size_t count, const C& counts, doubl
       first = rec;
     }
     ++group;
-    included += rec.pos != kDropped ? counts(rec.pos) : 0;
+    included += rec.pos != kDropped ? counts(rec) : 0;
   }
   flush(merge.left(), merge.right());
   return range.constant();
@@ -724,8 +765,9 @@ constexpr std::size_t kLsdBucket = 8192;
 /// free slot), then each bucket while it is in cache (insertion sort up to 64 records,
 /// msd_sort up to kLsdBucket, lsd_sort48 beyond), with `scratch` (grown to the largest bucket of more than 64 records,
 /// a few thousand for smooth data, n at worst) instead of a second buffer of n records. `start` is scratch too.
-template <class R>
-void radix_sort(R* a, std::size_t n, std::vector<std::uint32_t>& start, detail::BigVector<R>& scratch) {
+/// `Scratch` is a vector of R (the workspace's BigVector, or a std::vector).
+template <class R, class Scratch>
+void radix_sort(R* a, std::size_t n, std::vector<std::uint32_t>& start, Scratch& scratch) {
   constexpr std::size_t kTop = std::size_t{1} << 16;
   start.assign(kTop + 1, 0);
   for (std::size_t i = 0; i < n; ++i) ++start[(a[i].key >> 48) + 1];
@@ -840,6 +882,259 @@ void sort_draws(const Prepared& p, detail::Workspace& ws) {
   else sort_recs(p, ws);
 }
 
+/// An unlinked scratch file of the out-of-core rank side (io::create_unlinked_scratch in
+/// diagnostics_scratch_dir(), or the system's temporary folder), closed on destruction.
+/// @throws IoError when it cannot be created, written or read.
+class RankScratch {
+ public:
+  RankScratch() {
+    std::string dir = diagnostics_scratch_dir();
+    if (dir.empty()) dir = std::filesystem::temp_directory_path().string();
+    fd_ = io::create_unlinked_scratch(dir, ".herd-ranks-", path_);
+    if (fd_ < 0) fail("creating");
+  }
+  RankScratch(const RankScratch&) = delete;
+  RankScratch& operator=(const RankScratch&) = delete;
+  ~RankScratch() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  /// Writes records [0, n) of `p` at record `at`.
+  void write(const SpillRec* p, std::size_t n, std::uint64_t at) const {
+    if (n > 0 && !io::pwrite_all(fd_, p, n * sizeof(SpillRec), at * sizeof(SpillRec))) fail("writing");
+  }
+  /// Reads records [at, at + n) into p.
+  void read(SpillRec* p, std::size_t n, std::uint64_t at) const {
+    if (n > 0 && !io::pread_all(fd_, p, n * sizeof(SpillRec), at * sizeof(SpillRec))) fail("reading");
+  }
+
+ private:
+  [[noreturn]] void fail(const char* what) const {
+    const int e = errno;
+    throw IoError(fmt::format("{} the diagnostics' rank scratch file \"{}\" (unlinked once created) failed: {}", what,
+                              path_, e != 0 ? std::strerror(e) : "unexpected end of file"));
+  }
+  int fd_ = -1;
+  std::string path_;
+};
+
+/// Random access to the n records of a RankScratch through a cache of kSlots blocks of 2^kShift
+/// records (least recently used replaced): the rank side's walks (forward for the bulk,
+/// outward from the median for the tail, with prefetches a few records ahead and a tie
+/// group's ranges read again) touch a few blocks at a time. The two blocks last found by a
+/// search are checked first, inline (the bulk's walk reads one block, the tail's two). 512
+/// KiB. Not thread-safe.
+class SpillReader {
+ public:
+  static constexpr unsigned kShift = 12;
+  static constexpr std::size_t kSlots = 8;
+  SpillReader(const RankScratch& file, std::size_t n) : file_(&file), n_(n), buf_(kSlots << kShift) {
+    block_.fill(kNone);
+    used_.fill(0);
+  }
+  /// Record i < n.
+  SpillRec operator[](std::size_t i) {
+    const std::size_t b = i >> kShift;
+    if (b == recent_block_[0]) [[likely]]
+      return recent_[0][i & kMask];
+    if (b == recent_block_[1]) return recent_[1][i & kMask];
+    return recent_[find(b)][i & kMask];
+  }
+
+ private:
+  static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+  static constexpr std::size_t kMask = (std::size_t{1} << kShift) - 1;
+  /// Block b (read into the least recently found slot if not held), made the most recent
+  /// (recent_[0]; the previous one moves to recent_[1]). The two recent blocks hold the
+  /// newest stamps, so they are never the one replaced. Returns 0.
+  [[gnu::noinline]] std::size_t find(std::size_t b) {
+    std::size_t k = 0;
+    while (k < kSlots && block_[k] != b) ++k;
+    if (k == kSlots) {
+      k = static_cast<std::size_t>(std::min_element(used_.begin(), used_.end()) - used_.begin());
+      const std::size_t first = b << kShift;
+      file_->read(buf_.data() + (k << kShift), std::min(n_ - first, std::size_t{1} << kShift), first);
+      block_[k] = b;
+    }
+    used_[k] = ++clock_;
+    recent_block_[1] = recent_block_[0];
+    recent_[1] = recent_[0];
+    recent_block_[0] = b;
+    recent_[0] = buf_.data() + (k << kShift);
+    return 0;
+  }
+  const RankScratch* file_;
+  std::size_t n_;
+  std::vector<SpillRec> buf_;
+  std::array<std::size_t, kSlots> block_{}, used_{};
+  std::array<std::size_t, 2> recent_block_{kNone, kNone};
+  std::array<const SpillRec*, 2> recent_{nullptr, nullptr};
+  std::size_t clock_ = 0;
+};
+
+/// A SpillReader as the rank code's accessor of sorted records (sorted[i]), copied by value.
+struct SpillAt {
+  SpillReader* reader;
+  SpillRec operator[](std::size_t i) const { return (*reader)[i]; }
+};
+
+/// A weighted view's records (sort_compact's: one per slot, one kDropped per odd chain's
+/// middle draw) sorted out of core: made in state order into runs of `run` records, each
+/// radix-sorted and written to a scratch file, then k-way merged into a second scratch file
+/// (the first is closed then), read back through a SpillReader. The same records in the same
+/// key order as sort_compact's (the order of equal keys, which nothing reads, aside), so the
+/// same ranks, order statistics and z-scores. Memory: the run (16 bytes per record, reused
+/// for the merge's input and output buffers), the radix sort's scratch (its largest bucket),
+/// its counts (512 KiB), the reader (512 KiB) and the draws before every 2^SpillReader::kShift
+/// sorted records (8 bytes each). Through operator new (std::vector). Not thread-safe.
+class SpilledRanks {
+ public:
+  SpilledRanks(const Prepared& p, std::size_t run) {
+    const DrawsView& v = *p.view;
+    const std::size_t d = v.draws();
+    const double* x = v.values().data();
+    const std::uint32_t* w = v.weights().data();
+    const bool odd = p.n % 2 == 1;
+    std::vector<SpillRec> buf(std::max<std::size_t>(1, std::min(run, p.m * d + p.m)));
+    std::vector<std::uint32_t> start;
+    std::vector<SpillRec> scratch;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> runs;  // [first, end) records of each run
+    std::optional<RankScratch> spill(std::in_place);
+    std::size_t fill = 0;
+    const auto flush = [&] {
+      if (fill == 0) return;
+      radix_sort(buf.data(), fill, start, scratch);
+      spill->write(buf.data(), fill, n_);
+      runs.emplace_back(n_, n_ + fill);
+      n_ += fill;
+      fill = 0;
+    };
+    const auto add = [&](std::uint64_t key, std::uint32_t pos, std::size_t count) {
+      buf[fill++] = {key, pos, static_cast<std::uint32_t>(count)};  // < 2^32 draws (DrawsView)
+      if (fill == buf.size()) flush();
+    };
+    std::uint32_t slot = 0;
+    for (std::size_t c = 0; c < p.m; ++c) {
+      std::size_t t0 = 0;  // verbose index of the state's first draw
+      for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
+        if (w[j] == 0) continue;
+        const auto wj = static_cast<std::size_t>(w[j]);
+        const std::uint64_t key = sort_key(x[j]);
+        if (odd && t0 <= p.h && p.h < t0 + wj) {
+          add(key, kDropped, 1);
+          if (wj > 1) add(key, slot++, wj - 1);
+        } else {
+          add(key, slot++, wj);
+        }
+        t0 += wj;
+      }
+    }
+    slots_ = slot;
+    flush();
+    scratch = {};
+    start = {};
+    // The merge: an input buffer of `per` records per run and one for the output, carved
+    // from the run's buffer; a heap of the runs' next keys.
+    const std::size_t k = runs.size();
+    const std::size_t per = std::max<std::size_t>(buf.size() / (k + 1), 16);
+    if (buf.size() < per * (k + 1)) buf.resize(per * (k + 1));
+    std::vector<std::size_t> at(k, 0), len(k, 0);
+    const auto refill = [&](std::size_t r) {
+      const std::size_t take = std::min<std::uint64_t>(per, runs[r].second - runs[r].first);
+      spill->read(buf.data() + r * per, take, runs[r].first);
+      runs[r].first += take;
+      at[r] = 0;
+      len[r] = take;
+    };
+    using Head = std::pair<std::uint64_t, std::size_t>;  // (key, run)
+    std::vector<Head> heap;
+    for (std::size_t r = 0; r < k; ++r) {
+      refill(r);
+      heap.emplace_back(buf[r * per].key, r);
+    }
+    std::make_heap(heap.begin(), heap.end(), std::greater<>());  // heap[0]: the smallest key
+    // heap[0] replaced: sifted down to its place (one pass, instead of a pop and a push).
+    const auto sift = [&heap] {
+      const std::size_t hn = heap.size();
+      const Head top = heap[0];
+      std::size_t i = 0;
+      for (std::size_t c = 1; c < hn; c = 2 * i + 1) {
+        if (c + 1 < hn && heap[c + 1].first < heap[c].first) ++c;
+        if (!(heap[c].first < top.first)) break;
+        heap[i] = heap[c];
+        i = c;
+      }
+      heap[i] = top;
+    };
+    SpillRec* out = buf.data() + k * per;
+    std::size_t outn = 0, written = 0;
+    std::uint64_t draws = 0;
+    index_.reserve((n_ >> SpillReader::kShift) + 1);
+    while (!heap.empty()) {
+      const std::size_t r = heap[0].second;
+      const SpillRec rec = buf[r * per + at[r]++];
+      if (((written + outn) & ((std::size_t{1} << SpillReader::kShift) - 1)) == 0) index_.push_back(draws);
+      draws += rec.count;
+      out[outn++] = rec;
+      if (outn == per) {
+        sorted_.write(out, outn, written);
+        written += outn;
+        outn = 0;
+      }
+      if (at[r] == len[r]) {
+        if (runs[r].first == runs[r].second) {  // run r is done
+          heap[0] = heap.back();
+          heap.pop_back();
+          if (!heap.empty()) sift();
+          continue;
+        }
+        refill(r);
+      }
+      heap[0].first = buf[r * per + at[r]].key;
+      sift();
+    }
+    sorted_.write(out, outn, written);
+    spill.reset();
+    buf = {};
+    reader_.emplace(sorted_, n_);
+  }
+  /// Records, and slots (states with draws in the split layout, numbered in state order).
+  std::size_t size() const { return n_; }
+  std::size_t slots() const { return slots_; }
+  /// The sorted records (SpillAt of the reader).
+  SpillAt at() { return {&*reader_}; }
+  /// The i-th smallest draw (0-based): the last block of records that starts at or before
+  /// draw i, then its run of records that holds it.
+  double order(std::size_t i) {
+    const auto b = static_cast<std::size_t>(std::upper_bound(index_.begin(), index_.end(), i) - index_.begin()) - 1;
+    std::size_t k = b << SpillReader::kShift;
+    for (std::uint64_t t = index_[b]; t + (*reader_)[k].count <= i; ++k) t += (*reader_)[k].count;
+    return from_key((*reader_)[k].key);
+  }
+
+ private:
+  RankScratch sorted_;
+  std::size_t n_ = 0, slots_ = 0;
+  std::vector<std::uint64_t> index_;  // draws in the sorted records before each block of 2^kShift
+  std::optional<SpillReader> reader_;
+};
+
+/// SpilledRanks::order as the accessor of quantile7 and mcse_quantile7 (copied by value).
+struct SpillOrder {
+  SpilledRanks* ranks;
+  double operator()(std::size_t i) const { return ranks->order(i); }
+};
+
+/// Whether a view's rank side goes out of core (SpilledRanks): weighted, and its in-memory
+/// records, draws per slot and index (13 bytes per state, sort_compact's sizes) past
+/// diagnostics_rank_budget().
+bool ranks_out_of_core(const Prepared& p) {
+  return p.compact() && 13 * (p.view->values().size() + p.m) > diagnostics_rank_budget();
+}
+
+/// Records per run of SpilledRanks under budget `budget`: budget / 32 (the run, and the radix
+/// sort's scratch at worst as much), at least 256.
+std::size_t spill_run(std::size_t budget) { return std::max<std::size_t>(budget / (2 * sizeof(SpillRec)), 256); }
+
 /// The i-th smallest draw (0-based) after sort_draws: a record of ws.recs, or (weighted) the
 /// run of ws.recs that holds the i-th draw (binary search of the blocks' draw counts, then a walk
 /// of at most one block's records).
@@ -931,32 +1226,33 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
   return detail::ess_indicator_bits(ws.bits.data(), m2, p.h, ws);
 }
 
-/// Bulk and tail R-hat and bulk-ESS from the sorted records ws.recs (folded about the median
-/// as they are scaled, for the tail). `slot_scratch` (weighted views; nullptr: ws.slotz) is
-/// where the z-scores per slot go: ws.wslots doubles that nothing reads any more.
+/// Bulk and tail R-hat and bulk-ESS from the `count` sorted records `sorted` (ws.recs' data,
+/// or SpillAt; folded about the median as they are scaled, for the tail). `slot_scratch`
+/// (weighted views; nullptr: ws.slotz) is where the z-scores per slot go: `slots` doubles
+/// that nothing reads any more.
 /// `bulk_hint` (0: none) hints the bulk ESS's first pass of lags when its split layout is
 /// generated per window (detail::ess_series; the same bits whatever the hint). The tail's
 /// z-scores and R-hat come first, then the bulk's z-scores: the records are read no more
 /// after them, so `lease` (nullptr: none) gives the rank buffers back before the bulk ESS,
 /// the longest part.
-template <class C>
-void rank_diagnostics(const Prepared& p, double median, const C& counts, detail::Workspace& ws, double* rhat_b,
-                      double* rhat_t, double* ess_b, const detail::SplitSeries* layout, double* slot_scratch,
-                      std::size_t bulk_hint, detail::RankLease* lease) {
-  const detail::BigVector<Rec>& recs = ws.recs;
+template <class C, class A>
+void rank_diagnostics(const Prepared& p, double median, const C& counts, A sorted, std::size_t count, std::size_t slots,
+                      detail::Workspace& ws, double* rhat_b, double* rhat_t, double* ess_b,
+                      const detail::SplitSeries* layout, double* slot_scratch, std::size_t bulk_hint,
+                      detail::RankLease* lease) {
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws);
   // Unweighted: z-scores straight to the split positions. Weighted: one per slot (compact
   // state), 8 bytes per state, and the split layout generated from them (detail::SplitSeries):
   // window by window for every pass, or, up to detail::stored_split_limit() split draws,
   // once into the split buffer.
-  constexpr bool kWeighted = std::is_same_v<C, SlotCounts>;
+  constexpr bool kWeighted = !std::is_same_v<C, UnitCounts>;
   std::optional<detail::SplitSeries> series;
   bool stored = true;
   double* zout = nullptr;
   if constexpr (kWeighted) {
     if (slot_scratch == nullptr) {
-      ws.slotz.resize(ws.wslots);
+      ws.slotz.resize(slots);
       slot_scratch = ws.slotz.data();
     }
     zout = slot_scratch;
@@ -975,7 +1271,7 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, detail:
   };
   if (rhat_t) {
     // Constant z-scores give NaN (rhat_chains unchecked would find them constant).
-    const bool tail_constant = z_scale_folded(recs.data(), recs.size(), counts, median, zout, ztab);
+    const bool tail_constant = z_scale_folded(sorted, count, counts, median, zout, ztab);
     to_split();
     *rhat_t = tail_constant ? kNaN
                             : (stored ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true)
@@ -983,7 +1279,7 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, detail:
   }
   if (!rhat_b && !ess_b) return;
   // The bulk's z-scores reuse the split buffer or the slots (the tail's R-hat is done with them).
-  const bool constant = z_scale_sorted(recs.data(), recs.size(), counts, zout, ztab);
+  const bool constant = z_scale_sorted(sorted, count, counts, zout, ztab);
   if (lease != nullptr) lease->release();
   to_split();
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
@@ -1011,9 +1307,13 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, detail:
 void rank_diagnostics(const Prepared& p, double median, detail::Workspace& ws, double* rhat_b, double* rhat_t,
                       double* ess_b, const detail::SplitSeries* layout = nullptr, double* slot_scratch = nullptr,
                       std::size_t bulk_hint = 0, detail::RankLease* lease = nullptr) {
+  const Rec* sorted = ws.recs.data();
   if (p.compact())
-    rank_diagnostics(p, median, SlotCounts(ws), ws, rhat_b, rhat_t, ess_b, layout, slot_scratch, bulk_hint, lease);
-  else rank_diagnostics(p, median, UnitCounts(), ws, rhat_b, rhat_t, ess_b, layout, nullptr, bulk_hint, lease);
+    rank_diagnostics(p, median, SlotCounts(ws), sorted, ws.recs.size(), ws.wslots, ws, rhat_b, rhat_t, ess_b, layout,
+                     slot_scratch, bulk_hint, lease);
+  else
+    rank_diagnostics(p, median, UnitCounts(), sorted, ws.recs.size(), 0, ws, rhat_b, rhat_t, ess_b, layout, nullptr,
+                     bulk_hint, lease);
 }
 
 }  // namespace
@@ -2528,11 +2828,18 @@ DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
   if (is_constant_draws(p)) {
     // The quantiles of the sorted draws, every other field NaN.
     const detail::RankLease lease(ws);
-    sort_draws(p, ws);
-    const OrderStats xs(p, ws);
-    r.q5 = quantile7(xs, p.s, 0.05);
-    r.q50 = quantile7(xs, p.s, 0.5);
-    r.q95 = quantile7(xs, p.s, 0.95);
+    const auto quantiles = [&](auto xs) {
+      r.q5 = quantile7(xs, p.s, 0.05);
+      r.q50 = quantile7(xs, p.s, 0.5);
+      r.q95 = quantile7(xs, p.s, 0.95);
+    };
+    if (ranks_out_of_core(p)) {
+      SpilledRanks spilled(p, spill_run(diagnostics_rank_budget()));
+      quantiles(SpillOrder{&spilled});
+    } else {
+      sort_draws(p, ws);
+      quantiles(OrderStats(p, ws));
+    }
     r.mcse_mean = r.mcse_sd = r.mcse_q5 = r.mcse_q95 = kNaN;
     r.ess_bulk = r.ess_tail = r.ess_mean = r.ess_sd = kNaN;
     r.rhat = r.rhat_bulk = r.rhat_tail = r.rhat_basic = kNaN;
@@ -2593,22 +2900,35 @@ DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
   // for its weight in draws) are held from the sort to the last z-scaling, under summarize_all
   // in the rank buffers that its threads share (one thread at a time: the lease); the value
   // passes above need none of them.
+  // Past diagnostics_rank_budget() a weighted view's records are sorted out of core
+  // (SpilledRanks: runs spilled to a scratch file and merged into another, read back block
+  // by block): the same ranks, so the same numbers.
   detail::RankLease lease(ws);
-  sort_draws(p, ws);
-  const OrderStats xs(p, ws);
-  r.q5 = quantile7(xs, p.s, 0.05);
-  r.q50 = quantile7(xs, p.s, 0.5);
-  r.q95 = quantile7(xs, p.s, 0.95);
-  const double e05 = ess_indicator(p, r.q5, ws);
-  const double e95 = ess_indicator(p, r.q95, ws);
-  r.ess_tail = nan_min(e05, e95);
-  r.mcse_q5 = mcse_quantile7(xs, p.s, 0.05, e05);
-  r.mcse_q95 = mcse_quantile7(xs, p.s, 0.95, e95);
+  const auto order_part = [&](auto xs) {
+    r.q5 = quantile7(xs, p.s, 0.05);
+    r.q50 = quantile7(xs, p.s, 0.5);
+    r.q95 = quantile7(xs, p.s, 0.95);
+    const double e05 = ess_indicator(p, r.q5, ws);
+    const double e95 = ess_indicator(p, r.q95, ws);
+    r.ess_tail = nan_min(e05, e95);
+    r.mcse_q5 = mcse_quantile7(xs, p.s, 0.05, e05);
+    r.mcse_q95 = mcse_quantile7(xs, p.s, 0.95, e95);
+  };
   // The ranks last: the values are read no more, so their buffer, when the caller lends it,
   // takes the z-scores per slot (no buffer of 8 bytes per state of the workspace's own). The
   // lease ends after the last z-scaling, before the bulk ESS.
-  rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, layout ? &*layout : nullptr,
-                   p.compact() ? values_scratch : nullptr, mean_lag, &lease);
+  const detail::SplitSeries* split_layout = layout ? &*layout : nullptr;
+  if (ranks_out_of_core(p)) {
+    SpilledRanks spilled(p, spill_run(diagnostics_rank_budget()));
+    order_part(SpillOrder{&spilled});
+    rank_diagnostics(p, r.q50, RecCounts(), spilled.at(), spilled.size(), spilled.slots(), ws, &r.rhat_bulk,
+                     &r.rhat_tail, &r.ess_bulk, split_layout, values_scratch, mean_lag, &lease);
+  } else {
+    sort_draws(p, ws);
+    order_part(OrderStats(p, ws));
+    rank_diagnostics(p, r.q50, ws, &r.rhat_bulk, &r.rhat_tail, &r.ess_bulk, split_layout,
+                     p.compact() ? values_scratch : nullptr, mean_lag, &lease);
+  }
   r.rhat = nan_max(r.rhat_bulk, r.rhat_tail);
   return r;
 }
@@ -2712,6 +3032,43 @@ std::vector<DiagnosticSummary> summarize_all(std::size_t count,
 }
 
 void release_diagnostics_workspace() { detail::workspace() = detail::Workspace(); }
+
+namespace {
+std::atomic<std::size_t>& rank_budget() {
+  static std::atomic<std::size_t> budget{[] {
+    const char* env = std::getenv("HERD_DIAGNOSTICS_RANK_BUDGET");
+    if (env == nullptr || *env == '\0') return kDiagnosticsRankBudget;
+    char* end = nullptr;
+    const unsigned long long b = std::strtoull(env, &end, 10);
+    HERD_REQUIRE(end != env && *end == '\0', "HERD_DIAGNOSTICS_RANK_BUDGET is \"{}\", but must be a number of bytes",
+                 env);
+    return static_cast<std::size_t>(b);
+  }()};
+  return budget;
+}
+std::mutex& scratch_dir_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::string& scratch_dir_value() {
+  static std::string dir;
+  return dir;
+}
+}  // namespace
+
+std::size_t diagnostics_rank_budget() { return rank_budget().load(std::memory_order_relaxed); }
+
+void set_diagnostics_rank_budget(std::size_t bytes) { rank_budget().store(bytes, std::memory_order_relaxed); }
+
+void set_diagnostics_scratch_dir(std::string dir) {
+  const std::lock_guard<std::mutex> lock(scratch_dir_mutex());
+  scratch_dir_value() = std::move(dir);
+}
+
+std::string diagnostics_scratch_dir() {
+  const std::lock_guard<std::mutex> lock(scratch_dir_mutex());
+  return scratch_dir_value();
+}
 
 std::size_t diagnostics_workspace_bytes() { return detail::workspace().bytes(); }
 

@@ -366,6 +366,14 @@ void compute_diagnostics(SerialRun& r) {
     compact_values(r, cp, k, values);
     return DrawsView(values, cp.weights, r.m, cp.states);
   };
+  // Past diagnostics_rank_budget() (long chains), a quantity's sort records are spilled to
+  // scratch files beside the chain's (the outputs' folder) for the time of its rank part.
+  const std::string saved_dir = diagnostics_scratch_dir();
+  set_diagnostics_scratch_dir(r.scratch_dir.empty() ? std::string(".") : r.scratch_dir);
+  struct RestoreDir {
+    const std::string& dir;
+    ~RestoreDir() { set_diagnostics_scratch_dir(dir); }
+  } restore{saved_dir};
   const auto stats = summarize_all(r.ncol, view, r.options.diagnostics_threads, r.value_buffers);
   if (with_nested && r.value_buffers.empty()) r.value_buffers.resize(1);
   for (std::size_t k = 0; k < r.ncol; ++k) {

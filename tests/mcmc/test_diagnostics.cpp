@@ -1848,3 +1848,116 @@ TEST_CASE("ZQuantiles: each rank's normal quantile bit for bit, on first use and
     CHECK(std::bit_cast<std::uint64_t>(z(count)) == want(count));
   }
 }
+
+namespace {
+/// Sets diagnostics_rank_budget() for its lifetime, then restores it.
+struct RankBudget {
+  std::size_t saved;
+  explicit RankBudget(std::size_t bytes) : saved(herd::mcmc::diagnostics_rank_budget()) {
+    herd::mcmc::set_diagnostics_rank_budget(bytes);
+  }
+  ~RankBudget() { herd::mcmc::set_diagnostics_rank_budget(saved); }
+  RankBudget(const RankBudget&) = delete;
+  RankBudget& operator=(const RankBudget&) = delete;
+};
+}  // namespace
+
+TEST_CASE("out-of-core rank side: the same bits as in memory (ties, weights, odd chains, runs)", "[mcmc]") {
+  // Weighted views ranked in memory (the default budget) and out of core (budget 0: runs of
+  // 256 records, hundreds of runs, and 32 KiB: runs of 1,024), compared field by field, bit
+  // for bit: 1 to 4 chains of states with weights 0 to 9 and some heavier than 255 (the big
+  // counts), odd and even verbose lengths (the middle draw's record cut off), values with
+  // many ties (rounded to a few levels), continuous, two values, constant (quantiles only),
+  // and past stored_split_limit (the split series generated per window).
+  std::mt19937_64 rng(20261206);
+  std::uniform_int_distribution<int> small(0, 9);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  int cases = 0;
+  for (const std::size_t m : {1u, 2u, 3u, 4u}) {
+    for (const std::size_t d : {1u, 7u, 700u, 3001u, 40000u}) {
+      for (const int kind : {0, 1, 2, 3}) {  // continuous AR(1), ties, two values, constant
+        if (d == 40000u && m > 2) continue;
+        std::vector<double> x = herd_test::lcg_ar1(m, d, 0.7, 1000.0 + static_cast<double>(d + m), 0.0);
+        for (double& v : x) {
+          if (kind == 1) v = std::round(v * 3.0) / 3.0;
+          else if (kind == 2) v = v < 0.0 ? -1.0 : 2.5;
+          else if (kind == 3) v = 4.0;
+        }
+        // Weights: the first chain's sum, matched by the others through their last state.
+        std::vector<std::int64_t> w(m * d);
+        std::int64_t total = 0;
+        for (std::size_t c = 0; c < m; ++c) {
+          std::int64_t sum = 0;
+          for (std::size_t t = 0; t < d; ++t) {
+            std::int64_t wt = small(rng);
+            if (unit(rng) < 0.01) wt = 256 + small(rng) * 40;
+            if (c > 0 && t + 1 == d) wt = std::max<std::int64_t>(0, total - sum);
+            w[c * d + t] = wt;
+            sum += wt;
+          }
+          if (c == 0) {
+            if (sum == 0) w[d - 1] = sum = 1;
+            total = sum;
+          } else if (sum != total) {  // the others' states past the first chain's sum: trim
+            for (std::size_t t = 0; t < d && sum > total; ++t) {
+              const std::int64_t cut = std::min(w[c * d + t], sum - total);
+              w[c * d + t] -= cut;
+              sum -= cut;
+            }
+          }
+        }
+        const DrawsView v(x, w, m, d);
+        INFO("m " << m << " d " << d << " kind " << kind << " verbose " << v.verbose_draws());
+        herd::mcmc::release_diagnostics_workspace();
+        const auto mem = herd::mcmc::testing::summary_bits(herd::mcmc::summarize(v));
+        for (const std::size_t budget : {std::size_t{0}, std::size_t{32} << 10}) {
+          INFO("budget " << budget);
+          const RankBudget b(budget);
+          const auto ooc = herd::mcmc::testing::summary_bits(herd::mcmc::summarize(v));
+          CHECK(ooc == mem);
+        }
+        ++cases;
+      }
+    }
+  }
+  CHECK(cases == 72);
+  // summarize_all on 2 threads with lent values buffers (the z-scores per slot in them),
+  // out of core: one thread's in-memory results.
+  constexpr std::size_t kStates = 50000, kQ = 5;
+  std::vector<std::int64_t> w(kStates);
+  for (std::size_t i = 0; i < kStates; ++i) w[i] = static_cast<std::int64_t>(i % 4);
+  w[0] = 1;
+  std::vector<std::vector<double>> values;
+  for (std::size_t q = 0; q < kQ; ++q)
+    values.push_back(herd_test::lcg_ar1(1, kStates, 0.2 * static_cast<double>(q), 50 + q, 0.0));
+  std::vector<std::vector<std::uint64_t>> one;
+  for (std::size_t q = 0; q < kQ; ++q)
+    one.push_back(herd::mcmc::testing::summary_bits(herd::mcmc::summarize(DrawsView(values[q], w, 1, kStates))));
+  const RankBudget b(std::size_t{64} << 10);
+  std::vector<std::vector<double>> buffers;
+  const auto all = herd::mcmc::summarize_all(
+      kQ,
+      [&](std::size_t q, std::vector<double>& buffer) {
+        buffer = values[q];
+        return DrawsView(buffer, w, 1, kStates);
+      },
+      2, buffers);
+  for (std::size_t q = 0; q < kQ; ++q) {
+    INFO("quantity " << q);
+    CHECK(herd::mcmc::testing::summary_bits(all[q]) == one[q]);
+  }
+  herd::mcmc::release_diagnostics_workspace();
+}
+
+TEST_CASE("out-of-core rank side: an unwritable scratch folder is an IoError, named", "[mcmc]") {
+  const std::vector<double> x = herd_test::lcg_ar1(1, 1000, 0.5, 3.0, 0.0);
+  const std::vector<std::int64_t> w(1000, 2);
+  const RankBudget b(0);
+  const std::string saved = herd::mcmc::diagnostics_scratch_dir();
+  herd::mcmc::set_diagnostics_scratch_dir("/nonexistent-herd-folder/sub");
+  CHECK_THROWS_WITH(
+      herd::mcmc::summarize(DrawsView(x, w, 1, 1000)),
+      Catch::Matchers::Contains("rank scratch file") && Catch::Matchers::Contains("/nonexistent-herd-folder/sub"));
+  herd::mcmc::set_diagnostics_scratch_dir(saved);
+  CHECK(herd::mcmc::diagnostics_rank_budget() == 0);
+}

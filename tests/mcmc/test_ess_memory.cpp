@@ -5,6 +5,7 @@
 // call) and the workspace's own accounting (Workspace::bytes: its vectors, and the FFT
 // buffers that FFTW allocates outside operator new).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -100,6 +101,51 @@ TEST_CASE("the ESS's FFT path holds memory bounded by the lags, flat in the draw
       CHECK(held <= kBound);
     }
   }
+}
+
+TEST_CASE("out-of-core rank side: within its budget, no memory per state but the z table and indicators", "[mcmc]") {
+  // One chain of K = 800,000 states of weights 1..5 (S = 2.4e6 draws), summarized through
+  // summarize_all with the caller's values buffer (which takes the z-scores per state). Out
+  // of core under a 1 MiB budget, what the call holds at its peak (through operator new,
+  // above what was live before it, plus the workspace it keeps: its z table, 1.3 bytes per
+  // draw, and the packed indicators, 1/8 per draw, counted in both) is at most the budget,
+  // 1.5 bytes per draw and 3 MiB (the radix sort's counts and the reader's blocks, 1 MiB; the
+  // ESS's lags and windows). In memory the sort records and draws per state (13 bytes per
+  // state, 10.4 MB) fail that bound: so does any buffer per state that comes back.
+  constexpr std::size_t kStates = 800000;
+  constexpr std::size_t kBudget = std::size_t{1} << 20;
+  std::vector<std::uint32_t> w(kStates);  // 32-bit: the view copies none
+  for (std::size_t i = 0; i < kStates; ++i) w[i] = static_cast<std::uint32_t>(1 + i % 5);
+  const std::vector<double> x = ar1(1, kStates, 0.5, 21);
+  const double s = 3.0 * static_cast<double>(kStates);
+  const double bound = static_cast<double>(kBudget) + 1.5 * s + static_cast<double>(std::size_t{3} << 20);
+  const auto held = [&](std::size_t budget, herd::mcmc::DiagnosticSummary& out) {
+    const std::size_t saved = herd::mcmc::diagnostics_rank_budget();
+    herd::mcmc::set_diagnostics_rank_budget(budget);
+    std::vector<std::vector<double>> buffers(1);
+    buffers[0] = x;
+    const auto view = [&](std::size_t /*q*/, std::vector<double>& buffer) {
+      if (buffer.size() != kStates) buffer = x;
+      return herd::mcmc::DrawsView(buffer, w, 1, kStates);
+    };
+    herd::mcmc::release_diagnostics_workspace();
+    const std::size_t before = herd_test::live_bytes();
+    herd_test::reset_peak();
+    out = herd::mcmc::summarize_all(1, view, 1, buffers)[0];
+    const std::size_t bytes = herd_test::peak_bytes() - before + herd::mcmc::diagnostics_workspace_bytes();
+    herd::mcmc::release_diagnostics_workspace();
+    herd::mcmc::set_diagnostics_rank_budget(saved);
+    return static_cast<double>(bytes);
+  };
+  herd::mcmc::DiagnosticSummary ooc, mem;
+  const double out_of_core = held(kBudget, ooc);
+  const double in_memory = held(std::size_t{1} << 30, mem);
+  INFO("out of core " << out_of_core << " bytes, in memory " << in_memory << ", bound " << bound);
+  CHECK(out_of_core <= bound);
+  CHECK(in_memory > bound);  // the bound is below one set of in-memory rank buffers
+  CHECK(std::bit_cast<std::uint64_t>(ooc.ess_bulk) == std::bit_cast<std::uint64_t>(mem.ess_bulk));
+  CHECK(std::bit_cast<std::uint64_t>(ooc.rhat_tail) == std::bit_cast<std::uint64_t>(mem.rhat_tail));
+  CHECK(std::bit_cast<std::uint64_t>(ooc.mcse_q95) == std::bit_cast<std::uint64_t>(mem.mcse_q95));
 }
 
 // The allocation counter by size for this program's other translation unit

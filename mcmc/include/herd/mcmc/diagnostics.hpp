@@ -37,6 +37,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace herd::mcmc {
@@ -127,7 +128,9 @@ struct DiagnosticSummary {
 /// about 21.25 bytes per draw unweighted (one split buffer serves the z-scores, the split
 /// draws and the FFT's summed power spectrum in turn; the z table of normal quantiles 1.25,
 /// the sort records 12), and for a weighted view to 1.25 per draw (the z table) plus 21 per
-/// entry (sort records 12, draws per entry 1, z-scores per entry 8): the view is never expanded and its split chains
+/// entry (sort records 12, draws per entry 1, z-scores per entry 8; past diagnostics_rank_budget() the sort records
+/// and draws per entry go to scratch files instead, and the rank side holds about the budget): the view is never
+/// expanded and its split chains
 /// are generated window by window from one value per entry (stored only up to 2^18 split draws, 2 MiB, where that is
 /// cheaper: detail::stored_split_limit); the ESS keeps only the L lags it sums directly. Once the FFT is used, about 32
 /// bytes per draw of a split chain more (its input and spectrum; weighted, 40 with the summed power spectrum). The
@@ -136,7 +139,8 @@ struct DiagnosticSummary {
 /// @param draws `[chains, draws]` row-major, optionally weighted (zero weights allowed); the
 ///        result is that of the expanded view, bit for bit.
 /// Thread-safe (the calling thread's workspace); never throws for non-finite or constant
-/// draws (NaN fields, see the file comment); @throws std::bad_alloc.
+/// draws (NaN fields, see the file comment); @throws std::bad_alloc; IoError when a weighted view ranked out of core
+/// (diagnostics_rank_budget()) cannot create, write or read its scratch files.
 DiagnosticSummary summarize(const DrawsView& draws);
 
 /// summarize() of `count` quantities on up to `threads` threads (the calling thread works
@@ -180,6 +184,33 @@ std::vector<DiagnosticSummary> summarize_all(
 
 /// Frees the calling thread's scratch buffers and FFT plans (they are rebuilt on demand).
 void release_diagnostics_workspace();
+
+/// The memory budget of a weighted view's rank side, in bytes (process-wide; default
+/// kDiagnosticsRankBudget, or the environment variable HERD_DIAGNOSTICS_RANK_BUDGET, in bytes,
+/// when set at the first call). A view whose sort records, draws per entry and their index
+/// take 13 bytes per entry in memory (K entries, M chains: 13 (K + M) bytes) is ranked in
+/// memory up to this budget, and out of core above it: its records are sorted in runs of
+/// budget / 32 records (16 bytes each), spilled to an unlinked scratch file in the folder of
+/// set_diagnostics_scratch_dir(), k-way merged into a second one and read back through a
+/// cache of a few blocks (the order statistics, the tail's fold, the bulk's ranks), so the
+/// rank side holds about the budget (the run and the radix sort's scratch) plus about 1 MiB,
+/// whatever K (and 8 bytes per 4,096 entries of index). The same ranks, so every result is
+/// the same bits either way; out of core costs the scratch files' writes and reads (32
+/// bytes per entry each way). Unweighted views are always ranked in memory. Thread-safe
+/// (relaxed atomic).
+std::size_t diagnostics_rank_budget();
+/// Sets diagnostics_rank_budget() (0: every weighted view out of core). Thread-safe; a call
+/// already ranking keeps the budget it read.
+void set_diagnostics_rank_budget(std::size_t bytes);
+/// The default of diagnostics_rank_budget(): 16 MiB (a view of up to about 1.29e6 entries is
+/// ranked in memory).
+inline constexpr std::size_t kDiagnosticsRankBudget = std::size_t{16} << 20;
+/// The folder of the out-of-core rank side's scratch files (process-wide; "" = the system's
+/// temporary folder, std::filesystem::temp_directory_path). herd-sample's runs set it to
+/// their outputs' folder, beside the chain's scratch file. Thread-safe.
+void set_diagnostics_scratch_dir(std::string dir);
+/// set_diagnostics_scratch_dir()'s folder. Thread-safe.
+std::string diagnostics_scratch_dir();
 
 /// Bytes the calling thread's diagnostics workspace holds now: its buffers' capacities and
 /// the FFT's buffers (not counting the 2 MiB rounding of large blocks, nor FFTW's twiddle
