@@ -194,8 +194,9 @@ def same_inputs(model, h, names, total):
                 "grad_rel": max(rel(cur["grad"][torch_name(n)], hg[n]) for n in names),
                 "grad_rel_by_tensor": {n: rel(cur["grad"][torch_name(n)], hg[n]) for n in names},
                 "param_max_abs": max(float(np.max(np.abs(cur["params"][torch_name(n)] - hp[n]))) for n in names),
-                "param_ulps": max(float(np.max(np.abs(cur["params"][torch_name(n)] - hp[n]) /
-                                             np.spacing(np.abs(hp[n]).astype(np.float32)))) for n in names),
+                # in float32 spacings (ulps) of the tensor's largest element
+                "param_ulps": max(float(np.max(np.abs(cur["params"][torch_name(n)] - hp[n])) /
+                                        np.spacing(np.max(np.abs(hp[n])).astype(np.float32))) for n in names),
                 "param_rel_change": max(float(np.max(np.abs(cur["params"][torch_name(n)] - hp[n])) /
                                               max(np.max(np.abs(hp[n] - init[n])), 1e-30)) for n in names),
                 "param_rel_step": max(float(np.max(np.abs(cur["params"][torch_name(n)] - hp[n])) /

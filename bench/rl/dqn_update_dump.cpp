@@ -122,10 +122,9 @@ int main(int argc, char** argv) {
   if (start < 1 || K < 1) return usage();
   try {
     std::string text;
-    const auto c = herd::rl::load_train_config(preset,
-                                               {"seed=" + std::to_string(seed), "sampler.num_steps=1",
-                                                "output_prefix=/tmp/dqn_update_dump_unused"},
-                                               &text);
+    const auto c = herd::rl::load_train_config(
+        preset, {"seed=" + std::to_string(seed), "sampler.num_steps=1", "output_prefix=/tmp/dqn_update_dump_unused"},
+        &text);
     if (c.algorithm != "dqn") throw herd::InputError("dqn_update_dump: the preset's algorithm must be dqn");
     if (c.sampler_options.num_envs != 1) throw herd::InputError("dqn_update_dump: the preset must have one env");
     if (c.dqn.learning_starts > start || c.dqn.train_freq != 1 || c.dqn.gradient_steps != 1)
@@ -245,9 +244,10 @@ int main(int argc, char** argv) {
     std::string copies;
     for (std::size_t i = 0; i < F; ++i)
       if (changed[i]) copies += " " + std::to_string(i + 1);
-    std::printf("dqn_update_dump: %s: %lld steps at frames %lld-%lld; first gradient step at frame %lld; "
-                "target changed at frames%s\n",
-                out_path.c_str(), K, start, start + K - 1, static_cast<long long>(first_step), copies.c_str());
+    std::printf(
+        "dqn_update_dump: %s: %lld steps at frames %lld-%lld; first gradient step at frame %lld; "
+        "target changed at frames%s\n",
+        out_path.c_str(), K, start, start + K - 1, static_cast<long long>(first_step), copies.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dqn_update_dump: %s\n", e.what());
