@@ -316,6 +316,7 @@ DqnStepStats Dqn::train_step(const ReplaySample& b, std::vector<double>* td_erro
   const double delta = opt_options_.huber_delta;
   DqnStepStats st;
   if (td_errors) td_errors->resize(static_cast<std::size_t>(n));
+  if (observer_) observed_td_.resize(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
     const auto k = static_cast<std::size_t>(i);
     const std::int64_t a = b.actions[k];
@@ -333,10 +334,14 @@ DqnStepStats Dqn::train_step(const ReplaySample& b, std::vector<double>* td_erro
     st.q_mean += qsa;
     st.target_mean += y[k];
     if (td_errors) (*td_errors)[k] = d;
+    if (observer_) observed_td_[k] = d;
   }
   st.loss /= static_cast<double>(n);
   st.q_mean /= static_cast<double>(n);
   st.target_mean /= static_cast<double>(n);
+  const auto observe = [&] {
+    if (observer_) observer_({&b, y, observed_td_, st});
+  };
   const auto not_finite = [](double loss) {
     std::ostringstream m;
     m << "rl::Dqn::train_step: the TD loss is " << loss << " (not finite)";
@@ -349,6 +354,7 @@ DqnStepStats Dqn::train_step(const ReplaySample& b, std::vector<double>* td_erro
     st.grad_norm = opt_options_.max_grad_norm > 0 ? nn::clip_grad_norm(params_, opt_options_.max_grad_norm)
                                                   : std::numeric_limits<double>::quiet_NaN();
     opt_->step();
+    observe();
     return st;
   }
   // Data-parallel: one collective per step. A rank whose loss is not finite sends NaN
@@ -372,6 +378,7 @@ DqnStepStats Dqn::train_step(const ReplaySample& b, std::vector<double>* td_erro
         "rl::Dqn::train_step: the gradient averaged over the ranks is not finite (the TD loss of "
         "another rank is not finite, or a gradient overflowed)");
   opt_->step();
+  observe();
   return st;
 }
 

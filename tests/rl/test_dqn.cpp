@@ -234,3 +234,62 @@ TEST_CASE("DQN's RMSprop is centred when asked (the MinAtar paper's optimizer)",
     CHECK(rms->state().size() == 2 + (centred ? 2 : 1) * n);
   }
 }
+
+TEST_CASE("DQN's step observer sees every step after it is taken, and changes nothing", "[rl][dqn]") {
+  auto online = tiny(false), target = tiny(false);
+  auto plain_online = tiny(false), plain_target = tiny(false);
+  set(target->head().weight().value, {2, 0, 0, 2, 0, 0});
+  set(plain_target->head().weight().value, {2, 0, 0, 2, 0, 0});
+  DqnOptions o;
+  o.optimizer = OptimizerKind::kRmsProp;
+  o.rmsprop_centered = true;
+  o.learning_rate = 1e-2;
+  o.optimizer_eps = 0.01;
+  o.max_grad_norm = 0;
+  Dqn with(*online, *target, o), without(*plain_online, *plain_target, o);
+  std::vector<DqnStepRecord> seen;
+  std::vector<std::vector<double>> returns, targets, td, params, grads;
+  with.set_step_observer([&](const DqnStepRecord& r) {
+    seen.push_back(r);
+    returns.push_back(r.batch->returns);
+    targets.emplace_back(r.targets.begin(), r.targets.end());
+    td.emplace_back(r.td_errors.begin(), r.td_errors.end());
+    std::vector<double> p, g;
+    for (auto& np : online->named_parameters()) {
+      for (double x : np.param->value.to_vector()) p.push_back(x);
+      for (double x : np.param->grad.to_vector()) g.push_back(x);
+    }
+    params.push_back(p);
+    grads.push_back(g);
+  });
+  std::vector<DqnStepStats> stats, plain_stats;
+  for (int k = 0; k < 3; ++k) {
+    ReplaySample b = batch();
+    b.returns = {1.0 + 0.25 * k, 0.5 - 0.5 * k};
+    // The targets and the Q values before the step, from the networks themselves.
+    const std::vector<double> y = with.targets(b);
+    std::vector<double> step_td;
+    stats.push_back(with.train_step(b, &step_td));
+    plain_stats.push_back(without.train_step(b, nullptr));
+    REQUIRE(seen.size() == static_cast<std::size_t>(k + 1));
+    CHECK(returns.back() == b.returns);  // the step's own batch
+    CHECK(targets.back() == y);
+    CHECK(td.back() == step_td);
+    CHECK(seen.back().stats.loss == stats.back().loss);
+    CHECK(seen.back().stats.q_mean == stats.back().q_mean);
+    if (k > 0) CHECK(params[k] != params[k - 1]);  // seen after the step
+  }
+  // Observing changes nothing: the same statistics and parameters as without an observer.
+  for (int k = 0; k < 3; ++k) CHECK(stats[k].loss == plain_stats[k].loss);
+  std::vector<double> last, last_grad;
+  for (auto& np : plain_online->named_parameters()) {
+    for (double x : np.param->value.to_vector()) last.push_back(x);
+    for (double x : np.param->grad.to_vector()) last_grad.push_back(x);
+  }
+  CHECK(params.back() == last);
+  CHECK(grads.back() == last_grad);
+  // An empty observer removes it.
+  with.set_step_observer({});
+  with.train_step(batch(), nullptr);
+  CHECK(seen.size() == 3u);
+}

@@ -9,7 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "herd/core/communicator.hpp"
@@ -140,6 +142,15 @@ struct DqnStepStats {
   double grad_norm = 0;    ///< gradient norm before clipping
 };
 
+/// One gradient step of `Dqn::train_step`, as its observer sees it (`Dqn::set_step_observer`).
+/// The spans and the batch are valid during the call only.
+struct DqnStepRecord {
+  const ReplaySample* batch = nullptr;  ///< the step's batch
+  std::span<const double> targets;      ///< TD targets y_i `[batch]` (`Dqn::targets`)
+  std::span<const double> td_errors;    ///< Q(s_i, a_i) - y_i `[batch]` (Q of the online network before the step)
+  DqnStepStats stats;                   ///< the step's statistics (loss, means, gradient norm)
+};
+
 /// DQN's update on an online and a target `QNetwork` (not owned; same architecture and
 /// device). Not thread-safe.
 ///
@@ -201,6 +212,13 @@ class Dqn {
   nn::Optimizer& optimizer() { return *opt_; }
   /// The options.
   const DqnOptions& options() const { return opt_options_; }
+  /// Calls `observer` after every gradient step of a host `train_step` (after the optimizer
+  /// step: the online network's parameters are those after the step, their gradients
+  /// those of the step, clipped when `max_grad_norm` > 0); an empty function removes it. A
+  /// diagnostic hook (bench/rl/dqn_update_dump.cpp records gradient steps with it); it
+  /// changes nothing in the update. Steps on a CUDA device, and a step that throws, do not
+  /// call it.
+  void set_step_observer(std::function<void(const DqnStepRecord&)> observer) { observer_ = std::move(observer); }
 
  private:
   QNetwork& online_;
@@ -213,6 +231,8 @@ class Dqn {
   std::unique_ptr<nn::DataParallel> dp_;  // gradient all-reduce over comm_ (or the device communicator)
   struct DeviceState;                     // CUDA buffers of train_step_device
   std::unique_ptr<DeviceState> dev_;
+  std::function<void(const DqnStepRecord&)> observer_;  // see set_step_observer
+  std::vector<double> observed_td_;                     // the TD errors for observer_
   DqnStepStats train_step_device(const ReplaySample& batch, std::vector<double>* td_errors);
 };
 

@@ -173,6 +173,8 @@ class DqnTrainer final : public TrainingRun {
   QNetwork& q_network() { return *online_; }
   /// The target network.
   QNetwork& target_network() { return *target_; }
+  /// The update (its optimizer; `Dqn::set_step_observer` to watch the gradient steps).
+  Dqn& dqn() { return *dqn_; }
   /// The replay buffer.
   const ReplayBuffer& replay() const { return *replay_; }
   /// Epsilon at the current env step.
