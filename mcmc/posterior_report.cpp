@@ -455,6 +455,13 @@ void check(const PosteriorReportData& d) {
   HERD_REQUIRE(d.chains >= 1 && d.draws >= 1, "posterior report: {} chains x {} draws, but needs at least 1 x 1",
                d.chains, d.draws);
   HERD_REQUIRE(d.values.empty() || !d.fill_values, "posterior report: both values and fill_values given");
+  if (d.open_states) {
+    HERD_REQUIRE(d.values.empty() && !d.fill_values && !d.fill_states && d.state_weights.empty(),
+                 "posterior report: open_states given with values, fill_values, fill_states or state_weights (give "
+                 "one of them)");
+    HERD_REQUIRE(!d.summary.empty(), "posterior report: open_states needs the summary given");
+    HERD_REQUIRE(d.states >= 1, "posterior report: open_states needs at least 1 state per chain, not {}", d.states);
+  }
   if (d.fill_states) {
     HERD_REQUIRE(d.values.empty() && !d.fill_values,
                  "posterior report: fill_states given with values or fill_values (give one of the three)");
@@ -468,13 +475,6 @@ void check(const PosteriorReportData& d) {
       HERD_REQUIRE(sum == static_cast<std::uint64_t>(d.draws),
                    "posterior report: the state weights of chain {} sum to {}, not {} draws", c, sum, d.draws);
     }
-  }
-  if (d.open_states) {
-    HERD_REQUIRE(d.values.empty() && !d.fill_values && !d.fill_states && d.state_weights.empty(),
-                 "posterior report: open_states given with values, fill_values, fill_states or state_weights (give "
-                 "one of them)");
-    HERD_REQUIRE(!d.summary.empty(), "posterior report: open_states needs the summary given");
-    HERD_REQUIRE(d.states >= 1, "posterior report: open_states needs at least 1 state per chain, not {}", d.states);
   }
   if (!d.order_stats.empty()) {
     HERD_REQUIRE(d.open_states, "posterior report: order_stats given without open_states");
