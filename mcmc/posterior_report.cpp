@@ -888,14 +888,18 @@ class DrawPicker {
   DrawPicker(std::span<const std::size_t> at, std::size_t offset, std::vector<double>& out)
       : at_(at), offset_(offset), out_(&out) {}
   void add(std::span<const double> values, std::span<const std::uint32_t> weights) {
-    for (std::size_t i = 0; i < values.size() && next_ < at_.size(); ++i) {
-      const std::size_t end = begin_ + weights[i];
-      while (next_ < at_.size() && at_[next_] - offset_ < end) {
-        out_->push_back(values[i]);
-        ++next_;
-      }
-      begin_ = end;
+    const std::size_t n = values.size(), picks = at_.size();
+    std::size_t next = next_, begin = begin_, i = 0;
+    while (next < picks) {
+      // The states before the one holding the next draw: their weights only.
+      const std::size_t want = at_[next] - offset_;
+      while (i < n && begin + weights[i] <= want) begin += weights[i++];
+      if (i == n) break;
+      out_->push_back(values[i]);
+      ++next;
     }
+    for (; i < n; ++i) begin += weights[i];  // (past the last draw picked)
+    next_ = next, begin_ = begin;
   }
 
  private:
@@ -927,16 +931,20 @@ struct BlockedQuantity {
 
   /// Adds a block of chain c's states to the range and the draws.
   void add_range(std::span<const double> x, std::span<const std::uint32_t> w) {
+    double l = lo, h = hi, fl = finite_lo, fh = finite_hi;
+    bool a = any, na = nan;
+    std::size_t draws = n;
     for (std::size_t i = 0; i < x.size(); ++i) {
       if (w[i] == 0) continue;
       const double xi = x[i];
-      any = true;
-      lo = xi < lo ? xi : lo;
-      hi = xi > hi ? xi : hi;
-      nan = nan || std::isnan(xi);
-      if (std::isfinite(xi)) finite_lo = std::min(finite_lo, xi), finite_hi = std::max(finite_hi, xi);
-      n += w[i];
+      a = true;
+      l = xi < l ? xi : l;
+      h = xi > h ? xi : h;
+      na = na || std::isnan(xi);
+      if (std::isfinite(xi)) fl = std::min(fl, xi), fh = std::max(fh, xi);
+      draws += w[i];
     }
+    lo = l, hi = h, finite_lo = fl, finite_hi = fh, any = a, nan = na, n = draws;
   }
   /// The range once every state is added.
   void finish_range() {
@@ -1118,11 +1126,15 @@ ReportOrderStats report_order_stats(std::span<const double> values, std::span<co
   s.min = r.min;
   s.max = r.max;
   s.finite = r.finite;
-  // The range of the finite draws (as the report's density grid takes it).
-  s.finite_min = INFINITY, s.finite_max = -INFINITY;
-  for (std::size_t i = 0; i < values.size(); ++i)
-    if (weights[i] > 0 && std::isfinite(values[i]))
-      s.finite_min = std::min(s.finite_min, values[i]), s.finite_max = std::max(s.finite_max, values[i]);
+  // The range of the finite draws (as the report's density grid takes it): the range when
+  // every draw is finite.
+  s.finite_min = r.min, s.finite_max = r.max;
+  if (!r.finite) {
+    s.finite_min = INFINITY, s.finite_max = -INFINITY;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (weights[i] > 0 && std::isfinite(values[i]))
+        s.finite_min = std::min(s.finite_min, values[i]), s.finite_max = std::max(s.finite_max, values[i]);
+  }
   s.quantiles = detail::binned_quantiles(values, weights, panel_probs(chains), r);
   return s;
 }
