@@ -192,8 +192,8 @@ StateQuantiles::StateQuantiles(std::span<const double> probs, const SampleRange&
   nb_ = std::min<std::size_t>(n / 16, 2048);
   scale_ = static_cast<double>(nb_) / (mx - mn_);
   // binned_quantiles' cases for herd::mcmc::quantiles, on the expanded draws.
-  binned_ = !(n < kBinnedQuantilesMin || n > std::numeric_limits<std::uint32_t>::max() || probs.empty() ||
-              !probs_ok || !range.finite || !(mx > mn_) || !std::isfinite(scale_) || !(scale_ > 0));
+  binned_ = !(n < kBinnedQuantilesMin || n > std::numeric_limits<std::uint32_t>::max() || probs.empty() || !probs_ok ||
+              !range.finite || !(mx > mn_) || !std::isfinite(scale_) || !(scale_ > 0));
   if (!binned_) return;
   top_ = static_cast<double>(nb_ - 1);
   copies_.assign(kCopies * nb_, 0);
@@ -791,8 +791,8 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, const Q
     std::size_t lags = 0;
     std::vector<double> expanded;
     for (std::size_t c = 0; c < pc; ++c)
-      out.autocorrelation.series.push_back(acf_series(
-          d, c, n >= 2 ? first_draws(v, c, n, expanded) : std::span<const double>(), lags, acf_scratch));
+      out.autocorrelation.series.push_back(
+          acf_series(d, c, n >= 2 ? first_draws(v, c, n, expanded) : std::span<const double>(), lags, acf_scratch));
   }
   if (d.chains >= 2) {
     const auto cuts = std::span<const double>(qs).subspan(2);
@@ -1031,7 +1031,7 @@ std::vector<double> blocked_quantiles(std::span<const double> probs, const detai
     return sq.result();
   }
   if (nan) return std::vector<double>(probs.size(), kNaN);  // quantiles() of draws with a NaN
-  if (r.finite && r.min == r.max && r.min != 0)  // equal draws (nonzero: the same bits)
+  if (r.finite && r.min == r.max && r.min != 0)             // equal draws (nonzero: the same bits)
     return std::vector<double>(probs.size(), r.min);
   std::vector<double> values;  // the whole states
   std::vector<std::uint32_t> weights;
@@ -1326,8 +1326,8 @@ std::string posterior_report_html(const PosteriorReportData& d) {
             const auto scatter = [&](std::size_t k) {
               return std::span<const std::size_t>(q + k < std::max(corner, 2 * pairs) ? scatter_idx : no_idx);
             };
-            plot_blocked(d, q, count, summary, trace_idx, {scatter(0), scatter(1)}, count == 2 && u < pairs,
-                         plotted, u < pairs ? &pair_sum[u] : nullptr, q, blocks, acf_scratch);
+            plot_blocked(d, q, count, summary, trace_idx, {scatter(0), scatter(1)}, count == 2 && u < pairs, plotted,
+                         u < pairs ? &pair_sum[u] : nullptr, q, blocks, acf_scratch);
           }
           return;
         }

@@ -2,8 +2,8 @@
 // Internal helpers of the HTML report (posterior_report.cpp; not installed), declared here
 // so that the tests can check them.
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <utility>

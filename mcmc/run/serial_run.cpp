@@ -372,9 +372,9 @@ void compute_diagnostics(SerialRun& r) {
   // reads each one's states once, block by block, instead of holding them.
   r.report_stats.assign(std::min(r.ncol, kPlotQuantities), {});
   const auto view_and_stats = [&](std::size_t k, std::vector<double>& values) {
-    const DrawsView v = view(k, values);
+    compact_values(r, cp, k, values);
     if (k < r.report_stats.size()) r.report_stats[k] = report_order_stats(values, cp.weights, r.m);
-    return v;
+    return DrawsView(values, cp.weights, r.m, cp.states);
   };
   const auto stats = summarize_all(r.ncol, view_and_stats, r.options.diagnostics_threads, r.value_buffers);
   if (with_nested && r.value_buffers.empty()) r.value_buffers.resize(1);

@@ -672,9 +672,10 @@ class VectorStates final : public PosteriorStateSource {
 
 }  // namespace
 
-TEST_CASE("write_posterior_report: weighted states read block by block (open_states) give fill_states' file byte "
-          "for byte",
-          "[mcmc]") {
+TEST_CASE(
+    "write_posterior_report: weighted states read block by block (open_states) give fill_states' file byte "
+    "for byte",
+    "[mcmc]") {
   // 11 quantities (all plotted), 6 sampled coordinates (corner plot, three covariance pairs):
   // AR-like draws, one with ties, one with a NaN, one with an infinity, one constant, one of
   // zeros of both signs; compact chains of weights 1 to 5 (some 40), padded with weight 0;

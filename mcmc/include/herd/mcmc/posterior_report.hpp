@@ -78,8 +78,8 @@ using PosteriorStatesOpener =
 /// `PosteriorReportData::order_stats` by a caller that holds each quantity's states whole at
 /// some time anyway (herd-sample's diagnostics), so that the report reads them once.
 struct ReportOrderStats {
-  double min = 0, max = 0;  ///< the smallest and largest draw (NaN skipped)
-  bool finite = false;      ///< every draw finite (no NaN, no infinity)
+  double min = 0, max = 0;                ///< the smallest and largest draw (NaN skipped)
+  bool finite = false;                    ///< every draw finite (no NaN, no infinity)
   double finite_min = 0, finite_max = 0;  ///< the smallest and largest finite draw (+inf, -inf: none)
   std::vector<double> quantiles;          ///< at the report's probabilities (see report_order_stats)
 };
