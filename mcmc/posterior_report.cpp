@@ -183,70 +183,98 @@ detail::SampleRange detail::sample_range(std::span<const double> values, std::sp
   return r;
 }
 
+namespace detail {
+
+StateQuantiles::StateQuantiles(std::span<const double> probs, const SampleRange& range, std::size_t n)
+    : probs_(probs.begin(), probs.end()), n_(n), mn_(range.min) {
+  const bool probs_ok = std::all_of(probs.begin(), probs.end(), [](double p) { return p >= 0.0 && p <= 1.0; });
+  const double mx = range.max;
+  nb_ = std::min<std::size_t>(n / 16, 2048);
+  scale_ = static_cast<double>(nb_) / (mx - mn_);
+  // binned_quantiles' cases for herd::mcmc::quantiles, on the expanded draws.
+  binned_ = !(n < kBinnedQuantilesMin || n > std::numeric_limits<std::uint32_t>::max() || probs.empty() || !probs_ok ||
+              !range.finite || !(mx > mn_) || !std::isfinite(scale_) || !(scale_ > 0));
+  if (!binned_) return;
+  top_ = static_cast<double>(nb_ - 1);
+  copies_.assign(kCopies * nb_, 0);
+}
+
+void StateQuantiles::count(std::span<const double> values, std::span<const std::uint32_t> weights) {
+  // The bins of binned_quantiles (the same monotone map), each state adding its weight; 4
+  // interleaved copies, so that neighbouring states in one bin do not wait on each other.
+  // A padding state (weight 0) adds 0 to bin 0: its value need not be in the range.
+  const auto add = [&](std::size_t copy, std::size_t i) {
+    const std::int64_t w = weights[i];
+    copies_[copy * nb_ + bin(w > 0 ? values[i] : mn_)] += static_cast<std::uint32_t>(w > 0 ? w : 0);
+  };
+  const std::size_t ns = values.size();
+  std::size_t i = 0;
+  for (; i + kCopies <= ns; i += kCopies)
+    for (std::size_t k = 0; k < kCopies; ++k) add(k, i + k);
+  for (; i < ns; ++i) add(0, i);
+}
+
+void StateQuantiles::select() {
+  std::vector<std::uint32_t> count(nb_);
+  for (std::size_t b = 0; b < nb_; ++b)
+    count[b] = copies_[b] + copies_[nb_ + b] + copies_[2 * nb_ + b] + copies_[3 * nb_ + b];
+  copies_ = {};
+  ranks_ = detail::type7_ranks(n_, probs_);
+  // Each rank's bin and its rank within the bin (draws of lower bins are smaller).
+  rank_bin_.resize(ranks_.size());
+  rank_within_.resize(ranks_.size());
+  slot_.assign(nb_, -1);
+  std::size_t wanted = 0;
+  std::size_t b = 0, below = 0;
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    while (below + count[b] <= ranks_[i]) below += count[b++];
+    if (slot_[b] < 0) slot_[b] = static_cast<std::int32_t>(wanted++);
+    rank_bin_[i] = static_cast<std::size_t>(slot_[b]);
+    rank_within_[i] = ranks_[i] - below;
+  }
+  held_.resize(wanted);
+}
+
+void StateQuantiles::collect(std::span<const double> values, std::span<const std::uint32_t> weights) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (weights[i] == 0) continue;
+    const std::int32_t s = slot_[bin(values[i])];
+    if (s >= 0) held_[static_cast<std::size_t>(s)].emplace_back(values[i], weights[i]);
+  }
+}
+
+std::vector<double> StateQuantiles::result() {
+  for (auto& h : held_) std::sort(h.begin(), h.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // The draw of rank r within a bin: the first pair whose cumulative weight passes r.
+  std::vector<double> value(ranks_.size());
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    const auto& h = held_[rank_bin_[i]];
+    std::size_t k = 0;
+    for (auto cum = static_cast<std::size_t>(h[0].second); cum <= rank_within_[i];)
+      cum += static_cast<std::size_t>(h[++k].second);
+    value[i] = h[k].first;
+  }
+  return type7_interpolate(n_, probs_, ranks_, value);
+}
+
+std::size_t StateQuantiles::held() const {
+  std::size_t s = 0;
+  for (const auto& h : held_) s += h.size();
+  return s;
+}
+
+}  // namespace detail
+
 std::vector<double> detail::binned_quantiles(std::span<const double> values, std::span<const std::uint32_t> weights,
                                              std::span<const double> probs, const SampleRange& range) {
   std::size_t n = 0;
   for (const std::int64_t w : weights) n += static_cast<std::size_t>(std::max<std::int64_t>(w, 0));
-  const bool probs_ok = std::all_of(probs.begin(), probs.end(), [](double p) { return p >= 0.0 && p <= 1.0; });
-  const double mn = range.min, mx = range.max;
-  const std::size_t nb = std::min<std::size_t>(n / 16, 2048);
-  const double scale = static_cast<double>(nb) / (mx - mn);
-  // binned_quantiles' cases for herd::mcmc::quantiles, on the expanded draws.
-  if (n < kBinnedQuantilesMin || n > std::numeric_limits<std::uint32_t>::max() || probs.empty() || !probs_ok ||
-      !range.finite || !(mx > mn) || !std::isfinite(scale) || !(scale > 0))
-    return quantiles(expand_states(values, weights), probs);
-  // The bins of binned_quantiles (the same monotone map), each state adding its weight; 4
-  // interleaved copies, so that neighbouring states in one bin do not wait on each other.
-  const double top = static_cast<double>(nb - 1);
-  const auto bin = [mn, scale, top](double v) { return static_cast<std::size_t>(std::min((v - mn) * scale, top)); };
-  constexpr std::size_t kCopies = 4;
-  const std::size_t ns = values.size();
-  std::vector<std::uint32_t> copies(kCopies * nb, 0);
-  {
-    // A padding state (weight 0) adds 0 to bin 0: its value need not be in the range.
-    const auto add = [&](std::size_t copy, std::size_t i) {
-      const std::int64_t w = weights[i];
-      copies[copy * nb + bin(w > 0 ? values[i] : mn)] += static_cast<std::uint32_t>(w > 0 ? w : 0);
-    };
-    std::size_t i = 0;
-    for (; i + kCopies <= ns; i += kCopies)
-      for (std::size_t k = 0; k < kCopies; ++k) add(k, i + k);
-    for (; i < ns; ++i) add(0, i);
-  }
-  std::vector<std::uint32_t> count(nb);
-  for (std::size_t b = 0; b < nb; ++b) count[b] = copies[b] + copies[nb + b] + copies[2 * nb + b] + copies[3 * nb + b];
-  const std::vector<std::size_t> ranks = detail::type7_ranks(n, probs);
-  // Each rank's bin and its rank within the bin (draws of lower bins are smaller).
-  std::vector<std::size_t> rank_bin(ranks.size()), rank_within(ranks.size());
-  std::vector<std::int32_t> slot(nb, -1);
-  std::size_t wanted = 0;
-  {
-    std::size_t b = 0, below = 0;
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      while (below + count[b] <= ranks[i]) below += count[b++];
-      if (slot[b] < 0) slot[b] = static_cast<std::int32_t>(wanted++);
-      rank_bin[i] = static_cast<std::size_t>(slot[b]);
-      rank_within[i] = ranks[i] - below;
-    }
-  }
-  // The (value, weight) pairs of the wanted bins.
-  std::vector<std::vector<std::pair<double, std::int64_t>>> held(wanted);
-  for (std::size_t i = 0; i < ns; ++i) {
-    if (weights[i] == 0) continue;
-    const std::int32_t s = slot[bin(values[i])];
-    if (s >= 0) held[static_cast<std::size_t>(s)].emplace_back(values[i], weights[i]);
-  }
-  for (auto& h : held) std::sort(h.begin(), h.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  // The draw of rank r within a bin: the first pair whose cumulative weight passes r.
-  std::vector<double> value(ranks.size());
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const auto& h = held[rank_bin[i]];
-    std::size_t k = 0;
-    for (auto cum = static_cast<std::size_t>(h[0].second); cum <= rank_within[i];)
-      cum += static_cast<std::size_t>(h[++k].second);
-    value[i] = h[k].first;
-  }
-  return type7_interpolate(n, probs, ranks, value);
+  StateQuantiles sq(probs, range, n);
+  if (!sq.binned()) return quantiles(expand_states(values, weights), probs);
+  sq.count(values, weights);
+  sq.select();
+  sq.collect(values, weights);
+  return sq.result();
 }
 
 detail::RepeatedCovariance::RepeatedCovariance(std::span<const double> mean)
@@ -316,51 +344,79 @@ std::size_t plotted_chains(const PosteriorReportData& d) { return std::min(d.cha
 
 double ess_threshold(std::size_t chains) { return kEssPerChain * static_cast<double>(std::min(chains, kEssChains)); }
 
+/// The probabilities of the order statistics the panels need: the quartiles (the density's
+/// bandwidth), then with 2 or more chains the rank plot's cuts at b / kRankBins.
+std::vector<double> panel_probs(std::size_t chains) {
+  std::vector<double> probs{0.25, 0.75};
+  if (chains >= 2)
+    for (std::size_t b = 1; b < kRankBins; ++b) probs.push_back(static_cast<double>(b) / kRankBins);
+  return probs;
+}
+
+/// The counts of a Gaussian kernel density (`density`): draws counted into 512 fine bins
+/// over [lo, hi], added state by state (in any order: whole counts). Not thread-safe.
+class DensityCounts {
+ public:
+  static constexpr std::size_t kBins = 512;
+  DensityCounts(double lo, double hi) : lo_(lo), hi_(hi), width_((hi - lo) / kBins) {}
+  /// Adds `x` (with `weights`, same length: x[i] counts weights[i] times; empty: 1 each).
+  void add(std::span<const double> x, std::span<const std::uint32_t> weights) {
+    // Whole counts in 4 interleaved copies (draw i into copy i % 4), so that repeated draws
+    // do not wait on each other's increments; their sums are the counts exactly.
+    const auto count = [&](std::size_t copy, double v, std::uint64_t w) {
+      if (!std::isfinite(v)) return;
+      const auto b = static_cast<std::size_t>(std::clamp((v - lo_) / width_, 0.0, static_cast<double>(kBins - 1)));
+      copies_[copy * kBins + b] += w;
+    };
+    const auto weight = [&weights](std::size_t i) {
+      return weights.empty() ? std::uint64_t{1} : static_cast<std::uint64_t>(std::max<std::int64_t>(weights[i], 0));
+    };
+    std::size_t i = 0;
+    for (; i + 4 <= x.size(); i += 4)
+      for (std::size_t k = 0; k < 4; ++k) count(k, x[i + k], weight(i + k));
+    for (; i < x.size(); ++i) count(0, x[i], weight(i));
+  }
+  /// The curve on kDensityGrid points over [lo, hi] with bandwidth `bw`.
+  PlotSeries series(double bw, std::string name) const {
+    std::vector<double> counts(kBins, 0.0);
+    std::size_t n = 0;
+    for (std::size_t b = 0; b < kBins; ++b) {
+      const std::uint64_t c = copies_[b] + copies_[kBins + b] + copies_[2 * kBins + b] + copies_[3 * kBins + b];
+      counts[b] = static_cast<double>(c);
+      n += c;
+    }
+    PlotSeries s(std::move(name), {}, {});
+    if (n == 0) return s;
+    const double lo = lo_, hi = hi_, width = width_;
+    const double norm = 1.0 / (static_cast<double>(n) * bw * std::sqrt(2.0 * std::numbers::pi));
+    for (std::size_t g = 0; g < kDensityGrid; ++g) {
+      const double at = lo + (hi - lo) * static_cast<double>(g) / (kDensityGrid - 1);
+      double sum = 0.0;
+      for (std::size_t b = 0; b < kBins; ++b) {
+        if (counts[b] == 0.0) continue;
+        const double z = (at - (lo + (static_cast<double>(b) + 0.5) * width)) / bw;
+        if (std::abs(z) < 8.0) sum += counts[b] * std::exp(-0.5 * z * z);
+      }
+      s.x.push_back(at);
+      s.y.push_back(sum * norm);
+    }
+    return s;
+  }
+
+ private:
+  double lo_, hi_, width_;
+  std::array<std::uint64_t, 4 * kBins> copies_{};
+};
+
 /// Gaussian kernel density on `grid` points over [lo, hi] with bandwidth `bw`, binned:
 /// the draws are counted into 512 fine bins first (exact to a small fraction of bw).
 /// With `weights` (same length as `x`; empty: 1 each), x[i] counts weights[i] times: the
 /// counts, and so the curve, are those of the expanded draws.
 PlotSeries density(std::span<const double> x, std::span<const std::uint32_t> weights, double lo, double hi, double bw,
                    std::string name) {
-  constexpr std::size_t kBins = 512;
-  const double width = (hi - lo) / kBins;
-  // Whole counts in 4 interleaved copies (draw i into copy i % 4), so that repeated draws do
-  // not wait on each other's increments; their sums are the counts exactly.
-  std::array<std::uint64_t, 4 * kBins> copies{};
-  const auto count = [&](std::size_t copy, double v, std::uint64_t w) {
-    if (!std::isfinite(v)) return;
-    const auto b = static_cast<std::size_t>(std::clamp((v - lo) / width, 0.0, static_cast<double>(kBins - 1)));
-    copies[copy * kBins + b] += w;
-  };
-  const auto weight = [&weights](std::size_t i) {
-    return weights.empty() ? std::uint64_t{1} : static_cast<std::uint64_t>(std::max<std::int64_t>(weights[i], 0));
-  };
-  std::size_t i = 0;
-  for (; i + 4 <= x.size(); i += 4)
-    for (std::size_t k = 0; k < 4; ++k) count(k, x[i + k], weight(i + k));
-  for (; i < x.size(); ++i) count(0, x[i], weight(i));
-  std::vector<double> counts(kBins, 0.0);
-  std::size_t n = 0;
-  for (std::size_t b = 0; b < kBins; ++b) {
-    const std::uint64_t c = copies[b] + copies[kBins + b] + copies[2 * kBins + b] + copies[3 * kBins + b];
-    counts[b] = static_cast<double>(c);
-    n += c;
-  }
-  PlotSeries s(std::move(name), {}, {});
-  if (n == 0) return s;
-  const double norm = 1.0 / (static_cast<double>(n) * bw * std::sqrt(2.0 * std::numbers::pi));
-  for (std::size_t g = 0; g < kDensityGrid; ++g) {
-    const double at = lo + (hi - lo) * static_cast<double>(g) / (kDensityGrid - 1);
-    double sum = 0.0;
-    for (std::size_t b = 0; b < kBins; ++b) {
-      if (counts[b] == 0.0) continue;
-      const double z = (at - (lo + (static_cast<double>(b) + 0.5) * width)) / bw;
-      if (std::abs(z) < 8.0) sum += counts[b] * std::exp(-0.5 * z * z);
-    }
-    s.x.push_back(at);
-    s.y.push_back(sum * norm);
-  }
-  return s;
+  DensityCounts counts(lo, hi);
+  counts.add(x, weights);
+  return counts.series(bw, std::move(name));
 }
 
 /// Silverman's rule-of-thumb bandwidth 0.9 min(sd, IQR/1.34) n^(-1/5) from the summary.
@@ -399,6 +455,13 @@ void check(const PosteriorReportData& d) {
   HERD_REQUIRE(d.chains >= 1 && d.draws >= 1, "posterior report: {} chains x {} draws, but needs at least 1 x 1",
                d.chains, d.draws);
   HERD_REQUIRE(d.values.empty() || !d.fill_values, "posterior report: both values and fill_values given");
+  if (d.open_states) {
+    HERD_REQUIRE(d.values.empty() && !d.fill_values && !d.fill_states && d.state_weights.empty(),
+                 "posterior report: open_states given with values, fill_values, fill_states or state_weights (give "
+                 "one of them)");
+    HERD_REQUIRE(!d.summary.empty(), "posterior report: open_states needs the summary given");
+    HERD_REQUIRE(d.states >= 1, "posterior report: open_states needs at least 1 state per chain, not {}", d.states);
+  }
   if (d.fill_states) {
     HERD_REQUIRE(d.values.empty() && !d.fill_values,
                  "posterior report: fill_states given with values or fill_values (give one of the three)");
@@ -413,7 +476,18 @@ void check(const PosteriorReportData& d) {
                    "posterior report: the state weights of chain {} sum to {}, not {} draws", c, sum, d.draws);
     }
   }
-  if (!d.fill_values && !d.fill_states)
+  if (!d.order_stats.empty()) {
+    HERD_REQUIRE(d.open_states, "posterior report: order_stats given without open_states");
+    HERD_REQUIRE(d.order_stats.size() >= std::min(d.names.size(), kPlotQuantities),
+                 "posterior report: order_stats of {} quantities, not of the {} plotted", d.order_stats.size(),
+                 std::min(d.names.size(), kPlotQuantities));
+    const std::size_t probs = panel_probs(d.chains).size();
+    for (std::size_t q = 0; q < std::min(d.names.size(), kPlotQuantities); ++q)
+      HERD_REQUIRE(d.order_stats[q].quantiles.size() == probs,
+                   "posterior report: order_stats of quantity {} has {} quantiles, not {}", d.names[q],
+                   d.order_stats[q].quantiles.size(), probs);
+  }
+  if (!d.fill_values && !d.fill_states && !d.open_states)
     HERD_REQUIRE(d.values.size() == d.names.size(), "posterior report: {} quantities but {} names", d.values.size(),
                  d.names.size());
   for (std::size_t q = 0; q < d.values.size(); ++q)
@@ -543,6 +617,136 @@ struct QuantityPlots {
   std::vector<double> thinned;                 ///< the draws at `pooled_thin` (scatter panels)
 };
 
+/// The trace panel of quantity q: plotted chain c's draws at `trace_idx` are ys[c] (moved out).
+Plot trace_panel(const PosteriorReportData& d, std::size_t q, const std::vector<std::size_t>& trace_idx,
+                 std::vector<std::vector<double>>& ys) {
+  const std::size_t pc = plotted_chains(d);
+  Plot p;
+  p.title = d.names[q];
+  p.x_label = "draw";
+  p.legend = q == 0 && pc > 1;
+  for (std::size_t c = 0; c < pc; ++c) {
+    PlotSeries series(chain_label(d, c), {}, {});
+    series.x.reserve(trace_idx.size());
+    for (std::size_t t : trace_idx) series.x.push_back(static_cast<double>(t));
+    series.y = std::move(ys[c]);
+    series.opacity = pc > 1 ? 0.75 : 1.0;
+    p.series.push_back(std::move(series));
+  }
+  return p;
+}
+
+/// The density grid [lo, hi] and bandwidth of a quantity whose finite draws span [mn, mx]
+/// (Silverman's bandwidth from its summary `s` and quartiles qs[0], qs[1]; [mn - bw, mx + bw]).
+struct DensityGrid {
+  double lo = 0, hi = 0, bw = 0;
+};
+DensityGrid density_grid(const PosteriorReportData& d, double mn, double mx, const DiagnosticSummary& s,
+                         const std::vector<double>& qs) {
+  double bw = bandwidth(s, qs[1] - qs[0], d.chains * d.draws);
+  if (!(mx > mn)) mn -= 0.5, mx += 0.5;
+  if (!(bw > 0) || !std::isfinite(bw)) bw = (mx - mn) / 50.0;
+  return {mn - bw, mx + bw, bw};
+}
+
+/// The density panel of quantity q and the corner plot's diagonal (`out.density`,
+/// `out.pooled`): a curve per plotted chain (`per_chain`, with 2 or more plotted), then `all`.
+void density_panel(const PosteriorReportData& d, std::size_t q, std::vector<PlotSeries> per_chain, PlotSeries all,
+                   QuantityPlots& out) {
+  Plot& p = out.density;
+  p.title = d.names[q];
+  p.x_label = d.names[q];
+  p.y_label = "density";
+  p.zero = true;
+  p.legend = q == 0 && plotted_chains(d) > 1;
+  for (PlotSeries& series : per_chain) {
+    series.opacity = 0.6;
+    p.series.push_back(std::move(series));
+  }
+  out.pooled = PlotSeries(d.names[q], all.x, all.y);
+  all.color = "#222222";
+  p.series.push_back(std::move(all));
+}
+
+/// The autocorrelation panel of quantity q without its series (acf_series adds them).
+Plot acf_panel(const PosteriorReportData& d, std::size_t q) {
+  Plot p;
+  p.title = d.names[q];
+  p.x_label = "lag";
+  p.y_label = "autocorrelation";
+  p.legend = q == 0 && plotted_chains(d) > 1;
+  p.y_rules = {0.0};
+  return p;
+}
+
+/// Plotted chain c's autocorrelation series from its first min(draws, kAcfDraws) draws `x`
+/// (not read when there are fewer than 2 of them). Chain 0's sets `lags`, the lags shown:
+/// three times the first lag below 0.05, in [50, 1000]. `acf_scratch`: any buffer.
+PlotSeries acf_series(const PosteriorReportData& d, std::size_t c, std::span<const double> x, std::size_t& lags,
+                      std::vector<double>& acf_scratch) {
+  std::optional<DirectAcf> acf;
+  if (std::min(d.draws, kAcfDraws) >= 2) {
+    HERD_REQUIRE(!x.empty(), "autocovariance: the series is empty");
+    acf.emplace(x, acf_scratch);
+  }
+  const std::size_t size = acf ? acf->size() : 0;
+  // Past lag 333 the first one below 0.05 gives 1000 whichever it is.
+  if (c == 0) {
+    const std::size_t searched = std::min<std::size_t>(size, 334);
+    std::size_t first = searched;
+    for (std::size_t l = 0; l < searched; ++l)
+      if (acf->at(l) < 0.05) {
+        first = l;
+        break;
+      }
+    lags = std::clamp<std::size_t>(3 * first, 50, 1000);
+  }
+  PlotSeries series(chain_label(d, c), {}, {});
+  for (std::size_t l = 0; l < size && l <= lags; ++l) {
+    series.x.push_back(static_cast<double>(l));
+    series.y.push_back(acf->at(l));
+  }
+  return series;
+}
+
+/// Adds states (`values`; `weights` of the same length, or empty: 1 each) to a rank
+/// histogram: bin b counts the draws with b of `cuts` at or below them. Whole counts, so
+/// the same doubles in any order.
+void add_rank_counts(std::vector<double>& counts, std::span<const double> cuts, std::span<const double> values,
+                     std::span<const std::uint32_t> weights) {
+  const auto bin = [&cuts](double x) {
+    return static_cast<std::size_t>(std::upper_bound(cuts.begin(), cuts.end(), x) - cuts.begin());
+  };
+  if (!weights.empty()) {  // whole counts: += w is exact, as w times += 1
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (weights[i] > 0) counts[bin(values[i])] += static_cast<double>(weights[i]);
+  } else {
+    for (double x : values) counts[bin(x)] += 1.0;
+  }
+}
+
+/// The rank panel of quantity q from each plotted chain's histogram `counts[c]` (kRankBins).
+Plot rank_panel(const PosteriorReportData& d, std::size_t q, const std::vector<std::vector<double>>& counts) {
+  Plot p;
+  p.title = d.names[q];
+  p.x_label = "rank bin";
+  p.y_label = "draws";
+  p.zero = true;
+  p.legend = q == 0;
+  p.y_rules = {static_cast<double>(d.draws) / kRankBins};
+  for (const std::vector<double>& cc : counts) {
+    PlotSeries series(chain_label(d, static_cast<std::size_t>(&cc - counts.data())), {}, {}, PlotSeries::Mark::kStep);
+    for (std::size_t b = 0; b < kRankBins; ++b) {
+      series.x.push_back(static_cast<double>(b));
+      series.y.push_back(cc[b]);
+    }
+    series.x.push_back(static_cast<double>(kRankBins));  // closes the last step
+    series.y.push_back(cc.back());
+    p.series.push_back(std::move(series));
+  }
+  return p;
+}
+
 /// The panels of quantity q (draws `v`, summary `s`): its trace at `trace_idx` per plotted
 /// chain, its densities (Silverman's bandwidth on the grid [min - bw, max + bw]), the
 /// autocorrelation per chain, the rank histograms per chain (2 or more chains) and its
@@ -552,29 +756,17 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, const Q
                             const std::vector<std::size_t>& scatter_idx, std::vector<double>& acf_scratch) {
   const std::size_t pc = plotted_chains(d);
   QuantityPlots out;
-  // The order statistics the panels need, from one pass: the quartiles (the density's
-  // bandwidth), then with 2 or more chains the rank plot's cuts at b / kRankBins.
-  std::vector<double> probs{0.25, 0.75};
-  if (d.chains >= 2)
-    for (std::size_t b = 1; b < kRankBins; ++b) probs.push_back(static_cast<double>(b) / kRankBins);
+  // The order statistics the panels need, from one pass.
+  const std::vector<double> probs = panel_probs(d.chains);
   const detail::SampleRange range = v.weighted() ? detail::sample_range(v.v, v.w) : detail::sample_range(v.v);
   const std::vector<double> qs =
       v.weighted() ? detail::binned_quantiles(v.v, v.w, probs, range) : detail::binned_quantiles(v.v, probs, range);
   DrawWalker walk(v);
   {
-    Plot& p = out.trace;
-    p.title = d.names[q];
-    p.x_label = "draw";
-    p.legend = q == 0 && pc > 1;
-    for (std::size_t c = 0; c < pc; ++c) {
-      PlotSeries series(chain_label(d, c), {}, {});
-      for (std::size_t t : trace_idx) {
-        series.x.push_back(static_cast<double>(t));
-        series.y.push_back(walk.at(c, t));
-      }
-      series.opacity = pc > 1 ? 0.75 : 1.0;
-      p.series.push_back(std::move(series));
-    }
+    std::vector<std::vector<double>> ys(pc);
+    for (std::size_t c = 0; c < pc; ++c)
+      for (std::size_t t : trace_idx) ys[c].push_back(walk.at(c, t));
+    out.trace = trace_panel(d, q, trace_idx, ys);
   }
   {
     double mn = range.min, mx = range.max;
@@ -584,121 +776,370 @@ QuantityPlots plot_quantity(const PosteriorReportData& d, std::size_t q, const Q
         if ((!v.weighted() || v.w[i] > 0) && std::isfinite(v.v[i]))
           mn = std::min(mn, v.v[i]), mx = std::max(mx, v.v[i]);
     }
-    double bw = bandwidth(s, qs[1] - qs[0], d.chains * d.draws);
-    if (!(mx > mn)) mn -= 0.5, mx += 0.5;
-    if (!(bw > 0) || !std::isfinite(bw)) bw = (mx - mn) / 50.0;
-    out.lo = mn - bw;
-    out.hi = mx + bw;
-    Plot& p = out.density;
-    p.title = d.names[q];
-    p.x_label = d.names[q];
-    p.y_label = "density";
-    p.zero = true;
-    p.legend = q == 0 && pc > 1;
+    const DensityGrid g = density_grid(d, mn, mx, s, qs);
+    out.lo = g.lo;
+    out.hi = g.hi;
+    std::vector<PlotSeries> per_chain;
     if (pc > 1)
-      for (std::size_t c = 0; c < pc; ++c) {
-        PlotSeries series = density(v.values(c), v.weights(c), out.lo, out.hi, bw, chain_label(d, c));
-        series.opacity = 0.6;
-        p.series.push_back(std::move(series));
-      }
-    PlotSeries all = density(v.v, v.w, out.lo, out.hi, bw, "all chains");
-    out.pooled = PlotSeries(d.names[q], all.x, all.y);
-    all.color = "#222222";
-    p.series.push_back(std::move(all));
+      for (std::size_t c = 0; c < pc; ++c)
+        per_chain.push_back(density(v.values(c), v.weights(c), g.lo, g.hi, g.bw, chain_label(d, c)));
+    density_panel(d, q, std::move(per_chain), density(v.v, v.w, g.lo, g.hi, g.bw, "all chains"), out);
   }
   {
-    Plot& p = out.autocorrelation;
+    out.autocorrelation = acf_panel(d, q);
     const std::size_t n = std::min(d.draws, kAcfDraws);
-    p.title = d.names[q];
-    p.x_label = "lag";
-    p.y_label = "autocorrelation";
-    p.legend = q == 0 && pc > 1;
-    p.y_rules = {0.0};
     std::size_t lags = 0;
     std::vector<double> expanded;
-    for (std::size_t c = 0; c < pc; ++c) {
-      std::optional<DirectAcf> acf;
-      if (n >= 2) {
-        const auto vc = first_draws(v, c, n, expanded);
-        HERD_REQUIRE(!vc.empty(), "autocovariance: the series is empty");
-        acf.emplace(vc, acf_scratch);
-      }
-      const std::size_t size = acf ? acf->size() : 0;
-      // Lags shown: three times the first lag below 0.05 (of the first chain), in [50, 1000];
-      // past lag 333 the first one below 0.05 gives 1000 whichever it is.
-      if (c == 0) {
-        const std::size_t searched = std::min<std::size_t>(size, 334);
-        std::size_t first = searched;
-        for (std::size_t l = 0; l < searched; ++l)
-          if (acf->at(l) < 0.05) {
-            first = l;
-            break;
-          }
-        lags = std::clamp<std::size_t>(3 * first, 50, 1000);
-      }
-      PlotSeries series(chain_label(d, c), {}, {});
-      for (std::size_t l = 0; l < size && l <= lags; ++l) {
-        series.x.push_back(static_cast<double>(l));
-        series.y.push_back(acf->at(l));
-      }
-      p.series.push_back(std::move(series));
-    }
+    for (std::size_t c = 0; c < pc; ++c)
+      out.autocorrelation.series.push_back(
+          acf_series(d, c, n >= 2 ? first_draws(v, c, n, expanded) : std::span<const double>(), lags, acf_scratch));
   }
   if (d.chains >= 2) {
-    Plot& p = out.rank;
     const auto cuts = std::span<const double>(qs).subspan(2);
-    p.title = d.names[q];
-    p.x_label = "rank bin";
-    p.y_label = "draws";
-    p.zero = true;
-    p.legend = q == 0;
-    p.y_rules = {static_cast<double>(d.draws) / kRankBins};
-    for (std::size_t c = 0; c < pc; ++c) {
-      std::vector<double> counts(kRankBins, 0.0);
-      const auto bin = [&cuts](double x) {
-        return static_cast<std::size_t>(std::upper_bound(cuts.begin(), cuts.end(), x) - cuts.begin());
-      };
-      if (v.weighted()) {  // whole counts: += w is exact, as w times += 1
-        const auto vc = v.values(c);
-        const auto wc = v.weights(c);
-        for (std::size_t i = 0; i < vc.size(); ++i)
-          if (wc[i] > 0) counts[bin(vc[i])] += static_cast<double>(wc[i]);
-      } else {
-        for (double x : v.values(c)) counts[bin(x)] += 1.0;
-      }
-      PlotSeries series(chain_label(d, c), {}, {}, PlotSeries::Mark::kStep);
-      for (std::size_t b = 0; b < kRankBins; ++b) {
-        series.x.push_back(static_cast<double>(b));
-        series.y.push_back(counts[b]);
-      }
-      series.x.push_back(static_cast<double>(kRankBins));  // closes the last step
-      series.y.push_back(counts.back());
-      p.series.push_back(std::move(series));
-    }
+    std::vector<std::vector<double>> counts(pc, std::vector<double>(kRankBins, 0.0));
+    for (std::size_t c = 0; c < pc; ++c) add_rank_counts(counts[c], cuts, v.values(c), v.weights(c));
+    out.rank = rank_panel(d, q, counts);
   }
   for (std::size_t t : scatter_idx) out.thinned.push_back(walk.at(t / d.draws, t % d.draws));
   return out;
 }
 
 /// Sums of squared and crossed deviations (saa, sab, sbb) of two quantities' draws from
-/// their means `ma`, `mb`, in draw order.
+/// their means `ma`, `mb`, in draw order, added block by block (the same sums as in one go).
 /// Weighted states (the same weights for both) add their products w times, one after the
 /// other: the same sums, bit for bit, as the expanded draws give.
-std::array<double, 3> pair_sums(const QuantityDraws& a, const QuantityDraws& b, double ma, double mb) {
-  double saa = 0, sab = 0, sbb = 0;
-  const std::span<const double> va = a.v, vb = b.v;
-  const std::size_t n = va.size();
-  for (std::size_t t = 0; t < n; ++t) {
-    const double xa = va[t] - ma, xb = vb[t] - mb;
-    if (!a.weighted()) {
-      saa += xa * xa, sab += xa * xb, sbb += xb * xb;
-      continue;
+class PairSums {
+ public:
+  PairSums(double ma, double mb) : ma_(ma), mb_(mb) {}
+  /// Adds the next draws or states `va`, `vb` (weights `w` of the same length; empty: 1 each).
+  void add(std::span<const double> va, std::span<const double> vb, std::span<const std::uint32_t> w) {
+    double saa = saa_, sab = sab_, sbb = sbb_;
+    const std::size_t n = va.size();
+    for (std::size_t t = 0; t < n; ++t) {
+      const double xa = va[t] - ma_, xb = vb[t] - mb_;
+      if (w.empty()) {
+        saa += xa * xa, sab += xa * xb, sbb += xb * xb;
+        continue;
+      }
+      const double paa = xa * xa, pab = xa * xb, pbb = xb * xb;
+      for (std::int64_t k = 0; k < w[t]; ++k) saa += paa, sab += pab, sbb += pbb;
     }
-    const double paa = xa * xa, pab = xa * xb, pbb = xb * xb;
-    for (std::int64_t k = 0; k < a.w[t]; ++k) saa += paa, sab += pab, sbb += pbb;
+    saa_ = saa, sab_ = sab, sbb_ = sbb;
   }
-  return {saa, sab, sbb};
+  std::array<double, 3> sums() const { return {saa_, sab_, sbb_}; }
+
+ private:
+  double ma_, mb_, saa_ = 0, sab_ = 0, sbb_ = 0;
+};
+
+/// pair_sums of two whole quantities (the same weights, if any).
+std::array<double, 3> pair_sums(const QuantityDraws& a, const QuantityDraws& b, double ma, double mb) {
+  PairSums s(ma, mb);
+  s.add(a.v, b.v, a.w);
+  return s.sums();
 }
+
+/// Buffers of the blocks that plot_blocked reads (values of up to two quantities, weights),
+/// kept across its passes and quantities. The autocorrelation's first draws per quantity.
+struct BlockBuffers {
+  std::array<std::vector<double>, 2> values, first;
+  std::vector<std::uint32_t> weights;
+};
+
+/// For each chain c < `chains` in order and each block of its states in order, reads the
+/// block of the quantities `qs` (one or two; the first with the weights) through
+/// `open_states` and calls f(c, values (one span per quantity), weights, last block of the
+/// chain). `reading`: the quantity being read (for the error's position).
+template <class F>
+void for_state_blocks(const PosteriorReportData& d, std::span<const std::size_t> qs, std::size_t chains,
+                      BlockBuffers& buf, std::size_t& reading, F&& f) {
+  const std::size_t block = std::min(d.block_states == 0 ? kReportBlockStates : d.block_states, d.states);
+  buf.weights.resize(block);
+  for (std::size_t k = 0; k < qs.size(); ++k) buf.values[k].resize(block);
+  std::array<std::unique_ptr<PosteriorStateSource>, 2> src;
+  std::array<std::span<const double>, 2> v;
+  for (std::size_t c = 0; c < chains; ++c) {
+    for (std::size_t k = 0; k < qs.size(); ++k) {
+      reading = qs[k];
+      src[k] = d.open_states(qs[k], c, k == 0);
+      HERD_REQUIRE(src[k] != nullptr, "posterior report: open_states gave no states of quantity {}, chain {}",
+                   d.names[qs[k]], c);
+    }
+    for (std::size_t first = 0; first < d.states; first += block) {
+      const std::size_t len = std::min(block, d.states - first);
+      const std::span<std::uint32_t> w(buf.weights.data(), len);
+      for (std::size_t k = 0; k < qs.size(); ++k) {
+        reading = qs[k];
+        const std::span<double> out(buf.values[k].data(), len);
+        src[k]->read(out, k == 0 ? w : std::span<std::uint32_t>());
+        v[k] = out;
+      }
+      f(c, std::span<const std::span<const double>>(v.data(), qs.size()), std::span<const std::uint32_t>(w),
+        first + len == d.states);
+    }
+  }
+}
+
+/// Picks a chain's draws at increasing draw indices from its states as they come in order
+/// (the draw of index t is the value of the state whose weights cover it; as DrawWalker).
+class DrawPicker {
+ public:
+  /// Draws at `at` (increasing; each minus `offset`) into `out`.
+  DrawPicker(std::span<const std::size_t> at, std::size_t offset, std::vector<double>& out)
+      : at_(at), offset_(offset), out_(&out) {}
+  void add(std::span<const double> values, std::span<const std::uint32_t> weights) {
+    const std::size_t n = values.size(), picks = at_.size();
+    std::size_t next = next_, begin = begin_, i = 0;
+    while (next < picks) {
+      // The states before the one holding the next draw: their weights only.
+      const std::size_t want = at_[next] - offset_;
+      while (i < n && begin + weights[i] <= want) begin += weights[i++];
+      if (i == n) break;
+      out_->push_back(values[i]);
+      ++next;
+    }
+    for (; i < n; ++i) begin += weights[i];  // (past the last draw picked)
+    next_ = next, begin_ = begin;
+  }
+
+ private:
+  std::span<const std::size_t> at_;
+  std::size_t offset_, next_ = 0, begin_ = 0;
+  std::vector<double>* out_;
+};
+
+/// One quantity of plot_blocked: what its passes gather.
+struct BlockedQuantity {
+  std::size_t q = 0;
+  std::span<const std::size_t> scatter;  ///< pooled draw indices of its scatter points (or none)
+  QuantityPlots out;
+  // The range of the states of positive weight (as sample_range of weighted states) and that
+  // of the finite ones, the draws: found by pass 1 (unless given).
+  double lo = INFINITY, hi = -INFINITY, finite_lo = INFINITY, finite_hi = -INFINITY;
+  bool nan = false, any = false;
+  std::size_t n = 0;
+  detail::SampleRange range;
+  // The traces' draws per plotted chain, the pickers of the chain being read.
+  std::vector<std::vector<double>> trace;
+  std::size_t lags = 0;
+  std::optional<DrawPicker> trace_pick, scatter_pick;
+  std::vector<double> qs;  ///< the quantiles at panel_probs
+  // Densities (per plotted chain with 2 or more, then all) and rank histograms.
+  DensityGrid grid;
+  std::vector<DensityCounts> density;
+  std::vector<std::vector<double>> rank;
+
+  /// Adds a block of chain c's states to the range and the draws.
+  void add_range(std::span<const double> x, std::span<const std::uint32_t> w) {
+    double l = lo, h = hi, fl = finite_lo, fh = finite_hi;
+    bool a = any, na = nan;
+    std::size_t draws = n;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (w[i] == 0) continue;
+      const double xi = x[i];
+      a = true;
+      l = xi < l ? xi : l;
+      h = xi > h ? xi : h;
+      na = na || std::isnan(xi);
+      if (std::isfinite(xi)) fl = std::min(fl, xi), fh = std::max(fh, xi);
+      draws += w[i];
+    }
+    lo = l, hi = h, finite_lo = fl, finite_hi = fh, any = a, nan = na, n = draws;
+  }
+  /// The range once every state is added.
+  void finish_range() {
+    range.min = lo;
+    range.max = hi;
+    range.finite = any && !nan && std::isfinite(lo) && std::isfinite(hi);
+  }
+  /// Adds a block of chain c's states to the traces, scatter draws and autocorrelation (whose
+  /// first draws go to `first`); `last`: the chain's last block.
+  void add_picks(const PosteriorReportData& d, std::size_t c, std::span<const double> x,
+                 std::span<const std::uint32_t> w, const std::vector<std::size_t>& trace_idx, bool last,
+                 std::vector<double>& first, std::vector<double>& acf_scratch) {
+    const std::size_t pc = plotted_chains(d), acf_n = std::min(d.draws, kAcfDraws);
+    if (c < pc) {
+      if (!trace_pick) trace_pick.emplace(trace_idx, 0, trace[c]);
+      trace_pick->add(x, w);
+      if (acf_n >= 2)
+        for (std::size_t i = 0; i < x.size() && first.size() < acf_n; ++i)
+          first.insert(first.end(), std::min<std::size_t>(w[i], acf_n - first.size()), x[i]);
+    }
+    if (!scatter.empty()) {
+      if (!scatter_pick) {  // chain c's scatter draws: a range of the increasing pooled indices
+        const auto from = std::lower_bound(scatter.begin(), scatter.end(), c * d.draws);
+        const auto to = std::lower_bound(from, scatter.end(), (c + 1) * d.draws);
+        scatter_pick.emplace(
+            scatter.subspan(static_cast<std::size_t>(from - scatter.begin()), static_cast<std::size_t>(to - from)),
+            c * d.draws, out.thinned);
+      }
+      scatter_pick->add(x, w);
+    }
+    if (last) {
+      if (c < pc) {
+        out.autocorrelation.series.push_back(acf_series(d, c, first, lags, acf_scratch));
+        first.clear();
+      }
+      trace_pick.reset();
+      scatter_pick.reset();
+    }
+  }
+  /// The density grid, the histograms (once the range and quantiles are known).
+  void start_histograms(const PosteriorReportData& d, const DiagnosticSummary& s) {
+    const std::size_t pc = plotted_chains(d);
+    grid = density_grid(d, range.finite ? range.min : finite_lo, range.finite ? range.max : finite_hi, s, qs);
+    density.assign(pc > 1 ? pc + 1 : 1, DensityCounts(grid.lo, grid.hi));
+    if (d.chains >= 2) rank.assign(pc, std::vector<double>(kRankBins, 0.0));
+  }
+  /// Adds a block of chain c's states to the densities and rank histograms.
+  void add_histograms(const PosteriorReportData& d, std::size_t c, std::span<const double> x,
+                      std::span<const std::uint32_t> w) {
+    const std::size_t pc = plotted_chains(d);
+    if (pc > 1 && c < pc) density[c].add(x, w);
+    density.back().add(x, w);
+    if (!rank.empty() && c < pc) add_rank_counts(rank[c], std::span<const double>(qs).subspan(2), x, w);
+  }
+  /// The panels, into plotted[q].
+  void finish(const PosteriorReportData& d, const std::vector<std::size_t>& trace_idx,
+              std::vector<QuantityPlots>& plotted) {
+    const std::size_t pc = plotted_chains(d);
+    out.trace = trace_panel(d, q, trace_idx, trace);
+    out.lo = grid.lo;
+    out.hi = grid.hi;
+    std::vector<PlotSeries> per_chain;
+    if (pc > 1)
+      for (std::size_t c = 0; c < pc; ++c) per_chain.push_back(density[c].series(grid.bw, chain_label(d, c)));
+    density_panel(d, q, std::move(per_chain), density.back().series(grid.bw, "all chains"), out);
+    if (d.chains >= 2) out.rank = rank_panel(d, q, rank);
+    plotted[q] = std::move(out);
+  }
+};
+
+/// The quantiles at panel_probs of a quantity whose states' range is `r` and draws `n`, as
+/// binned_quantiles of its whole states gives them, from its states read block by block
+/// (`read(f)` calls f(values, weights) for each block of every chain, in order): by bins,
+/// two passes (detail::StateQuantiles); else as herd::mcmc::quantiles of the expanded draws:
+/// NaN for a NaN draw, the value of equal nonzero draws, or from the whole states read.
+template <class Read>
+std::vector<double> blocked_quantiles(std::span<const double> probs, const detail::SampleRange& r, bool nan,
+                                      std::size_t n, Read&& read) {
+  detail::StateQuantiles sq(probs, r, n);
+  if (sq.binned()) {
+    read([&](std::span<const double> v, std::span<const std::uint32_t> w) { sq.count(v, w); });
+    sq.select();
+    read([&](std::span<const double> v, std::span<const std::uint32_t> w) { sq.collect(v, w); });
+    return sq.result();
+  }
+  if (nan) return std::vector<double>(probs.size(), kNaN);  // quantiles() of draws with a NaN
+  if (r.finite && r.min == r.max && r.min != 0)             // equal draws (nonzero: the same bits)
+    return std::vector<double>(probs.size(), r.min);
+  std::vector<double> values;  // the whole states
+  std::vector<std::uint32_t> weights;
+  read([&](std::span<const double> v, std::span<const std::uint32_t> w) {
+    values.insert(values.end(), v.begin(), v.end());
+    weights.insert(weights.end(), w.begin(), w.end());
+  });
+  return detail::binned_quantiles(values, weights, probs, r);
+}
+
+/// The panels of plotted quantities q0 (and q0 + 1 when `count` is 2; with `pair` also their
+/// covariance sums into `pair_out`) from their weighted states read block by block through
+/// `open_states`: the same panels, bit for bit, as plot_quantity and pair_sums of the whole
+/// states (each step is theirs, over the states in the same order, or adds whole counts).
+/// With the quantities' order statistics given (`d.order_stats`): one pass over both. Else
+/// pass 1: the range, the traces' and scatter draws, the autocorrelation's first draws
+/// (chain by chain), the pair's sums and the weights' check; then the quantiles
+/// (blocked_quantiles: two passes, or none); then a pass for the densities and rank
+/// histograms. `reading`: the quantity being read (for an error's position).
+void plot_blocked(const PosteriorReportData& d, std::size_t q0, std::size_t count,
+                  const std::vector<DiagnosticSummary>& summary, const std::vector<std::size_t>& trace_idx,
+                  const std::array<std::span<const std::size_t>, 2>& scatter, bool pair,
+                  std::vector<QuantityPlots>& plotted, std::array<double, 3>* pair_out, std::size_t& reading,
+                  BlockBuffers& buf, std::vector<double>& acf_scratch) {
+  const bool given = !d.order_stats.empty();
+  std::array<BlockedQuantity, 2> bq;
+  std::array<std::size_t, 2> all{q0, q0 + 1};
+  const std::span<const std::size_t> both(all.data(), count);
+  for (std::size_t k = 0; k < count; ++k) {
+    BlockedQuantity& b = bq[k];
+    b.q = q0 + k;
+    b.scatter = scatter[k];
+    b.trace.resize(plotted_chains(d));
+    b.out.autocorrelation = acf_panel(d, b.q);
+    if (given) {
+      const ReportOrderStats& s = d.order_stats[b.q];
+      b.range.min = s.min;
+      b.range.max = s.max;
+      b.range.finite = s.finite;
+      b.finite_lo = s.finite_min;
+      b.finite_hi = s.finite_max;
+      b.qs = s.quantiles;
+      b.start_histograms(d, summary[b.q]);
+    }
+  }
+  std::optional<PairSums> sums;
+  if (pair) sums.emplace(summary[q0].mean, summary[q0 + 1].mean);
+  std::uint64_t chain_weight = 0;
+  for_state_blocks(d, both, d.chains, buf, reading, [&](std::size_t c, auto v, auto w, bool last) {
+    for (std::size_t k = 0; k < count; ++k) {
+      BlockedQuantity& b = bq[k];
+      if (given) b.add_histograms(d, c, v[k], w);
+      else b.add_range(v[k], w);
+      b.add_picks(d, c, v[k], w, trace_idx, last, buf.first[k], acf_scratch);
+    }
+    if (sums) sums->add(v[0], v[1], w);
+    for (const std::uint32_t wi : w) chain_weight += wi;
+    if (last) {
+      HERD_REQUIRE(chain_weight == static_cast<std::uint64_t>(d.draws),
+                   "posterior report: the state weights of chain {} sum to {}, not {} draws", c, chain_weight, d.draws);
+      chain_weight = 0;
+    }
+  });
+  if (pair_out != nullptr && sums) *pair_out = sums->sums();
+  if (!given) {
+    const std::vector<double> probs = panel_probs(d.chains);
+    for (std::size_t k = 0; k < count; ++k) {
+      BlockedQuantity& b = bq[k];
+      b.finish_range();
+      const std::size_t one = b.q;
+      b.qs = blocked_quantiles(probs, b.range, b.nan, b.n, [&](auto f) {
+        for_state_blocks(d, std::span<const std::size_t>(&one, 1), d.chains, buf, reading,
+                         [&](std::size_t, auto v, auto w, bool) { f(v[0], w); });
+      });
+      b.start_histograms(d, summary[b.q]);
+    }
+    for_state_blocks(d, both, d.chains, buf, reading, [&](std::size_t c, auto v, auto w, bool) {
+      for (std::size_t k = 0; k < count; ++k) bq[k].add_histograms(d, c, v[k], w);
+    });
+  }
+  for (std::size_t k = 0; k < count; ++k) bq[k].finish(d, trace_idx, plotted);
+}
+
+}  // namespace
+
+ReportOrderStats report_order_stats(std::span<const double> values, std::span<const std::uint32_t> weights,
+                                    std::size_t chains) {
+  HERD_REQUIRE(values.size() == weights.size(), "report_order_stats: {} values but {} weights", values.size(),
+               weights.size());
+  ReportOrderStats s;
+  const detail::SampleRange r = detail::sample_range(values, weights);
+  s.min = r.min;
+  s.max = r.max;
+  s.finite = r.finite;
+  // The range of the finite draws (as the report's density grid takes it): the range when
+  // every draw is finite.
+  s.finite_min = r.min, s.finite_max = r.max;
+  if (!r.finite) {
+    s.finite_min = INFINITY, s.finite_max = -INFINITY;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (weights[i] > 0 && std::isfinite(values[i]))
+        s.finite_min = std::min(s.finite_min, values[i]), s.finite_max = std::max(s.finite_max, values[i]);
+  }
+  s.quantiles = detail::binned_quantiles(values, weights, panel_probs(chains), r);
+  return s;
+}
+
+namespace {
 
 std::string name_list(const std::vector<std::string>& items) {
   std::string s;
@@ -877,6 +1318,19 @@ std::string posterior_report_html(const PosteriorReportData& d) {
       std::vector<double> acf_scratch;
       std::size_t q = 0;
       try {
+        if (d.open_states) {  // the states block by block (passes == pq: the summary is given)
+          BlockBuffers blocks;
+          for (std::size_t u = t; u < units; u += nthreads) {
+            q = 2 * u;
+            const std::size_t count = std::min<std::size_t>(2, passes - q);
+            const auto scatter = [&](std::size_t k) {
+              return std::span<const std::size_t>(q + k < std::max(corner, 2 * pairs) ? scatter_idx : no_idx);
+            };
+            plot_blocked(d, q, count, summary, trace_idx, {scatter(0), scatter(1)}, count == 2 && u < pairs, plotted,
+                         u < pairs ? &pair_sum[u] : nullptr, q, blocks, acf_scratch);
+          }
+          return;
+        }
         for (std::size_t u = t; u < units; u += nthreads) {
           QuantityDraws before;
           for (q = 2 * u; q < std::min(2 * u + 2, passes); ++q) {

@@ -2,9 +2,11 @@
 // Internal helpers of the HTML report (posterior_report.cpp; not installed), declared here
 // so that the tests can check them.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace herd::mcmc::detail {
@@ -57,6 +59,43 @@ SampleRange sample_range(std::span<const double> values, std::span<const std::ui
 /// Thread-safe. @throws herd::InputError as herd::mcmc::quantiles.
 std::vector<double> binned_quantiles(std::span<const double> values, std::span<const std::uint32_t> weights,
                                      std::span<const double> probs, const SampleRange& range);
+
+/// binned_quantiles of weighted states in steps, for states that come block by block (the
+/// HTML report's `open_states`): count() every state into the bins, select(), collect()
+/// every state again in the same order, result(): the numbers binned_quantiles(values,
+/// weights, probs, range) gives for all the states at once, bit for bit (it is built on
+/// this). `n` is the states' total weight and `range` their sample_range. Where
+/// binned_quantiles goes to herd::mcmc::quantiles of the expanded draws, binned() is false
+/// and nothing else may be called. Memory: the bins' counts (32 KiB) until select(), then
+/// the wanted bins' (value, weight) pairs. Not thread-safe (one per quantity).
+class StateQuantiles {
+ public:
+  StateQuantiles(std::span<const double> probs, const SampleRange& range, std::size_t n);
+  /// Whether the bins are used (else herd::mcmc::quantiles of the expanded draws applies).
+  bool binned() const { return binned_; }
+  /// Adds states (values, weights: same length) to the bins' counts; any order.
+  void count(std::span<const double> values, std::span<const std::uint32_t> weights);
+  /// After every state is counted: the bins that hold a wanted order statistic.
+  void select();
+  /// Keeps the states of the wanted bins (after select(); every state, in the states' order).
+  void collect(std::span<const double> values, std::span<const std::uint32_t> weights);
+  /// The quantiles at `probs` (after collect()).
+  std::vector<double> result();
+  /// The (value, weight) pairs collect() keeps so far.
+  std::size_t held() const;
+
+ private:
+  static constexpr std::size_t kCopies = 4;
+  std::size_t bin(double v) const { return static_cast<std::size_t>(std::min((v - mn_) * scale_, top_)); }
+  std::vector<double> probs_;
+  std::size_t n_, nb_ = 0;
+  double mn_, scale_ = 0, top_ = 0;
+  bool binned_ = false;
+  std::vector<std::uint32_t> copies_;
+  std::vector<std::size_t> ranks_, rank_bin_, rank_within_;
+  std::vector<std::int32_t> slot_;
+  std::vector<std::vector<std::pair<double, std::int64_t>>> held_;
+};
 
 /// The sums of products of deviations of draws that come as weighted states (a compact
 /// chain: a state of weight w stands for w equal draws), for their covariance matrix.

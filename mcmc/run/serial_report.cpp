@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <span>
 
@@ -253,6 +254,42 @@ std::string report_paramonte(const SerialRun& r) {
   return paramonte_report_part(r.target.description, r.options, ps, r.paths);
 }
 
+/// Quantity k's posterior states of chain c (posterior_states: from the burn-in on, the last
+/// one's weight cut; then weight 0 up to the compact posterior's states), read in order from
+/// the compact chain (its coordinate k, and the weights when asked for) or from the derived
+/// quantities' columns: what compact_values and compact_posterior give, block by block.
+class ChainStateSource final : public PosteriorStateSource {
+ public:
+  ChainStateSource(const SerialRun& r, const PosteriorStates& ps, std::size_t c, std::size_t k, bool weights)
+      : ps_(ps), k_(k), d_(static_cast<std::size_t>(r.chains[c].ndim)), i_(ps.first) {
+    if (k < d_) {
+      chain_.emplace(r.chains[c], kPointColumns | (weights ? kWeightColumn : 0U), static_cast<int>(k));
+    } else {
+      derived_.emplace(r.co[c].derived);
+      if (weights) chain_.emplace(r.chains[c], kWeightColumn);
+    }
+  }
+  void read(std::span<double> values, std::span<std::uint32_t> weights) override {
+    const std::size_t n = values.size();
+    std::size_t j = 0;
+    for (; j < n && i_ < ps_.end; ++j, ++i_) {
+      values[j] = k_ < d_ ? chain_->x(i_, k_) : derived_->value(k_ - d_, i_);
+      // (check_posterior_draws: a weight fits 32 bits)
+      if (!weights.empty()) weights[j] = static_cast<std::uint32_t>(ps_.weight(i_, chain_->weight(i_)));
+    }
+    for (; j < n; ++j) {  // the padding
+      values[j] = 0.0;
+      if (!weights.empty()) weights[j] = 0;
+    }
+  }
+
+ private:
+  const PosteriorStates& ps_;
+  std::size_t k_, d_, i_;
+  std::optional<ChainReader> chain_;
+  std::optional<DerivedReader> derived_;
+};
+
 }  // namespace
 
 std::optional<std::string> html_report(SerialRun& r) {
@@ -265,19 +302,18 @@ std::optional<std::string> html_report(SerialRun& r) {
       html_report_data(specs, r.target, r.options, "DRAM sampler (ParaDRAM-compatible)", r.out.summary, r.m, r.ndraw,
                        r.acceptance, start_covariance(r.dopt.proposal_start_cov, r.dopt.proposal_start_std, r.d));
   // The plots use every draw of the plotted quantities, as the compact posterior's weighted
-  // states (the diagnostics' layout: 8 bytes per state for the weights, and per held quantity
-  // its values), one quantity at a time (at most two held at once per thread): the same
-  // report as the expanded draws give, from a pass over the states instead of the draws.
-  // The compact posterior that the diagnostics found (the same one, not found again). The
-  // report's values buffers are its own (h.buffers not set): taking the diagnostics' over
-  // saved their page faults but raised the run's peak (see docs/dram.md, "System time after
-  // sampling").
+  // states read block by block from the compact chain (open_states: the report's memory does
+  // not grow with the chain; its weights are not held), two quantities at a time per thread:
+  // the same report as the expanded draws give, from a few passes over the states instead
+  // of the draws. The compact posterior's states per chain are those the diagnostics found.
   const CompactPosterior& cp = r.posterior;
   h.states = cp.states;
-  h.state_weights = cp.weights;
-  h.fill_states = [&r, &cp](std::size_t k, std::vector<double>& out) { compact_values(r, cp, k, out); };
-  // On the diagnostics' threads (compact_values is thread-safe for distinct buffers): two
-  // quantities' values per thread.
+  h.open_states = [&r, &cp](std::size_t k, std::size_t c, bool weights) -> std::unique_ptr<PosteriorStateSource> {
+    return std::make_unique<ChainStateSource>(r, cp.chains[c], c, k, weights);
+  };
+  // The ranges and quantiles the panels need, found by the diagnostics: one pass per pair.
+  h.order_stats = r.report_stats;
+  // On the diagnostics' threads (a source per thread and quantity): two quantities per thread.
   h.threads = diagnostics_threads_used(r.options.diagnostics_threads, r.ncol);
   h.facts = html_facts(r);
   for (std::size_t c = 0; c < r.m; ++c) h.chain_ids.push_back(r.chains[c].chain_id);

@@ -21,6 +21,7 @@
 #include "herd/core/error.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/parallel.hpp"
+#include "herd/mcmc/posterior_report.hpp"
 
 namespace herd::mcmc {
 
@@ -354,7 +355,7 @@ void compute_diagnostics(SerialRun& r) {
   // table (1.25 bytes per verbose draw). The views are weighted (the compact
   // posterior): the diagnostics rank the compact states instead of every verbose draw, with
   // the verbose column's results.
-  // The compact posterior is kept for the HTML report (found once). The threads' values
+  // The compact posterior's states per chain are kept for the HTML report (found once). The threads' values
   // buffers (r.value_buffers, summarize_all's caller-kept form) are handed from quantity to
   // quantity as left: compact_values resizes each to the same size and overwrites every
   // entry, so none is zero-filled first (summarize_all's own buffers come back emptied, and
@@ -374,13 +375,25 @@ void compute_diagnostics(SerialRun& r) {
     const std::string& dir;
     ~RestoreDir() { set_diagnostics_scratch_dir(dir); }
   } restore{saved_dir};
-  const auto stats = summarize_all(r.ncol, view, r.options.diagnostics_threads, r.value_buffers);
+  // The HTML report's plotted quantities: their range and the quantiles their panels use,
+  // from the values held here (before summarize takes the buffer over), so that the report
+  // reads each one's states once, block by block, instead of holding them.
+  r.report_stats.assign(std::min(r.ncol, kPlotQuantities), {});
+  const auto view_and_stats = [&](std::size_t k, std::vector<double>& values) {
+    compact_values(r, cp, k, values);
+    if (k < r.report_stats.size()) r.report_stats[k] = report_order_stats(values, cp.weights, r.m);
+    return DrawsView(values, cp.weights, r.m, cp.states);
+  };
+  const auto stats = summarize_all(r.ncol, view_and_stats, r.options.diagnostics_threads, r.value_buffers);
   if (with_nested && r.value_buffers.empty()) r.value_buffers.resize(1);
   for (std::size_t k = 0; k < r.ncol; ++k) {
     r.out.summary.push_back({r.co[0].columns[k].name, stats[k]});
     if (with_nested) r.nested.push_back(nested_rhat(view(k, r.value_buffers[0]), r.nsuper));
   }
   ks_table(r);
+  // The HTML report reads each chain's posterior states and their weights from the chain
+  // block by block (cp.chains, cp.states): the weights, 4 bytes per state, are freed here.
+  r.posterior.weights = {};
   // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers) and the
   // values buffers are not needed by the writing phases, nor what malloc keeps in its arenas
   // once freed, which the HTML report's buffers would otherwise come on top of.

@@ -23,6 +23,7 @@
 #include "herd/mcmc/dram.hpp"
 #include "herd/mcmc/ks_test.hpp"
 #include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/posterior_report.hpp"
 #include "herd/mcmc/run_progress.hpp"
 #include "outputs.hpp"
 #include "progress_sink.hpp"
@@ -114,13 +115,17 @@ struct SerialRun {
   std::vector<std::vector<KsResult>> ks;  ///< [variable][chain a * m + chain b]
   std::string ks_tested;                  ///< which draws the KS table tested
   std::vector<double> covariance;         ///< the variables' posterior covariance [d, d] (posterior_covariance)
-  /// The compact posterior (compact_posterior), found once by the diagnostics and read again
-  /// by the HTML report.
+  /// The compact posterior (compact_posterior), found once by the diagnostics; its states
+  /// per chain (`chains`, `states`) are read again by the HTML report, its `weights` are
+  /// freed once the diagnostics are done.
   CompactPosterior posterior;
   /// The diagnostics threads' values buffers (summarize_all's caller-kept form;
   /// compact_values: 8 bytes per state each), handed from quantity to quantity without a
   /// zero fill; freed when the diagnostics are done.
   std::vector<std::vector<double>> value_buffers;
+  /// The HTML report's order statistics of the plotted quantities (report_order_stats of the
+  /// compact posterior's states), found by the diagnostics from the values they hold.
+  std::vector<ReportOrderStats> report_stats;
   std::int64_t proposals = 0, evaluations = 0, nan_count = 0, ood = 0;
   double acceptance = 0.0;
   std::string warnings;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -11,9 +12,11 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "herd/core/error.hpp"
@@ -28,6 +31,12 @@ using Catch::Matchers::StartsWith;
 namespace {
 
 std::string fmt_quantity(std::size_t q) { return "cannot read quantity " + std::to_string(q); }
+
+/// The report's refusal of a chain's weights.
+std::string fmt_chain_sum(std::size_t c, std::size_t sum, std::size_t draws) {
+  return "the state weights of chain " + std::to_string(c) + " sum to " + std::to_string(sum) + ", not " +
+         std::to_string(draws) + " draws";
+}
 
 /// Writes a compact record (step, weight, adaptation measure) into `c`.
 void add(MemoryChainSink& c, std::uint64_t step, std::int64_t weight, double adapt) {
@@ -633,4 +642,143 @@ TEST_CASE("write_posterior_report: weighted states through fill_states give the 
   d.fill_values = nullptr;
   d.summary.clear();
   CHECK_THROWS_WITH(posterior_report_html(d), Contains("needs the summary"));
+}
+
+namespace {
+
+/// One quantity's states of one chain from `values` and `weights` ([chains, states]), read in
+/// order; counts the states it read into `read`.
+class VectorStates final : public PosteriorStateSource {
+ public:
+  VectorStates(const std::vector<double>& values, const std::vector<std::uint32_t>& weights, std::size_t first,
+               std::size_t end, std::atomic<std::size_t>& read)
+      : v_(values), w_(weights), i_(first), end_(end), read_(read) {}
+  void read(std::span<double> values, std::span<std::uint32_t> weights) override {
+    if (!(weights.empty() || weights.size() == values.size()) || i_ + values.size() > end_)
+      throw std::logic_error("read: weights of another size, or past the chain's states");
+    for (std::size_t j = 0; j < values.size(); ++j, ++i_) {
+      values[j] = v_[i_];
+      if (!weights.empty()) weights[j] = w_[i_];
+    }
+    read_ += values.size();
+  }
+
+ private:
+  const std::vector<double>& v_;
+  const std::vector<std::uint32_t>& w_;
+  std::size_t i_, end_;
+  std::atomic<std::size_t>& read_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "write_posterior_report: weighted states read block by block (open_states) give fill_states' file byte "
+    "for byte",
+    "[mcmc]") {
+  // 11 quantities (all plotted), 6 sampled coordinates (corner plot, three covariance pairs):
+  // AR-like draws, one with ties, one with a NaN, one with an infinity, one constant, one of
+  // zeros of both signs; compact chains of weights 1 to 5 (some 40), padded with weight 0;
+  // 1, 2 or 9 chains (9: more than the 8 plotted), 3000 draws per chain (fewer than the
+  // binned quantiles' 4096 with one chain: the whole states) or 70000 (past the 65536
+  // autocorrelation draws). Blocks of 1, 7 and 8192 states, 1 and 3 threads, the order
+  // statistics given or found by the report: the same file as fill_states gives.
+  const std::size_t chains = GENERATE(std::size_t{1}, std::size_t{2}, std::size_t{9});
+  const std::size_t draws = GENERATE(std::size_t{3000}, std::size_t{70000});
+  INFO("chains " << chains << ", draws " << draws);
+  const std::size_t nq = 11;
+  const herd::RngStream rng(20261206, 7);
+  std::vector<std::vector<std::uint32_t>> chain_w(chains);
+  std::size_t states = 0;
+  for (std::size_t c = 0; c < chains; ++c) {
+    std::size_t left = draws;
+    for (std::size_t i = 0; left > 0; ++i) {
+      const double u = rng.uniform(c * 10000000 + i);
+      const auto w = std::min<std::size_t>(left, u < 0.02 ? 40 : 1 + static_cast<std::size_t>(u * 50) % 5);
+      chain_w[c].push_back(static_cast<std::uint32_t>(w));
+      left -= w;
+    }
+    states = std::max(states, chain_w[c].size());
+  }
+  std::vector<std::uint32_t> weights(chains * states, 0);
+  std::vector<std::size_t> used(chains);
+  for (std::size_t c = 0; c < chains; ++c) {
+    std::copy(chain_w[c].begin(), chain_w[c].end(), weights.begin() + c * states);
+    used[c] = chain_w[c].size();
+  }
+  std::vector<std::vector<double>> compact(nq, std::vector<double>(chains * states, 0.0)), cols(nq);
+  for (std::size_t i = 0; i < chains * states; ++i)
+    for (std::size_t q = 0; q < nq; ++q) {
+      double x = (q > 0 ? 0.6 * compact[q - 1][i] : 0.0) + rng.normal(900000000 + i * nq + q) + static_cast<double>(q);
+      if (q == 3) x = std::round(x);  // ties
+      if (q == 6) x = 2.5;            // constant
+      if (q == 8) x = rng.uniform(800000000 + i) < 0.5 ? 0.0 : -0.0;
+      compact[q][i] = weights[i] == 0 ? -7.0 : x;  // padding: never a draw
+    }
+  compact[4][states / 2] = std::numeric_limits<double>::quiet_NaN();  // (chain 0: weight > 0)
+  compact[5][states / 3] = std::numeric_limits<double>::infinity();
+  for (std::size_t q = 0; q < nq; ++q) cols[q] = expand(compact[q], weights);
+  PosteriorReportData d;
+  d.title = "open_states";
+  d.chains = chains;
+  d.draws = draws;
+  d.sampled = 6;
+  for (std::size_t q = 0; q < nq; ++q) {
+    d.names.push_back("q" + std::to_string(q));
+    d.summary.push_back(summarize(DrawsView(cols[q], chains, draws)));
+  }
+  d.start_covariance.assign(36, 0.0);
+  for (std::size_t j = 0; j < 6; ++j) d.start_covariance[j * 7] = 1.0;
+  d.final_covariances = {{"final", d.start_covariance}};
+  d.states = states;
+  d.state_weights = weights;
+  d.fill_states = [&](std::size_t q, std::vector<double>& out) { out = compact[q]; };
+  const std::string want = posterior_report_html(d);
+  REQUIRE(want.size() > 50000);
+  d.state_weights = {};
+  d.fill_states = nullptr;
+  std::vector<ReportOrderStats> stats;
+  for (std::size_t q = 0; q < nq; ++q) stats.push_back(report_order_stats(compact[q], weights, chains));
+  std::atomic<std::size_t> read{0};
+  d.open_states = [&](std::size_t q, std::size_t c, bool) -> std::unique_ptr<PosteriorStateSource> {
+    return std::make_unique<VectorStates>(compact.at(q), weights, c * states, (c + 1) * states, read);
+  };
+  for (const std::size_t block : {std::size_t{1}, std::size_t{7}, std::size_t{0}})
+    for (const std::size_t threads : {std::size_t{1}, std::size_t{3}})
+      for (const bool given : {false, true}) {
+        INFO("block " << block << ", threads " << threads << ", order statistics given " << given);
+        d.block_states = block;
+        d.threads = threads;
+        d.order_stats = given ? stats : std::vector<ReportOrderStats>();
+        read = 0;
+        CHECK(posterior_report_html(d) == want);
+        // Given the order statistics, each plotted quantity's states are read once.
+        if (given) CHECK(read == nq * chains * states);
+        else CHECK(read > nq * chains * states);
+      }
+  // Refused: weights that do not sum to the draws, open_states beside fill_states, no
+  // summary, order statistics of too few quantities; what a source throws propagates.
+  d.block_states = 0;
+  d.order_stats.clear();
+  std::vector<std::uint32_t> bad = weights;
+  bad[chains * states - 1 - (states - used[chains - 1])] += 1;  // the last chain's last state
+  d.open_states = [&](std::size_t q, std::size_t c, bool) -> std::unique_ptr<PosteriorStateSource> {
+    return std::make_unique<VectorStates>(compact.at(q), bad, c * states, (c + 1) * states, read);
+  };
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains(fmt_chain_sum(chains - 1, draws + 1, draws)));
+  d.open_states = [&](std::size_t q, std::size_t c, bool) -> std::unique_ptr<PosteriorStateSource> {
+    if (q == 5 && c + 1 == chains) throw herd::IoError("cannot read quantity 5");
+    return std::make_unique<VectorStates>(compact.at(q), weights, c * states, (c + 1) * states, read);
+  };
+  d.threads = 3;
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("cannot read quantity 5"));
+  d.order_stats = stats;
+  d.order_stats.resize(9);
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("order_stats of 9 quantities"));
+  d.order_stats.clear();
+  d.fill_states = [&](std::size_t q, std::vector<double>& out) { out = compact[q]; };
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("open_states given with"));
+  d.fill_states = nullptr;
+  d.summary.clear();
+  CHECK_THROWS_WITH(posterior_report_html(d), Contains("open_states needs the summary"));
 }

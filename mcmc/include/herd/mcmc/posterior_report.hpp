@@ -15,7 +15,9 @@
 /// Memory: the report expands at most two quantities' draws at a time (one pass per
 /// quantity computes everything its plots need, two for the covariance of a coordinate
 /// pair), so a caller that hands the draws through `PosteriorReportData::fill_values`
-/// instead of `values` keeps 16 bytes per draw for the report, however many quantities.
+/// instead of `values` keeps 16 bytes per draw for the report, however many quantities;
+/// through `PosteriorReportData::open_states` (weighted states read block by block) the
+/// report's memory does not grow with the chains' length.
 ///
 /// Thread-safety: reentrant (diagnostics use thread-local workspaces).
 
@@ -23,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,8 +56,50 @@ ChainHistory chain_history(const MemoryChainSink& chain, std::size_t windows = 2
 /// can be reused). See `PosteriorReportData::fill_values`.
 using PosteriorDrawsFiller = std::function<void(std::size_t quantity, std::vector<double>& out)>;
 
-/// Everything the report shows; only `names`, `chains`, `draws` and the draws (`values` or
-/// `fill_values`) are required.
+/// One quantity's weighted states of one chain, read in order block by block: what
+/// `PosteriorReportData::open_states` hands the report. One source is read by one thread.
+class PosteriorStateSource {
+ public:
+  virtual ~PosteriorStateSource() = default;
+  /// The chain's next `values.size()` states (the first call: from state 0 on): their values,
+  /// and when `weights` is not empty (then of the same size) their weights, 0 past the
+  /// chain's own states (up to `PosteriorReportData::states`; the value there is never read).
+  /// What it throws propagates out of the report.
+  virtual void read(std::span<double> values, std::span<std::uint32_t> weights) = 0;
+};
+
+/// Opens quantity `quantity`'s states of chain `chain` at its first state; `weights`: whether
+/// its read() will be asked for the weights. See `PosteriorReportData::open_states`.
+using PosteriorStatesOpener =
+    std::function<std::unique_ptr<PosteriorStateSource>(std::size_t quantity, std::size_t chain, bool weights)>;
+
+/// What the panels of one quantity need to know of all its draws before they read them: its
+/// range and the quantiles its density (quartiles) and rank plot (cuts) use. Given through
+/// `PosteriorReportData::order_stats` by a caller that holds each quantity's states whole at
+/// some time anyway (herd-sample's diagnostics), so that the report reads them once.
+struct ReportOrderStats {
+  double min = 0, max = 0;                ///< the smallest and largest draw (NaN skipped)
+  bool finite = false;                    ///< every draw finite (no NaN, no infinity)
+  double finite_min = 0, finite_max = 0;  ///< the smallest and largest finite draw (+inf, -inf: none)
+  std::vector<double> quantiles;          ///< at the report's probabilities (see report_order_stats)
+};
+
+/// The ReportOrderStats of one quantity's weighted states: `values` and `weights` of the same
+/// length, `[chains, states]` as `PosteriorReportData::fill_states` and `state_weights` give
+/// them (a state of weight w stands for w draws; weight 0: padding), of a report of `chains`
+/// chains: exactly the numbers the report finds from the same states (the quantiles at 0.25,
+/// 0.75 and, with 2 or more chains, b / 20 for b = 1..19, type 7, as herd::mcmc::quantiles of
+/// the expanded draws gives them). Cost: O(states) in a few passes, 32 KiB of bins and the
+/// wanted bins' states. Thread-safe. @throws herd::InputError for lengths that differ.
+ReportOrderStats report_order_stats(std::span<const double> values, std::span<const std::uint32_t> weights,
+                                    std::size_t chains);
+
+/// States per block that the report reads through `PosteriorReportData::open_states` (by
+/// default): 8192 states are 64 KiB of values per quantity, 32 KiB of weights.
+inline constexpr std::size_t kReportBlockStates = 8192;
+
+/// Everything the report shows; only `names`, `chains`, `draws` and the draws (`values`,
+/// `fill_values`, `fill_states` or `open_states`) are required.
 struct PosteriorReportData {
   std::string title;     ///< e.g. "herd-sample report: <description>"
   std::string subtitle;  ///< a line under the title (program, time)
@@ -88,8 +133,34 @@ struct PosteriorReportData {
   /// for the weights (32 bits: the draws per chain, `draws`, are below 2^32 where a weight
   /// is). The caller keeps `state_weights` alive.
   std::span<const std::uint32_t> state_weights;
-  std::size_t states = 0;  ///< states per chain of `state_weights` and `fill_states`
+  std::size_t states = 0;  ///< states per chain of `state_weights`, `fill_states` and `open_states`
   PosteriorDrawsFiller fill_states;
+  /// The weighted states block by block instead of whole quantities, used when set (then
+  /// `values`, `fill_values`, `fill_states` and `state_weights` must be empty and `summary`
+  /// given): each chain's `states` states, their weights read with the values (each chain's
+  /// summing to `draws`, else herd::InputError). The report is the same, byte for byte, as
+  /// `fill_states` gives with the same states, from a few passes per plotted quantity (the
+  /// quantities in pairs as there, each pass reading both, the weights once) over blocks of
+  /// `block_states` states: the range, traces, thinned draws, the autocorrelation's first
+  /// draws and the pair's covariance sums; the quantile bins' counts; the wanted bins'
+  /// states; the densities and rank histograms. Memory per thread: the blocks, the first
+  /// kAcfDraws draws of one chain per quantity, the histograms and the wanted bins' states
+  /// (a few hundred per wanted quantile unless the draws bunch up), whatever the chains'
+  /// length; but a quantity with an infinite draw, or whose draws are all zeros, or fewer
+  /// than detail::kBinnedQuantilesMin draws, is read whole for its quantiles (8 bytes per
+  /// state and its weights, as `fill_states` holds it). `open_states` is called from the
+  /// report's threads at once (with `threads` > 1): it must be thread-safe; each source is
+  /// read on one thread.
+  PosteriorStatesOpener open_states;
+  /// States per block read through `open_states` (0: kReportBlockStates); any number gives
+  /// the same report (tests make it small).
+  std::size_t block_states = 0;
+  /// With `open_states`: per quantity (at least the plotted ones, the first
+  /// min(names, kPlotQuantities)), report_order_stats of its states, so that the report
+  /// reads each quantity's states once (its traces, scatter draws, autocorrelation,
+  /// densities, rank histograms and the pair's covariance sums in one pass) instead of up to
+  /// four times; the same report. Empty: found by the report.
+  std::vector<ReportOrderStats> order_stats;
   /// Threads that make the quantities' panels at once (0 or 1: the calling thread only).
   /// The quantities go in pairs (0, 1), (2, 3), ... to the threads in turn; each thread
   /// holds up to two quantities' draws, so up to 2 x threads are held at once, and
