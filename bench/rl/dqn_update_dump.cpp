@@ -49,24 +49,16 @@
 #include "herd/rl/dqn.hpp"
 #include "herd/rl/dqn_trainer.hpp"
 #include "herd/rl/registry.hpp"
+#include "update_dump_h5.hpp"
 
 namespace {
 
 using herd::io::H5Group;
 using hsize = hsize_t;
 
-std::vector<hsize> shape_of(const herd::nn::Tensor& t) {
-  std::vector<hsize> s;
-  s.reserve(static_cast<std::size_t>(t.shape().ndim()));
-  for (int i = 0; i < t.shape().ndim(); ++i) s.push_back(static_cast<hsize>(t.shape()[i]));
-  return s;
-}
-
-std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
-
-void write_state(H5Group&& g, const std::vector<herd::nn::NamedTensor>& state) {
-  for (const auto& t : state) g.write(t.name, to_float(t.tensor.to_vector()), shape_of(t.tensor));
-}
+using herd::bench::shape_of;
+using herd::bench::to_float;
+using herd::bench::write_state;
 
 // The network's parameter values, concatenated in state-dict order.
 std::vector<float> flat_values(herd::rl::QNetwork& q) {
