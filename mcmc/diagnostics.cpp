@@ -3039,9 +3039,11 @@ std::atomic<std::size_t>& rank_budget() {
     const char* env = std::getenv("HERD_DIAGNOSTICS_RANK_BUDGET");
     if (env == nullptr || *env == '\0') return kDiagnosticsRankBudget;
     char* end = nullptr;
+    errno = 0;
     const unsigned long long b = std::strtoull(env, &end, 10);
-    HERD_REQUIRE(end != env && *end == '\0', "HERD_DIAGNOSTICS_RANK_BUDGET is \"{}\", but must be a number of bytes",
-                 env);
+    // strtoull takes "-5" as a huge number and saturates past its range: both refused.
+    HERD_REQUIRE(end != env && *end == '\0' && env[0] >= '0' && env[0] <= '9' && errno != ERANGE,
+                 "HERD_DIAGNOSTICS_RANK_BUDGET is \"{}\", but must be a number of bytes (digits only)", env);
     return static_cast<std::size_t>(b);
   }()};
   return budget;

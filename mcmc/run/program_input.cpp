@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "herd/core/error.hpp"
+#include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/dram.hpp"
 #include "herd/mcmc/run/batched_sample.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
@@ -47,6 +48,9 @@ void complete_program_input(SamplerProgramInput& in, MadeTarget made, const io::
   in.target.log_density = restrict_to_domain(in.specs, in.target.ndim, std::move(in.target.log_density));
   // Before anything is allocated: every size, and the memory the run holds.
   check_sampler_memory(in.specs, in.target.ndim, comm.size(), in.options.diagnostics_threads);
+  // The diagnostics' rank budget from the environment (HERD_DIAGNOSTICS_RANK_BUDGET), checked
+  // with the input: a malformed value is bad input, refused before anything runs.
+  static_cast<void>(diagnostics_rank_budget());
   // device = "cpu_batched" | "cuda": the batched run, with its own restart record.
   use_batched_run(in, std::move(made.batched), comm);
   in.seed_given = settings.has("random_seed");

@@ -86,6 +86,9 @@ void map_large_blocks() {
 /// Set-up: the restart folder (rank 0, with checkpoints), the progress file and terminal
 /// line, and rank 0's streamed text chain of a single chain.
 void set_up(SerialRun& r) {
+  // The diagnostics' rank budget is read from the environment once: read it here, so that a
+  // malformed HERD_DIAGNOSTICS_RANK_BUDGET stops the run before it samples, not after.
+  static_cast<void>(diagnostics_rank_budget());
   if (r.checkpointing && r.root) {
     std::error_code ec;
     fs::create_directories(r.rdir, ec);
