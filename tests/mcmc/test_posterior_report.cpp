@@ -534,6 +534,39 @@ TEST_CASE("binned_quantiles and sample_range of weighted states: the expanded dr
                   herd::InputError);
 }
 
+namespace {
+
+/// Random state weights of `chains` chains of `draws` draws each (1 to 5, now and then 40),
+/// drawn from `rng`'s uniforms at c * 10^7 + i, padded with weight 0 to the longest chain's
+/// state count: `weights` [chains, states], `used` the states of each chain.
+struct PaddedWeights {
+  std::vector<std::uint32_t> weights;
+  std::size_t states = 0;
+  std::vector<std::size_t> used;
+};
+PaddedWeights padded_weights(const herd::RngStream& rng, std::size_t chains, std::size_t draws) {
+  std::vector<std::vector<std::uint32_t>> chain_w(chains);
+  PaddedWeights p;
+  for (std::size_t c = 0; c < chains; ++c) {
+    std::size_t left = draws;
+    for (std::size_t i = 0; left > 0; ++i) {
+      const double u = rng.uniform(c * 10000000 + i);
+      const auto w = std::min<std::size_t>(left, u < 0.02 ? 40 : 1 + static_cast<std::size_t>(u * 50) % 5);
+      chain_w[c].push_back(static_cast<std::uint32_t>(w));
+      left -= w;
+    }
+    p.states = std::max(p.states, chain_w[c].size());
+  }
+  p.weights.assign(chains * p.states, 0);
+  for (std::size_t c = 0; c < chains; ++c) {
+    std::copy(chain_w[c].begin(), chain_w[c].end(), p.weights.begin() + c * p.states);
+    p.used.push_back(chain_w[c].size());
+  }
+  return p;
+}
+
+}  // namespace
+
 TEST_CASE("write_posterior_report: weighted states through fill_states give the expanded draws' file byte for byte",
           "[mcmc]") {
   // 18 quantities (16 plotted), 7 sampled coordinates; compact chains: each state repeated
@@ -543,21 +576,9 @@ TEST_CASE("write_posterior_report: weighted states through fill_states give the 
   const std::size_t draws = GENERATE(std::size_t{2000}, std::size_t{70000});  // (past the 65536 autocorrelation draws)
   const std::size_t nq = 18;
   const herd::RngStream rng(20261205, 43);
-  std::vector<std::vector<std::uint32_t>> chain_w(chains);
-  std::size_t states = 0;
-  for (std::size_t c = 0; c < chains; ++c) {
-    std::size_t left = draws;
-    for (std::size_t i = 0; left > 0; ++i) {
-      const double u = rng.uniform(c * 10000000 + i);
-      const auto w = std::min<std::size_t>(left, u < 0.02 ? 40 : 1 + static_cast<std::size_t>(u * 50) % 5);
-      chain_w[c].push_back(static_cast<std::uint32_t>(w));
-      left -= w;
-    }
-    states = std::max(states, chain_w[c].size());
-  }
-  std::vector<std::uint32_t> weights(chains * states, 0);
-  for (std::size_t c = 0; c < chains; ++c)
-    std::copy(chain_w[c].begin(), chain_w[c].end(), weights.begin() + c * states);
+  const PaddedWeights pw = padded_weights(rng, chains, draws);
+  const std::size_t states = pw.states;
+  const std::vector<std::uint32_t>& weights = pw.weights;
   std::vector<std::vector<double>> compact(nq, std::vector<double>(chains * states, 0.0)), cols(nq);
   for (std::size_t i = 0; i < chains * states; ++i)
     for (std::size_t q = 0; q < nq; ++q)
@@ -688,24 +709,10 @@ TEST_CASE(
   INFO("chains " << chains << ", draws " << draws);
   const std::size_t nq = 11;
   const herd::RngStream rng(20261206, 7);
-  std::vector<std::vector<std::uint32_t>> chain_w(chains);
-  std::size_t states = 0;
-  for (std::size_t c = 0; c < chains; ++c) {
-    std::size_t left = draws;
-    for (std::size_t i = 0; left > 0; ++i) {
-      const double u = rng.uniform(c * 10000000 + i);
-      const auto w = std::min<std::size_t>(left, u < 0.02 ? 40 : 1 + static_cast<std::size_t>(u * 50) % 5);
-      chain_w[c].push_back(static_cast<std::uint32_t>(w));
-      left -= w;
-    }
-    states = std::max(states, chain_w[c].size());
-  }
-  std::vector<std::uint32_t> weights(chains * states, 0);
-  std::vector<std::size_t> used(chains);
-  for (std::size_t c = 0; c < chains; ++c) {
-    std::copy(chain_w[c].begin(), chain_w[c].end(), weights.begin() + c * states);
-    used[c] = chain_w[c].size();
-  }
+  const PaddedWeights pw = padded_weights(rng, chains, draws);
+  const std::size_t states = pw.states;
+  const std::vector<std::uint32_t>& weights = pw.weights;
+  const std::vector<std::size_t>& used = pw.used;
   std::vector<std::vector<double>> compact(nq, std::vector<double>(chains * states, 0.0)), cols(nq);
   for (std::size_t i = 0; i < chains * states; ++i)
     for (std::size_t q = 0; q < nq; ++q) {
