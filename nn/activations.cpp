@@ -182,85 +182,70 @@ void softmax_rows(const T* x, T* y, std::int64_t rows, std::int64_t cols, bool l
     else yr /= s;
   }
 }
+// Softmax (log = false) or log-softmax (log = true) over the last axis of x into `out`
+// (resized like x), on the GPU when `cuda`, else on the host in dtype `dt`.
+void softmax_forward(const Tensor& x, Tensor& out, DType dt, [[maybe_unused]] bool cuda, bool log) {
+  out.resize_like(x);
+#if HERD_HAVE_CUDA
+  if (cuda) {
+    dev_softmax(x, out, log);
+    return;
+  }
+#endif
+  detail::dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const auto cols = x.dim(-1);
+    softmax_rows<T>(x.data<T>(), out.data<T>(), cols ? x.numel() / cols : 0, cols, log);
+  });
+}
+
+// The gradient through softmax_forward's output y of the upstream gradient g into `gx`:
+// per row y (gy - <y, gy>) for softmax, gy - exp(y) sum(gy) for log-softmax.
+void softmax_backward(const Tensor& y, const Tensor& g, Tensor& gx, DType dt, [[maybe_unused]] bool cuda, bool log) {
+  gx.resize_like(g);
+#if HERD_HAVE_CUDA
+  if (cuda) {
+    dev_softmax_backward(y, g, gx, log);
+    return;
+  }
+#endif
+  detail::dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const auto cols = g.dim(-1);
+    const auto rows = cols ? g.numel() / cols : 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      CMapA<T> yr(y.data<T>() + r * cols, cols), gy(g.data<T>() + r * cols, cols);
+      MapA<T> out(gx.data<T>() + r * cols, cols);
+      if (log) out = gy - yr.exp() * gy.sum();
+      else out = yr * (gy - (yr * gy).sum());
+    }
+  });
+}
 }  // namespace
 
 const Tensor& Softmax::forward(const Tensor& x) {
   check_input(x, -1, "nn::Softmax::forward");
   HERD_REQUIRE(x.ndim() >= 1, "nn::Softmax::forward: input is 0-d");
-  output_.resize_like(x);
-#if HERD_HAVE_CUDA
-  if (device().is_cuda()) {
-    dev_softmax(x, output_, false);
-    return output_;
-  }
-#endif
-  detail::dispatch(dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const auto cols = x.dim(-1);
-    softmax_rows<T>(x.data<T>(), output_.data<T>(), cols ? x.numel() / cols : 0, cols, false);
-  });
+  softmax_forward(x, output_, dtype(), device().is_cuda(), false);
   return output_;
 }
 
 const Tensor& Softmax::backward(const Tensor& g) {
   check_grad(output_, g, "nn::Softmax::backward");
-  grad_input_.resize_like(g);
-#if HERD_HAVE_CUDA
-  if (device().is_cuda()) {
-    dev_softmax_backward(output_, g, grad_input_, false);
-    return grad_input_;
-  }
-#endif
-  detail::dispatch(dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const auto cols = g.dim(-1);
-    const auto rows = cols ? g.numel() / cols : 0;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      CMapA<T> y(output_.data<T>() + r * cols, cols), gy(g.data<T>() + r * cols, cols);
-      const T dot = (y * gy).sum();
-      MapA<T>(grad_input_.data<T>() + r * cols, cols) = y * (gy - dot);
-    }
-  });
+  softmax_backward(output_, g, grad_input_, dtype(), device().is_cuda(), false);
   return grad_input_;
 }
 
 const Tensor& LogSoftmax::forward(const Tensor& x) {
   check_input(x, -1, "nn::LogSoftmax::forward");
   HERD_REQUIRE(x.ndim() >= 1, "nn::LogSoftmax::forward: input is 0-d");
-  output_.resize_like(x);
-#if HERD_HAVE_CUDA
-  if (device().is_cuda()) {
-    dev_softmax(x, output_, true);
-    return output_;
-  }
-#endif
-  detail::dispatch(dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const auto cols = x.dim(-1);
-    softmax_rows<T>(x.data<T>(), output_.data<T>(), cols ? x.numel() / cols : 0, cols, true);
-  });
+  softmax_forward(x, output_, dtype(), device().is_cuda(), true);
   return output_;
 }
 
 const Tensor& LogSoftmax::backward(const Tensor& g) {
   check_grad(output_, g, "nn::LogSoftmax::backward");
-  grad_input_.resize_like(g);
-#if HERD_HAVE_CUDA
-  if (device().is_cuda()) {
-    dev_softmax_backward(output_, g, grad_input_, true);
-    return grad_input_;
-  }
-#endif
-  detail::dispatch(dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const auto cols = g.dim(-1);
-    const auto rows = cols ? g.numel() / cols : 0;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      CMapA<T> y(output_.data<T>() + r * cols, cols), gy(g.data<T>() + r * cols, cols);
-      const T s = gy.sum();
-      MapA<T>(grad_input_.data<T>() + r * cols, cols) = gy - y.exp() * s;
-    }
-  });
+  softmax_backward(output_, g, grad_input_, dtype(), device().is_cuda(), true);
   return grad_input_;
 }
 
