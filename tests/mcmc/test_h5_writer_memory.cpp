@@ -264,7 +264,7 @@ TEST_CASE("file-backed chain: refined out of core past the budget, the same samp
   }
   set_diagnostics_rank_budget(budget);
   // Out of core: the chain readers' blocks (about 1 MiB each), a block of records read and one
-  // written (about 256 KiB each), the batch sums: 2,884,460 bytes at both lengths when
+  // written (about 256 KiB each), the batch sums: 2,622,316 bytes at both lengths when
   // written. The same at 4x the states: 8 bytes per state more (the weights held) would add
   // 0.96 MB, the first thinning's kept states (16 per kept state) about 0.6 MB.
   INFO("out-of-core peak heap " << bounded[0].peak << " bytes at " << bounded[0].states << " states, "
