@@ -303,7 +303,8 @@ void StateRecords::fail(const char* what) const {
                             e != 0 ? std::strerror(e) : "unexpected end of file"));
 }
 
-StateRecords::Reader::Reader(const StateRecords& records) : rec_(&records) {}
+StateRecords::Reader::Reader(const StateRecords& records, bool values)
+    : rec_(&records), with_values_(values && records.nv_ > 0) {}
 
 void StateRecords::Reader::load(std::size_t k) {
   const StateRecords& r = *rec_;
@@ -315,12 +316,12 @@ void StateRecords::Reader::load(std::size_t k) {
   if (index_.size() < r.per_) {
     index_.resize(r.per_);
     weight_.resize(r.per_);
-    values_.resize(r.per_ * r.nv_);
+    if (with_values_) values_.resize(r.per_ * r.nv_);
   }
   const std::uint64_t at = r.block_offset(b);
   if (!io::pread_all(r.fd_, index_.data(), len * 8, at) ||
       !io::pread_all(r.fd_, weight_.data(), len * 8, at + static_cast<std::uint64_t>(r.per_) * 8) ||
-      (r.nv_ > 0 &&
+      (with_values_ &&
        !io::pread_all(r.fd_, values_.data(), len * r.nv_ * 8, at + static_cast<std::uint64_t>(r.per_) * 16)))
     r.fail("reading");
   count_ = len;

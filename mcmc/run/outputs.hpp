@@ -212,7 +212,7 @@ class SampleRows {
   template <class F>
   void for_each(const MemoryChainSink& chain, F&& f) const {
     if (records_) {
-      StateRecords::Reader rd(*records_);
+      StateRecords::Reader rd(*records_, false);  // the indices and weights only
       for (std::size_t k = 0; k < records_->size(); ++k) {
         const std::size_t row = first_ + rd.index(k);
         for (std::int64_t c = rd.weight(k); c > 0; --c) f(row);

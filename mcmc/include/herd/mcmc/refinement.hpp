@@ -126,7 +126,9 @@ class StateRecords {
   /// file once. One reader per thread; the records must outlive it.
   class Reader {
    public:
-    explicit Reader(const StateRecords& records);
+    /// Reads `records`; with `values` false only the indices and weights are read (values()
+    /// must not be called).
+    explicit Reader(const StateRecords& records, bool values = true);
     /// Record k's state index. @throws herd::IoError naming the file
     std::size_t index(std::size_t k) {
       if (k - first_ >= count_) load(k);
@@ -146,6 +148,7 @@ class StateRecords {
    private:
     void load(std::size_t k);
     const StateRecords* rec_;
+    bool with_values_ = true;
     std::size_t first_ = 0, count_ = 0;
     std::vector<std::uint64_t> index_;
     std::vector<std::int64_t> weight_;
