@@ -239,6 +239,10 @@ TEST_CASE("file-backed chain: refined out of core past the budget, the same samp
     co.sample_rows.for_each(sink, [&](std::size_t r) { o.rows.push_back(r); });
     CHECK(o.rows.size() == co.sample_rows.size());
     o.rounds = co.refined.rounds;
+    // Only the rounds are kept: the refined indices and weights are freed, not emptied with
+    // their capacity kept (16 bytes per refined state through the run).
+    CHECK(co.refined.index.capacity() == 0);
+    CHECK(co.refined.weight.capacity() == 0);
     return o;
   };
   std::vector<Outcome> bounded;
