@@ -106,12 +106,14 @@ std::int64_t checked_total(const char* fn, std::size_t np, std::span<const std::
   return total;
 }
 
-/// batch_means_iac of the nv variables of rows `row(0..np-1)` (each nv values) at once, the
-/// weights checked (total `total`). Each variable's sums take the same terms in the same
-/// order as a single series would, while each row is read once for all its variables.
-template <class Row>
-std::vector<double> iacs_of_rows(std::size_t np, std::size_t nv, Row&& row, std::span<const std::int64_t> weights,
-                                 std::int64_t total, std::size_t batch_size) {
+/// batch_means_iac of the nv variables of rows `row(0..np-1)` (each nv values) at once, row
+/// i's weight `weight(i)` (checked, total `total`). Each variable's sums take the same terms in
+/// the same order as a single series would, while each row is read once for all its
+/// variables. Both are called in increasing i within each of the two passes; in the second,
+/// weight(i) before row(i).
+template <class Row, class Weight>
+std::vector<double> iacs_of_weighted_rows(std::size_t np, std::size_t nv, Row&& row, Weight&& weight,
+                                          std::int64_t total, std::size_t batch_size) {
   const auto b =
       static_cast<std::int64_t>(batch_size > 0 ? static_cast<double>(batch_size)
                                                : std::floor(std::pow(static_cast<double>(total), 0.666666666666666)));
@@ -130,7 +132,7 @@ std::vector<double> iacs_of_rows(std::size_t np, std::size_t nv, Row&& row, std:
       const double* x = row(i);
       for (std::size_t v = 0; v < nv; ++v) finite[v] = static_cast<char>(finite[v] && std::isfinite(x[v]));
       if (nb < 2 || pos >= neff) continue;
-      const std::int64_t w = weights.empty() ? 1 : weights[i];
+      const std::int64_t w = weight(i);
       std::int64_t take = std::min(w, neff - pos);
       // A run of `take` copies starting at verbose position pos may span batches.
       while (take > 0) {
@@ -172,7 +174,7 @@ std::vector<double> iacs_of_rows(std::size_t np, std::size_t nv, Row&& row, std:
   {
     std::int64_t pos = 0;
     for (std::size_t i = 0; i < np && pos < neff; ++i) {
-      const std::int64_t w = weights.empty() ? 1 : weights[i];
+      const std::int64_t w = weight(i);
       const std::int64_t take = std::min(w, neff - pos);
       if (take > 0) {
         const double* x = row(i);
@@ -187,6 +189,15 @@ std::vector<double> iacs_of_rows(std::size_t np, std::size_t nv, Row&& row, std:
     out[v] = !finite[v] || !(vp > 0) ? kNaN : static_cast<double>(b) * var_batch[v] / vp;
   }
   return out;
+}
+
+/// iacs_of_weighted_rows with the weights `weights` (empty: all 1).
+template <class Row>
+std::vector<double> iacs_of_rows(std::size_t np, std::size_t nv, Row&& row, std::span<const std::int64_t> weights,
+                                 std::int64_t total, std::size_t batch_size) {
+  return iacs_of_weighted_rows(
+      np, nv, row, [weights](std::size_t i) { return weights.empty() ? std::int64_t{1} : weights[i]; }, total,
+      batch_size);
 }
 
 }  // namespace
@@ -218,6 +229,36 @@ std::vector<double> batch_means_iacs_by_row(std::size_t np, std::size_t nv, cons
   HERD_REQUIRE(nv > 0, "batch_means_iacs_by_row: rows of 0 variables");
   const std::int64_t total = checked_total("batch_means_iacs_by_row", np, weights);
   return iacs_of_rows(np, nv, row, weights, total, batch_size);
+}
+
+std::vector<double> batch_means_iacs_weighted(std::size_t np, std::size_t nv, std::int64_t total,
+                                              const WeightedRowSource& row, bool unit_weights, std::size_t batch_size) {
+  HERD_REQUIRE(nv > 0, "batch_means_iacs_weighted: rows of 0 variables");
+  HERD_REQUIRE(np > 0, "batch_means_iacs_weighted: the series is empty");
+  if (unit_weights) total = static_cast<std::int64_t>(np);
+  HERD_REQUIRE(total > 0, "batch_means_iacs_weighted: the weights sum to {}, but must be positive", total);
+  // Each pass asks for a row's weight and then its values (or the reverse): one call of `row`.
+  std::size_t last = static_cast<std::size_t>(-1);
+  const double* x = nullptr;
+  std::int64_t w = 0;
+  const auto get = [&](std::size_t i) {
+    if (i != last) {
+      x = row(i, w);
+      last = i;
+    }
+  };
+  return iacs_of_weighted_rows(
+      np, nv,
+      [&](std::size_t i) {
+        get(i);
+        return x;
+      },
+      [&](std::size_t i) {
+        if (unit_weights) return std::int64_t{1};
+        get(i);
+        return w;
+      },
+      total, batch_size);
 }
 
 }  // namespace herd::mcmc

@@ -2,9 +2,17 @@
 #include "herd/mcmc/refinement.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <utility>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "herd/core/error.hpp"
+#include "herd/io/atomic_file.hpp"
 #include "herd/mcmc/autocorrelation.hpp"
 
 namespace herd::mcmc {
@@ -207,6 +215,242 @@ RefinedSample refine_sample(std::size_t n, std::size_t num_vars, const RowSource
         }
         holding = true;
       });
+}
+
+StateRecords::StateRecords(const std::string& dir, std::size_t num_vars)
+    : dir_(dir), nv_(num_vars), per_(std::max<std::size_t>(256, std::size_t{32768} / (2 + num_vars))) {
+  fd_ = io::create_unlinked_scratch(dir, ".herd-refine-", path_);
+  if (fd_ < 0) fail("creating");
+}
+
+StateRecords::~StateRecords() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+StateRecords::StateRecords(StateRecords&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)),
+      path_(std::move(o.path_)),
+      dir_(std::move(o.dir_)),
+      nv_(o.nv_),
+      per_(o.per_),
+      n_(std::exchange(o.n_, 0)),
+      total_(std::exchange(o.total_, 0)),
+      windex_(std::move(o.windex_)),
+      wweight_(std::move(o.wweight_)),
+      wvalues_(std::move(o.wvalues_)) {}
+
+StateRecords& StateRecords::operator=(StateRecords&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+    path_ = std::move(o.path_);
+    dir_ = std::move(o.dir_);
+    nv_ = o.nv_;
+    per_ = o.per_;
+    n_ = std::exchange(o.n_, 0);
+    total_ = std::exchange(o.total_, 0);
+    windex_ = std::move(o.windex_);
+    wweight_ = std::move(o.wweight_);
+    wvalues_ = std::move(o.wvalues_);
+  }
+  return *this;
+}
+
+std::size_t StateRecords::resident_bytes() const {
+  return windex_.capacity() * sizeof(std::uint64_t) + wweight_.capacity() * sizeof(std::int64_t) +
+         wvalues_.capacity() * sizeof(double);
+}
+
+void StateRecords::append(std::size_t index, std::int64_t weight, const double* values) {
+  HERD_REQUIRE(fd_ >= 0, "StateRecords::append: no scratch file");
+  if (windex_.capacity() < per_) {
+    windex_.reserve(per_);
+    wweight_.reserve(per_);
+    wvalues_.reserve(per_ * nv_);
+  }
+  windex_.push_back(static_cast<std::uint64_t>(index));
+  wweight_.push_back(weight);
+  if (nv_ > 0) wvalues_.insert(wvalues_.end(), values, values + nv_);
+  ++n_;
+  total_ += weight;
+  if (windex_.size() == per_) flush();
+}
+
+void StateRecords::flush() {
+  const std::size_t len = windex_.size();
+  if (len == 0) return;
+  const std::uint64_t at = block_offset((n_ - len) / per_);
+  if (!io::pwrite_all(fd_, windex_.data(), len * 8, at) ||
+      !io::pwrite_all(fd_, wweight_.data(), len * 8, at + static_cast<std::uint64_t>(per_) * 8) ||
+      (nv_ > 0 && !io::pwrite_all(fd_, wvalues_.data(), len * nv_ * 8, at + static_cast<std::uint64_t>(per_) * 16)))
+    fail("writing");
+  windex_.clear();
+  wweight_.clear();
+  wvalues_.clear();
+}
+
+void StateRecords::finish() {
+  flush();
+  // Assigned fresh vectors (`= {}` would keep the capacity): the buffers are freed.
+  windex_ = std::vector<std::uint64_t>();
+  wweight_ = std::vector<std::int64_t>();
+  wvalues_ = std::vector<double>();
+}
+
+void StateRecords::fail(const char* what) const {
+  const int e = errno;
+  throw IoError(fmt::format("{} the refinement's scratch file \"{}\" (unlinked once created) failed: {}", what, path_,
+                            e != 0 ? std::strerror(e) : "unexpected end of file"));
+}
+
+StateRecords::Reader::Reader(const StateRecords& records, bool values)
+    : rec_(&records), with_values_(values && records.nv_ > 0) {}
+
+void StateRecords::Reader::load(std::size_t k) {
+  const StateRecords& r = *rec_;
+  HERD_REQUIRE(k < r.n_, "StateRecords::Reader: record {} of {}", k, r.n_);
+  const std::size_t b = k / r.per_;
+  first_ = b * r.per_;
+  count_ = 0;
+  const std::size_t len = std::min(r.per_, r.n_ - first_);
+  if (index_.size() < r.per_) {
+    index_.resize(r.per_);
+    weight_.resize(r.per_);
+    if (with_values_) values_.resize(r.per_ * r.nv_);
+  }
+  const std::uint64_t at = r.block_offset(b);
+  if (!io::pread_all(r.fd_, index_.data(), len * 8, at) ||
+      !io::pread_all(r.fd_, weight_.data(), len * 8, at + static_cast<std::uint64_t>(r.per_) * 8) ||
+      (with_values_ &&
+       !io::pread_all(r.fd_, values_.data(), len * r.nv_ * 8, at + static_cast<std::uint64_t>(r.per_) * 16)))
+    r.fail("reading");
+  count_ = len;
+}
+
+RefinedStates refine_sample_out_of_core(std::size_t n, std::size_t num_vars, const WeightedRowSource& row,
+                                        const std::function<std::int64_t(std::size_t)>& weight,
+                                        const std::string& scratch_dir, const RefinementOptions& options) {
+  HERD_REQUIRE(num_vars > 0, "refine_sample: num_vars is 0, but must be positive");
+  HERD_REQUIRE(n > 0, "refine_sample: there are no states");
+  std::size_t positive = 0;
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t w = weight(i);
+    HERD_REQUIRE(w >= 0, "refine_sample: weights[{}] is {}, but must be >= 0", i, w);
+    positive += w > 0 ? 1 : 0;
+    total += w;
+  }
+  HERD_REQUIRE(positive > 0, "refine_sample: the weights sum to 0");
+  RefinedStates r;
+  // The states in play: every state (`identity`, before the first thinning when every weight
+  // is positive: read from `row` and `weight`), else the records `play` (index and weight;
+  // with the rows once `holding`).
+  bool identity = positive == n, holding = false;
+  StateRecords play;
+  std::size_t np = n;
+  std::int64_t np_total = total;
+  if (!identity) {
+    play = StateRecords(scratch_dir, 0);
+    for (std::size_t i = 0; i < n; ++i)
+      if (const std::int64_t w = weight(i); w > 0) play.append(i, w, nullptr);
+    play.finish();
+    np = play.size();
+  }
+  const auto finish = [&] {
+    if (identity) {
+      play = StateRecords(scratch_dir, 0);
+      for (std::size_t i = 0; i < n; ++i) play.append(i, weight(i), nullptr);
+      play.finish();
+    }
+    r.states = std::move(play);
+    return std::move(r);
+  };
+  if (np == 1) return finish();  // nothing to refine (ParaMonte: IAC 0)
+
+  bool verbose = false;
+  std::size_t limit = options.max_rounds;
+  std::size_t thinnings = 0;
+  for (;;) {
+    RefinementRound round;
+    round.verbose_stage = verbose;
+    round.compact_size = np;
+    round.verbose_size = np_total;
+    if (identity) {
+      round.iac = batch_means_iacs_weighted(np, num_vars, np_total, row, !verbose);
+    } else {
+      StateRecords::Reader rd(play);
+      round.iac = batch_means_iacs_weighted(
+          np, num_vars, np_total,
+          [&](std::size_t k, std::int64_t& w) -> const double* {
+            if (holding) {
+              w = rd.weight(k);
+              return rd.values(k);
+            }
+            std::int64_t chain_w = 0;
+            const double* x = row(rd.index(k), chain_w);
+            w = rd.weight(k);
+            return x;
+          },
+          !verbose);
+    }
+    round.iac_summary = summarize_iac(round.iac, options.summary);
+    const double skip = round.iac_summary;
+    r.rounds.push_back(std::move(round));
+    const bool done = !(skip >= 2.0) || thinnings >= limit;
+    if (done) {
+      if (!verbose) {
+        verbose = true;
+        limit *= 2;
+        continue;
+      }
+      break;
+    }
+    // refined_weights of the weights in play, state by state, into the next records.
+    HERD_REQUIRE(std::isfinite(skip), "refined_weights: skip is {}, but must be finite and >= 1", skip);
+    StateRecords next_play(scratch_dir, holding ? num_vars : 0);
+    double next = skip;  // verbose position (1-based, real) of the next kept draw
+    double cum = 0;
+    const auto count = [&](std::int64_t w) {
+      cum += static_cast<double>(w);
+      std::int64_t c = 0;
+      while (next <= cum) {
+        ++c;
+        next += skip;
+      }
+      return c;
+    };
+    if (identity) {
+      for (std::size_t k = 0; k < n; ++k)
+        if (const std::int64_t c = count(weight(k)); c > 0) next_play.append(k, c, nullptr);
+    } else {
+      StateRecords::Reader rd(play);
+      for (std::size_t k = 0; k < np; ++k)
+        if (const std::int64_t c = count(rd.weight(k)); c > 0)
+          next_play.append(rd.index(k), c, holding ? rd.values(k) : nullptr);
+    }
+    next_play.finish();
+    play = std::move(next_play);
+    identity = false;
+    np = play.size();
+    np_total = play.total_weight();
+    if (!holding && np * num_vars <= 2 * n) {
+      // Few enough: their rows are read once more and kept with them.
+      StateRecords held(scratch_dir, num_vars);
+      StateRecords::Reader rd(play);
+      for (std::size_t k = 0; k < np; ++k) {
+        std::int64_t chain_w = 0;
+        const std::size_t i = rd.index(k);
+        const std::int64_t w = rd.weight(k);
+        held.append(i, w, row(i, chain_w));
+      }
+      held.finish();
+      play = std::move(held);
+      holding = true;
+    }
+    ++thinnings;
+    if (np <= 1) break;
+  }
+  return finish();
 }
 
 }  // namespace herd::mcmc

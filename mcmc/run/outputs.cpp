@@ -19,6 +19,7 @@
 #include "herd/core/error.hpp"
 #include "herd/io/atomic_file.hpp"
 #include "herd/io/output_files.hpp"
+#include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/posterior_report.hpp"
 #include "text_chain.hpp"
 
@@ -159,6 +160,13 @@ std::vector<Column> chain_columns(const SamplerSpecs& specs, const SampleTarget&
   return columns;
 }
 
+/// Whether the refinement of `m` post-burn-in states of `memory` takes the bounded path
+/// (refine_sample_out_of_core): a file-backed chain whose in-memory refinement would hold more
+/// than diagnostics_rank_budget() at kRefinementBytesPerState bytes per state.
+bool refine_out_of_core(const MemoryChainSink& memory, std::size_t m) {
+  return memory.file_backed() && m > diagnostics_rank_budget() / kRefinementBytesPerState;
+}
+
 /// The refined sample's compact rows (ParaDRAM's batch-means refinement of the
 /// post-burn-in compact chain, or `sample_size` evenly spaced draws, or every draw). Needs
 /// o.burnin and o.post_draws. The weights are read from the chain as they are needed: only
@@ -186,6 +194,29 @@ void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& mem
   } else if (specs.sample_refinement_count == 0) {
     // Every post-burn-in draw: read back from the chain by its readers, not held.
     o.sample_rows = SampleRows::every_draw(first, memory.size(), o.post_draws);
+  } else if (refine_out_of_core(memory, m)) {
+    // The bounded path: the weights read from the chain as each pass needs them, the states in
+    // play after a thinning and the refined sample in scratch files beside the chain.
+    RefinementOptions ro;
+    ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
+    const auto nv = static_cast<std::size_t>(d) + 1;
+    ChainReader rd(memory, kWeightColumn | kLogDensityColumn | kPointColumns);
+    std::vector<double> row(nv);
+    RefinedStates rs = refine_sample_out_of_core(
+        m, nv,
+        [&](std::size_t i, std::int64_t& w) {
+          const std::size_t j = first + i;
+          const ChainBlock& b = rd.at(j);
+          const std::size_t s = j - b.first;
+          w = b.weight[s];
+          row[0] = b.log_density[s];
+          const double* p = b.points + s * b.state_stride;
+          for (std::size_t k = 0; k + 1 < nv; ++k) row[k + 1] = p[k * b.coord_stride];
+          return static_cast<const double*>(row.data());
+        },
+        [&](std::size_t i) { return weight.weight(first + i); }, memory.scratch_dir(), ro);
+    o.refined.rounds = std::move(rs.rounds);
+    o.sample_rows = SampleRows::of_records(first, std::move(rs.states));
   } else {
     std::vector<std::int64_t> w(m);
     for (std::size_t i = 0; i < m; ++i) w[i] = weight.weight(first + i);
@@ -217,8 +248,9 @@ void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& mem
       sample.insert(sample.end(), static_cast<std::size_t>(o.refined.weight[k]), first + o.refined.index[k]);
     o.sample_rows = SampleRows(std::move(sample));
     // sample_rows says the same: only the rounds are read after this (the report's table).
-    o.refined.index = {};
-    o.refined.weight = {};
+    // Fresh vectors, freed (`= {}` would keep their capacity through the run).
+    o.refined.index = std::vector<std::size_t>();
+    o.refined.weight = std::vector<std::int64_t>();
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,6 +28,11 @@ namespace herd::mcmc::detail {
 inline constexpr int kMaxTextChains = 64;
 /// ParaDRAM's pairwise KS table up to this many chains.
 inline constexpr int kMaxKsChains = 16;
+/// Bytes per post-burn-in state that the in-memory refinement holds at its peak, about (the
+/// weights, 8, then the first thinning's kept states or the held rows): past
+/// diagnostics_rank_budget() / this many states a file-backed chain is refined out of core
+/// (refine_sample_out_of_core), whose memory does not grow with the chain.
+inline constexpr std::size_t kRefinementBytesPerState = 16;
 /// Below this mean acceptance rate the chain barely moved: the report and the terminal say so
 /// (the terminal also during the run, once kHintSteps proposals are made).
 inline constexpr double kLowAcceptance = 1e-3;
@@ -170,7 +176,9 @@ class DerivedReader {
 /// the sample: either held (`rows`: the refined sample, `sample_size` draws), or every
 /// post-burn-in draw (`sample_refinement_count = 0`): states [first, end) of the chain, each
 /// as often as its recorded weight, read back from the chain instead of held (8 bytes per draw
-/// less). Not thread-safe to modify; `for_each` may run on several threads at once.
+/// less), or a refined sample in a scratch file (`of_records`: refine_sample_out_of_core's
+/// states, read back block by block). Copies share the records. Not thread-safe to modify;
+/// `for_each` may run on several threads at once.
 class SampleRows {
  public:
   /// An empty sample.
@@ -186,6 +194,15 @@ class SampleRows {
     s.size_ = draws;
     return s;
   }
+  /// The states `records` (indices increasing, relative to state `first` of the chain), each
+  /// repeated by its weight there.
+  static SampleRows of_records(std::size_t first, StateRecords records) {
+    SampleRows s;
+    s.first_ = first;
+    s.size_ = static_cast<std::size_t>(records.total_weight());
+    s.records_ = std::make_shared<const StateRecords>(std::move(records));
+    return s;
+  }
   std::size_t size() const { return size_; }  ///< rows of the sample (draws)
   bool empty() const { return size_ == 0; }
   /// Bytes held in memory.
@@ -194,6 +211,14 @@ class SampleRows {
   /// weights are read for every_draw). @throws herd::IoError (the chain's scratch file)
   template <class F>
   void for_each(const MemoryChainSink& chain, F&& f) const {
+    if (records_) {
+      StateRecords::Reader rd(*records_, false);  // the indices and weights only
+      for (std::size_t k = 0; k < records_->size(); ++k) {
+        const std::size_t row = first_ + rd.index(k);
+        for (std::int64_t c = rd.weight(k); c > 0; --c) f(row);
+      }
+      return;
+    }
     if (!all_) {
       for (std::size_t r : rows_) f(r);
       return;
@@ -205,6 +230,7 @@ class SampleRows {
 
  private:
   std::vector<std::size_t> rows_;
+  std::shared_ptr<const StateRecords> records_;  ///< of_records
   bool all_ = false;
   std::size_t first_ = 0, end_ = 0, size_ = 0;
 };

@@ -396,7 +396,8 @@ void compute_diagnostics(SerialRun& r) {
   ks_table(r);
   // The HTML report reads each chain's posterior states and their weights from the chain
   // block by block (cp.chains, cp.states): the weights, 4 bytes per state, are freed here.
-  r.posterior.weights = {};
+  // (A fresh vector: `= {}` would keep the capacity, 4 bytes per state, through the run.)
+  r.posterior.weights = std::vector<std::uint32_t>();
   // The diagnostics' scratch (sort records, split and z-scaled draws, FFT buffers) and the
   // values buffers are not needed by the writing phases, nor what malloc keeps in its arenas
   // once freed, which the HTML report's buffers would otherwise come on top of.

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -13,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include <boost/math/distributions/normal.hpp>
 #include <catch2/catch.hpp>
@@ -1714,6 +1717,108 @@ TEST_CASE("refine_sample, both overloads: the refinement written out, bit for bi
                   herd::InputError);
   CHECK_THROWS_AS(herd::mcmc::refine_sample(3, 1, [&](std::size_t i) { return three.data() + i; }, {1, -1, 0}),
                   herd::InputError);
+}
+
+TEST_CASE("refine_sample_out_of_core: the in-memory refinement's rounds, states and weights, bit for bit", "[mcmc]") {
+  // The bounded path reads the weights per pass and keeps the states in play in scratch files
+  // (index and weight, later with the rows); it must give refine_sample's result exactly, on
+  // weighted chains (zero weights too) refined over several rounds, for d = 1 and d = 10
+  // (log density and point: 2 and 11 values per state), whether the rows are kept at the
+  // first thinning or later, and the scratch files must be gone when it returns.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("herd_refine_ooc_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto bits = [](const std::vector<double>& v) {
+    std::vector<std::uint64_t> b(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<std::uint64_t>(v[i]);
+    return b;
+  };
+  std::size_t cases = 0;
+  for (const std::size_t nv : {std::size_t{2}, std::size_t{11}}) {
+    for (const std::size_t n : {std::size_t{1}, std::size_t{700}, std::size_t{40000}}) {
+      const auto x = herd_test::lcg_ar1(nv, n, 0.97, static_cast<double>(23 + n), 0.0);
+      std::vector<double> states(n * nv);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t v = 0; v < nv; ++v) states[i * nv + v] = x[v * n + i];
+      for (const int weights : {0, 1, 2}) {  // 1..9; some zero; all 1
+        for (const std::size_t rounds : {std::size_t{20}, std::size_t{1}}) {
+          for (const auto summary : {herd::mcmc::IacSummary::kAverage, herd::mcmc::IacSummary::kMax}) {
+            INFO("nv " << nv << ", n " << n << ", weights " << weights << ", rounds " << rounds << ", summary "
+                       << static_cast<int>(summary));
+            std::vector<std::int64_t> w(n, 1);
+            if (weights != 2)
+              for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<std::int64_t>(1 + (i * 2654435761U >> 7) % 9);
+            if (weights == 1)
+              for (std::size_t i = 1; i < n; i += 4) w[i] = 0;
+            herd::mcmc::RefinementOptions ro;
+            ro.summary = summary;
+            ro.max_rounds = rounds;
+            const herd::mcmc::RefinedSample want = herd::mcmc::refine_sample(states, w, nv, ro);
+            std::size_t row_calls = 0;
+            const herd::mcmc::RefinedStates got = herd::mcmc::refine_sample_out_of_core(
+                n, nv,
+                [&](std::size_t i, std::int64_t& wi) {
+                  ++row_calls;
+                  wi = w[i];
+                  return states.data() + i * nv;
+                },
+                [&](std::size_t i) { return w[i]; }, dir.string(), ro);
+            std::vector<std::size_t> index;
+            std::vector<std::int64_t> weight;
+            herd::mcmc::StateRecords::Reader rd(got.states);
+            for (std::size_t k = 0; k < got.states.size(); ++k) {
+              index.push_back(rd.index(k));
+              weight.push_back(rd.weight(k));
+            }
+            CHECK(index == want.index);
+            CHECK(weight == want.weight);
+            std::int64_t total = 0;
+            for (std::int64_t v : want.weight) total += v;
+            CHECK(got.states.total_weight() == total);
+            REQUIRE(got.rounds.size() == want.rounds.size());
+            for (std::size_t k = 0; k < want.rounds.size(); ++k) {
+              INFO("round " << k);
+              CHECK(got.rounds[k].verbose_stage == want.rounds[k].verbose_stage);
+              CHECK(got.rounds[k].compact_size == want.rounds[k].compact_size);
+              CHECK(got.rounds[k].verbose_size == want.rounds[k].verbose_size);
+              CHECK(bits(got.rounds[k].iac) == bits(want.rounds[k].iac));
+              CHECK(std::bit_cast<std::uint64_t>(got.rounds[k].iac_summary) ==
+                    std::bit_cast<std::uint64_t>(want.rounds[k].iac_summary));
+            }
+            // Each row read once per IAC pass (two per round) and once to be kept: no more.
+            CHECK(row_calls <= (2 * want.rounds.size() + 1) * n);
+            if (n == 40000 && rounds == 20) CHECK(want.rounds.size() >= 3);
+            CHECK(fs::is_empty(dir));  // unlinked at once
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases == 72);
+  // One state with a positive weight; none; a negative weight; an unwritable folder.
+  const std::vector<double> three{1.0, 2.0, 3.0};
+  const std::vector<std::int64_t> w1{0, 4, 0}, w0{0, 0, 0}, wn{1, -1, 0}, w3{3, 1, 2};
+  const auto run = [&](const std::vector<std::int64_t>& w, const std::string& folder) {
+    return herd::mcmc::refine_sample_out_of_core(
+        3, 1,
+        [&](std::size_t i, std::int64_t& wi) {
+          wi = w[i];
+          return three.data() + i;
+        },
+        [&](std::size_t i) { return w[i]; }, folder);
+  };
+  const herd::mcmc::RefinedStates one = run(w1, dir.string());
+  REQUIRE(one.states.size() == 1);
+  herd::mcmc::StateRecords::Reader rd(one.states);
+  CHECK(rd.index(0) == 1);
+  CHECK(rd.weight(0) == 4);
+  CHECK(one.rounds.empty());
+  CHECK_THROWS_AS(run(w0, dir.string()), herd::InputError);
+  CHECK_THROWS_AS(run(wn, dir.string()), herd::InputError);
+  CHECK_THROWS_AS(run(w3, (dir / "missing" / "folder").string()), herd::IoError);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("summarize's scratch with the FFT: pieces of a few times the lags, no split buffer", "[mcmc]") {

@@ -19,7 +19,9 @@
 #include "herd/core/communicator.hpp"
 #include "herd/core/error.hpp"
 #include "herd/mcmc/chain_sink.hpp"
+#include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/refinement.hpp"
 #include "serial_run.hpp"
 
 namespace herd_test {
@@ -202,6 +204,78 @@ TEST_CASE("file-backed chain: with sample_refinement_count = 0 the sample's rows
   // Flat, where the rows held take 8 bytes per draw (2 MB at draws4).
   CHECK(bytes4 < bytes1 + 4096);
   CHECK(bytes4 < draws4);
+}
+
+TEST_CASE("file-backed chain: refined out of core past the budget, the same sample, no memory per state",
+          "[mcmc][chain]") {
+  // Past diagnostics_rank_budget() / kRefinementBytesPerState post-burn-in states, chain_outputs
+  // (outputs.cpp) refines out of core (refine_sample_out_of_core): the weights read from the
+  // chain per pass, the states in play and the refined sample in scratch files. The same
+  // rounds and sample rows as the in-memory path, and a heap peak that does not grow with the
+  // chain, where the in-memory path holds 8 bytes per state and more.
+  TempDir dir("herd_refine_bounded_");
+  const int d = 10;
+  SamplerSpecs specs;
+  specs.output_prefix = (dir.path / "run").string();
+  specs.variable_names = {"x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10"};
+  SampleTarget target;
+  target.ndim = d;
+  target.log_density = gauss;
+  const std::size_t budget = diagnostics_rank_budget();
+  struct Outcome {
+    std::size_t peak = 0, held = 0, states = 0;
+    std::vector<std::size_t> rows;
+    std::vector<RefinementRound> rounds;
+  };
+  const auto outputs = [&](MemoryChainSink& sink, const DramResult& result, bool bounded) {
+    set_diagnostics_rank_budget(bounded ? 0 : std::size_t{1} << 40);
+    Outcome o;
+    const std::size_t before = herd_test::counted_live_bytes();
+    herd_test::counted_reset_peak();
+    herd::mcmc::detail::ChainOutputs co = herd::mcmc::detail::chain_outputs(specs, target, sink, result);
+    o.peak = herd_test::counted_peak_bytes() - before;
+    o.held = herd_test::counted_live_bytes() - before;
+    o.states = sink.size() - static_cast<std::size_t>(co.burnin);
+    co.sample_rows.for_each(sink, [&](std::size_t r) { o.rows.push_back(r); });
+    CHECK(o.rows.size() == co.sample_rows.size());
+    o.rounds = co.refined.rounds;
+    // Only the rounds are kept: the refined indices and weights are freed, not emptied with
+    // their capacity kept (16 bytes per refined state through the run).
+    CHECK(co.refined.index.capacity() == 0);
+    CHECK(co.refined.weight.capacity() == 0);
+    return o;
+  };
+  std::vector<Outcome> bounded;
+  for (const std::int64_t n : {40000, 160000}) {
+    MemoryChainSink sink(dir.path.string());
+    DramSampler s(options(d, n), gauss);
+    const DramResult result = s.run(sink);
+    const Outcome in_memory = outputs(sink, result, false);
+    Outcome out_of_core = outputs(sink, result, true);
+    CHECK(out_of_core.rows == in_memory.rows);
+    REQUIRE(out_of_core.rounds.size() == in_memory.rounds.size());
+    REQUIRE(in_memory.rounds.size() >= 3);
+    for (std::size_t k = 0; k < in_memory.rounds.size(); ++k) {
+      CHECK(out_of_core.rounds[k].compact_size == in_memory.rounds[k].compact_size);
+      CHECK(out_of_core.rounds[k].verbose_size == in_memory.rounds[k].verbose_size);
+      CHECK(out_of_core.rounds[k].iac == in_memory.rounds[k].iac);
+    }
+    INFO("states " << in_memory.states << ": peak heap in memory " << in_memory.peak << ", out of core "
+                   << out_of_core.peak << "; held after " << in_memory.held << ", " << out_of_core.held);
+    CHECK(out_of_core.held < 4096);  // the sample is in its scratch file
+    CHECK(in_memory.peak > 8 * in_memory.states);
+    bounded.push_back(std::move(out_of_core));
+  }
+  set_diagnostics_rank_budget(budget);
+  // Out of core: the chain readers' blocks (about 1 MiB each), a block of records read and one
+  // written (about 256 KiB each), the batch sums: 2,622,316 bytes at both lengths when
+  // written. The same at 4x the states: 8 bytes per state more (the weights held) would add
+  // 0.96 MB, the first thinning's kept states (16 per kept state) about 0.6 MB.
+  INFO("out-of-core peak heap " << bounded[0].peak << " bytes at " << bounded[0].states << " states, "
+                                << bounded[1].peak << " at " << bounded[1].states);
+  REQUIRE(bounded[1].states > 3 * bounded[0].states);
+  CHECK(bounded[1].peak < bounded[0].peak + 65536);
+  CHECK(bounded[1].peak < (std::size_t{7} << 19));
 }
 
 TEST_CASE("compact posterior: 4 bytes per state for the weights, a posterior past 2^32 - 1 draws refused",

@@ -90,4 +90,19 @@ using RowSource = std::function<const double*(std::size_t)>;
 std::vector<double> batch_means_iacs_by_row(std::size_t np, std::size_t nv, const RowSource& row,
                                             std::span<const std::int64_t> weights = {}, std::size_t batch_size = 0);
 
+/// A weighted row source for batch_means_iacs_weighted: `row(k, w)` gives the nv values of the
+/// k-th row and sets `w` to its weight (k = 0, 1, ... in increasing order within a pass; the
+/// same k may be asked for twice in a row), the values valid until the next call.
+using WeightedRowSource = std::function<const double*(std::size_t, std::int64_t&)>;
+
+/// batch_means_iacs_by_row of `np` rows that carry their weights (`row`), whose weights sum to
+/// `total` (each >= 0, checked by the caller); with `unit_weights` the rows' weights are not
+/// read and each counts 1 (total np). The same bits as batch_means_iacs_by_row with the
+/// weights gathered into a span (empty for unit_weights). No weights array: memory is the
+/// batch sums only. Host, reentrant. Returns nv IACs.
+/// @throws herd::InputError when np or nv is 0 or total <= 0; what `row` throws.
+std::vector<double> batch_means_iacs_weighted(std::size_t np, std::size_t nv, std::int64_t total,
+                                              const WeightedRowSource& row, bool unit_weights,
+                                              std::size_t batch_size = 0);
+
 }  // namespace herd::mcmc

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "herd/mcmc/autocorrelation.hpp"
@@ -83,5 +84,112 @@ RefinedSample refine_sample(std::span<const double> states, std::span<const std:
 ///         negative weight; what `row` throws.
 RefinedSample refine_sample(std::size_t n, std::size_t num_vars, const RowSource& row,
                             std::vector<std::int64_t> weights, const RefinementOptions& options = {});
+
+/// States of a chain as records in an unlinked scratch file (`.herd-refine-XXXXXX`): record k
+/// holds a state's index, its weight and, when `num_vars` > 0, its num_vars values. Appended
+/// in order (`append`, then `finish`), then read by `StateRecords::Reader`. The file is laid
+/// out in blocks of block_records() records, each block column by column (indices, weights,
+/// values): about 256 KiB per block; writing and each reader hold one block. Movable, not
+/// copyable; once finished, any number of threads may read it, each through its own Reader.
+class StateRecords {
+ public:
+  /// No records, no file.
+  StateRecords() = default;
+  /// Creates the scratch file in `dir` ("" = the current directory) for records of
+  /// `num_vars` values each (0: index and weight only); unlinked at once (a kill frees it).
+  /// @throws herd::IoError naming the file when it cannot be created
+  StateRecords(const std::string& dir, std::size_t num_vars);
+  ~StateRecords();
+  StateRecords(const StateRecords&) = delete;
+  StateRecords& operator=(const StateRecords&) = delete;
+  /// Moves (the scratch file too).
+  StateRecords(StateRecords&& o) noexcept;
+  /// Moves (the scratch file too).
+  StateRecords& operator=(StateRecords&& o) noexcept;
+
+  /// Appends the state `index` of weight `weight` with its num_vars `values` (ignored, may be
+  /// null, when num_vars is 0). Not after finish(). @throws herd::IoError naming the file
+  void append(std::size_t index, std::int64_t weight, const double* values);
+  /// Writes the block being filled and frees the write buffer. @throws herd::IoError
+  void finish();
+
+  std::size_t size() const { return n_; }                  ///< records
+  std::size_t num_vars() const { return nv_; }             ///< values per record
+  std::int64_t total_weight() const { return total_; }     ///< sum of the weights appended
+  std::size_t block_records() const { return per_; }       ///< records per block of the file
+  const std::string& scratch_dir() const { return dir_; }  ///< the folder of its file
+  /// Bytes held in memory (the write buffer until finish()).
+  std::size_t resident_bytes() const;
+
+  /// Reads records of a finished StateRecords: record k's block is read (pread) into the
+  /// reader's buffer when k leaves the block loaded, so reads in increasing order read the
+  /// file once. One reader per thread; the records must outlive it.
+  class Reader {
+   public:
+    /// Reads `records`; with `values` false only the indices and weights are read (values()
+    /// must not be called).
+    explicit Reader(const StateRecords& records, bool values = true);
+    /// Record k's state index. @throws herd::IoError naming the file
+    std::size_t index(std::size_t k) {
+      if (k - first_ >= count_) load(k);
+      return static_cast<std::size_t>(index_[k - first_]);
+    }
+    /// Record k's weight. @throws herd::IoError naming the file
+    std::int64_t weight(std::size_t k) {
+      if (k - first_ >= count_) load(k);
+      return weight_[k - first_];
+    }
+    /// Record k's num_vars values (valid until the next load). @throws herd::IoError
+    const double* values(std::size_t k) {
+      if (k - first_ >= count_) load(k);
+      return values_.data() + (k - first_) * rec_->nv_;
+    }
+
+   private:
+    void load(std::size_t k);
+    const StateRecords* rec_;
+    bool with_values_ = true;
+    std::size_t first_ = 0, count_ = 0;
+    std::vector<std::uint64_t> index_;
+    std::vector<std::int64_t> weight_;
+    std::vector<double> values_;
+  };
+
+ private:
+  void flush();
+  [[noreturn]] void fail(const char* what) const;
+  std::uint64_t block_offset(std::size_t b) const { return static_cast<std::uint64_t>(b) * per_ * (2 + nv_) * 8; }
+  int fd_ = -1;
+  std::string path_, dir_;
+  std::size_t nv_ = 0, per_ = 0, n_ = 0;
+  std::int64_t total_ = 0;
+  std::vector<std::uint64_t> windex_;  ///< the block being filled
+  std::vector<std::int64_t> wweight_;
+  std::vector<double> wvalues_;
+};
+
+/// A refinement whose refined sample is in a scratch file (refine_sample_out_of_core).
+struct RefinedStates {
+  StateRecords states;                  ///< the refined sample's states (indices increasing) and weights
+  std::vector<RefinementRound> rounds;  ///< as RefinedSample::rounds
+};
+
+/// refine_sample of `n` states with memory that does not grow with n: `row(i, w)` gives state
+/// i's `num_vars` values and sets w to its weight, `weight(i)` its weight alone (both
+/// called in increasing i within each pass: `row` for the rounds' IACs and once to hold the
+/// rows, `weight` for the checks and the thinnings), e.g. read block by block from a chain on
+/// disk. The weights are read as they are needed instead of held; the states in play after a
+/// thinning go to a scratch file in `scratch_dir` (StateRecords: index and weight, 16 bytes per
+/// state; with their rows, 8 (2 + num_vars), once the rows would take at most 16 bytes per
+/// state of the chain, as refine_sample's row-source overload holds them in memory), and so
+/// does the refined sample. The same rounds, states and weights as refine_sample, bit for bit,
+/// with the same passes over the states; at most two scratch files at once (the states in
+/// play and the next thinning's). Memory: a few blocks of records (about 256 KiB each) and
+/// the batch sums. Host, reentrant.
+/// @throws herd::InputError on num_vars == 0, n == 0, a negative weight or weights summing
+///         to 0; herd::IoError naming a scratch file; what `row` and `weight` throw.
+RefinedStates refine_sample_out_of_core(std::size_t n, std::size_t num_vars, const WeightedRowSource& row,
+                                        const std::function<std::int64_t(std::size_t)>& weight,
+                                        const std::string& scratch_dir, const RefinementOptions& options = {});
 
 }  // namespace herd::mcmc
