@@ -42,6 +42,13 @@
 
 namespace herd::mcmc {
 
+/// Reads a streamed view's values (DrawsView's reader constructor): writes entries
+/// [first, first + out.size()) of the `[chains, draws]` row-major layout to `out` (a padding
+/// entry, of weight 0, may get any finite value). Called from the thread that summarizes the
+/// view only, in blocks of a few thousand entries, each part of the layout read several times
+/// (once per pass), not necessarily in order. What it throws propagates.
+using DrawsReader = std::function<void(std::size_t first, std::span<double> out)>;
+
 /// Non-owning view of one scalar quantity's draws, `[chains, draws]` row-major, with
 /// optional integer weights of the same shape (a compact chain).
 ///
@@ -70,6 +77,15 @@ class DrawsView {
   DrawsView(std::span<const double> values, std::span<const std::uint32_t> weights, std::size_t chains,
             std::size_t draws);
 
+  /// Compact draws whose values are read in blocks through `values` (never held whole:
+  /// "streamed"), with 32-bit weights as above (not copied; the caller keeps them alive).
+  /// Only summarize() and summarize_all() take a streamed view (the other functions of this
+  /// file throw herd::InputError for one); they summarize it out of core whatever
+  /// diagnostics_rank_budget() (see there), with the results of the view of the same values in
+  /// memory, bit for bit. values() is empty.
+  /// @throws herd::InputError as the constructor above, or when `values` is empty.
+  DrawsView(DrawsReader values, std::span<const std::uint32_t> weights, std::size_t chains, std::size_t draws);
+
   /// Number of chains.
   std::size_t chains() const { return chains_; }
   /// Stored entries per chain (compact length when weighted).
@@ -82,6 +98,10 @@ class DrawsView {
   std::span<const double> values() const { return values_; }
   /// The weights, `[chains, draws]` row-major; empty when unweighted.
   std::span<const std::uint32_t> weights() const { return weights_; }
+  /// Whether the view's values are read through a DrawsReader (then values() is empty).
+  bool streamed() const { return reader_ != nullptr; }
+  /// A streamed view's reader (nullptr otherwise).
+  const DrawsReader* reader() const { return reader_.get(); }
 
  private:
   /// Checks `weights` (chains' equal positive sums, at most 2^32 - 1 draws in all) and sets
@@ -91,6 +111,7 @@ class DrawsView {
   std::span<const double> values_;
   std::span<const std::uint32_t> weights_;
   std::shared_ptr<const std::vector<std::uint32_t>> owned_weights_;  // the int64 constructor's copy
+  std::shared_ptr<const DrawsReader> reader_;                        // a streamed view's values
   std::size_t chains_ = 0;
   std::size_t draws_ = 0;
   std::size_t verbose_draws_ = 0;
@@ -202,6 +223,14 @@ std::size_t diagnostics_rank_budget();
 /// Sets diagnostics_rank_budget() (0: every weighted view out of core). Thread-safe; a call
 /// already ranking keeps the budget it read.
 void set_diagnostics_rank_budget(std::size_t bytes);
+/// Whether a weighted view of `chains` chains of `draws` entries each is past
+/// diagnostics_rank_budget(): its in-memory rank buffers, 13 (chains * draws + chains) bytes,
+/// above the budget. Such a view is ranked out of core; a caller that can read its values in
+/// blocks (herd-sample's runs: from the chain) gives it streamed (DrawsView's reader
+/// constructor) from this size on, so that no buffer per entry is held at all but the
+/// weights and the shared z table: values, sort records and z-scores per entry are all on
+/// disk or read in blocks. Thread-safe.
+bool diagnostics_out_of_core(std::size_t chains, std::size_t draws);
 /// The default of diagnostics_rank_budget(): 256 MiB (a view of up to about 2.06e7 entries is
 /// ranked in memory). Out of core costs about 17% more CPU in the diagnostics for 13 bytes per
 /// entry less memory, so by default it only bounds very long chains; a lower budget (e.g.
