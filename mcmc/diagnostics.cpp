@@ -376,8 +376,8 @@ bool z_scale_folded(A sorted, std::size_t count, const C& counts, double med, Ou
   return range.constant();
 }
 
-/// States per block of a streamed view's passes (8 bytes each).
-constexpr std::size_t kStateBlock = 16384;
+/// States per block of a streamed view's passes (8 bytes each: 512 KiB).
+constexpr std::size_t kStateBlock = 65536;
 
 /// Calls f(j0, x, w, n) on the states of a weighted view in order, x and w the values and
 /// weights of states [j0, j0 + n) of the [M, D] layout: the whole view at once when its

@@ -250,8 +250,9 @@ class SplitSeries {
     s.source_ = source;
     return s;
   }
-  /// States per window of a streamed cursor (8 bytes each).
-  static constexpr std::size_t kWindow = 8192;
+  /// States per window of a streamed cursor (8 bytes each: 256 KiB, a few of a reader's
+  /// blocks, so that a window's read seldom reads a block that the next one reads again).
+  static constexpr std::size_t kWindow = 32768;
   /// Split chains (2M) and values per split chain (h).
   std::size_t chains() const { return 2 * m_; }
   std::size_t length() const { return h_; }

@@ -561,8 +561,18 @@ DrawsReader compact_values_reader(const SerialRun& r, const CompactPosterior& cp
         DerivedReader dq(r.co[c].derived);
         for (std::size_t i = 0; i < real; ++i) to[i] = dq.value(k - d, ps.first + i0 + i);
       } else if (real > 0) {
+        // Block by block of the chain: each block's run of the column copied at once.
         ChainReader rd(r.chains[c], kPointColumns, static_cast<int>(k));
-        for (std::size_t i = 0; i < real; ++i) to[i] = rd.x(ps.first + i0 + i, k);
+        for (std::size_t i = 0; i < real;) {
+          const std::size_t at_state = ps.first + i0 + i;
+          const ChainBlock& b = rd.at(at_state);
+          const std::size_t run = std::min(real - i, b.first + b.count - at_state);
+          const double* from = b.points + (at_state - b.first) * b.state_stride + (k - b.coord_first) * b.coord_stride;
+          if (b.state_stride == 1) std::copy_n(from, run, to + i);
+          else
+            for (std::size_t u = 0; u < run; ++u) to[i + u] = from[u * b.state_stride];
+          i += run;
+        }
       }
       std::fill(to + real, to + take, 0.0);  // the padding
       to += take;
