@@ -218,6 +218,13 @@ template <class R>
 inline void store(double* out, const R& r, double z) {
   out[r.pos] = z;
 }
+/// Prefetches where store() will write record position `pos`.
+inline void prefetch_store(double* out, std::uint32_t pos) { __builtin_prefetch(out + pos, 1); }
+class ZSpill;
+/// A streamed view's z-score of the state numbered r.pos, to the out-of-core write-back.
+template <class R>
+inline void store(ZSpill* out, const R& r, double z);
+inline void prefetch_store(ZSpill* /*out*/, std::uint32_t /*pos*/) {}
 /// `take_r ? r : l` with the key replaced, branch-free.
 inline Rec merged(const Rec& l, const Rec& r, bool take_r, std::uint64_t key) { return {key, take_r ? r.pos : l.pos}; }
 inline SpillRec merged(const SpillRec& l, const SpillRec& r, bool take_r, std::uint64_t key) {
@@ -235,15 +242,15 @@ using RecOf = std::remove_cvref_t<decltype(std::declval<A>()[0])>;
 /// them through position windows, and need no staging buffer. Returns whether the z-scores
 /// written are constant (detail::is_constant of `out`, from the groups' z-scores: no pass
 /// over `out`).
-template <class C, class A>
-bool z_scale_sorted(A sorted, std::size_t count, const C& counts, double* out, ZTable& ztab) {
+template <class C, class A, class Out>
+bool z_scale_sorted(A sorted, std::size_t count, const C& counts, Out out, ZTable& ztab) {
   constexpr std::size_t kAhead = 16;
   std::size_t rank = 0;
   std::size_t i = 0;
   ZRange range;
   while (i < count) {
     if (i + kAhead < count && sorted[i + kAhead].pos != kDropped) {
-      __builtin_prefetch(out + sorted[i + kAhead].pos, 1);
+      prefetch_store(out, sorted[i + kAhead].pos);
       counts.prefetch(sorted[i + kAhead]);
     }
     std::size_t j = i + 1;
@@ -316,8 +323,8 @@ class FoldMerge {
 /// which get its z-score once its last record is known. The split positions a few records
 /// ahead on both sides are prefetched. The same z-scores at the same positions; returns
 /// whether they are constant (as z_scale_sorted).
-template <class C, class A>
-bool z_scale_folded(A sorted, std::size_t count, const C& counts, double med, double* out, ZTable& ztab) {
+template <class C, class A, class Out>
+bool z_scale_folded(A sorted, std::size_t count, const C& counts, double med, Out out, ZTable& ztab) {
   using R = RecOf<A>;
   if (count == 0) return true;
   ZRange range;
@@ -346,11 +353,11 @@ bool z_scale_folded(A sorted, std::size_t count, const C& counts, double med, do
   for (std::size_t t = 0; t < count; ++t) {
     const std::size_t l = merge.left(), r = merge.right();
     if (r + kAhead < count && sorted[r + kAhead].pos != kDropped) {
-      __builtin_prefetch(out + sorted[r + kAhead].pos, 1);
+      prefetch_store(out, sorted[r + kAhead].pos);
       counts.prefetch(sorted[r + kAhead]);
     }
     if (l > kAhead && sorted[l - kAhead - 1].pos != kDropped) {
-      __builtin_prefetch(out + sorted[l - kAhead - 1].pos, 1);
+      prefetch_store(out, sorted[l - kAhead - 1].pos);
       counts.prefetch(sorted[l - kAhead - 1]);
     }
     const R rec = merge.next();
@@ -369,6 +376,28 @@ bool z_scale_folded(A sorted, std::size_t count, const C& counts, double med, do
   return range.constant();
 }
 
+/// States per block of a streamed view's passes (8 bytes each: 512 KiB).
+constexpr std::size_t kStateBlock = 65536;
+
+/// Calls f(j0, x, w, n) on the states of a weighted view in order, x and w the values and
+/// weights of states [j0, j0 + n) of the [M, D] layout: the whole view at once when its
+/// values are in memory, else blocks of kStateBlock read through its reader into a buffer.
+template <class F>
+void for_each_state_block(const DrawsView& v, F&& f) {
+  const std::uint32_t* w = v.weights().data();
+  if (!v.streamed()) {
+    f(std::size_t{0}, v.values().data(), w, v.values().size());
+    return;
+  }
+  const std::size_t total = v.chains() * v.draws();
+  std::vector<double> buf(std::min(total, kStateBlock));
+  for (std::size_t j0 = 0; j0 < total; j0 += kStateBlock) {
+    const std::size_t n = std::min(kStateBlock, total - j0);
+    (*v.reader())(j0, std::span<double>(buf.data(), n));
+    f(j0, static_cast<const double*>(buf.data()), w + j0, n);
+  }
+}
+
 /// The shared state of one quantity's analysis: verbose draws, sizes, and for a weighted
 /// view its compact values and weights.
 struct Prepared {
@@ -380,6 +409,9 @@ struct Prepared {
 };
 
 Prepared prepare(const DrawsView& v, detail::Workspace& ws) {
+  HERD_REQUIRE(!v.streamed(),
+               "diagnostics: a streamed view (values read in blocks) is summarized by summarize() and "
+               "summarize_all() only");
   Prepared p;
   p.x = detail::verbose_values(v, ws);
   p.m = v.chains();
@@ -403,9 +435,11 @@ Prepared prepare_lean(const DrawsView& v, detail::Workspace& ws) {
   p.h = p.n / 2;
   p.view = &v;
   // The expansion is finite when every value of positive weight is.
-  const double* x = v.values().data();
-  const std::uint32_t* w = v.weights().data();
-  for (std::size_t j = 0; j < v.values().size(); ++j) p.finite &= w[j] == 0 || std::isfinite(x[j]);
+  for_each_state_block(v, [&](std::size_t /*j0*/, const double* x, const std::uint32_t* w, std::size_t n) {
+    bool finite = p.finite;
+    for (std::size_t j = 0; j < n; ++j) finite &= w[j] == 0 || std::isfinite(x[j]);
+    p.finite = finite;
+  });
   return p;
 }
 
@@ -414,14 +448,14 @@ Prepared prepare_lean(const DrawsView& v, detail::Workspace& ws) {
 /// sorted draws' first and last).
 bool is_constant_draws(const Prepared& p) {
   if (!p.compact()) return detail::is_constant(p.x, p.s);
-  const double* x = p.view->values().data();
-  const std::uint32_t* w = p.view->weights().data();
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (std::size_t j = 0; j < p.view->values().size(); ++j) {
-    if (w[j] == 0) continue;
-    lo = x[j] < lo ? x[j] : lo;
-    hi = x[j] > hi ? x[j] : hi;
-  }
+  for_each_state_block(*p.view, [&](std::size_t /*j0*/, const double* x, const std::uint32_t* w, std::size_t n) {
+    for (std::size_t j = 0; j < n; ++j) {
+      if (w[j] == 0) continue;
+      lo = x[j] < lo ? x[j] : lo;
+      hi = x[j] > hi ? x[j] : hi;
+    }
+  });
   return std::fabs(hi - lo) < std::numeric_limits<double>::epsilon();
 }
 
@@ -462,26 +496,26 @@ void for_each_verbose_chunk(const DrawsView& v, F&& f) {
   std::array<double, kChunk + 8> buf;  // NOLINT(cppcoreguidelines-pro-type-member-init): filled before read
   const double* end = buf.data() + buf.size();
   std::size_t fill = 0;
-  const double* x = v.values().data();
-  const std::uint32_t* w = v.weights().data();
-  for (std::size_t j = 0; j < v.values().size(); ++j) {
-    auto left = static_cast<std::size_t>(w[j]);
-    if (left <= 8 && fill + left < kChunk) [[likely]] {
-      store8(buf.data() + fill, x[j]);  // fill < kChunk: the 8 stores stay in buf
-      fill += left;
-      continue;
-    }
-    while (left > 0) {
-      const std::size_t take = std::min(left, kChunk - fill);
-      fill_run8(buf.data() + fill, take, x[j], end);
-      fill += take;
-      left -= take;
-      if (fill == kChunk) {
-        f(buf.data(), fill);
-        fill = 0;
+  for_each_state_block(v, [&](std::size_t /*j0*/, const double* x, const std::uint32_t* w, std::size_t n) {
+    for (std::size_t j = 0; j < n; ++j) {
+      auto left = static_cast<std::size_t>(w[j]);
+      if (left <= 8 && fill + left < kChunk) [[likely]] {
+        store8(buf.data() + fill, x[j]);  // fill < kChunk: the 8 stores stay in buf
+        fill += left;
+        continue;
+      }
+      while (left > 0) {
+        const std::size_t take = std::min(left, kChunk - fill);
+        fill_run8(buf.data() + fill, take, x[j], end);
+        fill += take;
+        left -= take;
+        if (fill == kChunk) {
+          f(buf.data(), fill);
+          fill = 0;
+        }
       }
     }
-  }
+  });
   if (fill > 0) f(buf.data(), fill);
 }
 
@@ -898,13 +932,15 @@ class RankScratch {
   ~RankScratch() {
     if (fd_ >= 0) ::close(fd_);
   }
-  /// Writes records [0, n) of `p` at record `at`.
-  void write(const SpillRec* p, std::size_t n, std::uint64_t at) const {
-    if (n > 0 && !io::pwrite_all(fd_, p, n * sizeof(SpillRec), at * sizeof(SpillRec))) fail("writing");
+  /// Writes items [0, n) of `p` at item `at` (items of T: the file read as an array of T).
+  template <class T>
+  void write(const T* p, std::size_t n, std::uint64_t at) const {
+    if (n > 0 && !io::pwrite_all(fd_, p, n * sizeof(T), at * sizeof(T))) fail("writing");
   }
-  /// Reads records [at, at + n) into p.
-  void read(SpillRec* p, std::size_t n, std::uint64_t at) const {
-    if (n > 0 && !io::pread_all(fd_, p, n * sizeof(SpillRec), at * sizeof(SpillRec))) fail("reading");
+  /// Reads items [at, at + n) of T into p.
+  template <class T>
+  void read(T* p, std::size_t n, std::uint64_t at) const {
+    if (n > 0 && !io::pread_all(fd_, p, n * sizeof(T), at * sizeof(T))) fail("reading");
   }
 
  private:
@@ -986,13 +1022,13 @@ struct SpillAt {
 /// for the merge's input and output buffers), the radix sort's scratch (its largest bucket),
 /// its counts (512 KiB), the reader (512 KiB) and the draws before every 2^SpillReader::kShift
 /// sorted records (8 bytes each). Through operator new (std::vector). Not thread-safe.
+/// `by_state`: a record's pos is its state's index in the [M, D] layout instead of its slot
+/// (for ZSpill, which takes the z-scores per state; kDropped stays kDropped).
 class SpilledRanks {
  public:
-  SpilledRanks(const Prepared& p, std::size_t run) {
+  SpilledRanks(const Prepared& p, std::size_t run, bool by_state = false) {
     const DrawsView& v = *p.view;
     const std::size_t d = v.draws();
-    const double* x = v.values().data();
-    const std::uint32_t* w = v.weights().data();
     const bool odd = p.n % 2 == 1;
     std::vector<SpillRec> buf(std::max<std::size_t>(1, std::min(run, p.m * d + p.m)));
     std::vector<std::uint32_t> start;
@@ -1013,21 +1049,31 @@ class SpilledRanks {
       if (fill == buf.size()) flush();
     };
     std::uint32_t slot = 0;
-    for (std::size_t c = 0; c < p.m; ++c) {
-      std::size_t t0 = 0;  // verbose index of the state's first draw
-      for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
-        if (w[j] == 0) continue;
-        const auto wj = static_cast<std::size_t>(w[j]);
-        const std::uint64_t key = sort_key(x[j]);
+    std::size_t t0 = 0, chain_end = d;  // verbose index of the state's first draw; its chain's end
+    for_each_state_block(v, [&](std::size_t j0, const double* x, const std::uint32_t* w, std::size_t n) {
+      for (std::size_t i = 0; i < n; ++i) {
+        if (j0 + i == chain_end) {
+          t0 = 0;
+          chain_end += d;
+        }
+        if (w[i] == 0) continue;
+        const auto wj = static_cast<std::size_t>(w[i]);
+        const std::uint64_t key = sort_key(x[i]);
+        // < 2^32 - 1 states (DrawsView): never kDropped
+        const auto pos = [&] { return by_state ? static_cast<std::uint32_t>(j0 + i) : slot; };
         if (odd && t0 <= p.h && p.h < t0 + wj) {
           add(key, kDropped, 1);
-          if (wj > 1) add(key, slot++, wj - 1);
+          if (wj > 1) {
+            add(key, pos(), wj - 1);
+            ++slot;
+          }
         } else {
-          add(key, slot++, wj);
+          add(key, pos(), wj);
+          ++slot;
         }
         t0 += wj;
       }
-    }
+    });
     slots_ = slot;
     flush();
     scratch = {};
@@ -1124,11 +1170,91 @@ struct SpillOrder {
   double operator()(std::size_t i) const { return ranks->order(i); }
 };
 
-/// Whether a view's rank side goes out of core (SpilledRanks): weighted, and its in-memory
-/// records, draws per slot and index (13 bytes per state, sort_compact's sizes) past
-/// diagnostics_rank_budget().
+/// The z-scores per state of a streamed view out of core: a z-scaling's (state, z) pairs,
+/// which come in rank order, are appended to buckets of 2^shift consecutive states (a buffer
+/// of kPairs pairs per bucket in memory, written to the bucket's region of a scratch file
+/// when full); finish() then reads the buckets one at a time, scatters each bucket's pairs
+/// into a window of its states and appends the window to a second scratch file, which holds
+/// the z-scores in state order, read back in blocks by detail::SplitSeries' cursors
+/// (reader()). A state that got no z-score (no draw in the split layout, or padding) reads 0,
+/// never used. Memory: the buckets' buffers (12 kPairs bytes per bucket) and, in finish(),
+/// 20 bytes per state of one bucket; disk: 12 bytes per state (the pairs) and 8 (the
+/// z-scores). Not thread-safe.
+class ZSpill {
+ public:
+  /// For `states` states, with buckets sized from `budget` (bytes): 2^shift states, 20 of
+  /// bytes each in finish(), at most budget / 2, between 2^10 and 2^20 states.
+  ZSpill(std::size_t states, std::size_t budget) : states_(states) {
+    shift_ = 10;
+    while (shift_ < 20 && (std::size_t{40} << (shift_ + 1)) <= budget) ++shift_;
+    const std::size_t buckets = (states + (std::size_t{1} << shift_) - 1) >> shift_;
+    buf_.resize(buckets * kPairs);
+    fill_.assign(buckets, 0);
+    written_.assign(buckets, 0);
+    reader_ = [this](std::size_t first, std::span<double> out) { z_.read(out.data(), out.size(), first); };
+  }
+  ZSpill(const ZSpill&) = delete;
+  ZSpill& operator=(const ZSpill&) = delete;
+  /// Appends state j's z-score (one per state per z-scaling).
+  void add(std::uint32_t j, double z) {
+    const std::size_t b = j >> shift_;
+    std::size_t& f = fill_[b];
+    buf_[b * kPairs + f] = {z, static_cast<std::uint32_t>(j & ((std::size_t{1} << shift_) - 1))};
+    if (++f == kPairs) flush(b);
+  }
+  /// Writes the z-scores of the pairs added since the last finish() to the z-scores' file, in
+  /// state order, and starts the next z-scaling's pairs.
+  void finish() {
+    const std::size_t width = std::size_t{1} << shift_;
+    std::vector<Pair> pairs;
+    std::vector<double> window;
+    for (std::size_t b = 0; b < fill_.size(); ++b) {
+      flush(b);
+      const std::size_t first = b << shift_, len = std::min(width, states_ - first);
+      pairs.resize(written_[b]);
+      pairs_.read(pairs.data(), pairs.size(), first);
+      window.assign(len, 0.0);
+      for (const Pair& q : pairs) window[q.j] = q.z;
+      z_.write(window.data(), len, first);
+      written_[b] = 0;
+    }
+  }
+  /// Reads the z-scores per state of the last finish().
+  const DrawsReader& reader() const { return reader_; }
+
+ private:
+#pragma pack(push, 4)
+  struct Pair {
+    double z;
+    std::uint32_t j;  // within its bucket
+  };
+#pragma pack(pop)
+  static_assert(sizeof(Pair) == 12);
+  static constexpr std::size_t kPairs = 256;
+  void flush(std::size_t b) {
+    if (fill_[b] == 0) return;
+    pairs_.write(buf_.data() + b * kPairs, fill_[b], (b << shift_) + written_[b]);
+    written_[b] += fill_[b];
+    fill_[b] = 0;
+  }
+  std::size_t states_;
+  unsigned shift_;
+  std::vector<Pair> buf_;                    // [bucket, kPairs]
+  std::vector<std::size_t> fill_, written_;  // pairs in each bucket's buffer, in its file region
+  RankScratch pairs_, z_;
+  DrawsReader reader_;
+};
+
+template <class R>
+inline void store(ZSpill* out, const R& r, double z) {
+  out->add(r.pos, z);
+}
+
+/// Whether a view's rank side goes out of core (SpilledRanks): weighted, and streamed or its
+/// in-memory records, draws per slot and index (13 bytes per state, sort_compact's sizes)
+/// past diagnostics_rank_budget().
 bool ranks_out_of_core(const Prepared& p) {
-  return p.compact() && 13 * (p.view->values().size() + p.m) > diagnostics_rank_budget();
+  return p.compact() && (p.view->streamed() || diagnostics_out_of_core(p.m, p.view->draws()));
 }
 
 /// Records per run of SpilledRanks under budget `budget`: budget / 32 (the run, and the radix
@@ -1183,24 +1309,28 @@ inline void set_bits(std::uint64_t* words, std::size_t u, std::size_t v) {
 void pack_indicator_compact(const Prepared& p, double q, std::uint64_t* bits, std::size_t wpc) {
   const DrawsView& v = *p.view;
   const std::size_t d = v.draws();
-  const double* x = v.values().data();
-  const std::uint32_t* w = v.weights().data();
   const std::size_t off = p.n - p.h;  // verbose index of the second half's first draw
   std::fill_n(bits, 2 * p.m * wpc, std::uint64_t{0});
-  for (std::size_t c = 0; c < p.m; ++c) {
-    std::uint64_t* lo = bits + 2 * c * wpc;
-    std::uint64_t* hi = lo + wpc;
-    std::size_t t0 = 0;
-    for (std::size_t j = c * d; j < (c + 1) * d; ++j) {
-      const auto wj = static_cast<std::size_t>(w[j]);
-      if (wj > 0 && x[j] <= q) {
+  std::uint64_t* lo = bits;
+  std::uint64_t* hi = lo + wpc;
+  std::size_t t0 = 0, chain_end = d;  // the state's first draw in its chain; where the chain ends
+  for_each_state_block(v, [&](std::size_t j0, const double* x, const std::uint32_t* w, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (j0 + i == chain_end) {  // the next chain
+        lo += 2 * wpc;
+        hi += 2 * wpc;
+        t0 = 0;
+        chain_end += d;
+      }
+      const auto wj = static_cast<std::size_t>(w[i]);
+      if (wj > 0 && x[i] <= q) {
         const std::size_t e = t0 + wj;
         if (t0 < p.h) set_bits(lo, t0, std::min(e, p.h));
         if (e > off) set_bits(hi, std::max(t0, off) - off, e - off);
       }
       t0 += wj;
     }
-  }
+  });
 }
 
 /// ESS of the indicator I(x <= q) of the split draws, from the indicators packed 64 to a
@@ -1234,12 +1364,14 @@ double ess_indicator(const Prepared& p, double q, detail::Workspace& ws) {
 /// generated per window (detail::ess_series; the same bits whatever the hint). The tail's
 /// z-scores and R-hat come first, then the bulk's z-scores: the records are read no more
 /// after them, so `lease` (nullptr: none) gives the rank buffers back before the bulk ESS,
-/// the longest part.
+/// the longest part. `zspill` (a streamed view's, whose records' pos are their states:
+/// SpilledRanks by_state; nullptr: none) takes the z-scores per state out of core instead of
+/// `slot_scratch`, and the split layout reads them back in blocks.
 template <class C, class A>
 void rank_diagnostics(const Prepared& p, double median, const C& counts, A sorted, std::size_t count, std::size_t slots,
                       detail::Workspace& ws, double* rhat_b, double* rhat_t, double* ess_b,
                       const detail::SplitSeries* layout, double* slot_scratch, std::size_t bulk_hint,
-                      detail::RankLease* lease) {
+                      detail::RankLease* lease, ZSpill* zspill = nullptr) {
   const std::size_t s2 = 2 * p.m * p.h;
   ZTable ztab(s2, ws);
   // Unweighted: z-scores straight to the split positions. Weighted: one per slot (compact
@@ -1251,13 +1383,19 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, A sorte
   bool stored = true;
   double* zout = nullptr;
   if constexpr (kWeighted) {
-    if (slot_scratch == nullptr) {
-      ws.slotz.resize(slots);
-      slot_scratch = ws.slotz.data();
+    if (zspill != nullptr) {
+      const auto kState = detail::SplitSeries::Kind::kState;
+      if (layout != nullptr) series.emplace(layout->with_source(kState, &zspill->reader()));
+      else series.emplace(detail::SplitSeries(*p.view, kState).with_source(kState, &zspill->reader()));
+    } else {
+      if (slot_scratch == nullptr) {
+        ws.slotz.resize(slots);
+        slot_scratch = ws.slotz.data();
+      }
+      zout = slot_scratch;
+      if (layout != nullptr) series.emplace(layout->with(detail::SplitSeries::Kind::kSlot, zout));
+      else series.emplace(*p.view, detail::SplitSeries::Kind::kSlot, zout);
     }
-    zout = slot_scratch;
-    if (layout != nullptr) series.emplace(layout->with(detail::SplitSeries::Kind::kSlot, zout));
-    else series.emplace(*p.view, detail::SplitSeries::Kind::kSlot, zout);
     stored = s2 <= detail::stored_split_limit().load(std::memory_order_relaxed);
   } else {
     ws.split.resize(s2);
@@ -1269,9 +1407,20 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, A sorte
       detail::fill_series(*series, ws.split.data());
     }
   };
+  // The z-scores to zout, or (streamed) to the spill, written back in state order.
+  const auto z_folded = [&] {
+    if (zspill == nullptr) return z_scale_folded(sorted, count, counts, median, zout, ztab);
+    const bool constant = z_scale_folded(sorted, count, counts, median, zspill, ztab);
+    zspill->finish();
+    return constant;
+  };
+  const auto z_sorted = [&] {
+    if (zspill == nullptr) return z_scale_sorted(sorted, count, counts, zout, ztab);
+    return z_scale_sorted(sorted, count, counts, zspill, ztab);
+  };
   if (rhat_t) {
     // Constant z-scores give NaN (rhat_chains unchecked would find them constant).
-    const bool tail_constant = z_scale_folded(sorted, count, counts, median, zout, ztab);
+    const bool tail_constant = z_folded();
     to_split();
     *rhat_t = tail_constant ? kNaN
                             : (stored ? detail::rhat_chains(ws.split.data(), 2 * p.m, p.h, true)
@@ -1279,8 +1428,9 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, A sorte
   }
   if (!rhat_b && !ess_b) return;
   // The bulk's z-scores reuse the split buffer or the slots (the tail's R-hat is done with them).
-  const bool constant = z_scale_sorted(sorted, count, counts, zout, ztab);
+  const bool constant = z_sorted();
   if (lease != nullptr) lease->release();
+  if (zspill != nullptr) zspill->finish();
   to_split();
   // z of non-constant finite draws is finite and not constant, unless an odd draw count
   // dropped the only varying (middle) draws.
@@ -2302,6 +2452,10 @@ SplitSeries::SplitSeries(const DrawsView& v, Kind kind, const double* vals, doub
       h_(v.verbose_draws() / 2),
       odd_(v.verbose_draws() % 2 == 1),
       starts_(2 * v.chains()) {
+  if (v.streamed()) {
+    HERD_REQUIRE(kind != Kind::kSlot, "SplitSeries: a streamed view's layout reads no slot values");
+    source_ = v.reader();
+  }
   std::size_t slot = 0;                // slots of the chains before
   const std::size_t second = n_ - h_;  // verbose index of the second half's first draw
   for (std::size_t c = 0; c < m_; ++c) {
@@ -2331,14 +2485,30 @@ SplitSeries::Cursor SplitSeries::cursor(std::size_t c2, double mu) const {
   cur.mu_ = mu;
   // The first state is started: its draws in this half are pending.
   cur.pend_ = st.left;
-  cur.pend_value_ = st.left > 0 ? value(st.j, st.slot) - mu : 0.0;
+  if (source_ != nullptr) cur.pend_value_ = st.left > 0 ? cur.streamed_value(st.j) - mu : 0.0;
+  else cur.pend_value_ = st.left > 0 ? value(st.j, st.slot) - mu : 0.0;
   cur.j_ = st.j + 1;
   cur.t0_ = st.t0 + static_cast<std::size_t>(w_[st.j]);
   cur.slot_ = st.slot + (has_slot(st.j, st.t0) ? 1 : 0);
   return cur;
 }
 
-template <SplitSeries::Kind K>
+void SplitSeries::Cursor::load(std::size_t j) {
+  const SplitSeries& s = *s_;
+  const std::size_t total = s.m_ * s.d_;
+  win_.resize(kWindow);
+  base_ = j;
+  wend_ = std::min(total, j + kWindow);
+  (*s.source_)(j, std::span<double>(win_.data(), wend_ - j));
+}
+
+double SplitSeries::Cursor::streamed_value(std::size_t j) {
+  if (j >= wend_ || j < base_) load(j);
+  const double v = win_[j - base_];
+  return s_->kind_ == Kind::kSquare ? (v - s_->mean_) * (v - s_->mean_) : v;
+}
+
+template <SplitSeries::Kind K, bool Streamed>
 void SplitSeries::Cursor::next_impl(double* out, std::size_t len) {
   const SplitSeries& s = *s_;
   const double* end = out + len;
@@ -2346,9 +2516,20 @@ void SplitSeries::Cursor::next_impl(double* out, std::size_t len) {
   const double* vals = K == Kind::kSlot ? s.vals_ : s.x_;
   const double mean = s.mean_, mu = mu_;
   const auto value = [&](std::size_t j, std::size_t slot) {
-    if constexpr (K == Kind::kSlot) return vals[slot];
-    else if constexpr (K == Kind::kState) return vals[j];
-    else return (vals[j] - mean) * (vals[j] - mean);
+    if constexpr (Streamed) {
+      // States in order: a new window when j leaves this one.
+      if (j >= wend_) [[unlikely]]
+        load(j);
+      const double v = win_[j - base_];
+      if constexpr (K == Kind::kSquare) return (v - mean) * (v - mean);
+      else return v;
+    } else if constexpr (K == Kind::kSlot) {
+      return vals[slot];
+    } else if constexpr (K == Kind::kState) {
+      return vals[j];
+    } else {
+      return (vals[j] - mean) * (vals[j] - mean);
+    }
   };
   if (pend_ > 0) {
     const std::size_t take = std::min(pend_, len);
@@ -2403,15 +2584,20 @@ void SplitSeries::Cursor::next_impl(double* out, std::size_t len) {
 }
 
 void SplitSeries::Cursor::next(double* out, std::size_t len) {
+  if (s_->source_ != nullptr) {  // streamed (never kSlot)
+    if (s_->kind_ == Kind::kSquare) next_impl<Kind::kSquare, true>(out, len);
+    else next_impl<Kind::kState, true>(out, len);
+    return;
+  }
   switch (s_->kind_) {
     case Kind::kSlot:
-      next_impl<Kind::kSlot>(out, len);
+      next_impl<Kind::kSlot, false>(out, len);
       break;
     case Kind::kState:
-      next_impl<Kind::kState>(out, len);
+      next_impl<Kind::kState, false>(out, len);
       break;
     case Kind::kSquare:
-      next_impl<Kind::kSquare>(out, len);
+      next_impl<Kind::kSquare, false>(out, len);
       break;
   }
 }
@@ -2784,6 +2970,19 @@ DrawsView::DrawsView(std::span<const double> values, std::span<const std::uint32
   set_weights(weights);
 }
 
+DrawsView::DrawsView(DrawsReader values, std::span<const std::uint32_t> weights, std::size_t chains, std::size_t draws)
+    : chains_(chains), draws_(draws), verbose_draws_(draws) {
+  HERD_REQUIRE(chains > 0 && draws > 0, "DrawsView: chains is {} and draws is {}, but both must be positive", chains,
+               draws);
+  HERD_REQUIRE(chains * draws <= std::numeric_limits<std::uint32_t>::max(),
+               "DrawsView: {} draws in all, but at most 2^32 - 1 are supported", chains * draws);
+  HERD_REQUIRE(weights.size() == chains * draws, "DrawsView: weights has {} elements, but chains * draws is {}",
+               weights.size(), chains * draws);
+  HERD_REQUIRE(static_cast<bool>(values), "DrawsView: a streamed view needs a reader of its values");
+  set_weights(weights);
+  reader_ = std::make_shared<const DrawsReader>(std::move(values));
+}
+
 void DrawsView::set_weights(std::span<const std::uint32_t> weights) {
   std::uint64_t first = 0;
   for (std::size_t c = 0; c < chains_; ++c) {
@@ -2919,10 +3118,15 @@ DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
   // lease ends after the last z-scaling, before the bulk ESS.
   const detail::SplitSeries* split_layout = layout ? &*layout : nullptr;
   if (ranks_out_of_core(p)) {
-    SpilledRanks spilled(p, spill_run(diagnostics_rank_budget()));
+    // A streamed view's records carry their states, whose z-scores go out of core (ZSpill).
+    const std::size_t budget = diagnostics_rank_budget();
+    SpilledRanks spilled(p, spill_run(budget), v.streamed());
     order_part(SpillOrder{&spilled});
+    std::optional<ZSpill> zspill;
+    if (v.streamed()) zspill.emplace(p.m * v.draws(), budget);
     rank_diagnostics(p, r.q50, RecCounts(), spilled.at(), spilled.size(), spilled.slots(), ws, &r.rhat_bulk,
-                     &r.rhat_tail, &r.ess_bulk, split_layout, values_scratch, mean_lag, &lease);
+                     &r.rhat_tail, &r.ess_bulk, split_layout, values_scratch, mean_lag, &lease,
+                     zspill ? &*zspill : nullptr);
   } else {
     sort_draws(p, ws);
     order_part(OrderStats(p, ws));
@@ -3061,6 +3265,10 @@ std::string& scratch_dir_value() {
 std::size_t diagnostics_rank_budget() { return rank_budget().load(std::memory_order_relaxed); }
 
 void set_diagnostics_rank_budget(std::size_t bytes) { rank_budget().store(bytes, std::memory_order_relaxed); }
+
+bool diagnostics_out_of_core(std::size_t chains, std::size_t draws) {
+  return 13 * (chains * draws + chains) > diagnostics_rank_budget();
+}
 
 void set_diagnostics_scratch_dir(std::string dir) {
   const std::lock_guard<std::mutex> lock(scratch_dir_mutex());

@@ -224,14 +224,18 @@ class SharedZTable {
 /// layout, numbered in state order, as sort_compact numbers them), the view's values
 /// (kState) or their squares about `mean`, (x - mean)^2 (kSquare). Holds the view's spans
 /// and `vals` (not owned: they must outlive it) and where each split chain starts (2M
-/// records). Read-only once made: thread-safe to read.
+/// records). Read-only once made: thread-safe to read. Streamed (a streamed view's layout,
+/// or one given a `source`): the values per state (kState, kSquare; not kSlot) are read
+/// through the DrawsReader `source` instead, each cursor holding a window of kWindow of them
+/// (the same values, so the same bits); then one thread reads it.
 class SplitSeries {
  public:
   enum class Kind { kSlot, kState, kSquare };
   /// The layout of `v` (weighted); walks its weights once. `vals` is the slot values for
   /// kSlot (unused otherwise).
   SplitSeries(const DrawsView& v, Kind kind, const double* vals = nullptr, double mean = 0.0);
-  /// The same layout with other values (no walk of the weights).
+  /// The same layout with other values (no walk of the weights); a streamed layout stays
+  /// streamed from its source.
   SplitSeries with(Kind kind, const double* vals = nullptr, double mean = 0.0) const {
     SplitSeries s = *this;
     s.kind_ = kind;
@@ -239,6 +243,16 @@ class SplitSeries {
     s.mean_ = mean;
     return s;
   }
+  /// The same layout streamed: the values per state (kState, or kSquare about `mean`) read
+  /// through `source` (not owned: it must outlive the copy and its cursors).
+  SplitSeries with_source(Kind kind, const DrawsReader* source, double mean = 0.0) const {
+    SplitSeries s = with(kind, nullptr, mean);
+    s.source_ = source;
+    return s;
+  }
+  /// States per window of a streamed cursor (8 bytes each: 256 KiB, a few of a reader's
+  /// blocks, so that a window's read seldom reads a block that the next one reads again).
+  static constexpr std::size_t kWindow = 32768;
   /// Split chains (2M) and values per split chain (h).
   std::size_t chains() const { return 2 * m_; }
   std::size_t length() const { return h_; }
@@ -248,7 +262,7 @@ class SplitSeries {
     const auto wj = static_cast<std::size_t>(w_[j]);
     return wj > (odd_ && t0 <= h_ && h_ < t0 + wj ? 1U : 0U);
   }
-  /// The value of state j whose slot is `slot`.
+  /// The value of state j whose slot is `slot` (not streamed).
   double value(std::size_t j, std::size_t slot) const {
     if (kind_ == Kind::kSlot) return vals_[slot];
     if (kind_ == Kind::kState) return x_[j];
@@ -263,9 +277,15 @@ class SplitSeries {
 
    private:
     friend class SplitSeries;
-    template <Kind K>
+    template <Kind K, bool Streamed>
     void next_impl(double* out, std::size_t len);
+    /// Streamed: reads the window of states from j on.
+    void load(std::size_t j);
+    /// The value of state j (kind's, streamed: through the window).
+    double streamed_value(std::size_t j);
     const SplitSeries* s_ = nullptr;
+    std::vector<double> win_;  // streamed: the values of states [base_, wend_)
+    std::size_t base_ = 0, wend_ = 0;
     std::size_t half_ = 0;
     std::size_t j_ = 0, slot_ = 0, t0_ = 0;  // the next state not started: its slot, its first draw
     std::size_t pend_ = 0;                   // draws of the last state started still to write
@@ -284,6 +304,7 @@ class SplitSeries {
   const std::uint32_t* w_ = nullptr;
   const double* x_ = nullptr;
   const double* vals_ = nullptr;
+  const DrawsReader* source_ = nullptr;  // streamed: the values per state
   Kind kind_ = Kind::kSlot;
   double mean_ = 0;
   std::size_t m_ = 0, d_ = 0, n_ = 0, h_ = 0;

@@ -381,8 +381,13 @@ void compute_diagnostics(SerialRun& r) {
   // The HTML report's plotted quantities: their range and the quantiles their panels use,
   // from the values held here (before summarize takes the buffer over), so that the report
   // reads each one's states once, block by block, instead of holding them.
-  r.report_stats.assign(std::min(r.ncol, kPlotQuantities), {});
+  // Past the diagnostics' budget (diagnostics_out_of_core) the quantities are streamed: their
+  // values read from the chain block by block (compact_values_reader), no values buffer per
+  // thread; the HTML report then finds its order statistics from the chain itself.
+  const bool streamed = diagnostics_out_of_core(r.m, cp.states);
+  r.report_stats.assign(streamed ? 0 : std::min(r.ncol, kPlotQuantities), {});
   const auto view_and_stats = [&](std::size_t k, std::vector<double>& values) {
+    if (streamed) return DrawsView(compact_values_reader(r, cp, k), cp.weights, r.m, cp.states);
     compact_values(r, cp, k, values);
     if (k < r.report_stats.size()) r.report_stats[k] = report_order_stats(values, cp.weights, r.m);
     return DrawsView(values, cp.weights, r.m, cp.states);
@@ -539,6 +544,42 @@ void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t 
     }
     std::fill(to, out.data() + (c + 1) * cp.states, 0.0);  // the padding
   }
+}
+
+DrawsReader compact_values_reader(const SerialRun& r, const CompactPosterior& cp, std::size_t k) {
+  return [&r, &cp, k](std::size_t first, std::span<double> out) {
+    double* to = out.data();
+    const double* end = to + out.size();
+    std::size_t at = first;
+    while (to < end) {
+      const std::size_t c = at / cp.states, i0 = at % cp.states;
+      const std::size_t take = std::min(static_cast<std::size_t>(end - to), cp.states - i0);
+      const PosteriorStates& ps = cp.chains[c];
+      const std::size_t have = ps.end - ps.first;  // the chain's own states; the rest pads
+      const std::size_t real = i0 < have ? std::min(take, have - i0) : 0;
+      const auto d = static_cast<std::size_t>(r.chains[c].ndim);
+      if (real > 0 && k >= d) {  // a derived quantity: no coordinate read
+        DerivedReader dq(r.co[c].derived);
+        for (std::size_t i = 0; i < real; ++i) to[i] = dq.value(k - d, ps.first + i0 + i);
+      } else if (real > 0) {
+        // Block by block of the chain: each block's run of the column copied at once.
+        ChainReader rd(r.chains[c], kPointColumns, static_cast<int>(k));
+        for (std::size_t i = 0; i < real;) {
+          const std::size_t at_state = ps.first + i0 + i;
+          const ChainBlock& b = rd.at(at_state);
+          const std::size_t run = std::min(real - i, b.first + b.count - at_state);
+          const double* from = b.points + (at_state - b.first) * b.state_stride + (k - b.coord_first) * b.coord_stride;
+          if (b.state_stride == 1) std::copy_n(from, run, to + i);
+          else
+            for (std::size_t u = 0; u < run; ++u) to[i + u] = from[u * b.state_stride];
+          i += run;
+        }
+      }
+      std::fill(to + real, to + take, 0.0);  // the padding
+      to += take;
+      at += take;
+    }
+  };
 }
 
 }  // namespace detail

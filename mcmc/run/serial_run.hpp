@@ -150,6 +150,13 @@ CompactPosterior compact_posterior(const SerialRun& r);
 /// `r` and `cp`, writes `out`).
 void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t k, std::vector<double>& out);
 
+/// compact_values() of quantity `k` read in blocks instead: a reader of a streamed DrawsView
+/// that writes entries [first, first + out.size()) of the [chains, cp.states] layout (the same
+/// values, 0 where the weight pads), each call reading them from the chains' files (a
+/// ChainReader or DerivedReader per chain it touches). `r` and `cp` must outlive it. One
+/// thread at a time per reader. @throws herd::IoError from the chains' scratch files
+DrawsReader compact_values_reader(const SerialRun& r, const CompactPosterior& cp, std::size_t k);
+
 /// Creates `<prefix>.h5` (atomically: committed by the caller) and writes every group but
 /// `diagnostics`: root attributes and `input`, `posterior`, `sample_stats`, `chain_compact`,
 /// `sample`; with `h5_posterior = "compact"` no `posterior` and no `sample_stats`, and the

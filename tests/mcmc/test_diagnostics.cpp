@@ -2015,12 +2015,32 @@ TEST_CASE("out-of-core rank side: the same bits as in memory (ties, weights, odd
         INFO("m " << m << " d " << d << " kind " << kind << " verbose " << v.verbose_draws());
         herd::mcmc::release_diagnostics_workspace();
         const auto mem = herd::mcmc::testing::summary_bits(herd::mcmc::summarize(v));
+        // The same values streamed (read in blocks, never held): out of core whatever the
+        // budget, its z-scores per state written back through buckets of 2^10 states and
+        // more (budget 0: several buckets from 1,024 states on).
+        bool in_range = true;
+        const DrawsView streamed(
+            [&](std::size_t first, std::span<double> out) {
+              in_range = in_range && first + out.size() <= x.size();
+              std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+            },
+            v.weights(), m, d);
         for (const std::size_t budget : {std::size_t{0}, std::size_t{32} << 10}) {
           INFO("budget " << budget);
           const RankBudget b(budget);
           const auto ooc = herd::mcmc::testing::summary_bits(herd::mcmc::summarize(v));
           CHECK(ooc == mem);
+          CHECK(herd::mcmc::testing::summary_bits(herd::mcmc::summarize(streamed)) == mem);
         }
+        {  // the split series generated per window (stored_split_limit 0) from the streamed
+           // values: the in-memory view's bits on the same path (in 3 of the 72 views ess_sd's
+           // last bits differ between the stored and the windowed path, in memory too)
+          const std::size_t saved = herd::mcmc::detail::stored_split_limit().exchange(0);
+          const auto windowed = herd::mcmc::testing::summary_bits(herd::mcmc::summarize(v));
+          CHECK(herd::mcmc::testing::summary_bits(herd::mcmc::summarize(streamed)) == windowed);
+          herd::mcmc::detail::stored_split_limit().store(saved);
+        }
+        CHECK(in_range);
         ++cases;
       }
     }
@@ -2051,7 +2071,52 @@ TEST_CASE("out-of-core rank side: the same bits as in memory (ties, weights, odd
     INFO("quantity " << q);
     CHECK(herd::mcmc::testing::summary_bits(all[q]) == one[q]);
   }
+  // Streamed views on 2 threads (each quantity's values read in blocks, its z-scores per
+  // state out of core): one thread's in-memory results; the buffers are not used.
+  const std::vector<std::uint32_t> w32(w.begin(), w.end());
+  std::vector<std::vector<double>> unused;
+  const auto streamed = herd::mcmc::summarize_all(
+      kQ,
+      [&](std::size_t q, std::vector<double>& /*buffer*/) {
+        return DrawsView(
+            [&values, q](std::size_t first, std::span<double> out) {
+              std::copy_n(values[q].begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+            },
+            w32, 1, kStates);
+      },
+      2, unused);
+  for (std::size_t q = 0; q < kQ; ++q) {
+    INFO("streamed quantity " << q);
+    CHECK(herd::mcmc::testing::summary_bits(streamed[q]) == one[q]);
+  }
+  for (const auto& b : unused) CHECK(b.capacity() == 0);
   herd::mcmc::release_diagnostics_workspace();
+}
+
+TEST_CASE("streamed views: only summarize and summarize_all take them; a reader's error propagates", "[mcmc]") {
+  const std::vector<double> x = herd_test::lcg_ar1(2, 500, 0.5, 3.0, 0.0);
+  const std::vector<std::uint32_t> w(1000, 3);
+  const auto reader = [&](std::size_t first, std::span<double> out) {
+    std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+  };
+  const DrawsView s(reader, w, 2, 500);
+  CHECK(s.streamed());
+  CHECK(s.values().empty());
+  CHECK(s.verbose_draws() == 1500);
+  CHECK_THROWS_AS(herd::mcmc::ess_bulk(s), herd::InputError);
+  CHECK_THROWS_AS(herd::mcmc::nested_rhat(s, 2), herd::InputError);
+  CHECK_THROWS_AS(DrawsView(herd::mcmc::DrawsReader{}, w, 2, 500), herd::InputError);
+  CHECK_THROWS_AS(DrawsView(reader, std::span<const std::uint32_t>(w).first(999), 2, 500), herd::InputError);
+  const std::vector<std::int64_t> w64(1000, 3);
+  CHECK(herd::mcmc::testing::summary_bits(herd::mcmc::summarize(s)) ==
+        herd::mcmc::testing::summary_bits(herd::mcmc::summarize(DrawsView(x, w64, 2, 500))));
+  const DrawsView failing([](std::size_t, std::span<double>) { throw herd::IoError("reading the test's values"); }, w,
+                          2, 500);
+  CHECK_THROWS_WITH(herd::mcmc::summarize(failing), Catch::Matchers::Contains("reading the test's values"));
+  CHECK(herd::mcmc::diagnostics_out_of_core(1, 100) == (13 * 101 > herd::mcmc::diagnostics_rank_budget()));
+  const RankBudget b(1300);
+  CHECK(herd::mcmc::diagnostics_out_of_core(1, 100));  // 13 (100 + 1) > 1300
+  CHECK_FALSE(herd::mcmc::diagnostics_out_of_core(1, 99));
 }
 
 TEST_CASE("out-of-core rank side: an unwritable scratch folder is an IoError, named", "[mcmc]") {

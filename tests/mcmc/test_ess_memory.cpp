@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -16,6 +17,7 @@
 #include "diagnostics_detail.hpp"
 #include "heap_counter.hpp"
 #include "herd/mcmc/diagnostics.hpp"
+#include "summary_bits.hpp"
 
 namespace {
 namespace d = herd::mcmc::detail;
@@ -146,6 +148,45 @@ TEST_CASE("out-of-core rank side: within its budget, no memory per state but the
   CHECK(std::bit_cast<std::uint64_t>(ooc.ess_bulk) == std::bit_cast<std::uint64_t>(mem.ess_bulk));
   CHECK(std::bit_cast<std::uint64_t>(ooc.rhat_tail) == std::bit_cast<std::uint64_t>(mem.rhat_tail));
   CHECK(std::bit_cast<std::uint64_t>(ooc.mcse_q95) == std::bit_cast<std::uint64_t>(mem.mcse_q95));
+
+  // Streamed (the values read in blocks, the z-scores per state written back out of core):
+  // nothing per state at all but the shared z table and the indicators, within the same
+  // bound, now with nothing of the caller's left out of the count: a values buffer (8 bytes
+  // per state, 6.4 MB here; counted as the caller's fill inside the call) or z-scores per
+  // state, or the in-memory rank buffers, each fail it. The caller's buffers are passed empty
+  // and stay so.
+  const double tight = bound;
+  const auto streamed = [&](herd::mcmc::DiagnosticSummary& out, bool buffer_values) {
+    const std::size_t saved = herd::mcmc::diagnostics_rank_budget();
+    herd::mcmc::set_diagnostics_rank_budget(kBudget);
+    std::vector<std::vector<double>> buffers;
+    const auto view = [&](std::size_t /*q*/, std::vector<double>& buffer) {
+      if (buffer_values) buffer = x;  // what a caller that held the values would add
+      return herd::mcmc::DrawsView(
+          [&](std::size_t first, std::span<double> vals) {
+            std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(first), vals.size(), vals.begin());
+          },
+          w, 1, kStates);
+    };
+    herd::mcmc::release_diagnostics_workspace();
+    const std::size_t before = herd_test::live_bytes();
+    herd_test::reset_peak();
+    out = herd::mcmc::summarize_all(1, view, 1, buffers)[0];
+    const std::size_t bytes = herd_test::peak_bytes() - before + herd::mcmc::diagnostics_workspace_bytes();
+    CHECK(buffers.size() == 1);
+    if (!buffer_values) CHECK(buffers[0].capacity() == 0);
+    herd::mcmc::release_diagnostics_workspace();
+    herd::mcmc::set_diagnostics_rank_budget(saved);
+    return static_cast<double>(bytes);
+  };
+  herd::mcmc::DiagnosticSummary st, st_buffered;
+  const double streamed_bytes = streamed(st, false);
+  const double with_values = streamed(st_buffered, true);
+  INFO("streamed " << streamed_bytes << " bytes, with a values buffer " << with_values << ", bound " << tight);
+  CHECK(streamed_bytes <= tight);
+  CHECK(with_values > tight);  // one buffer per state fails the bound
+  CHECK(herd::mcmc::testing::summary_bits(st) == herd::mcmc::testing::summary_bits(mem));
+  CHECK(herd::mcmc::testing::summary_bits(st_buffered) == herd::mcmc::testing::summary_bits(mem));
 }
 
 // The allocation counter by size for this program's other translation unit

@@ -25,6 +25,7 @@
 #include "herd/core/error.hpp"
 #include "herd/io/schema.hpp"
 #include "herd/io/toml_reader.hpp"
+#include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/parallel.hpp"
 #include "herd/mcmc/run_progress.hpp"
@@ -487,7 +488,12 @@ TEST_CASE("parallel: a run's post-processing diagnostics on several threads equa
   target.log_density = banana;
   target.thread_safe = true;
   std::vector<std::vector<QuantitySummary>> summaries;
-  for (std::size_t threads : {1, 2, 3}) {
+  // The last run: 2 threads past a diagnostics budget of 0 bytes, each quantity streamed from
+  // the chains (its values read block by block, its ranks and z-scores out of core).
+  const std::size_t saved_budget = herd::mcmc::diagnostics_rank_budget();
+  for (std::size_t threads : {1, 2, 3, 4}) {
+    const bool streamed = threads == 4;
+    herd::mcmc::set_diagnostics_rank_budget(streamed ? 0 : saved_budget);
     std::string toml =
         "random_seed = 11\nchain_size = 4000\nparallelization_model = \"multi_chain\"\n"
         "chains_per_rank = 2\nstart_point = [0.3, -0.2, 0.1]\noutput_prefix = \"";
@@ -499,9 +505,10 @@ TEST_CASE("parallel: a run's post-processing diagnostics on several threads equa
     prepare_outputs(specs);
     SampleRunOptions o;
     o.quiet = true;
-    o.diagnostics_threads = threads;
+    o.diagnostics_threads = streamed ? 2 : threads;
     summaries.push_back(run_paradram(specs, target, o).summary);
   }
+  herd::mcmc::set_diagnostics_rank_budget(saved_budget);
   const auto bits = [](const std::vector<QuantitySummary>& v) {
     std::vector<std::uint64_t> b;
     for (const auto& q : v)
@@ -516,6 +523,7 @@ TEST_CASE("parallel: a run's post-processing diagnostics on several threads equa
   CHECK(summaries[0][0].stats.ess_bulk > 100);
   CHECK(bits(summaries[1]) == bits(summaries[0]));
   CHECK(bits(summaries[2]) == bits(summaries[0]));
+  CHECK(bits(summaries[3]) == bits(summaries[0]));
   fs::remove_all(dir);
 }
 

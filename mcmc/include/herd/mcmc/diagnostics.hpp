@@ -42,6 +42,13 @@
 
 namespace herd::mcmc {
 
+/// Reads a streamed view's values (DrawsView's reader constructor): writes entries
+/// [first, first + out.size()) of the `[chains, draws]` row-major layout to `out` (a padding
+/// entry, of weight 0, may get any finite value). Called from the thread that summarizes the
+/// view only, in blocks of a few thousand entries, each part of the layout read several times
+/// (once per pass), not necessarily in order. What it throws propagates.
+using DrawsReader = std::function<void(std::size_t first, std::span<double> out)>;
+
 /// Non-owning view of one scalar quantity's draws, `[chains, draws]` row-major, with
 /// optional integer weights of the same shape (a compact chain).
 ///
@@ -70,6 +77,15 @@ class DrawsView {
   DrawsView(std::span<const double> values, std::span<const std::uint32_t> weights, std::size_t chains,
             std::size_t draws);
 
+  /// Compact draws whose values are read in blocks through `values` (never held whole:
+  /// "streamed"), with 32-bit weights as above (not copied; the caller keeps them alive).
+  /// Only summarize() and summarize_all() take a streamed view (the other functions of this
+  /// file throw herd::InputError for one); they summarize it out of core whatever
+  /// diagnostics_rank_budget() (see there), with the results of the view of the same values in
+  /// memory, bit for bit. values() is empty.
+  /// @throws herd::InputError as the constructor above, or when `values` is empty.
+  DrawsView(DrawsReader values, std::span<const std::uint32_t> weights, std::size_t chains, std::size_t draws);
+
   /// Number of chains.
   std::size_t chains() const { return chains_; }
   /// Stored entries per chain (compact length when weighted).
@@ -82,6 +98,10 @@ class DrawsView {
   std::span<const double> values() const { return values_; }
   /// The weights, `[chains, draws]` row-major; empty when unweighted.
   std::span<const std::uint32_t> weights() const { return weights_; }
+  /// Whether the view's values are read through a DrawsReader (then values() is empty).
+  bool streamed() const { return reader_ != nullptr; }
+  /// A streamed view's reader (nullptr otherwise).
+  const DrawsReader* reader() const { return reader_.get(); }
 
  private:
   /// Checks `weights` (chains' equal positive sums, at most 2^32 - 1 draws in all) and sets
@@ -91,6 +111,7 @@ class DrawsView {
   std::span<const double> values_;
   std::span<const std::uint32_t> weights_;
   std::shared_ptr<const std::vector<std::uint32_t>> owned_weights_;  // the int64 constructor's copy
+  std::shared_ptr<const DrawsReader> reader_;                        // a streamed view's values
   std::size_t chains_ = 0;
   std::size_t draws_ = 0;
   std::size_t verbose_draws_ = 0;
@@ -129,7 +150,8 @@ struct DiagnosticSummary {
 /// draws and the FFT's summed power spectrum in turn; the z table of normal quantiles 1.25,
 /// the sort records 12), and for a weighted view to 1.25 per draw (the z table) plus 21 per
 /// entry (sort records 12, draws per entry 1, z-scores per entry 8; past diagnostics_rank_budget() the sort records
-/// and draws per entry go to scratch files instead, and the rank side holds about the budget): the view is never
+/// and draws per entry go to scratch files instead, and the rank side holds about the budget; a streamed view holds
+/// none of these per entry, its values and z-scores too are on disk or read in blocks): the view is never
 /// expanded and its split chains
 /// are generated window by window from one value per entry (stored only up to 2^18 split draws, 2 MiB, where that is
 /// cheaper: detail::stored_split_limit); the ESS keeps only the L lags it sums directly. Once the FFT is used, about 32
@@ -153,7 +175,8 @@ DiagnosticSummary summarize(const DrawsView& draws);
 /// summarize() has returned. A weighted view whose values are `buffer`'s (they start at
 /// buffer.data()) lends them: once they are read no more, summarize() overwrites them with
 /// its z-scores per entry, instead of holding a buffer of its own for them (8 bytes per
-/// entry); the results are the same.
+/// entry); the results are the same. A streamed view (DrawsView's reader constructor) needs
+/// no buffer: `buffer` is left as given.
 /// Memory: each thread holds its buffer and a workspace (see summarize()); with several
 /// threads they share one table of normal quantiles (1.25 bytes per draw) and one set of rank
 /// buffers (sort records and counts: 13 bytes per entry of a weighted view, 12 per draw
@@ -185,28 +208,44 @@ std::vector<DiagnosticSummary> summarize_all(
 /// Frees the calling thread's scratch buffers and FFT plans (they are rebuilt on demand).
 void release_diagnostics_workspace();
 
-/// The memory budget of a weighted view's rank side, in bytes (process-wide; default
+/// The diagnostics' memory budget per weighted view, in bytes (process-wide; default
 /// kDiagnosticsRankBudget, or the environment variable HERD_DIAGNOSTICS_RANK_BUDGET, in bytes,
-/// when set at the first call). A view whose sort records, draws per entry and their index
-/// take 13 bytes per entry in memory (K entries, M chains: 13 (K + M) bytes) is ranked in
-/// memory up to this budget, and out of core above it: its records are sorted in runs of
-/// budget / 32 records (16 bytes each), spilled to an unlinked scratch file in the folder of
-/// set_diagnostics_scratch_dir(), k-way merged into a second one and read back through a
-/// cache of a few blocks (the order statistics, the tail's fold, the bulk's ranks), so the
-/// rank side holds about the budget (the run and the radix sort's scratch) plus about 1 MiB,
-/// whatever K (and 8 bytes per 4,096 entries of index). The same ranks, so every result is
-/// the same bits either way; out of core costs the scratch files' writes and reads (32
-/// bytes per entry each way). Unweighted views are always ranked in memory. Thread-safe
-/// (relaxed atomic).
+/// when set at the first call): what the buffers that grow with the view's K entries (M
+/// chains) may take, counted as its in-memory rank buffers, 13 (K + M) bytes (sort records,
+/// draws per entry and their index; diagnostics_out_of_core()). Up to it a view is summarized
+/// in memory, unchanged. Past it a weighted view is ranked out of core: its records are
+/// sorted in runs of budget / 32 records (16 bytes each), spilled to an unlinked scratch file
+/// in the folder of set_diagnostics_scratch_dir(), k-way merged into a second one and read
+/// back through a cache of a few blocks (the order statistics, the tail's fold, the bulk's
+/// ranks), so the rank side holds about the budget (the run and the radix sort's scratch)
+/// plus about 1 MiB, whatever K (and 8 bytes per 4,096 entries of index). A streamed view
+/// (DrawsView's reader constructor, which herd-sample's runs give past the budget) is
+/// summarized out of core whatever the budget, and holds nothing per entry but the caller's
+/// weights and the shared z table (1.3 bytes per draw): its values are read in blocks for
+/// every pass, and its z-scores per entry, which the z-scaling makes in rank order, are
+/// written to buckets of consecutive entries on disk and scattered back in entry order one
+/// bucket at a time (at most budget / 2 bytes), then read in blocks. The same ranks and
+/// z-scores, so every result is the same bits either way; out of core costs the scratch
+/// files' writes and reads (32 bytes per entry each way for the records, 20 per z-scaling
+/// for the z-scores, 8 per pass read back). Unweighted views are always ranked in memory.
+/// Thread-safe (relaxed atomic).
 std::size_t diagnostics_rank_budget();
 /// Sets diagnostics_rank_budget() (0: every weighted view out of core). Thread-safe; a call
 /// already ranking keeps the budget it read.
 void set_diagnostics_rank_budget(std::size_t bytes);
-/// The default of diagnostics_rank_budget(): 256 MiB (a view of up to about 2.06e7 entries is
-/// ranked in memory). Out of core costs about 17% more CPU in the diagnostics for 13 bytes per
-/// entry less memory, so by default it only bounds very long chains; a lower budget (e.g.
-/// HERD_DIAGNOSTICS_RANK_BUDGET=16777216) trades that CPU for memory from 1.3e6 entries on.
-inline constexpr std::size_t kDiagnosticsRankBudget = std::size_t{256} << 20;
+/// Whether a weighted view of `chains` chains of `draws` entries each is past
+/// diagnostics_rank_budget(): its in-memory rank buffers, 13 (chains * draws + chains) bytes,
+/// above the budget. Such a view is ranked out of core; a caller that can read its values in
+/// blocks (herd-sample's runs: from the chain) gives it streamed (DrawsView's reader
+/// constructor) from this size on, so that no buffer per entry is held at all but the
+/// weights and the shared z table: values, sort records and z-scores per entry are all on
+/// disk or read in blocks. Thread-safe.
+bool diagnostics_out_of_core(std::size_t chains, std::size_t draws);
+/// The default of diagnostics_rank_budget(): 24 MiB (a view of up to about 1.94e6 entries is
+/// summarized in memory). herd-sample's 1e6-state runs stay in memory (and as fast); from
+/// about 2e6 states on the diagnostics' memory is flat but for 8 bytes per state (the weights
+/// and the z table), for about 15% more CPU in the diagnostics (the scratch files' copies).
+inline constexpr std::size_t kDiagnosticsRankBudget = std::size_t{24} << 20;
 /// The folder of the out-of-core rank side's scratch files (process-wide; "" = the system's
 /// temporary folder, std::filesystem::temp_directory_path). herd-sample's runs set it to
 /// their outputs' folder, beside the chain's scratch file. Thread-safe.
