@@ -321,7 +321,7 @@ void write_sample(io::H5Group& root, const BatchedRunFacts& f, const BatchedDraw
   std::vector<std::int64_t> idx(n);
   for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::int64_t>(i);
   sg.create_coordinate<std::int64_t>("sample", idx);
-  idx = {};
+  idx = std::vector<std::int64_t>();  // frees it (`= {}` would keep the capacity)
   std::vector<double> v;
   std::vector<std::size_t> rows;
   // The samples of the store's columns `cols` (interleaved: [sample, cols.size()]) into v.

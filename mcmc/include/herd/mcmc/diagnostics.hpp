@@ -241,11 +241,13 @@ void set_diagnostics_rank_budget(std::size_t bytes);
 /// weights and the shared z table: values, sort records and z-scores per entry are all on
 /// disk or read in blocks. Thread-safe.
 bool diagnostics_out_of_core(std::size_t chains, std::size_t draws);
-/// The default of diagnostics_rank_budget(): 24 MiB (a view of up to about 1.94e6 entries is
-/// summarized in memory). herd-sample's 1e6-state runs stay in memory (and as fast); from
-/// about 2e6 states on the diagnostics' memory is flat but for 8 bytes per state (the weights
-/// and the z table), for about 15% more CPU in the diagnostics (the scratch files' copies).
-inline constexpr std::size_t kDiagnosticsRankBudget = std::size_t{24} << 20;
+/// The default of diagnostics_rank_budget(): 48 MiB (a view of up to about 3.87e6 entries is
+/// summarized in memory). herd-sample's runs up to about 3.8e6 states (the ParaDRAM benchmark's
+/// 1e5 to 1e7 proposals) stay in memory, as fast as before; longer runs are streamed, so their
+/// diagnostics' memory is bounded but for 8 bytes per state (the weights and the z table)
+/// where it would grow by 41, for 25-50% more CPU in the diagnostics (the scratch files'
+/// copies through the page cache; docs/dram.md, "fifth pass").
+inline constexpr std::size_t kDiagnosticsRankBudget = std::size_t{48} << 20;
 /// The folder of the out-of-core rank side's scratch files (process-wide; "" = the system's
 /// temporary folder, std::filesystem::temp_directory_path). herd-sample's runs set it to
 /// their outputs' folder, beside the chain's scratch file. Thread-safe.
