@@ -17,18 +17,37 @@
 
 namespace herd::mcmc {
 
+namespace {
+/// refined_weights state by state: kept(w) of each state's weight, in order, gives its refined
+/// weight, the number of its w verbose draws at positions ceil(k skip), k = 1, 2, ... (the same
+/// operations for the in-memory and out-of-core refinements).
+class Thinning {
+ public:
+  explicit Thinning(double skip) : skip_(skip), next_(skip) {}
+  std::int64_t kept(std::int64_t w) {
+    cum_ += static_cast<double>(w);
+    std::int64_t c = 0;
+    while (next_ <= cum_) {
+      ++c;
+      next_ += skip_;
+    }
+    return c;
+  }
+
+ private:
+  double skip_;
+  double next_;  // verbose position (1-based, real) of the next kept draw
+  double cum_ = 0;
+};
+}  // namespace
+
 std::vector<std::int64_t> refined_weights(std::span<const std::int64_t> weights, double skip) {
   HERD_REQUIRE(std::isfinite(skip) && skip >= 1.0, "refined_weights: skip is {}, but must be finite and >= 1", skip);
   std::vector<std::int64_t> out(weights.size(), 0);
-  double next = skip;  // verbose position (1-based, real) of the next kept draw
-  double cum = 0;
+  Thinning thin(skip);
   for (std::size_t i = 0; i < weights.size(); ++i) {
     HERD_REQUIRE(weights[i] >= 0, "refined_weights: weights[{}] is {}, but must be >= 0", i, weights[i]);
-    cum += static_cast<double>(weights[i]);
-    while (next <= cum) {
-      ++out[i];
-      next += skip;
-    }
+    out[i] = thin.kept(weights[i]);
   }
   return out;
 }
@@ -130,16 +149,10 @@ RefinedSample refine_rounds(std::size_t n, std::vector<std::int64_t> weights, co
     std::vector<std::size_t> kept_index;  // the kept states when r.index is the identity
     if (identity)
       kept_index.reserve(std::min(r.weight.size(), static_cast<std::size_t>(static_cast<double>(total) / skip) + 1));
-    double next = skip;  // verbose position (1-based, real) of the next kept draw
-    double cum = 0;
+    Thinning thin(skip);
     std::size_t to = 0;
     for (std::size_t k = 0; k < r.weight.size(); ++k) {
-      cum += static_cast<double>(r.weight[k]);
-      std::int64_t c = 0;
-      while (next <= cum) {
-        ++c;
-        next += skip;
-      }
+      const std::int64_t c = thin.kept(r.weight[k]);
       if (c == 0) continue;
       if (identity) kept_index.push_back(k);
       else r.index[to] = r.index[k];
@@ -408,24 +421,14 @@ RefinedStates refine_sample_out_of_core(std::size_t n, std::size_t num_vars, con
     // refined_weights of the weights in play, state by state, into the next records.
     HERD_REQUIRE(std::isfinite(skip), "refined_weights: skip is {}, but must be finite and >= 1", skip);
     StateRecords next_play(scratch_dir, holding ? num_vars : 0);
-    double next = skip;  // verbose position (1-based, real) of the next kept draw
-    double cum = 0;
-    const auto count = [&](std::int64_t w) {
-      cum += static_cast<double>(w);
-      std::int64_t c = 0;
-      while (next <= cum) {
-        ++c;
-        next += skip;
-      }
-      return c;
-    };
+    Thinning thin(skip);
     if (identity) {
       for (std::size_t k = 0; k < n; ++k)
-        if (const std::int64_t c = count(weight(k)); c > 0) next_play.append(k, c, nullptr);
+        if (const std::int64_t c = thin.kept(weight(k)); c > 0) next_play.append(k, c, nullptr);
     } else {
       StateRecords::Reader rd(play);
       for (std::size_t k = 0; k < np; ++k)
-        if (const std::int64_t c = count(rd.weight(k)); c > 0)
+        if (const std::int64_t c = thin.kept(rd.weight(k)); c > 0)
           next_play.append(rd.index(k), c, holding ? rd.values(k) : nullptr);
     }
     next_play.finish();
