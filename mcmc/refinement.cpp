@@ -39,6 +39,34 @@ class Thinning {
   double next_;  // verbose position (1-based, real) of the next kept draw
   double cum_ = 0;
 };
+
+/// The rounds' schedule of both refinements (ParaDRAM's): thin the compact chain while a
+/// round's IAC summary is at least 2 and fewer than max_rounds thinnings were made, then the
+/// same on the verbose chain (weights counted) with the limit doubled, then stop.
+class RoundSchedule {
+ public:
+  enum class Next { kThin, kNextStage, kStop };
+  explicit RoundSchedule(std::size_t max_rounds) : limit_(max_rounds) {}
+  /// Whether the rounds are on the verbose chain.
+  bool verbose() const { return verbose_; }
+  /// What follows a round whose IAC summary is `skip` (kThin counts the thinning). A NaN skip
+  /// (constant columns) compares false: no refinement needed.
+  Next after(double skip) {
+    if (skip >= 2.0 && thinnings_ < limit_) {
+      ++thinnings_;
+      return Next::kThin;
+    }
+    if (verbose_) return Next::kStop;
+    verbose_ = true;
+    limit_ *= 2;
+    return Next::kNextStage;
+  }
+
+ private:
+  bool verbose_ = false;
+  std::size_t limit_;
+  std::size_t thinnings_ = 0;
+};
 }  // namespace
 
 std::vector<std::int64_t> refined_weights(std::span<const std::int64_t> weights, double skip) {
@@ -118,10 +146,9 @@ RefinedSample refine_rounds(std::size_t n, std::vector<std::int64_t> weights, co
   };
   if (r.weight.size() == 1) return finish();  // nothing to refine (ParaMonte: IAC 0)
 
-  bool verbose = false;
-  std::size_t limit = options.max_rounds;
-  std::size_t thinnings = 0;
+  RoundSchedule schedule(options.max_rounds);
   for (;;) {
+    const bool verbose = schedule.verbose();
     RefinementRound round;
     round.verbose_stage = verbose;
     round.compact_size = r.weight.size();
@@ -133,16 +160,9 @@ RefinedSample refine_rounds(std::size_t n, std::vector<std::int64_t> weights, co
     const double skip = round.iac_summary;
     const std::int64_t total = round.verbose_size;
     r.rounds.push_back(std::move(round));
-    // NaN (constant columns) compares false: treated as "no refinement needed".
-    const bool done = !(skip >= 2.0) || thinnings >= limit;
-    if (done) {
-      if (!verbose) {
-        verbose = true;
-        limit *= 2;
-        continue;
-      }
-      break;
-    }
+    const RoundSchedule::Next next = schedule.after(skip);
+    if (next == RoundSchedule::Next::kNextStage) continue;
+    if (next == RoundSchedule::Next::kStop) break;
     // refined_weights(r.weight, skip), computed state by state and stored in place: the
     // states that keep a weight move down (no array of the new weights beside the old).
     HERD_REQUIRE(std::isfinite(skip), "refined_weights: skip is {}, but must be finite and >= 1", skip);
@@ -170,7 +190,6 @@ RefinedSample refine_rounds(std::size_t n, std::vector<std::int64_t> weights, co
     }
     r.index.shrink_to_fit();
     thinned(std::span<const std::size_t>(r.index));
-    ++thinnings;
     if (r.weight.size() <= 1) break;
   }
   return finish();
@@ -380,10 +399,9 @@ RefinedStates refine_sample_out_of_core(std::size_t n, std::size_t num_vars, con
   };
   if (np == 1) return finish();  // nothing to refine (ParaMonte: IAC 0)
 
-  bool verbose = false;
-  std::size_t limit = options.max_rounds;
-  std::size_t thinnings = 0;
+  RoundSchedule schedule(options.max_rounds);
   for (;;) {
+    const bool verbose = schedule.verbose();
     RefinementRound round;
     round.verbose_stage = verbose;
     round.compact_size = np;
@@ -409,15 +427,9 @@ RefinedStates refine_sample_out_of_core(std::size_t n, std::size_t num_vars, con
     round.iac_summary = summarize_iac(round.iac, options.summary);
     const double skip = round.iac_summary;
     r.rounds.push_back(std::move(round));
-    const bool done = !(skip >= 2.0) || thinnings >= limit;
-    if (done) {
-      if (!verbose) {
-        verbose = true;
-        limit *= 2;
-        continue;
-      }
-      break;
-    }
+    const RoundSchedule::Next next = schedule.after(skip);
+    if (next == RoundSchedule::Next::kNextStage) continue;
+    if (next == RoundSchedule::Next::kStop) break;
     // refined_weights of the weights in play, state by state, into the next records.
     HERD_REQUIRE(std::isfinite(skip), "refined_weights: skip is {}, but must be finite and >= 1", skip);
     StateRecords next_play(scratch_dir, holding ? num_vars : 0);
@@ -450,7 +462,6 @@ RefinedStates refine_sample_out_of_core(std::size_t n, std::size_t num_vars, con
       play = std::move(held);
       holding = true;
     }
-    ++thinnings;
     if (np <= 1) break;
   }
   return finish();
