@@ -86,6 +86,16 @@ class DrawsView {
   /// @throws herd::InputError as the constructor above, or when `values` is empty.
   DrawsView(DrawsReader values, std::span<const std::uint32_t> weights, std::size_t chains, std::size_t draws);
 
+  /// Unweighted draws whose values are read in blocks through `values` (streamed, as the
+  /// constructor above, without weights: nothing is held per draw). Only summarize(),
+  /// summarize_all() and nested_rhat() take it; summarize() gives the results of the
+  /// unweighted view of the same values in memory, bit for bit, summarizing it as a compact
+  /// view of unit weights (which are not stored) out of core whatever
+  /// diagnostics_rank_budget(). values() and weights() are empty, weighted() is false.
+  /// @throws herd::InputError when chains or draws is 0, there are more than 2^32 - 1 draws
+  ///         in all, or `values` is empty.
+  DrawsView(DrawsReader values, std::size_t chains, std::size_t draws);
+
   /// Number of chains.
   std::size_t chains() const { return chains_; }
   /// Stored entries per chain (compact length when weighted).
@@ -316,7 +326,11 @@ std::vector<double> quantiles(std::span<const double> sample, std::span<const do
 /// divisor M - 1, 0 when M = 1) + (mean within-chain variance, divisor N - 1, 0 when N = 1).
 /// With M = 1 it is sqrt(1 + var(chain means) / mean(chain variances)); superchains with
 /// equal means give exactly 1. Chains are not split. NaN when a draw is not finite or W = 0.
-/// @throws herd::InputError when `num_superchains < 2` or does not divide `chains`.
+/// A streamed unweighted view (DrawsView's reader constructor without weights) is read a
+/// group of whole chains at a time (about 64Ki draws, at least one chain): the same result,
+/// bit for bit, as the view of the same values in memory, holding one group.
+/// @throws herd::InputError when `num_superchains < 2` or does not divide `chains`, or for a
+///         streamed weighted view; what a streamed view's reader throws.
 double nested_rhat(const DrawsView& draws, std::size_t num_superchains);
 
 }  // namespace herd::mcmc
