@@ -399,24 +399,31 @@ void BatchedDrawStore::column(std::size_t col, std::vector<double>& out) const {
 void BatchedDrawStore::read_range(std::size_t col, std::size_t first, std::span<double> out) const {
   HERD_REQUIRE(col < cols_.size() && cols_[col].size == 8,
                "BatchedDrawStore::read_range: {} is not a column of doubles", col);
-  const Column& cl = cols_[col];
+  get_range(cols_[col], first, out.size(), out.data());
+}
+
+void BatchedDrawStore::read_bytes_range(bool dr_stage, std::size_t first, std::span<std::uint8_t> out) const {
+  get_range(cols_[measure_column() + (dr_stage ? 2 : 1)], first, out.size(), out.data());
+}
+
+void BatchedDrawStore::get_range(const Column& cl, std::size_t first, std::size_t count, void* data) const {
   const auto n = static_cast<std::size_t>(n_), m = static_cast<std::size_t>(m_);
   const std::size_t written = blocks_.empty() ? 0 : static_cast<std::size_t>(blocks_.back().first + blocks_.back().n);
-  if (first + out.size() > m * n || (!out.empty() && written < n))
+  if (first + count > m * n || (count > 0 && written < n))
     throw IoError(
         fmt::format("the draws' scratch file: entries [{}, {}) of {} chains x {} draws ({} written per chain)", first,
-                    first + out.size(), m, n, written));
+                    first + count, m, n, written));
   // Pieces (chain c, draws [t, t1) of one block) in entry order; a piece that continues the
   // previous one in the file (the next chain of the same block) extends its read.
   std::uint64_t at = 0;  // the pending read: file offset and bytes
   std::size_t bytes = 0;
-  char* to = reinterpret_cast<char*>(out.data());
+  char* to = static_cast<char*>(data);
   const auto flush = [&] {
     if (bytes > 0 && !io::pread_all(fd_, to, bytes, at)) fail("reading");
     to += bytes;
     bytes = 0;
   };
-  for (std::size_t e = first, end = first + out.size(); e < end;) {
+  for (std::size_t e = first, end = first + count; e < end;) {
     const std::size_t c = e / n, t = e % n;
     const auto it = std::upper_bound(blocks_.begin(), blocks_.end(), static_cast<std::int64_t>(t),
                                      [](std::int64_t v, const Block& b) { return v < b.first; }) -
