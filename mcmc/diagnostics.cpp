@@ -1194,9 +1194,9 @@ struct SpillOrder {
 /// into a window of its states and appends the window to a second scratch file, which holds
 /// the z-scores in state order, read back in blocks by detail::SplitSeries' cursors
 /// (reader()). A state that got no z-score (no draw in the split layout, or padding) reads 0,
-/// never used. Memory: the buckets' buffers (12 kPairs bytes per bucket) and, in finish(),
-/// 20 bytes per state of one bucket; disk: 12 bytes per state (the pairs) and 8 (the
-/// z-scores). Not thread-safe.
+/// never used. Memory: the buckets' buffers (12 kPairs bytes per bucket), in finish() 20
+/// bytes per state of one bucket, and the z-scores read ahead for small requests (512 KiB);
+/// disk: 12 bytes per state (the pairs) and 8 (the z-scores). Not thread-safe.
 class ZSpill {
  public:
   /// For `states` states, with buckets sized from `budget` (bytes): 2^shift states, 20 of
@@ -1208,7 +1208,7 @@ class ZSpill {
     buf_.resize(buckets * kPairs);
     fill_.assign(buckets, 0);
     written_.assign(buckets, 0);
-    reader_ = [this](std::size_t first, std::span<double> out) { z_.read(out.data(), out.size(), first); };
+    reader_ = [this](std::size_t first, std::span<double> out) { read(first, out); };
   }
   ZSpill(const ZSpill&) = delete;
   ZSpill& operator=(const ZSpill&) = delete;
@@ -1235,6 +1235,7 @@ class ZSpill {
       z_.write(window.data(), len, first);
       written_[b] = 0;
     }
+    ahead_.clear();  // the z-scores read ahead are the last z-scaling's
   }
   /// Reads the z-scores per state of the last finish().
   const DrawsReader& reader() const { return reader_; }
@@ -1248,6 +1249,24 @@ class ZSpill {
 #pragma pack(pop)
   static_assert(sizeof(Pair) == 12);
   static constexpr std::size_t kPairs = 256;
+  /// z-scores read ahead for requests of fewer than kAhead / 4 states (a unit layout's split
+  /// chains: a few KiB each, in order): one read per kAhead states instead of one per request.
+  static constexpr std::size_t kAhead = std::size_t{1} << 16;
+  /// The reader: z-scores [first, first + out.size()) of the last finish().
+  void read(std::size_t first, std::span<double> out) {
+    if (first >= ahead_first_ && first + out.size() <= ahead_first_ + ahead_.size()) {
+      std::copy_n(ahead_.begin() + static_cast<std::ptrdiff_t>(first - ahead_first_), out.size(), out.begin());
+      return;
+    }
+    if (out.size() >= kAhead / 4) {
+      z_.read(out.data(), out.size(), first);
+      return;
+    }
+    ahead_first_ = first;
+    ahead_.resize(std::min(kAhead, states_ - first));
+    z_.read(ahead_.data(), ahead_.size(), first);
+    std::copy_n(ahead_.begin(), out.size(), out.begin());
+  }
   void flush(std::size_t b) {
     if (fill_[b] == 0) return;
     pairs_.write(buf_.data() + b * kPairs, fill_[b], (b << shift_) + written_[b]);
@@ -1259,6 +1278,8 @@ class ZSpill {
   std::vector<Pair> buf_;                    // [bucket, kPairs]
   std::vector<std::size_t> fill_, written_;  // pairs in each bucket's buffer, in its file region
   RankScratch pairs_, z_;
+  std::vector<double> ahead_;  // z-scores [ahead_first_, ...) read ahead (read())
+  std::size_t ahead_first_ = 0;
   DrawsReader reader_;
 };
 

@@ -257,6 +257,46 @@ bool batched_streamed(const BatchedDrawStore& draws) {
   return diagnostics_out_of_core(static_cast<std::size_t>(draws.num_chains()), static_cast<std::size_t>(draws.draws()));
 }
 
+/// A streamed view's reader of the store's column `col`: a request of fewer than kSpan / 4
+/// entries (the split series' windows: one split chain's draws, a few KiB) is served from a
+/// window of kSpan entries read from the request on, so that the requests of consecutive
+/// split chains, which come in order, cost one read of the store per kSpan entries instead of
+/// a few each (one per block of draws); larger requests are read straight. One view's reader
+/// is called by one thread (DrawsReader), the window shared by the view's copies.
+class StoreColumnReader {
+ public:
+  static constexpr std::size_t kSpan = std::size_t{1} << 16;  // 512 KiB
+  StoreColumnReader(const BatchedDrawStore& draws, std::size_t col)
+      : draws_(&draws),
+        col_(col),
+        total_(static_cast<std::size_t>(draws.num_chains() * draws.draws())),
+        win_(std::make_shared<Window>()) {}
+  void operator()(std::size_t first, std::span<double> out) const {
+    Window& w = *win_;
+    if (first >= w.first && first + out.size() <= w.first + w.values.size()) {
+      std::copy_n(w.values.begin() + static_cast<std::ptrdiff_t>(first - w.first), out.size(), out.begin());
+      return;
+    }
+    if (out.size() >= kSpan / 4) {
+      draws_->read_range(col_, first, out);
+      return;
+    }
+    w.first = first;
+    w.values.resize(std::min(kSpan, total_ - first));
+    draws_->read_range(col_, first, w.values);
+    std::copy_n(w.values.begin(), out.size(), out.begin());
+  }
+
+ private:
+  struct Window {
+    std::size_t first = 0;
+    std::vector<double> values;
+  };
+  const BatchedDrawStore* draws_;
+  std::size_t col_, total_;
+  std::shared_ptr<Window> win_;
+};
+
 /// The summaries (and nested R-hat over `k` superchains, k > 0) of the store's columns
 /// `cols`, on `threads` threads, each reading one column at a time into its buffer; past
 /// diagnostics_rank_budget() (batched_streamed) each column as a streamed view read from the
@@ -271,8 +311,7 @@ std::vector<DiagnosticSummary> summarize_columns(const BatchedDrawStore& draws, 
       [&](std::size_t q, std::vector<double>& buffer) {
         if (streamed) {
           const std::size_t col = cols[q];
-          const DrawsView v(
-              [&draws, col](std::size_t first, std::span<double> out) { draws.read_range(col, first, out); }, M, D);
+          const DrawsView v(StoreColumnReader(draws, col), M, D);
           if (k > 0) nested[q] = nested_rhat(v, k);
           return v;
         }
