@@ -311,7 +311,7 @@ std::vector<DiagnosticSummary> summarize_columns(const BatchedDrawStore& draws, 
       [&](std::size_t q, std::vector<double>& buffer) {
         if (streamed) {
           const std::size_t col = cols[q];
-          const DrawsView v(StoreColumnReader(draws, col), M, D);
+          DrawsView v(StoreColumnReader(draws, col), M, D);
           if (k > 0) nested[q] = nested_rhat(v, k);
           return v;
         }

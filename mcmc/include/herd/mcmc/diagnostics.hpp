@@ -237,7 +237,9 @@ void release_diagnostics_workspace();
 /// bucket at a time (at most budget / 2 bytes), then read in blocks. The same ranks and
 /// z-scores, so every result is the same bits either way; out of core costs the scratch
 /// files' writes and reads (32 bytes per entry each way for the records, 20 per z-scaling
-/// for the z-scores, 8 per pass read back). Unweighted views are always ranked in memory.
+/// for the z-scores, 8 per pass read back). Unweighted views in memory are always ranked in
+/// memory; a streamed unweighted view (herd-sample's batched runs past the budget) is
+/// summarized out of core as a compact view of unit weights.
 /// Thread-safe (relaxed atomic).
 std::size_t diagnostics_rank_budget();
 /// Sets diagnostics_rank_budget() (0: every weighted view out of core). Thread-safe; a call
