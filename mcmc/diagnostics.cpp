@@ -1313,6 +1313,14 @@ bool ranks_out_of_core(const Prepared& p) {
 /// sort's scratch at worst as much), at least 256.
 std::size_t spill_run(std::size_t budget) { return std::max<std::size_t>(budget / (2 * sizeof(SpillRec)), 256); }
 
+/// The calling thread's share of diagnostics_rank_budget() out of core: under summarize_all,
+/// whose threads may rank (and write back z-scores) out of core at the same time, the budget
+/// over its threads (ws.rank_threads), so that together they hold about the budget; else the
+/// budget. Only the runs' and buckets' sizes follow it, never the results.
+std::size_t rank_budget_share(const detail::Workspace& ws) {
+  return diagnostics_rank_budget() / std::max<std::size_t>(1, ws.rank_threads);
+}
+
 /// The i-th smallest draw (0-based) after sort_draws: a record of ws.recs, or (weighted) the
 /// run of ws.recs that holds the i-th draw (binary search of the blocks' draw counts, then a walk
 /// of at most one block's records).
@@ -3242,7 +3250,7 @@ DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
       r.q95 = quantile7(xs, p.s, 0.95);
     };
     if (ranks_out_of_core(p)) {
-      SpilledRanks spilled(p, spill_run(diagnostics_rank_budget()));
+      SpilledRanks spilled(p, spill_run(rank_budget_share(ws)));
       quantiles(SpillOrder{&spilled});
     } else {
       sort_draws(p, ws);
@@ -3328,7 +3336,7 @@ DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
   const detail::SplitSeries* split_layout = layout ? &*layout : nullptr;
   if (ranks_out_of_core(p)) {
     // A streamed view's records carry their states, whose z-scores go out of core (ZSpill).
-    const std::size_t budget = diagnostics_rank_budget();
+    const std::size_t budget = rank_budget_share(ws);
     SpilledRanks spilled(p, spill_run(budget), v.streamed());
     order_part(SpillOrder{&spilled});
     std::optional<ZSpill> zspill;
@@ -3415,15 +3423,18 @@ std::vector<DiagnosticSummary> summarize_all_in(
         detail::Workspace& ws = detail::workspace();
         ws.shared_z = &shared_z;
         ws.shared_ranks = &shared_ranks;
+        ws.rank_threads = threads;
         try {
           out[q] = summarize_in(slot, draws(q, claim(slot)));
         } catch (...) {
           ws.shared_z = nullptr;
           ws.shared_ranks = nullptr;
+          ws.rank_threads = 1;
           throw;
         }
         ws.shared_z = nullptr;
         ws.shared_ranks = nullptr;
+        ws.rank_threads = 1;
       },
       1);
   return out;

@@ -468,6 +468,7 @@ struct Workspace {
   ZQuantiles ztab;                             // normal quantiles of ranks, kept between calls
   std::shared_ptr<const ZQuantileFile> zfile;  // streamed views' table on disk, kept between calls
   SharedZTable* shared_z = nullptr;            // summarize_all's table, used instead of ztab when set
+  std::size_t rank_threads = 1;                // summarize_all's threads, which share the rank budget out of core
   /// summarize_all's rank buffers (recs, radix_scratch, radix_count, wcount, wcount_big,
   /// wblock), lent to this workspace by a RankLease while it ranks a quantity; nullptr: its own.
   SharedRanks* shared_ranks = nullptr;

@@ -242,7 +242,9 @@ void release_diagnostics_workspace();
 /// in the folder of set_diagnostics_scratch_dir(), k-way merged into a second one and read
 /// back through a cache of a few blocks (the order statistics, the tail's fold, the bulk's
 /// ranks), so the rank side holds about the budget (the run and the radix sort's scratch)
-/// plus about 1 MiB, whatever K (and 8 bytes per 4,096 entries of index). A streamed view
+/// plus about 1 MiB, whatever K (and 8 bytes per 4,096 entries of index); under
+/// summarize_all its threads share the budget (each one's runs and buckets sized from budget /
+/// threads), so that together they hold about the budget. A streamed view
 /// (DrawsView's reader constructor, which herd-sample's runs give past the budget) is
 /// summarized out of core whatever the budget, and holds nothing per entry but the caller's
 /// weights (none when they too are read through a WeightsReader) and the packed indicators
