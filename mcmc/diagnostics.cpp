@@ -2466,22 +2466,39 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
   if (n < 3 || m == 0) return kNaN;
   const std::size_t wpc = indicator_words(n);
   const std::size_t words = (n + 63) / 64;
-  // Per chain: the ones before each word (prefix counts), the chain mean, and the centred
-  // values a = 1 - mean (a one) and b = -mean (a zero) that ess_chains would sum.
-  ws.bit_prefix.resize(m * (words + 1));
+  // Per chain: its ones, the ones before each of its first `ends` words and from each of its
+  // last `ends` words on (the pair counts below ask for the ones before draw j only for j <=
+  // kBitLags and j >= n - kBitLags: 2 (ends + 1) counts per chain, not one per word), the
+  // chain mean, and the centred values a = 1 - mean (a one) and b = -mean (a zero) that
+  // ess_chains would sum.
+  const std::size_t ends = std::min(words, kBitLags / 64 + 2);
+  ws.bit_prefix.resize(m * (2 * (ends + 1) + 1));
   ws.means.resize(m);
+  const auto pop = [](std::uint64_t x) { return static_cast<std::uint64_t>(std::popcount(x)); };
   for (std::size_t c = 0; c < m; ++c) {
     const std::uint64_t* bc = bits + c * wpc;
-    std::uint64_t* pre = ws.bit_prefix.data() + c * (words + 1);
-    pre[0] = 0;
-    for (std::size_t w = 0; w < words; ++w) pre[w + 1] = pre[w] + static_cast<std::uint64_t>(std::popcount(bc[w]));
-    ws.means[c] = static_cast<double>(pre[words]) / static_cast<double>(n);
+    std::uint64_t* head = ws.bit_prefix.data() + c * (2 * (ends + 1) + 1);  // [ends + 1]: ones before word w
+    std::uint64_t* tail = head + ends + 1;  // [ends + 1]: ones in words [words - ends + u, words)
+    std::uint64_t total = 0;
+    for (std::size_t w = 0; w < words; ++w) total += pop(bc[w]);
+    head[0] = 0;
+    for (std::size_t w = 0; w < ends; ++w) head[w + 1] = head[w] + pop(bc[w]);
+    tail[ends] = 0;
+    for (std::size_t u = ends; u-- > 0;) tail[u] = tail[u + 1] + pop(bc[words - ends + u]);
+    tail[ends + 1] = total;
+    ws.means[c] = static_cast<double>(total) / static_cast<double>(n);
   }
   auto ones_before = [&](std::size_t c, std::size_t j) {  // ones among draws [0, j), j <= n
-    const std::uint64_t* pre = ws.bit_prefix.data() + c * (words + 1);
+    const std::uint64_t* bc = bits + c * wpc;
+    const std::uint64_t* head = ws.bit_prefix.data() + c * (2 * (ends + 1) + 1);
+    const std::uint64_t* tail = head + ends + 1;
     const std::size_t w = j / 64, r = j % 64;
-    if (r == 0) return pre[w];
-    return pre[w] + static_cast<std::uint64_t>(std::popcount(bits[c * wpc + w] & ((std::uint64_t{1} << r) - 1)));
+    const std::uint64_t part = r == 0 ? 0 : pop(bc[w] & ((std::uint64_t{1} << r) - 1));  // bits past n are 0
+    if (w <= ends) return head[w] + part;
+    if (w >= words - ends) return tail[ends + 1] - tail[w - (words - ends)] + part;
+    std::uint64_t before = head[ends];  // not asked for (see above); counted word by word
+    for (std::size_t u = ends; u < w; ++u) before += pop(bc[u]);
+    return before + part;
   };
   ws.acov.clear();  // lags [0, have), grown block by block up to kBitLags; then the FFT's
   std::size_t have = 0;

@@ -479,7 +479,7 @@ struct Workspace {
   std::vector<double> means;
   std::size_t geyer_lag = 0;              // the largest lag the last ESS of a generated series asked for (ess_series)
   BigVector<std::uint64_t> bits;          // packed split indicators [2M, indicator_words(h)]
-  std::vector<std::uint64_t> bit_prefix;  // ones before each word, per chain
+  std::vector<std::uint64_t> bit_prefix;  // ones before the first and from the last words, per chain
   std::vector<std::uint64_t> bit_counts;  // pairs of ones per lag of one chain, one block of lags
   /// Bytes held: the buffers' capacities and the FFT's buffers (diagnostics_workspace_bytes).
   std::size_t bytes() const;
