@@ -3684,12 +3684,60 @@ std::vector<double> quantiles(std::span<const double> sample, std::span<const do
   return out;
 }
 
+namespace {
+/// Each chain's mean (mean_of of its verbose draws) and sum of squared deviations from it (in
+/// draw order) of a streamed view, in two passes over its states, block by block: each lane
+/// of mean_of and the squares' sum take the same draws in the same order as over the
+/// expansion, so the same bits. Sets `finite` as prepare_lean does (no sums then).
+void streamed_chain_moments(const DrawsView& v, std::vector<double>& mean, std::vector<double>& sq, bool& finite) {
+  const std::size_t m = v.chains(), d = v.draws(), n = v.verbose_draws();
+  const std::size_t n4 = n / 4 * 4;  // mean_of's lanes take draws [0, n4); the rest go to lane 0
+  finite = true;
+  for_each_state_block(v, [&](std::size_t /*j0*/, const double* x, const std::uint32_t* w, std::size_t count) {
+    bool f = finite;
+    for (std::size_t j = 0; j < count; ++j) f &= w[j] == 0 || std::isfinite(x[j]);
+    finite = f;
+  });
+  if (!finite) return;
+  std::vector<std::array<double, 4>> lanes(m, {0.0, 0.0, 0.0, 0.0});
+  std::size_t t = 0;  // the state's first draw within its chain
+  for_each_state_block(v, [&](std::size_t j0, const double* x, const std::uint32_t* w, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) {
+      if ((j0 + i) % d == 0) t = 0;
+      std::array<double, 4>& l = lanes[(j0 + i) / d];
+      for (std::size_t e = t + w[i]; t < e; ++t) l[t < n4 ? t % 4 : 0] += x[i];
+    }
+  });
+  mean.resize(m);
+  for (std::size_t c = 0; c < m; ++c)
+    mean[c] = ((lanes[c][0] + lanes[c][1]) + (lanes[c][2] + lanes[c][3])) / static_cast<double>(n);
+  sq.assign(m, 0.0);
+  for_each_state_block(v, [&](std::size_t j0, const double* x, const std::uint32_t* w, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t c = (j0 + i) / d;
+      double s2 = sq[c];
+      for (std::uint32_t u = 0; u < w[i]; ++u) s2 += (x[i] - mean[c]) * (x[i] - mean[c]);
+      sq[c] = s2;
+    }
+  });
+}
+}  // namespace
+
 double nested_rhat(const DrawsView& v, std::size_t num_superchains) {
   const std::size_t k = num_superchains;
   HERD_REQUIRE(k >= 2, "nested_rhat: num_superchains is {}, but must be >= 2", k);
   HERD_REQUIRE(v.chains() % k == 0, "nested_rhat: num_superchains is {}, but must divide the {} chains", k, v.chains());
-  detail::Workspace& ws = detail::workspace();
-  const Prepared p = prepare(v, ws);
+  // A streamed view: its chains' moments from its states read in blocks (never expanded).
+  std::vector<double> chain_mean, chain_sq;
+  Prepared p;
+  const bool streamed = v.streamed() && v.weighted();  // any other streamed view: prepare throws
+  if (streamed) {
+    p.m = v.chains();
+    p.n = v.verbose_draws();
+    streamed_chain_moments(v, chain_mean, chain_sq, p.finite);
+  } else {
+    p = prepare(v, detail::workspace());
+  }
   if (!p.finite) return kNaN;
   const std::size_t m = p.m / k, n = p.n;
   std::vector<double> super_means(k);
@@ -3698,6 +3746,11 @@ double nested_rhat(const DrawsView& v, std::size_t num_superchains) {
     std::vector<double> cm(m);
     double within = 0;
     for (std::size_t j = 0; j < m; ++j) {
+      if (streamed) {
+        cm[j] = chain_mean[sk * m + j];
+        if (n > 1) within += chain_sq[sk * m + j] / static_cast<double>(n - 1);
+        continue;
+      }
       const double* z = p.x + (sk * m + j) * n;
       const double mu = mean_of(z, n);
       cm[j] = mu;

@@ -367,10 +367,10 @@ void compute_diagnostics(SerialRun& r) {
   // Past the diagnostics' budget (diagnostics_out_of_core) the quantities are streamed: their
   // values and weights read from the chain block by block (compact_values_reader,
   // compact_weights_reader), no values buffer per thread and no weights held (4 bytes per
-  // state), unless the nested R-hat's in-memory views need them.
+  // state); the nested R-hat too reads them so.
   r.posterior = compact_posterior(r, false);
   const bool streamed = diagnostics_out_of_core(r.m, r.posterior.states);
-  if (!streamed || with_nested) fill_compact_weights(r, r.posterior);
+  if (!streamed) fill_compact_weights(r, r.posterior);
   const CompactPosterior& cp = r.posterior;
   const auto view = [&](std::size_t k, std::vector<double>& values) {
     compact_values(r, cp, k, values);
@@ -399,7 +399,11 @@ void compute_diagnostics(SerialRun& r) {
   if (with_nested && r.value_buffers.empty()) r.value_buffers.resize(1);
   for (std::size_t k = 0; k < r.ncol; ++k) {
     r.out.summary.push_back({r.co[0].columns[k].name, stats[k]});
-    if (with_nested) r.nested.push_back(nested_rhat(view(k, r.value_buffers[0]), r.nsuper));
+    if (!with_nested) continue;
+    if (streamed)
+      r.nested.push_back(nested_rhat(
+          DrawsView(compact_values_reader(r, cp, k), compact_weights_reader(r, cp), r.m, cp.states), r.nsuper));
+    else r.nested.push_back(nested_rhat(view(k, r.value_buffers[0]), r.nsuper));
   }
   ks_table(r);
   // The HTML report reads each chain's posterior states and their weights from the chain

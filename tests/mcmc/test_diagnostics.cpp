@@ -2144,7 +2144,8 @@ TEST_CASE("out-of-core rank side: the same bits as in memory (ties, weights, odd
   herd::mcmc::release_diagnostics_workspace();
 }
 
-TEST_CASE("streamed views: only summarize and summarize_all take them; a reader's error propagates", "[mcmc]") {
+TEST_CASE("streamed views: only summarize, summarize_all and nested_rhat take them; a reader's error propagates",
+          "[mcmc]") {
   const std::vector<double> x = herd_test::lcg_ar1(2, 500, 0.5, 3.0, 0.0);
   const std::vector<std::uint32_t> w(1000, 3);
   const auto reader = [&](std::size_t first, std::span<double> out) {
@@ -2155,7 +2156,6 @@ TEST_CASE("streamed views: only summarize and summarize_all take them; a reader'
   CHECK(s.values().empty());
   CHECK(s.verbose_draws() == 1500);
   CHECK_THROWS_AS(herd::mcmc::ess_bulk(s), herd::InputError);
-  CHECK_THROWS_AS(herd::mcmc::nested_rhat(s, 2), herd::InputError);
   CHECK_THROWS_AS(DrawsView(herd::mcmc::DrawsReader{}, w, 2, 500), herd::InputError);
   CHECK_THROWS_AS(DrawsView(reader, std::span<const std::uint32_t>(w).first(999), 2, 500), herd::InputError);
   const std::vector<std::int64_t> w64(1000, 3);
@@ -2200,6 +2200,45 @@ TEST_CASE("streamed views: only summarize and summarize_all take them; a reader'
       },
       2, 500);
   CHECK_THROWS_WITH(herd::mcmc::summarize(fails_later), Catch::Matchers::Contains("reading the test's weights again"));
+  // nested_rhat of streamed views (weights in memory or read): the in-memory view's bits, for
+  // 2 to 6 chains in 2 or 3 superchains, verbose lengths of every residue mod 4 (mean_of's
+  // lanes and its tail), zero weights, and a non-finite value (NaN).
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> wd(0, 5);
+  for (const std::size_t chains : {2u, 4u, 6u}) {
+    for (const std::size_t d : {2u, 3u, 5u, 200u, 70001u}) {  // 5 d draws per chain: every residue mod 4
+      for (const std::size_t super : {2u, 3u}) {
+        if (chains % super != 0) continue;
+        std::vector<double> xv = herd_test::lcg_ar1(chains, d, 0.6, 11.0 + static_cast<double>(d), 0.0);
+        for (std::size_t c = 0; c < chains; ++c)
+          for (std::size_t t = 0; t < d; ++t) xv[c * d + t] += 0.3 * static_cast<double>(c % super);
+        std::vector<std::uint32_t> wv(chains * d);
+        for (auto& e : wv) e = static_cast<std::uint32_t>(wd(rng));
+        for (std::size_t c = 0; c < chains; ++c) {  // equal sums: each chain's last weight tops it up
+          std::uint32_t sum = 0;
+          for (std::size_t t = 0; t + 1 < d; ++t) sum += wv[c * d + t];
+          wv[c * d + d - 1] = 5 * static_cast<std::uint32_t>(d) - sum;  // >= 5: the others are <= 5
+        }
+        for (const bool nan : {false, true}) {
+          if (nan) xv[chains * d / 2] = std::nan("");
+          INFO("chains " << chains << " d " << d << " superchains " << super << " NaN " << nan);
+          const DrawsView mem(xv, wv, chains, d);
+          const auto rd = [&](std::size_t first, std::span<double> out) {
+            std::copy_n(xv.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+          };
+          const auto rw = [&](std::size_t first, std::span<std::uint32_t> out) {
+            std::copy_n(wv.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+          };
+          const double want = herd::mcmc::nested_rhat(mem, super);
+          CHECK(std::bit_cast<std::uint64_t>(herd::mcmc::nested_rhat(DrawsView(rd, wv, chains, d), super)) ==
+                std::bit_cast<std::uint64_t>(want));
+          CHECK(std::bit_cast<std::uint64_t>(herd::mcmc::nested_rhat(DrawsView(rd, rw, chains, d), super)) ==
+                std::bit_cast<std::uint64_t>(want));
+          CHECK(std::isnan(want) == (nan && wv[chains * d / 2] > 0));
+        }
+      }
+    }
+  }
   CHECK(herd::mcmc::diagnostics_out_of_core(1, 100) == (13 * 101 > herd::mcmc::diagnostics_rank_budget()));
   const RankBudget b(1300);
   CHECK(herd::mcmc::diagnostics_out_of_core(1, 100));  // 13 (100 + 1) > 1300

@@ -85,8 +85,9 @@ class DrawsView {
 
   /// Compact draws whose values are read in blocks through `values` (never held whole:
   /// "streamed"), with 32-bit weights as above (not copied; the caller keeps them alive).
-  /// Only summarize() and summarize_all() take a streamed view (the other functions of this
-  /// file throw herd::InputError for one); they summarize it out of core whatever
+  /// Only summarize(), summarize_all() and nested_rhat() take a streamed view (the other
+  /// functions of this file throw herd::InputError for one); the first two summarize it out
+  /// of core whatever
   /// diagnostics_rank_budget() (see there), with the results of the view of the same values in
   /// memory, bit for bit. values() is empty.
   /// @throws herd::InputError as the constructor above, or when `values` is empty.
@@ -346,6 +347,9 @@ std::vector<double> quantiles(std::span<const double> sample, std::span<const do
 /// divisor M - 1, 0 when M = 1) + (mean within-chain variance, divisor N - 1, 0 when N = 1).
 /// With M = 1 it is sqrt(1 + var(chain means) / mean(chain variances)); superchains with
 /// equal means give exactly 1. Chains are not split. NaN when a draw is not finite or W = 0.
+/// A streamed view is read in blocks, twice (its chains' means, then their squared
+/// deviations), never expanded: the same bits as the view in memory, which is expanded (8
+/// bytes per draw).
 /// @throws herd::InputError when `num_superchains < 2` or does not divide `chains`.
 double nested_rhat(const DrawsView& draws, std::size_t num_superchains);
 
