@@ -407,10 +407,17 @@ bool z_scale_folded(A sorted, std::size_t count, const C& counts, double med, Ou
 /// States per block of a streamed view's passes (8 bytes each: 512 KiB).
 constexpr std::size_t kStateBlock = 65536;
 
+/// kStateBlock weights of 1: the weights of every block of a streamed unweighted view.
+const std::uint32_t* unit_weights() {
+  static const std::vector<std::uint32_t> ones(kStateBlock, 1u);
+  return ones.data();
+}
+
 /// Calls f(j0, x, w, n) on the states of a weighted view in order, x and w the values and
 /// weights of states [j0, j0 + n) of the [M, D] layout: the whole view at once when its
 /// values are in memory, else blocks of kStateBlock read through its reader into a buffer
-/// (and its weights too, when they are read through a WeightsReader).
+/// (and its weights too, when they are read through a WeightsReader; a streamed unweighted
+/// view's weights all 1: unit_weights()).
 template <class F>
 void for_each_state_block(const DrawsView& v, F&& f) {
   const std::uint32_t* w = v.weights().data();
@@ -418,6 +425,7 @@ void for_each_state_block(const DrawsView& v, F&& f) {
     f(std::size_t{0}, v.values().data(), w, v.values().size());
     return;
   }
+  const bool unit = !v.weighted();
   const std::size_t total = v.chains() * v.draws();
   const WeightsReader* wr = v.weights_reader();
   std::vector<double> buf(std::min(total, kStateBlock));
@@ -426,25 +434,32 @@ void for_each_state_block(const DrawsView& v, F&& f) {
     const std::size_t n = std::min(kStateBlock, total - j0);
     (*v.reader())(j0, std::span<double>(buf.data(), n));
     if (wr != nullptr) (*wr)(j0, std::span<std::uint32_t>(wbuf.data(), n));
-    f(j0, static_cast<const double*>(buf.data()),
-      wr != nullptr ? static_cast<const std::uint32_t*>(wbuf.data()) : w + j0, n);
+    const std::uint32_t* wj = wr != nullptr ? static_cast<const std::uint32_t*>(wbuf.data())
+                              : unit        ? unit_weights()
+                                            : w + j0;
+    f(j0, static_cast<const double*>(buf.data()), wj, n);
   }
 }
 
 /// Calls f(j0, w, n) on the weights of a weighted view's states in order, w the weights of
 /// states [j0, j0 + n) of the [M, D] layout: all at once when they are in memory, else blocks
-/// of kStateBlock read through its WeightsReader.
+/// of kStateBlock read through its WeightsReader (a streamed unweighted view's: unit_weights()).
 template <class F>
 void for_each_weight_block(const DrawsView& v, F&& f) {
   const WeightsReader* wr = v.weights_reader();
-  if (wr == nullptr) {
+  const bool unit = v.streamed() && !v.weighted();
+  if (wr == nullptr && !unit) {
     f(std::size_t{0}, v.weights().data(), v.weights().size());
     return;
   }
   const std::size_t total = v.chains() * v.draws();
-  std::vector<std::uint32_t> buf(std::min(total, kStateBlock));
+  std::vector<std::uint32_t> buf(wr != nullptr ? std::min(total, kStateBlock) : 0);
   for (std::size_t j0 = 0; j0 < total; j0 += kStateBlock) {
     const std::size_t n = std::min(kStateBlock, total - j0);
+    if (unit) {
+      f(j0, unit_weights(), n);
+      continue;
+    }
     (*wr)(j0, std::span<std::uint32_t>(buf.data(), n));
     f(j0, static_cast<const std::uint32_t*>(buf.data()), n);
   }
@@ -457,7 +472,9 @@ struct Prepared {
   std::size_t m = 0, n = 0, s = 0, h = 0;
   bool finite = true;
   const DrawsView* view = nullptr;
-  bool compact() const { return view->weighted(); }
+  /// Summarized as a compact view: weighted, or streamed (an unweighted streamed view as one
+  /// of unit weights, which are not stored: for_each_state_block, detail::SplitSeries).
+  bool compact() const { return view->weighted() || view->streamed(); }
 };
 
 Prepared prepare(const DrawsView& v, detail::Workspace& ws) {
@@ -479,7 +496,7 @@ Prepared prepare(const DrawsView& v, detail::Workspace& ws) {
 /// nullptr; moments, detail::SplitSeries and the indicators read the compact values), an
 /// unweighted view's are its values.
 Prepared prepare_lean(const DrawsView& v, detail::Workspace& ws) {
-  if (!v.weighted()) return prepare(v, ws);
+  if (!v.weighted() && !v.streamed()) return prepare(v, ws);
   Prepared p;
   p.m = v.chains();
   p.n = v.verbose_draws();
@@ -575,10 +592,14 @@ void for_each_verbose_chunk(const DrawsView& v, F&& f) {
 /// chunk by chunk: split chain 2c holds chain c's draws [0, h), 2c + 1 its draws [N - h, N)
 /// (h = N / 2; an odd N's middle draw belongs to neither), and split position t goes to lane
 /// t % 4, so each lane adds the values series_means adds to it, in the same order. The
-/// smallest and largest value summed are kept too.
+/// smallest and largest value summed are kept too. `tail0`: the split positions past the
+/// last whole group of 4 (t >= h / 4 * 4) go to lane 0 instead, in order, as mean_of sums
+/// them (an unweighted view's stored split chains: the same bits as in memory); without it
+/// (weighted views, as before) they go to lane t % 4.
 class SplitLanes {
  public:
-  SplitLanes(std::size_t m, std::size_t n) : n_(n), h_(n / 2), lanes_(2 * m) {}
+  SplitLanes(std::size_t m, std::size_t n, bool tail0)
+      : n_(n), h_(n / 2), h4_(tail0 ? n / 2 / 4 * 4 : n), lanes_(2 * m) {}
   /// Adds value(x[i]) for the next len draws.
   template <class V>
   void add(const double* x, std::size_t len, V value) {
@@ -619,8 +640,11 @@ class SplitLanes {
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
       };
+      // Positions past h4_ (tail0) are only in the single loops: a whole group of 4 ends at
+      // or before h4_.
+      const auto lane = [&](std::size_t q) { return q >= h4_ ? 0 : q % 4; };
       std::size_t i = 0;
-      for (; i < seg && (p + i) % 4 != 0; ++i) one((p + i) % 4, value(x[i]));
+      for (; i < seg && (p + i) % 4 != 0; ++i) one(lane(p + i), value(x[i]));
       for (; i + 4 <= seg; i += 4) {
         const double v0 = value(x[i]), v1 = value(x[i + 1]), v2 = value(x[i + 2]), v3 = value(x[i + 3]);
         a0 += v0;
@@ -636,7 +660,7 @@ class SplitLanes {
         lo = v3 < lo ? v3 : lo;
         hi = v3 > hi ? v3 : hi;
       }
-      for (; i < seg; ++i) one((p + i) % 4, value(x[i]));
+      for (; i < seg; ++i) one(lane(p + i), value(x[i]));
       l = {a0, a1, a2, a3};
       lo_ = lo;
       hi_ = hi;
@@ -659,7 +683,7 @@ class SplitLanes {
   }
 
  private:
-  std::size_t n_, h_;
+  std::size_t n_, h_, h4_;
   std::size_t g_ = 0;  // verbose index of the next draw, chain after chain
   std::vector<std::array<double, 4>> lanes_;
   double lo_ = std::numeric_limits<double>::infinity(), hi_ = -std::numeric_limits<double>::infinity();
@@ -685,7 +709,7 @@ void moments(const Prepared& p, double& mean, double& m2, double& m4, detail::Se
   }
   const bool split = values != nullptr && squares != nullptr;
   std::optional<SplitLanes> lanes;
-  if (split) lanes.emplace(p.m, p.n);
+  if (split) lanes.emplace(p.m, p.n, !p.view->weighted());
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   for_each_verbose_chunk(*p.view, [&](const double* x, std::size_t len) {
     double a0 = s0, a1 = s1, a2 = s2, a3 = s3;  // in registers (see below)
@@ -707,7 +731,7 @@ void moments(const Prepared& p, double& mean, double& m2, double& m4, detail::Se
   mean = mu;
   if (split) {
     *values = lanes->result();
-    lanes.emplace(p.m, p.n);
+    lanes.emplace(p.m, p.n, !p.view->weighted());
   }
   // Draw by draw over the chunks again (the same d2 for a state's w draws): an inner loop of
   // w additions per state mispredicted its exit at every change of weight.
@@ -1229,9 +1253,9 @@ struct SpillOrder {
 /// into a window of its states and appends the window to a second scratch file, which holds
 /// the z-scores in state order, read back in blocks by detail::SplitSeries' cursors
 /// (reader()). A state that got no z-score (no draw in the split layout, or padding) reads 0,
-/// never used. Memory: the buckets' buffers (12 kPairs bytes per bucket) and, in finish(),
-/// 20 bytes per state of one bucket; disk: 12 bytes per state (the pairs) and 8 (the
-/// z-scores). Not thread-safe.
+/// never used. Memory: the buckets' buffers (12 kPairs bytes per bucket), in finish() 20
+/// bytes per state of one bucket, and the z-scores read ahead for small requests (512 KiB);
+/// disk: 12 bytes per state (the pairs) and 8 (the z-scores). Not thread-safe.
 class ZSpill {
  public:
   /// For `states` states, with buckets sized from `budget` (bytes): 2^shift states, 20 of
@@ -1243,7 +1267,7 @@ class ZSpill {
     buf_.resize(buckets * kPairs);
     fill_.assign(buckets, 0);
     written_.assign(buckets, 0);
-    reader_ = [this](std::size_t first, std::span<double> out) { z_.read(out.data(), out.size(), first); };
+    reader_ = [this](std::size_t first, std::span<double> out) { read(first, out); };
   }
   ZSpill(const ZSpill&) = delete;
   ZSpill& operator=(const ZSpill&) = delete;
@@ -1270,6 +1294,7 @@ class ZSpill {
       z_.write(window.data(), len, first);
       written_[b] = 0;
     }
+    ahead_.clear();  // the z-scores read ahead are the last z-scaling's
   }
   /// Reads the z-scores per state of the last finish().
   const DrawsReader& reader() const { return reader_; }
@@ -1283,6 +1308,24 @@ class ZSpill {
 #pragma pack(pop)
   static_assert(sizeof(Pair) == 12);
   static constexpr std::size_t kPairs = 256;
+  /// z-scores read ahead for requests of fewer than kAhead / 4 states (a unit layout's split
+  /// chains: a few KiB each, in order): one read per kAhead states instead of one per request.
+  static constexpr std::size_t kAhead = std::size_t{1} << 16;
+  /// The reader: z-scores [first, first + out.size()) of the last finish().
+  void read(std::size_t first, std::span<double> out) {
+    if (first >= ahead_first_ && first + out.size() <= ahead_first_ + ahead_.size()) {
+      std::copy_n(ahead_.begin() + static_cast<std::ptrdiff_t>(first - ahead_first_), out.size(), out.begin());
+      return;
+    }
+    if (out.size() >= kAhead / 4) {
+      z_.read(out.data(), out.size(), first);
+      return;
+    }
+    ahead_first_ = first;
+    ahead_.resize(std::min(kAhead, states_ - first));
+    z_.read(ahead_.data(), ahead_.size(), first);
+    std::copy_n(ahead_.begin(), out.size(), out.begin());
+  }
   void flush(std::size_t b) {
     if (fill_[b] == 0) return;
     pairs_.write(buf_.data() + b * kPairs, fill_[b], (b << shift_) + written_[b]);
@@ -1294,6 +1337,8 @@ class ZSpill {
   std::vector<Pair> buf_;                    // [bucket, kPairs]
   std::vector<std::size_t> fill_, written_;  // pairs in each bucket's buffer, in its file region
   RankScratch pairs_, z_;
+  std::vector<double> ahead_;  // z-scores [ahead_first_, ...) read ahead (read())
+  std::size_t ahead_first_ = 0;
   DrawsReader reader_;
 };
 
@@ -2625,11 +2670,20 @@ SplitSeries::SplitSeries(const DrawsView& v, Kind kind, const double* vals, doub
       n_(v.verbose_draws()),
       h_(v.verbose_draws() / 2),
       odd_(v.verbose_draws() % 2 == 1),
+      unit_(!v.weighted()),
       starts_(2 * v.chains()) {
+  HERD_REQUIRE(v.weighted() || v.streamed(), "SplitSeries: the layout of a weighted or streamed view");
   if (v.streamed()) {
     HERD_REQUIRE(kind != Kind::kSlot, "SplitSeries: a streamed view's layout reads no slot values");
     source_ = v.reader();
     weights_source_ = v.weights_reader();
+  }
+  if (unit_) {  // split chain 2c: states [c d, c d + h); 2c + 1: [c d + n - h, (c + 1) d)
+    for (std::size_t c = 0; c < m_; ++c) {
+      starts_[2 * c] = {c * d_, 0, 0, 0};
+      starts_[2 * c + 1] = {c * d_ + (n_ - h_), 0, 0, 0};
+    }
+    return;
   }
   std::size_t slot = 0;                // slots of the chains before
   const std::size_t second = n_ - h_;  // verbose index of the second half's first draw
@@ -2664,6 +2718,11 @@ SplitSeries::Cursor SplitSeries::cursor(std::size_t c2, double mu) const {
   cur.s_ = this;
   cur.half_ = c2 % 2;
   cur.mu_ = mu;
+  if (unit_) {  // one draw per state, from st.j on (next_unit); its windows end with the split chain
+    cur.j_ = st.j;
+    cur.wcap_ = st.j + h_;
+    return cur;
+  }
   // The first state is started: its draws in this half are pending.
   cur.pend_ = st.left;
   if (source_ != nullptr) cur.pend_value_ = st.left > 0 ? cur.streamed_value(st.j) - mu : 0.0;
@@ -2677,9 +2736,9 @@ SplitSeries::Cursor SplitSeries::cursor(std::size_t c2, double mu) const {
 void SplitSeries::Cursor::load(std::size_t j) {
   const SplitSeries& s = *s_;
   const std::size_t total = s.m_ * s.d_;
-  win_.resize(kWindow);
+  win_.resize(std::min(kWindow, wcap_ - j));
   base_ = j;
-  wend_ = std::min(total, j + kWindow);
+  wend_ = std::min({total, j + kWindow, wcap_});
   (*s.source_)(j, std::span<double>(win_.data(), wend_ - j));
   if (s.weights_source_ != nullptr) {
     wwin_.resize(kWindow);
@@ -2780,7 +2839,30 @@ void SplitSeries::Cursor::next_impl(double* out, std::size_t len) {
   t0_ = t0;
 }
 
+void SplitSeries::Cursor::next_unit(double* out, std::size_t len) {
+  // The states of a split chain are consecutive: value - mu of each, through the window.
+  const bool square = s_->kind_ == Kind::kSquare;
+  const double mean = s_->mean_, mu = mu_;
+  while (len > 0) {
+    if (j_ >= wend_ || j_ < base_) load(j_);
+    const std::size_t take = std::min(len, wend_ - j_);
+    const double* v = win_.data() + (j_ - base_);
+    if (square) {
+      for (std::size_t i = 0; i < take; ++i) out[i] = (v[i] - mean) * (v[i] - mean) - mu;
+    } else {
+      for (std::size_t i = 0; i < take; ++i) out[i] = v[i] - mu;
+    }
+    out += take;
+    len -= take;
+    j_ += take;
+  }
+}
+
 void SplitSeries::Cursor::next(double* out, std::size_t len) {
+  if (s_->unit_) {  // streamed, unit weights
+    next_unit(out, len);
+    return;
+  }
   if (s_->source_ != nullptr) {  // streamed (never kSlot)
     const bool square = s_->kind_ == Kind::kSquare;
     if (s_->weights_source_ != nullptr) {
@@ -3183,6 +3265,16 @@ DrawsView::DrawsView(DrawsReader values, std::span<const std::uint32_t> weights,
                weights.size(), chains * draws);
   HERD_REQUIRE(static_cast<bool>(values), "DrawsView: a streamed view needs a reader of its values");
   set_weights(weights);
+  reader_ = std::make_shared<const DrawsReader>(std::move(values));
+}
+
+DrawsView::DrawsView(DrawsReader values, std::size_t chains, std::size_t draws)
+    : chains_(chains), draws_(draws), verbose_draws_(draws) {
+  HERD_REQUIRE(chains > 0 && draws > 0, "DrawsView: chains is {} and draws is {}, but both must be positive", chains,
+               draws);
+  HERD_REQUIRE(chains * draws <= std::numeric_limits<std::uint32_t>::max(),
+               "DrawsView: {} draws in all, but at most 2^32 - 1 are supported", chains * draws);
+  HERD_REQUIRE(static_cast<bool>(values), "DrawsView: a streamed view needs a reader of its values");
   reader_ = std::make_shared<const DrawsReader>(std::move(values));
 }
 
@@ -3727,31 +3819,56 @@ double nested_rhat(const DrawsView& v, std::size_t num_superchains) {
   const std::size_t k = num_superchains;
   HERD_REQUIRE(k >= 2, "nested_rhat: num_superchains is {}, but must be >= 2", k);
   HERD_REQUIRE(v.chains() % k == 0, "nested_rhat: num_superchains is {}, but must divide the {} chains", k, v.chains());
-  // A streamed view: its chains' moments from its states read in blocks (never expanded).
+  // Chain c's draws: of the view's values (a weighted view's expanded), or of a streamed
+  // unweighted view read a group of whole chains at a time (in chain order), about
+  // kStateBlock draws: the same numbers. A streamed weighted view: its chains' moments from
+  // its states read in blocks (never expanded).
+  const double* x = nullptr;
+  std::size_t m = 0, n = 0;
+  bool finite = true;
+  std::vector<double> group;
+  std::size_t g0 = 0, gn = 0;  // the chains in `group`: [g0, g0 + gn)
   std::vector<double> chain_mean, chain_sq;
-  Prepared p;
-  const bool streamed = v.streamed() && v.weighted();  // any other streamed view: prepare throws
-  if (streamed) {
-    p.m = v.chains();
-    p.n = v.verbose_draws();
-    streamed_chain_moments(v, chain_mean, chain_sq, p.finite);
+  const bool weighted_stream = v.streamed() && v.weighted();
+  if (weighted_stream) {
+    streamed_chain_moments(v, chain_mean, chain_sq, finite);
+    if (!finite) return kNaN;
+    m = v.chains() / k;
+    n = v.verbose_draws();
+  } else if (v.streamed()) {
+    m = v.chains() / k;
+    n = v.draws();
   } else {
-    p = prepare(v, detail::workspace());
+    detail::Workspace& ws = detail::workspace();
+    const Prepared p = prepare(v, ws);
+    if (!p.finite) return kNaN;
+    x = p.x;
+    m = p.m / k;
+    n = p.n;
   }
-  if (!p.finite) return kNaN;
-  const std::size_t m = p.m / k, n = p.n;
+  const auto chain = [&](std::size_t c) -> const double* {
+    if (x != nullptr) return x + c * n;
+    if (c >= g0 + gn) {
+      g0 = c;
+      gn = std::min(std::max<std::size_t>(1, kStateBlock / n), v.chains() - c);
+      group.resize(gn * n);
+      (*v.reader())(g0 * n, std::span<double>(group.data(), gn * n));
+      finite = finite && detail::all_finite(group.data(), gn * n);
+    }
+    return group.data() + (c - g0) * n;
+  };
   std::vector<double> super_means(k);
   double w_total = 0;
   for (std::size_t sk = 0; sk < k; ++sk) {
     std::vector<double> cm(m);
     double within = 0;
     for (std::size_t j = 0; j < m; ++j) {
-      if (streamed) {
+      if (weighted_stream) {
         cm[j] = chain_mean[sk * m + j];
         if (n > 1) within += chain_sq[sk * m + j] / static_cast<double>(n - 1);
         continue;
       }
-      const double* z = p.x + (sk * m + j) * n;
+      const double* z = chain(sk * m + j);
       const double mu = mean_of(z, n);
       cm[j] = mu;
       if (n > 1) {
@@ -3775,7 +3892,7 @@ double nested_rhat(const DrawsView& v, std::size_t num_superchains) {
   double b = 0;
   for (double mu : super_means) b += (mu - grand) * (mu - grand);
   b /= static_cast<double>(k - 1);
-  if (!(w > 0)) return kNaN;
+  if (!finite || !(w > 0)) return kNaN;
   return std::sqrt(1.0 + b / w);
 }
 

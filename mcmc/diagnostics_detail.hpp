@@ -341,8 +341,8 @@ class SharedZTable {
 class SplitSeries {
  public:
   enum class Kind { kSlot, kState, kSquare };
-  /// The layout of `v` (weighted); walks its weights once. `vals` is the slot values for
-  /// kSlot (unused otherwise).
+  /// The layout of `v` (weighted, or streamed unweighted: one draw per state, no walk);
+  /// walks its weights once. `vals` is the slot values for kSlot (unused otherwise).
   SplitSeries(const DrawsView& v, Kind kind, const double* vals = nullptr, double mean = 0.0);
   /// The same layout with other values (no walk of the weights); a streamed layout stays
   /// streamed from its source.
@@ -386,6 +386,8 @@ class SplitSeries {
     friend class SplitSeries;
     template <Kind K, bool Streamed, bool WeightsStreamed>
     void next_impl(double* out, std::size_t len);
+    /// next() of a unit layout (a streamed unweighted view: one draw per state).
+    void next_unit(double* out, std::size_t len);
     /// Streamed: reads the window of states from j on (values, and weights when they are
     /// read too).
     void load(std::size_t j);
@@ -395,6 +397,7 @@ class SplitSeries {
     std::vector<double> win_;          // streamed: the values of states [base_, wend_)
     std::vector<std::uint32_t> wwin_;  // weights read too: their weights
     std::size_t base_ = 0, wend_ = 0;
+    std::size_t wcap_ = std::numeric_limits<std::size_t>::max();  // no window reaches past this state
     std::size_t half_ = 0;
     std::size_t j_ = 0, slot_ = 0, t0_ = 0;  // the next state not started: its slot, its first draw
     std::size_t pend_ = 0;                   // draws of the last state started still to write
@@ -419,6 +422,7 @@ class SplitSeries {
   double mean_ = 0;
   std::size_t m_ = 0, d_ = 0, n_ = 0, h_ = 0;
   bool odd_ = false;
+  bool unit_ = false;          // a streamed unweighted view: every weight 1, none stored (w_ nullptr)
   std::vector<Start> starts_;  // [2M]
 };
 

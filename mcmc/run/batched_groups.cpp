@@ -12,6 +12,7 @@
 #include <hdf5.h>
 
 #include "herd/core/error.hpp"
+#include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/ks_test.hpp"
 #include "herd/mcmc/refinement.hpp"
 #include "herd/mcmc/run/batched_outputs.hpp"
@@ -281,6 +282,17 @@ void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const Batc
   }
 }
 
+/// Entries of the [chain, draw] layout per group of chains that the `.h5` groups read past
+/// diagnostics_rank_budget() (streamed_groups): 2^16 (512 KiB of doubles), at least a chain.
+constexpr std::size_t kGroupEntries = std::size_t{1} << 16;
+
+/// Whether the `.h5` groups read the store's columns a group of chains at a time instead of
+/// whole (as the summaries stream them: diagnostics_out_of_core of M chains x D draws). The
+/// same file either way.
+bool streamed_groups(const BatchedDrawStore& draws) {
+  return diagnostics_out_of_core(static_cast<std::size_t>(draws.num_chains()), static_cast<std::size_t>(draws.draws()));
+}
+
 /// `sample_stats`' per-draw statistics (the group and its `chain`, `draw` scales are the gather
 /// sink's), with the serial run's dtypes and meaning: accepted (u8), and the accepting stage
 /// (i32) and acceptance probability (f64) on accepted draws, 0 on the others. One dataset at
@@ -288,6 +300,39 @@ void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const Batc
 void write_sample_stats(io::H5Group& root, const BatchedDrawStore& draws) {
   io::H5Group stats = root.open_group("sample_stats");
   const auto M = static_cast<std::size_t>(draws.num_chains()), D = static_cast<std::size_t>(draws.draws());
+  if (streamed_groups(draws)) {
+    // Each dataset made as below (the same file), its rows written a group of chains at a time.
+    const std::size_t group = std::max<std::size_t>(1, kGroupEntries / std::max<std::size_t>(D, 1));
+    std::vector<std::uint8_t> acc, st;
+    const auto each_group = [&](const char* name, auto tag, auto&& fill) {
+      using T = decltype(tag);
+      io::H5Dataset ds = stats.create_dataset<T>(name, {M, D});
+      std::vector<T> rows;
+      for (std::size_t c0 = 0; c0 < M; c0 += group) {
+        const std::size_t count = std::min(group, M - c0), len = count * D;
+        acc.resize(len);
+        draws.read_bytes_range(false, c0 * D, acc);
+        rows.resize(len);
+        fill(c0 * D, len, rows);
+        ds.write_rows(c0, std::span<const T>(rows));
+      }
+      stats.attach_dimensions(ds, {"chain", "draw"});
+    };
+    each_group("accepted", std::uint8_t{}, [&](std::size_t, std::size_t len, std::vector<std::uint8_t>& out) {
+      std::copy_n(acc.begin(), len, out.begin());
+    });
+    each_group("dr_stage", std::int32_t{}, [&](std::size_t first, std::size_t len, std::vector<std::int32_t>& out) {
+      st.resize(len);
+      draws.read_bytes_range(true, first, st);
+      for (std::size_t q = 0; q < len; ++q) out[q] = acc[q] != 0 ? st[q] : 0;
+    });
+    each_group("acceptance_probability", double{}, [&](std::size_t first, std::size_t len, std::vector<double>& out) {
+      draws.read_range(draws.alpha_column(), first, out);
+      for (std::size_t q = 0; q < len; ++q)
+        if (acc[q] == 0) out[q] = 0.0;
+    });
+    return;
+  }
   auto put = [&](const char* name, const auto& values) {
     using T = typename std::decay_t<decltype(values)>::value_type;
     io::H5Dataset ds = stats.write<T>(name, values, {M, D});
@@ -326,15 +371,29 @@ void write_sample(io::H5Group& root, const BatchedRunFacts& f, const BatchedDraw
   std::vector<std::size_t> rows;
   // The samples of the store's columns `cols` (interleaved: [sample, cols.size()]) into v.
   std::vector<std::vector<double>> cv;
+  // Past diagnostics_rank_budget() (streamed_groups) the columns are read a group of chains
+  // at a time (cv holds [group, D] per column, its chains from c0), else whole.
+  const bool streamed = streamed_groups(draws);
+  const std::size_t group = streamed ? std::max<std::size_t>(1, kGroupEntries / std::max<std::size_t>(D, 1)) : m;
   auto sampled = [&](const std::vector<std::size_t>& cols) {
     cv.resize(cols.size());
-    for (std::size_t e = 0; e < cols.size(); ++e) draws.column(cols[e], cv[e]);
     v.clear();
     v.reserve(n * cols.size());
-    for (std::size_t c = 0; c < m; ++c) {
-      samples.rows(c, rows);
-      for (std::size_t t : rows)
-        for (const auto& col : cv) v.push_back(col[c * D + t]);
+    for (std::size_t c0 = 0; c0 < m; c0 += group) {
+      const std::size_t count = std::min(group, m - c0);
+      for (std::size_t e = 0; e < cols.size(); ++e) {
+        if (!streamed) {
+          draws.column(cols[e], cv[e]);
+          continue;
+        }
+        cv[e].resize(count * D);
+        draws.read_range(cols[e], c0 * D, cv[e]);
+      }
+      for (std::size_t c = c0; c < c0 + count; ++c) {
+        samples.rows(c, rows);
+        for (std::size_t t : rows)
+          for (const auto& col : cv) v.push_back(col[(c - c0) * D + t]);
+      }
     }
     for (auto& col : cv) col = {};
   };
@@ -378,11 +437,13 @@ std::vector<std::vector<KsResult>> ks_tables(const BatchedDrawStore& draws, cons
   std::vector<double> column;
   std::vector<std::size_t> rows;
   for (std::size_t j = 0; j < d; ++j) {
-    draws.column(j, column);
+    // One chain's draws at a time (at most kMaxKsChains chains, each of D draws).
+    column.resize(D);
     for (std::size_t c = 0; c < M; ++c) {
+      draws.read_range(j, c * D, column);
       sample[c].clear();
       samples.rows(c, rows);
-      for (std::size_t t : rows) sample[c].push_back(column[c * D + t]);
+      for (std::size_t t : rows) sample[c].push_back(column[t]);
     }
     ks.push_back(ks_pairwise(std::span<const std::vector<double>>(sample)));
   }

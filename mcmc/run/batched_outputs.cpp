@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -248,15 +250,71 @@ std::size_t default_superchains(std::int64_t m) {
 
 namespace {
 
+/// Whether the post-processing reads the store's quantities in blocks (streamed views) instead
+/// of one whole column per diagnostics thread: past diagnostics_rank_budget(), as the serial
+/// runs' diagnostics (diagnostics_out_of_core of M chains x D draws).
+bool batched_streamed(const BatchedDrawStore& draws) {
+  return diagnostics_out_of_core(static_cast<std::size_t>(draws.num_chains()), static_cast<std::size_t>(draws.draws()));
+}
+
+/// A streamed view's reader of the store's column `col`: a request of fewer than kSpan / 4
+/// entries (the split series' windows: one split chain's draws, a few KiB) is served from a
+/// window of kSpan entries read from the request on, so that the requests of consecutive
+/// split chains, which come in order, cost one read of the store per kSpan entries instead of
+/// a few each (one per block of draws); larger requests are read straight. One view's reader
+/// is called by one thread (DrawsReader), the window shared by the view's copies.
+class StoreColumnReader {
+ public:
+  static constexpr std::size_t kSpan = std::size_t{1} << 16;  // 512 KiB
+  StoreColumnReader(const BatchedDrawStore& draws, std::size_t col)
+      : draws_(&draws),
+        col_(col),
+        total_(static_cast<std::size_t>(draws.num_chains() * draws.draws())),
+        win_(std::make_shared<Window>()) {}
+  void operator()(std::size_t first, std::span<double> out) const {
+    Window& w = *win_;
+    if (first >= w.first && first + out.size() <= w.first + w.values.size()) {
+      std::copy_n(w.values.begin() + static_cast<std::ptrdiff_t>(first - w.first), out.size(), out.begin());
+      return;
+    }
+    if (out.size() >= kSpan / 4) {
+      draws_->read_range(col_, first, out);
+      return;
+    }
+    w.first = first;
+    w.values.resize(std::min(kSpan, total_ - first));
+    draws_->read_range(col_, first, w.values);
+    std::copy_n(w.values.begin(), out.size(), out.begin());
+  }
+
+ private:
+  struct Window {
+    std::size_t first = 0;
+    std::vector<double> values;
+  };
+  const BatchedDrawStore* draws_;
+  std::size_t col_, total_;
+  std::shared_ptr<Window> win_;
+};
+
 /// The summaries (and nested R-hat over `k` superchains, k > 0) of the store's columns
-/// `cols`, on `threads` threads, each reading one column at a time into its buffer.
+/// `cols`, on `threads` threads, each reading one column at a time into its buffer; past
+/// diagnostics_rank_budget() (batched_streamed) each column as a streamed view read from the
+/// store in blocks, nothing per draw held (the same numbers, bit for bit).
 std::vector<DiagnosticSummary> summarize_columns(const BatchedDrawStore& draws, const std::vector<std::size_t>& cols,
                                                  std::size_t k, std::size_t threads, std::vector<double>& nested) {
   const auto M = static_cast<std::size_t>(draws.num_chains()), D = static_cast<std::size_t>(draws.draws());
   nested.assign(cols.size(), std::numeric_limits<double>::quiet_NaN());
+  const bool streamed = batched_streamed(draws);
   return summarize_all(
       cols.size(),
       [&](std::size_t q, std::vector<double>& buffer) {
+        if (streamed) {
+          const std::size_t col = cols[q];
+          DrawsView v(StoreColumnReader(draws, col), M, D);
+          if (k > 0) nested[q] = nested_rhat(v, k);
+          return v;
+        }
         draws.column(cols[q], buffer);
         if (k > 0) nested[q] = nested_rhat(DrawsView(buffer, M, D), k);
         return DrawsView(buffer, M, D);
@@ -457,6 +515,30 @@ std::vector<std::pair<std::string, std::string>> html_facts(const BatchedRunFact
           {"outputs", specs.output_prefix + ".h5, " + specs.output_prefix + "_report.txt"}};
 }
 
+/// One quantity's draws of one chain (the store's column `col`), read in order block by block
+/// from the store as states of weight 1: what the HTML report's `open_states` reads past
+/// diagnostics_rank_budget() (batched_streamed), instead of a whole column per quantity.
+class StoreStateSource final : public PosteriorStateSource {
+ public:
+  StoreStateSource(const BatchedDrawStore& draws, std::size_t col, std::size_t chain)
+      : draws_(draws), col_(col), chain_(chain), n_(static_cast<std::size_t>(draws.draws())) {}
+  void read(std::span<double> values, std::span<std::uint32_t> weights) override {
+    const std::size_t take = std::min(values.size(), n_ - i_);
+    if (take > 0) draws_.read_range(col_, chain_ * n_ + i_, values.first(take));
+    std::fill(values.begin() + static_cast<std::ptrdiff_t>(take), values.end(), 0.0);
+    if (!weights.empty()) {
+      std::fill_n(weights.begin(), take, 1u);
+      std::fill(weights.begin() + static_cast<std::ptrdiff_t>(take), weights.end(), 0u);
+    }
+    i_ += take;
+  }
+
+ private:
+  const BatchedDrawStore& draws_;
+  std::size_t col_, chain_, n_;
+  std::size_t i_ = 0;  // the next draw
+};
+
 }  // namespace
 
 void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior& post, const BatchedDrawStore& draws) {
@@ -467,8 +549,16 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
       specs, *f.target, *f.options, fmt::format("batched DRAM (docs/batched.md) on {}", specs.device), post.rows,
       static_cast<std::size_t>(f.totals.num_chains), static_cast<std::size_t>(f.draws), f.totals.acceptance_rate,
       detail::start_covariance(o.proposal_start_cov, o.proposal_start_std, o.ndim));
-  // One quantity's draws at a time, from the store.
-  h.fill_values = [&](std::size_t q, std::vector<double>& out) { draws.column(post.columns[q], out); };
+  // One quantity's draws at a time, from the store; past diagnostics_rank_budget() each
+  // chain's draws block by block (states of weight 1: the same report), nothing per draw.
+  if (batched_streamed(draws)) {
+    h.states = static_cast<std::size_t>(f.draws);
+    h.open_states = [&](std::size_t q, std::size_t c, bool /*weights*/) -> std::unique_ptr<PosteriorStateSource> {
+      return std::make_unique<StoreStateSource>(draws, post.columns[q], c);
+    };
+  } else {
+    h.fill_values = [&](std::size_t q, std::vector<double>& out) { draws.column(post.columns[q], out); };
+  }
   h.facts = html_facts(f);
   h.history_note =
       "Batched runs do not record the acceptance rate and adaptation over the run: the table gives "

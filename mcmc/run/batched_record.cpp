@@ -396,6 +396,53 @@ void BatchedDrawStore::column(std::size_t col, std::vector<double>& out) const {
   gather(cols_[col], out.data());
 }
 
+void BatchedDrawStore::read_range(std::size_t col, std::size_t first, std::span<double> out) const {
+  HERD_REQUIRE(col < cols_.size() && cols_[col].size == 8,
+               "BatchedDrawStore::read_range: {} is not a column of doubles", col);
+  get_range(cols_[col], first, out.size(), out.data());
+}
+
+void BatchedDrawStore::read_bytes_range(bool dr_stage, std::size_t first, std::span<std::uint8_t> out) const {
+  get_range(cols_[measure_column() + (dr_stage ? 2 : 1)], first, out.size(), out.data());
+}
+
+void BatchedDrawStore::get_range(const Column& cl, std::size_t first, std::size_t count, void* data) const {
+  const auto n = static_cast<std::size_t>(n_), m = static_cast<std::size_t>(m_);
+  const std::size_t written = blocks_.empty() ? 0 : static_cast<std::size_t>(blocks_.back().first + blocks_.back().n);
+  if (first + count > m * n || (count > 0 && written < n))
+    throw IoError(
+        fmt::format("the draws' scratch file: entries [{}, {}) of {} chains x {} draws ({} written per chain)", first,
+                    first + count, m, n, written));
+  // Pieces (chain c, draws [t, t1) of one block) in entry order; a piece that continues the
+  // previous one in the file (the next chain of the same block) extends its read.
+  std::uint64_t at = 0;  // the pending read: file offset and bytes
+  std::size_t bytes = 0;
+  char* to = static_cast<char*>(data);
+  const auto flush = [&] {
+    if (bytes > 0 && !io::pread_all(fd_, to, bytes, at)) fail("reading");
+    to += bytes;
+    bytes = 0;
+  };
+  for (std::size_t e = first, end = first + count; e < end;) {
+    const std::size_t c = e / n, t = e % n;
+    const auto it = std::upper_bound(blocks_.begin(), blocks_.end(), static_cast<std::int64_t>(t),
+                                     [](std::int64_t v, const Block& b) { return v < b.first; }) -
+                    1;
+    const auto bf = static_cast<std::size_t>(it->first), bn = static_cast<std::size_t>(it->n);
+    const std::size_t len = std::min(end - e, bf + bn - t);
+    const std::uint64_t off = cl.offset + static_cast<std::uint64_t>(m * bf + c * bn + (t - bf)) * cl.size;
+    if (bytes > 0 && at + bytes == off) {
+      bytes += len * cl.size;
+    } else {
+      flush();
+      at = off;
+      bytes = len * cl.size;
+    }
+    e += len;
+  }
+  flush();
+}
+
 void BatchedDrawStore::read_bytes_column(bool dr_stage, std::vector<std::uint8_t>& out) const {
   out.resize(static_cast<std::size_t>(m_ * n_));
   gather(cols_[measure_column() + (dr_stage ? 2 : 1)], out.data());

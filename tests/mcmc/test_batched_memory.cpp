@@ -5,6 +5,7 @@
 // through operator new (its high-water mark; exact and deterministic, unlike the RSS): the
 // diagnostics' largest buffers (2 MiB and more) bypass operator new and are per quantity
 // anyway (diagnostics.hpp).
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -41,11 +42,18 @@ double draw_value(std::int64_t c, std::int64_t t, int j) {
   return s - std::floor(s) + 0.01 * double(j);
 }
 
+/// The bytes a batched post-processing holds at its peak above what it held before: in all,
+/// and in its steps that read the draws per quantity (the summaries with nested R-hat, the
+/// HTML report).
+struct PostPeaks {
+  std::size_t all = 0, summaries = 0, html = 0;
+};
+
 /// The bytes the post-processing of `m` chains x `draws` draws of `d` coordinates (and two
 /// derived quantities) holds at its peak above what it held before: summaries with nested
 /// R-hat on one thread, the derived quantities, the serial run's `.h5` groups, the HTML
 /// report (which alone holds about 17 MB here that do not grow with the draws).
-std::size_t post_processing_peak(const fs::path& dir, std::int64_t m, std::int64_t draws, int d) {
+PostPeaks post_processing_peaks(const fs::path& dir, std::int64_t m, std::int64_t draws, int d) {
   SelfCommunicator comm;
   std::vector<std::string> names;
   names.reserve(static_cast<std::size_t>(d));
@@ -102,16 +110,37 @@ std::size_t post_processing_peak(const fs::path& dir, std::int64_t m, std::int64
   release_diagnostics_workspace();
   const std::size_t before = live_bytes();
   reset_peak();
+  PostPeaks peaks;
   {
     BatchedDrawStore& store = sink.draws();
     BatchedPosterior post = summarize_batched_draws(store, names, facts.superchains, 1);
+    peaks.summaries = peak_bytes() - before;
     add_batched_quantities(h5, target, names, store, post, facts.superchains, 1);
     write_batched_serial_groups(h5, facts, store, post);
+    peaks.all = peak_bytes() - before;
+    release_diagnostics_workspace();
+    const std::size_t html_before = live_bytes();
+    reset_peak();
     write_batched_html_report(facts, post, store);
+    peaks.html = peak_bytes() - html_before;
+    peaks.all = std::max(peaks.all, peak_bytes() - before);
     release_diagnostics_workspace();
   }
-  return peak_bytes() - before;
+  return peaks;
 }
+
+std::size_t post_processing_peak(const fs::path& dir, std::int64_t m, std::int64_t draws, int d) {
+  return post_processing_peaks(dir, m, draws, d).all;
+}
+
+/// Sets diagnostics_rank_budget() for its lifetime, then restores it.
+struct RankBudget {
+  std::size_t saved;
+  explicit RankBudget(std::size_t bytes) : saved(diagnostics_rank_budget()) { set_diagnostics_rank_budget(bytes); }
+  ~RankBudget() { set_diagnostics_rank_budget(saved); }
+  RankBudget(const RankBudget&) = delete;
+  RankBudget& operator=(const RankBudget&) = delete;
+};
 
 }  // namespace
 
@@ -133,5 +162,47 @@ TEST_CASE("batched post-processing holds about one quantity's draws, not every d
   INFO("peak above the start: " << small << " bytes at 1000 draws, " << large << " at 4000; one quantity's growth "
                                 << quantity);
   CHECK(double(large) - double(small) < 16.0 * quantity);
+  fs::remove_all(dir);
+}
+
+TEST_CASE(
+    "batched post-processing past the diagnostics budget: the summaries and the HTML report hold nothing per draw",
+    "[mcmc]") {
+  // Past diagnostics_rank_budget() each quantity is summarized as a streamed view read from
+  // the store in blocks (its ranks and z-scores per draw on disk), nested R-hat reads a few
+  // chains at a time and the HTML report reads each chain's draws in blocks: from 1000 to
+  // 4000 draws per chain (320 chains, 960,000 more draws per quantity) the summaries' and the
+  // report's peaks grow by less than 6 bytes per added draw of one quantity: what is left
+  // per draw is the shared table of normal quantiles (1.25 bytes per draw), the z-scores'
+  // buckets (3 bytes per draw of one quantity at this budget: buckets of 1,024 draws) and the
+  // packed indicators (0.14). One quantity's column (8 bytes per draw, what each thread held
+  // before), or the in-memory rank side (28), fails it; so does the in-memory path below.
+  const fs::path dir = fs::temp_directory_path() / ("herd_batched_budget_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "streamed");
+  fs::create_directories(dir / "memory");
+  // 320 chains: the split draws (2 x 320 x 500 at 1000 draws) past detail::stored_split_limit
+  // (2^18 split draws, whose buffer of 2 MiB at most is held below it, a constant).
+  const std::int64_t m = 320;
+  const int d = 3;
+  const double added = double(m) * 3000.0;  // draws per quantity added from 1000 to 4000
+  {
+    const RankBudget b(std::size_t{64} << 10);
+    REQUIRE(diagnostics_out_of_core(static_cast<std::size_t>(m), 1000));
+    const PostPeaks small = post_processing_peaks(dir / "streamed", m, 1000, d);
+    const PostPeaks large = post_processing_peaks(dir / "streamed", m, 4000, d);
+    INFO("streamed: summaries " << small.summaries << " -> " << large.summaries << " bytes, HTML report " << small.html
+                                << " -> " << large.html << ", all " << small.all << " -> " << large.all);
+    CHECK(double(large.summaries) - double(small.summaries) < 6.0 * added);
+    CHECK(double(large.html) - double(small.html) < 6.0 * added);
+  }
+  {  // in memory (the default budget): a column per quantity and the rank buffers, 28+ bytes per draw
+    REQUIRE_FALSE(diagnostics_out_of_core(static_cast<std::size_t>(m), 4000));
+    const PostPeaks small = post_processing_peaks(dir / "memory", m, 1000, d);
+    const PostPeaks large = post_processing_peaks(dir / "memory", m, 4000, d);
+    INFO("in memory: summaries " << small.summaries << " -> " << large.summaries << " bytes, HTML report " << small.html
+                                 << " -> " << large.html);
+    CHECK(double(large.summaries) - double(small.summaries) > 8.0 * added);
+  }
   fs::remove_all(dir);
 }

@@ -1,12 +1,14 @@
 // The batched run layer (herd/mcmc/run/): the outputs writer (draws gathered into
 // posterior/<variable> and sample_stats/lp), the restart record (batched.ckpt + draws.bin:
 // write, read back, resume, corruption and another run refused), and the run's totals.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -419,6 +421,23 @@ TEST_CASE("batched draw store: blocks in order, columns, chain groups and compac
         ok = ok && col[static_cast<std::size_t>(c * draws + t)] == value(c, t, j);
     CHECK(ok);
   }
+  // Ranges of the [chain, draw] layout read straight from the file: within a chain and a
+  // block, across blocks, across chains, all of it; past the end refused.
+  for (int j = -1; j < d; ++j) {
+    const std::size_t cj = j < 0 ? store.lp_column() : static_cast<std::size_t>(j);
+    store.column(cj, col);
+    for (const auto& [first, len] : std::vector<std::pair<std::size_t, std::size_t>>{
+             {0, 1}, {1, 3}, {2, 7}, {9, 5}, {10, 13}, {21, 34}, {0, 55}, {54, 1}, {44, 0}}) {
+      INFO("column " << j << " entries [" << first << ", " << first + len << ")");
+      std::vector<double> got(len, -1.0);
+      store.read_range(cj, first, got);
+      CHECK(std::equal(got.begin(), got.end(), col.begin() + static_cast<std::ptrdiff_t>(first)));
+    }
+  }
+  {
+    std::vector<double> past(2);
+    CHECK_THROWS_AS(store.read_range(0, 54, past), IoError);
+  }
   // Chains [1, 4) as a group; an appended column written for chains [2, 5) and read back.
   MemoryBatchedSink g;
   store.read_chains(1, 3, g, false);
@@ -462,7 +481,18 @@ TEST_CASE("batched posterior: variables' and quantities' summaries on 1, 2 and 3
     for (int j = 0; j < d; ++j) x[q * static_cast<std::size_t>(d) + static_cast<std::size_t>(j)] = coord[j][q];
   const fs::path dir = fresh_dir("threads");
   BatchedDrawStore draws(dir.string(), static_cast<std::int64_t>(m), d, static_cast<std::int64_t>(n));
-  draws.write_block(0, static_cast<std::int64_t>(n), x.data(), lp.data());
+  // Blocks of 256 draws ([m, nb, d] each), as the engine writes them.
+  constexpr std::size_t kBlock = 256;
+  const auto du = static_cast<std::size_t>(d);
+  for (std::size_t first = 0; first < n; first += kBlock) {
+    const std::size_t nb = std::min(kBlock, n - first);
+    std::vector<double> bx(m * nb * du), blp(m * nb, 0.0);
+    for (std::size_t c = 0; c < m; ++c)
+      for (std::size_t t = 0; t < nb; ++t)
+        std::copy_n(x.begin() + static_cast<std::ptrdiff_t>((c * n + first + t) * du), du,
+                    bx.begin() + static_cast<std::ptrdiff_t>((c * nb + t) * du));
+    draws.write_block(static_cast<std::int64_t>(first), static_cast<std::int64_t>(nb), bx.data(), blp.data());
+  }
   const std::vector<std::string> names = {"a", "b[1]", "b[2]", "c", "e"};
   SampleTarget target;
   target.ndim = d;
@@ -491,31 +521,39 @@ TEST_CASE("batched posterior: variables' and quantities' summaries on 1, 2 and 3
     nested.push_back(nested_rhat(DrawsView(col, m, n), 4));
   }
   const auto bits = herd::mcmc::testing::summary_bits;
-  for (std::size_t threads : {1, 2, 3}) {
-    INFO("threads " << threads);
-    BatchedPosterior p = summarize_batched_draws(draws, names, 4, threads);
-    io::H5File h5 = io::H5File::create((dir / fmt::format("t{}.h5", threads)).string());
-    io::H5Group post = h5.root().create_group("posterior");  // with its scales, as the gather sink leaves it
-    post.create_coordinate<std::int64_t>("chain", std::vector<std::int64_t>(m, 0));
-    post.create_coordinate<std::int64_t>("draw", std::vector<std::int64_t>(n, 0));
-    add_batched_quantities(h5, target, names, draws, p, 4, threads);
-    REQUIRE(p.rows.size() == columns.size());
-    REQUIRE(p.columns.size() == columns.size());
-    REQUIRE(p.nested_rhat.size() == columns.size());
-    REQUIRE(p.diagnostics.size() == names.size());
-    std::vector<double> col;
-    for (std::size_t k = 0; k < columns.size(); ++k) {
-      INFO(row_names[k]);
-      CHECK(p.rows[k].name == row_names[k]);
-      draws.column(p.columns[k], col);
-      CHECK(col == columns[k]);
-      CHECK(bits(p.rows[k].stats) == bits(one[k]));
-      CHECK(std::bit_cast<std::uint64_t>(p.nested_rhat[k]) == std::bit_cast<std::uint64_t>(nested[k]));
-      if (k < names.size()) {
-        CHECK(std::bit_cast<std::uint64_t>(p.diagnostics[k].nested_rhat) == std::bit_cast<std::uint64_t>(nested[k]));
-        CHECK(std::bit_cast<std::uint64_t>(p.diagnostics[k].ess_bulk) == std::bit_cast<std::uint64_t>(one[k].ess_bulk));
+  // In memory (the default budget), then streamed past a budget of 0 bytes (each column read
+  // from the store in blocks: the same bits).
+  const std::size_t saved_budget = diagnostics_rank_budget();
+  for (const bool streamed : {false, true})
+    for (std::size_t threads : {1, 2, 3}) {
+      INFO("threads " << threads << (streamed ? ", streamed" : ", in memory"));
+      set_diagnostics_rank_budget(streamed ? 0 : saved_budget);
+      CHECK(diagnostics_out_of_core(m, n) == streamed);
+      BatchedPosterior p = summarize_batched_draws(draws, names, 4, threads);
+      io::H5File h5 = io::H5File::create((dir / fmt::format("t{}{}.h5", threads, streamed ? "s" : "")).string());
+      io::H5Group post = h5.root().create_group("posterior");  // with its scales, as the gather sink leaves it
+      post.create_coordinate<std::int64_t>("chain", std::vector<std::int64_t>(m, 0));
+      post.create_coordinate<std::int64_t>("draw", std::vector<std::int64_t>(n, 0));
+      add_batched_quantities(h5, target, names, draws, p, 4, threads);
+      REQUIRE(p.rows.size() == columns.size());
+      REQUIRE(p.columns.size() == columns.size());
+      REQUIRE(p.nested_rhat.size() == columns.size());
+      REQUIRE(p.diagnostics.size() == names.size());
+      std::vector<double> col;
+      for (std::size_t k = 0; k < columns.size(); ++k) {
+        INFO(row_names[k]);
+        CHECK(p.rows[k].name == row_names[k]);
+        draws.column(p.columns[k], col);
+        CHECK(col == columns[k]);
+        CHECK(bits(p.rows[k].stats) == bits(one[k]));
+        CHECK(std::bit_cast<std::uint64_t>(p.nested_rhat[k]) == std::bit_cast<std::uint64_t>(nested[k]));
+        if (k < names.size()) {
+          CHECK(std::bit_cast<std::uint64_t>(p.diagnostics[k].nested_rhat) == std::bit_cast<std::uint64_t>(nested[k]));
+          CHECK(std::bit_cast<std::uint64_t>(p.diagnostics[k].ess_bulk) ==
+                std::bit_cast<std::uint64_t>(one[k].ess_bulk));
+        }
       }
     }
-  }
+  set_diagnostics_rank_budget(saved_budget);
   fs::remove_all(dir);
 }

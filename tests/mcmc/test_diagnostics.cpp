@@ -2245,6 +2245,105 @@ TEST_CASE("streamed views: only summarize, summarize_all and nested_rhat take th
   CHECK_FALSE(herd::mcmc::diagnostics_out_of_core(1, 99));
 }
 
+TEST_CASE("unweighted streamed views: the same bits as in memory (ties, constant, odd and even draws, 1-4 chains)",
+          "[mcmc]") {
+  // Unweighted views summarized in memory (the split buffer, the sort records) and streamed
+  // (DrawsView(reader, chains, draws): read in blocks, summarized as a compact view of unit
+  // weights out of core, the z-scores per draw through the scratch files), field by field,
+  // bit for bit, under budgets 0 (buckets of 1,024 draws) and 32 KiB: draws per chain odd
+  // and even, h = draws / 2 not a multiple of 4 (mean_of's last lanes), past
+  // stored_split_limit (the split series per window) and past one block of the passes
+  // (65,536 draws); values continuous, with ties, two values, constant and with a NaN.
+  // nested_rhat of the streamed view too.
+  using herd::mcmc::testing::summary_bits;
+  int cases = 0;
+  struct Shape {
+    std::size_t m, d;
+  };
+  const std::vector<Shape> shapes = {{1, 1},   {1, 2},    {2, 7},    {3, 8},     {4, 9},     {1, 701},
+                                     {2, 702}, {3, 3001}, {4, 4002}, {2, 40003}, {4, 70006}, {3, 90007}};
+  for (const Shape& sh : shapes) {
+    const std::size_t m = sh.m, d = sh.d;
+    for (const int kind : {0, 1, 2, 3, 4}) {  // continuous AR(1), ties, two values, constant, a NaN
+      if (d > 10000 && kind > 1) continue;
+      std::vector<double> x = herd_test::lcg_ar1(m, d, 0.7, 2000.0 + static_cast<double>(d + m), 0.0);
+      for (double& v : x) {
+        if (kind == 1) v = std::round(v * 3.0) / 3.0;
+        else if (kind == 2) v = v < 0.0 ? -1.0 : 2.5;
+        else if (kind == 3) v = 4.0;
+      }
+      if (kind == 4) x[x.size() / 2] = std::numeric_limits<double>::quiet_NaN();
+      const DrawsView v(x, m, d);
+      INFO("m " << m << " d " << d << " kind " << kind);
+      herd::mcmc::release_diagnostics_workspace();
+      const auto mem = summary_bits(herd::mcmc::summarize(v));
+      bool in_range = true;
+      const DrawsView streamed(
+          [&](std::size_t first, std::span<double> out) {
+            in_range = in_range && first + out.size() <= x.size();
+            std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+          },
+          m, d);
+      CHECK(streamed.streamed());
+      CHECK_FALSE(streamed.weighted());
+      CHECK(streamed.values().empty());
+      CHECK(streamed.verbose_draws() == d);
+      for (const std::size_t budget : {std::size_t{0}, std::size_t{32} << 10}) {
+        INFO("budget " << budget);
+        const RankBudget b(budget);
+        CHECK(summary_bits(herd::mcmc::summarize(streamed)) == mem);
+      }
+      if (m % 2 == 0) {
+        const double a = herd::mcmc::nested_rhat(v, 2), s = herd::mcmc::nested_rhat(streamed, 2);
+        CHECK(std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(s));
+      }
+      CHECK(in_range);
+      ++cases;
+    }
+  }
+  CHECK(cases == 51);
+  // summarize_all on 2 threads: streamed quantities (the buffers unused) give one thread's
+  // in-memory bits; nested_rhat of 4 superchains read a group of chains at a time.
+  constexpr std::size_t kM = 8, kD = 20001, kQ = 5;
+  std::vector<std::vector<double>> values;
+  for (std::size_t q = 0; q < kQ; ++q)
+    values.push_back(herd_test::lcg_ar1(kM, kD, 0.2 * static_cast<double>(q), 70 + q, 0.0));
+  std::vector<std::vector<std::uint64_t>> one;
+  for (std::size_t q = 0; q < kQ; ++q) one.push_back(summary_bits(herd::mcmc::summarize(DrawsView(values[q], kM, kD))));
+  const auto reader = [&values](std::size_t q) {
+    return [&values, q](std::size_t first, std::span<double> out) {
+      std::copy_n(values[q].begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+    };
+  };
+  for (const std::size_t budget : {std::size_t{0}, std::size_t{32} << 10}) {
+    INFO("budget " << budget);
+    const RankBudget b(budget);
+    std::vector<std::vector<double>> unused;
+    const auto all = herd::mcmc::summarize_all(
+        kQ, [&](std::size_t q, std::vector<double>& /*buffer*/) { return DrawsView(reader(q), kM, kD); }, 2, unused);
+    for (std::size_t q = 0; q < kQ; ++q) {
+      INFO("quantity " << q);
+      CHECK(summary_bits(all[q]) == one[q]);
+    }
+    for (const auto& buf : unused) CHECK(buf.capacity() == 0);
+  }
+  for (std::size_t q = 0; q < kQ; ++q) {
+    const double a = herd::mcmc::nested_rhat(DrawsView(values[q], kM, kD), 4);
+    const double s = herd::mcmc::nested_rhat(DrawsView(reader(q), kM, kD), 4);
+    CHECK(std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(s));
+  }
+  // Only summarize, summarize_all and nested_rhat take them; a reader's error propagates.
+  const DrawsView s(reader(0), kM, kD);
+  CHECK_THROWS_AS(herd::mcmc::ess_bulk(s), herd::InputError);
+  CHECK_THROWS_AS(DrawsView(herd::mcmc::DrawsReader{}, 2, 500), herd::InputError);
+  CHECK_THROWS_AS(DrawsView(reader(0), 0, 500), herd::InputError);
+  const DrawsView failing([](std::size_t, std::span<double>) { throw herd::IoError("reading the test's draws"); }, 2,
+                          500);
+  CHECK_THROWS_WITH(herd::mcmc::summarize(failing), Catch::Matchers::Contains("reading the test's draws"));
+  CHECK_THROWS_WITH(herd::mcmc::nested_rhat(failing, 2), Catch::Matchers::Contains("reading the test's draws"));
+  herd::mcmc::release_diagnostics_workspace();
+}
+
 TEST_CASE("out-of-core rank side: an unwritable scratch folder is an IoError, named", "[mcmc]") {
   const std::vector<double> x = herd_test::lcg_ar1(1, 1000, 0.5, 3.0, 0.0);
   const std::vector<std::int64_t> w(1000, 2);

@@ -102,6 +102,16 @@ class DrawsView {
   ///         `weights` throws.
   DrawsView(DrawsReader values, WeightsReader weights, std::size_t chains, std::size_t draws);
 
+  /// Unweighted draws whose values are read in blocks through `values` (streamed, as the
+  /// constructor above, without weights: nothing is held per draw). Only summarize(),
+  /// summarize_all() and nested_rhat() take it; summarize() gives the results of the
+  /// unweighted view of the same values in memory, bit for bit, summarizing it as a compact
+  /// view of unit weights (which are not stored) out of core whatever
+  /// diagnostics_rank_budget(). values() and weights() are empty, weighted() is false.
+  /// @throws herd::InputError when chains or draws is 0, there are more than 2^32 - 1 draws
+  ///         in all, or `values` is empty.
+  DrawsView(DrawsReader values, std::size_t chains, std::size_t draws);
+
   /// Number of chains.
   std::size_t chains() const { return chains_; }
   /// Stored entries per chain (compact length when weighted).
@@ -258,7 +268,9 @@ void release_diagnostics_workspace();
 /// z-scores, so every result is the same bits either way; out of core costs the scratch
 /// files' writes and reads (32 bytes per entry each way for the records, 20 per z-scaling
 /// for the z-scores, 8 per pass read back, 2.6 bytes per draw per z-scaling for the z
-/// table). Unweighted views are always ranked in memory.
+/// table). Unweighted views in memory are always ranked in memory; a streamed unweighted
+/// view (herd-sample's batched runs past the budget) is summarized out of core as a compact
+/// view of unit weights.
 /// Thread-safe (relaxed atomic).
 std::size_t diagnostics_rank_budget();
 /// Sets diagnostics_rank_budget() (0: every weighted view out of core). Thread-safe; a call
@@ -347,10 +359,14 @@ std::vector<double> quantiles(std::span<const double> sample, std::span<const do
 /// divisor M - 1, 0 when M = 1) + (mean within-chain variance, divisor N - 1, 0 when N = 1).
 /// With M = 1 it is sqrt(1 + var(chain means) / mean(chain variances)); superchains with
 /// equal means give exactly 1. Chains are not split. NaN when a draw is not finite or W = 0.
-/// A streamed view is read in blocks, twice (its chains' means, then their squared
+/// A streamed weighted view is read in blocks, twice (its chains' means, then their squared
 /// deviations), never expanded: the same bits as the view in memory, which is expanded (8
-/// bytes per draw).
-/// @throws herd::InputError when `num_superchains < 2` or does not divide `chains`.
+/// bytes per draw). A streamed unweighted view (DrawsView's reader constructor without
+/// weights) is read a group of whole chains at a time (about 64Ki draws, at least one
+/// chain): the same result, bit for bit, as the view of the same values in memory, holding
+/// one group.
+/// @throws herd::InputError when `num_superchains < 2` or does not divide `chains`; what a
+///         streamed view's readers throw.
 double nested_rhat(const DrawsView& draws, std::size_t num_superchains);
 
 }  // namespace herd::mcmc

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,15 @@ class BatchedDrawStore {
   /// Column `col` (a double column), `[chains, draws]` row-major, into `out` (resized).
   /// @throws herd::IoError
   void column(std::size_t col, std::vector<double>& out) const;
+  /// Entries [first, first + out.size()) of column `col` (a double column) in its
+  /// `[chains, draws]` row-major layout (entry c * draws + t: chain c's draw t), read straight
+  /// from the file (one read per run of entries contiguous there: per chain and block of
+  /// draws, or across chains within one block). What a streamed DrawsView's reader does
+  /// (the post-processing's diagnostics past diagnostics_rank_budget()). Thread-safe (const,
+  /// positioned reads). @throws herd::IoError (also for a range past the draws written)
+  void read_range(std::size_t col, std::size_t first, std::span<double> out) const;
+  /// read_range of `accepted` (`dr_stage` false) or `dr_stage` (true). @throws herd::IoError
+  void read_bytes_range(bool dr_stage, std::size_t first, std::span<std::uint8_t> out) const;
   /// `accepted` (`dr_stage` false) or `dr_stage` (true), `[chains, draws]`, into `out`. @throws herd::IoError
   void read_bytes_column(bool dr_stage, std::vector<std::uint8_t>& out) const;
   /// Chains [c0, c0 + count) into `out` (`begin(count, c0, ndim, draws)`, then every draw:
@@ -147,6 +157,8 @@ class BatchedDrawStore {
   void count_runs(const Block& b, const double* x, const double* lp);
   void put(const Column& c, const Block& b, std::int64_t c0, std::int64_t count, const void* data);
   void get(const Column& c, const Block& b, std::int64_t c0, std::int64_t count, void* data) const;
+  /// Entries [first, first + count) of column `c`'s `[chains, draws]` layout into `out`.
+  void get_range(const Column& c, std::size_t first, std::size_t count, void* out) const;
   /// Every block of column `c` into `out` (`[chains, draws]` of `c.size`-byte elements).
   void gather(const Column& c, void* out) const;
   [[noreturn]] void fail(const char* what) const;
