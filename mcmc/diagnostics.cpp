@@ -160,6 +160,34 @@ class ZTable {
   detail::ZQuantiles* z_ = nullptr;
 };
 
+/// ZTable of a streamed view: the same quantiles, bit for bit, from a detail::ZQuantileFile
+/// (under summarize_all the one its threads share, ws.shared_z, when their S is its S; else
+/// the thread's own, ws.zfile, kept for the next quantity of the same S) through a window of
+/// its entries, so that no memory per draw is held. @throws IoError from the file.
+class ZFileTable {
+ public:
+  ZFileTable(std::size_t s, detail::Workspace& ws) : s_(s), file_(shared_file(s, ws)), reader_(*file_) {}
+  double operator()(std::size_t two_r) {
+    const std::size_t mirror = 2 * (s_ + 1) - two_r;
+    if (two_r > mirror) return -(*this)(mirror);
+    return reader_(two_r);
+  }
+
+ private:
+  static std::shared_ptr<const detail::ZQuantileFile> shared_file(std::size_t s, detail::Workspace& ws) {
+    std::shared_ptr<const detail::ZQuantileFile> f = ws.shared_z != nullptr ? ws.shared_z->file(s) : nullptr;
+    if (f) return f;
+    if (!ws.zfile || ws.zfile->draws() != s) {
+      ws.zfile.reset();  // the old one's disk space first
+      ws.zfile = std::make_shared<const detail::ZQuantileFile>(s);
+    }
+    return ws.zfile;
+  }
+  std::size_t s_;
+  std::shared_ptr<const detail::ZQuantileFile> file_;
+  detail::ZQuantileFile::Reader reader_;
+};
+
 constexpr std::uint32_t kDropped = 0xffffffffu;
 
 /// The smallest and largest of the z-scores written by a z-scaling (each tie group's once):
@@ -242,8 +270,8 @@ using RecOf = std::remove_cvref_t<decltype(std::declval<A>()[0])>;
 /// them through position windows, and need no staging buffer. Returns whether the z-scores
 /// written are constant (detail::is_constant of `out`, from the groups' z-scores: no pass
 /// over `out`).
-template <class C, class A, class Out>
-bool z_scale_sorted(A sorted, std::size_t count, const C& counts, Out out, ZTable& ztab) {
+template <class C, class A, class Out, class Z>
+bool z_scale_sorted(A sorted, std::size_t count, const C& counts, Out out, Z& ztab) {
   constexpr std::size_t kAhead = 16;
   std::size_t rank = 0;
   std::size_t i = 0;
@@ -323,8 +351,8 @@ class FoldMerge {
 /// which get its z-score once its last record is known. The split positions a few records
 /// ahead on both sides are prefetched. The same z-scores at the same positions; returns
 /// whether they are constant (as z_scale_sorted).
-template <class C, class A, class Out>
-bool z_scale_folded(A sorted, std::size_t count, const C& counts, double med, Out out, ZTable& ztab) {
+template <class C, class A, class Out, class Z>
+bool z_scale_folded(A sorted, std::size_t count, const C& counts, double med, Out out, Z& ztab) {
   using R = RecOf<A>;
   if (count == 0) return true;
   ZRange range;
@@ -388,7 +416,8 @@ const std::uint32_t* unit_weights() {
 /// Calls f(j0, x, w, n) on the states of a weighted view in order, x and w the values and
 /// weights of states [j0, j0 + n) of the [M, D] layout: the whole view at once when its
 /// values are in memory, else blocks of kStateBlock read through its reader into a buffer
-/// (a streamed unweighted view's weights all 1: unit_weights()).
+/// (and its weights too, when they are read through a WeightsReader; a streamed unweighted
+/// view's weights all 1: unit_weights()).
 template <class F>
 void for_each_state_block(const DrawsView& v, F&& f) {
   const std::uint32_t* w = v.weights().data();
@@ -398,11 +427,41 @@ void for_each_state_block(const DrawsView& v, F&& f) {
   }
   const bool unit = !v.weighted();
   const std::size_t total = v.chains() * v.draws();
+  const WeightsReader* wr = v.weights_reader();
   std::vector<double> buf(std::min(total, kStateBlock));
+  std::vector<std::uint32_t> wbuf(wr != nullptr ? buf.size() : 0);
   for (std::size_t j0 = 0; j0 < total; j0 += kStateBlock) {
     const std::size_t n = std::min(kStateBlock, total - j0);
     (*v.reader())(j0, std::span<double>(buf.data(), n));
-    f(j0, static_cast<const double*>(buf.data()), unit ? unit_weights() : w + j0, n);
+    if (wr != nullptr) (*wr)(j0, std::span<std::uint32_t>(wbuf.data(), n));
+    const std::uint32_t* wj = wr != nullptr ? static_cast<const std::uint32_t*>(wbuf.data())
+                              : unit        ? unit_weights()
+                                            : w + j0;
+    f(j0, static_cast<const double*>(buf.data()), wj, n);
+  }
+}
+
+/// Calls f(j0, w, n) on the weights of a weighted view's states in order, w the weights of
+/// states [j0, j0 + n) of the [M, D] layout: all at once when they are in memory, else blocks
+/// of kStateBlock read through its WeightsReader (a streamed unweighted view's: unit_weights()).
+template <class F>
+void for_each_weight_block(const DrawsView& v, F&& f) {
+  const WeightsReader* wr = v.weights_reader();
+  const bool unit = v.streamed() && !v.weighted();
+  if (wr == nullptr && !unit) {
+    f(std::size_t{0}, v.weights().data(), v.weights().size());
+    return;
+  }
+  const std::size_t total = v.chains() * v.draws();
+  std::vector<std::uint32_t> buf(wr != nullptr ? std::min(total, kStateBlock) : 0);
+  for (std::size_t j0 = 0; j0 < total; j0 += kStateBlock) {
+    const std::size_t n = std::min(kStateBlock, total - j0);
+    if (unit) {
+      f(j0, unit_weights(), n);
+      continue;
+    }
+    (*wr)(j0, std::span<std::uint32_t>(buf.data(), n));
+    f(j0, static_cast<const std::uint32_t*>(buf.data()), n);
   }
 }
 
@@ -1299,6 +1358,14 @@ bool ranks_out_of_core(const Prepared& p) {
 /// sort's scratch at worst as much), at least 256.
 std::size_t spill_run(std::size_t budget) { return std::max<std::size_t>(budget / (2 * sizeof(SpillRec)), 256); }
 
+/// The calling thread's share of diagnostics_rank_budget() out of core: under summarize_all,
+/// whose threads may rank (and write back z-scores) out of core at the same time, the budget
+/// over its threads (ws.rank_threads), so that together they hold about the budget; else the
+/// budget. Only the runs' and buckets' sizes follow it, never the results.
+std::size_t rank_budget_share(const detail::Workspace& ws) {
+  return diagnostics_rank_budget() / std::max<std::size_t>(1, ws.rank_threads);
+}
+
 /// The i-th smallest draw (0-based) after sort_draws: a record of ws.recs, or (weighted) the
 /// run of ws.recs that holds the i-th draw (binary search of the blocks' draw counts, then a walk
 /// of at most one block's records).
@@ -1411,7 +1478,12 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, A sorte
                       const detail::SplitSeries* layout, double* slot_scratch, std::size_t bulk_hint,
                       detail::RankLease* lease, ZSpill* zspill = nullptr) {
   const std::size_t s2 = 2 * p.m * p.h;
-  ZTable ztab(s2, ws);
+  // The normal quantiles: a table in memory (1.3 bytes per draw), or for a streamed view
+  // (zspill) one on disk read through a window.
+  std::optional<ZTable> ztab;
+  std::optional<ZFileTable> zfile;
+  if (zspill != nullptr) zfile.emplace(s2, ws);
+  else ztab.emplace(s2, ws);
   // Unweighted: z-scores straight to the split positions. Weighted: one per slot (compact
   // state), 8 bytes per state, and the split layout generated from them (detail::SplitSeries):
   // window by window for every pass, or, up to detail::stored_split_limit() split draws,
@@ -1447,14 +1519,14 @@ void rank_diagnostics(const Prepared& p, double median, const C& counts, A sorte
   };
   // The z-scores to zout, or (streamed) to the spill, written back in state order.
   const auto z_folded = [&] {
-    if (zspill == nullptr) return z_scale_folded(sorted, count, counts, median, zout, ztab);
-    const bool constant = z_scale_folded(sorted, count, counts, median, zspill, ztab);
+    if (zspill == nullptr) return z_scale_folded(sorted, count, counts, median, zout, *ztab);
+    const bool constant = z_scale_folded(sorted, count, counts, median, zspill, *zfile);
     zspill->finish();
     return constant;
   };
   const auto z_sorted = [&] {
-    if (zspill == nullptr) return z_scale_sorted(sorted, count, counts, zout, ztab);
-    return z_scale_sorted(sorted, count, counts, zspill, ztab);
+    if (zspill == nullptr) return z_scale_sorted(sorted, count, counts, zout, *ztab);
+    return z_scale_sorted(sorted, count, counts, zspill, *zfile);
   };
   if (rhat_t) {
     // Constant z-scores give NaN (rhat_chains unchecked would find them constant).
@@ -1568,30 +1640,34 @@ std::size_t Workspace::bytes() const {
          of(lag_spec) + of(means) + of(bits) + of(bit_prefix) + of(bit_counts) + transform(fft) + pieces;
 }
 
-double ZQuantiles::exact(std::size_t i) const {
+double ZQuantiles::quantile_of(std::size_t s, std::size_t i) {
   const double r = 0.5 * static_cast<double>(i);
-  const double p = (r - 0.375) / (static_cast<double>(s_) + 0.25);
+  const double p = (r - 0.375) / (static_cast<double>(s) + 0.25);
   return boost::math::quantile(boost::math::normal_distribution<double, BoostPolicy>(), p);
+}
+
+void ZQuantiles::polys(unsigned shift, Poly& poly2, Poly& poly3) {
+  const std::size_t k = std::size_t{1} << shift;
+  for (std::size_t r = 0; r < k; ++r) {
+    const auto ri = static_cast<std::int64_t>(r), ki = static_cast<std::int64_t>(k);
+    const std::int64_t p3 = ri * (ri - ki) * (ri + ki);  // <= 0: rounded down by hand
+    poly2[r] = static_cast<std::uint64_t>(ri * (ri - ki));
+    poly3[r] = static_cast<std::uint64_t>(p3 >= 0 ? p3 / 6 : -((-p3 + 5) / 6));
+  }
 }
 
 void ZQuantiles::reset(std::size_t s) {
   if (s_ == s && !delta_.empty()) return;
   s_ = s;
-  shift_ = s < (std::size_t{1} << 18) ? 4 : 5;
+  shift_ = shift_of(s);
+  polys(shift_, poly2_, poly3_);
   // The tail: the extreme ranks, where the quantile bends too fast for the cubic's 8-bit
   // differences, about the first S / 64 entries (and at least the first two blocks).
-  const std::size_t k = std::size_t{1} << shift_;
-  for (std::size_t r = 0; r < k; ++r) {
-    const auto ri = static_cast<std::int64_t>(r), ki = static_cast<std::int64_t>(k);
-    const std::int64_t p3 = ri * (ri - ki) * (ri + ki);  // <= 0: rounded down by hand
-    poly2_[r] = static_cast<std::uint64_t>(ri * (ri - ki));
-    poly3_[r] = static_cast<std::uint64_t>(p3 >= 0 ? p3 / 6 : -((-p3 + 5) / 6));
-  }
-  tail_n_ = std::min(s + 2, std::max(2 * k, ((s / 64) >> shift_) << shift_));
+  tail_n_ = tail_of(s, shift_);
   tail_.assign(tail_n_, kUnset32);
   delta_.assign(s + 2 - tail_n_, kUnset);
   // Knots b - 1 .. b + 2 for every entry i <= S + 1 of block b = i / K >= 2.
-  knots_.assign(((s + 1) >> shift_) + 3, 0);
+  knots_.assign(knots_of(s, shift_), 0);
   for (std::size_t b = 1; b < knots_.size(); ++b) knots_[b] = zkey(exact(b << shift_));
 }
 
@@ -1627,6 +1703,94 @@ ZQuantiles* SharedZTable::table(std::size_t s) {
     made_ = true;
   }
   return z_.draws() == s ? &z_ : nullptr;
+}
+
+ZQuantileFile::ZQuantileFile(std::size_t s)
+    : s_(s),
+      shift_(ZQuantiles::shift_of(s)),
+      tail_n_(ZQuantiles::tail_of(s, shift_)),
+      knots_(ZQuantiles::knots_of(s, shift_)) {
+  ZQuantiles::polys(shift_, poly2_, poly3_);
+  std::string dir = diagnostics_scratch_dir();
+  if (dir.empty()) dir = std::filesystem::temp_directory_path().string();
+  fd_ = io::create_unlinked_scratch(dir, ".herd-ztable-", path_);
+  if (fd_ < 0) fail("creating");
+  // The knots (knot 0 unused), as ZQuantiles::reset makes them.
+  std::vector<std::uint64_t> knots(std::min(knots_, kWindow));
+  for (std::size_t b0 = 0; b0 < knots_; b0 += kWindow) {
+    const std::size_t n = std::min(kWindow, knots_ - b0);
+    for (std::size_t b = b0; b < b0 + n; ++b)
+      knots[b - b0] = b == 0 ? 0 : ZQuantiles::zkey(ZQuantiles::quantile_of(s_, b << shift_));
+    write(knots.data(), n * 8, std::uint64_t{b0} * 8);
+  }
+  // The entries, a window at a time, as ZQuantiles::evaluate stores them (the first block, which
+  // no knot precedes, unused: evaluated on every call).
+  std::vector<std::int32_t> tail;
+  std::vector<std::int8_t> delta;
+  for (std::size_t a = 0; a < s_ + 2; a += kWindow) {
+    const std::size_t e = std::min(a + kWindow, s_ + 2);
+    const std::size_t k0 = (a >> shift_) > 0 ? (a >> shift_) - 1 : 0;
+    const std::size_t k1 = std::min(knots_, ((e - 1) >> shift_) + 3);
+    knots.resize(k1 - k0);
+    read(knots.data(), knots.size() * 8, std::uint64_t{k0} * 8);
+    tail.assign(a < tail_n_ ? std::min(e, tail_n_) - a : 0, ZQuantiles::kEscape32);
+    const std::size_t d0 = std::max(a, tail_n_);
+    delta.assign(e > d0 ? e - d0 : 0, ZQuantiles::kEscape);
+    for (std::size_t i = std::max(a, std::size_t{1} << shift_); i < e; ++i) {
+      const std::uint64_t key = ZQuantiles::zkey(ZQuantiles::quantile_of(s_, i));
+      const std::size_t b = (i >> shift_) - k0;
+      if (i < tail_n_) {
+        const auto diff = static_cast<std::int64_t>(key - ZQuantiles::line(knots[b], knots[b + 1], i, shift_));
+        if (diff > ZQuantiles::kEscape32 && diff <= std::numeric_limits<std::int32_t>::max())
+          tail[i - a] = static_cast<std::int32_t>(diff);
+      } else {
+        const auto diff =
+            static_cast<std::int64_t>(key - ZQuantiles::cubic(knots.data() + b, i, shift_, poly2_, poly3_));
+        if (diff > ZQuantiles::kEscape && diff <= std::numeric_limits<std::int8_t>::max())
+          delta[i - d0] = static_cast<std::int8_t>(diff);
+      }
+    }
+    write(tail.data(), tail.size() * 4, tail_offset() + std::uint64_t{a} * 4);
+    write(delta.data(), delta.size(), delta_offset() + (d0 - tail_n_));
+  }
+}
+
+ZQuantileFile::~ZQuantileFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ZQuantileFile::read(void* p, std::size_t n, std::uint64_t offset) const {
+  if (n > 0 && !io::pread_all(fd_, p, n, offset)) fail("reading");
+}
+
+void ZQuantileFile::write(const void* p, std::size_t n, std::uint64_t offset) const {
+  if (n > 0 && !io::pwrite_all(fd_, p, n, offset)) fail("writing");
+}
+
+void ZQuantileFile::fail(const char* what) const {
+  const int e = errno;
+  throw IoError(fmt::format("{} the diagnostics' z table scratch file \"{}\" (unlinked once created) failed: {}", what,
+                            path_, e != 0 ? std::strerror(e) : "unexpected end of file"));
+}
+
+void ZQuantileFile::Reader::load(std::size_t i) {
+  const ZQuantileFile& f = *f_;
+  first_ = i / kWindow * kWindow;
+  const std::size_t e = std::min(first_ + kWindow, f.s_ + 2);
+  knot_first_ = (first_ >> f.shift_) > 0 ? (first_ >> f.shift_) - 1 : 0;
+  knots_.resize(std::min(f.knots_, ((e - 1) >> f.shift_) + 3) - knot_first_);
+  f.read(knots_.data(), knots_.size() * 8, std::uint64_t{knot_first_} * 8);
+  tail_.resize(first_ < f.tail_n_ ? std::min(e, f.tail_n_) - first_ : 0);
+  f.read(tail_.data(), tail_.size() * 4, f.tail_offset() + std::uint64_t{first_} * 4);
+  delta_first_ = std::max(first_, f.tail_n_);
+  delta_.resize(e > delta_first_ ? e - delta_first_ : 0);
+  f.read(delta_.data(), delta_.size(), f.delta_offset() + (delta_first_ - f.tail_n_));
+}
+
+std::shared_ptr<const ZQuantileFile> SharedZTable::file(std::size_t s) {
+  const std::lock_guard<std::mutex> lock(file_mu_);
+  if (!file_) file_ = std::make_shared<const ZQuantileFile>(s);
+  return file_->draws() == s ? file_ : nullptr;
 }
 
 std::size_t fft_length(std::size_t n) {
@@ -2347,22 +2511,39 @@ double ess_indicator_bits(const std::uint64_t* bits, std::size_t m, std::size_t 
   if (n < 3 || m == 0) return kNaN;
   const std::size_t wpc = indicator_words(n);
   const std::size_t words = (n + 63) / 64;
-  // Per chain: the ones before each word (prefix counts), the chain mean, and the centred
-  // values a = 1 - mean (a one) and b = -mean (a zero) that ess_chains would sum.
-  ws.bit_prefix.resize(m * (words + 1));
+  // Per chain: its ones, the ones before each of its first `ends` words and from each of its
+  // last `ends` words on (the pair counts below ask for the ones before draw j only for j <=
+  // kBitLags and j >= n - kBitLags: 2 (ends + 1) counts per chain, not one per word), the
+  // chain mean, and the centred values a = 1 - mean (a one) and b = -mean (a zero) that
+  // ess_chains would sum.
+  const std::size_t ends = std::min(words, kBitLags / 64 + 2);
+  ws.bit_prefix.resize(m * (2 * (ends + 1) + 1));
   ws.means.resize(m);
+  const auto pop = [](std::uint64_t x) { return static_cast<std::uint64_t>(std::popcount(x)); };
   for (std::size_t c = 0; c < m; ++c) {
     const std::uint64_t* bc = bits + c * wpc;
-    std::uint64_t* pre = ws.bit_prefix.data() + c * (words + 1);
-    pre[0] = 0;
-    for (std::size_t w = 0; w < words; ++w) pre[w + 1] = pre[w] + static_cast<std::uint64_t>(std::popcount(bc[w]));
-    ws.means[c] = static_cast<double>(pre[words]) / static_cast<double>(n);
+    std::uint64_t* head = ws.bit_prefix.data() + c * (2 * (ends + 1) + 1);  // [ends + 1]: ones before word w
+    std::uint64_t* tail = head + ends + 1;  // [ends + 1]: ones in words [words - ends + u, words)
+    std::uint64_t total = 0;
+    for (std::size_t w = 0; w < words; ++w) total += pop(bc[w]);
+    head[0] = 0;
+    for (std::size_t w = 0; w < ends; ++w) head[w + 1] = head[w] + pop(bc[w]);
+    tail[ends] = 0;
+    for (std::size_t u = ends; u-- > 0;) tail[u] = tail[u + 1] + pop(bc[words - ends + u]);
+    tail[ends + 1] = total;
+    ws.means[c] = static_cast<double>(total) / static_cast<double>(n);
   }
   auto ones_before = [&](std::size_t c, std::size_t j) {  // ones among draws [0, j), j <= n
-    const std::uint64_t* pre = ws.bit_prefix.data() + c * (words + 1);
+    const std::uint64_t* bc = bits + c * wpc;
+    const std::uint64_t* head = ws.bit_prefix.data() + c * (2 * (ends + 1) + 1);
+    const std::uint64_t* tail = head + ends + 1;
     const std::size_t w = j / 64, r = j % 64;
-    if (r == 0) return pre[w];
-    return pre[w] + static_cast<std::uint64_t>(std::popcount(bits[c * wpc + w] & ((std::uint64_t{1} << r) - 1)));
+    const std::uint64_t part = r == 0 ? 0 : pop(bc[w] & ((std::uint64_t{1} << r) - 1));  // bits past n are 0
+    if (w <= ends) return head[w] + part;
+    if (w >= words - ends) return tail[ends + 1] - tail[w - (words - ends)] + part;
+    std::uint64_t before = head[ends];  // not asked for (see above); counted word by word
+    for (std::size_t u = ends; u < w; ++u) before += pop(bc[u]);
+    return before + part;
   };
   ws.acov.clear();  // lags [0, have), grown block by block up to kBitLags; then the FFT's
   std::size_t have = 0;
@@ -2495,6 +2676,7 @@ SplitSeries::SplitSeries(const DrawsView& v, Kind kind, const double* vals, doub
   if (v.streamed()) {
     HERD_REQUIRE(kind != Kind::kSlot, "SplitSeries: a streamed view's layout reads no slot values");
     source_ = v.reader();
+    weights_source_ = v.weights_reader();
   }
   if (unit_) {  // split chain 2c: states [c d, c d + h); 2c + 1: [c d + n - h, (c + 1) d)
     for (std::size_t c = 0; c < m_; ++c) {
@@ -2505,23 +2687,29 @@ SplitSeries::SplitSeries(const DrawsView& v, Kind kind, const double* vals, doub
   }
   std::size_t slot = 0;                // slots of the chains before
   const std::size_t second = n_ - h_;  // verbose index of the second half's first draw
-  for (std::size_t c = 0; c < m_; ++c) {
-    Start& lo = starts_[2 * c];
-    Start& hi = starts_[2 * c + 1];
-    lo = {c * d_, std::min(static_cast<std::size_t>(w_[c * d_]), h_), slot, 0};
-    hi = {c * d_, 0, slot, 0};
-    bool found = h_ == 0;
-    std::size_t t0 = 0;
-    for (std::size_t j = c * d_; j < (c + 1) * d_; ++j) {
-      const auto wj = static_cast<std::size_t>(w_[j]);
+  // One walk of the weights (in blocks when they are read): each chain's first state starts
+  // its first half; the state holding draw `second` starts its second half.
+  std::size_t c = 0, t0 = 0;
+  bool found = false;
+  for_each_weight_block(v, [&](std::size_t j0, const std::uint32_t* w, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t j = j0 + i;
+      const auto wj = static_cast<std::size_t>(w[i]);
+      if (j == c * d_ + d_) ++c;
+      if (j == c * d_) {
+        starts_[2 * c] = {j, std::min(wj, h_), slot, 0, wj};
+        starts_[2 * c + 1] = {j, 0, slot, 0, wj};
+        found = h_ == 0;
+        t0 = 0;
+      }
       if (!found && t0 + wj > second) {
-        hi = {j, t0 + wj - second, slot, t0};
+        starts_[2 * c + 1] = {j, t0 + wj - second, slot, t0, wj};
         found = true;
       }
-      slot += has_slot(j, t0) ? 1 : 0;
+      slot += has_slot(wj, t0) ? 1 : 0;
       t0 += wj;
     }
-  }
+  });
 }
 
 SplitSeries::Cursor SplitSeries::cursor(std::size_t c2, double mu) const {
@@ -2540,8 +2728,8 @@ SplitSeries::Cursor SplitSeries::cursor(std::size_t c2, double mu) const {
   if (source_ != nullptr) cur.pend_value_ = st.left > 0 ? cur.streamed_value(st.j) - mu : 0.0;
   else cur.pend_value_ = st.left > 0 ? value(st.j, st.slot) - mu : 0.0;
   cur.j_ = st.j + 1;
-  cur.t0_ = st.t0 + static_cast<std::size_t>(w_[st.j]);
-  cur.slot_ = st.slot + (has_slot(st.j, st.t0) ? 1 : 0);
+  cur.t0_ = st.t0 + st.w;
+  cur.slot_ = st.slot + (has_slot(st.w, st.t0) ? 1 : 0);
   return cur;
 }
 
@@ -2552,6 +2740,10 @@ void SplitSeries::Cursor::load(std::size_t j) {
   base_ = j;
   wend_ = std::min({total, j + kWindow, wcap_});
   (*s.source_)(j, std::span<double>(win_.data(), wend_ - j));
+  if (s.weights_source_ != nullptr) {
+    wwin_.resize(kWindow);
+    (*s.weights_source_)(j, std::span<std::uint32_t>(wwin_.data(), wend_ - j));
+  }
 }
 
 double SplitSeries::Cursor::streamed_value(std::size_t j) {
@@ -2560,13 +2752,25 @@ double SplitSeries::Cursor::streamed_value(std::size_t j) {
   return s_->kind_ == Kind::kSquare ? (v - s_->mean_) * (v - s_->mean_) : v;
 }
 
-template <SplitSeries::Kind K, bool Streamed>
+template <SplitSeries::Kind K, bool Streamed, bool WeightsStreamed>
 void SplitSeries::Cursor::next_impl(double* out, std::size_t len) {
+  static_assert(Streamed || !WeightsStreamed);
   const SplitSeries& s = *s_;
   const double* end = out + len;
   const std::uint32_t* w = s.w_;
   const double* vals = K == Kind::kSlot ? s.vals_ : s.x_;
   const double mean = s.mean_, mu = mu_;
+  // The weight of state j: from the view's weights, or (read too) through the window, which
+  // is loaded when j leaves it (states in order; the value of j is read after its weight).
+  const auto weight = [&](std::size_t j) -> std::size_t {
+    if constexpr (WeightsStreamed) {
+      if (j >= wend_) [[unlikely]]
+        load(j);
+      return wwin_[j - base_];
+    } else {
+      return w[j];
+    }
+  };
   const auto value = [&](std::size_t j, std::size_t slot) {
     if constexpr (Streamed) {
       // States in order: a new window when j leaves this one.
@@ -2599,7 +2803,7 @@ void SplitSeries::Cursor::next_impl(double* out, std::size_t len) {
     std::size_t lim = std::min(len, stop - std::min(t0, stop));
     const std::size_t lim0 = lim;
     while (lim >= 8) {
-      const auto wj = static_cast<std::size_t>(w[j]);
+      const std::size_t wj = weight(j);
       if (wj > 8) break;
       store8(out, value(j, slot) - mu);
       out += wj;
@@ -2610,7 +2814,7 @@ void SplitSeries::Cursor::next_impl(double* out, std::size_t len) {
     len -= lim0 - lim;
     t0 += lim0 - lim;
     if (len == 0) break;
-    const auto wj = static_cast<std::size_t>(w[j]);
+    const std::size_t wj = weight(j);
     if (wj <= len && t0 + wj <= stop) [[likely]] {
       // A state whose draws all lie in this half and in the request (zero weights too: none
       // written, no slot).
@@ -2625,7 +2829,7 @@ void SplitSeries::Cursor::next_impl(double* out, std::size_t len) {
       out = fill_run8(out, take, pend_value_, end);
       pend_ = here - take;
       len -= take;
-      slot += s.has_slot(j, t0) ? 1 : 0;
+      slot += s.has_slot(wj, t0) ? 1 : 0;
     }
     t0 += wj;
     ++j;
@@ -2660,19 +2864,25 @@ void SplitSeries::Cursor::next(double* out, std::size_t len) {
     return;
   }
   if (s_->source_ != nullptr) {  // streamed (never kSlot)
-    if (s_->kind_ == Kind::kSquare) next_impl<Kind::kSquare, true>(out, len);
-    else next_impl<Kind::kState, true>(out, len);
+    const bool square = s_->kind_ == Kind::kSquare;
+    if (s_->weights_source_ != nullptr) {
+      if (square) next_impl<Kind::kSquare, true, true>(out, len);
+      else next_impl<Kind::kState, true, true>(out, len);
+    } else {
+      if (square) next_impl<Kind::kSquare, true, false>(out, len);
+      else next_impl<Kind::kState, true, false>(out, len);
+    }
     return;
   }
   switch (s_->kind_) {
     case Kind::kSlot:
-      next_impl<Kind::kSlot, false>(out, len);
+      next_impl<Kind::kSlot, false, false>(out, len);
       break;
     case Kind::kState:
-      next_impl<Kind::kState, false>(out, len);
+      next_impl<Kind::kState, false, false>(out, len);
       break;
     case Kind::kSquare:
-      next_impl<Kind::kSquare, false>(out, len);
+      next_impl<Kind::kSquare, false, false>(out, len);
       break;
   }
 }
@@ -3068,11 +3278,43 @@ DrawsView::DrawsView(DrawsReader values, std::size_t chains, std::size_t draws)
   reader_ = std::make_shared<const DrawsReader>(std::move(values));
 }
 
+DrawsView::DrawsView(DrawsReader values, WeightsReader weights, std::size_t chains, std::size_t draws)
+    : chains_(chains), draws_(draws), verbose_draws_(draws) {
+  HERD_REQUIRE(chains > 0 && draws > 0, "DrawsView: chains is {} and draws is {}, but both must be positive", chains,
+               draws);
+  HERD_REQUIRE(chains * draws <= std::numeric_limits<std::uint32_t>::max(),
+               "DrawsView: {} draws in all, but at most 2^32 - 1 are supported", chains * draws);
+  HERD_REQUIRE(static_cast<bool>(values), "DrawsView: a streamed view needs a reader of its values");
+  HERD_REQUIRE(static_cast<bool>(weights), "DrawsView: a streamed view of read weights needs a reader of its weights");
+  weights_reader_ = std::make_shared<const WeightsReader>(std::move(weights));
+  check_read_weights();
+  reader_ = std::make_shared<const DrawsReader>(std::move(values));
+}
+
+void DrawsView::check_read_weights() {
+  std::vector<std::uint64_t> sums(chains_, 0);  // at most 2^32 draws of 2^32 - 1: no wrap
+  const std::size_t total = chains_ * draws_;
+  std::vector<std::uint32_t> buf(std::min(total, kStateBlock));
+  for (std::size_t j0 = 0; j0 < total; j0 += kStateBlock) {
+    const std::size_t n = std::min(kStateBlock, total - j0);
+    (*weights_reader_)(j0, std::span<std::uint32_t>(buf.data(), n));
+    for (std::size_t i = 0; i < n; ++i) sums[(j0 + i) / draws_] += buf[i];
+  }
+  set_verbose_draws(sums);
+}
+
 void DrawsView::set_weights(std::span<const std::uint32_t> weights) {
+  std::vector<std::uint64_t> sums(chains_, 0);  // at most 2^32 draws of 2^32 - 1: no wrap
+  for (std::size_t c = 0; c < chains_; ++c)
+    for (std::size_t t = 0; t < draws_; ++t) sums[c] += weights[c * draws_ + t];
+  set_verbose_draws(sums);
+  weights_ = weights;
+}
+
+void DrawsView::set_verbose_draws(std::span<const std::uint64_t> sums) {
   std::uint64_t first = 0;
   for (std::size_t c = 0; c < chains_; ++c) {
-    std::uint64_t total = 0;  // at most 2^32 draws of 2^32 - 1: no wrap
-    for (std::size_t t = 0; t < draws_; ++t) total += weights[c * draws_ + t];
+    const std::uint64_t total = sums[c];
     HERD_REQUIRE(total > 0, "DrawsView: the weights of chain {} sum to 0, but must be positive", c);
     if (c == 0) first = total;
     HERD_REQUIRE(total == first,
@@ -3082,7 +3324,6 @@ void DrawsView::set_weights(std::span<const std::uint32_t> weights) {
   }
   HERD_REQUIRE(first * chains_ <= std::numeric_limits<std::uint32_t>::max(),
                "DrawsView: {} verbose draws in all, but at most 2^32 - 1 are supported", first * chains_);
-  weights_ = weights;
   verbose_draws_ = static_cast<std::size_t>(first);
 }
 
@@ -3118,7 +3359,7 @@ DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
       r.q95 = quantile7(xs, p.s, 0.95);
     };
     if (ranks_out_of_core(p)) {
-      SpilledRanks spilled(p, spill_run(diagnostics_rank_budget()));
+      SpilledRanks spilled(p, spill_run(rank_budget_share(ws)));
       quantiles(SpillOrder{&spilled});
     } else {
       sort_draws(p, ws);
@@ -3204,7 +3445,7 @@ DiagnosticSummary summarize_with(const DrawsView& v, double* values_scratch) {
   const detail::SplitSeries* split_layout = layout ? &*layout : nullptr;
   if (ranks_out_of_core(p)) {
     // A streamed view's records carry their states, whose z-scores go out of core (ZSpill).
-    const std::size_t budget = diagnostics_rank_budget();
+    const std::size_t budget = rank_budget_share(ws);
     SpilledRanks spilled(p, spill_run(budget), v.streamed());
     order_part(SpillOrder{&spilled});
     std::optional<ZSpill> zspill;
@@ -3291,15 +3532,18 @@ std::vector<DiagnosticSummary> summarize_all_in(
         detail::Workspace& ws = detail::workspace();
         ws.shared_z = &shared_z;
         ws.shared_ranks = &shared_ranks;
+        ws.rank_threads = threads;
         try {
           out[q] = summarize_in(slot, draws(q, claim(slot)));
         } catch (...) {
           ws.shared_z = nullptr;
           ws.shared_ranks = nullptr;
+          ws.rank_threads = 1;
           throw;
         }
         ws.shared_z = nullptr;
         ws.shared_ranks = nullptr;
+        ws.rank_threads = 1;
       },
       1);
   return out;
@@ -3532,20 +3776,66 @@ std::vector<double> quantiles(std::span<const double> sample, std::span<const do
   return out;
 }
 
+namespace {
+/// Each chain's mean (mean_of of its verbose draws) and sum of squared deviations from it (in
+/// draw order) of a streamed view, in two passes over its states, block by block: each lane
+/// of mean_of and the squares' sum take the same draws in the same order as over the
+/// expansion, so the same bits. Sets `finite` as prepare_lean does (no sums then).
+void streamed_chain_moments(const DrawsView& v, std::vector<double>& mean, std::vector<double>& sq, bool& finite) {
+  const std::size_t m = v.chains(), d = v.draws(), n = v.verbose_draws();
+  const std::size_t n4 = n / 4 * 4;  // mean_of's lanes take draws [0, n4); the rest go to lane 0
+  finite = true;
+  for_each_state_block(v, [&](std::size_t /*j0*/, const double* x, const std::uint32_t* w, std::size_t count) {
+    bool f = finite;
+    for (std::size_t j = 0; j < count; ++j) f &= w[j] == 0 || std::isfinite(x[j]);
+    finite = f;
+  });
+  if (!finite) return;
+  std::vector<std::array<double, 4>> lanes(m, {0.0, 0.0, 0.0, 0.0});
+  std::size_t t = 0;  // the state's first draw within its chain
+  for_each_state_block(v, [&](std::size_t j0, const double* x, const std::uint32_t* w, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) {
+      if ((j0 + i) % d == 0) t = 0;
+      std::array<double, 4>& l = lanes[(j0 + i) / d];
+      for (std::size_t e = t + w[i]; t < e; ++t) l[t < n4 ? t % 4 : 0] += x[i];
+    }
+  });
+  mean.resize(m);
+  for (std::size_t c = 0; c < m; ++c)
+    mean[c] = ((lanes[c][0] + lanes[c][1]) + (lanes[c][2] + lanes[c][3])) / static_cast<double>(n);
+  sq.assign(m, 0.0);
+  for_each_state_block(v, [&](std::size_t j0, const double* x, const std::uint32_t* w, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t c = (j0 + i) / d;
+      double s2 = sq[c];
+      for (std::uint32_t u = 0; u < w[i]; ++u) s2 += (x[i] - mean[c]) * (x[i] - mean[c]);
+      sq[c] = s2;
+    }
+  });
+}
+}  // namespace
+
 double nested_rhat(const DrawsView& v, std::size_t num_superchains) {
   const std::size_t k = num_superchains;
   HERD_REQUIRE(k >= 2, "nested_rhat: num_superchains is {}, but must be >= 2", k);
   HERD_REQUIRE(v.chains() % k == 0, "nested_rhat: num_superchains is {}, but must divide the {} chains", k, v.chains());
   // Chain c's draws: of the view's values (a weighted view's expanded), or of a streamed
   // unweighted view read a group of whole chains at a time (in chain order), about
-  // kStateBlock draws: the same numbers.
+  // kStateBlock draws: the same numbers. A streamed weighted view: its chains' moments from
+  // its states read in blocks (never expanded).
   const double* x = nullptr;
   std::size_t m = 0, n = 0;
   bool finite = true;
   std::vector<double> group;
   std::size_t g0 = 0, gn = 0;  // the chains in `group`: [g0, g0 + gn)
-  if (v.streamed()) {
-    HERD_REQUIRE(!v.weighted(), "nested_rhat: a streamed view must be unweighted");
+  std::vector<double> chain_mean, chain_sq;
+  const bool weighted_stream = v.streamed() && v.weighted();
+  if (weighted_stream) {
+    streamed_chain_moments(v, chain_mean, chain_sq, finite);
+    if (!finite) return kNaN;
+    m = v.chains() / k;
+    n = v.verbose_draws();
+  } else if (v.streamed()) {
     m = v.chains() / k;
     n = v.draws();
   } else {
@@ -3573,6 +3863,11 @@ double nested_rhat(const DrawsView& v, std::size_t num_superchains) {
     std::vector<double> cm(m);
     double within = 0;
     for (std::size_t j = 0; j < m; ++j) {
+      if (weighted_stream) {
+        cm[j] = chain_mean[sk * m + j];
+        if (n > 1) within += chain_sq[sk * m + j] / static_cast<double>(n - 1);
+        continue;
+      }
       const double* z = chain(sk * m + j);
       const double mu = mean_of(z, n);
       cm[j] = mu;

@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -152,7 +153,8 @@ class ZQuantiles {
   /// Bytes held.
   std::size_t bytes() const;
 
- private:
+  // The encoding's parts, shared with ZQuantileFile (the same entries, kept on disk).
+  using Poly = std::array<std::uint64_t, 32>;
   static constexpr std::int8_t kUnset = std::numeric_limits<std::int8_t>::min();
   static constexpr std::int8_t kEscape = kUnset + 1;
   static constexpr std::int32_t kUnset32 = std::numeric_limits<std::int32_t>::min();
@@ -165,6 +167,35 @@ class ZQuantiles {
   static double zval(std::uint64_t k) {
     return std::bit_cast<double>((k >> 63) ? (k & ~(std::uint64_t{1} << 63)) : ~k);
   }
+  /// log2 K of the table of S = s draws (K entries between knots).
+  static unsigned shift_of(std::size_t s) { return s < (std::size_t{1} << 18) ? 4 : 5; }
+  /// The tail's entries of the table of S = s draws, K = 2^shift (see the class comment).
+  static std::size_t tail_of(std::size_t s, unsigned shift) {
+    return std::min(s + 2, std::max(std::size_t{2} << shift, ((s / 64) >> shift) << shift));
+  }
+  /// Knots of the table of S = s draws (knot b at b K; b = 0 unused).
+  static std::size_t knots_of(std::size_t s, unsigned shift) { return ((s + 1) >> shift) + 3; }
+  /// poly2 and poly3 of interpolated() for K = 2^shift.
+  static void polys(unsigned shift, Poly& poly2, Poly& poly3);
+  /// z(i) of S = s draws, evaluated (boost::math::quantile).
+  static double quantile_of(std::size_t s, std::size_t i);
+  /// interpolated() of entry i from the knots k[-1], k[0], k[1], k[2] around it (k: knot i / K).
+  static std::uint64_t cubic(const std::uint64_t* k, std::size_t i, unsigned shift, const Poly& poly2,
+                             const Poly& poly3) {
+    const std::uint64_t d0 = k[0] - k[-1], d1 = k[1] - k[0], d2 = k[2] - k[1];
+    const std::size_t r = i & ((std::size_t{1} << shift) - 1);
+    const auto signed_of = [](std::uint64_t x) { return static_cast<std::int64_t>(x); };
+    const std::int64_t t1 = signed_of(r * d1) >> shift;
+    const std::int64_t t2 = signed_of(poly2[r] * (d1 - d0)) >> (2 * shift + 1);
+    const std::int64_t t3 = signed_of(poly3[r] * (d2 - 2 * d1 + d0)) >> (3 * shift);
+    return k[0] + static_cast<std::uint64_t>(t1) + static_cast<std::uint64_t>(t2) + static_cast<std::uint64_t>(t3);
+  }
+  /// linear() of entry i from its knots k0 = knot i / K and k1 the next.
+  static std::uint64_t line(std::uint64_t k0, std::uint64_t k1, std::size_t i, unsigned shift) {
+    return k0 + (((k1 - k0) * (i & ((std::size_t{1} << shift) - 1))) >> shift);
+  }
+
+ private:
   /// The key of entry i >= 2K from the cubic through knots b - 1, b, b + 1 and b + 2 (b = i /
   /// K; Newton's form in the knots' differences, t = (i - b K) / K): k_b + t d1 + t (t - 1) /
   /// 2 (d1 - d0) + (t + 1) t (t - 1) / 6 (d2 - 2 d1 + d0), each term rounded down (the
@@ -172,26 +203,17 @@ class ZQuantiles {
   /// products (wrapping where the knots are far apart: a key that does not fit the entry's
   /// difference, never undefined behaviour), read as signed; the same key for the same i.
   std::uint64_t interpolated(std::size_t i) const {
-    const std::size_t b = i >> shift_;
-    const std::uint64_t* k = knots_.data() + b;
-    const std::uint64_t d0 = k[0] - k[-1], d1 = k[1] - k[0], d2 = k[2] - k[1];
-    const std::size_t r = i & ((std::size_t{1} << shift_) - 1);
-    const auto signed_of = [](std::uint64_t x) { return static_cast<std::int64_t>(x); };
-    const std::int64_t t1 = signed_of(r * d1) >> shift_;
-    const std::int64_t t2 = signed_of(poly2_[r] * (d1 - d0)) >> (2 * shift_ + 1);
-    const std::int64_t t3 = signed_of(poly3_[r] * (d2 - 2 * d1 + d0)) >> (3 * shift_);
-    return k[0] + static_cast<std::uint64_t>(t1) + static_cast<std::uint64_t>(t2) + static_cast<std::uint64_t>(t3);
+    return cubic(knots_.data() + (i >> shift_), i, shift_, poly2_, poly3_);
   }
   /// The key of tail entry K <= i < tail_n_ interpolated linearly between knots b = i / K and
   /// b + 1 (in integers, wrapping).
   std::uint64_t linear(std::size_t i) const {
     const std::size_t b = i >> shift_;
-    const std::uint64_t k0 = knots_[b], k1 = knots_[b + 1];
-    return k0 + (((k1 - k0) * (i & ((std::size_t{1} << shift_) - 1))) >> shift_);
+    return line(knots_[b], knots_[b + 1], i, shift_);
   }
   /// z(i) of an entry not stored (evaluated; then stored if it fits) or not storable.
   double evaluate(std::size_t i);
-  double exact(std::size_t i) const;
+  double exact(std::size_t i) const { return quantile_of(s_, i); }
   std::size_t s_ = 0;
   unsigned shift_ = 5;                     // K = 2^shift_ entries between knots
   std::size_t tail_n_ = 0;                 // entries [0, tail_n_) are the tail's (tail_), the others delta_'s
@@ -202,19 +224,105 @@ class ZQuantiles {
   BigVector<std::int32_t> tail_;           // zkey(z(i)) - linear(i), kUnset32 or kEscape32 (i < K: unused)
 };
 
+/// ZQuantiles' table of one S kept on disk instead of in memory, for the z-scalings of a
+/// streamed view: every entry z(i), 1 <= i <= S + 1, evaluated once when the file is made, in
+/// ZQuantiles' encoding (its knots, 8 bytes per K entries; the tail's 32-bit and the other
+/// entries' 8-bit differences from the knots' line and cubic, kEscape where they do not fit,
+/// whose quantile is evaluated on every call, as ZQuantiles does), about 1.3 bytes per draw in
+/// an unlinked scratch file (io::create_unlinked_scratch, ".herd-ztable-") in
+/// diagnostics_scratch_dir(). A Reader returns z(i), the evaluated quantile, bit for bit (as
+/// ZQuantiles), through a window of kWindow entries read when i leaves it: the z-scalings ask
+/// for i in increasing order up to the median's rank, then (mirrored) in decreasing order, so
+/// each window is read about twice per z-scaling. Memory: a Reader's window (about 330 KiB),
+/// whatever S. Read-only once made: thread-safe (one Reader per thread). Not copyable.
+class ZQuantileFile {
+ public:
+  /// Entries per window of a Reader (a multiple of every K).
+  static constexpr std::size_t kWindow = std::size_t{1} << 16;
+  /// Evaluates the table of S = `s` (S + 1 quantiles and its knots' S / K) and writes it, a
+  /// window at a time. @throws IoError when the scratch file cannot be created or written;
+  /// std::bad_alloc
+  explicit ZQuantileFile(std::size_t s);
+  ~ZQuantileFile();
+  ZQuantileFile(const ZQuantileFile&) = delete;
+  ZQuantileFile& operator=(const ZQuantileFile&) = delete;
+  /// The S of the table.
+  std::size_t draws() const { return s_; }
+  /// Bytes of the file.
+  std::size_t file_bytes() const { return knots_ * 8 + tail_n_ * 4 + (s_ + 2 - tail_n_); }
+
+  /// z(i) of a ZQuantileFile through a window of its entries. One per thread.
+  class Reader {
+   public:
+    explicit Reader(const ZQuantileFile& file) : f_(&file) {}
+    /// z(i), 1 <= i <= S + 1. @throws IoError when the file cannot be read.
+    double operator()(std::size_t i) {
+      if (i - first_ >= kWindow) [[unlikely]]
+        load(i);
+      const ZQuantileFile& f = *f_;
+      if (i >= f.tail_n_) [[likely]] {
+        const std::int8_t d = delta_[i - delta_first_];
+        if (d > ZQuantiles::kEscape) [[likely]]
+          return ZQuantiles::zval(
+              ZQuantiles::cubic(knots_.data() + ((i >> f.shift_) - knot_first_), i, f.shift_, f.poly2_, f.poly3_) +
+              static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+      } else if (i >= (std::size_t{1} << f.shift_)) {
+        const std::int32_t d = tail_[i - first_];
+        if (d > ZQuantiles::kEscape32) [[likely]] {
+          const std::size_t b = (i >> f.shift_) - knot_first_;
+          return ZQuantiles::zval(ZQuantiles::line(knots_[b], knots_[b + 1], i, f.shift_) +
+                                  static_cast<std::uint64_t>(static_cast<std::int64_t>(d)));
+        }
+      }
+      return ZQuantiles::quantile_of(f.s_, i);
+    }
+
+   private:
+    /// Reads the window of entry i.
+    void load(std::size_t i);
+    const ZQuantileFile* f_;
+    std::size_t first_ = std::numeric_limits<std::size_t>::max() / 2;  // the window: [first_, first_ + kWindow)
+    std::size_t delta_first_ = 0, knot_first_ = 0;                     // delta_[0]'s entry, knots_[0]'s knot
+    std::vector<std::uint64_t> knots_;
+    std::vector<std::int32_t> tail_;
+    std::vector<std::int8_t> delta_;
+  };
+
+ private:
+  /// Reads `n` bytes at `offset` of the file into p. @throws IoError
+  void read(void* p, std::size_t n, std::uint64_t offset) const;
+  /// Writes `n` bytes from p at `offset`. @throws IoError
+  void write(const void* p, std::size_t n, std::uint64_t offset) const;
+  [[noreturn]] void fail(const char* what) const;
+  std::uint64_t tail_offset() const { return std::uint64_t{knots_} * 8; }
+  std::uint64_t delta_offset() const { return tail_offset() + std::uint64_t{tail_n_} * 4; }
+  std::size_t s_ = 0;
+  unsigned shift_ = 5;
+  std::size_t tail_n_ = 0, knots_ = 0;
+  ZQuantiles::Poly poly2_{}, poly3_{};
+  int fd_ = -1;
+  std::string path_;
+};
+
 /// The normal quantiles of z-scaled ranks (ZQuantiles) that the threads of one summarize_all
 /// call share: one table for one draw count S, made by the first thread that asks (about 1.3
-/// bytes per draw). Thread-safe.
+/// bytes per draw); and, for streamed views, one ZQuantileFile. Thread-safe.
 class SharedZTable {
  public:
   /// The table of S = `s`, or nullptr when it was made for another S (the caller then uses
   /// its own). @throws std::bad_alloc
   ZQuantiles* table(std::size_t s);
+  /// The table on disk of S = `s`, made by the first thread that asks (the others wait), or
+  /// nullptr when it was made for another S (the caller then uses its own).
+  /// @throws as ZQuantileFile's constructor
+  std::shared_ptr<const ZQuantileFile> file(std::size_t s);
 
  private:
   std::mutex mu_;
   bool made_ = false;
   ZQuantiles z_;
+  std::mutex file_mu_;
+  std::shared_ptr<const ZQuantileFile> file_;
 };
 
 /// The split layout [2M, h] of a weighted view's draws (split_chains of its expansion: h = N /
@@ -227,7 +335,9 @@ class SharedZTable {
 /// records). Read-only once made: thread-safe to read. Streamed (a streamed view's layout,
 /// or one given a `source`): the values per state (kState, kSquare; not kSlot) are read
 /// through the DrawsReader `source` instead, each cursor holding a window of kWindow of them
-/// (the same values, so the same bits); then one thread reads it.
+/// (the same values, so the same bits), and a view whose weights are read too (a
+/// WeightsReader) has them read likewise, by the constructor's walk in blocks and by each
+/// cursor in its window beside the values; then one thread reads it.
 class SplitSeries {
  public:
   enum class Kind { kSlot, kState, kSquare };
@@ -256,12 +366,9 @@ class SplitSeries {
   /// Split chains (2M) and values per split chain (h).
   std::size_t chains() const { return 2 * m_; }
   std::size_t length() const { return h_; }
-  /// Whether state j (of chain c, its first draw at verbose index t0) has draws in the split
-  /// layout: all its draws but an odd chain's middle one.
-  bool has_slot(std::size_t j, std::size_t t0) const {
-    const auto wj = static_cast<std::size_t>(w_[j]);
-    return wj > (odd_ && t0 <= h_ && h_ < t0 + wj ? 1U : 0U);
-  }
+  /// Whether a state of weight wj, its first draw at verbose index t0 of its chain, has draws
+  /// in the split layout: all its draws but an odd chain's middle one.
+  bool has_slot(std::size_t wj, std::size_t t0) const { return wj > (odd_ && t0 <= h_ && h_ < t0 + wj ? 1U : 0U); }
   /// The value of state j whose slot is `slot` (not streamed).
   double value(std::size_t j, std::size_t slot) const {
     if (kind_ == Kind::kSlot) return vals_[slot];
@@ -277,16 +384,18 @@ class SplitSeries {
 
    private:
     friend class SplitSeries;
-    template <Kind K, bool Streamed>
+    template <Kind K, bool Streamed, bool WeightsStreamed>
     void next_impl(double* out, std::size_t len);
     /// next() of a unit layout (a streamed unweighted view: one draw per state).
     void next_unit(double* out, std::size_t len);
-    /// Streamed: reads the window of states from j on.
+    /// Streamed: reads the window of states from j on (values, and weights when they are
+    /// read too).
     void load(std::size_t j);
     /// The value of state j (kind's, streamed: through the window).
     double streamed_value(std::size_t j);
     const SplitSeries* s_ = nullptr;
-    std::vector<double> win_;  // streamed: the values of states [base_, wend_)
+    std::vector<double> win_;          // streamed: the values of states [base_, wend_)
+    std::vector<std::uint32_t> wwin_;  // weights read too: their weights
     std::size_t base_ = 0, wend_ = 0;
     std::size_t wcap_ = std::numeric_limits<std::size_t>::max();  // no window reaches past this state
     std::size_t half_ = 0;
@@ -302,12 +411,13 @@ class SplitSeries {
   /// Where a split chain starts: its first state j, the draws of j it holds, j's slot and the
   /// verbose index of j's first draw.
   struct Start {
-    std::size_t j = 0, left = 0, slot = 0, t0 = 0;
+    std::size_t j = 0, left = 0, slot = 0, t0 = 0, w = 0;  // w: j's weight
   };
   const std::uint32_t* w_ = nullptr;
   const double* x_ = nullptr;
   const double* vals_ = nullptr;
-  const DrawsReader* source_ = nullptr;  // streamed: the values per state
+  const DrawsReader* source_ = nullptr;            // streamed: the values per state
+  const WeightsReader* weights_source_ = nullptr;  // and the weights, when the view reads them
   Kind kind_ = Kind::kSlot;
   double mean_ = 0;
   std::size_t m_ = 0, d_ = 0, n_ = 0, h_ = 0;
@@ -358,9 +468,11 @@ struct Workspace {
   /// block instead of a cumulative count per record.
   static constexpr std::size_t kWBlock = 64;
   std::vector<std::uint32_t> wblock;
-  std::size_t wslots = 0;            // slots of a weighted view (states with draws in the split layout)
-  ZQuantiles ztab;                   // normal quantiles of ranks, kept between calls
-  SharedZTable* shared_z = nullptr;  // summarize_all's table, used instead of ztab when set
+  std::size_t wslots = 0;                      // slots of a weighted view (states with draws in the split layout)
+  ZQuantiles ztab;                             // normal quantiles of ranks, kept between calls
+  std::shared_ptr<const ZQuantileFile> zfile;  // streamed views' table on disk, kept between calls
+  SharedZTable* shared_z = nullptr;            // summarize_all's table, used instead of ztab when set
+  std::size_t rank_threads = 1;                // summarize_all's threads, which share the rank budget out of core
   /// summarize_all's rank buffers (recs, radix_scratch, radix_count, wcount, wcount_big,
   /// wblock), lent to this workspace by a RankLease while it ranks a quantity; nullptr: its own.
   SharedRanks* shared_ranks = nullptr;
@@ -371,7 +483,7 @@ struct Workspace {
   std::vector<double> means;
   std::size_t geyer_lag = 0;              // the largest lag the last ESS of a generated series asked for (ess_series)
   BigVector<std::uint64_t> bits;          // packed split indicators [2M, indicator_words(h)]
-  std::vector<std::uint64_t> bit_prefix;  // ones before each word, per chain
+  std::vector<std::uint64_t> bit_prefix;  // ones before the first and from the last words, per chain
   std::vector<std::uint64_t> bit_counts;  // pairs of ones per lag of one chain, one block of lags
   /// Bytes held: the buffers' capacities and the FFT's buffers (diagnostics_workspace_bytes).
   std::size_t bytes() const;

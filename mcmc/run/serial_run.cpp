@@ -364,7 +364,13 @@ void compute_diagnostics(SerialRun& r) {
   // entry, so none is zero-filled first (summarize_all's own buffers come back emptied, and
   // each quantity's resize value-initialised 8 bytes per state); the nested R-hat's views
   // reuse one of them.
-  r.posterior = compact_posterior(r);
+  // Past the diagnostics' budget (diagnostics_out_of_core) the quantities are streamed: their
+  // values and weights read from the chain block by block (compact_values_reader,
+  // compact_weights_reader), no values buffer per thread and no weights held (4 bytes per
+  // state); the nested R-hat too reads them so.
+  r.posterior = compact_posterior(r, false);
+  const bool streamed = diagnostics_out_of_core(r.m, r.posterior.states);
+  if (!streamed) fill_compact_weights(r, r.posterior);
   const CompactPosterior& cp = r.posterior;
   const auto view = [&](std::size_t k, std::vector<double>& values) {
     compact_values(r, cp, k, values);
@@ -381,13 +387,10 @@ void compute_diagnostics(SerialRun& r) {
   // The HTML report's plotted quantities: their range and the quantiles their panels use,
   // from the values held here (before summarize takes the buffer over), so that the report
   // reads each one's states once, block by block, instead of holding them.
-  // Past the diagnostics' budget (diagnostics_out_of_core) the quantities are streamed: their
-  // values read from the chain block by block (compact_values_reader), no values buffer per
-  // thread; the HTML report then finds its order statistics from the chain itself.
-  const bool streamed = diagnostics_out_of_core(r.m, cp.states);
+  // Streamed, the HTML report finds its order statistics from the chain itself.
   r.report_stats.assign(streamed ? 0 : std::min(r.ncol, kPlotQuantities), {});
   const auto view_and_stats = [&](std::size_t k, std::vector<double>& values) {
-    if (streamed) return DrawsView(compact_values_reader(r, cp, k), cp.weights, r.m, cp.states);
+    if (streamed) return DrawsView(compact_values_reader(r, cp, k), compact_weights_reader(r, cp), r.m, cp.states);
     compact_values(r, cp, k, values);
     if (k < r.report_stats.size()) r.report_stats[k] = report_order_stats(values, cp.weights, r.m);
     return DrawsView(values, cp.weights, r.m, cp.states);
@@ -396,7 +399,11 @@ void compute_diagnostics(SerialRun& r) {
   if (with_nested && r.value_buffers.empty()) r.value_buffers.resize(1);
   for (std::size_t k = 0; k < r.ncol; ++k) {
     r.out.summary.push_back({r.co[0].columns[k].name, stats[k]});
-    if (with_nested) r.nested.push_back(nested_rhat(view(k, r.value_buffers[0]), r.nsuper));
+    if (!with_nested) continue;
+    if (streamed)
+      r.nested.push_back(nested_rhat(
+          DrawsView(compact_values_reader(r, cp, k), compact_weights_reader(r, cp), r.m, cp.states), r.nsuper));
+    else r.nested.push_back(nested_rhat(view(k, r.value_buffers[0]), r.nsuper));
   }
   ks_table(r);
   // The HTML report reads each chain's posterior states and their weights from the chain
@@ -509,7 +516,7 @@ void check_posterior_draws(std::size_t chains, std::size_t draws) {
                chains, draws, kMax);
 }
 
-CompactPosterior compact_posterior(const SerialRun& r) {
+CompactPosterior compact_posterior(const SerialRun& r, bool weights) {
   check_posterior_draws(r.m, r.ndraw);
   CompactPosterior cp;
   std::vector<PosteriorStates>& ps = cp.chains;
@@ -518,6 +525,12 @@ CompactPosterior compact_posterior(const SerialRun& r) {
     ps[c] = posterior_states(r, c);
     cp.states = std::max(cp.states, ps[c].end - ps[c].first);
   }
+  if (weights) fill_compact_weights(r, cp);
+  return cp;
+}
+
+void fill_compact_weights(const SerialRun& r, CompactPosterior& cp) {
+  const std::vector<PosteriorStates>& ps = cp.chains;
   // Each chain's weights, then its padding: every entry written once (no zero fill first).
   cp.weights.reserve(r.m * cp.states);
   for (std::size_t c = 0; c < r.m; ++c) {
@@ -526,7 +539,6 @@ CompactPosterior compact_posterior(const SerialRun& r) {
       cp.weights.push_back(static_cast<std::uint32_t>(ps[c].weight(i, rd.weight(i))));
     cp.weights.resize((c + 1) * cp.states, 0);
   }
-  return cp;
 }
 
 void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t k, std::vector<double>& out) {
@@ -576,6 +588,38 @@ DrawsReader compact_values_reader(const SerialRun& r, const CompactPosterior& cp
         }
       }
       std::fill(to + real, to + take, 0.0);  // the padding
+      to += take;
+      at += take;
+    }
+  };
+}
+
+WeightsReader compact_weights_reader(const SerialRun& r, const CompactPosterior& cp) {
+  return [&r, &cp](std::size_t first, std::span<std::uint32_t> out) {
+    std::uint32_t* to = out.data();
+    const std::uint32_t* end = to + out.size();
+    std::size_t at = first;
+    while (to < end) {
+      const std::size_t c = at / cp.states, i0 = at % cp.states;
+      const std::size_t take = std::min(static_cast<std::size_t>(end - to), cp.states - i0);
+      const PosteriorStates& ps = cp.chains[c];
+      const std::size_t have = ps.end - ps.first;  // the chain's own states; the rest pads
+      const std::size_t real = i0 < have ? std::min(take, have - i0) : 0;
+      if (real > 0) {
+        // Block by block of the chain's weight column; the posterior's last state takes its
+        // cut weight (PosteriorStates::weight), as compact_posterior writes it.
+        ChainReader rd(r.chains[c], kWeightColumn);
+        for (std::size_t i = 0; i < real;) {
+          const std::size_t at_state = ps.first + i0 + i;
+          const ChainBlock& b = rd.at(at_state);
+          const std::size_t run = std::min(real - i, b.first + b.count - at_state);
+          const std::int64_t* from = b.weight + (at_state - b.first);
+          for (std::size_t u = 0; u < run; ++u)
+            to[i + u] = static_cast<std::uint32_t>(ps.weight(at_state + u, from[u]));
+          i += run;
+        }
+      }
+      std::fill(to + real, to + take, std::uint32_t{0});  // the padding
       to += take;
       at += take;
     }

@@ -141,9 +141,15 @@ PosteriorStates posterior_states(const SerialRun& r, std::size_t c);
 /// @throws herd::InputError naming the draws and the limit.
 void check_posterior_draws(std::size_t chains, std::size_t draws);
 
-/// The run's CompactPosterior (needs r.co and r.ndraw >= 1 set). Thread-safe (reads `r`).
+/// The run's CompactPosterior (needs r.co and r.ndraw >= 1 set); with `weights` = false its
+/// `weights` left empty (a streamed run reads them in blocks: compact_weights_reader).
+/// Thread-safe (reads `r`).
 /// @throws herd::InputError from check_posterior_draws(r.m, r.ndraw).
-CompactPosterior compact_posterior(const SerialRun& r);
+CompactPosterior compact_posterior(const SerialRun& r, bool weights = true);
+
+/// Fills `cp.weights` (empty) of compact_posterior(r, false)'s `cp`, as compact_posterior(r)
+/// does. Thread-safe (reads `r`, writes `cp`).
+void fill_compact_weights(const SerialRun& r, CompactPosterior& cp);
 
 /// Quantity `k`'s values of the compact posterior `cp` of `r`, [chains, cp.states] row-major
 /// (0 where the weight pads), into `out` (resized; its memory is reused). Thread-safe (reads
@@ -156,6 +162,14 @@ void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t 
 /// ChainReader or DerivedReader per chain it touches). `r` and `cp` must outlive it. One
 /// thread at a time per reader. @throws herd::IoError from the chains' scratch files
 DrawsReader compact_values_reader(const SerialRun& r, const CompactPosterior& cp, std::size_t k);
+
+/// The weights of compact_posterior() read in blocks instead of held: a reader of a streamed
+/// DrawsView that writes the weights of entries [first, first + out.size()) of the [chains,
+/// cp.states] layout (the same as cp.weights would hold: each chain's posterior_states
+/// weights, 0 where they pad), each call reading them from the chains' weight columns (a
+/// ChainReader per chain it touches). `r` and `cp` must outlive it; cp.weights is not read.
+/// One thread at a time per reader. @throws herd::IoError from the chains' scratch files
+WeightsReader compact_weights_reader(const SerialRun& r, const CompactPosterior& cp);
 
 /// Creates `<prefix>.h5` (atomically: committed by the caller) and writes every group but
 /// `diagnostics`: root attributes and `input`, `posterior`, `sample_stats`, `chain_compact`,

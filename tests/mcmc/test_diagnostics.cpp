@@ -1951,6 +1951,19 @@ TEST_CASE("ZQuantiles: each rank's normal quantile bit for bit, on first use and
     CHECK(bad == 0);
     z.reset(s);  // the same S: kept
     CHECK(std::bit_cast<std::uint64_t>(z(count)) == want(count));
+    // The same table on disk (every entry evaluated when it is made), read through a window:
+    // in order, in reverse order (the mirrored half of a z-scaling) and scattered.
+    const herd::mcmc::detail::ZQuantileFile file(s);
+    CHECK(file.draws() == s);
+    CHECK(static_cast<double>(file.file_bytes()) <= (s >= (std::size_t{1} << 18) ? 1.3 : 1.5625) * n + 320.0);
+    herd::mcmc::detail::ZQuantileFile::Reader rd(file);
+    for (std::size_t i = 1; i <= count; ++i) bad += std::bit_cast<std::uint64_t>(rd(i)) != want(i) ? 1 : 0;
+    CHECK(bad == 0);
+    for (std::size_t i = count; i >= 1; --i) bad += std::bit_cast<std::uint64_t>(rd(i)) != want(i) ? 1 : 0;
+    CHECK(bad == 0);
+    for (std::size_t t = 0, i = 0; t < count; ++t, i = (i + stride) % count)
+      bad += std::bit_cast<std::uint64_t>(rd(i + 1)) != want(i + 1) ? 1 : 0;
+    CHECK(bad == 0);
   }
 }
 
@@ -2025,12 +2038,30 @@ TEST_CASE("out-of-core rank side: the same bits as in memory (ties, weights, odd
               std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
             },
             v.weights(), m, d);
+        // And with the weights read in blocks too (nothing per state held), from a copy that
+        // the test keeps (the view's own weights are not read).
+        const std::vector<std::uint32_t> wcopy(v.weights().begin(), v.weights().end());
+        bool w_in_range = true;
+        const DrawsView read_weights(
+            [&](std::size_t first, std::span<double> out) {
+              std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+            },
+            [&](std::size_t first, std::span<std::uint32_t> out) {
+              w_in_range = w_in_range && first + out.size() <= wcopy.size();
+              std::copy_n(wcopy.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+            },
+            m, d);
+        CHECK(read_weights.weighted());
+        CHECK(read_weights.streamed());
+        CHECK(read_weights.weights().empty());
+        CHECK(read_weights.verbose_draws() == v.verbose_draws());
         for (const std::size_t budget : {std::size_t{0}, std::size_t{32} << 10}) {
           INFO("budget " << budget);
           const RankBudget b(budget);
           const auto ooc = herd::mcmc::testing::summary_bits(herd::mcmc::summarize(v));
           CHECK(ooc == mem);
           CHECK(herd::mcmc::testing::summary_bits(herd::mcmc::summarize(streamed)) == mem);
+          CHECK(herd::mcmc::testing::summary_bits(herd::mcmc::summarize(read_weights)) == mem);
         }
         {  // the split series generated per window (stored_split_limit 0) from the streamed
            // values: the in-memory view's bits on the same path (in 3 of the 72 views ess_sd's
@@ -2038,9 +2069,11 @@ TEST_CASE("out-of-core rank side: the same bits as in memory (ties, weights, odd
           const std::size_t saved = herd::mcmc::detail::stored_split_limit().exchange(0);
           const auto windowed = herd::mcmc::testing::summary_bits(herd::mcmc::summarize(v));
           CHECK(herd::mcmc::testing::summary_bits(herd::mcmc::summarize(streamed)) == windowed);
+          CHECK(herd::mcmc::testing::summary_bits(herd::mcmc::summarize(read_weights)) == windowed);
           herd::mcmc::detail::stored_split_limit().store(saved);
         }
         CHECK(in_range);
+        CHECK(w_in_range);
         ++cases;
       }
     }
@@ -2090,10 +2123,29 @@ TEST_CASE("out-of-core rank side: the same bits as in memory (ties, weights, odd
     CHECK(herd::mcmc::testing::summary_bits(streamed[q]) == one[q]);
   }
   for (const auto& b : unused) CHECK(b.capacity() == 0);
+  // The weights read in blocks too, on 2 threads (the threads share one z table on disk).
+  const auto read_weights = herd::mcmc::summarize_all(
+      kQ,
+      [&](std::size_t q, std::vector<double>& /*buffer*/) {
+        return DrawsView(
+            [&values, q](std::size_t first, std::span<double> out) {
+              std::copy_n(values[q].begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+            },
+            [&w32](std::size_t first, std::span<std::uint32_t> out) {
+              std::copy_n(w32.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+            },
+            1, kStates);
+      },
+      2, unused);
+  for (std::size_t q = 0; q < kQ; ++q) {
+    INFO("streamed quantity, weights read " << q);
+    CHECK(herd::mcmc::testing::summary_bits(read_weights[q]) == one[q]);
+  }
   herd::mcmc::release_diagnostics_workspace();
 }
 
-TEST_CASE("streamed views: only summarize and summarize_all take them; a reader's error propagates", "[mcmc]") {
+TEST_CASE("streamed views: only summarize, summarize_all and nested_rhat take them; a reader's error propagates",
+          "[mcmc]") {
   const std::vector<double> x = herd_test::lcg_ar1(2, 500, 0.5, 3.0, 0.0);
   const std::vector<std::uint32_t> w(1000, 3);
   const auto reader = [&](std::size_t first, std::span<double> out) {
@@ -2104,7 +2156,6 @@ TEST_CASE("streamed views: only summarize and summarize_all take them; a reader'
   CHECK(s.values().empty());
   CHECK(s.verbose_draws() == 1500);
   CHECK_THROWS_AS(herd::mcmc::ess_bulk(s), herd::InputError);
-  CHECK_THROWS_AS(herd::mcmc::nested_rhat(s, 2), herd::InputError);
   CHECK_THROWS_AS(DrawsView(herd::mcmc::DrawsReader{}, w, 2, 500), herd::InputError);
   CHECK_THROWS_AS(DrawsView(reader, std::span<const std::uint32_t>(w).first(999), 2, 500), herd::InputError);
   const std::vector<std::int64_t> w64(1000, 3);
@@ -2113,6 +2164,81 @@ TEST_CASE("streamed views: only summarize and summarize_all take them; a reader'
   const DrawsView failing([](std::size_t, std::span<double>) { throw herd::IoError("reading the test's values"); }, w,
                           2, 500);
   CHECK_THROWS_WITH(herd::mcmc::summarize(failing), Catch::Matchers::Contains("reading the test's values"));
+  // Weights read through a reader: checked when the view is made (chains' equal positive
+  // sums), its errors propagate, and an empty reader is refused.
+  const auto weights = [&](std::size_t first, std::span<std::uint32_t> out) {
+    std::copy_n(w.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+  };
+  const DrawsView rw(reader, weights, 2, 500);
+  CHECK(rw.weighted());
+  CHECK(rw.weights_reader() != nullptr);
+  CHECK(rw.verbose_draws() == 1500);
+  CHECK(herd::mcmc::testing::summary_bits(herd::mcmc::summarize(rw)) ==
+        herd::mcmc::testing::summary_bits(herd::mcmc::summarize(s)));
+  CHECK_THROWS_AS(herd::mcmc::ess_bulk(rw), herd::InputError);
+  CHECK_THROWS_AS(DrawsView(reader, herd::mcmc::WeightsReader{}, 2, 500), herd::InputError);
+  CHECK_THROWS_WITH(DrawsView(
+                        reader,
+                        [&](std::size_t first, std::span<std::uint32_t> out) {
+                          weights(first, out);
+                          for (std::size_t i = 0; i < out.size(); ++i)
+                            if (first + i == 999) out[i] = 4;  // chain 1 sums to 1501
+                        },
+                        2, 500),
+                    Catch::Matchers::Contains("sum to 1501"));
+  CHECK_THROWS_WITH(
+      DrawsView(
+          reader, [](std::size_t, std::span<std::uint32_t>) { throw herd::IoError("reading the test's weights"); }, 2,
+          500),
+      Catch::Matchers::Contains("reading the test's weights"));
+  std::size_t calls = 0;
+  const DrawsView fails_later(
+      reader,
+      [&](std::size_t first, std::span<std::uint32_t> out) {
+        if (++calls > 1) throw herd::IoError("reading the test's weights again");
+        weights(first, out);
+      },
+      2, 500);
+  CHECK_THROWS_WITH(herd::mcmc::summarize(fails_later), Catch::Matchers::Contains("reading the test's weights again"));
+  // nested_rhat of streamed views (weights in memory or read): the in-memory view's bits, for
+  // 2 to 6 chains in 2 or 3 superchains, verbose lengths of every residue mod 4 (mean_of's
+  // lanes and its tail), zero weights, and a non-finite value (NaN).
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> wd(0, 5);
+  for (const std::size_t chains : {2u, 4u, 6u}) {
+    for (const std::size_t d : {2u, 3u, 5u, 200u, 70001u}) {  // 5 d draws per chain: every residue mod 4
+      for (const std::size_t super : {2u, 3u}) {
+        if (chains % super != 0) continue;
+        std::vector<double> xv = herd_test::lcg_ar1(chains, d, 0.6, 11.0 + static_cast<double>(d), 0.0);
+        for (std::size_t c = 0; c < chains; ++c)
+          for (std::size_t t = 0; t < d; ++t) xv[c * d + t] += 0.3 * static_cast<double>(c % super);
+        std::vector<std::uint32_t> wv(chains * d);
+        for (auto& e : wv) e = static_cast<std::uint32_t>(wd(rng));
+        for (std::size_t c = 0; c < chains; ++c) {  // equal sums: each chain's last weight tops it up
+          std::uint32_t sum = 0;
+          for (std::size_t t = 0; t + 1 < d; ++t) sum += wv[c * d + t];
+          wv[c * d + d - 1] = 5 * static_cast<std::uint32_t>(d) - sum;  // >= 5: the others are <= 5
+        }
+        for (const bool nan : {false, true}) {
+          if (nan) xv[chains * d / 2] = std::nan("");
+          INFO("chains " << chains << " d " << d << " superchains " << super << " NaN " << nan);
+          const DrawsView mem(xv, wv, chains, d);
+          const auto rd = [&](std::size_t first, std::span<double> out) {
+            std::copy_n(xv.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+          };
+          const auto rw = [&](std::size_t first, std::span<std::uint32_t> out) {
+            std::copy_n(wv.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+          };
+          const double want = herd::mcmc::nested_rhat(mem, super);
+          CHECK(std::bit_cast<std::uint64_t>(herd::mcmc::nested_rhat(DrawsView(rd, wv, chains, d), super)) ==
+                std::bit_cast<std::uint64_t>(want));
+          CHECK(std::bit_cast<std::uint64_t>(herd::mcmc::nested_rhat(DrawsView(rd, rw, chains, d), super)) ==
+                std::bit_cast<std::uint64_t>(want));
+          CHECK(std::isnan(want) == (nan && wv[chains * d / 2] > 0));
+        }
+      }
+    }
+  }
   CHECK(herd::mcmc::diagnostics_out_of_core(1, 100) == (13 * 101 > herd::mcmc::diagnostics_rank_budget()));
   const RankBudget b(1300);
   CHECK(herd::mcmc::diagnostics_out_of_core(1, 100));  // 13 (100 + 1) > 1300
@@ -2227,6 +2353,10 @@ TEST_CASE("out-of-core rank side: an unwritable scratch folder is an IoError, na
   CHECK_THROWS_WITH(
       herd::mcmc::summarize(DrawsView(x, w, 1, 1000)),
       Catch::Matchers::Contains("rank scratch file") && Catch::Matchers::Contains("/nonexistent-herd-folder/sub"));
+  // A streamed view's z table on disk, likewise.
+  CHECK_THROWS_WITH(
+      herd::mcmc::detail::ZQuantileFile(1000),
+      Catch::Matchers::Contains("z table scratch file") && Catch::Matchers::Contains("/nonexistent-herd-folder/sub"));
   herd::mcmc::set_diagnostics_scratch_dir(saved);
   CHECK(herd::mcmc::diagnostics_rank_budget() == 0);
 }

@@ -149,8 +149,8 @@ TEST_CASE("out-of-core rank side: within its budget, no memory per state but the
   CHECK(std::bit_cast<std::uint64_t>(ooc.rhat_tail) == std::bit_cast<std::uint64_t>(mem.rhat_tail));
   CHECK(std::bit_cast<std::uint64_t>(ooc.mcse_q95) == std::bit_cast<std::uint64_t>(mem.mcse_q95));
 
-  // Streamed (the values read in blocks, the z-scores per state written back out of core):
-  // nothing per state at all but the shared z table and the indicators, within the same
+  // Streamed (the values read in blocks, the z-scores per state written back out of core,
+  // the z table on disk): nothing per state at all but the indicators, within the same
   // bound, now with nothing of the caller's left out of the count: a values buffer (8 bytes
   // per state, 6.4 MB here; counted as the caller's fill inside the call) or z-scores per
   // state, or the in-memory rank buffers, each fail it. The caller's buffers are passed empty
@@ -187,6 +187,51 @@ TEST_CASE("out-of-core rank side: within its budget, no memory per state but the
   CHECK(with_values > tight);  // one buffer per state fails the bound
   CHECK(herd::mcmc::testing::summary_bits(st) == herd::mcmc::testing::summary_bits(mem));
   CHECK(herd::mcmc::testing::summary_bits(st_buffered) == herd::mcmc::testing::summary_bits(mem));
+
+  // The weights read in blocks too (DrawsView's constructor of two readers) and the z table
+  // on disk: nothing per state but the packed indicators (1/8 byte per draw), so the bound
+  // drops the z table's 1.3 bytes per draw and the caller's weights are out of the count
+  // too: budget + S / 8 + 3 MiB (3.3 MB less than the bound above, 4.5 MB in all here; 3.97
+  // MB measured: the run, the radix sort's counts, the readers' blocks and windows of values
+  // and weights). A weights buffer filled inside the call (4 bytes per state, 3.2 MB), or the
+  // z table in memory (3.1 MB), fails it.
+  const double flat = static_cast<double>(kBudget) + s / 8.0 + static_cast<double>(std::size_t{3} << 20);
+  const auto read_weights = [&](herd::mcmc::DiagnosticSummary& out, bool buffer_weights) {
+    const std::size_t saved = herd::mcmc::diagnostics_rank_budget();
+    herd::mcmc::set_diagnostics_rank_budget(kBudget);
+    std::vector<std::vector<double>> buffers;
+    std::vector<std::uint32_t> held_weights;
+    const auto view = [&](std::size_t /*q*/, std::vector<double>& /*buffer*/) {
+      if (buffer_weights) held_weights = w;  // what a caller that held the weights would add
+      return herd::mcmc::DrawsView(
+          [&](std::size_t first, std::span<double> vals) {
+            std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(first), vals.size(), vals.begin());
+          },
+          [&](std::size_t first, std::span<std::uint32_t> ws) {
+            std::copy_n(w.begin() + static_cast<std::ptrdiff_t>(first), ws.size(), ws.begin());
+          },
+          1, kStates);
+    };
+    herd::mcmc::release_diagnostics_workspace();
+    const std::size_t before = herd_test::live_bytes();
+    herd_test::reset_peak();
+    out = herd::mcmc::summarize_all(1, view, 1, buffers)[0];
+    const std::size_t bytes = herd_test::peak_bytes() - before + herd::mcmc::diagnostics_workspace_bytes();
+    herd::mcmc::release_diagnostics_workspace();
+    herd::mcmc::set_diagnostics_rank_budget(saved);
+    return static_cast<double>(bytes);
+  };
+  herd::mcmc::DiagnosticSummary rw, rw_buffered;
+  const double flat_bytes = read_weights(rw, false);
+  const double with_weights = read_weights(rw_buffered, true);
+  INFO("weights read " << flat_bytes << " bytes, with a weights buffer " << with_weights << ", bound " << flat);
+  CHECK(flat_bytes <= flat);
+  CHECK(with_weights > flat);  // a buffer of weights per state fails the bound
+  d::ZQuantiles table;         // so does the z table in memory
+  table.reset(static_cast<std::size_t>(s));
+  CHECK(flat_bytes + static_cast<double>(table.bytes()) > flat);
+  CHECK(herd::mcmc::testing::summary_bits(rw) == herd::mcmc::testing::summary_bits(mem));
+  CHECK(herd::mcmc::testing::summary_bits(rw_buffered) == herd::mcmc::testing::summary_bits(mem));
 }
 
 // The allocation counter by size for this program's other translation unit

@@ -23,6 +23,7 @@
 
 #include "herd/core/communicator.hpp"
 #include "herd/core/error.hpp"
+#include "herd/io/hdf5.hpp"
 #include "herd/io/schema.hpp"
 #include "herd/io/toml_reader.hpp"
 #include "herd/mcmc/diagnostics.hpp"
@@ -524,6 +525,53 @@ TEST_CASE("parallel: a run's post-processing diagnostics on several threads equa
   CHECK(bits(summaries[1]) == bits(summaries[0]));
   CHECK(bits(summaries[2]) == bits(summaries[0]));
   CHECK(bits(summaries[3]) == bits(summaries[0]));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("parallel: a streamed run's nested R-hat (superchains) equals the in-memory run's, bit for bit",
+          "[mcmc][parallel]") {
+  // 4 chains in 2 superchains of the 3-D banana, in memory on one thread and streamed past a
+  // diagnostics budget of 0 bytes on 2 (nested_rhat of streamed views: each chain's moments
+  // read from the chains block by block, never expanded): the .h5's nested R-hat and the
+  // summary the same bits.
+  const fs::path dir = temp_dir("nested_streamed");
+  herd::io::Schema schema("test");
+  declare_sampler_specs(schema);
+  SampleTarget target;
+  target.ndim = 3;
+  target.log_density = banana;
+  target.thread_safe = true;
+  const std::size_t saved_budget = herd::mcmc::diagnostics_rank_budget();
+  std::vector<std::vector<std::uint64_t>> nested, summary;
+  for (const bool streamed : {false, true}) {
+    herd::mcmc::set_diagnostics_rank_budget(streamed ? 0 : saved_budget);
+    const std::string sub = streamed ? "s" : "m";
+    const std::string toml =
+        "random_seed = 13\nchain_size = 3000\nparallelization_model = \"multi_chain\"\n"
+        "chains_per_rank = 4\nsuperchains = 2\nstart_point = [0.3, -0.2, 0.1]\noutput_prefix = \"" +
+        (dir / sub / "run").string() + "\"\n";
+    const SamplerSpecs specs = resolve_sampler_specs(schema.apply(herd::io::parse_toml(toml, "test.toml"), {}), 3);
+    prepare_outputs(specs);
+    SampleRunOptions o;
+    o.quiet = true;
+    o.diagnostics_threads = streamed ? 2 : 1;
+    const auto out = run_paradram(specs, target, o);
+    std::vector<std::uint64_t> b;
+    for (const auto& q : out.summary)
+      for (double f : {q.stats.mean, q.stats.sd, q.stats.ess_bulk, q.stats.rhat, q.stats.mcse_q95})
+        b.push_back(std::bit_cast<std::uint64_t>(f));
+    summary.push_back(b);
+    herd::io::H5File f = herd::io::H5File::open((dir / sub / "run.h5").string());
+    b.clear();
+    for (double v : f.open_group("diagnostics").read<double>("nested_rhat"))
+      b.push_back(std::bit_cast<std::uint64_t>(v));
+    nested.push_back(b);
+  }
+  herd::mcmc::set_diagnostics_rank_budget(saved_budget);
+  REQUIRE(nested[0].size() == 3);
+  CHECK(std::isfinite(std::bit_cast<double>(nested[0][0])));
+  CHECK(nested[1] == nested[0]);
+  CHECK(summary[1] == summary[0]);
   fs::remove_all(dir);
 }
 

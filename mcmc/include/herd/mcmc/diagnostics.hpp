@@ -49,6 +49,12 @@ namespace herd::mcmc {
 /// (once per pass), not necessarily in order. What it throws propagates.
 using DrawsReader = std::function<void(std::size_t first, std::span<double> out)>;
 
+/// Reads a streamed view's weights (DrawsView's constructor of two readers): writes the
+/// weights of entries [first, first + out.size()) of the `[chains, draws]` row-major layout
+/// to `out`. Called as a DrawsReader is (the view's constructor reads every weight once more,
+/// to check them), and must give the same weights every time. What it throws propagates.
+using WeightsReader = std::function<void(std::size_t first, std::span<std::uint32_t> out)>;
+
 /// Non-owning view of one scalar quantity's draws, `[chains, draws]` row-major, with
 /// optional integer weights of the same shape (a compact chain).
 ///
@@ -79,12 +85,22 @@ class DrawsView {
 
   /// Compact draws whose values are read in blocks through `values` (never held whole:
   /// "streamed"), with 32-bit weights as above (not copied; the caller keeps them alive).
-  /// Only summarize() and summarize_all() take a streamed view (the other functions of this
-  /// file throw herd::InputError for one); they summarize it out of core whatever
+  /// Only summarize(), summarize_all() and nested_rhat() take a streamed view (the other
+  /// functions of this file throw herd::InputError for one); the first two summarize it out
+  /// of core whatever
   /// diagnostics_rank_budget() (see there), with the results of the view of the same values in
   /// memory, bit for bit. values() is empty.
   /// @throws herd::InputError as the constructor above, or when `values` is empty.
   DrawsView(DrawsReader values, std::span<const std::uint32_t> weights, std::size_t chains, std::size_t draws);
+
+  /// Compact draws whose values and weights are both read in blocks (never held whole): as
+  /// the constructor above, with the weights read through `weights` too, beside the values
+  /// (weights() is empty). Nothing per entry is held by the view or by summarize() of it;
+  /// the results are those of the view of the same values and weights in memory, bit for bit.
+  /// The constructor reads the weights once, in blocks, to check them.
+  /// @throws herd::InputError as the constructors above, or when a reader is empty; what
+  ///         `weights` throws.
+  DrawsView(DrawsReader values, WeightsReader weights, std::size_t chains, std::size_t draws);
 
   /// Unweighted draws whose values are read in blocks through `values` (streamed, as the
   /// constructor above, without weights: nothing is held per draw). Only summarize(),
@@ -102,12 +118,15 @@ class DrawsView {
   std::size_t draws() const { return draws_; }
   /// Draws per chain after expanding the weights (== draws() when unweighted).
   std::size_t verbose_draws() const { return verbose_draws_; }
-  /// Whether the view carries weights.
-  bool weighted() const { return !weights_.empty(); }
+  /// Whether the view carries weights (in memory, or read through a WeightsReader).
+  bool weighted() const { return !weights_.empty() || weights_reader_ != nullptr; }
   /// The values, `[chains, draws]` row-major.
   std::span<const double> values() const { return values_; }
-  /// The weights, `[chains, draws]` row-major; empty when unweighted.
+  /// The weights, `[chains, draws]` row-major; empty when unweighted or read through a
+  /// WeightsReader.
   std::span<const std::uint32_t> weights() const { return weights_; }
+  /// A view's WeightsReader (DrawsView's constructor of two readers; nullptr otherwise).
+  const WeightsReader* weights_reader() const { return weights_reader_.get(); }
   /// Whether the view's values are read through a DrawsReader (then values() is empty).
   bool streamed() const { return reader_ != nullptr; }
   /// A streamed view's reader (nullptr otherwise).
@@ -117,11 +136,16 @@ class DrawsView {
   /// Checks `weights` (chains' equal positive sums, at most 2^32 - 1 draws in all) and sets
   /// weights_ and verbose_draws_. @throws herd::InputError
   void set_weights(std::span<const std::uint32_t> weights);
+  /// set_weights() of the weights read through weights_reader_, in blocks.
+  void check_read_weights();
+  /// Checks the chains' weight sums `sums` [chains] and sets verbose_draws_.
+  void set_verbose_draws(std::span<const std::uint64_t> sums);
 
   std::span<const double> values_;
   std::span<const std::uint32_t> weights_;
   std::shared_ptr<const std::vector<std::uint32_t>> owned_weights_;  // the int64 constructor's copy
   std::shared_ptr<const DrawsReader> reader_;                        // a streamed view's values
+  std::shared_ptr<const WeightsReader> weights_reader_;              // its weights, when read too
   std::size_t chains_ = 0;
   std::size_t draws_ = 0;
   std::size_t verbose_draws_ = 0;
@@ -161,7 +185,8 @@ struct DiagnosticSummary {
 /// the sort records 12), and for a weighted view to 1.25 per draw (the z table) plus 21 per
 /// entry (sort records 12, draws per entry 1, z-scores per entry 8; past diagnostics_rank_budget() the sort records
 /// and draws per entry go to scratch files instead, and the rank side holds about the budget; a streamed view holds
-/// none of these per entry, its values and z-scores too are on disk or read in blocks): the view is never
+/// none of these per entry, its values and z-scores too are on disk or read in blocks, and its z table is on disk):
+/// the view is never
 /// expanded and its split chains
 /// are generated window by window from one value per entry (stored only up to 2^18 split draws, 2 MiB, where that is
 /// cheaper: detail::stored_split_limit); the ESS keeps only the L lags it sums directly. Once the FFT is used, about 32
@@ -228,18 +253,24 @@ void release_diagnostics_workspace();
 /// in the folder of set_diagnostics_scratch_dir(), k-way merged into a second one and read
 /// back through a cache of a few blocks (the order statistics, the tail's fold, the bulk's
 /// ranks), so the rank side holds about the budget (the run and the radix sort's scratch)
-/// plus about 1 MiB, whatever K (and 8 bytes per 4,096 entries of index). A streamed view
+/// plus about 1 MiB, whatever K (and 8 bytes per 4,096 entries of index); under
+/// summarize_all its threads share the budget (each one's runs and buckets sized from budget /
+/// threads), so that together they hold about the budget. A streamed view
 /// (DrawsView's reader constructor, which herd-sample's runs give past the budget) is
 /// summarized out of core whatever the budget, and holds nothing per entry but the caller's
-/// weights and the shared z table (1.3 bytes per draw): its values are read in blocks for
-/// every pass, and its z-scores per entry, which the z-scaling makes in rank order, are
-/// written to buckets of consecutive entries on disk and scattered back in entry order one
-/// bucket at a time (at most budget / 2 bytes), then read in blocks. The same ranks and
+/// weights (none when they too are read through a WeightsReader) and the packed indicators
+/// (1/8 byte per draw): its values (and weights) are read in blocks for every pass, its
+/// z-scores per entry, which the z-scaling makes in rank order, are written to buckets of
+/// consecutive entries on disk and scattered back in entry order one bucket at a time (at
+/// most budget / 2 bytes), then read in blocks, and its table of normal quantiles is made
+/// once per draw count on disk (detail::ZQuantileFile, 1.3 bytes per draw, shared by
+/// summarize_all's threads) and read through a window. The same ranks, quantiles and
 /// z-scores, so every result is the same bits either way; out of core costs the scratch
 /// files' writes and reads (32 bytes per entry each way for the records, 20 per z-scaling
-/// for the z-scores, 8 per pass read back). Unweighted views in memory are always ranked in
-/// memory; a streamed unweighted view (herd-sample's batched runs past the budget) is
-/// summarized out of core as a compact view of unit weights.
+/// for the z-scores, 8 per pass read back, 2.6 bytes per draw per z-scaling for the z
+/// table). Unweighted views in memory are always ranked in memory; a streamed unweighted
+/// view (herd-sample's batched runs past the budget) is summarized out of core as a compact
+/// view of unit weights.
 /// Thread-safe (relaxed atomic).
 std::size_t diagnostics_rank_budget();
 /// Sets diagnostics_rank_budget() (0: every weighted view out of core). Thread-safe; a call
@@ -250,15 +281,15 @@ void set_diagnostics_rank_budget(std::size_t bytes);
 /// above the budget. Such a view is ranked out of core; a caller that can read its values in
 /// blocks (herd-sample's runs: from the chain) gives it streamed (DrawsView's reader
 /// constructor) from this size on, so that no buffer per entry is held at all but the
-/// weights and the shared z table: values, sort records and z-scores per entry are all on
-/// disk or read in blocks. Thread-safe.
+/// packed indicators: values, weights, sort records, z-scores per entry and the z table are
+/// all on disk or read in blocks. Thread-safe.
 bool diagnostics_out_of_core(std::size_t chains, std::size_t draws);
 /// The default of diagnostics_rank_budget(): 48 MiB (a view of up to about 3.87e6 entries is
 /// summarized in memory). herd-sample's runs up to about 3.8e6 states (the ParaDRAM benchmark's
 /// 1e5 to 1e7 proposals) stay in memory, as fast as before; longer runs are streamed, so their
-/// diagnostics' memory is bounded but for 8 bytes per state (the weights and the z table)
-/// where it would grow by 41, for 25-50% more CPU in the diagnostics (the scratch files'
-/// copies through the page cache; docs/dram.md, "fifth pass").
+/// diagnostics' memory is bounded but for the packed indicators (0.4 bytes per state) where
+/// it would grow by 41, for 25-50% more CPU in the diagnostics (the scratch files' copies
+/// through the page cache; docs/dram.md, "fifth pass" and "sixth pass").
 inline constexpr std::size_t kDiagnosticsRankBudget = std::size_t{48} << 20;
 /// The folder of the out-of-core rank side's scratch files (process-wide; "" = the system's
 /// temporary folder, std::filesystem::temp_directory_path). herd-sample's runs set it to
@@ -328,11 +359,14 @@ std::vector<double> quantiles(std::span<const double> sample, std::span<const do
 /// divisor M - 1, 0 when M = 1) + (mean within-chain variance, divisor N - 1, 0 when N = 1).
 /// With M = 1 it is sqrt(1 + var(chain means) / mean(chain variances)); superchains with
 /// equal means give exactly 1. Chains are not split. NaN when a draw is not finite or W = 0.
-/// A streamed unweighted view (DrawsView's reader constructor without weights) is read a
-/// group of whole chains at a time (about 64Ki draws, at least one chain): the same result,
-/// bit for bit, as the view of the same values in memory, holding one group.
-/// @throws herd::InputError when `num_superchains < 2` or does not divide `chains`, or for a
-///         streamed weighted view; what a streamed view's reader throws.
+/// A streamed weighted view is read in blocks, twice (its chains' means, then their squared
+/// deviations), never expanded: the same bits as the view in memory, which is expanded (8
+/// bytes per draw). A streamed unweighted view (DrawsView's reader constructor without
+/// weights) is read a group of whole chains at a time (about 64Ki draws, at least one
+/// chain): the same result, bit for bit, as the view of the same values in memory, holding
+/// one group.
+/// @throws herd::InputError when `num_superchains < 2` or does not divide `chains`; what a
+///         streamed view's readers throw.
 double nested_rhat(const DrawsView& draws, std::size_t num_superchains);
 
 }  // namespace herd::mcmc
