@@ -3255,19 +3255,6 @@ DrawsView::DrawsView(std::span<const double> values, std::span<const std::uint32
   set_weights(weights);
 }
 
-DrawsView::DrawsView(DrawsReader values, std::span<const std::uint32_t> weights, std::size_t chains, std::size_t draws)
-    : chains_(chains), draws_(draws), verbose_draws_(draws) {
-  HERD_REQUIRE(chains > 0 && draws > 0, "DrawsView: chains is {} and draws is {}, but both must be positive", chains,
-               draws);
-  HERD_REQUIRE(chains * draws <= std::numeric_limits<std::uint32_t>::max(),
-               "DrawsView: {} draws in all, but at most 2^32 - 1 are supported", chains * draws);
-  HERD_REQUIRE(weights.size() == chains * draws, "DrawsView: weights has {} elements, but chains * draws is {}",
-               weights.size(), chains * draws);
-  HERD_REQUIRE(static_cast<bool>(values), "DrawsView: a streamed view needs a reader of its values");
-  set_weights(weights);
-  reader_ = std::make_shared<const DrawsReader>(std::move(values));
-}
-
 DrawsView::DrawsView(DrawsReader values, std::size_t chains, std::size_t draws)
     : chains_(chains), draws_(draws), verbose_draws_(draws) {
   HERD_REQUIRE(chains > 0 && draws > 0, "DrawsView: chains is {} and draws is {}, but both must be positive", chains,
@@ -3278,17 +3265,18 @@ DrawsView::DrawsView(DrawsReader values, std::size_t chains, std::size_t draws)
   reader_ = std::make_shared<const DrawsReader>(std::move(values));
 }
 
+DrawsView::DrawsView(DrawsReader values, std::span<const std::uint32_t> weights, std::size_t chains, std::size_t draws)
+    : DrawsView(std::move(values), chains, draws) {
+  HERD_REQUIRE(weights.size() == chains * draws, "DrawsView: weights has {} elements, but chains * draws is {}",
+               weights.size(), chains * draws);
+  set_weights(weights);
+}
+
 DrawsView::DrawsView(DrawsReader values, WeightsReader weights, std::size_t chains, std::size_t draws)
-    : chains_(chains), draws_(draws), verbose_draws_(draws) {
-  HERD_REQUIRE(chains > 0 && draws > 0, "DrawsView: chains is {} and draws is {}, but both must be positive", chains,
-               draws);
-  HERD_REQUIRE(chains * draws <= std::numeric_limits<std::uint32_t>::max(),
-               "DrawsView: {} draws in all, but at most 2^32 - 1 are supported", chains * draws);
-  HERD_REQUIRE(static_cast<bool>(values), "DrawsView: a streamed view needs a reader of its values");
+    : DrawsView(std::move(values), chains, draws) {
   HERD_REQUIRE(static_cast<bool>(weights), "DrawsView: a streamed view of read weights needs a reader of its weights");
   weights_reader_ = std::make_shared<const WeightsReader>(std::move(weights));
   check_read_weights();
-  reader_ = std::make_shared<const DrawsReader>(std::move(values));
 }
 
 void DrawsView::check_read_weights() {

@@ -558,71 +558,73 @@ void compact_values(const SerialRun& r, const CompactPosterior& cp, std::size_t 
   }
 }
 
+namespace {
+
+/// Walks entries [first, first + out.size()) of the compact posterior's `[chain, states]`
+/// layout (each chain padded to cp.states) one chain's run at a time: `fill(c, state, real,
+/// to)` writes the `real` entries of chain c's own states from `state` on to `to`; the run's
+/// padding after them gets 0. The readers below share it.
+template <class T, class Fill>
+void read_compact_layout(const CompactPosterior& cp, std::size_t first, std::span<T> out, Fill&& fill) {
+  T* to = out.data();
+  const T* end = to + out.size();
+  std::size_t at = first;
+  while (to < end) {
+    const std::size_t c = at / cp.states, i0 = at % cp.states;
+    const std::size_t take = std::min(static_cast<std::size_t>(end - to), cp.states - i0);
+    const PosteriorStates& ps = cp.chains[c];
+    const std::size_t have = ps.end - ps.first;  // the chain's own states; the rest pads
+    const std::size_t real = i0 < have ? std::min(take, have - i0) : 0;
+    if (real > 0) fill(c, ps.first + i0, real, to);
+    std::fill(to + real, to + take, T{0});  // the padding
+    to += take;
+    at += take;
+  }
+}
+
+}  // namespace
+
 DrawsReader compact_values_reader(const SerialRun& r, const CompactPosterior& cp, std::size_t k) {
   return [&r, &cp, k](std::size_t first, std::span<double> out) {
-    double* to = out.data();
-    const double* end = to + out.size();
-    std::size_t at = first;
-    while (to < end) {
-      const std::size_t c = at / cp.states, i0 = at % cp.states;
-      const std::size_t take = std::min(static_cast<std::size_t>(end - to), cp.states - i0);
-      const PosteriorStates& ps = cp.chains[c];
-      const std::size_t have = ps.end - ps.first;  // the chain's own states; the rest pads
-      const std::size_t real = i0 < have ? std::min(take, have - i0) : 0;
+    read_compact_layout(cp, first, out, [&](std::size_t c, std::size_t state, std::size_t real, double* to) {
       const auto d = static_cast<std::size_t>(r.chains[c].ndim);
-      if (real > 0 && k >= d) {  // a derived quantity: no coordinate read
+      if (k >= d) {  // a derived quantity: no coordinate read
         DerivedReader dq(r.co[c].derived);
-        for (std::size_t i = 0; i < real; ++i) to[i] = dq.value(k - d, ps.first + i0 + i);
-      } else if (real > 0) {
-        // Block by block of the chain: each block's run of the column copied at once.
-        ChainReader rd(r.chains[c], kPointColumns, static_cast<int>(k));
-        for (std::size_t i = 0; i < real;) {
-          const std::size_t at_state = ps.first + i0 + i;
-          const ChainBlock& b = rd.at(at_state);
-          const std::size_t run = std::min(real - i, b.first + b.count - at_state);
-          const double* from = b.points + (at_state - b.first) * b.state_stride + (k - b.coord_first) * b.coord_stride;
-          if (b.state_stride == 1) std::copy_n(from, run, to + i);
-          else
-            for (std::size_t u = 0; u < run; ++u) to[i + u] = from[u * b.state_stride];
-          i += run;
-        }
+        for (std::size_t i = 0; i < real; ++i) to[i] = dq.value(k - d, state + i);
+        return;
       }
-      std::fill(to + real, to + take, 0.0);  // the padding
-      to += take;
-      at += take;
-    }
+      // Block by block of the chain: each block's run of the column copied at once.
+      ChainReader rd(r.chains[c], kPointColumns, static_cast<int>(k));
+      for (std::size_t i = 0; i < real;) {
+        const std::size_t at_state = state + i;
+        const ChainBlock& b = rd.at(at_state);
+        const std::size_t run = std::min(real - i, b.first + b.count - at_state);
+        const double* from = b.points + (at_state - b.first) * b.state_stride + (k - b.coord_first) * b.coord_stride;
+        if (b.state_stride == 1) std::copy_n(from, run, to + i);
+        else
+          for (std::size_t u = 0; u < run; ++u) to[i + u] = from[u * b.state_stride];
+        i += run;
+      }
+    });
   };
 }
 
 WeightsReader compact_weights_reader(const SerialRun& r, const CompactPosterior& cp) {
   return [&r, &cp](std::size_t first, std::span<std::uint32_t> out) {
-    std::uint32_t* to = out.data();
-    const std::uint32_t* end = to + out.size();
-    std::size_t at = first;
-    while (to < end) {
-      const std::size_t c = at / cp.states, i0 = at % cp.states;
-      const std::size_t take = std::min(static_cast<std::size_t>(end - to), cp.states - i0);
+    read_compact_layout(cp, first, out, [&](std::size_t c, std::size_t state, std::size_t real, std::uint32_t* to) {
+      // Block by block of the chain's weight column; the posterior's last state takes its
+      // cut weight (PosteriorStates::weight), as compact_posterior writes it.
       const PosteriorStates& ps = cp.chains[c];
-      const std::size_t have = ps.end - ps.first;  // the chain's own states; the rest pads
-      const std::size_t real = i0 < have ? std::min(take, have - i0) : 0;
-      if (real > 0) {
-        // Block by block of the chain's weight column; the posterior's last state takes its
-        // cut weight (PosteriorStates::weight), as compact_posterior writes it.
-        ChainReader rd(r.chains[c], kWeightColumn);
-        for (std::size_t i = 0; i < real;) {
-          const std::size_t at_state = ps.first + i0 + i;
-          const ChainBlock& b = rd.at(at_state);
-          const std::size_t run = std::min(real - i, b.first + b.count - at_state);
-          const std::int64_t* from = b.weight + (at_state - b.first);
-          for (std::size_t u = 0; u < run; ++u)
-            to[i + u] = static_cast<std::uint32_t>(ps.weight(at_state + u, from[u]));
-          i += run;
-        }
+      ChainReader rd(r.chains[c], kWeightColumn);
+      for (std::size_t i = 0; i < real;) {
+        const std::size_t at_state = state + i;
+        const ChainBlock& b = rd.at(at_state);
+        const std::size_t run = std::min(real - i, b.first + b.count - at_state);
+        const std::int64_t* from = b.weight + (at_state - b.first);
+        for (std::size_t u = 0; u < run; ++u) to[i + u] = static_cast<std::uint32_t>(ps.weight(at_state + u, from[u]));
+        i += run;
       }
-      std::fill(to + real, to + take, std::uint32_t{0});  // the padding
-      to += take;
-      at += take;
-    }
+    });
   };
 }
 
