@@ -87,9 +87,8 @@ class DrawsView {
   /// "streamed"), with 32-bit weights as above (not copied; the caller keeps them alive).
   /// Only summarize(), summarize_all() and nested_rhat() take a streamed view (the other
   /// functions of this file throw herd::InputError for one); the first two summarize it out
-  /// of core whatever
-  /// diagnostics_rank_budget() (see there), with the results of the view of the same values in
-  /// memory, bit for bit. values() is empty.
+  /// of core whatever diagnostics_rank_budget() (see there), with the results of the view of
+  /// the same values in memory, bit for bit. values() is empty.
   /// @throws herd::InputError as the constructor above, or when `values` is empty.
   DrawsView(DrawsReader values, std::span<const std::uint32_t> weights, std::size_t chains, std::size_t draws);
 
@@ -186,8 +185,7 @@ struct DiagnosticSummary {
 /// entry (sort records 12, draws per entry 1, z-scores per entry 8; past diagnostics_rank_budget() the sort records
 /// and draws per entry go to scratch files instead, and the rank side holds about the budget; a streamed view holds
 /// none of these per entry, its values and z-scores too are on disk or read in blocks, and its z table is on disk):
-/// the view is never
-/// expanded and its split chains
+/// the view is never expanded and its split chains
 /// are generated window by window from one value per entry (stored only up to 2^18 split draws, 2 MiB, where that is
 /// cheaper: detail::stored_split_limit); the ESS keeps only the L lags it sums directly. Once the FFT is used, about 32
 /// bytes per draw of a split chain more (its input and spectrum; weighted, 40 with the summed power spectrum). The
