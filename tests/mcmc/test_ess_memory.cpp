@@ -121,15 +121,13 @@ TEST_CASE("out-of-core rank side: within its budget, no memory per state but the
   const std::vector<double> x = ar1(1, kStates, 0.5, 21);
   const double s = 3.0 * static_cast<double>(kStates);
   const double bound = static_cast<double>(kBudget) + 1.5 * s + static_cast<double>(std::size_t{3} << 20);
-  const auto held = [&](std::size_t budget, herd::mcmc::DiagnosticSummary& out) {
+  // What summarize_all of `view` holds at its peak under `budget`: through operator new above
+  // what was live before the call (the caller's `buffers` as given are not counted), plus the
+  // workspace the call keeps.
+  const auto peak_of = [](std::size_t budget, const auto& view, std::vector<std::vector<double>>& buffers,
+                          herd::mcmc::DiagnosticSummary& out) {
     const std::size_t saved = herd::mcmc::diagnostics_rank_budget();
     herd::mcmc::set_diagnostics_rank_budget(budget);
-    std::vector<std::vector<double>> buffers(1);
-    buffers[0] = x;
-    const auto view = [&](std::size_t /*q*/, std::vector<double>& buffer) {
-      if (buffer.size() != kStates) buffer = x;
-      return herd::mcmc::DrawsView(buffer, w, 1, kStates);
-    };
     herd::mcmc::release_diagnostics_workspace();
     const std::size_t before = herd_test::live_bytes();
     herd_test::reset_peak();
@@ -138,6 +136,15 @@ TEST_CASE("out-of-core rank side: within its budget, no memory per state but the
     herd::mcmc::release_diagnostics_workspace();
     herd::mcmc::set_diagnostics_rank_budget(saved);
     return static_cast<double>(bytes);
+  };
+  const auto held = [&](std::size_t budget, herd::mcmc::DiagnosticSummary& out) {
+    std::vector<std::vector<double>> buffers(1);
+    buffers[0] = x;
+    const auto view = [&](std::size_t /*q*/, std::vector<double>& buffer) {
+      if (buffer.size() != kStates) buffer = x;
+      return herd::mcmc::DrawsView(buffer, w, 1, kStates);
+    };
+    return peak_of(budget, view, buffers, out);
   };
   herd::mcmc::DiagnosticSummary ooc, mem;
   const double out_of_core = held(kBudget, ooc);
@@ -157,8 +164,6 @@ TEST_CASE("out-of-core rank side: within its budget, no memory per state but the
   // and stay so.
   const double tight = bound;
   const auto streamed = [&](herd::mcmc::DiagnosticSummary& out, bool buffer_values) {
-    const std::size_t saved = herd::mcmc::diagnostics_rank_budget();
-    herd::mcmc::set_diagnostics_rank_budget(kBudget);
     std::vector<std::vector<double>> buffers;
     const auto view = [&](std::size_t /*q*/, std::vector<double>& buffer) {
       if (buffer_values) buffer = x;  // what a caller that held the values would add
@@ -168,16 +173,10 @@ TEST_CASE("out-of-core rank side: within its budget, no memory per state but the
           },
           w, 1, kStates);
     };
-    herd::mcmc::release_diagnostics_workspace();
-    const std::size_t before = herd_test::live_bytes();
-    herd_test::reset_peak();
-    out = herd::mcmc::summarize_all(1, view, 1, buffers)[0];
-    const std::size_t bytes = herd_test::peak_bytes() - before + herd::mcmc::diagnostics_workspace_bytes();
+    const double bytes = peak_of(kBudget, view, buffers, out);
     CHECK(buffers.size() == 1);
     if (!buffer_values) CHECK(buffers[0].capacity() == 0);
-    herd::mcmc::release_diagnostics_workspace();
-    herd::mcmc::set_diagnostics_rank_budget(saved);
-    return static_cast<double>(bytes);
+    return bytes;
   };
   herd::mcmc::DiagnosticSummary st, st_buffered;
   const double streamed_bytes = streamed(st, false);
@@ -197,8 +196,6 @@ TEST_CASE("out-of-core rank side: within its budget, no memory per state but the
   // z table in memory (3.1 MB), fails it.
   const double flat = static_cast<double>(kBudget) + s / 8.0 + static_cast<double>(std::size_t{3} << 20);
   const auto read_weights = [&](herd::mcmc::DiagnosticSummary& out, bool buffer_weights) {
-    const std::size_t saved = herd::mcmc::diagnostics_rank_budget();
-    herd::mcmc::set_diagnostics_rank_budget(kBudget);
     std::vector<std::vector<double>> buffers;
     std::vector<std::uint32_t> held_weights;
     const auto view = [&](std::size_t /*q*/, std::vector<double>& /*buffer*/) {
@@ -212,14 +209,7 @@ TEST_CASE("out-of-core rank side: within its budget, no memory per state but the
           },
           1, kStates);
     };
-    herd::mcmc::release_diagnostics_workspace();
-    const std::size_t before = herd_test::live_bytes();
-    herd_test::reset_peak();
-    out = herd::mcmc::summarize_all(1, view, 1, buffers)[0];
-    const std::size_t bytes = herd_test::peak_bytes() - before + herd::mcmc::diagnostics_workspace_bytes();
-    herd::mcmc::release_diagnostics_workspace();
-    herd::mcmc::set_diagnostics_rank_budget(saved);
-    return static_cast<double>(bytes);
+    return peak_of(kBudget, view, buffers, out);
   };
   herd::mcmc::DiagnosticSummary rw, rw_buffered;
   const double flat_bytes = read_weights(rw, false);
