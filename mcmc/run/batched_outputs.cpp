@@ -348,13 +348,22 @@ BatchedPosterior summarize_batched_draws(const BatchedDrawStore& draws, const st
 
 namespace {
 
+/// Draws per group of chains that the derived quantities are computed and written in past
+/// the budget (batched_streamed): 2^16 (512 KiB of one quantity's doubles), at least a chain.
+constexpr std::size_t kPosteriorGroupEntries = std::size_t{1} << 16;
+
 /// The quantities `index` of `target` at every draw, a group of chains at a time, into the
 /// store's columns `first + e` (e: position in `index`).
 void quantities_to_store(const SampleTarget& target, const std::vector<std::size_t>& index, BatchedDrawStore& draws,
                          std::size_t first) {
   const std::size_t nq = target.quantity_names.size(), ne = index.size(), dd = static_cast<std::size_t>(draws.ndim());
   const auto D = static_cast<std::size_t>(draws.draws());
-  const std::int64_t group = draws.chain_group(sizeof(double) * ne);
+  // Past the budget (batched_streamed) at most kPosteriorGroupEntries draws per group, so
+  // that what is held does not grow with the draws; else chain_group's (up to 16 MiB).
+  std::int64_t group = draws.chain_group(sizeof(double) * ne);
+  if (batched_streamed(draws))
+    group = std::min<std::int64_t>(group, static_cast<std::int64_t>(std::max<std::size_t>(
+                                              1, kPosteriorGroupEntries / std::max<std::size_t>(D, 1))));
   std::vector<double> q(nq);
   std::vector<std::vector<double>> out(ne);
   MemoryBatchedSink chains;
@@ -406,21 +415,34 @@ void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const st
       post.nested_rhat.push_back(nested[q]);
     }
     if (!pg) continue;
-    // One vector's elements at a time ([chain, draw, k]; a scalar is one column).
-    data.resize(M * D * k);
-    for (std::size_t e = 0; e < k; ++e) {
-      draws.column(cols[var.columns[e]], column);
-      for (std::size_t c = 0; c < M * D; ++c) data[c * k + e] = column[c];
-    }
-    if (!var.is_vector) {
-      io::H5Dataset ds = pg->write(var.name, data, {static_cast<hsize_t>(M), static_cast<hsize_t>(D)});
-      pg->attach_dimensions(ds, {"chain", "draw"});
-    } else {
+    // One vector's elements at a time ([chain, draw, k]; a scalar is one column), its rows
+    // written a group of chains at a time: past the budget (batched_streamed) about
+    // kPosteriorGroupEntries entries per group, so that nothing per draw is held; else every
+    // chain at once. The same file either way (a contiguous dataset written by rows).
+    std::vector<hsize_t> shape{static_cast<hsize_t>(M), static_cast<hsize_t>(D)};
+    std::vector<std::string> dims{"chain", "draw"};
+    if (var.is_vector) {
       std::vector<std::int64_t> idx(k);
       for (std::size_t e = 0; e < idx.size(); ++e) idx[e] = static_cast<std::int64_t>(e);
       pg->create_coordinate<std::int64_t>(var.name + "_dim_0", idx);
-      pg->write_variable<double>(var.name, data, {"chain", "draw", var.name + "_dim_0"});
+      shape.push_back(static_cast<hsize_t>(k));
+      dims.push_back(var.name + "_dim_0");
     }
+    io::H5Dataset ds = pg->create_dataset<double>(var.name, shape);
+    const std::size_t group = batched_streamed(draws)
+                                  ? std::max<std::size_t>(1, kPosteriorGroupEntries / std::max<std::size_t>(D * k, 1))
+                                  : M;
+    for (std::size_t c0 = 0; c0 < M; c0 += group) {
+      const std::size_t count = std::min(group, M - c0), len = count * D;
+      data.resize(len * k);
+      column.resize(len);
+      for (std::size_t e = 0; e < k; ++e) {
+        draws.read_range(cols[var.columns[e]], c0 * D, column);
+        for (std::size_t c = 0; c < len; ++c) data[c * k + e] = column[c];
+      }
+      ds.write_rows(c0, std::span<const double>(data));
+    }
+    pg->attach_dimensions(ds, dims);
   }
 }
 

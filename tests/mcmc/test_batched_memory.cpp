@@ -46,7 +46,7 @@ double draw_value(std::int64_t c, std::int64_t t, int j) {
 /// and in its steps that read the draws per quantity (the summaries with nested R-hat, the
 /// HTML report).
 struct PostPeaks {
-  std::size_t all = 0, summaries = 0, html = 0;
+  std::size_t all = 0, summaries = 0, quantities = 0, html = 0;
 };
 
 /// The bytes the post-processing of `m` chains x `draws` draws of `d` coordinates (and two
@@ -115,9 +115,13 @@ PostPeaks post_processing_peaks(const fs::path& dir, std::int64_t m, std::int64_
     BatchedDrawStore& store = sink.draws();
     BatchedPosterior post = summarize_batched_draws(store, names, facts.superchains, 1);
     peaks.summaries = peak_bytes() - before;
+    const std::size_t quantities_before = live_bytes();
+    reset_peak();
     add_batched_quantities(h5, target, names, store, post, facts.superchains, 1);
+    peaks.quantities = peak_bytes() - quantities_before;
+    peaks.all = std::max(peaks.summaries, peak_bytes() - before);
     write_batched_serial_groups(h5, facts, store, post);
-    peaks.all = peak_bytes() - before;
+    peaks.all = std::max(peaks.all, peak_bytes() - before);
     release_diagnostics_workspace();
     const std::size_t html_before = live_bytes();
     reset_peak();
@@ -126,6 +130,20 @@ PostPeaks post_processing_peaks(const fs::path& dir, std::int64_t m, std::int64_
     peaks.all = std::max(peaks.all, peak_bytes() - before);
     release_diagnostics_workspace();
   }
+  // The derived quantities' `posterior` datasets (past the budget written a group of chains
+  // at a time): every value at its [chain, draw].
+  const io::H5Group pg = h5.root().open_group("posterior");
+  const std::vector<double> s = pg.read<double>("s"), p = pg.read<double>("p");
+  REQUIRE(s.size() == static_cast<std::size_t>(m * draws));
+  REQUIRE(p.size() == s.size());
+  std::size_t wrong = 0;
+  for (std::int64_t c = 0; c < m; ++c)
+    for (std::int64_t t = 0; t < draws; ++t) {
+      const auto q = static_cast<std::size_t>(c * draws + t);
+      wrong += s[q] != draw_value(c, t, 0) + draw_value(c, t, 1);
+      wrong += p[q] != draw_value(c, t, 0) * draw_value(c, t, 2);
+    }
+  CHECK(wrong == 0);
   return peaks;
 }
 
@@ -191,9 +209,13 @@ TEST_CASE(
     REQUIRE(diagnostics_out_of_core(static_cast<std::size_t>(m), 1000));
     const PostPeaks small = post_processing_peaks(dir / "streamed", m, 1000, d);
     const PostPeaks large = post_processing_peaks(dir / "streamed", m, 4000, d);
-    INFO("streamed: summaries " << small.summaries << " -> " << large.summaries << " bytes, HTML report " << small.html
+    INFO("streamed: summaries " << small.summaries << " -> " << large.summaries << " bytes, derived quantities "
+                                << small.quantities << " -> " << large.quantities << ", HTML report " << small.html
                                 << " -> " << large.html << ", all " << small.all << " -> " << large.all);
     CHECK(double(large.summaries) - double(small.summaries) < 6.0 * added);
+    // The derived quantities: their summaries as above, and their `posterior` datasets written
+    // a group of chains at a time (a whole column and its copy, 16 bytes per draw, fail it).
+    CHECK(double(large.quantities) - double(small.quantities) < 6.0 * added);
     CHECK(double(large.html) - double(small.html) < 6.0 * added);
   }
   {  // in memory (the default budget): a column per quantity and the rank buffers, 28+ bytes per draw

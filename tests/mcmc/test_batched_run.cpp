@@ -553,6 +553,13 @@ TEST_CASE("batched posterior: variables' and quantities' summaries on 1, 2 and 3
                 std::bit_cast<std::uint64_t>(one[k].ess_bulk));
         }
       }
+      // The derived quantities' `posterior` datasets: ea [chain, draw], s [chain, draw, 2].
+      CHECK(post.read<double>("ea") == columns[5]);
+      const std::vector<double> s = post.read<double>("s");
+      REQUIRE(s.size() == 2 * m * n);
+      std::size_t wrong = 0;
+      for (std::size_t q = 0; q < m * n; ++q) wrong += s[2 * q] != columns[6][q] || s[2 * q + 1] != columns[7][q];
+      CHECK(wrong == 0);
     }
   set_diagnostics_rank_budget(saved_budget);
   fs::remove_all(dir);

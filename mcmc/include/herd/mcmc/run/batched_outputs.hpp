@@ -123,7 +123,9 @@ BatchedPosterior summarize_batched_draws(const BatchedDrawStore& draws, const st
 /// Derived quantities of `target` (those not named among `variable_names`) computed on every
 /// draw, a group of chains at a time (`BatchedDrawStore::chain_group`), into new columns of
 /// `draws`: written to `posterior/<name>` of `h5` (vectors with a `<name>_dim_0` scale, one
-/// vector's elements at a time; not when `to_file` is false, `h5_posterior = "compact"`)
+/// vector's elements at a time; not when `to_file` is false, `h5_posterior = "compact"`;
+/// past diagnostics_rank_budget() computed and written 2^16 draws' worth of chains at a
+/// time, so that nothing per draw is held)
 /// and appended to `post` (a summary row, its column and nested R-hat over `superchains`
 /// each). Nothing when the target has none. The summaries are spread over `threads` threads
 /// as in `summarize_batched_draws` (the same numbers for any `threads`).
