@@ -452,10 +452,29 @@ template <class D, class Fma>
   r = fma(r, x2h, k(-0x1.6c16c16c16c17p-10));
 }
 
+// Lane comparisons as vectors of all-ones (true) or zero elements, as GCC's vector operators
+// give them: the operators themselves for 4 lanes (GCC compiles them to vcmppd / vpcmpgtq);
+// for 8 lanes, Cmp512 below (GCC 12 splits 512-bit vector comparisons into one scalar
+// comparison per element).
+struct GenericCmp {
+  template <class V>
+  [[gnu::always_inline]] auto lt(V a, V b) const {
+    return a < b;
+  }
+  template <class V>
+  [[gnu::always_inline]] auto le(V a, V b) const {
+    return a <= b;
+  }
+  template <class V>
+  [[gnu::always_inline]] auto ne(V a, V b) const {
+    return a != b;
+  }
+};
+
 // sin/cos of x into s, c, given its tails q, r (sincos_tails); returns a lane mask (-1:
 // glibc must compute this lane).
-template <class D, class I, class Fma>
-[[gnu::always_inline]] inline I sincos_dd(D x, D q, D r, D& s, D& c, Fma fma) {
+template <class D, class I, class Fma, class Cmp = GenericCmp>
+[[gnu::always_inline]] inline I sincos_dd(D x, D q, D r, D& s, D& c, Fma fma, Cmp cmp = {}) {
   constexpr double kC6h = 0x1.5555555555555p-3, kC6l = 0x1.5555555555555p-57;    // 1/6
   constexpr double kC24h = 0x1.5555555555555p-5, kC24l = 0x1.5555555555555p-59;  // 1/24
   constexpr std::int64_t kAbs = 0x7fffffffffffffff;
@@ -484,7 +503,8 @@ template <class D, class I, class Fma>
   // so the test is conservative there.
   constexpr double kKs = 0.5 / (0.5 - kEnvSinMargin) * (1 + 0x1p-40);
   constexpr double kKc = 0.5 / (0.5 - kEnvCosMargin) * (1 + 0x1p-40);
-  return (ax < 0x1p-26) | ~(ax <= kEnvSincosBound) | (s + es * kKs != s) | (c + ec * kKc != c);
+  // (NaN lanes: ~(ax <= bound) and != are true, so they fall back.)
+  return cmp.lt(ax, k(0x1p-26)) | ~cmp.le(ax, k(kEnvSincosBound)) | cmp.ne(s + es * kKs, s) | cmp.ne(c + ec * kKc, c);
 }
 
 }  // namespace
@@ -499,9 +519,10 @@ namespace {
 // glibc's sincos for the lanes it flagged; returns their number. The vector loop has no
 // data-dependent branch (flagged lanes are appended to a list without one), so its
 // iterations overlap.
-template <int W, class Fma, class Movemask>
+template <int W, class Fma, class Movemask, class Cmp = GenericCmp>
 [[gnu::always_inline]] inline std::size_t sincos_lanes_impl(const double* x, double* s, double* c, std::size_t n,
-                                                            std::uint8_t* fell_back, Fma fma, Movemask movemask) {
+                                                            std::uint8_t* fell_back, Fma fma, Movemask movemask,
+                                                            Cmp cmp = {}) {
   using D = typename SincosVec<W>::d;
   using I = typename SincosVec<W>::i;
   constexpr std::size_t kW = W, kPart = 512;
@@ -525,7 +546,7 @@ template <int W, class Fma, class Movemask>
       for (std::size_t i = b0, v = 0; i < be; i += kW, ++v) {
         D xv, sv, cv;
         __builtin_memcpy(&xv, x + i, sizeof(D));
-        const unsigned bits = movemask(sincos_dd<D, I>(xv, qs[v], rs[v], sv, cv, fma));
+        const unsigned bits = movemask(sincos_dd<D, I>(xv, qs[v], rs[v], sv, cv, fma, cmp));
         __builtin_memcpy(s + i, &sv, sizeof(D));
         __builtin_memcpy(c + i, &cv, sizeof(D));
         for (std::size_t j = 0; j < kW; ++j) {
@@ -541,7 +562,7 @@ template <int W, class Fma, class Movemask>
       D xv, sv, cv, qv, rv;
       __builtin_memcpy(&xv, xs, sizeof(D));
       sincos_tails(xv, qv, rv, fma);
-      const unsigned bits = movemask(sincos_dd<D, I>(xv, qv, rv, sv, cv, fma));
+      const unsigned bits = movemask(sincos_dd<D, I>(xv, qv, rv, sv, cv, fma, cmp));
       __builtin_memcpy(ss, &sv, sizeof(D));
       __builtin_memcpy(cs, &cv, sizeof(D));
       for (std::size_t j = 0; j < m; ++j) {
@@ -587,6 +608,21 @@ struct Mask512 {
     return static_cast<unsigned>(_mm512_movepi64_mask((__m512i)m));
   }
 };
+// GenericCmp's comparisons of 8 doubles through a mask register: vcmppd with the predicates
+// of C's <, <= (ordered, false for NaN) and != (unordered, true for NaN), then vpmovm2q.
+struct Cmp512 {
+  using D = SincosVec<8>::d;
+  using I = SincosVec<8>::i;
+  __attribute__((target("avx512f,avx512dq"))) inline I lt(D a, D b) const {
+    return (I)_mm512_movm_epi64(_mm512_cmp_pd_mask((__m512d)a, (__m512d)b, _CMP_LT_OQ));
+  }
+  __attribute__((target("avx512f,avx512dq"))) inline I le(D a, D b) const {
+    return (I)_mm512_movm_epi64(_mm512_cmp_pd_mask((__m512d)a, (__m512d)b, _CMP_LE_OQ));
+  }
+  __attribute__((target("avx512f,avx512dq"))) inline I ne(D a, D b) const {
+    return (I)_mm512_movm_epi64(_mm512_cmp_pd_mask((__m512d)a, (__m512d)b, _CMP_NEQ_UQ));
+  }
+};
 
 __attribute__((target("avx2,fma"), flatten)) std::size_t sincos_avx2(const double* x, double* s, double* c,
                                                                      std::size_t n, std::uint8_t* fell_back) {
@@ -594,7 +630,7 @@ __attribute__((target("avx2,fma"), flatten)) std::size_t sincos_avx2(const doubl
 }
 __attribute__((target("avx512f,avx512dq"), flatten)) std::size_t sincos_avx512(const double* x, double* s, double* c,
                                                                                std::size_t n, std::uint8_t* fell_back) {
-  return sincos_lanes_impl<8>(x, s, c, n, fell_back, Fma512{}, Mask512{});
+  return sincos_lanes_impl<8>(x, s, c, n, fell_back, Fma512{}, Mask512{}, Cmp512{});
 }
 #endif
 
@@ -696,10 +732,25 @@ void cartpole_finish_scalar(std::size_t n, const std::uint8_t* terminated, std::
   }
 }
 
+// The truncation bits (limit > 0 && elapsed >= limit) of W clocks held as (elapsed, limit)
+// pairs in lo (clocks [0, W/2)) and hi ([W/2, W)): GCC's vector shuffles and comparisons
+// for 4 clocks; Truncated512 below for 8.
 template <int W, class Movemask>
+struct GenericTruncated {
+  Movemask movemask;
+  template <class I>
+  [[gnu::always_inline]] unsigned operator()(I lo, I hi) const {
+    const I elapsed = pick(lo, hi, stride2<0>(std::make_index_sequence<W>{}));
+    const I limit = pick(lo, hi, stride2<1>(std::make_index_sequence<W>{}));
+    return movemask((limit > 0) & (elapsed >= limit));
+  }
+};
+
+template <int W, class Truncated>
 [[gnu::always_inline]] inline void cartpole_finish_impl(std::size_t n, const std::uint8_t* terminated,
                                                         std::uint8_t* after_terminal, EpisodeClock* clocks,
-                                                        double* rewards, std::uint8_t* truncated, Movemask movemask) {
+                                                        double* rewards, std::uint8_t* truncated,
+                                                        Truncated truncation) {
   using I = typename SincosVec<W>::i;
   using B = typename StartVec<W>::u8;
   constexpr std::int64_t kOneBits = 0x3ff0000000000000;  // 1.0
@@ -725,9 +776,7 @@ template <int W, class Movemask>
     hi += tick;
     __builtin_memcpy(c0, &lo, sizeof(I));
     __builtin_memcpy(c1, &hi, sizeof(I));
-    const I elapsed = pick(lo, hi, stride2<0>(std::make_index_sequence<W>{}));
-    const I limit = pick(lo, hi, stride2<1>(std::make_index_sequence<W>{}));
-    store_mask_bytes<W>(truncated + i, movemask((limit > 0) & (elapsed >= limit)));
+    store_mask_bytes<W>(truncated + i, truncation(lo, hi));
   }
   cartpole_finish_scalar(n - i, terminated + i, after_terminal + i, clocks + i, rewards + i, truncated + i);
 }
@@ -871,17 +920,33 @@ struct MulEpu32x512 {
   }
 };
 
+// GenericTruncated for 8 clocks: vpermt2q gathers the elapsed counts and the limits, vpcmpq
+// compares them into mask registers (GCC 12 would split the generic forms element by
+// element).
+struct Truncated512 {
+  using I = SincosVec<8>::i;
+  __attribute__((target("avx512f,avx512dq"))) inline unsigned operator()(I lo, I hi) const {
+    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14),
+                  odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+    const __m512i elapsed = _mm512_permutex2var_epi64((__m512i)lo, even, (__m512i)hi);
+    const __m512i limit = _mm512_permutex2var_epi64((__m512i)lo, odd, (__m512i)hi);
+    return static_cast<unsigned>(_mm512_cmpgt_epi64_mask(limit, _mm512_setzero_si512()) &
+                                 _mm512_cmpge_epi64_mask(elapsed, limit));
+  }
+};
+
 __attribute__((target("avx2"), flatten)) void cartpole_finish_avx2(std::size_t n, const std::uint8_t* terminated,
                                                                    std::uint8_t* after_terminal, EpisodeClock* clocks,
                                                                    double* rewards, std::uint8_t* truncated) {
-  cartpole_finish_impl<4>(n, terminated, after_terminal, clocks, rewards, truncated, MaskBits256{});
+  cartpole_finish_impl<4>(n, terminated, after_terminal, clocks, rewards, truncated,
+                          GenericTruncated<4, MaskBits256>{});
 }
 __attribute__((target("avx512f,avx512dq"), flatten)) void cartpole_finish_avx512(std::size_t n,
                                                                                  const std::uint8_t* terminated,
                                                                                  std::uint8_t* after_terminal,
                                                                                  EpisodeClock* clocks, double* rewards,
                                                                                  std::uint8_t* truncated) {
-  cartpole_finish_impl<8>(n, terminated, after_terminal, clocks, rewards, truncated, Mask512{});
+  cartpole_finish_impl<8>(n, terminated, after_terminal, clocks, rewards, truncated, Truncated512{});
 }
 __attribute__((target("avx2"), flatten)) void cartpole_starts_avx2(const CartPoleStarts& s, std::size_t m) {
   cartpole_starts_impl<4>(s, m, MulEpu32x256{});
