@@ -38,14 +38,16 @@ diagnose=$build/apps/herd-diagnose
 [ -x "$diagnose" ] || { echo "bench_vs_paradram: $diagnose missing (ninja herd-diagnose)" >&2; exit 2; }
 
 py=$("$here/../peer-venv" paramonte)
-pmlib=$("$py" -c 'import os, paramonte; print(os.path.join(os.path.dirname(paramonte.__file__), "lib", "x64", "gnu"))')
+# The package's folder without importing it: paramonte's first import in a fresh venv prints an
+# 83-line banner on stdout (its dependency check), which would end up in the path.
+pmlib=$("$py" -c 'import importlib.util, os; d = importlib.util.find_spec("paramonte").submodule_search_locations[0]; print(os.path.join(d, "lib", "x64", "gnu"))')
 pmso=libparamonte_python_linux_x64_gnu_release_shared_heap.so
 [ -e "$pmlib/$pmso" ] || { echo "bench_vs_paradram: $pmlib/$pmso missing" >&2; exit 2; }
 tools=$here/paradram_bench_tools.py
 
 out=${HERD_BENCH_OUT:-$(mktemp -d /tmp/bench_vs_paradram.XXXXXX)}
 mkdir -p "$out"; out=$(cd "$out" && pwd)
-echo "bench_vs_paradram: results in $out; $("$py" -c 'import paramonte as p; print(p.version.interface.get(), "/", p.version.kernel.get())' 2>/dev/null || echo 'paramonte version unknown')" >&2
+echo "bench_vs_paradram: results in $out; $("$py" -c 'import paramonte as p; print(p.version.interface.get(), "/", p.version.kernel.get())' 2>/dev/null | tail -n 1 || echo 'paramonte version unknown')" >&2
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; cd "$work"
 cc -O2 -o herd.exe "$here/paradram_gauss10.c" -L"$build" -lherd -Wl,-rpath,"$build"
 cc -O2 -o paradram.exe "$here/paradram_gauss10.c" -L"$pmlib" -l:$pmso -Wl,-rpath,"$pmlib"
