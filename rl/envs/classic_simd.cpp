@@ -453,7 +453,7 @@ template <class D, class Fma>
 }
 
 // Lane comparisons as vectors of all-ones (true) or zero elements, as GCC's vector operators
-// give them: the operators themselves for 4 lanes (GCC compiles them to vcmppd / vpcmpgtq);
+// give them: the operators themselves for 4 lanes (GCC compiles them to vcmppd);
 // for 8 lanes, Cmp512 below (GCC 12 splits 512-bit vector comparisons into one scalar
 // comparison per element).
 struct GenericCmp {
