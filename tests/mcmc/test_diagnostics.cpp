@@ -11,6 +11,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1978,6 +1979,17 @@ struct RankBudget {
   RankBudget(const RankBudget&) = delete;
   RankBudget& operator=(const RankBudget&) = delete;
 };
+
+/// A streamed view's reader of values (T = double) or weights (std::uint32_t) that copies
+/// entries [first, first + out.size()) of `src`, which outlives it; with `in_range`, each
+/// request is first checked to lie within `src` (*in_range cleared when one does not).
+template <class T>
+auto reader_of(const std::vector<T>& src, bool* in_range = nullptr) {
+  return [&src, in_range](std::size_t first, std::span<T> out) {
+    if (in_range != nullptr) *in_range = *in_range && first + out.size() <= src.size();
+    std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
+  };
+}
 }  // namespace
 
 TEST_CASE("out-of-core rank side: the same bits as in memory (ties, weights, odd chains, runs)", "[mcmc]") {
@@ -2032,25 +2044,12 @@ TEST_CASE("out-of-core rank side: the same bits as in memory (ties, weights, odd
         // budget, its z-scores per state written back through buckets of 2^10 states and
         // more (budget 0: several buckets from 1,024 states on).
         bool in_range = true;
-        const DrawsView streamed(
-            [&](std::size_t first, std::span<double> out) {
-              in_range = in_range && first + out.size() <= x.size();
-              std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-            },
-            v.weights(), m, d);
+        const DrawsView streamed(reader_of(x, &in_range), v.weights(), m, d);
         // And with the weights read in blocks too (nothing per state held), from a copy that
         // the test keeps (the view's own weights are not read).
         const std::vector<std::uint32_t> wcopy(v.weights().begin(), v.weights().end());
         bool w_in_range = true;
-        const DrawsView read_weights(
-            [&](std::size_t first, std::span<double> out) {
-              std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-            },
-            [&](std::size_t first, std::span<std::uint32_t> out) {
-              w_in_range = w_in_range && first + out.size() <= wcopy.size();
-              std::copy_n(wcopy.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-            },
-            m, d);
+        const DrawsView read_weights(reader_of(x), reader_of(wcopy, &w_in_range), m, d);
         CHECK(read_weights.weighted());
         CHECK(read_weights.streamed());
         CHECK(read_weights.weights().empty());
@@ -2110,13 +2109,7 @@ TEST_CASE("out-of-core rank side: the same bits as in memory (ties, weights, odd
   std::vector<std::vector<double>> unused;
   const auto streamed = herd::mcmc::summarize_all(
       kQ,
-      [&](std::size_t q, std::vector<double>& /*buffer*/) {
-        return DrawsView(
-            [&values, q](std::size_t first, std::span<double> out) {
-              std::copy_n(values[q].begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-            },
-            w32, 1, kStates);
-      },
+      [&](std::size_t q, std::vector<double>& /*buffer*/) { return DrawsView(reader_of(values[q]), w32, 1, kStates); },
       2, unused);
   for (std::size_t q = 0; q < kQ; ++q) {
     INFO("streamed quantity " << q);
@@ -2127,14 +2120,7 @@ TEST_CASE("out-of-core rank side: the same bits as in memory (ties, weights, odd
   const auto read_weights = herd::mcmc::summarize_all(
       kQ,
       [&](std::size_t q, std::vector<double>& /*buffer*/) {
-        return DrawsView(
-            [&values, q](std::size_t first, std::span<double> out) {
-              std::copy_n(values[q].begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-            },
-            [&w32](std::size_t first, std::span<std::uint32_t> out) {
-              std::copy_n(w32.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-            },
-            1, kStates);
+        return DrawsView(reader_of(values[q]), reader_of(w32), 1, kStates);
       },
       2, unused);
   for (std::size_t q = 0; q < kQ; ++q) {
@@ -2148,9 +2134,7 @@ TEST_CASE("streamed views: only summarize, summarize_all and nested_rhat take th
           "[mcmc]") {
   const std::vector<double> x = herd_test::lcg_ar1(2, 500, 0.5, 3.0, 0.0);
   const std::vector<std::uint32_t> w(1000, 3);
-  const auto reader = [&](std::size_t first, std::span<double> out) {
-    std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-  };
+  const auto reader = reader_of(x);
   const DrawsView s(reader, w, 2, 500);
   CHECK(s.streamed());
   CHECK(s.values().empty());
@@ -2166,9 +2150,7 @@ TEST_CASE("streamed views: only summarize, summarize_all and nested_rhat take th
   CHECK_THROWS_WITH(herd::mcmc::summarize(failing), Catch::Matchers::Contains("reading the test's values"));
   // Weights read through a reader: checked when the view is made (chains' equal positive
   // sums), its errors propagate, and an empty reader is refused.
-  const auto weights = [&](std::size_t first, std::span<std::uint32_t> out) {
-    std::copy_n(w.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-  };
+  const auto weights = reader_of(w);
   const DrawsView rw(reader, weights, 2, 500);
   CHECK(rw.weighted());
   CHECK(rw.weights_reader() != nullptr);
@@ -2223,12 +2205,8 @@ TEST_CASE("streamed views: only summarize, summarize_all and nested_rhat take th
           if (nan) xv[chains * d / 2] = std::nan("");
           INFO("chains " << chains << " d " << d << " superchains " << super << " NaN " << nan);
           const DrawsView mem(xv, wv, chains, d);
-          const auto rd = [&](std::size_t first, std::span<double> out) {
-            std::copy_n(xv.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-          };
-          const auto rw = [&](std::size_t first, std::span<std::uint32_t> out) {
-            std::copy_n(wv.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-          };
+          const auto rd = reader_of(xv);
+          const auto rw = reader_of(wv);
           const double want = herd::mcmc::nested_rhat(mem, super);
           CHECK(std::bit_cast<std::uint64_t>(herd::mcmc::nested_rhat(DrawsView(rd, wv, chains, d), super)) ==
                 std::bit_cast<std::uint64_t>(want));
@@ -2278,12 +2256,7 @@ TEST_CASE("unweighted streamed views: the same bits as in memory (ties, constant
       herd::mcmc::release_diagnostics_workspace();
       const auto mem = summary_bits(herd::mcmc::summarize(v));
       bool in_range = true;
-      const DrawsView streamed(
-          [&](std::size_t first, std::span<double> out) {
-            in_range = in_range && first + out.size() <= x.size();
-            std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-          },
-          m, d);
+      const DrawsView streamed(reader_of(x, &in_range), m, d);
       CHECK(streamed.streamed());
       CHECK_FALSE(streamed.weighted());
       CHECK(streamed.values().empty());
@@ -2310,11 +2283,7 @@ TEST_CASE("unweighted streamed views: the same bits as in memory (ties, constant
     values.push_back(herd_test::lcg_ar1(kM, kD, 0.2 * static_cast<double>(q), 70 + q, 0.0));
   std::vector<std::vector<std::uint64_t>> one;
   for (std::size_t q = 0; q < kQ; ++q) one.push_back(summary_bits(herd::mcmc::summarize(DrawsView(values[q], kM, kD))));
-  const auto reader = [&values](std::size_t q) {
-    return [&values, q](std::size_t first, std::span<double> out) {
-      std::copy_n(values[q].begin() + static_cast<std::ptrdiff_t>(first), out.size(), out.begin());
-    };
-  };
+  const auto reader = [&values](std::size_t q) { return reader_of(values[q]); };
   for (const std::size_t budget : {std::size_t{0}, std::size_t{32} << 10}) {
     INFO("budget " << budget);
     const RankBudget b(budget);

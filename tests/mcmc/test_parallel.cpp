@@ -32,6 +32,7 @@
 #include "herd/mcmc/run_progress.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #include "progress_sink.hpp"  // mcmc/run/ (private to herd::mcmc): the terminal's steps per second
+#include "summary_bits.hpp"
 
 using namespace herd::mcmc;
 namespace fs = std::filesystem;
@@ -71,6 +72,26 @@ fs::path temp_dir(const std::string& name) {
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
+}
+
+/// A multi_chain run of the 3-D banana (thread-safe density) from the input `keys` (TOML
+/// lines), started at (0.3, -0.2, 0.1), writing `prefix`'s outputs, its post-processing
+/// diagnostics on `threads` threads, quiet.
+SampleRunSummary run_banana(const std::string& keys, const fs::path& prefix, std::size_t threads) {
+  herd::io::Schema schema("test");
+  declare_sampler_specs(schema);
+  SampleTarget target;
+  target.ndim = 3;
+  target.log_density = banana;
+  target.thread_safe = true;
+  const std::string toml = keys + "parallelization_model = \"multi_chain\"\nstart_point = [0.3, -0.2, 0.1]\n" +
+                           "output_prefix = \"" + prefix.string() + "\"\n";
+  const SamplerSpecs specs = resolve_sampler_specs(schema.apply(herd::io::parse_toml(toml, "test.toml"), {}), 3);
+  prepare_outputs(specs);
+  SampleRunOptions o;
+  o.quiet = true;
+  o.diagnostics_threads = threads;
+  return run_paradram(specs, target, o);
 }
 
 }  // namespace
@@ -482,12 +503,6 @@ TEST_CASE("parallel: a run's post-processing diagnostics on several threads equa
   // Two chains (multi_chain on threads) of the 3-D banana: 3 quantities, each summarized whole
   // by one of the diagnostics threads, beside the thread that writes the draws.
   const fs::path dir = temp_dir("diag_threads");
-  herd::io::Schema schema("test");
-  declare_sampler_specs(schema);
-  SampleTarget target;
-  target.ndim = 3;
-  target.log_density = banana;
-  target.thread_safe = true;
   std::vector<std::vector<QuantitySummary>> summaries;
   // The last run: 2 threads past a diagnostics budget of 0 bytes, each quantity streamed from
   // the chains (its values read block by block, its ranks and z-scores out of core).
@@ -495,29 +510,17 @@ TEST_CASE("parallel: a run's post-processing diagnostics on several threads equa
   for (std::size_t threads : {1, 2, 3, 4}) {
     const bool streamed = threads == 4;
     herd::mcmc::set_diagnostics_rank_budget(streamed ? 0 : saved_budget);
-    std::string toml =
-        "random_seed = 11\nchain_size = 4000\nparallelization_model = \"multi_chain\"\n"
-        "chains_per_rank = 2\nstart_point = [0.3, -0.2, 0.1]\noutput_prefix = \"";
-    std::string sub = "t";
-    sub += std::to_string(threads);
-    toml += (dir / sub / "run").string();
-    toml += "\"\n";
-    const SamplerSpecs specs = resolve_sampler_specs(schema.apply(herd::io::parse_toml(toml, "test.toml"), {}), 3);
-    prepare_outputs(specs);
-    SampleRunOptions o;
-    o.quiet = true;
-    o.diagnostics_threads = streamed ? 2 : threads;
-    summaries.push_back(run_paradram(specs, target, o).summary);
+    summaries.push_back(run_banana("random_seed = 11\nchain_size = 4000\nchains_per_rank = 2\n",
+                                   dir / ("t" + std::to_string(threads)) / "run", streamed ? 2 : threads)
+                            .summary);
   }
   herd::mcmc::set_diagnostics_rank_budget(saved_budget);
   const auto bits = [](const std::vector<QuantitySummary>& v) {
     std::vector<std::uint64_t> b;
-    for (const auto& q : v)
-      for (double f :
-           {q.stats.mean, q.stats.sd, q.stats.q5, q.stats.q50, q.stats.q95, q.stats.mcse_mean, q.stats.mcse_sd,
-            q.stats.mcse_q5, q.stats.mcse_q95, q.stats.ess_bulk, q.stats.ess_tail, q.stats.ess_mean, q.stats.ess_sd,
-            q.stats.rhat, q.stats.rhat_bulk, q.stats.rhat_tail, q.stats.rhat_basic})
-        b.push_back(std::bit_cast<std::uint64_t>(f));
+    for (const auto& q : v) {
+      const std::vector<std::uint64_t> one = herd::mcmc::testing::summary_bits(q.stats);
+      b.insert(b.end(), one.begin(), one.end());
+    }
     return b;
   };
   REQUIRE(summaries[0].size() == 3);
@@ -535,27 +538,13 @@ TEST_CASE("parallel: a streamed run's nested R-hat (superchains) equals the in-m
   // read from the chains block by block, never expanded): the .h5's nested R-hat and the
   // summary the same bits.
   const fs::path dir = temp_dir("nested_streamed");
-  herd::io::Schema schema("test");
-  declare_sampler_specs(schema);
-  SampleTarget target;
-  target.ndim = 3;
-  target.log_density = banana;
-  target.thread_safe = true;
   const std::size_t saved_budget = herd::mcmc::diagnostics_rank_budget();
   std::vector<std::vector<std::uint64_t>> nested, summary;
   for (const bool streamed : {false, true}) {
     herd::mcmc::set_diagnostics_rank_budget(streamed ? 0 : saved_budget);
     const std::string sub = streamed ? "s" : "m";
-    const std::string toml =
-        "random_seed = 13\nchain_size = 3000\nparallelization_model = \"multi_chain\"\n"
-        "chains_per_rank = 4\nsuperchains = 2\nstart_point = [0.3, -0.2, 0.1]\noutput_prefix = \"" +
-        (dir / sub / "run").string() + "\"\n";
-    const SamplerSpecs specs = resolve_sampler_specs(schema.apply(herd::io::parse_toml(toml, "test.toml"), {}), 3);
-    prepare_outputs(specs);
-    SampleRunOptions o;
-    o.quiet = true;
-    o.diagnostics_threads = streamed ? 2 : 1;
-    const auto out = run_paradram(specs, target, o);
+    const auto out = run_banana("random_seed = 13\nchain_size = 3000\nchains_per_rank = 4\nsuperchains = 2\n",
+                                dir / sub / "run", streamed ? 2 : 1);
     std::vector<std::uint64_t> b;
     for (const auto& q : out.summary)
       for (double f : {q.stats.mean, q.stats.sd, q.stats.ess_bulk, q.stats.rhat, q.stats.mcse_q95})
