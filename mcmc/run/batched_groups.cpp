@@ -282,16 +282,11 @@ void write_chain_compact(io::H5Group& root, const BatchedRunFacts& f, const Batc
   }
 }
 
-/// Entries of the [chain, draw] layout per group of chains that the `.h5` groups read past
-/// diagnostics_rank_budget() (streamed_groups): 2^16 (512 KiB of doubles), at least a chain.
-constexpr std::size_t kGroupEntries = std::size_t{1} << 16;
-
-/// Whether the `.h5` groups read the store's columns a group of chains at a time instead of
-/// whole (as the summaries stream them: diagnostics_out_of_core of M chains x D draws). The
-/// same file either way.
-bool streamed_groups(const BatchedDrawStore& draws) {
-  return diagnostics_out_of_core(static_cast<std::size_t>(draws.num_chains()), static_cast<std::size_t>(draws.draws()));
-}
+// Past diagnostics_rank_budget() (detail::batched_streamed) the `.h5` groups read the store's
+// columns a group of chains at a time (detail::streamed_chain_group) instead of whole, as the
+// summaries stream them. The same file either way.
+using detail::batched_streamed;
+using detail::streamed_chain_group;
 
 /// `sample_stats`' per-draw statistics (the group and its `chain`, `draw` scales are the gather
 /// sink's), with the serial run's dtypes and meaning: accepted (u8), and the accepting stage
@@ -300,9 +295,9 @@ bool streamed_groups(const BatchedDrawStore& draws) {
 void write_sample_stats(io::H5Group& root, const BatchedDrawStore& draws) {
   io::H5Group stats = root.open_group("sample_stats");
   const auto M = static_cast<std::size_t>(draws.num_chains()), D = static_cast<std::size_t>(draws.draws());
-  if (streamed_groups(draws)) {
+  if (batched_streamed(draws)) {
     // Each dataset made as below (the same file), its rows written a group of chains at a time.
-    const std::size_t group = std::max<std::size_t>(1, kGroupEntries / std::max<std::size_t>(D, 1));
+    const std::size_t group = streamed_chain_group(D);
     std::vector<std::uint8_t> acc, st;
     const auto each_group = [&](const char* name, auto tag, auto&& fill) {
       using T = decltype(tag);
@@ -371,10 +366,10 @@ void write_sample(io::H5Group& root, const BatchedRunFacts& f, const BatchedDraw
   std::vector<std::size_t> rows;
   // The samples of the store's columns `cols` (interleaved: [sample, cols.size()]) into v.
   std::vector<std::vector<double>> cv;
-  // Past diagnostics_rank_budget() (streamed_groups) the columns are read a group of chains
+  // Past diagnostics_rank_budget() (batched_streamed) the columns are read a group of chains
   // at a time (cv holds [group, D] per column, its chains from c0), else whole.
-  const bool streamed = streamed_groups(draws);
-  const std::size_t group = streamed ? std::max<std::size_t>(1, kGroupEntries / std::max<std::size_t>(D, 1)) : m;
+  const bool streamed = batched_streamed(draws);
+  const std::size_t group = streamed ? streamed_chain_group(D) : m;
   auto sampled = [&](const std::vector<std::size_t>& cols) {
     cv.resize(cols.size());
     v.clear();

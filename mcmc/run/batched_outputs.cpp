@@ -248,14 +248,18 @@ std::size_t default_superchains(std::int64_t m) {
   return 0;
 }
 
-namespace {
-
-/// Whether the post-processing reads the store's quantities in blocks (streamed views) instead
-/// of one whole column per diagnostics thread: past diagnostics_rank_budget(), as the serial
-/// runs' diagnostics (diagnostics_out_of_core of M chains x D draws).
-bool batched_streamed(const BatchedDrawStore& draws) {
+bool detail::batched_streamed(const BatchedDrawStore& draws) {
   return diagnostics_out_of_core(static_cast<std::size_t>(draws.num_chains()), static_cast<std::size_t>(draws.draws()));
 }
+
+std::size_t detail::streamed_chain_group(std::size_t entries_per_chain) {
+  constexpr std::size_t kGroupEntries = std::size_t{1} << 16;
+  return std::max<std::size_t>(1, kGroupEntries / std::max<std::size_t>(entries_per_chain, 1));
+}
+
+namespace {
+
+using detail::batched_streamed;
 
 /// A streamed view's reader of the store's column `col`: a request of fewer than kSpan / 4
 /// entries (the split series' windows: one split chain's draws, a few KiB) is served from a
@@ -348,22 +352,17 @@ BatchedPosterior summarize_batched_draws(const BatchedDrawStore& draws, const st
 
 namespace {
 
-/// Draws per group of chains that the derived quantities are computed and written in past
-/// the budget (batched_streamed): 2^16 (512 KiB of one quantity's doubles), at least a chain.
-constexpr std::size_t kPosteriorGroupEntries = std::size_t{1} << 16;
-
 /// The quantities `index` of `target` at every draw, a group of chains at a time, into the
 /// store's columns `first + e` (e: position in `index`).
 void quantities_to_store(const SampleTarget& target, const std::vector<std::size_t>& index, BatchedDrawStore& draws,
                          std::size_t first) {
   const std::size_t nq = target.quantity_names.size(), ne = index.size(), dd = static_cast<std::size_t>(draws.ndim());
   const auto D = static_cast<std::size_t>(draws.draws());
-  // Past the budget (batched_streamed) at most kPosteriorGroupEntries draws per group, so
+  // Past the budget (batched_streamed) at most streamed_chain_group's chains per group, so
   // that what is held does not grow with the draws; else chain_group's (up to 16 MiB).
   std::int64_t group = draws.chain_group(sizeof(double) * ne);
-  if (batched_streamed(draws))
-    group = std::min<std::int64_t>(group, static_cast<std::int64_t>(std::max<std::size_t>(
-                                              1, kPosteriorGroupEntries / std::max<std::size_t>(D, 1))));
+  if (detail::batched_streamed(draws))
+    group = std::min<std::int64_t>(group, static_cast<std::int64_t>(detail::streamed_chain_group(D)));
   std::vector<double> q(nq);
   std::vector<std::vector<double>> out(ne);
   MemoryBatchedSink chains;
@@ -416,8 +415,8 @@ void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const st
     }
     if (!pg) continue;
     // One vector's elements at a time ([chain, draw, k]; a scalar is one column), its rows
-    // written a group of chains at a time: past the budget (batched_streamed) about
-    // kPosteriorGroupEntries entries per group, so that nothing per draw is held; else every
+    // written a group of chains at a time: past the budget (batched_streamed) about 2^16
+    // entries per group (streamed_chain_group), so that nothing per draw is held; else every
     // chain at once. The same file either way (a contiguous dataset written by rows).
     std::vector<hsize_t> shape{static_cast<hsize_t>(M), static_cast<hsize_t>(D)};
     std::vector<std::string> dims{"chain", "draw"};
@@ -429,9 +428,7 @@ void add_batched_quantities(io::H5File& h5, const SampleTarget& target, const st
       dims.push_back(var.name + "_dim_0");
     }
     io::H5Dataset ds = pg->create_dataset<double>(var.name, shape);
-    const std::size_t group = batched_streamed(draws)
-                                  ? std::max<std::size_t>(1, kPosteriorGroupEntries / std::max<std::size_t>(D * k, 1))
-                                  : M;
+    const std::size_t group = detail::batched_streamed(draws) ? detail::streamed_chain_group(D * k) : M;
     for (std::size_t c0 = 0; c0 < M; c0 += group) {
       const std::size_t count = std::min(group, M - c0), len = count * D;
       data.resize(len * k);

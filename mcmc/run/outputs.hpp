@@ -22,6 +22,10 @@
 #include "herd/mcmc/refinement.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 
+namespace herd::mcmc {
+class BatchedDrawStore;
+}  // namespace herd::mcmc
+
 namespace herd::mcmc::detail {
 
 /// Per-chain text files up to this many chains (DESIGN.md §4); beyond, the `.h5` only.
@@ -261,5 +265,15 @@ ChainOutputs chain_outputs(const SamplerSpecs& specs, const SampleTarget& target
 inline double compact_value(ChainReader& chain, DerivedReader& derived, std::size_t d, std::size_t k, std::size_t i) {
   return k < d ? chain.x(i, k) : derived.value(k - d, i);
 }
+
+/// Whether a batched run's post-processing reads the draw store in blocks (streamed views,
+/// groups of chains) instead of whole columns: past diagnostics_rank_budget(), as the serial
+/// runs' diagnostics (diagnostics_out_of_core of its chains x draws). Pure.
+bool batched_streamed(const BatchedDrawStore& draws);
+
+/// Chains per group that the streamed batched post-processing reads or writes at a time, for
+/// `entries_per_chain` entries per chain (draws, or draws x a vector's elements): 2^16
+/// entries' worth (512 KiB of doubles), at least one chain. Pure.
+std::size_t streamed_chain_group(std::size_t entries_per_chain);
 
 }  // namespace herd::mcmc::detail
