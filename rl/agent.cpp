@@ -171,18 +171,21 @@ std::size_t shape_size(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
-// make_encoder's layers followed by a Linear output layer of `out` units with orthogonal
-// gain `out_gain` (draws of index = number of encoder layers): without convolutions, the
-// layers, names and values of nn::Mlp({in, hidden..., out}, orthogonal init).
+// make_encoder's layers followed by a Linear output layer of `out` units, orthogonal with
+// gain `out_gain` or PyTorch's default as `spec.init` says (draws of index = number of
+// encoder layers): without convolutions, the layers, names and values of
+// nn::Mlp({in, hidden..., out}, orthogonal init).
 std::unique_ptr<nn::Sequential> make_network(const std::vector<std::int64_t>& obs_shape, const EncoderSpec& spec,
                                              std::int64_t out, double out_gain, const RngStream& rng, Device device) {
   std::int64_t width = 0;
   auto net = make_encoder(obs_shape, spec, device, rng, 0, &width);
   const std::uint64_t k = spec.conv.size() + spec.hidden.size();
   auto& head = net->emplace<nn::Linear>(width, out, nn::DType::kFloat32, device, true, rng, k);
-  RngCursor cur = rng.at(k);
-  nn::orthogonal_(head.weight().value, out_gain, cur);
-  head.bias().value.zero();
+  if (spec.init == EncoderInit::kOrthogonal) {
+    RngCursor cur = rng.at(k);
+    nn::orthogonal_(head.weight().value, out_gain, cur);
+    head.bias().value.zero();
+  }
   net->set_input_grad(false);
   return net;
 }
@@ -260,18 +263,21 @@ ActorCriticAgent::ActorCriticAgent(std::vector<std::int64_t> obs_shape, const Sp
   spec.conv = opt.conv;
   spec.hidden = opt.hidden;
   spec.activation = opt.activation;
+  spec.init = opt.init;
   if (opt.shared_trunk) {
     std::int64_t h = 0;
     trunk_ = make_encoder(obs_shape_, spec, device_, RngStream(opt.seed, 0, RngPurpose::kInit), 0, &h);
     trunk_->set_input_grad(false);
     const RngStream heads(opt.seed, 2, RngPurpose::kInit);
-    pi_head_ = std::make_unique<nn::Linear>(h, outputs, nn::DType::kFloat32, device_);
-    vf_head_ = std::make_unique<nn::Linear>(h, 1, nn::DType::kFloat32, device_);
-    RngCursor c0 = heads.at(0), c1 = heads.at(1);
-    nn::orthogonal_(pi_head_->weight().value, 0.01, c0);
-    nn::constant_(pi_head_->bias().value, 0.0);
-    nn::orthogonal_(vf_head_->weight().value, 1.0, c1);
-    nn::constant_(vf_head_->bias().value, 0.0);
+    pi_head_ = std::make_unique<nn::Linear>(h, outputs, nn::DType::kFloat32, device_, true, heads, 0);
+    vf_head_ = std::make_unique<nn::Linear>(h, 1, nn::DType::kFloat32, device_, true, heads, 1);
+    if (opt.init == EncoderInit::kOrthogonal) {
+      RngCursor c0 = heads.at(0), c1 = heads.at(1);
+      nn::orthogonal_(pi_head_->weight().value, 0.01, c0);
+      nn::constant_(pi_head_->bias().value, 0.0);
+      nn::orthogonal_(vf_head_->weight().value, 1.0, c1);
+      nn::constant_(vf_head_->bias().value, 0.0);
+    }
   } else {
     actor_ = make_network(obs_shape_, spec, outputs, 0.01, RngStream(opt.seed, 0, RngPurpose::kInit), device_);
     critic_ = make_network(obs_shape_, spec, 1, 1.0, RngStream(opt.seed, 1, RngPurpose::kInit), device_);

@@ -61,6 +61,7 @@ std::unique_ptr<QNetwork> make_q_network(const TrainConfig& c, const Env& env, D
   spec.conv = c.agent.conv;
   spec.hidden = c.agent.hidden;
   spec.activation = c.agent.activation;
+  spec.init = c.agent.init;
   const std::vector<std::int64_t>& shape = env.observation_space().shape();
   std::int64_t features = 0;
   auto enc = make_encoder(shape, spec, device, RngStream(c.seed, 0, RngPurpose::kInit), 0, &features);

@@ -133,9 +133,12 @@ std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& ob
     for (const ConvLayerSpec& l : spec.conv) {
       auto& conv =
           net->emplace<nn::Conv2d>(c, l.channels, l.kernel, l.kernel, l.stride, l.padding, kF32, device, true, rng, k);
-      RngCursor cur = rng.at(k++);
-      nn::orthogonal_(conv.weight().value, gain, cur);
-      conv.bias().value.zero();
+      if (spec.init == EncoderInit::kOrthogonal) {  // else the constructor's PyTorch default
+        RngCursor cur = rng.at(k);
+        nn::orthogonal_(conv.weight().value, gain, cur);
+        conv.bias().value.zero();
+      }
+      ++k;
       add_activation(*net, spec.activation, device);
       h = (h + 2 * l.padding - l.kernel) / l.stride + 1;
       w = (w + 2 * l.padding - l.kernel) / l.stride + 1;
@@ -148,9 +151,12 @@ std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& ob
   }
   for (auto hdim : spec.hidden) {
     auto& lin = net->emplace<nn::Linear>(width, hdim, kF32, device, true, rng, k);
-    RngCursor cur = rng.at(k++);
-    nn::orthogonal_(lin.weight().value, gain, cur);
-    lin.bias().value.zero();
+    if (spec.init == EncoderInit::kOrthogonal) {
+      RngCursor cur = rng.at(k);
+      nn::orthogonal_(lin.weight().value, gain, cur);
+      lin.bias().value.zero();
+    }
+    ++k;
     add_activation(*net, spec.activation, device);
     width = hdim;
   }

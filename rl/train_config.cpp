@@ -90,6 +90,10 @@ const io::Schema& train_schema() {
         .min(1);
     s.add_string("network.activation", "tanh", "hidden nonlinearity").choices({"tanh", "relu", "elu"});
     s.add_bool("network.shared_trunk", false, "one trunk with policy and value heads");
+    s.add_string("network.init", "orthogonal",
+                 "initialisation of every layer: \"orthogonal\" (gain sqrt 2, heads 0.01 and 1, zero biases; SB3's "
+                 "PPO/A2C) or \"pytorch\" (PyTorch's default uniform +-1/sqrt(fan_in); SB3's DQN)")
+        .choices({"orthogonal", "pytorch"});
     s.add_float("network.init_log_std", 0.0, "initial log std of a Gaussian policy").range(-20, 5);
     s.add_int_list("network.conv_channels", std::vector<std::int64_t>{},
                    "output channels of each convolution before the hidden layers, for image observations "
@@ -453,6 +457,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
                                       : nn::Activation::kTanh;
   c.agent.init_log_std = st.get_float("network.init_log_std");
   c.agent.shared_trunk = st.get_bool("network.shared_trunk");
+  c.agent.init = st.get_string("network.init") == "pytorch" ? EncoderInit::kPyTorch : EncoderInit::kOrthogonal;
   c.agent.conv = conv_layers(st, c.env);
   c.agent.seed = c.seed;
   PpoOptions& p = c.ppo;

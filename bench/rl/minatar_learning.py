@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 import tomllib
+from functools import partial
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -102,7 +103,14 @@ def sb3_spec(algo, cfg, frames):
             raise UnmappedKey(f"{key} = true (not mapped: add VecNormalize)")
     enc = encoder_kwargs(cfg, used)
     gamma = take(cfg, used, "algo.gamma", 0.99)
-    spec = {"n_envs": n_envs, "encoder": enc}
+    init = take(cfg, used, "network.init", "orthogonal")
+    if init not in ("orthogonal", "pytorch"):
+        raise UnmappedKey(f'network.init = "{init}"')
+    # herd's orthogonal init is SB3's ortho_init=True (encoder gain sqrt 2, policy head 0.01,
+    # value head 1, zero biases); "pytorch" keeps PyTorch's defaults. SB3's DQN has no
+    # ortho_init: the worker applies it to the Q-network's encoder (herd's Q head keeps
+    # PyTorch's default either way).
+    spec = {"n_envs": n_envs, "encoder": enc, "ortho_init": init == "orthogonal"}
     if algo == "ppo":
         n_steps = cfg.get("sampler.num_steps", 128)
         nmb = take(cfg, used, "algo.num_minibatches", 0)
@@ -230,13 +238,17 @@ def sb3_worker(job):
         kw["learning_rate"] = (lambda p: lr * p) if spec["anneal_lr"] else lr
         kw["clip_range"] = (lambda p: clip * p) if spec["anneal_clip"] else clip
         pk.update(net_arch=dict(pi=[], vf=[]), share_features_extractor=spec["shared_trunk"],
-                  optimizer_kwargs={"eps": spec["optimizer_eps"]})
+                  optimizer_kwargs={"eps": spec["optimizer_eps"]}, ortho_init=spec["ortho_init"])
         model = PPO("MlpPolicy", venv, policy_kwargs=pk, seed=seed, device="cpu", **kw)
     else:
         kw["train_freq"] = tuple(kw["train_freq"])
         pk.update(net_arch=[], optimizer_class=th.optim.RMSprop if spec["optimizer"] == "rmsprop" else th.optim.Adam,
                   optimizer_kwargs=spec["optimizer_kwargs"])
         model = DQN("MlpPolicy", venv, policy_kwargs=pk, seed=seed, device="cpu", **kw)
+        if spec["ortho_init"]:
+            from stable_baselines3.common.policies import BasePolicy
+            model.q_net.features_extractor.apply(partial(BasePolicy.init_weights, gain=math.sqrt(2)))
+            model.q_net_target.load_state_dict(model.q_net.state_dict())
     if j.get("log_dir"):
         from stable_baselines3.common.logger import configure
         os.makedirs(j["log_dir"], exist_ok=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks how bench/rl/minatar_learning.py maps herd-rl's MinAtar presets to
 Stable-Baselines3 arguments (no torch, SB3 or minatar needed): known answers for the DQN
-and PPO presets, DQN's epsilon schedule kept in frames, gradient clipping off as +inf, and
+and PPO presets, network.init as SB3's ortho_init, DQN's epsilon schedule kept in frames, gradient clipping off as +inf, and
 every key it cannot map refused by name, and --schedule-frames checked. Exit 0 when all checks pass, 1 otherwise.
 
 Usage: minatar_sb3_mapping.py REPO_ROOT
@@ -63,7 +63,15 @@ for game in ("breakout", "freeway"):
     check(f"{game} dqn eps fraction at 40k", k["exploration_fraction"], 1.0)
     check(f"{game} dqn eps fraction at 200k", ml.sb3_spec("dqn", d, 200000)["kwargs"]["exploration_fraction"], 0.5)
     check(f"{game} dqn eps fraction at 1M", ml.sb3_spec("dqn", d, 1000000)["kwargs"]["exploration_fraction"], 0.1)
-    for key, value, word in (("dqn.dueling", True, "dqn.dueling"), ("dqn.double_q", True, "dqn.double_q"),
+    # network.init: "pytorch" is SB3's DQN as it is; "orthogonal" (the default) asks the
+    # worker to apply SB3's ortho init to the encoder.
+    want = d.get("network.init", "orthogonal") == "orthogonal"
+    check(f"{game} dqn ortho_init", s["ortho_init"], want)
+    for init, ortho in (("orthogonal", True), ("pytorch", False)):
+        c = copy.deepcopy(d)
+        c["network.init"] = init
+        check(f"{game} dqn network.init={init}", ml.sb3_spec("dqn", c, 40000)["ortho_init"], ortho)
+    for key, value, word in (("network.init", "xavier", "network.init"), ("dqn.dueling", True, "dqn.dueling"), ("dqn.double_q", True, "dqn.double_q"),
                              ("dqn.prioritized", True, "dqn.prioritized"), ("normalize.obs", True, "normalize.obs"),
                              ("network.activation", "elu", "network.activation"), ("dqn.bogus", 1, "dqn.bogus")):
         c = copy.deepcopy(d)
@@ -83,6 +91,10 @@ for game in ("breakout", "freeway"):
     check(f"{game} ppo lr, annealed", (s["learning_rate"], s["anneal_lr"]), (5e-4, True))
     check(f"{game} ppo clip, constant", (s["clip_range"], s["anneal_clip"]), (0.2, False))
     check(f"{game} ppo separate actor and critic", s["shared_trunk"], False)
+    check(f"{game} ppo ortho_init (herd's orthogonal default)", s["ortho_init"], True)
+    c = copy.deepcopy(p)
+    c["network.init"] = "pytorch"
+    check(f"{game} ppo network.init=pytorch", ml.sb3_spec("ppo", c, 98304)["ortho_init"], False)
     c = copy.deepcopy(p)
     c["algo.minibatch_size"], c["algo.num_minibatches"] = 512, 0
     check(f"{game} ppo batch_size from minibatch_size", ml.sb3_spec("ppo", c, 98304)["kwargs"]["batch_size"], 512)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "herd/core/error.hpp"
+#include "herd/nn/linear.hpp"
 #include "herd/rl/agent.hpp"
 #include "herd/rl/ppo.hpp"
 #include "herd/rl/registry.hpp"
@@ -124,6 +125,64 @@ TEST_CASE("Conv agent: the MinAtar network's parameters (separate and shared)", 
   CHECK(shared.state_dict()[0].tensor.to_vector() == sd[0].tensor.to_vector());
   // The module view for data parallelism lists the same parameters.
   CHECK(shared.module().named_parameters().size() == 8);
+}
+
+TEST_CASE("Agent init: orthogonal (gains sqrt 2, 0.01, 1, zero biases) or PyTorch's default for every layer",
+          "[rl][conv]") {
+  auto env = make_env("MinAtar/Breakout-v1");
+  AgentOptions ao;
+  ao.conv = {ConvLayerSpec{16, 3, 1, 0}};
+  ao.hidden = {128};
+  ao.activation = nn::Activation::kReLU;
+  ao.seed = 4;
+  // Squared norm of row r of a [rows, cols] weight.
+  const auto row_sq = [](const nn::Tensor& w, std::int64_t r) {
+    double s = 0;
+    for (std::int64_t k = 0; k < w.dim(1); ++k) s += w.item(r * w.dim(1) + k) * w.item(r * w.dim(1) + k);
+    return s;
+  };
+  for (bool shared : {false, true}) {
+    INFO("shared trunk " << shared);
+    ao.shared_trunk = shared;
+    ao.init = EncoderInit::kOrthogonal;
+    ActorCriticAgent ortho(env->observation_space(), env->action_space(), ao);
+    ao.init = EncoderInit::kPyTorch;
+    ActorCriticAgent torch(env->observation_space(), env->action_space(), ao);
+    const auto so = ortho.state_dict(), st = torch.state_dict();
+    REQUIRE(so.size() == st.size());
+    for (std::size_t i = 0; i < so.size(); ++i) {
+      INFO(so[i].name);
+      const nn::Tensor &o = so[i].tensor, &t = st[i].tensor;
+      const bool bias = so[i].name.find("bias") != std::string::npos;
+      const bool pi_head = so[i].name == (shared ? "pi.weight" : "pi.5.weight");
+      const bool vf_head = so[i].name == (shared ? "vf.weight" : "vf.5.weight");
+      const std::int64_t fan_in = bias ? 0 : o.numel() / o.dim(0);
+      if (bias) {
+        for (std::int64_t k = 0; k < o.numel(); ++k) CHECK(o.item(k) == 0.0);
+      } else {
+        // Orthogonal rows (fewer rows than columns here) of norm gain.
+        const double gain2 = pi_head ? 1e-4 : vf_head ? 1.0 : 2.0;
+        for (std::int64_t r : {std::int64_t{0}, o.dim(0) - 1})
+          CHECK(row_sq(o.reshape({o.dim(0), fan_in}), r) == Approx(gain2).epsilon(1e-4));
+        // PyTorch's bound 1/sqrt(fan_in), the bias from the same layer's fan-in.
+        const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+        for (std::int64_t k = 0; k < t.numel(); ++k) CHECK(std::abs(t.item(k)) <= bound);
+        const nn::Tensor& tb = st[i + 1].tensor;
+        int nonzero = 0;
+        for (std::int64_t k = 0; k < tb.numel(); ++k) {
+          CHECK(std::abs(tb.item(k)) <= bound);
+          nonzero += tb.item(k) != 0.0;
+        }
+        CHECK(nonzero == tb.numel());
+      }
+    }
+  }
+  // PyTorch's default is the nn::Linear constructor's draws: the shared trunk's policy
+  // head from stream 2, index 0.
+  ao.shared_trunk = true;
+  ActorCriticAgent torch(env->observation_space(), env->action_space(), ao);
+  nn::Linear pi(128, 3, nn::DType::kFloat32, Device::cpu(), true, RngStream(4, 2, RngPurpose::kInit), 0);
+  CHECK(torch.state_dict()[4].tensor.to_vector() == pi.weight().value.to_vector());
 }
 
 TEST_CASE("Conv agent: PPO loss gradients through the convolutions match finite differences", "[rl][conv]") {
@@ -260,7 +319,13 @@ TEST_CASE("Config network.conv_*: layers read, mismatches named with key, value 
   CHECK(one.agent.conv[0].stride == 1);
   CHECK(one.agent.conv[0].padding == 0);
   CHECK(resolve({}).agent.conv.empty());
+  // network.init: orthogonal by default, or PyTorch's default; anything else is refused.
+  CHECK(resolve({}).agent.init == EncoderInit::kOrthogonal);
+  CHECK(resolve({"network.init=pytorch"}).agent.init == EncoderInit::kPyTorch);
+  CHECK(resolve({"network.init=orthogonal"}).agent.init == EncoderInit::kOrthogonal);
   using Catch::Matchers::Contains;
+  CHECK_THAT(error({"network.init=xavier"}),
+             Contains("\"network.init\" is \"xavier\"") && Contains("\"orthogonal\", \"pytorch\""));
   CHECK_THAT(error({"network.conv_channels=[16]", "network.conv_kernels=[3]"}),
              Contains("--set network.conv_channels=[16]") && Contains("\"network.conv_channels\" is [16]") &&
                  Contains("\"CartPole-v1\"") && Contains("{4}") && Contains("{channels, height, width}"));
@@ -324,6 +389,7 @@ TEST_CASE("MinAtar DQN presets: the paper's network and replay settings, and the
     REQUIRE(c.agent.conv.size() == 1);
     CHECK(c.agent.conv[0].channels == 16);
     CHECK(c.agent.hidden == std::vector<std::int64_t>{128});
+    CHECK(c.agent.init == EncoderInit::kPyTorch);  // the paper's code and SB3's DQN
     CHECK(c.dqn.buffer_size == 100000);
     CHECK(c.dqn.batch_size == 32);
     CHECK(c.dqn.target_update_interval == 1000);

@@ -1,5 +1,6 @@
 // DqnTrainer: checkpoint and resume bit-identical (replay buffer, RNG counters, networks,
 // optimizer, envs), config validation, resume conflicts, outputs.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -151,6 +152,32 @@ TEST_CASE("DqnTrainer: replay storage type, epsilon and target updates follow th
   CHECK(t.curve().back()[14] == Approx(0.1));  // the epsilon column
   t.iterate();
   CHECK(t.epsilon() == 0.1);
+}
+
+TEST_CASE("DqnTrainer: network.init reaches the Q-network's encoder; the Q head keeps PyTorch's default", "[rl][dqn]") {
+  std::string text;
+  for (const char* init : {"orthogonal", "pytorch"}) {
+    INFO(init);
+    DqnTrainer t(dqn_config({std::string("network.init=") + init}, &text), text);
+    const auto sd = t.q_network().state_dict();
+    // encoder.0: Linear(4, 16), encoder.2: Linear(16, 16), then the Q head Linear(16, 2).
+    REQUIRE(sd.size() == 6);
+    CHECK(sd[0].name == "encoder.0.weight");
+    CHECK(sd[4].name == "q.weight");
+    const std::vector<double> w = sd[2].tensor.to_vector(), b = sd[3].tensor.to_vector();
+    double row0 = 0;
+    for (int k = 0; k < 16; ++k) row0 += w[static_cast<std::size_t>(k)] * w[static_cast<std::size_t>(k)];
+    const bool orthogonal = std::string(init) == "orthogonal";
+    if (orthogonal) {
+      CHECK(row0 == Approx(2.0).epsilon(1e-5));  // square orthogonal times sqrt(2)
+      for (double x : b) CHECK(x == 0.0);
+    } else {
+      for (double x : w) CHECK(std::abs(x) <= 0.25);  // 1/sqrt(16)
+      CHECK(row0 < 1.0);                              // at most 16 / 16
+      CHECK(std::count(b.begin(), b.end(), 0.0) == 0);
+    }
+    for (double x : sd[4].tensor.to_vector()) CHECK(std::abs(x) <= 0.25);
+  }
 }
 
 TEST_CASE("DQN config errors name the key, the value and what was expected", "[rl][dqn]") {

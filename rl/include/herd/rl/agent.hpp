@@ -4,7 +4,8 @@
 /// observations) with a categorical or diagonal-Gaussian policy, the agent of A2C (Mnih et
 /// al. 2016) and PPO (Schulman et al. 2017), initialised as in Andrychowicz et al. 2021
 /// ("What matters in on-policy RL"): orthogonal weights with gain sqrt(2) in hidden and
-/// convolutional layers, 0.01 on the policy output, 1 on the value output, zero biases.
+/// convolutional layers, 0.01 on the policy output, 1 on the value output, zero biases
+/// (or PyTorch's default for every layer: `AgentOptions::init`).
 
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +41,10 @@ struct AgentOptions {
   /// by `activation`, and the last one's output is flattened into the first hidden layer
   /// (see `make_encoder`). Empty (the default): MLPs on the flat observation vector.
   std::vector<ConvLayerSpec> conv;
+  /// Initialisation of the encoders and heads: orthogonal (encoder gain sqrt(2), policy
+  /// head 0.01, value head 1, biases zero; SB3's `ortho_init=True`) or PyTorch's default
+  /// uniform +-1/sqrt(fan_in) for every layer (SB3's `ortho_init=False`).
+  EncoderInit init = EncoderInit::kOrthogonal;
 };
 
 /// An actor-critic agent with separate actor and critic networks, or one shared trunk with

@@ -28,6 +28,17 @@ struct ConvLayerSpec {
   std::int64_t padding = 0;    ///< zero padding on each border (>= 0)
 };
 
+/// How an encoder's weighted layers (and an agent's output heads) are initialised.
+enum class EncoderInit {
+  /// Orthogonal weights (Saxe et al. 2014) with gain sqrt(2), zero biases: the default of
+  /// SB3's actor-critic policies (`ortho_init=True`) and of Andrychowicz et al. 2021.
+  kOrthogonal,
+  /// PyTorch's default for `nn.Linear` and `nn.Conv2d`: weights and biases uniform in
+  /// +-1/sqrt(fan_in) (`kaiming_uniform_` with a = sqrt(5)); what SB3's DQN and the MinAtar
+  /// paper's DQN (Young & Tian 2019) use.
+  kPyTorch,
+};
+
 /// The layers of an encoder (see `make_encoder`).
 struct EncoderSpec {
   /// Convolutions in order; empty: none (vector observations).
@@ -36,6 +47,8 @@ struct EncoderSpec {
   std::vector<std::int64_t> hidden = {64, 64};
   /// Nonlinearity after every convolution and every dense layer.
   nn::Activation activation = nn::Activation::kTanh;
+  /// Initialisation of every convolution and dense layer.
+  EncoderInit init = EncoderInit::kOrthogonal;
 };
 
 /// Builds the encoder `[Conv2d, act]* -> Flatten -> [Linear, act]*` (float32, on `device`).
@@ -54,9 +67,10 @@ struct EncoderSpec {
 /// first convolution's or, without convolutions, the first Linear layer's weight). More
 /// layers may be appended to the returned container (`add`/`emplace`), e.g. a head.
 ///
-/// Initialisation: every Conv2d and Linear weight orthogonal with gain sqrt(2) (the weight
-/// viewed as `[out, in * kernel^2]`), biases zero; the k-th weighted layer (0-based, in
-/// order, convolutions first) draws from `rng.at(init_index + k)`. Deterministic.
+/// Initialisation (`spec.init`): every Conv2d and Linear weight orthogonal with gain sqrt(2)
+/// (the weight viewed as `[out, in * kernel^2]`) and biases zero, or PyTorch's default
+/// (weights, then biases, uniform in +-1/sqrt(fan_in)); the k-th weighted layer (0-based,
+/// in order, convolutions first) draws from `rng.at(init_index + k)`. Deterministic.
 ///
 /// Host or CUDA device (the nn layers' backends); thread-safety as `nn::Module`.
 /// @param out_features receives the output width (may be null).
