@@ -161,7 +161,8 @@ int run_main(int argc, char** argv) {
   std::string ckpt;
   std::string episodes_text = "100";
   bool stochastic = false;
-  eval->add_option("checkpoint", ckpt, "checkpoint written by herd-rl train");
+  eval->add_option("checkpoint", ckpt,
+                   "checkpoint written by herd-rl train (PREFIX.ckpt; the run's output_prefix PREFIX also names it)");
   eval->add_option("--episodes", episodes_text, "episodes to run (>= 1)");
   eval->add_flag("--stochastic", stochastic, "sample actions instead of the distribution's mode");
   std::string max_steps_text;
@@ -263,6 +264,10 @@ int run_main(int argc, char** argv) {
   if (eval->parsed()) {
     // Under mpiexec rank 0 evaluates and prints; the other ranks have nothing to do.
     if (!root) return 0;
+    // The run's output_prefix names its checkpoint too, as for `report PREFIX`: "run" reads
+    // run.ckpt when there is no file "run".
+    if (std::error_code ec; !std::filesystem::exists(ckpt, ec) && std::filesystem::is_regular_file(ckpt + ".ckpt", ec))
+      ckpt += ".ckpt";
     try {
       const auto r = herd::rl::evaluate_checkpoint(ckpt, episodes, stochastic, eval_max_steps);
       double mean_length = 0;

@@ -103,6 +103,12 @@ TEST_CASE("herd-rl train writes the curve, config and policy; eval prints the fo
   CHECK_THAT(capped.out, Contains("episodes = 2\n") && Contains("mean_length = 3\n") && Contains("truncated = 2\n"));
   CHECK_THAT(capped.err, Contains("warning: 2 of 2 episodes did not end within 3 steps and were cut off"));
   CHECK(run(d, "eval missing.ckpt").rc == 2);
+  // The output prefix names the checkpoint too (as for `report PREFIX`): the same episodes.
+  const Run by_prefix = run(d, "eval run --episodes 3");
+  INFO(by_prefix.err);
+  CHECK(by_prefix.rc == 0);
+  CHECK(by_prefix.out == e.out);
+  CHECK(run(d, "eval missing").rc == 2);
 }
 
 TEST_CASE("herd-rl train: folders made, earlier outputs refused or replaced, changed settings on resume named",
