@@ -163,7 +163,7 @@ int run_main(int argc, char** argv) {
   bool stochastic = false;
   eval->add_option("checkpoint", ckpt,
                    "checkpoint written by herd-rl train (PREFIX.ckpt; the run's output_prefix PREFIX also names it)");
-  eval->add_option("--episodes", episodes_text, "episodes to run (>= 1)");
+  eval->add_option("--episodes", episodes_text, "episodes to run (>= 1; default 100)");
   eval->add_flag("--stochastic", stochastic, "sample actions instead of the distribution's mode");
   std::string max_steps_text;
   eval->add_option("--max-episode-steps", max_steps_text,
@@ -266,8 +266,14 @@ int run_main(int argc, char** argv) {
     if (!root) return 0;
     // The run's output_prefix names its checkpoint too, as for `report PREFIX`: "run" reads
     // run.ckpt when there is no file "run".
-    if (std::error_code ec; !std::filesystem::exists(ckpt, ec) && std::filesystem::is_regular_file(ckpt + ".ckpt", ec))
+    if (std::error_code ec; !std::filesystem::exists(ckpt, ec)) {
+      if (!std::filesystem::is_regular_file(ckpt + ".ckpt", ec)) {
+        print_error("no checkpoint " + ckpt + (ckpt.ends_with(".ckpt") ? "" : " (nor " + ckpt + ".ckpt)") +
+                    ": pass the <output_prefix>.ckpt that herd-rl train wrote, or its output_prefix");
+        return 2;
+      }
       ckpt += ".ckpt";
+    }
     try {
       const auto r = herd::rl::evaluate_checkpoint(ckpt, episodes, stochastic, eval_max_steps);
       double mean_length = 0;

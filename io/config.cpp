@@ -310,8 +310,11 @@ void Config::set_override(std::string_view assignment) {
     return s;
   };
   const SourceLocation where{fmt::format("--set {}", assignment), 0};
-  if (eq == std::string_view::npos || trim(assignment.substr(0, eq)).empty())
-    throw InputError(fmt::format("--set \"{}\": expected key=value, e.g. --set chain_size=1000", assignment));
+  if (eq == std::string_view::npos || trim(assignment.substr(0, eq)).empty()) {
+    const std::string_view named = trim(assignment.substr(0, eq));  // the whole text without '='
+    throw InputError(fmt::format("--set \"{}\": expected key=value, e.g. --set {}=<value>", assignment,
+                                 named.empty() ? std::string_view("key") : named));
+  }
   std::string key(trim(assignment.substr(0, eq)));
   const auto parts = split_dots(key);
   // As deep as a TOML file may nest (toml_reader's limit): each level would be a table that

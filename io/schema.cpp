@@ -406,6 +406,23 @@ class Resolver {
           candidates_.push_back(n.substr(0, dot));
   }
 
+  /// What an unknown key `written` may have meant, quoted: the keys whose last part is its
+  /// last part (a key put in the wrong table or outside its table, e.g. "init" for
+  /// "network.init"; up to 3, joined by "or"), else the nearest name by edit distance.
+  std::string suggest(const std::string& written) const {
+    const auto leaf = [&](const std::string& n) {
+      const std::size_t dot = n.rfind('.');
+      const std::string l = dot == std::string::npos ? n : n.substr(dot + 1);
+      return fold_ ? lower(l) : l;
+    };
+    const std::string want = leaf(written);
+    std::string out;
+    int found = 0;
+    for (const auto& n : names_)
+      if (leaf(n) == want && found < 3) out += (found++ ? " or \"" : "\"") + n + "\"";
+    return found ? out : "\"" + nearest(written, candidates_, fold_) + "\"";
+  }
+
   /// Keys directly or indirectly under table `path`, relative to it, for messages.
   std::string members_of(const std::string& path) const {
     const std::string p = (fold_ ? lower(path) : path) + ".";
@@ -468,8 +485,7 @@ class Resolver {
         // Suggestions cost an edit distance per candidate; a file of thousands of unknown
         // keys (not a typo) gets them for the first 100 only.
         if (problems.size() < 100)
-          problem(v.where, fmt::format("unknown key \"{}\"; did you mean \"{}\"?", written,
-                                       nearest(written, candidates_, fold_)));
+          problem(v.where, fmt::format("unknown key \"{}\"; did you mean {}?", written, suggest(written)));
         else problem(v.where, fmt::format("unknown key \"{}\"", written));
       }
     }

@@ -91,8 +91,10 @@ const io::Schema& train_schema() {
     s.add_string("network.activation", "tanh", "hidden nonlinearity").choices({"tanh", "relu", "elu"});
     s.add_bool("network.shared_trunk", false, "one trunk with policy and value heads");
     s.add_string("network.init", "orthogonal",
-                 "initialisation of every layer: \"orthogonal\" (gain sqrt 2, heads 0.01 and 1, zero biases; SB3's "
-                 "PPO/A2C) or \"pytorch\" (PyTorch's default uniform +-1/sqrt(fan_in); SB3's DQN)")
+                 "initialisation of the encoder layers and of PPO/A2C's heads: \"orthogonal\" (gain sqrt 2, policy "
+                 "head 0.01, value head 1, zero biases; SB3's PPO/A2C) or \"pytorch\" (PyTorch's default, uniform "
+                 "+-1/sqrt(fan_in); what SB3's DQN uses, and the MinAtar DQN presets); DQN's Q head always has "
+                 "PyTorch's default")
         .choices({"orthogonal", "pytorch"});
     s.add_float("network.init_log_std", 0.0, "initial log std of a Gaussian policy").range(-20, 5);
     s.add_int_list("network.conv_channels", std::vector<std::int64_t>{},

@@ -108,7 +108,9 @@ TEST_CASE("herd-rl train writes the curve, config and policy; eval prints the fo
   INFO(by_prefix.err);
   CHECK(by_prefix.rc == 0);
   CHECK(by_prefix.out == e.out);
-  CHECK(run(d, "eval missing").rc == 2);
+  const Run missing = run(d, "eval missing");
+  CHECK(missing.rc == 2);
+  CHECK_THAT(missing.err, Contains("no checkpoint missing (nor missing.ckpt)"));
 }
 
 TEST_CASE("herd-rl train: folders made, earlier outputs refused or replaced, changed settings on resume named",

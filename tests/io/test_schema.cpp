@@ -133,6 +133,10 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
         "run.toml:3: unknown key \"proposal.scal\"; did you mean \"proposal.scale\"?");
   CHECK(error_of("model = 'm'\n[proposa]\nscale = 3\n") ==
         "run.toml:2: unknown key \"proposa\"; did you mean \"proposal\"?");
+  // A key outside its table, or in another table, is pointed to the key of that name.
+  CHECK(error_of("model = 'm'\nscale = 3\n") == "run.toml:2: unknown key \"scale\"; did you mean \"proposal.scale\"?");
+  CHECK(error_of("model = 'm'\n[proposal]\nchain_size = 2\n") ==
+        "run.toml:3: unknown key \"proposal.chain_size\"; did you mean \"chain_size\"?");
   // Wrong type.
   CHECK(error_of("model = 'm'\nchain_size = \"abc\"\n") ==
         "run.toml:2: key \"chain_size\" is \"abc\" (a string), but must be an integer >= 1");
@@ -174,7 +178,8 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
   CHECK(error_of("model = 'm'\n", {"chain_sise=3"}) ==
         "--set chain_sise=3: unknown key \"chain_sise\"; did you mean \"chain_size\"?");
   CHECK(error_of("model = 'm'\n", {"chain_size"}) ==
-        "--set \"chain_size\": expected key=value, e.g. --set chain_size=1000");
+        "--set \"chain_size\": expected key=value, e.g. --set chain_size=<value>");
+  CHECK(error_of("model = 'm'\n", {"=3"}) == "--set \"=3\": expected key=value, e.g. --set key=<value>");
   // Several problems: all of them, one per line, in file order.
   {
     const std::string e = error_of("chain_size = 0\nmethod = 'x'\n");
