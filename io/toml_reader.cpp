@@ -1,7 +1,10 @@
 #include "herd/io/toml_reader.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include <toml++/toml.h>
@@ -122,6 +125,29 @@ ConfigValue convert(const toml::node& n, const std::string& source, int depth) {
   return ConfigValue::string(os.str(), where);
 }
 
+/// toml++'s message at `line`:`column` (1-based) of `text`, with the usual cause spelt out
+/// where it is plain: a bare word where a value belongs is a string without its quotes.
+std::string parse_message(std::string_view text, const std::string& source, std::size_t line, std::size_t column,
+                          std::string_view description) {
+  std::string msg = fmt::format("{}:{}:{}: {}", source, line, column, description);
+  if (description.find("could not determine value type") == std::string_view::npos || line == 0 || column == 0)
+    return msg;
+  std::size_t at = 0;  // the start of line `line`
+  for (std::size_t l = 1; l < line && at != std::string_view::npos; ++l) {
+    at = text.find('\n', at);
+    if (at != std::string_view::npos) ++at;
+  }
+  if (at == std::string_view::npos || at + column - 1 >= text.size()) return msg;
+  std::string_view word = text.substr(at + column - 1);
+  word = word.substr(0, std::min<std::size_t>(word.find_first_of(" \t\r\n,]}#"), 64));
+  const bool bare = !word.empty() && std::isalpha(static_cast<unsigned char>(word.front())) &&
+                    std::all_of(word.begin(), word.end(), [](char ch) {
+                      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.';
+                    });
+  if (bare) msg += fmt::format(" (a string value must be quoted: \"{}\")", word);
+  return msg;
+}
+
 }  // namespace
 
 Config parse_toml(std::string_view text, const std::string& source) {
@@ -138,15 +164,13 @@ Config parse_toml(std::string_view text, const std::string& source) {
   try {
     table = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
-    throw InputError(
-        fmt::format("{}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column, e.description()));
+    throw InputError(parse_message(text, source, e.source().begin.line, e.source().begin.column, e.description()));
   }
 #else
   toml::parse_result result = toml::parse(text, source);
   if (!result) {
     const auto& e = result.error();
-    throw InputError(
-        fmt::format("{}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column, e.description()));
+    throw InputError(parse_message(text, source, e.source().begin.line, e.source().begin.column, e.description()));
   }
   toml::table table = std::move(result).table();
 #endif

@@ -137,6 +137,22 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
   CHECK(error_of("model = 'm'\nscale = 3\n") == "run.toml:2: unknown key \"scale\"; did you mean \"proposal.scale\"?");
   CHECK(error_of("model = 'm'\n[proposal]\nchain_size = 2\n") ==
         "run.toml:3: unknown key \"proposal.chain_size\"; did you mean \"chain_size\"?");
+  // A bare word where a value belongs: toml++'s message, and the string it would be quoted;
+  // other syntax errors keep toml++'s message alone.
+  const auto parse_error = [](std::string_view text) {
+    try {
+      parse_toml(text, "run.toml");
+    } catch (const herd::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK_THAT(parse_error("model = 'm'\nmethod = dram # DRAM\n"),
+             Catch::StartsWith("run.toml:2:10: ") && Catch::EndsWith(" (a string value must be quoted: \"dram\")"));
+  CHECK_THAT(parse_error("model = 'm'\nstart = [1, x2]\n"),
+             Catch::StartsWith("run.toml:2:13: ") && Catch::EndsWith(" (a string value must be quoted: \"x2\")"));
+  CHECK_THAT(parse_error("model = 'm'\nchain_size = @3\n"),
+             Catch::StartsWith("run.toml:2:") && !Catch::Contains("must be quoted"));
   // Wrong type.
   CHECK(error_of("model = 'm'\nchain_size = \"abc\"\n") ==
         "run.toml:2: key \"chain_size\" is \"abc\" (a string), but must be an integer >= 1");
