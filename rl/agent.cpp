@@ -9,7 +9,6 @@
 
 #include "herd/core/config.hpp"
 #include "herd/core/error.hpp"
-#include "herd/nn/init.hpp"
 #if HERD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -181,11 +180,7 @@ std::unique_ptr<nn::Sequential> make_network(const std::vector<std::int64_t>& ob
   auto net = make_encoder(obs_shape, spec, device, rng, 0, &width);
   const std::uint64_t k = spec.conv.size() + spec.hidden.size();
   auto& head = net->emplace<nn::Linear>(width, out, nn::DType::kFloat32, device, true, rng, k);
-  if (spec.init == EncoderInit::kOrthogonal) {
-    RngCursor cur = rng.at(k);
-    nn::orthogonal_(head.weight().value, out_gain, cur);
-    head.bias().value.zero();
-  }
+  if (spec.init == EncoderInit::kOrthogonal) init_orthogonal(head.weight(), head.bias(), out_gain, rng, k);
   net->set_input_grad(false);
   return net;
 }
@@ -259,11 +254,7 @@ ActorCriticAgent::ActorCriticAgent(std::vector<std::int64_t> obs_shape, const Sp
   for (auto h : opt.hidden)
     if (h < 1) throw InputError("rl::ActorCriticAgent: a hidden width is " + std::to_string(h) + ", but must be >= 1");
   const std::int64_t outputs = discrete_ ? space.n() : static_cast<std::int64_t>(action_dim_);
-  EncoderSpec spec;
-  spec.conv = opt.conv;
-  spec.hidden = opt.hidden;
-  spec.activation = opt.activation;
-  spec.init = opt.init;
+  const EncoderSpec spec = opt.encoder();
   if (opt.shared_trunk) {
     std::int64_t h = 0;
     trunk_ = make_encoder(obs_shape_, spec, device_, RngStream(opt.seed, 0, RngPurpose::kInit), 0, &h);
@@ -272,11 +263,8 @@ ActorCriticAgent::ActorCriticAgent(std::vector<std::int64_t> obs_shape, const Sp
     pi_head_ = std::make_unique<nn::Linear>(h, outputs, nn::DType::kFloat32, device_, true, heads, 0);
     vf_head_ = std::make_unique<nn::Linear>(h, 1, nn::DType::kFloat32, device_, true, heads, 1);
     if (opt.init == EncoderInit::kOrthogonal) {
-      RngCursor c0 = heads.at(0), c1 = heads.at(1);
-      nn::orthogonal_(pi_head_->weight().value, 0.01, c0);
-      nn::constant_(pi_head_->bias().value, 0.0);
-      nn::orthogonal_(vf_head_->weight().value, 1.0, c1);
-      nn::constant_(vf_head_->bias().value, 0.0);
+      init_orthogonal(pi_head_->weight(), pi_head_->bias(), 0.01, heads, 0);
+      init_orthogonal(vf_head_->weight(), vf_head_->bias(), 1.0, heads, 1);
     }
   } else {
     actor_ = make_network(obs_shape_, spec, outputs, 0.01, RngStream(opt.seed, 0, RngPurpose::kInit), device_);

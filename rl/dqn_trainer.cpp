@@ -57,11 +57,7 @@ const std::vector<std::string>& fixed_on_resume() {
 std::unique_ptr<QNetwork> make_q_network(const TrainConfig& c, const Env& env, Device device) {
   // The encoder (network.conv_* and network.hidden): weighted layer k draws from
   // RngStream(seed, 0, kInit).at(k); the heads from RngStream(seed, 100, kInit).
-  EncoderSpec spec;
-  spec.conv = c.agent.conv;
-  spec.hidden = c.agent.hidden;
-  spec.activation = c.agent.activation;
-  spec.init = c.agent.init;
+  const EncoderSpec spec = c.agent.encoder();
   const std::vector<std::int64_t>& shape = env.observation_space().shape();
   std::int64_t features = 0;
   auto enc = make_encoder(shape, spec, device, RngStream(c.seed, 0, RngPurpose::kInit), 0, &features);

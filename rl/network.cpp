@@ -75,6 +75,13 @@ class ImageEncoder final : public nn::Sequential {
 
 }  // namespace
 
+void init_orthogonal(nn::Parameter& weight, nn::Parameter& bias, double gain, const RngStream& rng,
+                     std::uint64_t index) {
+  RngCursor cur = rng.at(index);
+  nn::orthogonal_(weight.value, gain, cur);
+  bias.value.zero();
+}
+
 std::int64_t encoder_output_features(const std::vector<std::int64_t>& obs_shape, const EncoderSpec& spec) {
   HERD_REQUIRE(!obs_shape.empty(), "rl::make_encoder: the observation shape is empty, but needs >= 1 dimension");
   std::int64_t flat = 1;
@@ -133,11 +140,8 @@ std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& ob
     for (const ConvLayerSpec& l : spec.conv) {
       auto& conv =
           net->emplace<nn::Conv2d>(c, l.channels, l.kernel, l.kernel, l.stride, l.padding, kF32, device, true, rng, k);
-      if (spec.init == EncoderInit::kOrthogonal) {  // else the constructor's PyTorch default
-        RngCursor cur = rng.at(k);
-        nn::orthogonal_(conv.weight().value, gain, cur);
-        conv.bias().value.zero();
-      }
+      // Else the constructor's PyTorch default, from the same draws.
+      if (spec.init == EncoderInit::kOrthogonal) init_orthogonal(conv.weight(), conv.bias(), gain, rng, k);
       ++k;
       add_activation(*net, spec.activation, device);
       h = (h + 2 * l.padding - l.kernel) / l.stride + 1;
@@ -151,11 +155,7 @@ std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& ob
   }
   for (auto hdim : spec.hidden) {
     auto& lin = net->emplace<nn::Linear>(width, hdim, kF32, device, true, rng, k);
-    if (spec.init == EncoderInit::kOrthogonal) {
-      RngCursor cur = rng.at(k);
-      nn::orthogonal_(lin.weight().value, gain, cur);
-      lin.bias().value.zero();
-    }
+    if (spec.init == EncoderInit::kOrthogonal) init_orthogonal(lin.weight(), lin.bias(), gain, rng, k);
     ++k;
     add_activation(*net, spec.activation, device);
     width = hdim;

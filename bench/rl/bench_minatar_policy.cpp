@@ -77,10 +77,7 @@ int forward(const std::string& ckpt, const std::string& obs_path) {
   const std::size_t n = rows.size() / D;
   const auto A = env->action_space().n();
   if (c.algorithm == "dqn") {
-    herd::rl::EncoderSpec spec;
-    spec.conv = c.agent.conv;
-    spec.hidden = c.agent.hidden;
-    spec.activation = c.agent.activation;
+    const herd::rl::EncoderSpec spec = c.agent.encoder();
     const auto& shape = env->observation_space().shape();
     std::int64_t features = 0;
     auto enc = herd::rl::make_encoder(shape, spec, herd::Device::cpu(),

@@ -45,6 +45,10 @@ struct AgentOptions {
   /// head 0.01, value head 1, biases zero; SB3's `ortho_init=True`) or PyTorch's default
   /// uniform +-1/sqrt(fan_in) for every layer (SB3's `ortho_init=False`).
   EncoderInit init = EncoderInit::kOrthogonal;
+
+  /// The encoder these options describe (`conv`, `hidden`, `activation`, `init`), as the
+  /// agent, the DQN Q-network and tools rebuilding them pass it to `make_encoder`.
+  EncoderSpec encoder() const { return EncoderSpec{conv, hidden, activation, init}; }
 };
 
 /// An actor-critic agent with separate actor and critic networks, or one shared trunk with

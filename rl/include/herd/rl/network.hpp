@@ -15,6 +15,7 @@
 #include "herd/core/device.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/nn/mlp.hpp"
+#include "herd/nn/module.hpp"
 #include "herd/nn/sequential.hpp"
 
 namespace herd::rl {
@@ -83,6 +84,13 @@ struct EncoderSpec {
 std::unique_ptr<nn::Sequential> make_encoder(const std::vector<std::int64_t>& obs_shape, const EncoderSpec& spec,
                                              Device device, const RngStream& rng, std::uint64_t init_index,
                                              std::int64_t* out_features);
+
+/// Overwrites a layer's `weight` with orthogonal values of gain `gain` (`nn::orthogonal_`, the
+/// weight viewed as `[out, numel / out]`) drawn from `rng.at(index)`, and zeroes its `bias`:
+/// the `EncoderInit::kOrthogonal` initialisation of an encoder layer or an agent's head.
+/// Host or CUDA parameters; one layer per call.
+void init_orthogonal(nn::Parameter& weight, nn::Parameter& bias, double gain, const RngStream& rng,
+                     std::uint64_t index);
 
 /// The output width `*out_features` of `make_encoder(obs_shape, spec, ...)`, computed
 /// without building the layers (to check a configuration before a run starts).
