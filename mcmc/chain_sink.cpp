@@ -21,7 +21,7 @@ constexpr char kMagic[8] = {'H', 'E', 'R', 'D', 'C', 'H', 'N', '1'};
 constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
 /// Bytes of the file header: the magic, then four 32-bit words (chain_sink.hpp).
-constexpr std::size_t kHeaderBytes = 24;
+constexpr std::size_t kHeaderBytes = kBinaryChainHeaderBytes;
 
 /// Writes `v` at `p` least significant byte first, whatever the host's byte order.
 void put_u32_le(std::byte* p, std::uint32_t v) noexcept {
@@ -330,14 +330,8 @@ void BinaryChainSink::put(const void* p, std::size_t n) {
 }
 
 void BinaryChainSink::begin(std::uint32_t chain_id, int ndim) {
-  // Little-endian like the records (ndim as two's complement), not the host's byte order.
-  std::byte h[kHeaderBytes];
-  std::memcpy(h, kMagic, 8);
-  put_u32_le(h + 8, kVersion);
-  put_u32_le(h + 12, static_cast<std::uint32_t>(ndim));
-  put_u32_le(h + 16, chain_id);
-  put_u32_le(h + 20, static_cast<std::uint32_t>(chain_record_bytes(ndim)));
-  put(h, kHeaderBytes);
+  const auto h = binary_chain_header(chain_id, ndim);
+  put(h.data(), h.size());
 }
 
 void BinaryChainSink::write(const ChainRecord& r) {
@@ -353,6 +347,17 @@ void BinaryChainSink::flush() {
   if (!file_) return;
   drain();
   if (std::fflush(file_) != 0) throw IoError(fmt::format("BinaryChainSink: flush of '{}' failed", path_));
+}
+
+std::array<std::byte, kBinaryChainHeaderBytes> binary_chain_header(std::uint32_t chain_id, int ndim) {
+  // Little-endian like the records (ndim as two's complement), not the host's byte order.
+  std::array<std::byte, kBinaryChainHeaderBytes> h{};
+  std::memcpy(h.data(), kMagic, 8);
+  put_u32_le(h.data() + 8, kVersion);
+  put_u32_le(h.data() + 12, static_cast<std::uint32_t>(ndim));
+  put_u32_le(h.data() + 16, chain_id);
+  put_u32_le(h.data() + 20, static_cast<std::uint32_t>(chain_record_bytes(ndim)));
+  return h;
 }
 
 MemoryChainSink read_binary_chain(const std::string& path) {

@@ -73,7 +73,7 @@ class ProgressSink final : public ChainSink {
   double last_time_ = 0.0;
 };
 
-/// The sink of rank 0's progress and its streamed text chain (`text`, a TextChainStream):
+/// The sink of rank 0's progress and its streamed chain file (`text`, a ChainFileStream):
 /// `text` first, so that its `begin`, which creates the text chain file (truncating an
 /// earlier run's file of the prefix: 24 ms for 25 MB), is start-up and not counted as
 /// sampling time by `progress`, whose clock starts at its own `begin`. Both must outlive it.

@@ -98,9 +98,9 @@ void set_up(SerialRun& r) {
   r.phases.phase("sampling");
   if (r.root) r.progress.open(r.progress_path);
   if (!r.quiet && r.options.terminal) r.progress.on_progress = terminal_progress(r.phases, r.specs);
-  // A single chain's text chain file is written while it samples (rank 0).
-  if (r.root && !r.multi && r.specs.chain_file_format != "binary") {
-    r.text = std::make_unique<TextChainStream>(chain_file_path(r.specs, 1, 1), r.specs, r.tf);
+  // A single chain's chain file (text or binary) is written while it samples (rank 0).
+  if (r.root && !r.multi) {
+    r.text = std::make_unique<ChainFileStream>(chain_file_path(r.specs, 1, 1), r.specs, r.tf);
     r.progress_text = progress_and_text(r.progress, *r.text);
   }
   r.tee = r.progress_text ? static_cast<ChainSink*>(r.progress_text.get())
@@ -121,7 +121,10 @@ ResumableOptions resumable_files(SerialRun& r) {
     files.on_checkpoint = [&text = r.text](io::CheckpointWriter& w) { text->checkpoint(w); };
   }
   // The progress sink learns of a resume through ChainSink::resume_at (every engine).
-  if (r.root && r.text) files.on_resume = [&text = r.text](const io::CheckpointReader& rd) { text->resume(rd); };
+  if (r.root && r.text)
+    files.on_resume = [&text = r.text, chain = files.chain_path](const io::CheckpointReader& rd) {
+      text->resume(rd, chain);
+    };
   return files;
 }
 

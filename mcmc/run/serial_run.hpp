@@ -90,7 +90,7 @@ struct SerialRun {
   NullChainSink null_sink;
   /// The terminal, phase by phase (RunProgress); the phases' times go into the report.
   RunProgress phases;
-  std::unique_ptr<TextChainStream> text;  ///< rank 0's streamed text chain (single chain)
+  std::unique_ptr<ChainFileStream> text;  ///< rank 0's streamed chain file, text or binary (single chain)
   std::unique_ptr<FanSink> progress_text;
   ChainSink* tee = nullptr;       ///< what rank 0's first chain's records go to while sampling
   bool text_done = false;         ///< the streamed text chain is complete

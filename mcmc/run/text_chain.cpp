@@ -199,10 +199,10 @@ void append_chain_rows(std::string& out, const SamplerSpecs& specs, const TextFo
   for (std::int64_t k = 1; k < reps; ++k) out.append(out.data() + start, len);
 }
 
-TextChainStream::TextChainStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf)
-    : path_(std::move(path)), specs_(specs), tf_(tf) {}
+ChainFileStream::ChainFileStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf)
+    : path_(std::move(path)), specs_(specs), tf_(tf), binary_(specs.chain_file_format == "binary") {}
 
-TextChainStream::~TextChainStream() {
+ChainFileStream::~ChainFileStream() {
   try {
     if (cur_ != nullptr && cur_->used > 0) submit();
   } catch (...) {
@@ -210,13 +210,36 @@ TextChainStream::~TextChainStream() {
   stop_writer();
 }
 
-void TextChainStream::begin(std::uint32_t, int) {
+void ChainFileStream::begin(std::uint32_t chain_id, int ndim) {
   if (file_) return;
   file_ = std::make_unique<TextFile>(path_);
-  file_->write(chain_header(specs_, tf_));
+  if (!binary_) {
+    file_->write(chain_header(specs_, tf_));
+    return;
+  }
+  const auto h = binary_chain_header(chain_id, ndim);
+  file_->write(std::string_view(reinterpret_cast<const char*>(h.data()), h.size()));
+  if (!record_chain_.empty()) copy_record_chain(ndim);
 }
 
-TextChainStream::Block* TextChainStream::take_block(std::size_t bytes) {
+void ChainFileStream::copy_record_chain(int ndim) {
+  std::FILE* in = std::fopen(record_chain_.c_str(), "rb");
+  if (in == nullptr) throw IoError(fmt::format("cannot open the restart record's chain file \"{}\"", record_chain_));
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(in, &std::fclose);
+  std::vector<char> buf(std::size_t{1} << 20);
+  for (std::uint64_t left = record_bytes_; left > 0;) {
+    const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
+    if (std::fread(buf.data(), 1, want, in) != want)
+      throw IoError(fmt::format("the restart record's chain file \"{}\" is shorter than its checkpoint's {} bytes",
+                                record_chain_, record_bytes_));
+    file_->write(std::string_view(buf.data(), want));
+    left -= want;
+  }
+  rows_ = static_cast<std::int64_t>(record_bytes_ / chain_record_bytes(ndim));
+  record_chain_.clear();
+}
+
+ChainFileStream::Block* ChainFileStream::take_block(std::size_t bytes) {
   Block* b = nullptr;
   {
     std::unique_lock lock(m_);
@@ -238,7 +261,7 @@ TextChainStream::Block* TextChainStream::take_block(std::size_t bytes) {
   return b;
 }
 
-void TextChainStream::submit() {
+void ChainFileStream::submit() {
   if (cur_ == nullptr || cur_->used == 0) return;
   if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
   {
@@ -250,7 +273,7 @@ void TextChainStream::submit() {
   to_writer_.notify_one();
 }
 
-void TextChainStream::write(const ChainRecord& r) {
+void ChainFileStream::write(const ChainRecord& r) {
   if (failed_.load(std::memory_order_acquire)) rethrow_error();
   const std::size_t need = chain_record_bytes(std::max(r.ndim, 0));
   if (cur_ != nullptr && (cur_->capacity - cur_->used < need || cur_->ndim != r.ndim)) submit();
@@ -264,7 +287,7 @@ void TextChainStream::write(const ChainRecord& r) {
   if (want_partial_.load(std::memory_order_relaxed)) submit();
 }
 
-void TextChainStream::writer_loop() {
+void ChainFileStream::writer_loop() {
   for (;;) {
     Block* b = nullptr;
     {
@@ -295,7 +318,7 @@ void TextChainStream::writer_loop() {
   }
 }
 
-void TextChainStream::write_block(const Block& b) {
+void ChainFileStream::write_block(const Block& b) {
   if (!file_) throw IoError(fmt::format("the chain file \"{}\" was not opened before its rows", path_));
   // Rows are formatted in place into a buffer of kChunk bytes (plus a row) and written when
   // it holds kChunk bytes or the block ends.
@@ -305,8 +328,13 @@ void TextChainStream::write_block(const Block& b) {
     text_ = std::make_unique_for_overwrite<char[]>(kChunk + row_max);
     text_capacity_ = kChunk + row_max;
   }
-  const bool verbose = specs_.chain_file_format == "verbose";
   const std::size_t rb = chain_record_bytes(b.ndim);
+  if (binary_) {  // the records as they are (the binary chain's layout)
+    emit(std::string_view(reinterpret_cast<const char*>(b.bytes.get()), b.used));
+    rows_ += static_cast<std::int64_t>(b.used / rb);
+    return;
+  }
+  const bool verbose = specs_.chain_file_format == "verbose";
   point_.resize(static_cast<std::size_t>(b.ndim));
   for (std::size_t at = 0; at < b.used; at += rb) {
     const ChainRecord r =
@@ -332,11 +360,15 @@ void TextChainStream::write_block(const Block& b) {
   write_text();
 }
 
-void TextChainStream::write_text() {
+void ChainFileStream::write_text() {
   if (text_used_ == 0) return;
-  file_->write(std::string_view(text_.get(), text_used_));
-  pending_ += text_used_;
+  emit(std::string_view(text_.get(), text_used_));
   text_used_ = 0;
+}
+
+void ChainFileStream::emit(std::string_view bytes) {
+  file_->write(bytes);
+  pending_ += bytes.size();
   if (durable_ && pending_ >= (std::size_t{1} << 20)) {
     // Start the disk writes now, so that the checkpoint's fsync waits less (as for the
     // binary record); the time counts as checkpoint time.
@@ -347,7 +379,7 @@ void TextChainStream::write_text() {
   }
 }
 
-void TextChainStream::drain() {
+void ChainFileStream::drain() {
   submit();
   if (writer_.joinable()) {
     std::unique_lock lock(m_);
@@ -356,7 +388,7 @@ void TextChainStream::drain() {
   if (failed_.load(std::memory_order_acquire)) rethrow_error();
 }
 
-void TextChainStream::stop_writer() noexcept {
+void ChainFileStream::stop_writer() noexcept {
   if (!writer_.joinable()) return;
   {
     const std::lock_guard lock(m_);
@@ -367,14 +399,14 @@ void TextChainStream::stop_writer() noexcept {
   stop_ = false;
 }
 
-void TextChainStream::rethrow_error() const { std::rethrow_exception(error_); }
+void ChainFileStream::rethrow_error() const { std::rethrow_exception(error_); }
 
-void TextChainStream::flush() {
+void ChainFileStream::flush() {
   drain();
   if (file_) file_->flush();
 }
 
-void TextChainStream::checkpoint(io::CheckpointWriter& w) {
+void ChainFileStream::checkpoint(io::CheckpointWriter& w) {
   drain();
   w.add_value("text.bytes", file_->sync());
   w.add_value("text.rows", rows_);
@@ -382,8 +414,13 @@ void TextChainStream::checkpoint(io::CheckpointWriter& w) {
   w.add("text.burnin_values", burnin_.values());
 }
 
-void TextChainStream::resume(const io::CheckpointReader& r) {
+void ChainFileStream::resume(const io::CheckpointReader& r, const std::string& record_chain) {
   drain();
+  if (binary_ && !r.has("text.bytes")) {
+    record_chain_ = record_chain;
+    record_bytes_ = r.value<std::uint64_t>("chain_bytes");
+    return;
+  }
   const auto bytes = r.value<std::uint64_t>("text.bytes");
   std::error_code ec;
   const auto size = fs::file_size(path_, ec);
@@ -398,7 +435,7 @@ void TextChainStream::resume(const io::CheckpointReader& r) {
   file_ = std::make_unique<TextFile>(path_, true);
 }
 
-void TextChainStream::close() {
+void ChainFileStream::close() {
   try {
     drain();
   } catch (...) {

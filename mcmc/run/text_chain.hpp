@@ -148,12 +148,15 @@ std::size_t chain_row_bytes(const TextFormat& tf, int ndim);
 char* write_chain_row(char* p, const TextFormat& tf, RunningBurnin& burnin, std::int64_t i, const ChainRecord& r,
                       std::int64_t weight, int process_id);
 
-/// The text chain file of a single-chain run, written while it samples (users watch it
-/// grow). With checkpoints its length, row count and burn-in state go into each
+/// The chain file of a single-chain run, written while it samples (users watch it grow), in
+/// the run's `chain_file_format`: ParaDRAM's text rows (compact or verbose) or the binary
+/// chain (BinaryChainSink's header and records, the same bytes as write_chain_file writes at
+/// the end). With checkpoints its length, row count and burn-in state go into each
 /// checkpoint (after an fsync), and a resumed run truncates it back to that length.
 ///
-/// The rows are formatted and written on a writer thread of its own, so that the sampler
-/// does not wait on the number formatting or the file: `write` copies the record into a
+/// The rows are formatted (binary: copied) and written on a writer thread of its own, so
+/// that the sampler does not wait on the number formatting or the file, and the file is
+/// written while the sampler runs rather than after it: `write` copies the record into a
 /// block (no allocation per record); a full block goes to the writer, which owns the
 /// burn-in, the row counter and the file while it runs. At most `kBlocks` blocks of
 /// `kBlockBytes` exist (the sampler waits for a free one when the writer falls behind). A
@@ -163,7 +166,7 @@ char* write_chain_row(char* p, const TextFormat& tf, RunningBurnin& burnin, std:
 /// writer (disk full, ...) is thrown again, the same herd::IoError, by the next `write`,
 /// `flush`, `checkpoint` or `close`. The same bytes as formatting on the sampler thread.
 /// Not thread-safe: one (sampler) thread calls the members; the writer is internal.
-class TextChainStream final : public ChainSink {
+class ChainFileStream final : public ChainSink {
  public:
   /// Bytes of one block of records (a record takes chain_record_bytes(ndim) = 48 + 8 ndim).
   static constexpr std::size_t kBlockBytes = std::size_t{256} << 10;
@@ -171,14 +174,15 @@ class TextChainStream final : public ChainSink {
   static constexpr int kBlocks = 4;
 
   /// The file `path` of a chain of `specs` (kept by reference) in the format `tf`.
-  TextChainStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf);
+  ChainFileStream(std::string path, const SamplerSpecs& specs, const TextFormat& tf);
   /// Writes what was handed over and stops the writer; errors are dropped (call `close`).
-  ~TextChainStream() override;
-  TextChainStream(const TextChainStream&) = delete;
-  TextChainStream& operator=(const TextChainStream&) = delete;
+  ~ChainFileStream() override;
+  ChainFileStream(const ChainFileStream&) = delete;
+  ChainFileStream& operator=(const ChainFileStream&) = delete;
 
-  /// Opens the file afresh (header) unless `resume` opened it. @throws IoError
-  void begin(std::uint32_t, int) override;
+  /// Opens the file afresh (the text header, or the binary header of `chain_id` and `ndim`)
+  /// unless `resume` opened it. @throws IoError
+  void begin(std::uint32_t chain_id, int ndim) override;
   /// Hands the record's row(s) to the writer. @throws IoError (an earlier write's error)
   void write(const ChainRecord& r) override;
   /// Checkpoints will fsync the file: start its writeback every 1 MiB.
@@ -190,9 +194,12 @@ class TextChainStream final : public ChainSink {
   /// Adds the file's state to a checkpoint (every record written, the file fsynced first).
   /// @throws IoError
   void checkpoint(io::CheckpointWriter& w);
-  /// Truncates the file to the checkpoint's length and continues it.
+  /// Truncates the file to the checkpoint's length and continues it. A binary chain's
+  /// checkpoint from a herd that wrote the binary file only at the end has no length of it:
+  /// then `begin` writes the file afresh, its header and the first `chain_bytes` bytes of the
+  /// restart record's chain file `record_chain` (the same records).
   /// @throws IoError when the file is shorter than the checkpoint says.
-  void resume(const io::CheckpointReader& r);
+  void resume(const io::CheckpointReader& r, const std::string& record_chain);
   /// Writes every record, stops the writer and closes the file (idempotent; after a write
   /// error each call throws it again). @throws IoError
   void close();
@@ -213,6 +220,8 @@ class TextChainStream final : public ChainSink {
   void writer_loop();
   void write_block(const Block& b);
   void write_text();
+  void emit(std::string_view bytes);
+  void copy_record_chain(int ndim);
 
   std::string path_;
   const SamplerSpecs& specs_;
@@ -227,6 +236,9 @@ class TextChainStream final : public ChainSink {
   std::vector<double> point_;  // the writer's decoded point
   std::size_t pending_ = 0;
   bool durable_ = false;
+  bool binary_ = false;             // chain_file_format "binary": records copied, no rows formatted
+  std::string record_chain_;        // resume of a binary chain from a record without its length:
+  std::uint64_t record_bytes_ = 0;  // begin copies these bytes of this restart chain file
 
   std::vector<std::unique_ptr<Block>> blocks_;  // every block made
   Block* cur_ = nullptr;                        // the block the sampler fills

@@ -8,6 +8,8 @@
 # The kill points follow the record's progress, so the test holds on a loaded machine.
 # Usage: kill_resume_sample.sh <herd-sample> <workdir> <parallelization_model> <chain_size>
 #        <checkpoint_period> [launcher...]
+# Environment: HERD_TEST_CHAIN_FORMAT  chain_file_format (default "compact"; "binary": the
+#              binary chain file, streamed while the chain samples, byte-compared the same way)
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 exe=$1; work=$2; model=$3; size=$4; period=$5; shift 5
@@ -22,6 +24,7 @@ delayed_rejection_count = 1
 parallelization_model = "$model"
 chains_per_rank = 2
 checkpoint_period = $period
+chain_file_format = "${HERD_TEST_CHAIN_FORMAT:-compact}"
 sample_refinement_count = 2
 [target]
 builtin = "banana"
@@ -37,7 +40,12 @@ echo "uninterrupted run: ${span} ms"
 # chain files (one header line per file).
 [ -e ref/run_restart/run.ckpt ] || { echo "a complete run lost its run.ckpt"; exit 1; }
 ls ref/run_restart/*.chain ref/run_restart/*.ckpt 2>/dev/null | grep -v run.ckpt && { echo "a complete run kept its chain records"; exit 1; }
-total=$(( ($(cat ref/*_chain.txt | wc -l) - $(ls ref/*_chain.txt | wc -l)) * 72 ))
+if [ "${HERD_TEST_CHAIN_FORMAT:-compact}" = binary ]; then  # a 24-byte header, then the records
+  total=$(( $(cat ref/*_chain.bin | wc -c) - 24 * $(ls ref/*_chain.bin | wc -l) ))
+else
+  total=$(( ($(cat ref/*_chain.txt | wc -l) - $(ls ref/*_chain.txt | wc -l)) * 72 ))
+fi
+[ "$total" -gt 0 ] || { echo "the reference run wrote no chain file"; exit 1; }
 record_bytes() { stat -c %s "${1:-x}"/run_restart/*.chain 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
 # kill_job PID: SIGKILLs the run PID (started by setsid) and every process under it.
 source "$here/kill_job.sh"
@@ -92,7 +100,7 @@ if [ $rc -ne 0 ] || ! grep -q "is complete" <<< "$again"; then
   echo "a completed run was not reported as complete (rc $rc): $again"; status=1
 fi
 n=0
-for f in ref/*_chain.txt ref/*_sample.txt; do
+for f in ref/*_chain.* ref/*_sample.txt; do
   cmp "$f" "x/$(basename "$f")" || status=1
   n=$((n + 1))
 done
@@ -176,7 +184,7 @@ relayed() {
 relayed "$line" sig.err || { echo "SIGTERM: expected the line '$line', got:"; cat sig.err; status=1; }
 timeout 120 "${launch[@]}" "$exe" run.toml --output s/run > sig.log 2>&1 || { echo "resume after SIGTERM failed"; cat sig.log; status=1; }
 grep -q "resuming from the restart record in s/run_restart" sig.log || { echo "no resume after SIGTERM"; cat sig.log; status=1; }
-for f in ref/*_chain.txt; do cmp "$f" "s/$(basename "$f")" || status=1; done
+for f in ref/*_chain.*; do cmp "$f" "s/$(basename "$f")" || status=1; done
 echo "SIGTERM: exit $rc, one line, resumed to the reference's chain"
 # Without random_seed a resumed run keeps the recorded seed, and its banner says so.
 grep -v '^random_seed' run.toml > noseed.toml
@@ -204,8 +212,8 @@ else
   relayed "$line" e.err || { echo "SIGTERM before the first checkpoint: expected the line '$line', got:"; cat e.err; status=1; }
   timeout 120 "${launch[@]}" "$exe" run.toml "${early[@]}" > e.log 2>&1 || { echo "rerun after an early SIGTERM failed"; cat e.log; status=1; }
   grep -q "holds no checkpoint yet" e.log || { echo "the rerun after an early SIGTERM did not say it starts over"; cat e.log; status=1; }
-  for f in ref/*_chain.txt; do cmp "$f" "e/$(basename "$f")" || status=1; done
+  for f in ref/*_chain.*; do cmp "$f" "e/$(basename "$f")" || status=1; done
   echo "SIGTERM before the first checkpoint: exit $rc, the start-over line, rerun to the reference's chain"
 fi
-[ $status -eq 0 ] && echo "killed $kills times; $n text files and the HDF5 datasets are byte-identical" && cd / && rm -rf "$work"
+[ $status -eq 0 ] && echo "killed $kills times; $n chain and sample files and the HDF5 datasets are byte-identical" && cd / && rm -rf "$work"
 exit $status

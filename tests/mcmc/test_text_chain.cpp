@@ -1,5 +1,5 @@
 // The text chain's internals (mcmc/run/, private to herd::mcmc): the streamed chain file
-// (TextChainStream, formatted on a writer thread) against the chain file written from the
+// (ChainFileStream, formatted on a writer thread) against the chain file written from the
 // records at the end, its write errors, and the number formatter against std::to_chars.
 #include <bit>
 #include <cfloat>
@@ -20,6 +20,7 @@
 #include <catch2/catch.hpp>
 
 #include "herd/core/error.hpp"
+#include "herd/io/checkpoint.hpp"
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #include "real_format.hpp"  // mcmc/run/
@@ -94,9 +95,10 @@ std::string fast_bytes(double v, int p, std::size_t& declined) {
 }  // namespace
 
 TEST_CASE("text chain: streamed on a writer thread, the bytes of the chain file written at the end", "[text_chain]") {
-  // 20,000 records of 64 bytes fill 5 hand-over blocks of 4,096: blocks are reused.
+  // 20,000 records of 72 bytes fill 6 hand-over blocks of 256 KiB: blocks are reused. The
+  // binary chain too: its header, then the records as the writer got them.
   const Records rs(20000, 7);
-  for (const std::string format : {"compact", "verbose"}) {
+  for (const std::string format : {"compact", "verbose", "binary"}) {
     INFO(format);
     const SamplerSpecs specs = specs_of(format);
     for (const int precision : {8, 17}) {
@@ -105,7 +107,7 @@ TEST_CASE("text chain: streamed on a writer thread, the bytes of the chain file 
       MemoryChainSink memory;
       memory.begin(0, 3);
       {
-        TextChainStream s((dir / "streamed.txt").string(), specs, tf);
+        ChainFileStream s((dir / "streamed.txt").string(), specs, tf);
         s.begin(0, 3);
         for (std::size_t i = 0; i < rs.recs.size(); ++i) {
           s.write(rs.recs[i]);
@@ -121,7 +123,7 @@ TEST_CASE("text chain: streamed on a writer thread, the bytes of the chain file 
       CHECK(streamed == slurp(dir / "at_end.txt"));
       // The destructor alone writes what was handed over (no close).
       {
-        TextChainStream s((dir / "destroyed.txt").string(), specs, tf);
+        ChainFileStream s((dir / "destroyed.txt").string(), specs, tf);
         s.begin(0, 3);
         for (const ChainRecord& r : rs.recs) s.write(r);
       }
@@ -142,7 +144,7 @@ TEST_CASE("text chain: a write error of the writer thread reaches the sampler's 
   const std::string expected = "cannot write \"/dev/full\": no space left on device";
   {
     // Many blocks: a later write throws (the sampler never waits forever for a block).
-    TextChainStream s("/dev/full", specs, tf);
+    ChainFileStream s("/dev/full", specs, tf);
     s.begin(0, 3);
     std::string msg;
     std::size_t at = 0;
@@ -158,7 +160,7 @@ TEST_CASE("text chain: a write error of the writer thread reaches the sampler's 
   }
   {
     // Less than a block: the flush throws.
-    TextChainStream s("/dev/full", specs, tf);
+    ChainFileStream s("/dev/full", specs, tf);
     s.begin(0, 3);
     for (std::size_t i = 0; i < 100; ++i) s.write(rs.recs[i]);
     CHECK_THROWS_WITH(s.flush(), expected);
@@ -369,7 +371,7 @@ TEST_CASE("text chain: verbose rows repeated across the writer's 64 KiB pieces",
   MemoryChainSink memory;
   memory.begin(0, 3);
   {
-    TextChainStream s((dir / "streamed.txt").string(), specs, tf);
+    ChainFileStream s((dir / "streamed.txt").string(), specs, tf);
     s.begin(0, 3);
     for (const ChainRecord& r : rs.recs) {
       s.write(r);
@@ -381,5 +383,72 @@ TEST_CASE("text chain: verbose rows repeated across the writer's 64 KiB pieces",
   const std::string streamed = slurp(dir / "streamed.txt");
   CHECK(streamed.size() > (std::size_t{4} << 20));
   CHECK(streamed == slurp(dir / "at_end.txt"));
+  fs::remove_all(fs::temp_directory_path() / ("herd_test_text_chain_" + std::to_string(::getpid())));
+}
+
+TEST_CASE("binary chain: streamed, checkpointed and resumed, the bytes of the file written at the end",
+          "[text_chain]") {
+  Records rs(9000, 21);
+  for (ChainRecord& r : rs.recs) r.chain_id = 4;  // the header's and every record's
+  const SamplerSpecs specs = specs_of("binary");
+  const TextFormat tf{",", 17, 0};
+  const fs::path dir = work_dir("binary_resume");
+  MemoryChainSink memory;
+  memory.begin(4, 3);
+  for (const ChainRecord& r : rs.recs) memory.write(r);
+  write_chain_file((dir / "at_end.bin").string(), specs, tf, memory, 1);
+  const std::string at_end = slurp(dir / "at_end.bin");
+  REQUIRE(at_end.size() == kBinaryChainHeaderBytes + rs.recs.size() * chain_record_bytes(3));
+  const std::size_t cut = 5000;  // records before the checkpoint
+  // The restart record's chain: the first `cut` records' bytes (no header).
+  const std::string record_chain = (dir / "chain_0.chain").string();
+  {
+    std::ofstream f(record_chain, std::ios::binary);
+    f << at_end.substr(kBinaryChainHeaderBytes, cut * chain_record_bytes(3));
+  }
+  SECTION("a checkpoint of this version: the file cut back to its length") {
+    const std::string ckpt = (dir / "a.ckpt").string();
+    {
+      ChainFileStream s((dir / "streamed.bin").string(), specs, tf);
+      s.set_durable();
+      s.begin(4, 3);
+      for (std::size_t i = 0; i < cut; ++i) s.write(rs.recs[i]);
+      herd::io::CheckpointWriter w("test", 1);
+      w.add_value("chain_bytes", static_cast<std::uint64_t>(cut * chain_record_bytes(3)));
+      s.checkpoint(w);
+      w.commit(ckpt);
+      for (std::size_t i = cut; i < cut + 700; ++i) s.write(rs.recs[i]);  // lost by the "crash"
+      s.close();
+    }
+    ChainFileStream s((dir / "streamed.bin").string(), specs, tf);
+    s.resume(herd::io::CheckpointReader(ckpt), record_chain);
+    s.begin(4, 3);
+    for (std::size_t i = cut; i < rs.recs.size(); ++i) s.write(rs.recs[i]);
+    s.close();
+    CHECK(slurp(dir / "streamed.bin") == at_end);
+  }
+  SECTION("a checkpoint without the file's length: the file made again from the record's chain") {
+    const std::string ckpt = (dir / "b.ckpt").string();
+    {
+      herd::io::CheckpointWriter w("test", 1);
+      w.add_value("chain_bytes", static_cast<std::uint64_t>(cut * chain_record_bytes(3)));
+      w.commit(ckpt);
+    }
+    {
+      std::ofstream f(dir / "streamed.bin", std::ios::binary);
+      f << "partial bytes of an earlier file";
+    }
+    ChainFileStream s((dir / "streamed.bin").string(), specs, tf);
+    s.resume(herd::io::CheckpointReader(ckpt), record_chain);
+    s.begin(4, 3);
+    for (std::size_t i = cut; i < rs.recs.size(); ++i) s.write(rs.recs[i]);
+    s.close();
+    CHECK(slurp(dir / "streamed.bin") == at_end);
+    // A record chain shorter than the checkpoint says: one line naming the file.
+    fs::resize_file(record_chain, 1000);
+    ChainFileStream t((dir / "again.bin").string(), specs, tf);
+    t.resume(herd::io::CheckpointReader(ckpt), record_chain);
+    CHECK_THROWS_WITH(t.begin(4, 3), Catch::Contains("chain_0.chain\" is shorter than its checkpoint's 360000 bytes"));
+  }
   fs::remove_all(fs::temp_directory_path() / ("herd_test_text_chain_" + std::to_string(::getpid())));
 }

@@ -10,6 +10,7 @@
 /// `BinaryChainSink` (an append-only little-endian binary file: a 24-byte header, then
 /// the records of chain_record.hpp). `read_binary_chain` reads such a file back.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -334,6 +335,15 @@ class BinaryChainSink final : public ChainSink {
   std::size_t used_ = 0;
   std::uint64_t records_ = 0;
 };
+
+/// Bytes of the binary chain file's header (BinaryChainSink's layout).
+inline constexpr std::size_t kBinaryChainHeaderBytes = 24;
+
+/// The 24-byte header that starts a binary chain file of chain `chain_id` with `ndim`
+/// coordinates (BinaryChainSink's layout: magic, version, ndim, chain id, record size; all
+/// little-endian). Shared by `BinaryChainSink` and the chain file streamed while a chain
+/// samples, so that both write the same bytes. Thread-safe (pure).
+std::array<std::byte, kBinaryChainHeaderBytes> binary_chain_header(std::uint32_t chain_id, int ndim);
 
 /// Reads a file written by `BinaryChainSink` (its layout: header and records little-endian,
 /// on any host). @throws herd::IoError on a bad or truncated file, naming it.
