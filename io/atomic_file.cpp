@@ -41,6 +41,15 @@ void fsync_path(const std::string& path) {
   if (::fsync(fd.get()) != 0) throw_errno("fsync", path);
 }
 
+void start_writeback(const std::string& path) noexcept {
+#if defined(__linux__)
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() >= 0) (void)::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
+#else
+  (void)path;
+#endif
+}
+
 void fsync_parent_folder(const std::string& path) {
   const std::string dir = parent_folder(path);
   Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

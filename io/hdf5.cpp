@@ -811,6 +811,10 @@ void H5File::sync_data() const {
   fsync_path(temp_path_.empty() ? path_ : temp_path_);
 }
 
+void H5File::start_writeback() const noexcept {
+  if (is_open()) io::start_writeback(temp_path_.empty() ? path_ : temp_path_);
+}
+
 void H5File::close() {
   if (!is_open()) return;
   detail::h5_init();

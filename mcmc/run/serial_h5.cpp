@@ -117,7 +117,8 @@ void write_verbose(const SerialRun& r, io::H5Dataset& ds, unsigned columns, int 
 
 /// `posterior`: (chain, draw), a vector `beta[1..K]` as one variable with `beta_dim_0`. Each
 /// variable's draws are written in pieces, read from the chains block by block.
-void write_posterior(const SerialRun& r, io::H5Group& rootg, const std::vector<ArvizVariable>& variables) {
+void write_posterior(const SerialRun& r, const io::H5File& file, io::H5Group& rootg,
+                     const std::vector<ArvizVariable>& variables) {
   const std::size_t m = r.m, ndraw = r.ndraw;
   io::H5Group post = rootg.create_group("posterior");
   post.create_coordinate<std::int64_t>("chain", chain_ids(r));
@@ -141,18 +142,20 @@ void write_posterior(const SerialRun& r, io::H5Group& rootg, const std::vector<A
       io::H5Dataset ds = post.create_dataset<double>(v.name, {m, ndraw});
       write_verbose<double>(r, ds, columns, coordinate, 1, append);
       post.attach_dimensions(ds, {"chain", "draw"});
+      file.start_writeback();
       continue;
     }
     const std::string dim = vector_dim(post, v);
     io::H5Dataset ds = post.create_dataset<double>(v.name, {m, ndraw, k});
     write_verbose<double>(r, ds, columns, coordinate, k, append);
     post.attach_dimensions(ds, {"chain", "draw", dim});
+    file.start_writeback();
   }
 }
 
 /// `sample_stats`: lp, accepted, delayed-rejection stage, acceptance probability, each
 /// written in pieces.
-void write_sample_stats(const SerialRun& r, io::H5Group& rootg) {
+void write_sample_stats(const SerialRun& r, const io::H5File& file, io::H5Group& rootg) {
   const std::size_t m = r.m, ndraw = r.ndraw;
   io::H5Group stats = rootg.create_group("sample_stats");
   stats.create_coordinate<std::int64_t>("chain", chain_ids(r));
@@ -168,6 +171,7 @@ void write_sample_stats(const SerialRun& r, io::H5Group& rootg) {
                        piece.push_back(of(rd, i, k));
                      });
     stats.attach_dimensions(ds, {"chain", "draw"});
+    file.start_writeback();
   };
   per_draw("lp", kLogDensityColumn,
            [](ChainReader& rd, std::size_t i, std::int64_t /*k*/) -> double { return rd.log_density(i); });
@@ -182,7 +186,7 @@ void write_sample_stats(const SerialRun& r, io::H5Group& rootg) {
 
 /// `chain_compact`: the compact chains, every state (burn-in included), concatenated in
 /// chain order; with several chains `chain` gives each row's chain and `burnin` [chains].
-void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
+void write_chain_compact(const SerialRun& r, const io::H5File& file, io::H5Group& rootg) {
   const std::size_t m = r.m;
   const auto& chains = r.chains;
   io::H5Group cc = rootg.create_group("chain_compact");
@@ -243,6 +247,7 @@ void write_chain_compact(const SerialRun& r, io::H5Group& rootg) {
       p.insert(p.end(), x, x + d);
     });
     cc.attach_dimensions(ds, {"compact_draw", "variable"});
+    file.start_writeback();
   }
   // h5_posterior = "compact": the derived quantities (not in `state`) on every state, which
   // the verbose file keeps in `posterior` only.
@@ -349,10 +354,10 @@ void write_h5_draws(const SerialRun& r, std::optional<io::H5File>& h5) {
   if (r.specs.h5_posterior == "compact") {
     rootg.set_attribute("h5_posterior", r.specs.h5_posterior);
   } else {
-    write_posterior(r, rootg, variables);
-    write_sample_stats(r, rootg);
+    write_posterior(r, *h5, rootg, variables);
+    write_sample_stats(r, *h5, rootg);
   }
-  write_chain_compact(r, rootg);
+  write_chain_compact(r, *h5, rootg);
   write_sample(r, rootg, variables);
 }
 

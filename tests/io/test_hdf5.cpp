@@ -4,16 +4,20 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <numeric>
 #include <span>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include "herd/core/error.hpp"
+#include "herd/io/atomic_file.hpp"
 #include "herd/io/hdf5.hpp"
 #include "temp_dir.hpp"
 
@@ -292,6 +296,32 @@ TEST_CASE("hdf5: atomic files appear only on commit", "[io]") {
   std::size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(tmp.path())) files += e.is_regular_file();
   CHECK(files == 1);  // no temporary files left behind
+}
+
+TEST_CASE("hdf5: start_writeback is a hint that leaves the bytes and never throws", "[io]") {
+  static_assert(noexcept(std::declval<const H5File&>().start_writeback()));
+  static_assert(noexcept(herd::io::start_writeback(std::string())));
+  TempDir tmp;
+  const std::string path = tmp.file("run.h5");
+  std::vector<double> big(1 << 19);  // 4 MiB per dataset
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<double>(i) * 0.5;
+  {
+    H5File f = H5File::create_atomic(path);
+    f.root().write("a", big);
+    f.start_writeback();  // the temporary file's pages (the final path does not exist yet)
+    f.root().write("b", std::vector<double>(big.rbegin(), big.rend()));
+    f.start_writeback();
+    f.sync_data();
+    f.commit();
+    f.start_writeback();  // committed and closed: nothing to do
+  }
+  herd::io::start_writeback(tmp.file("missing.h5"));  // no file: nothing to do
+  const H5File g = H5File::open(path);
+  CHECK(g.root().read<double>("a") == big);
+  CHECK(g.root().read<double>("b") == std::vector<double>(big.rbegin(), big.rend()));
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) files += e.is_regular_file();
+  CHECK(files == 1);
 }
 
 TEST_CASE("hdf5: a file made on one thread and used on another prints no HDF5 error stack", "[io]") {

@@ -40,6 +40,12 @@ bool pread_all(int fd, void* p, std::size_t n, std::uint64_t offset) noexcept;
 /// fsyncs the file at `path`. @throws IoError
 void fsync_path(const std::string& path);
 
+/// Starts the disk writes of the file `path`'s dirty pages without waiting for them (Linux
+/// `sync_file_range(SYNC_FILE_RANGE_WRITE)` over the whole file; elsewhere nothing), so that
+/// a later fsync has less left to write. A hint, not a durability point: errors are left for
+/// that fsync (none is thrown). Thread-safe.
+void start_writeback(const std::string& path) noexcept;
+
 /// fsyncs the folder that holds `path` (so a rename in it is durable). @throws IoError
 void fsync_parent_folder(const std::string& path);
 

@@ -468,6 +468,11 @@ class H5File {
   /// while another calls HDF5, but not beside close(), commit() or a move of this object.
   /// @throws IoError when the file is closed or cannot be synced.
   void sync_data() const;
+  /// Starts the disk writes of what HDF5 has written to the file so far (the temporary
+  /// file of an atomic one) without waiting for them (io::start_writeback), so that a
+  /// later sync_data() or commit() waits less: a writer of a large file calls it after each
+  /// large dataset. A hint: never throws; the same thread rules as sync_data().
+  void start_writeback() const noexcept;
   /// Closes the file (all objects of it too). @throws IoError
   void close();
   /// For a file from `create_atomic`: closes, fsyncs, renames over the final path, fsyncs
