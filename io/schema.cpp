@@ -408,7 +408,9 @@ class Resolver {
 
   /// What an unknown key `written` may have meant, quoted: the keys whose last part is its
   /// last part (a key put in the wrong table or outside its table, e.g. "init" for
-  /// "network.init"; up to 3, joined by "or"), else the nearest name by edit distance.
+  /// "network.init"; up to 3, joined by "or"), else those whose last part starts with its
+  /// last part, of 4 characters or more (a name cut short, e.g. "output" for
+  /// "output_prefix"; up to 3), else the nearest name by edit distance.
   std::string suggest(const std::string& written) const {
     const auto leaf = [&](const std::string& n) {
       const std::size_t dot = n.rfind('.');
@@ -420,6 +422,9 @@ class Resolver {
     int found = 0;
     for (const auto& n : names_)
       if (leaf(n) == want && found < 3) out += (found++ ? " or \"" : "\"") + n + "\"";
+    if (found == 0 && want.size() >= 4)
+      for (const auto& k : keys_)  // the keys' own names, not their aliases too
+        if (leaf(k.name()).rfind(want, 0) == 0 && found < 3) out += (found++ ? " or \"" : "\"") + k.name() + "\"";
     return found ? out : "\"" + nearest(written, candidates_, fold_) + "\"";
   }
 

@@ -137,6 +137,12 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
   CHECK(error_of("model = 'm'\nscale = 3\n") == "run.toml:2: unknown key \"scale\"; did you mean \"proposal.scale\"?");
   CHECK(error_of("model = 'm'\n[proposal]\nchain_size = 2\n") ==
         "run.toml:3: unknown key \"proposal.chain_size\"; did you mean \"chain_size\"?");
+  // A name cut short is pointed to the keys it begins (4 characters or more), not to the
+  // nearest name by edit distance ("target" is nearer "start" than "target_acceptance").
+  CHECK(error_of("model = 'm'\ntarget = 0.3\n") ==
+        "run.toml:2: unknown key \"target\"; did you mean \"target_acceptance\"?");
+  CHECK(error_of("model = 'm'\n[proposal]\ndelayed = 2\n") ==
+        "run.toml:3: unknown key \"proposal.delayed\"; did you mean \"proposal.delayed_rejection_stages\"?");
   // A bare word where a value belongs: toml++'s message, and the string it would be quoted;
   // other syntax errors keep toml++'s message alone.
   const auto parse_error = [](std::string_view text) {
