@@ -206,11 +206,13 @@ std::vector<std::vector<double>> Settings::get_float_matrix(std::string_view key
   return out;
 }
 
-std::string Settings::describe() const {
+std::string Settings::describe(const std::function<std::string(const std::string& key)>& note) const {
   std::string out;
   for (const auto& e : entries_) {
-    if (e.value.is_null()) out += fmt::format("# {} = (unset)  # {}\n", e.name, e.doc);
-    else out += fmt::format("{} = {}  # {}; {}\n", e.name, e.value.to_string(), e.value.where.str(), e.doc);
+    const std::string n = note ? note(e.name) : std::string();
+    const std::string doc = n.empty() ? e.doc : n + "; " + e.doc;
+    if (e.value.is_null()) out += fmt::format("# {} = (unset)  # {}\n", e.name, doc);
+    else out += fmt::format("{} = {}  # {}; {}\n", e.name, e.value.to_string(), e.value.where.str(), doc);
   }
   return out;
 }

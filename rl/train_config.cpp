@@ -29,9 +29,10 @@ bool fs_is_absolute(const std::string& p) { return std::filesystem::path(p).is_a
                              const std::string& expected) {
   throw InputError(st.origin(key) + ": key \"" + key + "\" is " + value + ", but " + expected);
 }
+// Whether `algorithm` reads `key`: DQN reads only algo.gamma and the learning-rate scaling
+// keys of [algo] (the rest is PPO's and A2C's), and PPO/A2C read nothing of [dqn].
+bool algorithm_reads(const std::string& algorithm, const std::string& key);
 // A key given for another algorithm would be read by nothing: refused rather than ignored.
-// DQN reads only algo.gamma and the learning-rate scaling keys of [algo] (the rest is PPO's
-// and A2C's), and PPO/A2C read nothing of [dqn].
 void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algorithm);
 }  // namespace
 
@@ -308,19 +309,22 @@ std::string library_path(const io::Settings& st) {
 }  // namespace
 
 namespace {
-void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algorithm) {
+bool algorithm_reads(const std::string& algorithm, const std::string& key) {
   static const std::set<std::string> kDqnReadsAlgo = {"algo.gamma", "algo.lr_scaling", "algo.lr_reference_batch"};
-  const bool dqn = algorithm == "dqn";
+  if (algorithm == "dqn") return key.rfind("algo.", 0) != 0 || kDqnReadsAlgo.count(key) != 0;
+  return key.rfind("dqn.", 0) != 0;
+}
+
+void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algorithm) {
   for (const io::SchemaKey& k : train_schema().keys()) {
     const std::string& key = k.name();
-    if (st.is_default(key) || st.value(key).is_null()) continue;  // not given
-    if (dqn && key.rfind("algo.", 0) == 0 && kDqnReadsAlgo.count(key) == 0)
+    if (st.is_default(key) || st.value(key).is_null() || algorithm_reads(algorithm, key)) continue;
+    if (algorithm == "dqn")
       refuse_key(st, key, "set",
                  "algorithm = \"dqn\" does not read it (of [algo] DQN reads only gamma, lr_scaling and "
                  "lr_reference_batch; its own settings are under [dqn], e.g. dqn.learning_rate)");
-    if (!dqn && key.rfind("dqn.", 0) == 0)
-      refuse_key(st, key, "set",
-                 "algorithm = \"" + algorithm + "\" does not read [dqn] (set algorithm = \"dqn\" or remove it)");
+    refuse_key(st, key, "set",
+               "algorithm = \"" + algorithm + "\" does not read [dqn] (set algorithm = \"dqn\" or remove it)");
   }
 }
 }  // namespace
@@ -577,7 +581,12 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
                          ": the advantage of a single sample cannot be normalised and is used as it is (as "
                          "Stable-Baselines3 does); each update follows one noisy sample, so the policy learns slowly "
                          "if at all; use minibatches of at least 32 samples");
-  if (text) *text = st.describe();
+  // The resolved configuration marks the keys the algorithm does not read (their defaults,
+  // since a key set for another algorithm is refused above).
+  if (text)
+    *text = st.describe([&c](const std::string& key) {
+      return algorithm_reads(c.algorithm, key) ? std::string() : "not read by algorithm = \"" + c.algorithm + "\"";
+    });
   return c;
 }
 

@@ -371,6 +371,31 @@ TEST_CASE("A key of another algorithm is refused, not ignored", "[rl][dqn]") {
   CHECK_NOTHROW(resolve_train_config(none, {"algorithm=ppo", "algo.epochs=7"}));
 }
 
+TEST_CASE("The resolved configuration marks the keys the algorithm does not read", "[rl][dqn]") {
+  const herd::io::Config none("<defaults>");
+  const auto line_of = [](const std::string& text, const std::string& key) {
+    const std::size_t at = text.find("\n" + key + " = ");
+    return at == std::string::npos ? std::string() : text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  };
+  std::string dqn, ppo;
+  resolve_train_config(none, {"algorithm=dqn"}, &dqn);
+  resolve_train_config(none, {"algorithm=ppo"}, &ppo);
+  const std::string unread_dqn = "# default; not read by algorithm = \"dqn\"; ";
+  CHECK(line_of(dqn, "algo.learning_rate") == "algo.learning_rate = 0.001  " + unread_dqn + "initial learning rate");
+  CHECK_THAT(line_of(dqn, "algo.epochs"), Catch::Contains(unread_dqn));
+  for (const char* key : {"algo.gamma", "algo.lr_scaling", "dqn.learning_rate", "env.id", "seed"})
+    CHECK_THAT(line_of(dqn, key), !Catch::Contains("not read"));
+  CHECK_THAT(line_of(ppo, "dqn.buffer_size"), Catch::Contains("# default; not read by algorithm = \"ppo\"; "));
+  CHECK_THAT(line_of(ppo, "algo.learning_rate"), !Catch::Contains("not read"));
+  // The text reads back (as a checkpoint's does): the mark is in the comment only.
+  std::string again;
+  const TrainConfig c = parse_train_config(dqn, &again);
+  CHECK(c.algorithm == "dqn");
+  CHECK(c.dqn.learning_rate == 1e-4);
+  CHECK_THAT(line_of(again, "algo.learning_rate"), Catch::StartsWith("algo.learning_rate = 0.001  # <checkpoint") &&
+                                                       Catch::Contains("; not read by algorithm = \"dqn\"; "));
+}
+
 TEST_CASE("Data-parallel placement on GPUs: one GPU per rank; refused only without NCCL", "[rl][dqn][ppo]") {
   // A plain "cuda" under several ranks: rank r takes GPU (node-local rank mod device count).
   const Device cuda = Device::cuda(0);

@@ -25,6 +25,7 @@
 /// run concurrently.
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -112,7 +113,9 @@ class Settings {
   const std::string& written(std::string_view key) const;
   /// A report of every key, one per line in declaration order, in TOML syntax with the
   /// origin and doc as a comment: `chain_size = 1000  # run.toml:3; accepted states`.
-  std::string describe() const;
+  /// `note(key)`, when given and not empty, goes into the comment between the origin and
+  /// the doc (e.g. that the run does not read the key): `x = 1  # default; <note>; <doc>`.
+  std::string describe(const std::function<std::string(const std::string& key)>& note = {}) const;
 
  private:
   friend class Schema;
