@@ -320,6 +320,12 @@ void ChainFileStream::writer_loop() {
 
 void ChainFileStream::write_block(const Block& b) {
   if (!file_) throw IoError(fmt::format("the chain file \"{}\" was not opened before its rows", path_));
+  const std::size_t rb = chain_record_bytes(b.ndim);
+  if (binary_) {  // the records as they are (the binary chain's layout)
+    emit(std::string_view(reinterpret_cast<const char*>(b.bytes.get()), b.used));
+    rows_ += static_cast<std::int64_t>(b.used / rb);
+    return;
+  }
   // Rows are formatted in place into a buffer of kChunk bytes (plus a row) and written when
   // it holds kChunk bytes or the block ends.
   constexpr std::size_t kChunk = std::size_t{64} << 10;
@@ -327,12 +333,6 @@ void ChainFileStream::write_block(const Block& b) {
   if (text_capacity_ < kChunk + row_max) {
     text_ = std::make_unique_for_overwrite<char[]>(kChunk + row_max);
     text_capacity_ = kChunk + row_max;
-  }
-  const std::size_t rb = chain_record_bytes(b.ndim);
-  if (binary_) {  // the records as they are (the binary chain's layout)
-    emit(std::string_view(reinterpret_cast<const char*>(b.bytes.get()), b.used));
-    rows_ += static_cast<std::int64_t>(b.used / rb);
-    return;
   }
   const bool verbose = specs_.chain_file_format == "verbose";
   point_.resize(static_cast<std::size_t>(b.ndim));
