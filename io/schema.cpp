@@ -212,7 +212,9 @@ std::string Settings::describe(const std::function<std::string(const std::string
     const std::string n = note ? note(e.name) : std::string();
     const std::string doc = n.empty() ? e.doc : n + "; " + e.doc;
     if (e.value.is_null()) out += fmt::format("# {} = (unset)  # {}\n", e.name, doc);
-    else out += fmt::format("{} = {}  # {}; {}\n", e.name, e.value.to_string(), e.value.where.str(), doc);
+    else
+      out += fmt::format("{}{} = {}  # {}; {}\n", n.empty() ? "" : "# ", e.name, e.value.to_string(),
+                         e.value.where.str(), doc);
   }
   return out;
 }

@@ -129,7 +129,8 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("outputSeed");
   s.add_string("output_prefix", "out/herd_sample", "path prefix of the output files; missing folders are created")
       .alias("outputFileName");
-  s.add_string("chain_file_format", "compact", "format of <prefix>_chain.txt: compact, verbose or binary")
+  s.add_string("chain_file_format", "compact",
+               "format of the chain file: compact or verbose (<prefix>_chain.txt) or binary (<prefix>_chain.bin)")
       .choices({"compact", "verbose", "binary"})
       .alias("chainFileFormat")
       .alias("outputChainFileFormat");

@@ -39,15 +39,22 @@ std::vector<std::string> fixed_conflicts(const std::string& saved_text, const st
 
 std::vector<std::string> trajectory_changes(const std::string& saved_text, const std::string& now_text) {
   static const std::set<std::string> may_change = {
-      "total_steps",     "output_prefix",         "checkpoint_period", "checkpoint_period_seconds",
-      "progress_period", "logging.tensorboard",   "sampler.kind",      "sampler.num_threads",
-      "max_memory",      "eval.max_episode_steps"};
+      "output_prefix",       "checkpoint_period",   "checkpoint_period_seconds",
+      "progress_period",     "logging.tensorboard", "sampler.kind",
+      "sampler.num_threads", "max_memory",          "eval.max_episode_steps"};
   const auto saved = config_values(saved_text), now = config_values(now_text);
   std::vector<std::string> out;
   for (const auto& [key, value] : saved) {
     const auto it = now.find(key);
-    if (it != now.end() && it->second != value && may_change.count(key) == 0)
-      out.push_back(fmt::format("{} = {} (the checkpoint has {})", key, it->second, value));
+    if (it == now.end() || it->second == value || may_change.count(key) != 0) continue;
+    // total_steps sets the length of every schedule: the run goes on, on the new one.
+    out.push_back(
+        key == "total_steps"
+            ? fmt::format("{} = {} (the checkpoint has {}; the schedules over total_steps, e.g. learning-rate "
+                          "and clip annealing, epsilon and prioritized replay's beta, follow the new length "
+                          "from here on)",
+                          key, it->second, value)
+            : fmt::format("{} = {} (the checkpoint has {})", key, it->second, value));
   }
   return out;
 }

@@ -30,7 +30,8 @@ bool fs_is_absolute(const std::string& p) { return std::filesystem::path(p).is_a
   throw InputError(st.origin(key) + ": key \"" + key + "\" is " + value + ", but " + expected);
 }
 // Whether `algorithm` reads `key`: DQN reads only algo.gamma and the learning-rate scaling
-// keys of [algo] (the rest is PPO's and A2C's), and PPO/A2C read nothing of [dqn].
+// keys of [algo] (the rest is PPO's and A2C's) and neither the policy's network.shared_trunk
+// nor network.init_log_std, and PPO/A2C read nothing of [dqn].
 bool algorithm_reads(const std::string& algorithm, const std::string& key);
 // A key given for another algorithm would be read by nothing: refused rather than ignored.
 void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algorithm);
@@ -86,7 +87,8 @@ const io::Schema& train_schema() {
     s.add_int("sampler.num_threads", 1, "env-stepping threads of the parallel sampler").range(1, 256);
     s.add_bool("normalize.obs", false, "running observation normalisation");
     s.add_bool("normalize.reward", false, "reward scaling by the std of the discounted return");
-    s.add_int_list("network.hidden", std::vector<std::int64_t>{64, 64}, "hidden widths of actor and critic")
+    s.add_int_list("network.hidden", std::vector<std::int64_t>{64, 64},
+                   "hidden widths of the policy and value networks (DQN: of the Q-network)")
         .length(1, 8)
         .min(1);
     s.add_string("network.activation", "tanh", "hidden nonlinearity").choices({"tanh", "relu", "elu"});
@@ -130,11 +132,13 @@ const io::Schema& train_schema() {
               "num_minibatches (0: use algo.minibatch_size)")
         .min(0);
     s.add_string("algo.lr_scaling", "none",
-                 "scale algo.learning_rate by (steps per iteration / algo.lr_reference_batch) to the power 1 "
-                 "(linear) or 1/2 (sqrt)")
+                 "scale the learning rate by (batch / algo.lr_reference_batch) to the power 1 (linear) or 1/2 "
+                 "(sqrt): PPO/A2C scale algo.learning_rate with the env steps per iteration (all ranks) as the "
+                 "batch, DQN dqn.learning_rate with ranks x dqn.batch_size")
         .choices({"none", "sqrt", "linear"});
     s.add_int("algo.lr_reference_batch", 256,
-              "env steps per iteration (all ranks) at which algo.learning_rate is tuned")
+              "the batch at which the learning rate is tuned (PPO/A2C: env steps per iteration, all ranks; DQN: "
+              "ranks x dqn.batch_size)")
         .min(1);
     s.add_int("algo.lr_warmup_iterations", 0,
               "iterations of linear warm-up from the unscaled to the scaled learning rate (0: none)")
@@ -311,7 +315,9 @@ std::string library_path(const io::Settings& st) {
 namespace {
 bool algorithm_reads(const std::string& algorithm, const std::string& key) {
   static const std::set<std::string> kDqnReadsAlgo = {"algo.gamma", "algo.lr_scaling", "algo.lr_reference_batch"};
-  if (algorithm == "dqn") return key.rfind("algo.", 0) != 0 || kDqnReadsAlgo.count(key) != 0;
+  if (algorithm == "dqn")
+    return key != "network.shared_trunk" && key != "network.init_log_std" &&
+           (key.rfind("algo.", 0) != 0 || kDqnReadsAlgo.count(key) != 0);
   return key.rfind("dqn.", 0) != 0;
 }
 
@@ -319,6 +325,10 @@ void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algo
   for (const io::SchemaKey& k : train_schema().keys()) {
     const std::string& key = k.name();
     if (st.is_default(key) || st.value(key).is_null() || algorithm_reads(algorithm, key)) continue;
+    if (algorithm == "dqn" && key.rfind("network.", 0) == 0)
+      refuse_key(st, key, "set",
+                 "algorithm = \"dqn\" does not read it (its Q-network has no policy head to share a trunk "
+                 "with, nor a Gaussian policy's log std)");
     if (algorithm == "dqn")
       refuse_key(st, key, "set",
                  "algorithm = \"dqn\" does not read it (of [algo] DQN reads only gamma, lr_scaling and "
@@ -582,7 +592,9 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
                          "Stable-Baselines3 does); each update follows one noisy sample, so the policy learns slowly "
                          "if at all; use minibatches of at least 32 samples");
   // The resolved configuration marks the keys the algorithm does not read (their defaults,
-  // since a key set for another algorithm is refused above).
+  // since a key set for another algorithm is refused above), commented out: read again as
+  // an input file (or on resume), the text leaves them at their defaults instead of
+  // setting keys that the algorithm refuses.
   if (text)
     *text = st.describe([&c](const std::string& key) {
       return algorithm_reads(c.algorithm, key) ? std::string() : "not read by algorithm = \"" + c.algorithm + "\"";

@@ -250,6 +250,9 @@ TEST_CASE("herd-rl train --resume: settings that cannot change are named; a comp
   r = run(d, "train small.toml --resume --set total_steps=1280");
   CHECK(r.rc == 0);
   CHECK_THAT(r.out, Contains("resumed from run.ckpt at iteration 8") && Contains("iter 10/10"));
+  // ... with a warning: the schedules over total_steps (here the learning rate's) change.
+  CHECK_THAT(r.out, Contains("warning: resumed with a changed setting: total_steps = 1280 (the checkpoint has 1024; "
+                             "the schedules over total_steps"));
 }
 
 TEST_CASE("herd-rl: command-line mistakes are one line with the herd-rl prefix, exit 2", "[rl][apps]") {

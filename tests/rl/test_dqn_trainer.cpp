@@ -14,6 +14,7 @@
 #include "herd/core/error.hpp"
 #include "herd/io/config.hpp"
 #include "herd/io/hdf5.hpp"
+#include "herd/io/toml_reader.hpp"
 #include "herd/rl/agent.hpp"
 #include "herd/rl/dqn_trainer.hpp"
 #include "herd/rl/env.hpp"
@@ -369,19 +370,29 @@ TEST_CASE("A key of another algorithm is refused, not ignored", "[rl][dqn]") {
       Catch::Contains("key \"dqn.buffer_size\" is set") && Catch::Contains("algorithm = \"ppo\" does not read [dqn]"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=a2c", "dqn.n_step=3"}), Catch::Contains("dqn.n_step"));
   CHECK_NOTHROW(resolve_train_config(none, {"algorithm=ppo", "algo.epochs=7"}));
+  // Nor does DQN read the policy's shared trunk or Gaussian log std.
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "network.shared_trunk=true"}),
+                    Catch::Contains("key \"network.shared_trunk\" is set") &&
+                        Catch::Contains("algorithm = \"dqn\" does not read it"));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "network.init_log_std=0.5"}),
+                    Catch::Contains("network.init_log_std"));
+  CHECK_NOTHROW(resolve_train_config(none, {"algorithm=dqn", "network.hidden=[32]", "network.init=pytorch"}));
 }
 
 TEST_CASE("The resolved configuration marks the keys the algorithm does not read", "[rl][dqn]") {
   const herd::io::Config none("<defaults>");
+  // A key's line, commented out or not.
   const auto line_of = [](const std::string& text, const std::string& key) {
-    const std::size_t at = text.find("\n" + key + " = ");
+    std::size_t at = text.find("\n" + key + " = ");
+    if (at == std::string::npos) at = text.find("\n# " + key + " = ");
     return at == std::string::npos ? std::string() : text.substr(at + 1, text.find('\n', at + 1) - at - 1);
   };
   std::string dqn, ppo;
   resolve_train_config(none, {"algorithm=dqn"}, &dqn);
   resolve_train_config(none, {"algorithm=ppo"}, &ppo);
   const std::string unread_dqn = "# default; not read by algorithm = \"dqn\"; ";
-  CHECK(line_of(dqn, "algo.learning_rate") == "algo.learning_rate = 0.001  " + unread_dqn + "initial learning rate");
+  CHECK(line_of(dqn, "algo.learning_rate") == "# algo.learning_rate = 0.001  " + unread_dqn + "initial learning rate");
+  CHECK_THAT(line_of(dqn, "network.shared_trunk"), Catch::StartsWith("# network.shared_trunk = false  " + unread_dqn));
   CHECK_THAT(line_of(dqn, "algo.epochs"), Catch::Contains(unread_dqn));
   for (const char* key : {"algo.gamma", "algo.lr_scaling", "dqn.learning_rate", "env.id", "seed"})
     CHECK_THAT(line_of(dqn, key), !Catch::Contains("not read"));
@@ -392,8 +403,13 @@ TEST_CASE("The resolved configuration marks the keys the algorithm does not read
   const TrainConfig c = parse_train_config(dqn, &again);
   CHECK(c.algorithm == "dqn");
   CHECK(c.dqn.learning_rate == 1e-4);
-  CHECK_THAT(line_of(again, "algo.learning_rate"), Catch::StartsWith("algo.learning_rate = 0.001  # <checkpoint") &&
-                                                       Catch::Contains("; not read by algorithm = \"dqn\"; "));
+  CHECK_THAT(line_of(again, "algo.learning_rate"),
+             Catch::StartsWith("# algo.learning_rate = 0.001  # default; not read by algorithm = \"dqn\"; "));
+  // ... and runs again as a user's input file (the unread keys are commented out, not set).
+  std::string rerun;
+  const TrainConfig d = resolve_train_config(herd::io::parse_toml(dqn, "resolved.toml"), {}, &rerun);
+  CHECK(d.algorithm == "dqn");
+  CHECK_THAT(line_of(rerun, "dqn.learning_rate"), Catch::StartsWith("dqn.learning_rate = 0.0001  # resolved.toml:"));
 }
 
 TEST_CASE("Data-parallel placement on GPUs: one GPU per rank; refused only without NCCL", "[rl][dqn][ppo]") {

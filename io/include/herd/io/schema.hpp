@@ -114,7 +114,9 @@ class Settings {
   /// A report of every key, one per line in declaration order, in TOML syntax with the
   /// origin and doc as a comment: `chain_size = 1000  # run.toml:3; accepted states`.
   /// `note(key)`, when given and not empty, goes into the comment between the origin and
-  /// the doc (e.g. that the run does not read the key): `x = 1  # default; <note>; <doc>`.
+  /// the doc (e.g. that the run does not read the key), and the line is commented out, so
+  /// that the text read again as input leaves the key unset: `# x = 1  # default; <note>;
+  /// <doc>`.
   std::string describe(const std::function<std::string(const std::string& key)>& note = {}) const;
 
  private:
