@@ -406,6 +406,15 @@ TEST_CASE("binary chain: streamed, checkpointed and resumed, the bytes of the fi
     std::ofstream f(record_chain, std::ios::binary);
     f << at_end.substr(kBinaryChainHeaderBytes, cut * chain_record_bytes(3));
   }
+  // A resumed run from the checkpoint `ckpt`: the records after the cut, then the file.
+  const auto resume_to_end = [&](const std::string& ckpt) {
+    ChainFileStream s((dir / "streamed.bin").string(), specs, tf);
+    s.resume(herd::io::CheckpointReader(ckpt), record_chain);
+    s.begin(4, 3);
+    for (std::size_t i = cut; i < rs.recs.size(); ++i) s.write(rs.recs[i]);
+    s.close();
+    return slurp(dir / "streamed.bin");
+  };
   SECTION("a checkpoint of this version: the file cut back to its length") {
     const std::string ckpt = (dir / "a.ckpt").string();
     {
@@ -420,12 +429,7 @@ TEST_CASE("binary chain: streamed, checkpointed and resumed, the bytes of the fi
       for (std::size_t i = cut; i < cut + 700; ++i) s.write(rs.recs[i]);  // lost by the "crash"
       s.close();
     }
-    ChainFileStream s((dir / "streamed.bin").string(), specs, tf);
-    s.resume(herd::io::CheckpointReader(ckpt), record_chain);
-    s.begin(4, 3);
-    for (std::size_t i = cut; i < rs.recs.size(); ++i) s.write(rs.recs[i]);
-    s.close();
-    CHECK(slurp(dir / "streamed.bin") == at_end);
+    CHECK(resume_to_end(ckpt) == at_end);
   }
   SECTION("a checkpoint without the file's length: the file made again from the record's chain") {
     const std::string ckpt = (dir / "b.ckpt").string();
@@ -438,12 +442,7 @@ TEST_CASE("binary chain: streamed, checkpointed and resumed, the bytes of the fi
       std::ofstream f(dir / "streamed.bin", std::ios::binary);
       f << "partial bytes of an earlier file";
     }
-    ChainFileStream s((dir / "streamed.bin").string(), specs, tf);
-    s.resume(herd::io::CheckpointReader(ckpt), record_chain);
-    s.begin(4, 3);
-    for (std::size_t i = cut; i < rs.recs.size(); ++i) s.write(rs.recs[i]);
-    s.close();
-    CHECK(slurp(dir / "streamed.bin") == at_end);
+    CHECK(resume_to_end(ckpt) == at_end);
     // A record chain shorter than the checkpoint says: one line naming the file.
     fs::resize_file(record_chain, 1000);
     ChainFileStream t((dir / "again.bin").string(), specs, tf);
