@@ -322,20 +322,27 @@ bool algorithm_reads(const std::string& algorithm, const std::string& key) {
 }
 
 void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algorithm) {
-  for (const io::SchemaKey& k : train_schema().keys()) {
-    const std::string& key = k.name();
-    if (st.is_default(key) || st.value(key).is_null() || algorithm_reads(algorithm, key)) continue;
-    if (algorithm == "dqn" && key.rfind("network.", 0) == 0)
-      refuse_key(st, key, "set",
-                 "algorithm = \"dqn\" does not read it (its Q-network has no policy head to share a trunk "
-                 "with, nor a Gaussian policy's log std)");
-    if (algorithm == "dqn")
-      refuse_key(st, key, "set",
-                 "algorithm = \"dqn\" does not read it (of [algo] DQN reads only gamma, lr_scaling and "
-                 "lr_reference_batch; its own settings are under [dqn], e.g. dqn.learning_rate)");
-    refuse_key(st, key, "set",
-               "algorithm = \"" + algorithm + "\" does not read [dqn] (set algorithm = \"dqn\" or remove it)");
-  }
+  std::vector<std::string> set;  // every such key, so that one run names them all
+  for (const io::SchemaKey& k : train_schema().keys())
+    if (!st.is_default(k.name()) && !st.value(k.name()).is_null() && !algorithm_reads(algorithm, k.name()))
+      set.push_back(k.name());
+  if (set.empty()) return;
+  const std::string& key = set.front();
+  std::string why;
+  if (algorithm == "dqn" && key.rfind("network.", 0) == 0)
+    why = "its Q-network has no policy head to share a trunk with, nor a Gaussian policy's log std";
+  else if (algorithm == "dqn")
+    why =
+        "of [algo] DQN reads only gamma, lr_scaling and lr_reference_batch; its own settings are under [dqn], e.g. "
+        "dqn.learning_rate";
+  const std::string reads = algorithm == "dqn" ? " does not read it (" + why + ")"
+                                               : " does not read [dqn] (set algorithm = \"dqn\" or remove it)";
+  if (set.size() == 1) refuse_key(st, key, "set", "algorithm = \"" + algorithm + "\"" + reads);
+  std::string others;
+  for (std::size_t i = 1; i < set.size(); ++i)
+    others += (i > 1 ? ", \"" : "\"") + set[i] + "\" (" + st.origin(set[i]) + ")";
+  refuse_key(st, key, "set",
+             "algorithm = \"" + algorithm + "\"" + reads + "; nor does it read " + others + ", also set");
 }
 }  // namespace
 

@@ -364,6 +364,15 @@ TEST_CASE("A key of another algorithm is refused, not ignored", "[rl][dqn]") {
       Catch::Contains("--set algo.learning_rate=0.5") && Catch::Contains("key \"algo.learning_rate\" is set") &&
           Catch::Contains("algorithm = \"dqn\" does not read it") && Catch::Contains("dqn.learning_rate"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "algo.epochs=7"}), Catch::Contains("algo.epochs"));
+  // Several such keys: one line names them all (in the schema's order), the first with its
+  // reason.
+  CHECK_THROWS_WITH(
+      resolve_train_config(none,
+                           {"algorithm=dqn", "algo.learning_rate=0.5", "algo.epochs=7", "network.init_log_std=1"}),
+      Catch::StartsWith("--set network.init_log_std=1: key \"network.init_log_std\" is set, but algorithm = \"dqn\" "
+                        "does not read it (its Q-network") &&
+          Catch::EndsWith("; nor does it read \"algo.learning_rate\" (--set algo.learning_rate=0.5), \"algo.epochs\" "
+                          "(--set algo.epochs=7), also set"));
   // PPO and A2C read nothing of [dqn].
   CHECK_THROWS_WITH(
       resolve_train_config(none, {"algorithm=ppo", "dqn.buffer_size=20"}),
