@@ -414,7 +414,10 @@ class Resolver {
   /// last part (a key put in the wrong table or outside its table, e.g. "init" for
   /// "network.init"; up to 3, joined by "or"), else those whose last part starts with its
   /// last part, of 4 characters or more (a name cut short, e.g. "output" for
-  /// "output_prefix"; up to 3), else the nearest name by edit distance.
+  /// "output_prefix"; up to 3), else the nearest name by edit distance; when even that one
+  /// differs in more than half of the written characters, the keys whose last part holds
+  /// its last part's letters in order, from the same first letter (an abbreviation, e.g.
+  /// "totl" for "total_steps", where "eval" is nearer; up to 3), if any.
   std::string suggest(const std::string& written) const {
     const auto leaf = [&](const std::string& n) {
       const std::size_t dot = n.rfind('.');
@@ -429,7 +432,22 @@ class Resolver {
     if (found == 0 && want.size() >= 4)
       for (const auto& k : keys_)  // the keys' own names, not their aliases too
         if (leaf(k.name()).rfind(want, 0) == 0 && found < 3) out += (found++ ? " or \"" : "\"") + k.name() + "\"";
-    return found ? out : "\"" + nearest(written, candidates_, fold_) + "\"";
+    if (found) return out;
+    std::size_t dist = 0;
+    const std::string near = nearest(written, candidates_, fold_, &dist);
+    if (2 * dist > want.size() && !want.empty()) {
+      const auto abbreviates = [&](const std::string& l) {
+        if (l.empty() || l[0] != want[0]) return false;
+        std::size_t at = 0;
+        for (const char ch : l)
+          if (at < want.size() && ch == want[at]) ++at;
+        return at == want.size();
+      };
+      for (const auto& k : keys_)
+        if (abbreviates(leaf(k.name())) && found < 3) out += (found++ ? " or \"" : "\"") + k.name() + "\"";
+      if (found) return out;
+    }
+    return "\"" + near + "\"";
   }
 
   /// Keys directly or indirectly under table `path`, relative to it, for messages.

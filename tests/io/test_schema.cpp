@@ -143,6 +143,13 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
         "run.toml:2: unknown key \"target\"; did you mean \"target_acceptance\"?");
   CHECK(error_of("model = 'm'\n[proposal]\ndelayed = 2\n") ==
         "run.toml:3: unknown key \"proposal.delayed\"; did you mean \"proposal.delayed_rejection_stages\"?");
+  // An abbreviation, far from every name by edit distance, is pointed to the keys whose name
+  // holds its letters in order ("tgt_acc" is 5 edits from "start", 10 from
+  // "target_acceptance"; "dr_stg" is nearest "proposal.cov").
+  CHECK(error_of("model = 'm'\ntgt_acc = 0.3\n") ==
+        "run.toml:2: unknown key \"tgt_acc\"; did you mean \"target_acceptance\"?");
+  CHECK(error_of("model = 'm'\n[proposal]\ndr_stg = 2\n") ==
+        "run.toml:3: unknown key \"proposal.dr_stg\"; did you mean \"proposal.delayed_rejection_stages\"?");
   // A bare word where a value belongs: toml++'s message, and the string it would be quoted;
   // other syntax errors keep toml++'s message alone.
   const auto parse_error = [](std::string_view text) {
