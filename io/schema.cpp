@@ -425,14 +425,19 @@ class Resolver {
       return fold_ ? lower(l) : l;
     };
     const std::string want = leaf(written);
-    std::string out;
-    int found = 0;
-    for (const auto& n : names_)
-      if (leaf(n) == want && found < 3) out += (found++ ? " or \"" : "\"") + n + "\"";
-    if (found == 0 && want.size() >= 4)
-      for (const auto& k : keys_)  // the keys' own names, not their aliases too
-        if (leaf(k.name()).rfind(want, 0) == 0 && found < 3) out += (found++ ? " or \"" : "\"") + k.name() + "\"";
-    if (found) return out;
+    // Up to 3 names whose last part `matches`, quoted and joined by "or" (empty: none).
+    const auto those = [&](const std::vector<std::string>& names, auto&& matches) {
+      std::string out;
+      int found = 0;
+      for (const auto& n : names)
+        if (found < 3 && matches(leaf(n))) out += (found++ ? " or \"" : "\"") + n + "\"";
+      return out;
+    };
+    std::vector<std::string> own;  // the keys' own names, not their aliases too
+    for (const auto& k : keys_) own.push_back(k.name());
+    if (std::string s = those(names_, [&](const std::string& l) { return l == want; }); !s.empty()) return s;
+    if (want.size() >= 4)
+      if (std::string s = those(own, [&](const std::string& l) { return l.rfind(want, 0) == 0; }); !s.empty()) return s;
     std::size_t dist = 0;
     const std::string near = nearest(written, candidates_, fold_, &dist);
     if (2 * dist > want.size() && !want.empty()) {
@@ -443,9 +448,7 @@ class Resolver {
           if (at < want.size() && ch == want[at]) ++at;
         return at == want.size();
       };
-      for (const auto& k : keys_)
-        if (abbreviates(leaf(k.name())) && found < 3) out += (found++ ? " or \"" : "\"") + k.name() + "\"";
-      if (found) return out;
+      if (std::string s = those(own, abbreviates); !s.empty()) return s;
     }
     return "\"" + near + "\"";
   }
