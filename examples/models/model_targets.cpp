@@ -2,6 +2,7 @@
 #include "herd/examples/model_targets.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -38,6 +39,21 @@ nlohmann::json nested(const io::DataArray& a) {
 /// The model `name` from the settings: with `data.file` when given, else its embedded data.
 mcmc::MadeTarget make_model_target(const std::string& name, const io::Settings& st) {
   std::shared_ptr<PosteriorModel> m;
+  // data.group names a group of an HDF5 data file: given without one it would be ignored
+  // (a data.file that cannot be read is reported by load_model_data).
+  if (!st.is_default("data.group")) {
+    if (!st.has("data.file"))
+      throw InputError(
+          fmt::format("{}: key \"data.group\" is set, but data.file is not given (the model's embedded "
+                      "data has no groups)",
+                      st.origin("data.group")));
+    const std::string& path = st.get_string("data.file");
+    if (std::filesystem::is_regular_file(path) && !io::H5File::is_hdf5(path))
+      throw InputError(
+          fmt::format("{}: key \"data.group\" is set, but data.file \"{}\" is not an HDF5 file (a JSON "
+                      "data file has no groups)",
+                      st.origin("data.group"), path));
+  }
   if (st.has("data.file")) {
     const std::string& path = st.get_string("data.file");
     const nlohmann::json data = load_model_data(path, st.get_string("data.group"), st.origin("data.file"));
@@ -89,7 +105,8 @@ void register_models(mcmc::TargetRegistry& registry) {
                   mcmc::TargetRegistry::Family::kModel,
                   "posteriordb model " + full,
                   {full},
-                  [name](const io::Settings& st) { return make_model_target(name, st); }});
+                  [name](const io::Settings& st) { return make_model_target(name, st); },
+                  std::vector<std::string>{"data.file", "data.group"}});
   }
 }
 

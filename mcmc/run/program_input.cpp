@@ -1,6 +1,7 @@
 // A program's input completed for a run (herd/mcmc/run/program_input.hpp).
 #include "herd/mcmc/run/program_input.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include <fmt/format.h>
@@ -42,6 +43,10 @@ void probe_kernel_options(SamplerProgramInput& in, const std::string& origin) {
 
 void complete_program_input(SamplerProgramInput& in, MadeTarget made, const io::Schema& schema,
                             const io::Settings& settings, const Communicator& comm, const std::string& origin) {
+  // The resolved input comments out the target keys the chosen target does not read.
+  const auto unread = [chosen = made.chosen_by, keys = made.unread_keys](const std::string& key) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end() ? "not read by " + chosen : std::string();
+  };
   in.target = std::move(made.target);
   in.load_target = std::move(made.load);
   in.specs = resolve_sampler_specs(settings, in.target.ndim, in.target.names);
@@ -55,7 +60,7 @@ void complete_program_input(SamplerProgramInput& in, MadeTarget made, const io::
   use_batched_run(in, std::move(made.batched), comm);
   in.seed_given = settings.has("random_seed");
   probe_kernel_options(in, origin);
-  in.options.resolved_input = settings.describe();
+  in.options.resolved_input = settings.describe(unread);
   in.options.input_source = origin;
   for (const auto& key : schema.keys())
     if (settings.has(key.name()))

@@ -38,6 +38,9 @@ std::string quoted(const std::vector<std::string>& names) {
   return s;
 }
 
+/// Whether the input sets `key` (neither its default nor left unset).
+bool is_set(const io::Settings& st, const std::string& key) { return !st.is_default(key) && !st.value(key).is_null(); }
+
 /// The plugin library's path: a relative path written in an input file is relative to that
 /// file's folder (as a path in a Makefile or CMakeLists.txt is), so that a run does not
 /// depend on the working directory; one given with --set (or absolute) is used as is.
@@ -142,6 +145,12 @@ MadeTarget analytic_target(std::shared_ptr<Serial> t, int d, std::shared_ptr<Bat
 }
 
 MadeTarget make_normal(const io::Settings& st) {
+  // target.cov replaces the AR(1) covariance: a target.rho given beside it would be ignored.
+  if (st.has("target.cov") && is_set(st, "target.rho"))
+    throw InputError(
+        fmt::format("{}: key \"{}\" is set, but target.cov is given ({}), which replaces the AR(1) "
+                    "covariance of target.rho; give one of them",
+                    st.origin("target.rho"), st.written("target.rho"), st.origin("target.cov")));
   int d = builtin_ndim(st, "normal");
   std::vector<double> mean = normal_mean(st, d);
   const Eigen::MatrixXd cov = normal_covariance(st, d);
@@ -157,7 +166,9 @@ MadeTarget make_normal(const io::Settings& st) {
     for (int j = 0; j < d; ++j)
       cv[static_cast<std::size_t>(i) * static_cast<std::size_t>(d) + static_cast<std::size_t>(j)] = cov(i, j);
   auto bt = std::make_shared<BatchedTarget>(BatchedTarget::gaussian_target(std::make_shared<GaussianTarget>(mean, cv)));
-  return analytic_target(mvn, d, std::move(bt), fmt::format("built-in multivariate normal, ndim {}", d));
+  MadeTarget made = analytic_target(mvn, d, std::move(bt), fmt::format("built-in multivariate normal, ndim {}", d));
+  if (st.has("target.cov")) made.unread_keys.emplace_back("target.rho");
+  return made;
 }
 
 MadeTarget make_banana(const io::Settings& st) {
@@ -202,6 +213,31 @@ MadeTarget make_mixture(const io::Settings& st) {
     throw InputError(fmt::format("{}: target.weights/means/sigmas: {}", st.origin("target.means"), e.what()));
   }
   return analytic_target(g, d, nullptr, fmt::format("built-in Gaussian mixture, ndim {}", d));
+}
+
+/// The target keys an entry may read (Entry::reads), besides the family keys, in
+/// declare_keys' order.
+const std::vector<std::string> kReadableKeys = {"target.symbol", "target.thread_safe", "target.ndim", "target.mean",
+                                                "target.cov",    "target.rho",         "target.b",    "target.weights",
+                                                "target.means",  "target.sigmas",      "data.file",   "data.group"};
+
+/// Refuses the keys of `unread` that the input sets, in one line naming them all: a key that
+/// the chosen target (`chosen`, which reads `reads`) does not read would otherwise be ignored.
+void refuse_unread_keys(const io::Settings& st, const std::vector<std::string>& unread, const std::string& chosen,
+                        const std::vector<std::string>& reads) {
+  std::vector<std::string> set;
+  for (const std::string& k : unread)
+    if (is_set(st, k)) set.push_back(k);
+  if (set.empty()) return;
+  std::string others;
+  for (std::size_t i = 1; i < set.size(); ++i)
+    others += fmt::format("{}\"{}\" ({})", i > 1 ? ", " : "", st.written(set[i]), st.origin(set[i]));
+  std::string read_list;
+  for (const std::string& k : reads) read_list += (read_list.empty() ? "" : ", ") + k;
+  throw InputError(fmt::format("{}: key \"{}\" is set, but {} does not read it ({}){}", st.origin(set[0]),
+                               st.written(set[0]), chosen,
+                               read_list.empty() ? "it reads no other target key" : "it reads " + read_list,
+                               others.empty() ? "" : "; nor does it read " + others + ", also set"));
 }
 
 }  // namespace
@@ -292,28 +328,68 @@ MadeTarget TargetRegistry::make(const io::Settings& st, const std::string& defau
                     "is given ({})",
                     st.origin(has_library ? "target.library" : "target.builtin"), given));
   }
-  if (has_library) return find(Family::kPlugin, "plugin").make(st);
-  if (has_builtin) return find(Family::kBuiltin, st.get_string("target.builtin")).make(st);
-  if (!has_model && default_model.empty())
-    throw InputError("no target is given: set target.builtin, target.model or target.library (or pass a log function)");
-  const std::string name = has_model ? st.get_string("target.model") : default_model;
-  try {
-    return find(Family::kModel, name).make(st);
-  } catch (const InputError& e) {
-    if (!has_model) throw;
-    const std::string m = e.what();
-    throw InputError(m.rfind("key ", 0) == 0 ? fmt::format("{}: {}", st.origin("target.model"), m) : m);
+  Entry e;
+  std::string chosen;
+  if (has_library) {
+    e = find(Family::kPlugin, "plugin");
+    chosen = fmt::format("target.library = \"{}\"", st.get_string("target.library"));
+  } else if (has_builtin) {
+    e = find(Family::kBuiltin, st.get_string("target.builtin"));
+    chosen = fmt::format("target.builtin = \"{}\"", st.get_string("target.builtin"));
+  } else {
+    if (!has_model && default_model.empty())
+      throw InputError(
+          "no target is given: set target.builtin, target.model or target.library (or pass a log function)");
+    const std::string name = has_model ? st.get_string("target.model") : default_model;
+    try {
+      e = find(Family::kModel, name);
+    } catch (const InputError& err) {
+      if (!has_model) throw;
+      const std::string m = err.what();
+      throw InputError(m.rfind("key ", 0) == 0 ? fmt::format("{}: {}", st.origin("target.model"), m) : m);
+    }
+    chosen = fmt::format("target.model = \"{}\"{}", name, has_model ? "" : " (the default target)");
   }
+  std::vector<std::string> unread;
+  if (e.reads)
+    for (const std::string& k : kReadableKeys)
+      if (std::find(e.reads->begin(), e.reads->end(), k) == e.reads->end()) unread.push_back(k);
+  if (e.reads) refuse_unread_keys(st, unread, chosen, *e.reads);
+  MadeTarget made = e.make(st);
+  made.chosen_by = chosen;
+  made.unread_keys.insert(made.unread_keys.begin(), unread.begin(), unread.end());
+  return made;
 }
 
 void register_builtin_targets(TargetRegistry& r) {
   using F = TargetRegistry::Family;
-  r.add({"normal", F::kBuiltin, "multivariate normal (target.mean, target.cov or target.rho)", {}, make_normal});
-  r.add({"banana", F::kBuiltin, "banana (Haario et al. 1999; target.b)", {}, make_banana});
-  r.add({"rosenbrock", F::kBuiltin, "Rosenbrock density", {}, make_rosenbrock});
-  r.add({"mixture", F::kBuiltin, "Gaussian mixture (target.weights, target.means, target.sigmas)", {}, make_mixture});
-  r.add({"funnel", F::kBuiltin, "Neal's funnel", {}, make_funnel});
-  r.add({"plugin", F::kPlugin, "shared library with a ParaMonte-signature log density", {}, make_plugin});
+  using Keys = std::vector<std::string>;
+  r.add({"normal",
+         F::kBuiltin,
+         "multivariate normal (target.mean, target.cov or target.rho)",
+         {},
+         make_normal,
+         Keys{"target.ndim", "target.mean", "target.cov", "target.rho"}});
+  r.add({"banana",
+         F::kBuiltin,
+         "banana (Haario et al. 1999; target.b)",
+         {},
+         make_banana,
+         Keys{"target.ndim", "target.b"}});
+  r.add({"rosenbrock", F::kBuiltin, "Rosenbrock density", {}, make_rosenbrock, Keys{"target.ndim"}});
+  r.add({"mixture",
+         F::kBuiltin,
+         "Gaussian mixture (target.weights, target.means, target.sigmas)",
+         {},
+         make_mixture,
+         Keys{"target.ndim", "target.weights", "target.means", "target.sigmas"}});
+  r.add({"funnel", F::kBuiltin, "Neal's funnel", {}, make_funnel, Keys{"target.ndim"}});
+  r.add({"plugin",
+         F::kPlugin,
+         "shared library with a ParaMonte-signature log density",
+         {},
+         make_plugin,
+         Keys{"target.ndim", "target.symbol", "target.thread_safe"}});
 }
 
 }  // namespace herd::mcmc

@@ -400,6 +400,12 @@ TEST_CASE("herd-sample: a 100-D standard normal with the default proposal sample
   const double acc = std::stod(rep.substr(pos + 20));
   CHECK(acc > 0.1);
   CHECK(acc < 0.5);
+  // The resolved input comments out the target keys the normal target does not read, so
+  // that the text read back as input sets none of them.
+  CHECK_THAT(rep, Contains("\n# target.b = 0.03  # default; not read by target.builtin = \"normal\"; curvature"));
+  CHECK_THAT(rep, Contains("\n# target.symbol = \"getLogFunc\"  # default; not read by target.builtin = \"normal\""));
+  CHECK_THAT(rep, Contains("\ntarget.rho = 0.0  # default; AR(1)"));
+  CHECK_THAT(rep, Contains("\ntarget.ndim = 100  # run.toml:7;"));
 }
 
 TEST_CASE("herd-sample: model data of the wrong shape is rejected naming file, key and shapes", "[apps][mcmc]") {

@@ -3,6 +3,7 @@
 // names, the plugin loader) resolves through the registry, through the C API on the serial
 // kernel, and through the C API on the batched device; an unknown name is one line listing
 // the known ones. (herd-sample resolves its targets through the same `TargetRegistry::make`.)
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -102,6 +103,41 @@ TEST_CASE("target registry: an unknown name is one line listing the known ones",
                     Catch::Contains("key \"target.model\" is \"arK\", but this program registers no such targets"));
 }
 
+TEST_CASE("target registry: the keys a target does not read are named, and refused when set", "[mcmc]") {
+  using Keys = std::vector<std::string>;
+  // Built-ins and models: what chose them and every target key they leave unread.
+  herd::mcmc::MadeTarget banana = registry().make(settings_of("[target]\nbuiltin = \"banana\"\nndim = 2\nb = 0.1\n"));
+  CHECK(banana.chosen_by == "target.builtin = \"banana\"");
+  CHECK(banana.unread_keys == Keys{"target.symbol", "target.thread_safe", "target.mean", "target.cov", "target.rho",
+                                   "target.weights", "target.means", "target.sigmas", "data.file", "data.group"});
+  herd::mcmc::MadeTarget model = registry().make(settings_of("[target]\nmodel = \"arK\"\n"));
+  CHECK(model.chosen_by == "target.model = \"arK\"");
+  CHECK(model.unread_keys.size() == 10);  // every target.* key but model's own
+  CHECK(std::find(model.unread_keys.begin(), model.unread_keys.end(), "data.file") == model.unread_keys.end());
+  // herd-sample's default model says that it is the default.
+  CHECK(registry().make(settings_of(""), "arK").chosen_by == "target.model = \"arK\" (the default target)");
+  // The normal's covariance given: its AR(1) correlation is not read either.
+  herd::mcmc::MadeTarget cov =
+      registry().make(settings_of("[target]\nbuiltin = \"normal\"\ncov = [1.0, 0.0, 0.0, 1.0]\nndim = 2\n"));
+  CHECK(std::count(cov.unread_keys.begin(), cov.unread_keys.end(), "target.rho") == 1);
+  // Set, an unread key is refused in one line naming the first and the others (declaration
+  // order), each with its origin.
+  CHECK_THROWS_WITH(
+      registry().make(settings_of("[target]\nbuiltin = \"rosenbrock\"\nndim = 2\nb = 1.0\nsymbol = \"f\"\n")),
+      "(test input):5: key \"target.symbol\" is set, but target.builtin = \"rosenbrock\" does not read it (it reads "
+      "target.ndim); nor does it read \"target.b\" ((test input):4), also set");
+  // An entry that does not declare what it reads refuses nothing and leaves nothing unread.
+  TargetRegistry own;
+  own.add({"mine", TargetRegistry::Family::kModel, "a program's own target", {}, [](const herd::io::Settings&) {
+             herd::mcmc::MadeTarget m;
+             m.target.ndim = 1;
+             m.target.log_density = [](const double*, int) { return 0.0; };
+             return m;
+           }});
+  herd::mcmc::MadeTarget mine2 = own.make(settings_of("[target]\nb = 1.0\n"), "mine");
+  CHECK(mine2.unread_keys.empty());
+  CHECK(mine2.chosen_by == "target.model = \"mine\" (the default target)");
+}
 TEST_CASE("target registry: every registered name runs through the C API, serial and batched", "[mcmc]") {
   const fs::path dir = fs::path(HERD_TEST_WORK_DIR) / "registry";
   fs::remove_all(dir);

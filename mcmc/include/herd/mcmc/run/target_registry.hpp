@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ struct MadeTarget {
   /// Loads code the target needs (a plugin library) once the outputs are checked; may be
   /// empty (`SamplerProgramInput::load_target`).
   std::function<void()> load;
+  /// What chose it, as the input reads: `target.builtin = "normal"`, `target.model =
+  /// "arK"`, `target.library = "libf.so"` (set by `TargetRegistry::make`).
+  std::string chosen_by;
+  /// The target keys (`target.*`, `data.*`) this target does not read, all at their defaults
+  /// (`TargetRegistry::make` refuses them when set): the resolved input comments them out.
+  std::vector<std::string> unread_keys;
 };
 
 /// The registry (see the file comment). Thread-safe: `add` and the lookups lock.
@@ -46,6 +53,11 @@ class TargetRegistry {
     std::string summary;               ///< one line describing it
     std::vector<std::string> aliases;  ///< other accepted values (posteriordb's full names)
     Maker make;                        ///< makes it from the settings (called on every rank)
+    /// The target keys it reads besides the family key (e.g. the banana's `target.ndim`,
+    /// `target.b`); `make` refuses every other target key that is set, in one line naming
+    /// them all. Left unset (an entry a program adds without saying): every key counts as
+    /// read, none is refused.
+    std::optional<std::vector<std::string>> reads = std::nullopt;
   };
 
   /// The process's registry, holding the built-in targets and the plugin loader
@@ -68,8 +80,10 @@ class TargetRegistry {
   static bool chooses_target(const io::Settings& settings);
   /// The target the settings choose: exactly one of target.builtin, target.model and
   /// target.library, else the model `default_model` when not empty.
+  /// The target keys the entry does not read (Entry::reads) must be at their defaults.
   /// @throws herd::InputError (more than one given; none given and no default; an unknown
-  /// name, in one line listing the known ones; the entry's own checks).
+  /// name, in one line listing the known ones; a target key set that the chosen target
+  /// does not read, in one line naming every such key; the entry's own checks).
   MadeTarget make(const io::Settings& settings, const std::string& default_model = "") const;
 
  private:
