@@ -32,6 +32,7 @@
 #include "herd/core/mpi_communicator.hpp"
 #include "herd/examples/model_targets.hpp"
 #include "herd/io/config.hpp"
+#include "herd/io/output_files.hpp"
 #include "herd/io/schema.hpp"
 #include "herd/io/toml_reader.hpp"
 #include "herd/mcmc/paradram_run.hpp"
@@ -179,9 +180,9 @@ std::array<std::string, 2> g_stop_lines;
 std::array<std::string, 2> g_early_stop_lines;
 std::vector<std::string> g_checkpoint_files;
 
-/// Writes the stop line and lets the signal end the process as it would have without a
-/// handler (exit status 128 + signal; SA_RESETHAND restored the default action). The restart
-/// record needs nothing done here: it is written so that a kill -9 at any point resumes.
+/// Writes the stop line, removes the output prefix's lock file and lets the signal end the process as it would have
+/// without a handler (exit status 128 + signal; SA_RESETHAND restored the default action). The restart record needs
+/// nothing done here: it is written so that a kill -9 at any point resumes.
 extern "C" void on_stop_signal(int sig) {
   const std::size_t i = sig == SIGTERM ? 1 : 0;
   bool early = !g_early_stop_lines[i].empty();
@@ -191,6 +192,7 @@ extern "C" void on_stop_signal(int sig) {
   if (!line.empty()) {
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
   }
+  herd::io::release_prefix_locks_on_signal();  // <prefix>.lock, as a run that ends removes it
   ::raise(sig);
 }
 

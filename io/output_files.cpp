@@ -1,11 +1,13 @@
 #include "herd/io/output_files.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -176,7 +178,64 @@ bool same_file(int fd, const std::string& path) {
   return ::fstat(fd, &a) == 0 && ::lstat(path.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
+/// The lock files this process holds, for release_prefix_locks_on_signal: a fixed table that
+/// a signal handler reads without allocating or locking. A slot is published by storing its
+/// descriptor last and retired by storing -1 first; `held_mutex` orders the writers only.
+struct HeldLock {
+  std::atomic<int> fd{-1};
+  std::atomic<bool> shared{false};
+  char path[4096] = {};
+};
+constexpr std::size_t kHeldLocks = 16;
+HeldLock held_locks[kHeldLocks];
+std::mutex& held_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+/// Records lock `fd` on `path`. A path too long for the table, or a table full, is not
+/// recorded: its file is then left by a signal, and the next run takes it over.
+void remember_lock(int fd, const std::string& path, bool shared) {
+  if (path.size() >= sizeof(HeldLock::path)) return;
+  const std::lock_guard<std::mutex> lock(held_mutex());
+  for (HeldLock& h : held_locks)
+    if (h.fd.load(std::memory_order_relaxed) < 0) {
+      std::memcpy(h.path, path.c_str(), path.size() + 1);
+      h.shared.store(shared, std::memory_order_relaxed);
+      h.fd.store(fd, std::memory_order_release);
+      return;
+    }
+}
+
+/// Retires (or, with `shared`, marks shared) the record of lock `fd`.
+void update_lock(int fd, bool forget, bool shared = true) {
+  const std::lock_guard<std::mutex> lock(held_mutex());
+  for (HeldLock& h : held_locks)
+    if (h.fd.load(std::memory_order_relaxed) == fd) {
+      if (forget) h.fd.store(-1, std::memory_order_release);
+      else h.shared.store(shared, std::memory_order_release);
+    }
+}
+
+/// The destructor's rule, for a lock on `fd` at `path`: the last holder (exclusive, or the
+/// one that can turn its shared lock exclusive) removes the file if it is still this lock's.
+/// Async-signal-safe (flock, fstat, lstat, unlink).
+void remove_if_last(int fd, const char* path, bool shared) noexcept {
+  const bool last = !shared || ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  struct stat a {
+  }, b{};
+  if (last && ::fstat(fd, &a) == 0 && ::lstat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+    ::unlink(path);
+}
+
 }  // namespace
+
+void release_prefix_locks_on_signal() noexcept {
+  for (HeldLock& h : held_locks) {
+    const int fd = h.fd.load(std::memory_order_acquire);
+    if (fd >= 0) remove_if_last(fd, h.path, h.shared.load(std::memory_order_acquire));
+  }
+}
 
 OutputPrefixLock::OutputPrefixLock(const std::string& prefix, const std::string& program)
     : path_(prefix + ".lock"), prefix_(prefix), program_(program) {
@@ -191,6 +250,7 @@ OutputPrefixLock::OutputPrefixLock(const std::string& prefix, const std::string&
         // The pid is only for the message; the lock itself holds.
       }
       fd_ = fd;
+      remember_lock(fd_, path_, false);
       return;
     }
     ::close(fd);
@@ -205,6 +265,7 @@ void OutputPrefixLock::share() {
   lock_or_throw(fd, LOCK_SH, prefix_, program_, path_);
   fd_ = fd;
   shared_ = true;
+  update_lock(fd_, false, true);
 }
 
 std::unique_ptr<OutputPrefixLock> OutputPrefixLock::join(const std::string& prefix, const std::string& program) {
@@ -212,16 +273,17 @@ std::unique_ptr<OutputPrefixLock> OutputPrefixLock::join(const std::string& pref
   const int fd = open_lock_file(path, false);
   if (fd < 0) return nullptr;
   lock_or_throw(fd, LOCK_SH, prefix, program, path);
+  remember_lock(fd, path, true);
   return std::unique_ptr<OutputPrefixLock>(new OutputPrefixLock(Joined{}, std::move(path), prefix, program, fd));
 }
 
 OutputPrefixLock::~OutputPrefixLock() {
   if (fd_ < 0) return;
+  update_lock(fd_, true);
   // The last holder removes the file, while still holding it exclusively (a waiting run sees
   // the inode change and retries). A holder that cannot get it exclusively leaves the file
   // to the others (flock converts by releasing first, so the lock may be gone already).
-  const bool last = !shared_ || ::flock(fd_, LOCK_EX | LOCK_NB) == 0;
-  if (last && same_file(fd_, path_)) ::unlink(path_.c_str());
+  remove_if_last(fd_, path_.c_str(), shared_);
   ::close(fd_);
 }
 

@@ -110,4 +110,13 @@ class OutputPrefixLock {
   bool shared_ = false;
 };
 
+/// Removes, from a handler of a signal that ends the process (SIGINT, SIGTERM), the lock files
+/// of the `OutputPrefixLock`s this process holds, as their destructors would: a file is
+/// removed by its last holder only (an exclusive holder, or a shared one that can take it
+/// exclusively), and only while it is still this lock's file. The locks themselves go with
+/// the process. Async-signal-safe; thread-safe against locks taken or released meanwhile (a
+/// lock whose path has 4096 bytes or more is not covered: its file stays, and the next run
+/// takes it over).
+void release_prefix_locks_on_signal() noexcept;
+
 }  // namespace herd::io
