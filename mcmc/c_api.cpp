@@ -90,6 +90,16 @@ int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input
           throw herd::InputError(
               "herd_run_dram: the log function is NULL (and the input names no target: "
               "target.builtin, target.model or target.library)");
+        // A log function reads no target key: one set would be ignored.
+        if (named)
+          for (const auto& k : schema.keys())
+            if ((k.name().starts_with("target.") || k.name().starts_with("data.")) && !settings.is_default(k.name()) &&
+                !settings.value(k.name()).is_null())
+              throw herd::InputError(fmt::format(
+                  "{}: key \"{}\" is set, but the target is the log function passed to herd_run_dram, which reads "
+                  "no target key (name a target with target.builtin, target.model or target.library and pass NULL, "
+                  "or remove the key)",
+                  settings.origin(k.name()), settings.written(k.name())));
         made.target.ndim = ndim;
         made.target.log_density = f;
         made.target.description = "C log function (ParaMonte signature)";

@@ -67,6 +67,11 @@ TEST_CASE("C API: runParaDRAM from a namelist file and herd_run_dram from text",
   const std::string bad = "device = \"tpu\"\noutput_prefix = \"" + (dir / "bad" / "run").string() + "\"\n";
   CHECK(c_driver_herd(bad.c_str()) == 2);
   CHECK(!fs::exists(dir / "bad"));
+  // A [target] key beside the log function (which reads none) is refused, not ignored.
+  const std::string with_target =
+      "chain_size = 300\noutput_prefix = \"" + (dir / "tgt" / "run").string() + "\"\n[target]\nb = 0.5\n";
+  CHECK(c_driver_herd(with_target.c_str()) == 2);
+  CHECK(!fs::exists(dir / "tgt"));
 }
 
 extern "C" std::int32_t c_driver_v2(char kind, const char* input);
