@@ -669,8 +669,12 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
     if (s.device != "cpu")
       fail(fmt::format("{}: key \"{}\" is \"ball\", but device = \"{}\" samples in the cube domain only",
                        st.origin("domain"), st.written("domain"), s.device));
-  } else if (s.domain == "cube" && (!ball_cov.empty() || !ball_cor.empty() || !ball_std.empty())) {
-    const char* k = !ball_cov.empty() ? "domain_ball_cov" : !ball_cor.empty() ? "domain_ball_cor" : "domain_ball_std";
+  } else if (s.domain == "cube" &&
+             (!ball_cov.empty() || !ball_cor.empty() || !ball_std.empty() || !s.domain_ball_center.empty())) {
+    const char* k = !ball_cov.empty()   ? "domain_ball_cov"
+                    : !ball_cor.empty() ? "domain_ball_cor"
+                    : !ball_std.empty() ? "domain_ball_std"
+                                        : "domain_ball_center";
     fail(fmt::format("{}: key \"{}\" is given, but domain is \"cube\": set domain = \"ball\" to sample in the ball",
                      st.origin(k), st.written(k)));
   }
@@ -679,6 +683,29 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
       s.notes.push_back(fmt::format("{}: {} = {} is accepted, but {}", st.origin(key), st.written(key),
                                     st.value(key).to_string(), why));
   };
+  // Keys this configuration does not read: set, each gets a note (ParaMonte's namelists set
+  // such keys freely, so they are not refused); the resolved input comments them out.
+  const auto unread = [&](const char* key, const std::string& why) {
+    s.unread.emplace_back(key, why);
+    if (!st.is_default(key) && st.has(key))
+      s.notes.push_back(
+          fmt::format("{}: {} = {} is not read: {}", st.origin(key), st.written(key), st.value(key).to_string(), why));
+  };
+  if (s.device == "cpu")
+    for (const char* k : {"warmup", "thin", "batched_adaptation"})
+      unread(k, "it applies to device = \"cpu_batched\" and \"cuda\", and device is \"cpu\"");
+  if (s.device == "cpu" && s.parallelization_model == "single_chain")
+    unread("chains_per_rank",
+           "it applies to parallelization_model = \"multi_chain\" and the batched devices, and this run is one "
+           "chain (single_chain, device \"cpu\")");
+  if (!s.proposal_cov.empty())
+    for (const char* k : {"proposal_cor", "proposal_std"})
+      unread(k, "proposal_cov is given and is the start proposal covariance (as ParaDRAM's proposalStartCovMat)");
+  if (s.delayed_rejection_count == 0)
+    unread("delayed_rejection_scale_factors", "delayed_rejection_count is 0 (no delayed-rejection stage)");
+  if (!s.random_start_point)
+    for (const char* k : {"random_start_point_domain_lower", "random_start_point_domain_upper"})
+      unread(k, "random_start_point is false");
   note("restart_file_format", "herd's restart record is always <prefix>_restart/ in herd's own binary form");
   note("input_file_has_priority",
        "it has no effect: herd has no specifications set in code (herd-sample's --set always overrides the file)");

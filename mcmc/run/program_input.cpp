@@ -43,9 +43,14 @@ void probe_kernel_options(SamplerProgramInput& in, const std::string& origin) {
 
 void complete_program_input(SamplerProgramInput& in, MadeTarget made, const io::Schema& schema,
                             const io::Settings& settings, const Communicator& comm, const std::string& origin) {
-  // The resolved input comments out the target keys the chosen target does not read.
-  const auto unread = [chosen = made.chosen_by, keys = made.unread_keys](const std::string& key) {
-    return std::find(keys.begin(), keys.end(), key) != keys.end() ? "not read by " + chosen : std::string();
+  // The resolved input comments out the keys the run does not read: the chosen target's
+  // (made.unread_keys) and the sampler's (in.specs.unread).
+  const auto unread = [&in, keys = made.unread_keys](const std::string& key) {
+    for (const auto& [k, why] : keys)
+      if (k == key) return why;
+    for (const auto& [k, why] : in.specs.unread)
+      if (k == key) return "not read: " + why;
+    return std::string();
   };
   in.target = std::move(made.target);
   in.load_target = std::move(made.load);

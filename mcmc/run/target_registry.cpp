@@ -167,7 +167,7 @@ MadeTarget make_normal(const io::Settings& st) {
       cv[static_cast<std::size_t>(i) * static_cast<std::size_t>(d) + static_cast<std::size_t>(j)] = cov(i, j);
   auto bt = std::make_shared<BatchedTarget>(BatchedTarget::gaussian_target(std::make_shared<GaussianTarget>(mean, cv)));
   MadeTarget made = analytic_target(mvn, d, std::move(bt), fmt::format("built-in multivariate normal, ndim {}", d));
-  if (st.has("target.cov")) made.unread_keys.emplace_back("target.rho");
+  if (st.has("target.cov")) made.unread_keys.emplace_back("target.rho", "target.cov is given and replaces it");
   return made;
 }
 
@@ -357,7 +357,8 @@ MadeTarget TargetRegistry::make(const io::Settings& st, const std::string& defau
   if (e.reads) refuse_unread_keys(st, unread, chosen, *e.reads);
   MadeTarget made = e.make(st);
   made.chosen_by = chosen;
-  made.unread_keys.insert(made.unread_keys.begin(), unread.begin(), unread.end());
+  for (auto it = unread.rbegin(); it != unread.rend(); ++it)
+    made.unread_keys.emplace(made.unread_keys.begin(), *it, "not read by " + chosen);
   return made;
 }
 

@@ -845,15 +845,30 @@ TEST_CASE("herd-sample: a ParaMonte 1 namelist in the style of its examples runs
     proposalModel           = "UNIFORM"
     parallelizationModel    = "single chain"
     variableNameList        = "alpha"
+    proposalStartCovMat     = 1, 0, 0, 0, 1, 0, 0, 0, 1
+    proposalStartStdVec     = 2, 2, 2
+    delayedRejectionScaleFactorVec = 0.5
 /
 )");
-  const Run r = run(dir, "paramonte.in --set target.builtin=normal --set target.ndim=3");
+  const Run r = run(dir, "paramonte.in --set target.builtin=normal --set target.ndim=3 --set warmup=10");
   INFO(r.out << r.err);
   REQUIRE(r.rc == 0);
   CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:7: restartFileFormat = \"ascii\" is accepted, but"));
   CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:8: inputFileHasPriority = true is accepted, but"));
   CHECK_THAT(r.out,
              Contains("herd-sample: note: paramonte.in:9: systemInfoFilePath = \"./sysinfo.cache\" is accepted"));
+  // Keys this configuration does not read get a note each (not refused: ParaMonte's
+  // namelists set such keys freely), and the resolved input comments them out.
+  CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:15: proposalStartStdVec = [2.0, 2.0, 2.0] is not read: "
+                             "proposal_cov is given"));
+  CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:16: delayedRejectionScaleFactorVec = [0.5] is not "
+                             "read: delayed_rejection_count is 0"));
+  CHECK_THAT(r.out, Contains("herd-sample: note: --set warmup=10: warmup = 10 is not read: it applies to device = "
+                             "\"cpu_batched\" and \"cuda\", and device is \"cpu\""));
+  const std::string resolved = slurp(dir / "outputs" / "ParaDRAM_run_report.txt");
+  CHECK_THAT(resolved, Contains("\n# warmup = 10  # --set warmup=10; not read: it applies to device"));
+  CHECK_THAT(resolved,
+             Contains("\n# proposal_std = [2.0, 2.0, 2.0]  # paramonte.in:15; not read: proposal_cov is given"));
   const fs::path chain = dir / "outputs" / "ParaDRAM_run_chain.txt";
   REQUIRE(fs::exists(chain));
   const auto rows = lines_of(slurp(chain));

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "herd/io/schema.hpp"
@@ -90,6 +91,10 @@ struct SamplerSpecs {
   /// Lines "file:line: key ... is accepted, but ..." for ParaMonte specifications that herd reads
   /// but does not act on (restartFileFormat, systemInfoFilePath, ...): printed as notes.
   std::vector<std::string> notes;
+  /// Keys this run does not read in its configuration, each with why (e.g. `warmup`: "not
+  /// read by device = \"cpu\" ..."): a set one also gets a note, and the resolved input
+  /// comments them out.
+  std::vector<std::pair<std::string, std::string>> unread;
 };
 
 /// The log density restricted to the ball domain of `specs` (domain = "ball"): -inf outside

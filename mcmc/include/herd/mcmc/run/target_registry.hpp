@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "herd/io/schema.hpp"
@@ -33,9 +34,10 @@ struct MadeTarget {
   /// What chose it, as the input reads: `target.builtin = "normal"`, `target.model =
   /// "arK"`, `target.library = "libf.so"` (set by `TargetRegistry::make`).
   std::string chosen_by;
-  /// The target keys (`target.*`, `data.*`) this target does not read, all at their defaults
-  /// (`TargetRegistry::make` refuses them when set): the resolved input comments them out.
-  std::vector<std::string> unread_keys;
+  /// The target keys (`target.*`, `data.*`) this target does not read, each with why (e.g.
+  /// "not read by target.builtin = \"normal\""), all at their defaults (`TargetRegistry::make`
+  /// and the makers refuse them when set): the resolved input comments them out.
+  std::vector<std::pair<std::string, std::string>> unread_keys;
 };
 
 /// The registry (see the file comment). Thread-safe: `add` and the lookups lock.
