@@ -21,7 +21,7 @@ SharedLibrary open_plugin(const std::string& path) {
 
 PluginLogDensity::PluginLogDensity(const std::string& path, const std::string& symbol) : library_(open_plugin(path)) {
   try {
-    fn_ = reinterpret_cast<ParaMonteLogFunc>(library_.symbol(symbol));
+    fn_ = reinterpret_cast<ParaMonteLogFunc>(library_.function(symbol));
   } catch (const InputError& e) {
     throw InputError(std::string("dram plugin: ") + e.what());
   }

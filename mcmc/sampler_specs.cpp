@@ -288,45 +288,6 @@ void check_length(const io::Settings& st, const char* key, const std::vector<dou
   }
 }
 
-/// A start covariance (or correlation) matrix `[d, d]` row-major: symmetric, positive
-/// definite (and for a correlation, a unit diagonal). @throws InputError naming the key.
-void check_matrix(const io::Settings& st, const char* key, const std::vector<double>& v, std::size_t d,
-                  bool correlation) {
-  if (v.empty()) return;
-  const std::string where = st.origin(key);
-  const std::string& name = st.written(key);
-  Eigen::MatrixXd m(static_cast<Eigen::Index>(d), static_cast<Eigen::Index>(d));
-  double big = 0.0;
-  for (std::size_t i = 0; i < d; ++i)
-    for (std::size_t j = 0; j < d; ++j) {
-      const double x = v[i * d + j];
-      if (!std::isfinite(x))
-        throw InputError(
-            fmt::format("{}: key \"{}\" element ({},{}) is {}, but must be finite", where, name, i + 1, j + 1, x));
-      m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = x;
-      big = std::max(big, std::fabs(x));
-    }
-  for (std::size_t i = 0; i < d; ++i) {
-    if (correlation && v[i * d + i] != 1.0)
-      throw InputError(
-          fmt::format("{}: key \"{}\" element ({},{}) is {}, but a correlation matrix has 1 on its diagonal", where,
-                      name, i + 1, i + 1, v[i * d + i]));
-    for (std::size_t j = 0; j < i; ++j)
-      if (std::fabs(v[i * d + j] - v[j * d + i]) > 1e-12 * big)
-        throw InputError(
-            fmt::format("{}: key \"{}\" is not symmetric: element ({},{}) is {}, but element ({},{}) is {} "
-                        "(a {} matrix [ndim, ndim], row-major, is symmetric)",
-                        where, name, i + 1, j + 1, v[i * d + j], j + 1, i + 1, v[j * d + i],
-                        correlation ? "correlation" : "covariance"));
-  }
-  Eigen::LLT<Eigen::MatrixXd> llt(m);
-  if (llt.info() != Eigen::Success)
-    throw InputError(
-        fmt::format("{}: key \"{}\" is not positive definite (its Cholesky factorisation fails), but a {} "
-                    "matrix must be",
-                    where, name, correlation ? "correlation" : "covariance"));
-}
-
 /// `s` with control characters written as C escapes ("\\n"), for messages.
 std::string printable_text(const std::string& s) {
   std::string out;
@@ -385,6 +346,43 @@ void check_variable_names(const io::Settings& st, const std::vector<std::string>
 }
 
 }  // namespace
+
+void check_matrix_key(const io::Settings& st, const char* key, const std::vector<double>& v, std::size_t d,
+                      bool correlation) {
+  if (v.empty()) return;
+  const std::string where = st.origin(key);
+  const std::string& name = st.written(key);
+  Eigen::MatrixXd m(static_cast<Eigen::Index>(d), static_cast<Eigen::Index>(d));
+  double big = 0.0;
+  for (std::size_t i = 0; i < d; ++i)
+    for (std::size_t j = 0; j < d; ++j) {
+      const double x = v[i * d + j];
+      if (!std::isfinite(x))
+        throw InputError(
+            fmt::format("{}: key \"{}\" element ({},{}) is {}, but must be finite", where, name, i + 1, j + 1, x));
+      m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = x;
+      big = std::max(big, std::fabs(x));
+    }
+  for (std::size_t i = 0; i < d; ++i) {
+    if (correlation && v[i * d + i] != 1.0)
+      throw InputError(
+          fmt::format("{}: key \"{}\" element ({},{}) is {}, but a correlation matrix has 1 on its diagonal", where,
+                      name, i + 1, i + 1, v[i * d + i]));
+    for (std::size_t j = 0; j < i; ++j)
+      if (std::fabs(v[i * d + j] - v[j * d + i]) > 1e-12 * big)
+        throw InputError(
+            fmt::format("{}: key \"{}\" is not symmetric: element ({},{}) is {}, but element ({},{}) is {} "
+                        "(a {} matrix [ndim, ndim], row-major, is symmetric)",
+                        where, name, i + 1, j + 1, v[i * d + j], j + 1, i + 1, v[j * d + i],
+                        correlation ? "correlation" : "covariance"));
+  }
+  Eigen::LLT<Eigen::MatrixXd> llt(m);
+  if (llt.info() != Eigen::Success)
+    throw InputError(
+        fmt::format("{}: key \"{}\" is not positive definite (its Cholesky factorisation fails), but a {} "
+                    "matrix must be",
+                    where, name, correlation ? "correlation" : "covariance"));
+}
 
 std::size_t diagnostics_threads_used(std::size_t threads, std::size_t quantities) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -560,8 +558,8 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   guard([&] { check_length(st, "proposal_cov", s.proposal_cov, d * d, "ndim x ndim"); });
   guard([&] { check_length(st, "proposal_cor", s.proposal_cor, d * d, "ndim x ndim"); });
   guard([&] { check_length(st, "proposal_std", s.proposal_std, d, "ndim"); });
-  guard([&] { check_matrix(st, "proposal_cov", s.proposal_cov, d, false); });
-  guard([&] { check_matrix(st, "proposal_cor", s.proposal_cor, d, true); });
+  guard([&] { check_matrix_key(st, "proposal_cov", s.proposal_cov, d, false); });
+  guard([&] { check_matrix_key(st, "proposal_cor", s.proposal_cor, d, true); });
   const bool lengths_ok = errs.empty();  // the checks below index the vectors by dimension
   for (std::size_t i = 0; i < s.start_point.size(); ++i)
     if (!std::isfinite(s.start_point[i]))
@@ -648,8 +646,8 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   guard([&] { check_length(st, "domain_ball_cor", ball_cor, d * d, "ndim x ndim"); });
   guard([&] { check_length(st, "domain_ball_std", ball_std, d, "ndim"); });
   if (errs.size() == before_ball) {
-    guard([&] { check_matrix(st, "domain_ball_cov", ball_cov, d, false); });
-    guard([&] { check_matrix(st, "domain_ball_cor", ball_cor, d, true); });
+    guard([&] { check_matrix_key(st, "domain_ball_cov", ball_cov, d, false); });
+    guard([&] { check_matrix_key(st, "domain_ball_cor", ball_cor, d, true); });
   }
   if (s.domain == "ball" && errs.size() == before_ball) {
     if (s.domain_ball_center.empty()) s.domain_ball_center.assign(d, 0.0);

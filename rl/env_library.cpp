@@ -38,7 +38,7 @@ void load_env_library(const std::string& path, const std::string& symbol, const 
   auto it = l.loaded.find({path, symbol});
   if (it == l.loaded.end()) {
     SharedLibrary lib(path);
-    const auto fill = reinterpret_cast<herd_env_spec_fn>(lib.symbol(symbol));
+    const auto fill = reinterpret_cast<herd_env_spec_fn>(lib.function(symbol));
     herd_env_spec spec{};
     const std::int32_t status = fill(&spec);
     if (status != 0)

@@ -2,6 +2,7 @@
 #include "herd/core/shared_library.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <fmt/format.h>
 
@@ -24,6 +25,20 @@ void* SharedLibrary::symbol(const std::string& name) const {
   void* f = dlsym(handle_.get(), name.c_str());
   const char* e = dlerror();
   if (e || !f) throw InputError(fmt::format("'{}' has no symbol '{}': {}", path_, name, e ? e : "symbol is null"));
+  return f;
+}
+
+void* SharedLibrary::function(const std::string& name) const {
+  void* f = symbol(name);
+  // The symbol table entry of the address: a data object there would be called as code.
+  Dl_info info{};
+  void* entry = nullptr;
+  if (dladdr1(f, &info, &entry, RTLD_DL_SYMENT) != 0 && entry != nullptr) {
+    const unsigned type = ELF64_ST_TYPE(static_cast<const ElfW(Sym)*>(entry)->st_info);  // the same in ELF32
+    if (type == STT_OBJECT || type == STT_COMMON || type == STT_TLS)
+      throw InputError(fmt::format("'{}' has a symbol '{}', but it is {}, not a function", path_, name,
+                                   type == STT_TLS ? "thread-local data" : "a data object (a variable)"));
+  }
   return f;
 }
 

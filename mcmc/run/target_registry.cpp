@@ -14,6 +14,7 @@
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
 #include "herd/mcmc/plugin.hpp"
+#include "herd/mcmc/sampler_specs.hpp"
 #include "herd/mcmc/targets.hpp"
 
 namespace herd::mcmc {
@@ -41,16 +42,20 @@ std::string quoted(const std::vector<std::string>& names) {
 /// Whether the input sets `key` (neither its default nor left unset).
 bool is_set(const io::Settings& st, const std::string& key) { return !st.is_default(key) && !st.value(key).is_null(); }
 
-/// The plugin library's path: a relative path written in an input file is relative to that
-/// file's folder (as a path in a Makefile or CMakeLists.txt is), so that a run does not
-/// depend on the working directory; one given with --set (or absolute) is used as is.
+/// The plugin library's path, absolute: a relative path written in an input file is relative
+/// to that file's folder (as a path in a Makefile or CMakeLists.txt is), so that a run does not
+/// depend on the working directory; one given with --set (or in input text) is relative to the
+/// working directory. Never a bare name, which dlopen would look up in the system's library
+/// folders instead (a `library = "liblogf.so"` beside the input would not be found, and one
+/// named like a system library would load that).
 std::string plugin_path(const io::Settings& st) {
   namespace fs = std::filesystem;
   const std::string& lib = st.get_string("target.library");
   const std::string& from = st.value("target.library").where.file;
-  if (lib.empty() || fs::path(lib).is_absolute() || from.empty() || from.rfind("--set", 0) == 0 || from.front() == '(')
-    return lib;
-  return (fs::path(from).parent_path() / lib).lexically_normal().string();
+  if (lib.empty() || fs::path(lib).is_absolute()) return lib;
+  fs::path base;
+  if (!from.empty() && from.rfind("--set", 0) != 0 && from.front() != '(') base = fs::path(from).parent_path();
+  return fs::absolute(base / lib).lexically_normal().string();
 }
 
 /// A plugin (target.library): not loaded here; `load` loads it, which `run_sampler_program`
@@ -96,6 +101,9 @@ Eigen::MatrixXd normal_covariance(const io::Settings& st, int d) {
     if (c.size() != dd)
       throw InputError(fmt::format("{}: target.cov has {} values, but must have {} (ndim x ndim)",
                                    st.origin("target.cov"), c.size(), dd));
+    // Symmetric and positive definite: the factorisation reads one triangle only, so a typo
+    // in the other would change the target silently.
+    check_matrix_key(st, "target.cov", c, static_cast<std::size_t>(d), false);
     for (int i = 0; i < d; ++i)
       for (int j = 0; j < d; ++j)
         cov(i, j) = c[static_cast<std::size_t>(i) * static_cast<std::size_t>(d) + static_cast<std::size_t>(j)];

@@ -499,7 +499,8 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
       {"chain_size = 10\n" + normal2, "--set target.model=arK",
        "target.model, target.builtin and target.library are exclusive, but more than one is given (target.model, "
        "target.builtin)"},
-      {"chain_size = 10\n" + normal2, "--set target.cov=[1,2,2,1]", "--set target.cov=[1,2,2,1]: target.cov:"},
+      {"chain_size = 10\n" + normal2, "--set target.cov=[1,2,2,1]",
+       "--set target.cov=[1,2,2,1]: key \"target.cov\" is not positive definite"},
       {"chain_size = 10\n[target]\nlibrary = \"nope.so\"\nndim = 2\n", "", "run.in:3: target.library \"nope.so\""},
       // An empty prefix (a folder ending in '/' is ParaMonte's folder form, tested below).
       {"chain_size = 10\n" + normal2, "--set output_prefix= --output ''",
@@ -964,6 +965,17 @@ TEST_CASE("herd-sample: a plugin library path is relative to the input file's fo
   const Run s = run(dir, "model/run.toml --quiet --set target.library=gauss_plugin.so --output out/q");
   CHECK(s.rc == 2);
   CHECK_THAT(s.err, Contains("gauss_plugin.so"));
+  // Run from the input's own folder: a bare name is that folder's file, not one dlopen looks
+  // up in the system's library folders (which did not find it).
+  const Run t = run(dir / "model", "run.toml --quiet --output out/t");
+  INFO(t.err);
+  CHECK(t.rc == 0);
+  CHECK(fs::exists(dir / "model" / "out" / "t.h5"));
+  // Nor is a system library's name looked up there: a file of that name here is meant.
+  const Run u = run(dir, "model/run.toml --quiet --set target.library=libm.so.6 --output out/u");
+  CHECK(u.rc == 2);
+  CHECK_THAT(u.err, Contains("libm.so.6"));
+  CHECK_THAT(u.err, Contains("No such file"));
 }
 
 #ifdef HERD_DIAGNOSE_EXE

@@ -11,3 +11,6 @@ double getLogFunc(int32_t ndim, double point[]) {
   }
   return -0.5 * q;
 }
+
+/* A data object, for the test that such a symbol is refused as the log density. */
+int herd_test_not_a_function = 3;

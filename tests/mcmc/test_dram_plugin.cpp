@@ -38,4 +38,8 @@ TEST_CASE("plugin errors name the path and symbol", "[mcmc][plugin]") {
   } catch (const herd::InputError& e) {
     CHECK_THAT(e.what(), Catch::Contains("noSuchFunction"));
   }
+  // A variable of that name would be called as code (a crash before): refused.
+  CHECK_THROWS_WITH(PluginLogDensity(HERD_TEST_PLUGIN_PATH, "herd_test_not_a_function"),
+                    Catch::Contains("has a symbol 'herd_test_not_a_function', but it is a data object (a variable), "
+                                    "not a function"));
 }

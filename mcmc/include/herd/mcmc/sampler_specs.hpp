@@ -103,6 +103,13 @@ struct SamplerSpecs {
 std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs& specs, int ndim,
                                                              std::function<double(const double*, int)> f);
 
+/// Checks the covariance (or, with `correlation`, correlation) matrix `v` `[d, d]` row-major
+/// of the input key `key` of `settings`: finite, symmetric (to 1e-12 of its largest element),
+/// positive definite, and for a correlation a unit diagonal. Nothing when `v` is empty.
+/// Thread-safe. @throws herd::InputError in one line naming the key's origin and the element.
+void check_matrix_key(const io::Settings& settings, const char* key, const std::vector<double>& v, std::size_t d,
+                      bool correlation);
+
 /// Reads the specifications from resolved settings and checks what depends on the
 /// dimension `ndim` (vector lengths, box order, positive-definite inputs are checked by the
 /// kernel). `variable_names` defaults to `default_names` (or "x1", "x2", ...); a shorter list is

@@ -28,6 +28,12 @@ class SharedLibrary {
   ///         library does not define it (or defines it as null).
   void* symbol(const std::string& name) const;
 
+  /// The address of the function `name`: symbol(name), refused when the library's symbol
+  /// table says that `name` is data (a variable), which a call would execute as code.
+  /// @throws herd::InputError as symbol(), or "'<path>' has a symbol '<name>', but it is a
+  ///         data object (a variable), not a function".
+  void* function(const std::string& name) const;
+
   /// The path given to the constructor.
   const std::string& path() const { return path_; }
 
