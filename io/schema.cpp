@@ -104,6 +104,10 @@ SchemaKey& SchemaKey::required() {
   required_ = true;
   return *this;
 }
+SchemaKey& SchemaKey::number_as_text() {
+  number_as_text_ = true;
+  return *this;
+}
 SchemaKey& SchemaKey::length(std::size_t min_len, std::size_t max_len) {
   min_len_ = min_len;
   max_len_ = max_len;
@@ -697,6 +701,9 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
         continue;
       }
       auto v = convert_scalar(*given, et);
+      if (!v && key.number_as_text_ &&
+          (given->kind() == ConfigValue::Kind::kFloat || given->kind() == ConfigValue::Kind::kInt))
+        v = ConfigValue::string(given->to_string(), given->where);
       if (v && r.folds()) fold_choice(*v);
       if (!v) {
         bad(*given, "");

@@ -114,6 +114,7 @@ void declare_sampler_specs(io::Schema& s) {
   s.add_string("scale_factor", "gelman",
                "scale of the proposal: the start and the adapted covariance are multiplied by its square; a "
                "number, \"gelman\" (2.38/sqrt(ndim)) or \"a*gelman\"")
+      .number_as_text()
       .alias("scaleFactor")
       .alias("proposalScale");
   s.add_float_list("target_acceptance_rate", nullopt, "desired acceptance rate: a value or a [lo, hi] range in (0, 1]")

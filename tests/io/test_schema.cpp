@@ -360,3 +360,17 @@ TEST_CASE("TOML: nesting deeper than 64 levels is refused before parsing, in eve
                    std::string(500, '{') + "\nt = '''" + std::string(500, '.') + "'''\nu = \"\"\"\n" +
                    std::string(300, '[') + "\"\"\"\n") == "(no error)");
 }
+
+TEST_CASE("schema: number_as_text() takes a number given for a string key as its text", "[io]") {
+  Schema s("sampler");
+  s.add_string("scale", "gelman", "a number or a word").number_as_text();
+  s.add_string("name", "x", "a word only");
+  const Settings r = s.apply(parse_toml("scale = 2.0\n", "run.toml"));
+  CHECK(r.get_string("scale") == "2.0");
+  CHECK(r.origin("scale") == "run.toml:1");
+  CHECK(s.apply(parse_toml("scale = 3\n", "run.toml")).get_string("scale") == "3");
+  CHECK(s.apply(parse_toml("scale = \"0.5*gelman\"\n", "run.toml")).get_string("scale") == "0.5*gelman");
+  // Other kinds are still refused, and so is a number for a key without it.
+  CHECK_THROWS_WITH(s.apply(parse_toml("scale = true\n", "run.toml")), Catch::Contains("must be a string"));
+  CHECK_THROWS_WITH(s.apply(parse_toml("name = 2.0\n", "run.toml")), Catch::Contains("must be a string"));
+}

@@ -61,6 +61,9 @@ class SchemaKey {
   SchemaKey& required();
   /// List length limits (inclusive); for matrices, limits of the number of rows.
   SchemaKey& length(std::size_t min_len, std::size_t max_len);
+  /// A string key whose text may be a number (e.g. ParaDRAM's scale factor "2.0" or
+  /// "gelman"): a number given unquoted (TOML `2.0`, namelist `2.0d0`) is taken as its text.
+  SchemaKey& number_as_text();
 
   const std::string& name() const noexcept { return name_; }
   const std::string& doc() const noexcept { return doc_; }
@@ -78,6 +81,7 @@ class SchemaKey {
   ValueType type_ = ValueType::kString;
   ConfigValue default_;
   bool required_ = false;
+  bool number_as_text_ = false;
   std::optional<double> lo_, hi_;
   bool lo_open_ = false, hi_open_ = false, finite_ = false;
   std::vector<std::string> choices_;
