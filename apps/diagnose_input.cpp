@@ -763,8 +763,10 @@ TextFile read_text_file(const std::string& path) {
             const std::string& n = low[k];
             if (k == lp || !(n.size() > 2 && n.compare(n.size() - 2, 2, "__") == 0)) keep.push_back(k);
           }
-        } else if (!comments && delim == "," && std::all_of(low.begin(), low.end(), is_chain_name)) {
-          tf.kind = TextKind::kDrawsCsv;
+        } else if (!comments && (delim == "," || (delim.empty() && width == 1)) &&
+                   std::all_of(low.begin(), low.end(), is_chain_name)) {
+          tf.kind = TextKind::kDrawsCsv;  // one chain's header has no delimiter: "chain1"
+          delim = ",";
           for (std::size_t k = 0; k < width; ++k) keep.push_back(k);
         } else {
           throw InputError(

@@ -220,6 +220,14 @@ TEST_CASE("herd-diagnose: CSV with a header, --json, values of the library", "[m
   CHECK(t.out.find("tv2") != std::string::npos);
   const Run tj = run(q(plain) + " --json");
   check_matches(nlohmann::json::parse(tj.out)["tv2"], herd_test::test_vector(2));
+  // One chain with its header ("chain1": no delimiter in it) reads as the same chain without.
+  const std::vector<double> first(tv.x.begin(), tv.x.begin() + static_cast<std::ptrdiff_t>(tv.n));
+  const Run h1 = run(q(write_csv("one_h.csv", first, 1, tv.n, "chain1")) + " --json");
+  const Run p1 = run(q(write_csv("one_p.csv", first, 1, tv.n)) + " --json");
+  INFO(h1.err);
+  REQUIRE(h1.rc == 0);
+  REQUIRE(p1.rc == 0);
+  CHECK(nlohmann::json::parse(h1.out)["one_h"] == nlohmann::json::parse(p1.out)["one_p"]);
 }
 
 TEST_CASE("herd-diagnose: HDF5 datasets and the posterior group", "[mcmc][apps]") {
