@@ -255,8 +255,8 @@ int run_main(int argc, char** argv) {
                  "HDF5 dataset to read (default: the 'posterior' group, else herd-sample's 'chain_compact')");
   app.add_flag("--json", json, "print one JSON object keyed by parameter");
   app.add_option("--html", html, "also write a self-contained HTML report with plots to this file");
-  std::size_t threads = 0;
-  app.add_option("--threads", threads,
+  long long threads_given = 0;
+  app.add_option("--threads", threads_given,
                  "threads that read and compute parameters' diagnostics in parallel (0: one per core; each holds "
                  "about 20 bytes of scratch per draw, besides the draws and one shared table of 4.5 bytes per draw)");
   std::string max_memory;
@@ -265,9 +265,21 @@ int run_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line in the herd form (CLI11's own text is two lines without the program name).
+    std::string m = e.what();
+    std::replace(m.begin(), m.end(), '\n', ' ');
+    std::fprintf(stderr, "herd-diagnose: error: %s (run herd-diagnose --help for the options)\n", m.c_str());
+    return 2;
   }
+  if (threads_given < 0 || threads_given > 4096) {
+    std::fprintf(stderr,
+                 "herd-diagnose: error: --threads is %lld, but must be 0 (one per core) or a number of threads from 1 "
+                 "to 4096\n",
+                 threads_given);
+    return 2;
+  }
+  auto threads = static_cast<std::size_t>(threads_given);
   try {
     try {
       herd::apps::set_max_memory(herd::parse_memory_size(max_memory));

@@ -181,6 +181,18 @@ std::vector<BadInput> catalogue() {
        "d.csv --max-memory=lots",
        2,
        {"--max-memory", "lots"}},
+      {"herd-diagnose: --threads -1 (was taken silently)",
+       "herd-diagnose",
+       {{"d.csv", "1,2\n3,4\n"}},
+       "d.csv --threads=-1",
+       2,
+       {"herd-diagnose: error: --threads is -1", "from 1 to 4096"}},
+      {"herd-diagnose: --threads that is not a number: one line in herd's form",
+       "herd-diagnose",
+       {{"d.csv", "1,2\n3,4\n"}},
+       "d.csv --threads abc",
+       2,
+       {"herd-diagnose: error: ", "--threads", "abc", "herd-diagnose --help"}},
       // A text file of draws with a header of no known format: once read as one chain per
       // column (R-hat 2.02 on herd-sample's own _chain.txt, exit 0); now refused, nothing guessed.
       {"herd-diagnose: a table with an unknown header is not read as chains",
