@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include "herd/core/error.hpp"
 #include "herd/io/toml_reader.hpp"
@@ -168,6 +169,17 @@ const ConfigValue& Settings::value(std::string_view key) const { return entry(ke
 std::string Settings::origin(std::string_view key) const { return entry(key).value.where.str(); }
 
 const std::string& Settings::written(std::string_view key) const { return entry(key).written; }
+
+std::string Settings::get_path(std::string_view key) const {
+  namespace fs = std::filesystem;
+  const std::string& p = get_string(key);
+  const std::string& from = entry(key).value.where.file;
+  // An input file's own location: not "--set k=v", "(input text)", "<defaults>" or "default".
+  const bool in_file =
+      !from.empty() && from.rfind("--set", 0) != 0 && from.front() != '(' && from.front() != '<' && from != "default";
+  if (p.empty() || fs::path(p).is_absolute() || !in_file) return p;
+  return (fs::path(from).parent_path() / p).lexically_normal().string();
+}
 
 namespace {
 const ConfigValue& set_value(const ConfigValue& v, std::string_view key) {

@@ -300,14 +300,8 @@ bool normalize_env_key(io::Config& cfg, std::vector<std::string>& overrides) {
 /// the working folder; the result is absolute, so that a checkpoint's configuration finds
 /// the library from any working folder (herd-rl eval, resume).
 std::string library_path(const io::Settings& st) {
-  namespace fs = std::filesystem;
-  std::string lib = st.get_string("env.library");
-  if (lib.empty() || fs::path(lib).is_absolute()) return lib;
-  const std::string& from = st.value("env.library").where.file;
-  fs::path base = fs::current_path();
-  if (!from.empty() && from.rfind("--set", 0) != 0 && from.front() != '(' && from.front() != '<')
-    base = fs::absolute(fs::path(from)).parent_path();
-  return (base / lib).lexically_normal().string();
+  const std::string lib = st.get_path("env.library");
+  return lib.empty() ? lib : std::filesystem::absolute(lib).lexically_normal().string();
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ mcmc::MadeTarget make_model_target(const std::string& name, const io::Settings& 
           fmt::format("{}: key \"data.group\" is set, but data.file is not given (the model's embedded "
                       "data has no groups)",
                       st.origin("data.group")));
-    const std::string& path = st.get_string("data.file");
+    const std::string path = st.get_path("data.file");
     if (std::filesystem::is_regular_file(path) && !io::H5File::is_hdf5(path))
       throw InputError(
           fmt::format("{}: key \"data.group\" is set, but data.file \"{}\" is not an HDF5 file (a JSON "
@@ -55,7 +55,7 @@ mcmc::MadeTarget make_model_target(const std::string& name, const io::Settings& 
                       st.origin("data.group"), path));
   }
   if (st.has("data.file")) {
-    const std::string& path = st.get_string("data.file");
+    const std::string path = st.get_path("data.file");
     const nlohmann::json data = load_model_data(path, st.get_string("data.group"), st.origin("data.file"));
     try {
       m = make_model(name, data);

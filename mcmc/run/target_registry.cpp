@@ -49,13 +49,8 @@ bool is_set(const io::Settings& st, const std::string& key) { return !st.is_defa
 /// folders instead (a `library = "liblogf.so"` beside the input would not be found, and one
 /// named like a system library would load that).
 std::string plugin_path(const io::Settings& st) {
-  namespace fs = std::filesystem;
-  const std::string& lib = st.get_string("target.library");
-  const std::string& from = st.value("target.library").where.file;
-  if (lib.empty() || fs::path(lib).is_absolute()) return lib;
-  fs::path base;
-  if (!from.empty() && from.rfind("--set", 0) != 0 && from.front() != '(') base = fs::path(from).parent_path();
-  return fs::absolute(base / lib).lexically_normal().string();
+  const std::string lib = st.get_path("target.library");
+  return lib.empty() ? lib : std::filesystem::absolute(lib).lexically_normal().string();
 }
 
 /// A plugin (target.library): not loaded here; `load` loads it, which `run_sampler_program`
@@ -307,7 +302,7 @@ void TargetRegistry::declare_keys(io::Schema& s) const {
   s.add_string("target.symbol", "getLogFunc", "symbol of the plugin's log density");
   s.add_bool("target.thread_safe", false, "the plugin's log density may be called from several threads at once");
   s.add_string("target.builtin", nullopt, "built-in analytic target").choices(names(Family::kBuiltin));
-  s.add_int("target.ndim", nullopt, "dimension of a built-in target").range(1, 2147483647);
+  s.add_int("target.ndim", nullopt, "dimension of a built-in target or a plugin's log density").range(1, 2147483647);
   s.add_float_list("target.mean", nullopt, "mean of the normal target [ndim] (default 0)").finite();
   s.add_float_list("target.cov", nullopt, "covariance of the normal target [ndim, ndim] row-major").finite();
   s.add_float("target.rho", 0.0, "AR(1) correlation rho^|i-j| of the normal target when no cov is given")
@@ -316,7 +311,9 @@ void TargetRegistry::declare_keys(io::Schema& s) const {
   s.add_float_list("target.weights", nullopt, "mixture weights [K]").finite();
   s.add_float_list("target.means", nullopt, "mixture means [K, ndim] row-major").finite();
   s.add_float_list("target.sigmas", nullopt, "mixture standard deviations [K]").finite();
-  s.add_string("data.file", nullopt, "JSON or HDF5 file with the model's data (replaces the embedded data)");
+  s.add_string("data.file", nullopt,
+               "JSON or HDF5 file with the model's data (replaces the embedded data); a relative path is relative to "
+               "the input file's folder (to the working directory under --set)");
   s.add_string("data.group", "/", "HDF5 group whose numeric datasets are the data (HDF5 data files)");
 }
 

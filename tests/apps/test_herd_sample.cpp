@@ -306,6 +306,17 @@ TEST_CASE("herd-sample: model data from JSON and HDF5 files equal the embedded d
   CHECK(none.rc == 2);
   CHECK_THAT(none.err, Contains("nope.json"));
   CHECK_FALSE(fs::exists(dir / "out" / "bad_chain.txt"));
+  // In an input file a relative data.file is that file's folder's (as target.library is),
+  // from whatever working directory.
+  fs::create_directories(dir / "model");
+  fs::copy_file(dir / "data.json", dir / "model" / "schools.json", fs::copy_options::overwrite_existing);
+  write(dir / "model" / "run.toml",
+        "chain_size = 500\nrandom_seed = 3\noutput_prefix = \"out/file\"\n[target]\nmodel = "
+        "\"eight_schools_noncentered\"\n[data]\nfile = \"schools.json\"\n");
+  const Run rf = run(dir, "model/run.toml --quiet");
+  INFO(rf.err);
+  REQUIRE(rf.rc == 0);
+  CHECK(a == slurp(dir / "out" / "file_chain.txt"));
 }
 
 TEST_CASE("herd-sample: a plugin log density from a shared library (ParaMonte C signature)", "[apps][mcmc]") {

@@ -111,6 +111,12 @@ class Settings {
   const ConfigValue& value(std::string_view key) const;
   /// Where the value came from: "run.toml:7", "--set chain_size=10", or "default".
   std::string origin(std::string_view key) const;
+  /// The string key `key` as a file path to open: absolute as given; relative, joined to the
+  /// folder of the input file that set it (as a path in a Makefile is), so that a run does not
+  /// depend on the working directory, or left relative to the working directory when it came
+  /// from --set, input text or the default. Empty when the value is. @throws InputError as
+  /// get_string.
+  std::string get_path(std::string_view key) const;
   /// The key as the input spelled it (e.g. the namelist's `proposalStartCovMat` for
   /// `proposal_cov`), else its schema name: what messages about its value should say.
   /// @throws InputError when unknown.
