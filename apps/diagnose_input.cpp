@@ -209,7 +209,9 @@ std::vector<PosteriorEntry> posterior_entries(hid_t file, hid_t group) {
   for (const std::string& name : dataset_names(group)) {
     const std::vector<hsize_t> dims = dataset_dims(group, name);
     if (dims.size() < 2) continue;
-    candidates.push_back({name, dims.size(), dims.size() == 3 ? static_cast<std::size_t>(dims[2]) : 1, false});
+    std::size_t params = 1;  // the trailing dimensions, flattened
+    for (std::size_t k = 2; k < dims.size(); ++k) params *= static_cast<std::size_t>(dims[k]);
+    candidates.push_back({name, dims.size(), params, false});
   }
   std::vector<PosteriorEntry> out;
   const std::vector<std::string> recorded = herd_written(file) ? recorded_names(file) : std::vector<std::string>();
@@ -257,7 +259,8 @@ struct BlockSource {
   std::string path, shown;
   H5Id ds{H5I_INVALID_HID, H5Dclose};
   int rank = 0;
-  std::size_t chains = 0, draws = 0, params = 0;
+  std::size_t chains = 0, draws = 0, params = 0;  // params: the trailing dimensions' product
+  std::vector<hsize_t> trailing;                  // the dimensions after [chains, draws]
   std::size_t cb = 1, db = 1, draw_blocks = 1, blocks = 1;
   // The reading: blocks are claimed through `next`; the rest under `mu`.
   std::atomic<std::size_t> next{0};
@@ -279,8 +282,8 @@ void plan_blocks(BlockSource& s, hid_t dcpl) {
   const std::size_t row = s.params;  // values per draw
   std::size_t chunk_c = 1, chunk_d = 1;
   if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) {
-    hsize_t cd[3] = {1, 1, 1};
-    if (H5Pget_chunk(dcpl, s.rank, cd) == s.rank) {
+    std::vector<hsize_t> cd(static_cast<std::size_t>(s.rank), 1);
+    if (H5Pget_chunk(dcpl, s.rank, cd.data()) == s.rank) {
       chunk_c = std::clamp<std::size_t>(cd[0], 1, s.chains);
       chunk_d = std::clamp<std::size_t>(cd[1], 1, s.draws);
     }
@@ -297,9 +300,11 @@ void plan_blocks(BlockSource& s, hid_t dcpl) {
 }
 
 /// Opens dataset `name` of `loc` (`shown`: its name in messages) and checks it: numeric,
-/// rank 2 or 3, not empty, within the memory allowed. Its parameters are named `labels`
+/// rank 2 or more ([chains, draws, ...], the dimensions after the draws flattened row-major
+/// into parameters), not empty, within the memory allowed. Its parameters are named `labels`
 /// when that holds one name per parameter, else after the dataset (ArviZ's convention:
-/// `theta`, or `theta[0]`, `theta[1]`, ... by the 0-based coordinate). Reads no draws.
+/// `theta`, or `theta[0]`, `theta[1]`, ... by the 0-based coordinate; a matrix `L[0, 0]`,
+/// `L[0, 1]`, ...). Reads no draws.
 std::unique_ptr<BlockSource> plan_dataset(const std::string& path, hid_t loc, const std::string& name,
                                           const std::string& shown, DrawsArray& a,
                                           const std::vector<std::string>& labels = {}) {
@@ -314,22 +319,23 @@ std::unique_ptr<BlockSource> plan_dataset(const std::string& path, hid_t loc, co
                path, shown);
   H5Id space(H5Dget_space(s->ds.id), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.id);
-  HERD_REQUIRE(rank == 2 || rank == 3,
-               "{}: dataset '{}' has rank {}, but must have rank 2 [chains, draws] or 3 "
-               "[chains, draws, params]",
-               path, shown, rank);
-  hsize_t dims[3] = {1, 1, 1};
-  H5Sget_simple_extent_dims(space.id, dims, nullptr);
-  a.chains = dims[0];
-  a.draws = dims[1];
-  a.params = rank == 3 ? dims[2] : 1;
-  HERD_REQUIRE(a.chains > 0 && a.draws > 0 && a.params > 0, "{}: dataset '{}' is empty ({} x {} x {})", path, shown,
-               a.chains, a.draws, a.params);
+  HERD_REQUIRE(rank >= 2,
+               "{}: dataset '{}' has rank {}, but must have rank 2 [chains, draws] or more [chains, draws, ...]", path,
+               shown, rank);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank), 1);
+  H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
   // Sizes from the file are checked before anything is allocated: a file may declare a
   // dataset far larger than it holds (or than this machine has).
-  const std::size_t n = checked_count(
-      {static_cast<std::int64_t>(a.chains), static_cast<std::int64_t>(a.draws), static_cast<std::int64_t>(a.params)},
-      fmt::format("{}: dataset '{}'", path, shown));
+  const std::string what = fmt::format("{}: dataset '{}'", path, shown);
+  const auto size = [](hsize_t d) { return static_cast<std::int64_t>(std::min<hsize_t>(d, INT64_MAX)); };
+  a.chains = dims[0];
+  a.draws = dims[1];
+  a.params = 1;
+  for (std::size_t k = 2; k < dims.size(); ++k)
+    a.params = checked_count({static_cast<std::int64_t>(a.params), size(dims[k])}, what);
+  const std::size_t n = checked_count({size(dims[0]), size(dims[1]), static_cast<std::int64_t>(a.params)}, what);
+  HERD_REQUIRE(a.chains > 0 && a.draws > 0 && a.params > 0, "{}: dataset '{}' is empty ({} x {} x {})", path, shown,
+               a.chains, a.draws, a.params);
   check_memory_need(
       static_cast<double>(n) * 8.0 * 2.0, g_max_memory,
       fmt::format("{}: reading dataset '{}' ({} x {} x {} values)", path, shown, a.chains, a.draws, a.params),
@@ -339,10 +345,23 @@ std::unique_ptr<BlockSource> plan_dataset(const std::string& path, hid_t loc, co
     a.names = labels;
   } else if (rank == 2) {
     a.names.push_back(base);
-  } else {
+  } else if (rank == 3) {
     for (std::size_t p = 0; p < a.params; ++p) a.names.push_back(fmt::format("{}[{}]", base, p));
+  } else {
+    // ArviZ's labels of an array parameter: its 0-based indices, row-major, ", " between.
+    std::vector<std::size_t> index(dims.size() - 2, 0);
+    for (std::size_t p = 0; p < a.params; ++p) {
+      std::string label = base + "[";
+      for (std::size_t k = 0; k < index.size(); ++k) label += (k ? ", " : "") + std::to_string(index[k]);
+      a.names.push_back(label + "]");
+      for (std::size_t k = index.size(); k-- > 0;) {
+        if (++index[k] < dims[k + 2]) break;
+        index[k] = 0;
+      }
+    }
   }
   s->rank = rank;
+  s->trailing.assign(dims.begin() + 2, dims.end());
   s->chains = a.chains;
   s->draws = a.draws;
   s->params = a.params;
@@ -365,13 +384,17 @@ bool read_block(BlockSource& s, std::size_t b, DrawsArray& a, std::mutex& h5, st
   {
     const std::lock_guard<std::mutex> lock(h5);
     H5Id fspace(H5Dget_space(s.ds.id), H5Sclose);
-    const hsize_t start[3] = {c0, t0, 0}, count[3] = {nc, nt, p_count};
-    if (!fspace || H5Sselect_hyperslab(fspace.id, H5S_SELECT_SET, start, nullptr, count, nullptr) < 0) return false;
+    std::vector<hsize_t> start(static_cast<std::size_t>(s.rank), 0), count{nc, nt};
+    start[0] = c0;
+    start[1] = t0;
+    count.insert(count.end(), s.trailing.begin(), s.trailing.end());
+    if (!fspace || H5Sselect_hyperslab(fspace.id, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0)
+      return false;
     if (direct) {
       // The memory selection: the same rows of the [chains, draws] buffer.
       const hsize_t mdims[2] = {s.chains, s.draws};
       H5Id mspace(H5Screate_simple(2, mdims, nullptr), H5Sclose);
-      if (!mspace || H5Sselect_hyperslab(mspace.id, H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
+      if (!mspace || H5Sselect_hyperslab(mspace.id, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0 ||
           H5Dread(s.ds.id, H5T_NATIVE_DOUBLE, mspace.id, fspace.id, H5P_DEFAULT, a.columns[0].data()) < 0)
         return false;
     } else {
@@ -932,7 +955,7 @@ Hdf5Draws::Hdf5Draws(const std::string& path, const std::string& dataset) : impl
         throw;
       }
     }
-    HERD_REQUIRE(!d.arrays.empty(), "{}: the 'posterior' group has no dataset of rank 2 or 3", path);
+    HERD_REQUIRE(!d.arrays.empty(), "{}: the 'posterior' group has no dataset of rank 2 or more", path);
     return;
   }
   // A compact-only file of herd-sample (h5_posterior = "compact"): the weighted compact chain.
@@ -1007,7 +1030,7 @@ void Hdf5Draws::read(std::size_t a) {
       const std::size_t i = s->bad, p = i % s->params, t = (i / s->params) % s->draws, c = i / s->params / s->draws;
       s->error = std::make_exception_ptr(
           InputError(fmt::format("{}: dataset '{}' has {} at [chain {}, draw {}{}], but draws must be finite", s->path,
-                                 s->shown, s->bad_value, c, t, s->rank == 3 ? fmt::format(", param {}", p) : "")));
+                                 s->shown, s->bad_value, c, t, s->rank >= 3 ? fmt::format(", param {}", p) : "")));
     }
     s->finished = true;
     s->cv.notify_all();

@@ -2,7 +2,7 @@
 /// @file diagnose_input.hpp
 /// Input readers of `herd-diagnose`: text files of draws in one of four formats, recognised by
 /// their header and never guessed (anything else is refused), and HDF5 datasets of shape
-/// [chains, draws] or [chains, draws, params] (or every such dataset of a `posterior` group,
+/// [chains, draws] or [chains, draws, ...] (flattened: params) (or every such dataset of a `posterior` group,
 /// as ArviZ writes it). The HDF5 part uses the HDF5 C API directly, not the io layer's
 /// readers (herd/io/hdf5.hpp).
 ///
@@ -95,8 +95,8 @@ bool is_hdf5(const std::string& path);
 
 /// The draws of an HDF5 file, read on demand, array by array, by the threads that need them.
 ///
-/// Which datasets: the dataset `dataset` when not empty (rank 2 or 3), else every dataset
-/// of rank 2 or 3 in the group `posterior` (rank-1 coordinate datasets are skipped), else
+/// Which datasets: the dataset `dataset` when not empty (rank 2 or more), else every dataset
+/// of rank 2 or more in the group `posterior` (rank-1 coordinate datasets are skipped), else
 /// (a herd-sample file written with `h5_posterior = "compact"`) the group `chain_compact`:
 /// `state` [n, d] with `weight` [n], `variable` [d], `derived_quantities` [n, q] with
 /// `derived_quantity` [q] when present, `chain` [n] and `burnin` [chains] (or

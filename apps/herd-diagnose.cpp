@@ -239,7 +239,8 @@ void write_html(const std::string& file, std::vector<herd::apps::DrawsArray>& co
 int run_main(int argc, char** argv) {
   CLI::App app{
       "herd-diagnose: R-hat, ESS and MCSE (Vehtari et al. 2021, as R posterior) of "
-      "draws in an HDF5 file ([chains, draws] or [chains, draws, params] datasets, or "
+      "draws in an HDF5 file ([chains, draws] or [chains, draws, ...] datasets, the dimensions after the draws "
+      "flattened into parameters as ArviZ labels them, L[0, 1], or "
       "every dataset of a 'posterior' group, or herd-sample's weighted 'chain_compact' group when the file has "
       "no 'posterior'), a CSV file (one column per chain, one "
       "row per draw), ParaDRAM chain or sample files (herd's or ParaMonte's; one file "

@@ -230,6 +230,40 @@ TEST_CASE("herd-diagnose: CSV with a header, --json, values of the library", "[m
   CHECK(nlohmann::json::parse(h1.out)["one_h"] == nlohmann::json::parse(p1.out)["one_p"]);
 }
 
+TEST_CASE("herd-diagnose: a matrix parameter [chain, draw, 2, 3] is six parameters, ArviZ's labels", "[mcmc][apps]") {
+  // The same values as a [4, 250, 6] dataset M and a [4, 250, 2, 3] dataset L: L[i, j] is
+  // M[3 i + j] (row-major), so every statistic must be the same number. (Such a file was
+  // refused: rank 4.)
+  fs::create_directories(kWork);
+  const fs::path p = kWork / "matrix.h5";
+  std::vector<double> v(4 * 250 * 6);
+  std::uint64_t z = 12345;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    z = z * 6364136223846793005ULL + 1442695040888963407ULL;
+    v[i] = static_cast<double>(z >> 11) * 0x1p-53 + static_cast<double>(i % 6);  // parameter k around k + 0.5
+  }
+  const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t g = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  write_dataset(g, "L", v, {4, 250, 2, 3});
+  write_dataset(g, "M", v, {4, 250, 6});
+  H5Gclose(g);
+  H5Fclose(f);
+  const Run r = run(q(p) + " --json");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t k = 0; k < 3; ++k) {
+      const std::string l = "L[" + std::to_string(i) + ", " + std::to_string(k) + "]";
+      const std::string m = "M[" + std::to_string(3 * i + k) + "]";
+      INFO(l << " vs " << m);
+      REQUIRE(j.contains(l));
+      CHECK(j[l] == j[m]);
+      CHECK_THAT(j[l]["mean"].get<double>(), Catch::Matchers::WithinAbs(static_cast<double>(3 * i + k) + 0.5, 0.05));
+    }
+  CHECK(j.size() == 12);
+}
+
 TEST_CASE("herd-diagnose: HDF5 datasets and the posterior group", "[mcmc][apps]") {
   const auto h5 = write_h5("draws.h5");
   const Run r = run(q(h5) + " --dataset theta --json");
