@@ -163,7 +163,10 @@ DataSet read_h5_data(const std::string& path, const std::string& group) {
     if (!g.is_dataset(name)) continue;
     H5Dataset ds = g.open_dataset(name);
     const H5Kind k = ds.kind();
-    if (k != H5Kind::kInteger && k != H5Kind::kFloat) continue;
+    if (k != H5Kind::kInteger && k != H5Kind::kFloat) {
+      out.skip(name);
+      continue;
+    }
     DataArray a;
     a.integer = k == H5Kind::kInteger;
     for (auto d : ds.shape()) a.shape.push_back(static_cast<std::size_t>(d));

@@ -56,11 +56,18 @@ mcmc::MadeTarget make_model_target(const std::string& name, const io::Settings& 
   }
   if (st.has("data.file")) {
     const std::string path = st.get_path("data.file");
-    const nlohmann::json data = load_model_data(path, st.get_string("data.group"), st.origin("data.file"));
+    std::vector<std::string> non_numeric;
+    const nlohmann::json data =
+        load_model_data(path, st.get_string("data.group"), st.origin("data.file"), &non_numeric);
     try {
       m = make_model(name, data);
     } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: data.file \"{}\": {}", st.origin("data.file"), path, e.what()));
+      // A field the model misses may be in the file as text, which model data cannot be.
+      std::string why = e.what();
+      for (const std::string& n : non_numeric)
+        if (why.find("no field \"" + n + "\"") != std::string::npos)
+          why += fmt::format(" (the file has a dataset \"{}\", but it holds text, not numbers)", n);
+      throw InputError(fmt::format("{}: data.file \"{}\": {}", st.origin("data.file"), path, why));
     }
   } else {
     m = make_model(name);
@@ -79,9 +86,11 @@ mcmc::MadeTarget make_model_target(const std::string& name, const io::Settings& 
 
 }  // namespace
 
-nlohmann::json load_model_data(const std::string& path, const std::string& group, const std::string& origin) {
+nlohmann::json load_model_data(const std::string& path, const std::string& group, const std::string& origin,
+                               std::vector<std::string>* non_numeric) {
   try {
     const io::DataSet ds = io::H5File::is_hdf5(path) ? io::read_h5_data(path, group) : io::read_json_data(path);
+    if (non_numeric) *non_numeric = ds.skipped();
     nlohmann::json j = nlohmann::json::object();
     for (const auto& name : ds.names()) {
       const io::DataArray& a = ds.at(name);

@@ -283,6 +283,10 @@ TEST_CASE("herd-sample: model data from JSON and HDF5 files equal the embedded d
     g.write_scalar<std::int64_t>("J", 8);
     g.write<double>("y", std::vector<double>{28, 8, -3, 7, -1, 1, 18, 12});
     g.write<double>("sigma", std::vector<double>{15, 10, 16, 11, 9, 11, 10, 18});
+    auto t = f.root().create_group("text");  // y stored as text
+    t.write_scalar<std::int64_t>("J", 8);
+    t.write_strings("y", {"28", "8", "-3", "7", "-1", "1", "18", "12"});
+    t.write<double>("sigma", std::vector<double>{15, 10, 16, 11, 9, 11, 10, 18});
     f.close();
   }
   const std::string common =
@@ -302,6 +306,9 @@ TEST_CASE("herd-sample: model data from JSON and HDF5 files equal the embedded d
   const Run bad = run(dir, common + " --output out/bad --set data.file=bad.json");
   CHECK(bad.rc == 2);
   CHECK_THAT(bad.err, Contains("eight_schools_noncentered") && Contains("\"y\""));
+  const Run text = run(dir, common + " --output out/text --set data.file=data.h5 --set data.group=text");
+  CHECK(text.rc == 2);
+  CHECK_THAT(text.err, Contains("no field \"y\" (the file has a dataset \"y\", but it holds text, not numbers)"));
   const Run none = run(dir, common + " --output out/none --set data.file=nope.json");
   CHECK(none.rc == 2);
   CHECK_THAT(none.err, Contains("nope.json"));

@@ -80,5 +80,6 @@ TEST_CASE("data: HDF5 datasets as data", "[io]") {
   CHECK(d.at("X").shape == std::vector<std::size_t>{2, 2});
   CHECK_FALSE(d.at("X").integer);
   CHECK_FALSE(d.has("names"));
+  CHECK(d.skipped() == std::vector<std::string>{"names"});
   CHECK_THROWS_AS(read_h5_data(path, "missing"), herd::IoError);
 }

@@ -6,6 +6,7 @@
 /// the HDF5 group `data.group`).
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -19,8 +20,10 @@ void register_models(mcmc::TargetRegistry& registry);
 
 /// Model data from a JSON file, or from the numeric datasets of the HDF5 group `group`, as
 /// the JSON object the posteriordb models take (arrays nested in their own shape, integers
-/// kept integers). `origin` names the input key's place in messages.
+/// kept integers). `origin` names the input key's place in messages. `non_numeric`, when
+/// given, receives the names of the HDF5 group's datasets that are not numbers (skipped).
 /// @throws herd::InputError naming the origin and the file.
-nlohmann::json load_model_data(const std::string& path, const std::string& group, const std::string& origin);
+nlohmann::json load_model_data(const std::string& path, const std::string& group, const std::string& origin,
+                               std::vector<std::string>* non_numeric = nullptr);
 
 }  // namespace herd::examples

@@ -45,9 +45,15 @@ class DataSet {
   /// Adds or replaces an array.
   void set(std::string name, DataArray a) { arrays_.insert_or_assign(std::move(name), std::move(a)); }
   const std::string& source() const noexcept { return source_; }
+  /// Records `name` as a member of the source that is not numeric data (read_h5_data's text
+  /// datasets), for messages about a missing array.
+  void skip(std::string name) { skipped_.push_back(std::move(name)); }
+  /// The members skip() recorded, in order.
+  const std::vector<std::string>& skipped() const noexcept { return skipped_; }
 
  private:
   std::string source_;
+  std::vector<std::string> skipped_;
   std::map<std::string, DataArray, std::less<>> arrays_;
 };
 
@@ -59,8 +65,9 @@ DataSet parse_json_data(std::string_view text, const std::string& source);
 /// Reads a JSON data file. @throws IoError when unreadable, InputError as `parse_json_data`.
 DataSet read_json_data(const std::string& path);
 
-/// Reads every numeric dataset of an HDF5 group (not recursing) as data; string datasets
-/// are skipped. @throws IoError when the file or group is missing.
+/// Reads every numeric dataset of an HDF5 group (not recursing) as data; the others (text)
+/// are skipped and listed in DataSet::skipped(). @throws IoError when the file or group is
+/// missing.
 DataSet read_h5_data(const std::string& path, const std::string& group = "/");
 
 }  // namespace herd::io
