@@ -464,6 +464,19 @@ class Resolver {
           if (at < want.size() && ch == want[at]) ++at;
         return at == want.size();
       };
+      // In a table of the schema, its own keys first: an abbreviation of one of them, else
+      // those with the same first letter ("target.mu": "target.mean", not a top-level key).
+      const std::size_t dot = written.rfind('.');
+      if (dot != std::string::npos && is_prefix(written.substr(0, dot))) {
+        const std::string table = (fold_ ? lower(written.substr(0, dot)) : written.substr(0, dot)) + ".";
+        std::vector<std::string> mine;
+        for (const auto& n : own)
+          if ((fold_ ? lower(n) : n).rfind(table, 0) == 0) mine.push_back(n);
+        if (std::string s = those(mine, abbreviates); !s.empty()) return s;
+        if (std::string s = those(mine, [&](const std::string& l) { return !l.empty() && l[0] == want[0]; });
+            !s.empty())
+          return s;
+      }
       if (std::string s = those(own, abbreviates); !s.empty()) return s;
     }
     return "\"" + near + "\"";

@@ -150,6 +150,10 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
         "run.toml:2: unknown key \"tgt_acc\"; did you mean \"target_acceptance\"?");
   CHECK(error_of("model = 'm'\n[proposal]\ndr_stg = 2\n") ==
         "run.toml:3: unknown key \"proposal.dr_stg\"; did you mean \"proposal.delayed_rejection_stages\"?");
+  // In a table, its own keys come first: "proposal.sd" abbreviates none of them, so those
+  // with its first letter ("proposal.scale"), not the top-level "start" or "seeds".
+  CHECK(error_of("model = 'm'\n[proposal]\nsd = 2\n") ==
+        "run.toml:3: unknown key \"proposal.sd\"; did you mean \"proposal.scale\"?");
   // A bare word where a value belongs: toml++'s message, and the string it would be quoted;
   // other syntax errors keep toml++'s message alone.
   const auto parse_error = [](std::string_view text) {
