@@ -1,6 +1,7 @@
 #include "herd/io/data_set.hpp"
 
 #include <cmath>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -89,30 +90,37 @@ std::vector<std::size_t> shape_of(const json& j, const std::string& where, const
   return shape;
 }
 
+/// `path` (a member and its element indices, e.g. `sigma[7]`) for messages: JSON's indices
+/// count from 0, which a Stan or Fortran user would read as the next element.
+std::string element(const std::string& path) {
+  return path.find('[') == std::string::npos ? "\"" + path + "\"" : "\"" + path + "\" (indices from 0)";
+}
+
 /// Flattens row-major, checking that every sub-array matches `shape`.
 void flatten(const json& j, std::size_t depth, const std::vector<std::size_t>& shape, DataArray& out,
              const std::string& where, const std::string& path) {
   if (depth < shape.size()) {
     if (!j.is_array())
-      throw InputError(fmt::format("{}: \"{}\" is {} where an array of {} was expected (ragged nesting)", where, path,
-                                   json_kind(j), shape[depth]));
+      throw InputError(fmt::format("{}: {} is {} where an array of {} was expected (ragged nesting)", where,
+                                   element(path), json_kind(j), shape[depth]));
     if (j.size() != shape[depth]) {
       std::string sh;
       for (auto n : shape) sh += (sh.empty() ? "" : ", ") + std::to_string(n);
       throw InputError(
-          fmt::format("{}: \"{}\" is ragged: {} elements, but must have {} (model data arrays are "
+          fmt::format("{}: {} is ragged: {} elements, but must have {} (model data arrays are "
                       "rectangular; the first elements give shape [{}])",
-                      where, path, j.size(), shape[depth], sh));
+                      where, element(path), j.size(), shape[depth], sh));
     }
     for (std::size_t i = 0; i < j.size(); ++i)
       flatten(j[i], depth + 1, shape, out, where, fmt::format("{}[{}]", path, i));
     return;
   }
   if (j.is_array())
-    throw InputError(fmt::format("{}: \"{}\" is an array where a number was expected (ragged nesting)", where, path));
+    throw InputError(
+        fmt::format("{}: {} is an array where a number was expected (ragged nesting)", where, element(path)));
   if (!j.is_number())
-    throw InputError(fmt::format("{}: \"{}\" is {}, but model data must be numbers or rectangular arrays of numbers",
-                                 where, path, json_kind(j)));
+    throw InputError(fmt::format("{}: {} is {}, but model data must be numbers or rectangular arrays of numbers", where,
+                                 element(path), json_kind(j)));
   if (j.is_number_float()) out.integer = false;
   out.values.push_back(j.get<double>());
 }
@@ -121,8 +129,21 @@ void flatten(const json& j, std::size_t depth, const std::vector<std::size_t>& s
 
 DataSet parse_json_data(std::string_view text, const std::string& source) {
   json doc;
+  // A member named twice in one object: nlohmann keeps the last, silently; refused instead.
+  std::vector<std::set<std::string>> members;  // of each object being parsed, innermost last
+  const json::parser_callback_t once = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) members.emplace_back();
+    else if (event == json::parse_event_t::object_end && !members.empty()) members.pop_back();
+    else if (event == json::parse_event_t::key && !members.empty() &&
+             !members.back().insert(parsed.get<std::string>()).second)
+      throw InputError(
+          fmt::format("{}: \"{}\" is given twice in one object, but JSON model data must name each member "
+                      "once",
+                      source, parsed.get<std::string>()));
+    return true;
+  };
   try {
-    doc = json::parse(text.begin(), text.end());
+    doc = json::parse(text.begin(), text.end(), once);
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> keep the tail.

@@ -439,7 +439,7 @@ TEST_CASE("herd-sample: model data of the wrong shape is rejected naming file, k
       {"mat.json", R"({"J": 8, "y": [28, 8, -3, 7, -1, 1, 18, 12], "sigma": [[15, 10, 16, 11], [9, 11, 10, 18]]})",
        "data field \"sigma\" has shape [2, 4], but must be a vector of J = 8 numbers (shape [8])"},
       {"ragged.json", R"({"J": 8, "y": [[28, 8, -3], [7, -1, 1, 18, 12]], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]})",
-       "\"y[1]\" is ragged: 5 elements, but must have 3"},
+       "\"y[1]\" (indices from 0) is ragged: 5 elements, but must have 3"},
       {"scalar.json", R"({"J": [8], "y": [28, 8, -3, 7, -1, 1, 18, 12], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]})",
        "data field \"J\" is an array of shape [1], but must be an integer scalar (shape [])"},
   };

@@ -44,23 +44,31 @@ TEST_CASE("data: JSON numbers and rectangular arrays", "[io]") {
 
 TEST_CASE("data: JSON mistakes are one-line errors", "[io]") {
   CHECK(error_of("{\"y\": [1, 2], \"X\": [[1, 2], [3]]}") ==
-        "data.json: \"X[1]\" is ragged: 1 elements, but must have 2 (model data arrays are rectangular; the first "
+        "data.json: \"X[1]\" (indices from 0) is ragged: 1 elements, but must have 2 (model data arrays are "
+        "rectangular; the first "
         "elements give shape [2, 2])");
   CHECK(error_of("{\"y\": [1, \"a\"]}") ==
-        "data.json: \"y[1]\" is a string, but model data must be numbers or rectangular arrays of numbers");
+        "data.json: \"y[1]\" (indices from 0) is a string, but model data must be numbers or rectangular arrays of "
+        "numbers");
   CHECK(error_of("{\"y\": true}") ==
         "data.json: \"y\" is a boolean, but model data must be numbers or rectangular arrays of numbers");
   CHECK(error_of("{\"y\": [[1], 2]}") ==
-        "data.json: \"y[1]\" is a number where an array of 1 was expected (ragged nesting)");
+        "data.json: \"y[1]\" (indices from 0) is a number where an array of 1 was expected (ragged nesting)");
   CHECK(error_of("{\"y\": [1.5, [2, 8], [4, 0]]}") ==
-        "data.json: \"y[1]\" is an array where a number was expected (ragged nesting)");
+        "data.json: \"y[1]\" (indices from 0) is an array where a number was expected (ragged nesting)");
   CHECK(error_of("{\"y\": [[], [1]]}") ==
-        "data.json: \"y[1]\" is ragged: 1 elements, but must have 0 (model data arrays are rectangular; the first "
+        "data.json: \"y[1]\" (indices from 0) is ragged: 1 elements, but must have 0 (model data arrays are "
+        "rectangular; the first "
         "elements give shape [2, 0])");
   CHECK(error_of("[1, 2]") == "data.json: JSON model data must be an object of named arrays, not an array");
   CHECK(error_of("{\"y\": [1, 2,\n]}").rfind("data.json:2: JSON syntax error:", 0) == 0);
   CHECK(error_of("").rfind("data.json:1: JSON syntax error:", 0) == 0);
   CHECK(error_of("{\"big\": 1e305808}") == "data.json: JSON error: number overflow parsing '1e305808'");
+  // A member named twice (nlohmann keeps the last, silently); the same name in two objects
+  // is fine.
+  CHECK(error_of("{\"J\": 8, \"y\": [1], \"J\": 7}") ==
+        "data.json: \"J\" is given twice in one object, but JSON model data must name each member once");
+  CHECK(error_of("{\"a\": {\"J\": 1}, \"b\": {\"J\": 2}}").find("twice") == std::string::npos);
 }
 
 TEST_CASE("data: HDF5 datasets as data", "[io]") {
