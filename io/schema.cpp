@@ -177,7 +177,9 @@ std::string Settings::get_path(std::string_view key) const {
   // An input file's own location: not "--set k=v", "(input text)", "<defaults>" or "default".
   const bool in_file =
       !from.empty() && from.rfind("--set", 0) != 0 && from.front() != '(' && from.front() != '<' && from != "default";
-  if (p.empty() || fs::path(p).is_absolute() || !in_file) return p;
+  if (p.empty())
+    throw InputError(fmt::format("{}: key \"{}\" is empty, but must name a file", origin(key), written(key)));
+  if (fs::path(p).is_absolute() || !in_file) return p;
   return (fs::path(from).parent_path() / p).lexically_normal().string();
 }
 

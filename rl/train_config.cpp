@@ -301,7 +301,7 @@ bool normalize_env_key(io::Config& cfg, std::vector<std::string>& overrides) {
 /// the library from any working folder (herd-rl eval, resume).
 std::string library_path(const io::Settings& st) {
   const std::string lib = st.get_path("env.library");
-  return lib.empty() ? lib : std::filesystem::absolute(lib).lexically_normal().string();
+  return std::filesystem::absolute(lib).lexically_normal().string();
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ bool is_set(const io::Settings& st, const std::string& key) { return !st.is_defa
 /// named like a system library would load that).
 std::string plugin_path(const io::Settings& st) {
   const std::string lib = st.get_path("target.library");
-  return lib.empty() ? lib : std::filesystem::absolute(lib).lexically_normal().string();
+  return std::filesystem::absolute(lib).lexically_normal().string();
 }
 
 /// A plugin (target.library): not loaded here; `load` loads it, which `run_sampler_program`

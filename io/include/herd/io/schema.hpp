@@ -114,8 +114,8 @@ class Settings {
   /// The string key `key` as a file path to open: absolute as given; relative, joined to the
   /// folder of the input file that set it (as a path in a Makefile is), so that a run does not
   /// depend on the working directory, or left relative to the working directory when it came
-  /// from --set, input text or the default. Empty when the value is. @throws InputError as
-  /// get_string.
+  /// from --set, input text or the default. @throws InputError as get_string, or naming the
+  /// key when its value is empty.
   std::string get_path(std::string_view key) const;
   /// The key as the input spelled it (e.g. the namelist's `proposalStartCovMat` for
   /// `proposal_cov`), else its schema name: what messages about its value should say.
