@@ -3,6 +3,7 @@
 // files (several files: one chain each; formats in diagnose_input.hpp), optionally as an HTML
 // report with plots. Exit codes: 0 success, 2 bad input or usage, 1 other.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -28,6 +29,7 @@
 #include "herd/core/memory.hpp"
 #include "herd/core/thread_pool.hpp"
 #include "herd/mcmc/diagnostics.hpp"
+#include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/posterior_report.hpp"
 
 namespace {
@@ -319,6 +321,19 @@ int run_main(int argc, char** argv) {
     }
     if (json) print_json(rows);
     else print_table(rows);
+    // What was read, and herd-sample's convergence warnings (R-hat, ESS), on stderr so that
+    // the table and the JSON stay as they are.
+    std::size_t at = 0;
+    for (const auto& a : arrays) {
+      std::vector<herd::mcmc::QuantitySummary> q;
+      for (std::size_t p = 0; p < a.params; ++p, ++at) q.push_back({rows[at].name, rows[at].s});
+      std::string names = a.names.front();
+      if (a.params > 1) names += fmt::format(" ... {} ({} parameters)", a.names.back(), a.params);
+      std::fprintf(stderr, "herd-diagnose: %s: %zu chain%s x %zu draws%s\n", names.c_str(), a.chains,
+                   a.chains == 1 ? "" : "s", a.draws, a.weights.empty() ? "" : " (weighted: verbose draws per chain)");
+      const std::string w = herd::mcmc::convergence_warnings(q, a.chains, std::nan(""), "more draws per chain");
+      if (!w.empty()) std::fprintf(stderr, "%s", w.c_str());
+    }
     if (!html.empty()) {
       std::string inputs = files[0];
       for (std::size_t i = 1; i < files.size(); ++i) inputs += ", " + files[i];

@@ -1234,11 +1234,15 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
     out.push_back(
         {2, fmt::format("Bulk- or tail-ESS is below {:.0f} ({:.0f} per chain for {} chain{}) for {}: the "
                         "Monte Carlo errors (MCSE) of means and quantiles are large. Run longer ({}), or make "
-                        "the chain mix faster: tune the proposal (scale_factor, proposal_std or "
-                        "proposal_cov), enable delayed rejection (delayed_rejection_count), or "
-                        "reparameterize.",
+                        "the chain mix faster: {}",
                         ess_min, kEssPerChain, std::min(chains, kEssChains),
-                        std::min(chains, kEssChains) == 1 ? "" : "s", name_list(low_ess), run_longer)});
+                        std::min(chains, kEssChains) == 1 ? "" : "s", name_list(low_ess), run_longer,
+                        // No acceptance rate: draws of another sampler (herd-diagnose), whose
+                        // settings are not herd-sample's.
+                        std::isfinite(acceptance_rate)
+                            ? "tune the proposal (scale_factor, proposal_std or proposal_cov), enable delayed "
+                              "rejection (delayed_rejection_count), or reparameterize."
+                            : "tune the sampler (its proposal or step size), or reparameterize.")});
   const double a = acceptance_rate;
   if (std::isfinite(a) && a < kAcceptanceLow)
     out.push_back({2, fmt::format("The mean acceptance rate is {:.3g}, below {}: most proposals are rejected and the "

@@ -218,6 +218,15 @@ TEST_CASE("herd-diagnose: CSV with a header, --json, values of the library", "[m
   REQUIRE(t.rc == 0);
   CHECK(t.out.find("ess_bulk") != std::string::npos);
   CHECK(t.out.find("tv2") != std::string::npos);
+  // On stderr, what was read and herd-sample's convergence warnings (tv1: R-hat 1.03, ESS
+  // under 400), the advice naming no herd-sample setting; stdout holds the table alone.
+  CHECK_THAT(t.err, Catch::Contains("herd-diagnose: tv2: 4 chains x 999 draws"));
+  const Run w = run(q(csv));
+  CHECK_THAT(w.err, Catch::Contains("herd-diagnose: tv1: 4 chains x 1000 draws\nWARNING: R-hat is above 1.01 for tv1"));
+  CHECK_THAT(w.err, Catch::Contains("WARNING: Bulk- or tail-ESS is below 400") &&
+                        Catch::Contains("tune the sampler (its proposal or step size)") &&
+                        !Catch::Contains("proposal_std"));
+  CHECK(w.out.find("WARNING") == std::string::npos);
   const Run tj = run(q(plain) + " --json");
   check_matches(nlohmann::json::parse(tj.out)["tv2"], herd_test::test_vector(2));
   // One chain with its header ("chain1": no delimiter in it) reads as the same chain without.
@@ -516,7 +525,8 @@ TEST_CASE("herd-diagnose: ParaDRAM sample files, one per chain", "[mcmc][apps]")
   const auto j = nlohmann::json::parse(r.out);
   check_summary(j["mu"], mu, 2, 500);
   check_summary(j["SampleLogFunc"], lp, 2, 500);
-  CHECK(r.err.empty());
+  CHECK(r.err.find("note:") == std::string::npos);  // equal lengths: nothing cut
+  CHECK_THAT(r.err, Catch::Contains("herd-diagnose: SampleLogFunc ... mu (2 parameters): 2 chains x 500 draws"));
 }
 
 TEST_CASE("herd-diagnose: CmdStan CSV files with comment lines, one per chain", "[mcmc][apps]") {

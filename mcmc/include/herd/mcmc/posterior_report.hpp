@@ -236,7 +236,8 @@ std::vector<ReportVerdict> convergence_verdicts(const PosteriorReportData& data,
                                                 const std::vector<DiagnosticSummary>& summary);
 
 /// The same verdicts from the quantities' `names` and `summary` (same length), the number of
-/// `chains` the summary pools, the run's mean `acceptance_rate` (NaN: unknown, no verdict)
+/// `chains` the summary pools, the run's mean `acceptance_rate` (NaN: unknown, no verdict,
+/// and the advice names no herd-sample setting: draws of another sampler, herd-diagnose)
 /// and how to run longer (`run_longer`, e.g. "raise chain_size"). With `nested_rhat` (per
 /// quantity, over `superchains` superchains of chains / superchains chains; empty: none)
 /// the convergence of a quantity whose nested R-hat is finite is judged on it, the statistic
