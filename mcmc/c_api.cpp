@@ -93,8 +93,7 @@ int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input
         // A log function reads no target key: one set would be ignored.
         if (named)
           for (const auto& k : schema.keys())
-            if ((k.name().starts_with("target.") || k.name().starts_with("data.")) && !settings.is_default(k.name()) &&
-                !settings.value(k.name()).is_null())
+            if ((k.name().starts_with("target.") || k.name().starts_with("data.")) && settings.is_set(k.name()))
               throw herd::InputError(fmt::format(
                   "{}: key \"{}\" is set, but the target is the log function passed to herd_run_dram, which reads "
                   "no target key (name a target with target.builtin, target.model or target.library and pass NULL, "

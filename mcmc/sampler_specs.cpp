@@ -678,7 +678,7 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
                      st.origin(k), st.written(k)));
   }
   auto note = [&](const char* key, const std::string& why) {
-    if (!st.is_default(key) && st.has(key))
+    if (st.is_set(key))
       s.notes.push_back(fmt::format("{}: {} = {} is accepted, but {}", st.origin(key), st.written(key),
                                     st.value(key).to_string(), why));
   };
@@ -686,7 +686,7 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   // such keys freely, so they are not refused); the resolved input comments them out.
   const auto unread = [&](const char* key, const std::string& why) {
     s.unread.emplace_back(key, why);
-    if (!st.is_default(key) && st.has(key))
+    if (st.is_set(key))
       s.notes.push_back(
           fmt::format("{}: {} = {} is not read: {}", st.origin(key), st.written(key), st.value(key).to_string(), why));
   };

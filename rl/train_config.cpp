@@ -318,8 +318,7 @@ bool algorithm_reads(const std::string& algorithm, const std::string& key) {
 void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algorithm) {
   std::vector<std::string> set;  // every such key, so that one run names them all
   for (const io::SchemaKey& k : train_schema().keys())
-    if (!st.is_default(k.name()) && !st.value(k.name()).is_null() && !algorithm_reads(algorithm, k.name()))
-      set.push_back(k.name());
+    if (st.is_set(k.name()) && !algorithm_reads(algorithm, k.name())) set.push_back(k.name());
   if (set.empty()) return;
   const std::string& key = set.front();
   std::string why;

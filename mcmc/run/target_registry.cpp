@@ -39,9 +39,6 @@ std::string quoted(const std::vector<std::string>& names) {
   return s;
 }
 
-/// Whether the input sets `key` (neither its default nor left unset).
-bool is_set(const io::Settings& st, const std::string& key) { return !st.is_default(key) && !st.value(key).is_null(); }
-
 /// The plugin library's path, absolute: a relative path written in an input file is relative
 /// to that file's folder (as a path in a Makefile or CMakeLists.txt is), so that a run does not
 /// depend on the working directory; one given with --set (or in input text) is relative to the
@@ -149,7 +146,7 @@ MadeTarget analytic_target(std::shared_ptr<Serial> t, int d, std::shared_ptr<Bat
 
 MadeTarget make_normal(const io::Settings& st) {
   // target.cov replaces the AR(1) covariance: a target.rho given beside it would be ignored.
-  if (st.has("target.cov") && is_set(st, "target.rho"))
+  if (st.has("target.cov") && st.is_set("target.rho"))
     throw InputError(
         fmt::format("{}: key \"{}\" is set, but target.cov is given ({}), which replaces the AR(1) "
                     "covariance of target.rho; give one of them",
@@ -230,7 +227,7 @@ void refuse_unread_keys(const io::Settings& st, const std::vector<std::string>& 
                         const std::vector<std::string>& reads) {
   std::vector<std::string> set;
   for (const std::string& k : unread)
-    if (is_set(st, k)) set.push_back(k);
+    if (st.is_set(k)) set.push_back(k);
   if (set.empty()) return;
   std::string others;
   for (std::size_t i = 1; i < set.size(); ++i)

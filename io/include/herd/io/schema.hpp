@@ -96,6 +96,8 @@ class Settings {
   bool has(std::string_view key) const;
   /// True when `key` took its default.
   bool is_default(std::string_view key) const;
+  /// True when the input gives `key` a value (not its default, not left unset).
+  bool is_set(std::string_view key) const { return !is_default(key) && has(key); }
   /// Typed getters. @throws InputError when the key is unknown, unset or of another type.
   bool get_bool(std::string_view key) const;
   std::int64_t get_int(std::string_view key) const;
