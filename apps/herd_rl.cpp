@@ -458,7 +458,14 @@ int run_main(int argc, char** argv) {
         }
       } catch (const herd::NumericalError& e) {
         // Seen by every rank in the same minibatch (losses are averaged over ranks).
-        if (root) std::fprintf(stderr, "herd-rl: error: %s; the last good checkpoint is kept\n", e.what());
+        if (root) {
+          // Only a checkpoint written before the failure is there to keep.
+          const std::string& ckpt = trainer->checkpoint_path();
+          std::error_code ec;
+          if (std::filesystem::exists(ckpt, ec))
+            std::fprintf(stderr, "herd-rl: error: %s; the last good checkpoint, %s, is kept\n", e.what(), ckpt.c_str());
+          else std::fprintf(stderr, "herd-rl: error: %s; no checkpoint was written before it\n", e.what());
+        }
         rc = 3;
       }
     });

@@ -111,6 +111,7 @@ class CEnv final : public Env {
       auto g = guard();
       check(spec_.reset(handle_, episode_seed, last_obs_.data()), "reset");
     }
+    check_finite("reset", nullptr);
     observe(obs);
   }
 
@@ -128,6 +129,7 @@ class CEnv final : public Env {
       auto g = guard();
       check(spec_.step(handle_, a, last_obs_.data(), &reward, &term, &trunc), "step");
     }
+    check_finite("step", &reward);
     observe(obs);
     StepResult r;
     r.reward = reward;
@@ -152,6 +154,18 @@ class CEnv final : public Env {
     if (status != 0) {
       throw Error(fmt::format("{} (env {}): the C callback {} returned status {}", id(), global_id(), what, status));
     }
+  }
+
+  /// A non-finite observation or reward from callback `what` stops the run here, naming it,
+  /// instead of surfacing later as a NaN loss or a NaN action of the policy.
+  void check_finite(const char* what, const double* reward) const {
+    for (std::size_t i = 0; i < last_obs_.size(); ++i)
+      if (!std::isfinite(last_obs_[i]))
+        throw Error(fmt::format("{} (env {}): the C callback {} wrote obs[{}] = {} (observations must be finite)", id(),
+                                global_id(), what, i, last_obs_[i]));
+    if (reward && !std::isfinite(*reward))
+      throw Error(fmt::format("{} (env {}): the C callback {} wrote reward = {} (rewards must be finite)", id(),
+                              global_id(), what, *reward));
   }
 
   void ensure_instance() {

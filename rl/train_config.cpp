@@ -356,7 +356,6 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     if (st.is_default("env.id")) c.env = c.env_symbol;
     const std::string where = st.origin("env.library") + ": env.library \"" + st.get_string("env.library") +
                               "\" (env.symbol \"" + c.env_symbol + "\")";
-    if (c.env_library.empty()) throw InputError(where + ": the library path is empty, but must name a file");
     if (is_registered(c.env) && !is_library_env(c.env))
       throw InputError(st.origin(st.is_default("env.id") ? "env.symbol" : "env.id") + ": the environment of " +
                        "env.library would be registered as \"" + c.env + "\", but that is a built-in environment; " +
@@ -366,6 +365,13 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     } catch (const InputError& e) {
       throw InputError(where + ": " + e.what());
     }
+    // herd-rl always writes a checkpoint (at the end, on --stop-after and Ctrl-C), which holds
+    // every environment's state: refused now rather than after the training.
+    if (make_env(c.env)->state_dim() == 0)
+      throw InputError(where +
+                       ": the spec has state_dim 0 (no get_state/set_state), but herd-rl writes a checkpoint "
+                       "that holds every environment's state (at the end, on --stop-after and Ctrl-C): give "
+                       "state_dim, get_state and set_state (docs/rl.md, \"Your own environment\")");
     // The resolved text (checkpoints, the .h5 output) holds the absolute path and the id.
     const bool relative = !fs_is_absolute(st.get_string("env.library")), default_id = st.is_default("env.id");
     if (relative) cfg.set("env.library", io::ConfigValue::string(c.env_library, st.value("env.library").where));

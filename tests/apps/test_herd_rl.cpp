@@ -338,9 +338,17 @@ TEST_CASE("herd-rl: a NaN loss stops training naming the iteration; the checkpoi
   const Run r = run(d, "train small.toml --quiet --resume --set algo.learning_rate=1e30 --set algo.max_grad_norm=0");
   INFO(r.err);
   CHECK(r.rc == 3);
-  CHECK_THAT(r.err, Contains("iteration") && Contains("nan"));
+  CHECK_THAT(r.err,
+             Contains("iteration") && Contains("nan") && Contains("the last good checkpoint, run.ckpt, is kept"));
   CHECK(slurp(d / "run.ckpt") == before);
   CHECK_FALSE(fs::exists(d / "run.h5"));
+  // Without an earlier checkpoint there is none to keep, and the message says so.
+  const Run fresh = run(d,
+                        "train small.toml --quiet --set output_prefix=fresh --set algo.learning_rate=1e30 "
+                        "--set algo.max_grad_norm=0");
+  CHECK(fresh.rc == 3);
+  CHECK_THAT(fresh.err, Contains("no checkpoint was written before it"));
+  CHECK_FALSE(fs::exists(d / "fresh.ckpt"));
 }
 
 // --- mpiexec -----------------------------------------------------------------

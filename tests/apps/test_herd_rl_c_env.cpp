@@ -119,6 +119,9 @@ TEST_CASE("herd-rl names the file, key and value of a C environment that cannot 
       {"library = \"lib/libcorridor.so\"\nsymbol = \"failing_env\"\n",
        "failing_env in '" + (fs::canonical(d) / "lib" / "libcorridor.so").string() + "' returned status 5"},
       {"library = \"lib/libcorridor.so\"\nsymbol = \"no_obs_env\"\n", "obs_dim is 0, but must be >= 1"},
+      // Refused before training (it trained to the end and then failed writing the checkpoint).
+      {"library = \"lib/libcorridor.so\"\nsymbol = \"no_state_env\"\n",
+       "the spec has state_dim 0 (no get_state/set_state), but herd-rl writes a checkpoint"},
       {"library = \"lib/libcorridor.so\"\nsymbol = \"corridor_env\"\nid = \"CartPole-v1\"\n",
        "c.toml:8: the environment of env.library would be registered as \"CartPole-v1\", but that is a built-in"},
   };

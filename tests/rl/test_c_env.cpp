@@ -50,6 +50,12 @@ TEST_CASE("a C environment is an Env", "[rl][c_env]") {
     CHECK(env->get_state() == std::vector<double>{0.1, 0.2, 0.0});
     const auto r = env->step(std::vector<double>{0.0}, obs);
     CHECK(r.reward == -(0.30000000000000004 * 0.30000000000000004));
+    // A non-finite observation is stopped where the callback writes it, naming it (it
+    // surfaced as a NaN loss, or as a NaN action of the policy, before).
+    env->set_state(std::vector<double>{NAN, 0.0, 0.0});
+    CHECK_THROWS_WITH(env->step(std::vector<double>{0.0}, obs),
+                      Catch::Contains("Point-c (env 3): the C callback step wrote obs[0] = nan (observations must be "
+                                      "finite)"));
     // A failing callback becomes a herd::Error naming the env and the status.
     env->set_state(std::vector<double>{0.0, 0.0, 1.0});
     CHECK_THROWS_WITH(env->step(std::vector<double>{0.0}, obs),
