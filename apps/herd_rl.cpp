@@ -435,25 +435,33 @@ int run_main(int argc, char** argv) {
         const herd::rl::RunEnd end = trainer->run(quiet ? nullptr : &std::cout, stop_after, &g_stop_signal);
         if (!quiet && trainer->done())
           std::printf("herd-rl: wrote %s and %s\n", trainer->output_path().c_str(), trainer->checkpoint_path().c_str());
+        // The command that continues this run from its checkpoint.
+        const auto resume_command = [&] {
+          std::string cmd = comm->size() > 1 ? "mpiexec -n " + std::to_string(comm->size()) + " " : "";
+          cmd += shell_quote(argv[0]) + " train";
+          if (!file.empty()) cmd += " " + shell_quote(file);
+          for (const auto& kv : sets) cmd += " --set " + shell_quote(kv);
+          cmd += " --resume";
+          if (quiet) cmd += " --quiet";
+          return cmd;
+        };
+        const auto done_of = [&] {
+          return "iteration " + std::to_string(trainer->iteration()) + " of " +
+                 std::to_string(trainer->config().num_iterations()) + "; checkpoint written to " +
+                 trainer->checkpoint_path();
+        };
+        if (end == herd::rl::RunEnd::kStopped && root && !quiet && !trainer->done())
+          std::printf("herd-rl: stopped after %s (--stop-after)\nherd-rl: continue with: %s\n", done_of().c_str(),
+                      resume_command().c_str());
         if (end == herd::rl::RunEnd::kInterrupted) {
           // Every rank stops after the same iteration, with the signal agreed over the ranks
           // (it may have reached some only).
           const int sig = trainer->interrupted_by() == SIGTERM ? SIGTERM : SIGINT;
           rc = 128 + sig;
           if (root) {
-            std::string cmd = comm->size() > 1 ? "mpiexec -n " + std::to_string(comm->size()) + " " : "";
-            cmd += shell_quote(argv[0]) + " train";
-            if (!file.empty()) cmd += " " + shell_quote(file);
-            for (const auto& kv : sets) cmd += " --set " + shell_quote(kv);
-            cmd += " --resume";
-            if (quiet) cmd += " --quiet";
             std::fflush(stdout);
-            std::fprintf(stderr,
-                         "herd-rl: interrupted by %s after iteration %lld of %lld; checkpoint written to %s\n"
-                         "herd-rl: resume with: %s\n",
-                         sig == SIGTERM ? "SIGTERM" : "SIGINT", static_cast<long long>(trainer->iteration()),
-                         static_cast<long long>(trainer->config().num_iterations()), trainer->checkpoint_path().c_str(),
-                         cmd.c_str());
+            std::fprintf(stderr, "herd-rl: interrupted by %s after %s\nherd-rl: resume with: %s\n",
+                         sig == SIGTERM ? "SIGTERM" : "SIGINT", done_of().c_str(), resume_command().c_str());
           }
         }
       } catch (const herd::NumericalError& e) {

@@ -62,7 +62,8 @@ function(herd_add_library module)
   herd_set_warnings(${target})
   target_link_libraries(herd_all INTERFACE ${target})
   set_property(GLOBAL APPEND PROPERTY HERD_EXPORTED_TARGETS ${target})
-  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  # The headers; a configure_file template (config.hpp.in) is not one.
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN "*.in" EXCLUDE)
 endfunction()
 
 # herd_add_catch_test(<name> SOURCES ... LIBS ... [MPI <n>...] [GPU] [ARGS ...]

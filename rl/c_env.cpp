@@ -25,6 +25,11 @@ void validate(const herd_env_spec& s, const std::string& id) {
     HERD_REQUIRE(s.action_dim >= 1, "c_env \"{}\": action_dim is {}, but must be >= 1", id, s.action_dim);
     HERD_REQUIRE(s.action_low && s.action_high, "c_env \"{}\": action_low/action_high are NULL, but a Box needs bounds",
                  id);
+    for (std::int32_t i = 0; i < s.action_dim; ++i)
+      HERD_REQUIRE(s.action_low[i] <= s.action_high[i],
+                   "c_env \"{}\": action_low[{}] is {} and action_high[{}] is {}, but low must not exceed high (nor be "
+                   "NaN)",
+                   id, i, s.action_low[i], i, s.action_high[i]);
   }
   HERD_REQUIRE(s.max_episode_steps >= 0, "c_env \"{}\": max_episode_steps is {}, but must be >= 0", id,
                s.max_episode_steps);

@@ -349,6 +349,12 @@ TEST_CASE("herd-rl: a NaN loss stops training naming the iteration; the checkpoi
   CHECK(fresh.rc == 3);
   CHECK_THAT(fresh.err, Contains("no checkpoint was written before it"));
   CHECK_FALSE(fs::exists(d / "fresh.ckpt"));
+  // --stop-after says where it stopped, that the checkpoint is written, and how to go on.
+  const Run sa = run(d, "train small.toml --set output_prefix=sa --stop-after 1");
+  REQUIRE(sa.rc == 0);
+  CHECK_THAT(sa.out, Contains("herd-rl: stopped after iteration 1 of ") &&
+                         Contains("; checkpoint written to sa.ckpt (--stop-after)\nherd-rl: continue with: ") &&
+                         Contains(" train small.toml --set output_prefix=sa --resume\n"));
 }
 
 // --- mpiexec -----------------------------------------------------------------

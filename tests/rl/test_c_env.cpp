@@ -2,6 +2,7 @@
 // clipping, time limit, errors, serialised callbacks, and stepping in an EnvPool unchanged.
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -69,6 +70,11 @@ TEST_CASE("a C environment is an Env", "[rl][c_env]") {
   bad = spec;
   bad.obs_dim = 0;
   CHECK_THROWS_WITH(herd::rl::make_c_env(bad, "Bad"), Catch::Contains("obs_dim is 0"));
+  // Bounds the wrong way round: named in the spec's terms (Space::box's message before).
+  bad = spec;
+  std::swap(bad.action_low, bad.action_high);
+  CHECK_THROWS_WITH(herd::rl::make_c_env(bad, "Bad"),
+                    Catch::Contains("c_env \"Bad\": action_low[0] is 1 and action_high[0] is -1"));
 }
 
 TEST_CASE("a C environment plugs into the EnvPool unchanged", "[rl][c_env][pool]") {

@@ -1,4 +1,7 @@
 #pragma once
+#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
+#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
+#endif
 /// @file hdf5.hpp
 /// A thin RAII layer over the HDF5 1.10 C library: files, groups, datasets, attributes,
 /// chunked datasets that grow along dimension 0, optional deflate compression, and

@@ -1,4 +1,7 @@
 #pragma once
+#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
+#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
+#endif
 /// @file html_report.hpp
 /// Self-contained HTML reports (DESIGN.md §7): one file with inlined styles, tables, text
 /// and plots, readable offline in any browser. Plots are Vega 5 specifications

@@ -1,4 +1,7 @@
 #pragma once
+#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
+#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
+#endif
 /// @file log_file.hpp
 /// `LogFile`: an output file that grows by whole records (a CSV row, a TFRecord), written
 /// while a run goes so that it can be watched (`tail -f`, pandas, TensorBoard) and stays

@@ -1,4 +1,7 @@
 #pragma once
+#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
+#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
+#endif
 /// @file output_files.hpp
 /// The rules every herd program follows for the files it writes (docs/io.md "Guarantees"):
 /// an exclusive lock per output prefix (`OutputPrefixLock`), no writing through symbolic

@@ -1,4 +1,7 @@
 #pragma once
+#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
+#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
+#endif
 /// @file chain_record.hpp
 /// One state of a compact MCMC chain (`ChainRecord`) and its byte encoding: the one
 /// encoder and decoder of the compact chain record, shared by the binary chain file

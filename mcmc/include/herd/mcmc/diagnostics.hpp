@@ -1,4 +1,7 @@
 #pragma once
+#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
+#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
+#endif
 /// @file diagnostics.hpp
 /// Convergence diagnostics of one scalar quantity: rank-normalized split R-hat (bulk, tail,
 /// their max), the legacy split R-hat, bulk-/tail-ESS, ESS of the mean and of the sd, MCSE of

@@ -1,4 +1,7 @@
 #pragma once
+#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
+#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
+#endif
 /// @file env_library.hpp
 /// User environments from shared libraries: a library exporting a `herd_env_spec_fn`
 /// (c_env.h) is opened (`herd::SharedLibrary`), its function fills a `herd_env_spec`, and

@@ -1,4 +1,7 @@
 #pragma once
+#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
+#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
+#endif
 /// @file rollout_buffer.hpp
 /// `RolloutBuffer`: the time-major `[T, B]` storage of one batch of on-policy experience
 /// (Stooke & Abbeel 2018, "Accelerated methods for deep reinforcement learning": samplers

@@ -1,4 +1,7 @@
 #pragma once
+#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
+#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
+#endif
 /// @file memory.hpp
 /// Sizes computed from input, checked before they are used, and the memory a run needs,
 /// compared up front with what the machine (or the user's `max_memory`) allows, so that a

@@ -1,4 +1,7 @@
 #pragma once
+#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
+#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
+#endif
 /// @file reference_gemm.hpp
 /// The reference GEMM of the host backend (herd/core/cuda/launch.hpp): cuBLAS's `?gemm`
 /// with its exact argument semantics, on the host, in plain loops.
