@@ -24,7 +24,9 @@ void* SharedLibrary::symbol(const std::string& name) const {
   dlerror();
   void* f = dlsym(handle_.get(), name.c_str());
   const char* e = dlerror();
-  if (e || !f) throw InputError(fmt::format("'{}' has no symbol '{}': {}", path_, name, e ? e : "symbol is null"));
+  if (e || !f)
+    throw InputError(fmt::format("'{}' has no symbol '{}': {}{}", path_, name, e ? e : "symbol is null",
+                                 e ? " (a function compiled as C++ needs extern \"C\" to be found by this name)" : ""));
   return f;
 }
 

@@ -27,8 +27,9 @@ class SharedLibrary {
   explicit SharedLibrary(const std::string& path);
 
   /// The address of `name`.
-  /// @throws herd::InputError "'<path>' has no symbol '<name>': <dlerror message>" when the
-  ///         library does not define it (or defines it as null).
+  /// @throws herd::InputError "'<path>' has no symbol '<name>': <dlerror message> (a function
+  ///         compiled as C++ needs extern "C" ...)" when the library does not define it (or
+  ///         defines it as null).
   void* symbol(const std::string& name) const;
 
   /// The address of the function `name`: symbol(name), refused when the library's symbol
