@@ -57,8 +57,11 @@ std::vector<nn::NamedTensor> load_tensors(const io::CheckpointReader& r, const s
   for (auto& t : like) {
     const auto v = r.get<double>(p + t.name);
     if (static_cast<std::int64_t>(v.size()) != t.tensor.numel())
-      throw InputError(fmt::format("{}: \"{}{}\" has {} values in the checkpoint, but {} in this run", who, p, t.name,
-                                   v.size(), t.tensor.numel()));
+      throw InputError(
+          fmt::format("{}: \"{}{}\" has {} values in the checkpoint, but {} in this run (the network's "
+                      "sizes follow the environment's observation and action sizes: was the "
+                      "environment, e.g. an env.library, rebuilt with other sizes?)",
+                      who, p, t.name, v.size(), t.tensor.numel()));
     t.tensor = nn::Tensor::from_vector(t.tensor.shape(), v, t.tensor.dtype());
   }
   return like;

@@ -34,8 +34,9 @@ void require_env_state_size(const std::string& where, const Env& env, std::size_
   if (values != num_envs * S)
     throw InputError(where + ": the checkpoint's " + env.id() + " states have " +
                      std::to_string(values / std::max<std::size_t>(num_envs, 1)) +
-                     " values per environment, but this build's have " + std::to_string(S) +
-                     " (a checkpoint from a version with other game rules)");
+                     " values per environment, but this run's have " + std::to_string(S) +
+                     " (a checkpoint from a herd version with other game rules, or of an env.library rebuilt with "
+                     "another state_dim)");
 }
 
 void load_sampler_state(const io::CheckpointReader& r, const std::string& p, const SamplerStateRefs& s) {
