@@ -71,6 +71,13 @@ int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input
       // function; without one the target keys are not part of the input (nor of its hash).
       const bool named = config.find("target") != nullptr || config.find("data") != nullptr;
       if (named) herd::mcmc::TargetRegistry::global().declare_keys(schema);
+      // ParaMonte's drivers take the dimension as an argument, never from the input; a key
+      // `ndim` there would otherwise get the schema's nearest name ("thin").
+      if (const herd::io::ConfigValue* nd = config.find("ndim"); nd != nullptr && !named)
+        throw herd::InputError(
+            fmt::format("{}: key \"ndim\" is not an input key: the dimension is herd_run_dram's (or runParaDRAM's) "
+                        "argument ndim, or target.ndim of a [target] table that names a built-in target or plugin",
+                        nd->where.str()));
       const herd::io::Settings settings = schema.apply(config);
       herd::mcmc::MadeTarget made;
       if (named && herd::mcmc::TargetRegistry::chooses_target(settings)) {

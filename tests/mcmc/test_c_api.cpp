@@ -72,6 +72,8 @@ TEST_CASE("C API: runParaDRAM from a namelist file and herd_run_dram from text",
       "chain_size = 300\noutput_prefix = \"" + (dir / "tgt" / "run").string() + "\"\n[target]\nb = 0.5\n";
   CHECK(c_driver_herd(with_target.c_str()) == 2);
   CHECK(!fs::exists(dir / "tgt"));
+  // ndim in the input: the dimension is the driver's argument (the message said "thin?").
+  CHECK(c_driver_herd("ndim = 3\nchain_size = 100\n") == 2);
 }
 
 extern "C" std::int32_t c_driver_v2(char kind, const char* input);
