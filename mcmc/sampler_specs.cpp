@@ -714,6 +714,20 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
        "chains on threads");
 
   if (!errs.empty()) {
+    // In input order, as Schema::apply orders its problems: an input file's lines first, then
+    // the --set overrides, then the rest, each group in the order found.
+    const auto order = [](const std::string& e) -> std::pair<int, long> {
+      if (e.rfind("--set", 0) == 0) return {1, 0};
+      const std::size_t a = e.find(':');
+      const std::size_t b = a == std::string::npos ? a : e.find(':', a + 1);
+      if (b != std::string::npos && b > a + 1 &&
+          std::all_of(e.begin() + static_cast<std::ptrdiff_t>(a) + 1, e.begin() + static_cast<std::ptrdiff_t>(b),
+                      [](char c) { return c >= '0' && c <= '9'; }))
+        return {0, std::stol(e.substr(a + 1, b - a - 1))};
+      return {2, 0};
+    };
+    std::stable_sort(errs.begin(), errs.end(),
+                     [&](const std::string& x, const std::string& y) { return order(x) < order(y); });
     std::string all;
     for (const auto& e : errs) all += (all.empty() ? "" : "\n") + e;
     throw InputError(all);

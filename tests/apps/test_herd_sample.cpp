@@ -934,6 +934,13 @@ TEST_CASE("herd-sample: every problem of an input is reported at once, one line 
   CHECK_THAT(t.err, Contains("key \"start_point\" has 1 values") && Contains("key \"delayed_rejection_count\" is 20") &&
                         Contains("key \"variable_names\" has 3 names"));
   for (const auto& l : tl) CHECK(l.rfind("herd-sample: error: bad.toml:", 0) == 0);
+  // In the input's line order (the checks' own order put start_point first).
+  write(dir / "order.toml", "proposal_std = [1.0]\nstart_point = [1.0]\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run o = run(dir, "order.toml --output out/z");
+  const auto ol = lines_of(o.err);
+  REQUIRE(ol.size() == 2);
+  CHECK_THAT(ol[0], Contains("order.toml:1: key \"proposal_std\""));
+  CHECK_THAT(ol[1], Contains("order.toml:2: key \"start_point\""));
 }
 
 TEST_CASE("herd-sample --version and --help-keys", "[apps][mcmc]") {
