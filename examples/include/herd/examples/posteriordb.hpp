@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file posteriordb.hpp
 /// Six posteriors of posteriordb (stan-dev/posteriordb, commit 28f8d3d) written in C++ as log
 /// densities on their unconstrained vectors, with their data embedded (examples/models/data)

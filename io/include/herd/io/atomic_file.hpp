@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file atomic_file.hpp
 /// Crash-safe file replacement: write to a temporary file in the same folder, fsync it,
 /// rename it over the destination, fsync the folder (DESIGN.md §4 "Everything

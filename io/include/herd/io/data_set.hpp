@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file data_set.hpp
 /// Model data as named numeric arrays, read from JSON files (nlohmann-json; the format of
 /// Stan and posteriordb data: `{"N": 3, "y": [1.5, 2, 0.25], "X": [[1, 2], [3, 4]]}`) or

@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file hdf5.hpp
 /// A thin RAII layer over the HDF5 1.10 C library: files, groups, datasets, attributes,
 /// chunked datasets that grow along dimension 0, optional deflate compression, and

@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file html_report.hpp
 /// Self-contained HTML reports (DESIGN.md §7): one file with inlined styles, tables, text
 /// and plots, readable offline in any browser. Plots are Vega 5 specifications

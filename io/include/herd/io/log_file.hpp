@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file log_file.hpp
 /// `LogFile`: an output file that grows by whole records (a CSV row, a TFRecord), written
 /// while a run goes so that it can be watched (`tail -f`, pandas, TensorBoard) and stays

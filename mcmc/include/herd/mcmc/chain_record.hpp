@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file chain_record.hpp
 /// One state of a compact MCMC chain (`ChainRecord`) and its byte encoding: the one
 /// encoder and decoder of the compact chain record, shared by the binary chain file

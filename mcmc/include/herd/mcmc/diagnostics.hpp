@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file diagnostics.hpp
 /// Convergence diagnostics of one scalar quantity: rank-normalized split R-hat (bulk, tail,
 /// their max), the legacy split R-hat, bulk-/tail-ESS, ESS of the mean and of the sd, MCSE of

@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file proposal_setup.hpp
 /// The option checks and the start proposal shared by the serial DRAM kernel (dram.hpp,
 /// `DramSampler`) and the batched one (batched_dram.hpp, `detail::BatchedEngine`): the same

@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file training_report.hpp
 /// The HTML report of a herd-rl training run (`<prefix>_report.html`, written at the end of
 /// `herd-rl train` and by `herd-rl report PREFIX` at any time): learning curves (return and

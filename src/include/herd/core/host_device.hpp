@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file host_device.hpp
 /// `HERD_HOST_DEVICE` marks functions shared by host code and CUDA device code
 /// (DESIGN.md §3). It expands to `__host__ __device__` under nvcc and to nothing in a

@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file log.hpp
 /// Logging on spdlog: one logger named "herd", levels, and a rank prefix in MPI runs.
 /// By default rank 0 logs at info and other ranks at warn, so an N-rank run prints one copy

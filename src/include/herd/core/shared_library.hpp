@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file shared_library.hpp
 /// Shared libraries opened at run time (`dlopen`/`dlsym`): the one place herd loads user
 /// code named by an input file (herd-sample's log-density plugins, herd-rl's C

@@ -1,7 +1,5 @@
 #pragma once
-#if defined(__cplusplus) && __cplusplus < 202002L && !defined(__CUDACC__) && !defined(_MSVC_LANG)
-#error "herd's C++ headers need C++20: compile with -std=c++20 (CMake's herd:: targets add it)"
-#endif
+#include "herd/core/cxx20.hpp"  // C++20 or one clear error
 /// @file thread_pool.hpp
 /// A fixed-size pool of worker threads with a blocking `parallel_for` (the EnvPool and the
 /// multi-chain sampler step their walkers on it; Stooke & Abbeel 2018, EnvPool 2022).
