@@ -748,6 +748,9 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
     // Lists.
     ConfigValue::Array items;
     bool well_formed = true;
+    // A single value given for a list key is taken as a one-element list; its problems name
+    // the key alone, since "element 1" would suggest the user wrote a list.
+    bool written_as_list = true;
     if (given->is_raw_text()) {
       // Command-line text: TOML array syntax first ("[1, 2]", "[\"a,b\", \"c\"]", rows
       // "[[1, 2], [3, 4]]"), else bare items split at commas outside quotes ("1, 2", "a, b").
@@ -769,11 +772,13 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
         }
       }
       if (!toml_array) {
-        if (text.size() >= 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
+        const bool bracketed = text.size() >= 2 && text.front() == '[' && text.back() == ']';
+        if (bracketed) text = text.substr(1, text.size() - 2);
         // Brackets left over are nesting TOML could not read: refused, never flattened.
         well_formed = text.find_first_of("[]") == std::string::npos;
         if (well_formed && !trim(text).empty())
           for (auto& piece : split_outside_quotes(text)) items.push_back(ConfigValue::raw_text(piece, given->where));
+        written_as_list = bracketed || items.size() != 1;
       }
     } else if (given->is_array()) {
       items = given->as_array();
@@ -781,6 +786,7 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       well_formed = false;
     } else {
       items.push_back(*given);
+      written_as_list = false;
     }
     // A matrix given as rows (TOML [[a, b], [c, d]], a namelist m(1:2,1:2) = ...): a list key
     // takes its elements in row-major order. Rows must have one length: ragged rows are refused.
@@ -806,7 +812,7 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
     const auto& def = key.default_value();
     for (std::size_t i = 0; i < items.size() && ok; ++i) {
       const ConfigValue& item = items[i];
-      const std::string what = fmt::format(" element {}", i + 1);
+      const std::string what = written_as_list ? fmt::format(" element {}", i + 1) : std::string();
       if (item.is_null()) {
         if (def.is_array() && i < def.as_array().size()) {
           typed.push_back(def.as_array()[i]);

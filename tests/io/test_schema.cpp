@@ -179,6 +179,15 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
         "run.toml:2: key \"overwrite\" is 1 (an integer), but must be a logical (true or false)");
   CHECK(error_of("model = 'm'\nstart = [1, \"x\"]\n") ==
         "run.toml:2: key \"start\" element 2 is \"x\" (a string), but must be a list of 1 to 8 floats");
+  // A single value for a list key is a one-element list: its problem names the key, not "element 1".
+  CHECK(error_of("model = 'm'\nstart = \"1.0\"\n") ==
+        "run.toml:2: key \"start\" is \"1.0\" (a string), but must be a list of 1 to 8 floats");
+  CHECK(error_of("model = 'm'\nstart = [\"1.0\"]\n") ==
+        "run.toml:2: key \"start\" element 1 is \"1.0\" (a string), but must be a list of 1 to 8 floats");
+  CHECK(error_of("model = 'm'\n", {"start=x"}) ==
+        "--set start=x: key \"start\" is \"x\" (text), but must be a list of 1 to 8 floats");
+  CHECK(error_of("model = 'm'\n", {"start=[x]"}) ==
+        "--set start=[x]: key \"start\" element 1 is \"x\" (text), but must be a list of 1 to 8 floats");
   CHECK(error_of("model = 'm'\nchain_size = [1, 2]\n") ==
         "run.toml:2: key \"chain_size\" is [1, 2] (a list), but must be an integer >= 1");
   CHECK(error_of("model = 'm'\nproposal = 3\n") ==
