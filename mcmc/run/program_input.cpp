@@ -62,7 +62,13 @@ void complete_program_input(SamplerProgramInput& in, MadeTarget made, const io::
   // with the input: a malformed value is bad input, refused before anything runs.
   static_cast<void>(diagnostics_rank_budget());
   // device = "cpu_batched" | "cuda": the batched run, with its own restart record.
-  use_batched_run(in, std::move(made.batched), comm);
+  try {
+    use_batched_run(in, std::move(made.batched), comm);
+  } catch (const InputError& e) {
+    // The device's problems (no CUDA device, a target the device cannot run) name where
+    // device was set, as the keys' own problems do.
+    throw InputError(fmt::format("{}: {}", settings.origin("device"), e.what()));
+  }
   in.seed_given = settings.has("random_seed");
   probe_kernel_options(in, origin);
   in.options.resolved_input = settings.describe(unread);

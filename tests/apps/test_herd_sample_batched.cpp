@@ -291,7 +291,8 @@ TEST_CASE("herd-sample batched devices: input errors exit 2 and write nothing", 
   };
   const std::vector<Case> cases = {
       // No usable device (CUDA_VISIBLE_DEVICES empty hides any), or a CPU-only build.
-      {"run.toml --set device=cuda", "CUDA_VISIBLE_DEVICES= ", "key \"device\" is \"cuda\""},
+      // Each names where device was set.
+      {"run.toml --set device=cuda", "CUDA_VISIBLE_DEVICES= ", "error: --set device=cuda: key \"device\" is \"cuda\""},
       {"--set device=cuda", "", "device = \"cuda\" needs a built-in target (normal, banana, rosenbrock, funnel)"},
       {"run.toml --set batched_adaptation=pool", "", "\"batched_adaptation\" is \"pool\""},
       {"run.toml --set thin=5000", "", "key \"thin\" is 5000, but must be at most chain_size = 1000"},
