@@ -170,6 +170,15 @@ std::string Settings::origin(std::string_view key) const { return entry(key).val
 
 const std::string& Settings::written(std::string_view key) const { return entry(key).written; }
 
+void Settings::refuse_unread(const std::vector<std::string>& keys, std::string_view reason) const {
+  if (keys.empty()) return;
+  std::string others;
+  for (std::size_t i = 1; i < keys.size(); ++i)
+    others += fmt::format("{}\"{}\" ({})", i > 1 ? ", " : "", written(keys[i]), origin(keys[i]));
+  throw InputError(fmt::format("{}: key \"{}\" is set, but {}{}", origin(keys[0]), written(keys[0]), reason,
+                               others.empty() ? "" : "; nor does it read " + others + ", also set"));
+}
+
 std::string Settings::get_path(std::string_view key) const {
   namespace fs = std::filesystem;
   const std::string& p = get_string(key);

@@ -351,6 +351,8 @@ void check_variable_names(const io::Settings& st, const std::vector<std::string>
 void check_matrix_key(const io::Settings& st, const char* key, const std::vector<double>& v, std::size_t d,
                       bool correlation) {
   if (v.empty()) return;
+  // The length first: the checks below index the matrix by dimension.
+  check_length(st, key, v, d * d, "ndim x ndim");
   const std::string where = st.origin(key);
   const std::string& name = st.written(key);
   Eigen::MatrixXd m(static_cast<Eigen::Index>(d), static_cast<Eigen::Index>(d));
@@ -556,8 +558,6 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   guard([&] { check_length(st, "domain_upper", s.domain_upper, d, "ndim"); });
   guard([&] { check_length(st, "random_start_point_domain_lower", s.random_start_point_domain_lower, d, "ndim"); });
   guard([&] { check_length(st, "random_start_point_domain_upper", s.random_start_point_domain_upper, d, "ndim"); });
-  guard([&] { check_length(st, "proposal_cov", s.proposal_cov, d * d, "ndim x ndim"); });
-  guard([&] { check_length(st, "proposal_cor", s.proposal_cor, d * d, "ndim x ndim"); });
   guard([&] { check_length(st, "proposal_std", s.proposal_std, d, "ndim"); });
   guard([&] { check_matrix_key(st, "proposal_cov", s.proposal_cov, d, false); });
   guard([&] { check_matrix_key(st, "proposal_cor", s.proposal_cor, d, true); });
@@ -643,13 +643,9 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
              ball_std = floats_or_empty(st, "domain_ball_std");
   const std::size_t before_ball = errs.size();
   guard([&] { check_length(st, "domain_ball_center", s.domain_ball_center, d, "ndim"); });
-  guard([&] { check_length(st, "domain_ball_cov", ball_cov, d * d, "ndim x ndim"); });
-  guard([&] { check_length(st, "domain_ball_cor", ball_cor, d * d, "ndim x ndim"); });
+  guard([&] { check_matrix_key(st, "domain_ball_cov", ball_cov, d, false); });
+  guard([&] { check_matrix_key(st, "domain_ball_cor", ball_cor, d, true); });
   guard([&] { check_length(st, "domain_ball_std", ball_std, d, "ndim"); });
-  if (errs.size() == before_ball) {
-    guard([&] { check_matrix_key(st, "domain_ball_cov", ball_cov, d, false); });
-    guard([&] { check_matrix_key(st, "domain_ball_cor", ball_cor, d, true); });
-  }
   if (s.domain == "ball" && errs.size() == before_ball) {
     if (s.domain_ball_center.empty()) s.domain_ball_center.assign(d, 0.0);
     if (!ball_cov.empty()) {

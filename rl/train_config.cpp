@@ -328,14 +328,9 @@ void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algo
     why =
         "of [algo] DQN reads only gamma, lr_scaling and lr_reference_batch; its own settings are under [dqn], e.g. "
         "dqn.learning_rate";
-  const std::string reads = algorithm == "dqn" ? " does not read it (" + why + ")"
-                                               : " does not read [dqn] (set algorithm = \"dqn\" or remove it)";
-  if (set.size() == 1) refuse_key(st, key, "set", "algorithm = \"" + algorithm + "\"" + reads);
-  std::string others;
-  for (std::size_t i = 1; i < set.size(); ++i)
-    others += (i > 1 ? ", \"" : "\"") + set[i] + "\" (" + st.origin(set[i]) + ")";
-  refuse_key(st, key, "set",
-             "algorithm = \"" + algorithm + "\"" + reads + "; nor does it read " + others + ", also set");
+  st.refuse_unread(set, "algorithm = \"" + algorithm + "\"" +
+                            (algorithm == "dqn" ? " does not read it (" + why + ")"
+                                                : " does not read [dqn] (set algorithm = \"dqn\" or remove it)"));
 }
 }  // namespace
 

@@ -89,12 +89,8 @@ Eigen::MatrixXd normal_covariance(const io::Settings& st, int d) {
   Eigen::MatrixXd cov(d, d);
   if (st.has("target.cov")) {
     const auto c = st.get_float_list("target.cov");
-    const std::size_t dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d);
-    if (c.size() != dd)
-      throw InputError(fmt::format("{}: target.cov has {} values, but must have {} (ndim x ndim)",
-                                   st.origin("target.cov"), c.size(), dd));
-    // Symmetric and positive definite: the factorisation reads one triangle only, so a typo
-    // in the other would change the target silently.
+    // Its length (ndim x ndim values), symmetric and positive definite: the factorisation reads one triangle only, so a
+    // typo in the other would change the target silently.
     check_matrix_key(st, "target.cov", c, static_cast<std::size_t>(d), false);
     for (int i = 0; i < d; ++i)
       for (int j = 0; j < d; ++j)
@@ -228,16 +224,10 @@ void refuse_unread_keys(const io::Settings& st, const std::vector<std::string>& 
   std::vector<std::string> set;
   for (const std::string& k : unread)
     if (st.is_set(k)) set.push_back(k);
-  if (set.empty()) return;
-  std::string others;
-  for (std::size_t i = 1; i < set.size(); ++i)
-    others += fmt::format("{}\"{}\" ({})", i > 1 ? ", " : "", st.written(set[i]), st.origin(set[i]));
   std::string read_list;
   for (const std::string& k : reads) read_list += (read_list.empty() ? "" : ", ") + k;
-  throw InputError(fmt::format("{}: key \"{}\" is set, but {} does not read it ({}){}", st.origin(set[0]),
-                               st.written(set[0]), chosen,
-                               read_list.empty() ? "it reads no other target key" : "it reads " + read_list,
-                               others.empty() ? "" : "; nor does it read " + others + ", also set"));
+  st.refuse_unread(set, fmt::format("{} does not read it ({})", chosen,
+                                    read_list.empty() ? "it reads no other target key" : "it reads " + read_list));
 }
 
 }  // namespace

@@ -123,6 +123,12 @@ class Settings {
   /// `proposal_cov`), else its schema name: what messages about its value should say.
   /// @throws InputError when unknown.
   const std::string& written(std::string_view key) const;
+  /// Refuses keys that the input sets but the run would not read (rather than ignore them),
+  /// in one line naming them all: `<origin>: key "<first>" is set, but <reason>; nor does it
+  /// read "<second>" (<origin>), ..., also set`. `keys`: those of them the input sets
+  /// (`is_set`), the one `reason` speaks of first. Returns when `keys` is empty.
+  /// @throws InputError as described; naming an unknown key.
+  void refuse_unread(const std::vector<std::string>& keys, std::string_view reason) const;
   /// A report of every key, one per line in declaration order, in TOML syntax with the
   /// origin and doc as a comment: `chain_size = 1000  # run.toml:3; accepted states`.
   /// `note(key)`, when given and not empty, goes into the comment between the origin and

@@ -105,7 +105,8 @@ std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs&
 
 /// Checks the covariance (or, with `correlation`, correlation) matrix `v` `[d, d]` row-major
 /// of the input key `key` of `settings`: finite, symmetric (to 1e-12 of its largest element),
-/// positive definite, and for a correlation a unit diagonal. Nothing when `v` is empty.
+/// positive definite, and for a correlation a unit diagonal, after its length (d x d values).
+/// Nothing when `v` is empty.
 /// Thread-safe. @throws herd::InputError in one line naming the key's origin and the element.
 void check_matrix_key(const io::Settings& settings, const char* key, const std::vector<double>& v, std::size_t d,
                       bool correlation);
