@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <exception>
 #include <memory>
 #include <string>
@@ -179,6 +180,10 @@ std::array<std::string, 2> g_stop_lines;
 /// decides, so a checkpoint of any chain, on any rank, counts).
 std::array<std::string, 2> g_early_stop_lines;
 std::vector<std::string> g_checkpoint_files;
+/// True on the ranks other than 0 of a run of several processes: MPICH's process manager
+/// kills the remaining ranks (SIGKILL) as soon as one rank ends, so these end a moment after
+/// rank 0, which writes the stop line, has had the time to do so.
+volatile std::sig_atomic_t g_after_rank0 = 0;
 
 /// Writes the stop line, removes the output prefix's lock file and lets the signal end the process as it would have
 /// without a handler (exit status 128 + signal; SA_RESETHAND restored the default action). The restart record needs
@@ -193,6 +198,10 @@ extern "C" void on_stop_signal(int sig) {
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
   }
   herd::io::release_prefix_locks_on_signal();  // <prefix>.lock, as a run that ends removes it
+  if (g_after_rank0 != 0) {
+    const struct timespec pause { 0, 200'000'000 };
+    ::nanosleep(&pause, nullptr);
+  }
   ::raise(sig);
 }
 
@@ -231,6 +240,7 @@ void install_stop_lines(const herd::mcmc::SamplerProgramInput& in, const herd::C
                                 ? fmt::format("herd-sample: interrupted by {}; {}\n", name, early)
                                 : std::string();
   }
+  g_after_rank0 = comm.size() > 1 && comm.rank() != 0 ? 1 : 0;
   for (const int sig : {SIGINT, SIGTERM}) {
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -219,9 +220,18 @@ void update_lock(int fd, bool forget, bool shared = true) {
 
 /// The destructor's rule, for a lock on `fd` at `path`: the last holder (exclusive, or the
 /// one that can turn its shared lock exclusive) removes the file if it is still this lock's.
-/// Async-signal-safe (flock, fstat, lstat, unlink).
+/// Holders that end together (the ranks of one run, each stopped by the signal mpiexec
+/// forwards) would each fail the conversion, which drops their own share (flock converts by
+/// releasing first), and leave the file to nobody: a few retries 2 ms apart let the one that
+/// retries after the others let go remove it. Async-signal-safe (flock, nanosleep, fstat,
+/// lstat, unlink).
 void remove_if_last(int fd, const char* path, bool shared) noexcept {
-  const bool last = !shared || ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  bool last = !shared || ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  for (int retry = 0; !last && retry < 10; ++retry) {
+    const struct timespec pause { 0, 2'000'000 };
+    ::nanosleep(&pause, nullptr);
+    last = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  }
   struct stat a {
   }, b{};
   if (last && ::fstat(fd, &a) == 0 && ::lstat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
