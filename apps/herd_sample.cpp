@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <csignal>
 #include <cstdint>
@@ -159,11 +160,35 @@ herd::mcmc::SamplerProgramInput resolve(const CommandLine& cl, const herd::Commu
   if (!cl.output.empty()) all_sets.push_back("output_prefix=" + cl.output);
   if (!cl.seed.empty()) all_sets.push_back("random_seed=" + cl.seed);
   const herd::io::Schema schema = input_schema();
+  // Namelist groups besides &ParaDRAM are not read (as ParaDRAM reads only its own): one
+  // named as a table of the input (&target, &data) was meant for herd-sample and is refused,
+  // any other (&ParaDISE, ...) gets a note.
+  std::vector<std::string> group_notes;
+  for (const auto& g : config.other_groups()) {
+    std::string table = g.name + ".";
+    std::transform(table.begin(), table.end(), table.begin(), [](unsigned char c) { return std::tolower(c); });
+    const bool herd_table = std::any_of(schema.keys().begin(), schema.keys().end(),
+                                        [&](const herd::io::SchemaKey& k) { return k.name().rfind(table, 0) == 0; });
+    const std::string where = fmt::format("{}:{}: namelist group &{} is not read", cl.file, g.line, g.name);
+    if (herd_table)
+      throw herd::InputError(fmt::format(
+          "{}: herd-sample reads the &ParaDRAM group only; write its keys inside &ParaDRAM as {}%key = value", where,
+          g.name));
+    group_notes.push_back(where + " (herd-sample reads &ParaDRAM only, as ParaDRAM does)");
+  }
   const herd::io::Settings settings = schema.apply(config, all_sets);
-  // The target by name (built-in, posteriordb model, plugin); the default input's model
-  // when none is given. Then the specifications, the device and the checks of the library.
-  herd::mcmc::complete_program_input(in, herd::mcmc::TargetRegistry::global().make(settings, "kidscore_interaction"),
-                                     schema, settings, comm, input_name(cl));
+  // The target by name (built-in, posteriordb model, plugin). An input without one is
+  // refused: the embedded default input names its model, and sampling that model in place
+  // of a forgotten target would look like a result.
+  if (!settings.has("target.model") && !settings.has("target.builtin") && !settings.has("target.library"))
+    throw herd::InputError(fmt::format(
+        "{}: no target is given: set target.builtin, target.model or target.library{} (only herd-sample without an "
+        "input file samples its default model, kidscore_interaction)",
+        input_name(cl), config.case_insensitive() ? " (in a namelist: target%builtin = \"normal\", ...)" : ""));
+  // Then the specifications, the device and the checks of the library.
+  herd::mcmc::complete_program_input(in, herd::mcmc::TargetRegistry::global().make(settings, ""), schema, settings,
+                                     comm, input_name(cl));
+  in.specs.notes.insert(in.specs.notes.begin(), group_notes.begin(), group_notes.end());
   in.options.quiet = cl.quiet;
   in.banner = [ranks = comm.size()](const herd::mcmc::SamplerProgramInput& settled) { return banner(settled, ranks); };
   return in;

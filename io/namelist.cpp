@@ -59,6 +59,7 @@ class Parser {
       fail(0, fmt::format("no namelist group &{} found", group));
     }
     parse_body();
+    record_other_groups();
     return std::move(cfg_);
   }
 
@@ -108,10 +109,29 @@ class Parser {
           group_line_ = at;
           return true;
         }
+        cfg_.add_other_group(std::string(written), at);
         skip_group();
       } else {
         skip_comment();  // text outside groups is ignored
       }
+    }
+  }
+
+  /// The groups after the one read, named in the Config so that a program can say they are
+  /// not read.
+  void record_other_groups() {
+    while (true) {
+      skip_blanks();
+      if (eof()) return;
+      if (peek() != '&' && peek() != '$') {
+        skip_comment();  // text outside groups is ignored
+        continue;
+      }
+      const int at = line_;
+      advance();
+      const std::string_view written = read_name();
+      if (!written.empty() && lower(written) != "end") cfg_.add_other_group(std::string(written), at);
+      skip_group();
     }
   }
 

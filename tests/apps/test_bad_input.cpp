@@ -264,6 +264,20 @@ std::vector<BadInput> catalogue() {
        "run.toml",
        2,
        {"run.toml:7", "data.group", "data.file \"d.json\" is not an HDF5 file"}},
+      // A ParaMonte user's namelist: a second group &target is not read by ParaDRAM's rules;
+      // it was skipped, and the run sampled the default model in place of the user's target.
+      {"a namelist group &target beside &ParaDRAM",
+       "herd-sample",
+       {{"run.nml", "&ParaDRAM chainSize = 100 /\n&target builtin = 'normal' ndim = 2 /\n"}},
+       "run.nml",
+       2,
+       {"run.nml:2: namelist group &target is not read", "as target%key = value"}},
+      {"an input file that gives no target",
+       "herd-sample",
+       {{"run.nml", "&ParaDRAM chainSize = 100 outputFileName = './out/run' /\n"}},
+       "run.nml",
+       2,
+       {"run.nml: no target is given", "target%builtin"}},
       // A matrix of the wrong length: only its length is named (the symmetry check read past
       // the end of the values and printed what lay there).
       {"a proposal_cov of 4 values for a 3-D target",

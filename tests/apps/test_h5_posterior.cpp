@@ -129,7 +129,8 @@ TEST_CASE("h5_posterior = compact: outputStatus = extend continues a compact run
           "[apps][h5_posterior]") {
   const fs::path dir = herd::testing::fresh_dir(HERD_TEST_WORK_DIR, "extend");
   std::ofstream(dir / "in.nml") << "&ParaDRAM\n  chainSize = 1500\n  randomSeed = 5\n  outputFileName = \"out/run\"\n"
-                                   "  outputStatus = \"extend\"\n  h5_posterior = \"Compact\"\n/\n";
+                                   "  outputStatus = \"extend\"\n  h5_posterior = \"Compact\"\n"
+                                   "  target%model = \"kidscore_interaction\"\n/\n";
   for (int k = 0; k < 2; ++k) {
     const auto r = herd::testing::run_app(HERD_SAMPLE_EXE, dir, "in.nml --quiet");
     INFO(r.err);

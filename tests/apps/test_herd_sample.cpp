@@ -217,7 +217,7 @@ TEST_CASE("herd-sample: input errors exit 2 with one clear line and write nothin
       {"start_point = [1.0]\n[target]\nbuiltin = \"normal\"\nndim = 2\n", "", "start_point"},
       {"proposal_model = \"cauchy\"\n", "", "proposal_model"},
       {"chain_size = 10\n", "--set delayed_rejection_count=-1", "delayed_rejection_count"},
-      {"scale_factor = \"huge\"\n", "", "scale_factor"},
+      {"scale_factor = \"huge\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n", "", "scale_factor"},
       {"&ParaDRAM chainSize = 10, nosuchKey = 3 /\n", "", "unknown key \"nosuchKey\""},
       {"chain_size = [\n", "", "run.in"},
   };
@@ -868,6 +868,9 @@ TEST_CASE("herd-sample: a ParaMonte 1 namelist in the style of its examples runs
     proposalStartStdVec     = 2, 2, 2
     delayedRejectionScaleFactorVec = 0.5
 /
+&ParaDISE
+    chainSize               = 10
+/
 )");
   const Run r = run(dir, "paramonte.in --set target.builtin=normal --set target.ndim=3 --set warmup=10");
   INFO(r.out << r.err);
@@ -882,6 +885,9 @@ TEST_CASE("herd-sample: a ParaMonte 1 namelist in the style of its examples runs
                              "proposal_cov is given"));
   CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:16: delayedRejectionScaleFactorVec = [0.5] is not "
                              "read: delayed_rejection_count is 0"));
+  // Another sampler's group beside &ParaDRAM is not read, as ParaDRAM does not read it; said.
+  CHECK_THAT(r.out, Contains("herd-sample: note: paramonte.in:18: namelist group &ParaDISE is not read (herd-sample "
+                             "reads &ParaDRAM only, as ParaDRAM does)"));
   CHECK_THAT(r.out, Contains("herd-sample: note: --set warmup=10: warmup = 10 is not read: it applies to device = "
                              "\"cpu_batched\" and \"cuda\", and device is \"cpu\""));
   const std::string resolved = slurp(dir / "outputs" / "ParaDRAM_run_report.txt");

@@ -127,6 +127,16 @@ TEST_CASE("namelist: groups, case and terminators", "[io]") {
   CHECK(nml("&first a=1 /\n&ParaDRAM b='/' /").find("b")->as_string() == "/");
   CHECK(nml("&first a=1 /", "").find("a")->as_int() == 1);  // first group
   CHECK(nml("&ParaDRAM /").root().as_table().empty());
+  // The groups not read, before and after the one read, with their lines (a program names them).
+  const Config g = nml("&first a=1 /\n! &comment /\n&ParaDRAM b=2 /\n\n$Target x='&y' $end\n&ParaDISE /\n");
+  REQUIRE(g.other_groups().size() == 3);
+  CHECK(g.other_groups()[0].name == "first");
+  CHECK(g.other_groups()[0].line == 1);
+  CHECK(g.other_groups()[1].name == "Target");
+  CHECK(g.other_groups()[1].line == 5);
+  CHECK(g.other_groups()[2].name == "ParaDISE");
+  CHECK(g.other_groups()[2].line == 6);
+  CHECK(nml("&ParaDRAM b=2 /\ntext after the group\n").other_groups().empty());
   // Later assignments win, element-wise for arrays.
   const Config c = nml("&ParaDRAM x = 1, 2, 3\n x(2) = 20\n y = 1\n y = 2 /");
   CHECK(floats(*c.find("x")) == std::vector<double>{1, 20, 3});

@@ -132,8 +132,19 @@ class Config {
   /// Every non-table value with its dotted path, in insertion order.
   std::vector<std::pair<std::string, const ConfigValue*>> leaves() const;
 
+  /// A namelist group of the file that was not read (a file may hold several, e.g. ParaMonte's
+  /// &ParaDRAM beside &ParaDISE): its name as written and the line of its '&'.
+  struct OtherGroup {
+    std::string name;
+    int line = 0;
+  };
+  /// The namelist groups of the source besides the one read, in file order (none for TOML).
+  const std::vector<OtherGroup>& other_groups() const noexcept { return other_groups_; }
+  void add_other_group(std::string name, int line) { other_groups_.push_back({std::move(name), line}); }
+
  private:
   std::string source_;
+  std::vector<OtherGroup> other_groups_;
   bool case_insensitive_ = false;
   ConfigValue root_;
 };
