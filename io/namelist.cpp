@@ -69,6 +69,11 @@ class Parser {
     throw InputError(fmt::format("{}: {}", src_, msg));
   }
 
+  /// A problem of a value, prefixed with the variable it is assigned to.
+  std::string keyed(const std::string& msg) const {
+    return current_.empty() ? msg : fmt::format("key \"{}\": {}", current_, msg);
+  }
+
   bool eof() const { return p_ >= t_.size(); }
   char peek() const { return eof() ? '\0' : t_[p_]; }
   void advance() {
@@ -259,7 +264,9 @@ class Parser {
       fail(at, fmt::format("expected '=' after \"{}\", found {}", written,
                            eof() ? std::string("end of file") : fmt::format("'{}'", printable(t_.substr(p_, 1)))));
     advance();
+    current_ = written;
     std::vector<ConfigValue> values = parse_values();
+    current_.clear();
     assign(key, written, subs, std::move(values), at);
   }
 
@@ -304,7 +311,10 @@ class Parser {
       errno = 0;
       char* end = nullptr;
       const long long v = std::strtoll(l.c_str(), &end, 10);
-      if (errno == ERANGE) fail(at, fmt::format("integer {} is out of range", printable(w)));
+      if (errno == ERANGE)
+        fail(at, keyed(fmt::format("integer {} is out of range (64-bit integers: -9223372036854775808 to "
+                                   "9223372036854775807)",
+                                   printable(w))));
       return ConfigValue::integer(v, where);
     }
     // Real: Fortran d/q exponents become e. Only decimal notation is accepted.
@@ -322,8 +332,9 @@ class Parser {
       const double v = std::strtod(r.c_str(), &end);
       if (end == r.c_str() + r.size() && !r.empty()) return ConfigValue::real(v, where);
     }
-    fail(at, fmt::format("\"{}\" is not a value: expected a number, a logical (.true./.false.) or a quoted string",
-                         printable(w)));
+    fail(at,
+         keyed(fmt::format("\"{}\" is not a value: expected a number, a logical (.true./.false.) or a quoted string",
+                           printable(w))));
   }
 
   std::vector<ConfigValue> parse_values() {
@@ -350,7 +361,7 @@ class Parser {
         expect = false;
         continue;
       }
-      if (c == '(') fail(at, "complex values like (1.0, 2.0) are not supported");
+      if (c == '(') fail(at, keyed("complex values like (1.0, 2.0) are not supported"));
       if (c == '=' || c == ')') fail(at, fmt::format("unexpected '{}'", c));
       const std::size_t start = p_;
       while (!eof()) {
@@ -385,8 +396,8 @@ class Parser {
           if (ok) r = r * 10 + (d - '0');
         }
         if (!ok || r < 1 || r > kMaxIndex)
-          fail(at, fmt::format("bad repeat count in \"{}\": expected r*value with 1 <= r <= {}", printable(word),
-                               kMaxIndex));
+          fail(at, keyed(fmt::format("bad repeat count in \"{}\": expected r*value with 1 <= r <= {}", printable(word),
+                                     kMaxIndex)));
         const std::string_view rest = word.substr(star + 1);
         ConfigValue v;
         if (!rest.empty()) v = scalar(rest, at);
@@ -526,6 +537,7 @@ class Parser {
   Config cfg_;
   std::string group_;
   int group_line_ = 0;
+  std::string current_;  // the variable whose values are being read, as written
   std::size_t elements_ = 0;
   std::unordered_map<std::string, std::size_t> top_index_;  // top-level name -> root table index
 };

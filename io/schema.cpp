@@ -532,8 +532,10 @@ class Resolver {
     for (const auto& [k, v] : table.as_table()) {
       const std::string path = prefix.empty() ? k : fmt::format("{}.{}", prefix, k);
       const std::string shown_leaf = (fold_ && !v.written_name.empty()) ? v.written_name : k;
+      // A namelist component (target%ndim) keeps its whole written name, as does --set text.
+      const bool whole = (v.is_raw_text() || fold_) && v.written_name.find_first_of("%.") != std::string::npos;
       const std::string written =
-          v.is_raw_text() && !v.written_name.empty()
+          (v.is_raw_text() && !v.written_name.empty()) || whole
               ? v.written_name
               : (written_prefix.empty() ? shown_leaf : fmt::format("{}.{}", written_prefix, shown_leaf));
       const int idx = match(path);
@@ -554,9 +556,13 @@ class Resolver {
       } else {
         // Suggestions cost an edit distance per candidate; a file of thousands of unknown
         // keys (not a typo) gets them for the first 100 only.
-        if (problems.size() < 100)
-          problem(v.where, fmt::format("unknown key \"{}\"; did you mean {}?", written, suggest(written)));
-        else problem(v.where, fmt::format("unknown key \"{}\"", written));
+        if (problems.size() < 100) {
+          std::string dotted = written;  // a namelist's target%mu as the table key target.mu
+          std::replace(dotted.begin(), dotted.end(), '%', '.');
+          problem(v.where, fmt::format("unknown key \"{}\"; did you mean {}?", written, suggest(dotted)));
+        } else {
+          problem(v.where, fmt::format("unknown key \"{}\"", written));
+        }
       }
     }
   }
@@ -827,8 +833,17 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
           typed.push_back(def.as_array()[i]);
           continue;
         }
+        // Which elements the input does set (a namelist's x(5) = 1 leaves 1 to 4 unset).
+        std::vector<std::size_t> set_at;
+        for (std::size_t j = 0; j < items.size(); ++j)
+          if (!items[j].is_null()) set_at.push_back(j + 1);
+        std::string sets = set_at.empty() ? "none" : fmt::format("{}", set_at.front());
+        for (std::size_t j = 1; j < set_at.size() && j < 4; ++j) sets += fmt::format(", {}", set_at[j]);
+        if (set_at.size() > 4) sets += fmt::format(", ... ({} in all)", set_at.size());
         r.problem(item.where.line > 0 ? item.where : given->where,
-                  fmt::format("key \"{}\" element {} is not set and has no default", shown, i + 1));
+                  fmt::format("key \"{}\" element {} is not set and has no default (the input sets element{} {} "
+                              "of {})",
+                              shown, i + 1, set_at.size() == 1 ? "" : "s", sets, items.size()));
         ok = false;
         break;
       }

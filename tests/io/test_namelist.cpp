@@ -186,7 +186,8 @@ TEST_CASE("namelist: errors name the file, the line and the problem", "[io]") {
   CHECK(error_of("&ParaDRAM x = 1\n") == "in.nml:1: namelist group &ParaDRAM is not closed by '/'");
   CHECK(error_of("&Other x = 1 /") == "in.nml: no namelist group &ParaDRAM found");
   CHECK(error_of("&ParaDRAM\n x = abc /") ==
-        "in.nml:2: \"abc\" is not a value: expected a number, a logical (.true./.false.) or a quoted string");
+        "in.nml:2: key \"x\": \"abc\" is not a value: expected a number, a logical (.true./.false.) or a quoted "
+        "string");
   CHECK(error_of("&ParaDRAM\n\n x 1 /") == "in.nml:3: expected '=' after \"x\", found '1'");
   CHECK(error_of("&ParaDRAM\n x = 'open /") == "in.nml:2: string is not closed");
   CHECK(error_of("&ParaDRAM x(0) = 1 /") == "in.nml:1: subscript 0 of \"x\": indices start at 1");
@@ -194,13 +195,16 @@ TEST_CASE("namelist: errors name the file, the line and the problem", "[io]") {
   CHECK(error_of("&ParaDRAM x(1:2) = 1, 2, 3 /") == "in.nml:1: 3 values for x(1:2), which has 2 elements");
   CHECK(error_of("&ParaDRAM x(1,2,3) = 1 /") == "in.nml:1: \"x\" has 3 subscripts; at most 2 are supported");
   CHECK(error_of("&ParaDRAM x = 0*1 /") ==
-        "in.nml:1: bad repeat count in \"0*1\": expected r*value with 1 <= r <= 1000000");
+        "in.nml:1: key \"x\": bad repeat count in \"0*1\": expected r*value with 1 <= r <= 1000000");
   CHECK(error_of("&ParaDRAM x = 4 * 1 /") ==
-        "in.nml:1: bad repeat count in \"*\": expected r*value with 1 <= r <= 1000000");
+        "in.nml:1: key \"x\": bad repeat count in \"*\": expected r*value with 1 <= r <= 1000000");
   CHECK(error_of("&ParaDRAM x = 99999999999999999999999*1 /").find("bad repeat count") != std::string::npos);
   CHECK(error_of("&ParaDRAM x = 99999999*1 /").find("bad repeat count") != std::string::npos);
-  CHECK(error_of("&ParaDRAM x = (1.0, 2.0) /") == "in.nml:1: complex values like (1.0, 2.0) are not supported");
-  CHECK(error_of("&ParaDRAM x = 99999999999999999999 /") == "in.nml:1: integer 99999999999999999999 is out of range");
+  CHECK(error_of("&ParaDRAM x = (1.0, 2.0) /") ==
+        "in.nml:1: key \"x\": complex values like (1.0, 2.0) are not supported");
+  CHECK(error_of("&ParaDRAM randomSeed = 99999999999999999999 /") ==
+        "in.nml:1: key \"randomSeed\": integer 99999999999999999999 is out of range (64-bit integers: "
+        "-9223372036854775808 to 9223372036854775807)");
   CHECK(error_of("&ParaDRAM 1x = 2 /") == "in.nml:1: expected a variable name in &ParaDRAM, found '1'");
   CHECK(error_of("&ParaDRAM x = 1 &other y = 2 /") ==
         "in.nml:1: namelist group &ParaDRAM (line 1) is not closed by '/' before &other");
@@ -239,6 +243,14 @@ TEST_CASE("namelist: a ParaMonte file through a schema with aliases", "[io]") {
   CHECK(r.is_default("scale_factor"));
   CHECK(r.origin("chain_size") == "in.nml:2");
   CHECK(r.get_float_matrix("cov") == std::vector<std::vector<double>>{{1, 0.5}, {0.5, 1}});
+  // An element past the default's length (startPointVec(6) with 4 defaults): the message says
+  // which elements the input sets.
+  CHECK_THROWS_WITH(s.apply(nml("&ParaDRAM\n startPointVec(6) = 2 /")),
+                    "in.nml:2: key \"startPointVec\" element 5 is not set and has no default (the input sets "
+                    "element 6 of 6)");
+  CHECK_THROWS_WITH(s.apply(nml("&ParaDRAM\n startPointVec(2) = 2\n startPointVec(6) = 3 /")),
+                    "in.nml:3: key \"startPointVec\" element 5 is not set and has no default (the input sets "
+                    "elements 2, 6 of 6)");
   CHECK_THROWS_WITH(s.apply(nml("&ParaDRAM\n proposalStartCovMat(3,3) = 2 /")),
                     "in.nml:2: key \"proposalStartCovMat\" element (1,3) is not set and has no default");
   CHECK_THROWS_WITH(s.apply(nml("&ParaDRAM\n proposalStartCovMat = 1, 0, 0, 1 /")),
