@@ -4,7 +4,8 @@
 //     done) changes nothing and exits 0; env.id, env.library, env.symbol, env.frame_stack,
 //     sampler.num_envs, network.hidden, network.shared_trunk, network.conv_* and algo.optimizer (DQN: also
 //     algorithm, network.activation, dqn.buffer_size, n_step, dueling, prioritized, optimizer) cannot change on
-//     resume (exit 2). Under mpiexec DQN is data-parallel, as PPO (device = "cuda": one GPU per rank, NCCL).
+//     resume (exit 2), nor env.clip_reward or env.episodic_life where the change adds or removes the env wrapper. Under
+//     mpiexec DQN is data-parallel, as PPO (device = "cuda": one GPU per rank, NCCL).
 //   [mpiexec -n N] herd-rl eval CHECKPOINT [--episodes N] [--stochastic]   (rank 0 evaluates; others exit 0)
 // Exit codes: 0 success; 2 bad input (nothing written); 1 other errors; 3 a non-finite
 // loss stopped training (the last good checkpoint is kept); 130 / 143 interrupted by

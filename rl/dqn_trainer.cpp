@@ -426,7 +426,9 @@ std::vector<std::string> DqnTrainer::resume_conflicts(const std::string& path) c
             ")"};
   }
   r.expect_kind(kDqnCheckpointKind, kKindVersion);
-  return detail::fixed_conflicts(r.string("config"), config_text_, fixed_on_resume());
+  auto out = detail::fixed_conflicts(r.string("config"), config_text_, fixed_on_resume());
+  for (auto& c : detail::wrapper_conflicts(r.string("config"), config_text_)) out.push_back(std::move(c));
+  return out;
 }
 
 void DqnTrainer::load_local(const io::CheckpointReader& r, const std::string& path) {

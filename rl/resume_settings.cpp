@@ -37,6 +37,26 @@ std::vector<std::string> fixed_conflicts(const std::string& saved_text, const st
   return out;
 }
 
+std::vector<std::string> wrapper_conflicts(const std::string& saved_text, const std::string& now_text) {
+  const auto saved = config_values(saved_text), now = config_values(now_text);
+  const auto wrapped = [](const std::map<std::string, std::string>& v) {
+    const auto is = [&v](const char* key, const char* value) {
+      const auto it = v.find(key);
+      return it != v.end() && it->second == value;
+    };
+    return !is("env.frame_stack", "1") || is("env.clip_reward", "true") || is("env.episodic_life", "true");
+  };
+  // A checkpoint from before these keys existed says nothing of them (nor does fixed_conflicts).
+  if (saved.count("env.frame_stack") == 0 || wrapped(saved) == wrapped(now)) return {};
+  std::vector<std::string> out;
+  for (const char* key : {"env.clip_reward", "env.episodic_life"}) {
+    const auto s = saved.find(key), n = now.find(key);
+    if (s != saved.end() && n != now.end() && s->second != n->second)
+      out.push_back(fmt::format("{} = {} (the checkpoint has {})", key, n->second, s->second));
+  }
+  return out;
+}
+
 std::vector<std::string> trajectory_changes(const std::string& saved_text, const std::string& now_text) {
   static const std::set<std::string> may_change = {
       "output_prefix",       "checkpoint_period",   "checkpoint_period_seconds",

@@ -20,6 +20,13 @@ std::map<std::string, std::string> config_values(const std::string& text);
 std::vector<std::string> fixed_conflicts(const std::string& saved_text, const std::string& now_text,
                                          const std::vector<std::string>& fixed);
 
+/// The same list for env.clip_reward and env.episodic_life where their change adds or
+/// removes the environment wrapper: either switch wraps the environment (as env.frame_stack
+/// > 1 does), and the wrapper's values (lives, game steps, episode, stacked frames) join
+/// each environment's saved state, so its size changes with the wrapper's presence. While
+/// another of the three keeps the wrapper, the switches may change.
+std::vector<std::string> wrapper_conflicts(const std::string& saved_text, const std::string& now_text);
+
 /// The same list for every key whose change alters the training's trajectory (all but the
 /// run's length, output names and periods, the sampler kind and threads, and max_memory):
 /// a resumed run reports these, since it then differs from an uninterrupted one.

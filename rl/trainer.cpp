@@ -285,7 +285,9 @@ std::vector<std::string> Trainer::resume_conflicts(const std::string& path) cons
   io::CheckpointReader r(path);
   if (r.kind() == kDqnCheckpointKind) return {"algorithm = \"" + config_.algorithm + "\" (the checkpoint has \"dqn\")"};
   r.expect_kind(kKind, kKindVersion);
-  return detail::fixed_conflicts(r.string("config"), config_text_, fixed_on_resume());
+  auto out = detail::fixed_conflicts(r.string("config"), config_text_, fixed_on_resume());
+  for (auto& c : detail::wrapper_conflicts(r.string("config"), config_text_)) out.push_back(std::move(c));
+  return out;
 }
 
 void Trainer::load_checkpoint(const std::string& path) {

@@ -170,6 +170,19 @@ TEST_CASE("herd-rl [env] wrappers: frame stack, reward clipping, time limit; epi
   const Run k = run(d, "train w.toml --resume --set env.frame_stack=3 --set total_steps=256");
   CHECK(k.rc == 2);
   CHECK_THAT(k.err, Contains("env.frame_stack = 3 (the checkpoint has 2)"));
+  // Under the frame stack's wrapper reward clipping may change; where it alone wraps the env,
+  // switching it changes the saved states' size and is refused by name.
+  const Run kc = run(d, "train w.toml --resume --set env.clip_reward=false --set total_steps=256 --quiet");
+  INFO(kc.err);
+  CHECK(kc.rc == 0);
+  REQUIRE(run(d, "train w.toml --set env.frame_stack=1 --set output_prefix=one --quiet --stop-after 1").rc == 0);
+  const Run kf = run(d,
+                     "train w.toml --resume --set env.frame_stack=1 --set output_prefix=one --set "
+                     "env.clip_reward=false");
+  CHECK(kf.rc == 2);
+  CHECK_THAT(kf.err, Contains("herd-rl: error: cannot resume one.ckpt with env.clip_reward = false (the checkpoint "
+                              "has true)") &&
+                         !Contains("values per environment"));
 
   std::ofstream(d / "life.toml") << config("id = \"MinAtar/Breakout-v1\"\nepisodic_life = true\n");
   const Run l = run(d, "train life.toml --overwrite");

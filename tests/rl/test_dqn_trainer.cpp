@@ -239,6 +239,14 @@ TEST_CASE("DqnTrainer: resume conflicts, outputs, evaluation", "[rl][dqn]") {
   REQUIRE(conflicts.size() == 1);
   CHECK(conflicts[0] == "dqn.n_step = 2 (the checkpoint has 1)");
   CHECK_THROWS_AS(t2.load_checkpoint(t.checkpoint_path()), InputError);
+  // env.clip_reward wraps the env (its state gains the wrapper's values): refused by name.
+  std::string text_clip;
+  const TrainConfig c_clip = dqn_config({"output_prefix=" + prefix, "env.clip_reward=true"}, &text_clip);
+  DqnTrainer t_clip(c_clip, text_clip);
+  CHECK(t_clip.resume_conflicts(t.checkpoint_path()) ==
+        std::vector<std::string>{"env.clip_reward = true (the checkpoint has false)"});
+  CHECK_THROWS_WITH(t_clip.load_checkpoint(t.checkpoint_path()),
+                    Catch::Contains("env.clip_reward = true") && !Catch::Contains("values per environment"));
   // Resumed with a changed learning rate: reported; the run completes and writes its files.
   std::string text3;
   const TrainConfig c3 =

@@ -387,6 +387,16 @@ TEST_CASE("Trainer: settings that fix the saved state's shapes cannot change on 
     CHECK_THROWS_WITH(other.load_checkpoint(path), Catch::Contains("env.id = \"Acrobot-v1\" (the checkpoint has "
                                                                    "\"CartPole-v1\")"));
   }
+  {  // a wrapper switch that wraps the unwrapped env would change its saved state's size
+    std::string t2;
+    const TrainConfig c2 = config({"env.clip_reward=true"}, &t2);
+    Trainer other(c2, t2);
+    CHECK(other.resume_conflicts(path) ==
+          std::vector<std::string>{"env.clip_reward = true (the checkpoint has false)"});
+    CHECK_THROWS_WITH(other.load_checkpoint(path),
+                      Catch::Contains("env.clip_reward = true (the checkpoint has false)") &&
+                          Catch::Contains("cannot change on resume"));
+  }
   std::remove(path.c_str());
 }
 
