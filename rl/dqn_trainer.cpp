@@ -1,6 +1,7 @@
 #include "herd/rl/dqn_trainer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -94,14 +95,47 @@ bool replay_uint8(const Space& s) {
   return true;
 }
 
-double dqn_memory_need(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs) {
+namespace {
+
+/// The parts of `dqn_memory_need`: the replay buffer (dqn.buffer_size), the sampled batches
+/// (dqn.batch_size) and the envs' buffers (sampler.num_envs).
+std::array<double, 3> dqn_memory_parts(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs) {
   const double replay = ReplayBuffer::memory_need(replay_options(c, obs_dim, uint8_obs));
   const double B = c.sampler_options.num_envs, n = c.dqn.batch_size;
   double width = 0;
   for (const auto h : c.agent.hidden) width += static_cast<double>(h);
   const double batches = n * (8.0 * static_cast<double>(obs_dim) + 40.0) + 3.0 * n * width * 4.0 * 2.0;
   const double envs = B * (12.0 * static_cast<double>(obs_dim) + 64.0) + B * width * 4.0 * 2.0;
-  return replay + batches + envs;
+  return {replay, batches, envs};
+}
+
+/// Refuses a run above max_memory (or the memory available) naming the settings that need
+/// most of it: each part of at least a quarter of the need, the largest first.
+void check_dqn_memory(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs) {
+  const std::array<double, 3> parts = dqn_memory_parts(c, obs_dim, uint8_obs);
+  const double need = parts[0] + parts[1] + parts[2];
+  const std::array<std::string, 3> what = {
+      "a replay buffer of " + std::to_string(c.dqn.buffer_size) + " transitions (dqn.buffer_size)",
+      "batches of " + std::to_string(c.dqn.batch_size) + " transitions (dqn.batch_size)",
+      std::to_string(c.sampler_options.num_envs) + " envs (sampler.num_envs)"};
+  const std::array<const char*, 3> keys = {"dqn.buffer_size", "dqn.batch_size", "sampler.num_envs"};
+  std::array<std::size_t, 3> order = {0, 1, 2};
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return parts[a] > parts[b]; });
+  std::string described, hint;
+  for (const std::size_t k : order) {
+    if (!described.empty() && parts[k] < 0.25 * need) break;
+    described += (described.empty() ? "" : " and ") + what[k];
+    hint += (hint.empty() ? "lower " : " or ") + std::string(keys[k]);
+  }
+  const std::string origin = c.max_memory > 0 && !c.max_memory_origin.empty() ? c.max_memory_origin + ": " : "";
+  check_memory_need(need, c.max_memory, origin + "DQN with " + described, hint);
+}
+
+}  // namespace
+
+double dqn_memory_need(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs) {
+  const std::array<double, 3> parts = dqn_memory_parts(c, obs_dim, uint8_obs);
+  return parts[0] + parts[1] + parts[2];
 }
 
 DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* comm)
@@ -121,10 +155,7 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
     throw InputError("rl::DqnTrainer: env \"" + c.env + "\" has the action space " + probe->action_space().to_string() +
                      ", but DQN needs a discrete one");
   const bool u8 = replay_uint8(probe->observation_space());
-  check_memory_need(
-      dqn_memory_need(c, probe->obs_dim(), u8), c.max_memory,
-      "DQN with a replay buffer of " + std::to_string(c.dqn.buffer_size) + " transitions (dqn.buffer_size)",
-      "lower dqn.buffer_size");
+  check_dqn_memory(c, probe->obs_dim(), u8);
   EnvPoolOptions po;
   po.env_id = c.env;
   po.num_envs = static_cast<std::size_t>(c.sampler_options.num_envs);

@@ -556,6 +556,18 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
            "must give each of the sampler.num_envs = " + std::to_string(so.num_envs) + " envs at least dqn.n_step + " +
                (c.frame_stack > 1 ? "env.frame_stack + 1" : std::string("2")) + " = " + std::to_string(need) +
                " slots (>= " + std::to_string(need * so.num_envs) + ")");
+    // Each batch is drawn from the replay buffer (as Stable-Baselines3 users expect): a batch
+    // larger than the buffer would repeat its transitions and run slowly for nothing.
+    if (q.batch_size > q.buffer_size) {
+      const bool batch_set = !st.is_default("dqn.batch_size");
+      if (batch_set)
+        fail("dqn.batch_size", std::to_string(q.batch_size),
+             "must be <= dqn.buffer_size = " + std::to_string(q.buffer_size) +
+                 " (each batch is drawn from the replay buffer): lower dqn.batch_size or raise dqn.buffer_size");
+      fail("dqn.buffer_size", std::to_string(q.buffer_size),
+           "must be >= dqn.batch_size = " + std::to_string(q.batch_size) +
+               " (each batch is drawn from the replay buffer): raise dqn.buffer_size or lower dqn.batch_size");
+    }
     // Data-parallel DQN on GPUs averages its gradients over NCCL (as PPO's).
     if (const std::string why = multi_gpu_refusal(c.agent.device, ranks); user_input && !why.empty())
       fail("device", "\"" + c.device + "\"", "with " + std::to_string(ranks) + " ranks " + why);
@@ -585,6 +597,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   } catch (const InputError& e) {
     throw InputError(st.origin("max_memory") + ": key \"max_memory\" is " + e.what());
   }
+  if (st.is_set("max_memory")) c.max_memory_origin = st.origin("max_memory");
   // Configurations that learn little or nothing run, with a warning on the terminal.
   const bool one_sample = c.algorithm == "ppo" ? p.minibatch_size == 1 : c.steps_per_iteration() == 1;
   if (one_sample && p.normalize_advantage && c.algorithm != "dqn")

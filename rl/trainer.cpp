@@ -151,7 +151,8 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
   // The spaces of the agent, and the memory the run needs, before anything large is made.
   const auto probe = make_env(c.env);
   check_memory_need(training_memory_need(c, probe->obs_dim(), probe->action_space().dim()), c.max_memory,
-                    "training with " + std::to_string(c.sampler_options.num_envs) + " envs x " +
+                    (c.max_memory > 0 && !c.max_memory_origin.empty() ? c.max_memory_origin + ": " : "") +
+                        "training with " + std::to_string(c.sampler_options.num_envs) + " envs x " +
                         std::to_string(c.sampler_options.num_steps) +
                         " steps per rollout (sampler.num_envs x "
                         "sampler.num_steps)",

@@ -220,7 +220,26 @@ TEST_CASE("DQN config errors name the key, the value and what was expected", "[r
   // A replay buffer above max_memory is refused before it is allocated.
   const TrainConfig big =
       resolve_train_config(none, {"algorithm=dqn", "dqn.buffer_size=100000000", "max_memory=100MB"});
-  CHECK_THROWS_WITH(DqnTrainer(big, ""), Catch::Contains("dqn.buffer_size") && Catch::Contains("max_memory"));
+  CHECK_THROWS_WITH(DqnTrainer(big, ""), Catch::StartsWith("--set max_memory=100MB: DQN with a replay buffer of "
+                                                           "100000000 transitions (dqn.buffer_size) needs about") &&
+                                             Catch::EndsWith("; lower dqn.buffer_size"));
+  // The message names the settings that need most of the memory, here the batches.
+  const TrainConfig batches = resolve_train_config(
+      none, {"algorithm=dqn", "dqn.buffer_size=1000000", "dqn.batch_size=1000000", "max_memory=200MB"});
+  CHECK_THROWS_WITH(
+      DqnTrainer(batches, ""),
+      Catch::StartsWith("--set max_memory=200MB: DQN with batches of 1000000 transitions (dqn.batch_size) "
+                        "needs about") &&
+          Catch::EndsWith("; lower dqn.batch_size"));
+  // Each batch is drawn from the replay buffer: a larger batch is refused, naming both keys
+  // (the one set, by its origin).
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "dqn.buffer_size=1000", "dqn.batch_size=1001"}),
+                    "--set dqn.batch_size=1001: key \"dqn.batch_size\" is 1001, but must be <= dqn.buffer_size = 1000 "
+                    "(each batch is drawn from the replay buffer): lower dqn.batch_size or raise dqn.buffer_size");
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=dqn", "sampler.num_envs=1", "dqn.buffer_size=16"}),
+                    Catch::StartsWith("--set dqn.buffer_size=16: key \"dqn.buffer_size\" is 16, but must be >= "
+                                      "dqn.batch_size = 32"));
+  CHECK(resolve_train_config(none, {"algorithm=dqn", "dqn.buffer_size=32"}).dqn.batch_size == 32);
 }
 
 TEST_CASE("DqnTrainer: resume conflicts, outputs, evaluation", "[rl][dqn]") {

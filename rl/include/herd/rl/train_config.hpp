@@ -75,6 +75,9 @@ struct TrainConfig {
   /// Bytes the run may hold (`max_memory`; 0: the memory available on the machine);
   /// `Trainer` refuses a run whose rollout and update need more.
   std::uint64_t max_memory = 0;
+  /// Where max_memory was set ("run.toml:7", "--set max_memory=200MB"; empty when it took
+  /// its default): a refusal for exceeding it starts with this origin, as input errors do.
+  std::string max_memory_origin;
   /// Why this configuration learns little or nothing (one line each; herd-rl prints them
   /// as warnings before training), e.g. minibatches of one sample.
   std::vector<std::string> warnings;
