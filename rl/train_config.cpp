@@ -206,9 +206,14 @@ std::vector<ConvLayerSpec> conv_layers(const io::Settings& st, const std::string
   const std::size_t n = channels.size();
   auto check_length = [&](const char* key, const std::vector<std::int64_t>& v, bool may_be_empty) {
     if (v.size() == n || (may_be_empty && v.empty())) return;
-    refuse_key(st, key, int_list(v),
-               "must have one entry per convolution (network.conv_channels is " + int_list(channels) + ", " +
-                   std::to_string(n) + (n == 1 ? " layer)" : " layers)") + (may_be_empty ? ", or be empty" : ""));
+    // A list left at its default is wrong because of network.conv_channels: named by where
+    // that was set.
+    const bool left = st.is_default(key);
+    throw InputError(st.origin(left ? "network.conv_channels" : key) + ": key \"" + key + "\" is " + int_list(v) +
+                     (left ? " (its default)" : "") +
+                     ", but must have one entry per convolution (network.conv_channels is " + int_list(channels) +
+                     ", " + std::to_string(n) + (n == 1 ? " layer)" : " layers)") +
+                     (may_be_empty ? ", or be empty" : ""));
   };
   check_length("network.conv_kernels", kernels, false);
   check_length("network.conv_strides", strides, true);

@@ -331,8 +331,12 @@ TEST_CASE("Config network.conv_*: layers read, mismatches named with key, value 
                  Contains("\"CartPole-v1\"") && Contains("{4}") && Contains("{channels, height, width}"));
   CHECK_THAT(error({"env=MinAtar/Breakout-v1", "network.conv_channels=[16]", "network.conv_kernels=[3, 3]"}),
              Contains("\"network.conv_kernels\" is [3, 3]") && Contains("one entry per convolution"));
-  CHECK_THAT(error({"env=MinAtar/Breakout-v1", "network.conv_channels=[16]"}),
-             Contains("\"network.conv_kernels\" is []"));
+  // Kernels left at their default are wrong because of the channels: named by where those were set.
+  CHECK(error({"env=MinAtar/Breakout-v1", "network.conv_channels=16"}) ==
+        "--set network.conv_channels=16: key \"network.conv_kernels\" is [] (its default), but must have one entry "
+        "per convolution (network.conv_channels is [16], 1 layer)");
+  CHECK_THAT(error({"env=MinAtar/Breakout-v1", "network.conv_kernels=[3]"}),
+             Contains("--set network.conv_kernels=[3]: key \"network.conv_kernels\" is [3], but"));
   CHECK_THAT(error({"env=MinAtar/Breakout-v1", "network.conv_channels=[16]", "network.conv_kernels=[3]",
                     "network.conv_strides=[1, 1]"}),
              Contains("\"network.conv_strides\" is [1, 1]") && Contains("or be empty"));
