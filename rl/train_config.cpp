@@ -416,6 +416,17 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   c.total_steps = st.get_int("total_steps");
   c.output_prefix = st.get_string("output_prefix");
   if (c.output_prefix.empty()) refuse_key(st, "output_prefix", "\"\"", "must not be empty");
+  // The outputs are <prefix>.ckpt, <prefix>.h5, ...: a prefix without a file name ("sub/dir/",
+  // ".") would make them hidden files named only by their extensions. (A checkpoint's own
+  // configuration, written before this was refused, still evaluates.)
+  if (const std::string name = std::filesystem::path(c.output_prefix).filename().string();
+      user_input && (name.empty() || name == "." || name == "..")) {
+    std::string dir = c.output_prefix;
+    if (name == "." || name == "..") dir += "/";
+    refuse_key(st, "output_prefix", "\"" + c.output_prefix + "\"",
+               "must end in a file name, which starts the outputs' names (e.g. \"" + dir + "run\" writes " + dir +
+                   "run.ckpt, " + dir + "run.h5 and " + dir + "run_progress.csv)");
+  }
   c.checkpoint_period = st.get_int("checkpoint_period");
   c.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
   c.progress_period = st.get_int("progress_period");

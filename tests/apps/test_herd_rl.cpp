@@ -311,6 +311,20 @@ TEST_CASE("herd-rl: bad input exits 2 naming key and value, nothing overwritten"
     CHECK_THAT(r.err, Contains("\"device\"") && Contains("cuda"));
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   }
+  // A prefix without a file name would write hidden files (sub/dir/.ckpt): refused in one line.
+  r = run(d, "train --set output_prefix=sub/dir/");
+  CHECK(r.rc == 2);
+  CHECK(r.err ==
+        "herd-rl: error: --set output_prefix=sub/dir/: key \"output_prefix\" is \"sub/dir/\", but must end in a file "
+        "name, which starts the outputs' names (e.g. \"sub/dir/run\" writes sub/dir/run.ckpt, sub/dir/run.h5 and "
+        "sub/dir/run_progress.csv)\n");
+  std::ofstream(d / "dot.toml") << "output_prefix = \"out/.\"\n";
+  r = run(d, "train dot.toml");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("dot.toml:1: key \"output_prefix\" is \"out/.\", but must end in a file name") &&
+                        Contains("\"out/./run\""));
+  CHECK_FALSE(fs::exists(d / "sub"));
+  CHECK_FALSE(fs::exists(d / "out"));
   CHECK(slurp(d / "herd_rl.h5") == "keep");
   CHECK_FALSE(fs::exists(d / "herd_rl.ckpt"));
 }
