@@ -348,7 +348,9 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   io::Settings st = train_schema().apply(cfg, sets);
   TrainConfig c;
   c.env = st.get_string("env.id");
-  const std::string env_key = legacy_env ? "env" : "env.id";
+  // The id as the input spelled its key: `env = "..."` (the older form), unless a later
+  // --set env.id=... gave the value.
+  const std::string env_key = legacy_env && st.origin("env.id").rfind("--set env.id", 0) != 0 ? "env" : "env.id";
   if (st.has("env.library")) {
     // A C environment from a shared library, registered under env.id (default: the symbol).
     c.env_library = library_path(st);
@@ -611,7 +613,11 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   try {
     c.max_memory = parse_memory_size(st.get_string("max_memory"));
   } catch (const InputError& e) {
-    throw InputError(st.origin("max_memory") + ": key \"max_memory\" is " + e.what());
+    // parse_memory_size says "\"<text>\" is not a memory size: must be ...": its expectation
+    // goes into the one-line form of every refused key.
+    std::string why = e.what();
+    if (const auto k = why.find(": must be "); k != std::string::npos) why = why.substr(k + 2);
+    refuse_key(st, "max_memory", "\"" + st.get_string("max_memory") + "\"", why);
   }
   if (st.is_set("max_memory")) c.max_memory_origin = st.origin("max_memory");
   // Configurations that learn little or nothing run, with a warning on the terminal.

@@ -284,6 +284,17 @@ TEST_CASE("herd-rl: bad input exits 2 naming key and value, nothing overwritten"
   Run r = run(d, "train --set env=Nope-v0");
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Contains("\"env\"") && Contains("Nope-v0"));
+  // The older form `env = "..."` in the file, the id from --set env.id: named as the user wrote it.
+  std::ofstream(d / "legacy.toml") << "env = \"CartPole-v1\"\n";
+  r = run(d, "train legacy.toml --set env.id=Nope-v0");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err,
+             Contains("herd-rl: error: --set env.id=Nope-v0: key \"env.id\" is \"Nope-v0\", but must be one of"));
+  r = run(d, "train legacy.toml --set env.id=");
+  CHECK_THAT(r.err, Contains("key \"env.id\" is \"\", but"));
+  std::ofstream(d / "legacy_bad.toml") << "env = \"Nope-v0\"\n";
+  r = run(d, "train legacy_bad.toml");
+  CHECK_THAT(r.err, Contains("legacy_bad.toml:1: key \"env\" is \"Nope-v0\", but"));
   r = run(d, "train --set algo.clip_range=-1");
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Contains("algo.clip_range") && Contains("-1"));
