@@ -138,6 +138,17 @@ void print_error(const std::string& msg) {
   }
 }
 
+/// A refusal of the run's checkpoint as herd-rl's users read it: starting with the checkpoint
+/// file rather than the library function that refused it (a leading "rl::Trainer::load_checkpoint: "
+/// or "rl::SerialSampler::load: " dropped, the file put first where the rest does not start with it).
+std::string checkpoint_message(const std::string& path, std::string what) {
+  if (what.rfind("rl::", 0) == 0) {
+    if (const auto colon = what.find(": "); colon != std::string::npos) what.erase(0, colon + 2);
+  }
+  if (what.rfind(path, 0) != 0) what = path + ": " + what;
+  return what;
+}
+
 /// The program: main's body, run by main, which turns an exception that escapes it into an
 /// error line.
 int run_main(int argc, char** argv) {
@@ -359,7 +370,11 @@ int run_main(int argc, char** argv) {
                                "the checkpoint's values, or pass --overwrite (instead of --resume) to start afresh, or "
                                "choose another output_prefix");
       }
-      trainer->load_checkpoint(trainer->checkpoint_path());
+      try {
+        trainer->load_checkpoint(trainer->checkpoint_path());
+      } catch (const herd::InputError& e) {
+        throw herd::InputError(checkpoint_message(trainer->checkpoint_path(), e.what()));
+      }
       complete = trainer->done();
       if (!complete && !quiet) {
         std::printf("herd-rl: resumed from %s at iteration %lld\n", trainer->checkpoint_path().c_str(),

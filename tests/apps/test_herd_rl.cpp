@@ -17,6 +17,7 @@
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -425,6 +426,8 @@ TEST_CASE("mpiexec -n 2 herd-rl train: one output, curve over all ranks, resume,
   const Run one = run(d, "train small.toml --resume --set total_steps=2048");
   CHECK(one.rc == 2);
   CHECK_THAT(one.err, Contains("2 rank(s)") && Contains("this run has 1"));
+  // The message starts with the checkpoint, not with the library function that read it.
+  CHECK_THAT(one.err, StartsWith("herd-rl: error: run.ckpt was written by a run of 2 rank(s)") && !Contains("rl::"));
   CHECK(eval_mean(d, "run.ckpt") > 0);
   // A minibatch not divisible by the rank count is refused at input (exit 2).
   const Run odd = run_np(d2, 3, "train small.toml --quiet --set algo.minibatch_size=64");
@@ -475,6 +478,7 @@ buffer_size = 600
   const Run one = run(d, "train dqn.toml --resume --set total_steps=3200");
   CHECK(one.rc == 2);
   CHECK_THAT(one.err, Contains("2 rank(s)") && Contains("this run has 1"));
+  CHECK_THAT(one.err, StartsWith("herd-rl: error: run.ckpt was written by a run of 2 rank(s)") && !Contains("rl::"));
   const Run e = run(d, "eval run.ckpt --episodes 2");
   INFO(e.err);
   CHECK(e.rc == 0);
