@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -638,10 +639,49 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   return c;
 }
 
+namespace {
+/// Whether the TOML file `path` gives the environment both as `env = "<id>"` and as a table
+/// (`[env]` or a dotted `env.<key>`), which TOML cannot hold: its parser reports a redefined
+/// key, and the message then says how to write it.
+bool env_given_both_ways(const std::string& path) {
+  std::ifstream in(path);
+  bool as_string = false, as_table = false;
+  for (std::string line; std::getline(in, line);) {
+    std::size_t i = line.find_first_not_of(" \t");
+    if (i == std::string::npos) continue;
+    if (line[i] == '[') {
+      i = line.find_first_not_of(" \t", i + 1);
+      if (i != std::string::npos && line.compare(i, 3, "env") == 0) {
+        const std::size_t j = line.find_first_not_of(" \t", i + 3);
+        if (j != std::string::npos && (line[j] == ']' || line[j] == '.')) as_table = true;
+      }
+      continue;
+    }
+    if (line.compare(i, 3, "env") != 0) continue;
+    const std::size_t j = line.find_first_not_of(" \t", i + 3);
+    if (j == std::string::npos) continue;
+    if (line[j] == '=') as_string = true;
+    if (line[j] == '.') as_table = true;
+  }
+  return as_string && as_table;
+}
+}  // namespace
+
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides, std::string* text,
                               int ranks) {
   if (path.empty()) return resolve_train_config(io::Config("<defaults>"), overrides, text, ranks);
-  return resolve_train_config(io::read_config(path), overrides, text, ranks);
+  io::Config config;
+  try {
+    config = io::read_config(path);
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    if (what.find("cannot redefine existing") != std::string::npos && env_given_both_ways(path))
+      throw InputError(what +
+                       " (env = \"...\" and [env] cannot both be used: write the id inside [env], as id = "
+                       "\"...\")");
+    throw;
+  }
+  return resolve_train_config(config, overrides, text, ranks);
 }
 
 TrainConfig parse_train_config(const std::string& text, std::string* resolved, int ranks) {

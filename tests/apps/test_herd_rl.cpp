@@ -293,6 +293,14 @@ TEST_CASE("herd-rl: bad input exits 2 naming key and value, nothing overwritten"
              Contains("herd-rl: error: --set env.id=Nope-v0: key \"env.id\" is \"Nope-v0\", but must be one of"));
   r = run(d, "train legacy.toml --set env.id=");
   CHECK_THAT(r.err, Contains("key \"env.id\" is \"\", but"));
+  // `env = "..."` and an [env] table in one file: TOML's redefinition error says how to write it.
+  std::ofstream(d / "both.toml") << "env = \"CartPole-v1\"\n[env]\nframe_stack = 2\n";
+  r = run(d, "train both.toml");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, StartsWith("herd-rl: error: both.toml:2:1: ") &&
+                        Contains("(env = \"...\" and [env] cannot both be used: write the id inside [env], as id = "
+                                 "\"...\")"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   std::ofstream(d / "legacy_bad.toml") << "env = \"Nope-v0\"\n";
   r = run(d, "train legacy_bad.toml");
   CHECK_THAT(r.err, Contains("legacy_bad.toml:1: key \"env\" is \"Nope-v0\", but"));
