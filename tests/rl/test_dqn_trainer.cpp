@@ -1,9 +1,12 @@
 // DqnTrainer: checkpoint and resume bit-identical (replay buffer, RNG counters, networks,
 // optimizer, envs), config validation, resume conflicts, outputs.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -469,4 +472,32 @@ TEST_CASE("Data-parallel placement on GPUs: one GPU per rank; refused only witho
         "this build of herd has no NCCL (gradients of GPU agents are averaged over NCCL); run one rank, or device = "
         "\"cpu\"");
   CHECK(multi_gpu_refusal(cuda, 3).empty() == (HERD_HAVE_NCCL != 0));
+}
+
+TEST_CASE("docs/rl.md names DQN's /curve datasets as the .h5 writes them, in order", "[rl][dqn]") {
+  std::ifstream in(HERD_RL_DOC);
+  REQUIRE(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const std::string head = "the curve as the\ndatasets `/curve/<name>`";
+  const auto from = doc.find(head);
+  REQUIRE(from != std::string::npos);
+  const auto to = doc.find("`kDqnCurveColumns`", from);
+  REQUIRE(to != std::string::npos);
+  const std::string list = doc.substr(from, to - from);
+  // Each column as a whole word (episode_length is not episode_length_min), after the last.
+  auto is_word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+  std::size_t at = list.find("exactly:");
+  REQUIRE(at != std::string::npos);
+  for (const char* column : kDqnCurveColumns) {
+    INFO(column);
+    const std::string name = column;
+    std::size_t p = list.find(name, at);
+    while (p != std::string::npos &&
+           ((p > 0 && is_word(list[p - 1])) || (p + name.size() < list.size() && is_word(list[p + name.size()]))))
+      p = list.find(name, p + 1);
+    REQUIRE(p != std::string::npos);
+    at = p + name.size();
+  }
 }
