@@ -281,7 +281,9 @@ void install_stop_lines(const herd::mcmc::SamplerProgramInput& in, const herd::C
 /// typed them in its messages.
 herd::mcmc::SamplerProgramInput resolve_named(const CommandLine& cl, const herd::Communicator& comm) {
   try {
-    return resolve(cl, comm);
+    herd::mcmc::SamplerProgramInput in = resolve(cl, comm);
+    if (!cl.output.empty()) in.specs.output_prefix_origin = "--output " + cl.output;
+    return in;
   } catch (const herd::InputError& e) {
     std::string m = e.what();
     const std::string from = "--set output_prefix=" + cl.output;

@@ -471,6 +471,10 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
     s.random_seed = (static_cast<std::uint64_t>(rd()) << 31) ^ rd();
   }
   s.output_prefix = st.get_string("output_prefix");
+  s.output_prefix_origin =
+      st.origin("output_prefix").rfind("--set ", 0) == 0
+          ? st.origin("output_prefix")
+          : fmt::format("{}: {} = \"{}\"", st.origin("output_prefix"), st.written("output_prefix"), s.output_prefix);
   // ParaMonte: a name ending in '/' is a folder, and the files get the default name in it.
   // herd's default name has no date, so that running the same command again resumes the run.
   if (!s.output_prefix.empty() && s.output_prefix.back() == '/') s.output_prefix += "ParaDRAM_run";

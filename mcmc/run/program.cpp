@@ -505,13 +505,21 @@ bool settle_restart(ProgramRun& p) {
   if (p.rank == 0) {
     const fs::path parent = fs::path(specs.output_prefix).parent_path();
     try {
-      std::error_code ec;
-      if (!parent.empty() && !fs::exists(parent, ec)) {
-        fs::create_directories(parent, ec);
-        if (ec) throw IoError(fmt::format("cannot create the output folder \"{}\": {}", parent.string(), ec.message()));
-        p.made_parent = parent;
+      try {
+        std::error_code ec;
+        if (!parent.empty() && !fs::exists(parent, ec)) {
+          fs::create_directories(parent, ec);
+          if (ec)
+            throw IoError(fmt::format("cannot create the output folder \"{}\": {}", parent.string(), ec.message()));
+          p.made_parent = parent;
+        }
+        p.prefix_lock = std::make_unique<OutputPrefixLock>(specs.output_prefix, p.program);
+      } catch (const IoError& e) {
+        // The folder or the lock file cannot be made (no such folder, no permission, a file
+        // in the way): name the key that chose the place.
+        if (specs.output_prefix_origin.empty()) throw;
+        throw IoError(fmt::format("{}: {}", specs.output_prefix_origin, e.what()));
       }
-      p.prefix_lock = std::make_unique<OutputPrefixLock>(specs.output_prefix, p.program);
       if (p.size > 1) p.prefix_lock->share();  // the other ranks join it below
       std::uint64_t seed = specs.random_seed;
       const RestartStatus st = !p.recorded

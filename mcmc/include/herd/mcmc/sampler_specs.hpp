@@ -48,6 +48,9 @@ struct SamplerSpecs {
   std::vector<double> target_acceptance_rate;
   std::uint64_t random_seed = 0;
   std::string output_prefix;
+  /// Where output_prefix was set and how, for messages about the output folder:
+  /// `run.nml:4: outputFileName = "./out/"` (empty: a program's own specifications).
+  std::string output_prefix_origin;
   std::string chain_file_format = "compact";
   /// What the `.h5` holds of the draws: "verbose" (the `posterior` and per-draw `sample_stats`
   /// groups [chain, draw] beside `chain_compact`) or "compact" (`chain_compact` only: every
