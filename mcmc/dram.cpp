@@ -368,11 +368,19 @@ void DramSampler::reset() {
   dr_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kDelayedRejection);
   chol_warned_ = false;
   nan_warned_ = true;  // a NaN at the start point is the error below, not also a warning
+  const std::int64_t nans = state_.nan_count;
   const double lp = evaluate(state_.point.data());
   nan_warned_ = false;
-  HERD_REQUIRE(lp > kNegInf,
-               "dram: the log density at start_point is -inf (or NaN); the start must be "
-               "inside the support of the target");
+  if (!(lp > kNegInf)) {
+    // The value and the point, so that the user can evaluate the density there themselves.
+    std::string point;
+    for (int i = 0; i < d && i < 10; ++i) point += fmt::format("{}{}", i > 0 ? ", " : "", state_.point[i]);
+    if (d > 10) point += fmt::format(", ... ({} values)", d);
+    throw InputError(fmt::format(
+        "dram: the log density at start_point [{}] is {}; the start must be inside the support of the target{}", point,
+        state_.nan_count > nans ? "NaN" : "-inf",
+        state_.nan_count > nans ? " (a NaN also comes from an error in the log density itself)" : ""));
+  }
   state_.log_density = lp;
   state_.best_index.push_back(0);
   state_.best_log_density.push_back(lp);

@@ -154,6 +154,14 @@ TEST_CASE("options are validated with messages naming the field", "[mcmc][dram]"
   expect_error(o, "chain_size");
   // A start point outside the support.
   CHECK_THROWS_AS(DramSampler(small_options(), [](const double*, int) { return -INFINITY; }), herd::InputError);
+  // The message gives the point and tells -inf from NaN.
+  CHECK_THROWS_WITH(DramSampler(small_options(), [](const double*, int) { return -INFINITY; }),
+                    "dram: the log density at start_point [0.5, 0.5] is -inf; the start must be inside the support "
+                    "of the target");
+  CHECK_THROWS_WITH(DramSampler(small_options(12), [](const double*, int) { return NAN; }),
+                    Catch::StartsWith("dram: the log density at start_point [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, "
+                                      "0.5, 0.5, ... (12 values)] is NaN;") &&
+                        Catch::EndsWith("(a NaN also comes from an error in the log density itself)"));
 }
 
 TEST_CASE("delayed-rejection stage scales multiply", "[mcmc][dram]") {
