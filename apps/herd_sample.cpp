@@ -189,6 +189,7 @@ herd::mcmc::SamplerProgramInput resolve(const CommandLine& cl, const herd::Commu
   herd::mcmc::complete_program_input(in, herd::mcmc::TargetRegistry::global().make(settings, ""), schema, settings,
                                      comm, input_name(cl));
   in.specs.notes.insert(in.specs.notes.begin(), group_notes.begin(), group_notes.end());
+  herd::mcmc::sort_in_input_order(in.specs.notes);
   in.options.quiet = cl.quiet;
   in.banner = [ranks = comm.size()](const herd::mcmc::SamplerProgramInput& settled) { return banner(settled, ranks); };
   return in;

@@ -718,26 +718,31 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
        "herd's single-chain fork-join runs over MPI processes (mpiexec -n N); multi_chain runs chains_per_rank "
        "chains on threads");
 
+  sort_in_input_order(s.notes);
   if (!errs.empty()) {
-    // In input order, as Schema::apply orders its problems: an input file's lines first, then
-    // the --set overrides, then the rest, each group in the order found.
-    const auto order = [](const std::string& e) -> std::pair<int, long> {
-      if (e.rfind("--set", 0) == 0) return {1, 0};
-      const std::size_t a = e.find(':');
-      const std::size_t b = a == std::string::npos ? a : e.find(':', a + 1);
-      if (b != std::string::npos && b > a + 1 &&
-          std::all_of(e.begin() + static_cast<std::ptrdiff_t>(a) + 1, e.begin() + static_cast<std::ptrdiff_t>(b),
-                      [](char c) { return c >= '0' && c <= '9'; }))
-        return {0, std::stol(e.substr(a + 1, b - a - 1))};
-      return {2, 0};
-    };
-    std::stable_sort(errs.begin(), errs.end(),
-                     [&](const std::string& x, const std::string& y) { return order(x) < order(y); });
+    sort_in_input_order(errs);
     std::string all;
     for (const auto& e : errs) all += (all.empty() ? "" : "\n") + e;
     throw InputError(all);
   }
   return s;
+}
+
+void sort_in_input_order(std::vector<std::string>& messages) {
+  // The origin a message begins with: "file:LINE: ..." (group 0, by line), "--set ..." (group
+  // 1), anything else (group 2).
+  const auto order = [](const std::string& e) -> std::pair<int, long> {
+    if (e.rfind("--set", 0) == 0) return {1, 0};
+    const std::size_t a = e.find(':');
+    const std::size_t b = a == std::string::npos ? a : e.find(':', a + 1);
+    if (b != std::string::npos && b > a + 1 && b - a <= 10 &&
+        std::all_of(e.begin() + static_cast<std::ptrdiff_t>(a) + 1, e.begin() + static_cast<std::ptrdiff_t>(b),
+                    [](char c) { return c >= '0' && c <= '9'; }))
+      return {0, std::stol(e.substr(a + 1, b - a - 1))};
+    return {2, 0};
+  };
+  std::stable_sort(messages.begin(), messages.end(),
+                   [&](const std::string& x, const std::string& y) { return order(x) < order(y); });
 }
 
 std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs& s, int ndim,

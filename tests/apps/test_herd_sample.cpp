@@ -890,6 +890,13 @@ TEST_CASE("herd-sample: a ParaMonte 1 namelist in the style of its examples runs
                              "reads &ParaDRAM only, as ParaDRAM does)"));
   CHECK_THAT(r.out, Contains("herd-sample: note: --set warmup=10: warmup = 10 is not read: it applies to device = "
                              "\"cpu_batched\" and \"cuda\", and device is \"cpu\""));
+  // The notes come in input order: the file's lines, then --set.
+  const auto at = [&](const char* origin) { return r.out.find(std::string("herd-sample: note: ") + origin); };
+  CHECK(at("paramonte.in:7:") < at("paramonte.in:8:"));
+  CHECK(at("paramonte.in:9:") < at("paramonte.in:15:"));
+  CHECK(at("paramonte.in:16:") < at("paramonte.in:18:"));
+  CHECK(at("paramonte.in:18:") < at("--set warmup=10:"));
+  CHECK(at("--set warmup=10:") != std::string::npos);
   const std::string resolved = slurp(dir / "outputs" / "ParaDRAM_run_report.txt");
   CHECK_THAT(resolved, Contains("\n# warmup = 10  # --set warmup=10; not read: it applies to device"));
   CHECK_THAT(resolved,

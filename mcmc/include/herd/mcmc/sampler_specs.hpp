@@ -106,6 +106,12 @@ struct SamplerSpecs {
 std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs& specs, int ndim,
                                                              std::function<double(const double*, int)> f);
 
+/// Sorts one-line messages that begin with their origin into input order, as Schema::apply
+/// orders its problems: an input file's lines ("run.toml:7: ...") by line, then the --set
+/// overrides ("--set k=v: ..."), then the rest, each group in its given order (stable).
+/// Thread-safe on distinct vectors.
+void sort_in_input_order(std::vector<std::string>& messages);
+
 /// Checks the covariance (or, with `correlation`, correlation) matrix `v` `[d, d]` row-major
 /// of the input key `key` of `settings`: finite, symmetric (to 1e-12 of its largest element),
 /// positive definite, and for a correlation a unit diagonal, after its length (d x d values).
