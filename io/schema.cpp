@@ -811,9 +811,20 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
     });
     if (rows) {
       ConfigValue::Array flat;
+      std::string lengths;
+      bool ragged = false;
       for (const auto& row : items) {
-        well_formed = well_formed && row.as_array().size() == items.front().as_array().size();
+        ragged = ragged || row.as_array().size() != items.front().as_array().size();
+        lengths += fmt::format("{}{}", lengths.empty() ? "" : ", ", row.as_array().size());
         for (const auto& x : row.as_array()) flat.push_back(x);
+      }
+      if (ragged && well_formed) {
+        // E.g. a namelist's m(3,3) = 1 alone: rows 1 and 2 are empty.
+        r.problem(given->where, fmt::format("key \"{}\" is a matrix whose rows have {} elements, but must be {} (rows "
+                                            "of one length, taken in row-major order)",
+                                            shown, lengths, key.expected()));
+        out.entries_.push_back(std::move(e));
+        continue;
       }
       items = std::move(flat);
     }

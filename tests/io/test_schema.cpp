@@ -123,6 +123,9 @@ TEST_CASE("schema: --set lists: commas inside quotes do not split, nesting is ne
   CHECK(error(deep + "=1").find("at most 64 are allowed") != std::string::npos);
   // The same refusal for ragged rows written in a TOML file.
   CHECK_THROWS_AS(s.apply(parse_toml("hidden = [[64], [64, 32]]\n", "run.toml")), herd::InputError);
+  // The message gives the rows' lengths (it printed the value with its holes).
+  CHECK(error("hidden=[[64], [64, 32]]").find("is a matrix whose rows have 1, 2 elements, but must be") !=
+        std::string::npos);
 }
 
 TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
