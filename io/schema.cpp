@@ -444,7 +444,9 @@ class Resolver {
   /// "output_prefix"; up to 3), else the nearest name by edit distance; when even that one
   /// differs in more than half of the written characters, the keys whose last part holds
   /// its last part's letters in order, from the same first letter (an abbreviation, e.g.
-  /// "totl" for "total_steps", where "eval" is nearer; up to 3), if any.
+  /// "totl" for "total_steps", where "eval" is nearer; up to 3), if any, else, when the
+  /// nearest name differs in more than half of the written characters plus one, nothing
+  /// (empty: "mpiname" is like no key, and "thin" would mislead).
   std::string suggest(const std::string& written) const {
     const auto leaf = [&](const std::string& n) {
       const std::size_t dot = n.rfind('.');
@@ -489,6 +491,8 @@ class Resolver {
           return s;
       }
       if (std::string s = those(own, abbreviates); !s.empty()) return s;
+      // Nothing alike: no name at all is better than a misleading one ("mpiname": "thin").
+      if (2 * dist > want.size() + 2) return {};
     }
     return "\"" + near + "\"";
   }
@@ -559,7 +563,11 @@ class Resolver {
         if (problems.size() < 100) {
           std::string dotted = written;  // a namelist's target%mu as the table key target.mu
           std::replace(dotted.begin(), dotted.end(), '%', '.');
-          problem(v.where, fmt::format("unknown key \"{}\"; did you mean {}?", written, suggest(dotted)));
+          const std::string near = suggest(dotted);
+          problem(v.where, near.empty() ? fmt::format("unknown key \"{}\" (no key is spelled like it; --help-keys "
+                                                      "lists them)",
+                                                      written)
+                                        : fmt::format("unknown key \"{}\"; did you mean {}?", written, near));
         } else {
           problem(v.where, fmt::format("unknown key \"{}\"", written));
         }

@@ -134,6 +134,9 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
         "run.toml:7: unknown key \"chain_sise\"; did you mean \"chain_size\"?");
   CHECK(error_of("model = 'm'\n[proposal]\nscal = 3\n") ==
         "run.toml:3: unknown key \"proposal.scal\"; did you mean \"proposal.scale\"?");
+  // A name like no key gets no suggestion rather than a misleading one.
+  CHECK(error_of("model = 'm'\nmpiname = 3\n") ==
+        "run.toml:2: unknown key \"mpiname\" (no key is spelled like it; --help-keys lists them)");
   CHECK(error_of("model = 'm'\n[proposa]\nscale = 3\n") ==
         "run.toml:2: unknown key \"proposa\"; did you mean \"proposal\"?");
   // A key outside its table, or in another table, is pointed to the key of that name.
