@@ -174,7 +174,8 @@ herd::mcmc::SamplerProgramInput resolve(const CommandLine& cl, const herd::Commu
       throw herd::InputError(fmt::format(
           "{}: herd-sample reads the &ParaDRAM group only; write its keys inside &ParaDRAM as {}%key = value", where,
           g.name));
-    group_notes.push_back(where + " (herd-sample reads &ParaDRAM only, as ParaDRAM does)");
+    group_notes.push_back(where + (table == "paradram." ? " (a second &ParaDRAM group; only the first is read)"
+                                                        : " (herd-sample reads &ParaDRAM only, as ParaDRAM does)"));
   }
   const herd::io::Settings settings = schema.apply(config, all_sets);
   // The target by name (built-in, posteriordb model, plugin). An input without one is
@@ -182,9 +183,10 @@ herd::mcmc::SamplerProgramInput resolve(const CommandLine& cl, const herd::Commu
   // of a forgotten target would look like a result.
   if (!settings.has("target.model") && !settings.has("target.builtin") && !settings.has("target.library"))
     throw herd::InputError(fmt::format(
-        "{}: no target is given: set target.builtin, target.model or target.library{} (only herd-sample without an "
-        "input file samples its default model, kidscore_interaction)",
-        input_name(cl), config.case_insensitive() ? " (in a namelist: target%builtin = \"normal\", ...)" : ""));
+        "{}: no target is given: set target.builtin, target.model or target.library{} ({})", input_name(cl),
+        config.case_insensitive() ? " (in a namelist: target%builtin = \"normal\", ...)" : "",
+        cl.file.empty() ? "a --set target.* replaces the default input's target, the model kidscore_interaction"
+                        : "only herd-sample without an input file samples its default model, kidscore_interaction"));
   // Then the specifications, the device and the checks of the library.
   herd::mcmc::complete_program_input(in, herd::mcmc::TargetRegistry::global().make(settings, ""), schema, settings,
                                      comm, input_name(cl));
@@ -212,8 +214,9 @@ std::vector<std::string> g_checkpoint_files;
 volatile std::sig_atomic_t g_after_rank0 = 0;
 
 /// Writes the stop line, removes the output prefix's lock file and lets the signal end the process as it would have
-/// without a handler (exit status 128 + signal; SA_RESETHAND restored the default action). The restart record needs
-/// nothing done here: it is written so that a kill -9 at any point resumes.
+/// without a handler (exit status 128 + signal; SA_RESETHAND restored the default action); a rank other than 0 of an
+/// MPI run waits 0.2 s first (`g_after_rank0`). The restart record needs nothing done here: it is written so that a
+/// kill -9 at any point resumes. The other stop signal is blocked meanwhile.
 extern "C" void on_stop_signal(int sig) {
   const std::size_t i = sig == SIGTERM ? 1 : 0;
   bool early = !g_early_stop_lines[i].empty();
@@ -273,6 +276,8 @@ void install_stop_lines(const herd::mcmc::SamplerProgramInput& in, const herd::C
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);  // one stop at a time: a second signal waits for the first's end
+    sigaddset(&sa.sa_mask, SIGTERM);
     sa.sa_flags = SA_RESETHAND;
     ::sigaction(sig, &sa, nullptr);
   }

@@ -97,45 +97,48 @@ class Parser {
     return t_.substr(start, p_ - start);
   }
 
-  bool find_group(std::string_view group) {
-    const std::string want = lower(group);
+  /// Moves to the next group's name (past its '&' or '$'; text outside groups, "&end" and a
+  /// bare '&' are passed over) and returns it as written with the line of its '&', or false
+  /// at the end of the text.
+  bool next_group(std::string_view& written, int& at) {
     while (true) {
       skip_blanks();
       if (eof()) return false;
-      const char c = peek();
-      if (c == '&' || c == '$') {
-        const int at = line_;
-        advance();
-        const std::string_view written = read_name();
-        const std::string name = lower(written);
-        if (name.empty() || name == "end") continue;
-        if (want.empty() || name == want) {
-          group_ = std::string(written);
-          group_line_ = at;
-          return true;
-        }
-        cfg_.add_other_group(std::string(written), at);
-        skip_group();
-      } else {
+      if (peek() != '&' && peek() != '$') {
         skip_comment();  // text outside groups is ignored
+        continue;
       }
+      at = line_;
+      advance();
+      written = read_name();
+      if (!written.empty() && lower(written) != "end") return true;
     }
+  }
+
+  /// Finds group `group` (empty: the first), recording the groups before it as not read.
+  bool find_group(std::string_view group) {
+    const std::string want = lower(group);
+    std::string_view written;
+    int at = 0;
+    while (next_group(written, at)) {
+      if (want.empty() || lower(written) == want) {
+        group_ = std::string(written);
+        group_line_ = at;
+        return true;
+      }
+      cfg_.add_other_group(std::string(written), at);
+      skip_group();
+    }
+    return false;
   }
 
   /// The groups after the one read, named in the Config so that a program can say they are
   /// not read.
   void record_other_groups() {
-    while (true) {
-      skip_blanks();
-      if (eof()) return;
-      if (peek() != '&' && peek() != '$') {
-        skip_comment();  // text outside groups is ignored
-        continue;
-      }
-      const int at = line_;
-      advance();
-      const std::string_view written = read_name();
-      if (!written.empty() && lower(written) != "end") cfg_.add_other_group(std::string(written), at);
+    std::string_view written;
+    int at = 0;
+    while (next_group(written, at)) {
+      cfg_.add_other_group(std::string(written), at);
       skip_group();
     }
   }

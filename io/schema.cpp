@@ -537,7 +537,7 @@ class Resolver {
       const std::string path = prefix.empty() ? k : fmt::format("{}.{}", prefix, k);
       const std::string shown_leaf = (fold_ && !v.written_name.empty()) ? v.written_name : k;
       // A namelist component (target%ndim) keeps its whole written name, as does --set text.
-      const bool whole = (v.is_raw_text() || fold_) && v.written_name.find_first_of("%.") != std::string::npos;
+      const bool whole = fold_ && v.written_name.find('%') != std::string::npos;
       const std::string written =
           (v.is_raw_text() && !v.written_name.empty()) || whole
               ? v.written_name
@@ -563,7 +563,8 @@ class Resolver {
         if (problems.size() < 100) {
           std::string dotted = written;  // a namelist's target%mu as the table key target.mu
           std::replace(dotted.begin(), dotted.end(), '%', '.');
-          const std::string near = suggest(dotted);
+          std::string near = suggest(dotted);
+          if (dotted != written) std::replace(near.begin(), near.end(), '.', '%');  // as a namelist writes them
           problem(v.where, near.empty() ? fmt::format("unknown key \"{}\" (no key is spelled like it; --help-keys "
                                                       "lists them)",
                                                       written)
@@ -823,9 +824,10 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       bool ragged = false;
       for (const auto& row : items) {
         ragged = ragged || row.as_array().size() != items.front().as_array().size();
-        lengths += fmt::format("{}{}", lengths.empty() ? "" : ", ", row.as_array().size());
+        if (&row - items.data() < 8) lengths += fmt::format("{}{}", lengths.empty() ? "" : ", ", row.as_array().size());
         for (const auto& x : row.as_array()) flat.push_back(x);
       }
+      if (items.size() > 8) lengths += fmt::format(", ... ({} rows)", items.size());
       if (ragged && well_formed) {
         // E.g. a namelist's m(3,3) = 1 alone: rows 1 and 2 are empty.
         r.problem(given->where, fmt::format("key \"{}\" is a matrix whose rows have {} elements, but must be {} (rows "
@@ -856,13 +858,15 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
         std::vector<std::size_t> set_at;
         for (std::size_t j = 0; j < items.size(); ++j)
           if (!items[j].is_null()) set_at.push_back(j + 1);
-        std::string sets = set_at.empty() ? "none" : fmt::format("{}", set_at.front());
+        std::string sets = set_at.empty() ? "" : fmt::format("{}", set_at.front());
         for (std::size_t j = 1; j < set_at.size() && j < 4; ++j) sets += fmt::format(", {}", set_at[j]);
         if (set_at.size() > 4) sets += fmt::format(", ... ({} in all)", set_at.size());
         r.problem(item.where.line > 0 ? item.where : given->where,
-                  fmt::format("key \"{}\" element {} is not set and has no default (the input sets element{} {} "
-                              "of {})",
-                              shown, i + 1, set_at.size() == 1 ? "" : "s", sets, items.size()));
+                  fmt::format("key \"{}\" element {} is not set and has no default ({} of {})", shown, i + 1,
+                              set_at.empty()       ? std::string("the input sets none")
+                              : set_at.size() == 1 ? "the input sets element " + sets
+                                                   : "the input sets elements " + sets,
+                              items.size()));
         ok = false;
         break;
       }

@@ -472,7 +472,8 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   }
   s.output_prefix = st.get_string("output_prefix");
   s.output_prefix_origin =
-      st.origin("output_prefix").rfind("--set ", 0) == 0
+      st.is_default("output_prefix") ? fmt::format("output_prefix = \"{}\" (its default)", s.output_prefix)
+      : st.origin("output_prefix").rfind("--set ", 0) == 0
           ? st.origin("output_prefix")
           : fmt::format("{}: {} = \"{}\"", st.origin("output_prefix"), st.written("output_prefix"), s.output_prefix);
   // ParaMonte: a name ending in '/' is a folder, and the files get the default name in it.

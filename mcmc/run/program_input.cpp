@@ -65,9 +65,11 @@ void complete_program_input(SamplerProgramInput& in, MadeTarget made, const io::
   try {
     use_batched_run(in, std::move(made.batched), comm);
   } catch (const InputError& e) {
-    // The device's problems (no CUDA device, a target the device cannot run) name where
-    // device was set, as the keys' own problems do.
-    throw InputError(fmt::format("{}: {}", settings.origin("device"), e.what()));
+    // The device's own problems (no CUDA device, a target the device cannot run) name where
+    // device was set, as the keys' own problems do; those of other keys name theirs.
+    const std::string m = e.what();
+    if (m.rfind("key \"device\"", 0) != 0 && m.rfind("device = \"", 0) != 0) throw;
+    throw InputError(fmt::format("{}: {}", settings.origin("device"), m));
   }
   in.seed_given = settings.has("random_seed");
   probe_kernel_options(in, origin);

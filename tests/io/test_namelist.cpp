@@ -137,6 +137,14 @@ TEST_CASE("namelist: groups, case and terminators", "[io]") {
   CHECK(g.other_groups()[2].name == "ParaDISE");
   CHECK(g.other_groups()[2].line == 6);
   CHECK(nml("&ParaDRAM b=2 /\ntext after the group\n").other_groups().empty());
+  // Free text after a group closed by $end is passed over, quotes and all; a second group of
+  // the name read is recorded too.
+  const Config e = nml("&ParaDRAM b=2 /\n$ParaDISE x=1 $end\nNotes: don't edit\n&ParaDRAM b=3 /\n");
+  REQUIRE(e.other_groups().size() == 2);
+  CHECK(e.other_groups()[0].name == "ParaDISE");
+  CHECK(e.other_groups()[1].name == "ParaDRAM");
+  CHECK(e.other_groups()[1].line == 4);
+  CHECK(e.find("b")->as_int() == 2);
   // Later assignments win, element-wise for arrays.
   const Config c = nml("&ParaDRAM x = 1, 2, 3\n x(2) = 20\n y = 1\n y = 2 /");
   CHECK(floats(*c.find("x")) == std::vector<double>{1, 20, 3});

@@ -49,7 +49,8 @@ struct SamplerSpecs {
   std::uint64_t random_seed = 0;
   std::string output_prefix;
   /// Where output_prefix was set and how, for messages about the output folder:
-  /// `run.nml:4: outputFileName = "./out/"` (empty: a program's own specifications).
+  /// `run.nml:4: outputFileName = "./out/"`, `--set output_prefix=...` or `output_prefix =
+  /// "out/herd_sample" (its default)` (empty: a program's own specifications).
   std::string output_prefix_origin;
   std::string chain_file_format = "compact";
   /// What the `.h5` holds of the draws: "verbose" (the `posterior` and per-draw `sample_stats`
