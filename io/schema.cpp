@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "herd/core/error.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/io/toml_reader.hpp"
 
 namespace herd::io {
@@ -169,6 +170,19 @@ const ConfigValue& Settings::value(std::string_view key) const { return entry(ke
 std::string Settings::origin(std::string_view key) const { return entry(key).value.where.str(); }
 
 const std::string& Settings::written(std::string_view key) const { return entry(key).written; }
+
+std::uint64_t Settings::get_memory_size(std::string_view key) const {
+  const std::string& text = get_string(key);
+  try {
+    return parse_memory_size(text);
+  } catch (const InputError& e) {
+    // parse_memory_size says "\"<text>\" is not a memory size: must be ...": its expectation
+    // goes into the one-line form of every refused key.
+    std::string why = e.what();
+    if (const auto k = why.find(": must be "); k != std::string::npos) why = why.substr(k + 2);
+    throw InputError(fmt::format("{}: key \"{}\" is \"{}\", but {}", origin(key), written(key), text, why));
+  }
+}
 
 void Settings::refuse_unread(const std::vector<std::string>& keys, std::string_view reason) const {
   if (keys.empty()) return;

@@ -504,16 +504,7 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   if (s.output_delimiter.empty()) s.output_delimiter.push_back(' ');
   check_delimiter(st, s.output_delimiter);
   check_variable_names(st, s.variable_names, s.output_delimiter);
-  try {
-    s.max_memory = parse_memory_size(st.get_string("max_memory"));
-  } catch (const InputError& e) {
-    // parse_memory_size says "\"<text>\" is not a memory size: must be ...": its expectation
-    // goes into the one-line form of every refused key.
-    std::string why = e.what();
-    if (const auto k = why.find(": must be "); k != std::string::npos) why = why.substr(k + 2);
-    throw InputError(fmt::format("{}: key \"{}\" is \"{}\", but {}", st.origin("max_memory"), st.written("max_memory"),
-                                 st.get_string("max_memory"), why));
-  }
+  s.max_memory = st.get_memory_size("max_memory");
   s.output_real_precision = static_cast<int>(st.get_int("output_real_precision"));
   s.output_column_width = static_cast<int>(st.get_int("output_column_width"));
   s.silent_mode = st.get_bool("silent_mode") || st.get_string("output_splash_mode") == "silent";

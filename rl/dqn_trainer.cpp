@@ -127,8 +127,7 @@ void check_dqn_memory(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs)
     described += (described.empty() ? "" : " and ") + what[k];
     hint += (hint.empty() ? "lower " : " or ") + std::string(keys[k]);
   }
-  const std::string origin = c.max_memory > 0 && !c.max_memory_origin.empty() ? c.max_memory_origin + ": " : "";
-  check_memory_need(need, c.max_memory, origin + "DQN with " + described, hint);
+  check_memory_need(need, c.max_memory, c.max_memory_prefix() + "DQN with " + described, hint);
 }
 
 }  // namespace
@@ -457,9 +456,7 @@ std::vector<std::string> DqnTrainer::resume_conflicts(const std::string& path) c
             ")"};
   }
   r.expect_kind(kDqnCheckpointKind, kKindVersion);
-  auto out = detail::fixed_conflicts(r.string("config"), config_text_, fixed_on_resume());
-  for (auto& c : detail::wrapper_conflicts(r.string("config"), config_text_)) out.push_back(std::move(c));
-  return out;
+  return detail::resume_conflicts(r.string("config"), config_text_, fixed_on_resume());
 }
 
 void DqnTrainer::load_local(const io::CheckpointReader& r, const std::string& path) {

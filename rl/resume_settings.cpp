@@ -46,14 +46,26 @@ std::vector<std::string> wrapper_conflicts(const std::string& saved_text, const 
     };
     return !is("env.frame_stack", "1") || is("env.clip_reward", "true") || is("env.episodic_life", "true");
   };
-  // A checkpoint from before these keys existed says nothing of them (nor does fixed_conflicts).
-  if (saved.count("env.frame_stack") == 0 || wrapped(saved) == wrapped(now)) return {};
+  // A checkpoint from before these keys existed says nothing of them (nor does fixed_conflicts);
+  // a changed frame_stack is reported by fixed_conflicts, and restoring it alone may suffice.
+  const auto stack = [](const std::map<std::string, std::string>& v) {
+    const auto it = v.find("env.frame_stack");
+    return it == v.end() ? std::string() : it->second;
+  };
+  if (saved.count("env.frame_stack") == 0 || stack(saved) != stack(now) || wrapped(saved) == wrapped(now)) return {};
   std::vector<std::string> out;
   for (const char* key : {"env.clip_reward", "env.episodic_life"}) {
     const auto s = saved.find(key), n = now.find(key);
     if (s != saved.end() && n != now.end() && s->second != n->second)
       out.push_back(fmt::format("{} = {} (the checkpoint has {})", key, n->second, s->second));
   }
+  return out;
+}
+
+std::vector<std::string> resume_conflicts(const std::string& saved_text, const std::string& now_text,
+                                          const std::vector<std::string>& fixed) {
+  auto out = fixed_conflicts(saved_text, now_text, fixed);
+  for (auto& c : wrapper_conflicts(saved_text, now_text)) out.push_back(std::move(c));
   return out;
 }
 

@@ -27,6 +27,11 @@ std::vector<std::string> fixed_conflicts(const std::string& saved_text, const st
 /// another of the three keeps the wrapper, the switches may change.
 std::vector<std::string> wrapper_conflicts(const std::string& saved_text, const std::string& now_text);
 
+/// Every setting that keeps a checkpoint from being resumed: `fixed_conflicts`, then
+/// `wrapper_conflicts` (which stays silent while env.frame_stack itself differs).
+std::vector<std::string> resume_conflicts(const std::string& saved_text, const std::string& now_text,
+                                          const std::vector<std::string>& fixed);
+
 /// The same list for every key whose change alters the training's trajectory (all but the
 /// run's length, output names and periods, the sampler kind and threads, and max_memory):
 /// a resumed run reports these, since it then differs from an uninterrupted one.

@@ -611,15 +611,7 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   if (c.sampler == "alternating" && c.sampler_options.num_envs % 2 != 0)
     refuse_key(st, "sampler.num_envs", std::to_string(c.sampler_options.num_envs),
                "the alternating sampler needs an even number (two groups of num_envs / 2)");
-  try {
-    c.max_memory = parse_memory_size(st.get_string("max_memory"));
-  } catch (const InputError& e) {
-    // parse_memory_size says "\"<text>\" is not a memory size: must be ...": its expectation
-    // goes into the one-line form of every refused key.
-    std::string why = e.what();
-    if (const auto k = why.find(": must be "); k != std::string::npos) why = why.substr(k + 2);
-    refuse_key(st, "max_memory", "\"" + st.get_string("max_memory") + "\"", why);
-  }
+  c.max_memory = st.get_memory_size("max_memory");
   if (st.is_set("max_memory")) c.max_memory_origin = st.origin("max_memory");
   // Configurations that learn little or nothing run, with a warning on the terminal.
   const bool one_sample = c.algorithm == "ppo" ? p.minibatch_size == 1 : c.steps_per_iteration() == 1;
@@ -675,7 +667,8 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
     config = io::read_config(path);
   } catch (const InputError& e) {
     const std::string what = e.what();
-    if (what.find("cannot redefine existing") != std::string::npos && env_given_both_ways(path))
+    if (what.find("cannot redefine existing") != std::string::npos && what.find("'env'") != std::string::npos &&
+        env_given_both_ways(path))
       throw InputError(what +
                        " (env = \"...\" and [env] cannot both be used: write the id inside [env], as id = "
                        "\"...\")");

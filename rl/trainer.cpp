@@ -151,8 +151,7 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
   // The spaces of the agent, and the memory the run needs, before anything large is made.
   const auto probe = make_env(c.env);
   check_memory_need(training_memory_need(c, probe->obs_dim(), probe->action_space().dim()), c.max_memory,
-                    (c.max_memory > 0 && !c.max_memory_origin.empty() ? c.max_memory_origin + ": " : "") +
-                        "training with " + std::to_string(c.sampler_options.num_envs) + " envs x " +
+                    c.max_memory_prefix() + "training with " + std::to_string(c.sampler_options.num_envs) + " envs x " +
                         std::to_string(c.sampler_options.num_steps) +
                         " steps per rollout (sampler.num_envs x "
                         "sampler.num_steps)",
@@ -286,9 +285,7 @@ std::vector<std::string> Trainer::resume_conflicts(const std::string& path) cons
   io::CheckpointReader r(path);
   if (r.kind() == kDqnCheckpointKind) return {"algorithm = \"" + config_.algorithm + "\" (the checkpoint has \"dqn\")"};
   r.expect_kind(kKind, kKindVersion);
-  auto out = detail::fixed_conflicts(r.string("config"), config_text_, fixed_on_resume());
-  for (auto& c : detail::wrapper_conflicts(r.string("config"), config_text_)) out.push_back(std::move(c));
-  return out;
+  return detail::resume_conflicts(r.string("config"), config_text_, fixed_on_resume());
 }
 
 void Trainer::load_checkpoint(const std::string& path) {

@@ -183,6 +183,13 @@ TEST_CASE("herd-rl [env] wrappers: frame stack, reward clipping, time limit; epi
   CHECK_THAT(kf.err, Contains("herd-rl: error: cannot resume one.ckpt with env.clip_reward = false (the checkpoint "
                               "has true)") &&
                          !Contains("values per environment"));
+  // Where the stack size changes too, it alone is named: restoring it lets reward clipping change.
+  REQUIRE(run(d, "train w.toml --set output_prefix=two --quiet --stop-after 1").rc == 0);
+  const Run ks = run(d,
+                     "train w.toml --resume --set env.frame_stack=1 --set output_prefix=two --set "
+                     "env.clip_reward=false");
+  CHECK(ks.rc == 2);
+  CHECK_THAT(ks.err, Contains("env.frame_stack = 1 (the checkpoint has 2)") && !Contains("env.clip_reward"));
 
   std::ofstream(d / "life.toml") << config("id = \"MinAtar/Breakout-v1\"\nepisodic_life = true\n");
   const Run l = run(d, "train life.toml --overwrite");

@@ -119,6 +119,10 @@ class Settings {
   /// from --set, input text or the default. @throws InputError as get_string, or naming the
   /// key when its value is empty.
   std::string get_path(std::string_view key) const;
+  /// The string key `key` as a memory size in bytes (herd::parse_memory_size: "16GiB", "500
+  /// MB"; 0: no limit). @throws InputError in the one-line form naming the key's origin, as
+  /// get_string, or when the text is not a size.
+  std::uint64_t get_memory_size(std::string_view key) const;
   /// The key as the input spelled it (e.g. the namelist's `proposalStartCovMat` for
   /// `proposal_cov`), else its schema name: what messages about its value should say.
   /// @throws InputError when unknown.

@@ -78,6 +78,11 @@ struct TrainConfig {
   /// Where max_memory was set ("run.toml:7", "--set max_memory=200MB"; empty when it took
   /// its default): a refusal for exceeding it starts with this origin, as input errors do.
   std::string max_memory_origin;
+  /// "<max_memory_origin>: " when max_memory was set, else "": what a refusal for exceeding
+  /// it starts with.
+  std::string max_memory_prefix() const {
+    return max_memory > 0 && !max_memory_origin.empty() ? max_memory_origin + ": " : std::string();
+  }
   /// Why this configuration learns little or nothing (one line each; herd-rl prints them
   /// as warnings before training), e.g. minibatches of one sample.
   std::vector<std::string> warnings;
