@@ -18,10 +18,12 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -234,6 +236,34 @@ extern "C" void on_stop_signal(int sig) {
   ::raise(sig);
 }
 
+/// Until `install_stop_lines` replaces it: a rank other than 0 of an MPI run (MPICH's launcher
+/// sets PMI_RANK) that is stopped while it starts ends 0.2 s after its signal, as
+/// `on_stop_signal` does, so that rank 0, which may already hold the output prefix's lock, can
+/// remove it before the launcher kills it. Async-signal-safe.
+extern "C" void on_early_stop_signal(int sig) {
+  const struct timespec pause { 0, 200'000'000 };
+  ::nanosleep(&pause, nullptr);
+  ::raise(sig);
+}
+
+/// Installs `on_early_stop_signal` on the ranks other than 0 (by PMI_RANK, before MPI is
+/// initialised); a signal ignored at start stays ignored.
+void install_early_stop_handler() {
+  const char* rank = std::getenv("PMI_RANK");
+  if (rank == nullptr || rank[0] == '\0' || std::string_view(rank) == "0") return;
+  for (const int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_early_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sa.sa_flags = SA_RESETHAND;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
 /// Fills `g_stop_lines` for this run and installs `on_stop_signal` for SIGINT and SIGTERM
 /// (a SIGINT ignored at start, as in a background job of a script, stays ignored).
 void install_stop_lines(const herd::mcmc::SamplerProgramInput& in, const herd::Communicator& comm) {
@@ -338,6 +368,7 @@ int run_main(int argc, char** argv) {
     return 0;
   }
   if (!seeds_valid(cl)) return 2;
+  install_early_stop_handler();
   // Under `mpiexec -n N` (MPICH) the ranks run the model's parallel form (multi_chain, or
   // fork-join for single_chain); without a launcher, one process (no MPI initialisation).
   int rc = 0;
