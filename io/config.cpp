@@ -1,6 +1,7 @@
 #include "herd/io/config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -368,7 +369,23 @@ Config read_config(const std::string& path, std::string_view namelist_group) {
     break;
   }
   if (namelist) return parse_namelist(text, path, namelist_group);
-  return parse_toml(text, path);
+  try {
+    return parse_toml(text, path);
+  } catch (const InputError&) {
+    // Not TOML, and a line opens a namelist group ("&ParaDRAM"): a namelist with free text
+    // before its first group, which Fortran's namelist read skips.
+    for (std::size_t at = 0; at < text.size();) {
+      std::size_t i = at;
+      while (i < text.size() && (text[i] == ' ' || text[i] == '	')) ++i;
+      if (i + 1 < text.size() && (text[i] == '&' || text[i] == '$') &&
+          std::isalpha(static_cast<unsigned char>(text[i + 1])))
+        return parse_namelist(text, path, namelist_group);
+      at = text.find('\n', at);
+      if (at == std::string_view::npos) break;
+      ++at;
+    }
+    throw;
+  }
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {

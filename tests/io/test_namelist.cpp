@@ -288,6 +288,14 @@ TEST_CASE("namelist: files are read and auto-detected", "[io]") {
   CHECK(c.find("chainsize")->as_int() == 7);
   CHECK(read_namelist(tmp.file("in.nml")).find("chainsize")->where.str() == tmp.file("in.nml") + ":3");
   CHECK_THROWS_AS(read_namelist(tmp.file("missing.nml")), herd::IoError);
+  // Free text before the first group, which Fortran's read skips (it was read as TOML).
+  { std::ofstream(tmp.file("notes.nml")) << "Header text, don't edit\n! a comment\n  &ParaDRAM chainSize = 8 /\n"; }
+  CHECK(read_config(tmp.file("notes.nml"), "ParaDRAM").find("chainsize")->as_int() == 8);
+  // TOML stays TOML, and a broken TOML file without a group keeps TOML's error.
+  { std::ofstream(tmp.file("run.toml")) << "chain_size = 9\n"; }
+  CHECK_FALSE(read_config(tmp.file("run.toml"), "ParaDRAM").case_insensitive());
+  { std::ofstream(tmp.file("bad.toml")) << "chain_size = \n"; }
+  CHECK_THROWS_WITH(read_config(tmp.file("bad.toml"), "ParaDRAM"), Catch::Contains("bad.toml:1"));
 }
 
 TEST_CASE("namelist and TOML: a matrix given as rows fills a list key in row-major order", "[io]") {
