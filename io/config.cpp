@@ -376,7 +376,7 @@ Config read_config(const std::string& path, std::string_view namelist_group) {
     // before its first group, which Fortran's namelist read skips.
     for (std::size_t at = 0; at < text.size();) {
       std::size_t i = at;
-      while (i < text.size() && (text[i] == ' ' || text[i] == '	')) ++i;
+      while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
       if (i + 1 < text.size() && (text[i] == '&' || text[i] == '$') &&
           std::isalpha(static_cast<unsigned char>(text[i + 1])))
         return parse_namelist(text, path, namelist_group);

@@ -152,7 +152,8 @@ class Config {
 /// Reads an input file: a Fortran namelist when its first non-blank, non-comment character
 /// is '&' or '$' (then `namelist_group`, e.g. "ParaDRAM", is the group read; empty: the
 /// first group), else TOML; text that is not TOML but has a line opening a group ("&name")
-/// is a namelist with free text before its first group. @throws IoError when unreadable, InputError on a syntax error.
+/// is a namelist with free text before its first group. @throws IoError when unreadable,
+/// InputError on a syntax error.
 Config read_config(const std::string& path, std::string_view namelist_group = "");
 
 /// Edit distance between two strings, for "did you mean" suggestions: insertions, deletions,
