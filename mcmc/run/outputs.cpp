@@ -422,11 +422,22 @@ void prepare_outputs(const SamplerSpecs& s, int ranks, bool resuming) {
   // point at any file of the user's); the restart folder is never a link either.
   for (const auto& path : output_paths(s, ranks)) io::refuse_symlink(path);
   io::refuse_symlink(restart_folder(s));
+  // A folder (or any other non-file) where an output file goes would fail only the final
+  // rename, after the whole run: refused now, with or without overwrite (which removes files).
+  for (const auto& path : output_paths(s, ranks)) {
+    std::error_code ec;
+    const auto st = fs::symlink_status(path, ec);
+    if (!ec && fs::exists(st) && !fs::is_regular_file(st))
+      throw InputError(fmt::format("{}output file \"{}\" is {}, not a file: remove it or choose another output_prefix",
+                                   s.output_prefix_origin.empty() ? "" : s.output_prefix_origin + ": ", path,
+                                   fs::is_directory(st) ? "a folder" : "something else"));
+  }
   if (!resuming) {
     for (const auto& path : output_paths(s, ranks)) {
       if (!s.overwrite && fs::exists(path)) {
         throw InputError(
-            fmt::format("output file \"{}\" exists; set overwrite = true or choose another output_prefix", path));
+            fmt::format("{}output file \"{}\" exists; set overwrite = true or choose another output_prefix",
+                        s.output_prefix_origin.empty() ? "" : s.output_prefix_origin + ": ", path));
       }
     }
   }
