@@ -215,6 +215,30 @@ std::vector<std::string> g_checkpoint_files;
 /// rank 0, which writes the stop line, has had the time to do so.
 volatile std::sig_atomic_t g_after_rank0 = 0;
 
+/// Waits 0.2 s: on a rank other than 0, long enough for rank 0 to write its stop line and
+/// release the lock before MPICH's launcher kills the ranks left. Async-signal-safe.
+void wait_for_rank0() {
+  const struct timespec pause { 0, 200'000'000 };
+  ::nanosleep(&pause, nullptr);
+}
+
+/// Installs `handler` for SIGINT and SIGTERM, for one signal (SA_RESETHAND restores the
+/// default action), with both blocked while it runs; a signal ignored at start (a SIGINT in
+/// a background job of a script) stays ignored.
+void install_stop_handler(void (*handler)(int)) {
+  for (const int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);  // one stop at a time: a second signal waits for the first's end
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sa.sa_flags = SA_RESETHAND;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
 /// Writes the stop line, removes the output prefix's lock file and lets the signal end the process as it would have
 /// without a handler (exit status 128 + signal; SA_RESETHAND restored the default action); a rank other than 0 of an
 /// MPI run waits 0.2 s first (`g_after_rank0`). The restart record needs nothing done here: it is written so that a
@@ -229,10 +253,7 @@ extern "C" void on_stop_signal(int sig) {
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
   }
   herd::io::release_prefix_locks_on_signal();  // <prefix>.lock, as a run that ends removes it
-  if (g_after_rank0 != 0) {
-    const struct timespec pause { 0, 200'000'000 };
-    ::nanosleep(&pause, nullptr);
-  }
+  if (g_after_rank0 != 0) wait_for_rank0();
   ::raise(sig);
 }
 
@@ -241,8 +262,7 @@ extern "C" void on_stop_signal(int sig) {
 /// `on_stop_signal` does, so that rank 0, which may already hold the output prefix's lock, can
 /// remove it before the launcher kills it. Async-signal-safe.
 extern "C" void on_early_stop_signal(int sig) {
-  const struct timespec pause { 0, 200'000'000 };
-  ::nanosleep(&pause, nullptr);
+  wait_for_rank0();
   ::raise(sig);
 }
 
@@ -251,17 +271,7 @@ extern "C" void on_early_stop_signal(int sig) {
 void install_early_stop_handler() {
   const char* rank = std::getenv("PMI_RANK");
   if (rank == nullptr || rank[0] == '\0' || std::string_view(rank) == "0") return;
-  for (const int sig : {SIGINT, SIGTERM}) {
-    struct sigaction old {};
-    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-    struct sigaction sa {};
-    sa.sa_handler = on_early_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGINT);
-    sigaddset(&sa.sa_mask, SIGTERM);
-    sa.sa_flags = SA_RESETHAND;
-    ::sigaction(sig, &sa, nullptr);
-  }
+  install_stop_handler(on_early_stop_signal);
 }
 
 /// Fills `g_stop_lines` for this run and installs `on_stop_signal` for SIGINT and SIGTERM
@@ -300,17 +310,7 @@ void install_stop_lines(const herd::mcmc::SamplerProgramInput& in, const herd::C
                                 : std::string();
   }
   g_after_rank0 = comm.size() > 1 && comm.rank() != 0 ? 1 : 0;
-  for (const int sig : {SIGINT, SIGTERM}) {
-    struct sigaction old {};
-    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGINT);  // one stop at a time: a second signal waits for the first's end
-    sigaddset(&sa.sa_mask, SIGTERM);
-    sa.sa_flags = SA_RESETHAND;
-    ::sigaction(sig, &sa, nullptr);
-  }
+  install_stop_handler(on_stop_signal);
 }
 
 /// `resolve`, with --output and --seed (which travel as --set overrides) named as the user
