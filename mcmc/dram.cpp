@@ -33,9 +33,15 @@ constexpr int kMaxPath = kMaxStages + 1;
 // there cost gp_pois_regr four fifths of its ESS.) The adapted covariance is shrunk towards the start proposal's guess
 // with the weight of kPriorWeight x d^2 steps: an estimate from an autocorrelated random walk needs an effective size
 // well above d, and a random walk's autocorrelation time grows with d.
+// The halvings stop at kMinScaleFraction of the scale factor: unbounded, a chain that accepts
+// nothing (a log density that is -inf or NaN everywhere but at the start) halved its scale to
+// 0 after about 1075 updates, and its trials, equal to the current point, were then all
+// accepted: a chain of one repeated state, exit status 0. At 2^-40 a trial still moves a point
+// of size 1e3 by more than its last bit.
 constexpr double kStuckRate = 0.01;
 constexpr double kStuckOverall = 0.05;
 constexpr double kRecoverRate = 0.5;
+constexpr double kMinScaleFraction = 0x1p-40;
 constexpr double kPriorWeight = 3.0;
 
 // The shared per-chain math of the batched kernel (batched_dram_kernel.hpp): log1m_exp,
@@ -314,6 +320,20 @@ void DramSampler::validate() {
     HERD_REQUIRE(o.start_point[i] >= lower_[i] && o.start_point[i] <= upper_[i],
                  "dram: start_point[{}] is {}, but must lie in the domain [{}, {}]", i, o.start_point[i], lower_[i],
                  upper_[i]);
+  has_ball_ = !o.domain_ball_center.empty() || !o.domain_ball_precision.empty();
+  if (has_ball_) {
+    HERD_REQUIRE(o.domain_ball_center.size() == static_cast<std::size_t>(d) &&
+                     o.domain_ball_precision.size() == static_cast<std::size_t>(d) * d,
+                 "dram: the ball domain has a centre of {} values and a precision of {}, but needs {} and {}",
+                 o.domain_ball_center.size(), o.domain_ball_precision.size(), d, d * d);
+    for (const double v : o.domain_ball_precision)
+      HERD_REQUIRE(std::isfinite(v), "dram: the ball domain's precision has the value {}, but must be finite", v);
+    HERD_REQUIRE(inside_ball(o.start_point.data()),
+                 "dram: start_point is outside the ball domain (x - c)^T C^-1 (x - c) <= 1 (domain_ball_*)");
+  }
+  HERD_REQUIRE(o.domain_check_warn >= 0 && o.domain_check_stop >= 0,
+               "dram: domain_check_warn and domain_check_stop are {} and {}, but must be >= 0 (0: never)",
+               o.domain_check_warn, o.domain_check_stop);
   HERD_REQUIRE(o.burnin_adaptation_measure >= 0 && o.burnin_adaptation_measure <= 1,
                "dram: burnin_adaptation_measure is {}, but must be in [0, 1]", o.burnin_adaptation_measure);
   zig_ = &ziggurat_tables();
@@ -367,6 +387,7 @@ void DramSampler::reset() {
   acc_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kAcceptance);
   dr_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kDelayedRejection);
   chol_warned_ = false;
+  bad_trials_in_row_ = nan_trials_in_row_ = 0;
   nan_warned_ = true;  // a NaN at the start point is the error below, not also a warning
   const std::int64_t nans = state_.nan_count;
   const double lp = evaluate(state_.point.data());
@@ -395,6 +416,7 @@ void DramSampler::set_state(DramState s) {
                stage_scale_.size());
   state_ = std::move(s);
   cur_stage_ = 0;
+  bad_trials_in_row_ = nan_trials_in_row_ = 0;
   ahead_valid_ = false;
   refresh_proposal_cov();
   prop_rng_ = RngStream(options_.seed, state_.chain_id, RngPurpose::kProposal);
@@ -418,10 +440,35 @@ double DramSampler::evaluate(const double* y) {
   return check_value(v);
 }
 
+void DramSampler::count_out_of_domain_trial(bool nan) {
+  ++bad_trials_in_row_;
+  if (nan) ++nan_trials_in_row_;
+  const std::int64_t n = bad_trials_in_row_, nans = nan_trials_in_row_;
+  const std::int64_t warn = options_.domain_check_warn, stop = options_.domain_check_stop;
+  const bool stops = stop > 0 && n >= stop;
+  if (!stops && !(warn > 0 && n % warn == 0)) return;
+  const std::string what =
+      nans == 0   ? "fell outside the domain"
+      : nans == n ? "had a NaN log density"
+                  : fmt::format("fell outside the domain ({}) or had a NaN log density ({})", n - nans, nans);
+  const std::string limit = stop > 0 ? fmt::to_string(stop) : std::string("0, never");
+  if (stops)
+    throw Error(
+        fmt::format("dram: chain {}: {} trials in a row, up to proposal {}, {}: the run stops at "
+                    "max_num_domain_check_to_stop (maxNumDomainCheckToStop) = {}; check the domain, the "
+                    "start point and the log density",
+                    state_.chain_id, n, state_.proposal_number, what, limit));
+  HERD_LOG_WARN(
+      "dram: chain {}: {} trials in a row, up to proposal {}, {} (the run stops at "
+      "max_num_domain_check_to_stop = {})",
+      state_.chain_id, n, state_.proposal_number, what, limit);
+}
+
 double DramSampler::check_value(double v) {
   ++state_.evaluations;
   if (std::isnan(v)) [[unlikely]] {
     ++state_.nan_count;
+    if (state_.proposal_number > 0 || cur_stage_ > 0) count_out_of_domain_trial(true);
     if (!nan_warned_) {
       nan_warned_ = true;
       HERD_LOG_WARN(
@@ -431,6 +478,7 @@ double DramSampler::check_value(double v) {
     }
     return kNegInf;
   }
+  bad_trials_in_row_ = nan_trials_in_row_ = 0;
   if (v == std::numeric_limits<double>::infinity()) [[unlikely]]
     throw NumericalError(
         fmt::format("dram: chain {}: the log density is +inf at proposal {}, but must be "
@@ -528,11 +576,25 @@ bool DramSampler::trial_point(const double* w, double* y) const {
   static const bool avx2 = cpu_has_avx2();
   if (avx2) apply_factor_blocks_avx2(chol_blocks_.data(), w, state_.point.data(), y, d);
   else apply_factor_blocks_generic(chol_blocks_.data(), w, state_.point.data(), y, d);
+  if (has_ball_ && !inside_ball(y)) return false;
   if (!has_box_) return true;
   unsigned inside = 1;  // branch-free: a data-dependent branch per coordinate mispredicts
   for (int i = 0; i < d; ++i)
     inside &= static_cast<unsigned>(y[i] >= lower_[i]) & static_cast<unsigned>(y[i] <= upper_[i]);
   return inside != 0;
+}
+
+bool DramSampler::inside_ball(const double* y) const {
+  const int d = d_;
+  const double* c = options_.domain_ball_center.data();
+  const double* p = options_.domain_ball_precision.data();
+  double q = 0.0;
+  for (int i = 0; i < d; ++i) {
+    double row = 0.0;
+    for (int j = 0; j < d; ++j) row += p[static_cast<std::size_t>(i) * d + j] * (y[j] - c[j]);
+    q += (y[i] - c[i]) * row;
+  }
+  return q <= 1.0;
 }
 
 void DramSampler::begin_proposal() {
@@ -555,7 +617,10 @@ void DramSampler::begin_proposal() {
     acc_cur_ = acc_rng_.at(k);
   }
   cur_inside_ = trial_point(z_.data(), y_.data());
-  if (!cur_inside_) ++s.out_of_domain;
+  if (!cur_inside_) {
+    ++s.out_of_domain;
+    count_out_of_domain_trial(false);
+  }
   cur_stage_ = 1;
 }
 
@@ -628,7 +693,10 @@ bool DramSampler::finish_stage(double lp, ChainSink& sink) {
   double* ws = w + static_cast<std::size_t>(st + 1) * d;
   for (int i = 0; i < d; ++i) ws[i] = cs * z_[i];
   cur_inside_ = trial_point(ws, y_.data());
-  if (!cur_inside_) ++s.out_of_domain;
+  if (!cur_inside_) {
+    ++s.out_of_domain;
+    count_out_of_domain_trial(false);
+  }
   cur_stage_ = st + 1;
   return true;
 }
@@ -749,7 +817,7 @@ void DramSampler::adapt() {
                static_cast<double>(s.accepted) < kStuckOverall * static_cast<double>(s.proposal_number)) {
       // A chain that accepts (almost) nothing never collects the d + 1 unique states an
       // update needs, and its covariance estimate would be degenerate: halve the scale.
-      s.scale *= 0.5;
+      s.scale = std::max(0.5 * s.scale, kMinScaleFraction * scale0_);
     } else if (r > kRecoverRate && s.scale < scale0_) {
       s.scale = std::min(scale0_, 2.0 * s.scale);  // undo such halvings once it accepts freely
     }

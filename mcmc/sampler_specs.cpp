@@ -208,11 +208,15 @@ void declare_sampler_specs(io::Schema& s) {
               "watchdog: end the job when one log-density call has not returned, or a process shows no sign of life, "
               "for this many seconds, naming the stalled rank (0: no watchdog)")
       .min(0.0);
-  s.add_int("max_num_domain_check_to_warn", 1000, "out-of-domain proposals in a row before a warning")
+  s.add_int("max_num_domain_check_to_warn", 1000,
+            "device cpu: trials in a row outside the domain or with a NaN log density before a warning (again at "
+            "every multiple)")
       .min(1)
       .alias("maxNumDomainCheckToWarn")
       .alias("domainErrCount");
-  s.add_int("max_num_domain_check_to_stop", 100000, "out-of-domain proposals in a row before the run stops")
+  s.add_int("max_num_domain_check_to_stop", 100000,
+            "device cpu: trials in a row outside the domain or with a NaN log density before the run stops with an "
+            "error")
       .min(1)
       .alias("maxNumDomainCheckToStop")
       .alias("domainErrCountMax");
@@ -690,6 +694,11 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   if (s.device == "cpu")
     for (const char* k : {"warmup", "thin", "batched_adaptation"})
       unread(k, "it applies to device = \"cpu_batched\" and \"cuda\", and device is \"cpu\"");
+  else
+    for (const char* k : {"max_num_domain_check_to_warn", "max_num_domain_check_to_stop"})
+      unread(k, fmt::format("it applies to device = \"cpu\" (the serial kernel), and device is \"{}\" (its "
+                            "chains reject trials outside the domain without counting them in a row)",
+                            s.device));
   if (s.device == "cpu" && s.parallelization_model == "single_chain")
     unread("chains_per_rank",
            "it applies to parallelization_model = \"multi_chain\" and the batched devices, and this run is one "
@@ -737,12 +746,14 @@ void sort_in_input_order(std::vector<std::string>& messages) {
                    [&](const std::string& x, const std::string& y) { return order(x) < order(y); });
 }
 
-std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs& s, int ndim,
-                                                             std::function<double(const double*, int)> f) {
-  if (s.domain != "ball") return f;
+namespace {
+
+/// The precision P = C^-1 `[d, d]` row-major of the ball domain's matrix C (domain_ball_cov),
+/// through the inverse when every element is finite; infinite radii (the default
+/// domain_ball_std) leave a diagonal C whose infinite entries are unbounded directions with a
+/// zero row and column in P.
+std::vector<double> ball_precision(const SamplerSpecs& s, int ndim) {
   const auto d = static_cast<Eigen::Index>(ndim);
-  // Sigma^-1 through the eigen-decomposition, so that unbounded dimensions (infinite radii)
-  // drop out: eigenvalues that are infinite contribute nothing.
   Eigen::MatrixXd m(d, d);
   bool infinite = false;
   for (Eigen::Index i = 0; i < d; ++i)
@@ -754,17 +765,15 @@ std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs&
   if (!infinite) {
     inv = m.inverse();
   } else {
-    // Diagonal with infinite entries (the default radii): bounded dimensions only.
     for (Eigen::Index i = 0; i < d; ++i)
       if (std::isfinite(m(i, i))) inv(i, i) = 1.0 / m(i, i);
   }
-  Eigen::VectorXd c = Eigen::Map<const Eigen::VectorXd>(s.domain_ball_center.data(), d);
-  return [f = std::move(f), inv, c](const double* x, int n) {
-    Eigen::VectorXd z = Eigen::Map<const Eigen::VectorXd>(x, n) - c;
-    if (z.dot(inv * z) > 1.0) return -std::numeric_limits<double>::infinity();
-    return f(x, n);
-  };
+  std::vector<double> p(static_cast<std::size_t>(d * d));
+  Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(p.data(), d, d) = inv;
+  return p;
 }
+
+}  // namespace
 
 void check_superchains(const SamplerSpecs& s, int ranks) {
   if (s.superchains < 2) return;
@@ -855,6 +864,12 @@ DramOptions to_dram_options(const SamplerSpecs& s, int ndim, std::uint32_t chain
   o.delayed_rejection_count = static_cast<int>(s.delayed_rejection_count);
   o.delayed_rejection_scale_factors = s.delayed_rejection_scale_factors;
   o.burnin_adaptation_measure = s.burnin_adaptation_measure;
+  if (s.domain == "ball") {
+    o.domain_ball_center = s.domain_ball_center;
+    o.domain_ball_precision = ball_precision(s, ndim);
+  }
+  o.domain_check_warn = s.max_num_domain_check_to_warn;
+  o.domain_check_stop = s.max_num_domain_check_to_stop;
   return o;
 }
 

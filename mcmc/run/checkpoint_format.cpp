@@ -209,6 +209,12 @@ std::uint64_t dram_options_hash(const DramOptions& o) {
   h.vec(o.domain_lower);
   h.vec(o.domain_upper);
   h.value(o.burnin_adaptation_measure);
+  // Only a ball changes the hash, so that restart records of runs without one stay valid (the
+  // ball was a restriction of the log density before it was the sampler's).
+  if (!o.domain_ball_center.empty()) {
+    h.vec(o.domain_ball_center);
+    h.vec(o.domain_ball_precision);
+  }
   return h.h;
 }
 

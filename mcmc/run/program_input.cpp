@@ -55,7 +55,6 @@ void complete_program_input(SamplerProgramInput& in, MadeTarget made, const io::
   in.target = std::move(made.target);
   in.load_target = std::move(made.load);
   in.specs = resolve_sampler_specs(settings, in.target.ndim, in.target.names);
-  in.target.log_density = restrict_to_domain(in.specs, in.target.ndim, std::move(in.target.log_density));
   // Before anything is allocated: every size, and the memory the run holds.
   check_sampler_memory(in.specs, in.target.ndim, comm.size(), in.options.diagnostics_threads);
   // The diagnostics' rank budget from the environment (HERD_DIAGNOSTICS_RANK_BUDGET), checked

@@ -361,6 +361,14 @@ std::vector<BadInput> catalogue() {
        "run.toml",
        2,
        {"run.toml:5", "domain_ball_cor", "has 4 values, but must have 9 (ndim x ndim)"}},
+      {"trials in a row outside the domain stop the run at maxNumDomainCheckToStop (the key was read, then ignored)",
+       "herd-sample",
+       {{"run.toml", serial("domain_lower = [-1e-3, -1e-3, -1e-3]\ndomain_upper = [1e-3, 1e-3, 1e-3]\n"
+                            "adaptive_update_count = 0\nmax_num_domain_check_to_warn = 1000000\n"
+                            "max_num_domain_check_to_stop = 2000\n")}},
+       "run.toml --quiet",
+       1,
+       {"chain 0: 2000 trials in a row", "fell outside the domain", "maxNumDomainCheckToStop) = 2000"}},
       {"a target.cov that is not symmetric (its upper triangle was ignored)",
        "herd-sample",
        {{"run.toml", kSerial}},

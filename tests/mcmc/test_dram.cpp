@@ -708,6 +708,111 @@ TEST_CASE("a proposal outside the domain is a rejected step, not redrawn", "[mcm
   CHECK(m.total_weight() == r.proposals + 1);
 }
 
+TEST_CASE("trials in a row outside the domain or with a NaN log density warn, then stop the run", "[mcmc][dram]") {
+  // ParaDRAM's maxNumDomainCheckToStop: a box far narrower than the proposal, no adaptation.
+  DramOptions o = small_options(2);
+  o.domain_lower = {0.4999, 0.4999};
+  o.domain_upper = {0.5001, 0.5001};
+  o.adaptive_update_count = 0;
+  o.domain_check_warn = 100;
+  o.domain_check_stop = 500;
+  {
+    DramSampler s(o, std_normal_2d);
+    MemoryChainSink m;
+    try {
+      s.run(m);
+      FAIL("no exception");
+    } catch (const herd::Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("chain 0: 500 trials in a row") &&
+                               Catch::Contains("fell outside the domain: the run stops at") &&
+                               Catch::Contains("maxNumDomainCheckToStop) = 500"));
+    }
+    CHECK(m.size() >= 1);  // flushed
+    CHECK(s.state().out_of_domain >= 500);
+  }
+  {
+    // 0: never; the run ends at max_proposals.
+    o.domain_check_warn = 0;
+    o.domain_check_stop = 0;
+    o.max_proposals = 3000;
+    DramSampler s(o, std_normal_2d);
+    MemoryChainSink m;
+    const auto r = s.run(m);
+    CHECK(r.proposals == 3000);
+    CHECK(r.out_of_domain > 2900);
+  }
+  {
+    // NaN everywhere but at the start: the NaN trials count; without the stop, the halvings of a
+    // chain that accepts nothing end at a floor (unbounded, the scale reached 0 after about 1075
+    // updates of 8 proposals, and every trial, equal to the current point, was accepted).
+    DramOptions n = small_options(2);
+    n.domain_check_stop = 0;
+    n.max_proposals = 20000;
+    const auto only_start = [](const double* x, int) {
+      return x[0] == 0.5 && x[1] == 0.5 ? 0.0 : std::numeric_limits<double>::quiet_NaN();
+    };
+    DramSampler s(n, only_start);
+    MemoryChainSink m;
+    const auto r = s.run(m);
+    CHECK(r.proposals == 20000);
+    CHECK(r.stage_accepted.at(0) == 0);
+    CHECK(r.nan_count == 20000);
+    CHECK(m.size() == 1);
+    n.domain_check_stop = 1000;
+    DramSampler t(n, only_start);
+    MemoryChainSink mt;
+    try {
+      t.run(mt);
+      FAIL("no exception");
+    } catch (const herd::Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("1000 trials in a row, up to proposal 999, had a NaN log density"));
+    }
+  }
+  {
+    // A NaN half-plane is hit often but never 40 times in a row (p ~ 2^-40): each good trial
+    // ends the run of bad ones, so the chain completes.
+    DramOptions h = small_options(2);
+    h.domain_check_warn = 1000;
+    h.domain_check_stop = 40;
+    DramSampler s(h, [](const double* x, int d) {
+      return x[0] > 1.5 ? std::numeric_limits<double>::quiet_NaN() : std_normal_2d(x, d);
+    });
+    MemoryChainSink m;
+    const auto r = s.run(m);
+    CHECK(r.chain_size == 2000);
+    CHECK(r.nan_count > 100);
+  }
+}
+
+TEST_CASE("the ball domain rejects trials outside the ellipsoid without calling the log density", "[mcmc][dram]") {
+  DramOptions o = small_options(2);
+  o.start_point = {1.0, -2.0};
+  o.domain_ball_center = {1.0, -2.0};
+  o.domain_ball_precision = {4.0, 0.0, 0.0, 1.0};  // radii 0.5 and 1
+  std::int64_t calls = 0, outside_calls = 0;
+  DramSampler s(o, [&](const double* x, int d) {
+    ++calls;
+    const double a = x[0] - 1.0, b = x[1] + 2.0;
+    if (4 * a * a + b * b > 1.0) ++outside_calls;
+    return std_normal_2d(x, d);
+  });
+  MemoryChainSink m;
+  const auto r = s.run(m);
+  CHECK(outside_calls == 0);
+  CHECK(calls == r.evaluations);
+  CHECK(r.out_of_domain > 0);
+  CHECK(r.out_of_domain + r.evaluations == r.proposals + 1);
+  double max_q = 0;
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    const double a = m.point(i)[0] - 1.0, b = m.point(i)[1] + 2.0;
+    max_q = std::max(max_q, 4 * a * a + b * b);
+  }
+  CHECK(max_q <= 1.0);
+  CHECK(max_q > 0.8);  // it reaches the boundary
+  o.start_point = {1.6, -2.0};
+  CHECK_THROWS_WITH(DramSampler(o, std_normal_2d), Catch::Contains("start_point is outside the ball domain"));
+}
+
 TEST_CASE("a degenerate covariance estimate is shrunk to the start guess; a failed factor keeps the proposal",
           "[mcmc][dram]") {
   DramOptions o = small_options(3);

@@ -116,9 +116,23 @@ struct DramOptions {
   std::vector<double> delayed_rejection_scale_factors;
   DrRule dr_rule = DrRule::kExact;
 
-  /// Domain box `[d]` each; empty: unbounded. A proposal outside is a rejected step.
+  /// Domain box `[d]` each; empty: unbounded. A trial outside is rejected without calling
+  /// the log density (a rejected step: the Metropolis-Hastings ratio stays exact, where
+  /// ParaDRAM redraws such proposals, a truncated proposal its symmetric ratio ignores).
   std::vector<double> domain_lower;
   std::vector<double> domain_upper;
+  /// Ball domain (ParaMonte 2's domain = "ball") inside the box: the ellipsoid
+  /// (x - c)^T P (x - c) <= 1 with centre c `[d]` and P = C^-1 `[d, d]` row-major (zero rows
+  /// and columns for unbounded directions); both empty: no ball. Trials outside are rejected
+  /// as outside the box.
+  std::vector<double> domain_ball_center;
+  std::vector<double> domain_ball_precision;
+  /// ParaDRAM's maxNumDomainCheckToWarn / maxNumDomainCheckToStop: trials in a row (all
+  /// stages) that fall outside the domain or whose log density is NaN before a warning
+  /// (repeated at every multiple) / before the run stops with herd::Error; 0: never. A trial
+  /// inside the domain with a non-NaN log density ends the run of them.
+  std::int64_t domain_check_warn = 0;
+  std::int64_t domain_check_stop = 0;
 
   /// Burn-in by adaptation: the burn-in ends after the last state whose adaptation
   /// measure exceeds this (ParaDRAM's burninAdaptationMeasure; 1 disables the rule).
@@ -166,7 +180,7 @@ struct DramState {
   std::int64_t accepted = 0;                 ///< accepted proposals (all stages)
   std::vector<std::int64_t> stage_accepted;  ///< accepted per stage (index 0 = stage 1)
   std::int64_t nan_count = 0;                ///< NaN log densities treated as -inf
-  std::int64_t out_of_domain = 0;            ///< proposals outside the box (all stages)
+  std::int64_t out_of_domain = 0;            ///< trials outside the domain (all stages)
   std::int64_t evaluations = 0;              ///< log-density calls
 
   // Burn-in trackers: prefix-maximum records (compact index, log density) and the last
@@ -185,7 +199,7 @@ struct DramResult {
   std::vector<std::int64_t> stage_accepted;    ///< accepted proposals per stage (index 0 = stage 1)
   std::int64_t evaluations = 0;                ///< log-density evaluations (start point included)
   std::int64_t nan_count = 0;                  ///< NaN log densities counted as -inf
-  std::int64_t out_of_domain = 0;              ///< trials outside the domain box (not evaluated)
+  std::int64_t out_of_domain = 0;              ///< trials outside the domain, box or ball (not evaluated)
   std::int64_t adaptive_updates = 0;           ///< adaptive updates attempted
   std::int64_t adaptive_updates_deferred = 0;  ///< updates skipped for want of d + 1 unique states
   std::int64_t chol_failures = 0;              ///< updates that kept the previous proposal
@@ -218,7 +232,8 @@ class DramSampler {
   /// `set_state`) until `chain_size` records or `max_proposals`, streaming the compact
   /// chain to `sink` (which gets `begin`, the records, and `flush`).
   /// @throws herd::NumericalError when the log density is +inf; herd::Error wrapping the
-  ///   message of an exception from the log density. Both after flushing what was sampled.
+  ///   message of an exception from the log density, or after `domain_check_stop` trials in
+  ///   a row outside the domain or with a NaN log density. All after flushing what was sampled.
   DramResult run(ChainSink& sink);
 
   /// Runs `sinks.size()` chains with global ids `chain_id + i`, each from the start point.
@@ -278,6 +293,8 @@ class DramSampler {
   double evaluate(const double* y);
   double check_value(double v);
   bool trial_point(const double* w, double* y) const;
+  bool inside_ball(const double* y) const;
+  void count_out_of_domain_trial(bool nan);
   // The step as phases, so that many chains can share batched evaluations: begin a
   // proposal (stage-1 trial in y_), then feed the log density of each trial to
   // finish_stage, which returns true while a further (DR) trial awaits evaluation.
@@ -302,6 +319,10 @@ class DramSampler {
   std::vector<double> stage_scale_;
   std::vector<double> lower_, upper_;
   bool has_box_ = false;
+  bool has_ball_ = false;
+  // Trials in a row outside the domain or with a NaN log density, and how many of them were
+  // NaN (the domain checks; not in the checkpoint: a resumed run counts afresh).
+  std::int64_t bad_trials_in_row_ = 0, nan_trials_in_row_ = 0;
   DramState state_;
   RngStream prop_rng_, acc_rng_, dr_rng_;
   BatchedLogDensity batch_;  // set when constructed with a batched log density

@@ -81,6 +81,8 @@ struct SamplerSpecs {
   double stall_timeout_seconds = 0.0;
   bool mpi_finalize_requested = true;  ///< C API: finalise MPI at the end if herd initialised it
   std::uint64_t max_memory = 0;        ///< bytes a run may hold (0: what the machine has available)
+  /// ParaDRAM's maxNumDomainCheckToWarn / ToStop (serial kernel): trials in a row outside the
+  /// domain or with a NaN log density before a warning / before the run stops (DramOptions).
   std::int64_t max_num_domain_check_to_warn = 1000;
   std::int64_t max_num_domain_check_to_stop = 100000;
   /// ParaMonte 2's `outputStatus`: "" (not given: herd's behaviour), "retry"/"repeat"
@@ -100,12 +102,6 @@ struct SamplerSpecs {
   /// comments them out.
   std::vector<std::pair<std::string, std::string>> unread;
 };
-
-/// The log density restricted to the ball domain of `specs` (domain = "ball"): -inf outside
-/// the ellipsoid without calling `f` (a proposal there is rejected, as ParaDRAM rejects it);
-/// `f` itself when the domain is the cube. Thread-safe when `f` is.
-std::function<double(const double*, int)> restrict_to_domain(const SamplerSpecs& specs, int ndim,
-                                                             std::function<double(const double*, int)> f);
 
 /// Sorts one-line messages that begin with their origin into input order, as Schema::apply
 /// orders its problems: an input file's lines ("run.toml:7: ...") by line, then the --set
