@@ -45,7 +45,7 @@ herd::io::Config input_config(std::string_view input) {
 /// input names (`f` empty, `ndim` 0 or the target's), on the device the input names
 /// ("cpu", the serial kernel; "cpu_batched" or "cuda", the batched run). A C log function
 /// is not thread-safe: a batched run evaluates it in stage rounds on the calling thread.
-int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input) {
+int run_once(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input) {
   // MPI: under an MPI launcher, or when the caller has initialised MPI, the run is parallel
   // over MPI_COMM_WORLD (a duplicate); herd initialises MPI (MPI_Init_thread, FUNNELED)
   // when the caller has not. At the end, when mpi_finalize_requested (default true, as
@@ -92,11 +92,11 @@ int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input
                           "0 to take the target's)",
                           ndim, made.target.ndim));
       } else {
-        if (ndim < 1) throw herd::InputError(fmt::format("herd_run_dram: ndim is {}, but must be at least 1", ndim));
         if (!f)
           throw herd::InputError(
-              "herd_run_dram: the log function is NULL (and the input names no target: "
-              "target.builtin, target.model or target.library)");
+              "herd_run_dram: the log function is NULL, and the input names no target (target.builtin, "
+              "target.model or target.library in a [target] table): pass a log function, or name a target");
+        if (ndim < 1) throw herd::InputError(fmt::format("herd_run_dram: ndim is {}, but must be at least 1", ndim));
         // A log function reads no target key: one set would be ignored.
         if (named)
           for (const auto& k : schema.keys())
@@ -119,6 +119,12 @@ int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input
   }  // the communicator is freed before MPI is finalised
   if (finalize) herd::MpiEnvironment::finalize();
   return rc;
+}
+
+/// `run_once`, its status kept for `herd_last_status` (every entry point sets it).
+int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input) {
+  g_last_status = run_once(ndim, std::move(f), input);
+  return g_last_status;
 }
 
 /// The log density of a C function of real type `Real`: the point is copied (converted to
@@ -180,8 +186,7 @@ extern "C" void runParaDRAM(int32_t ndim, double (*getLogFunc)(int32_t ndim, dou
     input = std::string_view(inputFile, static_cast<std::size_t>(inputFileLen));
   // Fortran callers pass blank-padded strings.
   while (!input.empty() && (input.back() == ' ' || input.back() == '\0')) input.remove_suffix(1);
-  g_last_status =
-      run(ndim, wrap<double>(getLogFunc, [](herd_log_func fn, double* p, int d) { return fn(d, p); }), input);
+  run(ndim, wrap<double>(getLogFunc, [](herd_log_func fn, double* p, int d) { return fn(d, p); }), input);
 }
 
 extern "C" int herd_last_status(void) { return g_last_status; }

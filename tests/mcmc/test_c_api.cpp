@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "herd/io/hdf5.hpp"
+#include "herd/mcmc/paradram.h"
 
 extern "C" int c_driver_paramonte(char* input_file);
 extern "C" int c_driver_herd(const char* input);
@@ -59,8 +60,13 @@ TEST_CASE("C API: runParaDRAM from a namelist file and herd_run_dram from text",
   // Namelist text as input.
   const std::string text = "&ParaDRAM chainSize = 300, overwriteRequested = T, outputFileName = '" + prefix + "' /";
   CHECK(c_driver_herd(text.c_str()) == 0);
+  CHECK(herd_last_status() == 0);  // every entry point sets it, not only runParaDRAM
   // Bad input: status 2.
   CHECK(c_driver_herd("chain_size = -5\n") == 2);
+  CHECK(herd_last_status() == 2);
+  // No log function and no target named (the message said "ndim is 0").
+  CHECK(herd_run_dram(0, nullptr, "chain_size = 2000\n") == 2);
+  CHECK(herd_last_status() == 2);
   CHECK(c_driver_herd("/no/such/input.nml") == 2);
   // Batched devices run through the C API too (test_mcmc_c_api_batched); an unknown device
   // is bad input: status 2, nothing written.

@@ -61,7 +61,9 @@ int32_t runParaDRAMD(double (*getLogFunc)(double state[], int32_t ndim), const i
 int32_t runParaDRAML(long double (*getLogFunc)(long double state[], int32_t ndim), const int32_t ndim,
                      const char* input);
 
-/* Status of the last `runParaDRAM` call in this process (0, 1 or 2 as `herd_run_dram`). */
+/* Status of the last run in this process, by any entry point of this header (`runParaDRAM`,
+ * which returns nothing, `herd_run_dram`, `runParaDRAMF/D/L`): 0 done, 1 failed, 2 bad input;
+ * 0 before any run. Not thread-safe against a run in progress on another thread. */
 int herd_last_status(void);
 
 #ifdef __cplusplus
