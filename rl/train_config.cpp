@@ -281,16 +281,23 @@ bool normalize_env_key(io::Config& cfg, std::vector<std::string>& overrides) {
     legacy = true;
   };
   to_table();
-  std::vector<std::string> rest;
-  for (const std::string& o : overrides) {
+  const auto key_of = [](const std::string& o) {
     const auto eq = o.find('=');
     std::string key = eq == std::string::npos ? o : o.substr(0, eq);
     while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
     while (!key.empty() && (key.front() == ' ' || key.front() == '\t')) key.erase(key.begin());
-    if (key != "env") {
+    return key;
+  };
+  std::vector<std::string> rest;
+  for (const std::string& o : overrides) {
+    if (key_of(o) != "env") {
       rest.push_back(o);
       continue;
     }
+    // The last of `--set env=` and `--set env.id=` wins, as for any key given twice: this one
+    // is applied before the overrides left in `rest`, so earlier env.id ones are dropped (a
+    // later one still overrides it).
+    std::erase_if(rest, [&](const std::string& r) { return key_of(r) == "env.id"; });
     io::Config tmp;
     tmp.set_override(o);
     io::ConfigValue v = *tmp.root().find("env");

@@ -293,6 +293,14 @@ TEST_CASE("herd-rl: bad input exits 2 naming key and value, nothing overwritten"
              Contains("herd-rl: error: --set env.id=Nope-v0: key \"env.id\" is \"Nope-v0\", but must be one of"));
   r = run(d, "train legacy.toml --set env.id=");
   CHECK_THAT(r.err, Contains("key \"env.id\" is \"\", but"));
+  // --set env= and --set env.id= together: the last one wins, in either order (env.id won
+  // whatever the order).
+  r = run(d, "train --set env.id=CartPole-v1 --set env=Nope-v0");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("Nope-v0"));
+  r = run(d, "train --set env=CartPole-v1 --set env.id=Nope-v0");
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("--set env.id=Nope-v0"));
   // `env = "..."` and an [env] table in one file: TOML's redefinition error says how to write it.
   std::ofstream(d / "both.toml") << "env = \"CartPole-v1\"\n[env]\nframe_stack = 2\n";
   r = run(d, "train both.toml");
