@@ -553,6 +553,17 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
                      st.written("proposal_model"), s.proposal_model, s.device));
   s.checkpoint_period = st.get_int("checkpoint_period");
   s.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
+  if (s.checkpoint_period == 0 && s.checkpoint_period_seconds == 0) {
+    // checkpoint_period is 0 by default, so the seconds' setting turned them off, unless a
+    // --set of checkpoint_period (applied last) did.
+    const bool period_set = st.origin("checkpoint_period").rfind("--set ", 0) == 0;
+    const bool seconds_set = st.origin("checkpoint_period_seconds").rfind("--set ", 0) == 0;
+    const char* k = (period_set && !seconds_set) || st.is_default("checkpoint_period_seconds")
+                        ? "checkpoint_period"
+                        : "checkpoint_period_seconds";
+    const std::string o = st.origin(k);
+    s.checkpoints_off_origin = o.rfind("--set ", 0) == 0 ? o : fmt::format("{}: {} = 0", o, st.written(k));
+  }
   s.stall_timeout_seconds = st.get_float("stall_timeout_seconds");
   s.mpi_finalize_requested = st.get_bool("mpi_finalize_requested");
   s.max_num_domain_check_to_warn = st.get_int("max_num_domain_check_to_warn");

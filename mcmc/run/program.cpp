@@ -525,6 +525,16 @@ bool settle_restart(ProgramRun& p) {
       const RestartStatus st = !p.recorded
                                    ? RestartStatus::kFresh
                                    : check_restart(specs, opts.input_hash, p.chains, seed, opts.input_attributes);
+      // An interrupted run's record with checkpoints now off: the run would neither resume
+      // from it nor finish it, and the next run would resume it over this one's outputs.
+      if (st == RestartStatus::kResume && !p.checkpointing)
+        throw InputError(fmt::format(
+            "{}: checkpoints are off (checkpoint_period = checkpoint_period_seconds = 0), but {} holds the restart "
+            "record of an interrupted run of this input: resume it with checkpoints on (remove the setting), or set "
+            "overwrite = true to start afresh",
+            specs.checkpoints_off_origin.empty() ? std::string("checkpoint_period_seconds = 0")
+                                                 : specs.checkpoints_off_origin,
+            restart_folder(specs)));
       if (st != RestartStatus::kFresh && !p.in.seed_given) specs.random_seed = seed;
       p.has_checkpoint = st == RestartStatus::kResume && holds_checkpoint(specs);
       dec[1] = static_cast<std::int64_t>(st);

@@ -88,16 +88,23 @@ void declare_huge_dataset(const fs::path& dir) {
 /// A setup that writes run.toml (`extra` lines, a plugin target that SIGKILLs its process
 /// at call `kill_after` + 1, checkpoints every 1000 proposals), runs herd-sample until the
 /// kill, then changes one byte in the middle of the restart record's file `record`.
+/// Setup: a run of the kill plugin (2-D normal, a checkpoint every 1000 proposals) SIGKILLed at
+/// its `kill_after`-th evaluation, leaving out/r_restart; `extra` adds top-level lines.
+void interrupted_run(const fs::path& dir, const std::string& extra, int kill_after) {
+  std::ofstream(dir / "run.toml") << extra
+                                  << "random_seed = 4\noutput_prefix = \"out/r\"\ncheckpoint_period = 1000\n"
+                                     "[target]\nlibrary = \""
+                                  << HERD_TEST_KILL_PLUGIN << "\"\nndim = 2\n";
+  const auto killed = herd::testing::run_shell(
+      dir, "HERD_TEST_KILL_AFTER=" + std::to_string(kill_after) + " '" + HERD_SAMPLE_EXE + "' run.toml --quiet");
+  REQUIRE(killed.rc != 0);
+}
+
+/// Setup: `interrupted_run`, then one byte of the restart record's file `record` flipped.
 std::function<void(const fs::path&)> corrupt_restart_record(const std::string& extra, int kill_after,
                                                             const std::string& record) {
   return [=](const fs::path& dir) {
-    std::ofstream(dir / "run.toml") << extra
-                                    << "random_seed = 4\noutput_prefix = \"out/r\"\ncheckpoint_period = 1000\n"
-                                       "[target]\nlibrary = \""
-                                    << HERD_TEST_KILL_PLUGIN << "\"\nndim = 2\n";
-    const auto killed = herd::testing::run_shell(
-        dir, "HERD_TEST_KILL_AFTER=" + std::to_string(kill_after) + " '" + HERD_SAMPLE_EXE + "' run.toml --quiet");
-    REQUIRE(killed.rc != 0);
+    interrupted_run(dir, extra, kill_after);
     std::string bytes = herd::testing::slurp(dir / record);
     REQUIRE(bytes.size() > 100);
     bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x04);
@@ -512,6 +519,20 @@ std::vector<BadInput> catalogue() {
        {},
        corrupt_restart_record("device = \"cpu_batched\"\nchains_per_rank = 4\nwarmup = 0\nchain_size = 4000\n", 10000,
                               "out/r_restart/draws.bin")},
+      {"checkpoints turned off over an interrupted run's record (it started afresh and left the record, which the "
+       "next run resumed over its outputs)",
+       "herd-sample",
+       {},
+       "run.toml --quiet --set checkpoint_period=0 --set checkpoint_period_seconds=0",
+       2,
+       {"--set checkpoint_period_seconds=0: checkpoints are off",
+        "out/r_restart holds the restart record of an interrupted run", "overwrite = true"},
+       {},
+       {},
+       [](const fs::path& dir) {
+         interrupted_run(dir, "chain_size = 4000\n", 5000);
+         REQUIRE(fs::exists(dir / "out/r_restart/chain_0.ckpt"));
+       }},
       // --- a full disk ------------------------------------------------------------------------
       // overwrite = true removed the earlier .h5 when sampling started; the failed write
       // publishes no partial .h5 in its place.

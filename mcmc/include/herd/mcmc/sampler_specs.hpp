@@ -52,6 +52,10 @@ struct SamplerSpecs {
   /// `run.nml:4: outputFileName = "./out/"`, `--set output_prefix=...` or `output_prefix =
   /// "out/herd_sample" (its default)` (empty: a program's own specifications).
   std::string output_prefix_origin;
+  /// Where checkpoints were turned off, for the refusal to leave an interrupted run's restart
+  /// record unused: e.g. `--set checkpoint_period_seconds=0` or `run.toml:5:
+  /// checkpoint_period_seconds = 0` (empty while either period is positive).
+  std::string checkpoints_off_origin;
   std::string chain_file_format = "compact";
   /// What the `.h5` holds of the draws: "verbose" (the `posterior` and per-draw `sample_stats`
   /// groups [chain, draw] beside `chain_compact`) or "compact" (`chain_compact` only: every
