@@ -288,8 +288,8 @@ std::vector<double> floats_or_empty(const io::Settings& st, const char* key) {
 void check_length(const io::Settings& st, const char* key, const std::vector<double>& v, std::size_t n,
                   const char* what) {
   if (!v.empty() && v.size() != n) {
-    throw InputError(fmt::format("{}: key \"{}\" has {} values, but must have {} ({})", st.origin(key), st.written(key),
-                                 v.size(), n, what));
+    throw InputError(fmt::format("{}: key \"{}\" has {} value{}, but must have {} ({})", st.origin(key),
+                                 st.written(key), v.size(), v.size() == 1 ? "" : "s", n, what));
   }
 }
 

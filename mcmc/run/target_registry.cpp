@@ -121,8 +121,8 @@ std::vector<double> normal_mean(const io::Settings& st, int& d) {
                     fmt::format("the normal target's covariance (target.ndim {} x {})", d, d), "lower target.ndim");
   if (mean.empty()) mean.assign(static_cast<std::size_t>(d), 0.0);
   if (static_cast<int>(mean.size()) != d)
-    throw InputError(
-        fmt::format("{}: target.mean has {} values, but target.ndim is {}", st.origin("target.mean"), mean.size(), d));
+    throw InputError(fmt::format("{}: key \"target.mean\" has {} value{}, but must have target.ndim = {}",
+                                 st.origin("target.mean"), mean.size(), mean.size() == 1 ? "" : "s", d));
   return mean;
 }
 

@@ -944,7 +944,7 @@ TEST_CASE("herd-sample: every problem of an input is reported at once, one line 
   CHECK(t.rc == 2);
   const auto tl = lines_of(t.err);
   REQUIRE(tl.size() == 3);
-  CHECK_THAT(t.err, Contains("key \"start_point\" has 1 values") && Contains("key \"delayed_rejection_count\" is 20") &&
+  CHECK_THAT(t.err, Contains("key \"start_point\" has 1 value,") && Contains("key \"delayed_rejection_count\" is 20") &&
                         Contains("key \"variable_names\" has 3 names"));
   for (const auto& l : tl) CHECK(l.rfind("herd-sample: error: bad.toml:", 0) == 0);
   // In the input's line order (the checks' own order put start_point first).
