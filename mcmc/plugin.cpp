@@ -1,6 +1,7 @@
 // Shared-library log densities (plugin.hpp).
 #include "herd/mcmc/plugin.hpp"
 
+#include <utility>
 #include <vector>
 
 #include "herd/core/error.hpp"
@@ -19,7 +20,10 @@ SharedLibrary open_plugin(const std::string& path) {
 
 }  // namespace
 
-PluginLogDensity::PluginLogDensity(const std::string& path, const std::string& symbol) : library_(open_plugin(path)) {
+PluginLogDensity::PluginLogDensity(const std::string& path, const std::string& symbol)
+    : PluginLogDensity(open_plugin(path), symbol) {}
+
+PluginLogDensity::PluginLogDensity(SharedLibrary library, const std::string& symbol) : library_(std::move(library)) {
   try {
     fn_ = reinterpret_cast<ParaMonteLogFunc>(library_.function(symbol));
   } catch (const InputError& e) {

@@ -59,13 +59,23 @@ MadeTarget make_plugin(const io::Settings& st) {
   MadeTarget made;
   auto plugin = std::make_shared<std::shared_ptr<PluginLogDensity>>();
   const std::string library = plugin_path(st);
+  // A library that does not load is named at target.library's origin, a symbol it lacks at
+  // target.symbol's (when the input set it; the default's problem is the library's).
   made.load = [plugin, library, symbol = st.get_string("target.symbol"), origin = st.origin("target.library"),
+               symbol_origin =
+                   st.is_default("target.symbol") ? st.origin("target.library") : st.origin("target.symbol"),
                written = st.get_string("target.library")] {
+    std::optional<SharedLibrary> lib;
     try {
-      *plugin = std::make_shared<PluginLogDensity>(library, symbol);
+      lib.emplace(library);
     } catch (const InputError& e) {
-      throw InputError(
-          fmt::format("{}: target.library \"{}\" (target.symbol \"{}\"): {}", origin, written, symbol, e.what()));
+      throw InputError(fmt::format("{}: target.library \"{}\": dram plugin: {}", origin, written, e.what()));
+    }
+    try {
+      *plugin = std::make_shared<PluginLogDensity>(std::move(*lib), symbol);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: target.symbol \"{}\" (target.library \"{}\"): {}", symbol_origin, symbol,
+                                   written, e.what()));
     }
   };
   SampleTarget& t = made.target;

@@ -520,6 +520,9 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
       {"chain_size = 10\n" + normal2, "--set target.cov=[1,2,2,1]",
        "--set target.cov=[1,2,2,1]: key \"target.cov\" is not positive definite"},
       {"chain_size = 10\n[target]\nlibrary = \"nope.so\"\nndim = 2\n", "", "run.in:3: target.library \"nope.so\""},
+      // A symbol the library lacks is named where the symbol was set (it was the library's line).
+      {std::string("chain_size = 10\n[target]\nlibrary = \"") + HERD_TEST_KILL_PLUGIN + "\"\nndim = 2\n",
+       "--set target.symbol=nosuch", "--set target.symbol=nosuch: target.symbol \"nosuch\" (target.library"},
       // An empty prefix (a folder ending in '/' is ParaMonte's folder form, tested below).
       {"chain_size = 10\n" + normal2, "--set output_prefix= --output ''",
        "--set output_prefix=: key \"output_prefix\" is \"\", but must name a file prefix (or a folder ending in '/')"},

@@ -28,6 +28,10 @@ class PluginLogDensity {
   /// Opens `path` (RTLD_NOW | RTLD_LOCAL) and looks up `symbol`.
   /// @throws herd::InputError naming the path or symbol, with `dlerror()`'s message.
   explicit PluginLogDensity(const std::string& path, const std::string& symbol = "getLogFunc");
+  /// Looks up `symbol` in `library`, already opened (so that a caller can tell a library that
+  /// does not load from a symbol it lacks).
+  /// @throws herd::InputError naming the symbol, with `dlerror()`'s message.
+  PluginLogDensity(SharedLibrary library, const std::string& symbol);
 
   /// Calls the plugin on a copy of `x` (`d` values).
   double operator()(const double* x, int d) const;
