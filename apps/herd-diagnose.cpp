@@ -236,6 +236,37 @@ void write_html(const std::string& file, std::vector<herd::apps::DrawsArray>& co
   herd::mcmc::write_posterior_report(out, h);
 }
 
+/// Whether `a` and `b` name the same file: the same inode when both exist
+/// (std::filesystem::equivalent: hard links, symbolic links and `dir/../x` spellings alike),
+/// else the same absolute path once `.`, `..` and links of its existing folders are resolved.
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  namespace fs = std::filesystem;
+  std::error_code ea, eb;
+  if (fs::exists(a, ea) && fs::exists(b, eb)) {
+    std::error_code ec;
+    return fs::equivalent(a, b, ec);
+  }
+  const auto normal = [](const fs::path& p) {
+    std::error_code ec;
+    fs::path n = fs::weakly_canonical(p, ec);
+    if (ec) n = fs::absolute(p, ec).lexically_normal();
+    return n;
+  };
+  return normal(a) == normal(b);
+}
+
+/// Refuses, before any work, an --html path that names one of the input files `files`:
+/// the report is renamed over its path, which would replace the draws it was made from.
+/// @throws herd::InputError naming --html, the path and the input.
+void check_html_path(const std::string& html, const std::vector<std::string>& files) {
+  for (const auto& f : files)
+    if (same_file(html, f))
+      throw herd::InputError(
+          fmt::format("--html {}: is the input file {}, which the report would replace; give --html the path of a "
+                      "new or report file, not one of the inputs",
+                      html, f));
+}
+
 /// The program: main's body, run by main, which turns an exception that escapes it into an
 /// error line.
 int run_main(int argc, char** argv) {
@@ -284,6 +315,7 @@ int run_main(int argc, char** argv) {
   }
   auto threads = static_cast<std::size_t>(threads_given);
   try {
+    if (!html.empty()) check_html_path(html, files);
     try {
       herd::apps::set_max_memory(herd::parse_memory_size(max_memory));
     } catch (const herd::InputError& e) {

@@ -215,6 +215,25 @@ std::vector<BadInput> catalogue() {
        "t.txt",
        2,
        {"t.txt", "not a header herd-diagnose knows", "ParaDRAM chain file"}},
+      // --- herd-diagnose's --html report path -------------------------------------------------
+      // The report is renamed over its path: an --html naming an input replaced the draws
+      // (exit 0). Refused before any work, however the path is spelled.
+      {"herd-diagnose: --html naming the input file",
+       "herd-diagnose",
+       {{"d.csv", "1,2\n3,4\n"}},
+       "d.csv --html ./d.csv",
+       2,
+       {"--html ./d.csv: is the input file d.csv, which the report would replace"},
+       {"d.csv"}},
+      {"herd-diagnose: --html naming a hard link of an input file",
+       "herd-diagnose",
+       {{"a_chain.txt", "SampleLogFunc,x\n-1,0.5\n-2,0.25\n"}, {"b_chain.txt", "SampleLogFunc,x\n-1,0.5\n-2,0.3\n"}},
+       "a_chain.txt b_chain.txt --html same.html",
+       2,
+       {"--html same.html: is the input file b_chain.txt"},
+       {"a_chain.txt", "b_chain.txt"},
+       {},
+       [](const fs::path& d) { fs::create_hard_link(d / "b_chain.txt", d / "same.html"); }},
       // --- narrowing and non-finite numbers ---------------------------------------------------
       {"target.ndim = 3e9 (was reported as -1294967296)",
        "herd-sample",

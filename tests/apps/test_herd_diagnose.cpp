@@ -757,3 +757,20 @@ TEST_CASE("herd-diagnose --version prints the project version", "[mcmc][apps]") 
   CHECK(r.rc == 0);
   CHECK(r.out == std::string("herd-diagnose (herd) ") + HERD_VERSION_STRING + "\n");
 }
+
+TEST_CASE("herd-diagnose: --html naming an input file is refused before any work, the input untouched",
+          "[mcmc][apps]") {
+  // `herd-diagnose victim.h5 --html victim.h5` replaced the draws with the report (exit 0).
+  const auto h5 = write_h5("victim.h5");
+  const std::string before = slurp(h5);
+  for (const std::string& html : {h5.string(), (h5.parent_path() / "." / h5.filename()).string()}) {
+    const Run r = run(q(h5) + " --html " + q(html));
+    check_error(r, "is the input file " + h5.string() + ", which the report would replace");
+    CHECK(r.err.find("--html " + html + ":") != std::string::npos);
+  }
+  CHECK(slurp(h5) == before);
+  // A report beside it is written as before.
+  const Run ok = run(q(h5) + " --html " + q(kWork / "victim_report.html"));
+  CHECK(ok.rc == 0);
+  CHECK(slurp(h5) == before);
+}
