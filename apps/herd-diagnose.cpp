@@ -28,6 +28,7 @@
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
 #include "herd/core/thread_pool.hpp"
+#include "herd/io/output_files.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/posterior_report.hpp"
@@ -255,16 +256,34 @@ bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
   return normal(a) == normal(b);
 }
 
-/// Refuses, before any work, an --html path that names one of the input files `files`:
-/// the report is renamed over its path, which would replace the draws it was made from.
-/// @throws herd::InputError naming --html, the path and the input.
+/// Refuses, before any work, an --html path that the report could not be written to, or
+/// should not be: one of the input files `files` (the report is renamed over its path, which
+/// would replace the draws it was made from), a folder or other non-file, or a path whose
+/// folder is missing or not writable (these failed only the final rename, after all the
+/// diagnostics ran). @throws herd::InputError naming --html, the path and what is wrong.
 void check_html_path(const std::string& html, const std::vector<std::string>& files) {
+  namespace fs = std::filesystem;
   for (const auto& f : files)
     if (same_file(html, f))
       throw herd::InputError(
           fmt::format("--html {}: is the input file {}, which the report would replace; give --html the path of a "
                       "new or report file, not one of the inputs",
                       html, f));
+  std::error_code ec;
+  const auto st = fs::symlink_status(html, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_symlink(st))
+    throw herd::InputError(fmt::format("--html {}: is {}, but must be the path of the report file to write", html,
+                                       fs::is_directory(st) ? "a folder" : "not a regular file"));
+  const fs::path parent = fs::path(html).parent_path();
+  const fs::path folder = parent.empty() ? fs::path(".") : parent;
+  const auto fst = fs::status(folder, ec);
+  if (!fs::exists(fst))
+    throw herd::InputError(fmt::format(
+        "--html {}: the folder \"{}\" does not exist; create it first or give another path", html, folder.string()));
+  if (!fs::is_directory(fst))
+    throw herd::InputError(
+        fmt::format("--html {}: \"{}\" is not a folder, but must be the folder of the report", html, folder.string()));
+  herd::io::check_folder_writable(folder.string(), "--html " + html);
 }
 
 /// The program: main's body, run by main, which turns an exception that escapes it into an

@@ -138,9 +138,9 @@ def main(argv):
     p = os.path.join(work, "diagnose_csv.html")
     run([diagnose, "theta.csv", "--html", p], work)
     check(p, "--figures", "4", *exp("trace:panels=1,series=3,points=900", "rank:panels=1,series=3,points=63"))
-    # An unwritable report path: exit 1 with a message, the table still printed.
-    r = run([diagnose, "theta.csv", "--html", os.path.join(work, "no_such_dir", "x.html")], work, expect_rc=1)
-    if "no_such_dir" not in r.stderr:
+    # An unwritable report path: refused before any work (exit 2, one line naming it, no table).
+    r = run([diagnose, "theta.csv", "--html", os.path.join(work, "no_such_dir", "x.html")], work, expect_rc=2)
+    if "no_such_dir" not in r.stderr or r.stdout:
         fail(f"herd-diagnose --html into a missing folder: {r.stderr!r}")
 
     # herd-rl report from a progress CSV written by a run (header names, empty fields, nan,

@@ -1,5 +1,6 @@
 // herd-diagnose end to end: CSV and HDF5 inputs, --json, and the exit-2 error cases.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -773,4 +774,21 @@ TEST_CASE("herd-diagnose: --html naming an input file is refused before any work
   const Run ok = run(q(h5) + " --html " + q(kWork / "victim_report.html"));
   CHECK(ok.rc == 0);
   CHECK(slurp(h5) == before);
+}
+
+TEST_CASE("herd-diagnose: an --html path that cannot be written is refused before any work", "[mcmc][apps]") {
+  // These failed only the final rename, after all the diagnostics ran (exit 1, the table
+  // printed): now one line, exit 2, nothing on stdout.
+  const auto csv = write_csv("html_path.csv", herd_test::test_vector(1).x, 4, 1000);
+  fs::create_directories(kWork / "a_folder");
+  check_error(run(q(csv) + " --html " + q(kWork / "a_folder")), "is a folder");
+  check_error(run(q(csv) + " --html " + q(kWork / "no_such_folder" / "r.html")), "does not exist");
+  if (::geteuid() != 0) {  // root writes into a read-only folder
+    const fs::path ro = kWork / "read_only";
+    fs::create_directories(ro);
+    fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
+    const Run r = run(q(csv) + " --html " + q(ro / "r.html"));
+    fs::permissions(ro, fs::perms::owner_all);
+    check_error(r, "is not writable");
+  }
 }
