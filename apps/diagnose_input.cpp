@@ -724,6 +724,13 @@ struct TextFile {
 };
 
 TextFile read_text_file(const std::string& path) {
+  // A folder opens as a stream that reads nothing, which read as "no numeric rows".
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(
+        fmt::format("{}: is a folder, but herd-diagnose reads files of draws (an .h5 file, a draws CSV, or ParaDRAM "
+                    "chain/sample or CmdStan CSV files, one per chain: name them, e.g. {}/*_chain.txt)",
+                    path, path));
   std::ifstream in(path, std::ios::binary);
   HERD_REQUIRE(in.good(), "{}: cannot open the file", path);
   std::string line;

@@ -215,6 +215,12 @@ std::vector<BadInput> catalogue() {
        "t.txt",
        2,
        {"t.txt", "not a header herd-diagnose knows", "ParaDRAM chain file"}},
+      {"herd-diagnose: a folder given as the input (it said the file has no numeric rows)",
+       "herd-diagnose",
+       {{"d.csv", "1,2\n3,4\n"}},
+       ".",
+       2,
+       {"herd-diagnose: error: .: is a folder, but herd-diagnose reads files of draws"}},
       // --- herd-diagnose's --html report path -------------------------------------------------
       // The report is renamed over its path: an --html naming an input replaced the draws
       // (exit 0). Refused before any work, however the path is spelled.
