@@ -723,7 +723,9 @@ struct TextFile {
   std::size_t draws = 0;
 };
 
-TextFile read_text_file(const std::string& path) {
+/// Reads one text file of draws (formats in diagnose_input.hpp); notes on what was left out
+/// go to `notes`.
+TextFile read_text_file(const std::string& path, std::vector<std::string>& notes) {
   // A folder opens as a stream that reads nothing, which read as "no numeric rows".
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
@@ -741,8 +743,11 @@ TextFile read_text_file(const std::string& path) {
   std::vector<std::size_t> keep;  // column indices diagnosed
   std::size_t weight_col = 0;
   std::vector<double> vals;
+  std::size_t cut_line = 0;  // a last data row without a newline, left out
   while (std::getline(in, line)) {
     ++lineno;
+    // getline reached the end of the file inside this line: no newline ends it.
+    const bool unterminated = in.eof();
     if (line.find('\0') != std::string::npos)
       throw InputError(
           fmt::format("{}: line {} holds binary data, but herd-diagnose reads text files (a ParaDRAM binary "
@@ -811,6 +816,12 @@ TextFile read_text_file(const std::string& path) {
         continue;
       }
     }
+    if (unterminated) {
+      // A row the writer had not finished (a file still being written, or left by a killed
+      // run) can end inside a number, which still parses: left out, never read as a draw.
+      cut_line = lineno;
+      break;
+    }
     const auto fields = split_by(t, delim);
     if (fields.size() != width)
       throw InputError(fmt::format("{}: line {} has {} fields, but line {} has {} ({})", path, lineno, fields.size(),
@@ -839,18 +850,29 @@ TextFile read_text_file(const std::string& path) {
     tf.draws += reps;
   }
   if (first && comments) throw InputError(fmt::format("{}: only '#' comment lines, no header and no draws", path));
+  HERD_REQUIRE(tf.draws > 0 || cut_line == 0,
+               "{}: no draws: its only data row, line {}, has no newline at its end, so it looks cut off (a file "
+               "still being written, or left by a killed run)",
+               path, cut_line);
   HERD_REQUIRE(tf.draws > 0, "{}: no draws (the file has no numeric rows)", path);
+  if (cut_line > 0)
+    notes.push_back(
+        fmt::format("note: {}: line {} has no newline at its end, so it looks cut off (a file still being written, "
+                    "or left by a killed run): left out; end it with a newline to have it read",
+                    path, cut_line));
   if (tf.kind == TextKind::kDrawsCsv && !have_header) tf.names.assign(width, "");
   return tf;
 }
 
 }  // namespace
 
-std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::string* note) {
+std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::vector<std::string>* notes) {
   HERD_REQUIRE(!paths.empty(), "herd-diagnose: no input file");
+  std::vector<std::string> own_notes;
+  std::vector<std::string>& said = notes != nullptr ? *notes : own_notes;
   std::vector<TextFile> files;
   files.reserve(paths.size());
-  for (const auto& p : paths) files.push_back(read_text_file(p));
+  for (const auto& p : paths) files.push_back(read_text_file(p, said));
   const TextFile& f0 = files[0];
   if (f0.kind == TextKind::kDrawsCsv) {
     HERD_REQUIRE(files.size() == 1,
@@ -884,11 +906,12 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::st
   }
   bool cut = false;
   for (const auto& f : files) cut = cut || f.draws != n;
-  if (cut && note != nullptr) {
+  if (cut) {
     std::string lens;
     for (const auto& f : files) lens += (lens.empty() ? "" : ", ") + std::to_string(f.draws);
-    *note = fmt::format("note: the {} chains have {} draws; each is cut to the first {} (R-hat needs equal lengths)",
-                        files.size(), lens, n);
+    said.push_back(
+        fmt::format("note: the {} chains have {} draws; each is cut to the first {} (R-hat needs equal lengths)",
+                    files.size(), lens, n));
   }
   DrawsArray a;
   a.chains = files.size();

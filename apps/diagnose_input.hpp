@@ -82,13 +82,15 @@ struct DrawsArray {
 
 /// Reads text files of draws (formats above): several files are several chains of one
 /// ParaDRAM or CmdStan run (same format and column names), cut to the shortest chain (a
-/// note in `note`). Blank lines are ignored. A draws CSV's quantity is named after the file's
-/// stem; the other formats' quantities after their columns.
+/// note in `notes`). Blank lines are ignored. A last data row without a newline at its end
+/// (a file still being written, or left by a killed run, can end inside a number that still
+/// parses) is left out, with a note. A draws CSV's quantity is named after the file's stem;
+/// the other formats' quantities after their columns. `notes`: one line each, "note: ...".
 /// @throws herd::InputError on a missing/unreadable or binary file, a header of no known
 ///         format, files of different formats or columns, no data rows, a ragged row, a
 ///         field that is not a number, a weight that is not a positive integer, or a NaN/Inf
 ///         draw (each message names the file, line and column).
-std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::string* note = nullptr);
+std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::vector<std::string>* notes = nullptr);
 
 /// Whether `path` is an HDF5 file (by its signature).
 bool is_hdf5(const std::string& path);

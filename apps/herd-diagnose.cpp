@@ -350,9 +350,9 @@ int run_main(int argc, char** argv) {
       h5 = std::make_unique<herd::apps::Hdf5Draws>(files[0], dataset);
     } else {
       HERD_REQUIRE(dataset.empty(), "{}: --dataset is given, but the file is not HDF5", files[0]);
-      std::string note;
-      text_arrays = herd::apps::read_text(files, &note);
-      if (!note.empty()) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
+      std::vector<std::string> notes;
+      text_arrays = herd::apps::read_text(files, &notes);
+      for (const auto& note : notes) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
     }
     auto& arrays = h5 ? h5->arrays() : text_arrays;
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());

@@ -792,3 +792,63 @@ TEST_CASE("herd-diagnose: an --html path that cannot be written is refused befor
     check_error(r, "is not writable");
   }
 }
+
+TEST_CASE("herd-diagnose: a last row without a newline (cut off) is left out with a note, in every text format",
+          "[mcmc][apps]") {
+  // A file still being written, or left by a killed run, ends inside a row: the cut number
+  // (-8.5405652228767404e-01 cut to -8.5405652228767404) still parses and was read as a draw.
+  // Each file here is a whole file plus such a row: the numbers must be the whole file's.
+  const Compact c = make_compact(200, 7);
+  const auto whole = write_paradram_chain("whole_chain.txt", c, ",", false);
+  const std::string text = slurp(whole);
+  struct Case {
+    std::string name, whole, cut_row;
+  };
+  std::string sample = "SampleLogFunc,mu\n",
+              cmdstan =
+                  "# model = m\n#   num_samples = 100\n"
+                  "lp__,accept_stat__,theta\n# Adaptation terminated\n",
+              draws = "chain1,chain2\n";
+  const auto x = ar1(100, 3, 0.0), y = ar1(100, 4, 0.5);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sample += fmt::format("{:.17g},{:.17g}\n", y[i], x[i]);
+    cmdstan += fmt::format("{:.17g},0.9,{:.17g}\n", y[i], x[i]);
+    draws += fmt::format("{:.17g},{:.17g}\n", x[i], y[i]);
+  }
+  const std::vector<Case> cases{
+      {"cut_chain.txt", text, "1,2,.25E+00,.0E+00,1,300,-.12E+01,.5E+00,-8.5405652228767404"},
+      {"cut_sample.txt", sample, "-1.5,-8.5405652228767404"},
+      {"cut_cmdstan.csv", cmdstan, "-1.5,0.9,-8.5405652228767404"},
+      {"cut_draws.csv", draws, "0.25,-8.5405652228767404"},
+  };
+  for (const auto& cs : cases) {
+    INFO(cs.name);
+    const fs::path full = kWork / ("full_" + cs.name), cut = kWork / cs.name;
+    std::ofstream(full, std::ios::binary) << cs.whole;
+    std::ofstream(cut, std::ios::binary) << cs.whole << cs.cut_row;
+    const Run a = run(q(full) + " --json"), b = run(q(cut) + " --json");
+    INFO(b.err);
+    REQUIRE(a.rc == 0);
+    REQUIRE(b.rc == 0);
+    const std::size_t last = static_cast<std::size_t>(std::count(cs.whole.begin(), cs.whole.end(), '\n')) + 1;
+    CHECK_THAT(b.err, Catch::Contains("herd-diagnose: note: " + cut.string() + ": line " + std::to_string(last) +
+                                      " has no newline at its end, so it looks cut off"));
+    CHECK(a.err.find("note:") == std::string::npos);
+    if (cs.name == "cut_draws.csv") {
+      // The draws CSV's quantity is named after the file.
+      CHECK(nlohmann::json::parse(b.out)["cut_draws"] == nlohmann::json::parse(a.out)["full_cut_draws"]);
+    } else {
+      CHECK(b.out == a.out);
+    }
+  }
+  // Comment lines and blank lines without a newline are not rows: nothing to leave out.
+  const fs::path footer = kWork / "footer.csv";
+  std::ofstream(footer, std::ios::binary) << cmdstan << "#  Elapsed Time: 0.01 seconds (Total)";
+  const Run f = run(q(footer) + " --json");
+  CHECK(f.rc == 0);
+  CHECK(f.err.find("note:") == std::string::npos);
+  // A file whose only row is cut off has no draws.
+  const fs::path only = kWork / "only_chain.txt";
+  std::ofstream(only, std::ios::binary) << "SampleLogFunc,x\n-1.5,-8.5405652228767404";
+  check_error(run(q(only)), "only_chain.txt: no draws: its only data row, line 2, has no newline at its end");
+}
