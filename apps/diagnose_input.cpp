@@ -721,7 +721,93 @@ struct TextFile {
   std::vector<std::string> names;  // diagnosed columns
   std::vector<double> rows;        // [draws, names.size()] row-major
   std::size_t draws = 0;
+  std::size_t warmup = 0;  // CmdStan warm-up rows left out (not in `rows`)
+  std::string warmup_how;  // how they were told from the posterior's, for the note
 };
+
+/// A setting of CmdStan's configuration block (comment lines before the header), with its
+/// line; an empty value when the file has none.
+struct CmdStanSetting {
+  std::string value;
+  std::size_t line = 0;
+};
+
+/// The CmdStan settings that say which rows are warm-up.
+struct CmdStanWarmup {
+  CmdStanSetting save_warmup, num_warmup, thin;
+  bool adaptation_terminated = false;  // the "# Adaptation terminated" line after the header
+  std::size_t rows_before = 0;         // data rows before it
+};
+
+/// Takes `name = value` from the text of a configuration comment (after `#`), e.g.
+/// `    save_warmup = 1` or `    thin = 1 (Default)`: the value's first word, for the names
+/// herd-diagnose uses.
+void take_cmdstan_setting(std::string_view body, std::size_t lineno, CmdStanWarmup& w) {
+  const std::size_t eq = body.find('=');
+  if (eq == std::string_view::npos) return;
+  const std::string_view name = trim(body.substr(0, eq));
+  std::string_view value = trim(body.substr(eq + 1));
+  value = value.substr(0, value.find_first_of(" \t"));
+  CmdStanSetting* s = name == "save_warmup"  ? &w.save_warmup
+                      : name == "num_warmup" ? &w.num_warmup
+                      : name == "thin"       ? &w.thin
+                                             : nullptr;
+  if (s != nullptr && s->line == 0) *s = {std::string(value), lineno};
+}
+
+/// The whole number of CmdStan setting `s` (`name` in messages), at least `min`; `fallback`
+/// when the file does not give it.
+std::uint64_t cmdstan_count(const std::string& path, const char* name, const CmdStanSetting& s, std::uint64_t min,
+                            std::uint64_t fallback) {
+  if (s.line == 0) return fallback;
+  std::uint64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(s.value.data(), s.value.data() + s.value.size(), v);
+  if (ec != std::errc() || ptr != s.value.data() + s.value.size() || s.value.empty() || v < min)
+    throw InputError(fmt::format("{}: line {}: CmdStan's {} is '{}', but must be a whole number{}", path, s.line, name,
+                                 s.value, min > 0 ? " of at least 1" : ""));
+  return v;
+}
+
+/// Leaves out the warm-up rows of CmdStan CSV `tf` (as stansummary and ArviZ's from_cmdstan
+/// do): the rows before the `# Adaptation terminated` line that ends the warm-up, else (an
+/// unadapted run: no such line) with `save_warmup` on the first ceil(num_warmup / thin).
+/// @throws herd::InputError when save_warmup is on but neither tells the warm-up apart, a
+///         setting is not what CmdStan writes, or every row is warm-up.
+void drop_cmdstan_warmup(const std::string& path, const CmdStanWarmup& w, TextFile& tf) {
+  bool save = false;
+  if (w.save_warmup.line > 0) {
+    const std::string& v = w.save_warmup.value;
+    if (v == "1" || v == "true") save = true;
+    else if (v != "0" && v != "false")
+      throw InputError(fmt::format("{}: line {}: CmdStan's save_warmup is '{}', but must be 0 or 1 (false or true)",
+                                   path, w.save_warmup.line, v));
+  }
+  std::size_t warmup = 0;
+  if (w.adaptation_terminated) {
+    warmup = w.rows_before;
+    tf.warmup_how = "the rows before \"# Adaptation terminated\"";
+  } else if (save) {
+    if (w.num_warmup.line == 0)
+      throw InputError(
+          fmt::format("{}: line {}: save_warmup is {}, but the file has neither a \"# Adaptation terminated\" line nor "
+                      "num_warmup, so its warm-up draws cannot be told from the posterior's",
+                      path, w.save_warmup.line, w.save_warmup.value));
+    const std::uint64_t n = cmdstan_count(path, "num_warmup", w.num_warmup, 0, 0);
+    const std::uint64_t thin = cmdstan_count(path, "thin", w.thin, 1, 1);
+    warmup = static_cast<std::size_t>(std::min<std::uint64_t>(n / thin + (n % thin != 0 ? 1 : 0), tf.draws));
+    tf.warmup_how = fmt::format(
+        "save_warmup = {} and no \"# Adaptation terminated\" line: the first ceil(num_warmup / thin) = "
+        "ceil({} / {}) rows",
+        w.save_warmup.value, n, thin);
+  }
+  if (warmup == 0) return;
+  if (warmup >= tf.draws)
+    throw InputError(fmt::format("{}: all its {} draws are warm-up ({}), so it has no posterior draws to diagnose",
+                                 path, tf.draws, tf.warmup_how));
+  tf.rows.erase(tf.rows.begin(), tf.rows.begin() + static_cast<std::ptrdiff_t>(warmup * tf.names.size()));
+  tf.draws -= warmup;
+  tf.warmup = warmup;
+}
 
 /// Reads one text file of draws (formats in diagnose_input.hpp); notes on what was left out
 /// go to `notes`.
@@ -744,6 +830,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
   std::size_t weight_col = 0;
   std::vector<double> vals;
   std::size_t cut_line = 0;  // a last data row without a newline, left out
+  CmdStanWarmup cmdstan;
   while (std::getline(in, line)) {
     ++lineno;
     // getline reached the end of the file inside this line: no newline ends it.
@@ -757,6 +844,12 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
     if (t.empty()) continue;
     if (t.front() == '#') {
       comments = true;
+      const std::string_view body = trim(t.substr(1));
+      if (first) take_cmdstan_setting(body, lineno, cmdstan);
+      else if (body == "Adaptation terminated" && !cmdstan.adaptation_terminated) {
+        cmdstan.adaptation_terminated = true;
+        cmdstan.rows_before = tf.draws;
+      }
       continue;
     }
     if (first) {
@@ -855,6 +948,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
                "still being written, or left by a killed run)",
                path, cut_line);
   HERD_REQUIRE(tf.draws > 0, "{}: no draws (the file has no numeric rows)", path);
+  if (tf.kind == TextKind::kCmdStan) drop_cmdstan_warmup(path, cmdstan, tf);
   if (cut_line > 0)
     notes.push_back(
         fmt::format("note: {}: line {} has no newline at its end, so it looks cut off (a file still being written, "
@@ -891,6 +985,21 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
     std::vector<DrawsArray> out;
     out.push_back(std::move(a));
     return out;
+  }
+  // The warm-up left out of CmdStan files, in one note for all chains.
+  std::size_t with_warmup = 0;
+  for (const auto& f : files) with_warmup += f.warmup > 0 ? 1 : 0;
+  if (with_warmup > 0) {
+    const bool same = std::all_of(files.begin(), files.end(), [&](const TextFile& f) { return f.warmup == f0.warmup; });
+    std::string counts;
+    for (const auto& f : files) counts += (counts.empty() ? "" : ", ") + std::to_string(f.warmup);
+    const auto how = std::find_if(files.begin(), files.end(), [](const TextFile& f) { return f.warmup > 0; });
+    said.push_back(
+        fmt::format("note: left out the warm-up draws of the CmdStan CSV{} ({}), as stansummary and ArviZ do: {}",
+                    files.size() == 1 ? "" : " files", how->warmup_how,
+                    files.size() == 1 ? fmt::format("{} draws", f0.warmup)
+                    : same            ? fmt::format("{} draws per chain", f0.warmup)
+                                      : fmt::format("{} draws in the {} chains", counts, files.size())));
   }
   std::size_t n = f0.draws;
   for (std::size_t i = 1; i < files.size(); ++i) {

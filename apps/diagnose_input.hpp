@@ -19,7 +19,10 @@
 ///   `SampleLogFunc`, then the variables; each row is one draw;
 /// - CmdStan CSV: `#` comment lines anywhere, a header with `lp__`; `lp__` is diagnosed (as
 ///   CmdStan's stansummary and R posterior do) and the other `name__` sampler columns
-///   (accept_stat__, stepsize__, treedepth__, n_leapfrog__, divergent__, energy__) excluded.
+///   (accept_stat__, stepsize__, treedepth__, n_leapfrog__, divergent__, energy__) excluded;
+///   the warm-up rows (`save_warmup = 1` or `true` in the configuration comments) are left
+///   out as stansummary and ArviZ leave them out: the rows before the `# Adaptation
+///   terminated` comment, else (an unadapted run) the first ceil(num_warmup / thin).
 /// The delimiter of ParaDRAM files is the text between the header's first two names (ParaMonte's
 /// outputDelimiter: a comma by default, or blanks); fields are trimmed.
 

@@ -556,6 +556,7 @@ TEST_CASE("herd-diagnose: CmdStan CSV files with comment lines, one per chain", 
   CHECK(j.begin().key() == "lp__");
   check_summary(j["theta"], theta, 3, n);
   check_summary(j["lp__"], lp, 3, n);
+  CHECK(r.err.find("note:") == std::string::npos);  // no warm-up rows: nothing left out
   // One file alone is one chain.
   const Run one = run(q(paths[0]) + " --json");
   REQUIRE(one.rc == 0);
@@ -851,4 +852,67 @@ TEST_CASE("herd-diagnose: a last row without a newline (cut off) is left out wit
   const fs::path only = kWork / "only_chain.txt";
   std::ofstream(only, std::ios::binary) << "SampleLogFunc,x\n-1.5,-8.5405652228767404";
   check_error(run(q(only)), "only_chain.txt: no draws: its only data row, line 2, has no newline at its end");
+}
+
+TEST_CASE("herd-diagnose: CmdStan CSV with save_warmup: the warm-up draws are left out, with a note", "[mcmc][apps]") {
+  // save_warmup = 1 writes the warm-up draws first, then "# Adaptation terminated": they were
+  // read as posterior draws (R-hat 1.22 for 1.01). Here the warm-up drifts from 20 down to the
+  // posterior's level, so that reading it changes every number.
+  const std::size_t n = 300, warmup = 50;
+  fs::create_directories(kWork);
+  std::vector<double> theta, lp;
+  auto write = [&](const std::string& name, int c, const std::string& save, bool adapted) {
+    const auto t = ar1(n, 40 + static_cast<unsigned>(c), 0.1 * c), l = ar1(n, 50 + static_cast<unsigned>(c), -7.0);
+    theta.insert(theta.end(), t.begin(), t.end());
+    lp.insert(lp.end(), l.begin(), l.end());
+    const fs::path p = kWork / name;
+    std::ofstream o(p);
+    o << "# model = bernoulli_model\n# method = sample (Default)\n#   sample\n#     num_samples = 300\n"
+      << "#     num_warmup = " << (adapted ? "50" : "99") << "\n#     save_warmup = " << save << "\n"
+      << "#     thin = " << (adapted ? "1 (Default)" : "2") << "\n#     adapt\n#       engaged = " << (adapted ? 1 : 0)
+      << "\n"
+      << "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,theta\n";
+    for (std::size_t i = 0; i < warmup; ++i)
+      o << fmt::format("{:.17g},0.5,0.1,3,7,0,7,{:.17g}\n", -50.0 + static_cast<double>(i),
+                       20.0 - 0.4 * static_cast<double>(i));
+    if (adapted)
+      o << "# Adaptation terminated\n# Step size = 0.93\n# Diagonal elements of inverse mass matrix:\n# 0.5\n";
+    for (std::size_t i = 0; i < n; ++i) o << fmt::format("{:.17g},0.9,0.93,1,3,0,{:.17g},{:.17g}\n", l[i], -l[i], t[i]);
+    o << "\n#  Elapsed Time: 0.005 seconds (Warm-up)\n#                0.01 seconds (Total)\n";
+    return p;
+  };
+  const auto p1 = write("warm_1.csv", 0, "1", true), p2 = write("warm_2.csv", 1, "1", true);
+  const Run r = run(q(p1) + " " + q(p2) + " --json");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out);
+  check_summary(j["theta"], theta, 2, n);
+  check_summary(j["lp__"], lp, 2, n);
+  CHECK_THAT(r.err,
+             Catch::Contains("herd-diagnose: note: left out the warm-up draws of the CmdStan CSV files (the rows "
+                             "before \"# Adaptation terminated\"), as stansummary and ArviZ do: 50 draws per "
+                             "chain\nherd-diagnose: lp__ ... theta (2 parameters): 2 chains x 300 draws"));
+  // CmdStan 2.33 writes `save_warmup = true`; an unadapted run (adapt engaged = 0) has no
+  // "# Adaptation terminated" line: its first ceil(num_warmup / thin) = ceil(99 / 2) = 50 rows
+  // are the warm-up.
+  theta.clear();
+  lp.clear();
+  const auto u = write("warm_unadapted.csv", 2, "true", false);
+  const Run ru = run(q(u) + " --json");
+  INFO(ru.err);
+  REQUIRE(ru.rc == 0);
+  check_summary(nlohmann::json::parse(ru.out)["theta"], theta, 1, n);
+  CHECK_THAT(ru.err, Catch::Contains("ceil(99 / 2) rows), as stansummary and ArviZ do: 50 draws"));
+  // save_warmup on, but neither the line nor num_warmup: refused, not guessed.
+  const fs::path bare = kWork / "warm_bare.csv";
+  std::ofstream(bare) << "# save_warmup = 1\nlp__,theta\n-1,0.5\n-2,0.25\n";
+  check_error(run(q(bare)),
+              "warm_bare.csv: line 1: save_warmup is 1, but the file has neither a \"# Adaptation "
+              "terminated\" line nor num_warmup");
+  const fs::path all = kWork / "warm_all.csv";
+  std::ofstream(all) << "# num_warmup = 10\n# save_warmup = 1\nlp__,theta\n-1,0.5\n-2,0.25\n";
+  check_error(run(q(all)), "warm_all.csv: all its 2 draws are warm-up");
+  const fs::path odd = kWork / "warm_odd.csv";
+  std::ofstream(odd) << "# save_warmup = yes\nlp__,theta\n-1,0.5\n-2,0.25\n";
+  check_error(run(q(odd)), "warm_odd.csv: line 1: CmdStan's save_warmup is 'yes', but must be 0 or 1 (false or true)");
 }
