@@ -718,11 +718,12 @@ bool is_chain_name(const std::string& l) {
 /// One text file: its kind, column names and draws of the diagnosed columns ([draws, cols]).
 struct TextFile {
   TextKind kind = TextKind::kDrawsCsv;
-  std::vector<std::string> names;  // diagnosed columns
-  std::vector<double> rows;        // [draws, names.size()] row-major
-  std::size_t draws = 0;
-  std::size_t warmup = 0;  // CmdStan warm-up rows left out (not in `rows`)
-  std::string warmup_how;  // how they were told from the posterior's, for the note
+  std::vector<std::string> names;      // diagnosed columns
+  std::vector<double> rows;            // [rows, names.size()] row-major, each row once
+  std::vector<std::uint32_t> weights;  // a chain file's SampleWeight per row (empty: each row is one draw)
+  std::size_t draws = 0;               // draws: rows, each counted SampleWeight times
+  std::size_t warmup = 0;              // CmdStan warm-up rows left out (not in `rows`)
+  std::string warmup_how;              // how they were told from the posterior's, for the note
 };
 
 /// A setting of CmdStan's configuration block (comment lines before the header), with its
@@ -809,9 +810,57 @@ void drop_cmdstan_warmup(const std::string& path, const CmdStanWarmup& w, TextFi
   tf.warmup = warmup;
 }
 
+/// The largest SampleWeight of a chain file's row that herd-diagnose expands.
+constexpr double kMaxSampleWeight = 1e9;
+
+/// Bytes of workspace per draw that one thread's diagnostics of one quantity hold: summarize()'s
+/// 21.25, and once its ESS uses the FFT (long chains) 32 per draw of its input and spectrum,
+/// up to twice that as the FFT's length is rounded up, with a margin (herd-diagnose on one
+/// chain of 1e7 and of 3e7 draws held 82 and 87 bytes per draw besides the values).
+constexpr double kWorkspacePerDraw = 96;
+
+/// The memory the text files read so far hold and will need (check_text_memory).
+struct TextMemory {
+  double rows = 0;    ///< values as read (a weighted row once)
+  double values = 0;  ///< values once expanded into the parameters' buffers
+  double draws = 0;   ///< draws of one quantity, over all chains
+  std::size_t quantities = 0;
+};
+
+std::size_t g_diagnostics_threads = 1;  // set_diagnostics_threads
+
+/// Refuses text file `tf` (`path`) when the draws of the files read so far with its own need
+/// more memory than allowed (set_max_memory), before a weighted chain file's rows are
+/// repeated SampleWeight times (a few rows of large weights expand to gigabytes): the rows as
+/// read and the parameters' buffers read_text fills from them (8 bytes a value each), and the
+/// diagnostics' workspace of the threads (kWorkspacePerDraw per draw of a quantity; at most
+/// one thread per quantity). Adds its own to `held`.
+void check_text_memory(const std::string& path, const TextFile& tf, TextMemory& held) {
+  const bool csv = tf.kind == TextKind::kDrawsCsv;  // one quantity, one column per chain
+  const auto k = static_cast<double>(tf.names.size()), draws = static_cast<double>(tf.draws);
+  const bool first = held.values == 0;
+  held.rows += static_cast<double>(tf.rows.size());
+  held.values += draws * k;
+  held.draws += csv ? draws * k : draws;
+  held.quantities = csv ? 1 : tf.names.size();
+  const std::size_t threads = std::max<std::size_t>(1, std::min(g_diagnostics_threads, held.quantities));
+  const double need = (held.rows + held.values) * 8.0 + static_cast<double>(threads) * kWorkspacePerDraw * held.draws;
+  const std::string on = fmt::format("their diagnostics on {} thread{}", threads, threads == 1 ? "" : "s");
+  const std::string before = first ? "" : ", besides the files before it";
+  check_memory_need(need, g_max_memory,
+                    tf.weights.empty()
+                        ? fmt::format("{}: its {} draws of {} column{}{} and {}", path, tf.draws, tf.names.size(),
+                                      tf.names.size() == 1 ? "" : "s", before, on)
+                        : fmt::format("{}: its weighted rows (SampleWeight totals {} draws, of {} columns{}), "
+                                      "expanded, and {}",
+                                      path, tf.draws, tf.names.size(), before, on),
+                    "diagnose fewer or shorter chains, or on fewer threads (--threads)", "--max-memory");
+}
+
 /// Reads one text file of draws (formats in diagnose_input.hpp); notes on what was left out
-/// go to `notes`.
-TextFile read_text_file(const std::string& path, std::vector<std::string>& notes) {
+/// go to `notes`. `held`: the memory of the files read before it (check_text_memory), to
+/// which its own is added.
+TextFile read_text_file(const std::string& path, std::vector<std::string>& notes, TextMemory& held) {
   // A folder opens as a stream that reads nothing, which read as "no numeric rows".
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
@@ -929,17 +978,24 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
     std::size_t reps = 1;
     if (tf.kind == TextKind::kParaDramChain) {
       const double wt = vals[weight_col];
-      if (!(wt >= 1 && wt <= 1e9 && wt == std::floor(wt)))
+      if (!(wt >= 1 && wt == std::floor(wt)))
         throw InputError(fmt::format("{}: line {} column {} (SampleWeight) is '{}', but must be a positive integer",
                                      path, lineno, weight_col + 1, fields[weight_col]));
+      if (wt > kMaxSampleWeight)
+        throw InputError(fmt::format(
+            "{}: line {} column {} (SampleWeight) is '{}', but must be at most {} (herd-diagnose repeats each row "
+            "SampleWeight times in memory)",
+            path, lineno, weight_col + 1, fields[weight_col], static_cast<std::uint64_t>(kMaxSampleWeight)));
       reps = static_cast<std::size_t>(wt);
+      tf.weights.push_back(static_cast<std::uint32_t>(reps));
     }
     for (std::size_t k : keep)
       if (!std::isfinite(vals[k]))
         throw InputError(
             fmt::format("{}: line {} column {} is '{}', but draws must be finite", path, lineno, k + 1, fields[k]));
-    for (std::size_t r = 0; r < reps; ++r)
-      for (std::size_t k : keep) tf.rows.push_back(vals[k]);
+    // A weighted row is kept once: read_text repeats it into the parameters' buffers, once
+    // the memory of all of them is known to fit (check_text_memory).
+    for (std::size_t k : keep) tf.rows.push_back(vals[k]);
     tf.draws += reps;
   }
   if (first && comments) throw InputError(fmt::format("{}: only '#' comment lines, no header and no draws", path));
@@ -949,6 +1005,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
                path, cut_line);
   HERD_REQUIRE(tf.draws > 0, "{}: no draws (the file has no numeric rows)", path);
   if (tf.kind == TextKind::kCmdStan) drop_cmdstan_warmup(path, cmdstan, tf);
+  check_text_memory(path, tf, held);
   if (cut_line > 0)
     notes.push_back(
         fmt::format("note: {}: line {} has no newline at its end, so it looks cut off (a file still being written, "
@@ -966,7 +1023,8 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
   std::vector<std::string>& said = notes != nullptr ? *notes : own_notes;
   std::vector<TextFile> files;
   files.reserve(paths.size());
-  for (const auto& p : paths) files.push_back(read_text_file(p, said));
+  TextMemory held;
+  for (const auto& p : paths) files.push_back(read_text_file(p, said, held));
   const TextFile& f0 = files[0];
   if (f0.kind == TextKind::kDrawsCsv) {
     HERD_REQUIRE(files.size() == 1,
@@ -1029,8 +1087,20 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
   a.names = f0.names;
   for (std::size_t p = 0; p < a.params; ++p) {
     DrawsBuffer col(a.chains * n);
-    for (std::size_t c = 0; c < a.chains; ++c)
-      for (std::size_t t = 0; t < n; ++t) col[c * n + t] = files[c].rows[t * a.params + p];
+    for (std::size_t c = 0; c < a.chains; ++c) {
+      const TextFile& f = files[c];
+      double* out = col.data() + c * n;
+      if (f.weights.empty()) {
+        for (std::size_t t = 0; t < n; ++t) out[t] = f.rows[t * a.params + p];
+        continue;
+      }
+      // The Markov chain: row i repeated SampleWeight times, up to n draws.
+      for (std::size_t i = 0, t = 0; t < n; ++i) {
+        const std::size_t r = std::min<std::size_t>(f.weights[i], n - t);
+        std::fill_n(out + t, r, f.rows[i * a.params + p]);
+        t += r;
+      }
+    }
     a.columns.push_back(std::move(col));
   }
   std::vector<DrawsArray> out;
@@ -1260,5 +1330,7 @@ void DrawsBuffer::reset() noexcept {
 }
 
 void set_max_memory(std::uint64_t bytes) { g_max_memory = bytes; }
+
+void set_diagnostics_threads(std::size_t threads) { g_diagnostics_threads = std::max<std::size_t>(threads, 1); }
 
 }  // namespace herd::apps

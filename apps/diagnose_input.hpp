@@ -91,8 +91,10 @@ struct DrawsArray {
 /// the other formats' quantities after their columns. `notes`: one line each, "note: ...".
 /// @throws herd::InputError on a missing/unreadable or binary file, a header of no known
 ///         format, files of different formats or columns, no data rows, a ragged row, a
-///         field that is not a number, a weight that is not a positive integer, or a NaN/Inf
-///         draw (each message names the file, line and column).
+///         field that is not a number, a weight that is not a positive integer or is above
+///         10^9, files whose draws (a chain file's rows repeated SampleWeight times) and
+///         diagnostics need more memory than allowed (set_max_memory; checked before the rows
+///         are expanded), or a NaN/Inf draw (each message names the file, line and column).
 std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::vector<std::string>* notes = nullptr);
 
 /// Whether `path` is an HDF5 file (by its signature).
@@ -164,8 +166,16 @@ class Hdf5Draws {
 /// The memory that one dataset's values may use (bytes; 0, the default: the memory
 /// available on the machine). A dataset whose values (and the scratch the diagnostics use)
 /// need more is refused with herd::InputError naming it and its shape, before anything is
-/// read (an HDF5 file can declare a dataset of terabytes that holds no data). Not
-/// thread-safe (set it once, before reading).
+/// read (an HDF5 file can declare a dataset of terabytes that holds no data); so are text
+/// files whose draws and the diagnostics' workspace (set_diagnostics_threads) need more,
+/// with a ParaDRAM chain file's rows repeated SampleWeight times, before they are (a few rows
+/// of large weights expand to gigabytes). Not thread-safe (set it once, before reading).
 void set_max_memory(std::uint64_t bytes);
+
+/// The threads that will compute the diagnostics of read_text's draws (at least 1; the
+/// default 1): each holds a workspace of up to about 96 bytes per draw of the quantity it
+/// summarizes, counted in read_text's memory estimate. Not thread-safe (set it once, before
+/// reading).
+void set_diagnostics_threads(std::size_t threads);
 
 }  // namespace herd::apps

@@ -340,6 +340,8 @@ int run_main(int argc, char** argv) {
     } catch (const herd::InputError& e) {
       throw herd::InputError(fmt::format("--max-memory {}: {}", max_memory, e.what()));
     }
+    if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+    herd::apps::set_diagnostics_threads(threads);
     std::vector<herd::apps::DrawsArray> text_arrays;
     std::unique_ptr<herd::apps::Hdf5Draws> h5;
     bool any_h5 = false;
@@ -355,7 +357,6 @@ int run_main(int argc, char** argv) {
       for (const auto& note : notes) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
     }
     auto& arrays = h5 ? h5->arrays() : text_arrays;
-    if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     std::vector<Row> rows;
     try {
       // HDF5 draws are read as the threads come to them, each parameter's buffer released

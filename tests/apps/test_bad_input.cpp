@@ -112,6 +112,17 @@ std::function<void(const fs::path&)> corrupt_restart_record(const std::string& e
   };
 }
 
+/// A ParaDRAM chain file (herd's columns, one variable x) of `rows` rows of weight 1, except
+/// row `heavy` (0-based), of weight `weight`.
+std::string weighted_chain(int rows, int heavy, long long weight) {
+  std::string t =
+      "ProcessID,DelayedRejectionStage,MeanAcceptanceRate,AdaptationMeasure,BurninLocation,SampleWeight,"
+      "SampleLogFunc,x\n";
+  for (int i = 0; i < rows; ++i)
+    t += "1,0,0.25,0,1," + std::to_string(i == heavy ? weight : 1) + ",-1.5," + std::to_string(0.01 * i) + "\n";
+  return t;
+}
+
 std::vector<BadInput> catalogue() {
   const std::string names_overwrite = serial("overwrite = true\n");
   return {
@@ -207,6 +218,36 @@ std::vector<BadInput> catalogue() {
        "d.csv --threads abc",
        2,
        {"herd-diagnose: error: ", "--threads", "abc", "herd-diagnose --help"}},
+      // A chain file's rows are repeated SampleWeight times in memory: one weight of 3e8 in a
+      // 50-row file expanded to 12 GB, past --max-memory and the memory available.
+      {"herd-diagnose: a weighted chain file that expands past --max-memory",
+       "herd-diagnose",
+       {{"w_chain.txt", weighted_chain(50, 49, 100000)}},
+       "w_chain.txt --max-memory 1MiB --threads 1",
+       2,
+       {"w_chain.txt: its weighted rows (SampleWeight totals 100049 draws, of 2 columns), expanded, and their "
+        "diagnostics on 1 thread needs about",
+        "--max-memory is 1 MiB"}},
+      {"herd-diagnose: weighted chain files that together expand past --max-memory",
+       "herd-diagnose",
+       {{"w_chain.txt", weighted_chain(50, 49, 60000)}, {"v_chain.txt", weighted_chain(50, 49, 60000)}},
+       "w_chain.txt v_chain.txt --max-memory 8MiB --threads 1",
+       2,
+       {"v_chain.txt: its weighted rows (SampleWeight totals 60049 draws, of 2 columns, besides the files before it), "
+        "expanded, and their diagnostics on 1 thread needs about",
+        "but --max-memory is 8 MiB"}},
+      {"herd-diagnose: SampleWeight 2147483647 names the real limit (it said 'must be a positive integer')",
+       "herd-diagnose",
+       {{"w_chain.txt", weighted_chain(50, 10, 2147483647)}},
+       "w_chain.txt",
+       2,
+       {"w_chain.txt: line 12 column 6 (SampleWeight) is '2147483647', but must be at most 1000000000"}},
+      {"herd-diagnose: SampleWeight 99999999999",
+       "herd-diagnose",
+       {{"w_chain.txt", weighted_chain(50, 0, 99999999999)}},
+       "w_chain.txt",
+       2,
+       {"line 2 column 6 (SampleWeight) is '99999999999', but must be at most 1000000000"}},
       // A text file of draws with a header of no known format: once read as one chain per
       // column (R-hat 2.02 on herd-sample's own _chain.txt, exit 0); now refused, nothing guessed.
       {"herd-diagnose: a table with an unknown header is not read as chains",

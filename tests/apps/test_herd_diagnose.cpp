@@ -916,3 +916,15 @@ TEST_CASE("herd-diagnose: CmdStan CSV with save_warmup: the warm-up draws are le
   std::ofstream(odd) << "# save_warmup = yes\nlp__,theta\n-1,0.5\n-2,0.25\n";
   check_error(run(q(odd)), "warm_odd.csv: line 1: CmdStan's save_warmup is 'yes', but must be 0 or 1 (false or true)");
 }
+
+TEST_CASE("herd-diagnose: a weighted chain file within --max-memory reads as before", "[mcmc][apps]") {
+  // The rows are repeated SampleWeight times only once their memory is known to fit: a small
+  // chain under a small --max-memory gives the same numbers as without it.
+  const Compact c = make_compact(400, 1);
+  const auto f = write_paradram_chain("small_weighted_chain.txt", c, ",", false);
+  const Run a = run(q(f) + " --json"), b = run(q(f) + " --json --max-memory 1MiB");
+  INFO(b.err);
+  REQUIRE(b.rc == 0);
+  CHECK(b.out == a.out);
+  check_summary(nlohmann::json::parse(b.out)["SampleVariable1"], c.expanded(1), 1, c.expanded(1).size());
+}
