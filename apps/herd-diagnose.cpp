@@ -187,6 +187,31 @@ herd::apps::DrawsArray expanded(herd::apps::DrawsArray& a) {
   return v;
 }
 
+/// Refuses an --html report of weighted `arrays` (an .h5's compact chain, read in compact form)
+/// whose expanded copies (`expanded`, all held together by write_html) need more memory than
+/// `max_memory` (0: the memory available) allows; checked before the diagnostics run.
+/// @throws herd::InputError naming `file`, the shapes and the limit.
+void check_report_memory(const std::string& file, const std::vector<herd::apps::DrawsArray>& arrays,
+                         std::uint64_t max_memory) {
+  double values = 0;
+  std::size_t verbose = 0, chains = 0, quantities = 0;
+  for (const auto& a : arrays) {
+    if (a.weights.empty()) continue;
+    std::size_t n = 0;  // verbose draws per chain (every chain has as many)
+    for (std::size_t t = 0; t < a.draws; ++t) n += static_cast<std::size_t>(a.weights[t]);
+    values += static_cast<double>(a.chains) * static_cast<double>(n) * static_cast<double>(a.params);
+    verbose = n;
+    chains = a.chains;
+    quantities += a.params;
+  }
+  if (quantities == 0) return;
+  herd::check_memory_need(values * 8.0, max_memory,
+                          fmt::format("{}: the --html report of its weighted draws, expanded ({} chain{} x {} draws "
+                                      "x {} quantities)",
+                                      file, chains, chains == 1 ? "" : "s", verbose, quantities),
+                          "diagnose it without --html", "--max-memory");
+}
+
 /// The HTML report (posterior_report.hpp) of the arrays that share the first one's
 /// [chains, draws] shape (compact arrays expanded first); the others are named in a note.
 void write_html(const std::string& file, std::vector<herd::apps::DrawsArray>& compact_or_verbose,
@@ -335,8 +360,10 @@ int run_main(int argc, char** argv) {
   auto threads = static_cast<std::size_t>(threads_given);
   try {
     if (!html.empty()) check_html_path(html, files);
+    std::uint64_t max_memory_bytes = 0;
     try {
-      herd::apps::set_max_memory(herd::parse_memory_size(max_memory));
+      max_memory_bytes = herd::parse_memory_size(max_memory);
+      herd::apps::set_max_memory(max_memory_bytes);
     } catch (const herd::InputError& e) {
       throw herd::InputError(fmt::format("--max-memory {}: {}", max_memory, e.what()));
     }
@@ -357,6 +384,7 @@ int run_main(int argc, char** argv) {
       for (const auto& note : notes) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
     }
     auto& arrays = h5 ? h5->arrays() : text_arrays;
+    if (!html.empty()) check_report_memory(files[0], arrays, max_memory_bytes);
     std::vector<Row> rows;
     try {
       // HDF5 draws are read as the threads come to them, each parameter's buffer released

@@ -928,3 +928,37 @@ TEST_CASE("herd-diagnose: a weighted chain file within --max-memory reads as bef
   CHECK(b.out == a.out);
   check_summary(nlohmann::json::parse(b.out)["SampleVariable1"], c.expanded(1), 1, c.expanded(1).size());
 }
+
+TEST_CASE("herd-diagnose --html of a weighted compact chain: its expansion is estimated before the diagnostics",
+          "[mcmc][apps]") {
+  // herd-sample's compact-only .h5 (chain_compact: state [rows, variable], weight [rows]) is
+  // diagnosed weighted, but the report expands it: 10 rows of weight 200,000 are 2e6 draws
+  // of 2 variables, 30.5 MiB, whatever --max-memory said.
+  fs::create_directories(kWork);
+  const fs::path p = kWork / "compact_only.h5";
+  const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t g = H5Gcreate2(f, "chain_compact", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  std::vector<double> state(20);
+  for (std::size_t i = 0; i < state.size(); ++i) state[i] = 0.1 * static_cast<double>(i % 7);
+  write_dataset(g, "state", state, {10, 2});
+  write_dataset(g, "weight", std::vector<double>(10, 200000.0), {10});
+  write_strings(g, "variable", {"a", "b"});
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t attr = H5Acreate2(g, "burnin", H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT);
+  const std::int64_t burnin = 0;
+  H5Awrite(attr, H5T_NATIVE_INT64, &burnin);
+  H5Aclose(attr);
+  H5Sclose(space);
+  H5Gclose(g);
+  H5Fclose(f);
+  const Run plain = run(q(p) + " --json --max-memory 16MiB");
+  INFO(plain.err);
+  REQUIRE(plain.rc == 0);  // the diagnostics never expand it
+  const fs::path html = kWork / "compact_only.html";
+  fs::remove(html);
+  check_error(run(q(p) + " --max-memory 16MiB --html " + q(html)),
+              "compact_only.h5: the --html report of its weighted draws, expanded (1 chain x 2000000 draws x 2 "
+              "quantities) needs about 30.5 MiB of memory, but --max-memory is 16 MiB");
+  CHECK_FALSE(fs::exists(html));
+  CHECK(run(q(p) + " --max-memory 64MiB --html " + q(html)).rc == 0);
+}
