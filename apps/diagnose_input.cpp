@@ -20,6 +20,7 @@
 #endif
 
 #include <hdf5.h>
+#include <hdf5_hl.h>
 
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
@@ -259,6 +260,7 @@ struct BlockSource {
   std::string path, shown;
   H5Id ds{H5I_INVALID_HID, H5Dclose};
   int rank = 0;
+  bool transposed = false;                        // stored [draws, chains, ...] (draws_transposed)
   std::size_t chains = 0, draws = 0, params = 0;  // params: the trailing dimensions' product
   std::vector<hsize_t> trailing;                  // the dimensions after [chains, draws]
   std::size_t cb = 1, db = 1, draw_blocks = 1, blocks = 1;
@@ -284,9 +286,20 @@ void plan_blocks(BlockSource& s, hid_t dcpl) {
   if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) {
     std::vector<hsize_t> cd(static_cast<std::size_t>(s.rank), 1);
     if (H5Pget_chunk(dcpl, s.rank, cd.data()) == s.rank) {
-      chunk_c = std::clamp<std::size_t>(cd[0], 1, s.chains);
-      chunk_d = std::clamp<std::size_t>(cd[1], 1, s.draws);
+      chunk_c = std::clamp<std::size_t>(cd[s.transposed ? 1 : 0], 1, s.chains);
+      chunk_d = std::clamp<std::size_t>(cd[s.transposed ? 0 : 1], 1, s.draws);
     }
+  }
+  if (s.transposed) {
+    // Stored [draws, chains, ...]: whole rows of the file are draws of every chain, so a
+    // block is all chains of a run of draws (whole rows of chunks).
+    const std::size_t per_chunk_row = chunk_d * s.chains * row;
+    s.cb = s.chains;
+    s.db = std::min(s.draws, chunk_d * std::max<std::size_t>(
+                                           1, kBlockBytes / sizeof(double) / std::max<std::size_t>(per_chunk_row, 1)));
+    s.draw_blocks = (s.draws + s.db - 1) / s.db;
+    s.blocks = s.draw_blocks;
+    return;
   }
   s.cb = chunk_c;
   const std::size_t per_chunk_row = chunk_c * chunk_d * row;
@@ -299,9 +312,60 @@ void plan_blocks(BlockSource& s, hid_t dcpl) {
   s.blocks = (s.chains + s.cb - 1) / s.cb * s.draw_blocks;
 }
 
+/// H5DSiterate_scales callback: the name of the first dimension scale attached (the last
+/// part of its path: netCDF-4 and h5netcdf name a dimension's scale dataset after it, as
+/// herd does), into the std::string `out`.
+herr_t first_scale_name(hid_t, unsigned, hid_t scale, void* out) {
+  const ssize_t len = H5Iget_name(scale, nullptr, 0);
+  if (len > 0) {
+    std::string name(static_cast<std::size_t>(len), '\0');
+    if (H5Iget_name(scale, name.data(), static_cast<std::size_t>(len) + 1) > 0)
+      *static_cast<std::string*>(out) = name.substr(name.rfind('/') + 1);
+  }
+  return 1;  // the first scale only
+}
+
+/// The names of the `rank` dimensions of dataset `ds` from the HDF5 dimension scales attached
+/// to them (H5DS, as netCDF-4, h5netcdf and so xarray and ArviZ write them); "" for a
+/// dimension without one.
+std::vector<std::string> dimension_names(hid_t ds, int rank) {
+  std::vector<std::string> names(static_cast<std::size_t>(rank));
+  for (int d = 0; d < rank; ++d)
+    if (H5DSget_num_scales(ds, static_cast<unsigned>(d)) > 0)
+      H5DSiterate_scales(ds, static_cast<unsigned>(d), nullptr, first_scale_name, &names[static_cast<std::size_t>(d)]);
+  H5Eclear2(H5E_DEFAULT);
+  return names;
+}
+
+/// Whether dataset `ds` (`shown` in messages) holds its draws as [draws, chains, ...] by the
+/// names of its dimensions (dimension_names): (chain, draw, ...) is read as it is, (draw,
+/// chain, ...) transposed; without names on its first two dimensions (and no dimension named
+/// chain or draw) it is taken as [chains, draws, ...], as always. @throws herd::InputError
+/// for other named dimensions, e.g. herd-sample's chain_compact/state (compact_draw,
+/// variable), which were read as thousands of chains of a few draws.
+bool draws_transposed(const std::string& path, const std::string& shown, hid_t ds, int rank) {
+  const std::vector<std::string> names = dimension_names(ds, rank);
+  const auto at = [&](const char* n) {
+    return static_cast<std::size_t>(std::find(names.begin(), names.end(), n) - names.begin());
+  };
+  const std::size_t chain = at("chain"), draw = at("draw");
+  if (chain == 0 && draw == 1) return false;
+  if (chain == 1 && draw == 0) return true;
+  if (chain == names.size() && draw == names.size() && names[0].empty() && names[1].empty()) return false;
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + (n.empty() ? std::string("unnamed") : n);
+  const bool compact = shown.rfind("chain_compact/", 0) == 0 || shown.rfind("/chain_compact/", 0) == 0;
+  throw InputError(fmt::format(
+      "{}: dataset '{}' has the dimensions ({}), but herd-diagnose reads draws with the dimensions (chain, draw, "
+      "...) or (draw, chain, ...){}",
+      path, shown, list,
+      compact ? "; herd-sample's compact chain is read, weighted, when the file is given without --dataset" : ""));
+}
+
 /// Opens dataset `name` of `loc` (`shown`: its name in messages) and checks it: numeric,
 /// rank 2 or more ([chains, draws, ...], the dimensions after the draws flattened row-major
-/// into parameters), not empty, within the memory allowed. Its parameters are named `labels`
+/// into parameters; [draws, chains, ...] when its dimension names say so: draws_transposed),
+/// not empty, within the memory allowed. Its parameters are named `labels`
 /// when that holds one name per parameter, else after the dataset (ArviZ's convention:
 /// `theta`, or `theta[0]`, `theta[1]`, ... by the 0-based coordinate; a matrix `L[0, 0]`,
 /// `L[0, 1]`, ...). Reads no draws.
@@ -328,8 +392,9 @@ std::unique_ptr<BlockSource> plan_dataset(const std::string& path, hid_t loc, co
   // dataset far larger than it holds (or than this machine has).
   const std::string what = fmt::format("{}: dataset '{}'", path, shown);
   const auto size = [](hsize_t d) { return static_cast<std::int64_t>(std::min<hsize_t>(d, INT64_MAX)); };
-  a.chains = dims[0];
-  a.draws = dims[1];
+  s->transposed = draws_transposed(path, shown, s->ds.id, rank);
+  a.chains = dims[s->transposed ? 1 : 0];
+  a.draws = dims[s->transposed ? 0 : 1];
   a.params = 1;
   for (std::size_t k = 2; k < dims.size(); ++k)
     a.params = checked_count({static_cast<std::int64_t>(a.params), size(dims[k])}, what);
@@ -379,7 +444,8 @@ bool read_block(BlockSource& s, std::size_t b, DrawsArray& a, std::mutex& h5, st
   const std::size_t c0 = b / s.draw_blocks * s.cb, t0 = b % s.draw_blocks * s.db;
   const std::size_t nc = std::min(s.cb, s.chains - c0), nt = std::min(s.db, s.draws - t0);
   const std::size_t p_count = s.params, n = s.draws;
-  const bool direct = p_count == 1;  // the block's rows are rows of the one buffer
+  // The block's rows are rows of the one buffer (a transposed dataset's are not).
+  const bool direct = p_count == 1 && !s.transposed;
   if (!direct) staging.resize(nc * nt * p_count);
   {
     const std::lock_guard<std::mutex> lock(h5);
@@ -387,6 +453,10 @@ bool read_block(BlockSource& s, std::size_t b, DrawsArray& a, std::mutex& h5, st
     std::vector<hsize_t> start(static_cast<std::size_t>(s.rank), 0), count{nc, nt};
     start[0] = c0;
     start[1] = t0;
+    if (s.transposed) {
+      std::swap(start[0], start[1]);
+      std::swap(count[0], count[1]);
+    }
     count.insert(count.end(), s.trailing.begin(), s.trailing.end());
     if (!fspace || H5Sselect_hyperslab(fspace.id, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0)
       return false;
@@ -416,6 +486,26 @@ bool read_block(BlockSource& s, std::size_t b, DrawsArray& a, std::mutex& h5, st
           break;
         }
       }
+    }
+    return true;
+  }
+  if (s.transposed) {
+    // The staging buffer is [nt draws, nc = all chains, params]: its storage order is the
+    // file's from draw t0 on, so the first non-finite value in it is the block's first.
+    const double* src = staging.data();
+    for (std::size_t p = 0; p < p_count; ++p) {
+      double* col = a.columns[p].data();
+      for (std::size_t c = 0; c < nc; ++c) {
+        const double* in = src + c * p_count + p;
+        double* out = col + c * n + t0;
+        for (std::size_t t = 0; t < nt; ++t) out[t] = in[t * nc * p_count];
+      }
+    }
+    const auto at = static_cast<std::size_t>(
+        std::find_if(staging.begin(), staging.end(), [](double v) { return !std::isfinite(v); }) - staging.begin());
+    if (at < staging.size()) {
+      bad = t0 * nc * p_count + at;
+      bad_value = staging[at];
     }
     return true;
   }
@@ -1236,7 +1326,10 @@ void Hdf5Draws::read(std::size_t a) {
     if (!s->error && s->read_error) {
       s->error = std::make_exception_ptr(InputError(fmt::format("{}: cannot read dataset '{}'", s->path, s->shown)));
     } else if (!s->error && s->bad != std::numeric_limits<std::uint64_t>::max()) {
-      const std::size_t i = s->bad, p = i % s->params, t = (i / s->params) % s->draws, c = i / s->params / s->draws;
+      // The index in storage order: [chains, draws, params], or [draws, chains, params].
+      const std::size_t i = s->bad, p = i % s->params;
+      const std::size_t t = s->transposed ? i / s->params / s->chains : (i / s->params) % s->draws;
+      const std::size_t c = s->transposed ? (i / s->params) % s->chains : i / s->params / s->draws;
       s->error = std::make_exception_ptr(
           InputError(fmt::format("{}: dataset '{}' has {} at [chain {}, draw {}{}], but draws must be finite", s->path,
                                  s->shown, s->bad_value, c, t, s->rank >= 3 ? fmt::format(", param {}", p) : "")));

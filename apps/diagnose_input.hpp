@@ -3,8 +3,8 @@
 /// Input readers of `herd-diagnose`: text files of draws in one of four formats, recognised by
 /// their header and never guessed (anything else is refused), and HDF5 datasets of shape
 /// [chains, draws] or [chains, draws, ...] (flattened: params) (or every such dataset of a `posterior` group,
-/// as ArviZ writes it). The HDF5 part uses the HDF5 C API directly, not the io layer's
-/// readers (herd/io/hdf5.hpp).
+/// as ArviZ writes it). The HDF5 part uses the HDF5 C API directly (and its H5DS API for the
+/// names of dimensions), not the io layer's readers (herd/io/hdf5.hpp).
 ///
 /// Text formats (one file is one chain, except the first):
 /// - draws CSV: one column per chain, one row per draw; no header, or a header of chain
@@ -121,6 +121,12 @@ bool is_hdf5(const std::string& path);
 /// (`diagnostics/variable`, else `chain_compact/variable`) names take herd-sample's names, as
 /// its summary table has them: the elements of `beta` [chains, draws, 4] are `beta[1]`..`beta[4]`.
 ///
+/// Dimension names: a dataset with HDF5 dimension scales attached (netCDF-4, h5netcdf, so
+/// xarray's and ArviZ's files, and herd's) is read by their names: (chain, draw, ...) as it
+/// is, (draw, chain, ...) transposed; one whose first two dimensions have other names, e.g.
+/// herd-sample's `chain_compact/state` (compact_draw, variable), is refused naming them. A
+/// dataset without names on its first two dimensions is [chains, draws, ...].
+///
 /// How: the constructor lists the arrays and checks every dataset's type, rank, shape and
 /// memory need, reading no draws (except `chain_compact`'s, read whole there). read(a) reads
 /// dataset a in blocks of whole rows [chains, draws, all params] (whole chunks of a chunked
@@ -136,7 +142,8 @@ bool is_hdf5(const std::string& path);
 class Hdf5Draws {
  public:
   /// Opens `path` and lists its arrays (above). @throws herd::InputError on a missing file,
-  /// dataset or group, a wrong rank, a non-numeric type, an empty dataset, a dataset larger
+  /// dataset or group, a wrong rank, dimensions named other than (chain, draw, ...) or
+  /// (draw, chain, ...), a non-numeric type, an empty dataset, a dataset larger
   /// than the memory allowed (set_max_memory), or (`chain_compact`) a weight below 1, a chain
   /// whose rows are not contiguous, a burn-in outside its chain or a NaN/Inf draw; when
   /// dataset k > 0 is refused, the datasets before it are read first and their errors

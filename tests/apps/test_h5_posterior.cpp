@@ -108,6 +108,14 @@ void check_layouts(const std::string& name, const std::string& args, std::size_t
   CHECK(table.find("sigma") != std::string::npos);
   CHECK(diagnose(dir, "compact/run.h5") == table);
   CHECK(diagnose(dir, "compact/run.h5", "--json") == diagnose(dir, "verbose/run.h5", "--json"));
+  // By their dimension names (chain, draw): the posterior's datasets one by one; the compact
+  // chain's state (compact_draw, variable) is not chains x draws (it was read as thousands of
+  // chains of ndim draws).
+  CHECK(diagnose(dir, "verbose/run.h5", "--dataset posterior/sigma").find("sigma") != std::string::npos);
+  const auto state = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "compact/run.h5 --dataset chain_compact/state");
+  CHECK(state.rc == 2);
+  CHECK_THAT(state.err, Catch::Contains("dataset 'chain_compact/state' has the dimensions (compact_draw, variable)") &&
+                            Catch::Contains("read, weighted, when the file is given without --dataset"));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <hdf5.h>
+#include <hdf5_hl.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -961,4 +962,118 @@ TEST_CASE("herd-diagnose --html of a weighted compact chain: its expansion is es
               "quantities) needs about 30.5 MiB of memory, but --max-memory is 16 MiB");
   CHECK_FALSE(fs::exists(html));
   CHECK(run(q(p) + " --max-memory 64MiB --html " + q(html)).rc == 0);
+}
+
+namespace {
+
+/// A dimension of a netCDF-4 file, as netCDF and h5netcdf write it: a 1-D dataset named after
+/// it, made a dimension scale.
+hid_t make_dimension(hid_t loc, const char* name, std::size_t size) {
+  std::vector<double> v(size);
+  for (std::size_t i = 0; i < size; ++i) v[i] = static_cast<double>(i);
+  write_dataset(loc, name, v, {size});
+  const hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
+  H5DSset_scale(d, name);
+  return d;
+}
+
+/// Dataset `name` of `loc` with shape `dims`, values `x`, and the dimension scales `scales`
+/// attached in order.
+void write_named(hid_t loc, const char* name, const std::vector<double>& x, const std::vector<hsize_t>& dims,
+                 const std::vector<hid_t>& scales, const std::vector<hsize_t>& chunk = {}) {
+  const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (!chunk.empty()) H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data());
+  const hid_t ds = H5Dcreate2(loc, name, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x.data());
+  for (std::size_t k = 0; k < scales.size(); ++k) H5DSattach_scale(ds, scales[k], static_cast<unsigned>(k));
+  H5Dclose(ds);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+}
+
+}  // namespace
+
+TEST_CASE("herd-diagnose: an .h5 dataset's dimension names say which axis holds the chains", "[mcmc][apps]") {
+  // xarray writes a variable's dimensions in its own order, naming them by dimension scales:
+  // mu(draw, chain) was read as 20000 chains of 4 draws. The same draws as (chain, draw),
+  // (draw, chain) and (draw, chain, theta_dim_0), contiguous and chunked, must give the same
+  // numbers on any number of threads.
+  const std::size_t m = 4, n = 20000, k = 3;
+  std::vector<std::vector<double>> param(k);  // [chains, draws] of each parameter
+  for (std::size_t p = 0; p < k; ++p)
+    for (std::size_t c = 0; c < m; ++c) {
+      const auto s = ar1(n, static_cast<unsigned>(300 + 10 * p + c), 0.05 * static_cast<double>(c));
+      param[p].insert(param[p].end(), s.begin(), s.end());
+    }
+  std::vector<double> by_chain = param[0], by_draw(m * n), theta(n * m * k);
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t c = 0; c < m; ++c) {
+      by_draw[t * m + c] = param[0][c * n + t];
+      for (std::size_t p = 0; p < k; ++p) theta[(t * m + c) * k + p] = param[p][c * n + t];
+    }
+  auto make = [&](const std::string& name, const std::vector<double>& th, const std::vector<hsize_t>& chunk) {
+    const fs::path p = kWork / name;
+    const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    const hid_t g = H5Gcreate2(f, "posterior", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    H5Pclose(gcpl);
+    const hid_t chain = make_dimension(g, "chain", m), draw = make_dimension(g, "draw", n),
+                dim0 = make_dimension(g, "theta_dim_0", k);
+    write_named(g, "nu", by_chain, {m, n}, {chain, draw});
+    write_named(g, "mu", by_draw, {n, m}, {draw, chain}, chunk.empty() ? chunk : std::vector<hsize_t>{chunk[0], 3});
+    write_named(g, "theta", th, {n, m, k}, {draw, chain, dim0}, chunk);
+    for (hid_t d : {chain, draw, dim0}) H5Dclose(d);
+    H5Gclose(g);
+    H5Fclose(f);
+    return p;
+  };
+  fs::create_directories(kWork);
+  std::string first;
+  for (const auto& chunk : {std::vector<hsize_t>{}, std::vector<hsize_t>{3000, 3, 2}}) {
+    const auto h5 = make(chunk.empty() ? "named_dims.h5" : "named_dims_chunked.h5", theta, chunk);
+    for (const char* t : {"1", "2", "3"}) {
+      const Run r = run(q(h5) + " --json --threads " + t);
+      INFO(r.err);
+      REQUIRE(r.rc == 0);
+      if (first.empty()) {
+        first = r.out;
+        const auto j = nlohmann::ordered_json::parse(r.out);
+        CHECK(keys(j) == std::vector<std::string>{"nu", "mu", "theta[0]", "theta[1]", "theta[2]"});
+        check_summary(j["nu"], param[0], m, n);
+        CHECK(j["mu"] == j["nu"]);
+        for (std::size_t p = 0; p < k; ++p) check_summary(j[fmt::format("theta[{}]", p)], param[p], m, n);
+        CHECK_THAT(r.err, Catch::Contains("herd-diagnose: mu: 4 chains x 20000 draws"));
+      }
+      CHECK(r.out == first);
+    }
+  }
+  // A non-finite draw of a transposed dataset is named by its chain and draw; the first in
+  // the file's storage order (draw-major) comes first.
+  {
+    std::vector<double> bad = theta;
+    bad[(15000 * m + 2) * k + 1] = std::numeric_limits<double>::quiet_NaN();
+    bad[(17000 * m + 0) * k + 0] = std::numeric_limits<double>::infinity();
+    const auto h5 = make("named_dims_nan.h5", bad, {3000, 3, 2});
+    for (const char* t : {"1", "3"})
+      check_error(run(q(h5) + " --threads " + t),
+                  "dataset 'posterior/theta' has nan at [chain 2, draw 15000, param 1], but draws must be finite");
+  }
+  // Dimensions named otherwise are refused, naming them: (compact_draw, variable) was read as
+  // compact_draw chains of 5 draws.
+  {
+    const fs::path p = kWork / "other_dims.h5";
+    const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t rows = make_dimension(f, "compact_draw", 100), var = make_dimension(f, "variable", 5);
+    write_named(f, "state", std::vector<double>(500, 0.5), {100, 5}, {rows, var});
+    const hid_t chain = make_dimension(f, "chain", 4), draw = make_dimension(f, "draw", 25);
+    write_named(f, "late", std::vector<double>(500, 0.5), {5, 4, 25}, {var, chain, draw});
+    for (hid_t d : {rows, var, chain, draw}) H5Dclose(d);
+    H5Fclose(f);
+    check_error(run(q(p) + " --dataset state"),
+                "dataset 'state' has the dimensions (compact_draw, variable), but herd-diagnose reads draws with the "
+                "dimensions (chain, draw, ...) or (draw, chain, ...)");
+    check_error(run(q(p) + " --dataset late"), "dataset 'late' has the dimensions (variable, chain, draw)");
+  }
 }
