@@ -450,21 +450,44 @@ void write_batched_h5_attributes(io::H5File& h5, const BatchedRunFacts& f) {
 
 namespace {
 
-/// The report's line on nested R-hat's superchains.
+/// True when the run adapted its proposal: an adaptation other than "none" and a warm-up to
+/// adapt in (warmup = 0 leaves every chain with the start proposal).
+bool adapted(const BatchedDramOptions& o) { return o.adaptation != BatchedAdaptation::kNone && o.warmup > 0; }
+
+/// Why a run that did not adapt (`adapted` false) did not.
+const char* why_not_adapted(const BatchedDramOptions& o) {
+  return o.adaptation == BatchedAdaptation::kNone ? "batched_adaptation = \"none\"" : "warmup = 0";
+}
+
+/// The report's sentence on how the chains' proposal was adapted and why the chains do not
+/// depend on the layout of processes: pooling is a fixed summation tree over global chain ids;
+/// per chain and unadapted proposals involve no other chain.
+std::string adaptation_sentence(const BatchedDramOptions& o) {
+  if (!adapted(o))
+    return fmt::format(
+        "no adaptation ({}): every chain keeps the start proposal (a chain depends only on its global id, the "
+        "same for every layout of processes)",
+        why_not_adapted(o));
+  if (o.adaptation == BatchedAdaptation::kPerChain)
+    return "per-chain adaptation: each chain adapts its own proposal from its own warm-up (a chain depends only on "
+           "its global id, the same for every layout of processes)";
+  return "pooled adaptation pools the chains of all processes (a fixed summation tree over global chain ids: the "
+         "same chains for every layout of processes)";
+}
+
+/// The report's line on the adaptation (`adaptation_sentence`) and nested R-hat's superchains.
 std::string superchain_line(const BatchedRunFacts& f) {
   const SamplerSpecs& specs = *f.specs;
   const std::size_t k = f.superchains;
-  return fmt::format(
-      "pooled adaptation pools the chains of all processes (a fixed summation tree over global chain "
-      "ids: the same chains for every layout of processes); nested R-hat: {}\n",
-      k > 0 ? fmt::format("{} superchains of {} contiguous global chain ids ({}), {}", k,
-                          f.totals.num_chains / static_cast<std::int64_t>(k),
-                          specs.superchains >= 2 ? "superchains" : "chosen: superchains = 0",
-                          specs.random_start_point && specs.random_start_point_scope == "superchain"
-                              ? "each superchain from its own random start"
-                          : specs.random_start_point ? "every chain from its own random start"
-                                                     : "every chain from the same start")
-            : std::string("not computed (needs a chain count divisible by 2, 4, 8 or 16, >= 4)"));
+  return fmt::format("{}; nested R-hat: {}\n", adaptation_sentence(f.all_options),
+                     k > 0 ? fmt::format("{} superchains of {} contiguous global chain ids ({}), {}", k,
+                                         f.totals.num_chains / static_cast<std::int64_t>(k),
+                                         specs.superchains >= 2 ? "superchains" : "chosen: superchains = 0",
+                                         specs.random_start_point && specs.random_start_point_scope == "superchain"
+                                             ? "each superchain from its own random start"
+                                         : specs.random_start_point ? "every chain from its own random start"
+                                                                    : "every chain from the same start")
+                           : std::string("not computed (needs a chain count divisible by 2, 4, 8 or 16, >= 4)"));
 }
 
 /// The report's line on the checkpoints of this session.
@@ -583,14 +606,19 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
       "Batched runs do not record the acceptance rate and adaptation over the run: the table gives "
       "the mean acceptance rate after the warm-up.";
   const auto du = static_cast<std::size_t>(o.ndim);
-  if (f.totals.proposal_cov.size() == du * du)
+  // Without adaptation the proposal after the warm-up is the start one: shown once.
+  if (adapted(o) && f.totals.proposal_cov.size() == du * du)
     h.final_covariances.emplace_back(o.adaptation == BatchedAdaptation::kPerChain
                                          ? "proposal after the warm-up (chain 1)"
                                          : "proposal after the warm-up (shared)",
                                      f.totals.proposal_cov);
-  h.covariance_note =
-      "Batched runs keep the start proposal covariance and the one frozen after the warm-up, not "
-      "their history: the figure shows those two.";
+  h.covariance_note = adapted(o)
+                          ? "Batched runs keep the start proposal covariance and the one frozen after the warm-up, not "
+                            "their history: the figure shows those two."
+                          : fmt::format(
+                                "This run did not adapt its proposal ({}): every chain used the start proposal "
+                                "throughout, and the figure shows it.",
+                                why_not_adapted(o));
   if (f.superchains > 0)
     h.notes.push_back(
         fmt::format("Nested R-hat over {} superchains is in {}_report.txt.", f.superchains, specs.output_prefix));

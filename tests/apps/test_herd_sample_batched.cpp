@@ -194,6 +194,44 @@ TEST_CASE("herd-sample device = cpu_batched: one HDF5 file, the report, the targ
   }
 }
 
+TEST_CASE("herd-sample device = cpu_batched: the reports describe the adaptation the run used", "[apps][mcmc]") {
+  // The report said "pooled adaptation pools the chains of all processes" whatever
+  // batched_adaptation was, and the HTML report showed an unadapted proposal twice.
+  const auto dir = workdir("adaptation_line");
+  write(dir / "run.toml", kToml);
+  struct Case {
+    std::string args, out, sentence;
+    bool adapted;
+  };
+  const std::vector<Case> cases = {
+      {"--set batched_adaptation=pooled", "pooled", "pooled adaptation pools the chains of all processes", true},
+      {"--set batched_adaptation=per_chain", "per_chain",
+       "per-chain adaptation: each chain adapts its own proposal from its own warm-up", true},
+      {"--set batched_adaptation=none", "none",
+       "no adaptation (batched_adaptation = \"none\"): every chain keeps the start proposal", false},
+      {"--set batched_adaptation=pooled --set warmup=0", "warmup0",
+       "no adaptation (warmup = 0): every chain keeps the start proposal", false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const Run r = sample(dir, 0,
+                         "run.toml --quiet --set chains_per_rank=8 --set chain_size=200 --set thin=1 " + c.args +
+                             " --output " + c.out + "/run");
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const std::string rep = slurp(dir / c.out / "run_report.txt");
+    CHECK_THAT(rep, Contains(c.sentence + " (") && Contains("; nested R-hat: 4 superchains"));
+    if (c.out != "pooled") CHECK_THAT(rep, !Contains("pools the chains"));
+    const std::string html = slurp(dir / c.out / "run_report.html");
+    if (c.adapted) {
+      CHECK_THAT(html, Contains("proposal after the warm-up (") && Contains("the figure shows those two"));
+    } else {
+      CHECK_THAT(html, !Contains("proposal after the warm-up (") && !Contains("the figure shows those two") &&
+                           Contains("This run did not adapt its proposal"));
+    }
+  }
+}
+
 #ifdef HERD_MPIEXEC
 TEST_CASE("herd-sample device = cpu_batched: 2 processes x 128 chains == 1 process x 256 chains", "[apps][mcmc][mpi]") {
   // Per-chain (or no) adaptation: a chain depends only on its global id (pooled: below).
