@@ -344,6 +344,17 @@ std::size_t plotted_chains(const PosteriorReportData& d) { return std::min(d.cha
 
 double ess_threshold(std::size_t chains) { return kEssPerChain * static_cast<double>(std::min(chains, kEssChains)); }
 
+/// How `ess_threshold(chains)` follows from the chain count, for the warning: "100 per chain
+/// for 2 chains"; past kEssChains chains the per-chain count stops (the total ESS sets the
+/// Monte Carlo errors), which the text says rather than quoting a count of chains the run
+/// does not have.
+std::string ess_threshold_reason(std::size_t chains) {
+  if (chains <= kEssChains)
+    return fmt::format("{:.0f} per chain for {} chain{}", kEssPerChain, chains, chains == 1 ? "" : "s");
+  return fmt::format("for {} chains: {:.0f} per chain up to {} chains, {:.0f} in all with more", chains, kEssPerChain,
+                     kEssChains, ess_threshold(chains));
+}
+
 /// The probabilities of the order statistics the panels need: the quartiles (the density's
 /// bandwidth), then with 2 or more chains the rank plot's cuts at b / kRankBins.
 std::vector<double> panel_probs(std::size_t chains) {
@@ -1232,11 +1243,10 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
                 run_longer)});
   if (!low_ess.empty())
     out.push_back(
-        {2, fmt::format("Bulk- or tail-ESS is below {:.0f} ({:.0f} per chain for {} chain{}) for {}: the "
+        {2, fmt::format("Bulk- or tail-ESS is below {:.0f} ({}) for {}: the "
                         "Monte Carlo errors (MCSE) of means and quantiles are large. Run longer ({}), or make "
                         "the chain mix faster: {}",
-                        ess_min, kEssPerChain, std::min(chains, kEssChains),
-                        std::min(chains, kEssChains) == 1 ? "" : "s", name_list(low_ess), run_longer,
+                        ess_min, ess_threshold_reason(chains), name_list(low_ess), run_longer,
                         // No acceptance rate: draws of another sampler (herd-diagnose), whose
                         // settings are not herd-sample's.
                         std::isfinite(acceptance_rate)

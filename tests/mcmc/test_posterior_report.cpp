@@ -1,5 +1,6 @@
 // The HTML report of MCMC draws: the sampler's course from a compact chain, the convergence
 // verdicts, and the report's plots (posterior_report.hpp).
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -116,7 +117,7 @@ TEST_CASE("convergence verdicts name R-hat, ESS and acceptance problems with wha
   CHECK(v[0].level == 3);
   CHECK_THAT(v[0].text, Contains("R-hat is above 1.01 for mu") && Contains("chain_size"));
   CHECK(v[1].level == 2);
-  CHECK_THAT(v[1].text, Contains("ESS is below 200") && Contains("mu"));
+  CHECK_THAT(v[1].text, Contains("ESS is below 200 (100 per chain for 2 chains) for mu"));
   CHECK(v[2].level == 2);
   CHECK_THAT(v[2].text,
              Contains("0.01, below 0.05") && Contains("scale_factor") && Contains("delayed_rejection_count"));
@@ -156,6 +157,36 @@ TEST_CASE("convergence verdicts name R-hat, ESS and acceptance problems with wha
   REQUIRE(!v.empty());
   CHECK(v[0].level == 3);
   CHECK_THAT(v[0].text, StartsWith("R-hat is above 1.01 for mu"));
+}
+
+// With 8 to 64 chains the warning said "below 400 (100 per chain for 4 chains)": the run had
+// more chains than it named. The threshold is 100 per chain up to 4 chains, 400 with more.
+TEST_CASE("the ESS warning states the threshold applied and the run's chain count", "[mcmc]") {
+  DiagnosticSummary low;
+  low.rhat = 1.0;
+  low.ess_bulk = 50.0;
+  low.ess_tail = 60.0;
+  const std::vector<std::string> names{"mu"};
+  const std::vector<DiagnosticSummary> s{low};
+  const auto ess_text = [&](std::size_t chains) {
+    for (const auto& v : convergence_verdicts(names, s, chains, 0.3, "raise chain_size", {}, 0))
+      if (v.text.rfind("Bulk- or tail-ESS", 0) == 0) return v.text;
+    return std::string();
+  };
+  CHECK_THAT(ess_text(1), StartsWith("Bulk- or tail-ESS is below 100 (100 per chain for 1 chain) for mu (50)"));
+  CHECK_THAT(ess_text(3), StartsWith("Bulk- or tail-ESS is below 300 (100 per chain for 3 chains) for mu (50)"));
+  CHECK_THAT(ess_text(4), StartsWith("Bulk- or tail-ESS is below 400 (100 per chain for 4 chains) for mu (50)"));
+  for (const std::size_t chains : {5, 8, 64}) {
+    INFO(chains << " chains");
+    CHECK_THAT(ess_text(chains), StartsWith(fmt::format("Bulk- or tail-ESS is below 400 (for {} chains: 100 per "
+                                                        "chain up to 4 chains, 400 in all with more) for mu (50)",
+                                                        chains)));
+    CHECK_THAT(ess_text(chains), !Contains("for 4 chains"));
+  }
+  // An ESS of 400 or more passes with any number of chains from 4 on.
+  DiagnosticSummary ok = low;
+  ok.ess_bulk = ok.ess_tail = 400.0;
+  CHECK(convergence_verdicts(names, {ok}, 64, 0.3, "raise chain_size", {}, 0).front().level == 0);
 }
 
 TEST_CASE("write_posterior_report: every plot with its series and points; bad sizes refused", "[mcmc]") {
