@@ -14,6 +14,7 @@
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
 #include "herd/core/rng.hpp"
+#include "herd/mcmc/batched_dram_kernel.hpp"
 
 namespace herd::mcmc {
 
@@ -522,6 +523,10 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.batched_adaptation = st.get_string("batched_adaptation");
   s.random_start_point_scope = st.get_string("random_start_point_scope");
   s.superchains = st.get_int("superchains");
+  // The keys checked against the number of processes, later (check_superchains,
+  // batched_options): where the input set them.
+  for (const char* k : {"superchains", "chains_per_rank"})
+    if (st.is_set(k)) s.key_references[k] = fmt::format("{}: key \"{}\"", st.origin(k), st.written(k));
   const bool several = s.device != "cpu" || s.parallelization_model == "multi_chain";
   if (s.superchains > 0 && !several)
     fail(
@@ -585,6 +590,11 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   if (s.delayed_rejection_count > 14)
     fail(fmt::format("{}: key \"{}\" is {}, but must be at most 14", st.origin("delayed_rejection_count"),
                      st.written("delayed_rejection_count"), s.delayed_rejection_count));
+  else if (s.device != "cpu" && s.delayed_rejection_count > batched::kMaxStages - 1)
+    // The batched kernel's path arrays have a compile-time size (batched::kMaxStages).
+    fail(fmt::format("{}: key \"{}\" is {}, but device = \"{}\" allows at most {} delayed-rejection stages",
+                     st.origin("delayed_rejection_count"), st.written("delayed_rejection_count"),
+                     s.delayed_rejection_count, s.device, batched::kMaxStages - 1));
   if (s.target_acceptance_rate.size() == 2 &&
       !(s.target_acceptance_rate[0] > 0 && s.target_acceptance_rate[0] <= s.target_acceptance_rate[1]))
     fail(fmt::format("{}: key \"{}\" is [{}, {}], but must be a range [lo, hi] with 0 < lo <= hi <= 1",
@@ -606,20 +616,51 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
       const auto& hi = s.random_start_point_domain_upper.empty() ? s.domain_upper : s.random_start_point_domain_upper;
       const char* lo_key =
           s.random_start_point_domain_lower.empty() ? "domain_lower" : "random_start_point_domain_lower";
-      for (std::size_t i = 0; i < d; ++i)
+      const char* hi_key =
+          s.random_start_point_domain_upper.empty() ? "domain_upper" : "random_start_point_domain_upper";
+      for (std::size_t i = 0; i < d; ++i) {
+        // A box reaching outside the domain gave start points outside it for some seeds,
+        // refused by the kernel naming the input file: the box is refused here, for every
+        // seed. The first bad dimension.
+        const double dlo = s.domain_lower.empty() ? -kInf : s.domain_lower[i];
+        const double dhi = s.domain_upper.empty() ? kInf : s.domain_upper[i];
         if (!(std::isfinite(lo[i]) && std::isfinite(hi[i]) && lo[i] < hi[i]))
           fail(
               fmt::format("{}: the random start box's dimension {} is [{}, {}], but must be finite and "
                           "non-empty ({} and its upper counterpart)",
                           st.origin(lo_key), i + 1, lo[i], hi[i], st.written(lo_key)));
+        else if (lo[i] < dlo)
+          fail(
+              fmt::format("{}: {}[{}] is {}, but the random start box must lie inside the domain: at least {}[{}] "
+                          "= {}",
+                          st.origin(lo_key), st.written(lo_key), i + 1, lo[i], st.written("domain_lower"), i + 1, dlo));
+        else if (hi[i] > dhi)
+          fail(
+              fmt::format("{}: {}[{}] is {}, but the random start box must lie inside the domain: at most {}[{}] "
+                          "= {}",
+                          st.origin(hi_key), st.written(hi_key), i + 1, hi[i], st.written("domain_upper"), i + 1, dhi));
+        else continue;
+        break;
+      }
     }
   }
-  if (lengths_ok && !s.domain_lower.empty() && !s.domain_upper.empty()) {
+  if (lengths_ok) {
+    // Each bound is checked where it is given, so that a NaN or an infinity on the wrong side
+    // names its own key (the kernel's check named the input file); the first bad dimension.
     for (std::size_t i = 0; i < d; ++i) {
-      if (!(s.domain_lower[i] < s.domain_upper[i]))
+      const double lo = s.domain_lower.empty() ? -kInf : s.domain_lower[i];
+      const double hi = s.domain_upper.empty() ? kInf : s.domain_upper[i];
+      if (!s.domain_lower.empty() && !(lo < kInf))
+        fail(fmt::format("{}: {}[{}] is {}, but must be a number below +inf (-inf: no lower bound)",
+                         st.origin("domain_lower"), st.written("domain_lower"), i + 1, lo));
+      else if (!s.domain_upper.empty() && !(hi > -kInf))
+        fail(fmt::format("{}: {}[{}] is {}, but must be a number above -inf (+inf: no upper bound)",
+                         st.origin("domain_upper"), st.written("domain_upper"), i + 1, hi));
+      else if (!(lo < hi))
         fail(fmt::format("{}: {}[{}] is {}, but must be below {}[{}] = {}", st.origin("domain_lower"),
-                         st.written("domain_lower"), i + 1, s.domain_lower[i], st.written("domain_upper"), i + 1,
-                         s.domain_upper[i]));
+                         st.written("domain_lower"), i + 1, lo, st.written("domain_upper"), i + 1, hi));
+      else continue;
+      break;
     }
   }
   if (lengths_ok && !s.start_point.empty()) {
@@ -786,14 +827,19 @@ std::vector<double> ball_precision(const SamplerSpecs& s, int ndim) {
 
 }  // namespace
 
+std::string key_reference(const SamplerSpecs& s, std::string_view key) {
+  if (const auto it = s.key_references.find(key); it != s.key_references.end()) return it->second;
+  return fmt::format("key \"{}\"", key);
+}
+
 void check_superchains(const SamplerSpecs& s, int ranks) {
   if (s.superchains < 2) return;
   const std::int64_t chains = static_cast<std::int64_t>(std::max(ranks, 1)) * s.chains_per_rank;
   if (chains % s.superchains != 0 || chains / s.superchains < 1 || chains < 2 * s.superchains)
     throw InputError(
-        fmt::format("key \"superchains\" is {}, but must divide the {} chains (processes {} x "
+        fmt::format("{} is {}, but must divide the {} chains (processes {} x "
                     "chains_per_rank {}) into groups of at least 2",
-                    s.superchains, chains, std::max(ranks, 1), s.chains_per_rank));
+                    key_reference(s, "superchains"), s.superchains, chains, std::max(ranks, 1), s.chains_per_rank));
 }
 
 std::uint32_t start_point_chain(const SamplerSpecs& s, std::uint32_t chain_id, std::int64_t chains) {

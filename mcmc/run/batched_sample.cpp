@@ -128,8 +128,10 @@ BatchedDramOptions batched_options(const SamplerSpecs& s, int ndim, int rank, in
   const auto d = static_cast<std::size_t>(ndim);
   const std::int64_t first = static_cast<std::int64_t>(rank) * s.chains_per_rank;
   if (first + s.chains_per_rank > std::numeric_limits<std::uint32_t>::max())
-    throw InputError(fmt::format("chains_per_rank is {}: processes x chains_per_rank must stay below 2^32 (chain ids)",
-                                 s.chains_per_rank));
+    throw InputError(
+        fmt::format("{} is {}, but processes x chains_per_rank ({} x {}) must stay below 2^32 (global "
+                    "chain ids)",
+                    key_reference(s, "chains_per_rank"), s.chains_per_rank, ranks, s.chains_per_rank));
   o.ndim = ndim;
   o.num_chains = s.chains_per_rank;
   o.first_chain_id = static_cast<std::uint32_t>(first);

@@ -335,7 +335,9 @@ TEST_CASE("herd-sample batched devices: input errors exit 2 and write nothing", 
       {"run.toml --set batched_adaptation=pool", "", "\"batched_adaptation\" is \"pool\""},
       {"run.toml --set thin=5000", "", "key \"thin\" is 5000, but must be at most chain_size = 1000"},
       {"run.toml --set proposal_model=uniform", "", "needs \"normal\""},
-      {"run.toml --set delayed_rejection_count=5", "", "delayed_rejection_count is 5"},
+      {"run.toml --set delayed_rejection_count=5", "",
+       "error: --set delayed_rejection_count=5: key \"delayed_rejection_count\" is 5, but device = \"cpu_batched\" "
+       "allows at most 4"},
   };
   for (const auto& c : cases) {
     INFO(c.args);

@@ -20,6 +20,7 @@
 #include "herd/mcmc/chain_sink.hpp"
 #include "herd/mcmc/dram.hpp"
 #include "herd/mcmc/paradram_run.hpp"
+#include "herd/mcmc/run/batched_sample.hpp"
 #include "herd/mcmc/sampler_specs.hpp"
 #include "herd/mcmc/targets.hpp"
 
@@ -1023,6 +1024,20 @@ TEST_CASE("a start proposal far too wide: the chain shrinks it and moves", "[mcm
   CHECK(mean_var < 1.2);
 }
 
+TEST_CASE("batched_options: processes x chains_per_rank past 2^32 chain ids names where chains_per_rank was set",
+          "[mcmc]") {
+  herd::io::Schema schema("test");
+  declare_sampler_specs(schema);
+  const SamplerSpecs s = resolve_sampler_specs(
+      schema.apply(herd::io::parse_toml("device = \"cpu_batched\"\nchains_per_rank = 16777216\n", "test.toml"), {}), 1);
+  // 257 processes of 2^24 chains: the last process's ids pass 2^32 (checked before anything is
+  // allocated).
+  CHECK_THROWS_WITH(herd::mcmc::batched_options(s, 1, 256, 257),
+                    Catch::StartsWith("test.toml:2: key \"chains_per_rank\" is 16777216, but processes x "
+                                      "chains_per_rank (257 x 16777216) must stay below 2^32"));
+  CHECK_THROWS_AS(herd::mcmc::batched_options(s, 1, 256, 257), herd::InputError);
+}
+
 TEST_CASE("sampler specs: random_start_point_scope = superchain gives K starts, each shared by its M chains",
           "[mcmc]") {
   herd::io::Schema schema("test");
@@ -1056,6 +1071,9 @@ TEST_CASE("sampler specs: random_start_point_scope = superchain gives K starts, 
   bad.superchains = 4;
   CHECK_THROWS_WITH(herd::mcmc::check_superchains(bad, 1),
                     Catch::Contains("superchains") && Catch::Contains("6 chains"));
+  // Set in the input: the message begins with where (it had no origin at all).
+  CHECK_THROWS_WITH(herd::mcmc::check_superchains(specs("superchains = 4\n"), 1),
+                    Catch::StartsWith("test.toml:7: key \"superchains\" is 4, but must divide the 6 chains"));
   bad.superchains = 3;
   bad.chains_per_rank = 3;
   CHECK_THROWS_AS(herd::mcmc::check_superchains(bad, 1), herd::InputError);

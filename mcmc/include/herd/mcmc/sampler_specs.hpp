@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -105,7 +107,17 @@ struct SamplerSpecs {
   /// read by device = \"cpu\" ..."): a set one also gets a note, and the resolved input
   /// comments them out.
   std::vector<std::pair<std::string, std::string>> unread;
+  /// Where the keys checked after the specifications are read (against the number of
+  /// processes: `superchains`, `chains_per_rank`) were set, as a one-line message about them
+  /// begins: `run.toml:7: key "superchains"` or `--set superchains=3: key "superchains"` (the
+  /// key as the input spelled it). Keys left at their default, and specifications made in
+  /// code, have none (`key_reference`).
+  std::map<std::string, std::string, std::less<>> key_references;
 };
+
+/// The start of a one-line message about `key`'s value: `specs.key_references`' entry, else
+/// `key "<key>"`. Thread-safe.
+std::string key_reference(const SamplerSpecs& specs, std::string_view key);
 
 /// Sorts one-line messages that begin with their origin into input order, as Schema::apply
 /// orders its problems: an input file's lines ("run.toml:7: ...") by line, then the --set
