@@ -576,10 +576,13 @@ BatchedDramResult detail::BatchedEngine::Impl::schedule(Seg&& seg, Adapt&& adapt
       if (k < total) maybe_checkpoint(k, drawn, elapsed());
     }
     if (k < total) {
+      // The proposals after the last recorded draw (chain_size not a multiple of thin): made
+      // and reported, so that the progress ends at the run's total.
       seg(k, total - k, std::int64_t{1}, nullptr, nullptr, batched::DrawStats{});
       k = total;
       sync();
       check_posinf(k);
+      if (o.progress) o.progress(k, drawn);
     }
   } catch (...) {
     try {

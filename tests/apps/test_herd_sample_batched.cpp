@@ -572,6 +572,13 @@ TEST_CASE("herd-sample cpu_batched: progress while it samples (log and terminal)
   REQUIRE(r.rc == 0);
   // Not a terminal: a line at the first progress of sampling (then every 10 s).
   CHECK_THAT(r.out, Contains("sampling: warm-up ") && Contains("proposals per chain") && Contains("ETA "));
+  // The last line reads complete when chain_size is not a multiple of thin: the proposals
+  // after the last draw are made, and reported (it ended at "draws 1499/1500 ..., 200/200").
+  const Run odd = sample(dir, 0, "run.toml --set chain_size=1002 --output odd/run");
+  INFO(odd.out << odd.err);
+  REQUIRE(odd.rc == 0);
+  CHECK_THAT(odd.out, Contains("sampling: draws 1502/1502 proposals per chain, 200/200 draws"));
+  CHECK_THAT(odd.out, !Contains("1500/1502"));
   const std::string rep = slurp(dir / "out/run_report.txt");
   CHECK_THAT(rep, Contains("== time per phase (this session") && Contains("\nsampling ") &&
                       Contains("\npost-processing: totals and diagnostics") && Contains("\nwriting out/run.h5 ") &&

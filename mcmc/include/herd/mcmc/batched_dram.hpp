@@ -104,7 +104,9 @@ struct BatchedDramOptions {
   BatchedCheckpointer* checkpointer = nullptr;
   /// Progress (may be empty): called on the calling thread after every warm-up segment and
   /// every block of draws with the proposals per chain made so far (of warmup + steps) and
-  /// the draws per chain recorded so far; a resumed run starts at its checkpoint. Does not
+  /// the draws per chain recorded so far, and after the proposals that follow the last draw
+  /// when steps is not a multiple of thin (the last call reports warmup + steps); a resumed
+  /// run starts at its checkpoint. Does not
   /// change what is computed.
   std::function<void(std::uint64_t proposals, std::int64_t draws)> progress;
 };
