@@ -15,6 +15,7 @@
 #include "herd/core/memory.hpp"
 #include "herd/core/rng.hpp"
 #include "herd/mcmc/batched_dram_kernel.hpp"
+#include "herd/mcmc/diagnostics.hpp"
 
 namespace herd::mcmc {
 
@@ -397,29 +398,68 @@ std::size_t diagnostics_threads_used(std::size_t threads, std::size_t quantities
   return std::max<std::size_t>(1, std::min(threads, quantities));
 }
 
+namespace {
+
+/// sampler_memory_need of a batched device. Rank 0 holds, in bytes (d = ndim; M its own
+/// chains, A = processes x M every chain, D draws per chain, B = min(D, 256) draws per chain
+/// in a block; docs/batched.md "What max_memory counts"):
+///  - the program: kBatchedProgramBytes;
+///  - per own chain, the kernel's state (batched::ChainArrays: x, y, the delayed-rejection
+///    path w [stages + 1, d] and its log densities, lp, counters, the current state's record,
+///    the random-number cursor), the options' and the engine's copies of its start point, and
+///    while adapting its sums (and, per chain, its running estimate and factor);
+///  - per chain of the run, the draw store's run count and last draw, and with the posterior
+///    group HDF5's bookkeeping of each block's write to chunks of 64 chains (measured: about
+///    80 bytes per chain and 12 per dataset and chain);
+///  - the larger of the sampling's blocks (the engine's draws with their statistics,
+///    8 (d + 3) + 2 bytes per draw, for the own chains, and with several processes a gathered
+///    copy of every chain's; the store's transposed copy and the posterior's slab, 8 each)
+///    and the post-processing's summaries of one quantity per thread: in memory
+///    (kDiagnosticsScratchBytes per draw and thread, kDiagnosticsSharedBytes shared),
+///    out of core past diagnostics_rank_budget() (half the budget per thread for the rank
+///    side's runs, kDiagnosticsStreamedBytes per draw); the sampling's buffers are free by then.
+double batched_memory_need(const SamplerSpecs& s, double d, double ranks, double threads) {
+  const double own = static_cast<double>(s.chains_per_rank), all = ranks * own;
+  const double draws =
+      std::floor(static_cast<double>(s.chain_size) / static_cast<double>(std::max<std::int64_t>(s.thin, 1)));
+  const double block = std::min(draws, 256.0);  // BatchedDramOptions::block_draws
+  const double stages = 1.0 + static_cast<double>(std::max<std::int64_t>(s.delayed_rejection_count, 0));
+  const double path = stages + 1.0;
+  const bool per_chain = s.batched_adaptation == "per_chain";
+  const bool adapt = s.batched_adaptation != "none" && s.warmup > 0;
+  const bool posterior = s.h5_posterior != "compact";
+  // Each own chain: x, y, w, lp, lpath, state_alpha (doubles); stage, inside, state_stage;
+  // the cursor; accepted and its copy at the warm-up's end (per stage); out_of_domain,
+  // nan_count, posinf_count, state_step; two copies of the start point.
+  double chain =
+      8 * (d * (2 + path) + path + 2) + 6 + static_cast<double>(sizeof(RngCursor)) + 16 * stages + 32 + 16 * d;
+  if (adapt) chain += 8 * (2 + d + d * d);                   // adapt_measure, ad_n, ad_s1, ad_s2
+  if (adapt && per_chain) chain += 8 * (2 * d + 1 + d * d);  // ad_ref, run_n, run_mean, run_m2
+  if (per_chain) chain += 8 * d * d;                         // its factor
+  const double every = 8 * (d + 2) + (posterior ? 80 + 12 * (d + 1) : 0.0);
+  const double per_draw = 8 * (d + 3) + 2;
+  const double sampling = block * (own * per_draw + (ranks > 1 ? all * per_draw : 0.0) + all * (posterior ? 16 : 8));
+  const double entries = all * draws;  // of one quantity
+  const double budget = static_cast<double>(diagnostics_rank_budget());
+  const double post =
+      13 * (entries + all) > budget  // diagnostics_out_of_core
+          ? threads * budget / 2 + static_cast<double>(kDiagnosticsStreamedBytes) * entries
+          : (static_cast<double>(kDiagnosticsSharedBytes) + threads * static_cast<double>(kDiagnosticsScratchBytes)) *
+                entries;
+  return static_cast<double>(kBatchedProgramBytes) + own * chain + all * every + std::max(sampling, post);
+}
+
+}  // namespace
+
 double sampler_memory_need(const SamplerSpecs& s, int ndim, int ranks, std::size_t diagnostics_threads) {
   const double d = ndim, n = static_cast<double>(s.chain_size), r = std::max(ranks, 1);
-  double need = 0;
-  if (s.device != "cpu") {
-    // The draws wait in rank 0's scratch file (BatchedDrawStore), not in memory. Rank 0
-    // holds, on each of the `diagnostics_threads_used` threads that summarize quantities at
-    // once, one quantity's draws [chains, draws] with the diagnostics' workspace
-    // (kDiagnosticsScratchBytes per draw), the engine's block of draws and its gathered copy
-    // ([chains, 256, d + 1] each), and each chain's state and factor.
-    const double chains = r * static_cast<double>(s.chains_per_rank);
-    const double draws = n / static_cast<double>(std::max<std::int64_t>(s.thin, 1));
-    const auto threads =
-        static_cast<double>(diagnostics_threads_used(diagnostics_threads, static_cast<std::size_t>(ndim)));
-    need = threads * chains * draws * static_cast<double>(kDiagnosticsScratchBytes) +
-           2 * chains * std::min(draws, 256.0) * (d + 1) * 8 + chains * (3 * d + 4) * 8 +
-           (s.batched_adaptation == "per_chain" ? chains : 1.0) * 3 * d * d * 8;
-  } else {
-    // Each chain held compactly (unique states, weights, lp) and copied once for the
-    // outputs (posterior, refined sample); rank 0 gathers every chain of multi_chain.
-    const double chains = s.parallelization_model == "multi_chain" ? r * static_cast<double>(s.chains_per_rank) : 1.0;
-    need = 2 * chains * n * (d + 4) * 8 + chains * 4 * d * d * 8;
-  }
-  return need;
+  if (s.device != "cpu")
+    return batched_memory_need(
+        s, d, r, static_cast<double>(diagnostics_threads_used(diagnostics_threads, static_cast<std::size_t>(ndim))));
+  // Each chain held compactly (unique states, weights, lp) and copied once for the
+  // outputs (posterior, refined sample); rank 0 gathers every chain of multi_chain.
+  const double chains = s.parallelization_model == "multi_chain" ? r * static_cast<double>(s.chains_per_rank) : 1.0;
+  return 2 * chains * n * (d + 4) * 8 + chains * 4 * d * d * 8;
 }
 
 void check_sampler_memory(const SamplerSpecs& s, int ndim, int ranks, std::size_t diagnostics_threads) {

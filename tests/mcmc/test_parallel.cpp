@@ -807,6 +807,53 @@ TEST_CASE("sampler_memory_need counts the diagnostics scratch of every diagnosti
   CHECK(sampler_memory_need(s, d, 1, 1) == sampler_memory_need(s, d, 1, 8));
 }
 
+// The batched estimate was 7.5 times the peak for 25000 chains x 1000 draws (it counted every
+// draw's diagnostics scratch, while past the diagnostics budget they are summarized out of
+// core) and half of it for 16777216 chains x 1 draw (it counted 104 bytes per chain, where the
+// kernel's state, the draw store's and HDF5's bookkeeping and the block of draws hold about
+// 540). Hand-computed values of the model (docs/batched.md "What max_memory counts").
+TEST_CASE("sampler_memory_need of a batched run: hand-computed values of its model", "[mcmc]") {
+  const std::size_t budget = diagnostics_rank_budget();
+  set_diagnostics_rank_budget(std::size_t{48} << 20);  // the default (the environment may set another)
+  const double program = static_cast<double>(kBatchedProgramBytes), half_budget = 25165824.0;
+  SamplerSpecs s;
+  s.device = "cpu_batched";
+  s.warmup = 0;
+  s.thin = 1;
+  // d = 3, pooled, no delayed rejection, the posterior group: per chain 286 bytes of kernel
+  // state (8 (3 x 4 + 4) + 6 + the 56-byte cursor + 16 + 32 + 2 start points of 24), 168 of
+  // bookkeeping (the store's 8 (3 + 2), HDF5's 80 + 12 x 4 datasets) and one draw in the
+  // block (50 + 16): 520 bytes; the summaries in memory (36 bytes per draw on one thread).
+  s.chains_per_rank = 1000000;
+  s.chain_size = 1;
+  CHECK(sampler_memory_need(s, 3, 1, 1) == program + 520e6);
+  // 25000 x 1000: the block of 256 draws (66 bytes each) outweighs the summaries, which are
+  // out of core (half the budget and 4 bytes per draw: 125 MB).
+  s.chains_per_rank = 25000;
+  s.chain_size = 1000;
+  CHECK(sampler_memory_need(s, 3, 1, 1) == program + 25000.0 * 454 + 256.0 * 25000 * 66);
+  CHECK(sampler_memory_need(s, 3, 1, 1) < 1024.0 * 1024 * 1024);  // max_memory = 1GiB runs it (peak 460 MB)
+  // 1000 x 20000 on 2 threads: the summaries out of core outweigh the block.
+  s.chains_per_rank = 1000;
+  s.chain_size = 20000;
+  CHECK(sampler_memory_need(s, 3, 1, 2) == program + 1000.0 * 454 + 2 * half_budget + 4 * 2e7);
+  // Per-chain adaptation with a warm-up, 1 delayed-rejection stage, d = 2, thin 2, no posterior
+  // group, 2 processes of 10 chains: per own chain 278 + adaptation 64 + 72 + factor 32; per
+  // chain 32; the blocks of 2 draws: 2 x (10 x 42 + 20 x 42 gathered + 20 x 8); the summaries
+  // of 40 draws in memory on 1 thread (36 each).
+  s.chains_per_rank = 10;
+  s.chain_size = 4;
+  s.thin = 2;
+  s.warmup = 100;
+  s.batched_adaptation = "per_chain";
+  s.delayed_rejection_count = 1;
+  s.h5_posterior = "compact";
+  CHECK(sampler_memory_need(s, 2, 2, 1) == program + 10.0 * 446 + 20.0 * 32 + 2.0 * (420 + 840 + 160));
+  s.chain_size = 2000;  // 1000 draws: the summaries (36 x 20000) outweigh the blocks
+  CHECK(sampler_memory_need(s, 2, 2, 1) == program + 10.0 * 446 + 20.0 * 32 + 36.0 * 20000);
+  set_diagnostics_rank_budget(budget);
+}
+
 TEST_CASE("chain_rows: ParaDRAM's compact and verbose rows, padded and not", "[mcmc]") {
   herd::mcmc::SamplerSpecs specs;
   const double point[3] = {1.25, -0.0625, 3e-7};

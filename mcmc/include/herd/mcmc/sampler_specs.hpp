@@ -143,23 +143,37 @@ void check_matrix_key(const io::Settings& settings, const char* key, const std::
 SamplerSpecs resolve_sampler_specs(const io::Settings& settings, int ndim,
                                    const std::vector<std::string>& default_names = {});
 
-/// Bytes of diagnostics scratch that one thread of `summarize_all` holds per draw of the
-/// quantity it summarizes (split halves, sorted copy, sort records, normal-quantile table:
-/// about 64 bytes with the quantity's draws; docs/batched.md).
-inline constexpr std::size_t kDiagnosticsScratchBytes = 64;
+/// Bytes that one thread of `summarize_all` holds per draw of the quantity it summarizes in
+/// memory (the gathered draws 8, the split buffer 8, the sort records 12; docs/batched.md,
+/// "Where the post-processing's memory goes").
+inline constexpr std::size_t kDiagnosticsScratchBytes = 28;
+/// Bytes per draw of a quantity summarized in memory that the threads of `summarize_all`
+/// share (the normal-quantile table).
+inline constexpr std::size_t kDiagnosticsSharedBytes = 8;
+/// Bytes per draw of a quantity summarized out of core (past diagnostics_rank_budget(): the
+/// shared z table, 1.25, each thread's packed indicators and the spill files' bookkeeping;
+/// measured 3.4 with 2 threads).
+inline constexpr std::size_t kDiagnosticsStreamedBytes = 4;
+/// Bytes of a batched herd-sample process before any chain: its code, libraries and HDF5's
+/// caches (peak RSS 25.5 MB measured for 200 chains x 100 draws of a 3-D normal).
+inline constexpr std::size_t kBatchedProgramBytes = std::size_t{24} << 20;
 
 /// The threads `summarize_all` runs on for `threads` asked (0: one per core) and
 /// `quantities` quantities: min(threads, quantities), at least 1. Thread-safe.
 std::size_t diagnostics_threads_used(std::size_t threads, std::size_t quantities);
 
-/// Bytes of memory a run of `specs` holds at its peak on rank 0 (an upper estimate, as a
-/// double so that no input overflows it): the chains in memory (compact chains of the
-/// serial kernel; a batched device keeps its draws in a scratch file and holds, on each of
-/// the `diagnostics_threads_used(diagnostics_threads, ndim)` threads that summarize the
-/// quantities at once (as `SampleRunOptions::diagnostics_threads`, 0: one per core), one
-/// quantity's draws with its diagnostics scratch, and a block of draws), the copies made for
-/// the outputs and diagnostics, and the proposal covariances. `ranks` is the number of
-/// processes.
+/// Bytes of memory a run of `specs` holds at its peak on rank 0 (an estimate, as a double so
+/// that no input overflows it). The serial kernel: the chains in memory (compact chains),
+/// the copies made for the outputs and diagnostics, and the proposal covariances. A batched
+/// device (`device` "cpu_batched" or "cuda"; its draws wait in a scratch file on disk):
+/// the program itself (kBatchedProgramBytes), each chain's kernel state and bookkeeping,
+/// and the larger of the sampling's blocks of draws (256 draws per chain) and the
+/// post-processing's summaries, one quantity per thread on the
+/// `diagnostics_threads_used(diagnostics_threads, ndim)` threads (as
+/// `SampleRunOptions::diagnostics_threads`, 0: one per core), in memory or, past
+/// diagnostics_rank_budget(), out of core; docs/batched.md "What max_memory counts" gives
+/// the terms and the measurements they follow. `ranks` is the number of processes.
+/// Thread-safe (reads diagnostics_rank_budget()).
 double sampler_memory_need(const SamplerSpecs& specs, int ndim, int ranks, std::size_t diagnostics_threads = 0);
 
 /// Refuses a run whose `sampler_memory_need` exceeds `specs.max_memory` (when > 0) or the
