@@ -28,6 +28,7 @@
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
 #include "herd/core/thread_pool.hpp"
+#include "herd/io/hdf5.hpp"
 #include "herd/io/output_files.hpp"
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/paradram_run.hpp"
@@ -313,6 +314,35 @@ void check_html_path(const std::string& html, const std::vector<std::string>& fi
 
 /// The program: main's body, run by main, which turns an exception that escapes it into an
 /// error line.
+/// herd-sample's nested R-hat of a batched or multi-chain run with superchains, as its .h5
+/// keeps it (`diagnostics/nested_rhat` [variable] with the attribute `superchains`, names in
+/// `diagnostics/variable`): by variable name, with the number of superchains; empty when the
+/// file holds none (not herd's, no superchains, unreadable: the classic verdicts then apply).
+/// With it, the warnings judge convergence as herd-sample's report did (many short chains:
+/// nested R-hat, Margossian et al. 2024). Never throws.
+struct NestedRhat {
+  std::vector<std::string> names;
+  std::vector<double> values;
+  std::size_t superchains = 0;
+};
+NestedRhat stored_nested_rhat(const std::string& path) {
+  NestedRhat n;
+  try {
+    const herd::io::H5File f = herd::io::H5File::open(path);
+    if (!f.root().is_group("diagnostics")) return {};
+    const herd::io::H5Group g = f.open_group("diagnostics");
+    if (!g.is_dataset("nested_rhat") || !g.is_dataset("variable")) return {};
+    const herd::io::H5Dataset ds = g.open_dataset("nested_rhat");
+    n.values = ds.read<double>();
+    n.superchains = static_cast<std::size_t>(ds.attribute<std::int64_t>("superchains"));
+    n.names = g.open_dataset("variable").read_strings();
+    if (n.names.size() != n.values.size() || n.superchains < 2) return {};
+  } catch (const std::exception&) {
+    return {};
+  }
+  return n;
+}
+
 int run_main(int argc, char** argv) {
   CLI::App app{
       "herd-diagnose: R-hat, ESS and MCSE (Vehtari et al. 2021, as R posterior) of "
@@ -403,15 +433,23 @@ int run_main(int argc, char** argv) {
     else print_table(rows);
     // What was read, and herd-sample's convergence warnings (R-hat, ESS), on stderr so that
     // the table and the JSON stay as they are.
+    const NestedRhat stored = h5 ? stored_nested_rhat(files[0]) : NestedRhat{};
     std::size_t at = 0;
     for (const auto& a : arrays) {
       std::vector<herd::mcmc::QuantitySummary> q;
-      for (std::size_t p = 0; p < a.params; ++p, ++at) q.push_back({rows[at].name, rows[at].s});
+      std::vector<double> nested;
+      for (std::size_t p = 0; p < a.params; ++p, ++at) {
+        q.push_back({rows[at].name, rows[at].s});
+        const auto it = std::find(stored.names.begin(), stored.names.end(), rows[at].name);
+        nested.push_back(it == stored.names.end() ? std::nan("")
+                                                  : stored.values[static_cast<std::size_t>(it - stored.names.begin())]);
+      }
       std::string names = a.names.front();
       if (a.params > 1) names += fmt::format(" ... {} ({} parameters)", a.names.back(), a.params);
       std::fprintf(stderr, "herd-diagnose: %s: %zu chain%s x %zu draws%s\n", names.c_str(), a.chains,
                    a.chains == 1 ? "" : "s", a.draws, a.weights.empty() ? "" : " (weighted: verbose draws per chain)");
-      const std::string w = herd::mcmc::convergence_warnings(q, a.chains, std::nan(""), "more draws per chain");
+      const std::string w = herd::mcmc::convergence_warnings(q, a.chains, std::nan(""), "more draws per chain", nested,
+                                                             stored.superchains);
       if (!w.empty()) std::fprintf(stderr, "%s", w.c_str());
     }
     if (!html.empty()) {

@@ -157,3 +157,27 @@ TEST_CASE("h5_posterior = compact: outputStatus = extend continues a compact run
   const auto input = H5File::open((dir / "out/run_run2.h5").string()).root().open_group("input");
   CHECK(input.attribute_string("start_point").find(fmt::format("{:.17g}", state.back())) != std::string::npos);
 }
+
+TEST_CASE("herd-diagnose judges a run of superchains on its nested R-hat, as herd-sample's report does",
+          "[apps][h5_posterior]") {
+  // 64 short banana chains: classic R-hat 1.19 and 1.15, nested R-hat over 16 superchains 1.02
+  // and 1.04 (seed 11). herd-diagnose warned on the classic R-hat, herd-sample's report on the
+  // nested one.
+  const fs::path dir = herd::testing::fresh_dir(HERD_TEST_WORK_DIR, "nested");
+  std::ofstream(dir / "n.toml") << "device = \"cpu_batched\"\nchains_per_rank = 64\nchain_size = 300\nwarmup = 200\n"
+                                   "output_prefix = \"out/n\"\n[target]\nbuiltin = \"banana\"\nndim = 2\n";
+  const auto s = herd::testing::run_app(HERD_SAMPLE_EXE, dir, "n.toml --quiet --seed 11");
+  REQUIRE(s.rc == 0);
+  const std::string report = herd::testing::slurp(dir / "out/n_report.txt");
+  const auto d = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "out/n.h5");
+  INFO(d.err);
+  REQUIRE(d.rc == 0);
+  CHECK_THAT(d.out, Catch::Contains("x1") && Catch::Contains("1.1"));  // the classic R-hat stays in the table
+  CHECK_THAT(d.err, !Catch::Contains("WARNING: R-hat is above"));
+  CHECK_THAT(report, Catch::Contains("WARNING: Nested R-hat over 16 superchains of 4 chains"));
+  CHECK_THAT(d.err, Catch::Contains("WARNING: Nested R-hat over 16 superchains of 4 chains") &&
+                        Catch::Contains("for x1 (1.0") && Catch::Contains("for x2 (1.0"));
+  // One dataset picked with --dataset: the same verdict.
+  const auto one = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "out/n.h5 --dataset posterior/x2");
+  CHECK_THAT(one.err, Catch::Contains("WARNING: Nested R-hat over 16") && !Catch::Contains("WARNING: R-hat is above"));
+}
