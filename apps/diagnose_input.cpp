@@ -1228,7 +1228,18 @@ Hdf5Draws::Hdf5Draws(const std::string& path, const std::string& dataset) : impl
   const hid_t file = d.file.id;
   const bool has_posterior = H5Lexists(file, "posterior", H5P_DEFAULT) > 0;
   if (!dataset.empty()) {
-    HERD_REQUIRE(is_dataset(file, dataset), "{}: no dataset '{}'", path, dataset);
+    if (!is_dataset(file, dataset)) {
+      // A name given without its group, as ArviZ names a variable: the posterior's dataset
+      // of that name, or the file's other groups' (e.g. sample_stats/lp), as a suggestion.
+      std::string hint;
+      if (dataset.find('/') == std::string::npos)
+        for (const char* group : {"posterior", "sample_stats", "chain_compact", "diagnostics"})
+          if (is_dataset(file, std::string(group) + "/" + dataset)) {
+            hint = fmt::format("; did you mean '{}/{}'?", group, dataset);
+            break;
+          }
+      throw InputError(fmt::format("{}: no dataset '{}'{}", path, dataset, hint));
+    }
     // posterior/<name> of a herd file: herd-sample's names of its parameters.
     std::vector<std::string> labels;
     const std::string_view in_group = std::string_view(dataset).substr(dataset.front() == '/' ? 1 : 0);

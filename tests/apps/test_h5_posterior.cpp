@@ -180,4 +180,11 @@ TEST_CASE("herd-diagnose judges a run of superchains on its nested R-hat, as her
   // One dataset picked with --dataset: the same verdict.
   const auto one = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "out/n.h5 --dataset posterior/x2");
   CHECK_THAT(one.err, Catch::Contains("WARNING: Nested R-hat over 16") && !Catch::Contains("WARNING: R-hat is above"));
+  // A variable named without its group, as ArviZ names it: the group is suggested.
+  const auto bare = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "out/n.h5 --dataset x2");
+  CHECK(bare.rc == 2);
+  CHECK_THAT(bare.err, Catch::Contains("out/n.h5: no dataset 'x2'; did you mean 'posterior/x2'?"));
+  const auto none = herd::testing::run_app(HERD_DIAGNOSE_EXE, dir, "out/n.h5 --dataset nope");
+  CHECK(none.rc == 2);
+  CHECK_THAT(none.err, Catch::Contains("no dataset 'nope'") && !Catch::Contains("did you mean"));
 }
