@@ -105,9 +105,16 @@ void write_outputs(BatchedRunFacts& facts, io::H5File& h5, BatchedDrawStore& dra
   // and on the terminal, with what to try (a short warm-up leaves a batched run with a
   // poorly adapted proposal: hence "raise warmup").
   // With superchains, convergence is judged on nested R-hat (many short chains).
-  const std::string warnings =
+  std::string warnings =
       convergence_warnings(post.rows, static_cast<std::size_t>(facts.totals.num_chains), facts.totals.acceptance_rate,
                            kBatchedRunLonger, post.nested_rhat, facts.superchains);
+  // NaN log densities count as -inf (rejected); the serial kernel warns at the first, the
+  // batched kernels count them in lock-step: said once, at the end, with the count.
+  if (facts.totals.nan_count > 0)
+    warnings += fmt::format(
+        "WARNING: the log density was NaN at {} trial(s), each counted as -inf (rejected): check the log density "
+        "where the chains went (a NaN also comes from an error in the log density itself).\n",
+        facts.totals.nan_count);
   facts.session_seconds = session.seconds();
   std::string rep = batched_text_report(facts, post, table, warnings);
   phases.phase("writing " + specs.output_prefix + "_report.html");

@@ -1,7 +1,8 @@
 /* A ParaMonte-style plugin for the fault tests of herd-sample: a standard normal log
    density that fails after HERD_TEST_FAIL_AFTER calls (default 1000) on the rank named by
    HERD_TEST_FAIL_RANK (MPICH's PMI_RANK; 0 without a launcher), in the way named by
-   HERD_TEST_FAIL_MODE: "inf" (default: returns +inf, which stops a run), "exit" (calls
+   HERD_TEST_FAIL_MODE: "inf" (default: returns +inf, which stops a run), "nan" (returns NaN
+   where the first coordinate is above 1, from then on), "exit" (calls
    exit(0)), "hang" (never returns), "stop" (stops its process with SIGSTOP, as a user or
    a scheduler might). Without HERD_TEST_FAIL_RANK it never fails.
    With HERD_TEST_LOAD_MARK set, loading the library creates that file (its constructor
@@ -35,7 +36,11 @@ double getLogFunc(int32_t ndim, double point[]) {
       if (mode != NULL && strcmp(mode, "hang") == 0)
         for (;;) pause();
       if (mode != NULL && strcmp(mode, "stop") == 0) raise(SIGSTOP);
-      return HUGE_VAL;
+      if (mode != NULL && strcmp(mode, "nan") == 0) {
+        if (point[0] > 1.0) return NAN;
+      } else {
+        return HUGE_VAL;
+      }
     }
   }
   double q = 0.0;

@@ -319,6 +319,22 @@ TEST_CASE("herd-sample device = cpu_batched runs a posteriordb model and a plugi
   REQUIRE(p.rc == 0);
   CHECK(herd::io::H5File::open((dir / "plugin" / "run.h5").string()).open_dataset("posterior/x1").shape() ==
         std::vector<hsize_t>{8, 200});
+  CHECK_THAT(herd::testing::slurp(dir / "plugin" / "run_report.txt"), !Contains("WARNING: the log density was NaN"));
+#ifdef HERD_TEST_FAIL_PLUGIN
+  // A log density that is NaN where x1 > 1: counted as -inf, and said once at the end (the
+  // count was only in the report).
+  const Run n = sample(dir, 0,
+                       std::string("--set device=cpu_batched --set chains_per_rank=8 --set warmup=200 "
+                                   "--set chain_size=200 --set target.library='") +
+                           HERD_TEST_FAIL_PLUGIN + "' --set target.ndim=2 --output nan/run",
+                       "HERD_TEST_FAIL_RANK=0 HERD_TEST_FAIL_AFTER=0 HERD_TEST_FAIL_MODE=nan ");
+  INFO(n.err);
+  REQUIRE(n.rc == 0);
+  CHECK_THAT(n.out, Contains("WARNING: the log density was NaN at ") && Contains("each counted as -inf (rejected)"));
+  CHECK_THAT(herd::testing::slurp(dir / "nan" / "run_report.txt"), Contains("WARNING: the log density was NaN at "));
+  const auto x1 = herd::io::H5File::open((dir / "nan" / "run.h5").string()).open_dataset("posterior/x1").read<double>();
+  CHECK(*std::max_element(x1.begin(), x1.end()) <= 1.0);
+#endif
 }
 
 TEST_CASE("herd-sample batched devices: input errors exit 2 and write nothing", "[apps][mcmc]") {
