@@ -785,6 +785,32 @@ std::vector<std::string_view> split_by(std::string_view line, const std::string&
   return out;
 }
 
+/// A CmdStan CSV column name as stansummary and CmdStanPy's summary show it: an array or
+/// matrix element's 1-based indices, which the CSV writes after dots ("theta.1", "Sigma.2.1"),
+/// in brackets ("theta[1]", "Sigma[2,1]"). Any other name (lp__, a scalar, a tuple's "x:1")
+/// is kept as written.
+std::string stan_label(std::string_view name) {
+  const std::size_t dot = name.find('.');
+  if (dot == 0 || dot == std::string_view::npos) return std::string(name);
+  std::string label(name.substr(0, dot));
+  label += '[';
+  bool digits = false;
+  for (std::size_t i = dot + 1; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c >= '0' && c <= '9') {
+      label += c;
+      digits = true;
+    } else if (c == '.' && digits) {
+      label += ',';
+      digits = false;
+    } else {
+      return std::string(name);
+    }
+  }
+  if (!digits) return std::string(name);
+  return label + ']';
+}
+
 /// The delimiter of a header: the text between its first two names, blanks trimmed (empty:
 /// blanks delimit).
 std::string header_delimiter(std::string_view h) {
@@ -1044,7 +1070,8 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
                           "or draws with one column per chain (no header, or chain1,chain2,...)",
                           path, lineno, std::string(t.substr(0, 120))));
         }
-        for (std::size_t k : keep) tf.names.emplace_back(fields[k]);
+        for (std::size_t k : keep)
+          tf.names.emplace_back(tf.kind == TextKind::kCmdStan ? stan_label(fields[k]) : std::string(fields[k]));
         continue;
       }
     }

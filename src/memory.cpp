@@ -121,8 +121,9 @@ std::string format_bytes(double bytes) {
     bytes /= 1024.0;
     ++u;
   }
-  if (u == 0) return fmt::format("{:.0f} B", bytes);
-  if (u == 6 && bytes >= 1024.0) return fmt::format("{:.3g} EiB", bytes);
+  // Three significant digits, except from 999.5 up (1000-1023.99 of a unit, or beyond the
+  // largest unit), where %g would switch to an exponent ("1.02e+03 MiB"): whole units there.
+  if (u == 0 || bytes >= 999.5) return fmt::format("{:.0f} {}", bytes, kUnits[u]);
   return fmt::format("{:.3g} {}", bytes, kUnits[u]);
 }
 

@@ -564,6 +564,30 @@ TEST_CASE("herd-diagnose: CmdStan CSV files with comment lines, one per chain", 
   check_summary(nlohmann::json::parse(one.out)["theta"], std::vector<double>(theta.begin(), theta.begin() + n), 1, n);
 }
 
+TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary labels them", "[mcmc][apps]") {
+  const std::size_t n = 200;
+  const auto a = ar1(n, 31, 0.3), b = ar1(n, 32, 0.1), c = ar1(n, 33, -0.2);
+  fs::create_directories(kWork);
+  const fs::path p = kWork / "labels.csv";
+  std::ofstream o(p);
+  o << "lp__,accept_stat__,theta.1,theta.10,Sigma.2.1,pair:1,odd.,x.y\n";
+  for (std::size_t i = 0; i < n; ++i)
+    o << fmt::format("{:.17g},0.9,{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g}\n", a[i], b[i], c[i], a[i], b[i],
+                     c[i], a[i]);
+  o.close();
+  const Run r = run(q(p) + " --json");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::ordered_json::parse(r.out);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  // Indices after dots become 1-based brackets; a tuple's "pair:1" and names that are not
+  // indices ("odd.", "x.y") stay as written.
+  CHECK(keys == std::vector<std::string>{"lp__", "theta[1]", "theta[10]", "Sigma[2,1]", "pair:1", "odd.", "x.y"});
+  check_summary(j["Sigma[2,1]"], a, 1, n);
+  check_summary(j["theta[10]"], c, 1, n);
+}
+
 TEST_CASE("herd-diagnose: a file of no known format is refused, never guessed", "[mcmc][apps]") {
   fs::create_directories(kWork);
   const fs::path p = kWork / "params.csv";

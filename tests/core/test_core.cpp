@@ -160,6 +160,11 @@ TEST_CASE("parse_memory_size reads units; format_bytes writes binary units", "[c
   CHECK(herd::format_bytes(96) == "96 B");
   CHECK(herd::format_bytes(1536) == "1.5 KiB");
   CHECK(herd::format_bytes(16.0 * (1ull << 30)) == "16 GiB");
+  // 1000-1023.99 of a unit in whole units, never "1.02e+03 MiB".
+  CHECK(herd::format_bytes(1023.9 * (1ull << 20)) == "1024 MiB");
+  CHECK(herd::format_bytes(1000.0 * (1ull << 20)) == "1000 MiB");
+  CHECK(herd::format_bytes(999.4 * (1ull << 20)) == "999 MiB");
+  CHECK(herd::format_bytes(1023.0) == "1023 B");
 }
 
 TEST_CASE("check_memory_need compares with max_memory, else the available memory", "[core]") {

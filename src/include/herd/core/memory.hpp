@@ -35,7 +35,8 @@ std::optional<std::uint64_t> available_memory_bytes();
 /// the caller adds it).
 std::uint64_t parse_memory_size(std::string_view text);
 
-/// "1.5 GiB", "812 MiB", "96 B" (binary units, three significant digits).
+/// "1.5 GiB", "812 MiB", "1020 MiB", "96 B": binary units, three significant digits below 1000
+/// of a unit and whole units from there to 1023.99 (never an exponent). Thread-safe.
 std::string format_bytes(double bytes);
 
 /// Refuses a run that would not fit: InputError "<what> needs about N, but max_memory is
