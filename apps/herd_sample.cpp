@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <memory>
@@ -257,6 +258,78 @@ extern "C" void on_stop_signal(int sig) {
   ::raise(sig);
 }
 
+/// The end of the line printed when the process crashes during the run (after "<program>:
+/// error: [rank R: ]crashed with SIGxxx"): where the fault may be and what became of the run
+/// ([0]; [1] before the first checkpoint, told apart as for the stop lines). Filled by
+/// `install_stop_lines` on every rank, read by `on_crash_signal`.
+std::array<std::string, 2> g_crash_tails;
+/// "herd-sample: error: " or "herd-sample: error: rank R: ", the crash line's start.
+std::string g_crash_head;
+
+/// The name of crash signal `sig`, for the crash line. Async-signal-safe.
+const char* crash_signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV:
+      return "SIGSEGV (invalid memory access)";
+    case SIGBUS:
+      return "SIGBUS (bus error)";
+    case SIGFPE:
+      return "SIGFPE (arithmetic fault)";
+    case SIGILL:
+      return "SIGILL (illegal instruction)";
+    default:
+      return "SIGABRT (abort)";
+  }
+}
+
+/// The crash signals and the actions they had before `install_crash_handler` (MPI's
+/// transport library, a sanitizer or a debugger may have installed one), which
+/// `on_crash_signal` restores and hands the signal on to.
+constexpr std::array<int, 5> kCrashSignals{SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+std::array<struct sigaction, kCrashSignals.size()> g_crash_previous{};
+
+/// Writes the crash line, removes the output prefix's lock file, restores the signal's
+/// previous action and raises it again, so that the process ends as it would have without
+/// this handler (the default action: exit status 128 + signal, a core dump where enabled; or
+/// the earlier handler's backtrace). Async-signal-safe: write, access, unlink, sigaction,
+/// raise.
+extern "C" void on_crash_signal(int sig) {
+  bool early = !g_crash_tails[1].empty();
+  for (std::size_t f = 0; early && f < g_checkpoint_files.size(); ++f)
+    early = ::access(g_checkpoint_files[f].c_str(), F_OK) != 0;
+  const std::string& tail = early ? g_crash_tails[1] : g_crash_tails[0];
+  if (!tail.empty()) {
+    const char* name = crash_signal_name(sig);
+    const auto put = [](const char* p, std::size_t n) {
+      [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, p, n);
+    };
+    put(g_crash_head.data(), g_crash_head.size());
+    put("crashed with ", 13);
+    put(name, std::strlen(name));
+    put(tail.data(), tail.size());
+  }
+  herd::io::release_prefix_locks_on_signal();
+  for (std::size_t i = 0; i < kCrashSignals.size(); ++i)
+    if (kCrashSignals[i] == sig) ::sigaction(sig, &g_crash_previous[i], nullptr);
+  ::raise(sig);  // delivered to the restored action once this handler returns
+}
+
+/// Installs `on_crash_signal` for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT, keeping each
+/// signal's previous action for it to hand on to; a signal ignored at start stays ignored.
+void install_crash_handler() {
+  for (std::size_t i = 0; i < kCrashSignals.size(); ++i) {
+    const int sig = kCrashSignals[i];
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0 || ((old.sa_flags & SA_SIGINFO) == 0 && old.sa_handler == SIG_IGN))
+      continue;
+    g_crash_previous[i] = old;
+    struct sigaction sa {};
+    sa.sa_handler = on_crash_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
 /// Until `install_stop_lines` replaces it: a rank other than 0 of an MPI run (MPICH's launcher
 /// sets PMI_RANK) that is stopped while it starts ends 0.2 s after its signal, as
 /// `on_stop_signal` does, so that rank 0, which may already hold the output prefix's lock, can
@@ -309,8 +382,15 @@ void install_stop_lines(const herd::mcmc::SamplerProgramInput& in, const herd::C
                                 ? fmt::format("herd-sample: interrupted by {}; {}\n", name, early)
                                 : std::string();
   }
+  // A crash is more likely the log density's (a plugin's) than herd's: say so, and what
+  // became of the run, on the rank that crashed.
+  g_crash_head = comm.size() > 1 ? fmt::format("herd-sample: error: rank {}: ", comm.rank()) : "herd-sample: error: ";
+  constexpr const char* kWhere = " during the run (in the log density, a plugin it calls, or herd); ";
+  g_crash_tails[0] = fmt::format("{}{}\n", kWhere, what);
+  g_crash_tails[1] = early.empty() ? std::string() : fmt::format("{}{}\n", kWhere, early);
   g_after_rank0 = comm.size() > 1 && comm.rank() != 0 ? 1 : 0;
   install_stop_handler(on_stop_signal);
+  install_crash_handler();
 }
 
 /// `resolve`, with --output and --seed (which travel as --set overrides) named as the user

@@ -4,7 +4,8 @@
    HERD_TEST_FAIL_MODE: "inf" (default: returns +inf, which stops a run), "nan" (returns NaN
    where the first coordinate is above 1, from then on), "exit" (calls
    exit(0)), "hang" (never returns), "stop" (stops its process with SIGSTOP, as a user or
-   a scheduler might). Without HERD_TEST_FAIL_RANK it never fails.
+   a scheduler might), "segv" (raises SIGSEGV, as an invalid memory access would), "abort"
+   (calls abort()). Without HERD_TEST_FAIL_RANK it never fails.
    With HERD_TEST_LOAD_MARK set, loading the library creates that file (its constructor
    runs): the tests check that herd loads it only after the output checks. */
 #include <math.h>
@@ -36,6 +37,8 @@ double getLogFunc(int32_t ndim, double point[]) {
       if (mode != NULL && strcmp(mode, "hang") == 0)
         for (;;) pause();
       if (mode != NULL && strcmp(mode, "stop") == 0) raise(SIGSTOP);
+      if (mode != NULL && strcmp(mode, "segv") == 0) raise(SIGSEGV);
+      if (mode != NULL && strcmp(mode, "abort") == 0) abort();
       if (mode != NULL && strcmp(mode, "nan") == 0) {
         if (point[0] > 1.0) return NAN;
       } else {

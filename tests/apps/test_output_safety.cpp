@@ -6,9 +6,11 @@
 // loaded (its code run) only after the output checks; a plugin that calls exit(0) ends the
 // run with an error instead of a silent success.
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -170,6 +172,34 @@ TEST_CASE("herd-sample: a log density that calls exit(0) ends the run with an er
   CHECK(again.rc == 0);
   CHECK_THAT(again.out, Contains("resuming"));
   CHECK(fs::exists(dir / "run.h5"));
+}
+
+TEST_CASE("herd-sample: a log density that crashes ends the run with one line saying what became of it",
+          "[apps][faults]") {
+  const auto dir = workdir("plugin_crash");
+  write(dir / "run.toml", plugin_input());
+  // ulimit -c 0: no core file of the crash.
+  for (const auto& [mode, rc, name] : {std::tuple{"segv", 128 + SIGSEGV, "SIGSEGV (invalid memory access)"},
+                                       std::tuple{"abort", 128 + SIGABRT, "SIGABRT (abort)"}}) {
+    INFO(mode);
+    const std::string prefix = std::string("run_") + mode;
+    const Run r = sample(
+        dir, "run.toml --quiet --output " + prefix,
+        std::string("ulimit -c 0; HERD_TEST_FAIL_MODE=") + mode + " HERD_TEST_FAIL_RANK=0 HERD_TEST_FAIL_AFTER=800 ");
+    CHECK(r.rc == rc);  // the signal ends the process as it would without herd's handler
+    CHECK_THAT(r.err, Contains(std::string("herd-sample: error: crashed with ") + name +
+                               " during the run (in the log density, a plugin it calls, or herd); the restart "
+                               "record in " +
+                               prefix + "_restart is kept: the same command resumes the run"));
+    CHECK_FALSE(fs::exists(dir / (prefix + ".h5")));
+    CHECK_FALSE(fs::exists(dir / (prefix + ".lock")));  // removed, as a run that ends removes it
+    // The restart record is intact: the rerun resumes and completes.
+    const Run again = sample(dir, "run.toml --output " + prefix);
+    INFO(again.err);
+    CHECK(again.rc == 0);
+    CHECK_THAT(again.out, Contains("resuming"));
+    CHECK(fs::exists(dir / (prefix + ".h5")));
+  }
 }
 
 TEST_CASE("herd-rl: links refused, the prefix locked, the folder checked up front, dead temporaries removed",
