@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
@@ -110,6 +111,10 @@ SchemaKey& SchemaKey::number_as_text() {
   number_as_text_ = true;
   return *this;
 }
+SchemaKey& SchemaKey::unset_elements() {
+  unset_elements_ = true;
+  return *this;
+}
 SchemaKey& SchemaKey::length(std::size_t min_len, std::size_t max_len) {
   min_len_ = min_len;
   max_len_ = max_len;
@@ -128,7 +133,10 @@ std::string SchemaKey::expected() const {
       base = list ? "integers" : "an integer";
       break;
     case ValueType::kFloat:
-      base = list ? (finite_ ? "finite floats" : "floats") : (finite_ ? "a finite float" : "a float");
+      base = list ? (finite_           ? "finite floats"
+                     : unset_elements_ ? "floats (not NaN)"
+                                       : "floats")
+                  : (finite_ ? "a finite float" : "a float");
       break;
     default:
       base = list ? "strings" : "a string";
@@ -166,6 +174,7 @@ const Settings::Entry& Settings::entry(std::string_view key) const {
 
 bool Settings::has(std::string_view key) const { return !entry(key).value.is_null(); }
 bool Settings::is_default(std::string_view key) const { return entry(key).is_default; }
+bool Settings::partial(std::string_view key) const { return entry(key).partial; }
 const ConfigValue& Settings::value(std::string_view key) const { return entry(key).value; }
 std::string Settings::origin(std::string_view key) const { return entry(key).value.where.str(); }
 
@@ -252,7 +261,15 @@ std::string Settings::describe(const std::function<std::string(const std::string
   for (const auto& e : entries_) {
     const std::string n = note ? note(e.name) : std::string();
     const std::string doc = n.empty() ? e.doc : n + "; " + e.doc;
+    const bool holes = e.partial && e.value.is_array() &&
+                       std::any_of(e.value.as_array().begin(), e.value.as_array().end(),
+                                   [](const ConfigValue& x) { return std::isnan(x.as_float()); });
     if (e.value.is_null()) out += fmt::format("# {} = (unset)  # {}\n", e.name, doc);
+    else if (holes)
+      // NaN marks the elements a namelist left unset, which no TOML list can leave unset: the
+      // line is shown commented out.
+      out += fmt::format("# {} = {}  # {}; nan: elements the namelist leaves unset, which take their defaults; {}\n",
+                         e.name, e.value.to_string(), e.value.where.str(), doc);
     else
       out += fmt::format("{}{} = {}  # {}; {}\n", n.empty() ? "" : "# ", e.name, e.value.to_string(),
                          e.value.where.str(), doc);
@@ -659,6 +676,7 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
         if (key.hi_ && !(key.hi_open_ ? x < *key.hi_ : x <= *key.hi_)) return false;
         if (std::isnan(x) && (key.lo_ || key.hi_)) return false;
         if (key.finite_ && !std::isfinite(x)) return false;
+        if (key.unset_elements_ && std::isnan(x)) return false;  // NaN marks an unset element
       }
       if (v.kind() == ConfigValue::Kind::kString && !key.choices_.empty())
         return std::find(key.choices_.begin(), key.choices_.end(), v.as_string()) != key.choices_.end();
@@ -860,12 +878,18 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
     bool ok = true;
     ConfigValue::Array typed;
     const auto& def = key.default_value();
+    // A namelist file's list of an unset_elements key: Fortran's partial arrays.
+    const bool partial = key.unset_elements_ && r.folds() && !given->is_raw_text();
     for (std::size_t i = 0; i < items.size() && ok; ++i) {
       const ConfigValue& item = items[i];
       const std::string what = written_as_list ? fmt::format(" element {}", i + 1) : std::string();
       if (item.is_null()) {
         if (def.is_array() && i < def.as_array().size()) {
           typed.push_back(def.as_array()[i]);
+          continue;
+        }
+        if (partial) {
+          typed.push_back(ConfigValue::real(std::numeric_limits<double>::quiet_NaN(), given->where));
           continue;
         }
         // Which elements the input does set (a namelist's x(5) = 1 leaves 1 to 4 unset).
@@ -903,6 +927,7 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       ok = false;
     }
     if (ok) e.value = ConfigValue::array(std::move(typed), given->where);
+    e.partial = ok && partial;
     out.entries_.push_back(std::move(e));
   }
 

@@ -21,7 +21,8 @@ namespace herd::mcmc {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
-}
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+}  // namespace
 
 void declare_sampler_specs(io::Schema& s) {
   using std::nullopt;
@@ -35,10 +36,13 @@ void declare_sampler_specs(io::Schema& s) {
             "size of the final sample: -1 the refined sample; n > 0 n evenly spaced draws of the post-burn-in chain")
       .alias("sampleSize")
       .alias("outputSampleSize");
-  s.add_float_list("start_point", nullopt, "start point of each chain [ndim]; default: centre of the domain box, or 0")
+  s.add_float_list("start_point", nullopt,
+                   "start point of each chain [ndim]; default: centre of the domain box, or 0 (an element a namelist "
+                   "leaves unset: its default, or with random_start_point a random draw, as in ParaDRAM)")
       .alias("startPointVec")
       .alias("proposalStart")
-      .finite();
+      .finite()
+      .unset_elements();
   s.add_bool("random_start_point", false, "draw the start point uniformly in the random-start-point box")
       .alias("randomStartPointRequested")
       .alias("proposalStartRandomized");
@@ -52,20 +56,31 @@ void declare_sampler_specs(io::Schema& s) {
             "cpu_batched, cuda); 0: batched devices choose the largest of 16, 8, 4, 2 with >= 2 chains each, "
             "multi_chain computes none")
       .min(0);
-  s.add_float_list("random_start_point_domain_lower", nullopt, "lower corner of the random start box [ndim]")
+  s.add_float_list("random_start_point_domain_lower", nullopt,
+                   "lower corner of the random start box [ndim]; default (also of an element a namelist leaves "
+                   "unset): domain_lower")
       .alias("randomStartPointDomainLowerLimitVec")
       .alias("proposalStartDomainCubeLimitLower")
-      .finite();
-  s.add_float_list("random_start_point_domain_upper", nullopt, "upper corner of the random start box [ndim]")
+      .finite()
+      .unset_elements();
+  s.add_float_list("random_start_point_domain_upper", nullopt,
+                   "upper corner of the random start box [ndim]; default (also of an element a namelist leaves "
+                   "unset): domain_upper")
       .alias("randomStartPointDomainUpperLimitVec")
       .alias("proposalStartDomainCubeLimitUpper")
-      .finite();
-  s.add_float_list("domain_lower", nullopt, "lower corner of the domain box [ndim]; proposals outside are rejected")
+      .finite()
+      .unset_elements();
+  s.add_float_list("domain_lower", nullopt,
+                   "lower corner of the domain box [ndim]; proposals outside are rejected (an element a namelist "
+                   "leaves unset: -inf)")
       .alias("domainLowerLimitVec")
-      .alias("domainCubeLimitLower");
-  s.add_float_list("domain_upper", nullopt, "upper corner of the domain box [ndim]")
+      .alias("domainCubeLimitLower")
+      .unset_elements();
+  s.add_float_list("domain_upper", nullopt,
+                   "upper corner of the domain box [ndim] (an element a namelist leaves unset: +inf)")
       .alias("domainUpperLimitVec")
-      .alias("domainCubeLimitUpper");
+      .alias("domainCubeLimitUpper")
+      .unset_elements();
   s.add_string("proposal_model", "normal", "proposal distribution")
       .choices({"normal", "uniform"})
       .alias("proposalModel")
@@ -82,11 +97,13 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("proposalCor")
       .finite();
   s.add_float_list("proposal_std", nullopt,
-                   "initial proposal standard deviations [ndim] (default 1; times scale_factor)")
+                   "initial proposal standard deviations [ndim] (default 1, also of an element a namelist leaves "
+                   "unset; times scale_factor)")
       .alias("proposalStartStdVec")
       .alias("proposalStd")
       .min(0.0, true)
-      .finite();
+      .finite()
+      .unset_elements();
   s.add_int("adaptive_update_period", 0, "proposals between adaptive updates; 0 means 4 ndim")
       .min(0)
       .alias("adaptiveUpdatePeriod")
@@ -289,6 +306,9 @@ std::vector<double> floats_or_empty(const io::Settings& st, const char* key) {
 
 void check_length(const io::Settings& st, const char* key, const std::vector<double>& v, std::size_t n,
                   const char* what) {
+  if (st.has(key) && st.partial(key) && v.size() > n)
+    throw InputError(fmt::format("{}: key \"{}\" sets element {}, but there are only {} ({})", st.origin(key),
+                                 st.written(key), v.size(), n, what));
   if (!v.empty() && v.size() != n) {
     throw InputError(fmt::format("{}: key \"{}\" has {} value{}, but must have {} ({})", st.origin(key),
                                  st.written(key), v.size(), v.size() == 1 ? "" : "s", n, what));
@@ -614,6 +634,15 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.max_num_domain_check_to_warn = st.get_int("max_num_domain_check_to_warn");
   s.max_num_domain_check_to_stop = st.get_int("max_num_domain_check_to_stop");
 
+  // A namelist's partial lists (Fortran arrays: `x(3:5) = ...`, `x = 3*1.0`): the elements it
+  // leaves unset are NaN up to ndim, filled below with their defaults (ParaDRAM's).
+  for (auto [key, v] : {std::pair{"start_point", &s.start_point},
+                        {"domain_lower", &s.domain_lower},
+                        {"domain_upper", &s.domain_upper},
+                        {"random_start_point_domain_lower", &s.random_start_point_domain_lower},
+                        {"random_start_point_domain_upper", &s.random_start_point_domain_upper},
+                        {"proposal_std", &s.proposal_std}})
+    if (st.has(key) && st.partial(key) && v->size() < d) v->resize(d, kNaN);
   guard([&] { check_length(st, "start_point", s.start_point, d, "ndim"); });
   guard([&] { check_length(st, "domain_lower", s.domain_lower, d, "ndim"); });
   guard([&] { check_length(st, "domain_upper", s.domain_upper, d, "ndim"); });
@@ -623,8 +652,34 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   guard([&] { check_matrix_key(st, "proposal_cov", s.proposal_cov, d, false); });
   guard([&] { check_matrix_key(st, "proposal_cor", s.proposal_cor, d, true); });
   const bool lengths_ok = errs.empty();  // the checks below index the vectors by dimension
+  if (lengths_ok) {
+    // The defaults of the elements a namelist left unset, ParaDRAM's: no bound on that side,
+    // the random start box's bound the domain's, a standard deviation of 1. The start point's
+    // stay NaN until to_dram_options: the domain's centre, or a random draw.
+    for (std::size_t i = 0; i < d; ++i) {
+      if (!s.domain_lower.empty() && std::isnan(s.domain_lower[i])) s.domain_lower[i] = -kInf;
+      if (!s.domain_upper.empty() && std::isnan(s.domain_upper[i])) s.domain_upper[i] = kInf;
+      if (!s.random_start_point_domain_lower.empty() && std::isnan(s.random_start_point_domain_lower[i]))
+        s.random_start_point_domain_lower[i] = s.domain_lower.empty() ? -kInf : s.domain_lower[i];
+      if (!s.random_start_point_domain_upper.empty() && std::isnan(s.random_start_point_domain_upper[i]))
+        s.random_start_point_domain_upper[i] = s.domain_upper.empty() ? kInf : s.domain_upper[i];
+      if (!s.proposal_std.empty() && std::isnan(s.proposal_std[i])) s.proposal_std[i] = 1.0;
+    }
+    // ParaDRAM's precedence: a given start element is kept, random_start_point draws the
+    // others; with every element given it draws none.
+    const bool every_start_given = !s.start_point.empty() && std::none_of(s.start_point.begin(), s.start_point.end(),
+                                                                          [](double x) { return std::isnan(x); });
+    if (s.random_start_point && every_start_given) {
+      s.notes.push_back(fmt::format(
+          "{}: {} = true draws no element of the start point: {} ({}) gives every one, and a given element takes "
+          "precedence, as in ParaDRAM",
+          st.origin("random_start_point"), st.written("random_start_point"), st.written("start_point"),
+          st.origin("start_point")));
+      s.random_start_point = false;
+    }
+  }
   for (std::size_t i = 0; i < s.start_point.size(); ++i)
-    if (!std::isfinite(s.start_point[i]))
+    if (!std::isnan(s.start_point[i]) && !std::isfinite(s.start_point[i]))
       fail(fmt::format("{}: {}[{}] is {}, but must be finite", st.origin("start_point"), st.written("start_point"),
                        i + 1, s.start_point[i]));
   if (s.delayed_rejection_count > 14)
@@ -659,6 +714,7 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
       const char* hi_key =
           s.random_start_point_domain_upper.empty() ? "domain_upper" : "random_start_point_domain_upper";
       for (std::size_t i = 0; i < d; ++i) {
+        if (!s.start_point.empty() && !std::isnan(s.start_point[i])) continue;  // given: not drawn
         // A box reaching outside the domain gave start points outside it for some seeds,
         // refused by the kernel naming the input file: the box is refused here, for every
         // seed. The first bad dimension.
@@ -707,7 +763,7 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
     for (std::size_t i = 0; i < d; ++i) {
       const double lo = s.domain_lower.empty() ? -kInf : s.domain_lower[i];
       const double hi = s.domain_upper.empty() ? kInf : s.domain_upper[i];
-      if (!(s.start_point[i] >= lo && s.start_point[i] <= hi))
+      if (!std::isnan(s.start_point[i]) && !(s.start_point[i] >= lo && s.start_point[i] <= hi))
         fail(fmt::format("{}: {}[{}] is {}, but must be inside the domain [{}, {}]", st.origin("start_point"),
                          st.written("start_point"), i + 1, s.start_point[i], lo, hi));
     }
@@ -900,7 +956,9 @@ DramOptions to_dram_options(const SamplerSpecs& s, int ndim, std::uint32_t chain
   if (!o.domain_lower.empty() && o.domain_upper.empty()) o.domain_upper.assign(d, kInf);
   if (!o.domain_upper.empty() && o.domain_lower.empty()) o.domain_lower.assign(d, -kInf);
 
-  // Start point: given, random in a box, the domain's centre, or the origin.
+  // Start point: given, random in a box, the domain's centre, or the origin; element by
+  // element, as ParaDRAM sets it (an element a namelist leaves unset is NaN here).
+  const auto given = [&](std::size_t i) { return i < s.start_point.size() && !std::isnan(s.start_point[i]); };
   if (s.random_start_point) {
     std::vector<double> lo = s.random_start_point_domain_lower, hi = s.random_start_point_domain_upper;
     if (lo.empty()) lo = s.domain_lower;
@@ -913,16 +971,25 @@ DramOptions to_dram_options(const SamplerSpecs& s, int ndim, std::uint32_t chain
     auto c = RngStream(s.random_seed, chain_id, RngPurpose::kStartPoint).at(0);
     o.start_point.resize(d);
     for (std::size_t i = 0; i < d; ++i) {
+      // Drawn for every dimension, given or not, so that a dimension's draw does not depend
+      // on which others are given.
+      const double u = c.uniform();
+      if (given(i)) {
+        o.start_point[i] = s.start_point[i];
+        continue;
+      }
       HERD_REQUIRE(std::isfinite(lo[i]) && std::isfinite(hi[i]) && lo[i] < hi[i],
                    "sampler: the random start box [{}, {}] of dimension {} must be finite and non-empty", lo[i], hi[i],
                    i + 1);
-      o.start_point[i] = lo[i] + (hi[i] - lo[i]) * c.uniform();
+      o.start_point[i] = lo[i] + (hi[i] - lo[i]) * u;
     }
-  } else if (!s.start_point.empty()) {
-    o.start_point = s.start_point;
   } else {
     o.start_point.assign(d, 0.0);
     for (std::size_t i = 0; i < d; ++i) {
+      if (given(i)) {
+        o.start_point[i] = s.start_point[i];
+        continue;
+      }
       const double lo = s.domain_lower.empty() ? -kInf : s.domain_lower[i];
       const double hi = s.domain_upper.empty() ? kInf : s.domain_upper[i];
       if (std::isfinite(lo) && std::isfinite(hi)) o.start_point[i] = 0.5 * (lo + hi);

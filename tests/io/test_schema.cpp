@@ -1,12 +1,14 @@
 // TOML input through a schema: typed keys, defaults, ranges, choices, overrides, reports,
 // and the one-line message of each kind of mistake.
 #include <algorithm>
+#include <cmath>
 
 #include <catch2/catch.hpp>
 
 #include <fstream>
 
 #include "herd/core/error.hpp"
+#include "herd/io/namelist.hpp"
 #include "herd/io/schema.hpp"
 #include "herd/io/toml_reader.hpp"
 #include "temp_dir.hpp"
@@ -392,4 +394,51 @@ TEST_CASE("schema: number_as_text() takes a number given for a string key as its
   // Other kinds are still refused, and so is a number for a key without it.
   CHECK_THROWS_WITH(s.apply(parse_toml("scale = true\n", "run.toml")), Catch::Contains("must be a string"));
   CHECK_THROWS_WITH(s.apply(parse_toml("name = 2.0\n", "run.toml")), Catch::Contains("must be a string"));
+}
+
+TEST_CASE("schema: unset_elements() reads a namelist's partial arrays as Fortran does", "[io]") {
+  Schema s("t");
+  s.add_float_list("start", std::nullopt, "start point").alias("startPointVec").finite().unset_elements();
+  s.add_float_list("lower", std::nullopt, "lower bounds").unset_elements();
+  s.add_float_list("mean", std::nullopt, "mean");  // no unset elements: holes refused as before
+  const auto nml = [](std::string_view body) {
+    return parse_namelist("&ParaDRAM\n" + std::string(body) + "/\n", "r.nml");
+  };
+  const auto is_nan = [](double x) { return std::isnan(x); };
+  // Holes read as NaN, the list as long as its last element given; partial() says so.
+  Settings st = s.apply(nml("startPointVec(2:3) = 1.5, 2.5\nlower = 3*-1.0\n"));
+  const std::vector<double> start = st.get_float_list("start");
+  REQUIRE(start.size() == 3);
+  CHECK(is_nan(start[0]));
+  CHECK(start[1] == 1.5);
+  CHECK(start[2] == 2.5);
+  CHECK(st.partial("start"));
+  CHECK(st.get_float_list("lower") == std::vector<double>{-1.0, -1.0, -1.0});
+  CHECK(st.partial("lower"));
+  // A blank between commas is a hole too.
+  st = s.apply(nml("lower = 1.0, , 3.0\n"));
+  CHECK(is_nan(st.get_float_list("lower")[1]));
+  // The resolved input shows the line commented out, NaN marking the unset elements.
+  CHECK(st.describe().find("# lower = [1.0, nan, 3.0]  # r.nml:2; nan: elements the namelist leaves unset") !=
+        std::string::npos);
+  // A NaN written in the input is refused, never read as unset.
+  const auto err = [&](const Config& c, const std::vector<std::string>& sets = {}) -> std::string {
+    try {
+      s.apply(c, sets);
+    } catch (const herd::InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  CHECK(err(nml("lower(2) = NaN\n")).find("key \"lower\" element 2 is nan") != std::string::npos);
+  CHECK(err(nml("lower(2) = NaN\n")).find("must be a list of floats (not NaN)") != std::string::npos);
+  // Keys without unset_elements() refuse holes as before.
+  CHECK(err(nml("mean(2) = 1.0\n")).find("element 1 is not set and has no default") != std::string::npos);
+  // TOML and --set give whole lists: not partial.
+  st = s.apply(toml("start = [1.0, 2.0]\n"), {"lower=[1,2]"});
+  CHECK_FALSE(st.partial("start"));
+  CHECK_FALSE(st.partial("lower"));
+  st = s.apply(nml("lower(1) = 0.5\n"), {"start=1,2"});
+  CHECK_FALSE(st.partial("start"));  // --set over a namelist
+  CHECK(st.partial("lower"));
 }

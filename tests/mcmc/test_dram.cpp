@@ -1,6 +1,7 @@
 // Unit tests of the DRAM kernel: options, the delayed-rejection acceptance,
 // reproducibility, the fork-join proposal API, sinks, error handling, adaptation fallback.
 // Statistical validations are in test_dram_stats.cpp ([slow]).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "herd/core/error.hpp"
+#include "herd/io/namelist.hpp"
 #include "herd/io/schema.hpp"
 #include "herd/io/toml_reader.hpp"
 #include "herd/mcmc/batched_dram_kernel.hpp"
@@ -1081,6 +1083,59 @@ TEST_CASE("sampler specs: random_start_point_scope = superchain gives K starts, 
   // The scope needs random starts and superchains.
   CHECK_THROWS_WITH(specs("random_start_point_scope = \"superchain\"\n"),
                     Catch::Contains("random_start_point_scope") && Catch::Contains("superchains >= 2"));
+}
+
+TEST_CASE("sampler specs: a namelist's partial arrays take ParaDRAM's element defaults; given start elements win",
+          "[mcmc]") {
+  herd::io::Schema schema("test");
+  declare_sampler_specs(schema);
+  const auto specs = [&](const std::string& body) {
+    return resolve_sampler_specs(
+        schema.apply(herd::io::parse_namelist("&ParaDRAM\nrandomSeed = 5\n" + body + "/\n", "p.nml"), {}), 4);
+  };
+  // ParaMonte's documented forms: x(3:4) = ..., x = 2*v (the rest unset), x(1) = v.
+  SamplerSpecs s = specs(
+      "domainLowerLimitVec(3:4) = -2.0, -3.0\ndomainUpperLimitVec = 2*10.0\nproposalStartStdVec(2) = 0.5\n"
+      "startPointVec(3) = 1.5\n");
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(s.domain_lower == std::vector<double>{-inf, -inf, -2.0, -3.0});
+  CHECK(s.domain_upper == std::vector<double>{10.0, 10.0, inf, inf});
+  CHECK(s.proposal_std == std::vector<double>{1.0, 0.5, 1.0, 1.0});
+  // The unset start elements: the domain's centre rule, per element (as with no start_point).
+  DramOptions o = to_dram_options(s, 4);
+  CHECK(o.start_point == std::vector<double>{0.0, 0.0, 1.5, 0.0});
+  s = specs("domainLowerLimitVec = 4*2.0\ndomainUpperLimitVec = 4*4.0\nstartPointVec(2) = 2.5\n");
+  CHECK(to_dram_options(s, 4).start_point == std::vector<double>{3.0, 2.5, 3.0, 3.0});
+  // random_start_point draws only the unset elements; the given one is kept, and each drawn
+  // element is the one the all-random start draws (one uniform per dimension, in order).
+  const std::string box =
+      "randomStartPointRequested = true\nrandomStartPointDomainLowerLimitVec = 4*-1.0\n"
+      "randomStartPointDomainUpperLimitVec = 4*1.0\n";
+  const std::vector<double> all = to_dram_options(specs(box), 4).start_point;
+  const std::vector<double> part = to_dram_options(specs(box + "startPointVec(2) = 0.25\n"), 4).start_point;
+  CHECK(part == std::vector<double>{all[0], 0.25, all[2], all[3]});
+  CHECK(all[1] != 0.25);
+  // Every element given: random_start_point draws none, with a note.
+  s = specs(box + "startPointVec = 0.1, 0.2, 0.3, 0.4\n");
+  CHECK_FALSE(s.random_start_point);
+  CHECK(to_dram_options(s, 4).start_point == std::vector<double>{0.1, 0.2, 0.3, 0.4});
+  const auto note = std::find_if(s.notes.begin(), s.notes.end(),
+                                 [](const std::string& n) { return n.find("draws no element") != std::string::npos; });
+  REQUIRE(note != s.notes.end());
+  CHECK_THAT(*note, Catch::StartsWith("p.nml:3: randomStartPointRequested = true draws no element of the start "
+                                      "point: startPointVec (p.nml:6) gives every one"));
+  // The random start box of a drawn element must be finite; a given element needs none.
+  const std::string half_box =
+      "randomStartPointRequested = true\nrandomStartPointDomainLowerLimitVec = 4*-1.0\n"
+      "randomStartPointDomainUpperLimitVec(1:3) = 3*1.0\n";
+  CHECK_THROWS_WITH(specs(half_box), Catch::Contains("the random start box's dimension 4 is [-1, inf]"));
+  CHECK(to_dram_options(specs(half_box + "startPointVec(4) = 0.0\n"), 4).start_point[3] == 0.0);
+  // Past ndim: refused with the element's index.
+  CHECK_THROWS_WITH(specs("startPointVec(6) = 1.0\n"),
+                    Catch::Contains("p.nml:3: key \"startPointVec\" sets element 6, but there are only 4 (ndim)"));
+  // A TOML list stays whole: a short one is refused as before.
+  CHECK_THROWS_WITH(resolve_sampler_specs(schema.apply(herd::io::parse_toml("start_point = [1.0]\n", "t.toml"), {}), 4),
+                    Catch::Contains("key \"start_point\" has 1 value, but must have 4 (ndim)"));
 }
 
 TEST_CASE("sampler specs: h5_posterior is verbose by default, compact on request, and leaves the input hash alone",

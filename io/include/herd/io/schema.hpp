@@ -64,6 +64,14 @@ class SchemaKey {
   /// A string key whose text may be a number (e.g. ParaDRAM's scale factor "2.0" or
   /// "gelman"): a number given unquoted (TOML `2.0`, namelist `2.0d0`) is taken as its text.
   SchemaKey& number_as_text();
+  /// A float list whose elements a Fortran namelist may leave unset, as Fortran reads an
+  /// array: in a namelist file, holes (`x(5) = 1` leaves elements 1-4 unset, `x = 1, , 3`
+  /// element 2) read as NaN, and the list may be shorter than its full length (`x = 3*1.0`,
+  /// `x = 1.0`: the elements after those given are unset; `Settings::partial`). The program
+  /// fills the unset elements, whose defaults depend on other keys (ParaDRAM's start point:
+  /// the domain's centre). A NaN written in the input is refused. TOML files and --set give
+  /// whole lists, as for any other key.
+  SchemaKey& unset_elements();
 
   const std::string& name() const noexcept { return name_; }
   const std::string& doc() const noexcept { return doc_; }
@@ -82,6 +90,7 @@ class SchemaKey {
   ConfigValue default_;
   bool required_ = false;
   bool number_as_text_ = false;
+  bool unset_elements_ = false;
   std::optional<double> lo_, hi_;
   bool lo_open_ = false, hi_open_ = false, finite_ = false;
   std::vector<std::string> choices_;
@@ -109,6 +118,10 @@ class Settings {
   std::vector<std::string> get_string_list(std::string_view key) const;
   /// A matrix as rows, all of the same length.
   std::vector<std::vector<double>> get_float_matrix(std::string_view key) const;
+  /// True when `key` (declared with `SchemaKey::unset_elements`) was given in a namelist
+  /// file: its list may be shorter than the full length, the elements after it unset (NaN
+  /// marks the unset ones inside it). @throws InputError when unknown.
+  bool partial(std::string_view key) const;
   /// The resolved value node (its `where` is the origin). @throws InputError when unknown.
   const ConfigValue& value(std::string_view key) const;
   /// Where the value came from: "run.toml:7", "--set chain_size=10", or "default".
@@ -147,7 +160,8 @@ class Settings {
     std::string name, doc;
     ConfigValue value;
     bool is_default = false;
-    std::string written;  // the key as the input spelled it (an alias, any case), else the name
+    std::string written;   // the key as the input spelled it (an alias, any case), else the name
+    bool partial = false;  // an unset_elements key given in a namelist file
   };
   const Entry& entry(std::string_view key) const;
   std::vector<Entry> entries_;
