@@ -910,7 +910,9 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       }
       auto v = item.is_array() || item.is_table() ? std::nullopt : convert_scalar(item, et);
       if (!v) {
-        bad(item.where.line > 0 || item.is_raw_text() ? item : *given, what);
+        // An element of --set text in TOML array syntax ("[1, \"x\"]") is named by its own
+        // value, as a file's is, not by the whole text.
+        bad(item.where.line > 0 || item.is_raw_text() || given->is_raw_text() ? item : *given, what);
         ok = false;
       } else if (!in_bounds(*v)) {
         r.problem(item.where.line > 0 ? item.where : given->where,

@@ -196,6 +196,9 @@ TEST_CASE("schema: each kind of mistake has a one-line message", "[io]") {
         "--set start=x: key \"start\" is \"x\" (text), but must be a list of 1 to 8 floats");
   CHECK(error_of("model = 'm'\n", {"start=[x]"}) ==
         "--set start=[x]: key \"start\" element 1 is \"x\" (text), but must be a list of 1 to 8 floats");
+  // An element of a --set list in TOML syntax is named by its value, not by the whole text.
+  CHECK(error_of("model = 'm'\n", {"start=[1, \"x\"]"}) ==
+        "--set start=[1, \"x\"]: key \"start\" element 2 is \"x\" (a string), but must be a list of 1 to 8 floats");
   CHECK(error_of("model = 'm'\nchain_size = [1, 2]\n") ==
         "run.toml:2: key \"chain_size\" is [1, 2] (a list), but must be an integer >= 1");
   CHECK(error_of("model = 'm'\nproposal = 3\n") ==
