@@ -32,7 +32,8 @@ bool fs_is_absolute(const std::string& p) { return std::filesystem::path(p).is_a
 }
 // Whether `algorithm` reads `key`: DQN reads only algo.gamma and the learning-rate scaling
 // keys of [algo] (the rest is PPO's and A2C's) and neither the policy's network.shared_trunk
-// nor network.init_log_std, and PPO/A2C read nothing of [dqn].
+// nor network.init_log_std; A2C does not read PPO's epochs, minibatches and clipping; PPO
+// and A2C read nothing of [dqn].
 bool algorithm_reads(const std::string& algorithm, const std::string& key);
 // A key given for another algorithm would be read by nothing: refused rather than ignored.
 void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algorithm);
@@ -89,8 +90,9 @@ const io::Schema& train_schema() {
     s.add_bool("normalize.obs", false, "running observation normalisation");
     s.add_bool("normalize.reward", false, "reward scaling by the std of the discounted return");
     s.add_int_list("network.hidden", std::vector<std::int64_t>{64, 64},
-                   "hidden widths of the policy and value networks (DQN: of the Q-network)")
-        .length(1, 8)
+                   "hidden widths of the policy and value networks (DQN: of the Q-network); may be [] when "
+                   "network.conv_channels gives convolutions")
+        .length(0, 8)
         .min(1);
     s.add_string("network.activation", "tanh", "hidden nonlinearity").choices({"tanh", "relu", "elu"});
     s.add_bool("network.shared_trunk", false, "one trunk with policy and value heads");
@@ -320,11 +322,20 @@ std::string library_path(const io::Settings& st) {
 }  // namespace
 
 namespace {
+/// The [algo] keys that PPO reads and A2C does not: A2C takes one full-batch step per rollout
+/// at ratio 1, so it has no epochs, minibatches or clipping.
+const std::set<std::string>& ppo_only_keys() {
+  static const std::set<std::string> keys = {"algo.epochs",     "algo.minibatch_size", "algo.num_minibatches",
+                                             "algo.clip_range", "algo.anneal_clip",    "algo.clip_range_vf"};
+  return keys;
+}
+
 bool algorithm_reads(const std::string& algorithm, const std::string& key) {
   static const std::set<std::string> kDqnReadsAlgo = {"algo.gamma", "algo.lr_scaling", "algo.lr_reference_batch"};
   if (algorithm == "dqn")
     return key != "network.shared_trunk" && key != "network.init_log_std" &&
            (key.rfind("algo.", 0) != 0 || kDqnReadsAlgo.count(key) != 0);
+  if (algorithm == "a2c" && ppo_only_keys().count(key) != 0) return false;
   return key.rfind("dqn.", 0) != 0;
 }
 
@@ -341,9 +352,14 @@ void refuse_other_algorithm_keys(const io::Settings& st, const std::string& algo
     why =
         "of [algo] DQN reads only gamma, lr_scaling and lr_reference_batch; its own settings are under [dqn], e.g. "
         "dqn.learning_rate";
+  else if (algorithm == "a2c" && ppo_only_keys().count(key) != 0)
+    why =
+        "A2C takes one full-batch gradient step per rollout without clipping; algo.epochs, minibatch_size, "
+        "num_minibatches, clip_range, anneal_clip and clip_range_vf are PPO's: remove it, or set algorithm = "
+        "\"ppo\"";
   st.refuse_unread(set, "algorithm = \"" + algorithm + "\"" +
-                            (algorithm == "dqn" ? " does not read it (" + why + ")"
-                                                : " does not read [dqn] (set algorithm = \"dqn\" or remove it)"));
+                            (!why.empty() ? " does not read it (" + why + ")"
+                                          : " does not read [dqn] (set algorithm = \"dqn\" or remove it)"));
 }
 }  // namespace
 
@@ -387,6 +403,11 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     if (relative) cfg.set("env.library", io::ConfigValue::string(c.env_library, st.value("env.library").where));
     if (default_id) cfg.set("env.id", io::ConfigValue::string(c.env, st.value("env.symbol").where));
     if (relative || default_id) st = train_schema().apply(cfg, sets);
+  } else if (user_input && st.is_set("env.symbol")) {
+    // Without env.library there is no function to look up: the symbol would be ignored.
+    st.refuse_unread({"env.symbol"},
+                     "env.library is not set: env.symbol names the function of a C environment's shared library "
+                     "(docs/rl.md, \"Your own environment\"); set env.library too, or remove it");
   } else if (!is_registered(c.env)) {
     std::string ids;
     for (const auto& id : registered_env_ids()) ids += (ids.empty() ? "\"" : ", \"") + id + "\"";
@@ -475,6 +496,11 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     }
   }
   c.sampler = st.get_string("sampler.kind");
+  // The serial sampler steps every env on the calling thread: more threads would be ignored.
+  if (user_input && c.sampler == "serial" && st.get_int("sampler.num_threads") > 1)
+    st.refuse_unread({"sampler.num_threads"},
+                     "sampler.kind = \"serial\" does not read it (it steps every env on the calling thread): set "
+                     "sampler.kind = \"parallel\" for env-stepping threads, or remove it");
   SamplerOptions& so = c.sampler_options;
   so.env_id = c.env;
   so.num_envs = static_cast<int>(st.get_int("sampler.num_envs"));
@@ -502,6 +528,11 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   c.agent.shared_trunk = st.get_bool("network.shared_trunk");
   c.agent.init = st.get_string("network.init") == "pytorch" ? EncoderInit::kPyTorch : EncoderInit::kOrthogonal;
   c.agent.conv = conv_layers(st, c.env);
+  // Without convolutions the dense layers are the whole network: at least one.
+  if (c.agent.hidden.empty() && c.agent.conv.empty())
+    refuse_key(st, "network.hidden", "[]",
+               "the network needs at least one layer: give hidden widths (e.g. [64, 64]), or convolutions in "
+               "network.conv_channels and network.conv_kernels for image observations");
   c.agent.seed = c.seed;
   PpoOptions& p = c.ppo;
   p.learning_rate = st.get_float("algo.learning_rate");
@@ -528,6 +559,13 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     if (spi / nmb > std::numeric_limits<int>::max())
       refuse_key(st, "algo.num_minibatches", std::to_string(nmb),
                  "the minibatches would have " + std::to_string(spi / nmb) + " samples (at most 2147483647); raise it");
+    // Both given and disagreeing: one of them would be ignored without a word.
+    if (user_input && st.is_set("algo.minibatch_size") && p.minibatch_size != spi / nmb)
+      refuse_key(st, "algo.minibatch_size", std::to_string(p.minibatch_size),
+                 "algo.num_minibatches = " + std::to_string(nmb) + " (" + st.origin("algo.num_minibatches") +
+                     ") sets the minibatch size to " + std::to_string(spi) + " / " + std::to_string(nmb) + " = " +
+                     std::to_string(spi / nmb) +
+                     ": give one of them (algo.num_minibatches = 0 uses algo.minibatch_size)");
     p.minibatch_size = static_cast<int>(spi / nmb);
   }
   c.lr_scaling = st.get_string("algo.lr_scaling");
@@ -631,10 +669,20 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   // since a key set for another algorithm is refused above), commented out: read again as
   // an input file (or on resume), the text leaves them at their defaults instead of
   // setting keys that the algorithm refuses.
-  if (text)
-    *text = st.describe([&c](const std::string& key) {
-      return algorithm_reads(c.algorithm, key) ? std::string() : "not read by algorithm = \"" + c.algorithm + "\"";
+  // So are the keys that other settings make unread: algo.minibatch_size beside
+  // algo.num_minibatches, env.symbol without env.library, the serial sampler's threads.
+  if (text) {
+    const bool by_num_minibatches = st.get_int("algo.num_minibatches") > 0;
+    *text = st.describe([&c, by_num_minibatches](const std::string& key) {
+      if (!algorithm_reads(c.algorithm, key)) return "not read by algorithm = \"" + c.algorithm + "\"";
+      if (key == "algo.minibatch_size" && by_num_minibatches)
+        return std::string("not read: algo.num_minibatches sets the minibatch size");
+      if (key == "env.symbol" && c.env_library.empty()) return std::string("not read without env.library");
+      if (key == "sampler.num_threads" && c.sampler == "serial")
+        return std::string("not read by sampler.kind = \"serial\"");
+      return std::string();
     });
+  }
   return c;
 }
 

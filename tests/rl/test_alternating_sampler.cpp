@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -113,11 +114,17 @@ TEST_CASE("AlternatingSampler: an odd number of envs is refused, naming the valu
 
 namespace {
 TrainConfig config_with(const std::string& sampler, const std::string& algo) {
-  return resolve_train_config(
-      io::Config("<test>"),
-      {"algorithm=" + algo, "sampler.kind=" + sampler, "sampler.num_envs=4", "sampler.num_steps=16",
-       "sampler.num_threads=2", "total_steps=384", "algo.epochs=2", "algo.minibatch_size=32", "normalize.reward=true",
-       "seed=5", "output_prefix=test_rl_alt_" + algo});
+  std::vector<std::string> sets = {"algorithm=" + algo,
+                                   "sampler.kind=" + sampler,
+                                   "sampler.num_envs=4",
+                                   "sampler.num_steps=16",
+                                   "sampler.num_threads=2",
+                                   "total_steps=384",
+                                   "normalize.reward=true",
+                                   "seed=5",
+                                   "output_prefix=test_rl_alt_" + algo};
+  if (algo == "ppo") sets.insert(sets.end(), {"algo.epochs=2", "algo.minibatch_size=32"});  // PPO's keys only
+  return resolve_train_config(io::Config("<test>"), sets);
 }
 }  // namespace
 

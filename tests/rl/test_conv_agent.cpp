@@ -7,9 +7,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "herd/core/error.hpp"
 #include "herd/nn/linear.hpp"
@@ -19,6 +22,7 @@
 #include "herd/rl/rollout_buffer.hpp"
 #include "herd/rl/train_config.hpp"
 #include "herd/rl/trainer.hpp"
+#include "herd/rl/training_run.hpp"
 
 using namespace herd;
 using namespace herd::rl;
@@ -348,6 +352,38 @@ TEST_CASE("Config network.conv_*: layers read, mismatches named with key, value 
   CHECK_THAT(error({"env=MinAtar/Breakout-v1", "network.conv_channels=[4]", "network.conv_kernels=[3]",
                     "network.conv_padding=[-1]"}),
              Contains("network.conv_padding"));
+}
+
+TEST_CASE("Config network.hidden = []: with convolutions the heads read the flattened maps; else refused",
+          "[rl][conv]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("herd_test_rl_no_hidden_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const std::string algo : {"ppo", "dqn"}) {
+    INFO(algo);
+    std::vector<std::string> sets = {"env=MinAtar/Breakout-v1",   "algorithm=" + algo,
+                                     "network.conv_channels=[4]", "network.conv_kernels=[3]",
+                                     "network.hidden=[]",         "network.activation=relu",
+                                     "sampler.num_envs=4",        "sampler.num_steps=16",
+                                     "total_steps=128",           "output_prefix=" + (dir / algo).string()};
+    if (algo == "ppo") sets.insert(sets.end(), {"algo.epochs=1", "algo.minibatch_size=32"});
+    else sets.insert(sets.end(), {"dqn.learning_starts=16", "dqn.batch_size=8", "dqn.buffer_size=256"});
+    std::string text;
+    const TrainConfig c = resolve_train_config(io::Config("<test>"), sets, &text);
+    CHECK(c.agent.hidden.empty());
+    CHECK(text.find("\nnetwork.hidden = []  # --set network.hidden=[];") != std::string::npos);
+    const auto run = make_training_run(c, text);
+    CHECK(run->run(nullptr) == RunEnd::kDone);
+    CHECK(fs::exists(run->output_path()));
+    // The checkpoint's text (hidden = []) resolves again, as eval and --resume read it.
+    CHECK(parse_train_config(text).agent.hidden.empty());
+  }
+  fs::remove_all(dir);
+  // Without convolutions the dense layers are the whole network: refused, naming the key.
+  CHECK_THROWS_WITH(resolve_train_config(io::Config("<test>"), {"network.hidden=[]"}),
+                    Catch::StartsWith("--set network.hidden=[]: key \"network.hidden\" is [], but the network needs "
+                                      "at least one layer"));
 }
 
 TEST_CASE("training_memory_need counts the convolution outputs", "[rl][conv]") {

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "herd/core/config.hpp"
 #include "herd/core/device.hpp"
@@ -131,12 +133,18 @@ std::vector<double> flat_params(ActorCriticAgent& a) {
 
 TrainConfig mpi_config(const std::string& algo, const std::string& sampler, int ranks) {
   // 12 envs per rank x 8 steps; the union minibatch of 24 * ranks takes 4 minibatches a pass.
-  return resolve_train_config(io::Config("<test>"),
-                              {"algorithm=" + algo, "sampler.kind=" + sampler, "sampler.num_envs=12",
-                               "sampler.num_steps=8", "total_steps=" + std::to_string(6 * 96 * ranks), "algo.epochs=2",
-                               "algo.minibatch_size=" + std::to_string(24 * ranks), "normalize.obs=true",
-                               "normalize.reward=true", "seed=9", "output_prefix=test_rl_mpi_" + algo + "_" + sampler},
-                              nullptr, ranks);
+  std::vector<std::string> sets = {"algorithm=" + algo,
+                                   "sampler.kind=" + sampler,
+                                   "sampler.num_envs=12",
+                                   "sampler.num_steps=8",
+                                   "total_steps=" + std::to_string(6 * 96 * ranks),
+                                   "normalize.obs=true",
+                                   "normalize.reward=true",
+                                   "seed=9",
+                                   "output_prefix=test_rl_mpi_" + algo + "_" + sampler};
+  if (algo == "ppo")  // PPO's keys only
+    sets.insert(sets.end(), {"algo.epochs=2", "algo.minibatch_size=" + std::to_string(24 * ranks)});
+  return resolve_train_config(io::Config("<test>"), sets, nullptr, ranks);
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <memory>
 #include <numeric>
 #include <vector>
 
+#include "herd/io/toml_reader.hpp"
 #include "herd/rl/a2c.hpp"
 #include "herd/rl/agent.hpp"
 #include "herd/rl/ppo.hpp"
@@ -302,12 +304,16 @@ TEST_CASE("Sampler: results do not depend on the thread count", "[rl]") {
 namespace {
 TrainConfig small_config(const std::string& algo) {
   std::string text;
-  TrainConfig c =
-      resolve_train_config(io::Config("<test>"),
-                           {"algorithm=" + algo, "sampler.num_envs=4", "sampler.num_steps=16", "total_steps=384",
-                            "algo.epochs=2", "algo.minibatch_size=32", "normalize.obs=true", "normalize.reward=true",
-                            "seed=5", "output_prefix=test_rl_resume_" + algo},
-                           &text);
+  std::vector<std::string> sets = {"algorithm=" + algo,
+                                   "sampler.num_envs=4",
+                                   "sampler.num_steps=16",
+                                   "total_steps=384",
+                                   "normalize.obs=true",
+                                   "normalize.reward=true",
+                                   "seed=5",
+                                   "output_prefix=test_rl_resume_" + algo};
+  if (algo == "ppo") sets.insert(sets.end(), {"algo.epochs=2", "algo.minibatch_size=32"});  // PPO's keys only
+  TrainConfig c = resolve_train_config(io::Config("<test>"), sets, &text);
   return c;
 }
 }  // namespace
@@ -408,6 +414,66 @@ TEST_CASE("Config errors name the key and the value", "[rl]") {
   CHECK_THROWS_WITH(resolve_train_config(io::Config("<t>"), {"algo.gamma=1.5"}), Catch::Contains("algo.gamma"));
 }
 
+TEST_CASE("Config: keys that the other settings leave unread are refused, not ignored", "[rl]") {
+  const io::Config none("<t>");
+  // A2C takes one full-batch step per rollout: PPO's epochs, minibatches and clipping.
+  for (const std::string key : {"algo.epochs=7", "algo.minibatch_size=64", "algo.num_minibatches=4",
+                                "algo.clip_range=0.5", "algo.anneal_clip=false", "algo.clip_range_vf=0.2"})
+    CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=a2c", key}),
+                      Catch::StartsWith("--set " + key + ": key \"" + key.substr(0, key.find('=')) + "\" is set") &&
+                          Catch::Contains("algorithm = \"a2c\" does not read it") &&
+                          Catch::Contains("set algorithm = \"ppo\""));
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algorithm=a2c", "algo.epochs=7", "algo.clip_range=0.5"}),
+                    Catch::StartsWith("--set algo.clip_range=0.5: key \"algo.clip_range\" is set") &&
+                        Catch::EndsWith("nor does it read \"algo.epochs\" (--set algo.epochs=7), also set"));
+  CHECK_NOTHROW(resolve_train_config(none, {"algorithm=a2c", "algo.learning_rate=7e-4", "algo.ent_coef=0.01"}));
+  CHECK_NOTHROW(resolve_train_config(none, {"algorithm=ppo", "algo.epochs=7", "algo.clip_range=0.5"}));
+  // minibatch_size beside num_minibatches: refused where they disagree (8 x 32 = 256 steps).
+  CHECK_THROWS_WITH(resolve_train_config(none, {"algo.num_minibatches=2", "algo.minibatch_size=64"}),
+                    Catch::StartsWith("--set algo.minibatch_size=64: key \"algo.minibatch_size\" is 64, but "
+                                      "algo.num_minibatches = 2 (--set algo.num_minibatches=2) sets the minibatch "
+                                      "size to 256 / 2 = 128"));
+  CHECK(resolve_train_config(none, {"algo.num_minibatches=4", "algo.minibatch_size=64"}).ppo.minibatch_size == 64);
+  CHECK(resolve_train_config(none, {"algo.num_minibatches=2"}).ppo.minibatch_size == 128);
+  // env.symbol names a function of env.library: without a library it would be ignored.
+  CHECK_THROWS_WITH(resolve_train_config(none, {"env.symbol=my_env"}),
+                    Catch::StartsWith("--set env.symbol=my_env: key \"env.symbol\" is set, but env.library is not "
+                                      "set"));
+  // The serial sampler steps on the calling thread: more threads would be ignored.
+  CHECK_THROWS_WITH(resolve_train_config(none, {"sampler.num_threads=4"}),
+                    Catch::StartsWith("--set sampler.num_threads=4: key \"sampler.num_threads\" is set, but "
+                                      "sampler.kind = \"serial\" does not read it"));
+  CHECK_NOTHROW(resolve_train_config(none, {"sampler.num_threads=1"}));
+  CHECK_NOTHROW(resolve_train_config(none, {"sampler.kind=parallel", "sampler.num_threads=4"}));
+  // The resolved text comments such keys out, so that it runs again as an input file and a
+  // checkpoint's text (every key written) resolves.
+  const auto line_of = [](const std::string& text, const std::string& key) {
+    std::size_t at = text.find("\n" + key + " = ");
+    if (at == std::string::npos) at = text.find("\n# " + key + " = ");
+    return at == std::string::npos ? std::string() : text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  };
+  std::string a2c, nmb;
+  resolve_train_config(none, {"algorithm=a2c"}, &a2c);
+  CHECK_THAT(line_of(a2c, "algo.epochs"), Catch::StartsWith("# algo.epochs = 20  # default; not read by algorithm"));
+  CHECK_THAT(line_of(a2c, "algo.learning_rate"), !Catch::Contains("not read"));
+  CHECK_THAT(line_of(a2c, "env.symbol"),
+             Catch::StartsWith("# env.symbol = ") && Catch::Contains("without env.library"));
+  CHECK_THAT(line_of(a2c, "sampler.num_threads"), Catch::StartsWith("# sampler.num_threads = 1"));
+  const TrainConfig n = resolve_train_config(none, {"algo.num_minibatches=4"}, &nmb);
+  CHECK_THAT(line_of(nmb, "algo.minibatch_size"),
+             Catch::StartsWith("# algo.minibatch_size = 256  # default; not read: algo.num_minibatches"));
+  for (const std::string& text : {a2c, nmb}) {
+    CHECK_NOTHROW(resolve_train_config(io::parse_toml(text, "resolved.toml"), {}));
+    CHECK_NOTHROW(parse_train_config(text));
+  }
+  CHECK(parse_train_config(nmb).ppo.minibatch_size == n.ppo.minibatch_size);
+  // A checkpoint's text from before these were commented out still resolves (as eval reads it).
+  std::string old = a2c;
+  for (const std::string key : {"algo.epochs", "env.symbol", "sampler.num_threads"})
+    old.replace(old.find("# " + key + " = "), 2, "");
+  CHECK(parse_train_config(old).algorithm == "a2c");
+}
+
 TEST_CASE("Config: sizes checked before narrowing, max_memory, and a warning for one-sample minibatches", "[rl]") {
   const io::Config none("<t>");
   // 3e9 narrowed to int was -1294967296, which passed the "<= steps per iteration" check.
@@ -489,15 +555,23 @@ TEST_CASE("Learning-rate scaling with the batch, num_minibatches, warm-up", "[rl
   // A smaller batch than the reference scales down.
   CHECK(with({"algo.lr_scaling=linear", "algo.lr_reference_batch=1024"}).ppo.learning_rate ==
         Approx(5e-4).epsilon(1e-12));
+  // The settings without base's algo.minibatch_size (which A2C does not read, and which
+  // algo.num_minibatches replaces).
+  auto without_minibatch_size = [&](std::vector<std::string> extra, int ranks = 1) {
+    std::copy_if(base.begin(), base.end(), std::back_inserter(extra),
+                 [](const std::string& kv) { return kv.rfind("algo.minibatch_size", 0) != 0; });
+    return resolve_train_config(io::Config("<t>"), extra, nullptr, ranks);
+  };
   // A2C gets the scaled rate and the warm-up too.
-  const TrainConfig a = with({"algorithm=a2c", "algo.lr_scaling=linear", "algo.lr_warmup_iterations=4"});
+  const TrainConfig a =
+      without_minibatch_size({"algorithm=a2c", "algo.lr_scaling=linear", "algo.lr_warmup_iterations=4"});
   CHECK(a.a2c().learning_rate == Approx(4e-3).epsilon(1e-12));
   CHECK(a.a2c().lr_warmup_iterations == 4);
   CHECK(a.a2c().lr_warmup_start == Approx(0.25).epsilon(1e-12));
   // num_minibatches sets the minibatch size from the batch (Stooke & Abbeel's PPO).
-  CHECK(with({"algo.num_minibatches=4"}).ppo.minibatch_size == 128);
-  CHECK(with({"algo.num_minibatches=4"}, 2).ppo.minibatch_size == 256);
-  CHECK_THROWS_WITH(with({"algo.num_minibatches=3"}),
+  CHECK(without_minibatch_size({"algo.num_minibatches=4"}).ppo.minibatch_size == 128);
+  CHECK(without_minibatch_size({"algo.num_minibatches=4"}, 2).ppo.minibatch_size == 256);
+  CHECK_THROWS_WITH(without_minibatch_size({"algo.num_minibatches=3"}),
                     Catch::Contains("algo.num_minibatches") && Catch::Contains("is 3") && Catch::Contains("512"));
   CHECK_THROWS_WITH(with({"algo.lr_scaling=cubic"}), Catch::Contains("algo.lr_scaling") && Catch::Contains("cubic"));
   // Warm-up: from the unscaled rate (factor 1/k) linearly to the scaled one at iteration W.

@@ -108,9 +108,13 @@ const io::Schema& train_schema();
 /// `ranks` data-parallel ranks (sets `TrainConfig::ranks`); `text` receives the resolved
 /// settings as TOML (for the HDF5 output and checkpoints) when not null. `user_input`: the
 /// configuration is a user's (a file, `--set`): a CUDA `device` must be usable here (a CUDA
-/// build with that device), and a key of another algorithm (of `[algo]` other than gamma,
-/// lr_scaling and lr_reference_batch for DQN; of `[dqn]` for PPO/A2C) is refused instead of
-/// ignored; false for the text this function wrote (a checkpoint's, which lists every key).
+/// build with that device), and a key that the run would not read is refused instead of
+/// ignored: one of another algorithm (of `[algo]` other than gamma, lr_scaling and
+/// lr_reference_batch for DQN; PPO's epochs, minibatches and clipping for A2C; of `[dqn]`
+/// for PPO/A2C), `algo.minibatch_size` that disagrees with `algo.num_minibatches`,
+/// `env.symbol` without `env.library`, `sampler.num_threads` > 1 with the serial sampler;
+/// false for the text this function wrote (a checkpoint's, which lists every key). The
+/// text comments such keys out, so that it runs again as an input file.
 /// @throws herd::InputError with a one-line message naming the key, the value and the
 ///         requirement (e.g. an unknown env id, a minibatch larger than the rollout of all
 ///         ranks or not divisible by `ranks`, `algo.num_minibatches` not dividing the steps
