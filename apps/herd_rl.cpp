@@ -7,6 +7,9 @@
 //     resume (exit 2), nor env.clip_reward or env.episodic_life where the change adds or removes the env wrapper. Under
 //     mpiexec DQN is data-parallel, as PPO (device = "cuda": one GPU per rank, NCCL).
 //   [mpiexec -n N] herd-rl eval CHECKPOINT [--episodes N] [--stochastic]   (rank 0 evaluates; others exit 0)
+//   herd-rl report PREFIX [--output OUT.html]   (PREFIX.ckpt or PREFIX.h5 also name the run)
+//     --resume without <prefix>.ckpt trains from the start, but is refused where <prefix>.h5
+//     exists (its results would be replaced).
 // Exit codes: 0 success; 2 bad input (nothing written); 1 other errors; 3 a non-finite
 // loss stopped training (the last good checkpoint is kept); 130 / 143 interrupted by
 // SIGINT / SIGTERM (the current iteration finished, a checkpoint written, the command that
@@ -185,7 +188,10 @@ int run_main(int argc, char** argv) {
                                     "write the HTML report (learning curves, losses, throughput) of a run, "
                                     "finished or not");
   std::string report_prefix, report_out;
-  report->add_option("prefix", report_prefix, "the run's output_prefix (reads PREFIX_progress.csv and/or PREFIX.h5)")
+  report
+      ->add_option("prefix", report_prefix,
+                   "the run's output_prefix (reads PREFIX_progress.csv and/or PREFIX.h5), or one of its files "
+                   "(PREFIX.ckpt, PREFIX.h5)")
       ->required();
   report->add_option("--output,-o", report_out, "the report file (default: PREFIX_report.html)");
   // Command-line mistakes are one line "herd-rl: error: ..." (exit 2), printed by rank 0
@@ -261,6 +267,14 @@ int run_main(int argc, char** argv) {
 
   if (report->parsed()) {
     if (!root) return 0;
+    // A run's file named instead of its prefix ("run.ckpt", "run.h5"), as `eval` takes: its prefix.
+    namespace fs = std::filesystem;
+    const auto is_run = [](const std::string& p) { return fs::exists(p + "_progress.csv") || fs::exists(p + ".h5"); };
+    for (const char* suffix : {".ckpt", ".h5", "_progress.csv", "_report.html"})
+      if (!is_run(report_prefix) && report_prefix.ends_with(suffix)) {
+        const std::string stem = report_prefix.substr(0, report_prefix.size() - std::strlen(suffix));
+        if (is_run(stem)) report_prefix = stem;
+      }
     try {
       std::printf("herd-rl: wrote %s\n", herd::rl::write_training_report(report_prefix, report_out).c_str());
       return 0;
@@ -332,6 +346,14 @@ int run_main(int argc, char** argv) {
     // but a link at an output name is refused up front, with or without --overwrite).
     for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path()}) herd::io::refuse_symlink(p);
     const bool have_ckpt = fs::exists(trainer->checkpoint_path());
+    // A finished run's <prefix>.h5 without its checkpoint (deleted to save space, say) has
+    // nothing to resume from: training afresh would replace its results.
+    if (resume && !have_ckpt && fs::exists(trainer->output_path()))
+      throw herd::InputError("--resume: " + trainer->output_path() + " exists, but " + trainer->checkpoint_path() +
+                             " does not: there is no checkpoint to continue, and training from the start would "
+                             "replace " +
+                             trainer->output_path() +
+                             "; pass --overwrite (instead of --resume) to replace it, or choose another output_prefix");
     if (!resume && !overwrite) {
       for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path(), trainer->progress_path()})
         if (fs::exists(p))

@@ -15,6 +15,7 @@
 #include "herd/core/error.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/io/html_report.hpp"
+#include "herd/io/output_files.hpp"
 
 namespace herd::rl {
 
@@ -187,6 +188,22 @@ std::string write_training_report(const std::string& prefix, const std::string& 
   const bool have_csv = fs::exists(csv_path), have_h5 = fs::exists(h5_path);
   HERD_REQUIRE(have_csv || have_h5, "herd-rl report: neither {} nor {} exists: is \"{}\" the output_prefix of a run?",
                csv_path, h5_path, prefix);
+  // The report's folder must take it: checked before the run's files are read, and said as a
+  // mistake of the command line (not as a failed write of a temporary file).
+  {
+    const fs::path dir = fs::path(path).parent_path();
+    std::error_code ec;
+    HERD_REQUIRE(dir.empty() || fs::is_directory(dir, ec), "herd-rl report: cannot write {}: {}{}", path,
+                 fs::exists(dir, ec) ? "\"" + dir.string() + "\" is not a folder"
+                                     : "the folder \"" + dir.string() + "\" does not exist",
+                 out.empty() ? "" : " (--output writes into an existing folder)");
+    try {
+      io::check_folder_writable(dir.string(), "herd-rl report: cannot write " + path);
+    } catch (const InputError& e) {
+      throw InputError(std::string(e.what()) +
+                       (out.empty() ? "; write it elsewhere with --output OUT.html" : std::string()));
+    }
+  }
   TrainingCurve c;
   std::string config, env, algorithm;
   if (have_h5) {

@@ -112,6 +112,16 @@ TEST_CASE("herd-rl train writes the curve, config and policy; eval prints the fo
   const Run missing = run(d, "eval missing");
   CHECK(missing.rc == 2);
   CHECK_THAT(missing.err, Contains("no checkpoint missing (nor missing.ckpt)"));
+  // `report` takes a file of the run as `eval` does: run.ckpt and run.h5 name the prefix run.
+  for (const std::string arg : {"run.ckpt", "run.h5", "run_progress.csv"}) {
+    INFO(arg);
+    fs::remove(d / "run_report.html");
+    const Run rep = run(d, "report " + arg);
+    INFO(rep.err);
+    CHECK(rep.rc == 0);
+    CHECK(rep.out == "herd-rl: wrote run_report.html\n");
+    CHECK(fs::exists(d / "run_report.html"));
+  }
 }
 
 TEST_CASE("herd-rl train: folders made, earlier outputs refused or replaced, changed settings on resume named",

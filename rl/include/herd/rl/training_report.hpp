@@ -51,7 +51,9 @@ TrainingCurve read_curve_h5(const std::string& path);
 /// Writes the report of the run with output prefix `prefix` to `out` (empty:
 /// `<prefix>_report.html`), atomically. Returns the path written.
 /// @throws herd::InputError when neither `<prefix>_progress.csv` nor `<prefix>.h5` exists
-///         or has no rows, or as the readers; herd::IoError when the report cannot be written.
+///         or has no rows, when the report's folder does not exist or is not writable
+///         (checked before the files are read), or as the readers; herd::IoError when the
+///         report cannot be written.
 std::string write_training_report(const std::string& prefix, const std::string& out = {});
 
 }  // namespace herd::rl
