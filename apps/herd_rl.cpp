@@ -141,6 +141,20 @@ void print_error(const std::string& msg) {
   }
 }
 
+/// The TensorBoard event files (`events.out.tfevents.*`, regular files or links) in `folder`,
+/// sorted; none when it does not exist.
+std::vector<std::filesystem::path> tensorboard_event_files(const std::string& folder) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return out;
+  for (const auto& e : fs::directory_iterator(folder, ec))
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && !e.is_directory(ec))
+      out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 /// A refusal of the run's checkpoint as herd-rl's users read it: starting with the checkpoint
 /// file rather than the library function that refused it (a leading "rl::Trainer::load_checkpoint: "
 /// or "rl::SerialSampler::load: " dropped, the file put first where the rest does not start with it).
@@ -362,6 +376,17 @@ int run_main(int argc, char** argv) {
                                  "\"); pass --resume to continue it, --overwrite to replace it, or choose another "
                                  "output_prefix");
     }
+    // A fresh run's TensorBoard event files would sit beside an earlier run's in <prefix>_tb,
+    // and TensorBoard would draw both as one run: refused as the other outputs are, removed
+    // with --overwrite (only the event files: anything else in the folder is the user's).
+    const std::vector<fs::path> old_events = trainer->config().tensorboard && !(resume && have_ckpt)
+                                                 ? tensorboard_event_files(trainer->tensorboard_folder())
+                                                 : std::vector<fs::path>{};
+    if (!old_events.empty() && !overwrite)
+      throw herd::InputError("output file " + old_events.front().string() +
+                             " exists (TensorBoard events of an earlier run of " + "output_prefix \"" +
+                             trainer->config().output_prefix +
+                             "\"); pass --overwrite to replace them, or choose another output_prefix");
     // Missing folders of the output prefix are made now, so that a run never fails at its end.
     if (const fs::path dir = fs::path(trainer->checkpoint_path()).parent_path(); !dir.empty() && root) {
       std::error_code ec;
@@ -381,6 +406,13 @@ int run_main(int argc, char** argv) {
       herd::io::remove_stale_temporaries(dir.empty() ? std::string(".") : dir.string(),
                                          {fs::path(trainer->checkpoint_path()).filename().string(),
                                           fs::path(trainer->output_path()).filename().string()});
+      for (const fs::path& f : old_events) {
+        std::error_code ec;
+        fs::remove(f, ec);
+        if (ec)
+          throw herd::InputError("--overwrite: cannot remove the earlier run's TensorBoard events " + f.string() +
+                                 ": " + ec.message());
+      }
     }
     if (resume && have_ckpt) {
       // Settings that fix the shapes of the saved state are compared before anything is loaded.

@@ -211,6 +211,22 @@ TEST_CASE("herd-rl train: the progress CSV of a resumed run continues it; --quie
   REQUIRE(events.size() == 2u);
   for (const auto& e : events) CHECK(e.find("brain.Event:2") != std::string::npos);
   CHECK((events[0].find("rollout/return_mean") != std::string::npos));
+  // A fresh run over an earlier run's events: refused like the other outputs (TensorBoard
+  // would draw both runs as one); --overwrite removes them and keeps the user's other files.
+  fs::remove(d / "tb.ckpt");
+  fs::remove(d / "tb.h5");
+  fs::remove(d / "tb_progress.csv");
+  std::ofstream(d / "tb_tb" / "notes.txt") << "mine\n";
+  const Run over = run(d, "train small.toml --quiet --set output_prefix=tb --set logging.tensorboard=true");
+  CHECK(over.rc == 2);
+  CHECK_THAT(over.err, Contains("events.out.tfevents.") && Contains("exists (TensorBoard events of an earlier run") &&
+                           Contains("--overwrite"));
+  REQUIRE(run(d, "train small.toml --quiet --set output_prefix=tb --set logging.tensorboard=true --overwrite").rc == 0);
+  std::size_t event_files = 0;
+  for (const auto& e : fs::directory_iterator(d / "tb_tb"))
+    event_files += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 ? 1 : 0;
+  CHECK(event_files == 1u);
+  CHECK(slurp(d / "tb_tb" / "notes.txt") == "mine\n");
 }
 
 TEST_CASE("herd-rl train --resume: settings that cannot change are named; a complete run is left alone", "[rl][apps]") {

@@ -60,6 +60,8 @@ class TrainingRun {
   std::string output_path() const { return config().output_prefix + ".h5"; }
   /// `<prefix>_progress.csv`.
   std::string progress_path() const { return config().output_prefix + "_progress.csv"; }
+  /// `<prefix>_tb`, the folder of the TensorBoard event files (logging.tensorboard).
+  std::string tensorboard_folder() const { return config().output_prefix + "_tb"; }
 };
 
 /// A `Trainer` (algorithm "ppo" or "a2c") or a `DqnTrainer` ("dqn") for `config`; `comm`
