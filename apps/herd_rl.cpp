@@ -376,10 +376,12 @@ int run_main(int argc, char** argv) {
                                  "\"); pass --resume to continue it, --overwrite to replace it, or choose another "
                                  "output_prefix");
     }
-    // A fresh run's TensorBoard event files would sit beside an earlier run's in <prefix>_tb,
-    // and TensorBoard would draw both as one run: refused as the other outputs are, removed
-    // with --overwrite (only the event files: anything else in the folder is the user's).
-    const std::vector<fs::path> old_events = trainer->config().tensorboard && !(resume && have_ckpt)
+    // A fresh run's TensorBoard event files would sit beside an earlier run's in <prefix>_tb
+    // (TensorBoard hides the older ones from the new file's session start on; other readers,
+    // such as tbparse or a glob over the folder, do not): refused as the other outputs are,
+    // removed with --overwrite (the event files only: anything else in the folder is the
+    // user's). --resume keeps them: its session start hides what the resume redoes.
+    const std::vector<fs::path> old_events = trainer->config().tensorboard && !resume
                                                  ? tensorboard_event_files(trainer->tensorboard_folder())
                                                  : std::vector<fs::path>{};
     if (!old_events.empty() && !overwrite)
@@ -448,11 +450,11 @@ int run_main(int argc, char** argv) {
                                                           : "; total_steps " + std::to_string(rc.total_steps) +
                                                                 " rounded up to whole iterations";
       std::printf(
-          "herd-rl: %s on %s, %lld env steps (%lld iterations of %d rank(s) x %d envs x %d steps%s), seed "
+          "herd-rl: %s on %s, %lld env steps (%lld iteration%s of %d rank(s) x %d envs x %d steps%s), seed "
           "%llu, device %s\n",
-          rc.algorithm.c_str(), rc.env.c_str(), steps, static_cast<long long>(rc.num_iterations()), rc.ranks,
-          rc.sampler_options.num_envs, rc.sampler_options.num_steps, rounded.c_str(),
-          static_cast<unsigned long long>(rc.seed), trainer->device().str().c_str());
+          rc.algorithm.c_str(), rc.env.c_str(), steps, static_cast<long long>(rc.num_iterations()),
+          rc.num_iterations() == 1 ? "" : "s", rc.ranks, rc.sampler_options.num_envs, rc.sampler_options.num_steps,
+          rounded.c_str(), static_cast<unsigned long long>(rc.seed), trainer->device().str().c_str());
       if (rc.lr_scaling != "none")
         std::printf(
             "herd-rl: learning rate %.4g (%s scaling x%.4g from a reference batch of %lld), warm-up %d iterations\n",

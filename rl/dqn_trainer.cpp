@@ -395,7 +395,10 @@ RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const vo
   hooks.progress_detail = [this] {
     const auto& row = curve_.back();
     char buf[96];
-    std::snprintf(buf, sizeof buf, "  eps %.3f  loss %.4g  q %.3g", epsilon(), row[10], row[11]);
+    // Before learning_starts no update has run: no loss or Q value to show (NaN in the CSV).
+    if (std::isnan(row[10]) && std::isnan(row[11]))
+      std::snprintf(buf, sizeof buf, "  eps %.3f  (no update yet: learning_starts)", epsilon());
+    else std::snprintf(buf, sizeof buf, "  eps %.3f  loss %.4g  q %.3g", epsilon(), row[10], row[11]);
     return std::string(buf);
   };
   const RunEnd end = detail::run_iterations(*this, *comm_, progress, stop_after, interrupt, hooks, interrupted_by_);

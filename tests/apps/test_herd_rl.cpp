@@ -211,8 +211,8 @@ TEST_CASE("herd-rl train: the progress CSV of a resumed run continues it; --quie
   REQUIRE(events.size() == 2u);
   for (const auto& e : events) CHECK(e.find("brain.Event:2") != std::string::npos);
   CHECK((events[0].find("rollout/return_mean") != std::string::npos));
-  // A fresh run over an earlier run's events: refused like the other outputs (TensorBoard
-  // would draw both runs as one); --overwrite removes them and keeps the user's other files.
+  // A fresh run over an earlier run's events: refused like the other outputs; --overwrite
+  // removes them and keeps the user's other files.
   fs::remove(d / "tb.ckpt");
   fs::remove(d / "tb.h5");
   fs::remove(d / "tb_progress.csv");
@@ -537,6 +537,16 @@ buffer_size = 600
   CHECK_THAT(nan.err, Contains("not finite") && Contains("iteration"));
   CHECK_THAT(nan.err, !Contains("failed"));
   CHECK(slurp(d / "nan.ckpt") == before);
+  // One process: the progress lines before learning_starts say that no update ran (they
+  // showed "loss nan  q nan"), then the loss and Q value; the start line counts in words.
+  const Run early =
+      run(d,
+          "train dqn.toml --set output_prefix=early --set progress_period=1 --set dqn.learning_starts=300 "
+          "--set total_steps=400");
+  INFO(early.err);
+  REQUIRE(early.rc == 0);
+  CHECK_THAT(early.out, Contains("(2 iterations of 1 rank(s)") && Contains("(no update yet: learning_starts)") &&
+                            Contains("  loss ") && !Contains("nan"));
 }
 
 TEST_CASE("mpiexec -n 2 herd-rl eval: rank 0 evaluates and prints once, the other rank exits 0 quietly",
