@@ -87,7 +87,9 @@ ReplayBufferOptions replay_options(const TrainConfig& c, std::size_t obs_dim, bo
 }  // namespace
 
 bool replay_uint8(const Space& s) {
-  if (!s.is_box()) return false;
+  // Integer bounds do not make integer values (a Box(0, 1) of real features): the space
+  // must declare them.
+  if (!s.is_box() || s.values() != BoxValues::kInteger) return false;
   for (std::size_t i = 0; i < s.dim(); ++i) {
     const double lo = s.low()[i], hi = s.high()[i];
     if (!(lo >= 0 && hi <= 255) || lo != std::floor(lo) || hi != std::floor(hi)) return false;

@@ -27,7 +27,7 @@ Space Space::box(std::vector<double> low, std::vector<double> high) {
   return s;
 }
 
-Space Space::box(std::vector<double> low, std::vector<double> high, std::vector<std::int64_t> shape) {
+Space Space::box(std::vector<double> low, std::vector<double> high, std::vector<std::int64_t> shape, BoxValues values) {
   Space s = box(std::move(low), std::move(high));
   std::int64_t n = shape.empty() ? 0 : 1;
   for (const std::int64_t d : shape) {
@@ -39,6 +39,7 @@ Space Space::box(std::vector<double> low, std::vector<double> high, std::vector<
                "Space::box: shape [{}] holds {} components, but low and high have {}", fmt::join(shape, ", "), n,
                s.low_.size());
   s.shape_ = std::move(shape);
+  s.values_ = values;
   return s;
 }
 

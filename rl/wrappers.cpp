@@ -35,7 +35,7 @@ Space stacked_space(const Space& space, int k) {
   }
   std::vector<std::int64_t> shape = space.shape();
   shape[0] *= k;
-  return Space::box(std::move(lo), std::move(hi), std::move(shape));
+  return Space::box(std::move(lo), std::move(hi), std::move(shape), space.values());
 }
 
 /// The wrappers of wrappers.hpp over one environment, in their order.

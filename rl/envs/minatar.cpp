@@ -14,7 +14,7 @@ using namespace minatar_detail;
 
 Space grid_space(int channels) {
   const auto d = static_cast<std::size_t>(channels) * static_cast<std::size_t>(kCells);
-  return Space::box(std::vector<double>(d, 0.0), std::vector<double>(d, 1.0), {channels, kN, kN});
+  return Space::box(std::vector<double>(d, 0.0), std::vector<double>(d, 1.0), {channels, kN, kN}, BoxValues::kInteger);
 }
 
 std::vector<int> full_set() { return {0, 1, 2, 3, 4, 5}; }

@@ -24,6 +24,7 @@
 #include "herd/rl/registry.hpp"
 #include "herd/rl/train_config.hpp"
 #include "herd/rl/training_report.hpp"
+#include "herd/rl/wrappers.hpp"
 
 using namespace herd;
 using namespace herd::rl;
@@ -336,7 +337,60 @@ class NeverEnds final : public Env {
   std::int64_t t_ = 0;
 };
 
+/// A Box(0, 1) of real values (a normalised position, 0.1 per step), ending after 10 steps.
+class UnitInterval final : public Env {
+ public:
+  UnitInterval() : Env("test/UnitInterval-v0", Space::box({0.0}, {1.0}), Space::discrete(2), 1, 0) {}
+  std::vector<double> get_state() const override { return {static_cast<double>(t_)}; }
+  void observe(float* obs) const override { obs[0] = static_cast<float>(t_) / 10.0f; }
+
+ protected:
+  void reset_impl(RngCursor& /*rng*/, float* obs) override {
+    t_ = 0;
+    observe(obs);
+  }
+  StepResult step_impl(const double* action, float* obs) override {
+    ++t_;
+    observe(obs);
+    StepResult r;
+    r.reward = action[0];
+    r.terminated = t_ == 10;
+    return r;
+  }
+  void set_state_impl(const double* s) override { t_ = static_cast<std::int64_t>(s[0]); }
+
+ private:
+  std::int64_t t_ = 0;
+};
+
 }  // namespace
+
+TEST_CASE("DqnTrainer: a Box of real values with integer bounds is stored as float32, not refused", "[rl][dqn]") {
+  // Box(0, 1) holds 0.1, 0.2, ...: its bounds are integers in [0, 255], its values are not.
+  CHECK_FALSE(replay_uint8(Space::box({0.0}, {1.0})));
+  CHECK_FALSE(replay_uint8(Space::box({0.0, 0.0}, {1.0, 1.0}, {2})));
+  CHECK(replay_uint8(Space::box({0.0, 0.0}, {1.0, 255.0}, {2}, BoxValues::kInteger)));
+  CHECK_FALSE(replay_uint8(Space::box({0.0, 0.0}, {1.0, 256.0}, {2}, BoxValues::kInteger)));
+  CHECK_FALSE(replay_uint8(Space::discrete(3)));
+  // A frame stack keeps the kind of values (MinAtar's grids stay bytes in the replay).
+  WrapperOptions w;
+  w.frame_stack = 2;
+  const auto stacked = wrap_env(make_env("MinAtar/Breakout-v1"), w);
+  CHECK(stacked->observation_space().values() == BoxValues::kInteger);
+  CHECK(replay_uint8(stacked->observation_space()));
+  CHECK(make_env("CartPole-v1")->observation_space().values() == BoxValues::kReal);
+
+  register_env("test/UnitInterval-v0", [] { return std::make_unique<UnitInterval>(); });
+  std::string text;
+  const TrainConfig c = dqn_config({"env=test/UnitInterval-v0", "total_steps=200", "sampler.num_steps=25",
+                                    "dqn.learning_starts=20", "output_prefix=test_rl_dqn_unit_interval"},
+                                   &text);
+  DqnTrainer t(c, text);
+  // uint8 storage refused the first transition ("observation component 0 is 0.1, but uint8
+  // replay storage needs integers in [0, 255]").
+  while (!t.done()) REQUIRE_NOTHROW(t.iterate());
+  CHECK(t.curve().size() == 4u);
+}
 
 TEST_CASE("Evaluation cuts off episodes that never end at the step cap and reports them truncated", "[rl][dqn]") {
   register_env("test/NeverEnds-v0", [] { return std::make_unique<NeverEnds>(); });

@@ -79,8 +79,10 @@ inline constexpr std::array<const char*, 18> kDqnProgressColumns = {"iteration",
 /// and the networks' activations. Thread-safe (pure).
 double dqn_memory_need(const TrainConfig& c, std::size_t obs_dim, bool uint8_obs);
 
-/// Whether observations of `space` are stored as uint8 in the replay buffer: a Box whose
-/// bounds are integers within [0, 255] (MinAtar's 0/1 grids, image frames). Thread-safe.
+/// Whether observations of `space` are stored as uint8 in the replay buffer: a Box of
+/// integer values (`BoxValues::kInteger`: MinAtar's 0/1 grids, image frames) whose bounds lie
+/// within [0, 255]; any other space's as float32 (a Box of real values, whatever its bounds).
+/// Thread-safe.
 bool replay_uint8(const Space& space);
 
 /// DQN training (see the file comment). Not thread-safe. The networks and their update run

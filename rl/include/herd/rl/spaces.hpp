@@ -17,6 +17,15 @@ enum class SpaceKind : std::uint8_t {
   kDiscrete,  ///< one integer in {start, ..., start + n - 1} (Gymnasium `Discrete`)
 };
 
+/// What the components of a `Box` hold (Gymnasium's `Box.dtype`): any real numbers
+/// (float32 observations: positions, normalised features), or integers only (Gymnasium's
+/// integer and bool dtypes: MinAtar's 0/1 grids, image pixels). The bounds alone do not tell:
+/// `Box(0, 1)` may hold 0.25.
+enum class BoxValues : std::uint8_t {
+  kReal,     ///< any value within the bounds (the default)
+  kInteger,  ///< integral values only (the environment guarantees it)
+};
+
 /// A space: `Box` or `Discrete`. An immutable value; thread-safe to read.
 ///
 /// Layouts: a `Box` of dimension d is a flat vector of d components (Gymnasium's shape
@@ -31,9 +40,12 @@ class Space {
   /// A `Box` whose flat vector of `low.size()` components is the row-major (C order) layout
   /// of an array of `shape` (Gymnasium's `Box.shape`), e.g. `{channels, height, width}` for an
   /// image observation; networks read the shape to choose convolutional layers.
+  /// `values` declares what the components hold (`BoxValues`; DQN's replay buffer stores
+  /// integer observations within [0, 255] as bytes).
   /// @throws herd::InputError as `box(low, high)`, and when a dimension of `shape` is < 1 or
   /// the product of `shape` is not `low.size()`.
-  static Space box(std::vector<double> low, std::vector<double> high, std::vector<std::int64_t> shape);
+  static Space box(std::vector<double> low, std::vector<double> high, std::vector<std::int64_t> shape,
+                   BoxValues values = BoxValues::kReal);
   /// A `Discrete` space {start, ..., start + n - 1}.
   /// @throws herd::InputError when n < 1.
   static Space discrete(std::int64_t n, std::int64_t start = 0);
@@ -46,6 +58,9 @@ class Space {
   bool is_discrete() const { return kind_ == SpaceKind::kDiscrete; }
   /// Number of components of one value: d for a `Box`, 1 for a `Discrete`.
   std::size_t dim() const { return kind_ == SpaceKind::kBox ? low_.size() : 1; }
+  /// What the components of a `Box` hold (`kReal` for a `Discrete`, whose one component is
+  /// an integer by definition).
+  BoxValues values() const { return values_; }
   /// Number of values of a `Discrete` space (0 for a `Box`).
   std::int64_t n() const { return n_; }
   /// First value of a `Discrete` space (0 for a `Box`).
@@ -68,6 +83,7 @@ class Space {
   std::int64_t n_ = 0, start_ = 0;
   std::vector<double> low_, high_;
   std::vector<std::int64_t> shape_;
+  BoxValues values_ = BoxValues::kReal;
 };
 
 }  // namespace herd::rl
