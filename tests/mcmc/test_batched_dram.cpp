@@ -325,6 +325,34 @@ TEST_CASE("batched host path: thinning, blocks, threads and the batched-density 
   for (std::size_t q = 0; q < a1.lp.size(); ++q) CHECK(a1.lp[q] == banana(a1.x.data() + q * d, d));
 }
 
+TEST_CASE("run_batched_dram takes a plain lambda of either signature", "[mcmc][batched]") {
+  // docs/batched.md: run_batched_dram(o, batched_log_density /* or a functor */, sink). A
+  // lambda of the batched signature used to bind to the point-functor template and fail to
+  // compile inside it ("no match for call to (const double*, const int&)").
+  const int d = 2;
+  const BananaLogDensity banana{d, 0.05};
+  BatchedDramOptions bo;
+  bo.ndim = d;
+  bo.num_chains = 4;
+  bo.seed = 3;
+  bo.start_points = {0.5, -0.5};
+  bo.warmup = 100;
+  bo.steps = 100;
+  bo.num_threads = 1;
+  MemoryBatchedSink point, batched, wrapped;
+  run_batched_dram(
+      bo, [&](const double* x, int dd) { return banana(x, dd); }, point);
+  const auto batched_lambda = [&](const double* x, int n, int dd, double* out) {
+    for (int i = 0; i < n; ++i) out[i] = banana(x + static_cast<std::size_t>(i) * dd, dd);
+  };
+  run_batched_dram(bo, batched_lambda, batched);
+  run_batched_dram(bo, BatchedLogDensity(batched_lambda), wrapped);
+  REQUIRE(batched.draws == 100);
+  CHECK(batched.x == wrapped.x);
+  CHECK(batched.x == point.x);
+  CHECK(batched.lp == point.lp);
+}
+
 TEST_CASE("batched options: bad input names the field", "[mcmc][batched]") {
   BatchedDramOptions o;
   o.ndim = 2;

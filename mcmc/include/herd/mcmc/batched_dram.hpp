@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "herd/core/communicator.hpp"
@@ -410,10 +411,13 @@ void check_device_memory(const BatchedDramOptions& o, std::size_t free_bytes);
 /// `HERD_HOST_DEVICE double operator()(const double* x, int d) const` (thread-safe, since the
 /// host path calls it from several threads). Host path here; for `device = kCuda` include
 /// herd/mcmc/cuda/batched_dram.cuh in a .cu file and call `cuda::run_batched_dram` there.
-/// Header-only template entry point. @throws herd::InputError on bad options;
+/// Header-only template entry point; it takes only callables of that point signature, so a
+/// lambda of the batched signature `(const double* x, int n, int d, double* out)` goes to the
+/// `BatchedLogDensity` overload below. @throws herd::InputError on bad options;
 /// herd::NumericalError when the log density is +inf (after the run's draws were written).
 template <class F>
-BatchedDramResult run_batched_dram(const BatchedDramOptions& options, const F& f, BatchedDrawSink& sink) {
+requires std::is_invocable_r_v<double, const F&, const double*, int> BatchedDramResult
+run_batched_dram(const BatchedDramOptions& options, const F& f, BatchedDrawSink& sink) {
   if (options.device == BatchedDevice::kCuda) detail::throw_no_cuda_path("run_batched_dram(functor)");
   detail::BatchedEngine engine(options);
   const int d = options.ndim;
