@@ -27,7 +27,7 @@ install(FILES ${PROJECT_BINARY_DIR}/herdConfig.cmake ${PROJECT_BINARY_DIR}/herdC
 # One shared library holding every herd library (whole archives: C, C++ and CUDA objects),
 # linked against herd's dependencies, so that a C or Fortran driver links with `-lherd`
 # alone: `cc driver.c $(pkg-config --cflags --libs herd)`. CMake users keep herd::herd (static).
-option(HERD_BUILD_SHARED_LIBRARY "Build and install libherd.so and herd.pc" ${PROJECT_IS_TOP_LEVEL})
+# The option HERD_BUILD_SHARED_LIBRARY is declared in the top-level CMakeLists.txt.
 if(HERD_BUILD_SHARED_LIBRARY)
   set(_herd_archives "")
   foreach(_t IN LISTS _herd_targets)
