@@ -132,9 +132,7 @@ TEST_CASE("hdf5: extendible datasets grow by appending blocks", "[io]") {
   std::vector<double> all;
   {
     H5File f = H5File::create(path);
-    DatasetOptions opt;
-    opt.extendible = true;
-    opt.compression = 4;
+    DatasetOptions opt{.extendible = true, .compression = 4};  // docs/io.md's form: no -Wextra warning
     H5Dataset ds = f.root().create_dataset<double>("chain", {0, d}, opt);
     CHECK(ds.shape() == std::vector<hsize_t>{0, d});
     for (int block = 0; block < 50; ++block) {

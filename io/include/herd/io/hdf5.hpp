@@ -112,7 +112,7 @@ struct DatasetOptions {
   bool extendible = false;
   /// Chunk shape (same rank as the dataset); empty: contiguous, or for extendible or
   /// compressed datasets a chunk of about 64 KiB covering whole rows.
-  std::vector<hsize_t> chunk;
+  std::vector<hsize_t> chunk{};  // an initializer, so `{.extendible = true, .compression = 4}` is warning-free
   /// Deflate (gzip) level 1-9; 0 means no compression. Implies chunking.
   int compression = 0;
   /// Byte shuffle before deflate (helps floating-point data); used only when compressing.
