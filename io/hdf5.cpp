@@ -43,6 +43,26 @@ void h5_init() {
   (void)silenced;
 }
 
+hid_t native_type_id(NativeType t) {
+  switch (t) {
+    case NativeType::kDouble:
+      return H5T_NATIVE_DOUBLE;
+    case NativeType::kFloat:
+      return H5T_NATIVE_FLOAT;
+    case NativeType::kInt32:
+      return H5T_NATIVE_INT32;
+    case NativeType::kInt64:
+      return H5T_NATIVE_INT64;
+    case NativeType::kUint8:
+      return H5T_NATIVE_UINT8;
+    case NativeType::kUint32:
+      return H5T_NATIVE_UINT32;
+    case NativeType::kUint64:
+      return H5T_NATIVE_UINT64;
+  }
+  return H5T_NATIVE_DOUBLE;  // not reached: every enumerator is handled above
+}
+
 }  // namespace detail
 
 namespace {

@@ -85,6 +85,7 @@ elseif(MODE STREQUAL "makefile")
   run_program(${WORK_DIR} consumer)
   run_program(${WORK_DIR} consumer_fortran)
   run_program(${WORK_DIR} consumer_cxx)
+  run_program(${WORK_DIR} consumer_io)
 
 elseif(MODE STREQUAL "must_fail")
   set(bdir ${WORK_DIR})

@@ -77,16 +77,25 @@ class H5Handle {
 /// per-thread setting in a thread-safe HDF5; errors become exceptions). Thread-safe.
 void h5_init();
 
+/// The numeric element types of this layer's reads and writes (`native_type_id`).
+enum class NativeType : std::uint8_t { kDouble, kFloat, kInt32, kInt64, kUint8, kUint32, kUint64 };
+
+/// The native HDF5 memory type of `t` (`H5T_NATIVE_DOUBLE`, ...). Defined in herd's library
+/// rather than inline: the `H5T_NATIVE_*` macros name HDF5's globals, and code that calls this
+/// layer's templates (`read<double>`, `write`, attributes) then links with herd alone
+/// (`pkg-config --libs herd`), without HDF5 on its link line. Thread-safe.
+hid_t native_type_id(NativeType t);
+
 /// The native HDF5 memory type of `T`; a compile error for unsupported types.
 template <class T>
 hid_t native_type() {
-  if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
-  else if constexpr (std::is_same_v<T, float>) return H5T_NATIVE_FLOAT;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return H5T_NATIVE_INT32;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return H5T_NATIVE_INT64;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return H5T_NATIVE_UINT8;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return H5T_NATIVE_UINT32;
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return H5T_NATIVE_UINT64;
+  if constexpr (std::is_same_v<T, double>) return native_type_id(NativeType::kDouble);
+  else if constexpr (std::is_same_v<T, float>) return native_type_id(NativeType::kFloat);
+  else if constexpr (std::is_same_v<T, std::int32_t>) return native_type_id(NativeType::kInt32);
+  else if constexpr (std::is_same_v<T, std::int64_t>) return native_type_id(NativeType::kInt64);
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return native_type_id(NativeType::kUint8);
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return native_type_id(NativeType::kUint32);
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return native_type_id(NativeType::kUint64);
   else static_assert(sizeof(T) == 0, "herd::io: unsupported HDF5 element type");
 }
 
