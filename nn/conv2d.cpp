@@ -149,7 +149,7 @@ const Tensor& Conv2d::forward(const Tensor& x) {
 const Tensor& Conv2d::backward(const Tensor& g) {
   const char* who = "nn::Conv2d::backward";
   HERD_REQUIRE(input_.defined(), "{}: called before forward", who);
-  check_input(g, 4, who);
+  check_input(g, 4, who, "grad_output");
   HERD_REQUIRE(g.shape() == output_.shape(), "{}: grad_output has shape {}, but the output was {}", who,
                g.shape().str(), output_.shape().str());
   const std::int64_t N = input_.dim(0), H = input_.dim(2), W = input_.dim(3);

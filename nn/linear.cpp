@@ -64,7 +64,7 @@ const Tensor& Linear::forward(const Tensor& x) {
 
 const Tensor& Linear::backward(const Tensor& gy) {
   HERD_REQUIRE(input_.defined(), "nn::Linear::backward: called before forward");
-  check_input(gy, 2, "nn::Linear::backward");
+  check_input(gy, 2, "nn::Linear::backward", "grad_output");
   const std::int64_t B = input_.dim(0);
   HERD_REQUIRE(gy.dim(0) == B && gy.dim(1) == out_,
                "nn::Linear::backward: grad_output has shape {}, but the output was [{}, {}]", gy.shape().str(), B,

@@ -120,13 +120,13 @@ void Module::load_state_dict(const std::vector<NamedTensor>& state, bool strict)
   load_named(named_parameters(), state, strict, "nn::Module::load_state_dict");
 }
 
-void Module::check_input(const Tensor& x, int ndim, const char* who) const {
-  HERD_REQUIRE(x.defined(), "{}: input is an undefined tensor", who);
-  HERD_REQUIRE(x.dtype() == dtype_, "{}: input is {}, but the module is {}", who, dtype_name(x.dtype()),
+void Module::check_input(const Tensor& x, int ndim, const char* who, const char* what) const {
+  HERD_REQUIRE(x.defined(), "{}: {} is an undefined tensor", who, what);
+  HERD_REQUIRE(x.dtype() == dtype_, "{}: {} is {}, but the module is {}", who, what, dtype_name(x.dtype()),
                dtype_name(dtype_));
-  HERD_REQUIRE(x.device() == device_, "{}: input is on {}, but the module is on {}", who, x.device().str(),
+  HERD_REQUIRE(x.device() == device_, "{}: {} is on {}, but the module is on {}", who, what, x.device().str(),
                device_.str());
-  HERD_REQUIRE(ndim < 0 || x.ndim() == ndim, "{}: input has shape {}, but must have {} dimensions", who,
+  HERD_REQUIRE(ndim < 0 || x.ndim() == ndim, "{}: {} has shape {}, but must have {} dimensions", who, what,
                x.shape().str(), ndim);
 }
 

@@ -158,6 +158,16 @@ TEST_CASE("Module: names, counts, train/eval, state dict errors", "[nn]") {
   // wrong input dtype / shape are named
   CHECK_THROWS_WITH(mlp.forward(Tensor({2, 4}, DType::kFloat64)), Contains("float64"));
   CHECK_THROWS_WITH(mlp.forward(Tensor({2, 5}, DType::kFloat32)), Contains("in_features is 4"));
+  // a wrong gradient is named as backward's argument, not as the input
+  mlp.forward(Tensor({2, 4}, DType::kFloat32));
+  CHECK_THROWS_WITH(mlp.backward(Tensor({2, 3}, DType::kFloat64)),
+                    Contains("nn::Linear::backward: grad_output is float64, but the module is float32"));
+  CHECK_THROWS_WITH(mlp.backward(Tensor({2}, DType::kFloat32)),
+                    Contains("nn::Linear::backward: grad_output has shape [2], but must have 2 dimensions"));
+  Conv2d conv(1, 2, 3, 3, 1, 0);
+  conv.forward(Tensor({1, 1, 4, 4}, DType::kFloat32));
+  CHECK_THROWS_WITH(conv.backward(Tensor({1, 2, 2, 2}, DType::kFloat64)),
+                    Contains("nn::Conv2d::backward: grad_output is float64"));
 }
 
 TEST_CASE("init: deterministic, orthogonal, bounds", "[nn]") {

@@ -128,8 +128,9 @@ class Module {
   /// Registers a child owned elsewhere (normally by the subclass) under `name`.
   void register_module(const std::string& name, Module* child);
   /// Throws InputError unless `x` has this module's dtype and device and `ndim` dims
-  /// (ndim < 0: any), naming `who`.
-  void check_input(const Tensor& x, int ndim, const char* who) const;
+  /// (ndim < 0: any), naming `who` and the argument `what` ("input" of `forward`,
+  /// "grad_output" of `backward`).
+  void check_input(const Tensor& x, int ndim, const char* who, const char* what = "input") const;
 
  private:
   void collect(const std::string& prefix, std::vector<NamedParameter>& out);
