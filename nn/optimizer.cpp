@@ -117,6 +117,11 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
 Sgd::Sgd(std::vector<NamedParameter> params, double lr, double momentum, double dampening, bool nesterov)
     : Optimizer(std::move(params), lr), momentum_(momentum), dampening_(dampening), nesterov_(nesterov) {
   HERD_REQUIRE(momentum >= 0, "nn::Sgd: momentum is {}, but must be non-negative", momentum);
+  // PyTorch's rule: Nesterov's look-ahead needs a momentum buffer, undamped.
+  HERD_REQUIRE(!nesterov || (momentum > 0 && dampening == 0),
+               "nn::Sgd: nesterov is true with momentum {} and dampening {}, but Nesterov momentum needs a positive "
+               "momentum and zero dampening",
+               momentum, dampening);
   if (momentum_ != 0) add_buffers("momentum_buffer");
 }
 

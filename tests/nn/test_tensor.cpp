@@ -233,6 +233,13 @@ TEST_CASE("optimizers: known updates, clipping, schedule", "[nn]") {
     sgd.step();  // buf = 0.9 g + g
     CHECK(p.value.item(0) == Approx(0.95 - 0.1 * 1.9 * 0.5));
   }
+  SECTION("SGD: Nesterov needs a momentum and no dampening (PyTorch's rule)") {
+    CHECK_THROWS_WITH(Sgd(ps, 0.1, 0.0, 0.0, true),
+                      Contains("momentum 0 and dampening 0") && Contains("positive momentum and zero dampening"));
+    CHECK_THROWS_AS(Sgd(ps, 0.1, 0.9, 0.5, true), InputError);
+    CHECK_NOTHROW(Sgd(ps, 0.1, 0.9, 0.0, true));
+    CHECK_NOTHROW(Sgd(ps, 0.1, 0.9, 0.5, false));
+  }
   SECTION("RMSprop") {
     RmsProp rms(ps, 0.01, 0.99, 0.0);
     rms.step();  // v = 0.01 g^2 -> step = lr g / (0.1 |g|) = 0.1 sign(g)

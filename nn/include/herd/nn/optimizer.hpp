@@ -95,7 +95,8 @@ class Optimizer {
 /// first step), then p -= lr buf (or lr (g + momentum buf) with Nesterov).
 class Sgd : public Optimizer {
  public:
-  /// @throws InputError for negative lr or momentum.
+  /// @throws InputError for negative lr or momentum, or `nesterov` without a positive
+  ///         momentum and zero dampening (as PyTorch).
   Sgd(std::vector<NamedParameter> params, double lr, double momentum = 0.0, double dampening = 0.0,
       bool nesterov = false);
   std::string type_name() const override { return "SGD"; }
