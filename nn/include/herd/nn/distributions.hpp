@@ -28,7 +28,8 @@ class Categorical {
  public:
   /// Sets logits `[batch, classes]` (float32/float64; copied into log-probabilities) and
   /// zeroes the accumulated gradient.
-  /// @throws InputError unless the logits are a non-empty float 2-D host tensor.
+  /// @throws InputError unless the logits are a non-empty float 2-D tensor (on the host or,
+  ///         in CUDA builds, a CUDA device).
   void set_logits(const Tensor& logits);
   /// log p(action) per row, `[batch]`. @param actions int64 `[batch]` in [0, classes)
   /// @throws InputError on a shape mismatch or an action out of range. On a GPU the range
