@@ -17,7 +17,7 @@ using detail::CMapA;
 using detail::MapA;
 
 Optimizer::Optimizer(std::vector<NamedParameter> params, double lr) : params_(std::move(params)), lr_(lr) {
-  HERD_REQUIRE(lr >= 0, "nn::Optimizer: lr is {}, but must be non-negative", lr);
+  HERD_REQUIRE(lr >= 0 && std::isfinite(lr), "nn::Optimizer: lr is {}, but must be finite and non-negative", lr);
   std::set<std::string> names;
   for (const auto& p : params_) {
     HERD_REQUIRE(p.param != nullptr, "nn::Optimizer: parameter '{}' is null", p.name);
@@ -31,7 +31,8 @@ Optimizer::Optimizer(std::vector<NamedParameter> params, double lr) : params_(st
 Optimizer::~Optimizer() = default;
 
 void Optimizer::set_lr(double lr) {
-  HERD_REQUIRE(lr >= 0, "nn::Optimizer::set_lr: lr is {}, but must be non-negative", lr);
+  HERD_REQUIRE(lr >= 0 && std::isfinite(lr), "nn::Optimizer::set_lr: lr is {}, but must be finite and non-negative",
+               lr);
   lr_ = lr;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,15 @@ TEST_CASE("optimizers: known updates, clipping, schedule", "[nn]") {
   p.value = Tensor::from_vector({2}, std::vector<double>{1.0, -2.0});
   p.grad = Tensor::from_vector({2}, std::vector<double>{0.5, -1.0});
   std::vector<NamedParameter> ps{{"p", &p}};
+  SECTION("a learning rate must be finite and non-negative") {
+    Adam adam(ps, 0.1);
+    for (const double bad : {-1.0, std::numeric_limits<double>::infinity(), std::nan("")})
+      CHECK_THROWS_WITH(adam.set_lr(bad), Catch::Contains("but must be finite and non-negative"));
+    CHECK_THROWS_WITH(Adam(ps, std::numeric_limits<double>::infinity()), Catch::Contains("lr is inf"));
+    CHECK(adam.lr() == 0.1);
+    adam.set_lr(0.0);
+    CHECK(adam.lr() == 0.0);
+  }
   SECTION("Adam first step moves by lr * sign") {
     Adam adam(ps, 0.1);
     adam.step();

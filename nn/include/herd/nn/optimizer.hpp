@@ -45,7 +45,7 @@ class Optimizer {
   /// Zeroes the gradients of the optimised parameters.
   void zero_grad();
   double lr() const { return lr_; }
-  /// @throws InputError for a negative lr.
+  /// @throws InputError for a negative, infinite or NaN lr.
   void set_lr(double lr);
   /// Number of `step()` calls so far (restored by `load_state`).
   std::int64_t steps() const { return steps_; }
