@@ -797,6 +797,17 @@ void detail::check_device_memory(const BatchedDramOptions& o, std::size_t free_b
       o.num_chains, o.ndim, need / kGB, draws / kGB, block_buffer_draws(o), o.block_draws, free_bytes / kGB));
 }
 
+void detail::rethrow_log_density_error(std::uint64_t chain, std::int64_t proposal) {
+  const std::string at = proposal < 0 ? std::string("at its start point") : fmt::format("at proposal {}", proposal);
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("batched_dram: chain {}: the log density threw {}: {}", chain, at, e.what()));
+  } catch (...) {
+    throw Error(fmt::format("batched_dram: chain {}: the log density threw an unknown exception {}", chain, at));
+  }
+}
+
 void detail::throw_no_cuda_path(const char* what) {
   throw InputError(
       fmt::format("batched_dram: {}: device = cuda needs a CUDA build with a device and the target "

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -384,6 +385,22 @@ TEST_CASE("batched options: bad input names the field", "[mcmc][batched]") {
       run_batched_dram(
           o, [](const double* x, int) { return x[0] > 0.5 ? std::numeric_limits<double>::infinity() : 0.0; }, s),
       herd::NumericalError);
+  // A functor's exception names the chain (its global id) and the proposal, as the serial
+  // sampler's does; at the start point too.
+  BatchedDramOptions one = o;
+  one.num_threads = 1;
+  one.first_chain_id = 10;
+  const auto throws_past = [](double edge) {
+    return [edge](const double* x, int) -> double {
+      if (x[0] > edge) throw std::runtime_error("model blew up");
+      return -0.5 * x[0] * x[0];
+    };
+  };
+  CHECK_THROWS_WITH(run_batched_dram(one, throws_past(0.5), s),
+                    Catch::StartsWith("batched_dram: chain 1") &&
+                        Catch::Contains("the log density threw at proposal ") && Catch::EndsWith(": model blew up"));
+  CHECK_THROWS_WITH(run_batched_dram(one, throws_past(-1.0), s),
+                    Catch::Equals("batched_dram: chain 10: the log density threw at its start point: model blew up"));
 }
 
 TEST_CASE("batched HDF5 sink: [chain, draw, d] streamed in blocks, with dimension scales", "[mcmc][batched][io]") {

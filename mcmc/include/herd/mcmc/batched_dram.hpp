@@ -401,6 +401,11 @@ std::size_t device_memory_bytes(const BatchedDramOptions& o, std::size_t* draw_b
 /// device memory), with one line naming the sizes, the draw buffer and what to lower.
 void check_device_memory(const BatchedDramOptions& o, std::size_t free_bytes);
 
+/// Rethrows the exception in flight, a point log density's, as herd::Error naming the chain
+/// (`chain`: its global id) and the proposal (`proposal`; -1: at the start point), as the
+/// serial sampler's message does. Call only inside a catch block.
+[[noreturn]] void rethrow_log_density_error(std::uint64_t chain, std::int64_t proposal);
+
 /// Throws herd::InputError: the CUDA path of a functor target needs the functor compiled
 /// by nvcc (include herd/mcmc/cuda/batched_dram.cuh from a .cu file), or no device.
 [[noreturn]] void throw_no_cuda_path(const char* what);
@@ -414,23 +419,36 @@ void check_device_memory(const BatchedDramOptions& o, std::size_t free_bytes);
 /// Header-only template entry point; it takes only callables of that point signature, so a
 /// lambda of the batched signature `(const double* x, int n, int d, double* out)` goes to the
 /// `BatchedLogDensity` overload below. @throws herd::InputError on bad options;
-/// herd::NumericalError when the log density is +inf (after the run's draws were written).
+/// herd::NumericalError when the log density is +inf (after the run's draws were written);
+/// herd::Error wrapping an exception of `f`, naming the chain and the proposal.
 template <class F>
 requires std::is_invocable_r_v<double, const F&, const double*, int> BatchedDramResult
 run_batched_dram(const BatchedDramOptions& options, const F& f, BatchedDrawSink& sink) {
   if (options.device == BatchedDevice::kCuda) detail::throw_no_cuda_path("run_batched_dram(functor)");
   detail::BatchedEngine engine(options);
   const int d = options.ndim;
+  const std::uint64_t first = options.first_chain_id;
   engine.init_log_density([&](const double* x, std::size_t n, double* out) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = f(x + i * static_cast<std::size_t>(d), d);
+    std::size_t i = 0;
+    try {
+      for (; i < n; ++i) out[i] = f(x + i * static_cast<std::size_t>(d), d);
+    } catch (...) {
+      detail::rethrow_log_density_error(first + i, -1);
+    }
   });
   const batched::KernelParams* p = &engine.params();
   const batched::ChainArrays* a = &engine.arrays();
   return engine.run(
-      [&f, p, a](std::size_t b, std::size_t e, std::uint64_t k0, std::uint64_t k1) {
+      [&f, p, a, first](std::size_t b, std::size_t e, std::uint64_t k0, std::uint64_t k1) {
         batched::KernelParams pp = *p;  // the adapting flag is read per segment
-        for (std::size_t i = b; i < e; ++i)
-          for (std::uint64_t k = k0; k < k1; ++k) batched::fused_proposal(pp, *a, i, k, f);
+        std::size_t i = b;
+        std::uint64_t k = k0;
+        try {
+          for (; i < e; ++i)
+            for (k = k0; k < k1; ++k) batched::fused_proposal(pp, *a, i, k, f);
+        } catch (...) {
+          detail::rethrow_log_density_error(first + i, static_cast<std::int64_t>(k));
+        }
       },
       sink, true);
 }
