@@ -57,9 +57,11 @@ Space spec_obs_space(const herd_env_spec& s) {
   std::vector<double> lo(s.obs_dim, -HUGE_VAL), hi(s.obs_dim, HUGE_VAL);
   if (s.obs_low) lo.assign(s.obs_low, s.obs_low + s.obs_dim);
   if (s.obs_high) hi.assign(s.obs_high, s.obs_high + s.obs_dim);
-  if (s.obs_ndim > 0)
-    return Space::box(std::move(lo), std::move(hi), std::vector<std::int64_t>(s.obs_shape, s.obs_shape + s.obs_ndim));
-  return Space::box(std::move(lo), std::move(hi));
+  // A flat vector's shape is {obs_dim}, as Space::box(low, high) gives it.
+  std::vector<std::int64_t> shape{s.obs_dim};
+  if (s.obs_ndim > 0) shape.assign(s.obs_shape, s.obs_shape + s.obs_ndim);
+  return Space::box(std::move(lo), std::move(hi), std::move(shape),
+                    s.obs_integer != 0 ? BoxValues::kInteger : BoxValues::kReal);
 }
 
 Space spec_action_space(const herd_env_spec& s) {

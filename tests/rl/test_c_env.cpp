@@ -114,6 +114,15 @@ TEST_CASE("a C environment's observation shape and lives", "[rl][c_env]") {
     auto env = herd::rl::make_c_env(spec, "Point-c");
     CHECK(env->observation_space().shape() == std::vector<std::int64_t>{2});  // obs_ndim 0: flat
     CHECK(!env->has_lives());                                                 // no lives callback
+    CHECK(env->observation_space().values() == herd::rl::BoxValues::kReal);   // obs_integer 0
+  }
+  {
+    // obs_integer: whole-number observations (DQN's replay may keep them as bytes).
+    herd_env_spec integer = spec;
+    integer.obs_integer = 1;
+    auto env = herd::rl::make_c_env(integer, "Point-c");
+    CHECK(env->observation_space().values() == herd::rl::BoxValues::kInteger);
+    CHECK(env->observation_space().shape() == std::vector<std::int64_t>{2});
   }
   {
     // The optional lives callback (the episodic-life wrapper reads it).

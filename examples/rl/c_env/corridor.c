@@ -98,11 +98,16 @@ int32_t corridor_env(herd_env_spec* spec) {
 
 int32_t corridor_image_env(herd_env_spec* spec) {
   static const int64_t shape[3] = {1, 1, CELLS}; /* channels, height, width */
+  static double low[CELLS], high[CELLS];
   static int image = 1;
+  for (int i = 0; i < CELLS; ++i) high[i] = 1.0;
   fill(spec);
   spec->obs_dim = CELLS;
   spec->obs_ndim = 3;
   spec->obs_shape = shape;
+  spec->obs_low = low; /* pixels 0 or 1: whole numbers in [0, 1], so DQN's replay keeps bytes */
+  spec->obs_high = high;
+  spec->obs_integer = 1;
   spec->user = &image;
   return 0;
 }

@@ -89,6 +89,11 @@ typedef struct herd_env_spec {
   /** Optional: writes the lives left in the game to `*lives` (for the episodic-life
    *  wrapper, as Atari's); NULL when the game has no lives. */
   int32_t (*lives)(void* env, int64_t* lives);
+  /** Nonzero when every observation component takes whole-number values (pixels, counts,
+   *  0/1 grids): DQN's replay buffer then keeps observations whose bounds lie in [0, 255]
+   *  as bytes (a quarter of float32's memory) and refuses a non-integer one. 0 (default):
+   *  real values, kept as float32. */
+  int32_t obs_integer;
 } herd_env_spec;
 
 /** The function a shared library exports for herd-rl's `[env] symbol`: fills `*spec`
