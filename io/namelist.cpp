@@ -56,7 +56,13 @@ class Parser {
   Config run(std::string_view group) {
     if (!find_group(group)) {
       if (group.empty()) fail(line_, "no namelist group (&name ... /) found");
-      fail(0, fmt::format("no namelist group &{} found", group));
+      // The groups the file does have: a misspelt name (&ParaDRM, &ParaDRAM_) shows there.
+      std::string have;
+      for (std::size_t i = 0; i < skipped_.size() && i < 3; ++i)
+        have += fmt::format("{}&{} (line {})", i > 0 ? ", " : "", skipped_[i].first, skipped_[i].second);
+      if (skipped_.size() > 3) have += fmt::format(", ... ({} groups)", skipped_.size());
+      if (have.empty()) fail(0, fmt::format("no namelist group &{} found", group));
+      fail(0, fmt::format("no namelist group &{} found; the file has {}", group, have));
     }
     parse_body();
     record_other_groups();
@@ -127,6 +133,7 @@ class Parser {
         return true;
       }
       cfg_.add_other_group(std::string(written), at);
+      skipped_.emplace_back(std::string(written), at);
       skip_group();
     }
     return false;
@@ -543,6 +550,7 @@ class Parser {
   std::string current_;  // the variable whose values are being read, as written
   std::size_t elements_ = 0;
   std::unordered_map<std::string, std::size_t> top_index_;  // top-level name -> root table index
+  std::vector<std::pair<std::string, int>> skipped_;        // groups before the one sought: name, line
 };
 
 }  // namespace

@@ -192,7 +192,12 @@ TEST_CASE("namelist: element assignments to a large array stay linear", "[io]") 
 
 TEST_CASE("namelist: errors name the file, the line and the problem", "[io]") {
   CHECK(error_of("&ParaDRAM x = 1\n") == "in.nml:1: namelist group &ParaDRAM is not closed by '/'");
-  CHECK(error_of("&Other x = 1 /") == "in.nml: no namelist group &ParaDRAM found");
+  // The groups the file has are named (a misspelt group name was reported as no group at all).
+  CHECK(error_of("&Other x = 1 /") == "in.nml: no namelist group &ParaDRAM found; the file has &Other (line 1)");
+  CHECK(error_of("! input\n&ParaDRM x = 1 /\n&b /\n&c /\n&d /") ==
+        "in.nml: no namelist group &ParaDRAM found; the file has &ParaDRM (line 2), &b (line 3), &c (line 4), ... "
+        "(4 groups)");
+  CHECK(error_of("x = 1\n") == "in.nml: no namelist group &ParaDRAM found");
   CHECK(error_of("&ParaDRAM\n x = abc /") ==
         "in.nml:2: key \"x\": \"abc\" is not a value: expected a number, a logical (.true./.false.) or a quoted "
         "string");
