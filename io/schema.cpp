@@ -175,6 +175,7 @@ const Settings::Entry& Settings::entry(std::string_view key) const {
 bool Settings::has(std::string_view key) const { return !entry(key).value.is_null(); }
 bool Settings::is_default(std::string_view key) const { return entry(key).is_default; }
 bool Settings::partial(std::string_view key) const { return entry(key).partial; }
+std::size_t Settings::matrix_columns(std::string_view key) const { return entry(key).columns; }
 const ConfigValue& Settings::value(std::string_view key) const { return entry(key).value; }
 std::string Settings::origin(std::string_view key) const { return entry(key).value.where.str(); }
 
@@ -256,20 +257,30 @@ std::vector<std::vector<double>> Settings::get_float_matrix(std::string_view key
   return out;
 }
 
-std::string Settings::describe(const std::function<std::string(const std::string& key)>& note) const {
+std::string Settings::describe(
+    const std::function<std::string(const std::string& key)>& note,
+    const std::function<const std::vector<double>*(const std::string& key)>& laid_out) const {
   std::string out;
   for (const auto& e : entries_) {
     const std::string n = note ? note(e.name) : std::string();
     const std::string doc = n.empty() ? e.doc : n + "; " + e.doc;
-    const bool holes = e.partial && e.value.is_array() &&
-                       std::any_of(e.value.as_array().begin(), e.value.as_array().end(),
+    ConfigValue shown_list;
+    const std::vector<double>* layout = e.partial && laid_out ? laid_out(e.name) : nullptr;
+    if (layout != nullptr) {
+      ConfigValue::Array a;
+      for (const double x : *layout) a.push_back(ConfigValue::real(x));
+      shown_list = ConfigValue::array(std::move(a));
+    }
+    const ConfigValue& shown = layout != nullptr ? shown_list : e.value;
+    const bool holes = e.partial && shown.is_array() &&
+                       std::any_of(shown.as_array().begin(), shown.as_array().end(),
                                    [](const ConfigValue& x) { return std::isnan(x.as_float()); });
     if (e.value.is_null()) out += fmt::format("# {} = (unset)  # {}\n", e.name, doc);
     else if (holes)
       // NaN marks the elements a namelist left unset, which no TOML list can leave unset: the
       // line is shown commented out.
       out += fmt::format("# {} = {}  # {}; nan: elements the namelist leaves unset, which take their defaults; {}\n",
-                         e.name, e.value.to_string(), e.value.where.str(), doc);
+                         e.name, shown.to_string(), e.value.where.str(), doc);
     else
       out += fmt::format("{}{} = {}  # {}; {}\n", n.empty() ? "" : "# ", e.name, e.value.to_string(),
                          e.value.where.str(), doc);
@@ -850,17 +861,25 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       return v.is_array() && std::none_of(v.as_array().begin(), v.as_array().end(),
                                           [](const ConfigValue& x) { return x.is_array() || x.is_table(); });
     });
+    // A namelist file's matrix elements of an unset_elements key (`m(1,2) = 0.5` alone: row 1
+    // is [unset, 0.5]): the rows are padded with unset elements to the longest one.
+    const bool matrix_elements = rows && key.unset_elements_ && r.folds() && !given->is_raw_text();
     if (rows) {
       ConfigValue::Array flat;
       std::string lengths;
       bool ragged = false;
+      std::size_t cols = 0;
+      for (const auto& row : items) cols = std::max(cols, row.as_array().size());
       for (const auto& row : items) {
         ragged = ragged || row.as_array().size() != items.front().as_array().size();
         if (&row - items.data() < 8) lengths += fmt::format("{}{}", lengths.empty() ? "" : ", ", row.as_array().size());
         for (const auto& x : row.as_array()) flat.push_back(x);
+        if (matrix_elements)
+          for (std::size_t j = row.as_array().size(); j < cols; ++j) flat.push_back(ConfigValue::null(row.where));
       }
       if (items.size() > 8) lengths += fmt::format(", ... ({} rows)", items.size());
-      if (ragged && well_formed) {
+      if (matrix_elements) e.columns = cols;
+      if (ragged && well_formed && !matrix_elements) {
         // E.g. a namelist's m(3,3) = 1 alone: rows 1 and 2 are empty.
         r.problem(given->where, fmt::format("key \"{}\" is a matrix whose rows have {} elements, but must be {} (rows "
                                             "of one length, taken in row-major order)",
@@ -930,6 +949,7 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
     }
     if (ok) e.value = ConfigValue::array(std::move(typed), given->where);
     e.partial = ok && partial;
+    if (!e.partial) e.columns = 0;
     out.entries_.push_back(std::move(e));
   }
 

@@ -87,15 +87,18 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("proposal");
   s.add_float_list("proposal_cov", nullopt,
                    "initial proposal covariance [ndim, ndim] row-major, times scale_factor^2 (as ParaDRAM's "
-                   "proposalStartCovMat); default: the identity")
+                   "proposalStartCovMat); default: the identity (also of an element a namelist leaves unset)")
       .alias("proposalStartCovMat")
       .alias("proposalCov")
-      .finite();
+      .finite()
+      .unset_elements();
   s.add_float_list("proposal_cor", nullopt,
-                   "initial proposal correlation [ndim, ndim] (with proposal_std; times scale_factor^2)")
+                   "initial proposal correlation [ndim, ndim] (with proposal_std; times scale_factor^2; an element "
+                   "a namelist leaves unset: the identity's)")
       .alias("proposalStartCorMat")
       .alias("proposalCor")
-      .finite();
+      .finite()
+      .unset_elements();
   s.add_float_list("proposal_std", nullopt,
                    "initial proposal standard deviations [ndim] (default 1, also of an element a namelist leaves "
                    "unset; times scale_factor)")
@@ -372,6 +375,29 @@ void check_variable_names(const io::Settings& st, const std::vector<std::string>
   }
 }
 
+/// A partial matrix key of a namelist (`Settings::partial`) as the flat row-major
+/// ndim x ndim list, NaN at the elements left unset: given by elements (`m(2,1) = 0.5`:
+/// `Settings::matrix_columns` rows of that many columns) it is placed in the matrix; given as
+/// a list (`m = 1, , 0.5, 1`), its holes stay where they are.
+/// @throws InputError naming the key when an element lies past ndim.
+void lay_out_partial_matrix(const io::Settings& st, const char* key, std::vector<double>& v, std::size_t d) {
+  const std::size_t cols = st.matrix_columns(key);
+  if (cols == 0) return;  // a list: check_matrix_key checks its length
+  const std::size_t rows = v.size() / cols;
+  if (rows > d || cols > d) {
+    // The last element set past ndim, in row-major order.
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < v.size(); ++k)
+      if (!std::isnan(v[k]) && (k / cols >= d || k % cols >= d)) at = k;
+    throw InputError(fmt::format("{}: key \"{}\" sets element ({},{}), but the matrix is {} x {} (ndim x ndim)",
+                                 st.origin(key), st.written(key), at / cols + 1, at % cols + 1, d, d));
+  }
+  std::vector<double> m(d * d, std::numeric_limits<double>::quiet_NaN());
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) m[i * d + j] = v[i * cols + j];
+  v = std::move(m);
+}
+
 }  // namespace
 
 void check_matrix_key(const io::Settings& st, const char* key, const std::vector<double>& v, std::size_t d,
@@ -642,15 +668,32 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
                         {"random_start_point_domain_lower", &s.random_start_point_domain_lower},
                         {"random_start_point_domain_upper", &s.random_start_point_domain_upper},
                         {"proposal_std", &s.proposal_std}})
-    if (st.has(key) && st.partial(key) && v->size() < d) v->resize(d, kNaN);
+    if (st.has(key) && st.partial(key) && v->size() < d) {
+      v->resize(d, kNaN);
+      s.partial_layouts.emplace_back(key, *v);
+    }
   guard([&] { check_length(st, "start_point", s.start_point, d, "ndim"); });
   guard([&] { check_length(st, "domain_lower", s.domain_lower, d, "ndim"); });
   guard([&] { check_length(st, "domain_upper", s.domain_upper, d, "ndim"); });
   guard([&] { check_length(st, "random_start_point_domain_lower", s.random_start_point_domain_lower, d, "ndim"); });
   guard([&] { check_length(st, "random_start_point_domain_upper", s.random_start_point_domain_upper, d, "ndim"); });
   guard([&] { check_length(st, "proposal_std", s.proposal_std, d, "ndim"); });
-  guard([&] { check_matrix_key(st, "proposal_cov", s.proposal_cov, d, false); });
-  guard([&] { check_matrix_key(st, "proposal_cor", s.proposal_cor, d, true); });
+  // A namelist's matrix given by elements (`proposalStartCovMat(1,2) = 0.5`): placed in the
+  // ndim x ndim matrix; the elements it leaves unset are the identity's, as in ParaDRAM. One
+  // placed past ndim is its key's only problem.
+  for (const char* key : {"proposal_cov", "proposal_cor"}) {
+    std::vector<double>& v = key == std::string_view("proposal_cov") ? s.proposal_cov : s.proposal_cor;
+    const bool correlation = key == std::string_view("proposal_cor");
+    guard([&] {
+      if (st.has(key) && st.partial(key)) {
+        lay_out_partial_matrix(st, key, v, d);
+        s.partial_layouts.emplace_back(key, v);
+        for (std::size_t i = 0; i < v.size(); ++i)
+          if (std::isnan(v[i])) v[i] = i / d == i % d ? 1.0 : 0.0;
+      }
+      check_matrix_key(st, key, v, d, correlation);
+    });
+  }
   const bool lengths_ok = errs.empty();  // the checks below index the vectors by dimension
   if (lengths_ok) {
     // The defaults of the elements a namelist left unset, ParaDRAM's: no bound on that side,

@@ -72,7 +72,11 @@ void complete_program_input(SamplerProgramInput& in, MadeTarget made, const io::
   }
   in.seed_given = settings.has("random_seed");
   probe_kernel_options(in, origin);
-  in.options.resolved_input = settings.describe(unread);
+  in.options.resolved_input = settings.describe(unread, [&in](const std::string& key) -> const std::vector<double>* {
+    for (const auto& [k, v] : in.specs.partial_layouts)
+      if (k == key) return &v;
+    return nullptr;
+  });
   in.options.input_source = origin;
   for (const auto& key : schema.keys())
     if (settings.has(key.name()))

@@ -2,6 +2,7 @@
 // and the one-line message of each kind of mistake.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <catch2/catch.hpp>
 
@@ -444,4 +445,30 @@ TEST_CASE("schema: unset_elements() reads a namelist's partial arrays as Fortran
   st = s.apply(nml("lower(1) = 0.5\n"), {"start=1,2"});
   CHECK_FALSE(st.partial("start"));  // --set over a namelist
   CHECK(st.partial("lower"));
+  // Matrix elements (m(1,2) = 0.5 alone, ragged rows): the rows padded with unset elements to
+  // the longest and flattened, with their column count. Before, ragged rows were refused.
+  st = s.apply(nml("lower(1,2) = 0.5\nlower(3,1) = 0.25\n"));
+  CHECK(st.partial("lower"));
+  CHECK(st.matrix_columns("lower") == 2);
+  const std::vector<double> m = st.get_float_list("lower");
+  REQUIRE(m.size() == 6);
+  CHECK(is_nan(m[0]));
+  CHECK(m[1] == 0.5);
+  CHECK(is_nan(m[2]));
+  CHECK(is_nan(m[3]));
+  CHECK(m[4] == 0.25);
+  CHECK(is_nan(m[5]));
+  CHECK(s.apply(nml("lower = 1, 2\n")).matrix_columns("lower") == 0);
+  // Keys without unset_elements() still refuse ragged rows.
+  CHECK(err(nml("mean(1,2) = 0.5\nmean(2,1) = 0.5\n")).find("is a matrix whose rows have 2, 1 elements") !=
+        std::string::npos);
+  // describe() shows the program's layout of a partial key where it gives one (a list shorter
+  // than its full length, padded with NaN: commented out), else the list as given.
+  st = s.apply(nml("lower = 2*1.0\nstartPointVec = 1.0, 2.0\n"));
+  const std::vector<double> padded{1.0, 1.0, std::numeric_limits<double>::quiet_NaN()};
+  const std::string shown = st.describe(
+      {}, [&](const std::string& key) -> const std::vector<double>* { return key == "lower" ? &padded : nullptr; });
+  CHECK(shown.find("# lower = [1.0, 1.0, nan]  # r.nml:2; nan: elements the namelist leaves unset") !=
+        std::string::npos);
+  CHECK(shown.rfind("start = [1.0, 2.0]  # r.nml:3;", 0) == 0);
 }

@@ -1138,6 +1138,43 @@ TEST_CASE("sampler specs: a namelist's partial arrays take ParaDRAM's element de
                     Catch::Contains("key \"start_point\" has 1 value, but must have 4 (ndim)"));
 }
 
+TEST_CASE("sampler specs: a namelist's matrix elements (proposalStartCovMat(1,2) = ...) take the identity's elsewhere",
+          "[mcmc]") {
+  // Before, proposalStartCorMat(1,2) = 0.5 with (2,1) was refused as "a matrix whose rows have
+  // 2, 1 elements", and (1,2) alone as "element 1 is not set"; ParaDRAM sets the element and
+  // keeps its identity default for the others.
+  herd::io::Schema schema("test");
+  declare_sampler_specs(schema);
+  const auto specs = [&](const std::string& body) {
+    return resolve_sampler_specs(
+        schema.apply(herd::io::parse_namelist("&ParaDRAM\nrandomSeed = 5\n" + body + "/\n", "p.nml"), {}), 3);
+  };
+  SamplerSpecs s = specs("proposalStartCorMat(1,2) = 0.5\nproposalStartCorMat(2,1) = 0.5\n");
+  CHECK(s.proposal_cor == std::vector<double>{1, 0.5, 0, 0.5, 1, 0, 0, 0, 1});
+  s = specs("proposalStartCovMat(3,3) = 4.0\nproposalStartCovMat(1:2,1:2) = 2.0, 0.3, 0.3, 2.0\n");
+  CHECK(s.proposal_cov == std::vector<double>{2, 0.3, 0, 0.3, 2, 0, 0, 0, 4});
+  // The report's layout: the given elements in place, NaN at the unset ones.
+  REQUIRE(s.partial_layouts.size() == 1);
+  CHECK(s.partial_layouts[0].first == "proposal_cov");
+  CHECK(s.partial_layouts[0].second.size() == 9);
+  CHECK(std::isnan(s.partial_layouts[0].second[2]));
+  // A whole list with holes: the identity's elements there.
+  CHECK(specs("proposalStartCovMat = 2.0, , , , 1.0, , , , 3.0\n").proposal_cov ==
+        std::vector<double>{2, 0, 0, 0, 1, 0, 0, 0, 3});
+  // Asymmetric elements and elements past ndim are refused, naming the element.
+  CHECK_THROWS_WITH(specs("proposalStartCovMat(1,2) = 0.5\n"),
+                    Catch::Contains("p.nml:3: key \"proposalStartCovMat\" is not symmetric: element (2,1) is 0"));
+  CHECK_THROWS_WITH(specs("proposalStartCovMat(4,1) = 0.1\n"),
+                    Catch::Contains("p.nml:3: key \"proposalStartCovMat\" sets element (4,1), but the matrix is 3 x 3 "
+                                    "(ndim x ndim)"));
+  CHECK_THROWS_WITH(specs("proposalStartCorMat(2,2) = 0.5\n"),
+                    Catch::Contains("element (2,2) is 0.5, but a correlation matrix has 1 on its diagonal"));
+  // TOML gives whole matrices, as before.
+  CHECK_THROWS_WITH(
+      resolve_sampler_specs(schema.apply(herd::io::parse_toml("proposal_cov = [1.0, 0.5]\n", "t.toml"), {}), 3),
+      Catch::Contains("key \"proposal_cov\" has 2 values, but must have 9 (ndim x ndim)"));
+}
+
 TEST_CASE("sampler specs: h5_posterior is verbose by default, compact on request, and leaves the input hash alone",
           "[mcmc]") {
   herd::io::Schema schema("test");

@@ -70,7 +70,10 @@ class SchemaKey {
   /// `x = 1.0`: the elements after those given are unset; `Settings::partial`). The program
   /// fills the unset elements, whose defaults depend on other keys (ParaDRAM's start point:
   /// the domain's centre). A NaN written in the input is refused. TOML files and --set give
-  /// whole lists, as for any other key.
+  /// whole lists, as for any other key. A list that holds a matrix in row-major order may be
+  /// given by elements (`m(1,2) = 0.5`, `m(2:3,1) = ...`): its rows are padded with unset
+  /// elements to the longest one and flattened (`Settings::matrix_columns` gives the column
+  /// count), for the program to place them in its matrix of known size.
   SchemaKey& unset_elements();
 
   const std::string& name() const noexcept { return name_; }
@@ -122,6 +125,10 @@ class Settings {
   /// file: its list may be shorter than the full length, the elements after it unset (NaN
   /// marks the unset ones inside it). @throws InputError when unknown.
   bool partial(std::string_view key) const;
+  /// For a partial key given in a namelist by matrix elements (`m(i,j) = ...`): the number of
+  /// columns of the rows it gives, flattened row-major into the list (unset elements NaN);
+  /// 0 when the key was given as a list. @throws InputError when unknown.
+  std::size_t matrix_columns(std::string_view key) const;
   /// The resolved value node (its `where` is the origin). @throws InputError when unknown.
   const ConfigValue& value(std::string_view key) const;
   /// Where the value came from: "run.toml:7", "--set chain_size=10", or "default".
@@ -151,8 +158,11 @@ class Settings {
   /// `note(key)`, when given and not empty, goes into the comment between the origin and
   /// the doc (e.g. that the run does not read the key), and the line is commented out, so
   /// that the text read again as input leaves the key unset: `# x = 1  # default; <note>;
-  /// <doc>`.
-  std::string describe(const std::function<std::string(const std::string& key)>& note = {}) const;
+  /// <doc>`. `laid_out(key)`, when given and not null, is the list to show for a partial key
+  /// in place of the one given (the program's layout at the full length, NaN at the unset
+  /// elements); a list with NaN elements is shown commented out.
+  std::string describe(const std::function<std::string(const std::string& key)>& note = {},
+                       const std::function<const std::vector<double>*(const std::string& key)>& laid_out = {}) const;
 
  private:
   friend class Schema;
@@ -160,8 +170,9 @@ class Settings {
     std::string name, doc;
     ConfigValue value;
     bool is_default = false;
-    std::string written;   // the key as the input spelled it (an alias, any case), else the name
-    bool partial = false;  // an unset_elements key given in a namelist file
+    std::string written;      // the key as the input spelled it (an alias, any case), else the name
+    bool partial = false;     // an unset_elements key given in a namelist file
+    std::size_t columns = 0;  // a partial key given by matrix elements: its column count
   };
   const Entry& entry(std::string_view key) const;
   std::vector<Entry> entries_;

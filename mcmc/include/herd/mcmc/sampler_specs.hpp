@@ -107,6 +107,11 @@ struct SamplerSpecs {
   /// read by device = \"cpu\" ..."): a set one also gets a note, and the resolved input
   /// comments them out.
   std::vector<std::pair<std::string, std::string>> unread;
+  /// The partial lists of a namelist (`Settings::partial`: `startPointVec = 2*0.5` with ndim 3,
+  /// `proposalStartCovMat(1,2) = 0.5`) as the run lays them out, at their full length with NaN
+  /// at the elements left unset (before their defaults are filled in): the resolved input
+  /// shows these.
+  std::vector<std::pair<std::string, std::vector<double>>> partial_layouts;
   /// Where the keys checked after the specifications are read (against the number of
   /// processes: `superchains`, `chains_per_rank`) were set, as a one-line message about them
   /// begins: `run.toml:7: key "superchains"` or `--set superchains=3: key "superchains"` (the
