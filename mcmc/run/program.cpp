@@ -351,6 +351,15 @@ void set_input_attribute(SampleRunOptions& options, const std::string& key, cons
   options.input_attributes.emplace_back(key, text);
 }
 
+/// The seed of extension `k` (`<prefix>_run<k>`, k >= 2) of a run with the given `seed`:
+/// SplitMix64 of both, in [0, 2^63 - 1] as every seed.
+std::uint64_t extension_seed(std::uint64_t seed, int k) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(k);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return (z ^ (z >> 31)) >> 1;
+}
+
 /// ParaMonte 2's outputStatus = "extend" on a complete run: the run continues in a new set of
 /// outputs `<prefix>_run<k>` (k = 2, 3, ...: the first that is not complete; an interrupted
 /// one resumes), starting from the last state of the latest complete run and with its
@@ -385,14 +394,26 @@ void extend_complete_run(SamplerProgramInput& in) {
     s.proposal_std.clear();
     how += " and its sample covariance as the start proposal covariance";
   }
+  // A given seed would draw the extension's proposals and uniforms from the streams the runs
+  // before it drew (proposal k of each alike: an extension's draws followed the earlier run's,
+  // correlation 0.7): each extension k takes its own seed, derived from the given one and k,
+  // the same again when an interrupted extension resumes. A seed drawn from the system is new.
+  std::string seeded;
+  if (in.seed_given) {
+    s.random_seed = extension_seed(s.random_seed, k);
+    seeded = fmt::format(", with the seed {} (derived from random_seed and the run number {})", s.random_seed, k);
+    for (auto& [kk, vv] : in.options.input_attributes)
+      if (kk == "random_seed") vv = std::to_string(s.random_seed);
+  }
   set_input_attribute(in.options, "start_point", s.start_point);
   if (!s.proposal_cov.empty()) set_input_attribute(in.options, "proposal_cov", s.proposal_cov);
   for (auto& [kk, vv] : in.options.input_attributes)
     if (kk == "output_prefix") vv = fmt::format("\"{}\"", next);
-  s.notes.push_back(fmt::format(
-      "outputStatus = 'extend': the run of \"{}\" is complete; it continues in \"{}\" from {}", last, next, how));
+  s.notes.push_back(
+      fmt::format("outputStatus = 'extend': the run of \"{}\" is complete; it continues in \"{}\" from {}{}", last,
+                  next, how, seeded));
   in.options.resolved_input +=
-      fmt::format("# outputStatus = 'extend': continues \"{}\" (output_prefix \"{}\")\n", last, next);
+      fmt::format("# outputStatus = 'extend': continues \"{}\" (output_prefix \"{}\"){}\n", last, next, seeded);
 }
 
 /// The state of one `run_sampler_program` call on one rank, shared by its steps. Members

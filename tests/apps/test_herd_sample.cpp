@@ -1207,6 +1207,12 @@ TEST_CASE("herd-sample: a complete run keeps only run.ckpt of its restart record
     return row.substr(b + 1, row.find_last_not_of('\n') - b);
   };
   CHECK(tail_cols(first_row(slurp(dir / "out/run_run2_chain.txt"))) == tail_cols(last_row(chain)));
+  // With the given random_seed = 7 the extension takes a seed of its own: before, it drew the
+  // same random numbers as the run it continues (its draws correlated 0.7 with that run's).
+  const std::string report2 = slurp(dir / "out/run_run2_report.txt");
+  CHECK_THAT(report2, Contains("derived from random_seed and the run number 2"));
+  CHECK_THAT(slurp(dir / "out/run_report.txt"), Contains("\nrandom seed                       7\n"));
+  CHECK_THAT(report2, !Contains("\nrandom seed                       7\n"));
   std::vector<std::string> record2;
   for (const auto& e : fs::directory_iterator(dir / "out/run_run2_restart"))
     record2.push_back(e.path().filename().string());
