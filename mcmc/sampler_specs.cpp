@@ -140,7 +140,8 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("scaleFactor")
       .alias("proposalScale");
   s.add_float_list("target_acceptance_rate", nullopt, "desired acceptance rate: a value or a [lo, hi] range in (0, 1]")
-      .range(0.0, 1.0)
+      .min(0.0, true)
+      .max(1.0)
       .length(1, 2)
       .alias("targetAcceptanceRate")
       .alias("outputAcceptanceRate");

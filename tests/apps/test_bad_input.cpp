@@ -340,6 +340,12 @@ std::vector<BadInput> catalogue() {
        2,
        {"herd-sample: error: --set domain_upper=[nan,1,1]: key \"domain_upper\" element 1 is nan (a float), but must "
         "be a list of floats (not NaN)"}},
+      {"a target acceptance rate of 0 is refused by the range the help gives, (0, 1]",
+       "herd-sample",
+       {{"run.nml", "&ParaDRAM\n  chainSize = 300\n  targetAcceptanceRate = 0.0, 0.5\n/\n"}},
+       "run.nml --set target.builtin=normal --set target.ndim=3",
+       2,
+       {"herd-sample: error: run.nml:3: key \"targetAcceptanceRate\" element 1 is 0", "floats in (0, 1]"}},
       {"a namelist's element beyond ndim is named with its index",
        "herd-sample",
        {{"run.nml", "&ParaDRAM\n  chainSize = 300\n  startPointVec(5) = 1.0\n/\n"}},
