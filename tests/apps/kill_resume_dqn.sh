@@ -38,10 +38,11 @@ buffer_size = 400
 TOML
 ranks=1
 [ ${#launch[@]} -gt 0 ] && ranks=${launch[-1]}
-# Under a launcher, wider layers make an iteration last tens of ms: on a loaded machine the
-# polling loop below can stall long enough for few-ms iterations to end the runs before the
-# kills (seen under load).
-[ "$ranks" -gt 1 ] && sed -i 's/^hidden = .*/hidden = [128, 128]/' run.toml
+# Wider layers make an iteration last tens of ms (about 25 ms alone, against 4 ms with
+# [16]): on a loaded machine the polling loop below can stall long enough for few-ms
+# iterations to end the runs before the kills (seen under a launcher, and once in about 14
+# serial runs under ctest -j2 beside other work).
+sed -i 's/^hidden = .*/hidden = [128, 128]/' run.toml
 # 1000 env steps (250 updates) per iteration: an iteration lasts a few ms even on an idle
 # machine, so the kill points below (polled every 5 ms) fall inside the runs.
 sed -i "s/^total_steps = .*/total_steps = $((iters * 1000 * ranks))/" run.toml
