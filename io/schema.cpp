@@ -139,7 +139,7 @@ std::string SchemaKey::expected() const {
                   : (finite_ ? "a finite float" : "a float");
       break;
     default:
-      base = list ? "strings" : "a string";
+      base = list ? (unset_elements_ ? "strings (not empty)" : "strings") : "a string";
       break;
   }
   if (!choices_.empty()) base = list ? "strings from " + quoted_list(choices_) : "one of " + quoted_list(choices_);
@@ -272,15 +272,19 @@ std::string Settings::describe(
       shown_list = ConfigValue::array(std::move(a));
     }
     const ConfigValue& shown = layout != nullptr ? shown_list : e.value;
-    const bool holes = e.partial && shown.is_array() &&
-                       std::any_of(shown.as_array().begin(), shown.as_array().end(),
-                                   [](const ConfigValue& x) { return std::isnan(x.as_float()); });
+    // An unset element: NaN in a float list, "" in a string list.
+    const bool holes =
+        e.partial && shown.is_array() &&
+        std::any_of(shown.as_array().begin(), shown.as_array().end(), [](const ConfigValue& x) {
+          return x.kind() == ConfigValue::Kind::kString ? x.as_string().empty() : std::isnan(x.as_float());
+        });
     if (e.value.is_null()) out += fmt::format("# {} = (unset)  # {}\n", e.name, doc);
     else if (holes)
       // NaN marks the elements a namelist left unset, which no TOML list can leave unset: the
       // line is shown commented out.
-      out += fmt::format("# {} = {}  # {}; nan: elements the namelist leaves unset, which take their defaults; {}\n",
-                         e.name, shown.to_string(), e.value.where.str(), doc);
+      out += fmt::format("# {} = {}  # {}; {}: elements the namelist leaves unset, which take their defaults; {}\n",
+                         e.name, shown.to_string(), e.value.where.str(),
+                         shown.as_array().front().kind() == ConfigValue::Kind::kString ? "\"\"" : "nan", doc);
     else
       out += fmt::format("{}{} = {}  # {}; {}\n", n.empty() ? "" : "# ", e.name, e.value.to_string(),
                          e.value.where.str(), doc);
@@ -689,6 +693,8 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
         if (key.finite_ && !std::isfinite(x)) return false;
         if (key.unset_elements_ && std::isnan(x)) return false;  // NaN marks an unset element
       }
+      // "" marks an unset element of a string list.
+      if (v.kind() == ConfigValue::Kind::kString && key.unset_elements_ && v.as_string().empty()) return false;
       if (v.kind() == ConfigValue::Kind::kString && !key.choices_.empty())
         return std::find(key.choices_.begin(), key.choices_.end(), v.as_string()) != key.choices_.end();
       return true;
@@ -908,7 +914,9 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
           continue;
         }
         if (partial) {
-          typed.push_back(ConfigValue::real(std::numeric_limits<double>::quiet_NaN(), given->where));
+          typed.push_back(et == ValueType::kString
+                              ? ConfigValue::string("", given->where)
+                              : ConfigValue::real(std::numeric_limits<double>::quiet_NaN(), given->where));
           continue;
         }
         // Which elements the input does set (a namelist's x(5) = 1 leaves 1 to 4 unset).

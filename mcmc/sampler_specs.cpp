@@ -184,9 +184,12 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("sampleRefinementMethod")
       .alias("outputRefinementMethod")
       .alias("outputSampleRefinementMethod");
-  s.add_string_list("variable_names", nullopt, "names of the variables [ndim]")
+  s.add_string_list("variable_names", nullopt,
+                    "names of the variables [ndim]; one a namelist leaves unset, or past a short list: "
+                    "SampleVariable<i>, as ParaMonte names it")
       .alias("variableNameList")
-      .alias("domainAxisName");
+      .alias("domainAxisName")
+      .unset_elements();
   s.add_string("description", "", "free text copied to the report and the HDF5 file").alias("description");
   s.add_string("output_delimiter", ",", "column separator of the text files")
       .alias("outputDelimiter")
@@ -588,7 +591,13 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   // with ParaMonte's default names.
   while (st.has("variable_names") && s.variable_names.size() < d)
     s.variable_names.push_back(fmt::format("SampleVariable{}", s.variable_names.size() + 1));
-  if (s.variable_names.size() != d)
+  // The names a namelist leaves unset (variableNameList(2) = 'b' leaves 1): the same default.
+  for (std::size_t i = 0; st.has("variable_names") && st.partial("variable_names") && i < s.variable_names.size(); ++i)
+    if (s.variable_names[i].empty()) s.variable_names[i] = fmt::format("SampleVariable{}", i + 1);
+  if (st.has("variable_names") && st.partial("variable_names") && s.variable_names.size() > d)
+    fail(fmt::format("{}: key \"{}\" sets element {}, but there are only {} (ndim)", st.origin("variable_names"),
+                     st.written("variable_names"), s.variable_names.size(), d));
+  else if (s.variable_names.size() != d)
     fail(fmt::format("{}: key \"{}\" has {} names, but must have {} (ndim)", st.origin("variable_names"),
                      st.written("variable_names"), s.variable_names.size(), d));
   s.description = st.get_string("description");

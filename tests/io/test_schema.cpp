@@ -445,6 +445,22 @@ TEST_CASE("schema: unset_elements() reads a namelist's partial arrays as Fortran
   st = s.apply(nml("lower(1) = 0.5\n"), {"start=1,2"});
   CHECK_FALSE(st.partial("start"));  // --set over a namelist
   CHECK(st.partial("lower"));
+  // A string list's holes read as empty strings; an empty string written is refused.
+  {
+    Schema names("t");
+    names.add_string_list("names", std::nullopt, "names").alias("variableNameList").unset_elements();
+    const Settings ns = names.apply(nml("variableNameList(2) = 'b'\n"));
+    CHECK(ns.get_string_list("names") == std::vector<std::string>{"", "b"});
+    CHECK(ns.partial("names"));
+    CHECK(ns.describe().find("# names = [\"\", \"b\"]  # r.nml:2; \"\": elements the namelist leaves unset") !=
+          std::string::npos);
+    try {
+      names.apply(nml("variableNameList = 'a', ''\n"));
+      FAIL("no error");
+    } catch (const herd::InputError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("element 2 is \"\" (a string), but must be a list of strings (not empty)"));
+    }
+  }
   // Matrix elements (m(1,2) = 0.5 alone, ragged rows): the rows padded with unset elements to
   // the longest and flattened, with their column count. Before, ragged rows were refused.
   st = s.apply(nml("lower(1,2) = 0.5\nlower(3,1) = 0.25\n"));

@@ -1133,6 +1133,9 @@ TEST_CASE("sampler specs: a namelist's partial arrays take ParaDRAM's element de
   // Past ndim: refused with the element's index.
   CHECK_THROWS_WITH(specs("startPointVec(6) = 1.0\n"),
                     Catch::Contains("p.nml:3: key \"startPointVec\" sets element 6, but there are only 4 (ndim)"));
+  // A name left unset takes ParaMonte's default name, as a short list's missing ones do.
+  CHECK(specs("variableNameList(2) = 'bb'\n").variable_names ==
+        std::vector<std::string>{"SampleVariable1", "bb", "SampleVariable3", "SampleVariable4"});
   // A TOML list stays whole: a short one is refused as before.
   CHECK_THROWS_WITH(resolve_sampler_specs(schema.apply(herd::io::parse_toml("start_point = [1.0]\n", "t.toml"), {}), 4),
                     Catch::Contains("key \"start_point\" has 1 value, but must have 4 (ndim)"));

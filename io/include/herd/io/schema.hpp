@@ -64,12 +64,13 @@ class SchemaKey {
   /// A string key whose text may be a number (e.g. ParaDRAM's scale factor "2.0" or
   /// "gelman"): a number given unquoted (TOML `2.0`, namelist `2.0d0`) is taken as its text.
   SchemaKey& number_as_text();
-  /// A float list whose elements a Fortran namelist may leave unset, as Fortran reads an
-  /// array: in a namelist file, holes (`x(5) = 1` leaves elements 1-4 unset, `x = 1, , 3`
-  /// element 2) read as NaN, and the list may be shorter than its full length (`x = 3*1.0`,
-  /// `x = 1.0`: the elements after those given are unset; `Settings::partial`). The program
-  /// fills the unset elements, whose defaults depend on other keys (ParaDRAM's start point:
-  /// the domain's centre). A NaN written in the input is refused. TOML files and --set give
+  /// A float (or string) list whose elements a Fortran namelist may leave unset, as Fortran
+  /// reads an array: in a namelist file, holes (`x(5) = 1` leaves elements 1-4 unset,
+  /// `x = 1, , 3` element 2) read as NaN (an empty string), and the list may be shorter than
+  /// its full length (`x = 3*1.0`, `x = 1.0`: the elements after those given are unset;
+  /// `Settings::partial`). The program fills the unset elements, whose defaults depend on
+  /// other keys (ParaDRAM's start point: the domain's centre). A NaN (an empty string)
+  /// written in the input is refused. TOML files and --set give
   /// whole lists, as for any other key. A list that holds a matrix in row-major order may be
   /// given by elements (`m(1,2) = 0.5`, `m(2:3,1) = ...`): its rows are padded with unset
   /// elements to the longest one and flattened (`Settings::matrix_columns` gives the column
