@@ -240,16 +240,22 @@ void install_stop_handler(void (*handler)(int)) {
   }
 }
 
+/// True while none of `g_checkpoint_files` exists (the run stopped before its first
+/// checkpoint). Async-signal-safe (access).
+bool no_checkpoint_yet() {
+  for (const std::string& f : g_checkpoint_files)
+    if (::access(f.c_str(), F_OK) == 0) return false;
+  return true;
+}
+
 /// Writes the stop line, removes the output prefix's lock file and lets the signal end the process as it would have
 /// without a handler (exit status 128 + signal; SA_RESETHAND restored the default action); a rank other than 0 of an
 /// MPI run waits 0.2 s first (`g_after_rank0`). The restart record needs nothing done here: it is written so that a
 /// kill -9 at any point resumes. The other stop signal is blocked meanwhile.
 extern "C" void on_stop_signal(int sig) {
   const std::size_t i = sig == SIGTERM ? 1 : 0;
-  bool early = !g_early_stop_lines[i].empty();
-  for (std::size_t f = 0; early && f < g_checkpoint_files.size(); ++f)
-    early = ::access(g_checkpoint_files[f].c_str(), F_OK) != 0;
-  const std::string& line = early ? g_early_stop_lines[i] : g_stop_lines[i];
+  const std::string& line =
+      !g_early_stop_lines[i].empty() && no_checkpoint_yet() ? g_early_stop_lines[i] : g_stop_lines[i];
   if (!line.empty()) {
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
   }
@@ -294,10 +300,7 @@ std::array<struct sigaction, kCrashSignals.size()> g_crash_previous{};
 /// the earlier handler's backtrace). Async-signal-safe: write, access, unlink, sigaction,
 /// raise.
 extern "C" void on_crash_signal(int sig) {
-  bool early = !g_crash_tails[1].empty();
-  for (std::size_t f = 0; early && f < g_checkpoint_files.size(); ++f)
-    early = ::access(g_checkpoint_files[f].c_str(), F_OK) != 0;
-  const std::string& tail = early ? g_crash_tails[1] : g_crash_tails[0];
+  const std::string& tail = !g_crash_tails[1].empty() && no_checkpoint_yet() ? g_crash_tails[1] : g_crash_tails[0];
   if (!tail.empty()) {
     const char* name = crash_signal_name(sig);
     const auto put = [](const char* p, std::size_t n) {

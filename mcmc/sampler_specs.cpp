@@ -313,7 +313,7 @@ std::vector<double> floats_or_empty(const io::Settings& st, const char* key) {
 
 void check_length(const io::Settings& st, const char* key, const std::vector<double>& v, std::size_t n,
                   const char* what) {
-  if (st.has(key) && st.partial(key) && v.size() > n)
+  if (st.partial(key) && v.size() > n)
     throw InputError(fmt::format("{}: key \"{}\" sets element {}, but there are only {} ({})", st.origin(key),
                                  st.written(key), v.size(), n, what));
   if (!v.empty() && v.size() != n) {
@@ -592,9 +592,10 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   while (st.has("variable_names") && s.variable_names.size() < d)
     s.variable_names.push_back(fmt::format("SampleVariable{}", s.variable_names.size() + 1));
   // The names a namelist leaves unset (variableNameList(2) = 'b' leaves 1): the same default.
-  for (std::size_t i = 0; st.has("variable_names") && st.partial("variable_names") && i < s.variable_names.size(); ++i)
+  const bool names_partial = st.partial("variable_names");
+  for (std::size_t i = 0; names_partial && i < s.variable_names.size(); ++i)
     if (s.variable_names[i].empty()) s.variable_names[i] = fmt::format("SampleVariable{}", i + 1);
-  if (st.has("variable_names") && st.partial("variable_names") && s.variable_names.size() > d)
+  if (names_partial && s.variable_names.size() > d)
     fail(fmt::format("{}: key \"{}\" sets element {}, but there are only {} (ndim)", st.origin("variable_names"),
                      st.written("variable_names"), s.variable_names.size(), d));
   else if (s.variable_names.size() != d)
@@ -678,7 +679,7 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
                         {"random_start_point_domain_lower", &s.random_start_point_domain_lower},
                         {"random_start_point_domain_upper", &s.random_start_point_domain_upper},
                         {"proposal_std", &s.proposal_std}})
-    if (st.has(key) && st.partial(key) && v->size() < d) {
+    if (st.partial(key) && v->size() < d) {
       v->resize(d, kNaN);
       s.partial_layouts.emplace_back(key, *v);
     }
@@ -695,7 +696,7 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
     std::vector<double>& v = key == std::string_view("proposal_cov") ? s.proposal_cov : s.proposal_cor;
     const bool correlation = key == std::string_view("proposal_cor");
     guard([&] {
-      if (st.has(key) && st.partial(key)) {
+      if (st.partial(key)) {
         lay_out_partial_matrix(st, key, v, d);
         s.partial_layouts.emplace_back(key, v);
         for (std::size_t i = 0; i < v.size(); ++i)
