@@ -280,8 +280,8 @@ std::string Settings::describe(
         });
     if (e.value.is_null()) out += fmt::format("# {} = (unset)  # {}\n", e.name, doc);
     else if (holes)
-      // NaN marks the elements a namelist left unset, which no TOML list can leave unset: the
-      // line is shown commented out.
+      // NaN (a float's) or "" (a string's) marks the elements a namelist left unset, which no
+      // TOML list can leave unset: the line is shown commented out.
       out += fmt::format("# {} = {}  # {}; {}: elements the namelist leaves unset, which take their defaults; {}\n",
                          e.name, shown.to_string(), e.value.where.str(),
                          shown.as_array().front().kind() == ConfigValue::Kind::kString ? "\"\"" : "nan", doc);
@@ -861,6 +861,8 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
       items.push_back(*given);
       written_as_list = false;
     }
+    // A namelist file's list of an unset_elements key: Fortran's partial arrays.
+    const bool partial = key.unset_elements_ && r.folds() && !given->is_raw_text();
     // A matrix given as rows (TOML [[a, b], [c, d]], a namelist m(1:2,1:2) = ...): a list key
     // takes its elements in row-major order. Rows must have one length: ragged rows are refused.
     const bool rows = !items.empty() && std::all_of(items.begin(), items.end(), [](const ConfigValue& v) {
@@ -869,7 +871,7 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
     });
     // A namelist file's matrix elements of an unset_elements key (`m(1,2) = 0.5` alone: row 1
     // is [unset, 0.5]): the rows are padded with unset elements to the longest one.
-    const bool matrix_elements = rows && key.unset_elements_ && r.folds() && !given->is_raw_text();
+    const bool matrix_elements = rows && partial;
     if (rows) {
       ConfigValue::Array flat;
       std::string lengths;
@@ -903,8 +905,6 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
     bool ok = true;
     ConfigValue::Array typed;
     const auto& def = key.default_value();
-    // A namelist file's list of an unset_elements key: Fortran's partial arrays.
-    const bool partial = key.unset_elements_ && r.folds() && !given->is_raw_text();
     for (std::size_t i = 0; i < items.size() && ok; ++i) {
       const ConfigValue& item = items[i];
       const std::string what = written_as_list ? fmt::format(" element {}", i + 1) : std::string();
