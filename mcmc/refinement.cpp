@@ -42,11 +42,15 @@ class Thinning {
 
 /// The rounds' schedule of both refinements (ParaDRAM's): thin the compact chain while a
 /// round's IAC summary is at least 2 and fewer than max_rounds thinnings were made, then the
-/// same on the verbose chain (weights counted) with the limit doubled, then stop.
+/// same on the verbose chain (weights counted) with the limit doubled, then stop. With one
+/// stage (kCompactOnly, kVerboseOnly) that stage alone, up to max_rounds thinnings.
 class RoundSchedule {
  public:
   enum class Next { kThin, kNextStage, kStop };
-  explicit RoundSchedule(std::size_t max_rounds) : limit_(max_rounds) {}
+  explicit RoundSchedule(const RefinementOptions& o)
+      : verbose_(o.stages == RefinementStages::kVerboseOnly),
+        last_stage_(o.stages != RefinementStages::kCompactThenVerbose),
+        limit_(o.max_rounds) {}
   /// Whether the rounds are on the verbose chain.
   bool verbose() const { return verbose_; }
   /// What follows a round whose IAC summary is `skip` (kThin counts the thinning). A NaN skip
@@ -56,14 +60,15 @@ class RoundSchedule {
       ++thinnings_;
       return Next::kThin;
     }
-    if (verbose_) return Next::kStop;
+    if (verbose_ || last_stage_) return Next::kStop;
     verbose_ = true;
     limit_ *= 2;
     return Next::kNextStage;
   }
 
  private:
-  bool verbose_ = false;
+  bool verbose_;
+  bool last_stage_;  // one stage only: it ends the refinement
   std::size_t limit_;
   std::size_t thinnings_ = 0;
 };
@@ -78,6 +83,98 @@ std::vector<std::int64_t> refined_weights(std::span<const std::int64_t> weights,
     out[i] = thin.kept(weights[i]);
   }
   return out;
+}
+
+namespace {
+
+/// Lower-case ASCII copy.
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+}  // namespace
+
+std::optional<RefinementOptions> parse_refinement_method(std::string_view method, std::string& why) {
+  // Tokens separated by '-' or white space: the estimator first, then the qualifiers.
+  std::vector<std::string> tokens;
+  std::string cur;
+  for (const char c : method) {
+    if (c == '-' || c == ' ' || c == '\t') {
+      if (!cur.empty()) tokens.push_back(lower(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) tokens.push_back(lower(cur));
+  if (tokens.empty()) {
+    why =
+        "it names no estimator: expected BatchMeans, optionally with -compact or -verbose and -avg, -med, -min "
+        "or -max";
+    return std::nullopt;
+  }
+  const std::string& est = tokens.front();
+  if (est != "batchmeans" && est != "batch_means") {
+    if (est == "cutoffautocorr" || est == "maxcumsumautocorr" || est.find("cutoff") != std::string::npos ||
+        est.find("cumsum") != std::string::npos)
+      why = fmt::format(
+          "ParaMonte's \"{}\" estimator is not implemented: use BatchMeans (its default), "
+          "optionally with -compact or -verbose and -avg, -med, -min or -max",
+          tokens.front());
+    else
+      why = fmt::format(
+          "\"{}\" is not an estimator: expected BatchMeans, optionally with -compact or -verbose and "
+          "-avg, -med, -min or -max",
+          tokens.front());
+    return std::nullopt;
+  }
+  RefinementOptions o;
+  bool stage_set = false, summary_set = false;
+  for (std::size_t i = 1; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i];
+    bool stage = true;
+    RefinementStages st{};
+    IacSummary su{};
+    if (t == "compact") st = RefinementStages::kCompactOnly;
+    else if (t == "verbose") st = RefinementStages::kVerboseOnly;
+    else {
+      stage = false;
+      if (t == "avg" || t == "average") su = IacSummary::kAverage;
+      else if (t == "med" || t == "median") su = IacSummary::kMedian;
+      else if (t == "min" || t == "minimum") su = IacSummary::kMin;
+      else if (t == "max" || t == "maximum") su = IacSummary::kMax;
+      else {
+        why = fmt::format(
+            "\"{}\" is not a qualifier: expected compact or verbose (the chain) and avg, med, min or "
+            "max (the summary of the variables' IACs)",
+            t);
+        return std::nullopt;
+      }
+    }
+    bool& set = stage ? stage_set : summary_set;
+    if (set) {
+      why = fmt::format("\"{}\" is a second {} qualifier: give at most one of {}", t, stage ? "chain" : "summary",
+                        stage ? "compact or verbose" : "avg, med, min or max");
+      return std::nullopt;
+    }
+    set = true;
+    if (stage) o.stages = st;
+    else o.summary = su;
+  }
+  return o;
+}
+
+std::string refinement_method_name(const RefinementOptions& o) {
+  std::string s = "batch_means";
+  if (o.stages == RefinementStages::kCompactOnly) s += "-compact";
+  if (o.stages == RefinementStages::kVerboseOnly) s += "-verbose";
+  if (o.summary == IacSummary::kMedian) s += "-median";
+  if (o.summary == IacSummary::kMin) s += "-min";
+  if (o.summary == IacSummary::kMax) s += "-max";
+  return s;
 }
 
 namespace {
@@ -146,7 +243,7 @@ RefinedSample refine_rounds(std::size_t n, std::vector<std::int64_t> weights, co
   };
   if (r.weight.size() == 1) return finish();  // nothing to refine (ParaMonte: IAC 0)
 
-  RoundSchedule schedule(options.max_rounds);
+  RoundSchedule schedule(options);
   for (;;) {
     const bool verbose = schedule.verbose();
     RefinementRound round;
@@ -399,7 +496,7 @@ RefinedStates refine_sample_out_of_core(std::size_t n, std::size_t num_vars, con
   };
   if (np == 1) return finish();  // nothing to refine (ParaMonte: IAC 0)
 
-  RoundSchedule schedule(options.max_rounds);
+  RoundSchedule schedule(options);
   for (;;) {
     const bool verbose = schedule.verbose();
     RefinementRound round;

@@ -179,8 +179,10 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("sampleRefinementCount")
       .alias("outputRefinementCount")
       .alias("outputSampleRefinementCount");
-  s.add_string("sample_refinement_method", "batch_means", "autocorrelation estimator of the refinement")
-      .choices({"batch_means", "BatchMeans", "batchmeans"})
+  s.add_string("sample_refinement_method", "batch_means",
+               "IAC estimator of the refinement, with ParaMonte's qualifiers: batch_means (BatchMeans), then "
+               "optionally -compact or -verbose (refine on that chain only; default both, compact first) and -avg, "
+               "-med, -min or -max (the summary of the variables' IACs; default avg), e.g. \"BatchMeans-max\"")
       .alias("sampleRefinementMethod")
       .alias("outputRefinementMethod")
       .alias("outputSampleRefinementMethod");
@@ -582,7 +584,14 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.overwrite = st.get_bool("overwrite");
   s.progress_report_period = st.get_int("progress_report_period");
   s.sample_refinement_count = st.get_int("sample_refinement_count");
-  s.sample_refinement_method = "batch_means";
+  {
+    std::string why;
+    const std::optional<RefinementOptions> ro = parse_refinement_method(st.get_string("sample_refinement_method"), why);
+    if (!ro)
+      fail(fmt::format("{}: key \"{}\" is \"{}\", but {}", st.origin("sample_refinement_method"),
+                       st.written("sample_refinement_method"), st.get_string("sample_refinement_method"), why));
+    s.sample_refinement_method = refinement_method_name(*ro);
+  }
   s.variable_names = st.has("variable_names") ? st.get_string_list("variable_names") : default_names;
   if (s.variable_names.empty()) {
     for (int i = 1; i <= ndim; ++i) s.variable_names.push_back(fmt::format("x{}", i));
@@ -996,6 +1005,17 @@ std::uint32_t start_point_chain(const SamplerSpecs& s, std::uint32_t chain_id, s
   if (s.random_start_point_scope != "superchain" || s.superchains < 2 || chains < s.superchains) return chain_id;
   const auto per = static_cast<std::uint32_t>(chains / s.superchains);
   return chain_id / per * per;
+}
+
+RefinementOptions to_refinement_options(const SamplerSpecs& specs) {
+  std::string why;
+  std::optional<RefinementOptions> ro = parse_refinement_method(specs.sample_refinement_method, why);
+  if (!ro)
+    throw InputError(fmt::format("sample_refinement_method is \"{}\", but {}", specs.sample_refinement_method, why));
+  HERD_REQUIRE(specs.sample_refinement_count >= 0, "sample_refinement_count is {}, but must be >= 0",
+               specs.sample_refinement_count);
+  ro->max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
+  return *ro;
 }
 
 DramOptions to_dram_options(const SamplerSpecs& s, int ndim, std::uint32_t chain_id) {

@@ -111,8 +111,7 @@ std::vector<SampleRun> refined_runs(const MemoryBatchedSink& draws, std::size_t 
     states[i * (d + 1)] = draws.lp[c * D + t];
     std::copy_n(draws.x.data() + (c * D + t) * d, d, states.begin() + static_cast<std::ptrdiff_t>(i * (d + 1) + 1));
   }
-  RefinementOptions ro;
-  ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
+  const RefinementOptions ro = to_refinement_options(specs);
   const RefinedSample r = refine_sample(states, cd.weight, d + 1, ro);
   std::vector<SampleRun> runs;
   for (std::size_t k = 0; k < r.index.size(); ++k)

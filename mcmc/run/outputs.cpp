@@ -197,8 +197,7 @@ void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& mem
   } else if (refine_out_of_core(memory, m)) {
     // The bounded path: the weights read from the chain as each pass needs them, the states in
     // play after a thinning and the refined sample in scratch files beside the chain.
-    RefinementOptions ro;
-    ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
+    const RefinementOptions ro = to_refinement_options(specs);
     const auto nv = static_cast<std::size_t>(d) + 1;
     ChainReader rd(memory, kWeightColumn | kLogDensityColumn | kPointColumns);
     std::vector<double> row(nv);
@@ -220,8 +219,7 @@ void refined_sample(const SamplerSpecs& specs, int d, const MemoryChainSink& mem
   } else {
     std::vector<std::int64_t> w(m);
     for (std::size_t i = 0; i < m; ++i) w[i] = weight.weight(first + i);
-    RefinementOptions ro;
-    ro.max_rounds = static_cast<std::size_t>(specs.sample_refinement_count);
+    const RefinementOptions ro = to_refinement_options(specs);
     // The refinement's states (log density, then the point) are read from the chain block
     // by block, not gathered: no copy of the chain is resident, and the weights are handed
     // over (thinned in place).

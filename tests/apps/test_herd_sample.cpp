@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -921,6 +923,64 @@ TEST_CASE("herd-sample: a ParaMonte 1 namelist in the style of its examples runs
   const std::string report = slurp(dir / "outputs" / "ParaDRAM_run_report.txt");
   CHECK_THAT(report, Contains("proposal_model = \"uniform\"") && Contains("parallelization_model = \"single_chain\"") &&
                          Contains("chain_file_format = \"verbose\""));
+}
+
+TEST_CASE("herd-sample: ParaMonte's sampleRefinementMethod qualifiers choose the refinement's chain and summary",
+          "[apps][mcmc]") {
+  const auto dir = workdir("refinement_method");
+  // The report's refinement table: the method when not the default, and each round's stage.
+  const auto stages = [&](const std::string& prefix, std::string& header) {
+    const std::string report = slurp(dir / "out" / (prefix + "_report.txt"));
+    const std::size_t at = report.find("\n== sample refinement (");
+    REQUIRE(at != std::string::npos);
+    const std::size_t eol = report.find('\n', at + 1);
+    header = report.substr(at + 1, eol - at - 1);
+    std::set<std::string> seen;
+    std::istringstream rows(report.substr(report.find('\n', eol + 1) + 1));
+    std::string line;
+    while (std::getline(rows, line) && !line.empty()) {
+      std::istringstream row(line);
+      std::string round, stage;
+      row >> round >> stage;
+      seen.insert(stage);
+    }
+    return seen;
+  };
+  const std::string target = " --set target.builtin=normal --set target.ndim=2 --set target.rho=0.9";
+  int runs = 0;
+  for (const auto& [method, want_header, want_stages] :
+       std::vector<std::tuple<std::string, std::string, std::set<std::string>>>{
+           {"BatchMeans", "== sample refinement (batch-means integrated autocorrelation) ==", {"compact", "verbose"}},
+           {"BatchMeans compact-Max",
+            "== sample refinement (batch-means integrated autocorrelation, "
+            "batch_means-compact-max) ==",
+            {"compact"}},
+           {"batchmeans-verbose",
+            "== sample refinement (batch-means integrated autocorrelation, batch_means-verbose) ==",
+            {"verbose"}}}) {
+    INFO(method);
+    const std::string prefix = fmt::format("r{}", ++runs);
+    write(dir / "run.nml",
+          fmt::format("&ParaDRAM\n  chainSize = 4000\n  randomSeed = 11\n  outputFileName = 'out/{}'\n  "
+                      "sampleRefinementMethod = '{}'\n/\n",
+                      prefix, method));
+    const Run r = run(dir, "run.nml --quiet" + target);
+    INFO(r.out << r.err);
+    REQUIRE(r.rc == 0);
+    std::string header;
+    CHECK(stages(prefix, header) == want_stages);
+    CHECK(header == want_header);
+  }
+  // A qualifier ParaMonte does not have, and an estimator herd does not implement, are refused.
+  write(dir / "bad.nml", "&ParaDRAM\n  chainSize = 400\n  sampleRefinementMethod = 'BatchMeans-maxx'\n/\n");
+  Run r = run(dir, "bad.nml" + target);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("herd-sample: error: bad.nml:3: key \"sampleRefinementMethod\" is \"BatchMeans-maxx\", "
+                             "but \"maxx\" is not a qualifier: expected compact or verbose"));
+  r = run(dir, "bad.nml --set sample_refinement_method=MaxCumSumAutoCorr" + target);
+  CHECK(r.rc == 2);
+  CHECK_THAT(r.err, Contains("key \"sample_refinement_method\" is \"MaxCumSumAutoCorr\", but ParaMonte's "
+                             "\"maxcumsumautocorr\" estimator is not implemented"));
 }
 
 TEST_CASE("herd-sample: every problem of an input is reported at once, one line each", "[apps][mcmc]") {

@@ -1605,7 +1605,9 @@ namespace {
 
 /// ParaDRAM's refinement written out as refinement.hpp describes it, on gathered states:
 /// the states with a positive weight, then rounds of batch_means_iacs (unweighted in the
-/// compact stage) summarized by their average or maximum, thinned by refined_weights.
+/// compact stage) summarized by their average, median, minimum or maximum, thinned by
+/// refined_weights; the compact stage then the verbose one (limit doubled), or one of them
+/// alone (ParaMonte's "-compact" and "-verbose").
 herd::mcmc::RefinedSample reference_refinement(const std::vector<double>& states, std::size_t nv,
                                                const std::vector<std::int64_t>& w,
                                                const herd::mcmc::RefinementOptions& ro) {
@@ -1617,7 +1619,9 @@ herd::mcmc::RefinedSample reference_refinement(const std::vector<double>& states
       r.weight.push_back(w[i]);
     }
   if (r.index.size() == 1) return r;
-  bool verbose = false;
+  using herd::mcmc::RefinementStages;
+  bool verbose = ro.stages == RefinementStages::kVerboseOnly;
+  const bool one_stage = ro.stages != RefinementStages::kCompactThenVerbose;
   std::size_t limit = ro.max_rounds, thinnings = 0;
   for (;;) {
     herd::mcmc::RefinementRound round;
@@ -1628,13 +1632,27 @@ herd::mcmc::RefinedSample reference_refinement(const std::vector<double>& states
         states, nv, r.index, verbose ? std::span<const std::int64_t>(r.weight) : std::span<const std::int64_t>());
     double sum = 0;
     for (double x : round.iac) sum += x;
-    round.iac_summary = ro.summary == herd::mcmc::IacSummary::kMax
-                            ? *std::max_element(round.iac.begin(), round.iac.end())
-                            : sum / static_cast<double>(round.iac.size());
+    std::vector<double> sorted = round.iac;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t m = sorted.size();
+    switch (ro.summary) {
+      case herd::mcmc::IacSummary::kAverage:
+        round.iac_summary = sum / static_cast<double>(m);
+        break;
+      case herd::mcmc::IacSummary::kMedian:
+        round.iac_summary = m % 2 ? sorted[m / 2] : (sorted[m / 2 - 1] + sorted[m / 2]) / 2;
+        break;
+      case herd::mcmc::IacSummary::kMin:
+        round.iac_summary = sorted.front();
+        break;
+      case herd::mcmc::IacSummary::kMax:
+        round.iac_summary = sorted.back();
+        break;
+    }
     const double skip = round.iac_summary;
     r.rounds.push_back(round);
     if (!(skip >= 2.0) || thinnings >= limit) {
-      if (verbose) break;
+      if (verbose || one_stage) break;
       verbose = true;
       limit *= 2;
       continue;
@@ -1656,6 +1674,70 @@ herd::mcmc::RefinedSample reference_refinement(const std::vector<double>& states
 
 }  // namespace
 
+TEST_CASE("parse_refinement_method: ParaMonte's estimator and qualifiers, refinement_method_name reads back",
+          "[mcmc]") {
+  using herd::mcmc::IacSummary;
+  using herd::mcmc::RefinementStages;
+  struct Case {
+    const char* text;
+    IacSummary summary;
+    RefinementStages stages;
+    const char* name;
+  };
+  const Case ok[] = {
+      {"BatchMeans", IacSummary::kAverage, RefinementStages::kCompactThenVerbose, "batch_means"},
+      {"batch_means", IacSummary::kAverage, RefinementStages::kCompactThenVerbose, "batch_means"},
+      {"BatchMeans-max", IacSummary::kMax, RefinementStages::kCompactThenVerbose, "batch_means-max"},
+      {"batchmeans maximum", IacSummary::kMax, RefinementStages::kCompactThenVerbose, "batch_means-max"},
+      {"BATCHMEANS-Compact", IacSummary::kAverage, RefinementStages::kCompactOnly, "batch_means-compact"},
+      {"BatchMeans-verbose-median", IacSummary::kMedian, RefinementStages::kVerboseOnly, "batch_means-verbose-median"},
+      {"batch_means-min-compact", IacSummary::kMin, RefinementStages::kCompactOnly, "batch_means-compact-min"},
+      {" BatchMeans - avg ", IacSummary::kAverage, RefinementStages::kCompactThenVerbose, "batch_means"},
+  };
+  for (const Case& c : ok) {
+    INFO(c.text);
+    std::string why;
+    const auto o = herd::mcmc::parse_refinement_method(c.text, why);
+    REQUIRE(o);
+    CHECK(why.empty());
+    CHECK(o->summary == c.summary);
+    CHECK(o->stages == c.stages);
+    CHECK(o->max_rounds == 20);
+    CHECK(herd::mcmc::refinement_method_name(*o) == c.name);
+    const auto back = herd::mcmc::parse_refinement_method(herd::mcmc::refinement_method_name(*o), why);
+    REQUIRE(back);
+    CHECK(back->summary == c.summary);
+    CHECK(back->stages == c.stages);
+  }
+  const std::pair<const char*, const char*> bad[] = {
+      {"", "names no estimator"},
+      {"-max", "\"max\" is not an estimator"},
+      {"BatchMean", "\"batchmean\" is not an estimator"},
+      {"MaxCumSumAutoCorr", "estimator is not implemented"},
+      {"CutOffAutoCorr-compact", "estimator is not implemented"},
+      {"BatchMeans-maxx", "\"maxx\" is not a qualifier"},
+      {"BatchMeans-max-min", "\"min\" is a second summary qualifier"},
+      {"BatchMeans-compact-verbose", "\"verbose\" is a second chain qualifier"},
+  };
+  for (const auto& [text, want] : bad) {
+    INFO(text);
+    std::string why;
+    CHECK_FALSE(herd::mcmc::parse_refinement_method(text, why));
+    CHECK_THAT(why, Catch::Matchers::Contains(want));
+  }
+}
+
+/// Summaries and stages the refinement tests run: ParaMonte's default, each other summary,
+/// and each one-stage variant.
+const std::vector<std::pair<herd::mcmc::IacSummary, herd::mcmc::RefinementStages>> refinement_variants{
+    {herd::mcmc::IacSummary::kAverage, herd::mcmc::RefinementStages::kCompactThenVerbose},
+    {herd::mcmc::IacSummary::kMax, herd::mcmc::RefinementStages::kCompactThenVerbose},
+    {herd::mcmc::IacSummary::kMedian, herd::mcmc::RefinementStages::kCompactThenVerbose},
+    {herd::mcmc::IacSummary::kMin, herd::mcmc::RefinementStages::kCompactThenVerbose},
+    {herd::mcmc::IacSummary::kAverage, herd::mcmc::RefinementStages::kCompactOnly},
+    {herd::mcmc::IacSummary::kMax, herd::mcmc::RefinementStages::kVerboseOnly},
+};
+
 TEST_CASE("refine_sample, both overloads: the refinement written out, bit for bit, with zero weights and held rows",
           "[mcmc]") {
   // refine_sample thins the weights in place, makes no index of every state before the first
@@ -1673,8 +1755,9 @@ TEST_CASE("refine_sample, both overloads: the refinement written out, bit for bi
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t v = 0; v < nv; ++v) states[i * nv + v] = x[v * n + i];
     for (const int weights : {0, 1, 2}) {  // positive; some zero; empty (all 1)
-      for (const auto summary : {herd::mcmc::IacSummary::kAverage, herd::mcmc::IacSummary::kMax}) {
-        INFO("nv " << nv << ", weights " << weights << ", summary " << static_cast<int>(summary));
+      for (const auto& [summary, stages] : refinement_variants) {
+        INFO("nv " << nv << ", weights " << weights << ", summary " << static_cast<int>(summary) << ", stages "
+                   << static_cast<int>(stages));
         std::vector<std::int64_t> w(n);
         for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<std::int64_t>(1 + i * 7 % 5);
         if (weights == 1)
@@ -1686,8 +1769,16 @@ TEST_CASE("refine_sample, both overloads: the refinement written out, bit for bi
         }
         herd::mcmc::RefinementOptions ro;
         ro.summary = summary;
+        ro.stages = stages;
         const herd::mcmc::RefinedSample ref = reference_refinement(states, nv, w, ro);
-        REQUIRE(ref.rounds.size() >= 3);
+        REQUIRE(ref.rounds.size() >= (stages == herd::mcmc::RefinementStages::kCompactThenVerbose ? 3U : 2U));
+        // Each stage that runs shows in the rounds, and only those.
+        const bool any_compact = std::any_of(ref.rounds.begin(), ref.rounds.end(),
+                                             [](const herd::mcmc::RefinementRound& x) { return !x.verbose_stage; });
+        const bool any_verbose = std::any_of(ref.rounds.begin(), ref.rounds.end(),
+                                             [](const herd::mcmc::RefinementRound& x) { return x.verbose_stage; });
+        CHECK(any_compact == (stages != herd::mcmc::RefinementStages::kVerboseOnly));
+        CHECK(any_verbose == (stages != herd::mcmc::RefinementStages::kCompactOnly));
         const herd::mcmc::RefinedSample gathered = herd::mcmc::refine_sample(states, given, nv, ro);
         const herd::mcmc::RefinedSample by_row = herd::mcmc::refine_sample(
             n, nv, [&](std::size_t i) { return states.data() + i * nv; }, given, ro);
@@ -1744,9 +1835,9 @@ TEST_CASE("refine_sample_out_of_core: the in-memory refinement's rounds, states 
         for (std::size_t v = 0; v < nv; ++v) states[i * nv + v] = x[v * n + i];
       for (const int weights : {0, 1, 2}) {  // 1..9; some zero; all 1
         for (const std::size_t rounds : {std::size_t{20}, std::size_t{1}}) {
-          for (const auto summary : {herd::mcmc::IacSummary::kAverage, herd::mcmc::IacSummary::kMax}) {
+          for (const auto& [summary, stages] : refinement_variants) {
             INFO("nv " << nv << ", n " << n << ", weights " << weights << ", rounds " << rounds << ", summary "
-                       << static_cast<int>(summary));
+                       << static_cast<int>(summary) << ", stages " << static_cast<int>(stages));
             std::vector<std::int64_t> w(n, 1);
             if (weights != 2)
               for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<std::int64_t>(1 + (i * 2654435761U >> 7) % 9);
@@ -1754,6 +1845,7 @@ TEST_CASE("refine_sample_out_of_core: the in-memory refinement's rounds, states 
               for (std::size_t i = 1; i < n; i += 4) w[i] = 0;
             herd::mcmc::RefinementOptions ro;
             ro.summary = summary;
+            ro.stages = stages;
             ro.max_rounds = rounds;
             const herd::mcmc::RefinedSample want = herd::mcmc::refine_sample(states, w, nv, ro);
             std::size_t row_calls = 0;
@@ -1789,7 +1881,8 @@ TEST_CASE("refine_sample_out_of_core: the in-memory refinement's rounds, states 
             }
             // Each row read once per IAC pass (two per round) and once to be kept: no more.
             CHECK(row_calls <= (2 * want.rounds.size() + 1) * n);
-            if (n == 40000 && rounds == 20) CHECK(want.rounds.size() >= 3);
+            if (n == 40000 && rounds == 20)
+              CHECK(want.rounds.size() >= (stages == herd::mcmc::RefinementStages::kCompactThenVerbose ? 3U : 2U));
             CHECK(fs::is_empty(dir));  // unlinked at once
             ++cases;
           }
@@ -1797,7 +1890,7 @@ TEST_CASE("refine_sample_out_of_core: the in-memory refinement's rounds, states 
       }
     }
   }
-  CHECK(cases == 72);
+  CHECK(cases == 216);
   // One state with a positive weight; none; a negative weight; an unwritable folder.
   const std::vector<double> three{1.0, 2.0, 3.0};
   const std::vector<std::int64_t> w1{0, 4, 0}, w0{0, 0, 0}, wn{1, -1, 0}, w3{3, 1, 2};

@@ -12,13 +12,17 @@
 /// in its verbose range (ParaMonte's getRefinedWeight). The compact stage ends when its IAC
 /// is below 2 or after `max_rounds` thinnings; the verbose stage then runs with up to twice
 /// that many rounds in all (ParaMonte doubles its limit at the switch). A NaN summary (a
-/// constant or non-finite column) counts as "below 2": the stage stops.
+/// constant or non-finite column) counts as "below 2": the stage stops. With one stage only
+/// (RefinementStages, ParaMonte's "-compact"/"-verbose") that stage runs up to `max_rounds`
+/// thinnings and the refinement ends with it.
 /// Thread-safety: reentrant.
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "herd/mcmc/autocorrelation.hpp"
@@ -28,11 +32,39 @@ namespace herd::mcmc {
 /// How the per-variable IACs of a round are summarized into one skip.
 enum class IacSummary { kAverage, kMedian, kMax, kMin };
 
+/// Which chains the refinement's rounds compute IACs of (ParaMonte's "-compact" and
+/// "-verbose" qualifiers of sampleRefinementMethod).
+enum class RefinementStages {
+  kCompactThenVerbose,  ///< the compact chain (unweighted), then the verbose one (ParaMonte's default)
+  kCompactOnly,         ///< the compact chain only, up to max_rounds thinnings
+  kVerboseOnly,         ///< the verbose (weighted) chain from the first round, up to max_rounds thinnings
+};
+
 /// Options of refine_sample.
 struct RefinementOptions {
   IacSummary summary = IacSummary::kAverage;  ///< ParaMonte's default ("-avg")
-  std::size_t max_rounds = 20;                ///< thinnings of the compact stage (ParaMonte: 20)
+  RefinementStages stages = RefinementStages::kCompactThenVerbose;
+  /// Thinnings of the first stage (ParaMonte: 20); with both stages the verbose stage runs
+  /// until 2 max_rounds thinnings in all.
+  std::size_t max_rounds = 20;
 };
+
+/// Reads ParaDRAM's `sampleRefinementMethod` (ParaMonte 2): the estimator "BatchMeans"
+/// (also written "batch_means"), optionally followed by qualifiers separated by '-' or
+/// spaces: a chain, "compact" or "verbose" (RefinementStages; neither: both stages), and a
+/// summary of the variables' IACs, "avg"/"average", "med"/"median", "min"/"minimum" or
+/// "max"/"maximum" (default average), each at most once; case is ignored, e.g.
+/// "BatchMeans-max", "batchmeans compact", "batch_means-verbose-median". ParaMonte's other
+/// estimators, "CutOffAutoCorr" and "MaxCumSumAutoCorr", are not implemented and refused.
+/// Returns the options with max_rounds at its default, or nothing with `why` set to what is
+/// wrong (e.g. `"-maxx" is not a qualifier: expected compact, verbose, avg, med, min or max`).
+/// Thread-safety: reentrant.
+std::optional<RefinementOptions> parse_refinement_method(std::string_view method, std::string& why);
+
+/// The canonical spelling of `options`' estimator and qualifiers ("batch_means", then
+/// "-compact"/"-verbose" and "-median"/"-min"/"-max" where they differ from the default),
+/// which parse_refinement_method reads back to the same options. Thread-safety: reentrant.
+std::string refinement_method_name(const RefinementOptions& options);
 
 /// One IAC evaluation of the refinement.
 struct RefinementRound {

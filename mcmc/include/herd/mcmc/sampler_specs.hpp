@@ -17,6 +17,7 @@
 
 #include "herd/io/schema.hpp"
 #include "herd/mcmc/dram.hpp"
+#include "herd/mcmc/refinement.hpp"
 
 namespace herd::mcmc {
 
@@ -66,6 +67,8 @@ struct SamplerSpecs {
   bool overwrite = false;
   std::int64_t progress_report_period = 1000;
   std::int64_t sample_refinement_count = 20;
+  /// The refinement's estimator and ParaMonte's qualifiers (parse_refinement_method), in the
+  /// canonical spelling of refinement_method_name once resolved, e.g. "batch_means-max".
   std::string sample_refinement_method = "batch_means";
   std::vector<std::string> variable_names;
   std::string description;
@@ -185,6 +188,12 @@ double sampler_memory_need(const SamplerSpecs& specs, int ndim, int ranks, std::
 /// memory available on this machine. @throws herd::InputError naming chain_size,
 /// chains_per_rank and ndim and what to change.
 void check_sampler_memory(const SamplerSpecs& specs, int ndim, int ranks, std::size_t diagnostics_threads = 0);
+
+/// The refinement's options of a run: `specs.sample_refinement_method` read by
+/// parse_refinement_method (estimator, chain and summary qualifiers) and
+/// `specs.sample_refinement_count` as max_rounds. Thread-safety: reentrant.
+/// @throws herd::InputError naming the method and what is wrong, or a negative count.
+RefinementOptions to_refinement_options(const SamplerSpecs& specs);
 
 /// The kernel options for the specifications (start point drawn when
 /// `random_start_point`, from the seed's start-point stream of `chain_id`). The start
