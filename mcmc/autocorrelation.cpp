@@ -1,6 +1,7 @@
 // Autocorrelation by FFT, emcee's integrated time, ParaDRAM's batch-means IAC.
 #include "herd/mcmc/autocorrelation.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -259,6 +260,62 @@ std::vector<double> batch_means_iacs_weighted(std::size_t np, std::size_t nv, st
         return w;
       },
       total, batch_size);
+}
+
+namespace {
+
+/// autocorr_iac of a verbose series (each value once): the estimator's sum over the
+/// normalized autocorrelation.
+double autocorr_iac_verbose(AutocorrIac estimator, std::span<const double> v) {
+  if (v.size() == 1) return 1.0;
+  const std::vector<double> rho = autocorrelation(v);  // NaN for zero variance or non-finite values
+  if (!std::isfinite(rho[0])) return kNaN;
+  if (estimator == AutocorrIac::kCutoff) {
+    const double cutoff = 2.0 / std::sqrt(static_cast<double>(v.size()));
+    double sum = 0;
+    for (const double r : rho) {
+      sum += r;
+      if (r < cutoff) break;  // the first lag below the cutoff is summed too
+    }
+    return 2.0 * sum - 1.0;
+  }
+  double sum = 0, best = -std::numeric_limits<double>::infinity();
+  for (const double r : rho) {
+    sum += r;
+    best = std::max(best, sum);
+  }
+  return 2.0 * best - 1.0;
+}
+
+}  // namespace
+
+double autocorr_iac(AutocorrIac estimator, std::span<const double> x, std::span<const std::int64_t> weights) {
+  HERD_REQUIRE(!x.empty(), "autocorr_iac: the series is empty");
+  if (weights.empty()) return autocorr_iac_verbose(estimator, x);
+  checked_total("autocorr_iac", x.size(), weights);
+  std::vector<double> v;
+  for (std::size_t i = 0; i < x.size(); ++i) v.insert(v.end(), static_cast<std::size_t>(weights[i]), x[i]);
+  return autocorr_iac_verbose(estimator, v);
+}
+
+std::vector<double> autocorr_iacs_weighted(AutocorrIac estimator, std::size_t np, std::size_t nv,
+                                           const WeightedRowSource& row, bool unit_weights) {
+  HERD_REQUIRE(nv > 0, "autocorr_iacs_weighted: rows of 0 variables");
+  HERD_REQUIRE(np > 0, "autocorr_iacs_weighted: the series is empty");
+  std::vector<double> out(nv), v;
+  for (std::size_t j = 0; j < nv; ++j) {
+    v.clear();
+    for (std::size_t k = 0; k < np; ++k) {
+      std::int64_t w = 0;
+      const double x = row(k, w)[j];
+      if (unit_weights) w = 1;
+      HERD_REQUIRE(w >= 0, "autocorr_iacs_weighted: row {} has weight {}, but must be >= 0", k, w);
+      v.insert(v.end(), static_cast<std::size_t>(w), x);
+    }
+    HERD_REQUIRE(!v.empty(), "autocorr_iacs_weighted: the weights sum to 0");
+    out[j] = autocorr_iac_verbose(estimator, v);
+  }
+  return out;
 }
 
 }  // namespace herd::mcmc

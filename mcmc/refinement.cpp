@@ -112,26 +112,22 @@ std::optional<RefinementOptions> parse_refinement_method(std::string_view method
   if (!cur.empty()) tokens.push_back(lower(cur));
   if (tokens.empty()) {
     why =
-        "it names no estimator: expected BatchMeans, optionally with -compact or -verbose and -avg, -med, -min "
-        "or -max";
+        "it names no estimator: expected BatchMeans, CutOffAutoCorr or MaxCumSumAutoCorr, optionally with -compact "
+        "or -verbose and -avg, -med, -min or -max";
     return std::nullopt;
   }
   const std::string& est = tokens.front();
-  if (est != "batchmeans" && est != "batch_means") {
-    if (est == "cutoffautocorr" || est == "maxcumsumautocorr" || est.find("cutoff") != std::string::npos ||
-        est.find("cumsum") != std::string::npos)
-      why = fmt::format(
-          "ParaMonte's \"{}\" estimator is not implemented: use BatchMeans (its default), "
-          "optionally with -compact or -verbose and -avg, -med, -min or -max",
-          tokens.front());
-    else
-      why = fmt::format(
-          "\"{}\" is not an estimator: expected BatchMeans, optionally with -compact or -verbose and "
-          "-avg, -med, -min or -max",
-          tokens.front());
+  RefinementOptions o;
+  if (est == "batchmeans" || est == "batch_means") o.estimator = IacEstimator::kBatchMeans;
+  else if (est == "cutoffautocorr" || est == "cutoff_autocorr") o.estimator = IacEstimator::kCutoffAutoCorr;
+  else if (est == "maxcumsumautocorr" || est == "max_cumsum_autocorr") o.estimator = IacEstimator::kMaxCumSumAutoCorr;
+  else {
+    why = fmt::format(
+        "\"{}\" is not an estimator: expected BatchMeans, CutOffAutoCorr or MaxCumSumAutoCorr, "
+        "optionally with -compact or -verbose and -avg, -med, -min or -max",
+        tokens.front());
     return std::nullopt;
   }
-  RefinementOptions o;
   bool stage_set = false, summary_set = false;
   for (std::size_t i = 1; i < tokens.size(); ++i) {
     const std::string& t = tokens[i];
@@ -168,7 +164,9 @@ std::optional<RefinementOptions> parse_refinement_method(std::string_view method
 }
 
 std::string refinement_method_name(const RefinementOptions& o) {
-  std::string s = "batch_means";
+  std::string s = o.estimator == IacEstimator::kCutoffAutoCorr      ? "cutoff_autocorr"
+                  : o.estimator == IacEstimator::kMaxCumSumAutoCorr ? "max_cumsum_autocorr"
+                                                                    : "batch_means";
   if (o.stages == RefinementStages::kCompactOnly) s += "-compact";
   if (o.stages == RefinementStages::kVerboseOnly) s += "-verbose";
   if (o.summary == IacSummary::kMedian) s += "-median";
@@ -178,6 +176,24 @@ std::string refinement_method_name(const RefinementOptions& o) {
 }
 
 namespace {
+
+AutocorrIac autocorr_of(IacEstimator e) {
+  return e == IacEstimator::kCutoffAutoCorr ? AutocorrIac::kCutoff : AutocorrIac::kMaxCumSum;
+}
+
+/// autocorr_iacs_weighted of the `np` states in play, state k's row `row(k)`, with `weights`
+/// (empty: the compact stage's unit weights).
+template <class Row>
+std::vector<double> autocorr_iacs(IacEstimator e, std::size_t np, std::size_t nv, std::span<const std::int64_t> weights,
+                                  Row&& row) {
+  return autocorr_iacs_weighted(
+      autocorr_of(e), np, nv,
+      [&](std::size_t k, std::int64_t& w) -> const double* {
+        w = weights.empty() ? 1 : weights[k];
+        return row(k);
+      },
+      weights.empty());
+}
 
 double summarize_iac(std::vector<double> v, IacSummary how) {
   switch (how) {
@@ -303,8 +319,10 @@ RefinedSample refine_sample(std::span<const double> states, std::span<const std:
                states.size(), num_vars);
   return refine_rounds(
       states.size() / num_vars, std::vector<std::int64_t>(weights.begin(), weights.end()), options,
-      [&](std::span<const std::size_t> index, std::size_t /*np*/, std::span<const std::int64_t> w) {
-        return batch_means_iacs(states, num_vars, index, w);
+      [&](std::span<const std::size_t> index, std::size_t np, std::span<const std::int64_t> w) {
+        if (options.estimator == IacEstimator::kBatchMeans) return batch_means_iacs(states, num_vars, index, w);
+        return autocorr_iacs(options.estimator, np, num_vars, w,
+                             [&](std::size_t k) { return states.data() + (index.empty() ? k : index[k]) * num_vars; });
       },
       [](std::size_t, std::size_t) {}, [](std::span<const std::size_t>) {});
 }
@@ -321,6 +339,10 @@ RefinedSample refine_sample(std::size_t n, std::size_t num_vars, const RowSource
   return refine_rounds(
       n, std::move(weights), options,
       [&](std::span<const std::size_t> index, std::size_t np, std::span<const std::int64_t> w) {
+        if (options.estimator != IacEstimator::kBatchMeans)
+          return autocorr_iacs(options.estimator, np, num_vars, w, [&](std::size_t k) {
+            return holding ? held.data() + k * num_vars : row(index.empty() ? k : index[k]);
+          });
         if (holding) return batch_means_iacs(held, num_vars, {}, w);
         if (index.empty()) return batch_means_iacs_by_row(np, num_vars, row, w);
         return batch_means_iacs_by_row(
@@ -503,23 +525,25 @@ RefinedStates refine_sample_out_of_core(std::size_t n, std::size_t num_vars, con
     round.verbose_stage = verbose;
     round.compact_size = np;
     round.verbose_size = np_total;
+    const bool batch_means = options.estimator == IacEstimator::kBatchMeans;
+    const auto iacs = [&](const WeightedRowSource& rows) {
+      return batch_means ? batch_means_iacs_weighted(np, num_vars, np_total, rows, !verbose)
+                         : autocorr_iacs_weighted(autocorr_of(options.estimator), np, num_vars, rows, !verbose);
+    };
     if (identity) {
-      round.iac = batch_means_iacs_weighted(np, num_vars, np_total, row, !verbose);
+      round.iac = iacs(row);
     } else {
       StateRecords::Reader rd(play);
-      round.iac = batch_means_iacs_weighted(
-          np, num_vars, np_total,
-          [&](std::size_t k, std::int64_t& w) -> const double* {
-            if (holding) {
-              w = rd.weight(k);
-              return rd.values(k);
-            }
-            std::int64_t chain_w = 0;
-            const double* x = row(rd.index(k), chain_w);
-            w = rd.weight(k);
-            return x;
-          },
-          !verbose);
+      round.iac = iacs([&](std::size_t k, std::int64_t& w) -> const double* {
+        if (holding) {
+          w = rd.weight(k);
+          return rd.values(k);
+        }
+        std::int64_t chain_w = 0;
+        const double* x = row(rd.index(k), chain_w);
+        w = rd.weight(k);
+        return x;
+      });
     }
     round.iac_summary = summarize_iac(round.iac, options.summary);
     const double skip = round.iac_summary;

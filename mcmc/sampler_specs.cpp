@@ -180,7 +180,8 @@ void declare_sampler_specs(io::Schema& s) {
       .alias("outputRefinementCount")
       .alias("outputSampleRefinementCount");
   s.add_string("sample_refinement_method", "batch_means",
-               "IAC estimator of the refinement, with ParaMonte's qualifiers: batch_means (BatchMeans), then "
+               "IAC estimator of the refinement, with ParaMonte's qualifiers: batch_means (BatchMeans), "
+               "cutoff_autocorr (CutOffAutoCorr) or max_cumsum_autocorr (MaxCumSumAutoCorr), then "
                "optionally -compact or -verbose (refine on that chain only; default both, compact first) and -avg, "
                "-med, -min or -max (the summary of the variables' IACs; default avg), e.g. \"BatchMeans-max\"")
       .alias("sampleRefinementMethod")
@@ -511,7 +512,12 @@ double sampler_memory_need(const SamplerSpecs& s, int ndim, int ranks, std::size
   // Each chain held compactly (unique states, weights, lp) and copied once for the
   // outputs (posterior, refined sample); rank 0 gathers every chain of multi_chain.
   const double chains = s.parallelization_model == "multi_chain" ? r * static_cast<double>(s.chains_per_rank) : 1.0;
-  return 2 * chains * n * (d + 4) * 8 + chains * 4 * d * d * 8;
+  // The refinement's autocorrelation estimators hold one variable's verbose series and its
+  // FFT, about 40 bytes per verbose draw: 4 draws per state assumed (acceptance rate 0.25).
+  std::string why;
+  const std::optional<RefinementOptions> ro = parse_refinement_method(s.sample_refinement_method, why);
+  const bool autocorr = ro && ro->estimator != IacEstimator::kBatchMeans && s.sample_refinement_count != 0;
+  return 2 * chains * n * (d + 4) * 8 + chains * 4 * d * d * 8 + (autocorr ? 40.0 * 4 * n : 0.0);
 }
 
 void check_sampler_memory(const SamplerSpecs& s, int ndim, int ranks, std::size_t diagnostics_threads) {

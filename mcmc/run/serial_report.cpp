@@ -223,9 +223,10 @@ std::string report_covariance(const SerialRun& r) {
   if (r.m == 1 && !r.co[0].refined.rounds.empty()) {
     // The method's qualifiers when they are not the default (ParaMonte's "-max", "-compact", ...).
     const std::string& method = r.specs.sample_refinement_method;
-    s += method == "batch_means"
-             ? std::string("\n== sample refinement (batch-means integrated autocorrelation) ==\n")
-             : fmt::format("\n== sample refinement (batch-means integrated autocorrelation, {}) ==\n", method);
+    s += method == "batch_means" ? std::string("\n== sample refinement (batch-means integrated autocorrelation) ==\n")
+         : method.rfind("batch_means", 0) == 0
+             ? fmt::format("\n== sample refinement (batch-means integrated autocorrelation, {}) ==\n", method)
+             : fmt::format("\n== sample refinement (integrated autocorrelation, {}) ==\n", method);
     s += fmt::format("{:>6} {:>8} {:>14} {:>14} {:>12}\n", "round", "stage", "compact size", "verbose size",
                      "IAC summary");
     for (std::size_t k = 0; k < r.co[0].refined.rounds.size(); ++k) {

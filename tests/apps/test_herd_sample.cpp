@@ -957,7 +957,13 @@ TEST_CASE("herd-sample: ParaMonte's sampleRefinementMethod qualifiers choose the
             {"compact"}},
            {"batchmeans-verbose",
             "== sample refinement (batch-means integrated autocorrelation, batch_means-verbose) ==",
-            {"verbose"}}}) {
+            {"verbose"}},
+           {"MaxCumSumAutoCorr-median",
+            "== sample refinement (integrated autocorrelation, max_cumsum_autocorr-median) ==",
+            {"compact", "verbose"}},
+           {"CutOffAutoCorr compact",
+            "== sample refinement (integrated autocorrelation, cutoff_autocorr-compact) ==",
+            {"compact"}}}) {
     INFO(method);
     const std::string prefix = fmt::format("r{}", ++runs);
     write(dir / "run.nml",
@@ -971,16 +977,17 @@ TEST_CASE("herd-sample: ParaMonte's sampleRefinementMethod qualifiers choose the
     CHECK(stages(prefix, header) == want_stages);
     CHECK(header == want_header);
   }
-  // A qualifier ParaMonte does not have, and an estimator herd does not implement, are refused.
+  // A qualifier ParaMonte does not have, and an estimator it does not have, are refused.
   write(dir / "bad.nml", "&ParaDRAM\n  chainSize = 400\n  sampleRefinementMethod = 'BatchMeans-maxx'\n/\n");
   Run r = run(dir, "bad.nml" + target);
   CHECK(r.rc == 2);
   CHECK_THAT(r.err, Contains("herd-sample: error: bad.nml:3: key \"sampleRefinementMethod\" is \"BatchMeans-maxx\", "
                              "but \"maxx\" is not a qualifier: expected compact or verbose"));
-  r = run(dir, "bad.nml --set sample_refinement_method=MaxCumSumAutoCorr" + target);
+  r = run(dir, "bad.nml --set sample_refinement_method=MaxCumSum" + target);
   CHECK(r.rc == 2);
-  CHECK_THAT(r.err, Contains("key \"sample_refinement_method\" is \"MaxCumSumAutoCorr\", but ParaMonte's "
-                             "\"maxcumsumautocorr\" estimator is not implemented"));
+  CHECK_THAT(r.err, Contains("herd-sample: error: --set sample_refinement_method=MaxCumSum: key "
+                             "\"sample_refinement_method\" is \"MaxCumSum\", but \"maxcumsum\" is not an estimator: "
+                             "expected BatchMeans, CutOffAutoCorr or MaxCumSumAutoCorr"));
 }
 
 TEST_CASE("herd-sample: every problem of an input is reported at once, one line each", "[apps][mcmc]") {

@@ -1628,8 +1628,20 @@ herd::mcmc::RefinedSample reference_refinement(const std::vector<double>& states
     round.verbose_stage = verbose;
     round.compact_size = r.index.size();
     for (std::int64_t x : r.weight) round.verbose_size += x;
-    round.iac = herd::mcmc::batch_means_iacs(
-        states, nv, r.index, verbose ? std::span<const std::int64_t>(r.weight) : std::span<const std::int64_t>());
+    const std::span<const std::int64_t> weights =
+        verbose ? std::span<const std::int64_t>(r.weight) : std::span<const std::int64_t>();
+    if (ro.estimator == herd::mcmc::IacEstimator::kBatchMeans) {
+      round.iac = herd::mcmc::batch_means_iacs(states, nv, r.index, weights);
+    } else {
+      for (std::size_t v = 0; v < nv; ++v) {
+        std::vector<double> column;
+        for (const std::size_t i : r.index) column.push_back(states[i * nv + v]);
+        round.iac.push_back(herd::mcmc::autocorr_iac(ro.estimator == herd::mcmc::IacEstimator::kCutoffAutoCorr
+                                                         ? herd::mcmc::AutocorrIac::kCutoff
+                                                         : herd::mcmc::AutocorrIac::kMaxCumSum,
+                                                     column, weights));
+      }
+    }
     double sum = 0;
     for (double x : round.iac) sum += x;
     std::vector<double> sorted = round.iac;
@@ -1674,6 +1686,70 @@ herd::mcmc::RefinedSample reference_refinement(const std::vector<double>& states
 
 }  // namespace
 
+TEST_CASE("autocorr_iac: ParaMonte's cutoff and maximum-cumulative-sum IACs against the sums written out", "[mcmc]") {
+  using herd::mcmc::AutocorrIac;
+  // x = 1 2 3 4: centred -1.5 -0.5 0.5 1.5, rho = 1, 0.25, -0.3, -0.45; cutoff 2 / sqrt(4) = 1:
+  // lag 1 is the first below it, so 2 (1 + 0.25) - 1 = 1.5; the cumulative sums 1, 1.25, 0.95,
+  // 0.5 peak at 1.25: also 1.5.
+  const std::vector<double> four{1, 2, 3, 4};
+  CHECK(herd::mcmc::autocorr_iac(AutocorrIac::kCutoff, four) == Approx(1.5).epsilon(1e-14));
+  CHECK(herd::mcmc::autocorr_iac(AutocorrIac::kMaxCumSum, four) == Approx(1.5).epsilon(1e-14));
+  // An AR(1) series of 600 draws (phi 0.8): the normalized biased autocorrelation by direct
+  // sums, then each estimator's rule by hand.
+  const std::size_t n = 600;
+  std::vector<double> x(n);
+  std::uint64_t state = 12345;
+  double ar = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double u = static_cast<double>(state >> 11) * 0x1.0p-53 - 0.5;
+    ar = 0.8 * ar + u;
+    x[i] = ar;
+  }
+  double mean = 0;
+  for (double v : x) mean += v;
+  mean /= static_cast<double>(n);
+  std::vector<double> rho(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    double c = 0;
+    for (std::size_t t = 0; t + k < n; ++t) c += (x[t] - mean) * (x[t + k] - mean);
+    rho[k] = c;
+  }
+  for (std::size_t k = n; k-- > 0;) rho[k] /= rho[0];
+  const double cutoff = 2.0 / std::sqrt(static_cast<double>(n));
+  double sum = 0, best = -1e300, cut_iac = 0;
+  bool cut = false;
+  for (std::size_t k = 0; k < n; ++k) {
+    sum += rho[k];
+    best = std::max(best, sum);
+    if (!cut && rho[k] < cutoff) {
+      cut_iac = 2 * sum - 1;
+      cut = true;
+    }
+  }
+  REQUIRE(cut);
+  CHECK(cut_iac > 5.0);  // (1 + 0.8) / (1 - 0.8) = 9 for the process
+  CHECK(herd::mcmc::autocorr_iac(AutocorrIac::kCutoff, x) == Approx(cut_iac).epsilon(1e-10));
+  CHECK(herd::mcmc::autocorr_iac(AutocorrIac::kMaxCumSum, x) == Approx(2 * best - 1).epsilon(1e-10));
+  CHECK(2 * best - 1 >= cut_iac);
+  // Weights repeat a value: the same as the series written out.
+  std::vector<std::int64_t> w(n);
+  std::vector<double> expanded;
+  for (std::size_t i = 0; i < n; ++i) {
+    w[i] = static_cast<std::int64_t>(i % 4);  // zeros too
+    expanded.insert(expanded.end(), static_cast<std::size_t>(w[i]), x[i]);
+  }
+  for (const auto e : {AutocorrIac::kCutoff, AutocorrIac::kMaxCumSum}) {
+    CHECK(herd::mcmc::autocorr_iac(e, x, w) == herd::mcmc::autocorr_iac(e, expanded));
+    CHECK(std::isnan(herd::mcmc::autocorr_iac(e, std::vector<double>(5, 2.0))));  // zero variance
+    CHECK(std::isnan(herd::mcmc::autocorr_iac(e, std::vector<double>{1.0, std::nan(""), 2.0})));
+    CHECK(herd::mcmc::autocorr_iac(e, std::vector<double>{3.0}) == 1.0);
+    CHECK_THROWS_AS(herd::mcmc::autocorr_iac(e, std::vector<double>{}), herd::InputError);
+    CHECK_THROWS_AS(herd::mcmc::autocorr_iac(e, four, std::vector<std::int64_t>{1, 2}), herd::InputError);
+    CHECK_THROWS_AS(herd::mcmc::autocorr_iac(e, four, std::vector<std::int64_t>{1, -1, 1, 1}), herd::InputError);
+  }
+}
+
 TEST_CASE("parse_refinement_method: ParaMonte's estimator and qualifiers, refinement_method_name reads back",
           "[mcmc]") {
   using herd::mcmc::IacSummary;
@@ -1693,6 +1769,11 @@ TEST_CASE("parse_refinement_method: ParaMonte's estimator and qualifiers, refine
       {"BatchMeans-verbose-median", IacSummary::kMedian, RefinementStages::kVerboseOnly, "batch_means-verbose-median"},
       {"batch_means-min-compact", IacSummary::kMin, RefinementStages::kCompactOnly, "batch_means-compact-min"},
       {" BatchMeans - avg ", IacSummary::kAverage, RefinementStages::kCompactThenVerbose, "batch_means"},
+      {"CutOffAutoCorr", IacSummary::kAverage, RefinementStages::kCompactThenVerbose, "cutoff_autocorr"},
+      {"MaxCumSumAutoCorr-median", IacSummary::kMedian, RefinementStages::kCompactThenVerbose,
+       "max_cumsum_autocorr-median"},
+      {"max_cumsum_autocorr-verbose", IacSummary::kAverage, RefinementStages::kVerboseOnly,
+       "max_cumsum_autocorr-verbose"},
   };
   for (const Case& c : ok) {
     INFO(c.text);
@@ -1704,17 +1785,21 @@ TEST_CASE("parse_refinement_method: ParaMonte's estimator and qualifiers, refine
     CHECK(o->stages == c.stages);
     CHECK(o->max_rounds == 20);
     CHECK(herd::mcmc::refinement_method_name(*o) == c.name);
+    const bool cutoff = std::string(c.name).rfind("cutoff", 0) == 0, cumsum = std::string(c.name).rfind("max_", 0) == 0;
+    CHECK(o->estimator == (cutoff   ? herd::mcmc::IacEstimator::kCutoffAutoCorr
+                           : cumsum ? herd::mcmc::IacEstimator::kMaxCumSumAutoCorr
+                                    : herd::mcmc::IacEstimator::kBatchMeans));
     const auto back = herd::mcmc::parse_refinement_method(herd::mcmc::refinement_method_name(*o), why);
     REQUIRE(back);
     CHECK(back->summary == c.summary);
     CHECK(back->stages == c.stages);
+    CHECK(back->estimator == o->estimator);
   }
   const std::pair<const char*, const char*> bad[] = {
       {"", "names no estimator"},
       {"-max", "\"max\" is not an estimator"},
       {"BatchMean", "\"batchmean\" is not an estimator"},
-      {"MaxCumSumAutoCorr", "estimator is not implemented"},
-      {"CutOffAutoCorr-compact", "estimator is not implemented"},
+      {"MaxCumSum", "\"maxcumsum\" is not an estimator: expected BatchMeans, CutOffAutoCorr or MaxCumSumAutoCorr"},
       {"BatchMeans-maxx", "\"maxx\" is not a qualifier"},
       {"BatchMeans-max-min", "\"min\" is a second summary qualifier"},
       {"BatchMeans-compact-verbose", "\"verbose\" is a second chain qualifier"},
@@ -1729,13 +1814,22 @@ TEST_CASE("parse_refinement_method: ParaMonte's estimator and qualifiers, refine
 
 /// Summaries and stages the refinement tests run: ParaMonte's default, each other summary,
 /// and each one-stage variant.
-const std::vector<std::pair<herd::mcmc::IacSummary, herd::mcmc::RefinementStages>> refinement_variants{
+struct RefinementVariant {
+  herd::mcmc::IacSummary summary;
+  herd::mcmc::RefinementStages stages;
+  herd::mcmc::IacEstimator estimator = herd::mcmc::IacEstimator::kBatchMeans;
+};
+const std::vector<RefinementVariant> refinement_variants{
     {herd::mcmc::IacSummary::kAverage, herd::mcmc::RefinementStages::kCompactThenVerbose},
     {herd::mcmc::IacSummary::kMax, herd::mcmc::RefinementStages::kCompactThenVerbose},
     {herd::mcmc::IacSummary::kMedian, herd::mcmc::RefinementStages::kCompactThenVerbose},
     {herd::mcmc::IacSummary::kMin, herd::mcmc::RefinementStages::kCompactThenVerbose},
     {herd::mcmc::IacSummary::kAverage, herd::mcmc::RefinementStages::kCompactOnly},
     {herd::mcmc::IacSummary::kMax, herd::mcmc::RefinementStages::kVerboseOnly},
+    {herd::mcmc::IacSummary::kAverage, herd::mcmc::RefinementStages::kCompactThenVerbose,
+     herd::mcmc::IacEstimator::kCutoffAutoCorr},
+    {herd::mcmc::IacSummary::kMedian, herd::mcmc::RefinementStages::kCompactThenVerbose,
+     herd::mcmc::IacEstimator::kMaxCumSumAutoCorr},
 };
 
 TEST_CASE("refine_sample, both overloads: the refinement written out, bit for bit, with zero weights and held rows",
@@ -1755,9 +1849,9 @@ TEST_CASE("refine_sample, both overloads: the refinement written out, bit for bi
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t v = 0; v < nv; ++v) states[i * nv + v] = x[v * n + i];
     for (const int weights : {0, 1, 2}) {  // positive; some zero; empty (all 1)
-      for (const auto& [summary, stages] : refinement_variants) {
+      for (const auto& [summary, stages, estimator] : refinement_variants) {
         INFO("nv " << nv << ", weights " << weights << ", summary " << static_cast<int>(summary) << ", stages "
-                   << static_cast<int>(stages));
+                   << static_cast<int>(stages) << ", estimator " << static_cast<int>(estimator));
         std::vector<std::int64_t> w(n);
         for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<std::int64_t>(1 + i * 7 % 5);
         if (weights == 1)
@@ -1770,6 +1864,7 @@ TEST_CASE("refine_sample, both overloads: the refinement written out, bit for bi
         herd::mcmc::RefinementOptions ro;
         ro.summary = summary;
         ro.stages = stages;
+        ro.estimator = estimator;
         const herd::mcmc::RefinedSample ref = reference_refinement(states, nv, w, ro);
         REQUIRE(ref.rounds.size() >= (stages == herd::mcmc::RefinementStages::kCompactThenVerbose ? 3U : 2U));
         // Each stage that runs shows in the rounds, and only those.
@@ -1835,9 +1930,10 @@ TEST_CASE("refine_sample_out_of_core: the in-memory refinement's rounds, states 
         for (std::size_t v = 0; v < nv; ++v) states[i * nv + v] = x[v * n + i];
       for (const int weights : {0, 1, 2}) {  // 1..9; some zero; all 1
         for (const std::size_t rounds : {std::size_t{20}, std::size_t{1}}) {
-          for (const auto& [summary, stages] : refinement_variants) {
+          for (const auto& [summary, stages, estimator] : refinement_variants) {
             INFO("nv " << nv << ", n " << n << ", weights " << weights << ", rounds " << rounds << ", summary "
-                       << static_cast<int>(summary) << ", stages " << static_cast<int>(stages));
+                       << static_cast<int>(summary) << ", stages " << static_cast<int>(stages) << ", estimator "
+                       << static_cast<int>(estimator));
             std::vector<std::int64_t> w(n, 1);
             if (weights != 2)
               for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<std::int64_t>(1 + (i * 2654435761U >> 7) % 9);
@@ -1846,6 +1942,7 @@ TEST_CASE("refine_sample_out_of_core: the in-memory refinement's rounds, states 
             herd::mcmc::RefinementOptions ro;
             ro.summary = summary;
             ro.stages = stages;
+            ro.estimator = estimator;
             ro.max_rounds = rounds;
             const herd::mcmc::RefinedSample want = herd::mcmc::refine_sample(states, w, nv, ro);
             std::size_t row_calls = 0;
@@ -1879,8 +1976,10 @@ TEST_CASE("refine_sample_out_of_core: the in-memory refinement's rounds, states 
               CHECK(std::bit_cast<std::uint64_t>(got.rounds[k].iac_summary) ==
                     std::bit_cast<std::uint64_t>(want.rounds[k].iac_summary));
             }
-            // Each row read once per IAC pass (two per round) and once to be kept: no more.
-            CHECK(row_calls <= (2 * want.rounds.size() + 1) * n);
+            // Each row read once per IAC pass (two per round with batch means, one per variable
+            // with the autocorrelation estimators) and once to be kept: no more.
+            const std::size_t passes = estimator == herd::mcmc::IacEstimator::kBatchMeans ? 2 : nv;
+            CHECK(row_calls <= (passes * want.rounds.size() + 1) * n);
             if (n == 40000 && rounds == 20)
               CHECK(want.rounds.size() >= (stages == herd::mcmc::RefinementStages::kCompactThenVerbose ? 3U : 2U));
             CHECK(fs::is_empty(dir));  // unlinked at once
@@ -1890,7 +1989,7 @@ TEST_CASE("refine_sample_out_of_core: the in-memory refinement's rounds, states 
       }
     }
   }
-  CHECK(cases == 216);
+  CHECK(cases == 288);
   // One state with a positive weight; none; a negative weight; an unwritable folder.
   const std::vector<double> three{1.0, 2.0, 3.0};
   const std::vector<std::int64_t> w1{0, 4, 0}, w0{0, 0, 0}, wn{1, -1, 0}, w3{3, 1, 2};

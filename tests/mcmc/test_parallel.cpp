@@ -805,6 +805,18 @@ TEST_CASE("sampler_memory_need counts the diagnostics scratch of every diagnosti
   // The serial kernel's estimate does not depend on it.
   s.device = "cpu";
   CHECK(sampler_memory_need(s, d, 1, 1) == sampler_memory_need(s, d, 1, 8));
+  // The refinement's autocorrelation estimators hold a verbose series: 40 bytes per draw, 4
+  // draws per state assumed; batch means (any qualifiers) and no refinement add nothing.
+  const double base = sampler_memory_need(s, d, 1, 1);
+  s.sample_refinement_method = "max_cumsum_autocorr-median";
+  CHECK(sampler_memory_need(s, d, 1, 1) - base == Approx(160.0 * static_cast<double>(s.chain_size)));
+  s.sample_refinement_method = "CutOffAutoCorr";
+  CHECK(sampler_memory_need(s, d, 1, 1) - base == Approx(160.0 * static_cast<double>(s.chain_size)));
+  s.sample_refinement_count = 0;
+  CHECK(sampler_memory_need(s, d, 1, 1) == base);
+  s.sample_refinement_count = 20;
+  s.sample_refinement_method = "BatchMeans-max";
+  CHECK(sampler_memory_need(s, d, 1, 1) == base);
 }
 
 // The batched estimate was 7.5 times the peak for 25000 chains x 1000 draws (it counted every

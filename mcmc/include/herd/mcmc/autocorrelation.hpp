@@ -105,4 +105,34 @@ std::vector<double> batch_means_iacs_weighted(std::size_t np, std::size_t nv, st
                                               const WeightedRowSource& row, bool unit_weights,
                                               std::size_t batch_size = 0);
 
+/// The autocorrelation-sum IAC estimators of ParaMonte 2's refinement (sampleRefinementMethod
+/// "CutOffAutoCorr" and "MaxCumSumAutoCorr"), beside ParaDRAM's default batch means.
+enum class AutocorrIac {
+  /// 2 sum_{k=0}^{K} rho_k - 1, K the first lag whose autocorrelation is below
+  /// 2 / sqrt(W) (the standard error of an autocorrelation of W independent draws),
+  /// that lag included (ParaMonte's getCumSumIAC).
+  kCutoff,
+  /// 2 max_K sum_{k=0}^{K} rho_k - 1 over every lag K (ParaMonte's getMaxCumSumIAC).
+  kMaxCumSum,
+};
+
+/// An autocorrelation-sum IAC of one (possibly weighted) series: rho_k is the normalized
+/// biased autocorrelation (`autocorrelation`, by FFT) of the verbose series, each value of `x`
+/// repeated its weight's times (W values in all). Returns NaN when the series has zero
+/// variance or a non-finite value (no refinement then), 1 for a single verbose draw.
+/// Memory: the verbose series and the FFT's workspace, about 40 bytes per verbose draw.
+/// Host, reentrant.
+/// @param x the compact series; @param weights its weights (empty: all 1), >= 0.
+/// @throws herd::InputError on a size mismatch, a negative weight, an empty series or
+///   weights summing to 0.
+double autocorr_iac(AutocorrIac estimator, std::span<const double> x, std::span<const std::int64_t> weights = {});
+
+/// autocorr_iac of each of the nv variables of `np` rows that carry their weights (`row`, as
+/// for batch_means_iacs_weighted; with `unit_weights` each row counts 1): each variable's
+/// verbose series is gathered in one pass over the rows (nv passes), then its IAC computed.
+/// The same bits as autocorr_iac of each gathered column. Host, reentrant. Returns nv IACs.
+/// @throws herd::InputError when np or nv is 0, or as autocorr_iac; what `row` throws.
+std::vector<double> autocorr_iacs_weighted(AutocorrIac estimator, std::size_t np, std::size_t nv,
+                                           const WeightedRowSource& row, bool unit_weights);
+
 }  // namespace herd::mcmc

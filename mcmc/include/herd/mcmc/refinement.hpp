@@ -40,8 +40,19 @@ enum class RefinementStages {
   kVerboseOnly,         ///< the verbose (weighted) chain from the first round, up to max_rounds thinnings
 };
 
+/// The IAC estimator of the refinement's rounds (ParaMonte 2's sampleRefinementMethod).
+enum class IacEstimator {
+  kBatchMeans,         ///< "BatchMeans" (batch_means_iac; ParaDRAM's default): memory of the batch sums only
+  kCutoffAutoCorr,     ///< "CutOffAutoCorr" (autocorr_iac, AutocorrIac::kCutoff)
+  kMaxCumSumAutoCorr,  ///< "MaxCumSumAutoCorr" (autocorr_iac, AutocorrIac::kMaxCumSum)
+};
+
 /// Options of refine_sample.
 struct RefinementOptions {
+  /// With the autocorrelation estimators each round gathers each variable's series of the
+  /// states in play (one pass over them per variable, the verbose series in the verbose stage)
+  /// and transforms it: about 40 bytes per (verbose) draw while it runs, the bounded paths too.
+  IacEstimator estimator = IacEstimator::kBatchMeans;
   IacSummary summary = IacSummary::kAverage;  ///< ParaMonte's default ("-avg")
   RefinementStages stages = RefinementStages::kCompactThenVerbose;
   /// Thinnings of the first stage (ParaMonte: 20); with both stages the verbose stage runs
@@ -49,19 +60,19 @@ struct RefinementOptions {
   std::size_t max_rounds = 20;
 };
 
-/// Reads ParaDRAM's `sampleRefinementMethod` (ParaMonte 2): the estimator "BatchMeans"
-/// (also written "batch_means"), optionally followed by qualifiers separated by '-' or
-/// spaces: a chain, "compact" or "verbose" (RefinementStages; neither: both stages), and a
-/// summary of the variables' IACs, "avg"/"average", "med"/"median", "min"/"minimum" or
-/// "max"/"maximum" (default average), each at most once; case is ignored, e.g.
-/// "BatchMeans-max", "batchmeans compact", "batch_means-verbose-median". ParaMonte's other
-/// estimators, "CutOffAutoCorr" and "MaxCumSumAutoCorr", are not implemented and refused.
-/// Returns the options with max_rounds at its default, or nothing with `why` set to what is
-/// wrong (e.g. `"-maxx" is not a qualifier: expected compact, verbose, avg, med, min or max`).
-/// Thread-safety: reentrant.
+/// Reads ParaDRAM's `sampleRefinementMethod` (ParaMonte 2): the estimator (IacEstimator:
+/// "BatchMeans" or "batch_means", "CutOffAutoCorr" or "cutoff_autocorr", "MaxCumSumAutoCorr"
+/// or "max_cumsum_autocorr"), optionally followed by qualifiers separated by '-' or spaces: a
+/// chain, "compact" or "verbose" (RefinementStages; neither: both stages), and a summary of
+/// the variables' IACs, "avg"/"average", "med"/"median", "min"/"minimum" or "max"/"maximum"
+/// (default average), each at most once; case is ignored, e.g. "BatchMeans-max",
+/// "batchmeans compact", "MaxCumSumAutoCorr-median". Returns the options with max_rounds at
+/// its default, or nothing with `why` set to what is wrong (e.g. `"maxx" is not a qualifier:
+/// expected compact or verbose ...`). Thread-safety: reentrant.
 std::optional<RefinementOptions> parse_refinement_method(std::string_view method, std::string& why);
 
-/// The canonical spelling of `options`' estimator and qualifiers ("batch_means", then
+/// The canonical spelling of `options`' estimator and qualifiers ("batch_means",
+/// "cutoff_autocorr" or "max_cumsum_autocorr", then
 /// "-compact"/"-verbose" and "-median"/"-min"/"-max" where they differ from the default),
 /// which parse_refinement_method reads back to the same options. Thread-safety: reentrant.
 std::string refinement_method_name(const RefinementOptions& options);
