@@ -213,10 +213,51 @@ void check_report_memory(const std::string& file, const std::vector<herd::apps::
                           "diagnose it without --html", "--max-memory");
 }
 
+/// herd-sample's nested R-hat of a batched or multi-chain run with superchains, as its .h5
+/// keeps it (`diagnostics/nested_rhat` [variable] with the attribute `superchains`, names in
+/// `diagnostics/variable`): by variable name, with the number of superchains; empty when the
+/// file holds none (not herd's, no superchains, unreadable: the classic verdicts then apply).
+/// With it, the warnings judge convergence as herd-sample's report did (many short chains:
+/// nested R-hat, Margossian et al. 2024). Never throws.
+struct NestedRhat {
+  std::vector<std::string> names;
+  std::vector<double> values;
+  std::size_t superchains = 0;
+};
+NestedRhat stored_nested_rhat(const std::string& path) {
+  NestedRhat n;
+  try {
+    const herd::io::H5File f = herd::io::H5File::open(path);
+    if (!f.root().is_group("diagnostics")) return {};
+    const herd::io::H5Group g = f.open_group("diagnostics");
+    if (!g.is_dataset("nested_rhat") || !g.is_dataset("variable")) return {};
+    const herd::io::H5Dataset ds = g.open_dataset("nested_rhat");
+    n.values = ds.read<double>();
+    n.superchains = static_cast<std::size_t>(ds.attribute<std::int64_t>("superchains"));
+    n.names = g.open_dataset("variable").read_strings();
+    if (n.names.size() != n.values.size() || n.superchains < 2) return {};
+  } catch (const std::exception&) {
+    return {};
+  }
+  return n;
+}
+
+/// The stored nested R-hat of the quantity `name` (NaN: none stored for it).
+double nested_of(const NestedRhat& n, const std::string& name) {
+  const auto it = std::find(n.names.begin(), n.names.end(), name);
+  return it == n.names.end() ? std::nan("") : n.values[static_cast<std::size_t>(it - n.names.begin())];
+}
+
+/// How the verdicts of herd-diagnose say to run longer: the draws may come from any sampler,
+/// so the advice names no herd-sample setting.
+constexpr const char* kRunLonger = "more draws per chain";
+
 /// The HTML report (posterior_report.hpp) of the arrays that share the first one's
 /// [chains, draws] shape (compact arrays expanded first); the others are named in a note.
+/// Its verdicts are the terminal's: judged on the `stored` nested R-hat where the file holds
+/// one, with advice that names no herd-sample setting (kRunLonger).
 void write_html(const std::string& file, std::vector<herd::apps::DrawsArray>& compact_or_verbose,
-                const std::vector<Row>& rows, const std::string& out) {
+                const std::vector<Row>& rows, const NestedRhat& stored, const std::string& out) {
   std::vector<herd::apps::DrawsArray> arrays;
   arrays.reserve(compact_or_verbose.size());
   for (auto& a : compact_or_verbose) arrays.push_back(expanded(a));
@@ -237,10 +278,14 @@ void write_html(const std::string& file, std::vector<herd::apps::DrawsArray>& co
       shown.emplace_back(&a, p);
       h.names.push_back(a.names[p]);
       h.summary.push_back(rows[row].s);
+      h.nested_rhat.push_back(nested_of(stored, rows[row].name));
     }
   }
   h.chains = chains;
   h.draws = draws;
+  h.run_longer = kRunLonger;
+  h.superchains = stored.superchains;
+  if (stored.superchains < 2) h.nested_rhat.clear();
   // One parameter's [chains, draws] slice at a time (the report holds at most two).
   h.fill_values = [&shown](std::size_t q, std::vector<double>& v) {
     const auto& [a, p] = shown[q];
@@ -314,35 +359,6 @@ void check_html_path(const std::string& html, const std::vector<std::string>& fi
 
 /// The program: main's body, run by main, which turns an exception that escapes it into an
 /// error line.
-/// herd-sample's nested R-hat of a batched or multi-chain run with superchains, as its .h5
-/// keeps it (`diagnostics/nested_rhat` [variable] with the attribute `superchains`, names in
-/// `diagnostics/variable`): by variable name, with the number of superchains; empty when the
-/// file holds none (not herd's, no superchains, unreadable: the classic verdicts then apply).
-/// With it, the warnings judge convergence as herd-sample's report did (many short chains:
-/// nested R-hat, Margossian et al. 2024). Never throws.
-struct NestedRhat {
-  std::vector<std::string> names;
-  std::vector<double> values;
-  std::size_t superchains = 0;
-};
-NestedRhat stored_nested_rhat(const std::string& path) {
-  NestedRhat n;
-  try {
-    const herd::io::H5File f = herd::io::H5File::open(path);
-    if (!f.root().is_group("diagnostics")) return {};
-    const herd::io::H5Group g = f.open_group("diagnostics");
-    if (!g.is_dataset("nested_rhat") || !g.is_dataset("variable")) return {};
-    const herd::io::H5Dataset ds = g.open_dataset("nested_rhat");
-    n.values = ds.read<double>();
-    n.superchains = static_cast<std::size_t>(ds.attribute<std::int64_t>("superchains"));
-    n.names = g.open_dataset("variable").read_strings();
-    if (n.names.size() != n.values.size() || n.superchains < 2) return {};
-  } catch (const std::exception&) {
-    return {};
-  }
-  return n;
-}
-
 int run_main(int argc, char** argv) {
   CLI::App app{
       "herd-diagnose: R-hat, ESS and MCSE (Vehtari et al. 2021, as R posterior) of "
@@ -440,22 +456,20 @@ int run_main(int argc, char** argv) {
       std::vector<double> nested;
       for (std::size_t p = 0; p < a.params; ++p, ++at) {
         q.push_back({rows[at].name, rows[at].s});
-        const auto it = std::find(stored.names.begin(), stored.names.end(), rows[at].name);
-        nested.push_back(it == stored.names.end() ? std::nan("")
-                                                  : stored.values[static_cast<std::size_t>(it - stored.names.begin())]);
+        nested.push_back(nested_of(stored, rows[at].name));
       }
       std::string names = a.names.front();
       if (a.params > 1) names += fmt::format(" ... {} ({} parameters)", a.names.back(), a.params);
       std::fprintf(stderr, "herd-diagnose: %s: %zu chain%s x %zu draws%s\n", names.c_str(), a.chains,
                    a.chains == 1 ? "" : "s", a.draws, a.weights.empty() ? "" : " (weighted: verbose draws per chain)");
-      const std::string w = herd::mcmc::convergence_warnings(q, a.chains, std::nan(""), "more draws per chain", nested,
-                                                             stored.superchains);
+      const std::string w =
+          herd::mcmc::convergence_warnings(q, a.chains, std::nan(""), kRunLonger, nested, stored.superchains);
       if (!w.empty()) std::fprintf(stderr, "%s", w.c_str());
     }
     if (!html.empty()) {
       std::string inputs = files[0];
       for (std::size_t i = 1; i < files.size(); ++i) inputs += ", " + files[i];
-      write_html(inputs, arrays, rows, html);
+      write_html(inputs, arrays, rows, stored, html);
       if (!json) std::printf("wrote %s\n", html.c_str());
     }
     return 0;

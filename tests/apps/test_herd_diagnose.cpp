@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -107,12 +108,14 @@ fs::path write_h5(const std::string& name, bool with_inf = false) {
   return p;
 }
 
-/// A 1-D dataset of variable-length strings, as herd's io layer writes name lists.
-void write_strings(hid_t loc, const char* name, const std::vector<std::string>& v) {
+/// A 1-D dataset of variable-length strings, as herd's io layer writes name lists (`utf8`:
+/// in UTF-8, as herd-sample's `diagnostics/variable`, else ASCII).
+void write_strings(hid_t loc, const char* name, const std::vector<std::string>& v, bool utf8 = false) {
   const hsize_t n = v.size();
   const hid_t space = H5Screate_simple(1, &n, nullptr);
   const hid_t type = H5Tcopy(H5T_C_S1);
   H5Tset_size(type, H5T_VARIABLE);
+  if (utf8) H5Tset_cset(type, H5T_CSET_UTF8);
   const hid_t ds = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   std::vector<const char*> ptrs;
   ptrs.reserve(v.size());
@@ -815,6 +818,58 @@ TEST_CASE("herd-diagnose: an --html path that cannot be written is refused befor
     fs::permissions(ro, fs::perms::owner_all);
     check_error(r, "is not writable");
   }
+}
+
+// The HTML report of herd-diagnose gave other verdicts than its terminal: its advice named
+// herd-sample's chain_size ("Run longer (raise chain_size)") for draws of any sampler, and on
+// an .h5 with herd-sample's stored nested R-hat (many short chains in superchains) it judged
+// classic R-hat alone, a "Problem" where the terminal and herd-sample's report found none.
+TEST_CASE("herd-diagnose --html gives the terminal's verdicts: its advice and nested R-hat", "[mcmc][apps]") {
+  // 8 chains x 1000 iid normal draws, chains 0-3 shifted by +0.2 and 4-7 by -0.2: R-hat
+  // 1.022.
+  constexpr std::size_t m = 8, n = 1000;
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal;
+  std::vector<double> x(m * n);
+  for (std::size_t c = 0; c < m; ++c)
+    for (std::size_t t = 0; t < n; ++t) x[c * n + t] = normal(rng) + (c < m / 2 ? 0.2 : -0.2);
+  // Draws of another sampler: the report's advice names no herd-sample setting.
+  const auto csv = write_csv("verdicts.csv", x, m, n);
+  const Run c = run(q(csv) + " --html " + q(kWork / "verdicts_csv.html"));
+  INFO(c.err);
+  REQUIRE(c.rc == 0);
+  CHECK(c.err.find("WARNING: R-hat is above 1.01") != std::string::npos);
+  CHECK(c.err.find("Run longer (more draws per chain)") != std::string::npos);
+  const std::string csv_page = slurp(kWork / "verdicts_csv.html");
+  CHECK(csv_page.find("Run longer (more draws per chain)") != std::string::npos);
+  CHECK(csv_page.find("chain_size") == std::string::npos);
+  // herd-sample's .h5 of 2 superchains of 4 chains whose nested R-hat passes (as stored).
+  const fs::path h5 = kWork / "verdicts.h5";
+  const hid_t f = H5Fcreate(h5.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t g = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  write_dataset(g, "x", x, {m, n});
+  H5Gclose(g);
+  const hid_t d = H5Gcreate2(f, "diagnostics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  write_strings(d, "variable", {"x"}, true);
+  write_dataset(d, "nested_rhat", {1.001}, {1});
+  const hid_t ds = H5Dopen2(d, "nested_rhat", H5P_DEFAULT);
+  const hid_t scalar = H5Screate(H5S_SCALAR);
+  const hid_t attr = H5Acreate2(ds, "superchains", H5T_NATIVE_INT64, scalar, H5P_DEFAULT, H5P_DEFAULT);
+  const std::int64_t superchains = 2;
+  H5Awrite(attr, H5T_NATIVE_INT64, &superchains);
+  H5Aclose(attr);
+  H5Sclose(scalar);
+  H5Dclose(ds);
+  H5Gclose(d);
+  H5Fclose(f);
+  const Run r = run(q(h5) + " --html " + q(kWork / "verdicts_h5.html"));
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.err.find("R-hat is above") == std::string::npos);
+  const std::string page = slurp(kWork / "verdicts_h5.html");
+  CHECK(page.find("R-hat is above 1.01 for x (1.02") != std::string::npos);  // a note ...
+  CHECK(page.find("but nested R-hat over 2 superchains is not") != std::string::npos);
+  CHECK(page.find("Problem:") == std::string::npos);  // ... not a problem
 }
 
 TEST_CASE("herd-diagnose: a last row without a newline (cut off) is left out with a note, in every text format",
