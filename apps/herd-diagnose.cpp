@@ -447,24 +447,29 @@ int run_main(int argc, char** argv) {
     }
     if (json) print_json(rows);
     else print_table(rows);
-    // What was read, and herd-sample's convergence warnings (R-hat, ESS), on stderr so that
-    // the table and the JSON stay as they are.
+    // What was read, and herd-sample's convergence verdicts (R-hat, ESS) on stderr so that
+    // the table and the JSON stay as they are: the warnings, and the notes (diagnostics
+    // that are undefined, NA in the table, and why) that the HTML report shows too.
     const NestedRhat stored = h5 ? stored_nested_rhat(files[0]) : NestedRhat{};
     std::size_t at = 0;
     for (const auto& a : arrays) {
-      std::vector<herd::mcmc::QuantitySummary> q;
+      std::vector<std::string> q;
+      std::vector<herd::mcmc::DiagnosticSummary> s;
       std::vector<double> nested;
       for (std::size_t p = 0; p < a.params; ++p, ++at) {
-        q.push_back({rows[at].name, rows[at].s});
+        q.push_back(rows[at].name);
+        s.push_back(rows[at].s);
         nested.push_back(nested_of(stored, rows[at].name));
       }
       std::string names = a.names.front();
       if (a.params > 1) names += fmt::format(" ... {} ({} parameters)", a.names.back(), a.params);
       std::fprintf(stderr, "herd-diagnose: %s: %zu chain%s x %zu draws%s\n", names.c_str(), a.chains,
                    a.chains == 1 ? "" : "s", a.draws, a.weights.empty() ? "" : " (weighted: verbose draws per chain)");
-      const std::string w =
-          herd::mcmc::convergence_warnings(q, a.chains, std::nan(""), kRunLonger, nested, stored.superchains);
-      if (!w.empty()) std::fprintf(stderr, "%s", w.c_str());
+      for (const auto& v :
+           herd::mcmc::convergence_verdicts(q, s, a.chains, std::nan(""), kRunLonger, nested, stored.superchains)) {
+        if (v.level >= 2) std::fprintf(stderr, "WARNING: %s\n", v.text.c_str());
+        else if (v.level == 1) std::fprintf(stderr, "herd-diagnose: note: %s\n", v.text.c_str());
+      }
     }
     if (!html.empty()) {
       std::string inputs = files[0];

@@ -865,11 +865,34 @@ TEST_CASE("herd-diagnose --html gives the terminal's verdicts: its advice and ne
   const Run r = run(q(h5) + " --html " + q(kWork / "verdicts_h5.html"));
   INFO(r.err);
   REQUIRE(r.rc == 0);
-  CHECK(r.err.find("R-hat is above") == std::string::npos);
+  CHECK(r.err.find("WARNING: R-hat is above") == std::string::npos);
+  CHECK(r.err.find("note: R-hat is above 1.01 for x (1.02") != std::string::npos);
   const std::string page = slurp(kWork / "verdicts_h5.html");
   CHECK(page.find("R-hat is above 1.01 for x (1.02") != std::string::npos);  // a note ...
   CHECK(page.find("but nested R-hat over 2 superchains is not") != std::string::npos);
   CHECK(page.find("Problem:") == std::string::npos);  // ... not a problem
+}
+
+// Chains too short for ESS (or constant draws) printed NA in the table and nothing on the
+// terminal to say why; only the --html report had the note.
+TEST_CASE("herd-diagnose: undefined (NA) diagnostics are explained on stderr, as in the HTML report", "[mcmc][apps]") {
+  const auto short_csv = write_csv("too_short.csv", {0.1, -0.4, 0.7, 1.2, 0.3, -0.8}, 2, 3);
+  const Run r = run(q(short_csv));
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find(" nan ") != std::string::npos);
+  CHECK(r.err.find("herd-diagnose: note: R-hat or ESS is undefined (NA) for too_short: constant draws, a "
+                   "non-finite draw, or too few draws (ESS needs at least 6 per chain).\n") != std::string::npos);
+  const auto constant = write_csv("constant.csv", std::vector<double>(2000, 2.5), 2, 1000);
+  const Run c = run(q(constant) + " --json");
+  INFO(c.err);
+  REQUIRE(c.rc == 0);
+  CHECK(nlohmann::json::parse(c.out)["constant"]["rhat"].is_null());
+  CHECK(c.err.find("note: R-hat or ESS is undefined (NA) for constant:") != std::string::npos);
+  // Defined diagnostics: no note.
+  const Run ok = run(q(write_csv("defined.csv", herd_test::test_vector(1).x, 4, 1000)));
+  REQUIRE(ok.rc == 0);
+  CHECK(ok.err.find("undefined") == std::string::npos);
 }
 
 TEST_CASE("herd-diagnose: a last row without a newline (cut off) is left out with a note, in every text format",
