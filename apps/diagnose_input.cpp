@@ -8,6 +8,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -337,6 +338,70 @@ std::vector<std::string> dimension_names(hid_t ds, int rank) {
   return names;
 }
 
+/// H5DSiterate_scales callback: the full path of the first dimension scale attached that is a
+/// netCDF variable (a coordinate: netCDF-4 marks a dimension without one by the scale name
+/// "This is a netCDF dimension but not a netCDF variable."), into the std::string `out`.
+herr_t first_coordinate_path(hid_t, unsigned, hid_t scale, void* out) {
+  char mark[64] = {0};
+  if (H5DSget_scale_name(scale, mark, sizeof mark) > 0 &&
+      std::string_view(mark, strnlen(mark, sizeof mark)).starts_with("This is a netCDF dimension but not"))
+    return 1;
+  const ssize_t len = H5Iget_name(scale, nullptr, 0);
+  if (len > 0) {
+    std::string path(static_cast<std::size_t>(len), '\0');
+    if (H5Iget_name(scale, path.data(), static_cast<std::size_t>(len) + 1) > 0) *static_cast<std::string*>(out) = path;
+  }
+  return 1;  // the first scale only
+}
+
+/// ArviZ's labels of the `n` positions of axis `axis` of dataset `ds`: the values of the
+/// coordinate attached to that axis as an HDF5 dimension scale (as netCDF-4, h5netcdf and so
+/// xarray and ArviZ write a variable's coordinates: `theta[Choate]` for `coords={"school":
+/// [...]}`), strings as they are, integers in decimal, floats as Python prints them; empty
+/// when the axis has no coordinate of `n` numbers or strings (its 0-based index is then the
+/// label, as ArviZ's default coordinates are). Never throws.
+std::vector<std::string> coordinate_labels(hid_t ds, unsigned axis, hsize_t n) {
+  std::string path;
+  if (H5DSget_num_scales(ds, axis) > 0) H5DSiterate_scales(ds, axis, nullptr, first_coordinate_path, &path);
+  H5Eclear2(H5E_DEFAULT);
+  if (path.empty()) return {};
+  H5Id c(H5Dopen2(ds, path.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!c) {
+    H5Eclear2(H5E_DEFAULT);
+    return {};
+  }
+  H5Id space(H5Dget_space(c.id), H5Sclose);
+  hsize_t len = 0;
+  if (H5Sget_simple_extent_ndims(space.id) != 1 || (H5Sget_simple_extent_dims(space.id, &len, nullptr), len != n))
+    return {};
+  H5Id type(H5Dget_type(c.id), H5Tclose);
+  std::vector<std::string> out;
+  switch (H5Tget_class(type.id)) {
+    case H5T_STRING:
+      out = read_string_list(ds, path);
+      break;
+    case H5T_INTEGER: {
+      std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+      if (H5Dread(c.id, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0)
+        for (std::int64_t x : v) out.push_back(std::to_string(x));
+      break;
+    }
+    case H5T_FLOAT: {
+      std::vector<double> v(static_cast<std::size_t>(n));
+      if (H5Dread(c.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0)
+        for (double x : v)  // Python's str(): 1.0, 0.25, 1e+16
+          out.push_back(std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 1e16 ? fmt::format("{:.1f}", x)
+                                                                                      : fmt::format("{}", x));
+      break;
+    }
+    default:
+      break;
+  }
+  H5Eclear2(H5E_DEFAULT);
+  if (out.size() != static_cast<std::size_t>(n)) return {};
+  return out;
+}
+
 /// Whether dataset `ds` (`shown` in messages) holds its draws as [draws, chains, ...] by the
 /// names of its dimensions (dimension_names): (chain, draw, ...) is read as it is, (draw,
 /// chain, ...) transposed; without names on its first two dimensions (and no dimension named
@@ -367,8 +432,9 @@ bool draws_transposed(const std::string& path, const std::string& shown, hid_t d
 /// into parameters; [draws, chains, ...] when its dimension names say so: draws_transposed),
 /// not empty, within the memory allowed. Its parameters are named `labels`
 /// when that holds one name per parameter, else after the dataset (ArviZ's convention:
-/// `theta`, or `theta[0]`, `theta[1]`, ... by the 0-based coordinate; a matrix `L[0, 0]`,
-/// `L[0, 1]`, ...). Reads no draws.
+/// `theta`, or `theta[0]`, `theta[1]`, ... by the coordinate's values where the axis has a
+/// coordinate (`theta[Choate]`, coordinate_labels), else by the 0-based index; a matrix
+/// `L[0, 0]`, `L[0, 1]`, ...). Reads no draws.
 std::unique_ptr<BlockSource> plan_dataset(const std::string& path, hid_t loc, const std::string& name,
                                           const std::string& shown, DrawsArray& a,
                                           const std::vector<std::string>& labels = {}) {
@@ -410,14 +476,17 @@ std::unique_ptr<BlockSource> plan_dataset(const std::string& path, hid_t loc, co
     a.names = labels;
   } else if (rank == 2) {
     a.names.push_back(base);
-  } else if (rank == 3) {
-    for (std::size_t p = 0; p < a.params; ++p) a.names.push_back(fmt::format("{}[{}]", base, p));
   } else {
-    // ArviZ's labels of an array parameter: its 0-based indices, row-major, ", " between.
+    // ArviZ's labels of an array parameter: per axis its coordinate's values, else the
+    // 0-based indices; row-major, ", " between.
+    std::vector<std::vector<std::string>> coords;
+    for (std::size_t k = 2; k < dims.size(); ++k)
+      coords.push_back(coordinate_labels(s->ds.id, static_cast<unsigned>(k), dims[k]));
     std::vector<std::size_t> index(dims.size() - 2, 0);
     for (std::size_t p = 0; p < a.params; ++p) {
       std::string label = base + "[";
-      for (std::size_t k = 0; k < index.size(); ++k) label += (k ? ", " : "") + std::to_string(index[k]);
+      for (std::size_t k = 0; k < index.size(); ++k)
+        label += (k ? ", " : "") + (coords[k].empty() ? std::to_string(index[k]) : coords[k][index[k]]);
       a.names.push_back(label + "]");
       for (std::size_t k = index.size(); k-- > 0;) {
         if (++index[k] < dims[k + 2]) break;

@@ -278,6 +278,56 @@ TEST_CASE("herd-diagnose: a matrix parameter [chain, draw, 2, 3] is six paramete
   CHECK(j.size() == 12);
 }
 
+// An ArviZ file's array elements were labelled by their 0-based index (theta[0]) where
+// az.summary labels them by their coordinate's values (theta[Choate] for coords={"school":
+// [...]}, a[1] for integer coordinates from 1): the rows of the two tables did not match.
+TEST_CASE("herd-diagnose: array elements are labelled by their coordinates, as az.summary labels them",
+          "[mcmc][apps]") {
+  fs::create_directories(kWork);
+  const fs::path p = kWork / "coords.h5";
+  const auto tv = herd_test::test_vector(1);  // [4, 1000]
+  std::vector<double> theta(4 * 250 * 3), m(4 * 250 * 2 * 2), e(4 * 250 * 2);
+  for (std::size_t i = 0; i < theta.size(); ++i) theta[i] = tv.x[i % tv.x.size()];
+  for (std::size_t i = 0; i < m.size(); ++i) m[i] = tv.x[(3 * i) % tv.x.size()];
+  for (std::size_t i = 0; i < e.size(); ++i) e[i] = tv.x[(7 * i) % tv.x.size()];
+  const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t g = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  write_dataset(g, "theta", theta, {4, 250, 3});
+  write_dataset(g, "M", m, {4, 250, 2, 2});
+  write_dataset(g, "e", e, {4, 250, 2});
+  // Coordinates as netCDF-4 writes them: dimension scales, strings in UTF-8, integers.
+  write_strings(g, "school", {"Choate", "Deerfield", "Phillips"}, true);
+  write_strings(g, "row", {"r1", "r2"}, true);
+  const hsize_t two = 2;
+  const hid_t space = H5Screate_simple(1, &two, nullptr);
+  const hid_t col = H5Dcreate2(g, "col", H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const std::int64_t cols[2] = {1, 2};
+  H5Dwrite(col, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, cols);
+  // A dimension without a coordinate, as netCDF-4 marks it: labelled by the index.
+  const hid_t bare = H5Dcreate2(g, "e_dim_0", H5T_NATIVE_FLOAT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Sclose(space);
+  const hid_t school = H5Dopen2(g, "school", H5P_DEFAULT), row = H5Dopen2(g, "row", H5P_DEFAULT);
+  const hid_t th = H5Dopen2(g, "theta", H5P_DEFAULT), mm = H5Dopen2(g, "M", H5P_DEFAULT),
+              ee = H5Dopen2(g, "e", H5P_DEFAULT);
+  H5DSset_scale(school, "school");
+  H5DSset_scale(row, "row");
+  H5DSset_scale(col, "col");
+  H5DSset_scale(bare, "This is a netCDF dimension but not a netCDF variable.         2");
+  H5DSattach_scale(th, school, 2);
+  H5DSattach_scale(mm, row, 2);
+  H5DSattach_scale(mm, col, 3);
+  H5DSattach_scale(ee, bare, 2);
+  for (const hid_t d : {school, row, col, bare, th, mm, ee}) H5Dclose(d);
+  H5Gclose(g);
+  H5Fclose(f);
+  const Run r = run(q(p) + " --json");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  using V = std::vector<std::string>;
+  CHECK(keys(nlohmann::ordered_json::parse(r.out)) == V{"M[r1, 1]", "M[r1, 2]", "M[r2, 1]", "M[r2, 2]", "e[0]", "e[1]",
+                                                        "theta[Choate]", "theta[Deerfield]", "theta[Phillips]"});
+}
+
 TEST_CASE("herd-diagnose: HDF5 datasets and the posterior group", "[mcmc][apps]") {
   const auto h5 = write_h5("draws.h5");
   const Run r = run(q(h5) + " --dataset theta --json");
@@ -1069,10 +1119,15 @@ namespace {
 /// A dimension of a netCDF-4 file, as netCDF and h5netcdf write it: a 1-D dataset named after
 /// it, made a dimension scale.
 hid_t make_dimension(hid_t loc, const char* name, std::size_t size) {
-  std::vector<double> v(size);
-  for (std::size_t i = 0; i < size; ++i) v[i] = static_cast<double>(i);
-  write_dataset(loc, name, v, {size});
-  const hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
+  // int64 coordinates 0..size-1, as ArviZ writes chain, draw and theta_dim_0 (float ones
+  // would label theta's elements theta[0.0], ..., as az.summary does).
+  std::vector<std::int64_t> v(size);
+  for (std::size_t i = 0; i < size; ++i) v[i] = static_cast<std::int64_t>(i);
+  const hsize_t n = size;
+  const hid_t space = H5Screate_simple(1, &n, nullptr);
+  const hid_t d = H5Dcreate2(loc, name, H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Sclose(space);
+  H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
   H5DSset_scale(d, name);
   return d;
 }
