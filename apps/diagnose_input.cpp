@@ -1058,6 +1058,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
   std::string line;
   std::size_t lineno = 0, width = 0, header_line = 0;
   bool comments = false, have_header = false, first = true;
+  std::vector<std::string> header;  // the header's names, as written
   TextFile tf;
   std::string delim = ",";
   std::vector<std::size_t> keep;  // column indices diagnosed
@@ -1105,6 +1106,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
         delim = header_delimiter(t);
         const auto fields = split_by(t, delim);
         width = fields.size();
+        for (const auto& f : fields) header.emplace_back(f);
         std::vector<std::string> low;
         low.reserve(fields.size());
         for (const auto& f : fields) low.push_back(lower(f));
@@ -1177,8 +1179,11 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
     }
     for (std::size_t k : keep)
       if (!std::isfinite(vals[k]))
-        throw InputError(
-            fmt::format("{}: line {} column {} is '{}', but draws must be finite", path, lineno, k + 1, fields[k]));
+        throw InputError(fmt::format(
+            "{}: line {} column {}{} is '{}', but draws must be finite", path, lineno, k + 1,
+            k < header.size() ? fmt::format(" ({})", tf.kind == TextKind::kCmdStan ? stan_label(header[k]) : header[k])
+                              : std::string(),
+            fields[k]));
     // A weighted row is kept once: read_text repeats it into the parameters' buffers, once
     // the memory of all of them is known to fit (check_text_memory).
     for (std::size_t k : keep) tf.rows.push_back(vals[k]);

@@ -637,6 +637,13 @@ TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary lab
   CHECK(keys(j) == std::vector<std::string>{"lp__", "theta[1]", "theta[10]", "Sigma[2,1]", "pair:1", "odd.", "x.y"});
   check_summary(j["Sigma[2,1]"], a, 1, n);
   check_summary(j["theta[10]"], c, 1, n);
+  // A non-finite draw is refused naming its column as the table would (a generated quantity
+  // of a Stan model can be NaN): "column 5 is 'nan'" left the user counting commas.
+  const fs::path bad = kWork / "labels_nan.csv";
+  std::ofstream(bad) << "# a comment\nlp__,accept_stat__,theta.1,Sigma.2.1\n-1.5,0.9,0.25,0.5\n-1.25,0.8,0.5,nan\n";
+  check_error(run(q(bad)), "labels_nan.csv: line 4 column 4 (Sigma[2,1]) is 'nan', but draws must be finite");
+  std::ofstream(bad) << "chain1,chain2\n0.5,1.5\n-inf,0.25\n";
+  check_error(run(q(bad)), "line 3 column 1 (chain1) is '-inf', but draws must be finite");
 }
 
 TEST_CASE("herd-diagnose: a file of no known format is refused, never guessed", "[mcmc][apps]") {
