@@ -449,28 +449,38 @@ int run_main(int argc, char** argv) {
     else print_table(rows);
     // What was read, and herd-sample's convergence verdicts (R-hat, ESS) on stderr so that
     // the table and the JSON stay as they are: the warnings, and the notes (diagnostics
-    // that are undefined, NA in the table, and why) that the HTML report shows too.
+    // that are undefined, NA in the table, and why) that the HTML report shows too. The
+    // verdicts come once for all quantities of one chain count (the ESS threshold depends on
+    // it), as the HTML report gives them, not once per dataset: an ArviZ file's ten scalars
+    // repeated the same paragraph ten times.
     const NestedRhat stored = h5 ? stored_nested_rhat(files[0]) : NestedRhat{};
+    struct Verdicts {
+      std::size_t chains = 0;
+      std::vector<std::string> names;
+      std::vector<herd::mcmc::DiagnosticSummary> summary;
+      std::vector<double> nested;
+    };
+    std::vector<Verdicts> groups;  // by chain count, in the order first read
     std::size_t at = 0;
     for (const auto& a : arrays) {
-      std::vector<std::string> q;
-      std::vector<herd::mcmc::DiagnosticSummary> s;
-      std::vector<double> nested;
+      auto g = std::find_if(groups.begin(), groups.end(), [&a](const Verdicts& v) { return v.chains == a.chains; });
+      if (g == groups.end()) g = groups.insert(groups.end(), Verdicts{a.chains, {}, {}, {}});
       for (std::size_t p = 0; p < a.params; ++p, ++at) {
-        q.push_back(rows[at].name);
-        s.push_back(rows[at].s);
-        nested.push_back(nested_of(stored, rows[at].name));
+        g->names.push_back(rows[at].name);
+        g->summary.push_back(rows[at].s);
+        g->nested.push_back(nested_of(stored, rows[at].name));
       }
       std::string names = a.names.front();
       if (a.params > 1) names += fmt::format(" ... {} ({} parameters)", a.names.back(), a.params);
       std::fprintf(stderr, "herd-diagnose: %s: %zu chain%s x %zu draws%s\n", names.c_str(), a.chains,
                    a.chains == 1 ? "" : "s", a.draws, a.weights.empty() ? "" : " (weighted: verbose draws per chain)");
-      for (const auto& v :
-           herd::mcmc::convergence_verdicts(q, s, a.chains, std::nan(""), kRunLonger, nested, stored.superchains)) {
+    }
+    for (const Verdicts& g : groups)
+      for (const auto& v : herd::mcmc::convergence_verdicts(g.names, g.summary, g.chains, std::nan(""), kRunLonger,
+                                                            g.nested, stored.superchains)) {
         if (v.level >= 2) std::fprintf(stderr, "WARNING: %s\n", v.text.c_str());
         else if (v.level == 1) std::fprintf(stderr, "herd-diagnose: note: %s\n", v.text.c_str());
       }
-    }
     if (!html.empty()) {
       std::string inputs = files[0];
       for (std::size_t i = 1; i < files.size(); ++i) inputs += ", " + files[i];

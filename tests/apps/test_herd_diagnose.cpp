@@ -930,6 +930,39 @@ TEST_CASE("herd-diagnose --html gives the terminal's verdicts: its advice and ne
   CHECK(page.find("Problem:") == std::string::npos);  // ... not a problem
 }
 
+// The warnings came once per dataset: an ArviZ file of many scalars repeated the same
+// paragraph for each; herd-sample's report and the HTML report give it once, naming them all.
+TEST_CASE("herd-diagnose: one verdict for all the datasets of a file", "[mcmc][apps]") {
+  constexpr std::size_t m = 8, n = 1000;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> normal;
+  std::vector<double> x(m * n);
+  for (std::size_t c = 0; c < m; ++c)
+    for (std::size_t t = 0; t < n; ++t) x[c * n + t] = normal(rng) + (c < m / 2 ? 0.2 : -0.2);
+  const fs::path h5 = kWork / "one_verdict.h5";
+  fs::create_directories(kWork);
+  const hid_t f = H5Fcreate(h5.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t g = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  write_dataset(g, "a", x, {m, n});
+  write_dataset(g, "b", x, {m, n});
+  write_dataset(g, "c", x, {m, n});
+  H5Gclose(g);
+  H5Fclose(f);
+  const Run r = run(q(h5));
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto count = [&](const std::string& s) {
+    std::size_t k = 0;
+    for (auto i = r.err.find(s); i != std::string::npos; i = r.err.find(s, i + 1)) ++k;
+    return k;
+  };
+  CHECK(count("WARNING: R-hat is above 1.01") == 1);
+  CHECK(r.err.find("WARNING: R-hat is above 1.01 for a (1.0") != std::string::npos);
+  CHECK(r.err.find("), b (1.0") != std::string::npos);
+  CHECK(r.err.find("), c (1.0") != std::string::npos);
+  CHECK(count("herd-diagnose: ") == 3);  // what was read: one line per dataset, as before
+}
+
 // Chains too short for ESS (or constant draws) printed NA in the table and nothing on the
 // terminal to say why; only the --html report had the note.
 TEST_CASE("herd-diagnose: undefined (NA) diagnostics are explained on stderr, as in the HTML report", "[mcmc][apps]") {
