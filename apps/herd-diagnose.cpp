@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -16,6 +17,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -357,6 +360,24 @@ void check_html_path(const std::string& html, const std::vector<std::string>& fi
   herd::io::check_folder_writable(folder.string(), "--html " + html);
 }
 
+/// Refuses, before any work, a file named twice among `files` (however spelled: `x.csv` and
+/// `./x.csv`, a hard or symbolic link; same device and inode), which would be read as two
+/// identical chains: their agreement makes R-hat look converged. Files that cannot be
+/// examined are left to the reader's error. @throws herd::InputError naming both spellings.
+void check_distinct_files(const std::vector<std::string>& files) {
+  std::map<std::pair<dev_t, ino_t>, std::size_t> seen;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    struct stat st {};
+    if (::stat(files[i].c_str(), &st) != 0) continue;
+    const auto [it, fresh] = seen.try_emplace({st.st_dev, st.st_ino}, i);
+    if (!fresh)
+      throw herd::InputError(fmt::format(
+          "{}: is the same file as {}, given twice, but each file is one chain: a chain read twice makes R-hat "
+          "look converged",
+          files[i], files[it->second]));
+  }
+}
+
 /// The program: main's body, run by main, which turns an exception that escapes it into an
 /// error line.
 int run_main(int argc, char** argv) {
@@ -425,6 +446,7 @@ int run_main(int argc, char** argv) {
       h5 = std::make_unique<herd::apps::Hdf5Draws>(files[0], dataset);
     } else {
       HERD_REQUIRE(dataset.empty(), "{}: --dataset is given, but the file is not HDF5", files[0]);
+      check_distinct_files(files);
       std::vector<std::string> notes;
       text_arrays = herd::apps::read_text(files, &notes);
       for (const auto& note : notes) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());

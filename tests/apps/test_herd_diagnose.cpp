@@ -646,6 +646,30 @@ TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary lab
   check_error(run(q(bad)), "line 3 column 1 (chain1) is '-inf', but draws must be finite");
 }
 
+// `herd-diagnose out-1.csv ./out-1.csv` (or a link to a file already named) read one chain
+// twice: two identical chains, whose agreement made R-hat look converged.
+TEST_CASE("herd-diagnose: a file named twice is refused", "[mcmc][apps]") {
+  // Two CmdStan CSV files, one chain each.
+  const auto tv = herd_test::test_vector(1);
+  const auto cmdstan = [&](const std::string& name, std::size_t chain) {
+    std::vector<double> x(2 * 1000);
+    for (std::size_t t = 0; t < 1000; ++t) {
+      x[t] = -0.5 * tv.x[chain * 1000 + t] * tv.x[chain * 1000 + t];
+      x[1000 + t] = tv.x[chain * 1000 + t];
+    }
+    return write_csv(name, x, 2, 1000, "lp__,mu");
+  };
+  const auto a = cmdstan("twice_a.csv", 0), b = cmdstan("twice_b.csv", 1);
+  check_error(run(q(a) + " " + q(b) + " " + q(a.parent_path() / "." / a.filename())),
+              "/./twice_a.csv: is the same file as " + a.string() + ", given twice, but each file is one chain");
+  const fs::path link = kWork / "twice_link.csv";
+  fs::remove(link);
+  fs::create_symlink(b, link);
+  check_error(run(q(a) + " " + q(b) + " " + q(link)), "twice_link.csv: is the same file as " + b.string());
+  const Run ok = run(q(a) + " " + q(b));
+  CHECK(ok.rc == 0);
+}
+
 TEST_CASE("herd-diagnose: a file of no known format is refused, never guessed", "[mcmc][apps]") {
   fs::create_directories(kWork);
   const fs::path p = kWork / "params.csv";
@@ -663,9 +687,10 @@ TEST_CASE("herd-diagnose: a file of no known format is refused, never guessed", 
   const fs::path s2 = kWork / "mix2_sample.txt";
   std::ofstream(s2) << "SampleLogFunc,gamma\n-1,0.5\n-2,0.25\n";
   check_error(run(q(s) + " " + q(s2)), "its columns differ");
-  const fs::path d = kWork / "d.csv";
+  const fs::path d = kWork / "d.csv", d2 = kWork / "d2.csv";
   std::ofstream(d) << "1,2\n3,4\n";
-  check_error(run(q(d) + " " + q(d)), "holds all chains itself");
+  std::ofstream(d2) << "1,2\n3,4\n";
+  check_error(run(q(d) + " " + q(d2)), "holds all chains itself");
   // Binary data.
   const fs::path b = kWork / "bin_chain.txt";
   std::ofstream(b, std::ios::binary) << std::string("\x01\x00\x02\x03", 4);
