@@ -1070,6 +1070,14 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
     ++lineno;
     // getline reached the end of the file inside this line: no newline ends it.
     const bool unterminated = in.eof();
+    // netCDF-3 ("classic", what xarray's to_netcdf writes with only scipy installed) is not
+    // HDF5: said as such, not as binary data in a text file.
+    if (lineno == 1 && line.size() >= 4 && line.compare(0, 3, "CDF") == 0 &&
+        (line[3] == '\x01' || line[3] == '\x02' || line[3] == '\x05'))
+      throw InputError(
+          fmt::format("{}: is a netCDF-3 (classic) file, but herd-diagnose reads netCDF-4 (HDF5) files: write it with "
+                      "to_netcdf(..., engine=\"netcdf4\") or \"h5netcdf\", or convert it with nccopy -k nc4",
+                      path));
     if (line.find('\0') != std::string::npos)
       throw InputError(
           fmt::format("{}: line {} holds binary data, but herd-diagnose reads text files (a ParaDRAM binary "
@@ -1325,7 +1333,10 @@ Hdf5Draws::Hdf5Draws(const std::string& path, const std::string& dataset) : impl
   d.path = path;
   quiet_hdf5();
   d.file.id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  HERD_REQUIRE(static_cast<bool>(d.file), "{}: cannot open the HDF5 file", path);
+  HERD_REQUIRE(static_cast<bool>(d.file),
+               "{}: cannot open the HDF5 file: it has an HDF5 signature but cannot be read (cut short, as by a copy "
+               "or a run that did not finish, or damaged)",
+               path);
   const hid_t file = d.file.id;
   const bool has_posterior = H5Lexists(file, "posterior", H5P_DEFAULT) > 0;
   if (!dataset.empty()) {

@@ -695,6 +695,16 @@ TEST_CASE("herd-diagnose: a file of no known format is refused, never guessed", 
   const fs::path b = kWork / "bin_chain.txt";
   std::ofstream(b, std::ios::binary) << std::string("\x01\x00\x02\x03", 4);
   check_error(run(q(b)), "binary");
+  // netCDF-3, as xarray writes it with only scipy installed: said as such (it was "binary
+  // data, but herd-diagnose reads text files (a ParaDRAM binary chain ...)").
+  const fs::path nc3 = kWork / "classic.nc";
+  std::ofstream(nc3, std::ios::binary) << std::string("CDF\x02\x00\x00\x00\x00\x00\x00\x00\x0a", 12);
+  check_error(run(q(nc3)), "classic.nc: is a netCDF-3 (classic) file, but herd-diagnose reads netCDF-4 (HDF5) files");
+  // An HDF5 file cut short (an unfinished copy): why it cannot be opened.
+  const std::string whole = slurp(write_h5("whole.h5"));
+  const fs::path cut = kWork / "cut.h5";
+  std::ofstream(cut, std::ios::binary) << whole.substr(0, whole.size() / 3);
+  check_error(run(q(cut)), "cut.h5: cannot open the HDF5 file: it has an HDF5 signature but cannot be read (cut short");
 }
 
 namespace {
