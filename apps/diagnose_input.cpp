@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <condition_variable>
@@ -1054,7 +1055,10 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
                     "chain/sample or CmdStan CSV files, one per chain: name them, e.g. {}/*_chain.txt)",
                     path, path));
   std::ifstream in(path, std::ios::binary);
-  HERD_REQUIRE(in.good(), "{}: cannot open the file", path);
+  if (!in.good()) {
+    const int err = errno;  // why: no such file, no permission, ...
+    throw InputError(fmt::format("{}: cannot open the file ({})", path, std::strerror(err)));
+  }
   std::string line;
   std::size_t lineno = 0, width = 0, header_line = 0;
   bool comments = false, have_header = false, first = true;

@@ -408,6 +408,9 @@ TEST_CASE("herd-diagnose: a herd file's quantities in herd-sample's order and na
 
 TEST_CASE("herd-diagnose: bad input exits 2 with a one-line message", "[mcmc][apps]") {
   const auto tv = herd_test::test_vector(1);
+  // A missing file: and why it cannot be opened (it said "cannot open the file" alone).
+  check_error(run(q(kWork / "no_such_chain.csv")),
+              "no_such_chain.csv: cannot open the file (No such file or directory)");
   // NaN and Inf in a CSV.
   {
     const fs::path p = kWork / "nan.csv";
