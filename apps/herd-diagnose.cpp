@@ -255,17 +255,28 @@ double nested_of(const NestedRhat& n, const std::string& name) {
 /// so the advice names no herd-sample setting.
 constexpr const char* kRunLonger = "more draws per chain";
 
+/// The report's title for the input `files` (at least one): the file name of one or two
+/// files, `first ... last (N files)` of more (CmdStan's or multi_chain's one file per chain).
+std::string report_title(const std::vector<std::string>& files) {
+  const auto name = [](const std::string& f) { return std::filesystem::path(f).filename().string(); };
+  std::string t = "herd-diagnose report: " + name(files.front());
+  if (files.size() == 2) t += ", " + name(files.back());
+  if (files.size() > 2) t += fmt::format(" ... {} ({} files)", name(files.back()), files.size());
+  return t;
+}
+
 /// The HTML report (posterior_report.hpp) of the arrays that share the first one's
 /// [chains, draws] shape (compact arrays expanded first); the others are named in a note.
 /// Its verdicts are the terminal's: judged on the `stored` nested R-hat where the file holds
 /// one, with advice that names no herd-sample setting (kRunLonger).
-void write_html(const std::string& file, std::vector<herd::apps::DrawsArray>& compact_or_verbose,
+void write_html(const std::vector<std::string>& files, std::vector<herd::apps::DrawsArray>& compact_or_verbose,
                 const std::vector<Row>& rows, const NestedRhat& stored, const std::string& out) {
   std::vector<herd::apps::DrawsArray> arrays;
   arrays.reserve(compact_or_verbose.size());
   for (auto& a : compact_or_verbose) arrays.push_back(expanded(a));
   herd::mcmc::PosteriorReportData h;
-  h.title = "herd-diagnose report: " + std::filesystem::path(file).filename().string();
+  const std::string file = fmt::format("{}", fmt::join(files, ", "));
+  h.title = report_title(files);
   h.subtitle = "Convergence diagnostics of the draws in " + file;
   const std::size_t chains = arrays.at(0).chains, draws = arrays.at(0).draws;
   std::vector<std::pair<const herd::apps::DrawsArray*, std::size_t>> shown;  // (array, parameter) per quantity
@@ -504,9 +515,7 @@ int run_main(int argc, char** argv) {
         else if (v.level == 1) std::fprintf(stderr, "herd-diagnose: note: %s\n", v.text.c_str());
       }
     if (!html.empty()) {
-      std::string inputs = files[0];
-      for (std::size_t i = 1; i < files.size(); ++i) inputs += ", " + files[i];
-      write_html(inputs, arrays, rows, stored, html);
+      write_html(files, arrays, rows, stored, html);
       if (!json) std::printf("wrote %s\n", html.c_str());
     }
     return 0;

@@ -673,6 +673,27 @@ TEST_CASE("herd-diagnose: a file named twice is refused", "[mcmc][apps]") {
   CHECK(ok.rc == 0);
 }
 
+// The report of several files named in folders was titled after the last one alone
+// ("herd-diagnose report: c.csv"): the title was the file name of the joined list.
+TEST_CASE("herd-diagnose --html of several files is titled after them all", "[mcmc][apps]") {
+  const auto tv = herd_test::test_vector(1);
+  std::vector<std::string> paths;
+  for (std::size_t chain = 0; chain < 3; ++chain) {
+    std::vector<double> x(2 * 1000);
+    for (std::size_t t = 0; t < 1000; ++t) {
+      x[t] = -0.5 * tv.x[chain * 1000 + t] * tv.x[chain * 1000 + t];
+      x[1000 + t] = tv.x[chain * 1000 + t];
+    }
+    paths.push_back(write_csv(fmt::format("title_{}.csv", chain + 1), x, 2, 1000, "lp__,mu").string());
+  }
+  const fs::path html = kWork / "title.html";
+  REQUIRE(run(q(paths[0]) + " " + q(paths[1]) + " " + q(paths[2]) + " --html " + q(html)).rc == 0);
+  const std::string page = slurp(html);
+  CHECK(page.find("<title>herd-diagnose report: title_1.csv ... title_3.csv (3 files)</title>") != std::string::npos);
+  REQUIRE(run(q(paths[0]) + " " + q(paths[1]) + " --html " + q(html)).rc == 0);
+  CHECK(slurp(html).find("<title>herd-diagnose report: title_1.csv, title_2.csv</title>") != std::string::npos);
+}
+
 TEST_CASE("herd-diagnose: a file of no known format is refused, never guessed", "[mcmc][apps]") {
   fs::create_directories(kWork);
   const fs::path p = kWork / "params.csv";
