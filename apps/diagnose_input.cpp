@@ -1072,6 +1072,9 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
   CmdStanWarmup cmdstan;
   while (std::getline(in, line)) {
     ++lineno;
+    // A UTF-8 byte order mark (a CSV saved as "CSV UTF-8" by a spreadsheet, pandas'
+    // encoding="utf-8-sig") is not part of the first line: its header was not recognised.
+    if (lineno == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
     // getline reached the end of the file inside this line: no newline ends it.
     const bool unterminated = in.eof();
     // netCDF-3 ("classic", what xarray's to_netcdf writes with only scipy installed) is not
