@@ -359,8 +359,8 @@ herr_t first_coordinate_path(hid_t, unsigned, hid_t scale, void* out) {
 /// coordinate attached to that axis as an HDF5 dimension scale (as netCDF-4, h5netcdf and so
 /// xarray and ArviZ write a variable's coordinates: `theta[Choate]` for `coords={"school":
 /// [...]}`), strings as they are, integers in decimal, floats as Python prints them; empty
-/// when the axis has no coordinate of `n` numbers or strings (its 0-based index is then the
-/// label, as ArviZ's default coordinates are). Never throws.
+/// when the axis has no coordinate of `n` distinct numbers or strings (its 0-based index is
+/// then the label, as ArviZ's default coordinates are). Never throws.
 std::vector<std::string> coordinate_labels(hid_t ds, unsigned axis, hsize_t n) {
   std::string path;
   if (H5DSget_num_scales(ds, axis) > 0) H5DSiterate_scales(ds, axis, nullptr, first_coordinate_path, &path);
@@ -400,6 +400,11 @@ std::vector<std::string> coordinate_labels(hid_t ds, unsigned axis, hsize_t n) {
   }
   H5Eclear2(H5E_DEFAULT);
   if (out.size() != static_cast<std::size_t>(n)) return {};
+  // Labels name the table's rows and the JSON's keys: repeated values (xarray allows them)
+  // would name two rows alike, so such a coordinate gives way to the index.
+  std::vector<std::string> sorted = out;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return {};
   return out;
 }
 

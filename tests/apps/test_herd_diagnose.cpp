@@ -295,9 +295,11 @@ TEST_CASE("herd-diagnose: array elements are labelled by their coordinates, as a
   write_dataset(g, "theta", theta, {4, 250, 3});
   write_dataset(g, "M", m, {4, 250, 2, 2});
   write_dataset(g, "e", e, {4, 250, 2});
+  write_dataset(g, "u", e, {4, 250, 2});
   // Coordinates as netCDF-4 writes them: dimension scales, strings in UTF-8, integers.
   write_strings(g, "school", {"Choate", "Deerfield", "Phillips"}, true);
   write_strings(g, "row", {"r1", "r2"}, true);
+  write_strings(g, "twin", {"a", "a"}, true);  // repeated values: rows would be named alike
   const hsize_t two = 2;
   const hid_t space = H5Screate_simple(1, &two, nullptr);
   const hid_t col = H5Dcreate2(g, "col", H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -306,18 +308,21 @@ TEST_CASE("herd-diagnose: array elements are labelled by their coordinates, as a
   // A dimension without a coordinate, as netCDF-4 marks it: labelled by the index.
   const hid_t bare = H5Dcreate2(g, "e_dim_0", H5T_NATIVE_FLOAT, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   H5Sclose(space);
-  const hid_t school = H5Dopen2(g, "school", H5P_DEFAULT), row = H5Dopen2(g, "row", H5P_DEFAULT);
+  const hid_t school = H5Dopen2(g, "school", H5P_DEFAULT), row = H5Dopen2(g, "row", H5P_DEFAULT),
+              twin = H5Dopen2(g, "twin", H5P_DEFAULT), uu = H5Dopen2(g, "u", H5P_DEFAULT);
   const hid_t th = H5Dopen2(g, "theta", H5P_DEFAULT), mm = H5Dopen2(g, "M", H5P_DEFAULT),
               ee = H5Dopen2(g, "e", H5P_DEFAULT);
   H5DSset_scale(school, "school");
   H5DSset_scale(row, "row");
   H5DSset_scale(col, "col");
+  H5DSset_scale(twin, "twin");
   H5DSset_scale(bare, "This is a netCDF dimension but not a netCDF variable.         2");
   H5DSattach_scale(th, school, 2);
   H5DSattach_scale(mm, row, 2);
   H5DSattach_scale(mm, col, 3);
   H5DSattach_scale(ee, bare, 2);
-  for (const hid_t d : {school, row, col, bare, th, mm, ee}) H5Dclose(d);
+  H5DSattach_scale(uu, twin, 2);
+  for (const hid_t d : {school, row, col, bare, twin, th, mm, ee, uu}) H5Dclose(d);
   H5Gclose(g);
   H5Fclose(f);
   const Run r = run(q(p) + " --json");
@@ -325,7 +330,8 @@ TEST_CASE("herd-diagnose: array elements are labelled by their coordinates, as a
   REQUIRE(r.rc == 0);
   using V = std::vector<std::string>;
   CHECK(keys(nlohmann::ordered_json::parse(r.out)) == V{"M[r1, 1]", "M[r1, 2]", "M[r2, 1]", "M[r2, 2]", "e[0]", "e[1]",
-                                                        "theta[Choate]", "theta[Deerfield]", "theta[Phillips]"});
+                                                        "theta[Choate]", "theta[Deerfield]", "theta[Phillips]", "u[0]",
+                                                        "u[1]"});
 }
 
 TEST_CASE("herd-diagnose: HDF5 datasets and the posterior group", "[mcmc][apps]") {
