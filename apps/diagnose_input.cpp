@@ -16,6 +16,7 @@
 #include <limits>
 #include <mutex>
 #include <string_view>
+#include <unordered_map>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -1161,8 +1162,18 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
                           "or draws with one column per chain (no header, or chain1,chain2,...)",
                           path, lineno, std::string(t.substr(0, 120))));
         }
-        for (std::size_t k : keep)
+        // Two columns of one name would be two rows of the table under one name, and one
+        // key of --json (the other lost).
+        std::unordered_map<std::string, std::size_t> column_of;
+        for (std::size_t k : keep) {
           tf.names.emplace_back(tf.kind == TextKind::kCmdStan ? stan_label(fields[k]) : std::string(fields[k]));
+          const auto [it, fresh] = column_of.try_emplace(tf.names.back(), k);
+          if (!fresh)
+            throw InputError(fmt::format(
+                "{}: line {} column {} is named \"{}\", as column {} is, but each column of draws must have its "
+                "own name",
+                path, lineno, k + 1, fields[k], it->second + 1));
+        }
         continue;
       }
     }

@@ -414,6 +414,14 @@ TEST_CASE("herd-diagnose: a herd file's quantities in herd-sample's order and na
 
 TEST_CASE("herd-diagnose: bad input exits 2 with a one-line message", "[mcmc][apps]") {
   const auto tv = herd_test::test_vector(1);
+  // Two columns of one name: the table had two rows "mu" and --json one key (one lost).
+  {
+    const fs::path p = kWork / "twin_columns.csv";
+    std::ofstream(p) << "# model = m\nlp__,accept_stat__,mu,mu\n-1,0.9,1,5\n-2,0.9,2,6\n-1,0.8,3,7\n";
+    check_error(run(q(p) + " --json"),
+                "twin_columns.csv: line 2 column 4 is named \"mu\", as column 3 is, but each "
+                "column of draws must have its own name");
+  }
   // A missing file: and why it cannot be opened (it said "cannot open the file" alone).
   check_error(run(q(kWork / "no_such_chain.csv")),
               "no_such_chain.csv: cannot open the file (No such file or directory)");
