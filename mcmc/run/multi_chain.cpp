@@ -22,8 +22,28 @@ namespace herd::mcmc {
 namespace {
 
 // --- multi-chain packing: everything as doubles (integers < 2^53 are exact) ---
-constexpr int kResultScalars = 12;
+constexpr int kResultScalars = 13;
 
+/// Appends a vector as its length, then its values.
+template <typename T>
+void pack_vector(std::vector<double>& out, const std::vector<T>& v) {
+  out.push_back(static_cast<double>(v.size()));
+  for (const T x : v) out.push_back(static_cast<double>(x));
+}
+
+/// Reads what `pack_vector` wrote; returns the position after it.
+template <typename T>
+const double* unpack_vector(const double* p, std::vector<T>& v) {
+  const auto n = static_cast<std::size_t>(p[0]);
+  ++p;
+  v.resize(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<T>(p[i]);
+  return p + n;
+}
+
+/// One chain and its whole `DramResult` (the counters, the per-stage acceptances and the
+/// final proposal and adapted covariances: the report draws every chain's covariance and
+/// a chain of another rank must read as it would in a one-process run).
 void pack_chain(std::vector<double>& out, const MemoryChainSink& c, const DramResult& r) {
   out.push_back(static_cast<double>(c.chain_id));
   out.push_back(static_cast<double>(c.size()));
@@ -38,8 +58,12 @@ void pack_chain(std::vector<double>& out, const MemoryChainSink& c, const DramRe
                                       static_cast<double>(r.burnin_likelihood),
                                       static_cast<double>(r.burnin_adaptation),
                                       static_cast<double>(r.burnin),
-                                      r.seconds};
+                                      r.seconds,
+                                      static_cast<double>(r.chol_failures)};
   out.insert(out.end(), res, res + kResultScalars);
+  pack_vector(out, r.stage_accepted);
+  pack_vector(out, r.proposal_cov);
+  pack_vector(out, r.adapted_cov);
   ChainReader rd(c, kAllColumns);
   for (std::size_t i = 0; i < c.size(); ++i) {
     out.push_back(static_cast<double>(rd.step(i)));
@@ -70,7 +94,11 @@ const double* unpack_chain(const double* p, int d, MemoryChainSink& c, DramResul
   r.burnin_adaptation = static_cast<std::int64_t>(p[9]);
   r.burnin = static_cast<std::int64_t>(p[10]);
   r.seconds = p[11];
+  r.chol_failures = static_cast<std::int64_t>(p[12]);
   p += kResultScalars;
+  p = unpack_vector(p, r.stage_accepted);
+  p = unpack_vector(p, r.proposal_cov);
+  p = unpack_vector(p, r.adapted_cov);
   for (std::size_t i = 0; i < n; ++i) {
     ChainRecord rec;
     rec.chain_id = c.chain_id;

@@ -62,6 +62,16 @@ TEST_CASE("parallel MPI: multi-chain is bit-identical across rank/thread layouts
         CHECK(same_chain(m.chains[i], ref[i]));
         CHECK(m.results[i].proposals == rr[i].proposals);
         CHECK(m.results[i].burnin == rr[i].burnin);
+        // The whole result comes over, not only the counters: the report draws every
+        // chain's final proposal covariance (rank 0 had only its own chains').
+        CHECK(m.results[i].chain_id == rr[i].chain_id);
+        CHECK(m.results[i].evaluations == rr[i].evaluations);
+        CHECK(m.results[i].stage_accepted == rr[i].stage_accepted);
+        CHECK(m.results[i].chol_failures == rr[i].chol_failures);
+        CHECK(m.results[i].adaptive_updates_deferred == rr[i].adaptive_updates_deferred);
+        CHECK(m.results[i].proposal_cov.size() == 9);
+        CHECK(m.results[i].proposal_cov == rr[i].proposal_cov);
+        CHECK(m.results[i].adapted_cov == rr[i].adapted_cov);
       }
     } else {
       CHECK(m.chains.size() == 2);
