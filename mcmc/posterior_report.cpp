@@ -1269,7 +1269,16 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
                                   "short chains each chain and its halves need not agree yet, only the superchains "
                                   "(Margossian et al. 2024), so nested R-hat is the test that applies.",
                                   kRhatLimit, name_list(rhat_only), superchains)});
-  if (!undefined.empty())
+  // With no quantity judged, nothing was checked: a problem to fix, not a note beside a
+  // green "OK" (4 chains of 1 draw each read "OK: R-hat is at most 1.01 ... for every
+  // quantity with defined diagnostics", and the terminal warned of nothing).
+  const std::size_t nq = std::min(s.size(), names.size());
+  if (!undefined.empty() && undefined.size() == nq)
+    out.push_back({2, fmt::format("R-hat and ESS are undefined (NA) for every quantity ({}): too few draws (ESS "
+                                  "needs at least 6 per chain), constant draws or a non-finite draw, so convergence "
+                                  "cannot be judged. Run longer ({}) and check that the chains move.",
+                                  name_list(undefined), run_longer)});
+  else if (!undefined.empty())
     out.push_back({1, fmt::format("R-hat or ESS is undefined (NA) for {}: constant draws, a non-finite draw, or too "
                                   "few draws (ESS needs at least 6 per chain).",
                                   name_list(undefined))});

@@ -22,6 +22,7 @@
 
 #include "herd/core/error.hpp"
 #include "herd/core/rng.hpp"
+#include "herd/mcmc/paradram_run.hpp"
 #include "herd/mcmc/posterior_report.hpp"
 #include "posterior_report_detail.hpp"
 
@@ -157,6 +158,35 @@ TEST_CASE("convergence verdicts name R-hat, ESS and acceptance problems with wha
   REQUIRE(!v.empty());
   CHECK(v[0].level == 3);
   CHECK_THAT(v[0].text, StartsWith("R-hat is above 1.01 for mu"));
+}
+
+// 4 chains of 1 draw each: every R-hat and ESS is NA. The report said "OK: R-hat is at most
+// 1.01 and bulk- and tail-ESS at least 400 for every quantity with defined diagnostics" (in
+// green, there being none) and the terminal warned of nothing.
+TEST_CASE("no verdict of OK when no quantity has defined diagnostics", "[mcmc]") {
+  DiagnosticSummary na;  // too few draws: NaN R-hat and ESS
+  na.rhat = na.ess_bulk = na.ess_tail = std::numeric_limits<double>::quiet_NaN();
+  DiagnosticSummary fine;
+  fine.rhat = 1.0;
+  fine.ess_bulk = fine.ess_tail = 1000.0;
+  const std::vector<std::string> names{"x1", "x2"};
+  auto v = convergence_verdicts(names, {na, na}, 4, 0.3, "raise chain_size", {}, 0);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].level == 2);
+  CHECK_THAT(v[0].text, StartsWith("R-hat and ESS are undefined (NA) for every quantity (x1, x2)") &&
+                            Contains("cannot be judged") && Contains("raise chain_size"));
+  // The terminal and _report.txt get it as a WARNING.
+  std::vector<QuantitySummary> rows(2);
+  rows[0].name = "x1";
+  rows[1].name = "x2";
+  rows[0].stats = rows[1].stats = na;
+  CHECK_THAT(convergence_warnings(rows, 4, 0.3), StartsWith("WARNING: R-hat and ESS are undefined (NA) for every"));
+  // One quantity judged (the other constant, say): OK for it, a note for the other.
+  v = convergence_verdicts(names, {fine, na}, 4, 0.3, "raise chain_size", {}, 0);
+  REQUIRE(v.size() == 2);
+  CHECK(v[0].level == 0);
+  CHECK(v[1].level == 1);
+  CHECK_THAT(v[1].text, StartsWith("R-hat or ESS is undefined (NA) for x2:"));
 }
 
 // With 8 to 64 chains the warning said "below 400 (100 per chain for 4 chains)": the run had
