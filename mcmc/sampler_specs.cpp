@@ -151,7 +151,10 @@ void declare_sampler_specs(io::Schema& s) {
       .min(0)
       .alias("randomSeed")
       .alias("outputSeed");
-  s.add_string("output_prefix", "out/herd_sample", "path prefix of the output files; missing folders are created")
+  s.add_string("output_prefix", "out/herd_sample",
+               "path prefix of the output files; missing folders are created; a relative prefix is relative to "
+               "the working directory (as ParaMonte's outputFileName), not to the input file's folder as "
+               "target.library and data.file are")
       .alias("outputFileName");
   s.add_string("chain_file_format", "compact",
                "format of the chain file: compact or verbose (<prefix>_chain.txt) or binary (<prefix>_chain.bin)")

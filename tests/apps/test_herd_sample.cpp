@@ -1046,6 +1046,17 @@ TEST_CASE("herd-sample --version and --help-keys", "[apps][mcmc]") {
   for (const auto& k : schema.keys()) CHECK(listed(k.name()));
   for (const char* k : {"target.model", "target.library", "data.file", "restart_file_format", "domain_ball_cov"})
     CHECK(listed(k));
+  // A relative output_prefix is relative to the working directory, a relative
+  // target.library to the input file's folder: the help says which (it said neither).
+  CHECK_THAT(h.out, Contains("output_prefix : ") && Contains("a relative prefix is relative to the working directory"));
+  fs::create_directories(dir / "job");
+  write(dir / "job" / "run.toml",
+        "chain_size = 500\nrandom_seed = 3\noutput_prefix = \"out/rel\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run rel = run(dir, "job/run.toml --quiet");
+  INFO(rel.err);
+  CHECK(rel.rc == 0);
+  CHECK(fs::exists(dir / "out" / "rel.h5"));
+  CHECK(!fs::exists(dir / "job" / "out"));
   // The installed example input runs as it is.
   const fs::path example = fs::path(HERD_SOURCE_DIR) / "examples" / "sample" / "run.toml";
   std::string args = example.string();
