@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <future>
 #include <limits>
@@ -334,7 +335,17 @@ constexpr std::size_t kDensityGrid = 128;
 constexpr std::size_t kAcfDraws = 65536;  // autocorrelation from at most this many draws per chain
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.4g}", v) : std::string("NA"); }
-std::string whole(double v) { return std::isfinite(v) ? fmt::format("{:.0f}", v) : std::string("NA"); }
+
+/// `v` with `decimals` decimals, or with more (up to 6) while the text would not show on
+/// which side of `limit` the value lies: R-hat 1.0102 against the limit 1.01 printed "1.010"
+/// in "R-hat is above 1.01 for x (1.010)", and an ESS of 399.6 "400" in "below 400".
+std::string beside_limit(double v, double limit, int decimals) {
+  if (!std::isfinite(v)) return "NA";
+  const auto side = [limit](double x) { return (x > limit) - (x < limit); };
+  std::string s = fmt::format("{:.{}f}", v, decimals);
+  while (decimals < 6 && side(std::strtod(s.c_str(), nullptr)) != side(v)) s = fmt::format("{:.{}f}", v, ++decimals);
+  return s;
+}
 
 std::string chain_label(const PosteriorReportData& d, std::size_t c) {
   return fmt::format("chain {}", (d.chain_ids.empty() ? c : d.chain_ids[c]) + 1);
@@ -1213,13 +1224,15 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
     }
     if (nested(q)) {  // many short chains: their superchains must agree, not each chain's halves
       judged_nested = true;
-      if (nested_rhat[q] > kRhatLimit) high_nested.push_back(fmt::format("{} ({:.3f})", names[q], nested_rhat[q]));
-      else if (s[q].rhat > kRhatLimit) rhat_only.push_back(fmt::format("{} ({:.3f})", names[q], s[q].rhat));
+      if (nested_rhat[q] > kRhatLimit)
+        high_nested.push_back(fmt::format("{} ({})", names[q], beside_limit(nested_rhat[q], kRhatLimit, 3)));
+      else if (s[q].rhat > kRhatLimit)
+        rhat_only.push_back(fmt::format("{} ({})", names[q], beside_limit(s[q].rhat, kRhatLimit, 3)));
     } else if (s[q].rhat > kRhatLimit) {
-      high_rhat.push_back(fmt::format("{} ({:.3f})", names[q], s[q].rhat));
+      high_rhat.push_back(fmt::format("{} ({})", names[q], beside_limit(s[q].rhat, kRhatLimit, 3)));
     }
     const double ess = std::min(s[q].ess_bulk, s[q].ess_tail);
-    if (ess < ess_min) low_ess.push_back(fmt::format("{} ({:.0f})", names[q], ess));
+    if (ess < ess_min) low_ess.push_back(fmt::format("{} ({})", names[q], beside_limit(ess, ess_min, 0)));
   }
   const std::size_t per_super = superchains >= 2 ? chains / superchains : 0;
   if (!high_nested.empty())
@@ -1453,7 +1466,8 @@ std::string posterior_report_html(const PosteriorReportData& d) {
     for (std::size_t q = 0; q < nq; ++q) {
       const auto& s = summary[q];
       rows.push_back({d.names[q], num(s.mean), num(s.sd), num(s.q5), num(s.q50), num(s.q95), num(s.mcse_mean),
-                      num(s.mcse_sd), whole(s.ess_bulk), whole(s.ess_tail), num(s.rhat)});
+                      num(s.mcse_sd), beside_limit(s.ess_bulk, ess_min, 0), beside_limit(s.ess_tail, ess_min, 0),
+                      beside_limit(s.rhat, kRhatLimit, 4)});
       const bool bad_rhat = std::isfinite(s.rhat) && s.rhat > kRhatLimit;
       const bool bad_ess = std::isfinite(s.ess_bulk) && std::min(s.ess_bulk, s.ess_tail) < ess_min;
       levels.push_back(bad_rhat ? Level::kProblem : bad_ess ? Level::kWarning : Level::kInfo);

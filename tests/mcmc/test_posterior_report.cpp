@@ -189,6 +189,42 @@ TEST_CASE("no verdict of OK when no quantity has defined diagnostics", "[mcmc]")
   CHECK_THAT(v[1].text, StartsWith("R-hat or ESS is undefined (NA) for x2:"));
 }
 
+// R-hat 1.0102 read "R-hat is above 1.01 for x1 (1.010)" and "1.01" in the table's red row
+// ("Rows in red have R-hat > 1.01"); an ESS of 399.6 read "below 400 ... (400)".
+TEST_CASE("numbers beside a limit show on which side of it they are", "[mcmc]") {
+  DiagnosticSummary close;
+  close.mean = close.sd = close.q5 = close.q50 = close.q95 = close.mcse_mean = close.mcse_sd = 1.0;
+  close.rhat = 1.0102;
+  close.ess_bulk = 399.6;
+  close.ess_tail = 5000.0;
+  DiagnosticSummary fine = close;
+  fine.rhat = 1.0003;
+  fine.ess_bulk = 1234.4;
+  const std::vector<std::string> names{"x1", "x2"};
+  const auto v = convergence_verdicts(names, {close, fine}, 4, 0.3, "raise chain_size", {}, 0);
+  REQUIRE(v.size() == 2);
+  CHECK_THAT(v[0].text, StartsWith("R-hat is above 1.01 for x1 (1.0102):"));
+  CHECK_THAT(v[1].text, Contains("below 400 (100 per chain for 4 chains) for x1 (399.6)"));
+  // Far from the limit the usual digits: 3 decimals in the verdict, as before.
+  DiagnosticSummary far = close;
+  far.rhat = 1.05;
+  CHECK_THAT(convergence_verdicts({"x1"}, {far}, 4, 0.3, "raise chain_size", {}, 0)[0].text,
+             Contains("for x1 (1.050):"));
+  // The table: R-hat with 4 decimals (the terminal's), more beside the limit.
+  PosteriorReportData d;
+  d.names = names;
+  d.chains = 4;
+  d.draws = 10;
+  d.acceptance_rate = 0.3;
+  d.summary = {close, fine};
+  std::vector<double> draws(40);
+  for (std::size_t i = 0; i < 40; ++i) draws[i] = static_cast<double>(i % 7);
+  d.values = {draws, draws};
+  const std::string html = posterior_report_html(d);
+  CHECK_THAT(html, Contains("<td>399.6</td><td>5000</td><td>1.0102</td></tr>"));
+  CHECK_THAT(html, Contains("<td>1234</td><td>5000</td><td>1.0003</td></tr>"));
+}
+
 // With 8 to 64 chains the warning said "below 400 (100 per chain for 4 chains)": the run had
 // more chains than it named. The threshold is 100 per chain up to 4 chains, 400 with more.
 TEST_CASE("the ESS warning states the threshold applied and the run's chain count", "[mcmc]") {
