@@ -1518,7 +1518,7 @@ std::string posterior_report_html(const PosteriorReportData& d) {
   // --- autocorrelation
   r.figure(
       panels(&QuantityPlots::autocorrelation), 3,
-      "Autocorrelation of each chain's draws by lag (FFT)" +
+      "Autocorrelation of each chain's draws by lag (direct sums about the chain's mean)" +
           (d.draws > kAcfDraws ? fmt::format(", from the first {} draws of each chain", kAcfDraws) : std::string()) +
           ". Slow decay means few effective draws per draw." + shown_q + shown_c,
       "autocorrelation");

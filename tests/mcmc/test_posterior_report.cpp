@@ -291,6 +291,8 @@ TEST_CASE("write_posterior_report: every plot with its series and points; bad si
   CHECK(f.at("rank").first == 6);
   CHECK(f.at("rank").second == 6 * 21);
   CHECK(f.at("autocorrelation").first == 6);
+  // Its caption names the method used (it said FFT; the panels are direct sums).
+  CHECK_THAT(ss.str(), Contains("by lag (direct sums about the chain&#39;s mean)") && !Contains("(FFT)"));
   CHECK(f.at("acceptance") == std::pair<int, int>{3, 3 * 50});
   CHECK(f.at("covariance").first == 4);  // draws, posterior, start, final
   // At most 1000 thinned draws and three 97-point ellipses.
