@@ -303,9 +303,9 @@ std::optional<std::string> html_report(SerialRun& r) {
   r.phases.phase("writing " + specs.output_prefix + "_report.html");
   if (r.ndraw < 1) return std::nullopt;
   // The start proposal covariance as the kernel used it (DramOptions' rule).
-  PosteriorReportData h =
-      html_report_data(specs, r.target, r.options, "DRAM sampler (ParaDRAM-compatible)", r.out.summary, r.m, r.ndraw,
-                       r.acceptance, start_covariance(r.dopt.proposal_start_cov, r.dopt.proposal_start_std, r.d));
+  PosteriorReportData h = html_report_data(specs, r.target, r.options, "DRAM sampler (ParaDRAM-compatible)",
+                                           r.out.summary, r.m, r.ndraw, judged_acceptance(r),
+                                           start_covariance(r.dopt.proposal_start_cov, r.dopt.proposal_start_std, r.d));
   // The plots use every draw of the plotted quantities, as the compact posterior's weighted
   // states read block by block from the compact chain (open_states: the report's memory does
   // not grow with the chain; its weights are not held), two quantities at a time per thread:

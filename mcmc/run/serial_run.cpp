@@ -53,6 +53,10 @@ SerialRun::SerialRun(const SamplerSpecs& s, const SampleTarget& t, const SampleR
       progress(s, tf),
       phases(o.terminal, quiet) {}
 
+double judged_acceptance(const SerialRun& r) {
+  return r.proposals > 0 ? r.acceptance : std::numeric_limits<double>::quiet_NaN();
+}
+
 namespace {
 
 /// Hands the free memory that malloc keeps in its arenas back to the system (glibc; elsewhere
@@ -431,7 +435,7 @@ void run_totals(SerialRun& r) {
   }
   for (const auto& x : r.results) r.acceptance += x.acceptance_rate * static_cast<double>(x.proposals);
   r.acceptance /= std::max<double>(1.0, static_cast<double>(r.proposals));
-  r.warnings = convergence_warnings(r.out.summary, r.m, r.acceptance, "raise chain_size", r.nested, r.nsuper);
+  r.warnings = convergence_warnings(r.out.summary, r.m, judged_acceptance(r), "raise chain_size", r.nested, r.nsuper);
 }
 
 /// The chain and sample text files and the .h5 but its diagnostics group do not depend on

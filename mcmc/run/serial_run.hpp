@@ -177,6 +177,11 @@ WeightsReader compact_weights_reader(const SerialRun& r, const CompactPosterior&
 /// root attribute `h5_posterior = "compact"`. Rank 0. @throws herd::IoError
 void write_h5_draws(const SerialRun& r, std::optional<io::H5File>& h5);
 
+/// The mean acceptance rate the convergence verdicts judge: `r.acceptance`, or NaN (no
+/// verdict) when the run made no proposal (chain_size = 1: "the mean acceptance rate is 0
+/// ... the chain barely moved" and advice to shrink the proposal). Needs the totals. Pure.
+double judged_acceptance(const SerialRun& r);
+
 /// Starts the phase `writing <prefix>_report.html` and builds that report's document
 /// (nothing without posterior draws): it needs the summary rows and the totals
 /// (`r.acceptance`), and calls no HDF5, so it may run while the writer thread writes the

@@ -403,6 +403,25 @@ TEST_CASE("herd-sample: a chain that barely moves says so and what to do (report
   CHECK_THAT(r2.out, !Contains("WARNING: the mean acceptance rate"));
 }
 
+// chain_size = 1 makes no proposal: its acceptance rate is 0 / 0, and the run read "the mean
+// acceptance rate is 0, below 0.001: the chain barely moved ... Give proposal_std ...".
+TEST_CASE("herd-sample: a run that made no proposal gets no acceptance-rate verdict", "[apps][mcmc]") {
+  const auto dir = workdir("no_proposal");
+  write(dir / "run.toml",
+        "chain_size = 1\nrandom_seed = 3\noutput_prefix = \"out/one\"\n[target]\nbuiltin = \"normal\"\nndim = 2\n");
+  const Run r = run(dir, "run.toml");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.out, Contains("1 chain, 0 steps"));
+  const std::string html = slurp(dir / "out/one_report.html");
+  for (const std::string& text : {r.out, slurp(dir / "out/one_report.txt"), html}) {
+    CHECK_THAT(text, !Contains("acceptance rate is 0") && !Contains("barely moved"));
+    // What it does say: nothing can be judged from one draw.
+    CHECK_THAT(text, Contains("R-hat and ESS are undefined (NA) for every quantity (x1, x2)"));
+  }
+  CHECK_THAT(html, !Contains("class=\"note ok\""));
+}
+
 TEST_CASE("herd-sample: a 100-D standard normal with the default proposal samples it", "[apps][mcmc]") {
   // The identity start proposal, unscaled, accepted nothing in 100-D (the run never ended);
   // ParaDRAM's rule (times scale_factor^2) gives a normal acceptance. Fixed seed; the
