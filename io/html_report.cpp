@@ -146,7 +146,11 @@ Json panel(const Plot& p, std::size_t index, std::string& data) {
   g["signals"] = Json::array({{{"name", "width"}, {"value", p.width}}, {{"name", "height"}, {"value", p.height}}});
   g["encode"]["update"] = {{"width", {{"value", p.width}}}, {"height", {{"value", p.height}}}};
   if (p.empty) return g;
-  if (!p.title.empty()) g["title"] = {{"text", p.title}, {"fontSize", 11}, {"fontWeight", "normal"}};
+  // Titles no longer than the panel (and its axis), cut with an ellipsis: in a grid every
+  // column is as wide as its widest cell, so one long variable name widened the whole corner
+  // plot past the page.
+  if (!p.title.empty())
+    g["title"] = {{"text", p.title}, {"fontSize", 11}, {"fontWeight", "normal"}, {"limit", p.width + 30}};
   // Marks are clipped to the plotting area when an axis range is fixed.
   const bool fixed_range = (std::isfinite(p.x_min) && std::isfinite(p.x_max) && p.x_min < p.x_max) ||
                            (std::isfinite(p.y_min) && std::isfinite(p.y_max) && p.y_min < p.y_max);
@@ -265,6 +269,7 @@ Json panel(const Plot& p, std::size_t index, std::string& data) {
     g["axes"] = Json::array({{{"orient", "bottom"},
                               {"scale", "x"},
                               {"title", p.x_label},
+                              {"titleLimit", p.width},
                               {"tickCount", 5},
                               {"labelFontSize", 9},
                               {"titleFontSize", 10},
@@ -272,6 +277,7 @@ Json panel(const Plot& p, std::size_t index, std::string& data) {
                              {{"orient", "left"},
                               {"scale", "y"},
                               {"title", p.y_label},
+                              {"titleLimit", p.height},
                               {"tickCount", 5},
                               {"labelFontSize", 9},
                               {"titleFontSize", 10},

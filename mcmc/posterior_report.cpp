@@ -1406,7 +1406,12 @@ std::string posterior_report_html(const PosteriorReportData& d) {
   const auto corner_spec = [&]() -> std::string {
     if (corner < 2) return {};
     const std::size_t k = corner;
-    const int cell = std::clamp(static_cast<int>(900 / k), 90, 170);
+    // Each column takes its cell plus about 81 px (the y axis's ticks and labels, the axis
+    // title and the grid's padding; measured in Chromium): with 900 / k the 6-coordinate grid
+    // was 1380 px wide and the 10-coordinate one 1690 px, past the page's 1200 px, and
+    // their last columns were scrolled out of view. Cells of at least 60 px: up to 8
+    // columns fit about 1130 px.
+    const int cell = std::clamp(static_cast<int>(1080 / k) - 81, 60, 170);
     std::vector<Plot> plots;
     for (std::size_t i = 0; i < k; ++i)
       for (std::size_t j = 0; j < k; ++j) {

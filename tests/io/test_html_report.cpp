@@ -125,6 +125,26 @@ TEST_CASE("append_number_6g writes fmt's {:.6g} byte for byte", "[io]") {
   CHECK(differ == 0);
 }
 
+// A grid's column is as wide as its widest cell: one long variable name in a corner plot's
+// axis titles widened every column, and the last columns were scrolled out of the page.
+TEST_CASE("vega_spec cuts titles longer than their panel with an ellipsis", "[io]") {
+  Plot a;
+  a.title = "log_of_the_effective_temperature_kelvin";
+  a.x_label = a.title;
+  a.y_label = a.title;
+  a.width = 90;
+  a.height = 70;
+  a.series.push_back({"s", {0, 1}, {1, 2}});
+  const auto spec = nlohmann::json::parse(herd::io::vega_spec({a}, 1));
+  const auto& g = spec["marks"][0];
+  CHECK(g["title"]["text"] == a.title);  // the whole name, drawn at most this wide
+  CHECK(g["title"]["limit"] == 90 + 30);
+  CHECK(g["axes"][0]["orient"] == "bottom");
+  CHECK(g["axes"][0]["titleLimit"] == 90);
+  CHECK(g["axes"][1]["orient"] == "left");
+  CHECK(g["axes"][1]["titleLimit"] == 70);
+}
+
 TEST_CASE("vega_spec's text is nlohmann's dump of its own tree, with fmt's CSV numbers", "[io]") {
   // The datasets are written directly (not through a JSON tree): parsing and dumping again
   // gives the same bytes, and the CSV holds every finite point as "{:.6g},{:.6g}".

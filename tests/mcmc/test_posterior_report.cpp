@@ -225,6 +225,39 @@ TEST_CASE("numbers beside a limit show on which side of it they are", "[mcmc]") 
   CHECK_THAT(html, Contains("<td>1234</td><td>5000</td><td>1.0003</td></tr>"));
 }
 
+// The corner plot's cells were 900 / k px (90 for 10 coordinates): with each column's axes
+// and padding (about 81 px more) the 6- and 10-coordinate grids were 1380 and 1690 px wide,
+// past the page's 1200 px, their last columns scrolled out of view.
+TEST_CASE("the corner plot fits the page's width for up to 8 coordinates", "[mcmc]") {
+  const auto corner_cell = [](std::size_t k) {
+    PosteriorReportData d;
+    d.chains = 1;
+    d.draws = 200;
+    std::vector<std::vector<double>> cols(k, std::vector<double>(200));
+    for (std::size_t q = 0; q < k; ++q) {
+      d.names.push_back(fmt::format("x{}", q + 1));
+      for (std::size_t i = 0; i < 200; ++i) cols[q][i] = std::sin(static_cast<double>(i * (q + 1)));
+    }
+    for (const auto& c : cols) d.values.emplace_back(c);
+    const std::string html = posterior_report_html(d);
+    const std::size_t f = html.find("data-name=\"corner\"");
+    REQUIRE(f != std::string::npos);
+    const std::size_t b = html.find('>', html.find("class=\"herd-vega\"", f)) + 1;
+    std::string json = html.substr(b, html.find("</script>", b) - b);
+    for (std::size_t i = json.find("<\\/"); i != std::string::npos; i = json.find("<\\/", i)) json.replace(i, 3, "</");
+    const auto spec = nlohmann::json::parse(json);
+    REQUIRE(spec["marks"].size() == k * k);
+    return spec["marks"][0]["encode"]["update"]["width"]["value"].get<int>();
+  };
+  CHECK(corner_cell(2) == 170);
+  CHECK(corner_cell(4) == 170);
+  for (std::size_t k : {5, 6, 8}) {
+    INFO(k);
+    CHECK(static_cast<int>(k) * (corner_cell(k) + 81) <= 1160);
+  }
+  CHECK(corner_cell(10) == 60);
+}
+
 // With 8 to 64 chains the warning said "below 400 (100 per chain for 4 chains)": the run had
 // more chains than it named. The threshold is 100 per chain up to 4 chains, 400 with more.
 TEST_CASE("the ESS warning states the threshold applied and the run's chain count", "[mcmc]") {
