@@ -1468,22 +1468,36 @@ std::string posterior_report_html(const PosteriorReportData& d) {
     std::vector<std::vector<std::string>> rows;
     std::vector<Level> levels;
     const double ess_min = ess_threshold(d.chains);
+    // With superchains the verdicts judge nested R-hat (R-hat alone above the limit is a
+    // note): the table shows it and colours by it, as the verdicts do. Before, it had no such
+    // column (a note pointed to _report.txt) and coloured rows red by R-hat beside "OK".
+    const bool nested = d.superchains >= 2 && !d.nested_rhat.empty();
+    const auto nested_of = [&](std::size_t q) { return q < d.nested_rhat.size() ? d.nested_rhat[q] : kNaN; };
     for (std::size_t q = 0; q < nq; ++q) {
       const auto& s = summary[q];
       rows.push_back({d.names[q], num(s.mean), num(s.sd), num(s.q5), num(s.q50), num(s.q95), num(s.mcse_mean),
                       num(s.mcse_sd), beside_limit(s.ess_bulk, ess_min, 0), beside_limit(s.ess_tail, ess_min, 0),
                       beside_limit(s.rhat, kRhatLimit, 4)});
-      const bool bad_rhat = std::isfinite(s.rhat) && s.rhat > kRhatLimit;
+      if (nested) rows.back().push_back(beside_limit(nested_of(q), kRhatLimit, 4));
+      const double judged = nested && std::isfinite(nested_of(q)) ? nested_of(q) : s.rhat;
+      const bool bad_rhat = std::isfinite(judged) && judged > kRhatLimit;
       const bool bad_ess = std::isfinite(s.ess_bulk) && std::min(s.ess_bulk, s.ess_tail) < ess_min;
       levels.push_back(bad_rhat ? Level::kProblem : bad_ess ? Level::kWarning : Level::kInfo);
     }
-    r.table({"quantity", "mean", "sd", "q5", "q50", "q95", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "rhat"},
-            rows, levels);
-    r.paragraph(
-        fmt::format("{} chain{} x {} draws. R-hat: rank-normalized split R-hat, the larger of bulk and tail; "
-                    "ESS and MCSE as R posterior and ArviZ compute them (Vehtari et al. 2021). Rows in red "
-                    "have R-hat > {}, in yellow bulk- or tail-ESS < {:.0f}.",
-                    d.chains, d.chains == 1 ? "" : "s", d.draws, kRhatLimit, ess_min));
+    std::vector<std::string> header{"quantity",  "mean",    "sd",       "q5",       "q50", "q95",
+                                    "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "rhat"};
+    if (nested) header.emplace_back("nested_rhat");
+    r.table(header, rows, levels);
+    r.paragraph(fmt::format(
+        "{} chain{} x {} draws. R-hat: rank-normalized split R-hat, the larger of bulk and tail; "
+        "ESS and MCSE as R posterior and ArviZ compute them (Vehtari et al. 2021).{} Rows in red "
+        "have {} > {}, in yellow bulk- or tail-ESS < {:.0f}.",
+        d.chains, d.chains == 1 ? "" : "s", d.draws,
+        nested ? fmt::format(" nested_rhat: nested R-hat over {} superchains of {} chains (Margossian et al. "
+                             "2024), the test for many short chains, judged instead of R-hat.",
+                             d.superchains, d.chains / d.superchains)
+               : std::string(),
+        nested ? "nested R-hat" : "R-hat", kRhatLimit, ess_min));
   }
 
   r.heading("Plots");

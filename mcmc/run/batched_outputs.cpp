@@ -619,9 +619,6 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
                                 "This run did not adapt its proposal ({}): every chain used the start proposal "
                                 "throughout, and the figure shows it.",
                                 why_not_adapted(o));
-  if (f.superchains > 0)
-    h.notes.push_back(
-        fmt::format("Nested R-hat over {} superchains is in {}_report.txt.", f.superchains, specs.output_prefix));
   h.run_longer = kBatchedRunLonger;
   h.nested_rhat = post.nested_rhat;  // the verdicts judge superchains on nested R-hat
   h.superchains = f.superchains;

@@ -225,6 +225,37 @@ TEST_CASE("numbers beside a limit show on which side of it they are", "[mcmc]") 
   CHECK_THAT(html, Contains("<td>1234</td><td>5000</td><td>1.0003</td></tr>"));
 }
 
+// Many short chains are judged on nested R-hat: the table had no such column (a note sent the
+// reader to _report.txt) and coloured a row red for R-hat > 1.01 beside a verdict of OK.
+TEST_CASE("with superchains the summary table shows nested R-hat and colours rows by it", "[mcmc]") {
+  DiagnosticSummary s;
+  s.mean = s.sd = s.q5 = s.q50 = s.q95 = s.mcse_mean = s.mcse_sd = 1.0;
+  s.rhat = 1.05;  // each short chain's halves disagree
+  s.ess_bulk = s.ess_tail = 5000.0;
+  PosteriorReportData d;
+  d.names = {"x1", "x2"};
+  d.chains = 16;
+  d.draws = 10;
+  d.acceptance_rate = 0.3;
+  d.summary = {s, s};
+  d.superchains = 4;
+  d.nested_rhat = {1.004, 1.03};
+  std::vector<double> draws(160);
+  for (std::size_t i = 0; i < 160; ++i) draws[i] = static_cast<double>(i % 7);
+  d.values = {draws, draws};
+  const std::string html = posterior_report_html(d);
+  CHECK_THAT(html, Contains("<th>rhat</th><th>nested_rhat</th></tr>"));
+  CHECK_THAT(html, Contains("<tr><td>x1</td>") && Contains("<td>1.0500</td><td>1.0040</td></tr>"));
+  CHECK_THAT(html, Contains("<tr class=\"problem\"><td>x2</td>") && Contains("<td>1.0500</td><td>1.0300</td></tr>"));
+  CHECK_THAT(html, Contains("Rows in red have nested R-hat &gt; 1.01") &&
+                       Contains("nested R-hat over 4 superchains of 4 chains"));
+  // Without superchains: no such column, rows coloured by R-hat.
+  d.superchains = 0;
+  d.nested_rhat.clear();
+  const std::string plain = posterior_report_html(d);
+  CHECK_THAT(plain, !Contains("nested_rhat") && Contains("<tr class=\"problem\"><td>x1</td>"));
+}
+
 // The corner plot's cells were 900 / k px (90 for 10 coordinates): with each column's axes
 // and padding (about 81 px more) the 6- and 10-coordinate grids were 1380 and 1690 px wide,
 // past the page's 1200 px, their last columns scrolled out of view.
