@@ -1545,10 +1545,13 @@ std::string posterior_report_html(const PosteriorReportData& d) {
   if (d.chains >= 2)
     r.figure(panels(&QuantityPlots::rank), 3,
              fmt::format("Rank plots (Vehtari et al. 2021): histograms of each chain's draws over {} bins of the "
-                         "ranks of all draws pooled. Mixed chains give flat histograms near the dashed line ({:.4g} "
+                         "ranks of all draws pooled. Mixed chains give flat histograms near the dashed line ({} "
                          "draws per bin); a chain above it at one end and below at the other sits apart from the "
                          "rest.",
-                         kRankBins, static_cast<double>(d.draws) / kRankBins) +
+                         kRankBins,
+                         // Whole draws from 100 up ({:.4g} wrote 14878.5 as "1.488e+04").
+                         d.draws >= 100 * kRankBins ? fmt::format("{:.0f}", static_cast<double>(d.draws) / kRankBins)
+                                                    : fmt::format("{:.4g}", static_cast<double>(d.draws) / kRankBins)) +
                  shown_q + shown_c,
              "rank");
   // --- the sampler over the run

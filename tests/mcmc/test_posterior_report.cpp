@@ -256,6 +256,22 @@ TEST_CASE("with superchains the summary table shows nested R-hat and colours row
   CHECK_THAT(plain, !Contains("nested_rhat") && Contains("<tr class=\"problem\"><td>x1</td>"));
 }
 
+// The rank plot's caption wrote the draws per bin with {:.4g}: "1.488e+04" for long chains.
+TEST_CASE("the rank plot's caption gives the draws per bin in whole draws", "[mcmc]") {
+  PosteriorReportData d;
+  d.names = {"x1"};
+  d.chains = 2;
+  d.draws = 300000;
+  std::vector<double> many(2 * 300000);
+  for (std::size_t i = 0; i < many.size(); ++i) many[i] = static_cast<double>(i % 101);
+  d.values = {many};
+  CHECK_THAT(posterior_report_html(d), Contains("(15000 draws per bin)"));
+  d.draws = 1224;  // below 100 per bin: as before
+  many.resize(2 * 1224);
+  d.values = {many};
+  CHECK_THAT(posterior_report_html(d), Contains("(61.2 draws per bin)"));
+}
+
 // The corner plot's cells were 900 / k px (90 for 10 coordinates): with each column's axes
 // and padding (about 81 px more) the 6- and 10-coordinate grids were 1380 and 1690 px wide,
 // past the page's 1200 px, their last columns scrolled out of view.
