@@ -648,7 +648,10 @@ Plot trace_panel(const PosteriorReportData& d, std::size_t q, const std::vector<
   p.x_label = "draw";
   p.legend = q == 0 && pc > 1;
   for (std::size_t c = 0; c < pc; ++c) {
-    PlotSeries series(chain_label(d, c), {}, {});
+    // A line through one draw draws nothing: chains of one draw each left every trace
+    // panel empty. One draw is a point.
+    PlotSeries series(chain_label(d, c), {}, {},
+                      trace_idx.size() < 2 ? PlotSeries::Mark::kPoint : PlotSeries::Mark::kLine);
     series.x.reserve(trace_idx.size());
     for (std::size_t t : trace_idx) series.x.push_back(static_cast<double>(t));
     series.y = std::move(ys[c]);

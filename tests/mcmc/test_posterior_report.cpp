@@ -272,6 +272,34 @@ TEST_CASE("the rank plot's caption gives the draws per bin in whole draws", "[mc
   CHECK_THAT(posterior_report_html(d), Contains("(61.2 draws per bin)"));
 }
 
+// 4 chains of 1 draw each (chain_size = 3): the trace panels were empty, a line through
+// one point drawing nothing.
+TEST_CASE("a trace of one draw per chain draws points", "[mcmc]") {
+  const auto trace_marks = [](std::size_t draws) {
+    PosteriorReportData d;
+    d.names = {"x1"};
+    d.chains = 4;
+    d.draws = draws;
+    std::vector<double> v(4 * draws);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+    d.values = {v};
+    const std::string html = posterior_report_html(d);
+    const std::size_t f = html.find("data-name=\"trace\"");
+    REQUIRE(f != std::string::npos);
+    const std::size_t b = html.find('>', html.find("class=\"herd-vega\"", f)) + 1;
+    std::string json = html.substr(b, html.find("</script>", b) - b);
+    for (std::size_t i = json.find("<\\/"); i != std::string::npos; i = json.find("<\\/", i)) json.replace(i, 3, "</");
+    std::set<std::string> types;
+    const auto spec = nlohmann::json::parse(json);
+    for (const auto& m : spec["marks"][0]["marks"]) types.insert(m["type"].get<std::string>());
+    return types;
+  };
+  CHECK(trace_marks(1).count("symbol") == 1);
+  CHECK(trace_marks(1).count("line") == 0);
+  CHECK(trace_marks(50).count("line") == 1);
+  CHECK(trace_marks(50).count("symbol") == 0);
+}
+
 // The corner plot's cells were 900 / k px (90 for 10 coordinates): with each column's axes
 // and padding (about 81 px more) the 6- and 10-coordinate grids were 1380 and 1690 px wide,
 // past the page's 1200 px, their last columns scrolled out of view.
