@@ -1059,23 +1059,35 @@ TEST_CASE("herd-diagnose: one verdict for all the datasets of a file", "[mcmc][a
 }
 
 // Chains too short for ESS (or constant draws) printed NA in the table and nothing on the
-// terminal to say why; only the --html report had the note.
+// terminal to say why; only the --html report had the note. A quantity with NA beside judged
+// ones gets a note; when no quantity can be judged, a warning says so.
 TEST_CASE("herd-diagnose: undefined (NA) diagnostics are explained on stderr, as in the HTML report", "[mcmc][apps]") {
   const auto short_csv = write_csv("too_short.csv", {0.1, -0.4, 0.7, 1.2, 0.3, -0.8}, 2, 3);
   const Run r = run(q(short_csv));
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK(r.out.find(" nan ") != std::string::npos);
-  CHECK(r.err.find("herd-diagnose: note: R-hat or ESS is undefined (NA) for too_short: constant draws, a "
-                   "non-finite draw, or too few draws (ESS needs at least 6 per chain).\n") != std::string::npos);
-  const auto constant = write_csv("constant.csv", std::vector<double>(2000, 2.5), 2, 1000);
-  const Run c = run(q(constant) + " --json");
+  CHECK(r.err.find("WARNING: R-hat and ESS are undefined (NA) for every quantity (too_short): too few draws (ESS "
+                   "needs at least 6 per chain)") != std::string::npos);
+  // A constant quantity beside a judged one: a note names it.
+  const std::vector<double> good = herd_test::test_vector(1).x;
+  const fs::path h5 = kWork / "constant_beside.h5";
+  fs::create_directories(kWork);
+  const hid_t f = H5Fcreate(h5.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t g = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  write_dataset(g, "constant", std::vector<double>(4000, 2.5), {4, 1000});
+  write_dataset(g, "moving", good, {4, 1000});
+  H5Gclose(g);
+  H5Fclose(f);
+  const Run c = run(q(h5) + " --json");
   INFO(c.err);
   REQUIRE(c.rc == 0);
   CHECK(nlohmann::json::parse(c.out)["constant"]["rhat"].is_null());
-  CHECK(c.err.find("note: R-hat or ESS is undefined (NA) for constant:") != std::string::npos);
+  CHECK(c.err.find("herd-diagnose: note: R-hat or ESS is undefined (NA) for constant: constant draws, a "
+                   "non-finite draw, or too few draws (ESS needs at least 6 per chain).\n") != std::string::npos);
+  CHECK(c.err.find("for every quantity") == std::string::npos);
   // Defined diagnostics: no note.
-  const Run ok = run(q(write_csv("defined.csv", herd_test::test_vector(1).x, 4, 1000)));
+  const Run ok = run(q(write_csv("defined.csv", good, 4, 1000)));
   REQUIRE(ok.rc == 0);
   CHECK(ok.err.find("undefined") == std::string::npos);
 }
