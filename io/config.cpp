@@ -356,6 +356,10 @@ std::vector<std::pair<std::string, const ConfigValue*>> Config::leaves() const {
 Config read_config(const std::string& path, std::string_view namelist_group) {
   const auto bytes = read_file_bytes(path);
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return parse_config(text, path, namelist_group);
+}
+
+Config parse_config(std::string_view text, const std::string& source, std::string_view namelist_group) {
   // Namelist when the first meaningful character is '&' or '$'.
   bool namelist = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -368,9 +372,9 @@ Config read_config(const std::string& path, std::string_view namelist_group) {
     namelist = (c == '&' || c == '$');
     break;
   }
-  if (namelist) return parse_namelist(text, path, namelist_group);
+  if (namelist) return parse_namelist(text, source, namelist_group);
   try {
-    return parse_toml(text, path);
+    return parse_toml(text, source);
   } catch (const InputError&) {
     // Not TOML, and a line opens a namelist group ("&ParaDRAM"): a namelist with free text
     // before its first group, which Fortran's namelist read skips.
@@ -379,7 +383,7 @@ Config read_config(const std::string& path, std::string_view namelist_group) {
       while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
       if (i + 1 < text.size() && (text[i] == '&' || text[i] == '$') &&
           std::isalpha(static_cast<unsigned char>(text[i + 1])))
-        return parse_namelist(text, path, namelist_group);
+        return parse_namelist(text, source, namelist_group);
       at = text.find('\n', at);
       if (at == std::string_view::npos) break;
       ++at;

@@ -23,22 +23,32 @@ namespace {
 
 int g_last_status = 0;
 
-/// The input as a configuration: a file path, namelist text, TOML text, or nothing.
+/// The input as a configuration: a file path, namelist text, TOML text, or nothing. A line
+/// that names an existing file (blanks around it ignored, as Fortran's blank-padded strings
+/// need) is read as that file, whatever characters its name has ('=' included); other input
+/// with no '=' and no line break, not opening a group ('&', '$'), is a file that does not
+/// exist; the rest is text, a namelist
+/// or TOML by `io::parse_config`'s rule (a '&' or '$' group first, or after free text).
 herd::io::Config input_config(std::string_view input) {
   const std::size_t first = input.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) return herd::io::parse_toml("", "(no input)");
-  const std::string s(input);
-  if (input.find('\n') == std::string_view::npos && input.find('=') == std::string_view::npos) {
+  const std::string_view trimmed = input.substr(first, input.find_last_not_of(" \t\r\n") - first + 1);
+  const bool one_line = trimmed.find('\n') == std::string_view::npos;
+  if (one_line) {
+    const std::string path(trimmed);
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(s, ec))
-      throw herd::InputError(fmt::format("input file \"{}\" does not exist", s));
-    return herd::io::read_config(s, "ParaDRAM");
+    if (std::filesystem::is_regular_file(path, ec)) return herd::io::read_config(path, "ParaDRAM");
+    if (trimmed.find('=') == std::string_view::npos && trimmed[0] != '&' && trimmed[0] != '$')
+      throw herd::InputError(fmt::format("input file \"{}\" does not exist", path));
   }
-  if (input[first] == '&' || input[first] == '$') return herd::io::parse_namelist(input, "(input text)", "ParaDRAM");
-  // A namelist may start with comments before its group.
-  if (input.find("&ParaDRAM") != std::string_view::npos || input.find("&paradram") != std::string_view::npos)
-    return herd::io::parse_namelist(input, "(input text)", "ParaDRAM");
-  return herd::io::parse_toml(input, "(input text)");
+  try {
+    return herd::io::parse_config(input, "(input text)", "ParaDRAM");
+  } catch (const herd::InputError& e) {
+    // One line that is not valid input may be meant as a path with '=' in it.
+    if (one_line && trimmed.find_first_of("&$") == std::string_view::npos)
+      throw herd::InputError(fmt::format("{} (the input is read as text: no file \"{}\" exists)", e.what(), trimmed));
+    throw;
+  }
 }
 
 /// One run through the C API: the log function `f` on `ndim` variables, or the target the

@@ -82,6 +82,37 @@ TEST_CASE("C API: runParaDRAM from a namelist file and herd_run_dram from text",
   CHECK(c_driver_herd("ndim = 3\nchain_size = 100\n") == 2);
 }
 
+TEST_CASE("C API: an input file whose path has '=' or blanks around it, and namelist text in any case", "[mcmc]") {
+  const fs::path dir = fs::path(HERD_TEST_WORK_DIR) / "c_api_input_forms";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "a=b");
+  auto nml = [&](const std::string& group, const std::string& name) {
+    return "! a comment line before the group\n&" + group +
+           "\n  chainSize = 300\n  randomSeed = 5\n  outputFileName = '" + (dir / "out" / name).string() + "'\n/\n";
+  };
+  // A path with '=' was read as TOML text ("Error while parsing floating-point").
+  const fs::path eq = dir / "a=b" / "run=1.in";
+  std::ofstream(eq) << nml("ParaDRAM", "eq");
+  CHECK(c_driver_herd(eq.string().c_str()) == 0);
+  CHECK(fs::exists(dir / "out" / "eq_chain.txt"));
+  std::string path = eq.string();
+  CHECK(c_driver_paramonte(path.data()) == 0);  // complete: reported, not redone
+  // Blanks around the path, as C callers may pass them (Fortran's trailing ones were trimmed).
+  const fs::path plain = dir / "plain.nml";
+  std::ofstream(plain) << nml("ParaDRAM", "blank");
+  CHECK(c_driver_herd(("  " + plain.string() + " \n").c_str()) == 0);
+  CHECK(fs::exists(dir / "out" / "blank_chain.txt"));
+  // Namelist text whose group is not spelt "ParaDRAM" or "paradram", after a comment line,
+  // was read as TOML ("expected keys, tables, whitespace or comments, saw '!'").
+  CHECK(c_driver_herd(nml("PARADRAM", "upper").c_str()) == 0);
+  CHECK(fs::exists(dir / "out" / "upper_chain.txt"));
+  CHECK(c_driver_herd(nml("ParaDram", "mixed").c_str()) == 0);
+  CHECK(fs::exists(dir / "out" / "mixed_chain.txt"));
+  // A missing file whose name has '=' is bad input naming it, nothing written.
+  CHECK(c_driver_herd((dir / "no=such.in").string().c_str()) == 2);
+  CHECK(!fs::exists(dir / "no=such.in"));
+}
+
 extern "C" std::int32_t c_driver_v2(char kind, const char* input);
 
 TEST_CASE("C API: ParaMonte 2's runParaDRAMF/D/L with v2 specification names", "[mcmc]") {

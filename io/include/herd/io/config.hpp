@@ -156,6 +156,11 @@ class Config {
 /// InputError on a syntax error.
 Config read_config(const std::string& path, std::string_view namelist_group = "");
 
+/// `read_config` on text already in memory: `source` names it in messages (line numbers
+/// count from the text's first line). The same rule decides namelist or TOML. @throws
+/// InputError on a syntax error.
+Config parse_config(std::string_view text, const std::string& source, std::string_view namelist_group = "");
+
 /// Edit distance between two strings, for "did you mean" suggestions: insertions, deletions,
 /// substitutions and transpositions of adjacent characters ("cdua" -> "cuda") each count 1
 /// (optimal string alignment, a restricted Damerau-Levenshtein distance).

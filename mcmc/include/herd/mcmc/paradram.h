@@ -25,7 +25,10 @@ extern "C" {
 typedef double (*herd_log_func)(int32_t ndim, double point[]);
 
 /* Runs DRAM on `logfunc` in `ndim` dimensions. `input` is a path to an input file, or the
- * namelist or TOML text itself, or NULL/"" for the defaults. Returns 0 on success, 2 on bad
+ * namelist or TOML text itself, or NULL/"" for the defaults: one line naming an existing file
+ * (blanks around it ignored; any characters in its name, '=' included) is that file; other
+ * text is a namelist when a line opens a group (`&ParaDRAM`, any case, comment lines before
+ * it allowed), else TOML. Returns 0 on success, 2 on bad
  * input (nothing written; the reason is printed to stderr in one line), 1 when the run fails
  * (e.g. +inf log density; what was sampled is flushed).
  *
