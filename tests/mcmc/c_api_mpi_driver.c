@@ -7,6 +7,9 @@
  *   caller: the caller initialises MPI; herd uses it and leaves it up for the caller.
  *   batched: as keep, with device = 'cpu_batched': the batched run over both ranks (pooled
  *            adaptation and the gathered draws are collective); rank 0 finds <prefix>.h5.
+ *   fail:   as caller, with a log density that returns +inf on rank 1 after 500 calls: the
+ *           run ends the job (MPI_Abort, exit code 1) instead of returning; printing
+ *           "returned" means the call came back, which it must not.
  * Exit code 0 when everything holds (every rank checks). */
 #include <mpi.h>
 #include <stdio.h>
@@ -14,16 +17,25 @@
 
 #include "herd/mcmc/paradram.h"
 
+static int g_rank = 0;
+static long g_calls = 0;
+
 static double getLogFunc(int32_t ndim, double point[]) {
   double q = 0.0;
   for (int32_t i = 0; i < ndim; ++i) q += point[i] * point[i];
   return -0.5 * q;
 }
 
+static double failingLogFunc(int32_t ndim, double point[]) {
+  if (g_rank == 1 && ++g_calls > 500) return 1.0 / 0.0;
+  return getLogFunc(ndim, point);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) return 2;
   const char* mode = argv[1];
-  const int caller = strcmp(mode, "caller") == 0, batched = strcmp(mode, "batched") == 0;
+  const int fail = strcmp(mode, "fail") == 0;
+  const int caller = strcmp(mode, "caller") == 0 || fail, batched = strcmp(mode, "batched") == 0;
   const int keep = strcmp(mode, "keep") == 0 || batched;
   if (caller) MPI_Init(&argc, &argv);
   char input[1024];
@@ -38,6 +50,13 @@ int main(int argc, char** argv) {
              "&ParaDRAM chainSize = 2000, randomSeed = 4, outputFileName = '%s', overwriteRequested = T, "
              "parallelizationModel = 'multiChain', checkpoint_period_seconds = 0, mpiFinalizeRequested = %s /",
              argv[2], keep ? "F" : "T");
+  if (fail) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    runParaDRAM(2, failingLogFunc, input, (int32_t)strlen(input));
+    printf("rank %d: runParaDRAM returned status %d\n", g_rank, herd_last_status());
+    MPI_Finalize();
+    return 1;
+  }
   runParaDRAM(2, getLogFunc, input, (int32_t)strlen(input));
   int status = herd_last_status(), init = 0, fin = 0;
   MPI_Initialized(&init);

@@ -42,7 +42,16 @@ typedef double (*herd_log_func)(int32_t ndim, double point[]);
  * outputs `<prefix>.h5`, `_report.txt`, `_report.html`; docs/batched.md), where a C log
  * function is evaluated in stage rounds on the calling thread; "cuda", the same on a CUDA
  * device for the built-in targets but the mixture (status 2 with one line saying why when
- * the build has no CUDA or no device is usable). The same holds for every entry point below. */
+ * the build has no CUDA or no device is usable).
+ *
+ * MPI (docs/parallel.md, "C API and MPI"): under an MPI launcher, or after the caller's
+ * MPI_Init, the call is collective over MPI_COMM_WORLD: every rank calls it with the same
+ * input and log function. Bad input (status 2) is returned on every rank. A run that fails
+ * on any rank of several (e.g. +inf log density, an exception in herd) does not return: that
+ * rank prints `herd: rank R of N failed: <reason> (ending all ranks)` and calls
+ * MPI_Abort(MPI_COMM_WORLD, 1), which ends the whole job, the caller's program included, with
+ * exit code 1 (the restart record is kept: rerunning the program resumes). With one process
+ * it returns 1. The same holds for every entry point below. */
 int herd_run_dram(int32_t ndim, herd_log_func logfunc, const char* input);
 
 /* ParaMonte 1.x's entry point: `inputFile` (of length `inputFileLen`, not necessarily
