@@ -184,7 +184,12 @@ void MpiEnvironment::ensure() {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
-  HERD_CHECK_AS(CommunicationError, !fin, "MpiEnvironment: MPI was already finalised");
+  if (fin)
+    throw CommunicationError(
+        "MPI was already finalised in this process and cannot be initialised again: a run of herd's C or "
+        "Fortran API finalises the MPI that it initialised unless its input sets mpi_finalize_requested = false "
+        "(mpiFinalizeRequested), so set that in every run but the last of a program; a program that calls "
+        "MPI_Finalize itself must run herd before it");
   if (init) return;
   int provided = 0;
   HERD_MPI_CALL("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));

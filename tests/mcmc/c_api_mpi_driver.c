@@ -7,6 +7,8 @@
  *   caller: the caller initialises MPI; herd uses it and leaves it up for the caller.
  *   batched: as keep, with device = 'cpu_batched': the batched run over both ranks (pooled
  *            adaptation and the gathered draws are collective); rank 0 finds <prefix>.h5.
+ *   twice:  as herd, then a second runParaDRAM: MPI is finalised and cannot come back, so
+ *           it fails with status 1 and one line that names mpiFinalizeRequested.
  *   fail:   as caller, with a log density that returns +inf on rank 1 after 500 calls: the
  *           run ends the job (MPI_Abort, exit code 1) instead of returning; printing
  *           "returned" means the call came back, which it must not.
@@ -58,6 +60,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   runParaDRAM(2, getLogFunc, input, (int32_t)strlen(input));
+  if (strcmp(mode, "twice") == 0) {
+    const int first = herd_last_status();
+    runParaDRAM(2, getLogFunc, input, (int32_t)strlen(input));
+    printf("twice: first status %d, second status %d\n", first, herd_last_status());
+    return first == 0 && herd_last_status() == 1 ? 0 : 1;
+  }
   int status = herd_last_status(), init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
