@@ -55,7 +55,8 @@ herd::io::Config input_config(std::string_view input) {
 /// input names (`f` empty, `ndim` 0 or the target's), on the device the input names
 /// ("cpu", the serial kernel; "cpu_batched" or "cuda", the batched run). A C log function
 /// is not thread-safe: a batched run evaluates it in stage rounds on the calling thread.
-int run_once(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input) {
+/// `entry`, the C function the program called, names it in the errors of its arguments.
+int run_once(const char* entry, std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input) {
   // MPI: under an MPI launcher, or when the caller has initialised MPI, the run is parallel
   // over MPI_COMM_WORLD (a duplicate); herd initialises MPI (MPI_Init_thread, FUNNELED)
   // when the caller has not. At the end, when mpi_finalize_requested (default true, as
@@ -85,37 +86,40 @@ int run_once(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view 
       // `ndim` there would otherwise get the schema's nearest name ("thin").
       if (const herd::io::ConfigValue* nd = config.find("ndim"); nd != nullptr && !named)
         throw herd::InputError(
-            fmt::format("{}: key \"ndim\" is not an input key: the dimension is herd_run_dram's (or runParaDRAM's) "
+            fmt::format("{}: key \"ndim\" is not an input key: the dimension is {}'s "
                         "argument ndim, or target.ndim of a [target] table that names a built-in target or plugin",
-                        nd->where.str()));
+                        nd->where.str(), entry));
       const herd::io::Settings settings = schema.apply(config);
       herd::mcmc::MadeTarget made;
       if (named && herd::mcmc::TargetRegistry::chooses_target(settings)) {
         if (f)
           throw herd::InputError(
-              "herd_run_dram: the input names a target (target.builtin, target.model or "
-              "target.library), but a log function is given too: pass NULL as the log function");
+              fmt::format("{}: the input names a target (target.builtin, target.model or "
+                          "target.library), but a log function is given too: pass NULL as the log function",
+                          entry));
         made = herd::mcmc::TargetRegistry::global().make(settings);
         if (ndim != 0 && ndim != made.target.ndim)
           throw herd::InputError(
-              fmt::format("herd_run_dram: ndim is {}, but the input's target has {} dimensions (pass "
+              fmt::format("{}: ndim is {}, but the input's target has {} dimensions (pass "
                           "0 to take the target's)",
-                          ndim, made.target.ndim));
+                          entry, ndim, made.target.ndim));
       } else {
         if (!f)
           throw herd::InputError(
-              "herd_run_dram: the log function is NULL, and the input names no target (target.builtin, "
-              "target.model or target.library in a [target] table): pass a log function, or name a target");
-        if (ndim < 1) throw herd::InputError(fmt::format("herd_run_dram: ndim is {}, but must be at least 1", ndim));
+              fmt::format("{}: the log function is NULL, and the input names no target (target.builtin, "
+                          "target.model or target.library in a [target] table): pass a log function, or name a "
+                          "target",
+                          entry));
+        if (ndim < 1) throw herd::InputError(fmt::format("{}: ndim is {}, but must be at least 1", entry, ndim));
         // A log function reads no target key: one set would be ignored.
         if (named)
           for (const auto& k : schema.keys())
             if ((k.name().starts_with("target.") || k.name().starts_with("data.")) && settings.is_set(k.name()))
               throw herd::InputError(fmt::format(
-                  "{}: key \"{}\" is set, but the target is the log function passed to herd_run_dram, which reads "
+                  "{}: key \"{}\" is set, but the target is the log function passed to {}, which reads "
                   "no target key (name a target with target.builtin, target.model or target.library and pass NULL, "
                   "or remove the key)",
-                  settings.origin(k.name()), settings.written(k.name())));
+                  settings.origin(k.name()), settings.written(k.name()), entry));
         made.target.ndim = ndim;
         made.target.log_density = f;
         made.target.description = "C log function (ParaMonte signature)";
@@ -132,8 +136,8 @@ int run_once(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view 
 }
 
 /// `run_once`, its status kept for `herd_last_status` (every entry point sets it).
-int run(std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input) {
-  g_last_status = run_once(ndim, std::move(f), input);
+int run(const char* entry, std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input) {
+  g_last_status = run_once(entry, ndim, std::move(f), input);
   return g_last_status;
 }
 
@@ -167,25 +171,28 @@ std::string_view c_input(const char* input) { return input ? std::string_view(in
 }  // namespace
 
 extern "C" int herd_run_dram(int32_t ndim, herd_log_func logfunc, const char* input) {
-  return run(ndim, wrap<double>(logfunc, [](herd_log_func fn, double* p, int d) { return fn(d, p); }), c_input(input));
+  return run("herd_run_dram", ndim, wrap<double>(logfunc, [](herd_log_func fn, double* p, int d) { return fn(d, p); }),
+             c_input(input));
 }
 
 extern "C" int32_t runParaDRAMD(double (*getLogFunc)(double state[], int32_t ndim), const int32_t ndim,
                                 const char* input) {
   using Fn = double (*)(double[], int32_t);
-  return run(ndim, wrap<double>(getLogFunc, [](Fn fn, double* p, int d) { return fn(p, d); }), c_input(input));
+  return run("runParaDRAMD", ndim, wrap<double>(getLogFunc, [](Fn fn, double* p, int d) { return fn(p, d); }),
+             c_input(input));
 }
 
 extern "C" int32_t runParaDRAMF(float (*getLogFunc)(float state[], int32_t ndim), const int32_t ndim,
                                 const char* input) {
   using Fn = float (*)(float[], int32_t);
-  return run(ndim, wrap<float>(getLogFunc, [](Fn fn, float* p, int d) { return fn(p, d); }), c_input(input));
+  return run("runParaDRAMF", ndim, wrap<float>(getLogFunc, [](Fn fn, float* p, int d) { return fn(p, d); }),
+             c_input(input));
 }
 
 extern "C" int32_t runParaDRAML(long double (*getLogFunc)(long double state[], int32_t ndim), const int32_t ndim,
                                 const char* input) {
   using Fn = long double (*)(long double[], int32_t);
-  return run(ndim, wrap<long double>(getLogFunc, [](Fn fn, long double* p, int d) { return fn(p, d); }),
+  return run("runParaDRAML", ndim, wrap<long double>(getLogFunc, [](Fn fn, long double* p, int d) { return fn(p, d); }),
              c_input(input));
 }
 
@@ -196,7 +203,8 @@ extern "C" void runParaDRAM(int32_t ndim, double (*getLogFunc)(int32_t ndim, dou
     input = std::string_view(inputFile, static_cast<std::size_t>(inputFileLen));
   // Fortran callers pass blank-padded strings.
   while (!input.empty() && (input.back() == ' ' || input.back() == '\0')) input.remove_suffix(1);
-  run(ndim, wrap<double>(getLogFunc, [](herd_log_func fn, double* p, int d) { return fn(d, p); }), input);
+  run("runParaDRAM", ndim, wrap<double>(getLogFunc, [](herd_log_func fn, double* p, int d) { return fn(d, p); }),
+      input);
 }
 
 extern "C" int herd_last_status(void) { return g_last_status; }

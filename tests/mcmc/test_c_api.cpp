@@ -6,6 +6,11 @@
 #include <iterator>
 #include <string>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
 #include <catch2/catch.hpp>
 
 #include "herd/io/hdf5.hpp"
@@ -186,4 +191,50 @@ TEST_CASE("C API: outputStatus = 'extend' continues a complete run in <prefix>_r
   auto third = herd::io::H5File::open(prefix + "_run3.h5");
   const auto s3 = third.open_dataset("chain_compact/state").read<double>();
   CHECK(s3[0] == s2[s2.size() - 2]);
+}
+
+namespace {
+
+/// Runs `f` with stderr sent to a file; returns what it printed there.
+template <typename F>
+std::string stderr_of(const fs::path& dir, F&& f) {
+  const std::string path = (dir / "stderr.txt").string();
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::dup2(fd, 2);
+  ::close(fd);
+  f();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+double log_normal(std::int32_t ndim, double point[]) {
+  double q = 0;
+  for (std::int32_t i = 0; i < ndim; ++i) q += point[i] * point[i];
+  return -0.5 * q;
+}
+
+}  // namespace
+
+TEST_CASE("C API: an argument error names the entry point the program called", "[mcmc]") {
+  const fs::path dir = fs::path(HERD_TEST_WORK_DIR) / "c_api_entry_names";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // Every entry point said "herd_run_dram: ndim is 0", also to a ParaMonte program (and to
+  // Fortran's paramonte module) that called runParaDRAM.
+  std::string input = "&ParaDRAM chainSize = 100, outputFileName = '" + (dir / "out" / "run").string() + "' /";
+  std::string err = stderr_of(dir, [&] { runParaDRAM(0, log_normal, input.data(), (int32_t)input.size()); });
+  CHECK(herd_last_status() == 2);
+  CHECK_THAT(err, Catch::Contains("runParaDRAM: ndim is 0, but must be at least 1"));
+  err = stderr_of(dir, [&] { CHECK(runParaDRAMD(nullptr, 2, input.c_str()) == 2); });
+  CHECK_THAT(err, Catch::Contains("runParaDRAMD: the log function is NULL"));
+  err = stderr_of(dir, [&] { CHECK(herd_run_dram(-1, log_normal, input.c_str()) == 2); });
+  CHECK_THAT(err, Catch::Contains("herd_run_dram: ndim is -1"));
+  err = stderr_of(dir, [&] { CHECK(herd_run_dram(2, log_normal, "ndim = 2\n") == 2); });
+  CHECK_THAT(err, Catch::Contains("the dimension is herd_run_dram's argument ndim"));
+  CHECK(!fs::exists(dir / "out"));
 }
