@@ -1,8 +1,10 @@
 // The C interface (herd/mcmc/paradram.h): ParaMonte-compatible entry points over the
 // herd-sample pipeline (specifications -> DRAM kernel -> ParaDRAM outputs).
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,7 +23,13 @@
 
 namespace {
 
-int g_last_status = 0;
+std::atomic<int> g_last_status{0};
+
+/// One run at a time per process (HDF5, the output writers and MPI are not shared between
+/// runs): a call from another thread waits for the run in progress; a call from inside a
+/// run's log density (the same thread) cannot wait for it and is refused.
+std::mutex g_run_mutex;
+thread_local bool t_in_run = false;
 
 /// The input as a configuration: a file path, namelist text, TOML text, or nothing. A line
 /// that names an existing file (blanks around it ignored, as Fortran's blank-padded strings
@@ -136,9 +144,26 @@ int run_once(const char* entry, std::int32_t ndim, herd::mcmc::PointLogDensity f
 }
 
 /// `run_once`, its status kept for `herd_last_status` (every entry point sets it).
+/// Runs are serialised (`g_run_mutex`); a nested call is bad input (2), nothing run.
 int run(const char* entry, std::int32_t ndim, herd::mcmc::PointLogDensity f, std::string_view input) {
-  g_last_status = run_once(entry, ndim, std::move(f), input);
-  return g_last_status;
+  if (t_in_run) {
+    std::fprintf(stderr,
+                 "herd: error: %s was called from inside the log density of a run in progress; herd's C API runs "
+                 "one sampler at a time per process, so a run cannot start another\n",
+                 entry);
+    g_last_status = 2;  // for runParaDRAM's caller; the running call sets its own at its end
+    return 2;
+  }
+  const std::lock_guard<std::mutex> lock(g_run_mutex);
+  struct InRun {
+    InRun() { t_in_run = true; }
+    ~InRun() { t_in_run = false; }
+    InRun(const InRun&) = delete;
+    InRun& operator=(const InRun&) = delete;
+  } in_run;
+  const int status = run_once(entry, ndim, std::move(f), input);
+  g_last_status = status;
+  return status;
 }
 
 /// The log density of a C function of real type `Real`: the point is copied (converted to
@@ -207,4 +232,4 @@ extern "C" void runParaDRAM(int32_t ndim, double (*getLogFunc)(int32_t ndim, dou
       input);
 }
 
-extern "C" int herd_last_status(void) { return g_last_status; }
+extern "C" int herd_last_status(void) { return g_last_status.load(); }

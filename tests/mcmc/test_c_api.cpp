@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -237,4 +238,57 @@ TEST_CASE("C API: an argument error names the entry point the program called", "
   err = stderr_of(dir, [&] { CHECK(herd_run_dram(2, log_normal, "ndim = 2\n") == 2); });
   CHECK_THAT(err, Catch::Contains("the dimension is herd_run_dram's argument ndim"));
   CHECK(!fs::exists(dir / "out"));
+}
+
+namespace {
+
+std::string g_nested_input;
+int g_nested_status = -1;
+
+/// A log density that starts another run from inside the run in progress (once).
+double log_normal_nesting(std::int32_t ndim, double point[]) {
+  if (g_nested_status == -1) g_nested_status = herd_run_dram(ndim, log_normal, g_nested_input.c_str());
+  return log_normal(ndim, point);
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("C API: runs on two threads at once run one after the other; a run inside a run is refused", "[mcmc]") {
+  const fs::path dir = fs::path(HERD_TEST_WORK_DIR) / "c_api_threads";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto input = [&](const std::string& name) {
+    return "&ParaDRAM chainSize = 20000, randomSeed = 9, silentModeRequested = T, outputFileName = '" +
+           (dir / name).string() + "' /";
+  };
+  // Two threads at once (they ran concurrently and could crash the process), then the same
+  // runs one by one: the same chains.
+  const std::string a = input("a"), b = input("b");
+  int sa = -1, sb = -1;
+  std::thread ta([&] { sa = herd_run_dram(3, log_normal, a.c_str()); });
+  std::thread tb([&] { sb = herd_run_dram(3, log_normal, b.c_str()); });
+  ta.join();
+  tb.join();
+  CHECK(sa == 0);
+  CHECK(sb == 0);
+  REQUIRE(herd_run_dram(3, log_normal, input("ref").c_str()) == 0);
+  const std::string ref = slurp(dir / "ref_chain.txt");
+  CHECK(!ref.empty());
+  CHECK(slurp(dir / "a_chain.txt") == ref);
+  CHECK(slurp(dir / "b_chain.txt") == ref);
+  // From inside the log density: refused (status 2, one line), the outer run unharmed.
+  g_nested_input = input("inner");
+  g_nested_status = -1;
+  const std::string outer = input("outer");
+  const std::string err = stderr_of(dir, [&] { CHECK(herd_run_dram(3, log_normal_nesting, outer.c_str()) == 0); });
+  CHECK(g_nested_status == 2);
+  CHECK_THAT(err, Catch::Contains("herd_run_dram was called from inside the log density of a run in progress"));
+  CHECK(!fs::exists(dir / "inner_chain.txt"));
+  CHECK(slurp(dir / "outer_chain.txt") == ref);
+  CHECK(herd_last_status() == 0);
 }

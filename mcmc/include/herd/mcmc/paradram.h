@@ -8,7 +8,11 @@
  * the `.h5`'s draws once, in its `chain_compact` group, without the verbose `posterior`).
  *
  * The log density is called from the calling thread only, with a private copy of the point
- * (it may scribble on it). Not re-entrant: one run at a time per process (HDF5 is serial).
+ * (it may scribble on it). One run at a time per process (HDF5 is serial): a call from
+ * another thread while a run is in progress waits for it to end, then runs (two threads'
+ * calls ran at once and could crash the program); a call from inside the log density of a
+ * run in progress is refused with status 2 and one line. herd_last_status() is shared by
+ * all threads.
  * Reference: Shahmoradi & Bagheri (2020), ParaMonte's C interface.
  */
 #ifndef HERD_MCMC_PARADRAM_H
@@ -75,7 +79,8 @@ int32_t runParaDRAML(long double (*getLogFunc)(long double state[], int32_t ndim
 
 /* Status of the last run in this process, by any entry point of this header (`runParaDRAM`,
  * which returns nothing, `herd_run_dram`, `runParaDRAMF/D/L`): 0 done, 1 failed, 2 bad input;
- * 0 before any run. Not thread-safe against a run in progress on another thread. */
+ * 0 before any run. Not thread-safe against a run in progress on another thread: with runs
+ * on several threads, use the return values of herd_run_dram / runParaDRAMF/D/L. */
 int herd_last_status(void);
 
 #ifdef __cplusplus
