@@ -3,9 +3,16 @@
  * An existing ParaMonte C model and driver relink unchanged: `runParaDRAM` has ParaMonte's
  * exact signature. The input is a ParaMonte `&ParaDRAM ... /` namelist (v1 and v2 names) or
  * a herd TOML file; outputs are `<outputFileName>_chain.txt`, `_sample.txt`, `_report.txt`,
- * `_progress.txt` and `<outputFileName>.h5` (missing folders are created; existing outputs are
- * never overwritten unless `overwrite = true`; `h5_posterior = 'compact'` in the input keeps
- * the `.h5`'s draws once, in its `chain_compact` group, without the verbose `posterior`).
+ * `_report.html`, `_progress.txt` and `<outputFileName>.h5` (with parallelizationModel =
+ * 'multi chain', `_process_<k>_chain.txt` and `_process_<k>_sample.txt` per chain, k from 1;
+ * the batched devices write the `.h5` and the reports only), and while the run lasts the
+ * restart record `<outputFileName>_restart/` (only its run.ckpt stays at the end: rerunning
+ * a complete run reports it and returns 0) and the lock `<outputFileName>.lock`. Without outputFileName the
+ * prefix is `out/herd_sample`. Missing folders are created; existing outputs are never
+ * overwritten unless `overwrite = true` (`overwriteRequested`); an interrupted run (killed,
+ * SIGINT) resumes from its last checkpoint when the same program runs the same input again,
+ * with the outputs of an uninterrupted run; `h5_posterior = 'compact'` in the input keeps the
+ * `.h5`'s draws once, in its `chain_compact` group, without the verbose `posterior`.
  *
  * The log density is called from the calling thread only, with a private copy of the point
  * (it may scribble on it). One run at a time per process (HDF5 is serial): a call from
