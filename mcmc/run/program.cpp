@@ -103,14 +103,19 @@ std::string input_differences(const std::string& before, const std::string& now)
   return out;
 }
 
+/// The target as the run record keeps it, to name it when a resumed run's target differs:
+/// its description and dimension (a C API log function has no input key of its own).
+std::string record_target(const SampleTarget& t) { return fmt::format("{} with ndim {}", t.description, t.ndim); }
+
 void write_run_record(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, bool complete,
-                      const std::vector<std::pair<std::string, std::string>>& attrs) {
+                      const std::vector<std::pair<std::string, std::string>>& attrs, const std::string& target) {
   io::CheckpointWriter w(kRunRecordKind, 1);
   w.add_value("input_hash", hash);
   w.add_value("random_seed", s.random_seed);
   w.add_value("chains", chains);
   w.add_string("parallelization_model", run_layout(s));
   w.add_string("input", recorded_input(attrs));
+  w.add_string("target", target);
   w.add_value("complete", static_cast<std::uint8_t>(complete ? 1 : 0));
   w.commit(run_record_path(s));
 }
@@ -231,7 +236,7 @@ bool holds_checkpoint(const SamplerSpecs& s) {
 /// What the restart record of this output prefix says; the seed of the recorded run.
 /// @throws herd::InputError when the record belongs to another input.
 RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, std::uint64_t& seed,
-                            const std::vector<std::pair<std::string, std::string>>& attrs) {
+                            const std::vector<std::pair<std::string, std::string>>& attrs, const std::string& target) {
   const std::string path = run_record_path(s);
   if (s.overwrite || !fs::exists(path)) return RestartStatus::kFresh;
   io::CheckpointReader r(path);
@@ -243,8 +248,11 @@ RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::int6
     std::string what = "the record does not store its input, so the changed settings are not known";
     if (r.has("input")) {
       const std::string diff = input_differences(r.string("input"), recorded_input(attrs));
-      what = diff.empty() ? std::string("the settings are the same, so the target (its file, data or library) differs")
-                          : "changed: " + diff;
+      if (!diff.empty()) what = "changed: " + diff;
+      else if (r.has("target") && r.string("target") != target)
+        what = fmt::format("the settings are the same, but the target is not: {} in the record, {} now",
+                           r.string("target"), target);
+      else what = "the settings are the same, so the target (its file, data or library) differs";
     }
     throw InputError(
         fmt::format("the restart record \"{}\" belongs to a run with another input ({}); set overwrite = "
@@ -543,9 +551,9 @@ bool settle_restart(ProgramRun& p) {
       }
       if (p.size > 1) p.prefix_lock->share();  // the other ranks join it below
       std::uint64_t seed = specs.random_seed;
-      const RestartStatus st = !p.recorded
-                                   ? RestartStatus::kFresh
-                                   : check_restart(specs, opts.input_hash, p.chains, seed, opts.input_attributes);
+      const RestartStatus st = !p.recorded ? RestartStatus::kFresh
+                                           : check_restart(specs, opts.input_hash, p.chains, seed,
+                                                           opts.input_attributes, record_target(p.in.target));
       // An interrupted run's record with checkpoints now off: the run would neither resume
       // from it nor finish it, and the next run would resume it over this one's outputs.
       if (st == RestartStatus::kResume && !p.checkpointing)
@@ -619,7 +627,7 @@ bool start_fresh(ProgramRun& p) {
         if (ec)
           throw IoError(
               fmt::format("cannot create the restart folder \"{}\": {}", restart_folder(specs), ec.message()));
-        write_run_record(specs, opts.input_hash, p.chains, false, opts.input_attributes);
+        write_run_record(specs, opts.input_hash, p.chains, false, opts.input_attributes, record_target(p.in.target));
       }
     } catch (const std::exception& e) {
       p.err = e.what();
@@ -697,7 +705,7 @@ bool run(ProgramRun& p) {
       if (p.custom) p.in.run(p.in, p.comm);
       else run_paradram(specs, p.in.target, opts, p.comm);
       if (p.rank == 0 && p.checkpointing)
-        write_run_record(specs, opts.input_hash, p.chains, true, opts.input_attributes);
+        write_run_record(specs, opts.input_hash, p.chains, true, opts.input_attributes, record_target(p.in.target));
     });
   } catch (const std::exception& e) {
     p.error(error_text(e, "sampling"));

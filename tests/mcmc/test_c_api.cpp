@@ -292,3 +292,35 @@ TEST_CASE("C API: runs on two threads at once run one after the other; a run ins
   CHECK(slurp(dir / "outer_chain.txt") == ref);
   CHECK(herd_last_status() == 0);
 }
+
+namespace {
+
+long g_calls_left = 0;
+
+/// Fails the run (+inf) once `g_calls_left` calls are spent: an interrupted run.
+double log_normal_failing(std::int32_t ndim, double point[]) {
+  if (--g_calls_left < 0) return 1.0 / 0.0;
+  return log_normal(ndim, point);
+}
+
+}  // namespace
+
+TEST_CASE("C API: resuming an interrupted run with a log function of another dimension names both", "[mcmc]") {
+  const fs::path dir = fs::path(HERD_TEST_WORK_DIR) / "c_api_resume_ndim";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string input =
+      "&ParaDRAM chainSize = 50000, randomSeed = 2, silentModeRequested = T, checkpoint_period = "
+      "1000, outputFileName = '" +
+      (dir / "run").string() + "' /";
+  g_calls_left = 20000;
+  (void)stderr_of(dir, [&] { CHECK(herd_run_dram(2, log_normal_failing, input.c_str()) == 1); });
+  REQUIRE(fs::exists(dir / "run_restart" / "run.ckpt"));
+  // The message said "the settings are the same, so the target (its file, data or library)
+  // differs", which names nothing a C program has.
+  const std::string err = stderr_of(dir, [&] { CHECK(herd_run_dram(3, log_normal, input.c_str()) == 2); });
+  CHECK_THAT(err, Catch::Contains("the target is not: C log function (ParaMonte signature) with ndim 2 in the record, "
+                                  "C log function (ParaMonte signature) with ndim 3 now"));
+  // The same dimension resumes it.
+  CHECK(herd_run_dram(2, log_normal, input.c_str()) == 0);
+}
