@@ -35,8 +35,8 @@ thread_local bool t_in_run = false;
 /// that names an existing file (blanks around it ignored, as Fortran's blank-padded strings
 /// need) is read as that file, whatever characters its name has ('=' included); other input
 /// with no '=' and no line break, not opening a group ('&', '$'), is a file that does not
-/// exist; the rest is text, a namelist
-/// or TOML by `io::parse_config`'s rule (a '&' or '$' group first, or after free text).
+/// exist; the rest is text, a namelist or TOML by `io::parse_config`'s rule (a '&' or '$'
+/// group first, or after free text).
 herd::io::Config input_config(std::string_view input) {
   const std::size_t first = input.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) return herd::io::parse_toml("", "(no input)");
