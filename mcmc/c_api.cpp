@@ -233,3 +233,33 @@ extern "C" void runParaDRAM(int32_t ndim, double (*getLogFunc)(int32_t ndim, dou
 }
 
 extern "C" int herd_last_status(void) { return g_last_status.load(); }
+
+// Fortran's module `paramonte` keeps the model of its run in a module variable, which its
+// bind(C) trampoline calls: these two bracket its runParaDRAM so that one thread at a time
+// sets it, and so that a call from inside its model (which would replace the variable under
+// the run in progress, then null it: SIGSEGV) is refused. Not part of paradram.h.
+namespace {
+std::mutex g_fortran_mutex;
+thread_local bool t_in_fortran_run = false;
+}  // namespace
+
+/// 0: the calling thread may set the model and run (other threads' runs of the module wait
+/// here); 2: the call comes from inside a run's model, refused with one line (status 2).
+extern "C" int herd_fortran_run_begin(void) {
+  if (t_in_fortran_run) {
+    std::fprintf(stderr,
+                 "herd: error: runParaDRAM was called from inside the log density of a run in progress; herd's C "
+                 "API runs one sampler at a time per process, so a run cannot start another\n");
+    g_last_status = 2;
+    return 2;
+  }
+  g_fortran_mutex.lock();
+  t_in_fortran_run = true;
+  return 0;
+}
+
+/// Ends what `herd_fortran_run_begin` returning 0 began, on the same thread.
+extern "C" void herd_fortran_run_end(void) {
+  t_in_fortran_run = false;
+  g_fortran_mutex.unlock();
+}

@@ -17,10 +17,12 @@
 ! was sampled is flushed) or 2 (bad input; nothing written; the reason is printed to stderr).
 !
 ! Reference: Shahmoradi & Bagheri (2020), ParaMonte; its Fortran interface (paramonte.f90).
-! Not re-entrant: one run at a time per process (herd's C interface, herd/mcmc/paradram.h).
+! One run at a time per process (herd's C interface, herd/mcmc/paradram.h): a call from
+! another thread waits for the run in progress; a call from inside the model of a run in
+! progress is refused (herd_last_status() is 2, one line on stderr; it crashed the run).
 module paramonte
   use, intrinsic :: iso_fortran_env, only: IK => int32, RK => real64
-  use, intrinsic :: iso_c_binding, only: c_int32_t, c_double, c_funptr, c_funloc
+  use, intrinsic :: iso_c_binding, only: c_int32_t, c_double, c_funptr, c_funloc, c_int
   ! The C entry points' bindings live in herd_paradram (one copy); this module adapts
   ! ParaMonte's Fortran-convention models to them.
   use herd_paradram, only: run_paradram, herd_last_status
@@ -51,6 +53,18 @@ module paramonte
   ! The model of the run in progress, called through log_func_c.
   procedure(getLogFunc_proc), pointer :: current_model => null()
 
+  ! herd's guards around current_model (mcmc/c_api.cpp): begin returns 0 when this thread
+  ! may set it (another thread's run is waited for), 2 when called from inside a run's model
+  ! (refused: herd_last_status() is 2, one line on stderr).
+  interface
+    function herd_fortran_run_begin() result(status) bind(C, name="herd_fortran_run_begin")
+      import :: c_int
+      integer(c_int) :: status
+    end function herd_fortran_run_begin
+    subroutine herd_fortran_run_end() bind(C, name="herd_fortran_run_end")
+    end subroutine herd_fortran_run_end
+  end interface
+
 contains
 
   !> Runs DRAM on getLogFunc in ndim dimensions, reading inputFile (a path, or the namelist
@@ -62,6 +76,9 @@ contains
     character(*), intent(in), optional :: inputFile
     integer :: status
     type(c_funptr) :: model_c
+    ! One run of this module at a time: the model pointer is shared by the process. A call
+    ! from inside the model is refused here, leaving the running call's model in place.
+    if (herd_fortran_run_begin() /= 0) return
     current_model => getLogFunc
     ! Taken at run time into a variable: a c_funloc constant passed by reference would be
     ! placed in .rodata with a text relocation.
@@ -72,6 +89,7 @@ contains
       status = run_paradram(int(ndim, c_int32_t), model_c, "")
     end if
     current_model => null()
+    call herd_fortran_run_end()
   end subroutine runParaDRAM
 
   ! C's view of the current model: double f(int32_t ndim, double point[]).
