@@ -2,19 +2,19 @@
 /// @file refinement.hpp
 /// ParaDRAM's sample refinement: thin a weighted (compact) Markov chain until its integrated
 /// autocorrelation time is below 2, first treating the compact chain as unweighted, then the
-/// verbose (weighted) chain (Shahmoradi & Bagheri 2020; ParaMonte's `getRefinedChain` with
-/// the default "BatchMeans" method).
+/// verbose (weighted) chain (Shahmoradi & Bagheri 2020; ParaMonte's `getRefinedChain`, its
+/// default "BatchMeans" method and ParaMonte 2's other estimators and qualifiers).
 ///
-/// Each round computes the batch-means IAC (batch_means_iac) of every variable, summarizes
-/// them (average by default, as ParaMonte's Fortran kernel), and, while the summary is >= 2,
-/// thins with skip = summary: the k-th kept verbose draw is the one at verbose position
-/// ceil(k skip) (k = 1, 2, ...), and a state's new weight counts how many kept positions fall
-/// in its verbose range (ParaMonte's getRefinedWeight). The compact stage ends when its IAC
-/// is below 2 or after `max_rounds` thinnings; the verbose stage then runs with up to twice
-/// that many rounds in all (ParaMonte doubles its limit at the switch). A NaN summary (a
-/// constant or non-finite column) counts as "below 2": the stage stops. With one stage only
-/// (RefinementStages, ParaMonte's "-compact"/"-verbose") that stage runs up to `max_rounds`
-/// thinnings and the refinement ends with it.
+/// Each round computes an IAC of every variable (batch_means_iac by default, or autocorr_iac:
+/// RefinementOptions::estimator), summarizes them (average by default, as ParaMonte's Fortran
+/// kernel), and, while the summary is >= 2, thins with skip = summary: the k-th kept verbose
+/// draw is the one at verbose position ceil(k skip) (k = 1, 2, ...), and a state's new weight
+/// counts how many kept positions fall in its verbose range (ParaMonte's getRefinedWeight).
+/// The compact stage ends when its IAC is below 2 or after `max_rounds` thinnings; the
+/// verbose stage then runs with up to twice that many rounds in all (ParaMonte doubles its
+/// limit at the switch). A NaN summary (a constant or non-finite column) counts as "below 2":
+/// the stage stops. With one stage only (RefinementStages, ParaMonte's "-compact"/"-verbose")
+/// that stage runs up to `max_rounds` thinnings and the refinement ends with it.
 /// Thread-safety: reentrant.
 
 #include <cstddef>
