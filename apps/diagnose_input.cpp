@@ -916,6 +916,10 @@ struct TextFile {
   std::size_t draws = 0;               // draws: rows, each counted SampleWeight times
   std::size_t warmup = 0;              // CmdStan warm-up rows left out (not in `rows`)
   std::string warmup_how;              // how they were told from the posterior's, for the note
+  // CmdStan's sampler diagnostics per row (empty without the column): divergent__ nonzero,
+  // and treedepth__ at the run's max_depth (when the configuration block gives it).
+  std::vector<std::uint8_t> divergent, at_max_depth;
+  std::uint64_t max_depth = 0;  // 0: not given
 };
 
 /// A setting of CmdStan's configuration block (comment lines before the header), with its
@@ -927,7 +931,7 @@ struct CmdStanSetting {
 
 /// The CmdStan settings that say which rows are warm-up.
 struct CmdStanWarmup {
-  CmdStanSetting save_warmup, num_warmup, thin;
+  CmdStanSetting save_warmup, num_warmup, thin, max_depth;
   bool adaptation_terminated = false;  // the "# Adaptation terminated" line after the header
   std::size_t rows_before = 0;         // data rows before it
 };
@@ -944,6 +948,7 @@ void take_cmdstan_setting(std::string_view body, std::size_t lineno, CmdStanWarm
   CmdStanSetting* s = name == "save_warmup"  ? &w.save_warmup
                       : name == "num_warmup" ? &w.num_warmup
                       : name == "thin"       ? &w.thin
+                      : name == "max_depth"  ? &w.max_depth
                                              : nullptr;
   if (s != nullptr && s->line == 0) *s = {std::string(value), lineno};
 }
@@ -998,6 +1003,8 @@ void drop_cmdstan_warmup(const std::string& path, const CmdStanWarmup& w, TextFi
     throw InputError(fmt::format("{}: all its {} draws are warm-up ({}), so it has no posterior draws to diagnose",
                                  path, tf.draws, tf.warmup_how));
   tf.rows.erase(tf.rows.begin(), tf.rows.begin() + static_cast<std::ptrdiff_t>(warmup * tf.names.size()));
+  for (auto* flags : {&tf.divergent, &tf.at_max_depth})
+    if (!flags->empty()) flags->erase(flags->begin(), flags->begin() + static_cast<std::ptrdiff_t>(warmup));
   tf.draws -= warmup;
   tf.warmup = warmup;
 }
@@ -1076,6 +1083,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
   std::vector<double> vals;
   std::size_t cut_line = 0;  // a last data row without a newline, left out
   CmdStanWarmup cmdstan;
+  std::size_t divergent_col = std::numeric_limits<std::size_t>::max(), depth_col = divergent_col;
   while (std::getline(in, line)) {
     ++lineno;
     // A UTF-8 byte order mark (a CSV saved as "CSV UTF-8" by a spreadsheet, pandas'
@@ -1144,6 +1152,9 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
           for (std::size_t k = 0; k < width; ++k) keep.push_back(k);
         } else if (lp < width) {
           tf.kind = TextKind::kCmdStan;
+          divergent_col = find("divergent__");
+          depth_col = find("treedepth__");
+          tf.max_depth = cmdstan_count(path, "max_depth", cmdstan.max_depth, 1, 0);
           for (std::size_t k = 0; k < width; ++k) {
             const std::string& n = low[k];
             if (k == lp || !(n.size() > 2 && n.compare(n.size() - 2, 2, "__") == 0)) keep.push_back(k);
@@ -1215,6 +1226,9 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
             k < header.size() ? fmt::format(" ({})", tf.kind == TextKind::kCmdStan ? stan_label(header[k]) : header[k])
                               : std::string(),
             fields[k]));
+    if (divergent_col < width) tf.divergent.push_back(vals[divergent_col] != 0 ? 1 : 0);
+    if (depth_col < width && tf.max_depth > 0)
+      tf.at_max_depth.push_back(vals[depth_col] >= static_cast<double>(tf.max_depth) ? 1 : 0);
     // A weighted row is kept once: read_text repeats it into the parameters' buffers, once
     // the memory of all of them is known to fit (check_text_memory).
     for (std::size_t k : keep) tf.rows.push_back(vals[k]);
@@ -1302,6 +1316,29 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
         fmt::format("note: the {} chains have {} draws; each is cut to the first {} (R-hat needs equal lengths)",
                     files.size(), lens, n));
   }
+  // CmdStan's sampler diagnostics of the post-warm-up transitions, as CmdStan's diagnose and
+  // cmdstanr/CmdStanPy report them: divergences bias the draws; saturated trees cost time.
+  std::size_t transitions = 0, divergent = 0, saturated = 0, depth_rows = 0;
+  std::uint64_t max_depth = 0;  // the first file's that gives it
+  for (const auto& f : files) {
+    if (max_depth == 0) max_depth = f.max_depth;
+    if (f.divergent.empty()) continue;
+    transitions += f.divergent.size();
+    divergent += static_cast<std::size_t>(std::count(f.divergent.begin(), f.divergent.end(), 1));
+    depth_rows += f.at_max_depth.size();
+    saturated += static_cast<std::size_t>(std::count(f.at_max_depth.begin(), f.at_max_depth.end(), 1));
+  }
+  if (divergent > 0)
+    said.push_back(fmt::format(
+        "WARNING: {} of {} post-warm-up transitions ({:.2g}%) ended with a divergence (divergent__): the sampler could "
+        "not follow the posterior's curvature there, so the draws may be biased; raise adapt delta (e.g. 0.95 or "
+        "0.99) or reparameterize the model (e.g. non-centred)",
+        divergent, transitions, 100.0 * static_cast<double>(divergent) / static_cast<double>(transitions)));
+  if (saturated > 0)
+    said.push_back(fmt::format(
+        "WARNING: {} of {} post-warm-up transitions ({:.2g}%) hit the maximum tree depth (treedepth__ = max_depth = "
+        "{}): an efficiency problem, not a bias; raise max_depth or reparameterize the model",
+        saturated, depth_rows, 100.0 * static_cast<double>(saturated) / static_cast<double>(depth_rows), max_depth));
   DrawsArray a;
   a.chains = files.size();
   a.draws = n;

@@ -268,13 +268,16 @@ std::string report_title(const std::vector<std::string>& files) {
 /// The HTML report (posterior_report.hpp) of the arrays that share the first one's
 /// [chains, draws] shape (compact arrays expanded first); the others are named in a note.
 /// Its verdicts are the terminal's: judged on the `stored` nested R-hat where the file holds
-/// one, with advice that names no herd-sample setting (kRunLonger).
+/// one, with advice that names no herd-sample setting (kRunLonger); the sampler's own
+/// `warnings` (CmdStan's divergences) follow them.
 void write_html(const std::vector<std::string>& files, std::vector<herd::apps::DrawsArray>& compact_or_verbose,
-                const std::vector<Row>& rows, const NestedRhat& stored, const std::string& out) {
+                const std::vector<Row>& rows, const NestedRhat& stored, const std::vector<std::string>& warnings,
+                const std::string& out) {
   std::vector<herd::apps::DrawsArray> arrays;
   arrays.reserve(compact_or_verbose.size());
   for (auto& a : compact_or_verbose) arrays.push_back(expanded(a));
   herd::mcmc::PosteriorReportData h;
+  h.warnings = warnings;
   const std::string file = fmt::format("{}", fmt::join(files, ", "));
   h.title = report_title(files);
   h.subtitle = "Convergence diagnostics of the draws in " + file;
@@ -448,6 +451,7 @@ int run_main(int argc, char** argv) {
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     herd::apps::set_diagnostics_threads(threads);
     std::vector<herd::apps::DrawsArray> text_arrays;
+    std::vector<std::string> sampler_warnings;  // CmdStan's divergences: terminal and HTML
     std::unique_ptr<herd::apps::Hdf5Draws> h5;
     bool any_h5 = false;
     for (const auto& f : files) any_h5 = any_h5 || herd::apps::is_hdf5(f);
@@ -460,7 +464,12 @@ int run_main(int argc, char** argv) {
       check_distinct_files(files);
       std::vector<std::string> notes;
       text_arrays = herd::apps::read_text(files, &notes);
-      for (const auto& note : notes) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
+      for (const auto& note : notes) {
+        // The sampler's own warnings (CmdStan's divergences) stand beside the verdicts' and
+        // go to the HTML report too.
+        if (note.starts_with("WARNING: ")) sampler_warnings.push_back(note.substr(9));
+        std::fprintf(stderr, "%s%s\n", note.starts_with("WARNING: ") ? "" : "herd-diagnose: ", note.c_str());
+      }
     }
     auto& arrays = h5 ? h5->arrays() : text_arrays;
     if (!html.empty()) check_report_memory(files[0], arrays, max_memory_bytes);
@@ -515,7 +524,7 @@ int run_main(int argc, char** argv) {
         else if (v.level == 1) std::fprintf(stderr, "herd-diagnose: note: %s\n", v.text.c_str());
       }
     if (!html.empty()) {
-      write_html(files, arrays, rows, stored, html);
+      write_html(files, arrays, rows, stored, sampler_warnings, html);
       if (!json) std::printf("wrote %s\n", html.c_str());
     }
     return 0;

@@ -1463,6 +1463,7 @@ std::string posterior_report_html(const PosteriorReportData& d) {
            : v.level == 2 ? Level::kWarning
                           : Level::kProblem,
            v.text);
+  for (const std::string& w : d.warnings) r.note(Level::kWarning, w);
   for (const std::string& n : d.notes) r.note(Level::kInfo, n);
 
   // --- summary table

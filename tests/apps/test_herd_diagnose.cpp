@@ -634,6 +634,51 @@ TEST_CASE("herd-diagnose: CmdStan CSV files with comment lines, one per chain", 
   check_summary(nlohmann::json::parse(one.out)["theta"], std::vector<double>(theta.begin(), theta.begin() + n), 1, n);
 }
 
+// Divergent transitions and saturated trees were read as sampler columns and dropped without
+// a word; CmdStan's diagnose, cmdstanr and CmdStanPy warn of them.
+TEST_CASE("herd-diagnose: CmdStan's divergences and maximum tree depth of the post-warm-up transitions are warned of",
+          "[mcmc][apps]") {
+  fs::create_directories(kWork);
+  const auto theta = ar1(400, 41, 0.0);
+  const auto write = [&](const fs::path& p, int chain, bool max_depth_given) {
+    std::ofstream o(p);
+    o << "# model = funnel_model\n# method = sample (Default)\n#   sample\n#     num_samples = 300\n"
+         "#     num_warmup = 100\n#     save_warmup = 1\n#   algorithm = hmc (Default)\n#     hmc\n"
+         "#       engine = nuts (Default)\n#         nuts\n";
+    if (max_depth_given) o << "#           max_depth = 6\n";
+    o << "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,theta\n";
+    for (std::size_t i = 0; i < 400; ++i) {
+      if (i == 100) o << "# Adaptation terminated\n# Step size = 0.5\n";
+      // Warm-up rows (i < 100) diverge and saturate too: not counted. After it, chain 0 has
+      // divergences at every 50th row (6 of 300) and trees of depth 6 at every 100th (3).
+      const int div = (i < 100 && i % 7 == 0) || (i >= 100 && chain == 0 && i % 50 == 0) ? 1 : 0;
+      const int depth = i < 100 || (chain == 0 && i % 100 == 0) ? 6 : 3;
+      o << fmt::format("{:.17g},0.9,0.5,{},7,{},1.0,{:.17g}\n", -theta[i] * theta[i], depth, div,
+                       theta[i] + 0.01 * chain);
+    }
+  };
+  const fs::path a = kWork / "div_1.csv", b = kWork / "div_2.csv";
+  write(a, 0, true);
+  write(b, 1, true);
+  const Run r = run(q(a) + " " + q(b) + " --html " + q(kWork / "div.html"));
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.err, Catch::Contains("\nWARNING: 6 of 600 post-warm-up transitions (1%) ended with a divergence "
+                                    "(divergent__): the sampler could not follow the posterior's curvature there"));
+  CHECK_THAT(r.err, Catch::Contains("\nWARNING: 3 of 600 post-warm-up transitions (0.5%) hit the maximum tree depth "
+                                    "(treedepth__ = max_depth = 6): an efficiency problem, not a bias"));
+  const std::string page = slurp(kWork / "div.html");
+  CHECK(page.find("6 of 600 post-warm-up transitions (1%) ended with a divergence") != std::string::npos);
+  // Without max_depth in the configuration the depth is not judged; without divergences,
+  // nothing is said.
+  write(a, 1, false);
+  write(b, 1, false);
+  const Run quiet = run(q(a) + " " + q(b));
+  REQUIRE(quiet.rc == 0);
+  CHECK(quiet.err.find("divergen") == std::string::npos);
+  CHECK(quiet.err.find("tree depth") == std::string::npos);
+}
+
 TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary labels them", "[mcmc][apps]") {
   const std::size_t n = 200;
   const auto a = ar1(n, 31, 0.3), b = ar1(n, 32, 0.1), c = ar1(n, 33, -0.2);

@@ -193,6 +193,9 @@ struct PosteriorReportData {
   std::vector<double> start_covariance;
   std::vector<std::pair<std::string, std::vector<double>>> final_covariances;
   std::string covariance_note;
+  /// Further warnings (level warning) shown under the verdicts: the sampler's own diagnostics,
+  /// e.g. CmdStan's divergent transitions read by herd-diagnose.
+  std::vector<std::string> warnings;
   /// Further notes (level info) shown under the verdicts.
   std::vector<std::string> notes;
   /// The resolved input, shown preformatted at the end (empty: left out).
