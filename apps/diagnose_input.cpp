@@ -25,6 +25,9 @@
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "herd/core/error.hpp"
 #include "herd/core/memory.hpp"
 #include "herd/mcmc/paradram_run.hpp"
@@ -920,6 +923,7 @@ struct TextFile {
   // and treedepth__ at the run's max_depth (when the configuration block gives it).
   std::vector<std::uint8_t> divergent, at_max_depth;
   std::uint64_t max_depth = 0;  // 0: not given
+  bool has_treedepth = false;   // a treedepth__ column
 };
 
 /// A setting of CmdStan's configuration block (comment lines before the header), with its
@@ -1154,6 +1158,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
           tf.kind = TextKind::kCmdStan;
           divergent_col = find("divergent__");
           depth_col = find("treedepth__");
+          tf.has_treedepth = depth_col < width;
           tf.max_depth = cmdstan_count(path, "max_depth", cmdstan.max_depth, 1, 0);
           for (std::size_t k = 0; k < width; ++k) {
             const std::string& n = low[k];
@@ -1319,26 +1324,37 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
   // CmdStan's sampler diagnostics of the post-warm-up transitions, as CmdStan's diagnose and
   // cmdstanr/CmdStanPy report them: divergences bias the draws; saturated trees cost time.
   std::size_t transitions = 0, divergent = 0, saturated = 0, depth_rows = 0;
-  std::uint64_t max_depth = 0;  // the first file's that gives it
+  std::vector<std::uint64_t> depths;  // the files' max_depth, each once
+  bool depth_unjudged = false;        // a file with treedepth__ but no max_depth
   for (const auto& f : files) {
-    if (max_depth == 0) max_depth = f.max_depth;
+    if (f.max_depth > 0 && std::find(depths.begin(), depths.end(), f.max_depth) == depths.end())
+      depths.push_back(f.max_depth);
+    depth_unjudged = depth_unjudged || (f.has_treedepth && f.max_depth == 0);
     if (f.divergent.empty()) continue;
     transitions += f.divergent.size();
     divergent += static_cast<std::size_t>(std::count(f.divergent.begin(), f.divergent.end(), 1));
     depth_rows += f.at_max_depth.size();
     saturated += static_cast<std::size_t>(std::count(f.at_max_depth.begin(), f.at_max_depth.end(), 1));
   }
+  // Per cent with two decimals, as CmdStan's diagnose prints it.
   if (divergent > 0)
     said.push_back(fmt::format(
-        "WARNING: {} of {} post-warm-up transitions ({:.2g}%) ended with a divergence (divergent__): the sampler could "
+        "WARNING: {} of {} post-warm-up transitions ({:.2f}%) ended with a divergence (divergent__): the sampler could "
         "not follow the posterior's curvature there, so the draws may be biased; raise adapt delta (e.g. 0.95 or "
         "0.99) or reparameterize the model (e.g. non-centred)",
         divergent, transitions, 100.0 * static_cast<double>(divergent) / static_cast<double>(transitions)));
   if (saturated > 0)
     said.push_back(fmt::format(
-        "WARNING: {} of {} post-warm-up transitions ({:.2g}%) hit the maximum tree depth (treedepth__ = max_depth = "
+        "WARNING: {} of {} post-warm-up transitions ({:.2f}%) hit the maximum tree depth (treedepth__ = max_depth = "
         "{}): an efficiency problem, not a bias; raise max_depth or reparameterize the model",
-        saturated, depth_rows, 100.0 * static_cast<double>(saturated) / static_cast<double>(depth_rows), max_depth));
+        saturated, depth_rows, 100.0 * static_cast<double>(saturated) / static_cast<double>(depth_rows),
+        depths.size() == 1 ? std::to_string(depths.front())
+                           : fmt::format("{}, each chain's own", fmt::join(depths, " or "))));
+  if (depth_unjudged)
+    said.push_back(fmt::format(
+        "note: treedepth__ is not judged for {}: {} configuration block gives no max_depth (CmdStan writes it under "
+        "nuts)",
+        files.size() == 1 ? "this file" : "the files without it", files.size() == 1 ? "its" : "their"));
   DrawsArray a;
   a.chains = files.size();
   a.draws = n;

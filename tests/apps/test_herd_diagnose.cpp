@@ -663,12 +663,12 @@ TEST_CASE("herd-diagnose: CmdStan's divergences and maximum tree depth of the po
   const Run r = run(q(a) + " " + q(b) + " --html " + q(kWork / "div.html"));
   INFO(r.err);
   REQUIRE(r.rc == 0);
-  CHECK_THAT(r.err, Catch::Contains("\nWARNING: 6 of 600 post-warm-up transitions (1%) ended with a divergence "
+  CHECK_THAT(r.err, Catch::Contains("\nWARNING: 6 of 600 post-warm-up transitions (1.00%) ended with a divergence "
                                     "(divergent__): the sampler could not follow the posterior's curvature there"));
-  CHECK_THAT(r.err, Catch::Contains("\nWARNING: 3 of 600 post-warm-up transitions (0.5%) hit the maximum tree depth "
+  CHECK_THAT(r.err, Catch::Contains("\nWARNING: 3 of 600 post-warm-up transitions (0.50%) hit the maximum tree depth "
                                     "(treedepth__ = max_depth = 6): an efficiency problem, not a bias"));
   const std::string page = slurp(kWork / "div.html");
-  CHECK(page.find("6 of 600 post-warm-up transitions (1%) ended with a divergence") != std::string::npos);
+  CHECK(page.find("6 of 600 post-warm-up transitions (1.00%) ended with a divergence") != std::string::npos);
   // Without max_depth in the configuration the depth is not judged; without divergences,
   // nothing is said.
   write(a, 1, false);
@@ -677,6 +677,8 @@ TEST_CASE("herd-diagnose: CmdStan's divergences and maximum tree depth of the po
   REQUIRE(quiet.rc == 0);
   CHECK(quiet.err.find("divergen") == std::string::npos);
   CHECK(quiet.err.find("tree depth") == std::string::npos);
+  CHECK_THAT(quiet.err, Catch::Contains("herd-diagnose: note: treedepth__ is not judged for the files without it: "
+                                        "their configuration block gives no max_depth"));
 }
 
 TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary labels them", "[mcmc][apps]") {
