@@ -923,7 +923,8 @@ struct TextFile {
   // and treedepth__ at the run's max_depth (when the configuration block gives it).
   std::vector<std::uint8_t> divergent, at_max_depth;
   std::uint64_t max_depth = 0;  // 0: not given
-  bool has_treedepth = false;   // a treedepth__ column
+  // Without max_depth: rows whose treedepth__ reaches CmdStan's default max_depth, 10.
+  std::vector<std::uint8_t> at_default_depth;
 };
 
 /// A setting of CmdStan's configuration block (comment lines before the header), with its
@@ -1007,7 +1008,7 @@ void drop_cmdstan_warmup(const std::string& path, const CmdStanWarmup& w, TextFi
     throw InputError(fmt::format("{}: all its {} draws are warm-up ({}), so it has no posterior draws to diagnose",
                                  path, tf.draws, tf.warmup_how));
   tf.rows.erase(tf.rows.begin(), tf.rows.begin() + static_cast<std::ptrdiff_t>(warmup * tf.names.size()));
-  for (auto* flags : {&tf.divergent, &tf.at_max_depth})
+  for (auto* flags : {&tf.divergent, &tf.at_max_depth, &tf.at_default_depth})
     if (!flags->empty()) flags->erase(flags->begin(), flags->begin() + static_cast<std::ptrdiff_t>(warmup));
   tf.draws -= warmup;
   tf.warmup = warmup;
@@ -1158,7 +1159,6 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
           tf.kind = TextKind::kCmdStan;
           divergent_col = find("divergent__");
           depth_col = find("treedepth__");
-          tf.has_treedepth = depth_col < width;
           tf.max_depth = cmdstan_count(path, "max_depth", cmdstan.max_depth, 1, 0);
           for (std::size_t k = 0; k < width; ++k) {
             const std::string& n = low[k];
@@ -1234,6 +1234,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
     if (divergent_col < width) tf.divergent.push_back(vals[divergent_col] != 0 ? 1 : 0);
     if (depth_col < width && tf.max_depth > 0)
       tf.at_max_depth.push_back(vals[depth_col] >= static_cast<double>(tf.max_depth) ? 1 : 0);
+    if (depth_col < width && tf.max_depth == 0) tf.at_default_depth.push_back(vals[depth_col] >= 10 ? 1 : 0);
     // A weighted row is kept once: read_text repeats it into the parameters' buffers, once
     // the memory of all of them is known to fit (check_text_memory).
     for (std::size_t k : keep) tf.rows.push_back(vals[k]);
@@ -1325,11 +1326,11 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
   // cmdstanr/CmdStanPy report them: divergences bias the draws; saturated trees cost time.
   std::size_t transitions = 0, divergent = 0, saturated = 0, depth_rows = 0;
   std::vector<std::uint64_t> depths;  // the files' max_depth, each once
-  bool depth_unjudged = false;        // a file with treedepth__ but no max_depth
+  std::size_t unjudged = 0;           // transitions at depth 10 in files that give no max_depth
   for (const auto& f : files) {
     if (f.max_depth > 0 && std::find(depths.begin(), depths.end(), f.max_depth) == depths.end())
       depths.push_back(f.max_depth);
-    depth_unjudged = depth_unjudged || (f.has_treedepth && f.max_depth == 0);
+    unjudged += static_cast<std::size_t>(std::count(f.at_default_depth.begin(), f.at_default_depth.end(), 1));
     if (f.divergent.empty()) continue;
     transitions += f.divergent.size();
     divergent += static_cast<std::size_t>(std::count(f.divergent.begin(), f.divergent.end(), 1));
@@ -1350,11 +1351,12 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
         saturated, depth_rows, 100.0 * static_cast<double>(saturated) / static_cast<double>(depth_rows),
         depths.size() == 1 ? std::to_string(depths.front())
                            : fmt::format("{}, each chain's own", fmt::join(depths, " or "))));
-  if (depth_unjudged)
+  if (unjudged > 0)
     said.push_back(fmt::format(
-        "note: treedepth__ is not judged for {}: {} configuration block gives no max_depth (CmdStan writes it under "
-        "nuts)",
-        files.size() == 1 ? "this file" : "the files without it", files.size() == 1 ? "its" : "their"));
+        "note: {} post-warm-up transition{} reach treedepth__ 10 (CmdStan's default max_depth), but {} no max_depth in "
+        "{} configuration block (CmdStan writes it under nuts), so whether they hit the limit is not judged",
+        unjudged, unjudged == 1 ? "" : "s", files.size() == 1 ? "the file gives" : "the files that hold them give",
+        files.size() == 1 ? "its" : "their"));
   DrawsArray a;
   a.chains = files.size();
   a.draws = n;

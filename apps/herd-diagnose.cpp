@@ -319,9 +319,10 @@ void write_html(const std::vector<std::string>& files, std::vector<herd::apps::D
                     "the terminal table has them.",
                     chains, draws, fmt::join(skipped, ", ")));
   h.history_note =
-      "The input holds draws only: the sampler's acceptance rate and adaptation over the run are not "
-      "known here (herd-sample's own report shows them).";
-  h.covariance_note = "The input holds draws only: the proposal covariance is not known here.";
+      "herd-diagnose reads the draws only: the sampler's acceptance rate and adaptation over the run are not "
+      "shown here (herd-sample's own report shows them for its runs; CmdStan's accept_stat__ and stepsize__ "
+      "columns are not plotted).";
+  h.covariance_note = "herd-diagnose reads the draws only: a proposal covariance is not shown here.";
   herd::mcmc::write_posterior_report(out, h);
 }
 

@@ -128,7 +128,7 @@ def main(argv):
     # herd-diagnose --html: the multi-chain run's draws (no sampler history, said in words), and a CSV.
     p = os.path.join(work, "diagnose.html")
     run([diagnose, os.path.join("out", "multi.h5"), "--html", p], work)
-    check(p, "--figures", "5", "--text", "The input holds draws only", *exp(
+    check(p, "--figures", "5", "--text", "herd-diagnose reads the draws only", *exp(
         "trace:panels=2,series=8", "corner:panels=4,series=3", "rank:panels=2,series=8,points=168"))
     reports["diagnose"] = p
     with open(os.path.join(work, "theta.csv"), "w") as f:

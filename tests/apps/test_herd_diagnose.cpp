@@ -677,8 +677,18 @@ TEST_CASE("herd-diagnose: CmdStan's divergences and maximum tree depth of the po
   REQUIRE(quiet.rc == 0);
   CHECK(quiet.err.find("divergen") == std::string::npos);
   CHECK(quiet.err.find("tree depth") == std::string::npos);
-  CHECK_THAT(quiet.err, Catch::Contains("herd-diagnose: note: treedepth__ is not judged for the files without it: "
-                                        "their configuration block gives no max_depth"));
+  CHECK(quiet.err.find("treedepth__") == std::string::npos);  // no tree of depth 10
+  // Trees of CmdStan's default max_depth, 10, in a file that does not give it: a note.
+  {
+    std::ofstream o(a);
+    o << "lp__,accept_stat__,treedepth__,divergent__,theta\n";
+    for (std::size_t i = 0; i < 200; ++i)
+      o << fmt::format("{:.17g},0.9,{},0,{:.17g}\n", -theta[i] * theta[i], i % 40 == 0 ? 10 : 4, theta[i]);
+  }
+  const Run unjudged = run(q(a));
+  REQUIRE(unjudged.rc == 0);
+  CHECK_THAT(unjudged.err, Catch::Contains("herd-diagnose: note: 5 post-warm-up transitions reach treedepth__ 10 "
+                                           "(CmdStan's default max_depth), but the file gives no max_depth"));
 }
 
 TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary labels them", "[mcmc][apps]") {
