@@ -1353,10 +1353,10 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
                            : fmt::format("{}, each chain's own", fmt::join(depths, " or "))));
   if (unjudged > 0)
     said.push_back(fmt::format(
-        "note: {} post-warm-up transition{} reach treedepth__ 10 (CmdStan's default max_depth), but {} no max_depth in "
+        "note: {} post-warm-up transition{} treedepth__ 10 (CmdStan's default max_depth), but {} no max_depth in "
         "{} configuration block (CmdStan writes it under nuts), so whether they hit the limit is not judged",
-        unjudged, unjudged == 1 ? "" : "s", files.size() == 1 ? "the file gives" : "the files that hold them give",
-        files.size() == 1 ? "its" : "their"));
+        unjudged, unjudged == 1 ? " reaches" : "s reach",
+        files.size() == 1 ? "the file gives" : "the files that hold them give", files.size() == 1 ? "its" : "their"));
   DrawsArray a;
   a.chains = files.size();
   a.draws = n;
