@@ -1259,10 +1259,12 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
 
 }  // namespace
 
-std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::vector<std::string>* notes) {
+std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::vector<std::string>* notes,
+                                  std::vector<std::string>* warnings) {
   HERD_REQUIRE(!paths.empty(), "herd-diagnose: no input file");
-  std::vector<std::string> own_notes;
+  std::vector<std::string> own_notes, own_warnings;
   std::vector<std::string>& said = notes != nullptr ? *notes : own_notes;
+  std::vector<std::string>& warned = warnings != nullptr ? *warnings : own_warnings;
   std::vector<TextFile> files;
   files.reserve(paths.size());
   TextMemory held;
@@ -1339,18 +1341,18 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
   }
   // Per cent with two decimals, as CmdStan's diagnose prints it.
   if (divergent > 0)
-    said.push_back(fmt::format(
-        "WARNING: {} of {} post-warm-up transitions ({:.2f}%) ended with a divergence (divergent__): the sampler could "
+    warned.push_back(fmt::format(
+        "{} of {} post-warm-up transitions ({:.2f}%) ended with a divergence (divergent__): the sampler could "
         "not follow the posterior's curvature there, so the draws may be biased; raise adapt delta (e.g. 0.95 or "
         "0.99) or reparameterize the model (e.g. non-centred)",
         divergent, transitions, 100.0 * static_cast<double>(divergent) / static_cast<double>(transitions)));
   if (saturated > 0)
-    said.push_back(fmt::format(
-        "WARNING: {} of {} post-warm-up transitions ({:.2f}%) hit the maximum tree depth (treedepth__ = max_depth = "
-        "{}): an efficiency problem, not a bias; raise max_depth or reparameterize the model",
-        saturated, depth_rows, 100.0 * static_cast<double>(saturated) / static_cast<double>(depth_rows),
-        depths.size() == 1 ? std::to_string(depths.front())
-                           : fmt::format("{}, each chain's own", fmt::join(depths, " or "))));
+    warned.push_back(
+        fmt::format("{} of {} post-warm-up transitions ({:.2f}%) hit the maximum tree depth (treedepth__ = max_depth = "
+                    "{}): an efficiency problem, not a bias; raise max_depth or reparameterize the model",
+                    saturated, depth_rows, 100.0 * static_cast<double>(saturated) / static_cast<double>(depth_rows),
+                    depths.size() == 1 ? std::to_string(depths.front())
+                                       : fmt::format("{}, each chain's own", fmt::join(depths, " or "))));
   if (unjudged > 0)
     said.push_back(fmt::format(
         "note: {} post-warm-up transition{} treedepth__ 10 (CmdStan's default max_depth), but {} no max_depth in "

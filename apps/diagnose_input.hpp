@@ -88,16 +88,17 @@ struct DrawsArray {
 /// note in `notes`). Blank lines are ignored. A last data row without a newline at its end
 /// (a file still being written, or left by a killed run, can end inside a number that still
 /// parses) is left out, with a note. A draws CSV's quantity is named after the file's stem;
-/// the other formats' quantities after their columns. `notes`: one line each, "note: ...",
-/// or "WARNING: ..." for CmdStan's sampler diagnostics of the post-warm-up transitions
-/// (divergent__ nonzero; treedepth__ at the max_depth its configuration block gives).
+/// the other formats' quantities after their columns. `notes`: one line each, "note: ...".
+/// `warnings`: one line each (no prefix), CmdStan's sampler diagnostics of the post-warm-up
+/// transitions (divergent__ nonzero; treedepth__ at the max_depth its configuration gives).
 /// @throws herd::InputError on a missing/unreadable or binary file, a header of no known
 ///         format, files of different formats or columns, no data rows, a ragged row, a
 ///         field that is not a number, a weight that is not a positive integer or is above
 ///         10^9, files whose draws (a chain file's rows repeated SampleWeight times) and
 ///         diagnostics need more memory than allowed (set_max_memory; checked before the rows
 ///         are expanded), or a NaN/Inf draw (each message names the file, line and column).
-std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::vector<std::string>* notes = nullptr);
+std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::vector<std::string>* notes = nullptr,
+                                  std::vector<std::string>* warnings = nullptr);
 
 /// Whether `path` is an HDF5 file (by its signature).
 bool is_hdf5(const std::string& path);

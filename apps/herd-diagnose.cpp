@@ -464,13 +464,11 @@ int run_main(int argc, char** argv) {
       HERD_REQUIRE(dataset.empty(), "{}: --dataset is given, but the file is not HDF5", files[0]);
       check_distinct_files(files);
       std::vector<std::string> notes;
-      text_arrays = herd::apps::read_text(files, &notes);
-      for (const auto& note : notes) {
-        // The sampler's own warnings (CmdStan's divergences) stand beside the verdicts' and
-        // go to the HTML report too.
-        if (note.starts_with("WARNING: ")) sampler_warnings.push_back(note.substr(9));
-        std::fprintf(stderr, "%s%s\n", note.starts_with("WARNING: ") ? "" : "herd-diagnose: ", note.c_str());
-      }
+      text_arrays = herd::apps::read_text(files, &notes, &sampler_warnings);
+      for (const auto& note : notes) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
+      // The sampler's own warnings (CmdStan's divergences) stand beside the verdicts' and go
+      // to the HTML report too.
+      for (const auto& w : sampler_warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
     }
     auto& arrays = h5 ? h5->arrays() : text_arrays;
     if (!html.empty()) check_report_memory(files[0], arrays, max_memory_bytes);
