@@ -1029,6 +1029,17 @@ TEST_CASE("herd-diagnose: an --html path that cannot be written is refused befor
   }
 }
 
+/// `m` chains x `n` iid standard normal draws ([chain, draw]), the first half of the chains
+/// shifted by +0.2 and the rest by -0.2: R-hat about 1.02.
+std::vector<double> split_chains(std::size_t m, std::size_t n, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  std::vector<double> x(m * n);
+  for (std::size_t c = 0; c < m; ++c)
+    for (std::size_t t = 0; t < n; ++t) x[c * n + t] = normal(rng) + (c < m / 2 ? 0.2 : -0.2);
+  return x;
+}
+
 // The HTML report of herd-diagnose gave other verdicts than its terminal: its advice named
 // herd-sample's chain_size ("Run longer (raise chain_size)") for draws of any sampler, and on
 // an .h5 with herd-sample's stored nested R-hat (many short chains in superchains) it judged
@@ -1037,11 +1048,7 @@ TEST_CASE("herd-diagnose --html gives the terminal's verdicts: its advice and ne
   // 8 chains x 1000 iid normal draws, chains 0-3 shifted by +0.2 and 4-7 by -0.2: R-hat
   // 1.022.
   constexpr std::size_t m = 8, n = 1000;
-  std::mt19937_64 rng(7);
-  std::normal_distribution<double> normal;
-  std::vector<double> x(m * n);
-  for (std::size_t c = 0; c < m; ++c)
-    for (std::size_t t = 0; t < n; ++t) x[c * n + t] = normal(rng) + (c < m / 2 ? 0.2 : -0.2);
+  const std::vector<double> x = split_chains(m, n, 7);
   // Draws of another sampler: the report's advice names no herd-sample setting.
   const auto csv = write_csv("verdicts.csv", x, m, n);
   const Run c = run(q(csv) + " --html " + q(kWork / "verdicts_csv.html"));
@@ -1086,11 +1093,7 @@ TEST_CASE("herd-diagnose --html gives the terminal's verdicts: its advice and ne
 // paragraph for each; herd-sample's report and the HTML report give it once, naming them all.
 TEST_CASE("herd-diagnose: one verdict for all the datasets of a file", "[mcmc][apps]") {
   constexpr std::size_t m = 8, n = 1000;
-  std::mt19937_64 rng(11);
-  std::normal_distribution<double> normal;
-  std::vector<double> x(m * n);
-  for (std::size_t c = 0; c < m; ++c)
-    for (std::size_t t = 0; t < n; ++t) x[c * n + t] = normal(rng) + (c < m / 2 ? 0.2 : -0.2);
+  const std::vector<double> x = split_chains(m, n, 11);
   const fs::path h5 = kWork / "one_verdict.h5";
   fs::create_directories(kWork);
   const hid_t f = H5Fcreate(h5.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
