@@ -278,8 +278,6 @@ struct BlockSource {
   bool allocated = false, finished = false;
   std::size_t done = 0;
   bool read_error = false;
-  std::uint64_t bad = std::numeric_limits<std::uint64_t>::max();  // first non-finite, storage order
-  double bad_value = 0;
   std::exception_ptr error;
 };
 
@@ -516,10 +514,9 @@ std::unique_ptr<BlockSource> plan_dataset(const std::string& path, hid_t loc, co
 
 /// Reads block `b` of `s` into the parameters' buffers of `a` (through `staging` when the
 /// dataset has several parameters, else straight into place), HDF5 calls under `h5`; false
-/// when HDF5 cannot read it. `bad`/`bad_value`: the block's first non-finite value in storage
-/// order (its index among the dataset's values), when it has one.
-bool read_block(BlockSource& s, std::size_t b, DrawsArray& a, std::mutex& h5, std::vector<double>& staging,
-                std::uint64_t& bad, double& bad_value) {
+/// when HDF5 cannot read it. NaN and infinite values are read as they are (herd-diagnose
+/// gives such a parameter NA statistics and says where its first one is).
+bool read_block(BlockSource& s, std::size_t b, DrawsArray& a, std::mutex& h5, std::vector<double>& staging) {
   const std::size_t c0 = b / s.draw_blocks * s.cb, t0 = b % s.draw_blocks * s.db;
   const std::size_t nc = std::min(s.cb, s.chains - c0), nt = std::min(s.db, s.draws - t0);
   const std::size_t p_count = s.params, n = s.draws;
@@ -553,24 +550,9 @@ bool read_block(BlockSource& s, std::size_t b, DrawsArray& a, std::mutex& h5, st
         return false;
     }
   }
-  bad = std::numeric_limits<std::uint64_t>::max();
-  if (direct) {
-    double* col = a.columns[0].data();
-    for (std::size_t c = 0; c < nc && bad == std::numeric_limits<std::uint64_t>::max(); ++c) {
-      const double* row = col + (c0 + c) * n + t0;
-      for (std::size_t t = 0; t < nt; ++t) {
-        if (!std::isfinite(row[t])) {
-          bad = (c0 + c) * n + t0 + t;
-          bad_value = row[t];
-          break;
-        }
-      }
-    }
-    return true;
-  }
+  if (direct) return true;
   if (s.transposed) {
-    // The staging buffer is [nt draws, nc = all chains, params]: its storage order is the
-    // file's from draw t0 on, so the first non-finite value in it is the block's first.
+    // The staging buffer is [nt draws, nc = all chains, params].
     const double* src = staging.data();
     for (std::size_t p = 0; p < p_count; ++p) {
       double* col = a.columns[p].data();
@@ -579,12 +561,6 @@ bool read_block(BlockSource& s, std::size_t b, DrawsArray& a, std::mutex& h5, st
         double* out = col + c * n + t0;
         for (std::size_t t = 0; t < nt; ++t) out[t] = in[t * nc * p_count];
       }
-    }
-    const auto at = static_cast<std::size_t>(
-        std::find_if(staging.begin(), staging.end(), [](double v) { return !std::isfinite(v); }) - staging.begin());
-    if (at < staging.size()) {
-      bad = t0 * nc * p_count + at;
-      bad_value = staging[at];
     }
     return true;
   }
@@ -598,15 +574,6 @@ bool read_block(BlockSource& s, std::size_t b, DrawsArray& a, std::mutex& h5, st
       double* out = col + (c0 + c) * n + t0;
       for (std::size_t t = 0; t < nt; ++t) out[t] = in[t * p_count];
     }
-  }
-  bool finite = true;
-  for (const double v : staging) finite &= std::isfinite(v);
-  if (!finite) {
-    const auto at = static_cast<std::size_t>(
-        std::find_if(staging.begin(), staging.end(), [](double v) { return !std::isfinite(v); }) - staging.begin());
-    const std::size_t c = at / p_count / nt, t = at / p_count % nt, p = at % p_count;
-    bad = ((c0 + c) * n + t0 + t) * p_count + p;
-    bad_value = staging[at];
   }
   return true;
 }
@@ -726,15 +693,7 @@ std::vector<DrawsArray> read_chain_compact(const std::string& path, hid_t file) 
     const std::vector<std::string> qn = read_names(path, g.id, "derived_quantity", "derived_quantities", nq);
     names.insert(names.end(), qn.begin(), qn.end());
   }
-  const std::size_t ncol = d + nq;
   auto value = [&](std::size_t row, std::size_t k) { return k < d ? state[row * d + k] : derived[row * nq + k - d]; };
-  for (std::size_t i = 0; i < rows; ++i)
-    for (std::size_t k = 0; k < ncol; ++k)
-      if (!std::isfinite(value(i, k)))
-        throw InputError(
-            fmt::format("{}: dataset 'chain_compact/{}' has {} at [row {}, column {}], but draws "
-                        "must be finite",
-                        path, k < d ? "state" : "derived_quantities", value(i, k), i, k < d ? k : k - d));
   // Each chain's first row and its burn-in (compact rows).
   std::vector<std::size_t> first{0};
   if (is_dataset(g.id, "chain")) {
@@ -1080,7 +1039,6 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
   std::string line;
   std::size_t lineno = 0, width = 0, header_line = 0;
   bool comments = false, have_header = false, first = true;
-  std::vector<std::string> header;  // the header's names, as written
   TextFile tf;
   std::string delim = ",";
   std::vector<std::size_t> keep;  // column indices diagnosed
@@ -1140,7 +1098,6 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
         delim = header_delimiter(t);
         const auto fields = split_by(t, delim);
         width = fields.size();
-        for (const auto& f : fields) header.emplace_back(f);
         std::vector<std::string> low;
         low.reserve(fields.size());
         for (const auto& f : fields) low.push_back(lower(f));
@@ -1224,13 +1181,6 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
       reps = static_cast<std::size_t>(wt);
       tf.weights.push_back(static_cast<std::uint32_t>(reps));
     }
-    for (std::size_t k : keep)
-      if (!std::isfinite(vals[k]))
-        throw InputError(fmt::format(
-            "{}: line {} column {}{} is '{}', but draws must be finite", path, lineno, k + 1,
-            k < header.size() ? fmt::format(" ({})", tf.kind == TextKind::kCmdStan ? stan_label(header[k]) : header[k])
-                              : std::string(),
-            fields[k]));
     if (divergent_col < width) tf.divergent.push_back(vals[divergent_col] != 0 ? 1 : 0);
     if (depth_col < width && tf.max_depth > 0)
       tf.at_max_depth.push_back(vals[depth_col] >= static_cast<double>(tf.max_depth) ? 1 : 0);
@@ -1501,42 +1451,22 @@ void Hdf5Draws::read(std::size_t a) {
   // chunks made it large).
   thread_local std::vector<double> staging;
   std::size_t mine = 0;
-  std::uint64_t bad = std::numeric_limits<std::uint64_t>::max();
-  double bad_value = 0;
   bool read_error = false;
   for (std::size_t b = s->next++; b < s->blocks; b = s->next++) {
     ++mine;
     if (s->failed) continue;
-    std::uint64_t block_bad = 0;
-    double block_value = 0;
-    if (!read_block(*s, b, arr, impl_->h5, staging, block_bad, block_value)) {
+    if (!read_block(*s, b, arr, impl_->h5, staging)) {
       read_error = true;
       s->failed = true;
-    } else if (block_bad < bad) {
-      bad = block_bad;
-      bad_value = block_value;
     }
   }
   if (staging.capacity() * sizeof(double) > 16 * kBlockBytes) staging = std::vector<double>();
   std::unique_lock<std::mutex> lock(s->mu);
   s->read_error = s->read_error || read_error;
-  if (bad < s->bad) {
-    s->bad = bad;
-    s->bad_value = bad_value;
-  }
   s->done += mine;
   if (s->done == s->blocks && !s->finished) {
-    if (!s->error && s->read_error) {
+    if (!s->error && s->read_error)
       s->error = std::make_exception_ptr(InputError(fmt::format("{}: cannot read dataset '{}'", s->path, s->shown)));
-    } else if (!s->error && s->bad != std::numeric_limits<std::uint64_t>::max()) {
-      // The index in storage order: [chains, draws, params], or [draws, chains, params].
-      const std::size_t i = s->bad, p = i % s->params;
-      const std::size_t t = s->transposed ? i / s->params / s->chains : (i / s->params) % s->draws;
-      const std::size_t c = s->transposed ? (i / s->params) % s->chains : i / s->params / s->draws;
-      s->error = std::make_exception_ptr(
-          InputError(fmt::format("{}: dataset '{}' has {} at [chain {}, draw {}{}], but draws must be finite", s->path,
-                                 s->shown, s->bad_value, c, t, s->rank >= 3 ? fmt::format(", param {}", p) : "")));
-    }
     s->finished = true;
     s->cv.notify_all();
   }

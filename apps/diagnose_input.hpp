@@ -139,7 +139,8 @@ bool is_hdf5(const std::string& path);
 /// thread reads a dataset while others compute on the previous one.
 ///
 /// Errors come as if the datasets were read whole, in order: the first failing dataset's
-/// error, and of a dataset with several non-finite draws the first in its storage order.
+/// error. NaN and infinite draws are read as they are (herd-diagnose gives such a parameter
+/// NA statistics and a note).
 /// Thread-safety: read() and check_in_order() may be called from any thread; arrays() is
 /// safe to read while no read() writes the array read.
 class Hdf5Draws {

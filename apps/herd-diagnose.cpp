@@ -39,9 +39,42 @@
 
 namespace {
 
+/// Where a quantity's draws are not all finite: how many verbose draws are NaN or infinite,
+/// and the first of them (chain-major order, chain and draw counted from 0).
+struct NonFinite {
+  std::size_t count = 0;
+  std::size_t chain = 0, draw = 0;
+  double value = 0;
+};
+
+/// The NaN and infinite draws of one quantity's buffer `x` ([chains, draws] row-major, with
+/// `weights` of the same layout or none: an entry of weight w is w verbose draws, and a
+/// draw's index counts them). Stan's generated quantities can be NaN; such a quantity's
+/// statistics are all NA (summarize), as stansummary's and ArviZ's are, and this says why.
+NonFinite find_non_finite(std::span<const double> x, std::span<const std::int64_t> weights, std::size_t draws) {
+  NonFinite nf;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (std::isfinite(x[i])) continue;
+    const std::size_t w = weights.empty() ? 1 : static_cast<std::size_t>(weights[i]);
+    if (w == 0) continue;  // padding after a shorter chain
+    if (nf.count == 0) {
+      nf.chain = i / draws;
+      nf.draw = i % draws;
+      if (!weights.empty()) {
+        nf.draw = 0;
+        for (std::size_t j = nf.chain * draws; j < i; ++j) nf.draw += static_cast<std::size_t>(weights[j]);
+      }
+      nf.value = x[i];
+    }
+    nf.count += w;
+  }
+  return nf;
+}
+
 struct Row {
   std::string name;
   herd::mcmc::DiagnosticSummary s;
+  NonFinite non_finite;
 };
 
 /// The order in which to summarize the parameters of `a` (a read array): longest first by a
@@ -68,7 +101,7 @@ std::vector<std::size_t> longest_first(const herd::apps::DrawsArray& a) {
         den += (x[t] - mu) * (x[t] - mu);
       }
     }
-    rho[p] = den > 0 ? num / den : 0.0;
+    rho[p] = den > 0 && std::isfinite(num / den) ? num / den : 0.0;  // NaN would break the sort's ordering
   }
   std::stable_sort(order.begin(), order.end(), [&rho](std::size_t i, std::size_t j) { return rho[i] > rho[j]; });
   return order;
@@ -99,6 +132,7 @@ std::vector<Row> diagnose(std::vector<herd::apps::DrawsArray>& arrays, const std
   };
   std::vector<Order> orders(arrays.size());
   std::vector<herd::mcmc::DiagnosticSummary> summaries(slot_array.size());
+  std::vector<NonFinite> non_finite(slot_array.size());
   auto one = [&](std::size_t slot) {
     const std::size_t ai = slot_array[slot];
     load(ai);
@@ -114,6 +148,7 @@ std::vector<Row> diagnose(std::vector<herd::apps::DrawsArray>& arrays, const std
     });
     const std::size_t p = o.params[slot - first[ai]];
     const std::span<const double> x = a.columns[p].span();
+    non_finite[first[ai] + p] = find_non_finite(x, a.weights, a.draws);
     summaries[first[ai] + p] = a.weights.empty()
                                    ? herd::mcmc::summarize(herd::mcmc::DrawsView(x, a.chains, a.draws))
                                    : herd::mcmc::summarize(herd::mcmc::DrawsView(
@@ -132,7 +167,8 @@ std::vector<Row> diagnose(std::vector<herd::apps::DrawsArray>& arrays, const std
   std::vector<Row> rows;
   rows.reserve(summaries.size());
   for (std::size_t a = 0; a < arrays.size(); ++a)
-    for (std::size_t p = 0; p < arrays[a].params; ++p) rows.push_back({arrays[a].names[p], summaries[first[a] + p]});
+    for (std::size_t p = 0; p < arrays[a].params; ++p)
+      rows.push_back({arrays[a].names[p], summaries[first[a] + p], non_finite[first[a] + p]});
   return rows;
 }
 
@@ -171,6 +207,32 @@ void print_json(const std::vector<Row>& rows) {
                  {"rhat", s.rhat}};
   }
   std::fputs((j.dump(2) + "\n").c_str(), stdout);
+}
+
+/// One note on stderr per quantity with NaN or infinite draws (the first kNotesShown; then
+/// one line for the rest): how many, where the first is, and that its statistics are NA.
+void print_non_finite_notes(const std::vector<Row>& rows) {
+  constexpr std::size_t kNotesShown = 10;
+  std::size_t shown = 0, more = 0;
+  for (const auto& r : rows) {
+    const NonFinite& nf = r.non_finite;
+    if (nf.count == 0) continue;
+    if (shown == kNotesShown) {
+      ++more;
+      continue;
+    }
+    ++shown;
+    std::fputs(fmt::format("herd-diagnose: note: {}: {} draw{} NaN or infinite (the first: {} at chain {}, draw {}, "
+                           "counted from 0), so its statistics are NA, as stansummary's and ArviZ's are\n",
+                           r.name, nf.count, nf.count == 1 ? " is" : "s are", nf.value, nf.chain, nf.draw)
+                   .c_str(),
+               stderr);
+  }
+  if (more > 0)
+    std::fputs(fmt::format("herd-diagnose: note: {} more quantit{} NaN or infinite draws (statistics NA)\n", more,
+                           more == 1 ? "y has" : "ies have")
+                   .c_str(),
+               stderr);
 }
 
 /// `a` with its weights expanded: every entry repeated `weights` times (padding dropped), the
@@ -283,13 +345,17 @@ void write_html(const std::vector<std::string>& files, std::vector<herd::apps::D
   h.subtitle = "Convergence diagnostics of the draws in " + file;
   const std::size_t chains = arrays.at(0).chains, draws = arrays.at(0).draws;
   std::vector<std::pair<const herd::apps::DrawsArray*, std::size_t>> shown;  // (array, parameter) per quantity
-  std::vector<std::string> skipped;
+  std::vector<std::string> skipped, non_finite;
   std::size_t row = 0;
   for (const auto& a : arrays) {
     const bool same = a.chains == chains && a.draws == draws;
     for (std::size_t p = 0; p < a.params; ++p, ++row) {
       if (!same) {
         skipped.push_back(a.names[p]);
+        continue;
+      }
+      if (rows[row].non_finite.count > 0) {  // nothing to plot: every statistic is NA
+        non_finite.push_back(a.names[p]);
         continue;
       }
       shown.emplace_back(&a, p);
@@ -318,6 +384,11 @@ void write_html(const std::vector<std::string>& files, std::vector<herd::apps::D
         fmt::format("Left out of this report (their [chains, draws] shape differs from {} x {}): {}; "
                     "the terminal table has them.",
                     chains, draws, fmt::join(skipped, ", ")));
+  if (!non_finite.empty())
+    h.notes.push_back(fmt::format(
+        "Left out of this report (NaN or infinite draws, so every statistic is NA): {}; the terminal names the first "
+        "such draw of each.",
+        fmt::join(non_finite, ", ")));
   h.history_note =
       "herd-diagnose reads the draws only: the sampler's acceptance rate and adaptation over the run are not "
       "shown here (herd-sample's own report shows them for its runs; CmdStan's accept_stat__ and stepsize__ "
@@ -516,6 +587,7 @@ int run_main(int argc, char** argv) {
       std::fprintf(stderr, "herd-diagnose: %s: %zu chain%s x %zu draws%s\n", names.c_str(), a.chains,
                    a.chains == 1 ? "" : "s", a.draws, a.weights.empty() ? "" : " (weighted: verbose draws per chain)");
     }
+    print_non_finite_notes(rows);
     for (const Verdicts& g : groups)
       for (const auto& v : herd::mcmc::convergence_verdicts(g.names, g.summary, g.chains, std::nan(""), kRunLonger,
                                                             g.nested, stored.superchains)) {

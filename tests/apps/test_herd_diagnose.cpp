@@ -425,15 +425,6 @@ TEST_CASE("herd-diagnose: bad input exits 2 with a one-line message", "[mcmc][ap
   // A missing file: and why it cannot be opened (it said "cannot open the file" alone).
   check_error(run(q(kWork / "no_such_chain.csv")),
               "no_such_chain.csv: cannot open the file (No such file or directory)");
-  // NaN and Inf in a CSV.
-  {
-    const fs::path p = kWork / "nan.csv";
-    fs::create_directories(kWork);
-    std::ofstream(p) << "1.0,2.0\n0.5,nan\n0.25,0.75\n";
-    check_error(run(q(p)), "line 2 column 2 is 'nan', but draws must be finite");
-    std::ofstream(p) << "1.0,2.0\n0.5,inf\n0.25,0.75\n";
-    check_error(run(q(p)), "must be finite");
-  }
   // Ragged CSV and a non-numeric field.
   {
     const fs::path p = kWork / "ragged.csv";
@@ -444,13 +435,10 @@ TEST_CASE("herd-diagnose: bad input exits 2 with a one-line message", "[mcmc][ap
     std::ofstream(p) << "chain_1,chain_2\n";
     check_error(run(q(p)), "no draws");
   }
-  // HDF5: missing dataset, wrong rank, Inf.
+  // HDF5: missing dataset, wrong rank.
   const auto h5 = write_h5("bad.h5");
   check_error(run(q(h5) + " --dataset nope"), "no dataset 'nope'");
   check_error(run(q(h5) + " --dataset flat"), "has rank 1, but must have rank 2");
-  const auto inf = write_h5("inf.h5", true);
-  check_error(run(q(inf) + " --dataset theta"), "has inf at [chain 1, draw 234, param 1], but draws must be finite");
-  check_error(run(q(inf)), "must be finite");
   // A missing file and a bad command line.
   check_error(run(q((kWork / "missing.csv"))), "cannot open");
   const Run u = run("--bogus");
@@ -476,6 +464,16 @@ std::vector<double> ar1(std::size_t n, unsigned seed, double shift) {
   return x;
 }
 
+/// Every statistic of `j` (one parameter of --json) is null: NA, as for NaN or infinite draws.
+void check_na(const nlohmann::json& j) {
+  REQUIRE(j.is_object());
+  CHECK(j.size() == 10);
+  for (const auto& item : j.items()) {
+    INFO(item.key());
+    CHECK(item.value().is_null());
+  }
+}
+
 void check_summary(const nlohmann::json& j, const std::vector<double>& draws, std::size_t m, std::size_t n) {
   const auto s = herd::mcmc::summarize(herd::mcmc::DrawsView(draws, m, n));
   CHECK(j["mean"].get<double>() == s.mean);
@@ -484,6 +482,63 @@ void check_summary(const nlohmann::json& j, const std::vector<double>& draws, st
   CHECK(j["ess_bulk"].get<double>() == s.ess_bulk);
   CHECK(j["ess_tail"].get<double>() == s.ess_tail);
   CHECK(j["rhat"].get<double>() == s.rhat);
+}
+
+// A Stan generated quantity can be NaN: such a quantity's statistics are NA (null in --json),
+// as stansummary's and ArviZ's are, with a note naming its first NaN or infinite draw; the
+// other quantities are diagnosed as before, and the HTML report leaves the quantity out with a
+// note. (The whole file was refused.)
+TEST_CASE("herd-diagnose: NaN or infinite draws give NA statistics and a note", "[mcmc][apps]") {
+  fs::create_directories(kWork);
+  {
+    const fs::path p = kWork / "nan.csv";  // one column per chain; the quantity is "nan"
+    std::ofstream(p) << "1.0,2.0\n0.5,nan\n0.25,0.75\n";
+    const Run r = run(q(p) + " --json");
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    check_na(nlohmann::json::parse(r.out)["nan"]);
+    CHECK_THAT(r.err, Catch::Contains("herd-diagnose: note: nan: 1 draw is NaN or infinite (the first: nan at chain "
+                                      "1, draw 1, counted from 0), so its statistics are NA"));
+    // The first in chain-major order, whatever the rows' order; a count of all of them.
+    std::ofstream(p) << "1.0,2.0\n0.5,inf\n-inf,0.75\n";
+    const Run i = run(q(p));
+    REQUIRE(i.rc == 0);
+    CHECK_THAT(i.err, Catch::Contains("nan: 2 draws are NaN or infinite (the first: -inf at chain 0, draw 2,"));
+  }
+  const auto tv1 = herd_test::test_vector(1);
+  const auto inf = write_h5("inf.h5", true);
+  const fs::path html = kWork / "inf.html";
+  const Run r = run(q(inf) + " --dataset theta --json --html " + q(html));
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  check_summary(j["theta[0]"], tv1.x, 4, 1000);
+  check_na(j["theta[1]"]);
+  CHECK_THAT(r.err, Catch::Contains("note: theta[1]: 1 draw is NaN or infinite (the first: inf at chain 1, draw 234, "
+                                    "counted from 0)"));
+  const std::string page = slurp(html);
+  CHECK_THAT(page, Catch::Contains("Left out of this report (NaN or infinite draws, so every statistic is NA): "
+                                   "theta[1]"));
+  // Past ten such quantities the rest are counted in one line.
+  {
+    const fs::path p = kWork / "many_nan.csv";
+    std::ofstream f(p);
+    f << "lp__,accept_stat__";
+    for (int q = 1; q <= 12; ++q) f << ",y." << q;
+    f << ",mu\n";
+    for (int t = 0; t < 4; ++t) {
+      f << "-1,0.9";
+      for (int q = 1; q <= 12; ++q) f << (t == 2 ? ",nan" : ",0.5");
+      f << "," << t << "\n";
+    }
+    f.close();
+    const Run m = run(q(p));
+    INFO(m.err);
+    REQUIRE(m.rc == 0);
+    CHECK_THAT(m.err, Catch::Contains("note: y[10]: 1 draw is NaN"));
+    CHECK_THAT(m.err, !Catch::Contains("note: y[11]: "));
+    CHECK_THAT(m.err, Catch::Contains("herd-diagnose: note: 2 more quantities have NaN or infinite draws"));
+  }
 }
 
 /// A ParaDRAM compact chain file of rows (weight, logfunc, x, y) in ParaMonte's own style:
@@ -711,13 +766,19 @@ TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary lab
   CHECK(keys(j) == std::vector<std::string>{"lp__", "theta[1]", "theta[10]", "Sigma[2,1]", "pair:1", "odd.", "x.y"});
   check_summary(j["Sigma[2,1]"], a, 1, n);
   check_summary(j["theta[10]"], c, 1, n);
-  // A non-finite draw is refused naming its column as the table would (a generated quantity
-  // of a Stan model can be NaN): "column 5 is 'nan'" left the user counting commas.
+  // A generated quantity of a Stan model can be NaN: that quantity's statistics are NA
+  // (null), named as the table names it, and the others are diagnosed (the file was refused).
   const fs::path bad = kWork / "labels_nan.csv";
   std::ofstream(bad) << "# a comment\nlp__,accept_stat__,theta.1,Sigma.2.1\n-1.5,0.9,0.25,0.5\n-1.25,0.8,0.5,nan\n";
-  check_error(run(q(bad)), "labels_nan.csv: line 4 column 4 (Sigma[2,1]) is 'nan', but draws must be finite");
-  std::ofstream(bad) << "chain1,chain2\n0.5,1.5\n-inf,0.25\n";
-  check_error(run(q(bad)), "line 3 column 1 (chain1) is '-inf', but draws must be finite");
+  const Run rn = run(q(bad) + " --json");
+  INFO(rn.err);
+  REQUIRE(rn.rc == 0);
+  const auto jn = nlohmann::json::parse(rn.out);
+  CHECK(jn["theta[1]"]["mean"].get<double>() == 0.375);
+  check_na(jn["Sigma[2,1]"]);
+  CHECK_THAT(rn.err, Catch::Contains("herd-diagnose: note: Sigma[2,1]: 1 draw is NaN or infinite (the first: nan at "
+                                     "chain 0, draw 1, counted from 0), so its statistics are NA"));
+  CHECK_THAT(rn.err, !Catch::Contains("theta[1]: 1 draw"));
 }
 
 // `herd-diagnose out-1.csv ./out-1.csv` (or a link to a file already named) read one chain
@@ -933,18 +994,29 @@ TEST_CASE("herd-diagnose: HDF5 datasets read in blocks, in any storage layout, o
       for (std::size_t p = 0; p < 2; ++p) check_summary(j[fmt::format("theta[{}]", p)], yp[p], mm, nn);
     }
   }
-  // Several non-finite draws in different blocks: the message names the first in storage
-  // order, whichever thread reads it.
+  // Non-finite draws in different blocks: each parameter's note names its own first one (in
+  // chain-major order), whichever thread reads it; the statistics are NA.
   {
     std::vector<double> bad = x;
     bad[(4 * n + 10) * k + 0] = std::numeric_limits<double>::quiet_NaN();
     bad[(2 * n + 29000) * k + 2] = -std::numeric_limits<double>::infinity();
     bad[(3 * n + 5) * k + 1] = std::numeric_limits<double>::infinity();
+    bad[(3 * n + 7) * k + 1] = std::numeric_limits<double>::quiet_NaN();
     for (const auto& cs : cases) {
+      INFO(cs.name);
       const auto h5 = write_layout_h5(std::string("bad_") + cs.name, bad, dims, cs.layout);
-      for (const char* t : {"1", "3"})
-        check_error(run(q(h5) + " --threads " + t),
-                    "dataset 'posterior/theta' has -inf at [chain 2, draw 29000, param 2], but draws must be finite");
+      const Run r1 = run(q(h5) + " --json --threads 1"), r3 = run(q(h5) + " --json --threads 3");
+      INFO(r1.err);
+      REQUIRE(r1.rc == 0);
+      CHECK(r3.out == r1.out);
+      CHECK(r3.err == r1.err);
+      const auto j = nlohmann::json::parse(r1.out);
+      for (std::size_t p = 0; p < k; ++p) check_na(j[fmt::format("theta[{}]", p)]);
+      for (const char* note :
+           {"theta[0]: 1 draw is NaN or infinite (the first: nan at chain 4, draw 10, counted from 0)",
+            "theta[1]: 2 draws are NaN or infinite (the first: inf at chain 3, draw 5, counted from 0)",
+            "theta[2]: 1 draw is NaN or infinite (the first: -inf at chain 2, draw 29000, counted from 0)"})
+        CHECK_THAT(r1.err, Catch::Contains(note));
     }
   }
 }
@@ -979,14 +1051,23 @@ TEST_CASE("herd-diagnose: the errors of several datasets come in the group's ord
     H5Fclose(f);
     return p;
   };
+  std::string first;
   for (const char* t : {"1", "2", "3"}) {
-    check_error(run(q(make("order.h5", false)) + " --threads " + t),
-                "dataset 'posterior/b' has nan at [chain 3, draw 990], but draws must be finite");
+    const Run r = run(q(make("order.h5", false)) + " --threads " + t);
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    // The notes in the group's order, whichever thread finished first.
+    const auto b = r.err.find("note: b: 1 draw is NaN or infinite (the first: nan at chain 3, draw 990");
+    const auto c = r.err.find("note: c: 1 draw is NaN or infinite (the first: nan at chain 0, draw 1,");
+    CHECK(b != std::string::npos);
+    CHECK(c != std::string::npos);
+    CHECK(b < c);
+    if (first.empty()) first = r.out + r.err;
+    CHECK(r.out + r.err == first);
   }
-  // A dataset refused by its type: the draws of those before it are read first, so b's NaN
-  // still comes first.
+  // A dataset refused by its type is refused before any diagnostics, NaN or not.
   const auto with_e = make("order_e.h5", true);
-  check_error(run(q(with_e)), "dataset 'posterior/b' has nan at [chain 3, draw 990]");
+  check_error(run(q(with_e)), "posterior/e");
 }
 
 TEST_CASE("herd-diagnose --version prints the project version", "[mcmc][apps]") {
@@ -1411,16 +1492,23 @@ TEST_CASE("herd-diagnose: an .h5 dataset's dimension names say which axis holds 
       CHECK(r.out == first);
     }
   }
-  // A non-finite draw of a transposed dataset is named by its chain and draw; the first in
-  // the file's storage order (draw-major) comes first.
+  // A non-finite draw of a transposed dataset is named by its chain and draw.
   {
     std::vector<double> bad = theta;
     bad[(15000 * m + 2) * k + 1] = std::numeric_limits<double>::quiet_NaN();
     bad[(17000 * m + 0) * k + 0] = std::numeric_limits<double>::infinity();
     const auto h5 = make("named_dims_nan.h5", bad, {3000, 3, 2});
-    for (const char* t : {"1", "3"})
-      check_error(run(q(h5) + " --threads " + t),
-                  "dataset 'posterior/theta' has nan at [chain 2, draw 15000, param 1], but draws must be finite");
+    for (const char* t : {"1", "3"}) {
+      const Run r = run(q(h5) + " --json --threads " + t);
+      INFO(r.err);
+      REQUIRE(r.rc == 0);
+      const auto j = nlohmann::json::parse(r.out);
+      check_na(j["theta[0]"]);
+      check_na(j["theta[1]"]);
+      check_summary(j["theta[2]"], param[2], m, n);
+      CHECK_THAT(r.err, Catch::Contains("theta[1]: 1 draw is NaN or infinite (the first: nan at chain 2, draw 15000,"));
+      CHECK_THAT(r.err, Catch::Contains("theta[0]: 1 draw is NaN or infinite (the first: inf at chain 0, draw 17000,"));
+    }
   }
   // Dimensions named otherwise are refused, naming them: (compact_draw, variable) was read as
   // compact_draw chains of 5 draws.
