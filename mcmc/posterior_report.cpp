@@ -477,6 +477,11 @@ void check(const PosteriorReportData& d) {
   HERD_REQUIRE(d.chains >= 1 && d.draws >= 1, "posterior report: {} chains x {} draws, but needs at least 1 x 1",
                d.chains, d.draws);
   HERD_REQUIRE(d.values.empty() || !d.fill_values, "posterior report: both values and fill_values given");
+  for (const ReportTable& t : d.tables)
+    for (const auto& row : t.rows)
+      HERD_REQUIRE(row.size() == t.header.size(),
+                   "posterior report: a row of the table \"{}\" has {} cells, but its header has {}", t.title,
+                   row.size(), t.header.size());
   if (d.open_states) {
     HERD_REQUIRE(d.values.empty() && !d.fill_values && !d.fill_states && d.state_weights.empty(),
                  "posterior report: open_states given with values, fill_values, fill_states or state_weights (give "
@@ -1502,6 +1507,11 @@ std::string posterior_report_html(const PosteriorReportData& d) {
                              d.superchains, d.chains / d.superchains)
                : std::string(),
         nested ? "nested R-hat" : "R-hat", kRhatLimit, ess_min));
+  }
+  for (const ReportTable& t : d.tables) {
+    r.heading(t.title);
+    r.table(t.header, t.rows);
+    if (!t.caption.empty()) r.paragraph(t.caption);
   }
 
   r.heading("Plots");

@@ -204,6 +204,36 @@ std::vector<double> covariance_of_posterior(const SerialRun& r) {
   return sums.matrix(std::max<double>(1.0, static_cast<double>(r.m * r.ndraw) - 1.0));
 }
 
+/// The sample refinement's rounds of a single-chain run (none: several chains, or no round),
+/// for `_report.txt` (`html` false: the title "sample refinement (<method>)") and the HTML
+/// report (title "Sample refinement", the method in the caption); the method is named when
+/// it is not the default (ParaMonte's "-max", "-compact", ...). One row per IAC evaluation.
+std::optional<ReportTable> refinement_table(const SerialRun& r, bool html) {
+  if (r.m != 1 || r.co[0].refined.rounds.empty()) return std::nullopt;
+  ReportTable t;
+  const std::string& method = r.specs.sample_refinement_method;
+  const std::string label = method == "batch_means" ? std::string("batch-means integrated autocorrelation")
+                            : method.rfind("batch_means", 0) == 0
+                                ? fmt::format("batch-means integrated autocorrelation, {}", method)
+                                : fmt::format("integrated autocorrelation, {}", method);
+  t.title = html ? std::string("Sample refinement") : fmt::format("sample refinement ({})", label);
+  t.header = {"round", "stage", "compact size", "verbose size", "IAC summary"};
+  for (std::size_t k = 0; k < r.co[0].refined.rounds.size(); ++k) {
+    const auto& rd = r.co[0].refined.rounds[k];
+    t.rows.push_back({std::to_string(k + 1), rd.verbose_stage ? "verbose" : "compact", std::to_string(rd.compact_size),
+                      std::to_string(rd.verbose_size), fmt::format("{:.4f}", rd.iac_summary)});
+  }
+  if (html) t.caption = fmt::format("Estimator: {}. ", label);
+  t.caption +=
+      "The refined sample (_sample.txt) is the post-burn-in chain thinned by its integrated autocorrelation time "
+      "(IAC), summarized over the variables and the log density, as ParaDRAM refines it: the compact chain "
+      "(accepted states), then the verbose one (every draw), unless the method names one of them. Each row is one IAC "
+      "evaluation of a stage: a row whose "
+      "IAC summary is at least 2 thinned that stage's chain with it as the step; the stage's last row, below 2 or at "
+      "the round limit (sample_refinement_count), ended the stage.";
+  return t;
+}
+
 /// Covariance and correlation of the variables, the refinement's rounds (single chain) and
 /// the outputs.
 std::string report_covariance(const SerialRun& r) {
@@ -220,20 +250,12 @@ std::string report_covariance(const SerialRun& r) {
       s += fmt::format("{:>10.4f}", cov[i * d + j] / std::sqrt(cov[i * d + i] * cov[j * d + j]));
     s += "\n";
   }
-  if (r.m == 1 && !r.co[0].refined.rounds.empty()) {
-    // The method's qualifiers when they are not the default (ParaMonte's "-max", "-compact", ...).
-    const std::string& method = r.specs.sample_refinement_method;
-    s += method == "batch_means" ? std::string("\n== sample refinement (batch-means integrated autocorrelation) ==\n")
-         : method.rfind("batch_means", 0) == 0
-             ? fmt::format("\n== sample refinement (batch-means integrated autocorrelation, {}) ==\n", method)
-             : fmt::format("\n== sample refinement (integrated autocorrelation, {}) ==\n", method);
-    s += fmt::format("{:>6} {:>8} {:>14} {:>14} {:>12}\n", "round", "stage", "compact size", "verbose size",
-                     "IAC summary");
-    for (std::size_t k = 0; k < r.co[0].refined.rounds.size(); ++k) {
-      const auto& rd = r.co[0].refined.rounds[k];
-      s += fmt::format("{:>6} {:>8} {:>14} {:>14} {:>12.4f}\n", k + 1, rd.verbose_stage ? "verbose" : "compact",
-                       rd.compact_size, rd.verbose_size, rd.iac_summary);
-    }
+  if (const auto t = refinement_table(r, false)) {
+    s += fmt::format("\n== {} ==\n", t->title);
+    s += fmt::format("{:>6} {:>8} {:>14} {:>14} {:>12}\n", t->header[0], t->header[1], t->header[2], t->header[3],
+                     t->header[4]);
+    for (const auto& row : t->rows)
+      s += fmt::format("{:>6} {:>8} {:>14} {:>14} {:>12}\n", row[0], row[1], row[2], row[3], row[4]);
   }
   s += "\n== outputs ==\n";
   for (const auto& p : r.paths) s += p + "\n";
@@ -328,6 +350,7 @@ std::optional<std::string> html_report(SerialRun& r) {
   h.superchains = r.nsuper;
   if (r.m > 1)
     h.notes.push_back("Several chains: R-hat and ESS are computed across the chains, cut to a common length.");
+  if (auto t = refinement_table(r, true)) h.tables.push_back(std::move(*t));
   if (!r.text_files) h.notes.push_back("More than 64 chains: no per-chain text files; see the .h5 file.");
   return posterior_report_html(h);
 }

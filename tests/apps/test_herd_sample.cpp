@@ -947,8 +947,9 @@ TEST_CASE("herd-sample: a ParaMonte 1 namelist in the style of its examples runs
 TEST_CASE("herd-sample: ParaMonte's sampleRefinementMethod qualifiers choose the refinement's chain and summary",
           "[apps][mcmc]") {
   const auto dir = workdir("refinement_method");
-  // The report's refinement table: the method when not the default, and each round's stage.
-  const auto stages = [&](const std::string& prefix, std::string& header) {
+  // The report's refinement table: the method when not the default, and each round's stage;
+  // `html_rows`: its rows as the HTML report's table should have them.
+  const auto stages = [&](const std::string& prefix, std::string& header, std::string& html_rows) {
     const std::string report = slurp(dir / "out" / (prefix + "_report.txt"));
     const std::size_t at = report.find("\n== sample refinement (");
     REQUIRE(at != std::string::npos);
@@ -959,9 +960,11 @@ TEST_CASE("herd-sample: ParaMonte's sampleRefinementMethod qualifiers choose the
     std::string line;
     while (std::getline(rows, line) && !line.empty()) {
       std::istringstream row(line);
-      std::string round, stage;
-      row >> round >> stage;
+      std::string round, stage, compact, verbose, iac;
+      row >> round >> stage >> compact >> verbose >> iac;
       seen.insert(stage);
+      html_rows += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", round, stage,
+                               compact, verbose, iac);
     }
     return seen;
   };
@@ -992,9 +995,15 @@ TEST_CASE("herd-sample: ParaMonte's sampleRefinementMethod qualifiers choose the
     const Run r = run(dir, "run.nml --quiet" + target);
     INFO(r.out << r.err);
     REQUIRE(r.rc == 0);
-    std::string header;
-    CHECK(stages(prefix, header) == want_stages);
+    std::string header, html_rows;
+    CHECK(stages(prefix, header, html_rows) == want_stages);
     CHECK(header == want_header);
+    // The HTML report has the same table (it had none), the method in its caption.
+    const std::string page = slurp(dir / "out" / (prefix + "_report.html"));
+    const std::string open = "== sample refinement (", close = ") ==";
+    const std::string label = want_header.substr(open.size(), want_header.size() - open.size() - close.size());
+    CHECK_THAT(page, Contains(">Sample refinement</h2>") &&
+                         Contains(html_rows + "</tbody></table>\n<p>Estimator: " + label + ". The refined sample"));
   }
   // A qualifier ParaMonte does not have, and an estimator it does not have, are refused.
   write(dir / "bad.nml", "&ParaDRAM\n  chainSize = 400\n  sampleRefinementMethod = 'BatchMeans-maxx'\n/\n");

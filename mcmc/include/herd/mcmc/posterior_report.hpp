@@ -98,6 +98,15 @@ ReportOrderStats report_order_stats(std::span<const double> values, std::span<co
 /// default): 8192 states are 64 KiB of values per quantity, 32 KiB of weights.
 inline constexpr std::size_t kReportBlockStates = 8192;
 
+/// A table of the report beyond its fixed sections: a heading, the column names, rows of
+/// cells (already formatted; each row as long as `header`) and a caption under it.
+struct ReportTable {
+  std::string title;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::string caption;
+};
+
 /// Everything the report shows; only `names`, `chains`, `draws` and the draws (`values`,
 /// `fill_values`, `fill_states` or `open_states`) are required.
 struct PosteriorReportData {
@@ -198,6 +207,9 @@ struct PosteriorReportData {
   std::vector<std::string> warnings;
   /// Further notes (level info) shown under the verdicts.
   std::vector<std::string> notes;
+  /// Further tables, each under its own heading after the summary table: e.g. herd-sample's
+  /// sample refinement rounds. Empty: none.
+  std::vector<ReportTable> tables;
   /// The resolved input, shown preformatted at the end (empty: left out).
   std::string resolved_input;
   /// How the verdicts say to run longer (e.g. "raise warmup and chain_size" for batched runs).
