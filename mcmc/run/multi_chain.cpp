@@ -316,7 +316,8 @@ MultiChainRun run_multi_chain(const DramOptions& options, const PointLogDensity&
 }
 
 MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>& chains,
-                                              const std::vector<std::int64_t>& burnin) {
+                                              const std::vector<std::int64_t>& burnin,
+                                              const RefinementOptions& refinement) {
   HERD_REQUIRE(!chains.empty(), "multi_chain_diagnostics: no chains");
   HERD_REQUIRE(burnin.size() == chains.size(), "multi_chain_diagnostics: {} burn-in values for {} chains",
                burnin.size(), chains.size());
@@ -370,7 +371,7 @@ MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>
         const double* x = rd.point(b + i);
         std::copy(x, x + d, states.begin() + static_cast<std::ptrdiff_t>(i * (du + 1) + 1));
       }
-      const RefinedSample rs = refine_sample(states, w, du + 1, RefinementOptions{});
+      const RefinedSample rs = refine_sample(states, w, du + 1, refinement);
       for (std::size_t k = 0; k < rs.index.size(); ++k) {
         const double* x = rd.point(b + rs.index[k]);
         for (std::size_t j = 0; j < du; ++j)

@@ -353,6 +353,21 @@ TEST_CASE("parallel: diagnostics across chains cut to a common length", "[mcmc][
       for (std::size_t b = a + 1; b < 4; ++b) p.push_back(t[a * 4 + b].p_value);
   std::sort(p.begin(), p.end());
   CHECK((p[8] + p[9]) / 2 > 0.05);
+  // The refinement's options reach the KS table's samples (herd-sample passes the run's
+  // sample_refinement_method; this took the defaults whatever the method): the defaults
+  // spelled out give the same table, another method another one.
+  const auto statistics = [](const MultiChainDiagnostics& x) {
+    std::vector<double> v;
+    for (const auto& t : x.ks)
+      for (const auto& k : t) v.push_back(k.statistic);
+    return v;
+  };
+  CHECK(statistics(multi_chain_diagnostics(m.chains, burnin, RefinementOptions{})) == statistics(g));
+  RefinementOptions other;
+  other.estimator = IacEstimator::kMaxCumSumAutoCorr;
+  other.summary = IacSummary::kMax;
+  other.stages = RefinementStages::kCompactOnly;
+  CHECK(statistics(multi_chain_diagnostics(m.chains, burnin, other)) != statistics(g));
   CHECK_THROWS_AS(multi_chain_diagnostics(m.chains, {0, 0}), herd::InputError);
 }
 

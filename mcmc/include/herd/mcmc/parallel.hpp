@@ -38,6 +38,7 @@
 #include "herd/mcmc/diagnostics.hpp"
 #include "herd/mcmc/dram.hpp"
 #include "herd/mcmc/ks_test.hpp"
+#include "herd/mcmc/refinement.hpp"
 
 namespace herd::mcmc {
 
@@ -118,18 +119,22 @@ struct MultiChainDiagnostics {
   std::vector<DiagnosticSummary> summary;
   /// Per variable (only for 2..16 chains; else empty): ParaDRAM's pairwise two-sample KS
   /// table, `[chains, chains]` row-major (`ks_pairwise`), of the chains' refined samples
-  /// (`refine_sample` with its defaults on each post-burn-in compact chain): nearly
-  /// independent draws, as the test assumes.
+  /// (`refine_sample` with the given options on each post-burn-in compact chain, as herd-sample
+  /// refines with the run's sample_refinement_method): nearly independent draws, as the test
+  /// assumes.
   std::vector<std::vector<KsResult>> ks;
 };
 
 /// Cuts each chain's verbose chain after its burn-in (`burnin[c]`, a compact index) to the
 /// common length of the shortest, then computes the diagnostics across chains
-/// (`summarize`; `ks_pairwise` of the refined samples). Pure; thread-safe.
+/// (`summarize`; `ks_pairwise` of the samples `refine_sample` makes with `refinement`, by
+/// default ParaDRAM's BatchMeans-avg over the compact, then the verbose chain). Pure;
+/// thread-safe.
 /// @throws herd::InputError when the chains differ in dimension, `burnin` has the wrong size,
 ///   or a chain has no draw after its burn-in.
 MultiChainDiagnostics multi_chain_diagnostics(const std::vector<MemoryChainSink>& chains,
-                                              const std::vector<std::int64_t>& burnin);
+                                              const std::vector<std::int64_t>& burnin,
+                                              const RefinementOptions& refinement = {});
 
 // --- Fork-join (single chain) -------------------------------------------------------------
 
