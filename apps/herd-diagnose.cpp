@@ -50,7 +50,7 @@ struct NonFinite {
 /// The NaN and infinite draws of one quantity's buffer `x` ([chains, draws] row-major, with
 /// `weights` of the same layout or none: an entry of weight w is w verbose draws, and a
 /// draw's index counts them). Stan's generated quantities can be NaN; such a quantity's
-/// statistics are all NA (summarize), as stansummary's and ArviZ's are, and this says why.
+/// statistics are all NA (summarize), as ArviZ's are for a NaN draw, and this says why.
 NonFinite find_non_finite(std::span<const double> x, std::span<const std::int64_t> weights, std::size_t draws) {
   NonFinite nf;
   for (std::size_t i = 0; i < x.size(); ++i) {
@@ -223,7 +223,7 @@ void print_non_finite_notes(const std::vector<Row>& rows) {
     }
     ++shown;
     std::fputs(fmt::format("herd-diagnose: note: {}: {} draw{} NaN or infinite (the first: {} at chain {}, draw {}, "
-                           "counted from 0), so its statistics are NA, as stansummary's and ArviZ's are\n",
+                           "counted from 0), so its statistics are NA\n",
                            r.name, nf.count, nf.count == 1 ? " is" : "s are", nf.value, nf.chain, nf.draw)
                    .c_str(),
                stderr);

@@ -485,7 +485,7 @@ void check_summary(const nlohmann::json& j, const std::vector<double>& draws, st
 }
 
 // A Stan generated quantity can be NaN: such a quantity's statistics are NA (null in --json),
-// as stansummary's and ArviZ's are, with a note naming its first NaN or infinite draw; the
+// as ArviZ's are for a NaN draw, with a note naming its first NaN or infinite draw; the
 // other quantities are diagnosed as before, and the HTML report leaves the quantity out with a
 // note. (The whole file was refused.)
 TEST_CASE("herd-diagnose: NaN or infinite draws give NA statistics and a note", "[mcmc][apps]") {
