@@ -893,9 +893,10 @@ struct CmdStanSetting {
   std::size_t line = 0;
 };
 
-/// The CmdStan settings that say which rows are warm-up.
+/// The CmdStan settings herd-diagnose reads: the method (what the rows are) and those that
+/// say which rows are warm-up.
 struct CmdStanWarmup {
-  CmdStanSetting save_warmup, num_warmup, thin, max_depth;
+  CmdStanSetting method, save_warmup, num_warmup, thin, max_depth;
   bool adaptation_terminated = false;  // the "# Adaptation terminated" line after the header
   std::size_t rows_before = 0;         // data rows before it
 };
@@ -909,11 +910,12 @@ void take_cmdstan_setting(std::string_view body, std::size_t lineno, CmdStanWarm
   const std::string_view name = trim(body.substr(0, eq));
   std::string_view value = trim(body.substr(eq + 1));
   value = value.substr(0, value.find_first_of(" \t"));
-  CmdStanSetting* s = name == "save_warmup"  ? &w.save_warmup
-                      : name == "num_warmup" ? &w.num_warmup
-                      : name == "thin"       ? &w.thin
-                      : name == "max_depth"  ? &w.max_depth
-                                             : nullptr;
+  CmdStanSetting* s = name == "method"        ? &w.method
+                      : name == "save_warmup" ? &w.save_warmup
+                      : name == "num_warmup"  ? &w.num_warmup
+                      : name == "thin"        ? &w.thin
+                      : name == "max_depth"   ? &w.max_depth
+                                              : nullptr;
   if (s != nullptr && s->line == 0) *s = {std::string(value), lineno};
 }
 
@@ -971,6 +973,41 @@ void drop_cmdstan_warmup(const std::string& path, const CmdStanWarmup& w, TextFi
     if (!flags->empty()) flags->erase(flags->begin(), flags->begin() + static_cast<std::ptrdiff_t>(warmup));
   tf.draws -= warmup;
   tf.warmup = warmup;
+}
+
+/// What the rows of CmdStan CSV `tf` are, by its `method` (none given: `sample`): MCMC draws
+/// (`sample`, and `generate_quantities`, which follows a sample's draws) are read as they are.
+/// `variational`'s first row is the approximation's mean, not a draw: left out, as CmdStanPy's
+/// `variational_sample` leaves it out (it was read as a draw). `variational`, `laplace` and
+/// `pathfinder` draw independently from an approximation: a note says that ESS and R-hat
+/// then judge nothing about the posterior. `optimize` (a point estimate) and `log_prob`
+/// (log densities at given points) hold no draws.
+/// @throws herd::InputError for those two, naming the file, line and method; for a
+///         variational file with no row besides the mean.
+void apply_cmdstan_method(const std::string& path, const CmdStanWarmup& w, TextFile& tf,
+                          std::vector<std::string>& notes) {
+  const std::string& m = w.method.value;
+  if (m == "optimize" || m == "log_prob")
+    throw InputError(fmt::format(
+        "{}: line {}: CmdStan's method is {}, so the file holds {}, not draws: there is nothing to diagnose "
+        "(herd-diagnose reads the output of method = sample)",
+        path, w.method.line, m,
+        m == "optimize" ? "a point estimate (the mode)" : "log densities and gradients at given points"));
+  if (m == "variational") {
+    HERD_REQUIRE(tf.draws > 1,
+                 "{}: line {}: CmdStan's method is variational, whose first row is the approximation's mean, and "
+                 "the file has no draw after it",
+                 path, w.method.line);
+    tf.rows.erase(tf.rows.begin(), tf.rows.begin() + static_cast<std::ptrdiff_t>(tf.names.size()));
+    tf.draws -= 1;
+  }
+  if (m == "variational" || m == "laplace" || m == "pathfinder")
+    notes.push_back(fmt::format(
+        "note: {}: CmdStan's method is {}: {}its {} rows are independent draws of an approximation of the "
+        "posterior, so ESS and R-hat judge nothing about how close it is (they test a Markov chain's mixing)",
+        path, m,
+        m == "variational" ? "its first row, the approximation's mean, is left out as CmdStanPy leaves it out; " : "",
+        tf.draws));
 }
 
 /// The largest SampleWeight of a chain file's row that herd-diagnose expands.
@@ -1112,7 +1149,8 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
         } else if (lf == 0 && w == width) {
           tf.kind = TextKind::kParaDramSample;
           for (std::size_t k = 0; k < width; ++k) keep.push_back(k);
-        } else if (lp < width) {
+        } else if (lp < width || (cmdstan.method.value == "laplace" && find("log_p__") < width)) {
+          // CmdStan; laplace's draws have log_p__ and log_g__ instead of lp__.
           tf.kind = TextKind::kCmdStan;
           divergent_col = find("divergent__");
           depth_col = find("treedepth__");
@@ -1196,7 +1234,10 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
                "still being written, or left by a killed run)",
                path, cut_line);
   HERD_REQUIRE(tf.draws > 0, "{}: no draws (the file has no numeric rows)", path);
-  if (tf.kind == TextKind::kCmdStan) drop_cmdstan_warmup(path, cmdstan, tf);
+  if (tf.kind == TextKind::kCmdStan) {
+    drop_cmdstan_warmup(path, cmdstan, tf);
+    apply_cmdstan_method(path, cmdstan, tf, notes);
+  }
   check_text_memory(path, tf, held);
   if (cut_line > 0)
     notes.push_back(

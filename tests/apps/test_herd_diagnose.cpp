@@ -746,6 +746,49 @@ TEST_CASE("herd-diagnose: CmdStan's divergences and maximum tree depth of the po
                                            "(CmdStan's default max_depth), but the file gives no max_depth"));
 }
 
+// CmdStan's other methods: variational's first row is the approximation's mean, which was read
+// as a draw; its rows, laplace's and pathfinder's are independent draws of an approximation
+// (a note says so); optimize and log_prob hold no draws and are refused.
+TEST_CASE("herd-diagnose: CmdStan methods other than sample", "[mcmc][apps]") {
+  fs::create_directories(kWork);
+  const std::string config = "# stan_version_major = 2\n# model = bernoulli_model\n# method = ";
+  const fs::path vi = kWork / "variational.csv";
+  std::ofstream(vi)
+      << config
+      << "variational\n#   variational\n#     algorithm = meanfield (Default)\nlp__,log_p__,log_g__,theta\n"
+         "# Stepsize adaptation complete.\n# eta = 1\n0,0,0,0.9\n0,-6.8,-0.5,0.25\n0,-7.1,-0.6,0.5\n"
+         "0,-6.9,-0.4,0.125\n0,-7.3,-0.9,0.375\n0,-6.7,-0.3,0.25\n0,-7.0,-0.5,0.5\n";
+  Run r = run(q(vi) + " --json");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["theta"]["mean"].get<double>() == 2.0 / 6.0);  // the six draws, not the mean row's 0.9
+  CHECK_THAT(r.err, Catch::Contains("theta (2 parameters): 1 chain x 6 draws"));
+  CHECK_THAT(r.err, Catch::Contains("note: " + vi.string() +
+                                    ": CmdStan's method is variational: its first row, the approximation's mean, is "
+                                    "left out as CmdStanPy leaves it out; its 6 rows are independent draws of an "
+                                    "approximation of the posterior, so ESS and R-hat judge nothing"));
+  const fs::path laplace = kWork / "laplace.csv";
+  std::ofstream(laplace) << config << "laplace\nlog_p__,log_g__,theta\n-6.8,-0.5,0.25\n-7.1,-0.6,0.5\n";
+  r = run(q(laplace) + " --json");
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["theta"]["mean"].get<double>() == 0.375);
+  CHECK_THAT(r.err, Catch::Contains("CmdStan's method is laplace: its 2 rows are independent draws"));
+  const fs::path opt = kWork / "optimize.csv";
+  std::ofstream(opt) << config << "optimize\n#   optimize\nlp__,theta\n-5,0.2\n";
+  check_error(run(q(opt)),
+              "optimize.csv: line 3: CmdStan's method is optimize, so the file holds a point estimate "
+              "(the mode), not draws: there is nothing to diagnose");
+  std::ofstream(opt) << config << "log_prob\nlp__,g_1\n-5,0.2\n";
+  check_error(run(q(opt)), "line 3: CmdStan's method is log_prob, so the file holds log densities and gradients");
+  // A variational file with only the mean row.
+  std::ofstream(vi) << config << "variational\nlp__,log_p__,log_g__,theta\n0,0,0,0.9\n";
+  check_error(run(q(vi)),
+              "variational.csv: line 3: CmdStan's method is variational, whose first row is the "
+              "approximation's mean, and the file has no draw after it");
+}
+
 TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary labels them", "[mcmc][apps]") {
   const std::size_t n = 200;
   const auto a = ar1(n, 31, 0.3), b = ar1(n, 32, 0.1), c = ar1(n, 33, -0.2);
