@@ -15,6 +15,7 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
@@ -975,6 +976,25 @@ void drop_cmdstan_warmup(const std::string& path, const CmdStanWarmup& w, TextFi
   tf.warmup = warmup;
 }
 
+/// The warning of `n` divergent transitions among `total` post-warm-up ones, flagged by
+/// `column`; per cent with two decimals, as CmdStan's diagnose prints it.
+std::string divergence_warning(std::size_t n, std::size_t total, std::string_view column) {
+  return fmt::format(
+      "{} of {} post-warm-up transitions ({:.2f}%) ended with a divergence ({}): the sampler could not follow the "
+      "posterior's curvature there, so the draws may be biased; raise adapt delta (e.g. 0.95 or 0.99) or "
+      "reparameterize the model (e.g. non-centred)",
+      n, total, 100.0 * static_cast<double>(n) / static_cast<double>(total), column);
+}
+
+/// The warning of `n` of `total` post-warm-up transitions at the maximum tree depth (`how`
+/// they were told).
+std::string max_depth_warning(std::size_t n, std::size_t total, std::string_view how) {
+  return fmt::format(
+      "{} of {} post-warm-up transitions ({:.2f}%) hit the maximum tree depth ({}): an efficiency problem, not a "
+      "bias; raise max_depth or reparameterize the model",
+      n, total, 100.0 * static_cast<double>(n) / static_cast<double>(total), how);
+}
+
 /// What the rows of CmdStan CSV `tf` are, by its `method` (none given: `sample`): MCMC draws
 /// (`sample`, and `generate_quantities`, which follows a sample's draws) are read as they are.
 /// `variational`'s first row is the approximation's mean, not a draw: left out, as CmdStanPy's
@@ -1330,20 +1350,13 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
     depth_rows += f.at_max_depth.size();
     saturated += static_cast<std::size_t>(std::count(f.at_max_depth.begin(), f.at_max_depth.end(), 1));
   }
-  // Per cent with two decimals, as CmdStan's diagnose prints it.
-  if (divergent > 0)
-    warned.push_back(fmt::format(
-        "{} of {} post-warm-up transitions ({:.2f}%) ended with a divergence (divergent__): the sampler could "
-        "not follow the posterior's curvature there, so the draws may be biased; raise adapt delta (e.g. 0.95 or "
-        "0.99) or reparameterize the model (e.g. non-centred)",
-        divergent, transitions, 100.0 * static_cast<double>(divergent) / static_cast<double>(transitions)));
+  if (divergent > 0) warned.push_back(divergence_warning(divergent, transitions, "divergent__"));
   if (saturated > 0)
-    warned.push_back(
-        fmt::format("{} of {} post-warm-up transitions ({:.2f}%) hit the maximum tree depth (treedepth__ = max_depth = "
-                    "{}): an efficiency problem, not a bias; raise max_depth or reparameterize the model",
-                    saturated, depth_rows, 100.0 * static_cast<double>(saturated) / static_cast<double>(depth_rows),
+    warned.push_back(max_depth_warning(
+        saturated, depth_rows,
+        fmt::format("treedepth__ = max_depth = {}",
                     depths.size() == 1 ? std::to_string(depths.front())
-                                       : fmt::format("{}, each chain's own", fmt::join(depths, " or "))));
+                                       : fmt::format("{}, each chain's own", fmt::join(depths, " or ")))));
   if (unjudged > 0)
     said.push_back(fmt::format(
         "note: {} post-warm-up transition{} treedepth__ 10 (CmdStan's default max_depth), but {} no max_depth in "
@@ -1398,6 +1411,62 @@ struct Hdf5Draws::Impl {
     sources.push_back(std::move(src));
   }
 };
+
+namespace {
+
+/// The flags of dataset `name` of group `g` (one per transition, any shape): how many are set
+/// and how many there are. Booleans as h5py stores them (an enum over an integer) or as
+/// netCDF stores them (int8), integers and floats (set: nonzero). Nothing when `g` has no such
+/// dataset. @throws herd::InputError when it has one of another type, or unreadable.
+std::optional<std::pair<std::size_t, std::size_t>> count_flags(const std::string& path, hid_t g, const char* name,
+                                                               const char* shown) {
+  if (!is_dataset(g, name)) return std::nullopt;
+  H5Id ds(H5Dopen2(g, name, H5P_DEFAULT), H5Dclose);
+  H5Id type(ds ? H5Dget_type(ds.id) : H5I_INVALID_HID, H5Tclose);
+  H5Id space(ds ? H5Dget_space(ds.id) : H5I_INVALID_HID, H5Sclose);
+  const H5T_class_t cls = type ? H5Tget_class(type.id) : H5T_NO_CLASS;
+  const hssize_t n = space ? H5Sget_simple_extent_npoints(space.id) : -1;
+  const bool flags = cls == H5T_ENUM || cls == H5T_INTEGER || cls == H5T_FLOAT;
+  HERD_REQUIRE(flags && n >= 0, "{}: dataset '{}' must hold one flag per transition (booleans or numbers)", path,
+               shown);
+  const auto count = static_cast<std::size_t>(n);
+  std::size_t set = 0;
+  bool read = false;
+  if (cls == H5T_ENUM) {
+    // The enum's values in memory (native order): an element is set when any byte is.
+    H5Id mem(H5Tget_native_type(type.id, H5T_DIR_DEFAULT), H5Tclose);
+    const std::size_t size = mem ? H5Tget_size(mem.id) : 0;
+    std::vector<unsigned char> bytes(count * size);
+    read = size > 0 && H5Dread(ds.id, mem.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) >= 0;
+    for (std::size_t i = 0; read && i < count; ++i)
+      set += std::any_of(bytes.begin() + static_cast<std::ptrdiff_t>(i * size),
+                         bytes.begin() + static_cast<std::ptrdiff_t>((i + 1) * size),
+                         [](unsigned char b) { return b != 0; });
+  } else {
+    std::vector<double> v(count);
+    read = H5Dread(ds.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0;
+    for (const double x : v) set += x != 0 ? 1 : 0;
+  }
+  HERD_REQUIRE(read, "{}: cannot read dataset '{}'", path, shown);
+  return std::make_pair(set, count);
+}
+
+}  // namespace
+
+std::vector<std::string> hdf5_sampler_warnings(const std::string& path) {
+  quiet_hdf5();
+  H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file || H5Lexists(file.id, "sample_stats", H5P_DEFAULT) <= 0) return {};
+  H5Id g(H5Gopen2(file.id, "sample_stats", H5P_DEFAULT), H5Gclose);
+  if (!g) return {};
+  std::vector<std::string> out;
+  if (const auto d = count_flags(path, g.id, "diverging", "sample_stats/diverging"); d && d->first > 0)
+    out.push_back(divergence_warning(d->first, d->second, "sample_stats/diverging"));
+  if (const auto t = count_flags(path, g.id, "reached_max_treedepth", "sample_stats/reached_max_treedepth");
+      t && t->first > 0)
+    out.push_back(max_depth_warning(t->first, t->second, "sample_stats/reached_max_treedepth"));
+  return out;
+}
 
 Hdf5Draws::Hdf5Draws(const std::string& path, const std::string& dataset) : impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;

@@ -96,12 +96,24 @@ struct DrawsArray {
 ///         field that is not a number, a weight that is not a positive integer or is above
 ///         10^9, files whose draws (a chain file's rows repeated SampleWeight times) and
 ///         diagnostics need more memory than allowed (set_max_memory; checked before the rows
-///         are expanded), or a NaN/Inf draw (each message names the file, line and column).
+///         are expanded), or CmdStan output of a method without draws (optimize, log_prob)
+///         (each message names the file, and the line and column where there is one). NaN
+///         and infinite draws are read as they are.
 std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::vector<std::string>* notes = nullptr,
                                   std::vector<std::string>* warnings = nullptr);
 
 /// Whether `path` is an HDF5 file (by its signature).
 bool is_hdf5(const std::string& path);
+
+/// The sampler's own diagnostics that an ArviZ InferenceData file (netCDF-4 / HDF5) keeps in
+/// its `sample_stats` group, which holds the post-warm-up transitions (ArviZ puts the
+/// warm-up's in `warmup_sample_stats`): `diverging` (PyMC, NumPyro, ArviZ's from_cmdstan)
+/// and `reached_max_treedepth` (PyMC), flags [chain, draw] (booleans, integers or floats),
+/// as warning lines in the words read_text gives CmdStan's divergent__ and treedepth__
+/// (no prefix; one per kind, only when some are set). Empty when the file has neither, or
+/// cannot be opened (Hdf5Draws says why). Thread-safety: HDF5 calls; not concurrently with
+/// other HDF5 use. @throws herd::InputError when such a dataset is not flags or unreadable.
+std::vector<std::string> hdf5_sampler_warnings(const std::string& path);
 
 /// The draws of an HDF5 file, read on demand, array by array, by the threads that need them.
 ///

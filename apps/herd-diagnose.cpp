@@ -523,7 +523,7 @@ int run_main(int argc, char** argv) {
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     herd::apps::set_diagnostics_threads(threads);
     std::vector<herd::apps::DrawsArray> text_arrays;
-    std::vector<std::string> sampler_warnings;  // CmdStan's divergences: terminal and HTML
+    std::vector<std::string> sampler_warnings;  // divergences, saturated trees: terminal and HTML
     std::unique_ptr<herd::apps::Hdf5Draws> h5;
     bool any_h5 = false;
     for (const auto& f : files) any_h5 = any_h5 || herd::apps::is_hdf5(f);
@@ -531,6 +531,9 @@ int run_main(int argc, char** argv) {
       HERD_REQUIRE(files.size() == 1,
                    "{}: several files are given, but an HDF5 file holds all chains itself: give it alone", files[0]);
       h5 = std::make_unique<herd::apps::Hdf5Draws>(files[0], dataset);
+      // An ArviZ file's sampler diagnostics (PyMC's, NumPyro's), as CmdStan's are warned of.
+      sampler_warnings = herd::apps::hdf5_sampler_warnings(files[0]);
+      for (const auto& w : sampler_warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
     } else {
       HERD_REQUIRE(dataset.empty(), "{}: --dataset is given, but the file is not HDF5", files[0]);
       check_distinct_files(files);

@@ -789,6 +789,67 @@ TEST_CASE("herd-diagnose: CmdStan methods other than sample", "[mcmc][apps]") {
               "approximation's mean, and the file has no draw after it");
 }
 
+// An ArviZ file's sampler diagnostics (PyMC's, NumPyro's sample_stats) are warned of as
+// CmdStan's divergent__ and treedepth__ are (they were not read): booleans as netCDF stores
+// them (int8, what xarray writes with either engine) and as h5py does (an enum).
+TEST_CASE("herd-diagnose: divergences and saturated trees in an ArviZ file's sample_stats", "[mcmc][apps]") {
+  fs::create_directories(kWork);
+  const fs::path p = kWork / "pymc_trace.nc";
+  const auto tv1 = herd_test::test_vector(1);
+  const auto make = [&](bool string_flags) {
+    const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t post = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    write_dataset(post, "mu", tv1.x, {4, 1000});
+    H5Gclose(post);
+    const hid_t st = H5Gcreate2(f, "sample_stats", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[2] = {4, 1000};
+    const hid_t space = H5Screate_simple(2, dims, nullptr);
+    std::vector<std::int8_t> div(4000, 0), depth(4000, 0);
+    div[1234] = div[3999] = div[5] = 1;
+    depth[17] = 1;
+    // diverging as int8 (netCDF's bool); reached_max_treedepth as h5py's bool enum.
+    const hid_t ds = H5Dcreate2(st, "diverging", string_flags ? H5T_C_S1 : H5T_NATIVE_INT8, space, H5P_DEFAULT,
+                                H5P_DEFAULT, H5P_DEFAULT);
+    if (!string_flags) H5Dwrite(ds, H5T_NATIVE_INT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, div.data());
+    H5Dclose(ds);
+    const hid_t en = H5Tenum_create(H5T_NATIVE_INT8);
+    std::int8_t v = 0;
+    H5Tenum_insert(en, "FALSE", &v);
+    v = 1;
+    H5Tenum_insert(en, "TRUE", &v);
+    const hid_t dd = H5Dcreate2(st, "reached_max_treedepth", en, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(dd, en, H5S_ALL, H5S_ALL, H5P_DEFAULT, depth.data());
+    H5Dclose(dd);
+    H5Tclose(en);
+    H5Sclose(space);
+    H5Gclose(st);
+    H5Fclose(f);
+  };
+  make(false);
+  const fs::path html = kWork / "pymc_trace.html";
+  const Run r = run(q(p) + " --html " + q(html));
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string div =
+      "3 of 4000 post-warm-up transitions (0.07%) ended with a divergence (sample_stats/diverging): the sampler could "
+      "not follow the posterior's curvature there, so the draws may be biased";
+  const std::string depth =
+      "1 of 4000 post-warm-up transitions (0.03%) hit the maximum tree depth (sample_stats/reached_max_treedepth): "
+      "an efficiency problem, not a bias";
+  CHECK_THAT(r.err, Catch::Contains("WARNING: " + div) && Catch::Contains("WARNING: " + depth));
+  const std::string page = slurp(html);
+  CHECK_THAT(page, Catch::Contains("3 of 4000 post-warm-up transitions (0.07%) ended with a divergence "
+                                   "(sample_stats/diverging)") &&
+                       Catch::Contains(depth));
+  // A file without sample_stats warns of nothing.
+  const Run clean = run(q(write_h5("no_stats.h5")));
+  REQUIRE(clean.rc == 0);
+  CHECK_THAT(clean.err, !Catch::Contains("post-warm-up transitions"));
+  // Flags of another type are refused naming the dataset.
+  make(true);
+  check_error(run(q(p)), "pymc_trace.nc: dataset 'sample_stats/diverging' must hold one flag per transition");
+}
+
 TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary labels them", "[mcmc][apps]") {
   const std::size_t n = 200;
   const auto a = ar1(n, 31, 0.3), b = ar1(n, 32, 0.1), c = ar1(n, 33, -0.2);
