@@ -16,6 +16,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <unordered_map>
 
@@ -885,6 +886,7 @@ struct TextFile {
   std::uint64_t max_depth = 0;  // 0: not given
   // Without max_depth: rows whose treedepth__ reaches CmdStan's default max_depth, 10.
   std::vector<std::uint8_t> at_default_depth;
+  std::vector<double> energy;  // CmdStan's energy__ per row (empty without the column)
 };
 
 /// A setting of CmdStan's configuration block (comment lines before the header), with its
@@ -972,6 +974,7 @@ void drop_cmdstan_warmup(const std::string& path, const CmdStanWarmup& w, TextFi
   tf.rows.erase(tf.rows.begin(), tf.rows.begin() + static_cast<std::ptrdiff_t>(warmup * tf.names.size()));
   for (auto* flags : {&tf.divergent, &tf.at_max_depth, &tf.at_default_depth})
     if (!flags->empty()) flags->erase(flags->begin(), flags->begin() + static_cast<std::ptrdiff_t>(warmup));
+  if (!tf.energy.empty()) tf.energy.erase(tf.energy.begin(), tf.energy.begin() + static_cast<std::ptrdiff_t>(warmup));
   tf.draws -= warmup;
   tf.warmup = warmup;
 }
@@ -993,6 +996,40 @@ std::string max_depth_warning(std::size_t n, std::size_t total, std::string_view
       "{} of {} post-warm-up transitions ({:.2f}%) hit the maximum tree depth ({}): an efficiency problem, not a "
       "bias; raise max_depth or reparameterize the model",
       n, total, 100.0 * static_cast<double>(n) / static_cast<double>(total), how);
+}
+
+/// E-BFMI below this is low (Betancourt 2016; CmdStan's diagnose, ArviZ's plot_energy).
+constexpr double kEbfmiLimit = 0.3;
+
+/// The warning for the chains (label, E-BFMI) whose E-BFMI is below kEbfmiLimit, naming each;
+/// nothing when none is (NaN: too few draws, not judged).
+std::optional<std::string> low_ebfmi_warning(const std::vector<std::pair<std::string, double>>& chains) {
+  std::vector<std::string> low;
+  for (const auto& [label, e] : chains)
+    if (std::isfinite(e) && e < kEbfmiLimit) low.push_back(fmt::format("{} ({:.3f})", label, e));
+  if (low.empty()) return std::nullopt;
+  return fmt::format(
+      "E-BFMI is below {} for {}: the momentum resampling explores the energy distribution poorly, so the draws may "
+      "miss the posterior's tails (Betancourt 2016); reparameterize the model (e.g. non-centred) or change its "
+      "scales",
+      kEbfmiLimit, fmt::join(low, ", "));
+}
+
+/// The energy Bayesian fraction of missing information of one chain's post-warm-up Hamiltonian
+/// energies (Betancourt 2016), as CmdStan's diagnose and ArviZ 1.3's `bfmi` compute it: the
+/// sum of squared differences of consecutive energies over the sum of squared deviations from
+/// their mean (ArviZ 0.x: (n - 1) / n of that). NaN for fewer than 2 energies.
+double ebfmi(std::span<const double> energy) {
+  const std::size_t n = energy.size();
+  if (n < 2) return std::nan("");
+  double mean = 0, diff2 = 0, dev2 = 0;
+  for (const double e : energy) mean += e;
+  mean /= static_cast<double>(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    dev2 += (energy[t] - mean) * (energy[t] - mean);
+    if (t > 0) diff2 += (energy[t] - energy[t - 1]) * (energy[t] - energy[t - 1]);
+  }
+  return diff2 / dev2;
 }
 
 /// What the rows of CmdStan CSV `tf` are, by its `method` (none given: `sample`): MCMC draws
@@ -1103,7 +1140,8 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
   std::vector<double> vals;
   std::size_t cut_line = 0;  // a last data row without a newline, left out
   CmdStanWarmup cmdstan;
-  std::size_t divergent_col = std::numeric_limits<std::size_t>::max(), depth_col = divergent_col;
+  std::size_t divergent_col = std::numeric_limits<std::size_t>::max(), depth_col = divergent_col,
+              energy_col = divergent_col;
   while (std::getline(in, line)) {
     ++lineno;
     // A UTF-8 byte order mark (a CSV saved as "CSV UTF-8" by a spreadsheet, pandas'
@@ -1174,6 +1212,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
           tf.kind = TextKind::kCmdStan;
           divergent_col = find("divergent__");
           depth_col = find("treedepth__");
+          energy_col = find("energy__");
           tf.max_depth = cmdstan_count(path, "max_depth", cmdstan.max_depth, 1, 0);
           for (std::size_t k = 0; k < width; ++k) {
             const std::string& n = low[k];
@@ -1240,6 +1279,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
       tf.weights.push_back(static_cast<std::uint32_t>(reps));
     }
     if (divergent_col < width) tf.divergent.push_back(vals[divergent_col] != 0 ? 1 : 0);
+    if (energy_col < width) tf.energy.push_back(vals[energy_col]);
     if (depth_col < width && tf.max_depth > 0)
       tf.at_max_depth.push_back(vals[depth_col] >= static_cast<double>(tf.max_depth) ? 1 : 0);
     if (depth_col < width && tf.max_depth == 0) tf.at_default_depth.push_back(vals[depth_col] >= 10 ? 1 : 0);
@@ -1363,6 +1403,10 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
         "{} configuration block (CmdStan writes it under nuts), so whether they hit the limit is not judged",
         unjudged, unjudged == 1 ? " reaches" : "s reach",
         files.size() == 1 ? "the file gives" : "the files that hold them give", files.size() == 1 ? "its" : "their"));
+  std::vector<std::pair<std::string, double>> energy;  // E-BFMI per file (chain) with energy__
+  for (std::size_t i = 0; i < files.size(); ++i)
+    if (!files[i].energy.empty()) energy.emplace_back(paths[i], ebfmi(files[i].energy));
+  if (const auto w = low_ebfmi_warning(energy)) warned.push_back(*w);
   DrawsArray a;
   a.chains = files.size();
   a.draws = n;
@@ -1465,6 +1509,23 @@ std::vector<std::string> hdf5_sampler_warnings(const std::string& path) {
   if (const auto t = count_flags(path, g.id, "reached_max_treedepth", "sample_stats/reached_max_treedepth");
       t && t->first > 0)
     out.push_back(max_depth_warning(t->first, t->second, "sample_stats/reached_max_treedepth"));
+  // E-BFMI per chain of sample_stats/energy [chain, draw].
+  if (is_dataset(g.id, "energy")) {
+    H5Id ds(H5Dopen2(g.id, "energy", H5P_DEFAULT), H5Dclose);
+    H5Id space(ds ? H5Dget_space(ds.id) : H5I_INVALID_HID, H5Sclose);
+    hsize_t dims[2] = {0, 0};
+    const bool shaped =
+        space && H5Sget_simple_extent_ndims(space.id) == 2 && H5Sget_simple_extent_dims(space.id, dims, nullptr) == 2;
+    HERD_REQUIRE(shaped, "{}: dataset 'sample_stats/energy' must be [chain, draw]", path);
+    std::vector<double> e(static_cast<std::size_t>(dims[0] * dims[1]));
+    HERD_REQUIRE(H5Dread(ds.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, e.data()) >= 0,
+                 "{}: cannot read dataset 'sample_stats/energy' as numbers", path);
+    std::vector<std::pair<std::string, double>> per_chain;
+    const auto n = static_cast<std::size_t>(dims[1]);
+    for (std::size_t c = 0; c < dims[0]; ++c)
+      per_chain.emplace_back(fmt::format("chain {}", c), ebfmi(std::span<const double>(e.data() + c * n, n)));
+    if (const auto w = low_ebfmi_warning(per_chain)) out.push_back(*w + " (chains counted from 0)");
+  }
   return out;
 }
 

@@ -850,6 +850,65 @@ TEST_CASE("herd-diagnose: divergences and saturated trees in an ArviZ file's sam
   check_error(run(q(p)), "pymc_trace.nc: dataset 'sample_stats/diverging' must hold one flag per transition");
 }
 
+// E-BFMI (Betancourt 2016) below 0.3 is warned of, as CmdStan's diagnose does, from CmdStan's
+// energy__ and an ArviZ file's sample_stats/energy; known answers: the sum of squared
+// differences over the sum of squared deviations (CmdStan's and ArviZ 1.3's formula).
+TEST_CASE("herd-diagnose: low E-BFMI is warned of", "[mcmc][apps]") {
+  fs::create_directories(kWork);
+  const std::size_t n = 128;
+  // Per chain: a linear ramp (E-BFMI 12 / (n (n + 1)) = 0.000727); 0 and 1 in runs of 8 (15
+  // changes of 1 over squared deviations of 128 x 0.25 = 32: 0.46875); runs of 16 (7 / 32 =
+  // 0.21875); alternating (4 (n - 1) / n = 3.97).
+  const auto energy = [n](int kind) {
+    std::vector<double> e(n);
+    for (std::size_t t = 0; t < n; ++t)
+      e[t] = kind == 0   ? static_cast<double>(t)
+             : kind == 1 ? static_cast<double>(t / 8 % 2)
+             : kind == 2 ? static_cast<double>(t / 16 % 2)
+                         : static_cast<double>(t % 2);
+    return e;
+  };
+  const auto tv1 = herd_test::test_vector(1);
+  // CmdStan: one file per chain, energy__ beside the draws.
+  std::vector<fs::path> files;
+  for (int kind : {0, 3}) {
+    files.push_back(kWork / fmt::format("energy_{}.csv", kind));
+    std::ofstream f(files.back());
+    f << "# method = sample (Default)\nlp__,accept_stat__,energy__,theta\n";
+    const auto e = energy(kind);
+    for (std::size_t t = 0; t < n; ++t) f << "-1,0.9," << e[t] << "," << tv1.x[t + kind * n] << "\n";
+  }
+  const Run c = run(q(files[0]) + " " + q(files[1]));
+  INFO(c.err);
+  REQUIRE(c.rc == 0);
+  CHECK_THAT(c.err, Catch::Contains("WARNING: E-BFMI is below 0.3 for " + files[0].string() +
+                                    " (0.001): the momentum resampling explores the energy distribution poorly"));
+  CHECK_THAT(c.err, !Catch::Contains("energy_3.csv ("));
+  // ArviZ: sample_stats/energy [chain, draw].
+  const fs::path p = kWork / "energy.nc";
+  {
+    const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t post = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    write_dataset(post, "mu", std::vector<double>(tv1.x.begin(), tv1.x.begin() + 4 * n), {4, n});
+    H5Gclose(post);
+    const hid_t st = H5Gcreate2(f, "sample_stats", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    std::vector<double> all;
+    for (int kind : {0, 1, 2, 3}) {
+      const auto e = energy(kind);
+      all.insert(all.end(), e.begin(), e.end());
+    }
+    write_dataset(st, "energy", all, {4, n});
+    H5Gclose(st);
+    H5Fclose(f);
+  }
+  const Run a = run(q(p));
+  INFO(a.err);
+  REQUIRE(a.rc == 0);
+  CHECK_THAT(a.err, Catch::Contains("WARNING: E-BFMI is below 0.3 for chain 0 (0.001), chain 2 (0.219): the momentum "
+                                    "resampling") &&
+                        Catch::Contains("(chains counted from 0)"));
+}
+
 TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary labels them", "[mcmc][apps]") {
   const std::size_t n = 200;
   const auto a = ar1(n, 31, 0.3), b = ar1(n, 32, 0.1), c = ar1(n, 33, -0.2);
