@@ -533,17 +533,16 @@ int run_main(int argc, char** argv) {
       h5 = std::make_unique<herd::apps::Hdf5Draws>(files[0], dataset);
       // An ArviZ file's sampler diagnostics (PyMC's, NumPyro's), as CmdStan's are warned of.
       sampler_warnings = herd::apps::hdf5_sampler_warnings(files[0]);
-      for (const auto& w : sampler_warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
     } else {
       HERD_REQUIRE(dataset.empty(), "{}: --dataset is given, but the file is not HDF5", files[0]);
       check_distinct_files(files);
       std::vector<std::string> notes;
       text_arrays = herd::apps::read_text(files, &notes, &sampler_warnings);
       for (const auto& note : notes) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
-      // The sampler's own warnings (CmdStan's divergences) stand beside the verdicts' and go
-      // to the HTML report too.
-      for (const auto& w : sampler_warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
     }
+    // The sampler's own warnings (divergences, saturated trees, low E-BFMI) stand beside the
+    // verdicts' and go to the HTML report too.
+    for (const auto& w : sampler_warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
     auto& arrays = h5 ? h5->arrays() : text_arrays;
     if (!html.empty()) check_report_memory(files[0], arrays, max_memory_bytes);
     std::vector<Row> rows;
