@@ -84,10 +84,11 @@ void BatchedDrawRecord::fail(const char* what) const {
 }
 
 BatchedRestartRecord::BatchedRestartRecord(Communicator& comm, const SamplerSpecs& specs, const BatchedDramOptions& o,
-                                           std::uint64_t input_hash, bool resuming)
+                                           std::uint64_t input_hash, bool resuming, std::uint64_t legacy_input_hash)
     : comm_(comm),
       specs_(specs),
       hash_(input_hash),
+      legacy_hash_(legacy_input_hash),
       m_(o.num_chains),
       d_(o.ndim),
       stages_(1 + o.delayed_rejection_count),
@@ -178,14 +179,16 @@ void BatchedRestartRecord::read(const std::string& path) {
         fmt::format("the batched restart record \"{}\" has layout version {}, but this herd records per-draw "
                     "statistics (version {}); set overwrite = true to start afresh",
                     path, r.kind_version(), kVersion));
+  // The arrays are in global chain order: any layout of the same total reads its rows.
   const std::int64_t n = m_ * comm_.size();
-  if (r.value<std::uint64_t>("input_hash") != hash_ || r.value<std::int64_t>("chains") != n ||
-      r.value<std::int64_t>("chains_per_rank") != m_ || r.value<std::int64_t>("ndim") != d_ ||
-      r.value<std::int64_t>("stages") != stages_)
+  const auto hash = r.value<std::uint64_t>("input_hash");
+  if ((hash != hash_ && (legacy_hash_ == 0 || hash != legacy_hash_)) || r.value<std::int64_t>("chains") != n ||
+      r.value<std::int64_t>("ndim") != d_ || r.value<std::int64_t>("stages") != stages_)
     throw InputError(
-        fmt::format("the restart record \"{}\" is of another batched run ({} chains, {} per process); "
-                    "resume with the same input and number of processes, or set overwrite = true",
-                    path, r.value<std::int64_t>("chains"), r.value<std::int64_t>("chains_per_rank")));
+        fmt::format("the restart record \"{}\" is of another batched run ({} chains, {} per process; this run: {} "
+                    "chains); resume with the same input and total of chains (processes x chains_per_rank), or set "
+                    "overwrite = true",
+                    path, r.value<std::int64_t>("chains"), r.value<std::int64_t>("chains_per_rank"), n));
   read_arrays(r);
   snap_.next_proposal = r.value<std::uint64_t>("next_proposal");
   snap_.draws_done = r.value<std::int64_t>("draws_done");

@@ -211,7 +211,8 @@ void run_batched_sample(const SamplerSpecs& specs, const SampleTarget& target,
   // Checkpoints (the serial run's settings): the restart record in <prefix>_restart/.
   std::unique_ptr<BatchedRestartRecord> record;
   if (specs.checkpoint_period > 0 || specs.checkpoint_period_seconds > 0) {
-    record = std::make_unique<BatchedRestartRecord>(comm, specs, o, options.input_hash, resuming);
+    record =
+        std::make_unique<BatchedRestartRecord>(comm, specs, o, options.input_hash, resuming, options.legacy_input_hash);
     o.checkpointer = record.get();
   }
   // Progress on rank 0's terminal, phase by phase (RunProgress: an updating line on a

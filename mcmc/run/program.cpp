@@ -235,19 +235,30 @@ bool holds_checkpoint(const SamplerSpecs& s) {
 
 /// What the restart record of this output prefix says; the seed of the recorded run.
 /// @throws herd::InputError when the record belongs to another input.
-RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::int64_t chains, std::uint64_t& seed,
-                            const std::vector<std::pair<std::string, std::string>>& attrs, const std::string& target) {
+/// `legacy` (0: none) is the input's hash as an earlier herd computed it (batched devices:
+/// with `chains_per_rank`); a record of it is this input's too.
+RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::uint64_t legacy, std::int64_t chains,
+                            std::uint64_t& seed, const std::vector<std::pair<std::string, std::string>>& attrs,
+                            const std::string& target) {
   const std::string path = run_record_path(s);
   if (s.overwrite || !fs::exists(path)) return RestartStatus::kFresh;
   io::CheckpointReader r(path);
   r.expect_kind(kRunRecordKind, 1);
   const bool complete = r.value<std::uint8_t>("complete") != 0;
+  const auto recorded = r.value<std::uint64_t>("input_hash");
+  const bool same_input = recorded == hash || (legacy != 0 && recorded == legacy);
   // A finished run of another input: its outputs are what the overwrite check protects.
-  if (r.value<std::uint64_t>("input_hash") != hash && complete) return RestartStatus::kFresh;
-  if (r.value<std::uint64_t>("input_hash") != hash) {
+  if (!same_input && complete) return RestartStatus::kFresh;
+  if (!same_input) {
     std::string what = "the record does not store its input, so the changed settings are not known";
     if (r.has("input")) {
-      const std::string diff = input_differences(r.string("input"), recorded_input(attrs));
+      // A batched run resumes in any layout of its chains: chains_per_rank is not a change.
+      auto settings = [&s](std::string text) {
+        const std::size_t at = s.device != "cpu" ? text.find("chains_per_rank\t") : std::string::npos;
+        if (at != std::string::npos && (at == 0 || text[at - 1] == '\n')) text.erase(at, text.find('\n', at) + 1 - at);
+        return text;
+      };
+      const std::string diff = input_differences(settings(r.string("input")), settings(recorded_input(attrs)));
       if (!diff.empty()) what = "changed: " + diff;
       else if (r.has("target") && r.string("target") != target)
         what = fmt::format("the settings are the same, but the target is not: {} in the record, {} now",
@@ -265,16 +276,24 @@ RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::int6
   if (rc != chains || model != run_layout(s))
     throw InputError(
         fmt::format("the restart record \"{}\" is of a {} run with {} chain(s), but this run is {} with {} "
-                    "chain(s) (ranks x chains_per_rank); resume with the same number of processes, or "
-                    "set overwrite = true to start afresh",
-                    path, model, rc, run_layout(s), chains));
+                    "chain(s) (ranks x chains_per_rank); resume with {}, or set overwrite = true to start afresh",
+                    path, model, rc, run_layout(s), chains,
+                    model == run_layout(s) && s.device != "cpu"
+                        ? fmt::format("{} chains in all (processes x chains_per_rank = {}, in any layout)", rc, rc)
+                        : std::string("the same number of processes")));
   seed = r.value<std::uint64_t>("random_seed");
   return complete ? RestartStatus::kComplete : RestartStatus::kResume;
 }
 
-}  // namespace
+/// Whether the resolved input runs a batched device (`device` other than "cpu").
+bool batched_input(const SampleRunOptions& options) {
+  for (const auto& [k, v] : options.input_attributes)
+    if (k == "device") return v != "\"cpu\"" && v != "cpu";
+  return false;
+}
 
-std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTarget& target) {
+/// `sampler_input_hash`, with `chains_per_rank` left out when `layout_free`.
+std::uint64_t input_hash_of(const SampleRunOptions& options, const SampleTarget& target, bool layout_free) {
   // FNV-1a over the resolved (key, value) pairs that change what a run computes.
   std::uint64_t h = 1469598103934665603ULL;
   auto add = [&h](std::string_view s) {
@@ -286,13 +305,19 @@ std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTa
     h *= 1099511628211ULL;
   };
   for (const auto& [k, v] : options.input_attributes) {
-    if (ignored_in_hash(k)) continue;
+    if (ignored_in_hash(k) || (layout_free && k == "chains_per_rank")) continue;
     add(k);
     add(v);
   }
   add(target.description);
   add(std::to_string(target.ndim));
   return h;
+}
+
+}  // namespace
+
+std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTarget& target) {
+  return input_hash_of(options, target, batched_input(options));
 }
 
 namespace {
@@ -509,6 +534,7 @@ bool read_input(ProgramRun& p, const std::function<SamplerProgramInput()>& resol
   // and every rank reads the same input).
   if (p.any_failed(p.err)) return false;
   p.in.options.input_hash = sampler_input_hash(p.in.options, p.in.target);
+  p.in.options.legacy_input_hash = batched_input(p.in.options) ? input_hash_of(p.in.options, p.in.target, false) : 0;
   try {
     check_same_input(p.comm, p.in.options.input_hash, "resolved input");
   } catch (const std::exception& e) {
@@ -552,8 +578,8 @@ bool settle_restart(ProgramRun& p) {
       if (p.size > 1) p.prefix_lock->share();  // the other ranks join it below
       std::uint64_t seed = specs.random_seed;
       const RestartStatus st = !p.recorded ? RestartStatus::kFresh
-                                           : check_restart(specs, opts.input_hash, p.chains, seed,
-                                                           opts.input_attributes, record_target(p.in.target));
+                                           : check_restart(specs, opts.input_hash, opts.legacy_input_hash, p.chains,
+                                                           seed, opts.input_attributes, record_target(p.in.target));
       // An interrupted run's record with checkpoints now off: the run would neither resume
       // from it nor finish it, and the next run would resume it over this one's outputs.
       if (st == RestartStatus::kResume && !p.checkpointing)

@@ -311,6 +311,9 @@ TEST_CASE("batched restart record: another run's record and a changed byte of dr
   BatchedDramOptions more = o;
   more.num_chains = 4;
   CHECK_THROWS_AS(BatchedRestartRecord(comm, specs, more, 7, true), InputError);
+  // A record of an earlier herd holds the input's legacy hash (chains_per_rank included).
+  CHECK_NOTHROW(BatchedRestartRecord(comm, specs, o, 8, true, 7));
+  CHECK_THROWS_WITH(BatchedRestartRecord(comm, specs, o, 8, true, 9), Catch::Contains("another batched run"));
   // A changed byte in the second MiB: IoError naming the file and the block.
   {
     std::fstream f(specs.output_prefix + "_restart/draws.bin", std::ios::in | std::ios::out | std::ios::binary);

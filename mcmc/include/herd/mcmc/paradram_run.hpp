@@ -88,6 +88,10 @@ struct SampleRunOptions {
   /// `sampler_input_hash` of the input (set by `run_sampler_program`): matches a restart
   /// record to its input.
   std::uint64_t input_hash = 0;
+  /// Batched devices (set by `run_sampler_program`; 0 otherwise): the hash the same input had
+  /// before batched records became independent of the process layout (`chains_per_rank`
+  /// included), so that a record written then is still resumed.
+  std::uint64_t legacy_input_hash = 0;
   /// Threads that compute the quantities' diagnostics after sampling (0: one per core), beside
   /// the thread that writes the draws; the numbers do not depend on it.
   std::size_t diagnostics_threads = 0;
@@ -180,7 +184,9 @@ struct SamplerProgramInput {
 /// A 64-bit FNV-1a hash of the resolved input (`options.input_attributes` minus the keys
 /// that do not change the outputs: overwrite, silent_mode, progress_report_period,
 /// checkpoint_period[_seconds], mpi_finalize_requested) and the target's description and
-/// dimension. Pure.
+/// dimension. With a batched device (`device` not "cpu") `chains_per_rank` is left out too:
+/// the restart records hold the total of chains (processes x chains_per_rank) and check it
+/// apart, so a batched run resumes in any layout of the same total (2 x 64 as 1 x 128). Pure.
 std::uint64_t sampler_input_hash(const SampleRunOptions& options, const SampleTarget& target);
 
 /// The whole program around a run, on every rank of `comm` (collective):

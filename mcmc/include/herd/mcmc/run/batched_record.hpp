@@ -196,14 +196,18 @@ class BatchedRestartRecord final : public BatchedCheckpointer {
   static constexpr std::uint32_t kVersion = 2;
 
   /// The record of a run with options `o` (this rank's chains) and resolved input hash
-  /// `input_hash`. `resuming` (the program's run record is of this input): every rank reads
-  /// its rows of `batched.ckpt` when it exists, and rank 0 checks and cuts `draws.bin`.
+  /// `input_hash` (`sampler_input_hash`: independent of the process layout). `resuming` (the
+  /// program's run record is of this input): every rank reads its rows of `batched.ckpt`
+  /// when it exists, and rank 0 checks and cuts `draws.bin`. The record's chains are in
+  /// global chain order, so it resumes in any layout of the same total of chains (written by
+  /// 2 processes x 64, read by 1 x 128). `legacy_input_hash` (0: none): the same input's hash
+  /// as a record of an earlier herd holds it (`SampleRunOptions::legacy_input_hash`).
   /// Not collective (every rank reads the file itself); the restart folder must exist.
-  /// @throws herd::InputError (a record of another run or layout: chains, ndim, stages or
-  /// input hash differ), herd::IoError (a record without checksums or of layout version 1,
-  /// a corrupt `draws.bin`).
+  /// @throws herd::InputError (a record of another run: the total of chains, ndim, stages
+  /// or input hash differ), herd::IoError (a record without checksums or of layout version
+  /// 1, a corrupt `draws.bin`).
   BatchedRestartRecord(Communicator& comm, const SamplerSpecs& specs, const BatchedDramOptions& o,
-                       std::uint64_t input_hash, bool resuming);
+                       std::uint64_t input_hash, bool resuming, std::uint64_t legacy_input_hash = 0);
 
   const BatchedSnapshot* resume_state() override { return have_ ? &snap_ : nullptr; }
   /// Collective: rank 0's decision, broadcast.
@@ -235,6 +239,7 @@ class BatchedRestartRecord final : public BatchedCheckpointer {
   Communicator& comm_;
   const SamplerSpecs& specs_;
   std::uint64_t hash_;
+  std::uint64_t legacy_hash_;
   std::int64_t m_;
   int d_, stages_;
   bool per_chain_, adapt_;
