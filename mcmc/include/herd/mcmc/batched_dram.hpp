@@ -65,7 +65,8 @@ struct BatchedDramOptions {
   std::uint64_t seed = 1;
   /// Start points: `[d]` (all chains) or `[M, d]` row-major. Required.
   std::vector<double> start_points;
-  /// Initial proposal covariance `[d, d]` row-major (used as is); empty: diagonal with
+  /// Initial proposal covariance `[d, d]` row-major (used as is, no scale factor: herd-sample
+  /// passes its proposal_std/proposal_cov times scale_factor^2); empty: diagonal with
   /// `proposal_start_std`^2 (empty: all ones).
   std::vector<double> proposal_start_cov;
   std::vector<double> proposal_start_std;
