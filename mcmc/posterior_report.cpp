@@ -1469,6 +1469,15 @@ std::string posterior_report_html(const PosteriorReportData& d) {
                           : Level::kProblem,
            v.text);
   for (const std::string& w : d.warnings) r.note(Level::kWarning, w);
+  if (d.superchains_share_start && d.superchains >= 2 && !d.nested_rhat.empty())
+    r.note(Level::kInfo,
+           fmt::format("Every chain started from the same point, so the {} superchains were not started from "
+                       "dispersed points, as nested R-hat assumes (Margossian et al. 2024): they share whatever "
+                       "is left of that start, which nested R-hat then cannot show (R-hat and the trace plots "
+                       "can). To check it, start each superchain from its own point: random_start_point = true "
+                       "with a start box wider than the posterior (random_start_point_domain_lower/upper) and "
+                       "random_start_point_scope = \"superchain\".",
+                       d.superchains));
   for (const std::string& n : d.notes) r.note(Level::kInfo, n);
 
   // --- summary table

@@ -622,6 +622,7 @@ void write_batched_html_report(const BatchedRunFacts& f, const BatchedPosterior&
   h.run_longer = kBatchedRunLonger;
   h.nested_rhat = post.nested_rhat;  // the verdicts judge superchains on nested R-hat
   h.superchains = f.superchains;
+  h.superchains_share_start = !specs.random_start_point;
   write_posterior_report(specs.output_prefix + "_report.html", h);
 }
 

@@ -348,6 +348,7 @@ std::optional<std::string> html_report(SerialRun& r) {
   html_covariances(r, h);
   h.nested_rhat = r.nested;  // the verdicts judge superchains on nested R-hat
   h.superchains = r.nsuper;
+  h.superchains_share_start = !specs.random_start_point;
   if (r.m > 1)
     h.notes.push_back("Several chains: R-hat and ESS are computed across the chains, cut to a common length.");
   if (auto t = refinement_table(r, true)) h.tables.push_back(std::move(*t));

@@ -521,6 +521,11 @@ TEST_CASE("herd-sample cpu_batched: many short chains are judged on nested R-hat
   const std::string html = slurp(dir / "out/ok_report.html");
   CHECK_THAT(html, Contains("Nested R-hat over 16 superchains is at most 1.01") &&
                        Contains("but nested R-hat over 16 superchains is not"));
+  // Every chain from the same start: the superchains are not dispersed, and a note says what
+  // nested R-hat then cannot show and how to start them apart.
+  CHECK_THAT(html, Contains("Every chain started from the same point, so the 16 superchains were not started from "
+                            "dispersed points") &&
+                       Contains("random_start_point_scope = &quot;superchain&quot;"));
   // 40 draws per chain: nested R-hat of x2 is above 1.01 (1.011), and the warning says so.
   const Run s = sample(dir, 0, common + " --set chain_size=40 --output out/short");
   INFO(s.out << s.err);
@@ -565,6 +570,7 @@ TEST_CASE("herd-sample cpu_batched: superchains with their own random starts, an
   INFO(rep);
   CHECK_THAT(rep, Contains("nested R-hat: 2 superchains of 4 contiguous global chain ids (superchains), each "
                            "superchain from its own random start"));
+  CHECK_THAT(slurp(dir / "out/run_report.html"), !Contains("Every chain started from the same point"));
   const auto head = rep.find("nested R-hat\n");
   REQUIRE(head != std::string::npos);
   std::istringstream rows(rep.substr(head + 13));

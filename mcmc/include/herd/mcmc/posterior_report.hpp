@@ -218,6 +218,10 @@ struct PosteriorReportData {
   /// verdicts judge convergence on it where it is finite (`convergence_verdicts`).
   std::vector<double> nested_rhat;
   std::size_t superchains = 0;  ///< superchains of `nested_rhat`
+  /// Every chain started from the same point (no random start point): the superchains were
+  /// not started from dispersed points as nested R-hat assumes, and a note under the
+  /// verdicts says what it then cannot show and how to start them apart.
+  bool superchains_share_start = false;
 };
 
 /// Convergence verdict thresholds (Vehtari et al. 2021): R-hat above this is a problem.
