@@ -84,6 +84,7 @@ void RunProgress::detail(std::string text, double fraction) {
   std::lock_guard<std::mutex> lock(mu_);
   detail_ = std::move(text);
   detail_shown_ = false;
+  detail_at_ = clock_.seconds();
   if (out_ == nullptr || finished_) return;
   const double since = clock_.seconds() - last_print_;
   // In a log also at every further tenth of the phase, once a step gap passed since the last
@@ -109,11 +110,12 @@ void RunProgress::print_line(const std::string& line) {
   std::fflush(out_);
 }
 
-void RunProgress::show() {
+void RunProgress::show(const std::string& suffix) {
   const double now = clock_.seconds();
   std::string line = name_;
   if (!detail_.empty()) line += ": " + detail_;
   else line += fmt::format(" ({:.0f} s)", now - phase_start_);
+  line += suffix;
   if (tty_) {
     std::fprintf(out_, "\r%-100s", line.c_str());
     line_open_ = true;
@@ -134,8 +136,13 @@ void RunProgress::tick_loop() {
     if (stop_) break;
     // A phase without progress of its own (or whose progress stopped coming) still shows
     // that it runs, once it lasted a period.
+    // In a log, a progress already printed is marked as old rather than repeated as if new
+    // (a block of draws that takes longer than the period printed the same line twice).
     const double now = clock_.seconds();
-    if (!name_.empty() && now - last_print_ >= period_ && now - phase_start_ >= period_) show();
+    if (!name_.empty() && now - last_print_ >= period_ && now - phase_start_ >= period_)
+      show(!tty_ && !detail_.empty() && detail_shown_
+               ? fmt::format(" (as of {:.0f} s ago; still running)", now - detail_at_)
+               : std::string());
   }
 }
 

@@ -432,6 +432,21 @@ TEST_CASE("RunProgress: phases timed and reported, lines in a log at the first p
   const std::string ticks = text_of(g);
   INFO(ticks);
   CHECK_THAT(ticks, Catch::StartsWith("writing run.h5 (") && Catch::EndsWith(" s)\n"));
+  // A progress that the ticker shows again (no new one for a period) is marked as old, not
+  // repeated as if new.
+  std::FILE* h = std::tmpfile();
+  REQUIRE(h != nullptr);
+  {
+    herd::mcmc::RunProgress p(h, false, 0.25, 0.05);
+    p.phase("sampling");
+    p.detail("draws 256/1000");
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    p.finish();
+  }
+  const std::string again = text_of(h);
+  INFO(again);
+  CHECK_THAT(again, Catch::StartsWith("sampling: draws 256/1000\nsampling: draws 256/1000 (as of ") &&
+                        Catch::EndsWith(" s ago; still running)\n"));
   // Quiet: phases timed, nothing printed (no terminal needed).
   herd::mcmc::RunProgress q(nullptr, true);
   q.phase("a");

@@ -99,9 +99,9 @@ class RunProgress {
 
  private:
   void tick_loop();
-  void finish_run(bool show_last);  // finish; the destructor's shows no last progress
-  void show();                      // the caller holds mu_
-  void show_last_detail();          // the caller holds mu_
+  void finish_run(bool show_last);            // finish; the destructor's shows no last progress
+  void show(const std::string& suffix = {});  // the caller holds mu_
+  void show_last_detail();                    // the caller holds mu_
 
   static constexpr double kLogStep = 0.1;     // a log's line at every tenth of a phase's work
   static constexpr double kLogStepGap = 1.0;  // seconds at least between those lines
@@ -119,6 +119,7 @@ class RunProgress {
   std::string name_, detail_;
   Timer clock_;
   double phase_start_ = 0.0, last_print_ = -1e300;
+  double detail_at_ = 0.0;  // when detail_ was given
   double phase_cpu_start_ = 0.0;
   std::vector<std::pair<std::string, double>> done_;
   std::vector<PhaseCost> costs_;  // of the phases in done_
