@@ -288,6 +288,9 @@ struct NestedRhat {
   std::vector<std::string> names;
   std::vector<double> values;
   std::size_t superchains = 0;
+  /// The run's resolved input (`input` attributes) says random_start_point = false: every
+  /// chain started from the same point, as the HTML report's note says.
+  bool shared_start = false;
 };
 NestedRhat stored_nested_rhat(const std::string& path) {
   NestedRhat n;
@@ -301,6 +304,10 @@ NestedRhat stored_nested_rhat(const std::string& path) {
     n.superchains = static_cast<std::size_t>(ds.attribute<std::int64_t>("superchains"));
     n.names = g.open_dataset("variable").read_strings();
     if (n.names.size() != n.values.size() || n.superchains < 2) return {};
+    if (f.root().is_group("input")) {
+      const herd::io::H5Group in = f.open_group("input");
+      n.shared_start = in.has_attribute("random_start_point") && in.attribute_string("random_start_point") == "false";
+    }
   } catch (const std::exception&) {
     return {};
   }
@@ -368,6 +375,7 @@ void write_html(const std::vector<std::string>& files, std::vector<herd::apps::D
   h.draws = draws;
   h.run_longer = kRunLonger;
   h.superchains = stored.superchains;
+  h.superchains_share_start = stored.shared_start;
   if (stored.superchains < 2) h.nested_rhat.clear();
   // One parameter's [chains, draws] slice at a time (the report holds at most two).
   h.fill_values = [&shown](std::size_t q, std::vector<double>& v) {

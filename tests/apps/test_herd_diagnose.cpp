@@ -1331,6 +1331,29 @@ TEST_CASE("herd-diagnose --html gives the terminal's verdicts: its advice and ne
   CHECK(page.find("R-hat is above 1.01 for x (1.02") != std::string::npos);  // a note ...
   CHECK(page.find("but nested R-hat over 2 superchains is not") != std::string::npos);
   CHECK(page.find("Problem:") == std::string::npos);  // ... not a problem
+  // No input stored: nothing said of the starts. The resolved input of herd-sample's .h5
+  // says random_start_point = false: every chain from one point, which the page notes.
+  CHECK(page.find("Every chain started from the same point") == std::string::npos);
+  {
+    const hid_t fw = H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t in = H5Gcreate2(fw, "input", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, 6);
+    const hid_t space = H5Screate(H5S_SCALAR);
+    const hid_t a = H5Acreate2(in, "random_start_point", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, type, "false");
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Gclose(in);
+    H5Fclose(fw);
+  }
+  const Run shared = run(q(h5) + " --html " + q(kWork / "verdicts_h5_shared.html"));
+  INFO(shared.err);
+  REQUIRE(shared.rc == 0);
+  CHECK(slurp(kWork / "verdicts_h5_shared.html")
+            .find("Every chain started from the same point, so the 2 superchains were not started from dispersed") !=
+        std::string::npos);
 }
 
 // The warnings came once per dataset: an ArviZ file of many scalars repeated the same
