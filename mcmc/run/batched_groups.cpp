@@ -325,6 +325,7 @@ void write_sample_stats(io::H5Group& root, const BatchedDrawStore& draws) {
       for (std::size_t q = 0; q < len; ++q)
         if (acc[q] == 0) out[q] = 0.0;
     });
+    detail::describe_sample_stats(stats);
     return;
   }
   auto put = [&](const char* name, const auto& values) {
@@ -347,6 +348,7 @@ void write_sample_stats(io::H5Group& root, const BatchedDrawStore& draws) {
   for (std::size_t q = 0; q < alpha.size(); ++q)
     if (accepted[q] == 0) alpha[q] = 0.0;
   put("acceptance_probability", alpha);
+  detail::describe_sample_stats(stats);
 }
 
 /// `sample`: the chains' samples, in chain order, a variable at a time.

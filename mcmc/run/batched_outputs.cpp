@@ -56,6 +56,8 @@ void BatchedGatherSink::begin(std::int64_t m, std::uint32_t /*first*/, int d, st
   io::H5Group root = file_->root();
   post_ = root.create_group("posterior");
   stats_ = root.create_group("sample_stats");
+  detail::write_arviz_group_attributes(post_);
+  detail::write_arviz_group_attributes(stats_);
   // Vector parameters (beta[1..K]) are one ArviZ variable [chain, draw, beta_dim_0].
   vars_ = arviz_variables(names_);
   for (const auto& v : vars_) ids_.push_back(create(post_, v.name, draws, v.is_vector ? v.columns.size() : 0));

@@ -61,6 +61,29 @@ void write_h5_root_attributes(io::H5File& h5, const std::string& sampler, const 
   for (const auto& [k, v] : options.input_attributes) input.set_attribute(k, v);
 }
 
+void write_arviz_group_attributes(io::H5Group& g) {
+  g.set_attribute("inference_library", "herd");
+  g.set_attribute("inference_library_version", HERD_VERSION_STRING);
+}
+
+void describe_sample_stats(io::H5Group& stats) {
+  static constexpr std::pair<const char*, const char*> kLongNames[] = {
+      {"lp", "log density of the draw's state (up to an additive constant)"},
+      {"accepted",
+       "1 where the draw's state was accepted (at the proposals the draw stands for), 0 where the draw "
+       "repeats the state before it"},
+      {"dr_stage",
+       "delayed-rejection stage that accepted the draw's state (1 the first proposal, 2.. the delayed "
+       "ones) where accepted is 1, else 0"},
+      {"acceptance_probability",
+       "probability with which the draw's state was accepted, where accepted is 1, else 0; not ArviZ's "
+       "acceptance_rate (the mean acceptance probability of every proposal): the acceptance rate is the mean of "
+       "accepted"},
+  };
+  for (const auto& [name, text] : kLongNames)
+    if (stats.is_dataset(name)) stats.open_dataset(name).set_attribute("long_name", text);
+}
+
 void write_h5_diagnostics(io::H5File& h5, const H5DiagnosticsData& data) {
   io::H5Group dg = h5.root().create_group("diagnostics");
   std::vector<std::string> names;

@@ -67,6 +67,20 @@ std::string outputs_list(const std::vector<std::string>& paths);
 void write_h5_root_attributes(io::H5File& h5, const std::string& sampler, const SamplerSpecs& specs,
                               const SampleTarget& target, const SampleRunOptions& options);
 
+/// Sets the attributes that ArviZ's InferenceData schema gives every group, on a group of
+/// the `.h5` that ArviZ reads as one (`posterior`, `sample_stats`): `inference_library` =
+/// "herd" and `inference_library_version` = herd's version. The schema's `created_at` is left
+/// out on purpose: equal runs (and a resumed run and an uninterrupted one) give byte-identical
+/// files. Not thread-safe (HDF5). @throws herd::IoError
+void write_arviz_group_attributes(io::H5Group& g);
+
+/// Sets the attribute `long_name` (the netCDF/CF description, shown by xarray) on each of the
+/// datasets `lp`, `accepted`, `dr_stage` and `acceptance_probability` that `stats` (a
+/// `sample_stats` group) holds: what each value means, and that `acceptance_probability` is
+/// not ArviZ's `acceptance_rate`. Call it after the datasets are written. Not thread-safe
+/// (HDF5). @throws herd::IoError
+void describe_sample_stats(io::H5Group& stats);
+
 /// What the `.h5`'s `diagnostics` group of every engine holds: a view of the caller's
 /// figures, which must outlive the `write_h5_diagnostics` call.
 struct H5DiagnosticsData {

@@ -121,6 +121,7 @@ void write_posterior(const SerialRun& r, const io::H5File& file, io::H5Group& ro
                      const std::vector<ArvizVariable>& variables) {
   const std::size_t m = r.m, ndraw = r.ndraw;
   io::H5Group post = rootg.create_group("posterior");
+  write_arviz_group_attributes(post);
   post.create_coordinate<std::int64_t>("chain", chain_ids(r));
   iota_coordinate(post, "draw", ndraw);
   const auto d = static_cast<std::size_t>(r.d);
@@ -158,6 +159,7 @@ void write_posterior(const SerialRun& r, const io::H5File& file, io::H5Group& ro
 void write_sample_stats(const SerialRun& r, const io::H5File& file, io::H5Group& rootg) {
   const std::size_t m = r.m, ndraw = r.ndraw;
   io::H5Group stats = rootg.create_group("sample_stats");
+  write_arviz_group_attributes(stats);
   stats.create_coordinate<std::int64_t>("chain", chain_ids(r));
   iota_coordinate(stats, "draw", ndraw);
   // One dataset at a time: `of(rd, i, k)` gives the value of the k-th of the weight[i] draws
@@ -180,8 +182,13 @@ void write_sample_stats(const SerialRun& r, const io::H5File& file, io::H5Group&
   });
   per_draw("dr_stage", kDrStageColumn,
            [](ChainReader& rd, std::size_t i, std::int64_t k) -> std::int32_t { return k == 0 ? rd.dr_stage(i) : 0; });
-  per_draw("acceptance_probability", kAcceptProbColumn,
-           [](ChainReader& rd, std::size_t i, std::int64_t k) -> double { return k == 0 ? rd.accept_prob(i) : 0.0; });
+  // The start point (step 0) is not accepted at a proposal: 0, as accepted and dr_stage are
+  // (its compact row's 1 stays in chain_compact).
+  per_draw("acceptance_probability", kAcceptProbColumn | kStepColumn,
+           [](ChainReader& rd, std::size_t i, std::int64_t k) -> double {
+             return k == 0 && rd.step(i) > 0 ? rd.accept_prob(i) : 0.0;
+           });
+  describe_sample_stats(stats);
 }
 
 /// `chain_compact`: the compact chains, every state (burn-in included), concatenated in

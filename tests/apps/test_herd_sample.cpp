@@ -144,7 +144,8 @@ TEST_CASE("herd-sample writes ParaDRAM text files and an ArviZ-style HDF5 file",
   {
     // sample_stats from the compact chain: each post-burn-in state's draws (its weight of
     // them) repeat its log density; the first draw is where it was accepted (accepted, DR
-    // stage, acceptance probability), the others are rejections (0).
+    // stage, acceptance probability), the others are rejections (0), and so is the start
+    // point (step 0), whose compact row has acceptance probability 1.
     const auto step = f.open_dataset("chain_compact/step").read<std::uint64_t>();
     const auto lpc = f.open_dataset("chain_compact/log_density").read<double>();
     const auto stc = f.open_dataset("chain_compact/dr_stage").read<std::int32_t>();
@@ -157,13 +158,16 @@ TEST_CASE("herd-sample writes ParaDRAM text files and an ArviZ-style HDF5 file",
         lp.push_back(lpc[i]);
         acc.push_back(k == 0 && step[i] > 0 ? 1 : 0);
         st.push_back(k == 0 ? stc[i] : 0);
-        ap.push_back(k == 0 ? apc[i] : 0.0);
+        ap.push_back(k == 0 && step[i] > 0 ? apc[i] : 0.0);
       }
     CHECK(f.open_dataset("sample_stats/lp").read<double>() == lp);
     CHECK(f.open_dataset("sample_stats/accepted").read<std::uint8_t>() == acc);
     CHECK(f.open_dataset("sample_stats/dr_stage").read<std::int32_t>() == st);
     CHECK(f.open_dataset("sample_stats/acceptance_probability").read<double>() == ap);
     CHECK(std::count(acc.begin(), acc.end(), std::uint8_t{1}) > 100);
+    REQUIRE(burnin == 0);  // the start point is the first draw
+    CHECK(apc[0] == 1.0);
+    CHECK(ap[0] == 0.0);
   }
   CHECK(f.open_group("input").attribute_string("chain_size") == "3000");
   CHECK(f.open_group("input").attribute_string("target.builtin") == "\"normal\"");
@@ -258,12 +262,20 @@ TEST_CASE("herd-sample's posterior group opens in xarray (h5netcdf)", "[apps][mc
   const auto dir = workdir("xarray");
   write(dir / "run.toml", kToml);
   REQUIRE(run(dir, "run.toml --quiet --set chain_size=500").rc == 0);
-  write(dir / "check.py", R"(import sys, xarray as xr
+  write(dir / "check.py", R"(import sys, warnings, xarray as xr
+warnings.simplefilter("error")
 ds = xr.open_dataset(sys.argv[1], group="posterior", engine="h5netcdf")
 assert ds["a"].dims == ("chain", "draw"), ds["a"].dims
 assert ds.sizes["chain"] == 1 and ds.sizes["draw"] > 100
 st = xr.open_dataset(sys.argv[1], group="sample_stats", engine="h5netcdf")
 assert st["lp"].shape == ds["a"].shape
+# ArviZ's InferenceData schema: each group names the library and its version.
+for g in (ds, st):
+    assert g.attrs["inference_library"] == "herd", g.attrs
+    assert g.attrs["inference_library_version"], g.attrs
+for v in ("lp", "accepted", "dr_stage", "acceptance_probability"):
+    assert st[v].attrs["long_name"], v
+assert "not ArviZ's acceptance_rate" in st["acceptance_probability"].attrs["long_name"]
 s = xr.open_dataset(sys.argv[1], group="sample", engine="h5netcdf")
 assert s["a"].dims == ("sample",)
 print("ok")
@@ -1492,4 +1504,26 @@ TEST_CASE("herd-sample: progress for every phase, and the report gives each phas
                       Contains("\npost-processing: diagnostics") &&
                       Contains("\nwriting the chain and sample text files ") && Contains("\nwriting out/run.h5 ") &&
                       Contains("\nwriting out/run_report.html ") && Contains("\ntotal "));
+}
+
+TEST_CASE("docs/dram.md's Python example reading the .h5 runs as written on herd-sample's default run",
+          "[apps][mcmc]") {
+  // The first ```python block of "Reading the `.h5` in Python" (h5py and xarray; the ArviZ
+  // block needs ArviZ, which the test machine lacks), run with warnings as errors in the
+  // folder where herd-sample without an input file wrote out/kidscore_interaction.h5.
+  const std::string doc = slurp(fs::path(HERD_SOURCE_DIR) / "docs" / "dram.md");
+  const auto section = doc.find("### Reading the `.h5` in Python");
+  REQUIRE(section != std::string::npos);
+  const std::string open = "```python\n";
+  const auto begin = doc.find(open, section);
+  REQUIRE(begin != std::string::npos);
+  const auto end = doc.find("```", begin + open.size());
+  REQUIRE(end != std::string::npos);
+  const auto dir = workdir("doc_python");
+  write(dir / "example.py", doc.substr(begin + open.size(), end - begin - open.size()));
+  REQUIRE(run(dir, "--quiet --set chain_size=2000").rc == 0);
+  const std::string cmd = "cd '" + dir.string() + "' && /usr/bin/python3 -W error example.py > py.txt 2>&1";
+  const int rc = std::system(cmd.c_str());
+  INFO(slurp(dir / "py.txt"));
+  CHECK(rc == 0);
 }

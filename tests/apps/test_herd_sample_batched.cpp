@@ -716,6 +716,21 @@ TEST_CASE("herd-sample cpu_batched: the .h5 has the serial run's groups and data
     if (std::string(p).rfind("sample_stats/", 0) == 0)
       CHECK(f.open_dataset(p).dimension_names() == fs_.open_dataset(p).dimension_names());
   }
+  // ArviZ's group attributes (InferenceData schema) on posterior and sample_stats, and the
+  // meaning of each sample_stats dataset (long_name), in both engines' files.
+  for (const herd::io::H5File* file : {&f, &fs_}) {
+    for (const char* g : {"posterior", "sample_stats"}) {
+      INFO(g);
+      const herd::io::H5Group grp = file->open_group(g);
+      CHECK(grp.attribute_string("inference_library") == "herd");
+      CHECK(grp.attribute_string("inference_library_version") == file->root().attribute_string("herd_version"));
+    }
+    for (const char* p :
+         {"sample_stats/lp", "sample_stats/accepted", "sample_stats/dr_stage", "sample_stats/acceptance_probability"})
+      CHECK_FALSE(file->open_dataset(p).attribute_string("long_name").empty());
+    CHECK_THAT(file->open_dataset("sample_stats/acceptance_probability").attribute_string("long_name"),
+               Contains("not ArviZ's acceptance_rate"));
+  }
   // One writer makes both engines' diagnostics group: the same datasets (the summary, nested
   // R-hat, the KS table with its bare dimensions) with the same dtypes, shapes, dimension
   // names and attributes (names, kinds and sizes; superchains' value). Both runs have 4
