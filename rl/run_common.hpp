@@ -73,7 +73,11 @@ void save_curve(io::CheckpointWriter& w, const std::vector<Row>& rows, std::span
 }
 
 /// The root of a run's `<prefix>.h5`: attributes "config", "env" and "algorithm", and the
-/// group "curve" with one float64 dataset per column of `rows`.
+/// group "curve" with one float64 dataset per column of `rows`. The first column (iteration)
+/// is the netCDF coordinate variable of the others (a dimension scale attached to each), so
+/// that xarray opens the group with the dimension `iteration` instead of phony dimensions;
+/// with no rows every column is a plain empty dataset. Not thread-safe (HDF5).
+/// @throws herd::IoError
 template <class Row>
 void write_output_head(io::H5Group& root, const std::string& config_text, const std::string& env,
                        const std::string& algorithm, const std::vector<Row>& rows,
@@ -86,7 +90,14 @@ void write_output_head(io::H5Group& root, const std::string& config_text, const 
     std::vector<double> col;
     col.reserve(rows.size());
     for (const auto& r : rows) col.push_back(r[c]);
-    curve.write(columns[c], col);
+    if (rows.empty()) {
+      curve.write(columns[c], col);
+    } else if (c == 0) {
+      curve.create_coordinate<double>(columns[0], col);
+    } else {
+      io::H5Dataset ds = curve.write(columns[c], col);
+      curve.attach_dimensions(ds, {columns[0]});
+    }
   }
 }
 

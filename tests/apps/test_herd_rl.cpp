@@ -84,6 +84,9 @@ TEST_CASE("herd-rl train writes the curve, config and policy; eval prints the fo
   CHECK(f.root().is_dataset("policy/pi.0.weight"));
   CHECK(f.root().read<double>("curve/episodes").size() == 8u);
   CHECK(f.root().read<double>("curve/train_steps_per_second").size() == 8u);
+  // iteration is the curve's netCDF coordinate (xarray opens the group without phony_dims).
+  CHECK(f.root().read<double>("curve/iteration") == std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK(f.open_dataset("curve/return_mean").dimension_names() == std::vector<std::string>{"iteration"});
   // The progress CSV: the header and one row per iteration, the last at 1024 env steps.
   const auto csv = lines_of(slurp(d / "run_progress.csv"));
   REQUIRE(csv.size() == 9u);
@@ -509,6 +512,7 @@ buffer_size = 600
   const auto steps = f.root().read<double>("curve/env_steps");
   REQUIRE(steps.size() == 4u);
   CHECK(steps.back() == 1600.0);
+  CHECK(f.open_dataset("curve/loss").dimension_names() == std::vector<std::string>{"iteration"});
   // The same run in one launch: the same networks and curve.
   REQUIRE(run_np(d, 2, "train dqn.toml --quiet --set output_prefix=once").rc == 0);
   auto g = herd::io::H5File::open((d / "once.h5").string());
