@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "herd/core/communicator.hpp"
+#include "herd/core/config.hpp"
 #include "herd/io/checkpoint.hpp"
 #include "herd/io/hdf5.hpp"
 #include "herd/io/tensorboard.hpp"
@@ -72,7 +73,7 @@ void save_curve(io::CheckpointWriter& w, const std::vector<Row>& rows, std::span
   w.add_string("curve_columns", names);
 }
 
-/// The root of a run's `<prefix>.h5`: attributes "config", "env" and "algorithm", and the
+/// The root of a run's `<prefix>.h5`: attributes "herd_version", "config", "env" and "algorithm", and the
 /// group "curve" with one float64 dataset per column of `rows`. The first column (iteration)
 /// is the netCDF coordinate variable of the others (a dimension scale attached to each), so
 /// that xarray opens the group with the dimension `iteration` instead of phony dimensions;
@@ -82,6 +83,7 @@ template <class Row>
 void write_output_head(io::H5Group& root, const std::string& config_text, const std::string& env,
                        const std::string& algorithm, const std::vector<Row>& rows,
                        std::span<const char* const> columns) {
+  root.set_attribute("herd_version", HERD_VERSION_STRING);
   root.set_attribute("config", config_text);
   root.set_attribute("env", env);
   root.set_attribute("algorithm", algorithm);

@@ -12,6 +12,7 @@
 
 #include "app_runner.hpp"
 
+#include "herd/core/config.hpp"
 #include "herd/core/device.hpp"
 #include "herd/io/hdf5.hpp"
 
@@ -81,6 +82,7 @@ TEST_CASE("herd-rl train writes the curve, config and policy; eval prints the fo
   CHECK(steps.back() == 1024.0);
   CHECK(f.root().read<double>("curve/approx_kl").size() == 8u);
   CHECK_THAT(f.root().attribute_string("config"), Contains("total_steps = 1024"));
+  CHECK(f.root().attribute_string("herd_version") == HERD_VERSION_STRING);  // which herd wrote it
   CHECK(f.root().is_dataset("policy/pi.0.weight"));
   CHECK(f.root().read<double>("curve/episodes").size() == 8u);
   CHECK(f.root().read<double>("curve/train_steps_per_second").size() == 8u);
