@@ -1142,6 +1142,9 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
   CmdStanWarmup cmdstan;
   std::size_t divergent_col = std::numeric_limits<std::size_t>::max(), depth_col = divergent_col,
               energy_col = divergent_col;
+  // A ParaDRAM chain file's BurninLocation column and its value on the last row read.
+  std::size_t burnin_col = divergent_col;
+  double last_burnin = 0;
   while (std::getline(in, line)) {
     ++lineno;
     // A UTF-8 byte order mark (a CSV saved as "CSV UTF-8" by a spreadsheet, pandas'
@@ -1203,6 +1206,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
         if (w < width && lf < width && w < lf) {
           tf.kind = TextKind::kParaDramChain;
           weight_col = w;
+          burnin_col = find("burninlocation");
           for (std::size_t k = lf; k < width; ++k) keep.push_back(k);
         } else if (lf == 0 && w == width) {
           tf.kind = TextKind::kParaDramSample;
@@ -1278,6 +1282,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
       reps = static_cast<std::size_t>(wt);
       tf.weights.push_back(static_cast<std::uint32_t>(reps));
     }
+    if (burnin_col < width) last_burnin = vals[burnin_col];
     if (divergent_col < width) tf.divergent.push_back(vals[divergent_col] != 0 ? 1 : 0);
     if (energy_col < width) tf.energy.push_back(vals[energy_col]);
     if (depth_col < width && tf.max_depth > 0)
@@ -1304,6 +1309,14 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
         fmt::format("note: {}: line {} has no newline at its end, so it looks cut off (a file still being written, "
                     "or left by a killed run): left out; end it with a newline to have it read",
                     path, cut_line));
+  // The chain's burn-in (ParaDRAM's BurninLocation, 1-based, on its last row) is diagnosed
+  // with the rest, where herd-sample's table and .h5 leave it out: said, so that the two
+  // tables' differences are not a puzzle.
+  if (tf.kind == TextKind::kParaDramChain && last_burnin > 1 && last_burnin == std::floor(last_burnin))
+    notes.push_back(fmt::format(
+        "note: {}: its last row's BurninLocation ({}) marks the first {} compact state(s) as burn-in; they are "
+        "diagnosed with the rest (herd-sample's table and .h5 leave them out)",
+        path, static_cast<std::int64_t>(last_burnin), static_cast<std::int64_t>(last_burnin) - 1));
   if (tf.kind == TextKind::kDrawsCsv && !have_header) tf.names.assign(width, "");
   return tf;
 }

@@ -14,7 +14,8 @@
 ///   `SampleLogFunc` (ProcessID, DelayedRejectionStage, MeanAcceptanceRate,
 ///   AdaptationMeasure, BurninLocation, SampleWeight) are metadata and excluded; each row is
 ///   repeated `SampleWeight` times (the compact chain expanded to the Markov chain);
-///   `SampleLogFunc` and the variables are diagnosed, burn-in included;
+///   `SampleLogFunc` and the variables are diagnosed, burn-in included (a note names the
+///   burn-in when the last row's BurninLocation is above 1);
 /// - ParaDRAM sample file (`<prefix>_sample.txt`): a header whose first name is
 ///   `SampleLogFunc`, then the variables; each row is one draw;
 /// - CmdStan CSV: `#` comment lines anywhere, a header with `lp__`; `lp__` is diagnosed (as

@@ -629,6 +629,24 @@ TEST_CASE("herd-diagnose: ParaDRAM chain files: weights expand the compact chain
                         "SampleWeight,SampleLogFunc,x\n1,0,1,0,1,2,-1,0.5\n1,0,1,0,1,0,-1,0.5\n";
     check_error(run(q(p)), "line 3 column 6 (SampleWeight) is '0', but must be a positive integer");
   }
+  // The burn-in the last row's BurninLocation marks is diagnosed too, and a note says so
+  // (herd-sample's table leaves it out); BurninLocation 1 (no burn-in) gets no note.
+  CHECK(r.err.find("BurninLocation") == std::string::npos);
+  {
+    const fs::path p = kWork / "burnin_chain.txt";
+    std::ofstream o(p);
+    o << "ProcessID,DelayedRejectionStage,MeanAcceptanceRate,AdaptationMeasure,BurninLocation,SampleWeight,"
+         "SampleLogFunc,x\n";
+    for (int i = 0; i < 40; ++i)
+      o << "1,1,0.5,0," << (i < 2 ? i + 1 : 3) << "," << 1 + i % 3 << "," << -0.5 * (i % 7) << "," << 0.1 * (i % 7)
+        << "\n";
+    o.close();
+    const Run rb = run(q(p));
+    INFO(rb.err);
+    REQUIRE(rb.rc == 0);
+    CHECK(rb.err.find("burnin_chain.txt: its last row's BurninLocation (3) marks the first 2 compact state(s) as "
+                      "burn-in; they are diagnosed with the rest") != std::string::npos);
+  }
 }
 
 TEST_CASE("herd-diagnose: ParaDRAM sample files, one per chain", "[mcmc][apps]") {
