@@ -3,8 +3,12 @@
 #include <array>
 #include <cstring>
 #include <mutex>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "herd/core/cuda/cuda_check.hpp"
+#include "herd/core/error.hpp"
 
 namespace herd::nn::detail {
 
@@ -33,10 +37,41 @@ ThreadScratch& thread_scratch() {
 
 }  // namespace
 
+namespace {
+
+// A failed cudaGetDevice/cudaSetDevice for device `d`: an InputError that says the device
+// is not there (no driver, no GPU, an index past the last device) and what the runtime
+// found, rather than the runtime call's name and herd's source line; a CudaError for
+// other failures of a device that exists.
+[[noreturn]] void throw_device_failure(Device d, cudaError_t rc, const char* call, int line) {
+  const int n = cuda_device_count();
+  if (d.index >= n) {
+    const std::string found = n == 0 ? describe_devices()
+                                     : fmt::format("{} CUDA device{}: cuda:0{}", n, n == 1 ? "" : "s",
+                                                   n == 1 ? std::string() : fmt::format(" to cuda:{}", n - 1));
+    throw InputError(fmt::format(
+        "nn: device {} is not available on this machine ({}); build modules and tensors on Device::cpu(), or on "
+        "a device below herd::cuda_device_count()",
+        d.str(), found));
+  }
+  herd::detail::throw_cuda_error(call, cudaGetErrorName(rc), cudaGetErrorString(rc), __FILE__, line);
+}
+
+}  // namespace
+
 DevGuard::DevGuard(Device d) {
-  HERD_CUDA_CHECK(cudaGetDevice(&previous_));
+  device_slot(d);
+  if (const cudaError_t rc = cudaGetDevice(&previous_); rc != cudaSuccess) {
+    cudaGetLastError();
+    throw_device_failure(d, rc, "cudaGetDevice(&previous_)", __LINE__);
+  }
   changed_ = previous_ != d.index;
-  if (changed_) HERD_CUDA_CHECK(cudaSetDevice(d.index));
+  if (changed_) {
+    if (const cudaError_t rc = cudaSetDevice(d.index); rc != cudaSuccess) {
+      cudaGetLastError();
+      throw_device_failure(d, rc, "cudaSetDevice(d.index)", __LINE__);
+    }
+  }
 }
 DevGuard::~DevGuard() {
   if (changed_) cudaSetDevice(previous_);

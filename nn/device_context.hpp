@@ -29,6 +29,9 @@ int device_slot(Device d);
 cudaStream_t dev_stream(Device d);
 
 /// Makes `d` the current CUDA device for the scope, restoring the previous one.
+/// @throws InputError naming `d` and what the runtime reports (no driver, no GPU, or how
+///         many devices there are) when `d` is not a usable device of this machine;
+///         CudaError on other CUDA failures.
 class DevGuard {
  public:
   explicit DevGuard(Device d);

@@ -72,27 +72,6 @@ bool operator==(const Shape& a, const Shape& b) {
 
 namespace {
 
-#if HERD_HAVE_CUDA
-// Makes `index` the current device for the scope and restores the previous one.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int index) {
-    HERD_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != index) HERD_CUDA_CHECK(cudaSetDevice(index));
-    changed_ = previous_ != index;
-  }
-  ~DeviceGuard() {
-    if (changed_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  bool changed_ = false;
-};
-#endif
-
 // Same-dtype byte copy between any two devices; synchronous.
 void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t bytes) {
   if (bytes == 0) return;
@@ -103,7 +82,7 @@ void copy_bytes(void* dst, Device dd, const void* src, Device sd, std::size_t by
 #if HERD_HAVE_CUDA
   // On the nn stream of the CUDA side, after the work already queued there.
   const Device cd = dd.is_cuda() ? dd : sd;
-  DeviceGuard guard(cd.index);
+  detail::DevGuard guard(cd);
   cudaStream_t s = detail::dev_stream(cd);
   HERD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
   HERD_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -126,7 +105,7 @@ Storage::Storage(std::size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
   if (dev.is_cuda()) {
     // Device memory: cudaMalloc on the tensor's device (no managed memory), zeroed.
     if (nbytes == 0) return;
-    DeviceGuard guard(dev.index);
+    detail::DevGuard guard(dev);
     HERD_CUDA_CHECK(cudaMalloc(&data, nbytes));
     HERD_CUDA_CHECK(cudaMemset(data, 0, nbytes));
     return;
@@ -319,7 +298,7 @@ void Tensor::copy_from_async(const Tensor& src, CUstream_st* stream) {
 void Tensor::zero() {
 #if HERD_HAVE_CUDA
   if (is_cuda()) {
-    DeviceGuard guard(device().index);
+    detail::DevGuard guard(device());
     if (numel_)
       HERD_CUDA_CHECK(cudaMemsetAsync(raw(), 0, static_cast<std::size_t>(numel_) * dtype_size(dtype_),
                                       detail::dev_stream(device())));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 
 #include "gradcheck.hpp"
 #include "herd/core/config.hpp"
+#include "herd/core/device.hpp"
 #include "herd/nn/activations.hpp"
 #include "herd/nn/conv2d.hpp"
 #include "herd/nn/distributions.hpp"
@@ -67,6 +69,38 @@ TEST_CASE("Tensor: shapes, views, dtypes", "[nn]") {
   Tensor w({4, 3}, DType::kFloat32);
   w.copy_from_async(t, nullptr);
   CHECK(w.item(11) == 11.0);
+}
+
+TEST_CASE("a CUDA device this machine does not have is refused with an InputError naming it", "[nn]") {
+  // cuda:<device count> is past the last device on every machine: cuda:0 here without a
+  // GPU or driver (or in a CPU-only build), cuda:1 on a one-GPU machine. The message names
+  // the device and what the runtime found, not a CUDA runtime call and a source line.
+  const Device d = Device::cuda(cuda_device_count());
+  const auto refused = [&](const std::function<void()>& f) {
+    try {
+      f();
+      FAIL("no exception for " << d.str());
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      INFO(m);
+      CHECK(m.find(d.str()) != std::string::npos);
+      CHECK(m.find(".cpp") == std::string::npos);
+#if HERD_HAVE_CUDA
+      CHECK(m.find("is not available on this machine") != std::string::npos);
+#endif
+    }
+  };
+  refused([&] { Tensor({2, 3}, DType::kFloat32, d); });
+  refused([&] { Linear(2, 2, DType::kFloat32, d); });
+  refused([&] {
+    MlpOptions o;
+    o.sizes = {4, 8, 2};
+    o.device = d;
+    Mlp m(o);
+  });
+  refused([&] { Tensor({2, 3}, DType::kFloat32).to(d); });
+  refused([&] { synchronize(d); });
+  refused([&] { compute_stream(d); });
 }
 
 TEST_CASE("Tensor: resize reuses storage", "[nn]") {

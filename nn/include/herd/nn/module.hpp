@@ -15,7 +15,9 @@
 /// Devices: a module is built for one `Device` and dtype; its inputs must match them.
 /// CUDA builds run every module on `Device::cuda(i)` too: the work
 /// is enqueued on the device's nn stream (`compute_stream`) and calls return before it is
-/// done (docs/nn.md "CUDA"). CPU-only builds reject CUDA devices with InputError.
+/// done (docs/nn.md "CUDA"). CPU-only builds reject CUDA devices with InputError, and so
+/// do CUDA builds for a device the machine does not have (no driver or GPU, or an index
+/// past the last one); nothing falls back to the host.
 ///
 /// Thread-safety: a module instance is used by one thread at a time; distinct instances are
 /// independent. Internally large matrix products may run on the nn thread pool

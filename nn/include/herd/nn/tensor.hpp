@@ -110,7 +110,9 @@ class Tensor {
   /// An empty (undefined) tensor: `defined()` is false, numel 0.
   Tensor() = default;
   /// A new tensor of `shape` filled with zeros.
-  /// @throws InputError for a CUDA device in a CPU-only build.
+  /// @throws InputError for a CUDA device in a CPU-only build, or one this machine does not
+  ///         have (no driver or GPU, or an index past the last; named with what the CUDA
+  ///         runtime found); CudaError when the allocation fails.
   Tensor(const Shape& shape, DType dtype, Device device = Device::cpu());
 
   /// A new tensor of zeros.
@@ -180,8 +182,8 @@ class Tensor {
   Tensor to(DType dtype) const;
   /// A deep copy on `device`. Host <-> CUDA and CUDA <-> CUDA copies (CUDA builds) are
   /// synchronous (cudaMemcpy); use `copy_from_async` to copy on a stream.
-  /// @throws InputError when `device` is a CUDA device in a CPU-only build;
-  ///         CudaError when a CUDA call fails.
+  /// @throws InputError when `device` is a CUDA device in a CPU-only build or one this
+  ///         machine does not have (as the constructor); CudaError when a CUDA call fails.
   Tensor to(Device device) const;
   /// Copies the elements of `src` (same numel). On the host the dtype is converted; a copy
   /// involving a CUDA tensor needs the same dtype and is synchronous (cudaMemcpy).
@@ -232,13 +234,15 @@ class Tensor {
 /// device and process, created on first use; nullptr for the host. Module calls return
 /// before their device work is done; wait with `synchronize` (or copy the result to the
 /// host) before timing or reading device memory by other means. Thread-safe.
-/// @throws InputError for a CUDA device in a CPU-only build; CudaError on CUDA failures.
+/// @throws InputError for a CUDA device in a CPU-only build or one this machine does not
+///         have; CudaError on CUDA failures.
 CUstream_st* compute_stream(Device device);
 /// Blocks until the work queued on `compute_stream(device)` is done (no-op for the host),
 /// then reports input errors that kernels found on the device since the last
 /// synchronisation (a cross-entropy target or categorical action out of range; the
 /// synchronous copies of `to`/`copy_from` from a device to the host report them too).
-/// @throws InputError for a CUDA device in a CPU-only build or a deferred input error
+/// @throws InputError for a CUDA device in a CPU-only build or one this machine does not
+///         have, or a deferred input error
 ///         (naming the function, entry, value and range); CudaError (also for an
 ///         earlier asynchronous kernel failure) on CUDA failures.
 void synchronize(Device device);
