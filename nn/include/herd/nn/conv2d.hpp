@@ -14,7 +14,8 @@ namespace herd::nn {
 /// H_out = (H + 2 padding - kernel_h) / stride + 1 (floor), likewise W_out. Parameters
 /// "weight" `[C_out, C_in, kernel_h, kernel_w]` and "bias" `[C_out]`. Default
 /// initialisation as PyTorch: uniform +-1/sqrt(C_in kernel_h kernel_w), from
-/// `rng.at(init_index)`. Computed by im2col and a matrix product per sample (no batch-sized
+/// `rng.at(init_index)` (layers with the same `rng` and `init_index`, the defaults included,
+/// start alike: give each its own index). Computed by im2col and a matrix product per sample (no batch-sized
 /// scratch), on the host (Eigen) or, built for a CUDA device, with im2col/col2im kernels and
 /// cuBLAS GEMMs on the device's nn stream (float32 and float64; the bias gradient is a
 /// per-channel block reduction in double). `Flatten` runs on both (a view). Thread-safety

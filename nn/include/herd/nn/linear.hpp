@@ -14,7 +14,9 @@ namespace herd::nn {
 /// Parameters "weight" `[out, in]` and "bias" `[out]` (when `bias` is true).
 /// Default initialisation follows PyTorch: weight and bias uniform in
 /// (-1/sqrt(in), 1/sqrt(in)), drawn from `rng.at(init_index)` (weight first, row-major,
-/// then bias), so it is deterministic. Use the functions of init.hpp to re-initialise.
+/// then bias), so it is deterministic. Layers built with the same `rng` and `init_index`
+/// (the defaults included) start with the same values: give each layer of a network its
+/// own `init_index`, as `Mlp` does. Use the functions of init.hpp to re-initialise.
 /// Host, or CUDA device (cuBLAS GEMMs on the device's nn stream); thread-safety as for `Module`.
 class Linear : public Module {
  public:
