@@ -29,7 +29,8 @@ void load_named(const std::vector<NamedParameter>& targets, const std::vector<Na
     HERD_REQUIRE(src[i]->shape() == targets[i].param->value.shape(),
                  "{}: '{}' has shape {} in the model but {} in the state", who, targets[i].name,
                  targets[i].param->value.shape().str(), src[i]->shape().str());
-    HERD_REQUIRE(src[i]->dtype() != DType::kInt64, "{}: '{}' is int64 in the state", who, targets[i].name);
+    HERD_REQUIRE(src[i]->dtype() != DType::kInt64, "{}: '{}' is int64 in the state, but must be float32 or float64",
+                 who, targets[i].name);
   }
   for (std::size_t i = 0; i < targets.size(); ++i) {
     Tensor& v = targets[i].param->value;

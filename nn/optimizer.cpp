@@ -83,7 +83,8 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state) {
       if (s.name == name) {
         HERD_REQUIRE(s.tensor.shape() == shape, "{}: '{}' has shape {} in the optimizer but {} in the state", who, name,
                      shape.str(), s.tensor.shape().str());
-        HERD_REQUIRE(s.tensor.dtype() != DType::kInt64, "{}: '{}' is int64 in the state", who, name);
+        HERD_REQUIRE(s.tensor.dtype() != DType::kInt64,
+                     "{}: '{}' is int64 in the state, but must be float32 or float64", who, name);
         return s.tensor;
       }
     throw InputError(

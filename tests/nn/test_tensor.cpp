@@ -184,6 +184,12 @@ TEST_CASE("Module: names, counts, train/eval, state dict errors", "[nn]") {
   extra.push_back({"9.weight", Tensor({1}, DType::kFloat32)});
   CHECK_THROWS_WITH(other.load_state_dict(extra), Contains("'9.weight'"));
   CHECK_NOTHROW(other.load_state_dict(extra, false));
+  // strict = false still refuses a missing parameter (unlike PyTorch; docs/nn.md)
+  CHECK_THROWS_WITH(other.load_state_dict(missing, false), Contains("'0.bias'") && Contains("missing"));
+  auto ints = state;
+  ints[1].tensor = Tensor({8}, DType::kInt64);
+  CHECK_THROWS_WITH(other.load_state_dict(ints),
+                    Contains("'0.bias' is int64 in the state, but must be float32 or float64"));
   // dtype conversion on load
   MlpOptions o64 = o;
   o64.dtype = DType::kFloat64;
@@ -352,6 +358,10 @@ TEST_CASE("optimizer state errors name the entry", "[nn]") {
   auto missing = st;
   missing.pop_back();
   CHECK_THROWS_WITH(adam.load_state(missing), Contains("'2.bias.exp_avg_sq'") && Contains("missing"));
+  auto ints = st;
+  ints[3].tensor = Tensor({3}, DType::kInt64);
+  CHECK_THROWS_WITH(adam.load_state(ints),
+                    Contains("'0.bias.exp_avg' is int64 in the state, but must be float32 or float64"));
   RmsProp rms(mlp.named_parameters());
   CHECK_THROWS_WITH(rms.load_state(st), Contains("exp_avg"));
 }
