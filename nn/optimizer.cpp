@@ -21,7 +21,11 @@ Optimizer::Optimizer(std::vector<NamedParameter> params, double lr) : params_(st
   std::set<std::string> names;
   for (const auto& p : params_) {
     HERD_REQUIRE(p.param != nullptr, "nn::Optimizer: parameter '{}' is null", p.name);
-    HERD_REQUIRE(names.insert(p.name).second, "nn::Optimizer: parameter name '{}' appears twice", p.name);
+    HERD_REQUIRE(names.insert(p.name).second,
+                 "nn::Optimizer: parameter name '{}' appears twice, but names must be unique (state() keys the "
+                 "buffers by them); to optimise several modules together, prefix each one's names, e.g. "
+                 "{{\"critic.\" + p.name, p.param}}",
+                 p.name);
     HERD_REQUIRE(p.param->value.device() == params_.front().param->value.device(),
                  "nn::Optimizer: parameter '{}' is on {}, but '{}' is on {}; one optimizer takes one device", p.name,
                  p.param->value.device().str(), params_.front().name, params_.front().param->value.device().str());

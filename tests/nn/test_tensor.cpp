@@ -364,6 +364,14 @@ TEST_CASE("optimizer state errors name the entry", "[nn]") {
                     Contains("'0.bias.exp_avg' is int64 in the state, but must be float32 or float64"));
   RmsProp rms(mlp.named_parameters());
   CHECK_THROWS_WITH(rms.load_state(st), Contains("exp_avg"));
+  // two modules' parameters in one optimizer: the message says how to make names unique
+  Mlp other(o);
+  auto both = mlp.named_parameters();
+  for (const auto& p : other.named_parameters()) both.push_back(p);
+  CHECK_THROWS_WITH(Adam(both), Contains("'0.weight' appears twice") && Contains("prefix"));
+  both.resize(4);
+  for (const auto& p : other.named_parameters()) both.push_back({"critic." + p.name, p.param});
+  CHECK_NOTHROW(Adam(both));
 }
 
 namespace {
