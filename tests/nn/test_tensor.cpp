@@ -36,6 +36,15 @@ TEST_CASE("Tensor: shapes, views, dtypes", "[nn]") {
   CHECK(t.ndim() == 2);
   CHECK(t.item(5) == 0.0);
   for (int i = 0; i < 12; ++i) t.set_item(i, i);
+  // braced lists, as torch.tensor([...])
+  const Tensor b = Tensor::from_vector({2, 2}, {1, 2.5, 3, 4}, DType::kFloat32);
+  CHECK(b.dtype() == DType::kFloat32);
+  CHECK(b.to_vector() == std::vector<double>{1, 2.5, 3, 4});
+  CHECK(Tensor::from_vector({1}, {0.1}).item(0) == 0.1);  // float64 by default
+  const Tensor k = Tensor::from_indices({3}, {2, 0, 1});
+  CHECK((k.dtype() == DType::kInt64 && k.item(0) == 2 && k.item(2) == 1));
+  CHECK_THROWS_WITH(Tensor::from_vector({2, 2}, {1, 2, 3}), Contains("3 values given for shape [2, 2]"));
+  CHECK_THROWS_WITH(Tensor::from_indices({2}, {1}), Contains("1 values given for shape [2]"));
   Tensor s = t.slice(1, 3);
   CHECK(s.shape() == Shape{2, 3});
   CHECK(s.item(0) == 3.0);

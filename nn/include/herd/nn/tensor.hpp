@@ -124,6 +124,17 @@ class Tensor {
   static Tensor from_vector(const Shape& shape, std::span<const double> values, DType dtype = DType::kFloat64);
   /// A new host tensor of int64 values.
   static Tensor from_indices(const Shape& shape, std::span<const std::int64_t> values);
+  /// `from_vector` of a braced list: `Tensor::from_vector({2, 2}, {1, 2, 3, 4}, DType::kFloat32)`
+  /// (as `torch.tensor([[1., 2.], [3., 4.]])`, but the dtype defaults to float64 here).
+  /// @throws InputError when the list's length is not `shape.numel()`.
+  static Tensor from_vector(const Shape& shape, std::initializer_list<double> values, DType dtype = DType::kFloat64) {
+    return from_vector(shape, std::span<const double>(values.begin(), values.size()), dtype);
+  }
+  /// `from_indices` of a braced list: `Tensor::from_indices({3}, {2, 0, 1})`.
+  /// @throws InputError when the list's length is not `shape.numel()`.
+  static Tensor from_indices(const Shape& shape, std::initializer_list<std::int64_t> values) {
+    return from_indices(shape, std::span<const std::int64_t>(values.begin(), values.size()));
+  }
 
   /// False for a default-constructed tensor.
   bool defined() const { return storage_ != nullptr; }
