@@ -64,6 +64,7 @@ using detail::MapA;
 
 const Tensor& ReLU::forward(const Tensor& x) {
   check_input(x, -1, "nn::ReLU::forward");
+  detail::unalias_output(output_, x);
   output_.resize_like(x);
 #if HERD_HAVE_CUDA
   if (device().is_cuda()) {
@@ -98,6 +99,7 @@ const Tensor& ReLU::backward(const Tensor& g) {
 
 const Tensor& Tanh::forward(const Tensor& x) {
   check_input(x, -1, "nn::Tanh::forward");
+  detail::unalias_output(output_, x);
   output_.resize_like(x);
 #if HERD_HAVE_CUDA
   if (device().is_cuda()) {
@@ -132,6 +134,7 @@ const Tensor& Tanh::backward(const Tensor& g) {
 
 const Tensor& ELU::forward(const Tensor& x) {
   check_input(x, -1, "nn::ELU::forward");
+  detail::unalias_output(output_, x);
   input_ = x;
   output_.resize_like(x);
 #if HERD_HAVE_CUDA
@@ -225,6 +228,7 @@ void softmax_backward(const Tensor& y, const Tensor& g, Tensor& gx, DType dt, [[
 
 const Tensor& Softmax::forward(const Tensor& x) {
   check_input(x, -1, "nn::Softmax::forward");
+  detail::unalias_output(output_, x);
   HERD_REQUIRE(x.ndim() >= 1, "nn::Softmax::forward: input is 0-d");
   softmax_forward(x, output_, dtype(), device().is_cuda(), false);
   return output_;
@@ -238,6 +242,7 @@ const Tensor& Softmax::backward(const Tensor& g) {
 
 const Tensor& LogSoftmax::forward(const Tensor& x) {
   check_input(x, -1, "nn::LogSoftmax::forward");
+  detail::unalias_output(output_, x);
   HERD_REQUIRE(x.ndim() >= 1, "nn::LogSoftmax::forward: input is 0-d");
   softmax_forward(x, output_, dtype(), device().is_cuda(), true);
   return output_;

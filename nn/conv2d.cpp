@@ -102,6 +102,7 @@ Parameter& Conv2d::bias() {
 const Tensor& Conv2d::forward(const Tensor& x) {
   const char* who = "nn::Conv2d::forward";
   check_input(x, 4, who);
+  detail::unalias_output(output_, x);
   HERD_REQUIRE(x.dim(1) == cin_, "{}: input has shape {}, but in_channels is {}", who, x.shape().str(), cin_);
   const std::int64_t N = x.dim(0), H = x.dim(2), W = x.dim(3);
   HERD_REQUIRE(H + 2 * pad_ >= kh_ && W + 2 * pad_ >= kw_,

@@ -71,4 +71,20 @@ void set_pool_threads(int n) {
 
 int pool_threads() { return g_threads; }
 
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.device() != b.device()) return false;
+  const auto pa = reinterpret_cast<std::uintptr_t>(a.raw());
+  const auto pb = reinterpret_cast<std::uintptr_t>(b.raw());
+  const auto na = static_cast<std::uintptr_t>(a.numel()) * dtype_size(a.dtype());
+  const auto nb = static_cast<std::uintptr_t>(b.numel()) * dtype_size(b.dtype());
+  return na != 0 && nb != 0 && pa < pb + nb && pb < pa + na;
+}
+
+void unalias_output(Tensor& out, const Tensor& in) {
+  if (!overlaps(out, in)) return;
+  // A captured CUDA graph may hold the old pointer: count it as a replacement.
+  if (out.is_cuda()) note_storage_replacement();
+  out = Tensor();
+}
+
 }  // namespace herd::nn::detail

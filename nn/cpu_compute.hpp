@@ -55,4 +55,14 @@ void set_pool_threads(int n);
 /// The number of threads `gemm` uses.
 int pool_threads();
 
+/// A module's forward, before it writes its output buffer `out`: when `in` overlaps the
+/// memory `out` holds (the caller fed the module's own last output, or a view of it, back
+/// in: `y = lin.forward(lin.forward(x))`), `out` lets go of that storage so the next resize
+/// allocates anew, instead of the forward overwriting its input while reading it. The
+/// input keeps the old storage alive (and `backward` reads it there). One comparison
+/// otherwise. Host and device tensors alike.
+void unalias_output(Tensor& out, const Tensor& in);
+/// True when the elements of `a` and `b` share memory (both defined, on one device).
+bool overlaps(const Tensor& a, const Tensor& b);
+
 }  // namespace herd::nn::detail

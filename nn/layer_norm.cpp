@@ -27,6 +27,7 @@ LayerNorm::LayerNorm(std::int64_t features, double eps, bool affine, DType dtype
 
 const Tensor& LayerNorm::forward(const Tensor& x) {
   check_input(x, -1, "nn::LayerNorm::forward");
+  detail::unalias_output(output_, x);
   HERD_REQUIRE(x.ndim() >= 1 && x.dim(-1) == features_,
                "nn::LayerNorm::forward: input has shape {}, but the last dimension must be {}", x.shape().str(),
                features_);

@@ -32,6 +32,7 @@ Parameter& Linear::bias() {
 
 const Tensor& Linear::forward(const Tensor& x) {
   check_input(x, 2, "nn::Linear::forward");
+  detail::unalias_output(output_, x);
   HERD_REQUIRE(x.dim(1) == in_, "nn::Linear::forward: input has shape {}, but in_features is {}", x.shape().str(), in_);
   input_ = x;
   const std::int64_t B = x.dim(0);

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "cpu_compute.hpp"
+
 namespace herd::nn {
 
 Module& Sequential::add(std::unique_ptr<Module> m) {
@@ -23,7 +25,16 @@ void Sequential::set_input_grad(bool on) {
 const Tensor& Sequential::forward(const Tensor& x) {
   HERD_REQUIRE(!layers_.empty(), "nn::Sequential::forward: the container is empty");
   const Tensor* h = &x;
+  // Fed its own last output (or a view of it) back in: the last child would overwrite that
+  // input while the first child still needs it (for this forward's reads and for
+  // backward), so the chain runs on a copy.
+  if (detail::overlaps(x, last_output_)) {
+    input_copy_.resize_like(x);
+    input_copy_.copy_from(x);
+    h = &input_copy_;
+  }
   for (auto& l : layers_) h = &l->forward(*h);
+  last_output_ = *h;
   return *h;
 }
 

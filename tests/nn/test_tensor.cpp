@@ -19,6 +19,7 @@
 #include "herd/nn/distributions.hpp"
 #include "herd/nn/hdf5_state.hpp"
 #include "herd/nn/init.hpp"
+#include "herd/nn/layer_norm.hpp"
 #include "herd/nn/linear.hpp"
 #include "herd/nn/losses.hpp"
 #include "herd/nn/mlp.hpp"
@@ -541,6 +542,59 @@ TEST_CASE("set_input_grad(false) skips the input gradient only", "[nn]") {
   CHECK_FALSE(b.backward(g).defined());
   auto pa = a.named_parameters(), pb = b.named_parameters();
   for (std::size_t i = 0; i < pa.size(); ++i) CHECK(pa[i].param->grad.to_vector() == pb[i].param->grad.to_vector());
+}
+
+TEST_CASE("a module fed its own last output computes as if given a copy", "[nn]") {
+  // y = m.forward(m.forward(x)) with the inner result passed by reference (it is m's own
+  // output buffer): the forward must not overwrite its input while reading it, and
+  // backward must see that input as it was.
+  const auto check = [](Module& m, const Tensor& x, const char* what) {
+    INFO(what);
+    const Tensor y1 = m.forward(x).clone();
+    m.zero_grad();
+    const Tensor want = m.forward(y1).clone();
+    const Tensor g = randn(want.shape(), 5).to(m.dtype());
+    const Tensor want_gx = m.backward(g).clone();
+    std::vector<std::vector<double>> want_grads;
+    for (auto* p : m.parameters()) want_grads.push_back(p->grad.to_vector());
+
+    const Tensor alias = m.forward(x);  // a handle on m's output buffer
+    m.zero_grad();
+    const Tensor& got = m.forward(alias);
+    CHECK(got.to_vector() == want.to_vector());
+    CHECK(m.backward(g).to_vector() == want_gx.to_vector());
+    const auto params = m.parameters();
+    for (std::size_t k = 0; k < params.size(); ++k) CHECK(params[k]->grad.to_vector() == want_grads[k]);
+    // a view of the output (a slice) is an alias too
+    const Tensor want_part = m.forward(y1.slice(0, 2).clone()).clone();
+    const Tensor part = m.forward(x).slice(0, 2);
+    CHECK(m.forward(part).to_vector() == want_part.to_vector());
+  };
+  const Tensor x = randn({3, 6}, 1).to(DType::kFloat32);
+  Linear lin(6, 6);
+  check(lin, x, "Linear");
+  ReLU relu;
+  check(relu, x, "ReLU");
+  Tanh tanh_layer;
+  check(tanh_layer, x, "Tanh");
+  ELU elu(0.5);
+  check(elu, x, "ELU");
+  Softmax softmax;
+  check(softmax, x, "Softmax");
+  LogSoftmax log_softmax;
+  check(log_softmax, x, "LogSoftmax");
+  LayerNorm ln(6);
+  check(ln, x, "LayerNorm");
+  Conv2d conv(2, 2, 3, 3, 1, 1);
+  check(conv, randn({3, 2, 5, 5}, 2).to(DType::kFloat32), "Conv2d");
+  MlpOptions o;
+  o.sizes = {6, 8, 6};
+  Mlp mlp(o);
+  check(mlp, x, "Mlp (Sequential)");
+  MlpOptions o64 = o;
+  o64.dtype = DType::kFloat64;
+  Mlp mlp64(o64);
+  check(mlp64, randn({3, 6}, 1), "Mlp float64");
 }
 
 TEST_CASE("two threads give the same results as one", "[nn]") {

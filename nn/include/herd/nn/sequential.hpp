@@ -40,6 +40,8 @@ class Sequential : public Module {
 
  private:
   std::vector<std::unique_ptr<Module>> layers_;
+  Tensor last_output_;  // a handle on the last forward's output (to recognise it as an input)
+  Tensor input_copy_;   // the input, copied when it is that output
 };
 
 }  // namespace herd::nn
