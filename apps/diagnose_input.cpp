@@ -1001,18 +1001,28 @@ std::string max_depth_warning(std::size_t n, std::size_t total, std::string_view
 /// E-BFMI below this is low (Betancourt 2016; CmdStan's diagnose, ArviZ's plot_energy).
 constexpr double kEbfmiLimit = 0.3;
 
-/// The warning for the chains (label, E-BFMI) whose E-BFMI is below kEbfmiLimit, naming each;
-/// nothing when none is (NaN: too few draws, not judged).
-std::optional<std::string> low_ebfmi_warning(const std::vector<std::pair<std::string, double>>& chains) {
-  std::vector<std::string> low;
-  for (const auto& [label, e] : chains)
-    if (std::isfinite(e) && e < kEbfmiLimit) low.push_back(fmt::format("{} ({:.3f})", label, e));
-  if (low.empty()) return std::nullopt;
-  return fmt::format(
-      "E-BFMI is below {} for {}: the momentum resampling explores the energy distribution poorly, so the draws may "
-      "miss the posterior's tails (Betancourt 2016); reparameterize the model (e.g. non-centred) or change its "
-      "scales",
-      kEbfmiLimit, fmt::join(low, ", "));
+/// The messages of the chains' (label, E-BFMI) energies from `source` (e.g. "energy__"): a
+/// warning into `warned` naming each chain whose E-BFMI is below kEbfmiLimit (`suffix` after
+/// it), and a note into `said` naming those whose E-BFMI is undefined (a non-finite or
+/// constant energy, or fewer than 2 draws), which are not judged.
+void ebfmi_messages(const std::vector<std::pair<std::string, double>>& chains, std::string_view source,
+                    std::string_view suffix, std::vector<std::string>& warned, std::vector<std::string>& said) {
+  std::vector<std::string> low, undefined;
+  for (const auto& [label, e] : chains) {
+    if (!std::isfinite(e)) undefined.push_back(label);
+    else if (e < kEbfmiLimit) low.push_back(fmt::format("{} ({:.3f})", label, e));
+  }
+  if (!low.empty())
+    warned.push_back(fmt::format(
+        "E-BFMI is below {} for {}: the momentum resampling explores the energy distribution poorly, so the draws "
+        "may miss the posterior's tails (Betancourt 2016); reparameterize the model (e.g. non-centred) or change its "
+        "scales{}",
+        kEbfmiLimit, fmt::join(low, ", "), suffix));
+  if (!undefined.empty())
+    said.push_back(
+        fmt::format("note: E-BFMI is not computed for {} ({}: a non-finite or constant energy, or fewer "
+                    "than 2 draws), so it is not judged{}",
+                    fmt::join(undefined, ", "), source, suffix));
 }
 
 /// The energy Bayesian fraction of missing information of one chain's post-warm-up Hamiltonian
@@ -1063,7 +1073,9 @@ void apply_cmdstan_method(const std::string& path, const CmdStanWarmup& w, TextF
         "note: {}: CmdStan's method is {}: {}its {} rows are independent draws of an approximation of the "
         "posterior, so ESS and R-hat judge nothing about how close it is (they test a Markov chain's mixing)",
         path, m,
-        m == "variational" ? "its first row, the approximation's mean, is left out as CmdStanPy leaves it out; " : "",
+        m == "variational" ? "its first row, the approximation's mean, is left out as CmdStanPy leaves it out (and its "
+                             "lp__ is 0 by construction); "
+                           : "",
         tf.draws));
 }
 
@@ -1419,7 +1431,7 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
   std::vector<std::pair<std::string, double>> energy;  // E-BFMI per file (chain) with energy__
   for (std::size_t i = 0; i < files.size(); ++i)
     if (!files[i].energy.empty()) energy.emplace_back(paths[i], ebfmi(files[i].energy));
-  if (const auto w = low_ebfmi_warning(energy)) warned.push_back(*w);
+  ebfmi_messages(energy, "energy__", "", warned, said);
   DrawsArray a;
   a.chains = files.size();
   a.draws = n;
@@ -1471,13 +1483,28 @@ struct Hdf5Draws::Impl {
 
 namespace {
 
-/// The flags of dataset `name` of group `g` (one per transition, any shape): how many are set
-/// and how many there are. Booleans as h5py stores them (an enum over an integer) or as
-/// netCDF stores them (int8), integers and floats (set: nonzero). Nothing when `g` has no such
-/// dataset. @throws herd::InputError when it has one of another type, or unreadable.
+/// Whether dataset `name` of group `g` (`shown` in messages) has the posterior's shape
+/// [`chains`, `draws`]; else a note into `notes` that it is not judged.
+bool same_draws_shape(const std::string& path, hid_t g, const char* name, const char* shown, std::size_t chains,
+                      std::size_t draws, std::vector<std::string>& notes) {
+  const std::vector<hsize_t> shape = dataset_shape(g, name);
+  if (shape.size() == 2 && shape[0] == chains && shape[1] == draws) return true;
+  notes.push_back(
+      fmt::format("note: {}: '{}' has the shape [{}], but the posterior's draws are [{}, {}] (chain, "
+                  "draw): not judged",
+                  path, shown, fmt::join(shape, ", "), chains, draws));
+  return false;
+}
+
+/// The flags of dataset `name` of group `g` (one per transition, [`chains`, `draws`]; another
+/// shape: a note into `notes`, nothing counted): how many are set and how many there are. Booleans as h5py stores them
+/// (an enum over an integer) or as netCDF stores them (int8), integers and floats (set: nonzero). Nothing when `g` has
+/// no such dataset. @throws herd::InputError when it has one of another type, or unreadable.
 std::optional<std::pair<std::size_t, std::size_t>> count_flags(const std::string& path, hid_t g, const char* name,
-                                                               const char* shown) {
+                                                               const char* shown, std::size_t chains, std::size_t draws,
+                                                               std::vector<std::string>& notes) {
   if (!is_dataset(g, name)) return std::nullopt;
+  if (!same_draws_shape(path, g, name, shown, chains, draws, notes)) return std::nullopt;
   H5Id ds(H5Dopen2(g, name, H5P_DEFAULT), H5Dclose);
   H5Id type(ds ? H5Dget_type(ds.id) : H5I_INVALID_HID, H5Tclose);
   H5Id space(ds ? H5Dget_space(ds.id) : H5I_INVALID_HID, H5Sclose);
@@ -1510,34 +1537,32 @@ std::optional<std::pair<std::size_t, std::size_t>> count_flags(const std::string
 
 }  // namespace
 
-std::vector<std::string> hdf5_sampler_warnings(const std::string& path) {
+std::vector<std::string> hdf5_sampler_warnings(const std::string& path, std::size_t chains, std::size_t draws,
+                                               std::vector<std::string>& notes) {
   quiet_hdf5();
   H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file || H5Lexists(file.id, "sample_stats", H5P_DEFAULT) <= 0) return {};
   H5Id g(H5Gopen2(file.id, "sample_stats", H5P_DEFAULT), H5Gclose);
   if (!g) return {};
   std::vector<std::string> out;
-  if (const auto d = count_flags(path, g.id, "diverging", "sample_stats/diverging"); d && d->first > 0)
+  if (const auto d = count_flags(path, g.id, "diverging", "sample_stats/diverging", chains, draws, notes);
+      d && d->first > 0)
     out.push_back(divergence_warning(d->first, d->second, "sample_stats/diverging"));
-  if (const auto t = count_flags(path, g.id, "reached_max_treedepth", "sample_stats/reached_max_treedepth");
+  if (const auto t =
+          count_flags(path, g.id, "reached_max_treedepth", "sample_stats/reached_max_treedepth", chains, draws, notes);
       t && t->first > 0)
     out.push_back(max_depth_warning(t->first, t->second, "sample_stats/reached_max_treedepth"));
   // E-BFMI per chain of sample_stats/energy [chain, draw].
-  if (is_dataset(g.id, "energy")) {
+  if (is_dataset(g.id, "energy") &&
+      same_draws_shape(path, g.id, "energy", "sample_stats/energy", chains, draws, notes)) {
     H5Id ds(H5Dopen2(g.id, "energy", H5P_DEFAULT), H5Dclose);
-    H5Id space(ds ? H5Dget_space(ds.id) : H5I_INVALID_HID, H5Sclose);
-    hsize_t dims[2] = {0, 0};
-    const bool shaped =
-        space && H5Sget_simple_extent_ndims(space.id) == 2 && H5Sget_simple_extent_dims(space.id, dims, nullptr) == 2;
-    HERD_REQUIRE(shaped, "{}: dataset 'sample_stats/energy' must be [chain, draw]", path);
-    std::vector<double> e(static_cast<std::size_t>(dims[0] * dims[1]));
+    std::vector<double> e(chains * draws);
     HERD_REQUIRE(H5Dread(ds.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, e.data()) >= 0,
                  "{}: cannot read dataset 'sample_stats/energy' as numbers", path);
     std::vector<std::pair<std::string, double>> per_chain;
-    const auto n = static_cast<std::size_t>(dims[1]);
-    for (std::size_t c = 0; c < dims[0]; ++c)
-      per_chain.emplace_back(fmt::format("chain {}", c), ebfmi(std::span<const double>(e.data() + c * n, n)));
-    if (const auto w = low_ebfmi_warning(per_chain)) out.push_back(*w + " (chains counted from 0)");
+    for (std::size_t c = 0; c < chains; ++c)
+      per_chain.emplace_back(fmt::format("chain {}", c), ebfmi(std::span<const double>(e.data() + c * draws, draws)));
+    ebfmi_messages(per_chain, "sample_stats/energy", " (chains counted from 0)", out, notes);
   }
   return out;
 }

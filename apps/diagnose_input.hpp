@@ -111,10 +111,14 @@ bool is_hdf5(const std::string& path);
 /// warm-up's in `warmup_sample_stats`): `diverging` (PyMC, NumPyro, ArviZ's from_cmdstan)
 /// and `reached_max_treedepth` (PyMC), flags [chain, draw] (booleans, integers or floats),
 /// as warning lines in the words read_text gives CmdStan's divergent__ and treedepth__
-/// (no prefix; one per kind, only when some are set). Empty when the file has neither, or
-/// cannot be opened (Hdf5Draws says why). Thread-safety: HDF5 calls; not concurrently with
-/// other HDF5 use. @throws herd::InputError when such a dataset is not flags or unreadable.
-std::vector<std::string> hdf5_sampler_warnings(const std::string& path);
+/// (no prefix; one per kind, only when some are set), and E-BFMI below 0.3 per chain of
+/// `energy` (Betancourt 2016). Each must have the posterior's shape [`chains`, `draws`]:
+/// another shape, and an E-BFMI that cannot be computed, get a note in `notes` ("note: ...")
+/// and are not judged. Empty when the file has none, or cannot be opened (Hdf5Draws says
+/// why). Thread-safety: HDF5 calls; not concurrently with other HDF5 use.
+/// @throws herd::InputError when such a dataset is not numbers or flags, or unreadable.
+std::vector<std::string> hdf5_sampler_warnings(const std::string& path, std::size_t chains, std::size_t draws,
+                                               std::vector<std::string>& notes);
 
 /// The draws of an HDF5 file, read on demand, array by array, by the threads that need them.
 ///

@@ -338,15 +338,17 @@ std::string report_title(const std::vector<std::string>& files) {
 /// [chains, draws] shape (compact arrays expanded first); the others are named in a note.
 /// Its verdicts are the terminal's: judged on the `stored` nested R-hat where the file holds
 /// one, with advice that names no herd-sample setting (kRunLonger); the sampler's own
-/// `warnings` (CmdStan's divergences) follow them.
+/// `warnings` (divergences, tree depth, E-BFMI) follow them, and the `notes` of reading the
+/// input ("note: ..."; the terminal's: warm-up left out, an approximation's draws, ...).
 void write_html(const std::vector<std::string>& files, std::vector<herd::apps::DrawsArray>& compact_or_verbose,
                 const std::vector<Row>& rows, const NestedRhat& stored, const std::vector<std::string>& warnings,
-                const std::string& out) {
+                const std::vector<std::string>& notes, const std::string& out) {
   std::vector<herd::apps::DrawsArray> arrays;
   arrays.reserve(compact_or_verbose.size());
   for (auto& a : compact_or_verbose) arrays.push_back(expanded(a));
   herd::mcmc::PosteriorReportData h;
   h.warnings = warnings;
+  for (const auto& n : notes) h.notes.push_back(n.starts_with("note: ") ? n.substr(6) : n);
   const std::string file = fmt::format("{}", fmt::join(files, ", "));
   h.title = report_title(files);
   h.subtitle = "Convergence diagnostics of the draws in " + file;
@@ -531,7 +533,8 @@ int run_main(int argc, char** argv) {
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     herd::apps::set_diagnostics_threads(threads);
     std::vector<herd::apps::DrawsArray> text_arrays;
-    std::vector<std::string> sampler_warnings;  // divergences, saturated trees: terminal and HTML
+    std::vector<std::string> sampler_warnings;  // divergences, saturated trees, E-BFMI: terminal and HTML
+    std::vector<std::string> input_notes;       // what reading the input found ("note: ..."): terminal and HTML
     std::unique_ptr<herd::apps::Hdf5Draws> h5;
     bool any_h5 = false;
     for (const auto& f : files) any_h5 = any_h5 || herd::apps::is_hdf5(f);
@@ -539,15 +542,17 @@ int run_main(int argc, char** argv) {
       HERD_REQUIRE(files.size() == 1,
                    "{}: several files are given, but an HDF5 file holds all chains itself: give it alone", files[0]);
       h5 = std::make_unique<herd::apps::Hdf5Draws>(files[0], dataset);
-      // An ArviZ file's sampler diagnostics (PyMC's, NumPyro's), as CmdStan's are warned of.
-      sampler_warnings = herd::apps::hdf5_sampler_warnings(files[0]);
+      // An ArviZ file's sampler diagnostics (PyMC's, NumPyro's), as CmdStan's are warned of,
+      // judged against the first array's [chain, draw] shape (the posterior's).
+      if (!h5->arrays().empty())
+        sampler_warnings =
+            herd::apps::hdf5_sampler_warnings(files[0], h5->arrays()[0].chains, h5->arrays()[0].draws, input_notes);
     } else {
       HERD_REQUIRE(dataset.empty(), "{}: --dataset is given, but the file is not HDF5", files[0]);
       check_distinct_files(files);
-      std::vector<std::string> notes;
-      text_arrays = herd::apps::read_text(files, &notes, &sampler_warnings);
-      for (const auto& note : notes) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
+      text_arrays = herd::apps::read_text(files, &input_notes, &sampler_warnings);
     }
+    for (const auto& note : input_notes) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
     // The sampler's own warnings (divergences, saturated trees, low E-BFMI) stand beside the
     // verdicts' and go to the HTML report too.
     for (const auto& w : sampler_warnings) std::fprintf(stderr, "WARNING: %s\n", w.c_str());
@@ -594,8 +599,9 @@ int run_main(int argc, char** argv) {
       }
       std::string names = a.names.front();
       if (a.params > 1) names += fmt::format(" ... {} ({} parameters)", a.names.back(), a.params);
-      std::fprintf(stderr, "herd-diagnose: %s: %zu chain%s x %zu draws%s\n", names.c_str(), a.chains,
-                   a.chains == 1 ? "" : "s", a.draws, a.weights.empty() ? "" : " (weighted: verbose draws per chain)");
+      std::fprintf(stderr, "herd-diagnose: %s: %zu chain%s x %zu draw%s%s\n", names.c_str(), a.chains,
+                   a.chains == 1 ? "" : "s", a.draws, a.draws == 1 ? "" : "s",
+                   a.weights.empty() ? "" : " (weighted: verbose draws per chain)");
     }
     print_non_finite_notes(rows);
     for (const Verdicts& g : groups)
@@ -605,7 +611,7 @@ int run_main(int argc, char** argv) {
         else if (v.level == 1) std::fprintf(stderr, "herd-diagnose: note: %s\n", v.text.c_str());
       }
     if (!html.empty()) {
-      write_html(files, arrays, rows, stored, sampler_warnings, html);
+      write_html(files, arrays, rows, stored, sampler_warnings, input_notes, html);
       if (!json) std::printf("wrote %s\n", html.c_str());
     }
     return 0;

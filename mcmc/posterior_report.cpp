@@ -1300,8 +1300,9 @@ std::vector<ReportVerdict> convergence_verdicts(const std::vector<std::string>& 
                                   "cannot be judged. Run longer ({}) and check that the chains move.",
                                   name_list(undefined), run_longer)});
   else if (!undefined.empty())
-    out.push_back({1, fmt::format("R-hat or ESS is undefined (NA) for {}: constant draws, a non-finite draw, or too "
-                                  "few draws (ESS needs at least 6 per chain).",
+    out.push_back({1, fmt::format("R-hat or ESS is undefined (NA) for {}: constant draws, a non-finite draw, too "
+                                  "few draws (ESS needs at least 6 per chain), or for the tail ESS a 5% or 95% "
+                                  "quantile at the smallest or largest draw (discrete draws).",
                                   name_list(undefined))});
   if (std::all_of(out.begin(), out.end(), [](const ReportVerdict& v) { return v.level <= 1; })) {
     std::string acc = std::isfinite(a) ? fmt::format("; the mean acceptance rate {:.3g} is within [{}, {}]", a,

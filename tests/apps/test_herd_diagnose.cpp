@@ -776,16 +776,21 @@ TEST_CASE("herd-diagnose: CmdStan methods other than sample", "[mcmc][apps]") {
       << "variational\n#   variational\n#     algorithm = meanfield (Default)\nlp__,log_p__,log_g__,theta\n"
          "# Stepsize adaptation complete.\n# eta = 1\n0,0,0,0.9\n0,-6.8,-0.5,0.25\n0,-7.1,-0.6,0.5\n"
          "0,-6.9,-0.4,0.125\n0,-7.3,-0.9,0.375\n0,-6.7,-0.3,0.25\n0,-7.0,-0.5,0.5\n";
-  Run r = run(q(vi) + " --json");
+  const fs::path vi_html = kWork / "variational.html";
+  Run r = run(q(vi) + " --json --html " + q(vi_html));
   INFO(r.err);
   REQUIRE(r.rc == 0);
+  // The HTML report says so too, beside its verdicts (it showed a plain "OK").
+  CHECK_THAT(slurp(vi_html), Catch::Contains("rows are independent draws of an approximation of the posterior"));
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["theta"]["mean"].get<double>() == 2.0 / 6.0);  // the six draws, not the mean row's 0.9
   CHECK_THAT(r.err, Catch::Contains("theta (2 parameters): 1 chain x 6 draws"));
-  CHECK_THAT(r.err, Catch::Contains("note: " + vi.string() +
-                                    ": CmdStan's method is variational: its first row, the approximation's mean, is "
-                                    "left out as CmdStanPy leaves it out; its 6 rows are independent draws of an "
-                                    "approximation of the posterior, so ESS and R-hat judge nothing"));
+  CHECK_THAT(r.err,
+             Catch::Contains("note: " + vi.string() +
+                             ": CmdStan's method is variational: its first row, the approximation's mean, is "
+                             "left out as CmdStanPy leaves it out (and its lp__ is 0 by construction); its 6 rows are "
+                             "independent draws of an "
+                             "approximation of the posterior, so ESS and R-hat judge nothing"));
   const fs::path laplace = kWork / "laplace.csv";
   std::ofstream(laplace) << config << "laplace\nlog_p__,log_g__,theta\n-6.8,-0.5,0.25\n-7.1,-0.6,0.5\n";
   r = run(q(laplace) + " --json");
@@ -863,6 +868,35 @@ TEST_CASE("herd-diagnose: divergences and saturated trees in an ArviZ file's sam
   const Run clean = run(q(write_h5("no_stats.h5")));
   REQUIRE(clean.rc == 0);
   CHECK_THAT(clean.err, !Catch::Contains("post-warm-up transitions"));
+  // Flags of another shape than the posterior's are not counted (a note says why), and an
+  // E-BFMI that cannot be computed is named as not judged.
+  {
+    const fs::path m = kWork / "mismatch.nc";
+    const hid_t f = H5Fcreate(m.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t post = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    write_dataset(post, "mu", tv1.x, {4, 1000});
+    H5Gclose(post);
+    const hid_t st = H5Gcreate2(f, "sample_stats", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    write_dataset(st, "diverging", std::vector<double>(5 * 1000, 1.0), {5, 1000});
+    std::vector<double> energy(4000);
+    for (std::size_t i = 0; i < energy.size(); ++i) energy[i] = static_cast<double>(i % 2);
+    energy[1000 + 7] = std::numeric_limits<double>::quiet_NaN();    // chain 1
+    for (std::size_t t = 0; t < 1000; ++t) energy[3000 + t] = 2.0;  // chain 3: constant
+    write_dataset(st, "energy", energy, {4, 1000});
+    H5Gclose(st);
+    H5Fclose(f);
+    const Run mm = run(q(m));
+    INFO(mm.err);
+    REQUIRE(mm.rc == 0);
+    CHECK_THAT(mm.err, Catch::Contains("note: " + m.string() +
+                                       ": 'sample_stats/diverging' has the shape [5, 1000], but the posterior's "
+                                       "draws are [4, 1000] (chain, draw): not judged"));
+    CHECK_THAT(mm.err, !Catch::Contains("ended with a divergence"));
+    CHECK_THAT(mm.err, Catch::Contains("note: E-BFMI is not computed for chain 1, chain 3 (sample_stats/energy: a "
+                                       "non-finite or constant energy, or fewer than 2 draws), so it is not judged "
+                                       "(chains counted from 0)"));
+    CHECK_THAT(mm.err, !Catch::Contains("E-BFMI is below"));
+  }
   // Flags of another type are refused naming the dataset.
   make(true);
   check_error(run(q(p)), "pymc_trace.nc: dataset 'sample_stats/diverging' must hold one flag per transition");
@@ -902,6 +936,17 @@ TEST_CASE("herd-diagnose: low E-BFMI is warned of", "[mcmc][apps]") {
   CHECK_THAT(c.err, Catch::Contains("WARNING: E-BFMI is below 0.3 for " + files[0].string() +
                                     " (0.001): the momentum resampling explores the energy distribution poorly"));
   CHECK_THAT(c.err, !Catch::Contains("energy_3.csv ("));
+  // A constant energy__ (E-BFMI 0 / 0) is named as not judged.
+  {
+    std::ofstream f(files[1]);
+    f << "# method = sample (Default)\nlp__,accept_stat__,energy__,theta\n";
+    for (std::size_t t = 0; t < n; ++t) f << "-1,0.9,3.5," << tv1.x[t] << "\n";
+  }
+  const Run k = run(q(files[1]));
+  REQUIRE(k.rc == 0);
+  CHECK_THAT(k.err, Catch::Contains("note: E-BFMI is not computed for " + files[1].string() +
+                                    " (energy__: a non-finite or constant energy, or fewer than 2 draws), so it is "
+                                    "not judged\n"));
   // ArviZ: sample_stats/energy [chain, draw].
   const fs::path p = kWork / "energy.nc";
   {
@@ -1429,7 +1474,8 @@ TEST_CASE("herd-diagnose: undefined (NA) diagnostics are explained on stderr, as
   REQUIRE(c.rc == 0);
   CHECK(nlohmann::json::parse(c.out)["constant"]["rhat"].is_null());
   CHECK(c.err.find("herd-diagnose: note: R-hat or ESS is undefined (NA) for constant: constant draws, a "
-                   "non-finite draw, or too few draws (ESS needs at least 6 per chain).\n") != std::string::npos);
+                   "non-finite draw, too few draws (ESS needs at least 6 per chain), or for the tail ESS a 5% or 95% "
+                   "quantile at the smallest or largest draw (discrete draws).\n") != std::string::npos);
   CHECK(c.err.find("for every quantity") == std::string::npos);
   // Defined diagnostics: no note.
   const Run ok = run(q(write_csv("defined.csv", good, 4, 1000)));
