@@ -1045,7 +1045,7 @@ double ebfmi(std::span<const double> energy) {
 /// What the rows of CmdStan CSV `tf` are, by its `method` (none given: `sample`): MCMC draws
 /// (`sample`, and `generate_quantities`, which follows a sample's draws) are read as they are.
 /// `variational`'s first row is the approximation's mean, not a draw: left out, as CmdStanPy's
-/// `variational_sample` leaves it out (it was read as a draw). `variational`, `laplace` and
+/// `variational_sample` leaves it out. `variational`, `laplace` and
 /// `pathfinder` draw independently from an approximation: a note says that ESS and R-hat
 /// then judge nothing about the posterior. `optimize` (a point estimate) and `log_prob`
 /// (log densities at given points) hold no draws.
