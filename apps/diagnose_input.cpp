@@ -887,6 +887,7 @@ struct TextFile {
   // Without max_depth: rows whose treedepth__ reaches CmdStan's default max_depth, 10.
   std::vector<std::uint8_t> at_default_depth;
   std::vector<double> energy;  // CmdStan's energy__ per row (empty without the column)
+  std::string method;          // CmdStan's method ("sample" when the file does not say)
 };
 
 /// A setting of CmdStan's configuration block (comment lines before the header), with its
@@ -1312,6 +1313,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
                path, cut_line);
   HERD_REQUIRE(tf.draws > 0, "{}: no draws (the file has no numeric rows)", path);
   if (tf.kind == TextKind::kCmdStan) {
+    tf.method = cmdstan.method.line > 0 ? cmdstan.method.value : "sample";
     drop_cmdstan_warmup(path, cmdstan, tf);
     apply_cmdstan_method(path, cmdstan, tf, notes);
   }
@@ -1384,6 +1386,11 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
     if (files[i].kind != f0.kind)
       throw InputError(fmt::format("{}: this is {}, but {} is {}: the chains of one run must have one format", paths[i],
                                    kind_name(files[i].kind), paths[0], kind_name(f0.kind)));
+    if (files[i].method != f0.method)
+      throw InputError(
+          fmt::format("{}: is the output of CmdStan's method {}, but {} is of method {}: the chains of one "
+                      "run come from one method",
+                      paths[i], files[i].method, paths[0], f0.method));
     if (files[i].names != f0.names)
       throw InputError(
           fmt::format("{}: its columns differ from those of {}: the chains of one run have the same "

@@ -210,8 +210,9 @@ void print_json(const std::vector<Row>& rows) {
 }
 
 /// One note on stderr per quantity with NaN or infinite draws (the first kNotesShown; then
-/// one line for the rest): how many, where the first is, and that its statistics are NA.
-void print_non_finite_notes(const std::vector<Row>& rows) {
+/// one line for the rest): how many, where the first is (with its chain's file when the
+/// chains are the files `chain_files`, else empty), and that its statistics are NA.
+void print_non_finite_notes(const std::vector<Row>& rows, const std::vector<std::string>& chain_files) {
   constexpr std::size_t kNotesShown = 10;
   std::size_t shown = 0, more = 0;
   for (const auto& r : rows) {
@@ -222,9 +223,11 @@ void print_non_finite_notes(const std::vector<Row>& rows) {
       continue;
     }
     ++shown;
-    std::fputs(fmt::format("herd-diagnose: note: {}: {} draw{} NaN or infinite (the first: {} at chain {}, draw {}, "
+    const std::string file =
+        nf.chain < chain_files.size() ? fmt::format(" ({})", chain_files[nf.chain]) : std::string();
+    std::fputs(fmt::format("herd-diagnose: note: {}: {} draw{} NaN or infinite (the first: {} at chain {}{}, draw {}, "
                            "counted from 0), so its statistics are NA\n",
-                           r.name, nf.count, nf.count == 1 ? " is" : "s are", nf.value, nf.chain, nf.draw)
+                           r.name, nf.count, nf.count == 1 ? " is" : "s are", nf.value, nf.chain, file, nf.draw)
                    .c_str(),
                stderr);
   }
@@ -603,7 +606,8 @@ int run_main(int argc, char** argv) {
                    a.chains == 1 ? "" : "s", a.draws, a.draws == 1 ? "" : "s",
                    a.weights.empty() ? "" : " (weighted: verbose draws per chain)");
     }
-    print_non_finite_notes(rows);
+    // Several text files are the chains, in order: the note names the first bad draw's file.
+    print_non_finite_notes(rows, !h5 && files.size() > 1 ? files : std::vector<std::string>{});
     for (const Verdicts& g : groups)
       for (const auto& v : herd::mcmc::convergence_verdicts(g.names, g.summary, g.chains, std::nan(""), kRunLonger,
                                                             g.nested, stored.superchains)) {

@@ -1005,6 +1005,19 @@ TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary lab
   CHECK_THAT(rn.err, Catch::Contains("herd-diagnose: note: Sigma[2,1]: 1 draw is NaN or infinite (the first: nan at "
                                      "chain 0, draw 1, counted from 0), so its statistics are NA"));
   CHECK_THAT(rn.err, !Catch::Contains("theta[1]: 1 draw"));
+  // Several files are the chains: the note names the file of the first such draw.
+  const fs::path good = kWork / "labels_ok.csv";
+  std::ofstream(good) << "# a comment\nlp__,accept_stat__,theta.1,Sigma.2.1\n-1.5,0.9,0.25,0.5\n-1.25,0.8,0.5,0.75\n";
+  const Run two = run(q(good) + " " + q(bad));
+  REQUIRE(two.rc == 0);
+  CHECK_THAT(two.err, Catch::Contains("note: Sigma[2,1]: 1 draw is NaN or infinite (the first: nan at chain 1 (" +
+                                      bad.string() + "), draw 1, counted from 0)"));
+  // Chains of different CmdStan methods are refused naming both.
+  const fs::path vb = kWork / "labels_vi.csv";
+  std::ofstream(vb) << "# method = variational\nlp__,log_p__,log_g__,theta.1,Sigma.2.1\n0,0,0,0.3,0.4\n"
+                       "0,-1,-1,0.25,0.5\n0,-1,-1,0.5,0.75\n";
+  check_error(run(q(good) + " " + q(vb)), "labels_vi.csv: is the output of CmdStan's method variational, but " +
+                                              good.string() + " is of method sample");
 }
 
 // `herd-diagnose out-1.csv ./out-1.csv` (or a link to a file already named) read one chain
