@@ -104,20 +104,7 @@ for f in ref/*_chain.* ref/*_sample.txt; do
   cmp "$f" "x/$(basename "$f")" || status=1
   n=$((n + 1))
 done
-/usr/bin/python3 - ref/run.h5 x/run.h5 <<'EOF' || status=1
-import sys, h5py
-a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-names = []
-a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-def same(x, y):
-    x, y = x[()], y[()]
-    if getattr(x, "dtype", None) is not None and x.dtype.kind == "O":
-        return x.shape == y.shape and list(x.ravel()) == list(y.ravel())
-    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
-bad = [n for n in names if n not in b or not same(a[n], b[n])]
-print(f"{len(names)} HDF5 datasets compared, {len(bad)} differ {bad[:5]}")
-sys.exit(1 if bad or not names else 0)
-EOF
+/usr/bin/python3 "$here/same_h5.py" ref/run.h5 x/run.h5 || status=1
 [ "$kills" -ge 1 ] || { echo "every run finished before its kill: nothing tested"; status=1; }
 # A run that completes removes its record, so the runs after it have nothing to resume:
 # what counts is that some kill left a record that a later run resumed from.

@@ -45,22 +45,7 @@ kill_when_recorded() {
   wait "$pid" 2>/dev/null
   echo "killed $prefix with $(stat -c %s "${prefix}_restart/draws.bin") bytes of draws recorded"
 }
-compare() {
-  /usr/bin/python3 - ref/run.h5 "$1" <<'EOT'
-import sys, h5py
-a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-names = []
-a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-def same(x, y):
-    x, y = x[()], y[()]
-    if getattr(x, "dtype", None) is not None and x.dtype.kind == "O":
-        return x.shape == y.shape and list(x.ravel()) == list(y.ravel())
-    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
-bad = [n for n in names if n not in b or not same(a[n], b[n])]
-print(f"{sys.argv[2]}: {len(names)} HDF5 datasets compared, {len(bad)} differ {bad[:5]}")
-sys.exit(1 if bad or not names else 0)
-EOT
-}
+compare() { /usr/bin/python3 "$here/same_h5.py" ref/run.h5 "$1"; }
 # 2 x 64, killed, resumed as 1 x 128.
 kill_when_recorded a/run "$mpiexec" "$npflag" 2 "$exe" run.toml --set chains_per_rank=64 || exit 1
 # Another total of chains: refused in one line, the record unchanged.
