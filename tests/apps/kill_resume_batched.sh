@@ -116,19 +116,13 @@ if [ $rc -ne 0 ] || ! grep -q "is complete" <<< "$again"; then
 fi
 left=$(ls x | grep '\.tmp\.' || true)
 [ -z "$left" ] || { echo "temporary files were left behind: $left"; status=1; }
+/usr/bin/python3 "$here/same_h5.py" ref/run.h5 x/run.h5 || status=1
 /usr/bin/python3 - ref/run.h5 x/run.h5 "$h5_posterior" <<'EOT' || status=1
 import sys, h5py
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
 names = []
 a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-def same(x, y):
-    x, y = x[()], y[()]
-    if getattr(x, "dtype", None) is not None and x.dtype.kind == "O":
-        return x.shape == y.shape and list(x.ravel()) == list(y.ravel())
-    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
-bad = [n for n in names if n not in b or not same(a[n], b[n])]
-print(f"{len(names)} HDF5 datasets compared, {len(bad)} differ {bad[:5]}")
-# The per-draw statistics a resumed run takes from the record are among them (and not empty:
+# The per-draw statistics a resumed run takes from the record are among the compared datasets (and not empty:
 # the first kill is in the warm-up, whose states carry adaptation measures into the draws).
 compact = sys.argv[3] == "compact"
 stats = ([] if compact else ["sample_stats/accepted", "sample_stats/dr_stage", "sample_stats/acceptance_probability"]) + [
@@ -142,7 +136,7 @@ if extra:
     print(f"groups of the verbose layout in a compact file: {extra}")
 accepted = "" if compact else f"accepted draws: {int(a['sample_stats/accepted'][()].sum())}, "
 print(f"{accepted}rows with an adaptation measure: {int((a['chain_compact/adaptation_measure'][()] > 0).sum())}")
-sys.exit(1 if bad or missing or extra or not names else 0)
+sys.exit(1 if missing or extra else 0)
 EOT
 [ "$kills" -ge 1 ] || { echo "every run finished before its kill: nothing tested"; status=1; }
 # The last run may finish (a complete run removes its record), so ask whether any kill left a

@@ -84,6 +84,26 @@ void write_dataset(hid_t loc, const char* name, const std::vector<double>& x, st
   H5Sclose(space);
 }
 
+/// A scalar attribute `name` of HDF5 object `obj`: a fixed-length string (`text` and its
+/// terminating NUL) or a 64-bit integer.
+void write_attribute(hid_t obj, const char* name, const std::string& text) {
+  const hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, text.size() + 1);
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, type, text.c_str());
+  H5Aclose(a);
+  H5Sclose(space);
+  H5Tclose(type);
+}
+void write_attribute(hid_t obj, const char* name, std::int64_t value) {
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate2(obj, name, H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_INT64, &value);
+  H5Aclose(a);
+  H5Sclose(space);
+}
+
 /// A file with theta [4, 1000, 2] (TV1, TV4) at the root and in posterior/, plus mu [4, 999]
 /// (TV2) and a rank-1 coordinate in posterior/, and a rank-1 dataset "flat" at the root.
 fs::path write_h5(const std::string& name, bool with_inf = false) {
@@ -146,16 +166,7 @@ fs::path write_named_h5(const std::string& name, const NamedLayout& layout) {
     beta[2 * i + 1] = tv4.x[i];
   }
   const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (layout.herd) {
-    const hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, 6);
-    const hid_t space = H5Screate(H5S_SCALAR);
-    const hid_t a = H5Acreate2(f, "herd_version", type, space, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, type, "0.0.0");
-    H5Aclose(a);
-    H5Sclose(space);
-    H5Tclose(type);
-  }
+  if (layout.herd) write_attribute(f, "herd_version", std::string("0.0.0"));
   const hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
   if (layout.creation_order) H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
   const hid_t g = H5Gcreate2(f, "posterior", H5P_DEFAULT, gcpl, H5P_DEFAULT);
@@ -1389,12 +1400,7 @@ TEST_CASE("herd-diagnose --html gives the terminal's verdicts: its advice and ne
   write_strings(d, "variable", {"x"}, true);
   write_dataset(d, "nested_rhat", {1.001}, {1});
   const hid_t ds = H5Dopen2(d, "nested_rhat", H5P_DEFAULT);
-  const hid_t scalar = H5Screate(H5S_SCALAR);
-  const hid_t attr = H5Acreate2(ds, "superchains", H5T_NATIVE_INT64, scalar, H5P_DEFAULT, H5P_DEFAULT);
-  const std::int64_t superchains = 2;
-  H5Awrite(attr, H5T_NATIVE_INT64, &superchains);
-  H5Aclose(attr);
-  H5Sclose(scalar);
+  write_attribute(ds, "superchains", std::int64_t{2});
   H5Dclose(ds);
   H5Gclose(d);
   H5Fclose(f);
@@ -1413,14 +1419,7 @@ TEST_CASE("herd-diagnose --html gives the terminal's verdicts: its advice and ne
   {
     const hid_t fw = H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     const hid_t in = H5Gcreate2(fw, "input", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    const hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, 6);
-    const hid_t space = H5Screate(H5S_SCALAR);
-    const hid_t a = H5Acreate2(in, "random_start_point", type, space, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, type, "false");
-    H5Aclose(a);
-    H5Sclose(space);
-    H5Tclose(type);
+    write_attribute(in, "random_start_point", std::string("false"));
     H5Gclose(in);
     H5Fclose(fw);
   }
@@ -1645,12 +1644,7 @@ TEST_CASE("herd-diagnose --html of a weighted compact chain: its expansion is es
   write_dataset(g, "state", state, {10, 2});
   write_dataset(g, "weight", std::vector<double>(10, 200000.0), {10});
   write_strings(g, "variable", {"a", "b"});
-  const hid_t space = H5Screate(H5S_SCALAR);
-  const hid_t attr = H5Acreate2(g, "burnin", H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT);
-  const std::int64_t burnin = 0;
-  H5Awrite(attr, H5T_NATIVE_INT64, &burnin);
-  H5Aclose(attr);
-  H5Sclose(space);
+  write_attribute(g, "burnin", std::int64_t{0});
   H5Gclose(g);
   H5Fclose(f);
   const Run plain = run(q(p) + " --json --max-memory 16MiB");
