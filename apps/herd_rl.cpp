@@ -358,7 +358,8 @@ int run_main(int argc, char** argv) {
     namespace fs = std::filesystem;
     // Outputs are never written through symbolic links (the files are replaced atomically,
     // but a link at an output name is refused up front, with or without --overwrite).
-    for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path()}) herd::io::refuse_symlink(p);
+    for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path(), trainer->best_checkpoint_path()})
+      herd::io::refuse_symlink(p);
     const bool have_ckpt = fs::exists(trainer->checkpoint_path());
     // A finished run's <prefix>.h5 without its checkpoint (deleted to save space, say) has
     // nothing to resume from: training afresh would replace its results.
@@ -369,7 +370,8 @@ int run_main(int argc, char** argv) {
                              trainer->output_path() +
                              "; pass --overwrite (instead of --resume) to replace it, or choose another output_prefix");
     if (!resume && !overwrite) {
-      for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path(), trainer->progress_path()})
+      for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path(), trainer->progress_path(),
+                                   trainer->best_checkpoint_path()})
         if (fs::exists(p))
           throw herd::InputError("output file " + p + " exists (an earlier run of output_prefix \"" +
                                  trainer->config().output_prefix +
@@ -407,7 +409,17 @@ int run_main(int argc, char** argv) {
       prefix_lock = std::make_unique<herd::io::OutputPrefixLock>(trainer->config().output_prefix, "herd-rl");
       herd::io::remove_stale_temporaries(dir.empty() ? std::string(".") : dir.string(),
                                          {fs::path(trainer->checkpoint_path()).filename().string(),
-                                          fs::path(trainer->output_path()).filename().string()});
+                                          fs::path(trainer->output_path()).filename().string(),
+                                          fs::path(trainer->best_checkpoint_path()).filename().string()});
+      // A fresh run with --overwrite: an earlier run's best checkpoint would pass for this
+      // run's (this run writes its own at its first evaluation, or none without evaluation).
+      if (!resume && fs::exists(trainer->best_checkpoint_path())) {
+        std::error_code ec;
+        fs::remove(trainer->best_checkpoint_path(), ec);
+        if (ec)
+          throw herd::InputError("--overwrite: cannot remove the earlier run's " + trainer->best_checkpoint_path() +
+                                 ": " + ec.message());
+      }
       for (const fs::path& f : old_events) {
         std::error_code ec;
         fs::remove(f, ec);

@@ -180,6 +180,7 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
   dqn_ = std::make_unique<Dqn>(*online_, *target_, config_.dqn, comm_->size() > 1 ? comm_ : nullptr,
                                dev_comm_ ? &dev_comm_->comm() : nullptr);
   replay_ = std::make_unique<ReplayBuffer>(replay_options(config_, probe->obs_dim(), u8));
+  eval_ = std::make_unique<detail::PeriodicEvaluation>(config_);
   wall_start_ = now_seconds();
 }
 
@@ -337,7 +338,29 @@ void DqnTrainer::iterate() {
                     replay_size,
                     spi / std::max(t1 - t0, 1e-9),
                     spi / sample_s,
-                    train_seconds_ > 0 ? spi / train_seconds_ : nan});
+                    train_seconds_ > 0 ? spi / train_seconds_ : nan,
+                    nan,  // the evaluation columns: NaN unless `evaluate_if_due` evaluates after this iteration
+                    nan,
+                    nan,
+                    nan,
+                    nan});
+}
+
+// After an iteration: evaluation when it passed a multiple of eval.every_steps, greedy (or
+// epsilon-greedy with the final epsilon) on a host copy of the online network, its columns
+// in the iteration's curve row. Returns true for a new best mean. Collective.
+bool DqnTrainer::evaluate_if_due() {
+  if (!eval_->due(env_steps(), config_.steps_per_iteration())) return false;
+  const bool best = eval_->evaluate(
+      *comm_, iteration_, env_steps(), [this](int episodes, bool stochastic, std::uint64_t seed, std::int64_t cap) {
+        if (!eval_q_) eval_q_ = make_q_network(config_, *make_env(config_.env), Device::cpu());
+        eval_q_->load_state_dict(online_->state_dict());
+        return evaluate_q_network(*eval_q_, config_.env, episodes, stochastic ? config_.dqn.exploration_final_eps : 0.0,
+                                  seed, cap);
+      });
+  const auto ev = eval_->columns(iteration_);
+  std::copy(ev.begin(), ev.end(), curve_.back().end() - static_cast<std::ptrdiff_t>(ev.size()));
+  return best;
 }
 
 std::vector<double> DqnTrainer::progress_values(const std::vector<double>& row) const {
@@ -363,6 +386,8 @@ std::vector<double> DqnTrainer::progress_values(const std::vector<double>& row) 
   for (const char* name : from)
     for (std::size_t c = 0; c < kDqnCurveColumns.size(); ++c)
       if (std::string(kDqnCurveColumns[c]) == name) out.push_back(row[c]);
+  if (eval_->enabled())
+    out.insert(out.end(), row.end() - static_cast<std::ptrdiff_t>(kEvalCurveColumns.size()), row.end());
   return out;
 }
 
@@ -370,8 +395,10 @@ void DqnTrainer::open_logs() {
   csv_.reset();
   tb_.reset();
   if (comm_->rank() != 0) return;  // rank 0 writes the logs
+  std::vector<std::string> columns(kDqnProgressColumns.begin(), kDqnProgressColumns.end());
+  if (eval_->enabled()) columns.insert(columns.end(), kEvalCurveColumns.begin(), kEvalCurveColumns.end());
   csv_ = std::make_unique<ProgressCsv>(
-      progress_path(), std::vector<std::string>(kDqnProgressColumns.begin(), kDqnProgressColumns.end()),
+      progress_path(), columns,
       std::vector<std::string>{"iteration", "env_steps", "episodes", "gradient_steps", "replay_size"});
   if (iteration_ == 0) {
     csv_->start();
@@ -386,11 +413,20 @@ void DqnTrainer::open_logs() {
 RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const volatile std::sig_atomic_t* interrupt) {
   open_logs();
   detail::RunHooks hooks;
-  hooks.iterate = [this] {
+  hooks.iterate = [this, progress] {
     iterate();
+    const bool evaluated = eval_->due(env_steps(), config_.steps_per_iteration());
+    const bool best = evaluate_if_due();
     const std::vector<double> values = progress_values(curve_.back());
     if (csv_) csv_->append_values(values);
-    if (tb_) tb_->add_scalars(env_steps(), detail::tensorboard_scalars(kDqnProgressColumns, values, 16));
+    if (tb_) {
+      std::vector<io::TbScalar> s = detail::tensorboard_scalars(kDqnProgressColumns, values, 16);
+      const auto ev = eval_->tensorboard_scalars(iteration_);
+      s.insert(s.end(), ev.begin(), ev.end());
+      tb_->add_scalars(env_steps(), s);
+    }
+    if (evaluated && progress && comm_->rank() == 0) *progress << eval_->line(best) << std::flush;
+    if (best && eval_->save_best()) save_checkpoint(eval_->best_path());
   };
   hooks.env_steps = [this] { return env_steps(); };
   hooks.mean_return = [this] { return recent_mean_return(); };
@@ -449,6 +485,7 @@ void DqnTrainer::save_checkpoint(const std::string& path) const {
   detail::save_recent(w, recent_);
   w.add_value("episodes_total", episodes_total_);
   detail::save_curve(w, curve_, kDqnCurveColumns);
+  eval_->save(w);
   w.commit(path);
 }
 
@@ -516,12 +553,10 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
   episodes_total_ = r.value<double>("episodes_total");
   replay_ready_ = false;  // re-agreed at the next training round
   finished_.clear();
-  const auto curve = r.get<double>("curve");
-  const std::size_t C = kDqnCurveColumns.size();
-  curve_.clear();
-  for (std::size_t i = 0; i + C <= curve.size(); i += C)
-    curve_.emplace_back(curve.begin() + static_cast<std::ptrdiff_t>(i),
-                        curve.begin() + static_cast<std::ptrdiff_t>(i + C));
+  // The curve by column name (a checkpoint of an older version lacks the evaluation
+  // columns: NaN), and the evaluations.
+  curve_ = detail::load_curve(r, kDqnCurveColumns, std::span<const char* const>(kDqnCurveColumns).first(22));
+  eval_->load(r, iteration_);
 }
 
 void DqnTrainer::write_output(const std::string& path) const {
@@ -530,6 +565,7 @@ void DqnTrainer::write_output(const std::string& path) const {
   detail::write_output_head(root, config_text_, config_.env, config_.algorithm, curve_, kDqnCurveColumns);
   detail::write_parameters(root, "q_network", online_->state_dict());
   detail::write_parameters(root, "target_network", target_->state_dict());
+  eval_->write(root);
   f.commit();
 }
 

@@ -38,27 +38,22 @@ std::string progress_csv_header() {
 
 ProgressCsv::ProgressCsv(std::string path, const std::vector<std::string>& blank)
     : ProgressCsv(std::move(path), std::vector<std::string>(kProgressColumns.begin(), kProgressColumns.end()),
-                  {"iteration", "env_steps", "episodes"}) {
-  for (const auto& name : blank) {
-    std::size_t c = 0;
-    while (c < columns_.size() && name != columns_[c]) ++c;
-    if (c == columns_.size()) throw InputError("rl::ProgressCsv: \"" + name + "\" is not a column of the progress CSV");
-    blank_[c] = true;
-  }
-}
+                  {"iteration", "env_steps", "episodes"}, blank) {}
 
 ProgressCsv::ProgressCsv(std::string path, std::vector<std::string> columns,
-                         const std::vector<std::string>& integer_columns)
+                         const std::vector<std::string>& integer_columns, const std::vector<std::string>& blank)
     : path_(std::move(path)), columns_(std::move(columns)) {
   if (columns_.empty()) throw InputError("rl::ProgressCsv: no columns");
   blank_.assign(columns_.size(), false);
   integer_.assign(columns_.size(), false);
-  for (const auto& name : integer_columns) {
+  const auto index = [this](const std::string& name) {
     std::size_t c = 0;
     while (c < columns_.size() && name != columns_[c]) ++c;
     if (c == columns_.size()) throw InputError("rl::ProgressCsv: \"" + name + "\" is not a column of the CSV");
-    integer_[c] = true;
-  }
+    return c;
+  };
+  for (const auto& name : integer_columns) integer_[index(name)] = true;
+  for (const auto& name : blank) blank_[index(name)] = true;
   for (std::size_t c = 0; c < columns_.size(); ++c) header_ += (c ? "," : "") + columns_[c];
   header_ += '\n';
 }

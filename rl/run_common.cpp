@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -318,6 +320,216 @@ std::unique_ptr<DeviceComm> make_device_comm(Communicator& comm, const Device& d
     throw InputError(who + ": device is \"" + device_text + "\" with " + std::to_string(comm.size()) + " ranks, but " +
                      why);
   return std::make_unique<DeviceComm>(comm, device.index);
+}
+
+}  // namespace herd::rl::detail
+
+namespace herd::rl::detail {
+
+std::vector<std::vector<double>> load_curve(const io::CheckpointReader& r, std::span<const char* const> columns,
+                                            std::span<const char* const> legacy) {
+  std::vector<std::string> saved(legacy.begin(), legacy.end());
+  if (r.has("curve_columns")) {
+    saved.clear();
+    std::istringstream in(r.string("curve_columns"));
+    for (std::string line; std::getline(in, line);) saved.push_back(line);
+  }
+  std::vector<std::ptrdiff_t> to(saved.size(), -1);  // saved column -> current column
+  for (std::size_t k = 0; k < saved.size(); ++k)
+    for (std::size_t c = 0; c < columns.size(); ++c)
+      if (saved[k] == columns[c]) to[k] = static_cast<std::ptrdiff_t>(c);
+  const auto flat = r.get<double>("curve");
+  std::vector<std::vector<double>> rows;
+  for (std::size_t i = 0; !saved.empty() && i + saved.size() <= flat.size(); i += saved.size()) {
+    std::vector<double> row(columns.size(), std::numeric_limits<double>::quiet_NaN());
+    for (std::size_t k = 0; k < saved.size(); ++k)
+      if (to[k] >= 0) row[static_cast<std::size_t>(to[k])] = flat[i + k];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+PeriodicEvaluation::PeriodicEvaluation(const TrainConfig& c)
+    : every_(c.eval_every_steps),
+      episodes_(c.eval_episodes),
+      stochastic_(c.eval_stochastic),
+      save_best_(c.eval_save_best),
+      max_episode_steps_(c.eval_max_episode_steps),
+      seed_(c.seed),
+      best_path_(c.output_prefix + "_best.ckpt") {}
+
+bool PeriodicEvaluation::due(std::int64_t env_steps, std::int64_t steps_per_iteration) const {
+  return every_ > 0 && env_steps / every_ > (env_steps - steps_per_iteration) / every_;
+}
+
+bool PeriodicEvaluation::evaluate(Communicator& comm, std::int64_t iteration, std::int64_t env_steps,
+                                  const std::function<EvalResult(int, bool, std::uint64_t, std::int64_t)>& evaluate) {
+  const std::uint64_t seed = seed_ + 1 + static_cast<std::uint64_t>(records_.size() + 1);
+  Record rec{iteration, env_steps, {}};
+  if (comm.rank() == 0) rec.result = evaluate(episodes_, stochastic_, seed, max_episode_steps_);
+  if (comm.size() > 1) {
+    // [episodes, truncated, capped, mean, std, returns..., lengths...] from rank 0.
+    std::array<std::int64_t, 1> n = {static_cast<std::int64_t>(rec.result.returns.size())};
+    comm.broadcast(std::span<std::int64_t>(n), 0);
+    std::vector<double> v(5 + 2 * static_cast<std::size_t>(n[0]));
+    if (comm.rank() == 0) {
+      v[1] = static_cast<double>(rec.result.truncated);
+      v[2] = static_cast<double>(rec.result.capped);
+      v[3] = rec.result.mean;
+      v[4] = rec.result.std;
+      for (std::size_t e = 0; e < rec.result.returns.size(); ++e) {
+        v[5 + e] = rec.result.returns[e];
+        v[5 + rec.result.returns.size() + e] = static_cast<double>(rec.result.lengths[e]);
+      }
+    }
+    comm.broadcast(std::span<double>(v), 0);
+    if (comm.rank() != 0) {
+      const auto e = static_cast<std::size_t>(n[0]);
+      rec.result.truncated = static_cast<std::size_t>(v[1]);
+      rec.result.capped = static_cast<std::size_t>(v[2]);
+      rec.result.mean = v[3];
+      rec.result.std = v[4];
+      rec.result.returns.assign(v.begin() + 5, v.begin() + 5 + static_cast<std::ptrdiff_t>(e));
+      for (std::size_t k = 0; k < e; ++k) rec.result.lengths.push_back(static_cast<std::int64_t>(v[5 + e + k]));
+    }
+  }
+  bool best = true;
+  for (const Record& r : records_) best = best && rec.result.mean > r.result.mean;
+  records_.push_back(std::move(rec));
+  return best;
+}
+
+std::array<double, kEvalCurveColumns.size()> PeriodicEvaluation::columns(std::int64_t iteration) const {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::array<double, kEvalCurveColumns.size()> out;
+  out.fill(nan);
+  for (const Record& r : records_) {
+    if (r.iteration != iteration) continue;
+    const EvalResult& e = r.result;
+    double len = 0;
+    for (const auto l : e.lengths) len += static_cast<double>(l);
+    out = {e.mean, e.std, *std::min_element(e.returns.begin(), e.returns.end()),
+           *std::max_element(e.returns.begin(), e.returns.end()), len / static_cast<double>(e.lengths.size())};
+  }
+  return out;
+}
+
+std::vector<io::TbScalar> PeriodicEvaluation::tensorboard_scalars(std::int64_t iteration) const {
+  const auto v = columns(iteration);
+  if (std::isnan(v[0])) return {};
+  return {{"eval/return_mean", v[0]}, {"eval/return_std", v[1]}, {"eval/length_mean", v[4]}};
+}
+
+std::string PeriodicEvaluation::line(bool new_best) const {
+  if (records_.empty()) return {};
+  const Record& r = records_.back();
+  const auto v = columns(r.iteration);
+  std::string s = fmt::format(
+      "eval  steps {}  return {:.2f} +- {:.2f} (min {:.4g}, max {:.4g}) over {} episode{}  "
+      "length {:.1f}",
+      r.env_steps, v[0], v[1], v[2], v[3], r.result.returns.size(), r.result.returns.size() == 1 ? "" : "s", v[4]);
+  if (r.result.capped > 0)
+    s += fmt::format("  ({} cut off at eval.max_episode_steps = {})", r.result.capped, max_episode_steps_);
+  if (new_best) s += save_best_ ? "  new best -> " + best_path_ : std::string("  new best");
+  return s + "\n";
+}
+
+void PeriodicEvaluation::save(io::CheckpointWriter& w) const {
+  std::vector<std::int64_t> it, steps, n, trunc, capped;
+  std::vector<double> ret, len;
+  for (const Record& r : records_) {
+    it.push_back(r.iteration);
+    steps.push_back(r.env_steps);
+    n.push_back(static_cast<std::int64_t>(r.result.returns.size()));
+    trunc.push_back(static_cast<std::int64_t>(r.result.truncated));
+    capped.push_back(static_cast<std::int64_t>(r.result.capped));
+    ret.insert(ret.end(), r.result.returns.begin(), r.result.returns.end());
+    for (const auto l : r.result.lengths) len.push_back(static_cast<double>(l));
+  }
+  w.add("eval/iteration", it);
+  w.add("eval/env_steps", steps);
+  w.add("eval/episodes", n);
+  w.add("eval/truncated", trunc);
+  w.add("eval/capped", capped);
+  w.add("eval/returns", ret);
+  w.add("eval/lengths", len);
+}
+
+void PeriodicEvaluation::load(const io::CheckpointReader& r, std::int64_t iteration) {
+  records_.clear();
+  if (!r.has("eval/iteration")) return;
+  const auto it = r.get<std::int64_t>("eval/iteration"), steps = r.get<std::int64_t>("eval/env_steps"),
+             n = r.get<std::int64_t>("eval/episodes"), trunc = r.get<std::int64_t>("eval/truncated"),
+             capped = r.get<std::int64_t>("eval/capped");
+  const auto ret = r.get<double>("eval/returns"), len = r.get<double>("eval/lengths");
+  std::size_t total = 0;
+  for (const auto k : n) total += static_cast<std::size_t>(std::max<std::int64_t>(k, 0));
+  if (steps.size() != it.size() || n.size() != it.size() || trunc.size() != it.size() || capped.size() != it.size() ||
+      ret.size() != total || len.size() != total)
+    throw IoError("rl: the checkpoint's eval/ sections disagree in length (a damaged file)");
+  std::size_t at = 0;
+  for (std::size_t k = 0; k < it.size(); ++k) {
+    Record rec{it[k], steps[k], {}};
+    const auto e = static_cast<std::size_t>(n[k]);
+    rec.result.returns.assign(ret.begin() + static_cast<std::ptrdiff_t>(at),
+                              ret.begin() + static_cast<std::ptrdiff_t>(at + e));
+    for (std::size_t j = 0; j < e; ++j) rec.result.lengths.push_back(static_cast<std::int64_t>(len[at + j]));
+    at += e;
+    rec.result.truncated = static_cast<std::size_t>(trunc[k]);
+    rec.result.capped = static_cast<std::size_t>(capped[k]);
+    double m = 0, v = 0;
+    for (const double x : rec.result.returns) m += x;
+    m /= static_cast<double>(std::max<std::size_t>(e, 1));
+    for (const double x : rec.result.returns) v += (x - m) * (x - m);
+    rec.result.mean = m;
+    rec.result.std = std::sqrt(v / static_cast<double>(std::max<std::size_t>(e, 1)));
+    if (rec.iteration <= iteration && e > 0) records_.push_back(std::move(rec));
+  }
+}
+
+void PeriodicEvaluation::write(io::H5Group& root) const {
+  if (records_.empty()) return;
+  io::H5Group g = root.create_group("eval");
+  std::size_t width = 0;
+  for (const Record& r : records_) width = std::max(width, r.result.returns.size());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> number, it, steps, mean, sd, len_mean, trunc, returns, lengths;
+  std::vector<double> episode(width);
+  for (std::size_t e = 0; e < width; ++e) episode[e] = static_cast<double>(e);
+  double best = -std::numeric_limits<double>::infinity(), best_steps = nan;
+  for (std::size_t k = 0; k < records_.size(); ++k) {
+    const Record& r = records_[k];
+    const auto v = columns(r.iteration);
+    number.push_back(static_cast<double>(k + 1));
+    it.push_back(static_cast<double>(r.iteration));
+    steps.push_back(static_cast<double>(r.env_steps));
+    mean.push_back(r.result.mean);
+    sd.push_back(r.result.std);
+    len_mean.push_back(v[4]);
+    trunc.push_back(static_cast<double>(r.result.truncated));
+    for (std::size_t e = 0; e < width; ++e) {
+      const bool has = e < r.result.returns.size();
+      returns.push_back(has ? r.result.returns[e] : nan);
+      lengths.push_back(has ? static_cast<double>(r.result.lengths[e]) : nan);
+    }
+    if (r.result.mean > best) {
+      best = r.result.mean;
+      best_steps = static_cast<double>(r.env_steps);
+    }
+  }
+  g.create_coordinate<double>("evaluation", number);
+  g.create_dimension("episode", width);
+  const std::pair<const char*, const std::vector<double>*> per_eval[] = {
+      {"iteration", &it},  {"env_steps", &steps},      {"return_mean", &mean},
+      {"return_std", &sd}, {"length_mean", &len_mean}, {"truncated", &trunc}};
+  for (const auto& [name, values] : per_eval) g.write_variable<double>(name, *values, {"evaluation"});
+  g.write_variable<double>("returns", returns, {"evaluation", "episode"});
+  g.write_variable<double>("lengths", lengths, {"evaluation", "episode"});
+  g.set_attribute("episodes", static_cast<std::int64_t>(episodes_));
+  g.set_attribute("stochastic", static_cast<std::int64_t>(stochastic_ ? 1 : 0));
+  g.set_attribute("max_episode_steps", max_episode_steps_);
+  g.set_attribute("best_return_mean", best);
+  g.set_attribute("best_env_steps", best_steps);
 }
 
 }  // namespace herd::rl::detail

@@ -189,6 +189,85 @@ class DeviceComm {
 std::unique_ptr<DeviceComm> make_device_comm(Communicator& comm, const Device& device, const std::string& device_text,
                                              const std::string& who);
 
+/// The curve as rows of `columns` from a checkpoint's "curve" and "curve_columns" sections,
+/// matched by name: a column the checkpoint lacks (one of an older version, which has no
+/// "curve_columns" and then the columns `legacy`) is NaN, a column this version lacks is
+/// dropped. @throws herd::IoError for a missing or malformed section.
+std::vector<std::vector<double>> load_curve(const io::CheckpointReader& r, std::span<const char* const> columns,
+                                            std::span<const char* const> legacy);
+
+/// Evaluation during training (`eval.every_steps` > 0), as Stable-Baselines3's EvalCallback:
+/// after the iteration that passes each multiple of `eval.every_steps` env steps, rank 0
+/// plays `eval.episodes` episodes with the current policy on an env of its own (global id
+/// 1<<20, never a training env; reset stream and action draws from seed `seed` + 1 + k for
+/// the k-th evaluation of the run, k = 1, 2, ..., so a resumed run evaluates the same
+/// episodes) and the result is broadcast, so that every rank records the same. The
+/// evaluation touches no training state (the caller evaluates a host copy of the
+/// networks), so the training's trajectory is the same with and without it. Holds every
+/// evaluation of the run (saved in checkpoints), the best mean return so far, and writes
+/// them to `<prefix>.h5`'s group `eval`. Not thread-safe.
+class PeriodicEvaluation {
+ public:
+  /// One evaluation: after iteration `iteration` at `env_steps` env steps.
+  struct Record {
+    std::int64_t iteration = 0, env_steps = 0;
+    EvalResult result;
+  };
+  /// Reads `eval.every_steps`, `eval.episodes`, `eval.stochastic`, `eval.save_best`,
+  /// `eval.max_episode_steps`, `seed` and `output_prefix` of `c`.
+  explicit PeriodicEvaluation(const TrainConfig& c);
+  /// True with `eval.every_steps` > 0.
+  bool enabled() const { return every_ > 0; }
+  /// True when an iteration that ended at `env_steps` after `steps_per_iteration` steps
+  /// passed a multiple of `eval.every_steps` (always false when not enabled).
+  bool due(std::int64_t env_steps, std::int64_t steps_per_iteration) const;
+  /// Runs `evaluate(episodes, stochastic, seed, max_episode_steps)` on rank 0 of `comm`,
+  /// broadcasts its result and records it. Returns true when its mean return beats every
+  /// earlier evaluation's. Collective over `comm`. @throws as `evaluate`.
+  bool evaluate(Communicator& comm, std::int64_t iteration, std::int64_t env_steps,
+                const std::function<EvalResult(int, bool, std::uint64_t, std::int64_t)>& evaluate);
+  /// The values of `kEvalCurveColumns` for the curve row of `iteration`: the evaluation
+  /// after that iteration, NaN when there was none.
+  std::array<double, kEvalCurveColumns.size()> columns(std::int64_t iteration) const;
+  /// TensorBoard scalars "eval/return_mean", "eval/return_std", "eval/length_mean" of the
+  /// evaluation after `iteration` (none when there was none).
+  std::vector<io::TbScalar> tensorboard_scalars(std::int64_t iteration) const;
+  /// The line the progress stream shows for the last evaluation, with its newline, e.g.
+  /// "eval  steps 20480  return 187.40 +- 12.31 (min 160, max 200) over 5 episodes  length 187.4  new best\n".
+  std::string line(bool new_best) const;
+  /// `<prefix>_best.ckpt`: written by the caller when `evaluate` returned true and
+  /// `eval.save_best` is on (`save_best()`).
+  const std::string& best_path() const { return best_path_; }
+  /// `eval.save_best`.
+  bool save_best() const { return save_best_; }
+  /// The evaluations so far, oldest first.
+  const std::vector<Record>& records() const { return records_; }
+  /// Checkpoint sections "eval/iteration", "eval/env_steps", "eval/episodes",
+  /// "eval/returns", "eval/lengths", "eval/truncated", "eval/capped" (every record, also
+  /// those of an earlier setting of eval.episodes).
+  void save(io::CheckpointWriter& w) const;
+  /// Restores the records of `save` (none when the checkpoint has no "eval/iteration": a
+  /// run without evaluation or of an older version), dropping those after `iteration`.
+  /// @throws herd::IoError for malformed sections.
+  void load(const io::CheckpointReader& r, std::int64_t iteration);
+  /// The group `eval` of `<prefix>.h5` when there are records: coordinate `evaluation`
+  /// (1, 2, ...), `iteration`, `env_steps`, `return_mean`, `return_std`, `length_mean`
+  /// `[evaluations]`, dimension `episode`, `returns` and `lengths` `[evaluations,
+  /// episodes]` (float64, NaN where an evaluation had fewer episodes), `truncated`
+  /// `[evaluations]`; attributes `episodes`, `stochastic`, `max_episode_steps`,
+  /// `best_return_mean`, `best_env_steps`. @throws herd::IoError
+  void write(io::H5Group& root) const;
+
+ private:
+  std::int64_t every_ = 0;
+  int episodes_ = 5;
+  bool stochastic_ = false, save_best_ = true;
+  std::int64_t max_episode_steps_ = 0;
+  std::uint64_t seed_ = 0;
+  std::string best_path_;
+  std::vector<Record> records_;
+};
+
 /// What `run_iterations` asks of a run.
 struct RunHooks {
   std::function<void()> iterate;                 ///< one iteration, its curve row logged

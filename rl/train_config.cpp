@@ -80,6 +80,18 @@ const io::Schema& train_schema() {
               "Stable-Baselines3's Atari evaluations: 27000 agent steps, 108000 frames); 0: no cap (an agent that "
               "never ends an episode then runs forever)")
         .min(0);
+    s.add_int("eval.every_steps", 0,
+              "evaluation during training: every this many env steps (all envs, all ranks), eval.episodes "
+              "episodes on a separate env with the current policy, recorded in the curve, <prefix>.h5's /eval and "
+              "the progress CSV (as Stable-Baselines3's EvalCallback); 0: none")
+        .min(0);
+    s.add_int("eval.episodes", 5, "episodes of each evaluation during training (eval.every_steps)").range(1, 100000);
+    s.add_bool("eval.stochastic", false,
+               "evaluation during training samples actions (DQN: epsilon-greedy with the final epsilon) instead of "
+               "the deterministic mode or greedy action");
+    s.add_bool("eval.save_best", true,
+               "write <prefix>_best.ckpt, a full checkpoint, at each evaluation whose mean return beats every earlier "
+               "one (Stable-Baselines3's best_model)");
     s.add_bool("logging.tensorboard", false,
                "also write TensorBoard event files (scalars of every iteration) to <prefix>_tb/");
     s.add_string("device", "cpu", "where the networks run and train: \"cpu\", \"cuda\" or \"cuda:<index>\"");
@@ -462,6 +474,16 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   c.checkpoint_period_seconds = st.get_float("checkpoint_period_seconds");
   c.progress_period = st.get_int("progress_period");
   c.eval_max_episode_steps = st.get_int("eval.max_episode_steps");
+  c.eval_every_steps = st.get_int("eval.every_steps");
+  c.eval_episodes = static_cast<int>(st.get_int("eval.episodes"));
+  c.eval_stochastic = st.get_bool("eval.stochastic");
+  c.eval_save_best = st.get_bool("eval.save_best");
+  if (user_input && c.eval_every_steps == 0) {
+    std::vector<std::string> set;
+    for (const char* k : {"eval.episodes", "eval.stochastic", "eval.save_best"})
+      if (st.is_set(k)) set.push_back(k);
+    if (!set.empty()) st.refuse_unread(set, "eval.every_steps = 0 (no evaluation during training)");
+  }
   c.tensorboard = st.get_bool("logging.tensorboard");
   c.device = st.get_string("device");
   {
@@ -670,7 +692,8 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   // an input file (or on resume), the text leaves them at their defaults instead of
   // setting keys that the algorithm refuses.
   // So are the keys that other settings make unread: algo.minibatch_size beside
-  // algo.num_minibatches, env.symbol without env.library, the serial sampler's threads.
+  // algo.num_minibatches, env.symbol without env.library, the serial sampler's threads,
+  // the evaluation's settings without eval.every_steps.
   if (text) {
     const bool by_num_minibatches = st.get_int("algo.num_minibatches") > 0;
     *text = st.describe([&c, by_num_minibatches](const std::string& key) {
@@ -680,6 +703,8 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       if (key == "env.symbol" && c.env_library.empty()) return std::string("not read without env.library");
       if (key == "sampler.num_threads" && c.sampler == "serial")
         return std::string("not read by sampler.kind = \"serial\"");
+      if (c.eval_every_steps == 0 && (key == "eval.episodes" || key == "eval.stochastic" || key == "eval.save_best"))
+        return std::string("not read without eval.every_steps");
       return std::string();
     });
   }

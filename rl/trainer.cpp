@@ -51,10 +51,7 @@ const std::vector<std::string>& fixed_on_resume() {
 
 // The curve's columns before the episode count, length range and the sampling and training
 // rates were added (checkpoints without "curve_columns").
-const std::vector<std::string>& legacy_curve_columns() {
-  static const std::vector<std::string> c(kCurveColumns.begin(), kCurveColumns.begin() + 16);
-  return c;
-}
+std::span<const char* const> legacy_curve_columns() { return std::span<const char* const>(kCurveColumns).first(16); }
 
 std::size_t curve_index(const char* name) {
   for (std::size_t c = 0; c < kCurveColumns.size(); ++c)
@@ -169,6 +166,7 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
   if (c.algorithm == "a2c") algo_ = std::make_unique<A2c>(*agent_, c.a2c(), dp, grads);
   else if (c.algorithm == "ppo") algo_ = std::make_unique<Ppo>(*agent_, c.ppo, dp, grads);
   else throw InputError("rl::Trainer: algorithm is \"" + c.algorithm + "\", but must be \"ppo\" or \"a2c\"");
+  eval_ = std::make_unique<detail::PeriodicEvaluation>(config_);
   wall_start_ = now_seconds();
 }
 
@@ -210,6 +208,39 @@ void Trainer::iterate() {
                     w.max_length,
                     spi / std::max(t_sampled - t0, 1e-9),
                     spi / std::max(t1 - t_sampled, 1e-9)});
+  // The evaluation columns: NaN unless `evaluate_if_due` evaluates after this iteration.
+  std::fill(curve_.back().end() - static_cast<std::ptrdiff_t>(kEvalCurveColumns.size()), curve_.back().end(),
+            std::numeric_limits<double>::quiet_NaN());
+}
+
+// After an iteration: evaluation when it passed a multiple of eval.every_steps, on a host
+// copy of the agent (so that the training's state is untouched), its columns in the
+// iteration's curve row. Returns true for a new best mean. Collective.
+bool Trainer::evaluate_if_due() {
+  if (!eval_->due(env_steps(), config_.steps_per_iteration())) return false;
+  const bool best = eval_->evaluate(
+      *comm_, iteration_, env_steps(), [this](int episodes, bool stochastic, std::uint64_t seed, std::int64_t cap) {
+        if (!eval_agent_) {
+          const auto env = make_env(config_.env);
+          AgentOptions ao = config_.agent;
+          ao.device = Device::cpu();
+          eval_agent_ = std::make_unique<ActorCriticAgent>(env->observation_space(), env->action_space(), ao);
+        }
+        eval_agent_->load_state_dict(agent_->state_dict());
+        const bool norm = config_.sampler_options.normalize_obs;
+        return evaluate_policy(*eval_agent_, config_.env, norm ? &sampler_->obs_rms() : nullptr, episodes, stochastic,
+                               seed, cap);
+      });
+  const auto ev = eval_->columns(iteration_);
+  std::copy(ev.begin(), ev.end(), curve_.back().end() - static_cast<std::ptrdiff_t>(ev.size()));
+  return best;
+}
+
+std::vector<double> Trainer::csv_values(const CurveRow& row) const {
+  const ProgressRow p = progress_row(row);
+  std::vector<double> v(p.begin(), p.end());
+  if (eval_->enabled()) v.insert(v.end(), row.end() - static_cast<std::ptrdiff_t>(kEvalCurveColumns.size()), row.end());
+  return v;
 }
 
 // Every rank's finished episodes (rank order) into the recent window, on every rank.
@@ -225,29 +256,41 @@ void Trainer::open_logs() {
   if (comm_->rank() != 0) return;
   std::vector<std::string> blank;
   if (config_.algorithm == "a2c") blank = {"approx_kl", "clip_fraction"};  // one step at ratio 1: no such quantity
-  csv_ = std::make_unique<ProgressCsv>(progress_path(), blank);
+  std::vector<std::string> columns(kProgressColumns.begin(), kProgressColumns.end());
+  if (eval_->enabled()) columns.insert(columns.end(), kEvalCurveColumns.begin(), kEvalCurveColumns.end());
+  csv_ = std::make_unique<ProgressCsv>(progress_path(), columns,
+                                       std::vector<std::string>{"iteration", "env_steps", "episodes"}, blank);
   if (iteration_ == 0) {
     csv_->start();
   } else {
-    std::vector<ProgressRow> rows;
+    std::vector<std::vector<double>> rows;
     rows.reserve(curve_.size());
-    for (const auto& r : curve_) rows.push_back(progress_row(r));
-    csv_->resume(rows);
+    for (const auto& r : curve_) rows.push_back(csv_values(r));
+    csv_->resume_values(rows);
   }
   if (config_.tensorboard) tb_ = detail::open_tensorboard(tensorboard_dir(), env_steps());
 }
 
 void Trainer::log_row(const CurveRow& row) {
-  if (csv_) csv_->append(progress_row(row));
-  if (tb_) tb_->add_scalars(static_cast<std::int64_t>(row[1]), tensorboard_scalars(row));
+  if (csv_) csv_->append_values(csv_values(row));
+  if (tb_) {
+    std::vector<io::TbScalar> s = tensorboard_scalars(row);
+    const auto ev = eval_->tensorboard_scalars(iteration_);
+    s.insert(s.end(), ev.begin(), ev.end());
+    tb_->add_scalars(static_cast<std::int64_t>(row[1]), s);
+  }
 }
 
 RunEnd Trainer::run(std::ostream* progress, std::int64_t stop_after, const volatile std::sig_atomic_t* interrupt) {
   open_logs();
   detail::RunHooks hooks;
-  hooks.iterate = [this] {
+  hooks.iterate = [this, progress] {
     iterate();
+    const bool evaluated = eval_->due(env_steps(), config_.steps_per_iteration());
+    const bool best = evaluate_if_due();
     log_row(curve_.back());
+    if (evaluated && progress && comm_->rank() == 0) *progress << eval_->line(best) << std::flush;
+    if (best && eval_->save_best()) save_checkpoint(eval_->best_path());
   };
   hooks.env_steps = [this] { return env_steps(); };
   hooks.mean_return = [this] { return recent_mean_return(); };
@@ -278,6 +321,7 @@ void Trainer::save_checkpoint(const std::string& path) const {
   detail::save_recent(w, recent_);
   detail::save_curve(w, curve_, kCurveColumns);
   w.add_value("episodes_total", episodes_total_);
+  eval_->save(w);
   w.commit(path);
 }
 
@@ -306,33 +350,17 @@ void Trainer::load_checkpoint(const std::string& path) {
     sampler_->load(detail::rank_section(r, path, "sampler/", comm_->rank(), "herd.rl.sampler"), "");
   }
   detail::load_recent(r, recent_);
-  // The curve by column name (a checkpoint of an older version has fewer columns: the
-  // others are NaN), and the episode count (unknown in such a checkpoint).
-  bool has_columns = false;
-  episodes_total_ = std::numeric_limits<double>::quiet_NaN();
-  for (const auto& name : r.names()) {
-    if (name == "curve_columns") has_columns = true;
-    if (name == "episodes_total") episodes_total_ = r.value<double>("episodes_total");
-  }
-  std::vector<std::string> saved = legacy_curve_columns();
-  if (has_columns) {
-    saved.clear();
-    std::istringstream in(r.string("curve_columns"));
-    for (std::string line; std::getline(in, line);) saved.push_back(line);
-  }
-  std::vector<std::ptrdiff_t> to(saved.size(), -1);  // saved column -> current column
-  for (std::size_t k = 0; k < saved.size(); ++k)
-    for (std::size_t c = 0; c < kCurveColumns.size(); ++c)
-      if (saved[k] == kCurveColumns[c]) to[k] = static_cast<std::ptrdiff_t>(c);
-  const auto curve = r.get<double>("curve");
+  // The episode count (unknown in a checkpoint of an older version) and the curve by column
+  // name (such a checkpoint has fewer columns: the others are NaN).
+  episodes_total_ =
+      r.has("episodes_total") ? r.value<double>("episodes_total") : std::numeric_limits<double>::quiet_NaN();
   curve_.clear();
-  for (std::size_t i = 0; !saved.empty() && i + saved.size() <= curve.size(); i += saved.size()) {
-    CurveRow row;
-    row.fill(std::numeric_limits<double>::quiet_NaN());
-    for (std::size_t k = 0; k < saved.size(); ++k)
-      if (to[k] >= 0) row[static_cast<std::size_t>(to[k])] = curve[i + k];
-    curve_.push_back(row);
+  for (const auto& row : detail::load_curve(r, kCurveColumns, legacy_curve_columns())) {
+    CurveRow c;
+    std::copy(row.begin(), row.end(), c.begin());
+    curve_.push_back(c);
   }
+  eval_->load(r, iteration_);
 }
 
 void Trainer::write_output(const std::string& path) const {
@@ -340,6 +368,7 @@ void Trainer::write_output(const std::string& path) const {
   io::H5Group root = f.root();
   detail::write_output_head(root, config_text_, config_.env, config_.algorithm, curve_, kCurveColumns);
   detail::write_parameters(root, "policy", agent_->state_dict());
+  eval_->write(root);
   io::H5Group rms = root.create_group("obs_rms");
   const RunningMeanStd& o = sampler_->obs_rms();
   rms.write("mean", o.mean());

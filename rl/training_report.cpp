@@ -87,6 +87,24 @@ PlotSeries series(const TrainingCurve& c, const std::vector<double>& x, const st
   return s;
 }
 
+/// As `series` for a column with values in some rows only (the evaluation columns, NaN
+/// between evaluations): its finite points, thinned to kMaxPoints, so that the line joins
+/// the evaluations instead of breaking at every row between them.
+PlotSeries sparse_series(const TrainingCurve& c, const std::vector<double>& x, const std::string& col,
+                         std::string label) {
+  PlotSeries s(std::move(label), {}, {});
+  const std::vector<double>* y = c.column(col);
+  if (y == nullptr) return s;
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < y->size() && i < x.size(); ++i)
+    if (std::isfinite((*y)[i])) rows.push_back(i);
+  for (std::size_t k : io::thin_indices(rows.size(), kMaxPoints)) {
+    s.x.push_back(x[rows[k]]);
+    s.y.push_back((*y)[rows[k]]);
+  }
+  return s;
+}
+
 std::string last_finite(const std::vector<double>* v, const char* format = "{:.4g}") {
   if (v == nullptr) return "NA";
   for (auto it = v->rbegin(); it != v->rend(); ++it)
@@ -295,14 +313,18 @@ std::string write_training_report(const std::string& prefix, const std::string& 
   // Evaluation returns: columns eval_return_mean (and _min/_max) when the run records them.
   if (any_finite(c.column("eval_return_mean"))) {
     Plot ev = panel("evaluation return", x_label, "return");
-    ev.series.push_back(series(c, x, "eval_return_mean", "mean"));
+    ev.series.push_back(sparse_series(c, x, "eval_return_mean", "mean"));
     for (const char* k : {"eval_return_min", "eval_return_max"})
-      if (c.column(k)) ev.series.push_back(series(c, x, k, std::string(k).substr(12)));
-    r.figure({ev}, 1, "Returns of the evaluation episodes (deterministic policy).", "evaluation");
+      if (c.column(k)) ev.series.push_back(sparse_series(c, x, k, std::string(k).substr(12)));
+    r.figure({ev}, 1,
+             "Returns of the evaluation episodes played during training (eval.every_steps, on an env of their own; "
+             "the mode action or greedy unless eval.stochastic): mean, minimum and maximum of each evaluation.",
+             "evaluation");
   } else {
     r.note(Level::kInfo,
            "No evaluation returns were recorded during training: the curves above are training "
-           "episodes (stochastic policy). Evaluate a checkpoint with herd-rl eval PREFIX.ckpt.");
+           "episodes (stochastic policy). Evaluate a checkpoint with herd-rl eval PREFIX.ckpt, or during "
+           "training with eval.every_steps.");
   }
 
   r.heading("Losses and diagnostics");

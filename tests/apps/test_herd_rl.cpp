@@ -180,6 +180,53 @@ TEST_CASE("herd-rl train --resume continues to the same result", "[rl][apps]") {
   CHECK(a.root().read<double>("curve/return_mean").size() == b.root().read<double>("curve/return_mean").size());
 }
 
+TEST_CASE("herd-rl train with eval.every_steps: progress lines, CSV columns, best checkpoint, report, resume",
+          "[rl][apps]") {
+  const fs::path d = workdir("eval_during_training");
+  std::ofstream(d / "small.toml") << kSmall << "[eval]\nevery_steps = 256\nepisodes = 2\n";
+  const Run r = run(d, "train small.toml");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  // 8 iterations of 128 steps: evaluations after iterations 2, 4, 6, 8.
+  std::size_t n = 0;
+  for (const auto& line : lines_of(r.out))
+    if (line.rfind("eval  steps ", 0) == 0) ++n;
+  CHECK(n == 4);
+  CHECK_THAT(r.out, Contains("eval  steps 256  return ") && Contains("over 2 episodes") &&
+                        Contains("new best -> run_best.ckpt"));
+  CHECK(fs::exists(d / "run_best.ckpt"));
+  CHECK_THAT(lines_of(slurp(d / "run_progress.csv")).front(),
+             Contains(",train_steps_per_s,eval_return_mean,eval_return_std,eval_return_min,eval_return_max,"
+                      "eval_length_mean"));
+  CHECK_THAT(slurp(d / "run_report.html"), Contains("Returns of the evaluation episodes played during training"));
+  // herd-rl eval takes the best checkpoint.
+  const Run best = run(d, "eval run_best.ckpt --episodes 2");
+  CHECK(best.rc == 0);
+  CHECK_THAT(best.out, Contains("episodes = 2"));
+  // A stopped and resumed run records the same evaluations.
+  REQUIRE(run(d, "train small.toml --quiet --set output_prefix=part --stop-after 3").rc == 0);
+  REQUIRE(run(d, "train small.toml --quiet --set output_prefix=part --resume").rc == 0);
+  auto a = herd::io::H5File::open((d / "run.h5").string());
+  auto b = herd::io::H5File::open((d / "part.h5").string());
+  CHECK(a.root().read<double>("eval/returns") == b.root().read<double>("eval/returns"));
+  CHECK(a.root().read<double>("eval/env_steps") == std::vector<double>{256, 512, 768, 1024});
+  // An earlier run's best checkpoint is an output like the others: refused without
+  // --overwrite, removed by it (a run without evaluation writes none).
+  for (const char* s : {"run.ckpt", "run.h5", "run_progress.csv", "run_report.html"}) fs::remove(d / s);
+  const Run again = run(d, "train small.toml --quiet --set eval.every_steps=0 --set eval.episodes=5");
+  CHECK(again.rc == 2);
+  CHECK_THAT(again.err, Contains("eval.episodes") && Contains("eval.every_steps = 0"));
+  const Run refused = run(d, "train small.toml --quiet --set eval.every_steps=0");
+  CHECK(refused.rc == 2);
+  CHECK_THAT(refused.err, Contains("eval.episodes"));  // set in small.toml, unread without every_steps
+  std::ofstream(d / "plain.toml") << kSmall;
+  const Run stale = run(d, "train plain.toml --quiet");
+  CHECK(stale.rc == 2);
+  CHECK_THAT(stale.err, Contains("run_best.ckpt exists"));
+  REQUIRE(run(d, "train plain.toml --quiet --overwrite").rc == 0);
+  CHECK_FALSE(fs::exists(d / "run_best.ckpt"));
+}
+
 TEST_CASE("herd-rl train: the progress CSV of a resumed run continues it; --quiet; TensorBoard files", "[rl][apps]") {
   const fs::path d = workdir("progress");
   std::ofstream(d / "small.toml") << kSmall;

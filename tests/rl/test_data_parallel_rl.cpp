@@ -15,7 +15,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -481,4 +483,51 @@ TEST_CASE("Data-parallel DqnTrainer and Trainer on CUDA devices: refused only wi
   CHECK_THROWS_WITH(Trainer(p, "x", &comm), "rl::Trainer: device is \"cuda:0\" with " + n + why);
 #endif
   comm.barrier();
+}
+
+TEST_CASE("Data-parallel evaluation during training: rank 0 evaluates, every rank records the same", "[rl][mpi]") {
+  MpiCommunicator comm;
+  const std::string n = std::to_string(comm.size());
+  for (const std::string algo : {"ppo", "dqn"}) {
+    INFO(algo);
+    const std::string prefix = "test_rl_mpi_eval_" + algo + "_np" + n;
+    std::string text;
+    TrainConfig c;
+    std::unique_ptr<TrainingRun> run;
+    std::vector<std::vector<double>> curve;
+    if (algo == "dqn") {
+      c = parse_train_config("progress_period = 0\n" + dqn_config_text(comm.size(), prefix) +
+                                 "[eval]\nevery_steps = " + std::to_string(2 * 64 * comm.size()) + "\nepisodes = 2\n",
+                             &text, comm.size());
+      auto t = std::make_unique<DqnTrainer>(c, text, &comm);
+      CHECK(t->run(nullptr) == RunEnd::kDone);
+      for (const auto& r : t->curve()) curve.push_back(dqn_row(r));
+    } else {
+      c = mpi_config("ppo", "parallel", comm.size());
+      c.output_prefix = prefix;
+      c.progress_period = 0;
+      c.eval_every_steps = 2 * c.steps_per_iteration();
+      c.eval_episodes = 2;
+      Trainer t(c, "x", &comm);
+      CHECK(t.run(nullptr) == RunEnd::kDone);
+      for (const auto& r : t.curve()) {
+        std::vector<double> row(r.begin(), r.end());
+        for (std::size_t k = 0; k < row.size(); ++k)
+          if (is_wall_clock_column(kCurveColumns[k])) row[k] = 0;
+        curve.push_back(row);
+      }
+    }
+    REQUIRE(curve.size() == 6u);
+    for (std::size_t r = 0; r < curve.size(); ++r) {
+      const double eval_mean = curve[r][curve[r].size() - kEvalCurveColumns.size()];
+      CHECK(std::isfinite(eval_mean) == (r % 2 == 1));  // after iterations 2, 4 and 6
+      CHECK(same_on_all_ranks(comm, curve[r]));
+    }
+    comm.barrier();
+    if (comm.rank() == 0) {
+      CHECK(std::ifstream(prefix + "_best.ckpt").good());
+      for (const char* s : {".ckpt", ".h5", "_progress.csv", "_best.ckpt"}) std::remove((prefix + s).c_str());
+    }
+    comm.barrier();
+  }
 }

@@ -30,7 +30,7 @@ namespace herd::rl {
 /// sampled batches), `target_mean` and `grad_norm` are means over the iteration's gradient
 /// steps (NaN without one); `epsilon` and `beta` are the values at the iteration's end;
 /// `gradient_steps` counts all gradient steps so far; `replay_size` the valid transitions.
-inline constexpr std::array<const char*, 22> kDqnCurveColumns = {"iteration",
+inline constexpr std::array<const char*, 27> kDqnCurveColumns = {"iteration",
                                                                  "env_steps",
                                                                  "wall_seconds",
                                                                  "return_mean",
@@ -51,7 +51,12 @@ inline constexpr std::array<const char*, 22> kDqnCurveColumns = {"iteration",
                                                                  "replay_size",
                                                                  "steps_per_second",
                                                                  "sample_steps_per_second",
-                                                                 "train_steps_per_second"};
+                                                                 "train_steps_per_second",
+                                                                 "eval_return_mean",
+                                                                 "eval_return_std",
+                                                                 "eval_return_min",
+                                                                 "eval_return_max",
+                                                                 "eval_length_mean"};
 
 /// Columns of a DQN run's `<prefix>_progress.csv` (a subset of the curve, named as PPO's
 /// CSV where they mean the same).
@@ -188,6 +193,7 @@ class DqnTrainer final : public TrainingRun {
   void save_local(io::CheckpointWriter& w) const;
   void load_local(const io::CheckpointReader& r, const std::string& path);
   void open_logs();
+  bool evaluate_if_due();
   std::vector<double> progress_values(const std::vector<double>& row) const;
   TrainConfig config_;
   std::string config_text_;
@@ -221,6 +227,8 @@ class DqnTrainer final : public TrainingRun {
   std::vector<std::vector<double>> curve_;
   double wall_offset_ = 0, wall_start_ = 0;
   int interrupted_by_ = 0;
+  std::unique_ptr<detail::PeriodicEvaluation> eval_;
+  std::unique_ptr<QNetwork> eval_q_;  // host copy of the online network that evaluation plays
   std::unique_ptr<ProgressCsv> csv_;
   std::unique_ptr<io::TensorBoardWriter> tb_;  // with logging.tensorboard, during `run`
 };

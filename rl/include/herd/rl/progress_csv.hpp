@@ -42,8 +42,10 @@ class ProgressCsv {
   /// A CSV of other columns (DQN's learning curve): `columns` in order, those named in
   /// `integer_columns` written as integers; the first column must count the rows from 1
   /// (the iteration, as the resume rule reads it). Rows are given with `append_values` /
-  /// `resume_values`. @throws herd::InputError for no columns or an unknown integer column.
-  ProgressCsv(std::string path, std::vector<std::string> columns, const std::vector<std::string>& integer_columns);
+  /// `resume_values`; `blank` as above. @throws herd::InputError for no columns or an
+  /// unknown integer or blank column.
+  ProgressCsv(std::string path, std::vector<std::string> columns, const std::vector<std::string>& integer_columns,
+              const std::vector<std::string>& blank = {});
 
   /// Starts a fresh run: replaces the file atomically by one holding the header only (a
   /// kill leaves the old file or the new one). @throws herd::IoError

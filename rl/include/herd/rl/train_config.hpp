@@ -37,6 +37,12 @@ struct TrainConfig {
   /// `eval.max_episode_steps`: `herd-rl eval` cuts an episode off after this many steps and
   /// reports it as truncated (0: no cap).
   std::int64_t eval_max_episode_steps = 27000;
+  /// `eval.every_steps`: evaluation during training after the iteration that passes each
+  /// multiple of this many env steps (all ranks); 0: none.
+  std::int64_t eval_every_steps = 0;
+  int eval_episodes = 5;                  ///< `eval.episodes`: episodes of each evaluation during training
+  bool eval_stochastic = false;           ///< `eval.stochastic`: sampled (DQN: epsilon-greedy) actions
+  bool eval_save_best = true;             ///< `eval.save_best`: `<prefix>_best.ckpt` at each new best mean
   std::string algorithm = "ppo";          ///< "ppo", "a2c" or "dqn"
   std::uint64_t seed = 0;                 ///< seed of every random stream
   std::int64_t total_steps = 100000;      ///< env steps to train (rounded up to whole rollouts)

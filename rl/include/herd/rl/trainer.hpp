@@ -25,8 +25,16 @@
 namespace herd::rl {
 
 namespace detail {
-class DeviceComm;  // the gradients' NCCL communicator (rl/run_common.hpp, private to rl/)
+class DeviceComm;          // the gradients' NCCL communicator (rl/run_common.hpp, private to rl/)
+class PeriodicEvaluation;  // evaluation during training (rl/run_common.hpp)
 }  // namespace detail
+
+/// Curve columns of evaluation during training (`eval.every_steps`; the last columns of
+/// PPO/A2C's and DQN's curves, and of the progress CSV when evaluation is on): the mean,
+/// population standard deviation, minimum and maximum undiscounted return and the mean
+/// length of the evaluation episodes played after that iteration; NaN in the other rows.
+inline constexpr std::array<const char*, 5> kEvalCurveColumns = {
+    "eval_return_mean", "eval_return_std", "eval_return_min", "eval_return_max", "eval_length_mean"};
 
 /// Columns of the learning curve, one row per iteration (names of the HDF5 datasets under
 /// `/curve`). Returns and episode lengths are over the last 100 finished training episodes
@@ -34,8 +42,8 @@ class DeviceComm;  // the gradients' NCCL communicator (rl/run_common.hpp, priva
 /// minibatches; `episodes` counts the training episodes finished so far (all ranks);
 /// `steps_per_second` is the iteration's env steps over its wall time, the sampling and
 /// training rates the same steps over the time of collecting the rollout and of the
-/// advantages plus update.
-inline constexpr std::array<const char*, 21> kCurveColumns = {"iteration",
+/// advantages plus update; then the evaluation columns (`kEvalCurveColumns`).
+inline constexpr std::array<const char*, 26> kCurveColumns = {"iteration",
                                                               "env_steps",
                                                               "wall_seconds",
                                                               "return_mean",
@@ -55,7 +63,12 @@ inline constexpr std::array<const char*, 21> kCurveColumns = {"iteration",
                                                               "episode_length_min",
                                                               "episode_length_max",
                                                               "sample_steps_per_second",
-                                                              "train_steps_per_second"};
+                                                              "train_steps_per_second",
+                                                              "eval_return_mean",
+                                                              "eval_return_std",
+                                                              "eval_return_min",
+                                                              "eval_return_max",
+                                                              "eval_length_mean"};
 
 /// True for the curve columns measured by the wall clock (they differ between runs that
 /// are otherwise bit-identical, e.g. a resumed run and an uninterrupted one).
@@ -204,6 +217,8 @@ class Trainer final : public TrainingRun {
   void gather_episodes();
   void open_logs();
   void log_row(const CurveRow& row);
+  bool evaluate_if_due();
+  std::vector<double> csv_values(const CurveRow& row) const;
   TrainConfig config_;
   std::string config_text_;
   std::vector<std::string> changed_on_resume_;
@@ -221,8 +236,10 @@ class Trainer final : public TrainingRun {
   int interrupted_by_ = 0;
   double episodes_total_ = 0;  // finished training episodes, all ranks (NaN: unknown, an older checkpoint)
   std::vector<CurveRow> curve_;
-  std::unique_ptr<ProgressCsv> csv_;           // rank 0, during `run`
-  std::unique_ptr<io::TensorBoardWriter> tb_;  // rank 0 with logging.tensorboard, during `run`
+  std::unique_ptr<detail::PeriodicEvaluation> eval_;
+  std::unique_ptr<ActorCriticAgent> eval_agent_;  // host copy of the agent that evaluation plays
+  std::unique_ptr<ProgressCsv> csv_;              // rank 0, during `run`
+  std::unique_ptr<io::TensorBoardWriter> tb_;     // rank 0 with logging.tensorboard, during `run`
 };
 
 /// Result of `evaluate_policy`: per-episode returns, their mean and population std, lengths

@@ -56,6 +56,9 @@ class TrainingRun {
   virtual void write_output(const std::string& path) const = 0;
   /// `<prefix>.ckpt`.
   std::string checkpoint_path() const { return config().output_prefix + ".ckpt"; }
+  /// `<prefix>_best.ckpt`: the checkpoint of the best evaluation during training
+  /// (`eval.every_steps`, `eval.save_best`).
+  std::string best_checkpoint_path() const { return config().output_prefix + "_best.ckpt"; }
   /// `<prefix>.h5`.
   std::string output_path() const { return config().output_prefix + ".h5"; }
   /// `<prefix>_progress.csv`.
