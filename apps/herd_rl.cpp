@@ -492,7 +492,14 @@ int run_main(int argc, char** argv) {
   if (complete) {
     // Nothing is rewritten; only an output lost to a kill between the final checkpoint and
     // the output file is written again (rank 0).
-    if (!quiet)
+    if (!quiet && trainer->iteration() < trainer->config().num_iterations())
+      std::printf(
+          "herd-rl: %s is complete (its evaluation after iteration %lld reached eval.stop_return = %g): nothing to "
+          "train; raise or unset eval.stop_return to train further, or pass --overwrite (instead of --resume) to "
+          "start afresh\n",
+          trainer->checkpoint_path().c_str(), static_cast<long long>(trainer->iteration()),
+          trainer->config().eval_stop_return.value_or(0.0));
+    else if (!quiet)
       std::printf(
           "herd-rl: %s is complete (%lld iterations done; total_steps = %lld needs %lld): nothing to train; "
           "raise total_steps to train further, or pass --overwrite (instead of --resume) to start afresh\n",

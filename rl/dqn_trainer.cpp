@@ -186,6 +186,10 @@ DqnTrainer::DqnTrainer(const TrainConfig& c, std::string text, Communicator* com
 
 DqnTrainer::~DqnTrainer() = default;
 
+bool DqnTrainer::done() const {
+  return iteration_ >= config_.num_iterations() || eval_->reached_stop_return(iteration_);
+}
+
 double DqnTrainer::recent_mean_return() const { return detail::recent_stats(recent_).mean_return; }
 
 double DqnTrainer::epsilon() const {

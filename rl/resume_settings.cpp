@@ -75,7 +75,7 @@ std::vector<std::string> trajectory_changes(const std::string& saved_text, const
       "progress_period",     "logging.tensorboard", "sampler.kind",
       "sampler.num_threads", "max_memory",          "eval.max_episode_steps",
       "eval.every_steps",    "eval.episodes",       "eval.stochastic",
-      "eval.save_best"};
+      "eval.save_best",      "eval.stop_return"};
   const auto saved = config_values(saved_text), now = config_values(now_text);
   std::vector<std::string> out;
   for (const auto& [key, value] : saved) {

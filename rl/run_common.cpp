@@ -356,7 +356,13 @@ PeriodicEvaluation::PeriodicEvaluation(const TrainConfig& c)
       save_best_(c.eval_save_best),
       max_episode_steps_(c.eval_max_episode_steps),
       seed_(c.seed),
-      best_path_(c.output_prefix + "_best.ckpt") {}
+      best_path_(c.output_prefix + "_best.ckpt"),
+      stop_return_(c.eval_stop_return) {}
+
+bool PeriodicEvaluation::reached_stop_return(std::int64_t iteration) const {
+  return stop_return_ && !records_.empty() && records_.back().iteration == iteration &&
+         records_.back().result.mean >= *stop_return_;
+}
 
 bool PeriodicEvaluation::due(std::int64_t env_steps, std::int64_t steps_per_iteration) const {
   return every_ > 0 && env_steps / every_ > (env_steps - steps_per_iteration) / every_;
@@ -431,7 +437,11 @@ std::string PeriodicEvaluation::line(bool new_best) const {
   if (r.result.capped > 0)
     s += fmt::format("  ({} cut off at eval.max_episode_steps = {})", r.result.capped, max_episode_steps_);
   if (new_best) s += save_best_ ? "  new best -> " + best_path_ : std::string("  new best");
-  return s + "\n";
+  s += "\n";
+  if (reached_stop_return(r.iteration))
+    s += fmt::format("eval  mean return {:.2f} >= eval.stop_return = {}: training stops after iteration {}\n", v[0],
+                     *stop_return_, r.iteration);
+  return s;
 }
 
 void PeriodicEvaluation::save(io::CheckpointWriter& w) const {

@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -205,7 +206,8 @@ std::vector<std::vector<double>> load_curve(const io::CheckpointReader& r, std::
 /// evaluation touches no training state (the caller evaluates a host copy of the
 /// networks), so the training's trajectory is the same with and without it. Holds every
 /// evaluation of the run (saved in checkpoints), the best mean return so far, and writes
-/// them to `<prefix>.h5`'s group `eval`. Not thread-safe.
+/// them to `<prefix>.h5`'s group `eval`; with `eval.stop_return`, says when training ends.
+/// Not thread-safe.
 class PeriodicEvaluation {
  public:
   /// One evaluation: after iteration `iteration` at `env_steps` env steps.
@@ -233,13 +235,17 @@ class PeriodicEvaluation {
   /// evaluation after `iteration` (none when there was none).
   std::vector<io::TbScalar> tensorboard_scalars(std::int64_t iteration) const;
   /// The line the progress stream shows for the last evaluation, with its newline, e.g.
-  /// "eval  steps 20480  return 187.40 +- 12.31 (min 160, max 200) over 5 episodes  length 187.4  new best\n".
+  /// "eval  steps 20480  return 187.40 +- 12.31 (min 160, max 200) over 5 episodes  length 187.4  new best\n",
+  /// then a line saying that training stops when it reached `eval.stop_return`.
   std::string line(bool new_best) const;
   /// `<prefix>_best.ckpt`: written by the caller when `evaluate` returned true and
   /// `eval.save_best` is on (`save_best()`).
   const std::string& best_path() const { return best_path_; }
   /// `eval.save_best`.
   bool save_best() const { return save_best_; }
+  /// True when `eval.stop_return` is set and the evaluation after iteration `iteration`
+  /// (the last one recorded) reached it: training ends there.
+  bool reached_stop_return(std::int64_t iteration) const;
   /// The evaluations so far, oldest first.
   const std::vector<Record>& records() const { return records_; }
   /// Checkpoint sections "eval/iteration", "eval/env_steps", "eval/episodes",
@@ -265,6 +271,7 @@ class PeriodicEvaluation {
   std::int64_t max_episode_steps_ = 0;
   std::uint64_t seed_ = 0;
   std::string best_path_;
+  std::optional<double> stop_return_;
   std::vector<Record> records_;
 };
 

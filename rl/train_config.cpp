@@ -92,6 +92,9 @@ const io::Schema& train_schema() {
     s.add_bool("eval.save_best", true,
                "write <prefix>_best.ckpt, a full checkpoint, at each evaluation whose mean return beats every earlier "
                "one (Stable-Baselines3's best_model)");
+    s.add_float("eval.stop_return", std::nullopt,
+                "training ends after an evaluation during training whose mean return is at least this "
+                "(Stable-Baselines3's StopTrainingOnRewardThreshold); unset: never");
     s.add_bool("logging.tensorboard", false,
                "also write TensorBoard event files (scalars of every iteration) to <prefix>_tb/");
     s.add_string("device", "cpu", "where the networks run and train: \"cpu\", \"cuda\" or \"cuda:<index>\"");
@@ -478,9 +481,10 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
   c.eval_episodes = static_cast<int>(st.get_int("eval.episodes"));
   c.eval_stochastic = st.get_bool("eval.stochastic");
   c.eval_save_best = st.get_bool("eval.save_best");
+  if (st.is_set("eval.stop_return")) c.eval_stop_return = st.get_float("eval.stop_return");
   if (user_input && c.eval_every_steps == 0) {
     std::vector<std::string> set;
-    for (const char* k : {"eval.episodes", "eval.stochastic", "eval.save_best"})
+    for (const char* k : {"eval.episodes", "eval.stochastic", "eval.save_best", "eval.stop_return"})
       if (st.is_set(k)) set.push_back(k);
     if (!set.empty()) st.refuse_unread(set, "eval.every_steps = 0 (no evaluation during training)");
   }
@@ -703,7 +707,8 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
       if (key == "env.symbol" && c.env_library.empty()) return std::string("not read without env.library");
       if (key == "sampler.num_threads" && c.sampler == "serial")
         return std::string("not read by sampler.kind = \"serial\"");
-      if (c.eval_every_steps == 0 && (key == "eval.episodes" || key == "eval.stochastic" || key == "eval.save_best"))
+      if (c.eval_every_steps == 0 &&
+          (key == "eval.episodes" || key == "eval.stochastic" || key == "eval.save_best" || key == "eval.stop_return"))
         return std::string("not read without eval.every_steps");
       return std::string();
     });

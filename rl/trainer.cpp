@@ -172,6 +172,8 @@ Trainer::Trainer(const TrainConfig& c, std::string text, Communicator* comm)
 
 Trainer::~Trainer() = default;
 
+bool Trainer::done() const { return iteration_ >= config_.num_iterations() || eval_->reached_stop_return(iteration_); }
+
 double Trainer::recent_mean_return() const { return detail::recent_stats(recent_).mean_return; }
 
 void Trainer::iterate() {

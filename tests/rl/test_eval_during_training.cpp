@@ -34,8 +34,7 @@ TrainConfig config(const std::string& algo, const std::string& prefix, std::vect
   if (algo == "dqn")
     sets.insert(sets.end(), {"sampler.num_envs=2", "sampler.num_steps=50", "total_steps=600", "network.hidden=[16, 16]",
                              "dqn.learning_starts=60", "dqn.batch_size=8", "dqn.target_update_interval=40"});
-  else
-    sets.insert(sets.end(), {"sampler.num_envs=4", "sampler.num_steps=16", "total_steps=384", "normalize.obs=true"});
+  else sets.insert(sets.end(), {"sampler.num_envs=4", "sampler.num_steps=16", "total_steps=384", "normalize.obs=true"});
   if (algo == "ppo") sets.insert(sets.end(), {"algo.epochs=2", "algo.minibatch_size=32"});
   sets.insert(sets.end(), extra.begin(), extra.end());
   return resolve_train_config(io::Config("<test>"), sets, text);
@@ -182,15 +181,50 @@ TEST_CASE("Evaluation during training: when, what it records, unchanged trajecto
   }
 }
 
+TEST_CASE("Evaluation during training: eval.stop_return ends training after the evaluation that reaches it", "[rl]") {
+  for (const std::string algo : {"ppo", "dqn"}) {
+    INFO(algo);
+    const std::string prefix = "test_eval_stop_" + algo;
+    std::string plain_text, text;
+    const TrainConfig plain = config(algo, prefix, {}, &plain_text);
+    auto sets = eval_on(plain);
+    // Every evaluation's mean is at least 1 (CartPole pays 1 per step): the first stops.
+    sets.push_back("eval.stop_return=1");
+    const TrainConfig c = config(algo, prefix, sets, &text);
+    std::ostringstream lines;
+    auto a = make_training_run(c, text);
+    CHECK(a->run(&lines) == RunEnd::kDone);
+    CHECK(a->done());
+    CHECK(a->iteration() == 2);
+    CHECK_THAT(lines.str(), Catch::Contains(">= eval.stop_return = 1: training stops after iteration 2"));
+    CHECK(io::H5File::open(prefix + ".h5").root().read<double>("curve/iteration").size() == 2u);
+    // Resumed with the same threshold: complete. Raised beyond reach: it trains on to the end.
+    auto same = make_training_run(c, text);
+    same->load_checkpoint(same->checkpoint_path());
+    CHECK(same->done());
+    sets.back() = "eval.stop_return=1e9";
+    const TrainConfig higher = config(algo, prefix, sets, &text);
+    auto more = make_training_run(higher, text);
+    more->load_checkpoint(more->checkpoint_path());
+    CHECK(more->changed_on_resume().empty());
+    CHECK_FALSE(more->done());
+    CHECK(more->run(nullptr) == RunEnd::kDone);
+    CHECK(more->iteration() == 6);
+    remove_outputs(prefix);
+  }
+}
+
 TEST_CASE("Evaluation during training: its keys are refused without eval.every_steps", "[rl]") {
   const io::Config none("<t>");
-  for (const std::string key : {"eval.episodes=3", "eval.stochastic=true", "eval.save_best=false"})
+  for (const std::string key :
+       {"eval.episodes=3", "eval.stochastic=true", "eval.save_best=false", "eval.stop_return=5"})
     CHECK_THROWS_WITH(resolve_train_config(none, {key}),
                       Catch::Contains(key.substr(0, key.find('='))) && Catch::Contains("eval.every_steps = 0"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"eval.every_steps=100", "eval.episodes=0"}),
                     Catch::Contains("eval.episodes") && Catch::Contains("0"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"eval.every_steps=-1"}), Catch::Contains("eval.every_steps"));
-  const TrainConfig c = resolve_train_config(none, {"eval.every_steps=1000", "eval.episodes=7", "eval.stochastic=true"});
+  const TrainConfig c =
+      resolve_train_config(none, {"eval.every_steps=1000", "eval.episodes=7", "eval.stochastic=true"});
   CHECK(c.eval_every_steps == 1000);
   CHECK(c.eval_episodes == 7);
   CHECK(c.eval_stochastic);

@@ -147,7 +147,9 @@ class DqnTrainer final : public TrainingRun {
   RunEnd run(std::ostream* progress, std::int64_t stop_after = -1,
              const volatile std::sig_atomic_t* interrupt = nullptr) override;
   int interrupted_by() const override { return interrupted_by_; }
-  bool done() const override { return iteration_ >= config_.num_iterations(); }
+  /// True when `num_iterations()` iterations are done, or when the evaluation after the
+  /// last iteration reached `eval.stop_return`.
+  bool done() const override;
   std::int64_t iteration() const override { return iteration_; }
   const TrainConfig& config() const override { return config_; }
   /// The device the networks run on (for "cuda" under several ranks: this rank's GPU).

@@ -5,6 +5,7 @@
 /// one-line error naming the key, the value and the requirement.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,13 @@ struct TrainConfig {
   /// `eval.every_steps`: evaluation during training after the iteration that passes each
   /// multiple of this many env steps (all ranks); 0: none.
   std::int64_t eval_every_steps = 0;
-  int eval_episodes = 5;                  ///< `eval.episodes`: episodes of each evaluation during training
-  bool eval_stochastic = false;           ///< `eval.stochastic`: sampled (DQN: epsilon-greedy) actions
-  bool eval_save_best = true;             ///< `eval.save_best`: `<prefix>_best.ckpt` at each new best mean
+  int eval_episodes = 5;         ///< `eval.episodes`: episodes of each evaluation during training
+  bool eval_stochastic = false;  ///< `eval.stochastic`: sampled (DQN: epsilon-greedy) actions
+  bool eval_save_best = true;    ///< `eval.save_best`: `<prefix>_best.ckpt` at each new best mean
+  /// `eval.stop_return`: training ends after an evaluation whose mean return is at least
+  /// this (Stable-Baselines3's StopTrainingOnRewardThreshold); unset: never.
+  std::optional<double> eval_stop_return;
+
   std::string algorithm = "ppo";          ///< "ppo", "a2c" or "dqn"
   std::uint64_t seed = 0;                 ///< seed of every random stream
   std::int64_t total_steps = 100000;      ///< env steps to train (rounded up to whole rollouts)

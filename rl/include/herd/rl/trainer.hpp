@@ -135,8 +135,9 @@ class Trainer final : public TrainingRun {
   /// Runs one iteration (collect, advantages, update) and appends a curve row.
   /// @throws herd::NumericalError naming the iteration when a loss is not finite.
   void iterate();
-  /// True when `num_iterations()` iterations are done.
-  bool done() const override { return iteration_ >= config_.num_iterations(); }
+  /// True when `num_iterations()` iterations are done, or when the evaluation after the
+  /// last iteration reached `eval.stop_return`.
+  bool done() const override;
   /// Iterates until done, until `stop_after` more iterations (< 0: no limit), or until
   /// `*interrupt` (may be null; set e.g. by a signal handler) is non-zero on any rank
   /// after an iteration. Writes a checkpoint every `checkpoint_period` iterations, after
