@@ -31,6 +31,14 @@ void validate(const herd_env_spec& s, const std::string& id) {
                    "NaN)",
                    id, i, s.action_low[i], i, s.action_high[i]);
   }
+  // Observation bounds: either may be NULL (unbounded that side); where both are given each
+  // pair is checked here, in the spec's terms, rather than by Space::box when an env is made.
+  for (std::int32_t i = 0; i < s.obs_dim; ++i) {
+    const double lo = s.obs_low ? s.obs_low[i] : -HUGE_VAL, hi = s.obs_high ? s.obs_high[i] : HUGE_VAL;
+    HERD_REQUIRE(lo <= hi,
+                 "c_env \"{}\": obs_low[{}] is {} and obs_high[{}] is {}, but low must not exceed high (nor be NaN)",
+                 id, i, lo, i, hi);
+  }
   HERD_REQUIRE(s.max_episode_steps >= 0, "c_env \"{}\": max_episode_steps is {}, but must be >= 0", id,
                s.max_episode_steps);
   HERD_REQUIRE(s.create && s.reset && s.step, "c_env \"{}\": create, reset and step callbacks are required", id);

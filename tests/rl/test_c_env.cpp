@@ -75,6 +75,18 @@ TEST_CASE("a C environment is an Env", "[rl][c_env]") {
   std::swap(bad.action_low, bad.action_high);
   CHECK_THROWS_WITH(herd::rl::make_c_env(bad, "Bad"),
                     Catch::Contains("c_env \"Bad\": action_low[0] is 1 and action_high[0] is -1"));
+  // Observation bounds too: named in the spec's terms when the spec is checked (registration
+  // by herd-rl's [env] library), not later by Space::box without the env's name.
+  const double obs_lo[2] = {0.0, 0.0}, obs_hi[2] = {1.0, -1.0};
+  bad = spec;
+  bad.obs_low = obs_lo;
+  bad.obs_high = obs_hi;
+  CHECK_THROWS_WITH(herd::rl::register_c_env("Bad-bounds", bad),
+                    Catch::Contains("c_env \"Bad-bounds\": obs_low[1] is 0 and obs_high[1] is -1"));
+  CHECK_FALSE(herd::rl::is_registered("Bad-bounds"));
+  const double nan_hi[2] = {1.0, std::nan("")};
+  bad.obs_high = nan_hi;
+  CHECK_THROWS_WITH(herd::rl::make_c_env(bad, "Bad"), Catch::Contains("obs_high[1] is nan"));
 }
 
 TEST_CASE("a C environment plugs into the EnvPool unchanged", "[rl][c_env][pool]") {
