@@ -60,6 +60,13 @@ void EnvPool::init(const EnvPoolOptions& o) {
                    "EnvPool: obs_dtype is uint8, but {} has observation bounds [{}, {}] at component {}; uint8 "
                    "batches need observations in [0, 255]",
                    e0.id(), os.low()[i], os.high()[i], i);
+    // Bounds in [0, 255] alone do not make the values whole numbers: a Box(0, 1) of real
+    // features would be rounded to 0 or 1 without a word.
+    HERD_REQUIRE(os.values() == BoxValues::kInteger,
+                 "EnvPool: obs_dtype is uint8, but {} declares real-valued observations (a Box of reals, not "
+                 "of integers), which uint8 batches would round to whole numbers; uint8 needs integer observations "
+                 "(BoxValues::kInteger; a C env's obs_integer = 1)",
+                 e0.id());
   }
   obs_dim_ = e0.obs_dim();
   action_dim_ = e0.action_dim();

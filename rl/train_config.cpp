@@ -454,6 +454,12 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
                    c.env + " has observations in [" + std::to_string(os.low()[i]) + ", " +
                        std::to_string(os.high()[i]) + "] (component " + std::to_string(i) +
                        "); uint8 needs integer observations in [0, 255]");
+    if (os.values() != BoxValues::kInteger)
+      refuse_key(st, "env.obs_dtype", "\"uint8\"",
+                 c.env +
+                     " has real-valued observations (not declared integer), which uint8 would round to whole "
+                     "numbers; uint8 needs integer observations in [0, 255] (a C env declares them with "
+                     "obs_integer = 1)");
     c.sampler_options.obs_dtype = ObsDtype::kUint8;
   }
   c.algorithm = st.get_string("algorithm");

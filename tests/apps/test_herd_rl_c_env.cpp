@@ -122,6 +122,9 @@ TEST_CASE("herd-rl names the file, key and value of a C environment that cannot 
       // Refused before training (it trained to the end and then failed writing the checkpoint).
       {"library = \"lib/libcorridor.so\"\nsymbol = \"no_state_env\"\n",
        "the spec has state_dim 0 (no get_state/set_state), but herd-rl writes a checkpoint"},
+      // Bounds in [0, 255] but real values: uint8 batches would round them (it trained on 0s and 1s).
+      {"library = \"lib/libcorridor.so\"\nsymbol = \"real_bounded_env\"\nobs_dtype = \"uint8\"\n",
+       "key \"env.obs_dtype\" is \"uint8\", but real_bounded_env has real-valued observations"},
       {"library = \"lib/libcorridor.so\"\nsymbol = \"corridor_env\"\nid = \"CartPole-v1\"\n",
        "c.toml:8: the environment of env.library would be registered as \"CartPole-v1\", but that is a built-in"},
   };

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,41 @@ TEST_CASE("a uint8 pool refuses observations outside [0, 255]", "[rl][env_pool]"
   o.obs_dtype = ObsDtype::kUint8;
   CHECK_THROWS_AS(EnvPool(o), herd::InputError);
   CHECK_THROWS_WITH(EnvPool(o), Catch::Contains("obs_dtype is uint8, but CartPole-v1 has observation bounds"));
+}
+
+namespace {
+
+/// Real-valued observations in [0, 1] (a Box of reals): a position, not pixels.
+class RealUnitEnv final : public herd::rl::Env {
+ public:
+  explicit RealUnitEnv(herd::rl::BoxValues values)
+      : Env("RealUnit", herd::rl::Space::box({0.0, 0.0}, {1.0, 1.0}, {2}, values), herd::rl::Space::discrete(2), 0,
+            10) {}
+  std::vector<double> get_state() const override { return {}; }
+  void observe(float* obs) const override { obs[0] = obs[1] = 0.25f; }
+
+ protected:
+  void reset_impl(herd::RngCursor& /*rng*/, float* obs) override { observe(obs); }
+  herd::rl::StepResult step_impl(const double* /*action*/, float* obs) override {
+    observe(obs);
+    return {};
+  }
+  void set_state_impl(const double* /*state*/) override {}
+};
+
+}  // namespace
+
+TEST_CASE("a uint8 pool refuses real-valued observations, which it would round", "[rl][env_pool]") {
+  // Bounds within [0, 255] alone were accepted, and 0.25 reached the network as 0.
+  std::vector<std::unique_ptr<herd::rl::Env>> envs;
+  envs.push_back(std::make_unique<RealUnitEnv>(herd::rl::BoxValues::kReal));
+  EnvPoolOptions o;
+  o.obs_dtype = ObsDtype::kUint8;
+  CHECK_THROWS_WITH(EnvPool(std::move(envs), o),
+                    Catch::Contains("obs_dtype is uint8, but RealUnit declares real-valued observations"));
+  std::vector<std::unique_ptr<herd::rl::Env>> ints;
+  ints.push_back(std::make_unique<RealUnitEnv>(herd::rl::BoxValues::kInteger));
+  CHECK_NOTHROW(EnvPool(std::move(ints), o));
 }
 
 TEST_CASE("samplers over uint8 pools fill the float32 samplers' rollouts", "[rl][env_pool]") {

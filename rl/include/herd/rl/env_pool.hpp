@@ -25,7 +25,9 @@ enum class ObsDtype : std::uint8_t {
   /// uint8 rows: `obs_u8()`, `final_obs_u8()`, a quarter of the bytes, for environments whose
   /// observations are integers in [0, 255] (MinAtar's 0/1 grids, pixels), so that a replay
   /// buffer stores bytes and a network converts its input batch (`obs_to_f32`). The pool
-  /// refuses an environment whose observation bounds are not within [0, 255].
+  /// refuses an environment whose observation bounds are not within [0, 255] or whose
+  /// observation space is not a Box of integers (`BoxValues::kInteger`; reals would be
+  /// rounded).
   kUint8,
 };
 
