@@ -685,6 +685,16 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
     refuse_key(st, "algo.minibatch_size", std::to_string(p.minibatch_size),
                "with " + std::to_string(ranks) + " ranks it must be divisible by " + std::to_string(ranks) +
                    " (each rank takes an equal share)");
+  // A minibatch size that does not divide the rollout leaves a shorter last minibatch in
+  // every epoch, which gets a whole optimizer step: run, with Stable-Baselines3's warning.
+  if (c.algorithm == "ppo" && p.minibatch_size > 0 && c.steps_per_iteration() % p.minibatch_size != 0)
+    c.warnings.push_back(std::string("algo.minibatch_size is ") + std::to_string(p.minibatch_size) +
+                         ", which does not divide sampler.num_envs * sampler.num_steps" +
+                         (ranks > 1 ? " * ranks" : "") + " = " + std::to_string(c.steps_per_iteration()) +
+                         ": every epoch ends with a minibatch of " +
+                         std::to_string(c.steps_per_iteration() % p.minibatch_size) +
+                         " samples that takes a whole optimizer step (as Stable-Baselines3 does); choose a divisor, or "
+                         "set algo.num_minibatches");
   if (c.sampler == "alternating" && c.sampler_options.num_envs % 2 != 0)
     refuse_key(st, "sampler.num_envs", std::to_string(c.sampler_options.num_envs),
                "the alternating sampler needs an even number (two groups of num_envs / 2)");

@@ -488,6 +488,13 @@ TEST_CASE("Config: sizes checked before narrowing, max_memory, and a warning for
   REQUIRE(one.warnings.size() == 1);
   CHECK_THAT(one.warnings[0], Catch::Contains("algo.minibatch_size is 1"));
   CHECK(resolve_train_config(none, {"algo.minibatch_size=1", "algo.normalize_advantage=false"}).warnings.empty());
+  // A minibatch size that leaves a remainder (here 256 = 2 x 100 + 56) warns, as SB3 does;
+  // a divisor does not.
+  const TrainConfig rest = resolve_train_config(none, {"algo.minibatch_size=100"});
+  REQUIRE(rest.warnings.size() == 1);
+  CHECK_THAT(rest.warnings[0], Catch::Contains("algo.minibatch_size is 100, which does not divide") &&
+                                   Catch::Contains("= 256") && Catch::Contains("a minibatch of 56 samples"));
+  CHECK(resolve_train_config(none, {"algo.minibatch_size=64"}).warnings.empty());
   // The Trainer refuses a run above max_memory before it allocates the rollout.
   const TrainConfig big =
       resolve_train_config(none, {"sampler.num_envs=4096", "sampler.num_steps=4096", "max_memory=100MB"});
