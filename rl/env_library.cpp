@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
 #include <utility>
 
@@ -39,11 +40,24 @@ void load_env_library(const std::string& path, const std::string& symbol, const 
   if (it == l.loaded.end()) {
     SharedLibrary lib(path);
     const auto fill = reinterpret_cast<herd_env_spec_fn>(lib.function(symbol));
-    herd_env_spec spec{};
-    const std::int32_t status = fill(&spec);
+    // A library built against a newer c_env.h fills a longer struct (fields are appended):
+    // give it zeroed room past this herd's struct, and refuse a spec that set any of it,
+    // instead of letting it write past the end of ours.
+    constexpr std::size_t kRoom = 4096;
+    alignas(herd_env_spec) unsigned char buffer[sizeof(herd_env_spec) + kRoom] = {};
+    auto* filled = new (buffer) herd_env_spec{};
+    const std::int32_t status = fill(filled);
     if (status != 0)
       throw InputError(
           fmt::format("{} in '{}' returned status {}, but must return 0 after filling the spec", symbol, path, status));
+    for (std::size_t i = sizeof(herd_env_spec); i < sizeof(buffer); ++i)
+      if (buffer[i] != 0)
+        throw InputError(fmt::format(
+            "{} in '{}' wrote at byte offset {} of the spec, past the {} bytes of this herd's herd_env_spec: the "
+            "library was built against a newer herd/rl/c_env.h, whose fields this herd-rl does not know; rebuild it "
+            "against this herd's header",
+            symbol, path, i, sizeof(herd_env_spec)));
+    const herd_env_spec spec = *filled;
     it = l.loaded.emplace(std::make_pair(path, symbol), Loaded{std::move(lib), spec}).first;
   }
   try {

@@ -1,7 +1,7 @@
 /* Entry points of C environments that herd-rl must refuse with one clear line: a function
  * that reports a failure, one that fills an invalid spec (no observation), one without
- * the state callbacks that herd-rl's checkpoints need, and one of real-valued bounded
- * observations (refused with env.obs_dtype = "uint8"). Linked with
+ * the state callbacks that herd-rl's checkpoints need, one built against a newer header,
+ * and one of real-valued bounded observations (refused with env.obs_dtype = "uint8"). Linked with
  * examples/rl/c_env/corridor.c into the test library. */
 #include <stdint.h>
 
@@ -26,6 +26,18 @@ int32_t real_bounded_env(herd_env_spec* spec) {
   corridor_env(spec);
   spec->obs_low = low;
   spec->obs_high = high;
+  return 0;
+}
+
+/* A library built against a newer c_env.h, whose spec has a field after obs_integer. */
+typedef struct {
+  herd_env_spec spec;
+  int32_t future_field;
+} newer_spec;
+
+int32_t newer_header_env(herd_env_spec* spec) {
+  corridor_env(spec);
+  ((newer_spec*)spec)->future_field = 1;
   return 0;
 }
 

@@ -122,6 +122,9 @@ TEST_CASE("herd-rl names the file, key and value of a C environment that cannot 
       // Refused before training (it trained to the end and then failed writing the checkpoint).
       {"library = \"lib/libcorridor.so\"\nsymbol = \"no_state_env\"\n",
        "the spec has state_dim 0 (no get_state/set_state), but herd-rl writes a checkpoint"},
+      // Built against a newer header: it wrote past herd's struct (on the stack) before.
+      {"library = \"lib/libcorridor.so\"\nsymbol = \"newer_header_env\"\n",
+       "bytes of this herd's herd_env_spec: the library was built against a newer herd/rl/c_env.h"},
       // Bounds in [0, 255] but real values: uint8 batches would round them (it trained on 0s and 1s).
       {"library = \"lib/libcorridor.so\"\nsymbol = \"real_bounded_env\"\nobs_dtype = \"uint8\"\n",
        "key \"env.obs_dtype\" is \"uint8\", but real_bounded_env has real-valued observations"},

@@ -25,7 +25,9 @@
  *
  * Fields added after the first release sit at the end of the struct, and zero means the
  * old behaviour, so a spec filled by older code (zero-initialised by herd or by the
- * caller) keeps working.
+ * caller) keeps working. A library built against a newer header than the herd that loads
+ * it, which sets a field that herd does not know, is refused by herd-rl (the spec function
+ * gets zeroed room past herd's struct, and any nonzero byte there is an error).
  */
 #include <stdint.h>
 

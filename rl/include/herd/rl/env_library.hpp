@@ -17,7 +17,9 @@ namespace herd::rl {
 /// (path, symbol) again registers the spec it gave the first time under `id`, without
 /// calling the function again. Thread-safe.
 /// @throws herd::InputError "cannot load '<path>': ...", "'<path>' has no symbol
-///         '<symbol>': ...", "<symbol> returned status <s> ..." or the spec's problem (as
+///         '<symbol>': ...", "<symbol> returned status <s> ...", "<symbol> ... wrote at byte offset <b> of the
+///         spec, past the <n> bytes of this herd's herd_env_spec ..." (a library built against
+///         a newer c_env.h that set fields this herd does not know) or the spec's problem (as
 ///         `register_c_env`: "obs_dim is 0, but must be >= 1", ...); nothing is registered then.
 void load_env_library(const std::string& path, const std::string& symbol, const std::string& id);
 
