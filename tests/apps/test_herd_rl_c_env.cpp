@@ -206,3 +206,22 @@ TEST_CASE("herd-rl [env] wrappers: frame stack, reward clipping, time limit; epi
   CHECK(z.rc == 2);
   CHECK_THAT(z.err, Contains("env.frame_stack"));
 }
+
+TEST_CASE("docs/rl.md shows examples/rl/c_env/corridor.c as it is", "[rl][apps]") {
+  // The listing had fallen behind the file (its image env's bounds and obs_integer, the
+  // build line), so a user copying it from the page built another environment.
+  auto slurp = [](const char* path) {
+    std::ifstream in(path);
+    REQUIRE(in);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  const std::string doc = slurp(HERD_RL_DOC), source = slurp(HERD_CORRIDOR_C);
+  const std::string open = "```c\n/* A user environment in C for herd-rl";
+  const auto from = doc.find(open);
+  REQUIRE(from != std::string::npos);
+  const auto to = doc.find("```\n", from + 4);
+  REQUIRE(to != std::string::npos);
+  CHECK(doc.substr(from + 5, to - from - 5) == source);
+}
