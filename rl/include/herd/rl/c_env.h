@@ -55,7 +55,8 @@ typedef struct herd_env_spec {
   /** Box bounds, `[action_dim]` each (ignored for discrete). */
   const double* action_low;
   const double* action_high;
-  /** Observation bounds, `[obs_dim]` each, or NULL for unbounded. */
+  /** Observation bounds, `[obs_dim]` each, or NULL for unbounded (that side); where both
+   *  are given, obs_low[i] <= obs_high[i] (a spec that breaks this is refused). */
   const double* obs_low;
   const double* obs_high;
   /** Steps after which herd truncates the episode (0: no limit). */
