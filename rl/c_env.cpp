@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "herd/core/error.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/rl/registry.hpp"
 
 namespace herd::rl {
@@ -38,6 +39,16 @@ void validate(const herd_env_spec& s, const std::string& id) {
     HERD_REQUIRE(lo <= hi,
                  "c_env \"{}\": obs_low[{}] is {} and obs_high[{}] is {}, but low must not exceed high (nor be NaN)",
                  id, i, lo, i, hi);
+  }
+  // One environment holds its observation bounds and buffer (8 + 8 + 4 bytes per component)
+  // and its state: an uninitialised obs_dim of a billion components is refused here with
+  // its name, rather than ending the process in the kernel's out-of-memory killer.
+  if (const auto avail = available_memory_bytes()) {
+    const double need = 20.0 * s.obs_dim + 8.0 * std::max<std::int32_t>(s.state_dim, 0);
+    HERD_REQUIRE(need <= static_cast<double>(*avail),
+                 "c_env \"{}\": obs_dim is {} and state_dim {}: one environment would need {} for its observation "
+                 "bounds, buffer and state, more than the {} available (is obs_dim set?)",
+                 id, s.obs_dim, s.state_dim, format_bytes(need), format_bytes(static_cast<double>(*avail)));
   }
   HERD_REQUIRE(s.max_episode_steps >= 0, "c_env \"{}\": max_episode_steps is {}, but must be >= 0", id,
                s.max_episode_steps);

@@ -2,12 +2,14 @@
 // clipping, time limit, errors, serialised callbacks, and stepping in an EnvPool unchanged.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "herd/core/error.hpp"
+#include "herd/core/memory.hpp"
 #include "herd/rl/c_env.hpp"
 #include "herd/rl/env_pool.hpp"
 #include "herd/rl/registry.hpp"
@@ -84,6 +86,18 @@ TEST_CASE("a C environment is an Env", "[rl][c_env]") {
   CHECK_THROWS_WITH(herd::rl::register_c_env("Bad-bounds", bad),
                     Catch::Contains("c_env \"Bad-bounds\": obs_low[1] is 0 and obs_high[1] is -1"));
   CHECK_FALSE(herd::rl::is_registered("Bad-bounds"));
+  // An obs_dim that one environment's buffers cannot hold (a spec that forgot to set it to
+  // something sane): refused by name before anything is allocated, where the process was
+  // killed for memory before. Checked only where it exceeds the memory available (43 GB).
+  bad = spec;
+  bad.obs_dim = std::numeric_limits<std::int32_t>::max();
+  if (const auto avail = herd::available_memory_bytes(); avail && *avail < 20.0 * bad.obs_dim) {
+    CHECK_THROWS_WITH(herd::rl::make_c_env(bad, "Bad"),
+                      Catch::Contains("c_env \"Bad\": obs_dim is 2147483647") && Catch::Contains("is obs_dim set?"));
+  }
+  bad = spec;
+  bad.obs_low = obs_lo;
+  bad.obs_high = obs_hi;
   const double nan_hi[2] = {1.0, std::nan("")};
   bad.obs_high = nan_hi;
   CHECK_THROWS_WITH(herd::rl::make_c_env(bad, "Bad"), Catch::Contains("obs_high[1] is nan"));
