@@ -252,7 +252,10 @@ void ReplayBuffer::add(const float* obs, const std::int64_t* actions, const doub
           if (!(v >= 0.0f && v <= 255.0f) || v != std::floor(v)) {
             std::ostringstream m;
             m << "rl::ReplayBuffer::add: env " << b << (which ? " final" : "") << " observation component " << i
-              << " is " << v << ", but uint8 replay storage needs integers in [0, 255]";
+              << " is " << v
+              << ", but uint8 replay storage needs integers in [0, 255] (it was chosen because the env declares "
+                 "integer observations within [0, 255]: a Box of integers, a C env's obs_integer = 1 with "
+                 "obs_low/obs_high; an env that writes other values must declare them real)";
             throw InputError(m.str());
           }
         }

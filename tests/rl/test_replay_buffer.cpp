@@ -516,3 +516,21 @@ TEST_CASE("Frame-stack replay: bytes per transition, refusals, checkpoint round 
   CHECK_THROWS_WITH(plain.load(r, "rb/"), Catch::Contains("stores the newest of 2 stacked frames per slot, but this "
                                                           "run's stores whole observations"));
 }
+
+TEST_CASE("uint8 replay storage refuses a value it cannot hold, saying why uint8 was chosen", "[rl][replay]") {
+  // An env that declares integer observations (a C env's obs_integer = 1) but writes 0.5:
+  // the message names the declaration that chose bytes, which is the user's to fix.
+  ReplayBufferOptions o;
+  o.capacity = 8;
+  o.num_envs = 1;
+  o.obs_dim = 2;
+  o.uint8_obs = true;
+  ReplayBuffer rb(o);
+  const float obs[2] = {1.0f, 0.5f}, fin[2] = {0, 0};
+  const std::int64_t act[1] = {0};
+  const double rew[1] = {0.0};
+  const std::uint8_t term[1] = {0}, trunc[1] = {0};
+  CHECK_THROWS_WITH(rb.add(obs, act, rew, term, trunc, fin), Catch::Contains("env 0 observation component 1 is 0.5") &&
+                                                                 Catch::Contains("a C env's obs_integer = 1"));
+  CHECK(rb.steps_added() == 0);
+}
