@@ -15,6 +15,7 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -1005,20 +1006,31 @@ constexpr double kEbfmiLimit = 0.3;
 /// The messages of the chains' (label, E-BFMI) energies from `source` (e.g. "energy__"): a
 /// warning into `warned` naming each chain whose E-BFMI is below kEbfmiLimit (`suffix` after
 /// it), and a note into `said` naming those whose E-BFMI is undefined (a non-finite or
-/// constant energy, or fewer than 2 draws), which are not judged.
+/// constant energy, or fewer than 2 draws), which are not judged. `values` (when not null)
+/// gets the chains' labels below the limit and the warning; its `per_chain` is the caller's.
 void ebfmi_messages(const std::vector<std::pair<std::string, double>>& chains, std::string_view source,
-                    std::string_view suffix, std::vector<std::string>& warned, std::vector<std::string>& said) {
+                    std::string_view suffix, std::vector<std::string>& warned, std::vector<std::string>& said,
+                    EbfmiValues* values = nullptr) {
   std::vector<std::string> low, undefined;
   for (const auto& [label, e] : chains) {
     if (!std::isfinite(e)) undefined.push_back(label);
-    else if (e < kEbfmiLimit) low.push_back(fmt::format("{} ({:.3f})", label, e));
+    else if (e < kEbfmiLimit) {
+      low.push_back(fmt::format("{} ({:.3f})", label, e));
+      if (values != nullptr) values->low.push_back(label);
+    }
   }
-  if (!low.empty())
+  if (values != nullptr) {
+    values->source = std::string(source);
+    values->threshold = kEbfmiLimit;
+  }
+  if (!low.empty()) {
     warned.push_back(fmt::format(
         "E-BFMI is below {} for {}: the momentum resampling explores the energy distribution poorly, so the draws "
         "may miss the posterior's tails (Betancourt 2016); reparameterize the model (e.g. non-centred) or change its "
         "scales{}",
         kEbfmiLimit, fmt::join(low, ", "), suffix));
+    if (values != nullptr) values->message = warned.back();
+  }
   if (!undefined.empty())
     said.push_back(
         fmt::format("note: E-BFMI is not computed for {} ({}: a non-finite or constant energy, or fewer "
@@ -1338,7 +1350,7 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
 }  // namespace
 
 std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::vector<std::string>* notes,
-                                  std::vector<std::string>* warnings) {
+                                  std::vector<std::string>* warnings, SamplerDiagnostics* sampler) {
   HERD_REQUIRE(!paths.empty(), "herd-diagnose: no input file");
   std::vector<std::string> own_notes, own_warnings;
   std::vector<std::string>& said = notes != nullptr ? *notes : own_notes;
@@ -1362,6 +1374,10 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
       for (std::size_t c = 0; c < a.chains; ++c) col[c * a.draws + t] = f0.rows[t * a.chains + c];
     a.columns.push_back(std::move(col));
     a.names.push_back(std::filesystem::path(paths[0]).stem().string());
+    if (sampler != nullptr) {
+      *sampler = {};
+      for (std::size_t c = 0; c < a.chains; ++c) sampler->chains.push_back(std::to_string(c));
+    }
     std::vector<DrawsArray> out;
     out.push_back(std::move(a));
     return out;
@@ -1409,26 +1425,58 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
   }
   // CmdStan's sampler diagnostics of the post-warm-up transitions, as CmdStan's diagnose and
   // cmdstanr/CmdStanPy report them: divergences bias the draws; saturated trees cost time.
-  std::size_t transitions = 0, divergent = 0, saturated = 0, depth_rows = 0;
+  SamplerDiagnostics sd;
+  for (const auto& p : paths) sd.chains.push_back(p);
+  const auto set_in = [](const std::vector<std::uint8_t>& flags) {
+    return static_cast<std::size_t>(std::count(flags.begin(), flags.end(), 1));
+  };
   std::vector<std::uint64_t> depths;  // the files' max_depth, each once
   std::size_t unjudged = 0;           // transitions at depth 10 in files that give no max_depth
+  bool any_divergent = false, any_depth = false;
+  for (const auto& f : files) {
+    any_divergent = any_divergent || !f.divergent.empty();
+    any_depth = any_depth || !f.at_max_depth.empty();
+  }
+  if (any_divergent) {
+    TransitionFlags d;
+    d.source = "divergent__";
+    for (const auto& f : files) {
+      const std::size_t set = set_in(f.divergent);
+      d.per_chain.push_back(f.divergent.empty() ? -1 : static_cast<std::int64_t>(set));
+      d.count += set;
+      d.transitions += f.divergent.size();
+    }
+    if (d.count > 0) {
+      d.message = divergence_warning(d.count, d.transitions, "divergent__");
+      warned.push_back(d.message);
+    }
+    sd.divergent = std::move(d);
+  }
   for (const auto& f : files) {
     if (f.max_depth > 0 && std::find(depths.begin(), depths.end(), f.max_depth) == depths.end())
       depths.push_back(f.max_depth);
-    unjudged += static_cast<std::size_t>(std::count(f.at_default_depth.begin(), f.at_default_depth.end(), 1));
-    if (f.divergent.empty()) continue;
-    transitions += f.divergent.size();
-    divergent += static_cast<std::size_t>(std::count(f.divergent.begin(), f.divergent.end(), 1));
-    depth_rows += f.at_max_depth.size();
-    saturated += static_cast<std::size_t>(std::count(f.at_max_depth.begin(), f.at_max_depth.end(), 1));
+    unjudged += set_in(f.at_default_depth);
   }
-  if (divergent > 0) warned.push_back(divergence_warning(divergent, transitions, "divergent__"));
-  if (saturated > 0)
-    warned.push_back(max_depth_warning(
-        saturated, depth_rows,
-        fmt::format("treedepth__ = max_depth = {}",
-                    depths.size() == 1 ? std::to_string(depths.front())
-                                       : fmt::format("{}, each chain's own", fmt::join(depths, " or ")))));
+  if (any_depth) {
+    TransitionFlags t;
+    t.source = "treedepth__";
+    for (const auto& f : files) {
+      const std::size_t set = set_in(f.at_max_depth);
+      t.per_chain.push_back(f.at_max_depth.empty() ? -1 : static_cast<std::int64_t>(set));
+      t.max_depth.push_back(f.at_max_depth.empty() ? 0 : f.max_depth);
+      t.count += set;
+      t.transitions += f.at_max_depth.size();
+    }
+    if (t.count > 0) {
+      t.message = max_depth_warning(
+          t.count, t.transitions,
+          fmt::format("treedepth__ = max_depth = {}",
+                      depths.size() == 1 ? std::to_string(depths.front())
+                                         : fmt::format("{}, each chain's own", fmt::join(depths, " or "))));
+      warned.push_back(t.message);
+    }
+    sd.max_treedepth = std::move(t);
+  }
   if (unjudged > 0)
     said.push_back(fmt::format(
         "note: {} post-warm-up transition{} treedepth__ 10 (CmdStan's default max_depth), but {} no max_depth in "
@@ -1436,9 +1484,20 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
         unjudged, unjudged == 1 ? " reaches" : "s reach",
         files.size() == 1 ? "the file gives" : "the files that hold them give", files.size() == 1 ? "its" : "their"));
   std::vector<std::pair<std::string, double>> energy;  // E-BFMI per file (chain) with energy__
-  for (std::size_t i = 0; i < files.size(); ++i)
-    if (!files[i].energy.empty()) energy.emplace_back(paths[i], ebfmi(files[i].energy));
-  ebfmi_messages(energy, "energy__", "", warned, said);
+  std::vector<double> per_chain_ebfmi;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const auto& e = files[i].energy;
+    const double v = e.empty() ? std::nan("") : ebfmi(e);
+    per_chain_ebfmi.push_back(v);
+    if (!e.empty()) energy.emplace_back(paths[i], v);
+  }
+  if (!energy.empty()) {
+    EbfmiValues ev;
+    ev.per_chain = std::move(per_chain_ebfmi);
+    ebfmi_messages(energy, "energy__", "", warned, said, &ev);
+    sd.ebfmi = std::move(ev);
+  }
+  if (sampler != nullptr) *sampler = std::move(sd);
   DrawsArray a;
   a.chains = files.size();
   a.draws = n;
@@ -1504,12 +1563,12 @@ bool same_draws_shape(const std::string& path, hid_t g, const char* name, const 
 }
 
 /// The flags of dataset `name` of group `g` (one per transition, [`chains`, `draws`]; another
-/// shape: a note into `notes`, nothing counted): how many are set and how many there are. Booleans as h5py stores them
+/// shape: a note into `notes`, nothing counted): how many are set in each chain. Booleans as h5py stores them
 /// (an enum over an integer) or as netCDF stores them (int8), integers and floats (set: nonzero). Nothing when `g` has
 /// no such dataset. @throws herd::InputError when it has one of another type, or unreadable.
-std::optional<std::pair<std::size_t, std::size_t>> count_flags(const std::string& path, hid_t g, const char* name,
-                                                               const char* shown, std::size_t chains, std::size_t draws,
-                                                               std::vector<std::string>& notes) {
+std::optional<std::vector<std::size_t>> count_flags(const std::string& path, hid_t g, const char* name,
+                                                    const char* shown, std::size_t chains, std::size_t draws,
+                                                    std::vector<std::string>& notes) {
   if (!is_dataset(g, name)) return std::nullopt;
   if (!same_draws_shape(path, g, name, shown, chains, draws, notes)) return std::nullopt;
   H5Id ds(H5Dopen2(g, name, H5P_DEFAULT), H5Dclose);
@@ -1521,7 +1580,7 @@ std::optional<std::pair<std::size_t, std::size_t>> count_flags(const std::string
   HERD_REQUIRE(flags && n >= 0, "{}: dataset '{}' must hold one flag per transition (booleans or numbers)", path,
                shown);
   const auto count = static_cast<std::size_t>(n);
-  std::size_t set = 0;
+  std::vector<std::size_t> set(chains, 0);  // per chain; the dataset is [chains, draws] (same_draws_shape)
   bool read = false;
   if (cls == H5T_ENUM) {
     // The enum's values in memory (native order): an element is set when any byte is.
@@ -1530,35 +1589,65 @@ std::optional<std::pair<std::size_t, std::size_t>> count_flags(const std::string
     std::vector<unsigned char> bytes(count * size);
     read = size > 0 && H5Dread(ds.id, mem.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) >= 0;
     for (std::size_t i = 0; read && i < count; ++i)
-      set += std::any_of(bytes.begin() + static_cast<std::ptrdiff_t>(i * size),
-                         bytes.begin() + static_cast<std::ptrdiff_t>((i + 1) * size),
-                         [](unsigned char b) { return b != 0; });
+      set[i / draws] += std::any_of(bytes.begin() + static_cast<std::ptrdiff_t>(i * size),
+                                    bytes.begin() + static_cast<std::ptrdiff_t>((i + 1) * size),
+                                    [](unsigned char b) { return b != 0; });
   } else {
     std::vector<double> v(count);
     read = H5Dread(ds.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0;
-    for (const double x : v) set += x != 0 ? 1 : 0;
+    for (std::size_t i = 0; read && i < count; ++i) set[i / draws] += v[i] != 0 ? 1 : 0;
   }
   HERD_REQUIRE(read, "{}: cannot read dataset '{}'", path, shown);
-  return std::make_pair(set, count);
+  return set;
+}
+
+/// A set of flags of one kind per chain as TransitionFlags (`source`, the message `message`).
+TransitionFlags transition_flags(std::string_view source, const std::vector<std::size_t>& set, std::size_t draws,
+                                 const std::string& message) {
+  TransitionFlags t;
+  t.source = std::string(source);
+  for (const std::size_t k : set) {
+    t.per_chain.push_back(static_cast<std::int64_t>(k));
+    t.count += k;
+    t.transitions += draws;
+  }
+  t.message = message;
+  return t;
 }
 
 }  // namespace
 
 std::vector<std::string> hdf5_sampler_warnings(const std::string& path, std::size_t chains, std::size_t draws,
-                                               std::vector<std::string>& notes) {
+                                               std::vector<std::string>& notes, SamplerDiagnostics* sampler) {
   quiet_hdf5();
+  SamplerDiagnostics sd;
+  for (std::size_t c = 0; c < chains; ++c) sd.chains.push_back(std::to_string(c));
+  if (sampler != nullptr) *sampler = sd;
   H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file || H5Lexists(file.id, "sample_stats", H5P_DEFAULT) <= 0) return {};
   H5Id g(H5Gopen2(file.id, "sample_stats", H5P_DEFAULT), H5Gclose);
   if (!g) return {};
   std::vector<std::string> out;
-  if (const auto d = count_flags(path, g.id, "diverging", "sample_stats/diverging", chains, draws, notes);
-      d && d->first > 0)
-    out.push_back(divergence_warning(d->first, d->second, "sample_stats/diverging"));
-  if (const auto t =
-          count_flags(path, g.id, "reached_max_treedepth", "sample_stats/reached_max_treedepth", chains, draws, notes);
-      t && t->first > 0)
-    out.push_back(max_depth_warning(t->first, t->second, "sample_stats/reached_max_treedepth"));
+  const auto total = [](const std::vector<std::size_t>& v) {
+    return std::accumulate(v.begin(), v.end(), std::size_t{0});
+  };
+  if (const auto d = count_flags(path, g.id, "diverging", "sample_stats/diverging", chains, draws, notes)) {
+    std::string message;
+    if (total(*d) > 0) {
+      message = divergence_warning(total(*d), chains * draws, "sample_stats/diverging");
+      out.push_back(message);
+    }
+    sd.divergent = transition_flags("sample_stats/diverging", *d, draws, message);
+  }
+  if (const auto t = count_flags(path, g.id, "reached_max_treedepth", "sample_stats/reached_max_treedepth", chains,
+                                 draws, notes)) {
+    std::string message;
+    if (total(*t) > 0) {
+      message = max_depth_warning(total(*t), chains * draws, "sample_stats/reached_max_treedepth");
+      out.push_back(message);
+    }
+    sd.max_treedepth = transition_flags("sample_stats/reached_max_treedepth", *t, draws, message);
+  }
   // E-BFMI per chain of sample_stats/energy [chain, draw].
   if (is_dataset(g.id, "energy") &&
       same_draws_shape(path, g.id, "energy", "sample_stats/energy", chains, draws, notes)) {
@@ -1567,10 +1656,17 @@ std::vector<std::string> hdf5_sampler_warnings(const std::string& path, std::siz
     HERD_REQUIRE(H5Dread(ds.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, e.data()) >= 0,
                  "{}: cannot read dataset 'sample_stats/energy' as numbers", path);
     std::vector<std::pair<std::string, double>> per_chain;
-    for (std::size_t c = 0; c < chains; ++c)
-      per_chain.emplace_back(fmt::format("chain {}", c), ebfmi(std::span<const double>(e.data() + c * draws, draws)));
-    ebfmi_messages(per_chain, "sample_stats/energy", " (chains counted from 0)", out, notes);
+    EbfmiValues ev;
+    for (std::size_t c = 0; c < chains; ++c) {
+      ev.per_chain.push_back(ebfmi(std::span<const double>(e.data() + c * draws, draws)));
+      per_chain.emplace_back(fmt::format("chain {}", c), ev.per_chain.back());
+    }
+    ebfmi_messages(per_chain, "sample_stats/energy", " (chains counted from 0)", out, notes, &ev);
+    // The JSON's lists name chains by their labels alone (not "chain 1").
+    for (auto& l : ev.low) l = l.substr(6);
+    sd.ebfmi = std::move(ev);
   }
+  if (sampler != nullptr) *sampler = std::move(sd);
   return out;
 }
 

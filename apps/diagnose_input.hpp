@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -84,6 +85,41 @@ struct DrawsArray {
   std::size_t chains = 0, draws = 0, params = 0;
 };
 
+/// One kind of flag of the sampler's post-warm-up transitions (a divergence, a tree at the
+/// maximum depth) as herd-diagnose judges it: the numbers behind its `WARNING:` line.
+struct TransitionFlags {
+  std::string source;  ///< where the flags come from: "divergent__", "sample_stats/diverging", ...
+  /// Flagged transitions of each chain (the draws' chain order) among those judged; -1: the
+  /// chain is not judged (a CmdStan file without max_depth, for the tree depth).
+  std::vector<std::int64_t> per_chain;
+  /// Tree depth only: each chain's max_depth from its CmdStan configuration block (0: not
+  /// given); empty where the input does not say (an ArviZ file).
+  std::vector<std::uint64_t> max_depth;
+  std::size_t count = 0;        ///< flagged transitions judged, all chains
+  std::size_t transitions = 0;  ///< transitions judged, all chains (the per cent's denominator)
+  std::string message;          ///< the warning (no prefix), empty when none is given
+};
+
+/// E-BFMI per chain (Betancourt 2016) of the sampler's post-warm-up energies.
+struct EbfmiValues {
+  std::string source;             ///< "energy__" or "sample_stats/energy"
+  std::vector<double> per_chain;  ///< E-BFMI per chain (NaN: undefined, not judged)
+  std::vector<std::string> low;   ///< labels (SamplerDiagnostics::chains) of the chains below `threshold`
+  double threshold = 0.3;         ///< below it a chain is warned of
+  std::string message;            ///< the warning (no prefix), empty when none is given
+};
+
+/// The sampler diagnostics of the input, as numbers (herd-diagnose's `--json-diagnostics`):
+/// each kind is empty (std::nullopt) when the input has no such column or dataset, or (tree
+/// depth of CmdStan files without max_depth) does not let it be judged.
+struct SamplerDiagnostics {
+  /// The chains' labels in the draws' order: a CmdStan or ParaDRAM chain's file; an ArviZ
+  /// file's 0-based chain index; a draws CSV's 0-based column index.
+  std::vector<std::string> chains;
+  std::optional<TransitionFlags> divergent, max_treedepth;
+  std::optional<EbfmiValues> ebfmi;
+};
+
 /// Reads text files of draws (formats above): several files are several chains of one
 /// ParaDRAM or CmdStan run (same format and column names), cut to the shortest chain (a
 /// note in `notes`). Blank lines are ignored. A last data row without a newline at its end
@@ -91,7 +127,9 @@ struct DrawsArray {
 /// parses) is left out, with a note. A draws CSV's quantity is named after the file's stem;
 /// the other formats' quantities after their columns. `notes`: one line each, "note: ...".
 /// `warnings`: one line each (no prefix), CmdStan's sampler diagnostics of the post-warm-up
-/// transitions (divergent__ nonzero; treedepth__ at the max_depth its configuration gives).
+/// transitions (divergent__ nonzero; treedepth__ at the max_depth its configuration gives;
+/// E-BFMI of energy__ below 0.3). `sampler`: the same diagnostics as numbers (nothing when
+/// null).
 /// @throws herd::InputError on a missing/unreadable or binary file, a header of no known
 ///         format, files of different formats or columns, no data rows, a ragged row, a
 ///         field that is not a number, a weight that is not a positive integer or is above
@@ -101,7 +139,7 @@ struct DrawsArray {
 ///         (each message names the file, and the line and column where there is one). NaN
 ///         and infinite draws are read as they are.
 std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::vector<std::string>* notes = nullptr,
-                                  std::vector<std::string>* warnings = nullptr);
+                                  std::vector<std::string>* warnings = nullptr, SamplerDiagnostics* sampler = nullptr);
 
 /// Whether `path` is an HDF5 file (by its signature).
 bool is_hdf5(const std::string& path);
@@ -112,13 +150,14 @@ bool is_hdf5(const std::string& path);
 /// and `reached_max_treedepth` (PyMC), flags [chain, draw] (booleans, integers or floats),
 /// as warning lines in the words read_text gives CmdStan's divergent__ and treedepth__
 /// (no prefix; one per kind, only when some are set), and E-BFMI below 0.3 per chain of
-/// `energy` (Betancourt 2016). Each must have the posterior's shape [`chains`, `draws`]:
+/// `energy` (Betancourt 2016), chains counted from 0. Each must have the posterior's shape [`chains`, `draws`]:
 /// another shape, and an E-BFMI that cannot be computed, get a note in `notes` ("note: ...")
 /// and are not judged. Empty when the file has none, or cannot be opened (Hdf5Draws says
-/// why). Thread-safety: HDF5 calls; not concurrently with other HDF5 use.
+/// why). `sampler`: the same diagnostics as numbers (nothing when null). Thread-safety: HDF5 calls; not concurrently
+/// with other HDF5 use.
 /// @throws herd::InputError when such a dataset is not numbers or flags, or unreadable.
 std::vector<std::string> hdf5_sampler_warnings(const std::string& path, std::size_t chains, std::size_t draws,
-                                               std::vector<std::string>& notes);
+                                               std::vector<std::string>& notes, SamplerDiagnostics* sampler = nullptr);
 
 /// The draws of an HDF5 file, read on demand, array by array, by the threads that need them.
 ///

@@ -1,4 +1,4 @@
-// herd-diagnose FILE... [--dataset NAME] [--json] [--html OUT.html]: Stan-grade convergence
+// herd-diagnose FILE... [--dataset NAME] [--json | --json-diagnostics] [--html OUT.html]: Stan-grade convergence
 // diagnostics of draws in an HDF5 file, a draws CSV, ParaDRAM chain/sample files or CmdStan CSV
 // files (several files: one chain each; formats in diagnose_input.hpp), optionally as an HTML
 // report with plots. Exit codes: 0 success, 2 bad input or usage, 1 other.
@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -190,7 +191,8 @@ void print_table(const std::vector<Row>& rows) {
   }
 }
 
-void print_json(const std::vector<Row>& rows) {
+/// The statistics of `rows` as --json gives them: one object keyed by quantity.
+nlohmann::ordered_json rows_json(const std::vector<Row>& rows) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (const auto& r : rows) {
     const auto& s = r.s;
@@ -206,13 +208,82 @@ void print_json(const std::vector<Row>& rows) {
                  {"ess_tail", s.ess_tail},
                  {"rhat", s.rhat}};
   }
+  return j;
+}
+
+void print_json(const std::vector<Row>& rows) { std::fputs((rows_json(rows).dump(2) + "\n").c_str(), stdout); }
+
+/// A number for JSON: null where it is NaN or infinite (nlohmann writes those as null too,
+/// but says so here).
+nlohmann::ordered_json number_or_null(double x) {
+  return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(nullptr);
+}
+
+/// One kind of transition flags for --json-diagnostics (null when the input has none).
+nlohmann::ordered_json flags_json(const std::optional<herd::apps::TransitionFlags>& f, bool depth) {
+  if (!f) return nullptr;
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["source"] = f->source;
+  j["count"] = f->count;
+  j["transitions"] = f->transitions;
+  j["percent"] =
+      f->transitions == 0
+          ? nlohmann::ordered_json(nullptr)
+          : nlohmann::ordered_json(100.0 * static_cast<double>(f->count) / static_cast<double>(f->transitions));
+  nlohmann::ordered_json per = nlohmann::ordered_json::array();
+  for (const std::int64_t k : f->per_chain)
+    per.push_back(k < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(k));
+  j["per_chain"] = per;
+  if (depth) {
+    if (f->max_depth.empty()) {
+      j["max_depth"] = nullptr;
+    } else {
+      nlohmann::ordered_json md = nlohmann::ordered_json::array();
+      for (const std::uint64_t d : f->max_depth)
+        md.push_back(d == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(d));
+      j["max_depth"] = md;
+    }
+  }
+  j["message"] = f->message.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f->message);
+  return j;
+}
+
+/// --json-diagnostics: the quantities' statistics (--json's object) and, beside them, the
+/// sampler diagnostics as numbers and every warning and note that stderr gives (`warnings`,
+/// `notes`: the lines without their "WARNING: " / "herd-diagnose: note: " prefix).
+void print_json_diagnostics(const std::vector<Row>& rows, const herd::apps::SamplerDiagnostics& sampler,
+                            std::size_t draws, const std::vector<std::string>& warnings,
+                            const std::vector<std::string>& notes) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["quantities"] = rows_json(rows);
+  j["chains"] = sampler.chains;
+  j["draws_per_chain"] = draws;
+  nlohmann::ordered_json s = nlohmann::ordered_json::object();
+  s["divergent"] = flags_json(sampler.divergent, false);
+  s["max_treedepth"] = flags_json(sampler.max_treedepth, true);
+  if (sampler.ebfmi) {
+    const auto& e = *sampler.ebfmi;
+    nlohmann::ordered_json per = nlohmann::ordered_json::array();
+    for (const double v : e.per_chain) per.push_back(number_or_null(v));
+    s["ebfmi"] = {{"source", e.source},
+                  {"threshold", e.threshold},
+                  {"per_chain", per},
+                  {"low_chains", e.low},
+                  {"message", e.message.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.message)}};
+  } else {
+    s["ebfmi"] = nullptr;
+  }
+  j["sampler"] = s;
+  j["warnings"] = warnings;
+  j["notes"] = notes;
   std::fputs((j.dump(2) + "\n").c_str(), stdout);
 }
 
-/// One note on stderr per quantity with NaN or infinite draws (the first kNotesShown; then
-/// one line for the rest): how many, where the first is (with its chain's file when the
+/// One note per quantity with NaN or infinite draws (the first kNotesShown; then one line for
+/// the rest; without "note: "): how many, where the first is (with its chain's file when the
 /// chains are the files `chain_files`, else empty), and that its statistics are NA.
-void print_non_finite_notes(const std::vector<Row>& rows, const std::vector<std::string>& chain_files) {
+std::vector<std::string> non_finite_notes(const std::vector<Row>& rows, const std::vector<std::string>& chain_files) {
+  std::vector<std::string> out;
   constexpr std::size_t kNotesShown = 10;
   std::size_t shown = 0, more = 0;
   for (const auto& r : rows) {
@@ -225,17 +296,15 @@ void print_non_finite_notes(const std::vector<Row>& rows, const std::vector<std:
     ++shown;
     const std::string file =
         nf.chain < chain_files.size() ? fmt::format(" ({})", chain_files[nf.chain]) : std::string();
-    std::fputs(fmt::format("herd-diagnose: note: {}: {} draw{} NaN or infinite (the first: {} at chain {}{}, draw {}, "
-                           "counted from 0), so its statistics are NA\n",
-                           r.name, nf.count, nf.count == 1 ? " is" : "s are", nf.value, nf.chain, file, nf.draw)
-                   .c_str(),
-               stderr);
+    out.push_back(
+        fmt::format("{}: {} draw{} NaN or infinite (the first: {} at chain {}{}, draw {}, "
+                    "counted from 0), so its statistics are NA",
+                    r.name, nf.count, nf.count == 1 ? " is" : "s are", nf.value, nf.chain, file, nf.draw));
   }
   if (more > 0)
-    std::fputs(fmt::format("herd-diagnose: note: {} more quantit{} NaN or infinite draws (statistics NA)\n", more,
-                           more == 1 ? "y has" : "ies have")
-                   .c_str(),
-               stderr);
+    out.push_back(
+        fmt::format("{} more quantit{} NaN or infinite draws (statistics NA)", more, more == 1 ? "y has" : "ies have"));
+  return out;
 }
 
 /// `a` with its weights expanded: every entry repeated `weights` times (padding dropped), the
@@ -490,7 +559,7 @@ int run_main(int argc, char** argv) {
       "per chain), or CmdStan CSV files (one file per chain)"};
   std::vector<std::string> files;
   std::string dataset, html;
-  bool json = false;
+  bool json = false, json_diagnostics = false;
   app.set_version_flag("--version", std::string("herd-diagnose (herd) ") + HERD_VERSION_STRING);
   app.add_option("FILE", files,
                  "HDF5 (.h5) file, draws CSV, or ParaDRAM _chain.txt/_sample.txt or CmdStan CSV files (one per chain)")
@@ -498,6 +567,9 @@ int run_main(int argc, char** argv) {
   app.add_option("--dataset", dataset,
                  "HDF5 dataset to read (default: the 'posterior' group, else herd-sample's 'chain_compact')");
   app.add_flag("--json", json, "print one JSON object keyed by parameter");
+  app.add_flag("--json-diagnostics", json_diagnostics,
+               "print one JSON object: --json's under \"quantities\", beside the chains' labels, the sampler's "
+               "diagnostics (divergences, maximum tree depth, E-BFMI) as numbers, and every warning and note");
   app.add_option("--html", html, "also write a self-contained HTML report with plots to this file");
   long long threads_given = 0;
   app.add_option("--threads", threads_given,
@@ -538,6 +610,7 @@ int run_main(int argc, char** argv) {
     std::vector<herd::apps::DrawsArray> text_arrays;
     std::vector<std::string> sampler_warnings;  // divergences, saturated trees, E-BFMI: terminal and HTML
     std::vector<std::string> input_notes;       // what reading the input found ("note: ..."): terminal and HTML
+    herd::apps::SamplerDiagnostics sampler;     // the same sampler diagnostics as numbers (--json-diagnostics)
     std::unique_ptr<herd::apps::Hdf5Draws> h5;
     bool any_h5 = false;
     for (const auto& f : files) any_h5 = any_h5 || herd::apps::is_hdf5(f);
@@ -548,12 +621,12 @@ int run_main(int argc, char** argv) {
       // An ArviZ file's sampler diagnostics (PyMC's, NumPyro's), as CmdStan's are warned of,
       // judged against the first array's [chain, draw] shape (the posterior's).
       if (!h5->arrays().empty())
-        sampler_warnings =
-            herd::apps::hdf5_sampler_warnings(files[0], h5->arrays()[0].chains, h5->arrays()[0].draws, input_notes);
+        sampler_warnings = herd::apps::hdf5_sampler_warnings(files[0], h5->arrays()[0].chains, h5->arrays()[0].draws,
+                                                             input_notes, &sampler);
     } else {
       HERD_REQUIRE(dataset.empty(), "{}: --dataset is given, but the file is not HDF5", files[0]);
       check_distinct_files(files);
-      text_arrays = herd::apps::read_text(files, &input_notes, &sampler_warnings);
+      text_arrays = herd::apps::read_text(files, &input_notes, &sampler_warnings, &sampler);
     }
     for (const auto& note : input_notes) std::fprintf(stderr, "herd-diagnose: %s\n", note.c_str());
     // The sampler's own warnings (divergences, saturated trees, low E-BFMI) stand beside the
@@ -575,14 +648,13 @@ int run_main(int argc, char** argv) {
       if (h5) h5->check_in_order();  // an earlier dataset's error comes first
       throw;
     }
-    if (json) print_json(rows);
-    else print_table(rows);
     // What was read, and herd-sample's convergence verdicts (R-hat, ESS) on stderr so that
     // the table and the JSON stay as they are: the warnings, and the notes (diagnostics
     // that are undefined, NA in the table, and why) that the HTML report shows too. The
     // verdicts come once for all quantities of one chain count (the ESS threshold depends on
     // it), as the HTML report gives them, not once per dataset: an ArviZ file's ten scalars
-    // repeated the same paragraph ten times.
+    // repeated the same paragraph ten times. They are put together first, so that
+    // --json-diagnostics holds them too, and printed after the table.
     const NestedRhat stored = h5 ? stored_nested_rhat(files[0]) : NestedRhat{};
     struct Verdicts {
       std::size_t chains = 0;
@@ -590,7 +662,8 @@ int run_main(int argc, char** argv) {
       std::vector<herd::mcmc::DiagnosticSummary> summary;
       std::vector<double> nested;
     };
-    std::vector<Verdicts> groups;  // by chain count, in the order first read
+    std::vector<Verdicts> groups;         // by chain count, in the order first read
+    std::vector<std::string> read_lines;  // what was read, a line per dataset or file set
     std::size_t at = 0;
     for (const auto& a : arrays) {
       auto g = std::find_if(groups.begin(), groups.end(), [&a](const Verdicts& v) { return v.chains == a.chains; });
@@ -602,21 +675,42 @@ int run_main(int argc, char** argv) {
       }
       std::string names = a.names.front();
       if (a.params > 1) names += fmt::format(" ... {} ({} parameters)", a.names.back(), a.params);
-      std::fprintf(stderr, "herd-diagnose: %s: %zu chain%s x %zu draw%s%s\n", names.c_str(), a.chains,
-                   a.chains == 1 ? "" : "s", a.draws, a.draws == 1 ? "" : "s",
-                   a.weights.empty() ? "" : " (weighted: verbose draws per chain)");
+      read_lines.push_back(fmt::format("herd-diagnose: {}: {} chain{} x {} draw{}{}\n", names, a.chains,
+                                       a.chains == 1 ? "" : "s", a.draws, a.draws == 1 ? "" : "s",
+                                       a.weights.empty() ? "" : " (weighted: verbose draws per chain)"));
     }
     // Several text files are the chains, in order: the note names the first bad draw's file.
-    print_non_finite_notes(rows, !h5 && files.size() > 1 ? files : std::vector<std::string>{});
+    const std::vector<std::string> nan_notes =
+        non_finite_notes(rows, !h5 && files.size() > 1 ? files : std::vector<std::string>{});
+    std::vector<herd::mcmc::ReportVerdict> verdicts;
     for (const Verdicts& g : groups)
-      for (const auto& v : herd::mcmc::convergence_verdicts(g.names, g.summary, g.chains, std::nan(""), kRunLonger,
-                                                            g.nested, stored.superchains)) {
-        if (v.level >= 2) std::fprintf(stderr, "WARNING: %s\n", v.text.c_str());
-        else if (v.level == 1) std::fprintf(stderr, "herd-diagnose: note: %s\n", v.text.c_str());
+      for (auto& v : herd::mcmc::convergence_verdicts(g.names, g.summary, g.chains, std::nan(""), kRunLonger, g.nested,
+                                                      stored.superchains))
+        verdicts.push_back(std::move(v));
+    if (json_diagnostics) {
+      // Every line stderr gives, in its order, without its prefix.
+      std::vector<std::string> warnings = sampler_warnings, notes;
+      for (const auto& n : input_notes) notes.push_back(n.starts_with("note: ") ? n.substr(6) : n);
+      notes.insert(notes.end(), nan_notes.begin(), nan_notes.end());
+      for (const auto& v : verdicts) {
+        if (v.level >= 2) warnings.push_back(v.text);
+        else if (v.level == 1) notes.push_back(v.text);
       }
+      print_json_diagnostics(rows, sampler, arrays.empty() ? 0 : arrays.front().draws, warnings, notes);
+    } else if (json) {
+      print_json(rows);
+    } else {
+      print_table(rows);
+    }
+    for (const auto& l : read_lines) std::fputs(l.c_str(), stderr);
+    for (const auto& n : nan_notes) std::fprintf(stderr, "herd-diagnose: note: %s\n", n.c_str());
+    for (const auto& v : verdicts) {
+      if (v.level >= 2) std::fprintf(stderr, "WARNING: %s\n", v.text.c_str());
+      else if (v.level == 1) std::fprintf(stderr, "herd-diagnose: note: %s\n", v.text.c_str());
+    }
     if (!html.empty()) {
       write_html(files, arrays, rows, stored, sampler_warnings, input_notes, html);
-      if (!json) std::printf("wrote %s\n", html.c_str());
+      if (!json && !json_diagnostics) std::printf("wrote %s\n", html.c_str());
     }
     return 0;
   } catch (const herd::InputError& e) {

@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -981,6 +982,119 @@ TEST_CASE("herd-diagnose: low E-BFMI is warned of", "[mcmc][apps]") {
   CHECK_THAT(a.err, Catch::Contains("WARNING: E-BFMI is below 0.3 for chain 0 (0.001), chain 2 (0.219): the momentum "
                                     "resampling") &&
                         Catch::Contains("(chains counted from 0)"));
+}
+
+namespace {
+
+/// A CmdStan CSV file of `rows` post-warm-up NUTS transitions (max_depth 8): theta of ar1(rows,
+/// seed), divergent__ set at the rows `divergent`, treedepth__ 8 at the rows `deep`, and
+/// energy__ `energy` (a ramp when empty).
+void write_nuts_csv(const fs::path& p, std::size_t rows, unsigned seed, const std::vector<std::size_t>& divergent,
+                    const std::vector<std::size_t>& deep, std::vector<double> energy = {}) {
+  const auto theta = ar1(rows, seed, 0.0);
+  if (energy.empty())
+    for (std::size_t i = 0; i < rows; ++i) energy.push_back(static_cast<double>(i % 2));
+  std::ofstream o(p);
+  o << "# model = m_model\n# method = sample (Default)\n#   sample\n#     num_samples = " << rows
+    << "\n#     num_warmup = 0\n#   algorithm = hmc (Default)\n#     hmc\n#       engine = nuts (Default)\n"
+       "#         nuts\n#           max_depth = 8\n"
+       "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,theta\n";
+  for (std::size_t i = 0; i < rows; ++i) {
+    const bool div = std::find(divergent.begin(), divergent.end(), i) != divergent.end();
+    const bool max = std::find(deep.begin(), deep.end(), i) != deep.end();
+    o << fmt::format("{:.17g},0.9,0.5,{},7,{},{:.17g},{:.17g}\n", -theta[i] * theta[i], max ? 8 : 3, div ? 1 : 0,
+                     energy[i], theta[i]);
+  }
+}
+
+/// The lines of `err` that start with `prefix`, without it.
+std::vector<std::string> lines_after(const std::string& err, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) out.push_back(line.substr(prefix.size()));
+  return out;
+}
+
+}  // namespace
+
+// --json printed the quantities' statistics alone: a script had to parse stderr for the
+// divergences, saturated trees, E-BFMI and the notes of reading the input. --json-diagnostics
+// gives them as numbers beside --json's object, which stays as it was.
+TEST_CASE("herd-diagnose --json-diagnostics: the sampler's diagnostics, warnings and notes as JSON", "[mcmc][apps]") {
+  fs::create_directories(kWork);
+  const std::size_t n = 200;
+  // Chain 0: 3 divergences, 2 trees at max_depth 8, an energy ramp (E-BFMI 12 / (n (n + 1)));
+  // chain 1: 1 divergence, alternating energies (E-BFMI 4 (n - 1) / n).
+  std::vector<double> ramp(n);
+  for (std::size_t i = 0; i < n; ++i) ramp[i] = static_cast<double>(i);
+  const fs::path a = kWork / "dj_1.csv", b = kWork / "dj_2.csv";
+  write_nuts_csv(a, n, 51, {3, 70, 199}, {10, 20}, ramp);
+  write_nuts_csv(b, n, 52, {5}, {});
+  const Run r = run(q(a) + " " + q(b) + " --json-diagnostics");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::ordered_json::parse(r.out);
+  using V = std::vector<std::string>;
+  CHECK(keys(j) == V{"quantities", "chains", "draws_per_chain", "sampler", "warnings", "notes"});
+  // "quantities" is --json's object, which is unchanged: one key per quantity.
+  const Run plain = run(q(a) + " " + q(b) + " --json");
+  REQUIRE(plain.rc == 0);
+  CHECK(j["quantities"] == nlohmann::ordered_json::parse(plain.out));
+  CHECK(keys(nlohmann::ordered_json::parse(plain.out)) == V{"lp__", "theta"});
+  CHECK(j["chains"] == nlohmann::json(V{a.string(), b.string()}));
+  CHECK(j["draws_per_chain"] == n);
+  const auto& d = j["sampler"]["divergent"];
+  CHECK(d["source"] == "divergent__");
+  CHECK(d["count"] == 4);
+  CHECK(d["transitions"] == 2 * n);
+  CHECK(d["percent"].get<double>() == 100.0 * 4 / 400);
+  CHECK(d["per_chain"] == nlohmann::json({3, 1}));
+  const std::string div_message =
+      "4 of 400 post-warm-up transitions (1.00%) ended with a divergence (divergent__): the sampler could not follow "
+      "the posterior's curvature there, so the draws may be biased; raise adapt delta (e.g. 0.95 or 0.99) or "
+      "reparameterize the model (e.g. non-centred)";
+  CHECK(d["message"] == div_message);
+  const auto& t = j["sampler"]["max_treedepth"];
+  CHECK(t["source"] == "treedepth__");
+  CHECK(t["count"] == 2);
+  CHECK(t["transitions"] == 2 * n);
+  CHECK(t["per_chain"] == nlohmann::json({2, 0}));
+  CHECK(t["max_depth"] == nlohmann::json({8, 8}));
+  const auto& e = j["sampler"]["ebfmi"];
+  CHECK(e["source"] == "energy__");
+  CHECK(e["threshold"] == 0.3);
+  CHECK_THAT(e["per_chain"][0].get<double>(), Catch::WithinRel(12.0 / (n * (n + 1.0)), 1e-12));
+  CHECK_THAT(e["per_chain"][1].get<double>(), Catch::WithinRel(4.0 * (n - 1.0) / n, 1e-12));
+  CHECK(e["low_chains"] == nlohmann::json(V{a.string()}));
+  CHECK_THAT(e["message"].get<std::string>(), Catch::StartsWith("E-BFMI is below 0.3 for " + a.string() + " (0.000)"));
+  // The warnings and notes are stderr's lines, in its order, without their prefixes.
+  CHECK(j["warnings"] == nlohmann::json(lines_after(r.err, "WARNING: ")));
+  CHECK(j["warnings"][0] == div_message);
+  CHECK(j["notes"] == nlohmann::json(lines_after(r.err, "herd-diagnose: note: ")));
+  // The terminal's lines are those of --json: the same stderr.
+  CHECK(r.err == plain.err);
+  // An input without the sampler's columns: null diagnostics; a draws CSV's chains by index.
+  const auto tv = herd_test::test_vector(1);
+  const Run csv = run(q(write_csv("dj_draws.csv", tv.x, tv.m, tv.n)) + " --json-diagnostics");
+  REQUIRE(csv.rc == 0);
+  const auto jc = nlohmann::ordered_json::parse(csv.out);
+  CHECK(jc["chains"] == nlohmann::json(V{"0", "1", "2", "3"}));
+  CHECK(jc["sampler"]["divergent"].is_null());
+  CHECK(jc["sampler"]["max_treedepth"].is_null());
+  CHECK(jc["sampler"]["ebfmi"].is_null());
+  CHECK(jc["warnings"].is_array());
+  check_matches(jc["quantities"]["dj_draws"], tv);
+  // A quantity with a NaN draw: its note is in "notes", its statistics null.
+  auto x = tv.x;
+  x[5] = std::nan("");
+  const Run nan = run(q(write_csv("dj_nan.csv", x, tv.m, tv.n)) + " --json-diagnostics");
+  REQUIRE(nan.rc == 0);
+  const auto jn = nlohmann::ordered_json::parse(nan.out);
+  CHECK(jn["quantities"]["dj_nan"]["mean"].is_null());
+  CHECK(jn["notes"][0] ==
+        "dj_nan: 1 draw is NaN or infinite (the first: nan at chain 0, draw 5, counted from 0), so its statistics are "
+        "NA");
 }
 
 TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary labels them", "[mcmc][apps]") {
