@@ -982,22 +982,23 @@ void drop_cmdstan_warmup(const std::string& path, const CmdStanWarmup& w, TextFi
 }
 
 /// The warning of `n` divergent transitions among `total` post-warm-up ones, flagged by
-/// `column`; per cent with two decimals, as CmdStan's diagnose prints it.
-std::string divergence_warning(std::size_t n, std::size_t total, std::string_view column) {
+/// `column`; per cent with two decimals, as CmdStan's diagnose prints it; `where` (when not
+/// empty) after the column says which transitions were counted.
+std::string divergence_warning(std::size_t n, std::size_t total, std::string_view column, std::string_view where = {}) {
   return fmt::format(
-      "{} of {} post-warm-up transitions ({:.2f}%) ended with a divergence ({}): the sampler could not follow the "
+      "{} of {} post-warm-up transitions ({:.2f}%) ended with a divergence ({}{}): the sampler could not follow the "
       "posterior's curvature there, so the draws may be biased; raise adapt delta (e.g. 0.95 or 0.99) or "
       "reparameterize the model (e.g. non-centred)",
-      n, total, 100.0 * static_cast<double>(n) / static_cast<double>(total), column);
+      n, total, 100.0 * static_cast<double>(n) / static_cast<double>(total), column, where);
 }
 
 /// The warning of `n` of `total` post-warm-up transitions at the maximum tree depth (`how`
-/// they were told).
-std::string max_depth_warning(std::size_t n, std::size_t total, std::string_view how) {
+/// they were told; `where`, when not empty, which transitions were counted).
+std::string max_depth_warning(std::size_t n, std::size_t total, std::string_view how, std::string_view where = {}) {
   return fmt::format(
-      "{} of {} post-warm-up transitions ({:.2f}%) hit the maximum tree depth ({}): an efficiency problem, not a "
+      "{} of {} post-warm-up transitions ({:.2f}%) hit the maximum tree depth ({}{}): an efficiency problem, not a "
       "bias; raise max_depth or reparameterize the model",
-      n, total, 100.0 * static_cast<double>(n) / static_cast<double>(total), how);
+      n, total, 100.0 * static_cast<double>(n) / static_cast<double>(total), how, where);
 }
 
 /// E-BFMI below this is low (Betancourt 2016; CmdStan's diagnose, ArviZ's plot_energy).
@@ -1425,10 +1426,21 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
   }
   // CmdStan's sampler diagnostics of the post-warm-up transitions, as CmdStan's diagnose and
   // cmdstanr/CmdStanPy report them: divergences bias the draws; saturated trees cost time.
+  // Those of the draws diagnosed: with chains of different lengths, each chain's first n
+  // transitions (as ArviZ's sample_stats would hold them beside the cut posterior), so that
+  // the count and its per cent speak of the same draws as the table; the flags in the rows
+  // cut off are told apart (CmdStan's diagnose, which keeps every row, counts them too).
   SamplerDiagnostics sd;
   for (const auto& p : paths) sd.chains.push_back(p);
-  const auto set_in = [](const std::vector<std::uint8_t>& flags) {
-    return static_cast<std::size_t>(std::count(flags.begin(), flags.end(), 1));
+  const auto kept = [n](const std::vector<std::uint8_t>& flags) { return std::min<std::size_t>(flags.size(), n); };
+  const auto set_in = [](const std::vector<std::uint8_t>& flags, std::size_t from, std::size_t to) {
+    return static_cast<std::size_t>(std::count(flags.begin() + static_cast<std::ptrdiff_t>(from),
+                                               flags.begin() + static_cast<std::ptrdiff_t>(to), 1));
+  };
+  const std::string where =
+      cut ? fmt::format(", in the draws diagnosed: the first {} of each chain", n) : std::string();
+  const auto cut_off_note = [](std::size_t more) {
+    return more == 0 ? std::string() : fmt::format("; {} more in the rows cut off", more);
   };
   std::vector<std::uint64_t> depths;  // the files' max_depth, each once
   std::size_t unjudged = 0;           // transitions at depth 10 in files that give no max_depth
@@ -1441,13 +1453,15 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
     TransitionFlags d;
     d.source = "divergent__";
     for (const auto& f : files) {
-      const std::size_t set = set_in(f.divergent);
+      const std::size_t k = kept(f.divergent);
+      const std::size_t set = set_in(f.divergent, 0, k);
       d.per_chain.push_back(f.divergent.empty() ? -1 : static_cast<std::int64_t>(set));
       d.count += set;
-      d.transitions += f.divergent.size();
+      d.transitions += k;
+      d.cut_off += set_in(f.divergent, k, f.divergent.size());
     }
     if (d.count > 0) {
-      d.message = divergence_warning(d.count, d.transitions, "divergent__");
+      d.message = divergence_warning(d.count, d.transitions, "divergent__", where + cut_off_note(d.cut_off));
       warned.push_back(d.message);
     }
     sd.divergent = std::move(d);
@@ -1455,24 +1469,27 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
   for (const auto& f : files) {
     if (f.max_depth > 0 && std::find(depths.begin(), depths.end(), f.max_depth) == depths.end())
       depths.push_back(f.max_depth);
-    unjudged += set_in(f.at_default_depth);
+    unjudged += set_in(f.at_default_depth, 0, kept(f.at_default_depth));
   }
   if (any_depth) {
     TransitionFlags t;
     t.source = "treedepth__";
     for (const auto& f : files) {
-      const std::size_t set = set_in(f.at_max_depth);
+      const std::size_t k = kept(f.at_max_depth);
+      const std::size_t set = set_in(f.at_max_depth, 0, k);
       t.per_chain.push_back(f.at_max_depth.empty() ? -1 : static_cast<std::int64_t>(set));
       t.max_depth.push_back(f.at_max_depth.empty() ? 0 : f.max_depth);
       t.count += set;
-      t.transitions += f.at_max_depth.size();
+      t.transitions += k;
+      t.cut_off += set_in(f.at_max_depth, k, f.at_max_depth.size());
     }
     if (t.count > 0) {
       t.message = max_depth_warning(
           t.count, t.transitions,
           fmt::format("treedepth__ = max_depth = {}",
                       depths.size() == 1 ? std::to_string(depths.front())
-                                         : fmt::format("{}, each chain's own", fmt::join(depths, " or "))));
+                                         : fmt::format("{}, each chain's own", fmt::join(depths, " or "))),
+          where + cut_off_note(t.cut_off));
       warned.push_back(t.message);
     }
     sd.max_treedepth = std::move(t);
@@ -1483,18 +1500,31 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
         "{} configuration block (CmdStan writes it under nuts), so whether they hit the limit is not judged",
         unjudged, unjudged == 1 ? " reaches" : "s reach",
         files.size() == 1 ? "the file gives" : "the files that hold them give", files.size() == 1 ? "its" : "their"));
+  // Flags only in the rows cut off: no warning (the draws diagnosed have none), but a note.
+  if (sd.divergent && sd.divergent->count == 0 && sd.divergent->cut_off > 0)
+    said.push_back(fmt::format(
+        "note: {} post-warm-up transition{} ended with a divergence (divergent__) in the rows cut off, after the "
+        "first {} of each chain that are diagnosed; none did among those",
+        sd.divergent->cut_off, sd.divergent->cut_off == 1 ? "" : "s", n));
+  if (sd.max_treedepth && sd.max_treedepth->count == 0 && sd.max_treedepth->cut_off > 0)
+    said.push_back(fmt::format(
+        "note: {} post-warm-up transition{} hit the maximum tree depth (treedepth__) in the rows cut off, after the "
+        "first {} of each chain that are diagnosed; none did among those",
+        sd.max_treedepth->cut_off, sd.max_treedepth->cut_off == 1 ? "" : "s", n));
   std::vector<std::pair<std::string, double>> energy;  // E-BFMI per file (chain) with energy__
   std::vector<double> per_chain_ebfmi;
   for (std::size_t i = 0; i < files.size(); ++i) {
     const auto& e = files[i].energy;
-    const double v = e.empty() ? std::nan("") : ebfmi(e);
+    const double v = e.empty() ? std::nan("") : ebfmi(std::span<const double>(e.data(), std::min(e.size(), n)));
     per_chain_ebfmi.push_back(v);
     if (!e.empty()) energy.emplace_back(paths[i], v);
   }
   if (!energy.empty()) {
     EbfmiValues ev;
     ev.per_chain = std::move(per_chain_ebfmi);
-    ebfmi_messages(energy, "energy__", "", warned, said, &ev);
+    ebfmi_messages(energy, "energy__",
+                   cut ? fmt::format(" (of the first {} draws of each chain, those diagnosed)", n) : "", warned, said,
+                   &ev);
     sd.ebfmi = std::move(ev);
   }
   if (sampler != nullptr) *sampler = std::move(sd);

@@ -97,7 +97,10 @@ struct TransitionFlags {
   std::vector<std::uint64_t> max_depth;
   std::size_t count = 0;        ///< flagged transitions judged, all chains
   std::size_t transitions = 0;  ///< transitions judged, all chains (the per cent's denominator)
-  std::string message;          ///< the warning (no prefix), empty when none is given
+  /// Flagged transitions in the rows after the draws kept (CmdStan chains cut to the
+  /// shortest), not in `count`.
+  std::size_t cut_off = 0;
+  std::string message;  ///< the warning (no prefix), empty when none is given
 };
 
 /// E-BFMI per chain (Betancourt 2016) of the sampler's post-warm-up energies.
@@ -128,8 +131,9 @@ struct SamplerDiagnostics {
 /// the other formats' quantities after their columns. `notes`: one line each, "note: ...".
 /// `warnings`: one line each (no prefix), CmdStan's sampler diagnostics of the post-warm-up
 /// transitions (divergent__ nonzero; treedepth__ at the max_depth its configuration gives;
-/// E-BFMI of energy__ below 0.3). `sampler`: the same diagnostics as numbers (nothing when
-/// null).
+/// E-BFMI of energy__ below 0.3): with chains of different lengths, those of the draws kept
+/// (each chain's first rows, as many as the shortest's), the flags in the rows cut off told
+/// apart. `sampler`: the same diagnostics as numbers (nothing when null).
 /// @throws herd::InputError on a missing/unreadable or binary file, a header of no known
 ///         format, files of different formats or columns, no data rows, a ragged row, a
 ///         field that is not a number, a weight that is not a positive integer or is above

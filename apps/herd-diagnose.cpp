@@ -244,6 +244,7 @@ nlohmann::ordered_json flags_json(const std::optional<herd::apps::TransitionFlag
       j["max_depth"] = md;
     }
   }
+  j["cut_off"] = f->cut_off;
   j["message"] = f->message.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f->message);
   return j;
 }

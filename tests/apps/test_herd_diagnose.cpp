@@ -1050,6 +1050,7 @@ TEST_CASE("herd-diagnose --json-diagnostics: the sampler's diagnostics, warnings
   CHECK(d["transitions"] == 2 * n);
   CHECK(d["percent"].get<double>() == 100.0 * 4 / 400);
   CHECK(d["per_chain"] == nlohmann::json({3, 1}));
+  CHECK(d["cut_off"] == 0);
   const std::string div_message =
       "4 of 400 post-warm-up transitions (1.00%) ended with a divergence (divergent__): the sampler could not follow "
       "the posterior's curvature there, so the draws may be biased; raise adapt delta (e.g. 0.95 or 0.99) or "
@@ -1095,6 +1096,47 @@ TEST_CASE("herd-diagnose --json-diagnostics: the sampler's diagnostics, warnings
   CHECK(jn["notes"][0] ==
         "dj_nan: 1 draw is NaN or infinite (the first: nan at chain 0, draw 5, counted from 0), so its statistics are "
         "NA");
+}
+
+// With chains of different lengths the draws are cut to the shortest, but the divergences and
+// saturated trees were counted over every post-warm-up row of each file: a count and a per
+// cent of other transitions than the draws diagnosed. They are counted in the draws kept (as
+// ArviZ's sample_stats would hold them beside the cut posterior), and those in the rows cut
+// off are told apart.
+TEST_CASE("herd-diagnose: uneven CmdStan chains: the sampler diagnostics of the draws kept", "[mcmc][apps]") {
+  fs::create_directories(kWork);
+  const fs::path a = kWork / "uneven_1.csv", b = kWork / "uneven_2.csv";
+  // Chain 0: 200 rows, divergences at 10 and 199; chain 1: 300 rows, divergences at 20 (kept),
+  // 250 and 260 (cut off), a tree at max_depth at 280 (cut off). Energies of chain 1: a ramp
+  // over its first 200 rows, then alternating (E-BFMI of the kept part: 12 / (200 * 201)).
+  std::vector<double> energy(300);
+  for (std::size_t i = 0; i < 300; ++i) energy[i] = i < 200 ? static_cast<double>(i) : static_cast<double>(i % 2);
+  write_nuts_csv(a, 200, 61, {10, 199}, {});
+  write_nuts_csv(b, 300, 62, {20, 250, 260}, {280}, energy);
+  const Run r = run(q(a) + " " + q(b) + " --json-diagnostics");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.err, Catch::Contains("each is cut to the first 200"));
+  CHECK_THAT(r.err, Catch::Contains("\nWARNING: 3 of 400 post-warm-up transitions (0.75%) ended with a divergence "
+                                    "(divergent__, in the draws diagnosed: the first 200 of each chain; 2 more in the "
+                                    "rows cut off): the sampler could not follow"));
+  CHECK_THAT(r.err, !Catch::Contains("WARNING: 1 of 400"));
+  CHECK_THAT(r.err, Catch::Contains("herd-diagnose: note: 1 post-warm-up transition hit the maximum tree depth "
+                                    "(treedepth__) in the rows cut off, after the first 200 of each chain that are "
+                                    "diagnosed; none did among those"));
+  CHECK_THAT(r.err, Catch::Contains("E-BFMI is below 0.3 for " + b.string() + " (0.000)") &&
+                        Catch::Contains("(of the first 200 draws of each chain, those diagnosed)"));
+  const auto j = nlohmann::ordered_json::parse(r.out);
+  const auto& d = j["sampler"]["divergent"];
+  CHECK(d["count"] == 3);
+  CHECK(d["transitions"] == 400);
+  CHECK(d["per_chain"] == nlohmann::json({2, 1}));
+  CHECK(d["cut_off"] == 2);
+  const auto& t = j["sampler"]["max_treedepth"];
+  CHECK(t["count"] == 0);
+  CHECK(t["cut_off"] == 1);
+  CHECK(t["message"].is_null());
+  CHECK_THAT(j["sampler"]["ebfmi"]["per_chain"][1].get<double>(), Catch::WithinRel(12.0 / (200.0 * 201.0), 1e-12));
 }
 
 TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary labels them", "[mcmc][apps]") {
