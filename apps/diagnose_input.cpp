@@ -1631,6 +1631,24 @@ std::optional<std::vector<std::size_t>> count_flags(const std::string& path, hid
   return set;
 }
 
+/// The labels of the `chains` chains of the sampler diagnostics of group `g`: the values of
+/// the `chain` coordinate on the first axis of its first dataset of `names` that has one
+/// (coordinate_labels: PyMC's 0, 1, ..., or 1, 2, ...); empty when none has one.
+std::vector<std::string> chain_labels(hid_t g, std::initializer_list<const char*> names, std::size_t chains) {
+  for (const char* name : names) {
+    if (!is_dataset(g, name)) continue;
+    H5Id ds(H5Dopen2(g, name, H5P_DEFAULT), H5Dclose);
+    if (!ds) continue;
+    H5Id space(H5Dget_space(ds.id), H5Sclose);
+    if (H5Sget_simple_extent_ndims(space.id) < 1) continue;
+    const auto dims = dimension_names(ds.id, H5Sget_simple_extent_ndims(space.id));
+    if (dims.empty() || dims[0] != "chain") continue;
+    auto labels = coordinate_labels(ds.id, 0, chains);
+    if (!labels.empty()) return labels;
+  }
+  return {};
+}
+
 /// A set of flags of one kind per chain as TransitionFlags (`source`, the message `message`).
 TransitionFlags transition_flags(std::string_view source, const std::vector<std::size_t>& set, std::size_t draws,
                                  const std::string& message) {
@@ -1657,6 +1675,11 @@ std::vector<std::string> hdf5_sampler_warnings(const std::string& path, std::siz
   if (!file || H5Lexists(file.id, "sample_stats", H5P_DEFAULT) <= 0) return {};
   H5Id g(H5Gopen2(file.id, "sample_stats", H5P_DEFAULT), H5Gclose);
   if (!g) return {};
+  // The chains as the file names them (its `chain` coordinate), else counted from 0.
+  // Labels 0, 1, ... (ArviZ's default, PyMC's) are the positions: named as before.
+  std::vector<std::string> labels = chain_labels(g.id, {"energy", "diverging", "reached_max_treedepth"}, chains);
+  if (labels == sd.chains) labels.clear();
+  if (!labels.empty()) sd.chains = labels;
   std::vector<std::string> out;
   const auto total = [](const std::vector<std::size_t>& v) {
     return std::accumulate(v.begin(), v.end(), std::size_t{0});
@@ -1689,9 +1712,12 @@ std::vector<std::string> hdf5_sampler_warnings(const std::string& path, std::siz
     EbfmiValues ev;
     for (std::size_t c = 0; c < chains; ++c) {
       ev.per_chain.push_back(ebfmi(std::span<const double>(e.data() + c * draws, draws)));
-      per_chain.emplace_back(fmt::format("chain {}", c), ev.per_chain.back());
+      per_chain.emplace_back(labels.empty() ? fmt::format("chain {}", c) : fmt::format("chain {}", labels[c]),
+                             ev.per_chain.back());
     }
-    ebfmi_messages(per_chain, "sample_stats/energy", " (chains counted from 0)", out, notes, &ev);
+    ebfmi_messages(per_chain, "sample_stats/energy",
+                   labels.empty() ? " (chains counted from 0)" : " (chains named by the file's chain coordinate)", out,
+                   notes, &ev);
     // The JSON's lists name chains by their labels alone (not "chain 1").
     for (auto& l : ev.low) l = l.substr(6);
     sd.ebfmi = std::move(ev);

@@ -117,7 +117,8 @@ struct EbfmiValues {
 /// depth of CmdStan files without max_depth) does not let it be judged.
 struct SamplerDiagnostics {
   /// The chains' labels in the draws' order: a CmdStan or ParaDRAM chain's file; an ArviZ
-  /// file's 0-based chain index; a draws CSV's 0-based column index.
+  /// file's `chain` coordinate values (PyMC writes 0, 1, ...; others 1, 2, ...), else the
+  /// 0-based index; a draws CSV's 0-based column index.
   std::vector<std::string> chains;
   std::optional<TransitionFlags> divergent, max_treedepth;
   std::optional<EbfmiValues> ebfmi;
@@ -154,11 +155,13 @@ bool is_hdf5(const std::string& path);
 /// and `reached_max_treedepth` (PyMC), flags [chain, draw] (booleans, integers or floats),
 /// as warning lines in the words read_text gives CmdStan's divergent__ and treedepth__
 /// (no prefix; one per kind, only when some are set), and E-BFMI below 0.3 per chain of
-/// `energy` (Betancourt 2016), chains counted from 0. Each must have the posterior's shape [`chains`, `draws`]:
+/// `energy` (Betancourt 2016), its chains named by the labels of the file's `chain` coordinate
+/// (the dimension scale on the dataset's first axis, as xarray writes it) where it has one,
+/// else counted from 0. Each must have the posterior's shape [`chains`, `draws`]:
 /// another shape, and an E-BFMI that cannot be computed, get a note in `notes` ("note: ...")
 /// and are not judged. Empty when the file has none, or cannot be opened (Hdf5Draws says
-/// why). `sampler`: the same diagnostics as numbers (nothing when null). Thread-safety: HDF5 calls; not concurrently
-/// with other HDF5 use.
+/// why). `sampler`: the same diagnostics as numbers, and the chains' labels (nothing when
+/// null). Thread-safety: HDF5 calls; not concurrently with other HDF5 use.
 /// @throws herd::InputError when such a dataset is not numbers or flags, or unreadable.
 std::vector<std::string> hdf5_sampler_warnings(const std::string& path, std::size_t chains, std::size_t draws,
                                                std::vector<std::string>& notes, SamplerDiagnostics* sampler = nullptr);

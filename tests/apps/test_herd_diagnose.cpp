@@ -1139,6 +1139,65 @@ TEST_CASE("herd-diagnose: uneven CmdStan chains: the sampler diagnostics of the 
   CHECK_THAT(j["sampler"]["ebfmi"]["per_chain"][1].get<double>(), Catch::WithinRel(12.0 / (200.0 * 201.0), 1e-12));
 }
 
+// An ArviZ file's E-BFMI warning counted its chains from 0 where the file labels them (PyMC
+// and ArviZ's from_dict with coords={"chain": [1, 2, 3, 4]}): chain 2 of the warning was the
+// file's chain 3. The labels of its chain coordinate name them, on the terminal, in the HTML
+// report and in --json-diagnostics.
+TEST_CASE("herd-diagnose: an ArviZ file's chains are named by its chain coordinate", "[mcmc][apps]") {
+  fs::create_directories(kWork);
+  const std::size_t n = 128;
+  const auto tv1 = herd_test::test_vector(1);
+  const auto write = [&](const fs::path& p, const std::vector<std::int64_t>& labels) {
+    const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t post = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    write_dataset(post, "mu", std::vector<double>(tv1.x.begin(), tv1.x.begin() + 4 * n), {4, n});
+    H5Gclose(post);
+    const hid_t st = H5Gcreate2(f, "sample_stats", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    std::vector<double> energy(4 * n), div(4 * n, 0.0);
+    for (std::size_t c = 0; c < 4; ++c)  // chain position 2: a ramp (E-BFMI 0.000727), else alternating
+      for (std::size_t t = 0; t < n; ++t) energy[c * n + t] = c == 2 ? static_cast<double>(t) : 1.0 * (t % 2);
+    div[3 * n + 7] = 1;
+    write_dataset(st, "energy", energy, {4, n});
+    write_dataset(st, "diverging", div, {4, n});
+    const hsize_t four = 4;
+    const hid_t space = H5Screate_simple(1, &four, nullptr);
+    const hid_t chain = H5Dcreate2(st, "chain", H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(chain, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data());
+    H5Sclose(space);
+    H5DSset_scale(chain, "chain");
+    for (const char* name : {"energy", "diverging"}) {
+      const hid_t ds = H5Dopen2(st, name, H5P_DEFAULT);
+      H5DSattach_scale(ds, chain, 0);
+      H5Dclose(ds);
+    }
+    H5Dclose(chain);
+    H5Gclose(st);
+    H5Fclose(f);
+  };
+  const fs::path p = kWork / "chain_labels.nc", html = kWork / "chain_labels.html";
+  write(p, {1, 2, 3, 4});
+  const Run r = run(q(p) + " --json-diagnostics --html " + q(html));
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string low = "E-BFMI is below 0.3 for chain 3 (0.001): the momentum resampling";
+  CHECK_THAT(r.err,
+             Catch::Contains("WARNING: " + low) && Catch::Contains("(chains named by the file's chain coordinate)\n"));
+  CHECK_THAT(slurp(html), Catch::Contains(low));
+  const auto j = nlohmann::ordered_json::parse(r.out);
+  using V = std::vector<std::string>;
+  CHECK(j["chains"] == nlohmann::json(V{"1", "2", "3", "4"}));
+  CHECK(j["sampler"]["ebfmi"]["low_chains"] == nlohmann::json(V{"3"}));
+  CHECK(j["sampler"]["divergent"]["per_chain"] == nlohmann::json({0, 0, 0, 1}));
+  CHECK(j["sampler"]["max_treedepth"].is_null());
+  // ArviZ's default coordinate, 0 to 3, is the position: named as before.
+  write(p, {0, 1, 2, 3});
+  const Run d = run(q(p) + " --json-diagnostics");
+  REQUIRE(d.rc == 0);
+  CHECK_THAT(d.err, Catch::Contains("E-BFMI is below 0.3 for chain 2 (0.001)") &&
+                        Catch::Contains("(chains counted from 0)\n"));
+  CHECK(nlohmann::ordered_json::parse(d.out)["chains"] == nlohmann::json(V{"0", "1", "2", "3"}));
+}
+
 TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary labels them", "[mcmc][apps]") {
   const std::size_t n = 200;
   const auto a = ar1(n, 31, 0.3), b = ar1(n, 32, 0.1), c = ar1(n, 33, -0.2);
