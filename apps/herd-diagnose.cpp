@@ -308,6 +308,15 @@ std::vector<std::string> non_finite_notes(const std::vector<Row>& rows, const st
   return out;
 }
 
+/// The draws per chain of `a`: a weighted array's verbose draws (its weights of one chain
+/// summed; every chain's sum to the same), else its `draws`.
+std::size_t verbose_draws(const herd::apps::DrawsArray& a) {
+  if (a.weights.empty()) return a.draws;
+  std::size_t n = 0;
+  for (std::size_t t = 0; t < a.draws; ++t) n += static_cast<std::size_t>(a.weights[t]);
+  return n;
+}
+
 /// `a` with its weights expanded: every entry repeated `weights` times (padding dropped), the
 /// verbose draws of each parameter; `a` itself (moved) when it has no weights.
 herd::apps::DrawsArray expanded(herd::apps::DrawsArray& a) {
@@ -676,9 +685,11 @@ int run_main(int argc, char** argv) {
       }
       std::string names = a.names.front();
       if (a.params > 1) names += fmt::format(" ... {} ({} parameters)", a.names.back(), a.params);
-      read_lines.push_back(fmt::format("herd-diagnose: {}: {} chain{} x {} draw{}{}\n", names, a.chains,
-                                       a.chains == 1 ? "" : "s", a.draws, a.draws == 1 ? "" : "s",
-                                       a.weights.empty() ? "" : " (weighted: verbose draws per chain)"));
+      const std::size_t draws = verbose_draws(a);
+      read_lines.push_back(fmt::format(
+          "herd-diagnose: {}: {} chain{} x {} draw{}{}\n", names, a.chains, a.chains == 1 ? "" : "s", draws,
+          draws == 1 ? "" : "s",
+          a.weights.empty() ? "" : fmt::format(" (from up to {} weighted compact rows per chain)", a.draws)));
     }
     // Several text files are the chains, in order: the note names the first bad draw's file.
     const std::vector<std::string> nan_notes =
@@ -697,7 +708,7 @@ int run_main(int argc, char** argv) {
         if (v.level >= 2) warnings.push_back(v.text);
         else if (v.level == 1) notes.push_back(v.text);
       }
-      print_json_diagnostics(rows, sampler, arrays.empty() ? 0 : arrays.front().draws, warnings, notes);
+      print_json_diagnostics(rows, sampler, arrays.empty() ? 0 : verbose_draws(arrays.front()), warnings, notes);
     } else if (json) {
       print_json(rows);
     } else {

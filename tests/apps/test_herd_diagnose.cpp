@@ -1865,6 +1865,14 @@ TEST_CASE("herd-diagnose --html of a weighted compact chain: its expansion is es
   const Run plain = run(q(p) + " --json --max-memory 16MiB");
   INFO(plain.err);
   REQUIRE(plain.rc == 0);  // the diagnostics never expand it
+  // What was read: the verbose draws per chain (it said "10 draws (weighted: verbose draws
+  // per chain)", the compact rows).
+  CHECK_THAT(plain.err,
+             Catch::Contains("herd-diagnose: a: 1 chain x 2000000 draws (from up to 10 weighted compact rows "
+                             "per chain)\n"));
+  const Run js = run(q(p) + " --json-diagnostics --max-memory 16MiB");
+  REQUIRE(js.rc == 0);
+  CHECK(nlohmann::json::parse(js.out)["draws_per_chain"] == 2000000);
   const fs::path html = kWork / "compact_only.html";
   fs::remove(html);
   check_error(run(q(p) + " --max-memory 16MiB --html " + q(html)),
