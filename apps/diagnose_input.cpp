@@ -1579,17 +1579,26 @@ struct Hdf5Draws::Impl {
 
 namespace {
 
-/// Whether dataset `name` of group `g` (`shown` in messages) has the posterior's shape
-/// [`chains`, `draws`]; else a note into `notes` that it is not judged.
-bool same_draws_shape(const std::string& path, hid_t g, const char* name, const char* shown, std::size_t chains,
-                      std::size_t draws, std::vector<std::string>& notes) {
+/// How dataset `name` of group `g` (`shown` in messages) holds the posterior's [`chains`,
+/// `draws`] transitions: 0 as [chain, draw]; 1 as [draw, chain], where its dimension names
+/// say so (xarray writes a transposed variable so; the posterior's datasets are read by the
+/// same rule); -1 neither: another shape, with a note into `notes` that it is not judged.
+int draws_layout(const std::string& path, hid_t g, const char* name, const char* shown, std::size_t chains,
+                 std::size_t draws, std::vector<std::string>& notes) {
   const std::vector<hsize_t> shape = dataset_shape(g, name);
-  if (shape.size() == 2 && shape[0] == chains && shape[1] == draws) return true;
+  bool transposed = false;
+  if (shape.size() == 2) {
+    H5Id ds(H5Dopen2(g, name, H5P_DEFAULT), H5Dclose);
+    const auto dims = ds ? dimension_names(ds.id, 2) : std::vector<std::string>();
+    transposed = dims.size() == 2 && dims[0] == "draw" && dims[1] == "chain";
+  }
+  if (shape.size() == 2 && !transposed && shape[0] == chains && shape[1] == draws) return 0;
+  if (shape.size() == 2 && transposed && shape[0] == draws && shape[1] == chains) return 1;
   notes.push_back(
       fmt::format("note: {}: '{}' has the shape [{}], but the posterior's draws are [{}, {}] (chain, "
                   "draw): not judged",
                   path, shown, fmt::join(shape, ", "), chains, draws));
-  return false;
+  return -1;
 }
 
 /// The flags of dataset `name` of group `g` (one per transition, [`chains`, `draws`]; another
@@ -1600,7 +1609,10 @@ std::optional<std::vector<std::size_t>> count_flags(const std::string& path, hid
                                                     const char* shown, std::size_t chains, std::size_t draws,
                                                     std::vector<std::string>& notes) {
   if (!is_dataset(g, name)) return std::nullopt;
-  if (!same_draws_shape(path, g, name, shown, chains, draws, notes)) return std::nullopt;
+  const int layout = draws_layout(path, g, name, shown, chains, draws, notes);
+  if (layout < 0) return std::nullopt;
+  // Transition i's chain: [chain, draw] row-major, or [draw, chain].
+  const auto chain_of = [&](std::size_t i) { return layout == 1 ? i % chains : i / draws; };
   H5Id ds(H5Dopen2(g, name, H5P_DEFAULT), H5Dclose);
   H5Id type(ds ? H5Dget_type(ds.id) : H5I_INVALID_HID, H5Tclose);
   H5Id space(ds ? H5Dget_space(ds.id) : H5I_INVALID_HID, H5Sclose);
@@ -1610,7 +1622,7 @@ std::optional<std::vector<std::size_t>> count_flags(const std::string& path, hid
   HERD_REQUIRE(flags && n >= 0, "{}: dataset '{}' must hold one flag per transition (booleans or numbers)", path,
                shown);
   const auto count = static_cast<std::size_t>(n);
-  std::vector<std::size_t> set(chains, 0);  // per chain; the dataset is [chains, draws] (same_draws_shape)
+  std::vector<std::size_t> set(chains, 0);  // per chain
   bool read = false;
   if (cls == H5T_ENUM) {
     // The enum's values in memory (native order): an element is set when any byte is.
@@ -1619,20 +1631,20 @@ std::optional<std::vector<std::size_t>> count_flags(const std::string& path, hid
     std::vector<unsigned char> bytes(count * size);
     read = size > 0 && H5Dread(ds.id, mem.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) >= 0;
     for (std::size_t i = 0; read && i < count; ++i)
-      set[i / draws] += std::any_of(bytes.begin() + static_cast<std::ptrdiff_t>(i * size),
-                                    bytes.begin() + static_cast<std::ptrdiff_t>((i + 1) * size),
-                                    [](unsigned char b) { return b != 0; });
+      set[chain_of(i)] += std::any_of(bytes.begin() + static_cast<std::ptrdiff_t>(i * size),
+                                      bytes.begin() + static_cast<std::ptrdiff_t>((i + 1) * size),
+                                      [](unsigned char b) { return b != 0; });
   } else {
     std::vector<double> v(count);
     read = H5Dread(ds.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) >= 0;
-    for (std::size_t i = 0; read && i < count; ++i) set[i / draws] += v[i] != 0 ? 1 : 0;
+    for (std::size_t i = 0; read && i < count; ++i) set[chain_of(i)] += v[i] != 0 ? 1 : 0;
   }
   HERD_REQUIRE(read, "{}: cannot read dataset '{}'", path, shown);
   return set;
 }
 
 /// The labels of the `chains` chains of the sampler diagnostics of group `g`: the values of
-/// the `chain` coordinate on the first axis of its first dataset of `names` that has one
+/// the `chain` coordinate on the first or second axis of its first dataset of `names` that has one
 /// (coordinate_labels: PyMC's 0, 1, ..., or 1, 2, ...); empty when none has one.
 std::vector<std::string> chain_labels(hid_t g, std::initializer_list<const char*> names, std::size_t chains) {
   for (const char* name : names) {
@@ -1642,8 +1654,9 @@ std::vector<std::string> chain_labels(hid_t g, std::initializer_list<const char*
     H5Id space(H5Dget_space(ds.id), H5Sclose);
     if (H5Sget_simple_extent_ndims(space.id) < 1) continue;
     const auto dims = dimension_names(ds.id, H5Sget_simple_extent_ndims(space.id));
-    if (dims.empty() || dims[0] != "chain") continue;
-    auto labels = coordinate_labels(ds.id, 0, chains);
+    const auto axis = std::find(dims.begin(), dims.end(), "chain");
+    if (axis == dims.end() || axis - dims.begin() > 1) continue;
+    auto labels = coordinate_labels(ds.id, static_cast<unsigned>(axis - dims.begin()), chains);
     if (!labels.empty()) return labels;
   }
   return {};
@@ -1701,13 +1714,21 @@ std::vector<std::string> hdf5_sampler_warnings(const std::string& path, std::siz
     }
     sd.max_treedepth = transition_flags("sample_stats/reached_max_treedepth", *t, draws, message);
   }
-  // E-BFMI per chain of sample_stats/energy [chain, draw].
-  if (is_dataset(g.id, "energy") &&
-      same_draws_shape(path, g.id, "energy", "sample_stats/energy", chains, draws, notes)) {
+  // E-BFMI per chain of sample_stats/energy [chain, draw] (or [draw, chain], by its dimension names).
+  if (const int layout = is_dataset(g.id, "energy")
+                             ? draws_layout(path, g.id, "energy", "sample_stats/energy", chains, draws, notes)
+                             : -1;
+      layout >= 0) {
     H5Id ds(H5Dopen2(g.id, "energy", H5P_DEFAULT), H5Dclose);
     std::vector<double> e(chains * draws);
     HERD_REQUIRE(H5Dread(ds.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, e.data()) >= 0,
                  "{}: cannot read dataset 'sample_stats/energy' as numbers", path);
+    if (layout == 1) {  // to [chain, draw]
+      std::vector<double> t(e.size());
+      for (std::size_t d = 0; d < draws; ++d)
+        for (std::size_t c = 0; c < chains; ++c) t[c * draws + d] = e[d * chains + c];
+      e = std::move(t);
+    }
     std::vector<std::pair<std::string, double>> per_chain;
     EbfmiValues ev;
     for (std::size_t c = 0; c < chains; ++c) {

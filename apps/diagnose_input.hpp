@@ -156,8 +156,9 @@ bool is_hdf5(const std::string& path);
 /// as warning lines in the words read_text gives CmdStan's divergent__ and treedepth__
 /// (no prefix; one per kind, only when some are set), and E-BFMI below 0.3 per chain of
 /// `energy` (Betancourt 2016), its chains named by the labels of the file's `chain` coordinate
-/// (the dimension scale on the dataset's first axis, as xarray writes it) where it has one,
-/// else counted from 0. Each must have the posterior's shape [`chains`, `draws`]:
+/// (the dimension scale on the dataset's chain axis, as xarray writes it) where it has one,
+/// else counted from 0. Each must have the posterior's shape [`chains`, `draws`] (or
+/// [`draws`, `chains`] where its dimension names are (draw, chain)):
 /// another shape, and an E-BFMI that cannot be computed, get a note in `notes` ("note: ...")
 /// and are not judged. Empty when the file has none, or cannot be opened (Hdf5Draws says
 /// why). `sampler`: the same diagnostics as numbers, and the chains' labels (nothing when

@@ -2007,3 +2007,45 @@ TEST_CASE("herd-diagnose: an .h5 dataset's dimension names say which axis holds 
     check_error(run(q(p) + " --dataset late"), "dataset 'late' has the dimensions (variable, chain, draw)");
   }
 }
+
+// An ArviZ file's sample_stats written (draw, chain), as xarray writes a transposed variable,
+// were "not judged" (their shape is not the posterior's [chain, draw]), and a square one would
+// have been read with chains and draws swapped; their dimension names say which axis holds the
+// chains, as the posterior's do.
+TEST_CASE("herd-diagnose: sample_stats of dimensions (draw, chain) are read by their names", "[mcmc][apps]") {
+  fs::create_directories(kWork);
+  const std::size_t n = 128;
+  const auto tv1 = herd_test::test_vector(1);
+  const fs::path p = kWork / "stats_draw_chain.nc";
+  const hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t post = H5Gcreate2(f, "posterior", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t pc = make_dimension(post, "chain", 4), pd = make_dimension(post, "draw", n);
+  write_named(post, "mu", std::vector<double>(tv1.x.begin(), tv1.x.begin() + 4 * n), {4, n}, {pc, pd});
+  H5Dclose(pc);
+  H5Dclose(pd);
+  H5Gclose(post);
+  const hid_t st = H5Gcreate2(f, "sample_stats", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t sc = make_dimension(st, "chain", 4), sd = make_dimension(st, "draw", n);
+  std::vector<double> energy(n * 4), div(n * 4, 0.0);  // [draw, chain]
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t c = 0; c < 4; ++c)  // chain 2: a ramp (E-BFMI 0.000727), else alternating
+      energy[t * 4 + c] = c == 2 ? static_cast<double>(t) : 1.0 * (t % 2);
+  div[7 * 4 + 3] = div[9 * 4 + 3] = 1;  // chain 3
+  write_named(st, "energy", energy, {n, 4}, {sd, sc});
+  write_named(st, "diverging", div, {n, 4}, {sd, sc});
+  H5Dclose(sc);
+  H5Dclose(sd);
+  H5Gclose(st);
+  H5Fclose(f);
+  const Run r = run(q(p) + " --json-diagnostics");
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK_THAT(r.err, !Catch::Contains("not judged"));
+  CHECK_THAT(r.err, Catch::Contains("WARNING: 2 of 512 post-warm-up transitions (0.39%) ended with a divergence"));
+  CHECK_THAT(r.err, Catch::Contains("WARNING: E-BFMI is below 0.3 for chain 2 (0.001): the momentum resampling") &&
+                        Catch::Contains("(chains counted from 0)\n"));
+  const auto j = nlohmann::ordered_json::parse(r.out);
+  CHECK(j["sampler"]["divergent"]["per_chain"] == nlohmann::json({0, 0, 0, 2}));
+  CHECK(j["sampler"]["ebfmi"]["low_chains"] == nlohmann::json(std::vector<std::string>{"2"}));
+  CHECK_THAT(j["sampler"]["ebfmi"]["per_chain"][1].get<double>(), Catch::WithinRel(4.0 * (n - 1.0) / n, 1e-12));
+}
