@@ -1378,6 +1378,7 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
     if (sampler != nullptr) {
       *sampler = {};
       for (std::size_t c = 0; c < a.chains; ++c) sampler->chains.push_back(std::to_string(c));
+      sampler->input.format = "draws_csv";
     }
     std::vector<DrawsArray> out;
     out.push_back(std::move(a));
@@ -1432,6 +1433,18 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
   // cut off are told apart (CmdStan's diagnose, which keeps every row, counts them too).
   SamplerDiagnostics sd;
   for (const auto& p : paths) sd.chains.push_back(p);
+  sd.input.format = f0.kind == TextKind::kCmdStan         ? "cmdstan"
+                    : f0.kind == TextKind::kParaDramChain ? "paradram_chain"
+                                                          : "paradram_sample";
+  for (const auto& f : files) {
+    sd.input.draws_read.push_back(f.draws);
+    if (f.kind == TextKind::kCmdStan) sd.input.warmup_left_out.push_back(f.warmup);
+  }
+  if (f0.kind == TextKind::kCmdStan) {
+    sd.input.method = f0.method;
+    sd.input.approximation = f0.method == "variational" || f0.method == "laplace" || f0.method == "pathfinder";
+  }
+  if (cut) sd.input.cut_to = n;
   const auto kept = [n](const std::vector<std::uint8_t>& flags) { return std::min<std::size_t>(flags.size(), n); };
   const auto set_in = [](const std::vector<std::uint8_t>& flags, std::size_t from, std::size_t to) {
     return static_cast<std::size_t>(std::count(flags.begin() + static_cast<std::ptrdiff_t>(from),

@@ -112,6 +112,20 @@ struct EbfmiValues {
   std::string message;            ///< the warning (no prefix), empty when none is given
 };
 
+/// What reading the input found besides the draws, as numbers (the notes say it in words).
+struct InputFacts {
+  /// "cmdstan", "paradram_chain", "paradram_sample", "draws_csv" or "hdf5".
+  std::string format;
+  std::string method;  ///< CmdStan's method (`sample` where the file does not say); empty for other formats
+  bool approximation =
+      false;  ///< the rows are independent draws of an approximation (variational, laplace, pathfinder)
+  std::vector<std::size_t> warmup_left_out;  ///< CmdStan: warm-up rows left out per chain; empty for other formats
+  /// Draws per chain as read (after the warm-up), before the chains are cut to the shortest;
+  /// text files that are one chain each (empty for the others).
+  std::vector<std::size_t> draws_read;
+  std::size_t cut_to = 0;  ///< the draws per chain kept where the chains were cut to the shortest; 0: not cut
+};
+
 /// The sampler diagnostics of the input, as numbers (herd-diagnose's `--json-diagnostics`):
 /// each kind is empty (std::nullopt) when the input has no such column or dataset, or (tree
 /// depth of CmdStan files without max_depth) does not let it be judged.
@@ -122,6 +136,7 @@ struct SamplerDiagnostics {
   std::vector<std::string> chains;
   std::optional<TransitionFlags> divergent, max_treedepth;
   std::optional<EbfmiValues> ebfmi;
+  InputFacts input;  ///< what reading the input found (read_text fills it; hdf5_sampler_warnings leaves it)
 };
 
 /// Reads text files of draws (formats above): several files are several chains of one

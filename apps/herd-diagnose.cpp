@@ -250,7 +250,9 @@ nlohmann::ordered_json flags_json(const std::optional<herd::apps::TransitionFlag
 }
 
 /// --json-diagnostics: the quantities' statistics (--json's object) and, beside them, the
-/// sampler diagnostics as numbers and every warning and note that stderr gives (`warnings`,
+/// sampler diagnostics and what reading the input found (`input`, `non_finite`: every
+/// quantity with NaN or infinite draws, chain and draw counted from 0, the value as "nan",
+/// "inf" or "-inf") as numbers, and every warning and note that stderr gives (`warnings`,
 /// `notes`: the lines without their "WARNING: " / "herd-diagnose: note: " prefix).
 void print_json_diagnostics(const std::vector<Row>& rows, const herd::apps::SamplerDiagnostics& sampler,
                             std::size_t draws, const std::vector<std::string>& warnings,
@@ -275,6 +277,25 @@ void print_json_diagnostics(const std::vector<Row>& rows, const herd::apps::Samp
     s["ebfmi"] = nullptr;
   }
   j["sampler"] = s;
+  const auto& in = sampler.input;
+  const auto list_or_null = [](const std::vector<std::size_t>& v) {
+    return v.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v);
+  };
+  j["input"] = {{"format", in.format},
+                {"method", in.method.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(in.method)},
+                {"approximation", in.approximation},
+                {"warmup_left_out", list_or_null(in.warmup_left_out)},
+                {"draws_read", list_or_null(in.draws_read)},
+                {"cut_to", in.cut_to == 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(in.cut_to)}};
+  nlohmann::ordered_json nf = nlohmann::ordered_json::array();
+  for (const auto& r : rows)
+    if (r.non_finite.count > 0)
+      nf.push_back({{"quantity", r.name},
+                    {"count", r.non_finite.count},
+                    {"first_chain", r.non_finite.chain},
+                    {"first_draw", r.non_finite.draw},
+                    {"first_value", fmt::format("{}", r.non_finite.value)}});
+  j["non_finite"] = nf;
   j["warnings"] = warnings;
   j["notes"] = notes;
   std::fputs((j.dump(2) + "\n").c_str(), stdout);
@@ -700,6 +721,7 @@ int run_main(int argc, char** argv) {
                                                       stored.superchains))
         verdicts.push_back(std::move(v));
     if (json_diagnostics) {
+      if (h5) sampler.input.format = "hdf5";
       // Every line stderr gives, in its order, without its prefix.
       std::vector<std::string> warnings = sampler_warnings, notes;
       for (const auto& n : input_notes) notes.push_back(n.starts_with("note: ") ? n.substr(6) : n);

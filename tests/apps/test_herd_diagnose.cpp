@@ -1036,7 +1036,10 @@ TEST_CASE("herd-diagnose --json-diagnostics: the sampler's diagnostics, warnings
   REQUIRE(r.rc == 0);
   const auto j = nlohmann::ordered_json::parse(r.out);
   using V = std::vector<std::string>;
-  CHECK(keys(j) == V{"quantities", "chains", "draws_per_chain", "sampler", "warnings", "notes"});
+  CHECK(keys(j) == V{"quantities", "chains", "draws_per_chain", "sampler", "input", "non_finite", "warnings", "notes"});
+  CHECK(j["input"] == nlohmann::ordered_json::parse(R"({"format": "cmdstan", "method": "sample", "approximation": false,
+      "warmup_left_out": [0, 0], "draws_read": [200, 200], "cut_to": null})"));
+  CHECK(j["non_finite"] == nlohmann::json::array());
   // "quantities" is --json's object, which is unchanged: one key per quantity.
   const Run plain = run(q(a) + " " + q(b) + " --json");
   REQUIRE(plain.rc == 0);
@@ -1085,6 +1088,8 @@ TEST_CASE("herd-diagnose --json-diagnostics: the sampler's diagnostics, warnings
   CHECK(jc["sampler"]["max_treedepth"].is_null());
   CHECK(jc["sampler"]["ebfmi"].is_null());
   CHECK(jc["warnings"].is_array());
+  CHECK(jc["input"]["format"] == "draws_csv");
+  CHECK(jc["input"]["draws_read"].is_null());
   check_matches(jc["quantities"]["dj_draws"], tv);
   // A quantity with a NaN draw: its note is in "notes", its statistics null.
   auto x = tv.x;
@@ -1093,6 +1098,8 @@ TEST_CASE("herd-diagnose --json-diagnostics: the sampler's diagnostics, warnings
   REQUIRE(nan.rc == 0);
   const auto jn = nlohmann::ordered_json::parse(nan.out);
   CHECK(jn["quantities"]["dj_nan"]["mean"].is_null());
+  CHECK(jn["non_finite"] == nlohmann::ordered_json::parse(R"([{"quantity": "dj_nan", "count": 1, "first_chain": 0,
+      "first_draw": 5, "first_value": "nan"}])"));
   CHECK(jn["notes"][0] ==
         "dj_nan: 1 draw is NaN or infinite (the first: nan at chain 0, draw 5, counted from 0), so its statistics are "
         "NA");
@@ -1127,6 +1134,9 @@ TEST_CASE("herd-diagnose: uneven CmdStan chains: the sampler diagnostics of the 
   CHECK_THAT(r.err, Catch::Contains("E-BFMI is below 0.3 for " + b.string() + " (0.000)") &&
                         Catch::Contains("(of the first 200 draws of each chain, those diagnosed)"));
   const auto j = nlohmann::ordered_json::parse(r.out);
+  CHECK(j["input"]["draws_read"] == nlohmann::json({200, 300}));
+  CHECK(j["input"]["cut_to"] == 200);
+  CHECK(j["draws_per_chain"] == 200);
   const auto& d = j["sampler"]["divergent"];
   CHECK(d["count"] == 3);
   CHECK(d["transitions"] == 400);
@@ -1186,6 +1196,7 @@ TEST_CASE("herd-diagnose: an ArviZ file's chains are named by its chain coordina
   const auto j = nlohmann::ordered_json::parse(r.out);
   using V = std::vector<std::string>;
   CHECK(j["chains"] == nlohmann::json(V{"1", "2", "3", "4"}));
+  CHECK(j["input"]["format"] == "hdf5");
   CHECK(j["sampler"]["ebfmi"]["low_chains"] == nlohmann::json(V{"3"}));
   CHECK(j["sampler"]["divergent"]["per_chain"] == nlohmann::json({0, 0, 0, 1}));
   CHECK(j["sampler"]["max_treedepth"].is_null());
