@@ -1510,9 +1510,10 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
   if (unjudged > 0)
     said.push_back(fmt::format(
         "note: {} post-warm-up transition{} treedepth__ 10 (CmdStan's default max_depth), but {} no max_depth in "
-        "{} configuration block (CmdStan writes it under nuts), so whether they hit the limit is not judged",
+        "{} configuration block (CmdStan writes it under nuts), so whether they hit the limit is not judged{}",
         unjudged, unjudged == 1 ? " reaches" : "s reach",
-        files.size() == 1 ? "the file gives" : "the files that hold them give", files.size() == 1 ? "its" : "their"));
+        files.size() == 1 ? "the file gives" : "the files that hold them give", files.size() == 1 ? "its" : "their",
+        cut ? fmt::format(" (counted in the draws diagnosed: the first {} of each chain)", n) : std::string()));
   // Flags only in the rows cut off: no warning (the draws diagnosed have none), but a note.
   if (sd.divergent && sd.divergent->count == 0 && sd.divergent->cut_off > 0)
     said.push_back(fmt::format(

@@ -986,23 +986,26 @@ TEST_CASE("herd-diagnose: low E-BFMI is warned of", "[mcmc][apps]") {
 
 namespace {
 
-/// A CmdStan CSV file of `rows` post-warm-up NUTS transitions (max_depth 8): theta of ar1(rows,
-/// seed), divergent__ set at the rows `divergent`, treedepth__ 8 at the rows `deep`, and
-/// energy__ `energy` (a ramp when empty).
+/// A CmdStan CSV file of `rows` post-warm-up NUTS transitions (max_depth 8, or none given when
+/// `max_depth_given` is false): theta of ar1(rows, seed), divergent__ set at the rows
+/// `divergent`, treedepth__ `depth` at the rows `deep` (else 3), and energy__ `energy`
+/// (alternating 0 and 1 when empty).
 void write_nuts_csv(const fs::path& p, std::size_t rows, unsigned seed, const std::vector<std::size_t>& divergent,
-                    const std::vector<std::size_t>& deep, std::vector<double> energy = {}) {
+                    const std::vector<std::size_t>& deep, std::vector<double> energy = {}, int depth = 8,
+                    bool max_depth_given = true) {
   const auto theta = ar1(rows, seed, 0.0);
   if (energy.empty())
     for (std::size_t i = 0; i < rows; ++i) energy.push_back(static_cast<double>(i % 2));
   std::ofstream o(p);
   o << "# model = m_model\n# method = sample (Default)\n#   sample\n#     num_samples = " << rows
     << "\n#     num_warmup = 0\n#   algorithm = hmc (Default)\n#     hmc\n#       engine = nuts (Default)\n"
-       "#         nuts\n#           max_depth = 8\n"
-       "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,theta\n";
+       "#         nuts\n"
+    << (max_depth_given ? "#           max_depth = 8\n" : "")
+    << "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,theta\n";
   for (std::size_t i = 0; i < rows; ++i) {
     const bool div = std::find(divergent.begin(), divergent.end(), i) != divergent.end();
     const bool max = std::find(deep.begin(), deep.end(), i) != deep.end();
-    o << fmt::format("{:.17g},0.9,0.5,{},7,{},{:.17g},{:.17g}\n", -theta[i] * theta[i], max ? 8 : 3, div ? 1 : 0,
+    o << fmt::format("{:.17g},0.9,0.5,{},7,{},{:.17g},{:.17g}\n", -theta[i] * theta[i], max ? depth : 3, div ? 1 : 0,
                      energy[i], theta[i]);
   }
 }
@@ -1147,6 +1150,16 @@ TEST_CASE("herd-diagnose: uneven CmdStan chains: the sampler diagnostics of the 
   CHECK(t["cut_off"] == 1);
   CHECK(t["message"].is_null());
   CHECK_THAT(j["sampler"]["ebfmi"]["per_chain"][1].get<double>(), Catch::WithinRel(12.0 / (200.0 * 201.0), 1e-12));
+  // Without max_depth: the trees at CmdStan's default, 10, are counted in the draws kept too.
+  write_nuts_csv(a, 200, 61, {}, {5}, {}, 10, false);
+  write_nuts_csv(b, 300, 62, {}, {10, 250}, {}, 10, false);
+  const Run u = run(q(a) + " " + q(b));
+  INFO(u.err);
+  REQUIRE(u.rc == 0);
+  CHECK_THAT(u.err, Catch::Contains("herd-diagnose: note: 2 post-warm-up transitions reach treedepth__ 10 (CmdStan's "
+                                    "default max_depth), but the files that hold them give no max_depth in their "
+                                    "configuration block (CmdStan writes it under nuts), so whether they hit the limit "
+                                    "is not judged (counted in the draws diagnosed: the first 200 of each chain)\n"));
 }
 
 // An ArviZ file's E-BFMI warning counted its chains from 0 where the file labels them (PyMC
