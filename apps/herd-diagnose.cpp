@@ -3,9 +3,11 @@
 // files (several files: one chain each; formats in diagnose_input.hpp), optionally as an HTML
 // report with plots. Exit codes: 0 success, 2 bad input or usage, 1 other.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -510,6 +512,19 @@ void write_html(const std::vector<std::string>& files, std::vector<herd::apps::D
   herd::mcmc::write_posterior_report(out, h);
 }
 
+/// Whether everything printed to stdout was written: flushes it and, when a write failed (a
+/// full disk, a file system error), says so on stderr in one line naming `what` was printed
+/// and why. Its output was lost silently, with exit status 0: a CI step's JSON file empty.
+bool stdout_written(const char* what) {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && std::ferror(stdout) == 0) return true;
+  std::fprintf(stderr, "herd-diagnose: error: cannot write %s to standard output (%s)\n", what,
+               err != 0 ? std::strerror(err) : "a write failed");
+  return false;
+}
+
 /// Whether `a` and `b` name the same file: the same inode when both exist
 /// (std::filesystem::equivalent: hard links, symbolic links and `dir/../x` spellings alike),
 /// else the same absolute path once `.`, `..` and links of its existing folders are resolved.
@@ -746,7 +761,7 @@ int run_main(int argc, char** argv) {
       write_html(files, arrays, rows, stored, sampler_warnings, input_notes, html);
       if (!json && !json_diagnostics) std::printf("wrote %s\n", html.c_str());
     }
-    return 0;
+    return stdout_written(json_diagnostics || json ? "the JSON" : "the table") ? 0 : 1;
   } catch (const herd::InputError& e) {
     std::fprintf(stderr, "herd-diagnose: error: %s\n", e.what());
     return 2;

@@ -2073,3 +2073,20 @@ TEST_CASE("herd-diagnose: sample_stats of dimensions (draw, chain) are read by t
   CHECK(j["sampler"]["ebfmi"]["low_chains"] == nlohmann::json(std::vector<std::string>{"2"}));
   CHECK_THAT(j["sampler"]["ebfmi"]["per_chain"][1].get<double>(), Catch::WithinRel(4.0 * (n - 1.0) / n, 1e-12));
 }
+
+// A table or JSON that could not be written to stdout (a full disk) was lost with exit status
+// 0: a CI step's JSON file was left empty as if all went well.
+TEST_CASE("herd-diagnose: a failed write of stdout exits 1 with a line", "[mcmc][apps]") {
+  if (!fs::exists("/dev/full")) return;  // Linux's always-full device
+  const auto tv = herd_test::test_vector(1);
+  const fs::path csv = write_csv("full.csv", tv.x, tv.m, tv.n), err = kWork / "full_stderr.txt";
+  for (const char* flag : {"", " --json", " --json-diagnostics"}) {
+    const std::string cmd = q(HERD_DIAGNOSE_EXE) + " " + q(csv) + flag + " > /dev/full 2> " + q(err);
+    const int status = std::system(cmd.c_str());
+    INFO(flag);
+    CHECK((WIFEXITED(status) ? WEXITSTATUS(status) : -1) == 1);
+    CHECK_THAT(slurp(err), Catch::EndsWith(std::string("herd-diagnose: error: cannot write ") +
+                                           (*flag != 0 ? "the JSON" : "the table") +
+                                           " to standard output (No space left on device)\n"));
+  }
+}
