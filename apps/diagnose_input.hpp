@@ -117,8 +117,8 @@ struct InputFacts {
   /// "cmdstan", "paradram_chain", "paradram_sample", "draws_csv" or "hdf5".
   std::string format;
   std::string method;  ///< CmdStan's method (`sample` where the file does not say); empty for other formats
-  bool approximation =
-      false;  ///< the rows are independent draws of an approximation (variational, laplace, pathfinder)
+  /// The rows are independent draws of an approximation (variational, laplace, pathfinder).
+  bool approximation = false;
   std::vector<std::size_t> warmup_left_out;  ///< CmdStan: warm-up rows left out per chain; empty for other formats
   /// Draws per chain as read (after the warm-up), before the chains are cut to the shortest;
   /// text files that are one chain each (empty for the others).
@@ -149,7 +149,8 @@ struct SamplerDiagnostics {
 /// transitions (divergent__ nonzero; treedepth__ at the max_depth its configuration gives;
 /// E-BFMI of energy__ below 0.3): with chains of different lengths, those of the draws kept
 /// (each chain's first rows, as many as the shortest's), the flags in the rows cut off told
-/// apart. `sampler`: the same diagnostics as numbers (nothing when null).
+/// apart. `sampler`: the same diagnostics as numbers, and what reading found (nothing when
+/// null).
 /// @throws herd::InputError on a missing/unreadable or binary file, a header of no known
 ///         format, files of different formats or columns, no data rows, a ragged row, a
 ///         field that is not a number, a weight that is not a positive integer or is above
