@@ -1037,16 +1037,17 @@ TEST_CASE("herd-diagnose --json-diagnostics: the sampler's diagnostics, warnings
   const Run r = run(q(a) + " " + q(b) + " --json-diagnostics");
   INFO(r.err);
   REQUIRE(r.rc == 0);
-  const auto j = nlohmann::ordered_json::parse(r.out);
+  const auto j = nlohmann::json::parse(r.out);
   using V = std::vector<std::string>;
-  CHECK(keys(j) == V{"quantities", "chains", "draws_per_chain", "sampler", "input", "non_finite", "warnings", "notes"});
-  CHECK(j["input"] == nlohmann::ordered_json::parse(R"({"format": "cmdstan", "method": "sample", "approximation": false,
+  CHECK(keys(nlohmann::ordered_json::parse(r.out)) ==
+        V{"quantities", "chains", "draws_per_chain", "sampler", "input", "non_finite", "warnings", "notes"});
+  CHECK(j["input"] == nlohmann::json::parse(R"({"format": "cmdstan", "method": "sample", "approximation": false,
       "warmup_left_out": [0, 0], "draws_read": [200, 200], "cut_to": null})"));
   CHECK(j["non_finite"] == nlohmann::json::array());
   // "quantities" is --json's object, which is unchanged: one key per quantity.
   const Run plain = run(q(a) + " " + q(b) + " --json");
   REQUIRE(plain.rc == 0);
-  CHECK(j["quantities"] == nlohmann::ordered_json::parse(plain.out));
+  CHECK(j["quantities"] == nlohmann::json::parse(plain.out));
   CHECK(keys(nlohmann::ordered_json::parse(plain.out)) == V{"lp__", "theta"});
   CHECK(j["chains"] == nlohmann::json(V{a.string(), b.string()}));
   CHECK(j["draws_per_chain"] == n);
@@ -1085,7 +1086,7 @@ TEST_CASE("herd-diagnose --json-diagnostics: the sampler's diagnostics, warnings
   const auto tv = herd_test::test_vector(1);
   const Run csv = run(q(write_csv("dj_draws.csv", tv.x, tv.m, tv.n)) + " --json-diagnostics");
   REQUIRE(csv.rc == 0);
-  const auto jc = nlohmann::ordered_json::parse(csv.out);
+  const auto jc = nlohmann::json::parse(csv.out);
   CHECK(jc["chains"] == nlohmann::json(V{"0", "1", "2", "3"}));
   CHECK(jc["sampler"]["divergent"].is_null());
   CHECK(jc["sampler"]["max_treedepth"].is_null());
@@ -1099,9 +1100,9 @@ TEST_CASE("herd-diagnose --json-diagnostics: the sampler's diagnostics, warnings
   x[5] = std::nan("");
   const Run nan = run(q(write_csv("dj_nan.csv", x, tv.m, tv.n)) + " --json-diagnostics");
   REQUIRE(nan.rc == 0);
-  const auto jn = nlohmann::ordered_json::parse(nan.out);
+  const auto jn = nlohmann::json::parse(nan.out);
   CHECK(jn["quantities"]["dj_nan"]["mean"].is_null());
-  CHECK(jn["non_finite"] == nlohmann::ordered_json::parse(R"([{"quantity": "dj_nan", "count": 1, "first_chain": 0,
+  CHECK(jn["non_finite"] == nlohmann::json::parse(R"([{"quantity": "dj_nan", "count": 1, "first_chain": 0,
       "first_draw": 5, "first_value": "nan"}])"));
   CHECK(jn["notes"][0] ==
         "dj_nan: 1 draw is NaN or infinite (the first: nan at chain 0, draw 5, counted from 0), so its statistics are "
@@ -1136,7 +1137,7 @@ TEST_CASE("herd-diagnose: uneven CmdStan chains: the sampler diagnostics of the 
                                     "diagnosed; none did among those"));
   CHECK_THAT(r.err, Catch::Contains("E-BFMI is below 0.3 for " + b.string() + " (0.000)") &&
                         Catch::Contains("(of the first 200 draws of each chain, those diagnosed)"));
-  const auto j = nlohmann::ordered_json::parse(r.out);
+  const auto j = nlohmann::json::parse(r.out);
   CHECK(j["input"]["draws_read"] == nlohmann::json({200, 300}));
   CHECK(j["input"]["cut_to"] == 200);
   CHECK(j["draws_per_chain"] == 200);
@@ -1206,7 +1207,7 @@ TEST_CASE("herd-diagnose: an ArviZ file's chains are named by its chain coordina
   CHECK_THAT(r.err,
              Catch::Contains("WARNING: " + low) && Catch::Contains("(chains named by the file's chain coordinate)\n"));
   CHECK_THAT(slurp(html), Catch::Contains(low));
-  const auto j = nlohmann::ordered_json::parse(r.out);
+  const auto j = nlohmann::json::parse(r.out);
   using V = std::vector<std::string>;
   CHECK(j["chains"] == nlohmann::json(V{"1", "2", "3", "4"}));
   CHECK(j["input"]["format"] == "hdf5");
@@ -1219,7 +1220,7 @@ TEST_CASE("herd-diagnose: an ArviZ file's chains are named by its chain coordina
   REQUIRE(d.rc == 0);
   CHECK_THAT(d.err, Catch::Contains("E-BFMI is below 0.3 for chain 2 (0.001)") &&
                         Catch::Contains("(chains counted from 0)\n"));
-  CHECK(nlohmann::ordered_json::parse(d.out)["chains"] == nlohmann::json(V{"0", "1", "2", "3"}));
+  CHECK(nlohmann::json::parse(d.out)["chains"] == nlohmann::json(V{"0", "1", "2", "3"}));
 }
 
 TEST_CASE("herd-diagnose: CmdStan array elements are labelled as stansummary labels them", "[mcmc][apps]") {
@@ -2068,7 +2069,7 @@ TEST_CASE("herd-diagnose: sample_stats of dimensions (draw, chain) are read by t
   CHECK_THAT(r.err, Catch::Contains("WARNING: 2 of 512 post-warm-up transitions (0.39%) ended with a divergence"));
   CHECK_THAT(r.err, Catch::Contains("WARNING: E-BFMI is below 0.3 for chain 2 (0.001): the momentum resampling") &&
                         Catch::Contains("(chains counted from 0)\n"));
-  const auto j = nlohmann::ordered_json::parse(r.out);
+  const auto j = nlohmann::json::parse(r.out);
   CHECK(j["sampler"]["divergent"]["per_chain"] == nlohmann::json({0, 0, 0, 2}));
   CHECK(j["sampler"]["ebfmi"]["low_chains"] == nlohmann::json(std::vector<std::string>{"2"}));
   CHECK_THAT(j["sampler"]["ebfmi"]["per_chain"][1].get<double>(), Catch::WithinRel(4.0 * (n - 1.0) / n, 1e-12));
