@@ -1309,6 +1309,14 @@ TextFile read_text_file(const std::string& path, std::vector<std::string>& notes
       tf.weights.push_back(static_cast<std::uint32_t>(reps));
     }
     if (burnin_col < width) last_burnin = vals[burnin_col];
+    // CmdStan writes divergent__ as 0 or 1 and treedepth__ as a count: anything else (a NaN
+    // would otherwise count as a divergence) is a damaged or hand-made file.
+    if (divergent_col < width && vals[divergent_col] != 0 && vals[divergent_col] != 1)
+      throw InputError(fmt::format("{}: line {} column {} (divergent__) is '{}', but must be 0 or 1", path, lineno,
+                                   divergent_col + 1, fields[divergent_col]));
+    if (depth_col < width && !(vals[depth_col] >= 0 && vals[depth_col] == std::floor(vals[depth_col])))
+      throw InputError(fmt::format("{}: line {} column {} (treedepth__) is '{}', but must be a count (0, 1, 2, ...)",
+                                   path, lineno, depth_col + 1, fields[depth_col]));
     if (divergent_col < width) tf.divergent.push_back(vals[divergent_col] != 0 ? 1 : 0);
     if (energy_col < width) tf.energy.push_back(vals[energy_col]);
     if (depth_col < width && tf.max_depth > 0)

@@ -774,6 +774,19 @@ TEST_CASE("herd-diagnose: CmdStan's divergences and maximum tree depth of the po
   REQUIRE(unjudged.rc == 0);
   CHECK_THAT(unjudged.err, Catch::Contains("herd-diagnose: note: 5 post-warm-up transitions reach treedepth__ 10 "
                                            "(CmdStan's default max_depth), but the file gives no max_depth"));
+  // A divergent__ other than 0 or 1 (a NaN counted as a divergence before) or a treedepth__
+  // that is not a count: a damaged file, refused naming line and column.
+  for (const auto& [row, what] : {std::pair{"-1.5,0.9,4,nan,0.25",
+                                            "line 3 column 4 (divergent__) is 'nan', but must "
+                                            "be 0 or 1"},
+                                  std::pair{"-1.5,0.9,4.5,0,0.25",
+                                            "line 3 column 3 (treedepth__) is '4.5', but must "
+                                            "be a count"}}) {
+    std::ofstream(a) << "lp__,accept_stat__,treedepth__,divergent__,theta\n-1,0.9,4,0,0.5\n" << row << "\n";
+    const Run bad = run(q(a));
+    CHECK(bad.rc == 2);
+    CHECK_THAT(bad.err, Catch::Contains(what));
+  }
 }
 
 // CmdStan's other methods: variational's first row is the approximation's mean, which was read
