@@ -270,6 +270,24 @@ std::string write_training_report(const std::string& prefix, const std::string& 
         if (std::isfinite(v)) best = std::max(best, v);
       rows.push_back({"best mean return", fmt::format("{:.4g}", best)});
     }
+    // Evaluation during training: the last evaluation and the best (the first of equal
+    // means, as <prefix>_best.ckpt holds it), with the env steps they were played at.
+    if (const auto* em = c.column("eval_return_mean"); any_finite(em)) {
+      const std::vector<double>* steps = c.column("env_steps");
+      const auto at = [&](std::size_t i) {
+        return steps && i < steps->size() && std::isfinite((*steps)[i])
+                   ? fmt::format(" at {:.0f} env steps", (*steps)[i])
+                   : std::string();
+      };
+      std::size_t best = em->size(), last = em->size();
+      for (std::size_t i = 0; i < em->size(); ++i) {
+        if (!std::isfinite((*em)[i])) continue;
+        if (best == em->size() || (*em)[i] > (*em)[best]) best = i;
+        last = i;
+      }
+      rows.push_back({"last evaluation mean return", fmt::format("{:.4g}{}", (*em)[last], at(last))});
+      rows.push_back({"best evaluation mean return", fmt::format("{:.4g}{}", (*em)[best], at(best))});
+    }
     rows.push_back({"source", c.source});
     r.table({"", ""}, rows);
   }

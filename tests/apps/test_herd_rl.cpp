@@ -198,7 +198,9 @@ TEST_CASE("herd-rl train with eval.every_steps: progress lines, CSV columns, bes
   CHECK_THAT(lines_of(slurp(d / "run_progress.csv")).front(),
              Contains(",train_steps_per_s,eval_return_mean,eval_return_std,eval_return_min,eval_return_max,"
                       "eval_length_mean"));
-  CHECK_THAT(slurp(d / "run_report.html"), Contains("Returns of the evaluation episodes played during training"));
+  CHECK_THAT(slurp(d / "run_report.html"), Contains("Returns of the evaluation episodes played during training") &&
+                                               Contains("best evaluation mean return") &&
+                                               Contains("last evaluation mean return"));
   // herd-rl eval takes the best checkpoint.
   const Run best = run(d, "eval run_best.ckpt --episodes 2");
   CHECK(best.rc == 0);
