@@ -290,21 +290,30 @@ void declare_sampler_specs(io::Schema& s) {
                "domain of the target: \"cube\" (domain_lower/upper) or \"ball\" (also \"sphere\", "
                "\"ellipsoid\"): the ellipsoid (x - c)^T C^-1 (x - c) <= 1 of domain_ball_*, inside the cube")
       .choices({"cube", "ball", "sphere", "ellipsoid"});
-  s.add_float_list("domain_ball_center", nullopt, "centre c of the ball domain [ndim] (default 0)")
+  s.add_float_list("domain_ball_center", nullopt,
+                   "centre c of the ball domain [ndim] (default 0, also of an element a namelist leaves unset)")
       .alias("domainBallAvg")
-      .alias("domainBallCenter");
-  s.add_float_list("domain_ball_cov", nullopt, "matrix C of the ball domain [ndim, ndim] row-major, positive definite")
+      .alias("domainBallCenter")
+      .unset_elements();
+  s.add_float_list("domain_ball_cov", nullopt,
+                   "matrix C of the ball domain [ndim, ndim] row-major, positive definite (no default: a namelist "
+                   "gives every element)")
       .alias("domainBallCov")
-      .alias("domainBallCovMat");
+      .alias("domainBallCovMat")
+      .unset_elements();
   s.add_float_list("domain_ball_cor", nullopt,
                    "correlation of the ball domain [ndim, ndim] (with domain_ball_std; "
-                   "ignored when domain_ball_cov is given)")
+                   "ignored when domain_ball_cov is given; an element a namelist leaves unset: the identity's)")
       .alias("domainBallCor")
-      .alias("domainBallCorMat");
-  s.add_float_list("domain_ball_std", nullopt, "radii of the ball domain [ndim] (default +inf: no bound)")
+      .alias("domainBallCorMat")
+      .unset_elements();
+  s.add_float_list("domain_ball_std", nullopt,
+                   "radii of the ball domain [ndim] (default +inf: no bound, also of an element a namelist leaves "
+                   "unset)")
       .min(0.0, true)
       .alias("domainBallStd")
-      .alias("domainBallStdVec");
+      .alias("domainBallStdVec")
+      .unset_elements();
   s.add_string("max_memory", "0",
                "memory a run may hold, e.g. \"16GiB\" or \"500MB\" (0: the memory available on the machine); a run "
                "that needs more is refused before it starts")
@@ -864,12 +873,43 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   s.domain = st.get_string("domain");
   if (s.domain == "sphere" || s.domain == "ellipsoid") s.domain = "ball";
   s.domain_ball_center = floats_or_empty(st, "domain_ball_center");
-  const auto ball_cov = floats_or_empty(st, "domain_ball_cov"), ball_cor = floats_or_empty(st, "domain_ball_cor"),
-             ball_std = floats_or_empty(st, "domain_ball_std");
+  auto ball_cov = floats_or_empty(st, "domain_ball_cov"), ball_cor = floats_or_empty(st, "domain_ball_cor"),
+       ball_std = floats_or_empty(st, "domain_ball_std");
   const std::size_t before_ball = errs.size();
+  // A namelist's partial ball keys (`domainBallStdVec(2) = 10`, `domainBallCorMat(1,2) = 0.5`):
+  // the unset elements take the key's default (centre 0, radius +inf, the identity's
+  // correlation); the covariance has none, so an unset element of it is refused by name.
+  for (auto [key, v, fill] :
+       {std::tuple{"domain_ball_center", &s.domain_ball_center, 0.0}, {"domain_ball_std", &ball_std, kInf}})
+    if (st.partial(key) && v->size() <= d) {  // past ndim: check_length below names the element
+      v->resize(d, kNaN);
+      s.partial_layouts.emplace_back(key, *v);
+      for (double& x : *v)
+        if (std::isnan(x)) x = fill;
+    }
+  for (auto [key, v] : {std::pair{"domain_ball_cov", &ball_cov}, {"domain_ball_cor", &ball_cor}})
+    guard([&, key = key, v = v] {
+      const bool correlation = key == std::string_view("domain_ball_cor");
+      if (st.partial(key) && (st.matrix_columns(key) > 0 || v->size() == d * d)) {
+        lay_out_partial_matrix(st, key, *v, d);
+        s.partial_layouts.emplace_back(key, *v);
+        for (std::size_t i = 0; i < v->size(); ++i)
+          if (std::isnan((*v)[i])) {
+            if (correlation) {
+              (*v)[i] = i / d == i % d ? 1.0 : 0.0;
+            } else {
+              v->clear();
+              throw InputError(
+                  fmt::format("{}: key \"{}\" leaves element ({},{}) unset, but the ball domain's covariance has no "
+                              "default: give all {} x {} (ndim x ndim) elements, or give domainBallCorMat (an unset "
+                              "element: the identity's) with domainBallStdVec",
+                              st.origin(key), st.written(key), i / d + 1, i % d + 1, d, d));
+            }
+          }
+      }
+      check_matrix_key(st, key, *v, d, correlation);
+    });
   guard([&] { check_length(st, "domain_ball_center", s.domain_ball_center, d, "ndim"); });
-  guard([&] { check_matrix_key(st, "domain_ball_cov", ball_cov, d, false); });
-  guard([&] { check_matrix_key(st, "domain_ball_cor", ball_cor, d, true); });
   guard([&] { check_length(st, "domain_ball_std", ball_std, d, "ndim"); });
   if (s.domain == "ball" && errs.size() == before_ball) {
     if (s.domain_ball_center.empty()) s.domain_ball_center.assign(d, 0.0);

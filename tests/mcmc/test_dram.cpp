@@ -1178,6 +1178,38 @@ TEST_CASE("sampler specs: a namelist's matrix elements (proposalStartCovMat(1,2)
       Catch::Contains("key \"proposal_cov\" has 2 values, but must have 9 (ndim x ndim)"));
 }
 
+TEST_CASE("sampler specs: a namelist's partial ball-domain keys take their defaults; a partial covariance is refused",
+          "[mcmc]") {
+  // Before, domainBallStdVec(2) = 10 or domainBallCorMat(1,2) = 0.5 was refused as "element 1
+  // is not set and has no default (the input sets element 2 of 2)", a matrix element counted
+  // as a list's.
+  herd::io::Schema schema("test");
+  declare_sampler_specs(schema);
+  const auto specs = [&](const std::string& body) {
+    return resolve_sampler_specs(
+        schema.apply(herd::io::parse_namelist("&ParaDRAM\ndomain = 'ball'\n" + body + "/\n", "b.nml"), {}), 3);
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  // Radius 2 in dimension 2 only (the others +inf, unbounded), centre 0 but in dimension 3.
+  SamplerSpecs s = specs("domainBallStdVec(2) = 2.0\ndomainBallAvg(3) = 0.5\n");
+  CHECK(s.domain_ball_center == std::vector<double>{0.0, 0.0, 0.5});
+  CHECK(s.domain_ball_cov == std::vector<double>{inf, 0, 0, 0, 4, 0, 0, 0, inf});
+  // The correlation's unset elements are the identity's.
+  s = specs("domainBallCorMat(1,2) = 0.5\ndomainBallCorMat(2,1) = 0.5\ndomainBallStdVec = 3*2.0\n");
+  CHECK(s.domain_ball_cov == std::vector<double>{4, 2, 0, 2, 4, 0, 0, 0, 4});
+  // The covariance has no default: an unset element is refused, naming it and the way out.
+  CHECK_THROWS_WITH(specs("domainBallCovMat(1,2) = 0.5\n"),
+                    Catch::Equals("b.nml:3: key \"domainBallCovMat\" leaves element (1,1) unset, but the ball "
+                                  "domain's covariance has no default: give all 3 x 3 (ndim x ndim) elements, or give "
+                                  "domainBallCorMat (an unset element: the identity's) with domainBallStdVec"));
+  // Past ndim: refused with the element's index, once.
+  CHECK_THROWS_WITH(specs("domainBallCorMat(4,1) = 0.1\n"),
+                    Catch::Equals("b.nml:3: key \"domainBallCorMat\" sets element (4,1), but the matrix is 3 x 3 "
+                                  "(ndim x ndim)"));
+  CHECK_THROWS_WITH(specs("domainBallStdVec(5) = 1.0\n"),
+                    Catch::Equals("b.nml:3: key \"domainBallStdVec\" sets element 5, but there are only 3 (ndim)"));
+}
+
 TEST_CASE("sampler specs: h5_posterior is verbose by default, compact on request, and leaves the input hash alone",
           "[mcmc]") {
   herd::io::Schema schema("test");
