@@ -660,6 +660,7 @@ Settings Schema::resolve(const Config& config_in, const std::vector<std::string>
   r.walk(config.root(), "", "");
 
   Settings out;
+  out.namelist_ = config.case_insensitive();
   for (std::size_t i = 0; i < keys_.size(); ++i) {
     const SchemaKey& key = keys_[i];
     const ConfigValue* given = r.assigned[i].value;

@@ -586,8 +586,10 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
     s.random_seed = (static_cast<std::uint64_t>(rd()) << 31) ^ rd();
   }
   s.output_prefix = st.get_string("output_prefix");
+  s.overwrite_name = spec_name(st, "overwrite", "overwriteRequested");
+  s.output_prefix_name = spec_name(st, "output_prefix", "outputFileName");
   s.output_prefix_origin =
-      st.is_default("output_prefix") ? fmt::format("output_prefix = \"{}\" (its default)", s.output_prefix)
+      st.is_default("output_prefix") ? fmt::format("{} = \"{}\" (its default)", s.output_prefix_name, s.output_prefix)
       : st.origin("output_prefix").rfind("--set ", 0) == 0
           ? st.origin("output_prefix")
           : fmt::format("{}: {} = \"{}\"", st.origin("output_prefix"), st.written("output_prefix"), s.output_prefix);
@@ -783,10 +785,11 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
     const bool lo_given = !s.random_start_point_domain_lower.empty() || !s.domain_lower.empty();
     const bool hi_given = !s.random_start_point_domain_upper.empty() || !s.domain_upper.empty();
     if (!lo_given || !hi_given)
-      fail(
-          fmt::format("{}: key \"{}\" is true, but random_start_point_domain_lower/upper (or "
-                      "domain_lower/upper) are not both given: the start box must be finite",
-                      st.origin("random_start_point"), st.written("random_start_point")));
+      fail(fmt::format("{}: key \"{}\" is true, but {} are not both given: the start box must be finite",
+                       st.origin("random_start_point"), st.written("random_start_point"),
+                       st.namelist() ? "randomStartPointDomainLowerLimitVec / randomStartPointDomainUpperLimitVec (or "
+                                       "domainLowerLimitVec / domainUpperLimitVec)"
+                                     : "random_start_point_domain_lower/upper (or domain_lower/upper)"));
     else {
       const auto& lo = s.random_start_point_domain_lower.empty() ? s.domain_lower : s.random_start_point_domain_lower;
       const auto& hi = s.random_start_point_domain_upper.empty() ? s.domain_upper : s.random_start_point_domain_upper;
@@ -852,9 +855,10 @@ SamplerSpecs resolve_sampler_specs(const io::Settings& st, int ndim, const std::
   const auto dr = static_cast<std::size_t>(s.delayed_rejection_count);
   if (!s.delayed_rejection_scale_factors.empty() && s.delayed_rejection_scale_factors.size() != 1 &&
       s.delayed_rejection_scale_factors.size() != dr)
-    fail(fmt::format("{}: key \"{}\" has {} values, but must have 1 or delayed_rejection_count = {}",
+    fail(fmt::format("{}: key \"{}\" has {} values, but must have 1 or {} = {}",
                      st.origin("delayed_rejection_scale_factors"), st.written("delayed_rejection_scale_factors"),
-                     s.delayed_rejection_scale_factors.size(), dr));
+                     s.delayed_rejection_scale_factors.size(),
+                     spec_name(st, "delayed_rejection_count", "delayedRejectionCount"), dr));
   // Let the kernel parse the scale factor now, so that a bad expression names the key.
   try {
     DramSampler::parse_scale_factor(s.scale_factor, ndim);
@@ -1034,6 +1038,11 @@ std::vector<double> ball_precision(const SamplerSpecs& s, int ndim) {
 }
 
 }  // namespace
+
+std::string spec_name(const io::Settings& st, std::string_view key, std::string_view paradram) {
+  if (st.is_set(key)) return st.written(key);
+  return std::string(st.namelist() ? paradram : key);
+}
 
 std::string key_reference(const SamplerSpecs& s, std::string_view key) {
   if (const auto it = s.key_references.find(key); it != s.key_references.end()) return it->second;

@@ -449,16 +449,16 @@ void prepare_outputs(const SamplerSpecs& s, int ranks, bool resuming) {
     std::error_code ec;
     const auto st = fs::symlink_status(path, ec);
     if (!ec && fs::exists(st) && !fs::is_regular_file(st))
-      throw InputError(fmt::format("{}output file \"{}\" is {}, not a file: remove it or choose another output_prefix",
+      throw InputError(fmt::format("{}output file \"{}\" is {}, not a file: remove it or choose another {}",
                                    s.output_prefix_origin.empty() ? "" : s.output_prefix_origin + ": ", path,
-                                   fs::is_directory(st) ? "a folder" : "something else"));
+                                   fs::is_directory(st) ? "a folder" : "something else", s.output_prefix_name));
   }
   if (!resuming) {
     for (const auto& path : output_paths(s, ranks)) {
       if (!s.overwrite && fs::exists(path)) {
-        throw InputError(
-            fmt::format("{}output file \"{}\" exists; set overwrite = true or choose another output_prefix",
-                        s.output_prefix_origin.empty() ? "" : s.output_prefix_origin + ": ", path));
+        throw InputError(fmt::format("{}output file \"{}\" exists; set {} = true or choose another {}",
+                                     s.output_prefix_origin.empty() ? "" : s.output_prefix_origin + ": ", path,
+                                     s.overwrite_name, s.output_prefix_name));
       }
     }
   }

@@ -266,10 +266,10 @@ RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::uint
       else what = "the settings are the same, so the target (its file, data or library) differs";
     }
     throw InputError(
-        fmt::format("the restart record \"{}\" belongs to a run with another input ({}); set overwrite = "
+        fmt::format("the restart record \"{}\" belongs to a run with another input ({}); set {} = "
                     "true to start afresh (this deletes \"{}\"), restore the original input, or choose "
-                    "another output_prefix",
-                    path, what, restart_folder(s)));
+                    "another {}",
+                    path, what, s.overwrite_name, restart_folder(s), s.output_prefix_name));
   }
   const auto rc = r.value<std::int64_t>("chains");
   const std::string model = r.string("parallelization_model");
@@ -677,8 +677,9 @@ void report_complete(const ProgramRun& p, bool quiet) {
     }
   }
   if (!quiet)
-    std::printf("%s: the run recorded in %s is complete; its outputs are %s.* (set overwrite = true to run it again)\n",
-                p.program.c_str(), restart_folder(specs).c_str(), specs.output_prefix.c_str());
+    std::printf("%s: the run recorded in %s is complete; its outputs are %s.* (set %s = true to run it again)\n",
+                p.program.c_str(), restart_folder(specs).c_str(), specs.output_prefix.c_str(),
+                specs.overwrite_name.c_str());
 }
 
 /// The notes, the banner and whether the run resumes (from a checkpoint, or from the first

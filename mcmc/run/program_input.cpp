@@ -17,15 +17,31 @@ namespace herd::mcmc {
 namespace {
 
 /// Validates the kernel options before anything is written: a plugin (loaded later, after
-/// the output checks) with a flat density now and with its own density once loaded.
-void probe_kernel_options(SamplerProgramInput& in, const std::string& origin) {
-  auto probe = [options = to_dram_options(in.specs, in.target.ndim), origin](const PointLogDensity& f) {
+/// the output checks) with a flat density now and with its own density once loaded. The
+/// kernel's messages about the start point (`start_point`, `domain_ball_*`) name the keys as
+/// the input names them (a namelist's `startPointVec`, `domainBall*`), after the start
+/// point's own origin when the input sets it, else after `origin`.
+void probe_kernel_options(SamplerProgramInput& in, const io::Settings& settings, const std::string& origin) {
+  const bool start_set = settings.is_set("start_point");
+  const std::string start_name = spec_name(settings, "start_point", "startPointVec") + (start_set ? "" : " (default)");
+  const std::string where = start_set ? settings.origin("start_point") : origin;
+  const bool namelist = settings.namelist();
+  auto probe = [options = to_dram_options(in.specs, in.target.ndim), origin, start_name, where,
+                namelist](const PointLogDensity& f) {
     try {
       DramSampler probe(options, f);
     } catch (const InputError& e) {
       // What the specifications' checks leave to the kernel (e.g. a start point outside
       // the target's support): name the input.
-      throw InputError(fmt::format("{}: {}", origin, e.what()));
+      std::string m = e.what();
+      const auto replace_all = [&m](std::string_view from, const std::string& to) {
+        for (std::size_t k = m.find(from); k != std::string::npos; k = m.find(from, k + to.size()))
+          m.replace(k, from.size(), to);
+      };
+      const bool about_start = m.find("start_point") != std::string::npos;
+      replace_all("start_point", start_name);
+      if (namelist) replace_all("domain_ball_*", "domainBall*");
+      throw InputError(fmt::format("{}: {}", about_start ? where : origin, m));
     }
   };
   if (!in.load_target) {
@@ -71,7 +87,7 @@ void complete_program_input(SamplerProgramInput& in, MadeTarget made, const io::
     throw InputError(fmt::format("{}: {}", settings.origin("device"), m));
   }
   in.seed_given = settings.has("random_seed");
-  probe_kernel_options(in, origin);
+  probe_kernel_options(in, settings, origin);
   in.options.resolved_input = settings.describe(unread, [&in](const std::string& key) -> const std::vector<double>* {
     for (const auto& [k, v] : in.specs.partial_layouts)
       if (k == key) return &v;

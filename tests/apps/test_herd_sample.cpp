@@ -559,6 +559,19 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
       // An empty prefix (a folder ending in '/' is ParaMonte's folder form, tested below).
       {"chain_size = 10\n" + normal2, "--set output_prefix= --output ''",
        "--set output_prefix=: key \"output_prefix\" is \"\", but must name a file prefix (or a folder ending in '/')"},
+      // A namelist's messages name ParaDRAM's keys, also those it does not set. Before:
+      // "delayed_rejection_count = 3", "random_start_point_domain_lower/upper (or ...)",
+      // "dram: start_point is outside the ball domain ... (domain_ball_*)" after the file alone.
+      {"&ParaDRAM\n  chainSize = 10\n  delayedRejectionCount = 3\n  delayedRejectionScaleFactorVec = 0.5, 0.2\n/\n",
+       kTarget,
+       "run.in:4: key \"delayedRejectionScaleFactorVec\" has 2 values, but must have 1 or delayedRejectionCount = 3"},
+      {"&ParaDRAM\n  chainSize = 10\n  randomStartPointRequested = true\n/\n", kTarget,
+       "run.in:3: key \"randomStartPointRequested\" is true, but randomStartPointDomainLowerLimitVec / "
+       "randomStartPointDomainUpperLimitVec (or domainLowerLimitVec / domainUpperLimitVec) are not both given"},
+      {"&ParaDRAM\n  chainSize = 10\n  domain = 'ball'\n  domainBallStdVec = 2*0.1\n  startPointVec = 1, 1\n/\n",
+       kTarget, "run.in:5: dram: startPointVec is outside the ball domain (x - c)^T C^-1 (x - c) <= 1 (domainBall*)"},
+      {"&ParaDRAM\n  chainSize = 10\n  domain = 'ball'\n  domainBallStdVec = 2*0.1\n  domainBallAvg = 1, 1\n/\n",
+       kTarget, "run.in: dram: startPointVec (default) is outside the ball domain"},
   };
   int k = 0;
   for (const auto& c : cases) {
@@ -575,6 +588,29 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(dir / "out"));
   }
+}
+
+TEST_CASE("herd-sample: a namelist's advice about existing outputs names overwriteRequested and outputFileName",
+          "[apps][mcmc]") {
+  // Before: "set overwrite = true or choose another output_prefix", herd's TOML names, to a
+  // ParaDRAM namelist's user.
+  const auto dir = workdir("nml_overwrite_names");
+  write(dir / "run.nml", "&ParaDRAM\n  chainSize = 10\n  randomSeed = 3\n  outputFileName = 'out/x'\n/\n");
+  REQUIRE(run(dir, "run.nml --quiet" + kTarget).rc == 0);
+  const Run again = run(dir, "run.nml" + kTarget);
+  CHECK(again.rc == 0);
+  CHECK_THAT(again.out,
+             Contains("is complete; its outputs are out/x.* (set overwriteRequested = true to run it again)"));
+  // Without the restart record, the outputs are refused: one line, the namelist's names.
+  fs::remove_all(dir / "out" / "x_restart");
+  const std::string before = slurp(dir / "out" / "x_chain.txt");
+  const Run refused = run(dir, "run.nml" + kTarget);
+  INFO(refused.err);
+  CHECK(refused.rc == 2);
+  CHECK(refused.err ==
+        "herd-sample: error: run.nml:4: outputFileName = \"out/x\": output file \"out/x_chain.txt\" "
+        "exists; set overwriteRequested = true or choose another outputFileName\n");
+  CHECK(slurp(dir / "out" / "x_chain.txt") == before);
 }
 
 namespace {

@@ -1210,6 +1210,23 @@ TEST_CASE("sampler specs: a namelist's partial ball-domain keys take their defau
                     Catch::Equals("b.nml:3: key \"domainBallStdVec\" sets element 5, but there are only 3 (ndim)"));
 }
 
+TEST_CASE("sampler specs: spec_name names a key as the input does, ParaDRAM's name in a namelist that omits it",
+          "[mcmc]") {
+  herd::io::Schema schema("test");
+  declare_sampler_specs(schema);
+  const auto nml = schema.apply(herd::io::parse_namelist("&ParaDRAM\nOVERWRITEREQUESTED = true\n/\n", "p.nml"), {});
+  CHECK(nml.namelist());
+  CHECK(spec_name(nml, "overwrite", "overwriteRequested") == "OVERWRITEREQUESTED");
+  CHECK(spec_name(nml, "delayed_rejection_count", "delayedRejectionCount") == "delayedRejectionCount");
+  const auto toml = schema.apply(herd::io::parse_toml("overwrite = true\n", "t.toml"), {});
+  CHECK_FALSE(toml.namelist());
+  CHECK(spec_name(toml, "delayed_rejection_count", "delayedRejectionCount") == "delayed_rejection_count");
+  const SamplerSpecs s = resolve_sampler_specs(nml, 2);
+  CHECK(s.overwrite_name == "OVERWRITEREQUESTED");
+  CHECK(s.output_prefix_name == "outputFileName");
+  CHECK(resolve_sampler_specs(toml, 2).output_prefix_name == "output_prefix");
+}
+
 TEST_CASE("sampler specs: h5_posterior is verbose by default, compact on request, and leaves the input hash alone",
           "[mcmc]") {
   herd::io::Schema schema("test");

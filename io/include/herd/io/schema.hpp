@@ -148,6 +148,10 @@ class Settings {
   /// `proposal_cov`), else its schema name: what messages about its value should say.
   /// @throws InputError when unknown.
   const std::string& written(std::string_view key) const;
+  /// True when the settings were read from a Fortran namelist (ParaMonte's `&ParaDRAM`
+  /// group), false for TOML and for `--set` alone: messages about a key the input does not
+  /// set then name it as such an input would (ParaDRAM's `startPointVec`, not `start_point`).
+  bool namelist() const noexcept { return namelist_; }
   /// Refuses keys that the input sets but the run would not read (rather than ignore them),
   /// in one line naming them all: `<origin>: key "<first>" is set, but <reason>; nor does it
   /// read "<second>" (<origin>), ..., also set`. `keys`: those of them the input sets
@@ -177,6 +181,7 @@ class Settings {
   };
   const Entry& entry(std::string_view key) const;
   std::vector<Entry> entries_;
+  bool namelist_ = false;
 };
 
 /// A set of declared keys.

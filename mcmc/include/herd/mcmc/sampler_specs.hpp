@@ -55,6 +55,10 @@ struct SamplerSpecs {
   /// `run.nml:4: outputFileName = "./out/"`, `--set output_prefix=...` or `output_prefix =
   /// "out/herd_sample" (its default)` (empty: a program's own specifications).
   std::string output_prefix_origin;
+  /// How the input names the keys `overwrite` and `output_prefix`, for the advice of messages
+  /// about existing outputs: a namelist's `overwriteRequested` and `outputFileName` (as it
+  /// spelled them, or ParaDRAM's names when it does not set them), else the schema names.
+  std::string overwrite_name = "overwrite", output_prefix_name = "output_prefix";
   /// Where checkpoints were turned off, for the refusal to leave an interrupted run's restart
   /// record unused: e.g. `--set checkpoint_period_seconds=0` or `run.toml:5:
   /// checkpoint_period_seconds = 0` (empty while either period is positive).
@@ -122,6 +126,11 @@ struct SamplerSpecs {
   /// code, have none (`key_reference`).
   std::map<std::string, std::string, std::less<>> key_references;
 };
+
+/// How a message names the key `key` of `st`: as the input spelled it when the input sets
+/// it; else, when the input is a namelist, by ParaDRAM's name `paradram` (a namelist's user
+/// knows `delayedRejectionCount`, not `delayed_rejection_count`); else `key`. Thread-safe.
+std::string spec_name(const io::Settings& st, std::string_view key, std::string_view paradram);
 
 /// The start of a one-line message about `key`'s value: `specs.key_references`' entry, else
 /// `key "<key>"`. Thread-safe.
