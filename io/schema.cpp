@@ -508,8 +508,10 @@ class Resolver {
         if (found < 3 && matches(leaf(n))) out += (found++ ? " or \"" : "\"") + n + "\"";
       return out;
     };
-    std::vector<std::string> own;  // the keys' own names, not their aliases too
-    for (const auto& k : keys_) own.push_back(k.name());
+    // The keys' own names, not their aliases too; in a namelist, a key's first alias
+    // (ParaDRAM's name, `variableNameList`), which is how such an input spells it.
+    std::vector<std::string> own;
+    for (const auto& k : keys_) own.push_back(fold_ && !k.aliases().empty() ? k.aliases().front() : k.name());
     if (std::string s = those(names_, [&](const std::string& l) { return l == want; }); !s.empty()) return s;
     if (want.size() >= 4)
       if (std::string s = those(own, [&](const std::string& l) { return l.rfind(want, 0) == 0; }); !s.empty()) return s;
@@ -540,6 +542,10 @@ class Resolver {
       // Nothing alike: no name at all is better than a misleading one ("mpiname": "thin").
       if (2 * dist > want.size() + 2) return {};
     }
+    // A namelist is told a key's namelist name (`variableNameList`, not `variable_names`).
+    if (fold_)
+      for (const auto& k : keys_)
+        if (k.name() == near && !k.aliases().empty()) return "\"" + k.aliases().front() + "\"";
     return "\"" + near + "\"";
   }
 

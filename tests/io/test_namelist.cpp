@@ -276,6 +276,15 @@ TEST_CASE("namelist: a ParaMonte file through a schema with aliases", "[io]") {
   } catch (const herd::InputError& e) {
     CHECK(std::string(e.what()) == "in.nml:2: unknown key \"chainSise\"; did you mean \"chainSize\"?");
   }
+  // A namelist is pointed at the namelist name: before, "chain_sise" got "chain_size" and
+  // "overwrites" "overwrite", herd's TOML names, nearer by edit distance than the aliases.
+  CHECK_THROWS_WITH(s.apply(nml("&ParaDRAM\n chain_sise = 5 /")),
+                    "in.nml:2: unknown key \"chain_sise\"; did you mean \"chainSize\"?");
+  CHECK_THROWS_WITH(s.apply(nml("&ParaDRAM\n overwrites = t /")),
+                    "in.nml:2: unknown key \"overwrites\"; did you mean \"overwriteRequested\"?");
+  // TOML keeps the TOML names.
+  CHECK_THROWS_WITH(s.apply(herd::io::parse_toml("overwrites = true\n", "in.toml")),
+                    "in.toml:1: unknown key \"overwrites\"; did you mean \"overwrite\"?");
   try {
     s.apply(nml("&ParaDRAM\n targetAcceptanceRate = 1.5 /"));
     FAIL("no error");
