@@ -170,7 +170,10 @@ char* write_chain_row(char* p, const TextFormat& tf, RunningBurnin& burnin, std:
     return tf.write_real(q, v);
   };
   p = sep(tf.write_integer(p, process_id));
-  p = sep(tf.write_integer(p, r.dr_stage));
+  // ParaDRAM's DelayedRejectionStage counts the stages from 0: the first stage (and the
+  // start point) is 0, the k-th delayed-rejection stage k; the record's dr_stage counts the
+  // first stage 1 and keeps 0 for the start point.
+  p = sep(tf.write_integer(p, std::max(0, r.dr_stage - 1)));
   p = sep(real(p, rate));
   p = sep(real(p, r.adapt_measure));
   p = sep(tf.write_integer(p, b));

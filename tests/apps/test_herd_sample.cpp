@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -588,6 +589,33 @@ TEST_CASE("herd-sample: errors name the input file (or --set/--seed), the user's
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     CHECK_FALSE(fs::exists(dir / "out"));
   }
+}
+
+TEST_CASE("herd-sample: the chain's DelayedRejectionStage counts as ParaDRAM's, the first stage 0", "[apps][mcmc]") {
+  // Before: every state accepted at the first stage had DelayedRejectionStage 1 (ParaDRAM
+  // writes 0; its chain without delayed rejection is all 0), the first delayed-rejection
+  // stage 2.
+  const auto dir = workdir("dr_stage_column");
+  std::map<int, std::map<std::string, int>> counts;  // delayedRejectionCount -> stage -> rows
+  for (const int dr : {0, 1}) {
+    write(dir / "run.nml", fmt::format("&ParaDRAM\n  chainSize = 500\n  randomSeed = 3\n  outputFileName = 'out/d{}'\n"
+                                       "  delayedRejectionCount = {}\n/\n",
+                                       dr, dr));
+    REQUIRE(run(dir, "run.nml --quiet" + kTarget).rc == 0);
+    std::istringstream chain(slurp(dir / "out" / fmt::format("d{}_chain.txt", dr)));
+    std::string line;
+    std::getline(chain, line);
+    REQUIRE(line.rfind("ProcessID,DelayedRejectionStage,", 0) == 0);
+    while (std::getline(chain, line)) {
+      const auto a = line.find(',');
+      ++counts[dr][line.substr(a + 1, line.find(',', a + 1) - a - 1)];
+    }
+  }
+  CHECK(counts[0].size() == 1);
+  CHECK(counts[0]["0"] == 500);
+  CHECK(counts[1].size() == 2);
+  CHECK(counts[1]["0"] > 0);
+  CHECK(counts[1]["1"] > 0);
 }
 
 TEST_CASE("herd-sample: a namelist's advice about existing outputs names overwriteRequested and outputFileName",

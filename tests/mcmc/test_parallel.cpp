@@ -903,7 +903,7 @@ TEST_CASE("chain_rows: ParaDRAM's compact and verbose rows, padded and not", "[m
   r.step = 8;
   r.weight = 3;
   r.log_density = -2.5;
-  r.dr_stage = 2;
+  r.dr_stage = 2;  // the first delayed-rejection stage: ParaDRAM's DelayedRejectionStage 1
   r.adapt_measure = 0.125;
   r.point = point;
   r.ndim = 3;
@@ -922,10 +922,10 @@ TEST_CASE("chain_rows: ParaDRAM's compact and verbose rows, padded and not", "[m
     specs.chain_file_format = "compact";
     herd::mcmc::detail::RunningBurnin b1;
     CHECK(herd::mcmc::detail::chain_rows(specs, tf, b1, 4, r, 7) ==
-          pad("7") + "," + pad("2") + "," + body + pad("3") + tail);
+          pad("7") + "," + pad("1") + "," + body + pad("3") + tail);
     specs.chain_file_format = "verbose";
     herd::mcmc::detail::RunningBurnin b2;
-    const std::string row = pad("7") + "," + pad("2") + "," + body + pad("1") + tail;
+    const std::string row = pad("7") + "," + pad("1") + "," + body + pad("1") + tail;
     std::string out = "kept";
     herd::mcmc::detail::append_chain_rows(out, specs, tf, b2, 4, r, 7);
     CHECK(out == "kept" + row + row + row);

@@ -1,6 +1,7 @@
 // The text chain's internals (mcmc/run/, private to herd::mcmc): the streamed chain file
 // (ChainFileStream, formatted on a writer thread) against the chain file written from the
 // records at the end, its write errors, and the number formatter against std::to_chars.
+#include <algorithm>
 #include <bit>
 #include <cfloat>
 #include <charconv>
@@ -321,7 +322,7 @@ TEST_CASE("text chain rows: written in place, the bytes of std::to_chars' fields
             if (!last) want += delim;
           };
           field("1");
-          field(std::to_string(r.dr_stage));
+          field(std::to_string(std::max(0, r.dr_stage - 1)));  // ParaDRAM's: the first stage is 0
           field(to_chars_bytes(r.step == 0 ? 1.0 : static_cast<double>(i) / static_cast<double>(r.step), precision));
           field(to_chars_bytes(r.adapt_measure, precision));
           field(std::to_string(b1.add(row_index, r.log_density) + 1));
