@@ -276,11 +276,12 @@ RestartStatus check_restart(const SamplerSpecs& s, std::uint64_t hash, std::uint
   if (rc != chains || model != run_layout(s))
     throw InputError(
         fmt::format("the restart record \"{}\" is of a {} run with {} chain(s), but this run is {} with {} "
-                    "chain(s) (ranks x chains_per_rank); resume with {}, or set overwrite = true to start afresh",
+                    "chain(s) (ranks x chains_per_rank); resume with {}, or set {} = true to start afresh",
                     path, model, rc, run_layout(s), chains,
                     model == run_layout(s) && s.device != "cpu"
                         ? fmt::format("{} chains in all (processes x chains_per_rank = {}, in any layout)", rc, rc)
-                        : std::string("the same number of processes")));
+                        : std::string("the same number of processes"),
+                    s.overwrite_name));
   seed = r.value<std::uint64_t>("random_seed");
   return complete ? RestartStatus::kComplete : RestartStatus::kResume;
 }
@@ -586,10 +587,10 @@ bool settle_restart(ProgramRun& p) {
         throw InputError(fmt::format(
             "{}: checkpoints are off (checkpoint_period = checkpoint_period_seconds = 0), but {} holds the restart "
             "record of an interrupted run of this input: resume it with checkpoints on (remove the setting), or set "
-            "overwrite = true to start afresh",
+            "{} = true to start afresh",
             specs.checkpoints_off_origin.empty() ? std::string("checkpoint_period_seconds = 0")
                                                  : specs.checkpoints_off_origin,
-            restart_folder(specs)));
+            restart_folder(specs), specs.overwrite_name));
       if (st != RestartStatus::kFresh && !p.in.seed_given) specs.random_seed = seed;
       p.has_checkpoint = st == RestartStatus::kResume && holds_checkpoint(specs);
       dec[1] = static_cast<std::int64_t>(st);
@@ -689,8 +690,8 @@ void print_start(const ProgramRun& p) {
   for (const auto& n : specs.notes) std::printf("%s: note: %s\n", p.program.c_str(), n.c_str());
   if (p.in.banner) std::printf("%s\n", p.in.banner(p.in).c_str());
   if (p.removed_outputs > 0)
-    std::printf("%s: overwrite = true: removed the %zu output file(s) of an earlier run of %s\n", p.program.c_str(),
-                p.removed_outputs, specs.output_prefix.c_str());
+    std::printf("%s: %s = true: removed the %zu output file(s) of an earlier run of %s\n", p.program.c_str(),
+                specs.overwrite_name.c_str(), p.removed_outputs, specs.output_prefix.c_str());
   if (p.status == RestartStatus::kResume && p.has_checkpoint)
     std::printf("%s: resuming from the restart record in %s\n", p.program.c_str(), restart_folder(specs).c_str());
   else if (p.status == RestartStatus::kResume)

@@ -639,6 +639,13 @@ TEST_CASE("herd-sample: a namelist's advice about existing outputs names overwri
         "herd-sample: error: run.nml:4: outputFileName = \"out/x\": output file \"out/x_chain.txt\" "
         "exists; set overwriteRequested = true or choose another outputFileName\n");
   CHECK(slurp(dir / "out" / "x_chain.txt") == before);
+  // Overwriting says which key removed the earlier outputs, as the namelist spelled it.
+  write(dir / "run.nml",
+        "&ParaDRAM\n  chainSize = 10\n  randomSeed = 3\n  outputFileName = 'out/x'\n"
+        "  OverwriteRequested = .true.\n/\n");
+  const Run over = run(dir, "run.nml" + kTarget);
+  CHECK(over.rc == 0);
+  CHECK_THAT(over.out, Contains("herd-sample: OverwriteRequested = true: removed the "));
 }
 
 namespace {
