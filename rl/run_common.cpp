@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "herd/core/device.hpp"
 #include "herd/core/error.hpp"
 #include "herd/core/mpi_communicator.hpp"
+#include "herd/rl/dqn_trainer.hpp"
 #if HERD_HAVE_NCCL
 #include <cuda_runtime_api.h>
 
@@ -325,6 +327,21 @@ std::unique_ptr<DeviceComm> make_device_comm(Communicator& comm, const Device& d
 }  // namespace herd::rl::detail
 
 namespace herd::rl::detail {
+
+namespace {
+
+// The trainers write the evaluation's values into the last columns of their curve rows.
+template <std::size_t N>
+constexpr bool ends_with_eval_columns(const std::array<const char*, N>& columns) {
+  const std::size_t first = N - kEvalCurveColumns.size();
+  for (std::size_t k = 0; k < kEvalCurveColumns.size(); ++k)
+    if (std::string_view(columns[first + k]) != kEvalCurveColumns[k]) return false;
+  return true;
+}
+static_assert(ends_with_eval_columns(kCurveColumns));
+static_assert(ends_with_eval_columns(kDqnCurveColumns));
+
+}  // namespace
 
 std::vector<std::vector<double>> load_curve(const io::CheckpointReader& r, std::span<const char* const> columns,
                                             std::span<const char* const> legacy) {
