@@ -94,7 +94,8 @@ const io::Schema& train_schema() {
                "one (Stable-Baselines3's best_model)");
     s.add_float("eval.stop_return", std::nullopt,
                 "training ends after an evaluation during training whose mean return is at least this "
-                "(Stable-Baselines3's StopTrainingOnRewardThreshold); unset: never");
+                "(Stable-Baselines3's StopTrainingOnRewardThreshold); unset: never")
+        .finite();
     s.add_bool("logging.tensorboard", false,
                "also write TensorBoard event files (scalars of every iteration) to <prefix>_tb/");
     s.add_string("device", "cpu", "where the networks run and train: \"cpu\", \"cuda\" or \"cuda:<index>\"");

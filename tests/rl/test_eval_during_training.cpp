@@ -223,6 +223,11 @@ TEST_CASE("Evaluation during training: its keys are refused without eval.every_s
   CHECK_THROWS_WITH(resolve_train_config(none, {"eval.every_steps=100", "eval.episodes=0"}),
                     Catch::Contains("eval.episodes") && Catch::Contains("0"));
   CHECK_THROWS_WITH(resolve_train_config(none, {"eval.every_steps=-1"}), Catch::Contains("eval.every_steps"));
+  // A NaN threshold is never reached (every comparison is false) and an infinite one is
+  // never or always reached: each would silently misread the setting.
+  for (const std::string v : {"nan", "inf", "-inf"})
+    CHECK_THROWS_WITH(resolve_train_config(none, {"eval.every_steps=100", "eval.stop_return=" + v}),
+                      Catch::Contains("eval.stop_return") && Catch::Contains("finite"));
   const TrainConfig c =
       resolve_train_config(none, {"eval.every_steps=1000", "eval.episodes=7", "eval.stochastic=true"});
   CHECK(c.eval_every_steps == 1000);
