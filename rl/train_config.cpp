@@ -76,7 +76,8 @@ const io::Schema& train_schema() {
         .min(0);
     s.add_int("progress_period", 10, "iterations between progress lines (0: none)").min(0);
     s.add_int("eval.max_episode_steps", 27000,
-              "herd-rl eval: steps after which an evaluation episode is cut off and reported as truncated (as "
+              "herd-rl eval and evaluation during training (eval.every_steps): steps after which an evaluation "
+              "episode is cut off and reported as truncated (as "
               "Stable-Baselines3's Atari evaluations: 27000 agent steps, 108000 frames); 0: no cap (an agent that "
               "never ends an episode then runs forever)")
         .min(0);

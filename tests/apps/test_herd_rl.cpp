@@ -792,6 +792,8 @@ TEST_CASE("herd-rl train --help-keys lists every key; a misspelt command is name
   CHECK(keys.rc == 0);
   CHECK_THAT(keys.out, Contains("algo.learning_rate") && Contains("dqn.learning_rate") && Contains("env.frame_stack") &&
                            Contains("eval.max_episode_steps"));
+  // The cap applies to the evaluations during training too, not only to herd-rl eval.
+  CHECK_THAT(keys.out, Contains("herd-rl eval and evaluation during training (eval.every_steps): steps after which"));
   const Run typo = run(d, "trian x.toml");
   CHECK(typo.rc == 2);
   CHECK_THAT(typo.err, Contains("herd-rl: error: unknown command \"trian\""));
