@@ -388,7 +388,7 @@ bool PeriodicEvaluation::due(std::int64_t env_steps, std::int64_t steps_per_iter
 bool PeriodicEvaluation::evaluate(Communicator& comm, std::int64_t iteration, std::int64_t env_steps,
                                   const std::function<EvalResult(int, bool, std::uint64_t, std::int64_t)>& evaluate) {
   const std::uint64_t seed = seed_ + 1 + static_cast<std::uint64_t>(records_.size() + 1);
-  Record rec{iteration, env_steps, {}};
+  Record rec{iteration, env_steps, {}, stochastic_, max_episode_steps_};
   if (comm.rank() == 0) rec.result = evaluate(episodes_, stochastic_, seed, max_episode_steps_);
   if (comm.size() > 1) {
     // [episodes, truncated, capped, mean, std, returns..., lengths...] from rank 0.
@@ -462,9 +462,11 @@ std::string PeriodicEvaluation::line(bool new_best) const {
 }
 
 void PeriodicEvaluation::save(io::CheckpointWriter& w) const {
-  std::vector<std::int64_t> it, steps, n, trunc, capped;
+  std::vector<std::int64_t> it, steps, n, trunc, capped, stochastic, cap;
   std::vector<double> ret, len;
   for (const Record& r : records_) {
+    stochastic.push_back(r.stochastic ? 1 : 0);
+    cap.push_back(r.max_episode_steps);
     it.push_back(r.iteration);
     steps.push_back(r.env_steps);
     n.push_back(static_cast<std::int64_t>(r.result.returns.size()));
@@ -478,6 +480,8 @@ void PeriodicEvaluation::save(io::CheckpointWriter& w) const {
   w.add("eval/episodes", n);
   w.add("eval/truncated", trunc);
   w.add("eval/capped", capped);
+  w.add("eval/stochastic", stochastic);
+  w.add("eval/max_episode_steps", cap);
   w.add("eval/returns", ret);
   w.add("eval/lengths", len);
 }
@@ -489,14 +493,20 @@ void PeriodicEvaluation::load(const io::CheckpointReader& r, std::int64_t iterat
              n = r.get<std::int64_t>("eval/episodes"), trunc = r.get<std::int64_t>("eval/truncated"),
              capped = r.get<std::int64_t>("eval/capped");
   const auto ret = r.get<double>("eval/returns"), len = r.get<double>("eval/lengths");
+  // The settings of each evaluation (a checkpoint of an older version: the current ones).
+  const bool has_settings = r.has("eval/stochastic");
+  const auto stochastic =
+      has_settings ? r.get<std::int64_t>("eval/stochastic") : std::vector<std::int64_t>(it.size(), stochastic_ ? 1 : 0);
+  const auto cap = has_settings ? r.get<std::int64_t>("eval/max_episode_steps")
+                                : std::vector<std::int64_t>(it.size(), max_episode_steps_);
   std::size_t total = 0;
   for (const auto k : n) total += static_cast<std::size_t>(std::max<std::int64_t>(k, 0));
   if (steps.size() != it.size() || n.size() != it.size() || trunc.size() != it.size() || capped.size() != it.size() ||
-      ret.size() != total || len.size() != total)
+      stochastic.size() != it.size() || cap.size() != it.size() || ret.size() != total || len.size() != total)
     throw IoError("rl: the checkpoint's eval/ sections disagree in length (a damaged file)");
   std::size_t at = 0;
   for (std::size_t k = 0; k < it.size(); ++k) {
-    Record rec{it[k], steps[k], {}};
+    Record rec{it[k], steps[k], {}, stochastic[k] != 0, cap[k]};
     const auto e = static_cast<std::size_t>(n[k]);
     rec.result.returns.assign(ret.begin() + static_cast<std::ptrdiff_t>(at),
                               ret.begin() + static_cast<std::ptrdiff_t>(at + e));
@@ -552,9 +562,12 @@ void PeriodicEvaluation::write(io::H5Group& root) const {
   for (const auto& [name, values] : per_eval) g.write_variable<double>(name, *values, {"evaluation"});
   g.write_variable<double>("returns", returns, {"evaluation", "episode"});
   g.write_variable<double>("lengths", lengths, {"evaluation", "episode"});
-  g.set_attribute("episodes", static_cast<std::int64_t>(episodes_));
-  g.set_attribute("stochastic", static_cast<std::int64_t>(stochastic_ ? 1 : 0));
-  g.set_attribute("max_episode_steps", max_episode_steps_);
+  // The settings of the last evaluation: the current eval.* keys may differ (changed on
+  // resume, or evaluation turned off).
+  const Record& last = records_.back();
+  g.set_attribute("episodes", static_cast<std::int64_t>(last.result.returns.size()));
+  g.set_attribute("stochastic", static_cast<std::int64_t>(last.stochastic ? 1 : 0));
+  g.set_attribute("max_episode_steps", last.max_episode_steps);
   g.set_attribute("best_return_mean", best);
   g.set_attribute("best_env_steps", best_steps);
 }

@@ -214,6 +214,8 @@ class PeriodicEvaluation {
   struct Record {
     std::int64_t iteration = 0, env_steps = 0;
     EvalResult result;
+    bool stochastic = false;             ///< eval.stochastic of this evaluation
+    std::int64_t max_episode_steps = 0;  ///< eval.max_episode_steps of this evaluation (0: no cap)
   };
   /// Reads `eval.every_steps`, `eval.episodes`, `eval.stochastic`, `eval.save_best`,
   /// `eval.max_episode_steps`, `seed` and `output_prefix` of `c`.
@@ -249,19 +251,23 @@ class PeriodicEvaluation {
   /// The evaluations so far, oldest first.
   const std::vector<Record>& records() const { return records_; }
   /// Checkpoint sections "eval/iteration", "eval/env_steps", "eval/episodes",
-  /// "eval/returns", "eval/lengths", "eval/truncated", "eval/capped" (every record, also
-  /// those of an earlier setting of eval.episodes).
+  /// "eval/returns", "eval/lengths", "eval/truncated", "eval/capped", "eval/stochastic",
+  /// "eval/max_episode_steps" (every record, also those of an earlier setting of the eval.*
+  /// keys).
   void save(io::CheckpointWriter& w) const;
   /// Restores the records of `save` (none when the checkpoint has no "eval/iteration": a
-  /// run without evaluation or of an older version), dropping those after `iteration`.
+  /// run without evaluation or of an older version), dropping those after `iteration`; a
+  /// checkpoint without "eval/stochastic" (an older version) gives its records the current
+  /// eval.stochastic and eval.max_episode_steps.
   /// @throws herd::IoError for malformed sections.
   void load(const io::CheckpointReader& r, std::int64_t iteration);
   /// The group `eval` of `<prefix>.h5` when there are records: coordinate `evaluation`
   /// (1, 2, ...), `iteration`, `env_steps`, `return_mean`, `return_std`, `length_mean`
   /// `[evaluations]`, dimension `episode`, `returns` and `lengths` `[evaluations,
   /// episodes]` (float64, NaN where an evaluation had fewer episodes), `truncated`
-  /// `[evaluations]`; attributes `episodes`, `stochastic`, `max_episode_steps`,
-  /// `best_return_mean`, `best_env_steps`. @throws herd::IoError
+  /// `[evaluations]`; attributes `episodes`, `stochastic`, `max_episode_steps` (those of
+  /// the last evaluation, also when a resumed run changed the eval.* keys or turned
+  /// evaluation off), `best_return_mean`, `best_env_steps`. @throws herd::IoError
   void write(io::H5Group& root) const;
 
  private:

@@ -214,6 +214,42 @@ TEST_CASE("Evaluation during training: eval.stop_return ends training after the 
   }
 }
 
+TEST_CASE("Evaluation during training: /eval's attributes are the settings of the evaluations", "[rl]") {
+  // Evaluated with 3 stochastic episodes capped at 7 steps, then resumed without
+  // evaluation (and with other eval.* values): the attributes still describe the
+  // evaluations recorded, not the settings the resumed run happened to have.
+  for (const std::string algo : {"ppo", "dqn"}) {
+    INFO(algo);
+    const std::string prefix = "test_eval_attrs_" + algo;
+    std::string text;
+    const TrainConfig plain = config(algo, prefix, {}, &text);
+    const TrainConfig c = config(algo, prefix,
+                                 {"eval.every_steps=" + std::to_string(plain.steps_per_iteration()), "eval.episodes=3",
+                                  "eval.stochastic=true", "eval.max_episode_steps=7"},
+                                 &text);
+    auto first = make_training_run(c, text);
+    CHECK(first->run(nullptr, 2) == RunEnd::kStopped);
+    for (const bool eval_on : {false, true}) {
+      INFO("resumed with evaluation " << (eval_on ? "on, other settings" : "off"));
+      std::string resumed_text;
+      const TrainConfig r =
+          eval_on ? config(algo, prefix, {"eval.every_steps=1000000", "eval.episodes=4", "eval.max_episode_steps=9"},
+                           &resumed_text)
+                  : config(algo, prefix, {}, &resumed_text);
+      auto second = make_training_run(r, resumed_text);
+      second->load_checkpoint(second->checkpoint_path());
+      CHECK(second->run(nullptr) == RunEnd::kDone);
+      const io::H5Group ev = io::H5File::open(prefix + ".h5").root().open_group("eval");
+      CHECK(ev.read<double>("iteration") == std::vector<double>{1, 2});
+      CHECK(ev.attribute<std::int64_t>("episodes") == 3);
+      CHECK(ev.attribute<std::int64_t>("stochastic") == 1);
+      CHECK(ev.attribute<std::int64_t>("max_episode_steps") == 7);
+      std::filesystem::remove(prefix + ".h5");
+    }
+    remove_outputs(prefix);
+  }
+}
+
 TEST_CASE("Evaluation during training: its keys are refused without eval.every_steps", "[rl]") {
   const io::Config none("<t>");
   for (const std::string key :
