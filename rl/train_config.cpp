@@ -709,6 +709,12 @@ TrainConfig resolve_train_config(const io::Config& config, const std::vector<std
                          ": the advantage of a single sample cannot be normalised and is used as it is (as "
                          "Stable-Baselines3 does); each update follows one noisy sample, so the policy learns slowly "
                          "if at all; use minibatches of at least 32 samples");
+  // An evaluation period beyond the run's length evaluates nothing: run, and say so.
+  if (const std::int64_t steps = c.num_iterations() * c.steps_per_iteration();
+      c.eval_every_steps > 0 && c.eval_every_steps > steps)
+    c.warnings.push_back("eval.every_steps is " + std::to_string(c.eval_every_steps) + ", more than the run's " +
+                         std::to_string(steps) + " env steps (total_steps in whole iterations): no evaluation " +
+                         "during training will run; lower eval.every_steps or raise total_steps");
   // The resolved configuration marks the keys the algorithm does not read (their defaults,
   // since a key set for another algorithm is refused above), commented out: read again as
   // an input file (or on resume), the text leaves them at their defaults instead of

@@ -264,6 +264,17 @@ TEST_CASE("Evaluation during training: its keys are refused without eval.every_s
   for (const std::string v : {"nan", "inf", "-inf"})
     CHECK_THROWS_WITH(resolve_train_config(none, {"eval.every_steps=100", "eval.stop_return=" + v}),
                       Catch::Contains("eval.stop_return") && Catch::Contains("finite"));
+  // A period longer than the run would evaluate nothing without a word: a warning says so.
+  const auto warned = [&](const std::string& every) {
+    const TrainConfig w = resolve_train_config(none, {"total_steps=1000", "eval.every_steps=" + every});
+    return std::any_of(w.warnings.begin(), w.warnings.end(), [](const std::string& m) {
+      return m.find("eval.every_steps") != std::string::npos && m.find("no evaluation") != std::string::npos;
+    });
+  };
+  const TrainConfig d = resolve_train_config(none, {"total_steps=1000"});
+  const std::int64_t run_steps = d.num_iterations() * d.steps_per_iteration();
+  CHECK_FALSE(warned(std::to_string(run_steps)));
+  CHECK(warned(std::to_string(run_steps + 1)));
   const TrainConfig c =
       resolve_train_config(none, {"eval.every_steps=1000", "eval.episodes=7", "eval.stochastic=true"});
   CHECK(c.eval_every_steps == 1000);
