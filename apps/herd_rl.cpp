@@ -360,14 +360,12 @@ int run_main(int argc, char** argv) {
     // but a link at an output name is refused up front, with or without --overwrite).
     for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path(), trainer->best_checkpoint_path()})
       herd::io::refuse_symlink(p);
-    // A folder at an output's name would make the run fail when it first writes that file
-    // (the .h5 at its end, the best checkpoint at its first evaluation), and --overwrite
-    // would remove an empty one: refused up front, with or without --resume/--overwrite.
-    for (const std::string& p : {trainer->checkpoint_path(), trainer->output_path(), trainer->progress_path(),
-                                 trainer->best_checkpoint_path()})
-      if (fs::is_directory(p))
-        throw herd::InputError("output file " + p + " is a folder (output_prefix \"" + trainer->config().output_prefix +
-                               "\" names a file there); remove it or choose another output_prefix");
+    // A folder at the best checkpoint's name would make a resumed run fail at its first new
+    // best, and --overwrite would remove an empty one: refused up front.
+    if (const std::string best = trainer->best_checkpoint_path(); fs::is_directory(best))
+      throw herd::InputError("output file " + best + " is a folder (output_prefix \"" +
+                             trainer->config().output_prefix +
+                             "\" names the best checkpoint there); remove it or choose another output_prefix");
     const bool have_ckpt = fs::exists(trainer->checkpoint_path());
     // A finished run's <prefix>.h5 without its checkpoint (deleted to save space, say) has
     // nothing to resume from: training afresh would replace its results.
