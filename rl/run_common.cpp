@@ -448,7 +448,7 @@ std::string PeriodicEvaluation::line(bool new_best) const {
   const Record& r = records_.back();
   const auto v = columns(r.iteration);
   std::string s = fmt::format(
-      "eval  steps {}  return {:.2f} +- {:.2f} (min {:.4g}, max {:.4g}) over {} episode{}  "
+      "eval  steps {}  return {:.2f} +- {:.2f} (min {:.6g}, max {:.6g}) over {} episode{}  "
       "length {:.1f}",
       r.env_steps, v[0], v[1], v[2], v[3], r.result.returns.size(), r.result.returns.size() == 1 ? "" : "s", v[4]);
   if (r.result.capped > 0)
@@ -530,7 +530,7 @@ void PeriodicEvaluation::write(io::H5Group& root) const {
   std::size_t width = 0;
   for (const Record& r : records_) width = std::max(width, r.result.returns.size());
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<double> number, it, steps, mean, sd, len_mean, trunc, returns, lengths;
+  std::vector<double> number, it, steps, mean, sd, len_mean, trunc, capped, returns, lengths;
   std::vector<double> episode(width);
   for (std::size_t e = 0; e < width; ++e) episode[e] = static_cast<double>(e);
   double best = -std::numeric_limits<double>::infinity(), best_steps = nan;
@@ -544,6 +544,7 @@ void PeriodicEvaluation::write(io::H5Group& root) const {
     sd.push_back(r.result.std);
     len_mean.push_back(v[4]);
     trunc.push_back(static_cast<double>(r.result.truncated));
+    capped.push_back(static_cast<double>(r.result.capped));
     for (std::size_t e = 0; e < width; ++e) {
       const bool has = e < r.result.returns.size();
       returns.push_back(has ? r.result.returns[e] : nan);
@@ -557,8 +558,8 @@ void PeriodicEvaluation::write(io::H5Group& root) const {
   g.create_coordinate<double>("evaluation", number);
   g.create_dimension("episode", width);
   const std::pair<const char*, const std::vector<double>*> per_eval[] = {
-      {"iteration", &it},  {"env_steps", &steps},      {"return_mean", &mean},
-      {"return_std", &sd}, {"length_mean", &len_mean}, {"truncated", &trunc}};
+      {"iteration", &it},         {"env_steps", &steps}, {"return_mean", &mean}, {"return_std", &sd},
+      {"length_mean", &len_mean}, {"truncated", &trunc}, {"capped", &capped}};
   for (const auto& [name, values] : per_eval) g.write_variable<double>(name, *values, {"evaluation"});
   g.write_variable<double>("returns", returns, {"evaluation", "episode"});
   g.write_variable<double>("lengths", lengths, {"evaluation", "episode"});

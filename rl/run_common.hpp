@@ -264,7 +264,7 @@ class PeriodicEvaluation {
   /// The group `eval` of `<prefix>.h5` when there are records: coordinate `evaluation`
   /// (1, 2, ...), `iteration`, `env_steps`, `return_mean`, `return_std`, `length_mean`
   /// `[evaluations]`, dimension `episode`, `returns` and `lengths` `[evaluations,
-  /// episodes]` (float64, NaN where an evaluation had fewer episodes), `truncated`
+  /// episodes]` (float64, NaN where an evaluation had fewer episodes), `truncated`, `capped`
   /// `[evaluations]`; attributes `episodes`, `stochastic`, `max_episode_steps` (those of
   /// the last evaluation, also when a resumed run changed the eval.* keys or turned
   /// evaluation off), `best_return_mean`, `best_env_steps`. @throws herd::IoError

@@ -170,7 +170,7 @@ TEST_CASE("Evaluation during training: when, what it records, unchanged trajecto
       CHECK(second->iteration() == 3);
       CHECK(second->run(nullptr) == RunEnd::kDone);
       const io::H5Group ed = io::H5File::open(pd + ".h5").root().open_group("eval");
-      for (const char* name : {"env_steps", "returns", "lengths", "return_mean", "return_std", "truncated"}) {
+      for (const char* name : {"env_steps", "returns", "lengths", "return_mean", "return_std", "truncated", "capped"}) {
         INFO(name);
         const auto x = ev.read<double>(name), y = ed.read<double>(name);
         REQUIRE(x.size() == y.size());
@@ -248,6 +248,25 @@ TEST_CASE("Evaluation during training: /eval's attributes are the settings of th
     }
     remove_outputs(prefix);
   }
+}
+
+TEST_CASE("Evaluation during training: episodes cut off at eval.max_episode_steps are counted and said", "[rl]") {
+  // A CartPole episode lasts at least 8 steps: every episode is cut off at 5.
+  std::string plain_text, text;
+  const std::string prefix = "test_eval_capped";
+  const TrainConfig plain = config("ppo", prefix, {}, &plain_text);
+  auto sets = eval_on(plain);
+  sets.push_back("eval.max_episode_steps=5");
+  const TrainConfig c = config("ppo", prefix, sets, &text);
+  std::ostringstream lines;
+  auto a = make_training_run(c, text);
+  CHECK(a->run(&lines) == RunEnd::kDone);
+  CHECK_THAT(lines.str(), Catch::Contains("(3 cut off at eval.max_episode_steps = 5)"));
+  const io::H5Group ev = io::H5File::open(prefix + ".h5").root().open_group("eval");
+  CHECK(ev.read<double>("capped") == std::vector<double>{3, 3, 3});
+  CHECK(ev.read<double>("truncated") == std::vector<double>{3, 3, 3});
+  CHECK(ev.read<double>("lengths") == std::vector<double>(9, 5.0));
+  remove_outputs(prefix);
 }
 
 TEST_CASE("Evaluation during training: its keys are refused without eval.every_steps", "[rl]") {
