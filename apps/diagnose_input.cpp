@@ -1470,17 +1470,23 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
     any_divergent = any_divergent || !f.divergent.empty();
     any_depth = any_depth || !f.at_max_depth.empty();
   }
-  if (any_divergent) {
-    TransitionFlags d;
-    d.source = "divergent__";
+  // A per-row flag of every file counted over the draws kept (and in the rows cut off).
+  const auto tally = [&](const char* source, std::vector<std::uint8_t> TextFile::*flags) {
+    TransitionFlags t;
+    t.source = source;
     for (const auto& f : files) {
-      const std::size_t k = kept(f.divergent);
-      const std::size_t set = set_in(f.divergent, 0, k);
-      d.per_chain.push_back(f.divergent.empty() ? -1 : static_cast<std::int64_t>(set));
-      d.count += set;
-      d.transitions += k;
-      d.cut_off += set_in(f.divergent, k, f.divergent.size());
+      const std::vector<std::uint8_t>& v = f.*flags;
+      const std::size_t k = kept(v);
+      const std::size_t set = set_in(v, 0, k);
+      t.per_chain.push_back(v.empty() ? -1 : static_cast<std::int64_t>(set));
+      t.count += set;
+      t.transitions += k;
+      t.cut_off += set_in(v, k, v.size());
     }
+    return t;
+  };
+  if (any_divergent) {
+    TransitionFlags d = tally("divergent__", &TextFile::divergent);
     if (d.count > 0) {
       d.message = divergence_warning(d.count, d.transitions, "divergent__", where + cut_off_note(d.cut_off));
       warned.push_back(d.message);
@@ -1493,17 +1499,8 @@ std::vector<DrawsArray> read_text(const std::vector<std::string>& paths, std::ve
     unjudged += set_in(f.at_default_depth, 0, kept(f.at_default_depth));
   }
   if (any_depth) {
-    TransitionFlags t;
-    t.source = "treedepth__";
-    for (const auto& f : files) {
-      const std::size_t k = kept(f.at_max_depth);
-      const std::size_t set = set_in(f.at_max_depth, 0, k);
-      t.per_chain.push_back(f.at_max_depth.empty() ? -1 : static_cast<std::int64_t>(set));
-      t.max_depth.push_back(f.at_max_depth.empty() ? 0 : f.max_depth);
-      t.count += set;
-      t.transitions += k;
-      t.cut_off += set_in(f.at_max_depth, k, f.at_max_depth.size());
-    }
+    TransitionFlags t = tally("treedepth__", &TextFile::at_max_depth);
+    for (const auto& f : files) t.max_depth.push_back(f.at_max_depth.empty() ? 0 : f.max_depth);
     if (t.count > 0) {
       t.message = max_depth_warning(
           t.count, t.transitions,
