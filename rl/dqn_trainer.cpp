@@ -352,19 +352,18 @@ void DqnTrainer::iterate() {
 
 // After an iteration: evaluation when it passed a multiple of eval.every_steps, greedy (or
 // epsilon-greedy with the final epsilon) on a host copy of the online network, its columns
-// in the iteration's curve row. Returns true for a new best mean. Collective.
-bool DqnTrainer::evaluate_if_due() {
-  if (!eval_->due(env_steps(), config_.steps_per_iteration())) return false;
-  const bool best = eval_->evaluate(
-      *comm_, iteration_, env_steps(), [this](int episodes, bool stochastic, std::uint64_t seed, std::int64_t cap) {
+// in the iteration's curve row, its line to `progress` (rank 0). Returns true for a new best
+// mean. Collective.
+bool DqnTrainer::evaluate_if_due(std::ostream* progress) {
+  return eval_->after_iteration(
+      *comm_, iteration_, env_steps(), config_.steps_per_iteration(),
+      std::span<double>(curve_.back()).last(kEvalCurveColumns.size()), comm_->rank() == 0 ? progress : nullptr,
+      [this](int episodes, bool stochastic, std::uint64_t seed, std::int64_t cap) {
         if (!eval_q_) eval_q_ = make_q_network(config_, *make_env(config_.env), Device::cpu());
         eval_q_->load_state_dict(online_->state_dict());
         return evaluate_q_network(*eval_q_, config_.env, episodes, stochastic ? config_.dqn.exploration_final_eps : 0.0,
                                   seed, cap);
       });
-  const auto ev = eval_->columns(iteration_);
-  std::copy(ev.begin(), ev.end(), curve_.back().end() - static_cast<std::ptrdiff_t>(ev.size()));
-  return best;
 }
 
 std::vector<double> DqnTrainer::progress_values(const std::vector<double>& row) const {
@@ -419,8 +418,7 @@ RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const vo
   detail::RunHooks hooks;
   hooks.iterate = [this, progress] {
     iterate();
-    const bool evaluated = eval_->due(env_steps(), config_.steps_per_iteration());
-    const bool best = evaluate_if_due();
+    const bool best = evaluate_if_due(progress);
     const std::vector<double> values = progress_values(curve_.back());
     if (csv_) csv_->append_values(values);
     if (tb_) {
@@ -429,7 +427,6 @@ RunEnd DqnTrainer::run(std::ostream* progress, std::int64_t stop_after, const vo
       s.insert(s.end(), ev.begin(), ev.end());
       tb_->add_scalars(env_steps(), s);
     }
-    if (evaluated && progress && comm_->rank() == 0) *progress << eval_->line(best) << std::flush;
     if (best && eval_->save_best()) save_checkpoint(eval_->best_path());
   };
   hooks.env_steps = [this] { return env_steps(); };

@@ -422,6 +422,18 @@ bool PeriodicEvaluation::evaluate(Communicator& comm, std::int64_t iteration, st
   return best;
 }
 
+bool PeriodicEvaluation::after_iteration(
+    Communicator& comm, std::int64_t iteration, std::int64_t env_steps, std::int64_t steps_per_iteration,
+    std::span<double> row_tail, std::ostream* progress,
+    const std::function<EvalResult(int, bool, std::uint64_t, std::int64_t)>& evaluate_fn) {
+  if (!due(env_steps, steps_per_iteration)) return false;
+  const bool best = evaluate(comm, iteration, env_steps, evaluate_fn);
+  const auto v = columns(iteration);
+  std::copy(v.begin(), v.end(), row_tail.begin());
+  if (progress) *progress << line(best) << std::flush;
+  return best;
+}
+
 std::array<double, kEvalCurveColumns.size()> PeriodicEvaluation::columns(std::int64_t iteration) const {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::array<double, kEvalCurveColumns.size()> out;

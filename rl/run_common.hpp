@@ -230,6 +230,13 @@ class PeriodicEvaluation {
   /// earlier evaluation's. Collective over `comm`. @throws as `evaluate`.
   bool evaluate(Communicator& comm, std::int64_t iteration, std::int64_t env_steps,
                 const std::function<EvalResult(int, bool, std::uint64_t, std::int64_t)>& evaluate);
+  /// After an iteration that ended at `env_steps`: when `due`, runs `evaluate` as above
+  /// (collective), writes its `columns` into `row_tail` (the curve row's last
+  /// `kEvalCurveColumns.size()` values) and its `line` to `progress` (null: none; give it on
+  /// rank 0 only). Returns true for a new best mean; false when not due.
+  bool after_iteration(Communicator& comm, std::int64_t iteration, std::int64_t env_steps,
+                       std::int64_t steps_per_iteration, std::span<double> row_tail, std::ostream* progress,
+                       const std::function<EvalResult(int, bool, std::uint64_t, std::int64_t)>& evaluate);
   /// The values of `kEvalCurveColumns` for the curve row of `iteration`: the evaluation
   /// after that iteration, NaN when there was none.
   std::array<double, kEvalCurveColumns.size()> columns(std::int64_t iteration) const;

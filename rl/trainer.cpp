@@ -217,11 +217,13 @@ void Trainer::iterate() {
 
 // After an iteration: evaluation when it passed a multiple of eval.every_steps, on a host
 // copy of the agent (so that the training's state is untouched), its columns in the
-// iteration's curve row. Returns true for a new best mean. Collective.
-bool Trainer::evaluate_if_due() {
-  if (!eval_->due(env_steps(), config_.steps_per_iteration())) return false;
-  const bool best = eval_->evaluate(
-      *comm_, iteration_, env_steps(), [this](int episodes, bool stochastic, std::uint64_t seed, std::int64_t cap) {
+// iteration's curve row, its line to `progress` (rank 0). Returns true for a new best mean.
+// Collective.
+bool Trainer::evaluate_if_due(std::ostream* progress) {
+  return eval_->after_iteration(
+      *comm_, iteration_, env_steps(), config_.steps_per_iteration(),
+      std::span<double>(curve_.back()).last(kEvalCurveColumns.size()), comm_->rank() == 0 ? progress : nullptr,
+      [this](int episodes, bool stochastic, std::uint64_t seed, std::int64_t cap) {
         if (!eval_agent_) {
           const auto env = make_env(config_.env);
           AgentOptions ao = config_.agent;
@@ -233,9 +235,6 @@ bool Trainer::evaluate_if_due() {
         return evaluate_policy(*eval_agent_, config_.env, norm ? &sampler_->obs_rms() : nullptr, episodes, stochastic,
                                seed, cap);
       });
-  const auto ev = eval_->columns(iteration_);
-  std::copy(ev.begin(), ev.end(), curve_.back().end() - static_cast<std::ptrdiff_t>(ev.size()));
-  return best;
 }
 
 std::vector<double> Trainer::csv_values(const CurveRow& row) const {
@@ -288,10 +287,8 @@ RunEnd Trainer::run(std::ostream* progress, std::int64_t stop_after, const volat
   detail::RunHooks hooks;
   hooks.iterate = [this, progress] {
     iterate();
-    const bool evaluated = eval_->due(env_steps(), config_.steps_per_iteration());
-    const bool best = evaluate_if_due();
+    const bool best = evaluate_if_due(progress);
     log_row(curve_.back());
-    if (evaluated && progress && comm_->rank() == 0) *progress << eval_->line(best) << std::flush;
     if (best && eval_->save_best()) save_checkpoint(eval_->best_path());
   };
   hooks.env_steps = [this] { return env_steps(); };

@@ -195,7 +195,7 @@ class DqnTrainer final : public TrainingRun {
   void save_local(io::CheckpointWriter& w) const;
   void load_local(const io::CheckpointReader& r, const std::string& path);
   void open_logs();
-  bool evaluate_if_due();
+  bool evaluate_if_due(std::ostream* progress);
   std::vector<double> progress_values(const std::vector<double>& row) const;
   TrainConfig config_;
   std::string config_text_;

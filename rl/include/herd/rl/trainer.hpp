@@ -218,7 +218,7 @@ class Trainer final : public TrainingRun {
   void gather_episodes();
   void open_logs();
   void log_row(const CurveRow& row);
-  bool evaluate_if_due();
+  bool evaluate_if_due(std::ostream* progress);
   std::vector<double> csv_values(const CurveRow& row) const;
   TrainConfig config_;
   std::string config_text_;
